@@ -1,0 +1,556 @@
+# cython: language_level=3
+"""Log-side batch scanning: validate-and-assign on append, verify on recovery.
+
+Two entry points, both a single C loop over concatenated RecordBatch v2
+bytes (layout in ``wire.h``):
+
+``validate_for_append`` is the broker's LogValidator: it checks every batch a
+producer (or a leader, for a follower) sent -- length, magic, CRC, size
+limit, codec, control bit, record framing, offset deltas, keys for compacted
+topics -- and only when *all* batches pass does it patch baseOffset and
+partitionLeaderEpoch in place (neither is covered by the CRC), plus the
+LogAppendTime timestamp (which is, so the CRC is recomputed then). A
+rejected append therefore leaves the caller's buffer untouched.
+
+``scan_log`` walks a segment file's bytes for recovery and verification and
+reports where the valid prefix ends, what the indexes should contain, and
+which leader epochs start where.
+
+Who may call: the partition's owner (storage layer); no shared state.
+"""
+cimport cython
+cimport numpy as cnp
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t, INT32_MAX
+from libc.stdlib cimport free, malloc, realloc
+
+cimport crc32c_c as crcmod
+from wire_c cimport *
+
+import numpy as np
+
+from kafkalite.errors import (CorruptRecordError, InvalidRecordError, InvalidTimestampError,
+                              MessageTooLargeError, UnsupportedCompressionTypeError,
+                              UnsupportedForMessageFormatError)
+
+cnp.import_array()
+crcmod.kl_crc32c_init()
+
+cdef int MIN_BATCH_LENGTH = KL_BATCH_HEADER_SIZE - KL_LOG_OVERHEAD
+cdef int MAX_CODEC = 4
+
+cdef object _compression = None
+
+
+cdef object _codecs():
+    global _compression
+    if _compression is None:
+        import kafkalite.record.compression as module
+        _compression = module
+    return _compression
+
+
+cdef inline uint32_t _crc(const unsigned char *b, Py_ssize_t size) noexcept nogil:
+    return crcmod.kl_crc32c(0, b + KL_OFF_ATTRIBUTES, size - KL_OFF_ATTRIBUTES)
+
+
+ctypedef struct RecordCheck:
+    int64_t max_timestamp
+    int64_t offset_of_max   # as a delta
+    int error               # 0 ok, else a code below
+    int32_t index           # record index of the error
+    int64_t detail
+
+cdef enum:
+    ERR_NONE = 0
+    ERR_FRAMING = 1         # detail: kl_parse_record code
+    ERR_COUNT = 2           # fewer records than the header says
+    ERR_TRAILING = 3        # bytes after the last record
+    ERR_OFFSET_DELTA = 4    # detail: the delta found
+    ERR_NO_KEY = 5
+    ERR_LAST_DELTA = 6
+
+
+cdef void _check_records(const unsigned char *p, const unsigned char *end, int32_t count,
+                         int64_t base_ts, bint sequential, bint require_keys,
+                         int32_t last_offset_delta, RecordCheck *out) noexcept nogil:
+    """Walk a (decompressed) records section; fills ``out``."""
+    cdef kl_record r
+    cdef int rc
+    cdef int32_t i
+    cdef int64_t prev = -1, ts
+    out.error = ERR_NONE
+    out.max_timestamp = -1
+    out.offset_of_max = -1
+    for i in range(count):
+        rc = kl_parse_record(p, end, &r)
+        if rc != KL_REC_OK:
+            out.error = ERR_FRAMING
+            out.index = i
+            out.detail = rc
+            return
+        if (sequential and r.offset_delta != i) or r.offset_delta <= prev \
+                or r.offset_delta > last_offset_delta:
+            out.error = ERR_OFFSET_DELTA
+            out.index = i
+            out.detail = r.offset_delta
+            return
+        prev = r.offset_delta
+        if require_keys and r.key_len < 0:
+            out.error = ERR_NO_KEY
+            out.index = i
+            return
+        ts = base_ts + r.timestamp_delta
+        if i == 0 or ts > out.max_timestamp:
+            out.max_timestamp = ts
+            out.offset_of_max = r.offset_delta
+        p = r.end
+    if p != end:
+        out.error = ERR_TRAILING
+        out.detail = end - p
+        return
+    if sequential and count > 0 and last_offset_delta != count - 1:
+        out.error = ERR_LAST_DELTA
+        out.detail = last_offset_delta
+
+
+cdef object _record_error(RecordCheck *c, int64_t position, int32_t count):
+    where = f"batch at byte {position}"
+    if c.error == ERR_FRAMING:
+        return CorruptRecordError(f"{where}, record {c.index}: "
+                                  f"{kl_record_error(<int>c.detail).decode()}")
+    if c.error == ERR_COUNT:
+        return CorruptRecordError(f"{where} holds fewer records than its count of {count}")
+    if c.error == ERR_TRAILING:
+        return CorruptRecordError(f"{where} has {c.detail} bytes after its {count} records")
+    if c.error == ERR_OFFSET_DELTA:
+        return InvalidRecordError(f"{where}, record {c.index}: offset delta {c.detail} is out "
+                                  f"of sequence")
+    if c.error == ERR_NO_KEY:
+        return InvalidRecordError(f"{where}, record {c.index}: compacted topics require a "
+                                  f"key on every record")
+    if c.error == ERR_LAST_DELTA:
+        return InvalidRecordError(f"{where}: lastOffsetDelta {c.detail} does not match its "
+                                  f"{count} records")
+    return CorruptRecordError(f"{where} is malformed")
+
+
+@cython.final
+cdef class AppendScan:
+    """What ``validate_for_append`` found and assigned.
+
+    Per batch (numpy arrays, in order): ``positions`` within the buffer,
+    ``sizes``, ``base_offsets`` and ``last_offsets`` (as assigned),
+    ``max_timestamps``, ``leader_epochs`` (as written), ``producer_ids``,
+    ``producer_epochs``, ``base_sequences``, ``attributes``, ``record_counts``.
+    """
+    cdef readonly int64_t first_offset
+    cdef readonly int64_t last_offset
+    cdef readonly int64_t record_count
+    cdef readonly int64_t max_timestamp
+    cdef readonly int64_t offset_of_max_timestamp  # last offset of the batch holding it
+    cdef readonly Py_ssize_t batch_count
+    cdef readonly Py_ssize_t size_in_bytes
+    cdef readonly object positions, sizes, base_offsets, last_offsets, max_timestamps
+    cdef readonly object leader_epochs, producer_ids, producer_epochs, base_sequences
+    cdef readonly object attributes, record_counts
+
+    @property
+    def next_offset(self):
+        return self.last_offset + 1
+
+
+ctypedef struct Pending:
+    Py_ssize_t position
+    Py_ssize_t size
+    int64_t base_offset
+    int64_t last_offset
+    int64_t max_ts
+    int64_t offset_of_max
+    int32_t epoch
+    int32_t count
+    int16_t attributes
+    bint patch_ts
+
+
+def validate_for_append(data, *, int64_t next_offset, int32_t leader_epoch=-1,
+                        Py_ssize_t max_batch_bytes=1048588, bint require_keys=False,
+                        int64_t log_append_time=-1, bint assign_offsets=True,
+                        bint allow_control=False, bint deep=True):
+    """Validate every batch in ``data`` (writable) and assign offsets in place.
+
+    ``assign_offsets``: producer appends get consecutive offsets from
+    ``next_offset`` and the leader epoch ``leader_epoch``; otherwise
+    (replication) the batches keep their offsets and epochs, which must be
+    at or beyond ``next_offset`` and increasing. ``log_append_time`` >= 0
+    turns the batches into LogAppendTime batches stamped with it. ``deep``
+    also walks the records (decompressing compressed batches) to check their
+    framing, offset deltas and, with ``require_keys``, that each has a key.
+    Raises a KafkaError subclass naming the batch and the problem; on error
+    ``data`` is unchanged.
+    """
+    cdef Py_buffer view
+    cdef unsigned char *base
+    cdef unsigned char *b
+    cdef Py_ssize_t n, pos = 0, nb = 0, cap = 8, i
+    cdef int64_t length, expected = next_offset
+    cdef int32_t last_delta, count
+    cdef int16_t attrs
+    cdef int codec
+    cdef uint32_t stored, computed
+    cdef Pending *pend = <Pending *>malloc(cap * sizeof(Pending))
+    cdef Pending *pp
+    cdef RecordCheck chk
+    cdef bytes section
+    cdef int64_t total_records = 0, max_ts = -1, offset_of_max = -1
+    cdef AppendScan result
+    if pend == NULL:
+        raise MemoryError()
+    PyObject_GetBuffer(data, &view, PyBUF_WRITABLE)
+    try:
+        base = <unsigned char *>view.buf
+        n = view.len
+        if n == 0:
+            raise CorruptRecordError("the append holds no record batches")
+        while pos < n:
+            b = base + pos
+            if n - pos < KL_LOG_OVERHEAD:
+                raise CorruptRecordError(f"{n - pos} stray bytes at byte {pos}: too short for a "
+                                         f"batch header")
+            length = <int32_t>kl_be32(b + KL_OFF_LENGTH)
+            if length < MIN_BATCH_LENGTH:
+                raise CorruptRecordError(f"batch at byte {pos} has length {length}, less than "
+                                         f"the {MIN_BATCH_LENGTH}-byte header")
+            if length + KL_LOG_OVERHEAD > n - pos:
+                raise CorruptRecordError(f"batch at byte {pos} is truncated: it claims "
+                                         f"{length + KL_LOG_OVERHEAD} bytes, {n - pos} remain")
+            if length + KL_LOG_OVERHEAD > max_batch_bytes:
+                raise MessageTooLargeError(f"batch at byte {pos} is {length + KL_LOG_OVERHEAD} "
+                                           f"bytes, more than max.message.bytes "
+                                           f"({max_batch_bytes})")
+            if b[KL_OFF_MAGIC] != KL_MAGIC_V2:
+                raise UnsupportedForMessageFormatError(
+                    f"batch at byte {pos} has magic {b[KL_OFF_MAGIC]}; only RecordBatch v2 "
+                    f"(magic 2) is accepted")
+            stored = kl_be32(b + KL_OFF_CRC)
+            computed = _crc(b, length + KL_LOG_OVERHEAD)
+            if stored != computed:
+                raise CorruptRecordError(f"batch at byte {pos} is corrupt: stored CRC "
+                                         f"{stored:#010x}, computed {computed:#010x}")
+            attrs = <int16_t>kl_be16(b + KL_OFF_ATTRIBUTES)
+            codec = attrs & KL_ATTR_COMPRESSION_MASK
+            if codec > MAX_CODEC:
+                raise UnsupportedCompressionTypeError(f"batch at byte {pos} uses unknown "
+                                                      f"compression codec {codec}")
+            if (attrs & KL_ATTR_CONTROL) and not allow_control:
+                raise InvalidRecordError(f"batch at byte {pos} is a control batch; producers "
+                                         f"may not write control batches")
+            count = <int32_t>kl_be32(b + KL_OFF_RECORDS_COUNT)
+            last_delta = <int32_t>kl_be32(b + KL_OFF_LAST_OFFSET_DELTA)
+            if count < 0 or last_delta < 0 or (assign_offsets and count == 0):
+                raise InvalidRecordError(f"batch at byte {pos} has record count {count} and "
+                                         f"lastOffsetDelta {last_delta}")
+            if nb == cap:
+                cap *= 2
+                pp = <Pending *>realloc(pend, cap * sizeof(Pending))
+                if pp == NULL:
+                    raise MemoryError()
+                pend = pp
+            pp = &pend[nb]
+            nb += 1
+            pp.position = pos
+            pp.size = length + KL_LOG_OVERHEAD
+            pp.count = count
+            pp.attributes = attrs
+            if assign_offsets:
+                pp.base_offset = expected
+                pp.epoch = leader_epoch
+            else:
+                pp.base_offset = <int64_t>kl_be64(b + KL_OFF_BASE_OFFSET)
+                pp.epoch = <int32_t>kl_be32(b + KL_OFF_LEADER_EPOCH)
+                if pp.base_offset < expected:
+                    raise InvalidRecordError(f"batch at byte {pos} starts at offset "
+                                             f"{pp.base_offset}, below the next offset {expected}")
+            pp.last_offset = pp.base_offset + last_delta
+            expected = pp.last_offset + 1
+            pp.max_ts = <int64_t>kl_be64(b + KL_OFF_MAX_TIMESTAMP)
+            pp.offset_of_max = pp.last_offset
+            pp.patch_ts = False
+            if deep and count > 0:
+                if codec == 0:
+                    _check_records(b + KL_BATCH_HEADER_SIZE, b + length + KL_LOG_OVERHEAD, count,
+                                   <int64_t>kl_be64(b + KL_OFF_BASE_TIMESTAMP), assign_offsets,
+                                   require_keys, last_delta, &chk)
+                else:
+                    section = _codecs().decompress(codec, PyBytes_FromStringAndSize(
+                        <const char *>b + KL_BATCH_HEADER_SIZE,
+                        length + KL_LOG_OVERHEAD - KL_BATCH_HEADER_SIZE))
+                    _check_records(<const unsigned char *>PyBytes_AS_STRING(section),
+                                   <const unsigned char *>PyBytes_AS_STRING(section)
+                                   + PyBytes_GET_SIZE(section), count,
+                                   <int64_t>kl_be64(b + KL_OFF_BASE_TIMESTAMP), assign_offsets,
+                                   require_keys, last_delta, &chk)
+                if chk.error != ERR_NONE:
+                    raise _record_error(&chk, pos, count)
+                if not (attrs & KL_ATTR_TIMESTAMP_TYPE):
+                    # The header's maxTimestamp is what the time index trusts;
+                    # make it agree with the records, as Kafka's validator does.
+                    if chk.max_timestamp != pp.max_ts:
+                        pp.max_ts = chk.max_timestamp
+                        pp.patch_ts = True
+            if log_append_time >= 0:
+                pp.max_ts = log_append_time
+                pp.offset_of_max = pp.last_offset
+                pp.patch_ts = True
+            total_records += count
+            if nb == 1 or pp.max_ts > max_ts:
+                max_ts = pp.max_ts
+                offset_of_max = pp.offset_of_max
+            pos += length + KL_LOG_OVERHEAD
+
+        # every batch passed: patch in place
+        positions = np.empty(nb, dtype=np.int64)
+        sizes = np.empty(nb, dtype=np.int64)
+        base_offsets = np.empty(nb, dtype=np.int64)
+        last_offsets = np.empty(nb, dtype=np.int64)
+        max_timestamps = np.empty(nb, dtype=np.int64)
+        epochs = np.empty(nb, dtype=np.int32)
+        pids = np.empty(nb, dtype=np.int64)
+        pepochs = np.empty(nb, dtype=np.int16)
+        seqs = np.empty(nb, dtype=np.int32)
+        attrs_out = np.empty(nb, dtype=np.int16)
+        counts = np.empty(nb, dtype=np.int32)
+        for i in range(nb):
+            pp = &pend[i]
+            b = base + pp.position
+            kl_put_be64(b + KL_OFF_BASE_OFFSET, <uint64_t>pp.base_offset)
+            kl_put_be32(b + KL_OFF_LEADER_EPOCH, <uint32_t>pp.epoch)
+            if pp.patch_ts:
+                if log_append_time >= 0:
+                    pp.attributes = pp.attributes | KL_ATTR_TIMESTAMP_TYPE
+                    kl_put_be16(b + KL_OFF_ATTRIBUTES, <uint16_t>pp.attributes)
+                kl_put_be64(b + KL_OFF_MAX_TIMESTAMP, <uint64_t>pp.max_ts)
+                kl_put_be32(b + KL_OFF_CRC, _crc(b, pp.size))
+            positions[i] = pp.position
+            sizes[i] = pp.size
+            base_offsets[i] = pp.base_offset
+            last_offsets[i] = pp.last_offset
+            max_timestamps[i] = pp.max_ts
+            epochs[i] = pp.epoch
+            pids[i] = <int64_t>kl_be64(b + KL_OFF_PRODUCER_ID)
+            pepochs[i] = <int16_t>kl_be16(b + KL_OFF_PRODUCER_EPOCH)
+            seqs[i] = <int32_t>kl_be32(b + KL_OFF_BASE_SEQUENCE)
+            attrs_out[i] = pp.attributes
+            counts[i] = pp.count
+    finally:
+        PyBuffer_Release(&view)
+        free(pend)
+
+    result = AppendScan.__new__(AppendScan)
+    result.first_offset = base_offsets[0]
+    result.last_offset = last_offsets[nb - 1]
+    result.record_count = total_records
+    result.max_timestamp = max_ts
+    result.offset_of_max_timestamp = offset_of_max
+    result.batch_count = nb
+    result.size_in_bytes = n
+    result.positions = positions
+    result.sizes = sizes
+    result.base_offsets = base_offsets
+    result.last_offsets = last_offsets
+    result.max_timestamps = max_timestamps
+    result.leader_epochs = epochs
+    result.producer_ids = pids
+    result.producer_epochs = pepochs
+    result.base_sequences = seqs
+    result.attributes = attrs_out
+    result.record_counts = counts
+    return result
+
+
+# ---- recovery / verification scan -------------------------------------------------------
+
+@cython.final
+cdef class LogScan:
+    """What ``scan_log`` found in a segment's bytes.
+
+    ``valid_bytes``: end of the valid prefix (the file should be truncated
+    there); ``error``: why the scan stopped early (None if it reached the
+    end); ``next_offset``: offset after the last valid batch (-1 if none);
+    index entries as parallel int64 arrays (``index_offsets``,
+    ``index_positions``; ``time_index_timestamps``, ``time_index_offsets``)
+    following the segment's index.interval.bytes rule; ``epoch_starts``: a
+    list of (leader epoch, first offset) where the epoch changes.
+    """
+    cdef readonly Py_ssize_t valid_bytes
+    cdef readonly object error
+    cdef readonly int64_t next_offset
+    cdef readonly int64_t first_offset
+    cdef readonly Py_ssize_t batch_count
+    cdef readonly int64_t record_count
+    cdef readonly int64_t max_timestamp
+    cdef readonly int64_t offset_of_max_timestamp
+    cdef readonly int64_t first_batch_timestamp
+    cdef readonly Py_ssize_t bytes_since_last_index_entry
+    cdef readonly object index_offsets, index_positions
+    cdef readonly object time_index_timestamps, time_index_offsets
+    cdef readonly list epoch_starts
+
+
+def scan_log(data, *, Py_ssize_t start=0, int64_t min_offset=0, Py_ssize_t index_interval_bytes=4096,
+             Py_ssize_t bytes_since_last_index_entry=0, int64_t last_indexed_timestamp=-1,
+             int64_t max_timestamp=-1, int64_t offset_of_max_timestamp=-1,
+             bint verify_crc=True, bint deep=False, int32_t last_epoch=-1):
+    """Walk batches in ``data`` from ``start``; stop at the first invalid one.
+
+    A batch is valid when its header fits, its length is sane and fits the
+    data, magic is 2, the CRC matches (``verify_crc``), its base offset is
+    at least ``min_offset`` and above the previous batch's last offset, and
+    (``deep``) its records decode. Index entries are produced exactly as
+    appends would have produced them, continuing from the given index state.
+    """
+    cdef Py_buffer view
+    cdef const unsigned char *base
+    cdef const unsigned char *b
+    cdef Py_ssize_t n, pos = start, nb = 0
+    cdef int64_t length, base_offset, last_offset, expected = min_offset, batch_max_ts
+    cdef int32_t count, epoch
+    cdef int16_t attrs
+    cdef int codec
+    cdef uint32_t stored, computed
+    cdef RecordCheck chk
+    cdef bytes section
+    cdef int64_t total = 0, first_offset = -1, first_ts = -1
+    cdef Py_ssize_t since = bytes_since_last_index_entry
+    cdef int64_t last_time_entry = last_indexed_timestamp
+    cdef list idx_off = [], idx_pos = [], ti_ts = [], ti_off = [], epochs = []
+    cdef object error = None
+    cdef LogScan result
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        base = <const unsigned char *>view.buf
+        n = view.len
+        while pos < n:
+            b = base + pos
+            if n - pos < KL_LOG_OVERHEAD:
+                error = f"{n - pos} stray bytes at position {pos}"
+                break
+            length = <int32_t>kl_be32(b + KL_OFF_LENGTH)
+            if length < MIN_BATCH_LENGTH:
+                error = f"batch at position {pos} has invalid length {length}"
+                break
+            if length + KL_LOG_OVERHEAD > n - pos:
+                error = (f"batch at position {pos} is torn: it claims {length + KL_LOG_OVERHEAD} "
+                         f"bytes, {n - pos} remain")
+                break
+            if b[KL_OFF_MAGIC] != KL_MAGIC_V2:
+                error = f"batch at position {pos} has magic {b[KL_OFF_MAGIC]}"
+                break
+            if verify_crc:
+                stored = kl_be32(b + KL_OFF_CRC)
+                computed = _crc(b, length + KL_LOG_OVERHEAD)
+                if stored != computed:
+                    error = (f"batch at position {pos} fails its CRC (stored {stored:#010x}, "
+                             f"computed {computed:#010x})")
+                    break
+            base_offset = <int64_t>kl_be64(b + KL_OFF_BASE_OFFSET)
+            count = <int32_t>kl_be32(b + KL_OFF_RECORDS_COUNT)
+            last_offset = base_offset + <int32_t>kl_be32(b + KL_OFF_LAST_OFFSET_DELTA)
+            if base_offset < expected or last_offset < base_offset or count < 0:
+                error = (f"batch at position {pos} has offsets {base_offset}..{last_offset}, "
+                         f"expected a base offset of at least {expected}")
+                break
+            attrs = <int16_t>kl_be16(b + KL_OFF_ATTRIBUTES)
+            codec = attrs & KL_ATTR_COMPRESSION_MASK
+            if deep and count > 0:
+                if codec > MAX_CODEC:
+                    error = f"batch at position {pos} uses unknown codec {codec}"
+                    break
+                if codec == 0:
+                    _check_records(b + KL_BATCH_HEADER_SIZE, b + length + KL_LOG_OVERHEAD, count,
+                                   <int64_t>kl_be64(b + KL_OFF_BASE_TIMESTAMP), False, False,
+                                   <int32_t>kl_be32(b + KL_OFF_LAST_OFFSET_DELTA), &chk)
+                else:
+                    try:
+                        section = _codecs().decompress(codec, PyBytes_FromStringAndSize(
+                            <const char *>b + KL_BATCH_HEADER_SIZE,
+                            length + KL_LOG_OVERHEAD - KL_BATCH_HEADER_SIZE))
+                    except Exception as exc:
+                        error = f"batch at position {pos}: {exc}"
+                        break
+                    _check_records(<const unsigned char *>PyBytes_AS_STRING(section),
+                                   <const unsigned char *>PyBytes_AS_STRING(section)
+                                   + PyBytes_GET_SIZE(section), count,
+                                   <int64_t>kl_be64(b + KL_OFF_BASE_TIMESTAMP), False, False,
+                                   <int32_t>kl_be32(b + KL_OFF_LAST_OFFSET_DELTA), &chk)
+                if chk.error != ERR_NONE:
+                    error = str(_record_error(&chk, pos, count))
+                    break
+            batch_max_ts = <int64_t>kl_be64(b + KL_OFF_MAX_TIMESTAMP)
+            epoch = <int32_t>kl_be32(b + KL_OFF_LEADER_EPOCH)
+            if epoch >= 0 and epoch > last_epoch:
+                epochs.append((epoch, base_offset))
+                last_epoch = epoch
+            if first_offset < 0:
+                first_offset = base_offset
+                first_ts = batch_max_ts
+            if batch_max_ts > max_timestamp:
+                max_timestamp = batch_max_ts
+                offset_of_max_timestamp = last_offset
+            # Kafka's LogSegment.append rule: index a batch once more than
+            # index.interval.bytes were written since the last entry.
+            if since > index_interval_bytes:
+                idx_off.append(last_offset)
+                idx_pos.append(pos)
+                if max_timestamp > last_time_entry:
+                    ti_ts.append(max_timestamp)
+                    ti_off.append(offset_of_max_timestamp)
+                    last_time_entry = max_timestamp
+                since = 0
+            since += length + KL_LOG_OVERHEAD
+            total += count
+            nb += 1
+            expected = last_offset + 1
+            pos += length + KL_LOG_OVERHEAD
+    finally:
+        PyBuffer_Release(&view)
+
+    result = LogScan.__new__(LogScan)
+    result.valid_bytes = pos
+    result.error = error
+    result.next_offset = expected if nb else -1
+    result.first_offset = first_offset
+    result.batch_count = nb
+    result.record_count = total
+    result.max_timestamp = max_timestamp
+    result.offset_of_max_timestamp = offset_of_max_timestamp
+    result.first_batch_timestamp = first_ts
+    result.bytes_since_last_index_entry = since
+    result.index_offsets = np.array(idx_off, dtype=np.int64)
+    result.index_positions = np.array(idx_pos, dtype=np.int64)
+    result.time_index_timestamps = np.array(ti_ts, dtype=np.int64)
+    result.time_index_offsets = np.array(ti_off, dtype=np.int64)
+    result.epoch_starts = epochs
+    return result
+
+
+def batch_header(data, Py_ssize_t position=0):
+    """(base_offset, last_offset, size, max_timestamp) of the batch at ``position``.
+
+    Only the 61-byte header is needed; used to step through a segment
+    between index entries without reading whole batches.
+    """
+    cdef Py_buffer view
+    cdef const unsigned char *b
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        if position < 0 or view.len - position < KL_BATCH_HEADER_SIZE:
+            raise CorruptRecordError(f"no complete batch header at position {position}")
+        b = <const unsigned char *>view.buf + position
+        return (<int64_t>kl_be64(b + KL_OFF_BASE_OFFSET),
+                <int64_t>kl_be64(b + KL_OFF_BASE_OFFSET) + <int32_t>kl_be32(b + KL_OFF_LAST_OFFSET_DELTA),
+                <int64_t>(<int32_t>kl_be32(b + KL_OFF_LENGTH)) + KL_LOG_OVERHEAD,
+                <int64_t>kl_be64(b + KL_OFF_MAX_TIMESTAMP))
+    finally:
+        PyBuffer_Release(&view)

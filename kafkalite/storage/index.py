@@ -1,0 +1,193 @@
+"""The sparse offset index and time index of one segment.
+
+On-disk formats (big-endian, Kafka's):
+
+    <base>.index      8-byte entries: relativeOffset int32, position int32
+                      "the batch at byte `position` of the .log ends at offset
+                      base+relativeOffset"; offsets and positions increase.
+    <base>.timeindex  12-byte entries: timestamp int64, relativeOffset int32
+                      "no record before offset base+relativeOffset has a
+                      timestamp above `timestamp`"; timestamps increase.
+
+An entry is added per ``index.interval.bytes`` of log (see LogSegment), so
+an index is small; it is mirrored in memory (a bytearray searched by the
+Cython ``kafkalite._ext.index``) and written through to its file with one
+``pwrite`` per entry. Unlike Kafka the files are not preallocated, so after
+a crash they never hold trailing zero entries; a torn last entry is dropped
+on open, and an index that fails ``sanity_check`` is rebuilt from the log.
+
+Who may call: the owning LogSegment only.
+"""
+from __future__ import annotations
+
+import os
+import struct
+
+from kafkalite._ext import index as _search
+from kafkalite.errors import KafkaStorageError
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+
+
+class _IndexFile:
+    entry_size = 0
+
+    def __init__(self, path: str, base_offset: int, max_index_size: int):
+        self.path = path
+        self.base_offset = base_offset
+        self.max_entries = max(1, max_index_size // self.entry_size)
+        try:
+            self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            size = os.fstat(self._fd).st_size
+            whole = size - size % self.entry_size
+            self._data = bytearray(os.pread(self._fd, whole, 0)) if whole else bytearray()
+            if whole != size:
+                os.ftruncate(self._fd, whole)
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot open index {path}: {exc.strerror or exc}") from exc
+
+    @property
+    def entries(self) -> int:
+        return len(self._data) // self.entry_size
+
+    @property
+    def size_in_bytes(self) -> int:
+        return len(self._data)
+
+    def is_full(self) -> bool:
+        return self.entries >= self.max_entries
+
+    def _relative(self, offset: int) -> int:
+        rel = offset - self.base_offset
+        if not 0 <= rel <= 0x7FFFFFFF:
+            raise ValueError(f"offset {offset} is out of range for a segment based at "
+                             f"{self.base_offset}")
+        return rel
+
+    def _append_raw(self, entry: bytes) -> None:
+        at = len(self._data)
+        try:
+            written = os.pwrite(self._fd, entry, at)
+            if written != len(entry):
+                raise OSError(28, "short write (no space left on device?)")
+        except OSError as exc:
+            try:
+                os.ftruncate(self._fd, at)
+            except OSError:
+                pass
+            raise KafkaStorageError(f"cannot append to index {self.path}: "
+                                    f"{exc.strerror or exc}") from exc
+        self._data += entry
+
+    def _truncate_entries(self, entries: int) -> None:
+        size = entries * self.entry_size
+        if size < len(self._data):
+            del self._data[size:]
+            os.ftruncate(self._fd, size)
+
+    def reset(self) -> None:
+        self._truncate_entries(0)
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def rename(self, path: str) -> None:
+        os.replace(self.path, path)
+        self.path = path
+
+    def raw(self) -> bytes:
+        return bytes(self._data)
+
+
+class OffsetIndex(_IndexFile):
+    entry_size = 8
+
+    def entry(self, slot: int) -> tuple[int, int]:
+        """(absolute offset, position) of a slot."""
+        rel, pos = _search.offset_index_entry(self._data, slot)
+        return self.base_offset + rel, pos
+
+    @property
+    def last_offset(self) -> int:
+        return self.entry(self.entries - 1)[0] if self.entries else self.base_offset
+
+    def append(self, offset: int, position: int) -> None:
+        if self.entries and offset <= self.last_offset:
+            raise ValueError(f"offset index entries must increase: {offset} after "
+                             f"{self.last_offset}")
+        self._append_raw(_OFFSET_ENTRY.pack(self._relative(offset), position))
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """The last entry at or below ``offset`` as (offset, position), or
+        (base offset, 0) when there is none: where to start scanning."""
+        slot = _search.offset_index_floor(self._data, self.entries, offset - self.base_offset)
+        return self.entry(slot) if slot >= 0 else (self.base_offset, 0)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove entries for offsets >= ``offset``."""
+        slot = _search.offset_index_floor(self._data, self.entries,
+                                          offset - self.base_offset - 1)
+        self._truncate_entries(slot + 1)
+
+    def sanity_check(self, log_size: int) -> str | None:
+        """Why this index cannot be trusted for a log of ``log_size`` bytes, or None."""
+        prev_off, prev_pos = -1, -1
+        for slot in range(self.entries):
+            rel, pos = _search.offset_index_entry(self._data, slot)
+            if rel <= prev_off or pos <= prev_pos or pos >= log_size or rel < 0:
+                return (f"{self.path}: entry {slot} ({rel}, {pos}) is out of order or past the "
+                        f"end of the log ({log_size} bytes)")
+            prev_off, prev_pos = rel, pos
+        return None
+
+
+class TimeIndex(_IndexFile):
+    entry_size = 12
+
+    def entry(self, slot: int) -> tuple[int, int]:
+        """(timestamp, absolute offset) of a slot."""
+        ts, rel = _search.time_index_entry(self._data, slot)
+        return ts, self.base_offset + rel
+
+    @property
+    def last_entry(self) -> tuple[int, int]:
+        return self.entry(self.entries - 1) if self.entries else (-1, self.base_offset)
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        """Add (timestamp, offset) if it raises the largest timestamp indexed."""
+        last_ts, last_off = self.last_entry
+        if timestamp > last_ts:
+            if self.entries and offset < last_off:
+                raise ValueError(f"time index offsets must not decrease: {offset} after "
+                                 f"{last_off}")
+            self._append_raw(_TIME_ENTRY.pack(timestamp, self._relative(offset)))
+
+    def lookup(self, timestamp: int) -> tuple[int, int]:
+        """The last entry with a timestamp strictly below ``timestamp`` as
+        (timestamp, offset), or (-1, base offset): every record with a
+        timestamp >= ``timestamp`` is at or after that offset's batch."""
+        slot = _search.time_index_floor(self._data, self.entries, timestamp, True)
+        return self.entry(slot) if slot >= 0 else (-1, self.base_offset)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove entries for offsets >= ``offset``."""
+        keep = self.entries
+        while keep and self.entry(keep - 1)[1] >= offset:
+            keep -= 1
+        self._truncate_entries(keep)
+
+    def sanity_check(self, next_offset: int) -> str | None:
+        prev_ts, prev_off = None, -1
+        for slot in range(self.entries):
+            ts, off = self.entry(slot)
+            if (prev_ts is not None and ts <= prev_ts) or off < prev_off or off >= next_offset:
+                return (f"{self.path}: entry {slot} ({ts}, {off}) is out of order or past the "
+                        f"log end offset {next_offset}")
+            prev_ts, prev_off = ts, off
+        return None

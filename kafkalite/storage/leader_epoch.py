@@ -1,0 +1,121 @@
+"""Leader epoch -> start offset cache and its checkpoint file.
+
+On-disk format (``leader-epoch-checkpoint``, the same text format as Kafka):
+
+    0                 version
+    <n>               number of entries
+    <epoch> <offset>  n lines: the first offset written in each leader epoch
+
+Entries are strictly increasing in both fields. The cache answers
+OffsetForLeaderEpoch (where did epoch e end?) so that a follower or a
+consumer can detect and truncate a diverged log.
+
+Who may call: the partition's owner only. Every change is written through
+atomically before the call returns.
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+from kafkalite.storage.checkpoint import write_atomically
+
+log = logging.getLogger(__name__)
+
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+_VERSION = 0
+UNDEFINED_EPOCH = -1
+UNDEFINED_OFFSET = -1
+
+
+class LeaderEpochFileCache:
+    def __init__(self, directory: str):
+        self._path = os.path.join(directory, LEADER_EPOCH_CHECKPOINT)
+        self._entries: list[tuple[int, int]] = self._read()
+
+    def _read(self) -> list[tuple[int, int]]:
+        try:
+            with open(self._path, "r", encoding="ascii") as f:
+                lines = [line.split() for line in f.read().splitlines() if line.strip()]
+        except FileNotFoundError:
+            return []
+        try:
+            if int(lines[0][0]) != _VERSION:
+                raise ValueError(f"version {lines[0][0]}")
+            count = int(lines[1][0])
+            entries = [(int(e), int(o)) for e, o in lines[2:2 + count]]
+            if len(entries) != count:
+                raise ValueError(f"{len(entries)} entries, header says {count}")
+            return entries
+        except (ValueError, IndexError) as exc:
+            # Rebuilt from the batches' partitionLeaderEpoch during recovery.
+            log.warning("ignoring malformed %s (%s)", self._path, exc)
+            return []
+
+    def _write(self) -> None:
+        lines = [str(_VERSION), str(len(self._entries))]
+        lines += [f"{epoch} {offset}" for epoch, offset in self._entries]
+        write_atomically(self._path, ("\n".join(lines) + "\n").encode("ascii"))
+
+    @property
+    def entries(self) -> list[tuple[int, int]]:
+        return list(self._entries)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self._entries[-1][0] if self._entries else UNDEFINED_EPOCH
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Note that ``epoch`` starts at ``start_offset``; ignored unless it is
+        a newer epoch than the latest. Returns whether anything changed."""
+        return self.assign_all([(epoch, start_offset)])
+
+    def assign_all(self, epoch_starts) -> bool:
+        """Assign a run of (epoch, start offset) pairs with one write."""
+        changed = False
+        for epoch, offset in epoch_starts:
+            if epoch < 0 or (self._entries and epoch <= self._entries[-1][0]):
+                continue
+            # A newer epoch cannot start before an older one; drop stale entries.
+            while self._entries and self._entries[-1][1] >= offset:
+                self._entries.pop()
+            self._entries.append((epoch, offset))
+            changed = True
+        if changed:
+            self._write()
+        return changed
+
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """Kafka's OffsetForLeaderEpoch answer: (largest epoch <= ``epoch``,
+        the offset where it ended), or (-1, -1) if there is none."""
+        if not self._entries or epoch < self._entries[0][0]:
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        if epoch >= self._entries[-1][0]:
+            return self._entries[-1][0], log_end_offset
+        for i, (e, _) in enumerate(self._entries):
+            nxt_epoch, nxt_offset = self._entries[i + 1]
+            if e <= epoch < nxt_epoch:
+                return e, nxt_offset
+        raise AssertionError("unreachable: entries are sorted")
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Drop epochs starting at or after ``end_offset`` (log truncated to it)."""
+        kept = [(e, o) for e, o in self._entries if o < end_offset]
+        if kept != self._entries:
+            self._entries = kept
+            self._write()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log now starts at ``start_offset``: clamp the first epoch to it."""
+        kept = [(e, o) for e, o in self._entries if o >= start_offset]
+        earlier = [(e, o) for e, o in self._entries if o < start_offset]
+        if earlier:
+            kept.insert(0, (earlier[-1][0], start_offset))
+        if kept != self._entries:
+            self._entries = kept
+            self._write()
+
+    def clear(self) -> None:
+        if self._entries:
+            self._entries = []
+            self._write()

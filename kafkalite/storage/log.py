@@ -1,0 +1,569 @@
+"""The partition log: one topic-partition's durable, ordered record batches.
+
+Directory layout (``<data dir>/<topic>-<partition>/``):
+
+    00000000000000000000.log        segments, named by base offset (segment.py)
+    00000000000000000000.index      sparse offset index (index.py)
+    00000000000000000000.timeindex  sparse time index (index.py)
+    partition.checkpoint            log start, recovery point, high watermark,
+                                    cleaner checkpoint (checkpoint.py)
+    leader-epoch-checkpoint         leader epoch -> start offset (leader_epoch.py)
+    .kafkalite_cleanshutdown        present from a clean close to the next open
+    <base>.swap                     a cleaner swap being committed (swap.py)
+
+Contract
+- One owner per PartitionLog: the process (and thread) that owns the
+  partition calls every method. The only other thread is the background
+  flusher, which fsyncs segments after they roll (they are immutable by
+  then) and reports back through futures that the owner polls.
+- ``append`` is all or nothing: every batch is validated before any byte is
+  written, and an I/O error (disk full, file size limit) rolls the segment
+  back and raises KafkaStorageError, leaving the log as it was.
+- An append is acknowledged once its bytes are ``write()``-n to the segment
+  file (page cache). ``flush.messages`` / ``flush.ms`` add fsync; without
+  them data reaches disk when a segment rolls (in the background) or the
+  log closes.
+- ``read`` returns a FileRegion for ``os.sendfile``; it never copies or
+  re-encodes batches.
+"""
+from __future__ import annotations
+
+import bisect
+import concurrent.futures
+import logging
+import os
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from kafkalite._ext.batch_scan import validate_for_append
+from kafkalite.errors import (InvalidRequestError, KafkaStorageError, OffsetOutOfRangeError,
+                              RecordListTooLargeError)
+from kafkalite.storage import loader
+from kafkalite.storage.checkpoint import PartitionCheckpoint, write_atomically
+from kafkalite.storage.config import LogConfig
+from kafkalite.storage.segment import FileRegion, LogSegment
+
+log = logging.getLogger(__name__)
+
+# ListOffsets special timestamps (Kafka's).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+
+_INT32_MAX = 0x7FFFFFFF
+
+_flusher_lock = threading.Lock()
+_flusher: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _flush_executor() -> concurrent.futures.ThreadPoolExecutor:
+    global _flusher
+    with _flusher_lock:
+        if _flusher is None:
+            _flusher = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="kafkalite-flush")
+        return _flusher
+
+
+def _wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class LogAppendInfo:
+    """What an append did (Kafka's LogAppendInfo)."""
+    first_offset: int
+    last_offset: int
+    record_count: int
+    batch_count: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int          # -1 for CreateTime topics
+    log_start_offset: int
+    size_in_bytes: int
+    scan: object                  # per-batch detail (AppendScan) for producer state
+
+
+@dataclass(frozen=True)
+class FetchDataInfo:
+    """A read's result: the region to send (None when there is nothing to
+    read yet) and the partition's offsets at the time of the read."""
+    fetch_offset: int
+    region: FileRegion | None
+    log_start_offset: int
+    high_watermark: int
+    log_end_offset: int
+
+    def read(self) -> bytes:
+        return self.region.read() if self.region is not None else b""
+
+
+def parse_topic_partition(directory: str) -> tuple[str, int] | None:
+    """("topic", N) from a ``topic-N`` directory name, if it is one."""
+    name = os.path.basename(os.path.normpath(directory))
+    topic, dash, num = name.rpartition("-")
+    if dash and topic and num.isdigit():
+        return topic, int(num)
+    return None
+
+
+class PartitionLog:
+    def __init__(self, directory: str, config: LogConfig, state: loader.LoadedLog,
+                 clock: Callable[[], int]):
+        self.directory = directory
+        self.config = config
+        self._clock = clock
+        self._segments: list[LogSegment] = state.segments
+        self._bases = [s.base_offset for s in self._segments]
+        self._log_start = state.log_start_offset
+        self._log_end = state.log_end_offset
+        self._recovery_point = state.recovery_point
+        self._high_watermark = state.high_watermark
+        self.cleaner_checkpoint = state.cleaner_checkpoint
+        self.leader_epoch_cache = state.leader_epoch_cache
+        self._leader_epoch = max(self.leader_epoch_cache.latest_epoch, 0)
+        self.had_clean_shutdown = state.had_clean_shutdown
+        self.recovered_segments = state.recovered_segments
+        self.truncated_bytes = state.truncated_bytes
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock()
+        self._pending_flushes: list[tuple[concurrent.futures.Future, int]] = []
+        self._closed = False
+        self.name = "%s-%d" % tp if (tp := parse_topic_partition(directory)) else directory
+
+    @classmethod
+    def open(cls, directory: str, config: LogConfig | None = None, *,
+             clock: Callable[[], int] | None = None) -> "PartitionLog":
+        """Open (creating if needed) the partition in ``directory``, running
+        recovery if it was not closed cleanly."""
+        config = config or LogConfig()
+        state = loader.load(directory, config)
+        plog = cls(directory, config, state, clock or _wall_clock_ms)
+        plog.checkpoint()
+        return plog
+
+    # ---- state --------------------------------------------------------------------------
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        if not self._log_start <= offset <= self._log_end:
+            raise ValueError(f"high watermark {offset} outside [{self._log_start}, "
+                             f"{self._log_end}] for {self.name}")
+        self._high_watermark = offset
+
+    @property
+    def leader_epoch(self) -> int:
+        """The epoch stamped on batches appended by this log's leader."""
+        return self._leader_epoch
+
+    @leader_epoch.setter
+    def leader_epoch(self, epoch: int) -> None:
+        if epoch < self.leader_epoch_cache.latest_epoch:
+            raise ValueError(f"leader epoch {epoch} is older than {self.name}'s latest "
+                             f"{self.leader_epoch_cache.latest_epoch}")
+        self._leader_epoch = epoch
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def max_timestamp(self) -> int:
+        return max(s.max_timestamp for s in self._segments)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaStorageError(f"log {self.name} is closed")
+
+    # ---- main write interface --------------------------------------------------------------
+
+    def append(self, records, *, leader_epoch: int | None = None,
+               allow_control: bool = False) -> LogAppendInfo:
+        """Append one or more record batches as the leader: validate them,
+        assign offsets from the log end, stamp the leader epoch (and the
+        append time for LogAppendTime topics), write, index.
+
+        ``records`` may be any bytes-like object; a writable one is patched
+        in place, anything else is copied once. ``allow_control`` is for
+        transaction markers written by the broker itself.
+        """
+        self._check_open()
+        self._poll_flushes()
+        buf = records if _writable(records) else bytearray(records)
+        epoch = self._leader_epoch if leader_epoch is None else leader_epoch
+        now = self._clock()
+        scan = validate_for_append(
+            buf, next_offset=self._log_end, leader_epoch=epoch,
+            max_batch_bytes=self.config.max_message_bytes, require_keys=self.config.compact,
+            log_append_time=now if self.config.log_append_time else -1,
+            allow_control=allow_control)
+        info = self._write(buf, scan, now)
+        if epoch > self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(epoch, scan.first_offset)
+            self._leader_epoch = epoch
+        return info
+
+    def append_as_follower(self, records) -> LogAppendInfo:
+        """Append batches fetched from the leader, keeping their offsets and
+        leader epochs (which must follow on from this log's end)."""
+        self._check_open()
+        self._poll_flushes()
+        buf = records if _writable(records) else bytearray(records)
+        scan = validate_for_append(
+            buf, next_offset=self._log_end, max_batch_bytes=max(self.config.max_message_bytes,
+                                                                len(buf)),
+            assign_offsets=False, allow_control=True, deep=False)
+        info = self._write(buf, scan, self._clock())
+        starts, last = [], self.leader_epoch_cache.latest_epoch
+        for epoch, base in zip(scan.leader_epochs.tolist(), scan.base_offsets.tolist()):
+            if epoch > last:
+                starts.append((epoch, base))
+                last = epoch
+        self.leader_epoch_cache.assign_all(starts)
+        return info
+
+    def _write(self, buf, scan, now: int) -> LogAppendInfo:
+        if scan.size_in_bytes > self.config.segment_bytes:
+            raise RecordListTooLargeError(
+                f"append of {scan.size_in_bytes} bytes to {self.name} is larger than "
+                f"segment.bytes ({self.config.segment_bytes})")
+        self._maybe_roll(scan.size_in_bytes, scan.last_offset, scan.max_timestamp, now)
+        self.active_segment.append(buf, scan)
+        self._log_end = scan.last_offset + 1
+        self._unflushed_messages += scan.record_count
+        if (self._unflushed_messages >= self.config.flush_messages
+                or now - self._last_flush_ms >= self.config.flush_ms):
+            self.flush()
+        return LogAppendInfo(
+            first_offset=scan.first_offset, last_offset=scan.last_offset,
+            record_count=scan.record_count, batch_count=scan.batch_count,
+            max_timestamp=scan.max_timestamp,
+            offset_of_max_timestamp=scan.offset_of_max_timestamp,
+            log_append_time=now if self.config.log_append_time else -1,
+            log_start_offset=self._log_start, size_in_bytes=scan.size_in_bytes, scan=scan)
+
+    def _maybe_roll(self, size: int, last_offset: int, max_timestamp: int, now: int) -> None:
+        seg = self.active_segment
+        if seg.is_empty:
+            return
+        cfg = self.config
+        # segment.ms counts in record time when the segment has a timestamp
+        # (the incoming batch's against its first batch's), as Kafka does, so
+        # old timestamps do not roll every append; otherwise in wall time.
+        if seg.first_batch_timestamp >= 0:
+            waited = max_timestamp - seg.first_batch_timestamp
+        else:
+            waited = now - seg.created_ms
+        if (seg.size + size > cfg.segment_bytes
+                or waited > cfg.segment_ms - cfg.segment_jitter_ms
+                or seg.offset_index.is_full() or seg.time_index.is_full()
+                or last_offset - seg.base_offset > _INT32_MAX):
+            self.roll()
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end (no-op if the active one
+        is empty). The old one is fsynced in the background; when that
+        completes the recovery point moves up to the new segment."""
+        self._check_open()
+        old = self.active_segment
+        if old.is_empty and old.base_offset == self._log_end:
+            return old
+        old.on_become_inactive()
+        new = LogSegment(self.directory, self._log_end, self.config, create=True)
+        self._segments.append(new)
+        self._bases.append(new.base_offset)
+        future = _flush_executor().submit(old.flush)
+        self._pending_flushes.append((future, new.base_offset))
+        return new
+
+    def _poll_flushes(self, wait: bool = False) -> None:
+        moved = False
+        while self._pending_flushes:
+            future, offset = self._pending_flushes[0]
+            if not wait and not future.done():
+                break
+            self._pending_flushes.pop(0)
+            future.result()  # a failed fsync surfaces as KafkaStorageError here
+            if offset > self._recovery_point:
+                self._recovery_point = offset
+                moved = True
+        if moved:
+            self.checkpoint()
+
+    def flush(self) -> None:
+        """fsync everything appended so far; the recovery point becomes the log end."""
+        self._check_open()
+        self._poll_flushes(wait=True)
+        for seg in self._segments:
+            if seg.next_offset > self._recovery_point or seg is self.active_segment:
+                seg.flush()
+        self._recovery_point = self._log_end
+        self._unflushed_messages = 0
+        self._last_flush_ms = self._clock()
+
+    def maybe_flush(self) -> None:
+        """Apply ``flush.ms`` when no appends arrive; owners call it periodically."""
+        self._poll_flushes()
+        if self._unflushed_messages and (
+                self._clock() - self._last_flush_ms >= self.config.flush_ms):
+            self.flush()
+
+    def checkpoint(self) -> None:
+        """Persist log start, recovery point, high watermark and cleaner checkpoint."""
+        PartitionCheckpoint(self._log_start, self._recovery_point, self._high_watermark,
+                            self.cleaner_checkpoint).write(self.directory)
+
+    # ---- main read interface --------------------------------------------------------------
+
+    def _segment_index(self, offset: int) -> int:
+        return max(bisect.bisect_right(self._bases, offset) - 1, 0)
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_message: bool = True) -> FetchDataInfo:
+        """Read from ``offset`` up to ``max_bytes`` (the first batch whole when
+        larger, with ``min_one_message``), never past ``max_offset`` (the high
+        watermark for consumers). OffsetOutOfRangeError outside
+        [log start, log end]."""
+        self._check_open()
+        if offset < self._log_start or offset > self._log_end:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is out of range for {self.name}: the log holds "
+                f"[{self._log_start}, {self._log_end})")
+        if max_bytes < 0:
+            raise InvalidRequestError(f"max_bytes must be >= 0, not {max_bytes}")
+        limit = self._log_end if max_offset is None else min(max_offset, self._log_end)
+        empty = FetchDataInfo(offset, None, self._log_start, self._high_watermark, self._log_end)
+        if offset >= limit:
+            return empty
+        limit_index = self._segment_index(limit) if limit < self._log_end else None
+        limit_position = None
+        if limit_index is not None:
+            found = self._segments[limit_index].translate_offset(limit)
+            limit_position = found[2] if found else None
+        i = self._segment_index(offset)
+        while i < len(self._segments):
+            max_position = limit_position if i == limit_index else None
+            region = self._segments[i].read(offset, max_bytes, max_position, min_one_message)
+            if region is not None:
+                return FetchDataInfo(offset, region, self._log_start, self._high_watermark,
+                                     self._log_end)
+            if i == limit_index:
+                break
+            i += 1  # offset is past this segment's data (a compacted gap)
+        return empty
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """Kafka's ListOffsets: (offset, timestamp) of the first record whose
+        timestamp is >= ``timestamp``, or None. -2 gives the log start, -1 the
+        log end (timestamp -1 for both), -3 the record with the largest
+        timestamp."""
+        self._check_open()
+        if timestamp == EARLIEST_TIMESTAMP:
+            return self._log_start, -1
+        if timestamp == LATEST_TIMESTAMP:
+            return self._log_end, -1
+        if timestamp == MAX_TIMESTAMP:
+            best = max(self._segments, key=lambda s: s.max_timestamp)
+            if best.max_timestamp < 0:
+                return None
+            timestamp = best.max_timestamp
+        elif timestamp < 0:
+            raise InvalidRequestError(f"invalid timestamp {timestamp} for ListOffsets")
+        for seg in self._segments:
+            if seg.max_timestamp >= timestamp and seg.next_offset > self._log_start:
+                found = seg.find_offset_by_timestamp(timestamp, self._log_start)
+                if found is not None:
+                    return found
+        return None
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset) -- see LeaderEpochFileCache."""
+        return self.leader_epoch_cache.end_offset_for(epoch, self._log_end)
+
+    # ---- retention and truncation -----------------------------------------------------------
+
+    def delete_old_segments(self) -> int:
+        """Apply retention: delete closed segments that are past
+        ``retention.ms``, beyond ``retention.bytes``, or wholly below the log
+        start offset. The active segment is never deleted. Returns how many."""
+        self._check_open()
+        closed = self._segments[:-1]
+        doomed = 0
+        # below the log start offset (after delete_records)
+        while doomed < len(closed) and self._segments[doomed + 1].base_offset <= self._log_start:
+            doomed += 1
+        if self.config.delete:
+            now = self._clock()
+            if self.config.retention_ms >= 0:
+                while (doomed < len(closed)
+                       and now - closed[doomed].largest_timestamp > self.config.retention_ms):
+                    doomed += 1
+            if self.config.retention_bytes >= 0:
+                excess = self.size_in_bytes - self.config.retention_bytes
+                excess -= sum(s.size for s in closed[:doomed])
+                while doomed < len(closed) and excess >= closed[doomed].size:
+                    excess -= closed[doomed].size
+                    doomed += 1
+        if doomed:
+            self._delete_segments(doomed)
+        return doomed
+
+    def _delete_segments(self, count: int) -> None:
+        self._poll_flushes(wait=True)
+        victims = self._segments[:count]
+        self._segments = self._segments[count:]
+        self._bases = self._bases[count:]
+        new_start = max(self._log_start, self._segments[0].base_offset)
+        self._set_log_start(new_start)
+        for seg in victims:
+            seg.delete()
+        log.info("%s: deleted %d segment(s); log start offset is now %d",
+                 self.name, count, self._log_start)
+
+    def _set_log_start(self, offset: int) -> None:
+        self._log_start = offset
+        self._high_watermark = max(self._high_watermark, offset)
+        self._recovery_point = max(self._recovery_point, offset)
+        self.cleaner_checkpoint = max(self.cleaner_checkpoint, offset)
+        self.leader_epoch_cache.truncate_from_start(offset)
+        self.checkpoint()
+
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to ``offset`` (at most
+        the high watermark) and drop segments wholly below it."""
+        self._check_open()
+        if offset > self._high_watermark or offset < 0:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records of {self.name} before {offset}: the high watermark "
+                f"is {self._high_watermark}")
+        if offset > self._log_start:
+            self._set_log_start(offset)
+            self.delete_old_segments()
+        return self._log_start
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every batch at or above ``offset`` (a follower discarding a
+        diverged tail). Returns whether anything was removed."""
+        self._check_open()
+        if offset >= self._log_end:
+            return False
+        if offset < 0:
+            raise ValueError(f"cannot truncate {self.name} to a negative offset")
+        self._poll_flushes(wait=True)
+        if offset <= self._segments[0].base_offset and offset < self._log_start:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        keep = max(bisect.bisect_left(self._bases, offset), 1)
+        for seg in self._segments[keep:]:
+            seg.close()
+            seg.delete()
+        self._segments = self._segments[:keep]
+        self._bases = self._bases[:keep]
+        self.active_segment.truncate_to(offset)
+        self._after_truncation(self.active_segment.next_offset)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log and restart it at ``offset``."""
+        self._check_open()
+        self._poll_flushes(wait=True)
+        for seg in self._segments:
+            seg.close()
+            seg.delete()
+        new = LogSegment(self.directory, offset, self.config, create=True)
+        self._segments, self._bases = [new], [offset]
+        self._log_start = offset
+        self.leader_epoch_cache.clear()
+        self._after_truncation(offset)
+
+    def _after_truncation(self, log_end: int) -> None:
+        self._log_end = log_end
+        self._high_watermark = min(max(self._high_watermark, self._log_start), log_end)
+        self._recovery_point = min(self._recovery_point, log_end)
+        self.cleaner_checkpoint = min(max(self.cleaner_checkpoint, self._log_start), log_end)
+        self.leader_epoch_cache.truncate_from_end(log_end)
+        self.checkpoint()
+
+    # ---- compaction -----------------------------------------------------------------------
+
+    def compact(self, **cleaner_options):
+        """Run the log cleaner once over this log (see cleaner.LogCleaner)."""
+        from kafkalite.storage.cleaner import LogCleaner
+        self._check_open()
+        self._poll_flushes(wait=True)
+        return LogCleaner(self, **cleaner_options).clean()
+
+    def _replace_segments(self, start: int, end: int, replacement: LogSegment) -> None:
+        """Cleaner hook: the segments with base in [start, end) were swapped
+        on disk for ``replacement``; update the in-memory list to match."""
+        first = self._bases.index(start)
+        last = bisect.bisect_left(self._bases, end)
+        for seg in self._segments[first:last]:
+            seg.close()
+        self._segments[first:last] = [replacement]
+        self._bases[first:last] = [start]
+
+    # ---- lifecycle --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush everything, checkpoint, and mark the shutdown clean."""
+        if self._closed:
+            return
+        self.flush()
+        self.checkpoint()
+        write_atomically(os.path.join(self.directory, loader.CLEAN_SHUTDOWN_MARKER), b"")
+        for seg in self._segments:
+            seg.close()
+        self._closed = True
+
+    def delete(self) -> None:
+        """Remove the partition's directory (topic deletion)."""
+        self._poll_flushes(wait=True)
+        for seg in self._segments:
+            seg.close()
+        self._closed = True
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return (f"PartitionLog({self.name}, start={self._log_start}, end={self._log_end}, "
+                f"segments={len(self._segments)})")
+
+
+def _writable(obj) -> bool:
+    try:
+        return not memoryview(obj).readonly
+    except TypeError:
+        return False

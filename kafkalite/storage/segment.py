@@ -1,0 +1,471 @@
+"""One log segment: a ``.log`` file of record batches and its two indexes.
+
+On-disk format:
+
+    <base>.log        RecordBatch v2 batches back to back, exactly as
+                      appended (offsets and leader epoch assigned, nothing
+                      else changed); batch i+1 starts where batch i ends.
+    <base>.index      sparse offset index (see index.py)
+    <base>.timeindex  sparse time index (see index.py)
+
+``<base>`` is the segment's base offset as ``%020d``; every batch in the
+segment has a base offset >= it and offsets increase through the file.
+Suffixes mark files in transit: ``.cleaned`` (written by the cleaner, not yet
+committed), ``.deleted`` (about to be unlinked).
+
+Who may call: the owning PartitionLog (and the cleaner and loader acting for
+it), from one thread. A ``FileRegion`` handed out by ``read`` keeps the file
+open by reference, so it stays readable even if the segment is deleted
+afterwards; it is bounded by the bytes that existed when it was made.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import time
+
+from kafkalite._ext.batch_scan import batch_header, scan_log
+from kafkalite.errors import KafkaStorageError
+from kafkalite.record import RecordBatch
+from kafkalite.storage.config import LogConfig
+from kafkalite.storage.index import OffsetIndex, TimeIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+CLEANED_SUFFIX = ".cleaned"
+DELETED_SUFFIX = ".deleted"
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+
+# Bytes read at once when stepping through batch headers after an index hit.
+_HEADER_SCAN_CHUNK = 64 * 1024
+_HEADER_SIZE = 61
+
+
+def segment_name(base_offset: int) -> str:
+    return "%020d" % base_offset
+
+
+def segment_path(directory: str, base_offset: int, suffix: str, extra: str = "") -> str:
+    return os.path.join(directory, segment_name(base_offset) + suffix + extra)
+
+
+def parse_segment_file(name: str) -> tuple[int, str] | None:
+    """(base offset, rest of the name) for a segment file name, else None."""
+    stem, dot, rest = name.partition(".")
+    if len(stem) != 20 or not stem.isdigit() or not dot:
+        return None
+    return int(stem), "." + rest
+
+
+class SegmentFile:
+    """The open descriptor of a ``.log`` file, shared by its segment and the
+    FileRegions read from it. It closes when the segment closes it or, after
+    the segment was deleted, when the last region referring to it is gone."""
+
+    __slots__ = ("_fd", "name", "__weakref__")
+
+    def __init__(self, path: str, create: bool):
+        flags = os.O_RDWR | os.O_CLOEXEC | ((os.O_CREAT | os.O_EXCL) if create else 0)
+        self._fd = os.open(path, flags, 0o644)
+        self.name = path
+
+    def fileno(self) -> int:
+        if self._fd < 0:
+            raise KafkaStorageError(f"{self.name} is closed")
+        return self._fd
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
+
+    def __del__(self):
+        self.close()
+
+
+class FileRegion:
+    """A byte range of a segment file: what a fetch returns.
+
+    ``sendfile(socket_fd)`` sends it with zero copies; ``read()`` and
+    ``view()`` copy it out of the page cache for in-process readers.
+    """
+
+    __slots__ = ("file", "position", "length")
+
+    def __init__(self, file: SegmentFile, position: int, length: int):
+        self.file = file
+        self.position = position
+        self.length = length
+
+    @property
+    def fd(self) -> int:
+        return self.file.fileno()
+
+    def read(self) -> bytes:
+        data = os.pread(self.fd, self.length, self.position)
+        if len(data) != self.length:
+            raise KafkaStorageError(f"short read from {self.file.name}: {len(data)} of "
+                                    f"{self.length} bytes at {self.position}")
+        return data
+
+    def view(self) -> memoryview:
+        return memoryview(self.read())
+
+    def sendfile(self, out_fd: int) -> int:
+        """Send the whole region to ``out_fd`` (a socket); returns bytes sent."""
+        sent, fd = 0, self.fd
+        while sent < self.length:
+            n = os.sendfile(out_fd, fd, self.position + sent, self.length - sent)
+            if n == 0:
+                raise KafkaStorageError(f"{self.file.name} ended before the region did")
+            sent += n
+        return sent
+
+    def __repr__(self):
+        return f"FileRegion({self.file.name}, position={self.position}, length={self.length})"
+
+
+class LogSegment:
+    def __init__(self, directory: str, base_offset: int, config: LogConfig, *,
+                 suffix: str = "", create: bool = False):
+        self.directory = directory
+        self.base_offset = base_offset
+        self.config = config
+        self._suffix = suffix
+        path = self._path = segment_path(directory, base_offset, LOG_SUFFIX, suffix)
+        try:
+            self.file = SegmentFile(path, create)
+            self._size = os.fstat(self.file.fileno()).st_size
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot open segment {path}: {exc.strerror or exc}") from exc
+        self.offset_index = OffsetIndex(segment_path(directory, base_offset, INDEX_SUFFIX, suffix),
+                                        base_offset, config.segment_index_bytes)
+        self.time_index = TimeIndex(segment_path(directory, base_offset, TIME_INDEX_SUFFIX, suffix),
+                                    base_offset, config.segment_index_bytes)
+        self.created_ms = int(time.time() * 1000)
+        # Filled by create (empty segment) or load_state/recover (existing one).
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.first_batch_timestamp = -1
+        self._bytes_since_last_index_entry = 0
+        if create:
+            self.offset_index.reset()
+            self.time_index.reset()
+
+    # ---- state -----------------------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def is_empty(self) -> bool:
+        return self._size == 0
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Largest record timestamp, or the file's mtime if no record has one
+        (Kafka's rule for time-based retention)."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return int(os.fstat(self.file.fileno()).st_mtime * 1000)
+
+    def _mapped(self):
+        """A read-only map of the whole file (None when empty)."""
+        if self._size == 0:
+            return None
+        return mmap.mmap(self.file.fileno(), self._size, access=mmap.ACCESS_READ)
+
+    def _apply_scan(self, scan, *, index_from_scan: bool) -> None:
+        if scan.next_offset >= 0:
+            self.next_offset = scan.next_offset
+        if scan.max_timestamp > self.max_timestamp:
+            self.max_timestamp = scan.max_timestamp
+            self.offset_of_max_timestamp = scan.offset_of_max_timestamp
+        self._bytes_since_last_index_entry = scan.bytes_since_last_index_entry
+        if index_from_scan:
+            for off, pos in zip(scan.index_offsets.tolist(), scan.index_positions.tolist()):
+                self.offset_index.append(off, pos)
+            for ts, off in zip(scan.time_index_timestamps.tolist(),
+                               scan.time_index_offsets.tolist()):
+                self.time_index.maybe_append(ts, off)
+
+    def _read_first_batch_timestamp(self) -> None:
+        if self._size >= _HEADER_SIZE:
+            self.first_batch_timestamp = batch_header(
+                os.pread(self.file.fileno(), _HEADER_SIZE, 0))[3]
+
+    def load_state(self) -> str | None:
+        """Restore in-memory state of a segment that was closed cleanly, by
+        scanning only the tail after its last index entry. Returns why the
+        indexes cannot be trusted (the caller then runs ``recover``), or None."""
+        problem = self.offset_index.sanity_check(self._size)
+        if problem:
+            return problem
+        if self.offset_index.entries:
+            _, start = self.offset_index.entry(self.offset_index.entries - 1)
+        else:
+            start = 0
+        tail = os.pread(self.file.fileno(), self._size - start, start)
+        last_ts, last_off = self.time_index.last_entry
+        scan = scan_log(tail, min_offset=self.base_offset,
+                        index_interval_bytes=self.config.index_interval_bytes,
+                        max_timestamp=last_ts, offset_of_max_timestamp=last_off,
+                        verify_crc=False)
+        if scan.error:
+            return f"{self.path}: {scan.error} (after a clean shutdown)"
+        self._apply_scan(scan, index_from_scan=False)
+        self._read_first_batch_timestamp()
+        return self.time_index.sanity_check(self.next_offset)
+
+    def recover(self) -> tuple[int, object]:
+        """Validate every batch (length, magic, CRC, offsets), truncate the
+        file after the last valid one and rebuild both indexes.
+
+        Returns (bytes truncated, the scan) -- the scan carries the leader
+        epochs seen, for the epoch cache."""
+        mapped = self._mapped()
+        try:
+            scan = scan_log(mapped if mapped is not None else b"", min_offset=self.base_offset,
+                            index_interval_bytes=self.config.index_interval_bytes)
+        finally:
+            if mapped is not None:
+                mapped.close()
+        truncated = self._size - scan.valid_bytes
+        if truncated:
+            self._truncate_file(scan.valid_bytes)
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.next_offset = self.base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self._apply_scan(scan, index_from_scan=True)
+        self.first_batch_timestamp = scan.first_batch_timestamp
+        return truncated, scan
+
+    # ---- main write interface ------------------------------------------------------------
+
+    def append(self, data, scan) -> None:
+        """Write validated batches (``scan`` from validate_for_append) at the
+        end of the file and index them. All or nothing: on an I/O error the
+        file and indexes are rolled back and KafkaStorageError is raised."""
+        start = self._size
+        self._write_at(data, start)
+        index_entries = self.offset_index.entries
+        time_entries = self.time_index.entries
+        saved = (self.max_timestamp, self.offset_of_max_timestamp, self._bytes_since_last_index_entry)
+        try:
+            since = self._bytes_since_last_index_entry
+            interval = self.config.index_interval_bytes
+            max_ts, max_off = self.max_timestamp, self.offset_of_max_timestamp
+            for pos, size, last, bmax in zip(scan.positions.tolist(), scan.sizes.tolist(),
+                                             scan.last_offsets.tolist(),
+                                             scan.max_timestamps.tolist()):
+                if bmax > max_ts:
+                    max_ts, max_off = bmax, last
+                # Kafka's rule (LogSegment.append): index a batch once more than
+                # index.interval.bytes were written since the last entry.
+                if since > interval:
+                    self.offset_index.append(last, start + pos)
+                    self.time_index.maybe_append(max_ts, max_off)
+                    since = 0
+                since += size
+        except KafkaStorageError:
+            self.offset_index._truncate_entries(index_entries)
+            self.time_index._truncate_entries(time_entries)
+            self._truncate_file(start)
+            self.max_timestamp, self.offset_of_max_timestamp, self._bytes_since_last_index_entry = saved
+            raise
+        self._bytes_since_last_index_entry = since
+        self.max_timestamp, self.offset_of_max_timestamp = max_ts, max_off
+        if self.first_batch_timestamp < 0 and start == 0:
+            self.first_batch_timestamp = int(scan.max_timestamps[0])
+        self.next_offset = scan.last_offset + 1
+
+    def append_raw_batches(self, data) -> None:
+        """Append already-offset batches (the cleaner's output) by scanning them."""
+        scan = scan_log(data, min_offset=self.next_offset,
+                        index_interval_bytes=self.config.index_interval_bytes,
+                        bytes_since_last_index_entry=self._bytes_since_last_index_entry,
+                        last_indexed_timestamp=self.time_index.last_entry[0],
+                        max_timestamp=self.max_timestamp,
+                        offset_of_max_timestamp=self.offset_of_max_timestamp, verify_crc=False)
+        if scan.error:
+            raise KafkaStorageError(f"{self.path}: refusing to append malformed data: {scan.error}")
+        start = self._size
+        self._write_at(data, start)
+        scan_positions = scan.index_positions + start
+        for off, pos in zip(scan.index_offsets.tolist(), scan_positions.tolist()):
+            self.offset_index.append(off, pos)
+        for ts, off in zip(scan.time_index_timestamps.tolist(), scan.time_index_offsets.tolist()):
+            self.time_index.maybe_append(ts, off)
+        if start == 0:
+            self.first_batch_timestamp = scan.first_batch_timestamp
+        self._apply_scan(scan, index_from_scan=False)
+
+    def _write_at(self, data, position: int) -> None:
+        fd = self.file.fileno()
+        view = memoryview(data).cast("B")
+        done = 0
+        try:
+            while done < len(view):
+                done += os.pwrite(fd, view[done:], position + done)
+        except OSError as exc:
+            self._truncate_file(position)
+            raise KafkaStorageError(
+                f"append to {self.path} failed after {done} of {len(view)} bytes: "
+                f"{exc.strerror or exc}; the segment was rolled back to {position} bytes") from exc
+        self._size = position + len(view)
+
+    def _truncate_file(self, size: int) -> None:
+        try:
+            os.ftruncate(self.file.fileno(), size)
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot truncate {self.path} to {size} bytes: "
+                                    f"{exc.strerror or exc}") from exc
+        self._size = size
+
+    def on_become_inactive(self) -> None:
+        """The segment was rolled: index its largest timestamp so that time
+        lookups and retention never need to scan it."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    # ---- main read interface -------------------------------------------------------------
+
+    def _headers_from(self, position: int):
+        """Yield (base, last, position, size, max_timestamp) of batches from ``position``."""
+        fd = self.file.fileno()
+        while position < self._size:
+            chunk = os.pread(fd, min(_HEADER_SCAN_CHUNK, self._size - position), position)
+            at = 0
+            while at + _HEADER_SIZE <= len(chunk):
+                base, last, size, max_ts = batch_header(chunk, at)
+                if size < _HEADER_SIZE:
+                    raise KafkaStorageError(f"{self.path}: corrupt batch length {size} at "
+                                            f"{position + at}")
+                yield base, last, position + at, size, max_ts
+                at += size
+            if at == 0:
+                # A batch header straddles nothing we could read: the file is torn.
+                raise KafkaStorageError(f"{self.path}: truncated batch header at {position}")
+            position += at
+
+    def translate_offset(self, offset: int, start_position: int = 0):
+        """(base offset, last offset, position, size) of the first batch whose
+        last offset is >= ``offset``, or None if the segment has no such batch."""
+        _, pos = self.offset_index.lookup(offset)
+        for base, last, position, size, _ in self._headers_from(max(pos, start_position)):
+            if last >= offset:
+                return base, last, position, size
+        return None
+
+    def read(self, offset: int, max_bytes: int, max_position: int | None = None,
+             min_one_message: bool = True) -> FileRegion | None:
+        """Up to ``max_bytes`` from the batch holding ``offset`` (None if no
+        batch at or after it lies below ``max_position``). As in Kafka the
+        region may end inside a batch; with ``min_one_message`` the first
+        batch is returned whole even when it is larger than ``max_bytes``."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return None
+        _, _, position, batch_size = found
+        end = self._size if max_position is None else min(max_position, self._size)
+        if position >= end:
+            return None
+        length = min(max_bytes, end - position)
+        if min_one_message and length < batch_size:
+            length = min(batch_size, end - position)
+        if length <= 0:
+            return None
+        return FileRegion(self.file, position, length)
+
+    def find_offset_by_timestamp(self, timestamp: int,
+                                 start_offset: int = 0) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after ``start_offset``
+        with a timestamp >= ``timestamp``."""
+        if self.max_timestamp < timestamp:
+            return None
+        _, offset = self.time_index.lookup(timestamp)
+        _, position = self.offset_index.lookup(offset)
+        for _, _, pos, size, max_ts in self._headers_from(position):
+            if max_ts >= timestamp:
+                batch = RecordBatch(os.pread(self.file.fileno(), size, pos))
+                for record in batch.records():
+                    if record.timestamp >= timestamp and record.offset >= start_offset:
+                        return record.offset, record.timestamp
+        return None
+
+    # ---- maintenance ---------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch whose base offset is >= ``offset``; returns bytes removed."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        base, _, position, _ = found
+        if base < offset:
+            # The batch straddles the offset: Kafka keeps whole batches only.
+            position += found[3]
+        removed = self._size - position
+        if removed <= 0:
+            return 0
+        self._truncate_file(position)
+        # Truncation is rare (replication); rebuilding the indexes and tail
+        # state from what is left is simpler than patching them.
+        self.recover()
+        return removed
+
+    def flush(self) -> None:
+        try:
+            os.fsync(self.file.fileno())
+            self.offset_index.flush()
+            self.time_index.flush()
+        except (OSError, ValueError) as exc:
+            raise KafkaStorageError(f"cannot flush {self.path}: {exc}") from exc
+
+    def close(self) -> None:
+        self.offset_index.close()
+        self.time_index.close()
+        self.file.close()
+
+    def file_paths(self, suffix: str | None = None) -> list[str]:
+        s = self._suffix if suffix is None else suffix
+        return [segment_path(self.directory, self.base_offset, kind, s)
+                for kind in SEGMENT_SUFFIXES]
+
+    def rename_to_suffix(self, suffix: str) -> None:
+        """Rename all three files to carry ``suffix`` (e.g. "" to commit a
+        .cleaned segment). The index files go first so that a crash leaves
+        the .log -- the marker the loader trusts -- in the old state."""
+        self.offset_index.rename(segment_path(self.directory, self.base_offset, INDEX_SUFFIX, suffix))
+        self.time_index.rename(segment_path(self.directory, self.base_offset, TIME_INDEX_SUFFIX, suffix))
+        new_log = segment_path(self.directory, self.base_offset, LOG_SUFFIX, suffix)
+        os.replace(self._path, new_log)
+        self._path = new_log
+        self._suffix = suffix
+
+    def delete(self) -> None:
+        """Unlink the files. Open FileRegions keep the data readable until
+        they are dropped; the descriptor closes with the last of them."""
+        for path in self.file_paths():
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        self.offset_index.close()
+        self.time_index.close()
+
+    def __repr__(self):
+        return (f"LogSegment(base={self.base_offset}, size={self._size}, "
+                f"next_offset={self.next_offset})")
