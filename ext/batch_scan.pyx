@@ -136,14 +136,22 @@ cdef object _record_error(RecordCheck *c, int64_t position, int32_t count):
     return CorruptRecordError(f"{where} is malformed")
 
 
+# Columns of AppendScan's per-batch table.
+cdef enum:
+    COL_POSITION, COL_SIZE, COL_BASE_OFFSET, COL_LAST_OFFSET, COL_MAX_TIMESTAMP
+    COL_LEADER_EPOCH, COL_PRODUCER_ID, COL_PRODUCER_EPOCH, COL_BASE_SEQUENCE
+    COL_ATTRIBUTES, COL_RECORD_COUNT, N_COLS
+
+
 @cython.final
 cdef class AppendScan:
     """What ``validate_for_append`` found and assigned.
 
-    Per batch (numpy arrays, in order): ``positions`` within the buffer,
-    ``sizes``, ``base_offsets`` and ``last_offsets`` (as assigned),
-    ``max_timestamps``, ``leader_epochs`` (as written), ``producer_ids``,
-    ``producer_epochs``, ``base_sequences``, ``attributes``, ``record_counts``.
+    Per batch, as int64 numpy column views of one table, in order:
+    ``positions`` within the buffer, ``sizes``, ``base_offsets`` and
+    ``last_offsets`` (as assigned), ``max_timestamps``, ``leader_epochs``
+    (as written), ``producer_ids``, ``producer_epochs``, ``base_sequences``,
+    ``attributes``, ``record_counts``.
     """
     cdef readonly int64_t first_offset
     cdef readonly int64_t last_offset
@@ -152,13 +160,60 @@ cdef class AppendScan:
     cdef readonly int64_t offset_of_max_timestamp  # last offset of the batch holding it
     cdef readonly Py_ssize_t batch_count
     cdef readonly Py_ssize_t size_in_bytes
-    cdef readonly object positions, sizes, base_offsets, last_offsets, max_timestamps
-    cdef readonly object leader_epochs, producer_ids, producer_epochs, base_sequences
-    cdef readonly object attributes, record_counts
+    cdef readonly object table                      # int64[batch_count, N_COLS]
 
     @property
     def next_offset(self):
         return self.last_offset + 1
+
+    @property
+    def positions(self):
+        return self.table[:, COL_POSITION]
+
+    @property
+    def sizes(self):
+        return self.table[:, COL_SIZE]
+
+    @property
+    def base_offsets(self):
+        return self.table[:, COL_BASE_OFFSET]
+
+    @property
+    def last_offsets(self):
+        return self.table[:, COL_LAST_OFFSET]
+
+    @property
+    def max_timestamps(self):
+        return self.table[:, COL_MAX_TIMESTAMP]
+
+    @property
+    def leader_epochs(self):
+        return self.table[:, COL_LEADER_EPOCH]
+
+    @property
+    def producer_ids(self):
+        return self.table[:, COL_PRODUCER_ID]
+
+    @property
+    def producer_epochs(self):
+        return self.table[:, COL_PRODUCER_EPOCH]
+
+    @property
+    def base_sequences(self):
+        return self.table[:, COL_BASE_SEQUENCE]
+
+    @property
+    def attributes(self):
+        return self.table[:, COL_ATTRIBUTES]
+
+    @property
+    def record_counts(self):
+        return self.table[:, COL_RECORD_COUNT]
+
+    def batches(self):
+        """(position, size, last offset, max timestamp) per batch, as Python ints."""
+        return [(r[COL_POSITION], r[COL_SIZE], r[COL_LAST_OFFSET], r[COL_MAX_TIMESTAMP])
+                for r in self.table.tolist()]
 
 
 ctypedef struct Pending:
@@ -199,16 +254,18 @@ def validate_for_append(data, *, int64_t next_offset, int32_t leader_epoch=-1,
     cdef int16_t attrs
     cdef int codec
     cdef uint32_t stored, computed
-    cdef Pending *pend = <Pending *>malloc(cap * sizeof(Pending))
+    cdef Pending *pend = NULL
     cdef Pending *pp
     cdef RecordCheck chk
     cdef bytes section
     cdef int64_t total_records = 0, max_ts = -1, offset_of_max = -1
     cdef AppendScan result
-    if pend == NULL:
-        raise MemoryError()
+    cdef int64_t[:, ::1] t
     PyObject_GetBuffer(data, &view, PyBUF_WRITABLE)
     try:
+        pend = <Pending *>malloc(cap * sizeof(Pending))
+        if pend == NULL:
+            raise MemoryError()
         base = <unsigned char *>view.buf
         n = view.len
         if n == 0:
@@ -283,9 +340,12 @@ def validate_for_append(data, *, int64_t next_offset, int32_t leader_epoch=-1,
                                    <int64_t>kl_be64(b + KL_OFF_BASE_TIMESTAMP), assign_offsets,
                                    require_keys, last_delta, &chk)
                 else:
-                    section = _codecs().decompress(codec, PyBytes_FromStringAndSize(
-                        <const char *>b + KL_BATCH_HEADER_SIZE,
-                        length + KL_LOG_OVERHEAD - KL_BATCH_HEADER_SIZE))
+                    try:
+                        section = _codecs().decompress(codec, PyBytes_FromStringAndSize(
+                            <const char *>b + KL_BATCH_HEADER_SIZE,
+                            length + KL_LOG_OVERHEAD - KL_BATCH_HEADER_SIZE))
+                    except CorruptRecordError as exc:
+                        raise CorruptRecordError(f"batch at byte {pos}: {exc.message}") from None
                     _check_records(<const unsigned char *>PyBytes_AS_STRING(section),
                                    <const unsigned char *>PyBytes_AS_STRING(section)
                                    + PyBytes_GET_SIZE(section), count,
@@ -310,17 +370,8 @@ def validate_for_append(data, *, int64_t next_offset, int32_t leader_epoch=-1,
             pos += length + KL_LOG_OVERHEAD
 
         # every batch passed: patch in place
-        positions = np.empty(nb, dtype=np.int64)
-        sizes = np.empty(nb, dtype=np.int64)
-        base_offsets = np.empty(nb, dtype=np.int64)
-        last_offsets = np.empty(nb, dtype=np.int64)
-        max_timestamps = np.empty(nb, dtype=np.int64)
-        epochs = np.empty(nb, dtype=np.int32)
-        pids = np.empty(nb, dtype=np.int64)
-        pepochs = np.empty(nb, dtype=np.int16)
-        seqs = np.empty(nb, dtype=np.int32)
-        attrs_out = np.empty(nb, dtype=np.int16)
-        counts = np.empty(nb, dtype=np.int32)
+        table = np.empty((nb, N_COLS), dtype=np.int64)
+        t = table
         for i in range(nb):
             pp = &pend[i]
             b = base + pp.position
@@ -332,40 +383,30 @@ def validate_for_append(data, *, int64_t next_offset, int32_t leader_epoch=-1,
                     kl_put_be16(b + KL_OFF_ATTRIBUTES, <uint16_t>pp.attributes)
                 kl_put_be64(b + KL_OFF_MAX_TIMESTAMP, <uint64_t>pp.max_ts)
                 kl_put_be32(b + KL_OFF_CRC, _crc(b, pp.size))
-            positions[i] = pp.position
-            sizes[i] = pp.size
-            base_offsets[i] = pp.base_offset
-            last_offsets[i] = pp.last_offset
-            max_timestamps[i] = pp.max_ts
-            epochs[i] = pp.epoch
-            pids[i] = <int64_t>kl_be64(b + KL_OFF_PRODUCER_ID)
-            pepochs[i] = <int16_t>kl_be16(b + KL_OFF_PRODUCER_EPOCH)
-            seqs[i] = <int32_t>kl_be32(b + KL_OFF_BASE_SEQUENCE)
-            attrs_out[i] = pp.attributes
-            counts[i] = pp.count
+            t[i, COL_POSITION] = pp.position
+            t[i, COL_SIZE] = pp.size
+            t[i, COL_BASE_OFFSET] = pp.base_offset
+            t[i, COL_LAST_OFFSET] = pp.last_offset
+            t[i, COL_MAX_TIMESTAMP] = pp.max_ts
+            t[i, COL_LEADER_EPOCH] = pp.epoch
+            t[i, COL_PRODUCER_ID] = <int64_t>kl_be64(b + KL_OFF_PRODUCER_ID)
+            t[i, COL_PRODUCER_EPOCH] = <int16_t>kl_be16(b + KL_OFF_PRODUCER_EPOCH)
+            t[i, COL_BASE_SEQUENCE] = <int32_t>kl_be32(b + KL_OFF_BASE_SEQUENCE)
+            t[i, COL_ATTRIBUTES] = pp.attributes
+            t[i, COL_RECORD_COUNT] = pp.count
     finally:
         PyBuffer_Release(&view)
         free(pend)
 
     result = AppendScan.__new__(AppendScan)
-    result.first_offset = base_offsets[0]
-    result.last_offset = last_offsets[nb - 1]
+    result.first_offset = t[0, COL_BASE_OFFSET]
+    result.last_offset = t[nb - 1, COL_LAST_OFFSET]
     result.record_count = total_records
     result.max_timestamp = max_ts
     result.offset_of_max_timestamp = offset_of_max
     result.batch_count = nb
     result.size_in_bytes = n
-    result.positions = positions
-    result.sizes = sizes
-    result.base_offsets = base_offsets
-    result.last_offsets = last_offsets
-    result.max_timestamps = max_timestamps
-    result.leader_epochs = epochs
-    result.producer_ids = pids
-    result.producer_epochs = pepochs
-    result.base_sequences = seqs
-    result.attributes = attrs_out
-    result.record_counts = counts
+    result.table = table
     return result
 
 
@@ -401,13 +442,20 @@ cdef class LogScan:
 def scan_log(data, *, Py_ssize_t start=0, int64_t min_offset=0, Py_ssize_t index_interval_bytes=4096,
              Py_ssize_t bytes_since_last_index_entry=0, int64_t last_indexed_timestamp=-1,
              int64_t max_timestamp=-1, int64_t offset_of_max_timestamp=-1,
-             bint verify_crc=True, bint deep=False, int32_t last_epoch=-1):
+             bint verify_crc=True, bint deep=False, int32_t last_epoch=-1,
+             bint contiguous=False, list epoch_entries=None):
     """Walk batches in ``data`` from ``start``; stop at the first invalid one.
 
     A batch is valid when its header fits, its length is sane and fits the
     data, magic is 2, the CRC matches (``verify_crc``), its base offset is
-    at least ``min_offset`` and above the previous batch's last offset, and
-    (``deep``) its records decode. Index entries are produced exactly as
+    at least ``min_offset`` and above the previous batch's last offset
+    (exactly the next offset, from ``min_offset`` on, with ``contiguous``:
+    true of every log that was never compacted, and the only check that
+    covers baseOffset, which the CRC does not), its leader epoch does not go
+    down -- and, given the leader-epoch cache's ``epoch_entries`` (a sorted
+    list of (epoch, start offset)), is exactly the epoch the cache says was
+    in effect at its base offset (partitionLeaderEpoch is not covered by the
+    CRC either) -- and (``deep``) its records decode. Index entries are produced exactly as
     appends would have produced them, continuing from the given index state.
     """
     cdef Py_buffer view
@@ -427,10 +475,14 @@ def scan_log(data, *, Py_ssize_t start=0, int64_t min_offset=0, Py_ssize_t index
     cdef list idx_off = [], idx_pos = [], ti_ts = [], ti_off = [], epochs = []
     cdef object error = None
     cdef LogScan result
+    cdef Py_ssize_t n_entries = len(epoch_entries) if epoch_entries else 0, ei = -1
+    cdef int32_t expected_epoch
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     try:
         base = <const unsigned char *>view.buf
         n = view.len
+        if start < 0 or start > n:
+            raise ValueError(f"start {start} is outside the {n}-byte buffer")
         while pos < n:
             b = base + pos
             if n - pos < KL_LOG_OVERHEAD:
@@ -457,10 +509,29 @@ def scan_log(data, *, Py_ssize_t start=0, int64_t min_offset=0, Py_ssize_t index
             base_offset = <int64_t>kl_be64(b + KL_OFF_BASE_OFFSET)
             count = <int32_t>kl_be32(b + KL_OFF_RECORDS_COUNT)
             last_offset = base_offset + <int32_t>kl_be32(b + KL_OFF_LAST_OFFSET_DELTA)
-            if base_offset < expected or last_offset < base_offset or count < 0:
+            if (base_offset < expected or last_offset < base_offset or count < 0
+                    or (contiguous and base_offset != expected)):
                 error = (f"batch at position {pos} has offsets {base_offset}..{last_offset}, "
-                         f"expected a base offset of at least {expected}")
+                         f"expected a base offset of {'' if contiguous else 'at least '}{expected}")
                 break
+            epoch = <int32_t>kl_be32(b + KL_OFF_LEADER_EPOCH)
+            if epoch < last_epoch:
+                error = (f"batch at position {pos} has leader epoch {epoch}, below the "
+                         f"previous batch's {last_epoch}")
+                break
+            if n_entries:
+                while ei + 1 < n_entries and epoch_entries[ei + 1][1] <= base_offset:
+                    ei += 1
+                if ei >= 0:
+                    expected_epoch = epoch_entries[ei][0]
+                    if epoch != expected_epoch:
+                        error = (f"batch at position {pos} (offset {base_offset}) has leader "
+                                 f"epoch {epoch}, but epoch {expected_epoch} was in effect there")
+                        break
+                elif epoch > epoch_entries[0][0]:
+                    error = (f"batch at position {pos} (offset {base_offset}) has leader epoch "
+                             f"{epoch}, newer than the first recorded epoch")
+                    break
             attrs = <int16_t>kl_be16(b + KL_OFF_ATTRIBUTES)
             codec = attrs & KL_ATTR_COMPRESSION_MASK
             if deep and count > 0:
@@ -488,7 +559,6 @@ def scan_log(data, *, Py_ssize_t start=0, int64_t min_offset=0, Py_ssize_t index
                     error = str(_record_error(&chk, pos, count))
                     break
             batch_max_ts = <int64_t>kl_be64(b + KL_OFF_MAX_TIMESTAMP)
-            epoch = <int32_t>kl_be32(b + KL_OFF_LEADER_EPOCH)
             if epoch >= 0 and epoch > last_epoch:
                 epochs.append((epoch, base_offset))
                 last_epoch = epoch

@@ -41,6 +41,12 @@ ctypedef struct Slot:
 DEF ENTRY_BYTES = 24
 
 
+cdef object _as_u8(object mask):
+    """A bool validity mask as uint8 without a copy."""
+    arr = np.ascontiguousarray(mask)
+    return arr.view(np.uint8) if arr.dtype == np.bool_ else arr
+
+
 def key_hash(key):
     """The 128-bit XXH3 hash the map uses, as (low64, high64); equals
     ``xxhash.xxh3_128_intdigest(key)`` split in halves."""
@@ -135,6 +141,8 @@ cdef class OffsetMap:
 
     def put(self, key, int64_t offset):
         """Record ``offset`` for ``key`` (kept if it is the largest seen)."""
+        if offset < 0:
+            raise ValueError(f"offsets are >= 0, not {offset}")
         cdef const unsigned char[::1] k = key
         cdef XXH128_hash_t h = XXH3_128bits(&k[0] if k.shape[0] else NULL, k.shape[0])
         self._put(h.low64, h.high64, offset)
@@ -149,9 +157,13 @@ cdef class OffsetMap:
     def free_entries(self):
         return self.max_entries - self._size
 
-    def put_columns(self, const uint8_t[::1] key_data, const int32_t[::1] key_offsets,
-                    const uint8_t[::1] key_valid, const int64_t[::1] offsets):
-        """Add every non-null key of a decoded batch set with its offset."""
+    def put_columns(self, key_data, key_offsets, key_valid, offsets):
+        """Add every non-null key of a decoded batch set with its offset
+        (the RecordColumns arrays: key_data, key_offsets, key_valid, offsets)."""
+        self._put_columns(key_data, key_offsets, _as_u8(key_valid), offsets)
+
+    def _put_columns(self, const uint8_t[::1] key_data, const int32_t[::1] key_offsets,
+                     const uint8_t[::1] key_valid, const int64_t[::1] offsets):
         cdef Py_ssize_t i, n = offsets.shape[0]
         cdef XXH128_hash_t h
         cdef const unsigned char *base = &key_data[0] if key_data.shape[0] else NULL
@@ -160,10 +172,13 @@ cdef class OffsetMap:
                 h = XXH3_128bits(base + key_offsets[i], key_offsets[i + 1] - key_offsets[i])
                 self._put(h.low64, h.high64, offsets[i])
 
-    def latest_offsets(self, const uint8_t[::1] key_data, const int32_t[::1] key_offsets,
-                       const uint8_t[::1] key_valid):
+    def latest_offsets(self, key_data, key_offsets, key_valid):
         """For each record, the latest offset of its key in the map (-1 when
         absent or the key is null)."""
+        return self._latest_offsets(key_data, key_offsets, _as_u8(key_valid))
+
+    def _latest_offsets(self, const uint8_t[::1] key_data, const int32_t[::1] key_offsets,
+                        const uint8_t[::1] key_valid):
         cdef Py_ssize_t i, n = key_valid.shape[0]
         cdef XXH128_hash_t h
         cdef const unsigned char *base = &key_data[0] if key_data.shape[0] else NULL

@@ -16,7 +16,7 @@ bytearray cannot be resized while a batch or record view of it is alive.
 """
 cimport cython
 cimport numpy as cnp
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_CheckBuffer, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_AsUTF8String, PyUnicode_Check, PyUnicode_DecodeUTF8
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t, INT32_MAX
@@ -86,6 +86,10 @@ cdef inline bytes _as_bytes(object obj):
     if PyUnicode_Check(obj):
         raise TypeError("record keys, values and header values must be bytes-like, not str "
                         "(encode it first)")
+    if not PyObject_CheckBuffer(obj):
+        # bytes(5) would silently be five zero bytes
+        raise TypeError(f"record keys, values and header values must be bytes-like, "
+                        f"not {type(obj).__name__}")
     return bytes(obj)
 
 
@@ -96,6 +100,8 @@ cdef inline bytes _header_key(object key):
         return key
     if key is None:
         raise TypeError("record header keys may not be None")
+    if not PyObject_CheckBuffer(key):
+        raise TypeError(f"record header keys must be str or bytes-like, not {type(key).__name__}")
     return bytes(key)
 
 
@@ -190,6 +196,8 @@ cdef class RecordBatchBuilder:
         self.base_offset = base_offset
         self.partition_leader_epoch = partition_leader_epoch
         self.producer_id = producer_id
+        if not -1 <= producer_epoch <= 32767:
+            raise ValueError(f"producer_epoch {producer_epoch} is outside -1..32767 (an int16)")
         self.producer_epoch = <int16_t>producer_epoch
         self.base_sequence = base_sequence
         self._attributes = <int16_t>self.codec
@@ -287,7 +295,7 @@ cdef class RecordBatchBuilder:
         if vb is not None:
             value_p = <const unsigned char *>PyBytes_AS_STRING(vb)
             value_len = PyBytes_GET_SIZE(vb)
-        if self._base_ts == -1 and not self._fixed_base_ts:
+        if self._count == 0 and not self._fixed_base_ts:
             self._base_ts = ts
         ts_delta = ts - self._base_ts
         body = (1 + kl_varint_size(ts_delta) + kl_varint_size(offset_delta)
@@ -781,7 +789,7 @@ def decode_columns(data, *, bint skip_control=True, bint verify_crc=False):
     cdef const unsigned char *hp
     cdef Py_ssize_t n, pos = 0, nb = 0, cap_b = 16, total_records = 0, total_bytes = 0
     cdef int64_t length
-    cdef BatchDesc *batches = <BatchDesc *>malloc(cap_b * sizeof(BatchDesc))
+    cdef BatchDesc *batches = NULL
     cdef BatchDesc *bd
     cdef list keep_alive = []
     cdef int codec
@@ -817,10 +825,11 @@ def decode_columns(data, *, bint skip_control=True, bint verify_crc=False):
     cdef int64_t[::1] c_bpos
     cdef int64_t[::1] c_bsize
     cdef int64_t[::1] c_bts
-    if batches == NULL:
-        raise MemoryError()
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     try:
+        batches = <BatchDesc *>malloc(cap_b * sizeof(BatchDesc))
+        if batches == NULL:
+            raise MemoryError()
         base = <const unsigned char *>view.buf
         n = view.len
         # pass 1: batch headers
@@ -872,6 +881,11 @@ def decode_columns(data, *, bint skip_control=True, bint verify_crc=False):
                 bd.records = <const unsigned char *>PyBytes_AS_STRING(section)
                 bd.records_len = PyBytes_GET_SIZE(section)
             if not bd.skipped:
+                # Every record takes at least 7 bytes; a larger count is
+                # corrupt and must not size the output arrays.
+                if <int64_t>bd.count * 7 > bd.records_len:
+                    raise CorruptRecordError(f"batch at offset {bd.base_offset} claims {bd.count} "
+                                             f"records in {bd.records_len} bytes")
                 total_records += bd.count
                 total_bytes += bd.records_len
             pos += KL_LOG_OVERHEAD + length

@@ -86,6 +86,12 @@ static inline const unsigned char *kl_read_varint(const unsigned char *p,
                                                   int64_t *out) {
     uint64_t raw = 0;
     int shift = 0;
+    /* most fields of a record are single-byte varints */
+    if (p < end && !(*p & 0x80)) {
+        raw = *p;
+        *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+        return p + 1;
+    }
     while (p < end) {
         unsigned char b = *p++;
         raw |= (uint64_t)(b & 0x7f) << shift;

@@ -88,7 +88,7 @@ def decompress(codec: int, data) -> bytes:
     """Decompress a records section; CorruptRecordError if it does not decode."""
     try:
         if codec == GZIP:
-            return zlib.decompress(data, 47)  # wbits 47: gzip or zlib header
+            return _gzip_decompress(data)
         if codec == LZ4:
             return lz4.frame.decompress(data)
         if codec == ZSTD:
@@ -102,14 +102,32 @@ def decompress(codec: int, data) -> bytes:
     raise UnsupportedCompressionTypeError(f"unknown compression codec id {codec}")
 
 
+def _gzip_decompress(data) -> bytes:
+    # Java's GZIPInputStream reads every member of a multi-member stream.
+    out, rest = [], bytes(data)
+    while True:
+        d = zlib.decompressobj(47)  # wbits 47: gzip or zlib header
+        out.append(d.decompress(rest))
+        if not d.eof:
+            raise ValueError("gzip stream is truncated")
+        rest = d.unused_data
+        if not rest:
+            return b"".join(out)
+
+
 def _zstd_decompress(data) -> bytes:
     # Java's zstd-jni stream writes frames without a content size, which the
-    # one-shot API refuses; the streaming decoder handles both.
-    dobj = _zstd_decompressor.decompressobj()
-    out = dobj.decompress(data)
-    if not dobj.eof:
-        raise ValueError("zstd frame is truncated")
-    return out
+    # one-shot API refuses; the streaming decoder handles both, and like
+    # ZstdInputStream we read every frame.
+    out, rest = [], bytes(data)
+    while True:
+        dobj = _zstd_decompressor.decompressobj()
+        out.append(dobj.decompress(rest))
+        if not dobj.eof:
+            raise ValueError("zstd frame is truncated")
+        rest = dobj.unused_data
+        if not rest:
+            return b"".join(out)
 
 
 def _xerial_compress(data) -> bytes:
