@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kafkalite._ext.batch_scan import batch_header
+from kafkalite._ext.batch_scan import batch_header, validate_for_append
 from kafkalite._ext.offset_map import OffsetMap
 from kafkalite.record import decode_columns, filter_batch
 from kafkalite.storage.faults import crash_point
@@ -135,8 +135,8 @@ class LogCleaner:
             if seg.next_offset <= start:
                 continue
             for _, cols in self._chunks(seg):
-                offset_map.put_columns(cols.key_data, cols.key_offsets,
-                                       cols.key_valid.view(np.uint8), cols.offsets)
+                offset_map.put_columns(cols.key_data, cols.key_offsets, cols.key_valid,
+                                       cols.offsets)
                 if len(offset_map) >= self.max_map_entries and cols.next_offset < end:
                     end = cols.next_offset
                     break
@@ -165,8 +165,7 @@ class LogCleaner:
                      stats: CleanerStats, out: list) -> int:
         """Append the surviving batches of a chunk to ``out``; returns their bytes."""
         added = 0
-        latest = offset_map.latest_offsets(cols.key_data, cols.key_offsets,
-                                           cols.key_valid.view(np.uint8))
+        latest = offset_map.latest_offsets(cols.key_data, cols.key_offsets, cols.key_valid)
         keep = cols.key_valid & (latest <= cols.offsets)
         tombstones = ~cols.value_valid
         starts = cols.batch_record_starts
@@ -205,6 +204,15 @@ class LogCleaner:
             added += len(out[-1])
         return added
 
+    @staticmethod
+    def _write(cleaned: LogSegment, batches: list) -> None:
+        # Validated like a follower's append (offsets kept, CRCs checked), so
+        # a cleaner bug cannot write a batch recovery would reject.
+        data = bytearray(b"".join(batches))
+        scan = validate_for_append(data, next_offset=cleaned.next_offset, assign_offsets=False,
+                                   allow_control=True, deep=False, max_batch_bytes=len(data))
+        cleaned.append(data, scan)
+
     def _clean_group(self, group: list[LogSegment], end_of_group: int, offset_map: OffsetMap,
                      now: int, stats: CleanerStats) -> LogSegment:
         directory = self.log.directory
@@ -222,11 +230,11 @@ class LogCleaner:
                 for chunk, cols in self._chunks(seg):
                     pending_bytes += self._clean_chunk(chunk, cols, offset_map, now, stats, pending)
                     if pending_bytes >= _WRITE_CHUNK:
-                        cleaned.append_raw_batches(b"".join(pending))
+                        self._write(cleaned, pending)
                         stats.bytes_written += pending_bytes
                         pending, pending_bytes = [], 0
             if pending:
-                cleaned.append_raw_batches(b"".join(pending))
+                self._write(cleaned, pending)
                 stats.bytes_written += pending_bytes
             cleaned.on_become_inactive()
             cleaned.flush()

@@ -10,11 +10,14 @@ On-disk formats (big-endian, Kafka's):
                       timestamp above `timestamp`"; timestamps increase.
 
 An entry is added per ``index.interval.bytes`` of log (see LogSegment), so
-an index is small; it is mirrored in memory (a bytearray searched by the
-Cython ``kafkalite._ext.index``) and written through to its file with one
-``pwrite`` per entry. Unlike Kafka the files are not preallocated, so after
-a crash they never hold trailing zero entries; a torn last entry is dropped
-on open, and an index that fails ``sanity_check`` is rebuilt from the log.
+an index is small; it lives in memory (a bytearray searched by the Cython
+``kafkalite._ext.index``) and new entries reach the file at ``flush`` (on
+roll, ``flush.messages``/``flush.ms`` and close), never on the append path.
+That is safe because an index is only trusted for segments below the
+recovery point, which are flushed; after an unclean stop the segments above
+it are rescanned and their indexes rebuilt. Unlike Kafka the files are not
+preallocated, so they never hold trailing zero entries; a torn last entry is
+dropped on open, and an index that fails ``sanity_check`` is rebuilt.
 
 Who may call: the owning LogSegment only.
 """
@@ -44,6 +47,7 @@ class _IndexFile:
             self._data = bytearray(os.pread(self._fd, whole, 0)) if whole else bytearray()
             if whole != size:
                 os.ftruncate(self._fd, whole)
+            self._persisted = whole  # bytes of _data already in the file
         except OSError as exc:
             raise KafkaStorageError(f"cannot open index {path}: {exc.strerror or exc}") from exc
 
@@ -66,33 +70,45 @@ class _IndexFile:
         return rel
 
     def _append_raw(self, entry: bytes) -> None:
-        at = len(self._data)
-        try:
-            written = os.pwrite(self._fd, entry, at)
-            if written != len(entry):
-                raise OSError(28, "short write (no space left on device?)")
-        except OSError as exc:
-            try:
-                os.ftruncate(self._fd, at)
-            except OSError:
-                pass
-            raise KafkaStorageError(f"cannot append to index {self.path}: "
-                                    f"{exc.strerror or exc}") from exc
         self._data += entry
 
     def _truncate_entries(self, entries: int) -> None:
         size = entries * self.entry_size
         if size < len(self._data):
             del self._data[size:]
+        if size < self._persisted:
             os.ftruncate(self._fd, size)
+            self._persisted = size
+
+    def write_pending(self) -> None:
+        """Write entries added since the last call to the file (no fsync)."""
+        if self._persisted == len(self._data):
+            return
+        at = self._persisted
+        try:
+            pending = memoryview(self._data)[at:]
+            while pending:
+                pending = pending[os.pwrite(self._fd, pending, at):]
+                at = len(self._data) - len(pending)
+        except OSError as exc:
+            try:
+                os.ftruncate(self._fd, self._persisted)
+            except OSError:
+                pass
+            raise KafkaStorageError(f"cannot write index {self.path}: "
+                                    f"{exc.strerror or exc}") from exc
+        self._persisted = len(self._data)
 
     def reset(self) -> None:
         self._truncate_entries(0)
 
     def flush(self) -> None:
+        self.write_pending()
         os.fsync(self._fd)
 
     def close(self) -> None:
+        """Close the file; entries not yet written are dropped (callers flush
+        first when they want them kept)."""
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1

@@ -11,7 +11,9 @@ OffsetForLeaderEpoch (where did epoch e end?) so that a follower or a
 consumer can detect and truncate a diverged log.
 
 Who may call: the partition's owner only. Every change is written through
-atomically before the call returns.
+atomically before the call returns, and an epoch is assigned *before* the
+batches that carry it are written, so recovery can check each batch's
+partitionLeaderEpoch (which the CRC does not cover) against this file.
 """
 from __future__ import annotations
 
@@ -99,17 +101,23 @@ class LeaderEpochFileCache:
         raise AssertionError("unreachable: entries are sorted")
 
     def truncate_from_end(self, end_offset: int) -> None:
-        """Drop epochs starting at or after ``end_offset`` (log truncated to it)."""
-        kept = [(e, o) for e, o in self._entries if o < end_offset]
+        """The log now ends at ``end_offset``: drop epochs that start after it.
+
+        An epoch starting exactly at the log end is kept: it was assigned
+        just before its first batch was written (or the log start was moved
+        up to the end), and forgetting it would let the leader epoch go back
+        to an older one on the next open."""
+        kept = [(e, o) for e, o in self._entries if o <= end_offset]
         if kept != self._entries:
             self._entries = kept
             self._write()
 
     def truncate_from_start(self, start_offset: int) -> None:
-        """The log now starts at ``start_offset``: clamp the first epoch to it."""
+        """The log now starts at ``start_offset``: the epoch in effect there
+        is moved up to start at it, older ones are dropped."""
         kept = [(e, o) for e, o in self._entries if o >= start_offset]
         earlier = [(e, o) for e, o in self._entries if o < start_offset]
-        if earlier:
+        if earlier and not (kept and kept[0][1] == start_offset):
             kept.insert(0, (earlier[-1][0], start_offset))
         if kept != self._entries:
             self._entries = kept

@@ -90,6 +90,7 @@ def load(directory: str, config: LogConfig) -> LoadedLog:
             if problem:
                 log.warning("rebuilding indexes of %s: %s", seg.path, problem)
                 seg.recover()
+                seg.flush()
         recovery_point = segments[-1].next_offset if segments else start_from_checkpoint
     else:
         recovery_point = checkpoint.recovery_point if checkpoint else 0
@@ -103,7 +104,7 @@ def load(directory: str, config: LogConfig) -> LoadedLog:
                     kept.append(seg)
                     continue
                 log.warning("recovering %s: %s", seg.path, problem)
-            cut, scan = seg.recover()
+            cut, scan = seg.recover(epochs.entries)
             epochs.assign_all(scan.epoch_starts)
             kept.append(seg)
             scanned.append(seg)

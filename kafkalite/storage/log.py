@@ -35,8 +35,7 @@ import os
 import shutil
 import threading
 import time
-from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from kafkalite._ext.batch_scan import validate_for_append
 from kafkalite.errors import (InvalidRequestError, KafkaStorageError, OffsetOutOfRangeError,
@@ -72,8 +71,7 @@ def _wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
-@dataclass(frozen=True)
-class LogAppendInfo:
+class LogAppendInfo(NamedTuple):
     """What an append did (Kafka's LogAppendInfo)."""
     first_offset: int
     last_offset: int
@@ -87,8 +85,7 @@ class LogAppendInfo:
     scan: object                  # per-batch detail (AppendScan) for producer state
 
 
-@dataclass(frozen=True)
-class FetchDataInfo:
+class FetchDataInfo(NamedTuple):
     """A read's result: the region to send (None when there is nothing to
     read yet) and the partition's offsets at the time of the read."""
     fetch_offset: int
@@ -224,11 +221,11 @@ class PartitionLog:
             max_batch_bytes=self.config.max_message_bytes, require_keys=self.config.compact,
             log_append_time=now if self.config.log_append_time else -1,
             allow_control=allow_control)
-        info = self._write(buf, scan, now)
         if epoch > self.leader_epoch_cache.latest_epoch:
+            # Before the write: recovery checks batches against the cache.
             self.leader_epoch_cache.assign(epoch, scan.first_offset)
             self._leader_epoch = epoch
-        return info
+        return self._write(buf, scan, now)
 
     def append_as_follower(self, records) -> LogAppendInfo:
         """Append batches fetched from the leader, keeping their offsets and
@@ -240,14 +237,13 @@ class PartitionLog:
             buf, next_offset=self._log_end, max_batch_bytes=max(self.config.max_message_bytes,
                                                                 len(buf)),
             assign_offsets=False, allow_control=True, deep=False)
-        info = self._write(buf, scan, self._clock())
         starts, last = [], self.leader_epoch_cache.latest_epoch
         for epoch, base in zip(scan.leader_epochs.tolist(), scan.base_offsets.tolist()):
             if epoch > last:
                 starts.append((epoch, base))
                 last = epoch
-        self.leader_epoch_cache.assign_all(starts)
-        return info
+        self.leader_epoch_cache.assign_all(starts)  # before the write, as in append
+        return self._write(buf, scan, self._clock())
 
     def _write(self, buf, scan, now: int) -> LogAppendInfo:
         if scan.size_in_bytes > self.config.segment_bytes:
@@ -470,14 +466,15 @@ class PartitionLog:
 
     def truncate_to(self, offset: int) -> bool:
         """Remove every batch at or above ``offset`` (a follower discarding a
-        diverged tail). Returns whether anything was removed."""
+        diverged tail); the log end becomes ``offset``. Returns whether
+        anything was removed."""
         self._check_open()
         if offset >= self._log_end:
             return False
         if offset < 0:
             raise ValueError(f"cannot truncate {self.name} to a negative offset")
         self._poll_flushes(wait=True)
-        if offset <= self._segments[0].base_offset and offset < self._log_start:
+        if offset < self._log_start:
             self.truncate_fully_and_start_at(offset)
             return True
         keep = max(bisect.bisect_left(self._bases, offset), 1)
@@ -487,7 +484,12 @@ class PartitionLog:
         self._segments = self._segments[:keep]
         self._bases = self._bases[:keep]
         self.active_segment.truncate_to(offset)
-        self._after_truncation(self.active_segment.next_offset)
+        if self.active_segment.next_offset < offset:
+            # Compaction left a gap below ``offset``: start an empty segment
+            # there, so the log end is ``offset`` now and after a reopen.
+            self._log_end = offset
+            self.roll()
+        self._after_truncation(offset)
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:

@@ -228,16 +228,20 @@ class LogSegment:
         self._read_first_batch_timestamp()
         return self.time_index.sanity_check(self.next_offset)
 
-    def recover(self) -> tuple[int, object]:
-        """Validate every batch (length, magic, CRC, offsets), truncate the
-        file after the last valid one and rebuild both indexes.
+    def recover(self, epoch_entries: list | None = None) -> tuple[int, object]:
+        """Validate every batch (length, magic, CRC, offsets, and leader
+        epochs against the epoch cache's ``epoch_entries`` when given),
+        truncate the file after the last valid one and rebuild both indexes.
+        Offsets must be contiguous unless the topic is compacted (cleaned
+        segments have gaps).
 
         Returns (bytes truncated, the scan) -- the scan carries the leader
         epochs seen, for the epoch cache."""
         mapped = self._mapped()
         try:
             scan = scan_log(mapped if mapped is not None else b"", min_offset=self.base_offset,
-                            index_interval_bytes=self.config.index_interval_bytes)
+                            index_interval_bytes=self.config.index_interval_bytes,
+                            epoch_entries=epoch_entries, contiguous=not self.config.compact)
         finally:
             if mapped is not None:
                 mapped.close()
@@ -256,62 +260,33 @@ class LogSegment:
     # ---- main write interface ------------------------------------------------------------
 
     def append(self, data, scan) -> None:
-        """Write validated batches (``scan`` from validate_for_append) at the
-        end of the file and index them. All or nothing: on an I/O error the
-        file and indexes are rolled back and KafkaStorageError is raised."""
+        """Write validated batches (``scan``: their AppendScan from
+        validate_for_append) at the end of the file and index them. All or
+        nothing: on an I/O error the file is rolled back and
+        KafkaStorageError is raised (index entries are only added after the
+        write succeeded)."""
         start = self._size
         self._write_at(data, start)
-        index_entries = self.offset_index.entries
-        time_entries = self.time_index.entries
-        saved = (self.max_timestamp, self.offset_of_max_timestamp, self._bytes_since_last_index_entry)
-        try:
-            since = self._bytes_since_last_index_entry
-            interval = self.config.index_interval_bytes
-            max_ts, max_off = self.max_timestamp, self.offset_of_max_timestamp
-            for pos, size, last, bmax in zip(scan.positions.tolist(), scan.sizes.tolist(),
-                                             scan.last_offsets.tolist(),
-                                             scan.max_timestamps.tolist()):
-                if bmax > max_ts:
-                    max_ts, max_off = bmax, last
-                # Kafka's rule (LogSegment.append): index a batch once more than
-                # index.interval.bytes were written since the last entry.
-                if since > interval:
-                    self.offset_index.append(last, start + pos)
-                    self.time_index.maybe_append(max_ts, max_off)
-                    since = 0
-                since += size
-        except KafkaStorageError:
-            self.offset_index._truncate_entries(index_entries)
-            self.time_index._truncate_entries(time_entries)
-            self._truncate_file(start)
-            self.max_timestamp, self.offset_of_max_timestamp, self._bytes_since_last_index_entry = saved
-            raise
+        since = self._bytes_since_last_index_entry
+        interval = self.config.index_interval_bytes
+        max_ts, max_off = self.max_timestamp, self.offset_of_max_timestamp
+        for pos, size, last, bmax in zip(scan.positions.tolist(), scan.sizes.tolist(),
+                                         scan.last_offsets.tolist(), scan.max_timestamps.tolist()):
+            if bmax > max_ts:
+                max_ts, max_off = bmax, last
+            # Kafka's rule (LogSegment.append), also applied by scan_log when
+            # indexes are rebuilt: index a batch once more than
+            # index.interval.bytes were written since the last entry.
+            if since > interval:
+                self.offset_index.append(last, start + pos)
+                self.time_index.maybe_append(max_ts, max_off)
+                since = 0
+            since += size
         self._bytes_since_last_index_entry = since
         self.max_timestamp, self.offset_of_max_timestamp = max_ts, max_off
-        if self.first_batch_timestamp < 0 and start == 0:
+        if start == 0:
             self.first_batch_timestamp = int(scan.max_timestamps[0])
         self.next_offset = scan.last_offset + 1
-
-    def append_raw_batches(self, data) -> None:
-        """Append already-offset batches (the cleaner's output) by scanning them."""
-        scan = scan_log(data, min_offset=self.next_offset,
-                        index_interval_bytes=self.config.index_interval_bytes,
-                        bytes_since_last_index_entry=self._bytes_since_last_index_entry,
-                        last_indexed_timestamp=self.time_index.last_entry[0],
-                        max_timestamp=self.max_timestamp,
-                        offset_of_max_timestamp=self.offset_of_max_timestamp, verify_crc=False)
-        if scan.error:
-            raise KafkaStorageError(f"{self.path}: refusing to append malformed data: {scan.error}")
-        start = self._size
-        self._write_at(data, start)
-        scan_positions = scan.index_positions + start
-        for off, pos in zip(scan.index_offsets.tolist(), scan_positions.tolist()):
-            self.offset_index.append(off, pos)
-        for ts, off in zip(scan.time_index_timestamps.tolist(), scan.time_index_offsets.tolist()):
-            self.time_index.maybe_append(ts, off)
-        if start == 0:
-            self.first_batch_timestamp = scan.first_batch_timestamp
-        self._apply_scan(scan, index_from_scan=False)
 
     def _write_at(self, data, position: int) -> None:
         fd = self.file.fileno()
@@ -458,7 +433,9 @@ class LogSegment:
     def delete(self) -> None:
         """Unlink the files. Open FileRegions keep the data readable until
         they are dropped; the descriptor closes with the last of them."""
-        for path in self.file_paths():
+        # Indexes first: the .log is what makes a segment exist for the
+        # loader, so a crash here never leaves an index without its log.
+        for path in reversed(self.file_paths()):
             try:
                 os.unlink(path)
             except FileNotFoundError:

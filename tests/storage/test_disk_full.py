@@ -1,0 +1,65 @@
+"""A disk that fills up (here: RLIMIT_FSIZE, which makes write() fail with
+EFBIG) gives a clear error and leaves a valid, readable log."""
+import os
+import subprocess
+import sys
+import textwrap
+
+from conftest import batch, child_env, read_all, verify_segments
+from kafkalite.storage import LogConfig, PartitionLog
+
+CHILD = textwrap.dedent("""
+    import json, resource, sys
+    from kafkalite.errors import KafkaStorageError
+    from kafkalite.record import RecordBatchBuilder
+    from kafkalite.storage import LogConfig, PartitionLog
+    limit = int(sys.argv[2])
+    plog = PartitionLog.open(sys.argv[1], LogConfig.from_properties(
+        {"segment.bytes": 10 * limit, "retention.ms": -1}))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    acked, error = [], None
+    for i in range(100000):
+        b = RecordBatchBuilder(0)
+        b.append_values([b"%05d" % i * 20] * 10, timestamp=1)
+        try:
+            info = plog.append(b.build())
+        except KafkaStorageError as exc:
+            error = exc
+            break
+        acked.append(info.last_offset)
+    # after the failure the log still serves reads of everything acknowledged
+    got = 0
+    offset = 0
+    from kafkalite.record import decode_columns
+    while offset < plog.log_end_offset:
+        cols = decode_columns(plog.read(offset, 1 << 20).read(), verify_crc=True)
+        got += len(cols)
+        offset = cols.next_offset
+    print(json.dumps({"acked": acked[-1], "error": str(error), "code": error.code,
+                      "end": plog.log_end_offset, "read": got,
+                      "size": plog.active_segment.size}))
+""")
+
+
+def test_append_past_the_file_size_limit_fails_cleanly(tmp_path):
+    import json
+    directory = str(tmp_path / "full-0")
+    limit = 64 * 1024
+    proc = subprocess.run([sys.executable, "-c", CHILD, directory, str(limit)],
+                          capture_output=True, timeout=60, env=child_env())
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    result = json.loads(proc.stdout)
+    assert result["code"] == 56  # KAFKA_STORAGE_ERROR
+    assert "File too large" in result["error"] and "rolled back" in result["error"]
+    assert result["end"] == result["acked"] + 1, "the failed append left nothing behind"
+    assert result["read"] == result["end"], "everything acknowledged is readable"
+    assert result["size"] <= limit
+    # The process died without closing the log; recovery finds it intact and
+    # it takes appends again once there is room.
+    plog = PartitionLog.open(directory, LogConfig.from_properties({"retention.ms": -1}))
+    assert plog.log_end_offset == result["acked"] + 1
+    assert plog.truncated_bytes == 0
+    assert verify_segments(plog) == []
+    plog.append(batch([b"more room"]))
+    assert read_all(plog)[-1][3] == b"more room"
+    plog.close()

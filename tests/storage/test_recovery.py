@@ -1,0 +1,196 @@
+"""Recovery: kill -9 at random moments, damaged segments, clean shutdown.
+
+KAFKALITE_CRASH_ITERATIONS (default 50) sets how many times the crash test
+kills its writer; KAFKALITE_DAMAGE_TRIALS (default 200) how many damaged
+copies the damage test recovers. Raise both for a soak run.
+"""
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import batch, child_env, read_all, verify_segments
+from kafkalite.record import RecordBatch, decode_columns
+from kafkalite.storage import LogConfig, PartitionLog
+from kafkalite.storage.loader import CLEAN_SHUTDOWN_MARKER
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import crash_writer  # noqa: E402  (the child's record-content functions)
+
+CRASH_ITERATIONS = int(os.environ.get("KAFKALITE_CRASH_ITERATIONS", "50"))
+DAMAGE_TRIALS = int(os.environ.get("KAFKALITE_DAMAGE_TRIALS", "200"))
+
+
+def _check_contents(plog, acked):
+    """Every offset from 0 to the log end holds exactly the record the
+    writer made for it, and the log end covers every acknowledged offset."""
+    assert plog.log_end_offset > acked, f"acknowledged offset {acked} lost"
+    offset = 0
+    while offset < plog.log_end_offset:
+        cols = decode_columns(plog.read(offset, 4 << 20).read(), verify_crc=True)
+        offsets = cols.offsets.tolist()
+        assert offsets == list(range(offset, offset + len(offsets))), "offsets have a gap"
+        keys, values = cols.keys(), cols.values()
+        for i, off in enumerate(offsets):
+            if keys[i] != crash_writer.key(off) or values[i] != crash_writer.value(off):
+                raise AssertionError(f"record at offset {off} does not read back intact")
+        assert cols.headers(len(offsets) - 1) == [("o", b"%d" % offsets[-1])]
+        offset = cols.next_offset
+
+
+@pytest.mark.slow
+def test_kill_9_at_random_moments_loses_no_acknowledged_record(tmp_path):
+    directory = str(tmp_path / "crash-0")
+    rng = random.Random(20261122)
+    acked, kills_mid_write = -1, 0
+    for iteration in range(CRASH_ITERATIONS):
+        proc = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "crash_writer.py"), directory, str(iteration),
+             "10000000"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=child_env())
+        try:
+            ready = proc.stdout.readline().split()
+            assert ready and ready[0] == b"ready", ready
+            assert int(ready[1]) > acked, "the writer's recovery lost acknowledged records"
+            time.sleep(rng.uniform(0.0, 0.06))
+        finally:
+            proc.kill()
+            rest = proc.stdout.read()
+            proc.wait()
+        lines = rest.split(b"\n")[:-1]  # a torn last line was never acknowledged
+        acks = [int(l.split()[1]) for l in lines if l.startswith(b"ack ")]
+        if acks:
+            acked = max(acked, acks[-1])
+            kills_mid_write += b"done" not in lines
+        plog = PartitionLog.open(directory, crash_writer.CONFIG)
+        assert not plog.had_clean_shutdown
+        _check_contents(plog, acked)
+        assert verify_segments(plog) == []
+        if iteration % 2:
+            plog.close()  # the next writer opens a cleanly closed log
+        else:
+            del plog      # ... or one that still needs recovery
+    assert acked > 0
+    assert kills_mid_write >= CRASH_ITERATIONS // 2, "most kills should land mid-write"
+
+
+def _template(tmp_path):
+    """A closed log whose active segment holds 40 batches of mixed codecs."""
+    directory = str(tmp_path / "template-0")
+    plog = PartitionLog.open(directory, LogConfig.from_properties(
+        {"segment.bytes": 20_000, "index.interval.bytes": 500, "retention.ms": -1}))
+    rng = random.Random(3)
+    codecs = ["none", "lz4", "zstd", "gzip", "snappy"]
+    while len(plog.segments) < 3 or plog.active_segment.size < 8_000:
+        n = rng.randrange(1, 8)
+        start = plog.log_end_offset
+        plog.append(batch([b"%d" % (start + i) * rng.randrange(1, 30) for i in range(n)],
+                          keys=[b"k%d" % (start + i) for i in range(n)],
+                          compression=rng.choice(codecs)))
+    active = plog.active_segment
+    positions, pos = [], 0
+    data = open(active.path, "rb").read()
+    while pos < len(data):
+        b = RecordBatch(data, pos)
+        positions.append((pos, b.size_in_bytes, b.base_offset, b.last_offset))
+        pos += b.size_in_bytes
+    before = read_all(plog)
+    plog.close()
+    return directory, os.path.basename(active.path), positions, before
+
+
+def test_damaged_active_segment_keeps_every_batch_before_the_damage(tmp_path):
+    template, active_name, batches, records = _template(tmp_path)
+    rng = random.Random(99)
+    size = batches[-1][0] + batches[-1][1]
+    config = LogConfig.from_properties({"segment.bytes": 20_000, "index.interval.bytes": 500,
+                                        "retention.ms": -1})
+    for trial in range(DAMAGE_TRIALS):
+        directory = str(tmp_path / f"trial{trial}-0")
+        shutil.copytree(template, directory)
+        os.unlink(os.path.join(directory, CLEAN_SHUTDOWN_MARKER))  # an unclean stop
+        path = os.path.join(directory, active_name)
+        pos = rng.randrange(0, size)
+        if rng.random() < 0.5:
+            os.truncate(path, pos)
+            survivors = [b for b in batches if b[0] + b[1] <= pos]
+        else:
+            with open(path, "r+b") as f:
+                f.seek(pos)
+                byte = f.read(1)[0]
+                f.seek(pos)
+                f.write(bytes([byte ^ rng.randrange(1, 256)]))
+            survivors = [b for b in batches if b[0] + b[1] <= pos]
+        plog = PartitionLog.open(directory, config)
+        end = survivors[-1][3] + 1 if survivors else batches[0][2]
+        assert plog.log_end_offset == end, (trial, pos)
+        assert read_all(plog) == [r for r in records if r[0] < end]
+        assert verify_segments(plog) == []
+        info = plog.append(batch([b"after"]))
+        assert info.first_offset == end
+        assert read_all(plog)[-1][3] == b"after"
+        plog.close()
+        shutil.rmtree(directory)
+
+
+def test_clean_shutdown_skips_the_scan_and_unclean_stop_runs_it(tmp_path):
+    directory, active_name, batches, records = _template(tmp_path)
+    config = LogConfig.from_properties({"segment.bytes": 20_000, "index.interval.bytes": 500,
+                                        "retention.ms": -1})
+    # Damage the middle of the active segment (CRC-covered bytes of batch 5).
+    path = os.path.join(directory, active_name)
+    pos = batches[5][0] + 30
+    with open(path, "r+b") as f:
+        f.seek(pos)
+        byte = f.read(1)[0]
+        f.seek(pos)
+        f.write(bytes([byte ^ 0xFF]))
+    plog = PartitionLog.open(directory, config)
+    # With the marker the loader trusts the files: nothing scanned, nothing cut.
+    assert plog.had_clean_shutdown and plog.recovered_segments == 0
+    assert plog.log_end_offset == batches[-1][3] + 1
+    del plog  # crash: no close, no marker
+    plog = PartitionLog.open(directory, config)
+    assert not plog.had_clean_shutdown and plog.recovered_segments >= 1
+    assert plog.log_end_offset == batches[5][2]
+    assert plog.truncated_bytes > 0
+    plog.close()
+
+
+def test_unclean_stop_recovers_from_the_recovery_point_only(tmp_path):
+    directory = str(tmp_path / "rp-0")
+    config = LogConfig.from_properties({"segment.bytes": 2_000, "retention.ms": -1})
+    plog = PartitionLog.open(directory, config)
+    for i in range(60):
+        plog.append(batch([b"%d" % i * 50]))
+    plog.flush()
+    plog.checkpoint()
+    for i in range(3):
+        plog.append(batch([b"tail"]))
+    del plog  # crash
+    again = PartitionLog.open(directory, config)
+    assert 1 <= again.recovered_segments < len(again.segments), "only from the recovery point on"
+    assert again.log_end_offset == 63
+    again.close()
+
+
+def test_lost_checkpoint_files_fall_back_to_a_full_recovery(tmp_path):
+    directory = str(tmp_path / "lost-0")
+    config = LogConfig.from_properties({"segment.bytes": 2_000, "retention.ms": -1})
+    plog = PartitionLog.open(directory, config)
+    for i in range(30):
+        plog.append(batch([b"%d" % i * 50]))
+    plog.close()
+    with open(os.path.join(directory, "partition.checkpoint"), "w") as f:
+        f.write("garbage\n")
+    with open(os.path.join(directory, "leader-epoch-checkpoint"), "w") as f:
+        f.write("7\n")
+    again = PartitionLog.open(directory, config)
+    assert not again.had_clean_shutdown and again.recovered_segments == len(again.segments)
+    assert again.log_end_offset == 30 and len(read_all(again)) == 30
+    assert again.leader_epoch_cache.entries == [(0, 0)]  # rebuilt from the batches
+    again.close()
