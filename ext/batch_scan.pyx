@@ -115,6 +115,27 @@ cdef void _check_records(const unsigned char *p, const unsigned char *end, int32
         out.detail = last_offset_delta
 
 
+cdef int _check_batch_records(const unsigned char *b, Py_ssize_t size, int32_t count,
+                              int codec, bint sequential, bint require_keys,
+                              RecordCheck *chk) except -1:
+    """Walk the records of the batch at ``b`` (``size`` bytes), decompressing
+    them first if needed; the compression codecs raise CorruptRecordError
+    when the section does not decompress."""
+    cdef bytes section
+    cdef int64_t base_ts = <int64_t>kl_be64(b + KL_OFF_BASE_TIMESTAMP)
+    cdef int32_t last_delta = <int32_t>kl_be32(b + KL_OFF_LAST_OFFSET_DELTA)
+    if codec == 0:
+        _check_records(b + KL_BATCH_HEADER_SIZE, b + size, count, base_ts, sequential,
+                       require_keys, last_delta, chk)
+        return 0
+    section = _codecs().decompress(codec, PyBytes_FromStringAndSize(
+        <const char *>b + KL_BATCH_HEADER_SIZE, size - KL_BATCH_HEADER_SIZE))
+    _check_records(<const unsigned char *>PyBytes_AS_STRING(section),
+                   <const unsigned char *>PyBytes_AS_STRING(section) + PyBytes_GET_SIZE(section),
+                   count, base_ts, sequential, require_keys, last_delta, chk)
+    return 0
+
+
 cdef object _record_error(RecordCheck *c, int64_t position, int32_t count):
     where = f"batch at byte {position}"
     if c.error == ERR_FRAMING:
@@ -335,22 +356,11 @@ def validate_for_append(data, *, int64_t next_offset, int32_t leader_epoch=-1,
             pp.offset_of_max = pp.last_offset
             pp.patch_ts = False
             if deep and count > 0:
-                if codec == 0:
-                    _check_records(b + KL_BATCH_HEADER_SIZE, b + length + KL_LOG_OVERHEAD, count,
-                                   <int64_t>kl_be64(b + KL_OFF_BASE_TIMESTAMP), assign_offsets,
-                                   require_keys, last_delta, &chk)
-                else:
-                    try:
-                        section = _codecs().decompress(codec, PyBytes_FromStringAndSize(
-                            <const char *>b + KL_BATCH_HEADER_SIZE,
-                            length + KL_LOG_OVERHEAD - KL_BATCH_HEADER_SIZE))
-                    except CorruptRecordError as exc:
-                        raise CorruptRecordError(f"batch at byte {pos}: {exc.message}") from None
-                    _check_records(<const unsigned char *>PyBytes_AS_STRING(section),
-                                   <const unsigned char *>PyBytes_AS_STRING(section)
-                                   + PyBytes_GET_SIZE(section), count,
-                                   <int64_t>kl_be64(b + KL_OFF_BASE_TIMESTAMP), assign_offsets,
-                                   require_keys, last_delta, &chk)
+                try:
+                    _check_batch_records(b, length + KL_LOG_OVERHEAD, count, codec, assign_offsets,
+                                         require_keys, &chk)
+                except CorruptRecordError as exc:
+                    raise CorruptRecordError(f"batch at byte {pos}: {exc.message}") from None
                 if chk.error != ERR_NONE:
                     raise _record_error(&chk, pos, count)
                 if not (attrs & KL_ATTR_TIMESTAMP_TYPE):
@@ -538,23 +548,12 @@ def scan_log(data, *, Py_ssize_t start=0, int64_t min_offset=0, Py_ssize_t index
                 if codec > MAX_CODEC:
                     error = f"batch at position {pos} uses unknown codec {codec}"
                     break
-                if codec == 0:
-                    _check_records(b + KL_BATCH_HEADER_SIZE, b + length + KL_LOG_OVERHEAD, count,
-                                   <int64_t>kl_be64(b + KL_OFF_BASE_TIMESTAMP), False, False,
-                                   <int32_t>kl_be32(b + KL_OFF_LAST_OFFSET_DELTA), &chk)
-                else:
-                    try:
-                        section = _codecs().decompress(codec, PyBytes_FromStringAndSize(
-                            <const char *>b + KL_BATCH_HEADER_SIZE,
-                            length + KL_LOG_OVERHEAD - KL_BATCH_HEADER_SIZE))
-                    except Exception as exc:
-                        error = f"batch at position {pos}: {exc}"
-                        break
-                    _check_records(<const unsigned char *>PyBytes_AS_STRING(section),
-                                   <const unsigned char *>PyBytes_AS_STRING(section)
-                                   + PyBytes_GET_SIZE(section), count,
-                                   <int64_t>kl_be64(b + KL_OFF_BASE_TIMESTAMP), False, False,
-                                   <int32_t>kl_be32(b + KL_OFF_LAST_OFFSET_DELTA), &chk)
+                try:
+                    _check_batch_records(b, length + KL_LOG_OVERHEAD, count, codec, False, False,
+                                         &chk)
+                except Exception as exc:
+                    error = f"batch at position {pos}: {exc}"
+                    break
                 if chk.error != ERR_NONE:
                     error = str(_record_error(&chk, pos, count))
                     break

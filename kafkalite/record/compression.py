@@ -102,32 +102,28 @@ def decompress(codec: int, data) -> bytes:
     raise UnsupportedCompressionTypeError(f"unknown compression codec id {codec}")
 
 
-def _gzip_decompress(data) -> bytes:
-    # Java's GZIPInputStream reads every member of a multi-member stream.
+def _all_members(new_decompressor, data, what: str) -> bytes:
+    """Decompress every member/frame of a concatenated stream, as Java's
+    GZIPInputStream and zstd-jni's ZstdInputStream do (at least one)."""
     out, rest = [], bytes(data)
     while True:
-        d = zlib.decompressobj(47)  # wbits 47: gzip or zlib header
+        d = new_decompressor()
         out.append(d.decompress(rest))
         if not d.eof:
-            raise ValueError("gzip stream is truncated")
+            raise ValueError(f"{what} is truncated")
         rest = d.unused_data
         if not rest:
             return b"".join(out)
 
 
+def _gzip_decompress(data) -> bytes:
+    return _all_members(lambda: zlib.decompressobj(47), data, "gzip stream")  # gzip or zlib header
+
+
 def _zstd_decompress(data) -> bytes:
-    # Java's zstd-jni stream writes frames without a content size, which the
-    # one-shot API refuses; the streaming decoder handles both, and like
-    # ZstdInputStream we read every frame.
-    out, rest = [], bytes(data)
-    while True:
-        dobj = _zstd_decompressor.decompressobj()
-        out.append(dobj.decompress(rest))
-        if not dobj.eof:
-            raise ValueError("zstd frame is truncated")
-        rest = dobj.unused_data
-        if not rest:
-            return b"".join(out)
+    # The streaming decoder also takes frames without a content size, which
+    # Java's zstd-jni writes and the one-shot API refuses.
+    return _all_members(_zstd_decompressor.decompressobj, data, "zstd frame")
 
 
 def _xerial_compress(data) -> bytes:

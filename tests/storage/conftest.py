@@ -7,6 +7,7 @@ import pytest
 from kafkalite._ext.batch_scan import scan_log
 from kafkalite.record import RecordBatchBuilder, decode_columns
 from kafkalite.storage import LogConfig, PartitionLog
+from kafkalite.tools.verify import verify_partition
 
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -67,9 +68,12 @@ def read_all(plog, start=None, max_bytes=1 << 20, max_offset=None):
 
 
 def verify_segments(plog_or_dir, contiguous=True):
-    """Scan every segment file with CRCs on; return a list of problems."""
+    """Every problem ``kafkalite verify --deep`` finds in the partition
+    (CRCs, record framing, every index entry, checkpoints), plus offset
+    contiguity when ``contiguous``; an empty list for a healthy log."""
     directory = plog_or_dir if isinstance(plog_or_dir, (str, os.PathLike)) else plog_or_dir.directory
-    problems = []
+    report = verify_partition(str(directory), deep=True)
+    problems = list(report.errors)
     logs = sorted(n for n in os.listdir(directory) if n.endswith(".log"))
     for name in logs:
         with open(os.path.join(directory, name), "rb") as f:

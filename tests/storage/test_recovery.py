@@ -73,7 +73,10 @@ def test_kill_9_at_random_moments_loses_no_acknowledged_record(tmp_path):
         if iteration % 2:
             plog.close()  # the next writer opens a cleanly closed log
         else:
-            del plog      # ... or one that still needs recovery
+            # ... or one that still needs recovery. A dead process leaves no
+            # flusher thread behind; drain ours before walking away.
+            plog._poll_flushes(wait=True)
+            del plog
     assert acked > 0
     assert kills_mid_write >= CRASH_ITERATIONS // 2, "most kills should land mid-write"
 
@@ -153,6 +156,7 @@ def test_clean_shutdown_skips_the_scan_and_unclean_stop_runs_it(tmp_path):
     # With the marker the loader trusts the files: nothing scanned, nothing cut.
     assert plog.had_clean_shutdown and plog.recovered_segments == 0
     assert plog.log_end_offset == batches[-1][3] + 1
+    plog._poll_flushes(wait=True)
     del plog  # crash: no close, no marker
     plog = PartitionLog.open(directory, config)
     assert not plog.had_clean_shutdown and plog.recovered_segments >= 1
@@ -171,6 +175,7 @@ def test_unclean_stop_recovers_from_the_recovery_point_only(tmp_path):
     plog.checkpoint()
     for i in range(3):
         plog.append(batch([b"tail"]))
+    plog._poll_flushes(wait=True)
     del plog  # crash
     again = PartitionLog.open(directory, config)
     assert 1 <= again.recovered_segments < len(again.segments), "only from the recovery point on"
