@@ -1,0 +1,225 @@
+"""Administration: topics, partitions, records, configs, log directories."""
+from __future__ import annotations
+
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.schema import Array, Field, Request, Response
+
+# CreateTopics, API key 19. v1: validate_only, per-topic error_message. v2:
+# throttle_time_ms. v4: num_partitions / replication_factor may be -1 for
+# broker defaults (KIP-464). v5: flexible; the response carries the created
+# topic's configs (KIP-525). v6: THROTTLING_QUOTA_EXCEEDED (KIP-599). v7:
+# topic_id.
+CreateTopicsRequest = Request(ApiKey.CREATE_TOPICS, "0-7", flexible="5+", fields=[
+    Array("topics", fields=[
+        Field("name", "string"),
+        Field("num_partitions", "int32"),
+        Field("replication_factor", "int16"),
+        Array("assignments", fields=[
+            Field("partition_index", "int32"),
+            Field("broker_ids", "[]int32"),
+        ]),
+        Array("configs", fields=[
+            Field("name", "string"),
+            Field("value", "string", nullable="0+"),
+        ]),
+    ]),
+    Field("timeout_ms", "int32", default=60000),
+    Field("validate_only", "bool", "1+"),
+])
+CreateTopicsResponse = Response(ApiKey.CREATE_TOPICS, "0-7", flexible="5+", fields=[
+    Field("throttle_time_ms", "int32", "2+"),
+    Array("topics", fields=[
+        Field("name", "string"),
+        Field("topic_id", "uuid", "7+"),
+        Field("error_code", "int16"),
+        Field("error_message", "string", "1+", nullable="1+"),
+        Field("topic_config_error_code", "int16", "5+", tag=0),
+        Field("num_partitions", "int32", "5+", default=-1),
+        Field("replication_factor", "int16", "5+", default=-1),
+        Array("configs", "5+", nullable="5+", fields=[
+            Field("name", "string"),
+            Field("value", "string", nullable="0+"),
+            Field("read_only", "bool"),
+            Field("config_source", "int8", default=-1),
+            Field("is_sensitive", "bool"),
+        ]),
+    ]),
+])
+
+# DeleteTopics, API key 20. v1: throttle_time_ms. v4: flexible. v5:
+# error_message, THROTTLING_QUOTA_EXCEEDED. v6: topics by name or id
+# (KIP-516).
+DeleteTopicsRequest = Request(ApiKey.DELETE_TOPICS, "0-6", flexible="4+", fields=[
+    Array("topics", "6+", fields=[
+        Field("name", "string", nullable="0+"),
+        Field("topic_id", "uuid"),
+    ]),
+    Field("topic_names", "[]string", "0-5"),
+    Field("timeout_ms", "int32"),
+])
+DeleteTopicsResponse = Response(ApiKey.DELETE_TOPICS, "0-6", flexible="4+", fields=[
+    Field("throttle_time_ms", "int32", "1+"),
+    Array("responses", fields=[
+        Field("name", "string", nullable="6+"),
+        Field("topic_id", "uuid", "6+"),
+        Field("error_code", "int16"),
+        Field("error_message", "string", "5+", nullable="5+"),
+    ]),
+])
+
+# CreatePartitions, API key 37. v2: flexible. v3: THROTTLING_QUOTA_EXCEEDED
+# (KIP-599).
+CreatePartitionsRequest = Request(ApiKey.CREATE_PARTITIONS, "0-3", flexible="2+", fields=[
+    Array("topics", fields=[
+        Field("name", "string"),
+        Field("count", "int32"),
+        Array("assignments", nullable="0+", fields=[
+            Field("broker_ids", "[]int32"),
+        ]),
+    ]),
+    Field("timeout_ms", "int32"),
+    Field("validate_only", "bool"),
+])
+CreatePartitionsResponse = Response(ApiKey.CREATE_PARTITIONS, "0-3", flexible="2+", fields=[
+    Field("throttle_time_ms", "int32"),
+    Array("results", fields=[
+        Field("name", "string"),
+        Field("error_code", "int16"),
+        Field("error_message", "string", nullable="0+"),
+    ]),
+])
+
+# DeleteRecords, API key 21. Moves a partition's log start offset forward. v2:
+# flexible.
+DeleteRecordsRequest = Request(ApiKey.DELETE_RECORDS, "0-2", flexible="2+", fields=[
+    Array("topics", fields=[
+        Field("name", "string"),
+        Array("partitions", fields=[
+            Field("partition_index", "int32"),
+            Field("offset", "int64"),
+        ]),
+    ]),
+    Field("timeout_ms", "int32"),
+])
+DeleteRecordsResponse = Response(ApiKey.DELETE_RECORDS, "0-2", flexible="2+", fields=[
+    Field("throttle_time_ms", "int32"),
+    Array("topics", fields=[
+        Field("name", "string"),
+        Array("partitions", fields=[
+            Field("partition_index", "int32"),
+            Field("low_watermark", "int64"),
+            Field("error_code", "int16"),
+        ]),
+    ]),
+])
+
+# DescribeConfigs, API key 32. v1: include_synonyms, config_source and
+# synonyms. v3: include_documentation, config_type, documentation (KIP-569).
+# v4: flexible.
+DescribeConfigsRequest = Request(ApiKey.DESCRIBE_CONFIGS, "0-4", flexible="4+", fields=[
+    Array("resources", fields=[
+        Field("resource_type", "int8"),
+        Field("resource_name", "string"),
+        Field("configuration_keys", "[]string", nullable="0+"),
+    ]),
+    Field("include_synonyms", "bool", "1+"),
+    Field("include_documentation", "bool", "3+"),
+])
+DescribeConfigsResponse = Response(ApiKey.DESCRIBE_CONFIGS, "0-4", flexible="4+", fields=[
+    Field("throttle_time_ms", "int32"),
+    Array("results", fields=[
+        Field("error_code", "int16"),
+        Field("error_message", "string", nullable="0+"),
+        Field("resource_type", "int8"),
+        Field("resource_name", "string"),
+        Array("configs", fields=[
+            Field("name", "string"),
+            Field("value", "string", nullable="0+"),
+            Field("read_only", "bool"),
+            Field("is_default", "bool", "0"),
+            Field("config_source", "int8", "1+", default=-1),
+            Field("is_sensitive", "bool"),
+            Array("synonyms", "1+", fields=[
+                Field("name", "string"),
+                Field("value", "string", nullable="0+"),
+                Field("source", "int8"),
+            ]),
+            Field("config_type", "int8", "3+"),
+            Field("documentation", "string", "3+", nullable="3+"),
+        ]),
+    ]),
+])
+
+# AlterConfigs, API key 33. Replaces a resource's whole config. v2: flexible.
+AlterConfigsRequest = Request(ApiKey.ALTER_CONFIGS, "0-2", flexible="2+", fields=[
+    Array("resources", fields=[
+        Field("resource_type", "int8"),
+        Field("resource_name", "string"),
+        Array("configs", fields=[
+            Field("name", "string"),
+            Field("value", "string", nullable="0+"),
+        ]),
+    ]),
+    Field("validate_only", "bool"),
+])
+AlterConfigsResponse = Response(ApiKey.ALTER_CONFIGS, "0-2", flexible="2+", fields=[
+    Field("throttle_time_ms", "int32"),
+    Array("responses", fields=[
+        Field("error_code", "int16"),
+        Field("error_message", "string", nullable="0+"),
+        Field("resource_type", "int8"),
+        Field("resource_name", "string"),
+    ]),
+])
+
+# IncrementalAlterConfigs, API key 44. Set / delete / append / subtract single
+# config entries (KIP-339). v1: flexible.
+IncrementalAlterConfigsRequest = Request(ApiKey.INCREMENTAL_ALTER_CONFIGS, "0-1", flexible="1+", fields=[
+    Array("resources", fields=[
+        Field("resource_type", "int8"),
+        Field("resource_name", "string"),
+        Array("configs", fields=[
+            Field("name", "string"),
+            Field("config_operation", "int8"),
+            Field("value", "string", nullable="0+"),
+        ]),
+    ]),
+    Field("validate_only", "bool"),
+])
+IncrementalAlterConfigsResponse = Response(ApiKey.INCREMENTAL_ALTER_CONFIGS, "0-1", flexible="1+", fields=[
+    Field("throttle_time_ms", "int32"),
+    Array("responses", fields=[
+        Field("error_code", "int16"),
+        Field("error_message", "string", nullable="0+"),
+        Field("resource_type", "int8"),
+        Field("resource_name", "string"),
+    ]),
+])
+
+# DescribeLogDirs, API key 35. v2: flexible. v3: top-level error_code. v4:
+# total_bytes and usable_bytes (KIP-827).
+DescribeLogDirsRequest = Request(ApiKey.DESCRIBE_LOG_DIRS, "0-4", flexible="2+", fields=[
+    Array("topics", nullable="0+", fields=[
+        Field("topic", "string"),
+        Field("partitions", "[]int32"),
+    ]),
+])
+DescribeLogDirsResponse = Response(ApiKey.DESCRIBE_LOG_DIRS, "0-4", flexible="2+", fields=[
+    Field("throttle_time_ms", "int32"),
+    Field("error_code", "int16", "3+"),
+    Array("results", fields=[
+        Field("error_code", "int16"),
+        Field("log_dir", "string"),
+        Array("topics", fields=[
+            Field("name", "string"),
+            Array("partitions", fields=[
+                Field("partition_index", "int32"),
+                Field("partition_size", "int64"),
+                Field("offset_lag", "int64"),
+                Field("is_future_key", "bool"),
+            ]),
+        ]),
+        Field("total_bytes", "int64", "4+", default=-1),
+        Field("usable_bytes", "int64", "4+", default=-1),
+    ]),
+])

@@ -1,0 +1,150 @@
+"""Fetch and the offset lookups a consumer or follower makes around it.
+
+``records`` in a FetchResponse partition holds record batches; over
+kafkalite's ZeroMQ transport it travels in its own frame.
+"""
+from __future__ import annotations
+
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.schema import Array, Field, Request, Response, Struct
+
+# Fetch, API key 1. v3: max_bytes, partitions served in request order. v4:
+# isolation_level, aborted transactions. v5: log_start_offset. v7: fetch
+# sessions (KIP-227). v9: current_leader_epoch (KIP-320). v10: zstd. v11:
+# rack_id and preferred_read_replica (KIP-392). v12: flexible,
+# last_fetched_epoch and diverging epochs (KIP-595). v13: topic ids replace
+# topic names (KIP-516). v14: may return OFFSET_MOVED_TO_TIERED_STORAGE. v15:
+# replica_state replaces replica_id (KIP-903). v16: node_endpoints for leader
+# discovery (KIP-951).
+FetchRequest = Request(ApiKey.FETCH, "0-16", flexible="12+", fields=[
+    Field("cluster_id", "string", "12+", nullable="12+", tag=0),
+    Field("replica_id", "int32", "0-14", default=-1),
+    Struct("replica_state", "15+", tag=1, fields=[
+        Field("replica_id", "int32", default=-1),
+        Field("replica_epoch", "int64", default=-1),
+    ]),
+    Field("max_wait_ms", "int32"),
+    Field("min_bytes", "int32"),
+    Field("max_bytes", "int32", "3+", default=2147483647),
+    Field("isolation_level", "int8", "4+"),
+    Field("session_id", "int32", "7+"),
+    Field("session_epoch", "int32", "7+", default=-1),
+    Array("topics", fields=[
+        Field("topic", "string", "0-12"),
+        Field("topic_id", "uuid", "13+"),
+        Array("partitions", fields=[
+            Field("partition", "int32"),
+            Field("current_leader_epoch", "int32", "9+", default=-1),
+            Field("fetch_offset", "int64"),
+            Field("last_fetched_epoch", "int32", "12+", default=-1),
+            Field("log_start_offset", "int64", "5+", default=-1),
+            Field("partition_max_bytes", "int32"),
+        ]),
+    ]),
+    Array("forgotten_topics_data", "7+", fields=[
+        Field("topic", "string", "7-12"),
+        Field("topic_id", "uuid", "13+"),
+        Field("partitions", "[]int32"),
+    ]),
+    Field("rack_id", "string", "11+"),
+])
+FetchResponse = Response(ApiKey.FETCH, "0-16", flexible="12+", fields=[
+    Field("throttle_time_ms", "int32", "1+"),
+    Field("error_code", "int16", "7+"),
+    Field("session_id", "int32", "7+"),
+    Array("responses", fields=[
+        Field("topic", "string", "0-12"),
+        Field("topic_id", "uuid", "13+"),
+        Array("partitions", fields=[
+            Field("partition_index", "int32"),
+            Field("error_code", "int16"),
+            Field("high_watermark", "int64"),
+            Field("last_stable_offset", "int64", "4+", default=-1),
+            Field("log_start_offset", "int64", "5+", default=-1),
+            Struct("diverging_epoch", "12+", tag=0, fields=[
+                Field("epoch", "int32", default=-1),
+                Field("end_offset", "int64", default=-1),
+            ]),
+            Struct("current_leader", "12+", tag=1, fields=[
+                Field("leader_id", "int32", default=-1),
+                Field("leader_epoch", "int32", default=-1),
+            ]),
+            Struct("snapshot_id", "12+", tag=2, fields=[
+                Field("end_offset", "int64", default=-1),
+                Field("epoch", "int32", default=-1),
+            ]),
+            Array("aborted_transactions", "4+", nullable="4+", fields=[
+                Field("producer_id", "int64"),
+                Field("first_offset", "int64"),
+            ]),
+            Field("preferred_read_replica", "int32", "11+", default=-1),
+            Field("records", "records", nullable="0+"),
+        ]),
+    ]),
+    Array("node_endpoints", "16+", tag=0, fields=[
+        Field("node_id", "int32"),
+        Field("host", "string"),
+        Field("port", "int32"),
+        Field("rack", "string", nullable="0+"),
+    ]),
+])
+
+# ListOffsets, API key 2. v1: one offset per partition (max_num_offsets and
+# old_style_offsets dropped), with its timestamp. v2: isolation_level,
+# throttle_time_ms. v4: current_leader_epoch and leader_epoch. v6: flexible.
+# v7: MAX_TIMESTAMP spec (KIP-734). v8: EARLIEST_LOCAL_TIMESTAMP spec
+# (KIP-405).
+ListOffsetsRequest = Request(ApiKey.LIST_OFFSETS, "0-8", flexible="6+", fields=[
+    Field("replica_id", "int32"),
+    Field("isolation_level", "int8", "2+"),
+    Array("topics", fields=[
+        Field("name", "string"),
+        Array("partitions", fields=[
+            Field("partition_index", "int32"),
+            Field("current_leader_epoch", "int32", "4+", default=-1),
+            Field("timestamp", "int64"),
+            Field("max_num_offsets", "int32", "0", default=1),
+        ]),
+    ]),
+])
+ListOffsetsResponse = Response(ApiKey.LIST_OFFSETS, "0-8", flexible="6+", fields=[
+    Field("throttle_time_ms", "int32", "2+"),
+    Array("topics", fields=[
+        Field("name", "string"),
+        Array("partitions", fields=[
+            Field("partition_index", "int32"),
+            Field("error_code", "int16"),
+            Field("old_style_offsets", "[]int64", "0"),
+            Field("timestamp", "int64", "1+", default=-1),
+            Field("offset", "int64", "1+", default=-1),
+            Field("leader_epoch", "int32", "4+", default=-1),
+        ]),
+    ]),
+])
+
+# OffsetForLeaderEpoch, API key 23. v1: leader_epoch in the response. v2:
+# current_leader_epoch for fencing, throttle_time_ms. v3: replica_id (-2 =
+# debug consumer, -1 = consumer). v4: flexible.
+OffsetForLeaderEpochRequest = Request(ApiKey.OFFSET_FOR_LEADER_EPOCH, "0-4", flexible="4+", fields=[
+    Field("replica_id", "int32", "3+", default=-2),
+    Array("topics", fields=[
+        Field("topic", "string"),
+        Array("partitions", fields=[
+            Field("partition", "int32"),
+            Field("current_leader_epoch", "int32", "2+", default=-1),
+            Field("leader_epoch", "int32"),
+        ]),
+    ]),
+])
+OffsetForLeaderEpochResponse = Response(ApiKey.OFFSET_FOR_LEADER_EPOCH, "0-4", flexible="4+", fields=[
+    Field("throttle_time_ms", "int32", "2+"),
+    Array("topics", fields=[
+        Field("topic", "string"),
+        Array("partitions", fields=[
+            Field("error_code", "int16"),
+            Field("partition", "int32"),
+            Field("leader_epoch", "int32", "1+", default=-1),
+            Field("end_offset", "int64", default=-1),
+        ]),
+    ]),
+])

@@ -1,0 +1,55 @@
+"""Produce: writing record batches to partition leaders.
+
+``records`` holds one or more record batches (message format v2 from v3 on;
+MessageSet v0/v1 before). Over kafkalite's ZeroMQ transport it travels in
+its own frame (see the package docstring).
+"""
+from __future__ import annotations
+
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.schema import Array, Field, Request, Response, Struct
+
+# Produce, API key 0. v3: transactional_id and message format v2 (KIP-98). v4:
+# may return KAFKA_STORAGE_ERROR. v5: log_start_offset in the response. v7:
+# zstd (KIP-110). v8: per-record errors (KIP-467). v9: flexible. v10: the
+# response names the new leader on NOT_LEADER_OR_FOLLOWER (KIP-951).
+ProduceRequest = Request(ApiKey.PRODUCE, "0-10", flexible="9+", fields=[
+    Field("transactional_id", "string", "3+", nullable="3+"),
+    Field("acks", "int16"),
+    Field("timeout_ms", "int32"),
+    Array("topic_data", fields=[
+        Field("name", "string"),
+        Array("partition_data", fields=[
+            Field("index", "int32"),
+            Field("records", "records", nullable="0+"),
+        ]),
+    ]),
+])
+ProduceResponse = Response(ApiKey.PRODUCE, "0-10", flexible="9+", fields=[
+    Array("responses", fields=[
+        Field("name", "string"),
+        Array("partition_responses", fields=[
+            Field("index", "int32"),
+            Field("error_code", "int16"),
+            Field("base_offset", "int64"),
+            Field("log_append_time_ms", "int64", "2+", default=-1),
+            Field("log_start_offset", "int64", "5+", default=-1),
+            Array("record_errors", "8+", fields=[
+                Field("batch_index", "int32"),
+                Field("batch_index_error_message", "string", nullable="0+"),
+            ]),
+            Field("error_message", "string", "8+", nullable="8+"),
+            Struct("current_leader", "10+", tag=0, fields=[
+                Field("leader_id", "int32", default=-1),
+                Field("leader_epoch", "int32", default=-1),
+            ]),
+        ]),
+    ]),
+    Field("throttle_time_ms", "int32", "1+"),
+    Array("node_endpoints", "10+", tag=0, fields=[
+        Field("node_id", "int32"),
+        Field("host", "string"),
+        Field("port", "int32"),
+        Field("rack", "string", nullable="0+"),
+    ]),
+])

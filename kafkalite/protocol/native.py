@@ -1,0 +1,89 @@
+"""kafkalite's native protocol over ZeroMQ: the framing rules shared by the
+supervisor, the workers and the clients (full description: docs/protocol.md).
+
+A request is a ZeroMQ multipart message from a DEALER to a ROUTER:
+
+    frame 0      Kafka request header + body (kafkalite.protocol), in which
+                 every `records` field holds an INT32 frame index (-1: null)
+    frames 1..n  the record batch bytes those indexes name, untouched
+
+A response mirrors it: [Kafka response header + body, record frames...].
+Requests with acks=0 get no response.
+
+Two additions to Kafka's protocol:
+- error reply: when the server cannot answer in the request's own schema
+  (unknown API, unsupported version, an internal failure), it replies with
+  two frames: the 1-byte frame b"!" and INT32 correlation id, INT16 error
+  code, UTF-8 message. A normal response's frame 0 is never 1 byte long.
+- extension requests (API key 32000): INT16 api key, INT16 version (0),
+  INT32 correlation id, then a UTF-8 JSON object with an "op" field;
+  answered with INT32 correlation id + a JSON object ({"error_code": 0, ...}).
+  Used for what Kafka has no message for, such as attaching a shared-memory
+  ring ({"op": "shm_attach", "ring": "<name>"}).
+"""
+from __future__ import annotations
+
+import json
+import struct
+
+from kafkalite.protocol import SUPPORTED_VERSIONS
+
+
+
+EXTENSION_API_KEY = 32000
+ERROR_FRAME = b"!"
+_EXT_HEADER = struct.Struct(">hhi")
+_ERROR_HEADER = struct.Struct(">ih")
+_CORRELATION = struct.Struct(">i")
+
+
+def version_supported(header) -> bool:
+    versions = SUPPORTED_VERSIONS.get(header.api_key)
+    return versions is not None and versions[0] <= header.api_version <= versions[1]
+
+
+def api_versions_body(handlers) -> dict:
+    """ApiVersions response body advertising the APIs in ``handlers``."""
+    return {"error_code": 0, "throttle_time_ms": 0, "api_keys": [
+        {"api_key": int(key), "min_version": SUPPORTED_VERSIONS[key][0],
+         "max_version": SUPPORTED_VERSIONS[key][1]}
+        for key in sorted(handlers) if key in SUPPORTED_VERSIONS]}
+
+
+def encode_error(correlation_id: int, code: int, message: str = "") -> bytes:
+    return _ERROR_HEADER.pack(correlation_id, code) + message.encode("utf-8", "replace")
+
+
+def decode_error(buf) -> tuple[int, int, str]:
+    correlation_id, code = _ERROR_HEADER.unpack_from(buf)
+    return correlation_id, code, bytes(buf[_ERROR_HEADER.size:]).decode("utf-8", "replace")
+
+
+def send_error(sock, identity: bytes, header, code: int, message: str = "") -> None:
+    sock.send_multipart([identity, ERROR_FRAME, encode_error(header.correlation_id, code, message)])
+
+
+def is_extension_request(buf) -> bool:
+    return len(buf) >= 2 and buf[0] == (EXTENSION_API_KEY >> 8) and buf[1] == (EXTENSION_API_KEY & 0xFF)
+
+
+def encode_extension_request(correlation_id: int, body: dict) -> bytes:
+    return _EXT_HEADER.pack(EXTENSION_API_KEY, 0, correlation_id) + json.dumps(body).encode()
+
+
+def decode_extension_request(payload: bytes) -> tuple[int, dict]:
+    """(correlation id, JSON body); ValueError/struct.error when malformed."""
+    _, version, correlation_id = _EXT_HEADER.unpack_from(payload)
+    body = json.loads(payload[_EXT_HEADER.size:])
+    if not isinstance(body, dict) or not isinstance(body.get("op"), str):
+        raise ValueError("an extension request is a JSON object with an \"op\"")
+    return correlation_id, body
+
+
+def encode_extension_response(correlation_id: int, body: dict) -> bytes:
+    return _CORRELATION.pack(correlation_id) + json.dumps(body).encode()
+
+
+def decode_extension_response(buf) -> tuple[int, dict]:
+    (correlation_id,) = _CORRELATION.unpack_from(buf)
+    return correlation_id, json.loads(bytes(buf[4:]))

@@ -1,0 +1,111 @@
+"""Our message definitions agree with Kafka's JSON message specs.
+
+The specs are read from where they live outside the project (the shared
+spec directory, else the copy bundled with kafka-python); for every
+supported version each message must have the same fields in the same
+order, with the same types, nullability, tags and defaults.
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import uuid
+
+import pytest
+
+from kafkalite.protocol.messages import (
+    REQUESTS,
+    RESPONSES,
+    ConsumerProtocolAssignment,
+    ConsumerProtocolSubscription,
+)
+from kafkalite.protocol.schema import MAX_VERSION, Versions
+
+
+def _spec_dirs():
+    yield pathlib.Path("/work/shared/kafka-protocol")
+    try:
+        import kafka.protocol.schemas.resources as bundled
+        yield pathlib.Path(bundled.__file__).parent
+    except ImportError:
+        pass
+
+
+SPEC_DIR = next((d for d in _spec_dirs() if (d / "ProduceRequest.json").exists()), None)
+pytestmark = pytest.mark.skipif(SPEC_DIR is None, reason="Kafka's JSON message specs are not available")
+PRIMITIVES = {"int8", "int16", "int32", "int64", "uint16", "uint32", "float64", "bool", "string", "bytes",
+              "uuid", "records"}
+
+
+def load_spec(name: str) -> dict:
+    text = (SPEC_DIR / f"{name}.json").read_text()
+    return json.loads(re.sub(r"^\s*//.*$", "", text, flags=re.M))
+
+
+def snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def versions(spec: str | None) -> Versions:
+    return Versions.parse(spec) if spec else Versions(1, 0)
+
+
+def spec_default(field: dict, kind: str, nullable: bool):
+    if "default" not in field:
+        zeros = {"bool": False, "string": "", "bytes": b"", "float64": 0.0, "uuid": uuid.UUID(int=0)}
+        return None if nullable else zeros.get(kind, 0)
+    value = field["default"]
+    if value == "null":
+        return None
+    if kind == "bool":
+        return value in (True, "true")
+    if kind == "string":
+        return value
+    return int(value, 0) if isinstance(value, str) else value
+
+
+def compare(spec_fields, our_fields, version, common, where):
+    spec_present = [f for f in spec_fields if version in versions(f["versions"])]
+    ours = [f for f in our_fields if f.present(version)]
+    names = [snake(f["name"]) for f in spec_present]
+    assert names == [f.name for f in ours], f"{where} v{version}: field names"
+    for spec, field in zip(spec_present, ours):
+        at = f"{where}.{field.name} v{version}"
+        kind = spec["type"]
+        inner = kind[2:] if kind.startswith("[]") else kind
+        nullable = version in versions(spec.get("nullableVersions"))
+        assert field.is_nullable(version) == nullable, f"{at}: nullability"
+        tagged = "tag" in spec and version in versions(spec.get("taggedVersions"))
+        assert field.tag == (spec["tag"] if tagged else None), f"{at}: tag"
+        if inner in PRIMITIVES:
+            assert field.type == kind, f"{at}: type"
+            if not kind.startswith("[]"):
+                assert field.default(version) == spec_default(spec, kind, nullable), f"{at}: default"
+            continue
+        assert field.type == ("[]" if kind.startswith("[]") else "{}"), f"{at}: type"
+        sub = spec.get("fields") or common[inner]
+        compare(sub, field.fields, version, common, at)
+
+
+def cases():
+    for table in (REQUESTS, RESPONSES):
+        for message in table.values():
+            yield message
+    yield ConsumerProtocolSubscription
+    yield ConsumerProtocolAssignment
+
+
+@pytest.mark.parametrize("message", list(cases()), ids=lambda m: m.name)
+def test_definition_matches_kafka_spec(message):
+    spec = load_spec(message.name)
+    if message.api_key is not None:
+        assert spec["apiKey"] == message.api_key
+    valid = versions(spec["validVersions"])
+    flexible = versions(spec["flexibleVersions"])
+    common = {c["name"]: c["fields"] for c in spec.get("commonStructs", [])}
+    for version in range(message.versions.low, message.versions.high + 1):
+        assert version in valid or message.kind != "data"
+        assert message.is_flexible(version) == (version in flexible), f"{message.name} v{version}: flexible"
+        compare(spec["fields"], message.fields, version, common, message.name)
+    assert message.versions.high < MAX_VERSION

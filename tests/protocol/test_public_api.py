@@ -1,0 +1,65 @@
+"""The public surface others code against: names, signatures, ApiKey values."""
+from __future__ import annotations
+
+import inspect
+
+import kafkalite.protocol as protocol
+from kafkalite.errors import InvalidRequestError
+
+SIGNATURES = {
+    "encode_request": "(api_key, api_version, correlation_id, client_id, body, *, records_out=None)",
+    "decode_request": "(buf, *, records_in=None)",
+    "encode_response": "(api_key, api_version, correlation_id, body, *, records_out=None)",
+    "decode_response": "(api_key, api_version, buf, *, records_in=None)",
+    "request_header_version": "(api_key, api_version)",
+    "response_header_version": "(api_key, api_version)",
+    "encode_subscription": "(version, body)",
+    "decode_subscription": "(buf)",
+    "encode_assignment": "(version, body)",
+    "decode_assignment": "(buf)",
+}
+
+API_KEYS = dict(PRODUCE=0, FETCH=1, LIST_OFFSETS=2, METADATA=3, OFFSET_COMMIT=8, OFFSET_FETCH=9,
+                FIND_COORDINATOR=10, JOIN_GROUP=11, HEARTBEAT=12, LEAVE_GROUP=13, SYNC_GROUP=14,
+                DESCRIBE_GROUPS=15, LIST_GROUPS=16, SASL_HANDSHAKE=17, API_VERSIONS=18, CREATE_TOPICS=19,
+                DELETE_TOPICS=20, DELETE_RECORDS=21, INIT_PRODUCER_ID=22, OFFSET_FOR_LEADER_EPOCH=23,
+                ADD_PARTITIONS_TO_TXN=24, ADD_OFFSETS_TO_TXN=25, END_TXN=26, TXN_OFFSET_COMMIT=28,
+                DESCRIBE_CONFIGS=32, ALTER_CONFIGS=33, DESCRIBE_LOG_DIRS=35, SASL_AUTHENTICATE=36,
+                CREATE_PARTITIONS=37, DELETE_GROUPS=42, INCREMENTAL_ALTER_CONFIGS=44, OFFSET_DELETE=47,
+                DESCRIBE_CLUSTER=60, DESCRIBE_PRODUCERS=61)
+
+
+def shape(function) -> str:
+    """A signature without annotations, e.g. "(buf, *, records_in=None)"."""
+    parts = []
+    for p in inspect.signature(function).parameters.values():
+        if p.kind is p.KEYWORD_ONLY and "*" not in parts:
+            parts.append("*")
+        parts.append(p.name if p.default is p.empty else f"{p.name}={p.default!r}")
+    return "(" + ", ".join(parts) + ")"
+
+
+def test_public_names_and_signatures():
+    assert set(protocol.__all__) == set(SIGNATURES) | {"ApiKey", "SUPPORTED_VERSIONS", "RequestHeader",
+                                                       "ProtocolError"}
+    for name, signature in SIGNATURES.items():
+        assert shape(getattr(protocol, name)) == signature, name
+
+
+def test_api_keys_and_supported_versions():
+    assert {key.name: int(key) for key in protocol.ApiKey} == API_KEYS
+    assert set(protocol.SUPPORTED_VERSIONS) == set(protocol.ApiKey)
+    for low, high in protocol.SUPPORTED_VERSIONS.values():
+        assert low == 0 <= high
+    # What Kafka 3.7 advertises for the versions clients key their behaviour on.
+    versions = protocol.SUPPORTED_VERSIONS
+    assert versions[protocol.ApiKey.PRODUCE] == (0, 10)
+    assert versions[protocol.ApiKey.FETCH] == (0, 16)
+    assert versions[protocol.ApiKey.METADATA] == (0, 12)
+    assert versions[protocol.ApiKey.API_VERSIONS] == (0, 3)
+    assert versions[protocol.ApiKey.LIST_OFFSETS] == (0, 8)
+
+
+def test_request_header_and_error_types():
+    assert protocol.RequestHeader._fields == ("api_key", "api_version", "correlation_id", "client_id")
+    assert issubclass(protocol.ProtocolError, InvalidRequestError)
