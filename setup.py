@@ -19,7 +19,7 @@ COMMON = dict(
 
 # One extension per job; the shared byte layout and varint helpers are
 # inline functions in .pxd/.h files compiled into each module that uses them.
-MODULES = ["crc32c", "records", "batch_scan", "index", "offset_map"]
+MODULES = ["crc32c", "records", "batch_scan", "index", "offset_map", "shm_ring", "partitioner"]
 
 extensions = [
     Extension(f"kafkalite._ext.{name}", [os.path.join(EXT_DIR, f"{name}.pyx")], **COMMON)

@@ -367,17 +367,29 @@ cdef class RecordBatchBuilder:
         self._append(offset - self.base_offset, timestamp, key, value, headers)
         return self._last_delta
 
-    def append_values(self, values, keys=None, timestamp=None):
+    def append_values(self, values, keys=None, timestamp=None, indices=None):
         """Add one record per value (keys, when given, pair up with values);
-        every record gets ``timestamp`` (None: now). Returns the count added."""
-        cdef Py_ssize_t i, n = len(values)
+        every record gets ``timestamp`` (None: now). With ``indices`` (an
+        integer array), only ``values[i]`` (and ``keys[i]``) for those i, in
+        that order. Returns the count added."""
+        cdef Py_ssize_t i, j, n = len(values)
         cdef int64_t ts = _now_ms() if timestamp is None else timestamp
+        cdef const int64_t[::1] idx
         if keys is not None and len(keys) != n:
             raise ValueError(f"{len(keys)} keys for {n} values")
-        for i in range(n):
+        if indices is None:
+            for i in range(n):
+                self._append(self._last_delta + 1, ts, None if keys is None else keys[i],
+                             values[i], None)
+            return n
+        idx = np.ascontiguousarray(indices, dtype=np.int64)
+        for j in range(idx.shape[0]):
+            i = idx[j]
+            if i < 0 or i >= n:
+                raise IndexError(f"index {i} is outside the {n} values")
             self._append(self._last_delta + 1, ts, None if keys is None else keys[i],
                          values[i], None)
-        return n
+        return idx.shape[0]
 
     def build(self, last_offset_delta=None):
         """Close the records into batch bytes (the builder can be reset and reused).

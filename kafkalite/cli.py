@@ -1,8 +1,12 @@
 """The ``kafkalite`` command line.
 
 Subcommands:
-  demo        append records to a partition log under a data directory and
-              read them back (the storage demo; the broker comes later)
+  server      run a broker: a supervisor and partition worker processes
+  topics      create, list, describe, alter, delete topics
+  produce     send lines from stdin to a topic (like kafka-console-producer)
+  consume     print a topic's records (like kafka-console-consumer)
+  demo        append records to a local partition log and read them back,
+              without a server (the storage layer on its own)
   dump-log    print the batches (and records) of segment files, like
               kafka-dump-log
   verify      check every batch CRC and index entry under a data directory
@@ -74,14 +78,100 @@ def _demo(args) -> int:
     return 0
 
 
+def _server(args) -> int:
+    from kafkalite.server.config import ServerConfig
+    from kafkalite.server.supervisor import serve
+    config = ServerConfig.load(
+        args.config, data_dir=args.data_dir, host=args.host,
+        advertised_host=args.advertised_host, workers=args.workers, port=args.port,
+        ingest_port=args.ingest_port, worker_base_port=args.worker_base_port,
+        auto_create_topics=args.auto_create_topics, default_partitions=args.default_partitions)
+    return serve(config)
+
+
+def _client_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bootstrap-server", metavar="HOST:PORT",
+                   help="the server's native endpoint (default: from ./kafkalite-data/server.json, "
+                        "else 127.0.0.1:7092)")
+    p.add_argument("--timeout", type=float, default=10.0,
+                   help="seconds to wait for the server (default: 10)")
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from kafkalite import console
     from kafkalite.tools import dump_log, verify
 
     parser = argparse.ArgumentParser(prog="kafkalite", description=__doc__.split("\n")[0])
     parser.add_argument("--version", action="version", version=f"kafkalite {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help="append records to a local partition log and read them back")
+    server = sub.add_parser("server", help="run a broker (supervisor + partition workers)",
+                            description="Run a kafkalite broker until SIGTERM or Ctrl-C. With no "
+                                        "options: data in ./kafkalite-data, native protocol on "
+                                        "127.0.0.1:7092, ingest on 7091, workers on 7100+, one "
+                                        "worker per core. Flags override --config (TOML).")
+    server.add_argument("--config", metavar="FILE", help="TOML config file")
+    server.add_argument("--data-dir")
+    server.add_argument("--host", help="interface to bind (default 127.0.0.1)")
+    server.add_argument("--advertised-host", help="host clients are told to connect to")
+    server.add_argument("--workers", type=int, help="partition worker processes (0: one per core)")
+    server.add_argument("--port", type=int, help="native protocol port (0: any free port)")
+    server.add_argument("--ingest-port", type=int, help="plain ZeroMQ ingest port (0: any)")
+    server.add_argument("--worker-base-port", type=int, help="worker i listens on this + i (0: any)")
+    server.add_argument("--auto-create-topics", action=argparse.BooleanOptionalAction, default=None)
+    server.add_argument("--default-partitions", type=int)
+    server.set_defaults(func=_server)
+
+    topics = sub.add_parser("topics", help="create, list, describe, alter, delete topics")
+    tsub = topics.add_subparsers(dest="action", required=True)
+    t = tsub.add_parser("create", help="create a topic")
+    t.add_argument("topic")
+    t.add_argument("--partitions", type=int, default=-1, help="default: the server's default")
+    t.add_argument("--replication-factor", type=int, default=-1)
+    t.add_argument("--config", action="append", metavar="NAME=VALUE", help="topic config (repeatable)")
+    t = tsub.add_parser("list", help="list topic names")
+    t = tsub.add_parser("describe", help="partitions, leaders and config overrides")
+    t.add_argument("topic", nargs="?")
+    t = tsub.add_parser("alter", help="add partitions or change configs")
+    t.add_argument("topic")
+    t.add_argument("--partitions", type=int, help="new total partition count")
+    t.add_argument("--config", action="append", metavar="NAME=VALUE")
+    t.add_argument("--delete-config", action="append", metavar="NAME")
+    t = tsub.add_parser("delete", help="delete a topic and its data")
+    t.add_argument("topic")
+    for p in tsub.choices.values():
+        _client_args(p)
+    topics.set_defaults(func=console.topics)
+
+    prod = sub.add_parser("produce", help="send stdin lines to a topic, one record per line")
+    prod.add_argument("topic")
+    prod.add_argument("--key-separator", help="split each line into key and value at this string")
+    prod.add_argument("--partition", type=int, default=-1)
+    prod.add_argument("--acks", default="1", choices=["0", "1", "-1", "all"])
+    prod.add_argument("--compression", default="none",
+                      choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    prod.add_argument("--linger-ms", type=int, default=5)
+    prod.add_argument("--header", action="append", metavar="NAME=VALUE", help="repeatable")
+    _client_args(prod)
+    prod.set_defaults(func=console.produce)
+
+    cons = sub.add_parser("consume", help="print a topic's records")
+    cons.add_argument("topic")
+    cons.add_argument("--from-beginning", action="store_true")
+    cons.add_argument("--partition", type=int)
+    cons.add_argument("--offset", type=int, help="start at this offset (needs --partition)")
+    cons.add_argument("--max-messages", type=int)
+    cons.add_argument("--timeout-ms", type=int, help="exit after this long without a message")
+    cons.add_argument("--print-key", action="store_true")
+    cons.add_argument("--print-headers", action="store_true")
+    cons.add_argument("--print-timestamp", action="store_true")
+    cons.add_argument("--print-partition", action="store_true")
+    cons.add_argument("--print-offset", action="store_true")
+    _client_args(cons)
+    cons.set_defaults(func=console.consume)
+
+    demo = sub.add_parser("demo", help="append records to a local partition log and read them "
+                                       "back (no server needed)")
     demo.add_argument("--data-dir", default="./kafkalite-data",
                       help="data directory (default: ./kafkalite-data)")
     demo.add_argument("--topic", default="demo", help="topic name (default: demo)")
@@ -116,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     except KafkaError as exc:
         print(f"kafkalite {args.command}: {exc}", file=sys.stderr)
         return 1
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, TypeError, TimeoutError) as exc:
         print(f"kafkalite {args.command}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

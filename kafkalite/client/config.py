@@ -1,0 +1,118 @@
+"""Client configuration: Kafka's property names, checked up front.
+
+Each client takes a dict of Kafka/librdkafka property names; unknown
+names and bad values raise ValueError naming the property, so a typo does
+not silently fall back to a default.
+"""
+from __future__ import annotations
+
+_BOOL = {"true": True, "false": False, "1": True, "0": False}
+
+
+def _to_bool(v):
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.lower() in _BOOL:
+        return _BOOL[v.lower()]
+    raise ValueError
+
+
+def _to_int(v):
+    if isinstance(v, bool):
+        raise ValueError
+    return int(v)
+
+
+def _acks(v):
+    if str(v).lower() == "all":
+        return -1
+    v = int(v)
+    if v not in (0, 1, -1):
+        raise ValueError
+    return v
+
+
+CONVERTERS = {"int": _to_int, "bool": _to_bool, "str": str, "acks": _acks, "any": lambda v: v}
+
+COMMON = {
+    "bootstrap.servers": ("str", None),
+    "client.id": ("str", "kafkalite"),
+    "request.timeout.ms": ("int", 30_000),
+    "retry.backoff.ms": ("int", 100),
+    "metadata.max.age.ms": ("int", 300_000),
+    "socket.timeout.ms": ("int", 60_000),
+    "error_cb": ("any", None),
+}
+
+PRODUCER = {
+    **COMMON,
+    "acks": ("acks", -1), "request.required.acks": ("acks", None),
+    "linger.ms": ("int", 5), "queue.buffering.max.ms": ("int", None),
+    "batch.size": ("int", 1_000_000), "batch.num.messages": ("int", 10_000),
+    "compression.type": ("str", "none"), "compression.codec": ("str", None),
+    "compression.level": ("int", -1),
+    "retries": ("int", 2_147_483_647), "message.send.max.retries": ("int", None),
+    "delivery.timeout.ms": ("int", 300_000), "message.timeout.ms": ("int", None),
+    "max.in.flight.requests.per.connection": ("int", 5), "max.in.flight": ("int", None),
+    "queue.buffering.max.messages": ("int", 100_000),
+    "queue.buffering.max.kbytes": ("int", 1_048_576),
+    "partitioner": ("str", "murmur2_random"),
+    "enable.idempotence": ("bool", False),
+    "on_delivery": ("any", None),
+    "allow.auto.create.topics": ("bool", True),
+    "kafkalite.transport": ("str", "zmq"),
+    "kafkalite.shm.ring.bytes": ("int", 64 << 20),
+}
+
+# librdkafka aliases -> the canonical name used internally
+PRODUCER_ALIASES = {
+    "request.required.acks": "acks", "queue.buffering.max.ms": "linger.ms",
+    "compression.codec": "compression.type", "message.send.max.retries": "retries",
+    "message.timeout.ms": "delivery.timeout.ms", "max.in.flight": "max.in.flight.requests.per.connection",
+}
+
+CONSUMER = {
+    **COMMON,
+    "group.id": ("str", None),
+    "group.instance.id": ("str", None),
+    "auto.offset.reset": ("str", "latest"),
+    "enable.auto.commit": ("bool", True),
+    "auto.commit.interval.ms": ("int", 5_000),
+    "enable.partition.eof": ("bool", False),
+    "fetch.min.bytes": ("int", 1),
+    "fetch.wait.max.ms": ("int", None), "fetch.max.wait.ms": ("int", 500),
+    "fetch.max.bytes": ("int", 52_428_800),
+    "max.partition.fetch.bytes": ("int", 1_048_576),
+    "isolation.level": ("str", "read_uncommitted"),
+    "session.timeout.ms": ("int", 45_000),
+    "heartbeat.interval.ms": ("int", 3_000),
+    "max.poll.interval.ms": ("int", 300_000),
+    "partition.assignment.strategy": ("str", "range,roundrobin"),
+    "on_commit": ("any", None),
+    "allow.auto.create.topics": ("bool", False),
+}
+CONSUMER_ALIASES = {"fetch.wait.max.ms": "fetch.max.wait.ms"}
+
+ADMIN = dict(COMMON)
+
+OFFSET_RESETS = {"earliest": "earliest", "smallest": "earliest", "beginning": "earliest",
+                 "latest": "latest", "largest": "latest", "end": "latest", "error": "error"}
+
+
+def resolve(config: dict | None, schema: dict, aliases: dict | None = None) -> dict:
+    """Defaults overlaid with ``config``; ValueError naming a bad property."""
+    out = {k: v for k, (_, v) in schema.items() if v is not None}
+    for key, raw in (config or {}).items():
+        if key not in schema:
+            raise ValueError(f"unknown configuration property {key!r}")
+        kind = schema[key][0]
+        try:
+            value = CONVERTERS[kind](raw)
+        except (TypeError, ValueError):
+            raise ValueError(f"invalid value {raw!r} for configuration property {key!r} "
+                             f"(expected {kind})") from None
+        out[(aliases or {}).get(key, key)] = value
+    if not out.get("bootstrap.servers"):
+        raise ValueError("configuration property 'bootstrap.servers' is required "
+                         "(host:port of a kafkalite server)")
+    return out

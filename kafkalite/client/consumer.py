@@ -1,0 +1,491 @@
+"""The consumer: confluent-kafka's call shapes over kafkalite's native protocol.
+
+Assigned partitions are fetched from the workers that lead them, one fetch
+in flight per worker, long-polling (``fetch.min.bytes`` /
+``fetch.max.wait.ms``) so an idle consumer waits on the server rather than
+spinning. Fetched bytes are kept as they came (RecordBatch v2) and decoded
+only when asked for: ``poll``/``consume`` make one Message per record;
+``consume_batch`` decodes whole batches in Cython into one pyarrow
+RecordBatch (see arrow.py) with no Python object per record.
+
+Positions start from an explicit offset, OFFSET_BEGINNING / OFFSET_END, or
+``auto.offset.reset`` ("earliest", "latest", or "error"). ``subscribe``
+needs ``group.id``; until consumer groups exist it assigns this consumer
+every partition of the subscribed topics (it is the group's only member)
+and commits are refused with a clear error.
+
+Thread safety: none, as with confluent-kafka's Consumer; use one consumer
+per thread.
+"""
+from __future__ import annotations
+
+import collections
+import re
+import time
+
+import numpy as np
+import zmq
+
+from kafkalite import errors
+from kafkalite.client import arrow
+from kafkalite.client.config import CONSUMER, CONSUMER_ALIASES, OFFSET_RESETS, resolve
+from kafkalite.client.connection import Connection, Metadata, parse_bootstrap
+from kafkalite.client.types import (OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID, OFFSET_STORED,
+                                    TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Message,
+                                    TopicPartition)
+from kafkalite.errors import KafkaError
+from kafkalite.protocol import ApiKey
+from kafkalite.record import decode_columns, iter_batches
+
+_LATEST, _EARLIEST = -1, -2
+
+
+class _Assigned:
+    __slots__ = ("position", "paused", "high_watermark", "log_start", "eof_sent")
+
+    def __init__(self, position):
+        self.position = position      # None: to be resolved with auto.offset.reset
+        self.paused = False
+        self.high_watermark = -1
+        self.log_start = -1
+        self.eof_sent = False
+
+
+class _Chunk:
+    """Fetched bytes of one partition, consumed batch by batch."""
+
+    __slots__ = ("tp", "data", "pos", "current", "pending")
+
+    def __init__(self, tp, data):
+        self.tp = tp
+        self.data = data
+        self.pos = 0                         # byte position of the next undecoded batch
+        self.current = 0                     # byte position of the batch ``pending`` came from
+        self.pending = collections.deque()   # records of that batch not yet returned
+
+
+class Consumer:
+    def __init__(self, config: dict | None = None, **kwargs):
+        cfg = resolve({**(config or {}), **kwargs}, CONSUMER, CONSUMER_ALIASES)
+        reset = OFFSET_RESETS.get(str(cfg["auto.offset.reset"]).lower())
+        if reset is None:
+            raise ValueError(f"invalid value {cfg['auto.offset.reset']!r} for auto.offset.reset: "
+                             f"use earliest, latest or error")
+        if cfg["isolation.level"] not in ("read_uncommitted", "read_committed"):
+            raise ValueError("isolation.level must be read_uncommitted or read_committed")
+        self.config = cfg
+        self._reset = reset
+        self._ctx = zmq.Context()
+        self._meta = Metadata(parse_bootstrap(cfg["bootstrap.servers"]), cfg["client.id"],
+                              self._ctx)
+        self._timeout = cfg["request.timeout.ms"] / 1000.0
+        self._assigned: dict[tuple[str, int], _Assigned] = {}
+        self._conns: dict[int, Connection] = {}
+        self._in_flight: dict[int, tuple[int, float, dict]] = {}   # node -> (cid, sent, offsets)
+        self._chunks: collections.deque[_Chunk] = collections.deque()
+        self._subscription: list[str] | None = None
+        self._closed = False
+
+    # ---- assignment --------------------------------------------------------------------------
+
+    def assign(self, partitions: list[TopicPartition]) -> None:
+        self._check_open()
+        self._assigned.clear()
+        self._chunks.clear()
+        self.incremental_assign(partitions)
+
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        self._check_open()
+        for tp in partitions:
+            if tp.partition < 0:
+                raise ValueError(f"assign needs explicit partitions; got {tp}")
+            off = tp.offset
+            position = off if off >= 0 else {OFFSET_BEGINNING: _EARLIEST,
+                                             OFFSET_END: _LATEST}.get(off)
+            self._assigned[(tp.topic, tp.partition)] = _Assigned(position)
+
+    def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            self._assigned.pop((tp.topic, tp.partition), None)
+        self._chunks = collections.deque(c for c in self._chunks if c.tp in self._assigned)
+
+    def unassign(self) -> None:
+        self._assigned.clear()
+        self._chunks.clear()
+
+    def assignment(self) -> list[TopicPartition]:
+        return [TopicPartition(t, p) for t, p in sorted(self._assigned)]
+
+    def subscribe(self, topics: list[str], on_assign=None, on_revoke=None, on_lost=None) -> None:
+        """Subscribe to topics (a name starting with '^' is a regex). Needs
+        ``group.id``. Until consumer groups exist, this consumer is the
+        group's only member: it gets every partition, from auto.offset.reset."""
+        self._check_open()
+        if not self.config.get("group.id"):
+            raise errors.InvalidGroupIdError(
+                "subscribe() needs group.id in the consumer config; use assign() to read "
+                "partitions without a group")
+        if isinstance(topics, str):
+            topics = [topics]
+        self._subscription = list(topics)
+        partitions = self._subscribed_partitions()
+        if on_revoke is not None and self._assigned:
+            on_revoke(self, self.assignment())
+        self.assign(partitions)
+        if on_assign is not None:
+            on_assign(self, self.assignment())
+
+    def _subscribed_partitions(self) -> list[TopicPartition]:
+        patterns = [re.compile(t) for t in self._subscription if t.startswith("^")]
+        names = [t for t in self._subscription if not t.startswith("^")]
+        self._meta.refresh(None if patterns else names, self.config["allow.auto.create.topics"],
+                           self._timeout)
+        chosen = set(names) | {t for t in self._meta.topics for p in patterns if p.match(t)}
+        return [TopicPartition(t, p, OFFSET_INVALID) for t in sorted(chosen)
+                if t in self._meta.topics for p in sorted(self._meta.topics[t].partitions)]
+
+    def unsubscribe(self) -> None:
+        self._subscription = None
+        self.unassign()
+
+    def pause(self, partitions):
+        for tp in partitions:
+            self._assigned[(tp.topic, tp.partition)].paused = True
+        self._chunks = collections.deque(c for c in self._chunks if not self._assigned[c.tp].paused)
+
+    def resume(self, partitions):
+        for tp in partitions:
+            self._assigned[(tp.topic, tp.partition)].paused = False
+
+    # ---- positions ----------------------------------------------------------------------------
+
+    def seek(self, partition: TopicPartition) -> None:
+        key = (partition.topic, partition.partition)
+        if key not in self._assigned:
+            raise ValueError(f"cannot seek {partition.topic}-{partition.partition}: it is not "
+                             f"assigned to this consumer")
+        off = partition.offset
+        self._assigned[key].position = off if off >= 0 else {
+            OFFSET_BEGINNING: _EARLIEST, OFFSET_END: _LATEST}.get(off)
+        self._assigned[key].eof_sent = False
+        self._chunks = collections.deque(c for c in self._chunks if c.tp != key)
+
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        out = []
+        for tp in partitions:
+            a = self._assigned.get((tp.topic, tp.partition))
+            pos = a.position if a is not None and a.position is not None and a.position >= 0 \
+                else OFFSET_INVALID
+            out.append(TopicPartition(tp.topic, tp.partition, pos))
+        return out
+
+    def _list_offsets(self, requests: dict[tuple[str, int], int]) -> dict:
+        """ListOffsets for {(topic, partition): timestamp}; -> {key: (offset, ts)}."""
+        self._meta_for({t for t, _ in requests})
+        by_node: dict[int, dict] = {}
+        for (t, p), ts in requests.items():
+            node = self._meta.leader(t, p)
+            by_node.setdefault(node, {}).setdefault(t, []).append(
+                {"partition_index": p, "current_leader_epoch": -1, "timestamp": ts})
+        out = {}
+        for node, topics in by_node.items():
+            resp = self._conn(node).request(ApiKey.LIST_OFFSETS, {
+                "replica_id": -1, "isolation_level": self._isolation(),
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]},
+                self._timeout)
+            for t in resp["topics"]:
+                for p in t["partitions"]:
+                    if p["error_code"]:
+                        raise errors.error_for_code(p["error_code"])(
+                            f"ListOffsets of {t['name']}-{p['partition_index']}")
+                    out[(t["name"], p["partition_index"])] = (p["offset"], p["timestamp"])
+        return out
+
+    def get_watermark_offsets(self, partition: TopicPartition, timeout: float | None = None,
+                              cached: bool = False) -> tuple[int, int]:
+        """(low, high) offsets of a partition: log start and high watermark."""
+        key = (partition.topic, partition.partition)
+        if cached:
+            a = self._assigned.get(key)
+            if a is None or a.high_watermark < 0:
+                return (OFFSET_INVALID, OFFSET_INVALID)
+            return (a.log_start, a.high_watermark)
+        got = self._list_offsets({key: _EARLIEST})
+        low = got[key][0]
+        high = self._list_offsets({key: _LATEST})[key][0]
+        return (low, high)
+
+    def offsets_for_times(self, partitions: list[TopicPartition], timeout: float | None = None):
+        """For each TopicPartition whose offset is a timestamp (ms), the
+        earliest offset with a timestamp >= it (OFFSET_END if none)."""
+        got = self._list_offsets({(tp.topic, tp.partition): tp.offset for tp in partitions})
+        out = []
+        for tp in partitions:
+            off, _ = got[(tp.topic, tp.partition)]
+            out.append(TopicPartition(tp.topic, tp.partition, off if off >= 0 else OFFSET_END))
+        return out
+
+    def _resolve_positions(self) -> None:
+        todo = {k: a.position for k, a in self._assigned.items()
+                if a.position is None or a.position < 0}
+        if not todo:
+            return
+        requests = {}
+        for key, pos in todo.items():
+            if pos is None:
+                if self._reset == "error":
+                    raise errors.OffsetOutOfRangeError(
+                        f"{key[0]}-{key[1]} has no position and auto.offset.reset is 'error'")
+                pos = _EARLIEST if self._reset == "earliest" else _LATEST
+            requests[key] = pos
+        for key, (offset, _) in self._list_offsets(requests).items():
+            self._assigned[key].position = offset
+
+    # ---- fetching -----------------------------------------------------------------------------
+
+    def _isolation(self) -> int:
+        return 1 if self.config["isolation.level"] == "read_committed" else 0
+
+    def _meta_for(self, topics) -> None:
+        missing = [t for t in topics if t not in self._meta.topics]
+        if missing:
+            self._meta.refresh(sorted(set(missing) | set(self._meta.topics)), False, self._timeout)
+            for t in missing:
+                if t not in self._meta.topics:
+                    raise errors.UnknownTopicOrPartitionError(f"topic {t!r} does not exist")
+
+    def _conn(self, node: int) -> Connection:
+        endpoint = self._meta.brokers.get(node)
+        if endpoint is None:
+            raise errors.LeaderNotAvailableError(f"worker {node} is not available")
+        conn = self._conns.get(node)
+        if conn is None or conn.endpoint != endpoint:
+            if conn is not None:
+                conn.close()
+                self._in_flight.pop(node, None)
+            conn = self._conns[node] = Connection(endpoint, self.config["client.id"], self._ctx)
+        return conn
+
+    def _send_fetches(self) -> None:
+        self._meta_for({t for t, _ in self._assigned})
+        self._resolve_positions()
+        by_node: dict[int, dict] = {}
+        buffered = {c.tp for c in self._chunks}
+        for key, a in self._assigned.items():
+            if a.paused or key in buffered:
+                continue
+            try:
+                node = self._meta.leader(*key)
+            except KafkaError:
+                continue
+            if node < 0 or node in self._in_flight:
+                continue
+            by_node.setdefault(node, {})[key] = a.position
+        cfg = self.config
+        for node, positions in by_node.items():
+            topics: dict[str, list] = {}
+            for (t, p), pos in positions.items():
+                topics.setdefault(t, []).append({
+                    "partition": p, "current_leader_epoch": -1, "fetch_offset": pos,
+                    "last_fetched_epoch": -1, "log_start_offset": -1,
+                    "partition_max_bytes": cfg["max.partition.fetch.bytes"]})
+            body = {"replica_id": -1, "max_wait_ms": cfg["fetch.max.wait.ms"],
+                    "min_bytes": cfg["fetch.min.bytes"], "max_bytes": cfg["fetch.max.bytes"],
+                    "isolation_level": self._isolation(), "session_id": 0, "session_epoch": -1,
+                    "topics": [{"topic": t, "partitions": ps}
+                               for t, ps in topics.items()],
+                    "forgotten_topics_data": [], "rack_id": ""}
+            try:
+                cid = self._conn(node).send(ApiKey.FETCH, body)
+            except KafkaError:
+                continue
+            self._in_flight[node] = (cid, time.monotonic(), positions)
+
+    def _on_fetch(self, node: int, body, positions: dict) -> None:
+        if isinstance(body, KafkaError):
+            self._meta.refreshed_at = 0
+            return
+        refresh = False
+        for t in body["responses"]:
+            for p in t["partitions"]:
+                key = (t["topic"], p["partition_index"])
+                a = self._assigned.get(key)
+                if a is None or a.position != positions.get(key):
+                    continue  # unassigned or sought while the fetch was out
+                code = p["error_code"]
+                if code == errors.OffsetOutOfRangeError.code:
+                    if self._reset == "error":
+                        raise errors.OffsetOutOfRangeError(
+                            f"offset {a.position} is out of range for {key[0]}-{key[1]}")
+                    a.position = _EARLIEST if self._reset == "earliest" else _LATEST
+                    continue
+                if code:
+                    refresh = True
+                    continue
+                a.high_watermark = p["high_watermark"]
+                a.log_start = p["log_start_offset"]
+                records = p["records"]
+                if records is not None and len(records):
+                    self._chunks.append(_Chunk(key, records))
+        if refresh:
+            try:
+                self._meta.refresh(sorted({t for t, _ in self._assigned}), False, self._timeout)
+            except KafkaError:
+                pass
+
+    def _fill(self, timeout: float) -> None:
+        """Fetch until something is buffered or ``timeout`` passes."""
+        deadline = time.monotonic() + max(timeout, 0)
+        while not self._chunks:
+            self._send_fetches()
+            now = time.monotonic()
+            for node, (cid, sent, _) in list(self._in_flight.items()):
+                if now - sent > self._timeout + self.config["fetch.max.wait.ms"] / 1000.0:
+                    del self._in_flight[node]        # the worker died: fetch again
+                    self._conns.pop(node).close()
+                    self._meta.refresh(sorted({t for t, _ in self._assigned}), False, self._timeout)
+            if not self._in_flight:
+                if time.monotonic() >= deadline:
+                    return
+                time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+                continue
+            poller = zmq.Poller()
+            by_sock = {}
+            for node in self._in_flight:
+                sock = self._conns[node].sock
+                poller.register(sock, zmq.POLLIN)
+                by_sock[sock] = node
+            wait = max(0.0, deadline - time.monotonic())
+            for sock, _ in poller.poll(int(wait * 1000)):
+                node = by_sock[sock]
+                conn = self._conns[node]
+                while True:
+                    got = conn.recv(0)
+                    if got is None:
+                        break
+                    cid, body = got
+                    entry = self._in_flight.get(node)
+                    if entry is not None and entry[0] == cid:
+                        del self._in_flight[node]
+                        self._on_fetch(node, body, entry[2])
+            if time.monotonic() >= deadline:
+                return
+
+    # ---- reading ------------------------------------------------------------------------------
+
+    def _next_messages(self, limit: int) -> list[Message]:
+        out = []
+        while self._chunks and len(out) < limit:
+            chunk = self._chunks[0]
+            a = self._assigned.get(chunk.tp)
+            if a is None:
+                self._chunks.popleft()
+                continue
+            if not chunk.pending:
+                batch = None
+                for batch in iter_batches(chunk.data, chunk.pos):
+                    break
+                if batch is None:
+                    self._chunks.popleft()
+                    continue
+                chunk.current = chunk.pos
+                chunk.pos += batch.size_in_bytes
+                if batch.next_offset > a.position:
+                    if not batch.is_control:
+                        ts_type = (TIMESTAMP_LOG_APPEND_TIME if batch.timestamp_type
+                                   else TIMESTAMP_CREATE_TIME)
+                        topic, part = chunk.tp
+                        chunk.pending.extend(
+                            Message(topic, part, r.offset, r.key, r.value, r.headers,
+                                    r.timestamp, ts_type)
+                            for r in batch.records() if r.offset >= a.position)
+                    chunk.pending.append(batch.next_offset)   # position after the batch
+                continue
+            item = chunk.pending.popleft()
+            if isinstance(item, int):
+                a.position = max(a.position, item)
+            else:
+                a.position = item._offset + 1
+                out.append(item)
+        return out
+
+    def poll(self, timeout: float | None = None) -> Message | None:
+        """One message, or None if none arrived within ``timeout`` seconds."""
+        got = self.consume(1, -1 if timeout is None else timeout)
+        return got[0] if got else None
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
+        """Up to ``num_messages`` messages, waiting up to ``timeout`` seconds
+        (-1: forever) for the first."""
+        self._check_open()
+        if num_messages < 1:
+            raise ValueError("num_messages must be at least 1")
+        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        while True:
+            out = self._next_messages(num_messages)
+            if out:
+                return out
+            remaining = 0.5 if deadline is None else deadline - time.monotonic()
+            if remaining <= 0:
+                return []
+            self._fill(min(remaining, 0.5) if deadline is None else remaining)
+            if deadline is not None and time.monotonic() >= deadline and not self._chunks:
+                return []
+
+    def consume_batch(self, timeout: float = -1):
+        """Every buffered record (fetching if none) as one pyarrow
+        RecordBatch (schema in kafkalite.client.arrow); empty on timeout."""
+        self._check_open()
+        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        while not self._chunks:
+            remaining = 0.5 if deadline is None else deadline - time.monotonic()
+            if remaining <= 0:
+                return arrow.empty()
+            self._fill(remaining)
+        batches = []
+        while self._chunks:
+            chunk = self._chunks.popleft()
+            a = self._assigned.get(chunk.tp)
+            if a is None:
+                continue
+            # from the batch poll() was part-way through, if any
+            cols = decode_columns(memoryview(chunk.data)[chunk.current if chunk.pending
+                                                         else chunk.pos:])
+            start = int(np.searchsorted(cols.offsets, a.position))
+            batches.append(arrow.columns_to_arrow(cols, chunk.tp[0], chunk.tp[1], start))
+            if cols.next_offset > a.position:
+                a.position = cols.next_offset
+        return arrow.concat(batches)
+
+    # ---- misc -----------------------------------------------------------------------------------
+
+    def commit(self, message=None, offsets=None, asynchronous=True):
+        raise errors.CoordinatorNotAvailableError(
+            "committing offsets needs consumer groups, which kafkalite does not have yet")
+
+    def committed(self, partitions, timeout=None):
+        raise errors.CoordinatorNotAvailableError(
+            "committed offsets need consumer groups, which kafkalite does not have yet")
+
+    def list_topics(self, topic: str | None = None, timeout: float = 30.0):
+        from kafkalite.client.admin import cluster_metadata
+        return cluster_metadata(self._meta, topic, timeout)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("the consumer is closed")
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for conn in self._conns.values():
+            conn.close()
+        self._meta.close()
+        self._ctx.term()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,194 @@
+"""The client-side CLI commands: topics, produce, consume.
+
+Like Kafka's kafka-topics, kafka-console-producer and
+kafka-console-consumer, against a running ``kafkalite server``. The
+server is found with ``--bootstrap-server`` or, by default, from
+``./kafkalite-data/server.json`` (written by a server started here) or
+127.0.0.1:7092. A server that does not answer or a bad argument gives one
+line on stderr and a non-zero exit (cli.py turns exceptions into that).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+from kafkalite.server.config import DEFAULT_PORT
+
+DEFAULT_DATA_DIR = "./kafkalite-data"
+
+
+def default_bootstrap() -> str:
+    try:
+        with open(os.path.join(DEFAULT_DATA_DIR, "server.json")) as f:
+            return json.load(f)["bootstrap.servers"]
+    except (OSError, ValueError, KeyError):
+        return f"127.0.0.1:{DEFAULT_PORT}"
+
+
+def _client_config(args) -> dict:
+    return {"bootstrap.servers": args.bootstrap_server or default_bootstrap(),
+            "request.timeout.ms": int(args.timeout * 1000)}
+
+
+def _parse_kv(items, what: str) -> dict:
+    out = {}
+    for item in items or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise ValueError(f"{what} {item!r} is not name=value")
+        out[key] = value
+    return out
+
+
+def _raise_first(futures: dict) -> None:
+    for f in futures.values():
+        f.result()
+
+
+def topics(args) -> int:
+    from kafkalite.client import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
+                                  NewPartitions, NewTopic, ResourceType)
+    admin = AdminClient(_client_config(args))
+    try:
+        if args.action == "create":
+            _raise_first(admin.create_topics([NewTopic(
+                args.topic, args.partitions, args.replication_factor,
+                config=_parse_kv(args.config, "--config"))], operation_timeout=args.timeout))
+            print(f"Created topic {args.topic}.")
+        elif args.action == "delete":
+            _raise_first(admin.delete_topics([args.topic], operation_timeout=args.timeout))
+            print(f"Deleted topic {args.topic}.")
+        elif args.action == "list":
+            md = admin.list_topics(timeout=args.timeout)
+            for name in sorted(md.topics):
+                print(name)
+        elif args.action == "describe":
+            md = admin.list_topics(args.topic, timeout=args.timeout)
+            names = [args.topic] if args.topic else sorted(md.topics)
+            for name in names:
+                t = md.topics[name]
+                if t.error is not None:
+                    raise t.error
+                configs = admin.describe_configs([ConfigResource(ResourceType.TOPIC, name)])
+                overrides = {k: e.value for k, e in
+                             next(iter(configs.values())).result().items() if e.source == 1}
+                print(f"Topic: {name}\tPartitionCount: {len(t.partitions)}\t"
+                      f"ReplicationFactor: 1\tConfigs: "
+                      f"{','.join(f'{k}={v}' for k, v in sorted(overrides.items()))}")
+                for pid in sorted(t.partitions):
+                    p = t.partitions[pid]
+                    print(f"\tTopic: {name}\tPartition: {pid}\tLeader: {p.leader}\t"
+                          f"Replicas: {','.join(map(str, p.replicas))}\t"
+                          f"Isr: {','.join(map(str, p.isrs))}")
+        elif args.action == "alter":
+            if args.partitions is None and not args.config and not args.delete_config:
+                raise ValueError("topics alter needs --partitions, --config or --delete-config")
+            if args.partitions is not None:
+                _raise_first(admin.create_partitions([NewPartitions(args.topic, args.partitions)],
+                                                     operation_timeout=args.timeout))
+                print(f"Topic {args.topic} now has {args.partitions} partitions.")
+            if args.config or args.delete_config:
+                entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+                           for k, v in _parse_kv(args.config, "--config").items()]
+                entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
+                            for k in args.delete_config or []]
+                _raise_first(admin.incremental_alter_configs(
+                    [ConfigResource(ResourceType.TOPIC, args.topic, incremental_configs=entries)]))
+                print(f"Updated the configs of topic {args.topic}.")
+    finally:
+        admin.close()
+    return 0
+
+
+def produce(args) -> int:
+    from kafkalite.client import Producer
+    failures = []
+
+    def delivered(err, msg):
+        if err is not None:
+            failures.append(err)
+
+    headers = list(_parse_kv(args.header, "--header").items()) or None
+    producer = Producer({**_client_config(args), "acks": args.acks,
+                         "compression.type": args.compression, "linger.ms": args.linger_ms,
+                         "on_delivery": delivered})
+    count = 0
+    try:
+        for line in sys.stdin.buffer:
+            line = line.rstrip(b"\r\n")
+            key = None
+            if args.key_separator is not None:
+                sep = args.key_separator.encode()
+                if sep not in line:
+                    raise ValueError(f"line {count + 1} has no key separator {args.key_separator!r}")
+                key, line = line.split(sep, 1)
+            while True:
+                try:
+                    producer.produce(args.topic, line, key, partition=args.partition,
+                                     headers=headers)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+            count += 1
+            producer.poll(0)
+        left = producer.flush(args.timeout)
+    finally:
+        producer.close(0)
+    if failures or left:
+        raise failures[0] if failures else TimeoutError(f"{left} messages were not delivered")
+    print(f"Produced {count} messages to {args.topic}.", file=sys.stderr)
+    return 0
+
+
+def consume(args) -> int:
+    from kafkalite.client import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
+    if args.offset is not None and args.partition is None:
+        raise ValueError("--offset needs --partition (an offset belongs to one partition)")
+    consumer = Consumer({**_client_config(args),
+                         "auto.offset.reset": "earliest" if args.from_beginning else "latest"})
+    seen = 0
+    try:
+        md = consumer.list_topics(args.topic, timeout=args.timeout)
+        t = md.topics.get(args.topic)
+        if t is None or t.error is not None:
+            raise t.error if t is not None and t.error else ValueError(f"no topic {args.topic!r}")
+        parts = [args.partition] if args.partition is not None else sorted(t.partitions)
+        start = args.offset if args.offset is not None else (
+            OFFSET_BEGINNING if args.from_beginning else OFFSET_END)
+        consumer.assign([TopicPartition(args.topic, p, start) for p in parts])
+        idle_deadline = time.monotonic() + args.timeout_ms / 1000 if args.timeout_ms else None
+        out = sys.stdout.buffer
+        while args.max_messages is None or seen < args.max_messages:
+            want = 500 if args.max_messages is None else min(500, args.max_messages - seen)
+            msgs = consumer.consume(want, 0.2)
+            if not msgs:
+                if idle_deadline is not None and time.monotonic() >= idle_deadline:
+                    break
+                continue
+            if idle_deadline is not None:
+                idle_deadline = time.monotonic() + args.timeout_ms / 1000
+            for m in msgs:
+                fields = []
+                if args.print_timestamp:
+                    fields.append(b"CreateTime:%d" % m.timestamp()[1])
+                if args.print_partition:
+                    fields.append(b"Partition:%d" % m.partition())
+                if args.print_offset:
+                    fields.append(b"Offset:%d" % m.offset())
+                if args.print_headers:
+                    fields.append(b",".join(k.encode() + b":" + (v if v is not None else b"NULL")
+                                            for k, v in (m.headers() or [])) or b"NO_HEADERS")
+                if args.print_key:
+                    fields.append(m.key() if m.key() is not None else b"null")
+                fields.append(m.value() if m.value() is not None else b"null")
+                out.write(b"\t".join(fields) + b"\n")
+            out.flush()
+            seen += len(msgs)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        consumer.close()
+    print(f"Processed a total of {seen} messages", file=sys.stderr)
+    return 0

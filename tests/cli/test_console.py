@@ -1,0 +1,61 @@
+"""The CLI against a running server: topics, produce, consume, and errors."""
+import subprocess
+import sys
+
+from harness import child_env
+
+
+def cli(*args, stdin=b"", timeout=60):
+    return subprocess.run([sys.executable, "-m", "kafkalite", *args], input=stdin,
+                          capture_output=True, timeout=timeout, env=child_env())
+
+
+def test_topics_produce_consume_round_trip(server, topic_name):
+    bs = ["--bootstrap-server", server.bootstrap]
+    out = cli("topics", "create", topic_name, "--partitions", "3", "--config", "retention.ms=3600000", *bs)
+    assert out.returncode == 0, out.stderr
+    assert topic_name in cli("topics", "list", *bs).stdout.decode().split()
+    desc = cli("topics", "describe", topic_name, *bs).stdout.decode()
+    assert "PartitionCount: 3" in desc and "retention.ms=3600000" in desc
+    lines = b"".join(b"key%d:line %d\n" % (i % 4, i) for i in range(50))
+    out = cli("produce", topic_name, "--key-separator", ":", "--header", "src=cli", *bs, stdin=lines)
+    assert out.returncode == 0, out.stderr
+    out = cli("consume", topic_name, "--from-beginning", "--max-messages", "50", "--print-key",
+              "--print-headers", *bs)
+    assert out.returncode == 0, out.stderr
+    rows = out.stdout.decode().splitlines()
+    assert len(rows) == 50
+    assert sorted(r.split("\t")[2] for r in rows) == sorted(f"line {i}" for i in range(50))
+    assert all(r.startswith("src:cli\tkey") for r in rows)
+    assert "Processed a total of 50 messages" in out.stderr.decode()
+    out = cli("topics", "alter", topic_name, "--partitions", "5", "--config", "cleanup.policy=delete", *bs)
+    assert out.returncode == 0, out.stderr
+    assert "PartitionCount: 5" in cli("topics", "describe", topic_name, *bs).stdout.decode()
+    out = cli("consume", topic_name, "--partition", "0", "--offset", "0", "--timeout-ms", "500", *bs)
+    assert out.returncode == 0
+    assert cli("topics", "delete", topic_name, *bs).returncode == 0
+    assert topic_name not in cli("topics", "list", *bs).stdout.decode().split()
+
+
+def _one_line_error(out):
+    assert out.returncode != 0
+    err = out.stderr.decode().strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in out.stderr.decode(), out.stderr
+    return err[0]
+
+
+def test_errors_are_one_readable_line(server, topic_name):
+    bs = ["--bootstrap-server", server.bootstrap]
+    assert "INVALID_TOPIC" in _one_line_error(cli("topics", "create", "no spaces!", *bs))
+    assert "replication" in _one_line_error(cli("topics", "create", topic_name, "--replication-factor", "3", *bs))
+    assert "UNKNOWN_TOPIC" in _one_line_error(cli("topics", "delete", "never-made", *bs))
+    assert "name=value" in _one_line_error(cli("topics", "create", topic_name, "--config", "oops", *bs))
+    assert "--offset needs --partition" in _one_line_error(cli("consume", topic_name, "--offset", "3", *bs))
+    down = ["--bootstrap-server", "127.0.0.1:1", "--timeout", "0.5"]
+    assert "is the server running" in _one_line_error(cli("topics", "list", *down))
+    assert "is the server running" in _one_line_error(cli("produce", "t", *down, stdin=b"x\n"))
+
+
+def test_server_flags_are_checked():
+    out = cli("server", "--workers", "-1", "--data-dir", "/tmp/never-used-kafkalite")
+    assert "workers" in _one_line_error(out)
