@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import Clock, child_env, read_all, verify_segments
+from storage_helpers import Clock, child_env, read_all, verify_segments
 from kafkalite.record import RecordBatch, RecordBatchBuilder
 from kafkalite.storage import LogConfig, PartitionLog
 

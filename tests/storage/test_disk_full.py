@@ -5,7 +5,7 @@ import subprocess
 import sys
 import textwrap
 
-from conftest import batch, child_env, read_all, verify_segments
+from storage_helpers import batch, child_env, read_all, verify_segments
 from kafkalite.storage import LogConfig, PartitionLog
 
 CHILD = textwrap.dedent("""

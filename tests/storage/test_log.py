@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from conftest import batch, read_all, verify_segments
+from storage_helpers import batch, read_all, verify_segments
 from kafkalite.errors import (CorruptRecordError, InvalidConfigurationError, InvalidRecordError,
                               MessageTooLargeError, OffsetOutOfRangeError,
                               UnsupportedForMessageFormatError)

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import batch, child_env, read_all, verify_segments
+from storage_helpers import batch, child_env, read_all, verify_segments
 from kafkalite.record import RecordBatch, decode_columns
 from kafkalite.storage import LogConfig, PartitionLog
 from kafkalite.storage.loader import CLEAN_SHUTDOWN_MARKER

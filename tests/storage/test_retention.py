@@ -1,7 +1,7 @@
 """Retention by time and by size deletes whole closed segments, never the active one."""
 import pytest
 
-from conftest import batch, read_all
+from storage_helpers import batch, read_all
 from kafkalite.errors import OffsetOutOfRangeError
 
 DAY = 24 * 3600 * 1000
