@@ -717,6 +717,30 @@ def iter_batches(data, Py_ssize_t position=0):
         position += batch.size_in_bytes
 
 
+def batches_extent(data):
+    """(next offset, bytes) of the complete batches at the start of ``data``:
+    the offset after the last complete batch (-1 if none) and where that
+    batch ends. Reads headers only (a fetch response's next fetch offset)."""
+    cdef Py_buffer view
+    cdef const unsigned char *p
+    cdef Py_ssize_t pos = 0, n
+    cdef int64_t length, next_offset = -1
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        n = view.len
+        while pos + KL_LOG_OVERHEAD <= n:
+            p = <const unsigned char *>view.buf + pos
+            length = <int32_t>kl_be32(p + KL_OFF_LENGTH)
+            if length < MIN_BATCH_LENGTH or pos + KL_LOG_OVERHEAD + length > n:
+                break
+            next_offset = <int64_t>kl_be64(p + KL_OFF_BASE_OFFSET) + \
+                <int32_t>kl_be32(p + KL_OFF_LAST_OFFSET_DELTA) + 1
+            pos += KL_LOG_OVERHEAD + length
+    finally:
+        PyBuffer_Release(&view)
+    return next_offset, pos
+
+
 # ---- bulk decode to columns ----------------------------------------------------------
 
 ctypedef struct BatchDesc:

@@ -144,8 +144,10 @@ class Connection:
             raise error_for_code(result["error_code"])(result.get("message", ""))
         return result
 
-    def close(self) -> None:
-        self.sock.close(0)
+    def close(self, linger_ms: int = 0) -> None:
+        """Close; with ``linger_ms``, requests ZeroMQ has not sent yet still go
+        out for that long (acks=0 producers have nothing else to wait on)."""
+        self.sock.close(linger_ms)
 
 
 @dataclass

@@ -35,20 +35,25 @@ from kafkalite.client.types import (OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID
                                     TopicPartition)
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
-from kafkalite.record import decode_columns, iter_batches
+from kafkalite.record import batches_extent, decode_columns, iter_batches
 
 _LATEST, _EARLIEST = -1, -2
 
 
 class _Assigned:
-    __slots__ = ("position", "paused", "high_watermark", "log_start", "eof_sent")
+    """Per partition: where the application is (``position``, the next
+    offset to deliver) and where fetching is (``fetch_position``, the next
+    offset to request); fetched-but-undelivered chunks sit between them."""
+    __slots__ = ("position", "fetch_position", "paused", "high_watermark", "log_start",
+                 "buffered")
 
     def __init__(self, position):
-        self.position = position      # None: to be resolved with auto.offset.reset
+        self.position = position      # None or < 0: to be resolved (auto.offset.reset / -1 / -2)
+        self.fetch_position = position
         self.paused = False
         self.high_watermark = -1
         self.log_start = -1
-        self.eof_sent = False
+        self.buffered = 0             # bytes of chunks not yet delivered
 
 
 class _Chunk:
@@ -165,9 +170,10 @@ class Consumer:
             raise ValueError(f"cannot seek {partition.topic}-{partition.partition}: it is not "
                              f"assigned to this consumer")
         off = partition.offset
-        self._assigned[key].position = off if off >= 0 else {
+        a = self._assigned[key]
+        a.position = a.fetch_position = off if off >= 0 else {
             OFFSET_BEGINNING: _EARLIEST, OFFSET_END: _LATEST}.get(off)
-        self._assigned[key].eof_sent = False
+        a.buffered = 0
         self._chunks = collections.deque(c for c in self._chunks if c.tp != key)
 
     def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
@@ -239,7 +245,8 @@ class Consumer:
                 pos = _EARLIEST if self._reset == "earliest" else _LATEST
             requests[key] = pos
         for key, (offset, _) in self._list_offsets(requests).items():
-            self._assigned[key].position = offset
+            a = self._assigned[key]
+            a.position = a.fetch_position = offset
 
     # ---- fetching -----------------------------------------------------------------------------
 
@@ -267,12 +274,15 @@ class Consumer:
         return conn
 
     def _send_fetches(self) -> None:
+        """One fetch in flight per worker, for its partitions that are not
+        paused and have less than one fetch's worth buffered: the next chunk
+        is on its way while the application works on the current one."""
         self._meta_for({t for t, _ in self._assigned})
         self._resolve_positions()
         by_node: dict[int, dict] = {}
-        buffered = {c.tp for c in self._chunks}
+        limit = self.config["max.partition.fetch.bytes"]
         for key, a in self._assigned.items():
-            if a.paused or key in buffered:
+            if a.paused or a.buffered >= limit:
                 continue
             try:
                 node = self._meta.leader(*key)
@@ -280,7 +290,7 @@ class Consumer:
                 continue
             if node < 0 or node in self._in_flight:
                 continue
-            by_node.setdefault(node, {})[key] = a.position
+            by_node.setdefault(node, {})[key] = a.fetch_position
         cfg = self.config
         for node, positions in by_node.items():
             topics: dict[str, list] = {}
@@ -288,12 +298,11 @@ class Consumer:
                 topics.setdefault(t, []).append({
                     "partition": p, "current_leader_epoch": -1, "fetch_offset": pos,
                     "last_fetched_epoch": -1, "log_start_offset": -1,
-                    "partition_max_bytes": cfg["max.partition.fetch.bytes"]})
+                    "partition_max_bytes": limit})
             body = {"replica_id": -1, "max_wait_ms": cfg["fetch.max.wait.ms"],
                     "min_bytes": cfg["fetch.min.bytes"], "max_bytes": cfg["fetch.max.bytes"],
                     "isolation_level": self._isolation(), "session_id": 0, "session_epoch": -1,
-                    "topics": [{"topic": t, "partitions": ps}
-                               for t, ps in topics.items()],
+                    "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
                     "forgotten_topics_data": [], "rack_id": ""}
             try:
                 cid = self._conn(node).send(ApiKey.FETCH, body)
@@ -310,14 +319,17 @@ class Consumer:
             for p in t["partitions"]:
                 key = (t["topic"], p["partition_index"])
                 a = self._assigned.get(key)
-                if a is None or a.position != positions.get(key):
+                if a is None or a.fetch_position != positions.get(key):
                     continue  # unassigned or sought while the fetch was out
                 code = p["error_code"]
                 if code == errors.OffsetOutOfRangeError.code:
                     if self._reset == "error":
                         raise errors.OffsetOutOfRangeError(
-                            f"offset {a.position} is out of range for {key[0]}-{key[1]}")
-                    a.position = _EARLIEST if self._reset == "earliest" else _LATEST
+                            f"offset {a.fetch_position} is out of range for {key[0]}-{key[1]}")
+                    a.position = a.fetch_position = (
+                        _EARLIEST if self._reset == "earliest" else _LATEST)
+                    self._chunks = collections.deque(c for c in self._chunks if c.tp != key)
+                    a.buffered = 0
                     continue
                 if code:
                     refresh = True
@@ -326,48 +338,60 @@ class Consumer:
                 a.log_start = p["log_start_offset"]
                 records = p["records"]
                 if records is not None and len(records):
-                    self._chunks.append(_Chunk(key, records))
+                    next_offset, complete = batches_extent(records)
+                    if next_offset > a.fetch_position:
+                        a.fetch_position = next_offset
+                        a.buffered += complete
+                        self._chunks.append(_Chunk(key, records))
         if refresh:
             try:
                 self._meta.refresh(sorted({t for t, _ in self._assigned}), False, self._timeout)
             except KafkaError:
                 pass
 
+    def _pump(self, timeout: float) -> None:
+        """Send fetches, take in responses for up to ``timeout`` seconds (0:
+        only those already here), and send the follow-up fetches."""
+        self._send_fetches()
+        now = time.monotonic()
+        for node, (cid, sent, _) in list(self._in_flight.items()):
+            if now - sent > self._timeout + self.config["fetch.max.wait.ms"] / 1000.0:
+                del self._in_flight[node]        # the worker died: fetch again
+                self._conns.pop(node).close()
+                self._meta.refresh(sorted({t for t, _ in self._assigned}), False, self._timeout)
+        if not self._in_flight:
+            if timeout > 0:
+                time.sleep(min(0.05, timeout))
+            return
+        poller = zmq.Poller()
+        by_sock = {}
+        for node in self._in_flight:
+            sock = self._conns[node].sock
+            poller.register(sock, zmq.POLLIN)
+            by_sock[sock] = node
+        got_any = False
+        for sock, _ in poller.poll(int(max(timeout, 0) * 1000)):
+            node = by_sock[sock]
+            conn = self._conns[node]
+            while True:
+                got = conn.recv(0)
+                if got is None:
+                    break
+                cid, body = got
+                entry = self._in_flight.get(node)
+                if entry is not None and entry[0] == cid:
+                    del self._in_flight[node]
+                    self._on_fetch(node, body, entry[2])
+                    got_any = True
+        if got_any:
+            self._send_fetches()
+
     def _fill(self, timeout: float) -> None:
         """Fetch until something is buffered or ``timeout`` passes."""
         deadline = time.monotonic() + max(timeout, 0)
         while not self._chunks:
-            self._send_fetches()
-            now = time.monotonic()
-            for node, (cid, sent, _) in list(self._in_flight.items()):
-                if now - sent > self._timeout + self.config["fetch.max.wait.ms"] / 1000.0:
-                    del self._in_flight[node]        # the worker died: fetch again
-                    self._conns.pop(node).close()
-                    self._meta.refresh(sorted({t for t, _ in self._assigned}), False, self._timeout)
-            if not self._in_flight:
-                if time.monotonic() >= deadline:
-                    return
-                time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
-                continue
-            poller = zmq.Poller()
-            by_sock = {}
-            for node in self._in_flight:
-                sock = self._conns[node].sock
-                poller.register(sock, zmq.POLLIN)
-                by_sock[sock] = node
-            wait = max(0.0, deadline - time.monotonic())
-            for sock, _ in poller.poll(int(wait * 1000)):
-                node = by_sock[sock]
-                conn = self._conns[node]
-                while True:
-                    got = conn.recv(0)
-                    if got is None:
-                        break
-                    cid, body = got
-                    entry = self._in_flight.get(node)
-                    if entry is not None and entry[0] == cid:
-                        del self._in_flight[node]
-                        self._on_fetch(node, body, entry[2])
+            remaining = deadline - time.monotonic()
+            self._pump(max(remaining, 0))
             if time.monotonic() >= deadline:
                 return
 
@@ -387,6 +411,7 @@ class Consumer:
                     break
                 if batch is None:
                     self._chunks.popleft()
+                    a.buffered = max(0, a.buffered - chunk.pos)
                     continue
                 chunk.current = chunk.pos
                 chunk.pos += batch.size_in_bytes
@@ -421,6 +446,8 @@ class Consumer:
         if num_messages < 1:
             raise ValueError("num_messages must be at least 1")
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        if self._chunks and self._in_flight:
+            self._pump(0)  # collect prefetched responses without waiting
         while True:
             out = self._next_messages(num_messages)
             if out:
@@ -434,17 +461,32 @@ class Consumer:
 
     def consume_batch(self, timeout: float = -1):
         """Every buffered record (fetching if none) as one pyarrow
-        RecordBatch (schema in kafkalite.client.arrow); empty on timeout."""
+        RecordBatch (schema in kafkalite.client.arrow); waits up to
+        ``timeout`` seconds (-1: forever) for at least one record, and is
+        empty if none came."""
         self._check_open()
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
-        while not self._chunks:
-            remaining = 0.5 if deadline is None else deadline - time.monotonic()
-            if remaining <= 0:
-                return arrow.empty()
-            self._fill(remaining)
+        if self._chunks:
+            self._pump(0)  # collect prefetched responses without waiting
+        while True:
+            while not self._chunks:
+                remaining = 0.5 if deadline is None else deadline - time.monotonic()
+                if remaining <= 0:
+                    return arrow.empty()
+                self._fill(remaining)
+            result = self._take_buffered()
+            if result.num_rows:
+                return result
+
+    def _take_buffered(self):
+        """Decode every buffered chunk from each partition's position on."""
         batches = []
-        while self._chunks:
-            chunk = self._chunks.popleft()
+        chunks, self._chunks = self._chunks, collections.deque()
+        for chunk in chunks:
+            if chunk.tp in self._assigned:
+                self._assigned[chunk.tp].buffered = 0
+        self._send_fetches()  # everything buffered is being taken: fetch the next chunks now
+        for chunk in chunks:
             a = self._assigned.get(chunk.tp)
             if a is None:
                 continue

@@ -610,11 +610,13 @@ class _Sender:
                     continue
                 self._on_event(sock)
             self._check_timeouts(time.monotonic())
+        # acks=0 requests may still sit in ZeroMQ's queue: let them go out.
+        linger = int(self.request_timeout * 1000) if p._acks == 0 else 0
         for node in list(self.nodes.values()):
             if node.ring is not None:
                 node.ring.close(unlink=True)
             node.monitor.close(0)
-            node.conn.close()
+            node.conn.close(linger)
         self.meta.close()
 
     def _on_event(self, sock) -> None:

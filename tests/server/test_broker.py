@@ -412,3 +412,114 @@ def test_a_second_server_on_the_same_data_dir_is_refused(server):
     assert out.returncode == 1
     err = out.stderr.decode().strip().splitlines()
     assert len(err) == 1 and "another kafkalite server is using" in err[0]
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_every_compression_through_the_broker(server, topic_name, codec):
+    create(server, topic_name, 1)
+    p = Producer(server.config(**{"compression.type": codec}))
+    values = [(b"%s-%d " % (codec.encode(), i)) * 20 for i in range(500)]
+    for v in values:
+        p.produce(topic_name, v, partition=0)
+    assert p.flush(20) == 0
+    p.close()
+    assert [m.value() for m in read_all(server, topic_name, 1, 500)] == values
+
+
+def test_acks_0_fire_and_forget(server, topic_name):
+    create(server, topic_name, 1)
+    reports = []
+    p = Producer(server.config(acks=0))
+    for i in range(100):
+        p.produce(topic_name, b"%d" % i, on_delivery=lambda e, m: reports.append((e, m.offset())))
+    assert p.flush(10) == 0
+    p.close()
+    assert len(reports) == 100 and all(e is None and o == -1 for e, o in reports), \
+        "acks=0 reports success without an offset, as Kafka does"
+    assert len(read_all(server, topic_name, 1, 100)) == 100
+
+
+def test_subscribe_takes_every_partition_of_matching_topics(server, topic_name):
+    create(server, topic_name + "-a", 2)
+    create(server, topic_name + "-b", 1)
+    p = Producer(server.config())
+    for t in (topic_name + "-a", topic_name + "-b"):
+        p.produce_batch(t, [b"%s" % t.encode()] * 10)
+    assert p.flush(10) == 0
+    p.close()
+    assigned = []
+    c = Consumer(server.config(**{"group.id": "g", "auto.offset.reset": "earliest"}))
+    c.subscribe(["^" + topic_name.replace(".", r"\.") + "-[ab]$"],
+                on_assign=lambda consumer, parts: assigned.extend(parts))
+    assert sorted((tp.topic, tp.partition) for tp in assigned) == [
+        (topic_name + "-a", 0), (topic_name + "-a", 1), (topic_name + "-b", 0)]
+    got, deadline = [], time.monotonic() + 10
+    while len(got) < 20 and time.monotonic() < deadline:
+        got += c.consume(100, 0.5)
+    assert len(got) == 20
+    with pytest.raises(errors.CoordinatorNotAvailableError, match="consumer groups"):
+        c.commit()
+    c.close()
+
+
+def test_kill_9_a_worker_while_producing_over_shared_memory(tmp_path):
+    srv = ServerProcess(str(tmp_path / "data"), workers=1).start()
+    try:
+        create(srv, "ring", 1)
+        acked, failed = {}, []
+
+        def report(err, d):
+            if err is None:
+                acked[d.offset()] = d.count
+            else:
+                failed.append(err)
+
+        p = Producer(srv.config(**{"kafkalite.transport": "shm", "request.timeout.ms": 5000,
+                                   "kafkalite.shm.ring.bytes": 4 << 20}))
+        victim = srv.worker_pid(0)
+        batches, t0, killed = 0, time.monotonic(), False
+        while time.monotonic() - t0 < 3.0:
+            p.produce_batch("ring", [b"b%d-%d" % (batches, i) for i in range(200)], partition=0,
+                            on_delivery=report)
+            batches += 1
+            p.poll(0)
+            time.sleep(0.002)
+            if not killed and time.monotonic() - t0 > 1.0:
+                os.kill(victim, signal.SIGKILL)
+                killed = True
+        assert p.flush(60) == 0
+        p.close()
+        assert not failed and sum(acked.values()) == batches * 200
+        srv.wait_for_worker_restart(0, victim)
+        got = read_all(srv, "ring", 1, batches * 200, timeout=30)
+        values = {m.value() for m in got}
+        assert all(b"b%d-%d" % (b, i) in values for b in range(batches) for i in range(200)), \
+            "every acknowledged batch survived; unacknowledged ones were re-sent"
+        by_offset = {m.offset(): m.value() for m in got}
+        for base, count in acked.items():
+            first = by_offset[base]
+            assert first.endswith(b"-0"), "each report points at its batch's first record"
+    finally:
+        assert srv.stop() == 0
+        srv.kill()
+
+
+def test_poll_then_consume_batch_continues_where_poll_stopped(server, topic_name):
+    create(server, topic_name, 2)
+    p = Producer(server.config())
+    p.produce_batch(topic_name, [b"a%d" % i for i in range(10)], partition=0)
+    p.produce_batch(topic_name, [b"b%d" % i for i in range(3000)], partition=1)
+    assert p.flush(10) == 0
+    p.close()
+    c = Consumer(server.config())
+    c.assign([TopicPartition(topic_name, q, OFFSET_BEGINNING) for q in range(2)])
+    first = c.poll(5)
+    seen = [first.value()]
+    deadline = time.monotonic() + 10
+    while len(seen) < 3010 and time.monotonic() < deadline:
+        batch = c.consume_batch(2)
+        assert batch.num_rows > 0, "consume_batch waits for records instead of returning none"
+        seen += batch.column("value").to_pylist()
+    assert sorted(seen) == sorted([b"a%d" % i for i in range(10)] + [b"b%d" % i for i in range(3000)])
+    assert c.consume_batch(0.3).num_rows == 0
+    c.close()
