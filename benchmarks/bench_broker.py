@@ -43,6 +43,7 @@ import gc
 import json
 import os
 import platform
+import resource
 import select
 import shutil
 import signal
@@ -63,7 +64,7 @@ for _p in (str(REPO), str(HERE)):
 from bench_storage import (_loadavg, _pressure, default_work_parent, human_bytes,  # noqa: E402
                            mount_of, quiesce, say, warn)
 
-KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+MiB, GiB = 1 << 20, 1 << 30
 MB = 1e6
 
 TARGET_PRODUCE_ZMQ = 2_000_000          # records/s, 1a
@@ -174,7 +175,7 @@ class CpuWatch:
         return {k: v for k, v in out.items() if v > 0}
 
 
-def latency_stats(lat_ns, sent: int) -> dict:
+def latency_stats(lat_ns) -> dict:
     import numpy as np
     a = np.asarray(lat_ns, dtype=np.int64)
     out = {"count": int(len(a))}
@@ -244,7 +245,6 @@ def role_produce(a: dict) -> None:
             produce, poll = p.produce, p.poll
             flat = [v for vs in values for v in vs]
             m = len(flat)
-            full = 0
             for i in range(n):
                 v = flat[i % m]
                 while True:
@@ -261,7 +261,8 @@ def role_produce(a: dict) -> None:
     if left:
         raise RuntimeError(f"{left} records not delivered within 600 s")
     extra = {"queue_full_retries": full} if a["mode"] != "batch" else {"max_queued": max_queued}
-    emit("done", seconds=t1 - t0, flush_seconds=t1 - t_flush, caller_cpu=caller_cpu, **extra)
+    emit("done", seconds=t1 - t0, flush_seconds=t1 - t_flush, caller_cpu=caller_cpu,
+         peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, **extra)
     wait_for("close")
     p.close(30)
 
@@ -306,7 +307,7 @@ def role_zmq_pull(a: dict) -> None:
                     seen += 1
                     if seq >= warmup:
                         lat.append(now - ti)
-        emit("done", received=seen, stats=latency_stats(lat, total))
+        emit("done", received=seen, stats=latency_stats(lat))
     s.close(0)
     ctx.term()
 
@@ -478,7 +479,7 @@ def role_lat_recv(a: dict) -> None:
                 if seq >= warmup:
                     lat.append(now - ti)
             seen += len(msgs)
-    emit("done", received=seen, stats=latency_stats(lat, total))
+    emit("done", received=seen, stats=latency_stats(lat))
     c.close()
 
 
@@ -673,8 +674,9 @@ class Results:
         self.order: list[str] = []
 
     def add(self, key, test, label, value, unit, *, baseline_key=None, target=None,
-            target_text="", meets=None, note="", runs=None, cpu=None):
-        self.figures[key] = dict(test=test, label=label, value=value, unit=unit,
+            target_text="", meets=None, note="", runs=None, cpu=None, short=None):
+        self.figures[key] = dict(test=test, label=label, short=short or label, value=value,
+                                 unit=unit,
                                  baseline=baseline_key, target=target, target_text=target_text,
                                  meets_target=meets, note=note, runs=runs or [], cpu=cpu or {})
         self.order.append(key)
@@ -710,7 +712,7 @@ def table_rows(res: Results) -> list[list[str]]:
         base = res.figures.get(f["baseline"]) if f["baseline"] else None
         base_txt = ratio_txt = ""
         if base is not None:
-            base_txt = f"{fmt_value(base['value'], base['unit'])} ({base['label']})"
+            base_txt = f"{fmt_value(base['value'], base['unit'])} ({base['short']})"
             if base["value"] and f["value"] is not None and base["unit"] == f["unit"]:
                 ratio_txt = f"{f['value'] / base['value']:.2f}x"
         met = "" if f["meets_target"] is None else ("yes" if f["meets_target"] else "NO")
@@ -751,11 +753,25 @@ def cpu_lines(res: Results) -> list[str]:
             continue
         parts = [f"{k} {v:.2f} s ({100 * v / wall:.0f}%)"
                  for k, v in sorted(threads.items(), key=lambda kv: -kv[1]) if v >= 0.01]
-        out.append(f"  {f['label']} (wall {wall:.2f} s): " + ", ".join(parts))
+        title = cpu.get("title") or f["label"]
+        extra = f"; {cpu['extra']}" if cpu.get("extra") else ""
+        out.append(f"  {title} (wall {wall:.2f} s): " + ", ".join(parts) + extra)
     return out
 
 
 # ---- 1. produce ------------------------------------------------------------------------
+
+def memory_text(o: dict) -> str:
+    """How much the producer held: produce_batch's peak queue and the peak RSS."""
+    parts = []
+    if o.get("max_queued"):
+        parts.append(f"up to {o['max_queued']:,} records queued in the producer")
+    if o.get("queue_full_retries"):
+        parts.append(f"{o['queue_full_retries']:,} BufferError retries")
+    if o.get("peak_rss_bytes"):
+        parts.append(f"producer peak RSS {human_bytes(o['peak_rss_bytes'])}")
+    return ", ".join(parts)
+
 
 def produce_run(server: Server, topic: str, transport: str, mode: str, records: int,
                 seed: int) -> dict:
@@ -827,8 +843,8 @@ def bench_produce(args, server: Server, res: Results) -> str:
             out = produce_run(server, topic, transport, mode, records, seed=r)
             out["records"] = records
             runs[key].append(out)
-            note(f"      {records / out['seconds'] / 1e6:.2f} M rec/s ({out['seconds']:.2f} s, "
-                 f"flush {out['flush_seconds']:.2f} s)")
+            note(f"      {records / out['seconds'] / 1e6:.2f} M rec/s ({out['seconds']:.2f} s, of "
+                 f"which flush {out['flush_seconds']:.2f} s; {memory_text(out)})")
             if key == "zmq_batch":
                 if keep[0] is not None:
                     delete_topic(server, keep[0])
@@ -863,7 +879,8 @@ def bench_produce(args, server: Server, res: Results) -> str:
         return o["records"] / o["seconds"]
 
     def cpu(o):
-        return {"wall_s": round(o["seconds"], 3), "threads": o["threads"]}
+        return {"wall_s": round(o["seconds"], 3), "threads": o["threads"],
+                "extra": memory_text(o) if "peak_rss_bytes" in o else ""}
 
     def per_run(key):
         return [{k: v for k, v in o.items() if k != "threads"} for o in runs[key]]
@@ -871,6 +888,7 @@ def bench_produce(args, server: Server, res: Results) -> str:
     z = best("pyzmq")
     res.add("pyzmq_push_pull_records_per_s", "1d", "pyzmq PUSH->PULL ceiling (prebuilt batches)",
             rate(z), "records/s", target_text="ceiling", runs=per_run("pyzmq"), cpu=cpu(z),
+            short="pyzmq ceiling",
             note=f"{z['batch_bytes']:,}-byte batches of {BATCH_VALUES} records, tcp:// loopback, "
                  f"no acks; send(copy=False)")
     res.add("pyzmq_push_pull_mb_per_s", "1d", "pyzmq PUSH->PULL ceiling (prebuilt batches)",
@@ -1029,12 +1047,14 @@ def bench_latency(args, server: Server, res: Results) -> None:
             qtxt = {"p50": "p50", "p99": "p99", "p999": "p99.9", "max": "max"}[name]
             targeted = name == "p99" and not floor
             res.add(key, 3, f"{qtxt} latency, {names[transport]}", s[name], "ms",
+                    short=f"pyzmq {qtxt}",
                     baseline_key=None if floor else f"latency_pyzmq_{name}_ms",
                     target=TARGET_P99_MS if targeted else None,
                     target_text=("< 1 ms" if targeted else ("floor" if floor else "info")),
                     meets=(s[name] < TARGET_P99_MS) if targeted else None,
                     runs=[{"stats": s, "received": o["received"]}],
-                    cpu=o["cpu"] if name == "p50" else None,
+                    cpu=dict(o["cpu"], title=f"latency run, {names[transport]}")
+                    if name == "p50" else None,
                     note=f"{s['count']:,} messages after warm-up; receive_time - t_i "
                          f"(time.time_ns in both processes)")
         res.add(f"latency_{transport}_send_rate", 3, f"achieved send rate, {names[transport]}",
@@ -1111,11 +1131,13 @@ def plot(res: Results, path: str, args) -> bool:
                          va="bottom", fontsize=7)
     ax2.axhline(TARGET_P99_MS, color="red", linestyle="--", linewidth=1, label="target p99 < 1 ms")
     ax2.set_yscale("log")
+    lo, hi = ax2.get_ylim()
+    ax2.set_ylim(lo, hi * 20)                 # room for the legend above the bars
     ax2.set_xticks(range(len(PERCENTILES)))
     ax2.set_xticklabels(["p50", "p99", "p99.9", "max"])
     ax2.set_ylabel("end-to-end latency, ms (log scale)")
     ax2.set_title(f"3. Latency at {args.rate:,} msg/s of {args.latency_value_bytes:,} B")
-    ax2.legend(fontsize=8, loc="upper left")
+    ax2.legend(fontsize=8, loc="upper left", ncol=2)
     fig.suptitle("kafkalite broker benchmark (one partition, acks=1, one producer process)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -101,7 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     from kafkalite import console
     from kafkalite.tools import dump_log, verify
 
-    parser = argparse.ArgumentParser(prog="kafkalite", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="kafkalite", description="kafkalite: Kafka's model on one host. Run a broker, "
+                                      "manage topics, produce and consume, inspect data files.")
     parser.add_argument("--version", action="version", version=f"kafkalite {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -111,15 +113,18 @@ def build_parser() -> argparse.ArgumentParser:
                                         "127.0.0.1:7092, ingest on 7091, workers on 7100+, one "
                                         "worker per core. Flags override --config (TOML).")
     server.add_argument("--config", metavar="FILE", help="TOML config file")
-    server.add_argument("--data-dir")
+    server.add_argument("--data-dir", help="where topics and metadata live (default ./kafkalite-data)")
     server.add_argument("--host", help="interface to bind (default 127.0.0.1)")
     server.add_argument("--advertised-host", help="host clients are told to connect to")
     server.add_argument("--workers", type=int, help="partition worker processes (0: one per core)")
     server.add_argument("--port", type=int, help="native protocol port (0: any free port)")
     server.add_argument("--ingest-port", type=int, help="plain ZeroMQ ingest port (0: any)")
     server.add_argument("--worker-base-port", type=int, help="worker i listens on this + i (0: any)")
-    server.add_argument("--auto-create-topics", action=argparse.BooleanOptionalAction, default=None)
-    server.add_argument("--default-partitions", type=int)
+    server.add_argument("--auto-create-topics", action=argparse.BooleanOptionalAction, default=None,
+                        help="create unknown topics when a client asks for them (default: on)")
+    server.add_argument("--default-partitions", type=int,
+                        help="partitions of auto-created topics and of topics created without a "
+                             "count (default 1)")
     server.set_defaults(func=_server)
 
     topics = sub.add_parser("topics", help="create, list, describe, alter, delete topics")

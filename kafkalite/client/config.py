@@ -49,6 +49,7 @@ PRODUCER = {
     "acks": ("acks", -1), "request.required.acks": ("acks", None),
     "linger.ms": ("int", 5), "queue.buffering.max.ms": ("int", None),
     "batch.size": ("int", 1_000_000), "batch.num.messages": ("int", 10_000),
+    "max.request.size": ("int", 1_048_576), "message.max.bytes": ("int", None),
     "compression.type": ("str", "none"), "compression.codec": ("str", None),
     "compression.level": ("int", -1),
     "retries": ("int", 2_147_483_647), "message.send.max.retries": ("int", None),
@@ -69,6 +70,7 @@ PRODUCER_ALIASES = {
     "request.required.acks": "acks", "queue.buffering.max.ms": "linger.ms",
     "compression.codec": "compression.type", "message.send.max.retries": "retries",
     "message.timeout.ms": "delivery.timeout.ms", "max.in.flight": "max.in.flight.requests.per.connection",
+    "message.max.bytes": "max.request.size",
 }
 
 CONSUMER = {

@@ -123,6 +123,7 @@ class Producer:
         self._reported = threading.Condition(threading.Lock())  # signalled on new reports
         self._flushing = 0
         self._closed = False
+        self._sender_sleeping = False   # set by the sender before it blocks
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -153,6 +154,11 @@ class Producer:
                 f"topic {topic!r} has {n} partitions; there is no partition {partition}")
 
     def _wake(self) -> None:
+        """Wake the sender if it sleeps (a pipe write costs a syscall and a
+        GIL hand-over, so only when there is something new for it)."""
+        if not self._sender_sleeping:
+            return
+        self._sender_sleeping = False
         try:
             os.write(self._wake_w, b"x")
         except BlockingIOError:
@@ -185,6 +191,7 @@ class Producer:
                 b = self._open[(topic, partition)] = _Batch(
                     topic, partition, RecordBatchBuilder(self._codec, compression_level=self._level),
                     time.monotonic())
+                wake = True  # the sender must start this batch's linger.ms timer
             b.builder.append(timestamp or None, key, value, headers)
             if cb is not None:
                 b.callbacks.append((b.count, cb, key, value, headers, timestamp))
@@ -203,7 +210,8 @@ class Producer:
         sequences of bytes-like objects (None: null). With ``keys`` each
         record goes to its key's partition; without, all go to
         ``partition`` (or one sticky partition). ``on_delivery(err,
-        BatchDelivery)`` runs once per batch."""
+        BatchDelivery)`` runs once per batch. Blocks (serving callbacks)
+        while the queue holds queue.buffering.max.messages records."""
         if self._closed:
             raise RuntimeError("the producer is closed")
         n = len(values)
@@ -223,6 +231,7 @@ class Producer:
             for p in np.unique(parts).tolist():
                 idx = np.flatnonzero(parts == p)
                 chunks += [(p, idx[i:i + step], 0) for i in range(0, len(idx), step)]
+        self._wait_for_room(n)
         built = []
         for p, idx, start in chunks:
             builder = RecordBatchBuilder(self._codec, compression_level=self._level)
@@ -242,6 +251,18 @@ class Producer:
             self._ready.extend(built)
             self._sticky.pop(topic, None)
         self._wake()
+
+    def _wait_for_room(self, n: int) -> None:
+        """Back-pressure for the bulk path: block (serving delivery callbacks)
+        until ``n`` more records fit under queue.buffering.max.messages (or
+        the queue is empty, for a call larger than the whole limit)."""
+        while self._queued and self._queued + n > self._max_queued:
+            if self._reports:
+                self.poll(0)
+                continue
+            with self._reported:  # notified whenever a delivery lowers _queued
+                if not self._reports and self._queued and self._queued + n > self._max_queued:
+                    self._reported.wait(0.05)
 
     def _close_batch(self, b: _Batch) -> None:
         """Caller holds the lock."""
@@ -375,6 +396,7 @@ class _Sender:
         self.backoff = cfg["retry.backoff.ms"] / 1000.0
         self.delivery_timeout = cfg["delivery.timeout.ms"] / 1000.0
         self.max_in_flight = max(1, cfg["max.in.flight.requests.per.connection"])
+        self.max_request = cfg["max.request.size"]
         self.retries = cfg["retries"]
         self.transport = cfg["kafkalite.transport"]
         self.refresh_at = 0.0
@@ -489,8 +511,10 @@ class _Sender:
             # of the same partition travel concatenated, appended in one go
             # with consecutive offsets.
             groups: dict[tuple[str, int], list[_Batch]] = {}
-            while node.queue and len(groups) < 64:
+            size = 0
+            while node.queue and (not groups or size + len(node.queue[0].raw) <= self.max_request):
                 b = node.queue.popleft()
+                size += len(b.raw)
                 groups.setdefault((b.topic, b.partition), []).append(b)
             topics: dict[str, list] = {}
             for (topic, partition), batches in groups.items():
@@ -590,6 +614,9 @@ class _Sender:
     def run(self) -> None:
         p = self.p
         while not p._closed:
+            # Announce sleep before looking at the batches: a produce() after
+            # _take_ready's look sees the flag and rings the wake pipe.
+            p._sender_sleeping = True
             now = time.monotonic()
             next_linger = self._take_ready(now)
             self._flush_waiting(now)
@@ -601,7 +628,9 @@ class _Sender:
                         and not node.ring.arm():
                     timeout = 0.0  # acks or room arrived already: no sleeping
                     self._on_event(node.ring.fileno())
-            for sock, _ in self.poller.poll(int(timeout * 1000) + 1):
+            events = self.poller.poll(int(timeout * 1000) + 1)
+            p._sender_sleeping = False
+            for sock, _ in events:
                 if sock == p._wake_r:
                     try:
                         os.read(p._wake_r, 4096)
