@@ -25,6 +25,7 @@ import time
 
 import numpy as np
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from kafkalite import errors
 from kafkalite.client import arrow
@@ -86,6 +87,7 @@ class Consumer:
         self._timeout = cfg["request.timeout.ms"] / 1000.0
         self._assigned: dict[tuple[str, int], _Assigned] = {}
         self._conns: dict[int, Connection] = {}
+        self._monitors: dict[int, zmq.Socket] = {}
         self._in_flight: dict[int, tuple[int, float, dict]] = {}   # node -> (cid, sent, offsets)
         self._chunks: collections.deque[_Chunk] = collections.deque()
         self._subscription: list[str] | None = None
@@ -268,10 +270,20 @@ class Consumer:
         conn = self._conns.get(node)
         if conn is None or conn.endpoint != endpoint:
             if conn is not None:
-                conn.close()
-                self._in_flight.pop(node, None)
+                self._drop_conn(node)
             conn = self._conns[node] = Connection(endpoint, self.config["client.id"], self._ctx)
+            # A dead worker shows up as a disconnect at once, not after a timeout.
+            self._monitors[node] = conn.sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         return conn
+
+    def _drop_conn(self, node: int) -> None:
+        self._in_flight.pop(node, None)
+        monitor = self._monitors.pop(node, None)
+        if monitor is not None:
+            monitor.close(0)
+        conn = self._conns.pop(node, None)
+        if conn is not None:
+            conn.close()
 
     def _send_fetches(self) -> None:
         """One fetch in flight per worker, for its partitions that are not
@@ -356,22 +368,30 @@ class Consumer:
         now = time.monotonic()
         for node, (cid, sent, _) in list(self._in_flight.items()):
             if now - sent > self._timeout + self.config["fetch.max.wait.ms"] / 1000.0:
-                del self._in_flight[node]        # the worker died: fetch again
-                self._conns.pop(node).close()
-                self._meta.refresh(sorted({t for t, _ in self._assigned}), False, self._timeout)
+                self._worker_lost(node)
         if not self._in_flight:
             if timeout > 0:
                 time.sleep(min(0.05, timeout))
             return
         poller = zmq.Poller()
-        by_sock = {}
+        by_sock, monitors = {}, {}
         for node in self._in_flight:
             sock = self._conns[node].sock
             poller.register(sock, zmq.POLLIN)
             by_sock[sock] = node
+            monitor = self._monitors.get(node)
+            if monitor is not None:
+                poller.register(monitor, zmq.POLLIN)
+                monitors[monitor] = node
         got_any = False
         for sock, _ in poller.poll(int(max(timeout, 0) * 1000)):
+            if sock in monitors:
+                if recv_monitor_message(sock)["event"] == zmq.EVENT_DISCONNECTED:
+                    self._worker_lost(monitors[sock])
+                continue
             node = by_sock[sock]
+            if node not in self._conns:
+                continue
             conn = self._conns[node]
             while True:
                 got = conn.recv(0)
@@ -385,6 +405,15 @@ class Consumer:
                     got_any = True
         if got_any:
             self._send_fetches()
+
+    def _worker_lost(self, node: int) -> None:
+        """The worker went away (died, or a fetch never came back): forget
+        the fetch, and learn from the supervisor where its partitions are now."""
+        self._drop_conn(node)
+        try:
+            self._meta.refresh(sorted({t for t, _ in self._assigned}), False, self._timeout)
+        except KafkaError:
+            pass
 
     def _fill(self, timeout: float) -> None:
         """Fetch until something is buffered or ``timeout`` passes."""
@@ -521,8 +550,8 @@ class Consumer:
         if self._closed:
             return
         self._closed = True
-        for conn in self._conns.values():
-            conn.close()
+        for node in list(self._conns):
+            self._drop_conn(node)
         self._meta.close()
         self._ctx.term()
 

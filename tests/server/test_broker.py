@@ -523,3 +523,33 @@ def test_poll_then_consume_batch_continues_where_poll_stopped(server, topic_name
     assert sorted(seen) == sorted([b"a%d" % i for i in range(10)] + [b"b%d" % i for i in range(3000)])
     assert c.consume_batch(0.3).num_rows == 0
     c.close()
+
+
+def test_a_consumer_carries_on_when_its_worker_is_killed(tmp_path):
+    srv = ServerProcess(str(tmp_path / "data"), workers=1).start()
+    try:
+        create(srv, "live", 1)
+        p = Producer(srv.config())
+        p.produce_batch("live", [b"before-%d" % i for i in range(100)], partition=0)
+        assert p.flush(10) == 0
+        c = Consumer(srv.config(**{"fetch.max.wait.ms": 500}))
+        c.assign([TopicPartition("live", 0, OFFSET_BEGINNING)])
+        got = []
+        while len(got) < 100:
+            got += c.consume(100, 5)
+        victim = srv.worker_pid(0)
+        os.kill(victim, signal.SIGKILL)
+        srv.wait_for_worker_restart(0, victim)
+        p.produce_batch("live", [b"after-%d" % i for i in range(100)], partition=0)
+        assert p.flush(30) == 0
+        p.close()
+        t0 = time.monotonic()
+        while len(got) < 200 and time.monotonic() - t0 < 20:
+            got += c.consume(100, 1)
+        c.close()
+        assert [m.value() for m in got] == [b"before-%d" % i for i in range(100)] + \
+            [b"after-%d" % i for i in range(100)]
+        assert time.monotonic() - t0 < 10, "the consumer noticed the restart without a long timeout"
+    finally:
+        assert srv.stop() == 0
+        srv.kill()
