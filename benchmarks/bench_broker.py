@@ -38,11 +38,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
-import datetime
-import gc
 import json
 import os
-import platform
 import resource
 import select
 import shutil
@@ -50,7 +47,6 @@ import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -61,11 +57,8 @@ for _p in (str(REPO), str(HERE)):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-from bench_storage import (_loadavg, _pressure, default_work_parent, human_bytes,  # noqa: E402
-                           mount_of, quiesce, say, warn)
-
-MiB, GiB = 1 << 20, 1 << 30
-MB = 1e6
+import report  # noqa: E402
+from report import MB, GiB, MiB, Results, gc_paused, human_bytes, quiesce, say, warn  # noqa: E402
 
 TARGET_PRODUCE_ZMQ = 2_000_000          # records/s, 1a
 TARGET_PRODUCE_SHM = 5_000_000          # records/s, 1b
@@ -81,6 +74,8 @@ PERCENTILES = [("p50", 50.0), ("p99", 99.0), ("p999", 99.9), ("max", 100.0)]
 
 QUICK = dict(records=200_000, per_message_records=50_000, repeats=1, latency_seconds=2.0,
              warmup_seconds=1.0, rate=2000)
+
+HEADERS = ["#", "Figure", "kafkalite", "Ceiling / peer", "Ratio", "Target", "Met"]
 
 
 # ---- small helpers ---------------------------------------------------------------------
@@ -100,18 +95,6 @@ def make_values(seed: int, size: int, count: int, lists: int) -> list[list[bytes
     import random
     rng = random.Random(seed)
     return [[rng.randbytes(size) for _ in range(count)] for _ in range(lists)]
-
-
-@contextlib.contextmanager
-def gc_paused():
-    gc.collect()
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def precise_sleeps() -> None:
@@ -668,77 +651,6 @@ def watermarks(server: Server, topic: str) -> tuple[int, int]:
 
 # ---- results ---------------------------------------------------------------------------
 
-class Results:
-    def __init__(self):
-        self.figures: dict[str, dict] = {}
-        self.order: list[str] = []
-
-    def add(self, key, test, label, value, unit, *, baseline_key=None, target=None,
-            target_text="", meets=None, note="", runs=None, cpu=None, short=None):
-        self.figures[key] = dict(test=test, label=label, short=short or label, value=value,
-                                 unit=unit,
-                                 baseline=baseline_key, target=target, target_text=target_text,
-                                 meets_target=meets, note=note, runs=runs or [], cpu=cpu or {})
-        self.order.append(key)
-
-    def get(self, key):
-        f = self.figures.get(key)
-        return None if f is None else f["value"]
-
-
-def fmt_value(value, unit) -> str:
-    if value is None:
-        return "n/a"
-    if unit == "records/s":
-        return f"{value / 1e6:.2f} M rec/s"
-    if unit == "MB/s":
-        return f"{value:,.0f} MB/s"
-    if unit == "ms":
-        return f"{value:.3f} ms" if value < 10 else f"{value:,.1f} ms"
-    if unit == "msg/s":
-        return f"{value:,.0f} msg/s"
-    if unit == "messages":
-        return f"{value:,}"
-    return f"{value:g} {unit}"
-
-
-HEADERS = ["#", "Figure", "kafkalite", "Ceiling / peer", "Ratio", "Target", "Met"]
-
-
-def table_rows(res: Results) -> list[list[str]]:
-    rows = []
-    for key in res.order:
-        f = res.figures[key]
-        base = res.figures.get(f["baseline"]) if f["baseline"] else None
-        base_txt = ratio_txt = ""
-        if base is not None:
-            base_txt = f"{fmt_value(base['value'], base['unit'])} ({base['short']})"
-            if base["value"] and f["value"] is not None and base["unit"] == f["unit"]:
-                ratio_txt = f"{f['value'] / base['value']:.2f}x"
-        met = "" if f["meets_target"] is None else ("yes" if f["meets_target"] else "NO")
-        rows.append([str(f["test"]), f["label"], fmt_value(f["value"], f["unit"]), base_txt,
-                     ratio_txt, f["target_text"], met])
-    return rows
-
-
-def text_table(rows) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
-              for i, h in enumerate(HEADERS)]
-    out = ["  ".join(h.ljust(w) for h, w in zip(HEADERS, widths)),
-           "  ".join("-" * w for w in widths)]
-    for r in rows:
-        out.append("  ".join((c.rjust(w) if i == 2 else c.ljust(w))
-                             for i, (c, w) in enumerate(zip(r, widths))))
-    return "\n".join(out)
-
-
-def markdown_table(rows) -> str:
-    esc = [[c.replace("|", "\\|") for c in r] for r in rows]
-    out = ["| " + " | ".join(HEADERS) + " |", "|" + "|".join("---" for _ in HEADERS) + "|"]
-    out += ["| " + " | ".join(r) + " |" for r in esc]
-    return "\n".join(out)
-
-
 def cpu_lines(res: Results) -> list[str]:
     """Where the CPU went in the best run of each throughput figure and in
     each latency run: seconds of CPU per thread category, and as a share of
@@ -1071,12 +983,8 @@ def bench_latency(args, server: Server, res: Results) -> None:
 # ---- plot ------------------------------------------------------------------------------
 
 def plot(res: Results, path: str, args) -> bool:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        say("plot skipped: matplotlib is not installed (pip install matplotlib)")
+    plt = report.pyplot()
+    if plt is None:
         return False
     g = res.get
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 6), gridspec_kw={"width_ratios": [3, 2]})
@@ -1139,58 +1047,21 @@ def plot(res: Results, path: str, args) -> bool:
     ax2.set_title(f"3. Latency at {args.rate:,} msg/s of {args.latency_value_bytes:,} B")
     ax2.legend(fontsize=8, loc="upper left", ncol=2)
     fig.suptitle("kafkalite broker benchmark (one partition, acks=1, one producer process)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    report.save_figure(plt, fig, path)
     return True
 
 
 # ---- main ------------------------------------------------------------------------------
 
-def machine_info(work_dir: str) -> dict:
-    cpu = None
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    mem = None
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    mem = int(line.split()[1]) * 1024
-                    break
-    except OSError:
-        pass
-    import numpy
+def library_versions() -> dict:
+    """Versions of the libraries the broker benchmark runs on, for machine_info."""
     import zmq
     try:
         import pyarrow
         pa_version = pyarrow.__version__
     except ImportError:
         pa_version = None
-    mnt, fstype = mount_of(work_dir)
-    return {
-        "cpu_model": cpu or platform.processor() or platform.machine(),
-        "logical_cores": os.cpu_count(),
-        "memory_bytes": mem,
-        "python": sys.version.split()[0],
-        "python_implementation": platform.python_implementation(),
-        "platform": platform.platform(),
-        "numpy": numpy.__version__,
-        "pyzmq": zmq.__version__,
-        "libzmq": zmq.zmq_version(),
-        "pyarrow": pa_version,
-        "load_average_at_start": _loadavg(),
-        "pressure_avg60_at_start": _pressure(),
-        "work_dir": work_dir,
-        "work_dir_mount": mnt,
-        "work_dir_fstype": fstype,
-    }
+    return {"pyzmq": zmq.__version__, "libzmq": zmq.zmq_version(), "pyarrow": pa_version}
 
 
 def parse_args(argv):
@@ -1227,10 +1098,7 @@ def parse_args(argv):
     if args.role:
         return args
     if args.quick:
-        given = {a.split("=")[0] for a in (argv or []) if a.startswith("--")}
-        for k, v in QUICK.items():
-            if "--" + k.replace("_", "-") not in given:
-                setattr(args, k, v)
+        report.apply_quick(args, argv, QUICK)
     if args.records < BATCH_VALUES or args.per_message_records < BATCH_VALUES:
         p.error(f"--records and --per-message-records must be at least {BATCH_VALUES}")
     args.records -= args.records % BATCH_VALUES
@@ -1248,28 +1116,19 @@ def main(argv=None) -> int:
         ROLES[args.role](json.loads(args.role_args))
         return 0
 
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out_dir = args.output_dir or str(REPO / "benchmarks" / "results" / f"broker-{stamp}")
-    work_parent = args.work_dir or default_work_parent()
-    os.makedirs(work_parent, exist_ok=True)
-    os.makedirs(out_dir, exist_ok=True)
-    work = tempfile.mkdtemp(prefix="kafkalite-bench-broker-", dir=work_parent)
-    info = machine_info(work)
-    mem = info["memory_bytes"]
+    out_dir, work = report.make_dirs("broker", args.output_dir, args.work_dir)
+    info = report.machine_info(work, extra=library_versions())
     say("kafkalite broker benchmark")
     say(f"  CPU        {info['cpu_model']} ({info['logical_cores']} logical cores)")
-    say(f"  memory     {human_bytes(mem) if mem else 'unknown'}")
+    report.say_memory(info)
     say(f"  Python     {info['python']} ({info['python_implementation']}), numpy "
         f"{info['numpy']}, pyarrow {info['pyarrow']}, pyzmq {info['pyzmq']} (libzmq "
         f"{info['libzmq']}), {info['platform']}")
-    say(f"  load avg   {info['load_average_at_start']}, pressure avg60 "
-        f"{info['pressure_avg60_at_start']} (other work on the machine skews results)")
+    report.say_load(info)
     say(f"  server     {args.workers} workers; data dir {work} ({info['work_dir_fstype']} at "
         f"{info['work_dir_mount']}, {human_bytes(shutil.disk_usage(work).free)} free)")
     say(f"  output     {out_dir}")
-    if info["work_dir_fstype"] in ("tmpfs", "ramfs"):
-        warn(f"{work} is on {info['work_dir_fstype']}: the log lives in memory, not on a disk "
-             f"filesystem; use --work-dir")
+    report.warn_if_memory_fs(info, work, "the log lives in memory, not on a disk filesystem")
     say()
 
     # Disk: the kept 1a topic, the run being written, and 1c's topic at once.
@@ -1282,7 +1141,7 @@ def main(argv=None) -> int:
         args.records = fit
         args.per_message_records = min(args.per_message_records, fit)
 
-    res = Results()
+    res = Results(short_and_cpu=True)
     server = Server(work, args.workers)
     started = time.perf_counter()
     code = 0
@@ -1308,49 +1167,38 @@ def main(argv=None) -> int:
     if code:
         return code
     elapsed = time.perf_counter() - started
-    info["load_average_at_end"] = _loadavg()
-    info["pressure_avg60_at_end"] = _pressure()
+    report.machine_info_at_end(info)
 
-    rows = table_rows(res)
+    rows = report.table_rows(res)
     cpu = cpu_lines(res)
     say()
-    say(text_table(rows))
+    say(report.text_table(rows, HEADERS))
     say()
     say("CPU time per thread (best run of each throughput figure; each latency run; "
         "100% = one core):")
     for line in cpu:
         say(line)
     say()
-    met = {k: f["meets_target"] for k, f in res.figures.items() if f["meets_target"] is not None}
-    say("targets met: " + ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in met.items()))
+    report.say_targets_met(res.targets_met())
     consume_ok = [res.figures[k]["label"] for k in ("consume_batch_default_records_per_s",
                                                      "consume_batch_large_records_per_s")
                   if res.figures[k]["meets_target"]]
     say("consume target (>= 5 M rec/s) met by: " + (", ".join(consume_ok) or "neither config"))
-    say("(targets are informational: the exit status does not depend on them)")
+    report.say_targets_informational()
 
     settings = {k: v for k, v in vars(args).items() if k not in ("role", "role_args")}
     settings.update(value_bytes=VALUE_BYTES, batch_values=BATCH_VALUES, value_pool=VALUE_POOL,
                     large_fetch=LARGE_FETCH)
-    doc = {
-        "benchmark": "kafkalite broker",
-        "timestamp": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "elapsed_s": round(elapsed, 2),
-        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
-        "machine": info,
-        "settings": settings,
-        "units": {"records/s": "records per second", "MB/s": "10^6 bytes/s",
-                  "ms": "milliseconds", "msg/s": "messages per second"},
-        "targets": {"produce_batch_zmq_records_per_s": TARGET_PRODUCE_ZMQ,
-                    "produce_batch_shm_records_per_s": TARGET_PRODUCE_SHM,
-                    "consume_batch_records_per_s": TARGET_CONSUME,
-                    "latency_p99_ms_below": TARGET_P99_MS},
-        "meets_target": met,
-        "figures": res.figures,
-    }
-    with open(os.path.join(out_dir, "results.json"), "w") as f:
-        json.dump(doc, f, indent=2, default=str)
-        f.write("\n")
+    doc = report.results_doc(
+        "kafkalite broker", elapsed, info, settings,
+        units={"records/s": "records per second", "MB/s": "10^6 bytes/s",
+               "ms": "milliseconds", "msg/s": "messages per second"},
+        targets={"produce_batch_zmq_records_per_s": TARGET_PRODUCE_ZMQ,
+                 "produce_batch_shm_records_per_s": TARGET_PRODUCE_SHM,
+                 "consume_batch_records_per_s": TARGET_CONSUME,
+                 "latency_p99_ms_below": TARGET_P99_MS},
+        res=res)
+    report.write_json(out_dir, doc)
     with open(os.path.join(out_dir, "results.md"), "w") as f:
         f.write("# kafkalite broker benchmark\n\n")
         f.write(f"- command: `{doc['command']}`\n- date: {doc['timestamp']}\n")
@@ -1366,19 +1214,12 @@ def main(argv=None) -> int:
         f.write(f"- latency: {args.rate:,} msg/s of {args.latency_value_bytes:,}-byte values, "
                 f"{args.latency_seconds:g} s after {args.warmup_seconds:g} s warm-up, one run "
                 f"per transport\n")
-        f.write("\n" + markdown_table(rows) + "\n")
+        f.write("\n" + report.markdown_table(rows, HEADERS) + "\n")
         f.write("\nCPU time per thread (best run of each throughput figure; each latency run; "
                 "100% = one core):\n\n")
         for line in cpu:
             f.write(f"- {line.strip()}\n")
-    png = os.path.join(out_dir, "results.png")
-    try:
-        if plot(res, png, args):
-            say(f"plot: {png}")
-    except Exception as exc:  # a plot failure is not a benchmark failure
-        warn(f"plot failed: {exc!r}")
-    say(f"results: {os.path.join(out_dir, 'results.json')}, {os.path.join(out_dir, 'results.md')}")
-    say(f"elapsed: {elapsed:.1f} s")
+    report.finish(out_dir, lambda png: plot(res, png, args), elapsed)
     return 0
 
 

@@ -43,6 +43,7 @@ if str(REPO) not in sys.path:
 
 from kafkalite.record import RecordBatchBuilder  # noqa: E402
 from kafkalite.shm import ProducerRing, WorkerRing  # noqa: E402
+from report import cpu_model  # noqa: E402
 
 RECORDS_PER_BATCH = 1000
 VALUE_BYTES = 100
@@ -207,17 +208,6 @@ def best_of(repeats: int, fn, *args) -> dict:
     return best
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--batches", type=int, default=20000, help="batches per run")
@@ -248,7 +238,8 @@ def main() -> int:
         ("zmq PUSH/PULL ipc://", run_zmq, (pool, args.batches, f"ipc://{ipc_path}")),
         ("zmq PUSH/PULL tcp://", run_zmq, (pool, args.batches, "tcp://127.0.0.1:0")),
     ]
-    print(f"kafkalite shm ring benchmark: {cpu_model()}, {os.cpu_count()} cores, "
+    cpu = cpu_model() or platform.processor() or "unknown"
+    print(f"kafkalite shm ring benchmark: {cpu}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}, Linux {platform.release()}")
     print(f"{args.batches:,} batches per run of {batch_bytes:,} bytes "
           f"({RECORDS_PER_BATCH} x {VALUE_BYTES}-byte records), ring {args.capacity_mib} MiB, "

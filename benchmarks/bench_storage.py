@@ -27,17 +27,10 @@ status is 0 whenever the run completed, non-zero only for real errors.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import datetime
-import gc
-import json
-import math
 import os
-import platform
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -45,6 +38,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+import report  # noqa: E402
+from report import (GB, MB, GiB, KiB, MiB, Progress, Results, human_bytes,  # noqa: E402
+                    parse_size, quiesce, say, timed, timed_both, warn)
 
 from kafkalite._ext import crc32c as kl_crc  # noqa: E402
 from kafkalite.record import RecordBatchBuilder, decode_columns  # noqa: E402
@@ -55,8 +52,6 @@ try:
 except ImportError:  # the peer is optional; its row then says so
     crc32c_pkg = None
 
-KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
-MB, GB = 1e6, 1e9          # throughput units are decimal (1 MB/s = 10^6 bytes/s)
 HEADROOM = 2 * GiB         # free disk kept beyond the big log
 
 TARGET_RECORDS_PER_S = 5_000_000
@@ -67,203 +62,7 @@ TARGET_BIG_LOG_TOLERANCE = 0.10
 QUICK = dict(records=200_000, big_log_bytes=4 * MiB, small_log_bytes=256 * KiB,
              window_bytes=1 * MiB, crc_bytes=8 * MiB, pool_bytes=16 * MiB)
 
-
-# ---- small helpers ---------------------------------------------------------------------
-
-def say(msg: str = "") -> None:
-    print(msg, flush=True)
-
-
-def warn(msg: str) -> None:
-    print(f"WARNING: {msg}", file=sys.stderr, flush=True)
-
-
-def human_bytes(n: float) -> str:
-    for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
-        if n >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{int(n)} B"
-
-
-def parse_size(text: str) -> int:
-    """'10GiB', '256MB', '4M', '1048576' -> bytes (K/M/G are binary, KB/MB/GB decimal)."""
-    s = text.strip().upper().replace(" ", "")
-    units = [("KIB", KiB), ("MIB", MiB), ("GIB", GiB), ("TIB", 1 << 40),
-             ("KB", 10**3), ("MB", 10**6), ("GB", 10**9), ("TB", 10**12),
-             ("K", KiB), ("M", MiB), ("G", GiB), ("T", 1 << 40), ("B", 1)]
-    for suffix, mult in units:
-        if s.endswith(suffix):
-            return int(float(s[:-len(suffix)]) * mult)
-    return int(s)
-
-
-@contextlib.contextmanager
-def gc_paused():
-    gc.collect()
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
-def timed(loop) -> float:
-    """Seconds taken by ``loop()`` (perf_counter, GC paused)."""
-    with gc_paused():
-        t0 = time.perf_counter()
-        loop()
-        return time.perf_counter() - t0
-
-
-def timed_both(loop) -> tuple[float, float]:
-    """(wall seconds, CPU seconds of this process) taken by ``loop()``.
-    CPU time (user + system) is not inflated by other processes competing
-    for the two cores, which wall time on a shared VM is."""
-    with gc_paused():
-        c0, t0 = time.process_time(), time.perf_counter()
-        loop()
-        return time.perf_counter() - t0, time.process_time() - c0
-
-
-def quiesce() -> None:
-    """Write back every dirty page on the machine (os.sync) before a timed
-    section, so that it does not pay for earlier writes or deletes."""
-    if hasattr(os, "sync"):
-        os.sync()
-
-
-def mount_of(path: str) -> tuple[str, str]:
-    """(mount point, filesystem type) holding ``path`` (Linux /proc/mounts)."""
-    real = os.path.realpath(path)
-    best = ("/", "unknown")
-    try:
-        with open("/proc/mounts") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) < 3:
-                    continue
-                mnt = parts[1].replace("\\040", " ")
-                inside = real == mnt or real.startswith(mnt.rstrip("/") + "/")
-                if inside and len(mnt) >= len(best[0]):
-                    best = (mnt, parts[2])
-    except OSError:
-        pass
-    return best
-
-
-def default_work_parent() -> str:
-    """The system temp dir if it is a real filesystem on the repository's
-    disk; otherwise the benchmarks/ folder (on the repository's disk)."""
-    tmp = tempfile.gettempdir()
-    try:
-        same_disk = os.stat(tmp).st_dev == os.stat(REPO).st_dev
-    except OSError:
-        same_disk = False
-    if same_disk and mount_of(tmp)[1] not in ("tmpfs", "ramfs"):
-        return tmp
-    return str(REPO / "benchmarks")
-
-
-def machine_info(work_dir: str) -> dict:
-    cpu, flags = None, ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name") and cpu is None:
-                    cpu = line.split(":", 1)[1].strip()
-                elif line.startswith("flags") and not flags:
-                    flags = line
-    except OSError:
-        pass
-    cpu = cpu or platform.processor() or platform.machine()
-    mem = None
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    mem = int(line.split()[1]) * 1024
-                    break
-    except OSError:
-        pass
-    import numpy
-    mnt, fstype = mount_of(work_dir)
-    return {
-        "cpu_model": cpu,
-        "logical_cores": os.cpu_count(),
-        "cpu_sse4_2": (" sse4_2" in flags) if flags else None,
-        "memory_bytes": mem,
-        "python": sys.version.split()[0],
-        "python_implementation": platform.python_implementation(),
-        "platform": platform.platform(),
-        "numpy": numpy.__version__,
-        "kafkalite_crc32c_hardware": bool(kl_crc.HARDWARE),
-        "crc32c_package": getattr(crc32c_pkg, "__version__", None),
-        "crc32c_package_hardware": getattr(crc32c_pkg, "hardware_based", None),
-        "load_average_at_start": _loadavg(),
-        "pressure_avg60_at_start": _pressure(),
-        "work_dir": work_dir,
-        "work_dir_mount": mnt,
-        "work_dir_fstype": fstype,
-    }
-
-
-def _loadavg():
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
-def _pressure():
-    """Linux PSI 'some avg60' for cpu and io (% of time tasks waited), if available."""
-    out = {}
-    for kind in ("cpu", "io"):
-        try:
-            with open(f"/proc/pressure/{kind}") as f:
-                fields = dict(kv.split("=") for kv in f.readline().split()[1:])
-            out[kind] = float(fields["avg60"])
-        except (OSError, KeyError, ValueError):
-            pass
-    return out or None
-
-
-class Progress:
-    """Percent + MB/s on stderr: in place on a TTY, else a line every ~10%."""
-
-    def __init__(self, label: str, total: int):
-        self.label, self.total = label, max(total, 1)
-        self.tty = sys.stderr.isatty()
-        self.t0 = time.perf_counter()
-        self.last_draw = 0.0
-        self.next_pct = 10
-
-    def update(self, done: int) -> None:
-        now = time.perf_counter()
-        pct = 100.0 * done / self.total
-        if self.tty:
-            if now - self.last_draw < 0.2:
-                return
-            self.last_draw = now
-            sys.stderr.write(f"\r  {self.label}: {pct:5.1f}%  {self._rate(done, now)}   ")
-            sys.stderr.flush()
-        elif pct >= self.next_pct:
-            while pct >= self.next_pct:
-                self.next_pct += 10
-            sys.stderr.write(f"  {self.label}: {pct:5.1f}%  {self._rate(done, now)}\n")
-            sys.stderr.flush()
-
-    def _rate(self, done: int, now: float) -> str:
-        dt = max(now - self.t0, 1e-9)
-        return f"{human_bytes(done)} at {done / dt / MB:,.0f} MB/s"
-
-    def finish(self, done: int) -> None:
-        now = time.perf_counter()
-        end = "\r" if self.tty else ""
-        sys.stderr.write(f"{end}  {self.label}: 100.0%  {self._rate(done, now)} "
-                         f"in {now - self.t0:.1f} s\n")
-        sys.stderr.flush()
+HEADERS = ["#", "Figure", "kafkalite", "Baseline / peer", "vs base", "Target", "Met"]
 
 
 # ---- the data -------------------------------------------------------------------------
@@ -327,77 +126,6 @@ def fill_log(log: PartitionLog, pool, target_bytes: int, batch_size: int,
     if progress is not None:
         progress.finish(n * batch_size)
     return n
-
-
-# ---- figures ---------------------------------------------------------------------------
-
-class Results:
-    def __init__(self):
-        self.figures: dict[str, dict] = {}
-        self.order: list[str] = []
-
-    def add(self, key, test, label, value, unit, *, baseline_key=None, target=None,
-            target_text="", meets=None, note="", runs=None):
-        self.figures[key] = dict(test=test, label=label, value=value, unit=unit,
-                                 baseline=baseline_key, target=target, target_text=target_text,
-                                 meets_target=meets, note=note, runs=runs or [])
-        self.order.append(key)
-
-    def get(self, key):
-        f = self.figures.get(key)
-        return None if f is None else f["value"]
-
-
-def fmt_value(value, unit) -> str:
-    if value is None:
-        return "n/a"
-    if unit == "records/s":
-        return f"{value / 1e6:.2f} M rec/s"
-    if unit == "MB/s":
-        return f"{value:,.0f} MB/s"
-    if unit == "GB/s":
-        return f"{value:.2f} GB/s"
-    if unit == "ratio":
-        return f"{value:.3f}x"
-    return f"{value:g} {unit}"
-
-
-def table_rows(res: Results) -> list[list[str]]:
-    rows = []
-    for key in res.order:
-        f = res.figures[key]
-        base = res.figures.get(f["baseline"]) if f["baseline"] else None
-        base_txt = ""
-        ratio_txt = ""
-        if base is not None:
-            base_txt = f"{fmt_value(base['value'], base['unit'])} ({base['label']})"
-            if base["value"] and f["value"] is not None and base["unit"] == f["unit"]:
-                ratio_txt = f"{f['value'] / base['value']:.2f}x"
-        met = "" if f["meets_target"] is None else ("yes" if f["meets_target"] else "NO")
-        rows.append([str(f["test"]), f["label"], fmt_value(f["value"], f["unit"]), base_txt,
-                     ratio_txt, f["target_text"], met])
-    return rows
-
-
-HEADERS = ["#", "Figure", "kafkalite", "Baseline / peer", "vs base", "Target", "Met"]
-
-
-def text_table(rows) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
-              for i, h in enumerate(HEADERS)]
-    line = "  ".join("-" * w for w in widths)
-    out = ["  ".join(h.ljust(w) for h, w in zip(HEADERS, widths)), line]
-    for r in rows:
-        out.append("  ".join((c.rjust(w) if i == 2 else c.ljust(w))
-                             for i, (c, w) in enumerate(zip(r, widths))))
-    return "\n".join(out)
-
-
-def markdown_table(rows) -> str:
-    esc = [[c.replace("|", "\\|") for c in r] for r in rows]
-    out = ["| " + " | ".join(HEADERS) + " |", "|" + "|".join("---" for _ in HEADERS) + "|"]
-    out += ["| " + " | ".join(r) + " |" for r in esc]
-    return "\n".join(out)
 
 
 # ---- 1. append -------------------------------------------------------------------------
@@ -837,12 +565,8 @@ def bench_big_log(args, wl: Workload, work: str, res: Results) -> None:
 # ---- plot ------------------------------------------------------------------------------
 
 def plot(res: Results, path: str, wl: Workload) -> bool:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        say("plot skipped: matplotlib is not installed (pip install matplotlib)")
+    plt = report.pyplot()
+    if plt is None:
         return False
     g = res.get
     panels = []
@@ -895,9 +619,7 @@ def plot(res: Results, path: str, wl: Workload) -> bool:
         ax.axis("off")
     fig.suptitle(f"kafkalite storage benchmark ({wl.batch_records} x {wl.value_bytes}-byte "
                  f"records per batch)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    report.save_figure(plt, fig, path)
     return True
 
 
@@ -938,10 +660,7 @@ def parse_args(argv):
                    help="where results go (default benchmarks/results/storage-<timestamp>)")
     args = p.parse_args(argv)
     if args.quick:
-        given = {a.split("=")[0] for a in (argv or []) if a.startswith("--")}
-        for k, v in QUICK.items():
-            if "--" + k.replace("_", "-") not in given:
-                setattr(args, k, v)
+        report.apply_quick(args, argv, QUICK)
     if args.batch_records < 1 or args.value_bytes < 0 or args.records < args.batch_records:
         p.error("need --records >= --batch-records >= 1 and --value-bytes >= 0")
     if args.repeats < 1:
@@ -951,30 +670,25 @@ def parse_args(argv):
 
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out_dir = args.output_dir or str(REPO / "benchmarks" / "results" / f"storage-{stamp}")
-    work_parent = args.work_dir or default_work_parent()
-    os.makedirs(work_parent, exist_ok=True)
-    os.makedirs(out_dir, exist_ok=True)
-    work = tempfile.mkdtemp(prefix="kafkalite-bench-storage-", dir=work_parent)
-    info = machine_info(work)
+    out_dir, work = report.make_dirs("storage", args.output_dir, args.work_dir)
+    info = report.machine_info(work, sse4_2=True, extra={
+        "kafkalite_crc32c_hardware": bool(kl_crc.HARDWARE),
+        "crc32c_package": getattr(crc32c_pkg, "__version__", None),
+        "crc32c_package_hardware": getattr(crc32c_pkg, "hardware_based", None),
+    })
     say("kafkalite storage benchmark")
     say(f"  CPU        {info['cpu_model']} ({info['logical_cores']} logical cores, "
         f"SSE4.2 {info['cpu_sse4_2']})")
-    mem = info["memory_bytes"]
-    say(f"  memory     {human_bytes(mem) if mem else 'unknown'}")
+    report.say_memory(info)
     say(f"  Python     {info['python']} ({info['python_implementation']}), numpy {info['numpy']}, "
         f"{info['platform']}")
-    say(f"  load avg   {info['load_average_at_start']}, pressure avg60 "
-        f"{info['pressure_avg60_at_start']} (other work on the machine skews results)")
+    report.say_load(info)
     say(f"  kafkalite  hardware CRC-32C: {info['kafkalite_crc32c_hardware']}")
     say(f"  crc32c pkg {info['crc32c_package']} (hardware_based={info['crc32c_package_hardware']})")
     say(f"  data dir   {work} ({info['work_dir_fstype']} at {info['work_dir_mount']}, "
         f"{human_bytes(shutil.disk_usage(work).free)} free)")
     say(f"  output     {out_dir}")
-    if info["work_dir_fstype"] in ("tmpfs", "ramfs"):
-        warn(f"{work} is on {info['work_dir_fstype']}: appends measure memory, not a disk "
-             f"filesystem; use --work-dir")
+    report.warn_if_memory_fs(info, work, "appends measure memory, not a disk filesystem")
     say()
 
     res = Results()
@@ -1011,16 +725,14 @@ def main(argv=None) -> int:
         return 1
     shutil.rmtree(work, ignore_errors=True)
     elapsed = time.perf_counter() - started
-    info["load_average_at_end"] = _loadavg()
-    info["pressure_avg60_at_end"] = _pressure()
+    report.machine_info_at_end(info)
 
-    rows = table_rows(res)
+    rows = report.table_rows(res)
     say()
-    say(text_table(rows))
+    say(report.text_table(rows, HEADERS))
     say()
-    met = {k: f["meets_target"] for k, f in res.figures.items() if f["meets_target"] is not None}
-    say("targets met: " + ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in met.items()))
-    say("(targets are informational: the exit status does not depend on them)")
+    report.say_targets_met(res.targets_met())
+    report.say_targets_informational()
 
     settings = {k: v for k, v in vars(args).items()}
     settings["batch_size_bytes"] = wl.batch_size
@@ -1028,28 +740,19 @@ def main(argv=None) -> int:
     settings["pool_batches"] = len(wl.pool_bytes)
     settings["big_log_bytes_used"] = res.big_log_bytes_used
     settings["big_log_skipped"] = res.skipped_big_log
-    doc = {
-        "benchmark": "kafkalite storage/codec",
-        "timestamp": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "elapsed_s": round(elapsed, 2),
-        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
-        "machine": info,
-        "settings": settings,
-        "units": {"MB/s": "10^6 bytes/s", "GB/s": "10^9 bytes/s",
-                  "records/s": "records per second", "ratio": "dimensionless"},
-        "targets": {
+    doc = report.results_doc(
+        "kafkalite storage/codec", elapsed, info, settings,
+        units={"MB/s": "10^6 bytes/s", "GB/s": "10^9 bytes/s",
+               "records/s": "records per second", "ratio": "dimensionless"},
+        targets={
             "append_records_per_s": TARGET_RECORDS_PER_S,
             "append_vs_plain_write_ratio": TARGET_APPEND_VS_WRITE,
             "read_decode_records_per_s": TARGET_RECORDS_PER_S,
             "crc_hw_gb_per_s": TARGET_CRC_GB_PER_S,
             "big_vs_small_log_ratio_tolerance": TARGET_BIG_LOG_TOLERANCE,
         },
-        "meets_target": met,
-        "figures": res.figures,
-    }
-    with open(os.path.join(out_dir, "results.json"), "w") as f:
-        json.dump(doc, f, indent=2, default=str)
-        f.write("\n")
+        res=res)
+    report.write_json(out_dir, doc)
     with open(os.path.join(out_dir, "results.md"), "w") as f:
         f.write(f"# kafkalite storage benchmark\n\n")
         f.write(f"- command: `{doc['command']}`\n- date: {doc['timestamp']}\n")
@@ -1065,15 +768,8 @@ def main(argv=None) -> int:
                     f"{human_bytes(args.window_bytes)}\n")
         elif res.skipped_big_log:
             f.write(f"- big log test skipped: {res.skipped_big_log}\n")
-        f.write("\n" + markdown_table(rows) + "\n")
-    png = os.path.join(out_dir, "results.png")
-    try:
-        if plot(res, png, wl):
-            say(f"plot: {png}")
-    except Exception as exc:  # a plot failure is not a benchmark failure
-        warn(f"plot failed: {exc!r}")
-    say(f"results: {os.path.join(out_dir, 'results.json')}, {os.path.join(out_dir, 'results.md')}")
-    say(f"elapsed: {elapsed:.1f} s")
+        f.write("\n" + report.markdown_table(rows, HEADERS) + "\n")
+    report.finish(out_dir, lambda png: plot(res, png, wl), elapsed)
     return 0
 
 

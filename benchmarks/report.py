@@ -1,0 +1,455 @@
+"""Measuring and reporting helpers shared by the benchmark scripts
+(bench_storage.py, bench_broker.py, bench_shm_ring.py).
+
+Timing (``gc_paused``, ``timed``, ``timed_both``, ``quiesce``), the machine
+the run is on (``machine_info``), sizes (``human_bytes``, ``parse_size``),
+progress on stderr (``say``, ``warn``, ``Progress``), the figures of a run
+(``Results``) and how they are written out: the text and Markdown tables,
+``results.json`` and the plot.
+
+The scripts run as ``python benchmarks/<script>.py``, so benchmarks/ is
+sys.path[0] and ``import report`` finds this file.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import gc
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+MB, GB = 1e6, 1e9          # throughput units are decimal (1 MB/s = 10^6 bytes/s)
+
+
+# ---- output ----------------------------------------------------------------------------
+
+def say(msg: str = "") -> None:
+    print(msg, flush=True)
+
+
+def warn(msg: str) -> None:
+    print(f"WARNING: {msg}", file=sys.stderr, flush=True)
+
+
+def human_bytes(n: float) -> str:
+    for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{int(n)} B"
+
+
+def parse_size(text: str) -> int:
+    """'10GiB', '256MB', '4M', '1048576' -> bytes (K/M/G are binary, KB/MB/GB decimal)."""
+    s = text.strip().upper().replace(" ", "")
+    units = [("KIB", KiB), ("MIB", MiB), ("GIB", GiB), ("TIB", 1 << 40),
+             ("KB", 10**3), ("MB", 10**6), ("GB", 10**9), ("TB", 10**12),
+             ("K", KiB), ("M", MiB), ("G", GiB), ("T", 1 << 40), ("B", 1)]
+    for suffix, mult in units:
+        if s.endswith(suffix):
+            return int(float(s[:-len(suffix)]) * mult)
+    return int(s)
+
+
+class Progress:
+    """Percent + MB/s on stderr: in place on a TTY, else a line every ~10%."""
+
+    def __init__(self, label: str, total: int):
+        self.label, self.total = label, max(total, 1)
+        self.tty = sys.stderr.isatty()
+        self.t0 = time.perf_counter()
+        self.last_draw = 0.0
+        self.next_pct = 10
+
+    def update(self, done: int) -> None:
+        now = time.perf_counter()
+        pct = 100.0 * done / self.total
+        if self.tty:
+            if now - self.last_draw < 0.2:
+                return
+            self.last_draw = now
+            sys.stderr.write(f"\r  {self.label}: {pct:5.1f}%  {self._rate(done, now)}   ")
+            sys.stderr.flush()
+        elif pct >= self.next_pct:
+            while pct >= self.next_pct:
+                self.next_pct += 10
+            sys.stderr.write(f"  {self.label}: {pct:5.1f}%  {self._rate(done, now)}\n")
+            sys.stderr.flush()
+
+    def _rate(self, done: int, now: float) -> str:
+        dt = max(now - self.t0, 1e-9)
+        return f"{human_bytes(done)} at {done / dt / MB:,.0f} MB/s"
+
+    def finish(self, done: int) -> None:
+        now = time.perf_counter()
+        end = "\r" if self.tty else ""
+        sys.stderr.write(f"{end}  {self.label}: 100.0%  {self._rate(done, now)} "
+                         f"in {now - self.t0:.1f} s\n")
+        sys.stderr.flush()
+
+
+# ---- timing ----------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def gc_paused():
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def timed(loop) -> float:
+    """Seconds taken by ``loop()`` (perf_counter, GC paused)."""
+    with gc_paused():
+        t0 = time.perf_counter()
+        loop()
+        return time.perf_counter() - t0
+
+
+def timed_both(loop) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process) taken by ``loop()``.
+    CPU time (user + system) is not inflated by other processes competing
+    for the two cores, which wall time on a shared VM is."""
+    with gc_paused():
+        c0, t0 = time.process_time(), time.perf_counter()
+        loop()
+        return time.perf_counter() - t0, time.process_time() - c0
+
+
+def quiesce() -> None:
+    """Write back every dirty page on the machine (os.sync) before a timed
+    section, so that it does not pay for earlier writes or deletes."""
+    if hasattr(os, "sync"):
+        os.sync()
+
+
+# ---- the machine and the directories ---------------------------------------------------
+
+def mount_of(path: str) -> tuple[str, str]:
+    """(mount point, filesystem type) holding ``path`` (Linux /proc/mounts)."""
+    real = os.path.realpath(path)
+    best = ("/", "unknown")
+    try:
+        with open("/proc/mounts") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) < 3:
+                    continue
+                mnt = parts[1].replace("\\040", " ")
+                inside = real == mnt or real.startswith(mnt.rstrip("/") + "/")
+                if inside and len(mnt) >= len(best[0]):
+                    best = (mnt, parts[2])
+    except OSError:
+        pass
+    return best
+
+
+def default_work_parent() -> str:
+    """The system temp dir if it is a real filesystem on the repository's
+    disk; otherwise the benchmarks/ folder (on the repository's disk)."""
+    tmp = tempfile.gettempdir()
+    try:
+        same_disk = os.stat(tmp).st_dev == os.stat(REPO).st_dev
+    except OSError:
+        same_disk = False
+    if same_disk and mount_of(tmp)[1] not in ("tmpfs", "ramfs"):
+        return tmp
+    return str(REPO / "benchmarks")
+
+
+def make_dirs(name: str, output_dir: str | None, work_dir: str | None) -> tuple[str, str]:
+    """(output directory, temporary data directory) of a run of benchmark ``name``:
+    ``output_dir`` or benchmarks/results/<name>-<timestamp>, and a new
+    kafkalite-bench-<name>-* directory under ``work_dir`` or default_work_parent()."""
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out_dir = output_dir or str(REPO / "benchmarks" / "results" / f"{name}-{stamp}")
+    work_parent = work_dir or default_work_parent()
+    os.makedirs(work_parent, exist_ok=True)
+    os.makedirs(out_dir, exist_ok=True)
+    work = tempfile.mkdtemp(prefix=f"kafkalite-bench-{name}-", dir=work_parent)
+    return out_dir, work
+
+
+def apply_quick(args, argv, quick: dict) -> None:
+    """--quick: set the ``quick`` values of the options not given explicitly in ``argv``."""
+    given = {a.split("=")[0] for a in (argv or []) if a.startswith("--")}
+    for k, v in quick.items():
+        if "--" + k.replace("_", "-") not in given:
+            setattr(args, k, v)
+
+
+def cpu_model() -> str | None:
+    """The first 'model name' of /proc/cpuinfo, or None."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def _cpu_flags() -> str:
+    """The first 'flags' line of /proc/cpuinfo, or ''."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return line
+    except OSError:
+        pass
+    return ""
+
+
+def _memory_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def loadavg():
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def pressure():
+    """Linux PSI 'some avg60' for cpu and io (% of time tasks waited), if available."""
+    out = {}
+    for kind in ("cpu", "io"):
+        try:
+            with open(f"/proc/pressure/{kind}") as f:
+                fields = dict(kv.split("=") for kv in f.readline().split()[1:])
+            out[kind] = float(fields["avg60"])
+        except (OSError, KeyError, ValueError):
+            pass
+    return out or None
+
+
+def machine_info(work_dir: str, *, sse4_2: bool = False, extra: dict | None = None) -> dict:
+    """The machine, Python and data directory of a run. ``sse4_2`` adds
+    ``cpu_sse4_2`` (from the CPU flags); ``extra`` (versions of the
+    libraries a script measures, ...) follows ``numpy``."""
+    import numpy
+    mnt, fstype = mount_of(work_dir)
+    info = {"cpu_model": cpu_model() or platform.processor() or platform.machine(),
+            "logical_cores": os.cpu_count()}
+    if sse4_2:
+        flags = _cpu_flags()
+        info["cpu_sse4_2"] = (" sse4_2" in flags) if flags else None
+    info.update({
+        "memory_bytes": _memory_bytes(),
+        "python": sys.version.split()[0],
+        "python_implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "numpy": numpy.__version__,
+    })
+    info.update(extra or {})
+    info.update({
+        "load_average_at_start": loadavg(),
+        "pressure_avg60_at_start": pressure(),
+        "work_dir": work_dir,
+        "work_dir_mount": mnt,
+        "work_dir_fstype": fstype,
+    })
+    return info
+
+
+def machine_info_at_end(info: dict) -> None:
+    """Adds the load average and pressure at the end of the run to ``info``."""
+    info["load_average_at_end"] = loadavg()
+    info["pressure_avg60_at_end"] = pressure()
+
+
+def say_memory(info: dict) -> None:
+    mem = info["memory_bytes"]
+    say(f"  memory     {human_bytes(mem) if mem else 'unknown'}")
+
+
+def say_load(info: dict) -> None:
+    """The header line on other work on the machine."""
+    say(f"  load avg   {info['load_average_at_start']}, pressure avg60 "
+        f"{info['pressure_avg60_at_start']} (other work on the machine skews results)")
+
+
+def warn_if_memory_fs(info: dict, work: str, what: str) -> None:
+    """Warns, saying ``what`` that means, when the data directory is on tmpfs or ramfs."""
+    if info["work_dir_fstype"] in ("tmpfs", "ramfs"):
+        warn(f"{work} is on {info['work_dir_fstype']}: {what}; use --work-dir")
+
+
+# ---- figures ---------------------------------------------------------------------------
+
+class Results:
+    """The figures of a run, in the order added. With ``short_and_cpu``
+    (bench_broker.py) every figure also records ``short`` (its name in
+    another figure's baseline column; the label if not given) and ``cpu``
+    (where the CPU went; {} if not given)."""
+
+    def __init__(self, *, short_and_cpu: bool = False):
+        self.figures: dict[str, dict] = {}
+        self.order: list[str] = []
+        self.short_and_cpu = short_and_cpu
+
+    def add(self, key, test, label, value, unit, *, baseline_key=None, target=None,
+            target_text="", meets=None, note="", runs=None, cpu=None, short=None):
+        f = dict(test=test, label=label)
+        if self.short_and_cpu:
+            f["short"] = short or label
+        elif short is not None or cpu is not None:
+            raise ValueError("short= and cpu= need Results(short_and_cpu=True)")
+        f.update(value=value, unit=unit, baseline=baseline_key, target=target,
+                 target_text=target_text, meets_target=meets, note=note, runs=runs or [])
+        if self.short_and_cpu:
+            f["cpu"] = cpu or {}
+        self.figures[key] = f
+        self.order.append(key)
+
+    def get(self, key):
+        f = self.figures.get(key)
+        return None if f is None else f["value"]
+
+    def targets_met(self) -> dict:
+        """{key: met} of the figures that have a target."""
+        return {k: f["meets_target"] for k, f in self.figures.items()
+                if f["meets_target"] is not None}
+
+
+def fmt_value(value, unit) -> str:
+    if value is None:
+        return "n/a"
+    if unit == "records/s":
+        return f"{value / 1e6:.2f} M rec/s"
+    if unit == "MB/s":
+        return f"{value:,.0f} MB/s"
+    if unit == "GB/s":
+        return f"{value:.2f} GB/s"
+    if unit == "ratio":
+        return f"{value:.3f}x"
+    if unit == "ms":
+        return f"{value:.3f} ms" if value < 10 else f"{value:,.1f} ms"
+    if unit == "msg/s":
+        return f"{value:,.0f} msg/s"
+    if unit == "messages":
+        return f"{value:,}"
+    return f"{value:g} {unit}"
+
+
+def table_rows(res: Results) -> list[list[str]]:
+    """One row a figure: test, label, value, baseline (value and short name),
+    ratio to the baseline, target, met."""
+    rows = []
+    for key in res.order:
+        f = res.figures[key]
+        base = res.figures.get(f["baseline"]) if f["baseline"] else None
+        base_txt = ratio_txt = ""
+        if base is not None:
+            name = base.get("short", base["label"])
+            base_txt = f"{fmt_value(base['value'], base['unit'])} ({name})"
+            if base["value"] and f["value"] is not None and base["unit"] == f["unit"]:
+                ratio_txt = f"{f['value'] / base['value']:.2f}x"
+        met = "" if f["meets_target"] is None else ("yes" if f["meets_target"] else "NO")
+        rows.append([str(f["test"]), f["label"], fmt_value(f["value"], f["unit"]), base_txt,
+                     ratio_txt, f["target_text"], met])
+    return rows
+
+
+def text_table(rows, headers) -> str:
+    """Columns padded to their widest cell; the value column (the third) right-aligned."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(headers)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)),
+           "  ".join("-" * w for w in widths)]
+    for r in rows:
+        out.append("  ".join((c.rjust(w) if i == 2 else c.ljust(w))
+                             for i, (c, w) in enumerate(zip(r, widths))))
+    return "\n".join(out)
+
+
+def markdown_table(rows, headers) -> str:
+    esc = [[c.replace("|", "\\|") for c in r] for r in rows]
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in esc]
+    return "\n".join(out)
+
+
+def say_targets_met(met: dict) -> None:
+    say("targets met: " + ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in met.items()))
+
+
+def say_targets_informational() -> None:
+    say("(targets are informational: the exit status does not depend on them)")
+
+
+# ---- files -----------------------------------------------------------------------------
+
+def results_doc(benchmark: str, elapsed: float, info: dict, settings: dict, units: dict,
+                targets: dict, res: Results) -> dict:
+    """The document written to results.json."""
+    return {
+        "benchmark": benchmark,
+        "timestamp": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "elapsed_s": round(elapsed, 2),
+        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+        "machine": info,
+        "settings": settings,
+        "units": units,
+        "targets": targets,
+        "meets_target": res.targets_met(),
+        "figures": res.figures,
+    }
+
+
+def write_json(out_dir: str, doc: dict) -> None:
+    with open(os.path.join(out_dir, "results.json"), "w") as f:
+        json.dump(doc, f, indent=2, default=str)
+        f.write("\n")
+
+
+def pyplot():
+    """matplotlib.pyplot on the Agg backend, or None (said) when matplotlib is missing."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        say("plot skipped: matplotlib is not installed (pip install matplotlib)")
+        return None
+    return plt
+
+
+def save_figure(plt, fig, path: str) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def finish(out_dir: str, plot, elapsed: float) -> None:
+    """Draws results.png with ``plot(path) -> bool`` (a plot failure is only
+    a warning), then says where the results are and how long the run took."""
+    png = os.path.join(out_dir, "results.png")
+    try:
+        if plot(png):
+            say(f"plot: {png}")
+    except Exception as exc:  # a plot failure is not a benchmark failure
+        warn(f"plot failed: {exc!r}")
+    say(f"results: {os.path.join(out_dir, 'results.json')}, {os.path.join(out_dir, 'results.md')}")
+    say(f"elapsed: {elapsed:.1f} s")
