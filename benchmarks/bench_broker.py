@@ -36,14 +36,12 @@ missing).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import ctypes
 import json
 import os
 import resource
 import select
 import shutil
-import signal
 import struct
 import subprocess
 import sys
@@ -59,6 +57,8 @@ for _p in (str(REPO), str(HERE)):
 
 import report  # noqa: E402
 from report import MB, GiB, MiB, Results, gc_paused, human_bytes, quiesce, say, warn  # noqa: E402
+
+from kafkalite.server import launcher  # noqa: E402
 
 TARGET_PRODUCE_ZMQ = 2_000_000          # records/s, 1a
 TARGET_PRODUCE_SHM = 5_000_000          # records/s, 1b
@@ -86,9 +86,7 @@ def note(msg: str) -> None:
 
 
 def child_env() -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    return env
+    return launcher.package_env()
 
 
 def make_values(seed: int, size: int, count: int, lists: int) -> list[list[bytes]]:
@@ -536,51 +534,12 @@ class Child:
 
 # ---- the server ------------------------------------------------------------------------
 
-class Server:
-    """``python -m kafkalite server`` on free loopback ports (as tests/harness.py)."""
+class Server(launcher.ServerProcess):
+    """``python -m kafkalite server`` on free loopback ports (kafkalite.server.launcher)."""
 
     def __init__(self, work: str, workers: int):
-        self.data_dir = os.path.join(work, "data")
-        self.log_path = os.path.join(work, "server.log")
-        self.workers = workers
-        self.proc = None
-        self.info = None
-
-    def start(self, timeout: float = 60.0) -> "Server":
-        os.makedirs(self.data_dir, exist_ok=True)
-        path = os.path.join(self.data_dir, "server.json")
-        self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kafkalite", "server", "--data-dir", self.data_dir,
-             "--port", "0", "--ingest-port", "0", "--worker-base-port", "0",
-             "--workers", str(self.workers)],
-            env=child_env(), stdout=self._log, stderr=subprocess.STDOUT, cwd=str(REPO))
-        deadline = time.monotonic() + timeout
-        while not os.path.exists(path):
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}: "
-                                   f"{self.output()[-2000:]}")
-            if time.monotonic() > deadline:
-                raise RuntimeError("server did not become ready")
-            time.sleep(0.05)
-        with open(path) as f:
-            self.info = json.load(f)
-        return self
-
-    def output(self) -> str:
-        try:
-            with open(self.log_path, "rb") as f:
-                return f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-
-    @property
-    def bootstrap(self) -> str:
-        return self.info["bootstrap.servers"]
-
-    def worker_pids(self) -> list[int]:
-        with open(os.path.join(self.data_dir, "server.json")) as f:
-            return [w["pid"] for w in json.load(f)["workers"]]
+        super().__init__(os.path.join(work, "data"), workers,
+                         log_path=os.path.join(work, "server.log"))
 
     def processes(self) -> dict[str, tuple[int, dict]]:
         procs = {f"worker {i}": (pid, {}) for i, pid in enumerate(self.worker_pids())}
@@ -588,36 +547,10 @@ class Server:
         return procs
 
     def stop(self, timeout: float = 30.0) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        try:
-            pids = self.worker_pids()
-        except (OSError, ValueError, KeyError):
-            pids = []
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            warn("the server did not stop on SIGTERM; killing it")
-            self.proc.kill()
-            self.proc.wait()
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and any(_alive(p) for p in pids):
-            time.sleep(0.05)
-        for p in pids:
-            if _alive(p):
-                warn(f"worker {p} outlived the server; killing it")
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(p, signal.SIGKILL)
-        self._log.close()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+        if super().stop(timeout) is None:
+            warn("the server did not stop on SIGTERM; it was killed")
+        for p in self.survivors:
+            warn(f"worker {p} outlived the server; it was killed")
 
 
 def create_topic(server: Server, name: str) -> None:

@@ -754,7 +754,7 @@ def main(argv=None) -> int:
         res=res)
     report.write_json(out_dir, doc)
     with open(os.path.join(out_dir, "results.md"), "w") as f:
-        f.write(f"# kafkalite storage benchmark\n\n")
+        f.write("# kafkalite storage benchmark\n\n")
         f.write(f"- command: `{doc['command']}`\n- date: {doc['timestamp']}\n")
         f.write(f"- CPU: {info['cpu_model']}, {info['logical_cores']} logical cores; "
                 f"Python {info['python']}; kafkalite hardware CRC-32C: "

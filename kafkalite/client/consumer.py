@@ -31,7 +31,7 @@ from kafkalite import errors
 from kafkalite.client import arrow
 from kafkalite.client.config import CONSUMER, CONSUMER_ALIASES, OFFSET_RESETS, resolve
 from kafkalite.client.connection import Connection, Metadata, parse_bootstrap
-from kafkalite.client.types import (OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID, OFFSET_STORED,
+from kafkalite.client.types import (OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID,
                                     TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Message,
                                     TopicPartition)
 from kafkalite.errors import KafkaError

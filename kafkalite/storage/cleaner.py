@@ -30,7 +30,6 @@ import os
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from kafkalite._ext.batch_scan import batch_header, validate_for_append
 from kafkalite._ext.offset_map import OffsetMap

@@ -4,7 +4,6 @@ import os
 
 from kafkalite._ext.batch_scan import scan_log
 from kafkalite.record import RecordBatchBuilder, decode_columns
-from kafkalite.storage import LogConfig, PartitionLog
 from kafkalite.tools.verify import verify_partition
 from harness import child_env  # noqa: F401  (re-exported for the storage tests)
 

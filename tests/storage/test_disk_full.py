@@ -1,6 +1,5 @@
 """A disk that fills up (here: RLIMIT_FSIZE, which makes write() fail with
 EFBIG) gives a clear error and leaves a valid, readable log."""
-import os
 import subprocess
 import sys
 import textwrap

@@ -1,0 +1,149 @@
+"""Run a kafkalite server in child processes: for tests, benchmarks and tools.
+
+``ServerProcess(data_dir).start()`` runs ``python -m kafkalite server`` on
+free loopback ports, waits until every worker is ready (the server writes
+``<data_dir>/server.json``), and exposes the endpoints. ``stop()`` sends
+SIGTERM, waits, and kills anything that outlived it, recording which pids
+had to be killed in ``survivors``. The server's output goes to a file, never
+to a pipe nobody drains (a full pipe would block the server).
+
+Who may call: any process; one ServerProcess per server.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import kafkalite
+
+SERVER_FILE = "server.json"
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (an exited, unreaped zombie does not count)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def package_env(**extra) -> dict:
+    """The environment with this kafkalite importable (even uninstalled)."""
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(kafkalite.__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra)
+    return env
+
+
+class ServerProcess:
+    def __init__(self, data_dir: str, workers: int = 2, extra_args=(), log_path: str | None = None):
+        self.data_dir = data_dir
+        self.workers = workers
+        self.extra_args = list(extra_args)
+        self.log_path = log_path or data_dir.rstrip("/") + ".log"
+        self.proc: subprocess.Popen | None = None
+        self.info: dict | None = None
+        self.survivors: list[int] = []
+        self._log = None
+
+    @property
+    def bootstrap(self) -> str:
+        return self.info["bootstrap.servers"]
+
+    def start(self, timeout: float = 60.0) -> "ServerProcess":
+        path = os.path.join(self.data_dir, SERVER_FILE)
+        os.makedirs(self.data_dir, exist_ok=True)
+        if os.path.exists(path):
+            os.unlink(path)
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kafkalite", "server", "--data-dir", self.data_dir,
+             "--port", "0", "--ingest-port", "0", "--worker-base-port", "0",
+             "--workers", str(self.workers), *self.extra_args],
+            env=package_env(), stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(path):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}: "
+                                   f"{self.output()[-2000:]}")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError(f"server did not become ready in {timeout:.0f} s")
+            time.sleep(0.05)
+        self.refresh()
+        return self
+
+    def output(self) -> str:
+        """Everything the server printed so far."""
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def refresh(self) -> dict:
+        """Re-read server.json (a restarted worker has a new pid and maybe port)."""
+        with open(os.path.join(self.data_dir, SERVER_FILE)) as f:
+            self.info = json.load(f)
+        return self.info
+
+    def worker_pids(self) -> list[int]:
+        return [w["pid"] for w in self.refresh()["workers"]]
+
+    def worker_pid(self, index: int) -> int:
+        return self.worker_pids()[index]
+
+    def wait_for_worker_restart(self, index: int, old_pid: int, timeout: float = 20.0) -> int:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                pid = self.worker_pid(index)
+            except (OSError, ValueError):
+                pid = old_pid
+            if pid != old_pid and pid_alive(pid):
+                return pid
+            time.sleep(0.05)
+        raise RuntimeError(f"worker {index} was not restarted within {timeout:.0f} s")
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM and wait; returns the exit code (None if it had to be
+        killed). Workers still alive 5 s later are killed and listed in
+        ``survivors``."""
+        if self.proc is None:
+            return None
+        try:
+            pids = self.worker_pids()
+        except (OSError, ValueError, KeyError):
+            pids = []
+        code = self.proc.poll()
+        if code is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                code = self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                code = None
+        deadline = time.monotonic() + 5
+        while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.survivors = [p for p in pids if pid_alive(p)]
+        for p in self.survivors:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        return code
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
