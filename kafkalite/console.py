@@ -146,18 +146,26 @@ def consume(args) -> int:
     from kafkalite.client import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
     if args.offset is not None and args.partition is None:
         raise ValueError("--offset needs --partition (an offset belongs to one partition)")
+    if args.group and (args.partition is not None or args.offset is not None):
+        raise ValueError("--group shares the topic's partitions among the group's members: it "
+                         "cannot be combined with --partition or --offset")
     consumer = Consumer({**_client_config(args),
-                         "auto.offset.reset": "earliest" if args.from_beginning else "latest"})
+                         "auto.offset.reset": "earliest" if args.from_beginning else "latest",
+                         **({"group.id": args.group} if args.group else {})})
     seen = 0
     try:
         md = consumer.list_topics(args.topic, timeout=args.timeout)
         t = md.topics.get(args.topic)
         if t is None or t.error is not None:
             raise t.error if t is not None and t.error else ValueError(f"no topic {args.topic!r}")
-        parts = [args.partition] if args.partition is not None else sorted(t.partitions)
-        start = args.offset if args.offset is not None else (
-            OFFSET_BEGINNING if args.from_beginning else OFFSET_END)
-        consumer.assign([TopicPartition(args.topic, p, start) for p in parts])
+        if args.group:
+            # resumes from the group's committed offsets; commits as it goes and at exit
+            consumer.subscribe([args.topic])
+        else:
+            parts = [args.partition] if args.partition is not None else sorted(t.partitions)
+            start = args.offset if args.offset is not None else (
+                OFFSET_BEGINNING if args.from_beginning else OFFSET_END)
+            consumer.assign([TopicPartition(args.topic, p, start) for p in parts])
         idle_deadline = time.monotonic() + args.timeout_ms / 1000 if args.timeout_ms else None
         out = sys.stdout.buffer
         while args.max_messages is None or seen < args.max_messages:
@@ -191,4 +199,76 @@ def consume(args) -> int:
     finally:
         consumer.close()
     print(f"Processed a total of {seen} messages", file=sys.stderr)
+    return 0
+
+
+def _parse_datetime(text: str) -> int:
+    """Epoch ms from an ISO 8601 date-time (kafka-consumer-groups' --to-datetime);
+    without a zone it is UTC."""
+    from datetime import datetime, timezone
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"--to-datetime {text!r} is not an ISO 8601 date-time such as "
+                         f"2026-11-22T10:00:00 or 2026-11-22T10:00:00+01:00") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return int(dt.timestamp() * 1000)
+
+
+def _table(rows: list[list], header: list[str]) -> None:
+    cells = [header] + [["-" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    for r in cells:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+
+
+def groups(args) -> int:
+    """Like kafka-consumer-groups: list, describe, reset-offsets, delete."""
+    from kafkalite.client import AdminClient
+    admin = AdminClient(_client_config(args))
+    try:
+        if args.action == "list":
+            for g in admin.list_consumer_groups().result():
+                print(f"{g.group_id}\t{g.state}")
+        elif args.action == "describe":
+            desc = admin.describe_consumer_groups([args.group])[args.group].result()
+            print(f"Group {desc.group_id}: state {desc.state}, assignor "
+                  f"{desc.partition_assignor or '-'}, {len(desc.members)} member(s)")
+            lags = admin.describe_group_offsets(args.group)
+            _table([[p.topic, p.partition, p.committed if p.committed >= 0 else None, p.log_end,
+                     p.lag, p.member_id, p.client_id] for p in lags],
+                   ["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                    "CONSUMER-ID", "CLIENT-ID"])
+            idle = [m for m in desc.members if not m.assignment]
+            for m in idle:
+                print(f"member {m.member_id} ({m.client_id}) has no partitions")
+        elif args.action == "delete":
+            admin.delete_consumer_groups([args.group])[args.group].result()
+            print(f"Deleted consumer group {args.group}.")
+        elif args.action == "reset-offsets":
+            specs = [(name, getattr(args, name.replace("-", "_"))) for name in
+                     ("to-earliest", "to-latest", "to-datetime", "to-offset", "shift-by")]
+            chosen = [(n, v) for n, v in specs if v not in (None, False)]
+            if len(chosen) != 1:
+                raise ValueError("reset-offsets needs exactly one of --to-earliest, --to-latest, "
+                                 "--to-datetime, --to-offset, --shift-by")
+            spec, value = chosen[0]
+            if spec == "to-datetime":
+                value = _parse_datetime(value)
+            desc = admin.describe_consumer_groups([args.group])[args.group]
+            members = desc.result().members if desc.exception() is None else []
+            if members:
+                raise ValueError(f"consumer group {args.group!r} has {len(members)} active "
+                                 f"member(s); stop them before resetting its offsets")
+            plan = admin.plan_offset_reset(args.group, args.topic or [], spec, value)
+            _table([[tp.topic, tp.partition, tp.offset] for tp in plan],
+                   ["TOPIC", "PARTITION", "NEW-OFFSET"])
+            if args.execute:
+                admin.alter_consumer_group_offsets(args.group, plan).result()
+                print(f"Reset the offsets of {len(plan)} partition(s) of group {args.group}.")
+            else:
+                print("Dry run: nothing changed. Add --execute to apply these offsets.")
+    finally:
+        admin.close()
     return 0

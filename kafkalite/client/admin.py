@@ -1,4 +1,5 @@
-"""The admin client: topics and configs, with confluent-kafka's call shapes.
+"""The admin client: topics, configs and consumer groups, with
+confluent-kafka's call shapes.
 
 Every method returns ``{topic or resource: concurrent.futures.Future}``
 like confluent-kafka's AdminClient; here the request is made before the
@@ -20,8 +21,10 @@ import zmq
 
 from kafkalite import errors
 from kafkalite.client.config import ADMIN, resolve
-from kafkalite.client.connection import Metadata, parse_bootstrap
-from kafkalite.protocol import ApiKey
+from kafkalite.client.connection import Connection, Metadata, list_offsets, parse_bootstrap
+from kafkalite.client.types import TopicPartition
+from kafkalite.protocol import ApiKey, decode_assignment
+from kafkalite.protocol.errors import ProtocolError
 
 
 class ResourceType(enum.IntEnum):
@@ -151,6 +154,57 @@ def cluster_metadata(meta: Metadata, topic: str | None = None, timeout: float = 
     return ClusterMetadata(resp.get("cluster_id"), resp.get("controller_id", -1), brokers, topics)
 
 
+@dataclass
+class ConsumerGroupListing:
+    group_id: str
+    is_simple_consumer_group: bool
+    state: str
+
+
+@dataclass
+class MemberDescription:
+    member_id: str
+    client_id: str
+    host: str
+    assignment: list
+    group_instance_id: str | None = None
+
+
+@dataclass
+class ConsumerGroupDescription:
+    group_id: str
+    is_simple_consumer_group: bool
+    members: list
+    partition_assignor: str
+    state: str
+    coordinator: BrokerMetadata | None = None
+
+
+@dataclass
+class PartitionLag:
+    """One partition of ``describe_group_offsets``: committed offset, log end, lag."""
+    topic: str
+    partition: int
+    committed: int              # -1: nothing committed
+    log_end: int
+    lag: int | None             # None when nothing is committed
+    member_id: str | None = None
+    client_id: str | None = None
+
+
+RESET_SPECS = ("to-earliest", "to-latest", "to-datetime", "to-offset", "shift-by")
+
+
+def _assigned_partitions(raw: bytes) -> list:
+    if not raw:
+        return []
+    try:
+        _, a = decode_assignment(raw)
+    except ProtocolError:
+        return []
+    return [TopicPartition(t["topic"], p) for t in a["assigned_partitions"] for p in t["partitions"]]
+
+
 def _done(value=None, exc=None) -> Future:
     f = Future()
     if exc is not None:
@@ -168,6 +222,7 @@ class AdminClient:
         self._meta = Metadata(parse_bootstrap(cfg["bootstrap.servers"]), cfg["client.id"], self._ctx)
         self._lock = threading.Lock()
         self._timeout = cfg["request.timeout.ms"] / 1000.0
+        self._worker_conns: dict[int, Connection] = {}
 
     def _request(self, api_key, body, timeout=None):
         with self._lock:
@@ -245,8 +300,193 @@ class AdminClient:
         return {r: _done(exc=_err(res["error_code"], res["error_message"]))
                 for r, res in zip(resources, resp["responses"])}
 
+    # ---- consumer groups ------------------------------------------------------------------------
+
+    def list_consumer_groups(self, request_timeout: float | None = None, states=None) -> Future:
+        """A Future of [ConsumerGroupListing] (optionally only in ``states``)."""
+        resp = self._request(ApiKey.LIST_GROUPS, {"states_filter": list(states or [])},
+                             request_timeout)
+        exc = _err(resp["error_code"])
+        return _done(None if exc else [
+            ConsumerGroupListing(g["group_id"], g["protocol_type"] == "", g["group_state"])
+            for g in sorted(resp["groups"], key=lambda g: g["group_id"])], exc)
+
+    def describe_consumer_groups(self, group_ids: list[str],
+                                 request_timeout: float | None = None) -> dict:
+        """{group id: Future of ConsumerGroupDescription}; a group that does
+        not exist fails with GroupIdNotFoundError."""
+        resp = self._request(ApiKey.DESCRIBE_GROUPS, {"groups": list(group_ids),
+                                                      "include_authorized_operations": False},
+                             request_timeout)
+        out = {}
+        for g in resp["groups"]:
+            exc = _err(g["error_code"])
+            if exc is None and g["group_state"] == "Dead":
+                exc = errors.GroupIdNotFoundError(f"consumer group {g['group_id']!r} does not exist")
+            out[g["group_id"]] = _done(None if exc else ConsumerGroupDescription(
+                g["group_id"], g["protocol_type"] == "",
+                [MemberDescription(m["member_id"], m["client_id"], m["client_host"],
+                                   _assigned_partitions(m["member_assignment"]),
+                                   m["group_instance_id"]) for m in g["members"]],
+                g["protocol_data"], g["group_state"]), exc)
+        return out
+
+    def delete_consumer_groups(self, group_ids: list[str],
+                               request_timeout: float | None = None) -> dict:
+        """{group id: Future}; refused (NonEmptyGroupError) while a group has members."""
+        resp = self._request(ApiKey.DELETE_GROUPS, {"groups_names": list(group_ids)},
+                             request_timeout)
+        out = {}
+        for r in resp["results"]:
+            code = r["error_code"]
+            msg = {errors.GroupIdNotFoundError.code:
+                   f"consumer group {r['group_id']!r} does not exist",
+                   errors.NonEmptyGroupError.code:
+                   f"consumer group {r['group_id']!r} has active members; stop them first"
+                   }.get(code)
+            out[r["group_id"]] = _done(exc=_err(code, msg))
+        return out
+
+    def list_consumer_group_offsets(self, group_id: str, partitions=None,
+                                    request_timeout: float | None = None) -> Future:
+        """A Future of [TopicPartition] with the group's committed offsets
+        (all of them, or those of ``partitions``; OFFSET_INVALID where none)."""
+        topics = None
+        if partitions is not None:
+            by_topic: dict[str, list] = {}
+            for tp in partitions:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
+        resp = self._request(ApiKey.OFFSET_FETCH, {
+            "group_id": group_id, "topics": topics, "require_stable": False,
+            "groups": [{"group_id": group_id, "member_id": None, "member_epoch": -1,
+                        "topics": topics}]}, request_timeout)
+        g = resp["groups"][0]
+        exc = _err(g["error_code"])
+        out = []
+        for t in g["topics"]:
+            for p in t["partitions"]:
+                tp = TopicPartition(t["name"], p["partition_index"],
+                                    p["committed_offset"] if p["committed_offset"] >= 0 else -1001,
+                                    p["metadata"] or None)
+                tp.error = _err(p["error_code"])
+                out.append(tp)
+        return _done(None if exc else sorted(out), exc)
+
+    def alter_consumer_group_offsets(self, group_id: str, offsets: list,
+                                     request_timeout: float | None = None) -> Future:
+        """Set a group's committed offsets; refused while the group has
+        active members (their positions would overwrite the change)."""
+        by_topic: dict[str, list] = {}
+        for tp in offsets:
+            by_topic.setdefault(tp.topic, []).append({
+                "partition_index": tp.partition, "committed_offset": tp.offset,
+                "committed_leader_epoch": -1, "committed_metadata": tp.metadata or ""})
+        resp = self._request(ApiKey.OFFSET_COMMIT, {
+            "group_id": group_id, "generation_id_or_member_epoch": -1, "member_id": "",
+            "group_instance_id": None, "retention_time_ms": -1,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]},
+            request_timeout)
+        for t in resp["topics"]:
+            for p in t["partitions"]:
+                code = p["error_code"]
+                if code in (errors.UnknownMemberIdError.code, errors.RebalanceInProgressError.code,
+                            errors.IllegalGenerationError.code):
+                    return _done(exc=errors.NonEmptyGroupError(
+                        f"consumer group {group_id!r} has active members; stop them before "
+                        f"changing its offsets"))
+                if code:
+                    return _done(exc=_err(code, f"{t['name']}-{p['partition_index']}: "
+                                                f"{errors.error_for_code(code).name}"))
+        return _done(sorted(offsets))
+
+    def _connection_to(self, node: int) -> Connection:
+        endpoint = self._meta.brokers.get(node)
+        if endpoint is None:
+            raise errors.LeaderNotAvailableError(f"worker {node} is not available")
+        conn = self._worker_conns.get(node)
+        if conn is None or conn.endpoint != endpoint:
+            conn = self._worker_conns[node] = Connection(endpoint, self.config["client.id"],
+                                                         self._ctx)
+        return conn
+
+    def list_offsets(self, requests: dict, request_timeout: float | None = None) -> dict:
+        """{(topic, partition): timestamp ms, or -1 latest / -2 earliest} ->
+        {(topic, partition): offset} (-1 where no record is that late)."""
+        with self._lock:
+            got = list_offsets(self._meta, self._connection_to, requests, 0,
+                               request_timeout or self._timeout)
+        return {k: off for k, (off, _) in got.items()}
+
+    def describe_group_offsets(self, group_id: str) -> list[PartitionLag]:
+        """Per partition the group has committed or owns: committed offset,
+        log end offset, lag and owning member (``kafkalite groups describe``)."""
+        desc = self.describe_consumer_groups([group_id])[group_id].result()
+        owners = {(tp.topic, tp.partition): m for m in desc.members for tp in m.assignment}
+        committed = {(tp.topic, tp.partition): tp.offset
+                     for tp in self.list_consumer_group_offsets(group_id).result()}
+        keys = sorted(set(owners) | set(committed))
+        with self._lock:
+            self._meta.refresh(sorted({t for t, _ in keys}), False, self._timeout)
+        keys = [k for k in keys if k[0] in self._meta.topics
+                and k[1] in self._meta.topics[k[0]].partitions]
+        ends = self.list_offsets({k: -1 for k in keys}) if keys else {}
+        out = []
+        for k in keys:
+            c = committed.get(k, -1001)
+            c = c if c >= 0 else -1
+            m = owners.get(k)
+            out.append(PartitionLag(k[0], k[1], c, ends[k], ends[k] - c if c >= 0 else None,
+                                    m.member_id if m else None, m.client_id if m else None))
+        return out
+
+    def plan_offset_reset(self, group_id: str, topics: list[str], spec: str, value=None) -> list:
+        """New offsets for ``kafkalite groups reset-offsets``: ``spec`` is one
+        of RESET_SPECS; ``value`` the offset, shift, or datetime (epoch ms).
+        Targets are clamped to each partition's [log start, log end]. Topics
+        default to those the group has committed offsets for."""
+        if spec not in RESET_SPECS:
+            raise ValueError(f"unknown reset spec {spec!r}: use one of {', '.join(RESET_SPECS)}")
+        committed = {(tp.topic, tp.partition): tp.offset
+                     for tp in self.list_consumer_group_offsets(group_id).result()}
+        if not topics:
+            topics = sorted({t for t, _ in committed})
+            if not topics:
+                raise ValueError(f"group {group_id!r} has no committed offsets: name the "
+                                 f"topic(s) to reset")
+        with self._lock:
+            self._meta.refresh(list(topics), False, self._timeout)
+        keys = []
+        for t in topics:
+            info = self._meta.topics.get(t)
+            if info is None:
+                raise errors.UnknownTopicOrPartitionError(f"topic {t!r} does not exist")
+            keys.extend((t, p) for p in sorted(info.partitions))
+        starts = self.list_offsets({k: -2 for k in keys})
+        ends = self.list_offsets({k: -1 for k in keys})
+        if spec == "to-datetime":
+            at = self.list_offsets({k: int(value) for k in keys})
+        out = []
+        for k in keys:
+            if spec == "to-earliest":
+                target = starts[k]
+            elif spec == "to-latest":
+                target = ends[k]
+            elif spec == "to-offset":
+                target = int(value)
+            elif spec == "shift-by":
+                current = committed.get(k, -1001)
+                target = (current if current >= 0 else ends[k]) + int(value)
+            else:
+                target = at[k] if at[k] >= 0 else ends[k]
+            out.append(TopicPartition(k[0], k[1], min(max(target, starts[k]), ends[k])))
+        return out
+
     def close(self) -> None:
         with self._lock:
+            for conn in self._worker_conns.values():
+                conn.close()
+            self._worker_conns.clear()
             self._meta.close()
         self._ctx.term()
 

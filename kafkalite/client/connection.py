@@ -27,6 +27,10 @@ VERSIONS = {
     ApiKey.API_VERSIONS: 3, ApiKey.CREATE_TOPICS: 7, ApiKey.DELETE_TOPICS: 6,
     ApiKey.CREATE_PARTITIONS: 3, ApiKey.DESCRIBE_CONFIGS: 4, ApiKey.ALTER_CONFIGS: 2,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: 1, ApiKey.DESCRIBE_CLUSTER: 0,
+    ApiKey.FIND_COORDINATOR: 4, ApiKey.JOIN_GROUP: 9, ApiKey.SYNC_GROUP: 5,
+    ApiKey.HEARTBEAT: 4, ApiKey.LEAVE_GROUP: 5, ApiKey.OFFSET_COMMIT: 8,
+    ApiKey.OFFSET_FETCH: 8, ApiKey.OFFSET_DELETE: 0, ApiKey.DESCRIBE_GROUPS: 5,
+    ApiKey.LIST_GROUPS: 4, ApiKey.DELETE_GROUPS: 2,
 }
 _CORRELATION = struct.Struct(">i")
 
@@ -84,6 +88,11 @@ class Connection:
         return correlation_id
 
     @property
+    def has_stashed(self) -> bool:
+        """A response was read (by ``wait_for``) but not yet taken by ``recv``."""
+        return bool(self._stash)
+
+    @property
     def in_flight(self) -> int:
         return len(self._outstanding)
 
@@ -92,6 +101,9 @@ class Connection:
         if self._stash:
             cid = next(iter(self._stash))
             return cid, self._stash.pop(cid)
+        return self._recv_socket(timeout_ms)
+
+    def _recv_socket(self, timeout_ms: int):
         if not self.sock.poll(timeout_ms):
             return None
         frames = self.sock.recv_multipart(copy=False)
@@ -121,7 +133,8 @@ class Connection:
                 self._outstanding.pop(correlation_id, None)
                 raise KafkaTimeoutError(f"no response from {self.endpoint} within {timeout:.1f} s "
                                         f"(is the server running?)")
-            got = self.recv(int(remaining * 1000) + 1)
+            # from the socket: what recv() would give first may be stashed already
+            got = self._recv_socket(int(remaining * 1000) + 1)
             if got is None:
                 continue
             cid, body = got
@@ -243,3 +256,34 @@ class Metadata:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def list_offsets(meta: Metadata, connection_to, requests: dict, isolation_level: int = 0,
+                 timeout: float = 30.0) -> dict:
+    """ListOffsets for {(topic, partition): timestamp or -1 (latest) / -2
+    (earliest)}, asking each partition's leader; -> {key: (offset, timestamp)}.
+    ``connection_to(node)`` gives the Connection to a worker."""
+    missing = {t for t, _ in requests} - set(meta.topics)
+    if missing:
+        meta.refresh(sorted(missing | set(meta.topics)), False, timeout)
+        for t in missing:
+            if t not in meta.topics:
+                raise errors.UnknownTopicOrPartitionError(f"topic {t!r} does not exist")
+    by_node: dict[int, dict] = {}
+    for (t, p), ts in requests.items():
+        node = meta.leader(t, p)
+        by_node.setdefault(node, {}).setdefault(t, []).append(
+            {"partition_index": p, "current_leader_epoch": -1, "timestamp": ts})
+    out = {}
+    for node, topics in by_node.items():
+        resp = connection_to(node).request(ApiKey.LIST_OFFSETS, {
+            "replica_id": -1, "isolation_level": isolation_level,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}, timeout)
+        for t in resp["topics"]:
+            for p in t["partitions"]:
+                if p["error_code"]:
+                    raise error_for_code(p["error_code"])(
+                        f"ListOffsets of {t['name']}-{p['partition_index']}")
+                out[(t["name"], p["partition_index"])] = (p["offset"], p["timestamp"])
+    return out
+

@@ -8,11 +8,16 @@ only when asked for: ``poll``/``consume`` make one Message per record;
 ``consume_batch`` decodes whole batches in Cython into one pyarrow
 RecordBatch (see arrow.py) with no Python object per record.
 
-Positions start from an explicit offset, OFFSET_BEGINNING / OFFSET_END, or
-``auto.offset.reset`` ("earliest", "latest", or "error"). ``subscribe``
-needs ``group.id``; until consumer groups exist it assigns this consumer
-every partition of the subscribed topics (it is the group's only member)
-and commits are refused with a clear error.
+Positions start from an explicit offset, OFFSET_BEGINNING / OFFSET_END,
+the group's committed offset, or ``auto.offset.reset`` ("earliest",
+"latest", or "error"). ``subscribe`` needs ``group.id`` and makes this
+consumer a member of its consumer group (group.py): partitions are shared
+out by the group's assignor and handed over in ``poll``/``consume``, where
+``on_assign`` / ``on_revoke`` / ``on_lost`` are called. Offsets are
+committed to the group coordinator: explicitly (``commit``) or, with
+``enable.auto.commit``, every ``auto.commit.interval.ms`` from within
+``poll`` (positions of records already returned), before partitions are
+revoked, and at ``close``.
 
 Thread safety: none, as with confluent-kafka's Consumer; use one consumer
 per thread.
@@ -30,7 +35,8 @@ from zmq.utils.monitor import recv_monitor_message
 from kafkalite import errors
 from kafkalite.client import arrow
 from kafkalite.client.config import CONSUMER, CONSUMER_ALIASES, OFFSET_RESETS, resolve
-from kafkalite.client.connection import Connection, Metadata, parse_bootstrap
+from kafkalite.client.connection import Connection, Metadata, list_offsets, parse_bootstrap
+from kafkalite.client.group import Change, GroupMembership
 from kafkalite.client.types import (OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID,
                                     TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Message,
                                     TopicPartition)
@@ -91,7 +97,14 @@ class Consumer:
         self._in_flight: dict[int, tuple[int, float, dict]] = {}   # node -> (cid, sent, offsets)
         self._chunks: collections.deque[_Chunk] = collections.deque()
         self._subscription: list[str] | None = None
+        self._group: GroupMembership | None = None
+        self._callbacks: dict = {}
+        self._next_auto_commit = time.monotonic() + cfg["auto.commit.interval.ms"] / 1000.0
         self._closed = False
+        if cfg.get("group.id"):
+            # fails here, naming the property, rather than at the first rebalance
+            from kafkalite.client.assignors import parse_strategies
+            parse_strategies(cfg["partition.assignment.strategy"])
 
     # ---- assignment --------------------------------------------------------------------------
 
@@ -124,9 +137,15 @@ class Consumer:
         return [TopicPartition(t, p) for t, p in sorted(self._assigned)]
 
     def subscribe(self, topics: list[str], on_assign=None, on_revoke=None, on_lost=None) -> None:
-        """Subscribe to topics (a name starting with '^' is a regex). Needs
-        ``group.id``. Until consumer groups exist, this consumer is the
-        group's only member: it gets every partition, from auto.offset.reset."""
+        """Join the consumer group (``group.id``) to consume ``topics`` (a
+        name starting with '^' is a regex, re-matched every
+        ``metadata.max.age.ms``). Partitions arrive in ``poll``/``consume``,
+        which call ``on_assign(consumer, partitions)``,
+        ``on_revoke(consumer, partitions)`` and ``on_lost(consumer,
+        partitions)`` (partitions taken away without a chance to commit;
+        ``on_revoke`` is called instead when it is not given). With an eager
+        assignor the lists are whole assignments; with cooperative-sticky,
+        the partitions added or removed."""
         self._check_open()
         if not self.config.get("group.id"):
             raise errors.InvalidGroupIdError(
@@ -134,26 +153,104 @@ class Consumer:
                 "partitions without a group")
         if isinstance(topics, str):
             topics = [topics]
-        self._subscription = list(topics)
-        partitions = self._subscribed_partitions()
-        if on_revoke is not None and self._assigned:
-            on_revoke(self, self.assignment())
-        self.assign(partitions)
-        if on_assign is not None:
-            on_assign(self, self.assignment())
-
-    def _subscribed_partitions(self) -> list[TopicPartition]:
-        patterns = [re.compile(t) for t in self._subscription if t.startswith("^")]
-        names = [t for t in self._subscription if not t.startswith("^")]
-        self._meta.refresh(None if patterns else names, self.config["allow.auto.create.topics"],
-                           self._timeout)
-        chosen = set(names) | {t for t in self._meta.topics for p in patterns if p.match(t)}
-        return [TopicPartition(t, p, OFFSET_INVALID) for t in sorted(chosen)
-                if t in self._meta.topics for p in sorted(self._meta.topics[t].partitions)]
+        topics = list(topics)
+        for t in topics:
+            if t.startswith("^"):
+                try:
+                    re.compile(t)
+                except re.error as exc:
+                    raise ValueError(f"invalid topic pattern {t!r}: {exc}") from None
+        if self.config["allow.auto.create.topics"]:
+            names = [t for t in topics if not t.startswith("^")]
+            if names:
+                self._meta.refresh(names, True, self._timeout)
+        if self._group is None:
+            self._group = GroupMembership(self.config, self._meta, self._ctx)
+        self._subscription = topics
+        self._callbacks = {"assign": on_assign, "revoke": on_revoke, "lost": on_lost}
+        self._group.subscribe(topics)
 
     def unsubscribe(self) -> None:
+        """Leave the group: commit (with enable.auto.commit), revoke, leave."""
+        if self._group is not None and self._subscription is not None:
+            self._revoke(self._owned(), lost=False)
+            self._group.close(leave=True)
+            self._group = None
         self._subscription = None
         self.unassign()
+
+    # ---- group membership -----------------------------------------------------------------------
+
+    def _owned(self) -> list:
+        return sorted(self._assigned)
+
+    def _group_step(self) -> None:
+        """Let the group membership advance and apply what it hands back."""
+        if self._group is None:
+            return
+        for _ in range(8):     # a revoke is followed at once by the JoinGroup it allows
+            change = self._group.step(set(self._assigned))
+            if change is None:
+                return
+            self._apply(change)
+
+    def _apply(self, change: Change) -> None:
+        if change.lost:
+            self._revoke(change.lost, lost=True)
+        if change.revoke:
+            self._revoke(change.revoke, lost=False)
+        if change.assign or not self._group.cooperative:
+            committed = self._group.committed(change.assign) if change.assign else {}
+            for key in change.assign:
+                off = committed.get(key, (-1, ""))[0]
+                self._assigned[key] = _Assigned(off if off >= 0 else None)
+            cb = self._callbacks.get("assign")
+            if cb is not None:
+                cb(self, [TopicPartition(t, p) for t, p in change.assign])
+
+    def _revoke(self, keys, lost: bool) -> None:
+        keys = [k for k in keys if k in self._assigned]
+        if not lost and self.config["enable.auto.commit"] and keys:
+            try:
+                self._commit_positions(keys)
+            except KafkaError as exc:
+                self._report_commit_error(exc)
+        tps = [TopicPartition(t, p) for t, p in keys]
+        cb = self._callbacks.get("lost" if lost else "revoke") or (
+            self._callbacks.get("revoke") if lost else None)
+        if cb is not None and (tps or not (self._group and self._group.cooperative)):
+            cb(self, tps)
+        self.incremental_unassign(tps)
+
+    def _positions(self, keys=None) -> dict:
+        out = {}
+        for key in keys if keys is not None else list(self._assigned):
+            a = self._assigned.get(key)
+            if a is not None and a.position is not None and a.position >= 0:
+                out[key] = (a.position, "")
+        return out
+
+    def _commit_positions(self, keys) -> None:
+        offsets = self._positions(keys)
+        if offsets:
+            self._commit_sync(offsets)
+
+    def _report_commit_error(self, exc) -> None:
+        cb = self.config.get("error_cb")
+        if cb is not None:
+            cb(exc)
+
+    def _maybe_auto_commit(self) -> None:
+        if (not self.config.get("group.id") or not self.config["enable.auto.commit"]
+                or time.monotonic() < self._next_auto_commit):
+            return
+        self._next_auto_commit = time.monotonic() + self.config["auto.commit.interval.ms"] / 1000.0
+        offsets = self._positions()
+        if not offsets:
+            return
+        group = self._membership()
+        if self._subscription is None or group.state == "stable":
+            group.commit_async(offsets, lambda body: self._on_commit(body, offsets))
 
     def pause(self, partitions):
         for tp in partitions:
@@ -189,25 +286,7 @@ class Consumer:
 
     def _list_offsets(self, requests: dict[tuple[str, int], int]) -> dict:
         """ListOffsets for {(topic, partition): timestamp}; -> {key: (offset, ts)}."""
-        self._meta_for({t for t, _ in requests})
-        by_node: dict[int, dict] = {}
-        for (t, p), ts in requests.items():
-            node = self._meta.leader(t, p)
-            by_node.setdefault(node, {}).setdefault(t, []).append(
-                {"partition_index": p, "current_leader_epoch": -1, "timestamp": ts})
-        out = {}
-        for node, topics in by_node.items():
-            resp = self._conn(node).request(ApiKey.LIST_OFFSETS, {
-                "replica_id": -1, "isolation_level": self._isolation(),
-                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]},
-                self._timeout)
-            for t in resp["topics"]:
-                for p in t["partitions"]:
-                    if p["error_code"]:
-                        raise errors.error_for_code(p["error_code"])(
-                            f"ListOffsets of {t['name']}-{p['partition_index']}")
-                    out[(t["name"], p["partition_index"])] = (p["offset"], p["timestamp"])
-        return out
+        return list_offsets(self._meta, self._conn, requests, self._isolation(), self._timeout)
 
     def get_watermark_offsets(self, partition: TopicPartition, timeout: float | None = None,
                               cached: bool = False) -> tuple[int, int]:
@@ -364,17 +443,24 @@ class Consumer:
     def _pump(self, timeout: float) -> None:
         """Send fetches, take in responses for up to ``timeout`` seconds (0:
         only those already here), and send the follow-up fetches."""
+        self._group_step()
         self._send_fetches()
         now = time.monotonic()
         for node, (cid, sent, _) in list(self._in_flight.items()):
             if now - sent > self._timeout + self.config["fetch.max.wait.ms"] / 1000.0:
                 self._worker_lost(node)
+        group_sock = self._group.sock if self._group is not None else None
         if not self._in_flight:
-            if timeout > 0:
+            if group_sock is not None:
+                if timeout > 0 and group_sock.poll(int(min(0.05, timeout) * 1000)):
+                    self._group_step()
+            elif timeout > 0:
                 time.sleep(min(0.05, timeout))
             return
         poller = zmq.Poller()
         by_sock, monitors = {}, {}
+        if group_sock is not None:
+            poller.register(group_sock, zmq.POLLIN)
         for node in self._in_flight:
             sock = self._conns[node].sock
             poller.register(sock, zmq.POLLIN)
@@ -384,16 +470,20 @@ class Consumer:
                 poller.register(monitor, zmq.POLLIN)
                 monitors[monitor] = node
         got_any = False
-        for sock, _ in poller.poll(int(max(timeout, 0) * 1000)):
-            if sock in monitors:
+        # A response may already be stashed in a Connection (a ListOffsets
+        # waited on it while the fetch was out): the socket will not say so.
+        ready = {node for node in self._in_flight if self._conns[node].has_stashed}
+        for sock, _ in poller.poll(0 if ready else int(max(timeout, 0) * 1000)):
+            if sock is group_sock:
+                self._group_step()
+            elif sock in monitors:
                 if recv_monitor_message(sock)["event"] == zmq.EVENT_DISCONNECTED:
                     self._worker_lost(monitors[sock])
-                continue
-            node = by_sock[sock]
-            if node not in self._conns:
-                continue
-            conn = self._conns[node]
-            while True:
+            else:
+                ready.add(by_sock[sock])
+        for node in ready:
+            conn = self._conns.get(node)
+            while conn is not None:
                 got = conn.recv(0)
                 if got is None:
                     break
@@ -475,6 +565,8 @@ class Consumer:
         if num_messages < 1:
             raise ValueError("num_messages must be at least 1")
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        self._maybe_auto_commit()
+        self._group_step()
         if self._chunks and self._in_flight:
             self._pump(0)  # collect prefetched responses without waiting
         while True:
@@ -495,6 +587,8 @@ class Consumer:
         empty if none came."""
         self._check_open()
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        self._maybe_auto_commit()
+        self._group_step()
         if self._chunks:
             self._pump(0)  # collect prefetched responses without waiting
         while True:
@@ -530,13 +624,88 @@ class Consumer:
 
     # ---- misc -----------------------------------------------------------------------------------
 
+    def _membership(self) -> GroupMembership:
+        if not self.config.get("group.id"):
+            raise errors.InvalidGroupIdError(
+                "committed offsets belong to a consumer group: set group.id in the consumer config")
+        if self._group is None:
+            # assign() with a group.id: commits without membership (generation -1)
+            self._group = GroupMembership(self.config, self._meta, self._ctx)
+        return self._group
+
     def commit(self, message=None, offsets=None, asynchronous=True):
-        raise errors.CoordinatorNotAvailableError(
-            "committing offsets needs consumer groups, which kafkalite does not have yet")
+        """Commit offsets to the group: ``message``'s offset + 1, the
+        TopicPartitions in ``offsets`` (with optional ``metadata``), or else
+        the current position of every assigned partition. Synchronous: the
+        committed TopicPartitions, or the KafkaError of a failed partition is
+        raised. Asynchronous: returns None; ``on_commit(err, partitions)``
+        (config) is called from a later poll."""
+        self._check_open()
+        group = self._membership()
+        if message is not None and offsets is not None:
+            raise ValueError("commit() takes message or offsets, not both")
+        if message is not None:
+            commit = {(message.topic(), message.partition()): (message.offset() + 1, "")}
+        elif offsets is not None:
+            commit = {}
+            for tp in offsets:
+                if tp.offset < 0:
+                    raise ValueError(f"cannot commit offset {tp.offset} for "
+                                     f"{tp.topic}-{tp.partition}: offsets are >= 0")
+                commit[(tp.topic, tp.partition)] = (tp.offset, tp.metadata or "")
+        else:
+            commit = self._positions()
+            if not commit:
+                raise ValueError("nothing to commit: no assigned partition has a position yet")
+        if asynchronous:
+            group.commit_async(commit, lambda body: self._on_commit(body, commit))
+            return None
+        return self._commit_sync(commit)
+
+    def _commit_sync(self, commit: dict) -> list[TopicPartition]:
+        resp = self._group.request(ApiKey.OFFSET_COMMIT, self._group.commit_body(commit))
+        result, failed = self._commit_result(resp, commit)
+        if failed is not None:
+            raise failed
+        return result
+
+    @staticmethod
+    def _commit_result(resp, commit: dict):
+        result, failed = [], None
+        for t in resp["topics"]:
+            for p in t["partitions"]:
+                key = (t["name"], p["partition_index"])
+                off, md = commit.get(key, (OFFSET_INVALID, None))
+                tp = TopicPartition(key[0], key[1], off, md or None)
+                if p["error_code"]:
+                    tp.error = errors.error_for_code(p["error_code"])(
+                        f"commit of {key[0]}-{key[1]} at offset {off}")
+                    failed = failed or tp.error
+                result.append(tp)
+        return result, failed
+
+    def _on_commit(self, body, commit: dict) -> None:
+        cb = self.config.get("on_commit")
+        if isinstance(body, KafkaError):
+            err, result = body, [TopicPartition(t, p, o) for (t, p), (o, _) in commit.items()]
+        else:
+            result, err = self._commit_result(body, commit)
+        if cb is not None:
+            cb(err, result)
+        elif err is not None:
+            self._report_commit_error(err)
 
     def committed(self, partitions, timeout=None):
-        raise errors.CoordinatorNotAvailableError(
-            "committed offsets need consumer groups, which kafkalite does not have yet")
+        """The group's committed offsets of ``partitions`` (OFFSET_INVALID
+        where none), with their metadata strings."""
+        self._check_open()
+        got = self._membership().committed([(tp.topic, tp.partition) for tp in partitions])
+        out = []
+        for tp in partitions:
+            off, md = got.get((tp.topic, tp.partition), (-1, None))
+            out.append(TopicPartition(tp.topic, tp.partition, off if off >= 0 else OFFSET_INVALID,
+                                      md or None))
+        return out
 
     def list_topics(self, topic: str | None = None, timeout: float = 30.0):
         from kafkalite.client.admin import cluster_metadata
@@ -549,6 +718,18 @@ class Consumer:
     def close(self) -> None:
         if self._closed:
             return
+        if self._group is not None:
+            try:
+                if self._subscription is not None:
+                    self._revoke(self._owned(), lost=False)
+                elif self.config["enable.auto.commit"] and self._positions():
+                    self._commit_positions(list(self._assigned))
+                self._group.drain_commits(self._timeout)
+            except KafkaError as exc:
+                self._report_commit_error(exc)
+            finally:
+                self._group.close(leave=True)
+                self._group = None
         self._closed = True
         for node in list(self._conns):
             self._drop_conn(node)

@@ -286,6 +286,10 @@ def test_admin_topics_and_configs(server, topic_name):
     assert len(admin.list_topics(topic_name).topics[topic_name].partitions) == 5
     with pytest.raises(errors.InvalidPartitionsError):
         admin.create_partitions([NewPartitions(topic_name, 3)])[topic_name].result()
+    with pytest.raises(errors.InvalidPartitionsError, match="at most 10000"):
+        admin.create_partitions([NewPartitions(topic_name, 5_000_000)])[topic_name].result()
+    with pytest.raises(errors.InvalidPartitionsError, match="1 to 10000"):
+        admin.create_topics([NewTopic(topic_name + "-huge", 5_000_000)])[topic_name + "-huge"].result()
     # the new partitions take data at once
     p = Producer(server.config())
     p.produce(topic_name, b"v", b"k", partition=4)
@@ -439,7 +443,7 @@ def test_acks_0_fire_and_forget(server, topic_name):
     assert len(read_all(server, topic_name, 1, 100)) == 100
 
 
-def test_subscribe_takes_every_partition_of_matching_topics(server, topic_name):
+def test_a_lone_group_member_takes_every_partition_of_matching_topics(server, topic_name):
     create(server, topic_name + "-a", 2)
     create(server, topic_name + "-b", 1)
     p = Producer(server.config())
@@ -451,14 +455,15 @@ def test_subscribe_takes_every_partition_of_matching_topics(server, topic_name):
     c = Consumer(server.config(**{"group.id": "g", "auto.offset.reset": "earliest"}))
     c.subscribe(["^" + topic_name.replace(".", r"\.") + "-[ab]$"],
                 on_assign=lambda consumer, parts: assigned.extend(parts))
-    assert sorted((tp.topic, tp.partition) for tp in assigned) == [
-        (topic_name + "-a", 0), (topic_name + "-a", 1), (topic_name + "-b", 0)]
     got, deadline = [], time.monotonic() + 10
     while len(got) < 20 and time.monotonic() < deadline:
         got += c.consume(100, 0.5)
     assert len(got) == 20
-    with pytest.raises(errors.CoordinatorNotAvailableError, match="consumer groups"):
-        c.commit()
+    assert sorted((tp.topic, tp.partition) for tp in assigned) == [
+        (topic_name + "-a", 0), (topic_name + "-a", 1), (topic_name + "-b", 0)]
+    committed = c.commit(asynchronous=False)   # the positions: after every record read
+    assert len(committed) == 3 and sum(tp.offset for tp in committed) == 20
+    assert all(tp.error is None for tp in committed)
     c.close()
 
 

@@ -1,0 +1,471 @@
+"""A consumer's membership in its group: join, sync, heartbeat, commit.
+
+The consumer drives this from ``poll``/``consume``: ``step()`` advances the
+rebalance without blocking and returns a ``Change`` (partitions to revoke,
+to assign, or lost) for the consumer to apply and report to the
+application's callbacks, on the application's thread, as confluent-kafka
+does. A background thread only heartbeats (every ``heartbeat.interval.ms``)
+and watches ``max.poll.interval.ms``; what it learns (a rebalance has
+started, this member was fenced) is picked up by the next ``step()``.
+
+Eager assignors (range, roundrobin): every owned partition is revoked
+before rejoining, and the new assignment arrives whole. Cooperative
+(cooperative-sticky): the member keeps consuming what it owns while the
+group rebalances, revokes only what the new assignment takes away, and
+rejoins at once so the next round can hand those partitions on.
+
+Who may call: kafkalite.client.consumer.Consumer, from one thread; the
+heartbeat thread is private to this module.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+
+import zmq
+
+from kafkalite import errors
+from kafkalite.client.assignors import ASSIGNORS, COOPERATIVE, MemberSubscription, parse_strategies
+from kafkalite.client.connection import Connection, KafkaTimeoutError, Metadata
+from kafkalite.errors import KafkaError
+from kafkalite.protocol import (ApiKey, decode_assignment, decode_subscription, encode_assignment,
+                                encode_subscription)
+from kafkalite.protocol.errors import ProtocolError
+
+log = logging.getLogger("kafkalite.consumer")
+
+UNJOINED, JOINING, SYNCING, STABLE = "unjoined", "joining", "syncing", "stable"
+_SUBSCRIPTION_VERSION = 2
+
+
+@dataclass
+class Change:
+    """What the consumer must do to its assignment, in this order."""
+    revoke: list = field(default_factory=list)     # (topic, partition): commit, then drop
+    lost: list = field(default_factory=list)       # drop without committing: no longer ours
+    assign: list = field(default_factory=list)     # add, starting from committed offsets
+
+
+def _grouped(tps) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for t, p in sorted(tps):
+        out.setdefault(t, []).append(p)
+    return out
+
+
+class GroupMembership:
+    def __init__(self, cfg: dict, meta: Metadata, ctx: zmq.Context):
+        self.group_id = cfg["group.id"]
+        self.instance_id = cfg.get("group.instance.id") or None
+        self.client_id = cfg["client.id"]
+        self.session_timeout_ms = cfg["session.timeout.ms"]
+        self.heartbeat_interval = cfg["heartbeat.interval.ms"] / 1000.0
+        self.max_poll_interval_ms = cfg["max.poll.interval.ms"]
+        self.strategies = parse_strategies(cfg["partition.assignment.strategy"])
+        self.cooperative = ASSIGNORS[self.strategies[0]][1] == COOPERATIVE
+        self.request_timeout = cfg["request.timeout.ms"] / 1000.0
+        self.metadata_max_age = cfg["metadata.max.age.ms"] / 1000.0
+        self._meta = meta
+        self._ctx = ctx
+        self.member_id = ""
+        self.generation = -1
+        self.protocol: str | None = None
+        self.leader_id: str | None = None
+        self.state = UNJOINED
+        self.subscription: list[str] = []        # as given: names and '^' patterns
+        self.topics: list[str] = []              # the names it currently matches
+        self._topics_checked = 0.0
+        self._conn: Connection | None = None
+        self._pending: dict[int, tuple] = {}     # correlation id -> (kind, context)
+        self._rejoin = False                      # set by the heartbeat thread
+        self._lost_reason: str | None = None      # set by the heartbeat thread
+        self._fatal: KafkaError | None = None
+        self.last_poll = time.monotonic()
+        self.rebalances = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._hb_thread: threading.Thread | None = None
+        self._hb_wake = threading.Event()
+
+    # ---- coordinator connection ------------------------------------------------------------
+
+    def _coordinator_endpoint(self) -> str:
+        resp = self._meta.admin_request(ApiKey.FIND_COORDINATOR, {
+            "key": self.group_id, "key_type": 0, "coordinator_keys": [self.group_id]},
+            self.request_timeout)
+        node = resp["coordinators"][0] if resp.get("coordinators") else resp
+        if node.get("error_code"):
+            raise errors.error_for_code(node["error_code"])(
+                f"FindCoordinator for group {self.group_id!r}")
+        return f"tcp://{node['host']}:{node['port']}"
+
+    @property
+    def conn(self) -> Connection:
+        if self._conn is None:
+            self._conn = Connection(self._coordinator_endpoint(), self.client_id, self._ctx)
+        return self._conn
+
+    @property
+    def sock(self):
+        """The coordinator socket, when a response is awaited (for the consumer's poller)."""
+        return self._conn.sock if self._conn is not None and self._pending else None
+
+    def request(self, api_key: int, body: dict):
+        """A synchronous request to the coordinator (commits, offset fetches)."""
+        cid = self.conn.send(api_key, body)
+        got = self.conn.wait_for(cid, self.request_timeout)
+        if isinstance(got, KafkaError):
+            raise got
+        return got
+
+    # ---- subscription ----------------------------------------------------------------------
+
+    def subscribe(self, topics: list[str]) -> None:
+        self.subscription = list(topics)
+        self.topics = self._matching_topics()
+        self._request_rejoin()
+        self._start_heartbeats()
+
+    def _matching_topics(self) -> list[str]:
+        patterns = [re.compile(t) for t in self.subscription if t.startswith("^")]
+        names = [t for t in self.subscription if not t.startswith("^")]
+        if patterns:
+            self._meta.refresh(None, False, self.request_timeout)
+        self._topics_checked = time.monotonic()
+        matched = {t for t in self._meta.topics for p in patterns if p.match(t)
+                   if not t.startswith("__")}
+        return sorted(set(names) | matched)
+
+    def _request_rejoin(self) -> None:
+        if self.state == STABLE:
+            self.state = UNJOINED
+        else:
+            self._rejoin = True
+
+    # ---- heartbeats (background thread) -----------------------------------------------------
+
+    def _start_heartbeats(self) -> None:
+        if self._hb_thread is None:
+            self._hb_thread = threading.Thread(target=self._heartbeat_loop,
+                                               name=f"kafkalite-heartbeat-{self.group_id}",
+                                               daemon=True)
+            self._hb_thread.start()
+
+    def _heartbeat_loop(self) -> None:
+        conn = None
+        try:
+            while not self._stop.wait(self.heartbeat_interval):
+                with self._lock:
+                    state, member_id, generation = self.state, self.member_id, self.generation
+                endpoint = self._conn.endpoint if self._conn is not None else None
+                if state not in (STABLE, SYNCING) or not member_id or endpoint is None:
+                    continue
+                if (time.monotonic() - self.last_poll) * 1000 > self.max_poll_interval_ms:
+                    log.warning("group %s: poll() was not called for %d ms "
+                                "(max.poll.interval.ms); leaving the group", self.group_id,
+                                self.max_poll_interval_ms)
+                    if conn is None:
+                        conn = Connection(endpoint, self.client_id, self._ctx)
+                    if not self.instance_id:
+                        conn.send(ApiKey.LEAVE_GROUP, {
+                            "group_id": self.group_id, "member_id": member_id,
+                            "members": [{"member_id": member_id, "group_instance_id": None,
+                                         "reason": "max.poll.interval.ms exceeded"}]},
+                            expect_response=False)
+                    with self._lock:
+                        if self.generation == generation:
+                            self._lost_reason = "max.poll.interval.ms exceeded"
+                    continue
+                if conn is None:
+                    conn = Connection(endpoint, self.client_id, self._ctx)
+                try:
+                    resp = conn.request(ApiKey.HEARTBEAT, {
+                        "group_id": self.group_id, "generation_id": generation,
+                        "member_id": member_id, "group_instance_id": self.instance_id},
+                        timeout=max(self.session_timeout_ms / 1000.0, 1.0))
+                except KafkaTimeoutError:
+                    conn.close()
+                    conn = None
+                    continue
+                except KafkaError as exc:
+                    log.warning("group %s: heartbeat failed: %s", self.group_id, exc)
+                    continue
+                code = resp["error_code"]
+                with self._lock:
+                    if self.generation != generation or self.member_id != member_id:
+                        continue  # answered for a generation we have left
+                    if code == errors.RebalanceInProgressError.code:
+                        self._rejoin = True
+                    elif code in (errors.UnknownMemberIdError.code,
+                                  errors.IllegalGenerationError.code):
+                        self._lost_reason = errors.error_for_code(code).name
+                    elif code == errors.FencedInstanceIdError.code:
+                        self._fatal = errors.FencedInstanceIdError(
+                            f"group.instance.id {self.instance_id!r} was taken over by "
+                            f"another consumer")
+        except zmq.ZMQError as exc:   # the consumer closed its context under us
+            log.debug("group %s: heartbeat thread stops: %s", self.group_id, exc)
+        finally:
+            if conn is not None:
+                conn.close()
+
+    # ---- the rebalance, driven from poll() ---------------------------------------------------
+
+    def step(self, owned: set) -> Change | None:
+        """Advance without blocking; a Change for the consumer to apply, or None."""
+        self.last_poll = time.monotonic()
+        if self._fatal is not None:
+            raise self._fatal
+        if not self.subscription:
+            return self._take_responses(owned)     # commits of an assign()ed consumer
+        with self._lock:
+            lost, self._lost_reason = self._lost_reason, None
+            rejoin, self._rejoin = self._rejoin, False
+            if lost is not None:
+                log.info("group %s: membership lost (%s); rejoining", self.group_id, lost)
+                self.generation = -1
+                if lost != errors.IllegalGenerationError.name:
+                    self.member_id = ""
+                self.state = UNJOINED
+                self._pending = {cid: v for cid, v in self._pending.items() if v[0] == "commit"}
+        if lost is not None and owned:
+            return Change(lost=sorted(owned))
+        if rejoin:
+            if self.state == STABLE:
+                self.state = UNJOINED
+            elif self.state == SYNCING:
+                self._rejoin = True    # the sync answer may predate the new rebalance
+        if (self.subscription and any(t.startswith("^") for t in self.subscription)
+                and time.monotonic() - self._topics_checked > self.metadata_max_age):
+            matched = self._matching_topics()
+            if matched != self.topics:
+                self.topics = matched
+                if self.state == STABLE:
+                    self.state = UNJOINED
+                else:
+                    self._rejoin = True
+        if self.state == UNJOINED:
+            if not self.cooperative and owned:
+                return Change(revoke=sorted(owned))
+            self._send_join(owned)
+        return self._take_responses(owned)
+
+    def _subscription_metadata(self, owned) -> bytes:
+        return encode_subscription(_SUBSCRIPTION_VERSION, {
+            "topics": self.topics, "user_data": None,
+            "owned_partitions": [{"topic": t, "partitions": ps}
+                                 for t, ps in _grouped(owned).items()],
+            "generation_id": self.generation})
+
+    def _send_join(self, owned) -> None:
+        meta = self._subscription_metadata(owned)
+        cid = self.conn.send(ApiKey.JOIN_GROUP, {
+            "group_id": self.group_id, "session_timeout_ms": self.session_timeout_ms,
+            "rebalance_timeout_ms": self.max_poll_interval_ms, "member_id": self.member_id,
+            "group_instance_id": self.instance_id, "protocol_type": "consumer",
+            "protocols": [{"name": s, "metadata": meta} for s in self.strategies],
+            "reason": None})
+        self._pending[cid] = ("join", time.monotonic())
+        self.state = JOINING
+
+    def _take_responses(self, owned) -> Change | None:
+        while self._pending and self._conn is not None:
+            got = self._conn.recv(0)
+            if got is None:
+                break
+            cid, body = got
+            entry = self._pending.pop(cid, None)
+            if entry is None:
+                continue
+            kind = entry[0]
+            if kind == "commit":
+                entry[1](body)
+                continue
+            change = (self._on_join if kind == "join" else self._on_sync)(body, owned)
+            if change is not None:
+                return change
+        now = time.monotonic()
+        for cid, entry in list(self._pending.items()):
+            if entry[0] in ("join", "sync") and now - entry[1] > (
+                    self.max_poll_interval_ms / 1000.0 + self.request_timeout):
+                del self._pending[cid]
+                log.warning("group %s: no %s response; retrying", self.group_id, entry[0])
+                self.state = UNJOINED
+        return None
+
+    def _retry_join(self, owned, reset_member: bool = False) -> None:
+        if reset_member:
+            self.member_id = ""
+            self.generation = -1
+        self.state = UNJOINED
+        if self.cooperative or not owned:
+            self._send_join(owned)
+
+    def _on_join(self, body, owned) -> Change | None:
+        if isinstance(body, KafkaError):
+            raise body
+        code = body["error_code"]
+        if code == errors.MemberIdRequiredError.code:
+            self.member_id = body["member_id"]
+            self._send_join(owned)
+            return None
+        if code == errors.UnknownMemberIdError.code:
+            lost = sorted(owned)
+            self._retry_join(set(), reset_member=True)
+            return Change(lost=lost) if lost else None
+        if code in (errors.RebalanceInProgressError.code, errors.CoordinatorLoadInProgressError.code,
+                    errors.CoordinatorNotAvailableError.code, errors.NotCoordinatorError.code):
+            self._retry_join(owned)
+            return None
+        if code:
+            raise errors.error_for_code(code)(f"JoinGroup of group {self.group_id!r} failed")
+        with self._lock:
+            self.member_id = body["member_id"]
+            self.generation = body["generation_id"]
+            self.protocol = body["protocol_name"]
+            self.leader_id = body["leader"]
+            self.state = SYNCING
+        assignments = []
+        if self.member_id == self.leader_id:
+            assignments = self._assign(body["members"])
+        cid = self.conn.send(ApiKey.SYNC_GROUP, {
+            "group_id": self.group_id, "generation_id": self.generation,
+            "member_id": self.member_id, "group_instance_id": self.instance_id,
+            "protocol_type": "consumer", "protocol_name": self.protocol,
+            "assignments": assignments})
+        self._pending[cid] = ("sync", time.monotonic())
+        return None
+
+    def _assign(self, members) -> list:
+        """The leader's job: run the chosen assignor over every member's subscription."""
+        subs = []
+        for m in members:
+            try:
+                _, s = decode_subscription(m["metadata"])
+            except ProtocolError:
+                s = {"topics": [], "owned_partitions": [], "generation_id": -1}
+            subs.append(MemberSubscription(
+                m["member_id"], list(s["topics"]),
+                [(o["topic"], p) for o in s.get("owned_partitions") or () for p in o["partitions"]],
+                s.get("generation_id", -1), m.get("group_instance_id")))
+        wanted = sorted({t for s in subs for t in s.topics})
+        counts = {}
+        if wanted:
+            self._meta.refresh(wanted, False, self.request_timeout)
+            counts = {t: len(self._meta.topics[t].partitions) for t in wanted
+                      if t in self._meta.topics}
+        fn = ASSIGNORS[self.protocol][0]
+        result = fn(subs, counts)
+        version = 1 if self.cooperative else 0
+        return [{"member_id": mid, "assignment": encode_assignment(version, {
+            "assigned_partitions": [{"topic": t, "partitions": ps}
+                                    for t, ps in _grouped(tps).items()],
+            "user_data": None})} for mid, tps in result.items()]
+
+    def _on_sync(self, body, owned) -> Change | None:
+        if isinstance(body, KafkaError):
+            raise body
+        code = body["error_code"]
+        if code == errors.RebalanceInProgressError.code:
+            self._retry_join(owned)
+            return None
+        if code in (errors.UnknownMemberIdError.code, errors.IllegalGenerationError.code):
+            lost = sorted(owned)
+            self._retry_join(set(), reset_member=code == errors.UnknownMemberIdError.code)
+            return Change(lost=lost) if lost else None
+        if code == errors.FencedInstanceIdError.code:
+            raise errors.FencedInstanceIdError(
+                f"group.instance.id {self.instance_id!r} was taken over by another consumer")
+        if code:
+            raise errors.error_for_code(code)(f"SyncGroup of group {self.group_id!r} failed")
+        try:
+            _, a = decode_assignment(body["assignment"]) if body["assignment"] else (0, {
+                "assigned_partitions": []})
+        except ProtocolError as exc:
+            raise errors.InconsistentGroupProtocolError(f"unreadable assignment: {exc}") from None
+        new = {(t["topic"], p) for t in a["assigned_partitions"] for p in t["partitions"]}
+        with self._lock:
+            self.state = STABLE
+        self.rebalances += 1
+        log.info("group %s: generation %d, assigned %d partition(s)", self.group_id,
+                 self.generation, len(new))
+        if self.cooperative:
+            revoked = sorted(set(owned) - new)
+            if revoked:
+                self._rejoin = True   # so the next round can give them to their new owner
+            return Change(revoke=revoked, assign=sorted(new - set(owned)))
+        return Change(assign=sorted(new))
+
+    # ---- commits ---------------------------------------------------------------------------
+
+    def commit_body(self, offsets: dict) -> dict:
+        """OffsetCommit for {(topic, partition): (offset, metadata)}."""
+        by_topic: dict[str, list] = {}
+        for (t, p), (off, md) in sorted(offsets.items()):
+            by_topic.setdefault(t, []).append({"partition_index": p, "committed_offset": off,
+                                               "committed_leader_epoch": -1,
+                                               "committed_metadata": md})
+        with self._lock:
+            generation, member_id = self.generation, self.member_id
+        return {"group_id": self.group_id, "generation_id_or_member_epoch": generation,
+                "member_id": member_id, "group_instance_id": self.instance_id,
+                "retention_time_ms": -1,
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+    def commit_async(self, offsets: dict, callback) -> None:
+        cid = self.conn.send(ApiKey.OFFSET_COMMIT, self.commit_body(offsets))
+        self._pending[cid] = ("commit", callback)
+
+    def drain_commits(self, timeout: float) -> None:
+        """Wait up to ``timeout`` for async commits still in flight (at close)."""
+        deadline = time.monotonic() + timeout
+        while any(v[0] == "commit" for v in self._pending.values()):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self._conn is None:
+                return
+            got = self._conn.recv(int(remaining * 1000) + 1)
+            if got is None:
+                continue
+            entry = self._pending.pop(got[0], None)
+            if entry is not None and entry[0] == "commit":
+                entry[1](got[1])
+
+    def committed(self, tps) -> dict:
+        """{(topic, partition): (offset, metadata)}; offset -1 when none is committed."""
+        resp = self.request(ApiKey.OFFSET_FETCH, {
+            "group_id": self.group_id, "require_stable": False,
+            "topics": [{"name": t, "partition_indexes": ps} for t, ps in _grouped(tps).items()],
+            "groups": [{"group_id": self.group_id, "member_id": None, "member_epoch": -1,
+                        "topics": [{"name": t, "partition_indexes": ps}
+                                   for t, ps in _grouped(tps).items()]}]})
+        topics = resp["groups"][0]["topics"] if "groups" in resp and resp["groups"] else resp["topics"]
+        out = {}
+        for t in topics:
+            for p in t["partitions"]:
+                if p["error_code"]:
+                    raise errors.error_for_code(p["error_code"])(
+                        f"committed offset of {t['name']}-{p['partition_index']}")
+                out[(t["name"], p["partition_index"])] = (p["committed_offset"], p["metadata"])
+        return out
+
+    # ---- leaving ---------------------------------------------------------------------------
+
+    def close(self, leave: bool = True) -> None:
+        self._stop.set()
+        if self._hb_thread is not None:
+            self._hb_thread.join(timeout=self.heartbeat_interval + 5)
+        if leave and self.member_id and not self.instance_id and self._conn is not None:
+            # Static members do not leave: they may come back within the session timeout.
+            try:
+                self.request(ApiKey.LEAVE_GROUP, {
+                    "group_id": self.group_id, "member_id": self.member_id,
+                    "members": [{"member_id": self.member_id, "group_instance_id": None,
+                                 "reason": "the consumer is closing"}]})
+            except KafkaError as exc:
+                log.info("group %s: LeaveGroup failed: %s", self.group_id, exc)
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None

@@ -1,0 +1,747 @@
+"""The group coordinator: consumer group membership and committed offsets.
+
+Kafka's classic group protocol, served by the supervisor for every group:
+
+- JoinGroup / SyncGroup / Heartbeat / LeaveGroup with member ids and
+  generations. A rebalance (state PreparingRebalance) starts when a member
+  joins, leaves, misses its session timeout, changes its subscription, or
+  when a topic its group subscribes to gains partitions; it completes when
+  every known member has rejoined (or the rebalance timeout, the members'
+  ``max.poll.interval.ms``, passes): a new generation, a protocol every
+  member supports, and the leader's member list. The leader computes the
+  assignment (client side, kafkalite/client/assignors.py) and hands it over
+  in SyncGroup; the group is then Stable.
+- Static membership (``group.instance.id``, KIP-345): a member that comes
+  back under the same instance id while its session is alive takes its old
+  place (and assignment) without a rebalance; the old incarnation is fenced.
+- New dynamic members are first answered MEMBER_ID_REQUIRED (KIP-394).
+- Cooperative rebalancing needs nothing here: members keep what they own
+  and revoke only what the new assignment takes away (client side).
+- OffsetCommit / OffsetFetch / OffsetDelete, DescribeGroups, ListGroups,
+  DeleteGroups, FindCoordinator.
+
+State is kept in memory and written to ``__consumer_offsets`` (group_log.py)
+at each new generation and each commit; after a restart the coordinator
+replays it and members carry on in their generation. Offsets of an empty
+group expire ``offsets_retention_minutes`` after the group became empty
+(after their commit, for groups that never had members).
+
+Who may call: the supervisor (supervisor.py), on its single thread: it
+registers ``handlers()``, calls ``tick()`` from its poll loop and
+``on_partitions_changed()`` after CreatePartitions. Deferred responses go
+out through the ``reply`` callable the supervisor passes in.
+"""
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from kafkalite import errors
+from kafkalite.errors import KafkaError
+from kafkalite.protocol import ApiKey, decode_subscription
+from kafkalite.protocol.errors import ProtocolError
+from kafkalite.server.group_log import GroupMetadataLog, OffsetAndMetadata
+
+log = logging.getLogger("kafkalite.coordinator")
+
+EMPTY = "Empty"
+PREPARING_REBALANCE = "PreparingRebalance"
+COMPLETING_REBALANCE = "CompletingRebalance"
+STABLE = "Stable"
+DEAD = "Dead"
+CONSUMER_PROTOCOL = "consumer"
+OFFSET_METADATA_MAX_BYTES = 4096
+NONE = 0
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class Member:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list                          # [(name, metadata bytes)] in preference order
+    assignment: bytes = b""
+    join: tuple | None = None                # (identity, header) of a JoinGroup awaiting its answer
+    sync: tuple | None = None                # (identity, header) of a SyncGroup awaiting its answer
+    last_heartbeat: float = 0.0
+
+    def metadata(self, protocol: str | None) -> bytes:
+        for name, meta in self.protocols:
+            if name == protocol:
+                return meta
+        return b""
+
+
+@dataclass
+class Group:
+    group_id: str
+    state: str = EMPTY
+    generation_id: int = 0
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str | None = None
+    members: dict = field(default_factory=dict)          # member id -> Member, in join order
+    static: dict = field(default_factory=dict)           # group instance id -> member id
+    pending: dict = field(default_factory=dict)          # member id -> expiry (MEMBER_ID_REQUIRED)
+    offsets: dict = field(default_factory=dict)          # (topic, partition) -> OffsetAndMetadata
+    rebalance_deadline: float = 0.0
+    initial_delay_until: float = 0.0                     # group.initial.rebalance.delay.ms
+    state_timestamp: int = 0                             # ms when the state last changed
+
+    def set_state(self, state: str) -> None:
+        self.state = state
+        self.state_timestamp = _now_ms()
+
+    def subscribed_topics(self) -> set[str]:
+        """Topics the members subscribe to (consumer protocol groups only)."""
+        topics: set[str] = set()
+        if self.protocol_type != CONSUMER_PROTOCOL:
+            return topics
+        for m in self.members.values():
+            meta = m.metadata(self.protocol_name) or (m.protocols[0][1] if m.protocols else b"")
+            try:
+                topics.update(decode_subscription(meta)[1]["topics"])
+            except ProtocolError:
+                pass
+        return topics
+
+
+class GroupCoordinator:
+    def __init__(self, data_dir: str, *, reply, partition_count, coordinator_node,
+                 offsets_partitions: int = 16, min_session_timeout_ms: int = 1_000,
+                 max_session_timeout_ms: int = 1_800_000, initial_rebalance_delay_ms: int = 0,
+                 offsets_retention_minutes: int = 10_080, clock=_now_ms):
+        self.reply = reply                        # reply(identity, header, body)
+        self.partition_count = partition_count    # topic -> partition count, or None if unknown
+        self.coordinator_node = coordinator_node  # identity -> {"node_id", "host", "port"}
+        self.min_session_timeout_ms = min_session_timeout_ms
+        self.max_session_timeout_ms = max_session_timeout_ms
+        self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
+        self.offsets_retention_ms = offsets_retention_minutes * 60_000
+        self._clock = clock                       # wall-clock ms: commit times and expiry
+        self.store = GroupMetadataLog(data_dir, offsets_partitions)
+        self.groups: dict[str, Group] = {}
+        self._next_expiry_check = 0.0
+        self._load()
+
+    def handlers(self) -> dict:
+        return {
+            ApiKey.FIND_COORDINATOR: self._find_coordinator,
+            ApiKey.JOIN_GROUP: self._join_group,
+            ApiKey.SYNC_GROUP: self._sync_group,
+            ApiKey.HEARTBEAT: self._heartbeat,
+            ApiKey.LEAVE_GROUP: self._leave_group,
+            ApiKey.OFFSET_COMMIT: self._offset_commit,
+            ApiKey.OFFSET_FETCH: self._offset_fetch,
+            ApiKey.OFFSET_DELETE: self._offset_delete,
+            ApiKey.DESCRIBE_GROUPS: self._describe_groups,
+            ApiKey.LIST_GROUPS: self._list_groups,
+            ApiKey.DELETE_GROUPS: self._delete_groups,
+        }
+
+    # ---- persistence ------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        stored_groups, stored_offsets = self.store.load()
+        now = time.monotonic()
+        for gid, value in stored_groups.items():
+            g = self.groups[gid] = Group(gid)
+            g.generation_id = value["generation"]
+            g.protocol_type = value["protocol_type"] or None
+            g.protocol_name = value["protocol"]
+            g.leader_id = value["leader"]
+            g.state_timestamp = value["current_state_timestamp"]
+            for mv in value["members"]:
+                m = Member(mv["member_id"], mv["group_instance_id"], mv["client_id"],
+                           mv["client_host"], mv["session_timeout"], mv["rebalance_timeout"],
+                           g.protocol_type or "", [(g.protocol_name, mv["subscription"])],
+                           mv["assignment"], last_heartbeat=now)
+                g.members[m.member_id] = m
+                if m.group_instance_id:
+                    g.static[m.group_instance_id] = m.member_id
+            g.state = STABLE if g.members else EMPTY
+        for gid, offsets in stored_offsets.items():
+            g = self.groups.get(gid) or self.groups.setdefault(gid, Group(gid))
+            g.offsets.update(offsets)
+        if self.groups:
+            log.info("coordinator loaded %d group(s) from __consumer_offsets", len(self.groups))
+
+    def _persist(self, g: Group) -> None:
+        self.store.write_group(g.group_id, {
+            "protocol_type": g.protocol_type or "", "generation": g.generation_id,
+            "protocol": g.protocol_name, "leader": g.leader_id,
+            "current_state_timestamp": g.state_timestamp,
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                         "client_id": m.client_id, "client_host": m.client_host,
+                         "rebalance_timeout": m.rebalance_timeout_ms,
+                         "session_timeout": m.session_timeout_ms,
+                         "subscription": m.metadata(g.protocol_name),
+                         "assignment": m.assignment} for m in g.members.values()]}, _now_ms())
+
+    def close(self) -> None:
+        self.store.close()
+
+    # ---- the rebalance state machine ----------------------------------------------------------
+
+    def _prepare_rebalance(self, g: Group, reason: str) -> None:
+        if g.state == COMPLETING_REBALANCE:
+            for m in g.members.values():
+                m.assignment = b""
+                if m.sync is not None:
+                    self._answer_sync(m, errors.RebalanceInProgressError.code, b"", g)
+        delay = 0.0
+        if g.state == EMPTY and self.initial_rebalance_delay_ms > 0:
+            delay = self.initial_rebalance_delay_ms / 1000.0
+        timeout = max((m.rebalance_timeout_ms for m in g.members.values()), default=0) / 1000.0
+        g.rebalance_deadline = time.monotonic() + max(timeout, delay)
+        g.initial_delay_until = time.monotonic() + delay
+        log.info("group %s: rebalancing (generation %d): %s", g.group_id, g.generation_id, reason)
+        g.set_state(PREPARING_REBALANCE)
+        self._maybe_complete_join(g)
+
+    def _maybe_complete_join(self, g: Group) -> None:
+        if g.state != PREPARING_REBALANCE:
+            return
+        if time.monotonic() < g.initial_delay_until:
+            return
+        if all(m.join is not None for m in g.members.values()) and not g.pending:
+            self._complete_join(g)
+
+    def _complete_join(self, g: Group) -> None:
+        for mid in [mid for mid, m in g.members.items() if m.join is None]:
+            log.info("group %s: member %s did not rejoin in time; removing it", g.group_id, mid)
+            self._remove_member(g, mid)
+        g.pending.clear()
+        g.generation_id += 1
+        if not g.members:
+            g.protocol_name = None
+            g.leader_id = None
+            g.set_state(EMPTY)
+            self._persist(g)
+            return
+        g.protocol_name = self._select_protocol(g)
+        if g.leader_id not in g.members:
+            g.leader_id = next(iter(g.members))
+        g.set_state(COMPLETING_REBALANCE)
+        now = time.monotonic()
+        everyone = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                     "metadata": m.metadata(g.protocol_name)} for m in g.members.values()]
+        for m in g.members.values():
+            identity, header = m.join
+            m.join = None
+            m.last_heartbeat = now
+            self.reply(identity, header, self._join_response(
+                g, m.member_id, everyone if m.member_id == g.leader_id else []))
+
+    @staticmethod
+    def _select_protocol(g: Group) -> str:
+        members = list(g.members.values())
+        candidates = set(name for name, _ in members[0].protocols)
+        for m in members[1:]:
+            candidates &= {name for name, _ in m.protocols}
+        votes: dict[str, int] = {}
+        for m in members:
+            for name, _ in m.protocols:
+                if name in candidates:
+                    votes[name] = votes.get(name, 0) + 1
+                    break
+        # most votes; ties go to the leader's (first member's) preference
+        order = [name for name, _ in members[0].protocols]
+        return max(votes, key=lambda n: (votes[n], -order.index(n)))
+
+    def _join_response(self, g: Group, member_id: str, members: list, code: int = NONE) -> dict:
+        return {"throttle_time_ms": 0, "error_code": code,
+                "generation_id": g.generation_id if code == NONE else -1,
+                "protocol_type": g.protocol_type, "protocol_name": g.protocol_name or "",
+                "leader": g.leader_id or "", "skip_assignment": False,
+                "member_id": member_id, "members": members}
+
+    @staticmethod
+    def _join_error(member_id: str, code: int) -> dict:
+        return {"throttle_time_ms": 0, "error_code": code, "generation_id": -1,
+                "protocol_type": None, "protocol_name": "", "leader": "",
+                "skip_assignment": False, "member_id": member_id, "members": []}
+
+    def _answer_sync(self, m: Member, code: int, assignment: bytes, g: Group) -> None:
+        identity, header = m.sync
+        m.sync = None
+        self.reply(identity, header, {"throttle_time_ms": 0, "error_code": code,
+                                      "protocol_type": g.protocol_type,
+                                      "protocol_name": g.protocol_name,
+                                      "assignment": assignment})
+
+    def _remove_member(self, g: Group, member_id: str) -> None:
+        m = g.members.pop(member_id, None)
+        if m is None:
+            return
+        if m.group_instance_id and g.static.get(m.group_instance_id) == member_id:
+            del g.static[m.group_instance_id]
+        if m.join is not None:
+            identity, header = m.join
+            m.join = None
+            self.reply(identity, header, self._join_error(member_id,
+                                                          errors.UnknownMemberIdError.code))
+        if m.sync is not None:
+            self._answer_sync(m, errors.UnknownMemberIdError.code, b"", g)
+
+    def _member_left(self, g: Group, member_id: str, reason: str) -> None:
+        self._remove_member(g, member_id)
+        if g.state in (STABLE, COMPLETING_REBALANCE):
+            self._prepare_rebalance(g, reason)
+        elif g.state == PREPARING_REBALANCE:
+            self._maybe_complete_join(g)
+
+    def tick(self) -> None:
+        """Expire sessions and pending members, finish timed-out rebalances,
+        and expire offsets; called often from the supervisor's loop."""
+        now = time.monotonic()
+        for g in list(self.groups.values()):
+            for mid, expiry in list(g.pending.items()):
+                if now >= expiry:
+                    del g.pending[mid]
+                    self._maybe_complete_join(g)
+            for mid, m in list(g.members.items()):
+                if m.join is None and now - m.last_heartbeat > m.session_timeout_ms / 1000.0:
+                    log.info("group %s: member %s missed its session timeout (%d ms)",
+                             g.group_id, mid, m.session_timeout_ms)
+                    self._member_left(g, mid, f"member {mid} left: session timeout")
+            if g.state == PREPARING_REBALANCE:
+                if now >= g.rebalance_deadline:
+                    self._complete_join(g)
+                else:
+                    self._maybe_complete_join(g)
+        if now >= self._next_expiry_check:
+            self._next_expiry_check = now + 5.0
+            self.expire_offsets()
+            self.store.housekeeping()
+
+    def expire_offsets(self) -> None:
+        """Drop the committed offsets of empty groups older than the
+        retention (and such groups once they have none left)."""
+        now = self._clock()
+        for g in list(self.groups.values()):
+            if g.state != EMPTY:
+                continue
+            expired = [tp for tp, om in g.offsets.items()
+                       if (om.commit_timestamp if g.protocol_type is None
+                           else max(g.state_timestamp, om.commit_timestamp))
+                       + self.offsets_retention_ms <= now]
+            if expired:
+                for tp in expired:
+                    del g.offsets[tp]
+                if g.offsets:
+                    self.store.write_offsets(g.group_id, {tp: None for tp in expired}, now)
+                log.info("group %s: %d committed offset(s) expired", g.group_id, len(expired))
+            if not g.offsets:
+                self.store.write_group(g.group_id, None, now, offsets_deleted=expired)
+                del self.groups[g.group_id]
+
+    def on_partitions_changed(self, topic: str) -> None:
+        """A topic gained partitions: rebalance the groups that consume it."""
+        for g in self.groups.values():
+            if g.state in (STABLE, COMPLETING_REBALANCE) and topic in g.subscribed_topics():
+                self._prepare_rebalance(g, f"topic {topic} gained partitions")
+
+    # ---- FindCoordinator -----------------------------------------------------------------------
+
+    def _find_coordinator(self, identity, header, body):
+        node = self.coordinator_node(identity)
+        if header.api_version >= 4:
+            return {"throttle_time_ms": 0, "coordinators": [
+                {"key": key, **node, "error_code": NONE, "error_message": None}
+                for key in body["coordinator_keys"]]}
+        return {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, **node}
+
+    # ---- JoinGroup -------------------------------------------------------------------------------
+
+    def _join_group(self, identity, header, body):
+        gid = body["group_id"]
+        member_id = body["member_id"]
+        instance = body.get("group_instance_id")
+        session = body["session_timeout_ms"]
+        rebalance = body.get("rebalance_timeout_ms", -1)
+        if rebalance is None or rebalance < 0:
+            rebalance = session
+        if not gid:
+            return self._join_error(member_id, errors.InvalidGroupIdError.code)
+        if not self.min_session_timeout_ms <= session <= self.max_session_timeout_ms:
+            return self._join_error(member_id, errors.InvalidSessionTimeoutError.code)
+        protocols = [(p["name"], bytes(p["metadata"])) for p in body["protocols"]]
+        if not body["protocol_type"] or not protocols:
+            return self._join_error(member_id, errors.InconsistentGroupProtocolError.code)
+        g = self.groups.get(gid)
+        if g is None:
+            if member_id:
+                return self._join_error(member_id, errors.UnknownMemberIdError.code)
+            g = self.groups[gid] = Group(gid)
+            g.state_timestamp = _now_ms()
+        if g.members and (g.protocol_type != body["protocol_type"] or not self._supports_common(
+                g, protocols, exclude=member_id)):
+            return self._join_error(member_id, errors.InconsistentGroupProtocolError.code)
+
+        def new_member(mid: str) -> Member:
+            return Member(mid, instance, header.client_id or "", "/127.0.0.1", session, rebalance,
+                          body["protocol_type"], protocols, last_heartbeat=time.monotonic())
+
+        if not member_id:
+            new_id = f"{header.client_id or 'member'}-{uuid.uuid4()}"
+            if instance:
+                old_id = g.static.get(instance)
+                if old_id is not None and old_id in g.members:
+                    return self._static_rejoin(g, identity, header, old_id, new_id, protocols,
+                                               session, rebalance)
+                m = new_member(new_id)
+                g.static[instance] = new_id
+                return self._add_member(g, m, identity, header, f"static member {instance} joined")
+            if header.api_version >= 4:
+                g.pending[new_id] = time.monotonic() + session / 1000.0
+                return self._join_error(new_id, errors.MemberIdRequiredError.code)
+            return self._add_member(g, new_member(new_id), identity, header,
+                                    f"member {new_id} joined")
+
+        if member_id in g.pending:
+            del g.pending[member_id]
+            return self._add_member(g, new_member(member_id), identity, header,
+                                    f"member {member_id} joined")
+        m = g.members.get(member_id)
+        if instance and g.static.get(instance) not in (None, member_id):
+            return self._join_error(member_id, errors.FencedInstanceIdError.code)
+        if m is None:
+            return self._join_error(member_id, errors.UnknownMemberIdError.code)
+        changed = m.protocols != protocols
+        m.protocols = protocols
+        m.session_timeout_ms, m.rebalance_timeout_ms = session, rebalance
+        m.last_heartbeat = time.monotonic()
+        if g.state == PREPARING_REBALANCE:
+            self._await_join(m, identity, header)
+            self._maybe_complete_join(g)
+            return None
+        if g.state == COMPLETING_REBALANCE and not changed:
+            # it lost our answer: give it again
+            return self._join_response(g, member_id, self._member_list(g)
+                                       if member_id == g.leader_id else [])
+        if g.state == STABLE and not changed and member_id != g.leader_id:
+            return self._join_response(g, member_id, [])
+        self._await_join(m, identity, header)
+        self._prepare_rebalance(g, f"member {member_id} rejoined"
+                                   + (" with a new subscription" if changed else ""))
+        return None
+
+    def _await_join(self, m: Member, identity, header) -> None:
+        if m.join is not None:  # a retried JoinGroup replaces the one before
+            old_identity, old_header = m.join
+            if old_identity != identity or old_header.correlation_id != header.correlation_id:
+                self.reply(old_identity, old_header, self._join_error(
+                    m.member_id, errors.RebalanceInProgressError.code))
+        m.join = (identity, header)
+
+    @staticmethod
+    def _member_list(g: Group) -> list:
+        return [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                 "metadata": m.metadata(g.protocol_name)} for m in g.members.values()]
+
+    @staticmethod
+    def _supports_common(g: Group, protocols, exclude: str) -> bool:
+        names = {name for name, _ in protocols}
+        for mid, m in g.members.items():
+            if mid != exclude:
+                names &= {name for name, _ in m.protocols}
+        return bool(names)
+
+    def _add_member(self, g: Group, m: Member, identity, header, reason: str):
+        if g.protocol_type is None or not g.members:
+            g.protocol_type = m.protocol_type
+        g.members[m.member_id] = m
+        m.join = (identity, header)
+        if g.state == PREPARING_REBALANCE:
+            self._maybe_complete_join(g)
+        else:
+            self._prepare_rebalance(g, reason)
+        return None
+
+    def _static_rejoin(self, g: Group, identity, header, old_id, new_id, protocols, session,
+                       rebalance):
+        """A static member restarted: it takes over its old member's place."""
+        old = g.members.pop(old_id)
+        if old.join is not None:
+            oi, oh = old.join
+            old.join = None
+            self.reply(oi, oh, self._join_error(old_id, errors.FencedInstanceIdError.code))
+        if old.sync is not None:
+            self._answer_sync(old, errors.FencedInstanceIdError.code, b"", g)
+        changed = old.protocols != protocols
+        old.member_id = new_id
+        old.protocols = protocols
+        old.session_timeout_ms, old.rebalance_timeout_ms = session, rebalance
+        old.client_id = header.client_id or old.client_id
+        old.last_heartbeat = time.monotonic()
+        g.members[new_id] = old
+        g.static[old.group_instance_id] = new_id
+        if g.leader_id == old_id:
+            g.leader_id = new_id
+        log.info("group %s: static member %s came back as %s", g.group_id,
+                 old.group_instance_id, new_id)
+        if g.state == STABLE and not changed:
+            self._persist(g)
+            return self._join_response(g, new_id, [])
+        old.join = (identity, header)
+        if g.state == PREPARING_REBALANCE:
+            self._maybe_complete_join(g)
+        else:
+            self._prepare_rebalance(g, f"static member {old.group_instance_id} rejoined")
+        return None
+
+    # ---- SyncGroup / Heartbeat / LeaveGroup ------------------------------------------------------
+
+    def _check_member(self, g: Group | None, member_id: str, instance: str | None,
+                      generation: int) -> int:
+        if g is None or g.state == DEAD:
+            return errors.UnknownMemberIdError.code
+        if instance and g.static.get(instance) not in (None, member_id):
+            return errors.FencedInstanceIdError.code
+        if member_id not in g.members:
+            return errors.UnknownMemberIdError.code
+        if generation != g.generation_id:
+            return errors.IllegalGenerationError.code
+        return NONE
+
+    def _sync_group(self, identity, header, body):
+        g = self.groups.get(body["group_id"])
+        member_id = body["member_id"]
+        code = self._check_member(g, member_id, body.get("group_instance_id"),
+                                  body["generation_id"])
+        if code == NONE:
+            # below v5 the fields do not exist (they decode as "")
+            if (body.get("protocol_type") not in (None, "", g.protocol_type)
+                    or body.get("protocol_name") not in (None, "", g.protocol_name)):
+                code = errors.InconsistentGroupProtocolError.code
+            elif g.state == PREPARING_REBALANCE:
+                code = errors.RebalanceInProgressError.code
+        if code != NONE:
+            return {"throttle_time_ms": 0, "error_code": code, "protocol_type": None,
+                    "protocol_name": None, "assignment": b""}
+        m = g.members[member_id]
+        m.last_heartbeat = time.monotonic()
+        if g.state == STABLE:
+            return {"throttle_time_ms": 0, "error_code": NONE, "protocol_type": g.protocol_type,
+                    "protocol_name": g.protocol_name, "assignment": m.assignment}
+        # CompletingRebalance: wait for the leader's assignment
+        m.sync = (identity, header)
+        if member_id == g.leader_id:
+            given = {a["member_id"]: bytes(a["assignment"]) for a in body["assignments"]}
+            for mid, member in g.members.items():
+                member.assignment = given.get(mid, b"")
+            g.set_state(STABLE)
+            self._persist(g)
+            log.info("group %s: generation %d is stable with %d member(s), protocol %s",
+                     g.group_id, g.generation_id, len(g.members), g.protocol_name)
+            for member in g.members.values():
+                if member.sync is not None:
+                    self._answer_sync(member, NONE, member.assignment, g)
+        return None
+
+    def _heartbeat(self, identity, header, body):
+        g = self.groups.get(body["group_id"])
+        member_id = body["member_id"]
+        code = self._check_member(g, member_id, body.get("group_instance_id"),
+                                  body["generation_id"])
+        if code == NONE:
+            g.members[member_id].last_heartbeat = time.monotonic()
+            if g.state == PREPARING_REBALANCE:
+                code = errors.RebalanceInProgressError.code
+        elif g is not None and g.state == EMPTY and code == errors.IllegalGenerationError.code:
+            code = errors.UnknownMemberIdError.code
+        return {"throttle_time_ms": 0, "error_code": code}
+
+    def _leave_group(self, identity, header, body):
+        g = self.groups.get(body["group_id"])
+        if header.api_version < 3:
+            leaving = [{"member_id": body["member_id"], "group_instance_id": None}]
+        else:
+            leaving = body["members"]
+        results = []
+        for entry in leaving:
+            mid, instance = entry["member_id"], entry.get("group_instance_id")
+            code = NONE
+            if g is None:
+                code = errors.UnknownMemberIdError.code
+            elif instance:
+                known = g.static.get(instance)
+                if known is None:
+                    code = errors.UnknownMemberIdError.code
+                elif mid and mid != known:
+                    code = errors.FencedInstanceIdError.code
+                else:
+                    mid = known
+            elif mid in g.pending:
+                del g.pending[mid]
+                self._maybe_complete_join(g)
+            elif mid not in g.members:
+                code = errors.UnknownMemberIdError.code
+            if code == NONE and g is not None and mid in g.members:
+                self._member_left(g, mid, f"member {mid} left the group")
+            results.append({"member_id": mid, "group_instance_id": instance, "error_code": code})
+        top = results[0]["error_code"] if header.api_version < 3 and results else NONE
+        return {"throttle_time_ms": 0, "error_code": top, "members": results}
+
+    # ---- offsets -------------------------------------------------------------------------------
+
+    def _offset_commit(self, identity, header, body):
+        gid = body["group_id"]
+        generation = body.get("generation_id_or_member_epoch", -1)
+        member_id = body.get("member_id", "")
+        instance = body.get("group_instance_id")
+        g = self.groups.get(gid)
+        code = NONE
+        if not gid:
+            code = errors.InvalidGroupIdError.code
+        elif g is None:
+            if generation >= 0:
+                code = errors.IllegalGenerationError.code
+        elif generation < 0 and g.state == EMPTY:
+            pass                                          # a commit from outside any group
+        elif g.state == COMPLETING_REBALANCE:
+            code = errors.RebalanceInProgressError.code
+        else:
+            code = self._check_member(g, member_id, instance, generation)
+        now = self._clock()
+        accepted: dict = {}
+        topics_out = []
+        for t in body["topics"]:
+            count = self.partition_count(t["name"])
+            parts_out = []
+            for p in t["partitions"]:
+                pcode = code
+                if pcode == NONE:
+                    if count is None or not 0 <= p["partition_index"] < count:
+                        pcode = errors.UnknownTopicOrPartitionError.code
+                    elif len((p.get("committed_metadata") or "").encode()) > OFFSET_METADATA_MAX_BYTES:
+                        pcode = errors.OffsetMetadataTooLargeError.code
+                    else:
+                        accepted[(t["name"], p["partition_index"])] = OffsetAndMetadata(
+                            p["committed_offset"], p.get("committed_leader_epoch", -1),
+                            p.get("committed_metadata") or "", now)
+                parts_out.append({"partition_index": p["partition_index"], "error_code": pcode})
+            topics_out.append({"name": t["name"], "partitions": parts_out})
+        if accepted:
+            try:
+                self.store.write_offsets(gid, accepted, now)
+            except KafkaError as exc:
+                for t in topics_out:
+                    for p in t["partitions"]:
+                        if p["error_code"] == NONE:
+                            p["error_code"] = exc.code
+                return {"throttle_time_ms": 0, "topics": topics_out}
+            if g is None:
+                g = self.groups[gid] = Group(gid)
+                g.state_timestamp = now
+            g.offsets.update(accepted)
+        return {"throttle_time_ms": 0, "topics": topics_out}
+
+    def _fetch_offsets(self, gid: str, topics) -> list:
+        g = self.groups.get(gid)
+        offsets = g.offsets if g is not None else {}
+        if topics is None:
+            by_topic: dict[str, list] = {}
+            for (t, p) in sorted(offsets):
+                by_topic.setdefault(t, []).append(p)
+            topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
+        out = []
+        for t in topics:
+            parts = []
+            for p in t["partition_indexes"]:
+                om = offsets.get((t["name"], p))
+                parts.append({"partition_index": p,
+                              "committed_offset": om.offset if om else -1,
+                              "committed_leader_epoch": om.leader_epoch if om else -1,
+                              "metadata": om.metadata if om else "", "error_code": NONE})
+            out.append({"name": t["name"], "partitions": parts})
+        return out
+
+    def _offset_fetch(self, identity, header, body):
+        if header.api_version >= 8:
+            return {"throttle_time_ms": 0, "groups": [
+                {"group_id": grp["group_id"], "error_code": NONE,
+                 "topics": self._fetch_offsets(grp["group_id"], grp["topics"])}
+                for grp in body["groups"]]}
+        return {"throttle_time_ms": 0, "error_code": NONE,
+                "topics": self._fetch_offsets(body["group_id"], body["topics"])}
+
+    def _offset_delete(self, identity, header, body):
+        g = self.groups.get(body["group_id"])
+        if g is None:
+            return {"error_code": errors.GroupIdNotFoundError.code, "throttle_time_ms": 0,
+                    "topics": []}
+        subscribed = g.subscribed_topics() if g.members else set()
+        deleted = {}
+        topics_out = []
+        for t in body["topics"]:
+            parts = []
+            for p in t["partitions"]:
+                tp = (t["name"], p["partition_index"])
+                code = NONE
+                if t["name"] in subscribed:
+                    code = errors.GroupSubscribedToTopicError.code
+                elif tp in g.offsets:
+                    deleted[tp] = None
+                parts.append({"partition_index": p["partition_index"], "error_code": code})
+            topics_out.append({"name": t["name"], "partitions": parts})
+        if deleted:
+            self.store.write_offsets(g.group_id, deleted, _now_ms())
+            for tp in deleted:
+                del g.offsets[tp]
+        return {"error_code": NONE, "throttle_time_ms": 0, "topics": topics_out}
+
+    # ---- admin ----------------------------------------------------------------------------------
+
+    def _describe_groups(self, identity, header, body):
+        out = []
+        for gid in body["groups"]:
+            g = self.groups.get(gid)
+            if g is None:
+                out.append({"error_code": NONE, "group_id": gid, "group_state": DEAD,
+                            "protocol_type": "", "protocol_data": "", "members": []})
+                continue
+            stable = g.state == STABLE
+            out.append({
+                "error_code": NONE, "group_id": gid, "group_state": g.state,
+                "protocol_type": g.protocol_type or "",
+                "protocol_data": (g.protocol_name or "") if stable else "",
+                "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                             "client_id": m.client_id, "client_host": m.client_host,
+                             "member_metadata": m.metadata(g.protocol_name) if stable else b"",
+                             "member_assignment": m.assignment if stable else b""}
+                            for m in g.members.values()]})
+        return {"throttle_time_ms": 0, "groups": out}
+
+    def _list_groups(self, identity, header, body):
+        wanted = {s.lower() for s in body.get("states_filter") or ()}
+        return {"throttle_time_ms": 0, "error_code": NONE, "groups": [
+            {"group_id": g.group_id, "protocol_type": g.protocol_type or "",
+             "group_state": g.state}
+            for g in self.groups.values() if not wanted or g.state.lower() in wanted]}
+
+    def _delete_groups(self, identity, header, body):
+        results = []
+        for gid in body["groups_names"]:
+            g = self.groups.get(gid)
+            if g is None:
+                code = errors.GroupIdNotFoundError.code
+            elif g.members or g.state != EMPTY:
+                code = errors.NonEmptyGroupError.code
+            else:
+                code = NONE
+                self.store.write_group(gid, None, _now_ms(), offsets_deleted=list(g.offsets))
+                del self.groups[gid]
+            results.append({"group_id": gid, "error_code": code})
+        return {"throttle_time_ms": 0, "results": results}
