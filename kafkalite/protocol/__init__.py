@@ -33,6 +33,9 @@ Records and frames
     list's items as the frames after the body frame. On receipt pass those
     frames as ``records_in`` and each index decodes to ``records_in[index]``
     (the very object given: a zmq.Frame buffer stays uncopied).
+    ``encode_response_parts`` keeps records inline but unjoined, and also
+    accepts a file region (``length`` + ``sendfile``) as a records value, so
+    a TCP transport can sendfile fetched batches straight from the log.
 
 Frames
     Encoders return the header followed by the body, without the int32 size
@@ -61,6 +64,7 @@ from kafkalite.protocol.codec import (
     encode_assignment,
     encode_request,
     encode_response,
+    encode_response_parts,
     encode_subscription,
 )
 from kafkalite.protocol.errors import ProtocolError
@@ -73,6 +77,7 @@ __all__ = [
     "encode_request",
     "decode_request",
     "encode_response",
+    "encode_response_parts",
     "decode_response",
     "request_header_version",
     "response_header_version",

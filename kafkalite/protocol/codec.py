@@ -2,7 +2,8 @@
 
 Main entry points: ``encode_request`` / ``decode_request`` (what a client
 sends and a broker reads) and ``encode_response`` / ``decode_response``
-(the way back), plus the consumer protocol's embedded Subscription and
+(the way back; ``encode_response_parts`` for a TCP broker that splices
+file regions into fetch responses), plus the consumer protocol's embedded Subscription and
 Assignment. Output and input are one frame without the int32 size prefix of
 the TCP wire; framing is the transport's job.
 
@@ -108,9 +109,12 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, client_i
     return b"".join(out)
 
 
-def decode_request(buf, *, records_in: list | None = None) -> tuple[RequestHeader, dict]:
+def decode_request(buf, *, records_in: list | None = None,
+                   ignore_trailing: bool = False) -> tuple[RequestHeader, dict]:
     """(header, body) of one request frame. With ``records_in``, records
-    fields hold frame indexes and decode to ``records_in[index]``."""
+    fields hold frame indexes and decode to ``records_in[index]``.
+    ``ignore_trailing`` accepts bytes after the body, as Kafka's broker does
+    (librdkafka 2.x sends Metadata v11+ with a stray field and tag)."""
     view = _view(buf)
     end = len(view)
     try:
@@ -138,7 +142,7 @@ def decode_request(buf, *, records_in: list | None = None) -> tuple[RequestHeade
     header = RequestHeader(codec.message.api_key, api_version, correlation_id, client_id)
     if codec.header_version == 2:
         pos = _skip_header_tags(view, pos, end, f"{codec.label} header", header)
-    return header, _decode_body(codec, view, pos, end, records_in, header)
+    return header, _decode_body(codec, view, pos, end, records_in, header, ignore_trailing)
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: dict, *,
@@ -155,6 +159,39 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: d
         out.append(b"\x00")
     _encode_body(codec, body, out, records_out)
     return b"".join(out)
+
+
+def encode_response_parts(api_key: int, api_version: int, correlation_id: int,
+                          body: dict) -> tuple[list, int]:
+    """(parts, total size) of a response for the TCP wire, records inline.
+
+    Unlike ``encode_response`` the parts are not joined: each records value
+    is one part, as given, after its length prefix. That is how a broker
+    sends fetched batches without copying them: a records value may be a
+    file region (an object with ``length`` and ``sendfile(fd)``, such as
+    ``kafkalite.storage.segment.FileRegion``), which the transport writes
+    with sendfile. Every other part is bytes-like.
+    """
+    codec = (_RESPONSE_CODECS.get((api_key, api_version, False))
+             or _compile(_RESPONSE_CODECS, RESPONSES, api_key, api_version, False))
+    try:
+        out = [_pack_int32(correlation_id)]
+    except ENCODE_ERRORS as exc:
+        raise ProtocolError(f"{codec.label}: cannot encode correlation id: {exc}") from exc
+    if codec.header_version == 1:
+        out.append(b"\x00")
+    _encode_body(codec, body, out, None)
+    total = 0
+    for part in out:
+        total += len(part) if type(part) is bytes else _part_length(part)
+    return out, total
+
+
+def _part_length(part) -> int:
+    try:
+        return memoryview(part).nbytes
+    except TypeError:
+        return part.length  # a file region
 
 
 def decode_response(api_key: int, api_version: int, buf, *,
@@ -196,12 +233,13 @@ def _encode_body(codec: CompiledMessage, body: dict, out: list, records_out: lis
         raise codec.error(exc, encoding=True) from exc
 
 
-def _decode_body(codec: CompiledMessage, view: memoryview, pos: int, end: int, records_in, header) -> dict:
+def _decode_body(codec: CompiledMessage, view: memoryview, pos: int, end: int, records_in, header,
+                 ignore_trailing: bool = False) -> dict:
     try:
         body, pos = codec.decode(view, pos, end, records_in)
     except DECODE_ERRORS as exc:
         raise codec.error(exc, encoding=False, buf_len=end, header=header) from exc
-    if pos != end:
+    if pos != end and not ignore_trailing:
         raise ProtocolError(f"{codec.label}: {end - pos} unexpected bytes after the body at byte {pos}",
                             header=header)
     return body
@@ -262,3 +300,15 @@ def encode_assignment(version: int, body: dict) -> bytes:
 def decode_assignment(buf) -> tuple[int, dict]:
     """(version, body) of an Assignment; versions above 3 read as v3."""
     return _decode_data(ConsumerProtocolAssignment, buf)
+
+
+def encode_data(message: Message, version: int, body: dict) -> bytes:
+    """A standalone versioned structure (int16 version + fields), such as
+    the records of ``__consumer_offsets`` (messages/group_records.py)."""
+    return _encode_data(message, version, body)
+
+
+def decode_data(message: Message, buf) -> tuple[int, dict]:
+    """(version, body) of a structure written by ``encode_data``; a newer
+    version than ``message`` knows is read as its newest."""
+    return _decode_data(message, buf)

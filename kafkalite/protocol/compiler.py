@@ -50,7 +50,14 @@ ENCODE_ERRORS = (MalformedInput, struct.error, TypeError, ValueError, AttributeE
 
 
 def _byte_length(value) -> int:
-    return memoryview(value).nbytes
+    try:
+        return memoryview(value).nbytes
+    except TypeError:
+        # A records value that is not in memory: a file region (``length``,
+        # ``sendfile``) that ``encode_response_parts`` leaves to the transport.
+        if hasattr(value, "sendfile"):
+            return value.length
+        raise
 
 
 def _past_end(what: str, size: int, end: int) -> MalformedInput:

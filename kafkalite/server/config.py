@@ -12,8 +12,15 @@ TOML layout (every key optional)::
     port = 7092                   # native protocol (metadata and admin), ZeroMQ ROUTER
     ingest_port = 7091            # plain ZeroMQ ingest, PULL
     worker_base_port = 7100       # worker i serves on worker_base_port + i
+    kafka_port = 9092             # Kafka wire protocol (TCP): the supervisor, broker 1000
+    kafka_worker_base_port = 9100 # worker i is Kafka broker i on kafka_worker_base_port + i
     auto_create_topics = true
     default_partitions = 1
+    offsets_topic_num_partitions = 16        # partitions of __consumer_offsets
+    group_min_session_timeout_ms = 1000      # Kafka: 6000; lower because members are local
+    group_max_session_timeout_ms = 1800000
+    group_initial_rebalance_delay_ms = 0     # Kafka: 3000
+    offsets_retention_minutes = 10080        # offsets of an empty group expire after 7 days
 
     [topic_defaults]              # Kafka topic configs given to new topics
     "retention.ms" = 604800000
@@ -34,6 +41,8 @@ from kafkalite.storage.config import LogConfig
 DEFAULT_PORT = 7092
 DEFAULT_INGEST_PORT = 7091
 DEFAULT_WORKER_BASE_PORT = 7100
+DEFAULT_KAFKA_PORT = 9092
+DEFAULT_KAFKA_WORKER_BASE_PORT = 9100
 
 
 @dataclass
@@ -45,12 +54,20 @@ class ServerConfig:
     port: int = DEFAULT_PORT
     ingest_port: int = DEFAULT_INGEST_PORT
     worker_base_port: int = DEFAULT_WORKER_BASE_PORT
+    kafka_port: int = DEFAULT_KAFKA_PORT
+    kafka_worker_base_port: int = DEFAULT_KAFKA_WORKER_BASE_PORT
     auto_create_topics: bool = True
     default_partitions: int = 1
+    offsets_topic_num_partitions: int = 16
+    group_min_session_timeout_ms: int = 1_000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_initial_rebalance_delay_ms: int = 0
+    offsets_retention_minutes: int = 10_080
     topic_defaults: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        for name in ("port", "ingest_port", "worker_base_port"):
+        for name in ("port", "ingest_port", "worker_base_port", "kafka_port",
+                     "kafka_worker_base_port"):
             value = getattr(self, name)
             if not isinstance(value, int) or not 0 <= value <= 65535:
                 raise InvalidConfigurationError(f"{name} must be a port number 0-65535, not {value!r}")
@@ -59,6 +76,17 @@ class ServerConfig:
         if not isinstance(self.default_partitions, int) or self.default_partitions < 1:
             raise InvalidConfigurationError(
                 f"default_partitions must be at least 1, not {self.default_partitions!r}")
+        for name in ("offsets_topic_num_partitions", "group_min_session_timeout_ms",
+                     "group_max_session_timeout_ms", "offsets_retention_minutes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise InvalidConfigurationError(f"{name} must be a positive integer, not {value!r}")
+        if (not isinstance(self.group_initial_rebalance_delay_ms, int)
+                or self.group_initial_rebalance_delay_ms < 0):
+            raise InvalidConfigurationError("group_initial_rebalance_delay_ms must be 0 or more")
+        if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
+            raise InvalidConfigurationError(
+                "group_min_session_timeout_ms must not exceed group_max_session_timeout_ms")
         # Fails early, naming the key, if a topic default is not a valid topic config.
         self.log_config()
 

@@ -56,6 +56,11 @@ class ServerProcess:
     def bootstrap(self) -> str:
         return self.info["bootstrap.servers"]
 
+    @property
+    def kafka_bootstrap(self) -> str:
+        """host:port of the supervisor's Kafka listener, for Kafka's own clients."""
+        return self.info["kafka.bootstrap.servers"]
+
     def start(self, timeout: float = 60.0) -> "ServerProcess":
         path = os.path.join(self.data_dir, SERVER_FILE)
         os.makedirs(self.data_dir, exist_ok=True)
@@ -65,6 +70,7 @@ class ServerProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kafkalite", "server", "--data-dir", self.data_dir,
              "--port", "0", "--ingest-port", "0", "--worker-base-port", "0",
+             "--kafka-port", "0", "--kafka-worker-base-port", "0",
              "--workers", str(self.workers), *self.extra_args],
             env=package_env(), stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout

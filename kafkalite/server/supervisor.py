@@ -38,6 +38,10 @@ from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey, ProtocolError, decode_request, encode_response
 from kafkalite.protocol import native
 from kafkalite.server.config import ServerConfig
+from kafkalite.server.coordinator import GroupCoordinator
+from kafkalite.server.group_log import OFFSETS_TOPIC
+from kafkalite.server.kafka_listener import KafkaListener, is_kafka_client
+from kafkalite.server.producer_ids import ProducerIdManager
 from kafkalite.server.metadata import MetadataStore, TopicMetadata, validate_topic_name
 from kafkalite.server.ratelimit import RateLimitedLog
 from kafkalite.storage.checkpoint import write_atomically
@@ -48,12 +52,18 @@ log = logging.getLogger("kafkalite.supervisor")
 SERVER_FILE = "server.json"
 LOCK_FILE = ".lock"
 SUPERVISOR_NODE_ID = -1
+# The supervisor's broker id on the Kafka wire (controller, group coordinator):
+# workers are brokers 0..n-1, and n never reaches 1000.
+KAFKA_SUPERVISOR_NODE_ID = 1000
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 CONFIG_SOURCE_TOPIC = 1
 CONFIG_SOURCE_STATIC = 4
 CONFIG_SOURCE_DEFAULT = 5
 DEFAULT_ADMIN_TIMEOUT_MS = 30_000
+# Each partition is a directory and open files in one worker; a bound keeps
+# one request (or a fuzzed one) from asking for millions.
+MAX_PARTITIONS_PER_TOPIC = 10_000
 RESTART_BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 
 
@@ -61,6 +71,7 @@ RESTART_BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 class WorkerProcess:
     index: int
     port: int
+    kafka_port: int = 0
     proc: subprocess.Popen | None = None
     pid: int = 0
     ready: bool = False
@@ -118,6 +129,17 @@ class Supervisor:
             raise errors.KafkaStorageError(
                 f"another kafkalite server is using {cfg.data_dir}") from None
         self.metadata = MetadataStore(cfg.data_dir)
+        self.coordinator = GroupCoordinator(
+            cfg.data_dir, reply=self._reply, partition_count=self._partition_count,
+            coordinator_node=self._coordinator_node,
+            offsets_partitions=cfg.offsets_topic_num_partitions,
+            min_session_timeout_ms=cfg.group_min_session_timeout_ms,
+            max_session_timeout_ms=cfg.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms=cfg.group_initial_rebalance_delay_ms,
+            offsets_retention_minutes=cfg.offsets_retention_minutes)
+        self.handlers.update(self.coordinator.handlers())
+        self.producer_ids = ProducerIdManager(cfg.data_dir)
+        self.handlers[ApiKey.INIT_PRODUCER_ID] = self._init_producer_id
         if self.metadata.rebalance(cfg.worker_count):
             log.warning("partitions of workers that no longer exist were moved")
         self.router = self.ctx.socket(zmq.ROUTER)
@@ -132,6 +154,8 @@ class Supervisor:
         except zmq.ZMQError as exc:
             raise errors.KafkaStorageError(
                 f"cannot listen on {cfg.host}:{cfg.port}: {exc}") from None
+        self.kafka = KafkaListener(cfg.host, cfg.kafka_port, self.handlers,
+                                   api_keys=self._kafka_apis, name="supervisor")
         self.control = self.ctx.socket(zmq.ROUTER)
         self.control.setsockopt(zmq.LINGER, 0)
         self.control.setsockopt(zmq.ROUTER_HANDOVER, 1)
@@ -139,7 +163,8 @@ class Supervisor:
         self.control_endpoint = f"tcp://127.0.0.1:{control_port}"
         for i in range(cfg.worker_count):
             port = cfg.worker_base_port + i if cfg.worker_base_port else 0
-            self.workers.append(WorkerProcess(i, port))
+            kafka_port = cfg.kafka_worker_base_port + i if cfg.kafka_worker_base_port else 0
+            self.workers.append(WorkerProcess(i, port, kafka_port))
             self._spawn(self.workers[-1])
         self.ingest_port = cfg.ingest_port
         self._spawn_ingest()
@@ -153,6 +178,7 @@ class Supervisor:
         w.proc = subprocess.Popen(
             [sys.executable, "-m", "kafkalite.server.worker", "--index", str(w.index),
              "--control", self.control_endpoint, "--port", str(w.port),
+             "--kafka-port", str(w.kafka_port), "--supervisor", self._local_endpoint(),
              "--config-json", self._config_json()])
         w.pid = w.proc.pid
         w.started = True
@@ -171,10 +197,22 @@ class Supervisor:
             self.ingest_port = int(line[1])
         self.ingest.stdout.close()
 
+    def _local_endpoint(self) -> str:
+        """The native endpoint as a worker on this host reaches it."""
+        host = self.config.host
+        return f"tcp://{'127.0.0.1' if host in ('0.0.0.0', '*', '') else host}:{self.port}"
+
+    def _kafka_apis(self) -> list:
+        from kafkalite.server.worker import DATA_APIS
+        return sorted(set(self.handlers) | set(DATA_APIS))
+
     def endpoints(self) -> dict:
         host = self.config.public_host
         return {"pid": os.getpid(), "native": f"tcp://{host}:{self.port}",
                 "bootstrap.servers": f"{host}:{self.port}",
+                "kafka.bootstrap.servers": f"{host}:{self.kafka.port}",
+                "kafka_brokers": [{"node_id": b["node_id"], "port": b["port"]}
+                                  for b in self._kafka_brokers()],
                 "ingest": f"tcp://{host}:{self.ingest_port}" if self.ingest else None,
                 "workers": [{"index": w.index, "pid": w.pid, "endpoint": f"tcp://{host}:{w.port}"}
                             for w in self.workers],
@@ -194,12 +232,14 @@ class Supervisor:
         w = self.workers[msg["worker"]]
         if kind == "hello":
             w.port, w.pid = msg["port"], msg["pid"]
+            w.kafka_port = msg.get("kafka_port", 0)
             started = self.metadata.start_leadership(w.index)
             log.info("worker %d (pid %d) is up on port %d; leading %d partitions",
                      w.index, w.pid, w.port, len(started))
             parts = [self._partition_spec(t, i) for t, i, _ in self.metadata.owned_by(w.index)]
             self._send_worker(w.index, {"type": "assign", "op": f"start-{w.index}",
-                                        "partitions": parts})
+                                        "partitions": parts,
+                                        "kafka_apis": [int(k) for k in self._kafka_apis()]})
         elif kind == "done":
             op = msg.get("op")
             if isinstance(op, str) and op == f"start-{w.index}":
@@ -228,7 +268,8 @@ class Supervisor:
             self._write_server_file()
             e = self.endpoints()
             print(f"kafkalite server ready: bootstrap.servers={e['bootstrap.servers']} "
-                  f"(native {e['native']}), ingest {e['ingest']}, {len(self.workers)} "
+                  f"(native {e['native']}), Kafka clients {e['kafka.bootstrap.servers']}, "
+                  f"ingest {e['ingest']}, {len(self.workers)} "
                   f"worker(s), data in {e['data_dir']}", flush=True)
 
     def _dispatch_to_workers(self, identity, header, by_worker: dict[int, dict], respond,
@@ -278,14 +319,19 @@ class Supervisor:
 
     # ---- requests ----------------------------------------------------------------------------
 
-    def _reply(self, identity: bytes, header, body: dict) -> None:
+    def _reply(self, identity, header, body: dict) -> None:
+        if not isinstance(identity, bytes):         # a Kafka wire connection
+            self.kafka.respond(identity, header, body)
+            return
         self.router.send_multipart([identity, encode_response(
             header.api_key, header.api_version, header.correlation_id, body)])
 
     def _on_request(self, frames: list) -> None:
         identity, payload = frames[0], frames[1]
         try:
-            header, body = decode_request(payload, records_in=frames[2:])
+            # Relayed Kafka-wire requests keep Kafka's leniency about trailing bytes.
+            header, body = decode_request(payload, records_in=frames[2:],
+                                          ignore_trailing=is_kafka_client(identity))
         except ProtocolError as exc:
             self._bad_input.warning("dropped a malformed request: %s", exc)
             return
@@ -309,10 +355,23 @@ class Supervisor:
 
     # metadata
 
-    def _brokers(self) -> list[dict]:
+    def _brokers(self, identity=b"") -> list[dict]:
+        if is_kafka_client(identity):
+            return self._kafka_brokers()
         host = self.config.public_host
         return [{"node_id": w.index, "host": host, "port": w.port, "rack": None}
                 for w in self.workers if w.ready]
+
+    def _kafka_brokers(self) -> list[dict]:
+        """The brokers Kafka clients see: each worker, and the supervisor."""
+        host = self.config.public_host
+        return [{"node_id": w.index, "host": host, "port": w.kafka_port, "rack": None}
+                for w in self.workers if w.ready] + [
+            {"node_id": KAFKA_SUPERVISOR_NODE_ID, "host": host, "port": self.kafka.port,
+             "rack": None}]
+
+    def _controller_id(self, identity) -> int:
+        return KAFKA_SUPERVISOR_NODE_ID if is_kafka_client(identity) else SUPERVISOR_NODE_ID
 
     def _topic_entry(self, topic: TopicMetadata) -> dict:
         parts = []
@@ -326,7 +385,7 @@ class Supervisor:
                 "is_internal": topic.is_internal, "partitions": parts,
                 "topic_authorized_operations": -2147483648}
 
-    def _metadata_body(self, names) -> dict:
+    def _metadata_body(self, names, identity=b"") -> dict:
         topics = []
         for name in names:
             topic = self.metadata.topics.get(name)
@@ -340,14 +399,15 @@ class Supervisor:
                                "partitions": []})
             else:
                 topics.append(self._topic_entry(topic))
-        return {"throttle_time_ms": 0, "brokers": self._brokers(),
-                "cluster_id": self.metadata.cluster_id, "controller_id": SUPERVISOR_NODE_ID,
+        return {"throttle_time_ms": 0, "brokers": self._brokers(identity),
+                "cluster_id": self.metadata.cluster_id,
+                "controller_id": self._controller_id(identity),
                 "topics": topics, "cluster_authorized_operations": -2147483648}
 
     def _metadata(self, identity, header, body):
         requested = body.get("topics")
-        if requested is None:
-            return self._metadata_body(sorted(self.metadata.topics))
+        if requested is None or (header.api_version == 0 and not requested):
+            return self._metadata_body(sorted(self.metadata.topics), identity)
         names = [t["name"] for t in requested if t.get("name") is not None]
         missing = [n for n in names if n not in self.metadata.topics]
         creatable = []
@@ -359,10 +419,10 @@ class Supervisor:
                 except KafkaError:
                     pass
         if not creatable:
-            return self._metadata_body(names)
+            return self._metadata_body(names, identity)
         by_worker = self._create(creatable, self.config.default_partitions, {})
         self._dispatch_to_workers(identity, header, by_worker,
-                                  lambda timed_out: self._metadata_body(names),
+                                  lambda timed_out: self._metadata_body(names, identity),
                                   DEFAULT_ADMIN_TIMEOUT_MS)
         return None
 
@@ -393,6 +453,9 @@ class Supervisor:
             results.append(out)
             try:
                 validate_topic_name(name)
+                if name == OFFSETS_TOPIC:
+                    raise errors.InvalidTopicError(
+                        f"{OFFSETS_TOPIC} is internal: the group coordinator keeps it")
                 if name in self.metadata.topics or name in [n for n, *_ in to_create]:
                     raise errors.TopicAlreadyExistsError(f"topic {name!r} already exists")
                 rf = t.get("replication_factor", -1)
@@ -405,9 +468,9 @@ class Supervisor:
                         "manual replica assignment is not supported")
                 n = t.get("num_partitions", -1)
                 n = self.config.default_partitions if n == -1 else n
-                if n < 1:
-                    raise errors.InvalidPartitionsError(f"number of partitions must be at least "
-                                                        f"1, not {n}")
+                if not 1 <= n <= MAX_PARTITIONS_PER_TOPIC:
+                    raise errors.InvalidPartitionsError(
+                        f"number of partitions must be 1 to {MAX_PARTITIONS_PER_TOPIC}, not {n}")
                 configs = self._validated_configs(
                     {c["name"]: c["value"] for c in t.get("configs") or [] if c["value"] is not None})
                 out["num_partitions"], out["replication_factor"] = n, 1
@@ -472,6 +535,10 @@ class Supervisor:
                     raise errors.InvalidPartitionsError(
                         f"topic {t['name']!r} has {len(topic.partitions)} partitions; the new "
                         f"count must be larger, not {t['count']}")
+                if t["count"] > MAX_PARTITIONS_PER_TOPIC:
+                    raise errors.InvalidPartitionsError(
+                        f"a topic may have at most {MAX_PARTITIONS_PER_TOPIC} partitions, "
+                        f"not {t['count']}")
                 if body.get("validate_only"):
                     continue
                 for i in self.metadata.add_partitions(t["name"], t["count"], len(self.workers)):
@@ -480,10 +547,41 @@ class Supervisor:
                     msg["partitions"].append(self._partition_spec(topic, i))
             except KafkaError as exc:
                 out["error_code"], out["error_message"] = exc.code, exc.message
-        self._dispatch_to_workers(identity, header, by_worker,
-                                  lambda timed_out: {"throttle_time_ms": 0, "results": results},
+        def respond(timed_out: bool) -> dict:
+            # once the workers serve the new partitions, groups consuming them rebalance
+            for out in results:
+                if out["error_code"] == 0 and not body.get("validate_only"):
+                    self.coordinator.on_partitions_changed(out["name"])
+            return {"throttle_time_ms": 0, "results": results}
+
+        self._dispatch_to_workers(identity, header, by_worker, respond,
                                   body.get("timeout_ms", DEFAULT_ADMIN_TIMEOUT_MS))
         return None
+
+    # groups
+
+    def _partition_count(self, topic: str) -> int | None:
+        t = self.metadata.topics.get(topic)
+        return None if t is None else len(t.partitions)
+
+    def _coordinator_node(self, identity) -> dict:
+        """Where clients find the group coordinator: this process (its Kafka
+        listener for Kafka clients)."""
+        if is_kafka_client(identity):
+            return {"node_id": KAFKA_SUPERVISOR_NODE_ID, "host": self.config.public_host,
+                    "port": self.kafka.port}
+        return {"node_id": SUPERVISOR_NODE_ID, "host": self.config.public_host, "port": self.port}
+
+    # idempotent producers
+
+    def _init_producer_id(self, identity, header, body):
+        if body.get("transactional_id") is not None:
+            raise errors.InvalidRequestError("transactions are not supported yet; use an "
+                                             "idempotent producer without transactional.id")
+        # Without a transactional id Kafka always hands out a new producer id
+        # (epoch 0), even when the producer names its old id and epoch.
+        return {"throttle_time_ms": 0, "error_code": 0,
+                "producer_id": self.producer_ids.next_id(), "producer_epoch": 0}
 
     def _config_entries(self, topic: TopicMetadata, keys) -> list[dict]:
         effective = self.config.log_config(topic.configs).to_properties()
@@ -578,9 +676,9 @@ class Supervisor:
     def _describe_cluster(self, identity, header, body):
         return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
                 "endpoint_type": 1, "cluster_id": self.metadata.cluster_id,
-                "controller_id": SUPERVISOR_NODE_ID,
+                "controller_id": self._controller_id(identity),
                 "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
-                             "rack": None} for b in self._brokers()],
+                             "rack": None} for b in self._brokers(identity)],
                 "cluster_authorized_operations": -2147483648}
 
     # ---- main loop ---------------------------------------------------------------------------
@@ -592,6 +690,7 @@ class Supervisor:
         poller = zmq.Poller()
         poller.register(self.router, zmq.POLLIN)
         poller.register(self.control, zmq.POLLIN)
+        self.kafka.attach(poller)
         while not self._stop:
             try:
                 events = dict(poller.poll(100))
@@ -617,8 +716,10 @@ class Supervisor:
                         break
                     if len(frames) >= 2:
                         self._on_request(frames)
+            self.kafka.on_events(events)
             if self.pending:
                 self._expire_pending()
+            self.coordinator.tick()
             self._watch_children()
         self.shutdown()
         return 0
@@ -646,6 +747,8 @@ class Supervisor:
             os.unlink(os.path.join(self.config.data_dir, SERVER_FILE))
         except FileNotFoundError:
             pass
+        self.coordinator.close()
+        self.kafka.close()
         self.router.close()
         self.control.close()
         if self._lock_fd >= 0:

@@ -10,7 +10,15 @@ path. Inputs, all handled by one thread in one event loop:
 - the control channel to the supervisor: a DEALER carrying JSON messages
   (assign / unassign / configs / shutdown in, hello / ready / done out);
 - shared-memory rings from same-host producers (kafkalite.shm), whose
-  doorbell descriptors sit in the same poller.
+  doorbell descriptors sit in the same poller;
+- Kafka's wire protocol over TCP (kafka_listener.py): this worker is Kafka
+  broker ``index`` to Kafka clients. It serves the data APIs itself (fetch
+  responses sendfile the segment bytes) and relays every other API over a
+  ZeroMQ DEALER to the supervisor, which answers as controller and group
+  coordinator.
+
+Produce applies the partition's idempotent producer state
+(storage/producer_state.py) on every path -- native, Kafka, rings.
 
 Fetches that cannot be answered yet (fewer than fetch.min.bytes available)
 wait in a purgatory until an append to one of their partitions brings
@@ -31,6 +39,7 @@ import signal
 import struct
 import sys
 import time
+import uuid
 
 import zmq
 
@@ -39,21 +48,27 @@ from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey, ProtocolError, decode_request, encode_response
 from kafkalite.protocol import native
 from kafkalite.server.config import ServerConfig
+from kafkalite.server.kafka_listener import FORWARD_IDENTITY_PREFIX, KafkaConnection, KafkaListener
 from kafkalite.server.ratelimit import RateLimitedLog
 from kafkalite.storage import PartitionLog
 from kafkalite.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from kafkalite.storage.producer_state import ProducerStateManager, producer_batches
+from kafkalite.storage.segment import FileRegion
 
 log = logging.getLogger("kafkalite.worker")
 
 HOUSEKEEPING_INTERVAL_S = 1.0
 CHECKPOINT_INTERVAL_S = 5.0
 READ_COMMITTED = 1
+# The APIs a worker serves itself; over the Kafka wire everything else is
+# relayed to the supervisor.
+DATA_APIS = (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.OFFSET_FOR_LEADER_EPOCH)
 
 
 class Partition:
     """A partition this worker leads."""
 
-    __slots__ = ("topic", "index", "topic_id", "log", "leader_epoch", "waiters")
+    __slots__ = ("topic", "index", "topic_id", "log", "leader_epoch", "waiters", "producers")
 
     def __init__(self, topic, index, topic_id, plog, leader_epoch):
         self.topic = topic
@@ -62,6 +77,8 @@ class Partition:
         self.log = plog
         self.leader_epoch = leader_epoch
         self.waiters: set = set()
+        self.producers = ProducerStateManager()
+        self.producers.rebuild(plog.segments)
 
 
 class DelayedFetch:
@@ -82,7 +99,8 @@ class DelayedFetch:
 
 
 class Worker:
-    def __init__(self, index: int, config: ServerConfig, control_endpoint: str, port: int):
+    def __init__(self, index: int, config: ServerConfig, control_endpoint: str, port: int,
+                 kafka_port: int = 0, supervisor_endpoint: str | None = None):
         self.index = index
         self.config = config
         self.ctx = zmq.Context.instance()
@@ -106,6 +124,7 @@ class Worker:
         self.poller.register(self.router, zmq.POLLIN)
         self.poller.register(self.control, zmq.POLLIN)
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self.topic_names: dict[uuid.UUID, str] = {}   # Fetch v13+ names topics by id
         self.rings: dict[int, object] = {}     # doorbell fd -> WorkerRing
         self.purgatory: list = []              # heap of (deadline, seq, DelayedFetch)
         self._seq = itertools.count()
@@ -118,8 +137,24 @@ class Worker:
             ApiKey.PRODUCE: self._produce,
             ApiKey.FETCH: self._fetch,
             ApiKey.LIST_OFFSETS: self._list_offsets,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: self._offset_for_leader_epoch,
         }
         self.handlers[ApiKey.API_VERSIONS] = lambda i, h, b: native.api_versions_body(self.handlers)
+        # Kafka wire protocol: the APIs the whole cluster serves are advertised
+        # (the supervisor sends the list with the first assignment).
+        self.kafka_apis: list = list(self.handlers)
+        self.kafka = KafkaListener(config.host, kafka_port, self.handlers,
+                                   api_keys=lambda: self.kafka_apis, forward=self._forward,
+                                   name=f"worker {index}", fallback_to_any_port=True)
+        self.kafka.attach(self.poller)
+        self.relay = self.ctx.socket(zmq.DEALER)
+        self.relay.setsockopt(zmq.LINGER, 0)
+        self.relay.setsockopt(zmq.IDENTITY, FORWARD_IDENTITY_PREFIX + b"%d" % index)
+        if supervisor_endpoint:
+            self.relay.connect(supervisor_endpoint)
+        self.poller.register(self.relay, zmq.POLLIN)
+        self._relayed: dict[int, tuple] = {}   # relay correlation id -> (connection, header)
+        self._relay_ids = itertools.count(1)
 
     # ---- control channel -----------------------------------------------------------------
 
@@ -129,6 +164,8 @@ class Worker:
     def _on_control(self, msg: dict) -> None:
         kind = msg["type"]
         if kind == "assign":
+            if "kafka_apis" in msg:
+                self.kafka_apis = [ApiKey(k) for k in msg["kafka_apis"]]
             opened = []
             for p in msg["partitions"]:
                 opened.append(self._assign(p))
@@ -158,6 +195,8 @@ class Worker:
             else:
                 part.log.config = cfg
                 part.leader_epoch = p["leader_epoch"]
+            if p.get("topic_id"):
+                self.topic_names[uuid.UUID(str(p["topic_id"]))] = p["topic"]
             if part.leader_epoch > part.log.leader_epoch:
                 part.log.leader_epoch = part.leader_epoch
             return {"topic": p["topic"], "partition": p["partition"], "error": 0}
@@ -229,11 +268,45 @@ class Worker:
             reply = {"error_code": errors.UnknownServerError.code, "message": str(exc)}
         self.router.send_multipart([identity, native.encode_extension_response(correlation_id, reply)])
 
-    def send_response(self, identity: bytes, header, body: dict) -> None:
+    def send_response(self, identity, header, body: dict) -> None:
+        if type(identity) is KafkaConnection:
+            self.kafka.respond(identity, header, body)   # file regions go out by sendfile
+            return
         records: list = []
         payload = encode_response(header.api_key, header.api_version, header.correlation_id,
                                   body, records_out=records)
-        self.router.send_multipart([identity, payload, *records], copy=False)
+        frames = [r.read() if type(r) is FileRegion else r for r in records]
+        self.router.send_multipart([identity, payload, *frames], copy=False)
+
+    # ---- Kafka requests relayed to the supervisor ------------------------------------------
+
+    def _forward(self, conn: KafkaConnection, header, payload: bytearray) -> None:
+        """Relay a request this worker does not serve (Metadata, groups, admin,
+        InitProducerId) to the supervisor; the connection stays muted until
+        the answer comes back. Correlation ids are replaced by our own, since
+        many connections share the relay."""
+        relay_id = next(self._relay_ids) & 0x7FFFFFFF
+        self._relayed[relay_id] = (conn, header)
+        payload[4:8] = struct.pack(">i", relay_id)
+        self.relay.send(payload, copy=False)
+
+    def _on_relay_reply(self, frames: list) -> None:
+        if frames[0] == native.ERROR_FRAME and len(frames) > 1:
+            relay_id, code, message = native.decode_error(frames[1])
+            pending = self._relayed.pop(relay_id, None)
+            if pending is not None:
+                self.kafka.respond_error(pending[0], pending[1], code, message)
+            return
+        reply = bytearray(frames[0])
+        if len(reply) < 4:
+            return
+        relay_id, = struct.unpack_from(">i", reply)
+        pending = self._relayed.pop(relay_id, None)
+        if pending is None:
+            return
+        conn, header = pending
+        reply[0:4] = struct.pack(">i", header.correlation_id)
+        self.kafka.respond_frame(conn, reply)
 
     def _partition(self, topic: str, index: int) -> Partition:
         part = self.partitions.get((topic, index))
@@ -244,16 +317,35 @@ class Worker:
 
     # ---- produce ---------------------------------------------------------------------------
 
-    def append(self, part: Partition, records) -> tuple:
-        """Append as leader; wakes parked fetches. Returns the LogAppendInfo."""
+    def append(self, part: Partition, records) -> tuple[int, int]:
+        """Append as leader, applying the idempotent producer state; wakes
+        parked fetches. Returns (first offset, log append time): a retried
+        batch already in the log is not written again and gets the offset
+        it was written at."""
+        batches = producer_batches(records) if records is not None else ()
+        if batches:
+            duplicate = part.producers.check(batches)
+            if duplicate is not None:
+                return duplicate[0], -1
         info = part.log.append(records)
+        if batches:
+            scan = info.scan
+            if len(batches) == scan.batch_count:
+                part.producers.update(batches, scan.base_offsets.tolist(),
+                                      scan.last_offsets.tolist())
+            else:   # some batches had no producer id: match them by position
+                by_pos = dict(zip(scan.positions.tolist(),
+                                  zip(scan.base_offsets.tolist(), scan.last_offsets.tolist())))
+                for b in batches:
+                    first, last = by_pos[b.position]
+                    part.producers.update([b], [first], [last])
         part.log.high_watermark = part.log.log_end_offset
         if part.waiters:
             for fetch in list(part.waiters):
                 fetch.bytes_seen += info.size_in_bytes
                 if fetch.bytes_seen >= fetch.min_bytes:
                     self._complete_fetch(fetch)
-        return info
+        return info.first_offset, info.log_append_time
 
     def _produce(self, identity, header, body):
         acks = body.get("acks", 1)
@@ -270,10 +362,8 @@ class Worker:
                     part = self._partition(topic["name"], pd["index"])
                     if pd["records"] is None:
                         raise errors.CorruptRecordError("produce request without records")
-                    info = self.append(part, pd["records"])
-                    out["base_offset"] = info.first_offset
-                    out["log_append_time_ms"] = info.log_append_time
-                    out["log_start_offset"] = info.log_start_offset
+                    out["base_offset"], out["log_append_time_ms"] = self.append(part, pd["records"])
+                    out["log_start_offset"] = part.log.log_start_offset
                 except KafkaError as exc:
                     out["error_code"] = exc.code
                     out["error_message"] = exc.message
@@ -293,13 +383,19 @@ class Worker:
         first = True
         for topic in body["topics"]:
             name = topic.get("topic") or ""
+            topic_id = topic.get("topic_id")
+            if not name and topic_id is not None and topic_id.int:
+                name = self.topic_names.get(topic_id, "")
             pouts = []
             for fp in topic["partitions"]:
+                # Kafka answers an erroneous partition with empty records, not null.
                 out = {"partition_index": fp["partition"], "error_code": 0, "high_watermark": -1,
                        "last_stable_offset": -1, "log_start_offset": -1,
                        "aborted_transactions": [] if committed_only else None,
-                       "preferred_read_replica": -1, "records": None}
+                       "preferred_read_replica": -1, "records": b""}
                 try:
+                    if not name and topic_id is not None and topic_id.int:
+                        raise errors.UnknownTopicIdError(f"no topic with id {topic_id} here")
                     part = self._partition(name, fp["partition"])
                     parts.append(part)
                     epoch = fp.get("current_leader_epoch", -1)
@@ -317,10 +413,10 @@ class Worker:
                     out["last_stable_offset"] = data.high_watermark
                     out["log_start_offset"] = data.log_start_offset
                     if data.region is not None:
-                        records = data.region.read()
-                        out["records"] = records
-                        total += len(records)
-                        budget -= len(records)
+                        # Kept as a file region: sendfile over TCP, read for ZeroMQ.
+                        out["records"] = data.region
+                        total += data.region.length
+                        budget -= data.region.length
                         first = False
                     else:
                         out["records"] = b""
@@ -399,6 +495,32 @@ class Worker:
             topics_out.append({"name": topic["name"], "partitions": pouts})
         return {"throttle_time_ms": 0, "topics": topics_out}
 
+    # ---- offset for leader epoch ---------------------------------------------------------
+
+    def _offset_for_leader_epoch(self, identity, header, body):
+        topics_out = []
+        for topic in body["topics"]:
+            pouts = []
+            for p in topic["partitions"]:
+                out = {"error_code": 0, "partition": p["partition"], "leader_epoch": -1,
+                       "end_offset": -1}
+                try:
+                    part = self._partition(topic["topic"], p["partition"])
+                    current = p.get("current_leader_epoch", -1)
+                    if 0 <= current < part.leader_epoch:
+                        raise errors.FencedLeaderEpochError(
+                            f"leader epoch {current} is older than {part.leader_epoch}")
+                    if current > part.leader_epoch:
+                        raise errors.UnknownLeaderEpochError(
+                            f"leader epoch {current} is newer than {part.leader_epoch}")
+                    out["leader_epoch"], out["end_offset"] = part.log.end_offset_for_epoch(
+                        p["leader_epoch"])
+                except KafkaError as exc:
+                    out["error_code"] = exc.code
+                pouts.append(out)
+            topics_out.append({"topic": topic["topic"], "partitions": pouts})
+        return {"throttle_time_ms": 0, "topics": topics_out}
+
     # ---- shared-memory rings ---------------------------------------------------------------
 
     def _shm_attach(self, body: dict) -> dict:
@@ -426,8 +548,8 @@ class Worker:
                 return
             for seq, topic, partition, batch in entries:
                 try:
-                    info = self.append(self._partition(topic, partition), batch)
-                    ring.ack(seq, 0, info.first_offset)
+                    first_offset, _ = self.append(self._partition(topic, partition), batch)
+                    ring.ack(seq, 0, first_offset)
                 except KafkaError as exc:
                     ring.ack(seq, exc.code, -1)
                 except Exception:
@@ -469,7 +591,7 @@ class Worker:
 
     def run(self) -> int:
         self._send_control({"type": "hello", "worker": self.index, "pid": os.getpid(),
-                            "port": self.port})
+                            "port": self.port, "kafka_port": self.kafka.port})
         while not self._stop:
             for ring in list(self.rings.values()):
                 while not ring.arm():  # entries arrived since the last drain
@@ -500,8 +622,15 @@ class Worker:
                         break
                     if len(frames) >= 2:
                         self._on_request(frames)
+            if self.relay in events:
+                while True:
+                    try:
+                        self._on_relay_reply(self.relay.recv_multipart(zmq.NOBLOCK))
+                    except zmq.Again:
+                        break
             for fd in [fd for fd in events if isinstance(fd, int) and fd in self.rings]:
                 self._drain_ring(self.rings[fd])
+            self.kafka.on_events(events)
             if self.purgatory:
                 self._expire_fetches()
             if time.monotonic() >= self._next_housekeeping:
@@ -525,6 +654,8 @@ class Worker:
             self._send_control({"type": "bye", "worker": self.index})
         except zmq.ZMQError:
             pass
+        self.kafka.close()
+        self.relay.close()
         self.router.close()
         self.control.close()
 
@@ -534,12 +665,14 @@ def main(argv=None) -> int:
     parser.add_argument("--index", type=int, required=True)
     parser.add_argument("--control", required=True)
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--kafka-port", type=int, default=0)
+    parser.add_argument("--supervisor", help="the supervisor's native endpoint (Kafka relay)")
     parser.add_argument("--config-json", required=True)
     args = parser.parse_args(argv)
     logging.basicConfig(level=os.environ.get("KAFKALITE_LOG_LEVEL", "WARNING"),
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config = ServerConfig(**json.loads(args.config_json))
-    worker = Worker(args.index, config, args.control, args.port)
+    worker = Worker(args.index, config, args.control, args.port, args.kafka_port, args.supervisor)
 
     def stop(signum, frame):
         worker._stop = True

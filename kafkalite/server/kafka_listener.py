@@ -1,0 +1,380 @@
+"""Kafka's own wire protocol over TCP, for Kafka's own clients.
+
+Every broker process (the supervisor and each partition worker) runs one
+``KafkaListener`` inside its single-threaded poll loop: the listening socket
+and every connection are plain non-blocking sockets whose descriptors sit in
+the process's ``zmq.Poller`` beside its ZeroMQ sockets. Who calls it: the
+supervisor and the worker, from their loops (``attach``, ``on_events``,
+``respond``, ``close``); nothing here is thread-safe.
+
+Framing (Kafka's): every request and response is an INT32 size followed by
+that many bytes -- request header v1/v2 + body, response header v0/v1 +
+body (``kafkalite.protocol`` encodes and decodes both; ApiVersions answers
+always carry header v0). A frame larger than ``socket.request.max.bytes``
+(100 MiB, as in Kafka), a negative size, or bytes that do not decode close
+that connection and nothing else.
+
+Ordering: as in Kafka, a connection is *muted* from the moment a request is
+read until its response is queued, so responses leave in request order even
+when a handler defers its reply (a long-poll fetch, a JoinGroup, an admin op
+waiting for workers). Produce with acks=0 is the one request that is never
+answered; it unmutes at once.
+
+Handlers are the process's existing ``handlers`` table, the one its ZeroMQ
+side uses: ``fn(identity, header, body) -> body | None``. Over TCP the
+identity is the ``KafkaConnection``; a handler that returns None replies
+later through ``KafkaListener.respond(connection, header, body)`` (the
+process's own ``_reply`` / ``send_response`` route there when the identity
+is a connection). An API the process does not serve goes to ``forward``
+(workers relay it to the supervisor) or is refused.
+
+Zero copy: response records values may be segment file regions
+(``FileRegion``); they are written with ``os.sendfile`` between the encoded
+parts around them, never read into memory. A socket that would block keeps
+the rest of the response in the connection's write queue until POLLOUT.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import socket
+import struct
+
+import zmq
+
+from kafkalite import errors
+from kafkalite.errors import KafkaError
+from kafkalite.protocol import (
+    SUPPORTED_VERSIONS,
+    ApiKey,
+    ProtocolError,
+    encode_response,
+    encode_response_parts,
+)
+from kafkalite.protocol import decode_request
+from kafkalite.protocol.messages import RESPONSES
+from kafkalite.server.ratelimit import RateLimitedLog
+
+log = logging.getLogger("kafkalite.kafka")
+
+MAX_REQUEST_BYTES = 100 * 1024 * 1024   # Kafka's socket.request.max.bytes default
+RECV_CHUNK = 1024 * 1024
+LISTEN_BACKLOG = 128
+# ZeroMQ identity prefix of a worker's relay to the supervisor: requests that
+# arrived on a worker's Kafka listener, so the supervisor answers them with
+# Kafka node ids and ports (not the native endpoints).
+FORWARD_IDENTITY_PREFIX = b"kafka-fwd-"
+
+_size = struct.Struct(">i")
+_pack_size = _size.pack
+_unpack_size = _size.unpack_from
+
+
+def is_kafka_client(identity) -> bool:
+    """Whether a request came over the Kafka wire protocol (directly on a
+    listener, or relayed by a worker's listener)."""
+    return isinstance(identity, KafkaConnection) or (
+        isinstance(identity, bytes) and identity.startswith(FORWARD_IDENTITY_PREFIX))
+
+
+def top_level_error_supported(api_key: int, api_version: int) -> bool:
+    """Whether this response version has a top-level error_code, so an
+    error about the whole request can be told in the API's own schema."""
+    message = RESPONSES.get(api_key)
+    return message is not None and any(
+        f.name == "error_code" and api_version in f.versions for f in message.fields)
+
+
+class KafkaConnection:
+    """One client's TCP connection: read buffer, mute flag, write queue."""
+
+    __slots__ = ("sock", "fd", "peer", "rbuf", "muted", "out", "closed", "interest",
+                 "dispatching")
+
+    def __init__(self, sock: socket.socket, peer):
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.peer = peer
+        self.rbuf = bytearray()
+        self.muted = False          # a request is being served; read nothing more
+        self.out: collections.deque = collections.deque()  # bytes-likes and [region, sent]
+        self.closed = False
+        self.interest = 0
+        self.dispatching = False
+
+    def __repr__(self):
+        return f"KafkaConnection({self.peer})"
+
+
+class KafkaListener:
+    """A TCP listener serving ``handlers`` (a live mapping) to Kafka clients."""
+
+    def __init__(self, host: str, port: int, handlers, *, api_keys, forward=None,
+                 name: str = "broker", max_request_bytes: int = MAX_REQUEST_BYTES,
+                 fallback_to_any_port: bool = False):
+        self.handlers = handlers
+        self.api_keys = api_keys            # callable -> the API keys ApiVersions advertises
+        self.forward = forward              # fn(connection, header, payload) or None
+        self.name = name
+        self.max_request_bytes = max_request_bytes
+        self.connections: dict[int, KafkaConnection] = {}
+        self.poller: zmq.Poller | None = None
+        self._bad_input = RateLimitedLog(log)
+        self._scratch = bytearray(RECV_CHUNK)
+        self.sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self.sock.bind((host, port))
+        except OSError as exc:
+            if not (port and fallback_to_any_port):
+                self.sock.close()
+                raise errors.KafkaStorageError(
+                    f"cannot listen for Kafka clients on {host}:{port}: {exc.strerror or exc}") from None
+            log.warning("%s: Kafka port %d is taken (%s); using any free port", name, port, exc)
+            self.sock.bind((host, 0))
+        self.sock.listen(LISTEN_BACKLOG)
+        self.sock.setblocking(False)
+        self.fd = self.sock.fileno()
+        self.port = self.sock.getsockname()[1]
+
+    # ---- poll loop integration ---------------------------------------------------------------
+
+    def attach(self, poller: zmq.Poller) -> None:
+        self.poller = poller
+        poller.register(self.fd, zmq.POLLIN)
+
+    def on_events(self, events: dict) -> None:
+        """Serve whatever ``poller.poll()`` reported for this listener's fds."""
+        for fd, ev in events.items():
+            if type(fd) is not int:
+                continue
+            if fd == self.fd:
+                self._accept()
+                continue
+            conn = self.connections.get(fd)
+            if conn is None:
+                continue
+            if ev & zmq.POLLOUT:
+                self._flush(conn)
+            if ev & (zmq.POLLIN | zmq.POLLERR) and not conn.closed:
+                self._read(conn)
+
+    def close(self) -> None:
+        for conn in list(self.connections.values()):
+            self._close(conn, None)
+        if self.poller is not None:
+            self.poller.unregister(self.fd)
+        self.sock.close()
+
+    # ---- connections -------------------------------------------------------------------------
+
+    def _accept(self) -> None:
+        for _ in range(64):
+            try:
+                sock, peer = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # EMFILE and the like: keep serving the others
+                self._bad_input.warning("%s: accept failed: %s", self.name, exc)
+                return
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn = KafkaConnection(sock, peer)
+            self.connections[conn.fd] = conn
+            self._update_interest(conn)
+
+    def _close(self, conn: KafkaConnection, reason: str | None) -> None:
+        if conn.closed:
+            return
+        if reason:
+            self._bad_input.warning("%s: closing connection from %s: %s", self.name, conn.peer, reason)
+        conn.closed = True
+        conn.out.clear()
+        self.connections.pop(conn.fd, None)
+        if self.poller is not None and conn.interest:
+            self.poller.unregister(conn.fd)
+        conn.sock.close()
+
+    def _update_interest(self, conn: KafkaConnection) -> None:
+        if conn.closed:
+            return
+        interest = (0 if conn.muted else zmq.POLLIN) | (zmq.POLLOUT if conn.out else 0)
+        if interest != conn.interest and self.poller is not None:
+            # register(fd, 0) unregisters: a muted connection with nothing to
+            # write is not polled at all, as Kafka mutes a channel.
+            self.poller.register(conn.fd, interest)
+            conn.interest = interest
+
+    def _read(self, conn: KafkaConnection) -> None:
+        scratch = self._scratch
+        try:
+            n = conn.sock.recv_into(scratch)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._close(conn, None if exc.errno in (104, 32) else str(exc))
+            return
+        if n == 0:
+            self._close(conn, None)
+            return
+        conn.rbuf += memoryview(scratch)[:n]
+        self._process(conn)
+
+    def _process(self, conn: KafkaConnection) -> None:
+        """Serve complete frames from the read buffer while not muted."""
+        if conn.dispatching:
+            return
+        conn.dispatching = True
+        try:
+            rbuf = conn.rbuf
+            while not conn.muted and not conn.closed and len(rbuf) >= 4:
+                size, = _unpack_size(rbuf, 0)
+                if size < 0 or size > self.max_request_bytes:
+                    self._close(conn, f"request size {size} is outside 0..{self.max_request_bytes} "
+                                      f"(socket.request.max.bytes)")
+                    return
+                if len(rbuf) < 4 + size:
+                    break
+                payload = rbuf[4:4 + size]      # a writable copy: storage patches batches in place
+                del rbuf[:4 + size]
+                conn.muted = True
+                self._on_request(conn, payload)
+        finally:
+            conn.dispatching = False
+        self._update_interest(conn)
+
+    # ---- requests ----------------------------------------------------------------------------
+
+    def _on_request(self, conn: KafkaConnection, payload: bytearray) -> None:
+        try:
+            # Kafka ignores bytes after a request body, and clients rely on it.
+            header, body = decode_request(payload, ignore_trailing=True)
+        except ProtocolError as exc:
+            h = exc.header
+            if h is not None and h.api_key == ApiKey.API_VERSIONS and exc.code == \
+                    errors.UnsupportedVersionError.code:
+                # KIP-511: a too-new ApiVersions gets a v0 answer with the error
+                # and our ranges, so the client retries with a version we know.
+                self._send(conn, encode_response(ApiKey.API_VERSIONS, 0, h.correlation_id,
+                                                 self._api_versions_body(
+                                                     errors.UnsupportedVersionError.code)))
+                return
+            # Kafka closes a connection whose request it cannot parse.
+            self._close(conn, str(exc))
+            return
+        if header.api_key == ApiKey.API_VERSIONS:
+            self.respond(conn, header, self._api_versions_body(0))
+            return
+        handler = self.handlers.get(header.api_key)
+        if handler is None:
+            if self.forward is not None:
+                self.forward(conn, header, payload)
+                return
+            self.respond_error(conn, header, errors.UnsupportedVersionError.code,
+                               f"{self.name} does not serve {header.api_key!r}")
+            return
+        versions = SUPPORTED_VERSIONS.get(header.api_key)
+        if versions is None or not versions[0] <= header.api_version <= versions[1]:
+            self.respond_error(conn, header, errors.UnsupportedVersionError.code,
+                               f"{header.api_key!r} v{header.api_version} is not supported")
+            return
+        try:
+            response = handler(conn, header, body)
+        except KafkaError as exc:
+            self.respond_error(conn, header, exc.code, exc.message)
+            return
+        except Exception as exc:  # one request must not take the broker down
+            log.exception("%s: %r request failed", self.name, header.api_key)
+            self.respond_error(conn, header, errors.UnknownServerError.code, str(exc))
+            return
+        if response is not None:
+            self.respond(conn, header, response)
+        elif header.api_key == ApiKey.PRODUCE and body.get("acks") == 0:
+            conn.muted = False          # acks=0: Kafka sends no response at all
+
+    def _api_versions_body(self, error_code: int) -> dict:
+        keys = sorted(set(self.api_keys()) | {ApiKey.API_VERSIONS})
+        return {"error_code": error_code, "throttle_time_ms": 0, "api_keys": [
+            {"api_key": int(k), "min_version": SUPPORTED_VERSIONS[k][0],
+             "max_version": SUPPORTED_VERSIONS[k][1]} for k in keys if k in SUPPORTED_VERSIONS]}
+
+    # ---- responses ---------------------------------------------------------------------------
+
+    def respond(self, conn: KafkaConnection, header, body: dict) -> None:
+        """Send the response to ``header``'s request (now or deferred)."""
+        if conn.closed:
+            return
+        try:
+            parts, total = encode_response_parts(header.api_key, header.api_version,
+                                                 header.correlation_id, body)
+        except ProtocolError as exc:
+            log.error("%s: cannot encode the %r response: %s", self.name, header.api_key, exc)
+            self._close(conn, None)
+            return
+        queue = conn.out
+        pending = [_pack_size(total)]
+        for part in parts:
+            if hasattr(part, "sendfile"):
+                queue.append(b"".join(pending))
+                queue.append([part, 0])
+                pending = []
+            else:
+                pending.append(part)
+        if pending:
+            queue.append(b"".join(pending))
+        self._answered(conn)
+
+    def respond_frame(self, conn: KafkaConnection, frame) -> None:
+        """Send an already encoded response (header + body), e.g. one relayed
+        from the supervisor."""
+        self._send(conn, frame)
+
+    def respond_error(self, conn: KafkaConnection, header, code: int, message: str = "") -> None:
+        """Answer a whole request with an error code where its schema has a
+        top-level error_code; otherwise close the connection, as Kafka does
+        with a request it cannot serve."""
+        if conn.closed:
+            return
+        if top_level_error_supported(header.api_key, header.api_version):
+            self.respond(conn, header, {"error_code": code, "error_message": message or None})
+        else:
+            self._close(conn, f"{header.api_key!r} v{header.api_version}: error {code} {message}")
+
+    def _send(self, conn: KafkaConnection, frame) -> None:
+        if conn.closed:
+            return
+        conn.out.append(_pack_size(len(frame)) + bytes(frame))
+        self._answered(conn)
+
+    def _answered(self, conn: KafkaConnection) -> None:
+        conn.muted = False
+        self._flush(conn)
+        if not conn.dispatching and not conn.closed:
+            self._process(conn)     # a deferred reply: serve what queued up meanwhile
+
+    def _flush(self, conn: KafkaConnection) -> None:
+        queue, fd = conn.out, conn.fd
+        try:
+            while queue:
+                item = queue[0]
+                if type(item) is list:          # [file region, bytes sent so far]
+                    region, sent = item
+                    while sent < region.length:
+                        n = os.sendfile(fd, region.fd, region.position + sent, region.length - sent)
+                        if n == 0:
+                            raise OSError(f"segment {region.file.name} ended before the region did")
+                        sent += n
+                        item[1] = sent
+                else:
+                    n = conn.sock.send(item)
+                    if n < len(item):
+                        queue[0] = memoryview(item)[n:]
+                        break
+                queue.popleft()
+        except (BlockingIOError, InterruptedError):
+            pass
+        except (OSError, ValueError) as exc:   # peer gone, or a segment deleted under the send
+            self._close(conn, None if getattr(exc, "errno", None) in (104, 32) else str(exc))
+            return
+        self._update_interest(conn)

@@ -1,0 +1,128 @@
+"""Shared pieces of the Kafka client compatibility tests: writing and reading
+with kafkalite's native client, and records in one comparable shape.
+
+A record is compared as (partition, offset, key, value, headers, timestamp)
+with headers a list of (str, bytes|None) pairs, whatever client read it.
+"""
+from __future__ import annotations
+
+import time
+
+from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer,
+                              TopicPartition)
+
+COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
+ACKS = (0, 1, -1)
+
+
+def create_topic(server, name: str, partitions: int = 1) -> None:
+    admin = AdminClient(server.config())
+    try:
+        for f in admin.create_topics([NewTopic(name, partitions)]).values():
+            f.result()
+    finally:
+        admin.close()
+
+
+def sample_records(n: int, tag: str, null_headers: bool = True) -> list[tuple[bytes, bytes, list]]:
+    """n (key, value, headers) with varied sizes, a null-valued header (for
+    clients that can send one), a binary key, and an empty value."""
+    out = []
+    for i in range(n):
+        key = f"{tag}-key-{i}".encode() if i % 7 else bytes([i % 256, 0, 255])
+        value = (f"{tag}-value-{i}-".encode() * (1 + i % 5)) if i % 11 else b""
+        headers = [("idx", str(i).encode()), ("tag", tag.encode())]
+        if null_headers and i % 3 == 0:
+            headers.append(("empty", None))
+        out.append((key, value, headers))
+    return out
+
+
+def native_produce(server, topic: str, records, partition: int = 0, timestamps=None) -> list:
+    """Write with kafkalite's Producer; returns the delivered offsets."""
+    p = Producer(server.config(acks="all", **{"linger.ms": 5}))
+    offsets = []
+
+    def on_delivery(err, msg):
+        assert err is None, err
+        offsets.append(msg.offset())
+    try:
+        for i, (key, value, headers) in enumerate(records):
+            p.produce(topic, value=value, key=key, partition=partition, headers=headers,
+                      timestamp=timestamps[i] if timestamps else 0, on_delivery=on_delivery)
+        assert p.flush(20) == 0
+    finally:
+        p.close()
+    return offsets
+
+
+def native_read(server, topic: str, partitions: int, expect: int, timeout: float = 20.0) -> list:
+    """Every record of the topic from the beginning, in the comparable shape."""
+    c = Consumer(server.config())
+    try:
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        out, deadline = [], time.monotonic() + timeout
+        while len(out) < expect and time.monotonic() < deadline:
+            out += c.consume(10_000, 0.5)
+        return sorted(normalize(m.partition(), m.offset(), m.key(), m.value(), m.headers(),
+                                m.timestamp()[1]) for m in out)
+    finally:
+        c.close()
+
+
+def normalize(partition, offset, key, value, headers, timestamp) -> tuple:
+    hs = tuple((k if isinstance(k, str) else k.decode(), None if v is None else bytes(v))
+               for k, v in (headers or []))
+    return (partition, offset, None if key is None else bytes(key),
+            None if value is None else bytes(value), hs, timestamp)
+
+
+def expected_shape(records) -> list[tuple]:
+    """(key, value, headers) as ``normalize`` shapes them, for comparing
+    what a client wrote with what was read back."""
+    return [(k, v, tuple((hk, hv) for hk, hv in hs)) for k, v, hs in records]
+
+
+def strip(read: list) -> list[tuple]:
+    """(key, value, headers) of read records, in offset order."""
+    return [(r[2], r[3], r[4]) for r in sorted(read, key=lambda r: (r[0], r[1]))]
+
+
+class KafkaWire:
+    """A bare Kafka protocol connection (blocking socket) for tests that
+    need exact requests: our codec on one side, the broker on the other."""
+
+    def __init__(self, address: str, timeout: float = 10.0):
+        import socket
+        host, port = address.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.correlation = 0
+
+    def send_frame(self, frame: bytes) -> None:
+        import struct
+        self.sock.sendall(struct.pack(">i", len(frame)) + frame)
+
+    def recv_frame(self) -> bytes:
+        import struct
+        size, = struct.unpack(">i", self._exact(4))
+        return self._exact(size)
+
+    def _exact(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("the broker closed the connection")
+            buf += chunk
+        return bytes(buf)
+
+    def request(self, api_key: int, version: int, body: dict) -> dict:
+        from kafkalite.protocol import decode_response, encode_request
+        self.correlation += 1
+        self.send_frame(encode_request(api_key, version, self.correlation, "compat-test", body))
+        correlation, response = decode_response(api_key, version, self.recv_frame())
+        assert correlation == self.correlation
+        return response
+
+    def close(self) -> None:
+        self.sock.close()

@@ -1,0 +1,148 @@
+"""Consumer groups of Kafka's own clients against kafkalite's group
+coordinator (the supervisor, broker 1000): two members share a topic, commit,
+stop, and a later member resumes after the committed offsets."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from compat_helpers import create_topic, native_produce
+
+PARTITIONS = 4
+
+
+def records(tag: str, n: int) -> list:
+    return [(b"k%d" % i, b"%s-%d" % (tag.encode(), i), []) for i in range(n)]
+
+
+def produce_spread(server, topic, tag, n):
+    for p in range(PARTITIONS):
+        native_produce(server, topic, records(f"{tag}{p}", n), partition=p)
+
+
+# ---- one driver per client: run(members, topic, group, want) -> (values, assignments) ----
+
+def confluent_group(server, topic, group, members, want, timeout=30.0):
+    import confluent_kafka as ck
+    cs = [ck.Consumer({"bootstrap.servers": server.kafka_bootstrap, "group.id": group,
+                       "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                       "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+          for _ in range(members)]
+    for c in cs:
+        c.subscribe([topic])
+    values, deadline = [], time.monotonic() + timeout
+    while len(values) < want and time.monotonic() < deadline:
+        for c in cs:
+            for m in c.consume(1000, 0.2):
+                if m.error() is None:
+                    values.append(m.value())
+    while members > 1 and any(not c.assignment() for c in cs) and time.monotonic() < deadline:
+        for c in cs:
+            c.consume(10, 0.2)
+    # after the last rebalance, let each member read its partitions to the end,
+    # so that what it commits is its whole share
+    settle = time.monotonic() + 2.0
+    while time.monotonic() < settle:
+        for c in cs:
+            c.consume(1000, 0.1)
+    assignments = [sorted(tp.partition for tp in c.assignment()) for c in cs]
+    for c in cs:
+        c.commit(asynchronous=False)
+        c.close()
+    return values, assignments
+
+
+def kafka_python_group(server, topic, group, members, want, timeout=30.0):
+    from kafka import KafkaConsumer
+    cs = [KafkaConsumer(topic, bootstrap_servers=server.kafka_bootstrap, group_id=group,
+                        auto_offset_reset="earliest", enable_auto_commit=False,
+                        session_timeout_ms=6000, heartbeat_interval_ms=500)
+          for _ in range(members)]
+    values, deadline = [], time.monotonic() + timeout
+    while (len(values) < want or (members > 1 and any(not c.assignment() for c in cs))) \
+            and time.monotonic() < deadline:
+        for c in cs:
+            for msgs in c.poll(200).values():
+                values += [m.value for m in msgs]
+    settle = time.monotonic() + 2.0      # read every partition to the end before committing
+    while time.monotonic() < settle:
+        for c in cs:
+            c.poll(100)
+    assignments = [sorted(tp.partition for tp in c.assignment()) for c in cs]
+    for c in cs:
+        c.commit()
+        c.close()
+    return values, assignments
+
+
+def aiokafka_group(server, topic, group, members, want, timeout=30.0):
+    from aiokafka import AIOKafkaConsumer
+
+    async def go():
+        cs = [AIOKafkaConsumer(topic, bootstrap_servers=server.kafka_bootstrap, group_id=group,
+                               auto_offset_reset="earliest", enable_auto_commit=False,
+                               session_timeout_ms=6000, heartbeat_interval_ms=500)
+              for _ in range(members)]
+        for c in cs:
+            await c.start()
+        values, deadline = [], time.monotonic() + timeout
+        while (len(values) < want or (members > 1 and any(not c.assignment() for c in cs))) \
+                and time.monotonic() < deadline:
+            for c in cs:
+                for msgs in (await c.getmany(timeout_ms=200)).values():
+                    values += [m.value for m in msgs]
+        settle = time.monotonic() + 2.0  # read every partition to the end before committing
+        while time.monotonic() < settle:
+            for c in cs:
+                await c.getmany(timeout_ms=100)
+        assignments = [sorted(tp.partition for tp in c.assignment()) for c in cs]
+        for c in cs:
+            await c.commit()
+            await c.stop()
+        return values, assignments
+    return asyncio.run(asyncio.wait_for(go(), timeout + 30))
+
+
+DRIVERS = {"confluent-kafka": confluent_group, "kafka-python": kafka_python_group,
+           "aiokafka": aiokafka_group}
+
+
+@pytest.mark.parametrize("client", list(DRIVERS))
+def test_two_members_share_commit_and_a_later_member_resumes(server, topic_name, client):
+    run = DRIVERS[client]
+    create_topic(server, topic_name, partitions=PARTITIONS)
+    produce_spread(server, topic_name, "first", 10)
+    group = f"group-{topic_name}"
+    values, assignments = run(server, topic_name, group, 2, 40)
+    assert set(values) == {b"first%d-%d" % (p, i) for p in range(PARTITIONS) for i in range(10)}
+    assert all(assignments) and sorted(sum(assignments, [])) == list(range(PARTITIONS))
+    produce_spread(server, topic_name, "second", 5)
+    values, _ = run(server, topic_name, group, 1, 20)
+    assert sorted(values) == sorted(b"second%d-%d" % (p, i) for p in range(PARTITIONS)
+                                    for i in range(5))
+
+
+def test_kcat_balanced_consumer_resumes_after_its_commit(server, topic_name):
+    import shutil
+    import subprocess
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        pytest.skip("kcat is not installed")
+    create_topic(server, topic_name, partitions=2)
+    for p in range(2):
+        native_produce(server, topic_name, records(f"a{p}", 5), partition=p)
+    group = f"kcat-{topic_name}"
+
+    def consume(count):
+        r = subprocess.run([kcat, "-b", server.kafka_bootstrap, "-G", group, topic_name,
+                            "-c", str(count), "-q", "-f", "%s\\n", "-X",
+                            "auto.offset.reset=earliest", "-X", "enable.auto.commit=true",
+                            "-X", "auto.commit.interval.ms=100"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        return sorted(r.stdout.split())
+    assert consume(10) == sorted(f"a{p}-{i}" for p in range(2) for i in range(5))
+    for p in range(2):
+        native_produce(server, topic_name, records(f"b{p}", 3), partition=p)
+    assert consume(6) == sorted(f"b{p}-{i}" for p in range(2) for i in range(3))

@@ -1,0 +1,101 @@
+"""kafka-python against kafkalite's Kafka listener, unchanged."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from compat_helpers import (ACKS, COMPRESSIONS, create_topic, expected_shape, native_produce,
+                            native_read, normalize, sample_records, strip)
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import TopicAlreadyExistsError
+
+from kafkalite._ext.partitioner import partition_for_key
+
+
+def kp_read(server, topic, partitions, expect, timeout=20.0) -> list:
+    c = KafkaConsumer(bootstrap_servers=server.kafka_bootstrap, enable_auto_commit=False,
+                      auto_offset_reset="earliest")
+    try:
+        c.assign([TopicPartition(topic, p) for p in range(partitions)])
+        c.seek_to_beginning()
+        out, deadline = [], time.monotonic() + timeout
+        while len(out) < expect and time.monotonic() < deadline:
+            for msgs in c.poll(500).values():
+                out += [normalize(m.partition, m.offset, m.key, m.value, m.headers, m.timestamp)
+                        for m in msgs]
+        return sorted(out)
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+@pytest.mark.parametrize("acks", ACKS)
+def test_produce_with_acks_and_compression_is_read_by_native_client(server, topic_name, acks,
+                                                                    compression):
+    create_topic(server, topic_name)
+    records = sample_records(30, compression, null_headers=False)
+    p = KafkaProducer(bootstrap_servers=server.kafka_bootstrap, acks="all" if acks == -1 else acks,
+                      compression_type=None if compression == "none" else compression,
+                      linger_ms=5)
+    try:
+        for key, value, headers in records:
+            p.send(topic_name, value=value, key=key, headers=headers, partition=0)
+        p.flush(20)
+    finally:
+        p.close(5)
+    got = native_read(server, topic_name, 1, len(records))
+    assert strip(got) == expected_shape(records)
+
+
+def test_idempotent_producer_writes_each_record_once(server, topic_name):
+    create_topic(server, topic_name)
+    p = KafkaProducer(bootstrap_servers=server.kafka_bootstrap, enable_idempotence=True,
+                      acks="all", linger_ms=2)
+    try:
+        futures = [p.send(topic_name, value=b"v%d" % i, partition=0) for i in range(500)]
+        p.flush(20)
+        assert [f.get(10).offset for f in futures] == list(range(500))
+    finally:
+        p.close(5)
+    got = native_read(server, topic_name, 1, 500)
+    assert [r[3] for r in got] == [b"v%d" % i for i in range(500)]
+
+
+def test_reads_native_records_byte_for_byte(server, topic_name):
+    create_topic(server, topic_name)
+    records = sample_records(40, "native", null_headers=False)
+    base = int(time.time() * 1000) - 5_000
+    native_produce(server, topic_name, records, timestamps=[base + i for i in range(40)])
+    got = kp_read(server, topic_name, 1, 40)
+    assert got == native_read(server, topic_name, 1, 40)
+    assert strip(got) == expected_shape(records)
+
+
+def test_keyed_records_land_on_the_murmur2_partition(server, topic_name):
+    create_topic(server, topic_name, partitions=5)
+    p = KafkaProducer(bootstrap_servers=server.kafka_bootstrap)
+    keys = [b"order-%d" % i for i in range(100)]
+    try:
+        futures = {k: p.send(topic_name, value=b"x", key=k) for k in keys}
+        p.flush(20)
+        placed = {k: f.get(10).partition for k, f in futures.items()}
+    finally:
+        p.close(5)
+    assert placed == {k: partition_for_key(k, 5) for k in keys}
+
+
+def test_admin_creates_lists_and_deletes_topics(server, topic_name):
+    admin = KafkaAdminClient(bootstrap_servers=server.kafka_bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic_name, 2, 1)])
+        assert topic_name in admin.list_topics()
+        with pytest.raises(TopicAlreadyExistsError):
+            admin.create_topics([NewTopic(topic_name, 2, 1)])
+        admin.delete_topics([topic_name])
+        deadline = time.monotonic() + 10
+        while topic_name in admin.list_topics() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert topic_name not in admin.list_topics()
+    finally:
+        admin.close()
