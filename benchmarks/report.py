@@ -1,62 +1,39 @@
-"""Measuring and reporting helpers shared by the benchmark scripts
+"""Measuring and reporting helpers of the benchmark scripts
 (bench_storage.py, bench_broker.py, bench_shm_ring.py).
 
-Timing (``gc_paused``, ``timed``, ``timed_both``, ``quiesce``), the machine
-the run is on (``machine_info``), sizes (``human_bytes``, ``parse_size``),
-progress on stderr (``say``, ``warn``, ``Progress``), the figures of a run
-(``Results``) and how they are written out: the text and Markdown tables,
-``results.json`` and the plot.
+The helpers every kafkalite benchmark shares -- output (``say``, ``warn``,
+sizes), ``gc_paused``, ``machine_info``, the text and Markdown tables and
+the plot setup -- live in kafkalite.bench.measure (``kafkalite bench`` uses
+them from an installed package) and are re-exported here. This file adds
+what only the scripts use: timing loops (``timed``, ``timed_both``,
+``quiesce``), their directories and --quick, progress (``Progress``), the
+figures of a run (``Results``) and how they are written out (the table rows,
+``results.json`` and the plot).
 
 The scripts run as ``python benchmarks/<script>.py``, so benchmarks/ is
 sys.path[0] and ``import report`` finds this file.
 """
 from __future__ import annotations
 
-import contextlib
 import datetime
-import gc
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:  # kafkalite importable from a checkout that is not installed
+    sys.path.insert(0, str(REPO))
 
-KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
-MB, GB = 1e6, 1e9          # throughput units are decimal (1 MB/s = 10^6 bytes/s)
+from kafkalite.bench.measure import (  # noqa: E402,F401  (re-exported for the scripts)
+    GB, GiB, KiB, MB, MiB, cpu_model, gc_paused, human_bytes, loadavg, machine_info,
+    machine_info_at_end, markdown_table, mount_of, parse_size, pressure, pyplot, save_figure,
+    say, text_table, warn)
 
 
 # ---- output ----------------------------------------------------------------------------
-
-def say(msg: str = "") -> None:
-    print(msg, flush=True)
-
-
-def warn(msg: str) -> None:
-    print(f"WARNING: {msg}", file=sys.stderr, flush=True)
-
-
-def human_bytes(n: float) -> str:
-    for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
-        if n >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{int(n)} B"
-
-
-def parse_size(text: str) -> int:
-    """'10GiB', '256MB', '4M', '1048576' -> bytes (K/M/G are binary, KB/MB/GB decimal)."""
-    s = text.strip().upper().replace(" ", "")
-    units = [("KIB", KiB), ("MIB", MiB), ("GIB", GiB), ("TIB", 1 << 40),
-             ("KB", 10**3), ("MB", 10**6), ("GB", 10**9), ("TB", 10**12),
-             ("K", KiB), ("M", MiB), ("G", GiB), ("T", 1 << 40), ("B", 1)]
-    for suffix, mult in units:
-        if s.endswith(suffix):
-            return int(float(s[:-len(suffix)]) * mult)
-    return int(s)
-
 
 class Progress:
     """Percent + MB/s on stderr: in place on a TTY, else a line every ~10%."""
@@ -97,18 +74,6 @@ class Progress:
 
 # ---- timing ----------------------------------------------------------------------------
 
-@contextlib.contextmanager
-def gc_paused():
-    gc.collect()
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 def timed(loop) -> float:
     """Seconds taken by ``loop()`` (perf_counter, GC paused)."""
     with gc_paused():
@@ -135,25 +100,6 @@ def quiesce() -> None:
 
 
 # ---- the machine and the directories ---------------------------------------------------
-
-def mount_of(path: str) -> tuple[str, str]:
-    """(mount point, filesystem type) holding ``path`` (Linux /proc/mounts)."""
-    real = os.path.realpath(path)
-    best = ("/", "unknown")
-    try:
-        with open("/proc/mounts") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) < 3:
-                    continue
-                mnt = parts[1].replace("\\040", " ")
-                inside = real == mnt or real.startswith(mnt.rstrip("/") + "/")
-                if inside and len(mnt) >= len(best[0]):
-                    best = (mnt, parts[2])
-    except OSError:
-        pass
-    return best
-
 
 def default_work_parent() -> str:
     """The system temp dir if it is a real filesystem on the repository's
@@ -187,96 +133,6 @@ def apply_quick(args, argv, quick: dict) -> None:
     for k, v in quick.items():
         if "--" + k.replace("_", "-") not in given:
             setattr(args, k, v)
-
-
-def cpu_model() -> str | None:
-    """The first 'model name' of /proc/cpuinfo, or None."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return None
-
-
-def _cpu_flags() -> str:
-    """The first 'flags' line of /proc/cpuinfo, or ''."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return line
-    except OSError:
-        pass
-    return ""
-
-
-def _memory_bytes() -> int | None:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-def loadavg():
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
-def pressure():
-    """Linux PSI 'some avg60' for cpu and io (% of time tasks waited), if available."""
-    out = {}
-    for kind in ("cpu", "io"):
-        try:
-            with open(f"/proc/pressure/{kind}") as f:
-                fields = dict(kv.split("=") for kv in f.readline().split()[1:])
-            out[kind] = float(fields["avg60"])
-        except (OSError, KeyError, ValueError):
-            pass
-    return out or None
-
-
-def machine_info(work_dir: str, *, sse4_2: bool = False, extra: dict | None = None) -> dict:
-    """The machine, Python and data directory of a run. ``sse4_2`` adds
-    ``cpu_sse4_2`` (from the CPU flags); ``extra`` (versions of the
-    libraries a script measures, ...) follows ``numpy``."""
-    import numpy
-    mnt, fstype = mount_of(work_dir)
-    info = {"cpu_model": cpu_model() or platform.processor() or platform.machine(),
-            "logical_cores": os.cpu_count()}
-    if sse4_2:
-        flags = _cpu_flags()
-        info["cpu_sse4_2"] = (" sse4_2" in flags) if flags else None
-    info.update({
-        "memory_bytes": _memory_bytes(),
-        "python": sys.version.split()[0],
-        "python_implementation": platform.python_implementation(),
-        "platform": platform.platform(),
-        "numpy": numpy.__version__,
-    })
-    info.update(extra or {})
-    info.update({
-        "load_average_at_start": loadavg(),
-        "pressure_avg60_at_start": pressure(),
-        "work_dir": work_dir,
-        "work_dir_mount": mnt,
-        "work_dir_fstype": fstype,
-    })
-    return info
-
-
-def machine_info_at_end(info: dict) -> None:
-    """Adds the load average and pressure at the end of the run to ``info``."""
-    info["load_average_at_end"] = loadavg()
-    info["pressure_avg60_at_end"] = pressure()
 
 
 def say_memory(info: dict) -> None:
@@ -372,25 +228,6 @@ def table_rows(res: Results) -> list[list[str]]:
     return rows
 
 
-def text_table(rows, headers) -> str:
-    """Columns padded to their widest cell; the value column (the third) right-aligned."""
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
-              for i, h in enumerate(headers)]
-    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)),
-           "  ".join("-" * w for w in widths)]
-    for r in rows:
-        out.append("  ".join((c.rjust(w) if i == 2 else c.ljust(w))
-                             for i, (c, w) in enumerate(zip(r, widths))))
-    return "\n".join(out)
-
-
-def markdown_table(rows, headers) -> str:
-    esc = [[c.replace("|", "\\|") for c in r] for r in rows]
-    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    out += ["| " + " | ".join(r) + " |" for r in esc]
-    return "\n".join(out)
-
-
 def say_targets_met(met: dict) -> None:
     say("targets met: " + ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in met.items()))
 
@@ -422,24 +259,6 @@ def write_json(out_dir: str, doc: dict) -> None:
     with open(os.path.join(out_dir, "results.json"), "w") as f:
         json.dump(doc, f, indent=2, default=str)
         f.write("\n")
-
-
-def pyplot():
-    """matplotlib.pyplot on the Agg backend, or None (said) when matplotlib is missing."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        say("plot skipped: matplotlib is not installed (pip install matplotlib)")
-        return None
-    return plt
-
-
-def save_figure(plt, fig, path: str) -> None:
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def finish(out_dir: str, plot, elapsed: float) -> None:

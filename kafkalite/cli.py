@@ -5,11 +5,15 @@ Subcommands:
   topics      create, list, describe, alter, delete topics
   produce     send lines from stdin to a topic (like kafka-console-producer)
   consume     print a topic's records (like kafka-console-consumer)
+  groups      list, describe, reset offsets of, delete consumer groups
+              (like kafka-consumer-groups)
   demo        append records to a local partition log and read them back,
               without a server (the storage layer on its own)
   dump-log    print the batches (and records) of segment files, like
               kafka-dump-log
   verify      check every batch CRC and index entry under a data directory
+  bench       run benchmark workloads on kafkalite, its peers and the
+              machine's ceilings, side by side (kafkalite.bench)
 
 Errors print one line to stderr and exit non-zero.
 """
@@ -85,6 +89,7 @@ def _server(args) -> int:
         args.config, data_dir=args.data_dir, host=args.host,
         advertised_host=args.advertised_host, workers=args.workers, port=args.port,
         ingest_port=args.ingest_port, worker_base_port=args.worker_base_port,
+        kafka_port=args.kafka_port, kafka_worker_base_port=args.kafka_worker_base_port,
         auto_create_topics=args.auto_create_topics, default_partitions=args.default_partitions)
     return serve(config)
 
@@ -120,6 +125,10 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--port", type=int, help="native protocol port (0: any free port)")
     server.add_argument("--ingest-port", type=int, help="plain ZeroMQ ingest port (0: any)")
     server.add_argument("--worker-base-port", type=int, help="worker i listens on this + i (0: any)")
+    server.add_argument("--kafka-port", type=int,
+                        help="Kafka wire protocol port of the supervisor (0: any free port)")
+    server.add_argument("--kafka-worker-base-port", type=int,
+                        help="worker i serves Kafka clients on this + i (0: any)")
     server.add_argument("--auto-create-topics", action=argparse.BooleanOptionalAction, default=None,
                         help="create unknown topics when a client asks for them (default: on)")
     server.add_argument("--default-partitions", type=int,
@@ -163,6 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
     cons = sub.add_parser("consume", help="print a topic's records")
     cons.add_argument("topic")
     cons.add_argument("--from-beginning", action="store_true")
+    cons.add_argument("--group", help="consume as a member of this consumer group (resumes from "
+                                      "its committed offsets, commits as it goes)")
     cons.add_argument("--partition", type=int)
     cons.add_argument("--offset", type=int, help="start at this offset (needs --partition)")
     cons.add_argument("--max-messages", type=int)
@@ -174,6 +185,34 @@ def build_parser() -> argparse.ArgumentParser:
     cons.add_argument("--print-offset", action="store_true")
     _client_args(cons)
     cons.set_defaults(func=console.consume)
+
+    groups = sub.add_parser("groups", help="list, describe, reset offsets of, delete consumer groups",
+                            description="Consumer groups, like kafka-consumer-groups.")
+    gsub = groups.add_subparsers(dest="action", required=True)
+    gsub.add_parser("list", help="group ids and states")
+    g = gsub.add_parser("describe", help="members, assignment, committed offset, log end and "
+                                         "lag per partition")
+    g.add_argument("group")
+    g = gsub.add_parser("reset-offsets", help="set a group's committed offsets (dry run unless "
+                                              "--execute; refused while it has members)")
+    g.add_argument("group")
+    g.add_argument("--topic", action="append", metavar="TOPIC",
+                   help="topic to reset (repeatable; default: every topic with committed offsets)")
+    how = g.add_mutually_exclusive_group(required=True)
+    how.add_argument("--to-earliest", action="store_true", help="to each partition's log start")
+    how.add_argument("--to-latest", action="store_true", help="to each partition's log end")
+    how.add_argument("--to-datetime", metavar="ISO8601",
+                     help="to the first offset at or after this time (UTC unless a zone is given)")
+    how.add_argument("--to-offset", type=int, metavar="N", help="to offset N (clamped to the log)")
+    how.add_argument("--shift-by", type=int, metavar="N",
+                     help="move the committed offset by N (negative: back)")
+    g.add_argument("--execute", action="store_true", help="apply (default: only show the plan)")
+    g = gsub.add_parser("delete", help="delete a group and its committed offsets (refused while "
+                                       "it has members)")
+    g.add_argument("group")
+    for p in gsub.choices.values():
+        _client_args(p)
+    groups.set_defaults(func=console.groups)
 
     demo = sub.add_parser("demo", help="append records to a local partition log and read them "
                                        "back (no server needed)")
@@ -200,6 +239,11 @@ def build_parser() -> argparse.ArgumentParser:
     ver = sub.add_parser("verify", help=verify.DESCRIPTION, description=verify.DESCRIPTION)
     verify.add_arguments(ver)
     ver.set_defaults(func=verify.run)
+
+    from kafkalite.bench import cli as bench_cli
+    bench = sub.add_parser("bench", help=bench_cli.DESCRIPTION, description=bench_cli.DESCRIPTION)
+    bench_cli.add_arguments(bench)
+    bench.set_defaults(func=bench_cli.run)
     return parser
 
 

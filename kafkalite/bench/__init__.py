@@ -1,0 +1,68 @@
+"""``kafkalite bench``: kafkalite beside its peers and the machine's limits,
+on the same workload, in one command.
+
+OpenMessaging-Benchmark-style workload files (workload.py) run on every
+driver in turn (drivers/): kafkalite over ZeroMQ, over shared memory and
+through confluent-kafka on its Kafka listener; Redis Streams and NATS
+JetStream started by the harness; a plain file append and raw pyzmq as
+ceilings. runner.py measures (fixed-rate schedules without coordinated
+omission, HdrHistogram latencies, throughput over time); report.py writes
+JSON, Markdown and PNG plots; measure.py holds the helpers every kafkalite
+benchmark shares.
+
+    from kafkalite.bench import load_workload, run
+    run([load_workload("benchmarks/workloads/latency-10k-1kb.yaml")], out_dir="out")
+
+(Client processes are started with multiprocessing "spawn": a script that
+calls ``run`` needs the ``if __name__ == "__main__":`` guard.)
+"""
+from __future__ import annotations
+
+import time
+
+from kafkalite.bench.drivers import NAMES as DRIVER_NAMES
+from kafkalite.bench.workload import Workload, WorkloadError
+
+
+def load_workload(path: str) -> Workload:
+    """Reads and checks a workload file; WorkloadError names the bad field."""
+    from kafkalite.bench.workload import load
+    return load(path, known_drivers=DRIVER_NAMES)
+
+
+def run(workloads: list[Workload], out_dir: str, drivers: list[str] | None = None,
+        work_dir: str | None = None, progress: bool = True, say=print) -> dict:
+    """Runs every workload on every driver (``drivers``, else the workload's
+    own list, else all), writes the report files into ``out_dir`` and
+    returns the results document (see report.py)."""
+    import os
+
+    from kafkalite.bench import measure, report, runner
+    from kafkalite.bench.drivers import driver_class
+    names = list(drivers) if drivers else None
+    for n in names or ():
+        driver_class(n)  # unknown names fail before anything starts
+    if work_dir:
+        os.makedirs(work_dir, exist_ok=True)
+    machine = measure.machine_info(work_dir or os.path.abspath(os.getcwd()))
+    started = time.monotonic()
+    runs = []
+    for w in workloads:
+        say(f"workload {w.name} ({w.path}): {w.describe()}")
+        results = []
+        for name in names or w.drivers or DRIVER_NAMES:
+            r = runner.run_driver(w, name, work_dir, progress)
+            if r["status"] == "skipped":
+                say(f"  skipped {name}: {r['reason']}")
+            results.append(r)
+        runs.append((w, results))
+    measure.machine_info_at_end(machine)
+    doc = report.document(runs, machine, time.monotonic() - started)
+    paths = report.write(out_dir, doc)
+    say("")
+    say(report.markdown(doc))
+    say("wrote " + ", ".join(paths))
+    return doc
+
+
+__all__ = ["DRIVER_NAMES", "Workload", "WorkloadError", "load_workload", "run"]

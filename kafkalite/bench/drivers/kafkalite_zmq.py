@@ -1,0 +1,118 @@
+"""kafkalite over its native protocol on ZeroMQ (the default transport).
+
+The parent starts a server with kafkalite.server.launcher.ServerProcess
+(supervisor + 2 partition workers, free loopback ports, data in the run's
+temporary directory) and creates the topics with the AdminClient. Producers
+use ``Producer.produce_batch`` (one Cython-encoded RecordBatch per call,
+acks=1, linger.ms 1, one delivery report per batch); consumers
+``Consumer.assign`` their partitions from the beginning and read with
+``consume_batch`` (pyarrow; the stamps come straight from the value
+column's buffers). kafkalite_shm.py and kafka_protocol.py reuse the server
+half.
+"""
+from __future__ import annotations
+
+import os
+
+from kafkalite.bench.drivers.base import ConsumerClient, Driver, ProducerClient
+from kafkalite.bench.recorder import stamps_of_arrow, split
+
+WORKERS = 2
+
+
+class KafkaliteServer:
+    """The parent half shared by the kafkalite drivers: a server and the topics."""
+
+    def __init__(self):
+        self.server = None
+
+    def start(self, workload, topics, work_dir: str, extra_args=()) -> dict:
+        from kafkalite.client import AdminClient, NewTopic
+        from kafkalite.server.launcher import ServerProcess
+        self.server = ServerProcess(os.path.join(work_dir, "kafkalite-data"), workers=WORKERS,
+                                    extra_args=extra_args,
+                                    log_path=os.path.join(work_dir, "kafkalite-server.log"))
+        self.server.start()
+        admin = AdminClient({"bootstrap.servers": self.server.bootstrap})
+        try:
+            futures = admin.create_topics([NewTopic(t, workload.partitions_per_topic)
+                                           for t in topics])
+            for f in futures.values():
+                f.result()
+        finally:
+            admin.close()
+        return {"bootstrap.servers": self.server.bootstrap, "info": self.server.info}
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+
+class KafkaliteProducer(ProducerClient):
+    def __init__(self, endpoint: dict, workload, transport: str):
+        from kafkalite.client import Producer
+        self.size = workload.message_size
+        self.producer = Producer({"bootstrap.servers": endpoint["bootstrap.servers"],
+                                  "acks": 1, "linger.ms": 1,
+                                  "kafkalite.transport": transport})
+
+    def send(self, topic, partition, block, count, keys, on_ack):
+        def delivered(err, _report):
+            if err is not None:
+                raise RuntimeError(f"delivery to {topic}-{partition} failed: {err}")
+            on_ack()
+        self.producer.produce_batch(topic, split(block, self.size), keys=keys,
+                                    partition=partition, on_delivery=delivered)
+
+    def poll(self, timeout):
+        self.producer.poll(timeout)
+
+    def flush(self, timeout):
+        self.producer.flush(timeout)
+
+    def close(self):
+        self.producer.close(5)
+
+
+class KafkaliteConsumer(ConsumerClient):
+    def __init__(self, endpoint: dict, workload, assignment):
+        from kafkalite.client import OFFSET_BEGINNING, Consumer, TopicPartition
+        self.consumer = Consumer({"bootstrap.servers": endpoint["bootstrap.servers"],
+                                  "fetch.min.bytes": 1, "fetch.max.wait.ms": 100})
+        # the topics are new, so the beginning is where the run starts
+        self.consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in assignment])
+
+    def receive(self, timeout):
+        batch = self.consumer.consume_batch(timeout)
+        if not batch.num_rows:
+            return stamps_of_arrow(batch.column("value")), 0
+        values = batch.column("value")
+        return stamps_of_arrow(values), values.nbytes
+
+    def close(self):
+        self.consumer.close()
+
+
+class KafkaliteZmqDriver(Driver):
+    name = "kafkalite-zmq"
+    label = "kafkalite, native protocol over ZeroMQ (produce_batch, consume_batch)"
+    kind = "kafkalite"
+    transport = "zmq"
+
+    def __init__(self):
+        self.server = KafkaliteServer()
+
+    def setup(self, workload, topics, work_dir):
+        return self.server.start(workload, topics, work_dir)
+
+    def teardown(self):
+        self.server.stop()
+
+    @classmethod
+    def producer(cls, endpoint, workload):
+        return KafkaliteProducer(endpoint, workload, cls.transport)
+
+    @classmethod
+    def consumer(cls, endpoint, workload, assignment):
+        return KafkaliteConsumer(endpoint, workload, assignment)

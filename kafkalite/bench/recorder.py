@@ -1,0 +1,162 @@
+"""What a benchmark process measures, without Python work per message.
+
+Every message value is ``messageSize`` bytes and starts with its intended
+send time (``time.time_ns()``, int64 little-endian, 8 bytes): for a fixed
+rate the time the schedule says it is due, not when the producer got round
+to it, so a stall is charged to every message it delays (no coordinated
+omission). All processes read the same clock, so a consumer in another
+process subtracts it from its own ``time.time_ns()``.
+
+``Payloads`` builds a batch of values as one contiguous block (numpy rows);
+``stamps_of_block`` / ``stamps_of_values`` read the stamps back;
+``LatencyRecorder`` folds latencies into an HdrHistogram (microseconds,
+3 significant digits, up to an hour) in bulk with ``np.unique``, so 10^6
+messages/s cost a few numpy calls, not 10^6 ``record_value`` calls;
+``RateSeries`` counts messages per time bucket for the throughput plots.
+
+Who calls: kafkalite.bench.runner (in the producer and consumer processes)
+and the drivers (to decode what they received).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kafkalite.bench.workload import STAMP_BYTES, Workload
+
+HIST_LOW_US, HIST_HIGH_US, HIST_DIGITS = 1, 3_600_000_000, 3
+PERCENTILES = (("p50", 50.0), ("p99", 99.0), ("p999", 99.9))
+_FLUSH_AT = 200_000      # buffered latencies before they are folded into the histogram
+_TEMPLATE_ROWS = 1024    # distinct values cycled through
+
+
+def new_histogram():
+    from hdrh.histogram import HdrHistogram
+    return HdrHistogram(HIST_LOW_US, HIST_HIGH_US, HIST_DIGITS)
+
+
+class LatencyRecorder:
+    """Latencies (ns in, recorded as µs) into an HdrHistogram, folded in bulk."""
+
+    def __init__(self):
+        self.hist = new_histogram()
+        self._pending: list[np.ndarray] = []
+        self._n = 0
+
+    def add(self, latencies_ns: np.ndarray) -> None:
+        if len(latencies_ns):
+            self._pending.append(np.asarray(latencies_ns, dtype=np.int64))
+            self._n += len(latencies_ns)
+            if self._n >= _FLUSH_AT:
+                self.fold()
+
+    def fold(self) -> None:
+        if not self._pending:
+            return
+        us = np.concatenate(self._pending) // 1000
+        self._pending, self._n = [], 0
+        np.clip(us, HIST_LOW_US, HIST_HIGH_US, out=us)
+        values, counts = np.unique(us, return_counts=True)
+        for v, c in zip(values.tolist(), counts.tolist()):
+            self.hist.record_value(v, c)
+
+    def encoded(self) -> str:
+        """The histogram in HdrHistogram's compressed form (base64 text, picklable)."""
+        self.fold()
+        raw = self.hist.encode()
+        return raw.decode() if isinstance(raw, bytes) else raw
+
+
+def merge(encoded: list[str]):
+    """One histogram from the encoded histograms of several processes."""
+    from hdrh.histogram import HdrHistogram
+    hist = new_histogram()
+    for e in encoded:
+        if e:
+            hist.add(HdrHistogram.decode(e))
+    return hist
+
+
+def summary_ms(hist) -> dict:
+    """count, p50 / p99 / p99.9 / max and mean in milliseconds (None when empty)."""
+    n = hist.get_total_count()
+    out = {"count": n}
+    for name, q in PERCENTILES:
+        out[name] = hist.get_value_at_percentile(q) / 1000 if n else None
+    out["max"] = hist.get_max_value() / 1000 if n else None
+    out["mean"] = hist.get_mean_value() / 1000 if n else None
+    return out
+
+
+class RateSeries:
+    """Messages counted per ``width_s`` bucket from ``t0_ns``."""
+
+    def __init__(self, t0_ns: int, width_s: float):
+        self.t0, self.width = t0_ns, int(width_s * 1e9)
+        self.counts: list[int] = []
+
+    def add(self, now_ns: int, n: int) -> None:
+        b = max(0, (now_ns - self.t0) // self.width)
+        if b >= len(self.counts):
+            self.counts.extend([0] * (b + 1 - len(self.counts)))
+        self.counts[b] += n
+
+
+class Payloads:
+    """Values of ``messageSize`` bytes, a batch at a time as one block:
+    rows of a random (or payloadFile) template with the stamp written over
+    the first 8 bytes of each."""
+
+    def __init__(self, workload: Workload, seed: int):
+        size = workload.message_size
+        rng = np.random.default_rng(seed)
+        if workload.payload:
+            src = np.frombuffer(workload.payload, dtype=np.uint8)
+            reps = -(-size * _TEMPLATE_ROWS // len(src))
+            flat = np.tile(src, reps)[:size * _TEMPLATE_ROWS]
+        else:
+            flat = rng.integers(0, 256, size * _TEMPLATE_ROWS, dtype=np.uint8)
+        self.template = flat.reshape(_TEMPLATE_ROWS, size)
+        self.size = size
+        self._next = 0
+
+    def block(self, stamps: np.ndarray) -> bytes:
+        n = len(stamps)
+        rows = self.template[(self._next + np.arange(n)) % _TEMPLATE_ROWS]
+        self._next = (self._next + n) % _TEMPLATE_ROWS
+        rows[:, :STAMP_BYTES] = np.asarray(stamps, dtype="<i8").view(np.uint8).reshape(n, STAMP_BYTES)
+        return rows.tobytes()
+
+
+def split(block, size: int) -> list[bytes]:
+    """The values of a block (for clients that take one value per call)."""
+    mv = memoryview(block)
+    return [bytes(mv[i:i + size]) for i in range(0, len(mv), size)]
+
+
+def stamps_of_block(block, size: int) -> np.ndarray:
+    """The stamps of a block of whole ``size``-byte values (a multiple of size)."""
+    rows = np.frombuffer(block, dtype=np.uint8).reshape(-1, size)
+    return np.ascontiguousarray(rows[:, :STAMP_BYTES]).view("<i8").ravel()
+
+
+def stamps_of_values(values) -> np.ndarray:
+    """The stamps of separate values (bytes-like, each at least 8 bytes)."""
+    if not values:
+        return np.empty(0, dtype=np.int64)
+    return np.frombuffer(b"".join(bytes(v[:STAMP_BYTES]) for v in values), dtype="<i8")
+
+
+def stamps_of_arrow(column) -> np.ndarray:
+    """The stamps of a pyarrow binary column, from its buffers (no per-row Python)."""
+    import pyarrow as pa
+    if isinstance(column, pa.ChunkedArray):
+        parts = [stamps_of_arrow(c) for c in column.chunks]
+        return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+    n = len(column)
+    if n == 0:
+        return np.empty(0, dtype=np.int64)
+    bufs = column.buffers()
+    offsets = np.frombuffer(bufs[1], dtype=np.int32)[column.offset:column.offset + n]
+    data = np.frombuffer(bufs[2], dtype=np.uint8)
+    idx = offsets[:, None] + np.arange(STAMP_BYTES)
+    return np.ascontiguousarray(data[idx]).view("<i8").ravel()

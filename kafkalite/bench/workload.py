@@ -1,0 +1,216 @@
+"""Benchmark workloads: YAML files in the OpenMessaging Benchmark (OMB) style,
+parsed and checked before anything starts.
+
+Fields (OMB's names; every one is checked, unknown names are refused):
+
+    name                     str   what the report calls the workload (required)
+    topics                   int   >= 1 (default 1)
+    partitionsPerTopic       int   >= 1 (default 1)
+    messageSize              int   bytes per message value, >= 8 (the first 8 bytes
+                                   carry the message's intended send time) (required)
+    payloadFile              str   optional: bytes the values are cut from (relative
+                                   to the workload file); default: random bytes
+    keyDistributor           NO_KEY | KEY_ROUND_ROBIN | RANDOM_NANO (default NO_KEY)
+    producersPerTopic        int   >= 1 (default 1)
+    subscriptionsPerTopic    int   >= 1 (default 1): each subscription gets every message
+    consumerPerSubscription  int   >= 1 (default 1): a subscription's partitions are
+                                   split among its consumers
+    producerRate             number >= 0, messages/s over all producers; 0 = as fast
+                                   as the driver accepts (closed loop: the maximum rate)
+    testDurationMinutes / testDurationSeconds      > 0 (default 1 minute)
+    warmupDurationMinutes / warmupDurationSeconds  >= 0 (default 0)
+    consumerBacklogSizeGB    0 only (backlog drain tests are not supported)
+    drivers                  optional list of driver names this workload runs on
+
+A bad file raises WorkloadError (a ValueError) whose message names the file
+and the field. Who calls: kafkalite.bench.runner and the ``kafkalite bench``
+CLI, in the parent process; a Workload is a plain picklable dataclass that
+child processes receive as is.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+KEY_DISTRIBUTORS = ("NO_KEY", "KEY_ROUND_ROBIN", "RANDOM_NANO")
+STAMP_BYTES = 8     # every value starts with its intended send time (time.time_ns, int64 LE)
+
+
+class WorkloadError(ValueError):
+    """A workload file that cannot run; ``field`` names the bad field (or None)."""
+
+    def __init__(self, path: str, field: str | None, problem: str):
+        self.path, self.field, self.problem = path, field, problem
+        where = f"field '{field}': " if field else ""
+        super().__init__(f"workload {path}: {where}{problem}")
+
+
+@dataclasses.dataclass
+class Workload:
+    name: str
+    path: str
+    topics: int = 1
+    partitions_per_topic: int = 1
+    message_size: int = 1024
+    payload: bytes | None = None
+    key_distributor: str = "NO_KEY"
+    producers_per_topic: int = 1
+    subscriptions_per_topic: int = 1
+    consumers_per_subscription: int = 1
+    producer_rate: float = 0.0
+    test_seconds: float = 60.0
+    warmup_seconds: float = 0.0
+    drivers: list[str] | None = None
+
+    @property
+    def producers(self) -> int:
+        return self.topics * self.producers_per_topic
+
+    @property
+    def consumers(self) -> int:
+        return self.topics * self.subscriptions_per_topic * self.consumers_per_subscription
+
+    @property
+    def max_rate(self) -> bool:
+        return self.producer_rate == 0
+
+    @property
+    def slug(self) -> str:
+        """File-name-safe: the workload file's name without .yaml, else from ``name``."""
+        base, ext = os.path.splitext(os.path.basename(self.path))
+        out = base if ext in (".yaml", ".yml") else self.name
+        out = "".join(c if c.isalnum() else "-" for c in out.lower())
+        return "-".join(p for p in out.split("-") if p) or "workload"
+
+    def with_durations(self, test_seconds: float | None = None,
+                       warmup_seconds: float | None = None, scale: float | None = None) -> "Workload":
+        """A copy with the durations overridden (``--duration``, ``--warmup``)
+        or multiplied by ``scale``."""
+        test, warm = self.test_seconds, self.warmup_seconds
+        if scale is not None:
+            test, warm = test * scale, warm * scale
+        if test_seconds is not None:
+            test = test_seconds
+        if warmup_seconds is not None:
+            warm = warmup_seconds
+        return dataclasses.replace(self, test_seconds=test, warmup_seconds=warm)
+
+    def describe(self) -> str:
+        rate = "max rate" if self.max_rate else f"{self.producer_rate:,.0f} msg/s"
+        return (f"{self.topics} topic(s) x {self.partitions_per_topic} partition(s), "
+                f"{self.message_size} B messages, {self.key_distributor}, "
+                f"{self.producers} producer(s), {self.consumers} consumer(s), {rate}, "
+                f"{self.warmup_seconds:g} s warm-up + {self.test_seconds:g} s test")
+
+
+def _int(path, data, field, default, minimum):
+    v = data.get(field, default)
+    if v is None:
+        raise WorkloadError(path, field, "is required")
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise WorkloadError(path, field, f"must be an integer, not {v!r}")
+    if v < minimum:
+        raise WorkloadError(path, field, f"must be >= {minimum}, not {v}")
+    return v
+
+
+def _number(path, data, field, minimum, *, strict=False):
+    v = data[field]
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise WorkloadError(path, field, f"must be a number, not {v!r}")
+    if v < minimum or (strict and v == minimum):
+        raise WorkloadError(path, field, f"must be {'>' if strict else '>='} {minimum}, not {v}")
+    return float(v)
+
+
+def _seconds(path, data, stem, default, *, strict):
+    """``<stem>Seconds`` or ``<stem>Minutes`` (not both) in seconds."""
+    minutes, seconds = f"{stem}Minutes", f"{stem}Seconds"
+    if minutes in data and seconds in data:
+        raise WorkloadError(path, seconds, f"give {minutes} or {seconds}, not both")
+    if seconds in data:
+        return _number(path, data, seconds, 0, strict=strict)
+    if minutes in data:
+        return _number(path, data, minutes, 0, strict=strict) * 60
+    return default
+
+
+FIELDS = ("name", "topics", "partitionsPerTopic", "messageSize", "payloadFile", "keyDistributor",
+          "producersPerTopic", "subscriptionsPerTopic", "consumerPerSubscription", "producerRate",
+          "testDurationMinutes", "testDurationSeconds", "warmupDurationMinutes",
+          "warmupDurationSeconds", "consumerBacklogSizeGB", "drivers")
+
+
+def parse(data, path: str = "<workload>", known_drivers=None) -> Workload:
+    """A Workload from the mapping of a YAML file; WorkloadError naming the bad field."""
+    if not isinstance(data, dict):
+        raise WorkloadError(path, None, "must be a YAML mapping of OMB workload fields")
+    for key in data:
+        if key not in FIELDS:
+            raise WorkloadError(path, str(key), f"unknown field (known: {', '.join(FIELDS)})")
+    name = data.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise WorkloadError(path, "name", "is required (a non-empty string)")
+    w = Workload(name=name.strip(), path=path)
+    w.topics = _int(path, data, "topics", 1, 1)
+    w.partitions_per_topic = _int(path, data, "partitionsPerTopic", 1, 1)
+    w.message_size = _int(path, data, "messageSize", None, STAMP_BYTES)
+    if "payloadFile" in data:
+        pf = data["payloadFile"]
+        if not isinstance(pf, str):
+            raise WorkloadError(path, "payloadFile", f"must be a file name, not {pf!r}")
+        full = os.path.join(os.path.dirname(os.path.abspath(path)), pf)
+        try:
+            with open(full, "rb") as f:
+                w.payload = f.read()
+        except OSError as exc:
+            raise WorkloadError(path, "payloadFile", f"cannot read {full}: {exc.strerror}") from None
+        if not w.payload:
+            raise WorkloadError(path, "payloadFile", f"{full} is empty")
+    kd = data.get("keyDistributor", "NO_KEY")
+    if kd not in KEY_DISTRIBUTORS:
+        raise WorkloadError(path, "keyDistributor",
+                            f"must be one of {', '.join(KEY_DISTRIBUTORS)}, not {kd!r}")
+    w.key_distributor = kd
+    w.producers_per_topic = _int(path, data, "producersPerTopic", 1, 1)
+    w.subscriptions_per_topic = _int(path, data, "subscriptionsPerTopic", 1, 1)
+    w.consumers_per_subscription = _int(path, data, "consumerPerSubscription", 1, 1)
+    if "producerRate" not in data:
+        raise WorkloadError(path, "producerRate", "is required (messages/s; 0: the maximum rate)")
+    w.producer_rate = _number(path, data, "producerRate", 0)
+    w.test_seconds = _seconds(path, data, "testDuration", 60.0, strict=True)
+    w.warmup_seconds = _seconds(path, data, "warmupDuration", 0.0, strict=False)
+    backlog = data.get("consumerBacklogSizeGB", 0)
+    if backlog != 0:
+        raise WorkloadError(path, "consumerBacklogSizeGB",
+                            "must be 0: backlog drain tests are not supported")
+    if "drivers" in data:
+        drivers = data["drivers"]
+        if (not isinstance(drivers, list) or not drivers
+                or not all(isinstance(d, str) for d in drivers)):
+            raise WorkloadError(path, "drivers", f"must be a list of driver names, not {drivers!r}")
+        if known_drivers is not None:
+            for d in drivers:
+                if d not in known_drivers:
+                    raise WorkloadError(path, "drivers", f"unknown driver {d!r} "
+                                                         f"(known: {', '.join(known_drivers)})")
+        w.drivers = list(drivers)
+    return w
+
+
+def load(path: str, known_drivers=None) -> Workload:
+    """Reads and checks one workload file."""
+    import yaml
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise WorkloadError(path, None, f"cannot read: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise WorkloadError(path, None, f"not valid YAML{where}: "
+                                        f"{getattr(exc, 'problem', None) or exc}") from None
+    return parse(data, path, known_drivers)

@@ -1,0 +1,137 @@
+"""The ``kafkalite bench`` harness end to end: a tiny workload (about a second
+per driver) runs on every driver that can run here through the CLI, and the
+report files come out (JSON that parses with a result per driver, a
+Markdown row per driver, non-empty PNGs); a bad workload file is refused
+with an error naming the bad field, from the API and from the CLI.
+
+It checks that the harness works and that every message arrived, never how
+fast anything is: a benchmark never fails on timing.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kafkalite.bench import DRIVER_NAMES, WorkloadError, load_workload
+from kafkalite.bench.drivers import driver_class
+
+REPO = Path(__file__).resolve().parents[2]
+
+TINY = """\
+name: tiny harness check
+topics: 1
+partitionsPerTopic: 2
+messageSize: 128
+keyDistributor: KEY_ROUND_ROBIN
+producersPerTopic: 1
+subscriptionsPerTopic: 1
+consumerPerSubscription: 1
+producerRate: 2000
+warmupDurationSeconds: 0.3
+testDurationSeconds: 1
+"""
+
+
+def _cli(*args, timeout=60):
+    return subprocess.run([sys.executable, "-m", "kafkalite", "bench", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _our_processes(marker: str) -> list[str]:
+    out = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+            except OSError:
+                continue
+            if marker in cmd:
+                out.append(cmd)
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    base = tmp_path_factory.mktemp("bench")
+    wl = base / "tiny.yaml"
+    wl.write_text(TINY)
+    out, work = base / "out", base / "work"
+    proc = _cli(str(wl), "--out", str(out), "--work-dir", str(work), timeout=240)
+    return proc, out, work
+
+
+def test_every_available_driver_runs_the_workload(tiny_run):
+    proc, out, _ = tiny_run
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["machine"]["logical_cores"] == os.cpu_count()
+    (entry,) = doc["workloads"]
+    assert entry["workload"]["producer_rate"] == 2000
+    results = {r["driver"]: r for r in entry["results"]}
+    assert list(results) == list(DRIVER_NAMES)
+    for name, r in results.items():
+        why = driver_class(name)().unavailable()
+        if why is not None:
+            assert r["status"] == "skipped" and r["reason"] == why
+            assert f"skipped {name}: {why}" in proc.stdout
+            continue
+        assert r["status"] == "ok", (name, r.get("reason"))
+        # everything sent arrived, and the measured period was measured
+        assert r["sent"] > 0 and r["missing"] == 0 and r["received"] == r["sent"], (name, r)
+        assert r["publish_rate"] > 0 and r["consume_rate"] > 0, (name, r)
+        for key in ("publish_latency_ms", "e2e_latency_ms"):
+            lat = r[key]
+            assert lat["count"] > 0, (name, key)
+            qs = [lat["p50"], lat["p99"], lat["p999"], lat["max"]]
+            assert qs == sorted(qs) and qs[0] > 0, (name, key, qs)
+        assert any(r["series"]["publish"]) and any(r["series"]["consume"]), name
+
+
+def test_report_files(tiny_run):
+    proc, out, work = tiny_run
+    md = (out / "results.md").read_text()
+    for name in DRIVER_NAMES:
+        assert sum(1 for line in md.splitlines() if line.startswith(f"| {name} |")) == 1, name
+    assert "| kafkalite-zmq |" in proc.stdout        # the table is printed too
+    for suffix in ("throughput", "latency"):
+        png = out / f"tiny-{suffix}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    # no server, client process or data directory is left behind
+    assert not any(work.iterdir())
+    deadline = time.monotonic() + 5
+    while _our_processes(str(work)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _our_processes(str(work))
+
+
+@pytest.mark.parametrize("text, field", [
+    (TINY.replace("partitionsPerTopic: 2", "partitionsPerTopic: zero"), "partitionsPerTopic"),
+    (TINY.replace("messageSize: 128", "messageSize: 4"), "messageSize"),
+    (TINY.replace("keyDistributor: KEY_ROUND_ROBIN", "keyDistributor: RANDOM"), "keyDistributor"),
+    (TINY + "producerRat: 5\n", "producerRat"),
+    (TINY.replace("producerRate: 2000\n", ""), "producerRate"),
+    (TINY + "drivers: [kafkalite-zmq, rabbitmq]\n", "drivers"),
+])
+def test_bad_workload_names_the_field(tmp_path, text, field):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(WorkloadError) as info:
+        load_workload(str(path))
+    assert info.value.field == field
+    assert f"'{field}'" in str(info.value) and str(path) in str(info.value)
+
+
+def test_cli_refuses_a_bad_workload_with_one_line(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(TINY.replace("messageSize: 128", "messageSize: -1"))
+    proc = _cli(str(path), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("kafkalite bench: workload ") and "'messageSize'" in lines[0]
+    assert not (tmp_path / "out").exists()       # nothing ran
