@@ -367,11 +367,14 @@ cdef class RecordBatchBuilder:
         self._append(offset - self.base_offset, timestamp, key, value, headers)
         return self._last_delta
 
-    def append_values(self, values, keys=None, timestamp=None, indices=None):
+    def append_values(self, values, keys=None, timestamp=None, indices=None,
+                      Py_ssize_t max_bytes=-1):
         """Add one record per value (keys, when given, pair up with values);
         every record gets ``timestamp`` (None: now). With ``indices`` (an
         integer array), only ``values[i]`` (and ``keys[i]``) for those i, in
-        that order. Returns the count added."""
+        that order. With ``max_bytes`` > 0, stops once the batch holds that
+        many bytes (it takes at least one record), so that a caller can cut
+        batches by size. Returns the count added."""
         cdef Py_ssize_t i, j, n = len(values)
         cdef int64_t ts = _now_ms() if timestamp is None else timestamp
         cdef const int64_t[::1] idx
@@ -381,6 +384,8 @@ cdef class RecordBatchBuilder:
             for i in range(n):
                 self._append(self._last_delta + 1, ts, None if keys is None else keys[i],
                              values[i], None)
+                if 0 < max_bytes <= self._len:
+                    return i + 1
             return n
         idx = np.ascontiguousarray(indices, dtype=np.int64)
         for j in range(idx.shape[0]):
@@ -389,6 +394,8 @@ cdef class RecordBatchBuilder:
                 raise IndexError(f"index {i} is outside the {n} values")
             self._append(self._last_delta + 1, ts, None if keys is None else keys[i],
                          values[i], None)
+            if 0 < max_bytes <= self._len:
+                return j + 1
         return idx.shape[0]
 
     def build(self, last_offset_delta=None):

@@ -234,18 +234,28 @@ class Producer:
         self._wait_for_room(n)
         built = []
         for p, idx, start in chunks:
-            builder = RecordBatchBuilder(self._codec, compression_level=self._level)
+            # a chunk of batch.num.messages records is cut again at batch.size
+            # bytes, so that no request outgrows max.request.size
+            todo = step if idx is None else len(idx)
             if idx is None:
-                count = builder.append_values(values[start:start + step],
-                                              None if keys is None else keys[start:start + step],
-                                              timestamp)
-            else:
-                count = builder.append_values(values, keys, timestamp, idx)
-            b = _Batch(topic, p, None, time.monotonic())
-            b.raw = builder.build()
-            b.count = count
-            b.batch_callback = on_delivery or self._default_cb
-            built.append(b)
+                todo = min(step, n - start)
+            done = 0
+            while done < todo:
+                builder = RecordBatchBuilder(self._codec, compression_level=self._level)
+                if idx is None:
+                    lo, hi = start + done, start + todo
+                    count = builder.append_values(
+                        values[lo:hi], None if keys is None else keys[lo:hi], timestamp,
+                        max_bytes=self._batch_bytes)
+                else:
+                    count = builder.append_values(values, keys, timestamp, idx[done:],
+                                                  max_bytes=self._batch_bytes)
+                done += count
+                b = _Batch(topic, p, None, time.monotonic())
+                b.raw = builder.build()
+                b.count = count
+                b.batch_callback = on_delivery or self._default_cb
+                built.append(b)
         with self._lock:
             self._queued += n
             self._ready.extend(built)

@@ -97,6 +97,24 @@ def test_produce_batch_and_consume_batch_arrow(server, topic_name):
         assert r["topic"] == topic_name and r["headers"] == []
 
 
+def test_produce_batch_cuts_batches_at_batch_size_bytes(server, topic_name):
+    # 10,000 records of 200 bytes are 2 MB: more than one request may carry
+    # (max.request.size 1 MiB), so the producer must cut them by size too
+    create(server, topic_name, 1)
+    p = Producer(server.config())
+    reports = []
+    for keys in (None, [b"k%d" % i for i in range(10_000)]):
+        p.produce_batch(topic_name, [b"v" * 200] * 10_000, keys,
+                        on_delivery=lambda e, d: reports.append((e, d)))
+    assert p.flush(30) == 0
+    p.close()
+    assert [e for e, _ in reports if e is not None] == []
+    assert sum(d.count for _, d in reports) == 20_000 and len(reports) >= 6
+    c = Consumer(server.config())
+    assert c.get_watermark_offsets(TopicPartition(topic_name, 0)) == (0, 20_000)
+    c.close()
+
+
 def test_shared_memory_transport(server, topic_name):
     create(server, topic_name, 2)
     before = shm_entries()
