@@ -1,0 +1,20 @@
+"""kafkalite as a Spark source and sink (a Python Data Source named ``kafkalite``).
+
+    from kafkalite_spark import register
+    register(spark)
+    df = (spark.read.format("kafkalite")
+          .option("kafkalite.bootstrap.servers", "127.0.0.1:9092")
+          .option("subscribe", "events").load())
+
+The options and the schema are those of Spark's own Kafka source (see
+options.py), so Spark code moves over by changing the format name and the
+``kafka.`` option prefix. source.py reads, sink.py writes.
+"""
+from kafkalite_spark.source import SCHEMA, SCHEMA_WITH_HEADERS, KafkaLiteDataSource
+
+__all__ = ["KafkaLiteDataSource", "SCHEMA", "SCHEMA_WITH_HEADERS", "register"]
+
+
+def register(spark) -> None:
+    """Make ``format("kafkalite")`` available in this SparkSession."""
+    spark.dataSource.register(KafkaLiteDataSource)

@@ -1,0 +1,428 @@
+"""The ``kafkalite`` Spark source: topics as DataFrames, batch and streaming.
+
+Planning (driver-side Python): ``partitions()`` / ``latestOffset()`` ask
+the server which partitions the query reads and where their offsets are,
+with a short-lived Consumer, and plan one ``OffsetRange`` per partition, or
+several when ``minPartitions`` / ``maxRecordsPerPartition`` ask for more.
+Reading (executor-side Python): ``read()`` opens its own Consumer, fetches
+the range and yields pyarrow RecordBatches in Spark's Kafka schema; the
+records are decoded batch-wise in Cython (Consumer.consume_batch, see
+kafkalite.client.arrow), never one Python object per record. Readers and
+partitions hold only plain data, so Spark can pickle them.
+
+Streaming offsets are Spark's Kafka JSON, ``{"topic": {"0": 42}}``: the
+next offset to read per partition. A partition that appears after the
+query started is read from its earliest offset, as Spark's Kafka source does.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader,
+                                    InputPartition)
+from pyspark.sql.streaming.datasource import ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType,
+                               StructField, StructType, TimestampType)
+
+from kafkalite import errors
+from kafkalite.client import Consumer, TopicPartition
+from kafkalite.client.types import OFFSET_END
+from kafkalite_spark import options as opt
+
+HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()),
+                                     StructField("value", BinaryType())]))
+# Spark's Kafka source schema (KafkaRecordToRowConverter), column for column.
+SCHEMA = StructType([
+    StructField("key", BinaryType()),
+    StructField("value", BinaryType()),
+    StructField("topic", StringType()),
+    StructField("partition", IntegerType()),
+    StructField("offset", LongType()),
+    StructField("timestamp", TimestampType()),
+    StructField("timestampType", IntegerType()),
+])
+SCHEMA_WITH_HEADERS = StructType(SCHEMA.fields + [StructField("headers", HEADERS_TYPE)])
+
+# Arrow types Spark checks the yielded batches against (to_arrow_schema of
+# the schemas above, timezone UTC): the list child is named "element".
+_ARROW_TS = pa.timestamp("us", tz="UTC")
+_ARROW_HEADERS = pa.list_(pa.field("element", pa.struct([("key", pa.string()),
+                                                          ("value", pa.binary())])))
+ARROW_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
+                          ("partition", pa.int32()), ("offset", pa.int64()),
+                          ("timestamp", _ARROW_TS), ("timestampType", pa.int32())])
+
+
+class DataLossError(errors.OffsetOutOfRangeError):
+    """Records a query should read are gone (deleted by retention, or the
+    partition was deleted); raised unless failOnDataLoss is false."""
+
+
+def _data_loss(message: str) -> DataLossError:
+    return DataLossError(message + ". Some data may have been lost, because it is no longer "
+                                   "available in kafkalite (retention, or a deleted topic). If "
+                                   "you want the query to go on, set failOnDataLoss to false.")
+
+
+@dataclass(frozen=True)
+class OffsetRange(InputPartition):
+    """Offsets [start, end) of one partition; start EARLIEST (-2) means the
+    partition's log start (a partition new to a streaming query)."""
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+# ---- planning (driver) ------------------------------------------------------------------------
+
+def _consumer(o: opt.SourceOptions) -> Consumer:
+    return Consumer(o.client_config)
+
+
+def topic_partitions(o: opt.SourceOptions, consumer: Consumer, *, must_exist: bool) -> list:
+    """The (topic, partition)s the query reads now, sorted."""
+    if o.strategy == "assign":
+        meta = consumer.list_topics(timeout=o.poll_timeout_ms / 1000)
+        missing = [(t, p) for t, p in o.assigned
+                   if t not in meta.topics or p not in meta.topics[t].partitions]
+        if missing and must_exist:
+            raise opt.OptionError("assign", "no such partitions: " + ", ".join(
+                f"{t}-{p}" for t, p in missing))
+        return [tp for tp in o.assigned if tp not in missing]
+    meta = consumer.list_topics(timeout=o.poll_timeout_ms / 1000)
+    if o.strategy == "subscribe" and must_exist:
+        missing = [t for t in o.topics if t not in meta.topics]
+        if missing:
+            raise opt.OptionError("subscribe", f"topics {missing} do not exist")
+    return sorted((t, p) for t, tm in meta.topics.items() if o.matches(t)
+                  for p in tm.partitions)
+
+
+def watermarks(consumer: Consumer, tps) -> dict:
+    return {tp: consumer.get_watermark_offsets(TopicPartition(*tp)) for tp in tps}
+
+
+def resolve(spec: opt.OffsetSpec, tps, consumer: Consumer, marks: dict, *,
+            starting: bool) -> dict:
+    """{(topic, partition): offset} for ``spec`` over ``tps`` (marks: low, high)."""
+    if spec.kind == "earliest":
+        return {tp: marks[tp][0] for tp in tps}
+    if spec.kind == "latest":
+        return {tp: marks[tp][1] for tp in tps}
+    if spec.kind == "offsets":
+        missing = [tp for tp in tps if tp not in spec.offsets]
+        if missing:
+            raise opt.OptionError(spec.option, "per-partition offsets must name every partition "
+                                               "the query reads; missing " + ", ".join(
+                                                   f"{t}-{p}" for t, p in missing))
+        return {tp: marks[tp][0] if spec.offsets[tp] == opt.EARLIEST else
+                marks[tp][1] if spec.offsets[tp] == opt.LATEST else spec.offsets[tp]
+                for tp in tps}
+    if spec.kind == "timestamps":
+        missing = [tp for tp in tps if tp not in spec.offsets]
+        if missing:
+            raise opt.OptionError(spec.option, "per-partition timestamps must name every "
+                                               "partition the query reads; missing " + ", ".join(
+                                                   f"{t}-{p}" for t, p in missing))
+        stamps = {tp: spec.offsets[tp] for tp in tps}
+    else:
+        stamps = {tp: spec.timestamp for tp in tps}
+    found = consumer.offsets_for_times([TopicPartition(t, p, ts) for (t, p), ts in stamps.items()])
+    out = {}
+    for r in found:
+        tp = (r.topic, r.partition)
+        if r.offset == OFFSET_END or r.offset < 0:
+            # No record at or after the timestamp: an end is the log end; a
+            # start follows startingOffsetsByTimestampStrategy.
+            if starting and spec.no_match == "error":
+                raise opt.OptionError(spec.option, f"{tp[0]}-{tp[1]} has no record with a "
+                                                   f"timestamp >= {stamps[tp]} (set "
+                                                   f"startingOffsetsByTimestampStrategy to latest "
+                                                   f"to start at the log end instead)")
+            out[tp] = marks[tp][1]
+        else:
+            out[tp] = r.offset
+    return out
+
+
+def split_ranges(ranges: list[OffsetRange], min_partitions: int | None,
+                 max_records: int | None) -> list[OffsetRange]:
+    """Spark's KafkaOffsetRangeCalculator: with more Spark partitions wanted
+    than Kafka partitions, split big ranges in proportion to their size; and
+    no range larger than ``max_records``."""
+    ranges = [r for r in ranges if r.end > r.start or r.start == opt.EARLIEST]
+    sized = [r for r in ranges if r.start >= 0]
+    total = sum(r.end - r.start for r in sized)
+    pieces = {}
+    if min_partitions and total and len(ranges) < min_partitions:
+        for r in sized:
+            pieces[r] = max(1, round((r.end - r.start) / total * min_partitions))
+    if max_records:
+        for r in sized:
+            pieces[r] = max(pieces.get(r, 1), -(-(r.end - r.start) // max_records))
+    out = []
+    for r in ranges:
+        n = pieces.get(r, 1)
+        if n <= 1:
+            out.append(r)
+            continue
+        bounds = np.linspace(r.start, r.end, n + 1).round().astype(np.int64).tolist()
+        out += [OffsetRange(r.topic, r.partition, a, b) for a, b in zip(bounds, bounds[1:])
+                if b > a]
+    return out
+
+
+# ---- reading (executor) ---------------------------------------------------------------------
+
+# column -> (its Arrow array from a Consumer.consume_batch batch, its Arrow type);
+# vectorised casts only (topic dictionary -> string, ms -> us, int8 -> int32)
+_COLUMNS = {
+    "key": (lambda b: b.column(5), pa.binary()),
+    "value": (lambda b: b.column(6), pa.binary()),
+    "topic": (lambda b: b.column(0).cast(pa.string()), pa.string()),
+    "partition": (lambda b: b.column(1), pa.int32()),
+    "offset": (lambda b: b.column(2), pa.int64()),
+    "timestamp": (lambda b: b.column(3).cast(_ARROW_TS), _ARROW_TS),
+    "timestampType": (lambda b: b.column(4).cast(pa.int32()), pa.int32()),
+    "headers": (lambda b: b.column(7).cast(_ARROW_HEADERS), _ARROW_HEADERS),
+}
+ALL_COLUMNS = tuple(f.name for f in SCHEMA.fields)
+
+
+def columns_of(schema: StructType) -> tuple:
+    """The Kafka columns a schema asks for. A user-given schema
+    (``spark.read.schema(...)``) may select some of the columns of Spark's
+    Kafka schema, with their types; only those are built and sent to Spark."""
+    kafka = {f.name: f.dataType for f in SCHEMA_WITH_HEADERS.fields}
+    names = []
+    for f in schema.fields:
+        if f.name not in kafka or f.dataType != kafka[f.name]:
+            raise opt.OptionError("schema", f"column {f.name} {f.dataType.simpleString()} is not "
+                                            f"one of the Kafka columns: " + ", ".join(
+                                                f"{n} {t.simpleString()}"
+                                                for n, t in kafka.items()))
+        if f.name in names:
+            raise opt.OptionError("schema", f"column {f.name} appears twice")
+        names.append(f.name)
+    return tuple(names)
+
+
+def to_spark(batch: pa.RecordBatch, columns=ALL_COLUMNS) -> pa.RecordBatch:
+    """A Consumer.consume_batch RecordBatch as the Spark Arrow batch of ``columns``."""
+    return pa.RecordBatch.from_arrays(
+        [_COLUMNS[c][0](batch) for c in columns],
+        schema=pa.schema([(c, _COLUMNS[c][1]) for c in columns]))
+
+
+def read_range(o: opt.SourceOptions, r: OffsetRange, columns=ALL_COLUMNS):
+    """Yield the records of ``r`` as Spark Arrow batches of ``columns``
+    (sockets live only here)."""
+    tp = TopicPartition(r.topic, r.partition)
+    consumer = _consumer(o)
+    try:
+        try:
+            low, high = consumer.get_watermark_offsets(tp)
+        except errors.UnknownTopicOrPartitionError:
+            if o.fail_on_data_loss:
+                raise _data_loss(f"{r.topic}-{r.partition} no longer exists") from None
+            return
+        start, end = r.start, r.end
+        if start == opt.EARLIEST:
+            start = low
+        elif start < low:
+            if o.fail_on_data_loss:
+                raise _data_loss(f"{r.topic}-{r.partition}: offsets {start}..{low - 1} were "
+                                 f"to be read but the log now starts at {low}")
+            start = low
+        if end > high:
+            if o.fail_on_data_loss:
+                raise _data_loss(f"{r.topic}-{r.partition}: offsets up to {end - 1} were to be "
+                                 f"read but the log now ends at {high}")
+            end = high
+        if start >= end:
+            return
+        consumer.assign([TopicPartition(r.topic, r.partition, start)])
+        timeout = o.poll_timeout_ms / 1000
+        position, progress_at = start, time.monotonic()
+        while position < end:
+            batch = consumer.consume_batch(timeout=min(timeout, 1.0))
+            now_at = consumer.position([tp])[0].offset
+            if now_at > position:
+                position, progress_at = now_at, time.monotonic()
+            elif time.monotonic() - progress_at > timeout:
+                raise errors.RequestTimedOutError(
+                    f"{r.topic}-{r.partition}: no records past offset {position} within "
+                    f"{timeout:.0f} s (kafkaConsumer.pollTimeoutMs) though the log ends at {end}")
+            if not batch.num_rows:
+                continue
+            offsets = batch.column(2)
+            if offsets[batch.num_rows - 1].as_py() >= end:
+                batch = batch.slice(0, int(np.searchsorted(offsets.to_numpy(), end)))
+                if not batch.num_rows:
+                    break
+            yield to_spark(batch, columns)
+    finally:
+        consumer.close()
+
+
+# ---- batch --------------------------------------------------------------------------------------
+
+class KafkaLiteBatchReader(DataSourceReader):
+    def __init__(self, o: opt.SourceOptions, columns=ALL_COLUMNS):
+        self.options = o
+        self.columns = columns
+
+    def partitions(self):
+        o = self.options
+        with _consumer(o) as consumer:
+            tps = topic_partitions(o, consumer, must_exist=True)
+            marks = watermarks(consumer, tps)
+            starts = resolve(o.starting, tps, consumer, marks, starting=True)
+            ends = resolve(o.ending, tps, consumer, marks, starting=False)
+        for tp in tps:
+            if starts[tp] > ends[tp]:
+                raise opt.OptionError(o.starting.option, f"{tp[0]}-{tp[1]}: starting offset "
+                                                         f"{starts[tp]} is after the ending "
+                                                         f"offset {ends[tp]}")
+        ranges = [OffsetRange(t, p, starts[(t, p)], ends[(t, p)]) for t, p in tps]
+        return split_ranges(ranges, o.min_partitions, o.max_records_per_partition) or [
+            OffsetRange("", -1, 0, 0)]
+
+    def read(self, partition: OffsetRange):
+        if partition.partition < 0:
+            return iter(())   # the placeholder of an empty plan (Spark wants one partition)
+        return read_range(self.options, partition, self.columns)
+
+
+# ---- streaming ------------------------------------------------------------------------------
+
+def _to_json(offsets: dict) -> dict:
+    out: dict = {}
+    for (t, p), off in sorted(offsets.items()):
+        out.setdefault(t, {})[str(p)] = int(off)
+    return out
+
+
+def _from_json(doc: dict) -> dict:
+    return {(t, int(p)): int(off) for t, parts in (doc or {}).items() for p, off in parts.items()}
+
+
+class KafkaLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, o: opt.SourceOptions, columns=ALL_COLUMNS):
+        self.options = o
+        self.columns = columns
+        self._target: dict | None = None   # Trigger.AvailableNow: the log ends when it began
+
+    def initialOffset(self) -> dict:
+        o = self.options
+        with _consumer(o) as consumer:
+            tps = topic_partitions(o, consumer, must_exist=False)
+            marks = watermarks(consumer, tps)
+            return _to_json(resolve(o.starting, tps, consumer, marks, starting=True))
+
+    def _latest(self) -> tuple[dict, dict]:
+        """(high watermarks, log starts) of every partition the query reads now."""
+        o = self.options
+        with _consumer(o) as consumer:
+            tps = topic_partitions(o, consumer, must_exist=False)
+            marks = watermarks(consumer, tps)
+        return {tp: m[1] for tp, m in marks.items()}, {tp: m[0] for tp, m in marks.items()}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._latest()[0]
+
+    def getDefaultReadLimit(self):
+        from pyspark.sql.streaming.datasource import ReadAllAvailable
+        n = self.options.max_offsets_per_trigger
+        return ReadMaxRows(n) if n else ReadAllAvailable()
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        starts = _from_json(start)
+        latest, log_starts = self._latest()
+        if self._target is not None:
+            latest = {tp: min(off, self._target[tp]) for tp, off in latest.items()
+                      if tp in self._target}
+        gone = sorted(set(starts) - set(latest))
+        if gone and self._target is None and self.options.fail_on_data_loss:
+            raise _data_loss("partitions " + ", ".join(f"{t}-{p}" for t, p in gone)
+                             + " were read by this query and no longer exist")
+        for tp, off in latest.items():
+            if tp in starts and off < starts[tp] and self.options.fail_on_data_loss:
+                raise _data_loss(f"{tp[0]}-{tp[1]}: the log ends at {off}, before offset "
+                                 f"{starts[tp]} this query already read up to")
+        # where each partition's next batch starts (new partitions: log start)
+        begin = {tp: starts.get(tp, log_starts.get(tp, 0)) for tp in latest}
+        end = {tp: max(off, begin[tp]) for tp, off in latest.items()}
+        if isinstance(limit, ReadMaxRows):
+            end = _rate_limit(begin, end, limit.max_rows)
+        end.update({tp: off for tp, off in starts.items() if tp not in end})
+        return _to_json(end)
+
+    def partitions(self, start: dict, end: dict):
+        starts, ends = _from_json(start), _from_json(end)
+        ranges = [OffsetRange(t, p, starts.get((t, p), opt.EARLIEST), off)
+                  for (t, p), off in sorted(ends.items())
+                  if off > starts.get((t, p), opt.EARLIEST) or (t, p) not in starts]
+        return split_ranges(ranges, self.options.min_partitions,
+                            self.options.max_records_per_partition)
+
+    def read(self, partition: OffsetRange):
+        return read_range(self.options, partition, self.columns)
+
+    def commit(self, end: dict) -> None:
+        # Spark's checkpoint is the record of progress; kafkalite has no
+        # consumer groups to commit offsets to yet.
+        pass
+
+
+def _rate_limit(begin: dict, end: dict, max_rows: int) -> dict:
+    """At most ``max_rows`` offsets in total, shared in proportion to each
+    partition's backlog (Spark's Kafka rate limit); every partition with a
+    backlog moves by at least one offset, so a query never stalls."""
+    backlog = {tp: end[tp] - begin[tp] for tp in end}
+    total = sum(backlog.values())
+    if total <= max_rows:
+        return dict(end)
+    out = {}
+    for tp, lag in backlog.items():
+        share = int(max_rows * lag / total)
+        out[tp] = begin[tp] + (min(lag, max(share, 1)) if lag else 0)
+    return out
+
+
+# ---- the data source ------------------------------------------------------------------------
+
+class KafkaLiteDataSource(DataSource):
+    """``spark.read.format("kafkalite")`` / ``readStream`` / ``write`` /
+    ``writeStream``; Spark reserves the name ``kafka``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafkalite"
+
+    def schema(self):
+        # Called at load(): bad options fail there, for readStream too (the
+        # stream reader itself is made only when the query runs).
+        opt.parse_source(self.options, streaming=None)
+        include = str(self.options.get("includeHeaders", "false")).strip().lower() == "true"
+        return SCHEMA_WITH_HEADERS if include else SCHEMA
+
+    def reader(self, schema):
+        return KafkaLiteBatchReader(opt.parse_source(self.options, streaming=False),
+                                    columns_of(schema))
+
+    def streamReader(self, schema):
+        return KafkaLiteStreamReader(opt.parse_source(self.options, streaming=True),
+                                     columns_of(schema))
+
+    def writer(self, schema, overwrite):
+        from kafkalite_spark.sink import KafkaLiteBatchWriter
+        return KafkaLiteBatchWriter(opt.parse_sink(self.options), schema)
+
+    def streamWriter(self, schema, overwrite):
+        from kafkalite_spark.sink import KafkaLiteStreamWriter
+        return KafkaLiteStreamWriter(opt.parse_sink(self.options), schema)

@@ -1,0 +1,64 @@
+"""One local SparkSession (local[2]) for every Spark test, with the
+kafkalite source registered; Spark's Python workers run this interpreter
+(which has pyarrow and kafkalite), so PYSPARK_PYTHON is set to it."""
+import os
+import shutil
+import sys
+import time
+
+import pytest
+
+from kafkalite.client import OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, TopicPartition
+
+if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+    pytest.skip("the Spark tests need a Java runtime (java on PATH or JAVA_HOME); "
+                "tools/install-system-deps installs one", allow_module_level=True)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    import kafkalite_spark
+    session = (SparkSession.builder.master("local[2]").appName("kafkalite-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.python.worker.reuse", "true")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    kafkalite_spark.register(session)
+    yield session
+    session.stop()
+
+
+def create(server, name, partitions=1):
+    admin = AdminClient(server.config())
+    try:
+        for f in admin.create_topics([NewTopic(name, partitions)]).values():
+            f.result()
+    finally:
+        admin.close()
+
+
+def consume_all(server, topic, partitions, expect, timeout=20.0):
+    """What the native consumer reads: (partition, offset) -> Message."""
+    c = Consumer(server.config())
+    try:
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        out, deadline = {}, time.monotonic() + timeout
+        while len(out) < expect and time.monotonic() < deadline:
+            for m in c.consume(10_000, 0.5):
+                out[(m.partition(), m.offset())] = m
+        return out
+    finally:
+        c.close()
+
+
+def reader(spark, server, **options):
+    r = spark.read.format("kafkalite").option("kafkalite.bootstrap.servers", server.bootstrap)
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r
