@@ -140,3 +140,26 @@ def stop_process(proc: subprocess.Popen | None, timeout: float = 10.0) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+class PeerServerDriver(Driver):
+    """A driver whose peer is a server process the harness starts (Redis,
+    NATS): ``start_server`` launches it with its output in the work dir and
+    waits for its port; ``teardown`` stops it."""
+
+    def __init__(self):
+        self.proc = None
+        self._log = None
+
+    def start_server(self, argv: list, port: int, work_dir: str, what: str) -> None:
+        self._log = open(os.path.join(work_dir, f"{what}.log"), "ab")
+        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT)
+        wait_for_port(port, self.proc, 20, what)
+
+    def teardown(self):
+        stop_process(self.proc)
+        self.proc = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 
 import numpy as np
 
-from kafkalite.bench.drivers.base import (ConsumerClient, Driver, ProducerClient, find_binary,
-                                          free_port, stop_process, wait_for_port)
+from kafkalite.bench.drivers.base import (ConsumerClient, PeerServerDriver, ProducerClient,
+                                          find_binary, free_port)
 from kafkalite.bench.recorder import split, stamps_of_values
 
 
@@ -127,14 +126,10 @@ class NatsConsumer(ConsumerClient):
         _close_loop(self.loop, self.nc)
 
 
-class NatsJetStreamDriver(Driver):
+class NatsJetStreamDriver(PeerServerDriver):
     name = "nats-jetstream"
     label = "NATS JetStream (publish_async, ordered push consumer), file storage"
     kind = "peer"
-
-    def __init__(self):
-        self.proc = None
-        self._log = None
 
     def unavailable(self):
         if find_binary("nats-server", "/usr/sbin", "/usr/local/sbin") is None:
@@ -149,12 +144,10 @@ class NatsJetStreamDriver(Driver):
         store = os.path.join(work_dir, "nats")
         os.makedirs(store, exist_ok=True)
         port = free_port()
-        self._log = open(os.path.join(work_dir, "nats-server.log"), "ab")
-        self.proc = subprocess.Popen(
+        self.start_server(
             [find_binary("nats-server", "/usr/sbin", "/usr/local/sbin"), "-js", "-sd", store,
              "-a", "127.0.0.1", "-p", str(port)],
-            stdout=self._log, stderr=subprocess.STDOUT)
-        wait_for_port(port, self.proc, 20, "nats-server")
+            port, work_dir, "nats-server")
         url = f"nats://127.0.0.1:{port}"
 
         async def create_streams():
@@ -170,13 +163,6 @@ class NatsJetStreamDriver(Driver):
                 await nc.close()
         asyncio.run(create_streams())
         return {"url": url}
-
-    def teardown(self):
-        stop_process(self.proc)
-        self.proc = None
-        if self._log is not None:
-            self._log.close()
-            self._log = None
 
     @classmethod
     def producer(cls, endpoint, workload):

@@ -14,10 +14,9 @@ from the start.
 from __future__ import annotations
 
 import os
-import subprocess
 
-from kafkalite.bench.drivers.base import (ConsumerClient, Driver, ProducerClient, find_binary,
-                                          free_port, stop_process, wait_for_port)
+from kafkalite.bench.drivers.base import (ConsumerClient, PeerServerDriver, ProducerClient,
+                                          find_binary, free_port)
 from kafkalite.bench.recorder import split, stamps_of_values
 
 MEMORY_BUDGET = 512 << 20
@@ -65,14 +64,10 @@ class RedisConsumer(ConsumerClient):
         self.r.close()
 
 
-class RedisStreamsDriver(Driver):
+class RedisStreamsDriver(PeerServerDriver):
     name = "redis-streams"
     label = "Redis Streams (XADD pipeline / XREAD), AOF appendfsync everysec"
     kind = "peer"
-
-    def __init__(self):
-        self.proc = None
-        self._log = None
 
     def unavailable(self):
         if find_binary("redis-server") is None:
@@ -87,23 +82,14 @@ class RedisStreamsDriver(Driver):
         data = os.path.join(work_dir, "redis")
         os.makedirs(data, exist_ok=True)
         port = free_port()
-        self._log = open(os.path.join(work_dir, "redis-server.log"), "ab")
-        self.proc = subprocess.Popen(
+        self.start_server(
             [find_binary("redis-server"), "--port", str(port), "--bind", "127.0.0.1",
              "--dir", data, "--appendonly", "yes", "--appendfsync", "everysec",
              "--save", "", "--protected-mode", "no", "--daemonize", "no"],
-            stdout=self._log, stderr=subprocess.STDOUT)
-        wait_for_port(port, self.proc, 20, "redis-server")
+            port, work_dir, "redis-server")
         streams = len(topics) * workload.partitions_per_topic
         maxlen = max(10_000, MEMORY_BUDGET // (workload.message_size + 64) // streams)
         return {"port": port, "maxlen": maxlen}
-
-    def teardown(self):
-        stop_process(self.proc)
-        self.proc = None
-        if self._log is not None:
-            self._log.close()
-            self._log = None
 
     @classmethod
     def producer(cls, endpoint, workload):
