@@ -145,9 +145,8 @@ def decode_request(buf, *, records_in: list | None = None,
     return header, _decode_body(codec, view, pos, end, records_in, header, ignore_trailing)
 
 
-def encode_response(api_key: int, api_version: int, correlation_id: int, body: dict, *,
-                    records_out: list | None = None) -> bytes:
-    """Response header + body; ``records_out`` as for ``encode_request``."""
+def _response_parts(api_key: int, api_version: int, correlation_id: int, body: dict,
+                    records_out: list | None) -> list:
     frames = records_out is not None
     codec = (_RESPONSE_CODECS.get((api_key, api_version, frames))
              or _compile(_RESPONSE_CODECS, RESPONSES, api_key, api_version, frames))
@@ -158,7 +157,13 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: d
     if codec.header_version == 1:
         out.append(b"\x00")
     _encode_body(codec, body, out, records_out)
-    return b"".join(out)
+    return out
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: dict, *,
+                    records_out: list | None = None) -> bytes:
+    """Response header + body; ``records_out`` as for ``encode_request``."""
+    return b"".join(_response_parts(api_key, api_version, correlation_id, body, records_out))
 
 
 def encode_response_parts(api_key: int, api_version: int, correlation_id: int,
@@ -172,15 +177,7 @@ def encode_response_parts(api_key: int, api_version: int, correlation_id: int,
     ``kafkalite.storage.segment.FileRegion``), which the transport writes
     with sendfile. Every other part is bytes-like.
     """
-    codec = (_RESPONSE_CODECS.get((api_key, api_version, False))
-             or _compile(_RESPONSE_CODECS, RESPONSES, api_key, api_version, False))
-    try:
-        out = [_pack_int32(correlation_id)]
-    except ENCODE_ERRORS as exc:
-        raise ProtocolError(f"{codec.label}: cannot encode correlation id: {exc}") from exc
-    if codec.header_version == 1:
-        out.append(b"\x00")
-    _encode_body(codec, body, out, None)
+    out = _response_parts(api_key, api_version, correlation_id, body, None)
     total = 0
     for part in out:
         total += len(part) if type(part) is bytes else _part_length(part)
