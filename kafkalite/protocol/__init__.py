@@ -11,8 +11,10 @@ Bodies
     ("TopicData" -> "topic_data"); arrays of structs are lists of dicts,
     arrays of primitives are lists. Encoding, a missing field takes its
     default (the schema's, else None where the version allows null, else
-    0 / False / "" / b"" / [] / the zero UUID / a struct of defaults), and
-    fields the version lacks are ignored. Decoding returns every field of
+    0 / False / "" / b"" / [] / the zero UUID / a struct of defaults),
+    fields the version lacks are ignored, and a key the schema does not
+    have in any version raises ProtocolError (a typo must not become a
+    silently wrong answer). Decoding returns every field of
     the schema: those the version lacks hold their defaults, so callers read
     any field whatever the version. Unknown tagged fields are skipped; a
     tagged field is written only when its value differs from its default.
@@ -66,6 +68,7 @@ from kafkalite.protocol.codec import (
     encode_response,
     encode_response_parts,
     encode_subscription,
+    peek_request_header,
 )
 from kafkalite.protocol.errors import ProtocolError
 from kafkalite.protocol.headers import RequestHeader, request_header_version, response_header_version
@@ -76,6 +79,7 @@ __all__ = [
     "RequestHeader",
     "encode_request",
     "decode_request",
+    "peek_request_header",
     "encode_response",
     "encode_response_parts",
     "decode_response",

@@ -31,6 +31,7 @@ from kafkalite.protocol.types import skip_tagged_fields
 _REQUEST_PREFIX = struct.Struct(">hhih")  # api key, api version, correlation id, client_id length
 _pack_request_prefix = struct.Struct(">hhi").pack
 _unpack_request_prefix = _REQUEST_PREFIX.unpack_from
+_unpack_prefix = struct.Struct(">hhi").unpack_from
 _pack_int16 = struct.Struct(">h").pack
 _pack_int32 = struct.Struct(">i").pack
 _unpack_int16 = struct.Struct(">h").unpack_from
@@ -51,7 +52,7 @@ def _has_records(fields) -> bool:
 def _compile(cache, table, api_key: int, api_version: int, frames: bool, header=None) -> CompiledMessage:
     message = table.get(api_key)
     if message is None:
-        raise ProtocolError(f"unknown API key {api_key}", header=header)
+        raise ProtocolError(f"unknown API key {api_key}", header=header, unsupported_version=True)
     if api_version not in message.versions:
         raise ProtocolError(
             f"{message.name} v{api_version} is not supported (kafkalite implements "
@@ -143,6 +144,17 @@ def decode_request(buf, *, records_in: list | None = None,
     if codec.header_version == 2:
         pos = _skip_header_tags(view, pos, end, f"{codec.label} header", header)
     return header, _decode_body(codec, view, pos, end, records_in, header, ignore_trailing)
+
+
+def peek_request_header(buf) -> RequestHeader | None:
+    """The api key, version and correlation id of a request frame, read
+    from its first 8 bytes without decoding anything else (client_id is
+    None); None when the frame is shorter. A broker uses it to route a
+    request it will not decode itself."""
+    if len(buf) < 8:
+        return None
+    api_key, api_version, correlation_id = _unpack_prefix(buf, 0)
+    return RequestHeader(_API_KEYS.get(api_key, api_key), api_version, correlation_id, None)
 
 
 def _response_parts(api_key: int, api_version: int, correlation_id: int, body: dict,

@@ -9,7 +9,9 @@ schema, adjacent fixed-size fields read and written by one precompiled
     decode(buf, pos, end, records_in) -> (body, pos)
         ``buf`` is a memoryview of format "B"; ``end`` is len(buf).
     encode(body, ap, records_out) -> None
-        ``ap`` appends one bytes-like part of the output.
+        ``ap`` appends one bytes-like part of the output. Every struct's
+        keys are checked against the schema's field names first: an
+        unknown key raises, it is never dropped.
 
 Decoders never trust a length: every string, bytes, records and tagged
 field is checked against ``end`` before it is sliced, and an array count is
@@ -72,6 +74,12 @@ def _too_many(count: int, pos: int, end: int) -> MalformedInput:
     return MalformedInput(f"array count {count} cannot fit in the {end - pos} bytes left")
 
 
+def _unknown_keys(struct: dict, known: frozenset) -> MalformedInput:
+    unknown = sorted(str(k) for k in struct if k not in known)
+    return MalformedInput(f"unknown field(s) {', '.join(map(repr, unknown))}; the schema has "
+                          f"{', '.join(sorted(known)) or 'no fields'}")
+
+
 # Names every generated function sees as globals.
 _BASE_NAMESPACE = {
     "_uvarint": read_uvarint,
@@ -87,6 +95,7 @@ _BASE_NAMESPACE = {
     "_past_end": _past_end,
     "_bad_length": _bad_length,
     "_too_many": _too_many,
+    "_unknown_keys": _unknown_keys,
     "_ZERO_UUID": ZERO_UUID,
     "_i16": struct.Struct(">h").unpack_from,
     "_i32": struct.Struct(">i").unpack_from,
@@ -453,6 +462,13 @@ class _EncoderWriter(_Writer):
         return f"(_SMALL[{expr}] if {expr} < 128 else _write_uvarint({expr}))"
 
     def struct(self, fields, source: str, depth: int) -> None:
+        # A key the schema does not know (in any version) is a caller's typo:
+        # dropping it silently would send a wrong answer, so it is an error.
+        # Keys of fields this version lacks are fine (bodies are written
+        # once for every version).
+        known = self.const(frozenset(f.name for f in fields), "_known")
+        self.emit(depth, f"if not {known}.issuperset({source}):")
+        self.emit(depth + 1, f"raise _unknown_keys({source}, {known})")
         present = self.present(fields)
         untagged = [f for f in present if f.tag is None]
         tagged = sorted((f for f in present if f.tag is not None), key=lambda f: f.tag)

@@ -11,8 +11,9 @@ cannot parse. Two attributes help a server answer better:
     ApiVersions v0 response carrying UNSUPPORTED_VERSION; that needs the
     correlation id from this header.
 ``code`` / ``name``
-    42 INVALID_REQUEST, except 35 UNSUPPORTED_VERSION when the API key is
-    known but the version is not one kafkalite implements.
+    42 INVALID_REQUEST, except 35 UNSUPPORTED_VERSION for a request of an
+    API key kafkalite does not know or a version of it kafkalite does not
+    implement: the bytes may be fine, this broker just does not speak them.
 """
 from __future__ import annotations
 

@@ -26,28 +26,11 @@ from __future__ import annotations
 import json
 import struct
 
-from kafkalite.protocol import SUPPORTED_VERSIONS
-
-
-
 EXTENSION_API_KEY = 32000
 ERROR_FRAME = b"!"
 _EXT_HEADER = struct.Struct(">hhi")
 _ERROR_HEADER = struct.Struct(">ih")
 _CORRELATION = struct.Struct(">i")
-
-
-def version_supported(header) -> bool:
-    versions = SUPPORTED_VERSIONS.get(header.api_key)
-    return versions is not None and versions[0] <= header.api_version <= versions[1]
-
-
-def api_versions_body(handlers) -> dict:
-    """ApiVersions response body advertising the APIs in ``handlers``."""
-    return {"error_code": 0, "throttle_time_ms": 0, "api_keys": [
-        {"api_key": int(key), "min_version": SUPPORTED_VERSIONS[key][0],
-         "max_version": SUPPORTED_VERSIONS[key][1]}
-        for key in sorted(handlers) if key in SUPPORTED_VERSIONS]}
 
 
 def encode_error(correlation_id: int, code: int, message: str = "") -> bytes:
@@ -57,10 +40,6 @@ def encode_error(correlation_id: int, code: int, message: str = "") -> bytes:
 def decode_error(buf) -> tuple[int, int, str]:
     correlation_id, code = _ERROR_HEADER.unpack_from(buf)
     return correlation_id, code, bytes(buf[_ERROR_HEADER.size:]).decode("utf-8", "replace")
-
-
-def send_error(sock, identity: bytes, header, code: int, message: str = "") -> None:
-    sock.send_multipart([identity, ERROR_FRAME, encode_error(header.correlation_id, code, message)])
 
 
 def is_extension_request(buf) -> bool:

@@ -28,8 +28,10 @@ group expire ``offsets_retention_minutes`` after the group became empty
 
 Who may call: the supervisor (supervisor.py), on its single thread: it
 registers ``handlers()``, calls ``tick()`` from its poll loop and
-``on_partitions_changed()`` after CreatePartitions. Deferred responses go
-out through the ``reply`` callable the supervisor passes in.
+``on_partitions_changed()`` after CreatePartitions. JoinGroup and SyncGroup
+answers that must wait are DEFERRED: the member keeps the request's
+context and the answer goes out through ``ctx.respond`` when the group
+gets there.
 """
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey, decode_subscription
 from kafkalite.protocol.errors import ProtocolError
 from kafkalite.server.group_log import GroupMetadataLog, OffsetAndMetadata
+from kafkalite.server.requests import DEFERRED, RequestContext
 
 log = logging.getLogger("kafkalite.coordinator")
 
@@ -71,8 +74,8 @@ class Member:
     protocol_type: str
     protocols: list                          # [(name, metadata bytes)] in preference order
     assignment: bytes = b""
-    join: tuple | None = None                # (identity, header) of a JoinGroup awaiting its answer
-    sync: tuple | None = None                # (identity, header) of a SyncGroup awaiting its answer
+    join: RequestContext | None = None       # a JoinGroup awaiting its answer
+    sync: RequestContext | None = None       # a SyncGroup awaiting its answer
     last_heartbeat: float = 0.0
 
     def metadata(self, protocol: str | None) -> bytes:
@@ -117,13 +120,12 @@ class Group:
 
 
 class GroupCoordinator:
-    def __init__(self, data_dir: str, *, reply, partition_count, coordinator_node,
+    def __init__(self, data_dir: str, *, partition_count, coordinator_node,
                  offsets_partitions: int = 16, min_session_timeout_ms: int = 1_000,
                  max_session_timeout_ms: int = 1_800_000, initial_rebalance_delay_ms: int = 0,
                  offsets_retention_minutes: int = 10_080, clock=_now_ms):
-        self.reply = reply                        # reply(identity, header, body)
         self.partition_count = partition_count    # topic -> partition count, or None if unknown
-        self.coordinator_node = coordinator_node  # identity -> {"node_id", "host", "port"}
+        self.coordinator_node = coordinator_node  # Listener -> {"node_id", "host", "port"}
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
@@ -237,10 +239,9 @@ class GroupCoordinator:
         everyone = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                      "metadata": m.metadata(g.protocol_name)} for m in g.members.values()]
         for m in g.members.values():
-            identity, header = m.join
-            m.join = None
+            ctx, m.join = m.join, None
             m.last_heartbeat = now
-            self.reply(identity, header, self._join_response(
+            ctx.respond(self._join_response(
                 g, m.member_id, everyone if m.member_id == g.leader_id else []))
 
     @staticmethod
@@ -273,12 +274,10 @@ class GroupCoordinator:
                 "skip_assignment": False, "member_id": member_id, "members": []}
 
     def _answer_sync(self, m: Member, code: int, assignment: bytes, g: Group) -> None:
-        identity, header = m.sync
-        m.sync = None
-        self.reply(identity, header, {"throttle_time_ms": 0, "error_code": code,
-                                      "protocol_type": g.protocol_type,
-                                      "protocol_name": g.protocol_name,
-                                      "assignment": assignment})
+        ctx, m.sync = m.sync, None
+        ctx.respond({"throttle_time_ms": 0, "error_code": code,
+                     "protocol_type": g.protocol_type, "protocol_name": g.protocol_name,
+                     "assignment": assignment})
 
     def _remove_member(self, g: Group, member_id: str) -> None:
         m = g.members.pop(member_id, None)
@@ -287,10 +286,8 @@ class GroupCoordinator:
         if m.group_instance_id and g.static.get(m.group_instance_id) == member_id:
             del g.static[m.group_instance_id]
         if m.join is not None:
-            identity, header = m.join
-            m.join = None
-            self.reply(identity, header, self._join_error(member_id,
-                                                          errors.UnknownMemberIdError.code))
+            ctx, m.join = m.join, None
+            ctx.respond(self._join_error(member_id, errors.UnknownMemberIdError.code))
         if m.sync is not None:
             self._answer_sync(m, errors.UnknownMemberIdError.code, b"", g)
 
@@ -354,9 +351,9 @@ class GroupCoordinator:
 
     # ---- FindCoordinator -----------------------------------------------------------------------
 
-    def _find_coordinator(self, identity, header, body):
-        node = self.coordinator_node(identity)
-        if header.api_version >= 4:
+    def _find_coordinator(self, ctx: RequestContext, body: dict):
+        node = self.coordinator_node(ctx.listener)
+        if ctx.api_version >= 4:
             return {"throttle_time_ms": 0, "coordinators": [
                 {"key": key, **node, "error_code": NONE, "error_message": None}
                 for key in body["coordinator_keys"]]}
@@ -364,7 +361,7 @@ class GroupCoordinator:
 
     # ---- JoinGroup -------------------------------------------------------------------------------
 
-    def _join_group(self, identity, header, body):
+    def _join_group(self, ctx: RequestContext, body: dict):
         gid = body["group_id"]
         member_id = body["member_id"]
         instance = body.get("group_instance_id")
@@ -390,29 +387,28 @@ class GroupCoordinator:
             return self._join_error(member_id, errors.InconsistentGroupProtocolError.code)
 
         def new_member(mid: str) -> Member:
-            return Member(mid, instance, header.client_id or "", "/127.0.0.1", session, rebalance,
-                          body["protocol_type"], protocols, last_heartbeat=time.monotonic())
+            return Member(mid, instance, ctx.header.client_id or "", "/" + ctx.client_host,
+                          session, rebalance, body["protocol_type"], protocols,
+                          last_heartbeat=time.monotonic())
 
         if not member_id:
-            new_id = f"{header.client_id or 'member'}-{uuid.uuid4()}"
+            new_id = f"{ctx.header.client_id or 'member'}-{uuid.uuid4()}"
             if instance:
                 old_id = g.static.get(instance)
                 if old_id is not None and old_id in g.members:
-                    return self._static_rejoin(g, identity, header, old_id, new_id, protocols,
-                                               session, rebalance)
+                    return self._static_rejoin(g, ctx, old_id, new_id, protocols, session,
+                                               rebalance)
                 m = new_member(new_id)
                 g.static[instance] = new_id
-                return self._add_member(g, m, identity, header, f"static member {instance} joined")
-            if header.api_version >= 4:
+                return self._add_member(g, m, ctx, f"static member {instance} joined")
+            if ctx.api_version >= 4:
                 g.pending[new_id] = time.monotonic() + session / 1000.0
                 return self._join_error(new_id, errors.MemberIdRequiredError.code)
-            return self._add_member(g, new_member(new_id), identity, header,
-                                    f"member {new_id} joined")
+            return self._add_member(g, new_member(new_id), ctx, f"member {new_id} joined")
 
         if member_id in g.pending:
             del g.pending[member_id]
-            return self._add_member(g, new_member(member_id), identity, header,
-                                    f"member {member_id} joined")
+            return self._add_member(g, new_member(member_id), ctx, f"member {member_id} joined")
         m = g.members.get(member_id)
         if instance and g.static.get(instance) not in (None, member_id):
             return self._join_error(member_id, errors.FencedInstanceIdError.code)
@@ -423,27 +419,24 @@ class GroupCoordinator:
         m.session_timeout_ms, m.rebalance_timeout_ms = session, rebalance
         m.last_heartbeat = time.monotonic()
         if g.state == PREPARING_REBALANCE:
-            self._await_join(m, identity, header)
+            self._await_join(m, ctx)
             self._maybe_complete_join(g)
-            return None
+            return DEFERRED
         if g.state == COMPLETING_REBALANCE and not changed:
             # it lost our answer: give it again
             return self._join_response(g, member_id, self._member_list(g)
                                        if member_id == g.leader_id else [])
         if g.state == STABLE and not changed and member_id != g.leader_id:
             return self._join_response(g, member_id, [])
-        self._await_join(m, identity, header)
+        self._await_join(m, ctx)
         self._prepare_rebalance(g, f"member {member_id} rejoined"
                                    + (" with a new subscription" if changed else ""))
-        return None
+        return DEFERRED
 
-    def _await_join(self, m: Member, identity, header) -> None:
-        if m.join is not None:  # a retried JoinGroup replaces the one before
-            old_identity, old_header = m.join
-            if old_identity != identity or old_header.correlation_id != header.correlation_id:
-                self.reply(old_identity, old_header, self._join_error(
-                    m.member_id, errors.RebalanceInProgressError.code))
-        m.join = (identity, header)
+    def _await_join(self, m: Member, ctx: RequestContext) -> None:
+        if m.join is not None and m.join is not ctx:  # a retried JoinGroup replaces the one before
+            m.join.respond(self._join_error(m.member_id, errors.RebalanceInProgressError.code))
+        m.join = ctx
 
     @staticmethod
     def _member_list(g: Group) -> list:
@@ -458,32 +451,31 @@ class GroupCoordinator:
                 names &= {name for name, _ in m.protocols}
         return bool(names)
 
-    def _add_member(self, g: Group, m: Member, identity, header, reason: str):
+    def _add_member(self, g: Group, m: Member, ctx: RequestContext, reason: str):
         if g.protocol_type is None or not g.members:
             g.protocol_type = m.protocol_type
         g.members[m.member_id] = m
-        m.join = (identity, header)
+        m.join = ctx
         if g.state == PREPARING_REBALANCE:
             self._maybe_complete_join(g)
         else:
             self._prepare_rebalance(g, reason)
-        return None
+        return DEFERRED
 
-    def _static_rejoin(self, g: Group, identity, header, old_id, new_id, protocols, session,
+    def _static_rejoin(self, g: Group, ctx: RequestContext, old_id, new_id, protocols, session,
                        rebalance):
         """A static member restarted: it takes over its old member's place."""
         old = g.members.pop(old_id)
         if old.join is not None:
-            oi, oh = old.join
-            old.join = None
-            self.reply(oi, oh, self._join_error(old_id, errors.FencedInstanceIdError.code))
+            fenced, old.join = old.join, None
+            fenced.respond(self._join_error(old_id, errors.FencedInstanceIdError.code))
         if old.sync is not None:
             self._answer_sync(old, errors.FencedInstanceIdError.code, b"", g)
         changed = old.protocols != protocols
         old.member_id = new_id
         old.protocols = protocols
         old.session_timeout_ms, old.rebalance_timeout_ms = session, rebalance
-        old.client_id = header.client_id or old.client_id
+        old.client_id = ctx.header.client_id or old.client_id
         old.last_heartbeat = time.monotonic()
         g.members[new_id] = old
         g.static[old.group_instance_id] = new_id
@@ -494,12 +486,12 @@ class GroupCoordinator:
         if g.state == STABLE and not changed:
             self._persist(g)
             return self._join_response(g, new_id, [])
-        old.join = (identity, header)
+        old.join = ctx
         if g.state == PREPARING_REBALANCE:
             self._maybe_complete_join(g)
         else:
             self._prepare_rebalance(g, f"static member {old.group_instance_id} rejoined")
-        return None
+        return DEFERRED
 
     # ---- SyncGroup / Heartbeat / LeaveGroup ------------------------------------------------------
 
@@ -515,7 +507,7 @@ class GroupCoordinator:
             return errors.IllegalGenerationError.code
         return NONE
 
-    def _sync_group(self, identity, header, body):
+    def _sync_group(self, ctx: RequestContext, body: dict):
         g = self.groups.get(body["group_id"])
         member_id = body["member_id"]
         code = self._check_member(g, member_id, body.get("group_instance_id"),
@@ -536,7 +528,7 @@ class GroupCoordinator:
             return {"throttle_time_ms": 0, "error_code": NONE, "protocol_type": g.protocol_type,
                     "protocol_name": g.protocol_name, "assignment": m.assignment}
         # CompletingRebalance: wait for the leader's assignment
-        m.sync = (identity, header)
+        m.sync = ctx
         if member_id == g.leader_id:
             given = {a["member_id"]: bytes(a["assignment"]) for a in body["assignments"]}
             for mid, member in g.members.items():
@@ -548,9 +540,9 @@ class GroupCoordinator:
             for member in g.members.values():
                 if member.sync is not None:
                     self._answer_sync(member, NONE, member.assignment, g)
-        return None
+        return DEFERRED
 
-    def _heartbeat(self, identity, header, body):
+    def _heartbeat(self, ctx: RequestContext, body: dict):
         g = self.groups.get(body["group_id"])
         member_id = body["member_id"]
         code = self._check_member(g, member_id, body.get("group_instance_id"),
@@ -563,9 +555,9 @@ class GroupCoordinator:
             code = errors.UnknownMemberIdError.code
         return {"throttle_time_ms": 0, "error_code": code}
 
-    def _leave_group(self, identity, header, body):
+    def _leave_group(self, ctx: RequestContext, body: dict):
         g = self.groups.get(body["group_id"])
-        if header.api_version < 3:
+        if ctx.api_version < 3:
             leaving = [{"member_id": body["member_id"], "group_instance_id": None}]
         else:
             leaving = body["members"]
@@ -591,12 +583,12 @@ class GroupCoordinator:
             if code == NONE and g is not None and mid in g.members:
                 self._member_left(g, mid, f"member {mid} left the group")
             results.append({"member_id": mid, "group_instance_id": instance, "error_code": code})
-        top = results[0]["error_code"] if header.api_version < 3 and results else NONE
+        top = results[0]["error_code"] if ctx.api_version < 3 and results else NONE
         return {"throttle_time_ms": 0, "error_code": top, "members": results}
 
     # ---- offsets -------------------------------------------------------------------------------
 
-    def _offset_commit(self, identity, header, body):
+    def _offset_commit(self, ctx: RequestContext, body: dict):
         gid = body["group_id"]
         generation = body.get("generation_id_or_member_epoch", -1)
         member_id = body.get("member_id", "")
@@ -668,8 +660,8 @@ class GroupCoordinator:
             out.append({"name": t["name"], "partitions": parts})
         return out
 
-    def _offset_fetch(self, identity, header, body):
-        if header.api_version >= 8:
+    def _offset_fetch(self, ctx: RequestContext, body: dict):
+        if ctx.api_version >= 8:
             return {"throttle_time_ms": 0, "groups": [
                 {"group_id": grp["group_id"], "error_code": NONE,
                  "topics": self._fetch_offsets(grp["group_id"], grp["topics"])}
@@ -677,7 +669,7 @@ class GroupCoordinator:
         return {"throttle_time_ms": 0, "error_code": NONE,
                 "topics": self._fetch_offsets(body["group_id"], body["topics"])}
 
-    def _offset_delete(self, identity, header, body):
+    def _offset_delete(self, ctx: RequestContext, body: dict):
         g = self.groups.get(body["group_id"])
         if g is None:
             return {"error_code": errors.GroupIdNotFoundError.code, "throttle_time_ms": 0,
@@ -704,7 +696,7 @@ class GroupCoordinator:
 
     # ---- admin ----------------------------------------------------------------------------------
 
-    def _describe_groups(self, identity, header, body):
+    def _describe_groups(self, ctx: RequestContext, body: dict):
         out = []
         for gid in body["groups"]:
             g = self.groups.get(gid)
@@ -724,14 +716,14 @@ class GroupCoordinator:
                             for m in g.members.values()]})
         return {"throttle_time_ms": 0, "groups": out}
 
-    def _list_groups(self, identity, header, body):
+    def _list_groups(self, ctx: RequestContext, body: dict):
         wanted = {s.lower() for s in body.get("states_filter") or ()}
         return {"throttle_time_ms": 0, "error_code": NONE, "groups": [
             {"group_id": g.group_id, "protocol_type": g.protocol_type or "",
              "group_state": g.state}
             for g in self.groups.values() if not wanted or g.state.lower() in wanted]}
 
-    def _delete_groups(self, identity, header, body):
+    def _delete_groups(self, ctx: RequestContext, body: dict):
         results = []
         for gid in body["groups_names"]:
             g = self.groups.get(gid)

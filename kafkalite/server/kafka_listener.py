@@ -20,13 +20,11 @@ when a handler defers its reply (a long-poll fetch, a JoinGroup, an admin op
 waiting for workers). Produce with acks=0 is the one request that is never
 answered; it unmutes at once.
 
-Handlers are the process's existing ``handlers`` table, the one its ZeroMQ
-side uses: ``fn(identity, header, body) -> body | None``. Over TCP the
-identity is the ``KafkaConnection``; a handler that returns None replies
-later through ``KafkaListener.respond(connection, header, body)`` (the
-process's own ``_reply`` / ``send_response`` route there when the identity
-is a connection). An API the process does not serve goes to ``forward``
-(workers relay it to the supervisor) or is refused.
+Requests become ``RequestContext``s (requests.py) handed to the process's
+dispatcher, and this listener is their responder. A request for an API the
+process does not serve is passed, undecoded, to ``relay`` when there is one
+(a worker relays to the supervisor, relay.py) and stays muted until the
+answer comes back; without a relay the dispatcher refuses it.
 
 Zero copy: response records values may be segment file regions
 (``FileRegion``); they are written with ``os.sendfile`` between the encoded
@@ -46,56 +44,55 @@ import zmq
 from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import (
-    SUPPORTED_VERSIONS,
     ApiKey,
     ProtocolError,
+    decode_request,
     encode_response,
     encode_response_parts,
+    peek_request_header,
 )
-from kafkalite.protocol import decode_request
 from kafkalite.protocol.messages import RESPONSES
 from kafkalite.server.ratelimit import RateLimitedLog
+from kafkalite.server.requests import Listener, RequestContext, RequestDispatcher
 
 log = logging.getLogger("kafkalite.kafka")
 
 MAX_REQUEST_BYTES = 100 * 1024 * 1024   # Kafka's socket.request.max.bytes default
 RECV_CHUNK = 1024 * 1024
 LISTEN_BACKLOG = 128
-# ZeroMQ identity prefix of a worker's relay to the supervisor: requests that
-# arrived on a worker's Kafka listener, so the supervisor answers them with
-# Kafka node ids and ports (not the native endpoints).
-FORWARD_IDENTITY_PREFIX = b"kafka-fwd-"
-
 _size = struct.Struct(">i")
 _pack_size = _size.pack
 _unpack_size = _size.unpack_from
 
 
-def is_kafka_client(identity) -> bool:
-    """Whether a request came over the Kafka wire protocol (directly on a
-    listener, or relayed by a worker's listener)."""
-    return isinstance(identity, KafkaConnection) or (
-        isinstance(identity, bytes) and identity.startswith(FORWARD_IDENTITY_PREFIX))
-
-
-def top_level_error_supported(api_key: int, api_version: int) -> bool:
-    """Whether this response version has a top-level error_code, so an
-    error about the whole request can be told in the API's own schema."""
-    message = RESPONSES.get(api_key)
-    return message is not None and any(
-        f.name == "error_code" and api_version in f.versions for f in message.fields)
+def error_body(api_key: int, api_version: int, code: int, message: str) -> dict | None:
+    """The response body telling a whole request's error in the API's own
+    schema: its top-level error_code (and error_message where the schema
+    has one); None when this version has no top-level error_code."""
+    response = RESPONSES.get(api_key)
+    if response is None:
+        return None
+    fields = {f.name: f for f in response.fields}
+    code_field = fields.get("error_code")
+    if code_field is None or api_version not in code_field.versions:
+        return None
+    body = {"error_code": code}
+    if "error_message" in fields:
+        body["error_message"] = message or None
+    return body
 
 
 class KafkaConnection:
     """One client's TCP connection: read buffer, mute flag, write queue."""
 
-    __slots__ = ("sock", "fd", "peer", "rbuf", "muted", "out", "closed", "interest",
+    __slots__ = ("sock", "fd", "peer", "address", "rbuf", "muted", "out", "closed", "interest",
                  "dispatching")
 
     def __init__(self, sock: socket.socket, peer):
         self.sock = sock
         self.fd = sock.fileno()
         self.peer = peer
+        self.address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.rbuf = bytearray()
         self.muted = False          # a request is being served; read nothing more
         self.out: collections.deque = collections.deque()  # bytes-likes and [region, sent]
@@ -108,14 +105,15 @@ class KafkaConnection:
 
 
 class KafkaListener:
-    """A TCP listener serving ``handlers`` (a live mapping) to Kafka clients."""
+    """A TCP listener serving Kafka clients through ``dispatcher``."""
 
-    def __init__(self, host: str, port: int, handlers, *, api_keys, forward=None,
+    def __init__(self, host: str, port: int, dispatcher: RequestDispatcher, *, relay=None,
                  name: str = "broker", max_request_bytes: int = MAX_REQUEST_BYTES,
                  fallback_to_any_port: bool = False):
-        self.handlers = handlers
-        self.api_keys = api_keys            # callable -> the API keys ApiVersions advertises
-        self.forward = forward              # fn(connection, header, payload) or None
+        self.dispatcher = dispatcher
+        self.relay = relay                  # a RelayClient, or None
+        if relay is not None:
+            relay.listener = self
         self.name = name
         self.max_request_bytes = max_request_bytes
         self.connections: dict[int, KafkaConnection] = {}
@@ -247,6 +245,11 @@ class KafkaListener:
     # ---- requests ----------------------------------------------------------------------------
 
     def _on_request(self, conn: KafkaConnection, payload: bytearray) -> None:
+        header = peek_request_header(payload)
+        if (header is not None and self.relay is not None
+                and not self.dispatcher.serves(header.api_key)):
+            self.relay.forward(conn, header, payload)
+            return
         try:
             # Kafka ignores bytes after a request body, and clients rely on it.
             header, body = decode_request(payload, ignore_trailing=True)
@@ -257,47 +260,26 @@ class KafkaListener:
                 # KIP-511: a too-new ApiVersions gets a v0 answer with the error
                 # and our ranges, so the client retries with a version we know.
                 self._send(conn, encode_response(ApiKey.API_VERSIONS, 0, h.correlation_id,
-                                                 self._api_versions_body(
+                                                 self.dispatcher.api_versions_body(
+                                                     Listener.KAFKA,
                                                      errors.UnsupportedVersionError.code)))
                 return
             # Kafka closes a connection whose request it cannot parse.
             self._close(conn, str(exc))
             return
-        if header.api_key == ApiKey.API_VERSIONS:
-            self.respond(conn, header, self._api_versions_body(0))
-            return
-        handler = self.handlers.get(header.api_key)
-        if handler is None:
-            if self.forward is not None:
-                self.forward(conn, header, payload)
-                return
-            self.respond_error(conn, header, errors.UnsupportedVersionError.code,
-                               f"{self.name} does not serve {header.api_key!r}")
-            return
-        versions = SUPPORTED_VERSIONS.get(header.api_key)
-        if versions is None or not versions[0] <= header.api_version <= versions[1]:
-            self.respond_error(conn, header, errors.UnsupportedVersionError.code,
-                               f"{header.api_key!r} v{header.api_version} is not supported")
-            return
-        try:
-            response = handler(conn, header, body)
-        except KafkaError as exc:
-            self.respond_error(conn, header, exc.code, exc.message)
-            return
-        except Exception as exc:  # one request must not take the broker down
-            log.exception("%s: %r request failed", self.name, header.api_key)
-            self.respond_error(conn, header, errors.UnknownServerError.code, str(exc))
-            return
-        if response is not None:
-            self.respond(conn, header, response)
-        elif header.api_key == ApiKey.PRODUCE and body.get("acks") == 0:
-            conn.muted = False          # acks=0: Kafka sends no response at all
+        self.dispatcher.dispatch(RequestContext(header, Listener.KAFKA, self, conn,
+                                                peer=conn.address), body)
 
-    def _api_versions_body(self, error_code: int) -> dict:
-        keys = sorted(set(self.api_keys()) | {ApiKey.API_VERSIONS})
-        return {"error_code": error_code, "throttle_time_ms": 0, "api_keys": [
-            {"api_key": int(k), "min_version": SUPPORTED_VERSIONS[k][0],
-             "max_version": SUPPORTED_VERSIONS[k][1]} for k in keys if k in SUPPORTED_VERSIONS]}
+    # ---- Responder (requests.py) -------------------------------------------------------------
+
+    def send_response(self, ctx: RequestContext, body: dict) -> None:
+        self.respond(ctx.reply_to, ctx.header, body)
+
+    def send_error(self, ctx: RequestContext, code: int, message: str) -> None:
+        self.respond_error(ctx.reply_to, ctx.header, code, message)
+
+    def send_nothing(self, ctx: RequestContext) -> None:
+        self.unmute(ctx.reply_to)
 
     # ---- responses ---------------------------------------------------------------------------
 
@@ -330,14 +312,23 @@ class KafkaListener:
         from the supervisor."""
         self._send(conn, frame)
 
+    def unmute(self, conn: KafkaConnection) -> None:
+        """The request gets no answer (Produce with acks=0): read the next."""
+        if not conn.closed:
+            self._answered(conn)
+
+    def close_connection(self, conn: KafkaConnection, reason: str | None) -> None:
+        self._close(conn, reason)
+
     def respond_error(self, conn: KafkaConnection, header, code: int, message: str = "") -> None:
         """Answer a whole request with an error code where its schema has a
         top-level error_code; otherwise close the connection, as Kafka does
         with a request it cannot serve."""
         if conn.closed:
             return
-        if top_level_error_supported(header.api_key, header.api_version):
-            self.respond(conn, header, {"error_code": code, "error_message": message or None})
+        body = error_body(header.api_key, header.api_version, code, message)
+        if body is not None:
+            self.respond(conn, header, body)
         else:
             self._close(conn, f"{header.api_key!r} v{header.api_version}: error {code} {message}")
 

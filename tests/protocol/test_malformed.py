@@ -228,10 +228,31 @@ def test_unsupported_version_carries_the_header_and_unsupported_version_code():
     assert info.value.header == (ApiKey.API_VERSIONS, 4, 321, "kcat")
     with pytest.raises(ProtocolError) as info:
         decode_request(struct.pack(">hhih", 1000, 0, 5, -1))
-    assert info.value.code == 42 and info.value.header.api_key == 1000
+    # an API key kafkalite does not know: unsupported, not malformed
+    assert info.value.code == 35 and info.value.header.api_key == 1000
     with pytest.raises(ProtocolError) as info:
         decode_request(struct.pack(">hhih", ApiKey.PRODUCE, 3, 5, -1) + b"\x00\x01")
     assert info.value.header == (ApiKey.PRODUCE, 3, 5, None)
+
+
+def test_encoding_rejects_keys_the_schema_does_not_have():
+    # A typo in a handler ("topcs") must not encode as an empty topics array.
+    with pytest.raises(ProtocolError, match=r"MetadataResponse v12: cannot encode body: "
+                                            r"MalformedInput: unknown field\(s\) 'topcs'"):
+        encode_response(ApiKey.METADATA, 12, 1, {"brokers": [], "topcs": []})
+    # ... at any depth, naming where
+    with pytest.raises(ProtocolError, match=r"cannot encode topic_data\[\]: .*unknown field\(s\) "
+                                            r"'partiton_data'"):
+        encode_request(ApiKey.PRODUCE, 9, 1, "c", {"topic_data": [{"name": "t",
+                                                                   "partiton_data": []}]})
+    # A field this version lacks is fine: bodies are written once for all versions.
+    encode_response(ApiKey.METADATA, 0, 1, {"brokers": [], "topics": [], "cluster_id": "c",
+                                            "controller_id": 1})
+    # The data codec (group records) checks too.
+    from kafkalite.protocol.codec import encode_data
+    from kafkalite.protocol.messages.group_records import OffsetCommitKey
+    with pytest.raises(ProtocolError, match="unknown field"):
+        encode_data(OffsetCommitKey, 1, {"group": "g", "topic": "t", "partition": 0, "x": 1})
 
 
 def test_encoding_a_body_that_does_not_fit_raises_protocol_error():

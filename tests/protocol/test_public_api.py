@@ -9,6 +9,7 @@ from kafkalite.errors import InvalidRequestError
 SIGNATURES = {
     "encode_request": "(api_key, api_version, correlation_id, client_id, body, *, records_out=None)",
     "decode_request": "(buf, *, records_in=None, ignore_trailing=False)",
+    "peek_request_header": "(buf)",
     "encode_response": "(api_key, api_version, correlation_id, body, *, records_out=None)",
     "encode_response_parts": "(api_key, api_version, correlation_id, body)",
     "decode_response": "(api_key, api_version, buf, *, records_in=None)",

@@ -1,8 +1,9 @@
 """The group coordinator's state machine, driven through the real codec.
 
 Each request is encoded and decoded as on the wire (so bodies carry exactly
-what a client's would), handed to the coordinator, and its answer, sent now
-or later through the reply callback, is encoded and decoded back. State is
+what a client's would), dispatched to the coordinator's handlers through the
+server's RequestDispatcher, and its answer, sent now or later through the
+request's context, is encoded and decoded back. State is
 kept in real ``__consumer_offsets`` partition logs in a temporary directory.
 The end-to-end behaviour with real consumers is in tests/client/test_groups.py.
 """
@@ -14,6 +15,7 @@ from kafkalite import errors
 from kafkalite.protocol import (ApiKey, decode_request, decode_response, encode_assignment,
                                 encode_request, encode_response, encode_subscription)
 from kafkalite.server.coordinator import GroupCoordinator
+from kafkalite.server.requests import Listener, RequestContext, RequestDispatcher
 
 TOPICS = {"orders": 6, "audit": 2}
 
@@ -28,8 +30,8 @@ class Harness:
 
     def _open(self, **kwargs):
         return GroupCoordinator(
-            str(self.path), reply=self._reply, partition_count=TOPICS.get,
-            coordinator_node=lambda identity: {"node_id": 7, "host": "127.0.0.1", "port": 9},
+            str(self.path), partition_count=TOPICS.get,
+            coordinator_node=lambda listener: {"node_id": 7, "host": "127.0.0.1", "port": 9},
             offsets_partitions=4, clock=lambda: int(time.time() * 1000) + self.clock_offset_ms,
             **kwargs)
 
@@ -37,10 +39,18 @@ class Harness:
         self.coord.close()
         self.coord = self._open(**kwargs)
 
-    def _reply(self, identity, header, body):
-        frame = encode_response(header.api_key, header.api_version, header.correlation_id, body)
-        cid, decoded = decode_response(header.api_key, header.api_version, frame)
+    # the requests' Responder: answers go through the codec, as on the wire
+    def send_response(self, ctx, body):
+        h = ctx.header
+        frame = encode_response(h.api_key, h.api_version, h.correlation_id, body)
+        cid, decoded = decode_response(h.api_key, h.api_version, frame)
         self.replies[cid] = decoded
+
+    def send_error(self, ctx, code, message):
+        raise AssertionError(f"{ctx!r} failed as a whole: error {code} {message}")
+
+    def send_nothing(self, ctx):
+        raise AssertionError(f"{ctx!r} got no answer")
 
     def send(self, api, body, version=None, client_id="test"):
         """Send a request; returns its correlation id (answer in ``replies``)."""
@@ -48,9 +58,8 @@ class Harness:
         self._cid += 1
         version = VERSIONS[api] if version is None else version
         header, decoded = decode_request(encode_request(api, version, self._cid, client_id, body))
-        answer = self.coord.handlers()[api](b"id", header, decoded)
-        if answer is not None:
-            self._reply(b"id", header, answer)
+        ctx = RequestContext(header, Listener.NATIVE, self, None, peer="127.0.0.1:4321")
+        RequestDispatcher("coordinator", self.coord.handlers()).dispatch(ctx, decoded)
         return self._cid
 
     def call(self, api, body, version=None):

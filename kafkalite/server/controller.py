@@ -1,0 +1,442 @@
+"""The controller: cluster metadata, broker registrations, and the admin APIs.
+
+It holds the cluster metadata (topics, configs, partition -> broker, leader
+epochs; metadata.py) and answers Metadata, CreateTopics, DeleteTopics,
+CreatePartitions, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs,
+DescribeCluster and InitProducerId.
+
+It decides; the brokers act. A change that opens or closes partitions is
+sent to the brokers involved through the ``BrokerChannel`` the supervisor
+provides (its control channel to the workers), and the request is answered
+only when every broker involved has confirmed, so a client that creates a
+topic can produce to it at once.
+
+Brokers (the partition workers) register when their process is up
+(``register_broker``: every partition the broker hosts gets a new leader
+epoch, and the broker is sent its partitions) and are unfenced once they
+confirm; a broker whose process died is fenced (``fence_broker``) and
+leads nothing until it registers again. Metadata names only unfenced
+brokers and answers LEADER_NOT_AVAILABLE for partitions of fenced ones.
+
+Node ids: on the native protocol the brokers are 0..n-1 and this process
+is node -1; on Kafka's protocol the brokers keep their ids and this
+process is broker 1000 (controller and group coordinator), each with its
+Kafka listener's port.
+
+Who may call: the supervisor (supervisor.py), on its single thread.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+from kafkalite import errors
+from kafkalite.errors import KafkaError
+from kafkalite.protocol import ApiKey
+from kafkalite.protocol.enums import (AUTHORIZED_OPERATIONS_OMITTED, AlterConfigOp, ConfigResourceType,
+                                      ConfigSource, ConfigType, EndpointType)
+from kafkalite.server.config import ServerConfig
+from kafkalite.server.group_log import OFFSETS_TOPIC
+from kafkalite.server.metadata import MetadataStore, TopicMetadata, validate_topic_name
+from kafkalite.server.producer_ids import ProducerIdManager
+from kafkalite.server.requests import DEFERRED, Listener, RequestContext
+from kafkalite.storage.config import LogConfig
+
+log = logging.getLogger("kafkalite.controller")
+
+NATIVE_CONTROLLER_ID = -1
+# The supervisor's broker id on the Kafka wire (controller, group coordinator):
+# workers are brokers 0..n-1, and n never reaches 1000.
+KAFKA_CONTROLLER_ID = 1000
+DEFAULT_ADMIN_TIMEOUT_MS = 30_000
+# Each partition is a directory and open files in one worker; a bound keeps
+# one request (or a fuzzed one) from asking for millions.
+MAX_PARTITIONS_PER_TOPIC = 10_000
+
+
+@dataclass
+class BrokerRegistration:
+    broker_id: int
+    port: int = 0                 # native ZeroMQ ROUTER
+    kafka_port: int = 0           # Kafka TCP listener
+    fenced: bool = True
+
+
+class BrokerChannel(Protocol):
+    """How the controller reaches its brokers (the supervisor's control channel)."""
+
+    def send(self, by_broker: dict[int, dict], on_done: Callable[[list, bool], None],
+             timeout_ms: int) -> None:
+        """Send ``by_broker[i]`` to broker i; call ``on_done(results,
+        timed_out)`` once all confirmed or ``timeout_ms`` passed."""
+
+
+class Controller:
+    def __init__(self, config: ServerConfig, metadata: MetadataStore, channel: BrokerChannel,
+                 broker_count: int, *, partitions_added: Callable[[str], None] = lambda topic: None):
+        self.config = config
+        self.metadata = metadata
+        self.channel = channel
+        self.brokers = [BrokerRegistration(i) for i in range(broker_count)]
+        self.producer_ids = ProducerIdManager(config.data_dir)
+        self.partitions_added = partitions_added
+        # this process's own endpoints, set by the supervisor once bound
+        self.native_port = 0
+        self.kafka_port = 0
+
+    def handlers(self) -> dict:
+        return {
+            ApiKey.METADATA: self._metadata,
+            ApiKey.CREATE_TOPICS: self._create_topics,
+            ApiKey.DELETE_TOPICS: self._delete_topics,
+            ApiKey.CREATE_PARTITIONS: self._create_partitions,
+            ApiKey.DESCRIBE_CONFIGS: self._describe_configs,
+            ApiKey.ALTER_CONFIGS: self._alter_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: self._incremental_alter_configs,
+            ApiKey.DESCRIBE_CLUSTER: self._describe_cluster,
+            ApiKey.INIT_PRODUCER_ID: self._init_producer_id,
+        }
+
+    # ---- brokers -----------------------------------------------------------------------------
+
+    def register_broker(self, broker_id: int, port: int, kafka_port: int) -> list[dict]:
+        """A broker's process is up: it starts a new leadership of every
+        partition it hosts. Returns the partitions to send it."""
+        b = self.brokers[broker_id]
+        b.port, b.kafka_port, b.fenced = port, kafka_port, True
+        started = self.metadata.start_leadership(broker_id)
+        log.info("broker %d registered on port %d; leading %d partitions", broker_id, port,
+                 len(started))
+        return [self.partition_spec(t, i) for t, i, _ in self.metadata.owned_by(broker_id)]
+
+    def unfence_broker(self, broker_id: int) -> None:
+        self.brokers[broker_id].fenced = False
+
+    def fence_broker(self, broker_id: int) -> None:
+        self.brokers[broker_id].fenced = True
+
+    def partition_spec(self, topic: TopicMetadata, index: int) -> dict:
+        return {"topic": topic.name, "partition": index, "topic_id": str(topic.topic_id),
+                "leader_epoch": topic.partitions[index].leader_epoch, "configs": topic.configs}
+
+    def partition_count(self, topic: str) -> int | None:
+        t = self.metadata.topics.get(topic)
+        return None if t is None else len(t.partitions)
+
+    def controller_id(self, listener: Listener) -> int:
+        return KAFKA_CONTROLLER_ID if listener is Listener.KAFKA else NATIVE_CONTROLLER_ID
+
+    def controller_node(self, listener: Listener) -> dict:
+        """This process as a node of ``listener``'s protocol (it is the group
+        coordinator too)."""
+        port = self.kafka_port if listener is Listener.KAFKA else self.native_port
+        return {"node_id": self.controller_id(listener), "host": self.config.public_host,
+                "port": port}
+
+    def live_brokers(self, listener: Listener) -> list[dict]:
+        """The nodes a client of ``listener`` may talk to: every unfenced
+        broker, and on Kafka's protocol this process as broker 1000."""
+        host = self.config.public_host
+        kafka = listener is Listener.KAFKA
+        nodes = [{"node_id": b.broker_id, "host": host, "port": b.kafka_port if kafka else b.port,
+                  "rack": None} for b in self.brokers if not b.fenced]
+        if kafka:
+            nodes.append({**self.controller_node(listener), "rack": None})
+        return nodes
+
+    def _send(self, ctx: RequestContext, by_broker: dict[int, dict], respond,
+              timeout_ms: int = DEFAULT_ADMIN_TIMEOUT_MS):
+        """Send changes to brokers and answer ``ctx`` with ``respond(timed_out)``
+        once they confirm."""
+        if not by_broker:
+            return respond(False)
+        self.channel.send(by_broker, lambda results, timed_out: ctx.respond(respond(timed_out)),
+                          timeout_ms)
+        return DEFERRED
+
+    def _assign(self, by_broker: dict, topic: TopicMetadata, indexes) -> None:
+        for i in indexes:
+            msg = by_broker.setdefault(topic.partitions[i].worker,
+                                       {"type": "assign", "partitions": []})
+            msg["partitions"].append(self.partition_spec(topic, i))
+
+    # ---- Metadata ----------------------------------------------------------------------------
+
+    def _topic_entry(self, topic: TopicMetadata) -> dict:
+        parts = []
+        for i, p in enumerate(topic.partitions):
+            live = not self.brokers[p.worker].fenced
+            parts.append({"error_code": 0 if live else errors.LeaderNotAvailableError.code,
+                          "partition_index": i, "leader_id": p.worker if live else -1,
+                          "leader_epoch": p.leader_epoch, "replica_nodes": [p.worker],
+                          "isr_nodes": [p.worker] if live else [], "offline_replicas": []})
+        return {"error_code": 0, "name": topic.name, "topic_id": topic.topic_id,
+                "is_internal": topic.is_internal, "partitions": parts,
+                "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+
+    def _metadata_body(self, names, listener: Listener) -> dict:
+        topics = []
+        for name in names:
+            topic = self.metadata.topics.get(name)
+            if topic is None:
+                try:
+                    validate_topic_name(name)
+                    code = errors.UnknownTopicOrPartitionError.code
+                except KafkaError as exc:
+                    code = exc.code
+                topics.append({"error_code": code, "name": name, "is_internal": False,
+                               "partitions": []})
+            else:
+                topics.append(self._topic_entry(topic))
+        return {"throttle_time_ms": 0, "brokers": self.live_brokers(listener),
+                "cluster_id": self.metadata.cluster_id,
+                "controller_id": self.controller_id(listener),
+                "topics": topics, "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+
+    def _metadata(self, ctx: RequestContext, body: dict):
+        requested = body.get("topics")
+        if requested is None or (ctx.api_version == 0 and not requested):
+            return self._metadata_body(sorted(self.metadata.topics), ctx.listener)
+        names = [t["name"] for t in requested if t.get("name") is not None]
+        missing = [n for n in names if n not in self.metadata.topics]
+        creatable = []
+        if missing and body.get("allow_auto_topic_creation") and self.config.auto_create_topics:
+            for name in missing:
+                try:
+                    validate_topic_name(name)
+                    creatable.append(name)
+                except KafkaError:
+                    pass
+        if not creatable:
+            return self._metadata_body(names, ctx.listener)
+        by_broker: dict = {}
+        for name in creatable:
+            self._create(by_broker, name, self.config.default_partitions, {})
+        return self._send(ctx, by_broker,
+                          lambda timed_out: self._metadata_body(names, ctx.listener))
+
+    # ---- topics ------------------------------------------------------------------------------
+
+    def _create(self, by_broker: dict, name: str, partitions: int, configs: dict) -> TopicMetadata:
+        topic = self.metadata.create_topic(name, partitions, configs, len(self.brokers))
+        self._assign(by_broker, topic, range(partitions))
+        return topic
+
+    def _validated_configs(self, configs: dict[str, str]) -> dict[str, str]:
+        try:
+            self.config.log_config(configs)
+        except KafkaError as exc:
+            raise errors.InvalidConfigurationError(exc.message) from None
+        return configs
+
+    def _create_topics(self, ctx: RequestContext, body: dict):
+        results, to_create = [], []
+        for t in body["topics"]:
+            name = t["name"]
+            out = {"name": name, "error_code": 0, "error_message": None,
+                   "num_partitions": -1, "replication_factor": -1, "configs": []}
+            results.append(out)
+            try:
+                validate_topic_name(name)
+                if name == OFFSETS_TOPIC:
+                    raise errors.InvalidTopicError(
+                        f"{OFFSETS_TOPIC} is internal: the group coordinator keeps it")
+                if name in self.metadata.topics or name in [n for n, *_ in to_create]:
+                    raise errors.TopicAlreadyExistsError(f"topic {name!r} already exists")
+                rf = t.get("replication_factor", -1)
+                if rf not in (-1, 1):
+                    raise errors.InvalidReplicationFactorError(
+                        f"replication factor {rf} is not supported: kafkalite has no "
+                        f"replication yet, so every partition has exactly 1 replica")
+                if t.get("assignments"):
+                    raise errors.InvalidReplicaAssignmentError(
+                        "manual replica assignment is not supported")
+                n = t.get("num_partitions", -1)
+                n = self.config.default_partitions if n == -1 else n
+                if not 1 <= n <= MAX_PARTITIONS_PER_TOPIC:
+                    raise errors.InvalidPartitionsError(
+                        f"number of partitions must be 1 to {MAX_PARTITIONS_PER_TOPIC}, not {n}")
+                configs = self._validated_configs(
+                    {c["name"]: c["value"] for c in t.get("configs") or [] if c["value"] is not None})
+                out["num_partitions"], out["replication_factor"] = n, 1
+                to_create.append((name, n, configs, out))
+            except KafkaError as exc:
+                out["error_code"], out["error_message"] = exc.code, exc.message
+        by_broker: dict = {}
+        if not body.get("validate_only"):
+            for name, n, configs, out in to_create:
+                out["topic_id"] = self._create(by_broker, name, n, configs).topic_id
+
+        def respond(timed_out: bool) -> dict:
+            if timed_out:
+                for out in results:
+                    if out["error_code"] == 0:
+                        out["error_code"] = errors.RequestTimedOutError.code
+                        out["error_message"] = "the workers did not confirm in time"
+            return {"throttle_time_ms": 0, "topics": results}
+
+        return self._send(ctx, by_broker, respond, body.get("timeout_ms", DEFAULT_ADMIN_TIMEOUT_MS))
+
+    def _delete_topics(self, ctx: RequestContext, body: dict):
+        names = list(body.get("topic_names") or []) + [
+            t["name"] for t in body.get("topics") or [] if t.get("name")]
+        results, by_broker = [], {}
+        for name in names:
+            out = {"name": name, "error_code": 0, "error_message": None}
+            results.append(out)
+            try:
+                topic = self.metadata.delete_topic(name)
+                out["topic_id"] = topic.topic_id
+                for i, p in enumerate(topic.partitions):
+                    msg = by_broker.setdefault(p.worker, {"type": "unassign", "delete": True,
+                                                          "partitions": []})
+                    msg["partitions"].append({"topic": name, "partition": i})
+            except KafkaError as exc:
+                out["error_code"], out["error_message"] = exc.code, exc.message
+        return self._send(ctx, by_broker,
+                          lambda timed_out: {"throttle_time_ms": 0, "responses": results},
+                          body.get("timeout_ms", DEFAULT_ADMIN_TIMEOUT_MS))
+
+    def _create_partitions(self, ctx: RequestContext, body: dict):
+        results, by_broker, grown = [], {}, []
+        for t in body["topics"]:
+            out = {"name": t["name"], "error_code": 0, "error_message": None}
+            results.append(out)
+            try:
+                if t.get("assignments"):
+                    raise errors.InvalidReplicaAssignmentError(
+                        "manual replica assignment is not supported")
+                topic = self.metadata.get(t["name"])
+                if t["count"] <= len(topic.partitions):
+                    raise errors.InvalidPartitionsError(
+                        f"topic {t['name']!r} has {len(topic.partitions)} partitions; the new "
+                        f"count must be larger, not {t['count']}")
+                if t["count"] > MAX_PARTITIONS_PER_TOPIC:
+                    raise errors.InvalidPartitionsError(
+                        f"a topic may have at most {MAX_PARTITIONS_PER_TOPIC} partitions, "
+                        f"not {t['count']}")
+                if body.get("validate_only"):
+                    continue
+                self._assign(by_broker, topic,
+                             self.metadata.add_partitions(t["name"], t["count"], len(self.brokers)))
+                grown.append(t["name"])
+            except KafkaError as exc:
+                out["error_code"], out["error_message"] = exc.code, exc.message
+
+        def respond(timed_out: bool) -> dict:
+            # once the brokers serve the new partitions, groups consuming them rebalance
+            for name in grown:
+                self.partitions_added(name)
+            return {"throttle_time_ms": 0, "results": results}
+
+        return self._send(ctx, by_broker, respond, body.get("timeout_ms", DEFAULT_ADMIN_TIMEOUT_MS))
+
+    # ---- configs -----------------------------------------------------------------------------
+
+    def _config_entries(self, topic: TopicMetadata, keys) -> list[dict]:
+        effective = self.config.log_config(topic.configs).to_properties()
+        static = LogConfig.from_properties(self.config.topic_defaults).to_properties()
+        defaults = LogConfig().to_properties()
+        out = []
+        for name, value in effective.items():
+            if keys and name not in keys:
+                continue
+            if name in topic.configs:
+                source = ConfigSource.DYNAMIC_TOPIC_CONFIG
+            elif static[name] != defaults[name]:
+                source = ConfigSource.STATIC_BROKER_CONFIG
+            else:
+                source = ConfigSource.DEFAULT_CONFIG
+            out.append({"name": name, "value": value, "read_only": False,
+                        "is_default": source == ConfigSource.DEFAULT_CONFIG,
+                        "config_source": source, "is_sensitive": False, "synonyms": [],
+                        "config_type": ConfigType.UNKNOWN, "documentation": None})
+        return out
+
+    @staticmethod
+    def _topic_resource(r: dict, verb: str) -> str:
+        if r["resource_type"] != ConfigResourceType.TOPIC:
+            raise errors.InvalidRequestError(
+                f"only topic configs (resource type {int(ConfigResourceType.TOPIC)}) can be {verb}")
+        return r["resource_name"]
+
+    def _describe_configs(self, ctx: RequestContext, body: dict):
+        results = []
+        for r in body["resources"]:
+            out = {"error_code": 0, "error_message": None, "resource_type": r["resource_type"],
+                   "resource_name": r["resource_name"], "configs": []}
+            try:
+                topic = self.metadata.get(self._topic_resource(r, "described"))
+                out["configs"] = self._config_entries(topic, r.get("configuration_keys"))
+            except KafkaError as exc:
+                out["error_code"], out["error_message"] = exc.code, exc.message
+            results.append(out)
+        return {"throttle_time_ms": 0, "results": results}
+
+    def _apply_configs(self, ctx: RequestContext, body: dict, new_configs):
+        """``new_configs(resource, current) -> dict``; shared by both Alter APIs."""
+        responses, by_broker, changed = [], {}, []
+        for r in body["resources"]:
+            out = {"error_code": 0, "error_message": None, "resource_type": r["resource_type"],
+                   "resource_name": r["resource_name"]}
+            responses.append(out)
+            try:
+                topic = self.metadata.get(self._topic_resource(r, "altered"))
+                configs = self._validated_configs(new_configs(r, dict(topic.configs)))
+                if not body.get("validate_only"):
+                    changed.append((topic, configs))
+            except KafkaError as exc:
+                out["error_code"], out["error_message"] = exc.code, exc.message
+        for topic, configs in changed:
+            self.metadata.set_configs(topic.name, configs)
+            self._assign(by_broker, topic, range(len(topic.partitions)))
+        return self._send(ctx, by_broker,
+                          lambda timed_out: {"throttle_time_ms": 0, "responses": responses})
+
+    def _alter_configs(self, ctx: RequestContext, body: dict):
+        # Legacy AlterConfigs replaces the whole set of topic overrides.
+        return self._apply_configs(ctx, body, lambda r, current: {
+            c["name"]: c["value"] for c in r["configs"] if c["value"] is not None})
+
+    def _incremental_alter_configs(self, ctx: RequestContext, body: dict):
+        def apply(r, current):
+            for c in r["configs"]:
+                op, name, value = c["config_operation"], c["name"], c["value"]
+                if op == AlterConfigOp.SET:
+                    current[name] = value
+                elif op == AlterConfigOp.DELETE:
+                    current.pop(name, None)
+                elif op in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):   # list configs
+                    items = [v for v in current.get(name, "").split(",") if v]
+                    for v in (value or "").split(","):
+                        if op == AlterConfigOp.APPEND and v and v not in items:
+                            items.append(v)
+                        elif op == AlterConfigOp.SUBTRACT and v in items:
+                            items.remove(v)
+                    current[name] = ",".join(items)
+                else:
+                    raise errors.InvalidRequestError(f"unknown config operation {op}")
+            return current
+        return self._apply_configs(ctx, body, apply)
+
+    # ---- cluster -----------------------------------------------------------------------------
+
+    def _describe_cluster(self, ctx: RequestContext, body: dict):
+        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                "endpoint_type": EndpointType.BROKER, "cluster_id": self.metadata.cluster_id,
+                "controller_id": self.controller_id(ctx.listener),
+                "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
+                             "rack": None} for b in self.live_brokers(ctx.listener)],
+                "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+
+    # ---- idempotent producers ----------------------------------------------------------------
+
+    def _init_producer_id(self, ctx: RequestContext, body: dict):
+        if body.get("transactional_id") is not None:
+            raise errors.InvalidRequestError("transactions are not supported yet; use an "
+                                             "idempotent producer without transactional.id")
+        # Without a transactional id Kafka always hands out a new producer id
+        # (epoch 0), even when the producer names its old id and epoch.
+        return {"throttle_time_ms": 0, "error_code": 0,
+                "producer_id": self.producer_ids.next_id(), "producer_epoch": 0}

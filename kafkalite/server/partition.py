@@ -1,0 +1,152 @@
+"""A partition this broker hosts: its log, its leadership, its high watermark.
+
+The replica manager (replica_manager.py) keeps one ``Partition`` per
+topic-partition its worker hosts, and the group coordinator keeps one per
+``__consumer_offsets`` partition. What a Partition knows:
+
+- ``leader_epoch``: the epoch of the current leadership; the controller
+  bumps it at every change of leader. A request naming an older epoch is
+  FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH.
+- ``replicas`` (leader first) and ``isr``, the in-sync replicas, as broker
+  ids. Until replication lands every partition has one copy: both are
+  ``[this broker]``.
+- The high watermark: the offset below which every in-sync replica holds
+  the log. It is what makes a record committed: consumers read below it
+  and acks=all producers are answered when it passes their records. Only
+  this class moves it (``maybe_increment_high_watermark``, from the log end
+  offsets of the ISR); the log keeps it so that it is checkpointed.
+
+Who may call: the owner of the partition (a worker's replica manager, or
+the supervisor's group coordinator), on its event-loop thread.
+"""
+from __future__ import annotations
+
+from kafkalite import errors
+from kafkalite.storage.log import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP,
+                                   FetchDataInfo, LogAppendInfo, PartitionLog)
+from kafkalite.storage.producer_state import ProducerStateManager, producer_batches
+
+
+class Partition:
+    __slots__ = ("topic", "index", "topic_id", "log", "broker_id", "leader_epoch", "replicas",
+                 "isr", "_replica_ends", "producers")
+
+    def __init__(self, topic: str, index: int, topic_id, plog: PartitionLog, broker_id: int):
+        self.topic = topic
+        self.index = index
+        self.topic_id = topic_id
+        self.log = plog
+        self.broker_id = broker_id
+        self.leader_epoch = -1
+        self.replicas: list[int] = [broker_id]
+        self.isr: list[int] = [broker_id]
+        # log end offsets of the other replicas, as their fetches report them
+        self._replica_ends: dict[int, int] = {}
+        self.producers = ProducerStateManager()
+        self.producers.rebuild(plog.segments)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.topic, self.index
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.index}"
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    # ---- leadership --------------------------------------------------------------------------
+
+    def make_leader(self, leader_epoch: int, replicas: list[int] | None = None,
+                    isr: list[int] | None = None) -> None:
+        """Lead at ``leader_epoch``; batches appended from now on carry it."""
+        self.leader_epoch = leader_epoch
+        self.replicas = list(replicas) if replicas else [self.broker_id]
+        self.isr = list(isr) if isr else [self.broker_id]
+        if leader_epoch > self.log.leader_epoch:
+            self.log.leader_epoch = leader_epoch
+        self.maybe_increment_high_watermark()
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
+        """The check every data request naming the leader epoch it knows gets."""
+        if current_leader_epoch < 0:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise errors.FencedLeaderEpochError(
+                f"{self.name}: leader epoch {current_leader_epoch} is older than "
+                f"{self.leader_epoch}")
+        if current_leader_epoch > self.leader_epoch:
+            raise errors.UnknownLeaderEpochError(
+                f"{self.name}: leader epoch {current_leader_epoch} is newer than "
+                f"{self.leader_epoch}")
+
+    # ---- writes ------------------------------------------------------------------------------
+
+    def append_as_leader(self, records) -> LogAppendInfo:
+        """Append a client's batches; the high watermark follows when the
+        ISR allows (at once while the leader is the only replica)."""
+        batches = producer_batches(records)
+        if batches:
+            duplicate = self.producers.check(batches)
+            if duplicate is not None:
+                return LogAppendInfo(duplicate[0], duplicate[1], 0, 0, -1, -1, -1,
+                                     self.log.log_start_offset, 0, None)
+        info = self.log.append(records)
+        if batches:
+            scan = info.scan
+            if len(batches) == scan.batch_count:
+                self.producers.update(batches, scan.base_offsets.tolist(),
+                                      scan.last_offsets.tolist())
+            else:   # some batches had no producer id: match them by position
+                by_pos = dict(zip(scan.positions.tolist(),
+                                  zip(scan.base_offsets.tolist(), scan.last_offsets.tolist())))
+                for b in batches:
+                    first, last = by_pos[b.position]
+                    self.producers.update([b], [first], [last])
+        self.maybe_increment_high_watermark()
+        return info
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """Move the high watermark up to the smallest log end offset in the
+        ISR; returns whether it moved. It never moves down here (only a
+        truncation of the log lowers it)."""
+        end = self.log.log_end_offset
+        for broker in self.isr:
+            if broker != self.broker_id:
+                end = min(end, self._replica_ends.get(broker, 0))
+        if end > self.log.high_watermark:
+            self.log.high_watermark = end
+            return True
+        return False
+
+    # ---- reads -------------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, *, min_one_message: bool) -> FetchDataInfo:
+        """What a consumer may read from ``offset``: committed batches only."""
+        return self.log.read(offset, max_bytes, max_offset=self.log.high_watermark,
+                             min_one_message=min_one_message)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """ListOffsets: (offset, timestamp) for a timestamp or one of Kafka's
+        special values (latest, earliest, max timestamp), None when none."""
+        if timestamp == LATEST_TIMESTAMP:
+            return self.log.high_watermark, -1
+        if timestamp == EARLIEST_TIMESTAMP:
+            return self.log.log_start_offset, -1
+        if timestamp == MAX_TIMESTAMP or timestamp >= 0:
+            return self.log.offset_for_timestamp(timestamp)
+        raise errors.InvalidRequestError(f"unsupported ListOffsets timestamp {timestamp}")
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (largest epoch <= leader_epoch, its end offset)."""
+        return self.log.end_offset_for_epoch(leader_epoch)
+
+    def __repr__(self) -> str:
+        return (f"Partition({self.name}, epoch={self.leader_epoch}, hw={self.log.high_watermark}, "
+                f"leo={self.log.log_end_offset})")

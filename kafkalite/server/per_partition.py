@@ -1,0 +1,76 @@
+"""Walking a request's topics and partitions, building the response's.
+
+Most of Kafka's data APIs share one shape: the request lists topics, each
+with partitions; the response lists the same topics, each partition with
+its own result and ``error_code``. ``each_partition`` walks the request
+once and builds that response, calling ``serve`` per partition. A
+``KafkaError`` raised by ``serve`` (or by resolving the topic) becomes that
+partition's ``error_code`` (and ``error_message`` where the API has one);
+the partition's other fields keep the defaults ``blank`` gave them, so an
+erroneous partition is always a well-formed answer.
+
+Field names differ from API to API (``topic_data``/``name``/``index`` in
+Produce, ``topics``/``topic``/``partition`` in Fetch, ...): a ``Shape``
+names them once per API.
+
+Who may call: request handlers, on their process's event-loop thread.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from kafkalite.errors import KafkaError
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Where an API keeps its topics and partitions."""
+
+    topic_name: str          # request topic: its name field
+    partitions: str          # request topic: its partitions array
+    partition: str           # request partition: its index field
+    out_topic_name: str      # response topic: its name field
+    out_partitions: str      # response topic: its partitions array
+    out_partition: str       # response partition: its index field
+    error_message: bool = False   # whether response partitions have error_message
+
+
+def each_partition(shape: Shape, topics: list, serve: Callable, blank: Callable[[], dict], *,
+                   resolve: Callable[[dict], str] | None = None,
+                   topic_fields: Callable[[dict], dict] | None = None) -> list[dict]:
+    """The response topics for request ``topics``.
+
+    ``serve(name, topic, partition, out)`` fills ``out``, the response
+    partition (pre-filled by ``blank()`` with ``error_code`` 0 and the
+    index). ``resolve(topic) -> name`` finds a topic's name when it is not
+    simply its name field (Fetch names topics by id from v13);
+    ``topic_fields(topic)`` adds fields to the response topic.
+    """
+    result = []
+    for topic in topics:
+        topic_error = None
+        name = topic.get(shape.topic_name)
+        if resolve is not None:
+            try:
+                name = resolve(topic)
+            except KafkaError as exc:
+                topic_error = exc
+        outs = []
+        for part in topic[shape.partitions]:
+            out = blank()
+            out[shape.out_partition] = part[shape.partition]
+            try:
+                if topic_error is not None:
+                    raise topic_error
+                serve(name, topic, part, out)
+            except KafkaError as exc:
+                out["error_code"] = exc.code
+                if shape.error_message:
+                    out["error_message"] = exc.message
+            outs.append(out)
+        entry = {shape.out_topic_name: name, shape.out_partitions: outs}
+        if topic_fields is not None:
+            entry.update(topic_fields(topic))
+        result.append(entry)
+    return result

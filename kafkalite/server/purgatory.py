@@ -1,0 +1,143 @@
+"""Requests that wait: delayed fetches and delayed produces (Kafka's purgatory).
+
+A fetch that cannot be answered yet (fewer than ``fetch.min.bytes``
+committed bytes to read) and an acks=all produce whose records are not yet
+below the high watermark wait here, watched by the partitions they touch,
+until their condition holds or their deadline passes. Both are completed
+exactly once: by ``check(partition key)`` when the partition makes progress
+(an append, a high watermark move), by ``expire()`` at the deadline, or by
+``complete_watchers_of`` / ``complete_all`` when a partition goes away or
+the process stops. Completing an operation sends its response.
+
+The owning event loop sleeps until ``next_deadline()``, so an idle broker
+does not spin.
+
+Who may call: the replica manager, on its worker's event-loop thread.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+
+
+class DelayedOperation:
+    """Base: subclasses say when they can complete and what completing does."""
+
+    __slots__ = ("deadline", "keys", "done")
+
+    def __init__(self, deadline: float, keys):
+        self.deadline = deadline
+        self.keys = tuple(keys)
+        self.done = False
+
+    def ready(self, key, progress: int) -> bool:
+        """Whether ``progress`` (new committed bytes) on ``key`` completes it."""
+        raise NotImplementedError
+
+    def on_complete(self) -> None:
+        """Build and send the response (called once)."""
+        raise NotImplementedError
+
+
+class DelayedFetch(DelayedOperation):
+    """A fetch waiting for ``min_bytes`` of committed data across its partitions."""
+
+    __slots__ = ("bytes_seen", "min_bytes", "respond")
+
+    def __init__(self, deadline: float, keys, min_bytes: int, bytes_seen: int, respond):
+        super().__init__(deadline, keys)
+        self.min_bytes = min_bytes
+        self.bytes_seen = bytes_seen
+        self.respond = respond          # () -> None: read again and answer
+
+    def ready(self, key, progress: int) -> bool:
+        self.bytes_seen += progress
+        return self.bytes_seen >= self.min_bytes
+
+    def on_complete(self) -> None:
+        self.respond()
+
+
+class DelayedProduce(DelayedOperation):
+    """An acks=all produce waiting until the high watermark of each of its
+    partitions reaches the end of what it appended there."""
+
+    __slots__ = ("required", "partitions", "respond")
+
+    def __init__(self, deadline: float, partitions: dict, required: dict, respond):
+        super().__init__(deadline, required)
+        self.partitions = partitions    # key -> Partition
+        self.required = required        # key -> offset the high watermark must reach
+        self.respond = respond          # (timed_out keys: set) -> None
+
+    def satisfied(self) -> bool:
+        return all(self.partitions[k].high_watermark >= offset
+                   for k, offset in self.required.items())
+
+    def ready(self, key, progress: int) -> bool:
+        return self.satisfied()
+
+    def on_complete(self) -> None:
+        self.respond({k for k, offset in self.required.items()
+                      if self.partitions[k].high_watermark < offset})
+
+
+class Purgatory:
+    def __init__(self):
+        self._heap: list = []                  # (deadline, seq, operation)
+        self._watchers: dict = {}              # key -> set of operations
+        self._seq = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def watch(self, op: DelayedOperation) -> None:
+        for key in op.keys:
+            self._watchers.setdefault(key, set()).add(op)
+        heapq.heappush(self._heap, (op.deadline, next(self._seq), op))
+
+    def check(self, key, progress: int = 0) -> None:
+        """``key`` made progress: complete the operations it now satisfies."""
+        watching = self._watchers.get(key)
+        if not watching:
+            return
+        for op in list(watching):
+            if not op.done and op.ready(key, progress):
+                self._complete(op)
+
+    def next_deadline(self) -> float | None:
+        return self._heap[0][0] if self._heap else None
+
+    def expire(self, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        heap = self._heap
+        while heap and (heap[0][0] <= now or heap[0][2].done):
+            _, _, op = heapq.heappop(heap)
+            if not op.done:
+                self._complete(op)
+
+    def complete_watchers_of(self, key) -> None:
+        """``key`` is going away: answer everything waiting on it now."""
+        for op in list(self._watchers.get(key, ())):
+            self._complete(op)
+        self._watchers.pop(key, None)
+
+    def complete_all(self) -> None:
+        for _, _, op in self._heap:
+            if not op.done:
+                self._complete(op)
+        self._heap.clear()
+        self._watchers.clear()
+
+    def _complete(self, op: DelayedOperation) -> None:
+        if op.done:
+            return
+        op.done = True
+        for key in op.keys:
+            watching = self._watchers.get(key)
+            if watching is not None:
+                watching.discard(op)
+                if not watching:
+                    del self._watchers[key]
+        op.on_complete()

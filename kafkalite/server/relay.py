@@ -1,0 +1,193 @@
+"""The relay: Kafka-wire requests a worker does not serve, answered by the supervisor.
+
+To Kafka's clients every worker is a whole broker, so a worker's TCP
+listener also receives Metadata, group, admin and producer-id requests,
+which only the supervisor (controller and group coordinator) can answer.
+The worker passes such a request on, undecoded, over an internal ZeroMQ
+channel: a DEALER per worker to a ROUTER the supervisor binds on loopback
+for its own workers only (never the public native port, so no client can
+pose as a relay). The supervisor decodes it as a Kafka-wire request
+(``Listener.KAFKA``: answers name the Kafka listeners' node ids and ports),
+dispatches it like any other, and sends the encoded answer back; the worker
+writes it to the client's connection, which stays muted meanwhile, so
+answers keep request order.
+
+Frames, worker -> supervisor::
+
+    [RELAY_REQUEST header: relay id int32, client address (int16 length + UTF-8),
+     the client's request frame, untouched]
+
+supervisor -> worker::
+
+    [RELAY_REPLY header: relay id int32, kind int8, error code int16, UTF-8 message]
+    [the encoded response frame]        (kind RESPONSE only)
+
+Kinds: RESPONSE; ERROR (a whole-request error: the worker answers it in the
+API's schema, exactly as for a request it served itself); NOTHING (the
+request gets no answer: unmute); CLOSE (the request could not be decoded:
+close the client's connection, as Kafka does).
+
+Who may call: ``RelayClient`` from a worker's event loop, ``RelayServer``
+from the supervisor's; nothing here is thread-safe.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import struct
+
+import zmq
+
+from kafkalite import errors
+from kafkalite.protocol import ProtocolError, decode_request, encode_response
+from kafkalite.server.ratelimit import RateLimitedLog
+from kafkalite.server.requests import Listener, RequestContext, RequestDispatcher
+
+log = logging.getLogger("kafkalite.relay")
+
+RESPONSE, ERROR, NOTHING, CLOSE = 0, 1, 2, 3
+_REQUEST_HEADER = struct.Struct(">ih")      # relay id, client address length
+_REPLY_HEADER = struct.Struct(">ibh")       # relay id, kind, error code
+
+
+def encode_relay_request(relay_id: int, client_address: str) -> bytes:
+    address = client_address.encode("utf-8", "replace")[:0x7FFF]
+    return _REQUEST_HEADER.pack(relay_id, len(address)) + address
+
+
+def decode_relay_request(buf) -> tuple[int, str]:
+    relay_id, size = _REQUEST_HEADER.unpack_from(buf)
+    end = _REQUEST_HEADER.size + size
+    if size < 0 or end > len(buf):
+        raise ValueError(f"relay header: address of {size} bytes in a {len(buf)}-byte frame")
+    return relay_id, bytes(buf[_REQUEST_HEADER.size:end]).decode("utf-8", "replace")
+
+
+def encode_relay_reply(relay_id: int, kind: int, code: int = 0, message: str = "") -> bytes:
+    return _REPLY_HEADER.pack(relay_id, kind, code) + message.encode("utf-8", "replace")
+
+
+def decode_relay_reply(buf) -> tuple[int, int, int, str]:
+    relay_id, kind, code = _REPLY_HEADER.unpack_from(buf)
+    return relay_id, kind, code, bytes(buf[_REPLY_HEADER.size:]).decode("utf-8", "replace")
+
+
+class RelayServer:
+    """The supervisor's end: a loopback ROUTER its workers connect to."""
+
+    def __init__(self, zctx: zmq.Context, dispatcher: RequestDispatcher):
+        self.dispatcher = dispatcher
+        self._bad_input = RateLimitedLog(log)
+        self.socket = zctx.socket(zmq.ROUTER)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        port = self.socket.bind_to_random_port("tcp://127.0.0.1")
+        self.endpoint = f"tcp://127.0.0.1:{port}"
+
+    def attach(self, poller: zmq.Poller) -> None:
+        poller.register(self.socket, zmq.POLLIN)
+
+    def on_events(self, events: dict) -> None:
+        if self.socket not in events:
+            return
+        while True:
+            try:
+                frames = self.socket.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if len(frames) == 3:
+                self._on_request(*frames)
+
+    def close(self) -> None:
+        self.socket.close()
+
+    def _on_request(self, worker: bytes, relay_header: bytes, payload: bytes) -> None:
+        try:
+            relay_id, address = decode_relay_request(relay_header)
+        except (ValueError, struct.error) as exc:
+            self._bad_input.warning("dropped a malformed relay header from %r: %s", worker, exc)
+            return
+        try:
+            # Kafka ignores bytes after a request body, and clients rely on it.
+            header, body = decode_request(payload, ignore_trailing=True)
+        except ProtocolError as exc:
+            self._bad_input.warning("relayed request from %s cannot be decoded: %s", address, exc)
+            self.socket.send_multipart([worker, encode_relay_reply(relay_id, CLOSE, exc.code,
+                                                                   exc.message)])
+            return
+        ctx = RequestContext(header, Listener.KAFKA, self, (worker, relay_id), peer=address)
+        self.dispatcher.dispatch(ctx, body)
+
+    # Responder
+
+    def send_response(self, ctx: RequestContext, body: dict) -> None:
+        worker, relay_id = ctx.reply_to
+        h = ctx.header
+        try:
+            frame = encode_response(h.api_key, h.api_version, h.correlation_id, body)
+        except ProtocolError as exc:
+            log.error("cannot encode the relayed %r response: %s", h.api_key, exc)
+            self.send_error(ctx, errors.UnknownServerError.code, f"cannot encode the response: {exc}")
+            return
+        self.socket.send_multipart([worker, encode_relay_reply(relay_id, RESPONSE), frame])
+
+    def send_error(self, ctx: RequestContext, code: int, message: str) -> None:
+        worker, relay_id = ctx.reply_to
+        self.socket.send_multipart([worker, encode_relay_reply(relay_id, ERROR, code, message)])
+
+    def send_nothing(self, ctx: RequestContext) -> None:
+        worker, relay_id = ctx.reply_to
+        self.socket.send_multipart([worker, encode_relay_reply(relay_id, NOTHING)])
+
+
+class RelayClient:
+    """A worker's end: forwards requests for its Kafka listener and hands
+    the answers back to it (``listener`` is the worker's KafkaListener)."""
+
+    def __init__(self, zctx: zmq.Context, endpoint: str, identity: bytes):
+        self.listener = None
+        self.socket = zctx.socket(zmq.DEALER)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.setsockopt(zmq.IDENTITY, identity)
+        self.socket.connect(endpoint)
+        self._pending: dict[int, tuple] = {}      # relay id -> (connection, request header)
+        self._ids = itertools.count(1)
+
+    def attach(self, poller: zmq.Poller) -> None:
+        poller.register(self.socket, zmq.POLLIN)
+
+    def forward(self, conn, header, payload) -> None:
+        relay_id = next(self._ids) & 0x7FFFFFFF
+        self._pending[relay_id] = (conn, header)
+        self.socket.send_multipart([encode_relay_request(relay_id, conn.address), payload],
+                                   copy=False)
+
+    def on_events(self, events: dict) -> None:
+        if self.socket not in events:
+            return
+        while True:
+            try:
+                frames = self.socket.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                relay_id, kind, code, message = decode_relay_reply(frames[0])
+            except struct.error:
+                log.error("dropped a malformed relay reply of %d bytes", len(frames[0]))
+                continue
+            pending = self._pending.pop(relay_id, None)
+            if pending is None:
+                continue
+            conn, header = pending
+            if kind == RESPONSE and len(frames) == 2:
+                self.listener.respond_frame(conn, frames[1])
+            elif kind == ERROR:
+                self.listener.respond_error(conn, header, code, message)
+            elif kind == NOTHING:
+                self.listener.unmute(conn)
+            else:
+                self.listener.close_connection(conn, f"the supervisor could not decode the "
+                                                     f"{header.api_key!r} request: {message}")
+
+    def close(self) -> None:
+        self.socket.close()

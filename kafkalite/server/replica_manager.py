@@ -1,0 +1,318 @@
+"""The replica manager: the data APIs for the partitions one broker hosts.
+
+A worker process is one broker. Its replica manager holds a ``Partition``
+(partition.py) for every topic-partition the controller gave it, and
+serves, for those partitions and no others:
+
+- Produce: appends as leader; acks=1 answers once the batch is in the log,
+  acks=all (-1) once the high watermark has passed it (a ``DelayedProduce``
+  waits for that in the purgatory; while each partition has one replica
+  that is at once), acks=0 never answers;
+- Fetch: reads committed batches (below the high watermark) as file
+  regions; a fetch that finds fewer than ``min_bytes`` waits as a
+  ``DelayedFetch`` until appends bring enough or ``max_wait_ms`` passes;
+- ListOffsets and OffsetForLeaderEpoch.
+
+Which APIs those are is said once, in ``API_HANDLERS``; the supervisor
+advertises them for the whole cluster from there.
+
+The controller's decisions arrive through ``become_leader`` (open the log
+if needed, take the new leader epoch and configs) and ``stop_replica``
+(close, or delete with the topic).
+
+Who may call: the worker (worker.py) and its ring gateway, on the worker's
+one event-loop thread.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+import uuid
+
+from kafkalite import errors
+from kafkalite.errors import KafkaError
+from kafkalite.protocol import ApiKey
+from kafkalite.protocol.enums import IsolationLevel
+from kafkalite.server.partition import Partition
+from kafkalite.server.per_partition import Shape, each_partition
+from kafkalite.server.purgatory import DelayedFetch, DelayedProduce, Purgatory
+from kafkalite.server.requests import DEFERRED, NO_RESPONSE, RequestContext
+from kafkalite.storage import PartitionLog
+
+log = logging.getLogger("kafkalite.replica_manager")
+
+DEFAULT_FETCH_MAX_BYTES = 52428800        # Kafka's fetch.max.bytes default
+
+PRODUCE = Shape("name", "partition_data", "index",
+                "name", "partition_responses", "index", error_message=True)
+FETCH = Shape("topic", "partitions", "partition",
+              "topic", "partitions", "partition_index")
+LIST_OFFSETS = Shape("name", "partitions", "partition_index",
+                     "name", "partitions", "partition_index")
+OFFSET_FOR_LEADER_EPOCH = Shape("topic", "partitions", "partition",
+                                "topic", "partitions", "partition")
+
+
+def _produce_blank() -> dict:
+    return {"error_code": 0, "base_offset": -1, "log_append_time_ms": -1,
+            "log_start_offset": -1, "record_errors": [], "error_message": None}
+
+
+def _list_offsets_blank() -> dict:
+    return {"error_code": 0, "old_style_offsets": [], "timestamp": -1, "offset": -1,
+            "leader_epoch": -1}
+
+
+def _offset_for_epoch_blank() -> dict:
+    return {"error_code": 0, "leader_epoch": -1, "end_offset": -1}
+
+
+class ReplicaManager:
+    # The APIs this class serves: API key -> method name.
+    API_HANDLERS = {
+        ApiKey.PRODUCE: "produce",
+        ApiKey.FETCH: "fetch",
+        ApiKey.LIST_OFFSETS: "list_offsets",
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: "offset_for_leader_epoch",
+    }
+    API_KEYS = frozenset(API_HANDLERS)
+
+    def __init__(self, broker_id: int, data_dir: str, log_config):
+        self.broker_id = broker_id
+        self.data_dir = data_dir
+        self.log_config = log_config            # topic configs dict -> LogConfig
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.topic_names: dict[uuid.UUID, str] = {}   # Fetch v13+ names topics by id
+        self.purgatory = Purgatory()
+
+    def handlers(self) -> dict:
+        return {key: getattr(self, name) for key, name in self.API_HANDLERS.items()}
+
+    # ---- the controller's decisions ----------------------------------------------------------
+
+    def become_leader(self, spec: dict) -> dict:
+        """Lead ``spec`` (topic, partition, topic_id, leader_epoch, configs);
+        returns the per-partition result the controller waits for."""
+        key = (spec["topic"], spec["partition"])
+        try:
+            config = self.log_config(spec.get("configs"))
+            part = self.partitions.get(key)
+            if part is None:
+                plog = PartitionLog.open(self._directory(*key), config)
+                part = Partition(key[0], key[1], spec.get("topic_id"), plog, self.broker_id)
+                self.partitions[key] = part
+            else:
+                part.log.config = config
+            if spec.get("topic_id"):
+                self.topic_names[uuid.UUID(str(spec["topic_id"]))] = key[0]
+            part.make_leader(spec["leader_epoch"])
+            return {"topic": key[0], "partition": key[1], "error": 0}
+        except KafkaError as exc:
+            log.error("broker %d: cannot open %s-%d: %s", self.broker_id, *key, exc)
+            return {"topic": key[0], "partition": key[1], "error": exc.code,
+                    "message": str(exc)}
+
+    def stop_replica(self, topic: str, partition: int, delete: bool) -> None:
+        part = self.partitions.pop((topic, partition), None)
+        self.purgatory.complete_watchers_of((topic, partition))
+        if part is None:
+            if delete:  # the log may exist on disk from an earlier owner
+                shutil.rmtree(self._directory(topic, partition), ignore_errors=True)
+            return
+        if delete:
+            part.log.delete()
+        else:
+            part.log.close()
+
+    def _directory(self, topic: str, partition: int) -> str:
+        return os.path.join(self.data_dir, f"{topic}-{partition}")
+
+    def partition(self, topic: str, index: int) -> Partition:
+        part = self.partitions.get((topic, index))
+        if part is None:
+            raise errors.NotLeaderOrFollowerError(
+                f"broker {self.broker_id} does not lead {topic}-{index}")
+        return part
+
+    # ---- writes ------------------------------------------------------------------------------
+
+    def append(self, part: Partition, records):
+        """Append as leader and wake what waits on the partition; the one
+        write path of produce requests and shared-memory rings."""
+        info = part.append_as_leader(records)
+        if info.size_in_bytes and self.purgatory:
+            self.purgatory.check(part.key, info.size_in_bytes)
+        return info
+
+    def produce(self, ctx: RequestContext, body: dict):
+        acks = body.get("acks", 1)
+        if acks not in (0, 1, -1):
+            raise errors.InvalidRequiredAcksError(f"acks must be 0, 1 or -1, not {acks}")
+        appended: dict = {}          # key -> (Partition, offset the high watermark must reach)
+
+        def serve(name, topic, pd, out):
+            part = self.partition(name, pd["index"])
+            if pd["records"] is None:
+                raise errors.CorruptRecordError("produce request without records")
+            info = self.append(part, pd["records"])
+            out["base_offset"] = info.first_offset
+            out["log_append_time_ms"] = info.log_append_time
+            out["log_start_offset"] = part.log.log_start_offset
+            appended[part.key] = (part, info.last_offset + 1)
+
+        topics = each_partition(PRODUCE, body["topic_data"], serve, _produce_blank)
+        if acks == 0:
+            return NO_RESPONSE
+        response = {"responses": topics, "throttle_time_ms": 0}
+        if acks == 1:
+            return response
+        produce = DelayedProduce(
+            time.monotonic() + max(body.get("timeout_ms", 0), 0) / 1000.0,
+            {k: p for k, (p, _) in appended.items()},
+            {k: end for k, (_, end) in appended.items()},
+            lambda timed_out: ctx.respond(_with_timeouts(response, timed_out)))
+        if produce.satisfied():
+            return response
+        self.purgatory.watch(produce)
+        return DEFERRED
+
+    # ---- reads -------------------------------------------------------------------------------
+
+    def _read_fetch(self, body: dict) -> tuple[list, int, list]:
+        """Read every partition of a fetch: (response topics, bytes, partition keys)."""
+        budget = body.get("max_bytes", DEFAULT_FETCH_MAX_BYTES) or DEFAULT_FETCH_MAX_BYTES
+        read_committed = body.get("isolation_level", 0) == IsolationLevel.READ_COMMITTED
+        state = {"budget": budget, "total": 0, "first": True}
+        keys: list = []
+
+        def blank() -> dict:
+            # Kafka answers an erroneous partition with empty records, not null.
+            return {"error_code": 0, "high_watermark": -1, "last_stable_offset": -1,
+                    "log_start_offset": -1,
+                    "aborted_transactions": [] if read_committed else None,
+                    "preferred_read_replica": -1, "records": b""}
+
+        def resolve(topic) -> str:
+            topic_id = topic.get("topic_id")
+            if topic_id is not None and topic_id.int:
+                name = self.topic_names.get(topic_id)
+                if name is None:
+                    raise errors.UnknownTopicIdError(f"no topic with id {topic_id} here")
+                return name
+            return topic.get("topic") or ""
+
+        def serve(name, topic, fp, out):
+            part = self.partition(name, fp["partition"])
+            keys.append(part.key)
+            part.check_leader_epoch(fp.get("current_leader_epoch", -1))
+            try:
+                data = part.read(fp["fetch_offset"], min(fp.get("partition_max_bytes", 1048576),
+                                                         state["budget"]),
+                                 min_one_message=state["first"])
+            except errors.OffsetOutOfRangeError:
+                out["high_watermark"] = part.high_watermark
+                out["log_start_offset"] = part.log.log_start_offset
+                raise
+            out["high_watermark"] = data.high_watermark
+            out["last_stable_offset"] = data.high_watermark
+            out["log_start_offset"] = data.log_start_offset
+            if data.region is not None:
+                # a file region: sendfile over TCP, read for ZeroMQ
+                out["records"] = data.region
+                state["total"] += data.region.length
+                state["budget"] -= data.region.length
+                state["first"] = False
+
+        topics = each_partition(FETCH, body["topics"], serve, blank, resolve=resolve,
+                                topic_fields=lambda topic: {"topic_id": topic.get("topic_id")})
+        return topics, state["total"], keys
+
+    @staticmethod
+    def _fetch_response(topics: list) -> dict:
+        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics}
+
+    def fetch(self, ctx: RequestContext, body: dict):
+        topics, total, keys = self._read_fetch(body)
+        min_bytes = max(body.get("min_bytes", 1), 1)
+        wait_ms = body.get("max_wait_ms", 0)
+        if total >= min_bytes or wait_ms <= 0 or not keys:
+            return self._fetch_response(topics)
+        self.purgatory.watch(DelayedFetch(
+            time.monotonic() + wait_ms / 1000.0, keys, min_bytes, total,
+            lambda: ctx.respond(self._fetch_response(self._read_fetch(body)[0]))))
+        return DEFERRED
+
+    def list_offsets(self, ctx: RequestContext, body: dict):
+        def serve(name, topic, lp, out):
+            part = self.partition(name, lp["partition_index"])
+            part.check_leader_epoch(lp.get("current_leader_epoch", -1))
+            found = part.offset_for_timestamp(lp["timestamp"])
+            if found is not None:
+                out["offset"], out["timestamp"] = found
+                out["leader_epoch"] = part.leader_epoch
+
+        return {"throttle_time_ms": 0,
+                "topics": each_partition(LIST_OFFSETS, body["topics"], serve, _list_offsets_blank)}
+
+    def offset_for_leader_epoch(self, ctx: RequestContext, body: dict):
+        def serve(name, topic, p, out):
+            part = self.partition(name, p["partition"])
+            part.check_leader_epoch(p.get("current_leader_epoch", -1))
+            out["leader_epoch"], out["end_offset"] = part.end_offset_for_epoch(p["leader_epoch"])
+
+        return {"throttle_time_ms": 0,
+                "topics": each_partition(OFFSET_FOR_LEADER_EPOCH, body["topics"], serve,
+                                         _offset_for_epoch_blank)}
+
+    # ---- time --------------------------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        return self.purgatory.next_deadline()
+
+    def expire(self) -> None:
+        self.purgatory.expire()
+
+    def housekeeping(self) -> None:
+        """Retention, flushing, compaction and checkpoints of every log."""
+        from kafkalite.storage.cleaner import LogCleaner
+        for part in list(self.partitions.values()):
+            plog = part.log
+            try:
+                plog.delete_old_segments()
+                plog.maybe_flush()
+                if plog.config.compact:
+                    cleaner = LogCleaner(plog)
+                    if cleaner.cleanable_ratio() >= plog.config.min_cleanable_dirty_ratio:
+                        plog.compact()
+            except KafkaError as exc:
+                log.error("broker %d: housekeeping of %s failed: %s", self.broker_id, plog.name, exc)
+
+    def checkpoint(self) -> None:
+        for part in list(self.partitions.values()):
+            try:
+                part.log.checkpoint()
+            except KafkaError as exc:
+                log.error("broker %d: checkpoint of %s failed: %s", self.broker_id, part.name, exc)
+
+    def shutdown(self) -> None:
+        self.purgatory.complete_all()
+        for part in self.partitions.values():
+            try:
+                part.log.close()
+            except KafkaError as exc:
+                log.error("broker %d: closing %s: %s", self.broker_id, part.name, exc)
+        self.partitions.clear()
+
+
+def _with_timeouts(response: dict, timed_out: set) -> dict:
+    """An acks=all answer whose partitions in ``timed_out`` did not reach
+    the high watermark in time: REQUEST_TIMED_OUT for them, as Kafka."""
+    if timed_out:
+        for topic in response["responses"]:
+            for p in topic["partition_responses"]:
+                if (topic["name"], p["index"]) in timed_out and p["error_code"] == 0:
+                    p["error_code"] = errors.RequestTimedOutError.code
+                    p["error_message"] = "the in-sync replicas did not take the records in time"
+    return response

@@ -1,0 +1,236 @@
+"""The request pipeline: one way from a decoded request to its response.
+
+A broker process (the supervisor or a partition worker) receives requests
+on up to three paths:
+
+- native: its ZeroMQ ROUTER (native_listener.py), Kafka request bodies with
+  record batches in frames of their own;
+- Kafka: its TCP listener (kafka_listener.py), Kafka's own framing;
+- relayed: a Kafka-wire request that a worker's TCP listener does not serve
+  itself, passed to the supervisor over an internal ZeroMQ channel
+  (relay.py) and answered back through it.
+
+Each path only decodes: it wraps the request in a ``RequestContext`` that
+knows how to answer on that path, and hands it to
+``RequestDispatcher.dispatch``, which does everything else once: ApiVersions
+(one builder), the version check, finding the handler, turning exceptions
+into error answers, and acting on what the handler returns.
+
+Handlers are ``fn(ctx, body) -> dict | DEFERRED | NO_RESPONSE``:
+
+- a dict is the response body, sent at once;
+- ``DEFERRED``: the handler keeps ``ctx`` and calls ``ctx.respond(body)``
+  later (a long-poll fetch, a JoinGroup waiting for its group, an admin
+  request waiting for the workers);
+- ``NO_RESPONSE``: the request is never answered (Produce with acks=0).
+
+A ``KafkaError`` raised by a handler answers the whole request with its
+code and message; any other exception is logged and answered
+UNKNOWN_SERVER_ERROR. Such whole-request errors carry the same code and
+message on every path: on the native path as the error reply frame
+(docs/protocol.md); on the Kafka and relayed paths in the API's own
+response with its top-level ``error_code`` (and ``error_message`` where the
+version has it), or, for an API whose response has no top-level error, by
+closing the connection, as Kafka does.
+
+Who may call: a broker process's listeners, on its one event-loop thread.
+Nothing here is thread-safe.
+"""
+from __future__ import annotations
+
+import enum
+import logging
+from typing import Callable, Iterable, Mapping, Protocol
+
+from kafkalite import errors
+from kafkalite.errors import KafkaError
+from kafkalite.protocol import SUPPORTED_VERSIONS, ApiKey, RequestHeader
+
+log = logging.getLogger("kafkalite.requests")
+
+ANONYMOUS = "User:ANONYMOUS"
+
+
+class _Sentinel:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+DEFERRED = _Sentinel("DEFERRED")
+NO_RESPONSE = _Sentinel("NO_RESPONSE")
+
+
+class Listener(enum.Enum):
+    """Which protocol a request arrived in. Answers that name brokers (node
+    ids, ports) differ: Kafka clients are told the Kafka listeners'."""
+
+    NATIVE = "native"
+    KAFKA = "kafka"
+
+
+class Responder(Protocol):
+    """How one path answers its requests (implemented by each listener)."""
+
+    def send_response(self, ctx: "RequestContext", body: dict) -> None: ...
+
+    def send_error(self, ctx: "RequestContext", code: int, message: str) -> None: ...
+
+    def send_nothing(self, ctx: "RequestContext") -> None: ...
+
+
+class RequestContext:
+    """One request in flight: its header, where it came from, and how to
+    answer it. ``reply_to`` is the path's own routing token (a ZeroMQ
+    identity, a TCP connection, a relay slot); only the responder reads it.
+    A context is answered at most once."""
+
+    __slots__ = ("header", "listener", "principal", "reply_to", "_responder", "_peer", "answered")
+
+    def __init__(self, header: RequestHeader, listener: Listener, responder: Responder, reply_to,
+                 *, peer=None, principal: str = ANONYMOUS):
+        self.header = header
+        self.listener = listener
+        self.principal = principal
+        self.reply_to = reply_to
+        self._responder = responder
+        self._peer = peer
+        self.answered = False
+
+    @property
+    def api_key(self) -> int:
+        return self.header.api_key
+
+    @property
+    def api_version(self) -> int:
+        return self.header.api_version
+
+    @property
+    def is_kafka(self) -> bool:
+        return self.listener is Listener.KAFKA
+
+    @property
+    def client_address(self) -> str:
+        """"host:port" of the client, "" when the path cannot tell."""
+        peer = self._peer
+        if peer is None or type(peer) is str:
+            return peer or ""
+        try:  # a zmq.Frame: libzmq knows the TCP peer of the message
+            return peer.get("Peer-Address") or ""
+        except Exception:
+            return ""
+
+    @property
+    def client_host(self) -> str:
+        address = self.client_address
+        return address.rsplit(":", 1)[0] if ":" in address else address
+
+    def respond(self, body: dict) -> None:
+        if self._answer():
+            self._responder.send_response(self, body)
+
+    def respond_error(self, code: int, message: str = "") -> None:
+        if self._answer():
+            self._responder.send_error(self, code, message)
+
+    def no_response(self) -> None:
+        if self._answer():
+            self._responder.send_nothing(self)
+
+    def _answer(self) -> bool:
+        if self.answered:
+            log.error("%r request %d answered twice; the second answer is dropped",
+                      self.header.api_key, self.header.correlation_id)
+            return False
+        self.answered = True
+        return True
+
+    def __repr__(self) -> str:
+        h = self.header
+        return f"RequestContext({h.api_key!r} v{h.api_version} #{h.correlation_id}, {self.listener.value})"
+
+
+Handler = Callable[[RequestContext, dict], object]
+
+
+def api_versions_body(api_keys: Iterable[int], error_code: int = 0) -> dict:
+    """The ApiVersions response advertising ``api_keys`` (and ApiVersions)."""
+    keys = sorted(set(api_keys) | {ApiKey.API_VERSIONS})
+    return {"error_code": error_code, "throttle_time_ms": 0, "api_keys": [
+        {"api_key": int(k), "min_version": SUPPORTED_VERSIONS[k][0],
+         "max_version": SUPPORTED_VERSIONS[k][1]} for k in keys if k in SUPPORTED_VERSIONS]}
+
+
+def unsupported(header: RequestHeader, what: str) -> KafkaError:
+    return errors.UnsupportedVersionError(
+        f"{what} does not serve {_api_name(header.api_key)} v{header.api_version}")
+
+
+def _api_name(api_key) -> str:
+    return api_key.name if isinstance(api_key, ApiKey) else f"API {api_key}"
+
+
+class RequestDispatcher:
+    """Routes contexts to handlers. ``handlers`` is a live mapping.
+
+    ApiVersions advertises the handlers' APIs on the native path; on the
+    Kafka path, where each process is one broker of a cluster and a worker
+    relays what it does not serve, it advertises ``cluster_apis()`` (by
+    default the handlers' too)."""
+
+    def __init__(self, name: str, handlers: Mapping[int, Handler], *,
+                 cluster_apis: Callable[[], Iterable[int]] | None = None):
+        self.name = name
+        self.handlers = handlers
+        self._cluster_apis = cluster_apis
+
+    def advertised(self, listener: Listener) -> Iterable[int]:
+        if listener is Listener.KAFKA and self._cluster_apis is not None:
+            return self._cluster_apis()
+        return self.handlers.keys()
+
+    def serves(self, api_key: int) -> bool:
+        """Whether this process answers ``api_key`` itself."""
+        return api_key == ApiKey.API_VERSIONS or api_key in self.handlers
+
+    def api_versions_body(self, listener: Listener, error_code: int = 0) -> dict:
+        return api_versions_body(self.advertised(listener), error_code)
+
+    def check_version(self, header: RequestHeader) -> None:
+        versions = SUPPORTED_VERSIONS.get(header.api_key)
+        if versions is None or not versions[0] <= header.api_version <= versions[1]:
+            raise unsupported(header, self.name)
+
+    def dispatch(self, ctx: RequestContext, body: dict) -> None:
+        header = ctx.header
+        try:
+            self.check_version(header)
+            if header.api_key == ApiKey.API_VERSIONS:
+                ctx.respond(self.api_versions_body(ctx.listener))
+                return
+            handler = self.handlers.get(header.api_key)
+            if handler is None:
+                raise unsupported(header, self.name)
+            result = handler(ctx, body)
+        except KafkaError as exc:
+            ctx.respond_error(exc.code, exc.message)
+            return
+        except Exception as exc:  # one request must not take the process down
+            log.exception("%s: %r request failed", self.name, header.api_key)
+            ctx.respond_error(errors.UnknownServerError.code, f"{type(exc).__name__}: {exc}")
+            return
+        if type(result) is dict:
+            ctx.respond(result)
+        elif result is DEFERRED:
+            pass
+        elif result is NO_RESPONSE:
+            ctx.no_response()
+        else:
+            log.error("%s: the %r handler returned %r, not a body, DEFERRED or NO_RESPONSE",
+                      self.name, header.api_key, result)
+            ctx.respond_error(errors.UnknownServerError.code,
+                              f"{_api_name(header.api_key)} handler gave no answer")
