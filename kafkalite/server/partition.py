@@ -112,6 +112,15 @@ class Partition:
         self.maybe_increment_high_watermark()
         return info
 
+    def update_follower_end(self, broker_id: int, log_end_offset: int) -> bool:
+        """A follower's fetch told its log end offset; returns whether the
+        high watermark moved as a result."""
+        if broker_id not in self.replicas:
+            raise errors.NotLeaderOrFollowerError(
+                f"broker {broker_id} is not a replica of {self.name} ({self.replicas})")
+        self._replica_ends[broker_id] = min(log_end_offset, self.log.log_end_offset)
+        return self.maybe_increment_high_watermark()
+
     def maybe_increment_high_watermark(self) -> bool:
         """Move the high watermark up to the smallest log end offset in the
         ISR; returns whether it moved. It never moves down here (only a

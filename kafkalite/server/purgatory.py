@@ -18,15 +18,22 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import time
+
+from kafkalite import errors
+
+log = logging.getLogger("kafkalite.purgatory")
 
 
 class DelayedOperation:
-    """Base: subclasses say when they can complete and what completing does."""
+    """Base: subclasses say when they can complete and what completing does.
+    ``ctx`` is the request being answered."""
 
-    __slots__ = ("deadline", "keys", "done")
+    __slots__ = ("ctx", "deadline", "keys", "done")
 
-    def __init__(self, deadline: float, keys):
+    def __init__(self, ctx, deadline: float, keys):
+        self.ctx = ctx
         self.deadline = deadline
         self.keys = tuple(keys)
         self.done = False
@@ -45,8 +52,8 @@ class DelayedFetch(DelayedOperation):
 
     __slots__ = ("bytes_seen", "min_bytes", "respond")
 
-    def __init__(self, deadline: float, keys, min_bytes: int, bytes_seen: int, respond):
-        super().__init__(deadline, keys)
+    def __init__(self, ctx, deadline: float, keys, min_bytes: int, bytes_seen: int, respond):
+        super().__init__(ctx, deadline, keys)
         self.min_bytes = min_bytes
         self.bytes_seen = bytes_seen
         self.respond = respond          # () -> None: read again and answer
@@ -65,8 +72,8 @@ class DelayedProduce(DelayedOperation):
 
     __slots__ = ("required", "partitions", "respond")
 
-    def __init__(self, deadline: float, partitions: dict, required: dict, respond):
-        super().__init__(deadline, required)
+    def __init__(self, ctx, deadline: float, partitions: dict, required: dict, respond):
+        super().__init__(ctx, deadline, required)
         self.partitions = partitions    # key -> Partition
         self.required = required        # key -> offset the high watermark must reach
         self.respond = respond          # (timed_out keys: set) -> None
@@ -140,4 +147,11 @@ class Purgatory:
                 watching.discard(op)
                 if not watching:
                     del self._watchers[key]
-        op.on_complete()
+        try:
+            op.on_complete()
+        except Exception as exc:
+            # Completing is triggered by other requests (an append wakes a
+            # fetch): a failure here must answer this request, not theirs.
+            log.exception("completing a delayed %r failed", op.ctx)
+            if not op.ctx.answered:
+                op.ctx.respond_error(errors.UnknownServerError.code, f"{type(exc).__name__}: {exc}")

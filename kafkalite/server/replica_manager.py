@@ -146,6 +146,17 @@ class ReplicaManager:
             self.purgatory.check(part.key, info.size_in_bytes)
         return info
 
+    def update_follower_end(self, topic: str, index: int, broker_id: int,
+                            log_end_offset: int) -> None:
+        """What a follower's fetch reports (replication): the high watermark
+        may move, completing acks=all produces and fetches waiting on it."""
+        part = self.partition(topic, index)
+        if part.update_follower_end(broker_id, log_end_offset):
+            # Fetches count bytes as the leader appends them (all committed
+            # at once while a partition has one replica); with followers they
+            # should count bytes as the high watermark passes them.
+            self.purgatory.check(part.key)
+
     def produce(self, ctx: RequestContext, body: dict):
         acks = body.get("acks", 1)
         if acks not in (0, 1, -1):
@@ -169,7 +180,7 @@ class ReplicaManager:
         if acks == 1:
             return response
         produce = DelayedProduce(
-            time.monotonic() + max(body.get("timeout_ms", 0), 0) / 1000.0,
+            ctx, time.monotonic() + max(body.get("timeout_ms", 0), 0) / 1000.0,
             {k: p for k, (p, _) in appended.items()},
             {k: end for k, (_, end) in appended.items()},
             lambda timed_out: ctx.respond(_with_timeouts(response, timed_out)))
@@ -240,7 +251,7 @@ class ReplicaManager:
         if total >= min_bytes or wait_ms <= 0 or not keys:
             return self._fetch_response(topics)
         self.purgatory.watch(DelayedFetch(
-            time.monotonic() + wait_ms / 1000.0, keys, min_bytes, total,
+            ctx, time.monotonic() + wait_ms / 1000.0, keys, min_bytes, total,
             lambda: ctx.respond(self._fetch_response(self._read_fetch(body)[0]))))
         return DEFERRED
 

@@ -1,0 +1,170 @@
+"""The replica manager in-process: real partition logs in a temporary
+directory, requests through the real codec and the server's dispatcher,
+answers (now or later) recorded through the request context.
+
+End to end, with server processes and clients, the same paths are covered
+by tests/server/test_broker.py; here the waits are driven step by step:
+an acks=all produce held until the in-sync replicas have the records, a
+long-poll fetch completed by an append, per-partition errors.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kafkalite import errors
+from kafkalite.protocol import ApiKey, decode_request, decode_response, encode_request, encode_response
+from kafkalite.record import RecordBatchBuilder
+from kafkalite.server.config import ServerConfig
+from kafkalite.server.replica_manager import ReplicaManager
+from kafkalite.server.requests import Listener, RequestContext, RequestDispatcher
+from kafkalite.storage.segment import FileRegion
+
+
+class Broker:
+    """A replica manager behind a dispatcher, with a recording responder."""
+
+    def __init__(self, data_dir):
+        config = ServerConfig(data_dir=str(data_dir))
+        self.rm = ReplicaManager(0, str(data_dir), config.log_config)
+        self.dispatcher = RequestDispatcher("broker 0", self.rm.handlers())
+        self.answers: dict = {}
+        self._cid = 0
+
+    def send_response(self, ctx, body):
+        # as the native listener does: records in frames, file regions read
+        h = ctx.header
+        frames: list = []
+        frame = encode_response(h.api_key, h.api_version, h.correlation_id, body, records_out=frames)
+        frames = [f.read() if isinstance(f, FileRegion) else f for f in frames]
+        self.answers[h.correlation_id] = decode_response(h.api_key, h.api_version, frame,
+                                                         records_in=frames)[1]
+
+    def send_error(self, ctx, code, message):
+        self.answers[ctx.header.correlation_id] = errors.error_for_code(code)(message)
+
+    def send_nothing(self, ctx):
+        self.answers[ctx.header.correlation_id] = None
+
+    def send(self, api_key, version, body) -> int:
+        self._cid += 1
+        header, decoded = decode_request(encode_request(api_key, version, self._cid, "t", body))
+        self.dispatcher.dispatch(RequestContext(header, Listener.NATIVE, self, None), decoded)
+        return self._cid
+
+    def lead(self, topic, partition, epoch=1, replicas=None, isr=None):
+        result = self.rm.become_leader({"topic": topic, "partition": partition,
+                                        "topic_id": None, "leader_epoch": epoch, "configs": {}})
+        assert result["error"] == 0
+        if replicas:
+            self.rm.partition(topic, partition).make_leader(epoch, replicas, isr)
+
+
+def batch(n=3):
+    b = RecordBatchBuilder()
+    for i in range(n):
+        b.append(None, None, b"v%d" % i)
+    return b.build()
+
+
+def produce_body(acks, parts, timeout_ms=30_000):
+    return {"transactional_id": None, "acks": acks, "timeout_ms": timeout_ms, "topic_data": [
+        {"name": t, "partition_data": [{"index": p, "records": batch()}]} for t, p in parts]}
+
+
+@pytest.fixture
+def broker(tmp_path):
+    b = Broker(tmp_path / "data")
+    yield b
+    b.rm.shutdown()
+
+
+def results(answer):
+    return {(t["name"], p["index"]): (p["error_code"], p["base_offset"])
+            for t in answer["responses"] for p in t["partition_responses"]}
+
+
+def test_acks_all_waits_for_the_in_sync_replicas(broker):
+    broker.lead("t", 0, replicas=[0, 1], isr=[0, 1])
+    broker.lead("t", 1)                               # a single replica: committed at once
+    cid = broker.send(ApiKey.PRODUCE, 9, produce_body(-1, [("t", 0), ("t", 1)]))
+    assert cid not in broker.answers                  # t-0's follower has nothing yet
+    part = broker.rm.partition("t", 0)
+    assert part.log_end_offset == 3 and part.high_watermark == 0
+    broker.rm.update_follower_end("t", 0, 1, 2)       # the follower has 2 of 3 records
+    assert part.high_watermark == 2 and cid not in broker.answers
+    broker.rm.update_follower_end("t", 0, 1, 3)
+    assert results(broker.answers.pop(cid)) == {("t", 0): (0, 0), ("t", 1): (0, 0)}
+    # acks=1 does not wait for the follower
+    cid = broker.send(ApiKey.PRODUCE, 9, produce_body(1, [("t", 0)]))
+    assert results(broker.answers.pop(cid)) == {("t", 0): (0, 3)}
+    assert part.high_watermark == 3
+
+
+def test_acks_all_times_out_with_request_timed_out(broker):
+    broker.lead("t", 0, replicas=[0, 1], isr=[0, 1])
+    cid = broker.send(ApiKey.PRODUCE, 9, produce_body(-1, [("t", 0)], timeout_ms=50))
+    assert cid not in broker.answers
+    time.sleep(0.06)
+    broker.rm.expire()
+    assert results(broker.answers.pop(cid)) == {("t", 0): (errors.RequestTimedOutError.code, 0)}
+    # the records are in the leader's log all the same, as in Kafka
+    assert broker.rm.partition("t", 0).log_end_offset == 3
+
+
+def test_acks_zero_gets_no_answer_and_errors_are_per_partition(broker):
+    broker.lead("t", 0)
+    cid = broker.send(ApiKey.PRODUCE, 9, produce_body(0, [("t", 0)]))
+    assert broker.answers.pop(cid) is None
+    cid = broker.send(ApiKey.PRODUCE, 9, produce_body(1, [("t", 0), ("t", 7), ("nope", 0)]))
+    assert results(broker.answers.pop(cid)) == {
+        ("t", 0): (0, 3),
+        ("t", 7): (errors.NotLeaderOrFollowerError.code, -1),
+        ("nope", 0): (errors.NotLeaderOrFollowerError.code, -1)}
+    cid = broker.send(ApiKey.PRODUCE, 9, produce_body(2, [("t", 0)]))
+    assert isinstance(broker.answers.pop(cid), errors.InvalidRequiredAcksError)
+
+
+def fetch_body(offset, max_wait_ms=0, min_bytes=1, epoch=-1):
+    return {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes,
+            "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": "t", "partitions": [
+                {"partition": 0, "current_leader_epoch": epoch, "fetch_offset": offset,
+                 "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": [], "rack_id": ""}
+
+
+def fetched(answer):
+    p = answer["responses"][0]["partitions"][0]
+    return p["error_code"], p["high_watermark"], bytes(p["records"] or b"")
+
+
+def test_a_long_poll_fetch_is_completed_by_an_append(broker):
+    broker.lead("t", 0, epoch=4)
+    cid = broker.send(ApiKey.FETCH, 12, fetch_body(0, max_wait_ms=30_000))
+    assert cid not in broker.answers
+    written = batch()
+    broker.send(ApiKey.PRODUCE, 9, produce_body(1, [("t", 0)]))
+    code, hw, records = fetched(broker.answers.pop(cid))
+    assert (code, hw) == (0, 3) and len(records) == len(written)
+    # a fetch naming an old leader epoch is fenced; a newer one is unknown
+    cid = broker.send(ApiKey.FETCH, 12, fetch_body(0, epoch=3))
+    assert fetched(broker.answers.pop(cid))[0] == errors.FencedLeaderEpochError.code
+    cid = broker.send(ApiKey.FETCH, 12, fetch_body(0, epoch=5))
+    assert fetched(broker.answers.pop(cid))[0] == errors.UnknownLeaderEpochError.code
+    # out of range: the answer still carries the partition's offsets
+    cid = broker.send(ApiKey.FETCH, 12, fetch_body(99))
+    assert fetched(broker.answers.pop(cid))[:2] == (errors.OffsetOutOfRangeError.code, 3)
+
+
+def test_a_waiting_fetch_is_answered_when_its_partition_goes(broker):
+    broker.lead("t", 0)
+    cid = broker.send(ApiKey.FETCH, 12, fetch_body(0, max_wait_ms=30_000))
+    assert cid not in broker.answers
+    broker.rm.stop_replica("t", 0, delete=True)
+    # answered at once, telling the client to look for the new leader
+    assert fetched(broker.answers.pop(cid))[0] == errors.NotLeaderOrFollowerError.code
+    broker.rm.expire()
+    # nothing waits any more, so the worker's loop may sleep until housekeeping
+    assert len(broker.rm.purgatory) == 0 and broker.rm.next_deadline() is None
