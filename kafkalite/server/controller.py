@@ -117,8 +117,10 @@ class Controller:
         self.brokers[broker_id].fenced = True
 
     def partition_spec(self, topic: TopicMetadata, index: int) -> dict:
+        p = topic.partitions[index]
         return {"topic": topic.name, "partition": index, "topic_id": str(topic.topic_id),
-                "leader_epoch": topic.partitions[index].leader_epoch, "configs": topic.configs}
+                "leader_epoch": p.leader_epoch, "replicas": p.replicas, "isr": p.isr,
+                "configs": topic.configs}
 
     def partition_count(self, topic: str) -> int | None:
         t = self.metadata.topics.get(topic)
@@ -157,7 +159,7 @@ class Controller:
 
     def _assign(self, by_broker: dict, topic: TopicMetadata, indexes) -> None:
         for i in indexes:
-            msg = by_broker.setdefault(topic.partitions[i].worker,
+            msg = by_broker.setdefault(topic.partitions[i].leader,
                                        {"type": "assign", "partitions": []})
             msg["partitions"].append(self.partition_spec(topic, i))
 
@@ -166,11 +168,13 @@ class Controller:
     def _topic_entry(self, topic: TopicMetadata) -> dict:
         parts = []
         for i, p in enumerate(topic.partitions):
-            live = not self.brokers[p.worker].fenced
+            live = not self.brokers[p.leader].fenced
+            offline = [b for b in p.replicas if self.brokers[b].fenced]
             parts.append({"error_code": 0 if live else errors.LeaderNotAvailableError.code,
-                          "partition_index": i, "leader_id": p.worker if live else -1,
-                          "leader_epoch": p.leader_epoch, "replica_nodes": [p.worker],
-                          "isr_nodes": [p.worker] if live else [], "offline_replicas": []})
+                          "partition_index": i, "leader_id": p.leader if live else -1,
+                          "leader_epoch": p.leader_epoch, "replica_nodes": p.replicas,
+                          "isr_nodes": [b for b in p.isr if b not in offline],
+                          "offline_replicas": offline})
         return {"error_code": 0, "name": topic.name, "topic_id": topic.topic_id,
                 "is_internal": topic.is_internal, "partitions": parts,
                 "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
@@ -289,7 +293,7 @@ class Controller:
                 topic = self.metadata.delete_topic(name)
                 out["topic_id"] = topic.topic_id
                 for i, p in enumerate(topic.partitions):
-                    msg = by_broker.setdefault(p.worker, {"type": "unassign", "delete": True,
+                    msg = by_broker.setdefault(p.leader, {"type": "unassign", "delete": True,
                                                           "partitions": []})
                     msg["partitions"].append({"topic": name, "partition": i})
             except KafkaError as exc:

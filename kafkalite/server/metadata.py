@@ -1,15 +1,22 @@
-"""Cluster metadata: topics, their configs, partition -> worker, leader epochs.
+"""Cluster metadata: topics, their configs, and each partition's replicas,
+leader, in-sync replicas and leader epoch.
 
 On-disk format: ``<data_dir>/cluster-metadata.json``, replaced atomically
 (write, fsync, rename) on every change::
 
-    {"version": 1, "cluster_id": "...",
+    {"version": 2, "cluster_id": "...",
      "topics": {"orders": {"topic_id": "<uuid>", "configs": {"retention.ms": "..."},
-                           "partitions": [{"worker": 0, "leader_epoch": 3}, ...]}}}
+                           "partitions": [{"replicas": [0], "leader": 0, "isr": [0],
+                                           "leader_epoch": 3}, ...]}}}
 
-The worker index of a partition is where its log lives and who serves it;
-the leader epoch goes up every time that ownership (re)starts, so clients
-and logs can tell a restarted leader from the old one.
+Version 1 files (``{"worker": 0, "leader_epoch": 3}`` per partition, one
+replica each) are read as ``replicas = isr = [worker]``, ``leader = worker``
+and written back as version 2 at the next change.
+
+Brokers are the partition workers, by index. The leader is the broker
+whose log serves the partition; the leader epoch goes up every time a
+leadership (re)starts, so clients and logs can tell a restarted leader from
+the old one. Until replication lands every partition has one replica.
 
 Who may call: the supervisor only (single thread); workers learn what they
 own through the control channel.
@@ -49,8 +56,27 @@ def validate_topic_name(name) -> str:
 
 @dataclass
 class PartitionAssignment:
-    worker: int
+    replicas: list[int]
+    leader: int
+    isr: list[int]
     leader_epoch: int = 0
+
+    @classmethod
+    def single(cls, broker: int) -> "PartitionAssignment":
+        return cls([broker], broker, [broker])
+
+    @classmethod
+    def from_json(cls, raw: dict) -> "PartitionAssignment":
+        if "worker" in raw:                        # version 1
+            p = cls.single(raw["worker"])
+        else:
+            p = cls(list(raw["replicas"]), raw["leader"], list(raw["isr"]))
+        p.leader_epoch = raw["leader_epoch"]
+        return p
+
+    def to_json(self) -> dict:
+        return {"replicas": self.replicas, "leader": self.leader, "isr": self.isr,
+                "leader_epoch": self.leader_epoch}
 
 
 @dataclass
@@ -85,14 +111,13 @@ class MetadataStore:
         for name, t in raw["topics"].items():
             self.topics[name] = TopicMetadata(
                 name, uuid.UUID(t["topic_id"]),
-                [PartitionAssignment(p["worker"], p["leader_epoch"]) for p in t["partitions"]],
+                [PartitionAssignment.from_json(p) for p in t["partitions"]],
                 dict(t.get("configs", {})))
 
     def save(self) -> None:
-        raw = {"version": 1, "cluster_id": self.cluster_id, "topics": {
+        raw = {"version": 2, "cluster_id": self.cluster_id, "topics": {
             t.name: {"topic_id": str(t.topic_id), "configs": t.configs,
-                     "partitions": [{"worker": p.worker, "leader_epoch": p.leader_epoch}
-                                    for p in t.partitions]}
+                     "partitions": [p.to_json() for p in t.partitions]}
             for t in self.topics.values()}}
         write_atomically(self.path, json.dumps(raw, indent=1, sort_keys=True).encode())
 
@@ -116,7 +141,7 @@ class MetadataStore:
         if partitions < 1:
             raise InvalidPartitionsError(f"a topic needs at least 1 partition, not {partitions}")
         topic = TopicMetadata(name, uuid.uuid4(),
-                              [PartitionAssignment(self._place(name, p, workers))
+                              [PartitionAssignment.single(self._place(name, p, workers))
                                for p in range(partitions)], dict(configs))
         self.topics[name] = topic
         self.save()
@@ -137,7 +162,8 @@ class MetadataStore:
                 f"topic {name!r} has {current} partitions; the new count must be larger, "
                 f"not {total}")
         new = list(range(current, total))
-        topic.partitions += [PartitionAssignment(self._place(name, p, workers)) for p in new]
+        topic.partitions += [PartitionAssignment.single(self._place(name, p, workers))
+                             for p in new]
         self.save()
         return new
 
@@ -146,12 +172,12 @@ class MetadataStore:
         self.save()
 
     def start_leadership(self, worker: int) -> list[tuple[str, int, int]]:
-        """Bump the leader epoch of every partition ``worker`` owns (it is
+        """Bump the leader epoch of every partition ``worker`` leads (it is
         (re)starting); returns (topic, partition, new epoch)."""
         started = []
         for topic in self.topics.values():
             for i, p in enumerate(topic.partitions):
-                if p.worker == worker:
+                if p.leader == worker:
                     p.leader_epoch += 1
                     started.append((topic.name, i, p.leader_epoch))
         if started:
@@ -164,8 +190,11 @@ class MetadataStore:
         moved = 0
         for topic in self.topics.values():
             for i, p in enumerate(topic.partitions):
-                if p.worker >= workers:
-                    p.worker = self._place(topic.name, i, workers)
+                if p.leader >= workers:
+                    epoch = p.leader_epoch
+                    topic.partitions[i] = PartitionAssignment.single(
+                        self._place(topic.name, i, workers))
+                    topic.partitions[i].leader_epoch = epoch
                     moved += 1
         if moved:
             self.save()
@@ -173,4 +202,4 @@ class MetadataStore:
 
     def owned_by(self, worker: int) -> list[tuple[TopicMetadata, int, PartitionAssignment]]:
         return [(t, i, p) for t in self.topics.values() for i, p in enumerate(t.partitions)
-                if p.worker == worker]
+                if p.leader == worker]

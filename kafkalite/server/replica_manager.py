@@ -107,7 +107,7 @@ class ReplicaManager:
                 part.log.config = config
             if spec.get("topic_id"):
                 self.topic_names[uuid.UUID(str(spec["topic_id"]))] = key[0]
-            part.make_leader(spec["leader_epoch"])
+            part.make_leader(spec["leader_epoch"], spec.get("replicas"), spec.get("isr"))
             return {"topic": key[0], "partition": key[1], "error": 0}
         except KafkaError as exc:
             log.error("broker %d: cannot open %s-%d: %s", self.broker_id, *key, exc)

@@ -1,4 +1,6 @@
 """Topic name rules, metadata persistence, and server config loading."""
+import json
+
 import pytest
 
 from kafkalite.errors import (InvalidConfigurationError, InvalidPartitionsError, InvalidTopicError,
@@ -23,7 +25,7 @@ def test_good_topic_names():
 def test_metadata_survives_a_reload_and_epochs_only_grow(tmp_path):
     store = MetadataStore(str(tmp_path))
     topic = store.create_topic("orders", 4, {"retention.ms": "1000"}, workers=2)
-    assert {p.worker for p in topic.partitions} == {0, 1}
+    assert {p.leader for p in topic.partitions} == {0, 1}
     with pytest.raises(TopicAlreadyExistsError):
         store.create_topic("orders", 1, {}, 2)
     with pytest.raises(InvalidPartitionsError):
@@ -35,7 +37,25 @@ def test_metadata_survives_a_reload_and_epochs_only_grow(tmp_path):
     t = again.get("orders")
     assert len(t.partitions) == 6 and t.configs == {"retention.ms": "1000"}
     assert all(again.get(name).partitions[p].leader_epoch == e for name, p, e in started)
-    assert again.rebalance(1) > 0 and all(p.worker == 0 for p in again.get("orders").partitions)
+    assert again.rebalance(1) > 0 and all(p.leader == 0 for p in again.get("orders").partitions)
+
+
+def test_a_version_1_metadata_file_is_read_and_rewritten_as_version_2(tmp_path):
+    # what servers before replicas and ISRs in the metadata wrote
+    (tmp_path / "cluster-metadata.json").write_text(json.dumps({
+        "version": 1, "cluster_id": "c1", "topics": {"orders": {
+            "topic_id": "5d1d3c2a-9a43-4b5e-9d55-0a6f0e3c8b11", "configs": {},
+            "partitions": [{"worker": 1, "leader_epoch": 7}, {"worker": 0, "leader_epoch": 2}]}}}))
+    store = MetadataStore(str(tmp_path))
+    p0, p1 = store.get("orders").partitions
+    assert (p0.replicas, p0.leader, p0.isr, p0.leader_epoch) == ([1], 1, [1], 7)
+    assert (p1.replicas, p1.leader, p1.isr, p1.leader_epoch) == ([0], 0, [0], 2)
+    assert [(t.name, i) for t, i, _ in store.owned_by(1)] == [("orders", 0)]
+    store.start_leadership(1)
+    raw = json.loads((tmp_path / "cluster-metadata.json").read_text())
+    assert raw["version"] == 2
+    assert raw["topics"]["orders"]["partitions"][0] == {"replicas": [1], "leader": 1, "isr": [1],
+                                                        "leader_epoch": 8}
 
 
 def test_server_config_from_toml_and_flags(tmp_path):
