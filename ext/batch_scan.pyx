@@ -172,7 +172,9 @@ cdef class AppendScan:
     ``positions`` within the buffer, ``sizes``, ``base_offsets`` and
     ``last_offsets`` (as assigned), ``max_timestamps``, ``leader_epochs``
     (as written), ``producer_ids``, ``producer_epochs``, ``base_sequences``,
-    ``attributes``, ``record_counts``.
+    ``attributes``, ``record_counts``. ``producer_batch_count`` says how
+    many batches carry a producer id (idempotent or transactional), so the
+    common case needs no look at the table at all.
     """
     cdef readonly int64_t first_offset
     cdef readonly int64_t last_offset
@@ -180,6 +182,7 @@ cdef class AppendScan:
     cdef readonly int64_t max_timestamp
     cdef readonly int64_t offset_of_max_timestamp  # last offset of the batch holding it
     cdef readonly Py_ssize_t batch_count
+    cdef readonly Py_ssize_t producer_batch_count
     cdef readonly Py_ssize_t size_in_bytes
     cdef readonly object table                      # int64[batch_count, N_COLS]
 
@@ -269,7 +272,7 @@ def validate_for_append(data, *, int64_t next_offset, int32_t leader_epoch=-1,
     cdef Py_buffer view
     cdef unsigned char *base
     cdef unsigned char *b
-    cdef Py_ssize_t n, pos = 0, nb = 0, cap = 8, i
+    cdef Py_ssize_t n, pos = 0, nb = 0, cap = 8, i, producer_batches = 0
     cdef int64_t length, expected = next_offset
     cdef int32_t last_delta, count
     cdef int16_t attrs
@@ -400,6 +403,8 @@ def validate_for_append(data, *, int64_t next_offset, int32_t leader_epoch=-1,
             t[i, COL_MAX_TIMESTAMP] = pp.max_ts
             t[i, COL_LEADER_EPOCH] = pp.epoch
             t[i, COL_PRODUCER_ID] = <int64_t>kl_be64(b + KL_OFF_PRODUCER_ID)
+            if t[i, COL_PRODUCER_ID] >= 0:
+                producer_batches += 1
             t[i, COL_PRODUCER_EPOCH] = <int16_t>kl_be16(b + KL_OFF_PRODUCER_EPOCH)
             t[i, COL_BASE_SEQUENCE] = <int32_t>kl_be32(b + KL_OFF_BASE_SEQUENCE)
             t[i, COL_ATTRIBUTES] = pp.attributes
@@ -415,6 +420,7 @@ def validate_for_append(data, *, int64_t next_offset, int32_t leader_epoch=-1,
     result.max_timestamp = max_ts
     result.offset_of_max_timestamp = offset_of_max
     result.batch_count = nb
+    result.producer_batch_count = producer_batches
     result.size_in_bytes = n
     result.table = table
     return result
@@ -623,3 +629,62 @@ def batch_header(data, Py_ssize_t position=0):
                 <int64_t>kl_be64(b + KL_OFF_MAX_TIMESTAMP))
     finally:
         PyBuffer_Release(&view)
+
+
+# ---- producer state: the idempotent batches of a log's tail ------------------------------
+
+# Columns of producer_batches' table.
+cdef enum:
+    PB_BASE_OFFSET, PB_LAST_OFFSET, PB_PRODUCER_ID, PB_PRODUCER_EPOCH, PB_BASE_SEQUENCE
+    PB_MAX_TIMESTAMP, PB_ATTRIBUTES, PB_COLS
+
+
+def producer_batches(data, Py_ssize_t start=0):
+    """The batches carrying a producer id in ``data`` (whole batches of a
+    segment already validated by recovery), from byte ``start``.
+
+    Returns (table, batches walked, end position): ``table`` is int64
+    [n, 7], one row per such batch, in log order: base offset, last offset,
+    producer id, producer epoch, base sequence, max timestamp, attributes.
+    Only headers are read. The walk stops at the first length that does
+    not fit (a torn tail is recovery's business, not this function's).
+    """
+    cdef Py_buffer view
+    cdef const unsigned char *base
+    cdef const unsigned char *b
+    cdef Py_ssize_t n, pos = start, walked = 0, rows = 0, cap = 64
+    cdef int64_t length, pid
+    cdef int64_t[:, ::1] t
+    table = np.empty((cap, PB_COLS), dtype=np.int64)
+    t = table
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        base = <const unsigned char *>view.buf
+        n = view.len
+        if start < 0 or start > n:
+            raise ValueError(f"start {start} is outside the {n}-byte buffer")
+        while n - pos >= KL_BATCH_HEADER_SIZE:
+            b = base + pos
+            length = <int32_t>kl_be32(b + KL_OFF_LENGTH)
+            if length < MIN_BATCH_LENGTH or length + KL_LOG_OVERHEAD > n - pos:
+                break
+            walked += 1
+            pid = <int64_t>kl_be64(b + KL_OFF_PRODUCER_ID)
+            if pid >= 0:
+                if rows == cap:
+                    cap *= 2
+                    table = np.resize(table, (cap, PB_COLS))
+                    t = table
+                t[rows, PB_BASE_OFFSET] = <int64_t>kl_be64(b + KL_OFF_BASE_OFFSET)
+                t[rows, PB_LAST_OFFSET] = (t[rows, PB_BASE_OFFSET]
+                                           + <int32_t>kl_be32(b + KL_OFF_LAST_OFFSET_DELTA))
+                t[rows, PB_PRODUCER_ID] = pid
+                t[rows, PB_PRODUCER_EPOCH] = <int16_t>kl_be16(b + KL_OFF_PRODUCER_EPOCH)
+                t[rows, PB_BASE_SEQUENCE] = <int32_t>kl_be32(b + KL_OFF_BASE_SEQUENCE)
+                t[rows, PB_MAX_TIMESTAMP] = <int64_t>kl_be64(b + KL_OFF_MAX_TIMESTAMP)
+                t[rows, PB_ATTRIBUTES] = <int16_t>kl_be16(b + KL_OFF_ATTRIBUTES)
+                rows += 1
+            pos += length + KL_LOG_OVERHEAD
+    finally:
+        PyBuffer_Release(&view)
+    return table[:rows], walked, pos

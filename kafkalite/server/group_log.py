@@ -16,6 +16,11 @@ restart, ``load()`` replays every partition and the coordinator resumes with
 the same groups, generations, assignments and offsets. Compaction keeps the
 topic from growing without bound.
 
+Each partition is a ``Partition`` (partition.py) this process leads, as a
+worker's are: the coordinator's appends (``AppendOrigin.COORDINATOR``) go
+through it, and it owns the high watermark. Periodic work is the log's own
+``housekeeping()``.
+
 Who may call: the group coordinator (coordinator.py), on the supervisor's
 single thread. Workers never open these partitions, and the topic is not in
 the cluster metadata: clients reach it only through the group APIs.
@@ -38,7 +43,8 @@ from kafkalite.protocol.messages.group_records import (
     OffsetCommitValue,
 )
 from kafkalite.record import RecordBatchBuilder, iter_batches
-from kafkalite.storage.cleaner import LogCleaner
+from kafkalite.server.partition import Partition
+from kafkalite.storage import AppendOrigin
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.log import PartitionLog
 
@@ -78,27 +84,35 @@ class OffsetAndMetadata:
     commit_timestamp: int = -1
 
 
+# The supervisor's broker id for its own partitions' replica lists.
+COORDINATOR_BROKER_ID = -1
+
+
 class GroupMetadataLog:
     def __init__(self, data_dir: str, partitions: int):
         if partitions < 1:
             raise ValueError("offsets_topic_num_partitions must be at least 1")
         self.partitions = partitions
         config = LogConfig.from_properties(_LOG_PROPERTIES)
-        self.logs: list[PartitionLog] = []
+        self.parts: list[Partition] = []
         for i in range(partitions):
             plog = PartitionLog.open(os.path.join(data_dir, f"{OFFSETS_TOPIC}-{i}"), config)
-            plog.high_watermark = plog.log_end_offset  # single replica: everything is committed
-            self.logs.append(plog)
+            part = Partition(OFFSETS_TOPIC, i, None, plog, COORDINATOR_BROKER_ID)
+            part.make_leader(max(plog.leader_epoch, 0))
+            self.parts.append(part)
+
+    @property
+    def logs(self) -> list[PartitionLog]:
+        return [p.log for p in self.parts]
 
     # ---- writing ----------------------------------------------------------------------------
 
     def _append(self, group: str, entries: list[tuple[bytes, bytes | None]], now_ms: int) -> None:
-        plog = self.logs[partition_for(group, self.partitions)]
         builder = RecordBatchBuilder()
         for key, value in entries:
             builder.append(now_ms, key, value)
-        plog.append(builder.build())
-        plog.high_watermark = plog.log_end_offset
+        self.parts[partition_for(group, self.partitions)].append_as_leader(
+            builder.build(), AppendOrigin.COORDINATOR)
 
     @staticmethod
     def _offset_key(group: str, topic: str, partition: int) -> bytes:
@@ -180,19 +194,14 @@ class GroupMetadataLog:
     # ---- housekeeping -----------------------------------------------------------------------
 
     def housekeeping(self) -> None:
-        """Flush on the topic's policy and compact partitions worth cleaning."""
+        """Each log's periodic work (compaction by the topic's policy) and
+        checkpoint, as a worker does for its partitions."""
         for plog in self.logs:
             try:
-                plog.maybe_flush()
-                cleaner = LogCleaner(plog)
-                if cleaner.cleanable_ratio() >= plog.config.min_cleanable_dirty_ratio:
-                    plog.compact()
+                plog.housekeeping()
+                plog.maybe_checkpoint()
             except KafkaError as exc:
                 log.error("housekeeping of %s failed: %s", plog.name, exc)
-
-    def checkpoint(self) -> None:
-        for plog in self.logs:
-            plog.checkpoint()
 
     def close(self) -> None:
         for plog in self.logs:

@@ -22,14 +22,14 @@ the supervisor's group coordinator), on its event-loop thread.
 from __future__ import annotations
 
 from kafkalite import errors
+from kafkalite.storage import AppendOrigin
 from kafkalite.storage.log import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP,
                                    FetchDataInfo, LogAppendInfo, PartitionLog)
-from kafkalite.storage.producer_state import ProducerStateManager, producer_batches
 
 
 class Partition:
     __slots__ = ("topic", "index", "topic_id", "log", "broker_id", "leader_epoch", "replicas",
-                 "isr", "_replica_ends", "producers")
+                 "isr", "_replica_ends")
 
     def __init__(self, topic: str, index: int, topic_id, plog: PartitionLog, broker_id: int):
         self.topic = topic
@@ -42,8 +42,6 @@ class Partition:
         self.isr: list[int] = [broker_id]
         # log end offsets of the other replicas, as their fetches report them
         self._replica_ends: dict[int, int] = {}
-        self.producers = ProducerStateManager()
-        self.producers.rebuild(plog.segments)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -88,27 +86,11 @@ class Partition:
 
     # ---- writes ------------------------------------------------------------------------------
 
-    def append_as_leader(self, records) -> LogAppendInfo:
-        """Append a client's batches; the high watermark follows when the
-        ISR allows (at once while the leader is the only replica)."""
-        batches = producer_batches(records)
-        if batches:
-            duplicate = self.producers.check(batches)
-            if duplicate is not None:
-                return LogAppendInfo(duplicate[0], duplicate[1], 0, 0, -1, -1, -1,
-                                     self.log.log_start_offset, 0, None)
-        info = self.log.append(records)
-        if batches:
-            scan = info.scan
-            if len(batches) == scan.batch_count:
-                self.producers.update(batches, scan.base_offsets.tolist(),
-                                      scan.last_offsets.tolist())
-            else:   # some batches had no producer id: match them by position
-                by_pos = dict(zip(scan.positions.tolist(),
-                                  zip(scan.base_offsets.tolist(), scan.last_offsets.tolist())))
-                for b in batches:
-                    first, last = by_pos[b.position]
-                    self.producers.update([b], [first], [last])
+    def append_as_leader(self, records, origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
+        """Append batches as the leader (the log checks a client's against its
+        producer state); the high watermark follows when the ISR allows (at
+        once while the leader is the only replica)."""
+        info = self.log.append(records, origin=origin)
         self.maybe_increment_high_watermark()
         return info
 

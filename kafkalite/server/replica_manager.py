@@ -286,24 +286,18 @@ class ReplicaManager:
         self.purgatory.expire()
 
     def housekeeping(self) -> None:
-        """Retention, flushing, compaction and checkpoints of every log."""
-        from kafkalite.storage.cleaner import LogCleaner
+        """Retention, flushing and compaction of every log (decided by the log)."""
         for part in list(self.partitions.values()):
-            plog = part.log
             try:
-                plog.delete_old_segments()
-                plog.maybe_flush()
-                if plog.config.compact:
-                    cleaner = LogCleaner(plog)
-                    if cleaner.cleanable_ratio() >= plog.config.min_cleanable_dirty_ratio:
-                        plog.compact()
+                part.log.housekeeping()
             except KafkaError as exc:
-                log.error("broker %d: housekeeping of %s failed: %s", self.broker_id, plog.name, exc)
+                log.error("broker %d: housekeeping of %s failed: %s", self.broker_id, part.name, exc)
 
     def checkpoint(self) -> None:
+        """Checkpoint the logs whose checkpoint changed."""
         for part in list(self.partitions.values()):
             try:
-                part.log.checkpoint()
+                part.log.maybe_checkpoint()
             except KafkaError as exc:
                 log.error("broker %d: checkpoint of %s failed: %s", self.broker_id, part.name, exc)
 

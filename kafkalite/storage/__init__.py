@@ -7,7 +7,9 @@ the directory layout and the concurrency contract.
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.log import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP,
                                    FetchDataInfo, LogAppendInfo, PartitionLog)
+from kafkalite.storage.producer_state import AppendOrigin
 from kafkalite.storage.segment import FileRegion, LogSegment
 
 __all__ = ["LogConfig", "PartitionLog", "LogAppendInfo", "FetchDataInfo", "FileRegion",
-           "LogSegment", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP"]
+           "LogSegment", "AppendOrigin", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP",
+           "MAX_TIMESTAMP"]

@@ -48,6 +48,7 @@ class LoadedLog:
     had_clean_shutdown: bool
     recovered_segments: int
     truncated_bytes: int
+    checkpoint: PartitionCheckpoint | None     # as read from disk
 
 
 def _remove_leftovers(directory: str) -> None:
@@ -144,4 +145,4 @@ def load(directory: str, config: LogConfig) -> LoadedLog:
         high_watermark=min(max(hw, log_start), log_end),
         cleaner_checkpoint=min(max(cleaner, log_start), log_end),
         leader_epoch_cache=epochs, had_clean_shutdown=clean,
-        recovered_segments=recovered, truncated_bytes=truncated)
+        recovered_segments=recovered, truncated_bytes=truncated, checkpoint=checkpoint)

@@ -8,6 +8,8 @@ Directory layout (``<data dir>/<topic>-<partition>/``):
     partition.checkpoint            log start, recovery point, high watermark,
                                     cleaner checkpoint (checkpoint.py)
     leader-epoch-checkpoint         leader epoch -> start offset (leader_epoch.py)
+    00000000000000000000.snapshot   producer state as of that offset, written at
+                                    each roll and clean close (producer_snapshot.py)
     .kafkalite_cleanshutdown        present from a clean close to the next open
     <base>.swap                     a cleaner swap being committed (swap.py)
 
@@ -19,6 +21,13 @@ Contract
 - ``append`` is all or nothing: every batch is validated before any byte is
   written, and an I/O error (disk full, file size limit) rolls the segment
   back and raises KafkaStorageError, leaving the log as it was.
+- The log owns its producer state (producer_state.py): a client's append
+  (``AppendOrigin.CLIENT``) is checked against it before anything is
+  written -- a retried batch is acknowledged with its original offsets and
+  not written again -- and every append, whatever its origin, updates it.
+- ``housekeeping()`` is the one place periodic work is decided (retention,
+  ``flush.ms``, compaction when due); ``maybe_checkpoint()`` writes the
+  checkpoint only when it changed. Every owner of a log calls both.
 - An append is acknowledged once its bytes are ``write()``-n to the segment
   file (page cache). ``flush.messages`` / ``flush.ms`` add fsync; without
   them data reaches disk when a segment rolls (in the background) or the
@@ -41,8 +50,10 @@ from kafkalite._ext.batch_scan import validate_for_append
 from kafkalite.errors import (InvalidRequestError, KafkaStorageError, OffsetOutOfRangeError,
                               RecordListTooLargeError)
 from kafkalite.storage import loader
-from kafkalite.storage.checkpoint import PartitionCheckpoint, write_atomically
+from kafkalite.storage.checkpoint import PartitionCheckpoint, fsync_dir, write_atomically
+from kafkalite.storage import producer_snapshot
 from kafkalite.storage.config import LogConfig
+from kafkalite.storage.producer_state import AppendOrigin, ProducerStateManager
 from kafkalite.storage.segment import FileRegion, LogSegment
 
 log = logging.getLogger(__name__)
@@ -82,7 +93,8 @@ class LogAppendInfo(NamedTuple):
     log_append_time: int          # -1 for CreateTime topics
     log_start_offset: int
     size_in_bytes: int
-    scan: object                  # per-batch detail (AppendScan) for producer state
+    scan: object                  # per-batch detail (AppendScan); None for a duplicate
+    duplicate: bool = False       # a retry of batches already in the log: nothing written
 
 
 class FetchDataInfo(NamedTuple):
@@ -128,8 +140,11 @@ class PartitionLog:
         self._unflushed_messages = 0
         self._last_flush_ms = clock()
         self._pending_flushes: list[tuple[concurrent.futures.Future, int]] = []
+        self._checkpointed = state.checkpoint      # what partition.checkpoint holds now
         self._closed = False
         self.name = "%s-%d" % tp if (tp := parse_topic_partition(directory)) else directory
+        self.producer_state = ProducerStateManager(directory)
+        self.producer_state.load(self._segments, self._log_start, self._log_end)
 
     @classmethod
     def open(cls, directory: str, config: LogConfig | None = None, *,
@@ -139,7 +154,7 @@ class PartitionLog:
         config = config or LogConfig()
         state = loader.load(directory, config)
         plog = cls(directory, config, state, clock or _wall_clock_ms)
-        plog.checkpoint()
+        plog.maybe_checkpoint()
         return plog
 
     # ---- state --------------------------------------------------------------------------
@@ -201,15 +216,18 @@ class PartitionLog:
 
     # ---- main write interface --------------------------------------------------------------
 
-    def append(self, records, *, leader_epoch: int | None = None,
-               allow_control: bool = False) -> LogAppendInfo:
+    def append(self, records, *, origin: AppendOrigin = AppendOrigin.CLIENT,
+               leader_epoch: int | None = None, allow_control: bool = False) -> LogAppendInfo:
         """Append one or more record batches as the leader: validate them,
-        assign offsets from the log end, stamp the leader epoch (and the
-        append time for LogAppendTime topics), write, index.
+        check a client's against the producer state, assign offsets from the
+        log end, stamp the leader epoch (and the append time for
+        LogAppendTime topics), write, index, update the producer state.
 
         ``records`` may be any bytes-like object; a writable one is patched
-        in place, anything else is copied once. ``allow_control`` is for
-        transaction markers written by the broker itself.
+        in place, anything else is copied once. A retry of batches already
+        in the log returns their original offsets with ``duplicate`` set
+        and writes nothing. ``allow_control`` is for transaction markers
+        written by the broker itself.
         """
         self._check_open()
         self._poll_flushes()
@@ -221,6 +239,11 @@ class PartitionLog:
             max_batch_bytes=self.config.max_message_bytes, require_keys=self.config.compact,
             log_append_time=now if self.config.log_append_time else -1,
             allow_control=allow_control)
+        if scan.producer_batch_count and origin is AppendOrigin.CLIENT:
+            original = self.producer_state.check(scan)
+            if original is not None:
+                return LogAppendInfo(original[0], original[1], 0, 0, -1, -1, -1,
+                                     self._log_start, 0, None, duplicate=True)
         if epoch > self.leader_epoch_cache.latest_epoch:
             # Before the write: recovery checks batches against the cache.
             self.leader_epoch_cache.assign(epoch, scan.first_offset)
@@ -229,7 +252,8 @@ class PartitionLog:
 
     def append_as_follower(self, records) -> LogAppendInfo:
         """Append batches fetched from the leader, keeping their offsets and
-        leader epochs (which must follow on from this log's end)."""
+        leader epochs (which must follow on from this log's end); the
+        producer state follows them unchecked (``AppendOrigin.REPLICATION``)."""
         self._check_open()
         self._poll_flushes()
         buf = records if _writable(records) else bytearray(records)
@@ -253,6 +277,8 @@ class PartitionLog:
         self._maybe_roll(scan.size_in_bytes, scan.last_offset, scan.max_timestamp, now)
         self.active_segment.append(buf, scan)
         self._log_end = scan.last_offset + 1
+        if scan.producer_batch_count:
+            self.producer_state.update(scan)
         self._unflushed_messages += scan.record_count
         if (self._unflushed_messages >= self.config.flush_messages
                 or now - self._last_flush_ms >= self.config.flush_ms):
@@ -285,7 +311,8 @@ class PartitionLog:
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end (no-op if the active one
-        is empty). The old one is fsynced in the background; when that
+        is empty), with a producer-state snapshot at that offset. The old
+        segment and the snapshot are fsynced in the background; when that
         completes the recovery point moves up to the new segment."""
         self._check_open()
         old = self.active_segment
@@ -295,7 +322,8 @@ class PartitionLog:
         new = LogSegment(self.directory, self._log_end, self.config, create=True)
         self._segments.append(new)
         self._bases.append(new.base_offset)
-        future = _flush_executor().submit(old.flush)
+        snapshot = self.producer_state.take_snapshot(new.base_offset, sync=False)
+        future = _flush_executor().submit(_flush_rolled, old, snapshot)
         self._pending_flushes.append((future, new.base_offset))
         return new
 
@@ -333,8 +361,31 @@ class PartitionLog:
 
     def checkpoint(self) -> None:
         """Persist log start, recovery point, high watermark and cleaner checkpoint."""
-        PartitionCheckpoint(self._log_start, self._recovery_point, self._high_watermark,
-                            self.cleaner_checkpoint).write(self.directory)
+        state = PartitionCheckpoint(self._log_start, self._recovery_point, self._high_watermark,
+                                    self.cleaner_checkpoint)
+        state.write(self.directory)
+        self._checkpointed = state
+
+    def maybe_checkpoint(self) -> bool:
+        """``checkpoint()`` if anything in it changed since it was last
+        written (an idle partition costs no I/O); returns whether it wrote."""
+        if self._checkpointed != PartitionCheckpoint(self._log_start, self._recovery_point,
+                                                     self._high_watermark, self.cleaner_checkpoint):
+            self.checkpoint()
+            return True
+        return False
+
+    def housekeeping(self) -> None:
+        """The periodic work of a log, decided here for every owner:
+        retention, ``flush.ms``, and compaction once the cleanable ratio
+        reaches ``min.cleanable.dirty.ratio`` (``cleanup.policy=compact``)."""
+        from kafkalite.storage.cleaner import LogCleaner
+        self._check_open()
+        self.delete_old_segments()
+        self.maybe_flush()
+        if self.config.compact and (LogCleaner(self).cleanable_ratio()
+                                    >= self.config.min_cleanable_dirty_ratio):
+            self.compact()
 
     # ---- main read interface --------------------------------------------------------------
 
@@ -449,6 +500,7 @@ class PartitionLog:
         self._recovery_point = max(self._recovery_point, offset)
         self.cleaner_checkpoint = max(self.cleaner_checkpoint, offset)
         self.leader_epoch_cache.truncate_from_start(offset)
+        self.producer_state.evict_before(offset)
         self.checkpoint()
 
     def delete_records(self, offset: int) -> int:
@@ -511,6 +563,8 @@ class PartitionLog:
         self._recovery_point = min(self._recovery_point, log_end)
         self.cleaner_checkpoint = min(max(self.cleaner_checkpoint, self._log_start), log_end)
         self.leader_epoch_cache.truncate_from_end(log_end)
+        # state past the new end must go: reload from a snapshot at or below it
+        self.producer_state.truncate_and_reload(self._segments, self._log_start, log_end)
         self.checkpoint()
 
     # ---- compaction -----------------------------------------------------------------------
@@ -535,10 +589,13 @@ class PartitionLog:
     # ---- lifecycle --------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Flush everything, checkpoint, and mark the shutdown clean."""
+        """Flush everything, snapshot the producer state at the log end,
+        checkpoint, and mark the shutdown clean (the next open then reads
+        no batch headers for producer state)."""
         if self._closed:
             return
         self.flush()
+        self.producer_state.take_snapshot(self._log_end, sync=True)
         self.checkpoint()
         write_atomically(os.path.join(self.directory, loader.CLEAN_SHUTDOWN_MARKER), b"")
         for seg in self._segments:
@@ -562,6 +619,18 @@ class PartitionLog:
     def __repr__(self):
         return (f"PartitionLog({self.name}, start={self._log_start}, end={self._log_end}, "
                 f"segments={len(self._segments)})")
+
+
+def _flush_rolled(segment: LogSegment, snapshot: str) -> None:
+    """The background flusher's job after a roll: the old segment, the
+    producer snapshot taken at the roll, and the directory entries of both
+    new files."""
+    segment.flush()
+    try:
+        producer_snapshot.fsync(snapshot)
+    except FileNotFoundError:
+        pass          # deleted meanwhile (retention, truncation): nothing to keep
+    fsync_dir(segment.directory)
 
 
 def _writable(obj) -> bool:

@@ -2,12 +2,13 @@
 
 For every producer id that wrote to the partition: its current epoch and
 the sequence and offset ranges of its last ``MAX_CACHED_BATCHES`` batches.
-The partition's leader checks each produced batch against it *before* the
-append:
+The log checks each batch a client appends against it *before* writing
+(``check``) and records every appended batch, whatever its origin, after
+(``update``):
 
 - a batch equal (epoch, first and last sequence) to a cached one is a retry
-  of a batch already written: it is acknowledged with the original offsets
-  and not written again;
+  of a batch already written: the append is acknowledged with the original
+  offsets and nothing is written;
 - an epoch older than the producer's current one: INVALID_PRODUCER_EPOCH;
 - a newer epoch must start at sequence 0, the same epoch must continue at
   last sequence + 1 (wrapping after INT32 max): otherwise
@@ -15,172 +16,291 @@ append:
   (new, or its batches were deleted by retention) may start at any
   sequence, as in Kafka 3.x.
 
-Batches without a producer id (-1) are not tracked. The state is not
-snapshotted: ``rebuild`` reads it back from the batch headers of the log
-when the partition is opened, 61 bytes per batch.
+Appends from replication and from the broker's coordinators are recorded
+without these checks (the leader already made them), as Kafka's log does
+by ``AppendOrigin``.
 
-Batch header fields used (RecordBatch v2; offsets as in ``ext/wire.h``):
-length int32 @8, lastOffsetDelta int32 @23, producerId int64 @43,
-producerEpoch int16 @51, baseSequence int32 @53.
+The per-batch fields come from the Cython validation scan of the append
+(``AppendScan``: producer id, epoch, base sequence, offsets) or, when
+loading, from ``batch_scan.producer_batches`` over the log's tail: nothing
+here parses batch bytes.
 
-Who may call: the partition's owner (the worker's event loop) only.
+Persistence: snapshots (producer_snapshot.py). ``take_snapshot(offset)``
+writes the state as of a log end; the log takes one when a segment rolls
+and when it closes. ``load`` restores the newest snapshot at or below the
+log end and reads the batch headers after it (``batches_read`` says how
+many), so opening a cleanly closed log reads none. Snapshots past the log
+end (after a truncation or a crash that cut the tail) are deleted, as are
+those older than the log start.
+
+Who may call: the partition log (log.py), on its owner's thread.
 """
 from __future__ import annotations
 
-import os
-import struct
+import enum
+import logging
 
-from kafkalite.errors import (
-    CorruptRecordError,
-    InvalidProducerEpochError,
-    OutOfOrderSequenceNumberError,
-)
+from kafkalite._ext.batch_scan import producer_batches
+from kafkalite.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+from kafkalite.storage import producer_snapshot
+from kafkalite.storage.producer_snapshot import CorruptSnapshotError, SnapshotEntry
+
+log = logging.getLogger(__name__)
 
 MAX_CACHED_BATCHES = 5          # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
-NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 INT32_MAX = 2**31 - 1
-BATCH_HEADER_SIZE = 61
-LOG_OVERHEAD = 12                # baseOffset + length precede the counted bytes
-OFF_LENGTH = 8
-OFF_LAST_OFFSET_DELTA = 23
-OFF_PRODUCER_ID = 43
-_length = struct.Struct(">i").unpack_from
-_delta = struct.Struct(">i").unpack_from
-_producer = struct.Struct(">qhi").unpack_from     # producerId, producerEpoch, baseSequence
-_base_offset = struct.Struct(">q").unpack_from
-SCAN_CHUNK = 1 << 20
+ATTR_TRANSACTIONAL = 0x10       # RecordBatch attributes (ext/wire.h)
+ATTR_CONTROL = 0x20
 
 
-class ProducerBatch:
-    """One produced batch as the producer state sees it."""
+class AppendOrigin(enum.Enum):
+    """Who appends: what the log checks before writing (Kafka's AppendOrigin)."""
 
-    __slots__ = ("producer_id", "epoch", "first_seq", "last_seq", "position", "size")
+    CLIENT = "client"               # a producer: every check
+    REPLICATION = "replication"     # a follower copying its leader: no producer checks
+    COORDINATOR = "coordinator"     # the broker's own writes (group and transaction state)
 
-    def __init__(self, producer_id, epoch, first_seq, last_seq, position, size):
-        self.producer_id = producer_id
-        self.epoch = epoch
-        self.first_seq = first_seq
-        self.last_seq = last_seq
-        self.position = position
-        self.size = size
+
+def _last_sequence(first_seq: int, offset_delta: int) -> int:
+    last = first_seq + offset_delta
+    return last - (INT32_MAX + 1) if last > INT32_MAX else last
 
 
 class ProducerEntry:
-    __slots__ = ("epoch", "batches")   # batches: [(first_seq, last_seq, first_offset, last_offset)]
+    __slots__ = ("epoch", "batches", "last_written_offset", "last_timestamp",
+                 "coordinator_epoch", "current_txn_first_offset")
 
     def __init__(self, epoch: int):
         self.epoch = epoch
+        # (first_seq, last_seq, first_offset, last_offset), oldest first
         self.batches: list[tuple[int, int, int, int]] = []
+        self.last_written_offset = -1       # of its last batch, data or transaction marker
+        self.last_timestamp = -1
+        self.coordinator_epoch = producer_snapshot.NO_COORDINATOR_EPOCH
+        self.current_txn_first_offset = producer_snapshot.NO_TXN
 
     @property
     def last_seq(self) -> int:
         return self.batches[-1][1] if self.batches else -1
 
 
-def producer_batches(records) -> list[ProducerBatch]:
-    """The idempotent batches in ``records`` (concatenated RecordBatch v2);
-    empty when no batch carries a producer id (the common, cheap case)."""
-    view = memoryview(records)
-    end, pos, out = view.nbytes, 0, []
-    while pos + BATCH_HEADER_SIZE <= end:
-        size = _length(view, pos + OFF_LENGTH)[0] + LOG_OVERHEAD
-        if size < BATCH_HEADER_SIZE:
-            raise CorruptRecordError(f"batch at byte {pos} has a length of {size - LOG_OVERHEAD}")
-        pid, epoch, seq = _producer(view, pos + OFF_PRODUCER_ID)
-        if pid != NO_PRODUCER_ID:
-            delta = _delta(view, pos + OFF_LAST_OFFSET_DELTA)[0]
-            last = seq + delta
-            if last > INT32_MAX:
-                last -= INT32_MAX + 1
-            out.append(ProducerBatch(pid, epoch, seq, last, pos, size))
-        pos += size
-    return out
+    def cached(self, first_seq: int, last_seq: int) -> tuple[int, int] | None:
+        """(first offset, last offset) of the cached batch with these sequences."""
+        for s, e, first, last in self.batches:
+            if s == first_seq and e == last_seq:
+                return first, last
+        return None
 
 
 class ProducerStateManager:
-    def __init__(self):
+    def __init__(self, directory: str):
+        self.directory = directory
         self.producers: dict[int, ProducerEntry] = {}
+        self.batches_read = 0                     # batch headers the last load read
+        self.snapshots: list[int] = producer_snapshot.list_snapshots(directory)
 
-    def check(self, batches: list[ProducerBatch]) -> tuple[int, int] | None:
-        """Validate ``batches`` before an append. Returns (first offset,
-        last offset) of the original when the first batch is a duplicate
-        (the append must be skipped), None when the append may go ahead;
-        raises OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_PRODUCER_EPOCH."""
-        pending: dict[int, tuple[int, int]] = {}         # pid -> (epoch, last seq) within the request
-        for b in batches:
-            entry = self.producers.get(b.producer_id)
-            if entry is not None and b.producer_id not in pending:
-                if b.epoch == entry.epoch:
-                    for first, last, first_off, last_off in entry.batches:
-                        if first == b.first_seq and last == b.last_seq:
-                            return first_off, last_off
-            epoch, last_seq = pending.get(b.producer_id) or (
+    # ---- the append path ---------------------------------------------------------------------
+
+    @staticmethod
+    def _batches(scan):
+        """(pid, epoch, first_seq, last_seq, first_offset, last_offset, max_ts,
+        attributes) of the scan's batches that carry a producer id, in order."""
+        pids = scan.producer_ids.tolist()
+        epochs = scan.producer_epochs.tolist()
+        seqs = scan.base_sequences.tolist()
+        firsts = scan.base_offsets.tolist()
+        lasts = scan.last_offsets.tolist()
+        stamps = scan.max_timestamps.tolist()
+        attrs = scan.attributes.tolist()
+        for i, pid in enumerate(pids):
+            if pid >= 0:
+                yield (pid, epochs[i], seqs[i], _last_sequence(seqs[i], lasts[i] - firsts[i]),
+                       firsts[i], lasts[i], stamps[i], attrs[i])
+
+    def check(self, scan) -> tuple[int, int] | None:
+        """Validate a client's append before it is written. Returns (first
+        offset, last offset) of the original when the append is a retry of
+        batches already in the log (it must not be written again), None
+        when it may go ahead; raises OUT_OF_ORDER_SEQUENCE_NUMBER /
+        INVALID_PRODUCER_EPOCH."""
+        pending: dict[int, tuple[int, int]] = {}    # pid -> (epoch, last seq) within the append
+        duplicates: list = []
+        fresh = 0
+        for pid, epoch, first_seq, last_seq, _, _, _, attrs in self._batches(scan):
+            if attrs & ATTR_CONTROL:
+                continue        # transaction markers carry no sequence (the broker writes them)
+            entry = self.producers.get(pid)
+            if entry is not None and epoch == entry.epoch:
+                dup = entry.cached(first_seq, last_seq)
+                if dup is not None:
+                    duplicates.append(dup)
+                    continue
+            fresh += 1
+            current_epoch, current_last = pending.get(pid) or (
                 (entry.epoch, entry.last_seq) if entry is not None else (NO_PRODUCER_EPOCH, -1))
-            if b.epoch < epoch:
+            if epoch < current_epoch:
                 raise InvalidProducerEpochError(
-                    f"producer {b.producer_id} epoch {b.epoch} is older than the current "
-                    f"epoch {epoch}")
-            if b.epoch != epoch:
-                if b.first_seq != 0 and epoch != NO_PRODUCER_EPOCH:
+                    f"producer {pid} epoch {epoch} is older than the current epoch {current_epoch}")
+            if epoch != current_epoch:
+                if first_seq != 0 and current_epoch != NO_PRODUCER_EPOCH:
                     raise OutOfOrderSequenceNumberError(
-                        f"producer {b.producer_id}: new epoch {b.epoch} must start at sequence "
-                        f"0, not {b.first_seq}")
-            elif epoch != NO_PRODUCER_EPOCH and last_seq >= 0 and not (
-                    b.first_seq == last_seq + 1 or (b.first_seq == 0 and last_seq == INT32_MAX)):
+                        f"producer {pid}: new epoch {epoch} must start at sequence 0, not "
+                        f"{first_seq}")
+            elif current_epoch != NO_PRODUCER_EPOCH and current_last >= 0 and not (
+                    first_seq == current_last + 1 or (first_seq == 0 and current_last == INT32_MAX)):
                 raise OutOfOrderSequenceNumberError(
-                    f"producer {b.producer_id} epoch {b.epoch}: sequence {b.first_seq} does not "
-                    f"follow {last_seq}")
-            pending[b.producer_id] = (b.epoch, b.last_seq)
+                    f"producer {pid} epoch {epoch}: sequence {first_seq} does not follow "
+                    f"{current_last}")
+            pending[pid] = (epoch, last_seq)
+        if duplicates:
+            if fresh:
+                # a retried request is retried whole: a mix is a broken producer
+                raise OutOfOrderSequenceNumberError(
+                    f"an append mixes {len(duplicates)} retried batch(es) with {fresh} new one(s)")
+            return duplicates[0][0], duplicates[-1][1]
         return None
 
-    def update(self, batches: list[ProducerBatch], base_offsets, last_offsets) -> None:
-        """Record appended ``batches`` with the offsets the log assigned
-        (``base_offsets[i]``/``last_offsets[i]`` belong to ``batches[i]``)."""
-        for b, first_off, last_off in zip(batches, base_offsets, last_offsets):
-            self.record(b.producer_id, b.epoch, b.first_seq, b.last_seq, int(first_off),
-                        int(last_off))
+    def update(self, scan) -> None:
+        """Record the appended batches of ``scan`` (offsets as written)."""
+        for batch in self._batches(scan):
+            self._record(*batch)
 
-    def record(self, pid: int, epoch: int, first_seq: int, last_seq: int, first_offset: int,
-               last_offset: int) -> None:
+    def _record(self, pid: int, epoch: int, first_seq: int, last_seq: int, first_offset: int,
+                last_offset: int, timestamp: int, attributes: int) -> None:
         entry = self.producers.get(pid)
         if entry is None:
             entry = self.producers[pid] = ProducerEntry(epoch)
         elif epoch != entry.epoch:
             entry.epoch = epoch
             entry.batches.clear()
+        entry.last_timestamp = max(entry.last_timestamp, timestamp)
+        entry.last_written_offset = last_offset
+        if attributes & ATTR_CONTROL:
+            # a transaction marker ends the producer's open transaction
+            entry.current_txn_first_offset = producer_snapshot.NO_TXN
+            return
+        if attributes & ATTR_TRANSACTIONAL and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = first_offset
         entry.batches.append((first_seq, last_seq, first_offset, last_offset))
         if len(entry.batches) > MAX_CACHED_BATCHES:
             del entry.batches[0]
 
-    def rebuild(self, segments) -> int:
-        """Read the state back from the batch headers of ``segments`` (a
-        log's LogSegments, oldest first). Returns the batches read."""
-        self.producers.clear()
-        count = 0
-        for seg in segments:
-            fd, size, pos = seg.file.fileno(), seg.size, 0
-            while pos + BATCH_HEADER_SIZE <= size:
-                chunk = memoryview(os.pread(fd, min(SCAN_CHUNK, size - pos), pos))
-                at = 0
-                while at + BATCH_HEADER_SIZE <= len(chunk):
-                    length = _length(chunk, at + OFF_LENGTH)[0] + LOG_OVERHEAD
-                    if length < BATCH_HEADER_SIZE:
-                        return count            # recovery already cut the log at the valid prefix
-                    if at > 0 and at + length > len(chunk):
-                        break                   # read it again at the start of the next chunk
-                    self._note_header(chunk, at)
-                    count += 1
-                    at += length
-                pos += at
-        return count
+    # ---- snapshots ---------------------------------------------------------------------------
 
-    def _note_header(self, view, at: int) -> None:
-        pid, epoch, seq = _producer(view, at + OFF_PRODUCER_ID)
-        if pid != NO_PRODUCER_ID:
-            base = _base_offset(view, at)[0]
-            delta = _delta(view, at + OFF_LAST_OFFSET_DELTA)[0]
-            last = seq + delta
-            if last > INT32_MAX:
-                last -= INT32_MAX + 1
-            self.record(pid, epoch, seq, last, base, base + delta)
+    def take_snapshot(self, offset: int, *, sync: bool) -> str:
+        """Write the state as of log end ``offset``; with ``sync``, make it
+        durable before returning (else the caller fsyncs the returned path
+        off the append path)."""
+        entries = []
+        for pid, e in self.producers.items():
+            if not e.batches:       # only transaction markers so far
+                entries.append(SnapshotEntry(pid, e.epoch, -1, e.last_written_offset, 0,
+                                             e.last_timestamp, e.coordinator_epoch,
+                                             e.current_txn_first_offset))
+                continue
+            first_seq, last_seq, first_offset, last_offset = e.batches[-1]
+            entries.append(SnapshotEntry(pid, e.epoch, last_seq, last_offset,
+                                         last_offset - first_offset, e.last_timestamp,
+                                         e.coordinator_epoch, e.current_txn_first_offset))
+        path = producer_snapshot.write(self.directory, offset, entries)
+        if offset not in self.snapshots:
+            self.snapshots.append(offset)
+            self.snapshots.sort()
+        if sync:
+            producer_snapshot.fsync(path)
+        return path
+
+    def _restore(self, entries) -> None:
+        self.producers.clear()
+        for e in entries:
+            entry = self.producers[e.producer_id] = ProducerEntry(e.producer_epoch)
+            entry.last_written_offset = e.last_offset
+            if e.last_sequence >= 0:
+                first_seq = e.last_sequence - e.offset_delta
+                if first_seq < 0:
+                    first_seq += INT32_MAX + 1
+                entry.batches.append((first_seq, e.last_sequence, e.last_offset - e.offset_delta,
+                                      e.last_offset))
+            entry.last_timestamp = e.timestamp
+            entry.coordinator_epoch = e.coordinator_epoch
+            entry.current_txn_first_offset = e.current_txn_first_offset
+
+    def delete_snapshots(self, *, below: int | None = None, above: int | None = None) -> None:
+        """Delete the snapshots at offsets < ``below`` and > ``above``."""
+        keep = []
+        for offset in self.snapshots:
+            if (below is not None and offset < below) or (above is not None and offset > above):
+                producer_snapshot.delete(self.directory, offset)
+            else:
+                keep.append(offset)
+        self.snapshots = keep
+
+    # ---- loading -----------------------------------------------------------------------------
+
+    def load(self, segments, log_start: int, log_end: int) -> None:
+        """Rebuild the state of a log holding [log_start, log_end) in
+        ``segments``: from the newest sound snapshot at or below the log
+        end, plus the batch headers after it."""
+        self.delete_snapshots(above=log_end)
+        start = log_start
+        self.producers.clear()
+        for offset in list(reversed(self.snapshots)):
+            if offset < log_start:
+                break
+            try:
+                self._restore(producer_snapshot.read(self.directory, offset))
+            except CorruptSnapshotError as exc:
+                log.warning("%s: producer snapshot %d is not usable (%s); deleting it",
+                            self.directory, offset, exc)
+                producer_snapshot.delete(self.directory, offset)
+                self.snapshots.remove(offset)
+                continue
+            start = offset
+            break
+        self.batches_read = self._read_log(segments, start, log_end)
+        self.evict_before(log_start)
+
+    def _read_log(self, segments, start: int, end: int) -> int:
+        """Record the batches of ``segments`` in [start, end); returns how
+        many batch headers were read."""
+        read = 0
+        for seg in segments:
+            if seg.next_offset <= start or seg.base_offset >= end or seg.is_empty:
+                continue
+            position = 0
+            if seg.base_offset < start:
+                found = seg.translate_offset(start)
+                if found is None:
+                    continue
+                position = found[2]
+            data = seg.mapped()
+            if data is None:
+                continue
+            try:
+                rows, walked, _ = producer_batches(data, position)
+                read += walked
+                for first, last, pid, epoch, seq, ts, attrs in rows.tolist():
+                    if first >= end:
+                        break
+                    self._record(pid, epoch, seq, _last_sequence(seq, last - first), first, last,
+                                 ts, attrs)
+            finally:
+                data.close()
+        return read
+
+    def evict_before(self, log_start: int) -> None:
+        """Forget producers whose last batch is below the log start (deleted by
+        retention or DeleteRecords), and the snapshots below it."""
+        for pid in [pid for pid, e in self.producers.items()
+                    if e.last_written_offset < log_start]:
+            del self.producers[pid]
+        self.delete_snapshots(below=log_start)
+
+    def truncate_and_reload(self, segments, log_start: int, log_end: int) -> None:
+        """The log was truncated to ``log_end``: state past it must go."""
+        self.load(segments, log_start, log_end)
+
+    def clear(self) -> None:
+        self.producers.clear()
+        self.delete_snapshots(above=-1)

@@ -180,8 +180,8 @@ class LogSegment:
             return self.max_timestamp
         return int(os.fstat(self.file.fileno()).st_mtime * 1000)
 
-    def _mapped(self):
-        """A read-only map of the whole file (None when empty)."""
+    def mapped(self):
+        """A read-only map of the whole file (None when empty); the caller closes it."""
         if self._size == 0:
             return None
         return mmap.mmap(self.file.fileno(), self._size, access=mmap.ACCESS_READ)
@@ -237,7 +237,7 @@ class LogSegment:
 
         Returns (bytes truncated, the scan) -- the scan carries the leader
         epochs seen, for the epoch cache."""
-        mapped = self._mapped()
+        mapped = self.mapped()
         try:
             scan = scan_log(mapped if mapped is not None else b"", min_offset=self.base_offset,
                             index_interval_bytes=self.config.index_interval_bytes,

@@ -1,0 +1,300 @@
+"""Producer state owned by the log: idempotence checks by append origin,
+snapshots at roll and clean close, loading from the newest snapshot, and
+what retention, truncation, corruption and kill -9 do to all of that.
+
+Real logs in temporary directories; the crash test kills a real writer
+process (tests/storage/producer_writer.py) at random moments.
+"""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from kafkalite import errors
+from kafkalite.record import RecordBatchBuilder, build_control_batch
+from kafkalite.storage import AppendOrigin, LogConfig, PartitionLog
+from kafkalite.storage import producer_snapshot
+from storage_helpers import child_env
+
+CONFIG = LogConfig.from_properties({"segment.bytes": 4096, "retention.ms": -1})
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def idempotent(pid, epoch, seq, n=3, transactional=False, timestamp=None):
+    b = RecordBatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                           transactional=transactional)
+    for i in range(n):
+        b.append(timestamp, b"k", b"%d-%d-%d" % (pid, seq + i, i) * 4)
+    return b.build()
+
+
+def plain(n=3):
+    b = RecordBatchBuilder()
+    for i in range(n):
+        b.append(None, b"k", b"plain-%d" % i * 4)
+    return b.build()
+
+
+def state(plog):
+    """What a restart must preserve: per producer, the epoch, the last batch
+    (sequences and offsets), the last written offset and the open transaction."""
+    return {pid: (e.epoch, e.batches[-1] if e.batches else None, e.last_written_offset,
+                  e.current_txn_first_offset)
+            for pid, e in plog.producer_state.producers.items()}
+
+
+def full_rebuild(directory, tmp_path):
+    """The state read from the whole log, with every snapshot removed."""
+    copy = tmp_path / f"rebuild-{random.random()}"
+    shutil.copytree(directory, copy)
+    for name in os.listdir(copy):
+        if name.endswith(".snapshot"):
+            os.unlink(copy / name)
+    plog = PartitionLog.open(str(copy), CONFIG)
+    try:
+        return state(plog), plog.producer_state.batches_read
+    finally:
+        plog.close()
+
+
+def snapshots(directory):
+    return producer_snapshot.list_snapshots(str(directory))
+
+
+@pytest.fixture
+def plog(tmp_path):
+    log = PartitionLog.open(str(tmp_path / "t-0"), CONFIG)
+    yield log
+    log.close()
+
+
+# ---- the checks, by origin --------------------------------------------------------------
+
+def test_a_retried_batch_gets_its_original_offsets_and_is_not_written(plog):
+    first = plog.append(idempotent(7, 0, 0))
+    plog.append(plain())
+    end, size = plog.log_end_offset, plog.size_in_bytes
+    retry = plog.append(idempotent(7, 0, 0))
+    assert retry.duplicate and (retry.first_offset, retry.last_offset) == (0, 2)
+    assert (plog.log_end_offset, plog.size_in_bytes) == (end, size)
+    assert not first.duplicate
+    # the next batch continues the sequence; a gap or a repeat is refused
+    assert plog.append(idempotent(7, 0, 3)).first_offset == end
+    with pytest.raises(errors.OutOfOrderSequenceNumberError):
+        plog.append(idempotent(7, 0, 10))
+    with pytest.raises(errors.OutOfOrderSequenceNumberError):
+        plog.append(idempotent(7, 0, 4))          # overlaps, but is no cached batch
+    assert plog.log_end_offset == end + 3
+
+
+def test_epochs(plog):
+    plog.append(idempotent(7, 3, 0))
+    with pytest.raises(errors.InvalidProducerEpochError):
+        plog.append(idempotent(7, 2, 3))
+    with pytest.raises(errors.OutOfOrderSequenceNumberError):
+        plog.append(idempotent(7, 4, 5))          # a new epoch starts at sequence 0
+    plog.append(idempotent(7, 4, 0))
+    # a producer the log knows nothing of may start anywhere (its state may
+    # have gone with retention), as in Kafka 3.x
+    plog.append(idempotent(8, 0, 1234))
+    assert state(plog)[8][1][:2] == (1234, 1236)
+
+
+def test_a_retry_mixing_old_and_new_batches_is_refused(plog):
+    plog.append(idempotent(7, 0, 0))
+    with pytest.raises(errors.OutOfOrderSequenceNumberError, match="mixes"):
+        plog.append(idempotent(7, 0, 0) + idempotent(7, 0, 3))
+    # a whole retried request of two batches is a duplicate as a whole
+    plog.append(idempotent(7, 0, 3) + idempotent(7, 0, 6))
+    retry = plog.append(idempotent(7, 0, 3) + idempotent(7, 0, 6))
+    assert retry.duplicate and (retry.first_offset, retry.last_offset) == (3, 8)
+
+
+def test_replication_and_coordinator_appends_skip_the_checks_but_update_the_state(tmp_path):
+    leader = PartitionLog.open(str(tmp_path / "leader-0"), CONFIG)
+    follower = PartitionLog.open(str(tmp_path / "follower-0"), CONFIG)
+    leader.append(idempotent(7, 0, 0))
+    leader.append(idempotent(7, 0, 3))
+    fetched = leader.read(0, 1 << 20).read()
+    follower.append_as_follower(fetched)
+    assert state(follower) == state(leader)
+    # a follower copies what its leader wrote even when it breaks the
+    # sequence (the leader already decided): no check refuses it
+    gap = bytearray(idempotent(7, 0, 50))
+    gap[0:8] = follower.log_end_offset.to_bytes(8, "big")
+    follower.append_as_follower(gap)
+    assert state(follower)[7][1][:2] == (50, 52)
+    # the coordinator's own writes are not checked either
+    leader.append(idempotent(9, 0, 99), origin=AppendOrigin.COORDINATOR)
+    leader.append(idempotent(9, 0, 7), origin=AppendOrigin.COORDINATOR)
+    assert state(leader)[9][1][:2] == (7, 9)
+    leader.close()
+    follower.close()
+
+
+def test_transactions_are_tracked_until_their_marker(plog):
+    plog.append(plain())
+    first = plog.append(idempotent(5, 0, 0, transactional=True))
+    plog.append(idempotent(5, 0, 3, transactional=True))
+    assert state(plog)[5][3] == first.first_offset
+    plog.append(build_control_batch(True, 5, 0, 0), allow_control=True,
+                origin=AppendOrigin.COORDINATOR)
+    assert state(plog)[5][3] == -1
+    assert state(plog)[5][2] == plog.log_end_offset - 1
+
+
+# ---- snapshots ---------------------------------------------------------------------------
+
+def fill(plog, producers=(1, 2, 3), rounds=150):
+    seqs = {p: 0 for p in producers}
+    for r in range(rounds):
+        p = producers[r % len(producers)]
+        plog.append(idempotent(p, 0, seqs[p]))
+        seqs[p] += 3
+        if r % 5 == 0:
+            plog.append(plain())
+    return seqs
+
+
+def test_a_cleanly_closed_log_reopens_without_reading_a_batch_header(tmp_path):
+    directory = tmp_path / "t-0"
+    plog = PartitionLog.open(str(directory), CONFIG)
+    fill(plog)
+    assert len(plog.segments) > 3
+    assert snapshots(directory)            # one per roll
+    before = state(plog)
+    plog.close()
+    assert snapshots(directory)[-1] == plog.log_end_offset
+    again = PartitionLog.open(str(directory), CONFIG)
+    assert again.producer_state.batches_read == 0
+    assert state(again) == before
+    # and it still tells a retry from a new batch
+    assert again.append(idempotent(1, 0, before[1][1][0])).duplicate
+    again.close()
+
+
+def test_after_a_crash_only_the_batches_after_the_last_snapshot_are_read(tmp_path):
+    directory = tmp_path / "t-0"
+    plog = PartitionLog.open(str(directory), CONFIG)
+    fill(plog)
+    last_snapshot = snapshots(directory)[-1]
+    tail = [s for s in plog.segments if s.base_offset >= last_snapshot]
+    expected_reads = sum(1 for s in tail for _ in s._headers_from(0))
+    before = state(plog)
+    # no close: the log is abandoned as a killed process leaves it
+    copy = tmp_path / "crashed-0"
+    shutil.copytree(directory, copy)
+    again = PartitionLog.open(str(copy), CONFIG)
+    assert 0 < again.producer_state.batches_read == expected_reads
+    assert again.producer_state.batches_read < full_rebuild(copy, tmp_path)[1]
+    assert state(again) == before == full_rebuild(copy, tmp_path)[0]
+    again.close()
+    plog.close()
+
+
+def test_a_damaged_snapshot_is_deleted_and_the_state_rebuilt(tmp_path):
+    directory = tmp_path / "t-0"
+    plog = PartitionLog.open(str(directory), CONFIG)
+    fill(plog)
+    before = state(plog)
+    plog.close()
+    newest = snapshots(directory)[-1]
+    path = producer_snapshot.snapshot_path(str(directory), newest)
+    data = bytearray(open(path, "rb").read())
+    data[-3] ^= 0x40
+    open(path, "wb").write(bytes(data))
+    again = PartitionLog.open(str(directory), CONFIG)
+    assert newest not in snapshots(directory)
+    assert again.producer_state.batches_read > 0          # from the snapshot before it
+    assert state(again) == before
+    again.close()
+
+
+def test_retention_deletes_old_snapshots_and_forgets_producers_with_them(tmp_path):
+    clock = [1_700_000_000_000]
+    config = LogConfig.from_properties({"segment.bytes": 4096, "retention.ms": 60_000})
+    directory = tmp_path / "t-0"
+    plog = PartitionLog.open(str(directory), config, clock=lambda: clock[0])
+    # an old producer, written once, alone in the first segment
+    plog.append(idempotent(1, 0, 0, n=30, timestamp=clock[0] - 120_000))
+    plog.roll()
+    seqs = {2: 0}
+    while len(plog.segments) < 4:
+        plog.append(idempotent(2, 0, seqs[2], timestamp=clock[0]))
+        seqs[2] += 3
+    assert 1 in state(plog) and plog.segments[0].max_timestamp == clock[0] - 120_000
+    # the first segment is past retention.ms, the others are not
+    assert plog.delete_old_segments() == 1
+    assert 1 not in state(plog) and 2 in state(plog)
+    assert all(o >= plog.log_start_offset for o in snapshots(directory))
+    plog.close()
+
+
+def test_truncation_below_a_snapshot_reloads_the_state_as_of_the_new_end(tmp_path):
+    directory = tmp_path / "t-0"
+    plog = PartitionLog.open(str(directory), CONFIG)
+    fill(plog, rounds=200)
+    shots = snapshots(directory)
+    assert len(shots) >= 3
+    cut = shots[-2] - 1                      # below the last two snapshots
+    plog.truncate_to(cut)
+    assert snapshots(directory) == [s for s in shots if s <= cut]
+    rebuilt, _ = full_rebuild(directory, tmp_path)
+    assert state(plog) == rebuilt
+    # the producers continue from the truncated state: the sequence after
+    # the last surviving batch is accepted
+    pid, (epoch, (_, last_seq, _, _), _, _) = next(iter(state(plog).items()))
+    plog.append(idempotent(pid, epoch, last_seq + 1))
+    plog.close()
+
+
+# ---- kill -9 -----------------------------------------------------------------------------
+
+CRASHES = int(os.environ.get("KAFKALITE_PRODUCER_CRASHES", "6"))
+
+
+def test_producer_state_survives_kill_9_at_random_moments(tmp_path):
+    directory = tmp_path / "p-0"
+    config = LogConfig.from_properties({"segment.bytes": 16 * 1024, "retention.ms": -1})
+    rng = random.Random(1234)
+    for round_ in range(CRASHES):
+        child = subprocess.Popen([sys.executable, os.path.join(HERE, "producer_writer.py"),
+                                  str(directory), str(round_)],
+                                 stdout=subprocess.PIPE, text=True, env=child_env())
+        assert child.stdout.readline().strip() == "ready"
+        for _ in range(rng.randrange(20, 400)):
+            assert child.stdout.readline().startswith("ack")
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        # every ack the writer printed before it died, the last ones included
+        acked = [tuple(map(int, line.split()[1:])) for line in child.stdout if line.startswith("ack")]
+        child.stdout.close()
+        plog = PartitionLog.open(str(directory), config)
+        try:
+            assert state(plog) == full_rebuild(directory, tmp_path)[0]
+            # acknowledged batches are where their acks said
+            for pid, first_seq, _, first_off, _ in acked[-50:]:
+                record = read_at(plog, first_off)
+                assert record == b"%d-%d" % (pid, first_seq)
+            # each producer's last batch is recognised as such when retried
+            for pid, (epoch, (first_seq, last_seq, first_off, last_off), _, _) in state(plog).items():
+                retry = plog.append(idempotent(pid, epoch, first_seq, last_seq - first_seq + 1))
+                assert retry.duplicate and (retry.first_offset, retry.last_offset) == (
+                    first_off, last_off)
+        finally:
+            plog.close()
+
+
+def read_at(plog, offset):
+    from kafkalite.record import iter_batches
+    for batch in iter_batches(plog.read(offset, 1 << 16).read()):
+        for record in batch.records():
+            if record.offset == offset:
+                return bytes(record.value)
+    return None
