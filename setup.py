@@ -17,9 +17,11 @@ COMMON = dict(
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
 )
 
-# One extension per job; the shared byte layout and varint helpers are
-# inline functions in .pxd/.h files compiled into each module that uses them.
-MODULES = ["crc32c", "records", "batch_scan", "index", "offset_map", "shm_ring", "partitioner"]
+# One extension per job; the shared byte layout (wire.h) and the batch
+# helpers (batch.pxd) are inline functions compiled into each module that
+# uses them.
+MODULES = ["crc32c", "layout", "builder", "reader", "columns", "batch_scan", "index", "offset_map",
+           "shm_ring", "partitioner"]
 
 extensions = [
     Extension(f"kafkalite._ext.{name}", [os.path.join(EXT_DIR, f"{name}.pyx")], **COMMON)

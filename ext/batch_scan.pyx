@@ -25,6 +25,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t, INT32_MAX
 from libc.stdlib cimport free, malloc, realloc
 
+from batch cimport batch_crc, decompressed_section
 cimport crc32c_c as crcmod
 from wire_c cimport *
 
@@ -37,22 +38,6 @@ from kafkalite.errors import (CorruptRecordError, InvalidRecordError, InvalidTim
 cnp.import_array()
 crcmod.kl_crc32c_init()
 
-cdef int MIN_BATCH_LENGTH = KL_BATCH_HEADER_SIZE - KL_LOG_OVERHEAD
-cdef int MAX_CODEC = 4
-
-cdef object _compression = None
-
-
-cdef object _codecs():
-    global _compression
-    if _compression is None:
-        import kafkalite.record.compression as module
-        _compression = module
-    return _compression
-
-
-cdef inline uint32_t _crc(const unsigned char *b, Py_ssize_t size) noexcept nogil:
-    return crcmod.kl_crc32c(0, b + KL_OFF_ATTRIBUTES, size - KL_OFF_ATTRIBUTES)
 
 
 ctypedef struct RecordCheck:
@@ -124,12 +109,11 @@ cdef int _check_batch_records(const unsigned char *b, Py_ssize_t size, int32_t c
     cdef bytes section
     cdef int64_t base_ts = <int64_t>kl_be64(b + KL_OFF_BASE_TIMESTAMP)
     cdef int32_t last_delta = <int32_t>kl_be32(b + KL_OFF_LAST_OFFSET_DELTA)
-    if codec == 0:
+    if codec == KL_CODEC_NONE:
         _check_records(b + KL_BATCH_HEADER_SIZE, b + size, count, base_ts, sequential,
                        require_keys, last_delta, chk)
         return 0
-    section = _codecs().decompress(codec, PyBytes_FromStringAndSize(
-        <const char *>b + KL_BATCH_HEADER_SIZE, size - KL_BATCH_HEADER_SIZE))
+    section = decompressed_section(b, size, codec)
     _check_records(<const unsigned char *>PyBytes_AS_STRING(section),
                    <const unsigned char *>PyBytes_AS_STRING(section) + PyBytes_GET_SIZE(section),
                    count, base_ts, sequential, require_keys, last_delta, chk)
@@ -300,9 +284,9 @@ def validate_for_append(data, *, int64_t next_offset, int32_t leader_epoch=-1,
                 raise CorruptRecordError(f"{n - pos} stray bytes at byte {pos}: too short for a "
                                          f"batch header")
             length = <int32_t>kl_be32(b + KL_OFF_LENGTH)
-            if length < MIN_BATCH_LENGTH:
+            if length < KL_MIN_BATCH_LENGTH:
                 raise CorruptRecordError(f"batch at byte {pos} has length {length}, less than "
-                                         f"the {MIN_BATCH_LENGTH}-byte header")
+                                         f"the {KL_MIN_BATCH_LENGTH}-byte header")
             if length + KL_LOG_OVERHEAD > n - pos:
                 raise CorruptRecordError(f"batch at byte {pos} is truncated: it claims "
                                          f"{length + KL_LOG_OVERHEAD} bytes, {n - pos} remain")
@@ -315,13 +299,13 @@ def validate_for_append(data, *, int64_t next_offset, int32_t leader_epoch=-1,
                     f"batch at byte {pos} has magic {b[KL_OFF_MAGIC]}; only RecordBatch v2 "
                     f"(magic 2) is accepted")
             stored = kl_be32(b + KL_OFF_CRC)
-            computed = _crc(b, length + KL_LOG_OVERHEAD)
+            computed = batch_crc(b, length + KL_LOG_OVERHEAD)
             if stored != computed:
                 raise CorruptRecordError(f"batch at byte {pos} is corrupt: stored CRC "
                                          f"{stored:#010x}, computed {computed:#010x}")
             attrs = <int16_t>kl_be16(b + KL_OFF_ATTRIBUTES)
             codec = attrs & KL_ATTR_COMPRESSION_MASK
-            if codec > MAX_CODEC:
+            if codec > KL_CODEC_MAX:
                 raise UnsupportedCompressionTypeError(f"batch at byte {pos} uses unknown "
                                                       f"compression codec {codec}")
             if (attrs & KL_ATTR_CONTROL) and not allow_control:
@@ -395,7 +379,7 @@ def validate_for_append(data, *, int64_t next_offset, int32_t leader_epoch=-1,
                     pp.attributes = pp.attributes | KL_ATTR_TIMESTAMP_TYPE
                     kl_put_be16(b + KL_OFF_ATTRIBUTES, <uint16_t>pp.attributes)
                 kl_put_be64(b + KL_OFF_MAX_TIMESTAMP, <uint64_t>pp.max_ts)
-                kl_put_be32(b + KL_OFF_CRC, _crc(b, pp.size))
+                kl_put_be32(b + KL_OFF_CRC, batch_crc(b, pp.size))
             t[i, COL_POSITION] = pp.position
             t[i, COL_SIZE] = pp.size
             t[i, COL_BASE_OFFSET] = pp.base_offset
@@ -505,7 +489,7 @@ def scan_log(data, *, Py_ssize_t start=0, int64_t min_offset=0, Py_ssize_t index
                 error = f"{n - pos} stray bytes at position {pos}"
                 break
             length = <int32_t>kl_be32(b + KL_OFF_LENGTH)
-            if length < MIN_BATCH_LENGTH:
+            if length < KL_MIN_BATCH_LENGTH:
                 error = f"batch at position {pos} has invalid length {length}"
                 break
             if length + KL_LOG_OVERHEAD > n - pos:
@@ -517,7 +501,7 @@ def scan_log(data, *, Py_ssize_t start=0, int64_t min_offset=0, Py_ssize_t index
                 break
             if verify_crc:
                 stored = kl_be32(b + KL_OFF_CRC)
-                computed = _crc(b, length + KL_LOG_OVERHEAD)
+                computed = batch_crc(b, length + KL_LOG_OVERHEAD)
                 if stored != computed:
                     error = (f"batch at position {pos} fails its CRC (stored {stored:#010x}, "
                              f"computed {computed:#010x})")
@@ -551,7 +535,7 @@ def scan_log(data, *, Py_ssize_t start=0, int64_t min_offset=0, Py_ssize_t index
             attrs = <int16_t>kl_be16(b + KL_OFF_ATTRIBUTES)
             codec = attrs & KL_ATTR_COMPRESSION_MASK
             if deep and count > 0:
-                if codec > MAX_CODEC:
+                if codec > KL_CODEC_MAX:
                     error = f"batch at position {pos} uses unknown codec {codec}"
                     break
                 try:
@@ -666,7 +650,7 @@ def producer_batches(data, Py_ssize_t start=0):
         while n - pos >= KL_BATCH_HEADER_SIZE:
             b = base + pos
             length = <int32_t>kl_be32(b + KL_OFF_LENGTH)
-            if length < MIN_BATCH_LENGTH or length + KL_LOG_OVERHEAD > n - pos:
+            if length < KL_MIN_BATCH_LENGTH or length + KL_LOG_OVERHEAD > n - pos:
                 break
             walked += 1
             pid = <int64_t>kl_be64(b + KL_OFF_PRODUCER_ID)

@@ -51,6 +51,17 @@
 #define KL_BATCH_HEADER_SIZE 61
 /* baseOffset + batchLength: the part of the header before batchLength counts. */
 #define KL_LOG_OVERHEAD 12
+/* The smallest legal batchLength: the header after baseOffset/batchLength. */
+#define KL_MIN_BATCH_LENGTH (KL_BATCH_HEADER_SIZE - KL_LOG_OVERHEAD)
+/* The CRC covers attributes to the end of the batch. */
+#define KL_CRC_FROM KL_OFF_ATTRIBUTES
+/* Codecs in attributes & KL_ATTR_COMPRESSION_MASK (Kafka's ids). */
+#define KL_CODEC_NONE 0
+#define KL_CODEC_GZIP 1
+#define KL_CODEC_SNAPPY 2
+#define KL_CODEC_LZ4 3
+#define KL_CODEC_ZSTD 4
+#define KL_CODEC_MAX 4
 
 #define KL_ATTR_COMPRESSION_MASK 0x07
 #define KL_ATTR_TIMESTAMP_TYPE 0x08

@@ -18,6 +18,14 @@ cdef extern from "wire.h" nogil:
         KL_OFF_RECORDS_COUNT
         KL_BATCH_HEADER_SIZE
         KL_LOG_OVERHEAD
+        KL_MIN_BATCH_LENGTH
+        KL_CRC_FROM
+        KL_CODEC_NONE
+        KL_CODEC_GZIP
+        KL_CODEC_SNAPPY
+        KL_CODEC_LZ4
+        KL_CODEC_ZSTD
+        KL_CODEC_MAX
         KL_ATTR_COMPRESSION_MASK
         KL_ATTR_TIMESTAMP_TYPE
         KL_ATTR_TRANSACTIONAL

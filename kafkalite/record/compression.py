@@ -2,7 +2,8 @@
 
 A batch is compressed as a whole: everything after the 61-byte header (the
 records) goes through the codec named by ``attributes & 7``. This module is
-called once per batch by the codec in ``kafkalite._ext.records``; it must not
+called once per batch by the codec (``kafkalite._ext.builder``, ``.reader``,
+``.columns``, ``.batch_scan``); it must not
 import anything else from kafkalite.
 
 Framings, as the Java client writes them:

@@ -42,7 +42,6 @@ import struct
 import zmq
 
 from kafkalite import errors
-from kafkalite.errors import KafkaError
 from kafkalite.protocol import (
     ApiKey,
     ProtocolError,

@@ -29,8 +29,9 @@ import struct
 from kafkalite._ext import index as _search
 from kafkalite.errors import KafkaStorageError
 
-_OFFSET_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
+# One entry of each index file (their formats: the module docstring).
+OFFSET_ENTRY = struct.Struct(">ii")
+TIME_ENTRY = struct.Struct(">qi")
 
 
 class _IndexFile:
@@ -137,7 +138,7 @@ class OffsetIndex(_IndexFile):
         if self.entries and offset <= self.last_offset:
             raise ValueError(f"offset index entries must increase: {offset} after "
                              f"{self.last_offset}")
-        self._append_raw(_OFFSET_ENTRY.pack(self._relative(offset), position))
+        self._append_raw(OFFSET_ENTRY.pack(self._relative(offset), position))
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """The last entry at or below ``offset`` as (offset, position), or
@@ -182,7 +183,7 @@ class TimeIndex(_IndexFile):
             if self.entries and offset < last_off:
                 raise ValueError(f"time index offsets must not decrease: {offset} after "
                                  f"{last_off}")
-            self._append_raw(_TIME_ENTRY.pack(timestamp, self._relative(offset)))
+            self._append_raw(TIME_ENTRY.pack(timestamp, self._relative(offset)))
 
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """The last entry with a timestamp strictly below ``timestamp`` as

@@ -42,6 +42,7 @@ import logging
 
 from kafkalite._ext.batch_scan import producer_batches
 from kafkalite.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+from kafkalite.record.layout import ATTR_CONTROL, ATTR_TRANSACTIONAL
 from kafkalite.storage import producer_snapshot
 from kafkalite.storage.producer_snapshot import CorruptSnapshotError, SnapshotEntry
 
@@ -50,8 +51,6 @@ log = logging.getLogger(__name__)
 MAX_CACHED_BATCHES = 5          # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 NO_PRODUCER_EPOCH = -1
 INT32_MAX = 2**31 - 1
-ATTR_TRANSACTIONAL = 0x10       # RecordBatch attributes (ext/wire.h)
-ATTR_CONTROL = 0x20
 
 
 class AppendOrigin(enum.Enum):

@@ -26,7 +26,7 @@ import time
 
 from kafkalite._ext.batch_scan import batch_header, scan_log
 from kafkalite.errors import KafkaStorageError
-from kafkalite.record import RecordBatch
+from kafkalite.record import BATCH_HEADER_SIZE, RecordBatch
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.index import OffsetIndex, TimeIndex
 
@@ -39,7 +39,6 @@ SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 
 # Bytes read at once when stepping through batch headers after an index hit.
 _HEADER_SCAN_CHUNK = 64 * 1024
-_HEADER_SIZE = 61
 
 
 def segment_name(base_offset: int) -> str:
@@ -201,9 +200,9 @@ class LogSegment:
                 self.time_index.maybe_append(ts, off)
 
     def _read_first_batch_timestamp(self) -> None:
-        if self._size >= _HEADER_SIZE:
+        if self._size >= BATCH_HEADER_SIZE:
             self.first_batch_timestamp = batch_header(
-                os.pread(self.file.fileno(), _HEADER_SIZE, 0))[3]
+                os.pread(self.file.fileno(), BATCH_HEADER_SIZE, 0))[3]
 
     def load_state(self) -> str | None:
         """Restore in-memory state of a segment that was closed cleanly, by
@@ -324,9 +323,9 @@ class LogSegment:
         while position < self._size:
             chunk = os.pread(fd, min(_HEADER_SCAN_CHUNK, self._size - position), position)
             at = 0
-            while at + _HEADER_SIZE <= len(chunk):
+            while at + BATCH_HEADER_SIZE <= len(chunk):
                 base, last, size, max_ts = batch_header(chunk, at)
-                if size < _HEADER_SIZE:
+                if size < BATCH_HEADER_SIZE:
                     raise KafkaStorageError(f"{self.path}: corrupt batch length {size} at "
                                             f"{position + at}")
                 yield base, last, position + at, size, max_ts

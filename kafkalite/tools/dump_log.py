@@ -34,19 +34,16 @@ import sys
 
 from kafkalite._ext.batch_scan import scan_log
 from kafkalite.errors import KafkaError
-from kafkalite.record import CODEC_NAMES, RecordBatch
+from kafkalite.record import CODEC_NAMES, RecordBatch, layout
+from kafkalite.storage.index import OFFSET_ENTRY, TIME_ENTRY
 from kafkalite.storage.segment import parse_segment_file
 
 DESCRIPTION = "print the batches (and records) of segment and index files, like kafka-dump-log"
 
 LOG, OFFSET_INDEX, TIME_INDEX = "log", "index", "timeindex"
 _KIND_ORDER = {LOG: 0, OFFSET_INDEX: 1, TIME_INDEX: 2}
-_LOG_OVERHEAD = 12          # baseOffset + batchLength
-_MIN_HEADER = 61
 _LENGTH = struct.Struct(">i")
-_OFFSET_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
-ENTRY_SIZES = {OFFSET_INDEX: _OFFSET_ENTRY.size, TIME_INDEX: _TIME_ENTRY.size}
+ENTRY_SIZES = {OFFSET_INDEX: OFFSET_ENTRY.size, TIME_INDEX: TIME_ENTRY.size}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -103,8 +100,8 @@ def _dump_log(path: str, base: int, print_records: bool, limit: int, out) -> boo
             valid = scan.valid_bytes
             position = 0
             while position < valid:
-                length = _LENGTH.unpack_from(mapped, position + 8)[0]
-                batch = RecordBatch(mapped[position:position + _LOG_OVERHEAD + length])
+                length = _LENGTH.unpack_from(mapped, position + layout.OFF_LENGTH)[0]
+                batch = RecordBatch(mapped[position:position + layout.LOG_OVERHEAD + length])
                 out.write(format_batch(batch, position, True))
                 if print_records:
                     try:
@@ -119,9 +116,9 @@ def _dump_log(path: str, base: int, print_records: bool, limit: int, out) -> boo
                 return True
             # Show the offending batch's header when it is at least framed.
             try:
-                length = _LENGTH.unpack_from(mapped, valid + 8)[0]
-                if length >= _MIN_HEADER - _LOG_OVERHEAD:
-                    bad = RecordBatch(mapped[valid:valid + _LOG_OVERHEAD + length])
+                length = _LENGTH.unpack_from(mapped, valid + layout.OFF_LENGTH)[0]
+                if length >= layout.MIN_BATCH_LENGTH:
+                    bad = RecordBatch(mapped[valid:valid + layout.LOG_OVERHEAD + length])
                     out.write(format_batch(bad, valid, bad.is_valid()))
             except (KafkaError, struct.error, ValueError):
                 pass
@@ -248,9 +245,9 @@ def read_index_entries(path: str, kind: str, base: int) -> tuple[list, int]:
     torn = len(data) % size
     whole = memoryview(data)[:len(data) - torn]
     if kind == OFFSET_INDEX:
-        entries = [(base + rel, pos) for rel, pos in _OFFSET_ENTRY.iter_unpack(whole)]
+        entries = [(base + rel, pos) for rel, pos in OFFSET_ENTRY.iter_unpack(whole)]
     else:
-        entries = [(ts, base + rel) for ts, rel in _TIME_ENTRY.iter_unpack(whole)]
+        entries = [(ts, base + rel) for ts, rel in TIME_ENTRY.iter_unpack(whole)]
     return entries, torn
 
 

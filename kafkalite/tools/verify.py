@@ -40,11 +40,11 @@ import argparse
 import errno
 import mmap
 import os
-import struct
 import sys
 from dataclasses import dataclass, field
 
 from kafkalite._ext.batch_scan import scan_log
+from kafkalite.record import layout
 from kafkalite.storage.checkpoint import PARTITION_CHECKPOINT
 from kafkalite.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from kafkalite.storage.loader import CLEAN_SHUTDOWN_MARKER
@@ -59,10 +59,6 @@ _CHECKPOINT_MAGIC = "kafkalite-partition-checkpoint"
 _CHECKPOINT_FIELDS = ("log-start-offset", "recovery-point", "high-watermark",
                       "cleaner-checkpoint")
 _SWAP_HEADER = "kafkalite-swap 1"
-# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes,
-# lastOffsetDelta, baseTimestamp, maxTimestamp: the first 43 header bytes.
-_HEADER = struct.Struct(">qiibIhiqq")
-_LOG_OVERHEAD = 12
 _MAX_DETAILS = 5            # problem lines per index file before summarizing
 _PROGRESS_MIN_SEGMENTS = 10
 
@@ -398,7 +394,7 @@ def _check_indexes(seg: _Segment, mapped, valid: int, size: int, damaged: bool,
     position = 0
     limit = next_base if next_base is not None else 1 << 63
     if mapped is not None and (by_position or by_offset or seg.last_offset >= limit):
-        header = _HEADER.unpack_from
+        header = layout.HEADER.unpack_from
         overlap_reported = False
         while position < valid:
             (base, length, _, _, _, _, delta, _, max_ts) = header(mapped, position)
@@ -425,7 +421,7 @@ def _check_indexes(seg: _Segment, mapped, valid: int, size: int, damaged: bool,
                         bad_time(f"entry {slot} (timestamp {timestamp}, offset {last_offset}): "
                                  f"the largest batch timestamp up to offset {last_offset} is "
                                  f"{running_max}, not {timestamp}")
-            position += _LOG_OVERHEAD + length
+            position += layout.LOG_OVERHEAD + length
     # Entries that matched no batch. In a damaged .log (already reported)
     # those past the damage cannot be judged, and they are left out.
     for position, hits in sorted(by_position.items()):

@@ -1,0 +1,413 @@
+# cython: language_level=3
+"""Decoding many RecordBatch v2 batches into Arrow-layout columns at once.
+
+The consumer's bulk path (``Consumer.consume_batch``), the Spark source and
+the storage tools decode whole fetch responses here: no Python object per
+record, one pass over the headers to size the output, one pass over the
+records to fill it. In steps:
+
+1. ``_scan_batches``: walk the batch headers (length, magic, optional CRC),
+   decompress each compressed batch once, and total the records and bytes;
+2. ``_allocate``: the output arrays, sized by those totals (an upper bound
+   for the byte columns; untouched pages of ``numpy.empty`` cost nothing);
+3. ``_decode_batch_records``: per batch, parse its records straight into
+   the arrays through raw pointers;
+4. ``_assemble``: trim the byte columns and wrap everything in a
+   ``RecordColumns``.
+
+The byte layout is ``wire.h``; the record parser is ``kl_parse_record``
+there; shared helpers are in ``batch.pxd``.
+
+Who may call: any thread.
+"""
+cimport cython
+cimport numpy as cnp
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, INT32_MAX
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcpy
+
+from batch cimport batch_crc, decompressed_section
+cimport crc32c_c as crcmod
+from wire_c cimport *
+
+import numpy as np
+
+from kafkalite.errors import (CorruptRecordError, UnsupportedCompressionTypeError,
+                              UnsupportedForMessageFormatError)
+
+cnp.import_array()
+crcmod.kl_crc32c_init()
+
+# Every record takes at least 7 bytes (length, attributes, three varints
+# and a header count); a larger count is corrupt and must not size arrays.
+cdef int MIN_RECORD_BYTES = 7
+
+
+class RecordColumns:
+    """Records of many batches as Arrow-layout columns (numpy arrays).
+
+    Per record: ``offsets`` int64, ``timestamps`` int64 (epoch ms),
+    ``timestamp_types`` uint8; key/value as Arrow binary columns
+    (``*_offsets`` int32[n+1] into ``*_data`` uint8, ``*_valid`` bool);
+    headers as an Arrow list<struct<key string, value binary>>
+    (``header_offsets`` int32[n+1] into per-header key/value binary columns).
+    Per batch: ``batch_base_offsets``, ``batch_last_offsets``,
+    ``batch_producer_ids``, ``batch_attributes``, ``batch_base_timestamps``,
+    ``batch_positions`` / ``batch_sizes`` (bytes in the input) and
+    ``batch_record_starts`` (index of the batch's first record; control
+    batches contribute no records when skipped). ``next_offset`` is the offset after the last
+    complete batch (-1 if none) and ``bytes_consumed`` its end position.
+    """
+
+    def __len__(self):
+        return len(self.offsets)
+
+    @staticmethod
+    def _binary(data, offsets, valid, i):
+        return bytes(data[offsets[i]:offsets[i + 1]]) if valid[i] else None
+
+    def key(self, i):
+        return RecordColumns._binary(self.key_data, self.key_offsets, self.key_valid, i)
+
+    def value(self, i):
+        return RecordColumns._binary(self.value_data, self.value_offsets, self.value_valid, i)
+
+    def headers(self, i):
+        out = []
+        for h in range(self.header_offsets[i], self.header_offsets[i + 1]):
+            k = bytes(self.header_key_data[self.header_key_offsets[h]:self.header_key_offsets[h + 1]])
+            out.append((k.decode("utf-8", "replace"),
+                        RecordColumns._binary(self.header_value_data, self.header_value_offsets,
+                                              self.header_value_valid, h)))
+        return out
+
+    def keys(self):
+        return [self.key(i) for i in range(len(self))]
+
+    def values(self):
+        return [self.value(i) for i in range(len(self))]
+
+    def to_records(self):
+        """Per-record tuples (offset, timestamp, timestamp_type, key, value, headers)."""
+        return [(int(self.offsets[i]), int(self.timestamps[i]), int(self.timestamp_types[i]),
+                 self.key(i), self.value(i), self.headers(i)) for i in range(len(self))]
+
+
+# ---- step 1: batch headers -----------------------------------------------------------------
+
+ctypedef struct BatchDesc:
+    const unsigned char *header      # the batch in the input
+    const unsigned char *records     # its records section (decompressed when it was not)
+    Py_ssize_t size                  # the batch's bytes in the input
+    Py_ssize_t records_len
+    int64_t base_offset
+    int64_t base_ts
+    int64_t max_ts
+    int32_t count
+    int16_t attributes
+    bint skipped                     # a control batch, left out
+
+
+ctypedef struct Scan:
+    BatchDesc *batches
+    Py_ssize_t count
+    Py_ssize_t capacity
+    Py_ssize_t records               # records of the batches not skipped
+    Py_ssize_t record_bytes          # their records sections' bytes
+    Py_ssize_t consumed              # end of the last complete batch
+    int64_t next_offset
+
+
+cdef int _scan_batches(const unsigned char *base, Py_ssize_t n, bint skip_control,
+                       bint verify_crc, Scan *s, list keep_alive) except -1:
+    cdef Py_ssize_t pos = 0
+    cdef int64_t length
+    cdef const unsigned char *p
+    cdef BatchDesc *bd
+    cdef uint32_t stored, computed
+    cdef int codec
+    cdef object section
+    while pos + KL_LOG_OVERHEAD <= n:
+        p = base + pos
+        length = <int32_t>kl_be32(p + KL_OFF_LENGTH)
+        if length < KL_MIN_BATCH_LENGTH:
+            raise CorruptRecordError(f"batch at position {pos} has length {length}, "
+                                     f"less than the {KL_MIN_BATCH_LENGTH}-byte header")
+        if pos + KL_LOG_OVERHEAD + length > n:
+            break                    # a partial batch at the end of a fetch
+        if p[KL_OFF_MAGIC] != KL_MAGIC_V2:
+            raise UnsupportedForMessageFormatError(
+                f"batch at position {pos} has magic {p[KL_OFF_MAGIC]}; only v2 is supported")
+        if verify_crc:
+            stored = kl_be32(p + KL_OFF_CRC)
+            computed = batch_crc(p, KL_LOG_OVERHEAD + length)
+            if stored != computed:
+                raise CorruptRecordError(f"batch at position {pos} is corrupt: stored CRC "
+                                         f"{stored:#010x}, computed {computed:#010x}")
+        if s.count == s.capacity:
+            s.capacity *= 2
+            bd = <BatchDesc *>realloc(s.batches, s.capacity * sizeof(BatchDesc))
+            if bd == NULL:
+                raise MemoryError()
+            s.batches = bd
+        bd = &s.batches[s.count]
+        s.count += 1
+        bd.header = p
+        bd.size = KL_LOG_OVERHEAD + length
+        bd.base_offset = <int64_t>kl_be64(p + KL_OFF_BASE_OFFSET)
+        bd.attributes = <int16_t>kl_be16(p + KL_OFF_ATTRIBUTES)
+        bd.base_ts = <int64_t>kl_be64(p + KL_OFF_BASE_TIMESTAMP)
+        bd.max_ts = <int64_t>kl_be64(p + KL_OFF_MAX_TIMESTAMP)
+        bd.count = <int32_t>kl_be32(p + KL_OFF_RECORDS_COUNT)
+        s.next_offset = bd.base_offset + <int32_t>kl_be32(p + KL_OFF_LAST_OFFSET_DELTA) + 1
+        bd.skipped = skip_control and (bd.attributes & KL_ATTR_CONTROL) != 0
+        if bd.count < 0:
+            raise CorruptRecordError(f"batch at offset {bd.base_offset} has record count "
+                                     f"{bd.count}")
+        bd.records = p + KL_BATCH_HEADER_SIZE
+        bd.records_len = bd.size - KL_BATCH_HEADER_SIZE
+        codec = bd.attributes & KL_ATTR_COMPRESSION_MASK
+        if not bd.skipped and codec != KL_CODEC_NONE:
+            if codec > KL_CODEC_MAX:
+                raise UnsupportedCompressionTypeError(
+                    f"batch at offset {bd.base_offset} uses unknown compression codec {codec}")
+            section = decompressed_section(p, bd.size, codec)
+            keep_alive.append(section)
+            bd.records = <const unsigned char *>PyBytes_AS_STRING(section)
+            bd.records_len = PyBytes_GET_SIZE(section)
+        if not bd.skipped:
+            if <int64_t>bd.count * MIN_RECORD_BYTES > bd.records_len:
+                raise CorruptRecordError(f"batch at offset {bd.base_offset} claims {bd.count} "
+                                         f"records in {bd.records_len} bytes")
+            s.records += bd.count
+            s.record_bytes += bd.records_len
+        pos += bd.size
+    s.consumed = pos
+    return 0
+
+
+# ---- step 2: the output arrays -------------------------------------------------------------
+
+ctypedef struct Out:
+    # per record
+    int64_t *offsets
+    int64_t *timestamps
+    uint8_t *timestamp_types
+    int32_t *key_offsets
+    uint8_t *key_valid
+    uint8_t *key_data
+    int32_t *value_offsets
+    uint8_t *value_valid
+    uint8_t *value_data
+    int32_t *header_offsets
+    # per header
+    int32_t *header_key_offsets
+    uint8_t *header_key_data
+    int32_t *header_value_offsets
+    uint8_t *header_value_valid
+    uint8_t *header_value_data
+    # fill positions
+    Py_ssize_t record
+    Py_ssize_t header
+    Py_ssize_t key_pos
+    Py_ssize_t value_pos
+    Py_ssize_t header_key_pos
+    Py_ssize_t header_value_pos
+
+
+cdef inline void *_data(cnp.ndarray a) noexcept:
+    return cnp.PyArray_DATA(a)
+
+
+cdef dict _allocate(Scan *s, Out *o):
+    cdef Py_ssize_t nr = s.records, nbytes = s.record_bytes, nb = s.count
+    # every header costs at least 2 bytes (two varints)
+    cdef Py_ssize_t max_headers = nbytes // 2
+    arrays = {
+        "offsets": np.empty(nr, dtype=np.int64),
+        "timestamps": np.empty(nr, dtype=np.int64),
+        "timestamp_types": np.empty(nr, dtype=np.uint8),
+        "key_offsets": np.empty(nr + 1, dtype=np.int32),
+        "key_valid": np.empty(nr, dtype=np.bool_),
+        "key_data": np.empty(nbytes, dtype=np.uint8),
+        "value_offsets": np.empty(nr + 1, dtype=np.int32),
+        "value_valid": np.empty(nr, dtype=np.bool_),
+        "value_data": np.empty(nbytes, dtype=np.uint8),
+        "header_offsets": np.empty(nr + 1, dtype=np.int32),
+        "header_key_offsets": np.empty(max_headers + 1, dtype=np.int32),
+        "header_key_data": np.empty(nbytes, dtype=np.uint8),
+        "header_value_offsets": np.empty(max_headers + 1, dtype=np.int32),
+        "header_value_valid": np.empty(max_headers, dtype=np.bool_),
+        "header_value_data": np.empty(nbytes, dtype=np.uint8),
+        "batch_base_offsets": np.empty(nb, dtype=np.int64),
+        "batch_last_offsets": np.empty(nb, dtype=np.int64),
+        "batch_producer_ids": np.empty(nb, dtype=np.int64),
+        "batch_attributes": np.empty(nb, dtype=np.int16),
+        "batch_record_starts": np.empty(nb, dtype=np.int64),
+        "batch_positions": np.empty(nb, dtype=np.int64),
+        "batch_sizes": np.empty(nb, dtype=np.int64),
+        "batch_base_timestamps": np.empty(nb, dtype=np.int64),
+    }
+    o.offsets = <int64_t *>_data(arrays["offsets"])
+    o.timestamps = <int64_t *>_data(arrays["timestamps"])
+    o.timestamp_types = <uint8_t *>_data(arrays["timestamp_types"])
+    o.key_offsets = <int32_t *>_data(arrays["key_offsets"])
+    o.key_valid = <uint8_t *>_data(arrays["key_valid"])
+    o.key_data = <uint8_t *>_data(arrays["key_data"])
+    o.value_offsets = <int32_t *>_data(arrays["value_offsets"])
+    o.value_valid = <uint8_t *>_data(arrays["value_valid"])
+    o.value_data = <uint8_t *>_data(arrays["value_data"])
+    o.header_offsets = <int32_t *>_data(arrays["header_offsets"])
+    o.header_key_offsets = <int32_t *>_data(arrays["header_key_offsets"])
+    o.header_key_data = <uint8_t *>_data(arrays["header_key_data"])
+    o.header_value_offsets = <int32_t *>_data(arrays["header_value_offsets"])
+    o.header_value_valid = <uint8_t *>_data(arrays["header_value_valid"])
+    o.header_value_data = <uint8_t *>_data(arrays["header_value_data"])
+    o.key_offsets[0] = 0
+    o.value_offsets[0] = 0
+    o.header_offsets[0] = 0
+    o.header_key_offsets[0] = 0
+    o.header_value_offsets[0] = 0
+    o.record = o.header = 0
+    o.key_pos = o.value_pos = o.header_key_pos = o.header_value_pos = 0
+    return arrays
+
+
+# ---- step 3: records -----------------------------------------------------------------------
+
+cdef inline int32_t _check_i32(Py_ssize_t v) except -1:
+    if v > INT32_MAX:
+        raise OverflowError("decoded column exceeds 2 GiB; decode fewer batches at once")
+    return <int32_t>v
+
+
+cdef int _decode_batch_records(BatchDesc *bd, Out *o) except -1:
+    cdef const unsigned char *p = bd.records
+    cdef const unsigned char *end = p + bd.records_len
+    cdef const unsigned char *hp
+    cdef kl_record r
+    cdef int rc
+    cdef Py_ssize_t j, ri
+    cdef int64_t hn, length
+    cdef bint log_append = (bd.attributes & KL_ATTR_TIMESTAMP_TYPE) != 0
+    cdef uint8_t ts_type = 1 if log_append else 0
+    for j in range(bd.count):
+        rc = kl_parse_record(p, end, &r)
+        if rc != KL_REC_OK:
+            raise CorruptRecordError(f"batch at offset {bd.base_offset}, record {j}: "
+                                     f"{kl_record_error(rc).decode()}")
+        ri = o.record
+        o.offsets[ri] = bd.base_offset + r.offset_delta
+        o.timestamps[ri] = bd.max_ts if log_append else bd.base_ts + r.timestamp_delta
+        o.timestamp_types[ri] = ts_type
+        if r.key_len >= 0:
+            memcpy(o.key_data + o.key_pos, r.key, r.key_len)
+            o.key_pos += r.key_len
+            o.key_valid[ri] = 1
+        else:
+            o.key_valid[ri] = 0
+        o.key_offsets[ri + 1] = _check_i32(o.key_pos)
+        if r.value_len >= 0:
+            memcpy(o.value_data + o.value_pos, r.value, r.value_len)
+            o.value_pos += r.value_len
+            o.value_valid[ri] = 1
+        else:
+            o.value_valid[ri] = 0
+        o.value_offsets[ri + 1] = _check_i32(o.value_pos)
+        hp = r.headers
+        for hn in range(r.header_count):
+            hp = kl_read_varint(hp, r.end, &length)
+            memcpy(o.header_key_data + o.header_key_pos, hp, length)
+            o.header_key_pos += length
+            hp += length
+            o.header_key_offsets[o.header + 1] = _check_i32(o.header_key_pos)
+            hp = kl_read_varint(hp, r.end, &length)
+            if length >= 0:
+                memcpy(o.header_value_data + o.header_value_pos, hp, length)
+                o.header_value_pos += length
+                hp += length
+                o.header_value_valid[o.header] = 1
+            else:
+                o.header_value_valid[o.header] = 0
+            o.header_value_offsets[o.header + 1] = _check_i32(o.header_value_pos)
+            o.header += 1
+        o.header_offsets[ri + 1] = _check_i32(o.header)
+        o.record += 1
+        p = r.end
+    if p != end:
+        raise CorruptRecordError(f"batch at offset {bd.base_offset} has {end - p} bytes "
+                                 f"after its {bd.count} records")
+    return 0
+
+
+# ---- step 4: the result --------------------------------------------------------------------
+
+cdef object _assemble(dict arrays, Out *o, Scan *s):
+    cols = RecordColumns()
+    for name, array in arrays.items():
+        setattr(cols, name, array)
+    cols.key_data = arrays["key_data"][:o.key_pos]
+    cols.value_data = arrays["value_data"][:o.value_pos]
+    cols.header_key_offsets = arrays["header_key_offsets"][:o.header + 1]
+    cols.header_key_data = arrays["header_key_data"][:o.header_key_pos]
+    cols.header_value_offsets = arrays["header_value_offsets"][:o.header + 1]
+    cols.header_value_data = arrays["header_value_data"][:o.header_value_pos]
+    cols.header_value_valid = arrays["header_value_valid"][:o.header]
+    cols.next_offset = s.next_offset
+    cols.bytes_consumed = s.consumed
+    return cols
+
+
+def decode_columns(data, *, bint skip_control=True, bint verify_crc=False):
+    """Decode every complete batch in ``data`` into a ``RecordColumns``.
+
+    Malformed batches raise CorruptRecordError; a trailing partial batch is
+    ignored (see ``bytes_consumed``).
+    """
+    cdef Py_buffer view
+    cdef const unsigned char *base
+    cdef Scan s
+    cdef Out o
+    cdef BatchDesc *bd
+    cdef Py_ssize_t i
+    cdef list keep_alive = []       # decompressed sections the descriptors point into
+    cdef int64_t[::1] b_base, b_last, b_pid, b_start, b_pos, b_size, b_ts
+    cdef int16_t[::1] b_attr
+    s.batches = NULL
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        s.capacity = 16
+        s.count = s.records = s.record_bytes = s.consumed = 0
+        s.next_offset = -1
+        s.batches = <BatchDesc *>malloc(s.capacity * sizeof(BatchDesc))
+        if s.batches == NULL:
+            raise MemoryError()
+        base = <const unsigned char *>view.buf
+        _scan_batches(base, view.len, skip_control, verify_crc, &s, keep_alive)
+        arrays = _allocate(&s, &o)
+        b_base = arrays["batch_base_offsets"]
+        b_last = arrays["batch_last_offsets"]
+        b_pid = arrays["batch_producer_ids"]
+        b_attr = arrays["batch_attributes"]
+        b_start = arrays["batch_record_starts"]
+        b_pos = arrays["batch_positions"]
+        b_size = arrays["batch_sizes"]
+        b_ts = arrays["batch_base_timestamps"]
+        for i in range(s.count):
+            bd = &s.batches[i]
+            b_pos[i] = bd.header - base
+            b_size[i] = bd.size
+            b_ts[i] = bd.base_ts
+            b_base[i] = bd.base_offset
+            b_last[i] = bd.base_offset + <int32_t>kl_be32(bd.header + KL_OFF_LAST_OFFSET_DELTA)
+            b_pid[i] = <int64_t>kl_be64(bd.header + KL_OFF_PRODUCER_ID)
+            b_attr[i] = bd.attributes
+            b_start[i] = o.record
+            if not bd.skipped:
+                _decode_batch_records(bd, &o)
+        return _assemble(arrays, &o, &s)
+    finally:
+        PyBuffer_Release(&view)
+        free(s.batches)
