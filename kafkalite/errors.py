@@ -137,6 +137,16 @@ def error_for_code(code: int) -> type[KafkaError]:
     return _BY_CODE.get(code, _BY_CODE[-1])
 
 
+def error_or_none(code: int, message: str | None = None) -> KafkaError | None:
+    """None for code 0, else an instance of the code's exception (with
+    ``message``, or Kafka's name for the code): how a response's error_code
+    becomes the ``error`` of a result object."""
+    if not code:
+        return None
+    cls = error_for_code(code)
+    return cls(message or cls.name)
+
+
 # Names the rest of the package imports directly; listed so linters and
 # readers can see them (they are created from the table above).
 UnknownServerError: type[KafkaError]

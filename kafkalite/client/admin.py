@@ -12,7 +12,6 @@ around the supervisor connection).
 """
 from __future__ import annotations
 
-import enum
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -21,34 +20,20 @@ import zmq
 
 from kafkalite import errors
 from kafkalite.client.config import ADMIN, resolve
-from kafkalite.client.connection import Connection, Metadata, list_offsets, parse_bootstrap
+from kafkalite.client.connection import Connection, parse_bootstrap
+from kafkalite.client.metadata import (BrokerMetadata, ClusterMetadata, Metadata,  # noqa: F401
+                                       PartitionMetadata, TopicMetadata, cluster_metadata,
+                                       list_offsets)
 from kafkalite.client.types import TopicPartition
+from kafkalite.errors import error_or_none
 from kafkalite.protocol import ApiKey, decode_assignment
+from kafkalite.protocol.enums import AlterConfigOp, ConfigSource, ResourceType  # noqa: F401
 from kafkalite.protocol.errors import ProtocolError
 
 
-class ResourceType(enum.IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    BROKER = 4
-
-
-class AlterConfigOpType(enum.IntEnum):
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
-
-
-class ConfigSource(enum.IntEnum):
-    UNKNOWN_CONFIG = 0
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
+# Kafka's enums, defined once in the protocol package; AlterConfigOpType is
+# confluent-kafka's name for AlterConfigOp.
+AlterConfigOpType = AlterConfigOp
 
 
 @dataclass
@@ -102,56 +87,6 @@ class ConfigResource:
 
     def __repr__(self):
         return f"ConfigResource({self.restype.name}, {self.name!r})"
-
-
-@dataclass
-class BrokerMetadata:
-    id: int
-    host: str
-    port: int
-
-
-@dataclass
-class PartitionMetadata:
-    id: int
-    leader: int
-    replicas: list
-    isrs: list
-    error: errors.KafkaError | None = None
-
-
-@dataclass
-class TopicMetadata:
-    topic: str
-    partitions: dict
-    error: errors.KafkaError | None = None
-
-
-@dataclass
-class ClusterMetadata:
-    cluster_id: str | None
-    controller_id: int
-    brokers: dict
-    topics: dict
-
-
-def _err(code: int, message=None):
-    return None if not code else errors.error_for_code(code)(message or errors.error_for_code(code).name)
-
-
-def cluster_metadata(meta: Metadata, topic: str | None = None, timeout: float = 30.0) -> ClusterMetadata:
-    """list_topics(): the supervisor's view of workers and topics."""
-    resp = meta.refresh(None if topic is None else [topic], False, timeout)
-    brokers = {b["node_id"]: BrokerMetadata(b["node_id"], b["host"], b["port"])
-               for b in resp["brokers"]}
-    topics = {}
-    for t in resp["topics"]:
-        parts = {p["partition_index"]: PartitionMetadata(p["partition_index"], p["leader_id"],
-                                                         p["replica_nodes"], p["isr_nodes"],
-                                                         _err(p["error_code"]))
-                 for p in t["partitions"]}
-        topics[t["name"]] = TopicMetadata(t["name"], parts, _err(t["error_code"]))
-    return ClusterMetadata(resp.get("cluster_id"), resp.get("controller_id", -1), brokers, topics)
 
 
 @dataclass
@@ -241,7 +176,7 @@ class AdminClient:
                        for t in new_topics],
             "timeout_ms": int(operation_timeout * 1000), "validate_only": validate_only},
             request_timeout or operation_timeout + 5)
-        return {t["name"]: _done(exc=_err(t["error_code"], t["error_message"]))
+        return {t["name"]: _done(exc=error_or_none(t["error_code"], t["error_message"]))
                 for t in resp["topics"]}
 
     def delete_topics(self, topics: list[str], operation_timeout: float = 30.0,
@@ -249,7 +184,7 @@ class AdminClient:
         resp = self._request(ApiKey.DELETE_TOPICS, {
             "topics": [{"name": t} for t in topics],
             "timeout_ms": int(operation_timeout * 1000)}, request_timeout or operation_timeout + 5)
-        return {r["name"]: _done(exc=_err(r["error_code"], r["error_message"]))
+        return {r["name"]: _done(exc=error_or_none(r["error_code"], r["error_message"]))
                 for r in resp["responses"]}
 
     def create_partitions(self, new_partitions: list[NewPartitions], operation_timeout: float = 30.0,
@@ -259,7 +194,7 @@ class AdminClient:
                        for p in new_partitions],
             "timeout_ms": int(operation_timeout * 1000), "validate_only": validate_only},
             request_timeout or operation_timeout + 5)
-        return {r["name"]: _done(exc=_err(r["error_code"], r["error_message"]))
+        return {r["name"]: _done(exc=error_or_none(r["error_code"], r["error_message"]))
                 for r in resp["results"]}
 
     def describe_configs(self, resources: list[ConfigResource], request_timeout: float | None = None) -> dict:
@@ -269,7 +204,7 @@ class AdminClient:
             "include_synonyms": False, "include_documentation": False}, request_timeout)
         out = {}
         for r, res in zip(resources, resp["results"]):
-            exc = _err(res["error_code"], res["error_message"])
+            exc = error_or_none(res["error_code"], res["error_message"])
             entries = {c["name"]: ConfigEntry(c["name"], c["value"], ConfigSource(c["config_source"]),
                                               c["read_only"], c["config_source"] == ConfigSource.DEFAULT_CONFIG,
                                               c["is_sensitive"])
@@ -284,7 +219,7 @@ class AdminClient:
             "resources": [{"resource_type": int(r.restype), "resource_name": r.name,
                            "configs": [{"name": k, "value": str(v)} for k, v in r.set_config_dict.items()]}
                           for r in resources], "validate_only": validate_only}, request_timeout)
-        return {r: _done(exc=_err(res["error_code"], res["error_message"]))
+        return {r: _done(exc=error_or_none(res["error_code"], res["error_message"]))
                 for r, res in zip(resources, resp["responses"])}
 
     def incremental_alter_configs(self, resources: list[ConfigResource],
@@ -297,7 +232,7 @@ class AdminClient:
                                else AlterConfigOpType.SET), "value": e.value}
                                for e in r.incremental_configs]}
                           for r in resources], "validate_only": validate_only}, request_timeout)
-        return {r: _done(exc=_err(res["error_code"], res["error_message"]))
+        return {r: _done(exc=error_or_none(res["error_code"], res["error_message"]))
                 for r, res in zip(resources, resp["responses"])}
 
     # ---- consumer groups ------------------------------------------------------------------------
@@ -306,7 +241,7 @@ class AdminClient:
         """A Future of [ConsumerGroupListing] (optionally only in ``states``)."""
         resp = self._request(ApiKey.LIST_GROUPS, {"states_filter": list(states or [])},
                              request_timeout)
-        exc = _err(resp["error_code"])
+        exc = error_or_none(resp["error_code"])
         return _done(None if exc else [
             ConsumerGroupListing(g["group_id"], g["protocol_type"] == "", g["group_state"])
             for g in sorted(resp["groups"], key=lambda g: g["group_id"])], exc)
@@ -320,7 +255,7 @@ class AdminClient:
                              request_timeout)
         out = {}
         for g in resp["groups"]:
-            exc = _err(g["error_code"])
+            exc = error_or_none(g["error_code"])
             if exc is None and g["group_state"] == "Dead":
                 exc = errors.GroupIdNotFoundError(f"consumer group {g['group_id']!r} does not exist")
             out[g["group_id"]] = _done(None if exc else ConsumerGroupDescription(
@@ -344,7 +279,7 @@ class AdminClient:
                    errors.NonEmptyGroupError.code:
                    f"consumer group {r['group_id']!r} has active members; stop them first"
                    }.get(code)
-            out[r["group_id"]] = _done(exc=_err(code, msg))
+            out[r["group_id"]] = _done(exc=error_or_none(code, msg))
         return out
 
     def list_consumer_group_offsets(self, group_id: str, partitions=None,
@@ -362,14 +297,14 @@ class AdminClient:
             "groups": [{"group_id": group_id, "member_id": None, "member_epoch": -1,
                         "topics": topics}]}, request_timeout)
         g = resp["groups"][0]
-        exc = _err(g["error_code"])
+        exc = error_or_none(g["error_code"])
         out = []
         for t in g["topics"]:
             for p in t["partitions"]:
                 tp = TopicPartition(t["name"], p["partition_index"],
                                     p["committed_offset"] if p["committed_offset"] >= 0 else -1001,
                                     p["metadata"] or None)
-                tp.error = _err(p["error_code"])
+                tp.error = error_or_none(p["error_code"])
                 out.append(tp)
         return _done(None if exc else sorted(out), exc)
 
@@ -396,7 +331,7 @@ class AdminClient:
                         f"consumer group {group_id!r} has active members; stop them before "
                         f"changing its offsets"))
                 if code:
-                    return _done(exc=_err(code, f"{t['name']}-{p['partition_index']}: "
+                    return _done(exc=error_or_none(code, f"{t['name']}-{p['partition_index']}: "
                                                 f"{errors.error_for_code(code).name}"))
         return _done(sorted(offsets))
 

@@ -1,22 +1,29 @@
-"""Native-protocol connections and the cluster metadata cache.
+"""The ZeroMQ link: native-protocol requests to one kafkalite process.
 
-A Connection is one ZeroMQ DEALER socket to one kafkalite process (the
+A Connection is one ZeroMQ DEALER socket to one broker process (the
 supervisor or a worker), carrying pipelined requests matched to responses
-by correlation id (framing: kafkalite/protocol/native.py, docs/protocol.md).
+by correlation id (framing: kafkalite/protocol/native.py,
+docs/protocol.md). It is a ``Link`` (link.py): a socket monitor, created
+with ``watch=True``, turns ``alive()`` False as soon as the process goes
+away, and ``ready()`` caps the requests in flight at ``max_in_flight``.
+Besides the link calls, ``request``/``extension`` send and wait for one
+answer (answers to other requests that arrive meanwhile are kept for
+``receive``).
 
-Thread safety: a Connection and a Metadata object are used by one thread
-at a time; the client classes give each thread its own or hold a lock.
+Thread safety: a Connection is used by one thread at a time; the client
+classes give each thread its own or hold a lock.
 """
 from __future__ import annotations
 
 import itertools
 import struct
 import time
-from dataclasses import dataclass, field
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from kafkalite import errors
+from kafkalite.client.link import Link
 from kafkalite.errors import KafkaError, error_for_code
 from kafkalite.protocol import ApiKey, decode_response, encode_request
 from kafkalite.protocol import native
@@ -55,15 +62,21 @@ def parse_bootstrap(servers: str) -> list[str]:
     return out
 
 
-class Connection:
-    def __init__(self, endpoint: str, client_id: str = "kafkalite", ctx: zmq.Context | None = None):
+class Connection(Link):
+    def __init__(self, endpoint: str, client_id: str = "kafkalite", ctx: zmq.Context | None = None,
+                 *, watch: bool = False, max_in_flight: int | None = None):
         self.endpoint = endpoint
         self.client_id = client_id
         self.sock = (ctx or zmq.Context.instance()).socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.SNDHWM, 0)
         self.sock.setsockopt(zmq.RCVHWM, 0)
+        # A dead broker process shows up as a disconnect at once, not after
+        # a request timeout.
+        self._monitor = self.sock.get_monitor_socket(zmq.EVENT_DISCONNECTED) if watch else None
+        self._alive = True
         self.sock.connect(endpoint)
+        self.max_in_flight = max_in_flight
         self._ids = itertools.count(1)
         self._outstanding: dict[int, tuple[int, int]] = {}
         self._stash: dict[int, object] = {}
@@ -86,11 +99,6 @@ class Connection:
         self._outstanding[correlation_id] = (native.EXTENSION_API_KEY, 0)
         self.sock.send(native.encode_extension_request(correlation_id, body))
         return correlation_id
-
-    @property
-    def has_stashed(self) -> bool:
-        """A response was read (by ``wait_for``) but not yet taken by ``recv``."""
-        return bool(self._stash)
 
     @property
     def in_flight(self) -> int:
@@ -157,133 +165,44 @@ class Connection:
             raise error_for_code(result["error_code"])(result.get("message", ""))
         return result
 
+    # ---- Link --------------------------------------------------------------------------------
+
+    def ready(self) -> bool:
+        return self.max_in_flight is None or len(self._outstanding) < self.max_in_flight
+
+    def receive(self) -> list:
+        out = list(self._stash.items())
+        self._stash.clear()
+        while True:
+            got = self._recv_socket(0)
+            if got is None:
+                return out
+            out.append(got)
+
+    def register(self, poller: zmq.Poller) -> None:
+        poller.register(self.sock, zmq.POLLIN)
+        if self._monitor is not None:
+            poller.register(self._monitor, zmq.POLLIN)
+
+    def unregister(self, poller: zmq.Poller) -> None:
+        poller.unregister(self.sock)
+        if self._monitor is not None:
+            poller.unregister(self._monitor)
+
+    def arm(self) -> bool:
+        # an answer read while waiting for another is not signalled again
+        return not self._stash
+
+    def alive(self) -> bool:
+        monitor = self._monitor
+        while self._alive and monitor is not None and monitor.poll(0):
+            if recv_monitor_message(monitor)["event"] == zmq.EVENT_DISCONNECTED:
+                self._alive = False
+        return self._alive
+
     def close(self, linger_ms: int = 0) -> None:
         """Close; with ``linger_ms``, requests ZeroMQ has not sent yet still go
         out for that long (acks=0 producers have nothing else to wait on)."""
+        if self._monitor is not None:
+            self._monitor.close(0)
         self.sock.close(linger_ms)
-
-
-@dataclass
-class PartitionInfo:
-    partition: int
-    leader: int
-    leader_epoch: int
-    error_code: int
-
-
-@dataclass
-class TopicInfo:
-    name: str
-    topic_id: object
-    partitions: dict[int, PartitionInfo] = field(default_factory=dict)
-    error_code: int = 0
-
-
-class Metadata:
-    """What the supervisor says about brokers (workers) and topics."""
-
-    def __init__(self, bootstrap: list[str], client_id: str, ctx: zmq.Context | None = None):
-        self.bootstrap = bootstrap
-        self.client_id = client_id
-        self.ctx = ctx or zmq.Context.instance()
-        self._conn: Connection | None = None
-        self.brokers: dict[int, str] = {}
-        self.topics: dict[str, TopicInfo] = {}
-        self.cluster_id = None
-        self.refreshed_at = 0.0
-
-    def connection(self) -> Connection:
-        if self._conn is None:
-            self._conn = Connection(self.bootstrap[0], self.client_id, self.ctx)
-        return self._conn
-
-    def admin_request(self, api_key: int, body: dict, timeout: float = 30.0):
-        return self._with_failover(lambda conn: conn.request(api_key, body, timeout))
-
-    def _with_failover(self, fn):
-        last = None
-        for _ in self.bootstrap:
-            try:
-                return fn(self.connection())
-            except KafkaTimeoutError as exc:
-                last = exc
-                self._conn.close()
-                self._conn = None
-                self.bootstrap = self.bootstrap[1:] + self.bootstrap[:1]
-        raise last
-
-    def refresh(self, topics: list[str] | None = None, auto_create: bool = False,
-                timeout: float = 30.0) -> dict:
-        body = {"topics": None if topics is None else [{"name": t} for t in topics],
-                "allow_auto_topic_creation": auto_create,
-                "include_topic_authorized_operations": False}
-        resp = self.admin_request(ApiKey.METADATA, body, timeout)
-        self.brokers = {b["node_id"]: f"tcp://{b['host']}:{b['port']}" for b in resp["brokers"]}
-        self.cluster_id = resp.get("cluster_id")
-        for t in resp["topics"]:
-            info = TopicInfo(t["name"], t.get("topic_id"), error_code=t["error_code"])
-            for p in t["partitions"]:
-                info.partitions[p["partition_index"]] = PartitionInfo(
-                    p["partition_index"], p["leader_id"], p["leader_epoch"], p["error_code"])
-            if t["error_code"] == errors.UnknownTopicOrPartitionError.code:
-                self.topics.pop(t["name"], None)
-            else:
-                self.topics[t["name"]] = info
-        self.refreshed_at = time.monotonic()
-        return resp
-
-    def topic(self, name: str, auto_create: bool = False, timeout: float = 30.0) -> TopicInfo:
-        """The topic's metadata (fetched if unknown); raises its error."""
-        info = self.topics.get(name)
-        if info is None or not info.partitions:
-            resp = self.refresh([name], auto_create, timeout)
-            entry = next((t for t in resp["topics"] if t["name"] == name), None)
-            if entry is not None and entry["error_code"]:
-                raise error_for_code(entry["error_code"])(f"topic {name!r}: "
-                                                          f"{error_for_code(entry['error_code']).name}")
-            info = self.topics.get(name)
-            if info is None:
-                raise errors.UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
-        return info
-
-    def leader(self, topic: str, partition: int) -> int:
-        info = self.topics.get(topic)
-        if info is None or partition not in info.partitions:
-            raise errors.UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
-        return info.partitions[partition].leader
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-
-
-def list_offsets(meta: Metadata, connection_to, requests: dict, isolation_level: int = 0,
-                 timeout: float = 30.0) -> dict:
-    """ListOffsets for {(topic, partition): timestamp or -1 (latest) / -2
-    (earliest)}, asking each partition's leader; -> {key: (offset, timestamp)}.
-    ``connection_to(node)`` gives the Connection to a worker."""
-    missing = {t for t, _ in requests} - set(meta.topics)
-    if missing:
-        meta.refresh(sorted(missing | set(meta.topics)), False, timeout)
-        for t in missing:
-            if t not in meta.topics:
-                raise errors.UnknownTopicOrPartitionError(f"topic {t!r} does not exist")
-    by_node: dict[int, dict] = {}
-    for (t, p), ts in requests.items():
-        node = meta.leader(t, p)
-        by_node.setdefault(node, {}).setdefault(t, []).append(
-            {"partition_index": p, "current_leader_epoch": -1, "timestamp": ts})
-    out = {}
-    for node, topics in by_node.items():
-        resp = connection_to(node).request(ApiKey.LIST_OFFSETS, {
-            "replica_id": -1, "isolation_level": isolation_level,
-            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}, timeout)
-        for t in resp["topics"]:
-            for p in t["partitions"]:
-                if p["error_code"]:
-                    raise error_for_code(p["error_code"])(
-                        f"ListOffsets of {t['name']}-{p['partition_index']}")
-                out[(t["name"], p["partition_index"])] = (p["offset"], p["timestamp"])
-    return out
-

@@ -30,12 +30,12 @@ import time
 
 import numpy as np
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
 from kafkalite import errors
 from kafkalite.client import arrow
 from kafkalite.client.config import CONSUMER, CONSUMER_ALIASES, OFFSET_RESETS, resolve
-from kafkalite.client.connection import Connection, Metadata, list_offsets, parse_bootstrap
+from kafkalite.client.connection import Connection, parse_bootstrap
+from kafkalite.client.metadata import Metadata, cluster_metadata, list_offsets
 from kafkalite.client.group import Change, GroupMembership
 from kafkalite.client.types import (OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID,
                                     TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Message,
@@ -92,8 +92,7 @@ class Consumer:
                               self._ctx)
         self._timeout = cfg["request.timeout.ms"] / 1000.0
         self._assigned: dict[tuple[str, int], _Assigned] = {}
-        self._conns: dict[int, Connection] = {}
-        self._monitors: dict[int, zmq.Socket] = {}
+        self._conns: dict[int, Connection] = {}      # node -> its link (ZeroMQ)
         self._in_flight: dict[int, tuple[int, float, dict]] = {}   # node -> (cid, sent, offsets)
         self._chunks: collections.deque[_Chunk] = collections.deque()
         self._subscription: list[str] | None = None
@@ -350,16 +349,12 @@ class Consumer:
         if conn is None or conn.endpoint != endpoint:
             if conn is not None:
                 self._drop_conn(node)
-            conn = self._conns[node] = Connection(endpoint, self.config["client.id"], self._ctx)
-            # A dead worker shows up as a disconnect at once, not after a timeout.
-            self._monitors[node] = conn.sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+            conn = self._conns[node] = Connection(endpoint, self.config["client.id"], self._ctx,
+                                                  watch=True)
         return conn
 
     def _drop_conn(self, node: int) -> None:
         self._in_flight.pop(node, None)
-        monitor = self._monitors.pop(node, None)
-        if monitor is not None:
-            monitor.close(0)
         conn = self._conns.pop(node, None)
         if conn is not None:
             conn.close()
@@ -449,50 +444,36 @@ class Consumer:
         for node, (cid, sent, _) in list(self._in_flight.items()):
             if now - sent > self._timeout + self.config["fetch.max.wait.ms"] / 1000.0:
                 self._worker_lost(node)
-        group_sock = self._group.sock if self._group is not None else None
-        if not self._in_flight:
-            if group_sock is not None:
-                if timeout > 0 and group_sock.poll(int(min(0.05, timeout) * 1000)):
-                    self._group_step()
-            elif timeout > 0:
+        group_link = self._group.link if self._group is not None else None
+        links = [self._conns[node] for node in self._in_flight]
+        if group_link is not None:
+            links.append(group_link)
+        if not links:
+            if timeout > 0:
                 time.sleep(min(0.05, timeout))
             return
+        if not self._in_flight:
+            timeout = min(0.05, timeout)    # only the group is waited on: check back soon
         poller = zmq.Poller()
-        by_sock, monitors = {}, {}
-        if group_sock is not None:
-            poller.register(group_sock, zmq.POLLIN)
-        for node in self._in_flight:
-            sock = self._conns[node].sock
-            poller.register(sock, zmq.POLLIN)
-            by_sock[sock] = node
-            monitor = self._monitors.get(node)
-            if monitor is not None:
-                poller.register(monitor, zmq.POLLIN)
-                monitors[monitor] = node
+        for link in links:
+            link.register(poller)
+        # A link may hold an answer already (a ListOffsets waited on the
+        # connection while the fetch was out): then the poller must not sleep.
+        armed = all(link.arm() for link in links)
+        poller.poll(int(max(timeout, 0) * 1000) if armed else 0)
+        if group_link is not None:
+            self._group_step()
         got_any = False
-        # A response may already be stashed in a Connection (a ListOffsets
-        # waited on it while the fetch was out): the socket will not say so.
-        ready = {node for node in self._in_flight if self._conns[node].has_stashed}
-        for sock, _ in poller.poll(0 if ready else int(max(timeout, 0) * 1000)):
-            if sock is group_sock:
-                self._group_step()
-            elif sock in monitors:
-                if recv_monitor_message(sock)["event"] == zmq.EVENT_DISCONNECTED:
-                    self._worker_lost(monitors[sock])
-            else:
-                ready.add(by_sock[sock])
-        for node in ready:
-            conn = self._conns.get(node)
-            while conn is not None:
-                got = conn.recv(0)
-                if got is None:
-                    break
-                cid, body = got
+        for node in list(self._in_flight):
+            conn = self._conns[node]
+            for cid, body in conn.receive():
                 entry = self._in_flight.get(node)
                 if entry is not None and entry[0] == cid:
                     del self._in_flight[node]
                     self._on_fetch(node, body, entry[2])
                     got_any = True
+            if not conn.alive():
+                self._worker_lost(node)
         if got_any:
             self._send_fetches()
 
@@ -708,7 +689,6 @@ class Consumer:
         return out
 
     def list_topics(self, topic: str | None = None, timeout: float = 30.0):
-        from kafkalite.client.admin import cluster_metadata
         return cluster_metadata(self._meta, topic, timeout)
 
     def _check_open(self) -> None:

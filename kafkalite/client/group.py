@@ -29,7 +29,8 @@ import zmq
 
 from kafkalite import errors
 from kafkalite.client.assignors import ASSIGNORS, COOPERATIVE, MemberSubscription, parse_strategies
-from kafkalite.client.connection import Connection, KafkaTimeoutError, Metadata
+from kafkalite.client.connection import Connection, KafkaTimeoutError
+from kafkalite.client.metadata import Metadata
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import (ApiKey, decode_assignment, decode_subscription, encode_assignment,
                                 encode_subscription)
@@ -109,9 +110,10 @@ class GroupMembership:
         return self._conn
 
     @property
-    def sock(self):
-        """The coordinator socket, when a response is awaited (for the consumer's poller)."""
-        return self._conn.sock if self._conn is not None and self._pending else None
+    def link(self):
+        """The link to the coordinator, when a response is awaited (for the
+        consumer's poller)."""
+        return self._conn if self._conn is not None and self._pending else None
 
     def request(self, api_key: int, body: dict):
         """A synchronous request to the coordinator (commits, offset fetches)."""

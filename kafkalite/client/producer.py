@@ -3,9 +3,9 @@
 ``produce()`` appends a record to the open RecordBatch of its partition
 (a Cython builder); a background sender thread closes batches when they
 reach ``batch.size`` / ``batch.num.messages`` or are ``linger.ms`` old,
-sends them to the worker that leads the partition -- over ZeroMQ, or
-through a shared-memory ring when ``kafkalite.transport`` is "shm" (or
-"auto" and the worker is on this host) -- and turns the acknowledgements
+sends them to the worker that leads the partition through a link
+(link.py) -- ZeroMQ, or a shared-memory ring when ``kafkalite.transport``
+is "shm" (or "auto" and the worker is on this host) -- and turns the acknowledgements
 into delivery reports, which ``poll()`` and ``flush()`` hand to the
 callbacks in the caller's thread. ``produce_batch()`` is the bulk path:
 many values in one call, encoded in one Cython loop.
@@ -32,15 +32,14 @@ import random
 import threading
 import time
 
+import numpy as np
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
 from kafkalite import errors
-import numpy as np
-
 from kafkalite._ext.partitioner import partition_for_key, partitions_for_keys
 from kafkalite.client.config import PRODUCER, PRODUCER_ALIASES, resolve
-from kafkalite.client.connection import Connection, Metadata, parse_bootstrap
+from kafkalite.client.connection import Connection, parse_bootstrap
+from kafkalite.client.metadata import Metadata, cluster_metadata
 from kafkalite.client.types import BatchDelivery, Message, TIMESTAMP_CREATE_TIME
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
@@ -71,17 +70,15 @@ class _Batch:
 
 
 class _Node:
-    """The sender's link to one worker: a connection, maybe a ring."""
+    """The sender's view of one worker: the link that carries its Produce
+    requests (ZeroMQ or a ring), what is in flight on it, what waits."""
 
-    def __init__(self, node_id, endpoint, conn, monitor):
+    def __init__(self, node_id, endpoint, link):
         self.node_id = node_id
         self.endpoint = endpoint
-        self.conn = conn
-        self.monitor = monitor
-        self.ring = None
+        self.link = link
         # correlation id -> ({(topic, partition): [batches]}, sent at)
         self.in_flight: dict[int, tuple[dict, float]] = {}
-        self.ring_flight: dict[int, _Batch] = {}             # ring sequence -> batch
         self.queue: collections.deque = collections.deque()
 
 
@@ -331,7 +328,6 @@ class Producer:
         return self._queued
 
     def list_topics(self, topic: str | None = None, timeout: float = 30.0):
-        from kafkalite.client.admin import cluster_metadata
         with self._meta_lock:
             return cluster_metadata(self._meta, topic, timeout)
 
@@ -422,14 +418,28 @@ class _Sender:
             return node
         if node is not None:
             self._drop_node(node, errors.NotLeaderOrFollowerError("worker moved"))
-        conn = Connection(endpoint, self.p.config["client.id"], self.p._ctx)
-        monitor = conn.sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
-        node = self.nodes[node_id] = _Node(node_id, endpoint, conn, monitor)
-        self.poller.register(conn.sock, zmq.POLLIN)
-        self.poller.register(monitor, zmq.POLLIN)
-        if self._use_ring(endpoint):
-            self._attach_ring(node)
+        node = self.nodes[node_id] = _Node(node_id, endpoint, self._link(endpoint))
+        node.link.register(self.poller)
         return node
+
+    def _link(self, endpoint: str):
+        """A ring to the worker when the transport says so (and it is on this
+        host), else the ZeroMQ connection."""
+        cfg = self.p.config
+        conn = Connection(endpoint, cfg["client.id"], self.p._ctx, watch=True,
+                          max_in_flight=self.max_in_flight)
+        if not self._use_ring(endpoint):
+            return conn
+        from kafkalite.client.ring_link import RingLink
+        try:
+            link = RingLink(conn, cfg["kafkalite.shm.ring.bytes"], self.request_timeout)
+        except KafkaError:
+            if self.transport == "shm":
+                conn.close()
+                raise
+            return conn          # "auto": the worker will not take a ring; use ZeroMQ
+        conn.close()             # the ring carries everything now and watches the worker itself
+        return link
 
     def _use_ring(self, endpoint: str) -> bool:
         if self.transport == "zmq":
@@ -439,33 +449,14 @@ class _Sender:
         host = endpoint.rsplit(":", 1)[0][len("tcp://"):]
         return host in ("127.0.0.1", "localhost", "::1") or host == os.uname().nodename
 
-    def _attach_ring(self, node: _Node) -> None:
-        from kafkalite.shm.ring import ProducerRing
-        ring = ProducerRing.create(self.p.config["kafkalite.shm.ring.bytes"])
-        try:
-            node.conn.extension({"op": "shm_attach", "ring": ring.name}, self.request_timeout)
-        except KafkaError:
-            ring.close(unlink=True)
-            if self.transport == "shm":
-                raise
-            return
-        node.ring = ring
-        self.poller.register(ring.fileno(), zmq.POLLIN)
-
     def _drop_node(self, node: _Node, err: KafkaError) -> None:
         """The worker went away: everything in flight to it is retried."""
         self.nodes.pop(node.node_id, None)
-        self.poller.unregister(node.conn.sock)
-        self.poller.unregister(node.monitor)
+        node.link.unregister(self.poller)
         retry = [b for groups, _ in node.in_flight.values() for batches in groups.values()
                  for b in batches]
-        if node.ring is not None:
-            self.poller.unregister(node.ring.fileno())
-            retry += list(node.ring_flight.values())
-            node.ring.close(unlink=True)
         retry += list(node.queue)
-        node.monitor.close(0)
-        node.conn.close()
+        node.link.close()
         for b in retry:
             self._retry(b, err)
         self.refresh_at = 0.0
@@ -506,17 +497,8 @@ class _Sender:
 
     def _send(self, node: _Node) -> None:
         acks = self.p._acks
-        if node.ring is not None:
-            while node.queue:
-                b = node.queue[0]
-                seq = node.ring.try_append(b.topic, b.partition, b.raw)
-                if seq < 0:
-                    return  # ring full: the doorbell tells us when there is room
-                node.queue.popleft()
-                b.attempts += 1
-                node.ring_flight[seq] = b
-            return
-        while node.queue and len(node.in_flight) < self.max_in_flight:
+        link = node.link
+        while node.queue and link.ready():
             # Kafka allows one records field per partition per request: batches
             # of the same partition travel concatenated, appended in one go
             # with consecutive offsets.
@@ -536,7 +518,7 @@ class _Sender:
                     "timeout_ms": int(self.request_timeout * 1000),
                     "topic_data": [{"name": t, "partition_data": parts}
                                    for t, parts in topics.items()]}
-            cid = node.conn.send(ApiKey.PRODUCE, body, expect_response=acks != 0)
+            cid = link.send(ApiKey.PRODUCE, body, expect_response=acks != 0)
             if acks == 0:
                 for batches in groups.values():
                     for b in batches:
@@ -598,8 +580,16 @@ class _Sender:
                         self._retry(b, errors.RequestTimedOutError(
                             f"no acknowledgement from worker {node.node_id} within "
                             f"request.timeout.ms"))
-            if node.ring is not None and node.ring_flight and not node.ring.worker_alive():
-                self._drop_node(node, errors.NetworkError(f"worker {node.node_id} died"))
+
+    def _take_answers(self) -> None:
+        """What the links received; a link whose worker is gone is dropped
+        and its requests retried."""
+        for node in list(self.nodes.values()):
+            for cid, body in node.link.receive():
+                self._on_response(node, cid, body)
+            if not node.link.alive():
+                self._drop_node(node, errors.NetworkError(
+                    f"lost the link to worker {node.node_id}"))
 
     def _flush_waiting(self, now: float) -> None:
         if not self.waiting:
@@ -634,53 +624,19 @@ class _Sender:
                 self._send(node)
             timeout = max(0.0, min(next_linger, now + 0.05 if self.waiting else now + 0.1) - now)
             for node in list(self.nodes.values()):
-                if node.ring is not None and (node.ring_flight or node.queue) \
-                        and not node.ring.arm():
-                    timeout = 0.0  # acks or room arrived already: no sleeping
-                    self._on_event(node.ring.fileno())
+                if not node.link.arm():
+                    timeout = 0.0  # answers (or ring room) arrived already: no sleeping
             events = self.poller.poll(int(timeout * 1000) + 1)
             p._sender_sleeping = False
-            for sock, _ in events:
-                if sock == p._wake_r:
-                    try:
-                        os.read(p._wake_r, 4096)
-                    except BlockingIOError:
-                        pass
-                    continue
-                self._on_event(sock)
+            if any(sock == p._wake_r for sock, _ in events):
+                try:
+                    os.read(p._wake_r, 4096)
+                except BlockingIOError:
+                    pass
+            self._take_answers()
             self._check_timeouts(time.monotonic())
         # acks=0 requests may still sit in ZeroMQ's queue: let them go out.
         linger = int(self.request_timeout * 1000) if p._acks == 0 else 0
         for node in list(self.nodes.values()):
-            if node.ring is not None:
-                node.ring.close(unlink=True)
-            node.monitor.close(0)
-            node.conn.close(linger)
+            node.link.close(linger)
         self.meta.close()
-
-    def _on_event(self, sock) -> None:
-        for node in list(self.nodes.values()):
-            if sock is node.conn.sock:
-                while True:
-                    got = node.conn.recv(0)
-                    if got is None:
-                        break
-                    self._on_response(node, *got)
-                return
-            if sock is node.monitor:
-                event = recv_monitor_message(node.monitor)
-                if event["event"] == zmq.EVENT_DISCONNECTED:
-                    self._drop_node(node, errors.NetworkError(
-                        f"lost the connection to worker {node.node_id}"))
-                return
-            if node.ring is not None and sock == node.ring.fileno():
-                try:
-                    acks = node.ring.poll_acks()
-                except Exception as exc:  # the ring's worker died
-                    self._drop_node(node, errors.NetworkError(str(exc)))
-                    return
-                for seq, code, base in acks:
-                    b = node.ring_flight.pop(seq, None)
-                    if b is not None:
-                        self._on_partition_result(b, code, None, base)
-                return

@@ -49,9 +49,11 @@ class AlterConfigOp(IntEnum):
 
 
 class ConfigSource(IntEnum):
-    """Where a described config value comes from (DescribeConfigsResponse)."""
+    """Where a described config value comes from (DescribeConfigsResponse).
+    UNKNOWN_CONFIG is confluent-kafka's name for UNKNOWN."""
 
     UNKNOWN = 0
+    UNKNOWN_CONFIG = 0
     DYNAMIC_TOPIC_CONFIG = 1
     DYNAMIC_BROKER_CONFIG = 2
     DYNAMIC_DEFAULT_BROKER_CONFIG = 3

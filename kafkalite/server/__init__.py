@@ -1,3 +1,4 @@
-"""The broker: a supervisor process (metadata, admin, worker lifecycle) and
-partition worker processes (the data path), plus the plain ZeroMQ ingest
-gateway. Start one with ``kafkalite server``."""
+"""The broker: a supervisor process (process management, the controller, the
+group coordinator) and partition worker processes (the data path: a replica
+manager each). Start one with ``kafkalite server``; docs/architecture.md
+maps the modules."""

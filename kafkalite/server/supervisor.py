@@ -163,7 +163,7 @@ class Supervisor:
         if self.config.ingest_port < 0:
             return
         self.ingest = subprocess.Popen(
-            [sys.executable, "-m", "kafkalite.server.ingest", "--bootstrap",
+            [sys.executable, "-m", "kafkalite.client.ingest", "--bootstrap",
              f"{self.config.public_host}:{self.port}", "--host", self.config.host,
              "--port", str(self.ingest_port)],
             stdout=subprocess.PIPE)

@@ -375,7 +375,8 @@ def test_kill_9_a_worker_during_production_loses_no_acknowledged_record(tmp_path
 
 
 def _leader_epochs(srv, topic):
-    from kafkalite.client.connection import Metadata, parse_bootstrap
+    from kafkalite.client.connection import parse_bootstrap
+    from kafkalite.client.metadata import Metadata
     meta = Metadata(parse_bootstrap(srv.bootstrap), "t")
     resp = meta.refresh([topic])
     meta.close()

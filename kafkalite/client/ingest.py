@@ -13,7 +13,11 @@ worker leading it. PUSH has no reply channel, so a message that cannot be
 accepted (bad frames, invalid or unknown topic) is dropped with a warning
 on stderr and counted; the counts are printed when the gateway stops.
 
-Who may call: started by the supervisor (``python -m kafkalite.server.ingest``).
+It is a client of the broker like any other (it lives beside the clients
+and imports nothing of the server); the supervisor starts it as a child
+process and restarts it if it dies.
+
+Who may call: started by the supervisor (``python -m kafkalite.client.ingest``).
 """
 from __future__ import annotations
 

@@ -1,0 +1,198 @@
+"""Cluster metadata on the client side: who leads what, and where.
+
+``Metadata`` caches what the supervisor's Metadata answers say about the
+brokers (the workers, by node id and endpoint) and the topics (partitions,
+leaders, leader epochs), refreshing on demand; the producer, the consumer,
+the group membership and the admin client each keep one. Beside it, the
+two lookups several clients share: ``list_offsets`` (ListOffsets asked of
+each partition's leader) and ``cluster_metadata`` (``list_topics()`` in
+confluent-kafka's shapes: ClusterMetadata, BrokerMetadata, TopicMetadata,
+PartitionMetadata).
+
+Thread safety: a Metadata object is used by one thread at a time; the
+client classes give each thread its own or hold a lock.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import zmq
+
+from kafkalite import errors
+from kafkalite.client.connection import Connection, KafkaTimeoutError
+from kafkalite.errors import error_for_code, error_or_none
+from kafkalite.protocol import ApiKey
+
+
+@dataclass
+class PartitionInfo:
+    partition: int
+    leader: int
+    leader_epoch: int
+    error_code: int
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: object
+    partitions: dict[int, PartitionInfo] = field(default_factory=dict)
+    error_code: int = 0
+
+
+class Metadata:
+    """What the supervisor says about brokers (workers) and topics."""
+
+    def __init__(self, bootstrap: list[str], client_id: str, ctx: zmq.Context | None = None):
+        self.bootstrap = bootstrap
+        self.client_id = client_id
+        self.ctx = ctx or zmq.Context.instance()
+        self._conn: Connection | None = None
+        self.brokers: dict[int, str] = {}
+        self.topics: dict[str, TopicInfo] = {}
+        self.cluster_id = None
+        self.refreshed_at = 0.0
+
+    def connection(self) -> Connection:
+        if self._conn is None:
+            self._conn = Connection(self.bootstrap[0], self.client_id, self.ctx)
+        return self._conn
+
+    def admin_request(self, api_key: int, body: dict, timeout: float = 30.0):
+        return self._with_failover(lambda conn: conn.request(api_key, body, timeout))
+
+    def _with_failover(self, fn):
+        last = None
+        for _ in self.bootstrap:
+            try:
+                return fn(self.connection())
+            except KafkaTimeoutError as exc:
+                last = exc
+                self._conn.close()
+                self._conn = None
+                self.bootstrap = self.bootstrap[1:] + self.bootstrap[:1]
+        raise last
+
+    def refresh(self, topics: list[str] | None = None, auto_create: bool = False,
+                timeout: float = 30.0) -> dict:
+        body = {"topics": None if topics is None else [{"name": t} for t in topics],
+                "allow_auto_topic_creation": auto_create,
+                "include_topic_authorized_operations": False}
+        resp = self.admin_request(ApiKey.METADATA, body, timeout)
+        self.brokers = {b["node_id"]: f"tcp://{b['host']}:{b['port']}" for b in resp["brokers"]}
+        self.cluster_id = resp.get("cluster_id")
+        for t in resp["topics"]:
+            info = TopicInfo(t["name"], t.get("topic_id"), error_code=t["error_code"])
+            for p in t["partitions"]:
+                info.partitions[p["partition_index"]] = PartitionInfo(
+                    p["partition_index"], p["leader_id"], p["leader_epoch"], p["error_code"])
+            if t["error_code"] == errors.UnknownTopicOrPartitionError.code:
+                self.topics.pop(t["name"], None)
+            else:
+                self.topics[t["name"]] = info
+        self.refreshed_at = time.monotonic()
+        return resp
+
+    def topic(self, name: str, auto_create: bool = False, timeout: float = 30.0) -> TopicInfo:
+        """The topic's metadata (fetched if unknown); raises its error."""
+        info = self.topics.get(name)
+        if info is None or not info.partitions:
+            resp = self.refresh([name], auto_create, timeout)
+            entry = next((t for t in resp["topics"] if t["name"] == name), None)
+            if entry is not None and entry["error_code"]:
+                raise error_for_code(entry["error_code"])(f"topic {name!r}: "
+                                                          f"{error_for_code(entry['error_code']).name}")
+            info = self.topics.get(name)
+            if info is None:
+                raise errors.UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        return info
+
+    def leader(self, topic: str, partition: int) -> int:
+        info = self.topics.get(topic)
+        if info is None or partition not in info.partitions:
+            raise errors.UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
+        return info.partitions[partition].leader
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def list_offsets(meta: Metadata, connection_to, requests: dict, isolation_level: int = 0,
+                 timeout: float = 30.0) -> dict:
+    """ListOffsets for {(topic, partition): timestamp or -1 (latest) / -2
+    (earliest)}, asking each partition's leader; -> {key: (offset, timestamp)}.
+    ``connection_to(node)`` gives the Connection to a worker."""
+    missing = {t for t, _ in requests} - set(meta.topics)
+    if missing:
+        meta.refresh(sorted(missing | set(meta.topics)), False, timeout)
+        for t in missing:
+            if t not in meta.topics:
+                raise errors.UnknownTopicOrPartitionError(f"topic {t!r} does not exist")
+    by_node: dict[int, dict] = {}
+    for (t, p), ts in requests.items():
+        node = meta.leader(t, p)
+        by_node.setdefault(node, {}).setdefault(t, []).append(
+            {"partition_index": p, "current_leader_epoch": -1, "timestamp": ts})
+    out = {}
+    for node, topics in by_node.items():
+        resp = connection_to(node).request(ApiKey.LIST_OFFSETS, {
+            "replica_id": -1, "isolation_level": isolation_level,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}, timeout)
+        for t in resp["topics"]:
+            for p in t["partitions"]:
+                if p["error_code"]:
+                    raise error_for_code(p["error_code"])(
+                        f"ListOffsets of {t['name']}-{p['partition_index']}")
+                out[(t["name"], p["partition_index"])] = (p["offset"], p["timestamp"])
+    return out
+
+
+# ---- list_topics() in confluent-kafka's shapes ----------------------------------------------
+
+@dataclass
+class BrokerMetadata:
+    id: int
+    host: str
+    port: int
+
+
+@dataclass
+class PartitionMetadata:
+    id: int
+    leader: int
+    replicas: list
+    isrs: list
+    error: errors.KafkaError | None = None
+
+
+@dataclass
+class TopicMetadata:
+    topic: str
+    partitions: dict
+    error: errors.KafkaError | None = None
+
+
+@dataclass
+class ClusterMetadata:
+    cluster_id: str | None
+    controller_id: int
+    brokers: dict
+    topics: dict
+
+
+def cluster_metadata(meta: Metadata, topic: str | None = None, timeout: float = 30.0) -> ClusterMetadata:
+    """list_topics(): the supervisor's view of workers and topics."""
+    resp = meta.refresh(None if topic is None else [topic], False, timeout)
+    brokers = {b["node_id"]: BrokerMetadata(b["node_id"], b["host"], b["port"])
+               for b in resp["brokers"]}
+    topics = {}
+    for t in resp["topics"]:
+        parts = {p["partition_index"]: PartitionMetadata(p["partition_index"], p["leader_id"],
+                                                         p["replica_nodes"], p["isr_nodes"],
+                                                         error_or_none(p["error_code"]))
+                 for p in t["partitions"]}
+        topics[t["name"]] = TopicMetadata(t["name"], parts, error_or_none(t["error_code"]))
+    return ClusterMetadata(resp.get("cluster_id"), resp.get("controller_id", -1), brokers, topics)

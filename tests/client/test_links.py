@@ -1,0 +1,174 @@
+"""The client's links (kafkalite/client/link.py) against a real server.
+
+Each link is driven as the producer's sender and the consumer drive it:
+requests sent, a zmq.Poller woken by what the link registered, answers
+taken with ``receive()``, and ``alive()`` turning False when the worker
+process behind it is killed.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+import zmq
+
+from harness import ServerProcess
+from kafkalite import errors
+from kafkalite.client import AdminClient, NewTopic
+from kafkalite.client.connection import Connection, parse_bootstrap
+from kafkalite.client.metadata import Metadata
+from kafkalite.client.ring_link import RingLink
+from kafkalite.protocol import ApiKey
+from kafkalite.record import RecordBatchBuilder, decode_columns
+
+
+@pytest.fixture
+def own_server(tmp_path):
+    """A server of its own: these tests kill its workers."""
+    srv = ServerProcess(str(tmp_path / "data"), workers=1).start()
+    yield srv
+    srv.kill()
+
+
+def leader_endpoint(srv, topic, partitions=2):
+    admin = AdminClient({"bootstrap.servers": srv.bootstrap})
+    for f in admin.create_topics([NewTopic(topic, partitions)]).values():
+        f.result()
+    admin.close()
+    meta = Metadata(parse_bootstrap(srv.bootstrap), "test", zmq.Context.instance())
+    meta.refresh([topic])
+    leader = meta.leader(topic, 0)
+    endpoint = meta.brokers[leader]
+    meta.close()
+    return endpoint
+
+
+def batch(values):
+    b = RecordBatchBuilder()
+    for v in values:
+        b.append(None, None, v)
+    return b.build()
+
+
+def produce_body(topic, parts, acks=1):
+    return {"transactional_id": None, "acks": acks, "timeout_ms": 5000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": p, "records": batch(vals)}
+                                           for p, vals in parts.items()]}]}
+
+
+def wait_answers(link, want, timeout=10.0):
+    """Poll on what the link registered until ``want`` answers came."""
+    poller = zmq.Poller()
+    link.register(poller)
+    got = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(got) < want and time.monotonic() < deadline:
+            if link.arm():
+                poller.poll(100)
+            got += link.receive()
+    finally:
+        link.unregister(poller)
+    return got
+
+
+def offsets(body):
+    return {(t["name"], p["index"]): (p["error_code"], p["base_offset"])
+            for t in body["responses"] for p in t["partition_responses"]}
+
+
+@pytest.mark.parametrize("kind", ["zmq", "ring"])
+def test_a_link_carries_produce_and_wakes_its_poller(own_server, kind):
+    endpoint = leader_endpoint(own_server, "links")
+    conn = Connection(endpoint, "test", watch=True, max_in_flight=2)
+    link = conn if kind == "zmq" else RingLink(conn, 1 << 20, 10.0)
+    try:
+        cids = [link.send(ApiKey.PRODUCE, produce_body("links", {0: [b"a", b"b"], 1: [b"c"]}))
+                for _ in range(3)]
+        answers = dict(wait_answers(link, 3))
+        assert sorted(answers) == sorted(cids)
+        assert [offsets(answers[c]) for c in cids] == [
+            {("links", 0): (0, 0), ("links", 1): (0, 0)},
+            {("links", 0): (0, 2), ("links", 1): (0, 1)},
+            {("links", 0): (0, 4), ("links", 1): (0, 2)}]
+        assert link.alive() and link.ready()
+        # acks=0: nothing comes back, the records are stored all the same
+        link.send(ApiKey.PRODUCE, produce_body("links", {0: [b"quiet"]}, acks=0),
+                  expect_response=False)
+        assert wait_answers(link, 1, timeout=0.5) == []
+    finally:
+        link.close()
+        if link is not conn:
+            conn.close()
+    reader = Connection(endpoint, "test")
+    fetched = reader.request(ApiKey.FETCH, {
+        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+        "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic": "links", "partitions": [{
+            "partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+            "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+        "forgotten_topics_data": [], "rack_id": ""}, 10)
+    reader.close()
+    values = decode_columns(bytes(fetched["responses"][0]["partitions"][0]["records"])).values()
+    assert values == [b"a", b"b"] * 3 + [b"quiet"]
+
+
+def test_a_connection_caps_requests_in_flight():
+    conn = Connection("tcp://127.0.0.1:9", "test", max_in_flight=2)   # nobody listens
+    try:
+        assert conn.ready()
+        conn.send(ApiKey.API_VERSIONS, {"client_software_name": "t", "client_software_version": "1"})
+        conn.send(ApiKey.API_VERSIONS, {"client_software_name": "t", "client_software_version": "1"})
+        assert not conn.ready()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("kind", ["zmq", "ring"])
+def test_alive_turns_false_when_the_worker_is_killed(own_server, kind):
+    endpoint = leader_endpoint(own_server, "dies")
+    conn = Connection(endpoint, "test", watch=True)
+    link = conn if kind == "zmq" else RingLink(conn, 1 << 20, 10.0)
+    try:
+        link.send(ApiKey.PRODUCE, produce_body("dies", {0: [b"x"]}))
+        assert len(wait_answers(link, 1)) == 1
+        # a request whose answer will never come, then the worker dies
+        link.send(ApiKey.PRODUCE, produce_body("dies", {0: [b"y"]}))
+        wait_answers(link, 1, timeout=2)
+        os.kill(own_server.info["workers"][0]["pid"], signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        if kind == "ring":
+            link.send(ApiKey.PRODUCE, produce_body("dies", {0: [b"z"]}))
+        while link.alive() and time.monotonic() < deadline:
+            poller = zmq.Poller()
+            link.register(poller)
+            poller.poll(100)
+            link.unregister(poller)
+            link.receive()
+        assert not link.alive()
+    finally:
+        link.close()
+        if link is not conn:
+            conn.close()
+
+
+def test_a_ring_carries_produce_only_and_queues_what_does_not_fit(own_server):
+    endpoint = leader_endpoint(own_server, "ringfull")
+    conn = Connection(endpoint, "test")
+    link = RingLink(conn, 64 * 1024, 10.0)
+    conn.close()
+    try:
+        with pytest.raises(errors.UnsupportedVersionError, match="Produce only"):
+            link.send(ApiKey.METADATA, {"topics": None})
+        # far more than the ring holds at once: the rest waits in the link
+        big = [b"v" * 1000] * 20
+        cids = [link.send(ApiKey.PRODUCE, produce_body("ringfull", {0: big})) for _ in range(20)]
+        assert not link.ready()
+        answers = dict(wait_answers(link, 20, timeout=30))
+        assert sorted(answers) == sorted(cids) and link.ready()
+        bases = sorted(offsets(a)[("ringfull", 0)] for a in answers.values())
+        assert bases == [(0, 20 * i) for i in range(20)]
+    finally:
+        link.close()
