@@ -1,5 +1,5 @@
 """Measuring and reporting helpers of the benchmark scripts
-(bench_storage.py, bench_broker.py, bench_shm_ring.py).
+(bench_storage.py, bench_shm_ring.py, bench_groups.py, bench_spark.py).
 
 The helpers every kafkalite benchmark shares -- output (``say``, ``warn``,
 sizes), ``gc_paused``, ``machine_info``, the text and Markdown tables and
@@ -155,28 +155,17 @@ def warn_if_memory_fs(info: dict, work: str, what: str) -> None:
 # ---- figures ---------------------------------------------------------------------------
 
 class Results:
-    """The figures of a run, in the order added. With ``short_and_cpu``
-    (bench_broker.py) every figure also records ``short`` (its name in
-    another figure's baseline column; the label if not given) and ``cpu``
-    (where the CPU went; {} if not given)."""
+    """The figures of a run, in the order added."""
 
-    def __init__(self, *, short_and_cpu: bool = False):
+    def __init__(self):
         self.figures: dict[str, dict] = {}
         self.order: list[str] = []
-        self.short_and_cpu = short_and_cpu
 
     def add(self, key, test, label, value, unit, *, baseline_key=None, target=None,
-            target_text="", meets=None, note="", runs=None, cpu=None, short=None):
-        f = dict(test=test, label=label)
-        if self.short_and_cpu:
-            f["short"] = short or label
-        elif short is not None or cpu is not None:
-            raise ValueError("short= and cpu= need Results(short_and_cpu=True)")
-        f.update(value=value, unit=unit, baseline=baseline_key, target=target,
-                 target_text=target_text, meets_target=meets, note=note, runs=runs or [])
-        if self.short_and_cpu:
-            f["cpu"] = cpu or {}
-        self.figures[key] = f
+            target_text="", meets=None, note="", runs=None):
+        self.figures[key] = dict(test=test, label=label, value=value, unit=unit,
+                                 baseline=baseline_key, target=target, target_text=target_text,
+                                 meets_target=meets, note=note, runs=runs or [])
         self.order.append(key)
 
     def get(self, key):
@@ -218,7 +207,7 @@ def table_rows(res: Results) -> list[list[str]]:
         base = res.figures.get(f["baseline"]) if f["baseline"] else None
         base_txt = ratio_txt = ""
         if base is not None:
-            name = base.get("short", base["label"])
+            name = base["label"]
             base_txt = f"{fmt_value(base['value'], base['unit'])} ({name})"
             if base["value"] and f["value"] is not None and base["unit"] == f["unit"]:
                 ratio_txt = f"{f['value'] / base['value']:.2f}x"

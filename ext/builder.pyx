@@ -144,14 +144,32 @@ cdef class RecordBatchBuilder:
 
     cdef int _append(self, int64_t offset_delta, object timestamp, object key, object value,
                      object headers) except -1:
-        cdef int64_t ts
-        cdef int64_t ts_delta
-        cdef Py_ssize_t key_len = -1, value_len = -1, body, hk_len, hv_len
+        """A record from Python objects (the general path)."""
+        cdef Py_ssize_t key_len = -1, value_len = -1
         cdef const unsigned char *key_p = NULL
         cdef const unsigned char *value_p = NULL
         cdef bytes kb = as_bytes(key)
         cdef bytes vb = as_bytes(value)
         cdef list hdrs = None
+        if kb is not None:
+            key_p = <const unsigned char *>PyBytes_AS_STRING(kb)
+            key_len = PyBytes_GET_SIZE(kb)
+        if vb is not None:
+            value_p = <const unsigned char *>PyBytes_AS_STRING(vb)
+            value_len = PyBytes_GET_SIZE(vb)
+        if headers:
+            hdrs = [(header_key(h[0]), as_bytes(h[1])) for h in headers]
+        return self._write_record(offset_delta, now_ms() if timestamp is None else timestamp,
+                                  key_p, key_len, value_p, value_len, hdrs)
+
+    cdef int _write_record(self, int64_t offset_delta, int64_t ts,
+                           const unsigned char *key_p, Py_ssize_t key_len,
+                           const unsigned char *value_p, Py_ssize_t value_len,
+                           list hdrs) except -1:
+        """Encode one record (key/value length -1: null; ``hdrs``: a list of
+        (bytes key, bytes value | None), or None) at the end of the buffer."""
+        cdef int64_t ts_delta
+        cdef Py_ssize_t body, hk_len, hv_len
         cdef bytes hk, hv
         cdef unsigned char *w
         if offset_delta <= self._last_delta:
@@ -159,28 +177,14 @@ cdef class RecordBatchBuilder:
                              f"after {self._last_delta}")
         if offset_delta > INT32_MAX:
             raise ValueError(f"offset delta {offset_delta} does not fit a batch")
-        if timestamp is None:
-            ts = now_ms()
-        else:
-            ts = timestamp
-        if kb is not None:
-            key_p = <const unsigned char *>PyBytes_AS_STRING(kb)
-            key_len = PyBytes_GET_SIZE(kb)
-        if vb is not None:
-            value_p = <const unsigned char *>PyBytes_AS_STRING(vb)
-            value_len = PyBytes_GET_SIZE(vb)
         if self._count == 0 and not self._fixed_base_ts:
             self._base_ts = ts
         ts_delta = ts - self._base_ts
         body = (1 + kl_varint_size(ts_delta) + kl_varint_size(offset_delta)
                 + kl_varint_size(key_len) + (key_len if key_len > 0 else 0)
                 + kl_varint_size(value_len) + (value_len if value_len > 0 else 0))
-        if headers:
-            hdrs = []
-            for h in headers:
-                hk = header_key(h[0])
-                hv = as_bytes(h[1])
-                hdrs.append((hk, hv))
+        if hdrs:
+            for hk, hv in hdrs:
                 hk_len = PyBytes_GET_SIZE(hk)
                 hv_len = -1 if hv is None else PyBytes_GET_SIZE(hv)
                 body += (kl_varint_size(hk_len) + hk_len
@@ -203,7 +207,7 @@ cdef class RecordBatchBuilder:
         if value_len > 0:
             memcpy(w, value_p, value_len)
             w += value_len
-        if hdrs is None:
+        if not hdrs:
             w[0] = 0
             w += 1
         else:
@@ -244,33 +248,43 @@ cdef class RecordBatchBuilder:
     def append_values(self, values, keys=None, timestamp=None, indices=None,
                       Py_ssize_t max_bytes=-1):
         """Add one record per value (keys, when given, pair up with values);
-        every record gets ``timestamp`` (None: now). With ``indices`` (an
-        integer array), only ``values[i]`` (and ``keys[i]``) for those i, in
-        that order. With ``max_bytes`` > 0, stops once the batch holds that
-        many bytes (it takes at least one record), so that a caller can cut
-        batches by size. Returns the count added."""
-        cdef Py_ssize_t i, j, n = len(values)
+        every record gets ``timestamp`` (None: now). ``values`` is a sequence
+        of bytes-like objects (None: a null value) or a 2-D uint8 array, one
+        fixed-size value per row, read in place with no Python object per
+        record. With ``indices`` (an integer array), only ``values[i]`` (and
+        ``keys[i]``) for those i, in that order. With ``max_bytes`` > 0,
+        stops once the batch holds that many bytes (it takes at least one
+        record), so that a caller can cut batches by size. Returns the count
+        added."""
+        cdef Py_ssize_t i, j, n = len(values), count
         cdef int64_t ts = now_ms() if timestamp is None else timestamp
         cdef const int64_t[::1] idx
+        cdef const uint8_t[:, ::1] rows
+        cdef bint as_rows = isinstance(values, np.ndarray) and values.ndim == 2
+        cdef bytes kb
         if keys is not None and len(keys) != n:
             raise ValueError(f"{len(keys)} keys for {n} values")
-        if indices is None:
-            for i in range(n):
-                self._append(self._last_delta + 1, ts, None if keys is None else keys[i],
-                             values[i], None)
-                if 0 < max_bytes <= self._len:
-                    return i + 1
-            return n
-        idx = np.ascontiguousarray(indices, dtype=np.int64)
-        for j in range(idx.shape[0]):
-            i = idx[j]
+        if as_rows:
+            rows = np.ascontiguousarray(values, dtype=np.uint8)
+        if indices is not None:
+            idx = np.ascontiguousarray(indices, dtype=np.int64)
+        count = n if indices is None else idx.shape[0]
+        for j in range(count):
+            i = j if indices is None else idx[j]
             if i < 0 or i >= n:
                 raise IndexError(f"index {i} is outside the {n} values")
-            self._append(self._last_delta + 1, ts, None if keys is None else keys[i],
-                         values[i], None)
+            if as_rows:
+                kb = None if keys is None else as_bytes(keys[i])
+                self._write_record(self._last_delta + 1, ts,
+                                   NULL if kb is None else <const unsigned char *>PyBytes_AS_STRING(kb),
+                                   -1 if kb is None else PyBytes_GET_SIZE(kb),
+                                   &rows[i, 0], rows.shape[1], None)
+            else:
+                self._append(self._last_delta + 1, ts, None if keys is None else keys[i],
+                             values[i], None)
             if 0 < max_bytes <= self._len:
                 return j + 1
-        return idx.shape[0]
+        return count
 
     def build(self, last_offset_delta=None):
         """Close the records into batch bytes (the builder can be reset and reused).

@@ -1,6 +1,6 @@
 """Measuring and reporting helpers shared by every kafkalite benchmark: the
 ``kafkalite bench`` harness (this package) and the scripts in benchmarks/
-(bench_storage.py, bench_broker.py, bench_shm_ring.py, through
+(bench_storage.py, bench_shm_ring.py, bench_groups.py, through
 benchmarks/report.py, which re-exports these).
 
 Output (``say``, ``warn``, sizes), GC-paused timing, the machine a run is on

@@ -4,7 +4,7 @@ results.json holds the machine (measure.machine_info), the command, and per
 workload its settings and one result per driver (status, rates, latency
 summaries in ms, counts, throughput-over-time series). results.md holds one
 table per workload, one row per driver (skipped and failed drivers say
-why). Per workload, ``<slug>-throughput.png`` draws publish and consume
+why), and, for a workload with targets, whether each driver met them. Per workload, ``<slug>-throughput.png`` draws publish and consume
 rate over time (warm-up shaded) and ``<slug>-latency.png`` the publish and
 end-to-end p50 / p99 / p99.9 / max of each driver (log scale).
 
@@ -73,6 +73,31 @@ def rows(results: list[dict]) -> list[list[str]]:
     return out
 
 
+TARGET_FIGURES = {"publish_rate": ("publish rate", "msg/s", lambda r: r["publish_rate"], ">="),
+                  "consume_rate": ("consume rate", "msg/s", lambda r: r["consume_rate"], ">="),
+                  "e2e_p99_ms": ("end-to-end p99", "ms", lambda r: r["e2e_latency_ms"].get("p99"),
+                                 "<=")}
+
+
+def target_rows(workload: dict, results: list[dict]) -> list[list[str]]:
+    """Driver, figure, target, measured, met: one row per target of the workload."""
+    by_driver = {r["driver"]: r for r in results}
+    out = []
+    for driver, wanted in (workload.get("targets") or {}).items():
+        r = by_driver.get(driver)
+        for key, target in wanted.items():
+            name, unit, get, sense = TARGET_FIGURES[key]
+            measured = get(r) if r is not None and r["status"] == "ok" else None
+            if measured is None:
+                met = "not run" if r is None or r["status"] != "ok" else "n/a"
+                shown = "-"
+            else:
+                met = "yes" if (measured >= target if sense == ">=" else measured <= target) else "NO"
+                shown = f"{_fmt(measured)} {unit}"
+            out.append([driver, name, f"{sense} {_fmt(target)} {unit}", shown, met])
+    return out
+
+
 def markdown(doc: dict) -> str:
     m = doc["machine"]
     cores = m.get("logical_cores")
@@ -84,12 +109,22 @@ def markdown(doc: dict) -> str:
         w = entry["workload"]
         rate = "max rate (closed loop)" if w["producer_rate"] == 0 else \
             f"{w['producer_rate']:,.0f} msg/s"
+        if w.get("backlog_gb"):
+            phases = (f"a {w['backlog_gb']:g} GB backlog written, then drained: publish = the "
+                      f"fill, consume = the drain, each from its first message to its last")
+        else:
+            phases = f"{w['warmup_seconds']:g} s warm-up, {w['test_seconds']:g} s measured"
         lines += [f"## {w['name']}", "",
                   f"{w['topics']} topic(s) x {w['partitions_per_topic']} partition(s), "
                   f"{w['message_size']} B messages, {w['key_distributor']}, "
                   f"{w['producers']} producer(s), {w['consumers']} consumer(s), {rate}; "
-                  f"{w['warmup_seconds']:g} s warm-up, {w['test_seconds']:g} s measured.", "",
+                  f"{phases}.", "",
                   markdown_table(rows(entry["results"]), HEADERS), ""]
+        targets = target_rows(w, entry["results"])
+        if targets:
+            lines += ["Targets (DESIGN.md; information, never a failure):", "",
+                      markdown_table(targets, ["Driver", "Figure", "Target", "Measured", "Met"]),
+                      ""]
     lines += ["Latencies are measured from each message's intended send time (no coordinated "
               "omission); publish = until the driver's acknowledgement, end-to-end = until a "
               "consumer has it. Rates count the measured period only. \"Missing\" = messages "

@@ -30,6 +30,15 @@ dealt round-robin to its consumers), which every driver can do. After the
 producers stop and flush, consumers run until everything sent has arrived
 or ``drain`` seconds pass.
 
+Backlog workloads (``consumerBacklogSizeGB``) run in two phases instead:
+each producer writes its share of the backlog while the consumers wait,
+then the parent publishes the drain start and the consumers read it all.
+The publish rate is messages / (last acknowledgement - t0), the consume
+rate messages / (last arrival - drain start): the same "first call to last
+ack" timing a throughput test of a single client uses. A driver whose
+system keeps no messages for a reader that is not there (raw PUSH/PULL)
+is skipped.
+
 Measured: messages sent during the test period (after warm-up) / test
 seconds = publish rate; messages arriving during the test period / test
 seconds = consume rate; HdrHistograms of publish and end-to-end latency of
@@ -62,6 +71,7 @@ WINDOW_BYTES = 64 << 20         # unacknowledged bytes per producer, at most
 WINDOW_MESSAGES = 100_000
 READY_TIMEOUT = 60.0            # for a client process to connect
 DRAIN_SECONDS = 10.0            # for consumers to catch up after the producers stop
+BACKLOG_DRAIN_FLOOR = 20_000    # msg/s: a backlog drain slower than this is given up
 START_DELAY_NS = 200_000_000    # t0 is this far ahead of the moment it is published
 RECEIVE_TIMEOUT = 0.1
 
@@ -103,11 +113,16 @@ def _child_signals() -> None:
 
 
 def _wait_for_t0(shared) -> int:
+    """Until t0 is published, and then until it comes: every process starts at t0."""
     while shared["t0"].value == 0:
         if shared["stop"].is_set():
             raise SystemExit(0)
         time.sleep(0.001)
-    return shared["t0"].value
+    t0 = shared["t0"].value
+    wait = t0 - time.time_ns()
+    if wait > 0:
+        time.sleep(wait / 1e9)
+    return t0
 
 
 def _producer_main(name, endpoint, workload, index, topic, rate, shared, results) -> None:
@@ -134,6 +149,7 @@ def _produce(client, workload, index, topic, rate, shared, t0) -> dict:
     size, parts = workload.message_size, workload.partitions_per_topic
     warm_end = t0 + int(workload.warmup_seconds * 1e9)
     end = warm_end + int(workload.test_seconds * 1e9)
+    quota = workload.backlog_messages(workload.producers) if workload.backlog else None
     per_call = max(1, min(1000, SEND_BYTES // size))
     window = max(2 * per_call, min(WINDOW_MESSAGES, WINDOW_BYTES // size))
     interval = 1e9 / rate if rate > 0 else 0.0
@@ -155,7 +171,7 @@ def _produce(client, workload, index, topic, rate, shared, t0) -> dict:
 
     while True:
         now = time.time_ns()
-        if now >= end:
+        if now >= end or (quota is not None and sent >= quota):
             break
         if interval:
             due = int((now - t0) / interval) + 1 - sent
@@ -170,6 +186,9 @@ def _produce(client, workload, index, topic, rate, shared, t0) -> dict:
         else:
             n = per_call
             stamps = np.full(n, now, dtype=np.int64)
+        if quota is not None:
+            n = min(n, quota - sent)
+            stamps = stamps[:n]
         while state["outstanding"] + n > window and time.time_ns() < end:
             client.poll(0.005)
         block = payloads.block(stamps)
@@ -203,9 +222,10 @@ def _produce(client, workload, index, topic, rate, shared, t0) -> dict:
         series.add(sent_now, n)
         sent_slot[index] = sent
         client.poll(0)
-    client.flush(30.0)
+    client.flush(30.0 if quota is None else 600.0)
     return {"sent": sent, "measured": measured, "acked": state["acked"],
-            "publish": publish.encoded(), "series": series.counts}
+            "last_ack_ns": time.time_ns(), "publish": publish.encoded(),
+            "series": series.counts}
 
 
 def _consumer_main(name, endpoint, workload, index, assignment, shared, results) -> None:
@@ -219,23 +239,29 @@ def _consumer_main(name, endpoint, workload, index, assignment, shared, results)
         end = warm_end + int(workload.test_seconds * 1e9)
         e2e = LatencyRecorder()
         series = RateSeries(t0, bucket_seconds(workload))
-        received = measured = nbytes = 0
+        received = measured = nbytes = last_arrival = 0
         slot, stop = shared["received"], shared["stop"]
+        if workload.backlog:
+            # the backlog is being written: read nothing until it is complete
+            while shared["drain_t0"].value == 0 and not stop.is_set():
+                time.sleep(0.001)
         while not stop.is_set():
             stamps, got = client.receive(RECEIVE_TIMEOUT)
             if not len(stamps):
                 continue
-            now = time.time_ns()
+            now = last_arrival = time.time_ns()
             received += len(stamps)
             nbytes += got
-            if warm_end <= now < end:
+            if workload.backlog or warm_end <= now < end:
                 measured += len(stamps)
             series.add(now, len(stamps))
-            e2e.add(now - stamps[stamps >= warm_end])
+            if not workload.backlog:
+                e2e.add(now - stamps[stamps >= warm_end])
             slot[index] = received
         results.put(("done", "consumer", index,
                      {"received": received, "measured": measured, "bytes": nbytes,
-                      "e2e": e2e.encoded(), "series": series.counts}))
+                      "last_arrival_ns": last_arrival, "e2e": e2e.encoded(),
+                      "series": series.counts}))
     except BaseException as exc:  # noqa: BLE001
         if not isinstance(exc, SystemExit):
             results.put(("error", "consumer", index, traceback.format_exc()))
@@ -297,6 +323,8 @@ def run_driver(workload, name: str, work_parent: str | None = None,
     why = driver.unavailable()
     if why is None and workload.subscriptions_per_topic > 1 and not driver.fan_out:
         why = "cannot give every subscription every message (subscriptionsPerTopic > 1)"
+    if why is None and workload.backlog and not driver.holds_backlog:
+        why = "keeps no messages for a reader that is not there (no backlog to drain)"
     if why is not None:
         return {**base, "status": "skipped", "reason": why}
     work = tempfile.mkdtemp(prefix=f"kafkalite-bench-{name}-", dir=work_parent)
@@ -310,7 +338,8 @@ def run_driver(workload, name: str, work_parent: str | None = None,
         endpoint = driver.setup(workload, topics, work)
         owned = assignments(workload, topics)
         producers = [(t, j) for t in topics for j in range(workload.producers_per_topic)]
-        shared = {"t0": ctx.Value("q", 0, lock=False), "stop": ctx.Event(),
+        shared = {"t0": ctx.Value("q", 0, lock=False), "drain_t0": ctx.Value("q", 0, lock=False),
+                  "stop": ctx.Event(),
                   "sent": ctx.Array("q", len(producers), lock=False),
                   "received": ctx.Array("q", len(owned), lock=False)}
         results = ctx.Queue()
@@ -346,7 +375,11 @@ def run_driver(workload, name: str, work_parent: str | None = None,
                 raise DriverFailed(f"{name}: producers did not finish")
         sent = sum(v["sent"] for k, v in done.items() if k[0] == "producer")
         expected = sent * workload.subscriptions_per_topic
-        drain_until = time.monotonic() + DRAIN_SECONDS
+        drain_seconds = DRAIN_SECONDS
+        if workload.backlog:
+            shared["drain_t0"].value = time.time_ns()
+            drain_seconds = max(60.0, expected / BACKLOG_DRAIN_FLOOR)
+        drain_until = time.monotonic() + drain_seconds
         while sum(shared["received"]) < expected and time.monotonic() < drain_until:
             _collect(results, done, procs, name, timeout=0.1)
             tick("drain")
@@ -358,7 +391,7 @@ def run_driver(workload, name: str, work_parent: str | None = None,
                 raise DriverFailed(f"{name}: consumers did not stop")
         for p in procs:
             p.join(10)
-        result = _summarize(base, workload, done, expected)
+        result = _summarize(base, workload, done, expected, t0, shared["drain_t0"].value)
         bar.done(f"publish {result['publish_rate']:,.0f} msg/s, consume "
                  f"{result['consume_rate']:,.0f} msg/s, e2e p99 "
                  f"{_ms(result['e2e_latency_ms']['p99'])}")
@@ -425,16 +458,24 @@ def _series(lists: list[list[int]]) -> list[int]:
     return out.tolist()
 
 
-def _summarize(base: dict, workload, done: dict, expected: int) -> dict:
+def _summarize(base: dict, workload, done: dict, expected: int, t0: int, drain_t0: int) -> dict:
     prods = [v for k, v in done.items() if k[0] == "producer"]
     cons = [v for k, v in done.items() if k[0] == "consumer"]
     size, test = workload.message_size, workload.test_seconds
     width = bucket_seconds(workload)
     received = sum(c["received"] for c in cons)
-    pub_rate = sum(p["measured"] for p in prods) / test
-    con_rate = sum(c["measured"] for c in cons) / test
+    if workload.backlog:
+        fill_s = (max(p["last_ack_ns"] for p in prods) - t0) / 1e9
+        drain_s = (max(c["last_arrival_ns"] for c in cons) - drain_t0) / 1e9 if received else 0
+        pub_rate = sum(p["measured"] for p in prods) / fill_s if fill_s > 0 else 0.0
+        con_rate = sum(c["measured"] for c in cons) / drain_s if drain_s > 0 else 0.0
+        phases = {"fill_s": fill_s, "drain_s": drain_s}
+    else:
+        pub_rate = sum(p["measured"] for p in prods) / test
+        con_rate = sum(c["measured"] for c in cons) / test
+        phases = {}
     return {
-        **base, "status": "ok",
+        **base, "status": "ok", **phases,
         "publish_rate": pub_rate, "publish_mb_s": pub_rate * size / 1e6,
         "consume_rate": con_rate, "consume_mb_s": con_rate * size / 1e6,
         "publish_latency_ms": summary_ms(merge([p["publish"] for p in prods])),

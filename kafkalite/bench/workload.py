@@ -19,8 +19,26 @@ Fields (OMB's names; every one is checked, unknown names are refused):
                                    as the driver accepts (closed loop: the maximum rate)
     testDurationMinutes / testDurationSeconds      > 0 (default 1 minute)
     warmupDurationMinutes / warmupDurationSeconds  >= 0 (default 0)
-    consumerBacklogSizeGB    0 only (backlog drain tests are not supported)
+    consumerBacklogSizeGB    number >= 0 (default 0). Above 0 the workload measures a
+                             backlog, as OMB's backlog tests do, in two phases: the
+                             producers write this many GB (at producerRate, or as fast
+                             as they can with 0) while the consumers wait, then the
+                             consumers drain it. The publish rate is the fill's, the
+                             consume rate the drain's (both from the first message to
+                             the last, acknowledged resp. received); the test
+                             duration caps the fill; there is no warm-up and no
+                             end-to-end latency (every message waited on purpose).
     drivers                  optional list of driver names this workload runs on
+
+kafkalite's own additions (OMB puts such things in driver files):
+
+    producerConfig           optional mapping of Kafka client properties given to the
+                             kafkalite drivers' producers (e.g. linger.ms)
+    consumerConfig           the same for their consumers (e.g. fetch.max.bytes)
+    targets                  optional mapping: driver name -> {publish_rate,
+                             consume_rate (msg/s, at least), e2e_p99_ms (at most)};
+                             the report says for each whether it was met. Targets are
+                             information: a missed one never fails the run.
 
 A bad file raises WorkloadError (a ValueError) whose message names the file
 and the field. Who calls: kafkalite.bench.runner and the ``kafkalite bench``
@@ -60,7 +78,11 @@ class Workload:
     producer_rate: float = 0.0
     test_seconds: float = 60.0
     warmup_seconds: float = 0.0
+    backlog_gb: float = 0.0
     drivers: list[str] | None = None
+    producer_config: dict = dataclasses.field(default_factory=dict)
+    consumer_config: dict = dataclasses.field(default_factory=dict)
+    targets: dict = dataclasses.field(default_factory=dict)
 
     @property
     def producers(self) -> int:
@@ -75,6 +97,14 @@ class Workload:
         return self.producer_rate == 0
 
     @property
+    def backlog(self) -> bool:
+        return self.backlog_gb > 0
+
+    def backlog_messages(self, producers: int) -> int:
+        """Messages each of ``producers`` writes to build the backlog."""
+        return max(1, int(self.backlog_gb * 1e9 / self.message_size / producers))
+
+    @property
     def slug(self) -> str:
         """File-name-safe: the workload file's name without .yaml, else from ``name``."""
         base, ext = os.path.splitext(os.path.basename(self.path))
@@ -85,22 +115,24 @@ class Workload:
     def with_durations(self, test_seconds: float | None = None,
                        warmup_seconds: float | None = None, scale: float | None = None) -> "Workload":
         """A copy with the durations overridden (``--duration``, ``--warmup``)
-        or multiplied by ``scale``."""
-        test, warm = self.test_seconds, self.warmup_seconds
+        or, with the backlog size, multiplied by ``scale``."""
+        test, warm, backlog = self.test_seconds, self.warmup_seconds, self.backlog_gb
         if scale is not None:
-            test, warm = test * scale, warm * scale
+            test, warm, backlog = test * scale, warm * scale, backlog * scale
         if test_seconds is not None:
             test = test_seconds
         if warmup_seconds is not None:
             warm = warmup_seconds
-        return dataclasses.replace(self, test_seconds=test, warmup_seconds=warm)
+        return dataclasses.replace(self, test_seconds=test, warmup_seconds=warm,
+                                   backlog_gb=backlog)
 
     def describe(self) -> str:
         rate = "max rate" if self.max_rate else f"{self.producer_rate:,.0f} msg/s"
+        phases = (f"a {self.backlog_gb:g} GB backlog written, then drained" if self.backlog else
+                  f"{self.warmup_seconds:g} s warm-up + {self.test_seconds:g} s test")
         return (f"{self.topics} topic(s) x {self.partitions_per_topic} partition(s), "
                 f"{self.message_size} B messages, {self.key_distributor}, "
-                f"{self.producers} producer(s), {self.consumers} consumer(s), {rate}, "
-                f"{self.warmup_seconds:g} s warm-up + {self.test_seconds:g} s test")
+                f"{self.producers} producer(s), {self.consumers} consumer(s), {rate}, {phases}")
 
 
 def _int(path, data, field, default, minimum):
@@ -138,7 +170,9 @@ def _seconds(path, data, stem, default, *, strict):
 FIELDS = ("name", "topics", "partitionsPerTopic", "messageSize", "payloadFile", "keyDistributor",
           "producersPerTopic", "subscriptionsPerTopic", "consumerPerSubscription", "producerRate",
           "testDurationMinutes", "testDurationSeconds", "warmupDurationMinutes",
-          "warmupDurationSeconds", "consumerBacklogSizeGB", "drivers")
+          "warmupDurationSeconds", "consumerBacklogSizeGB", "drivers", "producerConfig",
+          "consumerConfig", "targets")
+TARGET_KEYS = ("publish_rate", "consume_rate", "e2e_p99_ms")
 
 
 def parse(data, path: str = "<workload>", known_drivers=None) -> Workload:
@@ -180,10 +214,18 @@ def parse(data, path: str = "<workload>", known_drivers=None) -> Workload:
     w.producer_rate = _number(path, data, "producerRate", 0)
     w.test_seconds = _seconds(path, data, "testDuration", 60.0, strict=True)
     w.warmup_seconds = _seconds(path, data, "warmupDuration", 0.0, strict=False)
-    backlog = data.get("consumerBacklogSizeGB", 0)
-    if backlog != 0:
-        raise WorkloadError(path, "consumerBacklogSizeGB",
-                            "must be 0: backlog drain tests are not supported")
+    if "consumerBacklogSizeGB" in data:
+        w.backlog_gb = _number(path, data, "consumerBacklogSizeGB", 0)
+        if w.backlog and w.warmup_seconds:
+            raise WorkloadError(path, "warmupDurationSeconds",
+                                "a backlog workload has no warm-up (it measures the whole fill)")
+    for field, attr in (("producerConfig", "producer_config"), ("consumerConfig", "consumer_config")):
+        if field in data:
+            cfg = data[field]
+            if not isinstance(cfg, dict) or not all(isinstance(k, str) for k in cfg):
+                raise WorkloadError(path, field, f"must be a mapping of client properties, "
+                                                 f"not {cfg!r}")
+            setattr(w, attr, dict(cfg))
     if "drivers" in data:
         drivers = data["drivers"]
         if (not isinstance(drivers, list) or not drivers
@@ -195,7 +237,30 @@ def parse(data, path: str = "<workload>", known_drivers=None) -> Workload:
                     raise WorkloadError(path, "drivers", f"unknown driver {d!r} "
                                                          f"(known: {', '.join(known_drivers)})")
         w.drivers = list(drivers)
+    if "targets" in data:
+        w.targets = _targets(path, data["targets"], known_drivers)
     return w
+
+
+def _targets(path, targets, known_drivers) -> dict:
+    if not isinstance(targets, dict):
+        raise WorkloadError(path, "targets", f"must map driver names to targets, not {targets!r}")
+    out = {}
+    for driver, wanted in targets.items():
+        if known_drivers is not None and driver not in known_drivers:
+            raise WorkloadError(path, "targets", f"unknown driver {driver!r}")
+        if not isinstance(wanted, dict) or not wanted:
+            raise WorkloadError(path, "targets", f"{driver}: must map {', '.join(TARGET_KEYS)} to "
+                                                 f"numbers, not {wanted!r}")
+        for key, value in wanted.items():
+            if key not in TARGET_KEYS:
+                raise WorkloadError(path, "targets", f"{driver}: unknown target {key!r} "
+                                                     f"(known: {', '.join(TARGET_KEYS)})")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise WorkloadError(path, "targets", f"{driver}.{key} must be a number > 0, "
+                                                     f"not {value!r}")
+        out[driver] = {k: float(v) for k, v in wanted.items()}
+    return out
 
 
 def load(path: str, known_drivers=None) -> Workload:

@@ -204,7 +204,9 @@ class Producer:
                       on_delivery=None):
         """Queue many records at once (the bulk path: one Cython loop per
         batch, no Python work per record). ``values`` (and ``keys``) are
-        sequences of bytes-like objects (None: null). With ``keys`` each
+        sequences of bytes-like objects (None: null); ``values`` may also be
+        a 2-D uint8 numpy array, one fixed-size value per row, which is
+        encoded straight from the array. With ``keys`` each
         record goes to its key's partition; without, all go to
         ``partition`` (or one sticky partition). ``on_delivery(err,
         BatchDelivery)`` runs once per batch. Blocks (serving callbacks)

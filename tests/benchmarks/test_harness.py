@@ -116,6 +116,12 @@ def test_report_files(tiny_run):
     (TINY + "producerRat: 5\n", "producerRat"),
     (TINY.replace("producerRate: 2000\n", ""), "producerRate"),
     (TINY + "drivers: [kafkalite-zmq, rabbitmq]\n", "drivers"),
+    (TINY + "consumerBacklogSizeGB: -1\n", "consumerBacklogSizeGB"),
+    (TINY + "consumerBacklogSizeGB: 0.1\n", "warmupDurationSeconds"),
+    (TINY + "consumerConfig: [1, 2]\n", "consumerConfig"),
+    (TINY + "targets:\n  kafkalite-zmq: {publish_rate: fast}\n", "targets"),
+    (TINY + "targets:\n  kafkalite-zmq: {p99: 1}\n", "targets"),
+    (TINY + "targets:\n  rabbitmq: {publish_rate: 1}\n", "targets"),
 ])
 def test_bad_workload_names_the_field(tmp_path, text, field):
     path = tmp_path / "bad.yaml"

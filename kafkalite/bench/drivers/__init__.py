@@ -1,7 +1,8 @@
 """The drivers of ``kafkalite bench``, one module each, in report order.
 
-kafkalite itself (native protocol over ZeroMQ, over shared memory, and
-through confluent-kafka on the Kafka-protocol listener), the peers a user
+kafkalite itself (native protocol over ZeroMQ with the bulk API, over
+shared memory, with the per-message API, and through confluent-kafka on
+the Kafka-protocol listener), the peers a user
 would pick instead (Redis Streams, NATS JetStream), and the machine's
 ceilings (plain file append, raw pyzmq PUSH/PULL). See base.py for the
 contract. Modules are imported on first use, so a missing peer library
@@ -17,6 +18,7 @@ from kafkalite.bench.drivers.base import Driver
 REGISTRY = {
     "kafkalite-zmq": ("kafkalite.bench.drivers.kafkalite_zmq", "KafkaliteZmqDriver"),
     "kafkalite-shm": ("kafkalite.bench.drivers.kafkalite_shm", "KafkaliteShmDriver"),
+    "kafkalite-records": ("kafkalite.bench.drivers.kafkalite_records", "KafkalitePerMessageDriver"),
     "kafkalite-kafka": ("kafkalite.bench.drivers.kafka_protocol", "KafkaProtocolDriver"),
     "redis-streams": ("kafkalite.bench.drivers.redis_streams", "RedisStreamsDriver"),
     "nats-jetstream": ("kafkalite.bench.drivers.nats_jetstream", "NatsJetStreamDriver"),

@@ -62,6 +62,7 @@ class Driver:
     label = ""           # one line for the report: what is measured
     kind = "peer"        # "kafkalite", "peer" or "ceiling"
     fan_out = True       # can several subscriptions each get every message?
+    holds_backlog = True  # are messages kept for consumers that start later?
 
     def unavailable(self) -> str | None:
         return None

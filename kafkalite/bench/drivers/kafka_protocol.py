@@ -1,54 +1,20 @@
 """kafkalite through its Kafka-protocol TCP listener, driven by confluent-kafka
 (librdkafka): what an existing Kafka application sees.
 
-Available when confluent-kafka is installed and ``kafkalite server`` has a
-Kafka listener: an option of the ``server`` subcommand naming a Kafka port
-(ServerProcess asks for a free one), whose address the server publishes in
-server.json (``kafka.bootstrap.servers``, or any key naming kafka with a
-host:port string or a dict holding ``bootstrap.servers``). Until then the driver is skipped with that reason.
 The server half (start, topics via the native AdminClient) is
-kafkalite_zmq.py's. Producers call ``produce`` per message (acks=1,
-linger.ms 1; a delivery callback per message, as librdkafka works);
-consumers ``assign`` from the beginning and ``consume`` up to 10,000
-messages per call.
+kafkalite_zmq.py's; every kafkalite server has a Kafka listener, whose
+address server.json publishes as ``kafka.bootstrap.servers``. Producers
+call ``produce`` per message (acks=1, linger.ms 1; a delivery callback per
+message, as librdkafka works); consumers ``assign`` from the beginning and
+``consume`` up to 10,000 messages per call.
 """
 from __future__ import annotations
 
 import logging
-import re
 
 from kafkalite.bench.drivers.base import ConsumerClient, Driver, ProducerClient
 from kafkalite.bench.drivers.kafkalite_zmq import KafkaliteServer
 from kafkalite.bench.recorder import split, stamps_of_values
-
-
-def kafka_port_option() -> str | None:
-    """The ``kafkalite server`` option that sets the Kafka listener's port, if any."""
-    from kafkalite.cli import build_parser
-    parser = build_parser()
-    for action in parser._subparsers._group_actions:          # the subcommands
-        server = action.choices.get("server")
-        if server is None:
-            continue
-        for opt in server._actions:
-            for s in opt.option_strings:
-                if "kafka" in s and "port" in s:
-                    return s
-    return None
-
-
-def kafka_bootstrap(info: dict) -> str | None:
-    """The Kafka listener's host:port from server.json, if it publishes one."""
-    for key, value in info.items():
-        if "kafka" not in key.lower():
-            continue
-        if isinstance(value, dict):
-            value = value.get("bootstrap.servers") or value.get("endpoint")
-        if isinstance(value, str):
-            value = re.sub(r"^[a-z]+://", "", value)
-            if re.fullmatch(r"[\w.\-\[\]:]+:\d+(,[\w.\-\[\]:]+:\d+)*", value):
-                return value
-    return None
 
 
 class _LibrdkafkaLog(logging.Handler):
@@ -160,20 +126,11 @@ class KafkaProtocolDriver(Driver):
             import confluent_kafka  # noqa: F401
         except ImportError:
             return "confluent-kafka is not installed (pip install 'kafkalite[bench]')"
-        if kafka_port_option() is None:
-            return "kafkalite server has no Kafka-protocol listener yet (no --kafka-port option)"
         return None
 
     def setup(self, workload, topics, work_dir):
-        from kafkalite.server.launcher import ServerProcess
-        # a launcher that knows the Kafka listener already asks for it on a free port
-        extra = [] if hasattr(ServerProcess, "kafka_bootstrap") else [kafka_port_option(), "0"]
-        endpoint = self.server.start(workload, topics, work_dir, extra_args=extra)
-        kafka = kafka_bootstrap(endpoint["info"])
-        if kafka is None:
-            raise RuntimeError("the server started with a Kafka listener but server.json "
-                               "names no Kafka endpoint")
-        endpoint["kafka"] = kafka
+        endpoint = self.server.start(workload, topics, work_dir)
+        endpoint["kafka"] = endpoint["info"]["kafka.bootstrap.servers"]
         return endpoint
 
     def teardown(self):

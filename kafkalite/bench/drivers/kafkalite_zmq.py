@@ -3,19 +3,23 @@
 The parent starts a server with kafkalite.server.launcher.ServerProcess
 (supervisor + 2 partition workers, free loopback ports, data in the run's
 temporary directory) and creates the topics with the AdminClient. Producers
-use ``Producer.produce_batch`` (one Cython-encoded RecordBatch per call,
+use ``Producer.produce_batch`` with the values as rows of one array (one
+Cython-encoded RecordBatch per call, no Python object per value,
 acks=1, linger.ms 1, one delivery report per batch); consumers
 ``Consumer.assign`` their partitions from the beginning and read with
 ``consume_batch`` (pyarrow; the stamps come straight from the value
-column's buffers). kafkalite_shm.py and kafka_protocol.py reuse the server
-half.
+column's buffers). The workload's ``producerConfig`` / ``consumerConfig``
+are laid over these settings. kafkalite_shm.py, kafkalite_records.py and
+kafka_protocol.py reuse the server half.
 """
 from __future__ import annotations
 
 import os
 
+import numpy as np
+
 from kafkalite.bench.drivers.base import ConsumerClient, Driver, ProducerClient
-from kafkalite.bench.recorder import stamps_of_arrow, split
+from kafkalite.bench.recorder import stamps_of_arrow
 
 WORKERS = 2
 
@@ -55,15 +59,17 @@ class KafkaliteProducer(ProducerClient):
         self.size = workload.message_size
         self.producer = Producer({"bootstrap.servers": endpoint["bootstrap.servers"],
                                   "acks": 1, "linger.ms": 1,
-                                  "kafkalite.transport": transport})
+                                  "kafkalite.transport": transport, **workload.producer_config})
 
     def send(self, topic, partition, block, count, keys, on_ack):
         def delivered(err, _report):
             if err is not None:
                 raise RuntimeError(f"delivery to {topic}-{partition} failed: {err}")
             on_ack()
-        self.producer.produce_batch(topic, split(block, self.size), keys=keys,
-                                    partition=partition, on_delivery=delivered)
+        # the block's rows are the values: encoded in place, no object per value
+        rows = np.frombuffer(block, dtype=np.uint8).reshape(count, self.size)
+        self.producer.produce_batch(topic, rows, keys=keys, partition=partition,
+                                    on_delivery=delivered)
 
     def poll(self, timeout):
         self.producer.poll(timeout)
@@ -79,7 +85,8 @@ class KafkaliteConsumer(ConsumerClient):
     def __init__(self, endpoint: dict, workload, assignment):
         from kafkalite.client import OFFSET_BEGINNING, Consumer, TopicPartition
         self.consumer = Consumer({"bootstrap.servers": endpoint["bootstrap.servers"],
-                                  "fetch.min.bytes": 1, "fetch.max.wait.ms": 100})
+                                  "fetch.min.bytes": 1, "fetch.max.wait.ms": 100,
+                                  **workload.consumer_config})
         # the topics are new, so the beginning is where the run starts
         self.consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in assignment])
 

@@ -80,6 +80,7 @@ class PyzmqDriver(Driver):
     label = "ceiling: raw pyzmq PUSH -> PULL of the same bytes (tcp loopback, no acks)"
     kind = "ceiling"
     fan_out = False
+    holds_backlog = False
 
     def setup(self, workload, topics, work_dir):
         names = [f"{t}/{p}" for t in topics for p in range(workload.partitions_per_topic)]

@@ -1,0 +1,78 @@
+"""kafkalite's per-message API over ZeroMQ: ``Producer.produce`` one record
+at a time and ``Consumer.consume`` (up to 10,000 records per call), the
+calls most applications make, beside the bulk ``produce_batch`` /
+``consume_batch`` of kafkalite_zmq.py (whose server half this reuses).
+
+Each record is produced on its own (the client batches them by
+``linger.ms`` / ``batch.size``); a batch of the harness's values is
+acknowledged when the delivery report of its last record comes, since a
+partition's records are delivered in order.
+"""
+from __future__ import annotations
+
+from kafkalite.bench.drivers.base import ConsumerClient, ProducerClient
+from kafkalite.bench.drivers.kafkalite_zmq import KafkaliteZmqDriver
+from kafkalite.bench.recorder import split, stamps_of_values
+
+
+class PerMessageProducer(ProducerClient):
+    def __init__(self, endpoint, workload):
+        from kafkalite.client import Producer
+        self.size = workload.message_size
+        self.producer = Producer({"bootstrap.servers": endpoint["bootstrap.servers"],
+                                  "acks": 1, "linger.ms": 1, "kafkalite.transport": "zmq",
+                                  **workload.producer_config})
+
+    def send(self, topic, partition, block, count, keys, on_ack):
+        def delivered(err, _msg):
+            if err is not None:
+                raise RuntimeError(f"delivery to {topic}-{partition} failed: {err}")
+            on_ack()
+        values = split(block, self.size)
+        produce, last = self.producer.produce, len(values) - 1
+        for i, value in enumerate(values):
+            while True:
+                try:
+                    produce(topic, value, None if keys is None else keys[i], partition=partition,
+                            on_delivery=delivered if i == last else None)
+                    break
+                except BufferError:       # the local queue is full: serve reports, retry
+                    self.producer.poll(0.001)
+
+    def poll(self, timeout):
+        self.producer.poll(timeout)
+
+    def flush(self, timeout):
+        self.producer.flush(timeout)
+
+    def close(self):
+        self.producer.close(5)
+
+
+class PerMessageConsumer(ConsumerClient):
+    def __init__(self, endpoint, workload, assignment):
+        from kafkalite.client import OFFSET_BEGINNING, Consumer, TopicPartition
+        self.consumer = Consumer({"bootstrap.servers": endpoint["bootstrap.servers"],
+                                  "fetch.min.bytes": 1, "fetch.max.wait.ms": 100,
+                                  **workload.consumer_config})
+        self.consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in assignment])
+
+    def receive(self, timeout):
+        values = [m.value() for m in self.consumer.consume(10_000, timeout)]
+        return stamps_of_values(values), sum(len(v) for v in values)
+
+    def close(self):
+        self.consumer.close()
+
+
+class KafkalitePerMessageDriver(KafkaliteZmqDriver):
+    name = "kafkalite-records"
+    label = "kafkalite, per-message produce() and consume() over ZeroMQ"
+
+    @classmethod
+    def producer(cls, endpoint, workload):
+        return PerMessageProducer(endpoint, workload)
+
+    @classmethod
+    def consumer(cls, endpoint, workload, assignment):
+        return PerMessageConsumer(endpoint, workload, assignment)
