@@ -26,3 +26,22 @@ def shm_entries() -> set:
         return {n for n in os.listdir("/dev/shm") if n.startswith("kafkalite")}
     except FileNotFoundError:
         return set()
+
+
+def processes_with(marker: str) -> list[str]:
+    """Command lines of the live processes whose command line contains ``marker``
+    (to check that a test left no server, worker or client process behind)."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+                with open(f"/proc/{pid}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                        continue
+            except OSError:
+                continue
+            if marker in cmd:
+                out.append(cmd)
+    return out

@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from harness import processes_with
+
 REPO = Path(__file__).resolve().parents[2]
 WORKLOADS = REPO / "benchmarks" / "workloads"
 
@@ -25,20 +27,6 @@ def _shm() -> set:
         return set()
 
 
-def _processes(marker: str) -> list[str]:
-    out = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
-            except OSError:
-                continue
-            if marker in cmd:
-                out.append(cmd)
-    return out
-
-
 def _run(tmp_path, *args):
     out, work = tmp_path / "out", tmp_path / "work"
     shm_before = _shm()
@@ -48,9 +36,9 @@ def _run(tmp_path, *args):
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     assert not any(work.iterdir())
     deadline = time.monotonic() + 10
-    while (_processes(str(work)) or _shm() - shm_before) and time.monotonic() < deadline:
+    while (processes_with(str(work)) or _shm() - shm_before) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _processes(str(work)) and not _shm() - shm_before
+    assert not processes_with(str(work)) and not _shm() - shm_before
     return json.loads((out / "results.json").read_text()), (out / "results.md").read_text()
 
 

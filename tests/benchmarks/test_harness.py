@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import processes_with
 from kafkalite.bench import DRIVER_NAMES, WorkloadError, load_workload
 from kafkalite.bench.drivers import driver_class
 
@@ -39,20 +40,6 @@ testDurationSeconds: 1
 def _cli(*args, timeout=60):
     return subprocess.run([sys.executable, "-m", "kafkalite", "bench", *args], cwd=REPO,
                           capture_output=True, text=True, timeout=timeout)
-
-
-def _our_processes(marker: str) -> list[str]:
-    out = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
-            except OSError:
-                continue
-            if marker in cmd:
-                out.append(cmd)
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -104,9 +91,9 @@ def test_report_files(tiny_run):
     # no server, client process or data directory is left behind
     assert not any(work.iterdir())
     deadline = time.monotonic() + 5
-    while _our_processes(str(work)) and time.monotonic() < deadline:
+    while processes_with(str(work)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _our_processes(str(work))
+    assert not processes_with(str(work))
 
 
 @pytest.mark.parametrize("text, field", [

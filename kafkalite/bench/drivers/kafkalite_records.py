@@ -10,18 +10,14 @@ partition's records are delivered in order.
 """
 from __future__ import annotations
 
-from kafkalite.bench.drivers.base import ConsumerClient, ProducerClient
-from kafkalite.bench.drivers.kafkalite_zmq import KafkaliteZmqDriver
+from kafkalite.bench.drivers.kafkalite_zmq import (KafkaliteConsumer, KafkaliteProducer,
+                                                   KafkaliteZmqDriver)
 from kafkalite.bench.recorder import split, stamps_of_values
 
 
-class PerMessageProducer(ProducerClient):
+class PerMessageProducer(KafkaliteProducer):
     def __init__(self, endpoint, workload):
-        from kafkalite.client import Producer
-        self.size = workload.message_size
-        self.producer = Producer({"bootstrap.servers": endpoint["bootstrap.servers"],
-                                  "acks": 1, "linger.ms": 1, "kafkalite.transport": "zmq",
-                                  **workload.producer_config})
+        super().__init__(endpoint, workload, "zmq")
 
     def send(self, topic, partition, block, count, keys, on_ack):
         def delivered(err, _msg):
@@ -39,30 +35,11 @@ class PerMessageProducer(ProducerClient):
                 except BufferError:       # the local queue is full: serve reports, retry
                     self.producer.poll(0.001)
 
-    def poll(self, timeout):
-        self.producer.poll(timeout)
 
-    def flush(self, timeout):
-        self.producer.flush(timeout)
-
-    def close(self):
-        self.producer.close(5)
-
-
-class PerMessageConsumer(ConsumerClient):
-    def __init__(self, endpoint, workload, assignment):
-        from kafkalite.client import OFFSET_BEGINNING, Consumer, TopicPartition
-        self.consumer = Consumer({"bootstrap.servers": endpoint["bootstrap.servers"],
-                                  "fetch.min.bytes": 1, "fetch.max.wait.ms": 100,
-                                  **workload.consumer_config})
-        self.consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in assignment])
-
+class PerMessageConsumer(KafkaliteConsumer):
     def receive(self, timeout):
         values = [m.value() for m in self.consumer.consume(10_000, timeout)]
         return stamps_of_values(values), sum(len(v) for v in values)
-
-    def close(self):
-        self.consumer.close()
 
 
 class KafkalitePerMessageDriver(KafkaliteZmqDriver):
