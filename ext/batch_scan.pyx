@@ -145,7 +145,7 @@ cdef object _record_error(RecordCheck *c, int64_t position, int32_t count):
 cdef enum:
     COL_POSITION, COL_SIZE, COL_BASE_OFFSET, COL_LAST_OFFSET, COL_MAX_TIMESTAMP
     COL_LEADER_EPOCH, COL_PRODUCER_ID, COL_PRODUCER_EPOCH, COL_BASE_SEQUENCE
-    COL_ATTRIBUTES, COL_RECORD_COUNT, N_COLS
+    COL_ATTRIBUTES, COL_RECORD_COUNT, COL_CONTROL_TYPE, N_COLS
 
 
 @cython.final
@@ -156,7 +156,9 @@ cdef class AppendScan:
     ``positions`` within the buffer, ``sizes``, ``base_offsets`` and
     ``last_offsets`` (as assigned), ``max_timestamps``, ``leader_epochs``
     (as written), ``producer_ids``, ``producer_epochs``, ``base_sequences``,
-    ``attributes``, ``record_counts``. ``producer_batch_count`` says how
+    ``attributes``, ``record_counts``, ``control_types`` (the marker type of
+    a control batch, CONTROL_ABORT or CONTROL_COMMIT; CONTROL_UNKNOWN for
+    data batches). ``producer_batch_count`` says how
     many batches carry a producer id (idempotent or transactional), so the
     common case needs no look at the table at all.
     """
@@ -218,6 +220,10 @@ cdef class AppendScan:
     def record_counts(self):
         return self.table[:, COL_RECORD_COUNT]
 
+    @property
+    def control_types(self):
+        return self.table[:, COL_CONTROL_TYPE]
+
     def batches(self):
         """(position, size, last offset, max timestamp) per batch, as Python ints."""
         return [(r[COL_POSITION], r[COL_SIZE], r[COL_LAST_OFFSET], r[COL_MAX_TIMESTAMP])
@@ -234,6 +240,7 @@ ctypedef struct Pending:
     int32_t epoch
     int32_t count
     int16_t attributes
+    int control_type
     bint patch_ts
 
 
@@ -260,7 +267,7 @@ def validate_for_append(data, *, int64_t next_offset, int32_t leader_epoch=-1,
     cdef int64_t length, expected = next_offset
     cdef int32_t last_delta, count
     cdef int16_t attrs
-    cdef int codec
+    cdef int codec, control_type
     cdef uint32_t stored, computed
     cdef Pending *pend = NULL
     cdef Pending *pp
@@ -308,9 +315,15 @@ def validate_for_append(data, *, int64_t next_offset, int32_t leader_epoch=-1,
             if codec > KL_CODEC_MAX:
                 raise UnsupportedCompressionTypeError(f"batch at byte {pos} uses unknown "
                                                       f"compression codec {codec}")
-            if (attrs & KL_ATTR_CONTROL) and not allow_control:
-                raise InvalidRecordError(f"batch at byte {pos} is a control batch; producers "
-                                         f"may not write control batches")
+            control_type = KL_CONTROL_UNKNOWN
+            if attrs & KL_ATTR_CONTROL:
+                if not allow_control:
+                    raise InvalidRecordError(f"batch at byte {pos} is a control batch; producers "
+                                             f"may not write control batches")
+                control_type = kl_control_type(b, length + KL_LOG_OVERHEAD)
+                if control_type == KL_CONTROL_UNKNOWN or not (attrs & KL_ATTR_TRANSACTIONAL):
+                    raise InvalidRecordError(f"batch at byte {pos} is a control batch but not a "
+                                             f"transactional COMMIT or ABORT marker")
             count = <int32_t>kl_be32(b + KL_OFF_RECORDS_COUNT)
             last_delta = <int32_t>kl_be32(b + KL_OFF_LAST_OFFSET_DELTA)
             if count < 0 or last_delta < 0 or (assign_offsets and count == 0):
@@ -328,6 +341,7 @@ def validate_for_append(data, *, int64_t next_offset, int32_t leader_epoch=-1,
             pp.size = length + KL_LOG_OVERHEAD
             pp.count = count
             pp.attributes = attrs
+            pp.control_type = control_type
             if assign_offsets:
                 pp.base_offset = expected
                 pp.epoch = leader_epoch
@@ -393,6 +407,7 @@ def validate_for_append(data, *, int64_t next_offset, int32_t leader_epoch=-1,
             t[i, COL_BASE_SEQUENCE] = <int32_t>kl_be32(b + KL_OFF_BASE_SEQUENCE)
             t[i, COL_ATTRIBUTES] = pp.attributes
             t[i, COL_RECORD_COUNT] = pp.count
+            t[i, COL_CONTROL_TYPE] = pp.control_type
     finally:
         PyBuffer_Release(&view)
         free(pend)
@@ -422,7 +437,9 @@ cdef class LogScan:
     index entries as parallel int64 arrays (``index_offsets``,
     ``index_positions``; ``time_index_timestamps``, ``time_index_offsets``)
     following the segment's index.interval.bytes rule; ``epoch_starts``: a
-    list of (leader epoch, first offset) where the epoch changes.
+    list of (leader epoch, first offset) where the epoch changes;
+    ``abort_markers``: the offsets of the ABORT markers among the batches
+    (what the segment's transaction index must hold an entry for).
     """
     cdef readonly Py_ssize_t valid_bytes
     cdef readonly object error
@@ -437,6 +454,7 @@ cdef class LogScan:
     cdef readonly object index_offsets, index_positions
     cdef readonly object time_index_timestamps, time_index_offsets
     cdef readonly list epoch_starts
+    cdef readonly list abort_markers
 
 
 def scan_log(data, *, Py_ssize_t start=0, int64_t min_offset=0, Py_ssize_t index_interval_bytes=4096,
@@ -472,7 +490,7 @@ def scan_log(data, *, Py_ssize_t start=0, int64_t min_offset=0, Py_ssize_t index
     cdef int64_t total = 0, first_offset = -1, first_ts = -1
     cdef Py_ssize_t since = bytes_since_last_index_entry
     cdef int64_t last_time_entry = last_indexed_timestamp
-    cdef list idx_off = [], idx_pos = [], ti_ts = [], ti_off = [], epochs = []
+    cdef list idx_off = [], idx_pos = [], ti_ts = [], ti_off = [], epochs = [], aborts = []
     cdef object error = None
     cdef LogScan result
     cdef Py_ssize_t n_entries = len(epoch_entries) if epoch_entries else 0, ei = -1
@@ -548,6 +566,9 @@ def scan_log(data, *, Py_ssize_t start=0, int64_t min_offset=0, Py_ssize_t index
                     error = str(_record_error(&chk, pos, count))
                     break
             batch_max_ts = <int64_t>kl_be64(b + KL_OFF_MAX_TIMESTAMP)
+            if (attrs & KL_ATTR_CONTROL) and kl_control_type(
+                    b, length + KL_LOG_OVERHEAD) == KL_CONTROL_ABORT:
+                aborts.append(base_offset)
             if epoch >= 0 and epoch > last_epoch:
                 epochs.append((epoch, base_offset))
                 last_epoch = epoch
@@ -591,6 +612,7 @@ def scan_log(data, *, Py_ssize_t start=0, int64_t min_offset=0, Py_ssize_t index
     result.time_index_timestamps = np.array(ti_ts, dtype=np.int64)
     result.time_index_offsets = np.array(ti_off, dtype=np.int64)
     result.epoch_starts = epochs
+    result.abort_markers = aborts
     return result
 
 
@@ -620,7 +642,7 @@ def batch_header(data, Py_ssize_t position=0):
 # Columns of producer_batches' table.
 cdef enum:
     PB_BASE_OFFSET, PB_LAST_OFFSET, PB_PRODUCER_ID, PB_PRODUCER_EPOCH, PB_BASE_SEQUENCE
-    PB_MAX_TIMESTAMP, PB_ATTRIBUTES, PB_COLS
+    PB_MAX_TIMESTAMP, PB_ATTRIBUTES, PB_CONTROL_TYPE, PB_COLS
 
 
 def producer_batches(data, Py_ssize_t start=0):
@@ -628,9 +650,10 @@ def producer_batches(data, Py_ssize_t start=0):
     segment already validated by recovery), from byte ``start``.
 
     Returns (table, batches walked, end position): ``table`` is int64
-    [n, 7], one row per such batch, in log order: base offset, last offset,
-    producer id, producer epoch, base sequence, max timestamp, attributes.
-    Only headers are read. The walk stops at the first length that does
+    [n, 8], one row per such batch, in log order: base offset, last offset,
+    producer id, producer epoch, base sequence, max timestamp, attributes,
+    control type (CONTROL_UNKNOWN for data batches). Only headers are read,
+    and the one record of each control batch. The walk stops at the first length that does
     not fit (a torn tail is recovery's business, not this function's).
     """
     cdef Py_buffer view
@@ -667,6 +690,7 @@ def producer_batches(data, Py_ssize_t start=0):
                 t[rows, PB_BASE_SEQUENCE] = <int32_t>kl_be32(b + KL_OFF_BASE_SEQUENCE)
                 t[rows, PB_MAX_TIMESTAMP] = <int64_t>kl_be64(b + KL_OFF_MAX_TIMESTAMP)
                 t[rows, PB_ATTRIBUTES] = <int16_t>kl_be16(b + KL_OFF_ATTRIBUTES)
+                t[rows, PB_CONTROL_TYPE] = kl_control_type(b, length + KL_LOG_OVERHEAD)
                 rows += 1
             pos += length + KL_LOG_OVERHEAD
     finally:

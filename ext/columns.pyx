@@ -55,9 +55,11 @@ class RecordColumns:
     (``header_offsets`` int32[n+1] into per-header key/value binary columns).
     Per batch: ``batch_base_offsets``, ``batch_last_offsets``,
     ``batch_producer_ids``, ``batch_attributes``, ``batch_base_timestamps``,
-    ``batch_positions`` / ``batch_sizes`` (bytes in the input) and
-    ``batch_record_starts`` (index of the batch's first record; control
-    batches contribute no records when skipped). ``next_offset`` is the offset after the last
+    ``batch_positions`` / ``batch_sizes`` (bytes in the input),
+    ``batch_record_starts`` (index of the batch's first record) and
+    ``batch_skipped`` (1 for a batch whose records were left out: a control
+    batch with ``skip_control``, an aborted transaction's batch given
+    ``aborted_transactions``). ``next_offset`` is the offset after the last
     complete batch (-1 if none) and ``bytes_consumed`` its end position.
     """
 
@@ -107,7 +109,7 @@ ctypedef struct BatchDesc:
     int64_t max_ts
     int32_t count
     int16_t attributes
-    bint skipped                     # a control batch, left out
+    bint skipped                     # a control or aborted batch, left out
 
 
 ctypedef struct Scan:
@@ -120,8 +122,38 @@ ctypedef struct Scan:
     int64_t next_offset
 
 
+cdef class _AbortedFilter:
+    """read_committed: which transactional batches belong to aborted
+    transactions, as Kafka's consumer decides it. ``aborted`` is the fetch
+    response's list of (producer id, first offset). Walking the batches in
+    order, a producer joins the aborted set once a batch reaches the first
+    offset of one of its aborted transactions, and leaves it at its ABORT
+    marker; a transactional batch of a producer in the set is dropped."""
+    cdef list pending                # (first offset, producer id), by first offset, reversed
+    cdef set producers
+
+    def __init__(self, aborted):
+        self.pending = sorted(((int(first), int(pid)) for pid, first in aborted), reverse=True)
+        self.producers = set()
+
+    cdef bint skip(self, const unsigned char *p, Py_ssize_t size, int16_t attributes,
+                   int64_t last_offset) except -1:
+        cdef int64_t pid = <int64_t>kl_be64(p + KL_OFF_PRODUCER_ID)
+        if pid < 0:
+            return False
+        # (no negative indexes: this module is compiled with wraparound off)
+        while self.pending and self.pending[len(self.pending) - 1][0] <= last_offset:
+            self.producers.add(self.pending.pop()[1])
+        if attributes & KL_ATTR_CONTROL:
+            if kl_control_type(p, size) == KL_CONTROL_ABORT:
+                self.producers.discard(pid)
+            return True
+        return (attributes & KL_ATTR_TRANSACTIONAL) != 0 and pid in self.producers
+
+
 cdef int _scan_batches(const unsigned char *base, Py_ssize_t n, bint skip_control,
-                       bint verify_crc, Scan *s, list keep_alive) except -1:
+                       bint verify_crc, Scan *s, list keep_alive,
+                       _AbortedFilter aborted) except -1:
     cdef Py_ssize_t pos = 0
     cdef int64_t length
     cdef const unsigned char *p
@@ -163,6 +195,8 @@ cdef int _scan_batches(const unsigned char *base, Py_ssize_t n, bint skip_contro
         bd.count = <int32_t>kl_be32(p + KL_OFF_RECORDS_COUNT)
         s.next_offset = bd.base_offset + <int32_t>kl_be32(p + KL_OFF_LAST_OFFSET_DELTA) + 1
         bd.skipped = skip_control and (bd.attributes & KL_ATTR_CONTROL) != 0
+        if aborted is not None and aborted.skip(p, bd.size, bd.attributes, s.next_offset - 1):
+            bd.skipped = True
         if bd.count < 0:
             raise CorruptRecordError(f"batch at offset {bd.base_offset} has record count "
                                      f"{bd.count}")
@@ -249,6 +283,7 @@ cdef dict _allocate(Scan *s, Out *o):
         "batch_positions": np.empty(nb, dtype=np.int64),
         "batch_sizes": np.empty(nb, dtype=np.int64),
         "batch_base_timestamps": np.empty(nb, dtype=np.int64),
+        "batch_skipped": np.empty(nb, dtype=np.uint8),
     }
     o.offsets = <int64_t *>_data(arrays["offsets"])
     o.timestamps = <int64_t *>_data(arrays["timestamps"])
@@ -360,11 +395,15 @@ cdef object _assemble(dict arrays, Out *o, Scan *s):
     return cols
 
 
-def decode_columns(data, *, bint skip_control=True, bint verify_crc=False):
+def decode_columns(data, *, bint skip_control=True, bint verify_crc=False,
+                   aborted_transactions=None):
     """Decode every complete batch in ``data`` into a ``RecordColumns``.
 
-    Malformed batches raise CorruptRecordError; a trailing partial batch is
-    ignored (see ``bytes_consumed``).
+    ``aborted_transactions`` (read_committed): the fetch response's list of
+    (producer id, first offset); the records of aborted transactions are
+    left out, as are all control batches. Malformed batches raise
+    CorruptRecordError; a trailing partial batch is ignored (see
+    ``bytes_consumed``).
     """
     cdef Py_buffer view
     cdef const unsigned char *base
@@ -375,6 +414,11 @@ def decode_columns(data, *, bint skip_control=True, bint verify_crc=False):
     cdef list keep_alive = []       # decompressed sections the descriptors point into
     cdef int64_t[::1] b_base, b_last, b_pid, b_start, b_pos, b_size, b_ts
     cdef int16_t[::1] b_attr
+    cdef uint8_t[::1] b_skip
+    cdef _AbortedFilter aborted = None
+    if aborted_transactions is not None:
+        aborted = _AbortedFilter(aborted_transactions)
+        skip_control = True
     s.batches = NULL
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     try:
@@ -385,7 +429,7 @@ def decode_columns(data, *, bint skip_control=True, bint verify_crc=False):
         if s.batches == NULL:
             raise MemoryError()
         base = <const unsigned char *>view.buf
-        _scan_batches(base, view.len, skip_control, verify_crc, &s, keep_alive)
+        _scan_batches(base, view.len, skip_control, verify_crc, &s, keep_alive, aborted)
         arrays = _allocate(&s, &o)
         b_base = arrays["batch_base_offsets"]
         b_last = arrays["batch_last_offsets"]
@@ -395,6 +439,7 @@ def decode_columns(data, *, bint skip_control=True, bint verify_crc=False):
         b_pos = arrays["batch_positions"]
         b_size = arrays["batch_sizes"]
         b_ts = arrays["batch_base_timestamps"]
+        b_skip = arrays["batch_skipped"]
         for i in range(s.count):
             bd = &s.batches[i]
             b_pos[i] = bd.header - base
@@ -405,6 +450,7 @@ def decode_columns(data, *, bint skip_control=True, bint verify_crc=False):
             b_pid[i] = <int64_t>kl_be64(bd.header + KL_OFF_PRODUCER_ID)
             b_attr[i] = bd.attributes
             b_start[i] = o.record
+            b_skip[i] = bd.skipped
             if not bd.skipped:
                 _decode_batch_records(bd, &o)
         return _assemble(arrays, &o, &s)

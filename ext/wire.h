@@ -220,6 +220,35 @@ static inline int kl_parse_record(const unsigned char *p, const unsigned char *e
     return q == end ? KL_REC_OK : KL_REC_BAD_SIZE;
 }
 
+/* Control batches (transaction markers, written by the broker): one
+ * uncompressed record whose key is version int16 (0), type int16 (0 ABORT,
+ * 1 COMMIT) and whose value is version int16 (0), coordinatorEpoch int32.
+ * kl_control_type gives the type of the batch at b (size bytes), or
+ * KL_CONTROL_UNKNOWN when it is not a control batch or its record does not
+ * parse as one. */
+#define KL_CONTROL_ABORT 0
+#define KL_CONTROL_COMMIT 1
+#define KL_CONTROL_UNKNOWN -1
+#define KL_CONTROL_KEY_SIZE 4
+#define KL_CONTROL_VALUE_SIZE 6
+
+static inline int kl_control_type(const unsigned char *b, int64_t size) {
+    kl_record r;
+    uint16_t attrs;
+    int type;
+    if (size < KL_BATCH_HEADER_SIZE) return KL_CONTROL_UNKNOWN;
+    attrs = kl_be16(b + KL_OFF_ATTRIBUTES);
+    if (!(attrs & KL_ATTR_CONTROL) || (attrs & KL_ATTR_COMPRESSION_MASK) != KL_CODEC_NONE)
+        return KL_CONTROL_UNKNOWN;
+    if (kl_be32(b + KL_OFF_RECORDS_COUNT) != 1) return KL_CONTROL_UNKNOWN;
+    if (kl_parse_record(b + KL_BATCH_HEADER_SIZE, b + size, &r) != KL_REC_OK)
+        return KL_CONTROL_UNKNOWN;
+    if (r.key_len != KL_CONTROL_KEY_SIZE || kl_be16(r.key) != 0) return KL_CONTROL_UNKNOWN;
+    type = (int)(int16_t)kl_be16(r.key + 2);
+    if (type != KL_CONTROL_ABORT && type != KL_CONTROL_COMMIT) return KL_CONTROL_UNKNOWN;
+    return type;
+}
+
 static inline const char *kl_record_error(int rc) {
     switch (rc) {
     case KL_REC_TRUNCATED: return "record runs past the end of the batch";

@@ -33,6 +33,11 @@ cdef extern from "wire.h" nogil:
         KL_ATTR_DELETE_HORIZON
         KL_MAGIC_V2
         KL_REC_OK
+        KL_CONTROL_ABORT
+        KL_CONTROL_COMMIT
+        KL_CONTROL_UNKNOWN
+        KL_CONTROL_KEY_SIZE
+        KL_CONTROL_VALUE_SIZE
 
     uint16_t kl_be16(const unsigned char *p)
     uint32_t kl_be32(const unsigned char *p)
@@ -60,3 +65,4 @@ cdef extern from "wire.h" nogil:
                         const unsigned char **after)
     int kl_parse_record(const unsigned char *p, const unsigned char *end, kl_record *r)
     const char *kl_record_error(int rc)
+    int kl_control_type(const unsigned char *b, int64_t size)

@@ -4,8 +4,9 @@ One cleaning pass over a PartitionLog, as Kafka's LogCleaner does it:
 
 1. First uncleanable offset U: the lowest of the active segment's base, the
    base of the first segment holding records younger than
-   ``min.compaction.lag.ms``, and the high watermark (rounded down to a
-   segment boundary). Only whole segments below U are rewritten.
+   ``min.compaction.lag.ms``, and the high watermark and the first offset
+   of an open transaction (each rounded down to a segment boundary). Only
+   whole segments below U are rewritten.
 2. Offset map over the dirty section [cleaner checkpoint, U): key (its
    XXH3-128 hash) -> latest offset, built segment by segment; if the next
    segment would overflow the map's memory budget, U moves down to it.
@@ -15,9 +16,12 @@ One cleaning pass over a PartitionLog, as Kafka's LogCleaner does it:
    until the batch's delete horizon: the first cleaning that keeps it stamps
    the batch with horizon = now + ``delete.retention.ms`` (Kafka's KIP-534
    attribute bit), and a cleaning after the horizon drops it. Control
-   batches are copied unchanged. Batches that keep every record are copied
-   byte for byte; others are re-encoded by ``filter_batch``, which preserves
-   offsets and producer fields.
+   batches (transaction markers) are copied unchanged, and so are the
+   segments' aborted-transaction indexes; the batches of aborted
+   transactions are dropped whole (and never enter the offset map, so an
+   aborted write cannot shadow a committed one). Batches that keep every
+   record are copied byte for byte; others are re-encoded by
+   ``filter_batch``, which preserves offsets and producer fields.
 4. Each group's output is written as ``.cleaned`` files, fsynced, and
    swapped in atomically (swap.py); then the cleaner checkpoint becomes U.
 
@@ -35,7 +39,7 @@ from kafkalite._ext.batch_scan import batch_header, validate_for_append
 from kafkalite._ext.offset_map import OffsetMap
 from kafkalite.record import decode_columns, filter_batch
 from kafkalite.storage.faults import crash_point
-from kafkalite.storage.segment import CLEANED_SUFFIX, LogSegment, segment_path
+from kafkalite.storage.segment import CLEANED_SUFFIX, SEGMENT_SUFFIXES, LogSegment, segment_path
 from kafkalite.storage.swap import commit_swap
 
 log = logging.getLogger(__name__)
@@ -84,10 +88,13 @@ class LogCleaner:
             if lag > 0 and seg.max_timestamp > now - lag:
                 bound = min(bound, seg.base_offset)
                 break
-        hw = self.log.high_watermark
-        if hw < bound:
-            # the last segment boundary at or below the high watermark
-            bound = max((s.base_offset for s in segments if s.base_offset <= hw),
+        limit = self.log.high_watermark
+        first_unstable = self.log.producer_state.first_unstable_offset()
+        if first_unstable is not None:
+            limit = min(limit, first_unstable)
+        if limit < bound:
+            # the last segment boundary at or below the limit
+            bound = max((s.base_offset for s in segments if s.base_offset <= limit),
                         default=segments[0].base_offset)
         return bound
 
@@ -108,17 +115,21 @@ class LogCleaner:
 
     # ---- reading --------------------------------------------------------------------------
 
-    @staticmethod
-    def _chunks(seg: LogSegment):
-        """(raw bytes, decoded columns) for runs of whole batches of a segment."""
+    def _chunks(self, seg: LogSegment):
+        """(raw bytes, decoded columns) for runs of whole batches of a
+        segment; the records of aborted transactions are left out (their
+        batches marked in ``batch_skipped``)."""
         fd, size, pos = seg.file.fileno(), seg.size, 0
         while pos < size:
             chunk = os.pread(fd, min(_READ_CHUNK, size - pos), pos)
-            cols = decode_columns(chunk, skip_control=True)
+            first = batch_header(chunk)[0]
+            aborted = [(t.producer_id, t.first_offset)
+                       for t in self.log.aborted_transactions(first, seg.next_offset)]
+            cols = decode_columns(chunk, aborted_transactions=aborted)
             if cols.bytes_consumed == 0:
                 whole = batch_header(chunk)[2]
                 chunk = os.pread(fd, whole, pos)
-                cols = decode_columns(chunk, skip_control=True)
+                cols = decode_columns(chunk, aborted_transactions=aborted)
             yield chunk, cols
             pos += cols.bytes_consumed
 
@@ -179,6 +190,8 @@ class LogCleaner:
                 out.append(raw)
                 added += size
                 continue
+            if cols.batch_skipped[b]:
+                continue                # an aborted transaction's batch
             r0 = int(starts[b])
             r1 = int(starts[b + 1]) if b + 1 < len(starts) else n_records
             k = keep[r0:r1].copy()
@@ -216,7 +229,7 @@ class LogCleaner:
                      now: int, stats: CleanerStats) -> LogSegment:
         directory = self.log.directory
         start = group[0].base_offset
-        for suffix in (".log", ".index", ".timeindex"):
+        for suffix in SEGMENT_SUFFIXES:
             try:
                 os.unlink(segment_path(directory, start, suffix, CLEANED_SUFFIX))
             except FileNotFoundError:
@@ -235,6 +248,9 @@ class LogCleaner:
             if pending:
                 self._write(cleaned, pending)
                 stats.bytes_written += pending_bytes
+            for seg in group:           # the markers stay, and so do their entries
+                for txn in seg.txn_index.entries:
+                    cleaned.txn_index.append(txn)
             cleaned.on_become_inactive()
             cleaned.flush()
         finally:

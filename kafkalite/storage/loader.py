@@ -12,7 +12,11 @@ Runs once per open, before anything else touches the directory:
    on: validate each batch's length, magic and CRC, truncate the first
    invalid one and everything after it (a torn tail; later segments are
    dropped too, as Kafka does), rebuild indexes, then fsync what was
-   recovered so the recovery point can move to the log end;
+   recovered so the recovery point can move to the log end. A recovered
+   segment's transaction index must hold exactly its ABORT markers: one
+   that does not (an entry past the truncation, or one lost with the
+   tail) is reset, and the log refills it from the markers when it
+   replays its producer state;
 4. derive log start/end offsets, clamp the high watermark and cleaner
    checkpoint into them, and bring the leader-epoch cache in line.
 
@@ -27,8 +31,8 @@ from dataclasses import dataclass
 from kafkalite.storage.checkpoint import PartitionCheckpoint, fsync_dir
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.leader_epoch import LeaderEpochFileCache
-from kafkalite.storage.segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX,
-                                       TIME_INDEX_SUFFIX, LogSegment, parse_segment_file)
+from kafkalite.storage.segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIXES, LOG_SUFFIX,
+                                       LogSegment, parse_segment_file)
 from kafkalite.storage.swap import complete_interrupted_swaps
 
 log = logging.getLogger(__name__)
@@ -49,6 +53,9 @@ class LoadedLog:
     recovered_segments: int
     truncated_bytes: int
     checkpoint: PartitionCheckpoint | None     # as read from disk
+    # the base of the first recovered segment whose transaction index was
+    # reset; the log refills it and the later ones' by replaying markers
+    txn_index_rebuild_from: int | None = None
 
 
 def _remove_leftovers(directory: str) -> None:
@@ -63,7 +70,7 @@ def _remove_leftovers(directory: str) -> None:
         parsed = parse_segment_file(name)
         if name.endswith(".tmp") or name.endswith(DELETED_SUFFIX) or name.endswith(CLEANED_SUFFIX):
             os.unlink(path)
-        elif parsed and parsed[1] in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and parsed[0] not in logs:
+        elif parsed and parsed[1] in INDEX_SUFFIXES and parsed[0] not in logs:
             os.unlink(path)
 
 
@@ -84,6 +91,7 @@ def load(directory: str, config: LogConfig) -> LoadedLog:
     start_from_checkpoint = checkpoint.log_start_offset if checkpoint else 0
     epochs = LeaderEpochFileCache(directory)
     recovered = truncated = 0
+    rebuild_txn_from = None
 
     if clean:
         for seg in segments:
@@ -109,6 +117,11 @@ def load(directory: str, config: LogConfig) -> LoadedLog:
             epochs.assign_all(scan.epoch_starts)
             kept.append(seg)
             scanned.append(seg)
+            seg.txn_index.truncate_to(seg.next_offset)
+            if [t.last_offset for t in seg.txn_index.entries] != scan.abort_markers:
+                seg.txn_index.reset()
+                if rebuild_txn_from is None:
+                    rebuild_txn_from = seg.base_offset
             if cut:
                 truncated += cut
                 log.warning("truncated %d bytes of %s: %s", cut, seg.path, scan.error)
@@ -145,4 +158,5 @@ def load(directory: str, config: LogConfig) -> LoadedLog:
         high_watermark=min(max(hw, log_start), log_end),
         cleaner_checkpoint=min(max(cleaner, log_start), log_end),
         leader_epoch_cache=epochs, had_clean_shutdown=clean,
-        recovered_segments=recovered, truncated_bytes=truncated, checkpoint=checkpoint)
+        recovered_segments=recovered, truncated_bytes=truncated, checkpoint=checkpoint,
+        txn_index_rebuild_from=rebuild_txn_from)

@@ -5,6 +5,7 @@ Directory layout (``<data dir>/<topic>-<partition>/``):
     00000000000000000000.log        segments, named by base offset (segment.py)
     00000000000000000000.index      sparse offset index (index.py)
     00000000000000000000.timeindex  sparse time index (index.py)
+    00000000000000000000.txnindex   aborted transactions, by marker (txn_index.py)
     partition.checkpoint            log start, recovery point, high watermark,
                                     cleaner checkpoint (checkpoint.py)
     leader-epoch-checkpoint         leader epoch -> start offset (leader_epoch.py)
@@ -34,6 +35,12 @@ Contract
   log closes.
 - ``read`` returns a FileRegion for ``os.sendfile``; it never copies or
   re-encodes batches.
+- Transactions: markers (control batches) are appended by the broker with
+  ``allow_control``; an ABORT marker's transaction goes into the active
+  segment's transaction index. ``last_stable_offset`` is the high
+  watermark held back by the first open transaction; read_committed
+  readers read below it and drop the batches ``aborted_transactions``
+  names.
 """
 from __future__ import annotations
 
@@ -53,8 +60,9 @@ from kafkalite.storage import loader
 from kafkalite.storage.checkpoint import PartitionCheckpoint, fsync_dir, write_atomically
 from kafkalite.storage import producer_snapshot
 from kafkalite.storage.config import LogConfig
-from kafkalite.storage.producer_state import AppendOrigin, ProducerStateManager
+from kafkalite.storage.producer_state import AppendOrigin, CompletedTxn, ProducerStateManager
 from kafkalite.storage.segment import FileRegion, LogSegment
+from kafkalite.storage.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -99,12 +107,15 @@ class LogAppendInfo(NamedTuple):
 
 class FetchDataInfo(NamedTuple):
     """A read's result: the region to send (None when there is nothing to
-    read yet) and the partition's offsets at the time of the read."""
+    read yet) and the partition's offsets at the time of the read; with
+    ``collect_aborted``, the aborted transactions the region may hold."""
     fetch_offset: int
     region: FileRegion | None
     log_start_offset: int
     high_watermark: int
     log_end_offset: int
+    last_stable_offset: int = -1
+    aborted_transactions: list | None = None
 
     def read(self) -> bytes:
         return self.region.read() if self.region is not None else b""
@@ -144,7 +155,11 @@ class PartitionLog:
         self._closed = False
         self.name = "%s-%d" % tp if (tp := parse_topic_partition(directory)) else directory
         self.producer_state = ProducerStateManager(directory)
-        self.producer_state.load(self._segments, self._log_start, self._log_end)
+        rebuild_from = state.txn_index_rebuild_from
+        self.producer_state.load(
+            self._segments, self._log_start, self._log_end, replay_from=rebuild_from,
+            on_completed=None if rebuild_from is None else (
+                lambda txn: self._reindex_aborted(txn, rebuild_from)))
 
     @classmethod
     def open(cls, directory: str, config: LogConfig | None = None, *,
@@ -189,6 +204,14 @@ class PartitionLog:
             raise ValueError(f"high watermark {offset} outside [{self._log_start}, "
                              f"{self._log_end}] for {self.name}")
         self._high_watermark = offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: the high watermark, held back to the first offset of the
+        oldest open transaction. read_committed consumers read below it."""
+        first_unstable = self.producer_state.first_unstable_offset()
+        hw = self._high_watermark
+        return hw if first_unstable is None else min(hw, first_unstable)
 
     @property
     def leader_epoch(self) -> int:
@@ -244,6 +267,8 @@ class PartitionLog:
             if original is not None:
                 return LogAppendInfo(original[0], original[1], 0, 0, -1, -1, -1,
                                      self._log_start, 0, None, duplicate=True)
+        if allow_control:
+            self.producer_state.check_marker(scan)
         if epoch > self.leader_epoch_cache.latest_epoch:
             # Before the write: recovery checks batches against the cache.
             self.leader_epoch_cache.assign(epoch, scan.first_offset)
@@ -278,7 +303,9 @@ class PartitionLog:
         self.active_segment.append(buf, scan)
         self._log_end = scan.last_offset + 1
         if scan.producer_batch_count:
-            self.producer_state.update(scan)
+            for txn in self.producer_state.update(scan):
+                if txn.aborted:
+                    self._index_aborted(txn, self.active_segment)
         self._unflushed_messages += scan.record_count
         if (self._unflushed_messages >= self.config.flush_messages
                 or now - self._last_flush_ms >= self.config.flush_ms):
@@ -290,6 +317,24 @@ class PartitionLog:
             offset_of_max_timestamp=scan.offset_of_max_timestamp,
             log_append_time=now if self.config.log_append_time else -1,
             log_start_offset=self._log_start, size_in_bytes=scan.size_in_bytes, scan=scan)
+
+    def _index_aborted(self, txn: CompletedTxn, segment: LogSegment) -> None:
+        """Record an aborted transaction in the index of the segment holding
+        its marker, with the LSO as of its end (Kafka's: the first offset
+        of the oldest other open transaction, or just past the marker)."""
+        first_unstable = self.producer_state.first_unstable_offset()
+        lso = txn.last_offset + 1 if first_unstable is None else first_unstable
+        segment.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset,
+                                            lso))
+
+    def _reindex_aborted(self, txn: CompletedTxn, rebuild_from: int) -> None:
+        """Loading after recovery: the markers replayed at or above
+        ``rebuild_from`` refill the transaction indexes the loader reset
+        (and only those: the others were found complete)."""
+        if txn.aborted and txn.last_offset >= rebuild_from:
+            segment = self._segments[self._segment_index(txn.last_offset)]
+            if txn.last_offset not in {t.last_offset for t in segment.txn_index.entries}:
+                self._index_aborted(txn, segment)
 
     def _maybe_roll(self, size: int, last_offset: int, max_timestamp: int, now: int) -> None:
         seg = self.active_segment
@@ -393,11 +438,13 @@ class PartitionLog:
         return max(bisect.bisect_right(self._bases, offset) - 1, 0)
 
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
-             min_one_message: bool = True) -> FetchDataInfo:
+             min_one_message: bool = True, collect_aborted: bool = False) -> FetchDataInfo:
         """Read from ``offset`` up to ``max_bytes`` (the first batch whole when
         larger, with ``min_one_message``), never past ``max_offset`` (the high
-        watermark for consumers). OffsetOutOfRangeError outside
-        [log start, log end]."""
+        watermark for consumers, the LSO for read_committed ones). With
+        ``collect_aborted``, also the aborted transactions the region may
+        hold (a superset: those overlapping [offset, end of its segment)).
+        OffsetOutOfRangeError outside [log start, log end]."""
         self._check_open()
         if offset < self._log_start or offset > self._log_end:
             raise OffsetOutOfRangeError(
@@ -406,7 +453,9 @@ class PartitionLog:
         if max_bytes < 0:
             raise InvalidRequestError(f"max_bytes must be >= 0, not {max_bytes}")
         limit = self._log_end if max_offset is None else min(max_offset, self._log_end)
-        empty = FetchDataInfo(offset, None, self._log_start, self._high_watermark, self._log_end)
+        lso = self.last_stable_offset
+        empty = FetchDataInfo(offset, None, self._log_start, self._high_watermark, self._log_end,
+                              lso, [] if collect_aborted else None)
         if offset >= limit:
             return empty
         limit_index = self._segment_index(limit) if limit < self._log_end else None
@@ -419,12 +468,30 @@ class PartitionLog:
             max_position = limit_position if i == limit_index else None
             region = self._segments[i].read(offset, max_bytes, max_position, min_one_message)
             if region is not None:
+                aborted = None
+                if collect_aborted:
+                    upper = min(limit, self._segments[i].next_offset)
+                    aborted = self.aborted_transactions(offset, upper)
                 return FetchDataInfo(offset, region, self._log_start, self._high_watermark,
-                                     self._log_end)
+                                     self._log_end, lso, aborted)
             if i == limit_index:
                 break
             i += 1  # offset is past this segment's data (a compacted gap)
         return empty
+
+    def aborted_transactions(self, start: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions a read of [start, upper_bound) may meet:
+        those ending at or after ``start`` and beginning below
+        ``upper_bound``, from the transaction indexes of the segment holding
+        ``start`` onwards (until an entry proves the rest cannot qualify)."""
+        self._check_open()
+        found: list[AbortedTxn] = []
+        for seg in self._segments[self._segment_index(start):]:
+            entries, complete = seg.txn_index.collect(start, upper_bound)
+            found += entries
+            if complete or seg.base_offset >= upper_bound:
+                break
+        return found
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """Kafka's ListOffsets: (offset, timestamp) of the first record whose

@@ -25,6 +25,15 @@ The per-batch fields come from the Cython validation scan of the append
 loading, from ``batch_scan.producer_batches`` over the log's tail: nothing
 here parses batch bytes.
 
+Transactions: a producer's first transactional batch opens its
+transaction in the partition (``ongoing``: producer id -> first offset);
+its COMMIT or ABORT marker, a control batch the transaction coordinator
+has written through the log, closes it and comes back from ``update`` as
+a ``CompletedTxn`` -- the log records aborted ones in the segment's
+transaction index. The smallest first offset of the open transactions is
+the partition's first unstable offset, below which the last stable offset
+(LSO) stays.
+
 Persistence: snapshots (producer_snapshot.py). ``take_snapshot(offset)``
 writes the state as of a log end; the log takes one when a segment rolls
 and when it closes. ``load`` restores the newest snapshot at or below the
@@ -39,10 +48,11 @@ from __future__ import annotations
 
 import enum
 import logging
+from typing import Callable, NamedTuple
 
 from kafkalite._ext.batch_scan import producer_batches
 from kafkalite.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
-from kafkalite.record.layout import ATTR_CONTROL, ATTR_TRANSACTIONAL
+from kafkalite.record.layout import ATTR_CONTROL, ATTR_TRANSACTIONAL, CONTROL_ABORT
 from kafkalite.storage import producer_snapshot
 from kafkalite.storage.producer_snapshot import CorruptSnapshotError, SnapshotEntry
 
@@ -59,6 +69,15 @@ class AppendOrigin(enum.Enum):
     CLIENT = "client"               # a producer: every check
     REPLICATION = "replication"     # a follower copying its leader: no producer checks
     COORDINATOR = "coordinator"     # the broker's own writes (group and transaction state)
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction a marker ended: its first offset in this partition
+    (the marker's own offset if it wrote nothing here) and the marker's."""
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
 
 
 def _last_sequence(first_seq: int, offset_delta: int) -> int:
@@ -96,6 +115,7 @@ class ProducerStateManager:
     def __init__(self, directory: str):
         self.directory = directory
         self.producers: dict[int, ProducerEntry] = {}
+        self.ongoing: dict[int, int] = {}         # producer id -> first offset of its open txn
         self.batches_read = 0                     # batch headers the last load read
         self.snapshots: list[int] = producer_snapshot.list_snapshots(directory)
 
@@ -104,7 +124,8 @@ class ProducerStateManager:
     @staticmethod
     def _batches(scan):
         """(pid, epoch, first_seq, last_seq, first_offset, last_offset, max_ts,
-        attributes) of the scan's batches that carry a producer id, in order."""
+        attributes, control type) of the scan's batches that carry a producer
+        id, in order."""
         pids = scan.producer_ids.tolist()
         epochs = scan.producer_epochs.tolist()
         seqs = scan.base_sequences.tolist()
@@ -112,10 +133,11 @@ class ProducerStateManager:
         lasts = scan.last_offsets.tolist()
         stamps = scan.max_timestamps.tolist()
         attrs = scan.attributes.tolist()
+        controls = scan.control_types.tolist()
         for i, pid in enumerate(pids):
             if pid >= 0:
                 yield (pid, epochs[i], seqs[i], _last_sequence(seqs[i], lasts[i] - firsts[i]),
-                       firsts[i], lasts[i], stamps[i], attrs[i])
+                       firsts[i], lasts[i], stamps[i], attrs[i], controls[i])
 
     def check(self, scan) -> tuple[int, int] | None:
         """Validate a client's append before it is written. Returns (first
@@ -126,7 +148,7 @@ class ProducerStateManager:
         pending: dict[int, tuple[int, int]] = {}    # pid -> (epoch, last seq) within the append
         duplicates: list = []
         fresh = 0
-        for pid, epoch, first_seq, last_seq, _, _, _, attrs in self._batches(scan):
+        for pid, epoch, first_seq, last_seq, _, _, _, attrs, _ in self._batches(scan):
             if attrs & ATTR_CONTROL:
                 continue        # transaction markers carry no sequence (the broker writes them)
             entry = self.producers.get(pid)
@@ -160,13 +182,34 @@ class ProducerStateManager:
             return duplicates[0][0], duplicates[-1][1]
         return None
 
-    def update(self, scan) -> None:
-        """Record the appended batches of ``scan`` (offsets as written)."""
+    def check_marker(self, scan) -> None:
+        """Validate transaction markers (the coordinator's appends) before
+        they are written: a marker's epoch may not be older than the
+        producer's (a fenced coordinator's or zombie's late marker)."""
+        for pid, epoch, _, _, _, _, _, attrs, _ in self._batches(scan):
+            entry = self.producers.get(pid)
+            if attrs & ATTR_CONTROL and entry is not None and epoch < entry.epoch:
+                raise InvalidProducerEpochError(
+                    f"transaction marker of producer {pid} has epoch {epoch}, older than the "
+                    f"current epoch {entry.epoch}")
+
+    def update(self, scan) -> list[CompletedTxn]:
+        """Record the appended batches of ``scan`` (offsets as written);
+        returns the transactions its markers completed, in log order."""
+        completed = []
         for batch in self._batches(scan):
-            self._record(*batch)
+            done = self._record(*batch)
+            if done is not None:
+                completed.append(done)
+        return completed
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction, or None."""
+        return min(self.ongoing.values()) if self.ongoing else None
 
     def _record(self, pid: int, epoch: int, first_seq: int, last_seq: int, first_offset: int,
-                last_offset: int, timestamp: int, attributes: int) -> None:
+                last_offset: int, timestamp: int, attributes: int,
+                control_type: int) -> CompletedTxn | None:
         entry = self.producers.get(pid)
         if entry is None:
             entry = self.producers[pid] = ProducerEntry(epoch)
@@ -177,13 +220,16 @@ class ProducerStateManager:
         entry.last_written_offset = last_offset
         if attributes & ATTR_CONTROL:
             # a transaction marker ends the producer's open transaction
+            first = self.ongoing.pop(pid, first_offset)
             entry.current_txn_first_offset = producer_snapshot.NO_TXN
-            return
+            return CompletedTxn(pid, first, last_offset, control_type == CONTROL_ABORT)
         if attributes & ATTR_TRANSACTIONAL and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = first_offset
+            self.ongoing[pid] = first_offset
         entry.batches.append((first_seq, last_seq, first_offset, last_offset))
         if len(entry.batches) > MAX_CACHED_BATCHES:
             del entry.batches[0]
+        return None
 
     # ---- snapshots ---------------------------------------------------------------------------
 
@@ -212,6 +258,7 @@ class ProducerStateManager:
 
     def _restore(self, entries) -> None:
         self.producers.clear()
+        self.ongoing.clear()
         for e in entries:
             entry = self.producers[e.producer_id] = ProducerEntry(e.producer_epoch)
             entry.last_written_offset = e.last_offset
@@ -224,6 +271,8 @@ class ProducerStateManager:
             entry.last_timestamp = e.timestamp
             entry.coordinator_epoch = e.coordinator_epoch
             entry.current_txn_first_offset = e.current_txn_first_offset
+            if e.current_txn_first_offset >= 0:
+                self.ongoing[e.producer_id] = e.current_txn_first_offset
 
     def delete_snapshots(self, *, below: int | None = None, above: int | None = None) -> None:
         """Delete the snapshots at offsets < ``below`` and > ``above``."""
@@ -237,14 +286,21 @@ class ProducerStateManager:
 
     # ---- loading -----------------------------------------------------------------------------
 
-    def load(self, segments, log_start: int, log_end: int) -> None:
+    def load(self, segments, log_start: int, log_end: int, *, replay_from: int | None = None,
+             on_completed: Callable[[CompletedTxn], None] | None = None) -> None:
         """Rebuild the state of a log holding [log_start, log_end) in
         ``segments``: from the newest sound snapshot at or below the log
-        end, plus the batch headers after it."""
+        end (at or below ``replay_from`` when given), plus the batch headers
+        after it. ``on_completed`` sees the transactions completed by the
+        markers replayed (the loader rebuilds transaction indexes with it)."""
         self.delete_snapshots(above=log_end)
         start = log_start
         self.producers.clear()
+        self.ongoing.clear()
+        limit = log_end if replay_from is None else min(replay_from, log_end)
         for offset in list(reversed(self.snapshots)):
+            if offset > limit:
+                continue
             if offset < log_start:
                 break
             try:
@@ -257,10 +313,10 @@ class ProducerStateManager:
                 continue
             start = offset
             break
-        self.batches_read = self._read_log(segments, start, log_end)
+        self.batches_read = self._read_log(segments, start, log_end, on_completed)
         self.evict_before(log_start)
 
-    def _read_log(self, segments, start: int, end: int) -> int:
+    def _read_log(self, segments, start: int, end: int, on_completed=None) -> int:
         """Record the batches of ``segments`` in [start, end); returns how
         many batch headers were read."""
         read = 0
@@ -279,11 +335,13 @@ class ProducerStateManager:
             try:
                 rows, walked, _ = producer_batches(data, position)
                 read += walked
-                for first, last, pid, epoch, seq, ts, attrs in rows.tolist():
+                for first, last, pid, epoch, seq, ts, attrs, control in rows.tolist():
                     if first >= end:
                         break
-                    self._record(pid, epoch, seq, _last_sequence(seq, last - first), first, last,
-                                 ts, attrs)
+                    done = self._record(pid, epoch, seq, _last_sequence(seq, last - first), first,
+                                        last, ts, attrs, control)
+                    if done is not None and on_completed is not None:
+                        on_completed(done)
             finally:
                 data.close()
         return read
@@ -294,6 +352,7 @@ class ProducerStateManager:
         for pid in [pid for pid, e in self.producers.items()
                     if e.last_written_offset < log_start]:
             del self.producers[pid]
+            self.ongoing.pop(pid, None)
         self.delete_snapshots(below=log_start)
 
     def truncate_and_reload(self, segments, log_start: int, log_end: int) -> None:
@@ -302,4 +361,5 @@ class ProducerStateManager:
 
     def clear(self) -> None:
         self.producers.clear()
+        self.ongoing.clear()
         self.delete_snapshots(above=-1)

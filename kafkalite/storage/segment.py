@@ -7,6 +7,8 @@ On-disk format:
                       else changed); batch i+1 starts where batch i ends.
     <base>.index      sparse offset index (see index.py)
     <base>.timeindex  sparse time index (see index.py)
+    <base>.txnindex   aborted transactions whose markers are in this segment
+                      (txn_index.py; only once there is one)
 
 ``<base>`` is the segment's base offset as ``%020d``; every batch in the
 segment has a base offset >= it and offsets increase through the file.
@@ -29,13 +31,16 @@ from kafkalite.errors import KafkaStorageError
 from kafkalite.record import BATCH_HEADER_SIZE, RecordBatch
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.index import OffsetIndex, TimeIndex
+from kafkalite.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 CLEANED_SUFFIX = ".cleaned"
 DELETED_SUFFIX = ".deleted"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+# The files that only exist beside a .log (the loader removes orphans).
+INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 # Bytes read at once when stepping through batch headers after an index hit.
 _HEADER_SCAN_CHUNK = 64 * 1024
@@ -146,6 +151,8 @@ class LogSegment:
                                         base_offset, config.segment_index_bytes)
         self.time_index = TimeIndex(segment_path(directory, base_offset, TIME_INDEX_SUFFIX, suffix),
                                     base_offset, config.segment_index_bytes)
+        self.txn_index = TransactionIndex(
+            segment_path(directory, base_offset, TXN_INDEX_SUFFIX, suffix), base_offset)
         self.created_ms = int(time.time() * 1000)
         # Filled by create (empty segment) or load_state/recover (existing one).
         self.next_offset = base_offset
@@ -156,6 +163,7 @@ class LogSegment:
         if create:
             self.offset_index.reset()
             self.time_index.reset()
+            self.txn_index.reset()
 
     # ---- state -----------------------------------------------------------------------
 
@@ -395,6 +403,7 @@ class LogSegment:
         if removed <= 0:
             return 0
         self._truncate_file(position)
+        self.txn_index.truncate_to(offset)
         # Truncation is rare (replication); rebuilding the indexes and tail
         # state from what is left is simpler than patching them.
         self.recover()
@@ -405,6 +414,7 @@ class LogSegment:
             os.fsync(self.file.fileno())
             self.offset_index.flush()
             self.time_index.flush()
+            self.txn_index.flush()
         except (OSError, ValueError) as exc:
             raise KafkaStorageError(f"cannot flush {self.path}: {exc}") from exc
 
@@ -419,11 +429,12 @@ class LogSegment:
                 for kind in SEGMENT_SUFFIXES]
 
     def rename_to_suffix(self, suffix: str) -> None:
-        """Rename all three files to carry ``suffix`` (e.g. "" to commit a
+        """Rename all the segment's files to carry ``suffix`` (e.g. "" to commit a
         .cleaned segment). The index files go first so that a crash leaves
         the .log -- the marker the loader trusts -- in the old state."""
         self.offset_index.rename(segment_path(self.directory, self.base_offset, INDEX_SUFFIX, suffix))
         self.time_index.rename(segment_path(self.directory, self.base_offset, TIME_INDEX_SUFFIX, suffix))
+        self.txn_index.rename(segment_path(self.directory, self.base_offset, TXN_INDEX_SUFFIX, suffix))
         new_log = segment_path(self.directory, self.base_offset, LOG_SUFFIX, suffix)
         os.replace(self._path, new_log)
         self._path = new_log

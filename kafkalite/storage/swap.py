@@ -1,7 +1,8 @@
 """Crash-safe replacement of a run of segments by one cleaned segment.
 
 The cleaner writes the replacement as ``<start>.log.cleaned`` (and its
-``.index.cleaned`` / ``.timeindex.cleaned``), fsyncs it, and then commits
+``.index.cleaned`` / ``.timeindex.cleaned`` / ``.txnindex.cleaned``, the
+last only when the cleaned segment keeps aborted transactions), fsyncs it, and then commits
 with a swap manifest, written atomically:
 
     <start>.swap      text: "kafkalite-swap 1" / "range <start> <end>"
@@ -13,7 +14,9 @@ after a crash:
 
     1. unlink the old segments in (start, end): index files first, .log last
        (a .log is what makes a segment exist for the loader);
-    2. rename the cleaned files over <start>'s: indexes first, .log last;
+    2. rename the cleaned files over <start>'s: indexes first, .log last
+       (while the cleaned .log is still there, a <start>.txnindex without a
+       cleaned one belongs to the old segment and is unlinked);
     3. fsync the directory, unlink the manifest, fsync again.
 
 Every step is idempotent, so a crash at any moment leaves either the old
@@ -28,9 +31,9 @@ import os
 
 from kafkalite.storage.checkpoint import fsync_dir, write_atomically
 from kafkalite.storage.faults import crash_point
-from kafkalite.storage.segment import (CLEANED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX,
-                                       TIME_INDEX_SUFFIX, parse_segment_file, segment_name,
-                                       segment_path)
+from kafkalite.storage.segment import (CLEANED_SUFFIX, INDEX_SUFFIX, INDEX_SUFFIXES, LOG_SUFFIX,
+                                       TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, parse_segment_file,
+                                       segment_name, segment_path)
 
 SWAP_SUFFIX = ".swap"
 _HEADER = "kafkalite-swap 1"
@@ -80,7 +83,7 @@ def _perform(directory: str, start: int, end: int) -> None:
         if parsed is None:
             continue
         base, rest = parsed
-        if start < base < end and rest in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        if start < base < end and rest in INDEX_SUFFIXES:
             os.unlink(os.path.join(directory, name))
     for name in sorted(os.listdir(directory)):
         parsed = parse_segment_file(name)
@@ -88,11 +91,18 @@ def _perform(directory: str, start: int, end: int) -> None:
             os.unlink(os.path.join(directory, name))
             crash_point("swap-mid-unlink")
     crash_point("swap-after-unlink")
-    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+    log_pending = os.path.exists(segment_path(directory, start, LOG_SUFFIX, CLEANED_SUFFIX))
+    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX):
         cleaned = segment_path(directory, start, suffix, CLEANED_SUFFIX)
         if os.path.exists(cleaned):
             os.replace(cleaned, segment_path(directory, start, suffix))
             crash_point("swap-mid-rename")
+        elif suffix == TXN_INDEX_SUFFIX and log_pending:
+            # the cleaned segment keeps no aborted transaction
+            try:
+                os.unlink(segment_path(directory, start, suffix))
+            except FileNotFoundError:
+                pass
     fsync_dir(directory)
     os.unlink(manifest_path(directory, start))
     fsync_dir(directory)
