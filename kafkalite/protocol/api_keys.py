@@ -30,6 +30,7 @@ class ApiKey(IntEnum):
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
+    WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
@@ -41,13 +42,17 @@ class ApiKey(IntEnum):
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
 
 
 # (min, max) version per API: exactly what an Apache Kafka 3.7 broker
 # advertises in its ApiVersions response for these keys. Clients infer the
 # broker release from these ranges (kafka-python: Fetch v16 => 3.7;
 # librdkafka gates features on them), and keep probing with low versions, so
-# every range starts at 0 like Kafka 3.x's. 3.8 would add Produce v11,
+# every range starts at 0 like Kafka 3.x's. The one exception is
+# ListTransactions v1 (3.8, KIP-994: a duration filter for finding hanging
+# transactions). 3.8 would add Produce v11,
 # FindCoordinator v5, ListGroups v5 and the KIP-890 transaction versions.
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (0, 10),
@@ -73,6 +78,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 4),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
     ApiKey.END_TXN: (0, 3),
+    ApiKey.WRITE_TXN_MARKERS: (0, 1),
     ApiKey.TXN_OFFSET_COMMIT: (0, 3),
     ApiKey.DESCRIBE_CONFIGS: (0, 4),
     ApiKey.ALTER_CONFIGS: (0, 2),
@@ -84,4 +90,6 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),
 }

@@ -15,6 +15,9 @@ topic-partition its worker hosts, and the group coordinator keeps one per
   and acks=all producers are answered when it passes their records. Only
   this class moves it (``maybe_increment_high_watermark``, from the log end
   offsets of the ISR); the log keeps it so that it is checkpointed.
+- The last stable offset (LSO): the high watermark held back by the first
+  open transaction (the log derives it from its producer state).
+  read_committed consumers read below it.
 
 Who may call: the owner of the partition (a worker's replica manager, or
 the supervisor's group coordinator), on its event-loop thread.
@@ -59,6 +62,10 @@ class Partition:
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
 
+    @property
+    def last_stable_offset(self) -> int:
+        return self.log.last_stable_offset
+
     # ---- leadership --------------------------------------------------------------------------
 
     def make_leader(self, leader_epoch: int, replicas: list[int] | None = None,
@@ -88,9 +95,12 @@ class Partition:
 
     def append_as_leader(self, records, origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
         """Append batches as the leader (the log checks a client's against its
-        producer state); the high watermark follows when the ISR allows (at
-        once while the leader is the only replica)."""
-        info = self.log.append(records, origin=origin)
+        producer state; transaction markers come from the coordinator, the
+        only origin that may write control batches); the high watermark
+        follows when the ISR allows (at once while the leader is the only
+        replica)."""
+        info = self.log.append(records, origin=origin,
+                               allow_control=origin is AppendOrigin.COORDINATOR)
         self.maybe_increment_high_watermark()
         return info
 
@@ -118,15 +128,25 @@ class Partition:
 
     # ---- reads -------------------------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int, *, min_one_message: bool) -> FetchDataInfo:
-        """What a consumer may read from ``offset``: committed batches only."""
+    def read(self, offset: int, max_bytes: int, *, min_one_message: bool,
+             read_committed: bool = False) -> FetchDataInfo:
+        """What a consumer may read from ``offset``: committed batches only
+        (below the high watermark); read_committed, below the LSO and with
+        the aborted transactions the batches may belong to."""
+        if read_committed:
+            return self.log.read(offset, max_bytes, max_offset=self.log.last_stable_offset,
+                                 min_one_message=min_one_message, collect_aborted=True)
         return self.log.read(offset, max_bytes, max_offset=self.log.high_watermark,
                              min_one_message=min_one_message)
 
-    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+    def offset_for_timestamp(self, timestamp: int,
+                             read_committed: bool = False) -> tuple[int, int] | None:
         """ListOffsets: (offset, timestamp) for a timestamp or one of Kafka's
-        special values (latest, earliest, max timestamp), None when none."""
+        special values (latest -- the LSO for read_committed --, earliest,
+        max timestamp), None when none."""
         if timestamp == LATEST_TIMESTAMP:
+            if read_committed:
+                return self.log.last_stable_offset, -1
             return self.log.high_watermark, -1
         if timestamp == EARLIEST_TIMESTAMP:
             return self.log.log_start_offset, -1
@@ -137,6 +157,17 @@ class Partition:
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (largest epoch <= leader_epoch, its end offset)."""
         return self.log.end_offset_for_epoch(leader_epoch)
+
+    def active_producers(self) -> list[dict]:
+        """DescribeProducers: the producers with state in this partition."""
+        state = self.log.producer_state
+        out = []
+        for pid, entry in sorted(state.producers.items()):
+            out.append({"producer_id": pid, "producer_epoch": entry.epoch,
+                        "last_sequence": entry.last_seq, "last_timestamp": entry.last_timestamp,
+                        "coordinator_epoch": entry.coordinator_epoch,
+                        "current_txn_start_offset": state.ongoing.get(pid, -1)})
+        return out
 
     def __repr__(self) -> str:
         return (f"Partition({self.name}, epoch={self.leader_epoch}, hw={self.log.high_watermark}, "

@@ -11,7 +11,14 @@ serves, for those partitions and no others:
 - Fetch: reads committed batches (below the high watermark) as file
   regions; a fetch that finds fewer than ``min_bytes`` waits as a
   ``DelayedFetch`` until appends bring enough or ``max_wait_ms`` passes;
-- ListOffsets and OffsetForLeaderEpoch.
+- ListOffsets and OffsetForLeaderEpoch;
+- WriteTxnMarkers: the transaction coordinator's COMMIT/ABORT markers,
+  appended as control batches (``AppendOrigin.COORDINATOR``) and answered,
+  like acks=all, once the high watermark has passed them;
+- DescribeProducers: the producer state of partitions.
+
+read_committed fetches and ListOffsets stop at the last stable offset, and
+fetches carry the aborted transactions their batches may belong to.
 
 Which APIs those are is said once, in ``API_HANDLERS``; the supervisor
 advertises them for the whole cluster from there.
@@ -35,11 +42,12 @@ from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
 from kafkalite.protocol.enums import IsolationLevel
+from kafkalite.record import build_control_batch
 from kafkalite.server.partition import Partition
 from kafkalite.server.per_partition import Shape, each_partition
 from kafkalite.server.purgatory import DelayedFetch, DelayedProduce, Purgatory
 from kafkalite.server.requests import DEFERRED, NO_RESPONSE, RequestContext
-from kafkalite.storage import PartitionLog
+from kafkalite.storage import AppendOrigin, PartitionLog
 
 log = logging.getLogger("kafkalite.replica_manager")
 
@@ -53,6 +61,17 @@ LIST_OFFSETS = Shape("name", "partitions", "partition_index",
                      "name", "partitions", "partition_index")
 OFFSET_FOR_LEADER_EPOCH = Shape("topic", "partitions", "partition",
                                 "topic", "partitions", "partition")
+# WriteTxnMarkers and DescribeProducers list partitions as bare indexes;
+# they are wrapped as {"partition": i} to walk them.
+WRITE_TXN_MARKERS = Shape("name", "partitions", "partition",
+                          "name", "partitions", "partition_index")
+DESCRIBE_PRODUCERS = Shape("name", "partitions", "partition",
+                           "name", "partitions", "partition_index", error_message=True)
+
+
+def _indexed(topics: list, name_field: str, indexes_field: str) -> list:
+    return [{"name": t[name_field], "partitions": [{"partition": i} for i in t[indexes_field]]}
+            for t in topics]
 
 
 def _produce_blank() -> dict:
@@ -76,6 +95,8 @@ class ReplicaManager:
         ApiKey.FETCH: "fetch",
         ApiKey.LIST_OFFSETS: "list_offsets",
         ApiKey.OFFSET_FOR_LEADER_EPOCH: "offset_for_leader_epoch",
+        ApiKey.WRITE_TXN_MARKERS: "write_txn_markers",
+        ApiKey.DESCRIBE_PRODUCERS: "describe_producers",
     }
     API_KEYS = frozenset(API_HANDLERS)
 
@@ -138,10 +159,10 @@ class ReplicaManager:
 
     # ---- writes ------------------------------------------------------------------------------
 
-    def append(self, part: Partition, records):
+    def append(self, part: Partition, records, origin: AppendOrigin = AppendOrigin.CLIENT):
         """Append as leader and wake what waits on the partition; the one
-        write path of produce requests and shared-memory rings."""
-        info = part.append_as_leader(records)
+        write path of produce requests, shared-memory rings and markers."""
+        info = part.append_as_leader(records, origin)
         if info.size_in_bytes and self.purgatory:
             self.purgatory.check(part.key, info.size_in_bytes)
         return info
@@ -179,15 +200,67 @@ class ReplicaManager:
         response = {"responses": topics, "throttle_time_ms": 0}
         if acks == 1:
             return response
+        return self._await_high_watermark(
+            ctx, body.get("timeout_ms", 0), appended, response,
+            lambda timed_out: _with_timeouts(response, timed_out))
+
+    def _await_high_watermark(self, ctx: RequestContext, timeout_ms: int, appended: dict,
+                              response: dict, on_timeout):
+        """Answer ``response`` once the high watermark of every partition in
+        ``appended`` (key -> (Partition, offset it must reach)) got there,
+        or ``on_timeout(keys that did not)`` after ``timeout_ms``."""
         produce = DelayedProduce(
-            ctx, time.monotonic() + max(body.get("timeout_ms", 0), 0) / 1000.0,
+            ctx, time.monotonic() + max(timeout_ms, 0) / 1000.0,
             {k: p for k, (p, _) in appended.items()},
             {k: end for k, (_, end) in appended.items()},
-            lambda timed_out: ctx.respond(_with_timeouts(response, timed_out)))
+            lambda timed_out: ctx.respond(on_timeout(timed_out) if timed_out else response))
         if produce.satisfied():
             return response
         self.purgatory.watch(produce)
         return DEFERRED
+
+    def write_txn_markers(self, ctx: RequestContext, body: dict):
+        """Append each marker's control batch to each of its partitions; the
+        answer waits until they are committed (below the high watermark),
+        since a coordinator that completes a transaction on an uncommitted
+        marker could lose it with a leader."""
+        appended: dict = {}
+        results = []
+        for marker in body["markers"]:
+            records = build_control_batch(bool(marker["transaction_result"]),
+                                          marker["producer_id"], marker["producer_epoch"],
+                                          marker["coordinator_epoch"])
+
+            def serve(name, topic, p, out):
+                part = self.partition(name, p["partition"])
+                info = self.append(part, bytearray(records), AppendOrigin.COORDINATOR)
+                end = info.last_offset + 1
+                previous = appended.get(part.key)
+                appended[part.key] = (part, max(end, previous[1] if previous else end))
+
+            topics = each_partition(WRITE_TXN_MARKERS,
+                                    _indexed(marker["topics"], "name", "partition_indexes"),
+                                    serve, lambda: {"error_code": 0})
+            results.append({"producer_id": marker["producer_id"], "topics": topics})
+        response = {"markers": results}
+
+        def timed_out(keys: set) -> dict:
+            for marker in results:
+                for topic in marker["topics"]:
+                    for p in topic["partitions"]:
+                        if (topic["name"], p["partition_index"]) in keys and not p["error_code"]:
+                            p["error_code"] = errors.RequestTimedOutError.code
+            return response
+
+        return self._await_high_watermark(ctx, 30_000, appended, response, timed_out)
+
+    def describe_producers(self, ctx: RequestContext, body: dict):
+        def serve(name, topic, p, out):
+            out["active_producers"] = self.partition(name, p["partition"]).active_producers()
+
+        return {"throttle_time_ms": 0, "topics": each_partition(
+            DESCRIBE_PRODUCERS, _indexed(body["topics"], "name", "partition_indexes"), serve,
+            lambda: {"error_code": 0, "error_message": None, "active_producers": []})}
 
     # ---- reads -------------------------------------------------------------------------------
 
@@ -221,14 +294,18 @@ class ReplicaManager:
             try:
                 data = part.read(fp["fetch_offset"], min(fp.get("partition_max_bytes", 1048576),
                                                          state["budget"]),
-                                 min_one_message=state["first"])
+                                 min_one_message=state["first"], read_committed=read_committed)
             except errors.OffsetOutOfRangeError:
                 out["high_watermark"] = part.high_watermark
                 out["log_start_offset"] = part.log.log_start_offset
                 raise
             out["high_watermark"] = data.high_watermark
-            out["last_stable_offset"] = data.high_watermark
+            out["last_stable_offset"] = data.last_stable_offset
             out["log_start_offset"] = data.log_start_offset
+            if data.aborted_transactions:
+                out["aborted_transactions"] = [
+                    {"producer_id": t.producer_id, "first_offset": t.first_offset}
+                    for t in data.aborted_transactions]
             if data.region is not None:
                 # a file region: sendfile over TCP, read for ZeroMQ
                 out["records"] = data.region
@@ -256,10 +333,12 @@ class ReplicaManager:
         return DEFERRED
 
     def list_offsets(self, ctx: RequestContext, body: dict):
+        read_committed = body.get("isolation_level", 0) == IsolationLevel.READ_COMMITTED
+
         def serve(name, topic, lp, out):
             part = self.partition(name, lp["partition_index"])
             part.check_leader_epoch(lp.get("current_leader_epoch", -1))
-            found = part.offset_for_timestamp(lp["timestamp"])
+            found = part.offset_for_timestamp(lp["timestamp"], read_committed)
             if found is not None:
                 out["offset"], out["timestamp"] = found
                 out["leader_epoch"] = part.leader_epoch

@@ -148,3 +148,69 @@ DescribeProducersResponse = Response(ApiKey.DESCRIBE_PRODUCERS, "0", flexible="0
         ]),
     ]),
 ])
+
+# WriteTxnMarkers, API key 27: the transaction coordinator asks partition
+# leaders to write COMMIT or ABORT markers. v1: flexible.
+WriteTxnMarkersRequest = Request(ApiKey.WRITE_TXN_MARKERS, "0-1", flexible="1+", fields=[
+    Array("markers", fields=[
+        Field("producer_id", "int64"),
+        Field("producer_epoch", "int16"),
+        Field("transaction_result", "bool"),
+        Array("topics", fields=[
+            Field("name", "string"),
+            Field("partition_indexes", "[]int32"),
+        ]),
+        Field("coordinator_epoch", "int32"),
+    ]),
+])
+WriteTxnMarkersResponse = Response(ApiKey.WRITE_TXN_MARKERS, "0-1", flexible="1+", fields=[
+    Array("markers", fields=[
+        Field("producer_id", "int64"),
+        Array("topics", fields=[
+            Field("name", "string"),
+            Array("partitions", fields=[
+                Field("partition_index", "int32"),
+                Field("error_code", "int16"),
+            ]),
+        ]),
+    ]),
+])
+
+# DescribeTransactions, API key 65 (KIP-664): the coordinator's view of
+# transactional ids.
+DescribeTransactionsRequest = Request(ApiKey.DESCRIBE_TRANSACTIONS, "0", flexible="0+", fields=[
+    Field("transactional_ids", "[]string"),
+])
+DescribeTransactionsResponse = Response(ApiKey.DESCRIBE_TRANSACTIONS, "0", flexible="0+", fields=[
+    Field("throttle_time_ms", "int32"),
+    Array("transaction_states", fields=[
+        Field("error_code", "int16"),
+        Field("transactional_id", "string"),
+        Field("transaction_state", "string"),
+        Field("transaction_timeout_ms", "int32"),
+        Field("transaction_start_time_ms", "int64"),
+        Field("producer_id", "int64"),
+        Field("producer_epoch", "int16"),
+        Array("topics", fields=[
+            Field("topic", "string"),
+            Field("partitions", "[]int32"),
+        ]),
+    ]),
+])
+
+# ListTransactions, API key 66 (KIP-664). v1: duration_filter (KIP-994).
+ListTransactionsRequest = Request(ApiKey.LIST_TRANSACTIONS, "0-1", flexible="0+", fields=[
+    Field("state_filters", "[]string"),
+    Field("producer_id_filters", "[]int64"),
+    Field("duration_filter", "int64", "1+", default=-1),
+])
+ListTransactionsResponse = Response(ApiKey.LIST_TRANSACTIONS, "0-1", flexible="0+", fields=[
+    Field("throttle_time_ms", "int32"),
+    Field("error_code", "int16"),
+    Field("unknown_state_filters", "[]string"),
+    Array("transaction_states", fields=[
+        Field("transactional_id", "string"),
+        Field("producer_id", "int64"),
+        Field("transaction_state", "string"),
+    ]),
+])
