@@ -116,6 +116,7 @@ _ERRORS = [
     ("UnknownTopicIdError", 100, "UNKNOWN_TOPIC_ID", True),
     ("InconsistentTopicIdError", 103, "INCONSISTENT_TOPIC_ID", True),
     ("TransactionalIdNotFoundError", 105, "TRANSACTIONAL_ID_NOT_FOUND", False),
+    ("TransactionAbortableError", 120, "TRANSACTION_ABORTABLE", False),
 ]
 
 _BY_CODE: dict[int, type[KafkaError]] = {}

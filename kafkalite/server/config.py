@@ -21,6 +21,10 @@ TOML layout (every key optional)::
     group_max_session_timeout_ms = 1800000
     group_initial_rebalance_delay_ms = 0     # Kafka: 3000
     offsets_retention_minutes = 10080        # offsets of an empty group expire after 7 days
+    transaction_state_num_partitions = 4     # partitions of __transaction_state (Kafka: 50)
+    transaction_max_timeout_ms = 900000      # the largest transaction.timeout.ms a producer may ask
+    transactional_id_expiration_ms = 604800000  # idle transactional ids are forgotten after 7 days
+    transaction_abort_timed_out_transaction_cleanup_interval_ms = 1000  # Kafka: 10000
 
     [topic_defaults]              # Kafka topic configs given to new topics
     "retention.ms" = 604800000
@@ -63,6 +67,10 @@ class ServerConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 0
     offsets_retention_minutes: int = 10_080
+    transaction_state_num_partitions: int = 4
+    transaction_max_timeout_ms: int = 900_000
+    transactional_id_expiration_ms: int = 604_800_000
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 1_000
     topic_defaults: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -77,7 +85,10 @@ class ServerConfig:
             raise InvalidConfigurationError(
                 f"default_partitions must be at least 1, not {self.default_partitions!r}")
         for name in ("offsets_topic_num_partitions", "group_min_session_timeout_ms",
-                     "group_max_session_timeout_ms", "offsets_retention_minutes"):
+                     "group_max_session_timeout_ms", "offsets_retention_minutes",
+                     "transaction_state_num_partitions", "transaction_max_timeout_ms",
+                     "transactional_id_expiration_ms",
+                     "transaction_abort_timed_out_transaction_cleanup_interval_ms"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise InvalidConfigurationError(f"{name} must be a positive integer, not {value!r}")

@@ -2,8 +2,9 @@
 
 It holds the cluster metadata (topics, configs, partition -> broker, leader
 epochs; metadata.py) and answers Metadata, CreateTopics, DeleteTopics,
-CreatePartitions, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs,
-DescribeCluster and InitProducerId.
+CreatePartitions, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs
+and DescribeCluster. It also hands out producer ids (``producer_ids``),
+which the transaction coordinator gives to producers.
 
 It decides; the brokers act. A change that opens or closes partitions is
 sent to the brokers involved through the ``BrokerChannel`` the supervisor
@@ -95,7 +96,6 @@ class Controller:
             ApiKey.ALTER_CONFIGS: self._alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self._incremental_alter_configs,
             ApiKey.DESCRIBE_CLUSTER: self._describe_cluster,
-            ApiKey.INIT_PRODUCER_ID: self._init_producer_id,
         }
 
     # ---- brokers -----------------------------------------------------------------------------
@@ -125,6 +125,20 @@ class Controller:
     def partition_count(self, topic: str) -> int | None:
         t = self.metadata.topics.get(topic)
         return None if t is None else len(t.partitions)
+
+    def leader_of(self, tp: tuple[str, int]) -> int | None:
+        """The broker leading a partition now, None when it has no live leader."""
+        t = self.metadata.topics.get(tp[0])
+        if t is None or not 0 <= tp[1] < len(t.partitions):
+            return None
+        leader = t.partitions[tp[1]].leader
+        return None if self.brokers[leader].fenced else leader
+
+    def native_endpoint(self, broker_id: int) -> str | None:
+        b = self.brokers[broker_id] if 0 <= broker_id < len(self.brokers) else None
+        if b is None or b.fenced or not b.port:
+            return None
+        return f"tcp://{self.config.public_host}:{b.port}"
 
     def controller_id(self, listener: Listener) -> int:
         return KAFKA_CONTROLLER_ID if listener is Listener.KAFKA else NATIVE_CONTROLLER_ID
@@ -433,14 +447,3 @@ class Controller:
                 "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
                              "rack": None} for b in self.live_brokers(ctx.listener)],
                 "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
-
-    # ---- idempotent producers ----------------------------------------------------------------
-
-    def _init_producer_id(self, ctx: RequestContext, body: dict):
-        if body.get("transactional_id") is not None:
-            raise errors.InvalidRequestError("transactions are not supported yet; use an "
-                                             "idempotent producer without transactional.id")
-        # Without a transactional id Kafka always hands out a new producer id
-        # (epoch 0), even when the producer names its old id and epoch.
-        return {"throttle_time_ms": 0, "error_code": 0,
-                "producer_id": self.producer_ids.next_id(), "producer_epoch": 0}

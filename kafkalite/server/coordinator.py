@@ -19,6 +19,13 @@ Kafka's classic group protocol, served by the supervisor for every group:
   and revoke only what the new assignment takes away (client side).
 - OffsetCommit / OffsetFetch / OffsetDelete, DescribeGroups, ListGroups,
   DeleteGroups, FindCoordinator.
+- TxnOffsetCommit: offsets committed inside a producer's transaction
+  (checked with the transaction coordinator through ``verify_txn``) are
+  written as part of that transaction and stay pending, invisible to
+  OffsetFetch, until ``complete_transaction`` -- the transaction
+  coordinator's marker for this partition -- commits or discards them.
+  While offsets are pending for a partition, OffsetFetch with
+  ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for it (KIP-447).
 
 State is kept in memory and written to ``__consumer_offsets`` (group_log.py)
 at each new generation and each commit; after a restart the coordinator
@@ -44,7 +51,7 @@ from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey, decode_subscription
 from kafkalite.protocol.errors import ProtocolError
-from kafkalite.server.group_log import GroupMetadataLog, OffsetAndMetadata
+from kafkalite.server.group_log import OFFSETS_TOPIC, GroupMetadataLog, OffsetAndMetadata
 from kafkalite.server.requests import DEFERRED, RequestContext
 
 log = logging.getLogger("kafkalite.coordinator")
@@ -133,6 +140,10 @@ class GroupCoordinator:
         self._clock = clock                       # wall-clock ms: commit times and expiry
         self.store = GroupMetadataLog(data_dir, offsets_partitions)
         self.groups: dict[str, Group] = {}
+        # producer id -> group -> {(topic, partition): OffsetAndMetadata} awaiting its marker
+        self.pending_txn_offsets: dict[int, dict[str, dict]] = {}
+        # (transactional id, producer id, epoch, group) -> error code; set by the supervisor
+        self.verify_txn = lambda tid, pid, epoch, group: errors.CoordinatorNotAvailableError.code
         self._next_expiry_check = 0.0
         self._load()
 
@@ -144,6 +155,7 @@ class GroupCoordinator:
             ApiKey.HEARTBEAT: self._heartbeat,
             ApiKey.LEAVE_GROUP: self._leave_group,
             ApiKey.OFFSET_COMMIT: self._offset_commit,
+            ApiKey.TXN_OFFSET_COMMIT: self._txn_offset_commit,
             ApiKey.OFFSET_FETCH: self._offset_fetch,
             ApiKey.OFFSET_DELETE: self._offset_delete,
             ApiKey.DESCRIBE_GROUPS: self._describe_groups,
@@ -154,7 +166,9 @@ class GroupCoordinator:
     # ---- persistence ------------------------------------------------------------------------
 
     def _load(self) -> None:
-        stored_groups, stored_offsets = self.store.load()
+        loaded = self.store.load()
+        stored_groups, stored_offsets = loaded.groups, loaded.offsets
+        self.pending_txn_offsets = loaded.pending
         now = time.monotonic()
         for gid, value in stored_groups.items():
             g = self.groups[gid] = Group(gid)
@@ -640,7 +654,86 @@ class GroupCoordinator:
             g.offsets.update(accepted)
         return {"throttle_time_ms": 0, "topics": topics_out}
 
-    def _fetch_offsets(self, gid: str, topics) -> list:
+    def _txn_offset_commit(self, ctx: RequestContext, body: dict):
+        gid = body["group_id"]
+        pid, epoch = body["producer_id"], body["producer_epoch"]
+        generation = body.get("generation_id", -1)
+        member_id = body.get("member_id") or ""
+        g = self.groups.get(gid)
+        if not gid:
+            code = errors.InvalidGroupIdError.code
+        else:
+            code = self.verify_txn(body["transactional_id"], pid, epoch, gid)
+        if code == NONE:
+            if g is None:
+                if generation >= 0:
+                    code = errors.IllegalGenerationError.code
+            elif generation >= 0 or member_id:
+                # KIP-447: a consumer's group metadata fences zombies of
+                # earlier generations; without it, the commit is a producer's
+                code = self._check_member(g, member_id, body.get("group_instance_id"),
+                                          generation)
+        now = self._clock()
+        accepted: dict = {}
+        topics_out = []
+        for t in body["topics"]:
+            count = self.partition_count(t["name"])
+            parts_out = []
+            for p in t["partitions"]:
+                pcode = code
+                if pcode == NONE:
+                    if count is None or not 0 <= p["partition_index"] < count:
+                        pcode = errors.UnknownTopicOrPartitionError.code
+                    elif len((p.get("committed_metadata") or "").encode()) > OFFSET_METADATA_MAX_BYTES:
+                        pcode = errors.OffsetMetadataTooLargeError.code
+                    else:
+                        accepted[(t["name"], p["partition_index"])] = OffsetAndMetadata(
+                            p["committed_offset"], p.get("committed_leader_epoch", -1),
+                            p.get("committed_metadata") or "", now)
+                parts_out.append({"partition_index": p["partition_index"], "error_code": pcode})
+            topics_out.append({"name": t["name"], "partitions": parts_out})
+        if accepted:
+            try:
+                self.store.write_offsets(gid, accepted, now, producer_id=pid, producer_epoch=epoch)
+            except KafkaError as exc:
+                for t in topics_out:
+                    for p in t["partitions"]:
+                        if p["error_code"] == NONE:
+                            p["error_code"] = exc.code
+                return {"throttle_time_ms": 0, "topics": topics_out}
+            if g is None:
+                g = self.groups[gid] = Group(gid)
+                g.state_timestamp = now
+            self.pending_txn_offsets.setdefault(pid, {}).setdefault(gid, {}).update(accepted)
+        return {"throttle_time_ms": 0, "topics": topics_out}
+
+    def complete_transaction(self, partition: int, producer_id: int, producer_epoch: int,
+                             commit: bool, coordinator_epoch: int) -> None:
+        """The transaction coordinator's marker for ``__consumer_offsets``
+        partition ``partition``: write it, then make the producer's pending
+        offsets of the groups in that partition visible (commit) or drop
+        them (abort)."""
+        self.store.append_marker(partition, producer_id, producer_epoch, commit,
+                                 coordinator_epoch)
+        pending = self.pending_txn_offsets.get(producer_id)
+        if not pending:
+            return
+        for gid in [gid for gid in pending if self.store.partition_for(gid) == partition]:
+            offsets = pending.pop(gid)
+            if commit:
+                g = self.groups.get(gid) or self.groups.setdefault(gid, Group(gid))
+                g.offsets.update(offsets)
+        if not pending:
+            del self.pending_txn_offsets[producer_id]
+
+    def _unstable(self, gid: str) -> set:
+        """The partitions of ``gid`` with transactional offsets pending."""
+        out: set = set()
+        for by_group in self.pending_txn_offsets.values():
+            out |= set(by_group.get(gid, ()))
+        return out
+
+    def _fetch_offsets(self, gid: str, topics, require_stable: bool = False) -> list:
         g = self.groups.get(gid)
         offsets = g.offsets if g is not None else {}
         if topics is None:
@@ -648,26 +741,30 @@ class GroupCoordinator:
             for (t, p) in sorted(offsets):
                 by_topic.setdefault(t, []).append(p)
             topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
+        unstable = self._unstable(gid) if require_stable else set()
         out = []
         for t in topics:
             parts = []
             for p in t["partition_indexes"]:
                 om = offsets.get((t["name"], p))
+                code = errors.UnstableOffsetCommitError.code if (t["name"], p) in unstable else NONE
                 parts.append({"partition_index": p,
-                              "committed_offset": om.offset if om else -1,
-                              "committed_leader_epoch": om.leader_epoch if om else -1,
-                              "metadata": om.metadata if om else "", "error_code": NONE})
+                              "committed_offset": om.offset if om and not code else -1,
+                              "committed_leader_epoch": om.leader_epoch if om and not code else -1,
+                              "metadata": om.metadata if om and not code else "",
+                              "error_code": code})
             out.append({"name": t["name"], "partitions": parts})
         return out
 
     def _offset_fetch(self, ctx: RequestContext, body: dict):
+        stable = bool(body.get("require_stable"))
         if ctx.api_version >= 8:
             return {"throttle_time_ms": 0, "groups": [
                 {"group_id": grp["group_id"], "error_code": NONE,
-                 "topics": self._fetch_offsets(grp["group_id"], grp["topics"])}
+                 "topics": self._fetch_offsets(grp["group_id"], grp["topics"], stable)}
                 for grp in body["groups"]]}
         return {"throttle_time_ms": 0, "error_code": NONE,
-                "topics": self._fetch_offsets(body["group_id"], body["topics"])}
+                "topics": self._fetch_offsets(body["group_id"], body["topics"], stable)}
 
     def _offset_delete(self, ctx: RequestContext, body: dict):
         g = self.groups.get(body["group_id"])

@@ -16,10 +16,12 @@ restart, ``load()`` replays every partition and the coordinator resumes with
 the same groups, generations, assignments and offsets. Compaction keeps the
 topic from growing without bound.
 
-Each partition is a ``Partition`` (partition.py) this process leads, as a
-worker's are: the coordinator's appends (``AppendOrigin.COORDINATOR``) go
-through it, and it owns the high watermark. Periodic work is the log's own
-``housekeeping()``.
+Offsets committed inside a transaction (TxnOffsetCommit) are written as a
+transactional batch of the producer's and count only once the transaction
+coordinator's COMMIT marker follows in the same partition; an ABORT marker
+discards them. ``load()`` returns those still waiting for their marker.
+
+The partitions themselves are an ``InternalTopicLog`` (internal_topic.py).
 
 Who may call: the group coordinator (coordinator.py), on the supervisor's
 single thread. Workers never open these partitions, and the topic is not in
@@ -28,10 +30,8 @@ the cluster metadata: clients reach it only through the group APIs.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 
-from kafkalite.errors import KafkaError
 from kafkalite.protocol.codec import decode_data, encode_data
 from kafkalite.protocol.errors import ProtocolError
 from kafkalite.protocol.messages.group_records import (
@@ -42,11 +42,7 @@ from kafkalite.protocol.messages.group_records import (
     OffsetCommitKey,
     OffsetCommitValue,
 )
-from kafkalite.record import RecordBatchBuilder, iter_batches
-from kafkalite.server.partition import Partition
-from kafkalite.storage import AppendOrigin
-from kafkalite.storage.config import LogConfig
-from kafkalite.storage.log import PartitionLog
+from kafkalite.server.internal_topic import InternalTopicLog
 
 log = logging.getLogger("kafkalite.coordinator")
 
@@ -58,22 +54,6 @@ _LOG_PROPERTIES = {
     "delete.retention.ms": str(86_400_000),
     "compression.type": "producer",
 }
-_READ_CHUNK = 4 << 20
-
-
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode (UTF-16 code units, int32 wrap-around)."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for(group: str, partitions: int) -> int:
-    h = java_string_hash(group)
-    # Kafka's Utils.abs: Integer.MIN_VALUE maps to 0
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
 @dataclass
@@ -84,35 +64,18 @@ class OffsetAndMetadata:
     commit_timestamp: int = -1
 
 
-# The supervisor's broker id for its own partitions' replica lists.
-COORDINATOR_BROKER_ID = -1
+@dataclass
+class LoadedGroups:
+    groups: dict            # group -> GroupMetadataValue body
+    offsets: dict           # group -> {(topic, partition): OffsetAndMetadata}
+    pending: dict           # producer id -> {group -> {(topic, partition): OffsetAndMetadata}}
 
 
-class GroupMetadataLog:
+class GroupMetadataLog(InternalTopicLog):
     def __init__(self, data_dir: str, partitions: int):
-        if partitions < 1:
-            raise ValueError("offsets_topic_num_partitions must be at least 1")
-        self.partitions = partitions
-        config = LogConfig.from_properties(_LOG_PROPERTIES)
-        self.parts: list[Partition] = []
-        for i in range(partitions):
-            plog = PartitionLog.open(os.path.join(data_dir, f"{OFFSETS_TOPIC}-{i}"), config)
-            part = Partition(OFFSETS_TOPIC, i, None, plog, COORDINATOR_BROKER_ID)
-            part.make_leader(max(plog.leader_epoch, 0))
-            self.parts.append(part)
-
-    @property
-    def logs(self) -> list[PartitionLog]:
-        return [p.log for p in self.parts]
+        super().__init__(data_dir, OFFSETS_TOPIC, partitions, _LOG_PROPERTIES)
 
     # ---- writing ----------------------------------------------------------------------------
-
-    def _append(self, group: str, entries: list[tuple[bytes, bytes | None]], now_ms: int) -> None:
-        builder = RecordBatchBuilder()
-        for key, value in entries:
-            builder.append(now_ms, key, value)
-        self.parts[partition_for(group, self.partitions)].append_as_leader(
-            builder.build(), AppendOrigin.COORDINATOR)
 
     @staticmethod
     def _offset_key(group: str, topic: str, partition: int) -> bytes:
@@ -123,8 +86,10 @@ class GroupMetadataLog:
     def _group_key(group: str) -> bytes:
         return encode_data(GroupMetadataKey, GROUP_METADATA_KEY_VERSION, {"group": group})
 
-    def write_offsets(self, group: str, offsets: dict, now_ms: int) -> None:
-        """Append {(topic, partition): OffsetAndMetadata or None (delete)} in one batch."""
+    def write_offsets(self, group: str, offsets: dict, now_ms: int, *, producer_id: int = -1,
+                      producer_epoch: int = -1) -> None:
+        """Append {(topic, partition): OffsetAndMetadata or None (delete)} in
+        one batch; with a producer id, as part of its transaction."""
         entries = []
         for (topic, partition), om in offsets.items():
             value = None if om is None else encode_data(OffsetCommitValue, 3, {
@@ -132,7 +97,8 @@ class GroupMetadataLog:
                 "metadata": om.metadata or "", "commit_timestamp": om.commit_timestamp})
             entries.append((self._offset_key(group, topic, partition), value))
         if entries:
-            self._append(group, entries, now_ms)
+            self.append(self.partition_for(group), entries, now_ms, producer_id=producer_id,
+                        producer_epoch=producer_epoch)
 
     def write_group(self, group: str, value: dict | None, now_ms: int,
                     offsets_deleted: list | None = None) -> None:
@@ -141,29 +107,35 @@ class GroupMetadataLog:
         entries = [(self._offset_key(group, t, p), None) for t, p in offsets_deleted or ()]
         entries.append((self._group_key(group),
                         None if value is None else encode_data(GroupMetadataValue, 3, value)))
-        self._append(group, entries, now_ms)
+        self.append(self.partition_for(group), entries, now_ms)
 
     # ---- loading ----------------------------------------------------------------------------
 
-    def load(self) -> tuple[dict[str, dict], dict[str, dict]]:
-        """Replay every partition: ({group: GroupMetadataValue body},
-        {group: {(topic, partition): OffsetAndMetadata}}), tombstones applied."""
-        groups: dict[str, dict] = {}
-        offsets: dict[str, dict] = {}
-        for plog in self.logs:
-            position = plog.log_start_offset
-            while position < plog.log_end_offset:
-                data = plog.read(position, _READ_CHUNK).read()
-                if not data:
-                    break
-                for batch in iter_batches(data):
-                    if batch.is_control:
-                        position = batch.next_offset
-                        continue
-                    for record in batch.records():
-                        self._replay(record.key, record.value, groups, offsets)
-                    position = batch.next_offset
-        return groups, offsets
+    def load(self) -> LoadedGroups:
+        """Replay every partition, tombstones and transaction markers applied."""
+        loaded = LoadedGroups({}, {}, {})
+        # producer id -> partition -> group -> offsets, until the marker
+        waiting: dict[int, dict[int, dict]] = {}
+
+        def on_record(index, producer_id, transactional, key, value):
+            if transactional:
+                self._replay(key, value, loaded.groups,
+                             waiting.setdefault(producer_id, {}).setdefault(index, {}))
+            else:
+                self._replay(key, value, loaded.groups, loaded.offsets)
+
+        def on_marker(index, producer_id, commit):
+            offsets = waiting.get(producer_id, {}).pop(index, None)
+            if commit and offsets:
+                for group, tps in offsets.items():
+                    loaded.offsets.setdefault(group, {}).update(tps)
+
+        self.replay(on_record, on_marker)
+        for producer_id, by_partition in waiting.items():
+            for offsets in by_partition.values():
+                for group, tps in offsets.items():
+                    loaded.pending.setdefault(producer_id, {}).setdefault(group, {}).update(tps)
+        return loaded
 
     @staticmethod
     def _replay(key, value, groups: dict, offsets: dict) -> None:
@@ -190,19 +162,3 @@ class GroupMetadataLog:
             # An unknown key version (a newer writer) or a damaged record: skip
             # it rather than refuse to start the coordinator.
             log.error("skipped an unreadable %s record: %s", OFFSETS_TOPIC, exc)
-
-    # ---- housekeeping -----------------------------------------------------------------------
-
-    def housekeeping(self) -> None:
-        """Each log's periodic work (compaction by the topic's policy) and
-        checkpoint, as a worker does for its partitions."""
-        for plog in self.logs:
-            try:
-                plog.housekeeping()
-                plog.maybe_checkpoint()
-            except KafkaError as exc:
-                log.error("housekeeping of %s failed: %s", plog.name, exc)
-
-    def close(self) -> None:
-        for plog in self.logs:
-            plog.close()

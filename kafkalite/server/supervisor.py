@@ -8,6 +8,9 @@ It runs, on one thread, everything of a node that is not a partition:
   clean stop;
 - the controller (controller.py): cluster metadata and the admin APIs;
 - the group coordinator (coordinator.py) and its ``__consumer_offsets``;
+- the transaction coordinator (txn_coordinator.py) and its
+  ``__transaction_state``, with the marker sender (txn_markers.py) that
+  carries its WriteTxnMarkers requests to the workers;
 - the request paths: the native ZeroMQ ROUTER, the Kafka TCP listener
   (this process is Kafka broker 1000), and the relay that answers the
   Kafka requests workers pass on (relay.py), all into one dispatcher;
@@ -51,6 +54,8 @@ from kafkalite.server.native_listener import NativeListener
 from kafkalite.server.relay import RelayServer
 from kafkalite.server.replica_manager import ReplicaManager
 from kafkalite.server.requests import Listener, RequestDispatcher
+from kafkalite.server.txn_coordinator import TransactionCoordinator
+from kafkalite.server.txn_markers import MarkerSender
 from kafkalite.storage.checkpoint import write_atomically
 
 log = logging.getLogger("kafkalite.supervisor")
@@ -120,8 +125,19 @@ class Supervisor:
             initial_rebalance_delay_ms=cfg.group_initial_rebalance_delay_ms,
             offsets_retention_minutes=cfg.offsets_retention_minutes)
         self.controller.partitions_added = self.coordinator.on_partitions_changed
+        self.markers = MarkerSender(self.ctx, self.controller.native_endpoint)
+        self.txn_coordinator = TransactionCoordinator(
+            cfg.data_dir, producer_ids=self.controller.producer_ids,
+            partition_count=self.controller.partition_count, leader_of=self.controller.leader_of,
+            markers=self.markers, group_coordinator=self.coordinator,
+            partitions=cfg.transaction_state_num_partitions,
+            max_timeout_ms=cfg.transaction_max_timeout_ms,
+            id_expiration_ms=cfg.transactional_id_expiration_ms,
+            abort_check_interval_ms=cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms)
+        self.coordinator.verify_txn = self.txn_coordinator.verify_offsets
         self.handlers.update(self.controller.handlers())
         self.handlers.update(self.coordinator.handlers())
+        self.handlers.update(self.txn_coordinator.handlers())
         self.dispatcher = RequestDispatcher("the supervisor", self.handlers,
                                             cluster_apis=self.cluster_apis)
         self.native = NativeListener(self.ctx, cfg.host, cfg.port, self.dispatcher,
@@ -284,6 +300,7 @@ class Supervisor:
         self.native.attach(poller)
         self.relay.attach(poller)
         self.kafka.attach(poller)
+        self.markers.attach(poller)
         while not self._stop:
             try:
                 events = dict(poller.poll(POLL_INTERVAL_MS))
@@ -304,9 +321,12 @@ class Supervisor:
             self.native.on_events(events)
             self.relay.on_events(events)
             self.kafka.on_events(events)
+            self.markers.on_events(events)
+            self.markers.expire()
             if self.pending:
                 self._expire_pending()
             self.coordinator.tick()
+            self.txn_coordinator.tick()
             self._watch_children()
         self.shutdown()
         return 0
@@ -335,6 +355,8 @@ class Supervisor:
         except FileNotFoundError:
             pass
         self.coordinator.close()
+        self.markers.close()
+        self.txn_coordinator.close()
         self.kafka.close()
         self.relay.close()
         self.native.close()

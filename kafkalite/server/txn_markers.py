@@ -1,0 +1,134 @@
+"""WriteTxnMarkers requests from the transaction coordinator to the brokers.
+
+The transaction coordinator (in the supervisor) ends a transaction by
+having a COMMIT or ABORT marker written to every partition it touched.
+Partitions of the workers are reached here: one ZeroMQ DEALER per worker,
+speaking the native protocol to its ROUTER as any client would, carrying
+Kafka's own WriteTxnMarkers request. Each request's outcome -- the response
+body, or a KafkaError (an error reply, no answer within ``timeout_s``, the
+worker gone) -- goes to the ``on_done`` callback given with it; retrying is
+the coordinator's decision.
+
+Who may call: the supervisor's event loop (``attach``, ``on_events``,
+``expire``, ``close``) and the transaction coordinator, on that one thread.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import struct
+import time
+from typing import Callable
+
+import zmq
+
+from kafkalite import errors
+from kafkalite.errors import KafkaError, error_for_code
+from kafkalite.protocol import ApiKey, ProtocolError, decode_response, encode_request
+from kafkalite.protocol import native
+
+log = logging.getLogger("kafkalite.txn")
+
+WRITE_TXN_MARKERS_VERSION = 1
+CLIENT_ID = "kafkalite-txn-coordinator"
+_CORRELATION = struct.Struct(">i")
+
+
+class MarkerSender:
+    def __init__(self, zctx: zmq.Context, endpoint_of: Callable[[int], str | None],
+                 timeout_s: float = 30.0):
+        self.zctx = zctx
+        self.endpoint_of = endpoint_of          # broker id -> its native endpoint (None: down)
+        self.timeout_s = timeout_s
+        self._poller: zmq.Poller | None = None
+        self._sockets: dict[int, tuple[str, zmq.Socket]] = {}
+        # correlation id -> (broker id, deadline, on_done)
+        self._waiting: dict[int, tuple[int, float, Callable]] = {}
+        self._ids = itertools.count(1)
+
+    def attach(self, poller: zmq.Poller) -> None:
+        self._poller = poller
+        for _, sock in self._sockets.values():
+            poller.register(sock, zmq.POLLIN)
+
+    def send(self, broker_id: int, body: dict, on_done: Callable[[object], None]) -> None:
+        """Send a WriteTxnMarkers request to ``broker_id``; ``on_done`` gets the
+        response body or a KafkaError."""
+        endpoint = self.endpoint_of(broker_id)
+        if endpoint is None:
+            on_done(errors.BrokerNotAvailableError(f"broker {broker_id} is not available"))
+            return
+        sock = self._socket(broker_id, endpoint)
+        cid = next(self._ids) & 0x7FFFFFFF
+        frames: list = []
+        payload = encode_request(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, cid,
+                                 CLIENT_ID, body, records_out=frames)
+        sock.send_multipart([payload, *frames])
+        self._waiting[cid] = (broker_id, time.monotonic() + self.timeout_s, on_done)
+
+    def _socket(self, broker_id: int, endpoint: str) -> zmq.Socket:
+        known = self._sockets.get(broker_id)
+        if known is not None and known[0] == endpoint:
+            return known[1]
+        if known is not None:                 # the worker restarted on another port
+            self._drop(broker_id, errors.NotLeaderOrFollowerError(f"broker {broker_id} moved"))
+        sock = self.zctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(endpoint)
+        self._sockets[broker_id] = (endpoint, sock)
+        if self._poller is not None:
+            self._poller.register(sock, zmq.POLLIN)
+        return sock
+
+    def _drop(self, broker_id: int, err: KafkaError) -> None:
+        _, sock = self._sockets.pop(broker_id)
+        if self._poller is not None:
+            self._poller.unregister(sock)
+        sock.close()
+        for cid, (b, _, on_done) in list(self._waiting.items()):
+            if b == broker_id:
+                del self._waiting[cid]
+                on_done(err)
+
+    def on_events(self, events: dict) -> None:
+        for broker_id, (_, sock) in list(self._sockets.items()):
+            if sock not in events:
+                continue
+            while True:
+                try:
+                    frames = sock.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                self._on_reply(frames)
+
+    def _on_reply(self, frames: list) -> None:
+        try:
+            if frames[0] == native.ERROR_FRAME:
+                cid, code, message = native.decode_error(frames[1])
+                result: object = error_for_code(code)(message)
+            else:
+                (cid,) = _CORRELATION.unpack_from(frames[0])
+                _, result = decode_response(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION,
+                                            frames[0])
+        except (ProtocolError, struct.error, IndexError) as exc:
+            log.error("unreadable WriteTxnMarkers answer: %s", exc)
+            return
+        waiting = self._waiting.pop(cid, None)
+        if waiting is not None:
+            waiting[2](result)
+
+    def expire(self, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        for cid, (broker_id, deadline, on_done) in list(self._waiting.items()):
+            if deadline <= now:
+                del self._waiting[cid]
+                on_done(errors.RequestTimedOutError(
+                    f"broker {broker_id} did not answer WriteTxnMarkers in {self.timeout_s:.0f} s"))
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._waiting)
+
+    def close(self) -> None:
+        for broker_id in list(self._sockets):
+            self._drop(broker_id, errors.BrokerNotAvailableError("the coordinator is stopping"))
