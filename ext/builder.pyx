@@ -110,6 +110,22 @@ cdef class RecordBatchBuilder:
         if not self._fixed_base_ts:
             self._base_ts = -1
 
+    def set_producer(self, int64_t producer_id, int producer_epoch, int32_t base_sequence,
+                     bint transactional=False):
+        """Stamp the batch with its producer (an idempotent producer assigns
+        the sequence only when the batch is sent, so after the records are in)."""
+        if not -1 <= producer_epoch <= 32767:
+            raise ValueError(f"producer_epoch {producer_epoch} is outside -1..32767 (an int16)")
+        if transactional and producer_id < 0:
+            raise ValueError("a transactional batch needs a producer id")
+        self.producer_id = producer_id
+        self.producer_epoch = <int16_t>producer_epoch
+        self.base_sequence = base_sequence
+        if transactional:
+            self._attributes |= KL_ATTR_TRANSACTIONAL
+        else:
+            self._attributes &= ~KL_ATTR_TRANSACTIONAL
+
     @property
     def record_count(self):
         return self._count

@@ -122,13 +122,16 @@ ctypedef struct Scan:
     int64_t next_offset
 
 
-cdef class _AbortedFilter:
-    """read_committed: which transactional batches belong to aborted
-    transactions, as Kafka's consumer decides it. ``aborted`` is the fetch
-    response's list of (producer id, first offset). Walking the batches in
-    order, a producer joins the aborted set once a batch reaches the first
-    offset of one of its aborted transactions, and leaves it at its ABORT
-    marker; a transactional batch of a producer in the set is dropped."""
+@cython.final
+cdef class AbortedFilter:
+    """read_committed: which batches of a fetched partition a consumer
+    drops, as Kafka's consumer decides it. ``aborted`` is the fetch
+    response's list of (producer id, first offset) for the partition.
+    Walking the batches in log order, a producer joins the aborted set once
+    a batch reaches the first offset of one of its aborted transactions and
+    leaves it at its ABORT marker; a transactional batch of a producer in
+    the set is dropped, and so is every control batch. One filter per
+    fetched chunk, fed every batch of it in order."""
     cdef list pending                # (first offset, producer id), by first offset, reversed
     cdef set producers
 
@@ -136,24 +139,35 @@ cdef class _AbortedFilter:
         self.pending = sorted(((int(first), int(pid)) for pid, first in aborted), reverse=True)
         self.producers = set()
 
-    cdef bint skip(self, const unsigned char *p, Py_ssize_t size, int16_t attributes,
-                   int64_t last_offset) except -1:
-        cdef int64_t pid = <int64_t>kl_be64(p + KL_OFF_PRODUCER_ID)
-        if pid < 0:
+    cpdef bint skips(self, int64_t producer_id, int attributes, int64_t last_offset,
+                     bint abort_marker) except -1:
+        """Whether the batch with these header fields is dropped."""
+        if attributes & KL_ATTR_CONTROL:
+            if abort_marker:
+                self._reach(last_offset)
+                self.producers.discard(producer_id)
+            return True
+        if producer_id < 0:
             return False
+        self._reach(last_offset)
+        return (attributes & KL_ATTR_TRANSACTIONAL) != 0 and producer_id in self.producers
+
+    cdef int _reach(self, int64_t last_offset) except -1:
         # (no negative indexes: this module is compiled with wraparound off)
         while self.pending and self.pending[len(self.pending) - 1][0] <= last_offset:
             self.producers.add(self.pending.pop()[1])
-        if attributes & KL_ATTR_CONTROL:
-            if kl_control_type(p, size) == KL_CONTROL_ABORT:
-                self.producers.discard(pid)
-            return True
-        return (attributes & KL_ATTR_TRANSACTIONAL) != 0 and pid in self.producers
+        return 0
+
+    cdef bint skip(self, const unsigned char *p, Py_ssize_t size, int16_t attributes,
+                   int64_t last_offset) except -1:
+        return self.skips(<int64_t>kl_be64(p + KL_OFF_PRODUCER_ID), attributes, last_offset,
+                          (attributes & KL_ATTR_CONTROL) != 0
+                          and kl_control_type(p, size) == KL_CONTROL_ABORT)
 
 
 cdef int _scan_batches(const unsigned char *base, Py_ssize_t n, bint skip_control,
                        bint verify_crc, Scan *s, list keep_alive,
-                       _AbortedFilter aborted) except -1:
+                       AbortedFilter aborted) except -1:
     cdef Py_ssize_t pos = 0
     cdef int64_t length
     cdef const unsigned char *p
@@ -415,9 +429,9 @@ def decode_columns(data, *, bint skip_control=True, bint verify_crc=False,
     cdef int64_t[::1] b_base, b_last, b_pid, b_start, b_pos, b_size, b_ts
     cdef int16_t[::1] b_attr
     cdef uint8_t[::1] b_skip
-    cdef _AbortedFilter aborted = None
+    cdef AbortedFilter aborted = None
     if aborted_transactions is not None:
-        aborted = _AbortedFilter(aborted_transactions)
+        aborted = AbortedFilter(aborted_transactions)
         skip_control = True
     s.batches = NULL
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)

@@ -200,6 +200,12 @@ cdef class RecordBatch:
         return bool(self.attributes & KL_ATTR_CONTROL)
 
     @property
+    def control_type(self):
+        """A transaction marker's type (layout.CONTROL_ABORT or CONTROL_COMMIT);
+        CONTROL_UNKNOWN for a data batch."""
+        return kl_control_type(self._p, self.size_in_bytes)
+
+    @property
     def has_delete_horizon(self):
         return bool(self.attributes & KL_ATTR_DELETE_HORIZON)
 

@@ -16,6 +16,12 @@ class KafkaError(Exception):
     code: int = -1
     name: str = "UNKNOWN_SERVER_ERROR"
     retriable: bool = False
+    # A transactional producer's view of an error (confluent-kafka's
+    # KafkaError.fatal() / txn_requires_abort()): fatal means the producer
+    # cannot go on (fenced by a newer instance); txn_requires_abort means the
+    # open transaction is lost but abort_transaction() recovers.
+    fatal: bool = False
+    txn_requires_abort: bool = False
 
     def __init__(self, message: str | None = None):
         super().__init__(message or self.name)

@@ -13,12 +13,13 @@ from kafkalite.client.consumer import Consumer
 from kafkalite.client.producer import Producer
 from kafkalite.client.types import (OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID, OFFSET_STORED,
                                     TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME,
-                                    TIMESTAMP_NOT_AVAILABLE, BatchDelivery, Message, TopicPartition)
+                                    TIMESTAMP_NOT_AVAILABLE, BatchDelivery, ConsumerGroupMetadata,
+                                    Message, TopicPartition)
 from kafkalite.errors import KafkaError
 
 __all__ = [
     "AdminClient", "AlterConfigOpType", "BatchDelivery", "ClusterMetadata", "ConfigEntry",
-    "ConfigResource", "ConfigSource", "Consumer", "KafkaError", "Message", "NewPartitions",
+    "ConfigResource", "ConfigSource", "Consumer", "ConsumerGroupMetadata", "KafkaError", "Message", "NewPartitions",
     "NewTopic", "OFFSET_BEGINNING", "OFFSET_END", "OFFSET_INVALID", "OFFSET_STORED", "Producer",
     "ResourceType", "TIMESTAMP_CREATE_TIME", "TIMESTAMP_LOG_APPEND_TIME", "TIMESTAMP_NOT_AVAILABLE",
     "TopicPartition",

@@ -38,11 +38,12 @@ from kafkalite.client.connection import Connection, parse_bootstrap
 from kafkalite.client.metadata import Metadata, cluster_metadata, list_offsets
 from kafkalite.client.group import Change, GroupMembership
 from kafkalite.client.types import (OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID,
-                                    TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Message,
-                                    TopicPartition)
+                                    TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME,
+                                    ConsumerGroupMetadata, Message, TopicPartition)
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
-from kafkalite.record import batches_extent, decode_columns, iter_batches
+from kafkalite.record import AbortedFilter, batches_extent, decode_columns, iter_batches
+from kafkalite.record.layout import CONTROL_ABORT
 
 _LATEST, _EARLIEST = -1, -2
 
@@ -64,16 +65,20 @@ class _Assigned:
 
 
 class _Chunk:
-    """Fetched bytes of one partition, consumed batch by batch."""
+    """Fetched bytes of one partition, consumed batch by batch. With
+    read_committed, ``aborted`` is the fetch's aborted transactions for the
+    partition (their batches are dropped, by ``skip``)."""
 
-    __slots__ = ("tp", "data", "pos", "current", "pending")
+    __slots__ = ("tp", "data", "pos", "current", "pending", "aborted", "skip")
 
-    def __init__(self, tp, data):
+    def __init__(self, tp, data, aborted=None):
         self.tp = tp
         self.data = data
         self.pos = 0                         # byte position of the next undecoded batch
         self.current = 0                     # byte position of the batch ``pending`` came from
         self.pending = collections.deque()   # records of that batch not yet returned
+        self.aborted = aborted
+        self.skip = None if aborted is None else AbortedFilter(aborted)
 
 
 class Consumer:
@@ -428,7 +433,11 @@ class Consumer:
                     if next_offset > a.fetch_position:
                         a.fetch_position = next_offset
                         a.buffered += complete
-                        self._chunks.append(_Chunk(key, records))
+                        aborted = None
+                        if self._isolation():
+                            aborted = [(t["producer_id"], t["first_offset"])
+                                       for t in p.get("aborted_transactions") or ()]
+                        self._chunks.append(_Chunk(key, records, aborted))
         if refresh:
             try:
                 self._meta.refresh(sorted({t for t, _ in self._assigned}), False, self._timeout)
@@ -515,8 +524,11 @@ class Consumer:
                     continue
                 chunk.current = chunk.pos
                 chunk.pos += batch.size_in_bytes
+                dropped = chunk.skip is not None and chunk.skip.skips(
+                    batch.producer_id, batch.attributes, batch.last_offset,
+                    batch.control_type == CONTROL_ABORT)
                 if batch.next_offset > a.position:
-                    if not batch.is_control:
+                    if not batch.is_control and not dropped:
                         ts_type = (TIMESTAMP_LOG_APPEND_TIME if batch.timestamp_type
                                    else TIMESTAMP_CREATE_TIME)
                         topic, part = chunk.tp
@@ -596,7 +608,8 @@ class Consumer:
                 continue
             # from the batch poll() was part-way through, if any
             cols = decode_columns(memoryview(chunk.data)[chunk.current if chunk.pending
-                                                         else chunk.pos:])
+                                                         else chunk.pos:],
+                                  aborted_transactions=chunk.aborted)
             start = int(np.searchsorted(cols.offsets, a.position))
             batches.append(arrow.columns_to_arrow(cols, chunk.tp[0], chunk.tp[1], start))
             if cols.next_offset > a.position:
@@ -613,6 +626,14 @@ class Consumer:
             # assign() with a group.id: commits without membership (generation -1)
             self._group = GroupMembership(self.config, self._meta, self._ctx)
         return self._group
+
+    def consumer_group_metadata(self) -> ConsumerGroupMetadata:
+        """The group membership to hand a transactional producer's
+        ``send_offsets_to_transaction``."""
+        self._check_open()
+        group = self._membership()
+        return ConsumerGroupMetadata(group.group_id, group.generation, group.member_id,
+                                     group.instance_id)
 
     def commit(self, message=None, offsets=None, asynchronous=True):
         """Commit offsets to the group: ``message``'s offset + 1, the

@@ -13,15 +13,31 @@ many values in one call, encoded in one Cython loop.
 Keys are partitioned with murmur2, byte-compatible with Kafka's Java
 client; keyless records stick to one partition until its batch closes.
 
-Delivery: acks=1 (and "all", which is the same until replication exists)
-reports success once the worker has appended; failed sends are retried
-(``retries``, ``retry.backoff.ms``) until ``delivery.timeout.ms``, so a
-retry after a lost acknowledgement can write a record twice (at least
-once). acks=0 reports success when the request is sent.
+Delivery: acks=all (the default) reports success once the records are
+committed (below the high watermark), acks=1 once the worker has appended,
+acks=0 when the request is sent. Failed sends are retried (``retries``,
+``retry.backoff.ms``) until ``delivery.timeout.ms``.
+
+Idempotence (``enable.idempotence``, on by default as in Kafka's clients
+since 3.0; it gives way to an explicit acks other than all or more than 5
+requests in flight): the producer gets a producer id from the supervisor
+and the sender numbers each partition's batches when it first takes them,
+so the worker writes a retried batch once and refuses one that would
+reorder; a batch whose retry would overtake an earlier one waits for it.
+
+Transactions (``transactional.id``; confluent-kafka's calls):
+``init_transactions`` (fences older producers of the id),
+``begin_transaction``, ``send_offsets_to_transaction`` (a consumer's
+offsets committed with the output), ``commit_transaction``,
+``abort_transaction``. The sender adds each partition to the transaction
+(AddPartitionsToTxn) before its first batch goes out. Errors carry
+``fatal`` (fenced: the producer is done) and ``txn_requires_abort``
+(abort_transaction() and carry on).
 
 Thread safety: ``produce``, ``produce_batch``, ``poll``, ``flush`` and
 ``len()`` may be called from any thread; callbacks run in the thread that
-calls ``poll``/``flush``. ``close`` once, when done.
+calls ``poll``/``flush``. The transaction calls belong to one thread at a
+time. ``close`` once, when done.
 """
 from __future__ import annotations
 
@@ -52,7 +68,7 @@ class _Batch:
     """Records of one partition: open (builder), then built (raw) and sent."""
 
     __slots__ = ("topic", "partition", "builder", "raw", "count", "created", "callbacks",
-                 "batch_callback", "attempts", "deadline", "retry_at", "node")
+                 "batch_callback", "attempts", "deadline", "retry_at", "node", "sequence")
 
     def __init__(self, topic, partition, builder, now):
         self.topic = topic
@@ -67,6 +83,43 @@ class _Batch:
         self.deadline = 0.0
         self.retry_at = 0.0
         self.node = None
+        self.sequence = -1           # idempotent producers: its base sequence, once sent
+
+
+INT32_SPAN = 1 << 31                 # sequences wrap from INT32_MAX to 0
+# Transaction states (the producer's side of them)
+_UNINITIALIZED, _READY, _IN_TXN, _FATAL = "uninitialized", "ready", "in transaction", "fatal"
+# Coordinator answers that mean "ask again shortly"
+_TXN_RETRIABLE = {errors.ConcurrentTransactionsError.code, errors.CoordinatorLoadInProgressError.code,
+                  errors.CoordinatorNotAvailableError.code, errors.NotCoordinatorError.code,
+                  errors.RequestTimedOutError.code}
+_FENCED = {errors.ProducerFencedError.code, errors.InvalidProducerEpochError.code,
+           errors.TransactionalIdAuthorizationFailedError.code}
+
+
+def idempotence(cfg: dict, given: dict) -> bool:
+    """Whether the producer is idempotent: Kafka's rules. Asked for (or
+    implied by transactional.id) with acks other than all, more than 5
+    requests in flight or no retries is an error; merely defaulted, it
+    gives way to those settings."""
+    transactional = bool(cfg.get("transactional.id"))
+    explicit = "enable.idempotence" in given
+    wanted = cfg["enable.idempotence"] or transactional
+    if transactional and explicit and not cfg["enable.idempotence"]:
+        raise ValueError("transactional.id requires enable.idempotence=true")
+    conflicts = []
+    if cfg["acks"] != -1:
+        conflicts.append("acks must be all")
+    if cfg["max.in.flight.requests.per.connection"] > 5:
+        conflicts.append("max.in.flight.requests.per.connection must be at most 5")
+    if cfg["retries"] < 1:
+        conflicts.append("retries must be at least 1")
+    if wanted and conflicts:
+        if explicit or transactional:
+            raise ValueError(f"{'transactional.id' if transactional else 'enable.idempotence'} "
+                             f"needs an idempotent producer: {'; '.join(conflicts)}")
+        return False
+    return wanted
 
 
 class _Node:
@@ -84,10 +137,10 @@ class _Node:
 
 class Producer:
     def __init__(self, config: dict | None = None, **kwargs):
-        cfg = resolve({**(config or {}), **kwargs}, PRODUCER, PRODUCER_ALIASES)
-        if cfg["enable.idempotence"]:
-            raise ValueError("enable.idempotence is not supported yet: kafkalite's broker does "
-                             "not track producer ids until the Kafka-protocol work lands")
+        given = {**(config or {}), **kwargs}
+        cfg = resolve(given, PRODUCER, PRODUCER_ALIASES)
+        self._idempotent = idempotence(cfg, given)
+        self._transactional_id = cfg.get("transactional.id") or None
         if cfg["partitioner"] not in ("murmur2_random", "murmur2", "random"):
             raise ValueError(f"unsupported partitioner {cfg['partitioner']!r}: use murmur2_random "
                              f"(Kafka's Java default), murmur2 or random")
@@ -121,6 +174,13 @@ class Producer:
         self._flushing = 0
         self._closed = False
         self._sender_sleeping = False   # set by the sender before it blocks
+        # the producer id and epoch batches are stamped with (idempotence);
+        # ``_pid_generation`` tells the sender to restart its sequences
+        self._pid, self._epoch, self._pid_generation = -1, -1, 0
+        self._txn_state = _READY if self._transactional_id is None else _UNINITIALIZED
+        self._txn_generation = 0        # one per begin_transaction: the sender's partition set
+        self._txn_added = False         # the coordinator knows partitions of this transaction
+        self._txn_error: KafkaError | None = None   # a failure that dooms the transaction
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -161,11 +221,20 @@ class Producer:
         except BlockingIOError:
             pass
 
+    def _check_can_produce(self) -> None:
+        if self._closed:
+            raise RuntimeError("the producer is closed")
+        if self._txn_state != _READY and self._txn_state != _IN_TXN:
+            raise self._state_error("produce")
+        if self._transactional_id is not None and self._txn_state != _IN_TXN:
+            raise errors.InvalidTxnStateError(
+                "a transactional producer produces inside a transaction: call "
+                "begin_transaction() first")
+
     def produce(self, topic, value=None, key=None, partition=-1, on_delivery=None, timestamp=0,
                 headers=None, callback=None):
         """Queue one record (see confluent-kafka's Producer.produce)."""
-        if self._closed:
-            raise RuntimeError("the producer is closed")
+        self._check_can_produce()
         if isinstance(value, str):
             value = value.encode()
         if isinstance(key, str):
@@ -211,8 +280,7 @@ class Producer:
         ``partition`` (or one sticky partition). ``on_delivery(err,
         BatchDelivery)`` runs once per batch. Blocks (serving callbacks)
         while the queue holds queue.buffering.max.messages records."""
-        if self._closed:
-            raise RuntimeError("the producer is closed")
+        self._check_can_produce()
         n = len(values)
         if keys is not None and len(keys) != n:
             raise ValueError(f"{len(keys)} keys for {n} values")
@@ -250,8 +318,8 @@ class Producer:
                     count = builder.append_values(values, keys, timestamp, idx[done:],
                                                   max_bytes=self._batch_bytes)
                 done += count
-                b = _Batch(topic, p, None, time.monotonic())
-                b.raw = builder.build()
+                # built by the sender, which stamps it first when idempotent
+                b = _Batch(topic, p, builder, time.monotonic())
                 b.count = count
                 b.batch_callback = on_delivery or self._default_cb
                 built.append(b)
@@ -333,6 +401,167 @@ class Producer:
         with self._meta_lock:
             return cluster_metadata(self._meta, topic, timeout)
 
+    # ---- transactions -------------------------------------------------------------------------
+
+    def _state_error(self, what: str) -> KafkaError:
+        if self._txn_state == _FATAL:
+            err = errors.ProducerFencedError(
+                f"{what}: the producer is fenced or failed fatally ({self._txn_error}); "
+                f"close it and create a new one")
+            err.fatal = True
+            return err
+        return errors.InvalidTxnStateError(f"{what} is not possible in state {self._txn_state}")
+
+    def _coordinator(self, api_key: int, body: dict, deadline: float, what: str) -> dict:
+        """A request to the transaction (or group) coordinator, asked again
+        while it answers "not now"; returns the body, whose ``error_code``
+        the caller checks (for APIs that have one)."""
+        backoff = self.config["retry.backoff.ms"] / 1000.0
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                err = errors.RequestTimedOutError(f"{what} did not complete in time")
+                err.retriable = True
+                raise err
+            try:
+                with self._meta_lock:
+                    resp = self._meta.admin_request(api_key, body, min(remaining,
+                                                                       self.config["request.timeout.ms"] / 1000.0))
+            except KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                time.sleep(min(backoff, max(remaining, 0)))
+                continue
+            code = resp.get("error_code", 0)
+            if code in _TXN_RETRIABLE:
+                time.sleep(min(backoff, max(remaining, 0)))
+                continue
+            return resp
+
+    def _txn_failure(self, code: int, what: str, abortable: bool = True) -> KafkaError:
+        err = errors.error_for_code(code)(f"{what} failed: {errors.error_for_code(code).name}")
+        if code in _FENCED:
+            self._txn_state = _FATAL
+            self._txn_error = err
+            err.fatal = True
+        else:
+            err.txn_requires_abort = abortable
+        return err
+
+    def _deadline(self, timeout) -> float:
+        return time.monotonic() + (self.config["transaction.timeout.ms"] / 1000.0
+                                   if timeout is None or timeout < 0 else timeout)
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Take the transactional id: a producer id and a new epoch, which
+        fences every older producer of the id (a transaction one left open
+        is aborted first)."""
+        if self._transactional_id is None:
+            raise errors.InvalidTxnStateError("init_transactions() needs transactional.id")
+        if self._txn_state not in (_UNINITIALIZED, _READY):
+            raise self._state_error("init_transactions")
+        resp = self._coordinator(ApiKey.INIT_PRODUCER_ID, {
+            "transactional_id": self._transactional_id,
+            "transaction_timeout_ms": self.config["transaction.timeout.ms"],
+            "producer_id": -1, "producer_epoch": -1}, self._deadline(timeout), "init_transactions")
+        if resp["error_code"]:
+            raise self._txn_failure(resp["error_code"], "init_transactions", abortable=False)
+        with self._lock:
+            self._pid, self._epoch = resp["producer_id"], resp["producer_epoch"]
+            self._pid_generation += 1
+        self._txn_state = _READY
+
+    def begin_transaction(self) -> None:
+        if self._transactional_id is None or self._txn_state != _READY:
+            raise self._state_error("begin_transaction")
+        self._txn_error = None
+        self._txn_added = False
+        self._txn_generation += 1
+        self._txn_state = _IN_TXN
+
+    def send_offsets_to_transaction(self, positions, group_metadata, timeout: float | None = None):
+        """Commit a consumer's ``positions`` (TopicPartitions with the next
+        offset to read) to its group as part of this transaction."""
+        if self._txn_state != _IN_TXN:
+            raise self._state_error("send_offsets_to_transaction")
+        deadline = self._deadline(timeout)
+        tid, pid, epoch = self._transactional_id, self._pid, self._epoch
+        resp = self._coordinator(ApiKey.ADD_OFFSETS_TO_TXN, {
+            "transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
+            "group_id": group_metadata.group_id}, deadline, "send_offsets_to_transaction")
+        if resp["error_code"]:
+            raise self._txn_failure(resp["error_code"], "AddOffsetsToTxn")
+        self._txn_added = True
+        topics: dict[str, list] = {}
+        for tp in positions:
+            if tp.offset < 0:
+                continue
+            topics.setdefault(tp.topic, []).append({
+                "partition_index": tp.partition, "committed_offset": tp.offset,
+                "committed_leader_epoch": -1, "committed_metadata": tp.metadata or ""})
+        if not topics:
+            return
+        resp = self._coordinator(ApiKey.TXN_OFFSET_COMMIT, {
+            "transactional_id": tid, "group_id": group_metadata.group_id, "producer_id": pid,
+            "producer_epoch": epoch, "generation_id": group_metadata.generation_id,
+            "member_id": group_metadata.member_id,
+            "group_instance_id": group_metadata.group_instance_id,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]},
+            deadline, "send_offsets_to_transaction")
+        for t in resp["topics"]:
+            for p in t["partitions"]:
+                if p["error_code"]:
+                    raise self._txn_failure(p["error_code"], f"TxnOffsetCommit of {t['name']}-"
+                                                             f"{p['partition_index']}")
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Deliver what the transaction produced, then commit it: all of it
+        becomes visible to read_committed consumers at once."""
+        if self._txn_state != _IN_TXN:
+            raise self._state_error("commit_transaction")
+        deadline = self._deadline(timeout)
+        left = self.flush(max(deadline - time.monotonic(), 0))
+        if left:
+            err = errors.RequestTimedOutError(
+                f"commit_transaction: {left} message(s) still undelivered; call it again, or "
+                f"abort_transaction()")
+            err.retriable = True
+            raise err
+        if self._txn_error is not None:
+            err = self._txn_error
+            err.txn_requires_abort = self._txn_state != _FATAL
+            raise err
+        self._end_transaction(True, deadline)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the transaction: nothing it produced or committed becomes
+        visible to read_committed consumers."""
+        if self._txn_state != _IN_TXN:
+            raise self._state_error("abort_transaction")
+        deadline = self._deadline(timeout)
+        self.flush(max(deadline - time.monotonic(), 0))     # failures are expected here
+        self._end_transaction(False, deadline)
+
+    def _end_transaction(self, commit: bool, deadline: float) -> None:
+        what = "commit_transaction" if commit else "abort_transaction"
+        if self._txn_added:
+            resp = self._coordinator(ApiKey.END_TXN, {
+                "transactional_id": self._transactional_id, "producer_id": self._pid,
+                "producer_epoch": self._epoch, "committed": commit}, deadline, what)
+            if resp["error_code"]:
+                raise self._txn_failure(resp["error_code"], what, abortable=commit)
+        self._txn_state = _READY
+
+    def _txn_batch_failed(self, err: KafkaError) -> None:
+        """Sender side: a batch of the open transaction failed for good."""
+        if self._transactional_id is None or self._txn_state != _IN_TXN:
+            return
+        if err.code in _FENCED:
+            self._txn_state = _FATAL
+            err.fatal = True
+        if self._txn_error is None:
+            self._txn_error = err
+
     def close(self, timeout: float | None = 30.0) -> int:
         """Flush, stop the sender thread and release sockets and rings."""
         if self._closed:
@@ -358,6 +587,8 @@ class Producer:
 
     def _report(self, b: _Batch, err: KafkaError | None, base_offset: int) -> None:
         """Sender side: queue the delivery reports of a batch for poll()."""
+        if err is not None:
+            self._txn_batch_failed(err)
         if b.batch_callback is not None:
             self._reports.append((b.batch_callback, err, BatchDelivery(
                 b.topic, b.partition, base_offset if err is None else -1, b.count, err)))
@@ -408,6 +639,16 @@ class _Sender:
         self.retries = cfg["retries"]
         self.transport = cfg["kafkalite.transport"]
         self.refresh_at = 0.0
+        # idempotence: per partition, the next sequence to give a batch and
+        # the sequence after the last one acknowledged
+        self.sequences: dict[tuple[str, int], int] = {}
+        self.acked: dict[tuple[str, int], int] = {}
+        self.pid_generation = 0
+        self.init_at = 0.0              # next InitProducerId attempt (idempotent, not transactional)
+        self.unstamped: list[_Batch] = []   # ready, waiting for a producer id or AddPartitionsToTxn
+        self.txn_generation = 0
+        self.txn_partitions: set = set()
+        self.txn_retry_at = 0.0
 
     # links to workers
 
@@ -478,14 +719,128 @@ class _Sender:
                     next_deadline = min(next_deadline, b.created + p._linger)
             ready, p._ready = p._ready, []
         for b in ready:
-            if b.raw is None:
-                b.raw = b.builder.build()
-                b.builder = None
             b.deadline = b.created + self.delivery_timeout
-            self._route(b)
+        if not p._idempotent:
+            for b in ready:
+                self._build(b)
+                self._route(b)
+            return next_deadline
+        self.unstamped += ready
+        if self.unstamped and self._stamp_ready(now):
+            held = {(w.topic, w.partition) for w in self.waiting}
+            stamped, self.unstamped = self.unstamped, []
+            for b in stamped:
+                key = (b.topic, b.partition)
+                if key in held:
+                    self.waiting.append(b)   # an earlier batch of the partition waits
+                elif not self._route(b):
+                    held.add(key)
+        elif self.unstamped:
+            expired = [b for b in self.unstamped if now >= b.deadline]
+            if expired:
+                self.unstamped = [b for b in self.unstamped if now < b.deadline]
+                for b in expired:
+                    self.p._report(b, errors.RequestTimedOutError(
+                        f"delivery.timeout.ms expired before {b.topic}-{b.partition} could be "
+                        f"sent (no producer id, or not added to the transaction)"), -1)
+            next_deadline = min(next_deadline, now + self.backoff)
         return next_deadline
 
-    def _route(self, b: _Batch) -> None:
+    @staticmethod
+    def _build(b: _Batch) -> None:
+        if b.raw is None:
+            b.raw = b.builder.build()
+            b.builder = None
+
+    def _stamp_ready(self, now: float) -> bool:
+        """Idempotence: give the unstamped batches their producer id, epoch
+        and sequences -- in the order produce() closed them, which is each
+        partition's order -- once the producer id is known and (in a
+        transaction) their partitions are in it. False: not yet."""
+        p = self.p
+        if p._pid_generation != self.pid_generation:
+            self.pid_generation = p._pid_generation
+            self.sequences.clear()
+            self.acked.clear()
+        if p._transactional_id is None and p._pid < 0 and not self._init_producer_id(now):
+            return False
+        if p._transactional_id is not None and not self._add_partitions(now):
+            return False
+        transactional = p._transactional_id is not None
+        for b in self.unstamped:
+            if b.raw is None:
+                key = (b.topic, b.partition)
+                b.sequence = self.sequences.get(key, 0)
+                self.sequences[key] = (b.sequence + b.count) % INT32_SPAN
+                b.builder.set_producer(p._pid, p._epoch, b.sequence, transactional)
+                self._build(b)
+        return True
+
+    def _init_producer_id(self, now: float) -> bool:
+        if now < self.init_at:
+            return False
+        try:
+            resp = self.meta.admin_request(ApiKey.INIT_PRODUCER_ID, {
+                "transactional_id": None, "transaction_timeout_ms": -1,
+                "producer_id": -1, "producer_epoch": -1}, self.request_timeout)
+            if resp["error_code"]:
+                raise errors.error_for_code(resp["error_code"])("InitProducerId failed")
+        except KafkaError as exc:
+            log.warning("cannot get a producer id yet (%s); retrying", exc)
+            self.init_at = now + max(self.backoff, 0.05)
+            return False
+        with self.p._lock:
+            self.p._pid, self.p._epoch = resp["producer_id"], resp["producer_epoch"]
+        return True
+
+    def _add_partitions(self, now: float) -> bool:
+        """AddPartitionsToTxn for the partitions of unstamped batches new to
+        the transaction. A refusal fails those batches (and dooms the
+        transaction); "not now" retries after the backoff."""
+        p = self.p
+        if p._txn_generation != self.txn_generation:
+            self.txn_generation = p._txn_generation
+            self.txn_partitions = set()
+        new = {(b.topic, b.partition) for b in self.unstamped} - self.txn_partitions
+        if not new:
+            return True
+        if now < self.txn_retry_at:
+            return False
+        topics: dict[str, list] = {}
+        for topic, index in sorted(new):
+            topics.setdefault(topic, []).append(index)
+        try:
+            resp = self.meta.admin_request(ApiKey.ADD_PARTITIONS_TO_TXN, {
+                "v3_and_below_transactional_id": p._transactional_id,
+                "v3_and_below_producer_id": p._pid, "v3_and_below_producer_epoch": p._epoch,
+                "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]},
+                self.request_timeout)
+        except KafkaError as exc:
+            log.warning("AddPartitionsToTxn failed (%s); retrying", exc)
+            self.txn_retry_at = now + max(self.backoff, 0.05)
+            return False
+        codes = {(t["name"], r["partition_index"]): r["partition_error_code"]
+                 for t in resp["results_by_topic_v3_and_below"] for r in t["results_by_partition"]}
+        if any(c in _TXN_RETRIABLE for c in codes.values()):
+            self.txn_retry_at = now + max(self.backoff, 0.05)
+            return False
+        failed = {k: c for k, c in codes.items() if c}
+        if failed:
+            keep = []
+            for b in self.unstamped:
+                code = failed.get((b.topic, b.partition))
+                if code is None:
+                    keep.append(b)
+                else:
+                    self.p._report(b, errors.error_for_code(code)(
+                        f"{b.topic}-{b.partition} could not join the transaction"), -1)
+            self.unstamped = keep
+        self.txn_partitions |= {k for k, c in codes.items() if not c}
+        p._txn_added = p._txn_added or bool(self.txn_partitions)
+        return True
+
+    def _route(self, b: _Batch) -> bool:
+        """Queue ``b`` for its leader; False (and ``b`` waits) when none is known."""
         try:
             leader = self.meta.leader(b.topic, b.partition)
         except errors.UnknownTopicOrPartitionError:
@@ -493,9 +848,10 @@ class _Sender:
         node = self._node(leader) if leader >= 0 else None
         if node is None:
             self.waiting.append(b)
-            return
+            return False
         b.node = node.node_id
         node.queue.append(b)
+        return True
 
     def _send(self, node: _Node) -> None:
         acks = self.p._acks
@@ -516,7 +872,7 @@ class _Sender:
                 topics.setdefault(topic, []).append({"index": partition, "records": records})
                 for b in batches:
                     b.attempts += 1
-            body = {"transactional_id": None, "acks": acks,
+            body = {"transactional_id": self.p._transactional_id, "acks": acks,
                     "timeout_ms": int(self.request_timeout * 1000),
                     "topic_data": [{"name": t, "partition_data": parts}
                                    for t, parts in topics.items()]}
@@ -539,12 +895,29 @@ class _Sender:
         b.retry_at = now + self.backoff
         b.node = None
         self.waiting.append(b)
+        if self.p._idempotent:
+            # the partition's later batches not sent yet must not overtake it
+            key = (b.topic, b.partition)
+            for node in self.nodes.values():
+                if any((q.topic, q.partition) == key for q in node.queue):
+                    self.waiting += [q for q in node.queue if (q.topic, q.partition) == key]
+                    node.queue = collections.deque(q for q in node.queue
+                                                   if (q.topic, q.partition) != key)
 
     def _on_partition_result(self, b: _Batch, code: int, message, base_offset: int) -> None:
+        key = (b.topic, b.partition)
         if code == 0:
+            if b.sequence >= 0:
+                self.acked[key] = (b.sequence + b.count) % INT32_SPAN
             self.p._report(b, None, base_offset)
             return
         err = errors.error_for_code(code)(message or errors.error_for_code(code).name)
+        if (code == errors.OutOfOrderSequenceNumberError.code and b.sequence >= 0
+                and b.sequence != self.acked.get(key, 0)):
+            # an earlier batch of the partition failed and is being retried:
+            # this one follows it
+            self._retry(b, err)
+            return
         if err.retriable:
             if code in self.RETRIABLE_REFRESH:
                 self.refresh_at = 0.0
@@ -604,14 +977,20 @@ class _Sender:
                 log.warning("metadata refresh failed: %s", exc)
             self.refresh_at = now + max(self.backoff, 0.05)
         still, self.waiting = self.waiting, []
+        held: set = set()       # idempotence: partitions whose earliest batch still waits
+        if self.p._idempotent:
+            still.sort(key=lambda b: (b.topic, b.partition, b.sequence))
         for b in still:
+            key = (b.topic, b.partition)
             if now >= b.deadline:
                 self.p._report(b, errors.RequestTimedOutError(
                     f"delivery.timeout.ms expired before {b.topic}-{b.partition} had a leader"), -1)
-            elif now < b.retry_at:
+            elif now < b.retry_at or key in held:
                 self.waiting.append(b)
-            else:
-                self._route(b)
+                if self.p._idempotent:
+                    held.add(key)
+            elif not self._route(b) and self.p._idempotent:
+                held.add(key)
 
     def run(self) -> None:
         p = self.p

@@ -141,3 +141,23 @@ class BatchDelivery:
     def __repr__(self):
         return (f"BatchDelivery({self._topic}-{self._partition}@{self._offset}, "
                 f"count={self.count}, error={self._error})")
+
+
+class ConsumerGroupMetadata:
+    """A consumer's group membership as a transactional producer hands it to
+    ``send_offsets_to_transaction`` (confluent-kafka's
+    ``consumer_group_metadata()``): the offsets commit only if the member is
+    still the group's at that generation (KIP-447 zombie fencing)."""
+
+    __slots__ = ("group_id", "generation_id", "member_id", "group_instance_id")
+
+    def __init__(self, group_id: str, generation_id: int = -1, member_id: str = "",
+                 group_instance_id: str | None = None):
+        self.group_id = group_id
+        self.generation_id = generation_id
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+
+    def __repr__(self):
+        return (f"ConsumerGroupMetadata({self.group_id!r}, generation={self.generation_id}, "
+                f"member={self.member_id!r})")

@@ -18,8 +18,23 @@ def test_bad_values_are_named():
         Consumer({"bootstrap.servers": "127.0.0.1:1", "auto.offset.reset": "sometime"})
     with pytest.raises(ValueError, match="compression"):
         Producer({"bootstrap.servers": "127.0.0.1:1", "compression.type": "brotli"})
-    with pytest.raises(ValueError, match="idempotence"):
-        Producer({"bootstrap.servers": "127.0.0.1:1", "enable.idempotence": True})
+    with pytest.raises(ValueError, match="idempotence.*acks must be all"):
+        Producer({"bootstrap.servers": "127.0.0.1:1", "enable.idempotence": True, "acks": 1})
+    with pytest.raises(ValueError, match="transactional.id.*max.in.flight"):
+        Producer({"bootstrap.servers": "127.0.0.1:1", "transactional.id": "t",
+                  "max.in.flight.requests.per.connection": 6})
+    with pytest.raises(ValueError, match="transactional.id requires enable.idempotence"):
+        Producer({"bootstrap.servers": "127.0.0.1:1", "transactional.id": "t",
+                  "enable.idempotence": False})
+
+
+def test_idempotence_is_the_default_and_gives_way_to_explicit_acks():
+    p = Producer({"bootstrap.servers": "127.0.0.1:1"})
+    assert p._idempotent
+    p.close(0)
+    p = Producer({"bootstrap.servers": "127.0.0.1:1", "acks": 1})
+    assert not p._idempotent
+    p.close(0)
 
 
 def test_bootstrap_servers_is_required_and_checked():
