@@ -863,7 +863,13 @@ class _Sender:
             groups: dict[tuple[str, int], list[_Batch]] = {}
             size = 0
             while node.queue and (not groups or size + len(node.queue[0].raw) <= self.max_request):
-                b = node.queue.popleft()
+                b = node.queue[0]
+                same = groups.get((b.topic, b.partition))
+                if same and (b.attempts or same[0].attempts) and self.p._idempotent:
+                    # a retried batch travels alone: the worker recognises a
+                    # duplicate only as a whole append
+                    break
+                node.queue.popleft()
                 size += len(b.raw)
                 groups.setdefault((b.topic, b.partition), []).append(b)
             topics: dict[str, list] = {}
