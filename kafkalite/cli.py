@@ -7,6 +7,8 @@ Subcommands:
   consume     print a topic's records (like kafka-console-consumer)
   groups      list, describe, reset offsets of, delete consumer groups
               (like kafka-consumer-groups)
+  transactions list, describe, find hanging and abort transactions
+              (like kafka-transactions)
   demo        append records to a local partition log and read them back,
               without a server (the storage layer on its own)
   dump-log    print the batches (and records) of segment files, like
@@ -213,6 +215,38 @@ def build_parser() -> argparse.ArgumentParser:
     for p in gsub.choices.values():
         _client_args(p)
     groups.set_defaults(func=console.groups)
+
+    txns = sub.add_parser("transactions", help="list, describe, find hanging and abort "
+                                               "transactions",
+                          description="Transactions, like kafka-transactions.")
+    xsub = txns.add_subparsers(dest="action", required=True)
+    x = xsub.add_parser("list", help="transactional ids, their producer ids and states")
+    x.add_argument("--state", action="append", metavar="STATE",
+                   help="only this state (repeatable): Empty, Ongoing, PrepareCommit, ...")
+    x = xsub.add_parser("describe", help="a transactional id's state, producer and partitions")
+    x.add_argument("transactional_id")
+    x = xsub.add_parser("describe-producers", help="the producers with state in partitions "
+                                                   "(and their open transactions)")
+    x.add_argument("--topic", required=True)
+    x.add_argument("--partition", type=int, action="append",
+                   help="partition (repeatable; default: all)")
+    x = xsub.add_parser("find-hanging", help="open transactions no coordinator will end")
+    x.add_argument("--topic", action="append", help="topic to search (repeatable; default: all)")
+    x.add_argument("--max-transaction-timeout", type=int, default=15, metavar="MINUTES",
+                   help="transactions open longer than this are suspects (default: 15, "
+                        "the server's transaction_max_timeout_ms)")
+    x = xsub.add_parser("abort", help="end a hanging transaction in one partition with an "
+                                      "ABORT marker")
+    x.add_argument("--topic", required=True)
+    x.add_argument("--partition", type=int, required=True)
+    x.add_argument("--start-offset", type=int,
+                   help="the open transaction's first offset (finds its producer)")
+    x.add_argument("--producer-id", type=int)
+    x.add_argument("--producer-epoch", type=int)
+    x.add_argument("--coordinator-epoch", type=int, default=0)
+    for p in xsub.choices.values():
+        _client_args(p)
+    txns.set_defaults(func=console.transactions)
 
     demo = sub.add_parser("demo", help="append records to a local partition log and read them "
                                        "back (no server needed)")

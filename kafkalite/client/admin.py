@@ -1,5 +1,7 @@
-"""The admin client: topics, configs and consumer groups, with
-confluent-kafka's call shapes.
+"""The admin client: topics, configs, consumer groups and transactions, with
+confluent-kafka's call shapes (and, for transactions, which confluent-kafka
+lacks, the Java Admin's: list/describe transactions, describe producers,
+abort a hanging transaction, find hanging transactions).
 
 Every method returns ``{topic or resource: concurrent.futures.Future}``
 like confluent-kafka's AdminClient; here the request is made before the
@@ -125,6 +127,48 @@ class PartitionLag:
     lag: int | None             # None when nothing is committed
     member_id: str | None = None
     client_id: str | None = None
+
+
+@dataclass
+class TransactionListing:
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
+@dataclass
+class TransactionDescription:
+    transactional_id: str
+    state: str
+    producer_id: int
+    producer_epoch: int
+    transaction_timeout_ms: int
+    transaction_start_time_ms: int          # -1: no transaction open
+    topic_partitions: list                  # [TopicPartition] of the open transaction
+
+
+@dataclass
+class ProducerState:
+    """A producer with state in a partition (DescribeProducers)."""
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_transaction_start_offset: int   # -1: no open transaction here
+
+
+@dataclass
+class HangingTransaction:
+    """An open transaction in a partition that its coordinator will not end."""
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    start_offset: int
+    last_timestamp: int
+    transactional_id: str | None            # None: no coordinator knows the producer
+    reason: str
 
 
 RESET_SPECS = ("to-earliest", "to-latest", "to-datetime", "to-offset", "shift-by")
@@ -352,6 +396,133 @@ class AdminClient:
             got = list_offsets(self._meta, self._connection_to, requests, 0,
                                request_timeout or self._timeout)
         return {k: off for k, (off, _) in got.items()}
+
+    # ---- transactions -------------------------------------------------------------------------
+
+    def list_transactions(self, states=None, producer_ids=None, duration_ms: int = -1,
+                          request_timeout: float | None = None) -> Future:
+        """A Future of [TransactionListing] (in ``states``, of ``producer_ids``,
+        open for at least ``duration_ms``)."""
+        resp = self._request(ApiKey.LIST_TRANSACTIONS, {
+            "state_filters": list(states or []), "producer_id_filters": list(producer_ids or []),
+            "duration_filter": duration_ms}, request_timeout)
+        exc = error_or_none(resp["error_code"])
+        if exc is None and resp["unknown_state_filters"]:
+            exc = errors.InvalidRequestError(
+                f"unknown transaction state(s) {', '.join(resp['unknown_state_filters'])}")
+        return _done(None if exc else [
+            TransactionListing(t["transactional_id"], t["producer_id"], t["transaction_state"])
+            for t in resp["transaction_states"]], exc)
+
+    def describe_transactions(self, transactional_ids: list[str],
+                              request_timeout: float | None = None) -> dict:
+        """{transactional id: Future of TransactionDescription}."""
+        resp = self._request(ApiKey.DESCRIBE_TRANSACTIONS,
+                             {"transactional_ids": list(transactional_ids)}, request_timeout)
+        out = {}
+        for t in resp["transaction_states"]:
+            code = t["error_code"]
+            exc = error_or_none(code, f"transactional id {t['transactional_id']!r} is not known"
+                                if code == errors.TransactionalIdNotFoundError.code else None)
+            out[t["transactional_id"]] = _done(None if exc else TransactionDescription(
+                t["transactional_id"], t["transaction_state"], t["producer_id"],
+                t["producer_epoch"], t["transaction_timeout_ms"], t["transaction_start_time_ms"],
+                [TopicPartition(x["topic"], p) for x in t["topics"] for p in x["partitions"]]),
+                exc)
+        return out
+
+    def _by_leader(self, partitions) -> dict[int, dict[str, list]]:
+        topics = sorted({tp.topic for tp in partitions})
+        self._meta.refresh(topics, False, self._timeout)
+        by_leader: dict[int, dict[str, list]] = {}
+        for tp in partitions:
+            leader = self._meta.leader(tp.topic, tp.partition)
+            by_leader.setdefault(leader, {}).setdefault(tp.topic, []).append(tp.partition)
+        return by_leader
+
+    def describe_producers(self, partitions: list[TopicPartition],
+                           request_timeout: float | None = None) -> dict:
+        """{TopicPartition: Future of [ProducerState]}, asked of each
+        partition's leader."""
+        out = {}
+        with self._lock:
+            for leader, topics in self._by_leader(partitions).items():
+                resp = self._connection_to(leader).request(ApiKey.DESCRIBE_PRODUCERS, {
+                    "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]},
+                    request_timeout or self._timeout)
+                for t in resp["topics"]:
+                    for p in t["partitions"]:
+                        exc = error_or_none(p["error_code"], p["error_message"])
+                        out[TopicPartition(t["name"], p["partition_index"])] = _done(None if exc else [
+                            ProducerState(a["producer_id"], a["producer_epoch"],
+                                          a["last_sequence"], a["last_timestamp"],
+                                          a["coordinator_epoch"], a["current_txn_start_offset"])
+                            for a in p["active_producers"]], exc)
+        return out
+
+    def abort_transaction(self, partition: TopicPartition, producer_id: int, producer_epoch: int,
+                          coordinator_epoch: int = 0,
+                          request_timeout: float | None = None) -> Future:
+        """Write an ABORT marker for ``producer_id``'s open transaction in
+        ``partition`` (the Java Admin's abortTransaction): for a hanging
+        transaction, one its coordinator will never end. The epoch must be
+        the producer's current one in the partition (DescribeProducers)."""
+        with self._lock:
+            (leader, topics), = self._by_leader([partition]).items()
+            resp = self._connection_to(leader).request(ApiKey.WRITE_TXN_MARKERS, {"markers": [{
+                "producer_id": producer_id, "producer_epoch": producer_epoch,
+                "transaction_result": False, "coordinator_epoch": coordinator_epoch,
+                "topics": [{"name": partition.topic, "partition_indexes": [partition.partition]}]}]},
+                request_timeout or self._timeout)
+        code = resp["markers"][0]["topics"][0]["partitions"][0]["error_code"]
+        return _done(exc=error_or_none(code))
+
+    def find_hanging_transactions(self, topics: list[str] | None = None,
+                                  max_transaction_timeout_ms: int = 900_000,
+                                  now_ms: int | None = None) -> list[HangingTransaction]:
+        """Open transactions in partitions that no coordinator will end (Kafka's
+        ``kafka-transactions.sh find-hanging``): the producer's open
+        transaction there is older than ``max_transaction_timeout_ms`` and
+        its coordinator either does not know the producer or has no open
+        transaction including the partition."""
+        import time as _time
+        now = int(_time.time() * 1000) if now_ms is None else now_ms
+        with self._lock:
+            meta = cluster_metadata(self._meta, None, self._timeout)
+        names = [t for t in meta.topics if topics is None or t in topics]
+        partitions = [TopicPartition(t, p) for t in names for p in meta.topics[t].partitions]
+        candidates = []
+        for tp, fut in self.describe_producers(partitions).items():
+            for st in fut.result():
+                if (st.current_transaction_start_offset >= 0
+                        and now - st.last_timestamp > max_transaction_timeout_ms):
+                    candidates.append((tp, st))
+        if not candidates:
+            return []
+        listed = self.list_transactions(producer_ids=[st.producer_id for _, st in candidates]).result()
+        ids = {t.producer_id: t.transactional_id for t in listed}
+        described = self.describe_transactions(sorted(set(ids.values()))) if ids else {}
+        out = []
+        for tp, st in candidates:
+            tid = ids.get(st.producer_id)
+            if tid is None:
+                reason = "no transaction coordinator knows the producer"
+            else:
+                try:
+                    d = described[tid].result()
+                except errors.KafkaError as exc:
+                    d, reason = None, f"its coordinator cannot describe it ({exc.name})"
+                if d is not None:
+                    if (d.state == "Ongoing" and d.producer_id == st.producer_id
+                            and tp in d.topic_partitions):
+                        continue        # its coordinator will end it
+                    reason = (f"its coordinator has the id in state {d.state} without this "
+                              f"partition")
+            out.append(HangingTransaction(tp.topic, tp.partition, st.producer_id,
+                                          st.producer_epoch,
+                                          st.current_transaction_start_offset,
+                                          st.last_timestamp, tid, reason))
+        return out
 
     def describe_group_offsets(self, group_id: str) -> list[PartitionLag]:
         """Per partition the group has committed or owns: committed offset,
