@@ -696,3 +696,44 @@ def producer_batches(data, Py_ssize_t start=0):
     finally:
         PyBuffer_Release(&view)
     return table[:rows], walked, pos
+
+
+# ---- resynchronising after damage (recovery's salvage) ------------------------------------
+
+def find_next_batch(data, Py_ssize_t start, int64_t min_offset, int32_t min_epoch=-1):
+    """The position of the first batch at or after byte ``start`` of
+    ``data`` that is whole and sound -- magic 2, a length that fits, a base
+    offset of at least ``min_offset`` (and offsets that fit in a segment
+    after it), a leader epoch of at least ``min_epoch``, and a CRC that
+    matches -- or -1. Recovery uses it to find where intact batches resume
+    after a damaged stretch of a segment; a false match would need a
+    CRC-32C collision on top of the header checks."""
+    cdef Py_buffer view
+    cdef const unsigned char *base
+    cdef const unsigned char *b
+    cdef Py_ssize_t n, pos
+    cdef int64_t length, base_offset
+    cdef int32_t epoch, last_delta
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        base = <const unsigned char *>view.buf
+        n = view.len
+        if start < 0:
+            start = 0
+        pos = start
+        while pos + KL_BATCH_HEADER_SIZE <= n:
+            b = base + pos
+            if b[KL_OFF_MAGIC] == KL_MAGIC_V2:
+                length = <int32_t>kl_be32(b + KL_OFF_LENGTH)
+                base_offset = <int64_t>kl_be64(b + KL_OFF_BASE_OFFSET)
+                epoch = <int32_t>kl_be32(b + KL_OFF_LEADER_EPOCH)
+                last_delta = <int32_t>kl_be32(b + KL_OFF_LAST_OFFSET_DELTA)
+                if (length >= KL_MIN_BATCH_LENGTH and length + KL_LOG_OVERHEAD <= n - pos
+                        and base_offset >= min_offset and base_offset - min_offset <= INT32_MAX
+                        and last_delta >= 0 and epoch >= min_epoch
+                        and kl_be32(b + KL_OFF_CRC) == batch_crc(b, length + KL_LOG_OVERHEAD)):
+                    return pos
+            pos += 1
+        return -1
+    finally:
+        PyBuffer_Release(&view)

@@ -261,7 +261,7 @@ class LogCleaner:
         replacement = LogSegment(directory, start, self.config)
         problem = replacement.load_state()
         if problem:
-            replacement.recover()
+            replacement.recover(salvage=False)
         return replacement
 
     def clean(self) -> CleanerStats:

@@ -9,9 +9,11 @@ Runs once per open, before anything else touches the directory:
 3. after a clean shutdown (the ``.kafkalite_cleanshutdown`` marker), trust
    the indexes and only scan each segment's tail past its last index entry;
    otherwise recover every segment from the one holding the recovery point
-   on: validate each batch's length, magic and CRC, truncate the first
-   invalid one and everything after it (a torn tail; later segments are
-   dropped too, as Kafka does), rebuild indexes, then fsync what was
+   on: validate each batch's length, magic and CRC; at the first invalid
+   one, keep the intact batches that follow it when there are any (the
+   damaged stretch is cut out and the rest becomes a segment of its own,
+   leaving a gap of offsets, reported in ``damage``), else truncate there
+   (a torn tail); later segments are kept. Rebuild indexes, then fsync what was
    recovered so the recovery point can move to the log end. A recovered
    segment's transaction index must hold exactly its ABORT markers: one
    that does not (an entry past the truncation, or one lost with the
@@ -56,6 +58,7 @@ class LoadedLog:
     # the base of the first recovered segment whose transaction index was
     # reset; the log refills it and the later ones' by replaying markers
     txn_index_rebuild_from: int | None = None
+    damage: list = None             # what recovery dropped, one line each
 
 
 def _remove_leftovers(directory: str) -> None:
@@ -92,51 +95,51 @@ def load(directory: str, config: LogConfig) -> LoadedLog:
     epochs = LeaderEpochFileCache(directory)
     recovered = truncated = 0
     rebuild_txn_from = None
+    damage: list[str] = []          # what recovery had to drop, one line each
 
-    if clean:
-        for seg in segments:
+    recovery_point = (checkpoint.recovery_point if checkpoint else 0) if not clean else None
+    kept, scanned, salvaged = [], [], set()
+    queue = list(segments)
+    while queue:
+        seg = queue.pop(0)
+        # after a clean shutdown every segment was flushed; otherwise those
+        # wholly below the recovery point were
+        flushed = clean or (bool(queue) and queue[0].base_offset <= recovery_point)
+        if flushed and seg.base_offset not in salvaged:
             problem = seg.load_state()
-            if problem:
-                log.warning("rebuilding indexes of %s: %s", seg.path, problem)
-                seg.recover()
-                seg.flush()
-        recovery_point = segments[-1].next_offset if segments else start_from_checkpoint
-    else:
-        recovery_point = checkpoint.recovery_point if checkpoint else 0
-        kept, scanned = [], []
-        for i, seg in enumerate(segments):
-            nxt = segments[i + 1].base_offset if i + 1 < len(segments) else None
-            if nxt is not None and nxt <= recovery_point:
-                # Entirely below the recovery point: flushed before the stop.
-                problem = seg.load_state()
-                if problem is None:
-                    kept.append(seg)
-                    continue
-                log.warning("recovering %s: %s", seg.path, problem)
-            cut, scan = seg.recover(epochs.entries)
+            if problem is None:
+                kept.append(seg)
+                continue
+            log.warning("recovering %s: %s", seg.path, problem)
+        cut, scan, rescued = seg.recover(None if clean else epochs.entries)
+        if not clean:
             epochs.assign_all(scan.epoch_starts)
-            kept.append(seg)
-            scanned.append(seg)
-            seg.txn_index.truncate_to(seg.next_offset)
-            if [t.last_offset for t in seg.txn_index.entries] != scan.abort_markers:
-                seg.txn_index.reset()
-                if rebuild_txn_from is None:
-                    rebuild_txn_from = seg.base_offset
-            if cut:
-                truncated += cut
-                log.warning("truncated %d bytes of %s: %s", cut, seg.path, scan.error)
-                for later in segments[i + 1:]:
-                    log.warning("deleting %s: it follows a corrupt segment", later.path)
-                    truncated += later.size
-                    later.close()
-                    later.delete()
-                break
-        segments = kept
-        recovered = len(scanned)
-        for seg in scanned:
-            seg.flush()
-        if segments:
-            recovery_point = segments[-1].next_offset
+        kept.append(seg)
+        scanned.append(seg)
+        seg.txn_index.truncate_to(seg.next_offset)
+        if [t.last_offset for t in seg.txn_index.entries] != scan.abort_markers:
+            seg.txn_index.reset()
+            if rebuild_txn_from is None:
+                rebuild_txn_from = seg.base_offset
+        if cut:
+            truncated += cut
+            if rescued is not None:
+                what = (f"{seg.path}: dropped {cut} damaged bytes, offsets {seg.next_offset} to "
+                        f"{rescued.base_offset - 1} ({scan.error}); the batches from offset "
+                        f"{rescued.base_offset} on are kept in a segment of their own")
+                salvaged.add(rescued.base_offset)
+                queue.insert(0, rescued)
+            else:
+                what = f"{seg.path}: truncated {cut} bytes from offset {seg.next_offset} ({scan.error})"
+            log.warning("%s", what)
+            damage.append(what)
+    segments = kept
+    recovered = len(scanned)
+    for seg in scanned:
+        seg.flush()
+    if scanned:
+        fsync_dir(directory)
+    recovery_point = segments[-1].next_offset if segments else start_from_checkpoint
 
     if not segments:
         segments = [LogSegment(directory, start_from_checkpoint, config, create=True)]
@@ -159,4 +162,4 @@ def load(directory: str, config: LogConfig) -> LoadedLog:
         cleaner_checkpoint=min(max(cleaner, log_start), log_end),
         leader_epoch_cache=epochs, had_clean_shutdown=clean,
         recovered_segments=recovered, truncated_bytes=truncated, checkpoint=checkpoint,
-        txn_index_rebuild_from=rebuild_txn_from)
+        txn_index_rebuild_from=rebuild_txn_from, damage=damage)

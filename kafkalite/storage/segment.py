@@ -15,6 +15,17 @@ segment has a base offset >= it and offsets increase through the file.
 Suffixes mark files in transit: ``.cleaned`` (written by the cleaner, not yet
 committed), ``.deleted`` (about to be unlinked).
 
+Damage: bytes this process did not write itself (a segment opened after a
+clean shutdown is not rescanned) are trusted only once checked. ``read``
+checks the index entry it starts from against the batch header it points
+at (a wrong entry rebuilds both indexes) and the CRC of every whole batch
+it returns beyond ``verified_end`` (the prefix of the file known good); a
+batch that fails is never served: the read stops before it, or raises
+KafkaStorageError when it is the first, and the segment is reported
+``damaged`` for its log to repair. ``recover`` does not truncate at the
+first bad batch when intact batches follow it: it cuts the damaged stretch
+out and hands the rest back as a new segment (``salvaged``).
+
 Who may call: the owning PartitionLog (and the cleaner and loader acting for
 it), from one thread. A ``FileRegion`` handed out by ``read`` keeps the file
 open by reference, so it stays readable even if the segment is deleted
@@ -22,13 +33,15 @@ afterwards; it is bounded by the bytes that existed when it was made.
 """
 from __future__ import annotations
 
+import logging
 import mmap
 import os
 import time
 
-from kafkalite._ext.batch_scan import batch_header, scan_log
+from kafkalite._ext.batch_scan import batch_header, find_next_batch, scan_log
 from kafkalite.errors import KafkaStorageError
 from kafkalite.record import BATCH_HEADER_SIZE, RecordBatch
+from kafkalite.storage.checkpoint import fsync_dir
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.index import OffsetIndex, TimeIndex
 from kafkalite.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
@@ -41,6 +54,8 @@ DELETED_SUFFIX = ".deleted"
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 # The files that only exist beside a .log (the loader removes orphans).
 INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+
+log = logging.getLogger(__name__)
 
 # Bytes read at once when stepping through batch headers after an index hit.
 _HEADER_SCAN_CHUNK = 64 * 1024
@@ -160,6 +175,12 @@ class LogSegment:
         self.offset_of_max_timestamp = base_offset
         self.first_batch_timestamp = -1
         self._bytes_since_last_index_entry = 0
+        # What needs no CRC check on read: the prefix [0, verified_end) (a
+        # recovery scan or earlier reads checked it) and [trusted_from, end)
+        # (appended, and so validated, by this process).
+        self.verified_end = 0
+        self.trusted_from = 0
+        self.damaged: str | None = None         # why a read found a bad batch
         if create:
             self.offset_index.reset()
             self.time_index.reset()
@@ -233,27 +254,55 @@ class LogSegment:
             return f"{self.path}: {scan.error} (after a clean shutdown)"
         self._apply_scan(scan, index_from_scan=False)
         self._read_first_batch_timestamp()
+        self.trusted_from = self._size        # what was there before this process is checked on read
         return self.time_index.sanity_check(self.next_offset)
 
-    def recover(self, epoch_entries: list | None = None) -> tuple[int, object]:
+    def recover(self, epoch_entries: list | None = None,
+                salvage: bool = True) -> tuple[int, object, "LogSegment | None"]:
         """Validate every batch (length, magic, CRC, offsets, and leader
         epochs against the epoch cache's ``epoch_entries`` when given),
-        truncate the file after the last valid one and rebuild both indexes.
-        Offsets must be contiguous unless the topic is compacted (cleaned
-        segments have gaps).
+        rebuild both indexes, and cut off what is not valid. Offsets must be
+        contiguous unless the topic is compacted (cleaned segments have gaps).
 
-        Returns (bytes truncated, the scan) -- the scan carries the leader
-        epochs seen, for the epoch cache."""
+        When a sound batch follows the damage (``salvage``), only the
+        damaged stretch is lost: the bytes from that batch on move to a new
+        segment named by its base offset, returned for the caller to add
+        (and recover in turn); the offsets in between become a gap, as
+        compaction leaves. Otherwise the file ends before the damage (a
+        torn tail). Returns (bytes dropped, the scan -- with the leader
+        epochs seen, for the epoch cache -- , the salvaged segment or None).
+        """
         mapped = self.mapped()
+        salvaged = None
         try:
-            scan = scan_log(mapped if mapped is not None else b"", min_offset=self.base_offset,
+            data = mapped if mapped is not None else b""
+            scan = scan_log(data, min_offset=self.base_offset,
                             index_interval_bytes=self.config.index_interval_bytes,
                             epoch_entries=epoch_entries, contiguous=not self.config.compact)
+            resume = -1
+            if salvage and scan.valid_bytes < self._size:
+                expected = scan.next_offset if scan.next_offset >= 0 else self.base_offset
+                last_epoch = scan.epoch_starts[-1][0] if scan.epoch_starts else -1
+                resume = find_next_batch(data, scan.valid_bytes + 1, expected, last_epoch)
+            if resume > 0:
+                resume_base = batch_header(data, resume)[0]
+                if os.path.exists(segment_path(self.directory, resume_base, LOG_SUFFIX)):
+                    # a salvage interrupted after the copy: the copy is already
+                    # a segment of the log; only the cut is left to do
+                    log.warning("%s: the batches after the damage were already copied to "
+                                "segment %d", self.path, resume_base)
+                else:
+                    salvaged = LogSegment(self.directory, resume_base, self.config, create=True)
+                    salvaged._write_at(data[resume:], 0)
+                    salvaged.flush()
+                    fsync_dir(self.directory)     # the copy exists before the cut
         finally:
             if mapped is not None:
                 mapped.close()
         truncated = self._size - scan.valid_bytes
-        if truncated:
+        if salvaged is not None:
+            truncated -= salvaged.size
+        if self._size > scan.valid_bytes:
             self._truncate_file(scan.valid_bytes)
         self.offset_index.reset()
         self.time_index.reset()
@@ -262,7 +311,31 @@ class LogSegment:
         self.offset_of_max_timestamp = self.base_offset
         self._apply_scan(scan, index_from_scan=True)
         self.first_batch_timestamp = scan.first_batch_timestamp
-        return truncated, scan
+        self.verified_end = self.trusted_from = self._size
+        self.damaged = None
+        return truncated, scan, salvaged
+
+    def rebuild_indexes(self, why: str) -> None:
+        """Rebuild both indexes from the batch headers (no truncation)."""
+        log.warning("rebuilding the indexes of %s: %s", self.path, why)
+        mapped = self.mapped()
+        try:
+            scan = scan_log(mapped if mapped is not None else b"", min_offset=self.base_offset,
+                            index_interval_bytes=self.config.index_interval_bytes,
+                            verify_crc=False)
+        finally:
+            if mapped is not None:
+                mapped.close()
+        self.offset_index.reset()
+        self.time_index.reset()
+        max_ts, max_off = self.max_timestamp, self.offset_of_max_timestamp
+        self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
+        self._apply_scan(scan, index_from_scan=True)
+        self.max_timestamp = max(self.max_timestamp, max_ts)
+        if self.max_timestamp == max_ts:
+            self.offset_of_max_timestamp = max_off
+        if scan.error:
+            self.damaged = f"{scan.error} (found rebuilding the indexes)"
 
     # ---- main write interface ------------------------------------------------------------
 
@@ -343,10 +416,29 @@ class LogSegment:
                 raise KafkaStorageError(f"{self.path}: truncated batch header at {position}")
             position += at
 
+    def _entry_sound(self, entry_offset: int, position: int) -> bool:
+        """Whether the batch at ``position`` is whole, v2, and ends at
+        ``entry_offset``, as the index entry pointing there says."""
+        if position + BATCH_HEADER_SIZE > self._size:
+            return False
+        head = os.pread(self.file.fileno(), BATCH_HEADER_SIZE, position)
+        if len(head) < BATCH_HEADER_SIZE or head[16] != 2:
+            return False
+        base, last, size, _ = batch_header(head)
+        return last == entry_offset and base <= last and position + size <= self._size
+
+    def _start_position(self, offset: int) -> int:
+        entry_offset, pos = self.offset_index.lookup(offset)
+        if pos and not self._entry_sound(entry_offset, pos):
+            self.rebuild_indexes(f"its entry for offset {entry_offset} (position {pos}) does "
+                                 f"not point at the batch ending there")
+            _, pos = self.offset_index.lookup(offset)
+        return pos
+
     def translate_offset(self, offset: int, start_position: int = 0):
         """(base offset, last offset, position, size) of the first batch whose
         last offset is >= ``offset``, or None if the segment has no such batch."""
-        _, pos = self.offset_index.lookup(offset)
+        pos = self._start_position(offset)
         for base, last, position, size, _ in self._headers_from(max(pos, start_position)):
             if last >= offset:
                 return base, last, position, size
@@ -370,7 +462,34 @@ class LogSegment:
             length = min(batch_size, end - position)
         if length <= 0:
             return None
+        if max(position, self.verified_end) < min(position + length, self.trusted_from):
+            length = self._verify(position, length)
         return FileRegion(self.file, position, length)
+
+    def _verify(self, position: int, length: int) -> int:
+        """Check the CRCs of the whole batches of [position, position +
+        length) that are not known sound; returns how much of the region
+        may be served (up to the first bad batch). A bad first batch raises.
+        ``position`` is always a batch start."""
+        start = self.verified_end if position <= self.verified_end else position
+        end = min(position + length, max(self.trusted_from, start))
+        data = os.pread(self.file.fileno(), end - start, start)
+        scan = scan_log(data, min_offset=0, verify_crc=True)
+        good_end = start + scan.valid_bytes
+        # the region may end inside a batch (Kafka's fetches do): a torn
+        # last batch is not damage, unless nothing before it was whole
+        partial = scan.error is not None and ("torn" in scan.error or "stray" in scan.error)
+        if position <= self.verified_end:
+            self.verified_end = max(self.verified_end, good_end)
+        if scan.error is None or (partial and good_end > position):
+            return length
+        self.damaged = f"{scan.error} at position {good_end} of {self.path}"
+        log.error("%s: a read found a damaged batch (%s); it is not served and the partition "
+                  "is marked for repair", self.path, scan.error)
+        if good_end <= position:
+            raise KafkaStorageError(f"{self.path}: the batch at position {good_end} is damaged "
+                                    f"({scan.error}); the partition is being repaired")
+        return good_end - position
 
     def find_offset_by_timestamp(self, timestamp: int,
                                  start_offset: int = 0) -> tuple[int, int] | None:
@@ -406,7 +525,7 @@ class LogSegment:
         self.txn_index.truncate_to(offset)
         # Truncation is rare (replication); rebuilding the indexes and tail
         # state from what is left is simpler than patching them.
-        self.recover()
+        self.recover(salvage=False)
         return removed
 
     def flush(self) -> None:

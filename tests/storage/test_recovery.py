@@ -106,7 +106,10 @@ def _template(tmp_path):
     return directory, os.path.basename(active.path), positions, before
 
 
-def test_damaged_active_segment_keeps_every_batch_before_the_damage(tmp_path):
+def test_damaged_active_segment_keeps_every_intact_batch(tmp_path):
+    """A torn tail loses only the torn batch; a flipped byte loses only the
+    batch it hit: the batches after it are kept (a gap of offsets is left,
+    as compaction leaves), and appends carry on from the old log end."""
     template, active_name, batches, records = _template(tmp_path)
     rng = random.Random(99)
     size = batches[-1][0] + batches[-1][1]
@@ -121,18 +124,24 @@ def test_damaged_active_segment_keeps_every_batch_before_the_damage(tmp_path):
         if rng.random() < 0.5:
             os.truncate(path, pos)
             survivors = [b for b in batches if b[0] + b[1] <= pos]
+            noticed = pos not in {b[0] for b in batches}    # a cut between batches is invisible
         else:
             with open(path, "r+b") as f:
                 f.seek(pos)
                 byte = f.read(1)[0]
                 f.seek(pos)
                 f.write(bytes([byte ^ rng.randrange(1, 256)]))
-            survivors = [b for b in batches if b[0] + b[1] <= pos]
+            survivors = [b for b in batches if not b[0] <= pos < b[0] + b[1]]
+            noticed = True
         plog = PartitionLog.open(directory, config)
-        end = survivors[-1][3] + 1 if survivors else batches[0][2]
+        lost = {o for b in batches if b not in survivors for o in range(b[2], b[3] + 1)}
+        end = max(batches[-1][3] + 1 if survivors and survivors[-1] == batches[-1] else 0,
+                  max((b[3] + 1 for b in survivors), default=batches[0][2]))
         assert plog.log_end_offset == end, (trial, pos)
-        assert read_all(plog) == [r for r in records if r[0] < end]
-        assert verify_segments(plog) == []
+        assert read_all(plog) == [r for r in records if r[0] < end and r[0] not in lost]
+        assert verify_segments(plog, contiguous=False) == []
+        if noticed:
+            assert plog.damage, "what was dropped is reported"
         info = plog.append(batch([b"after"]))
         assert info.first_offset == end
         assert read_all(plog)[-1][3] == b"after"
@@ -160,8 +169,12 @@ def test_clean_shutdown_skips_the_scan_and_unclean_stop_runs_it(tmp_path):
     del plog  # crash: no close, no marker
     plog = PartitionLog.open(directory, config)
     assert not plog.had_clean_shutdown and plog.recovered_segments >= 1
-    assert plog.log_end_offset == batches[5][2]
-    assert plog.truncated_bytes > 0
+    # the scan cut out batch 5 only: the batches after it stay
+    assert plog.log_end_offset == batches[-1][3] + 1
+    assert plog.truncated_bytes == batches[5][1]
+    kept = {r[0] for r in read_all(plog)}
+    assert not kept & set(range(batches[5][2], batches[5][3] + 1))
+    assert {r[0] for r in records} - kept == set(range(batches[5][2], batches[5][3] + 1))
     plog.close()
 
 
