@@ -73,13 +73,20 @@ def read_all(server, topic, partitions, expect, timeout=20.0, **config):
         c.close()
 
 
-def rss_mb(pid: int) -> float:
-    """Resident memory of ``pid`` in MiB (VmRSS of /proc/<pid>/status)."""
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """Resident memory of ``pid`` in MiB (VmRSS of /proc/<pid>/status; VmHWM
+    for its peak since start or reset_peak_rss)."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
-    raise ValueError(f"no VmRSS for pid {pid}")
+    raise ValueError(f"no {field} for pid {pid}")
+
+
+def reset_peak_rss(pid: int) -> None:
+    """Start VmHWM of ``pid`` again from its current RSS (proc(5) clear_refs)."""
+    with open(f"/proc/{pid}/clear_refs", "w") as f:
+        f.write("5")
 
 
 def child_pids(pid: int, marker: str = "") -> list[int]:
