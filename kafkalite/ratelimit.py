@@ -23,7 +23,7 @@ class RateLimitedLog:
         self._logged = 0
         self._suppressed = 0
 
-    def warning(self, msg: str, *args) -> None:
+    def warning(self, msg: str, *args, exc_info: bool = False) -> None:
         now = time.monotonic()
         if now - self._window_start >= self.interval_s:
             if self._suppressed:
@@ -32,6 +32,10 @@ class RateLimitedLog:
             self._window_start, self._logged, self._suppressed = now, 0, 0
         if self._logged < self.per_interval:
             self._logged += 1
-            self.logger.warning(msg, *args)
+            self.logger.warning(msg, *args, exc_info=exc_info)
         else:
             self._suppressed += 1
+
+    def exception(self, msg: str, *args) -> None:
+        """warning() with the traceback of the exception being handled."""
+        self.warning(msg, *args, exc_info=True)

@@ -198,7 +198,7 @@ class NativeListener:
         except KafkaError as exc:
             reply = {"error_code": exc.code, "message": exc.message}
         except Exception as exc:  # one request must not take the process down
-            log.exception("%s: extension request %s failed", self.name, body["op"])
+            self._bad_input.exception("%s: extension request %s failed", self.name, body["op"])
             reply = {"error_code": errors.UnknownServerError.code, "message": str(exc)}
         self._answer(identity, _Answer(correlation_id,
                                        [native.encode_extension_response(correlation_id, reply)]))
@@ -242,8 +242,8 @@ class NativeListener:
         try:
             parts = [p.read() if type(p) is FileRegion else p for p in answer.parts]
         except (KafkaError, OSError) as exc:     # the segment went away under the region
-            log.warning("%s: cannot read the records of answer %d: %s", self.name,
-                        answer.correlation_id, exc)
+            self._bad_input.warning("%s: cannot read the records of answer %d: %s", self.name,
+                                    answer.correlation_id, exc)
             parts = [native.ERROR_FRAME, native.encode_error(
                 answer.correlation_id, errors.KafkaStorageError.code, str(exc))]
         track = answer.size >= TRACK_MIN_BYTES

@@ -105,7 +105,7 @@ class RingGateway:
                 except KafkaError as exc:
                     ring.ack(seq, exc.code, -1)
                 except Exception:
-                    log.exception("broker %d: ring append failed", self.broker_id)
+                    self._bad_ring.exception("broker %d: ring append failed", self.broker_id)
                     ring.ack(seq, errors.UnknownServerError.code, -1)
                 ring.release_through(seq)
 
