@@ -15,9 +15,10 @@ survives the SIGBUS of a truncation: ext/shm_ring.pyx) is closed with
 finds it (RingPoisoned; the client's RingLink answers its requests with the
 error), and the worker goes on serving every other ring and partition. The
 files of a ring closed that way are unlinked once its producer is gone.
-One busy ring is drained for at most DRAINS_PER_ARM rounds before the loop
-sleeps; it then rings its own doorbell so the loop comes straight back to it
-after serving the others. At most MAX_RINGS rings are attached at a time.
+A drain takes at most POLLS_PER_DRAIN polls of ENTRIES_PER_DRAIN entries,
+and a busy ring is drained for at most DRAINS_PER_ARM rounds before the
+loop sleeps; it then rings its own doorbell, so the loop comes straight
+back to it after serving the others. At most MAX_RINGS rings are attached at a time.
 
 Who may call: the worker, on its event-loop thread.
 """
@@ -35,6 +36,7 @@ from kafkalite.ratelimit import RateLimitedLog
 log = logging.getLogger("kafkalite.rings")
 
 ENTRIES_PER_DRAIN = 256
+POLLS_PER_DRAIN = 4
 DRAINS_PER_ARM = 8
 MAX_RINGS = 1024
 MAX_CLOSED_RINGS = 8 * MAX_RINGS
@@ -85,15 +87,18 @@ class RingGateway:
             if fd in events:
                 self.drain(ring)
 
-    def drain(self, ring) -> None:
-        """Append what the ring holds; a ring that turns out broken is closed."""
+    def drain(self, ring, everything: bool = False) -> None:
+        """Append what the ring holds (up to POLLS_PER_DRAIN polls unless
+        ``everything``); a ring that turns out broken is closed."""
         try:
-            self._drain(ring)
+            self._drain(ring, everything)
         except Exception as exc:
             self._close_with_error(ring, exc)
 
-    def _drain(self, ring) -> None:
-        while True:
+    def _drain(self, ring, everything: bool) -> None:
+        polls = 0
+        while everything or polls < POLLS_PER_DRAIN:
+            polls += 1
             entries = ring.poll(ENTRIES_PER_DRAIN)
             if not entries:
                 return
@@ -134,7 +139,7 @@ class RingGateway:
         from kafkalite.shm.ring import process_alive, unlink_ring
         for fd, ring in list(self.rings.items()):
             if not ring.producer_alive():
-                self.drain(ring)
+                self.drain(ring, everything=True)     # it appends no more
                 self._drop(fd, unlink=True)
         for name, ident in list(self.closed.items()):
             if not process_alive(ident):

@@ -5,8 +5,8 @@ socket, and gets one ack per batch back.
     producer                                  worker (owns the partitions)
     ring = ProducerRing.create()              ring = WorkerRing.attach(name)
     (send ring.name to the worker)            while ring.wait(timeout):
-    seq = ring.append(topic, p, batch)            for seq, topic, p, view in ring.poll():
-    for seq, err, base in ring.wait_acks(1):          info = log.append(view)  # zero copy
+    seq = ring.append(topic, p, batch)            for seq, topic, p, batch in ring.poll():
+    for seq, err, base in ring.wait_acks(1):          info = log.append(batch)  # a copy
         ...                                           ring.ack(seq, 0, info.first_offset)
                                                       ring.release_through(seq)
 
