@@ -11,10 +11,11 @@ Each batch is a real RecordBatch v2 of 1,000 records with 100-byte random
 values (109,997 bytes), from a pool of distinct batches cycled through.
 
 Rows:
-  ring, ack only      the worker polls each batch as a zero-copy view, acks it
-                      and releases it without reading it: the hand-off itself
+  ring, ack only      the worker polls each batch (copied out of the ring into
+                      its own memory), acks it and releases it without reading
+                      it: the hand-off itself
   ring, CRC-32C read  the worker also reads every byte (hardware CRC-32C of the
-                      view), as a log append that copies the batch would
+                      copy), as a log append that copies the batch would
   zmq ipc:// / tcp:// PUSH -> PULL, send(copy=False), recv(copy=False), no
                       acks and no reading: the ceiling of a socket hand-off
 

@@ -20,9 +20,12 @@
 #ifndef KAFKALITE_SHM_RING_H
 #define KAFKALITE_SHM_RING_H
 
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #define KLR_MAGIC 0x474E524D48534C4BULL      /* the bytes "KLSHMRNG" as a little-endian u64 */
 #define KLR_VERSION 1
@@ -51,6 +54,13 @@
 /* lines 3 and 4: one sleep flag per line; set by its owner, cleared by either side */
 #define KLR_OFF_WORKER_SLEEPING 192
 #define KLR_OFF_PRODUCER_SLEEPING 256
+
+/* line 5: written by the worker only, once, when it gives up on the ring
+ * (the message and its length first, then the code with a release store) */
+#define KLR_OFF_WORKER_ERROR 320        /* i32: 0, or the Kafka error code it closed the ring with */
+#define KLR_OFF_WORKER_MESSAGE_LEN 324  /* u32: bytes of the message */
+#define KLR_OFF_WORKER_MESSAGE 328      /* UTF-8, at most KLR_MAX_WORKER_MESSAGE bytes */
+#define KLR_MAX_WORKER_MESSAGE 256
 
 #define KLR_PRODUCER_OPEN 1
 #define KLR_PRODUCER_CLOSED 2
@@ -152,6 +162,97 @@ static inline int klr_spin_until_change(const unsigned char *a, uint64_t old_a,
         klr_cpu_relax();
         if ((i & 31) == 0 && klr_now_ns() - start >= max_ns) return 0;
     }
+}
+
+/*
+ * The SIGBUS guard of the worker's mappings.
+ *
+ * A producer can truncate the ring file (ftruncate) while the worker has it
+ * mapped; the worker's next access to a page past the new end raises
+ * SIGBUS, whose default action kills the process. The worker registers each
+ * ring mapping here; the handler, for a fault inside a registered mapping,
+ * maps private zero pages over the rest of it (MAP_FIXED, from the faulting
+ * page on) and marks the mapping faulted. The faulting instruction then
+ * re-executes and reads zeros, whatever code it was in, and the ring code
+ * checks the mark after every operation and closes the ring. A fault
+ * anywhere else goes to the handler that was there before (Python's
+ * faulthandler, or the default action).
+ *
+ * mmap is not on POSIX's list of async-signal-safe functions, but on Linux
+ * it is one system call with no user-space lock, and the handler touches
+ * nothing else but the slot table (lock-free: a slot is published by a
+ * release store of its start address and cleared before its munmap).
+ */
+#define KLR_MAX_GUARDED 4096
+
+typedef struct {
+    uintptr_t start;                /* 0: free slot */
+    uintptr_t end;
+    volatile sig_atomic_t faulted;
+} klr_guard_slot;
+
+static klr_guard_slot klr_guarded[KLR_MAX_GUARDED];
+static struct sigaction klr_previous_sigbus;
+static int klr_guard_installed;
+static uintptr_t klr_page_size;
+
+static void klr_sigbus(int sig, siginfo_t *info, void *uctx) {
+    uintptr_t a = (uintptr_t)info->si_addr;
+    for (int i = 0; i < KLR_MAX_GUARDED; i++) {
+        uintptr_t start = __atomic_load_n(&klr_guarded[i].start, __ATOMIC_ACQUIRE);
+        if (start && a >= start && a < klr_guarded[i].end) {
+            uintptr_t page = a & ~(klr_page_size - 1);
+            void *p = mmap((void *)page, klr_guarded[i].end - page, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+            if (p == MAP_FAILED) break;
+            klr_guarded[i].faulted = 1;
+            return;
+        }
+    }
+    if (klr_previous_sigbus.sa_flags & SA_SIGINFO) {
+        klr_previous_sigbus.sa_sigaction(sig, info, uctx);
+    } else if (klr_previous_sigbus.sa_handler != SIG_DFL && klr_previous_sigbus.sa_handler != SIG_IGN) {
+        klr_previous_sigbus.sa_handler(sig);
+    } else {
+        /* the default action: returning re-executes the access, which faults again */
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigaction(SIGBUS, &dfl, NULL);
+    }
+}
+
+/* Register [start, start + size): the slot, or -1 when the table is full
+ * or the handler cannot be installed. Called with the GIL held. */
+static int klr_guard_add(void *start, size_t size) {
+    if (!klr_guard_installed) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = klr_sigbus;
+        sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+        sigemptyset(&sa.sa_mask);
+        klr_page_size = (uintptr_t)sysconf(_SC_PAGESIZE);
+        if (sigaction(SIGBUS, &sa, &klr_previous_sigbus) != 0) return -1;
+        klr_guard_installed = 1;
+    }
+    for (int i = 0; i < KLR_MAX_GUARDED; i++) {
+        if (__atomic_load_n(&klr_guarded[i].start, __ATOMIC_RELAXED) == 0) {
+            klr_guarded[i].end = (uintptr_t)start + size;
+            klr_guarded[i].faulted = 0;
+            __atomic_store_n(&klr_guarded[i].start, (uintptr_t)start, __ATOMIC_RELEASE);
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* Before the mapping is unmapped. */
+static void klr_guard_remove(int slot) {
+    if (slot >= 0) __atomic_store_n(&klr_guarded[slot].start, 0, __ATOMIC_RELEASE);
+}
+
+static int klr_guard_faulted(int slot) {
+    return slot >= 0 && klr_guarded[slot].faulted;
 }
 
 #endif /* KAFKALITE_SHM_RING_H */

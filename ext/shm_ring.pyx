@@ -33,13 +33,18 @@ Header (little-endian; offsets are the KLR_OFF_* constants of shm_ring.h):
     producerState u32      @80   1 open, 2 closed cleanly
     nextSequence u64       @88   sequence of the next entry (for inspection only)
   line 2: worker only
-    dataReleased u64       @128  data bytes whose views the worker gave up (release store)
+    dataReleased u64       @128  data bytes the worker gave back (release store)
     ackHead u64            @136  ack bytes published (release store)
     workerIdent u64        @144  like producerIdent; 0 = no worker (taken by CAS)
     workerEpoch u64        @152  attach count; a worker is fenced once it changes
   lines 3, 4: sleep flags, set by their owner, taken down by either side (exchange)
     workerSleeping u32     @192
     producerSleeping u32   @256
+  line 5: worker only, written once when the worker gives up on the ring
+    workerError int32      @320  0, or the Kafka error code it closed the ring with
+                                 (release store, after the message)
+    workerMessageLen u32   @324  at most 256
+    workerMessage          @328  UTF-8: what the worker found wrong
 
 Data entry (8-byte aligned; never split across the end of the region):
     size u32               @0    whole entry incl. padding, a multiple of 8
@@ -74,8 +79,8 @@ them, so a worker never sees a torn entry even if the producer dies mid-copy.
 
 Invariants:
   - dataHead - min(dataReleased, producer's acked cursor) <= dataCapacity:
-    the producer reuses space only when the worker has both released it (no
-    view into it is alive) and acked it (it is not needed for a re-send).
+    the producer reuses space only when the worker has both released it
+    (it is done with the entry) and acked it (it is not needed for a re-send).
   - entries appended whose ack the producer has not yet collected
     <= ackSlots, so the worker never finds the ack region full.
   - an entry counts as acked once its ack record is published (ackHead). The
@@ -91,6 +96,33 @@ unconditionally, so a blocked peer re-checks liveness at once; a sleeper
 therefore drains its FIFO when it arms and again after waking, and a stale
 byte costs at most one spurious wake-up.
 
+A hostile or broken producer:
+  The worker trusts nothing in the shared memory beyond the moment it reads
+  it. It validates the header once at attach and keeps its own copies of
+  the capacities and region pointers; every cursor it reads is checked
+  against the capacity, every entry against its bounds, and what it needs
+  again later (where each polled entry ends, for its ack and release) it
+  keeps in private memory instead of re-reading the ring. poll() copies each
+  batch into a private bytearray, so the producer cannot change a batch
+  after the worker validated it, and nothing downstream (the log's checks,
+  its write(2)) ever reads the shared mapping. Anything impossible raises
+  RingCorrupted; the worker then closes the ring with close_with_error(),
+  which leaves the error code and message in header line 5 for the
+  producer (ProducerRing raises RingPoisoned).
+  A producer can also truncate the segment under the worker, and an access
+  past the new end of a mapped file raises SIGBUS, which kills a process by
+  default. Checking the size with fstat before each access leaves a race
+  (the truncation can land between the check and the read), and neither
+  MAP_POPULATE nor mlock keeps the pages of a truncated file mapped. Memfd
+  seals (F_SEAL_SHRINK) would forbid the truncation itself, but only for a
+  memfd handed over by descriptor, not for a ring opened by name in
+  /dev/shm. So the worker's mappings are registered with a SIGBUS handler
+  (shm_ring.h, klr_guard_*) that maps private zero pages over the rest of a
+  mapping that faulted and marks it: the access that faulted completes,
+  reading zeros, whichever code it was in (a copy without the GIL
+  included), and every WorkerCore operation checks the mark and raises
+  RingCorrupted for a truncated ring, however the truncation raced it.
+
 Who may call what:
   - ProducerCore: one thread of the process that created the ring.
   - WorkerCore: one thread of the process that attached; at most one live
@@ -105,7 +137,8 @@ The blocking waits (append, wait_acks, wait), peer liveness and the public
 names live in kafkalite/shm/ring.py; this module is the non-blocking core.
 """
 cimport cython
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_FillInfo, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_Check
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
@@ -113,6 +146,7 @@ from libc.string cimport memcmp, memcpy
 from posix.mman cimport MAP_FAILED, MAP_SHARED, PROT_READ, PROT_WRITE, mmap, munmap
 from posix.unistd cimport close, read, write
 
+import collections
 import os
 import secrets
 import stat
@@ -144,6 +178,11 @@ cdef extern from "shm_ring.h" nogil:
         KLR_OFF_WORKER_EPOCH
         KLR_OFF_WORKER_SLEEPING
         KLR_OFF_PRODUCER_SLEEPING
+        KLR_OFF_WORKER_ERROR
+        KLR_OFF_WORKER_MESSAGE_LEN
+        KLR_OFF_WORKER_MESSAGE
+        KLR_MAX_WORKER_MESSAGE
+        KLR_MAX_GUARDED
         KLR_PRODUCER_OPEN
         KLR_PRODUCER_CLOSED
         KLR_ENT_SIZE
@@ -178,6 +217,9 @@ cdef extern from "shm_ring.h" nogil:
     int klr_wake_needed(unsigned char *flag)
     int klr_spin_until_change(const unsigned char *a, uint64_t old_a,
                               const unsigned char *b, uint64_t old_b, uint64_t max_ns)
+    int klr_guard_add(void *start, size_t size)
+    void klr_guard_remove(int slot)
+    int klr_guard_faulted(int slot)
 
 # ---- constants -----------------------------------------------------------------------
 
@@ -212,6 +254,8 @@ OFF_DATA_RELEASED = KLR_OFF_DATA_RELEASED
 OFF_ACK_HEAD = KLR_OFF_ACK_HEAD
 OFF_WORKER_IDENT = KLR_OFF_WORKER_IDENT
 OFF_WORKER_EPOCH = KLR_OFF_WORKER_EPOCH
+OFF_WORKER_ERROR = KLR_OFF_WORKER_ERROR
+MAX_GUARDED_MAPPINGS = KLR_MAX_GUARDED
 
 # A process ident packs the pid (Linux pids are < 2**22) with the process
 # start time, so a recycled pid is not mistaken for the peer.
@@ -246,7 +290,17 @@ class RingFenced(RingError):
 
 
 class RingCorrupted(RingError):
-    """The shared memory holds something the ring protocol never writes."""
+    """The shared memory holds something the ring protocol never writes
+    (or the segment was truncated under the worker)."""
+
+
+class RingPoisoned(PeerGone):
+    """The worker closed the ring because of what it found in it; ``code``
+    is the Kafka error code it left in the header, the text its reason."""
+
+    def __init__(self, message, code):
+        super().__init__(message)
+        self.code = code
 
 
 # ---- helpers -------------------------------------------------------------------------
@@ -342,6 +396,13 @@ cdef int _open_bell(str path) except -1:
     return os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
 
 
+def unlink_ring(name):
+    """Remove the segment and both FIFOs of ring ``name`` (those that exist)."""
+    path = os.path.join(SHM_DIR, ring_name(name))
+    for suffix in ("", WORKER_BELL_SUFFIX, PRODUCER_BELL_SUFFIX):
+        _unlink_quietly(path + suffix)
+
+
 def _unlink_quietly(str path):
     try:
         os.unlink(path)
@@ -353,31 +414,37 @@ def _unlink_quietly(str path):
 
 @cython.final
 cdef class _Mapping:
-    """One mmap of a ring segment. Entry views returned by WorkerCore.poll
-    keep a reference to it, so the mapping outlives close() until the last
-    view is dropped: a stale view reads stale bytes, it never faults."""
+    """One mmap of a ring segment, unmapped when its last user lets go
+    (a worker's mapping is under the SIGBUS guard: module doc)."""
     cdef unsigned char *addr
     cdef size_t size
+    cdef int guard                    # SIGBUS guard slot (worker side), -1: none
 
-    def __getbuffer__(self, Py_buffer *view, int flags):
-        PyBuffer_FillInfo(view, self, self.addr, <Py_ssize_t>self.size, 0, flags)
+    def __cinit__(self):
+        self.guard = -1
 
-    def __releasebuffer__(self, Py_buffer *view):
-        pass
+    cdef inline bint faulted(self) noexcept:
+        return klr_guard_faulted(self.guard)
 
     def __dealloc__(self):
         if self.addr != NULL:
+            klr_guard_remove(self.guard)
             munmap(self.addr, self.size)
             self.addr = NULL
 
 
-cdef _Mapping _map_segment(int fd, size_t size):
+cdef _Mapping _map_segment(int fd, size_t size, bint guard=False):
+    """Map the segment; with ``guard``, under the SIGBUS guard (module doc)."""
     cdef void *addr = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
     if addr == MAP_FAILED:
         raise OSError(f"mmap of {size} bytes of the ring segment failed")
     cdef _Mapping m = _Mapping.__new__(_Mapping)
     m.addr = <unsigned char *>addr
     m.size = size
+    if guard:
+        m.guard = klr_guard_add(addr, size)
+        if m.guard < 0:
+            raise OSError(f"this process has {KLR_MAX_GUARDED} rings mapped already")
     return m
 
 
@@ -386,7 +453,6 @@ cdef _Mapping _map_segment(int fd, size_t size):
 cdef class _RingCore:
     """State both sides share: the mapping, region pointers, doorbells."""
     cdef _Mapping _map
-    cdef object _view                 # memoryview of the whole segment; entry views slice it
     cdef unsigned char *_hdr
     cdef unsigned char *_data
     cdef unsigned char *_acks
@@ -416,7 +482,7 @@ cdef class _RingCore:
         self._drop()
 
     cdef void _drop(self) noexcept:
-        """Close our descriptors and let go of the mapping (entry views keep it)."""
+        """Close our descriptors and let go of the mapping."""
         if self._bell_fd >= 0:
             close(self._bell_fd)
         if self._peer_bell_fd >= 0:
@@ -424,19 +490,20 @@ cdef class _RingCore:
         self._bell_fd = self._peer_bell_fd = -1
         self._hdr = self._data = self._acks = NULL
         self._own_flag = self._peer_flag = NULL
-        self._view = None
         self._map = None
 
-    cdef int _setup(self, _Mapping m, str name, str path, bint producer) except -1:
+    cdef int _setup(self, _Mapping m, str name, str path, bint producer, uint64_t cap,
+                    uint64_t ack_cap) except -1:
+        # The capacities as validated, never re-read from the shared header:
+        # a producer may change it after the check.
         self._map = m
-        self._view = memoryview(m)
         self._hdr = m.addr
-        self._cap = _u64(m.addr + KLR_OFF_DATA_CAPACITY)
-        self._mask = self._cap - 1
-        self._ack_cap = _u64(m.addr + KLR_OFF_ACK_CAPACITY)
-        self._ack_mask = self._ack_cap - 1
-        self._data = m.addr + _u64(m.addr + KLR_OFF_DATA_OFFSET)
-        self._acks = m.addr + _u64(m.addr + KLR_OFF_ACK_OFFSET)
+        self._cap = cap
+        self._mask = cap - 1
+        self._ack_cap = ack_cap
+        self._ack_mask = ack_cap - 1
+        self._data = m.addr + KLR_HEADER_SIZE
+        self._acks = m.addr + KLR_HEADER_SIZE + cap
         if producer:
             self._own_flag = m.addr + KLR_OFF_PRODUCER_SLEEPING
             self._peer_flag = m.addr + KLR_OFF_WORKER_SLEEPING
@@ -501,6 +568,21 @@ cdef class _RingCore:
 
     def _worker_ident(self):
         return int(klr_load_acquire(self._hdr + KLR_OFF_WORKER_IDENT)) if self._hdr else 0
+
+    def worker_error(self):
+        """(Kafka error code, message) the worker closed the ring with, or
+        None while it has not given up on it."""
+        cdef int32_t code
+        cdef uint32_t n
+        self._check_open()
+        code = <int32_t>klr_load32_acquire(self._hdr + KLR_OFF_WORKER_ERROR)
+        if code == 0:
+            return None
+        n = _u32(self._hdr + KLR_OFF_WORKER_MESSAGE_LEN)
+        if n > KLR_MAX_WORKER_MESSAGE:
+            n = KLR_MAX_WORKER_MESSAGE
+        return (int(code), PyUnicode_DecodeUTF8(<const char *>self._hdr + KLR_OFF_WORKER_MESSAGE,
+                                                n, "replace"))
 
     def _producer_open(self):
         return self._hdr != NULL and \
@@ -602,7 +684,7 @@ cdef class ProducerCore(_RingCore):
             (<uint64_t *>(h + KLR_OFF_PRODUCER_IDENT))[0] = <uint64_t>process_ident()
             (<uint32_t *>(h + KLR_OFF_PRODUCER_STATE))[0] = KLR_PRODUCER_OPEN
             klr_store_release(h + KLR_OFF_MAGIC, KLR_MAGIC)
-            self._setup(m, ring, path, True)
+            self._setup(m, ring, path, True, cap, ack_cap)
         except BaseException:
             self._drop()
             for p in created:
@@ -702,7 +784,7 @@ cdef class ProducerCore(_RingCore):
         if pos + size > self._cap:
             need += self._cap - pos
         released = klr_load_acquire(self._hdr + KLR_OFF_DATA_RELEASED)
-        # Both conditions free space: released (no view alive) and acked
+        # Both conditions free space: released (the worker is done) and acked
         # (not needed for a re-send). A worker's cursor can never make the
         # producer overwrite an entry it has not collected an ack for.
         reclaim = released if released < self._acked_cursor else self._acked_cursor
@@ -846,20 +928,21 @@ cdef uint64_t _check_capacity(object capacity) except 0:
 # ---- worker --------------------------------------------------------------------------
 
 cdef class WorkerCore(_RingCore):
-    """Worker side: attaches, polls entries as zero-copy views, acks them in
+    """Worker side: attaches, polls entries as private copies, acks them in
     sequence order and releases their space.
 
-    Main read interface: poll. A view stays valid (the producer will not
-    overwrite it) until release_through covers its entry; the worker may
-    patch it in place (baseOffset, partitionLeaderEpoch: the fields a broker
-    stamps, outside the CRC).
+    Main read interface: poll. The ring's space of a polled entry stays the
+    producer's to keep (for a re-send) until release_through covers it and
+    its ack is published. The shared memory is never trusted twice: see "A
+    hostile or broken producer" in the module doc.
     """
     cdef uint64_t _read               # cursor of the next entry to poll
-    cdef uint64_t _acked              # cursor just past the last acked entry
     cdef uint64_t _released
     cdef uint64_t _next_seq           # sequence expected at _read
     cdef uint64_t _ack_head
     cdef uint64_t _ident
+    cdef object _unacked              # deque of (sequence, data cursor past it), polled order
+    cdef object _unreleased           # the same, for release_through
     cdef readonly uint64_t epoch
     cdef bytes _topic_raw             # last topic seen, to reuse its str
     cdef str _topic_str
@@ -869,26 +952,30 @@ cdef class WorkerCore(_RingCore):
         """Attach to the ring ``name`` as its worker.
 
         Validates the segment (ValueError naming what is wrong for a file that
-        is not a ring, another layout version, or a truncated segment),
-        refuses while another worker process is alive, records this process
-        and bumps the attach epoch. A worker taking over after a crash
-        resumes just past the last acked entry: every unacked entry (the
-        producer's unacked()) is delivered again.
+        is not a ring, another layout version, a truncated segment, or a ring
+        a worker closed with an error), refuses while another worker process
+        is alive, records this process and bumps the attach epoch. A worker
+        taking over after a crash resumes just past the last acked entry:
+        every unacked entry (the producer's unacked()) is delivered again.
         """
         cdef WorkerCore self = cls.__new__(cls)
         cdef _Mapping m
-        cdef uint64_t total, old, ack_head, resume, next_seq, head
+        cdef uint64_t total, cap, ack_cap, old, ack_head, resume, next_seq, head
         cdef const unsigned char *rec
         ring = ring_name(name)
         path = os.path.join(SHM_DIR, ring)
         fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
         try:
-            total = _validate_segment(fd, path)
-            m = _map_segment(fd, total)
+            total, cap, ack_cap = _validate_segment(fd, path)
+            m = _map_segment(fd, total, True)
         finally:
             os.close(fd)
         try:
-            self._setup(m, ring, path, False)
+            self._setup(m, ring, path, False, cap, ack_cap)
+            self._unacked = collections.deque()
+            self._unreleased = collections.deque()
+            if klr_load32_acquire(m.addr + KLR_OFF_WORKER_ERROR):
+                raise ValueError(f"ring {ring} was closed by a worker: {self.worker_error()[1]}")
             # The resume point first: nothing below writes the header until
             # the worker slot is ours.
             ack_head = klr_load_acquire(m.addr + KLR_OFF_ACK_HEAD)
@@ -901,7 +988,7 @@ cdef class WorkerCore(_RingCore):
                 next_seq = _u64(rec + KLR_ACK_SEQUENCE) + 1
             else:
                 resume = next_seq = 0
-            if resume > head or head - resume > self._cap:
+            if resume > head or head - resume > self._cap or resume & 7:
                 raise RingCorrupted(f"ring {ring}: last ack ends at {resume}, outside the "
                                     f"published data (head {head})")
             me = process_ident()
@@ -913,7 +1000,7 @@ cdef class WorkerCore(_RingCore):
             self._ident = me
             self.epoch = klr_load_relaxed(m.addr + KLR_OFF_WORKER_EPOCH) + 1
             klr_store_release(m.addr + KLR_OFF_WORKER_EPOCH, self.epoch)
-            self._read = self._acked = self._released = resume
+            self._read = self._released = resume
             self._next_seq = next_seq
             self._ack_head = ack_head
             # Never below anything the producer reclaims: it reclaims only up
@@ -921,13 +1008,20 @@ cdef class WorkerCore(_RingCore):
             klr_store_release(m.addr + KLR_OFF_DATA_RELEASED, resume)
             # tell a sleeping (or PeerGone-raising) producer a worker is here
             _ring_doorbell(self._peer_bell_fd)
+            self._check_fault()
         except BaseException:
             self._drop()
             raise
         return self
 
+    cdef inline int _check_fault(self) except -1:
+        if self._map is not None and self._map.faulted():
+            raise RingCorrupted(f"ring {self.name}: the segment was truncated under the worker")
+        return 0
+
     cdef inline int _check_epoch(self) except -1:
         self._check_open()
+        self._check_fault()
         if klr_load_relaxed(self._hdr + KLR_OFF_WORKER_EPOCH) != self.epoch:
             raise RingFenced(f"another worker attached to ring {self.name} after this one "
                              f"(epoch {self.epoch})")
@@ -937,25 +1031,28 @@ cdef class WorkerCore(_RingCore):
 
     def poll(self, Py_ssize_t max_entries=1024):
         """Entries available now, up to ``max_entries``, as (sequence, topic,
-        partition, batch view) in sequence order; never blocks. A view is a
-        writable memoryview into the shared memory, valid until
-        release_through covers its sequence. Disarms the doorbell."""
-        cdef uint64_t head, r, pos, size, boff, blen, seq
+        partition, batch) in sequence order; never blocks. ``batch`` is a
+        private copy (a bytearray the caller may patch in place, as a broker
+        stamps baseOffset). Disarms the doorbell. RingCorrupted for anything
+        the protocol never writes, or a segment truncated under the worker."""
+        cdef uint64_t head, r, pos, size, boff, blen, seq, next_seq
         cdef unsigned int kind, tlen
         cdef const unsigned char *e
+        cdef char *dst
         cdef Py_ssize_t n = 0
-        cdef Py_ssize_t base
         if max_entries < 1:
             raise ValueError(f"max_entries must be >= 1, not {max_entries}")
         self._check_epoch()
         self.disarm()
         head = klr_load_acquire(self._hdr + KLR_OFF_DATA_HEAD)
         r = self._read
+        next_seq = self._next_seq
         if head < r or head - r > self._cap:
+            self._check_fault()
             raise RingCorrupted(f"ring {self.name}: data head {head} is impossible "
                                 f"(read position {r}, capacity {self._cap})")
         out = []
-        base = self._data - self._hdr
+        ends = []
         while r != head and n < max_entries:
             pos = r & self._mask
             e = self._data + pos
@@ -963,6 +1060,7 @@ cdef class WorkerCore(_RingCore):
             kind = e[KLR_ENT_KIND]
             if size < KLR_PAD_HEADER_SIZE or size & 7 or pos + size > self._cap \
                     or size > head - r:
+                self._check_fault()
                 raise RingCorrupted(f"ring {self.name}: entry at {r} has impossible size {size}")
             if kind == KLR_KIND_PAD:
                 r += size
@@ -972,18 +1070,32 @@ cdef class WorkerCore(_RingCore):
             seq = _u64(e + KLR_ENT_SEQUENCE)
             boff = KLR_ENT_HEADER_SIZE + klr_align8(tlen)
             if kind != KLR_KIND_ENTRY or tlen == 0 or tlen > KLR_MAX_TOPIC_LEN \
-                    or boff + blen > size:
+                    or size < KLR_ENT_HEADER_SIZE or boff + blen > size:
+                self._check_fault()
                 raise RingCorrupted(f"ring {self.name}: malformed entry at {r}")
-            if seq != self._next_seq:
+            if seq != next_seq:
+                self._check_fault()
                 raise RingCorrupted(f"ring {self.name}: entry at {r} has sequence {seq}, "
-                                    f"expected {self._next_seq}")
-            out.append((<int64_t>seq, self._topic(e + KLR_ENT_TOPIC, tlen),
-                        (<const int32_t *>(e + KLR_ENT_PARTITION))[0],
-                        self._view[base + pos + boff:base + pos + boff + blen]))
-            self._next_seq = seq + 1
+                                    f"expected {next_seq}")
+            batch = PyByteArray_FromStringAndSize(NULL, <Py_ssize_t>blen)
+            dst = PyByteArray_AS_STRING(batch)
+            if blen >= NOGIL_COPY:
+                with nogil:
+                    memcpy(dst, e + boff, blen)
+            else:
+                memcpy(dst, e + boff, blen)
             r += size
+            out.append((<int64_t>seq, self._topic(e + KLR_ENT_TOPIC, tlen),
+                        (<const int32_t *>(e + KLR_ENT_PARTITION))[0], batch))
+            ends.append((seq, r))
+            next_seq = seq + 1
             n += 1
+        # A truncation during the copies left zeros in them: none is handed on.
+        self._check_fault()
         self._read = r
+        self._next_seq = next_seq
+        self._unacked.extend(ends)
+        self._unreleased.extend(ends)
         return out
 
     cdef str _topic(self, const unsigned char *p, Py_ssize_t n):
@@ -1004,26 +1116,20 @@ cdef class WorkerCore(_RingCore):
         """Acknowledge the oldest polled, unacked entry, which must be ``seq``
         (acks follow sequence order); rings the producer if it sleeps."""
         cdef uint64_t a, ack_head
-        cdef const unsigned char *e
         cdef unsigned char *rec
         self._check_epoch()
         if error_code < -32768 or error_code > 32767:
             raise ValueError(f"error_code must fit an int16, not {error_code}")
-        a = self._acked
-        if a != self._read:
-            e = self._data + (a & self._mask)
-            if e[KLR_ENT_KIND] == KLR_KIND_PAD:
-                a += _u32(e + KLR_ENT_SIZE)
-        if a == self._read:
+        if not self._unacked:
             raise ValueError(f"ack({seq}): no polled entry is waiting for an ack "
                              f"(next to poll: {self._next_seq})")
-        e = self._data + (a & self._mask)
-        if _u64(e + KLR_ENT_SEQUENCE) != seq:
+        first, a = self._unacked[0]
+        if first != seq:
             raise ValueError(f"acks follow sequence order: the next entry to ack is "
-                             f"{_u64(e + KLR_ENT_SEQUENCE)}, not {seq}")
-        a += _u32(e + KLR_ENT_SIZE)
+                             f"{first}, not {seq}")
         ack_head = self._ack_head
         if ack_head - klr_load_acquire(self._hdr + KLR_OFF_ACK_TAIL) >= self._ack_cap:
+            self._check_fault()
             raise RingCorrupted(f"ring {self.name}: ack region full; the producer has more "
                                 f"entries in flight than ack slots")
         rec = self._acks + (ack_head & self._ack_mask)
@@ -1033,31 +1139,30 @@ cdef class WorkerCore(_RingCore):
         (<int16_t *>(rec + KLR_ACK_ERROR_CODE))[0] = <int16_t>error_code
         (<uint16_t *>(rec + KLR_ACK_ERROR_CODE + 2))[0] = 0
         (<uint32_t *>(rec + KLR_ACK_ERROR_CODE + 4))[0] = 0
+        self._unacked.popleft()
         self._ack_head = ack_head + KLR_ACK_SIZE
-        self._acked = a
         klr_store_release(self._hdr + KLR_OFF_ACK_HEAD, self._ack_head)
         self._wake_peer()
+        self._check_fault()
 
     def release_through(self, uint64_t seq):
         """Give back the space of every polled entry up to and including
-        ``seq``: their views must no longer be used. The producer reuses the
-        space once the entries are also acked."""
+        ``seq``. The producer reuses the space once the entries are also
+        acked."""
         cdef uint64_t rel
-        cdef const unsigned char *e
         self._check_epoch()
         if seq >= self._next_seq:
             raise ValueError(f"release_through({seq}): only entries before {self._next_seq} "
                              f"have been polled")
         rel = self._released
-        while rel != self._read:
-            e = self._data + (rel & self._mask)
-            if e[KLR_ENT_KIND] == KLR_KIND_ENTRY and _u64(e + KLR_ENT_SEQUENCE) > seq:
-                break
-            rel += _u32(e + KLR_ENT_SIZE)
+        unreleased = self._unreleased
+        while unreleased and unreleased[0][0] <= seq:
+            rel = unreleased.popleft()[1]
         if rel != self._released:
             self._released = rel
             klr_store_release(self._hdr + KLR_OFF_DATA_RELEASED, rel)
             self._wake_peer()
+        self._check_fault()
 
     @property
     def next_sequence(self):
@@ -1065,8 +1170,10 @@ cdef class WorkerCore(_RingCore):
         return self._next_seq
 
     def _ready(self):
-        """True when entries are waiting to be polled."""
-        return self._hdr != NULL and klr_load_acquire(self._hdr + KLR_OFF_DATA_HEAD) != self._read
+        """True when entries are waiting to be polled (or the ring needs a
+        look: a truncated one reads as impossible)."""
+        return self._hdr != NULL and (self._map.faulted() or
+                                      klr_load_acquire(self._hdr + KLR_OFF_DATA_HEAD) != self._read)
 
     # -- sleeping --
 
@@ -1078,17 +1185,42 @@ cdef class WorkerCore(_RingCore):
         _drain_doorbell(self._bell_fd)      # stale bytes would make the fd readable at once
         klr_sleep_announce(self._own_flag)
         self._armed = True
-        return klr_load_acquire(self._hdr + KLR_OFF_DATA_HEAD) == self._read
+        idle = klr_load_acquire(self._hdr + KLR_OFF_DATA_HEAD) == self._read
+        self._check_fault()
+        return idle
+
+    def _nudge(self):
+        """Ring this side's own doorbell: an event loop that stopped draining
+        a busy ring to serve others wakes at once to come back to it."""
+        _ring_doorbell(self._bell_fd)
 
     def _spin(self):
         """Spin briefly for an append."""
         return self._spin_on(self._hdr + KLR_OFF_DATA_HEAD, NULL) == 1
 
+    def close_with_error(self, int error_code, str message):
+        """Give up on the ring: leave ``error_code`` (non-zero, a Kafka error
+        code) and ``message`` in header line 5 for the producer, then close()
+        (which rings it). Idempotent; a fenced handle only closes."""
+        cdef bytes raw
+        if self._hdr == NULL:
+            return
+        if error_code == 0:
+            raise ValueError("close_with_error needs a non-zero error code")
+        if os.getpid() == self._owner_pid and \
+                klr_load_relaxed(self._hdr + KLR_OFF_WORKER_EPOCH) == self.epoch and \
+                not klr_load32_acquire(self._hdr + KLR_OFF_WORKER_ERROR):
+            raw = message.encode("utf-8")[:KLR_MAX_WORKER_MESSAGE]
+            raw = raw.decode("utf-8", "ignore").encode("utf-8")    # whole characters only
+            memcpy(self._hdr + KLR_OFF_WORKER_MESSAGE, <const char *>raw, len(raw))
+            (<uint32_t *>(self._hdr + KLR_OFF_WORKER_MESSAGE_LEN))[0] = len(raw)
+            klr_store32_release(self._hdr + KLR_OFF_WORKER_ERROR, <uint32_t>error_code)
+        self.close(False)
+
     def close(self, unlink=False):
         """Detach: give up the worker slot (the producer sees worker_alive()
         False), ring the producer, and with ``unlink`` remove the segment and
-        FIFOs (for a worker cleaning up after a dead producer). Idempotent.
-        Entry views still held keep the mapping alive."""
+        FIFOs (for a worker cleaning up after a dead producer). Idempotent."""
         if self._hdr == NULL:
             return
         if os.getpid() == self._owner_pid:
@@ -1102,9 +1234,10 @@ cdef class WorkerCore(_RingCore):
         self._drop()
 
 
-cdef uint64_t _validate_segment(int fd, str path) except 0:
-    """The segment's total size after checking every header field a worker
-    relies on; ValueError saying what is wrong otherwise."""
+cdef tuple _validate_segment(int fd, str path):
+    """(total size, data capacity, ack capacity) of the segment after
+    checking every header field a worker relies on; ValueError saying what
+    is wrong otherwise."""
     cdef bytes raw
     cdef const unsigned char *h
     cdef uint64_t cap, ack_cap, total
@@ -1138,4 +1271,4 @@ cdef uint64_t _validate_segment(int fd, str path) except 0:
     if <uint64_t>st.st_size != total:
         raise ValueError(f"{path} is {st.st_size} bytes but its header says {total}: "
                          f"truncated or not a kafkalite ring")
-    return total
+    return total, cap, ack_cap

@@ -5,6 +5,7 @@ a client config helper and a stop() that fails when a worker outlived the
 server.
 """
 import os
+import time
 
 from kafkalite.server import launcher
 from kafkalite.server.launcher import package_env as child_env  # noqa: F401 (used by tests)
@@ -44,4 +45,64 @@ def processes_with(marker: str) -> list[str]:
                 continue
             if marker in cmd:
                 out.append(cmd)
+    return out
+
+
+def create(server, name, partitions=1, **configs):
+    """Create topic ``name`` on ``server`` (a ServerProcess), with topic configs."""
+    from kafkalite.client import AdminClient, NewTopic
+    admin = AdminClient(server.config())
+    try:
+        for f in admin.create_topics([NewTopic(name, partitions, config=configs)]).values():
+            f.result()
+    finally:
+        admin.close()
+
+
+def read_all(server, topic, partitions, expect, timeout=20.0, **config):
+    """Consume every partition from the beginning until ``expect`` records arrived."""
+    from kafkalite.client import OFFSET_BEGINNING, Consumer, TopicPartition
+    c = Consumer(server.config(**config))
+    try:
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        out, deadline = [], time.monotonic() + timeout
+        while len(out) < expect and time.monotonic() < deadline:
+            out += c.consume(10_000, 0.5)
+        return out
+    finally:
+        c.close()
+
+
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """Resident memory of ``pid`` in MiB (VmRSS of /proc/<pid>/status; VmHWM
+    for its peak since start or reset_peak_rss)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    raise ValueError(f"no {field} for pid {pid}")
+
+
+def reset_peak_rss(pid: int) -> None:
+    """Start VmHWM of ``pid`` again from its current RSS (proc(5) clear_refs)."""
+    with open(f"/proc/{pid}/clear_refs", "w") as f:
+        f.write("5")
+
+
+def child_pids(pid: int, marker: str = "") -> list[int]:
+    """Children of ``pid`` whose command line contains ``marker``."""
+    out = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                kids = [int(k) for k in f.read().split()]
+        except OSError:
+            continue
+        for kid in kids:
+            try:
+                with open(f"/proc/{kid}/cmdline", "rb") as f:
+                    if marker.encode() in f.read():
+                        out.append(kid)
+            except OSError:
+                pass
     return out

@@ -16,6 +16,12 @@ says when acknowledgements or room arrived before the sender slept.
 The ring is created and attached here, through the ``shm_attach``
 extension request on a ZeroMQ link to the same worker.
 
+A worker that finds the ring broken (corrupt or truncated memory) closes it
+and leaves an error code and reason in its header (kafkalite/shm/): every
+request not yet fully acknowledged is then answered, partition by
+partition, with that error (``CORRUPT_MESSAGE``, retriable: the producer
+sends those batches again on a new link), and ``alive()`` turns False.
+
 Who may call: the producer's sender thread (the link's owner).
 """
 from __future__ import annotations
@@ -87,27 +93,43 @@ class RingLink(Link):
             return []
         try:
             acks = self.ring.poll_acks()
+            refused = self.ring.worker_error()
         except Exception:           # the worker died: alive() says so, the owner retries
             self._dead = True
             return []
         out = []
         for seq, code, base in acks:
             entry = self._entries.pop(seq, None)
-            if entry is None:
-                continue
-            cid, topic, partition = entry
-            self._requests[cid][(topic, partition)] = (code, base)
-            self._expected[cid] -= 1
-            if self._expected[cid] == 0:
-                del self._expected[cid]
-                results = self._requests.pop(cid)
-                if cid in self._silent:
-                    self._silent.discard(cid)
-                else:
-                    out.append((cid, _produce_response(results)))
-        if self._waiting:
+            if entry is not None:
+                self._result(out, *entry, code, base, None)
+        if refused is not None:
+            self._refuse_all(out, *refused)
+        elif self._waiting:
             self._push()
         return out
+
+    def _result(self, out: list, cid: int, topic: str, partition: int, code: int, base: int,
+                message: str | None) -> None:
+        self._requests[cid][(topic, partition)] = (code, base, message)
+        self._expected[cid] -= 1
+        if self._expected[cid] == 0:
+            del self._expected[cid]
+            results = self._requests.pop(cid)
+            if cid in self._silent:
+                self._silent.discard(cid)
+            else:
+                out.append((cid, _produce_response(results)))
+
+    def _refuse_all(self, out: list, code: int, message: str) -> None:
+        """The worker closed the ring: what it did not acknowledge gets its error."""
+        self._dead = True
+        message = f"the worker closed the shared-memory ring: {message}"
+        for cid, topic, partition in list(self._entries.values()):
+            self._result(out, cid, topic, partition, code, -1, message)
+        for cid, topic, partition, _ in self._waiting:
+            self._result(out, cid, topic, partition, code, -1, message)
+        self._entries.clear()
+        self._waiting.clear()
 
     def register(self, poller: zmq.Poller) -> None:
         poller.register(self.ring.fileno(), zmq.POLLIN)
@@ -133,11 +155,11 @@ class RingLink(Link):
 
 def _produce_response(results: dict) -> dict:
     topics: dict[str, list] = {}
-    for (topic, partition), (code, base) in results.items():
+    for (topic, partition), (code, base, message) in results.items():
         topics.setdefault(topic, []).append({
             "index": partition, "error_code": code, "base_offset": base if code == 0 else -1,
             "log_append_time_ms": -1, "log_start_offset": -1, "record_errors": [],
-            "error_message": None})
+            "error_message": message})
     return {"responses": [{"name": t, "partition_responses": ps} for t, ps in topics.items()],
             "throttle_time_ms": 0}
 

@@ -12,21 +12,51 @@ the ``extensions`` table: op name -> fn(body dict) -> reply dict.
 Fetch responses may carry segment file regions; ZeroMQ needs bytes, so a
 region is read into memory here (the Kafka listener sendfiles them).
 
+Memory is bounded per client, whatever the client does:
+
+- a frame larger than MAX_MESSAGE_BYTES (the Kafka listener's 100 MiB
+  request cap) disconnects its sender before it is buffered
+  (ZMQ_MAXMSGSIZE);
+- a Fetch asks for at most FETCH_MAX_BYTES (Kafka's broker-side
+  fetch.max.bytes), since its answer is built in memory here;
+- answers ZeroMQ holds unsent for a client (it does not read them, or
+  reads slowly) count against MAX_UNSENT_BYTES: every answer of
+  TRACK_MIN_BYTES or more is sent with a ZeroMQ message tracker, which
+  reports when libzmq has written it to the socket or dropped it with the
+  connection. Over the bound, further answers wait here unread -- a fetch's
+  file regions stay regions -- and go out as the client catches up (checked
+  whenever the event loop wakes); at most MAX_WAITING_ANSWERS of them,
+  whose encoded parts take at most MAX_UNSENT_BYTES, after which answers to
+  that client are dropped (it is not reading them) with a rate-limited
+  warning. The Kafka listener gets the same effect from muting a
+  connection until its answer is written.
+- the socket is a ROUTER_MANDATORY one and sends never block: a client at
+  its high-water mark makes the answer wait as above, and a client that is
+  gone (EHOSTUNREACH) is forgotten with everything waiting for it. Once
+  answers over TRIM_AFTER_BYTES were released, the C heap is trimmed
+  (malloc_trim), so memory a client made the process allocate goes back to
+  the system when it goes, rather than staying in glibc's free lists.
+
 Who may call: the owning process's event loop (``attach``, ``on_events``,
 ``close``); nothing here is thread-safe.
 """
 from __future__ import annotations
 
+import collections
+import ctypes
+import ctypes.util
 import logging
 import struct
+import time
 
 import zmq
 
 from kafkalite import errors
 from kafkalite.errors import KafkaError
-from kafkalite.protocol import ProtocolError, decode_request, encode_response
+from kafkalite.protocol import ApiKey, ProtocolError, decode_request, encode_response
 from kafkalite.protocol import native
-from kafkalite.server.ratelimit import RateLimitedLog
+from kafkalite.ratelimit import RateLimitedLog
+from kafkalite.server.kafka_listener import MAX_REQUEST_BYTES
 from kafkalite.server.requests import Listener, RequestContext, RequestDispatcher
 from kafkalite.storage.segment import FileRegion
 
@@ -35,6 +65,54 @@ log = logging.getLogger("kafkalite.native")
 # Requests read per poll wakeup, so rings, timers and other sockets of the
 # same loop are not starved by one busy client.
 MAX_REQUESTS_PER_WAKEUP = 1024
+MAX_MESSAGE_BYTES = MAX_REQUEST_BYTES
+FETCH_MAX_BYTES = 57_671_680            # Kafka's broker fetch.max.bytes default (55 MiB)
+# Two of the largest fetch answers: a consumer's next fetch is never held up
+# by its previous answer whose tracker has not reported yet.
+MAX_UNSENT_BYTES = 2 * FETCH_MAX_BYTES
+MAX_WAITING_ANSWERS = 1024
+TRACK_MIN_BYTES = 64 * 1024
+TRIM_AFTER_BYTES = 64 * 1024 * 1024
+# Let pyzmq's garbage thread drop the frames libzmq released before trimming.
+TRIM_DELAY_S = 0.2
+
+
+def _malloc_trim():
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):   # not glibc: nothing to trim
+        return None
+
+
+_trim = _malloc_trim()
+
+
+class _Answer:
+    """An answer not yet handed to ZeroMQ: its parts after the identity
+    (bytes, or FileRegions still unread)."""
+
+    __slots__ = ("correlation_id", "parts", "size", "inline")
+
+    def __init__(self, correlation_id: int, parts: list):
+        self.correlation_id = correlation_id
+        self.parts = parts
+        self.size = sum(p.length if type(p) is FileRegion else len(p) for p in parts)
+        self.inline = sum(len(p) for p in parts if type(p) is not FileRegion)
+
+
+class _Client:
+    """What one client (ROUTER identity) has outstanding."""
+
+    __slots__ = ("unsent", "unsent_bytes", "waiting", "waiting_bytes")
+
+    def __init__(self):
+        self.unsent: collections.deque = collections.deque()   # (MessageTracker, bytes)
+        self.unsent_bytes = 0
+        self.waiting: collections.deque = collections.deque()  # _Answer
+        self.waiting_bytes = 0      # their inline parts
+
+    def has_room(self, size: int) -> bool:
+        return not self.unsent_bytes or self.unsent_bytes + size <= MAX_UNSENT_BYTES
 
 
 class NativeListener:
@@ -44,9 +122,16 @@ class NativeListener:
         self.name = name
         self.extensions = extensions or {}
         self._bad_input = RateLimitedLog(log)
+        self._slow_client = RateLimitedLog(log)
+        self._clients: dict[bytes, _Client] = {}
+        self._released = 0
+        self._trim_at = 0.0
+        self.dropped_answers = 0
         self.socket = zctx.socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        self.socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        self.socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
         self.port = 0
         if port:
             try:
@@ -66,6 +151,8 @@ class NativeListener:
         poller.register(self.socket, zmq.POLLIN)
 
     def on_events(self, events: dict) -> None:
+        if self._clients or self._trim_at:
+            self._catch_up()
         if self.socket not in events:
             return
         for _ in range(MAX_REQUESTS_PER_WAKEUP):
@@ -94,6 +181,8 @@ class NativeListener:
             if exc.header is not None:   # its correlation id can be trusted: answer it
                 self._send_error(identity, exc.header.correlation_id, exc.code, exc.message)
             return
+        if header.api_key == ApiKey.FETCH and body.get("max_bytes", 0) > FETCH_MAX_BYTES:
+            body["max_bytes"] = FETCH_MAX_BYTES
         ctx = RequestContext(header, Listener.NATIVE, self, identity, peer=payload)
         self.dispatcher.dispatch(ctx, body)
 
@@ -109,9 +198,10 @@ class NativeListener:
         except KafkaError as exc:
             reply = {"error_code": exc.code, "message": exc.message}
         except Exception as exc:  # one request must not take the process down
-            log.exception("%s: extension request %s failed", self.name, body["op"])
+            self._bad_input.exception("%s: extension request %s failed", self.name, body["op"])
             reply = {"error_code": errors.UnknownServerError.code, "message": str(exc)}
-        self.socket.send_multipart([identity, native.encode_extension_response(correlation_id, reply)])
+        self._answer(identity, _Answer(correlation_id,
+                                       [native.encode_extension_response(correlation_id, reply)]))
 
     # ---- Responder ---------------------------------------------------------------------------
 
@@ -125,8 +215,7 @@ class NativeListener:
             log.error("%s: cannot encode the %r response: %s", self.name, header.api_key, exc)
             self.send_error(ctx, errors.UnknownServerError.code, f"cannot encode the response: {exc}")
             return
-        frames = [r.read() if type(r) is FileRegion else r for r in records]
-        self.socket.send_multipart([ctx.reply_to, payload, *frames], copy=False)
+        self._answer(ctx.reply_to, _Answer(header.correlation_id, [payload, *records]))
 
     def send_error(self, ctx: RequestContext, code: int, message: str) -> None:
         self._send_error(ctx.reply_to, ctx.header.correlation_id, code, message)
@@ -135,5 +224,86 @@ class NativeListener:
         pass
 
     def _send_error(self, identity: bytes, correlation_id: int, code: int, message: str) -> None:
-        self.socket.send_multipart([identity, native.ERROR_FRAME,
-                                    native.encode_error(correlation_id, code, message)])
+        self._answer(identity, _Answer(correlation_id, [
+            native.ERROR_FRAME, native.encode_error(correlation_id, code, message)]))
+
+    # ---- answers within each client's bound ---------------------------------------------------
+
+    def _answer(self, identity: bytes, answer: _Answer) -> None:
+        client = self._clients.get(identity)
+        if client is not None and (client.waiting or not client.has_room(answer.size)):
+            self._wait(identity, client, answer)
+        elif not self._send(identity, answer):
+            self._wait(identity, self._clients.setdefault(identity, _Client()), answer)
+
+    def _send(self, identity: bytes, answer: _Answer) -> bool:
+        """Hand ``answer`` to ZeroMQ; False when the client is at its
+        high-water mark (nothing was sent)."""
+        try:
+            parts = [p.read() if type(p) is FileRegion else p for p in answer.parts]
+        except (KafkaError, OSError) as exc:     # the segment went away under the region
+            self._bad_input.warning("%s: cannot read the records of answer %d: %s", self.name,
+                                    answer.correlation_id, exc)
+            parts = [native.ERROR_FRAME, native.encode_error(
+                answer.correlation_id, errors.KafkaStorageError.code, str(exc))]
+        track = answer.size >= TRACK_MIN_BYTES
+        try:
+            tracker = self.socket.send_multipart([identity, *parts], flags=zmq.NOBLOCK,
+                                                 copy=not track, track=track)
+        except zmq.Again:
+            return False
+        except zmq.ZMQError as exc:
+            if exc.errno != zmq.EHOSTUNREACH:
+                raise
+            self._clients.pop(identity, None)   # gone: nothing more will reach it
+            return True
+        if track:
+            client = self._clients.get(identity)
+            if client is None:
+                client = self._clients[identity] = _Client()
+            client.unsent.append((tracker, answer.size))
+            client.unsent_bytes += answer.size
+        return True
+
+    def _wait(self, identity: bytes, client: _Client, answer: _Answer) -> None:
+        if len(client.waiting) >= MAX_WAITING_ANSWERS \
+                or client.waiting_bytes + answer.inline > MAX_UNSENT_BYTES:
+            self.dropped_answers += 1
+            self._slow_client.warning(
+                "%s: a client does not read its answers (%d bytes unsent, %d answers waiting); "
+                "dropped the answer to request %d", self.name, client.unsent_bytes,
+                len(client.waiting), answer.correlation_id)
+            return
+        client.waiting.append(answer)
+        client.waiting_bytes += answer.inline
+
+    def _catch_up(self) -> None:
+        """Count what ZeroMQ has written (or dropped) since the last look,
+        send what waited for room, and trim the heap after big releases."""
+        released = 0
+        for identity, client in list(self._clients.items()):
+            unsent = client.unsent
+            while unsent and unsent[0][0].done:
+                n = unsent.popleft()[1]
+                client.unsent_bytes -= n
+                released += n
+            waiting = client.waiting
+            while waiting and client.has_room(waiting[0].size):
+                answer = waiting[0]
+                if not self._send(identity, answer):
+                    break
+                waiting.popleft()
+                client.waiting_bytes -= answer.inline
+                if identity not in self._clients:
+                    break               # it went away: what waited for it went with it
+            if not unsent and not waiting:
+                self._clients.pop(identity, None)
+        now = time.monotonic()
+        if released:
+            self._released += released
+            if self._released >= TRIM_AFTER_BYTES and not self._trim_at:
+                self._trim_at = now + TRIM_DELAY_S
+        if self._trim_at and now >= self._trim_at:
+            self._trim_at, self._released = 0.0, 0
+            if _trim is not None:
+                _trim(0)

@@ -1,34 +1,5 @@
-"""Rate-limited warnings for floods of bad input.
+"""RateLimitedLog moved to kafkalite/ratelimit.py (the ingest gateway, a
+client, uses it too); this name stays for the server modules' imports."""
+from kafkalite.ratelimit import RateLimitedLog
 
-A client sending garbage must not turn into a log flood (or, with stderr
-on a pipe nobody drains, a blocked server): the first few warnings of a
-kind per interval are logged; the rest are counted and summarised once
-the interval ends.
-"""
-from __future__ import annotations
-
-import logging
-import time
-
-
-class RateLimitedLog:
-    def __init__(self, logger: logging.Logger, per_interval: int = 5, interval_s: float = 10.0):
-        self.logger = logger
-        self.per_interval = per_interval
-        self.interval_s = interval_s
-        self._window_start = time.monotonic()
-        self._logged = 0
-        self._suppressed = 0
-
-    def warning(self, msg: str, *args) -> None:
-        now = time.monotonic()
-        if now - self._window_start >= self.interval_s:
-            if self._suppressed:
-                self.logger.warning("%d more like that in the last %.0f s", self._suppressed,
-                                    now - self._window_start)
-            self._window_start, self._logged, self._suppressed = now, 0, 0
-        if self._logged < self.per_interval:
-            self._logged += 1
-            self.logger.warning(msg, *args)
-        else:
-            self._suppressed += 1
+__all__ = ["RateLimitedLog"]

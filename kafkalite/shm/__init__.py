@@ -9,8 +9,9 @@ ext/shm_ring.pyx for the byte layout.
 """
 from kafkalite.shm.ring import (
     DEFAULT_CAPACITY, NAME_PREFIX, SHM_DIR, PeerGone, ProducerRing, RingCorrupted, RingError,
-    RingFenced, RingTimeout, WorkerRing, entry_size,
+    RingFenced, RingPoisoned, RingTimeout, WorkerRing, entry_size,
 )
 
 __all__ = ["ProducerRing", "WorkerRing", "RingError", "RingTimeout", "PeerGone", "RingFenced",
-           "RingCorrupted", "DEFAULT_CAPACITY", "NAME_PREFIX", "SHM_DIR", "entry_size"]
+           "RingCorrupted", "RingPoisoned", "DEFAULT_CAPACITY", "NAME_PREFIX", "SHM_DIR",
+           "entry_size"]

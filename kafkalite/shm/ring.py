@@ -5,8 +5,8 @@ socket, and gets one ack per batch back.
     producer                                  worker (owns the partitions)
     ring = ProducerRing.create()              ring = WorkerRing.attach(name)
     (send ring.name to the worker)            while ring.wait(timeout):
-    seq = ring.append(topic, p, batch)            for seq, topic, p, view in ring.poll():
-    for seq, err, base in ring.wait_acks(1):          info = log.append(view)  # zero copy
+    seq = ring.append(topic, p, batch)            for seq, topic, p, batch in ring.poll():
+    for seq, err, base in ring.wait_acks(1):          info = log.append(batch)  # a copy
         ...                                           ring.ack(seq, 0, info.first_offset)
                                                       ring.release_through(seq)
 
@@ -31,6 +31,12 @@ Crash contract:
   - the producer dies: producer_alive() turns False, poll() still returns
     every complete entry (never a torn one), and close(unlink=True) removes
     the segment and FIFOs from /dev/shm.
+  - the producer writes what the protocol never writes, or truncates the
+    segment: the worker's poll() raises RingCorrupted (never a crash: see
+    the core's "A hostile or broken producer"), the worker closes the ring
+    with close_with_error(), and the producer's append() and wait_acks()
+    raise RingPoisoned with the worker's error code and reason
+    (worker_error()); entries without an ack were not appended.
 
 Who may call: one thread per handle, in the process that created or attached
 it (see the core's contract for fork).
@@ -44,11 +50,13 @@ import time
 
 from kafkalite._ext.shm_ring import (
     DEFAULT_CAPACITY, NAME_PREFIX, PID_BITS, SHM_DIR, PeerGone, ProducerCore, RingCorrupted,
-    RingError, RingFenced, RingTimeout, WorkerCore, entry_size, process_alive,
+    RingError, RingFenced, RingPoisoned, RingTimeout, WorkerCore, entry_size, process_alive,
+    unlink_ring,
 )
 
 __all__ = ["ProducerRing", "WorkerRing", "RingError", "RingTimeout", "PeerGone", "RingFenced",
-           "RingCorrupted", "DEFAULT_CAPACITY", "NAME_PREFIX", "SHM_DIR", "entry_size"]
+           "RingCorrupted", "RingPoisoned", "DEFAULT_CAPACITY", "NAME_PREFIX", "SHM_DIR",
+           "entry_size"]
 
 # Without pidfds, a blocked side re-checks its peer's liveness this often.
 LIVENESS_POLL_S = 0.1
@@ -122,14 +130,15 @@ class ProducerRing(ProducerCore):
 
     Inherited from the core (non-blocking): try_append, poll_acks, unacked,
     arm / disarm, fileno, name, capacity, max_entry_size, next_sequence,
-    in_flight, worker_pid, worker_epoch, close(unlink=True).
+    in_flight, worker_pid, worker_epoch, worker_error, close(unlink=True).
     """
 
     def append(self, topic: str, partition: int, batch, timeout: float | None = None) -> int:
         """Append one entry, waiting for room up to ``timeout`` seconds (None:
         no limit); its sequence number. RingTimeout when no room came,
-        PeerGone when the ring's worker died or detached (nothing written
-        either way), ValueError when the entry can never fit (see try_append).
+        PeerGone when the ring's worker died or detached (RingPoisoned when
+        it closed the ring over what it found in it; nothing written either
+        way), ValueError when the entry can never fit (see try_append).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -187,6 +196,10 @@ class ProducerRing(ProducerCore):
         self._drain()
 
     def _check_worker(self) -> None:
+        error = self.worker_error()
+        if error is not None:
+            raise RingPoisoned(f"ring {self.name} was closed by its worker: {error[1]}; "
+                               f"{self.in_flight} entries in flight, see unacked()", error[0])
         if self.worker_epoch and not self.worker_alive():
             raise PeerGone(f"ring {self.name} has no live worker (attached {self.worker_epoch} "
                            f"times); {self.in_flight} entries in flight, see unacked()")
@@ -230,7 +243,7 @@ class WorkerRing(WorkerCore):
 
     Inherited from the core (non-blocking): poll, ack, release_through,
     arm / disarm, fileno, name, capacity, epoch, next_sequence, producer_pid,
-    close(unlink=False).
+    close_with_error, close(unlink=False).
     """
 
     def wait(self, timeout: float | None) -> bool:

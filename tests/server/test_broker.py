@@ -11,33 +11,11 @@ import pytest
 import zmq
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from harness import ServerProcess, pid_alive, shm_entries
+from harness import ServerProcess, create, pid_alive, read_all, shm_entries
 from kafkalite import errors
 from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer,
                               TopicPartition)
 from kafkalite.protocol import ApiKey, encode_request
-
-
-def create(server, name, partitions=1, **configs):
-    admin = AdminClient(server.config())
-    try:
-        for f in admin.create_topics([NewTopic(name, partitions, config=configs)]).values():
-            f.result()
-    finally:
-        admin.close()
-
-
-def read_all(server, topic, partitions, expect, timeout=20.0, **config):
-    """Consume every partition from the beginning until ``expect`` records arrived."""
-    c = Consumer(server.config(**config))
-    try:
-        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        out, deadline = [], time.monotonic() + timeout
-        while len(out) < expect and time.monotonic() < deadline:
-            out += c.consume(10_000, 0.5)
-        return out
-    finally:
-        c.close()
 
 
 def java_partition(key: bytes, n: int) -> int:

@@ -6,10 +6,8 @@ seed is printed, and KAFKALITE_FUZZ_SEED replays a run.
 
 Mutated frames start from valid requests of most APIs (valid headers,
 damaged bodies); random frames carry a known API key and random body
-bytes; noise frames are bytes with arbitrary size prefixes. Admin APIs
-that create or grow topics are left out of the mutations: a mutated
-partition count would have the broker create millions of partitions,
-which is a resource limit rather than a parsing robustness question.
+bytes; noise frames are bytes with arbitrary size prefixes. The inputs
+are tests/fuzzing.py's, shared with the other fuzzes.
 """
 from __future__ import annotations
 
@@ -22,74 +20,10 @@ import time
 
 import confluent_kafka as ck
 
-from kafkalite.protocol import ApiKey, encode_request
+from fuzzing import base_frames, mutate, random_frame
 
 FRAMES = int(os.environ.get("KAFKALITE_FUZZ_FRAMES", "100000"))
 REPLY_WAIT_S = 5.0
-
-
-def base_frames(topic: str) -> list[bytes]:
-    from kafkalite.record import RecordBatchBuilder
-    b = RecordBatchBuilder(producer_id=7, producer_epoch=0, base_sequence=0)
-    b.append(1_700_000_000_000, b"k", b"v", [("h", b"1")])
-    records = bytes(b.build())
-    reqs = [
-        (ApiKey.API_VERSIONS, 3, {"client_software_name": "fuzz", "client_software_version": "1"}),
-        (ApiKey.API_VERSIONS, 0, {}),
-        (ApiKey.METADATA, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": False}),
-        (ApiKey.METADATA, 1, {"topics": None}),
-        (ApiKey.PRODUCE, 9, {"acks": 1, "timeout_ms": 1000, "topic_data": [
-            {"name": topic, "partition_data": [{"index": 0, "records": records}]}]}),
-        (ApiKey.PRODUCE, 3, {"acks": 1, "timeout_ms": 1000, "topic_data": [
-            {"name": topic, "partition_data": [{"index": 0, "records": records}]}]}),
-        (ApiKey.FETCH, 12, {"max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "topics": [
-            {"topic": topic, "partitions": [{"partition": 0, "fetch_offset": 0,
-                                             "partition_max_bytes": 1 << 20}]}]}),
-        (ApiKey.FETCH, 4, {"max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "topics": [
-            {"topic": topic, "partitions": [{"partition": 0, "fetch_offset": 0,
-                                             "partition_max_bytes": 1 << 20}]}]}),
-        (ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "topics": [
-            {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -2}]}]}),
-        (ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, {"topics": [
-            {"topic": topic, "partitions": [{"partition": 0, "leader_epoch": 0}]}]}),
-        (ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["fuzz-group"]}),
-        (ApiKey.HEARTBEAT, 4, {"group_id": "fuzz-group", "generation_id": 1, "member_id": "m"}),
-        (ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["fuzz-group"]}),
-        (ApiKey.LIST_GROUPS, 4, {}),
-        (ApiKey.OFFSET_FETCH, 8, {"groups": [{"group_id": "fuzz-group", "topics": None}]}),
-        (ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout_ms": 1000,
-                                      "producer_id": -1, "producer_epoch": -1}),
-        (ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
-            {"resource_type": 2, "resource_name": topic, "configuration_keys": None}]}),
-    ]
-    return [encode_request(k, v, 1, "fuzz", body) for k, v, body in reqs]
-
-
-def mutate(rng: random.Random, frame: bytes) -> bytes:
-    buf = bytearray(frame)
-    for _ in range(rng.randint(1, 4)):
-        op = rng.random()
-        # mostly keep api key, version, correlation id
-        start = min(8, len(buf)) if rng.random() < 0.8 else 0
-        if op < 0.4 and len(buf) > start:
-            buf[rng.randrange(start, len(buf))] = rng.randrange(256)
-        elif op < 0.6 and len(buf) > start:
-            del buf[rng.randrange(start, len(buf)):]
-        elif op < 0.8:
-            at = rng.randrange(start, len(buf) + 1)
-            buf[at:at] = rng.randbytes(rng.randint(1, 16))
-        elif len(buf) > start + 4:               # an int32 somewhere becomes extreme
-            at = rng.randrange(start, len(buf) - 3)
-            buf[at:at + 4] = struct.pack(">i", rng.choice([-1, -2, 0x7FFFFFFF, -0x80000000,
-                                                           0x10000, 255]))
-    return bytes(buf)
-
-
-def random_frame(rng: random.Random) -> bytes:
-    key = rng.choice(list(ApiKey))
-    head = struct.pack(">hhih", key, rng.randint(-1, 20), rng.randrange(1 << 31),
-                       rng.choice([-1, 0, 4]))
-    return head + rng.randbytes(rng.randint(0, 4)) + rng.randbytes(rng.randint(0, 200))
 
 
 class Fuzzer:

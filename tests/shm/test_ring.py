@@ -634,17 +634,19 @@ def test_a_second_live_worker_is_refused_and_a_takeover_fences_the_first(worker_
 
 # ---- views, re-attach, API ------------------------------------------------------------
 
-def test_views_are_zero_copy_and_outlive_close():
+def test_entries_are_private_copies_the_producer_cannot_change():
     ring = ProducerRing.create(SMALL)
     worker = WorkerRing.attach(ring.name)
     ring.append("t", 0, b"\x00" * 16 + b"payload")
-    (seq, _, _, view), = worker.poll()
-    view[0:8] = (1234).to_bytes(8, "big")          # a broker stamps baseOffset in place
-    assert ring.unacked()[0][3][:8] == (1234).to_bytes(8, "big")
+    (seq, _, _, batch), = worker.poll()
+    batch[0:8] = (1234).to_bytes(8, "big")          # a broker stamps baseOffset in place
+    assert ring.unacked()[0][3][:8] == bytes(8)     # ... in its own copy
+    with open(os.path.join(SHM_DIR, ring.name), "r+b") as f:
+        f.seek(core.HEADER_SIZE)
+        f.write(b"\xff" * 128)                       # the producer scribbles after the poll
     worker.close()
     ring.close()
-    assert bytes(view[16:]) == b"payload"          # the mapping lives while a view does
-    del view
+    assert bytes(batch[16:]) == b"payload"          # what the worker validated stays as it was
 
 
 def test_reattach_resumes_after_the_last_ack():
@@ -674,7 +676,8 @@ def test_reattach_resumes_after_the_last_ack():
 def test_public_surface():
     assert sorted(kafkalite.shm.__all__) == sorted(
         ["ProducerRing", "WorkerRing", "RingError", "RingTimeout", "PeerGone", "RingFenced",
-         "RingCorrupted", "DEFAULT_CAPACITY", "NAME_PREFIX", "SHM_DIR", "entry_size"])
+         "RingCorrupted", "RingPoisoned", "DEFAULT_CAPACITY", "NAME_PREFIX", "SHM_DIR",
+         "entry_size"])
     for name in kafkalite.shm.__all__:
         assert getattr(kafkalite.shm, name) is getattr(kafkalite.shm.ring, name)
     for method in ["create", "try_append", "append", "poll_acks", "wait_acks", "unacked",
