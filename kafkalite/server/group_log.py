@@ -23,7 +23,9 @@ through it, and it owns the high watermark. Periodic work is the log's own
 
 Who may call: the group coordinator (coordinator.py), on the supervisor's
 single thread. Workers never open these partitions, and the topic is not in
-the cluster metadata: clients reach it only through the group APIs.
+the cluster metadata: clients reach it only through the group APIs (it is one
+of metadata.INTERNAL_TOPICS, which no client may create, write, delete or
+alter).
 """
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ from kafkalite.protocol.messages.group_records import (
     OffsetCommitValue,
 )
 from kafkalite.record import RecordBatchBuilder, iter_batches
+from kafkalite.server.metadata import OFFSETS_TOPIC
 from kafkalite.server.partition import Partition
 from kafkalite.storage import AppendOrigin
 from kafkalite.storage.config import LogConfig
@@ -50,7 +53,6 @@ from kafkalite.storage.log import PartitionLog
 
 log = logging.getLogger("kafkalite.coordinator")
 
-OFFSETS_TOPIC = "__consumer_offsets"
 _LOG_PROPERTIES = {
     "cleanup.policy": "compact",
     "segment.bytes": str(100 << 20),

@@ -15,8 +15,10 @@ The worker is the event loop around the parts that do the work:
 - the control channel from the supervisor: a DEALER carrying JSON messages
   (assign / unassign / shutdown in; hello / done / bye out).
 
-Everything runs on one thread. The poll timeout is the nearest of the
-purgatory's deadlines and the next housekeeping, so an idle worker sleeps.
+Everything runs on one thread (the replica manager borrows a thread pool to
+open and close many logs at once). The poll timeout is the nearest of the
+purgatory's deadlines and the next housekeeping, so an idle worker sleeps;
+a checkpoint pass runs a slice per loop turn, between requests.
 
 Who may call: run as ``python -m kafkalite.server.worker`` by the supervisor.
 """
@@ -82,6 +84,9 @@ class Worker:
         self._stop = False
         self._next_housekeeping = time.monotonic() + HOUSEKEEPING_INTERVAL_S
         self._next_checkpoint = time.monotonic() + CHECKPOINT_INTERVAL_S
+        # a checkpoint pass in progress: done a slice per loop turn, between
+        # requests, so that many changed partitions never stall the loop
+        self._checkpointing = False
         self._parent = os.getppid()
 
     @property
@@ -98,7 +103,7 @@ class Worker:
         if kind == "assign":
             if "kafka_apis" in msg:
                 self.cluster_apis = [ApiKey(k) for k in msg["kafka_apis"]]
-            results = [self.replica_manager.become_leader(p) for p in msg["partitions"]]
+            results = self.replica_manager.become_leaders(msg["partitions"])
             self._send_control({"type": "done", "op": msg.get("op"), "worker": self.index,
                                 "results": results})
         elif kind == "unassign":
@@ -120,9 +125,9 @@ class Worker:
             self._stop = True
             return
         self.rings.housekeeping()
-        self.replica_manager.housekeeping()
+        self.replica_manager.housekeeping(HOUSEKEEPING_INTERVAL_S)
         if now >= self._next_checkpoint:
-            self.replica_manager.checkpoint()
+            self._checkpointing = True
             self._next_checkpoint = now + CHECKPOINT_INTERVAL_S
         self._next_housekeeping = now + HOUSEKEEPING_INTERVAL_S
 
@@ -138,6 +143,8 @@ class Worker:
             if delayed is not None:
                 deadline = min(deadline, delayed)
             timeout = max(0, int((deadline - time.monotonic()) * 1000) + 1)
+            if self._checkpointing:
+                timeout = 0
             try:
                 events = dict(self.poller.poll(timeout))
             except zmq.ZMQError as exc:
@@ -159,6 +166,9 @@ class Worker:
             self.replica_manager.expire()
             if time.monotonic() >= self._next_housekeeping:
                 self._housekeeping()
+            if self._checkpointing:
+                self.replica_manager.checkpoint()
+                self._checkpointing = self.replica_manager.checkpoint_pending
         self.shutdown()
         return 0
 
