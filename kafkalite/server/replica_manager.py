@@ -21,12 +21,13 @@ worker may host thousands): ``housekeeping()`` (each second) runs the
 log's own housekeeping for the partitions whose log end moved in the last
 ``ACTIVE_TICKS`` ticks, for those just opened or reconfigured, and for a
 rolling slice of the rest so that every partition's retention is checked
-at least every ``SWEEP_S``; ``checkpoint()`` writes the checkpoints of
-those partitions only, a time-bounded slice at a time (``checkpoint_pending``
-says more is waiting), so a burst of changed partitions never holds the
-event loop for long. Logs are opened (a worker's start: thousands at once)
-and closed (its stop) on a small thread pool, since each mostly waits for
-fsyncs of its own files.
+at least every ``SWEEP_S``; ``checkpoint()`` takes the checkpoints of
+those partitions only, into the broker's one CheckpointFile
+(``broker-<id>.partition-checkpoints``, storage/checkpoint.py), which a
+background thread writes when anything changed: one fsync per interval
+however many partitions changed, none on the event loop. Logs are opened
+(a worker's start: thousands at once) and closed (its stop) on a small
+thread pool, since each mostly waits for fsyncs of its own files.
 
 The controller's decisions arrive through ``become_leader`` (open the log
 if needed, take the new leader epoch and configs) and ``stop_replica``
@@ -59,13 +60,13 @@ from kafkalite.server.per_partition import Shape, each_partition
 from kafkalite.server.purgatory import DelayedFetch, DelayedProduce, Purgatory
 from kafkalite.server.requests import DEFERRED, NO_RESPONSE, RequestContext
 from kafkalite.storage import PartitionLog
+from kafkalite.storage.checkpoint import BROKER_CHECKPOINTS, CheckpointFile
 
 log = logging.getLogger("kafkalite.replica_manager")
 
 DEFAULT_FETCH_MAX_BYTES = 52428800        # Kafka's fetch.max.bytes default
 ACTIVE_TICKS = 10          # housekeeping ticks a partition stays active after its log end moved
 SWEEP_S = 30.0             # every partition's housekeeping (retention) runs at least this often
-CHECKPOINT_SLICE_S = 0.01  # longest a checkpoint() call holds the event loop
 IO_THREADS = 16            # opening or closing many logs at once: they wait on fsyncs
 
 PRODUCE = Shape("name", "partition_data", "index",
@@ -115,6 +116,7 @@ class ReplicaManager:
         self._seen_end: dict[tuple[str, int], int] = {}
         self._sweep: list[tuple[str, int]] = []
         self._dirty: set[tuple[str, int]] = set()
+        self.checkpoints = CheckpointFile(os.path.join(data_dir, BROKER_CHECKPOINTS % broker_id))
         self.topic_names: dict[uuid.UUID, str] = {}   # Fetch v13+ names topics by id
         self.purgatory = Purgatory()
 
@@ -130,11 +132,16 @@ class ReplicaManager:
                 and s["topic"] not in INTERNAL_TOPICS]
         opened: dict = {}
         if len(todo) > 1:
+            for spec in todo:
+                self.checkpoints.bind(self._directory(spec["topic"], spec["partition"]),
+                                      spec.get("topic_id"))
+
             def open_log(spec):
                 key = (spec["topic"], spec["partition"])
                 try:
                     return key, PartitionLog.open(self._directory(*key),
-                                                  self.log_config(spec.get("configs")))
+                                                  self.log_config(spec.get("configs")),
+                                                  checkpoints=self.checkpoints)
                 except (KafkaError, OSError) as exc:
                     return key, exc
             with ThreadPoolExecutor(min(IO_THREADS, len(todo)),
@@ -157,7 +164,11 @@ class ReplicaManager:
             config = self.log_config(spec.get("configs"))
             part = self.partitions.get(key)
             if part is None:
-                plog = opened or PartitionLog.open(self._directory(*key), config)
+                if opened is None:
+                    self.checkpoints.bind(self._directory(*key), spec.get("topic_id"))
+                    opened = PartitionLog.open(self._directory(*key), config,
+                                               checkpoints=self.checkpoints)
+                plog = opened
                 part = Partition(key[0], key[1], spec.get("topic_id"), plog, self.broker_id)
                 self.partitions[key] = part
             else:
@@ -184,6 +195,8 @@ class ReplicaManager:
         self._active.pop((topic, partition), None)
         self._seen_end.pop((topic, partition), None)
         self.purgatory.complete_watchers_of((topic, partition))
+        if delete:
+            self.checkpoints.forget(self._directory(topic, partition))
         if part is None:
             if delete:  # the log may exist on disk from an earlier owner
                 shutil.rmtree(self._directory(topic, partition), ignore_errors=True)
@@ -386,17 +399,12 @@ class ReplicaManager:
             except KafkaError as exc:
                 log.error("broker %d: housekeeping of %s failed: %s", self.broker_id, part.name, exc)
 
-    @property
-    def checkpoint_pending(self) -> bool:
-        return bool(self._dirty)
-
-    def checkpoint(self, slice_s: float = CHECKPOINT_SLICE_S) -> None:
-        """Checkpoint the logs whose checkpoint may have changed (the log
-        writes only if it did), for at most about ``slice_s``; what is left
-        waits for the next call (``checkpoint_pending``)."""
-        deadline = time.monotonic() + slice_s
-        while self._dirty and time.monotonic() < deadline:
-            key = self._dirty.pop()
+    def checkpoint(self) -> None:
+        """Checkpoint the logs whose checkpoint may have changed (each takes
+        a line in the CheckpointFile only if it did), then have the file
+        written in the background."""
+        dirty, self._dirty = self._dirty, set()
+        for key in dirty:
             part = self.partitions.get(key)
             if part is None:
                 continue
@@ -404,6 +412,7 @@ class ReplicaManager:
                 part.log.maybe_checkpoint()
             except KafkaError as exc:
                 log.error("broker %d: checkpoint of %s failed: %s", self.broker_id, part.name, exc)
+        self.checkpoints.flush(wait=False)
 
     def shutdown(self) -> None:
         """Close every log (flush, snapshot, checkpoint, clean-shutdown
@@ -421,6 +430,7 @@ class ReplicaManager:
                                     thread_name_prefix="kafkalite-close") as pool:
                 list(pool.map(close, parts))
         self.partitions.clear()
+        self.checkpoints.close()
 
 
 def _with_timeouts(response: dict, timed_out: set) -> dict:

@@ -16,9 +16,9 @@ The worker is the event loop around the parts that do the work:
   (assign / unassign / shutdown in; hello / done / bye out).
 
 Everything runs on one thread (the replica manager borrows a thread pool to
-open and close many logs at once). The poll timeout is the nearest of the
-purgatory's deadlines and the next housekeeping, so an idle worker sleeps;
-a checkpoint pass runs a slice per loop turn, between requests.
+open and close many logs at once, and its checkpoint file is written by a
+thread of its own). The poll timeout is the nearest of the purgatory's
+deadlines and the next housekeeping, so an idle worker sleeps.
 
 Who may call: run as ``python -m kafkalite.server.worker`` by the supervisor.
 """
@@ -84,9 +84,6 @@ class Worker:
         self._stop = False
         self._next_housekeeping = time.monotonic() + HOUSEKEEPING_INTERVAL_S
         self._next_checkpoint = time.monotonic() + CHECKPOINT_INTERVAL_S
-        # a checkpoint pass in progress: done a slice per loop turn, between
-        # requests, so that many changed partitions never stall the loop
-        self._checkpointing = False
         self._parent = os.getppid()
 
     @property
@@ -127,7 +124,7 @@ class Worker:
         self.rings.housekeeping()
         self.replica_manager.housekeeping(HOUSEKEEPING_INTERVAL_S)
         if now >= self._next_checkpoint:
-            self._checkpointing = True
+            self.replica_manager.checkpoint()
             self._next_checkpoint = now + CHECKPOINT_INTERVAL_S
         self._next_housekeeping = now + HOUSEKEEPING_INTERVAL_S
 
@@ -143,8 +140,6 @@ class Worker:
             if delayed is not None:
                 deadline = min(deadline, delayed)
             timeout = max(0, int((deadline - time.monotonic()) * 1000) + 1)
-            if self._checkpointing:
-                timeout = 0
             try:
                 events = dict(self.poller.poll(timeout))
             except zmq.ZMQError as exc:
@@ -166,9 +161,6 @@ class Worker:
             self.replica_manager.expire()
             if time.monotonic() >= self._next_housekeeping:
                 self._housekeeping()
-            if self._checkpointing:
-                self.replica_manager.checkpoint()
-                self._checkpointing = self.replica_manager.checkpoint_pending
         self.shutdown()
         return 0
 

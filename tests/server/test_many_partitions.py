@@ -6,10 +6,12 @@ Behaviour, not timing (benchmarks/bench_many_partitions.py has the figures):
   snapshot ``cluster-metadata.json`` as it was (the old code rewrote the
   whole file, every topic, for every topic created: quadratic), and every
   topic is back after a kill -9 of the whole server;
-- an idle worker hosting hundreds of partitions writes no checkpoint;
-- the checkpoints of the partitions that did change are written, and after
-  a kill -9 and a restart every acknowledged record is readable, with the
-  high watermark where it was.
+- a worker keeps its partitions' checkpoints in one file
+  (``broker-<id>.partition-checkpoints``), not one file per partition: the
+  changed partitions' lines are written there, and an idle worker hosting
+  hundreds of partitions writes nothing at all;
+- after a kill -9 and a restart every acknowledged record is readable, with
+  the high watermark where the broker file had it.
 """
 from __future__ import annotations
 
@@ -85,11 +87,21 @@ def test_creating_a_topic_appends_to_the_metadata_log_not_rewrite_the_snapshot(s
     assert srv.stop() == 0
 
 
-def checkpoints(data_dir: str) -> dict:
+def mtimes(data_dir: str) -> dict:
+    """Modification times of every checkpoint file the workers write."""
+    paths = glob.glob(os.path.join(data_dir, "*", "partition.checkpoint")) + glob.glob(
+        os.path.join(data_dir, "broker-*.partition-checkpoints"))
+    return {p: os.stat(p).st_mtime_ns for p in paths if "__consumer_offsets" not in p}
+
+
+def broker_lines(data_dir: str) -> dict:
+    """{partition directory: (high watermark, recovery point)} from the broker files."""
     out = {}
-    for path in glob.glob(os.path.join(data_dir, "*", "partition.checkpoint")):
-        if "__consumer_offsets" not in path:
-            out[path] = os.stat(path).st_mtime_ns
+    for path in glob.glob(os.path.join(data_dir, "broker-*.partition-checkpoints")):
+        with open(path) as f:
+            for line in f.read().splitlines()[1:]:
+                name, _, _, _, recovery, hw, _ = line.split()
+                out[name] = (int(hw), int(recovery))
     return out
 
 
@@ -104,12 +116,16 @@ def test_idle_partitions_write_nothing_and_changed_ones_survive_kill_9(srv):
     finally:
         p.close()
     time.sleep(7)                       # a checkpoint interval (5 s) and then some
-    written = checkpoints(srv.data_dir)
-    assert len(written) == TOPICS * PARTITIONS + 2
-    busy = [PartitionCheckpoint.read(os.path.join(srv.data_dir, f"busy-{i}")) for i in (0, 1)]
-    assert [c.high_watermark for c in busy] == [250, 250]
+    lines = broker_lines(srv.data_dir)
+    assert len(lines) == TOPICS * PARTITIONS + 2
+    assert [lines[f"busy-{i}"][0] for i in (0, 1)] == [250, 250]
+    # the partitions' own files were written when they were created, not since
+    for i in (0, 1):
+        assert PartitionCheckpoint.read(os.path.join(srv.data_dir, f"busy-{i}")) in (
+            None, PartitionCheckpoint())
+    written = mtimes(srv.data_dir)
     time.sleep(7)                       # idle: not one checkpoint may be rewritten
-    assert checkpoints(srv.data_dir) == written
+    assert mtimes(srv.data_dir) == written
 
     kill_all(srv)
     srv.start()
