@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from kafkalite.errors import (InvalidPartitionsError, InvalidRequestError, InvalidTopicError,
                               KafkaStorageError, TopicAlreadyExistsError,
                               UnknownTopicOrPartitionError)
-from kafkalite.storage.checkpoint import fsync_dir, write_atomically
+from kafkalite.storage.checkpoint import fsync_dir, write_all, write_atomically
 
 log = logging.getLogger("kafkalite.metadata")
 
@@ -241,9 +241,7 @@ class MetadataStore:
         try:
             fd = os.open(self.changes_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
-                view = memoryview(lines)
-                while view:
-                    view = view[os.write(fd, view):]
+                write_all(fd, lines)
                 os.fsync(fd)
             finally:
                 os.close(fd)

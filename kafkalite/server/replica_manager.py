@@ -177,7 +177,10 @@ class ReplicaManager:
                 self.topic_names[uuid.UUID(str(spec["topic_id"]))] = key[0]
             part.make_leader(spec["leader_epoch"], spec.get("replicas"), spec.get("isr"))
             self.offline.pop(key, None)
-            self._active[key] = ACTIVE_TICKS     # a new config or log: retention may be due
+            # a new log or config: one pass (retention may be due), then
+            # only when its log end moves
+            self._active.setdefault(key, 1)
+            self._seen_end[key] = part.log.log_end_offset
             return {"topic": key[0], "partition": key[1], "error": 0}
         except (KafkaError, OSError) as exc:
             if isinstance(exc, OSError):    # e.g. EMFILE from a directory listing

@@ -67,14 +67,19 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """os.write until every byte is written (a write may be short)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def write_atomically(path: str, data: bytes) -> None:
     tmp = path + ".tmp"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)

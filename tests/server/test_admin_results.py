@@ -22,7 +22,6 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "compat"))
 from compat_helpers import KafkaWire  # noqa: E402
-from harness import ServerProcess  # noqa: E402
 
 from kafkalite import errors  # noqa: E402
 from kafkalite.client import AdminClient, NewPartitions, NewTopic, Producer  # noqa: E402
@@ -34,12 +33,8 @@ PARTITIONS = 200            # 100 a worker: far more files than the lowered limi
 
 
 @pytest.fixture
-def srv(tmp_path):
-    s = ServerProcess(str(tmp_path / "data")).start()
-    yield s
-    if s.proc.poll() is None:
-        s.stop()
-    s.kill()
+def srv(own_server):
+    return own_server
 
 
 def open_fds(pid: int) -> int:

@@ -23,7 +23,6 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "compat"))
 from compat_helpers import KafkaWire  # noqa: E402
-from harness import ServerProcess  # noqa: E402
 
 from kafkalite import errors  # noqa: E402
 from kafkalite.client import (AdminClient, AlterConfigOpType, ConfigEntry,  # noqa: E402
@@ -41,12 +40,8 @@ NOT_ALLOWED = errors.TopicAuthorizationFailedError.code
 
 
 @pytest.fixture
-def srv(tmp_path):
-    s = ServerProcess(str(tmp_path / "data")).start()
-    yield s
-    if s.proc.poll() is None:
-        s.stop()
-    s.kill()
+def srv(own_server):
+    return own_server
 
 
 def commit(server, topic: str, offset: int) -> None:

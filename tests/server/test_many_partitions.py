@@ -21,7 +21,6 @@ import signal
 import time
 
 import pytest
-from harness import ServerProcess
 
 from kafkalite.client import OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer
 from kafkalite.client import TopicPartition
@@ -32,12 +31,8 @@ PARTITIONS = 4
 
 
 @pytest.fixture
-def srv(tmp_path):
-    s = ServerProcess(str(tmp_path / "data")).start()
-    yield s
-    if s.proc.poll() is None:
-        s.stop()
-    s.kill()
+def srv(own_server):
+    return own_server
 
 
 def create(server, names, partitions=PARTITIONS) -> None:
