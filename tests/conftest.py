@@ -15,6 +15,17 @@ def server(tmp_path_factory):
 
 
 @pytest.fixture
+def own_server(tmp_path):
+    """A 2-worker server of the test's own, for tests that restart, kill or
+    starve it; stopped (if still running) at the end."""
+    srv = ServerProcess(str(tmp_path / "data")).start()
+    yield srv
+    if srv.proc.poll() is None:
+        srv.stop()
+    srv.kill()
+
+
+@pytest.fixture
 def topic_name(request):
     """A topic name unique to the test."""
     name = request.node.name.replace("[", "-").replace("]", "").replace("/", "-")

@@ -39,6 +39,7 @@ class TopicInfo:
     topic_id: object
     partitions: dict[int, PartitionInfo] = field(default_factory=dict)
     error_code: int = 0
+    is_internal: bool = False
 
 
 class Metadata:
@@ -83,7 +84,8 @@ class Metadata:
         self.brokers = {b["node_id"]: f"tcp://{b['host']}:{b['port']}" for b in resp["brokers"]}
         self.cluster_id = resp.get("cluster_id")
         for t in resp["topics"]:
-            info = TopicInfo(t["name"], t.get("topic_id"), error_code=t["error_code"])
+            info = TopicInfo(t["name"], t.get("topic_id"), error_code=t["error_code"],
+                             is_internal=bool(t.get("is_internal")))
             for p in t["partitions"]:
                 info.partitions[p["partition_index"]] = PartitionInfo(
                     p["partition_index"], p["leader_id"], p["leader_epoch"], p["error_code"])
@@ -95,7 +97,9 @@ class Metadata:
         return resp
 
     def topic(self, name: str, auto_create: bool = False, timeout: float = 30.0) -> TopicInfo:
-        """The topic's metadata (fetched if unknown); raises its error."""
+        """The metadata of a topic to write to (fetched if unknown); raises
+        its error, and InvalidTopicError for an internal topic (its leader
+        is the broker's coordinator, which refuses appends from clients)."""
         info = self.topics.get(name)
         if info is None or not info.partitions:
             resp = self.refresh([name], auto_create, timeout)
@@ -106,6 +110,9 @@ class Metadata:
             info = self.topics.get(name)
             if info is None:
                 raise errors.UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        if info.is_internal:
+            raise errors.InvalidTopicError(f"cannot append to internal topic {name}: only the "
+                                           f"broker writes it")
         return info
 
     def leader(self, topic: str, partition: int) -> int:

@@ -10,7 +10,22 @@ It decides; the brokers act. A change that opens or closes partitions is
 sent to the brokers involved through the ``BrokerChannel`` the supervisor
 provides (its control channel to the workers), and the request is answered
 only when every broker involved has confirmed, so a client that creates a
-topic can produce to it at once.
+topic can produce to it at once. The brokers confirm with a result per
+partition: a topic (or new partitions) that a broker could not open (out of
+file descriptors, disk) is answered with that error and undone, so that
+CreateTopics and CreatePartitions never report a success that is not there.
+A partition that a broker could not open when it (re)started is offline:
+Metadata answers LEADER_NOT_AVAILABLE with the broker in
+``offline_replicas``, as Kafka does for a replica in an offline log
+directory, until a later assignment opens it.
+
+Internal topics (metadata.INTERNAL_TOPICS) are the broker's: their
+coordinators register them (``register_internal_topic``); Metadata lists
+them only when asked for by name, with ``is_internal``, led by this node;
+no client may create them (INVALID_REQUEST, as Kafka answers for its own
+metadata topic), delete, grow or alter them (TOPIC_AUTHORIZATION_FAILED), or
+produce to them (INVALID_TOPIC_EXCEPTION, as Kafka's replica manager
+answers an append to an internal topic).
 
 Brokers (the partition workers) register when their process is up
 (``register_broker``: every partition the broker hosts gets a new leader
@@ -38,10 +53,12 @@ from kafkalite.protocol import ApiKey
 from kafkalite.protocol.enums import (AUTHORIZED_OPERATIONS_OMITTED, AlterConfigOp, ConfigResourceType,
                                       ConfigSource, ConfigType, EndpointType)
 from kafkalite.server.config import ServerConfig
-from kafkalite.server.group_log import OFFSETS_TOPIC
-from kafkalite.server.metadata import MetadataStore, TopicMetadata, validate_topic_name
+from kafkalite.server.metadata import (INTERNAL_TOPICS, MetadataStore, TopicMetadata,
+                                       validate_topic_name)
+from kafkalite.server.per_partition import each_partition
 from kafkalite.server.producer_ids import ProducerIdManager
-from kafkalite.server.requests import DEFERRED, Listener, RequestContext
+from kafkalite.server.replica_manager import PRODUCE, _produce_blank
+from kafkalite.server.requests import DEFERRED, NO_RESPONSE, Listener, RequestContext
 from kafkalite.storage.config import LogConfig
 
 log = logging.getLogger("kafkalite.controller")
@@ -70,7 +87,32 @@ class BrokerChannel(Protocol):
     def send(self, by_broker: dict[int, dict], on_done: Callable[[list, bool], None],
              timeout_ms: int) -> None:
         """Send ``by_broker[i]`` to broker i; call ``on_done(results,
-        timed_out)`` once all confirmed or ``timeout_ms`` passed."""
+        timed_out)`` once all confirmed or ``timeout_ms`` passed. ``results``
+        are the brokers' per-partition results of an assign: {"topic",
+        "partition", "error" (a Kafka error code, 0 for none), "message"}."""
+
+
+def _refuse_internal(name: str, verb: str) -> None:
+    if name in INTERNAL_TOPICS:
+        raise errors.TopicAuthorizationFailedError(
+            f"{name} is an internal topic: only the broker may {verb} it")
+
+
+def _failed(results: list) -> dict[str, list[dict]]:
+    """The partitions a broker could not open, by topic."""
+    out: dict[str, list[dict]] = {}
+    for r in results:
+        if r.get("error"):
+            out.setdefault(r["topic"], []).append(r)
+    return out
+
+
+def _open_error(failed: list[dict], total: int) -> KafkaError:
+    """The error of a topic some of whose ``total`` new partitions could not be opened."""
+    first = min(failed, key=lambda r: r["partition"])
+    cls = errors.error_for_code(first["error"])
+    return cls(f"{len(failed)} of {total} partition(s) could not be opened, so the change was "
+               f"undone; partition {first['partition']}: {first.get('message') or cls.__name__}")
 
 
 class Controller:
@@ -82,6 +124,10 @@ class Controller:
         self.brokers = [BrokerRegistration(i) for i in range(broker_count)]
         self.producer_ids = ProducerIdManager(config.data_dir)
         self.partitions_added = partitions_added
+        # internal topic -> partition count, registered by its coordinator
+        self.internal_topics: dict[str, int] = {}
+        # (topic, partition) -> why its broker could not open it
+        self.offline: dict[tuple[str, int], str] = {}
         # this process's own endpoints, set by the supervisor once bound
         self.native_port = 0
         self.kafka_port = 0
@@ -96,7 +142,15 @@ class Controller:
             ApiKey.ALTER_CONFIGS: self._alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self._incremental_alter_configs,
             ApiKey.DESCRIBE_CLUSTER: self._describe_cluster,
+            ApiKey.PRODUCE: self._produce,
         }
+
+    def register_internal_topic(self, name: str, partitions: int) -> None:
+        """A coordinator keeps internal topic ``name`` with ``partitions``
+        partitions in this process: Metadata names this node its leader."""
+        if name not in INTERNAL_TOPICS:
+            raise ValueError(f"{name} is not one of the internal topics {sorted(INTERNAL_TOPICS)}")
+        self.internal_topics[name] = partitions
 
     # ---- brokers -----------------------------------------------------------------------------
 
@@ -112,6 +166,19 @@ class Controller:
 
     def unfence_broker(self, broker_id: int) -> None:
         self.brokers[broker_id].fenced = False
+
+    def partitions_opened(self, results: list) -> None:
+        """A broker's per-partition results of an assign: a partition it
+        could not open is offline until a later assign opens it."""
+        for r in results:
+            key = (r["topic"], r["partition"])
+            if r.get("error"):
+                if key not in self.offline:
+                    log.error("%s-%d is offline: its broker could not open it: %s", *key,
+                              r.get("message"))
+                self.offline[key] = r.get("message") or ""
+            elif self.offline.pop(key, None) is not None:
+                log.info("%s-%d is online again", *key)
 
     def fence_broker(self, broker_id: int) -> None:
         self.brokers[broker_id].fenced = True
@@ -163,13 +230,34 @@ class Controller:
 
     def _send(self, ctx: RequestContext, by_broker: dict[int, dict], respond,
               timeout_ms: int = DEFAULT_ADMIN_TIMEOUT_MS):
-        """Send changes to brokers and answer ``ctx`` with ``respond(timed_out)``
-        once they confirm."""
+        """Send changes to brokers and answer ``ctx`` with ``respond(results,
+        timed_out)`` once they confirm (``results``: the per-partition
+        results of assigns, already applied to ``offline``)."""
         if not by_broker:
-            return respond(False)
-        self.channel.send(by_broker, lambda results, timed_out: ctx.respond(respond(timed_out)),
-                          timeout_ms)
+            return respond([], False)
+
+        def done(results: list, timed_out: bool) -> None:
+            self.partitions_opened(results)
+            ctx.respond(respond(results, timed_out))
+        self.channel.send(by_broker, done, timeout_ms)
         return DEFERRED
+
+    def _unassign(self, partitions: list[tuple[TopicMetadata, int]]) -> None:
+        """Tell the leaders to close and delete ``partitions`` (no one waits)."""
+        by_broker: dict = {}
+        for topic, i in partitions:
+            msg = by_broker.setdefault(topic.partitions[i].leader,
+                                       {"type": "unassign", "delete": True, "partitions": []})
+            msg["partitions"].append({"topic": topic.name, "partition": i})
+            self.offline.pop((topic.name, i), None)
+        if by_broker:
+            self.channel.send(by_broker, lambda results, timed_out: None,
+                              DEFAULT_ADMIN_TIMEOUT_MS)
+
+    def _undo_create(self, name: str) -> None:
+        """Delete a topic whose partitions could not all be opened."""
+        topic = self.metadata.delete_topic(name)
+        self._unassign([(topic, i) for i in range(len(topic.partitions))])
 
     def _assign(self, by_broker: dict, topic: TopicMetadata, indexes) -> None:
         for i in indexes:
@@ -182,8 +270,10 @@ class Controller:
     def _topic_entry(self, topic: TopicMetadata) -> dict:
         parts = []
         for i, p in enumerate(topic.partitions):
-            live = not self.brokers[p.leader].fenced
-            offline = [b for b in p.replicas if self.brokers[b].fenced]
+            opened = (topic.name, i) not in self.offline
+            live = opened and not self.brokers[p.leader].fenced
+            offline = [b for b in p.replicas if self.brokers[b].fenced
+                       or (not opened and b == p.leader)]
             parts.append({"error_code": 0 if live else errors.LeaderNotAvailableError.code,
                           "partition_index": i, "leader_id": p.leader if live else -1,
                           "leader_epoch": p.leader_epoch, "replica_nodes": p.replicas,
@@ -193,14 +283,29 @@ class Controller:
                 "is_internal": topic.is_internal, "partitions": parts,
                 "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
-    def _metadata_body(self, names, listener: Listener) -> dict:
+    def _internal_entry(self, name: str, listener: Listener) -> dict:
+        """An internal topic, led by this node (its coordinator)."""
+        node = self.controller_id(listener)
+        return {"error_code": 0, "name": name, "is_internal": True,
+                "partitions": [{"error_code": 0, "partition_index": i, "leader_id": node,
+                                "leader_epoch": 0, "replica_nodes": [node], "isr_nodes": [node],
+                                "offline_replicas": []}
+                               for i in range(self.internal_topics[name])],
+                "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+
+    def _metadata_body(self, names, listener: Listener, failed: dict | None = None) -> dict:
+        """``failed``: {topic: KafkaError} of topics auto-created and undone."""
         topics = []
         for name in names:
             topic = self.metadata.topics.get(name)
-            if topic is None:
+            if name in self.internal_topics:
+                topics.append(self._internal_entry(name, listener))
+            elif topic is None:
                 try:
                     validate_topic_name(name)
                     code = errors.UnknownTopicOrPartitionError.code
+                    if failed and name in failed:
+                        code = failed[name].code
                 except KafkaError as exc:
                     code = exc.code
                 topics.append({"error_code": code, "name": name, "is_internal": False,
@@ -217,10 +322,10 @@ class Controller:
         if requested is None or (ctx.api_version == 0 and not requested):
             return self._metadata_body(sorted(self.metadata.topics), ctx.listener)
         names = [t["name"] for t in requested if t.get("name") is not None]
-        missing = [n for n in names if n not in self.metadata.topics]
+        missing = [n for n in names if n not in self.metadata.topics and n not in INTERNAL_TOPICS]
         creatable = []
         if missing and body.get("allow_auto_topic_creation") and self.config.auto_create_topics:
-            for name in missing:
+            for name in dict.fromkeys(missing):
                 try:
                     validate_topic_name(name)
                     creatable.append(name)
@@ -231,8 +336,16 @@ class Controller:
         by_broker: dict = {}
         for name in creatable:
             self._create(by_broker, name, self.config.default_partitions, {})
-        return self._send(ctx, by_broker,
-                          lambda timed_out: self._metadata_body(names, ctx.listener))
+
+        def respond(results: list, timed_out: bool) -> dict:
+            failed = {}
+            for name, parts in _failed(results).items():
+                if name in creatable and name in self.metadata.topics:
+                    failed[name] = _open_error(parts, self.config.default_partitions)
+                    log.error("auto-creating %s failed: %s", name, failed[name].message)
+                    self._undo_create(name)
+            return self._metadata_body(names, ctx.listener, failed)
+        return self._send(ctx, by_broker, respond)
 
     # ---- topics ------------------------------------------------------------------------------
 
@@ -257,9 +370,10 @@ class Controller:
             results.append(out)
             try:
                 validate_topic_name(name)
-                if name == OFFSETS_TOPIC:
-                    raise errors.InvalidTopicError(
-                        f"{OFFSETS_TOPIC} is internal: the group coordinator keeps it")
+                if name in INTERNAL_TOPICS:
+                    # Kafka's answer for its own internal metadata topic
+                    raise errors.InvalidRequestError(
+                        f"creation of internal topic {name} is prohibited")
                 if name in self.metadata.topics or name in [n for n, *_ in to_create]:
                     raise errors.TopicAlreadyExistsError(f"topic {name!r} already exists")
                 rf = t.get("replication_factor", -1)
@@ -286,7 +400,15 @@ class Controller:
             for name, n, configs, out in to_create:
                 out["topic_id"] = self._create(by_broker, name, n, configs).topic_id
 
-        def respond(timed_out: bool) -> dict:
+        def respond(results_of_brokers: list, timed_out: bool) -> dict:
+            failed = _failed(results_of_brokers)
+            for name, n, configs, out in to_create:
+                if name in failed and out["error_code"] == 0 and name in self.metadata.topics:
+                    exc = _open_error(failed[name], n)
+                    log.error("creating topic %s failed: %s", name, exc.message)
+                    self._undo_create(name)
+                    out["error_code"], out["error_message"] = exc.code, exc.message
+                    out["num_partitions"] = out["replication_factor"] = -1
             if timed_out:
                 for out in results:
                     if out["error_code"] == 0:
@@ -304,8 +426,11 @@ class Controller:
             out = {"name": name, "error_code": 0, "error_message": None}
             results.append(out)
             try:
+                _refuse_internal(name, "delete")
                 topic = self.metadata.delete_topic(name)
                 out["topic_id"] = topic.topic_id
+                for i in range(len(topic.partitions)):
+                    self.offline.pop((name, i), None)
                 for i, p in enumerate(topic.partitions):
                     msg = by_broker.setdefault(p.leader, {"type": "unassign", "delete": True,
                                                           "partitions": []})
@@ -313,15 +438,16 @@ class Controller:
             except KafkaError as exc:
                 out["error_code"], out["error_message"] = exc.code, exc.message
         return self._send(ctx, by_broker,
-                          lambda timed_out: {"throttle_time_ms": 0, "responses": results},
+                          lambda _, timed_out: {"throttle_time_ms": 0, "responses": results},
                           body.get("timeout_ms", DEFAULT_ADMIN_TIMEOUT_MS))
 
     def _create_partitions(self, ctx: RequestContext, body: dict):
-        results, by_broker, grown = [], {}, []
+        results, by_broker, grown = [], {}, {}
         for t in body["topics"]:
             out = {"name": t["name"], "error_code": 0, "error_message": None}
             results.append(out)
             try:
+                _refuse_internal(t["name"], "add partitions to")
                 if t.get("assignments"):
                     raise errors.InvalidReplicaAssignmentError(
                         "manual replica assignment is not supported")
@@ -336,16 +462,27 @@ class Controller:
                         f"not {t['count']}")
                 if body.get("validate_only"):
                     continue
+                before = len(topic.partitions)
                 self._assign(by_broker, topic,
                              self.metadata.add_partitions(t["name"], t["count"], len(self.brokers)))
-                grown.append(t["name"])
+                grown[t["name"]] = (before, out)
             except KafkaError as exc:
                 out["error_code"], out["error_message"] = exc.code, exc.message
 
-        def respond(timed_out: bool) -> dict:
-            # once the brokers serve the new partitions, groups consuming them rebalance
-            for name in grown:
-                self.partitions_added(name)
+        def respond(results_of_brokers: list, timed_out: bool) -> dict:
+            failed = _failed(results_of_brokers)
+            for name, (before, out) in grown.items():
+                topic = self.metadata.topics.get(name)
+                new = [r for r in failed.get(name, ()) if r["partition"] >= before]
+                if new and topic is not None:
+                    exc = _open_error(new, len(topic.partitions) - before)
+                    log.error("adding partitions to %s failed: %s", name, exc.message)
+                    self._unassign([(topic, i) for i in range(before, len(topic.partitions))])
+                    self.metadata.remove_partitions(name, before)
+                    out["error_code"], out["error_message"] = exc.code, exc.message
+                else:
+                    # once the brokers serve the new partitions, groups consuming them rebalance
+                    self.partitions_added(name)
             return {"throttle_time_ms": 0, "results": results}
 
         return self._send(ctx, by_broker, respond, body.get("timeout_ms", DEFAULT_ADMIN_TIMEOUT_MS))
@@ -400,7 +537,9 @@ class Controller:
                    "resource_name": r["resource_name"]}
             responses.append(out)
             try:
-                topic = self.metadata.get(self._topic_resource(r, "altered"))
+                name = self._topic_resource(r, "altered")
+                _refuse_internal(name, "alter")
+                topic = self.metadata.get(name)
                 configs = self._validated_configs(new_configs(r, dict(topic.configs)))
                 if not body.get("validate_only"):
                     changed.append((topic, configs))
@@ -410,7 +549,7 @@ class Controller:
             self.metadata.set_configs(topic.name, configs)
             self._assign(by_broker, topic, range(len(topic.partitions)))
         return self._send(ctx, by_broker,
-                          lambda timed_out: {"throttle_time_ms": 0, "responses": responses})
+                          lambda _, timed_out: {"throttle_time_ms": 0, "responses": responses})
 
     def _alter_configs(self, ctx: RequestContext, body: dict):
         # Legacy AlterConfigs replaces the whole set of topic overrides.
@@ -447,3 +586,23 @@ class Controller:
                 "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
                              "rack": None} for b in self.live_brokers(ctx.listener)],
                 "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+
+    # ---- Produce -----------------------------------------------------------------------------
+
+    def _produce(self, ctx: RequestContext, body: dict):
+        """Produce sent to this node: Metadata names it the leader of the
+        internal topics only, and no client may append to those (Kafka's
+        replica manager answers INVALID_TOPIC_EXCEPTION); it leads nothing
+        else (NOT_LEADER_OR_FOLLOWER sends a client back to Metadata)."""
+        node = self.controller_id(ctx.listener)
+
+        def serve(name, topic, pd, out):
+            if name in INTERNAL_TOPICS:
+                raise errors.InvalidTopicError(f"cannot append to internal topic {name}")
+            raise errors.NotLeaderOrFollowerError(
+                f"node {node} leads no partition of {name}; ask Metadata for the leader")
+
+        topics = each_partition(PRODUCE, body["topic_data"], serve, _produce_blank)
+        if body.get("acks", 1) == 0:
+            return NO_RESPONSE
+        return {"responses": topics, "throttle_time_ms": 0}

@@ -51,7 +51,8 @@ from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey, decode_subscription
 from kafkalite.protocol.errors import ProtocolError
-from kafkalite.server.group_log import OFFSETS_TOPIC, GroupMetadataLog, OffsetAndMetadata
+from kafkalite.server.group_log import GroupMetadataLog, OffsetAndMetadata
+from kafkalite.server.metadata import OFFSETS_TOPIC
 from kafkalite.server.requests import DEFERRED, RequestContext
 
 log = logging.getLogger("kafkalite.coordinator")

@@ -25,7 +25,9 @@ The partitions themselves are an ``InternalTopicLog`` (internal_topic.py).
 
 Who may call: the group coordinator (coordinator.py), on the supervisor's
 single thread. Workers never open these partitions, and the topic is not in
-the cluster metadata: clients reach it only through the group APIs.
+the cluster metadata: clients reach it only through the group APIs (it is one
+of metadata.INTERNAL_TOPICS, which no client may create, write, delete or
+alter).
 """
 from __future__ import annotations
 
@@ -43,10 +45,10 @@ from kafkalite.protocol.messages.group_records import (
     OffsetCommitValue,
 )
 from kafkalite.server.internal_topic import InternalTopicLog
+from kafkalite.server.metadata import OFFSETS_TOPIC
 
 log = logging.getLogger("kafkalite.coordinator")
 
-OFFSETS_TOPIC = "__consumer_offsets"
 _LOG_PROPERTIES = {
     "cleanup.policy": "compact",
     "segment.bytes": str(100 << 20),

@@ -1,17 +1,38 @@
 """Cluster metadata: topics, their configs, and each partition's replicas,
 leader, in-sync replicas and leader epoch.
 
-On-disk format: ``<data_dir>/cluster-metadata.json``, replaced atomically
-(write, fsync, rename) on every change::
+On-disk format: a snapshot, ``<data_dir>/cluster-metadata.json``, replaced
+atomically (write, fsync, rename)::
 
     {"version": 2, "cluster_id": "...",
      "topics": {"orders": {"topic_id": "<uuid>", "configs": {"retention.ms": "..."},
                            "partitions": [{"replicas": [0], "leader": 0, "isr": [0],
                                            "leader_epoch": 3}, ...]}}}
 
+and the changes since it, ``<data_dir>/cluster-metadata.log``: one JSON
+object a line, appended and fsynced before the change is acted on, each the
+whole new state of one topic or its deletion::
+
+    {"topic": "orders", "value": {"topic_id": ..., "configs": ..., "partitions": [...]}}
+    {"topic": "orders", "value": null}
+
+so that a change costs what the changed topic weighs, not what the whole
+cluster does (creating thousands of topics one at a time stays linear).
+Loading replays the log over the snapshot; a torn last line (a crash during
+an append) is dropped. When the log outgrows the snapshot (and at least
+``MIN_COMPACTION_BYTES``), a new snapshot is written and the log emptied;
+replaying a log over a snapshot that already holds its changes is harmless,
+so a crash between the two loses nothing.
+
 Version 1 files (``{"worker": 0, "leader_epoch": 3}`` per partition, one
 replica each) are read as ``replicas = isr = [worker]``, ``leader = worker``
 and written back as version 2 at the next change.
+
+Internal topics (``INTERNAL_TOPICS``: Kafka's ``__consumer_offsets`` and
+``__transaction_state``) are never in this file: their coordinators keep them
+in the supervisor, and no client may create, write, delete or alter them. A
+file written by an older version that let a client create one as a user
+topic is read without it (logged); the coordinator's own data is untouched.
 
 Brokers are the partition workers, by index. The leader is the broker
 whose log serves the partition; the leader epoch goes up every time a
@@ -24,16 +45,29 @@ own through the control channel.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import uuid
 import zlib
 from dataclasses import dataclass, field
 
-from kafkalite.errors import (InvalidPartitionsError, InvalidTopicError, KafkaStorageError,
-                              TopicAlreadyExistsError, UnknownTopicOrPartitionError)
-from kafkalite.storage.checkpoint import write_atomically
+from kafkalite.errors import (InvalidPartitionsError, InvalidRequestError, InvalidTopicError,
+                              KafkaStorageError, TopicAlreadyExistsError,
+                              UnknownTopicOrPartitionError)
+from kafkalite.storage.checkpoint import fsync_dir, write_all, write_atomically
+
+log = logging.getLogger("kafkalite.metadata")
 
 METADATA_FILE = "cluster-metadata.json"
+CHANGES_FILE = "cluster-metadata.log"
+MIN_COMPACTION_BYTES = 1 << 20
+# Kafka's internal topics (its Topic.isInternal): the group coordinator's
+# committed offsets and group metadata, and the transaction coordinator's
+# transaction log. Defined here, below the controller and the coordinators,
+# so that every one of them checks the same set.
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 MAX_TOPIC_NAME = 249
 _LEGAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
@@ -88,38 +122,139 @@ class TopicMetadata:
 
     @property
     def is_internal(self) -> bool:
-        return self.name.startswith("__")
+        return self.name in INTERNAL_TOPICS
 
 
 class MetadataStore:
     def __init__(self, data_dir: str):
         self.path = os.path.join(data_dir, METADATA_FILE)
+        self.changes_path = os.path.join(data_dir, CHANGES_FILE)
         self.cluster_id = ""
         self.topics: dict[str, TopicMetadata] = {}
+        self._snapshot_bytes = 0
+        self._changes_bytes = 0
         self._load()
+
+    @staticmethod
+    def _topic(name: str, t: dict) -> TopicMetadata:
+        return TopicMetadata(name, uuid.UUID(t["topic_id"]),
+                             [PartitionAssignment.from_json(p) for p in t["partitions"]],
+                             dict(t.get("configs", {})))
+
+    @staticmethod
+    def _topic_json(t: TopicMetadata) -> dict:
+        return {"topic_id": str(t.topic_id), "configs": t.configs,
+                "partitions": [p.to_json() for p in t.partitions]}
 
     def _load(self) -> None:
         try:
-            with open(self.path, encoding="utf-8") as f:
-                raw = json.load(f)
+            with open(self.path, "rb") as f:
+                data = f.read()
+            raw = json.loads(data)
         except FileNotFoundError:
-            self.cluster_id = uuid.uuid4().hex[:22]
-            return
+            raw = None
         except (OSError, ValueError) as exc:
             raise KafkaStorageError(f"cannot read {self.path}: {exc}") from None
-        self.cluster_id = raw["cluster_id"]
-        for name, t in raw["topics"].items():
-            self.topics[name] = TopicMetadata(
-                name, uuid.UUID(t["topic_id"]),
-                [PartitionAssignment.from_json(p) for p in t["partitions"]],
-                dict(t.get("configs", {})))
+        if raw is None:
+            self.cluster_id = uuid.uuid4().hex[:22]
+        else:
+            self._snapshot_bytes = len(data)
+            self.cluster_id = raw["cluster_id"]
+            for name, t in raw["topics"].items():
+                self.topics[name] = self._topic(name, t)
+        replayed = self._replay_changes()
+        if raw is None and not replayed:
+            return
+        refused = [name for name in self.topics if name in INTERNAL_TOPICS]
+        for name in refused:
+            del self.topics[name]
+            # An older version let clients create these as user topics, whose
+            # partitions then shared the coordinator's directories. The
+            # directories are the coordinator's: leave them, drop the topic.
+            log.error("%s lists %r as a user topic (an older version let a client create it); "
+                      "it is internal and kept by its coordinator, so it is no longer a user "
+                      "topic. Its directories %s-N are left as they are for the coordinator.",
+                      self.path, name, os.path.join(os.path.dirname(self.path), name))
+        if refused or raw is None:
+            self.save()
 
-    def save(self) -> None:
+    def _replay_changes(self) -> int:
+        """Apply cluster-metadata.log; returns how many changes it held."""
+        try:
+            with open(self.changes_path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return 0
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot read {self.changes_path}: {exc}") from None
+        good = count = 0
+        for line in data.splitlines(keepends=True):
+            try:
+                if not line.endswith(b"\n"):
+                    raise ValueError("no end of line")
+                change = json.loads(line)
+                name, value = change["topic"], change["value"]
+                if value is None:
+                    self.topics.pop(name, None)
+                else:
+                    self.topics[name] = self._topic(name, value)
+            except (ValueError, KeyError, TypeError) as exc:
+                if good + len(line) < len(data):
+                    raise KafkaStorageError(f"{self.changes_path} is damaged at byte {good}: "
+                                            f"{exc}") from None
+                log.warning("%s: dropping a torn last change (%d bytes): %s",
+                            self.changes_path, len(line), exc)
+                try:   # so that the next change does not follow the torn one
+                    os.truncate(self.changes_path, good)
+                except OSError as err:
+                    raise KafkaStorageError(f"cannot truncate {self.changes_path}: "
+                                            f"{err}") from None
+                break
+            good += len(line)
+            count += 1
+        self._changes_bytes = good
+        return count
+
+    def save(self, changed=None) -> None:
+        """Make the current state durable: the topics named in ``changed``
+        appended to the change log, or (``changed`` None, or a log grown
+        past the snapshot) a whole new snapshot."""
+        if changed is not None and self._snapshot_bytes and self._changes_bytes < max(
+                self._snapshot_bytes, MIN_COMPACTION_BYTES):
+            lines = b"".join(json.dumps({"topic": name, "value": (
+                self._topic_json(self.topics[name]) if name in self.topics else None)},
+                sort_keys=True).encode() + b"\n" for name in changed)
+            self._append_changes(lines)
+            return
         raw = {"version": 2, "cluster_id": self.cluster_id, "topics": {
-            t.name: {"topic_id": str(t.topic_id), "configs": t.configs,
-                     "partitions": [p.to_json() for p in t.partitions]}
-            for t in self.topics.values()}}
-        write_atomically(self.path, json.dumps(raw, indent=1, sort_keys=True).encode())
+            t.name: self._topic_json(t) for t in self.topics.values()}}
+        data = json.dumps(raw, indent=1, sort_keys=True).encode()
+        write_atomically(self.path, data)
+        self._snapshot_bytes = len(data)
+        if self._changes_bytes or os.path.exists(self.changes_path):
+            # the snapshot holds every change: the log can start again
+            write_atomically(self.changes_path, b"")
+        self._changes_bytes = 0
+
+    def _append_changes(self, lines: bytes) -> None:
+        new = not os.path.exists(self.changes_path)
+        try:
+            fd = os.open(self.changes_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                write_all(fd, lines)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if new:
+                fsync_dir(os.path.dirname(self.changes_path) or ".")
+        except OSError as exc:
+            # A partial line is dropped at the next load as a torn change;
+            # resynchronise with a snapshot so nothing follows it.
+            log.error("cannot append to %s (%s); writing a snapshot instead",
+                      self.changes_path, exc.strerror or exc)
+            self.save()
+            return
+        self._changes_bytes += len(lines)
 
     def get(self, name: str) -> TopicMetadata:
         topic = self.topics.get(name)
@@ -136,6 +271,8 @@ class MetadataStore:
     def create_topic(self, name: str, partitions: int, configs: dict[str, str],
                      workers: int) -> TopicMetadata:
         validate_topic_name(name)
+        if name in INTERNAL_TOPICS:
+            raise InvalidRequestError(f"creation of internal topic {name} is prohibited")
         if name in self.topics:
             raise TopicAlreadyExistsError(f"topic {name!r} already exists")
         if partitions < 1:
@@ -144,13 +281,13 @@ class MetadataStore:
                               [PartitionAssignment.single(self._place(name, p, workers))
                                for p in range(partitions)], dict(configs))
         self.topics[name] = topic
-        self.save()
+        self.save([name])
         return topic
 
     def delete_topic(self, name: str) -> TopicMetadata:
         topic = self.get(name)
         del self.topics[name]
-        self.save()
+        self.save([name])
         return topic
 
     def add_partitions(self, name: str, total: int, workers: int) -> list[int]:
@@ -164,12 +301,20 @@ class MetadataStore:
         new = list(range(current, total))
         topic.partitions += [PartitionAssignment.single(self._place(name, p, workers))
                              for p in new]
-        self.save()
+        self.save([name])
         return new
+
+    def remove_partitions(self, name: str, count: int) -> None:
+        """Shrink ``name`` back to ``count`` partitions: undoes an
+        ``add_partitions`` whose new partitions could not be opened (no
+        client has been told they succeeded)."""
+        topic = self.get(name)
+        del topic.partitions[count:]
+        self.save([name])
 
     def set_configs(self, name: str, configs: dict[str, str]) -> None:
         self.get(name).configs = dict(configs)
-        self.save()
+        self.save([name])
 
     def start_leadership(self, worker: int) -> list[tuple[str, int, int]]:
         """Bump the leader epoch of every partition ``worker`` leads (it is

@@ -23,9 +23,27 @@ fetches carry the aborted transactions their batches may belong to.
 Which APIs those are is said once, in ``API_HANDLERS``; the supervisor
 advertises them for the whole cluster from there.
 
+Periodic work costs what changed, not how many partitions there are (a
+worker may host thousands): ``housekeeping()`` (each second) runs the
+log's own housekeeping for the partitions whose log end moved in the last
+``ACTIVE_TICKS`` ticks, for those just opened or reconfigured, and for a
+rolling slice of the rest so that every partition's retention is checked
+at least every ``SWEEP_S``; ``checkpoint()`` takes the checkpoints of
+those partitions only, into the broker's one CheckpointFile
+(``broker-<id>.partition-checkpoints``, storage/checkpoint.py), which a
+background thread writes when anything changed: one fsync per interval
+however many partitions changed, none on the event loop. Logs are opened
+(a worker's start: thousands at once) and closed (its stop) on a small
+thread pool, since each mostly waits for fsyncs of its own files.
+
 The controller's decisions arrive through ``become_leader`` (open the log
 if needed, take the new leader epoch and configs) and ``stop_replica``
-(close, or delete with the topic).
+(close, or delete with the topic). A partition whose log could not be
+opened (out of file descriptors, disk) is offline here: every request for
+it is answered KAFKA_STORAGE_ERROR at once, as Kafka answers for a replica
+in an offline log directory, until a later ``become_leader`` opens it. A
+partition of an internal topic (metadata.INTERNAL_TOPICS) is never hosted
+by a worker, and requests for one are answered INVALID_TOPIC_EXCEPTION.
 
 Who may call: the worker (worker.py) and its ring gateway, on the worker's
 one event-loop thread.
@@ -37,21 +55,27 @@ import os
 import shutil
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
 from kafkalite.protocol.enums import IsolationLevel
 from kafkalite.record import build_control_batch
+from kafkalite.server.metadata import INTERNAL_TOPICS
 from kafkalite.server.partition import Partition
 from kafkalite.server.per_partition import Shape, each_partition
 from kafkalite.server.purgatory import DelayedFetch, DelayedProduce, Purgatory
 from kafkalite.server.requests import DEFERRED, NO_RESPONSE, RequestContext
 from kafkalite.storage import AppendOrigin, PartitionLog
+from kafkalite.storage.checkpoint import BROKER_CHECKPOINTS, CheckpointFile
 
 log = logging.getLogger("kafkalite.replica_manager")
 
 DEFAULT_FETCH_MAX_BYTES = 52428800        # Kafka's fetch.max.bytes default
+ACTIVE_TICKS = 10          # housekeeping ticks a partition stays active after its log end moved
+SWEEP_S = 30.0             # every partition's housekeeping (retention) runs at least this often
+IO_THREADS = 16            # opening or closing many logs at once: they wait on fsyncs
 
 PRODUCE = Shape("name", "partition_data", "index",
                 "name", "partition_responses", "index", error_message=True)
@@ -105,6 +129,15 @@ class ReplicaManager:
         self.data_dir = data_dir
         self.log_config = log_config            # topic configs dict -> LogConfig
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self.offline: dict[tuple[str, int], str] = {}  # could not be opened: why
+        # housekeeping: partitions that changed lately -> ticks left, the
+        # log end each had at the last tick, the sweep's position, and the
+        # partitions whose checkpoint may have changed
+        self._active: dict[tuple[str, int], int] = {}
+        self._seen_end: dict[tuple[str, int], int] = {}
+        self._sweep: list[tuple[str, int]] = []
+        self._dirty: set[tuple[str, int]] = set()
+        self.checkpoints = CheckpointFile(os.path.join(data_dir, BROKER_CHECKPOINTS % broker_id))
         self.topic_names: dict[uuid.UUID, str] = {}   # Fetch v13+ names topics by id
         self.purgatory = Purgatory()
 
@@ -113,15 +146,50 @@ class ReplicaManager:
 
     # ---- the controller's decisions ----------------------------------------------------------
 
-    def become_leader(self, spec: dict) -> dict:
+    def become_leaders(self, specs: list[dict]) -> list[dict]:
+        """``become_leader`` for each of ``specs``; the logs not open yet are
+        opened on a thread pool first (a worker's start opens thousands)."""
+        todo = [s for s in specs if (s["topic"], s["partition"]) not in self.partitions
+                and s["topic"] not in INTERNAL_TOPICS]
+        opened: dict = {}
+        if len(todo) > 1:
+            for spec in todo:
+                self.checkpoints.bind(self._directory(spec["topic"], spec["partition"]),
+                                      spec.get("topic_id"))
+
+            def open_log(spec):
+                key = (spec["topic"], spec["partition"])
+                try:
+                    return key, PartitionLog.open(self._directory(*key),
+                                                  self.log_config(spec.get("configs")),
+                                                  checkpoints=self.checkpoints)
+                except (KafkaError, OSError) as exc:
+                    return key, exc
+            with ThreadPoolExecutor(min(IO_THREADS, len(todo)),
+                                    thread_name_prefix="kafkalite-open") as pool:
+                opened = dict(pool.map(open_log, todo))
+        return [self.become_leader(s, opened.pop((s["topic"], s["partition"]), None))
+                for s in specs]
+
+    def become_leader(self, spec: dict, opened=None) -> dict:
         """Lead ``spec`` (topic, partition, topic_id, leader_epoch, configs);
-        returns the per-partition result the controller waits for."""
+        returns the per-partition result the controller waits for.
+        ``opened``: its log, or the error opening it, from ``become_leaders``."""
         key = (spec["topic"], spec["partition"])
         try:
+            if key[0] in INTERNAL_TOPICS:
+                raise errors.InvalidTopicError(
+                    f"{key[0]} is an internal topic: its coordinator keeps it, not a broker")
+            if isinstance(opened, BaseException):
+                raise opened
             config = self.log_config(spec.get("configs"))
             part = self.partitions.get(key)
             if part is None:
-                plog = PartitionLog.open(self._directory(*key), config)
+                if opened is None:
+                    self.checkpoints.bind(self._directory(*key), spec.get("topic_id"))
+                    opened = PartitionLog.open(self._directory(*key), config,
+                                               checkpoints=self.checkpoints)
+                plog = opened
                 part = Partition(key[0], key[1], spec.get("topic_id"), plog, self.broker_id)
                 self.partitions[key] = part
             else:
@@ -129,15 +197,30 @@ class ReplicaManager:
             if spec.get("topic_id"):
                 self.topic_names[uuid.UUID(str(spec["topic_id"]))] = key[0]
             part.make_leader(spec["leader_epoch"], spec.get("replicas"), spec.get("isr"))
+            self.offline.pop(key, None)
+            # a new log or config: one pass (retention may be due), then
+            # only when its log end moves
+            self._active.setdefault(key, 1)
+            self._seen_end[key] = part.log.log_end_offset
             return {"topic": key[0], "partition": key[1], "error": 0}
-        except KafkaError as exc:
+        except (KafkaError, OSError) as exc:
+            if isinstance(exc, OSError):    # e.g. EMFILE from a directory listing
+                exc = errors.KafkaStorageError(
+                    f"cannot open {self._directory(*key)}: {exc.strerror or exc}")
+            if key not in self.partitions:
+                self.offline[key] = str(exc)
             log.error("broker %d: cannot open %s-%d: %s", self.broker_id, *key, exc)
             return {"topic": key[0], "partition": key[1], "error": exc.code,
                     "message": str(exc)}
 
     def stop_replica(self, topic: str, partition: int, delete: bool) -> None:
         part = self.partitions.pop((topic, partition), None)
+        self.offline.pop((topic, partition), None)
+        self._active.pop((topic, partition), None)
+        self._seen_end.pop((topic, partition), None)
         self.purgatory.complete_watchers_of((topic, partition))
+        if delete:
+            self.checkpoints.forget(self._directory(topic, partition))
         if part is None:
             if delete:  # the log may exist on disk from an earlier owner
                 shutil.rmtree(self._directory(topic, partition), ignore_errors=True)
@@ -153,6 +236,12 @@ class ReplicaManager:
     def partition(self, topic: str, index: int) -> Partition:
         part = self.partitions.get((topic, index))
         if part is None:
+            if topic in INTERNAL_TOPICS:
+                raise errors.InvalidTopicError(f"cannot append to or read internal topic {topic} "
+                                               f"here: its coordinator keeps it")
+            why = self.offline.get((topic, index))
+            if why is not None:
+                raise errors.KafkaStorageError(f"{topic}-{index} is offline: {why}")
             raise errors.NotLeaderOrFollowerError(
                 f"broker {self.broker_id} does not lead {topic}-{index}")
         return part
@@ -364,30 +453,66 @@ class ReplicaManager:
     def expire(self) -> None:
         self.purgatory.expire()
 
-    def housekeeping(self) -> None:
-        """Retention, flushing and compaction of every log (decided by the log)."""
-        for part in list(self.partitions.values()):
+    def housekeeping(self, interval_s: float = 1.0) -> None:
+        """One tick (every ``interval_s``) of the logs' own periodic work
+        (retention, flushing, compaction: decided by each log), for the
+        partitions that need it (see the module docstring)."""
+        seen = self._seen_end
+        for key, part in self.partitions.items():
+            end = part.log.log_end_offset
+            if seen.get(key) != end:
+                seen[key] = end
+                self._active[key] = ACTIVE_TICKS
+        if not self._sweep:
+            self._sweep = list(self.partitions)
+        per_tick = max(1, int(len(self.partitions) * interval_s / SWEEP_S) + 1)
+        due = self._sweep[-per_tick:]
+        del self._sweep[-per_tick:]
+        for key in list(self._active) + due:
+            part = self.partitions.get(key)
+            ticks = self._active.pop(key, 0) - 1
+            if part is None:
+                continue
+            if ticks > 0:
+                self._active[key] = ticks
+            self._dirty.add(key)
             try:
                 part.log.housekeeping()
             except KafkaError as exc:
                 log.error("broker %d: housekeeping of %s failed: %s", self.broker_id, part.name, exc)
 
     def checkpoint(self) -> None:
-        """Checkpoint the logs whose checkpoint changed."""
-        for part in list(self.partitions.values()):
+        """Checkpoint the logs whose checkpoint may have changed (each takes
+        a line in the CheckpointFile only if it did), then have the file
+        written in the background."""
+        dirty, self._dirty = self._dirty, set()
+        for key in dirty:
+            part = self.partitions.get(key)
+            if part is None:
+                continue
             try:
                 part.log.maybe_checkpoint()
             except KafkaError as exc:
                 log.error("broker %d: checkpoint of %s failed: %s", self.broker_id, part.name, exc)
+        self.checkpoints.flush(wait=False)
 
     def shutdown(self) -> None:
+        """Close every log (flush, snapshot, checkpoint, clean-shutdown
+        marker), on a thread pool: each mostly waits for its own fsyncs."""
         self.purgatory.complete_all()
-        for part in self.partitions.values():
+
+        def close(part: Partition) -> None:
             try:
                 part.log.close()
             except KafkaError as exc:
                 log.error("broker %d: closing %s: %s", self.broker_id, part.name, exc)
+        parts = list(self.partitions.values())
+        if parts:
+            with ThreadPoolExecutor(min(IO_THREADS, len(parts)),
+                                    thread_name_prefix="kafkalite-close") as pool:
+                list(pool.map(close, parts))
         self.partitions.clear()
+        self.checkpoints.close()
 
 
 def _with_timeouts(response: dict, timed_out: set) -> dict:

@@ -49,7 +49,7 @@ from kafkalite.server.config import ServerConfig
 from kafkalite.server.controller import Controller
 from kafkalite.server.coordinator import GroupCoordinator
 from kafkalite.server.kafka_listener import KafkaListener
-from kafkalite.server.metadata import MetadataStore
+from kafkalite.server.metadata import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, MetadataStore
 from kafkalite.server.native_listener import NativeListener
 from kafkalite.server.relay import RelayServer
 from kafkalite.server.replica_manager import ReplicaManager
@@ -63,6 +63,11 @@ log = logging.getLogger("kafkalite.supervisor")
 SERVER_FILE = "server.json"
 LOCK_FILE = ".lock"
 RESTART_BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)
+# How long a clean stop waits for the workers before killing them: a worker
+# closes every log it hosts (a few fsyncs each, on a small thread pool), so
+# the wait grows with the busiest worker's partitions.
+SHUTDOWN_TIMEOUT_S = 15.0
+SHUTDOWN_S_PER_PARTITION = 0.005
 POLL_INTERVAL_MS = 100
 
 
@@ -135,6 +140,9 @@ class Supervisor:
             id_expiration_ms=cfg.transactional_id_expiration_ms,
             abort_check_interval_ms=cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms)
         self.coordinator.verify_txn = self.txn_coordinator.verify_offsets
+        self.controller.register_internal_topic(OFFSETS_TOPIC, cfg.offsets_topic_num_partitions)
+        self.controller.register_internal_topic(TRANSACTION_STATE_TOPIC,
+                                                cfg.transaction_state_num_partitions)
         self.handlers.update(self.controller.handlers())
         self.handlers.update(self.coordinator.handlers())
         self.handlers.update(self.txn_coordinator.handlers())
@@ -235,6 +243,7 @@ class Supervisor:
             op = msg.get("op")
             if isinstance(op, str) and op == f"start-{w.index}":
                 w.crashes_in_a_row = 0
+                self.controller.partitions_opened(msg.get("results", []))
                 self.controller.unfence_broker(w.index)
                 if self.ready:
                     self._write_server_file()  # a restarted worker: new pid, maybe new port
@@ -331,7 +340,11 @@ class Supervisor:
         self.shutdown()
         return 0
 
-    def shutdown(self, timeout: float = 15.0) -> None:
+    def shutdown(self, timeout: float | None = None) -> None:
+        if timeout is None:
+            busiest = max((len(self.controller.metadata.owned_by(w.index)) for w in self.workers),
+                          default=0)
+            timeout = SHUTDOWN_TIMEOUT_S + SHUTDOWN_S_PER_PARTITION * busiest
         for w in self.workers:
             if w.proc is not None and w.proc.poll() is None:
                 try:

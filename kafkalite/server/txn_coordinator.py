@@ -45,7 +45,7 @@ from typing import Callable
 from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
-from kafkalite.server.group_log import OFFSETS_TOPIC
+from kafkalite.server.metadata import OFFSETS_TOPIC
 from kafkalite.server.producer_ids import ProducerIdManager
 from kafkalite.server.requests import RequestContext
 from kafkalite.server.txn_log import TransactionStateLog

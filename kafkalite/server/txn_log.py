@@ -27,10 +27,10 @@ from kafkalite.protocol.messages.txn_records import (TRANSACTION_LOG_KEY_VERSION
                                                      TRANSACTION_LOG_VALUE_VERSION,
                                                      TransactionLogKey, TransactionLogValue)
 from kafkalite.server.internal_topic import InternalTopicLog
+from kafkalite.server.metadata import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger("kafkalite.txn")
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 _LOG_PROPERTIES = {
     "cleanup.policy": "compact",
     "segment.bytes": str(100 << 20),

@@ -15,8 +15,10 @@ The worker is the event loop around the parts that do the work:
 - the control channel from the supervisor: a DEALER carrying JSON messages
   (assign / unassign / shutdown in; hello / done / bye out).
 
-Everything runs on one thread. The poll timeout is the nearest of the
-purgatory's deadlines and the next housekeeping, so an idle worker sleeps.
+Everything runs on one thread (the replica manager borrows a thread pool to
+open and close many logs at once, and its checkpoint file is written by a
+thread of its own). The poll timeout is the nearest of the purgatory's
+deadlines and the next housekeeping, so an idle worker sleeps.
 
 Who may call: run as ``python -m kafkalite.server.worker`` by the supervisor.
 """
@@ -98,7 +100,7 @@ class Worker:
         if kind == "assign":
             if "kafka_apis" in msg:
                 self.cluster_apis = [ApiKey(k) for k in msg["kafka_apis"]]
-            results = [self.replica_manager.become_leader(p) for p in msg["partitions"]]
+            results = self.replica_manager.become_leaders(msg["partitions"])
             self._send_control({"type": "done", "op": msg.get("op"), "worker": self.index,
                                 "results": results})
         elif kind == "unassign":
@@ -120,7 +122,7 @@ class Worker:
             self._stop = True
             return
         self.rings.housekeeping()
-        self.replica_manager.housekeeping()
+        self.replica_manager.housekeeping(HOUSEKEEPING_INTERVAL_S)
         if now >= self._next_checkpoint:
             self.replica_manager.checkpoint()
             self._next_checkpoint = now + CHECKPOINT_INTERVAL_S

@@ -77,11 +77,14 @@ def _remove_leftovers(directory: str) -> None:
             os.unlink(path)
 
 
-def load(directory: str, config: LogConfig) -> LoadedLog:
+def load(directory: str, config: LogConfig, checkpoints=None) -> LoadedLog:
+    """``checkpoints``: the owner's CheckpointFile, if it keeps the
+    partition's checkpoint (checkpoint.py)."""
     os.makedirs(directory, exist_ok=True)
     marker = os.path.join(directory, CLEAN_SHUTDOWN_MARKER)
     clean = os.path.exists(marker)
-    checkpoint = PartitionCheckpoint.read(directory)
+    checkpoint = (PartitionCheckpoint.read(directory) if checkpoints is None
+                  else checkpoints.read(directory))
     if clean and checkpoint is None:
         clean = False  # the marker is only written after the checkpoint
     if complete_interrupted_swaps(directory):

@@ -7,7 +7,9 @@ Directory layout (``<data dir>/<topic>-<partition>/``):
     00000000000000000000.timeindex  sparse time index (index.py)
     00000000000000000000.txnindex   aborted transactions, by marker (txn_index.py)
     partition.checkpoint            log start, recovery point, high watermark,
-                                    cleaner checkpoint (checkpoint.py)
+                                    cleaner checkpoint (checkpoint.py); while a
+                                    broker hosts the partition, they go to the
+                                    broker's CheckpointFile, and here at close
     leader-epoch-checkpoint         leader epoch -> start offset (leader_epoch.py)
     00000000000000000000.snapshot   producer state as of that offset, written at
                                     each roll and clean close (producer_snapshot.py)
@@ -57,7 +59,8 @@ from kafkalite._ext.batch_scan import validate_for_append
 from kafkalite.errors import (InvalidRequestError, KafkaStorageError, OffsetOutOfRangeError,
                               RecordListTooLargeError)
 from kafkalite.storage import loader
-from kafkalite.storage.checkpoint import PartitionCheckpoint, fsync_dir, write_atomically
+from kafkalite.storage.checkpoint import (CheckpointFile, PartitionCheckpoint, fsync_dir,
+                                          write_atomically)
 from kafkalite.storage import producer_snapshot
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.producer_state import AppendOrigin, CompletedTxn, ProducerStateManager
@@ -154,6 +157,7 @@ class PartitionLog:
         self._last_flush_ms = clock()
         self._pending_flushes: list[tuple[concurrent.futures.Future, int]] = []
         self._checkpointed = state.checkpoint      # what partition.checkpoint holds now
+        self._checkpoints = None                   # the owner's CheckpointFile, if any
         self._closed = False
         self.name = "%s-%d" % tp if (tp := parse_topic_partition(directory)) else directory
         self.producer_state = ProducerStateManager(directory)
@@ -165,12 +169,16 @@ class PartitionLog:
 
     @classmethod
     def open(cls, directory: str, config: LogConfig | None = None, *,
-             clock: Callable[[], int] | None = None) -> "PartitionLog":
+             clock: Callable[[], int] | None = None,
+             checkpoints: CheckpointFile | None = None) -> "PartitionLog":
         """Open (creating if needed) the partition in ``directory``, running
-        recovery if it was not closed cleanly."""
+        recovery if it was not closed cleanly. ``checkpoints``: the owner's
+        CheckpointFile, where the checkpoint is kept while the log is open
+        (default: partition.checkpoint, written at every change)."""
         config = config or LogConfig()
-        state = loader.load(directory, config)
+        state = loader.load(directory, config, checkpoints)
         plog = cls(directory, config, state, clock or _wall_clock_ms)
+        plog._checkpoints = checkpoints
         plog.maybe_checkpoint()
         return plog
 
@@ -406,11 +414,17 @@ class PartitionLog:
                 self._clock() - self._last_flush_ms >= self.config.flush_ms):
             self.flush()
 
-    def checkpoint(self) -> None:
-        """Persist log start, recovery point, high watermark and cleaner checkpoint."""
+    def checkpoint(self, durable: bool = False) -> None:
+        """Persist log start, recovery point, high watermark and cleaner
+        checkpoint: to the owner's CheckpointFile if it has one (durable when
+        that is next written), else -- and with ``durable`` -- to
+        partition.checkpoint at once."""
         state = PartitionCheckpoint(self._log_start, self._recovery_point, self._high_watermark,
                                     self.cleaner_checkpoint)
-        state.write(self.directory)
+        if self._checkpoints is not None:
+            self._checkpoints.write(self.directory, state)
+        if self._checkpoints is None or durable:
+            state.write(self.directory)
         self._checkpointed = state
 
     def maybe_checkpoint(self) -> bool:
@@ -635,7 +649,8 @@ class PartitionLog:
         self.leader_epoch_cache.truncate_from_end(log_end)
         # state past the new end must go: reload from a snapshot at or below it
         self.producer_state.truncate_and_reload(self._segments, self._log_start, log_end)
-        self.checkpoint()
+        # durable now: data appended after this must not pass for recovered
+        self.checkpoint(durable=True)
 
     # ---- compaction -----------------------------------------------------------------------
 
@@ -705,7 +720,7 @@ class PartitionLog:
             return
         self.flush()
         self.producer_state.take_snapshot(self._log_end, sync=True)
-        self.checkpoint()
+        self.checkpoint(durable=True)       # before the marker, which vouches for it
         write_atomically(os.path.join(self.directory, loader.CLEAN_SHUTDOWN_MARKER), b"")
         for seg in self._segments:
             seg.close()

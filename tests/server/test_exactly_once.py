@@ -129,6 +129,18 @@ class Feeder(threading.Thread):
             p.close(5)
 
 
+def kill_a_worker(srv, rnd) -> None:
+    """SIGKILL a live worker (one killed a moment ago may not be back yet)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            os.kill(rnd.choice(srv.worker_pids()), signal.SIGKILL)
+            return
+        except (ProcessLookupError, OSError, ValueError):
+            time.sleep(0.1)
+    raise AssertionError("no live worker to kill for 20 s")
+
+
 def test_exactly_once_through_kills_of_processor_workers_and_coordinator(tmp_path):
     kills = int(os.environ.get("KAFKALITE_EOS_KILLS", "20"))
     rnd = random.Random(int(os.environ.get("KAFKALITE_EOS_SEED", "7")))
@@ -173,7 +185,7 @@ def test_exactly_once_through_kills_of_processor_workers_and_coordinator(tmp_pat
                 processor.kill()
                 processor.wait()
             elif victim == "worker":
-                os.kill(rnd.choice(srv.worker_pids()), signal.SIGKILL)
+                kill_a_worker(srv, rnd)
             else:
                 restart_server()
             done[victim] += 1
