@@ -180,6 +180,7 @@ class Supervisor:
             [sys.executable, "-m", "kafkalite.server.worker", "--index", str(w.index),
              "--control", self.control_endpoint, "--port", str(w.port),
              "--kafka-port", str(w.kafka_port), "--relay", self.relay.endpoint,
+             "--supervisor-pid", str(os.getpid()),
              "--config-json", json.dumps(asdict(self.config))])
         w.pid = w.proc.pid
 

@@ -51,7 +51,8 @@ CHECKPOINT_INTERVAL_S = 5.0
 
 class Worker:
     def __init__(self, index: int, config: ServerConfig, control_endpoint: str, port: int,
-                 kafka_port: int = 0, relay_endpoint: str | None = None):
+                 kafka_port: int = 0, relay_endpoint: str | None = None,
+                 supervisor_pid: int | None = None):
         self.index = index
         self.config = config
         self.ctx = zmq.Context.instance()
@@ -84,7 +85,10 @@ class Worker:
         self._stop = False
         self._next_housekeeping = time.monotonic() + HOUSEKEEPING_INTERVAL_S
         self._next_checkpoint = time.monotonic() + CHECKPOINT_INTERVAL_S
-        self._parent = os.getppid()
+        # Who must stay our parent. Given by the supervisor: a worker started
+        # just as its supervisor died may already be an orphan here, and
+        # os.getppid() would then name init, which never goes away.
+        self._parent = supervisor_pid or os.getppid()
 
     @property
     def port(self) -> int:
@@ -188,11 +192,13 @@ def main(argv=None) -> int:
     parser.add_argument("--relay", help="the supervisor's relay endpoint (Kafka requests "
                                         "this worker does not serve)")
     parser.add_argument("--config-json", required=True)
+    parser.add_argument("--supervisor-pid", type=int, help="exit when this is no longer the parent")
     args = parser.parse_args(argv)
     logging.basicConfig(level=os.environ.get("KAFKALITE_LOG_LEVEL", "WARNING"),
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config = ServerConfig(**json.loads(args.config_json))
-    worker = Worker(args.index, config, args.control, args.port, args.kafka_port, args.relay)
+    worker = Worker(args.index, config, args.control, args.port, args.kafka_port, args.relay,
+                    args.supervisor_pid)
 
     def stop(signum, frame):
         worker._stop = True
