@@ -89,6 +89,10 @@ class _Batch:
 INT32_SPAN = 1 << 31                 # sequences wrap from INT32_MAX to 0
 # Transaction states (the producer's side of them)
 _UNINITIALIZED, _READY, _IN_TXN, _FATAL = "uninitialized", "ready", "in transaction", "fatal"
+# CONCURRENT_TRANSACTIONS mostly means the previous transaction's markers
+# are still being written (a millisecond or two here): ask again after this,
+# doubling up to retry.backoff.ms (Kafka's producer uses 20 ms).
+SHORT_TXN_BACKOFF_S = 0.002
 # Coordinator answers that mean "ask again shortly"
 _TXN_RETRIABLE = {errors.ConcurrentTransactionsError.code, errors.CoordinatorLoadInProgressError.code,
                   errors.CoordinatorNotAvailableError.code, errors.NotCoordinatorError.code,
@@ -417,6 +421,7 @@ class Producer:
         while it answers "not now"; returns the body, whose ``error_code``
         the caller checks (for APIs that have one)."""
         backoff = self.config["retry.backoff.ms"] / 1000.0
+        wait = SHORT_TXN_BACKOFF_S
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -434,7 +439,9 @@ class Producer:
                 continue
             code = resp.get("error_code", 0)
             if code in _TXN_RETRIABLE:
-                time.sleep(min(backoff, max(remaining, 0)))
+                # usually the previous transaction's markers, a few ms away
+                time.sleep(min(wait, max(remaining, 0)))
+                wait = min(wait * 2, backoff)
                 continue
             return resp
 
@@ -649,6 +656,7 @@ class _Sender:
         self.txn_generation = 0
         self.txn_partitions: set = set()
         self.txn_retry_at = 0.0
+        self.txn_backoff = SHORT_TXN_BACKOFF_S
 
     # links to workers
 
@@ -743,7 +751,8 @@ class _Sender:
                     self.p._report(b, errors.RequestTimedOutError(
                         f"delivery.timeout.ms expired before {b.topic}-{b.partition} could be "
                         f"sent (no producer id, or not added to the transaction)"), -1)
-            next_deadline = min(next_deadline, now + self.backoff)
+            retry = self.txn_retry_at if self.p._transactional_id is not None else self.init_at
+            next_deadline = min(next_deadline, max(retry, now + 0.001), now + self.backoff)
         return next_deadline
 
     @staticmethod
@@ -822,8 +831,10 @@ class _Sender:
         codes = {(t["name"], r["partition_index"]): r["partition_error_code"]
                  for t in resp["results_by_topic_v3_and_below"] for r in t["results_by_partition"]}
         if any(c in _TXN_RETRIABLE for c in codes.values()):
-            self.txn_retry_at = now + max(self.backoff, 0.05)
+            self.txn_retry_at = now + self.txn_backoff
+            self.txn_backoff = min(self.txn_backoff * 2, max(self.backoff, SHORT_TXN_BACKOFF_S))
             return False
+        self.txn_backoff = SHORT_TXN_BACKOFF_S
         failed = {k: c for k, c in codes.items() if c}
         if failed:
             keep = []
