@@ -89,7 +89,9 @@ def kafka_wire_attempts(server) -> None:
         assert by_name[OFFSETS]["error_code"] == 0 and by_name[OFFSETS]["is_internal"]
         assert len(by_name[OFFSETS]["partitions"]) == 16
         assert {p["leader_id"] for p in by_name[OFFSETS]["partitions"]} == {1000}
-        assert by_name[TXN]["error_code"] == errors.UnknownTopicOrPartitionError.code
+        assert by_name[TXN]["error_code"] == 0 and by_name[TXN]["is_internal"]
+        assert len(by_name[TXN]["partitions"]) == 4          # transaction_state_num_partitions
+        assert {p["leader_id"] for p in by_name[TXN]["partitions"]} == {1000}
         assert not [t for t in metadata(wire, None)["topics"] if t["name"] in (OFFSETS, TXN)]
         # Produce to the leader Metadata named, and to every worker
         assert (wire.request(ApiKey.PRODUCE, 9, produce_body(OFFSETS))
