@@ -621,10 +621,21 @@ class GroupCoordinator:
             code = errors.RebalanceInProgressError.code
         else:
             code = self._check_member(g, member_id, instance, generation)
+        topics_out, accepted = self._write_offsets(gid, code, body["topics"])
+        if accepted:
+            self._group_for_commit(gid).offsets.update(accepted)
+        return {"throttle_time_ms": 0, "topics": topics_out}
+
+    def _write_offsets(self, gid: str, code: int, topics: list, producer_id: int = -1,
+                       producer_epoch: int = -1) -> tuple[list, dict]:
+        """Check each partition of an (Txn)OffsetCommit whose group checks
+        gave ``code`` and write the good ones in one batch (of the
+        producer's transaction, with a producer id). Returns the response
+        topics and {(topic, partition): OffsetAndMetadata} written."""
         now = self._clock()
         accepted: dict = {}
         topics_out = []
-        for t in body["topics"]:
+        for t in topics:
             count = self.partition_count(t["name"])
             parts_out = []
             for p in t["partitions"]:
@@ -642,18 +653,23 @@ class GroupCoordinator:
             topics_out.append({"name": t["name"], "partitions": parts_out})
         if accepted:
             try:
-                self.store.write_offsets(gid, accepted, now)
+                self.store.write_offsets(gid, accepted, now, producer_id=producer_id,
+                                         producer_epoch=producer_epoch)
             except KafkaError as exc:
                 for t in topics_out:
                     for p in t["partitions"]:
                         if p["error_code"] == NONE:
                             p["error_code"] = exc.code
-                return {"throttle_time_ms": 0, "topics": topics_out}
-            if g is None:
-                g = self.groups[gid] = Group(gid)
-                g.state_timestamp = now
-            g.offsets.update(accepted)
-        return {"throttle_time_ms": 0, "topics": topics_out}
+                return topics_out, {}
+        return topics_out, accepted
+
+    def _group_for_commit(self, gid: str) -> "Group":
+        """The group offsets are committed to, made (Empty) if it is new."""
+        g = self.groups.get(gid)
+        if g is None:
+            g = self.groups[gid] = Group(gid)
+            g.state_timestamp = self._clock()
+        return g
 
     def _txn_offset_commit(self, ctx: RequestContext, body: dict):
         gid = body["group_id"]
@@ -674,37 +690,9 @@ class GroupCoordinator:
                 # earlier generations; without it, the commit is a producer's
                 code = self._check_member(g, member_id, body.get("group_instance_id"),
                                           generation)
-        now = self._clock()
-        accepted: dict = {}
-        topics_out = []
-        for t in body["topics"]:
-            count = self.partition_count(t["name"])
-            parts_out = []
-            for p in t["partitions"]:
-                pcode = code
-                if pcode == NONE:
-                    if count is None or not 0 <= p["partition_index"] < count:
-                        pcode = errors.UnknownTopicOrPartitionError.code
-                    elif len((p.get("committed_metadata") or "").encode()) > OFFSET_METADATA_MAX_BYTES:
-                        pcode = errors.OffsetMetadataTooLargeError.code
-                    else:
-                        accepted[(t["name"], p["partition_index"])] = OffsetAndMetadata(
-                            p["committed_offset"], p.get("committed_leader_epoch", -1),
-                            p.get("committed_metadata") or "", now)
-                parts_out.append({"partition_index": p["partition_index"], "error_code": pcode})
-            topics_out.append({"name": t["name"], "partitions": parts_out})
+        topics_out, accepted = self._write_offsets(gid, code, body["topics"], pid, epoch)
         if accepted:
-            try:
-                self.store.write_offsets(gid, accepted, now, producer_id=pid, producer_epoch=epoch)
-            except KafkaError as exc:
-                for t in topics_out:
-                    for p in t["partitions"]:
-                        if p["error_code"] == NONE:
-                            p["error_code"] = exc.code
-                return {"throttle_time_ms": 0, "topics": topics_out}
-            if g is None:
-                g = self.groups[gid] = Group(gid)
-                g.state_timestamp = now
+            self._group_for_commit(gid)
             self.pending_txn_offsets.setdefault(pid, {}).setdefault(gid, {}).update(accepted)
         return {"throttle_time_ms": 0, "topics": topics_out}
 
