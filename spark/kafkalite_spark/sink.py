@@ -74,8 +74,14 @@ checkpoint. Its limits:
   readers of them wait for the commit. A transaction whose driver died is
   aborted by that timeout (a streaming query's restart fences it at once).
 - read_uncommitted readers see everything, aborted attempts included.
-- The records of rows with headers go one by one (``Producer.produce``), as
-  in the default mode.
+- A stream's progress is a group offset, kept as long as the server keeps
+  offsets of an empty group (``offsets_retention_minutes``); a stream that
+  crashed in the window above and restarts after that writes the replayed
+  micro-batch again.
+
+Who calls: Spark, through KafkaLiteDataSource.writer / streamWriter
+(source.py): ``write`` in the executors' Python workers, ``commit`` and
+``abort`` in a Python worker on the driver.
 """
 from __future__ import annotations
 
