@@ -19,6 +19,14 @@ What is measured, each as rows/s of one run (wall time of the Spark action):
 3. The same queries through a naive Python data source that makes one Python
    tuple per record (Consumer.consume + tuples), what a connector without the
    Arrow path does.
+5. The ``kafkalite`` sink writing a cached DataFrame (``--sink-records`` rows
+   of ``--value-bytes``, as many Spark partitions as topic partitions) to a
+   topic: the default at-least-once sink against ``exactlyOnce=true`` (a
+   transaction per task, committed by the driver), alternating, the median
+   of ``--sink-repeats`` runs each (on a loaded machine single runs swing by
+   2x); and the wall time of a 1,000-row write in
+   each mode, the fixed cost a small micro-batch pays. The exactly-once
+   output is then counted through a read_committed read.
 
 Targets (informational, as every benchmark here): kafkalite at least 50% of
 Parquet's rows/s, and at least 3x the naive source. The exit status is 0
@@ -31,6 +39,7 @@ import datetime
 import os
 import shutil
 import sys
+from statistics import median
 import time
 import traceback
 from pathlib import Path
@@ -48,8 +57,10 @@ TOPIC = "bench-spark"
 TARGET_VS_PARQUET = 0.5
 TARGET_VS_NAIVE = 3.0
 HEADERS = ["#", "Figure", "kafkalite", "Baseline / peer", "vs base", "Target", "Met"]
-QUICK = {"records": 40_000, "keys": 100, "naive_records": 40_000}
+QUICK = {"records": 40_000, "keys": 100, "naive_records": 40_000, "sink_records": 40_000,
+         "sink_repeats": 1}
 PRODUCE_CHUNK = 200_000
+SMALL_WRITE = 1_000          # rows of the sink's small write (a small micro-batch)
 
 
 # ---- the naive source: one Python tuple per record ---------------------------------------
@@ -209,6 +220,77 @@ def add_ratios(res: Results) -> None:
                         "ratio", target=target, target_text=f">= {target:g}x", meets=meets)
 
 
+def run_sink(spark, server, args, res: Results) -> None:
+    """Test 5: the same cached rows through the at-least-once and the
+    exactly-once sink, alternating so that both see the same machine."""
+    from kafkalite.client import AdminClient, Consumer, NewTopic, TopicPartition
+    topics = {"alo": "bench-sink-alo", "eo": "bench-sink-eo"}
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    for f in admin.create_topics([NewTopic(t, args.partitions) for t in topics.values()]).values():
+        f.result()
+    admin.close()
+    n = args.sink_records
+    df = spark.range(n, numPartitions=args.partitions).selectExpr(
+        f"CAST(id % {args.keys} AS STRING) AS key",
+        f"CONCAT(LPAD(CAST(id AS STRING), 10, '0'), REPEAT('x', {max(args.value_bytes - 10, 0)}))"
+        " AS value").cache()
+    if df.count() != n:
+        raise RuntimeError("the cached DataFrame lost rows")
+
+    def save(mode: str, frame=df):
+        w = (frame.write.format("kafkalite").mode("append")
+             .option("kafkalite.bootstrap.servers", server.bootstrap)
+             .option("topic", topics[mode]))
+        if mode == "eo":
+            w = w.option("exactlyOnce", "true")
+        return w.save()
+
+    # warm-up: the Python workers of the write path, both modes
+    warm = min(n, 10_000)
+    for mode in topics:
+        save(mode, df.limit(warm))
+    runs: dict[str, list] = {"alo": [], "eo": []}
+    small: dict[str, list] = {"alo": [], "eo": []}
+    tiny = spark.range(SMALL_WRITE, numPartitions=args.partitions).selectExpr(
+        "CAST(id AS STRING) AS value").cache()
+    tiny.count()
+    for i in range(args.sink_repeats):
+        for mode, label in (("alo", "at-least-once"), ("eo", "exactlyOnce")):
+            dt, _ = measure(f"sink {label}, run {i + 1}", lambda: save(mode))
+            runs[mode].append(n / dt)
+            # what a small micro-batch pays: the fixed cost of a write job
+            dt, _ = measure(f"sink {label}, {SMALL_WRITE:,} rows, run {i + 1}",
+                            lambda: save(mode, tiny))
+            small[mode].append(dt * 1000)
+    df.unpersist()
+    tiny.unpersist()
+    visible = (spark.read.format("kafkalite")
+               .option("kafkalite.bootstrap.servers", server.bootstrap)
+               .option("subscribe", topics["eo"])
+               .option("kafkalite.isolation.level", "read_committed").load().count())
+    want = (n + SMALL_WRITE) * args.sink_repeats + warm
+    if visible != want:
+        raise RuntimeError(f"read_committed sees {visible} rows of the exactly-once writes, "
+                           f"not {want}")
+    # the exactly-once topic holds transactions: their commit markers take offsets
+    c = Consumer({"bootstrap.servers": server.bootstrap})
+    ends = sum(c.get_watermark_offsets(TopicPartition(topics["eo"], p))[1]
+               for p in range(args.partitions))
+    c.close()
+    if ends <= visible:
+        raise RuntimeError("the exactly-once writes left no commit markers")
+    res.add("sink_at_least_once", 5, "sink at-least-once: write", median(runs["alo"]), "records/s",
+            runs=runs["alo"])
+    res.add("sink_exactly_once", 5, "sink exactlyOnce: write", median(runs["eo"]), "records/s",
+            baseline_key="sink_at_least_once", runs=runs["eo"])
+    res.add("sink_exactly_once_vs_at_least_once", 5, "sink exactlyOnce / at-least-once",
+            median(runs["eo"]) / median(runs["alo"]), "ratio")
+    res.add("sink_small_at_least_once", 5, f"sink at-least-once: {SMALL_WRITE:,}-row write",
+            median(small["alo"]), "ms", runs=small["alo"])
+    res.add("sink_small_exactly_once", 5, f"sink exactlyOnce: {SMALL_WRITE:,}-row write",
+            median(small["eo"]), "ms", baseline_key="sink_small_at_least_once", runs=small["eo"])
+
+
 # ---- plot ------------------------------------------------------------------------------
 
 def plot(res: Results, path: str, args) -> bool:
@@ -254,6 +336,10 @@ def parse_args(argv):
     p.add_argument("--naive-records", type=int, default=None,
                    help="records the naive source reads (default: all; its rows/s is what "
                         "counts, so a smaller share keeps the run short)")
+    p.add_argument("--sink-records", type=int, default=2_000_000,
+                   help="rows each sink run writes (test 5)")
+    p.add_argument("--sink-repeats", type=int, default=3,
+                   help="runs of each sink mode, alternating; the median is reported")
     p.add_argument("--quick", action="store_true", help="tiny sizes for the smoke test")
     p.add_argument("--work-dir", default=None, help="parent of the temporary data directory")
     p.add_argument("--output-dir", default=None,
@@ -365,6 +451,8 @@ def main(argv=None) -> int:
         run_queries(spark, "naive", lambda: naive_df(naive_per), args.naive_records, res, 3,
                     None, None, "")
         add_ratios(res)
+        say("[5] kafkalite sink: at-least-once and exactlyOnce")
+        run_sink(spark, server, args, res)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -390,7 +478,8 @@ def main(argv=None) -> int:
         "column; the scan rows compare full reads")
     doc = report.results_doc(
         "kafkalite Spark connector", elapsed, info, dict(vars(args)),
-        units={"records/s": "records (rows) per second", "ratio": "dimensionless"},
+        units={"records/s": "records (rows) per second", "ratio": "dimensionless",
+               "ms": "milliseconds of wall time"},
         targets={"kafkalite_vs_parquet": TARGET_VS_PARQUET, "kafkalite_vs_naive": TARGET_VS_NAIVE},
         res=res)
     report.write_json(out_dir, doc)
@@ -405,6 +494,8 @@ def main(argv=None) -> int:
                 f"one run each in a warm session\n")
         f.write("- Spark answers a Parquet count() from row-group metadata; the scan rows "
                 "(sum(length(value))) compare full reads\n")
+        f.write(f"- sink: {args.sink_records:,} cached rows per write, {args.partitions} tasks, "
+                f"median of {args.sink_repeats} alternating runs per mode\n")
         f.write("\n" + report.markdown_table(rows, HEADERS) + "\n")
     report.finish(out_dir, lambda png: plot(res, png, args), elapsed)
     return 0

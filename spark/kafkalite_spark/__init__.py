@@ -8,7 +8,10 @@
 
 The options and the schema are those of Spark's own Kafka source (see
 options.py), so Spark code moves over by changing the format name and the
-``kafka.`` option prefix. source.py reads, sink.py writes.
+``kafka.`` option prefix. source.py reads (``kafkalite.isolation.level=
+read_committed`` hides aborted and open transactions), sink.py writes
+(at-least-once, or ``exactlyOnce=true``: a transaction per task, committed
+by the driver).
 """
 from kafkalite_spark.source import SCHEMA, SCHEMA_WITH_HEADERS, KafkaLiteDataSource
 

@@ -8,7 +8,15 @@ query is planned (``load()`` / ``save()`` / ``start()``), not in a task.
 
 Client properties pass through with the ``kafkalite.`` prefix stripped, as
 Spark passes ``kafka.*`` to its Kafka clients: ``kafkalite.bootstrap.servers``
-becomes the consumer's / producer's ``bootstrap.servers``.
+becomes the consumer's / producer's ``bootstrap.servers``, and
+``kafkalite.isolation.level`` (read_uncommitted or read_committed) the
+source consumers' isolation level, as ``kafka.isolation.level`` does for
+Spark's Kafka source.
+
+The sink's ``exactlyOnce`` (with ``transactionalIdPrefix``) turns on its
+transactional mode (sink.py); the options it rules out (an explicit
+``kafkalite.transactional.id``, a producer that cannot be idempotent, a
+streaming query without the ``topic`` option) are refused here.
 
 Offset JSON is Spark's: ``{"topic": {"0": 23, "1": -2}}`` where -2 means
 earliest and -1 latest; timestamp JSON the same shape with epoch
@@ -21,6 +29,7 @@ import re
 from dataclasses import dataclass, field
 
 from kafkalite.client.config import CONSUMER, CONSUMER_ALIASES, PRODUCER, PRODUCER_ALIASES, resolve
+from kafkalite.client.producer import idempotence
 
 CLIENT_PREFIX = "kafkalite."
 EARLIEST, LATEST = -2, -1
@@ -31,6 +40,17 @@ DEFAULT_POLL_TIMEOUT_MS = 120_000
 # Big fetches: one Arrow batch per fetch, and Spark's per-batch cost is
 # paid per ~100k records rather than per ~10k.
 READ_FETCH_BYTES = 16 << 20
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+
+# exactlyOnce: transactional ids are "<prefix>-<job or query id>-<Spark
+# partition>"; the prefix is bounded so that an id stays far below the
+# coordinator's limit on a transactional id (4 KiB).
+DEFAULT_TRANSACTIONAL_ID_PREFIX = "kafkalite-spark"
+MAX_TRANSACTIONAL_ID_PREFIX = 200
+# A task's transaction stays open from its first record until the driver
+# commits the whole job, so it must outlive the slowest task: the default is
+# the server's largest allowed (transaction.max.timeout.ms, 15 minutes).
+EXACTLY_ONCE_TRANSACTION_TIMEOUT_MS = 900_000
 
 
 class OptionError(ValueError):
@@ -72,6 +92,11 @@ class SourceOptions:
     include_headers: bool = False
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
 
+    @property
+    def read_committed(self) -> bool:
+        """Offsets end at the last stable offset and aborted records are dropped."""
+        return self.client_config.get("isolation.level") == "read_committed"
+
     def matches(self, topic: str) -> bool:
         if self.strategy == "subscribe":
             return topic in self.topics
@@ -84,6 +109,8 @@ class SourceOptions:
 class SinkOptions:
     client_config: dict
     topic: str | None
+    exactly_once: bool = False
+    transactional_id_prefix: str = DEFAULT_TRANSACTIONAL_ID_PREFIX
 
 
 # Spark hands options over lower-cased; errors name them as documented.
@@ -92,7 +119,7 @@ OPTION_NAMES = {name.lower(): name for name in (
     "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestamp",
     "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy", "minPartitions",
     "maxRecordsPerPartition", "maxOffsetsPerTrigger", "failOnDataLoss", "includeHeaders",
-    "kafkaConsumer.pollTimeoutMs", "topic")}
+    "kafkaConsumer.pollTimeoutMs", "topic", "exactlyOnce", "transactionalIdPrefix")}
 
 
 def _lower(options) -> dict:
@@ -219,6 +246,11 @@ def parse_source(options, *, streaming: bool | None) -> SourceOptions:
     cfg = client_config(opts, CONSUMER, CONSUMER_ALIASES,
                         **{"max.partition.fetch.bytes": str(READ_FETCH_BYTES),
                            "fetch.max.bytes": str(4 * READ_FETCH_BYTES)})
+    isolation = cfg.get("isolation.level", ISOLATION_LEVELS[0]).strip().lower()
+    if isolation not in ISOLATION_LEVELS:
+        raise OptionError(CLIENT_PREFIX + "isolation.level", "expected read_uncommitted or "
+                                                            f"read_committed, got {isolation!r}")
+    cfg["isolation.level"] = isolation
     given = [opts[k][0] for k in ("subscribe", "subscribepattern", "assign") if k in opts]
     if len(given) != 1:
         raise OptionError("subscribe", "exactly one of subscribe, subscribePattern and assign "
@@ -282,10 +314,13 @@ def parse_source(options, *, streaming: bool | None) -> SourceOptions:
 
 def parse_sink(options) -> SinkOptions:
     opts = _lower(options)
+    exactly_once = _bool(opts, "exactlyonce", False)
     # A sink must not create topics by writing to them: an unknown topic is
     # an error the user should see (allow.auto.create.topics can override).
-    cfg = client_config(opts, PRODUCER, PRODUCER_ALIASES,
-                        **{"allow.auto.create.topics": "false", "acks": "all"})
+    defaults = {"allow.auto.create.topics": "false", "acks": "all"}
+    if exactly_once:
+        defaults["transaction.timeout.ms"] = str(EXACTLY_ONCE_TRANSACTION_TIMEOUT_MS)
+    cfg = client_config(opts, PRODUCER, PRODUCER_ALIASES, **defaults)
     topic = opts.get("topic", (None, None))[1]
     if topic is not None and not topic.strip():
         raise OptionError("topic", "must not be empty")
@@ -293,4 +328,23 @@ def parse_sink(options) -> SinkOptions:
         if low in opts:
             raise OptionError(opts[low][0], "is a source option; a sink writes to the 'topic' "
                                             "option or the topic column")
-    return SinkOptions(client_config=cfg, topic=topic)
+    if "transactional.id" in cfg:
+        raise OptionError(CLIENT_PREFIX + "transactional.id",
+                          "the sink gives each task its own transactional id; set exactlyOnce="
+                          "true (and transactionalIdPrefix to name them) instead")
+    prefix = opts.get("transactionalidprefix", (None, None))[1]
+    if prefix is not None and not exactly_once:
+        raise OptionError("transactionalIdPrefix", "applies only with exactlyOnce=true")
+    prefix = DEFAULT_TRANSACTIONAL_ID_PREFIX if prefix is None else prefix.strip()
+    if not prefix or len(prefix) > MAX_TRANSACTIONAL_ID_PREFIX:
+        raise OptionError("transactionalIdPrefix", f"must be 1 to {MAX_TRANSACTIONAL_ID_PREFIX} "
+                                                   f"characters, got {len(prefix)}")
+    if exactly_once:
+        # the producer's own check, at planning time rather than in every task
+        try:
+            idempotence(resolve({**cfg, "transactional.id": prefix}, PRODUCER, PRODUCER_ALIASES),
+                        cfg)
+        except ValueError as exc:
+            raise OptionError(CLIENT_PREFIX + "*", f"exactlyOnce: {exc}") from None
+    return SinkOptions(client_config=cfg, topic=topic, exactly_once=exactly_once,
+                       transactional_id_prefix=prefix)

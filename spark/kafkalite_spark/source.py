@@ -13,6 +13,17 @@ partitions hold only plain data, so Spark can pickle them.
 Streaming offsets are Spark's Kafka JSON, ``{"topic": {"0": 42}}``: the
 next offset to read per partition. A partition that appears after the
 query started is read from its earliest offset, as Spark's Kafka source does.
+
+Isolation (``kafkalite.isolation.level``): with read_committed every
+Consumer here is a read_committed one, so "latest" is the last stable
+offset (ListOffsets with the isolation level: the first offset of the
+oldest open transaction, or the high watermark), a range never reaches
+past it, and the records of aborted transactions are dropped while the
+batch is decoded (the Consumer's aborted-transaction filter); the control
+records (commit and abort markers) are never rows either. A read_committed
+query therefore never returns a record of an aborted or still open
+transaction, and a record that follows an open transaction waits for it
+to end, as with Kafka.
 """
 from __future__ import annotations
 
@@ -178,6 +189,10 @@ def split_ranges(ranges: list[OffsetRange], min_partitions: int | None,
 
 # ---- reading (executor) ---------------------------------------------------------------------
 
+# How often a read_committed task asks again for the last stable offset
+# while a transaction holds it below the end of its range.
+LSO_POLL_S = 0.2
+
 # column -> (its Arrow array from a Consumer.consume_batch batch, its Arrow type);
 # vectorised casts only (topic dictionary -> string, ms -> us, int8 -> int32)
 _COLUMNS = {
@@ -238,6 +253,16 @@ def read_range(o: opt.SourceOptions, r: OffsetRange, columns=ALL_COLUMNS):
                 raise _data_loss(f"{r.topic}-{r.partition}: offsets {start}..{low - 1} were "
                                  f"to be read but the log now starts at {low}")
             start = low
+        if end > high and o.read_committed:
+            # A range planned by a batch query's endingOffsets may reach past the
+            # last stable offset: wait for the open transaction there to end.
+            high = _wait_for_stable(consumer, tp, end, o.poll_timeout_ms / 1000)
+            if end > high:
+                raise errors.RequestTimedOutError(
+                    f"{r.topic}-{r.partition}: offsets up to {end - 1} were to be read but the "
+                    f"last stable offset stayed at {high} for {o.poll_timeout_ms / 1000:.0f} s "
+                    f"(kafkaConsumer.pollTimeoutMs): a transaction is open there, or the log "
+                    f"ends there")
         if end > high:
             if o.fail_on_data_loss:
                 raise _data_loss(f"{r.topic}-{r.partition}: offsets up to {end - 1} were to be "
@@ -267,6 +292,17 @@ def read_range(o: opt.SourceOptions, r: OffsetRange, columns=ALL_COLUMNS):
             yield to_spark(batch, columns)
     finally:
         consumer.close()
+
+
+def _wait_for_stable(consumer: Consumer, tp: TopicPartition, end: int, timeout: float) -> int:
+    """The last stable offset of ``tp`` once it reaches ``end``, or as it
+    is when ``timeout`` s have passed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        stable = consumer.get_watermark_offsets(tp)[1]
+        if stable >= end or time.monotonic() >= deadline:
+            return stable
+        time.sleep(LSO_POLL_S)
 
 
 # ---- batch --------------------------------------------------------------------------------------
@@ -325,7 +361,8 @@ class KafkaLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             return _to_json(resolve(o.starting, tps, consumer, marks, starting=True))
 
     def _latest(self) -> tuple[dict, dict]:
-        """(high watermarks, log starts) of every partition the query reads now."""
+        """(high watermarks -- last stable offsets with read_committed --, log
+        starts) of every partition the query reads now."""
         o = self.options
         with _consumer(o) as consumer:
             tps = topic_partitions(o, consumer, must_exist=False)

@@ -62,3 +62,11 @@ def reader(spark, server, **options):
     for k, v in options.items():
         r = r.option(k, v)
     return r
+
+
+def writer(df, server, **options):
+    w = df.write.format("kafkalite").mode("append").option("kafkalite.bootstrap.servers",
+                                                           server.bootstrap)
+    for k, v in options.items():
+        w = w.option(k, v)
+    return w

@@ -3,18 +3,10 @@ import pytest
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, StringType, StructField,
                                StructType)
 
-from conftest import consume_all, create
+from conftest import consume_all, create, writer
 
 HEADERS = ArrayType(StructType([StructField("key", StringType()),
                                 StructField("value", BinaryType())]))
-
-
-def writer(df, server, **options):
-    w = df.write.format("kafkalite").mode("append").option("kafkalite.bootstrap.servers",
-                                                           server.bootstrap)
-    for k, v in options.items():
-        w = w.option(k, v)
-    return w
 
 
 def test_round_trip_with_keys_partitions_and_headers(spark, server):

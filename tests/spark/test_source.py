@@ -118,6 +118,8 @@ BAD = [
     ({"subscribe": "t", "failOnDataLoss": "maybe"}, "failOnDataLoss", "true or false"),
     ({"subscribe": "t", "includeHeaders": "true", "kafkalite.fetch.min.bytes": "lots"},
      "kafkalite.*", "fetch.min.bytes"),
+    ({"subscribe": "t", "kafkalite.isolation.level": "serializable"},
+     "kafkalite.isolation.level", "expected read_uncommitted or read_committed"),
     ({"subscribe": "no-such-topic"}, "subscribe", "do not exist"),
     ({"assign": '{"spark-events": [7]}'}, "assign", "no such partitions"),
 ]
