@@ -294,7 +294,9 @@ class Consumer:
 
     def get_watermark_offsets(self, partition: TopicPartition, timeout: float | None = None,
                               cached: bool = False) -> tuple[int, int]:
-        """(low, high) offsets of a partition: log start and high watermark."""
+        """(low, high) offsets of a partition: log start and high watermark
+        (for a read_committed consumer, the last stable offset: what it can
+        read up to, as Kafka's consumers report it)."""
         key = (partition.topic, partition.partition)
         if cached:
             a = self._assigned.get(key)
