@@ -20,6 +20,17 @@ serves, for those partitions and no others:
 read_committed fetches and ListOffsets stop at the last stable offset, and
 fetches carry the aborted transactions their batches may belong to.
 
+Transaction verification (KIP-890 part 1): before the first transactional
+batch of a producer's transaction goes into a partition (the partition has
+no open transaction of that producer yet), the transaction coordinator is
+asked whether the partition is in the producer's open transaction (a
+``verifier``: AddPartitionsToTxn with ``verify_only``). The produce request
+waits for the answer -- and so do that producer's later requests, to keep
+its order --; a partition not in the transaction is refused with
+INVALID_TXN_STATE, so a stray or late write can never open a transaction no
+coordinator will end (a "hanging" transaction holding back the LSO).
+Shared-memory rings carry no transactional id and are not verified.
+
 Which APIs those are is said once, in ``API_HANDLERS``; the supervisor
 advertises them for the whole cluster from there.
 
@@ -62,6 +73,7 @@ from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
 from kafkalite.protocol.enums import IsolationLevel
 from kafkalite.record import build_control_batch
+from kafkalite.record.layout import ATTR_TRANSACTIONAL, OFF_ATTRIBUTES, OFF_PRODUCER_ID, PRODUCER
 from kafkalite.server.metadata import INTERNAL_TOPICS
 from kafkalite.server.partition import Partition
 from kafkalite.server.per_partition import Shape, each_partition
@@ -124,8 +136,13 @@ class ReplicaManager:
     }
     API_KEYS = frozenset(API_HANDLERS)
 
-    def __init__(self, broker_id: int, data_dir: str, log_config):
+    def __init__(self, broker_id: int, data_dir: str, log_config, verifier=None):
         self.broker_id = broker_id
+        # (transactional id, producer id, epoch, [(topic, partition)], on_done({tp: code}))
+        # asks the transaction coordinator; None: no verification
+        self.verifier = verifier
+        # producer id -> produce requests waiting behind its verification
+        self._verifying: dict[int, list] = {}
         self.data_dir = data_dir
         self.log_config = log_config            # topic configs dict -> LogConfig
         self.partitions: dict[tuple[str, int], Partition] = {}
@@ -271,9 +288,89 @@ class ReplicaManager:
         acks = body.get("acks", 1)
         if acks not in (0, 1, -1):
             raise errors.InvalidRequiredAcksError(f"acks must be 0, 1 or -1, not {acks}")
+        if self.verifier is None:
+            return self._produce(ctx, body, {})
+        starts = self._transaction_starts(body)
+        waiting = next((pid for pid in starts if pid in self._verifying), None)
+        if waiting is not None:
+            self._verifying[waiting].append((ctx, body))     # after the requests before it
+            return DEFERRED
+        if starts and not body.get("transactional_id"):
+            # transactional batches but no transactional id to verify them by
+            return self._produce(ctx, body, {}, refuse_transactional=True)
+        unverified = {pid: tps for pid, tps in starts.items() if tps[1]}
+        if not unverified:
+            return self._produce(ctx, body, {})
+        pid, (epoch, tps) = next(iter(unverified.items()))
+        self._verifying[pid] = []
+        self.verifier(body["transactional_id"], pid, epoch, sorted(tps),
+                      lambda codes: self._verified(ctx, body, pid, codes))
+        return DEFERRED
+
+    def _transaction_starts(self, body: dict) -> dict:
+        """{producer id: (epoch, {(topic, partition)} where its first
+        transactional batch in the request would open a transaction)} for
+        the request's transactional producers."""
+        out: dict = {}
+        for topic in body.get("topic_data") or ():
+            for pd in topic["partition_data"]:
+                records = pd.get("records")
+                if records is None or len(records) < OFF_PRODUCER_ID + PRODUCER.size:
+                    continue
+                view = memoryview(records)
+                attributes = int.from_bytes(view[OFF_ATTRIBUTES:OFF_ATTRIBUTES + 2], "big")
+                pid, epoch, _ = PRODUCER.unpack_from(view, OFF_PRODUCER_ID)
+                if pid < 0 or not attributes & ATTR_TRANSACTIONAL:
+                    continue
+                entry = out.setdefault(pid, (epoch, set()))
+                part = self.partitions.get((topic["name"], pd["index"]))
+                if part is not None and pid not in part.log.producer_state.ongoing:
+                    entry[1].add(part.key)
+        return out
+
+    def _verified(self, ctx: RequestContext, body: dict, pid: int, codes: dict) -> None:
+        """The coordinator's answer for ``pid``: run the request, then the
+        ones that waited behind it."""
+        self._answer(ctx, lambda: self._produce(ctx, body, codes))
+        for later_ctx, later_body in self._verifying.pop(pid, ()):
+            self._answer(later_ctx, lambda: self.produce(later_ctx, later_body))
+
+    @staticmethod
+    def _answer(ctx: RequestContext, run) -> None:
+        """Run a deferred request and answer it as the dispatcher would."""
+        try:
+            result = run()
+        except KafkaError as exc:
+            ctx.respond_error(exc.code, exc.message)
+            return
+        except Exception as exc:  # one request must not take the process down
+            log.exception("a verified produce request failed")
+            ctx.respond_error(errors.UnknownServerError.code, f"{type(exc).__name__}: {exc}")
+            return
+        if result is NO_RESPONSE:
+            ctx.no_response()
+        elif result is not DEFERRED:
+            ctx.respond(result)
+
+    def _produce(self, ctx: RequestContext, body: dict, refused: dict,
+                 refuse_transactional: bool = False):
+        """Append every partition's batches (but those ``refused``: {(topic,
+        partition): error code} from verification, and with
+        ``refuse_transactional`` every transactional one) and answer by acks."""
+        acks = body.get("acks", 1)
         appended: dict = {}          # key -> (Partition, offset the high watermark must reach)
 
         def serve(name, topic, pd, out):
+            code = refused.get((name, pd["index"]))
+            if code:
+                raise errors.error_for_code(code)(
+                    f"{name}-{pd['index']} is not in the producer's open transaction"
+                    if code == errors.InvalidTxnStateError.code else
+                    f"the transaction coordinator could not verify {name}-{pd['index']}")
+            if refuse_transactional and self._transaction_starts(
+                    {"topic_data": [{"name": name, "partition_data": [pd]}]}):
+                raise errors.InvalidRecordError(
+                    "transactional record batches need the produce request's transactional_id")
             part = self.partition(name, pd["index"])
             if pd["records"] is None:
                 raise errors.CorruptRecordError("produce request without records")

@@ -9,8 +9,8 @@ It runs, on one thread, everything of a node that is not a partition:
 - the controller (controller.py): cluster metadata and the admin APIs;
 - the group coordinator (coordinator.py) and its ``__consumer_offsets``;
 - the transaction coordinator (txn_coordinator.py) and its
-  ``__transaction_state``, with the marker sender (txn_markers.py) that
-  carries its WriteTxnMarkers requests to the workers;
+  ``__transaction_state``, with the requests (broker_requests.py) that
+  carry its WriteTxnMarkers to the workers;
 - the request paths: the native ZeroMQ ROUTER, the Kafka TCP listener
   (this process is Kafka broker 1000), and the relay that answers the
   Kafka requests workers pass on (relay.py), all into one dispatcher;
@@ -55,7 +55,7 @@ from kafkalite.server.relay import RelayServer
 from kafkalite.server.replica_manager import ReplicaManager
 from kafkalite.server.requests import Listener, RequestDispatcher
 from kafkalite.server.txn_coordinator import TransactionCoordinator
-from kafkalite.server.txn_markers import MarkerSender
+from kafkalite.server.broker_requests import BrokerRequests
 from kafkalite.storage.checkpoint import write_atomically
 
 log = logging.getLogger("kafkalite.supervisor")
@@ -130,7 +130,8 @@ class Supervisor:
             initial_rebalance_delay_ms=cfg.group_initial_rebalance_delay_ms,
             offsets_retention_minutes=cfg.offsets_retention_minutes)
         self.controller.partitions_added = self.coordinator.on_partitions_changed
-        self.markers = MarkerSender(self.ctx, self.controller.native_endpoint)
+        self.markers = BrokerRequests(self.ctx, self.controller.native_endpoint,
+                                      "kafkalite-txn-coordinator")
         self.txn_coordinator = TransactionCoordinator(
             cfg.data_dir, producer_ids=self.controller.producer_ids,
             partition_count=self.controller.partition_count, leader_of=self.controller.leader_of,
@@ -181,8 +182,14 @@ class Supervisor:
              "--control", self.control_endpoint, "--port", str(w.port),
              "--kafka-port", str(w.kafka_port), "--relay", self.relay.endpoint,
              "--supervisor-pid", str(os.getpid()),
+             "--coordinator", f"tcp://{self._local_host()}:{self.native.port}",
              "--config-json", json.dumps(asdict(self.config))])
         w.pid = w.proc.pid
+
+    def _local_host(self) -> str:
+        """Where this host's own processes reach the supervisor's listeners."""
+        host = self.config.host
+        return "127.0.0.1" if host in ("", "0.0.0.0", "*") else ("::1" if host == "::" else host)
 
     def _spawn_ingest(self) -> None:
         if self.config.ingest_port < 0:

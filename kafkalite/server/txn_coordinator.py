@@ -13,7 +13,7 @@ group coordinator:
   partition); the first of them starts the transaction (Ongoing).
 - EndTxn: PrepareCommit or PrepareAbort is made durable and answered;
   then a marker is written to every partition of the transaction
-  (WriteTxnMarkers to the workers through txn_markers.py; the group
+  (WriteTxnMarkers to the workers through broker_requests.py; the group
   coordinator's own partitions in-process) and, once all are written, the
   transaction is CompleteCommit or CompleteAbort. A marker that cannot be
   written is retried until it is (a partition whose topic was deleted is
@@ -59,6 +59,7 @@ MAX_TRANSACTIONAL_ID_BYTES = 4096
 # Kafka bumps to a new producer id before the epoch reaches Short.MAX_VALUE.
 MAX_PRODUCER_EPOCH = 32767 - 1
 MARKER_RETRY_BACKOFF_S = 0.2
+WRITE_TXN_MARKERS_VERSION = 1
 
 
 class TxnState(enum.IntEnum):
@@ -134,7 +135,7 @@ class TransactionCoordinator:
         self.producer_ids = producer_ids
         self.partition_count = partition_count  # topic -> partition count, or None if unknown
         self.leader_of = leader_of              # (topic, partition) -> broker id, or None if gone
-        self.markers = markers                  # MarkerSender: WriteTxnMarkers to the workers
+        self.markers = markers                  # BrokerRequests: WriteTxnMarkers to the workers
         self.groups = group_coordinator         # the __consumer_offsets partitions' owner
         self.max_timeout_ms = max_timeout_ms
         self.id_expiration_ms = id_expiration_ms
@@ -476,7 +477,7 @@ class TransactionCoordinator:
                                  "transaction_result": commit, "coordinator_epoch": coordinator_epoch,
                                  "topics": [{"name": t, "partition_indexes": ids}
                                             for t, ids in topics.items()]}]}
-            self.markers.send(broker, body,
+            self.markers.send(broker, ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, body,
                               lambda result, m=meta, s=sent: self._on_markers(m, s, result))
         self._maybe_complete(meta)
 

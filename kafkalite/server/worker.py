@@ -13,7 +13,10 @@ The worker is the event loop around the parts that do the work:
   relay (relay.py) that passes the Kafka requests it does not serve to
   the supervisor;
 - the control channel from the supervisor: a DEALER carrying JSON messages
-  (assign / unassign / shutdown in; hello / done / bye out).
+  (assign / unassign / shutdown in; hello / done / bye out);
+- requests to the transaction coordinator (broker_requests.py): whether a
+  partition is in a producer's transaction before its first transactional
+  batch goes in (``verify_transaction``).
 
 Everything runs on one thread (the replica manager borrows a thread pool to
 open and close many logs at once, and its checkpoint file is written by a
@@ -37,6 +40,10 @@ import zmq
 from kafkalite.protocol import ApiKey
 from kafkalite.server.config import ServerConfig
 from kafkalite.server.kafka_listener import KafkaListener
+from kafkalite import errors
+from kafkalite.errors import KafkaError
+from kafkalite.protocol import ApiKey
+from kafkalite.server.broker_requests import BrokerRequests
 from kafkalite.server.native_listener import NativeListener
 from kafkalite.server.relay import RelayClient
 from kafkalite.server.replica_manager import ReplicaManager
@@ -47,17 +54,32 @@ log = logging.getLogger("kafkalite.worker")
 
 HOUSEKEEPING_INTERVAL_S = 1.0
 CHECKPOINT_INTERVAL_S = 5.0
+COORDINATOR = -1                 # the supervisor, as BrokerRequests' peer id
+VERIFY_VERSION = 4               # AddPartitionsToTxn with verify_only
+# Answers that mean "the coordinator cannot tell now": the producer is told
+# to retry (NOT_ENOUGH_REPLICAS, which every client retries, as Kafka does
+# for clients that predate KIP-890).
+_VERIFY_RETRIABLE = {errors.CoordinatorNotAvailableError.code,
+                     errors.CoordinatorLoadInProgressError.code, errors.NotCoordinatorError.code,
+                     errors.ConcurrentTransactionsError.code, errors.RequestTimedOutError.code}
 
 
 class Worker:
     def __init__(self, index: int, config: ServerConfig, control_endpoint: str, port: int,
                  kafka_port: int = 0, relay_endpoint: str | None = None,
-                 supervisor_pid: int | None = None):
+                 supervisor_pid: int | None = None, coordinator_endpoint: str | None = None):
         self.index = index
         self.config = config
         self.ctx = zmq.Context.instance()
         self.poller = zmq.Poller()
-        self.replica_manager = ReplicaManager(index, config.data_dir, config.log_config)
+        self.coordinator = None
+        if coordinator_endpoint:
+            self.coordinator = BrokerRequests(self.ctx, lambda _: coordinator_endpoint,
+                                              f"worker-{index}", timeout_s=10.0)
+            self.coordinator.attach(self.poller)
+        self.replica_manager = ReplicaManager(
+            index, config.data_dir, config.log_config,
+            verifier=self.verify_transaction if self.coordinator is not None else None)
         self.rings = RingGateway(self.replica_manager, self.poller, index)
         # The APIs Kafka clients are told this broker serves: the whole
         # cluster's (the supervisor sends them with the first assignment),
@@ -117,6 +139,38 @@ class Worker:
         else:
             log.warning("worker %d: unknown control message %r", self.index, kind)
 
+    # ---- transaction verification ------------------------------------------------------------
+
+    def verify_transaction(self, transactional_id: str, producer_id: int, epoch: int,
+                           partitions: list, on_done) -> None:
+        """Ask the coordinator whether ``partitions`` are in the producer's
+        open transaction; ``on_done({(topic, partition): error code})``."""
+        topics: dict[str, list] = {}
+        for topic, index in partitions:
+            topics.setdefault(topic, []).append(index)
+
+        def answered(result) -> None:
+            if isinstance(result, KafkaError):
+                code = (errors.NotEnoughReplicasError.code
+                        if result.retriable or result.code in _VERIFY_RETRIABLE else result.code)
+                on_done({tp: code for tp in partitions})
+                return
+            codes = {tp: errors.NotEnoughReplicasError.code for tp in partitions}
+            for txn in result.get("results_by_transaction") or ():
+                for t in txn["topic_results"]:
+                    for p in t["results_by_partition"]:
+                        code = p["partition_error_code"]
+                        codes[(t["name"], p["partition_index"])] = (
+                            errors.NotEnoughReplicasError.code if code in _VERIFY_RETRIABLE
+                            else code)
+            on_done(codes)
+
+        self.coordinator.send(COORDINATOR, ApiKey.ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, {
+            "transactions": [{"transactional_id": transactional_id, "producer_id": producer_id,
+                              "producer_epoch": epoch, "verify_only": True,
+                              "topics": [{"name": t, "partitions": ps}
+                                         for t, ps in topics.items()]}]}, answered)
+
     # ---- housekeeping ----------------------------------------------------------------------
 
     def _housekeeping(self) -> None:
@@ -143,6 +197,10 @@ class Worker:
             delayed = self.replica_manager.next_deadline()
             if delayed is not None:
                 deadline = min(deadline, delayed)
+            if self.coordinator is not None:
+                asked = self.coordinator.next_deadline()
+                if asked is not None:
+                    deadline = min(deadline, asked)
             timeout = max(0, int((deadline - time.monotonic()) * 1000) + 1)
             try:
                 events = dict(self.poller.poll(timeout))
@@ -162,6 +220,9 @@ class Worker:
                 self.relay.on_events(events)
             self.rings.on_events(events)
             self.kafka.on_events(events)
+            if self.coordinator is not None:
+                self.coordinator.on_events(events)
+                self.coordinator.expire()
             self.replica_manager.expire()
             if time.monotonic() >= self._next_housekeeping:
                 self._housekeeping()
@@ -177,6 +238,8 @@ class Worker:
         except zmq.ZMQError:
             pass
         self.kafka.close()
+        if self.coordinator is not None:
+            self.coordinator.close()
         if self.relay is not None:
             self.relay.close()
         self.native.close()
@@ -193,12 +256,14 @@ def main(argv=None) -> int:
                                         "this worker does not serve)")
     parser.add_argument("--config-json", required=True)
     parser.add_argument("--supervisor-pid", type=int, help="exit when this is no longer the parent")
+    parser.add_argument("--coordinator", help="the supervisor's native endpoint (the transaction "
+                                              "coordinator, asked to verify transactional writes)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=os.environ.get("KAFKALITE_LOG_LEVEL", "WARNING"),
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config = ServerConfig(**json.loads(args.config_json))
     worker = Worker(args.index, config, args.control, args.port, args.kafka_port, args.relay,
-                    args.supervisor_pid)
+                    args.supervisor_pid, args.coordinator)
 
     def stop(signum, frame):
         worker._stop = True

@@ -1,16 +1,14 @@
 """`kafkalite transactions` against a running server: list and describe a
 transactional producer, and find and abort a hanging transaction (one its
-coordinator does not know, here written straight to the partition as a
-producer's late retry would), after which read_committed consumers move on."""
+coordinator does not know), after which read_committed consumers move on."""
+import os
+import shutil
 import time
 
 from test_console import _one_line_error, cli
 
-from kafkalite.client import (OFFSET_BEGINNING, Consumer, Producer, TopicPartition)
-from kafkalite.client.connection import Connection, parse_bootstrap
-from kafkalite.client.metadata import Metadata
-from kafkalite.protocol import ApiKey
-from kafkalite.record import RecordBatchBuilder
+from harness import ServerProcess
+from kafkalite.client import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 
 def rows(out) -> list[list[str]]:
@@ -56,49 +54,55 @@ def test_list_and_describe_a_transactional_producer(server, topic_name):
     assert bad.returncode == 1 and "Sideways" in _one_line_error(bad)
 
 
-def test_find_and_abort_a_hanging_transaction(server, topic_name):
-    bs = ["--bootstrap-server", server.bootstrap]
-    assert cli("topics", "create", topic_name, *bs).returncode == 0
-    # a transactional batch of a producer id that no coordinator has a
-    # transaction for: nothing will ever end it
-    meta = Metadata(parse_bootstrap(server.bootstrap), "t")
-    ids = meta.admin_request(ApiKey.INIT_PRODUCER_ID, {"transactional_id": None,
-                                                       "transaction_timeout_ms": -1,
-                                                       "producer_id": -1, "producer_epoch": -1})
-    meta.refresh([topic_name])
-    leader = Connection(meta.brokers[meta.leader(topic_name, 0)])
-    b = RecordBatchBuilder(producer_id=ids["producer_id"], producer_epoch=ids["producer_epoch"],
-                           base_sequence=0, transactional=True)
-    b.append(None, None, b"hanging")
-    resp = leader.request(ApiKey.PRODUCE, {"transactional_id": None, "acks": -1, "timeout_ms": 5000,
-                                           "topic_data": [{"name": topic_name, "partition_data": [
-                                               {"index": 0, "records": b.build()}]}]})
-    assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0
-    leader.close()
-    meta.close()
-    plain = Producer(server.config())
-    plain.produce(topic_name, b"after", partition=0)
-    plain.flush(10)
-    plain.close()
-    assert committed_values(server, topic_name) == []          # held back by the hang
+def test_find_and_abort_a_hanging_transaction(tmp_path):
+    """A transaction its coordinator has forgotten (its __transaction_state
+    lost with the disk it was on) hangs: it holds the LSO and nothing will
+    end it. Partition leaders verify transactional writes with the
+    coordinator, so a stray write cannot cause this; losing the
+    coordinator's state still can."""
+    srv = ServerProcess(str(tmp_path / "data"), workers=1).start()
+    topic = "hang"
+    try:
+        bs = ["--bootstrap-server", srv.bootstrap]
+        assert cli("topics", "create", topic, *bs).returncode == 0
+        p = Producer(srv.config(**{"transactional.id": "forgotten"}))
+        p.init_transactions(15)
+        p.begin_transaction()
+        p.produce(topic, b"hanging", partition=0)
+        assert p.flush(15) == 0
+        pid = p._pid
+        p.close(0)
+        assert srv.stop() == 0
+        for name in os.listdir(srv.data_dir):
+            if name.startswith("__transaction_state-"):
+                shutil.rmtree(os.path.join(srv.data_dir, name))
+        srv.start()
+        bs = ["--bootstrap-server", srv.bootstrap]
+        plain = Producer(srv.config())
+        plain.produce(topic, b"after", partition=0)
+        plain.flush(10)
+        plain.close()
+        assert committed_values(srv, topic) == []          # held back by the hang
 
-    producers = rows(cli("transactions", "describe-producers", "--topic", topic_name, *bs))
-    assert [int(r[-1]) for r in producers if int(r[1]) == ids["producer_id"]] == [0]
-    found = cli("transactions", "find-hanging", "--topic", topic_name,
-                "--max-transaction-timeout", "0", *bs)
-    assert found.returncode == 0, found.stderr
-    hanging = [r for r in rows(found) if r and r[0] == topic_name]
-    assert [(int(r[1]), int(r[2]), int(r[4])) for r in hanging] == [(0, ids["producer_id"], 0)]
-    none_yet = cli("transactions", "find-hanging", "--topic", topic_name, *bs)  # 15 min default
-    assert [r for r in rows(none_yet) if r and r[0] == topic_name] == []
+        producers = rows(cli("transactions", "describe-producers", "--topic", topic, *bs))
+        assert [int(r[-1]) for r in producers if int(r[1]) == pid] == [0]
+        found = cli("transactions", "find-hanging", "--topic", topic,
+                    "--max-transaction-timeout", "0", *bs)
+        assert found.returncode == 0, found.stderr
+        hanging = [r for r in rows(found) if r and r[0] == topic]
+        assert [(int(r[1]), int(r[2]), int(r[4])) for r in hanging] == [(0, pid, 0)]
+        none_yet = cli("transactions", "find-hanging", "--topic", topic, *bs)  # 15 min default
+        assert [r for r in rows(none_yet) if r and r[0] == topic] == []
 
-    wrong = cli("transactions", "abort", "--topic", topic_name, "--partition", "0",
-                "--start-offset", "7", *bs)
-    assert wrong.returncode == 1 and "offset 7" in _one_line_error(wrong)
-    done = cli("transactions", "abort", "--topic", topic_name, "--partition", "0",
-               "--start-offset", "0", *bs)
-    assert done.returncode == 0, done.stderr
-    assert committed_values(server, topic_name) == [b"after"]
-    again = cli("transactions", "find-hanging", "--topic", topic_name,
-                "--max-transaction-timeout", "0", *bs)
-    assert [r for r in rows(again) if r and r[0] == topic_name] == []
+        wrong = cli("transactions", "abort", "--topic", topic, "--partition", "0",
+                    "--start-offset", "7", *bs)
+        assert wrong.returncode == 1 and "offset 7" in _one_line_error(wrong)
+        done = cli("transactions", "abort", "--topic", topic, "--partition", "0",
+                   "--start-offset", "0", *bs)
+        assert done.returncode == 0, done.stderr
+        assert committed_values(srv, topic) == [b"after"]
+        again = cli("transactions", "find-hanging", "--topic", topic,
+                    "--max-transaction-timeout", "0", *bs)
+        assert [r for r in rows(again) if r and r[0] == topic] == []
+    finally:
+        srv.stop()

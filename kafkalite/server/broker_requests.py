@@ -1,16 +1,24 @@
-"""WriteTxnMarkers requests from the transaction coordinator to the brokers.
+"""Requests one broker process sends another, over the native protocol.
 
-The transaction coordinator (in the supervisor) ends a transaction by
-having a COMMIT or ABORT marker written to every partition it touched.
-Partitions of the workers are reached here: one ZeroMQ DEALER per worker,
-speaking the native protocol to its ROUTER as any client would, carrying
-Kafka's own WriteTxnMarkers request. Each request's outcome -- the response
-body, or a KafkaError (an error reply, no answer within ``timeout_s``, the
-worker gone) -- goes to the ``on_done`` callback given with it; retrying is
-the coordinator's decision.
+Two conversations need it:
 
-Who may call: the supervisor's event loop (``attach``, ``on_events``,
-``expire``, ``close``) and the transaction coordinator, on that one thread.
+- the transaction coordinator (in the supervisor) ends a transaction by
+  having a COMMIT or ABORT marker written to every partition it touched:
+  WriteTxnMarkers to each worker leading one;
+- a worker about to append the first batch of a producer's transaction to
+  a partition asks the coordinator whether the partition is in that
+  transaction (AddPartitionsToTxn with ``verify_only``, KIP-890 part 1).
+
+One ZeroMQ DEALER per peer process, speaking the native protocol to its
+ROUTER as any client would, carrying Kafka's own request. Each request's
+outcome -- the response body, or a KafkaError (an error reply, no answer
+within ``timeout_s``, the peer gone) -- goes to the ``on_done`` callback
+given with it; retrying is the caller's decision. Answers never block
+the event loop: ``on_events`` takes them when the poller says so.
+
+Who may call: the owning process's event loop (``attach``, ``on_events``,
+``expire``, ``close``) and the parts that run on it; nothing here is
+thread-safe.
 """
 from __future__ import annotations
 
@@ -29,21 +37,20 @@ from kafkalite.protocol import native
 
 log = logging.getLogger("kafkalite.txn")
 
-WRITE_TXN_MARKERS_VERSION = 1
-CLIENT_ID = "kafkalite-txn-coordinator"
 _CORRELATION = struct.Struct(">i")
 
 
-class MarkerSender:
+class BrokerRequests:
     def __init__(self, zctx: zmq.Context, endpoint_of: Callable[[int], str | None],
-                 timeout_s: float = 30.0):
+                 client_id: str, timeout_s: float = 30.0):
         self.zctx = zctx
         self.endpoint_of = endpoint_of          # broker id -> its native endpoint (None: down)
+        self.client_id = client_id
         self.timeout_s = timeout_s
         self._poller: zmq.Poller | None = None
         self._sockets: dict[int, tuple[str, zmq.Socket]] = {}
-        # correlation id -> (broker id, deadline, on_done)
-        self._waiting: dict[int, tuple[int, float, Callable]] = {}
+        # correlation id -> (broker id, api key, version, deadline, on_done)
+        self._waiting: dict[int, tuple] = {}
         self._ids = itertools.count(1)
 
     def attach(self, poller: zmq.Poller) -> None:
@@ -51,9 +58,10 @@ class MarkerSender:
         for _, sock in self._sockets.values():
             poller.register(sock, zmq.POLLIN)
 
-    def send(self, broker_id: int, body: dict, on_done: Callable[[object], None]) -> None:
-        """Send a WriteTxnMarkers request to ``broker_id``; ``on_done`` gets the
-        response body or a KafkaError."""
+    def send(self, broker_id: int, api_key: int, version: int, body: dict,
+             on_done: Callable[[object], None]) -> None:
+        """Send a request to ``broker_id``; ``on_done`` gets the response
+        body or a KafkaError."""
         endpoint = self.endpoint_of(broker_id)
         if endpoint is None:
             on_done(errors.BrokerNotAvailableError(f"broker {broker_id} is not available"))
@@ -61,10 +69,10 @@ class MarkerSender:
         sock = self._socket(broker_id, endpoint)
         cid = next(self._ids) & 0x7FFFFFFF
         frames: list = []
-        payload = encode_request(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, cid,
-                                 CLIENT_ID, body, records_out=frames)
+        payload = encode_request(api_key, version, cid, self.client_id, body, records_out=frames)
         sock.send_multipart([payload, *frames])
-        self._waiting[cid] = (broker_id, time.monotonic() + self.timeout_s, on_done)
+        self._waiting[cid] = (broker_id, api_key, version, time.monotonic() + self.timeout_s,
+                              on_done)
 
     def _socket(self, broker_id: int, endpoint: str) -> zmq.Socket:
         known = self._sockets.get(broker_id)
@@ -85,10 +93,10 @@ class MarkerSender:
         if self._poller is not None:
             self._poller.unregister(sock)
         sock.close()
-        for cid, (b, _, on_done) in list(self._waiting.items()):
-            if b == broker_id:
+        for cid, waiting in list(self._waiting.items()):
+            if waiting[0] == broker_id:
                 del self._waiting[cid]
-                on_done(err)
+                waiting[-1](err)
 
     def on_events(self, events: dict) -> None:
         for broker_id, (_, sock) in list(self._sockets.items()):
@@ -105,30 +113,37 @@ class MarkerSender:
         try:
             if frames[0] == native.ERROR_FRAME:
                 cid, code, message = native.decode_error(frames[1])
+                waiting = self._waiting.pop(cid, None)
                 result: object = error_for_code(code)(message)
             else:
                 (cid,) = _CORRELATION.unpack_from(frames[0])
-                _, result = decode_response(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION,
-                                            frames[0])
+                waiting = self._waiting.pop(cid, None)
+                if waiting is None:
+                    return
+                _, result = decode_response(waiting[1], waiting[2], frames[0],
+                                            records_in=frames[1:])
         except (ProtocolError, struct.error, IndexError) as exc:
-            log.error("unreadable WriteTxnMarkers answer: %s", exc)
+            log.error("unreadable answer from a broker: %s", exc)
             return
-        waiting = self._waiting.pop(cid, None)
         if waiting is not None:
-            waiting[2](result)
+            waiting[-1](result)
 
     def expire(self, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
-        for cid, (broker_id, deadline, on_done) in list(self._waiting.items()):
+        for cid, (broker_id, api_key, _, deadline, on_done) in list(self._waiting.items()):
             if deadline <= now:
                 del self._waiting[cid]
                 on_done(errors.RequestTimedOutError(
-                    f"broker {broker_id} did not answer WriteTxnMarkers in {self.timeout_s:.0f} s"))
+                    f"broker {broker_id} did not answer {ApiKey(api_key).name} in "
+                    f"{self.timeout_s:.0f} s"))
 
     @property
     def in_flight(self) -> int:
         return len(self._waiting)
 
+    def next_deadline(self) -> float | None:
+        return min((w[3] for w in self._waiting.values()), default=None)
+
     def close(self) -> None:
         for broker_id in list(self._sockets):
-            self._drop(broker_id, errors.BrokerNotAvailableError("the coordinator is stopping"))
+            self._drop(broker_id, errors.BrokerNotAvailableError("this process is stopping"))
