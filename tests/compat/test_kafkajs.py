@@ -1,0 +1,85 @@
+"""kafkajs (Node.js, from the npm registry) against kafkalite's Kafka listener.
+
+tests/compat/js/ holds the pinned package (package.json, package-lock.json)
+and transactions.js, a transactional producer and a consumer group written
+with kafkajs; this test installs kafkajs there with ``npm ci`` on first use,
+runs the script against a real server and checks the JSON it prints. It skips
+only when node is not installed (tools/install-system-deps installs it).
+
+To see the read_committed checks catch aborted records, run the script with
+``--read-uncommitted`` (the consumer then asks for read_uncommitted, as a
+broker that ignored the isolation level would answer): the assertions on
+``first`` fail with the ``ab-`` values.
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+from compat_helpers import create_topic, native_read
+
+JS = pathlib.Path(__file__).parent / "js"
+NODE = shutil.which("node")
+PARTITIONS = 3
+PER_TXN = 12      # transactions.js's PER_TXN
+
+pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed "
+                                "(tools/install-system-deps installs nodejs and npm)")
+
+
+@pytest.fixture(scope="module")
+def kafkajs() -> pathlib.Path:
+    """tests/compat/js with node_modules installed from package-lock.json."""
+    installed = JS / "node_modules" / "kafkajs" / "package.json"
+    pinned = json.loads((JS / "package-lock.json").read_text())[
+        "packages"]["node_modules/kafkajs"]["version"]
+    if not installed.exists() or json.loads(installed.read_text())["version"] != pinned:
+        npm = shutil.which("npm")
+        assert npm is not None, "node is installed but npm is not (apt-get install npm)"
+        r = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=JS,
+                           capture_output=True, text=True, timeout=240)
+        assert r.returncode == 0, f"npm ci failed:\n{r.stdout}\n{r.stderr}"
+    return JS
+
+
+def values(records, prefix=None) -> list[str]:
+    return sorted(r["value"] for r in records if prefix is None or r["value"].startswith(prefix))
+
+
+def expected(*tags) -> list[str]:
+    return sorted(f"{tag}-{i}" for tag in tags for i in range(PER_TXN))
+
+
+def test_kafkajs_transactions_and_a_read_committed_consumer_group(server, topic_name, kafkajs):
+    create_topic(server, topic_name, PARTITIONS)
+    r = subprocess.run([NODE, str(kafkajs / "transactions.js"), server.kafka_bootstrap,
+                        topic_name, str(PARTITIONS)],
+                       capture_output=True, text=True, timeout=50)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    # the first member saw both committed transactions, once each, and none of
+    # the aborted one; per partition in offset order
+    assert values(out["first"]) == expected("c1", "c2")
+    for records in (out["first"], out["second"]):
+        for p in range(PARTITIONS):
+            offsets = [r["offset"] for r in records if r["partition"] == p]
+            assert offsets == sorted(set(offsets))
+    # the second member of the group resumed at the offsets the first committed
+    assert values(out["second"]) == expected("c3")
+    # ...and committed past its last record: before c3's commit marker, or
+    # after it when the marker came in a fetch of its own (the log's end)
+    last = {p: max(r["offset"] for r in out["second"] if r["partition"] == p)
+            for p in range(PARTITIONS)}
+    assert [g["partition"] for g in out["groupOffsets"]] == list(range(PARTITIONS))
+    for g in out["groupOffsets"]:
+        assert g["offset"] in (last[g["partition"]] + 1, last[g["partition"]] + 2), g
+    # sendOffsets: the committed transaction's offset, not the aborted one's
+    assert out["txnOffsets"] == [{"partition": p, "offset": 7 if p == 0 else -1}
+                                 for p in range(PARTITIONS)]
+    # the aborted records are in the log: read_committed is what kept them out
+    everything = [rec[3].decode() for rec in native_read(server, topic_name, PARTITIONS,
+                                                         4 * PER_TXN)]
+    assert sorted(everything) == expected("c1", "ab", "c2", "c3")
