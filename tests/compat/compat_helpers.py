@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import time
 
+import confluent_kafka as ck
+
 from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer,
                               TopicPartition)
 
@@ -126,3 +128,28 @@ class KafkaWire:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def kafka_conf(server, **extra) -> dict:
+    """A confluent-kafka config for the server's Kafka listener."""
+    return {"bootstrap.servers": server.kafka_bootstrap, "socket.timeout.ms": 10000, **extra}
+
+
+def read_values(server, topic, partitions, isolation, settle=1.5, timeout=15.0) -> list[bytes]:
+    """Every value a consumer with ``isolation`` reads from the beginning,
+    once nothing new came for ``settle`` seconds."""
+    c = ck.Consumer(kafka_conf(server, **{"group.id": f"reader-{isolation}-{time.monotonic()}",
+                                   "enable.auto.commit": False, "isolation.level": isolation}))
+    try:
+        c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(partitions)])
+        out, quiet_since, deadline = [], time.monotonic(), time.monotonic() + timeout
+        while time.monotonic() - quiet_since < settle and time.monotonic() < deadline:
+            got = c.consume(1000, 0.2)
+            for m in got:
+                assert m.error() is None, m.error()
+                out.append(m.value())
+            if got:
+                quiet_since = time.monotonic()
+        return out
+    finally:
+        c.close()

@@ -14,34 +14,10 @@ import time
 
 import confluent_kafka as ck
 import pytest
-from compat_helpers import KafkaWire, create_topic
+from compat_helpers import KafkaWire, create_topic, kafka_conf as conf, read_values
 
 from kafkalite import errors
 from kafkalite.protocol import ApiKey
-
-
-def conf(server, **extra) -> dict:
-    return {"bootstrap.servers": server.kafka_bootstrap, "socket.timeout.ms": 10000, **extra}
-
-
-def read_values(server, topic, partitions, isolation, settle=1.5, timeout=15.0) -> list[bytes]:
-    """Every value a consumer with ``isolation`` reads from the beginning,
-    once nothing new came for ``settle`` seconds."""
-    c = ck.Consumer(conf(server, **{"group.id": f"reader-{isolation}-{time.monotonic()}",
-                                   "enable.auto.commit": False, "isolation.level": isolation}))
-    try:
-        c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(partitions)])
-        out, quiet_since, deadline = [], time.monotonic(), time.monotonic() + timeout
-        while time.monotonic() - quiet_since < settle and time.monotonic() < deadline:
-            got = c.consume(1000, 0.2)
-            for m in got:
-                assert m.error() is None, m.error()
-                out.append(m.value())
-            if got:
-                quiet_since = time.monotonic()
-        return out
-    finally:
-        c.close()
 
 
 def test_confluent_commit_and_abort_seen_by_read_committed_and_read_uncommitted(server, topic_name):

@@ -30,7 +30,7 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
 from compat_helpers import create_topic
-from test_kafka_transactions import read_values
+from compat_helpers import read_values
 
 # found, not imported: the application runs in its own process
 pytestmark = pytest.mark.skipif(
