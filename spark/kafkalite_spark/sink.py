@@ -477,7 +477,12 @@ def abort_transactions(o: opt.SinkOptions, run_id: str | None, messages) -> None
         tids |= {transactional_id(o, run_id, p) for p in range(len(messages))}
     if tids:
         with _Transactions(o) as coordinator:
-            coordinator.abort_open(tids)
+            # every id, open or not: a task still running (cancelled, not yet
+            # stopped) that took its id but had not written is fenced too,
+            # or it could open a transaction after this abort that would
+            # hold read_committed readers until transaction.timeout.ms
+            for tid in sorted(tids):
+                coordinator.fence(tid)
 
 
 def _task():
