@@ -51,37 +51,45 @@ def create_topic(server, name: str) -> None:
 
 # ---- produce ----------------------------------------------------------------------------------
 
+def drive(p, transactional: bool, seconds: float, send_1000, commit_ms, commit_records) -> float:
+    """Records/s of ``send_1000()`` (1,000 records a call) for ``seconds``,
+    in transactions committed every ``commit_ms`` or ``commit_records``
+    when ``transactional``; the same loop for both clients."""
+    if transactional:
+        p.init_transactions(30)
+        p.begin_transaction()
+    sent, in_txn, txn_started = 0, 0, time.monotonic()
+    start = time.monotonic()
+    end = start + seconds
+    while time.monotonic() < end:
+        send_1000()
+        sent += 1000
+        in_txn += 1000
+        if transactional and ((commit_records and in_txn >= commit_records) or
+                              (commit_ms and time.monotonic() - txn_started >= commit_ms / 1000)):
+            p.commit_transaction(60)
+            p.begin_transaction()
+            in_txn, txn_started = 0, time.monotonic()
+    if transactional:
+        p.commit_transaction(60)
+    assert p.flush(120) == 0
+    return sent / (time.monotonic() - start)
+
+
 def native_produce(server, topic: str, seconds: float, commit_ms=None, commit_records=None,
                    tag="") -> float:
     """Records/s for ``seconds``: idempotent when no commit interval is given."""
     from kafkalite.client import Producer
     conf = {"bootstrap.servers": server.bootstrap}
-    if commit_ms or commit_records:
+    transactional = bool(commit_ms or commit_records)
+    if transactional:
         conf["transactional.id"] = f"bench-native-{tag}"
     p = Producer(conf)
     values = [VALUE] * 1_000
     try:
-        transactional = "transactional.id" in conf
-        if transactional:
-            p.init_transactions(30)
-        sent, in_txn, txn_started = 0, 0, time.monotonic()
-        start = time.monotonic()
-        end = start + seconds
-        if transactional:
-            p.begin_transaction()
-        while time.monotonic() < end:
-            p.produce_batch(topic, values, partition=0)
-            sent += len(values)
-            in_txn += len(values)
-            if transactional and ((commit_records and in_txn >= commit_records) or
-                                  (commit_ms and time.monotonic() - txn_started >= commit_ms / 1000)):
-                p.commit_transaction(60)
-                p.begin_transaction()
-                in_txn, txn_started = 0, time.monotonic()
-        if transactional:
-            p.commit_transaction(60)
-        assert p.flush(120) == 0
-        return sent / (time.monotonic() - start)
+        return drive(p, transactional, seconds,
+                     lambda: p.produce_batch(topic, values, partition=0), commit_ms,
+                     commit_records)
     finally:
         p.close()
 
@@ -96,31 +104,17 @@ def ck_produce(server, topic: str, seconds: float, commit_ms=None, commit_record
     if transactional:
         conf["transactional.id"] = f"bench-ck-{tag}"
     p = ck.Producer(conf)
-    if transactional:
-        p.init_transactions(30)
-        p.begin_transaction()
     produce = p.produce
-    sent, in_txn, txn_started = 0, 0, time.monotonic()
-    start = time.monotonic()
-    end = start + seconds
-    while time.monotonic() < end:
+
+    def send_1000():
         for _ in range(1000):
             try:
                 produce(topic, VALUE, partition=0)
             except BufferError:
                 p.poll(0.01)
                 produce(topic, VALUE, partition=0)
-        sent += 1000
-        in_txn += 1000
-        if transactional and ((commit_records and in_txn >= commit_records) or
-                              (commit_ms and time.monotonic() - txn_started >= commit_ms / 1000)):
-            p.commit_transaction(60)
-            p.begin_transaction()
-            in_txn, txn_started = 0, time.monotonic()
-    if transactional:
-        p.commit_transaction(60)
-    assert p.flush(120) == 0
-    return sent / (time.monotonic() - start)
+
+    return drive(p, transactional, seconds, send_1000, commit_ms, commit_records)
 
 
 # ---- consume ----------------------------------------------------------------------------------
