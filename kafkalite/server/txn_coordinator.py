@@ -109,13 +109,10 @@ class TransactionMetadata:
 
     def value(self) -> dict:
         """The TransactionLogValue body of this state."""
-        by_topic: dict[str, list] = {}
-        for topic, index in sorted(self.partitions):
-            by_topic.setdefault(topic, []).append(index)
         return {"producer_id": self.producer_id, "producer_epoch": self.producer_epoch,
                 "transaction_timeout_ms": self.timeout_ms, "transaction_status": int(self.state),
-                "transaction_partitions": [{"topic": t, "partition_ids": ps}
-                                           for t, ps in by_topic.items()],
+                "transaction_partitions": [{"topic": t["topic"], "partition_ids": t["partitions"]}
+                                           for t in self.topics()],
                 "transaction_last_update_timestamp_ms": self.last_update_ms,
                 "transaction_start_timestamp_ms": self.start_ms}
 
@@ -201,16 +198,18 @@ class TransactionCoordinator:
     # ---- checks shared by the APIs -----------------------------------------------------------
 
     def _known(self, transactional_id: str, producer_id: int, producer_epoch: int,
-               api_version: int, fenced_code_from: int) -> TransactionMetadata:
+               api_version: int, fenced_code_from: int | None) -> TransactionMetadata:
         """The id's metadata after checking that the caller is its current
         producer; ``fenced_code_from`` is the first version of the API that
-        knows PRODUCER_FENCED (older ones get INVALID_PRODUCER_EPOCH)."""
+        knows PRODUCER_FENCED (older ones, and every version when None, get
+        INVALID_PRODUCER_EPOCH)."""
         meta = self.txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             raise errors.InvalidProducerIdMappingError(
                 f"transactional id {transactional_id!r} is not mapped to producer id {producer_id}")
         if producer_epoch != meta.producer_epoch:
-            fenced = (errors.ProducerFencedError if api_version >= fenced_code_from
+            fenced = (errors.ProducerFencedError
+                      if fenced_code_from is not None and api_version >= fenced_code_from
                       else errors.InvalidProducerEpochError)
             raise fenced(f"producer {producer_id} epoch {producer_epoch} of "
                          f"{transactional_id!r} is fenced by epoch {meta.producer_epoch}")
@@ -382,7 +381,7 @@ class TransactionCoordinator:
         """For TxnOffsetCommit: 0 when the producer's open transaction
         includes the group's offsets partition, else the error code."""
         try:
-            meta = self._known(tid, pid, epoch, 0, 1 << 15)
+            meta = self._known(tid, pid, epoch, 0, None)
         except KafkaError as exc:
             return exc.code
         if meta.state != TxnState.ONGOING or self.offsets_partition(group) not in meta.partitions:

@@ -343,7 +343,7 @@ class PartitionLog:
         (and only those: the others were found complete)."""
         if txn.aborted and txn.last_offset >= rebuild_from:
             segment = self._segments[self._segment_index(txn.last_offset)]
-            if txn.last_offset not in {t.last_offset for t in segment.txn_index.entries}:
+            if not segment.txn_index.has_entry_ending_at(txn.last_offset):
                 self._index_aborted(txn, segment)
 
     def _maybe_roll(self, size: int, last_offset: int, max_timestamp: int, now: int) -> None:

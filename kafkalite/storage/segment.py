@@ -40,7 +40,8 @@ import time
 
 from kafkalite._ext.batch_scan import batch_header, find_next_batch, scan_log
 from kafkalite.errors import KafkaStorageError
-from kafkalite.record import BATCH_HEADER_SIZE, RecordBatch
+from kafkalite.record import BATCH_HEADER_SIZE, LOG_OVERHEAD, RecordBatch
+from kafkalite.record.layout import MIN_BATCH_LENGTH, OFF_LENGTH
 from kafkalite.storage.checkpoint import fsync_dir
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.index import OffsetIndex, TimeIndex
@@ -59,6 +60,16 @@ log = logging.getLogger(__name__)
 
 # Bytes read at once when stepping through batch headers after an index hit.
 _HEADER_SCAN_CHUNK = 64 * 1024
+
+
+def _cut_short(data, at: int) -> bool:
+    """Whether the bytes of ``data`` from ``at`` on are the beginning of a
+    batch that goes on past the end of ``data`` (rather than a bad one)."""
+    rest = len(data) - at
+    if rest < LOG_OVERHEAD:
+        return True
+    length = int.from_bytes(data[at + OFF_LENGTH:at + OFF_LENGTH + 4], "big", signed=True)
+    return length >= MIN_BATCH_LENGTH and length + LOG_OVERHEAD > rest
 
 
 def segment_name(base_offset: int) -> str:
@@ -476,9 +487,9 @@ class LogSegment:
         data = os.pread(self.file.fileno(), end - start, start)
         scan = scan_log(data, min_offset=0, verify_crc=True)
         good_end = start + scan.valid_bytes
-        # the region may end inside a batch (Kafka's fetches do): a torn
-        # last batch is not damage, unless nothing before it was whole
-        partial = scan.error is not None and ("torn" in scan.error or "stray" in scan.error)
+        # the region may end inside a batch (Kafka's fetches do): a last
+        # batch cut short is not damage, unless nothing before it was whole
+        partial = scan.error is not None and _cut_short(data, scan.valid_bytes)
         if position <= self.verified_end:
             self.verified_end = max(self.verified_end, good_end)
         if scan.error is None or (partial and good_end > position):

@@ -28,6 +28,7 @@ partition log and its loader, on the log owner's thread.
 """
 from __future__ import annotations
 
+import bisect
 import os
 import struct
 from typing import NamedTuple
@@ -72,6 +73,12 @@ class TransactionIndex:
     @property
     def entries(self) -> list[AbortedTxn]:
         return list(self._entries)
+
+    def has_entry_ending_at(self, last_offset: int) -> bool:
+        """Whether an entry's marker is at ``last_offset`` (entries are in
+        marker order, so a binary search)."""
+        i = bisect.bisect_left(self._entries, last_offset, key=lambda e: e.last_offset)
+        return i < len(self._entries) and self._entries[i].last_offset == last_offset
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -19,19 +19,9 @@ import time
 
 import pytest
 
-from harness import ServerProcess
+from harness import ServerProcess, create
 from kafkalite import errors
-from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer,
-                              TopicPartition)
-
-
-def create(srv, topic, partitions):
-    admin = AdminClient(srv.config())
-    try:
-        for f in admin.create_topics([NewTopic(topic, partitions)]).values():
-            f.result()
-    finally:
-        admin.close()
+from kafkalite.client import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 
 def read(srv, topic, partitions, isolation="read_committed", arrow=False, settle=1.0,
