@@ -87,6 +87,10 @@ class _Batch:
 
 
 INT32_SPAN = 1 << 31                 # sequences wrap from INT32_MAX to 0
+# An idempotent producer's requests carrying one partition out at once:
+# a worker recognises a retried batch among the last five appends it took
+# from the producer (Kafka's brokers: the last five batches).
+MAX_APPENDS_OUT = 5
 # Transaction states (the producer's side of them)
 _UNINITIALIZED, _READY, _IN_TXN, _FATAL = "uninitialized", "ready", "in transaction", "fatal"
 # CONCURRENT_TRANSACTIONS mostly means the previous transaction's markers
@@ -635,7 +639,10 @@ class _Sender:
         cfg = producer.config
         self.meta = Metadata(producer._bootstrap, cfg["client.id"], producer._ctx)
         self.nodes: dict[int, _Node] = {}
-        self.waiting: list[_Batch] = []        # no leader known yet / backing off
+        # per partition, in sequence order: batches not routed to a worker
+        # yet (no leader known, backing off, or held back, see below)
+        self.waiting: dict[tuple[str, int], collections.deque] = {}
+        self.need_metadata = False
         self.poller = zmq.Poller()
         self.poller.register(producer._wake_r, zmq.POLLIN)
         self.request_timeout = cfg["request.timeout.ms"] / 1000.0
@@ -650,6 +657,19 @@ class _Sender:
         # the sequence after the last one acknowledged
         self.sequences: dict[tuple[str, int], int] = {}
         self.acked: dict[tuple[str, int], int] = {}
+        # idempotence: per partition, batches routed to a worker and not
+        # answered yet, requests carrying it not answered yet, and the
+        # retried batch it waits on. A worker recognises a retried batch
+        # among the last five appends it took from the producer, so no more
+        # than five requests carry a partition at once; a retried batch goes
+        # out alone, once nothing else of its partition is out, and the later
+        # batches wait for its answer (as Kafka's producer does). Pipelined
+        # behind a retry, later batches could be appended first when the
+        # retried one had been written before a crash, and push it out of
+        # that window.
+        self.in_flight_batches: collections.Counter = collections.Counter()
+        self.requests_out: collections.Counter = collections.Counter()
+        self.retrying: dict[tuple[str, int], _Batch] = {}
         self.pid_generation = 0
         self.init_at = 0.0              # next InitProducerId attempt (idempotent, not transactional)
         self.unstamped: list[_Batch] = []   # ready, waiting for a producer id or AddPartitionsToTxn
@@ -704,13 +724,17 @@ class _Sender:
         """The worker went away: everything in flight to it is retried."""
         self.nodes.pop(node.node_id, None)
         node.link.unregister(self.poller)
-        retry = [b for groups, _ in node.in_flight.values() for batches in groups.values()
-                 for b in batches]
+        retry = []
+        for groups, _ in node.in_flight.values():
+            self._answered(groups)
+            retry += [b for batches in groups.values() for b in batches]
+        self._landed(node.queue)
         retry += list(node.queue)
+        node.queue.clear()
         node.link.close()
         for b in retry:
             self._retry(b, err)
-        self.refresh_at = 0.0
+        self.refresh_at, self.need_metadata = 0.0, True
 
     # sending
 
@@ -731,18 +755,14 @@ class _Sender:
         if not p._idempotent:
             for b in ready:
                 self._build(b)
-                self._route(b)
+                if not self._route(b):
+                    self._wait(b)
             return next_deadline
         self.unstamped += ready
         if self.unstamped and self._stamp_ready(now):
-            held = {(w.topic, w.partition) for w in self.waiting}
             stamped, self.unstamped = self.unstamped, []
             for b in stamped:
-                key = (b.topic, b.partition)
-                if key in held:
-                    self.waiting.append(b)   # an earlier batch of the partition waits
-                elif not self._route(b):
-                    held.add(key)
+                self._wait(b)        # _flush_waiting routes them, in sequence order
         elif self.unstamped:
             expired = [b for b in self.unstamped if now >= b.deadline]
             if expired:
@@ -858,10 +878,12 @@ class _Sender:
             leader = -1
         node = self._node(leader) if leader >= 0 else None
         if node is None:
-            self.waiting.append(b)
+            self.need_metadata = True
             return False
         b.node = node.node_id
         node.queue.append(b)
+        if self.p._idempotent:
+            self.in_flight_batches[(b.topic, b.partition)] += 1
         return True
 
     def _send(self, node: _Node) -> None:
@@ -875,14 +897,21 @@ class _Sender:
             size = 0
             while node.queue and (not groups or size + len(node.queue[0].raw) <= self.max_request):
                 b = node.queue[0]
-                same = groups.get((b.topic, b.partition))
+                key = (b.topic, b.partition)
+                same = groups.get(key)
+                if (same is None and self.p._idempotent
+                        and self.requests_out[key] >= MAX_APPENDS_OUT):
+                    self._hold_back(node, key)
+                    continue
                 if same and (b.attempts or same[0].attempts) and self.p._idempotent:
                     # a retried batch travels alone: the worker recognises a
                     # duplicate only as a whole append
                     break
                 node.queue.popleft()
                 size += len(b.raw)
-                groups.setdefault((b.topic, b.partition), []).append(b)
+                groups.setdefault(key, []).append(b)
+            if not groups:
+                break
             topics: dict[str, list] = {}
             for (topic, partition), batches in groups.items():
                 records = batches[0].raw if len(batches) == 1 else b"".join(b.raw for b in batches)
@@ -900,29 +929,69 @@ class _Sender:
                         self.p._report(b, None, -1)
             else:
                 node.in_flight[cid] = (groups, time.monotonic())
+                if self.p._idempotent:
+                    self.requests_out.update(groups.keys())
 
     # outcomes
 
+    def _wait(self, b: _Batch) -> None:
+        """Put ``b`` among its partition's waiting batches, in sequence order."""
+        queue = self.waiting.setdefault((b.topic, b.partition), collections.deque())
+        queue.append(b)
+        if len(queue) > 1 and b.sequence >= 0 and b.sequence < queue[-2].sequence:
+            # a retried batch behind later ones (sequences wrap only after 2**31)
+            ordered = sorted(queue, key=lambda q: q.sequence)
+            queue.clear()
+            queue.extend(ordered)
+
+    def _answered(self, groups: dict) -> None:
+        """Idempotence: a request is answered or given up on."""
+        if self.p._idempotent:
+            self.requests_out.subtract(groups.keys())
+            for key in groups:
+                if self.requests_out[key] <= 0:
+                    del self.requests_out[key]
+            self._landed(b for batches in groups.values() for b in batches)
+
+    def _hold_back(self, node: _Node, key) -> None:
+        """Take a partition's batches out of ``node``'s queue, back to waiting."""
+        later = [q for q in node.queue if (q.topic, q.partition) == key]
+        if later:
+            node.queue = collections.deque(q for q in node.queue if (q.topic, q.partition) != key)
+            self._landed(later)
+            for q in later:
+                q.node = None
+                self._wait(q)
+
+    def _landed(self, batches) -> None:
+        """Idempotence: these batches are answered, given up on, or back to waiting."""
+        if self.p._idempotent:
+            for b in batches:
+                key = (b.topic, b.partition)
+                self.in_flight_batches[key] -= 1
+                if self.in_flight_batches[key] <= 0:
+                    del self.in_flight_batches[key]
+
     def _retry(self, b: _Batch, err: KafkaError) -> None:
         now = time.monotonic()
+        if self.retrying.get((b.topic, b.partition)) is b:
+            del self.retrying[(b.topic, b.partition)]
         if b.attempts > self.retries or now >= b.deadline:
             why = "delivery.timeout.ms expired" if now >= b.deadline else "retries exhausted"
             self.p._report(b, type(err)(f"{err.message} ({why})"), -1)
             return
         b.retry_at = now + self.backoff
         b.node = None
-        self.waiting.append(b)
+        self._wait(b)
         if self.p._idempotent:
             # the partition's later batches not sent yet must not overtake it
-            key = (b.topic, b.partition)
             for node in self.nodes.values():
-                if any((q.topic, q.partition) == key for q in node.queue):
-                    self.waiting += [q for q in node.queue if (q.topic, q.partition) == key]
-                    node.queue = collections.deque(q for q in node.queue
-                                                   if (q.topic, q.partition) != key)
+                self._hold_back(node, (b.topic, b.partition))
 
     def _on_partition_result(self, b: _Batch, code: int, message, base_offset: int) -> None:
         key = (b.topic, b.partition)
+        if self.retrying.get(key) is b:
+            del self.retrying[key]
         if code == 0:
             if b.sequence >= 0:
                 self.acked[key] = (b.sequence + b.count) % INT32_SPAN
@@ -931,13 +1000,21 @@ class _Sender:
         err = errors.error_for_code(code)(message or errors.error_for_code(code).name)
         if (code == errors.OutOfOrderSequenceNumberError.code and b.sequence >= 0
                 and b.sequence != self.acked.get(key, 0)):
+            if (self.acked.get(key, 0) - b.sequence) % INT32_SPAN <= INT32_SPAN // 2:
+                # A later batch was acknowledged, and the worker takes a
+                # producer's batches only in sequence order: this one is in
+                # the log (written before a crash, its answer lost), just no
+                # longer among the few the worker remembers to recognise a
+                # retry. Delivered; its offset is not known.
+                self.p._report(b, None, -1)
+                return
             # an earlier batch of the partition failed and is being retried:
             # this one follows it
             self._retry(b, err)
             return
         if err.retriable:
             if code in self.RETRIABLE_REFRESH:
-                self.refresh_at = 0.0
+                self.refresh_at, self.need_metadata = 0.0, True
             self._retry(b, err)
         else:
             self.p._report(b, err, -1)
@@ -946,6 +1023,7 @@ class _Sender:
         groups, _ = node.in_flight.pop(cid, (None, None))
         if groups is None:
             return
+        self._answered(groups)
         if isinstance(body, KafkaError):
             for batches in groups.values():
                 for b in batches:
@@ -968,6 +1046,7 @@ class _Sender:
             for cid, (groups, sent) in list(node.in_flight.items()):
                 if now - sent > self.request_timeout:
                     del node.in_flight[cid]
+                    self._answered(groups)
                     for b in (b for batches in groups.values() for b in batches):
                         self._retry(b, errors.RequestTimedOutError(
                             f"no acknowledgement from worker {node.node_id} within "
@@ -984,30 +1063,49 @@ class _Sender:
                     f"lost the link to worker {node.node_id}"))
 
     def _flush_waiting(self, now: float) -> None:
+        """Route each partition's waiting batches, oldest first, as far as
+        leaders, backoffs and (idempotence) the rules above allow."""
         if not self.waiting:
             return
-        if now >= self.refresh_at:
-            topics = sorted({b.topic for b in self.waiting})
+        if self.need_metadata and now >= self.refresh_at:
+            self.need_metadata = False
+            topics = sorted({topic for topic, _ in self.waiting})
             try:
                 self.meta.refresh(topics, False, self.request_timeout)
             except KafkaError as exc:
                 log.warning("metadata refresh failed: %s", exc)
             self.refresh_at = now + max(self.backoff, 0.05)
-        still, self.waiting = self.waiting, []
-        held: set = set()       # idempotence: partitions whose earliest batch still waits
-        if self.p._idempotent:
-            still.sort(key=lambda b: (b.topic, b.partition, b.sequence))
-        for b in still:
-            key = (b.topic, b.partition)
-            if now >= b.deadline:
-                self.p._report(b, errors.RequestTimedOutError(
-                    f"delivery.timeout.ms expired before {b.topic}-{b.partition} had a leader"), -1)
-            elif now < b.retry_at or key in held:
-                self.waiting.append(b)
-                if self.p._idempotent:
-                    held.add(key)
-            elif not self._route(b) and self.p._idempotent:
-                held.add(key)
+        idempotent = self.p._idempotent
+        out = self.in_flight_batches
+        for key in list(self.waiting):
+            queue = self.waiting[key]
+            while queue:
+                b = queue[0]
+                if now >= b.deadline:
+                    queue.popleft()
+                    self.p._report(b, errors.RequestTimedOutError(
+                        f"delivery.timeout.ms expired before {b.topic}-{b.partition} had a "
+                        f"leader"), -1)
+                    continue
+                if now < b.retry_at:
+                    break
+                if idempotent and (key in self.retrying or self.requests_out[key] >= MAX_APPENDS_OUT
+                                   or (b.attempts and out[key])):
+                    break
+                queue.popleft()
+                if not self._route(b):
+                    # back in front (routing may have dropped a worker and
+                    # returned its batches here: _wait keeps sequence order)
+                    if idempotent:
+                        self._wait(b)
+                    else:
+                        queue.appendleft(b)
+                    break
+                if idempotent and b.attempts:
+                    self.retrying[key] = b     # the partition's later batches wait for it
+                    break
+            if not queue and self.waiting.get(key) is queue:
+                del self.waiting[key]
 
     def run(self) -> None:
         p = self.p

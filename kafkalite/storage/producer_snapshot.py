@@ -15,9 +15,9 @@ Format (Kafka's producer snapshot, version 1; big-endian)::
     entries, each 46 bytes:
       producer id                 int64
       producer epoch              int16
-      last sequence               int32   of the producer's last batch
+      last sequence               int32   of the producer's last run of batches
       last offset                 int64   of that batch
-      offset delta                int32   last offset - first offset of that batch
+      offset delta                int32   last offset - first offset of that run
       timestamp                   int64   its max timestamp
       coordinator epoch           int32   -1 until transactions
       current txn first offset    int64   -1: no open transaction

@@ -1,14 +1,21 @@
 """Idempotent producer state of one partition (Kafka's ProducerStateManager).
 
 For every producer id that wrote to the partition: its current epoch and
-the sequence and offset ranges of its last ``MAX_CACHED_BATCHES`` batches.
+the sequence and offset ranges of its last ``MAX_CACHED_BATCHES`` runs. A
+run is a stretch of the producer's batches with consecutive sequences at
+consecutive offsets (Kafka keeps single batches): one request of many
+batches, or several requests nothing else came between, is one run, so
+the window covers the producer's last five appends however many batches
+they carried -- a client that pipelines multi-batch requests still has
+every batch it may retry after a crash recognised.
 The log checks each batch a client appends against it *before* writing
 (``check``) and records every appended batch, whatever its origin, after
 (``update``):
 
-- a batch equal (epoch, first and last sequence) to a cached one is a retry
+- a batch whose sequences (same epoch) lie within a cached run is a retry
   of a batch already written: the append is acknowledged with the original
-  offsets and nothing is written;
+  offsets (a run maps sequences to offsets one to one) and nothing is
+  written;
 - an epoch older than the producer's current one: INVALID_PRODUCER_EPOCH;
 - a newer epoch must start at sequence 0, the same epoch must continue at
   last sequence + 1 (wrapping after INT32 max): otherwise
@@ -58,7 +65,7 @@ from kafkalite.storage.producer_snapshot import CorruptSnapshotError, SnapshotEn
 
 log = logging.getLogger(__name__)
 
-MAX_CACHED_BATCHES = 5          # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
+MAX_CACHED_BATCHES = 5          # runs; Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 NO_PRODUCER_EPOCH = -1
 INT32_MAX = 2**31 - 1
 
@@ -91,7 +98,7 @@ class ProducerEntry:
 
     def __init__(self, epoch: int):
         self.epoch = epoch
-        # (first_seq, last_seq, first_offset, last_offset), oldest first
+        # runs (first_seq, last_seq, first_offset, last_offset), oldest first
         self.batches: list[tuple[int, int, int, int]] = []
         self.last_written_offset = -1       # of its last batch, data or transaction marker
         self.last_timestamp = -1
@@ -104,11 +111,27 @@ class ProducerEntry:
 
 
     def cached(self, first_seq: int, last_seq: int) -> tuple[int, int] | None:
-        """(first offset, last offset) of the cached batch with these sequences."""
+        """(first offset, last offset) of the batch with these sequences, when
+        a cached run holds it."""
         for s, e, first, last in self.batches:
             if s == first_seq and e == last_seq:
                 return first, last
+            if s <= first_seq <= last_seq <= e:       # runs never cross the wrap
+                return first + first_seq - s, first + last_seq - s
         return None
+
+    def append_batch(self, first_seq: int, last_seq: int, first_offset: int,
+                     last_offset: int) -> None:
+        runs = self.batches
+        if runs:
+            s, e, first, last = runs[-1]
+            if (first_seq == e + 1 and first_offset == last + 1 and first_seq <= last_seq
+                    and last_seq - first_seq == last_offset - first_offset):
+                runs[-1] = (s, last_seq, first, last_offset)
+                return
+        runs.append((first_seq, last_seq, first_offset, last_offset))
+        if len(runs) > MAX_CACHED_BATCHES:
+            del runs[0]
 
 
 class ProducerStateManager:
@@ -226,9 +249,7 @@ class ProducerStateManager:
         if attributes & ATTR_TRANSACTIONAL and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = first_offset
             self.ongoing[pid] = first_offset
-        entry.batches.append((first_seq, last_seq, first_offset, last_offset))
-        if len(entry.batches) > MAX_CACHED_BATCHES:
-            del entry.batches[0]
+        entry.append_batch(first_seq, last_seq, first_offset, last_offset)
         return None
 
     # ---- snapshots ---------------------------------------------------------------------------

@@ -116,6 +116,44 @@ def test_a_retry_mixing_old_and_new_batches_is_refused(plog):
     assert retry.duplicate and (retry.first_offset, retry.last_offset) == (3, 8)
 
 
+def test_a_retry_of_any_batch_of_the_last_five_appends_is_recognised_also_after_a_crash(tmp_path):
+    """A client pipelines requests of many batches; after a worker's kill -9
+    it retries one whose answer was lost. Kafka's five-batch window would
+    have forgotten it behind the later batches of the same requests (seen:
+    a producer retrying such a batch for ever as OUT_OF_ORDER_SEQUENCE)."""
+    directory = tmp_path / "t-0"
+    plog = PartitionLog.open(str(directory), CONFIG)
+    plog.append(b"".join(idempotent(7, 0, 3 * i) for i in range(8)))     # offsets 0-23
+    plog.append(b"".join(idempotent(7, 0, 3 * i) for i in range(8, 12)))  # 24-35
+    for seq in (3, 15, 27):
+        retry = plog.append(idempotent(7, 0, seq))
+        assert retry.duplicate and (retry.first_offset, retry.last_offset) == (seq, seq + 2)
+    end = plog.log_end_offset
+    assert end == 36
+    # kill -9: no snapshot, the state is rebuilt from the log's batches
+    crashed = tmp_path / "crashed-0"
+    shutil.copytree(directory, crashed)
+    for name in os.listdir(crashed):
+        if name.endswith(".snapshot"):
+            os.unlink(crashed / name)
+    plog.close()
+    for path in (directory, crashed):          # clean close (snapshot) and crash
+        reopened = PartitionLog.open(str(path), CONFIG)
+        try:
+            retry = reopened.append(idempotent(7, 0, 6))
+            assert retry.duplicate and (retry.first_offset, retry.last_offset) == (6, 8)
+            assert reopened.log_end_offset == end
+            # the window is five appends when other writers come between
+            for i in range(12, 18):
+                reopened.append(idempotent(7, 0, 3 * i))
+                reopened.append(plain())
+            with pytest.raises(errors.OutOfOrderSequenceNumberError):
+                reopened.append(idempotent(7, 0, 36))           # the 6th append back
+            assert reopened.append(idempotent(7, 0, 39)).duplicate
+        finally:
+            reopened.close()
+
+
 def test_replication_and_coordinator_appends_skip_the_checks_but_update_the_state(tmp_path):
     leader = PartitionLog.open(str(tmp_path / "leader-0"), CONFIG)
     follower = PartitionLog.open(str(tmp_path / "follower-0"), CONFIG)
