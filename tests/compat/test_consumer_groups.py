@@ -47,8 +47,11 @@ def confluent_group(server, topic, group, members, want, timeout=30.0):
         for c in cs:
             c.consume(1000, 0.1)
     assignments = [sorted(tp.partition for tp in c.assignment()) for c in cs]
+    # every member commits before any leaves: a leaving member starts a
+    # rebalance, and a commit during one may rightly get REBALANCE_IN_PROGRESS
     for c in cs:
         c.commit(asynchronous=False)
+    for c in cs:
         c.close()
     return values, assignments
 
@@ -70,8 +73,9 @@ def kafka_python_group(server, topic, group, members, want, timeout=30.0):
         for c in cs:
             c.poll(100)
     assignments = [sorted(tp.partition for tp in c.assignment()) for c in cs]
-    for c in cs:
+    for c in cs:                         # all commit before any leaves (see above)
         c.commit()
+    for c in cs:
         c.close()
     return values, assignments
 
@@ -97,8 +101,9 @@ def aiokafka_group(server, topic, group, members, want, timeout=30.0):
             for c in cs:
                 await c.getmany(timeout_ms=100)
         assignments = [sorted(tp.partition for tp in c.assignment()) for c in cs]
-        for c in cs:
+        for c in cs:                     # all commit before any leaves (see above)
             await c.commit()
+        for c in cs:
             await c.stop()
         return values, assignments
     return asyncio.run(asyncio.wait_for(go(), timeout + 30))
