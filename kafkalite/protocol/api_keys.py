@@ -46,16 +46,18 @@ class ApiKey(IntEnum):
     LIST_TRANSACTIONS = 66
 
 
-# (min, max) version per API: exactly what an Apache Kafka 3.7 broker
-# advertises in its ApiVersions response for these keys. Clients infer the
-# broker release from these ranges (kafka-python: Fetch v16 => 3.7;
-# librdkafka gates features on them), and keep probing with low versions, so
-# every range starts at 0 like Kafka 3.x's. The one exception is
-# ListTransactions v1 (3.8, KIP-994: a duration filter for finding hanging
-# transactions). 3.8 would add Produce v11,
-# FindCoordinator v5, ListGroups v5 and the KIP-890 transaction versions.
+# (min, max) version per API: what an Apache Kafka 3.7 broker advertises in
+# its ApiVersions response for these keys, except for transactions, which
+# are advertised as Kafka 4.0 does: Produce v12, InitProducerId v5,
+# AddPartitionsToTxn v5, AddOffsetsToTxn v4, EndTxn v5, TxnOffsetCommit v5
+# (KIP-890 parts 1 and 2; with the finalized feature transaction.version=2
+# in ApiVersions v3+, a client may use transactions v2), and ListTransactions
+# v1 (3.8, KIP-994). Clients infer the broker release from these ranges
+# (kafka-python: Fetch v16 => 3.7; librdkafka gates features on them), and
+# keep probing with low versions, so every range starts at 0 like Kafka
+# 3.x's.
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.PRODUCE: (0, 10),
+    ApiKey.PRODUCE: (0, 12),
     ApiKey.FETCH: (0, 16),
     ApiKey.LIST_OFFSETS: (0, 8),
     ApiKey.METADATA: (0, 12),
@@ -73,13 +75,13 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.CREATE_TOPICS: (0, 7),
     ApiKey.DELETE_TOPICS: (0, 6),
     ApiKey.DELETE_RECORDS: (0, 2),
-    ApiKey.INIT_PRODUCER_ID: (0, 4),
+    ApiKey.INIT_PRODUCER_ID: (0, 5),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4),
-    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 4),
-    ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
-    ApiKey.END_TXN: (0, 3),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
+    ApiKey.END_TXN: (0, 5),
     ApiKey.WRITE_TXN_MARKERS: (0, 1),
-    ApiKey.TXN_OFFSET_COMMIT: (0, 3),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 5),
     ApiKey.DESCRIBE_CONFIGS: (0, 4),
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.DESCRIBE_LOG_DIRS: (0, 4),

@@ -20,7 +20,8 @@ Kafka's classic group protocol, served by the supervisor for every group:
 - OffsetCommit / OffsetFetch / OffsetDelete, DescribeGroups, ListGroups,
   DeleteGroups, FindCoordinator.
 - TxnOffsetCommit: offsets committed inside a producer's transaction
-  (checked with the transaction coordinator through ``verify_txn``) are
+  (checked with the transaction coordinator through ``verify_txn``; v5,
+  transactions v2, adds the group's offsets to the transaction there) are
   written as part of that transaction and stay pending, invisible to
   OffsetFetch, until ``complete_transaction`` -- the transaction
   coordinator's marker for this partition -- commits or discards them.
@@ -144,7 +145,8 @@ class GroupCoordinator:
         # producer id -> group -> {(topic, partition): OffsetAndMetadata} awaiting its marker
         self.pending_txn_offsets: dict[int, dict[str, dict]] = {}
         # (transactional id, producer id, epoch, group) -> error code; set by the supervisor
-        self.verify_txn = lambda tid, pid, epoch, group: errors.CoordinatorNotAvailableError.code
+        self.verify_txn = lambda tid, pid, epoch, group, add=False: \
+            errors.CoordinatorNotAvailableError.code
         self._next_expiry_check = 0.0
         self._load()
 
@@ -680,7 +682,9 @@ class GroupCoordinator:
         if not gid:
             code = errors.InvalidGroupIdError.code
         else:
-            code = self.verify_txn(body["transactional_id"], pid, epoch, gid)
+            # v5 (transactions v2): the commit adds the offsets to the transaction
+            code = self.verify_txn(body["transactional_id"], pid, epoch, gid,
+                                   add=ctx.api_version >= 5)
         if code == NONE:
             if g is None:
                 if generation >= 0:

@@ -29,6 +29,11 @@ waits for the answer -- and so do that producer's later requests, to keep
 its order --; a partition not in the transaction is refused with
 INVALID_TXN_STATE, so a stray or late write can never open a transaction no
 coordinator will end (a "hanging" transaction holding back the LSO).
+Transactions v2 (Produce v12): the coordinator is asked to *add* the
+partition instead (the producer sends no AddPartitionsToTxn). A batch whose
+epoch is newer than the producer's transaction open in the partition (the
+marker ending it, bumped, is not written yet) is verified too: the
+coordinator answers once that marker is written.
 Shared-memory rings carry no transactional id and are not verified.
 
 Which APIs those are is said once, in ``API_HANDLERS``; the supervisor
@@ -88,6 +93,7 @@ DEFAULT_FETCH_MAX_BYTES = 52428800        # Kafka's fetch.max.bytes default
 ACTIVE_TICKS = 10          # housekeeping ticks a partition stays active after its log end moved
 SWEEP_S = 30.0             # every partition's housekeeping (retention) runs at least this often
 IO_THREADS = 16            # opening or closing many logs at once: they wait on fsyncs
+TRANSACTIONS_V2_PRODUCE = 12   # Produce v12+: a transactional write adds its partition (KIP-890)
 
 PRODUCE = Shape("name", "partition_data", "index",
                 "name", "partition_responses", "index", error_message=True)
@@ -304,7 +310,8 @@ class ReplicaManager:
         pid, (epoch, tps) = next(iter(unverified.items()))
         self._verifying[pid] = []
         self.verifier(body["transactional_id"], pid, epoch, sorted(tps),
-                      lambda codes: self._verified(ctx, body, pid, codes))
+                      lambda codes: self._verified(ctx, body, pid, codes),
+                      add=ctx.api_version >= TRANSACTIONS_V2_PRODUCE)
         return DEFERRED
 
     def _transaction_starts(self, body: dict) -> dict:
@@ -324,7 +331,10 @@ class ReplicaManager:
                     continue
                 entry = out.setdefault(pid, (epoch, set()))
                 part = self.partitions.get((topic["name"], pd["index"]))
-                if part is not None and pid not in part.log.producer_state.ongoing:
+                if part is None:
+                    continue
+                state = part.log.producer_state
+                if pid not in state.ongoing or state.producers[pid].epoch != epoch:
                     entry[1].add(part.key)
         return out
 

@@ -157,12 +157,25 @@ class RequestContext:
 Handler = Callable[[RequestContext, dict], object]
 
 
+# Features (KIP-584) in ApiVersions v3+, as a Kafka 4.0 broker finalizes
+# them: transaction.version 2 lets clients use transactions v2 (KIP-890).
+# The level never changes, so the finalized epoch is a constant.
+TRANSACTION_VERSION = 2
+FEATURES_EPOCH = 1
+
+
 def api_versions_body(api_keys: Iterable[int], error_code: int = 0) -> dict:
     """The ApiVersions response advertising ``api_keys`` (and ApiVersions)."""
     keys = sorted(set(api_keys) | {ApiKey.API_VERSIONS})
     return {"error_code": error_code, "throttle_time_ms": 0, "api_keys": [
         {"api_key": int(k), "min_version": SUPPORTED_VERSIONS[k][0],
-         "max_version": SUPPORTED_VERSIONS[k][1]} for k in keys if k in SUPPORTED_VERSIONS]}
+         "max_version": SUPPORTED_VERSIONS[k][1]} for k in keys if k in SUPPORTED_VERSIONS],
+        "supported_features": [{"name": "transaction.version", "min_version": 0,
+                                "max_version": TRANSACTION_VERSION}],
+        "finalized_features_epoch": FEATURES_EPOCH,
+        "finalized_features": [{"name": "transaction.version",
+                                "max_version_level": TRANSACTION_VERSION,
+                                "min_version_level": TRANSACTION_VERSION}]}
 
 
 def unsupported(header: RequestHeader, what: str) -> KafkaError:

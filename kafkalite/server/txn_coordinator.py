@@ -24,6 +24,20 @@ group coordinator:
 - DescribeTransactions and ListTransactions; ``verify_offsets`` lets the
   group coordinator check a TxnOffsetCommit against the transaction.
 
+Transactions v2 (KIP-890 part 2), beside v1, chosen per transaction by the
+requests that make it: EndTxn v5 bumps the producer epoch of every
+transaction it ends -- the markers carry the bumped epoch, so a late write
+of the ended transaction is refused by every partition it reached -- and
+answers with the producer id and epoch of the next transaction (a new
+producer id once the epoch would pass MAX_PRODUCER_EPOCH: the markers then
+carry the old id at epoch 32767). Its partitions are added by their
+leaders (AddPartitionsToTxn v5 with ``verify_only`` false, on the
+producer's Produce v12) and its group offsets by TxnOffsetCommit v5. An add
+for the next transaction that arrives while the markers of the previous
+one are being written waits for them instead of being refused. An abort
+with nothing to abort still bumps the epoch (the producer cannot know
+whether a produce reached a leader).
+
 States are Kafka's (Empty, Ongoing, PrepareCommit, PrepareAbort,
 CompleteCommit, CompleteAbort, Dead, PrepareEpochFence) and every change is
 written to ``__transaction_state`` (txn_log.py) before it is acted on; after
@@ -47,7 +61,7 @@ from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
 from kafkalite.server.metadata import OFFSETS_TOPIC
 from kafkalite.server.producer_ids import ProducerIdManager
-from kafkalite.server.requests import RequestContext
+from kafkalite.server.requests import DEFERRED, RequestContext
 from kafkalite.server.txn_log import TransactionStateLog
 
 log = logging.getLogger("kafkalite.txn")
@@ -59,6 +73,10 @@ MAX_TRANSACTIONAL_ID_BYTES = 4096
 # Kafka bumps to a new producer id before the epoch reaches Short.MAX_VALUE.
 MAX_PRODUCER_EPOCH = 32767 - 1
 MARKER_RETRY_BACKOFF_S = 0.2
+# Implicit adds held per transactional id while its markers are written
+# (each a leader's request; more than this many means leaders are retrying
+# against markers that cannot be written: they get CONCURRENT_TRANSACTIONS)
+MAX_WAITING_ADDS = 256
 WRITE_TXN_MARKERS_VERSION = 1
 
 
@@ -106,10 +124,29 @@ class TransactionMetadata:
     pending_markers: set = field(default_factory=set)
     markers_in_flight: set = field(default_factory=set)
     retry_at: float = 0.0
+    # transactions v2: the producer id the next transaction takes when the
+    # epoch ran out (-1: the same id), the client's transaction version of
+    # the current transaction, the (id, epoch) an EndTxn v5 ended the last
+    # transaction with (its retry is answered again), and the implicit adds
+    # waiting for the markers of the previous transaction
+    next_producer_id: int = -1
+    previous_producer_id: int = -1
+    client_version: int = 0
+    ended_as: tuple = (-1, -1)
+    waiting_adds: list = field(default_factory=list)
+
+    def client_identity(self) -> tuple[int, int]:
+        """The producer id and epoch the producer uses now."""
+        if self.next_producer_id >= 0:
+            return self.next_producer_id, 0
+        return self.producer_id, self.producer_epoch
 
     def value(self) -> dict:
         """The TransactionLogValue body of this state."""
         return {"producer_id": self.producer_id, "producer_epoch": self.producer_epoch,
+                "previous_producer_id": self.previous_producer_id,
+                "next_producer_id": self.next_producer_id,
+                "client_transaction_version": self.client_version,
                 "transaction_timeout_ms": self.timeout_ms, "transaction_status": int(self.state),
                 "transaction_partitions": [{"topic": t["topic"], "partition_ids": t["partitions"]}
                                            for t in self.topics()],
@@ -169,6 +206,11 @@ class TransactionCoordinator:
                 tid, v["producer_id"], v["producer_epoch"], v["transaction_timeout_ms"], state,
                 {(p["topic"], i) for p in v["transaction_partitions"] or () for i in p["partition_ids"]},
                 v["transaction_start_timestamp_ms"], v["transaction_last_update_timestamp_ms"])
+            meta.next_producer_id = v.get("next_producer_id", -1)
+            meta.previous_producer_id = v.get("previous_producer_id", -1)
+            meta.client_version = v.get("client_transaction_version", 0)
+            if state in _COMPLETE:
+                self._settle_next_producer_id(meta)
             if state in _PREPARED:
                 meta.pending_markers = set(meta.partitions)
             elif state == TxnState.PREPARE_EPOCH_FENCE:
@@ -204,15 +246,17 @@ class TransactionCoordinator:
         knows PRODUCER_FENCED (older ones, and every version when None, get
         INVALID_PRODUCER_EPOCH)."""
         meta = self.txns.get(transactional_id)
-        if meta is None or meta.producer_id != producer_id:
+        current_pid, current_epoch = (-1, -1) if meta is None else meta.client_identity()
+        if meta is None or producer_id not in (current_pid, meta.producer_id):
             raise errors.InvalidProducerIdMappingError(
                 f"transactional id {transactional_id!r} is not mapped to producer id {producer_id}")
-        if producer_epoch != meta.producer_epoch:
+        if (producer_id, producer_epoch) != (current_pid, current_epoch):
             fenced = (errors.ProducerFencedError
                       if fenced_code_from is not None and api_version >= fenced_code_from
                       else errors.InvalidProducerEpochError)
             raise fenced(f"producer {producer_id} epoch {producer_epoch} of "
-                         f"{transactional_id!r} is fenced by epoch {meta.producer_epoch}")
+                         f"{transactional_id!r} is fenced by producer {current_pid} epoch "
+                         f"{current_epoch}")
         return meta
 
     @staticmethod
@@ -274,18 +318,20 @@ class TransactionCoordinator:
     def _bump(self, meta: TransactionMetadata, timeout_ms: int) -> None:
         """A new epoch (or, when epochs run out, a new producer id) for a new
         producer of ``meta``, durably, in state Empty."""
-        pid, epoch = meta.producer_id, meta.producer_epoch + 1
+        pid, epoch = meta.client_identity()
+        epoch += 1
         if epoch > MAX_PRODUCER_EPOCH:
             pid, epoch = self.producer_ids.next_id(), 0
         old = (meta.producer_id, meta.producer_epoch, meta.timeout_ms, set(meta.partitions),
-               meta.start_ms)
+               meta.start_ms, meta.next_producer_id, meta.client_version)
         meta.producer_id, meta.producer_epoch, meta.timeout_ms = pid, epoch, timeout_ms
-        meta.partitions, meta.start_ms = set(), -1
+        meta.partitions, meta.start_ms, meta.next_producer_id = set(), -1, -1
+        meta.client_version, meta.ended_as = 0, (-1, -1)
         try:
             self._persist(meta, TxnState.EMPTY)
         except KafkaError:
             (meta.producer_id, meta.producer_epoch, meta.timeout_ms, meta.partitions,
-             meta.start_ms) = old
+             meta.start_ms, meta.next_producer_id, meta.client_version) = old
             raise
 
     # ---- AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------------
@@ -293,8 +339,28 @@ class TransactionCoordinator:
     def _add_partitions_to_txn(self, ctx: RequestContext, body: dict):
         if ctx.api_version >= 4:
             # broker-side batching (KIP-890): several transactions per request
+            txns = body["transactions"]
+            if len(txns) == 1 and not txns[0]["verify_only"]:
+                meta = self.txns.get(txns[0]["transactional_id"])
+                if (meta is not None and meta.state in _PREPARED
+                        and (txns[0]["producer_id"], txns[0]["producer_epoch"])
+                        == meta.client_identity() and meta.ended_as != (-1, -1)
+                        and len(meta.waiting_adds) < MAX_WAITING_ADDS):
+                    # the next v2 transaction's first write, while the markers
+                    # of the last one are being written: answered once they are
+                    meta.waiting_adds.append((ctx, body))
+                    return DEFERRED
+            return self._add_partitions_v4(ctx, txns)
+        topics = self._add_partitions(ctx, body["v3_and_below_transactional_id"],
+                                      body["v3_and_below_producer_id"],
+                                      body["v3_and_below_producer_epoch"],
+                                      body["v3_and_below_topics"])
+        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": topics}
+
+    def _add_partitions_v4(self, ctx: RequestContext, txns: list) -> dict:
+        if True:
             results = []
-            for txn in body["transactions"]:
+            for txn in txns:
                 topics = self._add_partitions(ctx, txn["transactional_id"], txn["producer_id"],
                                               txn["producer_epoch"], txn["topics"],
                                               verify_only=txn["verify_only"])
@@ -302,11 +368,6 @@ class TransactionCoordinator:
                     {"name": t["name"], "results_by_partition": t["results_by_partition"]}
                     for t in topics]})
             return {"throttle_time_ms": 0, "error_code": NONE, "results_by_transaction": results}
-        topics = self._add_partitions(ctx, body["v3_and_below_transactional_id"],
-                                      body["v3_and_below_producer_id"],
-                                      body["v3_and_below_producer_epoch"],
-                                      body["v3_and_below_topics"])
-        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": topics}
 
     def _add_partitions(self, ctx: RequestContext, tid: str, pid: int, epoch: int, topics: list,
                         verify_only: bool = False) -> list:
@@ -329,7 +390,7 @@ class TransactionCoordinator:
                         raise errors.InvalidTxnStateError(
                             f"the partitions are not part of the transaction of {tid!r}")
                 else:
-                    self._add(meta, wanted)
+                    self._add(meta, wanted, client_version=2 if ctx.api_version >= 4 else 1)
             except KafkaError as exc:
                 code = exc.code
         by_topic: dict[str, list] = {}
@@ -340,10 +401,11 @@ class TransactionCoordinator:
                 if tp in unknown else code})
         return [{"name": t, "results_by_partition": ps} for t, ps in by_topic.items()]
 
-    def _add(self, meta: TransactionMetadata, wanted) -> None:
+    def _add(self, meta: TransactionMetadata, wanted, client_version: int = 1) -> None:
         """Add partitions to the transaction, starting it if needed (durably
         before the producer may write to them: a coordinator that forgot a
-        partition could never end the transaction there)."""
+        partition could never end the transaction there). ``client_version``
+        2: added by a leader or TxnOffsetCommit v5 (transactions v2)."""
         if meta.state in _PREPARED:
             raise errors.ConcurrentTransactionsError(
                 f"the previous transaction of {meta.transactional_id!r} is still completing")
@@ -352,14 +414,15 @@ class TransactionCoordinator:
         new = set(wanted) - meta.partitions if meta.state == TxnState.ONGOING else set(wanted)
         if not new and meta.state == TxnState.ONGOING:
             return
-        old = (set(meta.partitions), meta.start_ms)
+        old = (set(meta.partitions), meta.start_ms, meta.client_version)
         if meta.state != TxnState.ONGOING:
             meta.partitions, meta.start_ms = set(), self._clock()
+            meta.client_version = client_version
         meta.partitions |= new
         try:
             self._persist(meta, TxnState.ONGOING)
         except KafkaError:
-            meta.partitions, meta.start_ms = old
+            meta.partitions, meta.start_ms, meta.client_version = old
             raise
 
     def _add_offsets_to_txn(self, ctx: RequestContext, body: dict):
@@ -377,11 +440,15 @@ class TransactionCoordinator:
     def offsets_partition(self, group: str) -> tuple[str, int]:
         return OFFSETS_TOPIC, self.groups.store.partition_for(group)
 
-    def verify_offsets(self, tid: str, pid: int, epoch: int, group: str) -> int:
+    def verify_offsets(self, tid: str, pid: int, epoch: int, group: str,
+                       add: bool = False) -> int:
         """For TxnOffsetCommit: 0 when the producer's open transaction
-        includes the group's offsets partition, else the error code."""
+        includes the group's offsets partition, else the error code. With
+        ``add`` (TxnOffsetCommit v5, transactions v2) the partition is added."""
         try:
             meta = self._known(tid, pid, epoch, 0, None)
+            if add:
+                self._add(meta, [self.offsets_partition(group)], client_version=2)
         except KafkaError as exc:
             return exc.code
         if meta.state != TxnState.ONGOING or self.offsets_partition(group) not in meta.partitions:
@@ -391,14 +458,71 @@ class TransactionCoordinator:
     # ---- EndTxn ------------------------------------------------------------------------------
 
     def _end_txn(self, ctx: RequestContext, body: dict):
+        identity = (-1, -1)
         try:
-            meta = self._known(body["transactional_id"], body["producer_id"],
-                               body["producer_epoch"], ctx.api_version, 2)
-            self._end(meta, bool(body["committed"]))
+            if ctx.api_version >= 5:
+                identity = self._end_v2(body["transactional_id"], body["producer_id"],
+                                        body["producer_epoch"], bool(body["committed"]))
+            else:
+                meta = self._known(body["transactional_id"], body["producer_id"],
+                                   body["producer_epoch"], ctx.api_version, 2)
+                self._end(meta, bool(body["committed"]))
             code = NONE
         except KafkaError as exc:
             code = exc.code
-        return {"throttle_time_ms": 0, "error_code": code}
+        return {"throttle_time_ms": 0, "error_code": code, "producer_id": identity[0],
+                "producer_epoch": identity[1]}
+
+    def _end_v2(self, tid: str, pid: int, epoch: int, commit: bool) -> tuple[int, int]:
+        """EndTxn v5: end the transaction with the epoch bumped; returns the
+        producer id and epoch of the producer's next transaction."""
+        meta = self.txns.get(tid)
+        done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        preparing = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        if meta is not None and (pid, epoch) == meta.ended_as and meta.state in (preparing, done):
+            return meta.client_identity()        # a retry of the EndTxn that ended it
+        meta = self._known(tid, pid, epoch, 5, 2)
+        state = meta.state
+        if state in _PREPARED or state == TxnState.PREPARE_EPOCH_FENCE:
+            raise errors.ConcurrentTransactionsError(
+                f"the transaction of {tid!r} is already completing")
+        if state != TxnState.ONGOING and (commit or state not in _COMPLETE):
+            raise errors.InvalidTxnStateError(
+                f"cannot {'commit' if commit else 'abort'} {tid!r}: it is {state.display}, "
+                f"not Ongoing")
+        old = (meta.producer_id, meta.producer_epoch, meta.next_producer_id,
+               meta.previous_producer_id, meta.ended_as, meta.client_version)
+        if meta.next_producer_id >= 0:           # not possible while Ongoing; defensive
+            meta.producer_id, meta.producer_epoch = meta.next_producer_id, 0
+        # the markers carry the bumped epoch; past the last epoch a producer
+        # may use, the next transaction takes a new producer id
+        meta.previous_producer_id = meta.producer_id
+        meta.producer_epoch += 1
+        meta.next_producer_id = (self.producer_ids.next_id()
+                                 if meta.producer_epoch > MAX_PRODUCER_EPOCH else -1)
+        meta.ended_as = (pid, epoch)
+        meta.client_version = 2
+        try:
+            if state == TxnState.ONGOING:
+                self._prepare(meta, preparing)
+            else:
+                # nothing to abort: only the epoch moves on
+                meta.partitions, meta.start_ms = set(), -1
+                self._persist(meta, TxnState.COMPLETE_ABORT)
+                self._settle_next_producer_id(meta)
+        except KafkaError:
+            (meta.producer_id, meta.producer_epoch, meta.next_producer_id,
+             meta.previous_producer_id, meta.ended_as, meta.client_version) = old
+            raise
+        return meta.client_identity()
+
+    def _settle_next_producer_id(self, meta: TransactionMetadata) -> None:
+        """After a v2 transaction is complete: its producer continues under
+        the new producer id, if the epoch ran out (in memory; the record
+        just written names it as next_producer_id, which load() honours)."""
+        if meta.next_producer_id >= 0:
+            meta.producer_id, meta.producer_epoch = meta.next_producer_id, 0
+            meta.next_producer_id = -1
 
     def _end(self, meta: TransactionMetadata, commit: bool) -> None:
         state = meta.state
@@ -513,6 +637,10 @@ class TransactionCoordinator:
             meta.retry_at = time.monotonic() + MARKER_RETRY_BACKOFF_S
             return
         meta.partitions = set()
+        self._settle_next_producer_id(meta)
+        waiting, meta.waiting_adds = meta.waiting_adds, []
+        for ctx, body in waiting:
+            ctx.respond(self._add_partitions_v4(ctx, body["transactions"]))
 
     # ---- time --------------------------------------------------------------------------------
 
@@ -535,7 +663,12 @@ class TransactionCoordinator:
                 if meta.state == TxnState.ONGOING and wall - meta.start_ms > meta.timeout_ms:
                     log.info("aborting the transaction of %r: open for %d ms, its timeout is "
                              "%d ms", tid, wall - meta.start_ms, meta.timeout_ms)
+                    ended_as = (meta.producer_id, meta.producer_epoch)
                     self._abort_fenced(meta)
+                    if meta.client_version >= 2:
+                        # a v2 producer's EndTxn(abort) with the epoch it had
+                        # is answered as its retry: it carries on, bumped
+                        meta.ended_as = ended_as
                 elif (meta.state in _COMPLETE
                       and wall - meta.last_update_ms > self.id_expiration_ms):
                     self.store.write(tid, None, wall)

@@ -37,12 +37,11 @@ import time
 
 import zmq
 
-from kafkalite.protocol import ApiKey
-from kafkalite.server.config import ServerConfig
-from kafkalite.server.kafka_listener import KafkaListener
 from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
+from kafkalite.server.config import ServerConfig
+from kafkalite.server.kafka_listener import KafkaListener
 from kafkalite.server.broker_requests import BrokerRequests
 from kafkalite.server.native_listener import NativeListener
 from kafkalite.server.relay import RelayClient
@@ -55,7 +54,7 @@ log = logging.getLogger("kafkalite.worker")
 HOUSEKEEPING_INTERVAL_S = 1.0
 CHECKPOINT_INTERVAL_S = 5.0
 COORDINATOR = -1                 # the supervisor, as BrokerRequests' peer id
-VERIFY_VERSION = 4               # AddPartitionsToTxn with verify_only
+VERIFY_VERSION = 5               # AddPartitionsToTxn with verify_only (false: add, for v2)
 # Answers that mean "the coordinator cannot tell now": the producer is told
 # to retry (NOT_ENOUGH_REPLICAS, which every client retries, as Kafka does
 # for clients that predate KIP-890).
@@ -142,9 +141,10 @@ class Worker:
     # ---- transaction verification ------------------------------------------------------------
 
     def verify_transaction(self, transactional_id: str, producer_id: int, epoch: int,
-                           partitions: list, on_done) -> None:
+                           partitions: list, on_done, add: bool = False) -> None:
         """Ask the coordinator whether ``partitions`` are in the producer's
-        open transaction; ``on_done({(topic, partition): error code})``."""
+        open transaction -- with ``add`` (a transactions-v2 producer), to add
+        them to it; ``on_done({(topic, partition): error code})``."""
         topics: dict[str, list] = {}
         for topic, index in partitions:
             topics.setdefault(topic, []).append(index)
@@ -167,7 +167,7 @@ class Worker:
 
         self.coordinator.send(COORDINATOR, ApiKey.ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, {
             "transactions": [{"transactional_id": transactional_id, "producer_id": producer_id,
-                              "producer_epoch": epoch, "verify_only": True,
+                              "producer_epoch": epoch, "verify_only": not add,
                               "topics": [{"name": t, "partitions": ps}
                                          for t, ps in topics.items()]}]}, answered)
 

@@ -17,6 +17,8 @@ The log checks each batch a client appends against it *before* writing
   offsets (a run maps sequences to offsets one to one) and nothing is
   written;
 - an epoch older than the producer's current one: INVALID_PRODUCER_EPOCH;
+  a transactional batch of a newer epoch while the producer's transaction
+  is open here (its marker not written yet): INVALID_TXN_STATE;
 - a newer epoch must start at sequence 0, the same epoch must continue at
   last sequence + 1 (wrapping after INT32 max): otherwise
   OUT_OF_ORDER_SEQUENCE_NUMBER. A producer the partition has no state for
@@ -58,7 +60,8 @@ import logging
 from typing import Callable, NamedTuple
 
 from kafkalite._ext.batch_scan import producer_batches
-from kafkalite.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+from kafkalite.errors import (InvalidProducerEpochError, InvalidTxnStateError,
+                              OutOfOrderSequenceNumberError)
 from kafkalite.record.layout import ATTR_CONTROL, ATTR_TRANSACTIONAL, CONTROL_ABORT
 from kafkalite.storage import producer_snapshot
 from kafkalite.storage.producer_snapshot import CorruptSnapshotError, SnapshotEntry
@@ -175,6 +178,13 @@ class ProducerStateManager:
             if attrs & ATTR_CONTROL:
                 continue        # transaction markers carry no sequence (the broker writes them)
             entry = self.producers.get(pid)
+            if (attrs & ATTR_TRANSACTIONAL and entry is not None and epoch > entry.epoch
+                    and pid in self.ongoing):
+                # transactions v2: a new transaction's write before the
+                # (bumped) marker of the producer's last one reached here
+                raise InvalidTxnStateError(
+                    f"producer {pid} epoch {epoch}: its transaction of epoch {entry.epoch} is "
+                    f"still open in this partition")
             if entry is not None and epoch == entry.epoch:
                 dup = entry.cached(first_seq, last_seq)
                 if dup is not None:

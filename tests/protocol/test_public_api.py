@@ -55,9 +55,12 @@ def test_api_keys_and_supported_versions():
     assert set(protocol.SUPPORTED_VERSIONS) == set(protocol.ApiKey)
     for low, high in protocol.SUPPORTED_VERSIONS.values():
         assert low == 0 <= high
-    # What Kafka 3.7 advertises for the versions clients key their behaviour on.
+    # What Kafka 3.7 advertises for the versions clients key their behaviour
+    # on; transactions as Kafka 4.0 (KIP-890 parts 1 and 2).
     versions = protocol.SUPPORTED_VERSIONS
-    assert versions[protocol.ApiKey.PRODUCE] == (0, 10)
+    assert versions[protocol.ApiKey.PRODUCE] == (0, 12)
+    assert versions[protocol.ApiKey.END_TXN] == (0, 5)
+    assert versions[protocol.ApiKey.TXN_OFFSET_COMMIT] == (0, 5)
     assert versions[protocol.ApiKey.FETCH] == (0, 16)
     assert versions[protocol.ApiKey.METADATA] == (0, 12)
     assert versions[protocol.ApiKey.API_VERSIONS] == (0, 3)

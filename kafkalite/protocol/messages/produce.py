@@ -12,8 +12,11 @@ from kafkalite.protocol.schema import Array, Field, Request, Response, Struct
 # Produce, API key 0. v3: transactional_id and message format v2 (KIP-98). v4:
 # may return KAFKA_STORAGE_ERROR. v5: log_start_offset in the response. v7:
 # zstd (KIP-110). v8: per-record errors (KIP-467). v9: flexible. v10: the
-# response names the new leader on NOT_LEADER_OR_FOLLOWER (KIP-951).
-ProduceRequest = Request(ApiKey.PRODUCE, "0-10", flexible="9+", fields=[
+# response names the new leader on NOT_LEADER_OR_FOLLOWER (KIP-951). v11: may
+# return TRANSACTION_ABORTABLE (KIP-890). v12: the same; a transactional
+# producer speaking it adds partitions to its transaction by producing to
+# them (transactions v2, KIP-890 part 2).
+ProduceRequest = Request(ApiKey.PRODUCE, "0-12", flexible="9+", fields=[
     Field("transactional_id", "string", "3+", nullable="3+"),
     Field("acks", "int16"),
     Field("timeout_ms", "int32"),
@@ -25,7 +28,7 @@ ProduceRequest = Request(ApiKey.PRODUCE, "0-10", flexible="9+", fields=[
         ]),
     ]),
 ])
-ProduceResponse = Response(ApiKey.PRODUCE, "0-10", flexible="9+", fields=[
+ProduceResponse = Response(ApiKey.PRODUCE, "0-12", flexible="9+", fields=[
     Array("responses", fields=[
         Field("name", "string"),
         Array("partition_responses", fields=[

@@ -6,14 +6,14 @@ from kafkalite.protocol.schema import Array, Field, Request, Response
 
 # InitProducerId, API key 22. v2: flexible. v3: producer_id and producer_epoch
 # so a producer can bump its epoch after INVALID_PRODUCER_EPOCH (KIP-360). v4:
-# PRODUCER_FENCED.
-InitProducerIdRequest = Request(ApiKey.INIT_PRODUCER_ID, "0-4", flexible="2+", fields=[
+# PRODUCER_FENCED. v5: TRANSACTION_ABORTABLE (KIP-890).
+InitProducerIdRequest = Request(ApiKey.INIT_PRODUCER_ID, "0-5", flexible="2+", fields=[
     Field("transactional_id", "string", nullable="0+"),
     Field("transaction_timeout_ms", "int32"),
     Field("producer_id", "int64", "3+", default=-1),
     Field("producer_epoch", "int16", "3+", default=-1),
 ])
-InitProducerIdResponse = Response(ApiKey.INIT_PRODUCER_ID, "0-4", flexible="2+", fields=[
+InitProducerIdResponse = Response(ApiKey.INIT_PRODUCER_ID, "0-5", flexible="2+", fields=[
     Field("throttle_time_ms", "int32"),
     Field("error_code", "int16"),
     Field("producer_id", "int64", default=-1),
@@ -23,8 +23,9 @@ InitProducerIdResponse = Response(ApiKey.INIT_PRODUCER_ID, "0-4", flexible="2+",
 # AddPartitionsToTxn, API key 24. v2: PRODUCER_FENCED. v3: flexible. v4:
 # broker-to-broker batching of several transactions with verify_only
 # (KIP-890); clients use v3 and below, whose fields are the v3_and_below_*
-# ones.
-AddPartitionsToTxnRequest = Request(ApiKey.ADD_PARTITIONS_TO_TXN, "0-4", flexible="3+", fields=[
+# ones. v5: TRANSACTION_ABORTABLE; a partition leader adding partitions for a
+# transactions-v2 producer sends it with verify_only false.
+AddPartitionsToTxnRequest = Request(ApiKey.ADD_PARTITIONS_TO_TXN, "0-5", flexible="3+", fields=[
     Array("transactions", "4+", fields=[
         Field("transactional_id", "string"),
         Field("producer_id", "int64"),
@@ -43,7 +44,7 @@ AddPartitionsToTxnRequest = Request(ApiKey.ADD_PARTITIONS_TO_TXN, "0-4", flexibl
         Field("partitions", "[]int32"),
     ]),
 ])
-AddPartitionsToTxnResponse = Response(ApiKey.ADD_PARTITIONS_TO_TXN, "0-4", flexible="3+", fields=[
+AddPartitionsToTxnResponse = Response(ApiKey.ADD_PARTITIONS_TO_TXN, "0-5", flexible="3+", fields=[
     Field("throttle_time_ms", "int32"),
     Field("error_code", "int16", "4+"),
     Array("results_by_transaction", "4+", fields=[
@@ -65,34 +66,41 @@ AddPartitionsToTxnResponse = Response(ApiKey.ADD_PARTITIONS_TO_TXN, "0-4", flexi
     ]),
 ])
 
-# AddOffsetsToTxn, API key 25. v2: PRODUCER_FENCED. v3: flexible.
-AddOffsetsToTxnRequest = Request(ApiKey.ADD_OFFSETS_TO_TXN, "0-3", flexible="3+", fields=[
+# AddOffsetsToTxn, API key 25. v2: PRODUCER_FENCED. v3: flexible. v4:
+# TRANSACTION_ABORTABLE.
+AddOffsetsToTxnRequest = Request(ApiKey.ADD_OFFSETS_TO_TXN, "0-4", flexible="3+", fields=[
     Field("transactional_id", "string"),
     Field("producer_id", "int64"),
     Field("producer_epoch", "int16"),
     Field("group_id", "string"),
 ])
-AddOffsetsToTxnResponse = Response(ApiKey.ADD_OFFSETS_TO_TXN, "0-3", flexible="3+", fields=[
+AddOffsetsToTxnResponse = Response(ApiKey.ADD_OFFSETS_TO_TXN, "0-4", flexible="3+", fields=[
     Field("throttle_time_ms", "int32"),
     Field("error_code", "int16"),
 ])
 
-# EndTxn, API key 26. v2: PRODUCER_FENCED. v3: flexible.
-EndTxnRequest = Request(ApiKey.END_TXN, "0-3", flexible="3+", fields=[
+# EndTxn, API key 26. v2: PRODUCER_FENCED. v3: flexible. v4:
+# TRANSACTION_ABORTABLE. v5: transactions v2 -- every EndTxn bumps the
+# producer epoch (a new producer id when epochs run out), and the response
+# carries the producer id and epoch of the next transaction.
+EndTxnRequest = Request(ApiKey.END_TXN, "0-5", flexible="3+", fields=[
     Field("transactional_id", "string"),
     Field("producer_id", "int64"),
     Field("producer_epoch", "int16"),
     Field("committed", "bool"),
 ])
-EndTxnResponse = Response(ApiKey.END_TXN, "0-3", flexible="3+", fields=[
+EndTxnResponse = Response(ApiKey.END_TXN, "0-5", flexible="3+", fields=[
     Field("throttle_time_ms", "int32"),
     Field("error_code", "int16"),
+    Field("producer_id", "int64", "5+", default=-1),
+    Field("producer_epoch", "int16", "5+", default=-1),
 ])
 
 # TxnOffsetCommit, API key 28. v2: committed_leader_epoch. v3: flexible;
 # generation_id, member_id and group_instance_id for fencing zombie producers
-# (KIP-447).
-TxnOffsetCommitRequest = Request(ApiKey.TXN_OFFSET_COMMIT, "0-3", flexible="3+", fields=[
+# (KIP-447). v4: TRANSACTION_ABORTABLE. v5: transactions v2 -- the commit
+# adds the group's offsets to the transaction itself (no AddOffsetsToTxn).
+TxnOffsetCommitRequest = Request(ApiKey.TXN_OFFSET_COMMIT, "0-5", flexible="3+", fields=[
     Field("transactional_id", "string"),
     Field("group_id", "string"),
     Field("producer_id", "int64"),
@@ -110,7 +118,7 @@ TxnOffsetCommitRequest = Request(ApiKey.TXN_OFFSET_COMMIT, "0-3", flexible="3+",
         ]),
     ]),
 ])
-TxnOffsetCommitResponse = Response(ApiKey.TXN_OFFSET_COMMIT, "0-3", flexible="3+", fields=[
+TxnOffsetCommitResponse = Response(ApiKey.TXN_OFFSET_COMMIT, "0-5", flexible="3+", fields=[
     Field("throttle_time_ms", "int32"),
     Array("topics", fields=[
         Field("name", "string"),
