@@ -1,0 +1,2 @@
+class StreamsConfig: pass
+class KafkaStreams: pass
