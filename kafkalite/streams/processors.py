@@ -283,7 +283,8 @@ class AggregateNode(ProcessorNode):
     def _per_record(self, store, batch, store_keys):
         """The slow path: the aggregator called once per record, in order."""
         kb = store_keys.to_pylist()
-        current = dict(zip(kb, store.get_many(list(dict.fromkeys(kb)))))
+        uniq = list(dict.fromkeys(kb))
+        current = dict(zip(uniq, store.get_many(uniq)))
         last = {}
         keys = batch.column("key").to_pylist()
         values = batch.column("value").to_pylist()
@@ -344,6 +345,13 @@ class TableSourceNode(ProcessorNode):
 
 class TableFilterNode(FilterNode):
     """KTable.filter: a row that fails becomes a tombstone for its key."""
+
+    def mask(self, batch):
+        if is_columnar(self.predicate):
+            return super().mask(batch)
+        keep = [True if v is None else bool(self.predicate(k, v)) != self.negate
+                for k, v in zip(batch.column("key").to_pylist(), batch.column("value").to_pylist())]
+        return pa.array(keep, pa.bool_())
 
     def process(self, task, batch):
         keep = pc.or_(self.mask(batch), pc.is_null(batch.column("value")))
