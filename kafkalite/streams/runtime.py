@@ -111,7 +111,7 @@ class KafkaStreams:
         self.error: BaseException | None = None
         self.tasks: dict[tuple[int, int], StreamTask] = {}
         self._suspended: dict[tuple[int, int], StreamTask] = {}
-        self._positions: dict[tuple[str, int], int] = {}    # consumed, not yet committed
+        self._committed: dict[tuple[str, int], int] = {}    # what this instance committed
         self._in_txn = False
         self._delivery_errors: list = []
         self._stop = threading.Event()
@@ -283,7 +283,6 @@ class KafkaStreams:
         names = topics.dictionary.to_pylist()
         code = topics.indices.to_numpy().astype(np.int64) << 32 | \
             batch.column("partition").to_numpy().astype(np.int64)
-        offsets = batch.column("offset").to_numpy()
         for c in np.unique(code):
             rows = np.flatnonzero(code == c)
             topic, partition = names[int(c) >> 32], int(c) & 0xFFFFFFFF
@@ -291,7 +290,6 @@ class KafkaStreams:
             if task is None:
                 continue            # revoked while the batch was on its way
             task.process(topic, batch.take(pa.array(rows)))
-            self._positions[(topic, partition)] = int(offsets[rows].max()) + 1
             self._send(task)
 
     def _send(self, task: StreamTask) -> None:
@@ -304,12 +302,21 @@ class KafkaStreams:
             p.produce_batch(topic, values.to_pylist(), keys, partition=task.partition)
 
     def _commit(self) -> None:
-        if not self._positions and not self._in_txn:
+        # The consumer's positions, not the last offsets processed + 1: a
+        # position also steps over transaction markers, so a committed
+        # offset reaches the end of a transactional input (and lag is 0).
+        owned = [TopicPartition(t, p) for t, p in self._owned_partitions()]
+        offsets = [tp for tp in (self._consumer.position(owned) if owned else [])
+                   if tp.offset >= 0 and self._committed.get((tp.topic, tp.partition))
+                   != tp.offset]
+        if not offsets and not self._in_txn:
             return
-        offsets = [TopicPartition(t, p, o) for (t, p), o in sorted(self._positions.items())]
         for task in self.tasks.values():
             task.flush()
         if self.eos:
+            if not self._in_txn:
+                self._producer.begin_transaction()
+                self._in_txn = True
             if offsets:
                 self._producer.send_offsets_to_transaction(
                     offsets, self._consumer.consumer_group_metadata())
@@ -323,7 +330,7 @@ class KafkaStreams:
                                         f"errors {err[:3]}")
             if offsets:
                 self._consumer.commit(offsets=offsets, asynchronous=False)
-        self._positions.clear()
+        self._committed.update({(tp.topic, tp.partition): tp.offset for tp in offsets})
         self._metrics["commits"] += 1
 
     def _abort_and_rewind(self) -> None:
@@ -333,7 +340,6 @@ class KafkaStreams:
                 self._producer.abort_transaction()
             finally:
                 self._in_txn = False
-        self._positions.clear()
         owned = [TopicPartition(t, p) for (t, p) in self._owned_partitions()]
         committed = self._consumer.committed(owned) if owned else []
         for tp in committed:
@@ -389,7 +395,6 @@ class KafkaStreams:
             except KafkaError:
                 pass
             self._in_txn = False
-        self._positions.clear()
         self._close_tasks(partitions, wipe=True)
 
     def _close_tasks(self, partitions, wipe: bool) -> None:
@@ -403,7 +408,7 @@ class KafkaStreams:
                     task.close()
                 else:
                     self._suspended[key] = task
-            self._positions = {k: v for k, v in self._positions.items()
+            self._committed = {k: v for k, v in self._committed.items()
                                if (self._sub_of[k[0]], k[1]) not in gone}
 
     # ---- restore ----
