@@ -34,9 +34,9 @@ PARTITIONS = 4
 KEYS = 40
 
 
-def start_app(server, app_id, topic, state_dir, guarantee) -> subprocess.Popen:
+def start_app(server, app_id, topic, state_dir, guarantee, instance="i1") -> subprocess.Popen:
     proc = subprocess.Popen([sys.executable, str(APP), server.bootstrap, app_id, topic,
-                             str(state_dir), guarantee, "i1"], stdout=subprocess.PIPE,
+                             str(state_dir), guarantee, instance], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=child_env())
     line = proc.stdout.readline()
     assert line.strip() == "started", proc.stderr.read()
@@ -44,12 +44,17 @@ def start_app(server, app_id, topic, state_dir, guarantee) -> subprocess.Popen:
 
 
 def read_to_end(server, topic, isolation) -> list[tuple]:
-    """(partition, key, value) of every record of ``topic``, in log order."""
+    """(partition, key, value) of every record of ``topic``, in log order,
+    read to the high watermark: a read_committed reader waits there until
+    every transaction in the log has ended (a killed instance's open one is
+    aborted when its successor fences it or its transaction.timeout.ms
+    passes)."""
     c = Consumer(server.config(**{"isolation.level": isolation}))
+    ends_of = Consumer(server.config())
     try:
         tps = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)]
         c.assign(tps)
-        ends = {tp.partition: c.get_watermark_offsets(tp)[1] for tp in tps}
+        ends = {tp.partition: ends_of.get_watermark_offsets(tp)[1] for tp in tps}
         out, deadline = [], time.monotonic() + 30
         while time.monotonic() < deadline:
             pos = {tp.partition: tp.offset for tp in c.position(tps)}
@@ -59,6 +64,7 @@ def read_to_end(server, topic, isolation) -> list[tuple]:
         return out
     finally:
         c.close()
+        ends_of.close()
 
 
 def wait_caught_up(server, app_id, topic, timeout=60.0) -> None:
@@ -98,52 +104,78 @@ def check(inputs: list[tuple], copy: list[tuple], counts: list[tuple]) -> list[s
     return problems
 
 
-def run_with_kills(server, topic, tmp_path, guarantee):
-    create(server, topic, PARTITIONS)
-    for suffix in ("counts", "copy"):
-        create(server, f"{topic}-{suffix}", PARTITIONS)
-    inputs: list[tuple] = []
-    stop = threading.Event()
+class InputFeed:
+    """Produces 50 records over KEYS keys every 20 ms until stopped; keeps
+    what it wrote (acknowledged) for the model."""
 
-    def produce():
-        p = Producer(server.config(**{"linger.ms": 1}))
+    def __init__(self, server, topic):
+        self.server, self.topic = server, topic
+        self.inputs: list[tuple] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run)
+        self._thread.start()
+
+    def _run(self):
+        p = Producer(self.server.config(**{"linger.ms": 1}))
         i = 0
-        while not stop.is_set():
+        while not self._stop.is_set():
             chunk = [(f"k{random.randrange(KEYS)}".encode(), b"%d" % (i + j)) for j in range(50)]
             i += 50
-            p.produce_batch(topic, [v for _, v in chunk], [k for k, _ in chunk])
+            p.produce_batch(self.topic, [v for _, v in chunk], [k for k, _ in chunk])
             assert p.flush(10) == 0
-            inputs.extend(chunk)
+            self.inputs.extend(chunk)
             time.sleep(0.02)
         p.close()
 
-    producer = threading.Thread(target=produce)
-    producer.start()
+    def stop(self) -> list[tuple]:
+        self._stop.set()
+        self._thread.join()
+        return self.inputs
+
+
+def stop_app(proc: subprocess.Popen, kill: bool) -> None:
+    try:
+        if kill:
+            proc.kill()                      # SIGKILL: no commit, no leave
+        else:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0, proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def outputs(server, topic) -> dict:
+    return {iso: (read_to_end(server, f"{topic}-copy", iso),
+                  read_to_end(server, f"{topic}-counts", iso))
+            for iso in ("read_committed", "read_uncommitted")}
+
+
+def create_topics(server, topic) -> None:
+    create(server, topic, PARTITIONS)
+    for suffix in ("counts", "copy"):
+        create(server, f"{topic}-{suffix}", PARTITIONS)
+
+
+def run_with_kills(server, topic, tmp_path, guarantee):
+    create_topics(server, topic)
+    feed = InputFeed(server, topic)
     app_id = f"{topic}-app"
     try:
         for n in range(KILLS):
             proc = start_app(server, app_id, topic, tmp_path / f"state-{n}", guarantee)
             time.sleep(random.uniform(1.0, 2.5))
-            proc.kill()                      # SIGKILL: no commit, no leave
-            proc.wait()
-            proc.stdout.close()
-            proc.stderr.close()
+            stop_app(proc, kill=True)
     finally:
-        stop.set()
-        producer.join()
+        inputs = feed.stop()
     final = start_app(server, app_id, topic, tmp_path / "state-final", guarantee)
     try:
         wait_caught_up(server, app_id, topic)
-        final.send_signal(signal.SIGTERM)
-        assert final.wait(30) == 0, final.stderr.read()
     finally:
-        final.kill()
-        final.wait()
-        final.stdout.close()
-        final.stderr.close()
-    return inputs, {iso: (read_to_end(server, f"{topic}-copy", iso),
-                          read_to_end(server, f"{topic}-counts", iso))
-                    for iso in ("read_committed", "read_uncommitted")}
+        stop_app(final, kill=False)
+    return inputs, outputs(server, topic)
 
 
 def test_exactly_once_v2_through_kill_9(server, topic_name, tmp_path):
@@ -165,3 +197,31 @@ def test_at_least_once_through_kill_9_repeats_but_never_loses(server, topic_name
         final[k] = int.from_bytes(v, "big")
     model = collections.Counter(k for k, _ in inputs)
     assert all(final[k] >= n for k, n in model.items())
+
+
+def test_two_instances_one_killed_its_tasks_move(server, topic_name, tmp_path):
+    """Scale-out: two instances share the 4 partitions; one is killed with
+    SIGKILL; after its session times out its tasks move to the other, which
+    restores their counts from the changelogs; the committed output equals
+    the model exactly."""
+    create_topics(server, topic_name)
+    feed = InputFeed(server, topic_name)
+    app_id = f"{topic_name}-app"
+    one = two = None
+    try:
+        one = start_app(server, app_id, topic_name, tmp_path / "one", "exactly_once_v2", "i1")
+        two = start_app(server, app_id, topic_name, tmp_path / "two", "exactly_once_v2", "i2")
+        time.sleep(4)
+        stop_app(one, kill=True)
+        one = None
+        time.sleep(2)
+    finally:
+        inputs = feed.stop()
+        if one is not None:
+            stop_app(one, kill=True)
+    try:
+        wait_caught_up(server, app_id, topic_name)     # only "two" is left to do it
+    finally:
+        stop_app(two, kill=False)
+    views = outputs(server, topic_name)
+    assert check(inputs, *views["read_committed"]) == []
