@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kafkalite.streams import processors as P
-from kafkalite.streams.serdes import Serde, Serdes, typed
+from kafkalite.streams.serdes import Serde, Serdes
 from kafkalite.streams.topology import StoreSpec, Topology, TopologyException
 from kafkalite.streams.windows import TimeWindows
 
@@ -230,7 +230,7 @@ class KStream:
         topo.internal_topics.add(topic)
         # without serdes, the column types are known only at run time, perhaps in
         # another instance than the reader: a tagged encoding carries them
-        ks, vs = key_serde or typed(), value_serde or typed()
+        ks, vs = key_serde or Serdes.typed(), value_serde or Serdes.typed()
         self._then(P.SinkNode(topo.next_name("KSTREAM-SINK"), topic, ks, vs, internal=True))
         source = topo.add(P.SourceNode(topo.next_name("KSTREAM-SOURCE"), [topic], ks, vs))
         return KStream(self.builder, source, key_serde, value_serde)

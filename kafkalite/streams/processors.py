@@ -21,7 +21,6 @@ import pyarrow.compute as pc
 from kafkalite.streams import records
 from kafkalite.streams.records import evaluate, is_columnar, replace
 from kafkalite.streams.serdes import Serdes
-from kafkalite.streams.stores import window_key
 
 
 def serde_for(arrow_type):
@@ -113,7 +112,7 @@ class FilterNode(ProcessorNode):
 class MapNode(ProcessorNode):
     """map, map_values, select_key: one output row per input row."""
 
-    def __init__(self, name, fn, kind, serde=None):
+    def __init__(self, name, fn, kind):
         super().__init__(name)
         self.fn, self.kind = fn, kind
 

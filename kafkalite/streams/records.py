@@ -27,12 +27,9 @@ Operator arguments, one rule for every operator:
 """
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.acero as acero
 import pyarrow.compute as pc
-
-from kafkalite.client.arrow import HEADER_TYPE
 
 COLUMNS = ("key", "value", "timestamp", "partition", "offset", "headers")
 
@@ -80,11 +77,6 @@ def replace(batch: pa.RecordBatch, **columns) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, names=names)
 
 
-def take(batch: pa.RecordBatch, indices) -> pa.RecordBatch:
-    return batch.take(pa.array(indices, pa.int64()) if isinstance(indices, np.ndarray)
-                      else indices)
-
-
 def from_consumer(batch: pa.RecordBatch, key_serde, value_serde) -> pa.RecordBatch:
     """The consumer's RecordBatch (client/arrow.py SCHEMA) as a topology batch."""
     return pa.RecordBatch.from_arrays([
@@ -94,17 +86,4 @@ def from_consumer(batch: pa.RecordBatch, key_serde, value_serde) -> pa.RecordBat
         batch.column("partition"),
         batch.column("offset"),
         batch.column("headers"),
-    ], names=list(COLUMNS))
-
-
-def make(keys: pa.Array, values: pa.Array, timestamps, partition: int = 0,
-         offsets=None) -> pa.RecordBatch:
-    """A topology batch from columns (the test driver, restored tables)."""
-    n = len(keys)
-    return pa.RecordBatch.from_arrays([
-        keys, values, pa.array(np.asarray(timestamps, dtype=np.int64)),
-        pa.array(np.full(n, partition, dtype=np.int32)),
-        pa.array(np.zeros(n, dtype=np.int64) if offsets is None
-                 else np.asarray(offsets, dtype=np.int64)),
-        pa.array([[]] * n, HEADER_TYPE),
     ], names=list(COLUMNS))

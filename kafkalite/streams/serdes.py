@@ -107,30 +107,6 @@ class _JsonSerde(Serde):
                          for v in column.to_pylist()], pa.binary())
 
 
-class Serdes:
-    """Kafka Streams' Serdes factory."""
-
-    @staticmethod
-    def bytes() -> Serde:
-        return Serde()
-
-    @staticmethod
-    def string() -> Serde:
-        return _StringSerde()
-
-    @staticmethod
-    def long() -> Serde:
-        return _LongSerde()
-
-    @staticmethod
-    def json() -> Serde:
-        return _JsonSerde()
-
-    ByteArray = bytes
-    String = string
-    Long = long
-
-
 class _TypedSerde(Serde):
     """The default serde of repartition topics when the DSL was given none:
     a one-byte tag naming the inner serde (B bytes, S string, L long, J json),
@@ -166,10 +142,6 @@ class _TypedSerde(Serde):
         return self._TAGS[tags[0]].deserialize(pc.binary_slice(data, 1, 1 << 30))
 
 
-def typed() -> Serde:
-    return _TypedSerde()
-
-
 class _TimeWindowedSerde(Serde):
     """Kafka's TimeWindowedSerde: the inner key's bytes, then the window
     start (8 bytes, big-endian). Deserialized: struct<key, start>."""
@@ -194,8 +166,35 @@ class _TimeWindowedSerde(Serde):
                                           ["key", "start"])
 
 
-def time_windowed(inner: Serde) -> Serde:
-    return _TimeWindowedSerde(inner)
+class Serdes:
+    """Kafka Streams' Serdes factory."""
 
+    @staticmethod
+    def bytes() -> Serde:
+        return Serde()
 
-Serdes.time_windowed = staticmethod(time_windowed)
+    @staticmethod
+    def string() -> Serde:
+        return _StringSerde()
+
+    @staticmethod
+    def long() -> Serde:
+        return _LongSerde()
+
+    @staticmethod
+    def json() -> Serde:
+        return _JsonSerde()
+
+    @staticmethod
+    def time_windowed(inner: Serde) -> Serde:
+        """Keys of a windowed table's output (Kafka's TimeWindowedSerde)."""
+        return _TimeWindowedSerde(inner)
+
+    @staticmethod
+    def typed() -> Serde:
+        """Repartition topics' default (see _TypedSerde)."""
+        return _TypedSerde()
+
+    ByteArray = bytes
+    String = string
+    Long = long
