@@ -256,7 +256,7 @@ class BranchedKStream:
         self.streams: list[KStream] = []
 
     def branch(self, predicate, named=None) -> BranchedKStream:
-        self.node.predicates.append(predicate)
+        self.node.add_branch(predicate)
         child = P.ProcessorNode(self.stream._n(named, "KSTREAM-BRANCHCHILD"))
         self.stream.builder.topology.add(child, [self.node])
         self.streams.append(KStream(self.stream.builder, child, self.stream.key_serde,

@@ -195,21 +195,24 @@ class PeekNode(ProcessorNode):
 
 class BranchNode(ProcessorNode):
     """split(): each record goes to the first branch whose predicate holds
-    (children[i] for predicates[i]); the default branch, if any, is last."""
+    (children[i] for branches[i]); the default branch, if any, is last."""
 
     def __init__(self, name):
         super().__init__(name)
-        self.predicates: list = []     # None: the default branch
+        self.branches: list[FilterNode | None] = []     # None: the default branch
+
+    def add_branch(self, predicate) -> None:
+        self.branches.append(None if predicate is None else FilterNode(self.name, predicate))
 
     def process(self, task, batch):
         left = batch
-        for pred, child in zip(self.predicates, self.children):
+        for branch, child in zip(self.branches, self.children):
             if not left.num_rows:
                 return
-            if pred is None:
+            if branch is None:
                 child.process(task, left)
                 return
-            m = FilterNode.mask(FilterNode("", pred), left)
+            m = branch.mask(left)
             taken = left.filter(m)
             if taken.num_rows:
                 child.process(task, taken)

@@ -246,13 +246,17 @@ def test_repartition_topic_carries_typed_keys_between_subtopologies():
     b = StreamsBuilder()
     s = b.stream("in", Consumed.with_(S, L))
     s.group_by(lambda k, v: v % 4).count().to_stream().to("by-mod", Produced.with_(L, L))
+    s.select_key(lambda k, v: v).repartition().map_values(lambda v: -v).to(
+        "moved", Produced.with_(L, L))
     topo = b.build()
-    assert len(topo.subtopologies()) == 2
-    assert "Sub-topology: 1" in topo.describe()
+    assert len(topo.subtopologies()) == 3
+    assert "Sub-topology: 2" in topo.describe()
     with TopologyTestDriver(topo, {"application.id": "app"}) as d:
         d.create_input_topic("in", S, L).pipe_record_list([("x", i, i) for i in range(10)])
         assert d.create_output_topic("by-mod", L, L).read_key_values_to_map() == {
             0: 3, 1: 3, 2: 2, 3: 2}
+        assert d.create_output_topic("moved", L, L).read_key_values_to_list() == [
+            (i, -i) for i in range(10)]
 
 
 def test_copartitioning_is_checked_with_a_clear_error():
