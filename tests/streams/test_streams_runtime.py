@@ -15,6 +15,7 @@ from harness import create
 
 from kafkalite.client import (AdminClient, ConfigResource, Consumer, OFFSET_BEGINNING, Producer,
                               ResourceType, TopicPartition)
+from kafkalite.errors import KafkaError
 from kafkalite.streams import (Consumed, KafkaStreams, Materialized, Produced, Serdes,
                                StreamsBuilder, TimeWindows, TopologyException)
 
@@ -220,3 +221,57 @@ def test_inputs_not_copartitioned_are_refused_at_start(server, topic_name, tmp_p
         b2 = StreamsBuilder()
         b2.stream(topic_name + "-missing").to(topic_name + "-out")
         KafkaStreams(b2.build(), config(server, tmp_path, topic_name + "2")).start()
+
+
+def test_a_failed_transaction_is_aborted_and_redone_exactly_once(server, topic_name, tmp_path):
+    """exactly_once_v2: a failure inside a transaction (planted: a KafkaError
+    from the topology on one record, once) aborts it, rewinds the input to
+    the committed offsets and the store to its changelog, and does the work
+    again: the committed output holds each record once and the counts equal
+    the model; the aborted attempt's records are in the log
+    (read_uncommitted sees them twice), which is what the check catches."""
+    src = topic_name
+    create(server, src, 2)
+    create(server, f"{src}-copy", 2)
+    create(server, f"{src}-counts", 2)
+    now = int(time.time() * 1000)
+    records = [(f"k{i % 7}", i, now + i) for i in range(400)]
+    failed = []
+
+    def fail_once(v):
+        if v == 300 and not failed:
+            failed.append(v)
+            raise KafkaError("planted: the transaction cannot go on")
+        return v
+
+    b = StreamsBuilder()
+    s = b.stream(src, Consumed.with_(S, L))
+    s.map_values(fail_once).to(f"{src}-copy", Produced.with_(S, L))
+    s.group_by_key().count().to_stream().to(f"{src}-counts", Produced.with_(S, L))
+    # one transaction until the failure: the first 200 records' output is in it
+    streams = KafkaStreams(b.build(), config(server, tmp_path, f"{src}-app", **{
+        "processing.guarantee": "exactly_once_v2", "commit.interval.ms": 60_000}))
+    produce(server, src, records[:200])
+    streams.start()
+    try:
+        deadline = time.monotonic() + 20
+        while streams.metrics()["processed"] < 200:
+            assert time.monotonic() < deadline and streams.state != KafkaStreams.ERROR
+            time.sleep(0.05)
+        produce(server, src, records[200:])
+        while streams.metrics()["aborts"] < 1 or streams.metrics()["processed"] < 600:
+            assert time.monotonic() < deadline and streams.state != KafkaStreams.ERROR, \
+                streams.error
+            time.sleep(0.05)
+    finally:
+        streams.close()
+    assert streams.error is None and failed == [300]
+    want = collections.Counter((k.encode(), v) for k, v, _ in records)
+    uncommitted = collections.Counter((k, long_of(v)) for _, k, v, _ in
+                                      read(server, f"{src}-copy", 2, "read_uncommitted"))
+    assert uncommitted - want, "the aborted attempt left nothing in the log to catch"
+    committed = collections.Counter((k, long_of(v)) for _, k, v, _ in
+                                    read(server, f"{src}-copy", 2))
+    assert committed == want
+    latest = {k: long_of(v) for _, k, v, _ in read(server, f"{src}-counts", 2)}
+    assert latest == dict(collections.Counter(k.encode() for k, _, _ in records))
