@@ -311,8 +311,8 @@ class KafkaStreams:
                    != tp.offset]
         if not offsets and not self._in_txn:
             return
-        # (stores are not flushed here: a task's state is rebuilt from its
-        # changelog when it is created, so RocksDB's own durability is enough)
+        for task in self.tasks.values():
+            task.flush()        # the stores' write-back caches into RocksDB
         if self.eos:
             if not self._in_txn:
                 self._producer.begin_transaction()

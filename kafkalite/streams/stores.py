@@ -132,8 +132,10 @@ class RocksDBKeyValueStore(KeyValueStore):
     """RocksDB under a cache of decoded values (Kafka Streams' record cache,
     here counted in entries): a batch's reads of hot keys are one dict
     lookup mapped in C instead of a multi_get and a decode. The cache is
-    write-through (every put reaches RocksDB at once) and simply emptied
-    when it outgrows ``cache_entries``."""
+    write-back: puts reach RocksDB at ``flush`` (the task's commit), the
+    last value of each key once, and before the cache is emptied when it
+    outgrows ``cache_entries``. Reads see the cache first, so they never
+    see RocksDB behind it."""
 
     persistent = True
 
@@ -150,6 +152,7 @@ class RocksDBKeyValueStore(KeyValueStore):
         self._db = self._open()
         self._empty = True
         self._cache: dict = {}      # key -> value, None: known to be absent
+        self._dirty: dict = {}      # key -> value not yet in RocksDB (None: delete)
         self._cache_entries = cache_entries
 
     def _open(self):
@@ -181,22 +184,25 @@ class RocksDBKeyValueStore(KeyValueStore):
 
     def _trim(self) -> None:
         if len(self._cache) > self._cache_entries:
+            self.flush()
             self._cache.clear()
 
     def all(self):
+        """(key, value) pairs in key order: RocksDB's, under the dirty entries."""
         items = list(self._db.items())
         values = self.value_serde.deserialize(pa.array([v for _, v in items], pa.binary()))
-        return list(zip([k for k, _ in items], values.to_pylist()))
+        merged = dict(zip([k for k, _ in items], values.to_pylist()))
+        merged.update(dict(self._dirty))
+        return sorted((k, v) for k, v in merged.items() if v is not None)
 
     def approximate_num_entries(self) -> int:
-        return sum(1 for _ in self._db.keys())
+        return len(self.all())
 
     def _apply(self, keys, values) -> None:
         self._empty = False
         self._cache.update(zip(keys, values))
+        self._dirty.update(zip(keys, values))
         self._trim()
-        self._write(keys, self.value_serde.serialize(self.value_serde.to_column(values))
-                    .to_pylist())
 
     def _write(self, keys, raw) -> None:
         wb = self._WriteBatch(raw_mode=True)
@@ -208,15 +214,22 @@ class RocksDBKeyValueStore(KeyValueStore):
         self._db.write(wb)
 
     def restore(self, keys: list, values: pa.Array) -> None:
+        self.flush()
         self._empty = False
         self._cache.clear()
         self._write(keys, values.to_pylist())
 
     def flush(self) -> None:
-        self._db.flush()
+        """Write the dirty entries to RocksDB."""
+        if self._dirty:
+            keys, values = list(self._dirty), list(self._dirty.values())
+            self._dirty = {}
+            self._write(keys, self.value_serde.serialize(self.value_serde.to_column(values))
+                        .to_pylist())
 
     def wipe(self) -> None:
         self._changes = {}
+        self._dirty = {}
         if self._empty:
             return
         self._db.close()
@@ -226,6 +239,7 @@ class RocksDBKeyValueStore(KeyValueStore):
         self._empty = True
 
     def close(self) -> None:
+        self.flush()
         self._db.close()
 
 
