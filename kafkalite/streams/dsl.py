@@ -1,0 +1,363 @@
+"""The Streams DSL: StreamsBuilder, KStream, KTable, KGroupedStream,
+TimeWindowedKStream, and their config objects (Consumed, Produced, Grouped,
+Materialized, Named, Repartitioned), in Kafka Streams' vocabulary with
+snake_case methods.
+
+Every operator that takes a function follows one rule (records.py): a
+pyarrow.compute Expression or a ``@columnar`` function runs once per batch
+(the fast path); any other callable runs once per record with Kafka Streams'
+signature (the slow path). For example, the same filter both ways::
+
+    stream.filter(pc.field("value") > 10)          # columnar
+    stream.filter(lambda key, value: value > 10)   # per record
+
+``count()`` is always columnar; ``reduce("sum" | "min" | "max")`` is too;
+``reduce(fn)`` and ``aggregate(initializer, aggregator)`` are per record.
+
+Grouping by a new key (``group_by``, ``select_key`` then ``group_by_key``,
+``repartition``) writes the records to an internal repartition topic
+``<application.id>-<name>-repartition`` and reads them back, so that each
+key's records meet in one task, as in Kafka Streams.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kafkalite.streams import processors as P
+from kafkalite.streams.serdes import Serde, Serdes
+from kafkalite.streams.topology import StoreSpec, Topology, TopologyException
+from kafkalite.streams.windows import TimeWindows
+
+
+@dataclass
+class Consumed:
+    key_serde: Serde | None = None
+    value_serde: Serde | None = None
+
+    @classmethod
+    def with_(cls, key_serde=None, value_serde=None):
+        return cls(key_serde, value_serde)
+
+
+@dataclass
+class Produced:
+    key_serde: Serde | None = None
+    value_serde: Serde | None = None
+
+    @classmethod
+    def with_(cls, key_serde=None, value_serde=None):
+        return cls(key_serde, value_serde)
+
+
+@dataclass
+class Grouped:
+    name: str | None = None
+    key_serde: Serde | None = None
+    value_serde: Serde | None = None
+
+    @classmethod
+    def with_(cls, key_serde=None, value_serde=None):
+        return cls(None, key_serde, value_serde)
+
+    @classmethod
+    def as_(cls, name):
+        return cls(name)
+
+
+Repartitioned = Grouped
+
+
+@dataclass
+class Named:
+    name: str
+
+    @classmethod
+    def as_(cls, name):
+        return cls(name)
+
+
+class Materialized:
+    """Where a table's state lives: the store name (which names its
+    changelog topic), the store type ("rocksdb" or "in_memory"; None: the
+    config's default.dsl.store), the value serde, and whether it is logged."""
+
+    def __init__(self, name=None, store_type=None, key_serde=None, value_serde=None,
+                 logging=True):
+        self.name, self.store_type = name, store_type
+        self.key_serde, self.value_serde, self.logging = key_serde, value_serde, logging
+
+    @classmethod
+    def as_(cls, name: str, store_type: str | None = None) -> Materialized:
+        if store_type not in (None, "rocksdb", "in_memory"):
+            raise ValueError("store_type is 'rocksdb' or 'in_memory'")
+        return cls(name, store_type)
+
+    @classmethod
+    def with_(cls, key_serde=None, value_serde=None) -> Materialized:
+        return cls(key_serde=key_serde, value_serde=value_serde)
+
+    def with_value_serde(self, serde) -> Materialized:
+        self.value_serde = serde
+        return self
+
+    def with_key_serde(self, serde) -> Materialized:
+        self.key_serde = serde
+        return self
+
+    def with_logging_disabled(self) -> Materialized:
+        self.logging = False
+        return self
+
+
+class StreamsBuilder:
+    def __init__(self):
+        self.topology = Topology()
+
+    def _name(self, named, prefix):
+        return named.name if isinstance(named, Named) else named or self.topology.next_name(prefix)
+
+    def stream(self, topics, consumed: Consumed | None = None) -> KStream:
+        topics = [topics] if isinstance(topics, str) else list(topics)
+        c = consumed or Consumed()
+        node = self.topology.add(P.SourceNode(self.topology.next_name("KSTREAM-SOURCE"), topics,
+                                              c.key_serde or Serdes.bytes(),
+                                              c.value_serde or Serdes.bytes()))
+        return KStream(self, node, c.key_serde, c.value_serde)
+
+    def table(self, topic: str, consumed: Consumed | None = None,
+              materialized: Materialized | None = None) -> KTable:
+        c = consumed or Consumed()
+        m = materialized or Materialized()
+        source = self.topology.add(P.SourceNode(self.topology.next_name("KSTREAM-SOURCE"),
+                                                [topic], c.key_serde or Serdes.bytes(),
+                                                c.value_serde or Serdes.bytes()))
+        store = self._store(m, "KTABLE-SOURCE-STATE-STORE", c.value_serde or Serdes.bytes())
+        node = self.topology.add(P.TableSourceNode(self.topology.next_name("KTABLE-SOURCE"),
+                                                   store.name, c.key_serde), [source])
+        return KTable(self, node, c.key_serde, c.value_serde, store.name)
+
+    def _store(self, m: Materialized, prefix: str, value_serde, window_size=None) -> StoreSpec:
+        name = m.name or self.topology.next_name(prefix)
+        return self.topology.add_store(StoreSpec(name, m.store_type, m.value_serde or value_serde,
+                                                 m.logging, window_size))
+
+    def build(self) -> Topology:
+        self.topology.subtopologies()
+        return self.topology
+
+
+class KStream:
+    def __init__(self, builder: StreamsBuilder, node, key_serde=None, value_serde=None):
+        self.builder, self.node = builder, node
+        self.key_serde, self.value_serde = key_serde, value_serde
+
+    def _then(self, node, key_serde="same", value_serde="same") -> KStream:
+        self.builder.topology.add(node, [self.node])
+        return KStream(self.builder, node,
+                       self.key_serde if key_serde == "same" else key_serde,
+                       self.value_serde if value_serde == "same" else value_serde)
+
+    def _n(self, named, prefix):
+        return self.builder._name(named, prefix)
+
+    # ---- stateless ----
+    def filter(self, predicate, named=None) -> KStream:
+        return self._then(P.FilterNode(self._n(named, "KSTREAM-FILTER"), predicate))
+
+    def filter_not(self, predicate, named=None) -> KStream:
+        return self._then(P.FilterNode(self._n(named, "KSTREAM-FILTER"), predicate, negate=True))
+
+    def map(self, mapper, named=None) -> KStream:
+        """Per record: ``mapper(key, value) -> (key, value)``. Columnar: a
+        @columnar ``mapper(batch)`` returning a RecordBatch/Table/dict with
+        ``key`` and ``value`` columns."""
+        return self._then(P.MapNode(self._n(named, "KSTREAM-MAP"), mapper, "map"), None, None)
+
+    def map_values(self, mapper, named=None) -> KStream:
+        return self._then(P.MapNode(self._n(named, "KSTREAM-MAPVALUES"), mapper, "map_values"),
+                          value_serde=None)
+
+    def select_key(self, mapper, named=None) -> KStream:
+        return self._then(P.MapNode(self._n(named, "KSTREAM-KEY-SELECT"), mapper, "select_key"),
+                          key_serde=None)
+
+    def flat_map(self, mapper, named=None) -> KStream:
+        return self._then(P.FlatMapNode(self._n(named, "KSTREAM-FLATMAP"), mapper, False),
+                          None, None)
+
+    def flat_map_values(self, mapper, named=None) -> KStream:
+        return self._then(P.FlatMapNode(self._n(named, "KSTREAM-FLATMAPVALUES"), mapper, True),
+                          value_serde=None)
+
+    def peek(self, action, named=None) -> KStream:
+        return self._then(P.PeekNode(self._n(named, "KSTREAM-PEEK"), action))
+
+    def foreach(self, action, named=None) -> None:
+        self._then(P.PeekNode(self._n(named, "KSTREAM-FOREACH"), action))
+
+    def split(self, named=None) -> BranchedKStream:
+        node = self._then(P.BranchNode(self._n(named, "KSTREAM-BRANCH"))).node
+        return BranchedKStream(self, node)
+
+    def branch(self, *predicates) -> list[KStream]:
+        """Kafka's older form: one stream per predicate, first match wins."""
+        s = self.split()
+        for p in predicates:
+            s.branch(p)
+        return s.streams
+
+    def merge(self, other: KStream, named=None) -> KStream:
+        node = P.ProcessorNode(self._n(named, "KSTREAM-MERGE"))
+        self.builder.topology.add(node, [self.node, other.node])
+        return KStream(self.builder, node, self.key_serde, self.value_serde)
+
+    def to(self, topic: str, produced: Produced | None = None) -> None:
+        p = produced or Produced()
+        self._then(P.SinkNode(self.builder.topology.next_name("KSTREAM-SINK"), topic,
+                              p.key_serde or self.key_serde, p.value_serde or self.value_serde))
+
+    def repartition(self, repartitioned: Repartitioned | None = None) -> KStream:
+        r = repartitioned or Repartitioned()
+        name = r.name or self.builder.topology.next_name("KSTREAM-REPARTITION")
+        return self._through_repartition(name, r.key_serde or self.key_serde,
+                                         r.value_serde or self.value_serde)
+
+    def _through_repartition(self, name, key_serde, value_serde) -> KStream:
+        topo = self.builder.topology
+        topic = f"{name}-repartition"
+        if topic in topo.internal_topics:
+            raise TopologyException(f"a repartition topic named {name!r} already exists")
+        topo.internal_topics.add(topic)
+        # without serdes, the column types are known only at run time, perhaps in
+        # another instance than the reader: a tagged encoding carries them
+        ks, vs = key_serde or Serdes.typed(), value_serde or Serdes.typed()
+        self._then(P.SinkNode(topo.next_name("KSTREAM-SINK"), topic, ks, vs, internal=True))
+        source = topo.add(P.SourceNode(topo.next_name("KSTREAM-SOURCE"), [topic], ks, vs))
+        return KStream(self.builder, source, key_serde, value_serde)
+
+    # ---- grouping ----
+    def group_by_key(self, grouped: Grouped | None = None) -> KGroupedStream:
+        g = grouped or Grouped()
+        return KGroupedStream(self, g.key_serde or self.key_serde,
+                              g.value_serde or self.value_serde, g.name, needs_repartition=False)
+
+    def group_by(self, selector, grouped: Grouped | None = None) -> KGroupedStream:
+        """Group by a new key (``selector(key, value)``, or columnar): the
+        records go through a repartition topic."""
+        g = grouped or Grouped()
+        keyed = self.select_key(selector)
+        return KGroupedStream(keyed, g.key_serde, g.value_serde or self.value_serde, g.name,
+                              needs_repartition=True)
+
+
+class BranchedKStream:
+    def __init__(self, stream: KStream, node):
+        self.stream, self.node = stream, node
+        self.streams: list[KStream] = []
+
+    def branch(self, predicate, named=None) -> BranchedKStream:
+        self.node.add_branch(predicate)
+        child = P.ProcessorNode(self.stream._n(named, "KSTREAM-BRANCHCHILD"))
+        self.stream.builder.topology.add(child, [self.node])
+        self.streams.append(KStream(self.stream.builder, child, self.stream.key_serde,
+                                    self.stream.value_serde))
+        return self
+
+    def default_branch(self, named=None) -> list[KStream]:
+        self.branch(None, named)
+        return self.streams
+
+    def no_default_branch(self) -> list[KStream]:
+        return self.streams
+
+
+class KGroupedStream:
+    def __init__(self, stream: KStream, key_serde, value_serde, name, needs_repartition):
+        self.stream, self.key_serde, self.value_serde = stream, key_serde, value_serde
+        self.name, self.needs_repartition = name, needs_repartition
+
+    def _input(self) -> KStream:
+        if not self.needs_repartition:
+            return self.stream
+        topo = self.stream.builder.topology
+        name = self.name or topo.next_name("KSTREAM-AGGREGATE-STATE-STORE") + "-grouped"
+        return self.stream._through_repartition(name, self.key_serde, self.value_serde)
+
+    def _aggregate(self, kind, how, initializer, materialized, value_serde, windows=None):
+        builder = self.stream.builder
+        m = materialized or Materialized()
+        store = builder._store(m, "KSTREAM-AGGREGATE-STATE-STORE", value_serde,
+                               None if windows is None else windows.size_ms)
+        src = self._input()
+        node = P.AggregateNode(builder.topology.next_name("KSTREAM-AGGREGATE"), store.name,
+                               m.key_serde or self.key_serde, kind, how, initializer, windows)
+        src._then(node)
+        return KTable(builder, node, m.key_serde or self.key_serde, store.value_serde,
+                      store.name, windowed=windows is not None)
+
+    def count(self, materialized: Materialized | None = None) -> KTable:
+        return self._aggregate("count", None, None, materialized, Serdes.long())
+
+    def reduce(self, reducer, materialized: Materialized | None = None) -> KTable:
+        """``reducer`` "sum", "min" or "max" (columnar) or ``fn(v1, v2)``."""
+        if isinstance(reducer, str) and reducer not in ("sum", "min", "max"):
+            raise ValueError("a columnar reduce is 'sum', 'min' or 'max'")
+        return self._aggregate("reduce", reducer, None, materialized,
+                               self.value_serde or Serdes.json())
+
+    def aggregate(self, initializer, aggregator, materialized: Materialized | None = None) -> KTable:
+        """Per record: ``aggregator(key, value, aggregate) -> aggregate``."""
+        return self._aggregate("aggregate", aggregator, initializer, materialized, Serdes.json())
+
+    def windowed_by(self, windows: TimeWindows) -> TimeWindowedKStream:
+        return TimeWindowedKStream(self, windows)
+
+
+class TimeWindowedKStream:
+    def __init__(self, grouped: KGroupedStream, windows: TimeWindows):
+        self.grouped, self.windows = grouped, windows
+
+    def count(self, materialized: Materialized | None = None) -> KTable:
+        return self.grouped._aggregate("count", None, None, materialized, Serdes.long(),
+                                       self.windows)
+
+    def reduce(self, reducer, materialized: Materialized | None = None) -> KTable:
+        return self.grouped._aggregate("reduce", reducer, None, materialized,
+                                       self.grouped.value_serde or Serdes.json(), self.windows)
+
+    def aggregate(self, initializer, aggregator, materialized: Materialized | None = None) -> KTable:
+        return self.grouped._aggregate("aggregate", aggregator, initializer, materialized,
+                                       Serdes.json(), self.windows)
+
+
+class KTable:
+    """A changelog stream: the latest value per key (a null value deletes).
+    ``queryable_store_name`` names its store when it is materialized."""
+
+    def __init__(self, builder, node, key_serde, value_serde, store_name=None, windowed=False):
+        self.builder, self.node = builder, node
+        self.key_serde, self.value_serde = key_serde, value_serde
+        self.queryable_store_name, self.windowed = store_name, windowed
+
+    def _then(self, node, value_serde="same") -> KTable:
+        self.builder.topology.add(node, [self.node])
+        return KTable(self.builder, node, self.key_serde,
+                      self.value_serde if value_serde == "same" else value_serde,
+                      None, self.windowed)
+
+    def filter(self, predicate, named=None) -> KTable:
+        return self._then(P.TableFilterNode(self.builder._name(named, "KTABLE-FILTER"),
+                                            predicate))
+
+    def filter_not(self, predicate, named=None) -> KTable:
+        return self._then(P.TableFilterNode(self.builder._name(named, "KTABLE-FILTER"),
+                                            predicate, negate=True))
+
+    def map_values(self, mapper, named=None) -> KTable:
+        return self._then(P.TableMapValuesNode(self.builder._name(named, "KTABLE-MAPVALUES"),
+                                               mapper), value_serde=None)
+
+    def to_stream(self, named=None) -> KStream:
+        node = P.ProcessorNode(self.builder._name(named, "KTABLE-TOSTREAM"))
+        self.builder.topology.add(node, [self.node])
+        return KStream(self.builder, node, self.key_serde, self.value_serde)

@@ -1,0 +1,379 @@
+"""The processor nodes the DSL builds (Kafka Streams' KStream*/KTable*
+processors), each working on a whole RecordBatch (records.py).
+
+A node is a description shared by every task; ``process(task, batch)`` gets
+the task whose stores, stream time and outputs it uses, and ``forward``
+hands the result to the node's children. Nodes never loop over records in
+Python unless given a per-record function (records.py: the slow path).
+
+Aggregations (count, reduce, aggregate, windowed or not) drop records with a
+null key or value, as Kafka Streams' do, merge a batch's per-key results
+into the store with one multi-get and one write, and forward one table
+update per key per batch (what Kafka Streams forwards with record caching
+on: the latest value of each key per flush).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from kafkalite.streams import records
+from kafkalite.streams.records import evaluate, is_columnar, replace
+from kafkalite.streams.serdes import Serdes
+
+
+def serde_for(arrow_type):
+    """A serde for a column type the DSL was not told about."""
+    if arrow_type in (pa.binary(), pa.null()):
+        return Serdes.bytes()
+    if arrow_type in (pa.string(), pa.large_string()):
+        return Serdes.string()
+    if pa.types.is_integer(arrow_type):
+        return Serdes.long()
+    return Serdes.json()
+
+
+class ProcessorNode:
+    prefix = "KSTREAM-PROCESSOR"
+
+    def __init__(self, name: str):
+        self.name = name
+        self.children: list[ProcessorNode] = []
+        self.parents: list[ProcessorNode] = []
+
+    def process(self, task, batch: pa.RecordBatch) -> None:
+        self.forward(task, batch)
+
+    def forward(self, task, batch: pa.RecordBatch) -> None:
+        if batch.num_rows:
+            for child in self.children:
+                child.process(task, batch)
+
+    def describe(self) -> str:
+        return f"Processor: {self.name}"
+
+
+class SourceNode(ProcessorNode):
+    def __init__(self, name, topics, key_serde, value_serde):
+        super().__init__(name)
+        self.topics = list(topics)
+        self.key_serde, self.value_serde = key_serde, value_serde
+
+    def process_input(self, task, consumer_batch: pa.RecordBatch) -> None:
+        self.forward(task, records.from_consumer(consumer_batch, self.key_serde, self.value_serde))
+
+    def describe(self):
+        return f"Source: {self.name} (topics: [{', '.join(self.topics)}])"
+
+
+class SinkNode(ProcessorNode):
+    def __init__(self, name, topic, key_serde, value_serde, internal=False):
+        super().__init__(name)
+        self.topic, self.internal = topic, internal
+        self.key_serde, self.value_serde = key_serde, value_serde
+
+    def process(self, task, batch):
+        key_serde = self.key_serde or serde_for(batch.column("key").type)
+        value_serde = self.value_serde or serde_for(batch.column("value").type)
+        keys = key_serde.serialize(batch.column("key"))
+        if "window_start" in batch.schema.names:
+            # Kafka's TimeWindowedSerializer: key bytes + window start (8 bytes, big-endian)
+            starts = batch.column("window_start").to_numpy().astype(">i8").tobytes()
+            starts = pa.FixedSizeBinaryArray.from_buffers(
+                pa.binary(8), batch.num_rows, [None, pa.py_buffer(starts)]).cast(pa.binary())
+            keys = pc.binary_join_element_wise(keys, starts, b"")
+        task.emit(self.topic, keys, value_serde.serialize(batch.column("value")),
+                  batch.column("timestamp"), self.internal)
+
+    def describe(self):
+        return f"Sink: {self.name} (topic: {self.topic})"
+
+
+class FilterNode(ProcessorNode):
+    def __init__(self, name, predicate, negate=False):
+        super().__init__(name)
+        self.predicate, self.negate = predicate, negate
+
+    def mask(self, batch):
+        if is_columnar(self.predicate):
+            m = evaluate(self.predicate, batch)
+        else:
+            m = pa.array([bool(self.predicate(k, v)) for k, v in
+                          zip(batch.column("key").to_pylist(), batch.column("value").to_pylist())],
+                         pa.bool_())
+        m = m.fill_null(False)
+        return pc.invert(m) if self.negate else m
+
+    def process(self, task, batch):
+        self.forward(task, batch.filter(self.mask(batch)))
+
+
+class MapNode(ProcessorNode):
+    """map, map_values, select_key: one output row per input row."""
+
+    def __init__(self, name, fn, kind):
+        super().__init__(name)
+        self.fn, self.kind = fn, kind
+
+    def process(self, task, batch):
+        fn, kind = self.fn, self.kind
+        if is_columnar(fn):
+            out = fn(batch) if kind == "map" else evaluate(fn, batch)
+            if kind == "map":     # a RecordBatch/Table/dict with key and value
+                self.forward(task, replace(batch, key=_column(out, "key"),
+                                           value=_column(out, "value")))
+                return
+        else:
+            keys = batch.column("key").to_pylist()
+            values = batch.column("value").to_pylist()
+            if kind == "map_values":
+                out = pa.array([fn(v) for v in values])
+            elif kind == "select_key":
+                out = pa.array([fn(k, v) for k, v in zip(keys, values)])
+            else:
+                pairs = [fn(k, v) for k, v in zip(keys, values)]
+                self.forward(task, replace(batch, key=pa.array([p[0] for p in pairs]),
+                                           value=pa.array([p[1] for p in pairs])))
+                return
+        self.forward(task, replace(batch, **{"key" if kind == "select_key" else "value": out}))
+
+
+def _column(out, name):
+    col = out[name] if not isinstance(out, pa.RecordBatch) else out.column(name)
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    return col if isinstance(col, pa.Array) else pa.array(col)
+
+
+class FlatMapNode(ProcessorNode):
+    """flat_map, flat_map_values: zero or more rows per input row. A
+    columnar function returns a list array (one list per input row): of
+    values for flat_map_values, of struct<key, value> for flat_map."""
+
+    def __init__(self, name, fn, values_only):
+        super().__init__(name)
+        self.fn, self.values_only = fn, values_only
+
+    def process(self, task, batch):
+        if is_columnar(self.fn):
+            lists = evaluate(self.fn, batch)
+        else:
+            keys = batch.column("key").to_pylist()
+            values = batch.column("value").to_pylist()
+            if self.values_only:
+                lists = pa.array([list(self.fn(v)) for v in values])
+            else:
+                lists = pa.array([[{"key": k2, "value": v2} for k2, v2 in self.fn(k, v)]
+                                  for k, v in zip(keys, values)])
+        parents = pc.list_parent_indices(lists)
+        flat = pc.list_flatten(lists)
+        out = batch.take(parents)
+        if self.values_only:
+            out = replace(out, value=flat)
+        else:
+            out = replace(out, key=flat.field("key"), value=flat.field("value"))
+        self.forward(task, out)
+
+
+class PeekNode(ProcessorNode):
+    """peek (forwards) and foreach (terminal): ``fn(key, value)`` per record,
+    or a @columnar ``fn(batch)`` once per batch."""
+
+    def __init__(self, name, fn):
+        super().__init__(name)
+        self.fn = fn
+
+    def process(self, task, batch):
+        if is_columnar(self.fn):
+            self.fn(batch)
+        else:
+            for k, v in zip(batch.column("key").to_pylist(), batch.column("value").to_pylist()):
+                self.fn(k, v)
+        self.forward(task, batch)
+
+
+class BranchNode(ProcessorNode):
+    """split(): each record goes to the first branch whose predicate holds
+    (children[i] for branches[i]); the default branch, if any, is last."""
+
+    def __init__(self, name):
+        super().__init__(name)
+        self.branches: list[FilterNode | None] = []     # None: the default branch
+
+    def add_branch(self, predicate) -> None:
+        self.branches.append(None if predicate is None else FilterNode(self.name, predicate))
+
+    def process(self, task, batch):
+        left = batch
+        for branch, child in zip(self.branches, self.children):
+            if not left.num_rows:
+                return
+            if branch is None:
+                child.process(task, left)
+                return
+            m = branch.mask(left)
+            taken = left.filter(m)
+            if taken.num_rows:
+                child.process(task, taken)
+            left = left.filter(pc.invert(m))
+
+
+def _valid(batch):
+    """Rows an aggregation takes: key and value not null."""
+    k, v = batch.column("key"), batch.column("value")
+    if k.null_count or v.null_count:
+        return batch.filter(pc.and_(pc.is_valid(k), pc.is_valid(v)))
+    return batch
+
+
+class AggregateNode(ProcessorNode):
+    """count / reduce / aggregate of a grouped stream, windowed or not.
+
+    kind: "count" (columnar); "reduce" with ``how`` a pyarrow hash aggregate
+    that combines ("sum", "min", "max": columnar) or a per-record function
+    (v1, v2) -> v; "aggregate" with ``initializer()`` and per-record
+    ``aggregator(key, value, aggregate)``."""
+
+    prefix = "KSTREAM-AGGREGATE"
+
+    def __init__(self, name, store, key_serde, kind, how=None, initializer=None, windows=None):
+        super().__init__(name)
+        self.store_name, self.store_names = store, [store]
+        self.key_serde, self.kind, self.how = key_serde, kind, how
+        self.initializer, self.windows = initializer, windows
+
+    def process(self, task, batch):
+        batch = _valid(batch)
+        if not batch.num_rows:
+            return
+        key_serde = self.key_serde or serde_for(batch.column("key").type)
+        store_keys = key_serde.serialize(batch.column("key"))
+        window_starts = None
+        if self.windows is not None:
+            batch, store_keys, window_starts = self._windows(task, batch, store_keys)
+            if not batch.num_rows:
+                return
+        store = task.store(self.store_name)
+        if self.kind == "count" or (self.kind == "reduce" and isinstance(self.how, str)):
+            table = pa.table({"k": store_keys, "row": pa.array(np.arange(batch.num_rows))})
+            aggs = [("row", "max")]
+            if self.kind == "reduce":
+                table = table.append_column("v", batch.column("value"))
+                aggs.append(("v", self.how))
+            grouped = table.group_by("k", use_threads=False).aggregate(
+                aggs + ([("row", "count")] if self.kind == "count" else []))
+            uniq = grouped.column("k").to_pylist()
+            last_rows = grouped.column("row_max").combine_chunks()
+            if self.kind == "count":
+                old = np.fromiter(store.get_many(uniq, 0), dtype=np.int64, count=len(uniq))
+                new = pa.array(old + grouped.column("row_count").to_numpy())
+            else:
+                fresh = grouped.column(f"v_{self.how}").combine_chunks()
+                old = pa.array(store.get_many(uniq), fresh.type)
+                both = getattr(pc, {"sum": "add", "min": "min_element_wise",
+                                    "max": "max_element_wise"}[self.how])(old, fresh)
+                new = pc.if_else(pc.is_null(old), fresh, both)
+            store.put_many(uniq, new.to_pylist())
+        else:
+            uniq, new, last_rows = self._per_record(store, batch, store_keys)
+        out = batch.take(last_rows)
+        self.forward(task, replace(out, value=new) if window_starts is None else replace(
+            out, value=new, window_start=window_starts.take(last_rows),
+            window_end=pc.add(window_starts.take(last_rows), self.windows.size_ms)))
+
+    def _per_record(self, store, batch, store_keys):
+        """The slow path: the aggregator called once per record, in order."""
+        kb = store_keys.to_pylist()
+        uniq = list(dict.fromkeys(kb))
+        current = dict(zip(uniq, store.get_many(uniq)))
+        last = {}
+        keys = batch.column("key").to_pylist()
+        values = batch.column("value").to_pylist()
+        if self.kind == "reduce":
+            fn = self.how
+            for i, (b, v) in enumerate(zip(kb, values)):
+                a = current[b]
+                current[b] = v if a is None else fn(a, v)
+                last[b] = i
+        else:
+            init, fn = self.initializer, self.how
+            for i, (b, k, v) in enumerate(zip(kb, keys, values)):
+                a = current[b]
+                current[b] = fn(k, v, init() if a is None else a)
+                last[b] = i
+        uniq = list(last)
+        new = [current[b] for b in uniq]
+        store.put_many(uniq, new)
+        return uniq, pa.array(new), pa.array(list(last.values()), pa.int64())
+
+    def _windows(self, task, batch, store_keys):
+        """Each record once per window it falls in and is not late for;
+        the late ones counted in ``dropped_records``."""
+        ts = batch.column("timestamp").to_numpy()
+        state = task.node_state.setdefault(self.name, {"stream_time": -1})
+        stream_times = np.maximum.accumulate(np.maximum(ts, state["stream_time"]))
+        state["stream_time"] = int(stream_times[-1])
+        rows, starts, accepted = self.windows.assign(ts, stream_times)
+        task.metrics["dropped_records"] += int((~accepted).sum())
+        rows, starts = rows[accepted], starts[accepted]
+        idx = pa.array(rows, pa.int64())
+        starts_arr = pa.array(starts, pa.int64())
+        raw = starts.astype(">i8").tobytes()
+        start_bytes = pa.FixedSizeBinaryArray.from_buffers(
+            pa.binary(8), len(starts), [None, pa.py_buffer(raw)]).cast(pa.binary())
+        keys = pc.binary_join_element_wise(store_keys.take(idx), start_bytes, b"")
+        return batch.take(idx), keys, starts_arr
+
+
+class TableSourceNode(ProcessorNode):
+    """builder.table(): materializes the topic (a null value deletes the
+    key) and forwards every change."""
+
+    prefix = "KTABLE-SOURCE"
+
+    def __init__(self, name, store, key_serde):
+        super().__init__(name)
+        self.store_name, self.store_names, self.key_serde = store, [store], key_serde
+
+    def process(self, task, batch):
+        k = batch.column("key")
+        if k.null_count:
+            batch = batch.filter(pc.is_valid(k))
+        keys = (self.key_serde or serde_for(k.type)).serialize(batch.column("key")).to_pylist()
+        task.store(self.store_name).put_many(keys, batch.column("value").to_pylist())
+        self.forward(task, batch)
+
+
+class TableFilterNode(FilterNode):
+    """KTable.filter: a row that fails becomes a tombstone for its key."""
+
+    def mask(self, batch):
+        if is_columnar(self.predicate):
+            return super().mask(batch)
+        keep = [True if v is None else bool(self.predicate(k, v)) != self.negate
+                for k, v in zip(batch.column("key").to_pylist(), batch.column("value").to_pylist())]
+        return pa.array(keep, pa.bool_())
+
+    def process(self, task, batch):
+        keep = pc.or_(self.mask(batch), pc.is_null(batch.column("value")))
+        value = batch.column("value")
+        self.forward(task, replace(batch, value=pc.if_else(keep, value,
+                                                          pa.scalar(None, value.type))))
+
+
+class TableMapValuesNode(MapNode):
+    """KTable.map_values: tombstones stay tombstones."""
+
+    def __init__(self, name, fn):
+        super().__init__(name, fn, "map_values")
+
+    def process(self, task, batch):
+        live = pc.is_valid(batch.column("value"))
+        if not is_columnar(self.fn):
+            fn = self.fn
+            values = [None if v is None else fn(v) for v in batch.column("value").to_pylist()]
+            self.forward(task, replace(batch, value=pa.array(values)))
+            return
+        out = evaluate(self.fn, batch)
+        self.forward(task, replace(batch, value=pc.if_else(live, out, pa.scalar(None, out.type))))

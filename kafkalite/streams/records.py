@@ -1,0 +1,89 @@
+"""The record batch inside a topology, and how operator arguments run on it.
+
+Every processor takes and forwards pyarrow RecordBatches with these columns
+(the consumer's Arrow output, kafkalite.client.arrow.SCHEMA, less ``topic``
+and ``timestamp_type``, keys and values deserialized by the source's serdes):
+
+    key        the record key (type from the key serde; null: no key)
+    value      the record value (type from the value serde; null: tombstone)
+    timestamp  int64, ms since the epoch (the record's timestamp, carried to
+               its outputs as Kafka Streams does)
+    partition  int32, the input partition (the task's)
+    offset     int64, the input offset (of the record a row came from)
+    headers    list<struct<key: string, value: binary>>
+
+A windowed aggregation's table adds ``window_start`` and ``window_end``
+(int64 ms).
+
+Operator arguments, one rule for every operator:
+- a ``pyarrow.compute.Expression`` over those columns (``pc.field("value")``)
+  is evaluated once per batch (Acero), the fast path;
+- a function marked ``@columnar`` is called once per batch with the whole
+  RecordBatch and returns an Array (or what the operator documents);
+- any other callable is a per-record function with Kafka Streams' signature
+  (``(key, value)``, or ``(value)`` for the *_values operators), called once
+  per record on Python objects: the slow path, as in every Python stream
+  processor.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.acero as acero
+import pyarrow.compute as pc
+
+COLUMNS = ("key", "value", "timestamp", "partition", "offset", "headers")
+
+
+def columnar(fn):
+    """Mark ``fn`` as a function of a whole RecordBatch (the fast path)."""
+    fn.__kafkalite_columnar__ = True
+    return fn
+
+
+def is_columnar(fn) -> bool:
+    return isinstance(fn, pc.Expression) or getattr(fn, "__kafkalite_columnar__", False)
+
+
+def evaluate(arg, batch: pa.RecordBatch) -> pa.Array:
+    """A columnar argument (Expression or @columnar function) on ``batch``."""
+    if isinstance(arg, pc.Expression):
+        plan = acero.Declaration.from_sequence([
+            acero.Declaration("table_source",
+                              acero.TableSourceNodeOptions(pa.Table.from_batches([batch]))),
+            acero.Declaration("project", acero.ProjectNodeOptions([arg], ["out"]))])
+        out = plan.to_table(use_threads=False).column("out")
+    else:
+        out = arg(batch)
+    if isinstance(out, pa.ChunkedArray):
+        out = out.combine_chunks()
+    if not isinstance(out, pa.Array):
+        out = pa.array(out)
+    if len(out) != batch.num_rows:
+        raise ValueError(f"a columnar function returned {len(out)} rows for a batch of "
+                         f"{batch.num_rows}")
+    return out
+
+
+def replace(batch: pa.RecordBatch, **columns) -> pa.RecordBatch:
+    """``batch`` with some columns replaced (or added), same rows."""
+    names = list(batch.schema.names)
+    arrays = list(batch.columns)
+    for name, col in columns.items():
+        if name in names:
+            arrays[names.index(name)] = col
+        else:
+            names.append(name)
+            arrays.append(col)
+    return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def from_consumer(batch: pa.RecordBatch, key_serde, value_serde) -> pa.RecordBatch:
+    """The consumer's RecordBatch (client/arrow.py SCHEMA) as a topology batch."""
+    return pa.RecordBatch.from_arrays([
+        key_serde.deserialize(batch.column("key")),
+        value_serde.deserialize(batch.column("value")),
+        batch.column("timestamp").cast(pa.int64()),
+        batch.column("partition"),
+        batch.column("offset"),
+        batch.column("headers"),
+    ], names=list(COLUMNS))

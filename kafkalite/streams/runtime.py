@@ -1,0 +1,453 @@
+"""KafkaStreams: a topology run by one instance of an application, in a
+consumer group with the application's other instances.
+
+``application.id`` is the group id and the prefix of the internal topics.
+At start the instance checks co-partitioning, creates the repartition topics
+and the changelog topics (cleanup.policy=compact, the partition count of the
+sub-topology), and joins the group with one native Consumer (the range
+assignor, which gives partition p of co-partitioned topics to one member).
+A task runs per (sub-topology, partition); tasks are created when their
+partitions are assigned, their stores restored from the changelog (read to
+its end, read_committed under exactly-once), and suspended on revoke after a
+commit (a suspended task that comes back keeps its state; one that does not
+is closed).
+
+One StreamThread per instance (``num.stream.threads`` is 1): poll
+``consume_batch``, split the batch by topic and partition, run each task,
+produce its outputs and changelog changes, and every ``commit.interval.ms``
+commit:
+
+- ``at_least_once``: flush the producer (every delivery acknowledged), then
+  commit the consumed positions to the group. A crash replays from the last
+  commit: outputs may repeat, counts may be higher than the model, never
+  lower.
+- ``exactly_once_v2``: one transactional producer per instance
+  (``transactional.id`` = ``<application.id>-<instance>``); every commit
+  interval's outputs, changelog writes and input offsets
+  (``send_offsets_to_transaction`` with the consumer's group metadata) are
+  one transaction. On a failure the transaction is aborted, the consumer
+  rewound to the committed offsets and every store restored from its
+  changelog (which holds only committed changes), so the aborted work is
+  done again exactly once. Input is read read_committed.
+
+Who may call: ``start``, ``close``, ``state``, ``store`` and ``metrics`` from
+any thread; the topology's functions run in the StreamThread.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import tempfile
+import threading
+import time
+import uuid
+
+import numpy as np
+import pyarrow as pa
+
+from kafkalite import errors
+from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer,
+                              TopicPartition)
+from kafkalite.errors import KafkaError
+from kafkalite.streams.task import StreamTask
+from kafkalite.streams.topology import Topology, TopologyException
+
+log = logging.getLogger(__name__)
+
+AT_LEAST_ONCE, EXACTLY_ONCE_V2 = "at_least_once", "exactly_once_v2"
+
+
+class StreamsConfig:
+    """Kafka Streams' config names; ``consumer.*`` / ``producer.*`` keys
+    pass through to the clients."""
+
+    DEFAULTS = {
+        "processing.guarantee": AT_LEAST_ONCE,
+        "commit.interval.ms": None,      # Kafka's: 30000 at_least_once, 100 exactly_once_v2
+        "state.dir": os.path.join(tempfile.gettempdir(), "kafkalite-streams"),
+        "default.dsl.store": "rocksdb",
+        "num.stream.threads": 1,
+        "instance.id": None,             # stable id: transactional.id and group.instance.id
+        "poll.ms": 100,
+        "transaction.timeout.ms": 10_000,   # Kafka Streams' EOS default
+    }
+
+    def __init__(self, config: dict):
+        cfg = {**self.DEFAULTS, **config}
+        for required in ("application.id", "bootstrap.servers"):
+            if not cfg.get(required):
+                raise ValueError(f"StreamsConfig needs {required}")
+        if cfg["processing.guarantee"] not in (AT_LEAST_ONCE, EXACTLY_ONCE_V2):
+            raise ValueError("processing.guarantee is at_least_once or exactly_once_v2")
+        if cfg["default.dsl.store"] not in ("rocksdb", "in_memory"):
+            raise ValueError("default.dsl.store is rocksdb or in_memory")
+        if int(cfg["num.stream.threads"]) != 1:
+            raise ValueError("num.stream.threads: one stream thread per instance is supported; "
+                             "start more instances to scale out")
+        if cfg["commit.interval.ms"] is None:
+            cfg["commit.interval.ms"] = 100 if cfg["processing.guarantee"] == EXACTLY_ONCE_V2 \
+                else 30_000
+        self.values = cfg
+
+    def __getitem__(self, key):
+        return self.values[key]
+
+    def prefixed(self, prefix: str) -> dict:
+        return {k[len(prefix):]: v for k, v in self.values.items() if k.startswith(prefix)}
+
+
+class KafkaStreams:
+    CREATED, REBALANCING, RUNNING, PENDING_SHUTDOWN, NOT_RUNNING, ERROR = (
+        "CREATED", "REBALANCING", "RUNNING", "PENDING_SHUTDOWN", "NOT_RUNNING", "ERROR")
+
+    def __init__(self, topology: Topology, config: dict):
+        self.topology = topology
+        self.config = StreamsConfig(config)
+        self.application_id = self.config["application.id"]
+        self.eos = self.config["processing.guarantee"] == EXACTLY_ONCE_V2
+        self.instance = self.config["instance.id"] or uuid.uuid4().hex[:12]
+        self.state = self.CREATED
+        self.error: BaseException | None = None
+        self.tasks: dict[tuple[int, int], StreamTask] = {}
+        self._suspended: dict[tuple[int, int], StreamTask] = {}
+        self._committed: dict[tuple[str, int], int] = {}    # what this instance committed
+        self._in_txn = False
+        self._delivery_errors: list = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._metrics = collections.Counter()
+        self.restored_records = 0
+
+    # ---- lifecycle ----
+    def start(self) -> None:
+        if self.state != self.CREATED:
+            raise RuntimeError(f"start() in state {self.state}")
+        self._setup_topics()
+        self.state = self.REBALANCING
+        self._thread = threading.Thread(target=self._run, name=f"{self.application_id}-"
+                                        f"StreamThread-{self.instance}", daemon=True)
+        self._thread.start()
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Commit what was processed, leave the group, close the stores."""
+        if self._thread is not None:
+            self.state = self.PENDING_SHUTDOWN if self.state != self.ERROR else self.ERROR
+            self._stop.set()
+            self._thread.join(timeout)
+        if self.state != self.ERROR:
+            self.state = self.NOT_RUNNING
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ---- queries ----
+    def store(self, name: str):
+        """The named store of every local task, as one read-only view."""
+        return _LocalStores(self, name)
+
+    def metrics(self) -> collections.Counter:
+        with self._lock:
+            total = collections.Counter(self._metrics)
+            for task in list(self.tasks.values()):
+                total.update(task.metrics)
+        return total
+
+    # ---- internal topics ----
+    def _client_config(self) -> dict:
+        return {"bootstrap.servers": self.config["bootstrap.servers"]}
+
+    def _setup_topics(self) -> None:
+        admin = AdminClient(self._client_config())
+        try:
+            meta = admin.list_topics(timeout=30)
+            external = {t for sub in self.topology.subtopologies() for t in sub.sources
+                        if t not in self.topology.internal_topics}
+            missing = sorted(t for t in external if t not in meta.topics)
+            if missing:
+                raise TopologyException(f"source topics {missing} do not exist: create them "
+                                        f"before starting the application")
+            counts = self.topology.check_copartitioning(
+                {t: len(meta.topics[t].partitions) for t in external}, self.application_id)
+            self.partitions = counts
+            new = []
+            for sub in self.topology.subtopologies():
+                for t in sub.sources:
+                    if t in self.topology.internal_topics:
+                        new.append(NewTopic(self.topology.topic_name(t, self.application_id),
+                                            counts[sub.id]))
+                for spec in sub.stores.values():
+                    if spec.logged:
+                        new.append(NewTopic(spec.changelog(self.application_id), counts[sub.id],
+                                            config={"cleanup.policy": "compact"}))
+            new = [n for n in new if n.topic not in meta.topics]
+            if new:
+                for name, fut in admin.create_topics(new).items():
+                    try:
+                        fut.result()
+                    except KafkaError as exc:
+                        if not isinstance(exc, errors.TopicAlreadyExistsError):
+                            raise
+            self._sub_of = self.topology.source_topics(self.application_id)
+        finally:
+            admin.close()
+
+    # ---- the stream thread ----
+    def _run(self) -> None:
+        cfg = self.config
+        self._consumer = self._producer = self._restorer = None
+        try:
+            consumer_cfg = {
+                **self._client_config(), "group.id": self.application_id,
+                "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                "partition.assignment.strategy": "range",
+                "isolation.level": "read_committed" if self.eos else "read_uncommitted",
+                "client.id": f"{self.application_id}-{self.instance}-consumer",
+                **cfg.prefixed("consumer.")}
+            if cfg["instance.id"]:
+                consumer_cfg.setdefault("group.instance.id",
+                                        f"{self.application_id}-{self.instance}")
+            producer_cfg = {**self._client_config(), "linger.ms": 5,
+                            "client.id": f"{self.application_id}-{self.instance}-producer",
+                            "on_delivery": self._on_delivery, **cfg.prefixed("producer.")}
+            if self.eos:
+                producer_cfg["transactional.id"] = f"{self.application_id}-{self.instance}"
+                producer_cfg.setdefault("transaction.timeout.ms", cfg["transaction.timeout.ms"])
+            self._producer = Producer(producer_cfg)
+            if self.eos:
+                self._producer.init_transactions()
+            self._restorer = Consumer({**self._client_config(), "isolation.level":
+                                       "read_committed" if self.eos else "read_uncommitted",
+                                       "client.id": f"{self.application_id}-{self.instance}"
+                                                    f"-restore"})
+            self._consumer = Consumer(consumer_cfg)
+            self._consumer.subscribe(sorted(self._sub_of), on_assign=self._on_assign,
+                                     on_revoke=self._on_revoke, on_lost=self._on_lost)
+            interval = cfg["commit.interval.ms"] / 1000.0
+            poll = cfg["poll.ms"] / 1000.0
+            next_commit = time.monotonic() + interval
+            while not self._stop.is_set():
+                batch = self._consumer.consume_batch(poll)
+                try:
+                    if batch.num_rows:
+                        self._process(batch)
+                    if time.monotonic() >= next_commit:
+                        self._commit()
+                        next_commit = time.monotonic() + interval
+                except KafkaError as exc:
+                    if not self.eos or getattr(exc, "fatal", False):
+                        raise
+                    log.warning("%s: transaction failed (%s): aborting and rewinding",
+                                self.application_id, exc)
+                    self._abort_and_rewind()
+            self._commit()
+            self._consumer.close()      # revokes: tasks suspended, then closed below
+            self._consumer = None
+        except BaseException as exc:     # noqa: BLE001 - the thread's error is the instance's
+            log.exception("%s stream thread failed", self.application_id)
+            self.error = exc
+            self.state = self.ERROR
+            if self.eos and self._in_txn and self._producer is not None:
+                try:
+                    self._producer.abort_transaction(5)
+                except KafkaError:
+                    pass
+        finally:
+            with self._lock:
+                for task in [*self.tasks.values(), *self._suspended.values()]:
+                    task.close()
+                self.tasks.clear()
+                self._suspended.clear()
+            for client in (self._consumer, self._restorer):
+                if client is not None:
+                    try:
+                        client.close()
+                    except Exception:    # noqa: BLE001 - closing after a failure
+                        pass
+            if self._producer is not None:
+                self._producer.close(5)
+
+    def _on_delivery(self, err, _msg) -> None:
+        if err is not None:
+            self._delivery_errors.append(err)
+
+    def _process(self, batch: pa.RecordBatch) -> None:
+        if self.eos and not self._in_txn:
+            self._producer.begin_transaction()
+            self._in_txn = True
+        topics = batch.column("topic")
+        names = topics.dictionary.to_pylist()
+        code = topics.indices.to_numpy().astype(np.int64) << 32 | \
+            batch.column("partition").to_numpy().astype(np.int64)
+        for c in np.unique(code):
+            rows = np.flatnonzero(code == c)
+            topic, partition = names[int(c) >> 32], int(c) & 0xFFFFFFFF
+            task = self.tasks.get((self._sub_of[topic], partition))
+            if task is None:
+                continue            # revoked while the batch was on its way
+            task.process(topic, batch.take(pa.array(rows)))
+            self._send(task)
+
+    def _send(self, task: StreamTask) -> None:
+        p = self._producer
+        for topic, keys, values, ts in task.take_outputs():
+            if len(keys):
+                p.produce_batch(topic, values.to_pylist(), keys.to_pylist(),
+                                timestamp=int(max(ts.to_numpy())))
+        for topic, keys, values in task.take_changelog():
+            p.produce_batch(topic, values.to_pylist(), keys, partition=task.partition)
+
+    def _commit(self) -> None:
+        # The consumer's positions, not the last offsets processed + 1: a
+        # position also steps over transaction markers, so a committed
+        # offset reaches the end of a transactional input (and lag is 0).
+        owned = [TopicPartition(t, p) for t, p in self._owned_partitions()]
+        offsets = [tp for tp in (self._consumer.position(owned) if owned else [])
+                   if tp.offset >= 0 and self._committed.get((tp.topic, tp.partition))
+                   != tp.offset]
+        if not offsets and not self._in_txn:
+            return
+        for task in self.tasks.values():
+            task.flush()        # the stores' write-back caches into RocksDB
+        if self.eos:
+            if not self._in_txn:
+                self._producer.begin_transaction()
+                self._in_txn = True
+            if offsets:
+                self._producer.send_offsets_to_transaction(
+                    offsets, self._consumer.consumer_group_metadata())
+            self._producer.commit_transaction()
+            self._in_txn = False
+        else:
+            left = self._producer.flush(30)
+            if left or self._delivery_errors:
+                err, self._delivery_errors = self._delivery_errors, []
+                raise errors.KafkaError(f"at_least_once commit: {left} undelivered, "
+                                        f"errors {err[:3]}")
+            if offsets:
+                self._consumer.commit(offsets=offsets, asynchronous=False)
+        self._committed.update({(tp.topic, tp.partition): tp.offset for tp in offsets})
+        self._metrics["commits"] += 1
+
+    def _abort_and_rewind(self) -> None:
+        """Exactly-once after a failed transaction: nothing it did counts."""
+        if self._in_txn:
+            try:
+                self._producer.abort_transaction()
+            finally:
+                self._in_txn = False
+        owned = [TopicPartition(t, p) for (t, p) in self._owned_partitions()]
+        committed = self._consumer.committed(owned) if owned else []
+        for tp in committed:
+            self._consumer.seek(TopicPartition(tp.topic, tp.partition,
+                                               tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+        for task in self.tasks.values():
+            task.discard_changelog()
+            self._restore(task)
+        self._metrics["aborts"] += 1
+
+    def _owned_partitions(self):
+        return [(t, task.partition) for (sub, _), task in self.tasks.items()
+                for t in task.sources]
+
+    # ---- rebalance callbacks (called inside consume_batch) ----
+    def _on_assign(self, consumer, partitions) -> None:
+        wanted = {(self._sub_of[tp.topic], tp.partition) for tp in partitions}
+        with self._lock:
+            for key in list(self._suspended):
+                if key not in wanted:
+                    self._suspended.pop(key).close()
+            for key in sorted(wanted):
+                if key in self.tasks:
+                    continue
+                task = self._suspended.pop(key, None)
+                if task is None:
+                    sub = self.topology.subtopologies()[key[0]]
+                    task = StreamTask(self.topology, sub, key[1], self.application_id,
+                                      self.config["state.dir"], self.config["default.dsl.store"])
+                    self._restore(task)
+                self.tasks[key] = task
+        self.state = self.RUNNING
+
+    def _on_revoke(self, consumer, partitions) -> None:
+        self.state = self.REBALANCING
+        try:
+            self._commit()
+        except KafkaError as exc:
+            if not self.eos or getattr(exc, "fatal", False):
+                raise
+            self._abort_and_rewind()
+            # the work since the last commit is aborted; tasks that leave
+            # must not keep state that was not committed
+            self._close_tasks(partitions, wipe=True)
+            return
+        self._close_tasks(partitions, wipe=False)
+
+    def _on_lost(self, consumer, partitions) -> None:
+        self.state = self.REBALANCING
+        if self.eos and self._in_txn:
+            try:
+                self._producer.abort_transaction()
+            except KafkaError:
+                pass
+            self._in_txn = False
+        self._close_tasks(partitions, wipe=True)
+
+    def _close_tasks(self, partitions, wipe: bool) -> None:
+        gone = {(self._sub_of[tp.topic], tp.partition) for tp in partitions}
+        with self._lock:
+            for key in gone:
+                task = self.tasks.pop(key, None)
+                if task is None:
+                    continue
+                if wipe:
+                    task.close()
+                else:
+                    self._suspended[key] = task
+            self._committed = {k: v for k, v in self._committed.items()
+                               if (self._sub_of[k[0]], k[1]) not in gone}
+
+    # ---- restore ----
+    def _restore(self, task: StreamTask) -> None:
+        """Every store of ``task`` from its changelog partition, to the end."""
+        for topic, name in task.changelogs.items():
+            store = task.stores[name]
+            store.wipe()
+            tp = TopicPartition(topic, task.partition, OFFSET_BEGINNING)
+            c = self._restorer
+            c.assign([tp])
+            low, high = c.get_watermark_offsets(tp)
+            if high <= max(low, 0):
+                continue
+            while c.position([tp])[0].offset < high:
+                batch = c.consume_batch(0.2)
+                if batch.num_rows:
+                    store.restore(batch.column("key").to_pylist(), batch.column("value"))
+                    self.restored_records += batch.num_rows
+            c.unassign()
+
+
+class _LocalStores:
+    """Interactive queries on this instance: a store over its local tasks."""
+
+    def __init__(self, streams: KafkaStreams, name: str):
+        self.streams, self.name = streams, name
+
+    def _stores(self):
+        with self.streams._lock:
+            return [t.stores[self.name] for t in self.streams.tasks.values()
+                    if self.name in t.stores]
+
+    def get(self, key: bytes):
+        for s in self._stores():
+            v = s.get(key)
+            if v is not None:
+                return v
+        return None
+
+    def all(self):
+        return sorted(kv for s in self._stores() for kv in s.all())

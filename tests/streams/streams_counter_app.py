@@ -1,0 +1,48 @@
+"""A kafkalite Streams application run as its own process by the streams
+tests (so that it can be killed with SIGKILL):
+
+    python streams_counter_app.py BOOTSTRAP APP_ID INPUT STATE_DIR GUARANTEE INSTANCE
+
+It counts the records per key of INPUT (a RocksDB store backed by
+``<APP_ID>-counts-changelog``) into ``INPUT-counts`` (long values), and
+copies every input record unchanged to ``INPUT-copy``, so that a checker
+can compare the copy with the input record for record. It prints
+``started`` once running and stops cleanly (commit, leave) on SIGTERM.
+"""
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+
+from kafkalite.streams import (KafkaStreams, Materialized, Produced, Serdes, StreamsBuilder)
+
+
+def topology(input_topic: str):
+    b = StreamsBuilder()
+    s = b.stream(input_topic)
+    s.group_by_key().count(Materialized.as_("counts")).to_stream().to(
+        f"{input_topic}-counts", Produced.with_(Serdes.bytes(), Serdes.long()))
+    s.to(f"{input_topic}-copy")
+    return b.build()
+
+
+def main(bootstrap, app_id, input_topic, state_dir, guarantee, instance) -> None:
+    streams = KafkaStreams(topology(input_topic), {
+        "application.id": app_id, "bootstrap.servers": bootstrap,
+        "processing.guarantee": guarantee, "state.dir": state_dir, "instance.id": instance,
+        "commit.interval.ms": 200, "consumer.session.timeout.ms": 6000,
+        "consumer.heartbeat.interval.ms": 1000})
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    streams.start()
+    print("started", flush=True)
+    while not stop.wait(0.1):
+        if streams.state == KafkaStreams.ERROR:
+            print(f"error {streams.error!r}", file=sys.stderr, flush=True)
+            sys.exit(1)
+    streams.close()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

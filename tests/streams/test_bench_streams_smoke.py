@@ -1,0 +1,23 @@
+"""Smoke test of benchmarks/bench_streams.py: the --quick run completes,
+exits 0 and writes every figure (it checks that the benchmark works, not how
+fast anything is)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_quick_run_reports_every_figure(tmp_path):
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_streams.py"),
+                        "--quick", "--output-dir", str(out), "--work-dir", str(tmp_path / "work")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    doc = json.loads((out / "results.json").read_text())
+    for kind in ("stateless", "stateful"):
+        for guarantee in ("at_least_once", "exactly_once_v2"):
+            for impl in ("columnar", "per_record", "quix"):
+                assert doc["figures"][f"{kind}_{guarantee}_{impl}"]["value"] > 0
+    assert "count per key" in (out / "results.md").read_text()
