@@ -61,6 +61,8 @@ PRODUCER = {
     "enable.idempotence": ("bool", True),
     "transactional.id": ("str", None),
     "transaction.timeout.ms": ("int", 60_000),
+    # 2: transactions v2 (KIP-890 part 2), 1: Kafka 3.x's protocol
+    "kafkalite.transaction.version": ("int", 2),
     "on_delivery": ("any", None),
     "allow.auto.create.topics": ("bool", True),
     "kafkalite.transport": ("str", "zmq"),

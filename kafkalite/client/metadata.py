@@ -60,8 +60,9 @@ class Metadata:
             self._conn = Connection(self.bootstrap[0], self.client_id, self.ctx)
         return self._conn
 
-    def admin_request(self, api_key: int, body: dict, timeout: float = 30.0):
-        return self._with_failover(lambda conn: conn.request(api_key, body, timeout))
+    def admin_request(self, api_key: int, body: dict, timeout: float = 30.0,
+                      version: int | None = None):
+        return self._with_failover(lambda conn: conn.request(api_key, body, timeout, version))
 
     def _with_failover(self, fn):
         last = None

@@ -29,10 +29,16 @@ Transactions (``transactional.id``; confluent-kafka's calls):
 ``init_transactions`` (fences older producers of the id),
 ``begin_transaction``, ``send_offsets_to_transaction`` (a consumer's
 offsets committed with the output), ``commit_transaction``,
-``abort_transaction``. The sender adds each partition to the transaction
-(AddPartitionsToTxn) before its first batch goes out. Errors carry
-``fatal`` (fenced: the producer is done) and ``txn_requires_abort``
-(abort_transaction() and carry on).
+``abort_transaction``. Transactions v2 (KIP-890 part 2;
+``kafkalite.transaction.version`` 2, the default): a transactional Produce
+(v12) adds its partition to the transaction at the leader and
+TxnOffsetCommit v5 adds the group's offsets, and every commit or abort
+hands the producer a bumped epoch (late writes of an ended transaction are
+refused). Shared-memory rings carry no transactional id, so with a ring
+transport (or 1) the sender adds each partition itself (AddPartitionsToTxn)
+before its first batch goes out. Errors carry ``fatal`` (fenced: the
+producer is done) and ``txn_requires_abort`` (abort_transaction() and
+carry on).
 
 Thread safety: ``produce``, ``produce_batch``, ``poll``, ``flush`` and
 ``len()`` may be called from any thread; callbacks run in the thread that
@@ -97,6 +103,10 @@ _UNINITIALIZED, _READY, _IN_TXN, _FATAL = "uninitialized", "ready", "in transact
 # are still being written (a millisecond or two here): ask again after this,
 # doubling up to retry.backoff.ms (Kafka's producer uses 20 ms).
 SHORT_TXN_BACKOFF_S = 0.002
+# Transactions v2 (KIP-890 part 2): the request versions that speak it
+TXN_V2_PRODUCE_VERSION = 12
+TXN_V2_END_TXN_VERSION = 5
+TXN_V2_OFFSET_COMMIT_VERSION = 5
 # Coordinator answers that mean "ask again shortly"
 _TXN_RETRIABLE = {errors.ConcurrentTransactionsError.code, errors.CoordinatorLoadInProgressError.code,
                   errors.CoordinatorNotAvailableError.code, errors.NotCoordinatorError.code,
@@ -154,6 +164,14 @@ class Producer:
                              f"(Kafka's Java default), murmur2 or random")
         if cfg["kafkalite.transport"] not in ("zmq", "shm", "auto"):
             raise ValueError("kafkalite.transport must be 'zmq', 'shm' or 'auto'")
+        if cfg["kafkalite.transaction.version"] not in (1, 2):
+            raise ValueError("kafkalite.transaction.version must be 1 or 2")
+        # transactions v2; partitions join the transaction by the produce
+        # requests themselves only where those carry the transactional id
+        # (ZeroMQ, not a shared-memory ring)
+        self._txn_v2 = (self._transactional_id is not None
+                        and cfg["kafkalite.transaction.version"] == 2)
+        self._txn_implicit_adds = self._txn_v2 and cfg["kafkalite.transport"] == "zmq"
         self.config = cfg
         try:
             self._codec = codec_id(cfg["compression.type"])
@@ -420,7 +438,8 @@ class Producer:
             return err
         return errors.InvalidTxnStateError(f"{what} is not possible in state {self._txn_state}")
 
-    def _coordinator(self, api_key: int, body: dict, deadline: float, what: str) -> dict:
+    def _coordinator(self, api_key: int, body: dict, deadline: float, what: str,
+                     version: int | None = None) -> dict:
         """A request to the transaction (or group) coordinator, asked again
         while it answers "not now"; returns the body, whose ``error_code``
         the caller checks (for APIs that have one)."""
@@ -434,8 +453,9 @@ class Producer:
                 raise err
             try:
                 with self._meta_lock:
-                    resp = self._meta.admin_request(api_key, body, min(remaining,
-                                                                       self.config["request.timeout.ms"] / 1000.0))
+                    resp = self._meta.admin_request(
+                        api_key, body, min(remaining, self.config["request.timeout.ms"] / 1000.0),
+                        version)
             except KafkaError as exc:
                 if not exc.retriable:
                     raise
@@ -497,12 +517,13 @@ class Producer:
             raise self._state_error("send_offsets_to_transaction")
         deadline = self._deadline(timeout)
         tid, pid, epoch = self._transactional_id, self._pid, self._epoch
-        resp = self._coordinator(ApiKey.ADD_OFFSETS_TO_TXN, {
-            "transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
-            "group_id": group_metadata.group_id}, deadline, "send_offsets_to_transaction")
-        if resp["error_code"]:
-            raise self._txn_failure(resp["error_code"], "AddOffsetsToTxn")
-        self._txn_added = True
+        if not self._txn_v2:
+            resp = self._coordinator(ApiKey.ADD_OFFSETS_TO_TXN, {
+                "transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
+                "group_id": group_metadata.group_id}, deadline, "send_offsets_to_transaction")
+            if resp["error_code"]:
+                raise self._txn_failure(resp["error_code"], "AddOffsetsToTxn")
+            self._txn_added = True
         topics: dict[str, list] = {}
         for tp in positions:
             if tp.offset < 0:
@@ -518,7 +539,9 @@ class Producer:
             "member_id": group_metadata.member_id,
             "group_instance_id": group_metadata.group_instance_id,
             "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]},
-            deadline, "send_offsets_to_transaction")
+            deadline, "send_offsets_to_transaction",
+            TXN_V2_OFFSET_COMMIT_VERSION if self._txn_v2 else None)
+        self._txn_added = True      # v2: the commit itself added the offsets
         for t in resp["topics"]:
             for p in t["partitions"]:
                 if p["error_code"]:
@@ -558,9 +581,16 @@ class Producer:
         if self._txn_added:
             resp = self._coordinator(ApiKey.END_TXN, {
                 "transactional_id": self._transactional_id, "producer_id": self._pid,
-                "producer_epoch": self._epoch, "committed": commit}, deadline, what)
+                "producer_epoch": self._epoch, "committed": commit}, deadline, what,
+                TXN_V2_END_TXN_VERSION if self._txn_v2 else None)
             if resp["error_code"]:
                 raise self._txn_failure(resp["error_code"], what, abortable=commit)
+            if self._txn_v2:
+                # the next transaction's producer id and epoch: sequences
+                # start again at 0
+                with self._lock:
+                    self._pid, self._epoch = resp["producer_id"], resp["producer_epoch"]
+                    self._pid_generation += 1
         self._txn_state = _READY
 
     def _txn_batch_failed(self, err: KafkaError) -> None:
@@ -793,7 +823,9 @@ class _Sender:
             self.acked.clear()
         if p._transactional_id is None and p._pid < 0 and not self._init_producer_id(now):
             return False
-        if p._transactional_id is not None and not self._add_partitions(now):
+        if p._txn_implicit_adds:
+            p._txn_added = True         # its produce requests add the partitions
+        elif p._transactional_id is not None and not self._add_partitions(now):
             return False
         transactional = p._transactional_id is not None
         for b in self.unstamped:
@@ -922,7 +954,8 @@ class _Sender:
                     "timeout_ms": int(self.request_timeout * 1000),
                     "topic_data": [{"name": t, "partition_data": parts}
                                    for t, parts in topics.items()]}
-            cid = link.send(ApiKey.PRODUCE, body, expect_response=acks != 0)
+            cid = link.send(ApiKey.PRODUCE, body, expect_response=acks != 0,
+                            version=TXN_V2_PRODUCE_VERSION if self.p._txn_v2 else None)
             if acks == 0:
                 for batches in groups.values():
                     for b in batches:

@@ -257,3 +257,38 @@ def test_a_commit_prepared_before_the_coordinator_dies_completes_after_restart(t
             except ProcessLookupError:
                 pass
         srv.stop()
+
+
+@pytest.mark.parametrize("version,transport", [(2, "zmq"), (2, "shm"), (1, "zmq")])
+def test_transaction_versions_1_and_2(server, topic_name, version, transport):
+    """Transactions v2 (the default): every commit or abort hands the
+    producer a bumped epoch; over ZeroMQ the produce requests add the
+    partitions (over a ring the producer adds them itself: a ring carries no
+    transactional id). v1: the epoch stays. Either way the coordinator has
+    exactly the partitions written and the outcome is the same."""
+    from kafkalite.client import AdminClient
+    create(server, topic_name, 2)
+    tid = f"{topic_name}-v{version}-{transport}"
+    p = Producer(server.config(**{"transactional.id": tid, "kafkalite.transport": transport,
+                                  "kafkalite.transaction.version": version}))
+    admin = AdminClient(server.config())
+    try:
+        p.init_transactions(15)
+        first = p._epoch
+        for i in range(4):
+            p.begin_transaction()
+            p.produce_batch(topic_name, [b"t%d-%d" % (i, j) for j in range(5)], partition=i % 2)
+            assert p.flush(15) == 0
+            described = admin.describe_transactions([tid])[tid].result()
+            assert described.state == "Ongoing"
+            assert {tp.partition for tp in described.topic_partitions} == {i % 2}
+            if i == 2:
+                p.abort_transaction(15)
+            else:
+                p.commit_transaction(15)
+        assert p._epoch == (first + 4 if version == 2 else first)
+    finally:
+        p.close()
+        admin.close()
+    assert values(read(server, topic_name, 2)) == sorted(
+        b"t%d-%d" % (i, j) for i in (0, 1, 3) for j in range(5))
