@@ -77,10 +77,11 @@ def drive(p, transactional: bool, seconds: float, send_1000, commit_ms, commit_r
 
 
 def native_produce(server, topic: str, seconds: float, commit_ms=None, commit_records=None,
-                   tag="") -> float:
-    """Records/s for ``seconds``: idempotent when no commit interval is given."""
+                   tag="", version=2) -> float:
+    """Records/s for ``seconds``: idempotent when no commit interval is given;
+    ``version``: the transaction protocol (2: KIP-890 part 2)."""
     from kafkalite.client import Producer
-    conf = {"bootstrap.servers": server.bootstrap}
+    conf = {"bootstrap.servers": server.bootstrap, "kafkalite.transaction.version": version}
     transactional = bool(commit_ms or commit_records)
     if transactional:
         conf["transactional.id"] = f"bench-native-{tag}"
@@ -248,8 +249,11 @@ def main(argv=None) -> int:
     try:
         server.start()
         for client, produce in (("native", native_produce), ("ck", ck_produce)):
-            for name, kw in (("idempotent", {}), ("txn_100ms", {"commit_ms": 100}),
-                             ("txn_10k", {"commit_records": 10_000})):
+            runs = [("idempotent", {}), ("txn_100ms", {"commit_ms": 100}),
+                    ("txn_10k", {"commit_records": 10_000})]
+            if client == "native":      # confluent-kafka (librdkafka) speaks v1 only
+                runs.append(("txn_100ms_v1", {"commit_ms": 100, "version": 1}))
+            for name, kw in runs:
                 topic = f"p-{client}-{name}"
                 create_topic(server, topic)
                 figures[(client, name)] = produce(server, topic, args.seconds, tag=name, **kw)
@@ -284,6 +288,10 @@ def main(argv=None) -> int:
         res.add(f"{client}_txn_10k_records_per_s", 1,
                 f"{labels[client]}, transactional, commit every 10,000 records",
                 figures[(client, "txn_10k")], "records/s", baseline_key=base)
+        if (client, "txn_100ms_v1") in figures:
+            res.add(f"{client}_txn_100ms_v1_records_per_s", 1,
+                    f"{labels[client]}, transactions v1, commit every 100 ms",
+                    figures[(client, "txn_100ms_v1")], "records/s", baseline_key=base)
     consume_labels = {"native": "native consume_batch", "ck": "confluent-kafka consume()"}
     for client in ("native", "ck"):
         base = f"{client}_read_uncommitted_records_per_s"

@@ -427,6 +427,19 @@ class PartitionLog:
             state.write(self.directory)
         self._checkpointed = state
 
+    def take_checkpoint(self) -> PartitionCheckpoint | None:
+        """For an owner that writes partition.checkpoint off its own thread:
+        the state to write if it changed since the last one taken (counted
+        as written from now on), else None. The owner writes them with
+        ``PartitionCheckpoint.write`` in the order taken; a crash before a
+        write only leaves an older checkpoint, which recovery accepts."""
+        state = PartitionCheckpoint(self._log_start, self._recovery_point,
+                                    self._high_watermark, self.cleaner_checkpoint)
+        if state == self._checkpointed or self._checkpoints is not None:
+            return None
+        self._checkpointed = state
+        return state
+
     def maybe_checkpoint(self) -> bool:
         """``checkpoint()`` if anything in it changed since it was last
         written (an idle partition costs no I/O); returns whether it wrote."""

@@ -227,3 +227,43 @@ def test_an_offsets_topic_created_by_an_older_version_is_not_a_user_topic(srv):
     native_attempts(srv)                  # in particular: no worker hosts its partition 0
     assert committed(srv, "orders") == 43
     assert srv.stop() == 0
+
+
+def test_internal_topic_checkpoints_are_written_off_the_coordinator_thread(tmp_path):
+    """The coordinators' housekeeping hands checkpoint writes (two fsyncs
+    each) to a thread of their own: the file is not written on the calling
+    thread, but is written, in order, by the time the log is closed."""
+    import threading
+    import time
+
+    from kafkalite.server.internal_topic import InternalTopicLog
+    from kafkalite.storage import checkpoint as checkpoint_module
+    from kafkalite.storage.checkpoint import PartitionCheckpoint
+
+    writers = []
+    real_write = checkpoint_module.write_atomically
+
+    def spying_write(path, data):
+        if path.endswith(checkpoint_module.PARTITION_CHECKPOINT):
+            writers.append(threading.current_thread().name)
+            time.sleep(0.2)             # a slow disk
+        real_write(path, data)
+
+    topic = InternalTopicLog(str(tmp_path), "__transaction_state", 2,
+                             {"cleanup.policy": "compact"})
+    checkpoint_module.write_atomically = spying_write
+    try:
+        for i in range(3):
+            topic.append(1, [(b"k%d" % i, b"v%d" % i)], 1_000 + i)
+            started = time.monotonic()
+            topic.housekeeping()
+            assert time.monotonic() - started < 0.15, "housekeeping waited for a checkpoint write"
+        directory = topic.logs[1].directory
+        end = topic.logs[1].log_end_offset
+    finally:
+        topic._checkpoint_writer.shutdown(wait=True)
+        checkpoint_module.write_atomically = real_write
+        topic.close()
+    assert writers and all(name.startswith("__transaction_state-checkpoints") for name in writers)
+    assert topic.logs[1].take_checkpoint() is None      # nothing changed since the last one
+    assert PartitionCheckpoint.read(directory).high_watermark == end == 3
