@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import sys
 import time
 import traceback
@@ -130,7 +131,10 @@ def fill_with_aborts(server, topic: str, records: int, txn_records: int = 1_000)
         for i in range(records // txn_records):
             p.begin_transaction()
             p.produce_batch(topic, [VALUE] * txn_records, partition=0)
-            (p.abort_transaction if i % 10 == 9 else p.commit_transaction)(60)
+            # every tenth aborted, but not the last: a read that ends on an
+            # aborted transaction waits its poll timeout for records that
+            # will not come, a cost of the log's shape, not of read_committed
+            (p.abort_transaction if i % 10 == 8 else p.commit_transaction)(60)
     finally:
         p.close()
     c = Consumer({"bootstrap.servers": server.bootstrap})
@@ -150,9 +154,8 @@ def native_consume(server, topic: str, end: int, isolation: str) -> tuple[float,
         start = time.monotonic()
         deadline = start + 300
         while c.position(tp)[0].offset < end and time.monotonic() < deadline:
-            # a short wait: the log ends with an aborted transaction, and a
-            # consume_batch that finds only aborted records waits its whole
-            # timeout for more (the position is past them meanwhile)
+            # a short wait: a consume_batch that finds only aborted records
+            # waits its whole timeout for more (the position is past them)
             rows += c.consume_batch(0.05).num_rows
         return end / (time.monotonic() - start), rows
     finally:
@@ -259,11 +262,18 @@ def main(argv=None) -> int:
                 figures[(client, name)] = produce(server, topic, args.seconds, tag=name, **kw)
         create_topic(server, "aborts")
         end = fill_with_aborts(server, "aborts", args.records)
-        for client, consume in (("native", native_consume), ("ck", ck_consume)):
-            for iso in ("read_uncommitted", "read_committed"):
-                figures[(client, iso)], rows = consume(server, "aborts", end, iso)
-                expect = args.records * (9 if iso == "read_committed" else 10) // 10
-                assert rows == expect, f"{client} {iso}: {rows} records, expected {expect}"
+        for client, consume, repeats in (("native", native_consume, 5), ("ck", ck_consume, 1)):
+            # a native read of the log takes a tenth of a second: the median
+            # of several, the two isolation levels taking turns
+            rates: dict = {}
+            for _ in range(repeats):
+                for iso in ("read_uncommitted", "read_committed"):
+                    rate, rows = consume(server, "aborts", end, iso)
+                    expect = args.records * (9 if iso == "read_committed" else 10) // 10
+                    assert rows == expect, f"{client} {iso}: {rows} records, expected {expect}"
+                    rates.setdefault(iso, []).append(rate)
+            for iso, got in rates.items():
+                figures[(client, iso)] = statistics.median(got)
         create_topic(server, "latency")
         calls, visible = commit_latency(server, "latency", args.commits)
     except Exception:
