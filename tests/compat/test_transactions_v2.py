@@ -14,6 +14,7 @@ kafkajs) keep passing their own tests against the same broker.
 """
 from __future__ import annotations
 
+import os
 import time
 
 import confluent_kafka as ck
@@ -239,7 +240,6 @@ def test_the_next_transactions_first_write_waits_for_the_last_markers(tmp_path):
     cannot be written yet (that worker is stopped): the first write of
     transaction n+1 to partition 1, on the other worker, waits at the
     coordinator until the marker is in, then goes through."""
-    import os
     import signal
     import threading
 
@@ -285,6 +285,79 @@ def test_the_next_transactions_first_write_waits_for_the_last_markers(tmp_path):
     finally:
         if stopped is not None:
             os.kill(stopped, signal.SIGCONT)
+        for c in (coord, leaders):
+            if c is not None:
+                c.close()
+        srv.stop()
+
+
+def test_when_epochs_run_out_a_v2_producer_moves_to_a_new_producer_id(tmp_path):
+    """A transactional id whose epoch is one short of the last usable one
+    (32766; stored as the coordinator would have after 32,765 transactions):
+    the EndTxn v5 that ends its next transaction writes the markers with the
+    old producer id at epoch 32767 and hands the producer a new id at epoch
+    0, with which it carries on -- also after the server restarts."""
+    from harness import ServerProcess
+    from kafkalite.server.txn_coordinator import TxnState
+    from kafkalite.server.txn_log import TransactionStateLog
+
+    data = str(tmp_path / "data")
+    os.makedirs(data)
+    tid, old_pid = "worn-out", 10**12
+    store = TransactionStateLog(data, 4)       # the server's transaction_state_num_partitions
+    store.write(tid, {"producer_id": old_pid, "producer_epoch": 32765,
+                      "transaction_timeout_ms": 60000, "transaction_status": int(TxnState.EMPTY),
+                      "transaction_partitions": [], "transaction_last_update_timestamp_ms":
+                      int(time.time() * 1000), "transaction_start_timestamp_ms": -1},
+                int(time.time() * 1000))
+    store.close()
+    srv = ServerProcess(data, workers=1).start()
+    coord = leaders = None
+    try:
+        topic = "worn"
+        create(srv, topic, 1)
+        coord = KafkaWire(srv.kafka_bootstrap)
+        leaders = Leaders(srv, topic)
+        pid, epoch = init(coord, tid)
+        assert (pid, epoch) == (old_pid, 32766)
+        assert leaders.produce(topic, 0, batch(pid, epoch, 0, [b"last of the old id"]), tid) == 0
+        r = end(coord, tid, pid, epoch, True)
+        assert r["error_code"] == 0
+        new_pid, new_epoch = r["producer_id"], r["producer_epoch"]
+        assert new_pid != old_pid and new_epoch == 0
+        # the retry of that EndTxn gets the same answer
+        again = end(coord, tid, pid, epoch, True)
+        assert (again["error_code"], again["producer_id"], again["producer_epoch"]) == \
+            (0, new_pid, 0)
+        assert settled(srv, topic, 1)
+        admin = AdminClient(srv.config())
+        try:
+            tp = TopicPartition(topic, 0)
+            old_state = {p.producer_id: p for p in admin.describe_producers([tp])[tp].result()}
+        finally:
+            admin.close()
+        assert old_state[old_pid].producer_epoch == 32767       # the marker's epoch
+        # the old id is done: its late writes are refused
+        assert leaders.produce(topic, 0, batch(old_pid, 32766, 1, [b"late"]), tid) != 0
+        # the new id carries on
+        assert leaders.produce(topic, 0, batch(new_pid, 0, 0, [b"first of the new id"]), tid) == 0
+        r = end(coord, tid, new_pid, 0, True)
+        assert (r["error_code"], r["producer_id"], r["producer_epoch"]) == (0, new_pid, 1)
+        assert settled(srv, topic, 1)
+        coord.close()
+        leaders.close()
+        coord = leaders = None
+        srv.stop()
+        srv.start()
+        admin = AdminClient(srv.config())
+        try:
+            described = admin.describe_transactions([tid])[tid].result()
+        finally:
+            admin.close()
+        assert (described.producer_id, described.producer_epoch) == (new_pid, 1)
+        assert read_values(srv, topic, 1, "read_committed") == [b"last of the old id",
+                                                                 b"first of the new id"]
+    finally:
         for c in (coord, leaders):
             if c is not None:
                 c.close()
