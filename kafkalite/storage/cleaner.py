@@ -15,11 +15,13 @@ One cleaning pass over a PartitionLog, as Kafka's LogCleaner does it:
    keyless records are dropped. A surviving tombstone (null value) is kept
    until the batch's delete horizon: the first cleaning that keeps it stamps
    the batch with horizon = now + ``delete.retention.ms`` (Kafka's KIP-534
-   attribute bit), and a cleaning after the horizon drops it. Control
-   batches (transaction markers) are copied unchanged, and so are the
-   segments' aborted-transaction indexes; the batches of aborted
-   transactions are dropped whole (and never enter the offset map, so an
-   aborted write cannot shadow a committed one). Batches that keep every
+   attribute bit), and a cleaning after the horizon drops it. The batches
+   of aborted transactions are dropped whole (and never enter the offset
+   map, so an aborted write cannot shadow a committed one). A transaction
+   marker stays while a record of its transaction does; once none is left
+   (aborted, or every record superseded) it goes the way of a tombstone:
+   stamped with a delete horizon, dropped by a cleaning after it, and its
+   aborted-transaction index entry with it (Kafka's cleaner, KIP-534). Batches that keep every
    record are copied byte for byte; others are re-encoded by
    ``filter_batch``, which preserves offsets and producer fields.
 4. Each group's output is written as ``.cleaned`` files, fsynced, and
@@ -34,6 +36,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
 
 from kafkalite._ext.batch_scan import batch_header, validate_for_append
 from kafkalite._ext.offset_map import OffsetMap
@@ -44,8 +47,10 @@ from kafkalite.storage.swap import commit_swap
 
 log = logging.getLogger(__name__)
 
+_ATTR_TRANSACTIONAL = 0x10
 _ATTR_CONTROL = 0x20
 _ATTR_DELETE_HORIZON = 0x40
+_ONE_RECORD = np.ones(1, dtype=bool)   # a marker's keep mask
 DEFAULT_DEDUPE_BUFFER_BYTES = 128 * 1024 * 1024   # Kafka's log.cleaner.dedupe.buffer.size
 _READ_CHUNK = 8 * 1024 * 1024
 _WRITE_CHUNK = 1024 * 1024
@@ -61,6 +66,7 @@ class CleanerStats:
     records_read: int = 0
     records_retained: int = 0
     tombstones_removed: int = 0
+    markers_removed: int = 0          # transaction markers past their delete horizon
     batches_rewritten: int = 0
     bytes_read: int = 0
     bytes_written: int = 0
@@ -76,6 +82,8 @@ class LogCleaner:
         self.config = plog.config
         self.max_map_entries = max_map_entries or max(
             1, int(dedupe_buffer_bytes / 24 * 0.75))
+        self._txn_kept: dict[int, bool] = {}
+        self._markers_dropped: set[int] = set()
 
     # ---- what can be cleaned ------------------------------------------------------------
 
@@ -187,8 +195,17 @@ class LogCleaner:
             attrs = int(cols.batch_attributes[b])
             raw = chunk[pos:pos + size]
             if attrs & _ATTR_CONTROL:
-                out.append(raw)
-                added += size
+                if self._txn_kept.pop(int(cols.batch_producer_ids[b]), False):
+                    out.append(raw)             # its transaction still has records
+                elif not attrs & _ATTR_DELETE_HORIZON:
+                    out.append(filter_batch(raw, _ONE_RECORD, delete_horizon_ms=horizon_if_stamped))
+                elif now >= int(cols.batch_base_timestamps[b]):
+                    self._markers_dropped.add(int(cols.batch_last_offsets[b]))
+                    stats.markers_removed += 1
+                    continue
+                else:
+                    out.append(raw)
+                added += len(out[-1])
                 continue
             if cols.batch_skipped[b]:
                 continue                # an aborted transaction's batch
@@ -206,6 +223,8 @@ class LogCleaner:
                     stamp = horizon_if_stamped
             kept = int(k.sum())
             stats.records_retained += kept
+            if kept and attrs & _ATTR_TRANSACTIONAL:
+                self._txn_kept[int(cols.batch_producer_ids[b])] = True
             if kept == 0:
                 continue
             if kept == r1 - r0 and stamp is None:
@@ -248,9 +267,10 @@ class LogCleaner:
             if pending:
                 self._write(cleaned, pending)
                 stats.bytes_written += pending_bytes
-            for seg in group:           # the markers stay, and so do their entries
+            for seg in group:           # the entries of the markers kept
                 for txn in seg.txn_index.entries:
-                    cleaned.txn_index.append(txn)
+                    if txn.last_offset not in self._markers_dropped:
+                        cleaned.txn_index.append(txn)
             cleaned.on_become_inactive()
             cleaned.flush()
         finally:
@@ -282,6 +302,10 @@ class LogCleaner:
             return stats
         offset_map, end = self._build_map(plog.segments, start, end, stats)
         stats.end_offset = end
+        # per producer: whether its transaction (since its last marker) kept
+        # a record so far in this pass; the offsets of the markers dropped
+        self._txn_kept: dict[int, bool] = {}
+        self._markers_dropped: set[int] = set()
         segments = plog.segments
         groups = self._groups(segments, end)
         for group in groups:

@@ -306,3 +306,57 @@ def test_a_malformed_control_batch_is_refused_even_from_the_coordinator(plog):
     with pytest.raises(errors.InvalidRecordError):
         plog.append(b.build(), origin=AppendOrigin.COORDINATOR, allow_control=True)
     assert plog.log_end_offset == 0
+
+
+def test_compaction_removes_markers_of_transactions_with_nothing_left_after_the_horizon(
+        tmp_path, clock):
+    """Kafka's cleaner: a marker stays while its transaction has a record in
+    the log; once none is left (an aborted transaction, or a committed one
+    whose records were all superseded) the marker is stamped with a delete
+    horizon and a cleaning after delete.retention.ms removes it, with its
+    aborted-transaction index entry. What read_committed sees never changes."""
+    config = LogConfig.from_properties({"segment.bytes": 1024, "cleanup.policy": "compact",
+                                        "min.cleanable.dirty.ratio": 0.01,
+                                        "delete.retention.ms": 1000})
+    plog = PartitionLog.open(str(tmp_path / "t-0"), config, clock=clock)
+    committer, aborter = Txn(plog, 1), Txn(plog, 2)
+    committer.send(b"superseded", key=b"K")
+    old_marker = committer.end(commit=True).first_offset
+    committer.send(b"kept", key=b"K")
+    kept_marker = committer.end(commit=True).first_offset
+    aborter.send(b"aborted", key=b"A")
+    aborted_marker = aborter.end(commit=False).first_offset
+
+    def fill(tag):
+        for i in range(30):
+            plain(plog, b"%s%d" % (tag, i) * 20, key=b"F%d" % i)
+        plog.high_watermark = plog.log_end_offset
+
+    def markers():
+        cols = decode_columns(plog.read(0, 1 << 24).read(), skip_control=False)
+        control = (cols.batch_attributes & 0x20) != 0
+        return sorted(int(o) for o in cols.batch_last_offsets[control])
+
+    fill(b"a")
+    visible = committed_values(plog)
+    plog.compact()                         # stamps the two markers with nothing left
+    assert markers() == [old_marker, kept_marker, aborted_marker]
+    assert [a.last_offset for a in plog.aborted_transactions(0, 1 << 40)] == [aborted_marker]
+    clock.advance(500)
+    fill(b"b")
+    plog.compact()                         # before the horizon: still there
+    assert markers() == [old_marker, kept_marker, aborted_marker]
+    clock.advance(1000)
+    fill(b"c")
+    stats = plog.compact()                 # past it: gone, with the index entry
+    assert stats.markers_removed == 2
+    assert markers() == [kept_marker]
+    assert plog.aborted_transactions(0, 1 << 40) == []
+    assert b"kept" in committed_values(plog) and b"aborted" not in committed_values(plog)
+    assert [v for v in committed_values(plog) if v in (b"kept", b"superseded")] == \
+        [v for v in visible if v == b"kept"]
+    plog.close()
+    reopened = PartitionLog.open(str(tmp_path / "t-0"), config, clock=clock)
+    assert reopened.last_stable_offset == reopened.log_end_offset
+    assert reopened.producer_state.ongoing == {}
+    reopened.close()
