@@ -18,6 +18,7 @@ import os
 import time
 
 import confluent_kafka as ck
+import pytest
 from compat_helpers import KafkaWire, kafka_conf, read_values
 
 from harness import create
@@ -97,6 +98,18 @@ def settled(server, topic, partitions, timeout=10.0):
     return False
 
 
+@pytest.fixture
+def v2(server, topic_name):
+    """A topic of 2 partitions, a transactional id, a connection to the
+    coordinator and one to each partition leader."""
+    create(server, topic_name, 2)
+    coord = KafkaWire(server.kafka_bootstrap)
+    leaders = Leaders(server, topic_name)
+    yield topic_name, topic_name + "-tx", coord, leaders
+    coord.close()
+    leaders.close()
+
+
 def test_the_broker_finalizes_transaction_version_2(server):
     wire = KafkaWire(server.kafka_bootstrap)
     try:
@@ -113,126 +126,105 @@ def test_the_broker_finalizes_transaction_version_2(server):
     assert ranges[ApiKey.TXN_OFFSET_COMMIT] == 5 and ranges[ApiKey.ADD_PARTITIONS_TO_TXN] == 5
 
 
-def test_a_v2_transaction_adds_by_producing_bumps_its_epoch_and_fences_its_late_writes(
-        server, topic_name):
-    create(server, topic_name, 2)
-    tid, group = topic_name + "-tx", topic_name + "-g"
-    coord = KafkaWire(server.kafka_bootstrap)
-    leaders = Leaders(server, topic_name)
+def test_a_v2_transaction_adds_by_producing_bumps_its_epoch_and_fences_its_late_writes(server, v2):
+    topic_name, tid, coord, leaders = v2
+    group = topic_name + "-g"
+    pid, epoch = init(coord, tid)
+    # no AddPartitionsToTxn: Produce v12 adds each partition
+    assert leaders.produce(topic_name, 0, batch(pid, epoch, 0, [b"a0", b"a1"]), tid) == 0
+    assert leaders.produce(topic_name, 1, batch(pid, epoch, 0, [b"b0"]), tid) == 0
+    assert len(open_transactions(server, topic_name, 2)) == 2
+    # no AddOffsetsToTxn: TxnOffsetCommit v5 adds the group's offsets
+    toc = coord.request(ApiKey.TXN_OFFSET_COMMIT, 5, {
+        "transactional_id": tid, "group_id": group, "producer_id": pid,
+        "producer_epoch": epoch, "generation_id": -1, "member_id": "",
+        "group_instance_id": None, "topics": [{"name": topic_name, "partitions": [
+            {"partition_index": 0, "committed_offset": 42, "committed_leader_epoch": -1,
+             "committed_metadata": None}]}]})
+    assert toc["topics"][0]["partitions"][0]["error_code"] == 0
+    r = end(coord, tid, pid, epoch, True)
+    assert r["error_code"] == 0
+    assert (r["producer_id"], r["producer_epoch"]) == (pid, epoch + 1)
+    # EndTxn retried with the epoch it was sent with: the same answer
+    again = end(coord, tid, pid, epoch, True)
+    assert again["error_code"] == 0
+    assert (again["producer_id"], again["producer_epoch"]) == (pid, epoch + 1)
+    assert settled(server, topic_name, 2)
+    # the ended transaction's late write, with the epoch it had: refused,
+    # and nothing opens
+    late = batch(pid, epoch, 1, [b"late"])
+    assert leaders.produce(topic_name, 1, late, tid) in (
+        errors.InvalidProducerEpochError.code, errors.ProducerFencedError.code)
+    assert settled(server, topic_name, 2)
+    assert sorted(read_values(server, topic_name, 2, "read_committed")) == [b"a0", b"a1", b"b0"]
+    admin = AdminClient(server.config())
     try:
-        pid, epoch = init(coord, tid)
-        # no AddPartitionsToTxn: Produce v12 adds each partition
-        assert leaders.produce(topic_name, 0, batch(pid, epoch, 0, [b"a0", b"a1"]), tid) == 0
-        assert leaders.produce(topic_name, 1, batch(pid, epoch, 0, [b"b0"]), tid) == 0
-        assert len(open_transactions(server, topic_name, 2)) == 2
-        # no AddOffsetsToTxn: TxnOffsetCommit v5 adds the group's offsets
-        toc = coord.request(ApiKey.TXN_OFFSET_COMMIT, 5, {
-            "transactional_id": tid, "group_id": group, "producer_id": pid,
-            "producer_epoch": epoch, "generation_id": -1, "member_id": "",
-            "group_instance_id": None, "topics": [{"name": topic_name, "partitions": [
-                {"partition_index": 0, "committed_offset": 42, "committed_leader_epoch": -1,
-                 "committed_metadata": None}]}]})
-        assert toc["topics"][0]["partitions"][0]["error_code"] == 0
-        r = end(coord, tid, pid, epoch, True)
-        assert r["error_code"] == 0
-        assert (r["producer_id"], r["producer_epoch"]) == (pid, epoch + 1)
-        # EndTxn retried with the epoch it was sent with: the same answer
-        again = end(coord, tid, pid, epoch, True)
-        assert again["error_code"] == 0
-        assert (again["producer_id"], again["producer_epoch"]) == (pid, epoch + 1)
-        assert settled(server, topic_name, 2)
-        # the ended transaction's late writes, with the epoch it had: refused
-        # in a partition it wrote to and in one it did not (nothing opens)
-        late = batch(pid, epoch, 1, [b"late"])
-        assert leaders.produce(topic_name, 1, late, tid) in (
-            errors.InvalidProducerEpochError.code, errors.ProducerFencedError.code)
-        assert settled(server, topic_name, 2)
-        assert sorted(read_values(server, topic_name, 2, "read_committed")) == [b"a0", b"a1", b"b0"]
-        admin = AdminClient(server.config())
-        try:
-            committed = admin.list_consumer_group_offsets(group).result()
-        finally:
-            admin.close()
-        assert {(tp.topic, tp.partition): tp.offset for tp in committed} == {(topic_name, 0): 42}
+        committed = admin.list_consumer_group_offsets(group).result()
     finally:
-        coord.close()
-        leaders.close()
+        admin.close()
+    assert {(tp.topic, tp.partition): tp.offset for tp in committed} == {(topic_name, 0): 42}
 
 
-def test_the_next_v2_transaction_starts_at_once_and_aborts_cleanly(server, topic_name):
-    create(server, topic_name, 1)
-    tid = topic_name + "-tx"
-    coord = KafkaWire(server.kafka_bootstrap)
-    leaders = Leaders(server, topic_name)
-    try:
-        pid, epoch = init(coord, tid)
-        values = []
-        for i in range(20):
-            # each transaction starts right after the last EndTxn: its first
-            # write waits at the coordinator for the last markers, never fails
-            assert leaders.produce(topic_name, 0, batch(pid, epoch, 0, [b"t%d" % i]), tid) == 0
-            commit = i % 3 != 2
-            r = end(coord, tid, pid, epoch, commit)
-            assert r["error_code"] == 0 and r["producer_id"] == pid
-            assert r["producer_epoch"] == epoch + 1
-            epoch = r["producer_epoch"]
-            if commit:
-                values.append(b"t%d" % i)
-        assert settled(server, topic_name, 1)
-        assert read_values(server, topic_name, 1, "read_committed") == values
-        # an abort with nothing written still moves the epoch on; a commit
-        # with nothing written is not a transaction
-        r = end(coord, tid, pid, epoch, False)
-        assert r["error_code"] == 0 and r["producer_epoch"] == epoch + 1
+def test_the_next_v2_transaction_starts_at_once_and_aborts_cleanly(server, v2):
+    topic_name, tid, coord, leaders = v2
+    pid, epoch = init(coord, tid)
+    values = []
+    for i in range(20):
+        # each transaction starts right after the last EndTxn: its first
+        # write waits at the coordinator for the last markers, never fails
+        assert leaders.produce(topic_name, 0, batch(pid, epoch, 0, [b"t%d" % i]), tid) == 0
+        commit = i % 3 != 2
+        r = end(coord, tid, pid, epoch, commit)
+        assert r["error_code"] == 0 and r["producer_id"] == pid
+        assert r["producer_epoch"] == epoch + 1
         epoch = r["producer_epoch"]
-        assert end(coord, tid, pid, epoch, True)["error_code"] == errors.InvalidTxnStateError.code
-        # a v1 EndTxn of the same producer: no bump, nothing handed back
-        assert leaders.produce(topic_name, 0, batch(pid, epoch, 0, [b"v1"]), tid) == 0
-        r = end(coord, tid, pid, epoch, True, version=3)
-        assert r["error_code"] == 0
-        assert leaders.produce(topic_name, 0, batch(pid, epoch, 1, [b"v1-again"]), tid) == 0
-        assert end(coord, tid, pid, epoch, True, version=4)["error_code"] == 0
-        assert settled(server, topic_name, 1)
-        assert read_values(server, topic_name, 1, "read_committed")[-2:] == [b"v1", b"v1-again"]
-    finally:
-        coord.close()
-        leaders.close()
+        if commit:
+            values.append(b"t%d" % i)
+    assert settled(server, topic_name, 1)
+    assert read_values(server, topic_name, 1, "read_committed") == values
+    # an abort with nothing written still moves the epoch on; a commit
+    # with nothing written is not a transaction
+    r = end(coord, tid, pid, epoch, False)
+    assert r["error_code"] == 0 and r["producer_epoch"] == epoch + 1
+    epoch = r["producer_epoch"]
+    assert end(coord, tid, pid, epoch, True)["error_code"] == errors.InvalidTxnStateError.code
+    # a v1 EndTxn of the same producer: no bump, nothing handed back
+    assert leaders.produce(topic_name, 0, batch(pid, epoch, 0, [b"v1"]), tid) == 0
+    r = end(coord, tid, pid, epoch, True, version=3)
+    assert r["error_code"] == 0
+    assert leaders.produce(topic_name, 0, batch(pid, epoch, 1, [b"v1-again"]), tid) == 0
+    assert end(coord, tid, pid, epoch, True, version=4)["error_code"] == 0
+    assert settled(server, topic_name, 1)
+    assert read_values(server, topic_name, 1, "read_committed")[-2:] == [b"v1", b"v1-again"]
 
 
-def test_a_fenced_v2_producer_cannot_end_or_write_and_a_v1_client_still_works(server, topic_name):
-    create(server, topic_name, 1)
-    tid = topic_name + "-tx"
-    coord = KafkaWire(server.kafka_bootstrap)
-    leaders = Leaders(server, topic_name)
-    try:
-        pid, epoch = init(coord, tid)
-        assert leaders.produce(topic_name, 0, batch(pid, epoch, 0, [b"zombie"]), tid) == 0
-        # a new producer takes the id: the open transaction is aborted
-        deadline = time.monotonic() + 10
-        while True:
-            r = coord.request(ApiKey.INIT_PRODUCER_ID, 5, {
-                "transactional_id": tid, "transaction_timeout_ms": 60000,
-                "producer_id": -1, "producer_epoch": -1})
-            if r["error_code"] != errors.ConcurrentTransactionsError.code:
-                break
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        assert r["error_code"] == 0 and r["producer_epoch"] > epoch + 1
-        assert end(coord, tid, pid, epoch, True)["error_code"] == errors.ProducerFencedError.code
-        assert leaders.produce(topic_name, 0, batch(pid, epoch, 1, [b"zombie2"]), tid) in (
-            errors.InvalidProducerEpochError.code, errors.ProducerFencedError.code)
-        assert settled(server, topic_name, 1)
-        # confluent-kafka (transactions v1) on the same broker, same topic
-        p = ck.Producer(kafka_conf(server, **{"transactional.id": tid + "-ck"}))
-        p.init_transactions(15)
-        p.begin_transaction()
-        p.produce(topic_name, b"ck", partition=0)
-        p.commit_transaction(15)
-        p.flush(5)
-        assert read_values(server, topic_name, 1, "read_committed") == [b"ck"]
-    finally:
-        coord.close()
-        leaders.close()
+def test_a_fenced_v2_producer_cannot_end_or_write_and_a_v1_client_still_works(server, v2):
+    topic_name, tid, coord, leaders = v2
+    pid, epoch = init(coord, tid)
+    assert leaders.produce(topic_name, 0, batch(pid, epoch, 0, [b"zombie"]), tid) == 0
+    # a new producer takes the id: the open transaction is aborted
+    deadline = time.monotonic() + 10
+    while True:
+        r = coord.request(ApiKey.INIT_PRODUCER_ID, 5, {
+            "transactional_id": tid, "transaction_timeout_ms": 60000,
+            "producer_id": -1, "producer_epoch": -1})
+        if r["error_code"] != errors.ConcurrentTransactionsError.code:
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert r["error_code"] == 0 and r["producer_epoch"] > epoch + 1
+    assert end(coord, tid, pid, epoch, True)["error_code"] == errors.ProducerFencedError.code
+    assert leaders.produce(topic_name, 0, batch(pid, epoch, 1, [b"zombie2"]), tid) in (
+        errors.InvalidProducerEpochError.code, errors.ProducerFencedError.code)
+    assert settled(server, topic_name, 1)
+    # confluent-kafka (transactions v1) on the same broker, same topic
+    p = ck.Producer(kafka_conf(server, **{"transactional.id": tid + "-ck"}))
+    p.init_transactions(15)
+    p.begin_transaction()
+    p.produce(topic_name, b"ck", partition=0)
+    p.commit_transaction(15)
+    p.flush(5)
+    assert read_values(server, topic_name, 1, "read_committed") == [b"ck"]
 
 
 def test_the_next_transactions_first_write_waits_for_the_last_markers(tmp_path):
