@@ -34,9 +34,10 @@ offsets committed with the output), ``commit_transaction``,
 (v12) adds its partition to the transaction at the leader and
 TxnOffsetCommit v5 adds the group's offsets, and every commit or abort
 hands the producer a bumped epoch (late writes of an ended transaction are
-refused). Shared-memory rings carry no transactional id, so with a ring
-transport (or 1) the sender adds each partition itself (AddPartitionsToTxn)
-before its first batch goes out. Errors carry ``fatal`` (fenced: the
+refused); a shared-memory ring names the transactional id when attached,
+and the worker adds the partitions its batches open alike. With 1 the
+sender adds each partition itself (AddPartitionsToTxn) before its first
+batch goes out. Errors carry ``fatal`` (fenced: the
 producer is done) and ``txn_requires_abort`` (abort_transaction() and
 carry on).
 
@@ -166,12 +167,11 @@ class Producer:
             raise ValueError("kafkalite.transport must be 'zmq', 'shm' or 'auto'")
         if cfg["kafkalite.transaction.version"] not in (1, 2):
             raise ValueError("kafkalite.transaction.version must be 1 or 2")
-        # transactions v2; partitions join the transaction by the produce
-        # requests themselves only where those carry the transactional id
-        # (ZeroMQ, not a shared-memory ring)
+        # transactions v2: partitions join the transaction by the writes
+        # themselves (a ring names the transactional id when attached)
         self._txn_v2 = (self._transactional_id is not None
                         and cfg["kafkalite.transaction.version"] == 2)
-        self._txn_implicit_adds = self._txn_v2 and cfg["kafkalite.transport"] == "zmq"
+        self._txn_implicit_adds = self._txn_v2
         self.config = cfg
         try:
             self._codec = codec_id(cfg["compression.type"])
@@ -733,7 +733,8 @@ class _Sender:
             return conn
         from kafkalite.client.ring_link import RingLink
         try:
-            link = RingLink(conn, cfg["kafkalite.shm.ring.bytes"], self.request_timeout)
+            link = RingLink(conn, cfg["kafkalite.shm.ring.bytes"], self.request_timeout,
+                            self.p._transactional_id, 2 if self.p._txn_v2 else 1)
         except KafkaError:
             if self.transport == "shm":
                 conn.close()

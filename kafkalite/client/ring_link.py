@@ -14,7 +14,10 @@ room; the ring's doorbell is the link's only descriptor, and ``arm()``
 says when acknowledgements or room arrived before the sender slept.
 
 The ring is created and attached here, through the ``shm_attach``
-extension request on a ZeroMQ link to the same worker.
+extension request on a ZeroMQ link to the same worker; a transactional
+producer names its transactional id and transaction version there, so the
+worker verifies (v1) or adds (v2) the partitions its transactional batches
+open, as it does for a Produce request.
 
 A worker that finds the ring broken (corrupt or truncated memory) closes it
 and leaves an error code and reason in its header (kafkalite/shm/): every
@@ -37,14 +40,19 @@ from kafkalite.protocol import ApiKey
 
 
 class RingLink(Link):
-    def __init__(self, conn, ring_bytes: int, timeout: float):
+    def __init__(self, conn, ring_bytes: int, timeout: float, transactional_id: str | None = None,
+                 transaction_version: int = 1):
         """Create a ring of ``ring_bytes`` and have the worker behind ``conn``
         (a Connection) drain it; KafkaError when it will not."""
         from kafkalite.shm.ring import ProducerRing
         self.endpoint = conn.endpoint
         self.ring = ProducerRing.create(ring_bytes)
+        attach = {"op": "shm_attach", "ring": self.ring.name}
+        if transactional_id is not None:
+            attach.update(transactional_id=transactional_id,
+                          transaction_version=transaction_version)
         try:
-            conn.extension({"op": "shm_attach", "ring": self.ring.name}, timeout)
+            conn.extension(attach, timeout)
         except BaseException:
             self.ring.close(unlink=True)
             raise

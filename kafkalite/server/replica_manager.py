@@ -34,7 +34,9 @@ partition instead (the producer sends no AddPartitionsToTxn). A batch whose
 epoch is newer than the producer's transaction open in the partition (the
 marker ending it, bumped, is not written yet) is verified too: the
 coordinator answers once that marker is written.
-Shared-memory rings carry no transactional id and are not verified.
+A shared-memory ring names its producer's transactional id when it is
+attached, and the ring gateway has its writes verified (or added) the same
+way, holding the ring's later entries meanwhile.
 
 Which APIs those are is said once, in ``API_HANDLERS``; the supervisor
 advertises them for the whole cluster from there.
@@ -321,22 +323,31 @@ class ReplicaManager:
         out: dict = {}
         for topic in body.get("topic_data") or ():
             for pd in topic["partition_data"]:
-                records = pd.get("records")
-                if records is None or len(records) < OFF_PRODUCER_ID + PRODUCER.size:
-                    continue
-                view = memoryview(records)
-                attributes = int.from_bytes(view[OFF_ATTRIBUTES:OFF_ATTRIBUTES + 2], "big")
-                pid, epoch, _ = PRODUCER.unpack_from(view, OFF_PRODUCER_ID)
-                if pid < 0 or not attributes & ATTR_TRANSACTIONAL:
-                    continue
-                entry = out.setdefault(pid, (epoch, set()))
-                part = self.partitions.get((topic["name"], pd["index"]))
-                if part is None:
-                    continue
-                state = part.log.producer_state
-                if pid not in state.ongoing or state.producers[pid].epoch != epoch:
-                    entry[1].add(part.key)
+                found = self.transaction_start(topic["name"], pd["index"], pd.get("records"))
+                if found is not None:
+                    pid, epoch, opens = found
+                    entry = out.setdefault(pid, (epoch, set()))
+                    if opens:
+                        entry[1].add((topic["name"], pd["index"]))
         return out
+
+    def transaction_start(self, topic: str, index: int, records) -> tuple | None:
+        """For records whose first batch is transactional: (producer id,
+        epoch, whether it would open the producer's transaction in the
+        partition -- none of its open there yet, or an older epoch's);
+        None for other records."""
+        if records is None or len(records) < OFF_PRODUCER_ID + PRODUCER.size:
+            return None
+        view = memoryview(records)
+        attributes = int.from_bytes(view[OFF_ATTRIBUTES:OFF_ATTRIBUTES + 2], "big")
+        pid, epoch, _ = PRODUCER.unpack_from(view, OFF_PRODUCER_ID)
+        if pid < 0 or not attributes & ATTR_TRANSACTIONAL:
+            return None
+        part = self.partitions.get((topic, index))
+        if part is None:
+            return pid, epoch, False
+        state = part.log.producer_state
+        return pid, epoch, pid not in state.ongoing or state.producers[pid].epoch != epoch
 
     def _verified(self, ctx: RequestContext, body: dict, pid: int, codes: dict) -> None:
         """The coordinator's answer for ``pid``: run the request, then the

@@ -8,6 +8,15 @@ a Produce request, acks=1) and acknowledges it in the ring with the base
 offset or an error code. Each ring's doorbell descriptor sits in the
 worker's poller.
 
+Transactions: a transactional producer names its transactional id (and
+its transaction version) in ``shm_attach``. An entry that would open the
+producer's transaction in a partition is verified with the transaction
+coordinator first -- or, for transactions v2, added to the transaction --
+exactly as a Produce request is (replica_manager.py); the ring's later
+entries wait meanwhile, so its order holds, and the ring is not drained.
+Transactional batches in a ring attached without a transactional id are
+refused with INVALID_RECORD.
+
 A ring is its producer's to break, never the worker's: a ring whose memory
 is corrupt, impossible or truncated (the core raises RingCorrupted, and
 survives the SIGBUS of a truncation: ext/shm_ring.pyx) is closed with
@@ -24,6 +33,7 @@ Who may call: the worker, on its event-loop thread.
 """
 from __future__ import annotations
 
+import collections
 import logging
 import os
 
@@ -49,6 +59,12 @@ class RingGateway:
         self.broker_id = broker_id
         self.rings: dict[int, object] = {}     # doorbell fd -> WorkerRing
         self.closed: dict[str, int] = {}       # name of a ring closed with an error -> producer ident
+        # per ring: its producer's transactional id and transaction version,
+        # the entries taken from it but not appended yet (behind one being
+        # verified), and whether a verification is under way
+        self.txn: dict[int, tuple] = {}
+        self.held: dict[int, collections.deque] = {}
+        self.verifying: set = set()
         self._bad_ring = RateLimitedLog(log)
 
     def attach(self, body: dict) -> dict:
@@ -64,6 +80,9 @@ class RingGateway:
         except Exception as exc:    # RingCorrupted: a ring broken before it was attached
             raise errors.CorruptRecordError(f"cannot attach ring {body.get('ring')!r}: {exc}")
         self.rings[ring.fileno()] = ring
+        self.txn[ring.fileno()] = (body.get("transactional_id") or None,
+                                   int(body.get("transaction_version") or 1))
+        self.held[ring.fileno()] = collections.deque()
         self.poller.register(ring.fileno(), zmq.POLLIN)
         self.drain(ring)
         return {"worker": self.broker_id, "pid": os.getpid()}
@@ -71,7 +90,9 @@ class RingGateway:
     def arm(self) -> None:
         """Before the loop sleeps: drain what arrived since the last drain,
         until each ring's doorbell is armed."""
-        for ring in list(self.rings.values()):
+        for fd, ring in list(self.rings.items()):
+            if fd in self.verifying:
+                continue            # drained again when the coordinator answers
             try:
                 for _ in range(DRAINS_PER_ARM):
                     if ring.arm():
@@ -96,23 +117,75 @@ class RingGateway:
             self._close_with_error(ring, exc)
 
     def _drain(self, ring, everything: bool) -> None:
+        fd = ring.fileno()
+        if fd in self.verifying:
+            return
+        held = self.held.setdefault(fd, collections.deque())
         polls = 0
-        while everything or polls < POLLS_PER_DRAIN:
-            polls += 1
-            entries = ring.poll(ENTRIES_PER_DRAIN)
-            if not entries:
-                return
-            for seq, topic, partition, batch in entries:
-                try:
-                    info = self.replica_manager.append(
-                        self.replica_manager.partition(topic, partition), batch)
-                    ring.ack(seq, 0, info.first_offset)
-                except KafkaError as exc:
-                    ring.ack(seq, exc.code, -1)
-                except Exception:
-                    self._bad_ring.exception("broker %d: ring append failed", self.broker_id)
-                    ring.ack(seq, errors.UnknownServerError.code, -1)
-                ring.release_through(seq)
+        while held or everything or polls < POLLS_PER_DRAIN:
+            if not held:
+                polls += 1
+                held.extend(ring.poll(ENTRIES_PER_DRAIN))
+                if not held:
+                    return
+            while held:
+                seq, topic, partition, batch = held[0]
+                refused = self._check(fd, ring, topic, partition, batch)
+                if refused is None:
+                    return          # the rest waits for the coordinator's answer
+                held.popleft()
+                self._append(ring, seq, topic, partition, batch, refused)
+
+    def _append(self, ring, seq: int, topic: str, partition: int, batch, refused: int = 0) -> None:
+        try:
+            if refused == errors.InvalidRecordError.code:
+                raise errors.InvalidRecordError(
+                    "transactional record batches in a ring attached without a transactional id")
+            if refused:
+                raise errors.error_for_code(refused)(
+                    f"{topic}-{partition} is not in the producer's open transaction"
+                    if refused == errors.InvalidTxnStateError.code else
+                    f"the transaction coordinator could not verify {topic}-{partition}")
+            info = self.replica_manager.append(
+                self.replica_manager.partition(topic, partition), batch)
+            ring.ack(seq, 0, info.first_offset)
+        except KafkaError as exc:
+            ring.ack(seq, exc.code, -1)
+        except Exception:
+            self._bad_ring.exception("broker %d: ring append failed", self.broker_id)
+            ring.ack(seq, errors.UnknownServerError.code, -1)
+        ring.release_through(seq)
+
+    def _check(self, fd: int, ring, topic: str, partition: int, batch) -> int | None:
+        """0: the entry may be appended; an error code: it is refused; None:
+        it would open the producer's transaction here, and the coordinator
+        has been asked (``_verified`` goes on)."""
+        rm = self.replica_manager
+        found = rm.transaction_start(topic, partition, batch)
+        if found is None or not found[2] or rm.verifier is None:
+            return 0
+        tid, version = self.txn.get(fd, (None, 1))
+        if tid is None:
+            return errors.InvalidRecordError.code
+        pid, epoch, _ = found
+        self.verifying.add(fd)
+        rm.verifier(tid, pid, epoch, [(topic, partition)],
+                    lambda codes: self._verified(fd, ring, codes), add=version >= 2)
+        return None
+
+    def _verified(self, fd: int, ring, codes: dict) -> None:
+        """The coordinator's answer for the ring's first held entry."""
+        if self.rings.get(fd) is not ring:
+            return                  # the ring was closed meanwhile
+        self.verifying.discard(fd)
+        seq, topic, partition, batch = self.held[fd].popleft()
+        self._append(ring, seq, topic, partition, batch, codes.get((topic, partition), 0))
+        self.drain(ring)
+
+    def _forget(self, fd: int) -> None:
+        self.txn.pop(fd, None)
+        self.held.pop(fd, None)
+        self.verifying.discard(fd)
 
     def _close_with_error(self, ring, exc: Exception) -> None:
         from kafkalite.shm.ring import RingCorrupted, RingFenced
@@ -120,6 +193,7 @@ class RingGateway:
         if fd is None:
             return
         del self.rings[fd]
+        self._forget(fd)
         self.poller.unregister(fd)
         if isinstance(exc, RingFenced):      # another worker took it over: not ours to judge
             ring.close()
@@ -148,6 +222,7 @@ class RingGateway:
 
     def _drop(self, fd: int, unlink: bool) -> None:
         ring = self.rings.pop(fd, None)
+        self._forget(fd)
         if ring is not None:
             self.poller.unregister(fd)
             ring.close(unlink=unlink)

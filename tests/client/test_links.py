@@ -172,3 +172,66 @@ def test_a_ring_carries_produce_only_and_queues_what_does_not_fit(own_server):
         assert bases == [(0, 20 * i) for i in range(20)]
     finally:
         link.close()
+
+
+def test_a_ring_has_its_transactional_writes_verified_or_added(own_server):
+    """A ring attached without a transactional id may not carry
+    transactional batches (INVALID_RECORD); attached with one, the first
+    transactional batch of a partition is verified with the coordinator
+    (transactions v1: refused when the partition was never added) or added
+    to the transaction (v2), and the ring's entries behind it keep their
+    order while the coordinator answers."""
+    endpoint = leader_endpoint(own_server, "ringtx", partitions=1)
+    meta = Metadata(parse_bootstrap(own_server.bootstrap), "test", zmq.Context.instance())
+    admin = AdminClient({"bootstrap.servers": own_server.bootstrap})
+
+    def init(tid):
+        r = meta.admin_request(ApiKey.INIT_PRODUCER_ID, {
+            "transactional_id": tid, "transaction_timeout_ms": 60000,
+            "producer_id": -1, "producer_epoch": -1})
+        return r["producer_id"], r["producer_epoch"]
+
+    def txn_body(pid, epoch, seq, values):
+        b = RecordBatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                               transactional=True)
+        for v in values:
+            b.append(None, None, v)
+        return {"transactional_id": None, "acks": 1, "timeout_ms": 5000, "topic_data": [
+            {"name": "ringtx", "partition_data": [{"index": 0, "records": b.build()}]}]}
+
+    def codes(link, bodies):
+        cids = [link.send(ApiKey.PRODUCE, body) for body in bodies]
+        answers = dict(wait_answers(link, len(cids)))
+        return [offsets(answers[c])[("ringtx", 0)][0] for c in cids]
+
+    links = []
+    try:
+        pid, epoch = init("ring-none")
+        conn = Connection(endpoint, "test")
+        links.append(RingLink(conn, 1 << 20, 10.0))
+        conn.close()
+        assert codes(links[-1], [txn_body(pid, epoch, 0, [b"x"])]) == \
+            [errors.InvalidRecordError.code]
+
+        pid, epoch = init("ring-v1")
+        conn = Connection(endpoint, "test")
+        links.append(RingLink(conn, 1 << 20, 10.0, "ring-v1", 1))
+        conn.close()
+        assert codes(links[-1], [txn_body(pid, epoch, 0, [b"never added"])]) == \
+            [errors.InvalidTxnStateError.code]
+
+        pid, epoch = init("ring-v2")
+        conn = Connection(endpoint, "test")
+        links.append(RingLink(conn, 1 << 20, 10.0, "ring-v2", 2))
+        conn.close()
+        bodies = [txn_body(pid, epoch, 3 * i, [b"v%d-%d" % (i, j) for j in range(3)])
+                  for i in range(5)]
+        assert codes(links[-1], bodies) == [0] * 5
+        described = admin.describe_transactions(["ring-v2"])["ring-v2"].result()
+        assert described.state == "Ongoing"
+        assert [(tp.topic, tp.partition) for tp in described.topic_partitions] == [("ringtx", 0)]
+    finally:
+        for link in links:
+            link.close()
+        meta.close()
+        admin.close()

@@ -262,9 +262,9 @@ def test_a_commit_prepared_before_the_coordinator_dies_completes_after_restart(t
 @pytest.mark.parametrize("version,transport", [(2, "zmq"), (2, "shm"), (1, "zmq")])
 def test_transaction_versions_1_and_2(server, topic_name, version, transport):
     """Transactions v2 (the default): every commit or abort hands the
-    producer a bumped epoch; over ZeroMQ the produce requests add the
-    partitions (over a ring the producer adds them itself: a ring carries no
-    transactional id). v1: the epoch stays. Either way the coordinator has
+    producer a bumped epoch, and its writes add their partitions (over a
+    ring too: the ring names the transactional id when attached). v1: the
+    producer adds them, and the epoch stays. Either way the coordinator has
     exactly the partitions written and the outcome is the same."""
     from kafkalite.client import AdminClient
     create(server, topic_name, 2)
