@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from kafkalite.streams import processors as P
 from kafkalite.streams.serdes import Serde, Serdes
 from kafkalite.streams.topology import StoreSpec, Topology, TopologyException
-from kafkalite.streams.windows import TimeWindows
+from kafkalite.streams.windows import TimeWindows, _ms
 
 
 @dataclass
@@ -82,9 +82,10 @@ class Materialized:
     config's default.dsl.store), the value serde, and whether it is logged."""
 
     def __init__(self, name=None, store_type=None, key_serde=None, value_serde=None,
-                 logging=True):
+                 logging=True, retention_ms=None):
         self.name, self.store_type = name, store_type
         self.key_serde, self.value_serde, self.logging = key_serde, value_serde, logging
+        self.retention_ms = retention_ms
 
     @classmethod
     def as_(cls, name: str, store_type: str | None = None) -> Materialized:
@@ -106,6 +107,12 @@ class Materialized:
 
     def with_logging_disabled(self) -> Materialized:
         self.logging = False
+        return self
+
+    def with_retention(self, retention) -> Materialized:
+        """How long a window store keeps a window, in stream time (Kafka's
+        default: the window's size + grace; it may not be less)."""
+        self.retention_ms = _ms(retention)
         return self
 
 
@@ -136,10 +143,17 @@ class StreamsBuilder:
                                                    store.name, c.key_serde), [source])
         return KTable(self, node, c.key_serde, c.value_serde, store.name)
 
-    def _store(self, m: Materialized, prefix: str, value_serde, window_size=None) -> StoreSpec:
+    def _store(self, m: Materialized, prefix: str, value_serde, windows=None) -> StoreSpec:
         name = m.name or self.topology.next_name(prefix)
+        size = retention = None
+        if windows is not None:
+            size, least = windows.size_ms, windows.size_ms + windows.grace_ms
+            retention = least if m.retention_ms is None else m.retention_ms
+            if retention < least:
+                raise ValueError(f"the retention of store {name!r} ({retention} ms) must be at "
+                                 f"least the window size + grace ({least} ms)")
         return self.topology.add_store(StoreSpec(name, m.store_type, m.value_serde or value_serde,
-                                                 m.logging, window_size))
+                                                 m.logging, size, retention))
 
     def build(self) -> Topology:
         self.topology.subtopologies()
@@ -286,8 +300,7 @@ class KGroupedStream:
     def _aggregate(self, kind, how, initializer, materialized, value_serde, windows=None):
         builder = self.stream.builder
         m = materialized or Materialized()
-        store = builder._store(m, "KSTREAM-AGGREGATE-STATE-STORE", value_serde,
-                               None if windows is None else windows.size_ms)
+        store = builder._store(m, "KSTREAM-AGGREGATE-STATE-STORE", value_serde, windows)
         src = self._input()
         node = P.AggregateNode(builder.topology.next_name("KSTREAM-AGGREGATE"), store.name,
                                m.key_serde or self.key_serde, kind, how, initializer, windows)

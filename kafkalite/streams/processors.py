@@ -249,15 +249,18 @@ class AggregateNode(ProcessorNode):
             return
         key_serde = self.key_serde or serde_for(batch.column("key").type)
         store_keys = key_serde.serialize(batch.column("key"))
+        store = task.store(self.store_name)
         window_starts = None
         if self.windows is not None:
             batch, store_keys, window_starts = self._windows(task, batch, store_keys)
             if not batch.num_rows:
+                self._expire(task, store)
                 return
-        store = task.store(self.store_name)
+        ts = batch.column("timestamp")
         if self.kind == "count" or (self.kind == "reduce" and isinstance(self.how, str)):
-            table = pa.table({"k": store_keys, "row": pa.array(np.arange(batch.num_rows))})
-            aggs = [("row", "max")]
+            table = pa.table({"k": store_keys, "row": pa.array(np.arange(batch.num_rows)),
+                              "ts": ts})
+            aggs = [("row", "max"), ("ts", "max")]
             if self.kind == "reduce":
                 table = table.append_column("v", batch.column("value"))
                 aggs.append(("v", self.how))
@@ -265,6 +268,7 @@ class AggregateNode(ProcessorNode):
                 aggs + ([("row", "count")] if self.kind == "count" else []))
             uniq = grouped.column("k").to_pylist()
             last_rows = grouped.column("row_max").combine_chunks()
+            last_ts = grouped.column("ts_max").combine_chunks()
             if self.kind == "count":
                 old = np.fromiter(store.get_many(uniq, 0), dtype=np.int64, count=len(uniq))
                 new = pa.array(old + grouped.column("row_count").to_numpy())
@@ -276,18 +280,34 @@ class AggregateNode(ProcessorNode):
                 new = pc.if_else(pc.is_null(old), fresh, both)
             store.put_many(uniq, new.to_pylist())
         else:
-            uniq, new, last_rows = self._per_record(store, batch, store_keys)
-        out = batch.take(last_rows)
-        self.forward(task, replace(out, value=new) if window_starts is None else replace(
-            out, value=new, window_start=window_starts.take(last_rows),
-            window_end=pc.add(window_starts.take(last_rows), self.windows.size_ms)))
+            uniq, new, last_rows, last_ts = self._per_record(store, batch, store_keys)
+        # an update carries the latest timestamp of the records it took in this
+        # batch (Kafka: max(record, aggregate) timestamps), so that what reads
+        # the table downstream (suppress) sees the stream time of the records
+        out = replace(batch.take(last_rows), timestamp=last_ts.cast(pa.int64()))
+        if window_starts is None:
+            self.forward(task, replace(out, value=new))
+            return
+        self._expire(task, store)
+        self.forward(task, replace(out, value=new, window_start=window_starts.take(last_rows),
+                                   window_end=pc.add(window_starts.take(last_rows),
+                                                     self.windows.size_ms)))
+
+    def _expire(self, task, store) -> None:
+        """Windows past retention leave the store and the changelog (after
+        the batch's puts: a window a record reached early in the batch may
+        be past retention by the batch's last record, as record by record)."""
+        store.expire(task.node_state[self.name]["stream_time"])
 
     def _per_record(self, store, batch, store_keys):
         """The slow path: the aggregator called once per record, in order."""
         kb = store_keys.to_pylist()
         uniq = list(dict.fromkeys(kb))
         current = dict(zip(uniq, store.get_many(uniq)))
-        last = {}
+        last, latest = {}, {}
+        for b, t in zip(kb, batch.column("timestamp").to_pylist()):
+            if t > latest.get(b, t - 1):
+                latest[b] = t
         keys = batch.column("key").to_pylist()
         values = batch.column("value").to_pylist()
         if self.kind == "reduce":
@@ -305,7 +325,8 @@ class AggregateNode(ProcessorNode):
         uniq = list(last)
         new = [current[b] for b in uniq]
         store.put_many(uniq, new)
-        return uniq, pa.array(new), pa.array(list(last.values()), pa.int64())
+        return (uniq, pa.array(new), pa.array(list(last.values()), pa.int64()),
+                pa.array([latest[b] for b in uniq], pa.int64()))
 
     def _windows(self, task, batch, store_keys):
         """Each record once per window it falls in and is not late for;

@@ -36,7 +36,7 @@ class StreamTask:
             else:
                 store = KeyValueStore(name, spec.value_serde, spec.logged)
             self.stores[name] = store if spec.window_size_ms is None else \
-                WindowStore(store, spec.window_size_ms)
+                WindowStore(store, spec.window_size_ms, spec.retention_ms, spec.time_suffix)
         self.changelogs = {spec.changelog(application_id): name
                            for name, spec in sub.stores.items() if spec.logged}
         self.node_state: dict = {}

@@ -29,6 +29,8 @@ class StoreSpec:
     value_serde: object
     logged: bool = True
     window_size_ms: int | None = None   # window stores
+    retention_ms: int | None = None     # window stores: entries older than stream time - this go
+    time_suffix: int = 8                # window stores: 8 (window start) or 16 (timestamp + seq)
 
     def changelog(self, application_id: str) -> str:
         return f"{application_id}-{self.name}-changelog"
