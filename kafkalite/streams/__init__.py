@@ -16,9 +16,11 @@ path, as in Kafka Streams). See ``dsl.py`` for the rule.
 Modules, in the order data flows:
     serdes.py     Serdes: Arrow arrays <-> bytes, vectorised where they can be
     records.py    the batch schema inside a topology; the columnar marker
-    windows.py    TimeWindows (tumbling, hopping, grace) as array arithmetic
+    windows.py    TimeWindows (tumbling, hopping, grace) as array arithmetic;
+                  JoinWindows
     stores.py     key-value and window stores, in memory and on RocksDB
     processors.py the processor nodes the DSL builds
+    joins.py      stream-table and stream-stream join nodes
     topology.py   Topology: nodes, sub-topologies, sources, sinks, stores
     dsl.py        StreamsBuilder, KStream, KTable, KGroupedStream, ...
     task.py       StreamTask: one sub-topology on one partition, its stores
@@ -30,19 +32,19 @@ May import: kafkalite.client, kafkalite.record, kafkalite.errors, pyarrow,
 numpy, rocksdict. Never kafkalite.server or kafkalite.storage: this package is
 a client of the broker like any other.
 """
-from kafkalite.streams.dsl import (Consumed, Grouped, KGroupedStream, KStream, KTable, Materialized,
-                                   Named, Produced, Repartitioned, StreamsBuilder,
-                                   TimeWindowedKStream)
+from kafkalite.streams.dsl import (Consumed, Grouped, Joined, KGroupedStream, KStream, KTable,
+                                   Materialized, Named, Produced, Repartitioned, StreamJoined,
+                                   StreamsBuilder, TimeWindowedKStream)
 from kafkalite.streams.driver import TestInputTopic, TestOutputTopic, TopologyTestDriver
 from kafkalite.streams.records import columnar
 from kafkalite.streams.runtime import KafkaStreams, StreamsConfig
 from kafkalite.streams.serdes import Serde, Serdes
 from kafkalite.streams.topology import Topology, TopologyException
-from kafkalite.streams.windows import TimeWindows
+from kafkalite.streams.windows import JoinWindows, TimeWindows
 
 __all__ = [
-    "Consumed", "Grouped", "KGroupedStream", "KStream", "KTable", "KafkaStreams", "Materialized",
-    "Named", "Produced", "Repartitioned", "Serde", "Serdes", "StreamsBuilder", "StreamsConfig",
+    "Consumed", "Grouped", "JoinWindows", "Joined", "KGroupedStream", "KStream", "KTable", "KafkaStreams", "Materialized",
+    "Named", "Produced", "Repartitioned", "Serde", "Serdes", "StreamJoined", "StreamsBuilder", "StreamsConfig",
     "TestInputTopic", "TestOutputTopic", "TimeWindowedKStream", "TimeWindows", "Topology",
     "TopologyException", "TopologyTestDriver", "columnar",
 ]

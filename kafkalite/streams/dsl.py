@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kafkalite.streams import joins as JoinNodes
 from kafkalite.streams import processors as P
 from kafkalite.streams.serdes import Serde, Serdes
 from kafkalite.streams.topology import StoreSpec, Topology, TopologyException
-from kafkalite.streams.windows import TimeWindows, _ms
+from kafkalite.streams.windows import JoinWindows, TimeWindows, _ms
 
 
 @dataclass
@@ -65,6 +66,21 @@ class Grouped:
 
 
 Repartitioned = Grouped
+
+
+@dataclass
+class Joined:
+    """Serdes of a join's key (and values), Kafka's Joined / StreamJoined."""
+    key_serde: Serde | None = None
+    value_serde: Serde | None = None
+    other_value_serde: Serde | None = None
+
+    @classmethod
+    def with_(cls, key_serde=None, value_serde=None, other_value_serde=None):
+        return cls(key_serde, value_serde, other_value_serde)
+
+
+StreamJoined = Joined
 
 
 @dataclass
@@ -161,15 +177,22 @@ class StreamsBuilder:
 
 
 class KStream:
-    def __init__(self, builder: StreamsBuilder, node, key_serde=None, value_serde=None):
+    """``key_changed``: an operator upstream (map, select_key, flat_map) may
+    have changed the keys since the source, so a join or group_by_key
+    repartitions first (Kafka Streams' repartitionRequired)."""
+
+    def __init__(self, builder: StreamsBuilder, node, key_serde=None, value_serde=None,
+                 key_changed=False):
         self.builder, self.node = builder, node
         self.key_serde, self.value_serde = key_serde, value_serde
+        self.key_changed = key_changed
 
     def _then(self, node, key_serde="same", value_serde="same") -> KStream:
         self.builder.topology.add(node, [self.node])
         return KStream(self.builder, node,
                        self.key_serde if key_serde == "same" else key_serde,
-                       self.value_serde if value_serde == "same" else value_serde)
+                       self.value_serde if value_serde == "same" else value_serde,
+                       self.key_changed or key_serde is None)
 
     def _n(self, named, prefix):
         return self.builder._name(named, prefix)
@@ -223,7 +246,73 @@ class KStream:
     def merge(self, other: KStream, named=None) -> KStream:
         node = P.ProcessorNode(self._n(named, "KSTREAM-MERGE"))
         self.builder.topology.add(node, [self.node, other.node])
-        return KStream(self.builder, node, self.key_serde, self.value_serde)
+        return KStream(self.builder, node, self.key_serde, self.value_serde,
+                       self.key_changed or other.key_changed)
+
+    # ---- joins (joins.py) ----
+    def join(self, other, joiner, windows: JoinWindows | None = None, joined=None,
+             named=None) -> KStream:
+        """Inner join with a KTable (``windows`` None) or, within
+        ``windows``, with another KStream. ``joiner(left_value,
+        right_value)`` per pair, or columnar over ``left_value`` /
+        ``right_value`` (joins.py)."""
+        return self._join(other, joiner, windows, joined, named, outer=False)
+
+    def left_join(self, other, joiner, windows: JoinWindows | None = None, joined=None,
+                  named=None) -> KStream:
+        """As join, and every left record is forwarded: with a null right
+        value where nothing matched (for a stream, once its window closed)."""
+        return self._join(other, joiner, windows, joined, named, outer=True)
+
+    def _join(self, other, joiner, windows, joined, named, outer) -> KStream:
+        topo = self.builder.topology
+        j = joined or Joined()
+        left = self._repartitioned_for_join(j.key_serde)
+        key_serde = j.key_serde or left.key_serde
+        if isinstance(other, KTable):
+            if windows is not None:
+                raise TopologyException("a stream-table join takes no JoinWindows")
+            if other.queryable_store_name is None or other.windowed:
+                raise TopologyException(
+                    "a stream-table join needs a materialized, non-windowed table: one from "
+                    "builder.table() or an aggregation, or .filter(...) of one given "
+                    "Materialized.as_(name)")
+            node = JoinNodes.StreamTableJoinNode(
+                self._n(named, "KSTREAM-LEFTJOIN" if outer else "KSTREAM-JOIN"),
+                other.queryable_store_name, key_serde or other.key_serde, joiner, outer)
+            return left._then(node, value_serde=None)
+        if not isinstance(other, KStream):
+            raise TypeError("join() takes a KStream or a KTable")
+        if windows is None:
+            raise TopologyException("a stream-stream join needs JoinWindows")
+        right = other._repartitioned_for_join(j.key_serde)
+        name = self._n(named, "KSTREAM-JOIN")
+        stores = []
+        for side, s, serde in (("this", left, j.value_serde), ("other", right,
+                                                                 j.other_value_serde)):
+            spec = StoreSpec(f"{name}-{side}-join-store", None,
+                             s.value_serde or serde or Serdes.typed(), True,
+                             windows.before_ms + windows.after_ms, windows.retention_ms, 16)
+            stores.append(topo.add_store(spec).name)
+        pending = None
+        if outer:
+            pending = topo.add_store(StoreSpec(
+                f"{name}-outer-shared-join-store", None,
+                left.value_serde or j.value_serde or Serdes.typed(), True,
+                windows.before_ms + windows.after_ms, None, 16)).name
+        sides = [topo.add(JoinNodes.StreamStreamJoinSide(
+            f"{name}-{'this' if is_left else 'other'}", name, is_left, this, that, windows,
+            joiner, outer, pending, key_serde or right.key_serde), [s.node])
+            for is_left, s, this, that in ((True, left, stores[0], stores[1]),
+                                           (False, right, stores[1], stores[0]))]
+        out = topo.add(P.ProcessorNode(f"{name}-merge"), sides)
+        return KStream(self.builder, out, key_serde, None)
+
+    def _repartitioned_for_join(self, key_serde) -> KStream:
+        if not self.key_changed:
+            return self
+        name = self.builder.topology.next_name("KSTREAM-JOIN") + "-left"
+        return self._through_repartition(name, key_serde or self.key_serde, self.value_serde)
 
     def to(self, topic: str, produced: Produced | None = None) -> None:
         p = produced or Produced()
@@ -253,7 +342,8 @@ class KStream:
     def group_by_key(self, grouped: Grouped | None = None) -> KGroupedStream:
         g = grouped or Grouped()
         return KGroupedStream(self, g.key_serde or self.key_serde,
-                              g.value_serde or self.value_serde, g.name, needs_repartition=False)
+                              g.value_serde or self.value_serde, g.name,
+                              needs_repartition=self.key_changed)
 
     def group_by(self, selector, grouped: Grouped | None = None) -> KGroupedStream:
         """Group by a new key (``selector(key, value)``, or columnar): the

@@ -8,10 +8,12 @@ from __future__ import annotations
 import collections
 import time
 
+import pyarrow.compute as pc
+
 from harness import create
 from test_streams_runtime import config, long_of, produce, read, run_until_caught_up
 
-from kafkalite.streams import (Consumed, KafkaStreams, Materialized, Produced, Serdes,
+from kafkalite.streams import (Consumed, JoinWindows, KafkaStreams, Materialized, Produced, Serdes,
                                StreamsBuilder, TimeWindows)
 
 S, L = Serdes.string(), Serdes.long()
@@ -58,3 +60,55 @@ def test_window_retention_tombstones_expired_windows_in_the_changelog(server, to
     changelog = read(server, f"{app}-w-changelog", 2)
     assert {window(k): long_of(v) for k, v in latest_of(changelog).items()} == live
     assert sum(v is None for _, _, v, _ in changelog) == len(counts) - len(live) > 0
+
+
+def test_stream_table_and_stream_stream_joins(server, topic_name, tmp_path):
+    """Enrichment against a table loaded first (left join, per-record
+    joiner) and a windowed inner stream-stream join (columnar joiner) whose
+    timestamps all lie within grace, so that the joined pairs do not depend
+    on how the two sides' batches interleave: every pair with |dt| <= 1 s."""
+    src = topic_name
+    for t in ("users", "clicks", "views", "enriched", "pairs"):
+        create(server, f"{src}-{t}", 2)
+    now = int(time.time() * 1000)
+    users = [(f"u{i}", 100 * i, now) for i in range(8)]
+    produce(server, f"{src}-users", users)
+    b = StreamsBuilder()
+    table = b.table(f"{src}-users", Consumed.with_(S, L), Materialized.as_("users"))
+    clicks = b.stream(f"{src}-clicks", Consumed.with_(S, L))
+    clicks.left_join(table, lambda lv, rv: lv + (rv if rv is not None else -1)).to(
+        f"{src}-enriched", Produced.with_(S, L))
+    views = b.stream(f"{src}-views", Consumed.with_(S, L))
+    clicks.join(views, pc.field("left_value") * 1000 + pc.field("right_value"),
+                JoinWindows.of_time_difference_and_grace(1_000, 60_000)).to(
+        f"{src}-pairs", Produced.with_(S, L))
+    streams = KafkaStreams(b.build(), config(server, tmp_path, f"{src}-app"))
+    streams.start()
+    try:
+        deadline = time.monotonic() + 30
+        while streams.metrics()["processed"] < len(users):
+            assert time.monotonic() < deadline and streams.state != KafkaStreams.ERROR, \
+                streams.error
+            time.sleep(0.05)
+        clicks_in = [(f"u{i % 11}", i, now + 37 * i) for i in range(120)]
+        views_in = [(f"u{i % 11}", i, now + 41 * i) for i in range(110)]
+        produce(server, f"{src}-clicks", clicks_in)
+        produce(server, f"{src}-views", views_in)
+        total = len(users) + len(clicks_in) + len(views_in)
+        while streams.metrics()["processed"] < total:
+            assert time.monotonic() < deadline and streams.state != KafkaStreams.ERROR, \
+                streams.error
+            time.sleep(0.05)
+    finally:
+        streams.close()
+    assert streams.error is None
+    table_model = {k: v for k, v, _ in users}
+    enriched = collections.Counter((k, long_of(v)) for _, k, v, _ in
+                                   read(server, f"{src}-enriched", 2))
+    assert enriched == collections.Counter((k.encode(), v + table_model.get(k, -1))
+                                           for k, v, _ in clicks_in)
+    pairs = collections.Counter((k, long_of(v)) for _, k, v, _ in read(server, f"{src}-pairs", 2))
+    assert pairs == collections.Counter(
+        (ck.encode(), cv * 1000 + vv) for ck, cv, ct in clicks_in for vk, vv, vt in views_in
+        if ck == vk and abs(ct - vt) <= 1_000)
+    assert sum(pairs.values()) > 50
