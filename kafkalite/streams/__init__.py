@@ -32,9 +32,9 @@ May import: kafkalite.client, kafkalite.record, kafkalite.errors, pyarrow,
 numpy, rocksdict. Never kafkalite.server or kafkalite.storage: this package is
 a client of the broker like any other.
 """
-from kafkalite.streams.dsl import (Consumed, Grouped, Joined, KGroupedStream, KStream, KTable,
+from kafkalite.streams.dsl import (BufferConfig, Consumed, Grouped, Joined, KGroupedStream, KStream, KTable,
                                    Materialized, Named, Produced, Repartitioned, StreamJoined,
-                                   StreamsBuilder, TimeWindowedKStream)
+                                   StreamsBuilder, Suppressed, TimeWindowedKStream)
 from kafkalite.streams.driver import TestInputTopic, TestOutputTopic, TopologyTestDriver
 from kafkalite.streams.records import columnar
 from kafkalite.streams.runtime import KafkaStreams, StreamsConfig
@@ -43,8 +43,8 @@ from kafkalite.streams.topology import Topology, TopologyException
 from kafkalite.streams.windows import JoinWindows, TimeWindows
 
 __all__ = [
-    "Consumed", "Grouped", "JoinWindows", "Joined", "KGroupedStream", "KStream", "KTable", "KafkaStreams", "Materialized",
-    "Named", "Produced", "Repartitioned", "Serde", "Serdes", "StreamJoined", "StreamsBuilder", "StreamsConfig",
+    "BufferConfig", "Consumed", "Grouped", "JoinWindows", "Joined", "KGroupedStream", "KStream", "KTable", "KafkaStreams", "Materialized",
+    "Named", "Produced", "Repartitioned", "Serde", "Serdes", "StreamJoined", "StreamsBuilder", "StreamsConfig", "Suppressed",
     "TestInputTopic", "TestOutputTopic", "TimeWindowedKStream", "TimeWindows", "Topology",
     "TopologyException", "TopologyTestDriver", "columnar",
 ]

@@ -132,6 +132,28 @@ class Materialized:
         return self
 
 
+class BufferConfig:
+    """How much a suppression buffer holds: unbounded (the only choice
+    here; the buffer is bounded by the windows still open)."""
+
+    @classmethod
+    def unbounded(cls) -> BufferConfig:
+        return cls()
+
+
+class Suppressed:
+    def __init__(self, kind: str, buffer: BufferConfig, name=None):
+        self.kind, self.buffer, self.name = kind, buffer, name
+
+    @classmethod
+    def until_window_closes(cls, buffer: BufferConfig | None = None) -> Suppressed:
+        return cls("until_window_closes", buffer or BufferConfig.unbounded())
+
+    def with_name(self, name: str) -> Suppressed:
+        self.name = name
+        return self
+
+
 class StreamsBuilder:
     def __init__(self):
         self.topology = Topology()
@@ -396,7 +418,7 @@ class KGroupedStream:
                                m.key_serde or self.key_serde, kind, how, initializer, windows)
         src._then(node)
         return KTable(builder, node, m.key_serde or self.key_serde, store.value_serde,
-                      store.name, windowed=windows is not None)
+                      store.name, windowed=windows is not None, windows=windows)
 
     def count(self, materialized: Materialized | None = None) -> KTable:
         return self._aggregate("count", None, None, materialized, Serdes.long())
@@ -437,16 +459,32 @@ class KTable:
     """A changelog stream: the latest value per key (a null value deletes).
     ``queryable_store_name`` names its store when it is materialized."""
 
-    def __init__(self, builder, node, key_serde, value_serde, store_name=None, windowed=False):
+    def __init__(self, builder, node, key_serde, value_serde, store_name=None, windowed=False,
+                 windows=None):
         self.builder, self.node = builder, node
         self.key_serde, self.value_serde = key_serde, value_serde
         self.queryable_store_name, self.windowed = store_name, windowed
+        self.windows = windows
 
     def _then(self, node, value_serde="same") -> KTable:
         self.builder.topology.add(node, [self.node])
         return KTable(self.builder, node, self.key_serde,
                       self.value_serde if value_serde == "same" else value_serde,
-                      None, self.windowed)
+                      None, self.windowed, self.windows)
+
+    def suppress(self, suppressed: Suppressed, named=None) -> KTable:
+        """Of a windowed table: forward each window's final result once,
+        after stream time passes its end + grace (processors.SuppressNode)."""
+        if self.windows is None:
+            raise TopologyException("suppress(until_window_closes) needs a windowed table "
+                                     "(group_by_key().windowed_by(...).count() and the like)")
+        if not isinstance(suppressed, Suppressed) or suppressed.kind != "until_window_closes":
+            raise TopologyException("suppress takes Suppressed.until_window_closes(...)")
+        name = suppressed.name or self.builder._name(named, "KTABLE-SUPPRESS")
+        spec = self.builder.topology.add_store(StoreSpec(
+            f"{name}-store", "in_memory", Serdes.bytes(), True, self.windows.size_ms, None, 8))
+        return self._then(P.SuppressNode(name, spec.name, self.windows, self.key_serde,
+                                         self.value_serde))
 
     def filter(self, predicate, named=None) -> KTable:
         return self._then(P.TableFilterNode(self.builder._name(named, "KTABLE-FILTER"),

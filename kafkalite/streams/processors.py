@@ -339,12 +339,64 @@ class AggregateNode(ProcessorNode):
         task.metrics["dropped_records"] += int((~accepted).sum())
         rows, starts = rows[accepted], starts[accepted]
         idx = pa.array(rows, pa.int64())
-        starts_arr = pa.array(starts, pa.int64())
-        raw = starts.astype(">i8").tobytes()
-        start_bytes = pa.FixedSizeBinaryArray.from_buffers(
-            pa.binary(8), len(starts), [None, pa.py_buffer(raw)]).cast(pa.binary())
-        keys = pc.binary_join_element_wise(store_keys.take(idx), start_bytes, b"")
-        return batch.take(idx), keys, starts_arr
+        keys = pc.binary_join_element_wise(store_keys.take(idx), long_bytes(starts), b"")
+        return batch.take(idx), keys, pa.array(starts, pa.int64())
+
+
+def long_bytes(values) -> pa.Array:
+    """int64s as 8-byte big-endian binaries (window starts, timestamps)."""
+    values = np.asarray(values, dtype=np.int64)
+    return pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(8), len(values), [None, pa.py_buffer(values.astype(">i8").tobytes())]
+    ).cast(pa.binary())
+
+
+class SuppressNode(ProcessorNode):
+    """KTable.suppress(Suppressed.until_window_closes(...)) of a windowed
+    table: each window's latest update waits in a buffer (a logged store
+    keyed like the window store, value: 8-byte timestamp + the serialized
+    value) and is forwarded once, when the stream time this node has seen
+    (the largest timestamp of the updates reaching it) reaches window end
+    + grace: the window's final result. Emitted in window-start order."""
+
+    prefix = "KTABLE-SUPPRESS"
+
+    def __init__(self, name, store, windows, key_serde, value_serde):
+        super().__init__(name)
+        self.store_name, self.store_names = store, [store]
+        self.windows, self.key_serde, self.value_serde = windows, key_serde, value_serde
+
+    def process(self, task, batch):
+        key_serde = self.key_serde or serde_for(batch.column("key").type)
+        value_serde = self.value_serde or serde_for(batch.column("value").type)
+        buffer = task.store(self.store_name)
+        ts = batch.column("timestamp")
+        state = task.node_state.setdefault(self.name, {"stream_time": -1})
+        state["stream_time"] = stream_time = max(state["stream_time"], pc.max(ts).as_py())
+        keys = pc.binary_join_element_wise(key_serde.serialize(batch.column("key")),
+                                           long_bytes(batch.column("window_start")), b"")
+        held = pc.binary_join_element_wise(long_bytes(ts.to_numpy()),
+                                           value_serde.serialize(batch.column("value")), b"")
+        buffer.put_many(keys.to_pylist(), held.to_pylist())
+        w = self.windows
+        closed = [s for s in buffer.times() if s + w.size_ms + w.grace_ms <= stream_time]
+        if not closed:
+            return
+        entries = sorted(buffer.entries_at(closed), key=lambda e: (e[-8:], e))
+        raw = pa.array(buffer.get_many(entries), pa.binary())
+        buffer.put_many(entries, [None] * len(entries))
+        starts = np.frombuffer(b"".join(e[-8:] for e in entries), ">i8").astype(np.int64)
+        n = len(entries)
+        self.forward(task, pa.RecordBatch.from_arrays([
+            key_serde.deserialize(pa.array([e[:-8] for e in entries], pa.binary())),
+            value_serde.deserialize(pc.binary_slice(raw, 8, 1 << 30)),
+            pa.array(np.frombuffer(b"".join(r[:8] for r in raw.to_pylist()), ">i8")
+                     .astype(np.int64)),
+            pa.array(np.full(n, task.partition, np.int32)), pa.array(np.full(n, -1, np.int64)),
+            pa.nulls(n, batch.column("headers").type),
+            pa.array(starts), pa.array(starts + w.size_ms)],
+            names=["key", "value", "timestamp", "partition", "offset", "headers",
+                   "window_start", "window_end"]))
 
 
 class TableSourceNode(ProcessorNode):

@@ -14,7 +14,7 @@ from harness import create
 from test_streams_runtime import config, long_of, produce, read, run_until_caught_up
 
 from kafkalite.streams import (Consumed, JoinWindows, KafkaStreams, Materialized, Produced, Serdes,
-                               StreamsBuilder, TimeWindows)
+                               StreamsBuilder, Suppressed, TimeWindows)
 
 S, L = Serdes.string(), Serdes.long()
 
@@ -112,3 +112,35 @@ def test_stream_table_and_stream_stream_joins(server, topic_name, tmp_path):
         (ck.encode(), cv * 1000 + vv) for ck, cv, ct in clicks_in for vk, vv, vt in views_in
         if ck == vk and abs(ct - vt) <= 1_000)
     assert sum(pairs.values()) > 50
+
+
+def test_suppressed_windowed_count_emits_each_final_count_once(server, topic_name, tmp_path):
+    src = topic_name
+    create(server, src, 2)
+    create(server, f"{src}-out", 2)
+    base = int(time.time()) // 10 * 10_000
+    size, grace = 1_000, 300
+    records = [(f"k{i % 4}", 1, base + 61 * i - (500 if i % 7 == 0 else 0)) for i in range(300)]
+    produce(server, src, records)
+    b = StreamsBuilder()
+    b.stream(src, Consumed.with_(S, L)).group_by_key().windowed_by(
+        TimeWindows.of_size_and_grace(size, grace)).count() \
+        .suppress(Suppressed.until_window_closes()).to_stream() \
+        .to(f"{src}-out", Produced.with_(S, L))
+    run_until_caught_up(KafkaStreams(b.build(), config(server, tmp_path, f"{src}-app", **{
+        "processing.guarantee": "exactly_once_v2"})), server)
+    want = {}
+    for part in range(2):
+        counts, stream_time, taken = collections.Counter(), -1, -1
+        for p, k, _, ts in read(server, src, 2):
+            if p != part:
+                continue
+            stream_time = max(stream_time, ts)
+            start = ts - ts % size
+            if start + size > stream_time - grace:
+                counts[(k, start)] += 1
+                taken = max(taken, ts)
+        want.update({w: c for w, c in counts.items() if w[1] + size + grace <= taken})
+    out = [((k[:-8], long_of(k[-8:])), long_of(v)) for _, k, v, _ in read(server, f"{src}-out", 2)]
+    assert len(out) == len(want) > 10, "each closed window once"
+    assert dict(out) == want

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkalite.streams import (Consumed, Materialized, Serdes, StreamsBuilder,
-                               TimeWindows, TopologyTestDriver)
+from kafkalite.streams import (BufferConfig, Consumed, Materialized, Serdes, StreamsBuilder,
+                               Suppressed, TimeWindows, TopologyTestDriver)
 
 S, L = Serdes.string(), Serdes.long()
 W = Serdes.time_windowed(S)
@@ -108,3 +108,73 @@ def test_retention_below_size_plus_grace_is_refused():
     with pytest.raises(ValueError, match="at least the window size \\+ grace \\(130 ms\\)"):
         b.stream("in").group_by_key().windowed_by(TimeWindows.of_size_and_grace(100, 30)) \
             .count(Materialized.as_("w").with_retention(129))
+
+
+def model_suppressed(records, size, advance, grace):
+    """Each window's final count, once, in the order windows close: a
+    window closes when the largest timestamp of the records the count took
+    reaches its end + grace."""
+    counts, stream_time, taken_time, emitted = collections.Counter(), -1, -1, []
+    for k, _, ts in records:
+        if k is None:
+            continue
+        stream_time = max(stream_time, ts)
+        start = max(0, ts - size + advance) // advance * advance
+        took = False
+        while start <= ts:
+            if start + size > stream_time - grace:
+                counts[(k, start)] += 1
+                took = True
+            start += advance
+        if took:
+            taken_time = max(taken_time, ts)
+    for w in sorted(counts, key=lambda w: (w[1], w[0])):
+        if w[1] + size + grace <= taken_time:
+            emitted.append((w, counts[w]))
+    return emitted
+
+
+@settings(max_examples=30, deadline=None)
+@given(records_st, st.sampled_from([(20, 20), (30, 10)]), st.sampled_from([0, 15]))
+def test_suppress_until_window_closes_emits_each_final_count_once(records, window, grace):
+    size, advance = window
+    windows = TimeWindows.of_size_and_grace(size, grace).advance_by(advance)
+    b = StreamsBuilder()
+    b.stream("in", Consumed.with_(S, L)).group_by_key().windowed_by(windows).count() \
+        .suppress(Suppressed.until_window_closes(BufferConfig.unbounded())) \
+        .to_stream().to("out")
+    with TopologyTestDriver(b.build(), {"application.id": "app"}) as d:
+        topic = d.create_input_topic("in", S, L)
+        for i in range(0, len(records), 9):
+            topic.pipe_record_list(records[i:i + 9])
+        out = d.create_output_topic("out", W, L).read_records_to_list()
+        got = [((r[0]["key"], r[0]["start"]), r[1]) for r in out]
+        want = model_suppressed(records, size, advance, grace)
+        assert sorted(got, key=lambda g: (g[0][1], g[0][0])) == want
+        assert len({g[0] for g in got}) == len(got), "a window emitted twice"
+
+
+def test_suppress_waits_for_window_end_plus_grace():
+    windows = TimeWindows.of_size_and_grace(100, 20)
+    b = StreamsBuilder()
+    b.stream("in", Consumed.with_(S, L)).group_by_key().windowed_by(windows).count() \
+        .suppress(Suppressed.until_window_closes()).to_stream().to("out")
+    with TopologyTestDriver(b.build(), {"application.id": "app"}) as d:
+        i, o = d.create_input_topic("in", S, L), d.create_output_topic("out", W, L)
+        i.pipe_record_list([("a", 1, 10), ("a", 1, 50), ("b", 1, 99), ("a", 1, 119)])
+        assert o.is_empty()              # [0,100) closes at 120
+        i.pipe_input("a", 1, 115)        # late but within grace: counted
+        assert o.is_empty()
+        i.pipe_input("c", 1, 120)
+        assert [(r[0]["key"], r[0]["start"], r[1]) for r in o.read_records_to_list()] == [
+            ("a", 0, 2), ("b", 0, 1)]
+        i.pipe_input("a", 1, 60)         # beyond grace: dropped, nothing more
+        i.pipe_input("c", 1, 400)
+        assert [(r[0]["key"], r[0]["start"], r[1]) for r in o.read_records_to_list()] == [
+            ("a", 100, 2), ("c", 100, 1)]
+
+
+def test_suppress_needs_a_windowed_table():
+    b = StreamsBuilder()
+    with pytest.raises(Exception, match="needs a windowed table"):
+        b.stream("in").group_by_key().count().suppress(Suppressed.until_window_closes())
