@@ -24,6 +24,7 @@ Modules, in the order data flows:
     topology.py   Topology: nodes, sub-topologies, sources, sinks, stores
     dsl.py        StreamsBuilder, KStream, KTable, KGroupedStream, ...
     task.py       StreamTask: one sub-topology on one partition, its stores
+    errors.py     exception handlers and the dead-letter queue
     driver.py     TopologyTestDriver: a topology run without a broker
     runtime.py    KafkaStreams: tasks in a consumer group, at_least_once or
                   exactly_once_v2

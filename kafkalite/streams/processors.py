@@ -18,7 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kafkalite.errors import KafkaError
 from kafkalite.streams import records
+from kafkalite.streams.errors import StreamsException
 from kafkalite.streams.records import evaluate, is_columnar, replace
 from kafkalite.streams.serdes import Serdes
 
@@ -48,7 +50,26 @@ class ProcessorNode:
     def forward(self, task, batch: pa.RecordBatch) -> None:
         if batch.num_rows:
             for child in self.children:
-                child.process(task, batch)
+                try:
+                    child.process(task, batch)
+                except (KafkaError, StreamsException):
+                    raise
+                except Exception:       # noqa: BLE001 - the processing exception handler's
+                    child.process_rows(task, batch)
+
+    def process_rows(self, task, batch: pa.RecordBatch) -> None:
+        """After this node raised on ``batch``: the batch again a row at a
+        time, each failing row to the processing exception handler (a
+        node raises before writing its store or forwarding, and errors of
+        the nodes below are handled by this node's own forward)."""
+        for i in range(batch.num_rows):
+            row = batch.slice(i, 1)
+            try:
+                self.process(task, row)
+            except (KafkaError, StreamsException):
+                raise
+            except Exception as exc:    # noqa: BLE001
+                task.processing_error(self, row, exc)
 
     def describe(self) -> str:
         return f"Processor: {self.name}"
@@ -61,7 +82,29 @@ class SourceNode(ProcessorNode):
         self.key_serde, self.value_serde = key_serde, value_serde
 
     def process_input(self, task, consumer_batch: pa.RecordBatch) -> None:
-        self.forward(task, records.from_consumer(consumer_batch, self.key_serde, self.value_serde))
+        try:
+            batch = records.from_consumer(consumer_batch, self.key_serde, self.value_serde)
+        except KafkaError:
+            raise
+        except Exception:               # noqa: BLE001 - the deserialization exception handler's
+            batch = self._deserialize_each(task, consumer_batch)
+        self.forward(task, batch)
+
+    def _deserialize_each(self, task, consumer_batch):
+        """A batch with a record the serdes cannot read: record by record,
+        the bad ones to the handler, the good ones on as one batch."""
+        good = []
+        for i in range(consumer_batch.num_rows):
+            row = consumer_batch.slice(i, 1)
+            try:
+                records.from_consumer(row, self.key_serde, self.value_serde)
+                good.append(i)
+            except KafkaError:
+                raise
+            except Exception as exc:    # noqa: BLE001
+                task.record_error("deserialization", row, exc)
+        return records.from_consumer(consumer_batch.take(pa.array(good, pa.int64())),
+                                     self.key_serde, self.value_serde)
 
     def describe(self):
         return f"Source: {self.name} (topics: [{', '.join(self.topics)}])"

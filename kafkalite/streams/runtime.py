@@ -30,6 +30,11 @@ commit:
   changelog (which holds only committed changes), so the aborted work is
   done again exactly once. Input is read read_committed.
 
+A record that fails deserialization or processing goes to the exception
+handlers and the dead-letter queue (errors.py); a DLQ record is produced
+with the outputs (in the transaction under exactly_once_v2). "fail" (the
+default) stops the stream thread: the instance goes to ERROR.
+
 Who may call: ``start``, ``close``, ``state``, ``store`` and ``metrics`` from
 any thread; the topology's functions run in the StreamThread.
 """
@@ -50,6 +55,7 @@ from kafkalite import errors
 from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer,
                               TopicPartition)
 from kafkalite.errors import KafkaError
+from kafkalite.streams.errors import ErrorHandling
 from kafkalite.streams.task import StreamTask
 from kafkalite.streams.topology import Topology, TopologyException
 
@@ -71,6 +77,10 @@ class StreamsConfig:
         "instance.id": None,             # stable id: transactional.id and group.instance.id
         "poll.ms": 100,
         "transaction.timeout.ms": 10_000,   # Kafka Streams' EOS default
+        # errors.py: what a record that fails deserialization or processing does
+        "deserialization.exception.handler": "log_and_fail",
+        "processing.exception.handler": "log_and_fail",
+        "errors.dead.letter.queue.topic.name": None,
     }
 
     def __init__(self, config: dict):
@@ -106,6 +116,7 @@ class KafkaStreams:
         self.config = StreamsConfig(config)
         self.application_id = self.config["application.id"]
         self.eos = self.config["processing.guarantee"] == EXACTLY_ONCE_V2
+        self.errors = ErrorHandling(self.config.values)
         self.instance = self.config["instance.id"] or uuid.uuid4().hex[:12]
         self.state = self.CREATED
         self.error: BaseException | None = None
@@ -184,6 +195,10 @@ class KafkaStreams:
                     if spec.logged:
                         new.append(NewTopic(spec.changelog(self.application_id), counts[sub.id],
                                             config={"cleanup.policy": "compact"}))
+            if self.errors.dlq_topic:
+                # created if missing (KIP-1034 leaves that to the user; a DLQ
+                # record for a topic that does not exist would fail the commit)
+                new.append(NewTopic(self.errors.dlq_topic, 1))
             new = [n for n in new if n.topic not in meta.topics]
             if new:
                 for name, fut in admin.create_topics(new).items():
@@ -300,6 +315,8 @@ class KafkaStreams:
                                 timestamp=int(max(ts.to_numpy())))
         for topic, keys, values in task.take_changelog():
             p.produce_batch(topic, values.to_pylist(), keys, partition=task.partition)
+        for topic, key, value, ts, headers in task.take_dead_letters():
+            p.produce(topic, value, key, timestamp=ts, headers=headers)
 
     def _commit(self) -> None:
         # The consumer's positions, not the last offsets processed + 1: a
@@ -368,7 +385,8 @@ class KafkaStreams:
                 if task is None:
                     sub = self.topology.subtopologies()[key[0]]
                     task = StreamTask(self.topology, sub, key[1], self.application_id,
-                                      self.config["state.dir"], self.config["default.dsl.store"])
+                                      self.config["state.dir"], self.config["default.dsl.store"],
+                                      self.errors)
                     self._restore(task)
                 self.tasks[key] = task
         self.state = self.RUNNING

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from harness import create
 from test_streams_runtime import config, long_of, produce, read, run_until_caught_up
 
+from kafkalite.client import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from kafkalite.streams import (Consumed, JoinWindows, KafkaStreams, Materialized, Produced, Serdes,
                                StreamsBuilder, Suppressed, TimeWindows)
 
@@ -144,3 +145,63 @@ def test_suppressed_windowed_count_emits_each_final_count_once(server, topic_nam
     out = [((k[:-8], long_of(k[-8:])), long_of(v)) for _, k, v, _ in read(server, f"{src}-out", 2)]
     assert len(out) == len(want) > 10, "each closed window once"
     assert dict(out) == want
+
+
+def test_poison_records_go_to_the_dead_letter_queue(server, topic_name, tmp_path):
+    """A value the long serde cannot read and one the topology raises on:
+    both land in the DLQ topic (created by the application) with headers
+    naming the error, topic, partition and offset; the counts of every other
+    record equal the model, under exactly-once."""
+    src = topic_name
+    create(server, src, 2)
+    create(server, f"{src}-counts", 2)
+    now = int(time.time() * 1000)
+    p = Producer(server.config())
+    sent = []
+    for i in range(200):
+        value = b"oops" if i == 77 else (13 if i == 150 else 100 + i).to_bytes(8, "big")
+        # a key's records in one partition (the latest count per key is the total)
+        p.produce(src, value, f"k{i % 5}".encode(), partition=i % 5 % 2, timestamp=now + i)
+        sent.append((f"k{i % 5}", value, i % 5 % 2))
+    assert p.flush(10) == 0
+    p.close()
+
+    def no_13(v):
+        if v == 13:
+            raise ValueError("13 is unlucky")
+        return v
+
+    b = StreamsBuilder()
+    b.stream(src, Consumed.with_(S, L)).map_values(no_13).group_by_key().count() \
+        .to_stream().to(f"{src}-counts", Produced.with_(S, L))
+    dlq = f"{src}-dlq"
+    run_until_caught_up(KafkaStreams(b.build(), config(server, tmp_path, f"{src}-app", **{
+        "processing.guarantee": "exactly_once_v2",
+        "deserialization.exception.handler": "log_and_continue",
+        "processing.exception.handler": "log_and_continue",
+        "errors.dead.letter.queue.topic.name": dlq})), server)
+    counts = latest_of(read(server, f"{src}-counts", 2))
+    want = collections.Counter(k.encode() for i, (k, _, _) in enumerate(sent) if i not in (77, 150))
+    assert {k: long_of(v) for k, v in counts.items()} == want
+    c = Consumer(server.config(**{"isolation.level": "read_committed"}))
+    try:
+        c.assign([TopicPartition(dlq, 0, OFFSET_BEGINNING)])
+        got, deadline = [], time.monotonic() + 20
+        while len(got) < 2 and time.monotonic() < deadline:
+            got += c.consume(10, 0.2)
+    finally:
+        c.close()
+    by_offset = {}
+    for m in got:
+        h = {k: v.decode() for k, v in m.headers()}
+        assert h["__streams.errors.topic"] == src
+        by_offset[(int(h["__streams.errors.partition"]), m.value())] = (m.key(), h)
+    assert set(by_offset) == {(sent[77][2], b"oops"), (sent[150][2], (13).to_bytes(8, "big"))}
+    key, h = by_offset[(sent[77][2], b"oops")]
+    assert key == b"k2" and h["__streams.errors.offset"] == str(
+        sum(1 for _, _, part in sent[:77] if part == sent[77][2]))
+    assert h["__streams.errors.exception"].endswith("SerializationException")
+    key, h = by_offset[(sent[150][2], (13).to_bytes(8, "big"))]
+    assert key == b"k0" and h["__streams.errors.offset"] == str(
+        sum(1 for _, _, part in sent[:150] if part == sent[150][2]))
+    assert h["__streams.errors.message"] == "13 is unlucky"
