@@ -21,6 +21,7 @@ Modules, in the order data flows:
     stores.py     key-value and window stores, in memory and on RocksDB
     processors.py the processor nodes the DSL builds
     joins.py      stream-table and stream-stream join nodes
+    processor_api.py  Processor, ProcessorContext, punctuators, Stores
     topology.py   Topology: nodes, sub-topologies, sources, sinks, stores
     dsl.py        StreamsBuilder, KStream, KTable, KGroupedStream, ...
     task.py       StreamTask: one sub-topology on one partition, its stores
@@ -37,6 +38,8 @@ from kafkalite.streams.dsl import (BufferConfig, Consumed, Grouped, Joined, KGro
                                    Materialized, Named, Produced, Repartitioned, StreamJoined,
                                    StreamsBuilder, Suppressed, TimeWindowedKStream)
 from kafkalite.streams.driver import TestInputTopic, TestOutputTopic, TopologyTestDriver
+from kafkalite.streams.processor_api import (Processor, ProcessorContext, PunctuationType,
+                                             Record, Stores)
 from kafkalite.streams.records import columnar
 from kafkalite.streams.runtime import KafkaStreams, StreamsConfig
 from kafkalite.streams.serdes import Serde, Serdes
@@ -44,8 +47,10 @@ from kafkalite.streams.topology import Topology, TopologyException
 from kafkalite.streams.windows import JoinWindows, TimeWindows
 
 __all__ = [
-    "BufferConfig", "Consumed", "Grouped", "JoinWindows", "Joined", "KGroupedStream", "KStream", "KTable", "KafkaStreams", "Materialized",
-    "Named", "Produced", "Repartitioned", "Serde", "Serdes", "StreamJoined", "StreamsBuilder", "StreamsConfig", "Suppressed",
+    "BufferConfig", "columnar", "Consumed", "Grouped", "Joined", "JoinWindows", "KafkaStreams",
+    "KGroupedStream", "KStream", "KTable", "Materialized", "Named", "Processor",
+    "ProcessorContext", "Produced", "PunctuationType", "Record", "Repartitioned", "Serde",
+    "Serdes", "Stores", "StreamJoined", "StreamsBuilder", "StreamsConfig", "Suppressed",
     "TestInputTopic", "TestOutputTopic", "TimeWindowedKStream", "TimeWindows", "Topology",
-    "TopologyException", "TopologyTestDriver", "columnar",
+    "TopologyException", "TopologyTestDriver",
 ]

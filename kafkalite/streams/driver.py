@@ -8,8 +8,8 @@ output topics: repartition topics are fed straight back to the sub-topology
 that reads them, changelog topics (``<application.id>-<store>-changelog``)
 are readable like any output. Stores are inspected with
 ``get_key_value_store`` / ``get_window_store`` (keys are serialized key
-bytes). ``advance_wall_clock_time`` moves the driver's clock (nothing in the
-DSL built so far schedules on it).
+bytes). ``advance_wall_clock_time`` moves the driver's clock and fires the
+Processor API's wall-clock punctuators that are due.
 """
 from __future__ import annotations
 
@@ -42,6 +42,8 @@ class TopologyTestDriver:
         self.tasks = [StreamTask(topology, sub, 0, self.application_id, state_dir,
                                  config.get("default.dsl.store", "rocksdb"), errors)
                       for sub in topology.subtopologies()]
+        for task in self.tasks:
+            task.wall_clock = lambda: self.wall_clock_ms
         self._readers = {t: task for task in self.tasks for t in task.sources}
         self._offsets: collections.Counter = collections.Counter()
         self.topics: dict[str, collections.deque] = collections.defaultdict(collections.deque)
@@ -91,7 +93,11 @@ class TopologyTestDriver:
                 self.pipe(topic, keys, values, ts.to_numpy())
 
     def advance_wall_clock_time(self, ms: int) -> None:
+        """Move the clock; wall-clock punctuators that are due fire."""
         self.wall_clock_ms += int(ms)
+        for task in self.tasks:
+            task.punctuate(self.wall_clock_ms)
+        self._drain()
 
     # ---- output and state ----
     def create_output_topic(self, topic, key_serde=None, value_serde=None) -> TestOutputTopic:

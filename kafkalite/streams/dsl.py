@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kafkalite.streams import joins as JoinNodes
+from kafkalite.streams import processor_api as PAPI
 from kafkalite.streams import processors as P
 from kafkalite.streams.serdes import Serde, Serdes
 from kafkalite.streams.topology import StoreSpec, Topology, TopologyException
@@ -193,6 +194,10 @@ class StreamsBuilder:
         return self.topology.add_store(StoreSpec(name, m.store_type, m.value_serde or value_serde,
                                                  m.logging, size, retention))
 
+    def add_state_store(self, spec: StoreSpec) -> StoreSpec:
+        """A store for Processor API processors (processor_api.Stores)."""
+        return self.topology.add_store(spec)
+
     def build(self) -> Topology:
         self.topology.subtopologies()
         return self.topology
@@ -270,6 +275,17 @@ class KStream:
         self.builder.topology.add(node, [self.node, other.node])
         return KStream(self.builder, node, self.key_serde, self.value_serde,
                        self.key_changed or other.key_changed)
+
+    # ---- Processor API (processor_api.py) ----
+    def process(self, supplier, *store_names, named=None) -> KStream:
+        """Run ``supplier()`` (a Processor per task) on every record, with
+        access to ``store_names``; what it forwards is the new stream."""
+        for s in store_names:
+            if s not in self.builder.topology.stores:
+                raise TopologyException(f"no store named {s!r}: add it with "
+                                        f"builder.add_state_store(Stores....) first")
+        node = PAPI.ProcessNode(self._n(named, "KSTREAM-PROCESSOR"), supplier, store_names)
+        return self._then(node, None, None)
 
     # ---- joins (joins.py) ----
     def join(self, other, joiner, windows: JoinWindows | None = None, joined=None,

@@ -250,6 +250,7 @@ class KafkaStreams:
                 try:
                     if batch.num_rows:
                         self._process(batch)
+                    self._punctuate()
                     if time.monotonic() >= next_commit:
                         self._commit()
                         next_commit = time.monotonic() + interval
@@ -306,6 +307,17 @@ class KafkaStreams:
                 continue            # revoked while the batch was on its way
             task.process(topic, batch.take(pa.array(rows)))
             self._send(task)
+
+    def _punctuate(self) -> None:
+        """Wall-clock punctuators of the Processor API that are due."""
+        now = int(time.time() * 1000)
+        for task in list(self.tasks.values()):
+            if task.punctuators:
+                if self.eos and not self._in_txn:
+                    self._producer.begin_transaction()
+                    self._in_txn = True
+                task.punctuate(now)
+                self._send(task)
 
     def _send(self, task: StreamTask) -> None:
         p = self._producer

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import os
+import time
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -48,6 +49,8 @@ class StreamTask:
         self.node_state: dict = {}
         self._dead_letters: list = []
         self._input = None          # (topic, consumer batch) being processed
+        self.punctuators: list = []     # Processor API nodes with a processor in this task
+        self.wall_clock = lambda: int(time.time() * 1000)   # the driver sets its own
         self.metrics = collections.Counter(dropped_records=0, processed=0)
         self._outputs: list = []
 
@@ -95,6 +98,11 @@ class StreamTask:
         finally:
             self._input = None
 
+    def punctuate(self, now_ms: int) -> None:
+        """Wall-clock punctuators that are due (processor_api.py)."""
+        for node in self.punctuators:
+            node.punctuate_wall_clock(self, now_ms)
+
     def take_dead_letters(self) -> list:
         """[(topic, key, value, timestamp, headers)] for the dead-letter queue."""
         out, self._dead_letters = self._dead_letters, []
@@ -125,6 +133,9 @@ class StreamTask:
             store.flush()
 
     def close(self) -> None:
+        for node in self.punctuators:
+            node.close_task(self)
+        self.punctuators = []
         for store in self.stores.values():
             store.close()
 
