@@ -1,11 +1,12 @@
 """Kafka Streams for kafkalite: stateful stream processing in Python, columnar.
 
 What this folder is for: an application reads input topics, transforms,
-groups, counts, aggregates and windows them with local state backed by
-compacted changelog topics, and writes output topics, in Kafka Streams'
-vocabulary (``StreamsBuilder``, ``KStream``, ``KTable``, ``Topology``,
-``KafkaStreams``, ``Serdes``, ``Materialized``, ``TimeWindows``, ``Grouped``;
-methods in snake_case).
+groups, counts, aggregates, windows (with retention and suppression) and
+joins them with local state backed by compacted changelog topics, and writes
+output topics, in Kafka Streams' vocabulary (``StreamsBuilder``, ``KStream``,
+``KTable``, ``Topology``, ``KafkaStreams``, ``Serdes``, ``Materialized``,
+``TimeWindows``, ``JoinWindows``, ``Grouped``, ``Processor``; methods in
+snake_case).
 
 Records flow through a topology as pyarrow RecordBatches (``records.py``
 names the columns), one batch per input partition per poll, so that an

@@ -1,7 +1,9 @@
 """The Streams DSL: StreamsBuilder, KStream, KTable, KGroupedStream,
 TimeWindowedKStream, and their config objects (Consumed, Produced, Grouped,
-Materialized, Named, Repartitioned), in Kafka Streams' vocabulary with
-snake_case methods.
+Materialized, Named, Repartitioned, Joined, Suppressed), in Kafka Streams'
+vocabulary with snake_case methods. Joins are built here and run in
+joins.py; ``KStream.process`` is the Processor API (processor_api.py);
+``KTable.suppress`` of a windowed table forwards final results only.
 
 Every operator that takes a function follows one rule (records.py): a
 pyarrow.compute Expression or a ``@columnar`` function runs once per batch
@@ -14,8 +16,9 @@ signature (the slow path). For example, the same filter both ways::
 ``count()`` is always columnar; ``reduce("sum" | "min" | "max")`` is too;
 ``reduce(fn)`` and ``aggregate(initializer, aggregator)`` are per record.
 
-Grouping by a new key (``group_by``, ``select_key`` then ``group_by_key``,
-``repartition``) writes the records to an internal repartition topic
+Grouping or joining by a new key (``group_by``; ``group_by_key`` or a join
+after ``map`` / ``select_key`` / ``flat_map`` / ``process``; ``repartition``)
+writes the records to an internal repartition topic
 ``<application.id>-<name>-repartition`` and reads them back, so that each
 key's records meet in one task, as in Kafka Streams.
 """
