@@ -174,7 +174,7 @@ class ProcessNode(ProcessorNode):
 
     def _context(self, task) -> ProcessorContext:
         state = task.node_state.get(self.name)
-        if state is None:
+        if state is None or "processor" not in state:     # new, or resumed from a commit
             ctx = ProcessorContext(self, task, task.wall_clock)
             processor = self.supplier()
             if not isinstance(processor, Processor) and not hasattr(processor, "process"):
@@ -184,6 +184,7 @@ class ProcessNode(ProcessorNode):
             except Exception as exc:    # noqa: BLE001 - no record to blame: the task fails
                 raise StreamsException(f"processor {self.name} failed to initialize in task "
                                        f"{task.id}: {exc!r}") from exc
+            ctx.stream_time = task.node_state.get(self.name, {}).get("stream_time", -1)
             task.node_state[self.name] = state = {"context": ctx, "processor": processor}
             task.punctuators.append(self)
         return state["context"]
@@ -197,7 +198,7 @@ class ProcessNode(ProcessorNode):
             ctx._offset = offset
             processor.process(Record(key, value, ts, h or []))
             if ts > ctx.stream_time:
-                ctx.stream_time = ts
+                ctx.stream_time = task.node_state[self.name]["stream_time"] = ts
                 ctx._punctuate(PunctuationType.STREAM_TIME, ts)
         self._flush(task, ctx)
 
@@ -223,7 +224,7 @@ class ProcessNode(ProcessorNode):
 
     def close_task(self, task) -> None:
         state = task.node_state.get(self.name)
-        if state is not None:
+        if state is not None and "processor" in state:
             state["processor"].close()
 
 

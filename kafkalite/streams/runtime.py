@@ -30,6 +30,11 @@ commit:
   changelog (which holds only committed changes), so the aborted work is
   done again exactly once. Input is read read_committed.
 
+Each commit records the tasks' stream times in the committed offsets'
+metadata (as Kafka Streams does); a task created on assignment, or rewound
+after an abort, takes them back, so that late records are judged as one
+uninterrupted run would judge them.
+
 A record that fails deserialization or processing goes to the exception
 handlers and the dead-letter queue (errors.py); a DLQ record is produced
 with the outputs (in the transaction under exactly_once_v2). "fail" (the
@@ -41,6 +46,7 @@ any thread; the topology's functions run in the StreamThread.
 from __future__ import annotations
 
 import collections
+import json
 import logging
 import os
 import tempfile
@@ -338,6 +344,14 @@ class KafkaStreams:
         offsets = [tp for tp in (self._consumer.position(owned) if owned else [])
                    if tp.offset >= 0 and self._committed.get((tp.topic, tp.partition))
                    != tp.offset]
+        for tp in offsets:
+            # the task's stream times ride in the offset metadata (as Kafka
+            # Streams does): a task resumed elsewhere, or after an abort,
+            # judges late records as this one would have
+            task = self.tasks[(self._sub_of[tp.topic], tp.partition)]
+            times = task.stream_times()
+            tp.metadata = json.dumps({"stream_time": times}, separators=(",", ":")) \
+                if times else None
         if not offsets and not self._in_txn:
             return
         for task in self.tasks.values():
@@ -377,7 +391,25 @@ class KafkaStreams:
         for task in self.tasks.values():
             task.discard_changelog()
             self._restore(task)
+            task.resume(self._committed_stream_times(task, committed))
         self._metrics["aborts"] += 1
+
+    def _committed_stream_times(self, task: StreamTask, committed=None) -> dict:
+        """The stream times the last commit of ``task``'s partitions recorded."""
+        if committed is None:
+            committed = self._consumer.committed(
+                [TopicPartition(t, task.partition) for t in task.sources])
+        times: dict = {}
+        for tp in committed:
+            if tp.partition != task.partition or tp.topic not in task.sources or not tp.metadata:
+                continue
+            try:
+                got = json.loads(tp.metadata).get("stream_time", {})
+            except (ValueError, AttributeError):
+                continue        # metadata not written by us
+            for name, st in got.items():
+                times[name] = max(times.get(name, -1), int(st))
+        return times
 
     def _owned_partitions(self):
         return [(t, task.partition) for (sub, _), task in self.tasks.items()
@@ -400,6 +432,7 @@ class KafkaStreams:
                                       self.config["state.dir"], self.config["default.dsl.store"],
                                       self.errors)
                     self._restore(task)
+                    task.resume(self._committed_stream_times(task))
                 self.tasks[key] = task
         self.state = self.RUNNING
 

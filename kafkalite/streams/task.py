@@ -103,6 +103,26 @@ class StreamTask:
         for node in self.punctuators:
             node.punctuate_wall_clock(self, now_ms)
 
+    def stream_times(self) -> dict:
+        """{node name: stream time} of the nodes that keep one (windows,
+        joins, suppression, processors): what a commit records."""
+        return {name: st["stream_time"] for name, st in self.node_state.items()
+                if isinstance(st, dict) and st.get("stream_time", -1) >= 0}
+
+    def resume(self, stream_times: dict) -> None:
+        """Back to a commit: the nodes' stream times as they were, and the
+        Processor API's processors created afresh (their in-memory state
+        may hold work that did not count), as Kafka re-creates a task."""
+        for node in self.punctuators:
+            node.close_task(self)
+            self.node_state.pop(node.name, None)
+        self.punctuators = []
+        for name, st in list(self.node_state.items()):
+            if isinstance(st, dict) and "stream_time" in st:
+                st["stream_time"] = -1
+        for name, st in stream_times.items():
+            self.node_state.setdefault(name, {})["stream_time"] = int(st)
+
     def take_dead_letters(self) -> list:
         """[(topic, key, value, timestamp, headers)] for the dead-letter queue."""
         out, self._dead_letters = self._dead_letters, []
