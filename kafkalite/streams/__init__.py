@@ -35,9 +35,9 @@ May import: kafkalite.client, kafkalite.record, kafkalite.errors, pyarrow,
 numpy, rocksdict. Never kafkalite.server or kafkalite.storage: this package is
 a client of the broker like any other.
 """
-from kafkalite.streams.dsl import (BufferConfig, Consumed, Grouped, Joined, KGroupedStream, KStream, KTable,
-                                   Materialized, Named, Produced, Repartitioned, StreamJoined,
-                                   StreamsBuilder, Suppressed, TimeWindowedKStream)
+from kafkalite.streams.dsl import (BufferConfig, Consumed, Grouped, Joined, KGroupedStream,
+                                   KStream, KTable, Materialized, Named, Produced, Repartitioned,
+                                   StreamJoined, StreamsBuilder, Suppressed, TimeWindowedKStream)
 from kafkalite.streams.driver import TestInputTopic, TestOutputTopic, TopologyTestDriver
 from kafkalite.streams.processor_api import (Processor, ProcessorContext, PunctuationType,
                                              Record, Stores)
