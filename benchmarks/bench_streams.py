@@ -16,6 +16,11 @@ in records of input per second:
 2. stateful: a count per key (RocksDB store with its changelog) to an
    output topic;
 
+3. join: each record joined with a table of ``--keys`` 20-byte values (read
+   from a compacted-style topic, one record per key, in the same run) into
+   the first 50 bytes + the table's value: kafkalite only (quixstreams has no
+   stream-table join to compare with);
+
 each under at_least_once and exactly_once_v2, for kafkalite Streams
 columnar (pyarrow.compute expressions; the count is columnar anyway),
 kafkalite Streams per record (Python lambdas; the count as
@@ -48,6 +53,7 @@ from kafkalite.server import launcher
 HEADERS = ["#", "Figure", "kafkalite", "Compared with", "Ratio", "Target", "Met"]
 PARTITIONS = 4
 GUARANTEES = {"at_least_once": "at-least-once", "exactly_once_v2": "exactly-once"}
+KINDS = ("stateless", "stateful", "join")
 
 
 def create_topic(server, name: str) -> None:
@@ -75,13 +81,31 @@ def fill(server, topic: str, records: int, keys: int) -> None:
     p.close()
 
 
+def fill_table(server, topic: str, keys: int) -> None:
+    """One 20-byte value per key (the join's table)."""
+    from kafkalite.client import Producer
+    p = Producer({"bootstrap.servers": server.bootstrap})
+    for start in range(0, keys, 10_000):
+        n = min(10_000, keys - start)
+        p.produce_batch(topic, [b"user-%015d" % i for i in range(start, start + n)],
+                        [b"key-%08d" % i for i in range(start, start + n)])
+    assert p.flush(300) == 0
+    p.close()
+
+
 def kafkalite_topology(kind: str, columnar: bool, source: str, sink: str):
     import pyarrow.compute as pc
 
     from kafkalite.streams import Materialized, Produced, Serdes, StreamsBuilder
     b = StreamsBuilder()
     s = b.stream(source)
-    if kind == "stateless":
+    if kind == "join":
+        table = b.table("table", materialized=Materialized.as_("table"))
+        joiner = pc.binary_join_element_wise(
+            pc.binary_slice(pc.field("left_value"), 0, 50), pc.field("right_value"), b"") \
+            if columnar else (lambda lv, rv: lv[:50] + rv)
+        s.join(table, joiner).to(sink)
+    elif kind == "stateless":
         if columnar:
             s = s.filter(pc.less(pc.binary_slice(pc.field("value"), 0, 1), b"n")) \
                 .map_values(pc.binary_slice(pc.field("value"), 0, 50))
@@ -96,7 +120,8 @@ def kafkalite_topology(kind: str, columnar: bool, source: str, sink: str):
     return b.build()
 
 
-def run_kafkalite(server, work, source, records, kind, columnar, guarantee, tag) -> float:
+def run_kafkalite(server, work, source, records, kind, columnar, guarantee, tag,
+                  table_records=0) -> float:
     from kafkalite.streams import KafkaStreams
     sink = f"out-{tag}"
     create_topic(server, sink)
@@ -107,7 +132,7 @@ def run_kafkalite(server, work, source, records, kind, columnar, guarantee, tag)
     start = time.perf_counter()
     streams.start()
     try:
-        while streams.metrics()["processed"] < records:
+        while streams.metrics()["processed"] < records + table_records:
             if streams.state == KafkaStreams.ERROR:
                 raise RuntimeError(f"{tag}: {streams.error!r}")
             time.sleep(0.01)
@@ -185,11 +210,13 @@ def main(argv=None) -> int:
         create_topic(server, "input")
         t = time.perf_counter()
         fill(server, "input", args.records, args.keys)
-        say(f"  filled the input in {time.perf_counter() - t:.1f} s")
-        for kind in ("stateless", "stateful"):
+        create_topic(server, "table")
+        fill_table(server, "table", args.keys)
+        say(f"  filled the input and the table in {time.perf_counter() - t:.1f} s")
+        for kind in KINDS:
             for guarantee in GUARANTEES:
                 for impl in ("columnar", "per_record", "quix"):
-                    if impl == "quix" and args.no_quix:
+                    if impl == "quix" and (args.no_quix or kind == "join"):
                         continue
                     tag = f"{kind}-{guarantee}-{impl}".replace("_", "-")
                     if impl == "quix":
@@ -197,7 +224,8 @@ def main(argv=None) -> int:
                                         guarantee, tag)
                     else:
                         rate = run_kafkalite(server, work, "input", args.records, kind,
-                                             impl == "columnar", guarantee, tag)
+                                             impl == "columnar", guarantee, tag,
+                                             args.keys if kind == "join" else 0)
                     figures[(kind, guarantee, impl)] = rate
                     say(f"  {tag}: {rate:,.0f} records/s")
     except Exception:
@@ -209,13 +237,14 @@ def main(argv=None) -> int:
         shutil.rmtree(work, ignore_errors=True)
     elapsed = time.perf_counter() - started
 
-    labels = {"stateless": "filter + map_values", "stateful": "count per key"}
+    labels = {"stateless": "filter + map_values", "stateful": "count per key",
+              "join": "stream-table join"}
     impl_labels = {"columnar": "kafkalite columnar", "per_record": "kafkalite per record"}
     targets = {("stateful", "columnar"): 20, ("stateful", "per_record"): 2}
-    for n, kind in enumerate(("stateless", "stateful"), 1):
+    for n, kind in enumerate(KINDS, 1):
         for guarantee in GUARANTEES:
             base = None
-            if not args.no_quix:
+            if not args.no_quix and kind != "join":
                 base = f"{kind}_{guarantee}_quix"
                 res.add(base, n, f"quixstreams, {labels[kind]}, {guarantee}",
                         figures[(kind, guarantee, "quix")], "records/s")

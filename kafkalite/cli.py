@@ -14,6 +14,8 @@ Subcommands:
   dump-log    print the batches (and records) of segment files, like
               kafka-dump-log
   verify      check every batch CRC and index entry under a data directory
+  streams     describe or reset a Streams application (its group, tasks,
+              lag, internal topics), like kafka-streams-application-reset
   bench       run benchmark workloads on kafkalite, its peers and the
               machine's ceilings, side by side (kafkalite.bench)
 
@@ -106,7 +108,7 @@ def _client_args(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     from kafkalite import console
-    from kafkalite.tools import dump_log, verify
+    from kafkalite.tools import dump_log, streams_app, verify
 
     parser = argparse.ArgumentParser(
         prog="kafkalite", description="kafkalite: Kafka's model on one host. Run a broker, "
@@ -273,6 +275,11 @@ def build_parser() -> argparse.ArgumentParser:
     ver = sub.add_parser("verify", help=verify.DESCRIPTION, description=verify.DESCRIPTION)
     verify.add_arguments(ver)
     ver.set_defaults(func=verify.run)
+
+    streams = sub.add_parser("streams", help="describe or reset a Streams application",
+                             description=streams_app.DESCRIPTION)
+    streams_app.add_arguments(streams, _client_args)
+    streams.set_defaults(func=streams_app.run)
 
     from kafkalite.bench import cli as bench_cli
     bench = sub.add_parser("bench", help=bench_cli.DESCRIPTION, description=bench_cli.DESCRIPTION)

@@ -8,8 +8,8 @@ output topics: repartition topics are fed straight back to the sub-topology
 that reads them, changelog topics (``<application.id>-<store>-changelog``)
 are readable like any output. Stores are inspected with
 ``get_key_value_store`` / ``get_window_store`` (keys are serialized key
-bytes). ``advance_wall_clock_time`` moves the driver's clock (nothing in the
-DSL built so far schedules on it).
+bytes). ``advance_wall_clock_time`` moves the driver's clock and fires the
+Processor API's wall-clock punctuators that are due.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from kafkalite.client import arrow
+from kafkalite.streams.errors import ErrorHandling
 from kafkalite.streams.serdes import Serdes
 from kafkalite.streams.task import StreamTask
 from kafkalite.streams.topology import Topology
@@ -37,9 +38,12 @@ class TopologyTestDriver:
             state_dir = self._tmp.name
         self.topology = topology
         self.wall_clock_ms = initial_wall_clock_time_ms
+        errors = ErrorHandling(config)
         self.tasks = [StreamTask(topology, sub, 0, self.application_id, state_dir,
-                                 config.get("default.dsl.store", "rocksdb"))
+                                 config.get("default.dsl.store", "rocksdb"), errors)
                       for sub in topology.subtopologies()]
+        for task in self.tasks:
+            task.wall_clock = lambda: self.wall_clock_ms
         self._readers = {t: task for task in self.tasks for t in task.sources}
         self._offsets: collections.Counter = collections.Counter()
         self.topics: dict[str, collections.deque] = collections.defaultdict(collections.deque)
@@ -76,17 +80,24 @@ class TopologyTestDriver:
                         internal.append((topic, keys, values, ts))
                     else:
                         self.topics[topic].extend(zip(keys.to_pylist(), values.to_pylist(),
-                                                      ts.to_pylist()))
+                                                      ts.to_pylist(), [()] * len(keys)))
                 for topic, keys, values in task.take_changelog():
                     self.topics[topic].extend(zip(keys, values.to_pylist(),
-                                                  [self.wall_clock_ms] * len(keys)))
+                                                  [self.wall_clock_ms] * len(keys),
+                                                  [()] * len(keys)))
+                for topic, key, value, ts, headers in task.take_dead_letters():
+                    self.topics[topic].append((key, value, ts, tuple(headers)))
             if not internal:
                 return
             for topic, keys, values, ts in internal:
                 self.pipe(topic, keys, values, ts.to_numpy())
 
     def advance_wall_clock_time(self, ms: int) -> None:
+        """Move the clock; wall-clock punctuators that are due fire."""
         self.wall_clock_ms += int(ms)
+        for task in self.tasks:
+            task.punctuate(self.wall_clock_ms)
+        self._drain()
 
     # ---- output and state ----
     def create_output_topic(self, topic, key_serde=None, value_serde=None) -> TestOutputTopic:
@@ -160,13 +171,18 @@ class TestOutputTopic:
 
     def read_records_to_list(self) -> list[tuple]:
         """(key, value, timestamp) of every record not read yet."""
+        return [r[:3] for r in self.read_records_with_headers()]
+
+    def read_records_with_headers(self) -> list[tuple]:
+        """(key, value, timestamp, headers) of every record not read yet;
+        headers as (name, bytes) pairs."""
         q = self.driver.topics[self.topic]
         got = [q.popleft() for _ in range(len(q))]
         if not got:
             return []
         keys = self.key_serde.deserialize(pa.array([g[0] for g in got], pa.binary())).to_pylist()
         values = self.value_serde.deserialize(pa.array([g[1] for g in got], pa.binary()))
-        return list(zip(keys, values.to_pylist(), [g[2] for g in got]))
+        return list(zip(keys, values.to_pylist(), [g[2] for g in got], [g[3] for g in got]))
 
     def read_key_values_to_list(self) -> list[tuple]:
         return [(k, v) for k, v, _ in self.read_records_to_list()]

@@ -1,7 +1,9 @@
 """The Streams DSL: StreamsBuilder, KStream, KTable, KGroupedStream,
 TimeWindowedKStream, and their config objects (Consumed, Produced, Grouped,
-Materialized, Named, Repartitioned), in Kafka Streams' vocabulary with
-snake_case methods.
+Materialized, Named, Repartitioned, Joined, Suppressed), in Kafka Streams'
+vocabulary with snake_case methods. Joins are built here and run in
+joins.py; ``KStream.process`` is the Processor API (processor_api.py);
+``KTable.suppress`` of a windowed table forwards final results only.
 
 Every operator that takes a function follows one rule (records.py): a
 pyarrow.compute Expression or a ``@columnar`` function runs once per batch
@@ -14,8 +16,9 @@ signature (the slow path). For example, the same filter both ways::
 ``count()`` is always columnar; ``reduce("sum" | "min" | "max")`` is too;
 ``reduce(fn)`` and ``aggregate(initializer, aggregator)`` are per record.
 
-Grouping by a new key (``group_by``, ``select_key`` then ``group_by_key``,
-``repartition``) writes the records to an internal repartition topic
+Grouping or joining by a new key (``group_by``; ``group_by_key`` or a join
+after ``map`` / ``select_key`` / ``flat_map`` / ``process``; ``repartition``)
+writes the records to an internal repartition topic
 ``<application.id>-<name>-repartition`` and reads them back, so that each
 key's records meet in one task, as in Kafka Streams.
 """
@@ -23,10 +26,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kafkalite.streams import joins as JoinNodes
+from kafkalite.streams import processor_api as PAPI
 from kafkalite.streams import processors as P
 from kafkalite.streams.serdes import Serde, Serdes
 from kafkalite.streams.topology import StoreSpec, Topology, TopologyException
-from kafkalite.streams.windows import TimeWindows
+from kafkalite.streams.windows import JoinWindows, TimeWindows, _ms
 
 
 @dataclass
@@ -68,6 +73,21 @@ Repartitioned = Grouped
 
 
 @dataclass
+class Joined:
+    """Serdes of a join's key (and values), Kafka's Joined / StreamJoined."""
+    key_serde: Serde | None = None
+    value_serde: Serde | None = None
+    other_value_serde: Serde | None = None
+
+    @classmethod
+    def with_(cls, key_serde=None, value_serde=None, other_value_serde=None):
+        return cls(key_serde, value_serde, other_value_serde)
+
+
+StreamJoined = Joined
+
+
+@dataclass
 class Named:
     name: str
 
@@ -82,9 +102,10 @@ class Materialized:
     config's default.dsl.store), the value serde, and whether it is logged."""
 
     def __init__(self, name=None, store_type=None, key_serde=None, value_serde=None,
-                 logging=True):
+                 logging=True, retention_ms=None):
         self.name, self.store_type = name, store_type
         self.key_serde, self.value_serde, self.logging = key_serde, value_serde, logging
+        self.retention_ms = retention_ms
 
     @classmethod
     def as_(cls, name: str, store_type: str | None = None) -> Materialized:
@@ -106,6 +127,34 @@ class Materialized:
 
     def with_logging_disabled(self) -> Materialized:
         self.logging = False
+        return self
+
+    def with_retention(self, retention) -> Materialized:
+        """How long a window store keeps a window, in stream time (Kafka's
+        default: the window's size + grace; it may not be less)."""
+        self.retention_ms = _ms(retention)
+        return self
+
+
+class BufferConfig:
+    """How much a suppression buffer holds: unbounded (the only choice
+    here; the buffer is bounded by the windows still open)."""
+
+    @classmethod
+    def unbounded(cls) -> BufferConfig:
+        return cls()
+
+
+class Suppressed:
+    def __init__(self, kind: str, buffer: BufferConfig, name=None):
+        self.kind, self.buffer, self.name = kind, buffer, name
+
+    @classmethod
+    def until_window_closes(cls, buffer: BufferConfig | None = None) -> Suppressed:
+        return cls("until_window_closes", buffer or BufferConfig.unbounded())
+
+    def with_name(self, name: str) -> Suppressed:
+        self.name = name
         return self
 
 
@@ -136,10 +185,21 @@ class StreamsBuilder:
                                                    store.name, c.key_serde), [source])
         return KTable(self, node, c.key_serde, c.value_serde, store.name)
 
-    def _store(self, m: Materialized, prefix: str, value_serde, window_size=None) -> StoreSpec:
+    def _store(self, m: Materialized, prefix: str, value_serde, windows=None) -> StoreSpec:
         name = m.name or self.topology.next_name(prefix)
+        size = retention = None
+        if windows is not None:
+            size, least = windows.size_ms, windows.size_ms + windows.grace_ms
+            retention = least if m.retention_ms is None else m.retention_ms
+            if retention < least:
+                raise ValueError(f"the retention of store {name!r} ({retention} ms) must be at "
+                                 f"least the window size + grace ({least} ms)")
         return self.topology.add_store(StoreSpec(name, m.store_type, m.value_serde or value_serde,
-                                                 m.logging, window_size))
+                                                 m.logging, size, retention))
+
+    def add_state_store(self, spec: StoreSpec) -> StoreSpec:
+        """A store for Processor API processors (processor_api.Stores)."""
+        return self.topology.add_store(spec)
 
     def build(self) -> Topology:
         self.topology.subtopologies()
@@ -147,15 +207,22 @@ class StreamsBuilder:
 
 
 class KStream:
-    def __init__(self, builder: StreamsBuilder, node, key_serde=None, value_serde=None):
+    """``key_changed``: an operator upstream (map, select_key, flat_map) may
+    have changed the keys since the source, so a join or group_by_key
+    repartitions first (Kafka Streams' repartitionRequired)."""
+
+    def __init__(self, builder: StreamsBuilder, node, key_serde=None, value_serde=None,
+                 key_changed=False):
         self.builder, self.node = builder, node
         self.key_serde, self.value_serde = key_serde, value_serde
+        self.key_changed = key_changed
 
     def _then(self, node, key_serde="same", value_serde="same") -> KStream:
         self.builder.topology.add(node, [self.node])
         return KStream(self.builder, node,
                        self.key_serde if key_serde == "same" else key_serde,
-                       self.value_serde if value_serde == "same" else value_serde)
+                       self.value_serde if value_serde == "same" else value_serde,
+                       self.key_changed or key_serde is None)
 
     def _n(self, named, prefix):
         return self.builder._name(named, prefix)
@@ -209,7 +276,84 @@ class KStream:
     def merge(self, other: KStream, named=None) -> KStream:
         node = P.ProcessorNode(self._n(named, "KSTREAM-MERGE"))
         self.builder.topology.add(node, [self.node, other.node])
-        return KStream(self.builder, node, self.key_serde, self.value_serde)
+        return KStream(self.builder, node, self.key_serde, self.value_serde,
+                       self.key_changed or other.key_changed)
+
+    # ---- Processor API (processor_api.py) ----
+    def process(self, supplier, *store_names, named=None) -> KStream:
+        """Run ``supplier()`` (a Processor per task) on every record, with
+        access to ``store_names``; what it forwards is the new stream."""
+        for s in store_names:
+            if s not in self.builder.topology.stores:
+                raise TopologyException(f"no store named {s!r}: add it with "
+                                        f"builder.add_state_store(Stores....) first")
+        node = PAPI.ProcessNode(self._n(named, "KSTREAM-PROCESSOR"), supplier, store_names)
+        return self._then(node, None, None)
+
+    # ---- joins (joins.py) ----
+    def join(self, other, joiner, windows: JoinWindows | None = None, joined=None,
+             named=None) -> KStream:
+        """Inner join with a KTable (``windows`` None) or, within
+        ``windows``, with another KStream. ``joiner(left_value,
+        right_value)`` per pair, or columnar over ``left_value`` /
+        ``right_value`` (joins.py)."""
+        return self._join(other, joiner, windows, joined, named, outer=False)
+
+    def left_join(self, other, joiner, windows: JoinWindows | None = None, joined=None,
+                  named=None) -> KStream:
+        """As join, and every left record is forwarded: with a null right
+        value where nothing matched (for a stream, once its window closed)."""
+        return self._join(other, joiner, windows, joined, named, outer=True)
+
+    def _join(self, other, joiner, windows, joined, named, outer) -> KStream:
+        topo = self.builder.topology
+        j = joined or Joined()
+        left = self._repartitioned_for_join(j.key_serde)
+        key_serde = j.key_serde or left.key_serde
+        if isinstance(other, KTable):
+            if windows is not None:
+                raise TopologyException("a stream-table join takes no JoinWindows")
+            if other.queryable_store_name is None or other.windowed:
+                raise TopologyException(
+                    "a stream-table join needs a materialized, non-windowed table: one from "
+                    "builder.table() or an aggregation, or .filter(...) of one given "
+                    "Materialized.as_(name)")
+            node = JoinNodes.StreamTableJoinNode(
+                self._n(named, "KSTREAM-LEFTJOIN" if outer else "KSTREAM-JOIN"),
+                other.queryable_store_name, key_serde or other.key_serde, joiner, outer)
+            return left._then(node, value_serde=None)
+        if not isinstance(other, KStream):
+            raise TypeError("join() takes a KStream or a KTable")
+        if windows is None:
+            raise TopologyException("a stream-stream join needs JoinWindows")
+        right = other._repartitioned_for_join(j.key_serde)
+        name = self._n(named, "KSTREAM-JOIN")
+        stores = []
+        for side, s, serde in (("this", left, j.value_serde), ("other", right,
+                                                                 j.other_value_serde)):
+            spec = StoreSpec(f"{name}-{side}-join-store", None,
+                             s.value_serde or serde or Serdes.typed(), True,
+                             windows.before_ms + windows.after_ms, windows.retention_ms, 16)
+            stores.append(topo.add_store(spec).name)
+        pending = None
+        if outer:
+            pending = topo.add_store(StoreSpec(
+                f"{name}-outer-shared-join-store", None,
+                left.value_serde or j.value_serde or Serdes.typed(), True,
+                windows.before_ms + windows.after_ms, None, 16)).name
+        sides = [topo.add(JoinNodes.StreamStreamJoinSide(
+            f"{name}-{'this' if is_left else 'other'}", name, is_left, this, that, windows,
+            joiner, outer, pending, key_serde or right.key_serde), [s.node])
+            for is_left, s, this, that in ((True, left, stores[0], stores[1]),
+                                           (False, right, stores[1], stores[0]))]
+        out = topo.add(P.ProcessorNode(f"{name}-merge"), sides)
+        return KStream(self.builder, out, key_serde, None)
+
+    def _repartitioned_for_join(self, key_serde) -> KStream:
+        if not self.key_changed:
+            return self
+        name = self.builder.topology.next_name("KSTREAM-JOIN") + "-left"
+        return self._through_repartition(name, key_serde or self.key_serde, self.value_serde)
 
     def to(self, topic: str, produced: Produced | None = None) -> None:
         p = produced or Produced()
@@ -239,7 +383,8 @@ class KStream:
     def group_by_key(self, grouped: Grouped | None = None) -> KGroupedStream:
         g = grouped or Grouped()
         return KGroupedStream(self, g.key_serde or self.key_serde,
-                              g.value_serde or self.value_serde, g.name, needs_repartition=False)
+                              g.value_serde or self.value_serde, g.name,
+                              needs_repartition=self.key_changed)
 
     def group_by(self, selector, grouped: Grouped | None = None) -> KGroupedStream:
         """Group by a new key (``selector(key, value)``, or columnar): the
@@ -286,14 +431,13 @@ class KGroupedStream:
     def _aggregate(self, kind, how, initializer, materialized, value_serde, windows=None):
         builder = self.stream.builder
         m = materialized or Materialized()
-        store = builder._store(m, "KSTREAM-AGGREGATE-STATE-STORE", value_serde,
-                               None if windows is None else windows.size_ms)
+        store = builder._store(m, "KSTREAM-AGGREGATE-STATE-STORE", value_serde, windows)
         src = self._input()
         node = P.AggregateNode(builder.topology.next_name("KSTREAM-AGGREGATE"), store.name,
                                m.key_serde or self.key_serde, kind, how, initializer, windows)
         src._then(node)
         return KTable(builder, node, m.key_serde or self.key_serde, store.value_serde,
-                      store.name, windowed=windows is not None)
+                      store.name, windowed=windows is not None, windows=windows)
 
     def count(self, materialized: Materialized | None = None) -> KTable:
         return self._aggregate("count", None, None, materialized, Serdes.long())
@@ -334,16 +478,32 @@ class KTable:
     """A changelog stream: the latest value per key (a null value deletes).
     ``queryable_store_name`` names its store when it is materialized."""
 
-    def __init__(self, builder, node, key_serde, value_serde, store_name=None, windowed=False):
+    def __init__(self, builder, node, key_serde, value_serde, store_name=None, windowed=False,
+                 windows=None):
         self.builder, self.node = builder, node
         self.key_serde, self.value_serde = key_serde, value_serde
         self.queryable_store_name, self.windowed = store_name, windowed
+        self.windows = windows
 
     def _then(self, node, value_serde="same") -> KTable:
         self.builder.topology.add(node, [self.node])
         return KTable(self.builder, node, self.key_serde,
                       self.value_serde if value_serde == "same" else value_serde,
-                      None, self.windowed)
+                      None, self.windowed, self.windows)
+
+    def suppress(self, suppressed: Suppressed, named=None) -> KTable:
+        """Of a windowed table: forward each window's final result once,
+        after stream time passes its end + grace (processors.SuppressNode)."""
+        if self.windows is None:
+            raise TopologyException("suppress(until_window_closes) needs a windowed table "
+                                     "(group_by_key().windowed_by(...).count() and the like)")
+        if not isinstance(suppressed, Suppressed) or suppressed.kind != "until_window_closes":
+            raise TopologyException("suppress takes Suppressed.until_window_closes(...)")
+        name = suppressed.name or self.builder._name(named, "KTABLE-SUPPRESS")
+        spec = self.builder.topology.add_store(StoreSpec(
+            f"{name}-store", "in_memory", Serdes.bytes(), True, self.windows.size_ms, None, 8))
+        return self._then(P.SuppressNode(name, spec.name, self.windows, self.key_serde,
+                                         self.value_serde))
 
     def filter(self, predicate, named=None) -> KTable:
         return self._then(P.TableFilterNode(self.builder._name(named, "KTABLE-FILTER"),

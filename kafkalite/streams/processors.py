@@ -18,7 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kafkalite.errors import KafkaError
 from kafkalite.streams import records
+from kafkalite.streams.errors import StreamsException
 from kafkalite.streams.records import evaluate, is_columnar, replace
 from kafkalite.streams.serdes import Serdes
 
@@ -48,7 +50,26 @@ class ProcessorNode:
     def forward(self, task, batch: pa.RecordBatch) -> None:
         if batch.num_rows:
             for child in self.children:
-                child.process(task, batch)
+                try:
+                    child.process(task, batch)
+                except (KafkaError, StreamsException):
+                    raise
+                except Exception:       # noqa: BLE001 - the processing exception handler's
+                    child.process_rows(task, batch)
+
+    def process_rows(self, task, batch: pa.RecordBatch) -> None:
+        """After this node raised on ``batch``: the batch again a row at a
+        time, each failing row to the processing exception handler (a
+        node raises before writing its store or forwarding, and errors of
+        the nodes below are handled by this node's own forward)."""
+        for i in range(batch.num_rows):
+            row = batch.slice(i, 1)
+            try:
+                self.process(task, row)
+            except (KafkaError, StreamsException):
+                raise
+            except Exception as exc:    # noqa: BLE001
+                task.processing_error(self, row, exc)
 
     def describe(self) -> str:
         return f"Processor: {self.name}"
@@ -61,7 +82,29 @@ class SourceNode(ProcessorNode):
         self.key_serde, self.value_serde = key_serde, value_serde
 
     def process_input(self, task, consumer_batch: pa.RecordBatch) -> None:
-        self.forward(task, records.from_consumer(consumer_batch, self.key_serde, self.value_serde))
+        try:
+            batch = records.from_consumer(consumer_batch, self.key_serde, self.value_serde)
+        except KafkaError:
+            raise
+        except Exception:               # noqa: BLE001 - the deserialization exception handler's
+            batch = self._deserialize_each(task, consumer_batch)
+        self.forward(task, batch)
+
+    def _deserialize_each(self, task, consumer_batch):
+        """A batch with a record the serdes cannot read: record by record,
+        the bad ones to the handler, the good ones on as one batch."""
+        good = []
+        for i in range(consumer_batch.num_rows):
+            row = consumer_batch.slice(i, 1)
+            try:
+                records.from_consumer(row, self.key_serde, self.value_serde)
+                good.append(i)
+            except KafkaError:
+                raise
+            except Exception as exc:    # noqa: BLE001
+                task.record_error("deserialization", row, exc)
+        return records.from_consumer(consumer_batch.take(pa.array(good, pa.int64())),
+                                     self.key_serde, self.value_serde)
 
     def describe(self):
         return f"Source: {self.name} (topics: [{', '.join(self.topics)}])"
@@ -249,15 +292,18 @@ class AggregateNode(ProcessorNode):
             return
         key_serde = self.key_serde or serde_for(batch.column("key").type)
         store_keys = key_serde.serialize(batch.column("key"))
+        store = task.store(self.store_name)
         window_starts = None
         if self.windows is not None:
             batch, store_keys, window_starts = self._windows(task, batch, store_keys)
             if not batch.num_rows:
+                self._expire(task, store)
                 return
-        store = task.store(self.store_name)
+        ts = batch.column("timestamp")
         if self.kind == "count" or (self.kind == "reduce" and isinstance(self.how, str)):
-            table = pa.table({"k": store_keys, "row": pa.array(np.arange(batch.num_rows))})
-            aggs = [("row", "max")]
+            table = pa.table({"k": store_keys, "row": pa.array(np.arange(batch.num_rows)),
+                              "ts": ts})
+            aggs = [("row", "max"), ("ts", "max")]
             if self.kind == "reduce":
                 table = table.append_column("v", batch.column("value"))
                 aggs.append(("v", self.how))
@@ -265,6 +311,7 @@ class AggregateNode(ProcessorNode):
                 aggs + ([("row", "count")] if self.kind == "count" else []))
             uniq = grouped.column("k").to_pylist()
             last_rows = grouped.column("row_max").combine_chunks()
+            last_ts = grouped.column("ts_max").combine_chunks()
             if self.kind == "count":
                 old = np.fromiter(store.get_many(uniq, 0), dtype=np.int64, count=len(uniq))
                 new = pa.array(old + grouped.column("row_count").to_numpy())
@@ -276,18 +323,34 @@ class AggregateNode(ProcessorNode):
                 new = pc.if_else(pc.is_null(old), fresh, both)
             store.put_many(uniq, new.to_pylist())
         else:
-            uniq, new, last_rows = self._per_record(store, batch, store_keys)
-        out = batch.take(last_rows)
-        self.forward(task, replace(out, value=new) if window_starts is None else replace(
-            out, value=new, window_start=window_starts.take(last_rows),
-            window_end=pc.add(window_starts.take(last_rows), self.windows.size_ms)))
+            uniq, new, last_rows, last_ts = self._per_record(store, batch, store_keys)
+        # an update carries the latest timestamp of the records it took in this
+        # batch (Kafka: max(record, aggregate) timestamps), so that what reads
+        # the table downstream (suppress) sees the stream time of the records
+        out = replace(batch.take(last_rows), timestamp=last_ts.cast(pa.int64()))
+        if window_starts is None:
+            self.forward(task, replace(out, value=new))
+            return
+        self._expire(task, store)
+        self.forward(task, replace(out, value=new, window_start=window_starts.take(last_rows),
+                                   window_end=pc.add(window_starts.take(last_rows),
+                                                     self.windows.size_ms)))
+
+    def _expire(self, task, store) -> None:
+        """Windows past retention leave the store and the changelog (after
+        the batch's puts: a window a record reached early in the batch may
+        be past retention by the batch's last record, as record by record)."""
+        store.expire(task.node_state[self.name]["stream_time"])
 
     def _per_record(self, store, batch, store_keys):
         """The slow path: the aggregator called once per record, in order."""
         kb = store_keys.to_pylist()
         uniq = list(dict.fromkeys(kb))
         current = dict(zip(uniq, store.get_many(uniq)))
-        last = {}
+        last, latest = {}, {}
+        for b, t in zip(kb, batch.column("timestamp").to_pylist()):
+            if t > latest.get(b, t - 1):
+                latest[b] = t
         keys = batch.column("key").to_pylist()
         values = batch.column("value").to_pylist()
         if self.kind == "reduce":
@@ -305,7 +368,8 @@ class AggregateNode(ProcessorNode):
         uniq = list(last)
         new = [current[b] for b in uniq]
         store.put_many(uniq, new)
-        return uniq, pa.array(new), pa.array(list(last.values()), pa.int64())
+        return (uniq, pa.array(new), pa.array(list(last.values()), pa.int64()),
+                pa.array([latest[b] for b in uniq], pa.int64()))
 
     def _windows(self, task, batch, store_keys):
         """Each record once per window it falls in and is not late for;
@@ -318,12 +382,64 @@ class AggregateNode(ProcessorNode):
         task.metrics["dropped_records"] += int((~accepted).sum())
         rows, starts = rows[accepted], starts[accepted]
         idx = pa.array(rows, pa.int64())
-        starts_arr = pa.array(starts, pa.int64())
-        raw = starts.astype(">i8").tobytes()
-        start_bytes = pa.FixedSizeBinaryArray.from_buffers(
-            pa.binary(8), len(starts), [None, pa.py_buffer(raw)]).cast(pa.binary())
-        keys = pc.binary_join_element_wise(store_keys.take(idx), start_bytes, b"")
-        return batch.take(idx), keys, starts_arr
+        keys = pc.binary_join_element_wise(store_keys.take(idx), long_bytes(starts), b"")
+        return batch.take(idx), keys, pa.array(starts, pa.int64())
+
+
+def long_bytes(values) -> pa.Array:
+    """int64s as 8-byte big-endian binaries (window starts, timestamps)."""
+    values = np.asarray(values, dtype=np.int64)
+    return pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(8), len(values), [None, pa.py_buffer(values.astype(">i8").tobytes())]
+    ).cast(pa.binary())
+
+
+class SuppressNode(ProcessorNode):
+    """KTable.suppress(Suppressed.until_window_closes(...)) of a windowed
+    table: each window's latest update waits in a buffer (a logged store
+    keyed like the window store, value: 8-byte timestamp + the serialized
+    value) and is forwarded once, when the stream time this node has seen
+    (the largest timestamp of the updates reaching it) reaches window end
+    + grace: the window's final result. Emitted in window-start order."""
+
+    prefix = "KTABLE-SUPPRESS"
+
+    def __init__(self, name, store, windows, key_serde, value_serde):
+        super().__init__(name)
+        self.store_name, self.store_names = store, [store]
+        self.windows, self.key_serde, self.value_serde = windows, key_serde, value_serde
+
+    def process(self, task, batch):
+        key_serde = self.key_serde or serde_for(batch.column("key").type)
+        value_serde = self.value_serde or serde_for(batch.column("value").type)
+        buffer = task.store(self.store_name)
+        ts = batch.column("timestamp")
+        state = task.node_state.setdefault(self.name, {"stream_time": -1})
+        state["stream_time"] = stream_time = max(state["stream_time"], pc.max(ts).as_py())
+        keys = pc.binary_join_element_wise(key_serde.serialize(batch.column("key")),
+                                           long_bytes(batch.column("window_start")), b"")
+        held = pc.binary_join_element_wise(long_bytes(ts.to_numpy()),
+                                           value_serde.serialize(batch.column("value")), b"")
+        buffer.put_many(keys.to_pylist(), held.to_pylist())
+        w = self.windows
+        closed = [s for s in buffer.times() if s + w.size_ms + w.grace_ms <= stream_time]
+        if not closed:
+            return
+        entries = sorted(buffer.entries_at(closed), key=lambda e: (e[-8:], e))
+        raw = pa.array(buffer.get_many(entries), pa.binary())
+        buffer.put_many(entries, [None] * len(entries))
+        starts = np.frombuffer(b"".join(e[-8:] for e in entries), ">i8").astype(np.int64)
+        n = len(entries)
+        self.forward(task, pa.RecordBatch.from_arrays([
+            key_serde.deserialize(pa.array([e[:-8] for e in entries], pa.binary())),
+            value_serde.deserialize(pc.binary_slice(raw, 8, 1 << 30)),
+            pa.array(np.frombuffer(b"".join(r[:8] for r in raw.to_pylist()), ">i8")
+                     .astype(np.int64)),
+            pa.array(np.full(n, task.partition, np.int32)), pa.array(np.full(n, -1, np.int64)),
+            pa.nulls(n, batch.column("headers").type),
+            pa.array(starts), pa.array(starts + w.size_ms)],
+            names=["key", "value", "timestamp", "partition", "offset", "headers",
+                   "window_start", "window_end"]))
 
 
 class TableSourceNode(ProcessorNode):

@@ -30,12 +30,23 @@ commit:
   changelog (which holds only committed changes), so the aborted work is
   done again exactly once. Input is read read_committed.
 
+Each commit records the tasks' stream times in the committed offsets'
+metadata (as Kafka Streams does); a task created on assignment, or rewound
+after an abort, takes them back, so that late records are judged as one
+uninterrupted run would judge them.
+
+A record that fails deserialization or processing goes to the exception
+handlers and the dead-letter queue (errors.py); a DLQ record is produced
+with the outputs (in the transaction under exactly_once_v2). "fail" (the
+default) stops the stream thread: the instance goes to ERROR.
+
 Who may call: ``start``, ``close``, ``state``, ``store`` and ``metrics`` from
 any thread; the topology's functions run in the StreamThread.
 """
 from __future__ import annotations
 
 import collections
+import json
 import logging
 import os
 import tempfile
@@ -50,6 +61,7 @@ from kafkalite import errors
 from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer,
                               TopicPartition)
 from kafkalite.errors import KafkaError
+from kafkalite.streams.errors import ErrorHandling
 from kafkalite.streams.task import StreamTask
 from kafkalite.streams.topology import Topology, TopologyException
 
@@ -71,6 +83,10 @@ class StreamsConfig:
         "instance.id": None,             # stable id: transactional.id and group.instance.id
         "poll.ms": 100,
         "transaction.timeout.ms": 10_000,   # Kafka Streams' EOS default
+        # errors.py: what a record that fails deserialization or processing does
+        "deserialization.exception.handler": "log_and_fail",
+        "processing.exception.handler": "log_and_fail",
+        "errors.dead.letter.queue.topic.name": None,
     }
 
     def __init__(self, config: dict):
@@ -106,6 +122,7 @@ class KafkaStreams:
         self.config = StreamsConfig(config)
         self.application_id = self.config["application.id"]
         self.eos = self.config["processing.guarantee"] == EXACTLY_ONCE_V2
+        self.errors = ErrorHandling(self.config.values)
         self.instance = self.config["instance.id"] or uuid.uuid4().hex[:12]
         self.state = self.CREATED
         self.error: BaseException | None = None
@@ -184,6 +201,10 @@ class KafkaStreams:
                     if spec.logged:
                         new.append(NewTopic(spec.changelog(self.application_id), counts[sub.id],
                                             config={"cleanup.policy": "compact"}))
+            if self.errors.dlq_topic:
+                # created if missing (KIP-1034 leaves that to the user; a DLQ
+                # record for a topic that does not exist would fail the commit)
+                new.append(NewTopic(self.errors.dlq_topic, 1))
             new = [n for n in new if n.topic not in meta.topics]
             if new:
                 for name, fut in admin.create_topics(new).items():
@@ -235,6 +256,7 @@ class KafkaStreams:
                 try:
                     if batch.num_rows:
                         self._process(batch)
+                    self._punctuate()
                     if time.monotonic() >= next_commit:
                         self._commit()
                         next_commit = time.monotonic() + interval
@@ -292,6 +314,17 @@ class KafkaStreams:
             task.process(topic, batch.take(pa.array(rows)))
             self._send(task)
 
+    def _punctuate(self) -> None:
+        """Wall-clock punctuators of the Processor API that are due."""
+        now = int(time.time() * 1000)
+        for task in list(self.tasks.values()):
+            if task.punctuators:
+                if self.eos and not self._in_txn:
+                    self._producer.begin_transaction()
+                    self._in_txn = True
+                task.punctuate(now)
+                self._send(task)
+
     def _send(self, task: StreamTask) -> None:
         p = self._producer
         for topic, keys, values, ts in task.take_outputs():
@@ -300,6 +333,8 @@ class KafkaStreams:
                                 timestamp=int(max(ts.to_numpy())))
         for topic, keys, values in task.take_changelog():
             p.produce_batch(topic, values.to_pylist(), keys, partition=task.partition)
+        for topic, key, value, ts, headers in task.take_dead_letters():
+            p.produce(topic, value, key, timestamp=ts, headers=headers)
 
     def _commit(self) -> None:
         # The consumer's positions, not the last offsets processed + 1: a
@@ -309,6 +344,14 @@ class KafkaStreams:
         offsets = [tp for tp in (self._consumer.position(owned) if owned else [])
                    if tp.offset >= 0 and self._committed.get((tp.topic, tp.partition))
                    != tp.offset]
+        for tp in offsets:
+            # the task's stream times ride in the offset metadata (as Kafka
+            # Streams does): a task resumed elsewhere, or after an abort,
+            # judges late records as this one would have
+            task = self.tasks[(self._sub_of[tp.topic], tp.partition)]
+            times = task.stream_times()
+            tp.metadata = json.dumps({"stream_time": times}, separators=(",", ":")) \
+                if times else None
         if not offsets and not self._in_txn:
             return
         for task in self.tasks.values():
@@ -348,7 +391,25 @@ class KafkaStreams:
         for task in self.tasks.values():
             task.discard_changelog()
             self._restore(task)
+            task.resume(self._committed_stream_times(task, committed))
         self._metrics["aborts"] += 1
+
+    def _committed_stream_times(self, task: StreamTask, committed=None) -> dict:
+        """The stream times the last commit of ``task``'s partitions recorded."""
+        if committed is None:
+            committed = self._consumer.committed(
+                [TopicPartition(t, task.partition) for t in task.sources])
+        times: dict = {}
+        for tp in committed:
+            if tp.partition != task.partition or tp.topic not in task.sources or not tp.metadata:
+                continue
+            try:
+                got = json.loads(tp.metadata).get("stream_time", {})
+            except (ValueError, AttributeError):
+                continue        # metadata not written by us
+            for name, st in got.items():
+                times[name] = max(times.get(name, -1), int(st))
+        return times
 
     def _owned_partitions(self):
         return [(t, task.partition) for (sub, _), task in self.tasks.items()
@@ -368,8 +429,10 @@ class KafkaStreams:
                 if task is None:
                     sub = self.topology.subtopologies()[key[0]]
                     task = StreamTask(self.topology, sub, key[1], self.application_id,
-                                      self.config["state.dir"], self.config["default.dsl.store"])
+                                      self.config["state.dir"], self.config["default.dsl.store"],
+                                      self.errors)
                     self._restore(task)
+                    task.resume(self._committed_stream_times(task))
                 self.tasks[key] = task
         self.state = self.RUNNING
 

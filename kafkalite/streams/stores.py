@@ -244,19 +244,116 @@ class RocksDBKeyValueStore(KeyValueStore):
 
 
 class WindowStore:
-    """Window view over a key-value store of ``window_key(key, start)``."""
+    """A window view over a key-value store of ``key bytes + time (8 bytes,
+    big-endian) [+ sequence (8 bytes)]``: the time is a window start
+    (windowed aggregations, suppression buffers: ``suffix`` 8) or a record
+    timestamp (a stream-stream join's records: ``suffix`` 16, the sequence
+    keeping records of one key and timestamp apart).
 
-    def __init__(self, inner: KeyValueStore, size_ms: int):
+    Retention (Kafka's window-store rule): entries whose time is older than
+    ``stream time - retention_ms + 1`` are dropped by ``expire`` and logged
+    as tombstones, so a windowed store holds a bounded span of time. For a
+    windowed aggregation retention is at least size + grace (Kafka's
+    default is exactly that), so a window is dropped only once it is closed.
+
+    Two in-memory indexes (rebuilt on restore) make expiry and per-key
+    lookups cheap without scanning the store: time -> entries, and key
+    bytes -> entries. They hold what the store holds, so they are bounded
+    by the retention too."""
+
+    def __init__(self, inner: KeyValueStore, size_ms: int, retention_ms: int | None = None,
+                 suffix: int = 8):
         self.inner = inner
         self.size_ms = size_ms
+        self.retention_ms = retention_ms
+        self.suffix = suffix
+        self._by_time: dict[int, set] = {}
+        self._by_key: dict[bytes, set] = {}
+        self.expired = 0            # entries dropped by retention (a metric)
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
+    def _time(self, composite: bytes) -> int:
+        return _START.unpack_from(composite, len(composite) - self.suffix)[0]
+
+    def _index(self, keys, present) -> None:
+        by_time, by_key, suffix = self._by_time, self._by_key, self.suffix
+        for k, live in zip(keys, present):
+            t = _START.unpack_from(k, len(k) - suffix)[0]
+            base = k[:-suffix]
+            if live:
+                by_time.setdefault(t, set()).add(k)
+                by_key.setdefault(base, set()).add(k)
+            else:
+                for index, ik in ((by_time, t), (by_key, base)):
+                    entries = index.get(ik)
+                    if entries is not None:
+                        entries.discard(k)
+                        if not entries:
+                            del index[ik]
+
+    # ---- main write interface ----
+    def put_many(self, keys: list, values: list) -> None:
+        self.inner.put_many(keys, values)
+        self._index(keys, [v is not None for v in values])
+
+    def put(self, key: bytes, value) -> None:
+        self.put_many([key], [value])
+
+    def delete(self, key: bytes) -> None:
+        self.put_many([key], [None])
+
+    def expire(self, stream_time: int) -> int:
+        """Drop (and tombstone in the changelog) every entry whose time is
+        at most ``stream_time - retention_ms``; -> how many."""
+        if self.retention_ms is None or not self._by_time:
+            return 0
+        min_live = stream_time - self.retention_ms + 1
+        old = [t for t in self._by_time if t < min_live]
+        if not old:
+            return 0
+        keys = [k for t in old for k in self._by_time[t]]
+        self.put_many(keys, [None] * len(keys))
+        self.expired += len(keys)
+        return len(keys)
+
+    def restore(self, keys: list, values: pa.Array) -> None:
+        self.inner.restore(keys, values)
+        self._index(keys, values.is_valid().to_pylist())
+
+    def wipe(self) -> None:
+        self.inner.wipe()
+        self._by_time.clear()
+        self._by_key.clear()
+
+    # ---- main read interface ----
     def fetch(self, key: bytes, start: int):
         """The aggregate of ``key`` in the window starting at ``start``."""
         return self.inner.get(window_key(key, start))
 
+    def fetch_range(self, key: bytes, time_from: int, time_to: int) -> list:
+        """(time, value) of ``key``'s entries with time_from <= time <=
+        time_to, by time (Kafka's WindowStore.fetch(key, from, to))."""
+        entries = sorted(k for k in self._by_key.get(key, ())
+                         if time_from <= self._time(k) <= time_to)
+        return list(zip(map(self._time, entries), self.inner.get_many(entries)))
+
+    def entries_of(self, keys) -> list:
+        """The composite keys held for each of ``keys`` (key bytes), flat."""
+        get = self._by_key.get
+        return [k for key in keys for k in get(key, ())]
+
+    def times(self) -> list:
+        """The distinct times held, ascending."""
+        return sorted(self._by_time)
+
+    def entries_at(self, times) -> list:
+        return [k for t in times for k in self._by_time.get(t, ())]
+
     def fetch_all(self):
         """((key, start), value) of every window, by key then start."""
-        return [(split_window_key(k), v) for k, v in self.inner.all()]
+        return [((k[:-self.suffix], self._time(k)), v) for k, v in self.inner.all()]
+
+    def approximate_num_entries(self) -> int:
+        return sum(map(len, self._by_key.values()))

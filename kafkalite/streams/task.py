@@ -11,14 +11,20 @@ from __future__ import annotations
 
 import collections
 import os
+import time
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from kafkalite.streams.errors import ErrorContext, ErrorHandling
 from kafkalite.streams.stores import KeyValueStore, RocksDBKeyValueStore, WindowStore
 from kafkalite.streams.topology import SubTopology, Topology
 
 
 class StreamTask:
     def __init__(self, topology: Topology, sub: SubTopology, partition: int,
-                 application_id: str, state_dir: str | None, default_store: str = "rocksdb"):
+                 application_id: str, state_dir: str | None, default_store: str = "rocksdb",
+                 errors: ErrorHandling | None = None):
         self.topology, self.sub, self.partition = topology, sub, partition
         self.application_id = application_id
         self.id = f"{sub.id}_{partition}"
@@ -36,10 +42,15 @@ class StreamTask:
             else:
                 store = KeyValueStore(name, spec.value_serde, spec.logged)
             self.stores[name] = store if spec.window_size_ms is None else \
-                WindowStore(store, spec.window_size_ms)
+                WindowStore(store, spec.window_size_ms, spec.retention_ms, spec.time_suffix)
         self.changelogs = {spec.changelog(application_id): name
                            for name, spec in sub.stores.items() if spec.logged}
+        self.errors = errors or ErrorHandling()
         self.node_state: dict = {}
+        self._dead_letters: list = []
+        self._input = None          # (topic, consumer batch) being processed
+        self.punctuators: list = []     # Processor API nodes with a processor in this task
+        self.wall_clock = lambda: int(time.time() * 1000)   # the driver sets its own
         self.metrics = collections.Counter(dropped_records=0, processed=0)
         self._outputs: list = []
 
@@ -51,11 +62,71 @@ class StreamTask:
         name = f"{self.application_id}-{topic}" if internal else topic
         self._outputs.append((name, keys, values, timestamps))
 
+    def emit_dead_letter(self, topic, key, value, timestamp, headers) -> None:
+        self._dead_letters.append((topic, key, value, timestamp, headers))
+
+    def record_error(self, kind: str, consumer_row, exc, node=None) -> None:
+        """A source record (a one-row consumer batch) failed: to the handler."""
+        col = consumer_row.column
+        self.errors.handle(self, ErrorContext(
+            kind, self._input[0], col("partition")[0].as_py(), col("offset")[0].as_py(),
+            col("timestamp").cast(pa.int64())[0].as_py(), col("key")[0].as_py(),
+            col("value")[0].as_py(), node, self.id), exc)
+
+    def processing_error(self, node, row, exc) -> None:
+        """``node`` raised on ``row`` (a one-row topology batch): find the
+        source record it came from in the input being processed."""
+        topic, consumer_batch = self._input
+        offset = row.column("offset")[0].as_py()
+        at = pc.index(consumer_batch.column("offset"), offset).as_py() if offset is not None \
+            else -1
+        if at >= 0:
+            self.record_error("processing", consumer_batch.slice(at, 1), exc, node.name)
+            return
+        # a row no single input record made (a join's or suppression's late emit)
+        self.errors.handle(self, ErrorContext(
+            "processing", topic, self.partition, -1, row.column("timestamp")[0].as_py(), None,
+            None, node.name, self.id), exc)
+
     # ---- what the runner calls ----
     def process(self, topic: str, consumer_batch) -> None:
         """Records of this task's partition of ``topic`` (a consumer batch)."""
         self.metrics["processed"] += consumer_batch.num_rows
-        self.sources[topic].process_input(self, consumer_batch)
+        self._input = (topic, consumer_batch)
+        try:
+            self.sources[topic].process_input(self, consumer_batch)
+        finally:
+            self._input = None
+
+    def punctuate(self, now_ms: int) -> None:
+        """Wall-clock punctuators that are due (processor_api.py)."""
+        for node in self.punctuators:
+            node.punctuate_wall_clock(self, now_ms)
+
+    def stream_times(self) -> dict:
+        """{node name: stream time} of the nodes that keep one (windows,
+        joins, suppression, processors): what a commit records."""
+        return {name: st["stream_time"] for name, st in self.node_state.items()
+                if isinstance(st, dict) and st.get("stream_time", -1) >= 0}
+
+    def resume(self, stream_times: dict) -> None:
+        """Back to a commit: the nodes' stream times as they were, and the
+        Processor API's processors created afresh (their in-memory state
+        may hold work that did not count), as Kafka re-creates a task."""
+        for node in self.punctuators:
+            node.close_task(self)
+            self.node_state.pop(node.name, None)
+        self.punctuators = []
+        for name, st in list(self.node_state.items()):
+            if isinstance(st, dict) and "stream_time" in st:
+                st["stream_time"] = -1
+        for name, st in stream_times.items():
+            self.node_state.setdefault(name, {})["stream_time"] = int(st)
+
+    def take_dead_letters(self) -> list:
+        """[(topic, key, value, timestamp, headers)] for the dead-letter queue."""
+        out, self._dead_letters = self._dead_letters, []
+        return out
 
     def take_outputs(self) -> list:
         """[(topic, keys, values, timestamps)]: binary key and value arrays."""
@@ -75,11 +146,16 @@ class StreamTask:
         for store in self.stores.values():
             store.discard_changelog()
         self._outputs = []
+        self._dead_letters = []
 
     def flush(self) -> None:
         for store in self.stores.values():
             store.flush()
 
     def close(self) -> None:
+        for node in self.punctuators:
+            node.close_task(self)
+        self.punctuators = []
         for store in self.stores.values():
             store.close()
+

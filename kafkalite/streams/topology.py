@@ -29,6 +29,8 @@ class StoreSpec:
     value_serde: object
     logged: bool = True
     window_size_ms: int | None = None   # window stores
+    retention_ms: int | None = None     # window stores: entries older than stream time - this go
+    time_suffix: int = 8                # window stores: 8 (window start) or 16 (timestamp + seq)
 
     def changelog(self, application_id: str) -> str:
         return f"{application_id}-{self.name}-changelog"
@@ -75,6 +77,12 @@ class Topology:
         if self._subtopologies is None:
             seen: dict[int, int] = {}
             subs: list[SubTopology] = []
+            # nodes that share a store (a stream-table join and the table) run
+            # in one task, so they are one sub-topology, as in Kafka Streams
+            users: dict[str, list] = {}
+            for node in self.nodes:
+                for s in getattr(node, "store_names", ()):
+                    users.setdefault(s, []).append(node)
             for node in self.nodes:
                 if id(node) in seen:
                     continue
@@ -88,6 +96,8 @@ class Topology:
                     sub.nodes.append(n)
                     stack.extend(n.children)
                     stack.extend(n.parents)
+                    for s in getattr(n, "store_names", ()):
+                        stack.extend(users[s])
                 subs.append(sub)
             for sub in subs:
                 sub.nodes.sort(key=self.nodes.index)
@@ -122,7 +132,8 @@ class Topology:
                 raise TopologyException(
                     f"sub-topology {sub.id} reads topics that are not co-partitioned: "
                     + ", ".join(f"{t} has {n} partitions" for t, n in sorted(known.items()))
-                    + "; a task per partition needs the same partition count on each")
+                    + "; a task per partition needs the same partition count on each (a join "
+                    "reads both sides in one task: repartition one side to match)")
             if known:
                 counts[sub.id] = next(iter(known.values()))
         default = max(counts.values(), default=1)

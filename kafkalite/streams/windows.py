@@ -73,3 +73,42 @@ class TimeWindows:
     def __repr__(self):
         return (f"TimeWindows(size={self.size_ms}ms, advance={self.advance_ms}ms, "
                 f"grace={self.grace_ms}ms)")
+
+
+class JoinWindows:
+    """The time bound of a stream-stream join (Kafka's JoinWindows): a
+    left record at t joins right records of its key with timestamps in
+    [t - before, t + after] (a right record at t: left records in
+    [t - after, t + before]). ``grace``: how long after a window closes a
+    late record is still taken; a record whose timestamp is at or before
+    stream time - (before + after + grace) is dropped, and the join's
+    stores keep records that long (their retention)."""
+
+    def __init__(self, before_ms: int, after_ms: int, grace_ms: int):
+        if before_ms < 0 or after_ms < 0 or before_ms + after_ms <= 0:
+            raise ValueError("a join window's time difference must be positive")
+        if grace_ms < 0:
+            raise ValueError("the grace period cannot be negative")
+        self.before_ms, self.after_ms, self.grace_ms = before_ms, after_ms, grace_ms
+
+    @classmethod
+    def of_time_difference_and_grace(cls, difference, grace) -> JoinWindows:
+        return cls(_ms(difference), _ms(difference), _ms(grace))
+
+    @classmethod
+    def of_time_difference_without_grace(cls, difference) -> JoinWindows:
+        return cls(_ms(difference), _ms(difference), 0)
+
+    def before(self, before) -> JoinWindows:
+        return JoinWindows(_ms(before), self.after_ms, self.grace_ms)
+
+    def after(self, after) -> JoinWindows:
+        return JoinWindows(self.before_ms, _ms(after), self.grace_ms)
+
+    @property
+    def retention_ms(self) -> int:
+        return self.before_ms + self.after_ms + self.grace_ms
+
+    def __repr__(self):
+        return (f"JoinWindows(before={self.before_ms}ms, after={self.after_ms}ms, "
+                f"grace={self.grace_ms}ms)")

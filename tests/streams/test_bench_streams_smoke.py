@@ -20,4 +20,8 @@ def test_quick_run_reports_every_figure(tmp_path):
         for guarantee in ("at_least_once", "exactly_once_v2"):
             for impl in ("columnar", "per_record", "quix"):
                 assert doc["figures"][f"{kind}_{guarantee}_{impl}"]["value"] > 0
+    for guarantee in ("at_least_once", "exactly_once_v2"):
+        for impl in ("columnar", "per_record"):
+            assert doc["figures"][f"join_{guarantee}_{impl}"]["value"] > 0
     assert "count per key" in (out / "results.md").read_text()
+    assert "stream-table join" in (out / "results.md").read_text()
