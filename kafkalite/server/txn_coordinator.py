@@ -209,6 +209,12 @@ class TransactionCoordinator:
             meta.next_producer_id = v.get("next_producer_id", -1)
             meta.previous_producer_id = v.get("previous_producer_id", -1)
             meta.client_version = v.get("client_transaction_version", 0)
+            if (meta.client_version >= 2 and meta.previous_producer_id >= 0
+                    and state in (*_PREPARED, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)):
+                # what the last v2 EndTxn was sent with (its retry after a
+                # restart gets the same answer): the id before the bump, and
+                # the epoch the markers carry minus one
+                meta.ended_as = (meta.previous_producer_id, meta.producer_epoch - 1)
             if state in _COMPLETE:
                 self._settle_next_producer_id(meta)
             if state in _PREPARED:
@@ -664,6 +670,8 @@ class TransactionCoordinator:
                     log.info("aborting the transaction of %r: open for %d ms, its timeout is "
                              "%d ms", tid, wall - meta.start_ms, meta.timeout_ms)
                     ended_as = (meta.producer_id, meta.producer_epoch)
+                    if meta.client_version >= 2:
+                        meta.previous_producer_id = meta.producer_id
                     self._abort_fenced(meta)
                     if meta.client_version >= 2:
                         # a v2 producer's EndTxn(abort) with the epoch it had

@@ -354,3 +354,45 @@ def test_when_epochs_run_out_a_v2_producer_moves_to_a_new_producer_id(tmp_path):
             if c is not None:
                 c.close()
         srv.stop()
+
+
+def test_a_v2_endtxn_retried_across_a_coordinator_restart_gets_the_same_answer(tmp_path):
+    """The producer's EndTxn was answered, the answer lost, the server
+    restarted: the retry, with the epoch it was first sent with, is told
+    the same next epoch instead of PRODUCER_FENCED (rebuilt from the
+    transaction log's previous producer id and the markers' epoch)."""
+    from harness import ServerProcess
+    srv = ServerProcess(str(tmp_path / "data"), workers=1).start()
+    try:
+        create(srv, "again", 1)
+        tid = "again-tx"
+        coord = KafkaWire(srv.kafka_bootstrap)
+        leaders = Leaders(srv, "again")
+        try:
+            pid, epoch = init(coord, tid)
+            assert leaders.produce("again", 0, batch(pid, epoch, 0, [b"once"]), tid) == 0
+            r = end(coord, tid, pid, epoch, True)
+            assert (r["error_code"], r["producer_epoch"]) == (0, epoch + 1)
+            assert settled(srv, "again", 1)
+        finally:
+            coord.close()
+            leaders.close()
+        srv.stop()
+        srv.start()
+        coord = KafkaWire(srv.kafka_bootstrap)
+        leaders = Leaders(srv, "again")
+        try:
+            again = end(coord, tid, pid, epoch, True)
+            assert (again["error_code"], again["producer_id"], again["producer_epoch"]) == \
+                (0, pid, epoch + 1)
+            # an abort retried as if it had been a commit is not the same request
+            assert end(coord, tid, pid, epoch, False)["error_code"] != 0
+            assert leaders.produce("again", 0, batch(pid, epoch + 1, 0, [b"next"]), tid) == 0
+            assert end(coord, tid, pid, epoch + 1, True)["error_code"] == 0
+        finally:
+            coord.close()
+            leaders.close()
+        assert settled(srv, "again", 1)
+        assert read_values(srv, "again", 1, "read_committed") == [b"once", b"next"]
+    finally:
+        srv.stop()
