@@ -262,24 +262,38 @@ cdef class RecordBatchBuilder:
         return self._last_delta
 
     def append_values(self, values, keys=None, timestamp=None, indices=None,
-                      Py_ssize_t max_bytes=-1):
-        """Add one record per value (keys, when given, pair up with values);
-        every record gets ``timestamp`` (None: now). ``values`` is a sequence
-        of bytes-like objects (None: a null value) or a 2-D uint8 array, one
-        fixed-size value per row, read in place with no Python object per
-        record. With ``indices`` (an integer array), only ``values[i]`` (and
-        ``keys[i]``) for those i, in that order. With ``max_bytes`` > 0,
-        stops once the batch holds that many bytes (it takes at least one
-        record), so that a caller can cut batches by size. Returns the count
-        added."""
+                      Py_ssize_t max_bytes=-1, headers=None):
+        """Add one record per value (keys, when given, pair up with values).
+        ``timestamp``: one for every record (None: now), or a sequence or
+        int64 array of one per value (a negative one: now). ``headers``:
+        None, or one header list (or None) per value. ``values`` is a
+        sequence of bytes-like objects (None: a null value) or a 2-D uint8
+        array, one fixed-size value per row, read in place with no Python
+        object per record. With ``indices`` (an integer array), only
+        ``values[i]`` (and ``keys[i]``, its timestamp and headers) for those
+        i, in that order. With ``max_bytes`` > 0, stops once the batch holds
+        that many bytes (it takes at least one record), so that a caller can
+        cut batches by size. Returns the count added."""
         cdef Py_ssize_t i, j, n = len(values), count
-        cdef int64_t ts = now_ms() if timestamp is None else timestamp
+        cdef int64_t now = now_ms()
+        cdef int64_t ts = now
+        cdef bint per_record_ts = timestamp is not None and np.ndim(timestamp) == 1
+        cdef const int64_t[::1] stamps
         cdef const int64_t[::1] idx
         cdef const uint8_t[:, ::1] rows
         cdef bint as_rows = isinstance(values, np.ndarray) and values.ndim == 2
         cdef bytes kb
+        cdef list hdrs
         if keys is not None and len(keys) != n:
             raise ValueError(f"{len(keys)} keys for {n} values")
+        if headers is not None and len(headers) != n:
+            raise ValueError(f"{len(headers)} header lists for {n} values")
+        if per_record_ts:
+            stamps = np.ascontiguousarray(timestamp, dtype=np.int64)
+            if stamps.shape[0] != n:
+                raise ValueError(f"{stamps.shape[0]} timestamps for {n} values")
+        elif timestamp is not None:
+            ts = int(timestamp)
         if as_rows:
             rows = np.ascontiguousarray(values, dtype=np.uint8)
         if indices is not None:
@@ -289,15 +303,20 @@ cdef class RecordBatchBuilder:
             i = j if indices is None else idx[j]
             if i < 0 or i >= n:
                 raise IndexError(f"index {i} is outside the {n} values")
+            if per_record_ts:
+                ts = stamps[i] if stamps[i] >= 0 else now
             if as_rows:
                 kb = None if keys is None else as_bytes(keys[i])
+                hdrs = None
+                if headers is not None and headers[i]:
+                    hdrs = [(header_key(h[0]), as_bytes(h[1])) for h in headers[i]]
                 self._write_record(self._last_delta + 1, ts,
                                    NULL if kb is None else <const unsigned char *>PyBytes_AS_STRING(kb),
                                    -1 if kb is None else PyBytes_GET_SIZE(kb),
-                                   &rows[i, 0], rows.shape[1], None)
+                                   &rows[i, 0], rows.shape[1], hdrs)
             else:
                 self._append(self._last_delta + 1, ts, None if keys is None else keys[i],
-                             values[i], None)
+                             values[i], None if headers is None else headers[i])
             if 0 < max_bytes <= self._len:
                 return j + 1
         return count

@@ -296,20 +296,29 @@ class Producer:
             self._wake()
 
     def produce_batch(self, topic, values, keys=None, partition=-1, timestamp=None,
-                      on_delivery=None):
+                      on_delivery=None, headers=None):
         """Queue many records at once (the bulk path: one Cython loop per
         batch, no Python work per record). ``values`` (and ``keys``) are
         sequences of bytes-like objects (None: null); ``values`` may also be
         a 2-D uint8 numpy array, one fixed-size value per row, which is
-        encoded straight from the array. With ``keys`` each
-        record goes to its key's partition; without, all go to
-        ``partition`` (or one sticky partition). ``on_delivery(err,
+        encoded straight from the array. ``timestamp``: milliseconds for
+        every record (None: now), or a sequence / int64 array of one per
+        record. ``headers``: None, or one header list (or None) per record.
+        With ``keys`` each record goes to its key's partition; without, all
+        go to ``partition`` (or one sticky partition). ``on_delivery(err,
         BatchDelivery)`` runs once per batch. Blocks (serving callbacks)
         while the queue holds queue.buffering.max.messages records."""
         self._check_can_produce()
         n = len(values)
         if keys is not None and len(keys) != n:
             raise ValueError(f"{len(keys)} keys for {n} values")
+        if headers is not None and len(headers) != n:
+            raise ValueError(f"{len(headers)} header lists for {n} values")
+        per_record_ts = timestamp is not None and np.ndim(timestamp) == 1
+        if per_record_ts:
+            timestamp = np.ascontiguousarray(timestamp, dtype=np.int64)
+            if len(timestamp) != n:
+                raise ValueError(f"{len(timestamp)} timestamps for {n} values")
         step = self._batch_count
         chunks = []   # (partition, indices or slice bounds)
         if partition >= 0 or keys is None:
@@ -338,11 +347,13 @@ class Producer:
                 if idx is None:
                     lo, hi = start + done, start + todo
                     count = builder.append_values(
-                        values[lo:hi], None if keys is None else keys[lo:hi], timestamp,
-                        max_bytes=self._batch_bytes)
+                        values[lo:hi], None if keys is None else keys[lo:hi],
+                        timestamp[lo:hi] if per_record_ts else timestamp,
+                        max_bytes=self._batch_bytes,
+                        headers=None if headers is None else headers[lo:hi])
                 else:
                     count = builder.append_values(values, keys, timestamp, idx[done:],
-                                                  max_bytes=self._batch_bytes)
+                                                  max_bytes=self._batch_bytes, headers=headers)
                 done += count
                 # built by the sender, which stamps it first when idempotent
                 b = _Batch(topic, p, builder, time.monotonic())

@@ -8,6 +8,7 @@ tests below pin the error behaviour a producer or consumer would see.
 import struct
 import time
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -234,6 +235,30 @@ def test_append_values_with_keys():
         (7, 42, b"1", b"a", []), (8, 42, b"2", None, []), (9, 42, None, b"c", [])]
     with pytest.raises(ValueError):
         RecordBatchBuilder().append_values([b"a", b"b"], keys=[b"k"])
+
+
+def test_append_values_with_a_timestamp_and_headers_per_record():
+    """The bulk path keeps each record's own timestamp and headers (a stream
+    processor forwards them), also for fixed-size rows and with indices."""
+    before = int(time.time() * 1000)
+    builder = RecordBatchBuilder()
+    builder.append_values([b"a", b"b", b"c"], timestamp=[1000, 2000, -1],
+                          headers=[[("h", b"1")], None, [("x", b"y"), ("z", None)]])
+    recs = RecordBatch(builder.build()).records()
+    assert [(r.timestamp, r.value, r.headers) for r in recs[:2]] == [
+        (1000, b"a", [("h", b"1")]), (2000, b"b", [])]
+    assert recs[2].timestamp >= before and recs[2].headers == [("x", b"y"), ("z", None)]
+    rows = np.arange(12, dtype=np.uint8).reshape(3, 4)
+    builder = RecordBatchBuilder()
+    assert builder.append_values(rows, None, np.array([5, 6, 7]), indices=np.array([2, 0]),
+                                 headers=[None, None, [("k", b"v")]]) == 2
+    recs = RecordBatch(builder.build()).records()
+    assert [(r.timestamp, r.value, r.headers) for r in recs] == [
+        (7, bytes(rows[2]), [("k", b"v")]), (5, bytes(rows[0]), [])]
+    with pytest.raises(ValueError, match="timestamps"):
+        RecordBatchBuilder().append_values([b"a", b"b"], timestamp=[1])
+    with pytest.raises(ValueError, match="header lists"):
+        RecordBatchBuilder().append_values([b"a", b"b"], headers=[None])
 
 
 def test_bytes_like_inputs_are_accepted():

@@ -7,6 +7,7 @@ import signal
 import struct
 import time
 
+import numpy as np
 import pytest
 import zmq
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
@@ -73,6 +74,37 @@ def test_produce_batch_and_consume_batch_arrow(server, topic_name):
         if r["key"] is not None:
             assert r["partition"] == java_partition(r["key"], 2)
         assert r["topic"] == topic_name and r["headers"] == []
+
+
+def test_produce_batch_keeps_each_records_timestamp_and_headers(server, topic_name):
+    """The bulk path with a timestamp and headers per record, keyed (records
+    spread over partitions by index) and unkeyed (slices), both arrive
+    with their own."""
+    create(server, topic_name, 2)
+    p = Producer(server.config())
+    n = 3000
+    stamps = np.arange(n, dtype=np.int64) + 1_600_000_000_000
+    headers = [[("i", b"%d" % i)] if i % 3 else None for i in range(n)]
+    keys = [b"k%d" % (i % 50) for i in range(n)]
+    p.produce_batch(topic_name, [b"keyed%d" % i for i in range(n)], keys, timestamp=stamps,
+                    headers=headers)
+    p.produce_batch(topic_name, [b"plain%d" % i for i in range(n)], partition=1,
+                    timestamp=stamps, headers=headers)
+    with pytest.raises(ValueError, match="timestamps"):
+        p.produce_batch(topic_name, [b"x", b"y"], timestamp=[1])
+    assert p.flush(20) == 0
+    p.close()
+    c = Consumer(server.config())
+    c.assign([TopicPartition(topic_name, q, OFFSET_BEGINNING) for q in range(2)])
+    got, deadline = [], time.monotonic() + 20
+    while len(got) < 2 * n and time.monotonic() < deadline:
+        got += c.consume(1000, 0.5)
+    c.close()
+    assert len(got) == 2 * n
+    for m in got:
+        i = int(m.value().lstrip(b"keydplain"))
+        assert m.timestamp() == (1, 1_600_000_000_000 + i)
+        assert (m.headers() or []) == ([("i", b"%d" % i)] if i % 3 else [])
 
 
 def test_produce_batch_cuts_batches_at_batch_size_bytes(server, topic_name):
