@@ -205,28 +205,26 @@ def test_a_ring_has_its_transactional_writes_verified_or_added(own_server):
         return [offsets(answers[c])[("ringtx", 0)][0] for c in cids]
 
     links = []
+
+    def ring(tid, version):
+        """A ring attached as the producer of ``tid`` (None: no id); its
+        producer id and epoch."""
+        pid, epoch = init(tid or "ring-none")
+        conn = Connection(endpoint, "test")
+        links.append(RingLink(conn, 1 << 20, 10.0, tid, version))
+        conn.close()
+        return links[-1], pid, epoch
+
     try:
-        pid, epoch = init("ring-none")
-        conn = Connection(endpoint, "test")
-        links.append(RingLink(conn, 1 << 20, 10.0))
-        conn.close()
-        assert codes(links[-1], [txn_body(pid, epoch, 0, [b"x"])]) == \
-            [errors.InvalidRecordError.code]
-
-        pid, epoch = init("ring-v1")
-        conn = Connection(endpoint, "test")
-        links.append(RingLink(conn, 1 << 20, 10.0, "ring-v1", 1))
-        conn.close()
-        assert codes(links[-1], [txn_body(pid, epoch, 0, [b"never added"])]) == \
+        link, pid, epoch = ring(None, 1)
+        assert codes(link, [txn_body(pid, epoch, 0, [b"x"])]) == [errors.InvalidRecordError.code]
+        link, pid, epoch = ring("ring-v1", 1)
+        assert codes(link, [txn_body(pid, epoch, 0, [b"never added"])]) == \
             [errors.InvalidTxnStateError.code]
-
-        pid, epoch = init("ring-v2")
-        conn = Connection(endpoint, "test")
-        links.append(RingLink(conn, 1 << 20, 10.0, "ring-v2", 2))
-        conn.close()
+        link, pid, epoch = ring("ring-v2", 2)
         bodies = [txn_body(pid, epoch, 3 * i, [b"v%d-%d" % (i, j) for j in range(3)])
                   for i in range(5)]
-        assert codes(links[-1], bodies) == [0] * 5
+        assert codes(link, bodies) == [0] * 5
         described = admin.describe_transactions(["ring-v2"])["ring-v2"].result()
         assert described.state == "Ongoing"
         assert [(tp.topic, tp.partition) for tp in described.topic_partitions] == [("ringtx", 0)]
