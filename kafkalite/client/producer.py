@@ -171,7 +171,6 @@ class Producer:
         # themselves (a ring names the transactional id when attached)
         self._txn_v2 = (self._transactional_id is not None
                         and cfg["kafkalite.transaction.version"] == 2)
-        self._txn_implicit_adds = self._txn_v2
         self.config = cfg
         try:
             self._codec = codec_id(cfg["compression.type"])
@@ -835,8 +834,8 @@ class _Sender:
             self.acked.clear()
         if p._transactional_id is None and p._pid < 0 and not self._init_producer_id(now):
             return False
-        if p._txn_implicit_adds:
-            p._txn_added = True         # its produce requests add the partitions
+        if p._txn_v2:
+            p._txn_added = True         # its writes add the partitions
         elif p._transactional_id is not None and not self._add_partitions(now):
             return False
         transactional = p._transactional_id is not None
