@@ -364,16 +364,17 @@ class TransactionCoordinator:
         return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": topics}
 
     def _add_partitions_v4(self, ctx: RequestContext, txns: list) -> dict:
-        if True:
-            results = []
-            for txn in txns:
-                topics = self._add_partitions(ctx, txn["transactional_id"], txn["producer_id"],
-                                              txn["producer_epoch"], txn["topics"],
-                                              verify_only=txn["verify_only"])
-                results.append({"transactional_id": txn["transactional_id"], "topic_results": [
-                    {"name": t["name"], "results_by_partition": t["results_by_partition"]}
-                    for t in topics]})
-            return {"throttle_time_ms": 0, "error_code": NONE, "results_by_transaction": results}
+        """A leader's AddPartitionsToTxn (v4+): several transactions, each to
+        verify or (v2) to add to."""
+        results = []
+        for txn in txns:
+            topics = self._add_partitions(ctx, txn["transactional_id"], txn["producer_id"],
+                                          txn["producer_epoch"], txn["topics"],
+                                          verify_only=txn["verify_only"])
+            results.append({"transactional_id": txn["transactional_id"], "topic_results": [
+                {"name": t["name"], "results_by_partition": t["results_by_partition"]}
+                for t in topics]})
+        return {"throttle_time_ms": 0, "error_code": NONE, "results_by_transaction": results}
 
     def _add_partitions(self, ctx: RequestContext, tid: str, pid: int, epoch: int, topics: list,
                         verify_only: bool = False) -> list:
