@@ -116,6 +116,10 @@ class TopologyTestDriver:
     def get_window_store(self, name: str):
         return self._store(name)
 
+    def get_session_store(self, name: str):
+        """Keys ``key bytes + session end + session start``."""
+        return self._store(name)
+
     def metrics(self) -> collections.Counter:
         total = collections.Counter()
         for task in self.tasks:

@@ -31,7 +31,7 @@ from kafkalite.streams import processor_api as PAPI
 from kafkalite.streams import processors as P
 from kafkalite.streams.serdes import Serde, Serdes
 from kafkalite.streams.topology import StoreSpec, Topology, TopologyException
-from kafkalite.streams.windows import JoinWindows, TimeWindows, _ms
+from kafkalite.streams.windows import JoinWindows, SessionWindows, TimeWindows, _ms
 
 
 @dataclass
@@ -188,14 +188,20 @@ class StreamsBuilder:
     def _store(self, m: Materialized, prefix: str, value_serde, windows=None) -> StoreSpec:
         name = m.name or self.topology.next_name(prefix)
         size = retention = None
-        if windows is not None:
+        suffix = 8
+        if isinstance(windows, SessionWindows):
+            # keys end with session end + start; retention goes by session end
+            size, least, suffix = windows.gap_ms, windows.least_retention_ms, 16
+        elif windows is not None:
             size, least = windows.size_ms, windows.size_ms + windows.grace_ms
+        if windows is not None:
             retention = least if m.retention_ms is None else m.retention_ms
             if retention < least:
+                what = "inactivity gap" if suffix == 16 else "window size"
                 raise ValueError(f"the retention of store {name!r} ({retention} ms) must be at "
-                                 f"least the window size + grace ({least} ms)")
+                                 f"least the {what} + grace ({least} ms)")
         return self.topology.add_store(StoreSpec(name, m.store_type, m.value_serde or value_serde,
-                                                 m.logging, size, retention))
+                                                 m.logging, size, retention, suffix))
 
     def add_state_store(self, spec: StoreSpec) -> StoreSpec:
         """A store for Processor API processors (processor_api.Stores)."""
@@ -453,8 +459,26 @@ class KGroupedStream:
         """Per record: ``aggregator(key, value, aggregate) -> aggregate``."""
         return self._aggregate("aggregate", aggregator, initializer, materialized, Serdes.json())
 
-    def windowed_by(self, windows: TimeWindows) -> TimeWindowedKStream:
+    def windowed_by(self, windows):
+        """TimeWindows -> TimeWindowedKStream; SessionWindows ->
+        SessionWindowedKStream."""
+        if isinstance(windows, SessionWindows):
+            return SessionWindowedKStream(self, windows)
+        if not isinstance(windows, TimeWindows):
+            raise TypeError("windowed_by takes TimeWindows or SessionWindows")
         return TimeWindowedKStream(self, windows)
+
+    def _session_aggregate(self, kind, how, initializer, merger, materialized, value_serde,
+                           windows):
+        builder = self.stream.builder
+        m = materialized or Materialized()
+        store = builder._store(m, "KSTREAM-AGGREGATE-STATE-STORE", value_serde, windows)
+        node = P.SessionAggregateNode(builder.topology.next_name("KSTREAM-AGGREGATE"),
+                                      store.name, m.key_serde or self.key_serde, kind, how,
+                                      initializer, merger, windows)
+        self._input()._then(node)
+        return KTable(builder, node, m.key_serde or self.key_serde, store.value_serde,
+                      store.name, windowed=True, windows=windows)
 
 
 class TimeWindowedKStream:
@@ -472,6 +496,36 @@ class TimeWindowedKStream:
     def aggregate(self, initializer, aggregator, materialized: Materialized | None = None) -> KTable:
         return self.grouped._aggregate("aggregate", aggregator, initializer, materialized,
                                        Serdes.json(), self.windows)
+
+
+class SessionWindowedKStream:
+    """A grouped stream in session windows (SessionWindows). Its tables'
+    rows carry ``session_start`` and ``session_end``; written to a topic,
+    their keys are Kafka's session-windowed keys (key + end + start:
+    Serdes.session_windowed reads them)."""
+
+    def __init__(self, grouped: KGroupedStream, windows: SessionWindows):
+        self.grouped, self.windows = grouped, windows
+
+    def count(self, materialized: Materialized | None = None) -> KTable:
+        return self.grouped._session_aggregate("count", None, None, None, materialized,
+                                               Serdes.long(), self.windows)
+
+    def reduce(self, reducer, materialized: Materialized | None = None) -> KTable:
+        """``reducer`` "sum", "min", "max" or ``fn(v1, v2)``; it also merges sessions."""
+        if isinstance(reducer, str) and reducer not in ("sum", "min", "max"):
+            raise ValueError("a named reduce is 'sum', 'min' or 'max'")
+        return self.grouped._session_aggregate("reduce", reducer, None, None, materialized,
+                                               self.grouped.value_serde or Serdes.json(),
+                                               self.windows)
+
+    def aggregate(self, initializer, aggregator, session_merger,
+                  materialized: Materialized | None = None) -> KTable:
+        """Per record ``aggregator(key, value, aggregate)``; two sessions a
+        record bridges are combined by ``session_merger(key, agg1, agg2)``."""
+        return self.grouped._session_aggregate("aggregate", aggregator, initializer,
+                                               session_merger, materialized, Serdes.json(),
+                                               self.windows)
 
 
 class KTable:
@@ -494,6 +548,9 @@ class KTable:
     def suppress(self, suppressed: Suppressed, named=None) -> KTable:
         """Of a windowed table: forward each window's final result once,
         after stream time passes its end + grace (processors.SuppressNode)."""
+        if isinstance(self.windows, SessionWindows):
+            raise TopologyException("suppress(until_window_closes) here takes a time-windowed "
+                                    "table, not a session-windowed one")
         if self.windows is None:
             raise TopologyException("suppress(until_window_closes) needs a windowed table "
                                      "(group_by_key().windowed_by(...).count() and the like)")

@@ -14,6 +14,9 @@ on: the latest value of each key per flush).
 """
 from __future__ import annotations
 
+import operator
+import struct
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -120,7 +123,11 @@ class SinkNode(ProcessorNode):
         key_serde = self.key_serde or serde_for(batch.column("key").type)
         value_serde = self.value_serde or serde_for(batch.column("value").type)
         keys = key_serde.serialize(batch.column("key"))
-        if "window_start" in batch.schema.names:
+        if "session_end" in batch.schema.names:
+            # Kafka's SessionWindowedSerializer: key bytes + end + start (8 bytes each)
+            keys = pc.binary_join_element_wise(keys, long_bytes(batch.column("session_end")),
+                                               long_bytes(batch.column("session_start")), b"")
+        elif "window_start" in batch.schema.names:
             # Kafka's TimeWindowedSerializer: key bytes + window start (8 bytes, big-endian)
             starts = batch.column("window_start").to_numpy().astype(">i8").tobytes()
             starts = pa.FixedSizeBinaryArray.from_buffers(
@@ -392,6 +399,104 @@ def long_bytes(values) -> pa.Array:
     return pa.FixedSizeBinaryArray.from_buffers(
         pa.binary(8), len(values), [None, pa.py_buffer(values.astype(">i8").tobytes())]
     ).cast(pa.binary())
+
+
+_SESSION = struct.Struct(">qq")
+_COMBINE = {"sum": operator.add, "min": min, "max": max}
+
+
+class SessionAggregateNode(ProcessorNode):
+    """count / reduce / aggregate of a session-windowed grouped stream
+    (Kafka's KStreamSessionWindowAggregate), record by record in time order
+    per batch: a record finds its key's sessions ending at or after t - gap
+    and starting at or before t + gap, merges them (``merger``) into one
+    session spanning them and itself, and unless that session ends before
+    stream time - grace (late: dropped and counted) replaces them with it.
+
+    The store (a WindowStore with a 16-byte suffix) is keyed ``key bytes +
+    session end + session start``, Kafka's session-key layout, so expiry
+    by retention goes by session end. Store reads and writes are one
+    multi-get and one write per batch; the merging is per record (a
+    record's session depends on every earlier one of its key). Forwarded,
+    per batch: each session's last value, and a tombstone for each session
+    that was in the store before the batch and was merged away; the
+    timestamp is the session's end (Kafka's)."""
+
+    prefix = "KSTREAM-AGGREGATE"
+
+    def __init__(self, name, store, key_serde, kind, how, initializer, merger, windows):
+        super().__init__(name)
+        self.store_name, self.store_names = store, [store]
+        self.key_serde, self.kind, self.windows = key_serde, kind, windows
+        if kind == "count":
+            self.init, self.fold = (lambda: 0), (lambda k, v, a: a + 1)
+            self.merge = lambda k, a, b: a + b
+        elif kind == "reduce":
+            fn = _COMBINE[how] if isinstance(how, str) else how
+            self.init, self.fold = (lambda: None), (lambda k, v, a: v if a is None else fn(a, v))
+            self.merge = lambda k, a, b: b if a is None else fn(a, b)
+        else:
+            self.init, self.fold, self.merge = initializer, how, merger
+
+    def process(self, task, batch):
+        batch = _valid(batch)
+        if not batch.num_rows:
+            return
+        key_serde = self.key_serde or serde_for(batch.column("key").type)
+        kb = key_serde.serialize(batch.column("key")).to_pylist()
+        store = task.store(self.store_name)
+        state = task.node_state.setdefault(self.name, {"stream_time": -1})
+        held = store.entries_of(dict.fromkeys(kb))
+        sessions: dict = {}     # key bytes -> {(start, end): aggregate}
+        for e, v in zip(held, store.get_many(held)):
+            end, start = _SESSION.unpack_from(e, len(e) - 16)
+            sessions.setdefault(e[:-16], {})[(start, end)] = v
+        before = set(held)
+        changed: dict = {}      # composite key -> (aggregate or None, timestamp, row)
+        gap, grace = self.windows.gap_ms, self.windows.grace_ms
+        retention = store.retention_ms
+        st, dropped = state["stream_time"], 0
+        init, fold, merge = self.init, self.fold, self.merge
+        for i, (b, k, v, t) in enumerate(zip(kb, batch.column("key").to_pylist(),
+                                             batch.column("value").to_pylist(),
+                                             batch.column("timestamp").to_pylist())):
+            st = max(st, t)
+            own = sessions.setdefault(b, {})
+            min_live = st - retention + 1
+            found = sorted(w for w in own if w[1] >= t - gap and w[0] <= t + gap
+                           and w[1] >= min_live)
+            start = end = t
+            agg = init()
+            for w in found:
+                agg = merge(k, agg, own[w])
+                start, end = min(start, w[0]), max(end, w[1])
+            if end < st - grace:
+                dropped += 1
+                continue
+            for w in found:
+                del own[w]
+                ck = b + _SESSION.pack(w[1], w[0])
+                changed.pop(ck, None)
+                changed[ck] = (None, w[1], i)
+            own[(start, end)] = agg = fold(k, v, agg)
+            ck = b + _SESSION.pack(end, start)
+            changed.pop(ck, None)
+            changed[ck] = (agg, end, i)
+        state["stream_time"] = st
+        task.metrics["dropped_records"] += dropped
+        # a session made and merged away within the batch was never seen outside it
+        out = [(ck, c) for ck, c in changed.items() if c[0] is not None or ck in before]
+        store.put_many([ck for ck, _ in out], [c[0] for _, c in out])
+        store.expire(st)
+        if not out:
+            return
+        rows = pa.array([c[2] for _, c in out], pa.int64())
+        times = np.frombuffer(b"".join(ck[-16:] for ck, _ in out), ">i8").astype(np.int64)
+        values = [c[0] for _, c in out]
+        self.forward(task, replace(
+            batch.take(rows), value=store.value_serde.to_column(values),
+            timestamp=pa.array([c[1] for _, c in out], pa.int64()),
+            session_start=pa.array(times[1::2]), session_end=pa.array(times[0::2])))
 
 
 class SuppressNode(ProcessorNode):

@@ -166,6 +166,23 @@ class _TimeWindowedSerde(Serde):
                                           ["key", "start"])
 
 
+class _SessionWindowedSerde(_TimeWindowedSerde):
+    """Kafka's SessionWindowedSerde: key bytes + session end + session start
+    (8 bytes each, big-endian), read as struct<key, start, end>."""
+
+    name = "session_windowed"
+
+    def deserialize(self, data):
+        if len(data) and pc.any(pc.less(pc.binary_length(data), 16)).as_py():
+            raise SerializationException("a session-windowed key ends with 16 bytes of times")
+        ends = _LongSerde().deserialize(pc.binary_slice(data, -16, -8))
+        starts = _LongSerde().deserialize(pc.binary_slice(data, -8, 1 << 30))
+        keys = pc.binary_slice(data, 0, -16)
+        inner = self.inner.deserialize(keys) if len(data) else \
+            pa.array([], self.inner.arrow_type or pa.binary())
+        return pa.StructArray.from_arrays([inner, starts, ends], ["key", "start", "end"])
+
+
 class Serdes:
     """Kafka Streams' Serdes factory."""
 
@@ -189,6 +206,11 @@ class Serdes:
     def time_windowed(inner: Serde) -> Serde:
         """Keys of a windowed table's output (Kafka's TimeWindowedSerde)."""
         return _TimeWindowedSerde(inner)
+
+    @staticmethod
+    def session_windowed(inner: Serde) -> Serde:
+        """Keys of a session-windowed table's output (Kafka's SessionWindowedSerde)."""
+        return _SessionWindowedSerde(inner)
 
     @staticmethod
     def typed() -> Serde:

@@ -112,3 +112,36 @@ class JoinWindows:
     def __repr__(self):
         return (f"JoinWindows(before={self.before_ms}ms, after={self.after_ms}ms, "
                 f"grace={self.grace_ms}ms)")
+
+
+class SessionWindows:
+    """Session windows (Kafka's SessionWindows): a key's records closer than
+    ``gap`` to each other form one session [first timestamp, last
+    timestamp]; a record that falls within ``gap`` of two sessions merges
+    them into one. A record is late, dropped and counted, when the session
+    it would end up in ends before stream time - grace (Kafka's
+    KStreamSessionWindowAggregate)."""
+
+    def __init__(self, gap_ms: int, grace_ms: int):
+        if gap_ms <= 0:
+            raise ValueError("a session window's inactivity gap must be positive")
+        if grace_ms < 0:
+            raise ValueError("the grace period cannot be negative")
+        self.gap_ms, self.grace_ms = gap_ms, grace_ms
+
+    @classmethod
+    def of_inactivity_gap_with_no_grace(cls, gap) -> SessionWindows:
+        return cls(_ms(gap), 0)
+
+    @classmethod
+    def of_inactivity_gap_and_grace(cls, gap, grace) -> SessionWindows:
+        return cls(_ms(gap), _ms(grace))
+
+    with_inactivity_gap_and_grace = of_inactivity_gap_and_grace
+
+    @property
+    def least_retention_ms(self) -> int:
+        return self.gap_ms + self.grace_ms
+
+    def __repr__(self):
+        return f"SessionWindows(gap={self.gap_ms}ms, grace={self.grace_ms}ms)"
