@@ -18,7 +18,7 @@ Modules, in the order data flows:
     serdes.py     Serdes: Arrow arrays <-> bytes, vectorised where they can be
     records.py    the batch schema inside a topology; the columnar marker
     windows.py    TimeWindows (tumbling, hopping, grace) as array arithmetic;
-                  JoinWindows; SessionWindows
+                  JoinWindows; SessionWindows; SlidingWindows
     stores.py     key-value and window stores, in memory and on RocksDB
     processors.py the processor nodes the DSL builds
     joins.py      stream-table and stream-stream join nodes
@@ -37,7 +37,7 @@ a client of the broker like any other.
 """
 from kafkalite.streams.dsl import (BufferConfig, Consumed, Grouped, Joined, KGroupedStream,
                                    KStream, KTable, Materialized, Named, Produced, Repartitioned,
-                                   SessionWindowedKStream, StreamJoined, StreamsBuilder,
+                                   SessionWindowedKStream, SlidingWindowedKStream, StreamJoined, StreamsBuilder,
                                    Suppressed, TimeWindowedKStream)
 from kafkalite.streams.driver import TestInputTopic, TestOutputTopic, TopologyTestDriver
 from kafkalite.streams.processor_api import (Processor, ProcessorContext, PunctuationType,
@@ -46,13 +46,15 @@ from kafkalite.streams.records import columnar
 from kafkalite.streams.runtime import KafkaStreams, StreamsConfig
 from kafkalite.streams.serdes import Serde, Serdes
 from kafkalite.streams.topology import Topology, TopologyException
-from kafkalite.streams.windows import JoinWindows, SessionWindows, TimeWindows
+from kafkalite.streams.windows import (JoinWindows, SessionWindows, SlidingWindows,
+                                       TimeWindows)
 
 __all__ = [
     "BufferConfig", "columnar", "Consumed", "Grouped", "Joined", "JoinWindows", "KafkaStreams",
     "KGroupedStream", "KStream", "KTable", "Materialized", "Named", "Processor",
     "ProcessorContext", "Produced", "PunctuationType", "Record", "Repartitioned", "Serde",
-    "Serdes", "SessionWindowedKStream", "SessionWindows", "Stores", "StreamJoined",
+    "Serdes", "SessionWindowedKStream", "SessionWindows", "SlidingWindowedKStream",
+    "SlidingWindows", "Stores", "StreamJoined",
     "StreamsBuilder", "StreamsConfig", "Suppressed",
     "TestInputTopic", "TestOutputTopic", "TimeWindowedKStream", "TimeWindows", "Topology",
     "TopologyException", "TopologyTestDriver",

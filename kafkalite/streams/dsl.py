@@ -31,7 +31,8 @@ from kafkalite.streams import processor_api as PAPI
 from kafkalite.streams import processors as P
 from kafkalite.streams.serdes import Serde, Serdes
 from kafkalite.streams.topology import StoreSpec, Topology, TopologyException
-from kafkalite.streams.windows import JoinWindows, SessionWindows, TimeWindows, _ms
+from kafkalite.streams.windows import (JoinWindows, SessionWindows, SlidingWindows, TimeWindows,
+                                      _ms)
 
 
 @dataclass
@@ -192,12 +193,15 @@ class StreamsBuilder:
         if isinstance(windows, SessionWindows):
             # keys end with session end + start; retention goes by session end
             size, least, suffix = windows.gap_ms, windows.least_retention_ms, 16
+        elif isinstance(windows, SlidingWindows):
+            size, least = windows.difference_ms + 1, windows.least_retention_ms
         elif windows is not None:
             size, least = windows.size_ms, windows.size_ms + windows.grace_ms
         if windows is not None:
             retention = least if m.retention_ms is None else m.retention_ms
             if retention < least:
-                what = "inactivity gap" if suffix == 16 else "window size"
+                what = "inactivity gap" if suffix == 16 else "2 * time difference" \
+                    if isinstance(windows, SlidingWindows) else "window size"
                 raise ValueError(f"the retention of store {name!r} ({retention} ms) must be at "
                                  f"least the {what} + grace ({least} ms)")
         return self.topology.add_store(StoreSpec(name, m.store_type, m.value_serde or value_serde,
@@ -464,8 +468,10 @@ class KGroupedStream:
         SessionWindowedKStream."""
         if isinstance(windows, SessionWindows):
             return SessionWindowedKStream(self, windows)
+        if isinstance(windows, SlidingWindows):
+            return SlidingWindowedKStream(self, windows)
         if not isinstance(windows, TimeWindows):
-            raise TypeError("windowed_by takes TimeWindows or SessionWindows")
+            raise TypeError("windowed_by takes TimeWindows, SlidingWindows or SessionWindows")
         return TimeWindowedKStream(self, windows)
 
     def _session_aggregate(self, kind, how, initializer, merger, materialized, value_serde,
@@ -528,6 +534,39 @@ class SessionWindowedKStream:
                                                self.windows)
 
 
+class SlidingWindowedKStream:
+    """A grouped stream in sliding windows (SlidingWindows): count and
+    aggregate; the table's rows carry window_start and window_end (both
+    inclusive), written to a topic with the time-windowed key (key +
+    start). The store keeps each window's latest record time beside its
+    aggregate (Kafka's timestamped window store)."""
+
+    def __init__(self, grouped: KGroupedStream, windows: SlidingWindows):
+        self.grouped, self.windows = grouped, windows
+
+    def _build(self, kind, initializer, aggregator, materialized, value_serde) -> KTable:
+        g = self.grouped
+        builder = g.stream.builder
+        m = materialized or Materialized()
+        inner = m.value_serde or value_serde
+        m = Materialized(m.name, m.store_type, m.key_serde, Serdes.value_and_timestamp(inner),
+                         m.logging, m.retention_ms)
+        store = builder._store(m, "KSTREAM-AGGREGATE-STATE-STORE", None, self.windows)
+        node = P.SlidingAggregateNode(builder.topology.next_name("KSTREAM-AGGREGATE"),
+                                      store.name, m.key_serde or g.key_serde, kind, initializer,
+                                      aggregator, self.windows)
+        g._input()._then(node)
+        return KTable(builder, node, m.key_serde or g.key_serde, inner, store.name,
+                      windowed=True, windows=self.windows)
+
+    def count(self, materialized: Materialized | None = None) -> KTable:
+        return self._build("count", None, None, materialized, Serdes.long())
+
+    def aggregate(self, initializer, aggregator, materialized: Materialized | None = None) -> KTable:
+        """Per record ``aggregator(key, value, aggregate)``."""
+        return self._build("aggregate", initializer, aggregator, materialized, Serdes.json())
+
+
 class KTable:
     """A changelog stream: the latest value per key (a null value deletes).
     ``queryable_store_name`` names its store when it is materialized."""
@@ -548,9 +587,9 @@ class KTable:
     def suppress(self, suppressed: Suppressed, named=None) -> KTable:
         """Of a windowed table: forward each window's final result once,
         after stream time passes its end + grace (processors.SuppressNode)."""
-        if isinstance(self.windows, SessionWindows):
-            raise TopologyException("suppress(until_window_closes) here takes a time-windowed "
-                                    "table, not a session-windowed one")
+        if isinstance(self.windows, (SessionWindows, SlidingWindows)):
+            raise TopologyException("suppress(until_window_closes) here takes a TimeWindows "
+                                    "table, not a session- or sliding-windowed one")
         if self.windows is None:
             raise TopologyException("suppress(until_window_closes) needs a windowed table "
                                      "(group_by_key().windowed_by(...).count() and the like)")

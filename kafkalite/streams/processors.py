@@ -402,6 +402,7 @@ def long_bytes(values) -> pa.Array:
 
 
 _SESSION = struct.Struct(">qq")
+_START = struct.Struct(">q")
 _COMBINE = {"sum": operator.add, "min": min, "max": max}
 
 
@@ -497,6 +498,147 @@ class SessionAggregateNode(ProcessorNode):
             batch.take(rows), value=store.value_serde.to_column(values),
             timestamp=pa.array([c[1] for _, c in out], pa.int64()),
             session_start=pa.array(times[1::2]), session_end=pa.array(times[0::2])))
+
+
+class SlidingAggregateNode(ProcessorNode):
+    """count / aggregate of a sliding-windowed grouped stream (Kafka's
+    KStreamSlidingWindowAggregate, windows.SlidingWindows), record by
+    record: a record updates the windows of its key that hold it, creates
+    its left window (from the aggregate of the window before it when that
+    one's records reach into it) and its right window (a copy of the
+    aggregate of the windows after it) when a later record falls there,
+    and the right window of the record before it. The store is timestamped
+    (values {"value", "timestamp"}: the aggregate and its latest record's
+    time, Kafka's layout on the changelog) and keyed key + window start,
+    read with one multi-get and written with one write per batch. Forwarded
+    per batch: each window's last aggregate, with window_start/window_end
+    (end = start + difference, inclusive) and the window's latest record
+    time."""
+
+    prefix = "KSTREAM-AGGREGATE"
+
+    def __init__(self, name, store, key_serde, kind, initializer, aggregator, windows):
+        super().__init__(name)
+        self.store_name, self.store_names = store, [store]
+        self.key_serde, self.windows = key_serde, windows
+        if kind == "count":
+            self.init, self.fold = (lambda: 0), (lambda k, v, a: a + 1)
+        else:
+            self.init, self.fold = initializer, aggregator
+
+    def process(self, task, batch):
+        batch = _valid(batch)
+        if not batch.num_rows:
+            return
+        key_serde = self.key_serde or serde_for(batch.column("key").type)
+        kb = key_serde.serialize(batch.column("key")).to_pylist()
+        store = task.store(self.store_name)
+        state = task.node_state.setdefault(self.name, {"stream_time": -1})
+        held = store.entries_of(dict.fromkeys(kb))
+        windows: dict = {}      # key bytes -> {start: {"value", "timestamp"}}
+        for e, vt in zip(held, store.get_many(held)):
+            windows.setdefault(e[:-8], {})[_START.unpack_from(e, len(e) - 8)[0]] = vt
+        changed: dict = {}      # composite key -> (row, {"value", "timestamp"})
+        d, grace = self.windows.difference_ms, self.windows.grace_ms
+        st, dropped = state["stream_time"], 0
+        for i, (b, k, v, t) in enumerate(zip(kb, batch.column("key").to_pylist(),
+                                             batch.column("value").to_pylist(),
+                                             batch.column("timestamp").to_pylist())):
+            st = max(st, t)
+            close = st - grace
+            if t + 1 + d <= close:
+                dropped += 1
+                continue
+            min_live = st - store.retention_ms + 1
+            own = windows.setdefault(b, {})
+            put = {}
+            dropped += (self._early if t < d else self._in_order)(own, k, v, t, close, min_live,
+                                                                   put)
+            for start, vt in put.items():
+                own[start] = vt
+                ck = b + _START.pack(start)
+                changed.pop(ck, None)
+                changed[ck] = (i, vt)
+        state["stream_time"] = st
+        task.metrics["dropped_records"] += dropped
+        if changed:
+            store.put_many(list(changed), [c[1] for c in changed.values()])
+        store.expire(st)
+        if not changed:
+            return
+        rows = pa.array([c[0] for c in changed.values()], pa.int64())
+        starts = np.frombuffer(b"".join(ck[-8:] for ck in changed), ">i8").astype(np.int64)
+        vts = [c[1] for c in changed.values()]
+        self.forward(task, replace(
+            batch.take(rows), value=store.value_serde.inner.to_column([x["value"] for x in vts]),
+            timestamp=pa.array([x["timestamp"] for x in vts], pa.int64()),
+            window_start=pa.array(starts), window_end=pa.array(starts + d)))
+
+    def _update(self, k, v, t, start, vt, close, put) -> int:
+        """The record into window ``start`` (aggregate ``vt``) unless the
+        window is closed: -> 1 if it was (a dropped update), else 0."""
+        if start + self.windows.difference_ms < close:
+            return 1
+        put[start] = {"value": self.fold(k, v, vt["value"]),
+                      "timestamp": max(t, vt["timestamp"])}
+        return 0
+
+    def _in_order(self, own, k, v, t, close, min_live, put) -> int:
+        d = self.windows.difference_ms
+        left_agg = right_agg = prev = None
+        left_made = right_made = False
+        seen, dropped = set(), 0
+        for start in sorted(s for s in own if max(0, t - 2 * d, min_live) <= s <= t + 1):
+            vt, end = own[start], start + d
+            seen.add(start)
+            if end < t:
+                left_agg, prev = vt, vt["timestamp"]
+            elif end == t:
+                left_made = True
+                if vt["timestamp"] < t:
+                    prev = vt["timestamp"]
+                dropped += self._update(k, v, t, start, vt, close, put)
+            elif start <= t:
+                right_agg = vt
+                dropped += self._update(k, v, t, start, vt, close, put)
+            else:                       # start == t + 1: this record's right window
+                right_made = True
+        fresh = {"value": self.init(), "timestamp": t}
+        if prev is not None and prev + 1 not in seen and prev + 1 + d >= t:
+            dropped += self._update(k, v, t, prev + 1, fresh, close, put)
+        if not left_made:
+            base = fresh
+            if prev is not None and t - d <= prev:
+                base = {"value": left_agg["value"], "timestamp": t}
+            dropped += self._update(k, v, t, t - d, base, close, put)
+        if not right_made and right_agg is not None and right_agg["timestamp"] > t:
+            put[t + 1] = right_agg
+        return dropped
+
+    def _early(self, own, k, v, t, close, min_live, put) -> int:
+        """A record before the difference: its left window is [0, difference]."""
+        combined = right_agg = prev = None
+        right_made, seen, dropped = False, set(), 0
+        for start in sorted(s for s in own if max(0, min_live) <= s <= t + 1):
+            vt = own[start]
+            seen.add(start)
+            if start == 0:
+                combined = vt
+                if vt["timestamp"] < t:
+                    prev = vt["timestamp"]
+            elif start <= t:
+                right_agg = vt
+                dropped += self._update(k, v, t, start, vt, close, put)
+            else:
+                right_made = True
+        if right_agg is None and combined is not None and combined["timestamp"] > t:
+            right_agg = combined
+        if not right_made and right_agg is not None and right_agg["timestamp"] > t:
+            put[t + 1] = right_agg
+        fresh = {"value": self.init(), "timestamp": t}
+        if prev is not None and prev + 1 not in seen:
+            dropped += self._update(k, v, t, prev + 1, fresh, close, put)
+        return dropped + self._update(k, v, t, 0, combined or fresh, close, put)
 
 
 class SuppressNode(ProcessorNode):
