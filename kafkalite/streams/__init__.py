@@ -37,7 +37,8 @@ a client of the broker like any other.
 """
 from kafkalite.streams.dsl import (BufferConfig, Consumed, Grouped, Joined, KGroupedStream,
                                    KStream, KTable, Materialized, Named, Produced, Repartitioned,
-                                   SessionWindowedKStream, SlidingWindowedKStream, StreamJoined, StreamsBuilder,
+                                   SessionWindowedKStream, SlidingWindowedKStream, StreamJoined,
+                                   StreamsBuilder,
                                    Suppressed, TimeWindowedKStream)
 from kafkalite.streams.driver import TestInputTopic, TestOutputTopic, TopologyTestDriver
 from kafkalite.streams.processor_api import (Processor, ProcessorContext, PunctuationType,
