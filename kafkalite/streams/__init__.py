@@ -35,7 +35,8 @@ May import: kafkalite.client, kafkalite.record, kafkalite.errors, pyarrow,
 numpy, rocksdict. Never kafkalite.server or kafkalite.storage: this package is
 a client of the broker like any other.
 """
-from kafkalite.streams.dsl import (BufferConfig, Consumed, Grouped, Joined, KGroupedStream,
+from kafkalite.streams.dsl import (BufferConfig, Consumed, GlobalKTable, Grouped, Joined,
+                                   KGroupedStream,
                                    KStream, KTable, Materialized, Named, Produced, Repartitioned,
                                    SessionWindowedKStream, SlidingWindowedKStream, StreamJoined,
                                    StreamsBuilder,
@@ -51,7 +52,8 @@ from kafkalite.streams.windows import (JoinWindows, SessionWindows, SlidingWindo
                                        TimeWindows)
 
 __all__ = [
-    "BufferConfig", "columnar", "Consumed", "Grouped", "Joined", "JoinWindows", "KafkaStreams",
+    "BufferConfig", "columnar", "Consumed", "GlobalKTable", "Grouped", "Joined", "JoinWindows",
+    "KafkaStreams",
     "KGroupedStream", "KStream", "KTable", "Materialized", "Named", "Processor",
     "ProcessorContext", "Produced", "PunctuationType", "Record", "Repartitioned", "Serde",
     "Serdes", "SessionWindowedKStream", "SessionWindows", "SlidingWindowedKStream",

@@ -186,6 +186,20 @@ class StreamsBuilder:
                                                    store.name, c.key_serde), [source])
         return KTable(self, node, c.key_serde, c.value_serde, store.name)
 
+    def global_table(self, topic: str, consumed: Consumed | None = None,
+                     materialized: Materialized | None = None) -> GlobalKTable:
+        """Every instance reads every partition of ``topic`` into its own
+        store: restored from the topic at start, kept up to date while it
+        runs; streams join it by a key they select, with no
+        co-partitioning (Kafka's GlobalKTable)."""
+        c = consumed or Consumed()
+        m = materialized or Materialized()
+        name = m.name or self.topology.next_name("GLOBALKTABLE-SOURCE-STATE-STORE")
+        spec = StoreSpec(name, m.store_type, m.value_serde or c.value_serde or Serdes.bytes(),
+                         False)
+        self.topology.add_global_table(topic, spec)
+        return GlobalKTable(topic, name, m.key_serde or c.key_serde, spec.value_serde)
+
     def _store(self, m: Materialized, prefix: str, value_serde, windows=None) -> StoreSpec:
         name = m.name or self.topology.next_name(prefix)
         size = retention = None
@@ -214,6 +228,16 @@ class StreamsBuilder:
     def build(self) -> Topology:
         self.topology.subtopologies()
         return self.topology
+
+
+class GlobalKTable:
+    """A table every instance holds whole (builder.global_table): joined by
+    streams (``stream.join(global_table, key_selector, joiner)``) and read
+    by ``KafkaStreams.store(name)``."""
+
+    def __init__(self, topic, store_name, key_serde, value_serde):
+        self.topic, self.queryable_store_name = topic, store_name
+        self.key_serde, self.value_serde = key_serde, value_serde
 
 
 class KStream:
@@ -317,6 +341,17 @@ class KStream:
 
     def _join(self, other, joiner, windows, joined, named, outer) -> KStream:
         topo = self.builder.topology
+        if isinstance(other, GlobalKTable):
+            # Kafka's join(globalTable, keySelector, joiner): the second
+            # argument selects the table's key, the third joins
+            key_selector, joiner = joiner, windows
+            if joiner is None:
+                raise TopologyException("a join with a GlobalKTable takes (global_table, "
+                                        "key_selector, joiner)")
+            node = JoinNodes.StreamGlobalTableJoinNode(
+                self._n(named, "KSTREAM-LEFTJOIN" if outer else "KSTREAM-JOIN"),
+                other.queryable_store_name, key_selector, other.key_serde, joiner, outer)
+            return self._then(node, value_serde=None)
         j = joined or Joined()
         left = self._repartitioned_for_join(j.key_serde)
         key_serde = j.key_serde or left.key_serde

@@ -1,5 +1,6 @@
-"""Join processors: stream-table (inner, left) and stream-stream windowed
-(inner, left), each working on a whole RecordBatch.
+"""Join processors: stream-table (inner, left), stream-globaltable (inner,
+left) and stream-stream windowed (inner, left), each working on a whole
+RecordBatch.
 
 Who calls: the DSL (``KStream.join`` / ``left_join``) builds these nodes;
 tasks run them. Both sides of a join are in one sub-topology (a stream-table
@@ -74,6 +75,52 @@ def _live(batch: pa.RecordBatch, keep_null_keys: bool) -> tuple[pa.RecordBatch, 
     valid_v = pc.is_valid(v)
     nokey = batch.filter(pc.and_(pc.is_null(k), valid_v)) if keep_null_keys else batch.slice(0, 0)
     return batch.filter(pc.and_(pc.is_valid(k), valid_v)), nokey
+
+
+class StreamGlobalTableJoinNode(ProcessorNode):
+    """KStream.join / left_join with a GlobalKTable: ``key_selector(key,
+    value)`` (or columnar) names each record's key in the global table,
+    looked up with one multi-get per batch in the instance's copy of the
+    table (every partition of it: no co-partitioning). The output keeps
+    the stream's key. A record with a null value is dropped; one whose
+    selected key is null or not in the table is dropped by an inner join
+    and joined with a null right value by a left join."""
+
+    prefix = "KSTREAM-JOIN"
+
+    def __init__(self, name, global_store, key_selector, key_serde, joiner, left: bool):
+        super().__init__(name)
+        self.global_store_name = global_store
+        self.key_selector, self.key_serde = key_selector, key_serde
+        self.joiner, self.left = joiner, left
+
+    def process(self, task, batch):
+        v = batch.column("value")
+        if v.null_count:
+            batch = batch.filter(pc.is_valid(v))
+        if not batch.num_rows:
+            return
+        sel = self.key_selector
+        if is_columnar(sel):
+            gkeys = evaluate(sel, batch)
+        else:
+            gkeys = pa.array([sel(k, x) for k, x in zip(batch.column("key").to_pylist(),
+                                                        batch.column("value").to_pylist())])
+        store = task.global_store(self.global_store_name)
+        keys = (self.key_serde or serde_for(gkeys.type)).serialize(gkeys)
+        uniq = pc.unique(keys.filter(pc.is_valid(keys)))
+        values = store.value_serde.to_column(store.get_many(uniq.to_pylist()))
+        right = values.take(pc.index_in(keys, value_set=uniq))
+        if not self.left:
+            found = pc.is_valid(right)
+            batch, right = batch.filter(found), right.filter(found)
+        if batch.num_rows:
+            self.forward(task, replace(batch, value=apply_joiner(
+                self.joiner, batch.column("key"), batch.column("value"), right,
+                batch.column("timestamp"))))
+
+    def describe(self):
+        return f"Processor: {self.name} (global store: {self.global_store_name})"
 
 
 class StreamTableJoinNode(ProcessorNode):
