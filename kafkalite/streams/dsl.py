@@ -648,6 +648,37 @@ class KTable:
         return self._then(P.TableMapValuesNode(self.builder._name(named, "KTABLE-MAPVALUES"),
                                                mapper), value_serde=None)
 
+    # ---- table-table joins (joins.TableTableJoinSide) ----
+    def join(self, other: KTable, joiner, named=None) -> KTable:
+        """Inner join with another KTable of the same key (co-partitioned):
+        ``joiner(left_value, right_value)`` or columnar."""
+        return self._table_join(other, joiner, "inner", named)
+
+    def left_join(self, other: KTable, joiner, named=None) -> KTable:
+        return self._table_join(other, joiner, "left", named)
+
+    def outer_join(self, other: KTable, joiner, named=None) -> KTable:
+        return self._table_join(other, joiner, "outer", named)
+
+    def _table_join(self, other, joiner, how, named) -> KTable:
+        if not isinstance(other, KTable):
+            raise TypeError("a table join takes a KTable")
+        for t in (self, other):
+            if t.queryable_store_name is None or t.windowed:
+                raise TopologyException(
+                    "a table-table join needs two materialized, non-windowed tables: from "
+                    "builder.table() or an aggregation")
+        topo = self.builder.topology
+        name = self.builder._name(named, "KTABLE-JOIN")
+        presence = topo.add_store(StoreSpec(f"{name}-join-store", None, Serdes.long(), True)).name
+        key_serde = self.key_serde or other.key_serde
+        sides = [topo.add(JoinNodes.TableTableJoinSide(
+            f"{name}-{'this' if is_left else 'other'}", is_left, that.queryable_store_name,
+            presence, key_serde, joiner, how), [this.node])
+            for is_left, this, that in ((True, self, other), (False, other, self))]
+        out = topo.add(P.ProcessorNode(f"{name}-merge"), sides)
+        return KTable(self.builder, out, key_serde, None)
+
     def to_stream(self, named=None) -> KStream:
         node = P.ProcessorNode(self.builder._name(named, "KTABLE-TOSTREAM"))
         self.builder.topology.add(node, [self.node])
