@@ -18,7 +18,7 @@ Modules, in the order data flows:
     serdes.py     Serdes: Arrow arrays <-> bytes, vectorised where they can be
     records.py    the batch schema inside a topology; the columnar marker
     windows.py    TimeWindows (tumbling, hopping, grace) as array arithmetic;
-                  JoinWindows
+                  JoinWindows; SessionWindows; SlidingWindows
     stores.py     key-value and window stores, in memory and on RocksDB
     processors.py the processor nodes the DSL builds
     joins.py      stream-table and stream-stream join nodes
@@ -35,9 +35,12 @@ May import: kafkalite.client, kafkalite.record, kafkalite.errors, pyarrow,
 numpy, rocksdict. Never kafkalite.server or kafkalite.storage: this package is
 a client of the broker like any other.
 """
-from kafkalite.streams.dsl import (BufferConfig, Consumed, Grouped, Joined, KGroupedStream,
+from kafkalite.streams.dsl import (BufferConfig, Consumed, GlobalKTable, Grouped, Joined,
+                                   KGroupedStream,
                                    KStream, KTable, Materialized, Named, Produced, Repartitioned,
-                                   StreamJoined, StreamsBuilder, Suppressed, TimeWindowedKStream)
+                                   SessionWindowedKStream, SlidingWindowedKStream, StreamJoined,
+                                   StreamsBuilder,
+                                   Suppressed, TimeWindowedKStream)
 from kafkalite.streams.driver import TestInputTopic, TestOutputTopic, TopologyTestDriver
 from kafkalite.streams.processor_api import (Processor, ProcessorContext, PunctuationType,
                                              Record, Stores)
@@ -45,13 +48,17 @@ from kafkalite.streams.records import columnar
 from kafkalite.streams.runtime import KafkaStreams, StreamsConfig
 from kafkalite.streams.serdes import Serde, Serdes
 from kafkalite.streams.topology import Topology, TopologyException
-from kafkalite.streams.windows import JoinWindows, TimeWindows
+from kafkalite.streams.windows import (JoinWindows, SessionWindows, SlidingWindows,
+                                       TimeWindows)
 
 __all__ = [
-    "BufferConfig", "columnar", "Consumed", "Grouped", "Joined", "JoinWindows", "KafkaStreams",
+    "BufferConfig", "columnar", "Consumed", "GlobalKTable", "Grouped", "Joined", "JoinWindows",
+    "KafkaStreams",
     "KGroupedStream", "KStream", "KTable", "Materialized", "Named", "Processor",
     "ProcessorContext", "Produced", "PunctuationType", "Record", "Repartitioned", "Serde",
-    "Serdes", "Stores", "StreamJoined", "StreamsBuilder", "StreamsConfig", "Suppressed",
+    "Serdes", "SessionWindowedKStream", "SessionWindows", "SlidingWindowedKStream",
+    "SlidingWindows", "Stores", "StreamJoined",
+    "StreamsBuilder", "StreamsConfig", "Suppressed",
     "TestInputTopic", "TestOutputTopic", "TimeWindowedKStream", "TimeWindows", "Topology",
     "TopologyException", "TopologyTestDriver",
 ]

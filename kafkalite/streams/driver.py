@@ -8,7 +8,8 @@ output topics: repartition topics are fed straight back to the sub-topology
 that reads them, changelog topics (``<application.id>-<store>-changelog``)
 are readable like any output. Stores are inspected with
 ``get_key_value_store`` / ``get_window_store`` (keys are serialized key
-bytes). ``advance_wall_clock_time`` moves the driver's clock and fires the
+bytes). A global table's topic piped in goes straight into its store.
+``advance_wall_clock_time`` moves the driver's clock and fires the
 Processor API's wall-clock punctuators that are due.
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pyarrow as pa
 from kafkalite.client import arrow
 from kafkalite.streams.errors import ErrorHandling
 from kafkalite.streams.serdes import Serdes
+from kafkalite.streams.stores import apply_global, global_store
 from kafkalite.streams.task import StreamTask
 from kafkalite.streams.topology import Topology
 
@@ -39,8 +41,15 @@ class TopologyTestDriver:
         self.topology = topology
         self.wall_clock_ms = initial_wall_clock_time_ms
         errors = ErrorHandling(config)
+        default_store = config.get("default.dsl.store", "rocksdb")
+        # global tables: one copy, read by every task; their topics are piped into it
+        self.global_stores = {name: global_store(g.store, state_dir, self.application_id,
+                                                 default_store)
+                              for name, g in topology.global_tables.items()}
+        self._global_topics = {g.topic: self.global_stores[name]
+                               for name, g in topology.global_tables.items()}
         self.tasks = [StreamTask(topology, sub, 0, self.application_id, state_dir,
-                                 config.get("default.dsl.store", "rocksdb"), errors)
+                                 default_store, errors, self.global_stores)
                       for sub in topology.subtopologies()]
         for task in self.tasks:
             task.wall_clock = lambda: self.wall_clock_ms
@@ -56,6 +65,10 @@ class TopologyTestDriver:
     def pipe(self, topic: str, keys: pa.Array, values: pa.Array, timestamps) -> None:
         """Binary key and value columns into ``topic`` (the columnar way in)."""
         n = len(keys)
+        if topic in self._global_topics:
+            apply_global(self._global_topics[topic], pa.RecordBatch.from_arrays(
+                [keys.cast(pa.binary()), values.cast(pa.binary())], ["key", "value"]))
+            return
         if topic not in self._readers:
             raise ValueError(f"no source of the topology reads {topic!r}")
         start = self._offsets[topic]
@@ -105,6 +118,8 @@ class TopologyTestDriver:
                                value_serde or Serdes.bytes())
 
     def _store(self, name):
+        if name in self.global_stores:
+            return self.global_stores[name]
         for task in self.tasks:
             if name in task.stores:
                 return task.stores[name]
@@ -116,6 +131,10 @@ class TopologyTestDriver:
     def get_window_store(self, name: str):
         return self._store(name)
 
+    def get_session_store(self, name: str):
+        """Keys ``key bytes + session end + session start``."""
+        return self._store(name)
+
     def metrics(self) -> collections.Counter:
         total = collections.Counter()
         for task in self.tasks:
@@ -125,6 +144,8 @@ class TopologyTestDriver:
     def close(self) -> None:
         for task in self.tasks:
             task.close()
+        for store in self.global_stores.values():
+            store.close()
         if self._tmp is not None:
             self._tmp.cleanup()
 

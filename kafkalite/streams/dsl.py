@@ -31,7 +31,8 @@ from kafkalite.streams import processor_api as PAPI
 from kafkalite.streams import processors as P
 from kafkalite.streams.serdes import Serde, Serdes
 from kafkalite.streams.topology import StoreSpec, Topology, TopologyException
-from kafkalite.streams.windows import JoinWindows, TimeWindows, _ms
+from kafkalite.streams.windows import (JoinWindows, SessionWindows, SlidingWindows, TimeWindows,
+                                      _ms)
 
 
 @dataclass
@@ -185,17 +186,40 @@ class StreamsBuilder:
                                                    store.name, c.key_serde), [source])
         return KTable(self, node, c.key_serde, c.value_serde, store.name)
 
+    def global_table(self, topic: str, consumed: Consumed | None = None,
+                     materialized: Materialized | None = None) -> GlobalKTable:
+        """Every instance reads every partition of ``topic`` into its own
+        store: restored from the topic at start, kept up to date while it
+        runs; streams join it by a key they select, with no
+        co-partitioning (Kafka's GlobalKTable)."""
+        c = consumed or Consumed()
+        m = materialized or Materialized()
+        name = m.name or self.topology.next_name("GLOBALKTABLE-SOURCE-STATE-STORE")
+        spec = StoreSpec(name, m.store_type, m.value_serde or c.value_serde or Serdes.bytes(),
+                         False)
+        self.topology.add_global_table(topic, spec)
+        return GlobalKTable(topic, name, m.key_serde or c.key_serde, spec.value_serde)
+
     def _store(self, m: Materialized, prefix: str, value_serde, windows=None) -> StoreSpec:
         name = m.name or self.topology.next_name(prefix)
         size = retention = None
-        if windows is not None:
+        suffix = 8
+        if isinstance(windows, SessionWindows):
+            # keys end with session end + start; retention goes by session end
+            size, least, suffix = windows.gap_ms, windows.least_retention_ms, 16
+        elif isinstance(windows, SlidingWindows):
+            size, least = windows.difference_ms + 1, windows.least_retention_ms
+        elif windows is not None:
             size, least = windows.size_ms, windows.size_ms + windows.grace_ms
+        if windows is not None:
             retention = least if m.retention_ms is None else m.retention_ms
             if retention < least:
+                what = "inactivity gap" if suffix == 16 else "2 * time difference" \
+                    if isinstance(windows, SlidingWindows) else "window size"
                 raise ValueError(f"the retention of store {name!r} ({retention} ms) must be at "
-                                 f"least the window size + grace ({least} ms)")
+                                 f"least the {what} + grace ({least} ms)")
         return self.topology.add_store(StoreSpec(name, m.store_type, m.value_serde or value_serde,
-                                                 m.logging, size, retention))
+                                                 m.logging, size, retention, suffix))
 
     def add_state_store(self, spec: StoreSpec) -> StoreSpec:
         """A store for Processor API processors (processor_api.Stores)."""
@@ -204,6 +228,16 @@ class StreamsBuilder:
     def build(self) -> Topology:
         self.topology.subtopologies()
         return self.topology
+
+
+class GlobalKTable:
+    """A table every instance holds whole (builder.global_table): joined by
+    streams (``stream.join(global_table, key_selector, joiner)``) and read
+    by ``KafkaStreams.store(name)``."""
+
+    def __init__(self, topic, store_name, key_serde, value_serde):
+        self.topic, self.queryable_store_name = topic, store_name
+        self.key_serde, self.value_serde = key_serde, value_serde
 
 
 class KStream:
@@ -307,6 +341,17 @@ class KStream:
 
     def _join(self, other, joiner, windows, joined, named, outer) -> KStream:
         topo = self.builder.topology
+        if isinstance(other, GlobalKTable):
+            # Kafka's join(globalTable, keySelector, joiner): the second
+            # argument selects the table's key, the third joins
+            key_selector, joiner = joiner, windows
+            if joiner is None:
+                raise TopologyException("a join with a GlobalKTable takes (global_table, "
+                                        "key_selector, joiner)")
+            node = JoinNodes.StreamGlobalTableJoinNode(
+                self._n(named, "KSTREAM-LEFTJOIN" if outer else "KSTREAM-JOIN"),
+                other.queryable_store_name, key_selector, other.key_serde, joiner, outer)
+            return self._then(node, value_serde=None)
         j = joined or Joined()
         left = self._repartitioned_for_join(j.key_serde)
         key_serde = j.key_serde or left.key_serde
@@ -453,8 +498,28 @@ class KGroupedStream:
         """Per record: ``aggregator(key, value, aggregate) -> aggregate``."""
         return self._aggregate("aggregate", aggregator, initializer, materialized, Serdes.json())
 
-    def windowed_by(self, windows: TimeWindows) -> TimeWindowedKStream:
+    def windowed_by(self, windows):
+        """TimeWindows -> TimeWindowedKStream; SessionWindows ->
+        SessionWindowedKStream."""
+        if isinstance(windows, SessionWindows):
+            return SessionWindowedKStream(self, windows)
+        if isinstance(windows, SlidingWindows):
+            return SlidingWindowedKStream(self, windows)
+        if not isinstance(windows, TimeWindows):
+            raise TypeError("windowed_by takes TimeWindows, SlidingWindows or SessionWindows")
         return TimeWindowedKStream(self, windows)
+
+    def _session_aggregate(self, kind, how, initializer, merger, materialized, value_serde,
+                           windows):
+        builder = self.stream.builder
+        m = materialized or Materialized()
+        store = builder._store(m, "KSTREAM-AGGREGATE-STATE-STORE", value_serde, windows)
+        node = P.SessionAggregateNode(builder.topology.next_name("KSTREAM-AGGREGATE"),
+                                      store.name, m.key_serde or self.key_serde, kind, how,
+                                      initializer, merger, windows)
+        self._input()._then(node)
+        return KTable(builder, node, m.key_serde or self.key_serde, store.value_serde,
+                      store.name, windowed=True, windows=windows)
 
 
 class TimeWindowedKStream:
@@ -472,6 +537,69 @@ class TimeWindowedKStream:
     def aggregate(self, initializer, aggregator, materialized: Materialized | None = None) -> KTable:
         return self.grouped._aggregate("aggregate", aggregator, initializer, materialized,
                                        Serdes.json(), self.windows)
+
+
+class SessionWindowedKStream:
+    """A grouped stream in session windows (SessionWindows). Its tables'
+    rows carry ``session_start`` and ``session_end``; written to a topic,
+    their keys are Kafka's session-windowed keys (key + end + start:
+    Serdes.session_windowed reads them)."""
+
+    def __init__(self, grouped: KGroupedStream, windows: SessionWindows):
+        self.grouped, self.windows = grouped, windows
+
+    def count(self, materialized: Materialized | None = None) -> KTable:
+        return self.grouped._session_aggregate("count", None, None, None, materialized,
+                                               Serdes.long(), self.windows)
+
+    def reduce(self, reducer, materialized: Materialized | None = None) -> KTable:
+        """``reducer`` "sum", "min", "max" or ``fn(v1, v2)``; it also merges sessions."""
+        if isinstance(reducer, str) and reducer not in ("sum", "min", "max"):
+            raise ValueError("a named reduce is 'sum', 'min' or 'max'")
+        return self.grouped._session_aggregate("reduce", reducer, None, None, materialized,
+                                               self.grouped.value_serde or Serdes.json(),
+                                               self.windows)
+
+    def aggregate(self, initializer, aggregator, session_merger,
+                  materialized: Materialized | None = None) -> KTable:
+        """Per record ``aggregator(key, value, aggregate)``; two sessions a
+        record bridges are combined by ``session_merger(key, agg1, agg2)``."""
+        return self.grouped._session_aggregate("aggregate", aggregator, initializer,
+                                               session_merger, materialized, Serdes.json(),
+                                               self.windows)
+
+
+class SlidingWindowedKStream:
+    """A grouped stream in sliding windows (SlidingWindows): count and
+    aggregate; the table's rows carry window_start and window_end (both
+    inclusive), written to a topic with the time-windowed key (key +
+    start). The store keeps each window's latest record time beside its
+    aggregate (Kafka's timestamped window store)."""
+
+    def __init__(self, grouped: KGroupedStream, windows: SlidingWindows):
+        self.grouped, self.windows = grouped, windows
+
+    def _build(self, kind, initializer, aggregator, materialized, value_serde) -> KTable:
+        g = self.grouped
+        builder = g.stream.builder
+        m = materialized or Materialized()
+        inner = m.value_serde or value_serde
+        m = Materialized(m.name, m.store_type, m.key_serde, Serdes.value_and_timestamp(inner),
+                         m.logging, m.retention_ms)
+        store = builder._store(m, "KSTREAM-AGGREGATE-STATE-STORE", None, self.windows)
+        node = P.SlidingAggregateNode(builder.topology.next_name("KSTREAM-AGGREGATE"),
+                                      store.name, m.key_serde or g.key_serde, kind, initializer,
+                                      aggregator, self.windows)
+        g._input()._then(node)
+        return KTable(builder, node, m.key_serde or g.key_serde, inner, store.name,
+                      windowed=True, windows=self.windows)
+
+    def count(self, materialized: Materialized | None = None) -> KTable:
+        return self._build("count", None, None, materialized, Serdes.long())
+
+    def aggregate(self, initializer, aggregator, materialized: Materialized | None = None) -> KTable:
+        """Per record ``aggregator(key, value, aggregate)``."""
+        return self._build("aggregate", initializer, aggregator, materialized, Serdes.json())
 
 
 class KTable:
@@ -494,6 +622,9 @@ class KTable:
     def suppress(self, suppressed: Suppressed, named=None) -> KTable:
         """Of a windowed table: forward each window's final result once,
         after stream time passes its end + grace (processors.SuppressNode)."""
+        if isinstance(self.windows, (SessionWindows, SlidingWindows)):
+            raise TopologyException("suppress(until_window_closes) here takes a TimeWindows "
+                                    "table, not a session- or sliding-windowed one")
         if self.windows is None:
             raise TopologyException("suppress(until_window_closes) needs a windowed table "
                                      "(group_by_key().windowed_by(...).count() and the like)")
@@ -516,6 +647,37 @@ class KTable:
     def map_values(self, mapper, named=None) -> KTable:
         return self._then(P.TableMapValuesNode(self.builder._name(named, "KTABLE-MAPVALUES"),
                                                mapper), value_serde=None)
+
+    # ---- table-table joins (joins.TableTableJoinSide) ----
+    def join(self, other: KTable, joiner, named=None) -> KTable:
+        """Inner join with another KTable of the same key (co-partitioned):
+        ``joiner(left_value, right_value)`` or columnar."""
+        return self._table_join(other, joiner, "inner", named)
+
+    def left_join(self, other: KTable, joiner, named=None) -> KTable:
+        return self._table_join(other, joiner, "left", named)
+
+    def outer_join(self, other: KTable, joiner, named=None) -> KTable:
+        return self._table_join(other, joiner, "outer", named)
+
+    def _table_join(self, other, joiner, how, named) -> KTable:
+        if not isinstance(other, KTable):
+            raise TypeError("a table join takes a KTable")
+        for t in (self, other):
+            if t.queryable_store_name is None or t.windowed:
+                raise TopologyException(
+                    "a table-table join needs two materialized, non-windowed tables: from "
+                    "builder.table() or an aggregation")
+        topo = self.builder.topology
+        name = self.builder._name(named, "KTABLE-JOIN")
+        presence = topo.add_store(StoreSpec(f"{name}-join-store", None, Serdes.long(), True)).name
+        key_serde = self.key_serde or other.key_serde
+        sides = [topo.add(JoinNodes.TableTableJoinSide(
+            f"{name}-{'this' if is_left else 'other'}", is_left, that.queryable_store_name,
+            presence, key_serde, joiner, how), [this.node])
+            for is_left, this, that in ((True, self, other), (False, other, self))]
+        out = topo.add(P.ProcessorNode(f"{name}-merge"), sides)
+        return KTable(self.builder, out, key_serde, None)
 
     def to_stream(self, named=None) -> KStream:
         node = P.ProcessorNode(self.builder._name(named, "KTABLE-TOSTREAM"))

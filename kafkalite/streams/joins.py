@@ -1,5 +1,6 @@
-"""Join processors: stream-table (inner, left) and stream-stream windowed
-(inner, left), each working on a whole RecordBatch.
+"""Join processors: stream-table (inner, left), stream-globaltable (inner,
+left), table-table (inner, left, outer) and stream-stream windowed (inner,
+left), each working on a whole RecordBatch.
 
 Who calls: the DSL (``KStream.join`` / ``left_join``) builds these nodes;
 tasks run them. Both sides of a join are in one sub-topology (a stream-table
@@ -74,6 +75,112 @@ def _live(batch: pa.RecordBatch, keep_null_keys: bool) -> tuple[pa.RecordBatch, 
     valid_v = pc.is_valid(v)
     nokey = batch.filter(pc.and_(pc.is_null(k), valid_v)) if keep_null_keys else batch.slice(0, 0)
     return batch.filter(pc.and_(pc.is_valid(k), valid_v)), nokey
+
+
+class StreamGlobalTableJoinNode(ProcessorNode):
+    """KStream.join / left_join with a GlobalKTable: ``key_selector(key,
+    value)`` (or columnar) names each record's key in the global table,
+    looked up with one multi-get per batch in the instance's copy of the
+    table (every partition of it: no co-partitioning). The output keeps
+    the stream's key. A record with a null value is dropped; one whose
+    selected key is null or not in the table is dropped by an inner join
+    and joined with a null right value by a left join."""
+
+    prefix = "KSTREAM-JOIN"
+
+    def __init__(self, name, global_store, key_selector, key_serde, joiner, left: bool):
+        super().__init__(name)
+        self.global_store_name = global_store
+        self.key_selector, self.key_serde = key_selector, key_serde
+        self.joiner, self.left = joiner, left
+
+    def process(self, task, batch):
+        v = batch.column("value")
+        if v.null_count:
+            batch = batch.filter(pc.is_valid(v))
+        if not batch.num_rows:
+            return
+        sel = self.key_selector
+        if is_columnar(sel):
+            gkeys = evaluate(sel, batch)
+        else:
+            gkeys = pa.array([sel(k, x) for k, x in zip(batch.column("key").to_pylist(),
+                                                        batch.column("value").to_pylist())])
+        store = task.global_store(self.global_store_name)
+        keys = (self.key_serde or serde_for(gkeys.type)).serialize(gkeys)
+        uniq = pc.unique(keys.filter(pc.is_valid(keys)))
+        values = store.value_serde.to_column(store.get_many(uniq.to_pylist()))
+        right = values.take(pc.index_in(keys, value_set=uniq))
+        if not self.left:
+            found = pc.is_valid(right)
+            batch, right = batch.filter(found), right.filter(found)
+        if batch.num_rows:
+            self.forward(task, replace(batch, value=apply_joiner(
+                self.joiner, batch.column("key"), batch.column("value"), right,
+                batch.column("timestamp"))))
+
+    def describe(self):
+        return f"Processor: {self.name} (global store: {self.global_store_name})"
+
+
+class TableTableJoinSide(ProcessorNode):
+    """One side of a KTable-KTable join (inner, left, outer; Kafka's
+    KTableKTableJoin): an update of this side's table (its store already
+    written) is joined with the other table's current value of the key.
+    Per batch, the last update of each key counts (as with Kafka's record
+    cache). A join result exists for a key when both values do (inner),
+    the left one does (left) or either does (outer); it is forwarded when
+    it exists, and a tombstone when it did exist and no longer does. Whether
+    it exists is kept in a logged store of its own (``presence``), since
+    the tables forward new values only; keys with no result never get a
+    tombstone."""
+
+    prefix = "KTABLE-JOINTHIS"
+
+    def __init__(self, name, is_left, other_store, presence, key_serde, joiner, how):
+        super().__init__(name)
+        self.is_left, self.other_store, self.presence = is_left, other_store, presence
+        self.store_names = [other_store, presence]
+        self.key_serde, self.joiner, self.how = key_serde, joiner, how
+
+    def process(self, task, batch):
+        k = batch.column("key")
+        if k.null_count:
+            batch = batch.filter(pc.is_valid(k))
+        if not batch.num_rows:
+            return
+        keys = (self.key_serde or serde_for(batch.column("key").type)).serialize(
+            batch.column("key"))
+        last = pa.table({"k": keys, "row": pa.array(np.arange(batch.num_rows))}).group_by(
+            "k", use_threads=False).aggregate([("row", "max")])
+        last_rows = _col(last, "row_max")
+        order = pc.sort_indices(last_rows)
+        batch = batch.take(last_rows.take(order))
+        keys = _col(last, "k").take(order)
+        kl = keys.to_pylist()
+        other = task.store(self.other_store)
+        mine = batch.column("value")
+        theirs = other.value_serde.to_column(other.get_many(kl))
+        if not self.is_left:
+            mine, theirs = theirs, mine         # (left values, right values) from here on
+        has_l, has_r = pc.is_valid(mine), pc.is_valid(theirs)
+        exists = {"inner": pc.and_(has_l, has_r), "left": has_l,
+                  "outer": pc.or_(has_l, has_r)}[self.how]
+        presence = task.store(self.presence)
+        existed = pc.is_valid(pa.array(presence.get_many(kl), pa.int64()))
+        out = pc.or_(exists, existed)
+        presence.put_many(kl, [1 if e else None for e in exists.to_pylist()])
+        if not pc.any(out).as_py():
+            return
+        batch, mine, theirs, exists = (batch.filter(out), mine.filter(out), theirs.filter(out),
+                                       exists.filter(out))
+        joined = apply_joiner(self.joiner, batch.column("key"), mine, theirs,
+                              batch.column("timestamp"))
+        self.forward(task, replace(batch, value=pc.if_else(exists, joined,
+                                                           pa.scalar(None, joined.type))))
+
+    def describe(self):
+        return f"Processor: {self.name} (stores: [{self.other_store}, {self.presence}])"
 
 
 class StreamTableJoinNode(ProcessorNode):

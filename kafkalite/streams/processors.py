@@ -14,6 +14,9 @@ on: the latest value of each key per flush).
 """
 from __future__ import annotations
 
+import operator
+import struct
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -120,7 +123,11 @@ class SinkNode(ProcessorNode):
         key_serde = self.key_serde or serde_for(batch.column("key").type)
         value_serde = self.value_serde or serde_for(batch.column("value").type)
         keys = key_serde.serialize(batch.column("key"))
-        if "window_start" in batch.schema.names:
+        if "session_end" in batch.schema.names:
+            # Kafka's SessionWindowedSerializer: key bytes + end + start (8 bytes each)
+            keys = pc.binary_join_element_wise(keys, long_bytes(batch.column("session_end")),
+                                               long_bytes(batch.column("session_start")), b"")
+        elif "window_start" in batch.schema.names:
             # Kafka's TimeWindowedSerializer: key bytes + window start (8 bytes, big-endian)
             starts = batch.column("window_start").to_numpy().astype(">i8").tobytes()
             starts = pa.FixedSizeBinaryArray.from_buffers(
@@ -392,6 +399,246 @@ def long_bytes(values) -> pa.Array:
     return pa.FixedSizeBinaryArray.from_buffers(
         pa.binary(8), len(values), [None, pa.py_buffer(values.astype(">i8").tobytes())]
     ).cast(pa.binary())
+
+
+_SESSION = struct.Struct(">qq")
+_START = struct.Struct(">q")
+_COMBINE = {"sum": operator.add, "min": min, "max": max}
+
+
+class SessionAggregateNode(ProcessorNode):
+    """count / reduce / aggregate of a session-windowed grouped stream
+    (Kafka's KStreamSessionWindowAggregate), record by record in time order
+    per batch: a record finds its key's sessions ending at or after t - gap
+    and starting at or before t + gap, merges them (``merger``) into one
+    session spanning them and itself, and unless that session ends before
+    stream time - grace (late: dropped and counted) replaces them with it.
+
+    The store (a WindowStore with a 16-byte suffix) is keyed ``key bytes +
+    session end + session start``, Kafka's session-key layout, so expiry
+    by retention goes by session end. Store reads and writes are one
+    multi-get and one write per batch; the merging is per record (a
+    record's session depends on every earlier one of its key). Forwarded,
+    per batch: each session's last value, and a tombstone for each session
+    that was in the store before the batch and was merged away; the
+    timestamp is the session's end (Kafka's)."""
+
+    prefix = "KSTREAM-AGGREGATE"
+
+    def __init__(self, name, store, key_serde, kind, how, initializer, merger, windows):
+        super().__init__(name)
+        self.store_name, self.store_names = store, [store]
+        self.key_serde, self.kind, self.windows = key_serde, kind, windows
+        if kind == "count":
+            self.init, self.fold = (lambda: 0), (lambda k, v, a: a + 1)
+            self.merge = lambda k, a, b: a + b
+        elif kind == "reduce":
+            fn = _COMBINE[how] if isinstance(how, str) else how
+            self.init, self.fold = (lambda: None), (lambda k, v, a: v if a is None else fn(a, v))
+            self.merge = lambda k, a, b: b if a is None else fn(a, b)
+        else:
+            self.init, self.fold, self.merge = initializer, how, merger
+
+    def process(self, task, batch):
+        batch = _valid(batch)
+        if not batch.num_rows:
+            return
+        key_serde = self.key_serde or serde_for(batch.column("key").type)
+        kb = key_serde.serialize(batch.column("key")).to_pylist()
+        store = task.store(self.store_name)
+        state = task.node_state.setdefault(self.name, {"stream_time": -1})
+        held = store.entries_of(dict.fromkeys(kb))
+        sessions: dict = {}     # key bytes -> {(start, end): aggregate}
+        for e, v in zip(held, store.get_many(held)):
+            end, start = _SESSION.unpack_from(e, len(e) - 16)
+            sessions.setdefault(e[:-16], {})[(start, end)] = v
+        before = set(held)
+        changed: dict = {}      # composite key -> (aggregate or None, timestamp, row)
+        gap, grace = self.windows.gap_ms, self.windows.grace_ms
+        retention = store.retention_ms
+        st, dropped = state["stream_time"], 0
+        init, fold, merge = self.init, self.fold, self.merge
+        for i, (b, k, v, t) in enumerate(zip(kb, batch.column("key").to_pylist(),
+                                             batch.column("value").to_pylist(),
+                                             batch.column("timestamp").to_pylist())):
+            st = max(st, t)
+            own = sessions.setdefault(b, {})
+            min_live = st - retention + 1
+            found = sorted(w for w in own if w[1] >= t - gap and w[0] <= t + gap
+                           and w[1] >= min_live)
+            start = end = t
+            agg = init()
+            for w in found:
+                agg = merge(k, agg, own[w])
+                start, end = min(start, w[0]), max(end, w[1])
+            if end < st - grace:
+                dropped += 1
+                continue
+            for w in found:
+                del own[w]
+                ck = b + _SESSION.pack(w[1], w[0])
+                changed.pop(ck, None)
+                changed[ck] = (None, w[1], i)
+            own[(start, end)] = agg = fold(k, v, agg)
+            ck = b + _SESSION.pack(end, start)
+            changed.pop(ck, None)
+            changed[ck] = (agg, end, i)
+        state["stream_time"] = st
+        task.metrics["dropped_records"] += dropped
+        # a session made and merged away within the batch was never seen outside it
+        out = [(ck, c) for ck, c in changed.items() if c[0] is not None or ck in before]
+        store.put_many([ck for ck, _ in out], [c[0] for _, c in out])
+        store.expire(st)
+        if not out:
+            return
+        rows = pa.array([c[2] for _, c in out], pa.int64())
+        times = np.frombuffer(b"".join(ck[-16:] for ck, _ in out), ">i8").astype(np.int64)
+        values = [c[0] for _, c in out]
+        self.forward(task, replace(
+            batch.take(rows), value=store.value_serde.to_column(values),
+            timestamp=pa.array([c[1] for _, c in out], pa.int64()),
+            session_start=pa.array(times[1::2]), session_end=pa.array(times[0::2])))
+
+
+class SlidingAggregateNode(ProcessorNode):
+    """count / aggregate of a sliding-windowed grouped stream (Kafka's
+    KStreamSlidingWindowAggregate, windows.SlidingWindows), record by
+    record: a record updates the windows of its key that hold it, creates
+    its left window (from the aggregate of the window before it when that
+    one's records reach into it) and its right window (a copy of the
+    aggregate of the windows after it) when a later record falls there,
+    and the right window of the record before it. The store is timestamped
+    (values {"value", "timestamp"}: the aggregate and its latest record's
+    time, Kafka's layout on the changelog) and keyed key + window start,
+    read with one multi-get and written with one write per batch. Forwarded
+    per batch: each window's last aggregate, with window_start/window_end
+    (end = start + difference, inclusive) and the window's latest record
+    time."""
+
+    prefix = "KSTREAM-AGGREGATE"
+
+    def __init__(self, name, store, key_serde, kind, initializer, aggregator, windows):
+        super().__init__(name)
+        self.store_name, self.store_names = store, [store]
+        self.key_serde, self.windows = key_serde, windows
+        if kind == "count":
+            self.init, self.fold = (lambda: 0), (lambda k, v, a: a + 1)
+        else:
+            self.init, self.fold = initializer, aggregator
+
+    def process(self, task, batch):
+        batch = _valid(batch)
+        if not batch.num_rows:
+            return
+        key_serde = self.key_serde or serde_for(batch.column("key").type)
+        kb = key_serde.serialize(batch.column("key")).to_pylist()
+        store = task.store(self.store_name)
+        state = task.node_state.setdefault(self.name, {"stream_time": -1})
+        held = store.entries_of(dict.fromkeys(kb))
+        windows: dict = {}      # key bytes -> {start: {"value", "timestamp"}}
+        for e, vt in zip(held, store.get_many(held)):
+            windows.setdefault(e[:-8], {})[_START.unpack_from(e, len(e) - 8)[0]] = vt
+        changed: dict = {}      # composite key -> (row, {"value", "timestamp"})
+        d, grace = self.windows.difference_ms, self.windows.grace_ms
+        st, dropped = state["stream_time"], 0
+        for i, (b, k, v, t) in enumerate(zip(kb, batch.column("key").to_pylist(),
+                                             batch.column("value").to_pylist(),
+                                             batch.column("timestamp").to_pylist())):
+            st = max(st, t)
+            close = st - grace
+            if t + 1 + d <= close:
+                dropped += 1
+                continue
+            min_live = st - store.retention_ms + 1
+            own = windows.setdefault(b, {})
+            put = {}
+            dropped += (self._early if t < d else self._in_order)(own, k, v, t, close, min_live,
+                                                                   put)
+            for start, vt in put.items():
+                own[start] = vt
+                ck = b + _START.pack(start)
+                changed.pop(ck, None)
+                changed[ck] = (i, vt)
+        state["stream_time"] = st
+        task.metrics["dropped_records"] += dropped
+        if changed:
+            store.put_many(list(changed), [c[1] for c in changed.values()])
+        store.expire(st)
+        if not changed:
+            return
+        rows = pa.array([c[0] for c in changed.values()], pa.int64())
+        starts = np.frombuffer(b"".join(ck[-8:] for ck in changed), ">i8").astype(np.int64)
+        vts = [c[1] for c in changed.values()]
+        self.forward(task, replace(
+            batch.take(rows), value=store.value_serde.inner.to_column([x["value"] for x in vts]),
+            timestamp=pa.array([x["timestamp"] for x in vts], pa.int64()),
+            window_start=pa.array(starts), window_end=pa.array(starts + d)))
+
+    def _update(self, k, v, t, start, vt, close, put) -> int:
+        """The record into window ``start`` (aggregate ``vt``) unless the
+        window is closed: -> 1 if it was (a dropped update), else 0."""
+        if start + self.windows.difference_ms < close:
+            return 1
+        put[start] = {"value": self.fold(k, v, vt["value"]),
+                      "timestamp": max(t, vt["timestamp"])}
+        return 0
+
+    def _in_order(self, own, k, v, t, close, min_live, put) -> int:
+        d = self.windows.difference_ms
+        left_agg = right_agg = prev = None
+        left_made = right_made = False
+        seen, dropped = set(), 0
+        for start in sorted(s for s in own if max(0, t - 2 * d, min_live) <= s <= t + 1):
+            vt, end = own[start], start + d
+            seen.add(start)
+            if end < t:
+                left_agg, prev = vt, vt["timestamp"]
+            elif end == t:
+                left_made = True
+                if vt["timestamp"] < t:
+                    prev = vt["timestamp"]
+                dropped += self._update(k, v, t, start, vt, close, put)
+            elif start <= t:
+                right_agg = vt
+                dropped += self._update(k, v, t, start, vt, close, put)
+            else:                       # start == t + 1: this record's right window
+                right_made = True
+        fresh = {"value": self.init(), "timestamp": t}
+        if prev is not None and prev + 1 not in seen and prev + 1 + d >= t:
+            dropped += self._update(k, v, t, prev + 1, fresh, close, put)
+        if not left_made:
+            base = fresh
+            if prev is not None and t - d <= prev:
+                base = {"value": left_agg["value"], "timestamp": t}
+            dropped += self._update(k, v, t, t - d, base, close, put)
+        if not right_made and right_agg is not None and right_agg["timestamp"] > t:
+            put[t + 1] = right_agg
+        return dropped
+
+    def _early(self, own, k, v, t, close, min_live, put) -> int:
+        """A record before the difference: its left window is [0, difference]."""
+        combined = right_agg = prev = None
+        right_made, seen, dropped = False, set(), 0
+        for start in sorted(s for s in own if max(0, min_live) <= s <= t + 1):
+            vt = own[start]
+            seen.add(start)
+            if start == 0:
+                combined = vt
+                if vt["timestamp"] < t:
+                    prev = vt["timestamp"]
+            elif start <= t:
+                right_agg = vt
+                dropped += self._update(k, v, t, start, vt, close, put)
+            else:
+                right_made = True
+        if right_agg is None and combined is not None and combined["timestamp"] > t:
+            right_agg = combined
+        if not right_made and right_agg is not None and right_agg["timestamp"] > t:
+            put[t + 1] = right_agg
+        fresh = {"value": self.init(), "timestamp": t}
+        if prev is not None and prev + 1 not in seen:
+            dropped += self._update(k, v, t, prev + 1, fresh, close, put)
+        return dropped + self._update(k, v, t, 0, combined or fresh, close, put)
 
 
 class SuppressNode(ProcessorNode):

@@ -13,7 +13,7 @@ and ``timestamp_type``, keys and values deserialized by the source's serdes):
     headers    list<struct<key: string, value: binary>>
 
 A windowed aggregation's table adds ``window_start`` and ``window_end``
-(int64 ms).
+(int64 ms); a session-windowed one ``session_start`` and ``session_end``.
 
 Operator arguments, one rule for every operator:
 - a ``pyarrow.compute.Expression`` over those columns (``pc.field("value")``)

@@ -30,6 +30,11 @@ commit:
   changelog (which holds only committed changes), so the aborted work is
   done again exactly once. Input is read read_committed.
 
+Global tables (``builder.global_table``): the stream thread reads every
+partition of their topics with a consumer of its own (no group), into one
+store per table shared by the tasks: to the end before the group is joined,
+then between polls.
+
 Each commit records the tasks' stream times in the committed offsets'
 metadata (as Kafka Streams does); a task created on assignment, or rewound
 after an abort, takes them back, so that late records are judged as one
@@ -62,6 +67,7 @@ from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic,
                               TopicPartition)
 from kafkalite.errors import KafkaError
 from kafkalite.streams.errors import ErrorHandling
+from kafkalite.streams.stores import apply_global, global_store
 from kafkalite.streams.task import StreamTask
 from kafkalite.streams.topology import Topology, TopologyException
 
@@ -136,6 +142,11 @@ class KafkaStreams:
         self._lock = threading.Lock()
         self._metrics = collections.Counter()
         self.restored_records = 0
+        self.global_records = 0     # records applied to global tables
+        self.global_stores: dict = {}
+        self._global_store_of: dict = {}        # global topic -> its store
+        self._global_partitions: list = []
+        self._global_consumer = None
 
     # ---- lifecycle ----
     def start(self) -> None:
@@ -184,13 +195,17 @@ class KafkaStreams:
             meta = admin.list_topics(timeout=30)
             external = {t for sub in self.topology.subtopologies() for t in sub.sources
                         if t not in self.topology.internal_topics}
-            missing = sorted(t for t in external if t not in meta.topics)
+            global_topics = {g.topic for g in self.topology.global_tables.values()}
+            missing = sorted(t for t in external | global_topics if t not in meta.topics)
             if missing:
                 raise TopologyException(f"source topics {missing} do not exist: create them "
                                         f"before starting the application")
             counts = self.topology.check_copartitioning(
                 {t: len(meta.topics[t].partitions) for t in external}, self.application_id)
             self.partitions = counts
+            self._global_partitions = [TopicPartition(t, p, OFFSET_BEGINNING)
+                                       for t in sorted(global_topics)
+                                       for p in sorted(meta.topics[t].partitions)]
             new = []
             for sub in self.topology.subtopologies():
                 for t in sub.sources:
@@ -245,6 +260,7 @@ class KafkaStreams:
                                        "read_committed" if self.eos else "read_uncommitted",
                                        "client.id": f"{self.application_id}-{self.instance}"
                                                     f"-restore"})
+            self._start_global_tables()
             self._consumer = Consumer(consumer_cfg)
             self._consumer.subscribe(sorted(self._sub_of), on_assign=self._on_assign,
                                      on_revoke=self._on_revoke, on_lost=self._on_lost)
@@ -253,6 +269,8 @@ class KafkaStreams:
             next_commit = time.monotonic() + interval
             while not self._stop.is_set():
                 batch = self._consumer.consume_batch(poll)
+                # a short wait, not 0: a consumer that waits 0 sends no fetch
+                self._poll_global(0.002)
                 try:
                     if batch.num_rows:
                         self._process(batch)
@@ -284,7 +302,9 @@ class KafkaStreams:
                     task.close()
                 self.tasks.clear()
                 self._suspended.clear()
-            for client in (self._consumer, self._restorer):
+            for store in self.global_stores.values():
+                store.close()
+            for client in (self._consumer, self._restorer, self._global_consumer):
                 if client is not None:
                     try:
                         client.close()
@@ -430,7 +450,7 @@ class KafkaStreams:
                     sub = self.topology.subtopologies()[key[0]]
                     task = StreamTask(self.topology, sub, key[1], self.application_id,
                                       self.config["state.dir"], self.config["default.dsl.store"],
-                                      self.errors)
+                                      self.errors, self.global_stores)
                     self._restore(task)
                     task.resume(self._committed_stream_times(task))
                 self.tasks[key] = task
@@ -474,6 +494,46 @@ class KafkaStreams:
             self._committed = {k: v for k, v in self._committed.items()
                                if (self._sub_of[k[0]], k[1]) not in gone}
 
+    # ---- global tables ----
+    def _start_global_tables(self) -> None:
+        """Every global table's store, from nothing, read to the end of
+        every partition of its topic before any task runs (Kafka's global
+        state bootstrap); later records are applied between polls."""
+        if not self.topology.global_tables:
+            return
+        for name, g in self.topology.global_tables.items():
+            self.global_stores[name] = store = global_store(
+                g.store, self.config["state.dir"], self.application_id,
+                self.config["default.dsl.store"])
+            store.wipe()
+            self._global_store_of[g.topic] = store
+        self._global_consumer = c = Consumer({
+            **self._client_config(), "isolation.level":
+            "read_committed" if self.eos else "read_uncommitted",
+            "client.id": f"{self.application_id}-{self.instance}-global"})
+        c.assign(self._global_partitions)
+        ends = [c.get_watermark_offsets(tp)[1] for tp in self._global_partitions]
+        while not self._stop.is_set():
+            positions = [p.offset for p in c.position(self._global_partitions)]
+            if all(pos >= end for pos, end in zip(positions, ends)):
+                break
+            self._poll_global(0.2)
+
+    def _poll_global(self, timeout: float) -> None:
+        if self._global_consumer is None:
+            return
+        batch = self._global_consumer.consume_batch(timeout)
+        if not batch.num_rows:
+            return
+        topics = batch.column("topic")
+        names = topics.dictionary.to_pylist()
+        codes = topics.indices.to_numpy()
+        with self._lock:
+            for i in np.unique(codes):
+                rows = batch.filter(pa.array(codes == i))
+                apply_global(self._global_store_of[names[int(i)]], rows)
+                self.global_records += rows.num_rows
+
     # ---- restore ----
     def _restore(self, task: StreamTask) -> None:
         """Every store of ``task`` from its changelog partition, to the end."""
@@ -502,6 +562,8 @@ class _LocalStores:
 
     def _stores(self):
         with self.streams._lock:
+            if self.name in self.streams.global_stores:
+                return [self.streams.global_stores[self.name]]
             return [t.stores[self.name] for t in self.streams.tasks.values()
                     if self.name in t.stores]
 

@@ -166,6 +166,65 @@ class _TimeWindowedSerde(Serde):
                                           ["key", "start"])
 
 
+class _SessionWindowedSerde(_TimeWindowedSerde):
+    """Kafka's SessionWindowedSerde: key bytes + session end + session start
+    (8 bytes each, big-endian), read as struct<key, start, end>."""
+
+    name = "session_windowed"
+
+    def deserialize(self, data):
+        if len(data) and pc.any(pc.less(pc.binary_length(data), 16)).as_py():
+            raise SerializationException("a session-windowed key ends with 16 bytes of times")
+        ends = _LongSerde().deserialize(pc.binary_slice(data, -16, -8))
+        starts = _LongSerde().deserialize(pc.binary_slice(data, -8, 1 << 30))
+        keys = pc.binary_slice(data, 0, -16)
+        inner = self.inner.deserialize(keys) if len(data) else \
+            pa.array([], self.inner.arrow_type or pa.binary())
+        return pa.StructArray.from_arrays([inner, starts, ends], ["key", "start", "end"])
+
+
+class _ValueAndTimestampSerde(Serde):
+    """Kafka's timestamped stores' value layout: the 8-byte timestamp (of the
+    latest record an aggregate took) then the inner serde's bytes. Rows are
+    struct<value, timestamp> ({"value": v, "timestamp": t} in Python)."""
+
+    name = "value_and_timestamp"
+    arrow_type = None
+
+    def __init__(self, inner: Serde):
+        self.inner = inner
+
+    def to_column(self, objects):
+        live = [o for o in objects if o is not None]
+        values = self.inner.to_column([o["value"] for o in live])
+        times = pa.array([o["timestamp"] for o in live], pa.int64())
+        if len(live) == len(objects):
+            return pa.StructArray.from_arrays([values, times], ["value", "timestamp"])
+        at = np.cumsum([o is not None for o in objects]) - 1
+        taken = pa.array(np.where([o is None for o in objects], 0, at), pa.int64())
+        mask = pa.array([o is None for o in objects])
+        if not live:
+            return pa.nulls(len(objects), pa.struct([("value", values.type),
+                                                    ("timestamp", pa.int64())]))
+        return pa.StructArray.from_arrays([values.take(taken), times.take(taken)],
+                                          ["value", "timestamp"], mask=mask)
+
+    def serialize(self, column):
+        out = pc.binary_join_element_wise(_LongSerde().serialize(column.field("timestamp")),
+                                          self.inner.serialize(column.field("value")), b"")
+        if column.null_count:
+            out = pc.if_else(pc.is_valid(column), out, pa.scalar(None, pa.binary()))
+        return out
+
+    def deserialize(self, data):
+        if len(data) and pc.any(pc.less(pc.binary_length(data), 8)).as_py():
+            raise SerializationException("a timestamped value starts with an 8-byte timestamp")
+        times = _LongSerde().deserialize(pc.binary_slice(data, 0, 8))
+        values = self.inner.deserialize(pc.binary_slice(data, 8, 1 << 30))
+        return pa.StructArray.from_arrays([values, times], ["value", "timestamp"],
+                                          mask=pc.is_null(data) if data.null_count else None)
+
+
 class Serdes:
     """Kafka Streams' Serdes factory."""
 
@@ -189,6 +248,16 @@ class Serdes:
     def time_windowed(inner: Serde) -> Serde:
         """Keys of a windowed table's output (Kafka's TimeWindowedSerde)."""
         return _TimeWindowedSerde(inner)
+
+    @staticmethod
+    def value_and_timestamp(inner: Serde) -> Serde:
+        """Values of timestamped stores (sliding windows): timestamp + value."""
+        return _ValueAndTimestampSerde(inner)
+
+    @staticmethod
+    def session_windowed(inner: Serde) -> Serde:
+        """Keys of a session-windowed table's output (Kafka's SessionWindowedSerde)."""
+        return _SessionWindowedSerde(inner)
 
     @staticmethod
     def typed() -> Serde:

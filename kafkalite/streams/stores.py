@@ -357,3 +357,27 @@ class WindowStore:
 
     def approximate_num_entries(self) -> int:
         return sum(map(len, self._by_key.values()))
+
+
+def global_store(spec, state_dir: str | None, application_id: str, default_store: str):
+    """The local copy of a GlobalKTable's store (not logged: its topic is
+    its changelog); RocksDB under ``<state.dir>/<application.id>/global``."""
+    kind = spec.kind or default_store
+    if kind == "rocksdb":
+        if state_dir is None:
+            raise ValueError("RocksDB stores need state.dir")
+        return RocksDBKeyValueStore(spec.name, spec.value_serde,
+                                    os.path.join(state_dir, application_id, "global", spec.name),
+                                    logged=False)
+    return KeyValueStore(spec.name, spec.value_serde, logged=False)
+
+
+def apply_global(store: KeyValueStore, consumer_batch: pa.RecordBatch) -> None:
+    """Records of a global table's topic (a consumer batch: key and value
+    bytes) into its store; a null value deletes, a null key is skipped."""
+    keys = consumer_batch.column("key")
+    if keys.null_count:
+        consumer_batch = consumer_batch.filter(keys.is_valid())
+    if consumer_batch.num_rows:
+        store.restore(consumer_batch.column("key").cast(pa.binary()).to_pylist(),
+                      consumer_batch.column("value").cast(pa.binary()))

@@ -24,7 +24,7 @@ from kafkalite.streams.topology import SubTopology, Topology
 class StreamTask:
     def __init__(self, topology: Topology, sub: SubTopology, partition: int,
                  application_id: str, state_dir: str | None, default_store: str = "rocksdb",
-                 errors: ErrorHandling | None = None):
+                 errors: ErrorHandling | None = None, global_stores: dict | None = None):
         self.topology, self.sub, self.partition = topology, sub, partition
         self.application_id = application_id
         self.id = f"{sub.id}_{partition}"
@@ -45,6 +45,7 @@ class StreamTask:
                 WindowStore(store, spec.window_size_ms, spec.retention_ms, spec.time_suffix)
         self.changelogs = {spec.changelog(application_id): name
                            for name, spec in sub.stores.items() if spec.logged}
+        self.global_stores = global_stores or {}     # shared by the instance's tasks
         self.errors = errors or ErrorHandling()
         self.node_state: dict = {}
         self._dead_letters: list = []
@@ -56,6 +57,9 @@ class StreamTask:
 
     def store(self, name: str):
         return self.stores[name]
+
+    def global_store(self, name: str):
+        return self.global_stores[name]
 
     # ---- what nodes call ----
     def emit(self, topic: str, keys, values, timestamps, internal: bool) -> None:

@@ -37,6 +37,15 @@ class StoreSpec:
 
 
 @dataclass
+class GlobalTableSpec:
+    """A GlobalKTable: every instance reads every partition of ``topic``
+    into its own copy of ``store`` (keyed by the topic's key bytes; the
+    topic is the store's changelog, so the store is not logged)."""
+    topic: str
+    store: StoreSpec
+
+
+@dataclass
 class SubTopology:
     id: int
     nodes: list = field(default_factory=list)
@@ -49,6 +58,7 @@ class Topology:
         self.nodes: list = []
         self.stores: dict[str, StoreSpec] = {}
         self.internal_topics: set[str] = set()      # suffixes: "<name>-repartition"
+        self.global_tables: dict[str, GlobalTableSpec] = {}    # store name -> spec
         self._counter = 0
         self._subtopologies: list[SubTopology] | None = None
 
@@ -66,8 +76,16 @@ class Topology:
             node.parents.append(p)
         return node
 
+    def add_global_table(self, topic: str, spec: StoreSpec) -> GlobalTableSpec:
+        if spec.name in self.stores or spec.name in self.global_tables:
+            raise TopologyException(f"a store named {spec.name!r} already exists")
+        if any(g.topic == topic for g in self.global_tables.values()):
+            raise TopologyException(f"topic {topic!r} is read by two global tables")
+        self.global_tables[spec.name] = g = GlobalTableSpec(topic, spec)
+        return g
+
     def add_store(self, spec: StoreSpec) -> StoreSpec:
-        if spec.name in self.stores:
+        if spec.name in self.stores or spec.name in self.global_tables:
             raise TopologyException(f"a store named {spec.name!r} already exists")
         self.stores[spec.name] = spec
         return spec
@@ -103,6 +121,9 @@ class Topology:
                 sub.nodes.sort(key=self.nodes.index)
                 for n in sub.nodes:
                     for t in getattr(n, "topics", ()):
+                        if any(g.topic == t for g in self.global_tables.values()):
+                            raise TopologyException(f"topic {t!r} is read by a global table "
+                                                    f"and a source")
                         if t in sub.sources or any(t in s.sources for s in subs):
                             raise TopologyException(f"topic {t!r} is read by two sources")
                         sub.sources[t] = n
@@ -144,6 +165,8 @@ class Topology:
     def describe(self) -> str:
         """Kafka Streams' TopologyDescription, as text."""
         lines = ["Topologies:"]
+        for name, g in self.global_tables.items():
+            lines.append(f"   Global store: {name} (topic: {g.topic})")
         for sub in self.subtopologies():
             lines.append(f"   Sub-topology: {sub.id}")
             for n in sub.nodes:

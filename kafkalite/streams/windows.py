@@ -112,3 +112,71 @@ class JoinWindows:
     def __repr__(self):
         return (f"JoinWindows(before={self.before_ms}ms, after={self.after_ms}ms, "
                 f"grace={self.grace_ms}ms)")
+
+
+class SessionWindows:
+    """Session windows (Kafka's SessionWindows): a key's records closer than
+    ``gap`` to each other form one session [first timestamp, last
+    timestamp]; a record that falls within ``gap`` of two sessions merges
+    them into one. A record is late, dropped and counted, when the session
+    it would end up in ends before stream time - grace (Kafka's
+    KStreamSessionWindowAggregate)."""
+
+    def __init__(self, gap_ms: int, grace_ms: int):
+        if gap_ms <= 0:
+            raise ValueError("a session window's inactivity gap must be positive")
+        if grace_ms < 0:
+            raise ValueError("the grace period cannot be negative")
+        self.gap_ms, self.grace_ms = gap_ms, grace_ms
+
+    @classmethod
+    def of_inactivity_gap_with_no_grace(cls, gap) -> SessionWindows:
+        return cls(_ms(gap), 0)
+
+    @classmethod
+    def of_inactivity_gap_and_grace(cls, gap, grace) -> SessionWindows:
+        return cls(_ms(gap), _ms(grace))
+
+    with_inactivity_gap_and_grace = of_inactivity_gap_and_grace
+
+    @property
+    def least_retention_ms(self) -> int:
+        return self.gap_ms + self.grace_ms
+
+    def __repr__(self):
+        return f"SessionWindows(gap={self.gap_ms}ms, grace={self.grace_ms}ms)"
+
+
+class SlidingWindows:
+    """Sliding windows (Kafka's SlidingWindows, KIP-450): windows of
+    ``time_difference`` defined by the records, not by the epoch: a record
+    at t has a left window [t - difference, t] and, once a later record of
+    its key falls within difference + 1 after it, a right window [t + 1,
+    t + 1 + difference]; both ends are inclusive. Records earlier than the
+    difference share the window [0, difference]. A record is dropped when
+    t + 1 + difference <= stream time - grace; a window ending before
+    stream time - grace is no longer updated (the record counted as
+    dropped for it)."""
+
+    def __init__(self, difference_ms: int, grace_ms: int):
+        if difference_ms <= 0:
+            raise ValueError("a sliding window's time difference must be positive")
+        if grace_ms < 0:
+            raise ValueError("the grace period cannot be negative")
+        self.difference_ms, self.grace_ms = difference_ms, grace_ms
+
+    @classmethod
+    def of_time_difference_with_no_grace(cls, difference) -> SlidingWindows:
+        return cls(_ms(difference), 0)
+
+    @classmethod
+    def of_time_difference_and_grace(cls, difference, grace) -> SlidingWindows:
+        return cls(_ms(difference), _ms(grace))
+
+    @property
+    def least_retention_ms(self) -> int:
+        # Kafka's rule: the store is searched back to t - 2 * difference
+        return 2 * self.difference_ms + self.grace_ms
+
+    def __repr__(self):
+        return f"SlidingWindows(difference={self.difference_ms}ms, grace={self.grace_ms}ms)"
