@@ -213,7 +213,7 @@ def test_table_tombstone_through_a_real_server(server, topic_name, tmp_path):
     streams = KafkaStreams(b.build(), config(server, tmp_path, f"{src}-app"))
     streams.start()
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while streams.metrics()["processed"] < 4:
             assert time.monotonic() < deadline and streams.state != KafkaStreams.ERROR
             time.sleep(0.1)
@@ -272,7 +272,7 @@ def test_a_failed_transaction_is_aborted_and_redone_exactly_once(server, topic_n
     produce(server, src, records[:200])
     streams.start()
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while streams.metrics()["processed"] < 200:
             assert time.monotonic() < deadline and streams.state != KafkaStreams.ERROR
             time.sleep(0.05)

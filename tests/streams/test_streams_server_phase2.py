@@ -86,7 +86,7 @@ def test_stream_table_and_stream_stream_joins(server, topic_name, tmp_path):
     streams = KafkaStreams(b.build(), config(server, tmp_path, f"{src}-app"))
     streams.start()
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while streams.metrics()["processed"] < len(users):
             assert time.monotonic() < deadline and streams.state != KafkaStreams.ERROR, \
                 streams.error
@@ -275,7 +275,7 @@ def test_an_aborted_transaction_rewinds_stream_time_too(server, topic_name, tmp_
     produce(server, src, records[:200])
     streams.start()
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while streams.metrics()["processed"] < 200:
             assert time.monotonic() < deadline and streams.state != KafkaStreams.ERROR
             time.sleep(0.05)

@@ -86,7 +86,7 @@ def test_global_table_bootstrapped_and_kept_up_to_date(server, topic_name, tmp_p
     streams = KafkaStreams(b.build(), config(server, tmp_path, f"{topic_name}-app"))
     try:
         streams.start()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while streams.global_records < 30:
             assert time.monotonic() < deadline and streams.error is None, streams.error
             time.sleep(0.05)
@@ -101,7 +101,7 @@ def test_global_table_bootstrapped_and_kept_up_to_date(server, topic_name, tmp_p
         names["p3"], names["p4"] = "renamed", None
         want = {f"o{i}": f"p{i % 6}={names[f'p{i % 6}']}" for i in range(12)}
         want.update({f"early{i}": f"p{i}=name{i}" for i in range(6, 30, 3)})
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while True:
             out = {k.decode(): v.decode() for k, v in
                    latest_of(read(server, f"{topic_name}-out", 2)).items()}
