@@ -396,3 +396,33 @@ def test_a_v2_endtxn_retried_across_a_coordinator_restart_gets_the_same_answer(t
         assert read_values(srv, "again", 1, "read_committed") == [b"once", b"next"]
     finally:
         srv.stop()
+
+
+def test_a_v2_producer_whose_transaction_timed_out_aborts_with_its_old_epoch_and_goes_on(
+        server, v2):
+    """The coordinator aborted the transaction past its timeout, bumping the
+    epoch; the producer's own abort, with the epoch it had, is taken as the
+    retry of that abort and hands it the new epoch, as Kafka 4 does."""
+    topic_name, tid, coord, leaders = v2
+    r = coord.request(ApiKey.INIT_PRODUCER_ID, 5, {"transactional_id": tid,
+                                                   "transaction_timeout_ms": 1000,
+                                                   "producer_id": -1, "producer_epoch": -1})
+    pid, epoch = r["producer_id"], r["producer_epoch"]
+    assert leaders.produce(topic_name, 0, batch(pid, epoch, 0, [b"too slow"]), tid) == 0
+    admin = AdminClient(server.config())
+    try:
+        deadline = time.monotonic() + 15
+        while admin.describe_transactions([tid])[tid].result().state not in (
+                "PrepareAbort", "CompleteAbort"):
+            assert time.monotonic() < deadline, "the coordinator did not abort it"
+            time.sleep(0.1)
+    finally:
+        admin.close()
+    assert end(coord, tid, pid, epoch, True)["error_code"] != 0      # too late to commit
+    r = end(coord, tid, pid, epoch, False)
+    assert (r["error_code"], r["producer_id"], r["producer_epoch"]) == (0, pid, epoch + 1)
+    assert settled(server, topic_name, 2)
+    assert leaders.produce(topic_name, 0, batch(pid, epoch + 1, 0, [b"on time"]), tid) == 0
+    assert end(coord, tid, pid, epoch + 1, True)["error_code"] == 0
+    assert settled(server, topic_name, 2)
+    assert read_values(server, topic_name, 1, "read_committed") == [b"on time"]
