@@ -406,6 +406,17 @@ _START = struct.Struct(">q")
 _COMBINE = {"sum": operator.add, "min": min, "max": max}
 
 
+def _windowed_keys(node, task, batch):
+    """For a session or sliding aggregation over ``batch``: the records' key
+    bytes, the node's store, its state (stream time) and the stored entries
+    of those keys."""
+    key_serde = node.key_serde or serde_for(batch.column("key").type)
+    kb = key_serde.serialize(batch.column("key")).to_pylist()
+    store = task.store(node.store_name)
+    state = task.node_state.setdefault(node.name, {"stream_time": -1})
+    return kb, store, state, store.entries_of(dict.fromkeys(kb))
+
+
 class SessionAggregateNode(ProcessorNode):
     """count / reduce / aggregate of a session-windowed grouped stream
     (Kafka's KStreamSessionWindowAggregate), record by record in time order
@@ -443,11 +454,7 @@ class SessionAggregateNode(ProcessorNode):
         batch = _valid(batch)
         if not batch.num_rows:
             return
-        key_serde = self.key_serde or serde_for(batch.column("key").type)
-        kb = key_serde.serialize(batch.column("key")).to_pylist()
-        store = task.store(self.store_name)
-        state = task.node_state.setdefault(self.name, {"stream_time": -1})
-        held = store.entries_of(dict.fromkeys(kb))
+        kb, store, state, held = _windowed_keys(self, task, batch)
         sessions: dict = {}     # key bytes -> {(start, end): aggregate}
         for e, v in zip(held, store.get_many(held)):
             end, start = _SESSION.unpack_from(e, len(e) - 16)
@@ -530,11 +537,7 @@ class SlidingAggregateNode(ProcessorNode):
         batch = _valid(batch)
         if not batch.num_rows:
             return
-        key_serde = self.key_serde or serde_for(batch.column("key").type)
-        kb = key_serde.serialize(batch.column("key")).to_pylist()
-        store = task.store(self.store_name)
-        state = task.node_state.setdefault(self.name, {"stream_time": -1})
-        held = store.entries_of(dict.fromkeys(kb))
+        kb, store, state, held = _windowed_keys(self, task, batch)
         windows: dict = {}      # key bytes -> {start: {"value", "timestamp"}}
         for e, vt in zip(held, store.get_many(held)):
             windows.setdefault(e[:-8], {})[_START.unpack_from(e, len(e) - 8)[0]] = vt

@@ -239,6 +239,46 @@ def test_inputs_not_copartitioned_are_refused_at_start(server, topic_name, tmp_p
         KafkaStreams(b2.build(), config(server, tmp_path, topic_name + "2")).start()
 
 
+class PlantedFailure:
+    """A per-record map function that raises a KafkaError on value 300,
+    once, and remembers every value it sees after that (the redo)."""
+
+    def __init__(self):
+        self.failed, self.redone = [], set()
+
+    def __call__(self, v):
+        if v == 300 and not self.failed:
+            self.failed.append(v)
+            raise KafkaError("planted: the transaction cannot go on")
+        if self.failed:
+            self.redone.add(v)
+        return v
+
+
+def run_through_one_abort(streams, server, src, records, planted: PlantedFailure,
+                          timeout: float = 60.0) -> None:
+    """Produce the first 200 records, start, produce the rest (value 300
+    fails once: abort and rewind), and close once the redo went through
+    every record -- a count of records processed cannot tell: how much of
+    the failed batch it counts, and one partition can be done while the
+    other is not."""
+    produce(server, src, records[:200])
+    streams.start()
+    try:
+        deadline = time.monotonic() + timeout
+        while streams.metrics()["processed"] < 200:
+            assert time.monotonic() < deadline and streams.state != KafkaStreams.ERROR
+            time.sleep(0.05)
+        produce(server, src, records[200:])
+        while streams.metrics()["aborts"] < 1 or len(planted.redone) < len(records):
+            assert time.monotonic() < deadline and streams.state != KafkaStreams.ERROR, \
+                streams.error
+            time.sleep(0.05)
+    finally:
+        streams.close()
+    assert streams.error is None and planted.failed == [300]
+
+
 def test_a_failed_transaction_is_aborted_and_redone_exactly_once(server, topic_name, tmp_path):
     """exactly_once_v2: a failure inside a transaction (planted: a KafkaError
     from the topology on one record, once) aborts it, rewinds the input to
@@ -252,15 +292,7 @@ def test_a_failed_transaction_is_aborted_and_redone_exactly_once(server, topic_n
     create(server, f"{src}-counts", 2)
     now = int(time.time() * 1000)
     records = [(f"k{i % 7}", i, now + i) for i in range(400)]
-    failed, redone = [], set()
-
-    def fail_once(v):
-        if v == 300 and not failed:
-            failed.append(v)
-            raise KafkaError("planted: the transaction cannot go on")
-        if failed:
-            redone.add(v)
-        return v
+    fail_once = PlantedFailure()
 
     b = StreamsBuilder()
     s = b.stream(src, Consumed.with_(S, L))
@@ -269,24 +301,7 @@ def test_a_failed_transaction_is_aborted_and_redone_exactly_once(server, topic_n
     # one transaction until the failure: the first 200 records' output is in it
     streams = KafkaStreams(b.build(), config(server, tmp_path, f"{src}-app", **{
         "processing.guarantee": "exactly_once_v2", "commit.interval.ms": 60_000}))
-    produce(server, src, records[:200])
-    streams.start()
-    try:
-        deadline = time.monotonic() + 60
-        while streams.metrics()["processed"] < 200:
-            assert time.monotonic() < deadline and streams.state != KafkaStreams.ERROR
-            time.sleep(0.05)
-        produce(server, src, records[200:])
-        # until the redo went through every record (a count of records
-        # processed cannot tell: how much of the failed batch it counts, and
-        # one partition can be done while the other is not)
-        while streams.metrics()["aborts"] < 1 or len(redone) < len(records):
-            assert time.monotonic() < deadline and streams.state != KafkaStreams.ERROR, \
-                streams.error
-            time.sleep(0.05)
-    finally:
-        streams.close()
-    assert streams.error is None and failed == [300]
+    run_through_one_abort(streams, server, src, records, fail_once)
     want = collections.Counter((k.encode(), v) for k, v, _ in records)
     uncommitted = collections.Counter((k, long_of(v)) for _, k, v, _ in
                                       read(server, f"{src}-copy", 2, "read_uncommitted"))

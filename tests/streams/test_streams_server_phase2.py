@@ -11,7 +11,8 @@ import time
 import pyarrow.compute as pc
 
 from harness import create
-from test_streams_runtime import config, long_of, produce, read, run_until_caught_up
+from test_streams_runtime import (PlantedFailure, config, long_of, produce, read,
+                                  run_through_one_abort, run_until_caught_up)
 
 from kafkalite.client import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from kafkalite.streams import (Consumed, JoinWindows, KafkaStreams, Materialized, Produced, Serdes,
@@ -249,22 +250,13 @@ def test_an_aborted_transaction_rewinds_stream_time_too(server, topic_name, tmp_
     store and the stream time (from the commit), so the redone records are
     not judged late against the aborted record's time (without the rewind of
     stream time, they are dropped and the counts fall below the model)."""
-    from kafkalite.errors import KafkaError
     src = topic_name
     create(server, src, 1)
     create(server, f"{src}-out", 1)
     base = int(time.time()) // 10 * 10_000
     records = [("k", i, base + 10 * i) for i in range(200)]
     records += [("k", i, base + (60_000 if i == 250 else 10 * i)) for i in range(200, 400)]
-    failed, redone = [], set()
-
-    def fail_once(v):
-        if v == 300 and not failed:
-            failed.append(v)
-            raise KafkaError("planted: the transaction cannot go on")
-        if failed:
-            redone.add(v)
-        return v
+    fail_once = PlantedFailure()
 
     b = StreamsBuilder()
     b.stream(src, Consumed.with_(S, L)).map_values(fail_once).group_by_key().windowed_by(
@@ -272,22 +264,7 @@ def test_an_aborted_transaction_rewinds_stream_time_too(server, topic_name, tmp_
         f"{src}-out", Produced.with_(S, L))
     streams = KafkaStreams(b.build(), config(server, tmp_path, f"{src}-app", **{
         "processing.guarantee": "exactly_once_v2", "commit.interval.ms": 60_000}))
-    produce(server, src, records[:200])
-    streams.start()
-    try:
-        deadline = time.monotonic() + 60
-        while streams.metrics()["processed"] < 200:
-            assert time.monotonic() < deadline and streams.state != KafkaStreams.ERROR
-            time.sleep(0.05)
-        produce(server, src, records[200:])
-        # until the redo went through every record (see test_streams_runtime)
-        while streams.metrics()["aborts"] < 1 or len(redone) < len(records):
-            assert time.monotonic() < deadline and streams.state != KafkaStreams.ERROR, \
-                streams.error
-            time.sleep(0.05)
-    finally:
-        streams.close()
-    assert streams.error is None and failed == [300]
+    run_through_one_abort(streams, server, src, records, fail_once)
     counts, stream_time = collections.Counter(), -1
     for _, k, _, ts in read(server, src, 1):
         stream_time = max(stream_time, ts)
