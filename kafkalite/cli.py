@@ -94,7 +94,9 @@ def _server(args) -> int:
         advertised_host=args.advertised_host, workers=args.workers, port=args.port,
         ingest_port=args.ingest_port, worker_base_port=args.worker_base_port,
         kafka_port=args.kafka_port, kafka_worker_base_port=args.kafka_worker_base_port,
-        auto_create_topics=args.auto_create_topics, default_partitions=args.default_partitions)
+        auto_create_topics=args.auto_create_topics, default_partitions=args.default_partitions,
+        default_replication_factor=args.default_replication_factor,
+        replica_lag_time_max_ms=args.replica_lag_time_max_ms)
     return serve(config)
 
 
@@ -138,6 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--default-partitions", type=int,
                         help="partitions of auto-created topics and of topics created without a "
                              "count (default 1)")
+    server.add_argument("--default-replication-factor", type=int,
+                        help="replicas (on distinct workers) of topics created without a "
+                             "replication factor (default 1)")
+    server.add_argument("--replica-lag-time-max-ms", type=int,
+                        help="a follower not caught up for this long leaves the ISR "
+                             "(default 30000)")
     server.set_defaults(func=_server)
 
     topics = sub.add_parser("topics", help="create, list, describe, alter, delete topics")

@@ -16,6 +16,9 @@ TOML layout (every key optional)::
     kafka_worker_base_port = 9100 # worker i is Kafka broker i on kafka_worker_base_port + i
     auto_create_topics = true
     default_partitions = 1
+    default_replication_factor = 1    # replicas of a new topic's partitions, on distinct workers
+    replica_lag_time_max_ms = 30000   # a follower this far behind leaves the ISR
+    replica_fetch_wait_max_ms = 500   # how long a follower's fetch waits at the leader for data
     offsets_topic_num_partitions = 16        # partitions of __consumer_offsets
     group_min_session_timeout_ms = 1000      # Kafka: 6000; lower because members are local
     group_max_session_timeout_ms = 1800000
@@ -62,6 +65,9 @@ class ServerConfig:
     kafka_worker_base_port: int = DEFAULT_KAFKA_WORKER_BASE_PORT
     auto_create_topics: bool = True
     default_partitions: int = 1
+    default_replication_factor: int = 1
+    replica_lag_time_max_ms: int = 30_000
+    replica_fetch_wait_max_ms: int = 500
     offsets_topic_num_partitions: int = 16
     group_min_session_timeout_ms: int = 1_000
     group_max_session_timeout_ms: int = 1_800_000
@@ -84,7 +90,9 @@ class ServerConfig:
         if not isinstance(self.default_partitions, int) or self.default_partitions < 1:
             raise InvalidConfigurationError(
                 f"default_partitions must be at least 1, not {self.default_partitions!r}")
-        for name in ("offsets_topic_num_partitions", "group_min_session_timeout_ms",
+        for name in ("default_replication_factor", "replica_lag_time_max_ms",
+                     "replica_fetch_wait_max_ms", "offsets_topic_num_partitions",
+                     "group_min_session_timeout_ms",
                      "group_max_session_timeout_ms", "offsets_retention_minutes",
                      "transaction_state_num_partitions", "transaction_max_timeout_ms",
                      "transactional_id_expiration_ms",

@@ -34,6 +34,20 @@ confirm; a broker whose process died is fenced (``fence_broker``) and
 leads nothing until it registers again. Metadata names only unfenced
 brokers and answers LEADER_NOT_AVAILABLE for partitions of fenced ones.
 
+Replication (one host): a partition may have several replicas on distinct
+brokers; the controller decides who leads and who is in sync, the brokers
+replicate (replica_fetcher.py). When a broker's process dies
+(``fence_broker``) every partition it led gets a new leader from the
+in-sync replicas still alive (a new leader epoch; with
+``unclean.leader.election.enable`` any live replica when none in sync is
+left, else the partition stays offline until an in-sync one returns), and
+it leaves the ISR of the partitions it followed. A leader proposes ISR
+changes (``alter_partition``: a follower fell behind, or caught up) against
+the partition epoch it knows; a proposal against an older one is refused
+and the leader is sent the current state. Every decision goes to every
+live replica as an ``assign`` naming the leader, so followers follow the
+right broker and a deposed leader steps down.
+
 Node ids: on the native protocol the brokers are 0..n-1 and this process
 is node -1; on Kafka's protocol the brokers keep their ids and this
 process is broker 1000 (controller and group coordinator), each with its
@@ -44,6 +58,8 @@ Who may call: the supervisor (supervisor.py), on its single thread.
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
@@ -53,8 +69,8 @@ from kafkalite.protocol import ApiKey
 from kafkalite.protocol.enums import (AUTHORIZED_OPERATIONS_OMITTED, AlterConfigOp, ConfigResourceType,
                                       ConfigSource, ConfigType, EndpointType)
 from kafkalite.server.config import ServerConfig
-from kafkalite.server.metadata import (INTERNAL_TOPICS, MetadataStore, TopicMetadata,
-                                       validate_topic_name)
+from kafkalite.server.metadata import (INTERNAL_TOPICS, MetadataStore, PartitionAssignment,
+                                       TopicMetadata, replica_dir, validate_topic_name)
 from kafkalite.server.per_partition import each_partition
 from kafkalite.server.producer_ids import ProducerIdManager
 from kafkalite.server.replica_manager import PRODUCE, _produce_blank
@@ -162,7 +178,15 @@ class Controller:
         started = self.metadata.start_leadership(broker_id)
         log.info("broker %d registered on port %d; leading %d partitions", broker_id, port,
                  len(started))
-        return [self.partition_spec(t, i) for t, i, _ in self.metadata.owned_by(broker_id)]
+        # The other live replicas of what it leads again follow its new epoch.
+        by_broker: dict = {}
+        for name, i, _ in started:
+            topic = self.metadata.topics[name]
+            if len(topic.partitions[i].replicas) > 1:
+                self._assign(by_broker, topic, [i], skip=broker_id)
+        self._notify(by_broker)
+        return [self.partition_spec(t, i, broker_id)
+                for t, i, _ in self.metadata.hosted_by(broker_id)]
 
     def unfence_broker(self, broker_id: int) -> None:
         self.brokers[broker_id].fenced = False
@@ -180,13 +204,107 @@ class Controller:
             elif self.offline.pop(key, None) is not None:
                 log.info("%s-%d is online again", *key)
 
-    def fence_broker(self, broker_id: int) -> None:
+    def fence_broker(self, broker_id: int, elect: bool = True) -> None:
+        """``broker_id``'s process is gone: elect new leaders for what it
+        led and take it out of the ISRs it was in (unless ``elect`` is
+        False: the whole node is stopping)."""
         self.brokers[broker_id].fenced = True
+        if not elect:
+            return
+        by_broker: dict = {}
+        changed = set()
+        for topic in self.metadata.topics.values():
+            for i, p in enumerate(topic.partitions):
+                if len(p.replicas) < 2 or broker_id not in p.replicas:
+                    continue
+                if p.leader == broker_id:
+                    if self._elect(topic, i, exclude=broker_id):
+                        changed.add(topic.name)
+                        self._assign(by_broker, topic, [i])
+                elif broker_id in p.isr:
+                    p.isr = [b for b in p.isr if b != broker_id]
+                    p.partition_epoch += 1
+                    changed.add(topic.name)
+                    self._assign(by_broker, topic, [i])
+        if changed:
+            self.metadata.save(sorted(changed))
+        self._notify(by_broker)
 
-    def partition_spec(self, topic: TopicMetadata, index: int) -> dict:
+    def _elect(self, topic: TopicMetadata, index: int, exclude: int = -1) -> bool:
+        """Move the leadership of a partition whose leader is gone to a live
+        in-sync replica (or, if the topic allows unclean election, to any
+        live replica); returns whether a leader was found. Without one the
+        partition keeps its dead leader and ISR: it is offline until one of
+        them comes back, which then leads with everything it had."""
         p = topic.partitions[index]
+        live = [b for b in p.replicas if b != exclude and not self.brokers[b].fenced]
+        candidates = [b for b in live if b in p.isr]
+        unclean = False
+        if not candidates and live and self.config.log_config(
+                topic.configs).unclean_leader_election_enable:
+            candidates, unclean = live[:1], True
+        if not candidates:
+            log.error("%s-%d is offline: no in-sync replica of %s is alive", topic.name, index,
+                      p.isr)
+            return False
+        leader = candidates[0]
+        p.leader = leader
+        p.leader_epoch += 1
+        p.partition_epoch += 1
+        p.isr = [leader] if unclean else [b for b in p.isr if b != exclude]
+        log.warning("%s-%d: broker %d leads at epoch %d%s (isr %s)", topic.name, index, leader,
+                    p.leader_epoch, " after an UNCLEAN election" if unclean else "", p.isr)
+        return True
+
+    def alter_partition(self, broker_id: int, items: list[dict]) -> None:
+        """A leader's ISR proposals (Kafka's AlterPartition): applied when
+        it still leads at the epochs it names, and only with live replicas
+        joining; either way the leader is sent the partition's state."""
+        by_broker: dict = {}
+        changed = set()
+        for item in items:
+            topic = self.metadata.topics.get(item["topic"])
+            if topic is None or not 0 <= item["partition"] < len(topic.partitions):
+                continue
+            i = item["partition"]
+            p = topic.partitions[i]
+            isr = [b for b in dict.fromkeys(item["isr"]) if b in p.replicas]
+            joining = set(isr) - set(p.isr)
+            if (p.leader == broker_id and item["leader_epoch"] == p.leader_epoch
+                    and item["partition_epoch"] == p.partition_epoch and broker_id in isr
+                    and not any(self.brokers[b].fenced for b in joining)):
+                if isr != p.isr:
+                    log.info("%s-%d: isr %s -> %s", topic.name, i, p.isr, isr)
+                    p.isr = isr
+                    p.partition_epoch += 1
+                    changed.add(topic.name)
+            self._assign(by_broker, topic, [i], only=broker_id)
+        if changed:
+            self.metadata.save(sorted(changed))
+        self._notify(by_broker)
+
+    def _notify(self, by_broker: dict) -> None:
+        """Send decisions no request waits for (elections, ISR changes)."""
+        if by_broker:
+            self.channel.send(by_broker, lambda results, timed_out: None,
+                              DEFAULT_ADMIN_TIMEOUT_MS)
+
+    def broker_endpoints(self) -> dict:
+        """The brokers' native endpoints, for followers to fetch from (a
+        registering broker's too: it is fenced until it confirms, and its
+        followers are told of it before)."""
+        host = self.config.host
+        host = "127.0.0.1" if host in ("", "0.0.0.0", "*") else host
+        host = f"[{host}]" if ":" in host else host
+        return {str(b.broker_id): f"tcp://{host}:{b.port}" for b in self.brokers if b.port}
+
+    def partition_spec(self, topic: TopicMetadata, index: int, broker: int | None = None) -> dict:
+        p = topic.partitions[index]
+        broker = p.leader if broker is None else broker
         return {"topic": topic.name, "partition": index, "topic_id": str(topic.topic_id),
-                "leader_epoch": p.leader_epoch, "replicas": p.replicas, "isr": p.isr,
+                "leader": p.leader, "leader_epoch": p.leader_epoch,
+                "partition_epoch": p.partition_epoch, "replicas": p.replicas, "isr": p.isr,
+                "dir": replica_dir(topic.name, index, broker, p.per_broker_dir),
                 "configs": topic.configs}
 
     def partition_count(self, topic: str) -> int | None:
@@ -243,27 +361,48 @@ class Controller:
         return DEFERRED
 
     def _unassign(self, partitions: list[tuple[TopicMetadata, int]]) -> None:
-        """Tell the leaders to close and delete ``partitions`` (no one waits)."""
+        """Tell the replicas to close and delete ``partitions`` (no one waits)."""
         by_broker: dict = {}
+        self._delete_replicas(by_broker, partitions)
+        self._notify(by_broker)
+
+    def _delete_replicas(self, by_broker: dict, partitions) -> None:
+        """Unassign-and-delete messages for every replica of ``partitions``;
+        the logs of replicas on brokers that are down are removed here (their
+        process is gone, and it is sent only the partitions that exist when
+        it comes back)."""
         for topic, i in partitions:
-            msg = by_broker.setdefault(topic.partitions[i].leader,
-                                       {"type": "unassign", "delete": True, "partitions": []})
-            msg["partitions"].append({"topic": topic.name, "partition": i})
+            p = topic.partitions[i]
             self.offline.pop((topic.name, i), None)
-        if by_broker:
-            self.channel.send(by_broker, lambda results, timed_out: None,
-                              DEFAULT_ADMIN_TIMEOUT_MS)
+            for b in p.replicas:
+                where = replica_dir(topic.name, i, b, p.per_broker_dir)
+                if self.brokers[b].fenced and b != p.leader:
+                    shutil.rmtree(os.path.join(self.config.data_dir, where), ignore_errors=True)
+                    continue
+                msg = by_broker.setdefault(b, {"type": "unassign", "delete": True,
+                                               "partitions": []})
+                msg["partitions"].append({"topic": topic.name, "partition": i, "dir": where})
 
     def _undo_create(self, name: str) -> None:
         """Delete a topic whose partitions could not all be opened."""
         topic = self.metadata.delete_topic(name)
         self._unassign([(topic, i) for i in range(len(topic.partitions))])
 
-    def _assign(self, by_broker: dict, topic: TopicMetadata, indexes) -> None:
+    def _assign(self, by_broker: dict, topic: TopicMetadata, indexes, *, skip: int = -1,
+                only: int | None = None) -> None:
+        """Assign messages for ``indexes`` to their leader and their live
+        followers (or ``only`` that broker; never ``skip``). A dead follower
+        is sent its partitions when it registers again."""
         for i in indexes:
-            msg = by_broker.setdefault(topic.partitions[i].leader,
-                                       {"type": "assign", "partitions": []})
-            msg["partitions"].append(self.partition_spec(topic, i))
+            p = topic.partitions[i]
+            for b in p.replicas:
+                if b == skip or (only is not None and b != only):
+                    continue
+                if b != p.leader and self.brokers[b].fenced:
+                    continue
+                msg = by_broker.setdefault(b, {"type": "assign", "partitions": [],
+                                               "brokers": self.broker_endpoints()})
+                msg["partitions"].append(self.partition_spec(topic, i, b))
 
     # ---- Metadata ----------------------------------------------------------------------------
 
@@ -349,10 +488,48 @@ class Controller:
 
     # ---- topics ------------------------------------------------------------------------------
 
-    def _create(self, by_broker: dict, name: str, partitions: int, configs: dict) -> TopicMetadata:
-        topic = self.metadata.create_topic(name, partitions, configs, len(self.brokers))
-        self._assign(by_broker, topic, range(partitions))
+    def _create(self, by_broker: dict, name: str, partitions: int, configs: dict,
+                replication_factor: int | None = None, assignments=None) -> TopicMetadata:
+        rf = self.config.default_replication_factor if replication_factor is None \
+            else replication_factor
+        topic = self.metadata.create_topic(name, partitions, configs, len(self.brokers),
+                                           min(rf, len(self.brokers)), assignments)
+        self._assign(by_broker, topic, range(len(topic.partitions)))
         return topic
+
+    def _replication_factor(self, rf: int) -> int:
+        rf = self.config.default_replication_factor if rf == -1 else rf
+        if not 1 <= rf <= len(self.brokers):
+            raise errors.InvalidReplicationFactorError(
+                f"replication factor must be 1 to {len(self.brokers)} (the number of brokers), "
+                f"not {rf}")
+        return rf
+
+    def _assignments(self, given: list[dict], first_index: int) -> list[list[int]]:
+        """CreateTopics / CreatePartitions replica assignments, checked as
+        Kafka checks them: consecutive partitions, the same number of
+        replicas each, distinct existing brokers."""
+        out = []
+        for n, a in enumerate(given):
+            index = a.get("partition_index", first_index + n)
+            replicas = list(a.get("broker_ids") or ())
+            if index != first_index + n:
+                raise errors.InvalidReplicaAssignmentError(
+                    f"partitions in the assignment must be consecutive from {first_index}, "
+                    f"not {index}")
+            if not replicas or len(set(replicas)) != len(replicas):
+                raise errors.InvalidReplicaAssignmentError(
+                    f"partition {index}: replicas {replicas} must be distinct and not empty")
+            bad = [b for b in replicas if not 0 <= b < len(self.brokers)]
+            if bad:
+                raise errors.InvalidReplicaAssignmentError(
+                    f"partition {index}: brokers {bad} do not exist (brokers are "
+                    f"0..{len(self.brokers) - 1})")
+            if out and len(replicas) != len(out[0]):
+                raise errors.InvalidReplicaAssignmentError(
+                    "every partition must have the same number of replicas")
+            out.append(replicas)
+        return out
 
     def _validated_configs(self, configs: dict[str, str]) -> dict[str, str]:
         try:
@@ -376,33 +553,40 @@ class Controller:
                         f"creation of internal topic {name} is prohibited")
                 if name in self.metadata.topics or name in [n for n, *_ in to_create]:
                     raise errors.TopicAlreadyExistsError(f"topic {name!r} already exists")
-                rf = t.get("replication_factor", -1)
-                if rf not in (-1, 1):
-                    raise errors.InvalidReplicationFactorError(
-                        f"replication factor {rf} is not supported: kafkalite has no "
-                        f"replication yet, so every partition has exactly 1 replica")
+                assignments = None
                 if t.get("assignments"):
-                    raise errors.InvalidReplicaAssignmentError(
-                        "manual replica assignment is not supported")
-                n = t.get("num_partitions", -1)
-                n = self.config.default_partitions if n == -1 else n
+                    if t.get("num_partitions", -1) != -1 or t.get("replication_factor", -1) != -1:
+                        raise errors.InvalidRequestError(
+                            "with replica assignments, num_partitions and replication_factor "
+                            "must both be -1")
+                    assignments = self._assignments(t["assignments"], 0)
+                    n, rf = len(assignments), len(assignments[0])
+                else:
+                    rf = self._replication_factor(t.get("replication_factor", -1))
+                    n = t.get("num_partitions", -1)
+                    n = self.config.default_partitions if n == -1 else n
                 if not 1 <= n <= MAX_PARTITIONS_PER_TOPIC:
                     raise errors.InvalidPartitionsError(
                         f"number of partitions must be 1 to {MAX_PARTITIONS_PER_TOPIC}, not {n}")
                 configs = self._validated_configs(
                     {c["name"]: c["value"] for c in t.get("configs") or [] if c["value"] is not None})
-                out["num_partitions"], out["replication_factor"] = n, 1
-                to_create.append((name, n, configs, out))
+                min_isr = self.config.log_config(configs).min_insync_replicas
+                if min_isr > rf:
+                    log.warning("topic %s: min.insync.replicas %d is more than its %d replicas; "
+                                "acks=all produces will be refused", name, min_isr, rf)
+                out["num_partitions"], out["replication_factor"] = n, rf
+                to_create.append((name, n, configs, out, rf, assignments))
             except KafkaError as exc:
                 out["error_code"], out["error_message"] = exc.code, exc.message
         by_broker: dict = {}
         if not body.get("validate_only"):
-            for name, n, configs, out in to_create:
-                out["topic_id"] = self._create(by_broker, name, n, configs).topic_id
+            for name, n, configs, out, rf, assignments in to_create:
+                out["topic_id"] = self._create(by_broker, name, n, configs, rf,
+                                               assignments).topic_id
 
         def respond(results_of_brokers: list, timed_out: bool) -> dict:
             failed = _failed(results_of_brokers)
-            for name, n, configs, out in to_create:
+            for name, n, configs, out, *_ in to_create:
                 if name in failed and out["error_code"] == 0 and name in self.metadata.topics:
                     exc = _open_error(failed[name], n)
                     log.error("creating topic %s failed: %s", name, exc.message)
@@ -429,12 +613,7 @@ class Controller:
                 _refuse_internal(name, "delete")
                 topic = self.metadata.delete_topic(name)
                 out["topic_id"] = topic.topic_id
-                for i in range(len(topic.partitions)):
-                    self.offline.pop((name, i), None)
-                for i, p in enumerate(topic.partitions):
-                    msg = by_broker.setdefault(p.leader, {"type": "unassign", "delete": True,
-                                                          "partitions": []})
-                    msg["partitions"].append({"topic": name, "partition": i})
+                self._delete_replicas(by_broker, [(topic, i) for i in range(len(topic.partitions))])
             except KafkaError as exc:
                 out["error_code"], out["error_message"] = exc.code, exc.message
         return self._send(ctx, by_broker,
@@ -448,10 +627,16 @@ class Controller:
             results.append(out)
             try:
                 _refuse_internal(t["name"], "add partitions to")
-                if t.get("assignments"):
-                    raise errors.InvalidReplicaAssignmentError(
-                        "manual replica assignment is not supported")
                 topic = self.metadata.get(t["name"])
+                assignments = None
+                if t.get("assignments"):
+                    assignments = self._assignments(
+                        [{"broker_ids": a["broker_ids"]} for a in t["assignments"]],
+                        len(topic.partitions))
+                    if len(assignments) != t["count"] - len(topic.partitions):
+                        raise errors.InvalidReplicaAssignmentError(
+                            f"{len(assignments)} assignments for "
+                            f"{t['count'] - len(topic.partitions)} new partitions")
                 if t["count"] <= len(topic.partitions):
                     raise errors.InvalidPartitionsError(
                         f"topic {t['name']!r} has {len(topic.partitions)} partitions; the new "
@@ -464,7 +649,8 @@ class Controller:
                     continue
                 before = len(topic.partitions)
                 self._assign(by_broker, topic,
-                             self.metadata.add_partitions(t["name"], t["count"], len(self.brokers)))
+                             self.metadata.add_partitions(t["name"], t["count"], len(self.brokers),
+                                                          assignments))
                 grown[t["name"]] = (before, out)
             except KafkaError as exc:
                 out["error_code"], out["error_message"] = exc.code, exc.message

@@ -6,8 +6,8 @@ atomically (write, fsync, rename)::
 
     {"version": 2, "cluster_id": "...",
      "topics": {"orders": {"topic_id": "<uuid>", "configs": {"retention.ms": "..."},
-                           "partitions": [{"replicas": [0], "leader": 0, "isr": [0],
-                                           "leader_epoch": 3}, ...]}}}
+                           "partitions": [{"replicas": [0, 1, 2], "leader": 0, "isr": [0, 1],
+                                           "leader_epoch": 3, "partition_epoch": 7}, ...]}}}
 
 and the changes since it, ``<data_dir>/cluster-metadata.log``: one JSON
 object a line, appended and fsynced before the change is acted on, each the
@@ -34,10 +34,22 @@ in the supervisor, and no client may create, write, delete or alter them. A
 file written by an older version that let a client create one as a user
 topic is read without it (logged); the coordinator's own data is untouched.
 
-Brokers are the partition workers, by index. The leader is the broker
-whose log serves the partition; the leader epoch goes up every time a
-leadership (re)starts, so clients and logs can tell a restarted leader from
-the old one. Until replication lands every partition has one replica.
+Brokers are the partition workers, by index. A partition has
+``replicas`` on distinct brokers (one, unless the topic was created with a
+replication factor); the leader is the one whose log serves clients, the
+others follow it. The leader epoch goes up every time a leadership
+(re)starts, so clients and logs can tell a new leader from the old one;
+the partition epoch goes up at every change of leader or ISR, and a change
+proposed against an older partition epoch is refused (the role of Kafka's
+AlterPartition partition epoch). The ISR changes only through the
+controller (controller.py), which decides elections.
+
+Where a replica's log lives: ``<data_dir>/<topic>-<partition>`` for a
+partition created with one replica (as before replication), and
+``<data_dir>/broker-<id>/<topic>-<partition>`` for each replica of one
+created replicated (``per_broker_dir``; ``replica_dir``), since several
+workers hold a copy. The choice stays with the partition, so its logs are
+found again whatever happens to its replica set.
 
 Who may call: the supervisor only (single thread); workers learn what they
 own through the control channel.
@@ -88,12 +100,27 @@ def validate_topic_name(name) -> str:
     return name
 
 
+def replica_dir(topic: str, partition: int, broker: int, per_broker_dir: bool) -> str:
+    """A replica's log directory, relative to the data directory."""
+    if not per_broker_dir:
+        return f"{topic}-{partition}"
+    return os.path.join(f"broker-{broker}", f"{topic}-{partition}")
+
+
 @dataclass
 class PartitionAssignment:
     replicas: list[int]
     leader: int
     isr: list[int]
     leader_epoch: int = 0
+    partition_epoch: int = 0
+    per_broker_dir: bool = False
+
+    @classmethod
+    def of(cls, replicas: list[int]) -> "PartitionAssignment":
+        """A new partition on ``replicas``, the first leading, all in sync."""
+        return cls(list(replicas), replicas[0], list(replicas),
+                   per_broker_dir=len(replicas) > 1)
 
     @classmethod
     def single(cls, broker: int) -> "PartitionAssignment":
@@ -106,11 +133,14 @@ class PartitionAssignment:
         else:
             p = cls(list(raw["replicas"]), raw["leader"], list(raw["isr"]))
         p.leader_epoch = raw["leader_epoch"]
+        p.partition_epoch = raw.get("partition_epoch", 0)
+        p.per_broker_dir = raw.get("per_broker_dir", False)
         return p
 
     def to_json(self) -> dict:
         return {"replicas": self.replicas, "leader": self.leader, "isr": self.isr,
-                "leader_epoch": self.leader_epoch}
+                "leader_epoch": self.leader_epoch, "partition_epoch": self.partition_epoch,
+                **({"per_broker_dir": True} if self.per_broker_dir else {})}
 
 
 @dataclass
@@ -268,8 +298,18 @@ class MetadataStore:
         # per-topic offset so single-partition topics do not all land on 0.
         return (zlib.crc32(name.encode()) + partition) % workers
 
+    @classmethod
+    def _replicas(cls, name: str, partition: int, workers: int, factor: int) -> PartitionAssignment:
+        # The leader as _place puts it, its followers on the next workers:
+        # distinct brokers, and leaderships spread as evenly as before.
+        first = cls._place(name, partition, workers)
+        return PartitionAssignment.of([(first + k) % workers for k in range(factor)])
+
     def create_topic(self, name: str, partitions: int, configs: dict[str, str],
-                     workers: int) -> TopicMetadata:
+                     workers: int, replication_factor: int = 1,
+                     assignments: list[list[int]] | None = None) -> TopicMetadata:
+        """``assignments``: each partition's replicas (the first leads),
+        given instead of ``partitions`` and ``replication_factor``."""
         validate_topic_name(name)
         if name in INTERNAL_TOPICS:
             raise InvalidRequestError(f"creation of internal topic {name} is prohibited")
@@ -277,9 +317,12 @@ class MetadataStore:
             raise TopicAlreadyExistsError(f"topic {name!r} already exists")
         if partitions < 1:
             raise InvalidPartitionsError(f"a topic needs at least 1 partition, not {partitions}")
-        topic = TopicMetadata(name, uuid.uuid4(),
-                              [PartitionAssignment.single(self._place(name, p, workers))
-                               for p in range(partitions)], dict(configs))
+        if assignments:
+            placed = [PartitionAssignment.of(r) for r in assignments]
+        else:
+            placed = [self._replicas(name, p, workers, replication_factor)
+                      for p in range(partitions)]
+        topic = TopicMetadata(name, uuid.uuid4(), placed, dict(configs))
         self.topics[name] = topic
         self.save([name])
         return topic
@@ -290,8 +333,11 @@ class MetadataStore:
         self.save([name])
         return topic
 
-    def add_partitions(self, name: str, total: int, workers: int) -> list[int]:
-        """Grow ``name`` to ``total`` partitions; returns the new partition numbers."""
+    def add_partitions(self, name: str, total: int, workers: int,
+                       assignments: list[list[int]] | None = None) -> list[int]:
+        """Grow ``name`` to ``total`` partitions, with the topic's
+        replication factor (or the ``assignments`` given); returns the new
+        partition numbers."""
         topic = self.get(name)
         current = len(topic.partitions)
         if total <= current:
@@ -299,8 +345,11 @@ class MetadataStore:
                 f"topic {name!r} has {current} partitions; the new count must be larger, "
                 f"not {total}")
         new = list(range(current, total))
-        topic.partitions += [PartitionAssignment.single(self._place(name, p, workers))
-                             for p in new]
+        factor = len(topic.partitions[0].replicas) if topic.partitions else 1
+        if assignments:
+            topic.partitions += [PartitionAssignment.of(r) for r in assignments]
+        else:
+            topic.partitions += [self._replicas(name, p, workers, factor) for p in new]
         self.save([name])
         return new
 
@@ -318,12 +367,15 @@ class MetadataStore:
 
     def start_leadership(self, worker: int) -> list[tuple[str, int, int]]:
         """Bump the leader epoch of every partition ``worker`` leads (it is
-        (re)starting); returns (topic, partition, new epoch)."""
+        (re)starting: nobody took its partitions over, because they have
+        one replica or no other in-sync one was alive); returns (topic,
+        partition, new epoch)."""
         started = []
         for topic in self.topics.values():
             for i, p in enumerate(topic.partitions):
                 if p.leader == worker:
                     p.leader_epoch += 1
+                    p.partition_epoch += 1
                     started.append((topic.name, i, p.leader_epoch))
         if started:
             self.save()
@@ -335,16 +387,31 @@ class MetadataStore:
         moved = 0
         for topic in self.topics.values():
             for i, p in enumerate(topic.partitions):
-                if p.leader >= workers:
+                if any(b >= workers for b in p.replicas):
                     epoch = p.leader_epoch
-                    topic.partitions[i] = PartitionAssignment.single(
-                        self._place(topic.name, i, workers))
-                    topic.partitions[i].leader_epoch = epoch
+                    kept = [b for b in p.replicas if b < workers]
+                    if len(p.replicas) > 1 and kept:
+                        # a replicated partition keeps its remaining replicas
+                        # (and their logs); one of them leads
+                        isr = [b for b in p.isr if b < workers] or kept[:1]
+                        topic.partitions[i] = PartitionAssignment(kept, isr[0], isr,
+                                                                  per_broker_dir=True)
+                    else:
+                        topic.partitions[i] = self._replicas(topic.name, i, workers,
+                                                             min(len(p.replicas), workers))
+                    topic.partitions[i].leader_epoch = epoch + 1
+                    topic.partitions[i].partition_epoch = p.partition_epoch + 1
                     moved += 1
         if moved:
             self.save()
         return moved
 
     def owned_by(self, worker: int) -> list[tuple[TopicMetadata, int, PartitionAssignment]]:
+        """The partitions ``worker`` leads."""
         return [(t, i, p) for t in self.topics.values() for i, p in enumerate(t.partitions)
                 if p.leader == worker]
+
+    def hosted_by(self, worker: int) -> list[tuple[TopicMetadata, int, PartitionAssignment]]:
+        """The partitions ``worker`` has a replica of (leads or follows)."""
+        return [(t, i, p) for t in self.topics.values() for i, p in enumerate(t.partitions)
+                if worker in p.replicas]

@@ -7,14 +7,26 @@ topic-partition its worker hosts, and the group coordinator keeps one per
 - ``leader_epoch``: the epoch of the current leadership; the controller
   bumps it at every change of leader. A request naming an older epoch is
   FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH.
-- ``replicas`` (leader first) and ``isr``, the in-sync replicas, as broker
-  ids. Until replication lands every partition has one copy: both are
-  ``[this broker]``.
+- ``replicas`` and ``isr``, the in-sync replicas, as broker ids, and who
+  leads (``leader_id``): this broker (``is_leader``) or another, which this
+  one follows (its replica fetcher, replica_fetcher.py, appends what it
+  fetches with ``log.append_as_follower``). The controller decides all
+  three; ``partition_epoch`` is the version of that decision, which an ISR
+  proposal names.
+- As leader, each follower's log end offset (from the offsets its fetches
+  ask for) and when it was last caught up to the log end: a follower not
+  caught up for ``replica.lag.time.max.ms`` is proposed out of the ISR, one
+  that reached the high watermark in this leader's epoch is proposed back
+  in (``isr_change``). While a proposal is pending, the high watermark
+  waits for its members too (Kafka's "maximal ISR"), so a shrink never
+  commits what only the leaving replica lacked and an expansion never
+  counts a replica the controller has not accepted.
 - The high watermark: the offset below which every in-sync replica holds
   the log. It is what makes a record committed: consumers read below it
   and acks=all producers are answered when it passes their records. Only
-  this class moves it (``maybe_increment_high_watermark``, from the log end
-  offsets of the ISR); the log keeps it so that it is checkpointed.
+  this class moves it on a leader (``maybe_increment_high_watermark``, from
+  the log end offsets of the ISR); a follower takes the leader's, capped at
+  its own log end. The log keeps it so that it is checkpointed.
 - The last stable offset (LSO): the high watermark held back by the first
   open transaction (the log derives it from its producer state).
   read_committed consumers read below it.
@@ -24,6 +36,8 @@ the supervisor's group coordinator), on its event-loop thread.
 """
 from __future__ import annotations
 
+import time
+
 from kafkalite import errors
 from kafkalite.storage import AppendOrigin
 from kafkalite.storage.log import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP,
@@ -32,7 +46,8 @@ from kafkalite.storage.log import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIM
 
 class Partition:
     __slots__ = ("topic", "index", "topic_id", "log", "broker_id", "leader_epoch", "replicas",
-                 "isr", "_replica_ends")
+                 "isr", "leader_id", "partition_epoch", "pending_isr", "pending_since",
+                 "_replica_ends", "_caught_up", "_epoch_start")
 
     def __init__(self, topic: str, index: int, topic_id, plog: PartitionLog, broker_id: int):
         self.topic = topic
@@ -41,10 +56,26 @@ class Partition:
         self.log = plog
         self.broker_id = broker_id
         self.leader_epoch = -1
+        self.leader_id = broker_id
+        self.partition_epoch = -1
         self.replicas: list[int] = [broker_id]
         self.isr: list[int] = [broker_id]
-        # log end offsets of the other replicas, as their fetches report them
+        # an ISR proposed to the controller and not answered yet, and when
+        self.pending_isr: list[int] | None = None
+        self.pending_since = 0.0
+        # as leader: log end offsets of the other replicas, as their fetches
+        # report them, and when each was last caught up to the log end
         self._replica_ends: dict[int, int] = {}
+        self._caught_up: dict[int, float] = {}
+        self._epoch_start = 0           # the log end when this leadership began
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.broker_id
+
+    @property
+    def followers(self) -> list[int]:
+        return [b for b in self.replicas if b != self.broker_id] if self.is_leader else []
 
     @property
     def key(self) -> tuple[str, int]:
@@ -69,14 +100,45 @@ class Partition:
     # ---- leadership --------------------------------------------------------------------------
 
     def make_leader(self, leader_epoch: int, replicas: list[int] | None = None,
-                    isr: list[int] | None = None) -> None:
-        """Lead at ``leader_epoch``; batches appended from now on carry it."""
+                    isr: list[int] | None = None, partition_epoch: int = 0,
+                    now: float | None = None) -> bool:
+        """Lead at ``leader_epoch``; batches appended from now on carry it.
+        Returns whether this is a new leadership (not an ISR update)."""
+        new = not self.is_leader or leader_epoch != self.leader_epoch
         self.leader_epoch = leader_epoch
+        self.leader_id = self.broker_id
+        self.partition_epoch = partition_epoch
         self.replicas = list(replicas) if replicas else [self.broker_id]
         self.isr = list(isr) if isr else [self.broker_id]
+        self.pending_isr = None
+        if new:
+            # Followers start unknown (their ends count as 0 until they
+            # fetch) and, as Kafka does, caught up now: a follower is given
+            # replica.lag.time.max.ms to show it is alive before it is
+            # proposed out.
+            now = time.monotonic() if now is None else now
+            self._replica_ends = {}
+            self._caught_up = {b: now for b in self.replicas if b != self.broker_id}
+            self._epoch_start = self.log.log_end_offset
         if leader_epoch > self.log.leader_epoch:
             self.log.leader_epoch = leader_epoch
         self.maybe_increment_high_watermark()
+        return new
+
+    def make_follower(self, leader_epoch: int, leader: int, replicas: list[int],
+                      isr: list[int], partition_epoch: int = 0) -> bool:
+        """Follow ``leader`` at ``leader_epoch``; returns whether that is a
+        change (the replica fetcher must then truncate and start again)."""
+        changed = self.is_leader or leader != self.leader_id or leader_epoch != self.leader_epoch
+        self.leader_epoch = leader_epoch
+        self.leader_id = leader
+        self.partition_epoch = partition_epoch
+        self.replicas = list(replicas)
+        self.isr = list(isr)
+        self.pending_isr = None
+        self._replica_ends = {}
+        self._caught_up = {}
+        return changed
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         """The check every data request naming the leader epoch it knows gets."""
@@ -104,27 +166,64 @@ class Partition:
         self.maybe_increment_high_watermark()
         return info
 
-    def update_follower_end(self, broker_id: int, log_end_offset: int) -> bool:
-        """A follower's fetch told its log end offset; returns whether the
-        high watermark moved as a result."""
-        if broker_id not in self.replicas:
+    def update_follower_end(self, broker_id: int, log_end_offset: int,
+                            now: float | None = None) -> bool:
+        """A follower's fetch asked from ``log_end_offset``, its log end;
+        returns whether the high watermark moved as a result."""
+        if broker_id not in self.replicas or broker_id == self.broker_id:
             raise errors.NotLeaderOrFollowerError(
-                f"broker {broker_id} is not a replica of {self.name} ({self.replicas})")
-        self._replica_ends[broker_id] = min(log_end_offset, self.log.log_end_offset)
+                f"broker {broker_id} is not a follower of {self.name} ({self.replicas})")
+        end = self.log.log_end_offset
+        self._replica_ends[broker_id] = min(log_end_offset, end)
+        if log_end_offset >= end:
+            self._caught_up[broker_id] = time.monotonic() if now is None else now
         return self.maybe_increment_high_watermark()
+
+    def follower_end(self, broker_id: int) -> int:
+        return self._replica_ends.get(broker_id, -1)
 
     def maybe_increment_high_watermark(self) -> bool:
         """Move the high watermark up to the smallest log end offset in the
-        ISR; returns whether it moved. It never moves down here (only a
-        truncation of the log lowers it)."""
+        ISR (and a pending ISR's members); returns whether it moved. It
+        never moves down here (only a truncation of the log lowers it)."""
+        if not self.is_leader:
+            return False
         end = self.log.log_end_offset
-        for broker in self.isr:
+        members = self.isr if self.pending_isr is None else set(self.isr) | set(self.pending_isr)
+        for broker in members:
             if broker != self.broker_id:
                 end = min(end, self._replica_ends.get(broker, 0))
         if end > self.log.high_watermark:
             self.log.high_watermark = end
             return True
         return False
+
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        """As follower: the leader's high watermark, capped at our log end."""
+        hw = min(leader_high_watermark, self.log.log_end_offset)
+        if hw > self.log.high_watermark:
+            self.log.high_watermark = hw
+
+    def isr_change(self, now: float, lag_max_ms: int) -> list[int] | None:
+        """As leader with no proposal pending: the ISR to propose, or None.
+        Out: followers not caught up to the log end for ``lag_max_ms``. In:
+        followers whose log end reached the high watermark and this
+        leadership's start (so they hold everything this leader committed)."""
+        if not self.is_leader or self.pending_isr is not None or len(self.replicas) < 2:
+            return None
+        hw = self.log.high_watermark
+        isr = [b for b in self.isr if b == self.broker_id
+               or (now - self._caught_up.get(b, 0.0)) * 1000.0 <= lag_max_ms]
+        for b in self.replicas:
+            if b not in isr and b != self.broker_id:
+                end = self._replica_ends.get(b, -1)
+                if end >= hw and end >= self._epoch_start:
+                    isr.append(b)
+        return None if sorted(isr) == sorted(self.isr) else isr
+
+    @property
+    def under_min_isr(self) -> bool:
+        return len(self.isr) < self.log.config.min_insync_replicas
 
     # ---- reads -------------------------------------------------------------------------------
 
@@ -181,5 +280,5 @@ class Partition:
         return out
 
     def __repr__(self) -> str:
-        return (f"Partition({self.name}, epoch={self.leader_epoch}, hw={self.log.high_watermark}, "
-                f"leo={self.log.log_end_offset})")
+        return (f"Partition({self.name}, leader={self.leader_id}, epoch={self.leader_epoch}, "
+                f"isr={self.isr}, hw={self.log.high_watermark}, leo={self.log.log_end_offset})")

@@ -58,7 +58,9 @@ class DelayedFetch(DelayedOperation):
         self.bytes_seen = bytes_seen
         self.respond = respond          # () -> None: read again and answer
 
-    def ready(self, key, progress: int) -> bool:
+    def ready(self, key, progress: int | None) -> bool:
+        if progress is None:        # the high watermark moved: read again
+            return True
         self.bytes_seen += progress
         return self.bytes_seen >= self.min_bytes
 
@@ -68,7 +70,8 @@ class DelayedFetch(DelayedOperation):
 
 class DelayedProduce(DelayedOperation):
     """An acks=all produce waiting until the high watermark of each of its
-    partitions reaches the end of what it appended there."""
+    partitions reaches the end of what it appended there (or its leadership
+    there moves away)."""
 
     __slots__ = ("required", "partitions", "respond")
 
@@ -79,15 +82,32 @@ class DelayedProduce(DelayedOperation):
         self.respond = respond          # (timed_out keys: set) -> None
 
     def satisfied(self) -> bool:
-        return all(self.partitions[k].high_watermark >= offset
+        return all(self.partitions[k].high_watermark >= offset or not self.partitions[k].is_leader
                    for k, offset in self.required.items())
 
-    def ready(self, key, progress: int) -> bool:
+    def ready(self, key, progress) -> bool:
         return self.satisfied()
 
+    def failures(self) -> dict:
+        """{key: KafkaError} of the partitions that did not make it."""
+        out = {}
+        for k, offset in self.required.items():
+            part = self.partitions[k]
+            if not part.is_leader or part.log.closed:
+                out[k] = errors.NotLeaderOrFollowerError(
+                    f"{part.name}: this broker stopped leading it before the in-sync "
+                    f"replicas had the records")
+            elif part.high_watermark < offset:
+                out[k] = errors.RequestTimedOutError(
+                    "the in-sync replicas did not take the records in time")
+            elif part.under_min_isr:
+                out[k] = errors.NotEnoughReplicasAfterAppendError(
+                    f"{part.name}: the records were written, but the ISR {part.isr} is smaller "
+                    f"than min.insync.replicas {part.log.config.min_insync_replicas}")
+        return out
+
     def on_complete(self) -> None:
-        self.respond({k for k, offset in self.required.items()
-                      if self.partitions[k].high_watermark < offset})
+        self.respond(self.failures())
 
 
 class Purgatory:

@@ -54,9 +54,24 @@ however many partitions changed, none on the event loop. Logs are opened
 (a worker's start: thousands at once) and closed (its stop) on a small
 thread pool, since each mostly waits for fsyncs of its own files.
 
-The controller's decisions arrive through ``become_leader`` (open the log
-if needed, take the new leader epoch and configs) and ``stop_replica``
-(close, or delete with the topic). A partition whose log could not be
+The controller's decisions arrive through ``assign`` (open the log if
+needed; lead, or follow the named leader, at the new leader epoch; take
+the configs and ISR) and ``stop_replica`` (close, or delete with the
+topic). A follower's partition answers clients NOT_LEADER_OR_FOLLOWER; the
+replica fetcher (replica_fetcher.py) keeps its log a copy of the leader's.
+
+Replication, leader side: a Fetch naming a replica id is a follower's. It
+reads up to the log end (not the high watermark), and the offset it asks
+from is that follower's log end, which may move the high watermark (then
+acks=all produces and consumers' fetches waiting on the partition are
+woken). Followers' fetches wait in the purgatory under their own key
+(``replica_key``) and are woken by appends; consumers' fetches and acks=all
+produces are woken when the high watermark moves. An acks=all produce is
+refused NOT_ENOUGH_REPLICAS while the ISR is smaller than
+``min.insync.replicas`` and answered NOT_ENOUGH_REPLICAS_AFTER_APPEND if
+it shrank below it meanwhile; one waiting when this broker stops leading
+is answered NOT_LEADER_OR_FOLLOWER. The ISR changes this leader proposes
+(``isr_proposals``) go to the controller, which answers with an assign. A partition whose log could not be
 opened (out of file descriptors, disk) is offline here: every request for
 it is answered KAFKA_STORAGE_ERROR at once, as Kafka answers for a replica
 in an offline log directory, until a later ``become_leader`` opens it. A
@@ -96,6 +111,7 @@ ACTIVE_TICKS = 10          # housekeeping ticks a partition stays active after i
 SWEEP_S = 30.0             # every partition's housekeeping (retention) runs at least this often
 IO_THREADS = 16            # opening or closing many logs at once: they wait on fsyncs
 TRANSACTIONS_V2_PRODUCE = 12   # Produce v12+: a transactional write adds its partition (KIP-890)
+PROPOSAL_TIMEOUT_S = 5.0   # an ISR proposal the controller did not answer is made again
 
 PRODUCE = Shape("name", "partition_data", "index",
                 "name", "partition_responses", "index", error_message=True)
@@ -111,6 +127,11 @@ WRITE_TXN_MARKERS = Shape("name", "partitions", "partition",
                           "name", "partitions", "partition_index")
 DESCRIBE_PRODUCERS = Shape("name", "partitions", "partition",
                            "name", "partitions", "partition_index", error_message=True)
+
+
+def replica_key(key: tuple[str, int]) -> tuple:
+    """The purgatory key followers' fetches of a partition wait under."""
+    return ("replica", *key)
 
 
 def _indexed(topics: list, name_field: str, indexes_field: str) -> list:
@@ -165,15 +186,27 @@ class ReplicaManager:
         self.checkpoints = CheckpointFile(os.path.join(data_dir, BROKER_CHECKPOINTS % broker_id))
         self.topic_names: dict[uuid.UUID, str] = {}   # Fetch v13+ names topics by id
         self.purgatory = Purgatory()
+        self._dirs: dict[tuple[str, int], str] = {}   # log directories the controller named
+        # the follower side of replication (set by the worker; a stand-in
+        # that follows nothing otherwise)
+        self.fetcher = _NoFetcher()
+        self.replica_lag_time_max_ms = 30_000
+        self._proposals: list[Partition] = []
+        # partitions this broker leads that have followers (ISR upkeep)
+        self.led_with_followers: set[tuple[str, int]] = set()
 
     def handlers(self) -> dict:
         return {key: getattr(self, name) for key, name in self.API_HANDLERS.items()}
 
     # ---- the controller's decisions ----------------------------------------------------------
 
-    def become_leaders(self, specs: list[dict]) -> list[dict]:
-        """``become_leader`` for each of ``specs``; the logs not open yet are
-        opened on a thread pool first (a worker's start opens thousands)."""
+    def assign(self, specs: list[dict]) -> list[dict]:
+        """``become_leader`` (or follower) for each of ``specs``; the logs
+        not open yet are opened on a thread pool first (a worker's start
+        opens thousands)."""
+        for spec in specs:
+            if spec.get("dir"):
+                self._dirs[(spec["topic"], spec["partition"])] = spec["dir"]
         todo = [s for s in specs if (s["topic"], s["partition"]) not in self.partitions
                 and s["topic"] not in INTERNAL_TOPICS]
         opened: dict = {}
@@ -197,9 +230,10 @@ class ReplicaManager:
                 for s in specs]
 
     def become_leader(self, spec: dict, opened=None) -> dict:
-        """Lead ``spec`` (topic, partition, topic_id, leader_epoch, configs);
-        returns the per-partition result the controller waits for.
-        ``opened``: its log, or the error opening it, from ``become_leaders``."""
+        """Lead ``spec`` (topic, partition, topic_id, leader_epoch, configs,
+        replicas, isr) -- or follow, when ``spec["leader"]`` is another
+        broker; returns the per-partition result the controller waits for.
+        ``opened``: its log, or the error opening it, from ``assign``."""
         key = (spec["topic"], spec["partition"])
         try:
             if key[0] in INTERNAL_TOPICS:
@@ -221,7 +255,24 @@ class ReplicaManager:
                 part.log.config = config
             if spec.get("topic_id"):
                 self.topic_names[uuid.UUID(str(spec["topic_id"]))] = key[0]
-            part.make_leader(spec["leader_epoch"], spec.get("replicas"), spec.get("isr"))
+            leader = spec.get("leader", self.broker_id)
+            if leader == self.broker_id:
+                if part.make_leader(spec["leader_epoch"], spec.get("replicas"), spec.get("isr"),
+                                    spec.get("partition_epoch", 0)):
+                    self.fetcher.stop_following(key)
+                    # what waited on the old leadership (this broker's, or
+                    # nothing) is answered from the new one's state
+                    self.purgatory.check(key)
+            elif part.make_follower(spec["leader_epoch"], leader, spec.get("replicas") or [],
+                                    spec.get("isr") or [], spec.get("partition_epoch", 0)):
+                # waiting produces and fetches are answered NOT_LEADER_OR_FOLLOWER
+                self.purgatory.complete_watchers_of(key)
+                self.purgatory.complete_watchers_of(replica_key(key))
+                self.fetcher.follow(part)
+            if part.followers:
+                self.led_with_followers.add(key)
+            else:
+                self.led_with_followers.discard(key)
             self.offline.pop(key, None)
             # a new log or config: one pass (retention may be due), then
             # only when its log end moves
@@ -238,17 +289,25 @@ class ReplicaManager:
             return {"topic": key[0], "partition": key[1], "error": exc.code,
                     "message": str(exc)}
 
-    def stop_replica(self, topic: str, partition: int, delete: bool) -> None:
+    def stop_replica(self, topic: str, partition: int, delete: bool,
+                     directory: str | None = None) -> None:
+        if directory:
+            self._dirs[(topic, partition)] = directory
         part = self.partitions.pop((topic, partition), None)
         self.offline.pop((topic, partition), None)
         self._active.pop((topic, partition), None)
         self._seen_end.pop((topic, partition), None)
+        self.fetcher.stop_following((topic, partition))
+        self.led_with_followers.discard((topic, partition))
         self.purgatory.complete_watchers_of((topic, partition))
+        self.purgatory.complete_watchers_of(replica_key((topic, partition)))
         if delete:
             self.checkpoints.forget(self._directory(topic, partition))
+        where = self._directory(topic, partition)
+        self._dirs.pop((topic, partition), None)
         if part is None:
             if delete:  # the log may exist on disk from an earlier owner
-                shutil.rmtree(self._directory(topic, partition), ignore_errors=True)
+                shutil.rmtree(where, ignore_errors=True)
             return
         if delete:
             part.log.delete()
@@ -256,9 +315,21 @@ class ReplicaManager:
             part.log.close()
 
     def _directory(self, topic: str, partition: int) -> str:
-        return os.path.join(self.data_dir, f"{topic}-{partition}")
+        # the controller names it (metadata.replica_dir); topic-N by default
+        return os.path.join(self.data_dir,
+                            self._dirs.get((topic, partition)) or f"{topic}-{partition}")
 
     def partition(self, topic: str, index: int) -> Partition:
+        """The partition, if this broker leads it (the data APIs' check)."""
+        part = self.hosted(topic, index)
+        if not part.is_leader:
+            raise errors.NotLeaderOrFollowerError(
+                f"broker {self.broker_id} follows {topic}-{index}; broker {part.leader_id} "
+                f"leads it at epoch {part.leader_epoch}")
+        return part
+
+    def hosted(self, topic: str, index: int) -> Partition:
+        """The partition, if this broker has a replica of it."""
         part = self.partitions.get((topic, index))
         if part is None:
             if topic in INTERNAL_TOPICS:
@@ -276,21 +347,49 @@ class ReplicaManager:
     def append(self, part: Partition, records, origin: AppendOrigin = AppendOrigin.CLIENT):
         """Append as leader and wake what waits on the partition; the one
         write path of produce requests, shared-memory rings and markers."""
+        hw = part.log.high_watermark
         info = part.append_as_leader(records, origin)
         if info.size_in_bytes and self.purgatory:
-            self.purgatory.check(part.key, info.size_in_bytes)
+            if part.log.high_watermark > hw:       # committed at once: no follower in the ISR
+                self.purgatory.check(part.key, info.size_in_bytes)
+            if len(part.replicas) > 1:
+                self.purgatory.check(replica_key(part.key), info.size_in_bytes)
         return info
 
-    def update_follower_end(self, topic: str, index: int, broker_id: int,
-                            log_end_offset: int) -> None:
+    def update_follower_end(self, part: Partition, broker_id: int, log_end_offset: int,
+                            now: float) -> None:
         """What a follower's fetch reports (replication): the high watermark
-        may move, completing acks=all produces and fetches waiting on it."""
-        part = self.partition(topic, index)
-        if part.update_follower_end(broker_id, log_end_offset):
-            # Fetches count bytes as the leader appends them (all committed
-            # at once while a partition has one replica); with followers they
-            # should count bytes as the high watermark passes them.
-            self.purgatory.check(part.key)
+        may move, completing acks=all produces and fetches waiting on it;
+        a follower that caught up may be proposed back into the ISR."""
+        if part.update_follower_end(broker_id, log_end_offset, now):
+            self.purgatory.check(part.key, None)
+        if broker_id not in part.isr and part.pending_isr is None:
+            self._propose(part, now)
+
+    def _propose(self, part: Partition, now: float) -> None:
+        isr = part.isr_change(now, self.replica_lag_time_max_ms)
+        if isr is not None:
+            part.pending_isr, part.pending_since = isr, now
+            self._proposals.append(part)
+
+    def check_isr(self, now: float | None = None) -> None:
+        """The periodic part of ISR upkeep: followers fallen behind are
+        proposed out; a proposal not answered in ``PROPOSAL_TIMEOUT_S`` is
+        made again."""
+        now = time.monotonic() if now is None else now
+        for key in self.led_with_followers:
+            part = self.partitions[key]
+            if part.pending_isr is not None and now - part.pending_since > PROPOSAL_TIMEOUT_S:
+                part.pending_isr = None
+            if part.pending_isr is None:
+                self._propose(part, now)
+
+    def isr_proposals(self) -> list[dict]:
+        """The ISR changes to send the controller now (AlterPartition's items)."""
+        out, self._proposals = self._proposals, []
+        return [{"topic": p.topic, "partition": p.index, "leader_epoch": p.leader_epoch,
+                 "partition_epoch": p.partition_epoch, "isr": p.pending_isr}
+                for p in out if p.pending_isr is not None]
 
     def produce(self, ctx: RequestContext, body: dict):
         acks = body.get("acks", 1)
@@ -395,6 +494,10 @@ class ReplicaManager:
             part = self.partition(name, pd["index"])
             if pd["records"] is None:
                 raise errors.CorruptRecordError("produce request without records")
+            if acks == -1 and part.under_min_isr:
+                raise errors.NotEnoughReplicasError(
+                    f"{part.name} has {len(part.isr)} in-sync replica(s) {part.isr}; "
+                    f"min.insync.replicas is {part.log.config.min_insync_replicas}")
             info = self.append(part, pd["records"])
             out["base_offset"] = info.first_offset
             out["log_append_time_ms"] = info.log_append_time
@@ -409,20 +512,23 @@ class ReplicaManager:
             return response
         return self._await_high_watermark(
             ctx, body.get("timeout_ms", 0), appended, response,
-            lambda timed_out: _with_timeouts(response, timed_out))
+            lambda failed: _with_errors(response, failed))
 
     def _await_high_watermark(self, ctx: RequestContext, timeout_ms: int, appended: dict,
-                              response: dict, on_timeout):
+                              response: dict, on_failed):
         """Answer ``response`` once the high watermark of every partition in
-        ``appended`` (key -> (Partition, offset it must reach)) got there,
-        or ``on_timeout(keys that did not)`` after ``timeout_ms``."""
+        ``appended`` (key -> (Partition, offset it must reach)) got there;
+        ``on_failed({key: KafkaError})`` for those that did not in
+        ``timeout_ms``, whose leadership moved away meanwhile, or whose ISR
+        fell below ``min.insync.replicas``."""
         produce = DelayedProduce(
             ctx, time.monotonic() + max(timeout_ms, 0) / 1000.0,
             {k: p for k, (p, _) in appended.items()},
             {k: end for k, (_, end) in appended.items()},
-            lambda timed_out: ctx.respond(on_timeout(timed_out) if timed_out else response))
+            lambda failed: ctx.respond(on_failed(failed) if failed else response))
         if produce.satisfied():
-            return response
+            failed = produce.failures()
+            return on_failed(failed) if failed else response
         self.purgatory.watch(produce)
         return DEFERRED
 
@@ -451,15 +557,16 @@ class ReplicaManager:
             results.append({"producer_id": marker["producer_id"], "topics": topics})
         response = {"markers": results}
 
-        def timed_out(keys: set) -> dict:
+        def failed(keys: dict) -> dict:
             for marker in results:
                 for topic in marker["topics"]:
                     for p in topic["partitions"]:
-                        if (topic["name"], p["partition_index"]) in keys and not p["error_code"]:
-                            p["error_code"] = errors.RequestTimedOutError.code
+                        exc = keys.get((topic["name"], p["partition_index"]))
+                        if exc is not None and not p["error_code"]:
+                            p["error_code"] = exc.code
             return response
 
-        return self._await_high_watermark(ctx, 30_000, appended, response, timed_out)
+        return self._await_high_watermark(ctx, 30_000, appended, response, failed)
 
     def describe_producers(self, ctx: RequestContext, body: dict):
         def serve(name, topic, p, out):
@@ -494,14 +601,32 @@ class ReplicaManager:
                 return name
             return topic.get("topic") or ""
 
+        replica = body.get("replica_id", -1)
+        if (body.get("replica_state") or {}).get("replica_id", -1) >= 0:     # Fetch v15+
+            replica = body["replica_state"]["replica_id"]
+        now = time.monotonic()
+
         def serve(name, topic, fp, out):
             part = self.partition(name, fp["partition"])
-            keys.append(part.key)
             part.check_leader_epoch(fp.get("current_leader_epoch", -1))
+            max_bytes = min(fp.get("partition_max_bytes", 1048576), state["budget"])
             try:
-                data = part.read(fp["fetch_offset"], min(fp.get("partition_max_bytes", 1048576),
-                                                         state["budget"]),
-                                 min_one_message=state["first"], read_committed=read_committed)
+                if replica >= 0:
+                    # a follower: its fetch offset is its log end; it reads
+                    # past the high watermark, up to the log end
+                    keys.append(replica_key(part.key))
+                    offset = fp["fetch_offset"]
+                    if not part.log.log_start_offset <= offset <= part.log.log_end_offset:
+                        raise errors.OffsetOutOfRangeError(
+                            f"follower {replica} fetches {part.name} at {offset}, outside "
+                            f"[{part.log.log_start_offset}, {part.log.log_end_offset}]")
+                    self.update_follower_end(part, replica, offset, now)
+                    data = part.log.read(offset, max_bytes, min_one_message=state["first"])
+                else:
+                    keys.append(part.key)
+                    data = part.read(fp["fetch_offset"], max_bytes,
+                                     min_one_message=state["first"],
+                                     read_committed=read_committed)
             except errors.OffsetOutOfRangeError:
                 out["high_watermark"] = part.high_watermark
                 out["log_start_offset"] = part.log.log_start_offset
@@ -633,13 +758,25 @@ class ReplicaManager:
         self.checkpoints.close()
 
 
-def _with_timeouts(response: dict, timed_out: set) -> dict:
-    """An acks=all answer whose partitions in ``timed_out`` did not reach
-    the high watermark in time: REQUEST_TIMED_OUT for them, as Kafka."""
-    if timed_out:
-        for topic in response["responses"]:
-            for p in topic["partition_responses"]:
-                if (topic["name"], p["index"]) in timed_out and p["error_code"] == 0:
-                    p["error_code"] = errors.RequestTimedOutError.code
-                    p["error_message"] = "the in-sync replicas did not take the records in time"
+def _with_errors(response: dict, failed: dict) -> dict:
+    """An acks=all answer with the partitions in ``failed`` ({key:
+    KafkaError}: not replicated in time, leadership lost, ISR too small)
+    answered with their error, as Kafka."""
+    for topic in response["responses"]:
+        for p in topic["partition_responses"]:
+            exc = failed.get((topic["name"], p["index"]))
+            if exc is not None and p["error_code"] == 0:
+                p["error_code"] = exc.code
+                p["error_message"] = exc.message
     return response
+
+
+class _NoFetcher:
+    """The replica fetcher of a replica manager that follows nothing."""
+
+    def follow(self, part) -> None:
+        raise errors.NotLeaderOrFollowerError(
+            f"{part.name}: this broker cannot follow (no replica fetcher)")
+
+    def stop_following(self, key) -> None:
+        pass

@@ -15,7 +15,8 @@ It runs, on one thread, everything of a node that is not a partition:
   (this process is Kafka broker 1000), and the relay that answers the
   Kafka requests workers pass on (relay.py), all into one dispatcher;
 - the control channel to the workers: a ROUTER on loopback carrying JSON
-  (assign / unassign / shutdown out; hello / done / bye in). It is the
+  (assign / unassign / shutdown out; hello / done / alter_partition / bye
+  in). It is the
   controller's ``BrokerChannel``: a change sent to several workers is
   answered when all of them confirmed (or the timeout passed).
 
@@ -246,6 +247,7 @@ class Supervisor:
             log.info("worker %d (pid %d) is up on port %d", w.index, w.pid, w.port)
             self._send_worker(w.index, {"type": "assign", "op": f"start-{w.index}",
                                         "partitions": parts,
+                                        "brokers": self.controller.broker_endpoints(),
                                         "kafka_apis": [int(k) for k in self.cluster_apis()]})
         elif kind == "done":
             op = msg.get("op")
@@ -263,8 +265,13 @@ class Supervisor:
                 if not pend.waiting:
                     del self.pending[op]
                     pend.on_done(pend.results, False)
+        elif kind == "alter_partition":
+            self.controller.alter_partition(w.index, msg["partitions"])
         elif kind == "bye":
-            self.controller.fence_broker(w.index)
+            # a worker stopping with the whole node keeps its leaderships
+            # (the node comes back with them); one stopping alone hands
+            # them over
+            self.controller.fence_broker(w.index, elect=not self._stop)
 
     def _write_server_file(self) -> None:
         write_atomically(os.path.join(self.config.data_dir, SERVER_FILE),

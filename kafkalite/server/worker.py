@@ -16,7 +16,11 @@ The worker is the event loop around the parts that do the work:
   (assign / unassign / shutdown in; hello / done / bye out);
 - requests to the transaction coordinator (broker_requests.py): whether a
   partition is in a producer's transaction before its first transactional
-  batch goes in (``verify_transaction``).
+  batch goes in (``verify_transaction``);
+- replication: the replica fetcher (replica_fetcher.py) for the partitions
+  this worker follows, talking to the other workers over the native
+  protocol, and the ISR changes its leaderships propose to the controller
+  (``alter_partition`` on the control channel).
 
 Everything runs on one thread (the replica manager borrows a thread pool to
 open and close many logs at once, and its checkpoint file is written by a
@@ -45,6 +49,7 @@ from kafkalite.server.kafka_listener import KafkaListener
 from kafkalite.server.broker_requests import BrokerRequests
 from kafkalite.server.native_listener import NativeListener
 from kafkalite.server.relay import RelayClient
+from kafkalite.server.replica_fetcher import ReplicaFetcher
 from kafkalite.server.replica_manager import ReplicaManager
 from kafkalite.server.requests import RequestDispatcher
 from kafkalite.server.ring_gateway import RingGateway
@@ -52,6 +57,8 @@ from kafkalite.server.ring_gateway import RingGateway
 log = logging.getLogger("kafkalite.worker")
 
 HOUSEKEEPING_INTERVAL_S = 1.0
+ISR_CHECK_INTERVAL_S = 0.25
+PEER_TIMEOUT_S = 5.0             # a replica fetch the leader did not answer is sent again
 CHECKPOINT_INTERVAL_S = 5.0
 COORDINATOR = -1                 # the supervisor, as BrokerRequests' peer id
 VERIFY_VERSION = 5               # AddPartitionsToTxn with verify_only (false: add, for v2)
@@ -79,6 +86,14 @@ class Worker:
         self.replica_manager = ReplicaManager(
             index, config.data_dir, config.log_config,
             verifier=self.verify_transaction if self.coordinator is not None else None)
+        self.peers = BrokerRequests(self.ctx, lambda b: self.fetcher.endpoint_of(b),
+                                    f"replica-{index}", timeout_s=PEER_TIMEOUT_S
+                                    + config.replica_fetch_wait_max_ms / 1000.0)
+        self.peers.attach(self.poller)
+        self.fetcher = ReplicaFetcher(index, self.peers, config.replica_fetch_wait_max_ms)
+        self.replica_manager.fetcher = self.fetcher
+        self.replica_manager.replica_lag_time_max_ms = config.replica_lag_time_max_ms
+        self._next_isr_check = time.monotonic() + ISR_CHECK_INTERVAL_S
         self.rings = RingGateway(self.replica_manager, self.poller, index)
         # The APIs Kafka clients are told this broker serves: the whole
         # cluster's (the supervisor sends them with the first assignment),
@@ -125,13 +140,16 @@ class Worker:
         if kind == "assign":
             if "kafka_apis" in msg:
                 self.cluster_apis = [ApiKey(k) for k in msg["kafka_apis"]]
-            results = self.replica_manager.become_leaders(msg["partitions"])
+            if "brokers" in msg:
+                self.fetcher.set_endpoints(msg["brokers"])
+            results = self.replica_manager.assign(msg["partitions"])
             self._send_control({"type": "done", "op": msg.get("op"), "worker": self.index,
                                 "results": results})
         elif kind == "unassign":
             for p in msg["partitions"]:
                 self.replica_manager.stop_replica(p["topic"], p["partition"],
-                                                  delete=msg.get("delete", False))
+                                                  delete=msg.get("delete", False),
+                                                  directory=p.get("dir"))
             self._send_control({"type": "done", "op": msg.get("op"), "worker": self.index})
         elif kind == "shutdown":
             self._stop = True
@@ -201,6 +219,11 @@ class Worker:
                 asked = self.coordinator.next_deadline()
                 if asked is not None:
                     deadline = min(deadline, asked)
+            for due in (self.peers.next_deadline(), self.fetcher.next_deadline()):
+                if due is not None:
+                    deadline = min(deadline, due)
+            if self.replica_manager.led_with_followers:
+                deadline = min(deadline, self._next_isr_check)
             timeout = max(0, int((deadline - time.monotonic()) * 1000) + 1)
             try:
                 events = dict(self.poller.poll(timeout))
@@ -223,7 +246,18 @@ class Worker:
             if self.coordinator is not None:
                 self.coordinator.on_events(events)
                 self.coordinator.expire()
+            self.peers.on_events(events)
+            self.peers.expire()
+            self.fetcher.tick()
             self.replica_manager.expire()
+            now = time.monotonic()
+            if now >= self._next_isr_check and self.replica_manager.led_with_followers:
+                self.replica_manager.check_isr(now)
+                self._next_isr_check = now + ISR_CHECK_INTERVAL_S
+            proposals = self.replica_manager.isr_proposals()
+            if proposals:
+                self._send_control({"type": "alter_partition", "worker": self.index,
+                                    "partitions": proposals})
             if time.monotonic() >= self._next_housekeeping:
                 self._housekeeping()
         self.shutdown()
@@ -238,6 +272,7 @@ class Worker:
         except zmq.ZMQError:
             pass
         self.kafka.close()
+        self.peers.close()
         if self.coordinator is not None:
             self.coordinator.close()
         if self.relay is not None:

@@ -46,6 +46,12 @@ class LogConfig:
     flush_ms: int = _prop("flush.ms", 0, LONG_MAX, default=LONG_MAX)
     message_timestamp_type: str = _prop("message.timestamp.type", default=TIMESTAMP_CREATE_TIME)
     compression_type: str = _prop("compression.type", default="producer")
+    # Replication: an acks=all write needs this many in-sync replicas; a
+    # partition whose in-sync replicas are all gone may elect an out-of-sync
+    # one (losing what only the ISR had) only if this is true.
+    min_insync_replicas: int = _prop("min.insync.replicas", 1, INT_MAX, default=1)
+    unclean_leader_election_enable: bool = _prop("unclean.leader.election.enable",
+                                                 default=False)
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -102,12 +108,22 @@ class LogConfig:
         out = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            out[f.metadata["key"]] = ",".join(value) if isinstance(value, tuple) else str(value)
+            if isinstance(value, bool):
+                out[f.metadata["key"]] = "true" if value else "false"
+            else:
+                out[f.metadata["key"]] = ",".join(value) if isinstance(value, tuple) else str(value)
         return out
 
 
 def _parse(key: str, kind: str, raw):
     try:
+        if kind == "bool":
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text not in ("true", "false"):
+                raise ValueError
+            return text == "true"
         if kind == "int":
             if isinstance(raw, bool):
                 raise ValueError

@@ -243,6 +243,10 @@ class PartitionLog:
     def max_timestamp(self) -> int:
         return max(s.max_timestamp for s in self._segments)
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def _check_open(self) -> None:
         if self._closed:
             raise KafkaStorageError(f"log {self.name} is closed")

@@ -55,7 +55,7 @@ def test_a_version_1_metadata_file_is_read_and_rewritten_as_version_2(tmp_path):
     raw = json.loads((tmp_path / "cluster-metadata.json").read_text())
     assert raw["version"] == 2
     assert raw["topics"]["orders"]["partitions"][0] == {"replicas": [1], "leader": 1, "isr": [1],
-                                                        "leader_epoch": 8}
+                                                        "leader_epoch": 8, "partition_epoch": 1}
 
 
 def test_server_config_from_toml_and_flags(tmp_path):

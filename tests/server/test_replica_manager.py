@@ -92,9 +92,9 @@ def test_acks_all_waits_for_the_in_sync_replicas(broker):
     assert cid not in broker.answers                  # t-0's follower has nothing yet
     part = broker.rm.partition("t", 0)
     assert part.log_end_offset == 3 and part.high_watermark == 0
-    broker.rm.update_follower_end("t", 0, 1, 2)       # the follower has 2 of 3 records
+    broker.rm.update_follower_end(part, 1, 2, time.monotonic())   # the follower has 2 of 3
     assert part.high_watermark == 2 and cid not in broker.answers
-    broker.rm.update_follower_end("t", 0, 1, 3)
+    broker.rm.update_follower_end(part, 1, 3, time.monotonic())
     assert results(broker.answers.pop(cid)) == {("t", 0): (0, 0), ("t", 1): (0, 0)}
     # acks=1 does not wait for the follower
     cid = broker.send(ApiKey.PRODUCE, 9, produce_body(1, [("t", 0)]))

@@ -1,0 +1,269 @@
+"""The follower side of replication: keep each followed partition's log a
+copy of its leader's.
+
+For every partition this broker follows (``follow``, from the controller's
+assign), the fetcher first finds where its log and the leader's agree and
+cuts off the rest, then fetches from the leader's log end onwards:
+
+1. **Truncating.** OffsetForLeaderEpoch to the leader with the latest leader
+   epoch in this log (KIP-101/279): the leader answers the end offset of
+   the largest epoch it has at or below it; this log is truncated to the
+   smaller of that and its own end of the same epoch. Never by the high
+   watermark alone: a tail written under an epoch the leader never saw is
+   cut exactly where the histories part. A log with no epochs yet (empty,
+   or only ever a follower that fetched nothing) has nothing to cut.
+2. **Fetching.** One Fetch at a time per leader, naming this broker as the
+   replica (``replica_id``), for all the partitions followed from it, each
+   from its log end; the leader reads past its high watermark and holds the
+   fetch up to ``replica.fetch.wait.max.ms`` when there is nothing new.
+   Batches are appended as they are (``append_as_follower``: offsets,
+   leader epochs, producer state kept), and the follower's high watermark
+   follows the leader's, capped at its own log end.
+
+A fetch answered FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER or
+UNKNOWN_LEADER_EPOCH (the leadership moved, and the controller's assign
+saying so is on its way) or not answered (the leader's process died) is
+retried after a back-off; OFFSET_OUT_OF_RANGE below the leader's log start
+restarts this log there, above its end truncates again. Any new assign
+(new leader or epoch) starts the partition over at step 1; answers to
+requests made before it are recognised by a generation number and dropped.
+
+Requests go over the native protocol to the leader's ROUTER
+(broker_requests.py), whose endpoints the controller's assigns carry.
+
+Who may call: the worker (worker.py) and the replica manager, on the
+worker's event-loop thread.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from kafkalite import errors
+from kafkalite.errors import KafkaError
+from kafkalite.protocol import ApiKey
+from kafkalite.storage.leader_epoch import UNDEFINED_EPOCH
+
+log = logging.getLogger("kafkalite.replica_fetcher")
+
+FETCH_VERSION = 12               # names topics, replica_id, current_leader_epoch
+OFFSET_FOR_EPOCH_VERSION = 4     # replica_id
+RETRY_BACKOFF_S = 0.05
+FETCH_MAX_BYTES = 16 << 20
+PARTITION_MAX_BYTES = 4 << 20
+
+TRUNCATING, FETCHING = "truncating", "fetching"
+
+
+@dataclass
+class FollowedPartition:
+    part: object                  # server.partition.Partition
+    leader: int
+    epoch: int
+    generation: int
+    state: str = TRUNCATING
+    retry_at: float = 0.0
+    asking: bool = False          # an OffsetForLeaderEpoch is out
+
+
+class ReplicaFetcher:
+    def __init__(self, broker_id: int, requests, wait_max_ms: int = 500):
+        self.broker_id = broker_id
+        self.requests = requests              # BrokerRequests to the other workers
+        self.wait_max_ms = wait_max_ms
+        self.endpoints: dict[int, str] = {}
+        self.followed: dict[tuple[str, int], FollowedPartition] = {}
+        self._fetching: dict[int, int] = {}   # leader -> generation of the fetch out (set of)
+        self._generation = 0
+        # counters for tests and `describe`
+        self.truncations = 0
+        self.fetched_bytes = 0
+
+    # ---- what to follow ----------------------------------------------------------------------
+
+    def set_endpoints(self, endpoints: dict) -> None:
+        self.endpoints = {int(b): e for b, e in endpoints.items()}
+
+    def endpoint_of(self, broker_id: int) -> str | None:
+        return self.endpoints.get(broker_id)
+
+    def follow(self, part) -> None:
+        """Start (over) following ``part`` from its current leader."""
+        self._generation += 1
+        self.followed[part.key] = FollowedPartition(part, part.leader_id, part.leader_epoch,
+                                                    self._generation)
+
+    def stop_following(self, key) -> None:
+        self.followed.pop(key, None)
+
+    # ---- the loop ----------------------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        waits = [f.retry_at for f in self.followed.values() if f.retry_at]
+        return min(waits) if waits else None
+
+    def tick(self, now: float | None = None) -> None:
+        """Send what is due: OffsetForLeaderEpoch for partitions to
+        truncate, a Fetch to each leader with none out."""
+        if not self.followed:
+            return
+        now = time.monotonic() if now is None else now
+        truncating: dict[int, list] = {}
+        fetching: dict[int, list] = {}
+        for f in self.followed.values():
+            if f.retry_at > now or f.asking:
+                continue
+            f.retry_at = 0.0
+            if f.state == TRUNCATING:
+                truncating.setdefault(f.leader, []).append(f)
+            elif f.leader not in self._fetching:
+                fetching.setdefault(f.leader, []).append(f)
+        for leader, fs in truncating.items():
+            self._ask_epochs(leader, fs)
+        for leader, fs in fetching.items():
+            self._fetch(leader, fs)
+
+    def _back_off(self, f: FollowedPartition, why: str) -> None:
+        log.debug("broker %d: %s: %s; retrying", self.broker_id, f.part.name, why)
+        f.retry_at = time.monotonic() + RETRY_BACKOFF_S
+
+    def _current(self, f: FollowedPartition) -> bool:
+        return self.followed.get(f.part.key) is f
+
+    # ---- truncation --------------------------------------------------------------------------
+
+    def _ask_epochs(self, leader: int, fs: list) -> None:
+        todo = []
+        for f in fs:
+            latest = f.part.log.leader_epoch_cache.latest_epoch
+            if latest == UNDEFINED_EPOCH:
+                # nothing written under any epoch: nothing can have diverged
+                self._truncated(f, f.part.log.log_end_offset)
+            else:
+                todo.append((f, latest))
+        if not todo:
+            return
+        topics: dict[str, list] = {}
+        for f, latest in todo:
+            f.asking = True
+            topics.setdefault(f.part.topic, []).append(
+                {"partition": f.part.index, "current_leader_epoch": f.epoch,
+                 "leader_epoch": latest})
+        body = {"replica_id": self.broker_id,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
+
+        def answered(result) -> None:
+            for f, _ in todo:
+                f.asking = False
+            if isinstance(result, KafkaError):
+                for f, _ in todo:
+                    if self._current(f):
+                        self._back_off(f, f"OffsetForLeaderEpoch to broker {leader}: {result}")
+                return
+            found = {(t["topic"], p["partition"]): p for t in result["topics"]
+                     for p in t["partitions"]}
+            for f, latest in todo:
+                if not self._current(f):
+                    continue
+                p = found.get(f.part.key)
+                if p is None or p["error_code"]:
+                    code = p["error_code"] if p else errors.UnknownServerError.code
+                    self._back_off(f, f"OffsetForLeaderEpoch: {errors.error_for_code(code).__name__}")
+                    continue
+                self._truncated(f, self._truncation_offset(f, p["leader_epoch"], p["end_offset"]))
+
+        self.requests.send(leader, ApiKey.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_EPOCH_VERSION, body,
+                           answered)
+
+    @staticmethod
+    def _truncation_offset(f: FollowedPartition, leader_epoch: int, leader_end: int) -> int:
+        """Where this log and the leader's agree: the leader's end of the
+        largest epoch both know, or this log's end of it if smaller."""
+        plog = f.part.log
+        if leader_epoch == UNDEFINED_EPOCH or leader_end < 0:
+            # the leader has no epoch at or below ours: it knows nothing we
+            # wrote under an epoch, so what it has not committed may differ
+            return min(plog.high_watermark, plog.log_end_offset)
+        mine_epoch, mine_end = plog.end_offset_for_epoch(leader_epoch)
+        if mine_epoch != leader_epoch:
+            return min(leader_end, mine_end if mine_end >= 0 else plog.log_end_offset)
+        return min(leader_end, mine_end)
+
+    def _truncated(self, f: FollowedPartition, offset: int) -> None:
+        plog = f.part.log
+        if offset < plog.log_end_offset:
+            log.warning("broker %d: %s: truncating from %d to %d to follow broker %d at epoch %d",
+                        self.broker_id, f.part.name, plog.log_end_offset, offset, f.leader,
+                        f.epoch)
+            plog.truncate_to(offset)
+            self.truncations += 1
+        f.state = FETCHING
+
+    # ---- fetching ----------------------------------------------------------------------------
+
+    def _fetch(self, leader: int, fs: list) -> None:
+        generation = self._generation
+        topics: dict[str, list] = {}
+        for f in fs:
+            topics.setdefault(f.part.topic, []).append(
+                {"partition": f.part.index, "current_leader_epoch": f.epoch,
+                 "fetch_offset": f.part.log.log_end_offset,
+                 "last_fetched_epoch": f.part.log.leader_epoch_cache.latest_epoch,
+                 "log_start_offset": f.part.log.log_start_offset,
+                 "partition_max_bytes": PARTITION_MAX_BYTES})
+        body = {"replica_id": self.broker_id, "max_wait_ms": self.wait_max_ms, "min_bytes": 1,
+                "max_bytes": FETCH_MAX_BYTES, "isolation_level": 0, "session_id": 0,
+                "session_epoch": -1,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+                "forgotten_topics_data": [], "rack_id": ""}
+        self._fetching[leader] = generation
+
+        def answered(result) -> None:
+            if self._fetching.get(leader) == generation:
+                del self._fetching[leader]
+            if isinstance(result, KafkaError):
+                for f in fs:
+                    if self._current(f):
+                        self._back_off(f, f"Fetch from broker {leader}: {result}")
+                return
+            found = {(t["topic"], p["partition_index"]): p for t in result["responses"]
+                     for p in t["partitions"]}
+            for f in fs:
+                if self._current(f):
+                    self._on_fetched(f, found.get(f.part.key))
+
+        self.requests.send(leader, ApiKey.FETCH, FETCH_VERSION, body, answered)
+
+    def _on_fetched(self, f: FollowedPartition, p: dict | None) -> None:
+        if p is None:
+            self._back_off(f, "the leader's answer left the partition out")
+            return
+        plog = f.part.log
+        code = p["error_code"]
+        if code == errors.OffsetOutOfRangeError.code:
+            if plog.log_end_offset < p.get("log_start_offset", -1):
+                log.warning("broker %d: %s: the leader's log starts at %d, after this log's "
+                            "end %d: starting over there", self.broker_id, f.part.name,
+                            p["log_start_offset"], plog.log_end_offset)
+                plog.truncate_fully_and_start_at(p["log_start_offset"])
+            else:
+                f.state = TRUNCATING
+            return
+        if code:
+            self._back_off(f, errors.error_for_code(code).__name__)
+            return
+        records = p.get("records")
+        if records is not None and len(records):
+            try:
+                plog.append_as_follower(records)
+            except KafkaError as exc:
+                # a batch that does not follow on from our end: find where
+                # the logs agree again
+                log.error("broker %d: %s: appending what broker %d sent failed: %s",
+                          self.broker_id, f.part.name, f.leader, exc)
+                f.state = TRUNCATING
+                self._back_off(f, str(exc))
+                return
+            self.fetched_bytes += len(records)
+        f.part.update_follower_high_watermark(p.get("high_watermark", -1))
