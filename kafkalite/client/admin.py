@@ -214,8 +214,11 @@ class AdminClient:
     def create_topics(self, new_topics: list[NewTopic], operation_timeout: float = 30.0,
                       request_timeout: float | None = None, validate_only: bool = False) -> dict:
         resp = self._request(ApiKey.CREATE_TOPICS, {
-            "topics": [{"name": t.topic, "num_partitions": t.num_partitions,
-                        "replication_factor": t.replication_factor, "assignments": [],
+            "topics": [{"name": t.topic,
+                        "num_partitions": -1 if t.replica_assignment else t.num_partitions,
+                        "replication_factor": -1 if t.replica_assignment else t.replication_factor,
+                        "assignments": [{"partition_index": i, "broker_ids": list(b)}
+                                        for i, b in enumerate(t.replica_assignment or ())],
                         "configs": [{"name": k, "value": str(v)} for k, v in t.config.items()]}
                        for t in new_topics],
             "timeout_ms": int(operation_timeout * 1000), "validate_only": validate_only},
@@ -234,7 +237,9 @@ class AdminClient:
     def create_partitions(self, new_partitions: list[NewPartitions], operation_timeout: float = 30.0,
                           request_timeout: float | None = None, validate_only: bool = False) -> dict:
         resp = self._request(ApiKey.CREATE_PARTITIONS, {
-            "topics": [{"name": p.topic, "count": p.new_total_count, "assignments": None}
+            "topics": [{"name": p.topic, "count": p.new_total_count,
+                        "assignments": [{"broker_ids": list(b)} for b in p.replica_assignment]
+                        if p.replica_assignment else None}
                        for p in new_partitions],
             "timeout_ms": int(operation_timeout * 1000), "validate_only": validate_only},
             request_timeout or operation_timeout + 5)

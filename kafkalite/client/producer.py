@@ -744,7 +744,7 @@ class _Sender:
         from kafkalite.client.ring_link import RingLink
         try:
             link = RingLink(conn, cfg["kafkalite.shm.ring.bytes"], self.request_timeout,
-                            self.p._transactional_id, 2 if self.p._txn_v2 else 1)
+                            self.p._transactional_id, 2 if self.p._txn_v2 else 1, cfg["acks"])
         except KafkaError:
             if self.transport == "shm":
                 conn.close()

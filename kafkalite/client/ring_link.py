@@ -41,13 +41,14 @@ from kafkalite.protocol import ApiKey
 
 class RingLink(Link):
     def __init__(self, conn, ring_bytes: int, timeout: float, transactional_id: str | None = None,
-                 transaction_version: int = 1):
+                 transaction_version: int = 1, acks: int = 1):
         """Create a ring of ``ring_bytes`` and have the worker behind ``conn``
-        (a Connection) drain it; KafkaError when it will not."""
+        (a Connection) drain it, acknowledging entries as ``acks`` says
+        (-1: once the in-sync replicas have them); KafkaError when it will not."""
         from kafkalite.shm.ring import ProducerRing
         self.endpoint = conn.endpoint
         self.ring = ProducerRing.create(ring_bytes)
-        attach = {"op": "shm_attach", "ring": self.ring.name}
+        attach = {"op": "shm_attach", "ring": self.ring.name, "acks": acks}
         if transactional_id is not None:
             attach.update(transactional_id=transactional_id,
                           transaction_version=transaction_version)

@@ -278,6 +278,10 @@ class Controller:
                     p.isr = isr
                     p.partition_epoch += 1
                     changed.add(topic.name)
+            else:
+                log.info("%s-%d: refused broker %d's isr %s at epochs %d/%d (leader %d, epochs "
+                         "%d/%d)", topic.name, i, broker_id, isr, item["leader_epoch"],
+                         item["partition_epoch"], p.leader, p.leader_epoch, p.partition_epoch)
             self._assign(by_broker, topic, [i], only=broker_id)
         if changed:
             self.metadata.save(sorted(changed))

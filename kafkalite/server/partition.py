@@ -204,22 +204,25 @@ class Partition:
         if hw > self.log.high_watermark:
             self.log.high_watermark = hw
 
-    def isr_change(self, now: float, lag_max_ms: int) -> list[int] | None:
+    def isr_change(self, now: float, lag_max_ms: int, fetched_by: int | None = None
+                   ) -> list[int] | None:
         """As leader with no proposal pending: the ISR to propose, or None.
-        Out: followers not caught up to the log end for ``lag_max_ms``. In:
-        followers whose log end reached the high watermark and this
-        leadership's start (so they hold everything this leader committed)."""
+        Periodically (``fetched_by`` None): without the followers not
+        caught up to the log end for ``lag_max_ms``. On a fetch by a
+        follower outside the ISR: with it, if its log end reached the high
+        watermark and this leadership's start (so it holds everything this
+        leader committed), as Kafka decides both."""
         if not self.is_leader or self.pending_isr is not None or len(self.replicas) < 2:
             return None
-        hw = self.log.high_watermark
-        isr = [b for b in self.isr if b == self.broker_id
-               or (now - self._caught_up.get(b, 0.0)) * 1000.0 <= lag_max_ms]
-        for b in self.replicas:
-            if b not in isr and b != self.broker_id:
-                end = self._replica_ends.get(b, -1)
-                if end >= hw and end >= self._epoch_start:
-                    isr.append(b)
-        return None if sorted(isr) == sorted(self.isr) else isr
+        if fetched_by is None:
+            isr = [b for b in self.isr if b == self.broker_id
+                   or (now - self._caught_up.get(b, 0.0)) * 1000.0 <= lag_max_ms]
+            return None if len(isr) == len(self.isr) else isr
+        end = self._replica_ends.get(fetched_by, -1)
+        if (fetched_by in self.isr or end < self.log.high_watermark
+                or end < self._epoch_start):
+            return None
+        return self.isr + [fetched_by]
 
     @property
     def under_min_isr(self) -> bool:

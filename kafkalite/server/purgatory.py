@@ -173,5 +173,5 @@ class Purgatory:
             # Completing is triggered by other requests (an append wakes a
             # fetch): a failure here must answer this request, not theirs.
             log.exception("completing a delayed %r failed", op.ctx)
-            if not op.ctx.answered:
+            if op.ctx is not None and not op.ctx.answered:
                 op.ctx.respond_error(errors.UnknownServerError.code, f"{type(exc).__name__}: {exc}")

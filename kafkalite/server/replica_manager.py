@@ -257,12 +257,15 @@ class ReplicaManager:
                 self.topic_names[uuid.UUID(str(spec["topic_id"]))] = key[0]
             leader = spec.get("leader", self.broker_id)
             if leader == self.broker_id:
+                hw = part.high_watermark
                 if part.make_leader(spec["leader_epoch"], spec.get("replicas"), spec.get("isr"),
                                     spec.get("partition_epoch", 0)):
                     self.fetcher.stop_following(key)
-                    # what waited on the old leadership (this broker's, or
-                    # nothing) is answered from the new one's state
-                    self.purgatory.check(key)
+                if part.high_watermark != hw:
+                    # a smaller ISR can commit at once: nothing else may come
+                    # to wake what waits for it (an acks=all producer waits
+                    # before sending more)
+                    self.purgatory.check(key, None)
             elif part.make_follower(spec["leader_epoch"], leader, spec.get("replicas") or [],
                                     spec.get("isr") or [], spec.get("partition_epoch", 0)):
                 # waiting produces and fetches are answered NOT_LEADER_OR_FOLLOWER
@@ -364,10 +367,10 @@ class ReplicaManager:
         if part.update_follower_end(broker_id, log_end_offset, now):
             self.purgatory.check(part.key, None)
         if broker_id not in part.isr and part.pending_isr is None:
-            self._propose(part, now)
+            self._propose(part, now, broker_id)
 
-    def _propose(self, part: Partition, now: float) -> None:
-        isr = part.isr_change(now, self.replica_lag_time_max_ms)
+    def _propose(self, part: Partition, now: float, fetched_by: int | None = None) -> None:
+        isr = part.isr_change(now, self.replica_lag_time_max_ms, fetched_by)
         if isr is not None:
             part.pending_isr, part.pending_since = isr, now
             self._proposals.append(part)

@@ -4,8 +4,12 @@ A producer on this host creates a ring in /dev/shm (kafkalite/shm/) and
 asks the worker to drain it with the ``shm_attach`` extension request. Each
 ring entry is (topic, partition, record batches); the gateway appends it as
 the partition's leader through the replica manager (the same write path as
-a Produce request, acks=1) and acknowledges it in the ring with the base
-offset or an error code. Each ring's doorbell descriptor sits in the
+a Produce request) and acknowledges it in the ring with the base offset or
+an error code: at once, or -- for a producer that attached with acks=all,
+to a partition with followers -- once the high watermark has passed it (a
+``DelayedRingAck`` waits in the replica manager's purgatory, answered as an
+acks=all Produce would be). Acknowledgements may come out of order; the
+ring's memory is released as soon as an entry is in the log. Each ring's doorbell descriptor sits in the
 worker's poller.
 
 Transactions: a transactional producer names its transactional id (and
@@ -36,12 +40,14 @@ from __future__ import annotations
 import collections
 import logging
 import os
+import time
 
 import zmq
 
 from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.ratelimit import RateLimitedLog
+from kafkalite.server.purgatory import DelayedProduce
 
 log = logging.getLogger("kafkalite.rings")
 
@@ -50,6 +56,7 @@ POLLS_PER_DRAIN = 4
 DRAINS_PER_ARM = 8
 MAX_RINGS = 1024
 MAX_CLOSED_RINGS = 8 * MAX_RINGS
+RING_ACK_TIMEOUT_S = 30.0        # an acks=all entry not committed by then is REQUEST_TIMED_OUT
 
 
 class RingGateway:
@@ -65,6 +72,7 @@ class RingGateway:
         self.txn: dict[int, tuple] = {}
         self.held: dict[int, collections.deque] = {}
         self.verifying: set = set()
+        self.acks: dict[int, int] = {}         # per ring: its producer's acks
         self._bad_ring = RateLimitedLog(log)
 
     def attach(self, body: dict) -> dict:
@@ -82,6 +90,7 @@ class RingGateway:
         self.rings[ring.fileno()] = ring
         self.txn[ring.fileno()] = (body.get("transactional_id") or None,
                                    int(body.get("transaction_version") or 1))
+        self.acks[ring.fileno()] = int(body.get("acks", 1))
         self.held[ring.fileno()] = collections.deque()
         self.poller.register(ring.fileno(), zmq.POLLIN)
         self.drain(ring)
@@ -146,15 +155,38 @@ class RingGateway:
                     f"{topic}-{partition} is not in the producer's open transaction"
                     if refused == errors.InvalidTxnStateError.code else
                     f"the transaction coordinator could not verify {topic}-{partition}")
-            info = self.replica_manager.append(
-                self.replica_manager.partition(topic, partition), batch)
-            ring.ack(seq, 0, info.first_offset)
+            part = self.replica_manager.partition(topic, partition)
+            all_acks = self.acks.get(ring.fileno(), 1) == -1
+            if all_acks and part.under_min_isr:
+                raise errors.NotEnoughReplicasError(
+                    f"{part.name} has {len(part.isr)} in-sync replica(s); min.insync.replicas "
+                    f"is {part.log.config.min_insync_replicas}")
+            info = self.replica_manager.append(part, batch)
+            if all_acks and part.high_watermark <= info.last_offset:
+                self._ack_when_committed(ring, seq, part, info)
+            else:
+                ring.ack(seq, 0, info.first_offset)
         except KafkaError as exc:
             ring.ack(seq, exc.code, -1)
         except Exception:
             self._bad_ring.exception("broker %d: ring append failed", self.broker_id)
             ring.ack(seq, errors.UnknownServerError.code, -1)
         ring.release_through(seq)
+
+    def _ack_when_committed(self, ring, seq: int, part, info) -> None:
+        fd = ring.fileno()
+
+        def respond(failed: dict) -> None:
+            if self.rings.get(fd) is not ring:
+                return                  # the ring went away; its producer retries
+            exc = failed.get(part.key)
+            if exc is None:
+                ring.ack(seq, 0, info.first_offset)
+            else:
+                ring.ack(seq, exc.code, -1)
+        self.replica_manager.purgatory.watch(DelayedProduce(
+            None, time.monotonic() + RING_ACK_TIMEOUT_S, {part.key: part},
+            {part.key: info.last_offset + 1}, respond))
 
     def _check(self, fd: int, ring, topic: str, partition: int, batch) -> int | None:
         """0: the entry may be appended; an error code: it is refused; None:
@@ -184,6 +216,7 @@ class RingGateway:
 
     def _forget(self, fd: int) -> None:
         self.txn.pop(fd, None)
+        self.acks.pop(fd, None)
         self.held.pop(fd, None)
         self.verifying.discard(fd)
 

@@ -1,0 +1,345 @@
+"""Replication on one host: replicated partitions across worker processes.
+
+Real servers with three workers; faults are real signals: SIGKILL of a
+leader's worker (the supervisor restarts it), SIGSTOP of a follower (alive
+but silent, so it falls out of the ISR). Every run that claims no loss is
+judged by the Jepsen-style checker (tests/jepsen.py), and the checker is
+first shown to catch the loss an unclean election causes.
+
+``KAFKALITE_REPLICATION_KILLS`` sets how many leader kills the long run
+makes (default 6; 50 for a soak).
+"""
+import glob
+import os
+import random
+import signal
+import threading
+import time
+
+import pytest
+
+from harness import ServerProcess
+from jepsen import History, check
+from kafkalite import errors
+from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer,
+                              TopicPartition)
+
+KILLS = int(os.environ.get("KAFKALITE_REPLICATION_KILLS", "6"))
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    servers = []
+
+    def start(workers=3, lag_ms=1500):
+        s = ServerProcess(str(tmp_path / f"data{len(servers)}"), workers=workers,
+                          extra_args=["--replica-lag-time-max-ms", str(lag_ms)]).start()
+        servers.append(s)
+        return s
+    yield start
+    for s in servers:
+        for pid in s.worker_pids():
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except OSError:
+                pass
+        s.stop()
+
+
+def create(server, name, partitions=1, rf=3, assignments=None, **configs):
+    admin = AdminClient(server.config())
+    try:
+        if assignments:
+            new = NewTopic(name, replica_assignment=assignments, config=configs)
+        else:
+            new = NewTopic(name, partitions, rf, config=configs)
+        for f in admin.create_topics([new]).values():
+            f.result()
+    finally:
+        admin.close()
+
+
+def state(server, topic) -> dict:
+    """partition -> (leader, replicas, isr)."""
+    admin = AdminClient(server.config())
+    try:
+        md = admin.list_topics(topic, timeout=10)
+        return {p: (m.leader, list(m.replicas), sorted(m.isrs))
+                for p, m in md.topics[topic].partitions.items()}
+    finally:
+        admin.close()
+
+
+def wait_for(cond, timeout=30.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = cond()
+        if got:
+            return got
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def read_log(server, topic, partitions) -> dict:
+    """partition -> [(offset, value)] of everything below the high watermark."""
+    c = Consumer(server.config(**{"group.id": None}) if False else server.config())
+    try:
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in range(partitions)}
+        out = {p: [] for p in range(partitions)}
+        deadline = time.monotonic() + 60
+        while any((out[p][-1][0] + 1 if out[p] else 0) < ends[p] for p in out):
+            assert time.monotonic() < deadline, "could not read the whole log"
+            for m in c.consume(10_000, 0.5):
+                if m.error() is None:
+                    out[m.partition()].append((m.offset(), m.value()))
+        return out
+    finally:
+        c.close()
+
+
+def segments(data_dir, broker, topic, partition) -> bytes:
+    files = sorted(glob.glob(os.path.join(data_dir, f"broker-{broker}", f"{topic}-{partition}",
+                                          "*.log")))
+    return b"".join(open(f, "rb").read() for f in files)
+
+
+def produce(server, topic, values, *, acks="all", partition=None, **config):
+    """Produce ``values``; returns [(partition, offset, value)] acknowledged
+    and the errors of those that were not."""
+    acked, failed = [], []
+    p = Producer(server.config(acks=acks, **config))
+
+    def done(err, msg):
+        if err is None:
+            acked.append((msg.partition(), msg.offset(), msg.value()))
+        else:
+            failed.append(err)
+    for i, v in enumerate(values):
+        p.produce(topic, v, partition=i % 2 if partition is None else partition,
+                  on_delivery=done)
+    p.flush(60)
+    p.close()
+    return acked, failed
+
+
+# ---- the basics ----------------------------------------------------------------------------
+
+def test_replicas_are_byte_identical_copies_and_metadata_shows_them(cluster):
+    s = cluster()
+    create(s, "copies", partitions=2, rf=3, **{"min.insync.replicas": "2"})
+    st = state(s, "copies")
+    for p, (leader, replicas, isr) in st.items():
+        assert sorted(replicas) == [0, 1, 2] and isr == [0, 1, 2] and leader == replicas[0]
+    assert {st[0][0], st[1][0]} == {st[0][1][0], st[1][1][0]}
+    acked, failed = produce(s, "copies", [b"w-%d" % i for i in range(3000)],
+                            **{"enable.idempotence": True})
+    assert not failed and len(acked) == 3000
+    # acks=all answered means every ISR member has the records; the copies
+    # are the same bytes (followers append what the leader stored)
+    for p in range(2):
+        copies = wait_for(lambda: (lambda c: c if len(set(c)) == 1 and c[0] else None)(
+            [segments(s.data_dir, b, "copies", p) for b in range(3)]), what="identical copies")
+        assert len(copies[0]) > 1500 * 10           # 1,500 records of 11+ bytes each
+    report = check(History(acked=acked), read_log(s, "copies", 2))
+    assert report.ok, report
+
+
+def test_create_topics_checks_replication_factor_and_assignments(cluster):
+    s = cluster()
+    admin = AdminClient(s.config())
+    try:
+        with pytest.raises(errors.InvalidReplicationFactorError, match="1 to 3"):
+            admin.create_topics([NewTopic("rf4", 1, 4)])["rf4"].result()
+        with pytest.raises(errors.InvalidReplicaAssignmentError, match="distinct"):
+            admin.create_topics([NewTopic("dup", replica_assignment=[[1, 1]])])["dup"].result()
+        with pytest.raises(errors.InvalidReplicaAssignmentError, match="do not exist"):
+            admin.create_topics([NewTopic("nob", replica_assignment=[[0, 7]])])["nob"].result()
+        admin.create_topics([NewTopic("manual", replica_assignment=[[2, 0], [1, 2]])])[
+            "manual"].result()
+    finally:
+        admin.close()
+    assert state(s, "manual") == {0: (2, [2, 0], [0, 2]), 1: (1, [1, 2], [1, 2])}
+
+
+# ---- faults ----------------------------------------------------------------------------------
+
+def test_a_silent_follower_leaves_the_isr_and_acks_all_needs_min_insync(cluster):
+    s = cluster(lag_ms=1000)
+    create(s, "minisr", assignments=[[0, 1]], **{"min.insync.replicas": "2"})
+    acked, failed = produce(s, "minisr", [b"a-%d" % i for i in range(10)], partition=0)
+    assert len(acked) == 10 and not failed
+    follower = s.worker_pid(1)
+    os.kill(follower, signal.SIGSTOP)
+    try:
+        wait_for(lambda: state(s, "minisr")[0][2] == [0], what="the ISR to shrink")
+        acked, failed = produce(s, "minisr", [b"b-0"], partition=0,
+                                **{"delivery.timeout.ms": 2000, "retries": 1})
+        assert not acked and failed
+        assert failed[0].code == errors.NotEnoughReplicasError.code, failed[0]
+        acked, failed = produce(s, "minisr", [b"c-0"], partition=0, acks="1")
+        assert len(acked) == 1 and not failed          # acks=1 does not need the ISR
+    finally:
+        os.kill(follower, signal.SIGCONT)
+    wait_for(lambda: state(s, "minisr")[0][2] == [0, 1], what="the follower to rejoin")
+    acked, failed = produce(s, "minisr", [b"d-%d" % i for i in range(10)], partition=0)
+    assert len(acked) == 10 and not failed
+
+
+def test_a_deposed_leader_truncates_its_uncommitted_tail_by_leader_epoch(cluster):
+    # Followers silent (but still in the ISR: the lag limit is long), the
+    # leader takes acks=1 writes nobody copied; it dies; a follower is
+    # elected; the old leader comes back as a follower and must drop that
+    # tail -- and no consumer ever saw it, since it was above the high
+    # watermark.
+    s = cluster(lag_ms=60_000)
+    create(s, "diverge", assignments=[[0, 1, 2]])
+    acked, _ = produce(s, "diverge", [b"c-%d" % i for i in range(100)], partition=0)
+    assert len(acked) == 100
+    seen = History()
+    for offset, value in read_log(s, "diverge", 1)[0]:
+        seen.read(0, offset, value)
+    f1, f2 = s.worker_pid(1), s.worker_pid(2)
+    os.kill(f1, signal.SIGSTOP)
+    os.kill(f2, signal.SIGSTOP)
+    try:
+        tail, _ = produce(s, "diverge", [b"u-%d" % i for i in range(50)], partition=0, acks="1")
+        assert len(tail) == 50
+        for offset, value in read_log(s, "diverge", 1)[0]:   # below the high watermark only
+            seen.read(0, offset, value)
+        assert len(seen.reads) == 100
+        old = s.worker_pid(0)
+        os.kill(old, signal.SIGKILL)
+        wait_for(lambda: state(s, "diverge")[0][0] in (1, 2), what="a new leader")
+    finally:
+        os.kill(f1, signal.SIGCONT)
+        os.kill(f2, signal.SIGCONT)
+    s.wait_for_worker_restart(0, old)
+    wait_for(lambda: state(s, "diverge")[0][2] == [0, 1, 2], what="the old leader to rejoin")
+    acked2, failed = produce(s, "diverge", [b"n-%d" % i for i in range(20)], partition=0)
+    assert len(acked2) == 20 and not failed
+    final = read_log(s, "diverge", 1)
+    values = [v for _, v in final[0]]
+    assert not [v for v in values if v.startswith(b"u-")]      # the uncopied tail is gone
+    report = check(History(acked=acked + acked2, reads=seen.reads), final)
+    assert report.ok, report
+    copies = wait_for(lambda: (lambda c: c if len(set(c)) == 1 else None)(
+        [segments(s.data_dir, b, "diverge", 0) for b in range(3)]), what="identical copies")
+    assert copies[0]
+    assert "truncating" in s.output()
+
+
+def _run_with_leader_kills(s, topic, partitions, kills, pause_s=0.8):
+    """Write and read concurrently while killing the leader of a random
+    partition ``kills`` times; returns the history, the final log and the
+    failover times (kill -> next acknowledged record in that partition)."""
+    history, stop = History(), threading.Event()
+    last_ack: dict = {}
+    producer = Producer(s.config(acks="all", **{"enable.idempotence": True,
+                                                 "delivery.timeout.ms": 60_000,
+                                                 "linger.ms": 2}))
+
+    def write():
+        seq = 0
+        while not stop.is_set():
+            value = b"w-%d" % seq
+
+            def done(err, msg, value=value):
+                if err is None:
+                    history.ack(msg.partition(), msg.offset(), value)
+                    last_ack[msg.partition()] = time.monotonic()
+            try:
+                producer.produce(topic, value, partition=seq % partitions, on_delivery=done)
+            except BufferError:           # a failover holds records back: wait for room
+                producer.poll(0.05)
+                continue
+            seq += 1
+            if seq % 50 == 0:
+                producer.poll(0.005)
+
+    def read():
+        c = Consumer(s.config())
+        try:
+            c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+            while not stop.is_set():
+                for m in c.consume(5000, 0.2):
+                    if m.error() is None:
+                        history.read(m.partition(), m.offset(), m.value())
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=write), threading.Thread(target=read)]
+    for t in threads:
+        t.start()
+    failovers = []
+    rng = random.Random(7)
+    try:
+        for _ in range(kills):
+            time.sleep(pause_s)
+            p = rng.randrange(partitions)
+            leader = state(s, topic)[p][0]
+            if leader < 0:
+                continue
+            pid = s.worker_pid(leader)
+            killed_at = time.monotonic()
+            os.kill(pid, signal.SIGKILL)
+            try:
+                wait_for(lambda: last_ack.get(p, 0) > killed_at, timeout=20,
+                         what=f"an acknowledgement on partition {p} after the kill")
+                failovers.append(last_ack[p] - killed_at)
+            finally:
+                s.wait_for_worker_restart(leader, pid)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+        producer.flush(60)
+        producer.close()
+    wait_for(lambda: all(isr == [0, 1, 2] for _, _, isr in state(s, topic).values()),
+             what="every replica back in the ISR")
+    return history, read_log(s, topic, partitions), failovers
+
+
+def test_leader_kills_lose_no_acknowledged_record(cluster):
+    s = cluster()
+    create(s, "jepsen", partitions=3, rf=3, **{"min.insync.replicas": "2"})
+    history, final, failovers = _run_with_leader_kills(s, "jepsen", 3, KILLS)
+    report = check(history, final)
+    print(f"{KILLS} leader kills: {report}; failover (kill -> next ack) "
+          f"max {max(failovers):.2f} s, median {sorted(failovers)[len(failovers) // 2]:.2f} s")
+    assert report.acked > 1000
+    assert report.ok, report
+    assert len(failovers) == KILLS
+
+
+def _unclean_run(s, topic, unclean: bool):
+    """The follower falls out of the ISR, the leader alone acknowledges,
+    then dies: an unclean election makes the out-of-sync follower leader."""
+    create(s, topic, assignments=[[0, 1]],
+           **{"unclean.leader.election.enable": "true" if unclean else "false",
+              "min.insync.replicas": "1"})
+    acked, _ = produce(s, topic, [b"a-%d" % i for i in range(50)], partition=0)
+    follower = s.worker_pid(1)
+    os.kill(follower, signal.SIGSTOP)
+    try:
+        wait_for(lambda: state(s, topic)[0][2] == [0], what="the ISR to shrink")
+        more, _ = produce(s, topic, [b"b-%d" % i for i in range(50)], partition=0)
+        acked += more
+        leader = s.worker_pid(0)
+        os.kill(leader, signal.SIGKILL)
+        if unclean:
+            wait_for(lambda: state(s, topic)[0][0] == 1, what="the unclean election")
+    finally:
+        os.kill(follower, signal.SIGCONT)
+    s.wait_for_worker_restart(0, leader)
+    wait_for(lambda: state(s, topic)[0][2] == [0, 1], what="both replicas in sync")
+    return check(History(acked=acked), read_log(s, topic, 1))
+
+
+def test_the_checker_catches_the_loss_of_an_unclean_election_and_a_clean_one_has_none(cluster):
+    s = cluster(lag_ms=1000)
+    planted = _unclean_run(s, "unclean", unclean=True)
+    assert not planted.ok and len(planted.lost) == 50, planted   # the checker sees the loss
+    clean = _unclean_run(s, "clean", unclean=False)
+    assert clean.ok and clean.acked == 100, clean
