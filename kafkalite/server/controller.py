@@ -69,8 +69,8 @@ from kafkalite.protocol import ApiKey
 from kafkalite.protocol.enums import (AUTHORIZED_OPERATIONS_OMITTED, AlterConfigOp, ConfigResourceType,
                                       ConfigSource, ConfigType, EndpointType)
 from kafkalite.server.config import ServerConfig
-from kafkalite.server.metadata import (INTERNAL_TOPICS, MetadataStore, PartitionAssignment,
-                                       TopicMetadata, replica_dir, validate_topic_name)
+from kafkalite.server.metadata import (INTERNAL_TOPICS, MetadataStore, TopicMetadata,
+                                       replica_dir, validate_topic_name)
 from kafkalite.server.per_partition import each_partition
 from kafkalite.server.producer_ids import ProducerIdManager
 from kafkalite.server.replica_manager import PRODUCE, _produce_blank

@@ -12,9 +12,10 @@ cuts off the rest, then fetches from the leader's log end onwards:
    watermark alone: a tail written under an epoch the leader never saw is
    cut exactly where the histories part. A log with no epochs yet (empty,
    or only ever a follower that fetched nothing) has nothing to cut.
-2. **Fetching.** One Fetch at a time per leader, naming this broker as the
-   replica (``replica_id``), for all the partitions followed from it, each
-   from its log end; the leader reads past its high watermark and holds the
+2. **Fetching.** A Fetch to each leader, naming this broker as the replica
+   (``replica_id``), for the partitions followed from it that have no fetch
+   out, each from its log end (a partition just followed does not wait
+   for the long poll of the others to return); the leader reads past its high watermark and holds the
    fetch up to ``replica.fetch.wait.max.ms`` when there is nothing new.
    Batches are appended as they are (``append_as_follower``: offsets,
    leader epochs, producer state kept), and the follower's high watermark
@@ -25,8 +26,8 @@ UNKNOWN_LEADER_EPOCH (the leadership moved, and the controller's assign
 saying so is on its way) or not answered (the leader's process died) is
 retried after a back-off; OFFSET_OUT_OF_RANGE below the leader's log start
 restarts this log there, above its end truncates again. Any new assign
-(new leader or epoch) starts the partition over at step 1; answers to
-requests made before it are recognised by a generation number and dropped.
+(new leader or epoch) starts the partition over at step 1, with a new
+record of it; answers to requests made for an older record are dropped.
 
 Requests go over the native protocol to the leader's ROUTER
 (broker_requests.py), whose endpoints the controller's assigns carry.
@@ -61,10 +62,10 @@ class FollowedPartition:
     part: object                  # server.partition.Partition
     leader: int
     epoch: int
-    generation: int
     state: str = TRUNCATING
     retry_at: float = 0.0
     asking: bool = False          # an OffsetForLeaderEpoch is out
+    fetching: bool = False        # a Fetch with it is out
 
 
 class ReplicaFetcher:
@@ -74,8 +75,6 @@ class ReplicaFetcher:
         self.wait_max_ms = wait_max_ms
         self.endpoints: dict[int, str] = {}
         self.followed: dict[tuple[str, int], FollowedPartition] = {}
-        self._fetching: dict[int, int] = {}   # leader -> generation of the fetch out (set of)
-        self._generation = 0
         # counters for tests and `describe`
         self.truncations = 0
         self.fetched_bytes = 0
@@ -90,9 +89,7 @@ class ReplicaFetcher:
 
     def follow(self, part) -> None:
         """Start (over) following ``part`` from its current leader."""
-        self._generation += 1
-        self.followed[part.key] = FollowedPartition(part, part.leader_id, part.leader_epoch,
-                                                    self._generation)
+        self.followed[part.key] = FollowedPartition(part, part.leader_id, part.leader_epoch)
 
     def stop_following(self, key) -> None:
         self.followed.pop(key, None)
@@ -112,12 +109,12 @@ class ReplicaFetcher:
         truncating: dict[int, list] = {}
         fetching: dict[int, list] = {}
         for f in self.followed.values():
-            if f.retry_at > now or f.asking:
+            if f.retry_at > now or f.asking or f.fetching:
                 continue
             f.retry_at = 0.0
             if f.state == TRUNCATING:
                 truncating.setdefault(f.leader, []).append(f)
-            elif f.leader not in self._fetching:
+            else:
                 fetching.setdefault(f.leader, []).append(f)
         for leader, fs in truncating.items():
             self._ask_epochs(leader, fs)
@@ -203,9 +200,9 @@ class ReplicaFetcher:
     # ---- fetching ----------------------------------------------------------------------------
 
     def _fetch(self, leader: int, fs: list) -> None:
-        generation = self._generation
         topics: dict[str, list] = {}
         for f in fs:
+            f.fetching = True
             topics.setdefault(f.part.topic, []).append(
                 {"partition": f.part.index, "current_leader_epoch": f.epoch,
                  "fetch_offset": f.part.log.log_end_offset,
@@ -217,11 +214,10 @@ class ReplicaFetcher:
                 "session_epoch": -1,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
                 "forgotten_topics_data": [], "rack_id": ""}
-        self._fetching[leader] = generation
 
         def answered(result) -> None:
-            if self._fetching.get(leader) == generation:
-                del self._fetching[leader]
+            for f in fs:
+                f.fetching = False
             if isinstance(result, KafkaError):
                 for f in fs:
                     if self._current(f):

@@ -9,7 +9,6 @@ first shown to catch the loss an unclean election causes.
 ``KAFKALITE_REPLICATION_KILLS`` sets how many leader kills the long run
 makes (default 6; 50 for a soak).
 """
-import glob
 import os
 import random
 import signal
@@ -20,9 +19,9 @@ import pytest
 
 from harness import ServerProcess
 from jepsen import History, check
+from replicas import create, produce, read_log, segments, state, wait_for
 from kafkalite import errors
-from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer,
-                              TopicPartition)
+from kafkalite.client import OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer, TopicPartition
 
 KILLS = int(os.environ.get("KAFKALITE_REPLICATION_KILLS", "6"))
 
@@ -44,84 +43,6 @@ def cluster(tmp_path):
             except OSError:
                 pass
         s.stop()
-
-
-def create(server, name, partitions=1, rf=3, assignments=None, **configs):
-    admin = AdminClient(server.config())
-    try:
-        if assignments:
-            new = NewTopic(name, replica_assignment=assignments, config=configs)
-        else:
-            new = NewTopic(name, partitions, rf, config=configs)
-        for f in admin.create_topics([new]).values():
-            f.result()
-    finally:
-        admin.close()
-
-
-def state(server, topic) -> dict:
-    """partition -> (leader, replicas, isr)."""
-    admin = AdminClient(server.config())
-    try:
-        md = admin.list_topics(topic, timeout=10)
-        return {p: (m.leader, list(m.replicas), sorted(m.isrs))
-                for p, m in md.topics[topic].partitions.items()}
-    finally:
-        admin.close()
-
-
-def wait_for(cond, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def read_log(server, topic, partitions) -> dict:
-    """partition -> [(offset, value)] of everything below the high watermark."""
-    c = Consumer(server.config(**{"group.id": None}) if False else server.config())
-    try:
-        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                for p in range(partitions)}
-        out = {p: [] for p in range(partitions)}
-        deadline = time.monotonic() + 60
-        while any((out[p][-1][0] + 1 if out[p] else 0) < ends[p] for p in out):
-            assert time.monotonic() < deadline, "could not read the whole log"
-            for m in c.consume(10_000, 0.5):
-                if m.error() is None:
-                    out[m.partition()].append((m.offset(), m.value()))
-        return out
-    finally:
-        c.close()
-
-
-def segments(data_dir, broker, topic, partition) -> bytes:
-    files = sorted(glob.glob(os.path.join(data_dir, f"broker-{broker}", f"{topic}-{partition}",
-                                          "*.log")))
-    return b"".join(open(f, "rb").read() for f in files)
-
-
-def produce(server, topic, values, *, acks="all", partition=None, **config):
-    """Produce ``values``; returns [(partition, offset, value)] acknowledged
-    and the errors of those that were not."""
-    acked, failed = [], []
-    p = Producer(server.config(acks=acks, **config))
-
-    def done(err, msg):
-        if err is None:
-            acked.append((msg.partition(), msg.offset(), msg.value()))
-        else:
-            failed.append(err)
-    for i, v in enumerate(values):
-        p.produce(topic, v, partition=i % 2 if partition is None else partition,
-                  on_delivery=done)
-    p.flush(60)
-    p.close()
-    return acked, failed
 
 
 # ---- the basics ----------------------------------------------------------------------------
@@ -233,9 +154,10 @@ def test_a_deposed_leader_truncates_its_uncommitted_tail_by_leader_epoch(cluster
 def _run_with_leader_kills(s, topic, partitions, kills, pause_s=0.8):
     """Write and read concurrently while killing the leader of a random
     partition ``kills`` times; returns the history, the final log and the
-    failover times (kill -> next acknowledged record in that partition)."""
+    failover times (kill -> acknowledgement of the first record of that
+    partition produced after the kill)."""
     history, stop = History(), threading.Event()
-    last_ack: dict = {}
+    watch: dict = {}                 # partition -> (killed at, first ack of a later record)
     producer = Producer(s.config(acks="all", **{"enable.idempotence": True,
                                                  "delivery.timeout.ms": 60_000,
                                                  "linger.ms": 2}))
@@ -245,10 +167,12 @@ def _run_with_leader_kills(s, topic, partitions, kills, pause_s=0.8):
         while not stop.is_set():
             value = b"w-%d" % seq
 
-            def done(err, msg, value=value):
+            def done(err, msg, value=value, produced=time.monotonic()):
                 if err is None:
                     history.ack(msg.partition(), msg.offset(), value)
-                    last_ack[msg.partition()] = time.monotonic()
+                    w = watch.get(msg.partition())
+                    if w is not None and w[1] is None and produced > w[0]:
+                        watch[msg.partition()] = (w[0], time.monotonic())
             try:
                 producer.produce(topic, value, partition=seq % partitions, on_delivery=done)
             except BufferError:           # a failover holds records back: wait for room
@@ -282,12 +206,13 @@ def _run_with_leader_kills(s, topic, partitions, kills, pause_s=0.8):
             if leader < 0:
                 continue
             pid = s.worker_pid(leader)
-            killed_at = time.monotonic()
+            watch[p] = (time.monotonic(), None)
             os.kill(pid, signal.SIGKILL)
             try:
-                wait_for(lambda: last_ack.get(p, 0) > killed_at, timeout=20,
+                wait_for(lambda: watch[p][1] is not None, timeout=20,
                          what=f"an acknowledgement on partition {p} after the kill")
-                failovers.append(last_ack[p] - killed_at)
+                failovers.append(watch[p][1] - watch[p][0])
+                del watch[p]
             finally:
                 s.wait_for_worker_restart(leader, pid)
     finally:
@@ -306,7 +231,7 @@ def test_leader_kills_lose_no_acknowledged_record(cluster):
     create(s, "jepsen", partitions=3, rf=3, **{"min.insync.replicas": "2"})
     history, final, failovers = _run_with_leader_kills(s, "jepsen", 3, KILLS)
     report = check(history, final)
-    print(f"{KILLS} leader kills: {report}; failover (kill -> next ack) "
+    print(f"{KILLS} leader kills: {report}; failover (kill -> ack of the next record) "
           f"max {max(failovers):.2f} s, median {sorted(failovers)[len(failovers) // 2]:.2f} s")
     assert report.acked > 1000
     assert report.ok, report

@@ -1,0 +1,174 @@
+"""Kafka's own clients against a replicated topic, through a leader change.
+
+A server with three workers (three Kafka brokers), a topic with three
+replicas and min.insync.replicas=2. confluent-kafka (librdkafka) writes
+with acks=all and idempotence while the leader's worker is killed -9, and
+the Jepsen-style checker judges what it acknowledged against what the log
+holds; kafka-python, aiokafka and kcat each produce, see the leader move,
+produce again and read everything back.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from harness import ServerProcess
+from jepsen import History, check
+from replicas import create, read_log, state, wait_for
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    s = ServerProcess(str(tmp_path / "data"), workers=3,
+                      extra_args=["--replica-lag-time-max-ms", "1500"]).start()
+    yield s
+    s.stop()
+
+
+def kill_leader(s, topic, partition=0) -> int:
+    """SIGKILL the worker leading ``topic``-``partition`` once all three
+    replicas are in sync (so an in-sync one can take over); returns the new
+    leader."""
+    wait_for(lambda: state(s, topic)[partition][2] == [0, 1, 2], what="a full ISR")
+    old = state(s, topic)[partition][0]
+    pid = s.worker_pid(old)
+    os.kill(pid, signal.SIGKILL)
+    new = wait_for(lambda: (lambda lead: [lead] if lead not in (old, -1) else None)(
+        state(s, topic)[partition][0]), what="a new leader")
+    s.wait_for_worker_restart(old, pid)
+    return new[0]
+
+
+def test_confluent_kafka_acks_all_through_leader_kills_loses_nothing(cluster):
+    import confluent_kafka as ck
+    s = cluster
+    create(s, "ck-repl", partitions=2, rf=3, **{"min.insync.replicas": "2"})
+    history, stop = History(), threading.Event()
+    p = ck.Producer({"bootstrap.servers": s.kafka_bootstrap, "acks": "all",
+                     "enable.idempotence": True, "linger.ms": 5,
+                     "topic.metadata.refresh.interval.ms": 1000})
+
+    def write():
+        seq = 0
+        while not stop.is_set():
+            value = b"ck-%d" % seq
+
+            def done(err, msg, value=value):
+                if err is None:
+                    history.ack(msg.partition(), msg.offset(), value)
+            try:
+                p.produce("ck-repl", value=value, partition=seq % 2, on_delivery=done)
+                seq += 1
+            except BufferError:
+                pass
+            p.poll(0 if seq % 100 else 0.01)
+
+    t = threading.Thread(target=write)
+    t.start()
+    try:
+        for partition in (0, 1, 0):
+            time.sleep(1.0)
+            kill_leader(s, "ck-repl", partition)
+        time.sleep(1.0)
+    finally:
+        stop.set()
+        t.join(30)
+        assert p.flush(60) == 0
+    report = check(history, read_log(s, "ck-repl", 2))
+    assert report.acked > 500 and report.ok, report
+
+
+def test_kafka_python_follows_a_leader_change(cluster):
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    s = cluster
+    create(s, "kp-repl", partitions=1, rf=3, **{"min.insync.replicas": "2"})
+    producer = KafkaProducer(bootstrap_servers=s.kafka_bootstrap, acks="all", retries=20,
+                             retry_backoff_ms=200, metadata_max_age_ms=1000)
+    for i in range(50):
+        producer.send("kp-repl", b"before-%d" % i, partition=0)
+    producer.flush(30)
+    kill_leader(s, "kp-repl")
+    futures = [producer.send("kp-repl", b"after-%d" % i, partition=0) for i in range(50)]
+    producer.flush(60)
+    assert all(f.get(30).offset >= 50 for f in futures)
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=s.kafka_bootstrap, enable_auto_commit=False,
+                             consumer_timeout_ms=5000)
+    consumer.assign([TopicPartition("kp-repl", 0)])
+    consumer.seek_to_beginning()
+    values = [m.value for m in consumer]
+    consumer.close()
+    assert values == [b"before-%d" % i for i in range(50)] + [b"after-%d" % i for i in range(50)]
+
+
+def test_aiokafka_follows_a_leader_change(cluster):
+    import aiokafka
+    s = cluster
+    create(s, "aio-repl", partitions=1, rf=3, **{"min.insync.replicas": "2"})
+
+    async def produce(values):
+        p = aiokafka.AIOKafkaProducer(bootstrap_servers=s.kafka_bootstrap, acks="all",
+                                      metadata_max_age_ms=1000, request_timeout_ms=15000)
+        await p.start()
+        try:
+            for v in values:
+                for _ in range(30):        # aiokafka's send_and_wait raises on a leader change
+                    try:
+                        await p.send_and_wait("aio-repl", v, partition=0)
+                        break
+                    except aiokafka.errors.KafkaError:
+                        await asyncio.sleep(0.2)
+                else:
+                    raise AssertionError(f"could not deliver {v!r}")
+        finally:
+            await p.stop()
+
+    async def consume(n):
+        c = aiokafka.AIOKafkaConsumer(bootstrap_servers=s.kafka_bootstrap,
+                                      auto_offset_reset="earliest", enable_auto_commit=False)
+        await c.start()
+        try:
+            c.assign([aiokafka.TopicPartition("aio-repl", 0)])
+            await c.seek_to_beginning()
+            out = []
+            while len(out) < n:
+                batch = await c.getmany(timeout_ms=1000)
+                out += [m.value for ms in batch.values() for m in ms]
+            return out
+        finally:
+            await c.stop()
+
+    asyncio.run(produce([b"a-%d" % i for i in range(20)]))
+    kill_leader(s, "aio-repl")
+    asyncio.run(produce([b"b-%d" % i for i in range(20)]))
+    got = asyncio.run(asyncio.wait_for(consume(40), 60))
+    assert got == [b"a-%d" % i for i in range(20)] + [b"b-%d" % i for i in range(20)]
+
+
+def test_kcat_follows_a_leader_change(cluster):
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        pytest.skip("kcat is not installed (tools/install-system-deps installs it)")
+    s = cluster
+    create(s, "kcat-repl", partitions=1, rf=3, **{"min.insync.replicas": "2"})
+
+    def produce(lines):
+        subprocess.run([kcat, "-b", s.kafka_bootstrap, "-P", "-t", "kcat-repl", "-p", "0",
+                        "-X", "acks=all"], input="\n".join(lines).encode() + b"\n",
+                       check=True, timeout=60)
+
+    produce([f"a-{i}" for i in range(30)])
+    kill_leader(s, "kcat-repl")
+    produce([f"b-{i}" for i in range(30)])
+    out = subprocess.run([kcat, "-b", s.kafka_bootstrap, "-C", "-t", "kcat-repl", "-p", "0",
+                          "-o", "beginning", "-e", "-q"], capture_output=True, check=True,
+                         timeout=60)
+    assert out.stdout.decode().split() == [f"a-{i}" for i in range(30)] + [
+        f"b-{i}" for i in range(30)]

@@ -1,0 +1,89 @@
+"""Helpers for tests of replicated topics: create one, see its leaders and
+ISRs, produce and read it whole, look at a replica's segment files.
+
+Who may call: tests (tests/server/test_replication.py, tests/compat/).
+"""
+import glob
+import os
+import time
+
+from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer,
+                              TopicPartition)
+
+
+def create(server, name, partitions=1, rf=3, assignments=None, **configs):
+    admin = AdminClient(server.config())
+    try:
+        if assignments:
+            new = NewTopic(name, replica_assignment=assignments, config=configs)
+        else:
+            new = NewTopic(name, partitions, rf, config=configs)
+        for f in admin.create_topics([new]).values():
+            f.result()
+    finally:
+        admin.close()
+
+
+def state(server, topic) -> dict:
+    """partition -> (leader, replicas, isr)."""
+    admin = AdminClient(server.config())
+    try:
+        md = admin.list_topics(topic, timeout=10)
+        return {p: (m.leader, list(m.replicas), sorted(m.isrs))
+                for p, m in md.topics[topic].partitions.items()}
+    finally:
+        admin.close()
+
+
+def wait_for(cond, timeout=30.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = cond()
+        if got:
+            return got
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def read_log(server, topic, partitions) -> dict:
+    """partition -> [(offset, value)] of everything below the high watermark."""
+    c = Consumer(server.config())
+    try:
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in range(partitions)}
+        out = {p: [] for p in range(partitions)}
+        deadline = time.monotonic() + 60
+        while any((out[p][-1][0] + 1 if out[p] else 0) < ends[p] for p in out):
+            assert time.monotonic() < deadline, "could not read the whole log"
+            for m in c.consume(10_000, 0.5):
+                if m.error() is None:
+                    out[m.partition()].append((m.offset(), m.value()))
+        return out
+    finally:
+        c.close()
+
+
+def segments(data_dir, broker, topic, partition) -> bytes:
+    files = sorted(glob.glob(os.path.join(data_dir, f"broker-{broker}", f"{topic}-{partition}",
+                                          "*.log")))
+    return b"".join(open(f, "rb").read() for f in files)
+
+
+def produce(server, topic, values, *, acks="all", partition=None, **config):
+    """Produce ``values``; returns [(partition, offset, value)] acknowledged
+    and the errors of those that were not."""
+    acked, failed = [], []
+    p = Producer(server.config(acks=acks, **config))
+
+    def done(err, msg):
+        if err is None:
+            acked.append((msg.partition(), msg.offset(), msg.value()))
+        else:
+            failed.append(err)
+    for i, v in enumerate(values):
+        p.produce(topic, v, partition=i % 2 if partition is None else partition,
+                  on_delivery=done)
+    p.flush(60)
+    p.close()
+    return acked, failed
