@@ -156,8 +156,13 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--replication-factor", type=int, default=-1)
     t.add_argument("--config", action="append", metavar="NAME=VALUE", help="topic config (repeatable)")
     t = tsub.add_parser("list", help="list topic names")
-    t = tsub.add_parser("describe", help="partitions, leaders and config overrides")
+    t = tsub.add_parser("describe", help="partitions, leaders, replicas, in-sync replicas and "
+                                         "config overrides")
     t.add_argument("topic", nargs="?")
+    t.add_argument("--under-replicated-partitions", action="store_true",
+                   help="only partitions whose in-sync replicas are fewer than their replicas")
+    t.add_argument("--unavailable-partitions", action="store_true",
+                   help="only partitions without a live leader")
     t = tsub.add_parser("alter", help="add partitions or change configs")
     t.add_argument("topic")
     t.add_argument("--partitions", type=int, help="new total partition count")

@@ -67,21 +67,32 @@ def topics(args) -> int:
         elif args.action == "describe":
             md = admin.list_topics(args.topic, timeout=args.timeout)
             names = [args.topic] if args.topic else sorted(md.topics)
+            only = getattr(args, "under_replicated_partitions", False) or getattr(
+                args, "unavailable_partitions", False)
             for name in names:
                 t = md.topics[name]
                 if t.error is not None:
                     raise t.error
-                configs = admin.describe_configs([ConfigResource(ResourceType.TOPIC, name)])
-                overrides = {k: e.value for k, e in
-                             next(iter(configs.values())).result().items() if e.source == 1}
-                print(f"Topic: {name}\tPartitionCount: {len(t.partitions)}\t"
-                      f"ReplicationFactor: 1\tConfigs: "
-                      f"{','.join(f'{k}={v}' for k, v in sorted(overrides.items()))}")
-                for pid in sorted(t.partitions):
-                    p = t.partitions[pid]
-                    print(f"\tTopic: {name}\tPartition: {pid}\tLeader: {p.leader}\t"
+                parts = [t.partitions[pid] for pid in sorted(t.partitions)]
+                if getattr(args, "under_replicated_partitions", False):
+                    parts = [p for p in parts if len(p.isrs) < len(p.replicas)]
+                if getattr(args, "unavailable_partitions", False):
+                    parts = [p for p in parts if p.leader < 0]
+                if not only:
+                    configs = admin.describe_configs([ConfigResource(ResourceType.TOPIC, name)])
+                    overrides = {k: e.value for k, e in
+                                 next(iter(configs.values())).result().items() if e.source == 1}
+                    factor = max((len(p.replicas) for p in t.partitions.values()), default=0)
+                    print(f"Topic: {name}\tPartitionCount: {len(t.partitions)}\t"
+                          f"ReplicationFactor: {factor}\tConfigs: "
+                          f"{','.join(f'{k}={v}' for k, v in sorted(overrides.items()))}")
+                for p in parts:
+                    offline = (f"\tOffline: {','.join(map(str, p.offline_replicas))}"
+                               if p.offline_replicas else "")
+                    print(f"\tTopic: {name}\tPartition: {p.id}\tLeader: "
+                          f"{p.leader if p.leader >= 0 else 'none'}\t"
                           f"Replicas: {','.join(map(str, p.replicas))}\t"
-                          f"Isr: {','.join(map(str, p.isrs))}")
+                          f"Isr: {','.join(map(str, p.isrs))}{offline}")
         elif args.action == "alter":
             if args.partitions is None and not args.config and not args.delete_config:
                 raise ValueError("topics alter needs --partitions, --config or --delete-config")

@@ -174,6 +174,7 @@ class PartitionMetadata:
     replicas: list
     isrs: list
     error: errors.KafkaError | None = None
+    offline_replicas: list = field(default_factory=list)
 
 
 @dataclass
@@ -200,7 +201,8 @@ def cluster_metadata(meta: Metadata, topic: str | None = None, timeout: float = 
     for t in resp["topics"]:
         parts = {p["partition_index"]: PartitionMetadata(p["partition_index"], p["leader_id"],
                                                          p["replica_nodes"], p["isr_nodes"],
-                                                         error_or_none(p["error_code"]))
+                                                         error_or_none(p["error_code"]),
+                                                         list(p.get("offline_replicas") or ()))
                  for p in t["partitions"]}
         topics[t["name"]] = TopicMetadata(t["name"], parts, error_or_none(t["error_code"]))
     return ClusterMetadata(resp.get("cluster_id"), resp.get("controller_id", -1), brokers, topics)

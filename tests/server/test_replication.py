@@ -12,12 +12,14 @@ makes (default 6; 50 for a soak).
 import os
 import random
 import signal
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
 
-from harness import ServerProcess
+from harness import ServerProcess, child_env
 from jepsen import History, check
 from replicas import create, produce, read_log, segments, state, wait_for
 from kafkalite import errors
@@ -43,6 +45,14 @@ def cluster(tmp_path):
             except OSError:
                 pass
         s.stop()
+
+
+def describe(server, topic, *flags) -> str:
+    out = subprocess.run([sys.executable, "-m", "kafkalite", "topics", "describe", topic, *flags,
+                          "--bootstrap-server", server.bootstrap], capture_output=True,
+                         env=child_env(), timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.decode()
 
 
 # ---- the basics ----------------------------------------------------------------------------
@@ -95,6 +105,8 @@ def test_a_silent_follower_leaves_the_isr_and_acks_all_needs_min_insync(cluster)
     os.kill(follower, signal.SIGSTOP)
     try:
         wait_for(lambda: state(s, "minisr")[0][2] == [0], what="the ISR to shrink")
+        under = describe(s, "minisr", "--under-replicated-partitions")
+        assert under == "\tTopic: minisr\tPartition: 0\tLeader: 0\tReplicas: 0,1\tIsr: 0\n", under
         acked, failed = produce(s, "minisr", [b"b-0"], partition=0,
                                 **{"delivery.timeout.ms": 2000, "retries": 1})
         assert not acked and failed
@@ -104,6 +116,8 @@ def test_a_silent_follower_leaves_the_isr_and_acks_all_needs_min_insync(cluster)
     finally:
         os.kill(follower, signal.SIGCONT)
     wait_for(lambda: state(s, "minisr")[0][2] == [0, 1], what="the follower to rejoin")
+    assert describe(s, "minisr", "--under-replicated-partitions") == ""
+    assert "ReplicationFactor: 2\tConfigs: min.insync.replicas=2" in describe(s, "minisr")
     acked, failed = produce(s, "minisr", [b"d-%d" % i for i in range(10)], partition=0)
     assert len(acked) == 10 and not failed
 
