@@ -17,8 +17,9 @@ cuts off the rest, then fetches from the leader's log end onwards:
    out, each from its log end (a partition just followed does not wait
    for the long poll of the others to return); the leader reads past its high watermark and holds the
    fetch up to ``replica.fetch.wait.max.ms`` when there is nothing new.
-   Batches are appended as they are (``append_as_follower``: offsets,
-   leader epochs, producer state kept), and the follower's high watermark
+   Whole batches are appended as they are (``append_as_follower``: offsets,
+   leader epochs, producer state kept; a batch cut at the fetch's byte
+   limit is fetched again whole next time), and the follower's high watermark
    follows the leader's, capped at its own log end.
 
 A fetch answered FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER or
@@ -44,6 +45,7 @@ from dataclasses import dataclass
 from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
+from kafkalite.record import batches_extent
 from kafkalite.storage.leader_epoch import UNDEFINED_EPOCH
 
 log = logging.getLogger("kafkalite.replica_fetcher")
@@ -250,6 +252,12 @@ class ReplicaFetcher:
             self._back_off(f, errors.error_for_code(code).__name__)
             return
         records = p.get("records")
+        if records is not None and len(records):
+            # a fetch may end in the middle of a batch (the leader cuts at
+            # the byte limit, as Kafka's does): append the whole ones
+            whole = batches_extent(records)[1]
+            if whole < len(records):
+                records = memoryview(records)[:whole]
         if records is not None and len(records):
             try:
                 plog.append_as_follower(records)

@@ -624,7 +624,10 @@ class ReplicaManager:
                             f"follower {replica} fetches {part.name} at {offset}, outside "
                             f"[{part.log.log_start_offset}, {part.log.log_end_offset}]")
                     self.update_follower_end(part, replica, offset, now)
-                    data = part.log.read(offset, max_bytes, min_one_message=state["first"])
+                    # at least one whole batch for every partition, or a
+                    # follower could never get past a batch larger than its
+                    # share of the fetch
+                    data = part.log.read(offset, max_bytes, min_one_message=True)
                 else:
                     keys.append(part.key)
                     data = part.read(fp["fetch_offset"], max_bytes,

@@ -165,6 +165,28 @@ def test_a_deposed_leader_truncates_its_uncommitted_tail_by_leader_epoch(cluster
     assert "truncating" in s.output()
 
 
+def test_a_stopped_follower_catches_up_through_fetches_cut_mid_batch(cluster):
+    # 12 MB of ~1 MB batches while the follower is stopped: its fetches of
+    # 4 MB end inside a batch, which it must leave for the next fetch
+    s = cluster(lag_ms=60_000)
+    create(s, "catchup", assignments=[[0, 1]])
+    follower = s.worker_pid(1)
+    os.kill(follower, signal.SIGSTOP)
+    try:
+        p = Producer(s.config(acks="1"))
+        for _ in range(12):
+            p.produce_batch("catchup", [b"%07d" % i + b"c" * 993 for i in range(990)],
+                            partition=0)
+            p.flush(30)
+        p.close()
+    finally:
+        os.kill(follower, signal.SIGCONT)
+    copies = wait_for(lambda: (lambda c: c if len(set(c)) == 1 else None)(
+        [segments(s.data_dir, b, "catchup", 0) for b in range(2)]), what="identical copies")
+    assert len(copies[0]) > 12_000_000
+    assert "truncated" not in s.output()
+
+
 def _run_with_leader_kills(s, topic, partitions, kills, pause_s=0.8):
     """Write and read concurrently while killing the leader of a random
     partition ``kills`` times; returns the history, the final log and the
