@@ -96,7 +96,9 @@ def _server(args) -> int:
         kafka_port=args.kafka_port, kafka_worker_base_port=args.kafka_worker_base_port,
         auto_create_topics=args.auto_create_topics, default_partitions=args.default_partitions,
         default_replication_factor=args.default_replication_factor,
-        replica_lag_time_max_ms=args.replica_lag_time_max_ms)
+        replica_lag_time_max_ms=args.replica_lag_time_max_ms,
+        auto_leader_rebalance_enable=args.auto_leader_rebalance,
+        leader_imbalance_check_interval_seconds=args.leader_imbalance_check_interval_seconds)
     return serve(config)
 
 
@@ -146,6 +148,11 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--replica-lag-time-max-ms", type=int,
                         help="a follower not caught up for this long leaves the ISR "
                              "(default 30000)")
+    server.add_argument("--auto-leader-rebalance", action=argparse.BooleanOptionalAction,
+                        default=None, help="give leaderships back to the preferred replicas "
+                                           "(default: on)")
+    server.add_argument("--leader-imbalance-check-interval-seconds", type=int,
+                        help="how often leaderships are checked for that (default 30)")
     server.set_defaults(func=_server)
 
     topics = sub.add_parser("topics", help="create, list, describe, alter, delete topics")
@@ -163,6 +170,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only partitions whose in-sync replicas are fewer than their replicas")
     t.add_argument("--unavailable-partitions", action="store_true",
                    help="only partitions without a live leader")
+    t = tsub.add_parser("elect-leaders", help="elect the preferred (or, unclean, any live) "
+                                              "replica as leader, as kafka-leader-election.sh")
+    t.add_argument("topic", nargs="?", help="default: every topic")
+    t.add_argument("--partition", type=int, action="append",
+                   help="partition to elect for (repeatable; default: all of the topic)")
+    t.add_argument("--election-type", choices=["preferred", "unclean"], default="preferred")
     t = tsub.add_parser("alter", help="add partitions or change configs")
     t.add_argument("topic")
     t.add_argument("--partitions", type=int, help="new total partition count")

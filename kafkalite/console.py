@@ -14,6 +14,7 @@ import os
 import sys
 import time
 
+from kafkalite import errors
 from kafkalite.server.config import DEFAULT_PORT
 
 DEFAULT_DATA_DIR = "./kafkalite-data"
@@ -93,6 +94,27 @@ def topics(args) -> int:
                           f"{p.leader if p.leader >= 0 else 'none'}\t"
                           f"Replicas: {','.join(map(str, p.replicas))}\t"
                           f"Isr: {','.join(map(str, p.isrs))}{offline}")
+        elif args.action == "elect-leaders":
+            from kafkalite.client import TopicPartition
+            parts = None
+            if args.topic:
+                md = admin.list_topics(args.topic, timeout=args.timeout)
+                if md.topics[args.topic].error is not None:
+                    raise md.topics[args.topic].error
+                parts = [TopicPartition(args.topic, i)
+                         for i in (args.partition or sorted(md.topics[args.topic].partitions))]
+            elif args.partition:
+                raise ValueError("--partition needs a topic")
+            results = admin.elect_leaders(0 if args.election_type == "preferred" else 1,
+                                          parts).result()
+            failed = 0
+            for tp, err in sorted(results.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
+                if err is None:
+                    print(f"Elected a leader for {tp.topic}-{tp.partition}.")
+                elif err.code != errors.ElectionNotNeededError.code or args.topic:
+                    print(f"{tp.topic}-{tp.partition}: {err}")
+                    failed += err.code != errors.ElectionNotNeededError.code
+            return 1 if failed else 0
         elif args.action == "alter":
             if args.partitions is None and not args.config and not args.delete_config:
                 raise ValueError("topics alter needs --partitions, --config or --delete-config")

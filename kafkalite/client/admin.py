@@ -246,6 +246,25 @@ class AdminClient:
         return {r["name"]: _done(exc=error_or_none(r["error_code"], r["error_message"]))
                 for r in resp["results"]}
 
+    def elect_leaders(self, election_type: int = 0, partitions: list | None = None,
+                      request_timeout: float | None = None) -> Future:
+        """Elect leaders (confluent-kafka's shape): ``election_type`` 0 (or
+        ``ElectionType.PREFERRED``) gives each partition to its preferred
+        replica, 1 (UNCLEAN) gives one without a live leader to any live
+        replica; ``partitions``: [TopicPartition], None for all. A Future
+        of {TopicPartition: KafkaError or None}."""
+        election_type = int(getattr(election_type, "value", election_type))
+        body = {"election_type": election_type, "timeout_ms": 60_000, "topic_partitions": None}
+        if partitions is not None:
+            by_topic: dict[str, list] = {}
+            for tp in partitions:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            body["topic_partitions"] = [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
+        resp = self._request(ApiKey.ELECT_LEADERS, body, request_timeout or 65)
+        return _done({TopicPartition(r["topic"], p["partition_id"]):
+                      error_or_none(p["error_code"], p["error_message"])
+                      for r in resp["replica_election_results"] for p in r["partition_result"]})
+
     def describe_configs(self, resources: list[ConfigResource], request_timeout: float | None = None) -> dict:
         resp = self._request(ApiKey.DESCRIBE_CONFIGS, {
             "resources": [{"resource_type": int(r.restype), "resource_name": r.name,

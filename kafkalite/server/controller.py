@@ -158,6 +158,7 @@ class Controller:
             ApiKey.ALTER_CONFIGS: self._alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self._incremental_alter_configs,
             ApiKey.DESCRIBE_CLUSTER: self._describe_cluster,
+            ApiKey.ELECT_LEADERS: self._elect_leaders,
             ApiKey.PRODUCE: self._produce,
         }
 
@@ -247,14 +248,101 @@ class Controller:
             log.error("%s-%d is offline: no in-sync replica of %s is alive", topic.name, index,
                       p.isr)
             return False
-        leader = candidates[0]
+        self._move_leader(topic, index, candidates[0], unclean, exclude)
+        return True
+
+    def _move_leader(self, topic: TopicMetadata, index: int, leader: int, unclean: bool = False,
+                     exclude: int = -1) -> None:
+        p = topic.partitions[index]
         p.leader = leader
         p.leader_epoch += 1
         p.partition_epoch += 1
         p.isr = [leader] if unclean else [b for b in p.isr if b != exclude]
         log.warning("%s-%d: broker %d leads at epoch %d%s (isr %s)", topic.name, index, leader,
                     p.leader_epoch, " after an UNCLEAN election" if unclean else "", p.isr)
-        return True
+
+    def _elect_one(self, topic: TopicMetadata, index: int, election_type: int) -> None:
+        """ElectLeaders for one partition: the preferred replica (the first)
+        if it is alive and in sync, or (unclean, type 1) a live replica for
+        a partition without a live leader. Raises the partition's error."""
+        p = topic.partitions[index]
+        if election_type == 0:
+            preferred = p.replicas[0]
+            if p.leader == preferred and not self.brokers[preferred].fenced:
+                raise errors.ElectionNotNeededError(
+                    f"{topic.name}-{index}: broker {preferred} leads already")
+            if self.brokers[preferred].fenced or preferred not in p.isr:
+                raise errors.PreferredLeaderNotAvailableError(
+                    f"{topic.name}-{index}: preferred replica {preferred} is "
+                    f"{'down' if self.brokers[preferred].fenced else 'not in sync'}")
+            self._move_leader(topic, index, preferred)
+        elif election_type == 1:
+            if not self.brokers[p.leader].fenced:
+                raise errors.ElectionNotNeededError(
+                    f"{topic.name}-{index}: broker {p.leader} leads it")
+            live = [b for b in p.replicas if not self.brokers[b].fenced]
+            if not live:
+                raise errors.EligibleLeadersNotAvailableError(
+                    f"{topic.name}-{index}: no replica of {p.replicas} is alive")
+            in_sync = [b for b in live if b in p.isr]
+            self._move_leader(topic, index, (in_sync or live)[0], unclean=not in_sync)
+        else:
+            raise errors.InvalidRequestError(f"unknown election type {election_type}")
+
+    def _elect_leaders(self, ctx: RequestContext, body: dict):
+        """ElectLeaders: preferred or unclean elections, for the partitions
+        named (all when none are), answered once decided; the brokers take
+        the new leaderships from the assigns that follow."""
+        election_type = body.get("election_type", 0)
+        wanted = body.get("topic_partitions")
+        if wanted is None:
+            wanted = [{"topic": t.name, "partitions": list(range(len(t.partitions)))}
+                      for t in self.metadata.topics.values()]
+        by_broker: dict = {}
+        changed = set()
+        results = []
+        for entry in wanted:
+            out = {"topic": entry["topic"], "partition_result": []}
+            results.append(out)
+            topic = self.metadata.topics.get(entry["topic"])
+            for i in entry["partitions"]:
+                r = {"partition_id": i, "error_code": 0, "error_message": None}
+                out["partition_result"].append(r)
+                try:
+                    if topic is None or not 0 <= i < len(topic.partitions):
+                        raise errors.UnknownTopicOrPartitionError(
+                            f"{entry['topic']}-{i} does not exist")
+                    self._elect_one(topic, i, election_type)
+                    changed.add(topic.name)
+                    self._assign(by_broker, topic, [i])
+                except KafkaError as exc:
+                    r["error_code"], r["error_message"] = exc.code, exc.message
+        if changed:
+            self.metadata.save(sorted(changed))
+        self._notify(by_broker)
+        return {"throttle_time_ms": 0, "error_code": 0, "replica_election_results": results}
+
+    def rebalance_leaders(self) -> int:
+        """Kafka's auto.leader.rebalance: hand each replicated partition back
+        to its preferred replica when that one is alive and in sync (after
+        failovers, leaderships pile up on the survivors). Returns how many
+        moved."""
+        by_broker: dict = {}
+        changed = set()
+        moved = 0
+        for topic in self.metadata.topics.values():
+            for i, p in enumerate(topic.partitions):
+                preferred = p.replicas[0]
+                if (len(p.replicas) > 1 and p.leader != preferred and preferred in p.isr
+                        and not self.brokers[preferred].fenced):
+                    self._move_leader(topic, i, preferred)
+                    self._assign(by_broker, topic, [i])
+                    changed.add(topic.name)
+                    moved += 1
+        if changed:
+            self.metadata.save(sorted(changed))
+        self._notify(by_broker)
+        return moved
 
     def alter_partition(self, broker_id: int, items: list[dict]) -> None:
         """A leader's ISR proposals (Kafka's AlterPartition): applied when

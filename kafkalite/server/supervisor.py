@@ -104,6 +104,7 @@ class Supervisor:
         self._stop = False
         self._lock_fd = -1
         self._ingest_restart_at = 0.0
+        self._next_leader_check = time.monotonic() + config.leader_imbalance_check_interval_seconds
         self.ready = False
         self.handlers: dict = {}
 
@@ -313,6 +314,16 @@ class Supervisor:
                 self._ingest_restart_at = 0.0
                 self._spawn_ingest()
 
+    def _maybe_rebalance_leaders(self) -> None:
+        now = time.monotonic()
+        if not self.config.auto_leader_rebalance_enable or now < self._next_leader_check:
+            return
+        self._next_leader_check = now + self.config.leader_imbalance_check_interval_seconds
+        if self.ready:
+            moved = self.controller.rebalance_leaders()
+            if moved:
+                log.info("moved %d leaderships back to their preferred replicas", moved)
+
     # ---- main loop ---------------------------------------------------------------------------
 
     def request_stop(self, signum=None, frame=None) -> None:
@@ -352,6 +363,7 @@ class Supervisor:
             self.coordinator.tick()
             self.txn_coordinator.tick()
             self._watch_children()
+            self._maybe_rebalance_leaders()
         self.shutdown()
         return 0
 

@@ -32,9 +32,9 @@ KILLS = int(os.environ.get("KAFKALITE_REPLICATION_KILLS", "6"))
 def cluster(tmp_path):
     servers = []
 
-    def start(workers=3, lag_ms=1500):
+    def start(workers=3, lag_ms=1500, extra=()):
         s = ServerProcess(str(tmp_path / f"data{len(servers)}"), workers=workers,
-                          extra_args=["--replica-lag-time-max-ms", str(lag_ms)]).start()
+                          extra_args=["--replica-lag-time-max-ms", str(lag_ms), *extra]).start()
         servers.append(s)
         return s
     yield start
@@ -47,12 +47,16 @@ def cluster(tmp_path):
         s.stop()
 
 
-def describe(server, topic, *flags) -> str:
-    out = subprocess.run([sys.executable, "-m", "kafkalite", "topics", "describe", topic, *flags,
+def topics_cli(server, *args) -> str:
+    out = subprocess.run([sys.executable, "-m", "kafkalite", "topics", *args,
                           "--bootstrap-server", server.bootstrap], capture_output=True,
                          env=child_env(), timeout=60)
     assert out.returncode == 0, out.stderr
     return out.stdout.decode()
+
+
+def describe(server, topic, *flags) -> str:
+    return topics_cli(server, "describe", topic, *flags)
 
 
 # ---- the basics ----------------------------------------------------------------------------
@@ -185,6 +189,36 @@ def test_a_stopped_follower_catches_up_through_fetches_cut_mid_batch(cluster):
         [segments(s.data_dir, b, "catchup", 0) for b in range(2)]), what="identical copies")
     assert len(copies[0]) > 11_800_000
     assert "truncated" not in s.output()
+
+
+def _kill_and_rejoin(s, topic, broker):
+    pid = s.worker_pid(broker)
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: state(s, topic)[0][0] not in (broker, -1), what="a new leader")
+    s.wait_for_worker_restart(broker, pid)
+    wait_for(lambda: state(s, topic)[0][2] == [0, 1, 2], what="the old leader back in sync")
+
+
+def test_elect_leaders_gives_leadership_back_to_the_preferred_replica(cluster):
+    s = cluster(extra=["--no-auto-leader-rebalance"])
+    create(s, "pref", assignments=[[0, 1, 2]])
+    _kill_and_rejoin(s, "pref", 0)
+    assert state(s, "pref")[0][0] in (1, 2)
+    time.sleep(1.5)
+    assert state(s, "pref")[0][0] in (1, 2)                 # nothing moves it on its own
+    assert topics_cli(s, "elect-leaders", "pref") == "Elected a leader for pref-0.\n"
+    assert state(s, "pref")[0][0] == 0
+    again = topics_cli(s, "elect-leaders", "pref", "--partition", "0")
+    assert "ELECTION_NOT_NEEDED" in again, again
+    acked, failed = produce(s, "pref", [b"p-%d" % i for i in range(20)], partition=0)
+    assert len(acked) == 20 and not failed
+
+
+def test_leaderships_go_back_to_preferred_replicas_automatically(cluster):
+    s = cluster(extra=["--leader-imbalance-check-interval-seconds", "1"])
+    create(s, "auto", assignments=[[0, 1, 2]])
+    _kill_and_rejoin(s, "auto", 0)
+    wait_for(lambda: state(s, "auto")[0][0] == 0, timeout=10, what="the preferred leader back")
 
 
 def _run_with_leader_kills(s, topic, partitions, kills, pause_s=0.8):

@@ -223,3 +223,27 @@ DescribeLogDirsResponse = Response(ApiKey.DESCRIBE_LOG_DIRS, "0-4", flexible="2+
         Field("usable_bytes", "int64", "4+", default=-1),
     ]),
 ])
+
+
+# ElectLeaders, API key 43 (KIP-183, KIP-460). v1: election_type (0
+# preferred, 1 unclean) and a top-level error_code. v2: flexible.
+ElectLeadersRequest = Request(ApiKey.ELECT_LEADERS, "0-2", flexible="2+", fields=[
+    Field("election_type", "int8", "1+"),
+    Array("topic_partitions", nullable="0+", fields=[
+        Field("topic", "string"),
+        Field("partitions", "[]int32"),
+    ]),
+    Field("timeout_ms", "int32", default=60000),
+])
+ElectLeadersResponse = Response(ApiKey.ELECT_LEADERS, "0-2", flexible="2+", fields=[
+    Field("throttle_time_ms", "int32"),
+    Field("error_code", "int16", "1+"),
+    Array("replica_election_results", fields=[
+        Field("topic", "string"),
+        Array("partition_result", fields=[
+            Field("partition_id", "int32"),
+            Field("error_code", "int16"),
+            Field("error_message", "string", nullable="0+"),
+        ]),
+    ]),
+])
