@@ -184,7 +184,7 @@ class Controller:
         for name, i, _ in started:
             topic = self.metadata.topics[name]
             if len(topic.partitions[i].replicas) > 1:
-                self._assign(by_broker, topic, [i], skip=broker_id)
+                self._assign(by_broker, topic, [i], skip=broker_id, fenced_too=True)
         self._notify(by_broker)
         return [self.partition_spec(t, i, broker_id)
                 for t, i, _ in self.metadata.hosted_by(broker_id)]
@@ -221,12 +221,12 @@ class Controller:
                 if p.leader == broker_id:
                     if self._elect(topic, i, exclude=broker_id):
                         changed.add(topic.name)
-                        self._assign(by_broker, topic, [i])
+                        self._assign(by_broker, topic, [i], skip=broker_id, fenced_too=True)
                 elif broker_id in p.isr:
                     p.isr = [b for b in p.isr if b != broker_id]
                     p.partition_epoch += 1
                     changed.add(topic.name)
-                    self._assign(by_broker, topic, [i])
+                    self._assign(by_broker, topic, [i], skip=broker_id, fenced_too=True)
         if changed:
             self.metadata.save(sorted(changed))
         self._notify(by_broker)
@@ -314,7 +314,7 @@ class Controller:
                             f"{entry['topic']}-{i} does not exist")
                     self._elect_one(topic, i, election_type)
                     changed.add(topic.name)
-                    self._assign(by_broker, topic, [i])
+                    self._assign(by_broker, topic, [i], fenced_too=True)
                 except KafkaError as exc:
                     r["error_code"], r["error_message"] = exc.code, exc.message
         if changed:
@@ -336,7 +336,7 @@ class Controller:
                 if (len(p.replicas) > 1 and p.leader != preferred and preferred in p.isr
                         and not self.brokers[preferred].fenced):
                     self._move_leader(topic, i, preferred)
-                    self._assign(by_broker, topic, [i])
+                    self._assign(by_broker, topic, [i], fenced_too=True)
                     changed.add(topic.name)
                     moved += 1
         if changed:
@@ -373,6 +373,18 @@ class Controller:
             self._assign(by_broker, topic, [i], only=broker_id)
         if changed:
             self.metadata.save(sorted(changed))
+        self._notify(by_broker)
+
+    def resend(self, broker_id: int, items: list[dict]) -> None:
+        """A broker asks again for partitions it believes stale (its leader
+        answers with a newer epoch than it was told of)."""
+        by_broker: dict = {}
+        for item in items:
+            topic = self.metadata.topics.get(item["topic"])
+            if topic is not None and 0 <= item["partition"] < len(topic.partitions) \
+                    and broker_id in topic.partitions[item["partition"]].replicas:
+                self._assign(by_broker, topic, [item["partition"]], only=broker_id,
+                             fenced_too=True)
         self._notify(by_broker)
 
     def _notify(self, by_broker: dict) -> None:
@@ -481,16 +493,19 @@ class Controller:
         self._unassign([(topic, i) for i in range(len(topic.partitions))])
 
     def _assign(self, by_broker: dict, topic: TopicMetadata, indexes, *, skip: int = -1,
-                only: int | None = None) -> None:
+                only: int | None = None, fenced_too: bool = False) -> None:
         """Assign messages for ``indexes`` to their leader and their live
         followers (or ``only`` that broker; never ``skip``). A dead follower
-        is sent its partitions when it registers again."""
+        is sent its partitions when it registers again -- but decisions no
+        request waits for go to fenced followers too (``fenced_too``): one
+        that is registering (fenced until it confirms) was sent its
+        partitions already, and must hear of a newer leader epoch."""
         for i in indexes:
             p = topic.partitions[i]
             for b in p.replicas:
                 if b == skip or (only is not None and b != only):
                     continue
-                if b != p.leader and self.brokers[b].fenced:
+                if b != p.leader and self.brokers[b].fenced and not fenced_too:
                     continue
                 msg = by_broker.setdefault(b, {"type": "assign", "partitions": [],
                                                "brokers": self.broker_endpoints()})

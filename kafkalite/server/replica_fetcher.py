@@ -25,7 +25,9 @@ cuts off the rest, then fetches from the leader's log end onwards:
 A fetch answered FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER or
 UNKNOWN_LEADER_EPOCH (the leadership moved, and the controller's assign
 saying so is on its way) or not answered (the leader's process died) is
-retried after a back-off; OFFSET_OUT_OF_RANGE below the leader's log start
+retried after a back-off (still fenced after ``STALE_EPOCH_S``, the
+partition is listed in ``stale`` and the worker asks the controller for
+its state again); OFFSET_OUT_OF_RANGE below the leader's log start
 restarts this log there, above its end truncates again. Any new assign
 (new leader or epoch) starts the partition over at step 1, with a new
 record of it; answers to requests made for an older record are dropped.
@@ -53,6 +55,7 @@ log = logging.getLogger("kafkalite.replica_fetcher")
 FETCH_VERSION = 12               # names topics, replica_id, current_leader_epoch
 OFFSET_FOR_EPOCH_VERSION = 4     # replica_id
 RETRY_BACKOFF_S = 0.05
+STALE_EPOCH_S = 2.0              # fenced this long: ask the controller for the partition again
 FETCH_MAX_BYTES = 16 << 20
 PARTITION_MAX_BYTES = 4 << 20
 
@@ -68,6 +71,7 @@ class FollowedPartition:
     retry_at: float = 0.0
     asking: bool = False          # an OffsetForLeaderEpoch is out
     fetching: bool = False        # a Fetch with it is out
+    fenced_since: float = 0.0     # answered FENCED_LEADER_EPOCH since
 
 
 class ReplicaFetcher:
@@ -77,6 +81,9 @@ class ReplicaFetcher:
         self.wait_max_ms = wait_max_ms
         self.endpoints: dict[int, str] = {}
         self.followed: dict[tuple[str, int], FollowedPartition] = {}
+        # partitions whose leader has a newer epoch than the one followed
+        # for STALE_EPOCH_S: the worker asks the controller to resend them
+        self.stale: list = []
         # counters for tests and `describe`
         self.truncations = 0
         self.fetched_bytes = 0
@@ -249,8 +256,18 @@ class ReplicaFetcher:
                 f.state = TRUNCATING
             return
         if code:
+            if code == errors.FencedLeaderEpochError.code:
+                # the leader is at a newer epoch than the one we follow it at:
+                # the controller's assign saying so should be on its way;
+                # if it does not come, ask for the partition's state again
+                if not f.fenced_since:
+                    f.fenced_since = time.monotonic()
+                elif time.monotonic() - f.fenced_since > STALE_EPOCH_S:
+                    f.fenced_since = time.monotonic()
+                    self.stale.append(f.part.key)
             self._back_off(f, errors.error_for_code(code).__name__)
             return
+        f.fenced_since = 0.0
         records = p.get("records")
         if records is not None and len(records):
             # a fetch may end in the middle of a batch (the leader cuts at

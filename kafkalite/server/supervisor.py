@@ -15,8 +15,8 @@ It runs, on one thread, everything of a node that is not a partition:
   (this process is Kafka broker 1000), and the relay that answers the
   Kafka requests workers pass on (relay.py), all into one dispatcher;
 - the control channel to the workers: a ROUTER on loopback carrying JSON
-  (assign / unassign / shutdown out; hello / done / alter_partition / bye
-  in). It is the
+  (assign / unassign / shutdown out; hello / done / alter_partition /
+  refresh / bye in). It is the
   controller's ``BrokerChannel``: a change sent to several workers is
   answered when all of them confirmed (or the timeout passed).
 
@@ -268,6 +268,8 @@ class Supervisor:
                     pend.on_done(pend.results, False)
         elif kind == "alter_partition":
             self.controller.alter_partition(w.index, msg["partitions"])
+        elif kind == "refresh":
+            self.controller.resend(w.index, msg["partitions"])
         elif kind == "bye":
             # a worker stopping with the whole node keeps its leaderships
             # (the node comes back with them); one stopping alone hands

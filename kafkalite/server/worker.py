@@ -254,6 +254,10 @@ class Worker:
             if now >= self._next_isr_check and self.replica_manager.led_with_followers:
                 self.replica_manager.check_isr(now)
                 self._next_isr_check = now + ISR_CHECK_INTERVAL_S
+            if self.fetcher.stale:
+                stale, self.fetcher.stale = self.fetcher.stale, []
+                self._send_control({"type": "refresh", "worker": self.index, "partitions": [
+                    {"topic": t, "partition": p} for t, p in stale]})
             proposals = self.replica_manager.isr_proposals()
             if proposals:
                 self._send_control({"type": "alter_partition", "worker": self.index,
