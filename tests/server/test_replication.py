@@ -145,6 +145,10 @@ def test_a_deposed_leader_truncates_its_uncommitted_tail_by_leader_epoch(cluster
     os.kill(f1, signal.SIGSTOP)
     os.kill(f2, signal.SIGSTOP)
     try:
+        # a fetch the followers sent before they stopped waits at the leader
+        # for up to replica_fetch_wait_max_ms; answered with the tail, it
+        # would hand them the tail (legitimately: it would then survive)
+        time.sleep(1.0)
         tail, _ = produce(s, "diverge", [b"u-%d" % i for i in range(50)], partition=0, acks="1")
         assert len(tail) == 50
         for offset, value in read_log(s, "diverge", 1)[0]:   # below the high watermark only
