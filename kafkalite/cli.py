@@ -176,6 +176,16 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--partition", type=int, action="append",
                    help="partition to elect for (repeatable; default: all of the topic)")
     t.add_argument("--election-type", choices=["preferred", "unclean"], default="preferred")
+    t = tsub.add_parser("reassign", help="move a partition's replicas to other workers (the "
+                                          "data is copied before the old replicas are dropped)")
+    t.add_argument("topic")
+    t.add_argument("--partition", type=int, required=True)
+    group = t.add_mutually_exclusive_group(required=True)
+    group.add_argument("--replicas", help="the new replicas, comma-separated broker ids, "
+                                          "the preferred leader first")
+    group.add_argument("--cancel", action="store_true", help="cancel a reassignment under way")
+    t = tsub.add_parser("reassignments", help="reassignments under way")
+    t.add_argument("topic", nargs="?")
     t = tsub.add_parser("alter", help="add partitions or change configs")
     t.add_argument("topic")
     t.add_argument("--partitions", type=int, help="new total partition count")

@@ -94,6 +94,36 @@ def topics(args) -> int:
                           f"{p.leader if p.leader >= 0 else 'none'}\t"
                           f"Replicas: {','.join(map(str, p.replicas))}\t"
                           f"Isr: {','.join(map(str, p.isrs))}{offline}")
+        elif args.action == "reassign":
+            from kafkalite.client import TopicPartition
+            tp = TopicPartition(args.topic, args.partition)
+            replicas = None
+            if not args.cancel:
+                try:
+                    replicas = [int(b) for b in args.replicas.split(",")]
+                except ValueError:
+                    raise ValueError(f"--replicas {args.replicas!r} is not a comma-separated "
+                                     f"list of broker ids") from None
+            err = admin.alter_partition_reassignments({tp: replicas}).result()[tp]
+            if err is not None:
+                raise err
+            print(f"{'Cancelled the reassignment of' if args.cancel else 'Reassigning'} "
+                  f"{args.topic}-{args.partition}"
+                  f"{'' if args.cancel else ' to ' + ','.join(map(str, replicas))}.")
+        elif args.action == "reassignments":
+            from kafkalite.client import TopicPartition
+            parts = None
+            if args.topic:
+                md = admin.list_topics(args.topic, timeout=args.timeout)
+                if md.topics[args.topic].error is not None:
+                    raise md.topics[args.topic].error
+                parts = [TopicPartition(args.topic, i) for i in md.topics[args.topic].partitions]
+            ongoing = admin.list_partition_reassignments(parts).result()
+            for tp, r in sorted(ongoing.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
+                print(f"Topic: {tp.topic}\tPartition: {tp.partition}\t"
+                      f"Replicas: {','.join(map(str, r['replicas']))}\t"
+                      f"Adding: {','.join(map(str, r['adding_replicas']))}\t"
+                      f"Removing: {','.join(map(str, r['removing_replicas']))}")
         elif args.action == "elect-leaders":
             from kafkalite.client import TopicPartition
             parts = None

@@ -265,6 +265,46 @@ class AdminClient:
                       error_or_none(p["error_code"], p["error_message"])
                       for r in resp["replica_election_results"] for p in r["partition_result"]})
 
+    def alter_partition_reassignments(self, reassignments: dict,
+                                      request_timeout: float | None = None) -> Future:
+        """Move partitions' replicas (the Java admin's
+        alterPartitionReassignments): {TopicPartition: [broker ids] or None
+        to cancel}. A Future of {TopicPartition: KafkaError or None}; the
+        data is copied to the new replicas after it returns (see
+        ``list_partition_reassignments``)."""
+        by_topic: dict[str, list] = {}
+        for tp, replicas in reassignments.items():
+            by_topic.setdefault(tp.topic, []).append(
+                {"partition_index": tp.partition,
+                 "replicas": None if replicas is None else list(replicas)})
+        resp = self._request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, {
+            "timeout_ms": 60_000,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]},
+            request_timeout or 65)
+        if resp["error_code"]:
+            return _done(exc=error_or_none(resp["error_code"], resp["error_message"]))
+        return _done({TopicPartition(t["name"], p["partition_index"]):
+                      error_or_none(p["error_code"], p["error_message"])
+                      for t in resp["responses"] for p in t["partitions"]})
+
+    def list_partition_reassignments(self, partitions: list | None = None,
+                                     request_timeout: float | None = None) -> Future:
+        """Reassignments under way: a Future of {TopicPartition: {"replicas",
+        "adding_replicas", "removing_replicas"}}."""
+        topics = None
+        if partitions is not None:
+            by_topic: dict[str, list] = {}
+            for tp in partitions:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
+        resp = self._request(ApiKey.LIST_PARTITION_REASSIGNMENTS,
+                             {"timeout_ms": 60_000, "topics": topics}, request_timeout or 65)
+        if resp["error_code"]:
+            return _done(exc=error_or_none(resp["error_code"], resp["error_message"]))
+        return _done({TopicPartition(t["name"], p["partition_index"]):
+                      {k: list(p[k]) for k in ("replicas", "adding_replicas", "removing_replicas")}
+                      for t in resp["topics"] for p in t["partitions"]})
+
     def describe_configs(self, resources: list[ConfigResource], request_timeout: float | None = None) -> dict:
         resp = self._request(ApiKey.DESCRIBE_CONFIGS, {
             "resources": [{"resource_type": int(r.restype), "resource_name": r.name,

@@ -159,6 +159,8 @@ class Controller:
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self._incremental_alter_configs,
             ApiKey.DESCRIBE_CLUSTER: self._describe_cluster,
             ApiKey.ELECT_LEADERS: self._elect_leaders,
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: self._alter_reassignments,
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: self._list_reassignments,
             ApiKey.PRODUCE: self._produce,
         }
 
@@ -322,6 +324,146 @@ class Controller:
         self._notify(by_broker)
         return {"throttle_time_ms": 0, "error_code": 0, "replica_election_results": results}
 
+    # ---- reassignment (KIP-455) --------------------------------------------------------------
+
+    def _alter_reassignments(self, ctx: RequestContext, body: dict):
+        """AlterPartitionReassignments: the new replicas join as followers
+        (their logs copied from the leader by replication); once all of them
+        are in sync the partition takes the target replica set, leadership
+        moves if its leader is leaving, and the leaving replicas are deleted.
+        Null replicas cancel a reassignment under way."""
+        by_broker: dict = {}
+        changed = set()
+        responses = []
+        for t in body["topics"]:
+            out = {"name": t["name"], "partitions": []}
+            responses.append(out)
+            topic = self.metadata.topics.get(t["name"])
+            for entry in t["partitions"]:
+                i = entry["partition_index"]
+                r = {"partition_index": i, "error_code": 0, "error_message": None}
+                out["partitions"].append(r)
+                try:
+                    if topic is None or not 0 <= i < len(topic.partitions):
+                        raise errors.UnknownTopicOrPartitionError(f"{t['name']}-{i} does not exist")
+                    if topic.is_internal or topic.name in INTERNAL_TOPICS:
+                        raise errors.TopicAuthorizationFailedError(
+                            f"{topic.name} is an internal topic")
+                    if entry["replicas"] is None:
+                        self._cancel_reassignment(by_broker, topic, i)
+                    else:
+                        target = self._assignments([{"broker_ids": entry["replicas"]}], 0)[0]
+                        self._start_reassignment(by_broker, topic, i, target)
+                    changed.add(topic.name)
+                except KafkaError as exc:
+                    r["error_code"], r["error_message"] = exc.code, exc.message
+        if changed:
+            self.metadata.save(sorted(changed))
+        self._notify(by_broker)
+        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                "responses": responses}
+
+    def _start_reassignment(self, by_broker: dict, topic: TopicMetadata, i: int,
+                            target: list[int]) -> None:
+        p = topic.partitions[i]
+        if p.adding or p.removing:
+            raise errors.InvalidReplicaAssignmentError(
+                f"{topic.name}-{i} is being reassigned already (to "
+                f"{[b for b in p.replicas if b not in p.removing]}); cancel it first")
+        if target == p.replicas:
+            return
+        if not p.per_broker_dir:
+            # created with one replica: its log is <topic>-<partition>, which
+            # any worker can open, so it can move but not gain replicas
+            if len(target) != 1:
+                raise errors.InvalidReplicaAssignmentError(
+                    f"{topic.name}-{i} was created with one replica in the shared layout; it "
+                    f"can move to another broker but not gain replicas (create the topic with "
+                    f"a replication factor instead)")
+            old = p.leader
+            self._move_leader(topic, i, target[0])
+            p.replicas, p.isr = list(target), list(target)
+            # the new broker opens the log only once the old one closed it:
+            # two writers of one directory would corrupt it
+            then: dict = {}
+            self._assign(then, topic, [i], fenced_too=True)
+            if self.brokers[old].fenced:
+                self._notify(then)
+            else:
+                self.channel.send(
+                    {old: {"type": "unassign", "delete": False, "partitions": [
+                        {"topic": topic.name, "partition": i,
+                         "dir": replica_dir(topic.name, i, old, False)}]}},
+                    lambda results, timed_out: self._notify(then), DEFAULT_ADMIN_TIMEOUT_MS)
+            return
+        p.adding = [b for b in target if b not in p.replicas]
+        p.removing = [b for b in p.replicas if b not in target]
+        p.replicas = list(target) + p.removing
+        p.partition_epoch += 1
+        log.info("%s-%d: reassigning to %s (adding %s, removing %s)", topic.name, i, target,
+                 p.adding, p.removing)
+        if not self._complete_reassignment(by_broker, topic, i):
+            self._assign(by_broker, topic, [i], fenced_too=True)
+
+    def _complete_reassignment(self, by_broker: dict, topic: TopicMetadata, i: int) -> bool:
+        """Finish a reassignment whose joining replicas are all in sync;
+        returns whether it did (and queued the messages)."""
+        p = topic.partitions[i]
+        if any(b not in p.isr for b in p.adding):
+            return False
+        target = [b for b in p.replicas if b not in p.removing]
+        removed = list(p.removing)
+        p.replicas = target
+        p.isr = [b for b in p.isr if b in target]
+        p.adding, p.removing = [], []
+        p.partition_epoch += 1
+        if p.leader not in target:
+            live = [b for b in target if b in p.isr and not self.brokers[b].fenced]
+            self._move_leader(topic, i, live[0] if live else target[0])
+        log.info("%s-%d: reassignment done: replicas %s, isr %s", topic.name, i, p.replicas,
+                 p.isr)
+        self._assign(by_broker, topic, [i], fenced_too=True)
+        for b in removed:
+            where = replica_dir(topic.name, i, b, p.per_broker_dir)
+            if self.brokers[b].fenced:
+                shutil.rmtree(os.path.join(self.config.data_dir, where), ignore_errors=True)
+                continue
+            by_broker.setdefault(b, {"type": "unassign", "delete": True, "partitions": []})[
+                "partitions"].append({"topic": topic.name, "partition": i, "dir": where})
+        return True
+
+    def _cancel_reassignment(self, by_broker: dict, topic: TopicMetadata, i: int) -> None:
+        p = topic.partitions[i]
+        if not p.adding and not p.removing:
+            raise errors.NoReassignmentInProgressError(f"{topic.name}-{i} is not being reassigned")
+        dropped = list(p.adding)
+        p.replicas = [b for b in p.replicas if b not in p.adding]
+        p.isr = [b for b in p.isr if b not in p.adding]
+        p.adding, p.removing = [], []
+        p.partition_epoch += 1
+        self._assign(by_broker, topic, [i], fenced_too=True)
+        for b in dropped:
+            where = replica_dir(topic.name, i, b, p.per_broker_dir)
+            by_broker.setdefault(b, {"type": "unassign", "delete": True, "partitions": []})[
+                "partitions"].append({"topic": topic.name, "partition": i, "dir": where})
+
+    def _list_reassignments(self, ctx: RequestContext, body: dict):
+        wanted = body.get("topics")
+        names = [t["name"] for t in wanted] if wanted is not None else sorted(self.metadata.topics)
+        only = {t["name"]: set(t["partition_indexes"]) for t in wanted or ()}
+        topics = []
+        for name in names:
+            topic = self.metadata.topics.get(name)
+            if topic is None:
+                continue
+            parts = [{"partition_index": i, "replicas": p.replicas, "adding_replicas": p.adding,
+                      "removing_replicas": p.removing}
+                     for i, p in enumerate(topic.partitions)
+                     if (p.adding or p.removing) and (name not in only or i in only[name])]
+            if parts:
+                topics.append({"name": name, "partitions": parts})
+        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "topics": topics}
+
     def rebalance_leaders(self) -> int:
         """Kafka's auto.leader.rebalance: hand each replicated partition back
         to its preferred replica when that one is alive and in sync (after
@@ -366,6 +508,8 @@ class Controller:
                     p.isr = isr
                     p.partition_epoch += 1
                     changed.add(topic.name)
+                    if p.adding and self._complete_reassignment(by_broker, topic, i):
+                        continue
             else:
                 log.info("%s-%d: refused broker %d's isr %s at epochs %d/%d (leader %d, epochs "
                          "%d/%d)", topic.name, i, broker_id, isr, item["leader_epoch"],

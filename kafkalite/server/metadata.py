@@ -115,6 +115,10 @@ class PartitionAssignment:
     leader_epoch: int = 0
     partition_epoch: int = 0
     per_broker_dir: bool = False
+    # a reassignment under way (KIP-455): replicas joining, replicas to drop
+    # once the joining ones are in sync; ``replicas`` holds both meanwhile
+    adding: list[int] = field(default_factory=list)
+    removing: list[int] = field(default_factory=list)
 
     @classmethod
     def of(cls, replicas: list[int]) -> "PartitionAssignment":
@@ -135,12 +139,16 @@ class PartitionAssignment:
         p.leader_epoch = raw["leader_epoch"]
         p.partition_epoch = raw.get("partition_epoch", 0)
         p.per_broker_dir = raw.get("per_broker_dir", False)
+        p.adding = list(raw.get("adding", ()))
+        p.removing = list(raw.get("removing", ()))
         return p
 
     def to_json(self) -> dict:
         return {"replicas": self.replicas, "leader": self.leader, "isr": self.isr,
                 "leader_epoch": self.leader_epoch, "partition_epoch": self.partition_epoch,
-                **({"per_broker_dir": True} if self.per_broker_dir else {})}
+                **({"per_broker_dir": True} if self.per_broker_dir else {}),
+                **({"adding": self.adding, "removing": self.removing}
+                   if self.adding or self.removing else {})}
 
 
 @dataclass

@@ -197,6 +197,65 @@ def test_a_stopped_follower_catches_up_through_fetches_cut_mid_batch(cluster):
     assert "truncated" not in s.output()
 
 
+def test_reassignment_copies_the_data_before_the_old_replicas_go(cluster):
+    s = cluster()
+    create(s, "move", assignments=[[0, 1]], **{"min.insync.replicas": "2"})
+    acked, _ = produce(s, "move", [b"m-%d" % i for i in range(2000)], partition=0)
+    joining = s.worker_pid(2)
+    os.kill(joining, signal.SIGSTOP)          # the new replica cannot catch up yet
+    try:
+        assert topics_cli(s, "reassign", "move", "--partition", "0", "--replicas", "2,1") == \
+            "Reassigning move-0 to 2,1.\n"
+        assert topics_cli(s, "reassignments") == \
+            "Topic: move\tPartition: 0\tReplicas: 2,1,0\tAdding: 2\tRemoving: 0\n"
+        more, failed = produce(s, "move", [b"n-%d" % i for i in range(500)], partition=0)
+        assert len(more) == 500 and not failed         # the old replicas serve meanwhile
+        acked += more
+        assert state(s, "move")[0][0] == 0
+    finally:
+        os.kill(joining, signal.SIGCONT)
+    wait_for(lambda: topics_cli(s, "reassignments") == "", what="the reassignment to finish")
+    assert state(s, "move") == {0: (2, [2, 1], [1, 2])}
+    wait_for(lambda: not os.path.exists(os.path.join(s.data_dir, "broker-0", "move-0")),
+             what="the old replica's log to go")
+    copies = wait_for(lambda: (lambda c: c if len(set(c)) == 1 else None)(
+        [segments(s.data_dir, b, "move", 0) for b in (1, 2)]), what="identical copies")
+    assert copies[0]
+    report = check(History(acked=acked), read_log(s, "move", 1))
+    assert report.ok and report.acked == 2500, report
+
+
+def test_a_reassignment_can_be_cancelled_and_a_single_replica_can_move(cluster):
+    s = cluster()
+    create(s, "cancel", assignments=[[0, 1]])
+    produce(s, "cancel", [b"c-%d" % i for i in range(100)], partition=0)
+    joining = s.worker_pid(2)
+    os.kill(joining, signal.SIGSTOP)
+    try:
+        topics_cli(s, "reassign", "cancel", "--partition", "0", "--replicas", "0,2")
+        assert topics_cli(s, "reassign", "cancel", "--partition", "0", "--cancel") == \
+            "Cancelled the reassignment of cancel-0.\n"
+    finally:
+        os.kill(joining, signal.SIGCONT)
+    assert state(s, "cancel") == {0: (0, [0, 1], [0, 1])}
+    wait_for(lambda: not os.path.exists(os.path.join(s.data_dir, "broker-2", "cancel-0")),
+             what="the cancelled replica's log to go")
+    # a topic created with one replica keeps its log in the shared layout:
+    # it may move to another worker, not gain replicas
+    create(s, "single", partitions=1, rf=1)
+    acked, _ = produce(s, "single", [b"s-%d" % i for i in range(100)], partition=0)
+    leader = state(s, "single")[0][0]
+    other = (leader + 1) % 3
+    topics_cli(s, "reassign", "single", "--partition", "0", "--replicas", str(other))
+    wait_for(lambda: state(s, "single")[0][0] == other, what="the move")
+    report = check(History(acked=acked), read_log(s, "single", 1))
+    assert report.ok, report
+    out = subprocess.run([sys.executable, "-m", "kafkalite", "topics", "reassign", "single",
+                          "--partition", "0", "--replicas", "0,1", "--bootstrap-server",
+                          s.bootstrap], capture_output=True, env=child_env(), timeout=60)
+    assert out.returncode == 1 and b"INVALID_REPLICA_ASSIGNMENT" in out.stderr, out.stderr
+
+
 def _kill_and_rejoin(s, topic, broker):
     pid = s.worker_pid(broker)
     os.kill(pid, signal.SIGKILL)

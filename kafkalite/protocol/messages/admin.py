@@ -247,3 +247,56 @@ ElectLeadersResponse = Response(ApiKey.ELECT_LEADERS, "0-2", flexible="2+", fiel
         ]),
     ]),
 ])
+
+
+# AlterPartitionReassignments, API key 45, and ListPartitionReassignments, 46
+# (KIP-455): move a partition's replicas to other brokers, copying the data
+# before the old replicas are dropped; null replicas cancel.
+AlterPartitionReassignmentsRequest = Request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, "0",
+                                             flexible="0+", fields=[
+    Field("timeout_ms", "int32", default=60000),
+    Array("topics", fields=[
+        Field("name", "string"),
+        Array("partitions", fields=[
+            Field("partition_index", "int32"),
+            Field("replicas", "[]int32", nullable="0+"),
+        ]),
+    ]),
+])
+AlterPartitionReassignmentsResponse = Response(ApiKey.ALTER_PARTITION_REASSIGNMENTS, "0",
+                                               flexible="0+", fields=[
+    Field("throttle_time_ms", "int32"),
+    Field("error_code", "int16"),
+    Field("error_message", "string", nullable="0+"),
+    Array("responses", fields=[
+        Field("name", "string"),
+        Array("partitions", fields=[
+            Field("partition_index", "int32"),
+            Field("error_code", "int16"),
+            Field("error_message", "string", nullable="0+"),
+        ]),
+    ]),
+])
+ListPartitionReassignmentsRequest = Request(ApiKey.LIST_PARTITION_REASSIGNMENTS, "0",
+                                            flexible="0+", fields=[
+    Field("timeout_ms", "int32", default=60000),
+    Array("topics", nullable="0+", fields=[
+        Field("name", "string"),
+        Field("partition_indexes", "[]int32"),
+    ]),
+])
+ListPartitionReassignmentsResponse = Response(ApiKey.LIST_PARTITION_REASSIGNMENTS, "0",
+                                              flexible="0+", fields=[
+    Field("throttle_time_ms", "int32"),
+    Field("error_code", "int16"),
+    Field("error_message", "string", nullable="0+"),
+    Array("topics", fields=[
+        Field("name", "string"),
+        Array("partitions", fields=[
+            Field("partition_index", "int32"),
+            Field("replicas", "[]int32"),
+            Field("adding_replicas", "[]int32"),
+            Field("removing_replicas", "[]int32"),
+        ]),
+    ]),
+])
