@@ -331,6 +331,22 @@ class Supervisor:
     def request_stop(self, signum=None, frame=None) -> None:
         self._stop = True
 
+    def _watch_sigchld(self, poller) -> int | None:
+        """Wake the loop the moment a child exits (SIGCHLD through a wakeup
+        pipe), so a dead worker's partitions get new leaders at once rather
+        than at the next poll timeout. None where signals cannot be had
+        (not the main thread): the timeout still catches it."""
+        try:
+            r, w = os.pipe()
+            os.set_blocking(r, False)
+            os.set_blocking(w, False)
+            signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+            signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+        except (ValueError, OSError):
+            return None
+        poller.register(r, zmq.POLLIN)
+        return r
+
     def run(self) -> int:
         poller = zmq.Poller()
         poller.register(self.control, zmq.POLLIN)
@@ -338,13 +354,21 @@ class Supervisor:
         self.relay.attach(poller)
         self.kafka.attach(poller)
         self.markers.attach(poller)
+        child_died = self._watch_sigchld(poller)
         while not self._stop:
             try:
                 events = dict(poller.poll(POLL_INTERVAL_MS))
             except zmq.ZMQError as exc:
                 if exc.errno == zmq.EINTR:
+                    self._watch_children()
                     continue
                 raise
+            if child_died is not None and child_died in events:
+                try:
+                    while os.read(child_died, 4096):
+                        pass
+                except BlockingIOError:
+                    pass
             if self.control in events:
                 while True:
                     try:
