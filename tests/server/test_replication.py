@@ -287,10 +287,11 @@ def test_leaderships_go_back_to_preferred_replicas_automatically(cluster):
 
 
 def _run_with_leader_kills(s, topic, partitions, kills, pause_s=0.8):
-    """Write and read concurrently while killing the leader of a random
-    partition ``kills`` times; returns the history, the final log and the
-    failover times (kill -> acknowledgement of the first record of that
-    partition produced after the kill)."""
+    """Write and read concurrently while killing the leader (every third
+    time a follower) of a random partition ``kills`` times; returns the
+    history, the final log and the failover times of the leader kills (kill
+    -> acknowledgement of the first record of that partition produced after
+    the kill)."""
     history, stop = History(), threading.Event()
     watch: dict = {}                 # partition -> (killed at, first ack of a later record)
     producer = Producer(s.config(acks="all", **{"enable.idempotence": True,
@@ -334,22 +335,25 @@ def _run_with_leader_kills(s, topic, partitions, kills, pause_s=0.8):
     failovers = []
     rng = random.Random(7)
     try:
-        for _ in range(kills):
+        for k in range(kills):
             time.sleep(pause_s)
             p = rng.randrange(partitions)
-            leader = state(s, topic)[p][0]
+            leader, replicas, _ = state(s, topic)[p]
             if leader < 0:
                 continue
-            pid = s.worker_pid(leader)
+            # every third kill takes a follower of the partition instead
+            victim = leader if k % 3 != 2 else rng.choice([b for b in replicas if b != leader])
+            pid = s.worker_pid(victim)
             watch[p] = (time.monotonic(), None)
             os.kill(pid, signal.SIGKILL)
             try:
                 wait_for(lambda: watch[p][1] is not None, timeout=20,
                          what=f"an acknowledgement on partition {p} after the kill")
-                failovers.append(watch[p][1] - watch[p][0])
+                if victim == leader:
+                    failovers.append(watch[p][1] - watch[p][0])
                 del watch[p]
             finally:
-                s.wait_for_worker_restart(leader, pid)
+                s.wait_for_worker_restart(victim, pid)
     finally:
         stop.set()
         for t in threads:
@@ -422,16 +426,17 @@ def test_a_whole_node_killed_mid_write_keeps_every_acknowledged_record(cluster):
     assert report.acked > 1000 and report.ok, report
 
 
-def test_leader_kills_lose_no_acknowledged_record(cluster):
+def test_leader_and_follower_kills_lose_no_acknowledged_record(cluster):
     s = cluster()
     create(s, "jepsen", partitions=3, rf=3, **{"min.insync.replicas": "2"})
     history, final, failovers = _run_with_leader_kills(s, "jepsen", 3, KILLS)
     report = check(history, final)
-    print(f"{KILLS} leader kills: {report}; failover (kill -> ack of the next record) "
+    print(f"{KILLS} kills ({KILLS - KILLS // 3} of leaders): {report}; failover (kill -> ack "
+          f"of the next record) "
           f"max {max(failovers):.2f} s, median {sorted(failovers)[len(failovers) // 2]:.2f} s")
     assert report.acked > 1000
     assert report.ok, report
-    assert len(failovers) == KILLS
+    assert len(failovers) == KILLS - KILLS // 3
 
 
 def _unclean_run(s, topic, unclean: bool):
