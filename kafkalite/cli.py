@@ -98,7 +98,8 @@ def _server(args) -> int:
         default_replication_factor=args.default_replication_factor,
         replica_lag_time_max_ms=args.replica_lag_time_max_ms,
         auto_leader_rebalance_enable=args.auto_leader_rebalance,
-        leader_imbalance_check_interval_seconds=args.leader_imbalance_check_interval_seconds)
+        leader_imbalance_check_interval_seconds=args.leader_imbalance_check_interval_seconds,
+        broker_session_timeout_ms=args.broker_session_timeout_ms)
     return serve(config)
 
 
@@ -151,6 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--auto-leader-rebalance", action=argparse.BooleanOptionalAction,
                         default=None, help="give leaderships back to the preferred replicas "
                                            "(default: on)")
+    server.add_argument("--broker-session-timeout-ms", type=int,
+                        help="a worker whose loop is silent this long (hung, stopped) loses "
+                             "its leaderships (default 6000)")
     server.add_argument("--leader-imbalance-check-interval-seconds", type=int,
                         help="how often leaderships are checked for that (default 30)")
     server.set_defaults(func=_server)

@@ -19,6 +19,7 @@ TOML layout (every key optional)::
     default_replication_factor = 1    # replicas of a new topic's partitions, on distinct workers
     replica_lag_time_max_ms = 30000   # a follower this far behind leaves the ISR
     replica_fetch_wait_max_ms = 500   # how long a follower's fetch waits at the leader for data
+    broker_session_timeout_ms = 6000  # a worker silent this long (hung, stopped) is fenced
     auto_leader_rebalance_enable = true       # give leaderships back to preferred replicas
     leader_imbalance_check_interval_seconds = 30  # how often (Kafka: 300)
     offsets_topic_num_partitions = 16        # partitions of __consumer_offsets
@@ -70,6 +71,7 @@ class ServerConfig:
     default_replication_factor: int = 1
     replica_lag_time_max_ms: int = 30_000
     replica_fetch_wait_max_ms: int = 500
+    broker_session_timeout_ms: int = 6_000
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 30
     offsets_topic_num_partitions: int = 16
@@ -96,6 +98,7 @@ class ServerConfig:
                 f"default_partitions must be at least 1, not {self.default_partitions!r}")
         for name in ("default_replication_factor", "replica_lag_time_max_ms",
                      "replica_fetch_wait_max_ms", "leader_imbalance_check_interval_seconds",
+                     "broker_session_timeout_ms",
                      "offsets_topic_num_partitions",
                      "group_min_session_timeout_ms",
                      "group_max_session_timeout_ms", "offsets_retention_minutes",

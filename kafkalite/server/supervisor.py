@@ -82,6 +82,8 @@ class WorkerProcess:
     restarts: int = 0
     crashes_in_a_row: int = 0
     restart_at: float = 0.0
+    last_heartbeat: float = 0.0
+    hung: bool = False              # alive but silent past the session timeout: fenced
 
 
 @dataclass
@@ -241,6 +243,17 @@ class Supervisor:
     def _on_control(self, identity: bytes, msg: dict) -> None:
         kind = msg["type"]
         w = self.workers[msg["worker"]]
+        w.last_heartbeat = time.monotonic()
+        if w.hung:
+            # it beats again: it registers anew, as a restarted worker does
+            # (its leaderships moved; what it holds is sent to it again)
+            w.hung = False
+            log.warning("worker %d (pid %d) is responsive again; it rejoins", w.index, w.pid)
+            if kind != "hello":
+                kind, msg = "hello", {"type": "hello", "worker": w.index, "port": w.port,
+                                      "pid": w.pid, "kafka_port": w.kafka_port}
+        if kind == "heartbeat":
+            return
         if kind == "hello":
             w.port, w.pid = msg["port"], msg["pid"]
             w.kafka_port = msg.get("kafka_port", 0)
@@ -294,7 +307,14 @@ class Supervisor:
 
     def _watch_children(self) -> None:
         now = time.monotonic()
+        timeout = self.config.broker_session_timeout_ms / 1000.0
         for w in self.workers:
+            if (w.proc is not None and not w.hung and not self.controller.brokers[w.index].fenced
+                    and w.last_heartbeat and now - w.last_heartbeat > timeout):
+                log.error("worker %d (pid %d) sent no heartbeat for %.1f s; fencing it",
+                          w.index, w.pid, now - w.last_heartbeat)
+                w.hung = True
+                self.controller.fence_broker(w.index)
             if w.proc is not None and w.proc.poll() is not None:
                 code = w.proc.returncode
                 log.error("worker %d (pid %d) exited with %s; restarting it", w.index, w.pid, code)

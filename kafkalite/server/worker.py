@@ -13,7 +13,8 @@ The worker is the event loop around the parts that do the work:
   relay (relay.py) that passes the Kafka requests it does not serve to
   the supervisor;
 - the control channel from the supervisor: a DEALER carrying JSON messages
-  (assign / unassign / shutdown in; hello / done / bye out);
+  (assign / unassign / shutdown in; hello / done / heartbeat /
+  alter_partition / refresh / bye out);
 - requests to the transaction coordinator (broker_requests.py): whether a
   partition is in a producer's transaction before its first transactional
   batch goes in (``verify_transaction``);
@@ -58,6 +59,7 @@ log = logging.getLogger("kafkalite.worker")
 
 HOUSEKEEPING_INTERVAL_S = 1.0
 ISR_CHECK_INTERVAL_S = 0.25
+HEARTBEAT_INTERVAL_S = 0.25      # the supervisor fences a worker whose loop stops beating
 PEER_TIMEOUT_S = 5.0             # a replica fetch the leader did not answer is sent again
 CHECKPOINT_INTERVAL_S = 5.0
 COORDINATOR = -1                 # the supervisor, as BrokerRequests' peer id
@@ -94,6 +96,7 @@ class Worker:
         self.replica_manager.fetcher = self.fetcher
         self.replica_manager.replica_lag_time_max_ms = config.replica_lag_time_max_ms
         self._next_isr_check = time.monotonic() + ISR_CHECK_INTERVAL_S
+        self._next_heartbeat = time.monotonic()
         self.rings = RingGateway(self.replica_manager, self.poller, index)
         # The APIs Kafka clients are told this broker serves: the whole
         # cluster's (the supervisor sends them with the first assignment),
@@ -224,6 +227,7 @@ class Worker:
                     deadline = min(deadline, due)
             if self.replica_manager.led_with_followers:
                 deadline = min(deadline, self._next_isr_check)
+            deadline = min(deadline, self._next_heartbeat)
             timeout = max(0, int((deadline - time.monotonic()) * 1000) + 1)
             try:
                 events = dict(self.poller.poll(timeout))
@@ -251,6 +255,11 @@ class Worker:
             self.fetcher.tick()
             self.replica_manager.expire()
             now = time.monotonic()
+            if now >= self._next_heartbeat:
+                # from the loop itself: a loop that is stuck (or a process
+                # stopped) stops beating, and its leaderships move
+                self._send_control({"type": "heartbeat", "worker": self.index})
+                self._next_heartbeat = now + HEARTBEAT_INTERVAL_S
             if now >= self._next_isr_check and self.replica_manager.led_with_followers:
                 self.replica_manager.check_isr(now)
                 self._next_isr_check = now + ISR_CHECK_INTERVAL_S

@@ -33,8 +33,11 @@ def cluster(tmp_path):
     servers = []
 
     def start(workers=3, lag_ms=1500, extra=(), data_dir=None):
+        # Tests stop processes with SIGSTOP on purpose; a stopped worker is
+        # fenced only where a test says so (its own --broker-session-timeout-ms)
         s = ServerProcess(data_dir or str(tmp_path / f"data{len(servers)}"), workers=workers,
-                          extra_args=["--replica-lag-time-max-ms", str(lag_ms), *extra]).start()
+                          extra_args=["--replica-lag-time-max-ms", str(lag_ms),
+                                      "--broker-session-timeout-ms", "60000", *extra]).start()
         servers.append(s)
         return s
     yield start
@@ -437,6 +440,34 @@ def test_leader_and_follower_kills_lose_no_acknowledged_record(cluster):
     assert report.acked > 1000
     assert report.ok, report
     assert len(failovers) == KILLS - KILLS // 3
+
+
+def test_a_hung_leader_loses_its_leadership_and_follows_when_it_resumes(cluster):
+    # SIGSTOP: the leader's process is alive but silent (a hung loop, a
+    # machine pause); it stops heartbeating, is fenced, and an in-sync
+    # replica takes over; resumed, it follows the new leader
+    s = cluster(extra=["--broker-session-timeout-ms", "1500"])
+    create(s, "hung", partitions=1, rf=3, **{"min.insync.replicas": "2"})
+    acked, _ = produce(s, "hung", [b"h-%d" % i for i in range(500)], partition=0)
+    leader = state(s, "hung")[0][0]
+    pid = s.worker_pid(leader)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        wait_for(lambda: state(s, "hung")[0][0] not in (leader, -1), timeout=15,
+                 what="a new leader")
+        took = time.monotonic() - started
+        more, failed = produce(s, "hung", [b"i-%d" % i for i in range(500)], partition=0,
+                               **{"enable.idempotence": True})
+        assert len(more) == 500 and not failed
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert 1.0 < took < 10, took
+    wait_for(lambda: state(s, "hung")[0][2] == [0, 1, 2], what="the old leader back in sync")
+    assert s.worker_pid(leader) == pid                    # the same process, not a restart
+    report = check(History(acked=acked + more), read_log(s, "hung", 1))
+    assert report.ok and report.acked == 1000, report
+    assert "no heartbeat" in s.output() and "responsive again" in s.output()
 
 
 def _unclean_run(s, topic, unclean: bool):
