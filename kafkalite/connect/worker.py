@@ -1,0 +1,380 @@
+"""The worker: runs connector tasks in threads, with kafkalite's Producer
+(source tasks) and Consumer (sink tasks).
+
+A source task's thread: ``poll()``, transforms, key/value converters,
+``produce``; every ``offset.flush.interval.ms`` (and when it stops) the
+producer is flushed and only then are the source offsets of the records
+polled so far written to the offset store (so a stored offset never runs
+ahead of an acknowledged record), then ``commit()``.
+
+A sink task's thread: a consumer in the group ``connect-<connector>``
+(``enable.auto.commit`` off, ``auto.offset.reset=earliest`` as Kafka
+Connect's), converters, transforms, ``put(records)``; every
+``offset.flush.interval.ms``, on ``request_commit()``, before partitions
+are revoked and when it stops: ``pre_commit(offsets)`` (by default flush)
+and a synchronous commit of the offsets it returns. Records skipped by the
+error tolerance count as consumed.
+
+Pause stops polling (a sink task's consumer pauses its partitions and
+keeps its group membership); stop asks the task to stop and joins the
+thread. A task that raises is FAILED with its traceback as ``trace``.
+
+Worker config (Kafka's keys): ``bootstrap.servers``, ``key.converter``,
+``value.converter`` (+ their ``.schemas.enable``...),
+``offset.flush.interval.ms`` (default 10000), ``producer.*`` and
+``consumer.*`` overrides, and a connector's ``producer.override.*`` /
+``consumer.override.*``.
+
+Who calls: herder.py. Thread safety: a WorkerTask's pause/resume/stop may
+be called from any thread.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import traceback
+
+from kafkalite.connect.api import SinkRecord, SourceRecord
+from kafkalite.connect.converters import converter_from_config
+from kafkalite.connect.errors import RetriableException
+from kafkalite.connect.tolerance import SKIPPED, ErrorHandler
+from kafkalite.connect.transforms import TransformationChain
+
+log = logging.getLogger("kafkalite.connect")
+
+UNASSIGNED, RUNNING, PAUSED, FAILED, RESTARTING, STOPPED = (
+    "UNASSIGNED", "RUNNING", "PAUSED", "FAILED", "RESTARTING", "STOPPED")
+_BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter"
+_JSON = "org.apache.kafka.connect.json.JsonConverter"
+
+
+class OffsetStorageReader:
+    """What a source task sees of the offset store: its connector's offsets."""
+
+    def __init__(self, store, connector):
+        self._store, self._connector = store, connector
+
+    def offset(self, partition: dict) -> dict | None:
+        return self._store.get(self._connector, partition)
+
+    def offsets(self, partitions: list[dict]) -> dict:
+        import json
+        return {json.dumps(p, sort_keys=True): self.offset(p) for p in partitions}
+
+
+class SourceTaskContext:
+    def __init__(self, config, reader):
+        self.config, self._reader = config, reader
+
+    def offset_storage_reader(self) -> OffsetStorageReader:
+        return self._reader
+
+
+class SinkTaskContext:
+    def __init__(self, config, runner):
+        self.config, self._runner = config, runner
+
+    def offset(self, offsets: dict) -> None:
+        """Rewind or skip: {(topic, partition): next offset to consume}."""
+        self._runner.rewind.update(offsets)
+
+    def request_commit(self) -> None:
+        self._runner.commit_requested = True
+
+    def assignment(self) -> list:
+        return list(self._runner.assignment)
+
+    def pause(self, *partitions) -> None:
+        self._runner.consumer.pause(list(partitions))
+
+    def resume(self, *partitions) -> None:
+        self._runner.consumer.resume(list(partitions))
+
+
+class WorkerTask:
+    """One task in its thread; ``state`` is what /status shows."""
+
+    def __init__(self, worker, connector: str, task_id: int, connector_config: dict,
+                 task_config: dict, task_class: type):
+        self.worker, self.connector, self.id = worker, connector, task_id
+        self.connector_config, self.task_config = connector_config, task_config
+        self.task = task_class()
+        self.state, self.trace = UNASSIGNED, None
+        self._stopping = threading.Event()
+        self._paused = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name=f"connect-{connector}-{task_id}")
+        cfg = {**worker.config, **connector_config}
+        self.key_converter = converter_from_config(cfg, "key.converter", True, _JSON)
+        self.value_converter = converter_from_config(cfg, "value.converter", False, _JSON)
+        self.transforms = TransformationChain(connector_config)
+        self.flush_interval = int(worker.config.get("offset.flush.interval.ms", 10_000)) / 1000
+
+    def start(self, paused=False) -> None:
+        if paused:
+            self._paused.set()
+        self._thread.start()
+
+    def pause(self) -> None:
+        self._paused.set()
+        if self.state == RUNNING:
+            self.state = PAUSED
+
+    def resume(self) -> None:
+        self._paused.clear()
+        if self.state == PAUSED:
+            self.state = RUNNING
+
+    def stop(self, timeout: float = 30.0) -> None:
+        # the task's own thread calls task.stop() once its loop ends (poll/put
+        # return within a poll interval), so stop() never races put or flush
+        self._stopping.set()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            self.execute()
+            if self.state != FAILED:
+                self.state = UNASSIGNED
+        except Exception as e:      # noqa: BLE001 -- a task failure is its state, not a crash
+            self.state = FAILED
+            self.trace = "".join(traceback.format_exception(e))
+            log.error("connector %s task %d failed: %s", self.connector, self.id, e)
+        finally:
+            try:
+                self.task.stop()
+            except Exception:       # noqa: BLE001 -- stopping anyway
+                log.exception("connector %s task %d: stop()", self.connector, self.id)
+            self.worker.task_ended(self)
+
+    def _client_config(self, kind: str) -> dict:
+        """Worker's client config + ``producer.``/``consumer.`` + the
+        connector's ``producer.override.``/``consumer.override.``."""
+        out = dict(self.worker.client_config)
+        for src, prefix in ((self.worker.config, kind + "."),
+                            (self.connector_config, kind + ".override.")):
+            out.update({k[len(prefix):]: v for k, v in src.items() if k.startswith(prefix)})
+        return out
+
+
+class WorkerSourceTask(WorkerTask):
+    def execute(self) -> None:
+        from kafkalite.client import Producer
+        self.producer = producer = Producer(self._client_config("producer"))
+        handler = ErrorHandler(self.connector_config, self.connector, self.id)
+        pending: dict = {}      # json(partition) -> (partition, offset), since the last commit
+        failures: list = []
+
+        def on_delivery(err, msg, record=None):
+            if err is not None:
+                failures.append(err)
+        try:
+            self.task.initialize(SourceTaskContext(
+                self.task_config, OffsetStorageReader(self.worker.offsets, self.connector)))
+            self.task.start(self.task_config)
+            self.state = PAUSED if self._paused.is_set() else RUNNING
+            next_commit = time.monotonic() + self.flush_interval
+            while not self._stopping.is_set():
+                if self._paused.is_set():
+                    self._stopping.wait(0.05)
+                    continue
+                try:
+                    records = self.task.poll()
+                except RetriableException:
+                    records = None
+                for r in records or ():
+                    self._send(r, producer, handler, on_delivery)
+                    if r.source_partition is not None and r.source_offset is not None:
+                        import json
+                        pending[json.dumps(r.source_partition, sort_keys=True)] = (
+                            r.source_partition, r.source_offset)
+                producer.poll(0)
+                if failures:
+                    raise failures[0]
+                if time.monotonic() >= next_commit:
+                    self._commit(producer, pending, failures)
+                    next_commit = time.monotonic() + self.flush_interval
+            self._commit(producer, pending, failures)
+        finally:
+            producer.close(10)
+
+    def _send(self, r: SourceRecord, producer, handler, on_delivery) -> None:
+        t = handler.execute("TRANSFORMATION", self.transforms.apply, r)
+        if t is None or t is SKIPPED:
+            self.task.commit_record(r, None)
+            return
+        key = handler.execute("KEY_CONVERTER", self.key_converter.from_connect_data,
+                              t.topic, t.key_schema, t.key)
+        value = handler.execute("VALUE_CONVERTER", self.value_converter.from_connect_data,
+                                t.topic, t.value_schema, t.value)
+        if key is SKIPPED or value is SKIPPED:
+            return
+        headers = [(k, v.encode() if isinstance(v, str) else v) for k, v in t.headers or ()]
+        while True:
+            try:
+                producer.produce(t.topic, value=value, key=key,
+                                 partition=-1 if t.kafka_partition is None else t.kafka_partition,
+                                 timestamp=t.timestamp or 0, headers=headers or None,
+                                 on_delivery=on_delivery)
+                return
+            except BufferError:     # the producer's queue is full: let deliveries drain
+                producer.poll(0.05)
+
+    def _commit(self, producer, pending: dict, failures: list) -> None:
+        left = producer.flush(60)
+        if failures:
+            raise failures[0]
+        if left:
+            raise TimeoutError(f"{left} records not acknowledged in 60 s; offsets not committed")
+        if pending:
+            self.worker.offsets.put(self.connector, list(pending.values()))
+            pending.clear()
+        self.task.commit()
+
+
+class WorkerSinkTask(WorkerTask):
+    def execute(self) -> None:
+        from kafkalite.client import Consumer, TopicPartition
+        cfg = {"auto.offset.reset": "earliest", **self._client_config("consumer"),
+               "group.id": f"connect-{self.connector}", "enable.auto.commit": False}
+        self.consumer = consumer = Consumer(cfg)
+        self.assignment: set = set()
+        self.current: dict = {}       # (topic, partition) -> next offset, of records put
+        self.rewind: dict = {}
+        self.commit_requested = False
+        dlq = None
+        handler = ErrorHandler(self.connector_config, self.connector, self.id)
+        if handler.dlq_topic:
+            from kafkalite.client import Producer
+            dlq = handler.dlq_producer = Producer(self._client_config("producer"))
+        topics = [t.strip() for t in self.connector_config.get("topics", "").split(",")
+                  if t.strip()]
+        if self.connector_config.get("topics.regex"):
+            topics.append("^" + self.connector_config["topics.regex"].lstrip("^"))
+
+        def on_assign(c, parts):
+            self.assignment |= {(p.topic, p.partition) for p in parts}
+            self.task.open(parts)
+
+        def on_revoke(c, parts):
+            self._commit(only={(p.topic, p.partition) for p in parts})
+            self.task.close(parts)
+            self.assignment -= {(p.topic, p.partition) for p in parts}
+        try:
+            self.task.initialize(SinkTaskContext(self.task_config, self))
+            self.task.start(self.task_config)
+            consumer.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke)
+            self.state = PAUSED if self._paused.is_set() else RUNNING
+            next_commit = time.monotonic() + self.flush_interval
+            paused = False
+            batch = int(self.connector_config.get("consumer.override.max.poll.records",
+                                                  self.worker.config.get("consumer.max.poll.records",
+                                                                         500)))
+            while not self._stopping.is_set():
+                if self._paused.is_set() != paused:
+                    paused = self._paused.is_set()
+                    tps = [TopicPartition(t, p) for t, p in self.assignment]
+                    (consumer.pause if paused else consumer.resume)(tps)
+                for (t, p), off in list(self.rewind.items()):
+                    consumer.seek(TopicPartition(t, p, off))
+                    self.current[(t, p)] = off
+                    del self.rewind[(t, p)]
+                msgs = consumer.consume(batch, 0.2)
+                if paused:
+                    continue
+                records = []
+                for m in msgs:
+                    if m.error():
+                        continue
+                    r = self._convert(m, handler)
+                    if r is not None:
+                        records.append(r)
+                    self.current[(m.topic(), m.partition())] = m.offset() + 1
+                if records:
+                    self._put(records)
+                if dlq is not None:
+                    dlq.poll(0)
+                if self.commit_requested or time.monotonic() >= next_commit:
+                    self._commit()
+                    self.commit_requested = False
+                    next_commit = time.monotonic() + self.flush_interval
+            self._commit()
+            if self.assignment:
+                self.task.close([TopicPartition(t, p) for t, p in self.assignment])
+        finally:
+            try:
+                consumer.close()
+            finally:
+                if dlq is not None:
+                    dlq.close(10)
+
+    def _convert(self, m, handler):
+        tt, ts = m.timestamp()
+        key = handler.execute("KEY_CONVERTER", self.key_converter.to_connect_data, m.topic(),
+                              m.key(), original=m, cls=type(self.key_converter))
+        if key is SKIPPED:
+            return None
+        value = handler.execute("VALUE_CONVERTER", self.value_converter.to_connect_data,
+                                m.topic(), m.value(), original=m, cls=type(self.value_converter))
+        if value is SKIPPED:
+            return None
+        r = SinkRecord(m.topic(), m.partition(), key[0], key[1], value[0], value[1],
+                       ts if ts >= 0 else None, list(m.headers() or []), m.offset(),
+                       "LogAppendTime" if tt == 2 else "CreateTime", m.topic(), m.partition(),
+                       m.offset())
+        t = handler.execute("TRANSFORMATION", self.transforms.apply, r, original=m,
+                            cls=TransformationChain)
+        return None if t is SKIPPED else t
+
+    def _put(self, records) -> None:
+        delay = 0.1
+        while True:
+            try:
+                self.task.put(records)
+                return
+            except RetriableException:
+                # Kafka redelivers the same batch after a backoff
+                if self._stopping.wait(delay):
+                    raise
+                delay = min(delay * 2, 5.0)
+
+    def _commit(self, only: set | None = None) -> None:
+        from kafkalite.client import TopicPartition
+        current = {tp: off for tp, off in self.current.items() if only is None or tp in only}
+        if not current:
+            return
+        committable = self.task.pre_commit(dict(current)) or {}
+        offsets = [TopicPartition(t, p, off) for (t, p), off in committable.items()
+                   if (t, p) in self.assignment]
+        if offsets:
+            self.consumer.commit(offsets=offsets, asynchronous=False)
+
+
+class Worker:
+    """Holds the worker config, the offset store and the running tasks."""
+
+    def __init__(self, config: dict, offsets):
+        self.config = dict(config)
+        self.offsets = offsets
+        self.worker_id = config.get("worker.id", "standalone")
+        client_keys = ("bootstrap.servers", "client.id", "kafkalite.transport")
+        self.client_config = {k: v for k, v in self.config.items() if k in client_keys}
+        self.on_task_end = None
+
+    def start(self) -> None:
+        self.offsets.start()
+
+    def stop(self) -> None:
+        self.offsets.stop()
+
+    def start_task(self, kind: str, connector: str, task_id: int, connector_config: dict,
+                   task_config: dict, task_class: type, paused=False) -> WorkerTask:
+        cls = WorkerSourceTask if kind == "source" else WorkerSinkTask
+        t = cls(self, connector, task_id, connector_config, task_config, task_class)
+        t.start(paused)
+        return t
+
+    def task_ended(self, task: WorkerTask) -> None:
+        if self.on_task_end is not None:
+            self.on_task_end(task)
