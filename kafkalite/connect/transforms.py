@@ -362,7 +362,7 @@ class CastValue(_Cast):
 # ---- TimestampConverter ---------------------------------------------------------------------
 
 _JAVA_FORMAT = [("yyyy", "%Y"), ("yy", "%y"), ("MM", "%m"), ("dd", "%d"), ("HH", "%H"),
-                ("hh", "%I"), ("mm", "%M"), ("ss", "%S"), ("SSS", "\0ms\0"), ("a", "%p"),
+                ("hh", "%I"), ("mm", "%M"), ("ss", "%S"), ("SSS", "\ue000"), ("a", "%p"),
                 ("XXX", "%z"), ("Z", "%z"), ("EEE", "%a"), ("MMM", "%b")]
 
 
@@ -388,13 +388,13 @@ def java_date_format(pattern: str) -> str:
 
 
 def format_timestamp(t: _dt.datetime, fmt: str) -> str:
-    s = t.astimezone(UTC).strftime(fmt.replace("\0ms\0", "\0"))
-    return s.replace("\0", f"{t.microsecond // 1000:03d}")
+    s = t.astimezone(UTC).strftime(fmt)
+    return s.replace("\ue000", f"{t.microsecond // 1000:03d}")
 
 
 def parse_timestamp(s: str, fmt: str) -> _dt.datetime:
     try:
-        t = _dt.datetime.strptime(s, fmt.replace("\0ms\0", "%f"))
+        t = _dt.datetime.strptime(s, fmt.replace("\ue000", "%f"))
     except ValueError as e:
         raise DataException(f"Could not parse timestamp: value ({s}) does not match pattern: "
                             f"{e}") from None
