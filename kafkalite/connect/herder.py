@@ -116,7 +116,7 @@ class Herder:
         by_name = {v["name"]: v for v in values}
         self._framework_checks(cls, config, by_name)
         configs = []
-        for v in values:
+        for v in by_name.values():
             d = (own if v["name"] in own.keys else defs).definition(v["name"]) \
                 if v["name"] in own.keys or v["name"] in defs.keys else \
                 {"name": v["name"], "type": "STRING", "required": False, "default_value": None,

@@ -351,6 +351,23 @@ class WorkerSinkTask(WorkerTask):
             self.consumer.commit(offsets=offsets, asynchronous=False)
 
 
+class FailedTask:
+    """A task whose converters, transforms or class could not be set up."""
+
+    def __init__(self, connector, task_id, exc):
+        self.connector, self.id = connector, task_id
+        self.state, self.trace = FAILED, "".join(traceback.format_exception(exc))
+
+    def pause(self):
+        pass
+
+    def resume(self):
+        pass
+
+    def stop(self, timeout=None):
+        pass
+
+
 class Worker:
     """Holds the worker config, the offset store and the running tasks."""
 
@@ -371,7 +388,10 @@ class Worker:
     def start_task(self, kind: str, connector: str, task_id: int, connector_config: dict,
                    task_config: dict, task_class: type, paused=False) -> WorkerTask:
         cls = WorkerSourceTask if kind == "source" else WorkerSinkTask
-        t = cls(self, connector, task_id, connector_config, task_config, task_class)
+        try:
+            t = cls(self, connector, task_id, connector_config, task_config, task_class)
+        except Exception as e:      # noqa: BLE001 -- a task that cannot be built is FAILED
+            return FailedTask(connector, task_id, e)
         t.start(paused)
         return t
 
