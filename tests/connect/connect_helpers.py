@@ -48,6 +48,7 @@ def wait_for(cond, timeout=60.0, what="condition"):
         if got:
             return got
         if time.monotonic() > deadline:
+            what = what() if callable(what) else what
             raise AssertionError(f"timed out waiting for {what}; last: {got!r}")
         time.sleep(0.1)
 
