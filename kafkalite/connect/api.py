@@ -22,7 +22,7 @@ Kafka's. A connector asks for new task configs with
 """
 from __future__ import annotations
 
-import dataclasses
+import copy
 from dataclasses import dataclass, field
 
 from kafkalite.connect.config import ConfigDef
@@ -42,7 +42,13 @@ class ConnectRecord:
 
     def new_record(self, **changes) -> "ConnectRecord":
         """A copy with ``changes`` (Kafka's newRecord), as transforms make them."""
-        return dataclasses.replace(self, **changes)
+        # a shallow copy, not dataclasses.replace: this runs per record per transform
+        out = copy.copy(self)
+        for k, v in changes.items():
+            if not hasattr(self, k):
+                raise TypeError(f"{type(self).__name__} has no field {k!r}")
+            setattr(out, k, v)
+        return out
 
 
 @dataclass

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 
-from kafkalite.connect.data import Schema, from_json_value, to_json_value
+from kafkalite.connect.data import Schema, from_json_value, struct_encoder, to_json_value
 from kafkalite.connect.errors import DataException
 
 
@@ -72,19 +72,37 @@ class JsonConverter(Converter):
     def configure(self, configs, is_key):
         super().configure(configs, is_key)
         self.schemas_enable = str(configs.get("schemas.enable", "true")).lower() == "true"
+        self._schemas: dict = {}
 
     def from_connect_data(self, topic, schema, value):
         if value is None and schema is None:
             return None
-        payload = to_json_value(schema, value)
-        if self.schemas_enable:
-            out = {"schema": None if schema is None else schema.to_json(), "payload": payload}
+        if schema is not None and schema.type == "struct" and isinstance(value, dict):
+            payload = self._compiled(schema)[2](value)
         else:
-            out = payload
+            payload = to_json_value(schema, value)
         try:
-            return json.dumps(out, separators=(",", ":")).encode()
+            body = json.dumps(payload, separators=(",", ":"))
         except (TypeError, ValueError) as e:
             raise DataException(f"JsonConverter: cannot serialize: {e}") from None
+        if not self.schemas_enable:
+            return body.encode()
+        return f'{{"schema":{self._schema_json(schema)},"payload":{body}}}'.encode()
+
+    def _schema_json(self, schema) -> str:
+        return "null" if schema is None else self._compiled(schema)[1]
+
+    def _compiled(self, schema):
+        """(schema, its JSON, its struct encoder): a source's records share one
+        Schema object, so these are made once, not per record."""
+        hit = self._schemas.get(id(schema))
+        if hit is None or hit[0] is not schema:
+            if len(self._schemas) > 1000:
+                self._schemas.clear()
+            hit = self._schemas[id(schema)] = (
+                schema, json.dumps(schema.to_json(), separators=(",", ":")),
+                struct_encoder(schema) if schema.type == "struct" else None)
+        return hit
 
     def to_connect_data(self, topic, data):
         if data is None:

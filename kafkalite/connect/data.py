@@ -166,6 +166,21 @@ def millis_to_timestamp(ms: int) -> _dt.datetime:
     return EPOCH + _dt.timedelta(milliseconds=ms)
 
 
+_PLAIN = ("int8", "int16", "int32", "int64", "float32", "float64", "boolean", "string")
+
+
+def struct_encoder(schema: Schema):
+    """A function writing struct values of ``schema`` as to_json_value does,
+    with the per-field dispatch decided once (the converter's per-record path)."""
+    plan = [(f.name, f.schema.name is None and f.schema.type in _PLAIN, f.schema)
+            for f in schema.fields]
+
+    def encode(v):
+        return {name: (x if plain or x is None else to_json_value(s, x))
+                for name, plain, s in plan for x in (v.get(name),)}
+    return encode
+
+
 def to_json_value(schema: Schema | None, v):
     """A Connect value as JsonConverter writes it (logical types as numbers,
     bytes as base64)."""

@@ -554,12 +554,16 @@ class RegexRouter(Transformation):
             raise ConfigException("regex", f"Invalid value {self.config['regex']} for "
                                            f"configuration regex: {e}") from None
         self.replacement = java_replacement(self.config["replacement"])
+        self._routes: dict = {}      # topic -> new topic: a task sees few topics
 
     def apply(self, r):
-        m = self.regex.fullmatch(r.topic)
-        if m is None:
-            return r
-        return r.new_record(topic=m.expand(self.replacement))
+        new = self._routes.get(r.topic)
+        if new is None:
+            m = self.regex.fullmatch(r.topic)
+            new = r.topic if m is None else m.expand(self.replacement)
+            if len(self._routes) < 10_000:
+                self._routes[r.topic] = new
+        return r if new == r.topic else r.new_record(topic=new)
 
 
 class TimestampRouter(Transformation):

@@ -30,6 +30,7 @@ be called from any thread.
 """
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -59,7 +60,6 @@ class OffsetStorageReader:
         return self._store.get(self._connector, partition)
 
     def offsets(self, partitions: list[dict]) -> dict:
-        import json
         return {json.dumps(p, sort_keys=True): self.offset(p) for p in partitions}
 
 
@@ -183,12 +183,15 @@ class WorkerSourceTask(WorkerTask):
                     records = self.task.poll()
                 except RetriableException:
                     records = None
+                last_part, last_key = None, None
                 for r in records or ():
                     self._send(r, producer, handler, on_delivery)
-                    if r.source_partition is not None and r.source_offset is not None:
-                        import json
-                        pending[json.dumps(r.source_partition, sort_keys=True)] = (
-                            r.source_partition, r.source_offset)
+                    part = r.source_partition
+                    if part is not None and r.source_offset is not None:
+                        # a poll's records mostly share one partition dict: its key once
+                        if part is not last_part:
+                            last_part, last_key = part, json.dumps(part, sort_keys=True)
+                        pending[last_key] = (part, r.source_offset)
                 producer.poll(0)
                 if failures:
                     raise failures[0]
