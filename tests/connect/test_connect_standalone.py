@@ -301,3 +301,89 @@ def test_source_offsets_in_a_compacted_topic(server, topic_name, tmp_path):
         assert conf["cleanup.policy"].value == "compact"
     finally:
         admin.close()
+
+
+def test_source_offsets_never_run_ahead_of_acknowledged_records(own_server, topic_name,
+                                                                tmp_path):
+    """Lines read while the broker is down are not acknowledged: their
+    offsets must not be stored (the task fails instead), so a worker started
+    after the broker is back sends them; none is lost."""
+    create(own_server, topic_name)
+    src, offsets = tmp_path / "in.txt", tmp_path / "offsets.json"
+    write(src, [f"a{i}" for i in range(10)], "w")
+    cfg = {"connector.class": SRC, "file": str(src), "topic": topic_name, "value.converter": STR}
+    c = Connect(own_server, offset_file=offsets, **{"producer.delivery.timeout.ms": 3000,
+                                                    "producer.request.timeout.ms": 1000})
+    try:
+        c.create("src", **cfg)
+        read_all(own_server, topic_name, 1, 10, timeout=30)
+        wait_for(lambda: c.http("GET", "/connectors/src/offsets").json()["offsets"],
+                 what="the first offsets")
+        own_server.stop()
+        write(src, [f"b{i}" for i in range(10)])
+        wait_for(lambda: c.state("src")["tasks"][0]["state"] == "FAILED", what="FAILED")
+        stored = c.worker.offsets.offsets_of("src")
+        assert stored == [({"filename": str(src)}, {"position": len(
+            "".join(f"a{i}\n" for i in range(10)))})]
+    finally:
+        c.close()
+    own_server.start()
+    c = Connect(own_server, offset_file=offsets)
+    try:
+        c.create("src", **cfg)
+        got = read_all(own_server, topic_name, 1, 20, timeout=30)
+    finally:
+        c.close()
+    assert [m.value().decode() for m in got] == [f"a{i}" for i in range(10)] + \
+        [f"b{i}" for i in range(10)]
+
+
+def test_task_reconfiguration_restarts_tasks_only_when_their_configs_change(connect, server,
+                                                                            topic_name):
+    import connect_plugins
+    create(server, topic_name)
+    connect_plugins.SHARDS["value"] = ["s0"]
+    connect.create("sharded", **{"connector.class": "connect_plugins:ShardedSourceConnector",
+                                 "tasks.max": "4", "topic": topic_name,
+                                 "value.converter": STR})
+    read_all(server, topic_name, 1, 5, timeout=30)
+    herder = connect.herder
+    first = list(herder._connectors["sharded"].tasks)
+    herder._connectors["sharded"].instance.context.request_task_reconfiguration()
+    time.sleep(1.0)
+    assert herder._connectors["sharded"].tasks == first        # same configs: same tasks
+    connect_plugins.SHARDS["value"] = ["s0", "s1", "s2"]
+    herder._connectors["sharded"].instance.context.request_task_reconfiguration()
+    tasks = wait_for(lambda: len(t := connect.http("GET", "/connectors/sharded/tasks").json())
+                     == 3 and t, what="3 tasks")
+    assert [t["config"]["shards"] for t in tasks] == ["s0", "s1", "s2"]
+    wait_for(lambda: [t["state"] for t in connect.state("sharded")["tasks"]] == ["RUNNING"] * 3,
+             what="3 RUNNING")
+    got = sorted(m.value().decode() for m in read_all(server, topic_name, 1, 15, timeout=30))
+    # s0 resumed at its stored offset: no repeats
+    assert got == sorted(f"{s}-{n}" for s in ("s0", "s1", "s2") for n in range(5))
+
+
+def test_two_sink_tasks_share_the_partitions_of_their_group(connect, server, topic_name,
+                                                            tmp_path):
+    create(server, topic_name, 4)
+    p = Producer(server.config())
+    for i in range(400):
+        p.produce(topic_name, value=b"v%d" % i, partition=i % 4)
+    p.flush(30)
+    p.close()
+    out = tmp_path / "out.txt"
+    connect.create("two", **{"connector.class": SINK, "file": str(out), "topics": topic_name,
+                             "tasks.max": "2", "value.converter": STR})
+    wait_for(lambda: len(lines_of(out)) >= 400, what="400 lines")
+    assert sorted(lines_of(out)) == sorted(f"v{i}" for i in range(400))
+    assert [t["state"] for t in connect.state("two")["tasks"]] == ["RUNNING", "RUNNING"]
+    admin = AdminClient(server.config())
+    try:
+        g = admin.describe_consumer_groups(["connect-two"])["connect-two"].result()
+        owned = sorted((tp.topic, tp.partition) for m in g.members for tp in m.assignment)
+        assert len(g.members) == 2 and owned == [(topic_name, i) for i in range(4)]
+    finally:
+        admin.close()
+    wait_for(lambda: sorted(o["offset"]["kafka_offset"] for o in connect.http(
+        "GET", "/connectors/two/offsets").json()["offsets"]) == [100] * 4, what="commits")

@@ -7,7 +7,8 @@ offset ``{"position": <byte offset after the last line sent>}``, so a
 restarted task resumes at the line after the last one whose offset was
 stored. A partial last line (no newline yet) waits for its newline.
 
-Sink: appends each record's value (as text) and a newline to ``file``;
+Sink: appends each record's value (as text) and a newline to ``file``
+(``tasks.max`` tasks append to the same file, each put in one write);
 ``flush`` fsyncs, so the offsets the worker commits after it are of lines
 on disk.
 """
@@ -107,27 +108,31 @@ class FileStreamSinkConnector(SinkConnector):
         return FileStreamSinkTask
 
     def task_configs(self, max_tasks):
-        return [{"file": self.props["file"]} if self.props.get("file") else {}]
+        # as Kafka's: max_tasks copies (each appends whole puts, see put)
+        return [{"file": self.props["file"]} if self.props.get("file") else {}] * max_tasks
 
 
 class FileStreamSinkTask(SinkTask):
     def start(self, props):
         self.filename = props.get("file")
-        self.out = open(self.filename, "a", encoding="utf-8") if self.filename else sys.stdout
+        # unbuffered O_APPEND: a put is one write(), so tasks sharing the file never
+        # interleave parts of lines
+        self.out = open(self.filename, "ab", buffering=0) if self.filename else sys.stdout.buffer
 
     def put(self, records):
+        lines = []
         for r in records:
             v = r.value
-            if isinstance(v, (bytes, bytearray)):
-                v = bytes(v).decode("utf-8", "replace")
-            self.out.write(f"{v}\n")
+            lines.append(bytes(v) if isinstance(v, (bytes, bytearray)) else str(v).encode())
+        if lines:
+            self.out.write(b"\n".join(lines) + b"\n")
 
     def flush(self, offsets):
-        self.out.flush()
         if self.filename:
             os.fsync(self.out.fileno())
+        else:
+            self.out.flush()
 
     def stop(self):
         if self.filename and not self.out.closed:
-            self.out.flush()
             self.out.close()
