@@ -202,7 +202,7 @@ class Herder:
         with self._lock:
             c = self._get(name)
             return {"name": name, "connector": self._state(c.state, c.trace),
-                    "tasks": [self.task_status(name, i) for i in range(len(c.tasks))],
+                    "tasks": [Herder.task_status(self, name, i) for i in range(len(c.tasks))],
                     "type": c.kind}
 
     def _state(self, state, trace):
@@ -364,7 +364,7 @@ class Herder:
             plan_conn = not only_failed or c.state == FAILED
             plan_tasks = [i for i, t in enumerate(c.tasks)
                           if include_tasks and (not only_failed or t.state == FAILED)]
-            status = self.status(name)
+            status = Herder.status(self, name)
             if plan_conn:
                 status["connector"]["state"] = RESTARTING
             for i in plan_tasks:

@@ -125,6 +125,13 @@ class KafkaOffsetStore(OffsetStore):
         self._data = self._read_to_end()
         self._producer = Producer({**self.client_config, "linger.ms": 0})
 
+    def refresh(self) -> None:
+        """Read the topic to its end again (distributed mode: offsets written
+        by a connector's previous owner)."""
+        data = self._read_to_end()
+        with self._lock:
+            self._data = data
+
     def _read_to_end(self) -> dict:
         from kafkalite.client import OFFSET_BEGINNING, Consumer, TopicPartition
         c = Consumer({**self.client_config, "enable.auto.commit": False})

@@ -1,5 +1,8 @@
 """``kafkalite connect standalone WORKER.properties [CONNECTOR.properties|.json ...]``:
-a standalone Connect worker, like Kafka's connect-standalone.sh.
+a standalone Connect worker, like Kafka's connect-standalone.sh;
+``kafkalite connect distributed WORKER.properties``: a worker of a Connect
+cluster (``group.id``, ``config.storage.topic``, ``status.storage.topic``,
+``offset.storage.topic``), like connect-distributed.sh (distributed.py).
 
 The worker properties use Kafka's keys (``bootstrap.servers``,
 ``key.converter``, ``value.converter``, ``offset.storage.file.filename``,
@@ -30,6 +33,10 @@ def add_arguments(sub, client_args) -> None:
     s.add_argument("worker_config", metavar="WORKER.properties")
     s.add_argument("connectors", nargs="*", metavar="CONNECTOR.properties|.json")
     client_args(s)
+    d = csub.add_parser("distributed", help="a worker of a Connect cluster (group.id): "
+                                            "connectors, offsets and status in topics")
+    d.add_argument("worker_config", metavar="WORKER.properties")
+    client_args(d)
 
 
 def read_config(path: str) -> dict:
@@ -62,21 +69,34 @@ def run(args) -> int:
     if args.bootstrap_server or "bootstrap.servers" not in cfg:
         cfg["bootstrap.servers"] = args.bootstrap_server or default_bootstrap()
     client = {"bootstrap.servers": cfg["bootstrap.servers"]}
+    distributed = args.mode == "distributed"
     store = FileOffsetStore(cfg["offset.storage.file.filename"]) \
-        if cfg.get("offset.storage.file.filename") else \
+        if cfg.get("offset.storage.file.filename") and not distributed else \
         KafkaOffsetStore(client, cfg.get("offset.storage.topic", "connect-offsets"),
                          int(cfg.get("offset.storage.partitions", 25)))
     host, port = rest_address(cfg)
     worker = Worker(cfg, store)
     worker.start()
-    herder = Herder(worker)
-    rest = RestServer(herder, host, port).start()
+    if distributed:
+        from kafkalite.connect.distributed import DistributedHerder
+        herder = DistributedHerder(
+            worker, cfg.get("group.id", "connect-cluster"),
+            cfg.get("config.storage.topic", "connect-configs"),
+            cfg.get("status.storage.topic", "connect-status"),
+            int(cfg.get("session.timeout.ms", 10_000)),
+            int(cfg.get("heartbeat.interval.ms", 1_000)))
+    else:
+        herder = Herder(worker)
+    rest = RestServer(herder, host, port)
     worker.worker_id = f"{host}:{rest.port}"
+    rest.start()
+    if distributed:
+        herder.start()
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
     try:
-        for path in args.connectors:
+        for path in getattr(args, "connectors", ()):
             conn = read_config(path)
             if not conn.get("name"):
                 raise ValueError(f"{path}: the connector config has no name")
