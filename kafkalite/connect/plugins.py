@@ -20,6 +20,8 @@ CONNECTORS = {
         "kafkalite.connect.connectors.jdbc:JdbcSourceConnector",
     "io.confluent.connect.jdbc.JdbcSinkConnector":
         "kafkalite.connect.connectors.jdbc:JdbcSinkConnector",
+    "kafkalite.connect.ParquetSinkConnector":
+        "kafkalite.connect.connectors.parquet:ParquetSinkConnector",
 }
 
 
