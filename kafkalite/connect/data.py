@@ -13,7 +13,7 @@ timezone-aware datetime (UTC), a Date a date, a Time a time.
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 TIMESTAMP = "org.apache.kafka.connect.data.Timestamp"
 DATE = "org.apache.kafka.connect.data.Date"

@@ -24,7 +24,7 @@ import datetime as _dt
 import re
 
 from kafkalite.connect import data as cdata
-from kafkalite.connect.config import BOOLEAN, LIST, STRING, ConfigDef, ConfigException, one_of
+from kafkalite.connect.config import LIST, STRING, ConfigDef, ConfigException, one_of
 from kafkalite.connect.data import Field, Schema
 from kafkalite.connect.errors import DataException
 

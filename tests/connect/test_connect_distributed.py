@@ -14,7 +14,7 @@ import sys
 import time
 
 import requests
-from connect_helpers import lines_of, wait_for
+from connect_helpers import wait_for
 from harness import child_env, create, read_all
 from test_connect_cli import free_port
 

@@ -11,7 +11,7 @@ import pytest
 from connect_helpers import Connect, lines_of, wait_for
 from harness import create, read_all
 
-from kafkalite.client import AdminClient, Producer, TopicPartition
+from kafkalite.client import AdminClient, Producer
 from kafkalite.connect.offsets import KafkaOffsetStore
 
 SRC = "org.apache.kafka.connect.file.FileStreamSourceConnector"
@@ -379,10 +379,15 @@ def test_two_sink_tasks_share_the_partitions_of_their_group(connect, server, top
     assert sorted(lines_of(out)) == sorted(f"v{i}" for i in range(400))
     assert [t["state"] for t in connect.state("two")["tasks"]] == ["RUNNING", "RUNNING"]
     admin = AdminClient(server.config())
-    try:
+
+    def shared():
         g = admin.describe_consumer_groups(["connect-two"])["connect-two"].result()
         owned = sorted((tp.topic, tp.partition) for m in g.members for tp in m.assignment)
-        assert len(g.members) == 2 and owned == [(topic_name, i) for i in range(4)]
+        return g.state == "Stable" and len(g.members) == 2 and all(
+            m.assignment for m in g.members) and owned == [(topic_name, i) for i in range(4)]
+    try:
+        # the second task may join after the first took (and drained) every partition
+        wait_for(shared, what="both tasks owning partitions")
     finally:
         admin.close()
     wait_for(lambda: sorted(o["offset"]["kafka_offset"] for o in connect.http(

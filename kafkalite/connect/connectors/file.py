@@ -19,7 +19,7 @@ import sys
 import time
 
 from kafkalite.connect.api import SinkConnector, SinkTask, SourceConnector, SourceRecord, SourceTask
-from kafkalite.connect.config import INT, LIST, STRING, ConfigDef, at_least
+from kafkalite.connect.config import INT, STRING, ConfigDef, at_least
 from kafkalite.connect.data import Schema
 from kafkalite.connect.errors import ConnectException
 
