@@ -66,11 +66,12 @@ class SinkRecord(ConnectRecord):
     original_kafka_offset: int | None = None
 
 
-class Connector:
-    """Common to source and sink connectors."""
+class _Plugin:
+    """Common to connectors and tasks: a context (set before start), a
+    version, start and stop."""
 
     def __init__(self):
-        self.context = None        # a ConnectorContext, set by the herder before start()
+        self.context = None
 
     def initialize(self, context) -> None:
         self.context = context
@@ -84,6 +85,10 @@ class Connector:
 
     def stop(self) -> None:
         pass
+
+
+class Connector(_Plugin):
+    """Common to source and sink connectors; ``context`` is a ConnectorContext."""
 
     def task_class(self) -> type:
         raise NotImplementedError
@@ -115,22 +120,8 @@ class SinkConnector(Connector):
         return True
 
 
-class Task:
-    def __init__(self):
-        self.context = None
-
-    def initialize(self, context) -> None:
-        self.context = context
-
-    def version(self) -> str:
-        from kafkalite import __version__
-        return __version__
-
-    def start(self, props: dict) -> None:
-        raise NotImplementedError
-
-    def stop(self) -> None:
-        pass
+class Task(_Plugin):
+    """Common to source and sink tasks; ``context`` is a Source/SinkTaskContext."""
 
 
 class SourceTask(Task):

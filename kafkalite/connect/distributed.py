@@ -477,12 +477,7 @@ class DistributedHerder(Herder):
     # ---- writes: to the config topic -------------------------------------------------------
 
     def put_connector_config(self, name, config, allow_replace):
-        config = {k: str(v) if not isinstance(v, str) else v for k, v in config.items()}
-        config.setdefault("name", name)
-        if config["name"] != name:
-            raise BadRequestException("Connector name configuration (" + config["name"] +
-                                      ") doesn't match connector name in the URL (" + name + ")")
-        self._check(name, config)
+        config = self._checked(name, config)
         with self.internal._lock:
             existed = name in self.internal.configs
         if existed and not allow_replace:

@@ -162,6 +162,16 @@ class Herder:
                 except ConnectException as e:
                     add(key, f"Invalid value {config[key]} for configuration {key}: {e}")
 
+    def _checked(self, name: str, config: dict) -> dict:
+        """The config with string values and its name, validated (BadConfig)."""
+        config = {k: str(v) if not isinstance(v, str) else v for k, v in config.items()}
+        config.setdefault("name", name)
+        if config["name"] != name:
+            raise BadRequestException("Connector name configuration (" + config["name"] +
+                                      ") doesn't match connector name in the URL (" + name + ")")
+        self._check(name, config)
+        return config
+
     def _check(self, name: str, config: dict) -> None:
         info = self.validate(config)
         errors = {c["value"]["name"]: c["value"]["errors"] for c in info["configs"]
@@ -230,12 +240,7 @@ class Herder:
     def put_connector_config(self, name: str, config: dict, allow_replace: bool) -> tuple:
         """(created, info). Validates first; an existing connector is
         restarted with the new config, in its target state."""
-        config = {k: str(v) if not isinstance(v, str) else v for k, v in config.items()}
-        config.setdefault("name", name)
-        if config["name"] != name:
-            raise BadRequestException("Connector name configuration (" + config["name"] +
-                                      ") doesn't match connector name in the URL (" + name + ")")
-        self._check(name, config)
+        config = self._checked(name, config)
         with self._lock:
             old = self._connectors.get(name)
             if old is not None and not allow_replace:

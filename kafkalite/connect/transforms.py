@@ -537,6 +537,14 @@ class ExtractFieldValue(_ExtractField):
 
 # ---- routers, Filter ------------------------------------------------------------------------
 
+def _regex(config: dict, key: str):
+    try:
+        return re.compile(config[key])
+    except re.error as e:
+        raise ConfigException(key, f"Invalid value {config[key]} for configuration {key}: "
+                                   f"{e}") from None
+
+
 def java_replacement(rep: str) -> str:
     """Java's "$1" group references as Python's "\\g<1>"."""
     return re.sub(r"\$(\d+)", r"\\g<\1>", rep.replace("\\", "\\\\"))
@@ -548,11 +556,7 @@ class RegexRouter(Transformation):
 
     def configure(self, props):
         super().configure(props)
-        try:
-            self.regex = re.compile(self.config["regex"])
-        except re.error as e:
-            raise ConfigException("regex", f"Invalid value {self.config['regex']} for "
-                                           f"configuration regex: {e}") from None
+        self.regex = _regex(self.config, "regex")
         self.replacement = java_replacement(self.config["replacement"])
         self._routes: dict = {}      # topic -> new topic: a task sees few topics
 
@@ -604,11 +608,7 @@ class TopicNameMatches(Predicate):
 
     def configure(self, props):
         super().configure(props)
-        try:
-            self.regex = re.compile(self.config["pattern"])
-        except re.error as e:
-            raise ConfigException("pattern", f"Invalid value {self.config['pattern']} for "
-                                             f"configuration pattern: {e}") from None
+        self.regex = _regex(self.config, "pattern")
 
     def test(self, r):
         return self.regex.fullmatch(r.topic) is not None

@@ -12,7 +12,7 @@ import sqlite3
 
 import psycopg
 import pytest
-from connect_helpers import Connect, wait_for
+from connect_helpers import wait_for
 from harness import create, read_all
 
 from kafkalite.client import Producer
@@ -23,13 +23,6 @@ T = "org.apache.kafka.connect.transforms."
 _n = itertools.count()
 PREFIX = {"timestamp": "ts-", "timestamp+incrementing": "tsi-"}
 UTC = dt.timezone.utc
-
-
-@pytest.fixture
-def connect(server, tmp_path):
-    c = Connect(server, offset_file=tmp_path / "offsets.json")
-    yield c
-    c.close()
 
 
 def table_name(prefix="t"):

@@ -8,20 +8,12 @@ import json
 import os
 
 import pyarrow.dataset as ds
-import pytest
-from connect_helpers import Connect, wait_for
+from connect_helpers import wait_for
 from harness import create
 
 from kafkalite.client import Producer
 
 PARQUET = "kafkalite.connect.ParquetSinkConnector"
-
-
-@pytest.fixture
-def connect(server, tmp_path):
-    c = Connect(server, offset_file=tmp_path / "offsets.json")
-    yield c
-    c.close()
 
 
 def rows_in(directory, topic):

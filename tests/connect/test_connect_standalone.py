@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import time
 
-import pytest
 from connect_helpers import Connect, lines_of, wait_for
 from harness import create, read_all
 
@@ -17,13 +16,6 @@ from kafkalite.connect.offsets import KafkaOffsetStore
 SRC = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 STR = "org.apache.kafka.connect.storage.StringConverter"
-
-
-@pytest.fixture
-def connect(server, tmp_path):
-    c = Connect(server, offset_file=tmp_path / "offsets.json")
-    yield c
-    c.close()
 
 
 def write(path, lines, mode="a"):
