@@ -7,7 +7,7 @@ the worker runs each task in a thread of its own:
 
 - SourceTask: ``start(props)``, ``poll()`` -> list of SourceRecord (or None
   when there is nothing yet; it may block briefly), ``commit()`` and
-  ``commit_record(record, metadata)`` after their offsets are stored,
+  ``commit_record(record, metadata)`` once records are acknowledged,
   ``stop()`` (from another thread: make ``poll`` return soon).
   ``self.context.offset_storage_reader().offset(partition)`` gives the last
   stored offset of a source partition, to resume from.
@@ -132,8 +132,9 @@ class SourceTask(Task):
         """Called after the offsets of the records polled so far are stored."""
 
     def commit_record(self, record: SourceRecord, metadata) -> None:
-        """Called once the broker acknowledged ``record`` (metadata: the
-        Message delivered, or None when a transform dropped it)."""
+        """Called for each polled record once it was acknowledged (or dropped
+        by a transform or the error tolerance), at the worker's next offset
+        commit; ``metadata`` is None (no per-record offsets on the bulk path)."""
 
 
 class SinkTask(Task):

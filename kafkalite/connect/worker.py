@@ -2,7 +2,8 @@
 (source tasks) and Consumer (sink tasks).
 
 A source task's thread: ``poll()``, transforms, key/value converters,
-``produce``; every ``offset.flush.interval.ms`` (and when it stops) the
+then the producer's bulk path (``produce_batch``, one per topic and poll);
+every ``offset.flush.interval.ms`` (and when it stops) the
 producer is flushed and only then are the source offsets of the records
 polled so far written to the offset store (so a stored offset never runs
 ahead of an acknowledged record), then ``commit()``.
@@ -36,7 +37,7 @@ import threading
 import time
 import traceback
 
-from kafkalite.connect.api import SinkRecord, SourceRecord
+from kafkalite.connect.api import SinkRecord
 from kafkalite.connect.converters import converter_from_config
 from kafkalite.connect.errors import RetriableException
 from kafkalite.connect.tolerance import SKIPPED, ErrorHandler
@@ -164,9 +165,10 @@ class WorkerSourceTask(WorkerTask):
         self.producer = producer = Producer(self._client_config("producer"))
         handler = ErrorHandler(self.connector_config, self.connector, self.id)
         pending: dict = {}      # json(partition) -> (partition, offset), since the last commit
+        sent: list = []         # records polled since the last commit
         failures: list = []
 
-        def on_delivery(err, msg, record=None):
+        def on_delivery(err, delivery):
             if err is not None:
                 failures.append(err)
         try:
@@ -183,9 +185,11 @@ class WorkerSourceTask(WorkerTask):
                     records = self.task.poll()
                 except RetriableException:
                     records = None
+                if records:
+                    self._send_all(records, producer, handler, on_delivery)
+                    sent.extend(records)
                 last_part, last_key = None, None
                 for r in records or ():
-                    self._send(r, producer, handler, on_delivery)
                     part = r.source_partition
                     if part is not None and r.source_offset is not None:
                         # a poll's records mostly share one partition dict: its key once
@@ -196,35 +200,44 @@ class WorkerSourceTask(WorkerTask):
                 if failures:
                     raise failures[0]
                 if time.monotonic() >= next_commit:
-                    self._commit(producer, pending, failures)
+                    self._commit(producer, pending, failures, sent)
                     next_commit = time.monotonic() + self.flush_interval
-            self._commit(producer, pending, failures)
+            self._commit(producer, pending, failures, sent)
         finally:
             producer.close(10)
 
-    def _send(self, r: SourceRecord, producer, handler, on_delivery) -> None:
-        t = handler.execute("TRANSFORMATION", self.transforms.apply, r)
-        if t is None or t is SKIPPED:
-            self.task.commit_record(r, None)
-            return
-        key = handler.execute("KEY_CONVERTER", self.key_converter.from_connect_data,
-                              t.topic, t.key_schema, t.key)
-        value = handler.execute("VALUE_CONVERTER", self.value_converter.from_connect_data,
-                                t.topic, t.value_schema, t.value)
-        if key is SKIPPED or value is SKIPPED:
-            return
-        headers = [(k, v.encode() if isinstance(v, str) else v) for k, v in t.headers or ()]
-        while True:
-            try:
-                producer.produce(t.topic, value=value, key=key,
-                                 partition=-1 if t.kafka_partition is None else t.kafka_partition,
-                                 timestamp=t.timestamp or 0, headers=headers or None,
-                                 on_delivery=on_delivery)
-                return
-            except BufferError:     # the producer's queue is full: let deliveries drain
-                producer.poll(0.05)
+    def _send_all(self, records, producer, handler, on_delivery) -> None:
+        """Transform and convert a poll's records, then hand them to the
+        producer's bulk path: one produce_batch per (topic, partition given
+        or not), records in poll order within each."""
+        groups: dict = {}
+        now = int(time.time() * 1000)
+        for r in records:
+            t = handler.execute("TRANSFORMATION", self.transforms.apply, r)
+            if t is None or t is SKIPPED:
+                continue
+            key = handler.execute("KEY_CONVERTER", self.key_converter.from_connect_data,
+                                  t.topic, t.key_schema, t.key)
+            value = handler.execute("VALUE_CONVERTER", self.value_converter.from_connect_data,
+                                    t.topic, t.value_schema, t.value)
+            if key is SKIPPED or value is SKIPPED:
+                continue
+            g = groups.get((t.topic, t.kafka_partition))
+            if g is None:
+                g = groups[(t.topic, t.kafka_partition)] = ([], [], [], [])
+            g[0].append(key)
+            g[1].append(value)
+            g[2].append(t.timestamp or now)
+            g[3].append([(k, v.encode() if isinstance(v, str) else v) for k, v in t.headers]
+                        if t.headers else None)
+        for (topic, partition), (keys, values, stamps, headers) in groups.items():
+            producer.produce_batch(
+                topic, values, keys=keys if any(k is not None for k in keys) else None,
+                partition=-1 if partition is None else partition, timestamp=stamps,
+                headers=headers if any(h is not None for h in headers) else None,
+                on_delivery=on_delivery)
 
-    def _commit(self, producer, pending: dict, failures: list) -> None:
+    def _commit(self, producer, pending: dict, failures: list, sent: list) -> None:
         left = producer.flush(60)
         if failures:
             raise failures[0]
@@ -233,6 +246,9 @@ class WorkerSourceTask(WorkerTask):
         if pending:
             self.worker.offsets.put(self.connector, list(pending.values()))
             pending.clear()
+        for r in sent:
+            self.task.commit_record(r, None)
+        sent.clear()
         self.task.commit()
 
 
