@@ -11,11 +11,14 @@ with Kafka's keys (``key.converter``, ``transforms=...``), with Kafka's error
 tolerance and dead-letter queue (tolerance.py). Source offsets live in a
 local file (standalone mode) or a compacted ``connect-offsets`` topic
 (offsets.py); sink tasks commit their consumer group ``connect-<name>``
-after flush.
+after flush. Distributed mode (distributed.py): workers in a Connect group
+share the connectors, with configs and status in compacted topics.
 
-What it may import: kafkalite.client, kafkalite.record, kafkalite.errors and
-libraries -- never kafkalite.server or kafkalite.storage (Connect is a client
-of the broker).
+What it may import: kafkalite.client (distributed.py also names the group
+requests by kafkalite.protocol's ApiKey, as the client's own group code
+does), kafkalite.record, kafkalite.errors, kafkalite.ratelimit and libraries
+-- never kafkalite.server or kafkalite.storage (Connect is a client of the
+broker).
 """
 from kafkalite.connect.api import (ConnectRecord, Connector, SinkConnector, SinkRecord, SinkTask,
                                    SourceConnector, SourceRecord, SourceTask, Task)

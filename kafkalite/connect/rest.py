@@ -29,6 +29,7 @@ from kafkalite.connect.errors import (AlreadyExistsException, BadRequestExceptio
                                       ConnectException, NotFoundException)
 
 log = logging.getLogger("kafkalite.connect")
+MAX_BODY = 8 << 20
 
 
 def _error(status: int, message: str):
@@ -51,6 +52,8 @@ def _json_body():
 def create_app(herder) -> Flask:
     app = Flask("kafkalite.connect")
     app.json.sort_keys = False
+    # bodies are configs: a few KB; a huge one is refused (413), not buffered
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
 
     @app.errorhandler(NotFoundException)
     def _nf(e):

@@ -25,6 +25,7 @@ import traceback
 
 from kafkalite.connect.config import BOOLEAN, LONG, STRING, ConfigDef, one_of
 from kafkalite.connect.errors import ConnectException, RetriableException
+from kafkalite.ratelimit import RateLimitedLog
 
 log = logging.getLogger("kafkalite.connect")
 
@@ -65,7 +66,7 @@ class ErrorHandler:
         self.connector, self.task_id = connector, task_id
         self.dlq_producer = dlq_producer
         self.failed = 0
-        self._last_log = 0.0
+        self._log = RateLimitedLog(log)
 
     def execute(self, stage: str, fn, *args, original=None, cls=None):
         deadline = time.monotonic() + self.retry_timeout
@@ -90,11 +91,9 @@ class ErrorHandler:
         return SKIPPED
 
     def _report(self, stage, err, msg, cls):
-        now = time.monotonic()
-        if self.log_enable and now - self._last_log > 1.0:
-            self._last_log = now
-            log.error("connector %s task %d: error in stage %s (%d tolerated so far): %s",
-                      self.connector, self.task_id, stage, self.failed, err)
+        if self.log_enable:
+            self._log.warning("connector %s task %d: error in stage %s (%d tolerated so far): "
+                              "%s", self.connector, self.task_id, stage, self.failed, err)
         if self.dlq_topic is None or msg is None or self.dlq_producer is None:
             return
         headers = list(msg.headers() or [])

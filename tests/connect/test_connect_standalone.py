@@ -114,6 +114,9 @@ def test_bad_configs_answer_400_naming_the_field(connect, tmp_path):
     r = connect.http("POST", "/connectors", data=b"{nope", headers={
         "Content-Type": "application/json"})
     assert r.status_code == 400
+    r = connect.http("POST", "/connectors", data=b"[" + b"1," * (5 << 20) + b"1]", headers={
+        "Content-Type": "application/json"})
+    assert r.status_code == 413 and r.json()["error_code"] == 413
     # validate: every key answered, the bad ones with their errors
     r = connect.http("PUT", "/connector-plugins/FileStreamSinkConnector/config/validate",
                      json={"connector.class": SINK, "name": "v", "topics": "a", "topics.regex": "b.*",
