@@ -476,13 +476,19 @@ class DistributedHerder(Herder):
 
     # ---- writes: to the config topic -------------------------------------------------------
 
-    def put_connector_config(self, name, config, allow_replace):
+    def put_connector_config(self, name, config, allow_replace, initial_state=None):
+        from kafkalite.connect.herder import _initial_target
         config = self._checked(name, config)
+        target = _initial_target(initial_state)
         with self.internal._lock:
             existed = name in self.internal.configs
         if existed and not allow_replace:
             from kafkalite.connect.errors import AlreadyExistsException
             raise AlreadyExistsException(f"Connector {name} already exists")
+        if not existed and initial_state is not None:
+            # the target first: the connector's first owner starts it in that state
+            self.internal.write(self.internal.config_topic, f"target-state-{name}",
+                                {"state": target})
         self.internal.write(self.internal.config_topic, f"connector-{name}", {"properties": config})
         self.internal.wait(lambda: self.internal.configs.get(name) == config)
         return not existed, self.connector_info(name)

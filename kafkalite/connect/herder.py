@@ -47,6 +47,15 @@ SINK = (ConfigDef().define("topics", LIST, [], group="Common")
         .define("topics.regex", STRING, "", group="Common"))
 
 
+def _initial_target(initial_state: str | None) -> str:
+    """KIP-980's initial_state as a target state."""
+    targets = {None: "STARTED", "RUNNING": "STARTED", "PAUSED": "PAUSED", "STOPPED": "STOPPED"}
+    if initial_state not in targets:
+        raise BadRequestException(f"initial_state {initial_state!r}: use RUNNING, PAUSED or "
+                                  f"STOPPED")
+    return targets[initial_state]
+
+
 class BadConfig(BadRequestException):
     """A connector config with errors; ``errors`` is {key: [messages]}."""
 
@@ -237,15 +246,17 @@ class Herder:
 
     # ---- lifecycle -------------------------------------------------------------------------
 
-    def put_connector_config(self, name: str, config: dict, allow_replace: bool) -> tuple:
+    def put_connector_config(self, name: str, config: dict, allow_replace: bool,
+                             initial_state: str | None = None) -> tuple:
         """(created, info). Validates first; an existing connector is
-        restarted with the new config, in its target state."""
+        restarted with the new config, in its target state; a new one starts
+        in ``initial_state`` (KIP-980: RUNNING, PAUSED or STOPPED)."""
         config = self._checked(name, config)
+        target = _initial_target(initial_state)
         with self._lock:
             old = self._connectors.get(name)
             if old is not None and not allow_replace:
                 raise AlreadyExistsException(f"Connector {name} already exists")
-            target = "STARTED"
             if old is not None:
                 target = old.target
                 self._shutdown(old)

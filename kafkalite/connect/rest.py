@@ -2,7 +2,7 @@
 thread of its own).
 
 Paths and bodies as Kafka Connect's: ``GET/POST /connectors`` (``?expand=
-status|info``), ``GET/DELETE /connectors/{name}``, ``GET/PUT
+status|info``; POST takes KIP-980's ``initial_state``), ``GET/DELETE /connectors/{name}``, ``GET/PUT
 /connectors/{name}/config``, ``/status``, ``/topics``, ``/tasks``,
 ``/tasks/{id}/status``, ``POST /tasks/{id}/restart``, ``POST
 /connectors/{name}/restart`` (``includeTasks``, ``onlyFailed``), ``PUT
@@ -117,7 +117,8 @@ def create_app(herder) -> Flask:
         if "name" in config and config["name"] != name:
             raise BadRequestException("Connector name configuration (" + str(config["name"]) +
                                       ") doesn't match connector name in the URL (" + name + ")")
-        _, info = herder.put_connector_config(name, {**config, "name": name}, False)
+        _, info = herder.put_connector_config(name, {**config, "name": name}, False,
+                                              body.get("initial_state"))
         return info, 201
 
     @app.get("/connectors/<name>")

@@ -274,6 +274,8 @@ class WorkerSinkTask(WorkerTask):
 
         def on_assign(c, parts):
             self.assignment |= {(p.topic, p.partition) for p in parts}
+            if self._paused.is_set():
+                c.pause(parts)      # assigned while paused: fetch nothing yet
             self.task.open(parts)
 
         def on_revoke(c, parts):
@@ -301,6 +303,8 @@ class WorkerSinkTask(WorkerTask):
                     del self.rewind[(t, p)]
                 msgs = consumer.consume(batch, 0.2)
                 if paused:
+                    # fetched before the pause took hold: read again after resume
+                    self._rewind_to_first(msgs)
                     continue
                 records = []
                 for m in msgs:
@@ -327,6 +331,14 @@ class WorkerSinkTask(WorkerTask):
             finally:
                 if dlq is not None:
                     dlq.close(10)
+
+    def _rewind_to_first(self, msgs) -> None:
+        first: dict = {}
+        for m in msgs:
+            if not m.error():
+                first.setdefault((m.topic(), m.partition()), m.offset())
+        for (t, p), off in first.items():
+            self.rewind.setdefault((t, p), off)
 
     def _convert(self, m, handler):
         tt, ts = m.timestamp()

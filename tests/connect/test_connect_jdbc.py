@@ -256,3 +256,39 @@ def test_postgres_to_topic_to_sqlite_end_to_end(connect, server, postgres, tmp_p
     want = source_rows()
     assert len(want) == 401
     wait_for(lambda: replica_rows() == want, timeout=90, what="the replica to match")
+
+
+def test_sqlite_bulk_mode_sends_every_row_every_poll(connect, server, tmp_path, topic_name):
+    db = tmp_path / "bulk.db"
+    with sqlite3.connect(db) as c:
+        c.execute("CREATE TABLE kv (k TEXT, v INTEGER)")
+        c.executemany("INSERT INTO kv VALUES (?, ?)", [("a", 1), ("b", 2)])
+    create(server, f"{topic_name}kv")
+    connect.create("bulk", **{"connector.class": SRC, "connection.url": f"jdbc:sqlite:{db}",
+                              "mode": "bulk", "table.whitelist": "kv", "topic.prefix": topic_name,
+                              "poll.interval.ms": "300"})
+    rows = values_of(server, f"{topic_name}kv", 6)
+    assert rows[:6] == [{"k": "a", "v": 1}, {"k": "b", "v": 2}] * 3
+    st = connect.http("GET", "/connectors/bulk/offsets").json()
+    assert st == {"offsets": []}        # bulk mode keeps no offsets
+
+
+def test_jdbc_source_configs_refused_with_the_field_named(connect, postgres):
+    r = connect.http("POST", "/connectors", json={"name": "bad", "config": {
+        "connector.class": SRC, "connection.url": "jdbc:" + postgres, "mode": "incrementing",
+        "table.whitelist": "t", "topic.prefix": "p-"}})
+    assert r.status_code == 400 and "incrementing.column.name" in r.json()["message"]
+    r = connect.http("POST", "/connectors", json={"name": "bad", "config": {
+        "connector.class": SRC, "connection.url": "jdbc:" + postgres, "mode": "sometimes",
+        "table.whitelist": "t", "topic.prefix": "p-"}})
+    assert r.status_code == 400 and "mode" in r.json()["message"]
+    # a table that is not there: the connector FAILS with the reason, nothing hangs
+    connect.create("missing", **{"connector.class": SRC, "connection.url": "jdbc:" + postgres,
+                                 "mode": "bulk", "table.whitelist": "no_such_table",
+                                 "topic.prefix": "p-"})
+    st = connect.state("missing")
+    assert st["connector"]["state"] == "FAILED" and "no_such_table" in st["connector"]["trace"]
+    r = connect.http("POST", "/connectors", json={"name": "bad", "config": {
+        "connector.class": SINK, "connection.url": "jdbc:" + postgres, "topics": "x",
+        "insert.mode": "upsert"}})
+    assert r.status_code == 400 and "pk.mode" in r.json()["message"]

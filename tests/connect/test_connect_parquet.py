@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import time
 
 import pyarrow.dataset as ds
 from connect_helpers import wait_for
@@ -64,3 +65,41 @@ def test_parquet_sink_exactly_once_across_a_restart(connect, server, topic_name,
     wait_for(lambda: sorted(o["offset"]["kafka_offset"] for o in connect.http(
         "GET", "/connectors/pq/offsets").json()["offsets"]) == [160, 160], what="commits")
     assert sorted(r["id"] for r in rows_in(out, topic_name)) == list(range(320))
+
+
+def test_sink_offsets_altered_through_the_rest_api_skip_records(connect, server, topic_name,
+                                                                 tmp_path):
+    """A sink created STOPPED (KIP-980's initial_state); PATCH /offsets sets
+    its group's offsets (KIP-875):
+    records before the new offset are not written; a paused sink writes
+    nothing until resumed."""
+    create(server, topic_name)
+    p = Producer(server.config())
+    for i in range(10):
+        p.produce(topic_name, value=json.dumps({"i": i}).encode())
+    p.flush(30)
+    out = tmp_path / "lake"
+    r = connect.http("POST", "/connectors", json={"name": "pq2", "initial_state": "STOPPED",
+                                                  "config": {
+        "connector.class": PARQUET, "topics": topic_name, "directory": str(out),
+        "value.converter.schemas.enable": "false"}})
+    assert r.status_code == 201 and connect.state("pq2")["connector"]["state"] == "STOPPED"
+    r = connect.http("PATCH", "/connectors/pq2/offsets", json={"offsets": [
+        {"partition": {"kafka_topic": topic_name, "kafka_partition": 0},
+         "offset": {"kafka_offset": 4}}]})
+    assert r.status_code == 200, r.text
+    assert connect.http("GET", "/connectors/pq2/offsets").json()["offsets"] == [
+        {"partition": {"kafka_topic": topic_name, "kafka_partition": 0},
+         "offset": {"kafka_offset": 4}}]
+    r = connect.http("PATCH", "/connectors/pq2/offsets", json={"offsets": [
+        {"partition": {"kafka_topic": topic_name}, "offset": {"kafka_offset": 1}}]})
+    assert r.status_code == 400 and "kafka_partition" in r.json()["message"]
+    connect.http("PUT", "/connectors/pq2/pause")      # from STOPPED: started, tasks paused
+    wait_for(lambda: [t["state"] for t in connect.state("pq2")["tasks"]] == ["PAUSED"],
+             what="PAUSED task")
+    time.sleep(1.5)
+    assert rows_in(out, topic_name) == []
+    connect.http("PUT", "/connectors/pq2/resume")
+    wait_for(lambda: len(rows_in(out, topic_name)) == 6, what="6 rows")
+    assert [r["i"] for r in rows_in(out, topic_name)] == list(range(4, 10))
+    p.close()
