@@ -91,6 +91,13 @@ def test_three_workers_share_connectors_and_take_over_a_killed_one(server, tmp_p
             {"partition": {"filename": str(files[0])},
              "offset": {"position": files[0].stat().st_size}}]}, what="f0's offsets")
 
+        # a restart asked of a non-owner is the owner's (KIP-745 body)
+        r = requests.post(other + "/connectors/f0/restart?includeTasks=true", timeout=60)
+        assert r.status_code == 202 and r.json()["tasks"][0]["state"] == "RESTARTING"
+        assert get(other, "/connectors/f0/tasks")[0]["config"]["file"] == str(files[0])
+        wait_for(lambda: (get(other, "/connectors/f0/status") or {}).get("tasks", [{}])[0].get(
+            "state") == "RUNNING", what="f0's task RUNNING after the restart")
+
         victim = next(p for p, u in workers if u == victim_url)
         victim.send_signal(signal.SIGKILL)
         victim.wait(30)
