@@ -134,7 +134,9 @@ class KafkaOffsetStore(OffsetStore):
 
     def _read_to_end(self) -> dict:
         from kafkalite.client import OFFSET_BEGINNING, Consumer, TopicPartition
-        c = Consumer({**self.client_config, "enable.auto.commit": False})
+        # read_committed: offsets of an aborted exactly-once transaction never count
+        c = Consumer({**self.client_config, "enable.auto.commit": False,
+                      "isolation.level": "read_committed"})
         data: dict = {}
         try:
             tps = [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(self.partitions)]
@@ -147,11 +149,25 @@ class KafkaOffsetStore(OffsetStore):
                         continue
                     v = m.value()
                     data[m.key().decode()] = None if v is None else json.loads(v)
-                    if m.offset() + 1 >= ends[m.partition()]:
-                        todo.discard(m.partition())
+                # by position, not by the last record: transaction markers and aborted
+                # records take offsets no record is returned for
+                for tp in c.position([TopicPartition(self.topic, p) for p in todo]):
+                    if tp.offset >= ends[tp.partition]:
+                        todo.discard(tp.partition)
         finally:
             c.close()
         return data
+
+    def records_for(self, connector, offsets) -> list[tuple[bytes, bytes | None]]:
+        """The offsets topic's (key, value) records of these offsets, for a
+        caller that produces them itself (inside its transaction)."""
+        return [(offset_key(connector, p).encode(), None if o is None else json.dumps(o).encode())
+                for p, o in offsets]
+
+    def remember(self, connector, offsets) -> None:
+        """Offsets a caller wrote itself (and committed): into the view."""
+        with self._lock:
+            self._data.update({offset_key(connector, p): o for p, o in offsets})
 
     def _write(self, entries):
         failed = []

@@ -39,7 +39,7 @@ import traceback
 
 from kafkalite.connect.api import SinkRecord
 from kafkalite.connect.converters import converter_from_config
-from kafkalite.connect.errors import RetriableException
+from kafkalite.connect.errors import ConnectException, RetriableException
 from kafkalite.connect.tolerance import SKIPPED, ErrorHandler
 from kafkalite.connect.transforms import TransformationChain
 
@@ -65,11 +65,16 @@ class OffsetStorageReader:
 
 
 class SourceTaskContext:
-    def __init__(self, config, reader):
-        self.config, self._reader = config, reader
+    def __init__(self, config, reader, transactions=None):
+        self.config, self._reader, self._transactions = config, reader, transactions
 
     def offset_storage_reader(self) -> OffsetStorageReader:
         return self._reader
+
+    def transaction_context(self):
+        """A TransactionContext with exactly-once support and
+        ``transaction.boundary=connector``, else None (as Kafka's)."""
+        return self._transactions
 
 
 class SinkTaskContext:
@@ -159,6 +164,34 @@ class WorkerTask:
         return out
 
 
+def track_offsets(records, pending: dict) -> None:
+    """The latest source offset of each source partition among ``records``,
+    into ``pending`` {json(partition): (partition, offset)}."""
+    last_part, last_key = None, None
+    for r in records:
+        part = r.source_partition
+        if part is not None and r.source_offset is not None:
+            # a poll's records mostly share one partition dict: its key once
+            if part is not last_part:
+                last_part, last_key = part, json.dumps(part, sort_keys=True)
+            pending[last_key] = (part, r.source_offset)
+
+
+class TransactionContext:
+    """KIP-618's TransactionContext, for ``transaction.boundary=connector``:
+    the task asks to commit or abort the open transaction, after a given
+    record of its last poll (or after the whole poll)."""
+
+    def __init__(self):
+        self.requests: list = []      # (action, record or None)
+
+    def commit_transaction(self, record=None) -> None:
+        self.requests.append(("commit", record))
+
+    def abort_transaction(self, record=None) -> None:
+        self.requests.append(("abort", record))
+
+
 class WorkerSourceTask(WorkerTask):
     def execute(self) -> None:
         from kafkalite.client import Producer
@@ -188,14 +221,7 @@ class WorkerSourceTask(WorkerTask):
                 if records:
                     self._send_all(records, producer, handler, on_delivery)
                     sent.extend(records)
-                last_part, last_key = None, None
-                for r in records or ():
-                    part = r.source_partition
-                    if part is not None and r.source_offset is not None:
-                        # a poll's records mostly share one partition dict: its key once
-                        if part is not last_part:
-                            last_part, last_key = part, json.dumps(part, sort_keys=True)
-                        pending[last_key] = (part, r.source_offset)
+                    track_offsets(records, pending)
                 producer.poll(0)
                 if failures:
                     raise failures[0]
@@ -250,6 +276,111 @@ class WorkerSourceTask(WorkerTask):
             self.task.commit_record(r, None)
         sent.clear()
         self.task.commit()
+
+
+class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
+    """KIP-618: a source task's records and their source offsets in one
+    transaction (``exactly.once.source.support=enabled`` on the worker; the
+    offsets go to the offsets topic through the task's transactional
+    producer, ``transactional.id`` = ``<group.id>-<connector>-<task>``).
+    ``transaction.boundary``: ``poll`` (default: one transaction per
+    non-empty poll) or ``connector`` (the task decides through
+    ``context.transaction_context()``). A failure aborts the open
+    transaction: neither its records (for read_committed consumers) nor its
+    offsets count, and the task restarts from the last committed offsets."""
+
+    def execute(self) -> None:
+        from kafkalite.client import Producer
+        store = self.worker.offsets
+        if not hasattr(store, "records_for"):
+            raise ConnectException("exactly-once source support needs source offsets in a "
+                                   "topic (offset.storage.topic), not a file")
+        boundary = self.connector_config.get("transaction.boundary", "poll")
+        if boundary not in ("poll", "connector"):
+            raise ConnectException(f"transaction.boundary {boundary!r}: poll or connector")
+        txn_id = f"{self.worker.config.get('group.id', 'connect')}-{self.connector}-{self.id}"
+        self.producer = producer = Producer({**self._client_config("producer"),
+                                             "transactional.id": txn_id})
+        handler = ErrorHandler(self.connector_config, self.connector, self.id)
+        ctx = TransactionContext() if boundary == "connector" else None
+        pending: dict = {}
+        sent: list = []
+        failures: list = []
+        in_txn = False
+
+        def on_delivery(err, delivery):
+            if err is not None:
+                failures.append(err)
+
+        def send(records):
+            nonlocal in_txn
+            if not records:
+                return
+            if not in_txn:
+                producer.begin_transaction()
+                in_txn = True
+            self._send_all(records, producer, handler, on_delivery)
+            sent.extend(records)
+            track_offsets(records, pending)
+
+        def end(action):
+            nonlocal in_txn
+            if not in_txn:
+                return
+            if action == "commit":
+                entries = list(pending.values())
+                for key, value in store.records_for(self.connector, entries):
+                    producer.produce(store.topic, key=key, value=value, on_delivery=on_delivery)
+                producer.commit_transaction(60)
+                if failures:
+                    raise failures[0]
+                store.remember(self.connector, entries)
+                for r in sent:
+                    self.task.commit_record(r, None)
+                self.task.commit()
+            else:
+                producer.abort_transaction(60)
+                failures.clear()
+            pending.clear()
+            sent.clear()
+            in_txn = False
+        try:
+            producer.init_transactions(60)   # fences an earlier incarnation, aborts its txn
+            self.task.initialize(SourceTaskContext(
+                self.task_config, OffsetStorageReader(store, self.connector), ctx))
+            self.task.start(self.task_config)
+            self.state = PAUSED if self._paused.is_set() else RUNNING
+            while not self._stopping.is_set():
+                if self._paused.is_set():
+                    self._stopping.wait(0.05)
+                    continue
+                try:
+                    records = self.task.poll() or []
+                except RetriableException:
+                    records = []
+                if ctx is None:
+                    send(records)
+                    end("commit")
+                    continue
+                requests, ctx.requests = ctx.requests, []
+                done = 0
+                for action, record in requests:
+                    upto = len(records) if record is None else \
+                        next(i for i, r in enumerate(records) if r is record) + 1
+                    send(records[done:upto])
+                    done = max(done, upto)
+                    end(action)
+                send(records[done:])
+            end("abort")      # stopping with a transaction the task left open
+        except BaseException:
+            if in_txn:
+                try:
+                    producer.abort_transaction(30)
+                except Exception:       # noqa: BLE001 -- the next init_transactions aborts it
+                    log.exception("%s-%d: abort", self.connector, self.id)
+            raise
+        finally:
+            producer.close(10)
 
 
 class WorkerSinkTask(WorkerTask):
@@ -418,7 +549,9 @@ class Worker:
 
     def start_task(self, kind: str, connector: str, task_id: int, connector_config: dict,
                    task_config: dict, task_class: type, paused=False) -> WorkerTask:
-        cls = WorkerSourceTask if kind == "source" else WorkerSinkTask
+        eos = str(self.config.get("exactly.once.source.support", "disabled")).lower() == "enabled"
+        cls = WorkerSinkTask if kind == "sink" else \
+            ExactlyOnceWorkerSourceTask if eos else WorkerSourceTask
         try:
             t = cls(self, connector, task_id, connector_config, task_config, task_class)
         except Exception as e:      # noqa: BLE001 -- a task that cannot be built is FAILED

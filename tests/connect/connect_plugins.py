@@ -44,3 +44,55 @@ class ShardedSourceTask(SourceTask):
         if not out:
             self.stopped.wait(0.05)
         return out
+
+
+class TransactionalSourceConnector(SourceConnector):
+    """Sends r0..r<count-1>, committing a transaction after every 5th
+    record and aborting once when it reaches ``abort.at`` (then resuming at
+    its last committed offset): transaction.boundary=connector."""
+
+    def start(self, props):
+        self.props = dict(props)
+
+    def task_class(self):
+        return TransactionalSourceTask
+
+    def task_configs(self, max_tasks):
+        return [dict(self.props)]
+
+
+class TransactionalSourceTask(SourceTask):
+    def start(self, props):
+        self.topic, self.count = props["topic"], int(props["count"])
+        self.abort_at, self.aborted = int(props.get("abort.at", -1)), False
+        self.next = self._resume()
+        self.stopped = threading.Event()
+
+    def _resume(self):
+        off = self.context.offset_storage_reader().offset({"source": "r"})
+        return off["n"] + 1 if off else 0
+
+    def poll(self):
+        if self.next is None:
+            self.next = self._resume()
+        if self.next >= self.count:
+            self.stopped.wait(0.05)
+            return []
+        out = []
+        txn = self.context.transaction_context()
+        for n in range(self.next, min(self.next + 3, self.count)):
+            r = SourceRecord(self.topic, None, None, None, Schema.STRING, f"r{n}",
+                             source_partition={"source": "r"}, source_offset={"n": n})
+            out.append(r)
+            if n == self.abort_at and not self.aborted:
+                self.aborted = True
+                txn.abort_transaction(r)
+                self.next = None        # resume at the committed offset, after the abort
+                return out
+            if n % 5 == 4:
+                txn.commit_transaction(r)
+        self.next = n + 1
+        return out
+
+    def commit(self):
+        pass
