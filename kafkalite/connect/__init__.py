@@ -13,6 +13,8 @@ local file (standalone mode) or a compacted ``connect-offsets`` topic
 (offsets.py); sink tasks commit their consumer group ``connect-<name>``
 after flush. Distributed mode (distributed.py): workers in a Connect group
 share the connectors, with configs and status in compacted topics.
+Exactly-once source tasks (KIP-618, ``exactly.once.source.support``) write
+records and source offsets in one transaction (worker.py).
 
 What it may import: kafkalite.client (distributed.py also names the group
 requests by kafkalite.protocol's ApiKey, as the client's own group code
