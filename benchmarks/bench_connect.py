@@ -1,5 +1,6 @@
 """PostgreSQL -> topic through kafkalite Connect's JDBC-style source, against
-``COPY ... TO`` of the same rows in the same run.
+``COPY ... TO`` of the same rows in the same run; and topic -> Parquet
+through the Parquet sink, against ``COPY ... TO`` + a pyarrow Parquet write.
 
     python benchmarks/bench_connect.py               # 200,000 rows
     python benchmarks/bench_connect.py --quick       # 20,000 rows (the smoke test's size)
@@ -16,7 +17,12 @@ A throwaway PostgreSQL cluster (tests/postgres.py) and a kafkalite server
    topic, timed from the connector's creation until the topic's high
    watermark reaches ``--rows`` (acknowledged, acks=all), once with the
    JsonConverter with schemas (Kafka Connect's default envelope) and once
-   without schemas.
+   without schemas;
+3. parquet ceiling: ``COPY ... TO STDOUT (FORMAT csv)`` read by
+   pyarrow.csv and written with pyarrow.parquet (one file);
+4. connect parquet: the ParquetSinkConnector (``flush.size`` 50,000)
+   reading the schemaful topic of 2. into Parquet files, timed from its
+   creation until its group committed every record (committed = in files).
 
 Timing never fails anything: this prints figures and writes results.json
 under ``--out`` (default benchmarks/results/connect).
@@ -59,6 +65,53 @@ def copy_out(dsn: str, table: str) -> tuple[float, int]:
             for chunk in cp:
                 n += len(chunk)
         return time.perf_counter() - start, n
+
+
+def copy_to_parquet(dsn: str, table: str, out: str) -> float:
+    import io
+
+    import psycopg
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+    start = time.perf_counter()
+    buf = io.BytesIO()
+    with psycopg.connect(dsn) as c:
+        with c.cursor().copy(f"COPY (SELECT * FROM {table} ORDER BY id) TO STDOUT "
+                             f"(FORMAT csv, HEADER true)") as cp:
+            for chunk in cp:
+                buf.write(chunk)
+    buf.seek(0)
+    pq.write_table(pcsv.read_csv(buf), os.path.join(out, "copy.parquet"))
+    return time.perf_counter() - start
+
+
+def parquet_sink(server, topic, rows, work) -> float:
+    from kafkalite.client import AdminClient
+    from kafkalite.connect import Herder, Worker
+    from kafkalite.connect.offsets import FileOffsetStore
+    worker = Worker({"bootstrap.servers": server.bootstrap, "offset.flush.interval.ms": 1000,
+                     "consumer.max.poll.records": 10_000},
+                    FileOffsetStore(os.path.join(work, "offsets-pq.json")))
+    worker.start()
+    herder = Herder(worker)
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    try:
+        start = time.perf_counter()
+        herder.put_connector_config("pq", {
+            "connector.class": "kafkalite.connect.ParquetSinkConnector", "topics": topic,
+            "directory": os.path.join(work, "lake"), "flush.size": "50000"}, False)
+        while True:
+            got = admin.list_consumer_group_offsets("connect-pq").result()
+            if sum(tp.offset for tp in got if tp.offset > 0) >= rows:
+                return time.perf_counter() - start
+            st = herder.status("pq")
+            if any(t["state"] == "FAILED" for t in st["tasks"]):
+                raise RuntimeError(st["tasks"][0]["trace"])
+            time.sleep(0.05)
+    finally:
+        admin.close()
+        herder.stop()
+        worker.stop()
 
 
 def through_connect(server, dsn, table, rows, batch, schemas: bool, work) -> float:
@@ -123,6 +176,15 @@ def main(argv=None) -> int:
             print(f"JDBC source -> topic, JsonConverter schemas.enable={str(schemas).lower()}: "
                   f"{rows:,} rows in {took:.2f} s = {rows / took:,.0f} rows/s "
                   f"({rows / took / figures['copy_to_rows_per_s']:.1%} of COPY)")
+        took = copy_to_parquet(pg.dsn, "bench_rows", work)
+        figures["copy_to_parquet_rows_per_s"] = rows / took
+        print(f"COPY ... TO (csv) + pyarrow Parquet write: {rows:,} rows in {took:.2f} s = "
+              f"{rows / took:,.0f} rows/s (the Parquet ceiling)")
+        took = parquet_sink(server, "pg-bench_rows-s", rows, work)
+        figures["connect_parquet_sink_rows_per_s"] = rows / took
+        print(f"topic -> ParquetSinkConnector: {rows:,} rows in {took:.2f} s = "
+              f"{rows / took:,.0f} rows/s ({rows / took / figures['copy_to_parquet_rows_per_s']:.1%}"
+              f" of COPY + Parquet)")
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "results.json"), "w") as f:
             json.dump({"rows": rows, "batch.max.rows": args.batch, "figures": figures}, f,

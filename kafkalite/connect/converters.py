@@ -15,9 +15,16 @@ follows). Configured with the keys after the ``key.converter.`` /
 from __future__ import annotations
 
 import json
+import re
 
 from kafkalite.connect.data import Schema, from_json_value, struct_encoder, to_json_value
 from kafkalite.connect.errors import DataException
+
+
+_DECODER = json.JSONDecoder()
+_SCHEMA_PREFIX = re.compile(r'\s*\{\s*"schema"\s*:\s*')
+_PAYLOAD_PREFIX = re.compile(r'\s*,\s*"payload"\s*:\s*')
+_CLOSE = re.compile(r'\s*\}\s*\Z')
 
 
 class Converter:
@@ -72,7 +79,8 @@ class JsonConverter(Converter):
     def configure(self, configs, is_key):
         super().configure(configs, is_key)
         self.schemas_enable = str(configs.get("schemas.enable", "true")).lower() == "true"
-        self._schemas: dict = {}
+        self._schemas: dict = {}       # id(Schema) -> (schema, its JSON, struct encoder)
+        self._parsed: dict = {}        # schema JSON text -> Schema (reading)
 
     def from_connect_data(self, topic, schema, value):
         if value is None and schema is None:
@@ -88,6 +96,42 @@ class JsonConverter(Converter):
         if not self.schemas_enable:
             return body.encode()
         return f'{{"schema":{self._schema_json(schema)},"payload":{body}}}'.encode()
+
+    def _envelope_fast(self, data):
+        """(schema, value) of an envelope laid out as Kafka's JsonConverter
+        writes it (``{"schema":...,"payload":...}``, in that order), the
+        schema parsed once per distinct schema text; None for any other
+        layout (the general path then decides)."""
+        try:
+            text = bytes(data).decode()
+        except UnicodeDecodeError:
+            return None
+        m = _SCHEMA_PREFIX.match(text)
+        if m is None:
+            return None
+        try:
+            schema_doc, end = _DECODER.raw_decode(text, m.end())
+            m2 = _PAYLOAD_PREFIX.match(text, end)
+            if m2 is None:
+                return None
+            payload, done = _DECODER.raw_decode(text, m2.end())
+        except ValueError:
+            return None
+        if _CLOSE.match(text, done) is None:
+            return None
+        if schema_doc is None:
+            return None, payload
+        raw = text[m.end():end]
+        schema = self._parsed.get(raw)
+        if schema is None:
+            try:
+                schema = Schema.from_json(schema_doc)
+            except (ValueError, KeyError, TypeError) as e:
+                raise DataException(f"JsonConverter: bad schema: {e}") from None
+            if len(self._parsed) > 1000:
+                self._parsed.clear()
+            self._parsed[raw] = schema
+        return schema, from_json_value(schema, payload)
 
     def _schema_json(self, schema) -> str:
         return "null" if schema is None else self._compiled(schema)[1]
@@ -107,6 +151,10 @@ class JsonConverter(Converter):
     def to_connect_data(self, topic, data):
         if data is None:
             return None, None
+        if self.schemas_enable:
+            fast = self._envelope_fast(data)
+            if fast is not None:
+                return fast
         try:
             doc = json.loads(data)
         except (ValueError, UnicodeDecodeError) as e:

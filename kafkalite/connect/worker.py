@@ -388,6 +388,9 @@ class WorkerSinkTask(WorkerTask):
         from kafkalite.client import Consumer, TopicPartition
         cfg = {"auto.offset.reset": "earliest", **self._client_config("consumer"),
                "group.id": f"connect-{self.connector}", "enable.auto.commit": False}
+        # Kafka's max.poll.records is the most records a put gets (not a kafkalite
+        # consumer property: consume() takes the count)
+        batch = int(cfg.pop("max.poll.records", 500))
         self.consumer = consumer = Consumer(cfg)
         self.assignment: set = set()
         self.current: dict = {}       # (topic, partition) -> next offset, of records put
@@ -420,9 +423,6 @@ class WorkerSinkTask(WorkerTask):
             self.state = PAUSED if self._paused.is_set() else RUNNING
             next_commit = time.monotonic() + self.flush_interval
             paused = False
-            batch = int(self.connector_config.get("consumer.override.max.poll.records",
-                                                  self.worker.config.get("consumer.max.poll.records",
-                                                                         500)))
             while not self._stopping.is_set():
                 if self._paused.is_set() != paused:
                     paused = self._paused.is_set()

@@ -21,5 +21,7 @@ def test_bench_connect_quick(tmp_path):
     doc = json.loads((tmp_path / "results.json").read_text())
     assert doc["rows"] == 20_000
     assert set(doc["figures"]) == {"copy_to_rows_per_s", "connect_json_schemas_rows_per_s",
-                                   "connect_json_schemaless_rows_per_s"}
+                                   "connect_json_schemaless_rows_per_s",
+                                   "copy_to_parquet_rows_per_s",
+                                   "connect_parquet_sink_rows_per_s"}
     assert all(v > 0 for v in doc["figures"].values())

@@ -91,3 +91,20 @@ def test_converter_named_by_kafkas_class_name_with_prefixed_settings():
     assert isinstance(c, JsonConverter) and c.schemas_enable is False
     assert isinstance(converter_from_config({"key.converter": "StringConverter"},
                                             "key.converter", True, "x"), StringConverter)
+
+
+def test_json_envelope_in_any_layout_reads_the_same():
+    """Kafka's layout takes the fast path (schema parsed once per schema
+    text); spaced, reordered or trailing-garbage envelopes the general one."""
+    c = conv(JsonConverter)
+    schema = {"type": "struct", "fields": [{"field": "a", "type": "int32"}]}
+    tight = json.dumps({"schema": schema, "payload": {"a": 1}}, separators=(",", ":"))
+    spaced = json.dumps({"schema": schema, "payload": {"a": 1}}, indent=2)
+    reordered = json.dumps({"payload": {"a": 1}, "schema": schema})
+    got = [c.to_connect_data("t", x.encode()) for x in (tight, tight, spaced, reordered)]
+    assert all(g == got[0] for g in got) and got[0][1] == {"a": 1}
+    assert got[0][0] is got[1][0]            # the second read reused the parsed schema
+    with pytest.raises(DataException):
+        c.to_connect_data("t", (tight + "x").encode())
+    with pytest.raises(DataException, match="int32"):
+        c.to_connect_data("t", tight.replace('{"a":1}', '{"a":"x"}').encode())
