@@ -7,6 +7,7 @@ timeout and their sources resume at the offsets in the offsets topic:
 every line arrives, and none twice (their offsets were stored before the kill)."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -126,6 +127,75 @@ def test_three_workers_share_connectors_and_take_over_a_killed_one(server, tmp_p
             # committed when the rebalance stopped them): nothing lost and nothing repeated
             assert [m.value() for m in got] == want
         print(f"f0 moved {took:.1f} s after the kill (session.timeout.ms=3000)")
+    finally:
+        for p, _ in workers:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p, _ in workers:
+            try:
+                p.wait(60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(10)
+
+
+def test_postgres_source_and_parquet_sink_survive_kill_9_of_a_worker(server, tmp_path,
+                                                                     topic_name, postgres):
+    """The issue's failover test with the Parquet sink standing in for
+    Iceberg: a PostgreSQL source and an exactly-once Parquet sink on three
+    workers; the sink's worker is killed while rows keep coming: the files
+    end with every source row exactly once, and the topic has every row."""
+    import psycopg
+    import pyarrow.dataset as ds
+    table = f"fo_{int(time.time() * 1000) % 10**9}"
+    with psycopg.connect(postgres, autocommit=True) as c:
+        c.execute(f"CREATE TABLE {table} (id BIGSERIAL PRIMARY KEY, v TEXT)")
+        c.execute(f"INSERT INTO {table} (v) SELECT 'v' || g FROM generate_series(1, 300) g")
+    group = f"fo-{os.getpid()}-{int(time.time())}"
+    topic = f"{topic_name[:40]}-{table}"
+    create(server, topic, 2)
+    workers = [start_worker(server, tmp_path, i, group) for i in range(3)]
+    urls = [u for _, u in workers]
+    lake = tmp_path / "lake"
+
+    def rows_in_lake():
+        if not (lake / topic).is_dir():
+            return []
+        return ds.dataset(str(lake / topic), format="parquet",
+                          partitioning="hive").to_table(columns=["id"]).column("id").to_pylist()
+    try:
+        wait_for(lambda: all(get(u, "/connectors") == [] for u in urls), what="3 REST APIs")
+        json_conv = {"value.converter": "org.apache.kafka.connect.json.JsonConverter"}
+        r = requests.post(urls[0] + "/connectors", timeout=60, json={"name": "pg", "config": {
+            "connector.class": "io.confluent.connect.jdbc.JdbcSourceConnector",
+            "connection.url": "jdbc:" + postgres, "mode": "incrementing",
+            "incrementing.column.name": "id", "table.whitelist": table,
+            "topic.prefix": f"{topic_name[:40]}-", "poll.interval.ms": "200",
+            "batch.max.rows": "50", **json_conv}})
+        assert r.status_code == 201, r.text
+        r = requests.post(urls[1] + "/connectors", timeout=60, json={"name": "lake", "config": {
+            "connector.class": "kafkalite.connect.ParquetSinkConnector", "topics": topic,
+            "directory": str(lake), "flush.size": "40", **json_conv}})
+        assert r.status_code == 201, r.text
+        wait_for(lambda: len(rows_in_lake()) >= 300, what="300 rows in the lake")
+        owner = get(urls[2], "/connectors/lake/status")["connector"]["worker_id"]
+        victim = next(p for p, u in workers if u == "http://" + owner)
+        with psycopg.connect(postgres, autocommit=True) as c:
+            c.execute(f"INSERT INTO {table} (v) SELECT 'w' || g FROM generate_series(1, 100) g")
+            victim.send_signal(signal.SIGKILL)
+            victim.wait(30)
+            c.execute(f"INSERT INTO {table} (v) SELECT 'x' || g FROM generate_series(1, 100) g")
+        survivor = next(u for u in urls if u != "http://" + owner)
+        wait_for(lambda: (st := get(survivor, "/connectors/lake/status")) and
+                 st["connector"]["worker_id"] != owner and st["tasks"] and
+                 st["tasks"][0]["state"] == "RUNNING", what="the sink on a survivor")
+        wait_for(lambda: len(set(rows_in_lake())) >= 500, timeout=90, what="500 rows")
+        time.sleep(1.0)
+        ids = rows_in_lake()
+        assert sorted(ids) == list(range(1, 501))        # every row, exactly once
+        in_topic = {json.loads(m.value())["payload"]["id"]
+                    for m in read_all(server, topic, 2, 500, timeout=30)}
+        assert in_topic == set(range(1, 501))            # the source skipped none
     finally:
         for p, _ in workers:
             if p.poll() is None:
