@@ -13,7 +13,8 @@ DistributedHerder.
   connector never runs on two workers at once. A worker that dies stops
   heartbeating; after ``session.timeout.ms`` the group rebalances and its
   connectors start on the others, their sources at the offsets stored in
-  ``offset.storage.topic``.
+  ``offset.storage.topic`` (a moved sink task rejoins its consumer group,
+  which waits out the dead task's ``consumer.session.timeout.ms``).
 - ``config.storage.topic`` (default ``connect-configs``): Kafka's keys and
   values: ``connector-<name>`` -> ``{"properties": {...}}`` (null: deleted),
   ``target-state-<name>`` -> ``{"state": "STARTED"|"PAUSED"|"STOPPED"}``.

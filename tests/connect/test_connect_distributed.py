@@ -30,6 +30,7 @@ def start_worker(server, tmp_path, i, group):
         f"config.storage.topic={group}-configs\nstatus.storage.topic={group}-status\n"
         f"offset.storage.topic={group}-offsets\noffset.storage.partitions=3\n"
         f"offset.flush.interval.ms=300\nsession.timeout.ms=3000\nheartbeat.interval.ms=300\n"
+        f"consumer.session.timeout.ms=3000\nconsumer.heartbeat.interval.ms=300\n"
         f"value.converter=org.apache.kafka.connect.storage.StringConverter\n"
         f"listeners=http://127.0.0.1:{port}\n")
     log = open(tmp_path / f"worker{i}.log", "wb")
