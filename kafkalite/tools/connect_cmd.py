@@ -23,8 +23,9 @@ import signal
 import threading
 import urllib.parse
 
-DESCRIPTION = ("Run a standalone Kafka Connect worker (like connect-standalone.sh): connectors "
-               "from properties/JSON files, Kafka Connect's REST API on rest.port.")
+DESCRIPTION = ("Run a Kafka Connect worker: standalone (like connect-standalone.sh, connectors "
+               "from properties/JSON files) or distributed (like connect-distributed.sh, a "
+               "worker of the group.id cluster); Kafka Connect's REST API on rest.port.")
 
 
 def add_arguments(sub, client_args) -> None:
