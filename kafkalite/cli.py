@@ -16,6 +16,8 @@ Subcommands:
   verify      check every batch CRC and index entry under a data directory
   streams     describe or reset a Streams application (its group, tasks,
               lag, internal topics), like kafka-streams-application-reset
+  connect     run a Kafka Connect worker (connectors, REST API), standalone or in a
+              cluster, like connect-standalone.sh / connect-distributed.sh
   bench       run benchmark workloads on kafkalite, its peers and the
               machine's ceilings, side by side (kafkalite.bench)
 
@@ -320,6 +322,12 @@ def build_parser() -> argparse.ArgumentParser:
                              description=streams_app.DESCRIPTION)
     streams_app.add_arguments(streams, _client_args)
     streams.set_defaults(func=streams_app.run)
+
+    from kafkalite.tools import connect_cmd
+    conn = sub.add_parser("connect", help="run a Kafka Connect worker (standalone or distributed)",
+                          description=connect_cmd.DESCRIPTION)
+    connect_cmd.add_arguments(conn, _client_args)
+    conn.set_defaults(func=connect_cmd.run)
 
     from kafkalite.bench import cli as bench_cli
     bench = sub.add_parser("bench", help=bench_cli.DESCRIPTION, description=bench_cli.DESCRIPTION)

@@ -1,0 +1,37 @@
+"""Connect: Kafka Connect's framework, REST API and connectors, in Python.
+
+What it is for: moving data between topics and other systems (files,
+SQLite, PostgreSQL) without custom code. Connectors and tasks have Kafka
+Connect's API in snake_case (api.py); a Worker runs their tasks in threads
+with kafkalite's own Producer and Consumer (worker.py); a Herder keeps the
+connectors' configs, states and lifecycle (herder.py) behind Kafka
+Connect's REST API (rest.py). Records pass through converters
+(converters.py) and single message transforms (transforms.py) configured
+with Kafka's keys (``key.converter``, ``transforms=...``), with Kafka's error
+tolerance and dead-letter queue (tolerance.py). Source offsets live in a
+local file (standalone mode) or a compacted ``connect-offsets`` topic
+(offsets.py); sink tasks commit their consumer group ``connect-<name>``
+after flush. Distributed mode (distributed.py): workers in a Connect group
+share the connectors, with configs and status in compacted topics.
+Exactly-once source tasks (KIP-618, ``exactly.once.source.support``) write
+records and source offsets in one transaction (worker.py).
+
+What it may import: kafkalite.client (distributed.py also names the group
+requests by kafkalite.protocol's ApiKey, as the client's own group code
+does), kafkalite.record, kafkalite.errors, kafkalite.ratelimit and libraries
+-- never kafkalite.server or kafkalite.storage (Connect is a client of the
+broker).
+"""
+from kafkalite.connect.api import (ConnectRecord, Connector, SinkConnector, SinkRecord, SinkTask,
+                                   SourceConnector, SourceRecord, SourceTask, Task)
+from kafkalite.connect.config import ConfigDef, ConfigException
+from kafkalite.connect.data import Schema, SchemaBuilder
+from kafkalite.connect.errors import ConnectException, DataException, RetriableException
+from kafkalite.connect.herder import Herder
+from kafkalite.connect.worker import Worker
+
+__all__ = [
+    "ConfigDef", "ConfigException", "ConnectException", "ConnectRecord", "Connector",
+    "DataException", "Herder", "RetriableException", "Schema", "SchemaBuilder", "SinkConnector",
+    "SinkRecord", "SinkTask", "SourceConnector", "SourceRecord", "SourceTask", "Task", "Worker",
+]

@@ -1,0 +1,138 @@
+"""FileStreamSource and FileStreamSink, as Kafka's file connectors.
+
+Source: tails ``file`` (or stdin when unset) and produces each line
+(without its newline) as a string value to ``topic``; ``batch.size`` lines
+per poll at most. Its source partition is ``{"filename": <file>}`` and its
+offset ``{"position": <byte offset after the last line sent>}``, so a
+restarted task resumes at the line after the last one whose offset was
+stored. A partial last line (no newline yet) waits for its newline.
+
+Sink: appends each record's value (as text) and a newline to ``file``
+(``tasks.max`` tasks append to the same file, each put in one write);
+``flush`` fsyncs, so the offsets the worker commits after it are of lines
+on disk.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from kafkalite.connect.api import SinkConnector, SinkTask, SourceConnector, SourceRecord, SourceTask
+from kafkalite.connect.config import INT, STRING, ConfigDef, at_least
+from kafkalite.connect.data import Schema
+from kafkalite.connect.errors import ConnectException
+
+SOURCE_CONFIG = (ConfigDef()
+                 .define("file", STRING, None, doc="the file to read (default: stdin)")
+                 .define("topic", STRING, doc="the topic to write to")
+                 .define("batch.size", INT, 2000, at_least(1), doc="lines per poll at most"))
+SINK_CONFIG = ConfigDef().define("file", STRING, None, doc="the file to append to (default: stdout)")
+
+
+class FileStreamSourceConnector(SourceConnector):
+    def config_def(self):
+        return SOURCE_CONFIG
+
+    def start(self, props):
+        self.props = SOURCE_CONFIG.parse(props)
+        if "," in self.props["topic"]:
+            raise ConnectException("topic: FileStreamSourceConnector writes to one topic")
+
+    def task_class(self):
+        return FileStreamSourceTask
+
+    def task_configs(self, max_tasks):
+        # one file, one reader
+        return [{k: str(v) for k, v in self.props.items()
+                 if k in SOURCE_CONFIG.keys and v is not None}]
+
+
+class FileStreamSourceTask(SourceTask):
+    def start(self, props):
+        c = SOURCE_CONFIG.parse(props)
+        self.filename, self.topic, self.batch = c["file"], c["topic"], c["batch.size"]
+        self.partition = {"filename": self.filename or "stdin"}
+        self.stream, self.position, self.buffer = None, 0, b""
+        stored = self.context.offset_storage_reader().offset(self.partition) \
+            if self.filename else None
+        self.position = int(stored["position"]) if stored else 0
+
+    def _open(self):
+        if self.filename is None:
+            self.stream = sys.stdin.buffer
+            return True
+        try:
+            self.stream = open(self.filename, "rb")
+        except FileNotFoundError:
+            return False
+        self.stream.seek(self.position)
+        return True
+
+    def poll(self):
+        if self.stream is None and not self._open():
+            time.sleep(0.1)
+            return None
+        chunk = self.stream.read(1 << 20)
+        if chunk:
+            self.buffer += chunk
+        out = []
+        while len(out) < self.batch:
+            nl = self.buffer.find(b"\n")
+            if nl < 0:
+                break
+            line, self.buffer = self.buffer[:nl], self.buffer[nl + 1:]
+            self.position += nl + 1
+            out.append(SourceRecord(self.topic, None, None, None, Schema.STRING,
+                                    line.rstrip(b"\r").decode("utf-8", "replace"),
+                                    source_partition=self.partition,
+                                    source_offset={"position": self.position}))
+        if not out:
+            time.sleep(0.05)      # tailing: nothing new yet
+            return None
+        return out
+
+    def stop(self):
+        if self.stream is not None and self.filename is not None:
+            self.stream.close()
+
+
+class FileStreamSinkConnector(SinkConnector):
+    def config_def(self):
+        return SINK_CONFIG
+
+    def start(self, props):
+        self.props = dict(props)
+
+    def task_class(self):
+        return FileStreamSinkTask
+
+    def task_configs(self, max_tasks):
+        # as Kafka's: max_tasks copies (each appends whole puts, see put)
+        return [{"file": self.props["file"]} if self.props.get("file") else {}] * max_tasks
+
+
+class FileStreamSinkTask(SinkTask):
+    def start(self, props):
+        self.filename = props.get("file")
+        # unbuffered O_APPEND: a put is one write(), so tasks sharing the file never
+        # interleave parts of lines
+        self.out = open(self.filename, "ab", buffering=0) if self.filename else sys.stdout.buffer
+
+    def put(self, records):
+        lines = []
+        for r in records:
+            v = r.value
+            lines.append(bytes(v) if isinstance(v, (bytes, bytearray)) else str(v).encode())
+        if lines:
+            self.out.write(b"\n".join(lines) + b"\n")
+
+    def flush(self, offsets):
+        if self.filename:
+            os.fsync(self.out.fileno())
+        else:
+            self.out.flush()
+
+    def stop(self):
+        if self.filename and not self.out.closed:
+            self.out.close()

@@ -1,0 +1,462 @@
+"""JDBC-style source and sink connectors for SQLite and PostgreSQL, with the
+configuration keys of Confluent's JDBC connectors.
+
+Source (JdbcSourceConnector): for each table of ``table.whitelist`` (alias
+``table.include.list``; tables are shared out among ``tasks.max`` tasks),
+or for one ``query``, every ``poll.interval.ms``:
+
+- ``bulk``: every row, every time;
+- ``incrementing``: rows with ``incrementing.column.name`` > the stored
+  offset, in its order (new rows only: updates are not seen);
+- ``timestamp``: rows with ``timestamp.column.name`` > the stored
+  timestamp and < now - ``timestamp.delay.interval.ms`` (updates seen; rows
+  sharing the last timestamp across a poll boundary may be seen once);
+- ``timestamp+incrementing``: ``ts < end AND ((ts = last_ts AND inc >
+  last_inc) OR ts > last_ts)`` ordered by (ts, inc): every insert and update,
+  exactly once each, across restarts.
+
+Up to ``batch.max.rows`` rows per poll; a full batch polls again at once.
+Each row is a struct value (fields as the columns) written to
+``topic.prefix`` + table (query mode: ``topic.prefix``), with no key (use
+the ValueToKey/ExtractField transforms, as with Confluent's). Source
+partition ``{"protocol": "1", "table": <table>}`` (query mode:
+``{"query": "query"}``), offset ``{"incrementing": n}`` and/or
+``{"timestamp": ms, "timestamp_nanos": ns}``.
+
+Sink (JdbcSinkConnector): records of ``topics`` go to ``table.name.format``
+(``${topic}``), ``insert.mode`` insert, upsert (on the primary key) or
+update; ``pk.mode`` none, kafka (``__connect_topic``, ``__connect_partition``,
+``__connect_offset``), record_key or record_value with ``pk.fields``;
+``auto.create`` makes the table (primary key as pk.mode says), ``auto.evolve``
+adds columns a record has and the table lacks (nullable); tombstones delete
+the row of their key with ``delete.enabled`` (needs pk.mode=record_key).
+A ``put`` is one transaction, written in ``batch.size`` statements batches;
+order between writes and deletes of one table is kept. Values may be
+schemaful structs or schemaless dicts (column types then come from the
+values).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import threading
+import time
+
+from kafkalite.connect import data as cdata
+from kafkalite.connect.api import SinkConnector, SinkTask, SourceConnector, SourceRecord, SourceTask
+from kafkalite.connect.config import (BOOLEAN, INT, LIST, LONG, PASSWORD, STRING, ConfigDef,
+                                      ConfigException, at_least, one_of)
+from kafkalite.connect.connectors.dialects import SQLite, dialect_for
+from kafkalite.connect.data import Field, Schema
+from kafkalite.connect.errors import ConnectException, DataException
+
+CONN = (ConfigDef()
+        .define("connection.url", STRING, doc="jdbc:sqlite:<path> or jdbc:postgresql://...",
+                group="Database")
+        .define("connection.user", STRING, None, group="Database")
+        .define("connection.password", PASSWORD, None, group="Database"))
+
+SOURCE_CONFIG = CONN.merge(
+    ConfigDef()
+    .define("mode", STRING, validator=one_of("bulk", "incrementing", "timestamp",
+                                             "timestamp+incrementing"), group="Mode")
+    .define("incrementing.column.name", STRING, "", group="Mode")
+    .define("timestamp.column.name", LIST, [], group="Mode")
+    .define("timestamp.delay.interval.ms", LONG, 0, at_least(0), group="Mode")
+    .define("timestamp.initial", LONG, None, group="Mode",
+            doc="ms since the epoch to start from; -1: now (default: from the start)")
+    .define("table.whitelist", LIST, [], group="Database")
+    .define("table.include.list", LIST, [], group="Database")
+    .define("query", STRING, "", group="Database")
+    .define("topic.prefix", STRING, group="Connector")
+    .define("poll.interval.ms", INT, 5000, at_least(1), group="Connector")
+    .define("batch.max.rows", INT, 100, at_least(1), group="Connector"))
+
+SINK_CONFIG = CONN.merge(
+    ConfigDef()
+    .define("insert.mode", STRING, "insert", one_of("insert", "upsert", "update"),
+            group="Writes")
+    .define("batch.size", INT, 3000, at_least(1), group="Writes")
+    .define("delete.enabled", BOOLEAN, False, group="Writes")
+    .define("table.name.format", STRING, "${topic}", group="Data Mapping")
+    .define("pk.mode", STRING, "none", one_of("none", "kafka", "record_key", "record_value"),
+            group="Data Mapping")
+    .define("pk.fields", LIST, [], group="Data Mapping")
+    .define("fields.whitelist", LIST, [], group="Data Mapping")
+    .define("auto.create", BOOLEAN, False, group="DDL Support")
+    .define("auto.evolve", BOOLEAN, False, group="DDL Support"))
+
+
+def _dialect(c):
+    return dialect_for(c["connection.url"], c.get("connection.user"),
+                       c.get("connection.password"))
+
+
+# ---- source ---------------------------------------------------------------------------------
+
+class JdbcSourceConnector(SourceConnector):
+    def config_def(self):
+        return SOURCE_CONFIG
+
+    def validate(self, props):
+        values = SOURCE_CONFIG.validate(props)
+        by = {v["name"]: v for v in values}
+        mode = props.get("mode", "")
+        tables = props.get("table.whitelist") or props.get("table.include.list")
+        if not tables and not props.get("query"):
+            by["table.whitelist"]["errors"].append(
+                "Invalid value for configuration table.whitelist: one of table.whitelist, "
+                "table.include.list or query is required")
+        if "incrementing" in mode and not props.get("incrementing.column.name"):
+            by["incrementing.column.name"]["errors"].append(
+                f"Invalid value for configuration incrementing.column.name: mode {mode} needs "
+                f"the incrementing column")
+        if "timestamp" in mode and not props.get("timestamp.column.name"):
+            by["timestamp.column.name"]["errors"].append(
+                f"Invalid value for configuration timestamp.column.name: mode {mode} needs the "
+                f"timestamp column")
+        return values
+
+    def start(self, props):
+        self.props = dict(props)
+        c = SOURCE_CONFIG.parse(props)
+        if c["query"]:
+            self.tables = []
+        else:
+            self.tables = c["table.whitelist"] or c["table.include.list"]
+            # fail at start (FAILED with the reason) rather than in every task
+            d = _dialect(c)
+            conn = d.connect()
+            try:
+                missing = [t for t in self.tables if d.columns(conn, t) is None]
+            finally:
+                conn.close()
+            if missing:
+                raise ConnectException(f"tables not found: {', '.join(missing)}")
+
+    def task_class(self):
+        return JdbcSourceTask
+
+    def task_configs(self, max_tasks):
+        if not self.tables:
+            return [dict(self.props)]
+        n = min(max_tasks, len(self.tables))
+        return [{**self.props, "tables": ",".join(self.tables[i::n])} for i in range(n)]
+
+
+def source_partition(table: str | None) -> dict:
+    return {"protocol": "1", "table": table} if table else {"query": "query"}
+
+
+class _TableQuerier:
+    """One table (or the query): its statement, schema and offset."""
+
+    def __init__(self, task, table: str | None, offset: dict | None):
+        self.task, self.table = task, table
+        c = task.c
+        self.mode = c["mode"]
+        self.inc = c["incrementing.column.name"] or None
+        ts = c["timestamp.column.name"]
+        self.ts = ts[0] if ts else None
+        self.partition = source_partition(table)
+        self.topic = c["topic.prefix"] + (table or "")
+        offset = offset or {}
+        self.last_inc = offset.get("incrementing", -1)
+        if "timestamp" in offset:
+            ms, ns = offset["timestamp"], offset.get("timestamp_nanos", 0)
+            self.last_ts = cdata.millis_to_timestamp(ms) + _dt.timedelta(
+                microseconds=(ns % 1_000_000) // 1000)
+        elif c["timestamp.initial"] is not None:
+            self.last_ts = (_dt.datetime.now(_dt.timezone.utc) if c["timestamp.initial"] == -1
+                            else cdata.millis_to_timestamp(c["timestamp.initial"]))
+        else:
+            self.last_ts = cdata.EPOCH
+        self.next_poll = 0.0
+        self.schema = None
+
+    def statement(self, d, now):
+        q = d.quote
+        base = f"SELECT * FROM {d.qualified(self.table)}" if self.table else \
+            f"SELECT * FROM ({self.task.c['query']}) AS connect_query"
+        limit = self.task.c["batch.max.rows"]
+        ph = d.placeholder
+        if self.mode == "bulk":
+            return base, ()
+        if self.mode == "incrementing":
+            return (f"{base} WHERE {q(self.inc)} > {ph} ORDER BY {q(self.inc)} ASC LIMIT {limit}",
+                    (self.last_inc,))
+        ts, p = d.ts_expr(self.ts), d.ts_param()
+        end = d.ts_value(now - _dt.timedelta(milliseconds=self.task.c["timestamp.delay.interval.ms"]))
+        last = d.ts_value(self.last_ts)
+        if self.mode == "timestamp":
+            # no LIMIT: rows sharing a timestamp must not be cut in two
+            return (f"{base} WHERE {ts} > {p} AND {ts} < {p} ORDER BY {ts} ASC", (last, end))
+        return (f"{base} WHERE {ts} < {p} AND (({ts} = {p} AND {q(self.inc)} > {ph}) OR {ts} > {p})"
+                f" ORDER BY {ts}, {q(self.inc)} ASC LIMIT {limit}",
+                (end, last, self.last_inc, last))
+
+    def _schema(self, d, conn, cur):
+        if isinstance(d, SQLite):
+            decl = d.columns(conn, self.table) if self.table else {}
+            cols = [c[0] for c in cur.description]
+            return Schema("struct", name=self.table or None, fields=tuple(
+                Field(c, d.schema_for(decl.get(c, ""))) for c in cols))
+        return Schema("struct", name=self.table or None, fields=tuple(
+            Field(c.name, d.schema_for_oid(c.type_code)) for c in cur.description))
+
+    def poll(self, d, conn) -> list[SourceRecord]:
+        sql, params = self.statement(d, d.now(conn))
+        cur = conn.execute(sql, params)
+        rows = cur.fetchall()
+        conn.commit()           # end the read transaction: the next poll must see new rows
+        if self.schema is None or len(self.schema.fields) != len(cur.description):
+            self.schema = self._schema(d, conn, cur)
+        fields = self.schema.fields
+        out = []
+        for row in rows:
+            value = {f.name: d.from_db(v, f.schema) for f, v in zip(fields, row)}
+            offset = {}
+            if self.inc:
+                self.last_inc = value[self.inc]
+                offset["incrementing"] = self.last_inc
+            if self.ts and self.mode != "incrementing":
+                t = value[self.ts]
+                if t is None:
+                    raise DataException(f"{self.table}: null in timestamp column {self.ts}")
+                self.last_ts = t
+                offset["timestamp"] = cdata.timestamp_to_millis(t)
+                offset["timestamp_nanos"] = t.microsecond * 1000
+            out.append(SourceRecord(self.topic, None, None, None, self.schema, value,
+                                    source_partition=self.partition,
+                                    source_offset=offset or None))
+        full = self.mode != "timestamp" and self.mode != "bulk" and \
+            len(rows) >= self.task.c["batch.max.rows"]
+        self.next_poll = 0.0 if full else time.monotonic() + self.task.c["poll.interval.ms"] / 1000
+        return out
+
+
+class JdbcSourceTask(SourceTask):
+    def start(self, props):
+        self.c = SOURCE_CONFIG.parse(props)
+        self.d = _dialect(self.c)
+        self.conn = self.d.connect()
+        reader = self.context.offset_storage_reader()
+        tables = [t for t in props.get("tables", "").split(",") if t] or [None]
+        self.queriers = []
+        for t in tables:
+            self.queriers.append(_TableQuerier(self, t, reader.offset(source_partition(t))))
+        self._stop = threading.Event()
+
+    def poll(self):
+        due = min(self.queriers, key=lambda q: q.next_poll)
+        wait = due.next_poll - time.monotonic()
+        if wait > 0:
+            # short waits, so that stop() is seen within 100 ms
+            self._stop.wait(min(wait, 0.1))
+            return None
+        return due.poll(self.d, self.conn)
+
+    def stop(self):
+        self._stop.set()
+        try:
+            self.conn.close()
+        except Exception:       # noqa: BLE001 -- closing anyway
+            pass
+
+
+# ---- sink -----------------------------------------------------------------------------------
+
+KAFKA_PK = ("__connect_topic", "__connect_partition", "__connect_offset")
+
+
+class JdbcSinkConnector(SinkConnector):
+    def config_def(self):
+        return SINK_CONFIG
+
+    def validate(self, props):
+        values = SINK_CONFIG.validate(props)
+        by = {v["name"]: v for v in values}
+        if props.get("delete.enabled", "false").lower() == "true" and \
+                props.get("pk.mode", "none") != "record_key":
+            by["delete.enabled"]["errors"].append(
+                "Invalid value true for configuration delete.enabled: deletes need "
+                "pk.mode=record_key")
+        if props.get("insert.mode") in ("upsert", "update") and \
+                props.get("pk.mode", "none") == "none":
+            by["pk.mode"]["errors"].append(
+                f"Invalid value none for configuration pk.mode: insert.mode "
+                f"{props['insert.mode']} needs a primary key")
+        return values
+
+    def start(self, props):
+        self.props = dict(props)
+        SINK_CONFIG.parse(props)
+
+    def task_class(self):
+        return JdbcSinkTask
+
+    def task_configs(self, max_tasks):
+        return [dict(self.props) for _ in range(max_tasks)]
+
+
+class JdbcSinkTask(SinkTask):
+    def start(self, props):
+        self.c = SINK_CONFIG.parse(props)
+        self.d = _dialect(self.c)
+        self.conn = self.d.connect()
+        self.tables: dict[str, dict] = {}     # table -> {column: declared type}
+
+    def _table_of(self, r):
+        return self.c["table.name.format"].replace("${topic}", r.topic)
+
+    def _row(self, r) -> tuple[dict, dict, list]:
+        """(columns -> values, columns -> schemas, primary key columns) of a record."""
+        mode, pk = self.c["pk.mode"], self.c["pk.fields"]
+        vs = r.value_schema or cdata.infer_schema(r.value)
+        if not isinstance(r.value, dict) or vs is None or vs.type != "struct":
+            raise DataException(f"{r.topic}-{r.kafka_partition}@{r.kafka_offset}: the JDBC sink "
+                                f"needs a struct (or map) value, got {type(r.value).__name__}")
+        wanted = self.c["fields.whitelist"]
+        cols, schemas = {}, {}
+        if mode == "kafka":
+            names = pk or list(KAFKA_PK)
+            for n, v, s in zip(names, (r.topic, r.kafka_partition, r.kafka_offset),
+                               (Schema.STRING, Schema.INT32, Schema.INT64)):
+                cols[n], schemas[n] = v, s
+        elif mode == "record_key":
+            cols.update(self._key_columns(r))
+            for n in cols:
+                schemas[n] = self._key_schema(r, n)
+        key_cols = list(cols)
+        for f in vs.fields:
+            if wanted and f.name not in wanted and f.name not in cols:
+                continue
+            if f.name not in cols:
+                cols[f.name], schemas[f.name] = r.value.get(f.name), f.schema
+        if mode == "record_value":
+            key_cols = pk or [f.name for f in vs.fields]
+            missing = [n for n in key_cols if n not in cols]
+            if missing:
+                raise DataException(f"value has no field(s) {missing} of pk.fields")
+        return cols, schemas, key_cols
+
+    def _key_columns(self, r) -> dict:
+        pk = self.c["pk.fields"]
+        if r.key is None:
+            raise DataException(f"{r.topic}-{r.kafka_partition}@{r.kafka_offset}: pk.mode "
+                                f"record_key and a null key")
+        if isinstance(r.key, dict):
+            names = pk or list(r.key)
+            missing = [n for n in names if n not in r.key]
+            if missing:
+                raise DataException(f"key has no field(s) {missing}")
+            return {n: r.key[n] for n in names}
+        if len(pk) != 1:
+            raise ConfigException("pk.fields", "Invalid value for configuration pk.fields: a "
+                                               "primitive key needs exactly one pk.fields name")
+        return {pk[0]: r.key}
+
+    def _key_schema(self, r, name):
+        if r.key_schema is not None:
+            if r.key_schema.type == "struct":
+                return r.key_schema.field(name).schema
+            return r.key_schema
+        return cdata.infer_schema(r.key[name] if isinstance(r.key, dict) else r.key) \
+            or Schema.STRING
+
+    def _ensure_table(self, table, cols, schemas, pk) -> None:
+        d, q = self.d, self.d.quote
+        known = self.tables.get(table)
+        if known is None:
+            known = d.columns(self.conn, table)
+            if known is None:
+                if not self.c["auto.create"]:
+                    raise ConnectException(f"Table {table} is missing and auto-creation is "
+                                           f"disabled")
+                defs = [f"{q(n)} {d.sql_type(s)}" + ("" if s.optional and n not in pk else
+                                                     " NOT NULL")
+                        for n, s in schemas.items()]
+                if pk:
+                    defs.append(f"PRIMARY KEY ({', '.join(map(q, pk))})")
+                self.conn.execute(f"CREATE TABLE {d.qualified(table)} ({', '.join(defs)})")
+                known = {n: d.sql_type(s) for n, s in schemas.items()}
+            self.tables[table] = known
+        missing = [n for n in cols if n not in known]
+        if missing:
+            if not self.c["auto.evolve"]:
+                raise ConnectException(f"Table {table} is missing fields {missing} and "
+                                       f"auto-evolution is disabled")
+            for n in missing:
+                # added columns are nullable: rows already there have no value for them
+                self.conn.execute(f"ALTER TABLE {d.qualified(table)} ADD COLUMN {q(n)} "
+                                  f"{d.sql_type(schemas[n])}")
+                known[n] = d.sql_type(schemas[n])
+
+    def put(self, records):
+        if not records:
+            return
+        try:
+            pending: list = []       # (table, sql, cols, [rows]) in order
+            for r in records:
+                table = self._table_of(r)
+                if r.value is None:
+                    if not self.c["delete.enabled"]:
+                        continue        # Confluent's sink skips tombstones unless deletes are on
+                    key = self._key_columns(r)
+                    sql = (f"DELETE FROM {self.d.qualified(table)} WHERE " +
+                           " AND ".join(f"{self.d.quote(k)} = {self.d.placeholder}" for k in key))
+                    if self.d.columns(self.conn, table) is not None or table in self.tables:
+                        self._add(pending, table, sql, tuple(key),
+                                  [self.d.to_db(v) for v in key.values()])
+                    continue
+                cols, schemas, pk = self._row(r)
+                self._ensure_table(table, cols, schemas, pk)
+                names = tuple(cols)
+                sql = self._write_sql(table, names, pk)
+                if self.c["insert.mode"] == "update":
+                    rest = [n for n in names if n not in pk]
+                    values = [self.d.to_db(cols[n]) for n in rest + pk]
+                else:
+                    values = [self.d.to_db(cols[n]) for n in names]
+                self._add(pending, table, sql, names, values)
+            for _, sql, _, rows in pending:
+                batch = self.c["batch.size"]
+                for i in range(0, len(rows), batch):
+                    self._executemany(sql, rows[i:i + batch])
+            self.conn.commit()
+        except Exception:
+            self.conn.rollback()
+            self.tables.clear()      # a rolled-back CREATE/ALTER: read the table again
+            raise
+
+    def _executemany(self, sql, rows):
+        if isinstance(self.d, SQLite):
+            self.conn.executemany(sql, rows)
+        else:
+            with self.conn.cursor() as cur:
+                cur.executemany(sql, rows)
+
+    @staticmethod
+    def _add(pending, table, sql, names, values):
+        if pending and pending[-1][1] == sql:
+            pending[-1][3].append(values)
+        else:
+            pending.append((table, sql, names, [values]))
+
+    def _write_sql(self, table, names, pk):
+        d, q = self.d, self.d.quote
+        mode = self.c["insert.mode"]
+        if mode == "upsert":
+            return d.upsert(table, list(names), pk)
+        if mode == "update":
+            rest = [n for n in names if n not in pk]
+            return (f"UPDATE {d.qualified(table)} SET " +
+                    ", ".join(f"{q(n)} = {d.placeholder}" for n in rest) + " WHERE " +
+                    " AND ".join(f"{q(n)} = {d.placeholder}" for n in pk))
+        return (f"INSERT INTO {d.qualified(table)} ({', '.join(map(q, names))}) VALUES (" +
+                ", ".join([d.placeholder] * len(names)) + ")")
+
+    def stop(self):
+        try:
+            self.conn.close()
+        except Exception:       # noqa: BLE001
+            pass

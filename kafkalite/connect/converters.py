@@ -1,0 +1,195 @@
+"""Converters: a record's key or value between Connect's (schema, value)
+and the bytes stored in a topic, as Kafka's converters do.
+
+- ByteArrayConverter: bytes as they are (schema: optional bytes).
+- StringConverter: UTF-8 text (``converter.encoding``), schema optional string.
+- JsonConverter: JSON; with ``schemas.enable`` (Kafka's default: true) the
+  envelope ``{"schema": {...}, "payload": ...}`` carries the schema, without
+  it the payload alone (schemaless: dicts, lists, numbers).
+
+A null value is a tombstone both ways (None <-> None). Bytes that do not
+parse raise DataException (the worker's error tolerance decides what
+follows). Configured with the keys after the ``key.converter.`` /
+``value.converter.`` prefix; ``is_key`` says which side.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+from kafkalite.connect.data import Schema, from_json_value, struct_encoder, to_json_value
+from kafkalite.connect.errors import DataException
+
+
+_DECODER = json.JSONDecoder()
+_SCHEMA_PREFIX = re.compile(r'\s*\{\s*"schema"\s*:\s*')
+_PAYLOAD_PREFIX = re.compile(r'\s*,\s*"payload"\s*:\s*')
+_CLOSE = re.compile(r'\s*\}\s*\Z')
+
+
+class Converter:
+    def configure(self, configs: dict, is_key: bool) -> None:
+        self.is_key = is_key
+
+    def from_connect_data(self, topic: str, schema: Schema | None, value) -> bytes | None:
+        raise NotImplementedError
+
+    def to_connect_data(self, topic: str, data: bytes | None) -> tuple[Schema | None, object]:
+        raise NotImplementedError
+
+
+class ByteArrayConverter(Converter):
+    def from_connect_data(self, topic, schema, value):
+        if value is None:
+            return None
+        if schema is not None and schema.type != "bytes":
+            raise DataException(f"ByteArrayConverter is not compatible with objects of type "
+                                f"{schema.type}")
+        if not isinstance(value, (bytes, bytearray, memoryview)):
+            raise DataException(f"ByteArrayConverter is not compatible with objects of type "
+                                f"{type(value).__name__}")
+        return bytes(value)
+
+    def to_connect_data(self, topic, data):
+        return Schema.OPTIONAL_BYTES, (None if data is None else bytes(data))
+
+
+class StringConverter(Converter):
+    def configure(self, configs, is_key):
+        super().configure(configs, is_key)
+        self.encoding = configs.get("converter.encoding", "UTF-8")
+
+    def from_connect_data(self, topic, schema, value):
+        if value is None:
+            return None
+        if isinstance(value, (bytes, bytearray)):
+            value = bytes(value).decode(self.encoding)
+        return str(value).encode(self.encoding)
+
+    def to_connect_data(self, topic, data):
+        if data is None:
+            return Schema.OPTIONAL_STRING, None
+        try:
+            return Schema.OPTIONAL_STRING, bytes(data).decode(self.encoding)
+        except UnicodeDecodeError as e:
+            raise DataException(f"StringConverter: not {self.encoding} text: {e}") from None
+
+
+class JsonConverter(Converter):
+    def configure(self, configs, is_key):
+        super().configure(configs, is_key)
+        self.schemas_enable = str(configs.get("schemas.enable", "true")).lower() == "true"
+        self._schemas: dict = {}       # id(Schema) -> (schema, its JSON, struct encoder)
+        self._parsed: dict = {}        # schema JSON text -> Schema (reading)
+
+    def from_connect_data(self, topic, schema, value):
+        if value is None and schema is None:
+            return None
+        if schema is not None and schema.type == "struct" and isinstance(value, dict):
+            payload = self._compiled(schema)[2](value)
+        else:
+            payload = to_json_value(schema, value)
+        try:
+            body = json.dumps(payload, separators=(",", ":"))
+        except (TypeError, ValueError) as e:
+            raise DataException(f"JsonConverter: cannot serialize: {e}") from None
+        if not self.schemas_enable:
+            return body.encode()
+        return f'{{"schema":{self._schema_json(schema)},"payload":{body}}}'.encode()
+
+    def _envelope_fast(self, data):
+        """(schema, value) of an envelope laid out as Kafka's JsonConverter
+        writes it (``{"schema":...,"payload":...}``, in that order), the
+        schema parsed once per distinct schema text; None for any other
+        layout (the general path then decides)."""
+        try:
+            text = bytes(data).decode()
+        except UnicodeDecodeError:
+            return None
+        m = _SCHEMA_PREFIX.match(text)
+        if m is None:
+            return None
+        try:
+            schema_doc, end = _DECODER.raw_decode(text, m.end())
+            m2 = _PAYLOAD_PREFIX.match(text, end)
+            if m2 is None:
+                return None
+            payload, done = _DECODER.raw_decode(text, m2.end())
+        except ValueError:
+            return None
+        if _CLOSE.match(text, done) is None:
+            return None
+        if schema_doc is None:
+            return None, payload
+        raw = text[m.end():end]
+        schema = self._parsed.get(raw)
+        if schema is None:
+            try:
+                schema = Schema.from_json(schema_doc)
+            except (ValueError, KeyError, TypeError) as e:
+                raise DataException(f"JsonConverter: bad schema: {e}") from None
+            if len(self._parsed) > 1000:
+                self._parsed.clear()
+            self._parsed[raw] = schema
+        return schema, from_json_value(schema, payload)
+
+    def _schema_json(self, schema) -> str:
+        return "null" if schema is None else self._compiled(schema)[1]
+
+    def _compiled(self, schema):
+        """(schema, its JSON, its struct encoder): a source's records share one
+        Schema object, so these are made once, not per record."""
+        hit = self._schemas.get(id(schema))
+        if hit is None or hit[0] is not schema:
+            if len(self._schemas) > 1000:
+                self._schemas.clear()
+            hit = self._schemas[id(schema)] = (
+                schema, json.dumps(schema.to_json(), separators=(",", ":")),
+                struct_encoder(schema) if schema.type == "struct" else None)
+        return hit
+
+    def to_connect_data(self, topic, data):
+        if data is None:
+            return None, None
+        if self.schemas_enable:
+            fast = self._envelope_fast(data)
+            if fast is not None:
+                return fast
+        try:
+            doc = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise DataException(f"Converting byte[] to Kafka Connect data failed due to "
+                                f"serialization error: {e}") from None
+        if not self.schemas_enable:
+            return None, doc
+        if not (isinstance(doc, dict) and set(doc) == {"schema", "payload"}):
+            raise DataException(
+                'JsonConverter with schemas.enable requires "schema" and "payload" fields and '
+                'may not contain additional fields. If you are trying to deserialize plain JSON '
+                'data, set schemas.enable=false in your converter configuration.')
+        if doc["schema"] is None:
+            return None, doc["payload"]
+        try:
+            schema = Schema.from_json(doc["schema"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise DataException(f"JsonConverter: bad schema: {e}") from None
+        return schema, from_json_value(schema, doc["payload"])
+
+
+CONVERTERS = {
+    "org.apache.kafka.connect.converters.ByteArrayConverter": ByteArrayConverter,
+    "org.apache.kafka.connect.storage.StringConverter": StringConverter,
+    "org.apache.kafka.connect.json.JsonConverter": JsonConverter,
+}
+
+
+def converter_from_config(config: dict, prefix: str, is_key: bool, default: str) -> Converter:
+    """The converter named by ``config[prefix]`` (Kafka's class name, its
+    short name, or ``module:Class``), configured with the ``prefix.`` keys."""
+    from kafkalite.connect.plugins import load_class
+    name = config.get(prefix, default)
+    cls = load_class(name, CONVERTERS)
+    conv = cls()
+    sub = {k[len(prefix) + 1:]: v for k, v in config.items() if k.startswith(prefix + ".")}
+    conv.configure(sub, is_key)
+    return conv

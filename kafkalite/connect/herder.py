@@ -1,0 +1,523 @@
+"""The herder: connectors' configs, target states and lifecycle (Kafka
+Connect's StandaloneHerder), what the REST API calls.
+
+A connector is created with a config (validated first: a bad one raises
+BadConfig, naming each bad key), started (``start``, then
+``task_configs(tasks.max)``), and its tasks started on the worker. Target
+states as Kafka's: STARTED (RUNNING), PAUSED (tasks keep their resources,
+stop polling), STOPPED (KIP-875: connector and tasks shut down, task
+configs emptied; offsets may then be altered or reset). Restart as KIP-745
+(``include_tasks``, ``only_failed``). A connector asks for new task
+configs with ``context.request_task_reconfiguration()``: the tasks are
+restarted only when the configs changed.
+
+Who calls: rest.py and the ``kafkalite connect`` command. Every public call
+takes the herder's lock (a connector's own thread may call
+request_task_reconfiguration).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import traceback
+
+from kafkalite.connect import plugins
+from kafkalite.connect.config import (CLASS, INT, LIST, STRING, ConfigDef, ConfigException,
+                                      at_least)
+from kafkalite.connect.errors import (AlreadyExistsException, BadRequestException,
+                                      ConnectException, NotFoundException)
+from kafkalite.connect.tolerance import CONFIG as ERRORS_CONFIG
+from kafkalite.connect.transforms import TransformationChain
+from kafkalite.connect.worker import FAILED, PAUSED, RESTARTING, RUNNING, STOPPED, UNASSIGNED
+
+log = logging.getLogger("kafkalite.connect")
+
+COMMON = (ConfigDef()
+          .define("name", STRING, doc="the connector's unique name", group="Common")
+          .define("connector.class", CLASS, doc="Kafka's class name or a Python path",
+                  group="Common")
+          .define("tasks.max", INT, 1, at_least(1), group="Common")
+          .define("key.converter", CLASS, None, group="Common")
+          .define("value.converter", CLASS, None, group="Common")
+          .define("header.converter", CLASS, None, group="Common")
+          .define("transforms", LIST, [], group="Transforms")
+          .define("predicates", LIST, [], group="Predicates"))
+SINK = (ConfigDef().define("topics", LIST, [], group="Common")
+        .define("topics.regex", STRING, "", group="Common"))
+
+
+def _initial_target(initial_state: str | None) -> str:
+    """KIP-980's initial_state as a target state."""
+    targets = {None: "STARTED", "RUNNING": "STARTED", "PAUSED": "PAUSED", "STOPPED": "STOPPED"}
+    if initial_state not in targets:
+        raise BadRequestException(f"initial_state {initial_state!r}: use RUNNING, PAUSED or "
+                                  f"STOPPED")
+    return targets[initial_state]
+
+
+class BadConfig(BadRequestException):
+    """A connector config with errors; ``errors`` is {key: [messages]}."""
+
+    def __init__(self, errors: dict, plugin: str | None = None):
+        n = sum(len(v) for v in errors.values())
+        lines = "\n".join(m for v in errors.values() for m in v)
+        super().__init__(
+            f"Connector configuration is invalid and contains the following {n} error(s):\n"
+            f"{lines}\nYou can also find the above list of errors at the endpoint "
+            f"`/connector-plugins/{{connectorType}}/config/validate`")
+        self.errors = errors
+
+
+class _Connector:
+    def __init__(self, name, config):
+        self.name, self.config = name, config
+        self.instance = None
+        self.kind = None
+        self.state, self.trace = UNASSIGNED, None
+        self.target = "STARTED"
+        self.task_configs: list[dict] = []
+        self.tasks: list = []
+
+
+class ConnectorContext:
+    def __init__(self, herder, name):
+        self._herder, self._name = herder, name
+
+    def request_task_reconfiguration(self) -> None:
+        threading.Thread(target=self._herder.reconfigure, args=(self._name,), daemon=True).start()
+
+    def raise_error(self, exc: Exception) -> None:
+        self._herder._connector_failed(self._name, exc)
+
+
+class Herder:
+    def __init__(self, worker):
+        self.worker = worker
+        self._lock = threading.RLock()
+        self._connectors: dict[str, _Connector] = {}
+        worker.on_task_end = lambda task: None
+
+    # ---- validation -----------------------------------------------------------------------
+
+    def validate(self, config: dict) -> dict:
+        """Kafka's ConfigInfos: {name, error_count, groups, configs: [{definition, value}]}."""
+        config = {k: str(v) if not isinstance(v, str) else v for k, v in config.items()}
+        cls_name = config.get("connector.class")
+        if not cls_name:
+            raise BadRequestException("Connector config "
+                                      f"{json.dumps(config)} contains no connector type")
+        try:
+            cls = plugins.connector_class(cls_name)
+        except ConnectException as e:
+            raise BadRequestException(str(e)) from None
+        inst = cls()
+        defs = COMMON.merge(ERRORS_CONFIG)
+        if getattr(cls, "TYPE", None) == "sink":
+            defs = defs.merge(SINK)
+        values = defs.validate(config)
+        own = inst.config_def()
+        try:
+            values += inst.validate(config)
+        except Exception as e:  # noqa: BLE001 -- a plugin's validate failing is a config error
+            values.append({"name": "connector.class", "value": cls_name, "errors": [str(e)],
+                           "recommended_values": [], "visible": True})
+        by_name = {v["name"]: v for v in values}
+        self._framework_checks(cls, config, by_name)
+        configs = []
+        for v in by_name.values():
+            d = (own if v["name"] in own.keys else defs).definition(v["name"]) \
+                if v["name"] in own.keys or v["name"] in defs.keys else \
+                {"name": v["name"], "type": "STRING", "required": False, "default_value": None,
+                 "importance": "MEDIUM", "documentation": "", "group": None, "width": "NONE",
+                 "display_name": v["name"], "dependents": [], "order": -1}
+            configs.append({"definition": d, "value": v})
+        groups = []
+        for c in configs:
+            g = c["definition"]["group"]
+            if g and g not in groups:
+                groups.append(g)
+        return {"name": cls.__name__ if cls_name not in plugins.CONNECTORS else cls_name,
+                "error_count": sum(len(c["value"]["errors"]) for c in configs),
+                "groups": groups, "configs": configs}
+
+    @staticmethod
+    def _framework_checks(cls, config, by_name):
+        def add(name, msg):
+            v = by_name.setdefault(name, {"name": name, "value": config.get(name), "errors": [],
+                                          "recommended_values": [], "visible": True})
+            v["errors"].append(msg)
+        try:
+            TransformationChain(config)
+        except ConfigException as e:
+            add(e.name, str(e))
+        except ConnectException as e:
+            add("transforms", str(e))
+        if getattr(cls, "TYPE", None) == "sink":
+            has_topics = bool(config.get("topics", "").strip())
+            has_regex = bool(config.get("topics.regex", "").strip())
+            if has_topics == has_regex:
+                add("topics", "Must configure one and only one of topics or topics.regex")
+            dlq = config.get("errors.deadletterqueue.topic.name", "").strip()
+            if dlq and dlq in [t.strip() for t in config.get("topics", "").split(",")]:
+                add("errors.deadletterqueue.topic.name",
+                    f"The DLQ topic '{dlq}' may not be included in the list of topics "
+                    f"('topics=...') consumed by the connector")
+        from kafkalite.connect.converters import CONVERTERS
+        for key in ("key.converter", "value.converter"):
+            if config.get(key):
+                try:
+                    plugins.load_class(config[key], CONVERTERS)
+                except ConnectException as e:
+                    add(key, f"Invalid value {config[key]} for configuration {key}: {e}")
+
+    def _checked(self, name: str, config: dict) -> dict:
+        """The config with string values and its name, validated (BadConfig)."""
+        config = {k: str(v) if not isinstance(v, str) else v for k, v in config.items()}
+        config.setdefault("name", name)
+        if config["name"] != name:
+            raise BadRequestException("Connector name configuration (" + config["name"] +
+                                      ") doesn't match connector name in the URL (" + name + ")")
+        self._check(name, config)
+        return config
+
+    def _check(self, name: str, config: dict) -> None:
+        info = self.validate(config)
+        errors = {c["value"]["name"]: c["value"]["errors"] for c in info["configs"]
+                  if c["value"]["errors"]}
+        if errors:
+            raise BadConfig(errors)
+
+    # ---- reads ----------------------------------------------------------------------------
+
+    def _get(self, name) -> _Connector:
+        c = self._connectors.get(name)
+        if c is None:
+            raise NotFoundException(f"Connector {name} not found")
+        return c
+
+    def connectors(self) -> list[str]:
+        with self._lock:
+            return sorted(self._connectors)
+
+    def connector_info(self, name) -> dict:
+        with self._lock:
+            c = self._get(name)
+            return {"name": name, "config": dict(c.config),
+                    "tasks": [{"connector": name, "task": i} for i in range(len(c.task_configs))],
+                    "type": c.kind}
+
+    def connector_config(self, name) -> dict:
+        with self._lock:
+            return dict(self._get(name).config)
+
+    def task_configs(self, name) -> list[dict]:
+        with self._lock:
+            c = self._get(name)
+            return [{"id": {"connector": name, "task": i}, "config": dict(tc)}
+                    for i, tc in enumerate(c.task_configs)]
+
+    def status(self, name) -> dict:
+        with self._lock:
+            c = self._get(name)
+            return {"name": name, "connector": self._state(c.state, c.trace),
+                    "tasks": [Herder.task_status(self, name, i) for i in range(len(c.tasks))],
+                    "type": c.kind}
+
+    def _state(self, state, trace):
+        out = {"state": state, "worker_id": self.worker.worker_id}
+        if trace:
+            out["trace"] = trace
+        return out
+
+    def task_status(self, name, task_id: int) -> dict:
+        with self._lock:
+            c = self._get(name)
+            if not 0 <= task_id < len(c.tasks):
+                raise NotFoundException(f"Task {name}-{task_id} not found")
+            t = c.tasks[task_id]
+            return {"id": task_id, **self._state(t.state, t.trace)}
+
+    def topics(self, name) -> list[str]:
+        with self._lock:
+            c = self._get(name)
+            return sorted({t.strip() for t in c.config.get("topics", c.config.get("topic", ""))
+                           .split(",") if t.strip()})
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def put_connector_config(self, name: str, config: dict, allow_replace: bool,
+                             initial_state: str | None = None) -> tuple:
+        """(created, info). Validates first; an existing connector is
+        restarted with the new config, in its target state; a new one starts
+        in ``initial_state`` (KIP-980: RUNNING, PAUSED or STOPPED)."""
+        config = self._checked(name, config)
+        target = _initial_target(initial_state)
+        with self._lock:
+            old = self._connectors.get(name)
+            if old is not None and not allow_replace:
+                raise AlreadyExistsException(f"Connector {name} already exists")
+            if old is not None:
+                target = old.target
+                self._shutdown(old)
+            c = self._connectors[name] = _Connector(name, config)
+            c.target = target
+            if target != "STOPPED":
+                self._start_connector(c)
+            else:
+                c.state = STOPPED
+                c.kind = plugins.connector_class(config["connector.class"]).TYPE
+            return old is None, self.connector_info(name)
+
+    def _start_connector(self, c: _Connector) -> None:
+        cls = plugins.connector_class(c.config["connector.class"])
+        c.kind = cls.TYPE
+        c.instance = cls()
+        c.instance.initialize(ConnectorContext(self, c.name))
+        try:
+            c.instance.start(dict(c.config))
+            c.task_configs = list(c.instance.task_configs(int(c.config.get("tasks.max", 1))))
+        except Exception as e:  # noqa: BLE001 -- a connector failure is its FAILED state
+            c.state, c.trace = FAILED, "".join(traceback.format_exception(e))
+            c.task_configs = []
+            return
+        c.state, c.trace = (PAUSED if c.target == "PAUSED" else RUNNING), None
+        self._start_tasks(c)
+
+    def _start_tasks(self, c: _Connector) -> None:
+        task_class = c.instance.task_class()
+        c.tasks = [self._start_task(c, i, tc, task_class) for i, tc in enumerate(c.task_configs)]
+
+    def _start_task(self, c, i, tc, task_class):
+        return self.worker.start_task(c.kind, c.name, i, c.config, dict(tc), task_class,
+                                      paused=c.target == "PAUSED")
+
+    def _stop_tasks(self, c: _Connector) -> None:
+        for t in c.tasks:
+            t.stop()
+
+    def _shutdown(self, c: _Connector) -> None:
+        self._stop_tasks(c)
+        c.tasks = []
+        if c.instance is not None:
+            try:
+                c.instance.stop()
+            except Exception:       # noqa: BLE001
+                log.exception("connector %s: stop()", c.name)
+            c.instance = None
+
+    def _connector_failed(self, name, exc) -> None:
+        with self._lock:
+            c = self._connectors.get(name)
+            if c is not None:
+                c.state, c.trace = FAILED, "".join(traceback.format_exception(exc))
+
+    def delete_connector(self, name) -> None:
+        with self._lock:
+            c = self._get(name)
+            self._shutdown(c)
+            del self._connectors[name]
+
+    def reconfigure(self, name) -> None:
+        """New task configs from the connector; tasks restarted if they changed."""
+        with self._lock:
+            c = self._connectors.get(name)
+            if c is None or c.instance is None or c.target == "STOPPED":
+                return
+            try:
+                new = list(c.instance.task_configs(int(c.config.get("tasks.max", 1))))
+            except Exception as e:  # noqa: BLE001
+                c.state, c.trace = FAILED, "".join(traceback.format_exception(e))
+                return
+            if new == c.task_configs:
+                return
+            self._stop_tasks(c)
+            c.task_configs = new
+            self._start_tasks(c)
+
+    def pause(self, name) -> None:
+        with self._lock:
+            c = self._get(name)
+            was = c.target
+            c.target = "PAUSED"
+            if was == "STOPPED":      # KIP-875: started again, with its tasks paused
+                self._start_connector(c)
+                return
+            if c.state == RUNNING:
+                c.state = PAUSED
+            for t in c.tasks:
+                t.pause()
+
+    def resume(self, name) -> None:
+        with self._lock:
+            c = self._get(name)
+            was = c.target
+            c.target = "STARTED"
+            if was == "STOPPED":
+                self._start_connector(c)
+                return
+            if c.state == PAUSED:
+                c.state = RUNNING
+            for t in c.tasks:
+                t.resume()
+
+    def stop_connector(self, name) -> None:
+        with self._lock:
+            c = self._get(name)
+            c.target = "STOPPED"
+            self._shutdown(c)
+            c.task_configs = []
+            c.state, c.trace = STOPPED, None
+
+    def restart(self, name, include_tasks=False, only_failed=False) -> dict | None:
+        """KIP-745. Returns None for a plain connector restart (REST: 204),
+        else the status with RESTARTING where a restart happens (202)."""
+        with self._lock:
+            c = self._get(name)
+            if not include_tasks and not only_failed:
+                self._restart_connector(c)
+                return None
+            plan_conn = not only_failed or c.state == FAILED
+            plan_tasks = [i for i, t in enumerate(c.tasks)
+                          if include_tasks and (not only_failed or t.state == FAILED)]
+            status = Herder.status(self, name)
+            if plan_conn:
+                status["connector"]["state"] = RESTARTING
+            for i in plan_tasks:
+                status["tasks"][i]["state"] = RESTARTING
+            if plan_conn and plan_tasks == list(range(len(c.tasks))):
+                self._restart_connector(c)
+            else:
+                if plan_conn:
+                    self._restart_connector_only(c)
+                for i in plan_tasks:
+                    self._restart_task(c, i)
+            return status
+
+    def _restart_connector(self, c):
+        self._shutdown(c)
+        if c.target == "STOPPED":
+            return
+        self._start_connector(c)
+
+    def _restart_connector_only(self, c):
+        if c.instance is not None:
+            try:
+                c.instance.stop()
+            except Exception:       # noqa: BLE001
+                log.exception("connector %s: stop()", c.name)
+        cls = plugins.connector_class(c.config["connector.class"])
+        c.instance = cls()
+        c.instance.initialize(ConnectorContext(self, c.name))
+        try:
+            c.instance.start(dict(c.config))
+            c.state, c.trace = (PAUSED if c.target == "PAUSED" else RUNNING), None
+        except Exception as e:  # noqa: BLE001
+            c.state, c.trace = FAILED, "".join(traceback.format_exception(e))
+
+    def restart_task(self, name, task_id: int) -> None:
+        with self._lock:
+            c = self._get(name)
+            if not 0 <= task_id < len(c.tasks):
+                raise NotFoundException(f"Task {name}-{task_id} not found")
+            self._restart_task(c, task_id)
+
+    def _restart_task(self, c, i):
+        c.tasks[i].stop()
+        c.tasks[i] = self._start_task(c, i, c.task_configs[i], c.instance.task_class())
+
+    def stop(self) -> None:
+        with self._lock:
+            for c in self._connectors.values():
+                self._shutdown(c)
+
+    # ---- offsets (KIP-875) -----------------------------------------------------------------
+
+    def _sink_group(self, name):
+        return f"connect-{name}"
+
+    def offsets(self, name) -> dict:
+        with self._lock:
+            c = self._get(name)
+            if c.kind == "source":
+                return {"offsets": [{"partition": p, "offset": o}
+                                    for p, o in self.worker.offsets.offsets_of(name)]}
+        from kafkalite.client import AdminClient
+        admin = AdminClient(self.worker.client_config)
+        try:
+            tps = admin.list_consumer_group_offsets(self._sink_group(name)).result()
+        except Exception:   # noqa: BLE001 -- no group yet: no offsets
+            tps = []
+        finally:
+            admin.close()
+        return {"offsets": [{"partition": {"kafka_topic": tp.topic,
+                                           "kafka_partition": tp.partition},
+                             "offset": {"kafka_offset": tp.offset}}
+                            for tp in tps if tp.offset >= 0]}
+
+    def _require_stopped(self, c):
+        if c.target != "STOPPED":
+            raise BadRequestException(
+                "Connectors must be in the STOPPED state before their offsets can be modified. "
+                "This can be done for the specified connector by issuing a 'PUT' request to "
+                f"the '/connectors/{c.name}/stop' endpoint")
+
+    def alter_offsets(self, name, offsets: list[dict]) -> str:
+        with self._lock:
+            c = self._get(name)
+            self._require_stopped(c)
+            if not isinstance(offsets, list) or not offsets:
+                raise BadRequestException("The offsets to be altered must be a non-empty list "
+                                          "of {\"partition\": ..., \"offset\": ...}")
+            for o in offsets:
+                if not isinstance(o, dict) or not isinstance(o.get("partition"), dict):
+                    raise BadRequestException(f"Each offset needs a \"partition\" object: {o!r}")
+            if c.kind == "source":
+                self.worker.offsets.put(name, [(o["partition"], o.get("offset"))
+                                               for o in offsets])
+            else:
+                self._alter_sink(name, offsets)
+            return "The offsets for this connector have been altered successfully"
+
+    def _alter_sink(self, name, offsets):
+        from kafkalite.client import AdminClient, TopicPartition
+        tps = []
+        for o in offsets:
+            p = o["partition"]
+            try:
+                topic, part = p["kafka_topic"], int(p["kafka_partition"])
+                off = o.get("offset")
+                if off is None:
+                    raise BadRequestException("resetting one sink partition (a null offset) is "
+                                              "not supported; DELETE /offsets resets them all")
+                tps.append(TopicPartition(topic, part, int(off["kafka_offset"])))
+            except (KeyError, TypeError, ValueError):
+                raise BadRequestException(
+                    "sink connector offsets are {\"partition\": {\"kafka_topic\", "
+                    "\"kafka_partition\"}, \"offset\": {\"kafka_offset\"}}: " + json.dumps(o)
+                ) from None
+        admin = AdminClient(self.worker.client_config)
+        try:
+            admin.alter_consumer_group_offsets(self._sink_group(name), tps).result()
+        finally:
+            admin.close()
+
+    def reset_offsets(self, name) -> str:
+        with self._lock:
+            c = self._get(name)
+            self._require_stopped(c)
+            if c.kind == "source":
+                self.worker.offsets.put(name, [(p, None) for p, _ in
+                                               self.worker.offsets.offsets_of(name)])
+            else:
+                from kafkalite.client import AdminClient
+                from kafkalite.errors import GroupIdNotFoundError
+                admin = AdminClient(self.worker.client_config)
+                try:
+                    admin.delete_consumer_groups([self._sink_group(name)])[
+                        self._sink_group(name)].result()
+                except GroupIdNotFoundError:
+                    pass
+                finally:
+                    admin.close()
+            return "The offsets for this connector have been reset successfully"

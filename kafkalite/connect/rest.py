@@ -1,0 +1,252 @@
+"""Kafka Connect's REST API over a Herder (Flask, served by werkzeug in a
+thread of its own).
+
+Paths and bodies as Kafka Connect's: ``GET/POST /connectors`` (``?expand=
+status|info``; POST takes KIP-980's ``initial_state``), ``GET/DELETE /connectors/{name}``, ``GET/PUT
+/connectors/{name}/config``, ``/status``, ``/topics``, ``/tasks``,
+``/tasks/{id}/status``, ``POST /tasks/{id}/restart``, ``POST
+/connectors/{name}/restart`` (``includeTasks``, ``onlyFailed``), ``PUT
+/pause``, ``/resume``, ``/stop``, ``GET/PATCH/DELETE /offsets`` (KIP-875),
+``GET /connector-plugins`` (``connectorsOnly``), ``PUT
+/connector-plugins/{plugin}/config/validate``, ``GET /`` (version).
+Errors answer Kafka's body ``{"error_code": <HTTP status>, "message":
+...}``. The OpenAPI description is served at ``/openapi.json``
+(openapi.py).
+
+Who calls: the ``kafkalite connect`` command and tests (RestServer).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+
+from flask import Flask, jsonify, request
+from werkzeug.exceptions import HTTPException
+from werkzeug.serving import make_server
+
+from kafkalite.connect import plugins
+from kafkalite.connect.errors import (AlreadyExistsException, BadRequestException,
+                                      ConnectException, NotFoundException)
+
+log = logging.getLogger("kafkalite.connect")
+MAX_BODY = 8 << 20
+
+
+def _error(status: int, message: str):
+    resp = jsonify({"error_code": status, "message": message})
+    resp.status_code = status
+    return resp
+
+
+def _flag(name: str) -> bool:
+    return request.args.get(name, "false").lower() == "true"
+
+
+def _json_body():
+    body = request.get_json(silent=True)
+    if body is None:
+        raise BadRequestException("Request body is not valid JSON")
+    return body
+
+
+def create_app(herder) -> Flask:
+    app = Flask("kafkalite.connect")
+    app.json.sort_keys = False
+    # bodies are configs: a few KB; a huge one is refused (413), not buffered
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
+
+    @app.errorhandler(NotFoundException)
+    def _nf(e):
+        return _error(404, str(e))
+
+    @app.errorhandler(AlreadyExistsException)
+    def _ae(e):
+        return _error(409, str(e))
+
+    @app.errorhandler(BadRequestException)
+    def _br(e):
+        return _error(400, str(e))
+
+    @app.errorhandler(ConnectException)
+    def _ce(e):
+        return _error(500, str(e))
+
+    @app.errorhandler(HTTPException)
+    def _http(e):
+        return _error(e.code, e.description)
+
+    @app.errorhandler(Exception)
+    def _any(e):
+        log.exception("REST request failed")
+        return _error(500, f"{type(e).__name__}: {e}")
+
+    @app.get("/")
+    def root():
+        from kafkalite import __version__
+        return {"version": __version__, "commit": "kafkalite", "kafka_cluster_id": None}
+
+    @app.get("/openapi.json")
+    def openapi():
+        from kafkalite.connect.openapi import SPEC
+        return SPEC
+
+    @app.get("/connectors")
+    def list_connectors():
+        names = herder.connectors()
+        expand = request.args.getlist("expand")
+        if not expand:
+            return jsonify(names)
+        out = {}
+        for n in names:
+            out[n] = {}
+            if "status" in expand:
+                out[n]["status"] = herder.status(n)
+            if "info" in expand:
+                out[n]["info"] = herder.connector_info(n)
+        return out
+
+    @app.post("/connectors")
+    def create_connector():
+        body = _json_body()
+        if not isinstance(body, dict) or not isinstance(body.get("config", {}), dict):
+            raise BadRequestException("the body is {\"name\": ..., \"config\": {...}}")
+        config = dict(body.get("config") or {})
+        name = body.get("name") or config.get("name")
+        if not name or not str(name).strip():
+            raise BadRequestException("Connector name cannot be empty")
+        if "name" in config and config["name"] != name:
+            raise BadRequestException("Connector name configuration (" + str(config["name"]) +
+                                      ") doesn't match connector name in the URL (" + name + ")")
+        _, info = herder.put_connector_config(name, {**config, "name": name}, False,
+                                              body.get("initial_state"))
+        return info, 201
+
+    @app.get("/connectors/<name>")
+    def get_connector(name):
+        return herder.connector_info(name)
+
+    @app.delete("/connectors/<name>")
+    def delete_connector(name):
+        herder.delete_connector(name)
+        return "", 204
+
+    @app.get("/connectors/<name>/config")
+    def get_config(name):
+        return herder.connector_config(name)
+
+    @app.put("/connectors/<name>/config")
+    def put_config(name):
+        body = _json_body()
+        if not isinstance(body, dict):
+            raise BadRequestException("the body is the connector's config object")
+        created, info = herder.put_connector_config(name, body, True)
+        return info, 201 if created else 200
+
+    @app.get("/connectors/<name>/status")
+    def status(name):
+        return herder.status(name)
+
+    @app.get("/connectors/<name>/topics")
+    def topics(name):
+        return {name: {"topics": herder.topics(name)}}
+
+    @app.get("/connectors/<name>/tasks")
+    def tasks(name):
+        return jsonify(herder.task_configs(name))
+
+    @app.get("/connectors/<name>/tasks/<int:task>/status")
+    def task_status(name, task):
+        return herder.task_status(name, task)
+
+    @app.post("/connectors/<name>/tasks/<int:task>/restart")
+    def restart_task(name, task):
+        herder.restart_task(name, task)
+        return "", 204
+
+    @app.post("/connectors/<name>/restart")
+    def restart(name):
+        out = herder.restart(name, _flag("includeTasks"), _flag("onlyFailed"))
+        return ("", 204) if out is None else (out, 202)
+
+    @app.put("/connectors/<name>/pause")
+    def pause(name):
+        herder.pause(name)
+        return "", 202
+
+    @app.put("/connectors/<name>/resume")
+    def resume(name):
+        herder.resume(name)
+        return "", 202
+
+    @app.put("/connectors/<name>/stop")
+    def stop(name):
+        herder.stop_connector(name)
+        return "", 202
+
+    @app.get("/connectors/<name>/offsets")
+    def get_offsets(name):
+        return herder.offsets(name)
+
+    @app.patch("/connectors/<name>/offsets")
+    def alter_offsets(name):
+        body = _json_body()
+        if not isinstance(body, dict) or "offsets" not in body:
+            raise BadRequestException("the body is {\"offsets\": [{\"partition\": ..., "
+                                      "\"offset\": ...}]}")
+        return {"message": herder.alter_offsets(name, body["offsets"])}
+
+    @app.delete("/connectors/<name>/offsets")
+    def reset_offsets(name):
+        return {"message": herder.reset_offsets(name)}
+
+    @app.get("/connector-plugins")
+    def connector_plugins():
+        out = [{"class": java, "type": cls.TYPE, "version": cls().version()}
+               for java, cls in plugins.connector_plugins()]
+        if request.args.get("connectorsOnly", "true").lower() == "false":
+            from kafkalite.connect.converters import CONVERTERS
+            from kafkalite.connect.transforms import PREDICATES, TRANSFORMS
+            from kafkalite import __version__
+            out += [{"class": n, "type": "transformation", "version": __version__}
+                    for n in TRANSFORMS]
+            out += [{"class": n, "type": "predicate", "version": __version__}
+                    for n in PREDICATES]
+            out += [{"class": n, "type": "converter", "version": __version__}
+                    for n in CONVERTERS]
+        return jsonify(out)
+
+    @app.put("/connector-plugins/<plugin>/config/validate")
+    def validate(plugin):
+        body = _json_body()
+        if not isinstance(body, dict):
+            raise BadRequestException("the body is the connector's config object")
+        cls = body.get("connector.class")
+        if cls and plugins.connector_class(cls) is not plugins.connector_class(plugin):
+            raise BadRequestException("Included connector type " + cls +
+                                      " does not match request type " + plugin)
+        return herder.validate({**body, "connector.class": cls or plugin})
+
+    return app
+
+
+class RestServer:
+    """The REST API on ``host:port`` (port 0: any free port, see ``.port``)."""
+
+    def __init__(self, herder, host: str = "127.0.0.1", port: int = 8083):
+        self._server = make_server(host, port, create_app(herder), threaded=True)
+        self.host, self.port = host, self._server.server_port
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
+                                        name="connect-rest")
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> "RestServer":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._thread.join(10)
+        self._server.server_close()

@@ -1,0 +1,564 @@
+"""The worker: runs connector tasks in threads, with kafkalite's Producer
+(source tasks) and Consumer (sink tasks).
+
+A source task's thread: ``poll()``, transforms, key/value converters,
+then the producer's bulk path (``produce_batch``, one per topic and poll);
+every ``offset.flush.interval.ms`` (and when it stops) the
+producer is flushed and only then are the source offsets of the records
+polled so far written to the offset store (so a stored offset never runs
+ahead of an acknowledged record), then ``commit()``.
+
+A sink task's thread: a consumer in the group ``connect-<connector>``
+(``enable.auto.commit`` off, ``auto.offset.reset=earliest`` as Kafka
+Connect's), converters, transforms, ``put(records)``; every
+``offset.flush.interval.ms``, on ``request_commit()``, before partitions
+are revoked and when it stops: ``pre_commit(offsets)`` (by default flush)
+and a synchronous commit of the offsets it returns. Records skipped by the
+error tolerance count as consumed.
+
+Pause stops polling (a sink task's consumer pauses its partitions and
+keeps its group membership); stop asks the task to stop and joins the
+thread. A task that raises is FAILED with its traceback as ``trace``.
+
+Worker config (Kafka's keys): ``bootstrap.servers``, ``key.converter``,
+``value.converter`` (+ their ``.schemas.enable``...),
+``offset.flush.interval.ms`` (default 10000), ``producer.*`` and
+``consumer.*`` overrides, and a connector's ``producer.override.*`` /
+``consumer.override.*``.
+
+Who calls: herder.py. Thread safety: a WorkerTask's pause/resume/stop may
+be called from any thread.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import traceback
+
+from kafkalite.connect.api import SinkRecord
+from kafkalite.connect.converters import converter_from_config
+from kafkalite.connect.errors import ConnectException, RetriableException
+from kafkalite.connect.tolerance import SKIPPED, ErrorHandler
+from kafkalite.connect.transforms import TransformationChain
+
+log = logging.getLogger("kafkalite.connect")
+
+UNASSIGNED, RUNNING, PAUSED, FAILED, RESTARTING, STOPPED = (
+    "UNASSIGNED", "RUNNING", "PAUSED", "FAILED", "RESTARTING", "STOPPED")
+_BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter"
+_JSON = "org.apache.kafka.connect.json.JsonConverter"
+
+
+class OffsetStorageReader:
+    """What a source task sees of the offset store: its connector's offsets."""
+
+    def __init__(self, store, connector):
+        self._store, self._connector = store, connector
+
+    def offset(self, partition: dict) -> dict | None:
+        return self._store.get(self._connector, partition)
+
+    def offsets(self, partitions: list[dict]) -> dict:
+        return {json.dumps(p, sort_keys=True): self.offset(p) for p in partitions}
+
+
+class SourceTaskContext:
+    def __init__(self, config, reader, transactions=None):
+        self.config, self._reader, self._transactions = config, reader, transactions
+
+    def offset_storage_reader(self) -> OffsetStorageReader:
+        return self._reader
+
+    def transaction_context(self):
+        """A TransactionContext with exactly-once support and
+        ``transaction.boundary=connector``, else None (as Kafka's)."""
+        return self._transactions
+
+
+class SinkTaskContext:
+    def __init__(self, config, runner):
+        self.config, self._runner = config, runner
+
+    def offset(self, offsets: dict) -> None:
+        """Rewind or skip: {(topic, partition): next offset to consume}."""
+        self._runner.rewind.update(offsets)
+
+    def request_commit(self) -> None:
+        self._runner.commit_requested = True
+
+    def assignment(self) -> list:
+        return list(self._runner.assignment)
+
+    def pause(self, *partitions) -> None:
+        self._runner.consumer.pause(list(partitions))
+
+    def resume(self, *partitions) -> None:
+        self._runner.consumer.resume(list(partitions))
+
+
+class WorkerTask:
+    """One task in its thread; ``state`` is what /status shows."""
+
+    def __init__(self, worker, connector: str, task_id: int, connector_config: dict,
+                 task_config: dict, task_class: type):
+        self.worker, self.connector, self.id = worker, connector, task_id
+        self.connector_config, self.task_config = connector_config, task_config
+        self.task = task_class()
+        self.state, self.trace = UNASSIGNED, None
+        self._stopping = threading.Event()
+        self._paused = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name=f"connect-{connector}-{task_id}")
+        cfg = {**worker.config, **connector_config}
+        self.key_converter = converter_from_config(cfg, "key.converter", True, _JSON)
+        self.value_converter = converter_from_config(cfg, "value.converter", False, _JSON)
+        self.transforms = TransformationChain(connector_config)
+        self.flush_interval = int(worker.config.get("offset.flush.interval.ms", 10_000)) / 1000
+
+    def start(self, paused=False) -> None:
+        if paused:
+            self._paused.set()
+        self._thread.start()
+
+    def pause(self) -> None:
+        self._paused.set()
+        if self.state == RUNNING:
+            self.state = PAUSED
+
+    def resume(self) -> None:
+        self._paused.clear()
+        if self.state == PAUSED:
+            self.state = RUNNING
+
+    def stop(self, timeout: float = 30.0) -> None:
+        # the task's own thread calls task.stop() once its loop ends (poll/put
+        # return within a poll interval), so stop() never races put or flush
+        self._stopping.set()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            self.execute()
+            if self.state != FAILED:
+                self.state = UNASSIGNED
+        except Exception as e:      # noqa: BLE001 -- a task failure is its state, not a crash
+            self.state = FAILED
+            self.trace = "".join(traceback.format_exception(e))
+            log.error("connector %s task %d failed: %s", self.connector, self.id, e)
+        finally:
+            try:
+                self.task.stop()
+            except Exception:       # noqa: BLE001 -- stopping anyway
+                log.exception("connector %s task %d: stop()", self.connector, self.id)
+            self.worker.task_ended(self)
+
+    def _client_config(self, kind: str) -> dict:
+        """Worker's client config + ``producer.``/``consumer.`` + the
+        connector's ``producer.override.``/``consumer.override.``."""
+        out = dict(self.worker.client_config)
+        for src, prefix in ((self.worker.config, kind + "."),
+                            (self.connector_config, kind + ".override.")):
+            out.update({k[len(prefix):]: v for k, v in src.items() if k.startswith(prefix)})
+        return out
+
+
+def track_offsets(records, pending: dict) -> None:
+    """The latest source offset of each source partition among ``records``,
+    into ``pending`` {json(partition): (partition, offset)}."""
+    last_part, last_key = None, None
+    for r in records:
+        part = r.source_partition
+        if part is not None and r.source_offset is not None:
+            # a poll's records mostly share one partition dict: its key once
+            if part is not last_part:
+                last_part, last_key = part, json.dumps(part, sort_keys=True)
+            pending[last_key] = (part, r.source_offset)
+
+
+class TransactionContext:
+    """KIP-618's TransactionContext, for ``transaction.boundary=connector``:
+    the task asks to commit or abort the open transaction, after a given
+    record of its last poll (or after the whole poll)."""
+
+    def __init__(self):
+        self.requests: list = []      # (action, record or None)
+
+    def commit_transaction(self, record=None) -> None:
+        self.requests.append(("commit", record))
+
+    def abort_transaction(self, record=None) -> None:
+        self.requests.append(("abort", record))
+
+
+class WorkerSourceTask(WorkerTask):
+    def execute(self) -> None:
+        from kafkalite.client import Producer
+        self.producer = producer = Producer(self._client_config("producer"))
+        handler = ErrorHandler(self.connector_config, self.connector, self.id)
+        pending: dict = {}      # json(partition) -> (partition, offset), since the last commit
+        sent: list = []         # records polled since the last commit
+        failures: list = []
+
+        def on_delivery(err, delivery):
+            if err is not None:
+                failures.append(err)
+        try:
+            self.task.initialize(SourceTaskContext(
+                self.task_config, OffsetStorageReader(self.worker.offsets, self.connector)))
+            self.task.start(self.task_config)
+            self.state = PAUSED if self._paused.is_set() else RUNNING
+            next_commit = time.monotonic() + self.flush_interval
+            while not self._stopping.is_set():
+                if self._paused.is_set():
+                    self._stopping.wait(0.05)
+                    continue
+                try:
+                    records = self.task.poll()
+                except RetriableException:
+                    records = None
+                if records:
+                    self._send_all(records, producer, handler, on_delivery)
+                    sent.extend(records)
+                    track_offsets(records, pending)
+                producer.poll(0)
+                if failures:
+                    raise failures[0]
+                if time.monotonic() >= next_commit:
+                    self._commit(producer, pending, failures, sent)
+                    next_commit = time.monotonic() + self.flush_interval
+            self._commit(producer, pending, failures, sent)
+        finally:
+            producer.close(10)
+
+    def _send_all(self, records, producer, handler, on_delivery) -> None:
+        """Transform and convert a poll's records, then hand them to the
+        producer's bulk path: one produce_batch per (topic, partition given
+        or not), records in poll order within each."""
+        groups: dict = {}
+        now = int(time.time() * 1000)
+        for r in records:
+            t = handler.execute("TRANSFORMATION", self.transforms.apply, r)
+            if t is None or t is SKIPPED:
+                continue
+            key = handler.execute("KEY_CONVERTER", self.key_converter.from_connect_data,
+                                  t.topic, t.key_schema, t.key)
+            value = handler.execute("VALUE_CONVERTER", self.value_converter.from_connect_data,
+                                    t.topic, t.value_schema, t.value)
+            if key is SKIPPED or value is SKIPPED:
+                continue
+            g = groups.get((t.topic, t.kafka_partition))
+            if g is None:
+                g = groups[(t.topic, t.kafka_partition)] = ([], [], [], [])
+            g[0].append(key)
+            g[1].append(value)
+            g[2].append(t.timestamp or now)
+            g[3].append([(k, v.encode() if isinstance(v, str) else v) for k, v in t.headers]
+                        if t.headers else None)
+        for (topic, partition), (keys, values, stamps, headers) in groups.items():
+            producer.produce_batch(
+                topic, values, keys=keys if any(k is not None for k in keys) else None,
+                partition=-1 if partition is None else partition, timestamp=stamps,
+                headers=headers if any(h is not None for h in headers) else None,
+                on_delivery=on_delivery)
+
+    def _commit(self, producer, pending: dict, failures: list, sent: list) -> None:
+        left = producer.flush(60)
+        if failures:
+            raise failures[0]
+        if left:
+            raise TimeoutError(f"{left} records not acknowledged in 60 s; offsets not committed")
+        if pending:
+            self.worker.offsets.put(self.connector, list(pending.values()))
+            pending.clear()
+        for r in sent:
+            self.task.commit_record(r, None)
+        sent.clear()
+        self.task.commit()
+
+
+class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
+    """KIP-618: a source task's records and their source offsets in one
+    transaction (``exactly.once.source.support=enabled`` on the worker; the
+    offsets go to the offsets topic through the task's transactional
+    producer, ``transactional.id`` = ``<group.id>-<connector>-<task>``).
+    ``transaction.boundary``: ``poll`` (default: one transaction per
+    non-empty poll) or ``connector`` (the task decides through
+    ``context.transaction_context()``). A failure aborts the open
+    transaction: neither its records (for read_committed consumers) nor its
+    offsets count, and the task restarts from the last committed offsets."""
+
+    def execute(self) -> None:
+        from kafkalite.client import Producer
+        store = self.worker.offsets
+        if not hasattr(store, "records_for"):
+            raise ConnectException("exactly-once source support needs source offsets in a "
+                                   "topic (offset.storage.topic), not a file")
+        boundary = self.connector_config.get("transaction.boundary", "poll")
+        if boundary not in ("poll", "connector"):
+            raise ConnectException(f"transaction.boundary {boundary!r}: poll or connector")
+        txn_id = f"{self.worker.config.get('group.id', 'connect')}-{self.connector}-{self.id}"
+        self.producer = producer = Producer({**self._client_config("producer"),
+                                             "transactional.id": txn_id})
+        handler = ErrorHandler(self.connector_config, self.connector, self.id)
+        ctx = TransactionContext() if boundary == "connector" else None
+        pending: dict = {}
+        sent: list = []
+        failures: list = []
+        in_txn = False
+
+        def on_delivery(err, delivery):
+            if err is not None:
+                failures.append(err)
+
+        def send(records):
+            nonlocal in_txn
+            if not records:
+                return
+            if not in_txn:
+                producer.begin_transaction()
+                in_txn = True
+            self._send_all(records, producer, handler, on_delivery)
+            sent.extend(records)
+            track_offsets(records, pending)
+
+        def end(action):
+            nonlocal in_txn
+            if not in_txn:
+                return
+            if action == "commit":
+                entries = list(pending.values())
+                for key, value in store.records_for(self.connector, entries):
+                    producer.produce(store.topic, key=key, value=value, on_delivery=on_delivery)
+                producer.commit_transaction(60)
+                if failures:
+                    raise failures[0]
+                store.remember(self.connector, entries)
+                for r in sent:
+                    self.task.commit_record(r, None)
+                self.task.commit()
+            else:
+                producer.abort_transaction(60)
+                failures.clear()
+            pending.clear()
+            sent.clear()
+            in_txn = False
+        try:
+            producer.init_transactions(60)   # fences an earlier incarnation, aborts its txn
+            self.task.initialize(SourceTaskContext(
+                self.task_config, OffsetStorageReader(store, self.connector), ctx))
+            self.task.start(self.task_config)
+            self.state = PAUSED if self._paused.is_set() else RUNNING
+            while not self._stopping.is_set():
+                if self._paused.is_set():
+                    self._stopping.wait(0.05)
+                    continue
+                try:
+                    records = self.task.poll() or []
+                except RetriableException:
+                    records = []
+                if ctx is None:
+                    send(records)
+                    end("commit")
+                    continue
+                requests, ctx.requests = ctx.requests, []
+                done = 0
+                for action, record in requests:
+                    upto = len(records) if record is None else \
+                        next(i for i, r in enumerate(records) if r is record) + 1
+                    send(records[done:upto])
+                    done = max(done, upto)
+                    end(action)
+                send(records[done:])
+            end("abort")      # stopping with a transaction the task left open
+        except BaseException:
+            if in_txn:
+                try:
+                    producer.abort_transaction(30)
+                except Exception:       # noqa: BLE001 -- the next init_transactions aborts it
+                    log.exception("%s-%d: abort", self.connector, self.id)
+            raise
+        finally:
+            producer.close(10)
+
+
+class WorkerSinkTask(WorkerTask):
+    def execute(self) -> None:
+        from kafkalite.client import Consumer, TopicPartition
+        cfg = {"auto.offset.reset": "earliest", **self._client_config("consumer"),
+               "group.id": f"connect-{self.connector}", "enable.auto.commit": False}
+        # Kafka's max.poll.records is the most records a put gets (not a kafkalite
+        # consumer property: consume() takes the count)
+        batch = int(cfg.pop("max.poll.records", 500))
+        self.consumer = consumer = Consumer(cfg)
+        self.assignment: set = set()
+        self.current: dict = {}       # (topic, partition) -> next offset, of records put
+        self.rewind: dict = {}
+        self.commit_requested = False
+        dlq = None
+        handler = ErrorHandler(self.connector_config, self.connector, self.id)
+        if handler.dlq_topic:
+            from kafkalite.client import Producer
+            dlq = handler.dlq_producer = Producer(self._client_config("producer"))
+        topics = [t.strip() for t in self.connector_config.get("topics", "").split(",")
+                  if t.strip()]
+        if self.connector_config.get("topics.regex"):
+            topics.append("^" + self.connector_config["topics.regex"].lstrip("^"))
+
+        def on_assign(c, parts):
+            self.assignment |= {(p.topic, p.partition) for p in parts}
+            if self._paused.is_set():
+                c.pause(parts)      # assigned while paused: fetch nothing yet
+            self.task.open(parts)
+
+        def on_revoke(c, parts):
+            self._commit(only={(p.topic, p.partition) for p in parts})
+            self.task.close(parts)
+            self.assignment -= {(p.topic, p.partition) for p in parts}
+        try:
+            self.task.initialize(SinkTaskContext(self.task_config, self))
+            self.task.start(self.task_config)
+            consumer.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke)
+            self.state = PAUSED if self._paused.is_set() else RUNNING
+            next_commit = time.monotonic() + self.flush_interval
+            paused = False
+            while not self._stopping.is_set():
+                if self._paused.is_set() != paused:
+                    paused = self._paused.is_set()
+                    tps = [TopicPartition(t, p) for t, p in self.assignment]
+                    (consumer.pause if paused else consumer.resume)(tps)
+                for (t, p), off in list(self.rewind.items()):
+                    consumer.seek(TopicPartition(t, p, off))
+                    self.current[(t, p)] = off
+                    del self.rewind[(t, p)]
+                msgs = consumer.consume(batch, 0.2)
+                if paused:
+                    # fetched before the pause took hold: read again after resume
+                    self._rewind_to_first(msgs)
+                    continue
+                records = []
+                for m in msgs:
+                    if m.error():
+                        continue
+                    r = self._convert(m, handler)
+                    if r is not None:
+                        records.append(r)
+                    self.current[(m.topic(), m.partition())] = m.offset() + 1
+                if records:
+                    self._put(records)
+                if dlq is not None:
+                    dlq.poll(0)
+                if self.commit_requested or time.monotonic() >= next_commit:
+                    self._commit()
+                    self.commit_requested = False
+                    next_commit = time.monotonic() + self.flush_interval
+            self._commit()
+            if self.assignment:
+                self.task.close([TopicPartition(t, p) for t, p in self.assignment])
+        finally:
+            try:
+                consumer.close()
+            finally:
+                if dlq is not None:
+                    dlq.close(10)
+
+    def _rewind_to_first(self, msgs) -> None:
+        first: dict = {}
+        for m in msgs:
+            if not m.error():
+                first.setdefault((m.topic(), m.partition()), m.offset())
+        for (t, p), off in first.items():
+            self.rewind.setdefault((t, p), off)
+
+    def _convert(self, m, handler):
+        tt, ts = m.timestamp()
+        key = handler.execute("KEY_CONVERTER", self.key_converter.to_connect_data, m.topic(),
+                              m.key(), original=m, cls=type(self.key_converter))
+        if key is SKIPPED:
+            return None
+        value = handler.execute("VALUE_CONVERTER", self.value_converter.to_connect_data,
+                                m.topic(), m.value(), original=m, cls=type(self.value_converter))
+        if value is SKIPPED:
+            return None
+        r = SinkRecord(m.topic(), m.partition(), key[0], key[1], value[0], value[1],
+                       ts if ts >= 0 else None, list(m.headers() or []), m.offset(),
+                       "LogAppendTime" if tt == 2 else "CreateTime", m.topic(), m.partition(),
+                       m.offset())
+        t = handler.execute("TRANSFORMATION", self.transforms.apply, r, original=m,
+                            cls=TransformationChain)
+        return None if t is SKIPPED else t
+
+    def _put(self, records) -> None:
+        delay = 0.1
+        while True:
+            try:
+                self.task.put(records)
+                return
+            except RetriableException:
+                # Kafka redelivers the same batch after a backoff
+                if self._stopping.wait(delay):
+                    raise
+                delay = min(delay * 2, 5.0)
+
+    def _commit(self, only: set | None = None) -> None:
+        from kafkalite.client import TopicPartition
+        current = {tp: off for tp, off in self.current.items() if only is None or tp in only}
+        if not current:
+            return
+        committable = self.task.pre_commit(dict(current)) or {}
+        offsets = [TopicPartition(t, p, off) for (t, p), off in committable.items()
+                   if (t, p) in self.assignment]
+        if offsets:
+            self.consumer.commit(offsets=offsets, asynchronous=False)
+
+
+class FailedTask:
+    """A task whose converters, transforms or class could not be set up."""
+
+    def __init__(self, connector, task_id, exc):
+        self.connector, self.id = connector, task_id
+        self.state, self.trace = FAILED, "".join(traceback.format_exception(exc))
+
+    def pause(self):
+        pass
+
+    def resume(self):
+        pass
+
+    def stop(self, timeout=None):
+        pass
+
+
+class Worker:
+    """Holds the worker config, the offset store and the running tasks."""
+
+    def __init__(self, config: dict, offsets):
+        self.config = dict(config)
+        self.offsets = offsets
+        self.worker_id = config.get("worker.id", "standalone")
+        client_keys = ("bootstrap.servers", "client.id", "kafkalite.transport")
+        self.client_config = {k: v for k, v in self.config.items() if k in client_keys}
+        self.on_task_end = None
+
+    def start(self) -> None:
+        self.offsets.start()
+
+    def stop(self) -> None:
+        self.offsets.stop()
+
+    def start_task(self, kind: str, connector: str, task_id: int, connector_config: dict,
+                   task_config: dict, task_class: type, paused=False) -> WorkerTask:
+        eos = str(self.config.get("exactly.once.source.support", "disabled")).lower() == "enabled"
+        cls = WorkerSinkTask if kind == "sink" else \
+            ExactlyOnceWorkerSourceTask if eos else WorkerSourceTask
+        try:
+            t = cls(self, connector, task_id, connector_config, task_config, task_class)
+        except Exception as e:      # noqa: BLE001 -- a task that cannot be built is FAILED
+            return FailedTask(connector, task_id, e)
+        t.start(paused)
+        return t
+
+    def task_ended(self, task: WorkerTask) -> None:
+        if self.on_task_end is not None:
+            self.on_task_end(task)

@@ -1,0 +1,112 @@
+"""``kafkalite connect standalone WORKER.properties [CONNECTOR.properties|.json ...]``:
+a standalone Connect worker, like Kafka's connect-standalone.sh;
+``kafkalite connect distributed WORKER.properties``: a worker of a Connect
+cluster (``group.id``, ``config.storage.topic``, ``status.storage.topic``,
+``offset.storage.topic``), like connect-distributed.sh (distributed.py).
+
+The worker properties use Kafka's keys (``bootstrap.servers``,
+``key.converter``, ``value.converter``, ``offset.storage.file.filename``,
+``offset.flush.interval.ms``, ``listeners`` or ``rest.host.name`` /
+``rest.port``); without ``offset.storage.file.filename`` source offsets go
+to the compacted ``offset.storage.topic`` (default ``connect-offsets``).
+Each connector file is Java properties or JSON (a config object, or
+``{"name": ..., "config": {...}}``). The REST API then serves on
+``rest.host.name:rest.port`` (default 127.0.0.1:8083) until SIGTERM or
+Ctrl-C, when connectors stop and their offsets are committed.
+
+Who calls: cli.py. This module stays light to import (Flask only when run).
+"""
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import urllib.parse
+
+DESCRIPTION = ("Run a Kafka Connect worker: standalone (like connect-standalone.sh, connectors "
+               "from properties/JSON files) or distributed (like connect-distributed.sh, a "
+               "worker of the group.id cluster); Kafka Connect's REST API on rest.port.")
+
+
+def add_arguments(sub, client_args) -> None:
+    csub = sub.add_subparsers(dest="mode", required=True)
+    s = csub.add_parser("standalone", help="one worker, offsets in a local file")
+    s.add_argument("worker_config", metavar="WORKER.properties")
+    s.add_argument("connectors", nargs="*", metavar="CONNECTOR.properties|.json")
+    client_args(s)
+    d = csub.add_parser("distributed", help="a worker of a Connect cluster (group.id): "
+                                            "connectors, offsets and status in topics")
+    d.add_argument("worker_config", metavar="WORKER.properties")
+    client_args(d)
+
+
+def read_config(path: str) -> dict:
+    """A properties or JSON file as a dict of strings."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    text = raw.decode("utf-8")
+    if text.lstrip().startswith("{"):
+        doc = json.loads(text)
+        if "config" in doc and isinstance(doc["config"], dict):
+            doc = {**doc["config"], "name": doc.get("name", doc["config"].get("name"))}
+        return {k: str(v) for k, v in doc.items() if v is not None}
+    import javaproperties
+    return dict(javaproperties.loads(text))
+
+
+def rest_address(cfg: dict) -> tuple[str, int]:
+    if cfg.get("listeners"):
+        u = urllib.parse.urlsplit(cfg["listeners"].split(",")[0].strip())
+        return u.hostname or "127.0.0.1", u.port or 8083
+    return cfg.get("rest.host.name", "127.0.0.1"), int(cfg.get("rest.port", 8083))
+
+
+def run(args) -> int:
+    from kafkalite.connect import Herder, Worker
+    from kafkalite.connect.offsets import FileOffsetStore, KafkaOffsetStore
+    from kafkalite.connect.rest import RestServer
+    from kafkalite.console import default_bootstrap
+    cfg = read_config(args.worker_config)
+    if args.bootstrap_server or "bootstrap.servers" not in cfg:
+        cfg["bootstrap.servers"] = args.bootstrap_server or default_bootstrap()
+    client = {"bootstrap.servers": cfg["bootstrap.servers"]}
+    distributed = args.mode == "distributed"
+    store = FileOffsetStore(cfg["offset.storage.file.filename"]) \
+        if cfg.get("offset.storage.file.filename") and not distributed else \
+        KafkaOffsetStore(client, cfg.get("offset.storage.topic", "connect-offsets"),
+                         int(cfg.get("offset.storage.partitions", 25)))
+    host, port = rest_address(cfg)
+    worker = Worker(cfg, store)
+    worker.start()
+    if distributed:
+        from kafkalite.connect.distributed import DistributedHerder
+        herder = DistributedHerder(
+            worker, cfg.get("group.id", "connect-cluster"),
+            cfg.get("config.storage.topic", "connect-configs"),
+            cfg.get("status.storage.topic", "connect-status"),
+            int(cfg.get("session.timeout.ms", 10_000)),
+            int(cfg.get("heartbeat.interval.ms", 1_000)))
+    else:
+        herder = Herder(worker)
+    rest = RestServer(herder, host, port)
+    worker.worker_id = f"{host}:{rest.port}"
+    rest.start()
+    if distributed:
+        herder.start()
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    try:
+        for path in getattr(args, "connectors", ()):
+            conn = read_config(path)
+            if not conn.get("name"):
+                raise ValueError(f"{path}: the connector config has no name")
+            herder.put_connector_config(conn["name"], conn, True)
+            print(f"connector {conn['name']} created", flush=True)
+        print(f"Kafka Connect REST API on {rest.url}", flush=True)
+        done.wait()
+    finally:
+        rest.stop()
+        herder.stop()
+        worker.stop()
+    return 0

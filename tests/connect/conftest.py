@@ -1,0 +1,26 @@
+"""Fixtures of the Connect tests: a real PostgreSQL server for the session,
+a standalone worker with its REST API per test."""
+import pytest
+from connect_helpers import Connect
+
+from postgres import PostgresServer, find_binaries
+
+
+@pytest.fixture
+def connect(server, tmp_path):
+    """A standalone worker (offsets in the test's own file) on the module's
+    server, its REST API on a free port; stopped at the end."""
+    c = Connect(server, offset_file=tmp_path / "offsets.json")
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A PostgreSQL server for the whole session: its DSN. Skipped where
+    PostgreSQL is not installed (tools/install-system-deps installs it)."""
+    if find_binaries() is None:
+        pytest.skip("PostgreSQL is not installed: run tools/install-system-deps")
+    srv = PostgresServer().start()
+    yield srv.dsn
+    srv.stop()

@@ -1,0 +1,98 @@
+"""A connector for the lifecycle tests, named by its Python path
+(``connect_plugins:ShardedSourceConnector``): one task per shard of
+``SHARDS`` (which a test changes, then asks for task reconfiguration);
+each task sends ``<shard>-<n>`` records, resuming at its stored offset."""
+from __future__ import annotations
+
+import threading
+
+from kafkalite.connect import SourceConnector, SourceRecord, SourceTask
+from kafkalite.connect.data import Schema
+
+SHARDS = {"value": ["s0"]}
+
+
+class ShardedSourceConnector(SourceConnector):
+    def start(self, props):
+        self.props = dict(props)
+
+    def task_class(self):
+        return ShardedSourceTask
+
+    def task_configs(self, max_tasks):
+        shards = SHARDS["value"]
+        n = min(max_tasks, len(shards))
+        return [{**self.props, "shards": ",".join(shards[i::n])} for i in range(n)]
+
+
+class ShardedSourceTask(SourceTask):
+    def start(self, props):
+        self.topic, self.limit = props["topic"], int(props.get("records.per.shard", 5))
+        self.next = {}
+        for s in props["shards"].split(","):
+            off = self.context.offset_storage_reader().offset({"shard": s})
+            self.next[s] = off["n"] + 1 if off else 0
+        self.stopped = threading.Event()
+
+    def poll(self):
+        out = []
+        for s, n in self.next.items():
+            if n < self.limit:
+                out.append(SourceRecord(self.topic, None, None, None, Schema.STRING, f"{s}-{n}",
+                                        source_partition={"shard": s}, source_offset={"n": n}))
+                self.next[s] = n + 1
+        if not out:
+            self.stopped.wait(0.05)
+        return out
+
+
+class TransactionalSourceConnector(SourceConnector):
+    """Sends r0..r<count-1>, committing a transaction after every 5th
+    record and aborting once when it reaches ``abort.at`` (then resuming at
+    its last committed offset): transaction.boundary=connector."""
+
+    def start(self, props):
+        self.props = dict(props)
+
+    def task_class(self):
+        return TransactionalSourceTask
+
+    def task_configs(self, max_tasks):
+        return [dict(self.props)]
+
+
+class TransactionalSourceTask(SourceTask):
+    def start(self, props):
+        self.topic, self.count = props["topic"], int(props["count"])
+        self.abort_at, self.aborted = int(props.get("abort.at", -1)), False
+        self.next = self._resume()
+        self.stopped = threading.Event()
+
+    def _resume(self):
+        off = self.context.offset_storage_reader().offset({"source": "r"})
+        return off["n"] + 1 if off else 0
+
+    def poll(self):
+        if self.next is None:
+            self.next = self._resume()
+        if self.next >= self.count:
+            self.stopped.wait(0.05)
+            return []
+        out = []
+        txn = self.context.transaction_context()
+        for n in range(self.next, min(self.next + 3, self.count)):
+            r = SourceRecord(self.topic, None, None, None, Schema.STRING, f"r{n}",
+                             source_partition={"source": "r"}, source_offset={"n": n})
+            out.append(r)
+            if n == self.abort_at and not self.aborted:
+                self.aborted = True
+                txn.abort_transaction(r)
+                self.next = None        # resume at the committed offset, after the abort
+                return out
+            if n % 5 == 4:
+                txn.commit_transaction(r)
+        self.next = n + 1
+        return out
+
+    def commit(self):
+        pass

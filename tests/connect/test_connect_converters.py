@@ -1,0 +1,110 @@
+"""Converters against the bytes Kafka Connect's own converters write and read."""
+import datetime as dt
+import json
+
+import pytest
+
+from kafkalite.connect.converters import (ByteArrayConverter, JsonConverter, StringConverter,
+                                          converter_from_config)
+from kafkalite.connect.data import Schema, SchemaBuilder
+from kafkalite.connect.errors import DataException
+
+ROW = SchemaBuilder.struct().name("row").field("id", Schema.INT32) \
+    .field("name", Schema.OPTIONAL_STRING).field("at", Schema.OPTIONAL_TIMESTAMP) \
+    .field("raw", Schema.OPTIONAL_BYTES).build()
+AT = dt.datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=dt.timezone.utc)
+
+
+def conv(cls, is_key=False, **cfg):
+    c = cls()
+    c.configure(cfg, is_key)
+    return c
+
+
+def test_bytearray_converter_passes_bytes_and_refuses_other_types():
+    c = conv(ByteArrayConverter)
+    assert c.from_connect_data("t", Schema.BYTES, b"\x00\xff") == b"\x00\xff"
+    assert c.to_connect_data("t", b"\x01") == (Schema.OPTIONAL_BYTES, b"\x01")
+    assert c.from_connect_data("t", None, None) is None
+    with pytest.raises(DataException, match="not compatible"):
+        c.from_connect_data("t", Schema.STRING, "text")
+
+
+def test_string_converter_round_trip_and_bad_utf8():
+    c = conv(StringConverter)
+    assert c.from_connect_data("t", Schema.STRING, "héllo") == "héllo".encode()
+    assert c.from_connect_data("t", Schema.INT32, 42) == b"42"
+    assert c.to_connect_data("t", "héllo".encode()) == (Schema.OPTIONAL_STRING, "héllo")
+    assert c.to_connect_data("t", None) == (Schema.OPTIONAL_STRING, None)
+    with pytest.raises(DataException):
+        c.to_connect_data("t", b"\xff\xfe")
+
+
+def test_json_converter_with_schemas_writes_kafkas_envelope():
+    c = conv(JsonConverter)
+    value = {"id": 7, "name": "ada", "at": AT, "raw": b"\x01\x02"}
+    doc = json.loads(c.from_connect_data("t", ROW, value))
+    assert doc == {
+        "schema": {"type": "struct", "optional": False, "name": "row", "fields": [
+            {"type": "int32", "optional": False, "field": "id"},
+            {"type": "string", "optional": True, "field": "name"},
+            {"type": "int64", "optional": True, "name": "org.apache.kafka.connect.data.Timestamp",
+             "version": 1, "field": "at"},
+            {"type": "bytes", "optional": True, "field": "raw"}]},
+        "payload": {"id": 7, "name": "ada", "at": 1714979289123, "raw": "AQI="}}
+    schema, back = c.to_connect_data("t", json.dumps(doc).encode())
+    assert schema == ROW and back == value
+
+
+def test_json_converter_reads_an_envelope_written_by_kafka():
+    # as Kafka's JsonConverter writes an int64 + optional string struct
+    raw = (b'{"schema":{"type":"struct","fields":[{"type":"int64","optional":false,"field":"n"},'
+           b'{"type":"string","optional":true,"field":"s"}],"optional":false,"name":"x"},'
+           b'"payload":{"n":9007199254740993,"s":null}}')
+    schema, value = conv(JsonConverter).to_connect_data("t", raw)
+    assert [f.name for f in schema.fields] == ["n", "s"] and schema.name == "x"
+    assert value == {"n": 9007199254740993, "s": None}
+
+
+def test_json_converter_schemaless_and_tombstones():
+    c = conv(JsonConverter, **{"schemas.enable": "false"})
+    assert c.from_connect_data("t", None, {"a": [1, 2.5, None]}) == b'{"a":[1,2.5,null]}'
+    assert c.to_connect_data("t", b'{"a":1}') == (None, {"a": 1})
+    assert c.from_connect_data("t", None, None) is None
+    assert conv(JsonConverter).to_connect_data("t", None) == (None, None)
+
+
+def test_json_converter_refuses_plain_json_when_schemas_are_enabled():
+    with pytest.raises(DataException, match="schemas.enable=false"):
+        conv(JsonConverter).to_connect_data("t", b'{"a": 1}')
+    with pytest.raises(DataException, match="serialization error"):
+        conv(JsonConverter).to_connect_data("t", b"{not json")
+    with pytest.raises(DataException, match="int32"):
+        conv(JsonConverter).to_connect_data("t", json.dumps(
+            {"schema": {"type": "int32"}, "payload": "x"}).encode())
+
+
+def test_converter_named_by_kafkas_class_name_with_prefixed_settings():
+    c = converter_from_config({"value.converter": "org.apache.kafka.connect.json.JsonConverter",
+                               "value.converter.schemas.enable": "false"}, "value.converter",
+                              False, "x")
+    assert isinstance(c, JsonConverter) and c.schemas_enable is False
+    assert isinstance(converter_from_config({"key.converter": "StringConverter"},
+                                            "key.converter", True, "x"), StringConverter)
+
+
+def test_json_envelope_in_any_layout_reads_the_same():
+    """Kafka's layout takes the fast path (schema parsed once per schema
+    text); spaced, reordered or trailing-garbage envelopes the general one."""
+    c = conv(JsonConverter)
+    schema = {"type": "struct", "fields": [{"field": "a", "type": "int32"}]}
+    tight = json.dumps({"schema": schema, "payload": {"a": 1}}, separators=(",", ":"))
+    spaced = json.dumps({"schema": schema, "payload": {"a": 1}}, indent=2)
+    reordered = json.dumps({"payload": {"a": 1}, "schema": schema})
+    got = [c.to_connect_data("t", x.encode()) for x in (tight, tight, spaced, reordered)]
+    assert all(g == got[0] for g in got) and got[0][1] == {"a": 1}
+    assert got[0][0] is got[1][0]            # the second read reused the parsed schema
+    with pytest.raises(DataException):
+        c.to_connect_data("t", (tight + "x").encode())
+    with pytest.raises(DataException, match="int32"):
+        c.to_connect_data("t", tight.replace('{"a":1}', '{"a":"x"}').encode())

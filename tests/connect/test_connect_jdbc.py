@@ -1,0 +1,294 @@
+"""The JDBC-style connectors against a real PostgreSQL server (started by
+tests/postgres.py) and SQLite files, through a standalone worker and a real
+broker: the three query modes of the source, the sink's upsert, auto-create,
+column evolution, batching and deletes, and PostgreSQL -> topic -> SQLite
+end to end with the same rows."""
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import json
+import sqlite3
+
+import psycopg
+import pytest
+from connect_helpers import wait_for
+from harness import create, read_all
+
+from kafkalite.client import Producer
+
+SRC = "io.confluent.connect.jdbc.JdbcSourceConnector"
+SINK = "io.confluent.connect.jdbc.JdbcSinkConnector"
+T = "org.apache.kafka.connect.transforms."
+_n = itertools.count()
+PREFIX = {"timestamp": "ts-", "timestamp+incrementing": "tsi-"}
+UTC = dt.timezone.utc
+
+
+def table_name(prefix="t"):
+    return f"{prefix}{next(_n)}_{dt.datetime.now().strftime('%H%M%S%f')}"
+
+
+def pg(dsn, sql, params=None):
+    with psycopg.connect(dsn, autocommit=True) as c:
+        cur = c.execute(sql, params)
+        return cur.fetchall() if cur.description else None
+
+
+def values_of(server, topic, n, timeout=60):
+    got = read_all(server, topic, 1, n, timeout=timeout)
+    return [json.loads(m.value())["payload"] for m in got]
+
+
+def test_postgres_incrementing_source_resumes_without_repeats(connect, server, postgres, tmp_path):
+    tbl = table_name()
+    pg(postgres, f"CREATE TABLE {tbl} (id SERIAL PRIMARY KEY, name TEXT, qty INTEGER, "
+                 f"price DOUBLE PRECISION, at TIMESTAMP)")
+    for i in range(250):
+        pg(postgres, f"INSERT INTO {tbl} (name, qty, price, at) VALUES (%s, %s, %s, %s)",
+           (f"n{i}", i, i / 4, dt.datetime(2024, 1, 1) + dt.timedelta(seconds=i)))
+    topic = f"pg-{tbl}"
+    create(server, topic)
+    cfg = {"connector.class": SRC, "connection.url": "jdbc:" + postgres, "mode": "incrementing",
+           "incrementing.column.name": "id", "table.whitelist": tbl, "topic.prefix": "pg-",
+           "poll.interval.ms": "200", "batch.max.rows": "64"}
+    connect.create("pg-inc", **cfg)
+    rows = values_of(server, topic, 250)
+    assert [r["id"] for r in rows] == list(range(1, 251))
+    assert rows[3] == {"id": 4, "name": "n3", "qty": 3, "price": 0.75,
+                       "at": int(dt.datetime(2024, 1, 1, 0, 0, 3, tzinfo=UTC).timestamp() * 1000)}
+    schema = json.loads(read_all(server, topic, 1, 1)[0].value())["schema"]
+    assert [(f["field"], f["type"]) for f in schema["fields"]] == [
+        ("id", "int32"), ("name", "string"), ("qty", "int32"), ("price", "float64"),
+        ("at", "int64")]
+    assert schema["fields"][4]["name"] == "org.apache.kafka.connect.data.Timestamp"
+    wait_for(lambda: connect.http("GET", "/connectors/pg-inc/offsets").json()["offsets"] == [
+        {"partition": {"protocol": "1", "table": tbl}, "offset": {"incrementing": 250}}],
+        what="the stored offset")
+    # stopped and resumed: only rows added since
+    connect.http("PUT", "/connectors/pg-inc/stop")
+    pg(postgres, f"INSERT INTO {tbl} (name) SELECT 'late' || g FROM generate_series(1, 5) g")
+    pg(postgres, f"UPDATE {tbl} SET name = 'changed' WHERE id = 1")   # not seen in this mode
+    connect.http("PUT", "/connectors/pg-inc/resume")
+    rows = values_of(server, topic, 255)
+    assert [r["id"] for r in rows] == list(range(1, 256))
+    assert [r["name"] for r in rows[250:]] == [f"late{i}" for i in range(1, 6)]
+
+
+def test_postgres_timestamp_and_timestamp_incrementing_modes_see_updates(connect, server,
+                                                                         postgres):
+    tbl = table_name()
+    pg(postgres, f"CREATE TABLE {tbl} (id SERIAL PRIMARY KEY, v TEXT, "
+                 f"modified TIMESTAMP NOT NULL)")
+    base = dt.datetime(2024, 3, 1, 12, 0, 0)
+    # 40 rows sharing 4 timestamps: ts+incrementing must split them by id, exactly once each
+    for i in range(40):
+        pg(postgres, f"INSERT INTO {tbl} (v, modified) VALUES (%s, %s)",
+           (f"v{i}", base + dt.timedelta(seconds=i // 10)))
+    for mode in ("timestamp", "timestamp+incrementing"):
+        create(server, f"{PREFIX[mode]}{tbl}")
+        connect.create(f"pg-{mode}", **{
+            "connector.class": SRC, "connection.url": "jdbc:" + postgres, "mode": mode,
+            "incrementing.column.name": "id", "timestamp.column.name": "modified",
+            "table.whitelist": tbl, "topic.prefix": PREFIX[mode], "poll.interval.ms": "200",
+            "batch.max.rows": "7"})
+    for mode in ("timestamp", "timestamp+incrementing"):
+        rows = values_of(server, f"{PREFIX[mode]}{tbl}", 40)
+        assert sorted(r["id"] for r in rows) == list(range(1, 41)), mode
+    pg(postgres, f"UPDATE {tbl} SET v = 'new', modified = %s WHERE id IN (3, 17)",
+       (base + dt.timedelta(minutes=5),))
+    for mode in ("timestamp", "timestamp+incrementing"):
+        rows = values_of(server, f"{PREFIX[mode]}{tbl}", 42)
+        assert len(rows) == 42, mode
+        assert [(r["id"], r["v"]) for r in rows[40:]] == [(3, "new"), (17, "new")], mode
+    stamp = int((base + dt.timedelta(minutes=5)).replace(tzinfo=UTC).timestamp() * 1000)
+    wait_for(lambda: connect.http("GET", "/connectors/pg-timestamp+incrementing/offsets").json()[
+        "offsets"] == [{"partition": {"protocol": "1", "table": tbl}, "offset": {
+            "incrementing": 17, "timestamp": stamp, "timestamp_nanos": 0}}], what="the offset")
+
+
+def test_sqlite_source_incrementing_with_a_query(connect, server, tmp_path, topic_name):
+    db = tmp_path / "src.db"
+    with sqlite3.connect(db) as c:
+        c.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, label TEXT, price REAL, "
+                  "at TIMESTAMP)")
+        c.executemany("INSERT INTO items VALUES (?, ?, ?, ?)",
+                      [(i, f"l{i}", i * 1.5, f"2024-02-0{1 + i % 9} 10:00:00") for i in range(1, 31)])
+    create(server, topic_name)
+    connect.create("lite", **{"connector.class": "JdbcSource", "connection.url": f"jdbc:sqlite:{db}",
+                              "mode": "incrementing", "incrementing.column.name": "id",
+                              "query": "SELECT id, label FROM items WHERE id % 2 = 0",
+                              "topic.prefix": topic_name, "poll.interval.ms": "200"})
+    rows = values_of(server, topic_name, 15)
+    assert rows == [{"id": i, "label": f"l{i}"} for i in range(2, 31, 2)]
+    with sqlite3.connect(db) as c:
+        c.execute("INSERT INTO items VALUES (32, 'l32', 1, NULL)")
+    assert values_of(server, topic_name, 16)[-1] == {"id": 32, "label": "l32"}
+
+
+def sink_config(url, topic, **extra):
+    return {"connector.class": SINK, "connection.url": url, "topics": topic,
+            "insert.mode": "upsert", "pk.mode": "record_key", "pk.fields": "id",
+            "auto.create": "true", "auto.evolve": "true", "delete.enabled": "true",
+            "batch.size": "7", **extra}
+
+
+def envelope(schema_fields, payload, name=None):
+    return json.dumps({"schema": {"type": "struct", "optional": False, "fields": schema_fields},
+                       "payload": payload}).encode()
+
+
+F_ID = {"field": "id", "type": "int64", "optional": False}
+F_NAME = {"field": "name", "type": "string", "optional": True}
+F_EMAIL = {"field": "email", "type": "string", "optional": True}
+F_AT = {"field": "at", "type": "int64", "optional": True,
+        "name": "org.apache.kafka.connect.data.Timestamp", "version": 1}
+
+
+@pytest.mark.parametrize("db", ["sqlite", "postgres"])
+def test_sink_upsert_auto_create_evolve_and_deletes(connect, server, postgres, tmp_path,
+                                                    topic_name, db):
+    table = table_name("s")
+    url = f"jdbc:sqlite:{tmp_path / 'sink.db'}" if db == "sqlite" else "jdbc:" + postgres
+    create(server, topic_name)
+    p = Producer(server.config())
+    key = lambda i: envelope([F_ID], {"id": i})   # noqa: E731
+    for i in range(30):                 # v1 of the schema
+        p.produce(topic_name, key=key(i), value=envelope([F_ID, F_NAME, F_AT], {
+            "id": i, "name": f"n{i}", "at": 1_700_000_000_000 + i}))
+    for i in range(0, 30, 3):           # v2 adds a column; updates every third row
+        p.produce(topic_name, key=key(i), value=envelope([F_ID, F_NAME, F_AT, F_EMAIL], {
+            "id": i, "name": f"N{i}", "at": 1_700_000_000_000 + i, "email": f"{i}@x"}))
+    for i in (1, 4, 7):
+        p.produce(topic_name, key=key(i), value=None)       # tombstones: deletes
+    p.flush(30)
+    p.close()
+    connect.create(f"jsink-{db}", **sink_config(url, topic_name, **{"table.name.format": table}))
+
+    def rows():
+        try:
+            if db == "sqlite":
+                with sqlite3.connect(tmp_path / "sink.db") as c:
+                    return c.execute(f"SELECT id, name, email, at FROM {table} ORDER BY id"
+                                     ).fetchall()
+            return pg(postgres, f"SELECT id, name, email, at FROM {table} ORDER BY id")
+        except (sqlite3.OperationalError, psycopg.errors.UndefinedTable,
+                psycopg.errors.UndefinedColumn):
+            return []
+    want_ids = [i for i in range(30) if i not in (1, 4, 7)]
+    got = wait_for(lambda: (r := rows()) and [x[0] for x in r] == want_ids and
+                   ("N27" in [x[1] for x in r]) and r,
+                   what=lambda: f"the sink table: {rows()} {connect.state(f'jsink-{db}')}")
+    for i, name, email, at in got:
+        assert name == (f"N{i}" if i % 3 == 0 else f"n{i}")
+        assert email == (f"{i}@x" if i % 3 == 0 else None)
+        t = dt.datetime(2023, 11, 14, 22, 13, 20, (i * 1000)) 
+        assert (dt.datetime.fromisoformat(at) if db == "sqlite" else at) == t
+    wait_for(lambda: connect.http("GET", f"/connectors/jsink-{db}/offsets").json()["offsets"] == [
+        {"partition": {"kafka_topic": topic_name, "kafka_partition": 0},
+         "offset": {"kafka_offset": 43}}], what="committed offsets")
+    if db == "postgres":
+        cols = pg(postgres, "SELECT column_name, data_type, is_nullable FROM "
+                            "information_schema.columns WHERE table_name = %s "
+                            "ORDER BY ordinal_position", (table,))
+        assert cols == [("id", "bigint", "NO"), ("name", "text", "YES"),
+                        ("at", "timestamp without time zone", "YES"),
+                        ("email", "text", "YES")]
+
+
+def test_sink_refuses_missing_columns_without_auto_evolve(connect, server, tmp_path, topic_name):
+    db = tmp_path / "s.db"
+    with sqlite3.connect(db) as c:
+        c.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)")
+    create(server, topic_name)
+    p = Producer(server.config())
+    p.produce(topic_name, key=envelope([F_ID], {"id": 1}),
+              value=envelope([F_ID, F_NAME, F_EMAIL], {"id": 1, "name": "a", "email": "e"}))
+    p.flush(30)
+    p.close()
+    connect.create("strict", **sink_config(f"jdbc:sqlite:{db}", topic_name,
+                                           **{"auto.evolve": "false", "table.name.format": "t"}))
+    st = wait_for(lambda: (s := connect.state("strict"))["tasks"][0]["state"] == "FAILED" and s,
+                  what="FAILED")
+    assert "missing fields ['email']" in st["tasks"][0]["trace"]
+
+
+def test_postgres_to_topic_to_sqlite_end_to_end(connect, server, postgres, tmp_path):
+    """PostgreSQL table -> JDBC source (timestamp+incrementing, ValueToKey)
+    -> topic -> JDBC sink (upsert) -> SQLite table: the same rows, after
+    inserts and updates at the source."""
+    tbl = table_name("e")
+    pg(postgres, f"CREATE TABLE {tbl} (id BIGSERIAL PRIMARY KEY, customer TEXT NOT NULL, "
+                 f"amount DOUBLE PRECISION, paid BOOLEAN, modified TIMESTAMP NOT NULL "
+                 f"DEFAULT (now() AT TIME ZONE 'UTC'))")
+    pg(postgres, f"INSERT INTO {tbl} (customer, amount, paid, modified) "
+                 f"SELECT 'c' || g, g * 1.25, g % 2 = 0, TIMESTAMP '2024-01-01' + g * INTERVAL "
+                 f"'1 second' FROM generate_series(1, 400) g")
+    topic = f"e2e-{tbl}"
+    create(server, topic)
+    lite = tmp_path / "replica.db"
+    connect.create("e2e-src", **{
+        "connector.class": SRC, "connection.url": "jdbc:" + postgres,
+        "mode": "timestamp+incrementing", "incrementing.column.name": "id",
+        "timestamp.column.name": "modified", "table.whitelist": tbl, "topic.prefix": "e2e-",
+        "poll.interval.ms": "200", "batch.max.rows": "100",
+        "transforms": "key", "transforms.key.type": T + "ValueToKey",
+        "transforms.key.fields": "id"})
+    connect.create("e2e-sink", **sink_config(f"jdbc:sqlite:{lite}", topic, **{
+        "table.name.format": "orders", "delete.enabled": "false", "batch.size": "50"}))
+    pg(postgres, f"UPDATE {tbl} SET paid = true, amount = amount + 1, modified = TIMESTAMP "
+                 f"'2024-02-01' WHERE id % 50 = 0")
+    pg(postgres, f"INSERT INTO {tbl} (customer, amount, paid, modified) VALUES "
+                 f"('late', 0.5, NULL, TIMESTAMP '2024-02-02')")
+
+    def source_rows():
+        return [(i, c, a, p, m.isoformat(" ")) for i, c, a, p, m in pg(
+            postgres, f"SELECT id, customer, amount, paid, modified FROM {tbl} ORDER BY id")]
+
+    def replica_rows():
+        try:
+            with sqlite3.connect(lite) as c:
+                return [(i, c_, a, None if p is None else bool(p), m) for i, c_, a, p, m in
+                        c.execute("SELECT id, customer, amount, paid, modified FROM orders "
+                                  "ORDER BY id").fetchall()]
+        except sqlite3.OperationalError:
+            return []
+    want = source_rows()
+    assert len(want) == 401
+    wait_for(lambda: replica_rows() == want, timeout=90, what="the replica to match")
+
+
+def test_sqlite_bulk_mode_sends_every_row_every_poll(connect, server, tmp_path, topic_name):
+    db = tmp_path / "bulk.db"
+    with sqlite3.connect(db) as c:
+        c.execute("CREATE TABLE kv (k TEXT, v INTEGER)")
+        c.executemany("INSERT INTO kv VALUES (?, ?)", [("a", 1), ("b", 2)])
+    create(server, f"{topic_name}kv")
+    connect.create("bulk", **{"connector.class": SRC, "connection.url": f"jdbc:sqlite:{db}",
+                              "mode": "bulk", "table.whitelist": "kv", "topic.prefix": topic_name,
+                              "poll.interval.ms": "300"})
+    rows = values_of(server, f"{topic_name}kv", 6)
+    assert rows[:6] == [{"k": "a", "v": 1}, {"k": "b", "v": 2}] * 3
+    st = connect.http("GET", "/connectors/bulk/offsets").json()
+    assert st == {"offsets": []}        # bulk mode keeps no offsets
+
+
+def test_jdbc_source_configs_refused_with_the_field_named(connect, postgres):
+    r = connect.http("POST", "/connectors", json={"name": "bad", "config": {
+        "connector.class": SRC, "connection.url": "jdbc:" + postgres, "mode": "incrementing",
+        "table.whitelist": "t", "topic.prefix": "p-"}})
+    assert r.status_code == 400 and "incrementing.column.name" in r.json()["message"]
+    r = connect.http("POST", "/connectors", json={"name": "bad", "config": {
+        "connector.class": SRC, "connection.url": "jdbc:" + postgres, "mode": "sometimes",
+        "table.whitelist": "t", "topic.prefix": "p-"}})
+    assert r.status_code == 400 and "mode" in r.json()["message"]
+    # a table that is not there: the connector FAILS with the reason, nothing hangs
+    connect.create("missing", **{"connector.class": SRC, "connection.url": "jdbc:" + postgres,
+                                 "mode": "bulk", "table.whitelist": "no_such_table",
+                                 "topic.prefix": "p-"})
+    st = connect.state("missing")
+    assert st["connector"]["state"] == "FAILED" and "no_such_table" in st["connector"]["trace"]
+    r = connect.http("POST", "/connectors", json={"name": "bad", "config": {
+        "connector.class": SINK, "connection.url": "jdbc:" + postgres, "topics": "x",
+        "insert.mode": "upsert"}})
+    assert r.status_code == 400 and "pk.mode" in r.json()["message"]

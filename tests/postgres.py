@@ -1,0 +1,99 @@
+"""Test harness: a throwaway PostgreSQL server from the distribution's packages.
+
+``PostgresServer`` initdb's a cluster in a temporary directory, starts it
+on a free loopback port (its unix socket in the same directory, fsync off),
+gives a DSN (``postgresql://postgres@127.0.0.1:<port>/postgres``, trust
+authentication), and stops it and removes the directory at the end.
+PostgreSQL refuses to run as root: when the tests run as root the server
+runs as the ``postgres`` system user (created if missing) through
+``runuser``. The binaries are found on PATH (``pg_ctl``, ``initdb``) or in
+``/usr/lib/postgresql/<version>/bin``; without them ``find_binaries``
+returns None (tools/install-system-deps installs the ``postgresql``
+package).
+"""
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+
+
+def find_binaries() -> str | None:
+    """The directory holding pg_ctl and initdb, or None."""
+    for d in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
+        if os.path.exists(os.path.join(d, "pg_ctl")) and os.path.exists(os.path.join(d, "initdb")):
+            return d
+    ctl = shutil.which("pg_ctl")
+    if ctl and shutil.which("initdb"):
+        return os.path.dirname(os.path.realpath(ctl))
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PostgresServer:
+    def __init__(self, bindir: str | None = None):
+        self.bindir = bindir or find_binaries()
+        if self.bindir is None:
+            raise RuntimeError("PostgreSQL is not installed (run tools/install-system-deps)")
+        self.dir = tempfile.mkdtemp(prefix="kafkalite-pg-")
+        self.data = os.path.join(self.dir, "data")
+        self.port = _free_port()
+        self.user = None
+        if os.geteuid() == 0:
+            self.user = self._system_user()
+            os.chown(self.dir, pwd.getpwnam(self.user).pw_uid, pwd.getpwnam(self.user).pw_gid)
+
+    @staticmethod
+    def _system_user() -> str:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/bin/false",
+                            "postgres"], check=True, capture_output=True)
+        return "postgres"
+
+    def _run(self, *cmd, check=True):
+        argv = [os.path.join(self.bindir, cmd[0]), *cmd[1:]]
+        if self.user:
+            argv = ["runuser", "-u", self.user, "--", *argv]
+        return subprocess.run(argv, check=check, capture_output=True, text=True, timeout=120)
+
+    @property
+    def dsn(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def start(self) -> "PostgresServer":
+        try:
+            self._run("initdb", "-D", self.data, "-U", "postgres", "--auth=trust", "-E", "UTF8",
+                      "--no-sync")
+            opts = (f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off "
+                    f"-c synchronous_commit=off -c full_page_writes=off")
+            self._run("pg_ctl", "-D", self.data, "-o", opts, "-l",
+                      os.path.join(self.dir, "server.log"), "-w", "-t", "60", "start")
+        except subprocess.CalledProcessError as e:
+            log = ""
+            try:
+                with open(os.path.join(self.dir, "server.log")) as f:
+                    log = f.read()[-2000:]
+            except OSError:
+                pass
+            self.remove()
+            raise RuntimeError(f"PostgreSQL did not start: {e.stderr or e.stdout}\n{log}") from None
+        return self
+
+    def stop(self) -> None:
+        if os.path.exists(os.path.join(self.data, "postmaster.pid")):
+            self._run("pg_ctl", "-D", self.data, "-m", "fast", "-w", "stop", check=False)
+        self.remove()
+
+    def remove(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
