@@ -48,6 +48,16 @@ def _raise_first(futures: dict) -> None:
         f.result()
 
 
+def _topic_partitions(admin, args, only=None) -> list:
+    """[TopicPartition] of ``args.topic``: ``only`` those numbers, or all of its
+    partitions (raising the topic's error if it has one)."""
+    from kafkalite.client import TopicPartition
+    md = admin.list_topics(args.topic, timeout=args.timeout)
+    if md.topics[args.topic].error is not None:
+        raise md.topics[args.topic].error
+    return [TopicPartition(args.topic, i) for i in (only or sorted(md.topics[args.topic].partitions))]
+
+
 def topics(args) -> int:
     from kafkalite.client import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
                                   NewPartitions, NewTopic, ResourceType)
@@ -111,13 +121,7 @@ def topics(args) -> int:
                   f"{args.topic}-{args.partition}"
                   f"{'' if args.cancel else ' to ' + ','.join(map(str, replicas))}.")
         elif args.action == "reassignments":
-            from kafkalite.client import TopicPartition
-            parts = None
-            if args.topic:
-                md = admin.list_topics(args.topic, timeout=args.timeout)
-                if md.topics[args.topic].error is not None:
-                    raise md.topics[args.topic].error
-                parts = [TopicPartition(args.topic, i) for i in md.topics[args.topic].partitions]
+            parts = _topic_partitions(admin, args) if args.topic else None
             ongoing = admin.list_partition_reassignments(parts).result()
             for tp, r in sorted(ongoing.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
                 print(f"Topic: {tp.topic}\tPartition: {tp.partition}\t"
@@ -125,15 +129,8 @@ def topics(args) -> int:
                       f"Adding: {','.join(map(str, r['adding_replicas']))}\t"
                       f"Removing: {','.join(map(str, r['removing_replicas']))}")
         elif args.action == "elect-leaders":
-            from kafkalite.client import TopicPartition
-            parts = None
-            if args.topic:
-                md = admin.list_topics(args.topic, timeout=args.timeout)
-                if md.topics[args.topic].error is not None:
-                    raise md.topics[args.topic].error
-                parts = [TopicPartition(args.topic, i)
-                         for i in (args.partition or sorted(md.topics[args.topic].partitions))]
-            elif args.partition:
+            parts = _topic_partitions(admin, args, args.partition) if args.topic else None
+            if not args.topic and args.partition:
                 raise ValueError("--partition needs a topic")
             results = admin.elect_leaders(0 if args.election_type == "preferred" else 1,
                                           parts).result()

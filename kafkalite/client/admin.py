@@ -184,6 +184,14 @@ def _assigned_partitions(raw: bytes) -> list:
     return [TopicPartition(t["topic"], p) for t in a["assigned_partitions"] for p in t["partitions"]]
 
 
+def _by_topic(partitions) -> dict[str, list]:
+    """[TopicPartition] -> {topic: [partition numbers]}, in the order given."""
+    out: dict[str, list] = {}
+    for tp in partitions:
+        out.setdefault(tp.topic, []).append(tp.partition)
+    return out
+
+
 def _done(value=None, exc=None) -> Future:
     f = Future()
     if exc is not None:
@@ -256,10 +264,8 @@ class AdminClient:
         election_type = int(getattr(election_type, "value", election_type))
         body = {"election_type": election_type, "timeout_ms": 60_000, "topic_partitions": None}
         if partitions is not None:
-            by_topic: dict[str, list] = {}
-            for tp in partitions:
-                by_topic.setdefault(tp.topic, []).append(tp.partition)
-            body["topic_partitions"] = [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
+            body["topic_partitions"] = [{"topic": t, "partitions": ps}
+                                        for t, ps in _by_topic(partitions).items()]
         resp = self._request(ApiKey.ELECT_LEADERS, body, request_timeout or 65)
         return _done({TopicPartition(r["topic"], p["partition_id"]):
                       error_or_none(p["error_code"], p["error_message"])
@@ -293,10 +299,8 @@ class AdminClient:
         "adding_replicas", "removing_replicas"}}."""
         topics = None
         if partitions is not None:
-            by_topic: dict[str, list] = {}
-            for tp in partitions:
-                by_topic.setdefault(tp.topic, []).append(tp.partition)
-            topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
+            topics = [{"name": t, "partition_indexes": ps}
+                      for t, ps in _by_topic(partitions).items()]
         resp = self._request(ApiKey.LIST_PARTITION_REASSIGNMENTS,
                              {"timeout_ms": 60_000, "topics": topics}, request_timeout or 65)
         if resp["error_code"]:
@@ -396,10 +400,8 @@ class AdminClient:
         (all of them, or those of ``partitions``; OFFSET_INVALID where none)."""
         topics = None
         if partitions is not None:
-            by_topic: dict[str, list] = {}
-            for tp in partitions:
-                by_topic.setdefault(tp.topic, []).append(tp.partition)
-            topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
+            topics = [{"name": t, "partition_indexes": ps}
+                      for t, ps in _by_topic(partitions).items()]
         resp = self._request(ApiKey.OFFSET_FETCH, {
             "group_id": group_id, "topics": topics, "require_stable": False,
             "groups": [{"group_id": group_id, "member_id": None, "member_epoch": -1,
