@@ -15,6 +15,7 @@ fails it with duplicates, while its counts are never below the model.
 from __future__ import annotations
 
 import collections
+import json
 import os
 import random
 import signal
@@ -43,7 +44,7 @@ def start_app(server, app_id, topic, state_dir, guarantee, instance="i1") -> sub
     return proc
 
 
-def read_to_end(server, topic, isolation) -> list[tuple]:
+def read_to_end(server, topic, isolation, partitions=PARTITIONS) -> list[tuple]:
     """(partition, key, value) of every record of ``topic``, in log order,
     read to the high watermark: a read_committed reader waits there until
     every transaction in the log has ended (a killed instance's open one is
@@ -52,7 +53,7 @@ def read_to_end(server, topic, isolation) -> list[tuple]:
     c = Consumer(server.config(**{"isolation.level": isolation}))
     ends_of = Consumer(server.config())
     try:
-        tps = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)]
+        tps = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)]
         c.assign(tps)
         ends = {tp.partition: ends_of.get_watermark_offsets(tp)[1] for tp in tps}
         out, deadline = [], time.monotonic() + 30
@@ -67,11 +68,11 @@ def read_to_end(server, topic, isolation) -> list[tuple]:
         ends_of.close()
 
 
-def wait_caught_up(server, app_id, topic, timeout=60.0) -> None:
+def wait_caught_up(server, app_id, topic, timeout=60.0, partitions=PARTITIONS) -> None:
     """Until the application's committed offsets are the input's end."""
     c = Consumer(server.config(**{"group.id": app_id}))
     try:
-        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
         ends = [c.get_watermark_offsets(tp)[1] for tp in tps]
         deadline = time.monotonic() + timeout
         while [tp.offset for tp in c.committed(tps)] != ends:
@@ -133,13 +134,18 @@ class InputFeed:
         return self.inputs
 
 
-def stop_app(proc: subprocess.Popen, kill: bool) -> None:
+def stop_app(proc: subprocess.Popen, kill: bool) -> dict | None:
+    """SIGKILL, or SIGTERM and wait; -> the summary a stopped app printed."""
     try:
         if kill:
             proc.kill()                      # SIGKILL: no commit, no leave
-        else:
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(30) == 0, proc.stderr.read()
+            return None
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0, proc.stderr.read()
+        for line in proc.stdout.read().splitlines():
+            if line.startswith("summary "):
+                return json.loads(line[len("summary "):])
+        return None
     finally:
         proc.kill()
         proc.wait()
@@ -147,16 +153,16 @@ def stop_app(proc: subprocess.Popen, kill: bool) -> None:
         proc.stderr.close()
 
 
-def outputs(server, topic) -> dict:
-    return {iso: (read_to_end(server, f"{topic}-copy", iso),
-                  read_to_end(server, f"{topic}-counts", iso))
+def outputs(server, topic, partitions=PARTITIONS) -> dict:
+    return {iso: (read_to_end(server, f"{topic}-copy", iso, partitions),
+                  read_to_end(server, f"{topic}-counts", iso, partitions))
             for iso in ("read_committed", "read_uncommitted")}
 
 
-def create_topics(server, topic) -> None:
-    create(server, topic, PARTITIONS)
+def create_topics(server, topic, partitions=PARTITIONS) -> None:
+    create(server, topic, partitions)
     for suffix in ("counts", "copy"):
-        create(server, f"{topic}-{suffix}", PARTITIONS)
+        create(server, f"{topic}-{suffix}", partitions)
 
 
 def run_with_kills(server, topic, tmp_path, guarantee):
