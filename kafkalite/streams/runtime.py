@@ -8,9 +8,11 @@ sub-topology), and joins the group with one native Consumer (the range
 assignor, which gives partition p of co-partitioned topics to one member).
 A task runs per (sub-topology, partition); tasks are created when their
 partitions are assigned, their stores restored from the changelog (read to
-its end, read_committed under exactly-once), and suspended on revoke after a
-commit (a suspended task that comes back keeps its state; one that does not
-is closed).
+its end, read_committed under exactly-once; from the task's checkpoint where
+a persistent store has one, restore.py, with a StateRestoreListener told of
+each store's progress), and suspended on revoke after a commit (a suspended
+task that comes back keeps its state; one that does not is closed, writing
+its checkpoint).
 
 One StreamThread per instance (``num.stream.threads`` is 1): poll
 ``consume_batch``, split the batch by topic and partition, run each task,
@@ -67,6 +69,8 @@ from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic,
                               TopicPartition)
 from kafkalite.errors import KafkaError
 from kafkalite.streams.errors import ErrorHandling
+from kafkalite.streams.restore import (CHECKPOINT_DELTA, RestoreProgress, StateRestoreListener,
+                                       checkpoint_task, delete_checkpoint, restore_task)
 from kafkalite.streams.stores import apply_global, global_store
 from kafkalite.streams.task import StreamTask
 from kafkalite.streams.topology import Topology, TopologyException
@@ -142,6 +146,8 @@ class KafkaStreams:
         self._lock = threading.Lock()
         self._metrics = collections.Counter()
         self.restored_records = 0
+        self.restore_progress = RestoreProgress()   # per task and store (restore.py)
+        self._restore_listener: StateRestoreListener | None = None
         self.global_records = 0     # records applied to global tables
         self.global_stores: dict = {}
         self._global_store_of: dict = {}        # global topic -> its store
@@ -166,6 +172,12 @@ class KafkaStreams:
             self._thread.join(timeout)
         if self.state != self.ERROR:
             self.state = self.NOT_RUNNING
+
+    def set_global_state_restore_listener(self, listener: StateRestoreListener) -> None:
+        """Kafka's: ``listener`` hears of every store restore (before start)."""
+        if self.state != self.CREATED:
+            raise RuntimeError("set_global_state_restore_listener() after start()")
+        self._restore_listener = listener
 
     def __enter__(self):
         return self
@@ -287,6 +299,11 @@ class KafkaStreams:
             self._commit()
             self._consumer.close()      # revokes: tasks suspended, then closed below
             self._consumer = None
+            with self._lock:        # a clean close: the next run restores only the tail
+                for task in [*self.tasks.values(), *self._suspended.values()]:
+                    self._close_task(task, clean=True)
+                self.tasks.clear()
+                self._suspended.clear()
         except BaseException as exc:     # noqa: BLE001 - the thread's error is the instance's
             log.exception("%s stream thread failed", self.application_id)
             self.error = exc
@@ -393,6 +410,10 @@ class KafkaStreams:
                                         f"errors {err[:3]}")
             if offsets:
                 self._consumer.commit(offsets=offsets, asynchronous=False)
+            for task in self.tasks.values():
+                if task.changelog_records >= CHECKPOINT_DELTA and task.dir:
+                    checkpoint_task(task, self._restorer)
+                    task.changelog_records = 0
         self._committed.update({(tp.topic, tp.partition): tp.offset for tp in offsets})
         self._metrics["commits"] += 1
 
@@ -410,7 +431,7 @@ class KafkaStreams:
                                                tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
         for task in self.tasks.values():
             task.discard_changelog()
-            self._restore(task)
+            self._restore(task, use_checkpoint=False)
             task.resume(self._committed_stream_times(task, committed))
         self._metrics["aborts"] += 1
 
@@ -440,8 +461,8 @@ class KafkaStreams:
         wanted = {(self._sub_of[tp.topic], tp.partition) for tp in partitions}
         with self._lock:
             for key in list(self._suspended):
-                if key not in wanted:
-                    self._suspended.pop(key).close()
+                if key not in wanted:       # committed when suspended: a clean close
+                    self._close_task(self._suspended.pop(key), clean=True)
             for key in sorted(wanted):
                 if key in self.tasks:
                     continue
@@ -535,23 +556,27 @@ class KafkaStreams:
                 self.global_records += rows.num_rows
 
     # ---- restore ----
-    def _restore(self, task: StreamTask) -> None:
-        """Every store of ``task`` from its changelog partition, to the end."""
-        for topic, name in task.changelogs.items():
-            store = task.stores[name]
-            store.wipe()
-            tp = TopicPartition(topic, task.partition, OFFSET_BEGINNING)
-            c = self._restorer
-            c.assign([tp])
-            low, high = c.get_watermark_offsets(tp)
-            if high <= max(low, 0):
-                continue
-            while c.position([tp])[0].offset < high:
-                batch = c.consume_batch(0.2)
-                if batch.num_rows:
-                    store.restore(batch.column("key").to_pylist(), batch.column("value"))
-                    self.restored_records += batch.num_rows
-            c.unassign()
+    def _restore(self, task: StreamTask, use_checkpoint: bool = True) -> None:
+        """Every store of ``task`` from its changelog partition, to the end
+        (from the task's checkpoint where one holds: restore.py)."""
+        self.restored_records += restore_task(task, self._restorer, self._restore_listener,
+                                              self.restore_progress, use_checkpoint)
+        if self.eos and task.dir:
+            # its databases may now take changes that a transaction abort
+            # undoes: after a crash they must not be trusted
+            delete_checkpoint(task.dir)
+        task.changelog_records = 0
+
+    def _close_task(self, task: StreamTask, clean: bool) -> None:
+        """Close ``task``; a clean close (everything it did committed)
+        writes its checkpoint first."""
+        if clean and task.dir and task.changelogs and self._restorer is not None:
+            try:
+                checkpoint_task(task, self._restorer)
+            except KafkaError as exc:       # no checkpoint: the next run restores it whole
+                log.warning("%s: task %s checkpoint not written: %s", self.application_id,
+                            task.id, exc)
+        task.close()
 
 
 class _LocalStores:

@@ -28,6 +28,9 @@ class StreamTask:
         self.topology, self.sub, self.partition = topology, sub, partition
         self.application_id = application_id
         self.id = f"{sub.id}_{partition}"
+        # the task's state directory: its RocksDB stores and checkpoint (restore.py)
+        self.dir = os.path.join(state_dir, application_id, self.id) if state_dir else None
+        self.changelog_records = 0      # changelog records taken since the last checkpoint
         self.sources = {topology.topic_name(t, application_id): node
                         for t, node in sub.sources.items()}
         self.stores = {}
@@ -37,8 +40,7 @@ class StreamTask:
                 if state_dir is None:
                     raise ValueError("RocksDB stores need state.dir")
                 store = RocksDBKeyValueStore(name, spec.value_serde,
-                                             os.path.join(state_dir, application_id, self.id,
-                                                          name), spec.logged)
+                                             os.path.join(self.dir, name), spec.logged)
             else:
                 store = KeyValueStore(name, spec.value_serde, spec.logged)
             self.stores[name] = store if spec.window_size_ms is None else \
@@ -144,6 +146,7 @@ class StreamTask:
             got = self.stores[name].take_changelog()
             if got is not None:
                 out.append((topic, got[0], got[1]))
+                self.changelog_records += len(got[0])
         return out
 
     def discard_changelog(self) -> None:
