@@ -27,6 +27,7 @@ Operator arguments, one rule for every operator:
 """
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.acero as acero
 import pyarrow.compute as pc
@@ -87,3 +88,18 @@ def from_consumer(batch: pa.RecordBatch, key_serde, value_serde) -> pa.RecordBat
         batch.column("offset"),
         batch.column("headers"),
     ], names=list(COLUMNS))
+
+
+def by_partition(batch: pa.RecordBatch):
+    """((topic, partition), rows) of a consumer batch, one per partition
+    present, rows in log order."""
+    topics = batch.column("topic")
+    names = topics.dictionary.to_pylist()
+    code = topics.indices.to_numpy().astype(np.int64) << 32 | \
+        batch.column("partition").to_numpy().astype(np.int64)
+    if (code == code[0]).all():
+        yield (names[int(code[0]) >> 32], int(code[0]) & 0xFFFFFFFF), batch
+        return
+    for c in np.unique(code):
+        yield (names[int(c) >> 32], int(c) & 0xFFFFFFFF), \
+            batch.take(pa.array(np.flatnonzero(code == c)))

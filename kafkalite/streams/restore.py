@@ -29,7 +29,7 @@ restored; the runtime also writes it as JSON to the task directory's
 ``.restore`` file (at the start, at most every half second, at the end), which
 ``kafkalite streams describe --state-dir`` prints.
 
-Who may call: the runtime's stream thread (``restore_task``); the CLI reads
+Who may call: the runtime's stream thread (``restore_tasks``); the CLI reads
 the files with ``read_checkpoint`` and ``read_progress``.
 """
 from __future__ import annotations
@@ -39,6 +39,7 @@ import os
 import time
 
 from kafkalite.client import TopicPartition
+from kafkalite.streams.records import by_partition
 
 CHECKPOINT_FILE = ".checkpoint"
 PROGRESS_FILE = ".restore"
@@ -143,47 +144,66 @@ class RestoreProgress:
         os.replace(path + ".tmp", path)
 
 
-def restore_task(task, consumer, listener: StateRestoreListener | None,
-                 progress: RestoreProgress, use_checkpoint: bool) -> int:
-    """Every logged store of ``task`` from its changelog partition, to the
-    end; a persistent store whose offset the task's checkpoint names keeps
-    its database and restores from there. -> records restored."""
-    checkpoint = read_checkpoint(task.dir) if use_checkpoint and task.dir else {}
+def restore_tasks(tasks, consumer, listener: StateRestoreListener | None,
+                  progress: RestoreProgress, use_checkpoint: bool) -> int:
+    """Every logged store of ``tasks`` from its changelog partition, to the
+    end, all partitions read at once by ``consumer`` (as Kafka's changelog
+    reader does: one fetch serves many stores); a persistent store whose
+    offset its task's checkpoint names keeps its database and restores from
+    there. -> records restored."""
+    pending: dict = {}      # (topic, partition) -> [task, store name, store, entry, high, n]
+    done = []
+    for task in tasks:
+        checkpoint = read_checkpoint(task.dir) if use_checkpoint and task.dir else {}
+        for topic, name in task.changelogs.items():
+            store = task.stores[name]
+            tp = TopicPartition(topic, task.partition)
+            low, high = consumer.get_watermark_offsets(tp)
+            low = max(low, 0)
+            start = checkpoint.get((topic, task.partition))
+            # a checkpoint beyond the log's end (the changelog deleted and
+            # made again, e.g. by a reset) or before its start does not hold
+            if not store.persistent or start is None or not low <= start <= high:
+                store.wipe()
+                start = low
+            elif hasattr(store, "reindex"):
+                store.reindex()
+            entry = progress.start(task, name, topic, task.partition, start, high)
+            if listener is not None:
+                listener.on_restore_start(tp, name, start, high)
+            state = [task, name, store, entry, high, 0]
+            (pending.__setitem__((topic, task.partition), state) if start < high
+             else done.append((tp, state)))
     total = 0
-    for topic, name in task.changelogs.items():
-        store = task.stores[name]
-        tp = TopicPartition(topic, task.partition)
-        low, high = consumer.get_watermark_offsets(tp)
-        low = max(low, 0)
-        start = checkpoint.get((topic, task.partition))
-        # a checkpoint beyond the log's end (the changelog deleted and made
-        # again, e.g. by a reset) or before its start does not hold
-        if not store.persistent or start is None or not low <= start <= high:
-            store.wipe()
-            start = low
-        elif hasattr(store, "reindex"):
-            store.reindex()
-        entry = progress.start(task, name, topic, task.partition, start, high)
-        if listener is not None:
-            listener.on_restore_start(tp, name, start, high)
-        restored = 0
-        if start < high:
-            consumer.assign([TopicPartition(topic, task.partition, start)])
-            while consumer.position([tp])[0].offset < high:
-                batch = consumer.consume_batch(0.2)
-                if not batch.num_rows:
-                    continue
-                store.restore(batch.column("key").to_pylist(), batch.column("value"))
-                restored += batch.num_rows
-                progress.batch(task, entry, batch.num_rows)
-                if listener is not None:
-                    listener.on_batch_restored(tp, name, batch.column("offset")[-1].as_py(),
-                                               batch.num_rows)
-            consumer.unassign()
+    if pending:
+        consumer.assign([TopicPartition(t, p, progress.tasks[s[0].id][s[1]]["start"])
+                         for (t, p), s in pending.items()])
+        reading = [TopicPartition(t, p) for t, p in pending]
+        while reading:
+            batch = consumer.consume_batch(0.2)
+            if batch.num_rows:
+                for (topic, partition), rows in by_partition(batch):
+                    state = pending[(topic, partition)]
+                    task, name, store, entry = state[:4]
+                    store.restore(rows.column("key").to_pylist(), rows.column("value"))
+                    state[5] += rows.num_rows
+                    progress.batch(task, entry, rows.num_rows)
+                    if listener is not None:
+                        listener.on_batch_restored(TopicPartition(topic, partition), name,
+                                                   rows.column("offset")[-1].as_py(),
+                                                   rows.num_rows)
+            for tp in consumer.position(reading):
+                state = pending[(tp.topic, tp.partition)]
+                if tp.offset >= state[4]:
+                    done.append((TopicPartition(tp.topic, tp.partition), state))
+                    reading = [r for r in reading if (r.topic, r.partition) !=
+                               (tp.topic, tp.partition)]
+        consumer.unassign()
+    for tp, (task, name, _, entry, _, n) in done:
         progress.end(task, entry)
         if listener is not None:
-            listener.on_restore_end(tp, name, restored)
-        total += restored
+            listener.on_restore_end(tp, name, n)
+        total += n
     return total
 
 

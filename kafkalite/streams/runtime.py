@@ -69,8 +69,9 @@ from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic,
                               TopicPartition)
 from kafkalite.errors import KafkaError
 from kafkalite.streams.errors import ErrorHandling
+from kafkalite.streams.records import by_partition
 from kafkalite.streams.restore import (CHECKPOINT_DELTA, RestoreProgress, StateRestoreListener,
-                                       checkpoint_task, delete_checkpoint, restore_task)
+                                       checkpoint_task, delete_checkpoint, restore_tasks)
 from kafkalite.streams.stores import apply_global, global_store
 from kafkalite.streams.task import StreamTask
 from kafkalite.streams.topology import Topology, TopologyException
@@ -338,17 +339,11 @@ class KafkaStreams:
         if self.eos and not self._in_txn:
             self._producer.begin_transaction()
             self._in_txn = True
-        topics = batch.column("topic")
-        names = topics.dictionary.to_pylist()
-        code = topics.indices.to_numpy().astype(np.int64) << 32 | \
-            batch.column("partition").to_numpy().astype(np.int64)
-        for c in np.unique(code):
-            rows = np.flatnonzero(code == c)
-            topic, partition = names[int(c) >> 32], int(c) & 0xFFFFFFFF
+        for (topic, partition), rows in by_partition(batch):
             task = self.tasks.get((self._sub_of[topic], partition))
             if task is None:
                 continue            # revoked while the batch was on its way
-            task.process(topic, batch.take(pa.array(rows)))
+            task.process(topic, rows)
             self._send(task)
 
     def _punctuate(self) -> None:
@@ -431,7 +426,8 @@ class KafkaStreams:
                                                tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
         for task in self.tasks.values():
             task.discard_changelog()
-            self._restore(task, use_checkpoint=False)
+        self._restore(list(self.tasks.values()), use_checkpoint=False)
+        for task in self.tasks.values():
             task.resume(self._committed_stream_times(task, committed))
         self._metrics["aborts"] += 1
 
@@ -463,6 +459,7 @@ class KafkaStreams:
             for key in list(self._suspended):
                 if key not in wanted:       # committed when suspended: a clean close
                     self._close_task(self._suspended.pop(key), clean=True)
+            created = []
             for key in sorted(wanted):
                 if key in self.tasks:
                     continue
@@ -472,9 +469,11 @@ class KafkaStreams:
                     task = StreamTask(self.topology, sub, key[1], self.application_id,
                                       self.config["state.dir"], self.config["default.dsl.store"],
                                       self.errors, self.global_stores)
-                    self._restore(task)
-                    task.resume(self._committed_stream_times(task))
+                    created.append(task)
                 self.tasks[key] = task
+            self._restore(created)      # every new task's changelogs read at once
+            for task in created:
+                task.resume(self._committed_stream_times(task))
         self.state = self.RUNNING
 
     def _on_revoke(self, consumer, partitions) -> None:
@@ -556,16 +555,19 @@ class KafkaStreams:
                 self.global_records += rows.num_rows
 
     # ---- restore ----
-    def _restore(self, task: StreamTask, use_checkpoint: bool = True) -> None:
-        """Every store of ``task`` from its changelog partition, to the end
+    def _restore(self, tasks: list, use_checkpoint: bool = True) -> None:
+        """Every store of ``tasks`` from its changelog partition, to the end
         (from the task's checkpoint where one holds: restore.py)."""
-        self.restored_records += restore_task(task, self._restorer, self._restore_listener,
-                                              self.restore_progress, use_checkpoint)
-        if self.eos and task.dir:
-            # its databases may now take changes that a transaction abort
-            # undoes: after a crash they must not be trusted
-            delete_checkpoint(task.dir)
-        task.changelog_records = 0
+        if not tasks:
+            return
+        self.restored_records += restore_tasks(tasks, self._restorer, self._restore_listener,
+                                               self.restore_progress, use_checkpoint)
+        for task in tasks:
+            if self.eos and task.dir:
+                # its databases may now take changes that a transaction abort
+                # undoes: after a crash they must not be trusted
+                delete_checkpoint(task.dir)
+            task.changelog_records = 0
 
     def _close_task(self, task: StreamTask, clean: bool) -> None:
         """Close ``task``; a clean close (everything it did committed)

@@ -8,9 +8,10 @@ every input record exactly once and each key's count ends at the model's;
 under at_least_once nothing is missing and no count is below the model.
 
 Before a passing run counts, the checker is shown to fail on planted
-faults over the same run's output: one record dropped from the copy, one
-final count lowered, and (exactly-once) the read_uncommitted view, which
-holds the killed instance's aborted transaction.
+faults over the same run's output: one record dropped from the copy and one
+final count lowered. (The read_uncommitted view is not used as a planted
+fault here: whether the one kill leaves aborted records in the log depends
+on the moment: test_streams_exactly_once's kills do that reliably.)
 """
 from __future__ import annotations
 
@@ -111,8 +112,6 @@ def test_three_instances_exactly_once_one_killed(server, topic_name, tmp_path):
     assert len(inputs) > 500
     copy, counts = views["read_committed"]
     planted_faults_caught(inputs, copy, counts)
-    assert check(inputs, *views["read_uncommitted"]), \
-        "read_uncommitted saw no aborted output: the kill hit no open transaction"
     assert check(inputs, copy, counts) == []
     check_moved(summaries, moved)
 
