@@ -682,14 +682,62 @@ class KTable:
             raise TopologyException("group_by of a windowed table is not supported")
         return KGroupedTable(self, selector, grouped or Grouped())
 
-    # ---- table-table joins (joins.TableTableJoinSide) ----
-    def join(self, other: KTable, joiner, named=None) -> KTable:
+    # ---- table-table joins (joins.TableTableJoinSide; foreign key: tables.py) ----
+    def join(self, other: KTable, joiner, fk_joiner=None, named=None) -> KTable:
         """Inner join with another KTable of the same key (co-partitioned):
-        ``joiner(left_value, right_value)`` or columnar."""
-        return self._table_join(other, joiner, "inner", named)
+        ``join(other, joiner)``, ``joiner(left_value, right_value)`` or
+        columnar. Foreign-key join: ``join(other, foreign_key_extractor,
+        joiner)``, each left row joined with the right row whose key is
+        ``foreign_key_extractor(left_value)`` (per record; tables.py)."""
+        return self._any_join(other, joiner, fk_joiner, "inner", named)
 
-    def left_join(self, other: KTable, joiner, named=None) -> KTable:
-        return self._table_join(other, joiner, "left", named)
+    def left_join(self, other: KTable, joiner, fk_joiner=None, named=None) -> KTable:
+        return self._any_join(other, joiner, fk_joiner, "left", named)
+
+    def _any_join(self, other, joiner, fk_joiner, how, named) -> KTable:
+        if fk_joiner is None or isinstance(fk_joiner, (str, Named)):
+            return self._table_join(other, joiner, how, named or fk_joiner)
+        return self._fk_join(other, joiner, fk_joiner, how, named)
+
+    def _fk_join(self, other, extractor, joiner, how, named) -> KTable:
+        if not isinstance(other, KTable) or other.queryable_store_name is None or \
+                other.windowed:
+            raise TopologyException("a foreign-key join needs a materialized, non-windowed "
+                                    "right table: from builder.table() or an aggregation")
+        if self.windowed:
+            raise TopologyException("a foreign-key join of a windowed table is not supported")
+        builder, topo = self.builder, self.builder.topology
+        name = builder._name(named, "KTABLE-FK-JOIN")
+        # the keys must serialize as their topics' keys do: the internal
+        # topics are partitioned like the left and the right table's topics
+        left_keys, fk_keys = self.key_serde or Serdes.bytes(), other.key_serde or Serdes.bytes()
+        right_values = topo.stores[other.queryable_store_name].value_serde
+        left_store = topo.add_store(StoreSpec(f"{name}-left-store", None,
+                                              self.value_serde or Serdes.typed(), True)).name
+        subs_store = topo.add_store(StoreSpec(f"{name}-subscription-store", None,
+                                              Serdes.string(), True)).name
+        subscribe = topo.add(TableNodes.FkSubscribeNode(
+            f"{name}-subscribe", left_store, left_keys, fk_keys, extractor, how, joiner),
+            [self.node])
+        received = KStream(builder, subscribe, Serdes.bytes(), Serdes.bytes()) \
+            ._through_repartition(f"{name}-subscription", Serdes.bytes(), Serdes.bytes())
+        subscribe.subscriptions = subscribe.children[-1]
+        answer = topo.add(TableNodes.FkSubscriptionNode(
+            f"{name}-subscription-receive", subs_store, other.queryable_store_name),
+            [received.node])
+        right = topo.add(TableNodes.FkRightUpdateNode(
+            f"{name}-right-update", subs_store, fk_keys, right_values), [other.node])
+        topic = f"{name}-response-repartition"
+        topo.internal_topics.add(topic)
+        topo.add(P.SinkNode(topo.next_name("KSTREAM-SINK"), topic, Serdes.bytes(),
+                            Serdes.bytes(), internal=True), [answer, right])
+        source = topo.add(P.SourceNode(topo.next_name("KSTREAM-SOURCE"), [topic],
+                                       Serdes.bytes(), Serdes.bytes()))
+        resolve = topo.add(TableNodes.FkResolveNode(
+            f"{name}-resolve", left_store, left_keys, right_values, how, joiner), [source])
+        out = topo.add(P.ProcessorNode(f"{name}-result"), [subscribe, resolve])
+        subscribe.result = out
+        return KTable(builder, out, self.key_serde, None)
 
     def outer_join(self, other: KTable, joiner, named=None) -> KTable:
         return self._table_join(other, joiner, "outer", named)

@@ -51,14 +51,19 @@ class ProcessorNode:
         self.forward(task, batch)
 
     def forward(self, task, batch: pa.RecordBatch) -> None:
+        for child in self.children:
+            self.forward_to(task, batch, child)
+
+    def forward_to(self, task, batch: pa.RecordBatch, child) -> None:
+        """``batch`` to one child only (a node whose children take different
+        outputs of it)."""
         if batch.num_rows:
-            for child in self.children:
-                try:
-                    child.process(task, batch)
-                except (KafkaError, StreamsException):
-                    raise
-                except Exception:       # noqa: BLE001 - the processing exception handler's
-                    child.process_rows(task, batch)
+            try:
+                child.process(task, batch)
+            except (KafkaError, StreamsException):
+                raise
+            except Exception:       # noqa: BLE001 - the processing exception handler's
+                child.process_rows(task, batch)
 
     def process_rows(self, task, batch: pa.RecordBatch) -> None:
         """After this node raised on ``batch``: the batch again a row at a

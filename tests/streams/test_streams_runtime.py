@@ -68,10 +68,11 @@ def open_transactions(server, topic, partitions) -> str:
         admin.close()
 
 
-def run_until_caught_up(streams: KafkaStreams, server, timeout=30.0) -> None:
-    """Start, wait until the group committed the end of every input
-    (repartition topics included), close."""
-    streams.start()
+def run_until_caught_up(streams: KafkaStreams, server, timeout=30.0, started=False) -> None:
+    """Start (unless ``started``), wait until the group committed the end of
+    every input (repartition topics included), close."""
+    if not started:
+        streams.start()
     topics = {name: streams.partitions[sub] for name, sub in
               streams.topology.source_topics(streams.application_id).items()}
     c = Consumer(server.config(**{"group.id": streams.application_id}))
