@@ -144,30 +144,46 @@ class RestoreProgress:
         os.replace(path + ".tmp", path)
 
 
-def restore_tasks(tasks, consumer, listener: StateRestoreListener | None,
-                  progress: RestoreProgress, use_checkpoint: bool) -> int:
-    """Every logged store of ``tasks`` from its changelog partition, to the
-    end, all partitions read at once by ``consumer`` (as Kafka's changelog
-    reader does: one fetch serves many stores); a persistent store whose
-    offset its task's checkpoint names keeps its database and restores from
-    there. -> records restored."""
-    pending: dict = {}      # (topic, partition) -> [task, store name, store, entry, high, n]
-    done = []
-    for task in tasks:
-        checkpoint = read_checkpoint(task.dir) if use_checkpoint and task.dir else {}
-        for topic, name in task.changelogs.items():
-            store = task.stores[name]
-            tp = TopicPartition(topic, task.partition)
-            low, high = consumer.get_watermark_offsets(tp)
-            low = max(low, 0)
+def start_offsets(task, consumer, use_checkpoint: bool) -> list:
+    """[(changelog TopicPartition, store name, store, start, high
+    watermark)] of ``task``'s logged stores, each store made ready to take
+    the changelog from ``start``: a standby's stores (``task.restored_to``,
+    warm and in memory) from where the standby got to; a persistent store
+    whose offset the task's checkpoint names from there (its window
+    indexes rebuilt); any other store wiped, from the changelog's start."""
+    checkpoint = read_checkpoint(task.dir) if use_checkpoint and task.dir else {}
+    warm = task.restored_to or {}
+    out = []
+    for topic, name in task.changelogs.items():
+        store = task.stores[name]
+        tp = TopicPartition(topic, task.partition)
+        low, high = consumer.get_watermark_offsets(tp)
+        low = max(low, 0)
+        start = warm.get((topic, task.partition))
+        # an offset beyond the log's end (the changelog deleted and made
+        # again, e.g. by a reset) or before its start does not hold
+        if start is None or not low <= start <= high:
             start = checkpoint.get((topic, task.partition))
-            # a checkpoint beyond the log's end (the changelog deleted and
-            # made again, e.g. by a reset) or before its start does not hold
             if not store.persistent or start is None or not low <= start <= high:
                 store.wipe()
                 start = low
             elif hasattr(store, "reindex"):
                 store.reindex()
+        out.append((tp, name, store, start, high))
+    return out
+
+
+def restore_tasks(tasks, consumer, listener: StateRestoreListener | None,
+                  progress: RestoreProgress, use_checkpoint: bool) -> int:
+    """Every logged store of ``tasks`` from its changelog partition, to the
+    end, all partitions read at once by ``consumer`` (as Kafka's changelog
+    reader does: one fetch serves many stores), each from where
+    ``start_offsets`` says. -> records restored."""
+    pending: dict = {}      # (topic, partition) -> [task, store name, store, entry, high, n]
+    done = []
+    for task in tasks:
+        for tp, name, store, start, high in start_offsets(task, consumer, use_checkpoint):
+            topic = tp.topic
             entry = progress.start(task, name, topic, task.partition, start, high)
             if listener is not None:
                 listener.on_restore_start(tp, name, start, high)

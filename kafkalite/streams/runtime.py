@@ -32,6 +32,17 @@ commit:
   changelog (which holds only committed changes), so the aborted work is
   done again exactly once. Input is read read_committed.
 
+Standby replicas (``num.standby.replicas`` N, Kafka's): each instance keeps
+warm copies of the stores of the tasks of the N instances after the active
+owner's (members ordered by client id, read from the group's description
+every ``standby.refresh.ms`` and after each rebalance: the group's
+assignment protocol is the plain range assignor, so standbys are placed by
+the instances themselves, deterministically, rather than by a Streams
+assignor), by reading those tasks' changelog partitions with a consumer of
+their own between polls (read_committed under exactly-once). When such a
+task is assigned to the instance, the standby becomes the active task and
+restores only what the standby had not read yet.
+
 Global tables (``builder.global_table``): the stream thread reads every
 partition of their topics with a consumer of its own (no group), into one
 store per table shared by the tasks: to the end before the group is joined,
@@ -71,7 +82,8 @@ from kafkalite.errors import KafkaError
 from kafkalite.streams.errors import ErrorHandling
 from kafkalite.streams.records import by_partition
 from kafkalite.streams.restore import (CHECKPOINT_DELTA, RestoreProgress, StateRestoreListener,
-                                       checkpoint_task, delete_checkpoint, restore_tasks)
+                                       checkpoint_task, delete_checkpoint, restore_tasks,
+                                       start_offsets)
 from kafkalite.streams.stores import apply_global, global_store
 from kafkalite.streams.task import StreamTask
 from kafkalite.streams.topology import Topology, TopologyException
@@ -94,6 +106,8 @@ class StreamsConfig:
         "instance.id": None,             # stable id: transactional.id and group.instance.id
         "poll.ms": 100,
         "transaction.timeout.ms": 10_000,   # Kafka Streams' EOS default
+        "num.standby.replicas": 0,
+        "standby.refresh.ms": 2000,     # how often standbys follow the group's assignment
         # errors.py: what a record that fails deserialization or processing does
         "deserialization.exception.handler": "log_and_fail",
         "processing.exception.handler": "log_and_fail",
@@ -112,6 +126,8 @@ class StreamsConfig:
         if int(cfg["num.stream.threads"]) != 1:
             raise ValueError("num.stream.threads: one stream thread per instance is supported; "
                              "start more instances to scale out")
+        if int(cfg["num.standby.replicas"]) < 0:
+            raise ValueError("num.standby.replicas is 0 or more")
         if cfg["commit.interval.ms"] is None:
             cfg["commit.interval.ms"] = 100 if cfg["processing.guarantee"] == EXACTLY_ONCE_V2 \
                 else 30_000
@@ -154,6 +170,11 @@ class KafkaStreams:
         self._global_store_of: dict = {}        # global topic -> its store
         self._global_partitions: list = []
         self._global_consumer = None
+        self.standbys: dict[tuple[int, int], StreamTask] = {}
+        self._standby_consumer = None
+        self._standby_admin = None
+        self._standby_refresh = 0.0         # monotonic time of the next refresh
+        self._changelog_sub: dict = {}      # changelog topic -> sub-topology id
 
     # ---- lifecycle ----
     def start(self) -> None:
@@ -284,6 +305,7 @@ class KafkaStreams:
                 batch = self._consumer.consume_batch(poll)
                 # a short wait, not 0: a consumer that waits 0 sends no fetch
                 self._poll_global(0.002)
+                self._poll_standbys(0.002)
                 try:
                     if batch.num_rows:
                         self._process(batch)
@@ -322,7 +344,12 @@ class KafkaStreams:
                 self._suspended.clear()
             for store in self.global_stores.values():
                 store.close()
-            for client in (self._consumer, self._restorer, self._global_consumer):
+            with self._lock:
+                for task in self.standbys.values():
+                    task.close()
+                self.standbys.clear()
+            for client in (self._consumer, self._restorer, self._global_consumer,
+                           self._standby_consumer, self._standby_admin):
                 if client is not None:
                     try:
                         client.close()
@@ -464,16 +491,22 @@ class KafkaStreams:
                 if key in self.tasks:
                     continue
                 task = self._suspended.pop(key, None)
-                if task is None:
+                if task is None and key in self.standbys:
+                    task = self.standbys.pop(key)     # promoted: restores only the tail
+                    created.append(task)
+                elif task is None:
                     sub = self.topology.subtopologies()[key[0]]
                     task = StreamTask(self.topology, sub, key[1], self.application_id,
                                       self.config["state.dir"], self.config["default.dsl.store"],
                                       self.errors, self.global_stores)
                     created.append(task)
                 self.tasks[key] = task
+            if any(t.restored_to is not None for t in created):
+                self._assign_standbys()     # promoted: no longer fed as standbys
             self._restore(created)      # every new task's changelogs read at once
             for task in created:
                 task.resume(self._committed_stream_times(task))
+        self._standby_refresh = 0.0
         self.state = self.RUNNING
 
     def _on_revoke(self, consumer, partitions) -> None:
@@ -554,6 +587,93 @@ class KafkaStreams:
                 apply_global(self._global_store_of[names[int(i)]], rows)
                 self.global_records += rows.num_rows
 
+    # ---- standby replicas ----
+    def _standby_wanted(self) -> set | None:
+        """The tasks this instance keeps standbys of, from the group's
+        current assignment (None: the group is rebalancing, keep what is)."""
+        app = self.application_id
+        desc = self._standby_admin.describe_consumer_groups([app])[app].result()
+        if desc.state != "Stable":
+            return None
+        members = sorted(desc.members, key=lambda m: m.client_id)
+        mine = f"{app}-{self.instance}-consumer"
+        me = next((i for i, m in enumerate(members) if m.client_id == mine), None)
+        if me is None:
+            return None
+        n, replicas = len(members), int(self.config["num.standby.replicas"])
+        logged = {sub.id for sub in self.topology.subtopologies()
+                  if any(spec.logged for spec in sub.stores.values())}
+        wanted = set()
+        for i, m in enumerate(members):
+            # the ``replicas`` members after i, cyclically, keep i's standbys
+            if i != me and (me - i) % n <= replicas:
+                wanted |= {(self._sub_of[tp.topic], tp.partition) for tp in m.assignment
+                           if tp.topic in self._sub_of and self._sub_of[tp.topic] in logged}
+        return wanted - set(self.tasks) - set(self._suspended)
+
+    def _refresh_standbys(self) -> None:
+        if self._standby_admin is None:
+            self._standby_admin = AdminClient(self._client_config())
+            self._standby_consumer = Consumer({
+                **self._client_config(), "isolation.level":
+                "read_committed" if self.eos else "read_uncommitted",
+                "client.id": f"{self.application_id}-{self.instance}-standby"})
+            self._changelog_sub = {spec.changelog(self.application_id): sub.id
+                                   for sub in self.topology.subtopologies()
+                                   for spec in sub.stores.values() if spec.logged}
+        wanted = self._standby_wanted()
+        if wanted is None or wanted == set(self.standbys):
+            return
+        with self._lock:
+            for key in list(self.standbys):
+                if key not in wanted:
+                    self.standbys.pop(key).close()
+            for key in sorted(wanted - set(self.standbys)):
+                sub = self.topology.subtopologies()[key[0]]
+                task = StreamTask(self.topology, sub, key[1], self.application_id,
+                                  self.config["state.dir"], self.config["default.dsl.store"],
+                                  self.errors, self.global_stores)
+                task.restored_to = {(tp.topic, tp.partition): start for tp, _, _, start, _ in
+                                    start_offsets(task, self._restorer, use_checkpoint=True)}
+                self.standbys[key] = task
+        self._assign_standbys()
+
+    def _assign_standbys(self) -> None:
+        if self._standby_consumer is None:
+            return
+        tps = [TopicPartition(topic, partition, offset) for task in self.standbys.values()
+               for (topic, partition), offset in task.restored_to.items()]
+        if tps:
+            self._standby_consumer.assign(tps)
+        else:
+            self._standby_consumer.unassign()
+
+    def _poll_standbys(self, timeout: float) -> None:
+        """Standby tasks follow their changelogs (refreshed from the group
+        every ``standby.refresh.ms``)."""
+        if not int(self.config["num.standby.replicas"]):
+            return
+        if time.monotonic() >= self._standby_refresh:
+            self._standby_refresh = time.monotonic() + self.config["standby.refresh.ms"] / 1000
+            try:
+                self._refresh_standbys()
+            except KafkaError as exc:       # the next refresh tries again
+                log.warning("%s: standby refresh failed: %s", self.application_id, exc)
+        if not self.standbys:
+            return
+        batch = self._standby_consumer.consume_batch(timeout)
+        if not batch.num_rows:
+            return
+        with self._lock:
+            for (topic, partition), rows in by_partition(batch):
+                task = self.standbys.get((self._changelog_sub[topic], partition))
+                if task is None or (topic, partition) not in task.restored_to:
+                    continue
+                task.stores[task.changelogs[topic]].restore(rows.column("key").to_pylist(),
+                                                            rows.column("value"))
+                task.restored_to[(topic, partition)] = rows.column("offset")[-1].as_py() + 1
+                self._metrics["standby_records"] += rows.num_rows
+
     # ---- restore ----
     def _restore(self, tasks: list, use_checkpoint: bool = True) -> None:
         """Every store of ``tasks`` from its changelog partition, to the end
@@ -563,6 +683,7 @@ class KafkaStreams:
         self.restored_records += restore_tasks(tasks, self._restorer, self._restore_listener,
                                                self.restore_progress, use_checkpoint)
         for task in tasks:
+            task.restored_to = None
             if self.eos and task.dir:
                 # its databases may now take changes that a transaction abort
                 # undoes: after a crash they must not be trusted

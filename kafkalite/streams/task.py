@@ -31,6 +31,9 @@ class StreamTask:
         # the task's state directory: its RocksDB stores and checkpoint (restore.py)
         self.dir = os.path.join(state_dir, application_id, self.id) if state_dir else None
         self.changelog_records = 0      # changelog records taken since the last checkpoint
+        # a standby task: {(changelog, partition): next offset} its stores hold
+        # the changelog up to (restore.start_offsets starts there on promotion)
+        self.restored_to: dict | None = None
         self.sources = {topology.topic_name(t, application_id): node
                         for t, node in sub.sources.items()}
         self.stores = {}
