@@ -139,10 +139,22 @@ class SinkNode(ProcessorNode):
                 pa.binary(8), batch.num_rows, [None, pa.py_buffer(starts)]).cast(pa.binary())
             keys = pc.binary_join_element_wise(keys, starts, b"")
         task.emit(self.topic, keys, value_serde.serialize(batch.column("value")),
-                  batch.column("timestamp"), self.internal)
+                  batch.column("timestamp"), self.internal, _header_lists(batch))
 
     def describe(self):
         return f"Sink: {self.name} (topic: {self.topic})"
+
+
+def _header_lists(batch) -> list | None:
+    """The rows' headers as the producer takes them ([(name, bytes)] or
+    None per record), or None when no row has any (checked per batch, so
+    that records without headers cost no Python work)."""
+    if "headers" not in batch.schema.names:
+        return None
+    h = batch.column("headers")
+    if h.null_count == len(h) or not pc.sum(pc.list_value_length(h)).as_py():
+        return None
+    return [[(e["key"], e["value"]) for e in hs] if hs else None for hs in h.to_pylist()]
 
 
 class FilterNode(ProcessorNode):

@@ -386,10 +386,11 @@ class KafkaStreams:
 
     def _send(self, task: StreamTask) -> None:
         p = self._producer
-        for topic, keys, values, ts in task.take_outputs():
+        for topic, keys, values, ts, headers in task.take_outputs():
             if len(keys):
+                # each record keeps its own timestamp (Kafka Streams' rule) and headers
                 p.produce_batch(topic, values.to_pylist(), keys.to_pylist(),
-                                timestamp=int(max(ts.to_numpy())))
+                                timestamp=ts.cast(pa.int64()).to_numpy(), headers=headers)
         for topic, keys, values in task.take_changelog():
             p.produce_batch(topic, values.to_pylist(), keys, partition=task.partition)
         for topic, key, value, ts, headers in task.take_dead_letters():

@@ -67,9 +67,10 @@ class StreamTask:
         return self.global_stores[name]
 
     # ---- what nodes call ----
-    def emit(self, topic: str, keys, values, timestamps, internal: bool) -> None:
+    def emit(self, topic: str, keys, values, timestamps, internal: bool,
+             headers: list | None = None) -> None:
         name = f"{self.application_id}-{topic}" if internal else topic
-        self._outputs.append((name, keys, values, timestamps))
+        self._outputs.append((name, keys, values, timestamps, headers))
 
     def emit_dead_letter(self, topic, key, value, timestamp, headers) -> None:
         self._dead_letters.append((topic, key, value, timestamp, headers))
@@ -138,7 +139,8 @@ class StreamTask:
         return out
 
     def take_outputs(self) -> list:
-        """[(topic, keys, values, timestamps)]: binary key and value arrays."""
+        """[(topic, keys, values, timestamps, headers)]: binary key and value
+        arrays, int64 timestamps, headers None or a header list per record."""
         out, self._outputs = self._outputs, []
         return out
 
