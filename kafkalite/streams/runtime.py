@@ -14,7 +14,10 @@ each store's progress), and suspended on revoke after a commit (a suspended
 task that comes back keeps its state; one that does not is closed, writing
 its checkpoint).
 
-One StreamThread per instance (``num.stream.threads`` is 1): poll
+One StreamThread per KafkaStreams (``num.stream.threads`` N > 1: N of them,
+each a member of the group with its own consumer, producer, tasks and state
+directory ``<state.dir>/thread-<i>``, behind one KafkaStreams: see
+``_ThreadedKafkaStreams``): poll
 ``consume_batch``, split the batch by topic and partition, run each task,
 produce its outputs and changelog changes, and every ``commit.interval.ms``
 commit:
@@ -123,9 +126,8 @@ class StreamsConfig:
             raise ValueError("processing.guarantee is at_least_once or exactly_once_v2")
         if cfg["default.dsl.store"] not in ("rocksdb", "in_memory"):
             raise ValueError("default.dsl.store is rocksdb or in_memory")
-        if int(cfg["num.stream.threads"]) != 1:
-            raise ValueError("num.stream.threads: one stream thread per instance is supported; "
-                             "start more instances to scale out")
+        if int(cfg["num.stream.threads"]) < 1:
+            raise ValueError("num.stream.threads is 1 or more")
         if int(cfg["num.standby.replicas"]) < 0:
             raise ValueError("num.standby.replicas is 0 or more")
         if cfg["commit.interval.ms"] is None:
@@ -143,6 +145,11 @@ class StreamsConfig:
 class KafkaStreams:
     CREATED, REBALANCING, RUNNING, PENDING_SHUTDOWN, NOT_RUNNING, ERROR = (
         "CREATED", "REBALANCING", "RUNNING", "PENDING_SHUTDOWN", "NOT_RUNNING", "ERROR")
+
+    def __new__(cls, topology=None, config=None):
+        if cls is KafkaStreams and config and int(config.get("num.stream.threads", 1)) > 1:
+            return super().__new__(_ThreadedKafkaStreams)
+        return super().__new__(cls)
 
     def __init__(self, topology: Topology, config: dict):
         self.topology = topology
@@ -725,3 +732,109 @@ class _LocalStores:
 
     def all(self):
         return sorted(kv for s in self._stores() for kv in s.all())
+
+
+class _ThreadedKafkaStreams(KafkaStreams):
+    """KafkaStreams with ``num.stream.threads`` N > 1: N stream threads,
+    each a single-thread KafkaStreams of its own in the application's group
+    (as Kafka's StreamThreads are: each its own consumer, so tasks spread
+    over the threads of all instances), with ``instance.id`` and
+    transactional.id suffixed ``-<i>`` and its own state directory
+    ``<state.dir>/thread-<i>`` (a task that moves between threads of one
+    instance restores from its changelog or its checkpoint there, and two
+    threads never open one RocksDB database). This object answers for all
+    of them. Under the GIL the threads overlap where Arrow, RocksDB and the
+    client's I/O release it."""
+
+    def __init__(self, topology: Topology, config: dict):
+        base = StreamsConfig(config)
+        self.topology, self.config = topology, base
+        self.application_id = base["application.id"]
+        self.instance = base["instance.id"] or uuid.uuid4().hex[:12]
+        self.threads = []
+        for i in range(1, int(base["num.stream.threads"]) + 1):
+            thread = KafkaStreams(topology, {
+                **config, "num.stream.threads": 1,
+                "instance.id": f"{base['instance.id']}-{i}" if base["instance.id"] else None,
+                "state.dir": os.path.join(base["state.dir"], f"thread-{i}")})
+            thread.instance = f"{self.instance}-{i}"
+            self.threads.append(thread)
+
+    @property
+    def state(self) -> str:
+        states = {t.state for t in self.threads}
+        for s in (self.ERROR, self.PENDING_SHUTDOWN, self.REBALANCING, self.CREATED):
+            if s in states:
+                return s
+        return states.pop()         # all RUNNING or all NOT_RUNNING
+
+    @property
+    def error(self):
+        return next((t.error for t in self.threads if t.error is not None), None)
+
+    def start(self) -> None:
+        for t in self.threads:
+            t.start()
+        self.partitions = self.threads[0].partitions
+
+    def close(self, timeout: float = 30.0) -> None:
+        for t in self.threads:
+            t._stop.set()           # all threads stop at once, then each commits and leaves
+        for t in self.threads:
+            t.close(timeout)
+
+    def set_global_state_restore_listener(self, listener) -> None:
+        for t in self.threads:
+            t.set_global_state_restore_listener(listener)
+
+    def _merged(self, attr) -> dict:
+        out = {}
+        for t in self.threads:
+            with t._lock:
+                out.update(getattr(t, attr))
+        return out
+
+    @property
+    def tasks(self) -> dict:
+        return self._merged("tasks")
+
+    @property
+    def standbys(self) -> dict:
+        return self._merged("standbys")
+
+    @property
+    def restored_records(self) -> int:
+        return sum(t.restored_records for t in self.threads)
+
+    @property
+    def restore_progress(self) -> RestoreProgress:
+        merged = RestoreProgress()
+        for t in self.threads:
+            merged.tasks.update(t.restore_progress.tasks)
+        return merged
+
+    def metrics(self) -> collections.Counter:
+        total = collections.Counter()
+        for t in self.threads:
+            total.update(t.metrics())
+        return total
+
+    def store(self, name: str):
+        return _ThreadsStores([t.store(name) for t in self.threads])
+
+
+class _ThreadsStores:
+    """Interactive queries over every thread's local stores."""
+
+    def __init__(self, parts):
+        self.parts = parts
+
+    def get(self, key: bytes):
+        for p in self.parts:
+            v = p.get(key)
+            if v is not None:
+                return v
+        return None
+
+    def all(self):
+        return sorted(kv for p in self.parts for kv in p.all())
