@@ -641,6 +641,10 @@ class KafkaStreams:
             if i != me and (me - i) % n <= replicas:
                 wanted |= {(self._sub_of[tp.topic], tp.partition) for tp in m.assignment
                            if tp.topic in self._sub_of and self._sub_of[tp.topic] in logged}
+        # a standby of a task the group already gave this instance is kept
+        # until the consumer hears of it: the promotion takes it over
+        wanted |= {(self._sub_of[tp.topic], tp.partition) for tp in members[me].assignment
+                   if tp.topic in self._sub_of} & set(self.standbys)
         return wanted - set(self.tasks) - set(self._suspended)
 
     def _refresh_standbys(self) -> None:

@@ -7,6 +7,8 @@ counts come from the changelog. The checker: the copy, read read_committed,
 holds every input record exactly once, and each key's counts rise by
 strictly increasing values to the model's count.
 
+Scale-out with an instance killed: test_streams_scale_out.py.
+
 The checker is shown to catch faults before its passing run counts: the
 same output read read_uncommitted (the killed runs' aborted transactions)
 fails it, and the same run under at_least_once (replays after a kill)
@@ -203,31 +205,3 @@ def test_at_least_once_through_kill_9_repeats_but_never_loses(server, topic_name
         final[k] = int.from_bytes(v, "big")
     model = collections.Counter(k for k, _ in inputs)
     assert all(final[k] >= n for k, n in model.items())
-
-
-def test_two_instances_one_killed_its_tasks_move(server, topic_name, tmp_path):
-    """Scale-out: two instances share the 4 partitions; one is killed with
-    SIGKILL; after its session times out its tasks move to the other, which
-    restores their counts from the changelogs; the committed output equals
-    the model exactly."""
-    create_topics(server, topic_name)
-    feed = InputFeed(server, topic_name)
-    app_id = f"{topic_name}-app"
-    one = two = None
-    try:
-        one = start_app(server, app_id, topic_name, tmp_path / "one", "exactly_once_v2", "i1")
-        two = start_app(server, app_id, topic_name, tmp_path / "two", "exactly_once_v2", "i2")
-        time.sleep(4)
-        stop_app(one, kill=True)
-        one = None
-        time.sleep(2)
-    finally:
-        inputs = feed.stop()
-        if one is not None:
-            stop_app(one, kill=True)
-    try:
-        wait_caught_up(server, app_id, topic_name)     # only "two" is left to do it
-    finally:
-        stop_app(two, kill=False)
-    views = outputs(server, topic_name)
-    assert check(inputs, *views["read_committed"]) == []

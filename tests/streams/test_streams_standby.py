@@ -69,8 +69,9 @@ def test_migration_onto_a_standby_restores_only_the_tail(server, topic_name, tmp
         if replicas:
             # two's standbys of one's tasks have read their changelogs
             wait_for("standbys", lambda: set(two.standbys) == moved)
-            wait_for("standbys caught up", lambda: two.metrics()["standby_records"] > 0)
-            time.sleep(1.0)
+            wait_for("standbys fed", lambda: all(
+                offset > 0 for task in list(two.standbys.values())
+                for offset in (task.restored_to or {0: 0}).values()))
         else:
             assert not two.standbys
     finally:

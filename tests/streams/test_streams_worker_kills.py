@@ -23,7 +23,7 @@ import threading
 import time
 
 from harness import ServerProcess
-from test_streams_exactly_once import (KEYS, PARTITIONS, check, create_topics, outputs,
+from test_streams_exactly_once import (KEYS, check, create_topics, outputs,
                                        read_to_end, start_app, stop_app, wait_caught_up)
 from test_streams_scale_out import planted_faults_caught
 
