@@ -86,7 +86,7 @@ from kafkalite.streams.errors import ErrorHandling
 from kafkalite.streams.records import by_partition
 from kafkalite.streams.restore import (CHECKPOINT_DELTA, RestoreProgress, StateRestoreListener,
                                        checkpoint_task, delete_checkpoint, restore_tasks,
-                                       start_offsets)
+                                       start_offsets, write_checkpoint)
 from kafkalite.streams.stores import apply_global, global_store
 from kafkalite.streams.task import StreamTask
 from kafkalite.streams.topology import Topology, TopologyException
@@ -357,7 +357,7 @@ class KafkaStreams:
                 store.close()
             with self._lock:
                 for task in self.standbys.values():
-                    task.close()
+                    self._close_standby(task)
                 self.standbys.clear()
             for client in (self._consumer, self._restorer, self._global_consumer,
                            self._standby_consumer, self._standby_admin):
@@ -663,7 +663,7 @@ class KafkaStreams:
         with self._lock:
             for key in list(self.standbys):
                 if key not in wanted:
-                    self.standbys.pop(key).close()
+                    self._close_standby(self.standbys.pop(key))
             for key in sorted(wanted - set(self.standbys)):
                 sub = self.topology.subtopologies()[key[0]]
                 task = StreamTask(self.topology, sub, key[1], self.application_id,
@@ -673,6 +673,22 @@ class KafkaStreams:
                                     start_offsets(task, self._restorer, use_checkpoint=True)}
                 self.standbys[key] = task
         self._assign_standbys()
+
+    def _close_standby(self, task: StreamTask) -> None:
+        """Close a standby, checkpointing its persistent stores where it got
+        to (it applied committed changelog records only), so that the task
+        started here later restores from there."""
+        offsets = {}
+        try:
+            for topic, name in task.changelogs.items():
+                store = task.stores[name]
+                if store.persistent and task.dir:
+                    store.checkpoint_flush()
+                    offsets[(topic, task.partition)] = task.restored_to[(topic, task.partition)]
+            if offsets:
+                write_checkpoint(task.dir, offsets)
+        finally:
+            task.close()
 
     def _assign_standbys(self) -> None:
         if self._standby_consumer is None:
