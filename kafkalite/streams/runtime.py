@@ -46,6 +46,12 @@ their own between polls (read_committed under exactly-once). When such a
 task is assigned to the instance, the standby becomes the active task and
 restores only what the standby had not read yet.
 
+A task with several input partitions (a join, a merge) takes the records a
+poll brought in timestamp order across them (Kafka's choice: the head record
+with the smallest timestamp, records.merge_runs); it does not wait for a
+partition the poll brought nothing of (Kafka's ``max.task.idle.ms`` is not
+implemented).
+
 Global tables (``builder.global_table``): the stream thread reads every
 partition of their topics with a consumer of its own (no group), into one
 store per table shared by the tasks: to the end before the group is joined,
@@ -83,7 +89,7 @@ from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic,
                               TopicPartition)
 from kafkalite.errors import KafkaError
 from kafkalite.streams.errors import ErrorHandling
-from kafkalite.streams.records import by_partition
+from kafkalite.streams.records import by_partition, merge_runs
 from kafkalite.streams.restore import (CHECKPOINT_DELTA, RestoreProgress, StateRestoreListener,
                                        checkpoint_task, delete_checkpoint, restore_tasks,
                                        start_offsets, write_checkpoint)
@@ -378,12 +384,22 @@ class KafkaStreams:
             self._producer.begin_transaction()
             self._in_txn = True
         now = time.monotonic()
+        per_task: dict = {}
         for (topic, partition), rows in by_partition(batch):
             self._fed[(topic, partition)] = now
             task = self.tasks.get((self._sub_of[topic], partition))
             if task is None:
                 continue            # revoked while the batch was on its way
-            task.process(topic, rows)
+            per_task.setdefault(task.id, (task, []))[1].append((topic, rows))
+        for task, inputs in per_task.values():
+            if len(inputs) == 1:
+                task.process(*inputs[0])
+            else:
+                # several input partitions (a join, a merge): in timestamp order
+                for i, start, end in merge_runs([rows.column("timestamp").cast(pa.int64())
+                                                 .to_numpy() for _, rows in inputs]):
+                    topic, rows = inputs[i]
+                    task.process(topic, rows.slice(start, end - start))
             self._send(task)
 
     def _punctuate(self) -> None:
