@@ -286,6 +286,16 @@ class BranchNode(ProcessorNode):
             left = left.filter(pc.invert(m))
 
 
+def keyed(batch, key_serde):
+    """A table's rows: ``batch`` without its null-key rows (no row has a null
+    key), and their keys serialized (``key_serde``, or one for the column)."""
+    k = batch.column("key")
+    if k.null_count:
+        batch = batch.filter(pc.is_valid(k))
+    return batch, (key_serde or serde_for(batch.column("key").type)).serialize(
+        batch.column("key"))
+
+
 def _valid(batch):
     """Rows an aggregation takes: key and value not null."""
     k, v = batch.column("key"), batch.column("value")

@@ -73,7 +73,7 @@ import hashlib
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafkalite.streams.processors import ProcessorNode, serde_for
+from kafkalite.streams.processors import ProcessorNode, keyed, serde_for
 from kafkalite.streams.records import replace
 
 SUBTRACT, ADD = b"-", b"+"
@@ -90,13 +90,10 @@ class TableGroupByNode(ProcessorNode):
         self.key_serde, self.selector, self.value_serde = key_serde, selector, value_serde
 
     def process(self, task, batch):
-        k = batch.column("key")
-        if k.null_count:
-            batch = batch.filter(pc.is_valid(k))
+        batch, kb = keyed(batch, self.key_serde)
         if not batch.num_rows:
             return
-        kb = (self.key_serde or serde_for(batch.column("key").type)).serialize(
-            batch.column("key")).to_pylist()
+        kb = kb.to_pylist()
         store = task.store(self.store_name)
         uniq = list(dict.fromkeys(kb))
         current = dict(zip(uniq, store.get_many(uniq)))
@@ -211,13 +208,10 @@ class FkSubscribeNode(ProcessorNode):
         self.subscriptions = self.result = None      # children, set by the DSL
 
     def process(self, task, batch):
-        k = batch.column("key")
-        if k.null_count:
-            batch = batch.filter(pc.is_valid(k))
+        batch, kb = keyed(batch, self.key_serde)
         if not batch.num_rows:
             return
-        keys = batch.column("key").to_pylist()
-        kb = self.key_serde.serialize(batch.column("key")).to_pylist()
+        keys, kb = batch.column("key").to_pylist(), kb.to_pylist()
         values = batch.column("value").to_pylist()
         store = task.store(self.store_name)
         # hashed as the store writes them: FkResolveNode hashes the stored value
@@ -311,13 +305,10 @@ class FkRightUpdateNode(ProcessorNode):
         self.key_serde, self.right_value_serde = key_serde, right_value_serde
 
     def process(self, task, batch):
-        k = batch.column("key")
-        if k.null_count:
-            batch = batch.filter(pc.is_valid(k))
+        batch, fks = keyed(batch, self.key_serde)
         if not batch.num_rows:
             return
-        fks = (self.key_serde or serde_for(batch.column("key").type)).serialize(
-            batch.column("key")).to_pylist()
+        fks = fks.to_pylist()
         raw = self.right_value_serde.serialize(
             self.right_value_serde.to_column(batch.column("value").to_pylist())).to_pylist()
         uniq = list(dict.fromkeys(fks))
