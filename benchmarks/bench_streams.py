@@ -3,6 +3,8 @@
     python benchmarks/bench_streams.py                     # 1,000,000 records, a few minutes
     python benchmarks/bench_streams.py --quick             # what a smoke run needs
     python benchmarks/bench_streams.py --records 10000000  # the size
+    python benchmarks/bench_streams.py --records 10000000 --kinds stateful \
+        --guarantees exactly_once_v2 --impls columnar,quix  # one figure and its peer
 
 One input topic of ``--records`` records (100-byte values, ``--keys``
 distinct keys, 4 partitions), written once; each figure is one application
@@ -180,7 +182,14 @@ def parse_args(argv):
     p.add_argument("--work-dir", default=None)
     p.add_argument("--quick", action="store_true",
                    help="50,000 records, 5,000 keys, quixstreams over 10,000")
+    p.add_argument("--kinds", default=",".join(KINDS), help="which applications")
+    p.add_argument("--guarantees", default=",".join(GUARANTEES), help="which guarantees")
+    p.add_argument("--impls", default="columnar,per_record,quix",
+                   help="which implementations")
     args = p.parse_args(argv)
+    args.kinds = [k for k in KINDS if k in args.kinds.split(",")]
+    args.guarantees = [g for g in GUARANTEES if g in args.guarantees.split(",")]
+    args.impls = [i for i in ("columnar", "per_record", "quix") if i in args.impls.split(",")]
     if args.quick:
         report.apply_quick(args, argv, {"records": 50_000, "keys": 5_000,
                                         "quix_records": 10_000})
@@ -210,12 +219,13 @@ def main(argv=None) -> int:
         create_topic(server, "input")
         t = time.perf_counter()
         fill(server, "input", args.records, args.keys)
-        create_topic(server, "table")
-        fill_table(server, "table", args.keys)
+        if "join" in args.kinds:
+            create_topic(server, "table")
+            fill_table(server, "table", args.keys)
         say(f"  filled the input and the table in {time.perf_counter() - t:.1f} s")
-        for kind in KINDS:
-            for guarantee in GUARANTEES:
-                for impl in ("columnar", "per_record", "quix"):
+        for kind in args.kinds:
+            for guarantee in args.guarantees:
+                for impl in args.impls:
                     if impl == "quix" and (args.no_quix or kind == "join"):
                         continue
                     tag = f"{kind}-{guarantee}-{impl}".replace("_", "-")
@@ -241,14 +251,16 @@ def main(argv=None) -> int:
               "join": "stream-table join"}
     impl_labels = {"columnar": "kafkalite columnar", "per_record": "kafkalite per record"}
     targets = {("stateful", "columnar"): 20, ("stateful", "per_record"): 2}
-    for n, kind in enumerate(KINDS, 1):
-        for guarantee in GUARANTEES:
+    for n, kind in enumerate(args.kinds, 1):
+        for guarantee in args.guarantees:
             base = None
-            if not args.no_quix and kind != "join":
+            if (kind, guarantee, "quix") in figures:
                 base = f"{kind}_{guarantee}_quix"
                 res.add(base, n, f"quixstreams, {labels[kind]}, {guarantee}",
                         figures[(kind, guarantee, "quix")], "records/s")
             for impl in ("columnar", "per_record"):
+                if (kind, guarantee, impl) not in figures:
+                    continue
                 value = figures[(kind, guarantee, impl)]
                 want = targets.get((kind, impl))
                 meets = None

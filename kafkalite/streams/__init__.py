@@ -28,6 +28,8 @@ Modules, in the order data flows:
     task.py       StreamTask: one sub-topology on one partition, its stores
     errors.py     exception handlers and the dead-letter queue
     driver.py     TopologyTestDriver: a topology run without a broker
+    restore.py    restoring stores from changelogs: checkpoints, the restore
+                  listener, progress
     runtime.py    KafkaStreams: tasks in a consumer group, at_least_once or
                   exactly_once_v2
 
@@ -36,7 +38,7 @@ numpy, rocksdict. Never kafkalite.server or kafkalite.storage: this package is
 a client of the broker like any other.
 """
 from kafkalite.streams.dsl import (BufferConfig, Consumed, GlobalKTable, Grouped, Joined,
-                                   KGroupedStream,
+                                   KGroupedStream, KGroupedTable,
                                    KStream, KTable, Materialized, Named, Produced, Repartitioned,
                                    SessionWindowedKStream, SlidingWindowedKStream, StreamJoined,
                                    StreamsBuilder,
@@ -45,6 +47,7 @@ from kafkalite.streams.driver import TestInputTopic, TestOutputTopic, TopologyTe
 from kafkalite.streams.processor_api import (Processor, ProcessorContext, PunctuationType,
                                              Record, Stores)
 from kafkalite.streams.records import columnar
+from kafkalite.streams.restore import StateRestoreListener
 from kafkalite.streams.runtime import KafkaStreams, StreamsConfig
 from kafkalite.streams.serdes import Serde, Serdes
 from kafkalite.streams.topology import Topology, TopologyException
@@ -54,10 +57,10 @@ from kafkalite.streams.windows import (JoinWindows, SessionWindows, SlidingWindo
 __all__ = [
     "BufferConfig", "columnar", "Consumed", "GlobalKTable", "Grouped", "Joined", "JoinWindows",
     "KafkaStreams",
-    "KGroupedStream", "KStream", "KTable", "Materialized", "Named", "Processor",
+    "KGroupedStream", "KGroupedTable", "KStream", "KTable", "Materialized", "Named", "Processor",
     "ProcessorContext", "Produced", "PunctuationType", "Record", "Repartitioned", "Serde",
     "Serdes", "SessionWindowedKStream", "SessionWindows", "SlidingWindowedKStream",
-    "SlidingWindows", "Stores", "StreamJoined",
+    "SlidingWindows", "StateRestoreListener", "Stores", "StreamJoined",
     "StreamsBuilder", "StreamsConfig", "Suppressed",
     "TestInputTopic", "TestOutputTopic", "TimeWindowedKStream", "TimeWindows", "Topology",
     "TopologyException", "TopologyTestDriver",

@@ -88,12 +88,14 @@ class TopologyTestDriver:
         while True:
             internal = []
             for task in self.tasks:
-                for topic, keys, values, ts in task.take_outputs():
+                for topic, keys, values, ts, headers in task.take_outputs():
                     if topic in self._readers:
                         internal.append((topic, keys, values, ts))
                     else:
-                        self.topics[topic].extend(zip(keys.to_pylist(), values.to_pylist(),
-                                                      ts.to_pylist(), [()] * len(keys)))
+                        self.topics[topic].extend(zip(
+                            keys.to_pylist(), values.to_pylist(), ts.to_pylist(),
+                            [tuple(h or ()) for h in headers] if headers else
+                            [()] * len(keys)))
                 for topic, keys, values in task.take_changelog():
                     self.topics[topic].extend(zip(keys, values.to_pylist(),
                                                   [self.wall_clock_ms] * len(keys),

@@ -15,6 +15,8 @@ signature (the slow path). For example, the same filter both ways::
 
 ``count()`` is always columnar; ``reduce("sum" | "min" | "max")`` is too;
 ``reduce(fn)`` and ``aggregate(initializer, aggregator)`` are per record.
+``KTable.group_by`` (KGroupedTable: aggregations with an adder and a
+subtractor, tables.py) and the foreign-key table join are per record too.
 
 Grouping or joining by a new key (``group_by``; ``group_by_key`` or a join
 after ``map`` / ``select_key`` / ``flat_map`` / ``process``; ``repartition``)
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from kafkalite.streams import joins as JoinNodes
 from kafkalite.streams import processor_api as PAPI
 from kafkalite.streams import processors as P
+from kafkalite.streams import tables as TableNodes
 from kafkalite.streams.serdes import Serde, Serdes
 from kafkalite.streams.topology import StoreSpec, Topology, TopologyException
 from kafkalite.streams.windows import (JoinWindows, SessionWindows, SlidingWindows, TimeWindows,
@@ -636,26 +639,105 @@ class KTable:
         return self._then(P.SuppressNode(name, spec.name, self.windows, self.key_serde,
                                          self.value_serde))
 
-    def filter(self, predicate, named=None) -> KTable:
-        return self._then(P.TableFilterNode(self.builder._name(named, "KTABLE-FILTER"),
-                                            predicate))
+    def filter(self, predicate, named=None, materialized: Materialized | None = None) -> KTable:
+        """Rows that fail become tombstones; with ``materialized`` the
+        result has a store of its own (queryable, joinable)."""
+        return self._materialized(self._then(P.TableFilterNode(
+            self.builder._name(named, "KTABLE-FILTER"), predicate)), materialized)
 
-    def filter_not(self, predicate, named=None) -> KTable:
-        return self._then(P.TableFilterNode(self.builder._name(named, "KTABLE-FILTER"),
-                                            predicate, negate=True))
+    def filter_not(self, predicate, named=None,
+                   materialized: Materialized | None = None) -> KTable:
+        return self._materialized(self._then(P.TableFilterNode(
+            self.builder._name(named, "KTABLE-FILTER"), predicate, negate=True)), materialized)
 
-    def map_values(self, mapper, named=None) -> KTable:
-        return self._then(P.TableMapValuesNode(self.builder._name(named, "KTABLE-MAPVALUES"),
-                                               mapper), value_serde=None)
+    def map_values(self, mapper, named=None, materialized: Materialized | None = None) -> KTable:
+        return self._materialized(self._then(P.TableMapValuesNode(
+            self.builder._name(named, "KTABLE-MAPVALUES"), mapper), value_serde=None),
+            materialized)
 
-    # ---- table-table joins (joins.TableTableJoinSide) ----
-    def join(self, other: KTable, joiner, named=None) -> KTable:
+    def _materialized(self, table: KTable, m: Materialized | None) -> KTable:
+        """``table`` written to a store of its own (Kafka's Materialized
+        argument of KTable.filter / map_values)."""
+        if m is None:
+            return table
+        if table.windowed:
+            raise TopologyException("materializing a windowed table's filter or map_values "
+                                    "is not supported")
+        value_serde = m.value_serde or table.value_serde
+        if value_serde is None:
+            raise TopologyException("materializing a map_values result needs its value serde: "
+                                    "Materialized.as_(name).with_value_serde(...)")
+        store = self.builder._store(m, "KTABLE-STATE-STORE", value_serde)
+        node = self.builder.topology.add(P.TableSourceNode(
+            self.builder.topology.next_name("KTABLE-MATERIALIZE"), store.name,
+            m.key_serde or table.key_serde), [table.node])
+        return KTable(self.builder, node, m.key_serde or table.key_serde, value_serde,
+                      store.name)
+
+    def group_by(self, selector, grouped: Grouped | None = None) -> KGroupedTable:
+        """Re-group the table's rows by ``selector(key, value) -> (new_key,
+        new_value)`` (per record) for an aggregation with an adder and a
+        subtractor (KGroupedTable; tables.py)."""
+        if self.windowed:
+            raise TopologyException("group_by of a windowed table is not supported")
+        return KGroupedTable(self, selector, grouped or Grouped())
+
+    # ---- table-table joins (joins.TableTableJoinSide; foreign key: tables.py) ----
+    def join(self, other: KTable, joiner, fk_joiner=None, named=None) -> KTable:
         """Inner join with another KTable of the same key (co-partitioned):
-        ``joiner(left_value, right_value)`` or columnar."""
-        return self._table_join(other, joiner, "inner", named)
+        ``join(other, joiner)``, ``joiner(left_value, right_value)`` or
+        columnar. Foreign-key join: ``join(other, foreign_key_extractor,
+        joiner)``, each left row joined with the right row whose key is
+        ``foreign_key_extractor(left_value)`` (per record; tables.py)."""
+        return self._any_join(other, joiner, fk_joiner, "inner", named)
 
-    def left_join(self, other: KTable, joiner, named=None) -> KTable:
-        return self._table_join(other, joiner, "left", named)
+    def left_join(self, other: KTable, joiner, fk_joiner=None, named=None) -> KTable:
+        return self._any_join(other, joiner, fk_joiner, "left", named)
+
+    def _any_join(self, other, joiner, fk_joiner, how, named) -> KTable:
+        if fk_joiner is None or isinstance(fk_joiner, (str, Named)):
+            return self._table_join(other, joiner, how, named or fk_joiner)
+        return self._fk_join(other, joiner, fk_joiner, how, named)
+
+    def _fk_join(self, other, extractor, joiner, how, named) -> KTable:
+        if not isinstance(other, KTable) or other.queryable_store_name is None or \
+                other.windowed:
+            raise TopologyException("a foreign-key join needs a materialized, non-windowed "
+                                    "right table: from builder.table() or an aggregation")
+        if self.windowed:
+            raise TopologyException("a foreign-key join of a windowed table is not supported")
+        builder, topo = self.builder, self.builder.topology
+        name = builder._name(named, "KTABLE-FK-JOIN")
+        # the keys must serialize as their topics' keys do: the internal
+        # topics are partitioned like the left and the right table's topics
+        left_keys, fk_keys = self.key_serde or Serdes.bytes(), other.key_serde or Serdes.bytes()
+        right_values = topo.stores[other.queryable_store_name].value_serde
+        left_store = topo.add_store(StoreSpec(f"{name}-left-store", None,
+                                              self.value_serde or Serdes.typed(), True)).name
+        subs_store = topo.add_store(StoreSpec(f"{name}-subscription-store", None,
+                                              Serdes.string(), True)).name
+        subscribe = topo.add(TableNodes.FkSubscribeNode(
+            f"{name}-subscribe", left_store, left_keys, fk_keys, extractor, how, joiner),
+            [self.node])
+        received = KStream(builder, subscribe, Serdes.bytes(), Serdes.bytes()) \
+            ._through_repartition(f"{name}-subscription", Serdes.bytes(), Serdes.bytes())
+        subscribe.subscriptions = subscribe.children[-1]
+        answer = topo.add(TableNodes.FkSubscriptionNode(
+            f"{name}-subscription-receive", subs_store, other.queryable_store_name),
+            [received.node])
+        right = topo.add(TableNodes.FkRightUpdateNode(
+            f"{name}-right-update", subs_store, fk_keys, right_values), [other.node])
+        topic = f"{name}-response-repartition"
+        topo.internal_topics.add(topic)
+        topo.add(P.SinkNode(topo.next_name("KSTREAM-SINK"), topic, Serdes.bytes(),
+                            Serdes.bytes(), internal=True), [answer, right])
+        source = topo.add(P.SourceNode(topo.next_name("KSTREAM-SOURCE"), [topic],
+                                       Serdes.bytes(), Serdes.bytes()))
+        resolve = topo.add(TableNodes.FkResolveNode(
+            f"{name}-resolve", left_store, left_keys, right_values, how, joiner), [source])
+        out = topo.add(P.ProcessorNode(f"{name}-result"), [subscribe, resolve])
+        subscribe.result = out
+        return KTable(builder, out, self.key_serde, None)
 
     def outer_join(self, other: KTable, joiner, named=None) -> KTable:
         return self._table_join(other, joiner, "outer", named)
@@ -683,3 +765,47 @@ class KTable:
         node = P.ProcessorNode(self.builder._name(named, "KTABLE-TOSTREAM"))
         self.builder.topology.add(node, [self.node])
         return KStream(self.builder, node, self.key_serde, self.value_serde)
+
+
+class KGroupedTable:
+    """A KTable re-grouped by ``KTable.group_by`` (Kafka's KGroupedTable):
+    each aggregation takes an adder for a row that maps into a group and a
+    subtractor for a row that leaves it (updated or deleted)."""
+
+    def __init__(self, table: KTable, selector, grouped: Grouped):
+        self.table, self.selector, self.grouped = table, selector, grouped
+
+    def _aggregate(self, kind, adder, subtractor, initializer, materialized, value_serde):
+        builder, g = self.table.builder, self.grouped
+        topo = builder.topology
+        name = g.name or topo.next_name("KTABLE-AGGREGATE-STATE-STORE") + "-grouped"
+        mapped_serde = g.value_serde or Serdes.typed()
+        previous = topo.add_store(StoreSpec(f"{name}-table-store", None,
+                                            self.table.value_serde or Serdes.typed(), True))
+        select = topo.add(TableNodes.TableGroupByNode(
+            topo.next_name("KTABLE-SELECT"), previous.name, self.table.key_serde, self.selector,
+            mapped_serde), [self.table.node])
+        source = KStream(builder, select, g.key_serde, Serdes.bytes())._through_repartition(
+            name, g.key_serde, Serdes.bytes())
+        m = materialized or Materialized()
+        store = builder._store(m, "KTABLE-AGGREGATE-STATE-STORE", value_serde)
+        node = TableNodes.TableAggregateNode(
+            topo.next_name("KTABLE-AGGREGATE"), store.name, m.key_serde or g.key_serde,
+            mapped_serde, kind, adder, subtractor, initializer)
+        source._then(node)
+        return KTable(builder, node, m.key_serde or g.key_serde, store.value_serde, store.name)
+
+    def count(self, materialized: Materialized | None = None) -> KTable:
+        return self._aggregate("count", None, None, None, materialized, Serdes.long())
+
+    def reduce(self, adder, subtractor, materialized: Materialized | None = None) -> KTable:
+        """``adder(aggregate, value)``, ``subtractor(aggregate, value)``."""
+        return self._aggregate("reduce", adder, subtractor, None, materialized,
+                               self.grouped.value_serde or Serdes.json())
+
+    def aggregate(self, initializer, adder, subtractor,
+                  materialized: Materialized | None = None) -> KTable:
+        """``adder(key, value, aggregate)``, ``subtractor(key, value,
+        aggregate)``, from ``initializer()``."""
+        return self._aggregate("aggregate", adder, subtractor, initializer, materialized,
+                               Serdes.json())

@@ -46,7 +46,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafkalite.streams.processors import ProcessorNode, serde_for
+from kafkalite.streams.processors import ProcessorNode, keyed, serde_for
 from kafkalite.streams.records import evaluate, is_columnar, replace
 
 _TIME_SEQ = struct.Struct(">qq")
@@ -144,13 +144,9 @@ class TableTableJoinSide(ProcessorNode):
         self.key_serde, self.joiner, self.how = key_serde, joiner, how
 
     def process(self, task, batch):
-        k = batch.column("key")
-        if k.null_count:
-            batch = batch.filter(pc.is_valid(k))
+        batch, keys = keyed(batch, self.key_serde)
         if not batch.num_rows:
             return
-        keys = (self.key_serde or serde_for(batch.column("key").type)).serialize(
-            batch.column("key"))
         last = pa.table({"k": keys, "row": pa.array(np.arange(batch.num_rows))}).group_by(
             "k", use_threads=False).aggregate([("row", "max")])
         last_rows = _col(last, "row_max")

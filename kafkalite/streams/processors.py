@@ -51,14 +51,19 @@ class ProcessorNode:
         self.forward(task, batch)
 
     def forward(self, task, batch: pa.RecordBatch) -> None:
+        for child in self.children:
+            self.forward_to(task, batch, child)
+
+    def forward_to(self, task, batch: pa.RecordBatch, child) -> None:
+        """``batch`` to one child only (a node whose children take different
+        outputs of it)."""
         if batch.num_rows:
-            for child in self.children:
-                try:
-                    child.process(task, batch)
-                except (KafkaError, StreamsException):
-                    raise
-                except Exception:       # noqa: BLE001 - the processing exception handler's
-                    child.process_rows(task, batch)
+            try:
+                child.process(task, batch)
+            except (KafkaError, StreamsException):
+                raise
+            except Exception:       # noqa: BLE001 - the processing exception handler's
+                child.process_rows(task, batch)
 
     def process_rows(self, task, batch: pa.RecordBatch) -> None:
         """After this node raised on ``batch``: the batch again a row at a
@@ -134,10 +139,22 @@ class SinkNode(ProcessorNode):
                 pa.binary(8), batch.num_rows, [None, pa.py_buffer(starts)]).cast(pa.binary())
             keys = pc.binary_join_element_wise(keys, starts, b"")
         task.emit(self.topic, keys, value_serde.serialize(batch.column("value")),
-                  batch.column("timestamp"), self.internal)
+                  batch.column("timestamp"), self.internal, _header_lists(batch))
 
     def describe(self):
         return f"Sink: {self.name} (topic: {self.topic})"
+
+
+def _header_lists(batch) -> list | None:
+    """The rows' headers as the producer takes them ([(name, bytes)] or
+    None per record), or None when no row has any (checked per batch, so
+    that records without headers cost no Python work)."""
+    if "headers" not in batch.schema.names:
+        return None
+    h = batch.column("headers")
+    if h.null_count == len(h) or not pc.sum(pc.list_value_length(h)).as_py():
+        return None
+    return [[(e["key"], e["value"]) for e in hs] if hs else None for hs in h.to_pylist()]
 
 
 class FilterNode(ProcessorNode):
@@ -267,6 +284,16 @@ class BranchNode(ProcessorNode):
             if taken.num_rows:
                 child.process(task, taken)
             left = left.filter(pc.invert(m))
+
+
+def keyed(batch, key_serde):
+    """A table's rows: ``batch`` without its null-key rows (no row has a null
+    key), and their keys serialized (``key_serde``, or one for the column)."""
+    k = batch.column("key")
+    if k.null_count:
+        batch = batch.filter(pc.is_valid(k))
+    return batch, (key_serde or serde_for(batch.column("key").type)).serialize(
+        batch.column("key"))
 
 
 def _valid(batch):

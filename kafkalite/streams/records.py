@@ -27,6 +27,7 @@ Operator arguments, one rule for every operator:
 """
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.acero as acero
 import pyarrow.compute as pc
@@ -87,3 +88,47 @@ def from_consumer(batch: pa.RecordBatch, key_serde, value_serde) -> pa.RecordBat
         batch.column("offset"),
         batch.column("headers"),
     ], names=list(COLUMNS))
+
+
+def by_partition(batch: pa.RecordBatch):
+    """((topic, partition), rows) of a consumer batch, one per partition
+    present, rows in log order."""
+    topics = batch.column("topic")
+    names = topics.dictionary.to_pylist()
+    code = topics.indices.to_numpy().astype(np.int64) << 32 | \
+        batch.column("partition").to_numpy().astype(np.int64)
+    if (code == code[0]).all():
+        yield (names[int(code[0]) >> 32], int(code[0]) & 0xFFFFFFFF), batch
+        return
+    for c in np.unique(code):
+        yield (names[int(c) >> 32], int(c) & 0xFFFFFFFF), \
+            batch.take(pa.array(np.flatnonzero(code == c)))
+
+
+def merge_runs(timestamps: list) -> list:
+    """The order in which a task takes the records of several input
+    partitions (Kafka's PartitionGroup): always the head record with the
+    smallest timestamp (ties: the partition listed first), each partition's
+    records in offset order. ``timestamps``: one int64 array per partition,
+    in offset order. -> [(partition index, start, end)]: runs of consecutive
+    records of one partition, so that the task processes slices, not
+    records."""
+    heads = [0] * len(timestamps)
+    runs = []
+    while True:
+        live = [(int(t[h]), i) for i, (t, h) in enumerate(zip(timestamps, heads)) if h < len(t)]
+        if not live:
+            return runs
+        live.sort()
+        _, i = live[0]
+        seg = np.asarray(timestamps[i][heads[i]:])
+        if len(live) == 1:
+            n = len(seg)
+        else:
+            other_ts, other_i = live[1]
+            # the next record of partition i still comes first while it is
+            # (timestamp, index)-smaller than every other head
+            ahead = (seg < other_ts) | ((seg == other_ts) & (i < other_i))
+            n = len(seg) if ahead.all() else int(np.argmin(ahead))
+        runs.append((i, heads[i], heads[i] + n))
+        heads[i] += n

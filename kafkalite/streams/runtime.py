@@ -8,11 +8,16 @@ sub-topology), and joins the group with one native Consumer (the range
 assignor, which gives partition p of co-partitioned topics to one member).
 A task runs per (sub-topology, partition); tasks are created when their
 partitions are assigned, their stores restored from the changelog (read to
-its end, read_committed under exactly-once), and suspended on revoke after a
-commit (a suspended task that comes back keeps its state; one that does not
-is closed).
+its end, read_committed under exactly-once; from the task's checkpoint where
+a persistent store has one, restore.py, with a StateRestoreListener told of
+each store's progress), and suspended on revoke after a commit (a suspended
+task that comes back keeps its state; one that does not is closed, writing
+its checkpoint).
 
-One StreamThread per instance (``num.stream.threads`` is 1): poll
+One StreamThread per KafkaStreams (``num.stream.threads`` N > 1: N of them,
+each a member of the group with its own consumer, producer, tasks and state
+directory ``<state.dir>/thread-<i>``, behind one KafkaStreams: see
+``_ThreadedKafkaStreams``): poll
 ``consume_batch``, split the batch by topic and partition, run each task,
 produce its outputs and changelog changes, and every ``commit.interval.ms``
 commit:
@@ -29,6 +34,23 @@ commit:
   rewound to the committed offsets and every store restored from its
   changelog (which holds only committed changes), so the aborted work is
   done again exactly once. Input is read read_committed.
+
+Standby replicas (``num.standby.replicas`` N, Kafka's): each instance keeps
+warm copies of the stores of the tasks of the N instances after the active
+owner's (members ordered by client id, read from the group's description
+every ``standby.refresh.ms`` and after each rebalance: the group's
+assignment protocol is the plain range assignor, so standbys are placed by
+the instances themselves, deterministically, rather than by a Streams
+assignor), by reading those tasks' changelog partitions with a consumer of
+their own between polls (read_committed under exactly-once). When such a
+task is assigned to the instance, the standby becomes the active task and
+restores only what the standby had not read yet.
+
+A task with several input partitions (a join, a merge) takes the records a
+poll brought in timestamp order across them (Kafka's choice: the head record
+with the smallest timestamp, records.merge_runs); it does not wait for a
+partition the poll brought nothing of (Kafka's ``max.task.idle.ms`` is not
+implemented).
 
 Global tables (``builder.global_table``): the stream thread reads every
 partition of their topics with a consumer of its own (no group), into one
@@ -67,6 +89,10 @@ from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic,
                               TopicPartition)
 from kafkalite.errors import KafkaError
 from kafkalite.streams.errors import ErrorHandling
+from kafkalite.streams.records import by_partition, merge_runs
+from kafkalite.streams.restore import (CHECKPOINT_DELTA, RestoreProgress, StateRestoreListener,
+                                       checkpoint_task, delete_checkpoint, restore_tasks,
+                                       start_offsets, write_checkpoint)
 from kafkalite.streams.stores import apply_global, global_store
 from kafkalite.streams.task import StreamTask
 from kafkalite.streams.topology import Topology, TopologyException
@@ -74,6 +100,7 @@ from kafkalite.streams.topology import Topology, TopologyException
 log = logging.getLogger(__name__)
 
 AT_LEAST_ONCE, EXACTLY_ONCE_V2 = "at_least_once", "exactly_once_v2"
+LEADER_CHECK_S = 2.0
 
 
 class StreamsConfig:
@@ -89,6 +116,8 @@ class StreamsConfig:
         "instance.id": None,             # stable id: transactional.id and group.instance.id
         "poll.ms": 100,
         "transaction.timeout.ms": 10_000,   # Kafka Streams' EOS default
+        "num.standby.replicas": 0,
+        "standby.refresh.ms": 2000,     # how often standbys follow the group's assignment
         # errors.py: what a record that fails deserialization or processing does
         "deserialization.exception.handler": "log_and_fail",
         "processing.exception.handler": "log_and_fail",
@@ -104,9 +133,10 @@ class StreamsConfig:
             raise ValueError("processing.guarantee is at_least_once or exactly_once_v2")
         if cfg["default.dsl.store"] not in ("rocksdb", "in_memory"):
             raise ValueError("default.dsl.store is rocksdb or in_memory")
-        if int(cfg["num.stream.threads"]) != 1:
-            raise ValueError("num.stream.threads: one stream thread per instance is supported; "
-                             "start more instances to scale out")
+        if int(cfg["num.stream.threads"]) < 1:
+            raise ValueError("num.stream.threads is 1 or more")
+        if int(cfg["num.standby.replicas"]) < 0:
+            raise ValueError("num.standby.replicas is 0 or more")
         if cfg["commit.interval.ms"] is None:
             cfg["commit.interval.ms"] = 100 if cfg["processing.guarantee"] == EXACTLY_ONCE_V2 \
                 else 30_000
@@ -122,6 +152,11 @@ class StreamsConfig:
 class KafkaStreams:
     CREATED, REBALANCING, RUNNING, PENDING_SHUTDOWN, NOT_RUNNING, ERROR = (
         "CREATED", "REBALANCING", "RUNNING", "PENDING_SHUTDOWN", "NOT_RUNNING", "ERROR")
+
+    def __new__(cls, topology=None, config=None):
+        if cls is KafkaStreams and config and int(config.get("num.stream.threads", 1)) > 1:
+            return super().__new__(_ThreadedKafkaStreams)
+        return super().__new__(cls)
 
     def __init__(self, topology: Topology, config: dict):
         self.topology = topology
@@ -142,11 +177,20 @@ class KafkaStreams:
         self._lock = threading.Lock()
         self._metrics = collections.Counter()
         self.restored_records = 0
+        self.restore_progress = RestoreProgress()   # per task and store (restore.py)
+        self._restore_listener: StateRestoreListener | None = None
         self.global_records = 0     # records applied to global tables
         self.global_stores: dict = {}
         self._global_store_of: dict = {}        # global topic -> its store
         self._global_partitions: list = []
         self._global_consumer = None
+        self.standbys: dict[tuple[int, int], StreamTask] = {}
+        self._standby_consumer = None
+        self._standby_admin = None
+        self._standby_refresh = 0.0         # monotonic time of the next refresh
+        self._changelog_sub: dict = {}      # changelog topic -> sub-topology id
+        self._fed: dict = {}                # (topic, partition) -> when records last came
+        self._leaders_checked = 0.0
 
     # ---- lifecycle ----
     def start(self) -> None:
@@ -166,6 +210,12 @@ class KafkaStreams:
             self._thread.join(timeout)
         if self.state != self.ERROR:
             self.state = self.NOT_RUNNING
+
+    def set_global_state_restore_listener(self, listener: StateRestoreListener) -> None:
+        """Kafka's: ``listener`` hears of every store restore (before start)."""
+        if self.state != self.CREATED:
+            raise RuntimeError("set_global_state_restore_listener() after start()")
+        self._restore_listener = listener
 
     def __enter__(self):
         return self
@@ -271,6 +321,8 @@ class KafkaStreams:
                 batch = self._consumer.consume_batch(poll)
                 # a short wait, not 0: a consumer that waits 0 sends no fetch
                 self._poll_global(0.002)
+                self._poll_standbys(0.002)
+                self._watch_leaders()
                 try:
                     if batch.num_rows:
                         self._process(batch)
@@ -287,6 +339,11 @@ class KafkaStreams:
             self._commit()
             self._consumer.close()      # revokes: tasks suspended, then closed below
             self._consumer = None
+            with self._lock:        # a clean close: the next run restores only the tail
+                for task in [*self.tasks.values(), *self._suspended.values()]:
+                    self._close_task(task, clean=True)
+                self.tasks.clear()
+                self._suspended.clear()
         except BaseException as exc:     # noqa: BLE001 - the thread's error is the instance's
             log.exception("%s stream thread failed", self.application_id)
             self.error = exc
@@ -304,7 +361,12 @@ class KafkaStreams:
                 self._suspended.clear()
             for store in self.global_stores.values():
                 store.close()
-            for client in (self._consumer, self._restorer, self._global_consumer):
+            with self._lock:
+                for task in self.standbys.values():
+                    self._close_standby(task)
+                self.standbys.clear()
+            for client in (self._consumer, self._restorer, self._global_consumer,
+                           self._standby_consumer, self._standby_admin):
                 if client is not None:
                     try:
                         client.close()
@@ -321,17 +383,23 @@ class KafkaStreams:
         if self.eos and not self._in_txn:
             self._producer.begin_transaction()
             self._in_txn = True
-        topics = batch.column("topic")
-        names = topics.dictionary.to_pylist()
-        code = topics.indices.to_numpy().astype(np.int64) << 32 | \
-            batch.column("partition").to_numpy().astype(np.int64)
-        for c in np.unique(code):
-            rows = np.flatnonzero(code == c)
-            topic, partition = names[int(c) >> 32], int(c) & 0xFFFFFFFF
+        now = time.monotonic()
+        per_task: dict = {}
+        for (topic, partition), rows in by_partition(batch):
+            self._fed[(topic, partition)] = now
             task = self.tasks.get((self._sub_of[topic], partition))
             if task is None:
                 continue            # revoked while the batch was on its way
-            task.process(topic, batch.take(pa.array(rows)))
+            per_task.setdefault(task.id, (task, []))[1].append((topic, rows))
+        for task, inputs in per_task.values():
+            if len(inputs) == 1:
+                task.process(*inputs[0])
+            else:
+                # several input partitions (a join, a merge): in timestamp order
+                for i, start, end in merge_runs([rows.column("timestamp").cast(pa.int64())
+                                                 .to_numpy() for _, rows in inputs]):
+                    topic, rows = inputs[i]
+                    task.process(topic, rows.slice(start, end - start))
             self._send(task)
 
     def _punctuate(self) -> None:
@@ -347,10 +415,11 @@ class KafkaStreams:
 
     def _send(self, task: StreamTask) -> None:
         p = self._producer
-        for topic, keys, values, ts in task.take_outputs():
+        for topic, keys, values, ts, headers in task.take_outputs():
             if len(keys):
+                # each record keeps its own timestamp (Kafka Streams' rule) and headers
                 p.produce_batch(topic, values.to_pylist(), keys.to_pylist(),
-                                timestamp=int(max(ts.to_numpy())))
+                                timestamp=ts.cast(pa.int64()).to_numpy(), headers=headers)
         for topic, keys, values in task.take_changelog():
             p.produce_batch(topic, values.to_pylist(), keys, partition=task.partition)
         for topic, key, value, ts, headers in task.take_dead_letters():
@@ -393,6 +462,10 @@ class KafkaStreams:
                                         f"errors {err[:3]}")
             if offsets:
                 self._consumer.commit(offsets=offsets, asynchronous=False)
+            for task in self.tasks.values():
+                if task.changelog_records >= CHECKPOINT_DELTA and task.dir:
+                    checkpoint_task(task, self._restorer)
+                    task.changelog_records = 0
         self._committed.update({(tp.topic, tp.partition): tp.offset for tp in offsets})
         self._metrics["commits"] += 1
 
@@ -410,7 +483,8 @@ class KafkaStreams:
                                                tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
         for task in self.tasks.values():
             task.discard_changelog()
-            self._restore(task)
+        self._restore(list(self.tasks.values()), use_checkpoint=False)
+        for task in self.tasks.values():
             task.resume(self._committed_stream_times(task, committed))
         self._metrics["aborts"] += 1
 
@@ -440,20 +514,29 @@ class KafkaStreams:
         wanted = {(self._sub_of[tp.topic], tp.partition) for tp in partitions}
         with self._lock:
             for key in list(self._suspended):
-                if key not in wanted:
-                    self._suspended.pop(key).close()
+                if key not in wanted:       # committed when suspended: a clean close
+                    self._close_task(self._suspended.pop(key), clean=True)
+            created = []
             for key in sorted(wanted):
                 if key in self.tasks:
                     continue
                 task = self._suspended.pop(key, None)
-                if task is None:
+                if task is None and key in self.standbys:
+                    task = self.standbys.pop(key)     # promoted: restores only the tail
+                    created.append(task)
+                elif task is None:
                     sub = self.topology.subtopologies()[key[0]]
                     task = StreamTask(self.topology, sub, key[1], self.application_id,
                                       self.config["state.dir"], self.config["default.dsl.store"],
                                       self.errors, self.global_stores)
-                    self._restore(task)
-                    task.resume(self._committed_stream_times(task))
+                    created.append(task)
                 self.tasks[key] = task
+            if any(t.restored_to is not None for t in created):
+                self._assign_standbys()     # promoted: no longer fed as standbys
+            self._restore(created)      # every new task's changelogs read at once
+            for task in created:
+                task.resume(self._committed_stream_times(task))
+        self._standby_refresh = 0.0
         self.state = self.RUNNING
 
     def _on_revoke(self, consumer, partitions) -> None:
@@ -534,24 +617,157 @@ class KafkaStreams:
                 apply_global(self._global_store_of[names[int(i)]], rows)
                 self.global_records += rows.num_rows
 
+    def _watch_leaders(self) -> None:
+        """Partitions that gave no records for LEADER_CHECK_S: refresh the
+        consumer's metadata (list_topics), at most once per LEADER_CHECK_S.
+        A workaround: the consumer keeps a leader of -1 that it learned
+        while a partition worker was restarting and never asks again, so
+        without this those partitions would never be fetched."""
+        now = time.monotonic()
+        if now - self._leaders_checked < LEADER_CHECK_S:
+            return
+        self._leaders_checked = now
+        quiet = {t for t, p in self._owned_partitions()
+                 if now - self._fed.setdefault((t, p), now) >= LEADER_CHECK_S}
+        for topic in sorted(quiet):
+            try:
+                self._consumer.list_topics(topic, timeout=5)
+            except KafkaError:
+                pass
+
+    # ---- standby replicas ----
+    def _standby_wanted(self) -> set | None:
+        """The tasks this instance keeps standbys of, from the group's
+        current assignment (None: the group is rebalancing, keep what is)."""
+        app = self.application_id
+        desc = self._standby_admin.describe_consumer_groups([app])[app].result()
+        if desc.state != "Stable":
+            return None
+        members = sorted(desc.members, key=lambda m: m.client_id)
+        mine = f"{app}-{self.instance}-consumer"
+        me = next((i for i, m in enumerate(members) if m.client_id == mine), None)
+        if me is None:
+            return None
+        n, replicas = len(members), int(self.config["num.standby.replicas"])
+        logged = {sub.id for sub in self.topology.subtopologies()
+                  if any(spec.logged for spec in sub.stores.values())}
+        wanted = set()
+        for i, m in enumerate(members):
+            # the ``replicas`` members after i, cyclically, keep i's standbys
+            if i != me and (me - i) % n <= replicas:
+                wanted |= {(self._sub_of[tp.topic], tp.partition) for tp in m.assignment
+                           if tp.topic in self._sub_of and self._sub_of[tp.topic] in logged}
+        # a standby of a task the group already gave this instance is kept
+        # until the consumer hears of it: the promotion takes it over
+        wanted |= {(self._sub_of[tp.topic], tp.partition) for tp in members[me].assignment
+                   if tp.topic in self._sub_of} & set(self.standbys)
+        return wanted - set(self.tasks) - set(self._suspended)
+
+    def _refresh_standbys(self) -> None:
+        if self._standby_admin is None:
+            self._standby_admin = AdminClient(self._client_config())
+            self._standby_consumer = Consumer({
+                **self._client_config(), "isolation.level":
+                "read_committed" if self.eos else "read_uncommitted",
+                "client.id": f"{self.application_id}-{self.instance}-standby"})
+            self._changelog_sub = {spec.changelog(self.application_id): sub.id
+                                   for sub in self.topology.subtopologies()
+                                   for spec in sub.stores.values() if spec.logged}
+        wanted = self._standby_wanted()
+        if wanted is None or wanted == set(self.standbys):
+            return
+        with self._lock:
+            for key in list(self.standbys):
+                if key not in wanted:
+                    self._close_standby(self.standbys.pop(key))
+            for key in sorted(wanted - set(self.standbys)):
+                sub = self.topology.subtopologies()[key[0]]
+                task = StreamTask(self.topology, sub, key[1], self.application_id,
+                                  self.config["state.dir"], self.config["default.dsl.store"],
+                                  self.errors, self.global_stores)
+                task.restored_to = {(tp.topic, tp.partition): start for tp, _, _, start, _ in
+                                    start_offsets(task, self._restorer, use_checkpoint=True)}
+                self.standbys[key] = task
+        self._assign_standbys()
+
+    def _close_standby(self, task: StreamTask) -> None:
+        """Close a standby, checkpointing its persistent stores where it got
+        to (it applied committed changelog records only), so that the task
+        started here later restores from there."""
+        offsets = {}
+        try:
+            for topic, name in task.changelogs.items():
+                store = task.stores[name]
+                if store.persistent and task.dir:
+                    store.checkpoint_flush()
+                    offsets[(topic, task.partition)] = task.restored_to[(topic, task.partition)]
+            if offsets:
+                write_checkpoint(task.dir, offsets)
+        finally:
+            task.close()
+
+    def _assign_standbys(self) -> None:
+        if self._standby_consumer is None:
+            return
+        tps = [TopicPartition(topic, partition, offset) for task in self.standbys.values()
+               for (topic, partition), offset in task.restored_to.items()]
+        if tps:
+            self._standby_consumer.assign(tps)
+        else:
+            self._standby_consumer.unassign()
+
+    def _poll_standbys(self, timeout: float) -> None:
+        """Standby tasks follow their changelogs (refreshed from the group
+        every ``standby.refresh.ms``)."""
+        if not int(self.config["num.standby.replicas"]):
+            return
+        if time.monotonic() >= self._standby_refresh:
+            self._standby_refresh = time.monotonic() + self.config["standby.refresh.ms"] / 1000
+            try:
+                self._refresh_standbys()
+            except KafkaError as exc:       # the next refresh tries again
+                log.warning("%s: standby refresh failed: %s", self.application_id, exc)
+        if not self.standbys:
+            return
+        batch = self._standby_consumer.consume_batch(timeout)
+        if not batch.num_rows:
+            return
+        with self._lock:
+            for (topic, partition), rows in by_partition(batch):
+                task = self.standbys.get((self._changelog_sub[topic], partition))
+                if task is None or (topic, partition) not in task.restored_to:
+                    continue
+                task.stores[task.changelogs[topic]].restore(rows.column("key").to_pylist(),
+                                                            rows.column("value"))
+                task.restored_to[(topic, partition)] = rows.column("offset")[-1].as_py() + 1
+                self._metrics["standby_records"] += rows.num_rows
+
     # ---- restore ----
-    def _restore(self, task: StreamTask) -> None:
-        """Every store of ``task`` from its changelog partition, to the end."""
-        for topic, name in task.changelogs.items():
-            store = task.stores[name]
-            store.wipe()
-            tp = TopicPartition(topic, task.partition, OFFSET_BEGINNING)
-            c = self._restorer
-            c.assign([tp])
-            low, high = c.get_watermark_offsets(tp)
-            if high <= max(low, 0):
-                continue
-            while c.position([tp])[0].offset < high:
-                batch = c.consume_batch(0.2)
-                if batch.num_rows:
-                    store.restore(batch.column("key").to_pylist(), batch.column("value"))
-                    self.restored_records += batch.num_rows
-            c.unassign()
+    def _restore(self, tasks: list, use_checkpoint: bool = True) -> None:
+        """Every store of ``tasks`` from its changelog partition, to the end
+        (from the task's checkpoint where one holds: restore.py)."""
+        if not tasks:
+            return
+        self.restored_records += restore_tasks(tasks, self._restorer, self._restore_listener,
+                                               self.restore_progress, use_checkpoint)
+        for task in tasks:
+            task.restored_to = None
+            if self.eos and task.dir:
+                # its databases may now take changes that a transaction abort
+                # undoes: after a crash they must not be trusted
+                delete_checkpoint(task.dir)
+            task.changelog_records = 0
+
+    def _close_task(self, task: StreamTask, clean: bool) -> None:
+        """Close ``task``; a clean close (everything it did committed)
+        writes its checkpoint first."""
+        if clean and task.dir and task.changelogs and self._restorer is not None:
+            try:
+                checkpoint_task(task, self._restorer)
+            except KafkaError as exc:       # no checkpoint: the next run restores it whole
+                log.warning("%s: task %s checkpoint not written: %s", self.application_id,
+                            task.id, exc)
+        task.close()
 
 
 class _LocalStores:
@@ -576,3 +792,109 @@ class _LocalStores:
 
     def all(self):
         return sorted(kv for s in self._stores() for kv in s.all())
+
+
+class _ThreadedKafkaStreams(KafkaStreams):
+    """KafkaStreams with ``num.stream.threads`` N > 1: N stream threads,
+    each a single-thread KafkaStreams of its own in the application's group
+    (as Kafka's StreamThreads are: each its own consumer, so tasks spread
+    over the threads of all instances), with ``instance.id`` and
+    transactional.id suffixed ``-<i>`` and its own state directory
+    ``<state.dir>/thread-<i>`` (a task that moves between threads of one
+    instance restores from its changelog or its checkpoint there, and two
+    threads never open one RocksDB database). This object answers for all
+    of them. Under the GIL the threads overlap where Arrow, RocksDB and the
+    client's I/O release it."""
+
+    def __init__(self, topology: Topology, config: dict):
+        base = StreamsConfig(config)
+        self.topology, self.config = topology, base
+        self.application_id = base["application.id"]
+        self.instance = base["instance.id"] or uuid.uuid4().hex[:12]
+        self.threads = []
+        for i in range(1, int(base["num.stream.threads"]) + 1):
+            thread = KafkaStreams(topology, {
+                **config, "num.stream.threads": 1,
+                "instance.id": f"{base['instance.id']}-{i}" if base["instance.id"] else None,
+                "state.dir": os.path.join(base["state.dir"], f"thread-{i}")})
+            thread.instance = f"{self.instance}-{i}"
+            self.threads.append(thread)
+
+    @property
+    def state(self) -> str:
+        states = {t.state for t in self.threads}
+        for s in (self.ERROR, self.PENDING_SHUTDOWN, self.REBALANCING, self.CREATED):
+            if s in states:
+                return s
+        return states.pop()         # all RUNNING or all NOT_RUNNING
+
+    @property
+    def error(self):
+        return next((t.error for t in self.threads if t.error is not None), None)
+
+    def start(self) -> None:
+        for t in self.threads:
+            t.start()
+        self.partitions = self.threads[0].partitions
+
+    def close(self, timeout: float = 30.0) -> None:
+        for t in self.threads:
+            t._stop.set()           # all threads stop at once, then each commits and leaves
+        for t in self.threads:
+            t.close(timeout)
+
+    def set_global_state_restore_listener(self, listener) -> None:
+        for t in self.threads:
+            t.set_global_state_restore_listener(listener)
+
+    def _merged(self, attr) -> dict:
+        out = {}
+        for t in self.threads:
+            with t._lock:
+                out.update(getattr(t, attr))
+        return out
+
+    @property
+    def tasks(self) -> dict:
+        return self._merged("tasks")
+
+    @property
+    def standbys(self) -> dict:
+        return self._merged("standbys")
+
+    @property
+    def restored_records(self) -> int:
+        return sum(t.restored_records for t in self.threads)
+
+    @property
+    def restore_progress(self) -> RestoreProgress:
+        merged = RestoreProgress()
+        for t in self.threads:
+            merged.tasks.update(t.restore_progress.tasks)
+        return merged
+
+    def metrics(self) -> collections.Counter:
+        total = collections.Counter()
+        for t in self.threads:
+            total.update(t.metrics())
+        return total
+
+    def store(self, name: str):
+        return _ThreadsStores([t.store(name) for t in self.threads])
+
+
+class _ThreadsStores:
+    """Interactive queries over every thread's local stores."""
+
+    def __init__(self, parts):
+        self.parts = parts
+
+    def get(self, key: bytes):
+        for p in self.parts:
+            v = p.get(key)
+            if v is not None:
+                return v
+        return None
+
+    def all(self):
+        return sorted(kv for p in self.parts for kv in p.all())

@@ -21,14 +21,19 @@ Window store: a key-value store whose keys are ``key bytes + window start``
 (8 bytes, big-endian, as in Kafka's window-store changelog keys, less the
 sequence number), so window starts of one key sort together.
 
-On disk (RocksDB, without a write-ahead log: the changelog is the durability;
-emptied when a task is created, since the task restores it): one database
-per store per task under
+On disk (RocksDB, without a write-ahead log: the changelog is the durability):
+one database per store per task under
 ``<state.dir>/<application.id>/<task>/<store>``, keys and values raw bytes
-(values written by the store's value serde).
+(values written by the store's value serde). What a database left by an
+earlier run holds counts only if the task's ``.checkpoint`` (checkpoint.py)
+names the changelog offset it reflects: the task then restores only the
+changelog's tail from there; otherwise the runtime wipes it and restores the
+whole changelog. ``checkpoint_flush`` makes the database durable on disk (the
+memtables written to files) before a checkpoint is written for it.
 """
 from __future__ import annotations
 
+import collections
 import itertools
 import os
 import shutil
@@ -72,6 +77,10 @@ class KeyValueStore:
     def all(self):
         """(key, value) pairs in key order."""
         return sorted(self._data.items())
+
+    def keys(self) -> list:
+        """Every key held (any order)."""
+        return list(self._data)
 
     def approximate_num_entries(self) -> int:
         return len(self._data)
@@ -119,6 +128,10 @@ class KeyValueStore:
     def flush(self) -> None:
         pass
 
+    def checkpoint_flush(self) -> None:
+        """Everything written so far on disk (nothing to do in memory: an
+        in-memory store is never checkpointed)."""
+
     def wipe(self) -> None:
         """Forget everything (before a restore from the changelog)."""
         self._data.clear()
@@ -147,10 +160,10 @@ class RocksDBKeyValueStore(KeyValueStore):
         self._options = Options(raw_mode=True)
         self.path = path
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        # a task's state is rebuilt from its changelog: start from nothing
-        shutil.rmtree(path, ignore_errors=True)
+        # an earlier run's database is kept: the runtime wipes it unless the
+        # task's checkpoint says which changelog offset it reflects
+        self._empty = not os.path.exists(path)
         self._db = self._open()
-        self._empty = True
         self._cache: dict = {}      # key -> value, None: known to be absent
         self._dirty: dict = {}      # key -> value not yet in RocksDB (None: delete)
         self._cache_entries = cache_entries
@@ -198,6 +211,10 @@ class RocksDBKeyValueStore(KeyValueStore):
     def approximate_num_entries(self) -> int:
         return len(self.all())
 
+    def keys(self) -> list:
+        self.flush()
+        return list(self._db.keys())
+
     def _apply(self, keys, values) -> None:
         self._empty = False
         self._cache.update(zip(keys, values))
@@ -206,11 +223,14 @@ class RocksDBKeyValueStore(KeyValueStore):
 
     def _write(self, keys, raw) -> None:
         wb = self._WriteBatch(raw_mode=True)
-        for k, v in zip(keys, raw):
-            if v is None:
-                wb.delete(k)
-            else:
-                wb.put(k, v)
+        if None in raw:
+            for k, v in zip(keys, raw):
+                if v is None:
+                    wb.delete(k)
+                else:
+                    wb.put(k, v)
+        else:       # no deletes: the puts mapped in C, no Python loop per record
+            collections.deque(map(wb.put, keys, raw), maxlen=0)
         self._db.write(wb)
 
     def restore(self, keys: list, values: pa.Array) -> None:
@@ -226,6 +246,12 @@ class RocksDBKeyValueStore(KeyValueStore):
             self._dirty = {}
             self._write(keys, self.value_serde.serialize(self.value_serde.to_column(values))
                         .to_pylist())
+
+    def checkpoint_flush(self) -> None:
+        """The dirty entries into RocksDB and its memtables to files: without
+        a write-ahead log, only what is in files survives a kill -9."""
+        self.flush()
+        self._db.flush(True)
 
     def wipe(self) -> None:
         self._changes = {}
@@ -321,6 +347,14 @@ class WindowStore:
     def restore(self, keys: list, values: pa.Array) -> None:
         self.inner.restore(keys, values)
         self._index(keys, values.is_valid().to_pylist())
+
+    def reindex(self) -> None:
+        """The indexes from what the inner store holds (a persistent store
+        kept from an earlier run, before its changelog's tail is restored)."""
+        self._by_time.clear()
+        self._by_key.clear()
+        keys = self.inner.keys()
+        self._index(keys, [True] * len(keys))
 
     def wipe(self) -> None:
         self.inner.wipe()

@@ -28,6 +28,12 @@ class StreamTask:
         self.topology, self.sub, self.partition = topology, sub, partition
         self.application_id = application_id
         self.id = f"{sub.id}_{partition}"
+        # the task's state directory: its RocksDB stores and checkpoint (restore.py)
+        self.dir = os.path.join(state_dir, application_id, self.id) if state_dir else None
+        self.changelog_records = 0      # changelog records taken since the last checkpoint
+        # a standby task: {(changelog, partition): next offset} its stores hold
+        # the changelog up to (restore.start_offsets starts there on promotion)
+        self.restored_to: dict | None = None
         self.sources = {topology.topic_name(t, application_id): node
                         for t, node in sub.sources.items()}
         self.stores = {}
@@ -37,8 +43,7 @@ class StreamTask:
                 if state_dir is None:
                     raise ValueError("RocksDB stores need state.dir")
                 store = RocksDBKeyValueStore(name, spec.value_serde,
-                                             os.path.join(state_dir, application_id, self.id,
-                                                          name), spec.logged)
+                                             os.path.join(self.dir, name), spec.logged)
             else:
                 store = KeyValueStore(name, spec.value_serde, spec.logged)
             self.stores[name] = store if spec.window_size_ms is None else \
@@ -62,9 +67,10 @@ class StreamTask:
         return self.global_stores[name]
 
     # ---- what nodes call ----
-    def emit(self, topic: str, keys, values, timestamps, internal: bool) -> None:
+    def emit(self, topic: str, keys, values, timestamps, internal: bool,
+             headers: list | None = None) -> None:
         name = f"{self.application_id}-{topic}" if internal else topic
-        self._outputs.append((name, keys, values, timestamps))
+        self._outputs.append((name, keys, values, timestamps, headers))
 
     def emit_dead_letter(self, topic, key, value, timestamp, headers) -> None:
         self._dead_letters.append((topic, key, value, timestamp, headers))
@@ -133,7 +139,8 @@ class StreamTask:
         return out
 
     def take_outputs(self) -> list:
-        """[(topic, keys, values, timestamps)]: binary key and value arrays."""
+        """[(topic, keys, values, timestamps, headers)]: binary key and value
+        arrays, int64 timestamps, headers None or a header list per record."""
         out, self._outputs = self._outputs, []
         return out
 
@@ -144,6 +151,7 @@ class StreamTask:
             got = self.stores[name].take_changelog()
             if got is not None:
                 out.append((topic, got[0], got[1]))
+                self.changelog_records += len(got[0])
         return out
 
     def discard_changelog(self) -> None:

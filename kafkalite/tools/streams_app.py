@@ -6,7 +6,12 @@ a StreamsBuilder or a function returning one), the group's state and
 members, its tasks (with a topology: ``<sub-topology>_<partition>``, Kafka's
 task ids; without: one per input partition) with their partitions'
 committed offsets, log ends and lag, and the application's internal topics
-(``<application.id>-...-changelog`` / ``-repartition``).
+(``<application.id>-...-changelog`` / ``-repartition``). With ``--state-dir``
+(an instance's ``state.dir``, on its host), also the local state of each task
+there: per store its changelog partition, the checkpointed offset and the
+log end (what a restart would restore), and the last restore's progress
+(restored of total, done or in progress), from the task directory's
+``.checkpoint`` and ``.restore`` files (kafkalite/streams/restore.py).
 
 reset (kafka-streams-application-reset): refused while the group has
 members; the committed offsets of the input topics go to each partition's
@@ -14,7 +19,8 @@ log start (``--input-topics``, default: every non-internal topic the group
 committed), those of the repartition topics to 0 (the topics are created
 again empty), and the internal topics are deleted. With ``--dry-run`` only
 the plan is printed. Local state needs no cleaning: a task rebuilds its
-stores from the changelog (now empty) when it starts.
+stores from the changelog (now empty) when it starts, since a checkpoint
+beyond a changelog's end is not trusted.
 
 Who calls: cli.py. Errors raise (ValueError, KafkaError): cli.py prints one
 line and exits non-zero. This module stays light to import (no pyarrow
@@ -37,6 +43,9 @@ def add_arguments(sub, client_args) -> None:
     d.add_argument("--topology", metavar="MODULE:ATTRIBUTE",
                    help="where the application's Topology (or StreamsBuilder, or a function "
                         "returning one) is, to print it and name the tasks")
+    d.add_argument("--state-dir", metavar="DIR",
+                   help="an instance's state.dir: print its tasks' checkpoints and restore "
+                        "progress")
     r = ssub.add_parser("reset", help="committed offsets to the inputs' start, internal topics "
                                       "deleted (refused while instances run)")
     r.add_argument("application_id", metavar="APPLICATION_ID")
@@ -117,7 +126,44 @@ def describe(args, admin, table) -> int:
     print("Internal topics:" + ("" if internal else " none"))
     for t in internal:
         print(f"  {t} ({len(meta.topics[t].partitions)} partitions)")
+    if args.state_dir:
+        local_state(args.state_dir, app, admin, table)
     return 0
+
+
+def local_state(state_dir: str, app: str, admin, table) -> None:
+    """The tasks under ``<state_dir>/<app>``: checkpoints and restore progress."""
+    import os
+
+    from kafkalite.streams.restore import read_checkpoint, read_progress
+    root = os.path.join(state_dir, app)
+    if not os.path.isdir(root):
+        raise ValueError(f"--state-dir {state_dir!r} holds no state of application {app!r}")
+    rows, wanted = [], {}
+    for task in sorted(os.listdir(root)):
+        d = os.path.join(root, task)
+        if task == "global" or not os.path.isdir(d):
+            continue
+        checkpoint, progress = read_checkpoint(d), read_progress(d)
+        stores = {name: (e["changelog"], e["partition"]) for name, e in progress.items()}
+        for (topic, partition) in checkpoint:
+            if (topic, partition) not in stores.values():
+                name = topic[len(app) + 1:-len("-changelog")]
+                stores[name] = (topic, partition)
+        for name, tp in sorted(stores.items()):
+            wanted[tp] = -1
+            rows.append((task, name, tp, checkpoint.get(tp), progress.get(name)))
+    ends = admin.list_offsets(wanted) if wanted else {}
+    out = []
+    for task, name, (topic, partition), ckpt, prog in rows:
+        end = ends.get((topic, partition), -1)
+        restore = "-" if prog is None else (
+            f"{prog['restored']} of {max(prog['end'] - prog['start'], 0)} from {prog['start']} "
+            + ("done" if prog["done"] else "in progress"))
+        out.append([task, name, f"{topic}-{partition}", "-" if ckpt is None else ckpt,
+                    end, "-" if ckpt is None or end < 0 else max(end - ckpt, 0), restore])
+    print(f"Local state in {root}:")
+    table(out, ["TASK", "STORE", "CHANGELOG", "CHECKPOINT", "LOG-END", "TAIL", "LAST-RESTORE"])
 
 
 def reset(args, admin, table) -> int:

@@ -7,10 +7,13 @@ It counts the records per key of INPUT (a RocksDB store backed by
 ``<APP_ID>-counts-changelog``) into ``INPUT-counts`` (long values), and
 copies every input record unchanged to ``INPUT-copy``, so that a checker
 can compare the copy with the input record for record. It prints
-``started`` once running and stops cleanly (commit, leave) on SIGTERM.
+``started`` once running and stops cleanly (commit, leave) on SIGTERM,
+printing ``summary {json}`` first: the tasks it held then and the records it
+restored from changelogs over its life.
 """
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import threading
@@ -41,6 +44,10 @@ def main(bootstrap, app_id, input_topic, state_dir, guarantee, instance) -> None
         if streams.state == KafkaStreams.ERROR:
             print(f"error {streams.error!r}", file=sys.stderr, flush=True)
             sys.exit(1)
+    with streams._lock:
+        tasks = sorted(f"{s}_{p}" for s, p in streams.tasks)
+    print("summary " + json.dumps({"tasks": tasks, "restored": streams.restored_records}),
+          flush=True)
     streams.close()
 
 

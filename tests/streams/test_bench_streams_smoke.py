@@ -1,6 +1,6 @@
-"""Smoke test of benchmarks/bench_streams.py: the --quick run completes,
-exits 0 and writes every figure (it checks that the benchmark works, not how
-fast anything is)."""
+"""Smoke tests of benchmarks/bench_streams.py and bench_streams_restore.py:
+each --quick run completes, exits 0 and writes every figure (they check that
+the benchmarks work, not how fast anything is)."""
 import json
 import subprocess
 import sys
@@ -25,3 +25,17 @@ def test_quick_run_reports_every_figure(tmp_path):
             assert doc["figures"][f"join_{guarantee}_{impl}"]["value"] > 0
     assert "count per key" in (out / "results.md").read_text()
     assert "stream-table join" in (out / "results.md").read_text()
+
+
+def test_restore_quick_run_reports_every_figure(tmp_path):
+    """benchmarks/bench_streams_restore.py --quick: every figure, beside its ceiling."""
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_streams_restore.py"),
+                        "--quick", "--output-dir", str(out), "--work-dir", str(tmp_path / "work")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    figures = json.loads((out / "results.json").read_text())["figures"]
+    for key in ("plain_read_rocksdb", "restore_rocksdb", "plain_read_in_memory",
+                "restore_in_memory", "restore_full_seconds", "restore_tail_seconds",
+                "session_timeout", "resume_after_kill"):
+        assert figures[key]["value"] > 0, key

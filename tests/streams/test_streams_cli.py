@@ -1,5 +1,6 @@
 """`kafkalite streams describe|reset` against a real server and a real
-application: the topology, tasks with lag, internal topics; reset refused
+application: the topology, tasks with lag, internal topics, the local
+state's checkpoints and restore progress; reset refused
 while an instance runs, a dry run changes nothing, a reset rewinds the
 inputs and deletes the internal topics so that the application run again
 counts from nothing (the counts equal the model, not double); bad input is
@@ -78,6 +79,21 @@ def test_describe_and_reset_an_application(server, topic_name, tmp_path):
     assert "-repartition (2 partitions)" in text
     plain = cli(tmp_path, "describe", app, *bs).stdout.decode()
     assert f"{src}-0" in plain and "Topologies" not in plain
+    # the local state: checkpoints at the changelogs' ends after the clean
+    # close (nothing to restore on a restart), the last restore done
+    local = cli(tmp_path, "describe", app, "--state-dir", str(tmp_path / "state"), *bs)
+    assert local.returncode == 0, local.stderr
+    text = local.stdout.decode().split("Local state in ")[1]
+    rows = {line.split()[0]: line.split() for line in text.splitlines()[1:]
+            if line.split() and line.split()[0] in ("1_0", "1_1")}
+    assert set(rows) == {"1_0", "1_1"}, text
+    for task, row in rows.items():
+        # TASK STORE CHANGELOG CHECKPOINT LOG-END TAIL LAST-RESTORE...
+        assert row[1] == "counts" and row[2] == f"{app}-counts-changelog-{task[-1]}", row
+        assert row[3] == row[4] and int(row[4]) > 0 and row[5] == "0", row
+        assert row[-1] == "done", row
+    assert "holds no state" in one_line_error(
+        cli(tmp_path, "describe", app, "--state-dir", str(tmp_path / "nowhere"), *bs))
 
     running = KafkaStreams(cli_app.topology(), config(server, tmp_path, app))
     running.start()

@@ -68,10 +68,11 @@ def open_transactions(server, topic, partitions) -> str:
         admin.close()
 
 
-def run_until_caught_up(streams: KafkaStreams, server, timeout=30.0) -> None:
-    """Start, wait until the group committed the end of every input
-    (repartition topics included), close."""
-    streams.start()
+def run_until_caught_up(streams: KafkaStreams, server, timeout=30.0, started=False) -> None:
+    """Start (unless ``started``), wait until the group committed the end of
+    every input (repartition topics included), close."""
+    if not started:
+        streams.start()
     topics = {name: streams.partitions[sub] for name, sub in
               streams.topology.source_topics(streams.application_id).items()}
     c = Consumer(server.config(**{"group.id": streams.application_id}))
@@ -311,3 +312,37 @@ def test_a_failed_transaction_is_aborted_and_redone_exactly_once(server, topic_n
     assert committed == want, open_transactions(server, f"{src}-copy", 2)
     latest = {k: long_of(v) for _, k, v, _ in read(server, f"{src}-counts", 2)}
     assert latest == dict(collections.Counter(k.encode() for k, _, _ in records))
+
+
+def test_outputs_keep_each_records_timestamp_and_headers(server, topic_name, tmp_path):
+    """A record's output keeps its own timestamp and headers (Kafka Streams'
+    rule), not one timestamp per produced batch."""
+    src = topic_name
+    create(server, src, 2)
+    create(server, f"{src}-out", 2)
+    base = int(time.time() * 1000) - 100_000
+    p = Producer(server.config())
+    for i in range(300):
+        p.produce(src, i.to_bytes(8, "big", signed=True), f"k{i % 5}".encode(),
+                  timestamp=base + 7 * i,
+                  headers=[("trace", b"t%d" % i)] if i % 3 == 0 else None)
+    assert p.flush(10) == 0
+    p.close()
+    b = StreamsBuilder()
+    b.stream(src, Consumed.with_(S, L)).filter(pc.equal(pc.bit_wise_and(
+        pc.field("value"), 1), 0)).map_values(lambda v: v * 10).to(
+        f"{src}-out", Produced.with_(S, L))
+    run_until_caught_up(KafkaStreams(b.build(), config(server, tmp_path, f"{src}-app")), server)
+    c = Consumer(server.config())
+    try:
+        tps = [TopicPartition(f"{src}-out", q, OFFSET_BEGINNING) for q in range(2)]
+        c.assign(tps)
+        got, deadline = [], time.monotonic() + 20
+        while len(got) < 150 and time.monotonic() < deadline:
+            got += [(long_of(m.value()) // 10, m.timestamp()[1], m.headers())
+                    for m in c.consume(1000, 0.2)]
+    finally:
+        c.close()
+    want = [(i, base + 7 * i, [("trace", b"t%d" % i)] if i % 3 == 0 else None)
+            for i in range(0, 300, 2)]
+    assert sorted(got, key=lambda r: r[0]) == want
