@@ -45,6 +45,10 @@ from kafkalite.protocol import ApiKey
 from kafkalite.record import AbortedFilter, batches_extent, decode_columns, iter_batches
 from kafkalite.record.layout import CONTROL_ABORT
 
+# An assigned partition without a leader (its worker restarting, an
+# election under way) has the metadata asked again this often.
+LEADERLESS_REFRESH_S = 0.2
+
 _LATEST, _EARLIEST = -1, -2
 
 
@@ -374,6 +378,7 @@ class Consumer:
         self._resolve_positions()
         by_node: dict[int, dict] = {}
         limit = self.config["max.partition.fetch.bytes"]
+        leaderless = False
         for key, a in self._assigned.items():
             if a.paused or a.buffered >= limit:
                 continue
@@ -381,9 +386,20 @@ class Consumer:
                 node = self._meta.leader(*key)
             except KafkaError:
                 continue
-            if node < 0 or node in self._in_flight:
+            if node < 0:
+                leaderless = True
+                continue
+            if node in self._in_flight:
                 continue
             by_node.setdefault(node, {})[key] = a.fetch_position
+        if leaderless and time.monotonic() - self._meta.refreshed_at >= LEADERLESS_REFRESH_S:
+            # a partition had no leader when metadata was last asked (its
+            # worker restarting, an election under way): ask again, or it
+            # would never be fetched
+            try:
+                self._meta.refresh(sorted({t for t, _ in self._assigned}), False, self._timeout)
+            except KafkaError:
+                pass
         cfg = self.config
         for node, positions in by_node.items():
             topics: dict[str, list] = {}

@@ -100,7 +100,6 @@ from kafkalite.streams.topology import Topology, TopologyException
 log = logging.getLogger(__name__)
 
 AT_LEAST_ONCE, EXACTLY_ONCE_V2 = "at_least_once", "exactly_once_v2"
-LEADER_CHECK_S = 2.0
 
 
 class StreamsConfig:
@@ -189,8 +188,6 @@ class KafkaStreams:
         self._standby_admin = None
         self._standby_refresh = 0.0         # monotonic time of the next refresh
         self._changelog_sub: dict = {}      # changelog topic -> sub-topology id
-        self._fed: dict = {}                # (topic, partition) -> when records last came
-        self._leaders_checked = 0.0
 
     # ---- lifecycle ----
     def start(self) -> None:
@@ -322,7 +319,6 @@ class KafkaStreams:
                 # a short wait, not 0: a consumer that waits 0 sends no fetch
                 self._poll_global(0.002)
                 self._poll_standbys(0.002)
-                self._watch_leaders()
                 try:
                     if batch.num_rows:
                         self._process(batch)
@@ -383,10 +379,8 @@ class KafkaStreams:
         if self.eos and not self._in_txn:
             self._producer.begin_transaction()
             self._in_txn = True
-        now = time.monotonic()
         per_task: dict = {}
         for (topic, partition), rows in by_partition(batch):
-            self._fed[(topic, partition)] = now
             task = self.tasks.get((self._sub_of[topic], partition))
             if task is None:
                 continue            # revoked while the batch was on its way
@@ -616,24 +610,6 @@ class KafkaStreams:
                 rows = batch.filter(pa.array(codes == i))
                 apply_global(self._global_store_of[names[int(i)]], rows)
                 self.global_records += rows.num_rows
-
-    def _watch_leaders(self) -> None:
-        """Partitions that gave no records for LEADER_CHECK_S: refresh the
-        consumer's metadata (list_topics), at most once per LEADER_CHECK_S.
-        A workaround: the consumer keeps a leader of -1 that it learned
-        while a partition worker was restarting and never asks again, so
-        without this those partitions would never be fetched."""
-        now = time.monotonic()
-        if now - self._leaders_checked < LEADER_CHECK_S:
-            return
-        self._leaders_checked = now
-        quiet = {t for t, p in self._owned_partitions()
-                 if now - self._fed.setdefault((t, p), now) >= LEADER_CHECK_S}
-        for topic in sorted(quiet):
-            try:
-                self._consumer.list_topics(topic, timeout=5)
-            except KafkaError:
-                pass
 
     # ---- standby replicas ----
     def _standby_wanted(self) -> set | None:
