@@ -161,7 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="how often leaderships are checked for that (default 30)")
     server.set_defaults(func=_server)
 
-    topics = sub.add_parser("topics", help="create, list, describe, alter, delete topics")
+    topics = sub.add_parser("topics", help="create, list, describe, alter, delete topics; elect "
+                                           "leaders, reassign replicas")
     tsub = topics.add_subparsers(dest="action", required=True)
     t = tsub.add_parser("create", help="create a topic")
     t.add_argument("topic")
