@@ -2,7 +2,8 @@
 
 Subcommands:
   server      run a broker: a supervisor and partition worker processes
-  topics      create, list, describe, alter, delete topics
+  topics      create, list, describe, alter, delete topics; elect leaders, reassign
+              replicas (like kafka-topics, kafka-leader-election, kafka-reassign-partitions)
   produce     send lines from stdin to a topic (like kafka-console-producer)
   consume     print a topic's records (like kafka-console-consumer)
   groups      list, describe, reset offsets of, delete consumer groups
