@@ -470,6 +470,53 @@ def test_a_hung_leader_loses_its_leadership_and_follows_when_it_resumes(cluster)
     assert "no heartbeat" in s.output() and "responsive again" in s.output()
 
 
+def test_transactions_on_a_replicated_topic_survive_leader_kills(cluster):
+    # committed transactions are exactly what read_committed shows, aborted
+    # ones never, through kill -9 of the partitions' leaders between and
+    # during transactions (markers and producer state are replicated too)
+    s = cluster()
+    create(s, "txn", partitions=2, rf=3, **{"min.insync.replicas": "2"})
+    p = Producer(s.config(**{"transactional.id": "repl-txn", "transaction.timeout.ms": 30_000,
+                             "delivery.timeout.ms": 60_000}))
+    p.init_transactions(30)
+    committed, aborted = [], []
+    for t in range(12):
+        values = [b"t%d-%d" % (t, i) for i in range(200)]
+        while True:
+            try:
+                p.begin_transaction()
+                for i, v in enumerate(values):
+                    p.produce("txn", v, partition=i % 2)
+                if t % 3 == 1:                       # kill a leader mid-transaction
+                    leader = state(s, "txn")[t % 2][0]
+                    pid = s.worker_pid(leader)
+                    os.kill(pid, signal.SIGKILL)
+                    s.wait_for_worker_restart(leader, pid)
+                if t % 4 == 3:
+                    p.abort_transaction(60)
+                    aborted += values
+                else:
+                    p.commit_transaction(60)
+                    committed += values
+                break
+            except errors.KafkaError as exc:
+                if exc.fatal or not (exc.retriable or exc.txn_requires_abort):
+                    raise
+                p.abort_transaction(60)              # then the whole transaction again
+    p.close()
+    wait_for(lambda: all(isr == [0, 1, 2] for _, _, isr in state(s, "txn").values()),
+             what="every replica in sync")
+    c = Consumer(s.config(**{"isolation.level": "read_committed"}))
+    c.assign([TopicPartition("txn", q, OFFSET_BEGINNING) for q in range(2)])
+    seen, deadline = [], time.monotonic() + 30
+    while len(seen) < len(committed) and time.monotonic() < deadline:
+        seen += [m.value() for m in c.consume(5000, 0.5) if m.error() is None]
+    seen += [m.value() for m in c.consume(5000, 1.0) if m.error() is None]
+    c.close()
+    assert sorted(seen) == sorted(committed), (len(seen), len(committed))
+    assert not set(seen) & set(aborted)
+
+
 def _unclean_run(s, topic, unclean: bool):
     """The follower falls out of the ISR, the leader alone acknowledges,
     then dies: an unclean election makes the out-of-sync follower leader."""
