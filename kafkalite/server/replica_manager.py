@@ -76,8 +76,9 @@ is answered NOT_LEADER_OR_FOLLOWER. The ISR changes this leader proposes
 A partition whose log could not be opened (out of file descriptors, disk)
 is offline here: every request for it is answered KAFKA_STORAGE_ERROR at
 once, as Kafka answers for a replica in an offline log directory, until a
-later ``become_leader`` opens it. A partition of an internal topic (metadata.INTERNAL_TOPICS) is never hosted
-by a worker, and requests for one are answered INVALID_TOPIC_EXCEPTION.
+later ``become_leader`` opens it. A partition of an internal topic
+(metadata.INTERNAL_TOPICS) is never hosted by a worker, and requests for
+one are answered INVALID_TOPIC_EXCEPTION.
 
 Who may call: the worker (worker.py) and its ring gateway, on the worker's
 one event-loop thread.
