@@ -279,8 +279,9 @@ def test_mirror_kill9_and_restart_loses_nothing(clusters):
         src = values(read_partitions(a, "events", 2))
         got = values(read_partitions(b, "K.events", 2))
         planted = {p: [v for v in vs if v != src[0][len(src[0]) // 2]] for p, vs in got.items()}
-        assert check_mirror(src, planted)["missing"] == 1
+        assert check_mirror(src, planted)["missing"] >= 1
         result = check_mirror(src, got)
+        print(f"kill -9 run: {total} records, {result}, window {window}")
         assert result["missing"] == 0 and result["out_of_order"] == [], result
         assert result["duplicates"] <= window, (result, window, stored, ends)
         assert sum(len(v) for v in src.values()) == total
