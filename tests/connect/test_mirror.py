@@ -20,7 +20,8 @@ from kafkalite.client import (OFFSET_BEGINNING, AdminClient, ConfigResource, Con
                               NewPartitions, Producer, TopicPartition)
 from kafkalite.connect.connectors.mirror import (MIRROR_HEADER, OffsetSyncStore,
                                                  decode_checkpoint, decode_offset_sync,
-                                                 encode_checkpoint, encode_offset_sync)
+                                                 encode_checkpoint, encode_heartbeat,
+                                                 encode_offset_sync)
 from kafkalite.connect.offsets import KafkaOffsetStore
 
 
@@ -211,6 +212,8 @@ def test_mirror_records_configs_partitions_and_group_offsets(clusters):
         cps = read_partitions(b, "A.checkpoints.internal", 1)[0]
         decoded = {decode_checkpoint(c.key(), c.value())[:4] for c in cps}
         assert {("g1", "orders", p, 170) for p in range(3)} <= decoded, decoded
+        beats = read_partitions(b, "heartbeats", 1)[0]
+        assert beats and beats[0].key() == encode_heartbeat("A", "target", 0)[0]
         # a consumer of g1 switched to the target resumes without a gap, re-reading at
         # most offset.lag.max (100) records before its committed offset
         c = Consumer(b.config(**{"group.id": "g1", "enable.auto.commit": False}))
