@@ -396,7 +396,7 @@ class MirrorSourceTask(SourceTask):
             assign.append(TopicPartition(topic, int(p), start))
             self.remote[topic] = self.policy.format_remote_topic(self.source_alias, topic)
         self.consumer.assign(assign)
-        self.target_header = self.target_alias.encode()
+        self.loop_header = (MIRROR_HEADER, self.target_alias.encode())
         self.source_header = (MIRROR_HEADER, self.source_alias.encode())
         self.committed: dict = {}     # (source topic, partition) -> [upstream offsets copied]
         self.lag_max = int(props.get("offset.lag.max", 100))
@@ -411,8 +411,9 @@ class MirrorSourceTask(SourceTask):
         for m in msgs:
             if m.error():
                 continue
-            headers = list(m.headers() or [])
-            if any(k == MIRROR_HEADER and v == self.target_header for k, v in headers):
+            headers = list(m.headers() or ())
+            # (name, value) tuples: one C-level containment test per record
+            if headers and self.loop_header in headers:
                 continue        # it came from the target: never send it back (loop)
             headers.append(self.source_header)
             topic, p = m.topic(), m.partition()
