@@ -19,6 +19,7 @@ Subcommands:
               lag, internal topics), like kafka-streams-application-reset
   connect     run a Kafka Connect worker (connectors, REST API), standalone or in a
               cluster, like connect-standalone.sh / connect-distributed.sh
+  mirror      mirror topics and group offsets between clusters (MirrorMaker 2)
   bench       run benchmark workloads on kafkalite, its peers and the
               machine's ceilings, side by side (kafkalite.bench)
 
@@ -330,6 +331,12 @@ def build_parser() -> argparse.ArgumentParser:
                           description=connect_cmd.DESCRIPTION)
     connect_cmd.add_arguments(conn, _client_args)
     conn.set_defaults(func=connect_cmd.run)
+
+    from kafkalite.tools import mirror_cmd
+    mirror = sub.add_parser("mirror", help="mirror topics and group offsets to another cluster "
+                                           "(MirrorMaker 2)", description=mirror_cmd.DESCRIPTION)
+    mirror_cmd.add_arguments(mirror)
+    mirror.set_defaults(func=mirror_cmd.run)
 
     from kafkalite.bench import cli as bench_cli
     bench = sub.add_parser("bench", help=bench_cli.DESCRIPTION, description=bench_cli.DESCRIPTION)

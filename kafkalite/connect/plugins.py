@@ -22,6 +22,12 @@ CONNECTORS = {
         "kafkalite.connect.connectors.jdbc:JdbcSinkConnector",
     "kafkalite.connect.ParquetSinkConnector":
         "kafkalite.connect.connectors.parquet:ParquetSinkConnector",
+    "org.apache.kafka.connect.mirror.MirrorSourceConnector":
+        "kafkalite.connect.connectors.mirror:MirrorSourceConnector",
+    "org.apache.kafka.connect.mirror.MirrorCheckpointConnector":
+        "kafkalite.connect.connectors.mirror:MirrorCheckpointConnector",
+    "org.apache.kafka.connect.mirror.MirrorHeartbeatConnector":
+        "kafkalite.connect.connectors.mirror:MirrorHeartbeatConnector",
 }
 
 
