@@ -200,7 +200,8 @@ def test_exactly_once_commit_leaves_rocksdb_to_the_checkpoint(server, topic_name
     src = topic_name
     create(server, src, 1)
     create(server, f"{src}-c", 1)
-    records = [(f"k{i % 30}", i, 1_000 + i) for i in range(300)]
+    now = int(time.time() * 1000)      # not 1970: retention would delete the output
+    records = [(f"k{i % 30}", i, now + i) for i in range(300)]
     produce(server, src, records)
 
     def streams():
