@@ -347,7 +347,8 @@ class AggregateNode(ProcessorNode):
             last_rows = grouped.column("row_max").combine_chunks()
             last_ts = grouped.column("ts_max").combine_chunks()
             if self.kind == "count":
-                old = np.fromiter(store.get_many(uniq, 0), dtype=np.int64, count=len(uniq))
+                # absent keys: null -> 0 in Arrow, not a Python test per key
+                old = pa.array(store.get_many(uniq), pa.int64()).fill_null(0).to_numpy()
                 new = pa.array(old + grouped.column("row_count").to_numpy())
             else:
                 fresh = grouped.column(f"v_{self.how}").combine_chunks()

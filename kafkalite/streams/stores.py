@@ -145,7 +145,7 @@ class RocksDBKeyValueStore(KeyValueStore):
     """RocksDB under a cache of decoded values (Kafka Streams' record cache,
     here counted in entries): a batch's reads of hot keys are one dict
     lookup mapped in C instead of a multi_get and a decode. The cache is
-    write-back: puts reach RocksDB at ``flush`` (the task's commit), the
+    write-back: puts reach RocksDB at ``flush`` (a checkpoint, a close), the
     last value of each key once, and before the cache is emptied when it
     outgrows ``cache_entries``. Reads see the cache first, so they never
     see RocksDB behind it."""
@@ -181,8 +181,14 @@ class RocksDBKeyValueStore(KeyValueStore):
     def get_many(self, keys: list, default=None) -> list:
         if not keys:
             return []
-        got = list(map(self._cache.get, keys, itertools.repeat(_MISSING)))
-        if _MISSING in got:
+        cache = self._cache
+        # every key cached (the common case once warm): membership mapped in
+        # C over bools, cheaper than looking for a sentinel in the values
+        # (an int compared with it falls back to NotImplemented each time)
+        if all(map(cache.__contains__, keys)):
+            got = list(map(cache.__getitem__, keys))
+        else:
+            got = list(map(cache.get, keys, itertools.repeat(_MISSING)))
             missed = [i for i, v in enumerate(got) if v is _MISSING]
             raw = self._db[[keys[i] for i in missed]]
             present = [v for v in raw if v is not None]
