@@ -68,13 +68,27 @@ def kafka_python_group(server, topic, group, members, want, timeout=30.0):
         for c in cs:
             for msgs in c.poll(200).values():
                 values += [m.value for m in msgs]
-    settle = time.monotonic() + 2.0      # read every partition to the end before committing
-    while time.monotonic() < settle:
-        for c in cs:
-            c.poll(100)
+    from kafka.errors import CommitFailedError, RebalanceInProgressError
+
+    def settle():                        # read every partition to the end before committing
+        until = time.monotonic() + 2.0
+        while time.monotonic() < until:
+            for c in cs:
+                for msgs in c.poll(100).values():
+                    values.extend(m.value for m in msgs)
+    settle()
+    for attempt in range(5):             # all commit before any leaves (see above)
+        try:
+            for c in cs:
+                c.commit()
+            break
+        except (RebalanceInProgressError, CommitFailedError):
+            # kafka-python refuses a commit while it knows a rebalance is on
+            # (a late join on a loaded machine): finish it, read again, retry
+            if attempt == 4:
+                raise
+            settle()
     assignments = [sorted(tp.partition for tp in c.assignment()) for c in cs]
-    for c in cs:                         # all commit before any leaves (see above)
-        c.commit()
     for c in cs:
         c.close()
     return values, assignments
