@@ -330,20 +330,10 @@ def main(argv=None) -> int:
     rate, copy = fig["catchup"]
     res.add("copy_mb_per_s", 4, f"shutil copy of the leader's {args.catchup_mb} MB", copy, "MB/s")
     res.add("catchup_mb_per_s", 4, "follower catch-up", rate, "MB/s", baseline_key="copy_mb_per_s")
-    rows = report.table_rows(res)
-    say()
-    say(report.text_table(rows, HEADERS))
-    report.say_targets_met(res.targets_met())
-    report.say_targets_informational()
-    doc = report.results_doc("kafkalite replication", elapsed, info, vars(args),
-                             {"records/s": "records per second", "ms": "milliseconds",
-                              "s": "seconds", "MB/s": "megabytes per second"}, {}, res)
-    report.write_json(out_dir, doc)
-    with open(os.path.join(out_dir, "results.md"), "w") as f:
-        f.write("# kafkalite replication\n\n")
-        f.write(f"- command: `{doc['command']}`\n- date: {doc['timestamp']}\n\n")
-        f.write(report.markdown_table(rows, HEADERS) + "\n")
-    say(f"results: {out_dir}")
+    report.write_tables(out_dir, "kafkalite replication", res, HEADERS, elapsed=elapsed, info=info,
+                        settings=vars(args),
+                        units={"records/s": "records per second", "ms": "milliseconds",
+                               "s": "seconds", "MB/s": "megabytes per second"})
     return 0
 
 

@@ -308,17 +308,9 @@ def main(argv=None) -> int:
     res.add("session_timeout", 4, "session.timeout.ms (floor)", SESSION_MS / 1000, "s")
     res.add("resume_after_kill", 4, "resume after kill -9 of 1 of 3 instances", fig["resume"],
             "s", baseline_key="session_timeout")
-    rows = report.table_rows(res)
-    say()
-    say(report.text_table(rows, HEADERS))
-    doc = report.results_doc("kafkalite streams restore", elapsed, info, vars(args),
-                             {"records/s": "changelog records per second", "s": "seconds"}, {},
-                             res)
-    report.write_json(out_dir, doc)
-    with open(os.path.join(out_dir, "results.md"), "w") as f:
-        f.write("# kafkalite Streams restore\n\n")
-        f.write(report.markdown_table(rows, HEADERS))
-    say(f"results in {out_dir}")
+    report.write_tables(out_dir, "kafkalite Streams restore", res, HEADERS, elapsed=elapsed,
+                        info=info, settings=vars(args),
+                        units={"records/s": "changelog records per second", "s": "seconds"})
     return 0
 
 

@@ -320,22 +320,12 @@ def main(argv=None) -> int:
             percentile(visible, 0.5) * 1000, "ms")
     res.add("commit_visible_p99_ms", 3, "commit until read_committed sees it, p99",
             percentile(visible, 0.99) * 1000, "ms")
-    rows = report.table_rows(res)
-    say()
-    say(report.text_table(rows, HEADERS))
-    report.say_targets_met(res.targets_met())
-    report.say_targets_informational()
-    doc = report.results_doc("kafkalite transactions", elapsed, info, vars(args),
-                             {"records/s": "records per second", "ms": "milliseconds"}, {}, res)
-    report.write_json(out_dir, doc)
-    with open(os.path.join(out_dir, "results.md"), "w") as f:
-        f.write("# kafkalite transactions\n\n")
-        f.write(f"- command: `{doc['command']}`\n- date: {doc['timestamp']}\n")
-        f.write(f"- 100-byte values, one partition; produce figures {args.seconds:g} s each; "
-                f"consume log {args.records:,} records (10% aborted); {args.commits} "
-                f"transactions of 100 records timed\n\n")
-        f.write(report.markdown_table(rows, HEADERS) + "\n")
-    say(f"results: {out_dir}")
+    report.write_tables(
+        out_dir, "kafkalite transactions", res, HEADERS, elapsed=elapsed, info=info,
+        settings=vars(args), units={"records/s": "records per second", "ms": "milliseconds"},
+        intro=f"100-byte values, one partition; produce figures {args.seconds:g} s each; "
+              f"consume log {args.records:,} records (10% aborted); {args.commits} "
+              f"transactions of 100 records timed")
     return 0
 
 

@@ -250,6 +250,28 @@ def write_json(out_dir: str, doc: dict) -> None:
         f.write("\n")
 
 
+def write_tables(out_dir: str, title: str, res: Results, headers: list, *, elapsed: float,
+                 info: dict, settings: dict, units: dict, intro: str = "") -> dict:
+    """The end of a figures-table benchmark: the text table and which
+    targets were met on stdout, results.json, and results.md (``title``,
+    the command, ``intro``, the table). Returns the results.json document."""
+    rows = table_rows(res)
+    say()
+    say(text_table(rows, headers))
+    if res.targets_met():
+        say_targets_met(res.targets_met())
+        say_targets_informational()
+    doc = results_doc(title, elapsed, info, settings, units, {}, res)
+    write_json(out_dir, doc)
+    with open(os.path.join(out_dir, "results.md"), "w") as f:
+        f.write(f"# {title}\n\n- command: `{doc['command']}`\n- date: {doc['timestamp']}\n")
+        if intro:
+            f.write(f"- {intro}\n")
+        f.write("\n" + markdown_table(rows, headers) + "\n")
+    say(f"results: {out_dir}")
+    return doc
+
+
 def finish(out_dir: str, plot, elapsed: float) -> None:
     """Draws results.png with ``plot(path) -> bool`` (a plot failure is only
     a warning), then says where the results are and how long the run took."""
