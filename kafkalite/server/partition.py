@@ -179,9 +179,6 @@ class Partition:
             self._caught_up[broker_id] = time.monotonic() if now is None else now
         return self.maybe_increment_high_watermark()
 
-    def follower_end(self, broker_id: int) -> int:
-        return self._replica_ends.get(broker_id, -1)
-
     def maybe_increment_high_watermark(self) -> bool:
         """Move the high watermark up to the smallest log end offset in the
         ISR (and a pending ISR's members); returns whether it moved. It

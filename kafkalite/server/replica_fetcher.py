@@ -84,9 +84,6 @@ class ReplicaFetcher:
         # partitions whose leader has a newer epoch than the one followed
         # for STALE_EPOCH_S: the worker asks the controller to resend them
         self.stale: list = []
-        # counters for tests and `describe`
-        self.truncations = 0
-        self.fetched_bytes = 0
 
     # ---- what to follow ----------------------------------------------------------------------
 
@@ -203,7 +200,6 @@ class ReplicaFetcher:
                         self.broker_id, f.part.name, plog.log_end_offset, offset, f.leader,
                         f.epoch)
             plog.truncate_to(offset)
-            self.truncations += 1
         f.state = FETCHING
 
     # ---- fetching ----------------------------------------------------------------------------
@@ -286,5 +282,4 @@ class ReplicaFetcher:
                 f.state = TRUNCATING
                 self._back_off(f, str(exc))
                 return
-            self.fetched_bytes += len(records)
         f.part.update_follower_high_watermark(p.get("high_watermark", -1))
