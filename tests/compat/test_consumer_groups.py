@@ -10,6 +10,7 @@ import pytest
 from compat_helpers import create_topic, native_produce
 
 PARTITIONS = 4
+POLL_MS = 5000
 
 
 def records(tag: str, n: int) -> list:
@@ -57,40 +58,68 @@ def confluent_group(server, topic, group, members, want, timeout=30.0):
 
 
 def kafka_python_group(server, topic, group, members, want, timeout=30.0):
+    # One thread per member with long polls, as kafka-python applications run.
+    # Short polls trip a kafka-python 3.0 race (seen in its own debug log): a
+    # JoinGroup/SyncGroup that outlives poll()'s timeout completes in the
+    # background, its assignment is dropped and the member never re-enables
+    # its heartbeat, so the coordinator rightly expires it after
+    # session.timeout.ms. A poll of POLL_MS outlasts any join here.
+    import threading
     from kafka import KafkaConsumer
+    from kafka.errors import CommitFailedError, RebalanceInProgressError
     cs = [KafkaConsumer(topic, bootstrap_servers=server.kafka_bootstrap, group_id=group,
                         auto_offset_reset="earliest", enable_auto_commit=False,
                         session_timeout_ms=6000, heartbeat_interval_ms=500)
           for _ in range(members)]
-    values, deadline = [], time.monotonic() + timeout
-    while (len(values) < want or (members > 1 and any(not c.assignment() for c in cs))) \
-            and time.monotonic() < deadline:
-        for c in cs:
-            for msgs in c.poll(200).values():
-                values += [m.value for m in msgs]
-    from kafka.errors import CommitFailedError, RebalanceInProgressError
+    values, lock = [], threading.Lock()
+    stop_reading, all_committed = threading.Event(), threading.Event()
+    committed, errors = [threading.Event() for _ in cs], []
 
-    def settle():                        # read every partition to the end before committing
-        until = time.monotonic() + 2.0
-        while time.monotonic() < until:
-            for c in cs:
-                for msgs in c.poll(100).values():
-                    values.extend(m.value for m in msgs)
-    settle()
-    for attempt in range(5):             # all commit before any leaves (see above)
+    def member(i, c):
         try:
-            for c in cs:
-                c.commit()
+            while not stop_reading.is_set():
+                for msgs in c.poll(timeout_ms=POLL_MS).values():
+                    with lock:
+                        values.extend(m.value for m in msgs)
+            for attempt in range(10):    # all commit before any leaves (see above)
+                try:
+                    c.commit()
+                    break
+                except (RebalanceInProgressError, CommitFailedError):
+                    if attempt == 9:
+                        raise
+                    for msgs in c.poll(timeout_ms=POLL_MS).values():
+                        with lock:
+                            values.extend(m.value for m in msgs)
+            committed[i].set()
+            all_committed.wait(timeout + 30)
+        except Exception as e:           # surfaced to the test below
+            errors.append(e)
+            committed[i].set()
+
+    threads = [threading.Thread(target=member, args=(i, c), daemon=True)
+               for i, c in enumerate(cs)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not errors:
+        with lock:
+            enough = len(values) >= want
+        if enough and (members == 1 or all(c.assignment() for c in cs)):
             break
-        except (RebalanceInProgressError, CommitFailedError):
-            # kafka-python refuses a commit while it knows a rebalance is on
-            # (a late join on a loaded machine): finish it, read again, retry
-            if attempt == 4:
-                raise
-            settle()
+        time.sleep(0.1)
+    time.sleep(2.0)                      # read every partition to the end before committing
+    stop_reading.set()
+    for e in committed:
+        e.wait(timeout + 30)
     assignments = [sorted(tp.partition for tp in c.assignment()) for c in cs]
+    all_committed.set()
+    for t in threads:
+        t.join(timeout + 30)
     for c in cs:
         c.close()
+    if errors:
+        raise errors[0]
     return values, assignments
 
 
