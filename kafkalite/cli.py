@@ -103,7 +103,8 @@ def _server(args) -> int:
         replica_lag_time_max_ms=args.replica_lag_time_max_ms,
         auto_leader_rebalance_enable=args.auto_leader_rebalance,
         leader_imbalance_check_interval_seconds=args.leader_imbalance_check_interval_seconds,
-        broker_session_timeout_ms=args.broker_session_timeout_ms)
+        broker_session_timeout_ms=args.broker_session_timeout_ms, cluster=args.cluster,
+        node_id=args.node_id, controller_lease_ms=args.controller_lease_ms)
     return serve(config)
 
 
@@ -161,6 +162,14 @@ def build_parser() -> argparse.ArgumentParser:
                              "its leaderships (default 6000)")
     server.add_argument("--leader-imbalance-check-interval-seconds", type=int,
                         help="how often leaderships are checked for that (default 30)")
+    server.add_argument("--cluster", metavar="POSTGRESQL_URL",
+                        help="keep cluster metadata (topics, leaders, ISR) and the controller "
+                             "lease in this PostgreSQL database instead of the data dir, e.g. "
+                             "postgresql://user@host/db (one node per cluster today)")
+    server.add_argument("--node-id", type=int, help="this node's id in the cluster (default 1)")
+    server.add_argument("--controller-lease-ms", type=int,
+                        help="with --cluster: the controller lease's length; a node that cannot "
+                             "renew it for this long loses it (default 10000)")
     server.set_defaults(func=_server)
 
     topics = sub.add_parser("topics", help="create, list, describe, alter, delete topics; elect "

@@ -75,10 +75,7 @@ class PostgresServer:
         try:
             self._run("initdb", "-D", self.data, "-U", "postgres", "--auth=trust", "-E", "UTF8",
                       "--no-sync")
-            opts = (f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off "
-                    f"-c synchronous_commit=off -c full_page_writes=off")
-            self._run("pg_ctl", "-D", self.data, "-o", opts, "-l",
-                      os.path.join(self.dir, "server.log"), "-w", "-t", "60", "start")
+            self._pg_ctl_start()
         except subprocess.CalledProcessError as e:
             log = ""
             try:
@@ -89,6 +86,20 @@ class PostgresServer:
             self.remove()
             raise RuntimeError(f"PostgreSQL did not start: {e.stderr or e.stdout}\n{log}") from None
         return self
+
+    def _pg_ctl_start(self) -> None:
+        opts = (f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off "
+                f"-c synchronous_commit=off -c full_page_writes=off")
+        self._run("pg_ctl", "-D", self.data, "-o", opts, "-l",
+                  os.path.join(self.dir, "server.log"), "-w", "-t", "60", "start")
+
+    def halt(self, mode: str = "immediate") -> None:
+        """Stop the server, keeping its data (``resume`` starts it again):
+        what a PostgreSQL restart or failover looks like to its clients."""
+        self._run("pg_ctl", "-D", self.data, "-m", mode, "-w", "stop")
+
+    def resume(self) -> None:
+        self._pg_ctl_start()
 
     def stop(self) -> None:
         if os.path.exists(os.path.join(self.data, "postmaster.pid")):

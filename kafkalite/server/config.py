@@ -31,6 +31,9 @@ TOML layout (every key optional)::
     transaction_max_timeout_ms = 900000      # the largest transaction.timeout.ms a producer may ask
     transactional_id_expiration_ms = 604800000  # idle transactional ids are forgotten after 7 days
     transaction_abort_timed_out_transaction_cleanup_interval_ms = 1000  # Kafka: 10000
+    cluster = ""                  # PostgreSQL DSN: cluster metadata there (cluster_store.py)
+    node_id = 1                   # this node's id in the cluster
+    controller_lease_ms = 10000   # the controller lease, renewed every third of this
 
     [topic_defaults]              # Kafka topic configs given to new topics
     "retention.ms" = 604800000
@@ -83,6 +86,9 @@ class ServerConfig:
     transaction_max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 604_800_000
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 1_000
+    cluster: str = ""
+    node_id: int = 1
+    controller_lease_ms: int = 10_000
     topic_defaults: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -104,10 +110,16 @@ class ServerConfig:
                      "group_max_session_timeout_ms", "offsets_retention_minutes",
                      "transaction_state_num_partitions", "transaction_max_timeout_ms",
                      "transactional_id_expiration_ms",
-                     "transaction_abort_timed_out_transaction_cleanup_interval_ms"):
+                     "transaction_abort_timed_out_transaction_cleanup_interval_ms",
+                     "node_id", "controller_lease_ms"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise InvalidConfigurationError(f"{name} must be a positive integer, not {value!r}")
+        if not isinstance(self.cluster, str):
+            raise InvalidConfigurationError(f"cluster must be a PostgreSQL DSN, not {self.cluster!r}")
+        if self.cluster and not self.cluster.startswith(("postgresql://", "postgres://")):
+            raise InvalidConfigurationError(
+                f"cluster must be a postgresql:// URL, not {self.cluster!r}")
         if (not isinstance(self.group_initial_rebalance_delay_ms, int)
                 or self.group_initial_rebalance_delay_ms < 0):
             raise InvalidConfigurationError("group_initial_rebalance_delay_ms must be 0 or more")

@@ -7,6 +7,10 @@ It runs, on one thread, everything of a node that is not a partition:
   that dies (backing off when one keeps dying), ``server.json``, and a
   clean stop;
 - the controller (controller.py): cluster metadata and the admin APIs;
+  the metadata lives in the data directory (metadata.py) or, with
+  ``--cluster``, in PostgreSQL under a controller lease this process
+  holds (cluster_store.py); a metadata change the store cannot take yet
+  (PostgreSQL away) is kept and retried in order, never acted on first;
 - the group coordinator (coordinator.py) and its ``__consumer_offsets``;
 - the transaction coordinator (txn_coordinator.py) and its
   ``__transaction_state``, with the requests (broker_requests.py) that
@@ -46,6 +50,7 @@ from dataclasses import asdict, dataclass, field
 import zmq
 
 from kafkalite import errors
+from kafkalite.errors import KafkaError
 from kafkalite.server.config import ServerConfig
 from kafkalite.server.controller import Controller
 from kafkalite.server.coordinator import GroupCoordinator
@@ -70,6 +75,7 @@ RESTART_BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 SHUTDOWN_TIMEOUT_S = 15.0
 SHUTDOWN_S_PER_PARTITION = 0.005
 POLL_INTERVAL_MS = 100
+RETRY_INTERVAL_S = 1.0   # a metadata action the store refused is tried again this often
 
 
 @dataclass
@@ -109,6 +115,12 @@ class Supervisor:
         self._next_leader_check = time.monotonic() + config.leader_imbalance_check_interval_seconds
         self.ready = False
         self.handlers: dict = {}
+        self.lease = None                 # the controller lease, with --cluster
+        # metadata actions the store could not take yet (PostgreSQL away),
+        # kept in order and tried again: (what, function, args)
+        self._retries: list[tuple[str, object, tuple]] = []
+        self._retry_at = 0.0
+        self.exit_code = 0
 
     # ---- startup ---------------------------------------------------------------------------
 
@@ -121,7 +133,7 @@ class Supervisor:
         except BlockingIOError:
             raise errors.KafkaStorageError(
                 f"another kafkalite server is using {cfg.data_dir}") from None
-        metadata = MetadataStore(cfg.data_dir)
+        metadata = self._open_metadata()
         if metadata.rebalance(cfg.worker_count):
             log.warning("partitions of workers that no longer exist were moved")
         self.controller = Controller(cfg, metadata, self, cfg.worker_count)
@@ -170,6 +182,62 @@ class Supervisor:
             self._spawn(self.workers[-1])
         self.ingest_port = cfg.ingest_port
         self._spawn_ingest()
+
+    def _open_metadata(self) -> MetadataStore:
+        """The data dir's metadata files, or with ``--cluster`` PostgreSQL
+        (cluster_store.py), once this node holds the controller lease."""
+        cfg = self.config
+        if not cfg.cluster:
+            return MetadataStore(cfg.data_dir)
+        try:
+            from kafkalite.server.cluster_store import ControllerLease, PostgresMetadataStore
+        except ImportError as exc:
+            raise errors.InvalidConfigurationError(
+                f"--cluster needs psycopg 3 ({exc}): pip install 'kafkalite[cluster]'") from None
+        self.lease = ControllerLease(cfg.cluster, cfg.node_id, cfg.controller_lease_ms)
+        # Another node's lease must lapse first; one that still renews it
+        # means another node runs, which kafkalite does not support yet.
+        deadline = time.monotonic() + 1.5 * cfg.controller_lease_ms / 1000.0
+        while not self.lease.acquire():
+            if time.monotonic() > deadline:
+                raise errors.KafkaStorageError(
+                    f"node {self.lease.holder} holds the cluster's controller lease and renews "
+                    f"it: another node of this cluster is running (kafkalite runs one node per "
+                    f"cluster today)")
+            time.sleep(0.5)
+        self.lease.start()
+        return PostgresMetadataStore(cfg.cluster, self.lease)
+
+    # ---- metadata actions that may have to wait --------------------------------------------
+
+    def _metadata_action(self, what: str, fn, *args) -> None:
+        """Run a controller action that writes metadata. If the store cannot
+        take it now (PostgreSQL unreachable, a full disk), keep it and try
+        again, in order: an election or a registration postponed is
+        correct, one acted on without its metadata durable is not."""
+        if self._retries:
+            self._retries.append((what, fn, args))
+            return
+        try:
+            fn(*args)
+        except KafkaError as exc:
+            log.warning("cannot %s now (%s); trying again", what, exc)
+            self._retries.append((what, fn, args))
+            self._retry_at = time.monotonic() + RETRY_INTERVAL_S
+
+    def _run_retries(self) -> None:
+        now = time.monotonic()
+        if not self._retries or now < self._retry_at:
+            return
+        while self._retries:
+            what, fn, args = self._retries[0]
+            try:
+                fn(*args)
+            except KafkaError:
+                self._retry_at = now + RETRY_INTERVAL_S
+                return
+            log.info("did %s", what)
+            self._retries.pop(0)
 
     @property
     def port(self) -> int:
@@ -257,12 +325,7 @@ class Supervisor:
         if kind == "hello":
             w.port, w.pid = msg["port"], msg["pid"]
             w.kafka_port = msg.get("kafka_port", 0)
-            parts = self.controller.register_broker(w.index, w.port, w.kafka_port)
-            log.info("worker %d (pid %d) is up on port %d", w.index, w.pid, w.port)
-            self._send_worker(w.index, {"type": "assign", "op": f"start-{w.index}",
-                                        "partitions": parts,
-                                        "brokers": self.controller.broker_endpoints(),
-                                        "kafka_apis": [int(k) for k in self.cluster_apis()]})
+            self._metadata_action(f"register worker {w.index}", self._register, w, w.pid)
         elif kind == "done":
             op = msg.get("op")
             if isinstance(op, str) and op == f"start-{w.index}":
@@ -280,14 +343,29 @@ class Supervisor:
                     del self.pending[op]
                     pend.on_done(pend.results, False)
         elif kind == "alter_partition":
-            self.controller.alter_partition(w.index, msg["partitions"])
+            try:
+                self.controller.alter_partition(w.index, msg["partitions"])
+            except KafkaError as exc:
+                # the leader proposes again (replica_manager.PROPOSAL_TIMEOUT_S)
+                log.warning("cannot change worker %d's ISRs now: %s", w.index, exc)
         elif kind == "refresh":
             self.controller.resend(w.index, msg["partitions"])
         elif kind == "bye":
             # a worker stopping with the whole node keeps its leaderships
             # (the node comes back with them); one stopping alone hands
             # them over
-            self.controller.fence_broker(w.index, elect=not self._stop)
+            self._metadata_action(f"fence worker {w.index}", self.controller.fence_broker,
+                                  w.index, not self._stop)
+
+    def _register(self, w: WorkerProcess, pid: int) -> None:
+        if w.pid != pid:                 # that process died while this waited
+            return
+        parts = self.controller.register_broker(w.index, w.port, w.kafka_port)
+        log.info("worker %d (pid %d) is up on port %d", w.index, w.pid, w.port)
+        self._send_worker(w.index, {"type": "assign", "op": f"start-{w.index}",
+                                    "partitions": parts,
+                                    "brokers": self.controller.broker_endpoints(),
+                                    "kafka_apis": [int(k) for k in self.cluster_apis()]})
 
     def _write_server_file(self) -> None:
         write_atomically(os.path.join(self.config.data_dir, SERVER_FILE),
@@ -314,14 +392,16 @@ class Supervisor:
                 log.error("worker %d (pid %d) sent no heartbeat for %.1f s; fencing it",
                           w.index, w.pid, now - w.last_heartbeat)
                 w.hung = True
-                self.controller.fence_broker(w.index)
+                self._metadata_action(f"fence worker {w.index}", self.controller.fence_broker,
+                                      w.index)
             if w.proc is not None and w.proc.poll() is not None:
                 code = w.proc.returncode
                 log.error("worker %d (pid %d) exited with %s; restarting it", w.index, w.pid, code)
                 print(f"kafkalite: worker {w.index} (pid {w.pid}) died ({code}); restarting",
                       file=sys.stderr, flush=True)
                 w.proc = None
-                self.controller.fence_broker(w.index)
+                self._metadata_action(f"fence worker {w.index}", self.controller.fence_broker,
+                                      w.index)
                 delay = RESTART_BACKOFF_S[min(w.crashes_in_a_row, len(RESTART_BACKOFF_S) - 1)]
                 w.crashes_in_a_row += 1
                 w.restart_at = now + delay
@@ -342,7 +422,11 @@ class Supervisor:
             return
         self._next_leader_check = now + self.config.leader_imbalance_check_interval_seconds
         if self.ready:
-            moved = self.controller.rebalance_leaders()
+            try:
+                moved = self.controller.rebalance_leaders()
+            except KafkaError as exc:
+                log.warning("cannot move leaderships back now: %s", exc)
+                return
             if moved:
                 log.info("moved %d leaderships back to their preferred replicas", moved)
 
@@ -409,9 +493,17 @@ class Supervisor:
             self.coordinator.tick()
             self.txn_coordinator.tick()
             self._watch_children()
+            self._run_retries()
             self._maybe_rebalance_leaders()
+            if self.lease is not None and self.lease.lost:
+                # another node took the lease: this one's metadata writes are
+                # refused from now on; stop rather than serve stale leaderships
+                print(f"kafkalite: node {self.config.node_id} lost the controller lease to "
+                      f"another node; stopping", file=sys.stderr, flush=True)
+                self.exit_code = 1
+                break
         self.shutdown()
-        return 0
+        return self.exit_code
 
     def shutdown(self, timeout: float | None = None) -> None:
         if timeout is None:
@@ -441,6 +533,9 @@ class Supervisor:
         except FileNotFoundError:
             pass
         self.coordinator.close()
+        if self.lease is not None:
+            self.lease.close(release=not self.lease.lost)
+            self.controller.metadata.close()
         self.markers.close()
         self.txn_coordinator.close()
         self.kafka.close()

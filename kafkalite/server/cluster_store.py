@@ -1,0 +1,477 @@
+"""Cluster metadata in PostgreSQL: the controller's lease, and topics with
+their partitions' replicas, leader, ISR and epochs (``--cluster DSN``).
+
+kafkalite does not write a consensus protocol: nodes that form a cluster
+share an engine users already run with high availability. PostgreSQL holds
+metadata only; record data stays in each broker's segment files.
+
+Tables (created if missing, under an advisory lock so that nodes starting
+together do not race)::
+
+    kafkalite_cluster    (id = 1, cluster_id)
+    kafkalite_controller (id = 1, node_id, epoch, lease_until)
+    kafkalite_topics     (name PK, topic_id uuid, configs jsonb)
+    kafkalite_partitions (topic -> kafkalite_topics ON DELETE CASCADE, partition,
+                          state jsonb (metadata.PartitionAssignment.to_json),
+                          partition_epoch, PK (topic, partition))
+
+Rules, the roles ZooKeeper's znode versions and KRaft's epochs play:
+
+- One node at a time is the controller: it holds the lease row. Taking the
+  lease (``ControllerLease.acquire``) is allowed when it has expired by
+  PostgreSQL's clock (no node's clock matters) or is this node's own from
+  an earlier incarnation, and always bumps the controller epoch.
+- Every metadata write (``PostgresMetadataStore.save``) is one transaction
+  that first locks the lease row and checks it is still this node's, with
+  this epoch, unexpired. A takeover must lock the same row, so no write of a
+  deposed controller can commit after a new one took over.
+- A partition row changes only if its ``partition_epoch`` is still the one
+  this store last read or wrote: an update computed from stale state
+  changes nothing and fails the whole transaction (NOT_CONTROLLER).
+- A failed write changes nothing here either: the topics it touched are put
+  back, in memory, as PostgreSQL still has them, so the controller never
+  acts on state that is not durable (what the file store guarantees by
+  fsyncing before acting).
+- Each write notifies channel ``kafkalite_metadata`` (with the topics it
+  changed) in the same transaction, so observers (``MetadataWatcher``) hear
+  of it when it commits; an observer that lost its connection reloads
+  everything (polling is the fallback for notifications it missed).
+
+PostgreSQL being unreachable stops metadata changes (CreateTopics and the
+like answer KAFKA_STORAGE_ERROR; elections wait) but not the data path:
+brokers keep serving the partitions they lead, as Kafka's did when
+ZooKeeper was away. Calls time out after ``timeout_s`` and, after a
+failure, fail at once for ``RETRY_BACKOFF_S`` so that a dead PostgreSQL
+does not stall the supervisor's single thread on every request.
+
+Who may call: the supervisor (controller.py through MetadataStore's
+interface, supervisor.py for the lease), on its own thread; the lease
+renews itself on a thread of its own, with its own connection.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from kafkalite.errors import KafkaStorageError, NotControllerError
+from kafkalite.ratelimit import RateLimitedLog
+from kafkalite.server.metadata import INTERNAL_TOPICS, MetadataStore
+
+log = logging.getLogger("kafkalite.cluster")
+
+CHANNEL = "kafkalite_metadata"
+RETRY_BACKOFF_S = 1.0
+IDLE_CHECK_S = 1.0       # a store connection idle this long is checked before use
+# any 64-bit number of our own: serialises schema creation between nodes
+_SCHEMA_LOCK = 0x6B61666B616C6974
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS kafkalite_cluster (
+    id int PRIMARY KEY CHECK (id = 1),
+    cluster_id text NOT NULL);
+CREATE TABLE IF NOT EXISTS kafkalite_controller (
+    id int PRIMARY KEY CHECK (id = 1),
+    node_id int NOT NULL,
+    epoch bigint NOT NULL,
+    lease_until timestamptz NOT NULL);
+CREATE TABLE IF NOT EXISTS kafkalite_topics (
+    name text PRIMARY KEY,
+    topic_id uuid NOT NULL,
+    configs jsonb NOT NULL);
+CREATE TABLE IF NOT EXISTS kafkalite_partitions (
+    topic text NOT NULL REFERENCES kafkalite_topics (name) ON DELETE CASCADE,
+    partition int NOT NULL,
+    state jsonb NOT NULL,
+    partition_epoch int NOT NULL,
+    PRIMARY KEY (topic, partition));
+"""
+
+
+class _StaleWrite(Exception):
+    """A conditional write found newer state than this store had."""
+
+
+def connect(dsn: str, timeout_s: float, autocommit: bool = False) -> psycopg.Connection:
+    try:
+        # synchronous_commit on whatever the server's default: a metadata
+        # change is acted on once committed, so it must survive a crash
+        return psycopg.connect(dsn, connect_timeout=max(1, int(timeout_s)), autocommit=autocommit,
+                               options=f"-c statement_timeout={int(timeout_s * 1000)} "
+                                       f"-c synchronous_commit=on")
+    except psycopg.Error as exc:
+        raise KafkaStorageError(f"cannot reach the cluster's PostgreSQL: {_reason(exc)}") from None
+
+
+def _reason(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def create_schema(conn: psycopg.Connection) -> str:
+    """The tables, and the cluster id (made by the first node); returns it."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+        conn.execute(_SCHEMA)
+        conn.execute("INSERT INTO kafkalite_cluster (id, cluster_id) VALUES (1, %s) "
+                      "ON CONFLICT (id) DO NOTHING", (uuid.uuid4().hex[:22],))
+        return conn.execute("SELECT cluster_id FROM kafkalite_cluster WHERE id = 1").fetchone()[0]
+
+
+class ControllerLease:
+    """This node's claim to be the controller: a row with an epoch and an
+    expiry on PostgreSQL's clock. ``acquire`` takes it if free; ``start``
+    renews it every ``ttl_ms / 3`` on a thread; ``held`` says whether this
+    node may still act as controller (the lease is renewed and not past
+    what this node's own monotonic clock allows; a renewal that PostgreSQL
+    refused, because another node took the lease, ends it for good:
+    ``lost``)."""
+
+    def __init__(self, dsn: str, node_id: int, ttl_ms: int = 10_000, timeout_s: float = 2.0):
+        self.dsn, self.node_id, self.ttl_ms, self.timeout_s = dsn, node_id, ttl_ms, timeout_s
+        self.epoch = 0
+        self.lost = False
+        self.holder: int | None = None      # who holds it, as last seen
+        self._valid_until = 0.0             # monotonic: when this node must assume it expired
+        self._conn: psycopg.Connection | None = None
+        self._schema_ready = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._warn = RateLimitedLog(log, per_interval=2, interval_s=30.0)
+
+    def _connection(self) -> psycopg.Connection:
+        if self._conn is None or self._conn.closed:
+            self._conn = connect(self.dsn, self.timeout_s, autocommit=True)
+            if not self._schema_ready:   # the first node of a cluster makes the tables
+                create_schema(self._conn)
+                self._schema_ready = True
+        return self._conn
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except psycopg.Error:
+                pass
+        self._conn = None
+
+    def acquire(self) -> bool:
+        """Take the lease if it has expired (or is this node's own); True
+        if this node is now the controller, with a new epoch."""
+        sent = time.monotonic()
+        try:
+            conn = self._connection()
+            row = conn.execute(
+                "INSERT INTO kafkalite_controller AS c (id, node_id, epoch, lease_until) "
+                "VALUES (1, %(node)s, 1, now() + %(ttl)s * interval '1 millisecond') "
+                "ON CONFLICT (id) DO UPDATE SET node_id = EXCLUDED.node_id, epoch = c.epoch + 1, "
+                "lease_until = EXCLUDED.lease_until "
+                "WHERE c.lease_until < now() OR c.node_id = EXCLUDED.node_id "
+                "RETURNING epoch", {"node": self.node_id, "ttl": self.ttl_ms}).fetchone()
+            if row is None:
+                self.holder = conn.execute(
+                    "SELECT node_id FROM kafkalite_controller WHERE id = 1").fetchone()[0]
+                return False
+        except psycopg.Error as exc:
+            self._drop()
+            raise KafkaStorageError(f"cannot reach the cluster's PostgreSQL: {_reason(exc)}") \
+                from None
+        with self._lock:
+            self.epoch, self.holder, self.lost = row[0], self.node_id, False
+            self._valid_until = sent + self.ttl_ms / 1000.0
+        log.info("node %d is the controller, epoch %d", self.node_id, self.epoch)
+        return True
+
+    def renew(self) -> bool:
+        """Extend the lease; False if PostgreSQL could not be reached (the
+        lease may still be valid) or refused (``lost`` is then set)."""
+        sent = time.monotonic()
+        row = None
+        for attempt in (1, 2):
+            # a connection PostgreSQL dropped (it restarted) fails once:
+            # the renewal is idempotent, so try again on a new one
+            try:
+                row = self._connection().execute(
+                    "UPDATE kafkalite_controller SET lease_until = now() + %s * interval "
+                    "'1 millisecond' WHERE id = 1 AND node_id = %s AND epoch = %s "
+                    "RETURNING epoch", (self.ttl_ms, self.node_id, self.epoch)).fetchone()
+                break
+            except (psycopg.Error, KafkaStorageError) as exc:
+                self._drop()
+                if attempt == 2 or isinstance(exc, KafkaStorageError):
+                    self._warn.warning("node %d could not renew its controller lease: %s",
+                                       self.node_id, _reason(exc))
+                    return False
+        with self._lock:
+            if row is None:
+                if not self.lost:
+                    log.error("node %d lost the controller lease (epoch %d): another node "
+                              "took it", self.node_id, self.epoch)
+                self.lost = True
+                self._valid_until = 0.0
+                return False
+            self._valid_until = sent + self.ttl_ms / 1000.0
+        return True
+
+    @property
+    def held(self) -> bool:
+        with self._lock:
+            return not self.lost and self.epoch > 0 and time.monotonic() < self._valid_until
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="controller-lease", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.ttl_ms / 3000.0):
+            if not self.lost:
+                self.renew()
+
+    def close(self, release: bool = True) -> None:
+        """Stop renewing; with ``release``, let the lease go at once so
+        another node need not wait for it to expire."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(self.timeout_s + 1)
+        if release and self.epoch and not self.lost:
+            try:
+                self._connection().execute(
+                    "UPDATE kafkalite_controller SET lease_until = now() - interval '1 second' "
+                    "WHERE id = 1 AND node_id = %s AND epoch = %s", (self.node_id, self.epoch))
+            except (psycopg.Error, KafkaStorageError):
+                pass
+        self._drop()
+
+
+class PostgresMetadataStore(MetadataStore):
+    """metadata.MetadataStore whose durable copy is in PostgreSQL (see
+    the module docstring for the rules); the controller uses it exactly as
+    the file store."""
+
+    def __init__(self, dsn: str, lease: ControllerLease, timeout_s: float = 2.0):
+        # no file paths: MetadataStore's methods only use topics and save()
+        self.dsn, self.lease, self.timeout_s = dsn, lease, timeout_s
+        self.topics = {}
+        self._persisted: dict[str, dict] = {}     # as PostgreSQL has each topic
+        self._conn: psycopg.Connection | None = None
+        self._failed_at = 0.0
+        self._used_at = 0.0
+        self._load()
+
+    # ---- connection ----------------------------------------------------------------------
+
+    def _connection(self) -> psycopg.Connection:
+        if self._conn is not None and not self._conn.closed \
+                and time.monotonic() - self._used_at > IDLE_CHECK_S:
+            # PostgreSQL may have restarted since: find out before a write,
+            # whose outcome would be unknown if its connection broke
+            try:
+                self._conn.execute("SELECT 1")
+                self._conn.rollback()
+            except psycopg.Error:
+                self._conn.close()
+        self._used_at = time.monotonic()
+        if self._conn is None or self._conn.closed:
+            if time.monotonic() - self._failed_at < RETRY_BACKOFF_S:
+                raise KafkaStorageError("the cluster's PostgreSQL is unreachable (retrying)")
+            try:
+                self._conn = connect(self.dsn, self.timeout_s)
+            except KafkaStorageError:
+                self._failed_at = time.monotonic()
+                raise
+        return self._conn
+
+    def _broken(self, exc: Exception) -> KafkaStorageError:
+        self._failed_at = time.monotonic()
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except psycopg.Error:
+                pass
+        self._conn = None
+        return KafkaStorageError(f"cannot reach the cluster's PostgreSQL: {_reason(exc)}")
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        self._conn = None
+
+    # ---- reading -------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        conn = self._connection()
+        try:
+            self.cluster_id = create_schema(conn)
+            self.topics, self._persisted = self._read_all(conn)
+        except psycopg.Error as exc:
+            raise self._broken(exc) from None
+
+    def _read_all(self, conn) -> tuple[dict, dict]:
+        with conn.transaction():
+            rows = conn.execute("SELECT name, topic_id, configs FROM kafkalite_topics").fetchall()
+            parts = conn.execute("SELECT topic, partition, state FROM kafkalite_partitions "
+                                 "ORDER BY topic, partition").fetchall()
+        raw: dict[str, dict] = {name: {"topic_id": str(tid), "configs": configs, "partitions": []}
+                                for name, tid, configs in rows if name not in INTERNAL_TOPICS}
+        for name, index, state in parts:
+            if name in raw:
+                if index != len(raw[name]["partitions"]):
+                    raise KafkaStorageError(f"kafkalite_partitions lacks {name}-"
+                                            f"{len(raw[name]['partitions'])}")
+                raw[name]["partitions"].append(state)
+        return {name: self._topic(name, t) for name, t in raw.items()}, raw
+
+    def reload(self, names=None) -> None:
+        """Read the topics named (all if None) back from PostgreSQL: after
+        a notification, or after a write was refused as stale."""
+        try:
+            topics, raw = self._read_all(self._connection())
+        except psycopg.Error as exc:
+            raise self._broken(exc) from None
+        for name in (set(self.topics) | set(topics)) if names is None else names:
+            if name in topics:
+                self.topics[name], self._persisted[name] = topics[name], raw[name]
+            else:
+                self.topics.pop(name, None)
+                self._persisted.pop(name, None)
+
+    # ---- writing -------------------------------------------------------------------------
+
+    def save(self, changed=None) -> None:
+        names = sorted(set(self.topics) | set(self._persisted)) if changed is None \
+            else list(dict.fromkeys(changed))
+        wanted = {n: (self._topic_json(self.topics[n]) if n in self.topics else None)
+                  for n in names}
+        wanted = {n: t for n, t in wanted.items() if t != self._persisted.get(n)}
+        if not wanted:
+            return
+        try:
+            if not self.lease.held:
+                raise NotControllerError(f"node {self.lease.node_id} does not hold the "
+                                         f"controller lease")
+            conn = self._connection()
+            try:
+                with conn.transaction():
+                    self._fence(conn)
+                    for name, t in wanted.items():
+                        self._write_topic(conn, name, self._persisted.get(name), t)
+                    conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, json.dumps(
+                        {"node": self.lease.node_id, "epoch": self.lease.epoch,
+                         "topics": sorted(wanted)})))
+            except _StaleWrite as exc:
+                raise NotControllerError(f"metadata changed under node "
+                                         f"{self.lease.node_id}: {exc}") from None
+            except psycopg.Error as exc:
+                raise self._broken(exc) from None
+        except (NotControllerError, KafkaStorageError):
+            self._put_back(wanted)
+            raise
+        for name, t in wanted.items():
+            if t is None:
+                self._persisted.pop(name, None)
+            else:
+                self._persisted[name] = t
+
+    def _fence(self, conn) -> None:
+        row = conn.execute("SELECT node_id, epoch, lease_until > now() FROM kafkalite_controller "
+                           "WHERE id = 1 FOR UPDATE").fetchone()
+        if row is None or row[0] != self.lease.node_id or row[1] != self.lease.epoch \
+                or not row[2]:
+            raise _StaleWrite(f"the controller lease is {row and (row[0], row[1])}, not "
+                              f"node {self.lease.node_id}'s epoch {self.lease.epoch}")
+
+    @staticmethod
+    def _write_topic(conn, name: str, old: dict | None, new: dict | None) -> None:
+        if old is not None and (new is None or new["topic_id"] != old["topic_id"]):
+            if conn.execute("DELETE FROM kafkalite_topics WHERE name = %s AND topic_id = %s",
+                            (name, old["topic_id"])).rowcount != 1:
+                raise _StaleWrite(f"topic {name} is no longer the one this node knew")
+            old = None
+        if new is None:
+            return
+        if old is None:
+            try:
+                with conn.transaction():     # a savepoint: a duplicate is a stale write
+                    conn.execute("INSERT INTO kafkalite_topics (name, topic_id, configs) "
+                                 "VALUES (%s, %s, %s)", (name, new["topic_id"],
+                                                         Jsonb(new["configs"])))
+            except psycopg.errors.UniqueViolation:
+                raise _StaleWrite(f"topic {name} was created by another controller") from None
+            old = {"configs": new["configs"], "partitions": []}
+        elif new["configs"] != old["configs"]:
+            conn.execute("UPDATE kafkalite_topics SET configs = %s WHERE name = %s",
+                         (Jsonb(new["configs"]), name))
+        before, after = old["partitions"], new["partitions"]
+        for i, state in enumerate(after):
+            if i >= len(before):
+                conn.execute("INSERT INTO kafkalite_partitions (topic, partition, state, "
+                             "partition_epoch) VALUES (%s, %s, %s, %s)",
+                             (name, i, Jsonb(state), state["partition_epoch"]))
+            elif state != before[i]:
+                if conn.execute(
+                        "UPDATE kafkalite_partitions SET state = %s, partition_epoch = %s "
+                        "WHERE topic = %s AND partition = %s AND partition_epoch = %s",
+                        (Jsonb(state), state["partition_epoch"], name, i,
+                         before[i]["partition_epoch"])).rowcount != 1:
+                    raise _StaleWrite(f"{name}-{i} is past partition epoch "
+                                      f"{before[i]['partition_epoch']}")
+        if len(after) < len(before):
+            conn.execute("DELETE FROM kafkalite_partitions WHERE topic = %s AND partition >= %s",
+                         (name, len(after)))
+
+    def _put_back(self, wanted: dict) -> None:
+        """A write failed: the topics it touched become again what
+        PostgreSQL holds (as this store last knew it)."""
+        for name in wanted:
+            old = self._persisted.get(name)
+            if old is None:
+                self.topics.pop(name, None)
+            else:
+                self.topics[name] = self._topic(name, old)
+
+
+class MetadataWatcher:
+    """Hears what controllers write (LISTEN ``kafkalite_metadata``).
+    ``poll(timeout)`` returns the notifications' payloads, or None when
+    the connection was (re)made, so the caller should reload everything
+    (it may have missed some)."""
+
+    def __init__(self, dsn: str, timeout_s: float = 2.0):
+        self.dsn, self.timeout_s = dsn, timeout_s
+        self._conn: psycopg.Connection | None = None
+
+    def poll(self, timeout: float) -> list[dict] | None:
+        if self._conn is None or self._conn.closed:
+            try:
+                self._conn = connect(self.dsn, self.timeout_s, autocommit=True)
+                self._conn.execute(f"LISTEN {CHANNEL}")
+            except (psycopg.Error, KafkaStorageError) as exc:
+                self._conn = None
+                log.warning("cannot listen for metadata changes: %s", _reason(exc))
+                time.sleep(min(timeout, RETRY_BACKOFF_S))
+                return []
+            return None
+        out = []
+        try:
+            for n in self._conn.notifies(timeout=timeout, stop_after=1):
+                out.append(json.loads(n.payload))
+            # and whatever else arrived meanwhile, without waiting
+            for n in self._conn.notifies(timeout=0):
+                out.append(json.loads(n.payload))
+        except psycopg.Error:
+            self.close()
+            return []
+        return out
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except psycopg.Error:
+                pass
+        self._conn = None

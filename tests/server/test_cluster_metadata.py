@@ -1,0 +1,347 @@
+"""Cluster metadata in PostgreSQL (``kafkalite server --cluster``):
+the controller lease, fenced writes, partition-epoch conditions,
+notifications, and a node living through PostgreSQL going away.
+
+A real PostgreSQL from the distribution's packages (tests/postgres.py):
+one for the module, a fresh database per test; tests that stop PostgreSQL
+start their own. Faults are real: ``pg_ctl stop -m immediate``, SIGKILL.
+"""
+import os
+import signal
+import threading
+import time
+import uuid
+
+import psycopg
+import pytest
+
+from harness import ServerProcess
+from jepsen import History, check
+from postgres import PostgresServer, find_binaries
+from replicas import read_log, wait_for
+from kafkalite import errors
+from kafkalite.client import AdminClient, NewTopic, Producer
+from kafkalite.server import cluster_store
+from kafkalite.server.cluster_store import (ControllerLease, MetadataWatcher,
+                                            PostgresMetadataStore)
+
+pytestmark = pytest.mark.skipif(find_binaries() is None,
+                                reason="PostgreSQL is not installed: run tools/install-system-deps")
+
+
+@pytest.fixture(scope="module")
+def pg():
+    srv = PostgresServer().start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def db(pg):
+    """A DSN of a database of its own."""
+    name = "t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(pg.dsn, autocommit=True) as c:
+        c.execute(f"CREATE DATABASE {name}")
+    return pg.dsn.rsplit("/", 1)[0] + "/" + name
+
+
+@pytest.fixture
+def own_pg():
+    """A PostgreSQL this test may stop and start."""
+    srv = PostgresServer().start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def nodes(tmp_path):
+    started = []
+
+    def start(dsn, node_id=1, lease_ms=2000, workers=2, name=None):
+        s = ServerProcess(str(tmp_path / (name or f"node{node_id}")), workers=workers,
+                          extra_args=["--cluster", dsn, "--node-id", str(node_id),
+                                      "--controller-lease-ms", str(lease_ms)])
+        started.append(s)
+        return s.start()
+    yield start
+    for s in started:
+        if s.proc is not None and s.proc.poll() is None:
+            s.stop()
+
+
+def leases(db, *node_ids, ttl_ms=1000):
+    out = [ControllerLease(db, n, ttl_ms=ttl_ms) for n in node_ids]
+    return out[0] if len(out) == 1 else out
+
+
+# ---- the store ---------------------------------------------------------------------------
+
+
+def test_a_deposed_controller_cannot_write(db):
+    a, b = leases(db, 1, 2)
+    assert a.acquire() and a.epoch == 1
+    sa = PostgresMetadataStore(db, a)
+    sa.create_topic("orders", 2, {"retention.ms": "1000"}, workers=3, replication_factor=3)
+    assert not b.acquire() and b.holder == 1        # a's lease is still running
+    time.sleep(1.3)                                 # a does not renew: it lapses
+    assert b.acquire() and b.epoch == 2
+    sb = PostgresMetadataStore(db, b)
+    assert sb.get("orders").partitions == sa.get("orders").partitions
+    assert sb.get("orders").configs == {"retention.ms": "1000"}
+    # a was paused (a long GC, a frozen VM): by its own clock it still holds
+    # the lease. PostgreSQL's lock on the lease row is what stops it.
+    a._valid_until = time.monotonic() + 60
+    with pytest.raises(errors.NotControllerError, match="controller lease"):
+        sa.create_topic("payments", 1, {}, workers=3)
+    assert "payments" not in sa.topics              # put back: nothing to act on
+    before = sa.get("orders").partitions[0].isr
+    p = sa.get("orders").partitions[0]
+    p.isr, p.partition_epoch = p.isr[:1], p.partition_epoch + 1
+    with pytest.raises(errors.NotControllerError):
+        sa.save(["orders"])
+    assert sa.get("orders").partitions[0].isr == before
+    sb.reload()
+    assert set(sb.topics) == {"orders"} and sb.get("orders").partitions[0].isr == before
+    assert not a.renew() and a.lost and not a.held
+    sb.close()
+    sa.close()
+
+
+def test_without_the_fence_a_deposed_controller_overwrites(db, monkeypatch):
+    """The planted fault: with the lease check taken out of the write, the
+    same scenario corrupts the new controller's state, which is what the
+    test above would then catch."""
+    a, b = leases(db, 1, 2)
+    a.acquire()
+    sa = PostgresMetadataStore(db, a)
+    sa.create_topic("orders", 1, {}, workers=3, replication_factor=3)
+    time.sleep(1.3)
+    assert b.acquire()
+    a._valid_until = time.monotonic() + 60
+    monkeypatch.setattr(PostgresMetadataStore, "_fence", lambda self, conn: None)
+    sa.create_topic("payments", 1, {}, workers=3)   # nothing refuses it
+    sb = PostgresMetadataStore(db, b)
+    assert "payments" in sb.topics
+    sb.close()
+    sa.close()
+
+
+def test_a_partition_change_from_a_stale_epoch_is_refused(db):
+    lease = leases(db, 1, ttl_ms=10_000)
+    lease.acquire()
+    fresh = PostgresMetadataStore(db, lease)
+    fresh.create_topic("t", 1, {}, workers=3, replication_factor=3)
+    stale = PostgresMetadataStore(db, lease)        # read now, then left behind
+    p = fresh.get("t").partitions[0]
+    p.isr, p.partition_epoch = [p.leader], p.partition_epoch + 1
+    fresh.save(["t"])
+    q = stale.get("t").partitions[0]
+    old = (q.leader, list(q.isr))
+    q.leader, q.leader_epoch, q.partition_epoch = q.replicas[1], q.leader_epoch + 1, \
+        q.partition_epoch + 1
+    with pytest.raises(errors.NotControllerError, match="partition epoch"):
+        stale.save(["t"])
+    q = stale.get("t").partitions[0]
+    assert (q.leader, q.isr) == old                 # put back as it last knew it
+    stale.reload(["t"])
+    assert stale.get("t").partitions[0].isr == [p.leader]
+    # the row still holds the fresh store's change
+    with psycopg.connect(db) as c:
+        state, epoch = c.execute("SELECT state, partition_epoch FROM kafkalite_partitions "
+                                 "WHERE topic = 't'").fetchone()
+    assert state["isr"] == [p.leader] and epoch == p.partition_epoch
+    stale.close()
+    fresh.close()
+
+
+def test_the_same_node_takes_its_lease_back_at_once(db):
+    first = leases(db, 4, ttl_ms=60_000)
+    assert first.acquire()
+    again = leases(db, 4, ttl_ms=60_000)            # the node restarted
+    assert again.acquire() and again.epoch == first.epoch + 1
+    assert not first.renew() and first.lost         # the old incarnation is fenced
+    again.close()
+    assert leases(db, 5).acquire()                  # released: no wait for the expiry
+
+
+def test_observers_hear_each_committed_change_and_nothing_else(db):
+    watcher = MetadataWatcher(db)
+    assert watcher.poll(1.0) is None                # connected: reload everything
+    lease = leases(db, 1, ttl_ms=10_000)
+    lease.acquire()
+    store = PostgresMetadataStore(db, lease)
+    store.create_topic("a", 1, {}, workers=1)
+    store.create_topic("b", 1, {}, workers=1)
+    got = watcher.poll(5.0)
+    got += watcher.poll(0.5) if len(got) < 2 else []
+    assert [n["topics"] for n in got] == [["a"], ["b"]]
+    assert all(n["node"] == 1 and n["epoch"] == lease.epoch for n in got)
+    other = PostgresMetadataStore(db, lease)
+    store.delete_topic("a")
+    with pytest.raises(errors.NotControllerError, match="no longer the one"):
+        other.delete_topic("a")                     # already gone: a stale write
+    assert "a" in other.topics                      # put back until it reloads
+    assert [n["topics"] for n in watcher.poll(5.0)] == [["a"]]
+    assert watcher.poll(0.5) == []                  # the refused write told nobody
+    watcher.close()
+    other.close()
+    store.close()
+
+
+def test_unreachable_postgresql_refuses_changes_and_keeps_memory_as_stored(own_pg):
+    lease = ControllerLease(own_pg.dsn, 1, ttl_ms=30_000)
+    lease.acquire()
+    store = PostgresMetadataStore(own_pg.dsn, lease)
+    store.create_topic("kept", 1, {}, workers=1)
+    own_pg.halt()
+    with pytest.raises(errors.KafkaStorageError, match="PostgreSQL"):
+        store.create_topic("lost", 1, {}, workers=1)
+    assert set(store.topics) == {"kept"}
+    t0 = time.monotonic()                           # the next try fails at once
+    with pytest.raises(errors.KafkaStorageError):
+        store.create_topic("lost", 1, {}, workers=1)
+    assert time.monotonic() - t0 < 0.5
+    own_pg.resume()
+    time.sleep(cluster_store.RETRY_BACKOFF_S)
+    assert lease.renew()
+    store.create_topic("later", 1, {}, workers=1)
+    store.reload()
+    assert set(store.topics) == {"kept", "later"}
+    store.close()
+    lease.close()
+
+
+# ---- a node --------------------------------------------------------------------------------
+
+
+def _produce(server, topic, values, partitions):
+    acked, failed = [], []
+    p = Producer(server.config(acks="all", **{"enable.idempotence": True}))
+    for i, v in enumerate(values):
+        p.produce(topic, v, partition=i % partitions,
+                  on_delivery=lambda e, m: (failed if e else acked).append(
+                      e or (m.partition(), m.offset(), m.value())))
+    p.flush(60)
+    p.close()
+    return acked, failed
+
+
+def test_a_cluster_node_keeps_its_metadata_in_postgresql(db, nodes):
+    s = nodes(db)
+    admin = AdminClient(s.config())
+    for f in admin.create_topics([NewTopic("events", 3, config={"retention.ms": "86400000"})]) \
+            .values():
+        f.result(30)
+    acked, failed = _produce(s, "events", [b"v-%d" % i for i in range(300)], 3)
+    assert not failed and len(acked) == 300
+    s.stop()
+    assert not os.path.exists(os.path.join(s.data_dir, "cluster-metadata.json"))
+    with psycopg.connect(db) as c:
+        assert c.execute("SELECT count(*) FROM kafkalite_partitions WHERE topic = 'events'") \
+            .fetchone()[0] == 3
+        assert c.execute("SELECT configs FROM kafkalite_topics WHERE name = 'events'") \
+            .fetchone()[0] == {"retention.ms": "86400000"}
+    s.start()
+    report = check(History(acked=acked), read_log(s, "events", 3))
+    assert report.ok, report
+
+
+def test_a_second_node_is_refused_while_the_first_renews_its_lease(db, nodes):
+    nodes(db, node_id=1, lease_ms=1000)
+    with pytest.raises(RuntimeError, match="node 1 holds the cluster's controller lease"):
+        nodes(db, node_id=2, lease_ms=1000)
+
+
+def test_a_node_that_loses_its_lease_stops(db, nodes):
+    s = nodes(db, node_id=1, lease_ms=1500)
+    with psycopg.connect(db) as c:                  # another controller takes over
+        c.execute("UPDATE kafkalite_controller SET node_id = 9, epoch = epoch + 1")
+    assert s.proc.wait(15) == 1
+    assert "lost the controller lease" in s.output()
+    s.stop()                                        # checks no worker outlived it
+
+
+def test_a_node_lives_through_a_postgresql_restart(own_pg, nodes):
+    """PostgreSQL stops (immediate, longer than the lease) while records
+    are produced and a worker is killed: the data path goes on, metadata
+    changes wait, the killed worker's partitions come back once
+    PostgreSQL does, and nothing acknowledged is lost or reordered."""
+    s = nodes(own_pg.dsn, lease_ms=1500)
+    admin = AdminClient(s.config())
+    for f in admin.create_topics([NewTopic("flow", 4)]).values():
+        f.result(30)
+    history, stop = History(), threading.Event()
+    producer = Producer(s.config(acks="all", **{"enable.idempotence": True,
+                                                 "delivery.timeout.ms": 60_000}))
+
+    def write():
+        seq = 0
+        while not stop.is_set():
+            value = b"w-%d" % seq
+            try:
+                producer.produce("flow", value, partition=seq % 4, on_delivery=lambda e, m, v=value:
+                                 e is None and history.ack(m.partition(), m.offset(), v))
+            except BufferError:
+                producer.poll(0.05)
+                continue
+            seq += 1
+            if seq % 20 == 0:
+                producer.poll(0.01)
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        time.sleep(1.0)
+        own_pg.halt()
+        acked_before = len(history.acked)
+        time.sleep(1.0)
+        assert len(history.acked) > acked_before    # records still go in
+        with pytest.raises(errors.KafkaStorageError, match="PostgreSQL"):
+            for f in admin.create_topics([NewTopic("during", 1)]).values():
+                f.result(30)
+        victim = s.worker_pid(0)
+        os.kill(victim, signal.SIGKILL)
+        time.sleep(2.5)                             # past the lease
+        own_pg.resume()
+        s.wait_for_worker_restart(0, victim, timeout=30)
+        wait_for(lambda: _created(admin, "after"), timeout=30,
+                 what="CreateTopics once PostgreSQL is back")
+        mark = len(history.acked)
+        wait_for(lambda: {p for p, _, _ in history.acked[mark:]} == {0, 1, 2, 3}, timeout=30,
+                 what="acknowledgements on every partition again")
+    finally:
+        stop.set()
+        writer.join(30)
+        producer.flush(60)
+        producer.close()
+    report = check(history, read_log(s, "flow", 4))
+    assert report.ok, report
+    assert len(history.acked) > 100
+
+
+def _created(admin, name) -> bool:
+    try:
+        for f in admin.create_topics([NewTopic(name, 1)]).values():
+            f.result(10)
+        return True
+    except errors.TopicAlreadyExistsError:
+        return True
+    except errors.KafkaError:
+        return False
+
+
+@pytest.mark.parametrize("url, says", [
+    ("notaurl", "[INVALID_CONFIG] cluster must be a postgresql:// URL"),
+    ("postgresql://nobody@127.0.0.1:1/none", "[KAFKA_STORAGE_ERROR] cannot reach the cluster's "
+                                             "PostgreSQL"),
+])
+def test_a_bad_or_unreachable_cluster_url_is_one_line_and_exit_1(tmp_path, url, says):
+    import subprocess
+    import sys
+    from harness import child_env
+    r = subprocess.run([sys.executable, "-m", "kafkalite", "server", "--data-dir",
+                        str(tmp_path / "d"), "--port", "0", "--ingest-port", "0",
+                        "--worker-base-port", "0", "--kafka-port", "0",
+                        "--kafka-worker-base-port", "0", "--cluster", url],
+                       capture_output=True, text=True, timeout=60, env=child_env())
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and says in r.stderr
