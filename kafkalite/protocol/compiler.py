@@ -263,6 +263,8 @@ class _DecoderWriter(_Writer):
     def min_size(self, field: Field) -> int:
         """Fewest bytes one value of ``field`` (or one array element) takes."""
         compact = self.flexible
+        if field.kind == "struct" and field.is_nullable(self.version):
+            return 1                                  # the null marker
         if field.kind in ("primitive", "array"):
             return field.wire.min_size(compact) if field.wire.name != "records" or not self.frames else 4
         fields = [f for f in self.present(field.fields) if f.tag is None]
@@ -368,7 +370,16 @@ class _DecoderWriter(_Writer):
     def value(self, field: Field, target: str, depth: int) -> None:
         """Emit code decoding one value of ``field`` into ``target``."""
         nullable = field.is_nullable(self.version)
-        if field.kind == "struct":
+        if field.kind == "struct" and nullable:
+            marker = self.var("m")
+            self.emit(depth, f"{marker}, = {self.struct_const('>b', 'unpack_from')}(buf, pos)")
+            self.emit(depth, "pos += 1")
+            self.emit(depth, f"if {marker} < 0:")
+            self.emit(depth + 1, f"{target} = None")
+            self.emit(depth, "else:")
+            expr = self.struct(field.fields, depth + 1)
+            self.emit(depth + 1, f"{target} = {expr}")
+        elif field.kind == "struct":
             expr = self.struct(field.fields, depth)
             self.emit(depth, f"{target} = {expr}")
         elif field.kind in ("array", "struct_array"):
@@ -493,7 +504,9 @@ class _EncoderWriter(_Writer):
         return f"{source}.get({field.name!r}, {self.default_expr(field, self.version)})"
 
     def fetch(self, field: Field, source: str, value: str, depth: int) -> None:
-        if field.kind == "struct":
+        if field.kind == "struct" and field.is_nullable(self.version):
+            self.emit(depth, f"{value} = {source}.get({field.name!r})")
+        elif field.kind == "struct":
             self.emit(depth, f"{value} = {source}.get({field.name!r}) or {{}}")
         else:
             self.emit(depth, f"{value} = {self.get_expr(source, field)}")
@@ -563,7 +576,13 @@ class _EncoderWriter(_Writer):
 
     def value(self, field: Field, value: str, depth: int) -> None:
         nullable = field.is_nullable(self.version)
-        if field.kind == "struct":
+        if field.kind == "struct" and nullable:
+            self.emit(depth, f"if {value} is None:")
+            self.emit(depth + 1, f"{self.ap}(b'\\xff')")
+            self.emit(depth, "else:")
+            self.emit(depth + 1, f"{self.ap}(b'\\x01')")
+            self.struct(field.fields, value, depth + 1)
+        elif field.kind == "struct":
             self.struct(field.fields, value, depth)
         elif field.kind in ("array", "struct_array"):
             self.array(field, value, depth, nullable)

@@ -98,8 +98,8 @@ class Field:
             self.kind, self.wire = "primitive", WIRE_TYPES[type]
         if (self.fields is None) != (self.kind not in ("struct", "struct_array")):
             raise ValueError(f"{name}: only Array() and Struct() fields have sub-fields")
-        if self.kind == "struct" and self.nullable != NO_VERSIONS:
-            raise ValueError(f"{name}: nullable structs are not supported")
+        if self.kind == "struct" and self.nullable != NO_VERSIONS and tag is not None:
+            raise ValueError(f"{name}: nullable tagged structs are not supported")
 
     def present(self, version: int) -> bool:
         return version in self.versions
@@ -133,9 +133,12 @@ def Array(name: str, versions: str = "0+", *, nullable: str = "none", tag: int |
     return Field(name, "[]", versions, nullable=nullable, tag=tag, fields=fields)
 
 
-def Struct(name: str, versions: str = "0+", *, tag: int | None = None, fields: list[Field]) -> Field:
-    """A single nested struct (Kafka's "SomeStruct"); missing means all defaults."""
-    return Field(name, "{}", versions, tag=tag, fields=fields)
+def Struct(name: str, versions: str = "0+", *, nullable: str = "none", tag: int | None = None,
+           fields: list[Field]) -> Field:
+    """A single nested struct (Kafka's "SomeStruct"); missing means all
+    defaults, or None where ``nullable`` (on the wire an int8 before the
+    struct: -1 null, 1 present)."""
+    return Field(name, "{}", versions, nullable=nullable, tag=tag, fields=fields)
 
 
 class Message:

@@ -87,6 +87,8 @@ DEFAULT_ADMIN_TIMEOUT_MS = 30_000
 # Each partition is a directory and open files in one worker; a bound keeps
 # one request (or a fuzzed one) from asking for millions.
 MAX_PARTITIONS_PER_TOPIC = 10_000
+# DescribeTopicPartitions' page size cap (Kafka's max.request.partition.size.limit)
+MAX_DESCRIBED_PARTITIONS = 2000
 
 
 @dataclass
@@ -158,6 +160,7 @@ class Controller:
             ApiKey.ALTER_CONFIGS: self._alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self._incremental_alter_configs,
             ApiKey.DESCRIBE_CLUSTER: self._describe_cluster,
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS: self._describe_topic_partitions,
             ApiKey.ELECT_LEADERS: self._elect_leaders,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: self._alter_reassignments,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: self._list_reassignments,
@@ -736,6 +739,47 @@ class Controller:
                     self._undo_create(name)
             return self._metadata_body(names, ctx.listener, failed)
         return self._send(ctx, by_broker, respond)
+
+    def _describe_topic_partitions(self, ctx: RequestContext, body: dict):
+        """DescribeTopicPartitions (KIP-966): Metadata's description of the
+        topics named (every topic, internal ones too, when none is), in
+        name order, at most ``response_partition_limit`` partitions (Kafka's
+        broker caps it at 2000), resumed at ``cursor``; ``next_cursor``
+        names where the next page starts. Never creates topics."""
+        limit = body["response_partition_limit"]
+        limit = MAX_DESCRIBED_PARTITIONS if limit <= 0 else min(limit, MAX_DESCRIBED_PARTITIONS)
+        requested = [t["name"] for t in body["topics"]]
+        names = sorted(set(requested)) if requested else \
+            sorted(set(self.metadata.topics) | set(self.internal_topics))
+        cursor = body.get("cursor")
+        start = 0
+        if cursor is not None:
+            if cursor["partition_index"] < 0 or (requested and cursor["topic_name"] not in names):
+                # the response has no top-level error: as Kafka's error
+                # response, every topic asked for carries it
+                return {"throttle_time_ms": 0, "next_cursor": None, "topics": [
+                    {"error_code": errors.InvalidRequestError.code, "name": n,
+                     "partitions": []} for n in names]}
+            names = [n for n in names if n >= cursor["topic_name"]]
+            if names and names[0] == cursor["topic_name"]:
+                start = cursor["partition_index"]
+        topics, next_cursor = [], None
+        for k, name in enumerate(names):
+            entry = self._metadata_body([name], ctx.listener)["topics"][0]
+            parts = entry["partitions"][start if k == 0 else 0:]
+            if len(parts) > limit:
+                first = parts[0]["partition_index"]
+                entry["partitions"] = parts[:limit]
+                topics.append(entry)
+                next_cursor = {"topic_name": name, "partition_index": first + limit}
+                break
+            entry["partitions"] = parts
+            topics.append(entry)
+            limit -= len(parts)
+            if limit == 0 and k + 1 < len(names):
+                next_cursor = {"topic_name": names[k + 1], "partition_index": 0}
+                break
+        return {"throttle_time_ms": 0, "topics": topics, "next_cursor": next_cursor}
 
     # ---- topics ------------------------------------------------------------------------------
 

@@ -71,7 +71,7 @@ def project_fields(fields, version: int, value):
         if not f.present(version):
             continue
         v = value[f.name]
-        if f.kind == "struct":
+        if f.kind == "struct" and v is not None:
             v = project_fields(f.fields, version, v)
         elif f.kind == "struct_array" and v is not None:
             v = [project_fields(f.fields, version, e) for e in v]

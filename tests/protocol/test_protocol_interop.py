@@ -56,7 +56,7 @@ def to_json_class(their_fields, fields, body, version, cls):
             continue  # kafka-python writes a tagged field whenever it is set
         name = field.name if field.name in their_fields else RENAMED[field.name]
         theirs = their_fields[name]
-        if field.kind == "struct":
+        if field.kind == "struct" and value is not None:
             value = to_json_class(theirs.fields, field.fields, value, version, theirs.data_class)
         elif field.kind == "struct_array" and value is not None:
             value = [to_json_class(theirs.fields, field.fields, e, version, theirs.data_class) for e in value]

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from kafkalite.protocol.api_keys import ApiKey
-from kafkalite.protocol.schema import Array, Field, Request, Response
+from kafkalite.protocol.schema import Array, Field, Request, Response, Struct
 
 # Metadata, API key 3. v0: an empty topics array means all topics; v1+: null
 # means all, empty means none. v1: rack, controller_id, is_internal. v2:
@@ -93,4 +93,38 @@ DescribeClusterResponse = Response(ApiKey.DESCRIBE_CLUSTER, "0-1", flexible="0+"
         Field("rack", "string", nullable="0+"),
     ]),
     Field("cluster_authorized_operations", "int32", default=-2147483648),
+])
+
+
+# KIP-966: Metadata's topic descriptions, paged (at most
+# ``response_partition_limit`` partitions, resumed from a cursor).
+_CURSOR = [Field("topic_name", "string"), Field("partition_index", "int32")]
+DescribeTopicPartitionsRequest = Request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, "0", flexible="0+",
+                                         fields=[
+    Array("topics", fields=[Field("name", "string")]),
+    Field("response_partition_limit", "int32", default=2000),
+    Struct("cursor", nullable="0+", fields=_CURSOR),
+])
+DescribeTopicPartitionsResponse = Response(ApiKey.DESCRIBE_TOPIC_PARTITIONS, "0", flexible="0+",
+                                           fields=[
+    Field("throttle_time_ms", "int32"),
+    Array("topics", fields=[
+        Field("error_code", "int16"),
+        Field("name", "string", nullable="0+"),
+        Field("topic_id", "uuid"),
+        Field("is_internal", "bool"),
+        Array("partitions", fields=[
+            Field("error_code", "int16"),
+            Field("partition_index", "int32"),
+            Field("leader_id", "int32"),
+            Field("leader_epoch", "int32", default=-1),
+            Field("replica_nodes", "[]int32"),
+            Field("isr_nodes", "[]int32"),
+            Field("eligible_leader_replicas", "[]int32", nullable="0+", default=None),
+            Field("last_known_elr", "[]int32", nullable="0+", default=None),
+            Field("offline_replicas", "[]int32"),
+        ]),
+        Field("topic_authorized_operations", "int32", default=-2147483648),
+    ]),
+    Struct("next_cursor", nullable="0+", fields=_CURSOR),
 ])
