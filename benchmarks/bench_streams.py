@@ -5,6 +5,8 @@
     python benchmarks/bench_streams.py --records 10000000  # the issue's size
     python benchmarks/bench_streams.py --records 10000000 --kinds stateful \
         --guarantees exactly_once_v2 --impls columnar,quix  # one figure and its peer
+    python benchmarks/bench_streams.py --records 10000000 --kinds stateless,stateful \
+        --repeat 3                                         # the issue's table, 3 runs each
 
 One input topic of ``--records`` records (100-byte values, ``--keys``
 distinct keys, 4 partitions), written once; each figure is one application
@@ -26,10 +28,17 @@ in records of input per second:
 each under at_least_once and exactly_once_v2, for kafkalite Streams
 columnar (pyarrow.compute expressions; the count is columnar anyway),
 kafkalite Streams per record (Python lambdas; the count as
-``aggregate(lambda: 0, lambda k, v, a: a + 1)``) and quixstreams (through
+``aggregate(lambda: 0, lambda k, v, a: a + 1)``), quixstreams (through
 the Kafka listener, its default RocksDB state, ``app.run(count=...)`` over
 the first ``--quix-records`` records of the same topic: it is about 100x
-slower, and the rate is what is compared).
+slower, and the rate is what is compared) and faust (faust-streaming,
+through the Kafka listener with aiokafka, in its own process because a
+faust worker owns its event loop and signals: one agent, a RocksDB
+(rocksdict) table for the count, ``processing_guarantee`` at_least_once or
+exactly_once; timed from the worker's start until it has processed
+``--faust-records`` records, flushed its producer and committed; debug
+logging turned off, which faust's worker leaves on; the producer lingers
+5 ms like librdkafka's, not aiokafka's 0).
 Targets (issue 20): columnar >= 20x quixstreams on the stateful count,
 per record >= 2x.
 
@@ -39,8 +48,10 @@ results.md under benchmarks/results/.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 import traceback
@@ -56,6 +67,9 @@ HEADERS = ["#", "Figure", "kafkalite", "Compared with", "Ratio", "Target", "Met"
 PARTITIONS = 4
 GUARANTEES = {"at_least_once": "at-least-once", "exactly_once_v2": "exactly-once"}
 KINDS = ("stateless", "stateful", "join")
+IMPLS = ("columnar", "per_record", "quix", "faust")
+PEERS = ("quix", "faust")
+FAUST_GUARANTEES = {"at_least_once": "at_least_once", "exactly_once_v2": "exactly_once"}
 
 
 def create_topic(server, name: str) -> None:
@@ -169,6 +183,82 @@ def run_quix(server, work, source, records, kind, guarantee, tag) -> float:
     return records / (time.perf_counter() - start)
 
 
+def run_faust(server, work, source, records, kind, guarantee, tag) -> float:
+    """faust's rate: this file run again as ``--faust-worker`` (faust_worker)."""
+    sink = f"out-{tag}"
+    create_topic(server, sink)
+    spec = dict(broker=server.kafka_bootstrap, source=source, sink=sink, kind=kind,
+                guarantee=FAUST_GUARANTEES[guarantee], records=records, app_id=f"bench-{tag}",
+                datadir=os.path.join(work, f"faust-{tag}"),
+                result=os.path.join(work, f"faust-{tag}.json"))
+    log_path = os.path.join(work, f"faust-{tag}.log")
+    with open(log_path, "w") as log:
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--faust-worker",
+                               json.dumps(spec)], stdout=log, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, timeout=120 + records / 100)
+    if proc.returncode != 0 or not os.path.exists(spec["result"]):
+        with open(log_path) as f:
+            tail = f.read()[-3000:]
+        raise RuntimeError(f"faust {tag} exited {proc.returncode}:\n{tail}")
+    with open(spec["result"]) as f:
+        return records / json.load(f)["seconds"]
+
+
+def faust_worker(spec: dict) -> None:
+    """One faust application over ``spec``'s input, in this process: an
+    agent filters + maps or counts per key into a table, sends to the sink;
+    after ``records`` records it stops taking more, flushes, commits and
+    writes the seconds taken to ``spec["result"]``, then leaves at once
+    (faust's own shutdown under exactly_once sends buffered records after
+    ending the transactions and crashes; the figure does not need it)."""
+    import asyncio
+    import logging
+
+    import faust
+    app = faust.App(spec["app_id"], broker=f"kafka://{spec['broker']}", store="rocksdb://",
+                    datadir=spec["datadir"], processing_guarantee=spec["guarantee"],
+                    topic_partitions=PARTITIONS, topic_replication_factor=1,
+                    web_enabled=False, consumer_auto_offset_reset="earliest",
+                    broker_commit_interval=0.1 if spec["guarantee"] == "exactly_once" else 1.0,
+                    producer_linger=0.005)
+    raw = dict(key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
+    source = app.topic(spec["source"], **raw)
+    sink = app.topic(spec["sink"], partitions=PARTITIONS, **raw)
+    counts = app.Table("counts", default=int, partitions=PARTITIONS, key_type=bytes,
+                       value_type=int)
+    records, stateless = spec["records"], spec["kind"] == "stateless"
+    done = asyncio.Event()
+
+    async def finish():
+        await app.producer.flush()
+        await app.consumer.commit(start_new_transaction=False)
+        with open(spec["result"], "w") as f:
+            json.dump({"seconds": time.perf_counter() - start}, f)
+        os._exit(0)
+
+    @app.agent(source)
+    async def process(stream):
+        # faust's worker sets the root logger to DEBUG and filters in the
+        # handler: every aiokafka/faust debug call builds a record
+        logging.getLogger().setLevel(logging.WARNING)
+        seen = 0
+        async for key, value in stream.items():
+            if stateless:
+                if value[0] < 110:
+                    await sink.send(key=key, value=value[:50])
+            else:
+                counts[key] += 1
+                await sink.send(key=key, value=b"%d" % counts[key])
+            seen += 1
+            if seen == records:
+                asyncio.ensure_future(finish())
+                await done.wait()  # takes no more input (never set: finish exits)
+
+    worker = faust.Worker(app, loglevel="WARNING", redirect_stdouts=False)
+    start = time.perf_counter()
+    worker.execute_from_commandline()
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -176,44 +266,69 @@ def parse_args(argv):
     p.add_argument("--keys", type=int, default=100_000, help="distinct keys")
     p.add_argument("--quix-records", type=int, default=100_000,
                    help="records quixstreams processes (a prefix of the same input)")
+    p.add_argument("--faust-records", type=int, default=50_000,
+                   help="records faust processes (a prefix of the same input)")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="runs of each figure (the table gives the best; the range is printed "
+                        "and in results.json)")
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--no-quix", action="store_true", help="kafkalite figures only")
+    p.add_argument("--no-quix", action="store_true", help="no quixstreams figures")
+    p.add_argument("--no-faust", action="store_true", help="no faust figures")
     p.add_argument("--output-dir", default=None)
     p.add_argument("--work-dir", default=None)
     p.add_argument("--quick", action="store_true",
-                   help="50,000 records, 5,000 keys, quixstreams over 10,000")
+                   help="50,000 records, 5,000 keys, quixstreams over 10,000, faust over 3,000")
     p.add_argument("--kinds", default=",".join(KINDS), help="which applications")
     p.add_argument("--guarantees", default=",".join(GUARANTEES), help="which guarantees")
-    p.add_argument("--impls", default="columnar,per_record,quix",
-                   help="which implementations")
+    p.add_argument("--impls", default=",".join(IMPLS), help="which implementations")
     args = p.parse_args(argv)
     args.kinds = [k for k in KINDS if k in args.kinds.split(",")]
     args.guarantees = [g for g in GUARANTEES if g in args.guarantees.split(",")]
-    args.impls = [i for i in ("columnar", "per_record", "quix") if i in args.impls.split(",")]
+    args.impls = [i for i in IMPLS if i in args.impls.split(",")
+                  and not (i == "quix" and args.no_quix) and not (i == "faust" and args.no_faust)]
     if args.quick:
         report.apply_quick(args, argv, {"records": 50_000, "keys": 5_000,
-                                        "quix_records": 10_000})
+                                        "quix_records": 10_000, "faust_records": 3_000})
     args.quix_records = min(args.quix_records, args.records)
+    args.faust_records = min(args.faust_records, args.records)
     return args
+
+
+def run_figure(server, work, args, kind, guarantee, impl, tag) -> float:
+    if impl == "quix":
+        return run_quix(server, work, "input", args.quix_records, kind, guarantee, tag)
+    if impl == "faust":
+        return run_faust(server, work, "input", args.faust_records, kind, guarantee, tag)
+    return run_kafkalite(server, work, "input", args.records, kind, impl == "columnar",
+                         guarantee, tag, args.keys if kind == "join" else 0)
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--faust-worker"]:
+        faust_worker(json.loads(argv[1]))
+        return 1  # faust_worker leaves through os._exit(0) once it has its figure
     args = parse_args(argv)
     out_dir, work = report.make_dirs("streams", args.output_dir, args.work_dir)
     info = report.machine_info(work)
     say("kafkalite Streams benchmark")
     say(f"  CPU        {info['cpu_model']} ({info['logical_cores']} logical cores)")
-    if not args.no_quix:
+    if "quix" in args.impls:
         import quixstreams
-        say(f"  peer       quixstreams {quixstreams.__version__} (Kafka listener)")
+        say(f"  peer       quixstreams {quixstreams.__version__} (Kafka listener), "
+            f"over the first {args.quix_records:,} records")
+    if "faust" in args.impls:
+        from importlib.metadata import version
+        say(f"  peer       faust-streaming {version('faust-streaming')} (Kafka listener, "
+            f"aiokafka {version('aiokafka')}), over the first {args.faust_records:,} records")
     say(f"  input      {args.records:,} records of 100 bytes, {args.keys:,} keys, "
-        f"{PARTITIONS} partitions")
+        f"{PARTITIONS} partitions; each figure the best of {args.repeat} run(s)")
     report.say_load(info)
     res = Results()
     server = launcher.ServerProcess(os.path.join(work, "data"), workers=args.workers)
     started = time.perf_counter()
-    figures = {}
+    runs: dict[tuple, list[float]] = {}
+    failed: dict[tuple, str] = {}
     try:
         server.start()
         create_topic(server, "input")
@@ -223,21 +338,25 @@ def main(argv=None) -> int:
             create_topic(server, "table")
             fill_table(server, "table", args.keys)
         say(f"  filled the input and the table in {time.perf_counter() - t:.1f} s")
-        for kind in args.kinds:
-            for guarantee in args.guarantees:
-                for impl in args.impls:
-                    if impl == "quix" and (args.no_quix or kind == "join"):
-                        continue
-                    tag = f"{kind}-{guarantee}-{impl}".replace("_", "-")
-                    if impl == "quix":
-                        rate = run_quix(server, work, "input", args.quix_records, kind,
-                                        guarantee, tag)
-                    else:
-                        rate = run_kafkalite(server, work, "input", args.records, kind,
-                                             impl == "columnar", guarantee, tag,
-                                             args.keys if kind == "join" else 0)
-                    figures[(kind, guarantee, impl)] = rate
-                    say(f"  {tag}: {rate:,.0f} records/s")
+        for run in range(args.repeat):
+            for kind in args.kinds:
+                for guarantee in args.guarantees:
+                    for impl in args.impls:
+                        if impl in PEERS and (kind == "join" or (kind, guarantee, impl) in failed):
+                            continue  # the peers have no stream-table join to compare with
+                        tag = f"{kind}-{guarantee}-{impl}-{run}".replace("_", "-")
+                        try:
+                            rate = run_figure(server, work, args, kind, guarantee, impl, tag)
+                        except Exception as exc:
+                            if impl not in PEERS:
+                                raise
+                            # a peer that cannot run is a finding to print, not the
+                            # end of kafkalite's figures
+                            failed[(kind, guarantee, impl)] = repr(exc)[:2000]
+                            report.warn(f"{tag} failed: {exc}")
+                            continue
+                        runs.setdefault((kind, guarantee, impl), []).append(rate)
+                        say(f"  {tag}: {rate:,.0f} records/s")
     except Exception:
         traceback.print_exc()
         print(server.output()[-3000:], file=sys.stderr)
@@ -249,39 +368,56 @@ def main(argv=None) -> int:
 
     labels = {"stateless": "filter + map_values", "stateful": "count per key",
               "join": "stream-table join"}
-    impl_labels = {"columnar": "kafkalite columnar", "per_record": "kafkalite per record"}
+    impl_labels = {"columnar": "kafkalite columnar", "per_record": "kafkalite per record",
+                   "quix": "quixstreams", "faust": "faust"}
     targets = {("stateful", "columnar"): 20, ("stateful", "per_record"): 2}
+
+    def note(key):
+        rates = runs[key]
+        return f"{len(rates)} run(s): {min(rates):,.0f}..{max(rates):,.0f} records/s"
+
+    def best(key):
+        # in thousands: report.fmt_value's "records/s" shows millions, and the
+        # peers' few thousand would read 0.00
+        return round(max(runs[key]) / 1000, 1)
+
     for n, kind in enumerate(args.kinds, 1):
         for guarantee in args.guarantees:
-            base = None
-            if (kind, guarantee, "quix") in figures:
-                base = f"{kind}_{guarantee}_quix"
-                res.add(base, n, f"quixstreams, {labels[kind]}, {guarantee}",
-                        figures[(kind, guarantee, "quix")], "records/s")
-            for impl in ("columnar", "per_record"):
-                if (kind, guarantee, impl) not in figures:
+            base = f"{kind}_{guarantee}_quix" if (kind, guarantee, "quix") in runs else None
+            for peer in PEERS:
+                key = (kind, guarantee, peer)
+                if key in failed:
+                    say(f"  {impl_labels[peer]}, {labels[kind]}, {guarantee}: failed "
+                        f"({failed[key][:300]})")
+                if key not in runs:
                     continue
-                value = figures[(kind, guarantee, impl)]
+                res.add(f"{kind}_{guarantee}_{peer}", n,
+                        f"{impl_labels[peer]}, {labels[kind]}, {guarantee}", best(key),
+                        "k records/s", note=note(key), runs=runs[key])
+            for impl in ("columnar", "per_record"):
+                key = (kind, guarantee, impl)
+                if key not in runs:
+                    continue
                 want = targets.get((kind, impl))
                 meets = None
                 if want and base:
-                    meets = value / figures[(kind, guarantee, "quix")] >= want
+                    meets = max(runs[key]) / max(runs[(kind, guarantee, "quix")]) >= want
                 res.add(f"{kind}_{guarantee}_{impl}", n,
-                        f"{impl_labels[impl]}, {labels[kind]}, {guarantee}", value,
-                        "records/s", baseline_key=base,
-                        target_text=f">= {want}x quixstreams" if want else "", meets=meets)
-    rows = report.table_rows(res)
+                        f"{impl_labels[impl]}, {labels[kind]}, {guarantee}", best(key),
+                        "k records/s", baseline_key=base,
+                        target_text=f">= {want}x quixstreams" if want else "", meets=meets,
+                        note=note(key), runs=runs[key])
     say()
-    say(report.text_table(rows, HEADERS))
-    report.say_targets_met(res.targets_met())
-    report.say_targets_informational()
-    doc = report.results_doc("kafkalite streams", elapsed, info, vars(args),
-                             {"records/s": "input records per second"}, {}, res)
-    report.write_json(out_dir, doc)
-    with open(os.path.join(out_dir, "results.md"), "w") as f:
-        f.write("# kafkalite Streams\n\n")
-        f.write(report.markdown_table(rows, HEADERS))
-    say(f"results in {out_dir}")
+    for key in res.order:  # the ranges behind the best figures of the table
+        say(f"  {res.figures[key]['label']}: {res.figures[key]['note']}")
+    intro = (f"{args.records:,} records of 100 bytes, {args.keys:,} keys, {PARTITIONS} "
+             f"partitions, one instance; quixstreams over the first {args.quix_records:,} "
+             f"and faust over the first {args.faust_records:,} records of the same input; "
+             f"each figure the best of {args.repeat} run(s), ranges in results.json")
+    report.write_tables(out_dir, "kafkalite Streams", res, HEADERS, elapsed=elapsed, info=info,
+                        settings=vars(args),
+                        units={"k records/s": "thousands of input records per second"},
+                        intro=intro)
     return 0
 
 

@@ -1,6 +1,7 @@
 """Smoke tests of benchmarks/bench_streams.py and bench_streams_restore.py:
-each --quick run completes, exits 0 and writes every figure (they check that
-the benchmarks work, not how fast anything is)."""
+each --quick run completes, exits 0 and writes every figure, the peers'
+(quixstreams, faust) included (they check that the benchmarks work, not how
+fast anything is)."""
 import json
 import subprocess
 import sys
@@ -18,12 +19,14 @@ def test_quick_run_reports_every_figure(tmp_path):
     doc = json.loads((out / "results.json").read_text())
     for kind in ("stateless", "stateful"):
         for guarantee in ("at_least_once", "exactly_once_v2"):
-            for impl in ("columnar", "per_record", "quix"):
-                assert doc["figures"][f"{kind}_{guarantee}_{impl}"]["value"] > 0
+            for impl in ("columnar", "per_record", "quix", "faust"):
+                figure = doc["figures"][f"{kind}_{guarantee}_{impl}"]
+                assert figure["value"] > 0 and len(figure["runs"]) == 1, (kind, guarantee, impl)
     for guarantee in ("at_least_once", "exactly_once_v2"):
         for impl in ("columnar", "per_record"):
             assert doc["figures"][f"join_{guarantee}_{impl}"]["value"] > 0
     assert "count per key" in (out / "results.md").read_text()
+    assert "faust, count per key, exactly_once_v2" in r.stdout
     assert "stream-table join" in (out / "results.md").read_text()
 
 

@@ -36,10 +36,12 @@ def run(build, records, outputs, value_serde=L, store_type="in_memory"):
                 for name, (kser, vser) in outputs.items()}, d.metrics()
 
 
-def test_stateless_operators_columnar_and_per_record_match_the_model():
-    recs = [(f"k{i % 5}", i, 1000 + i) for i in range(100)]
-    out = {"f": (S, L), "m": (S, L), "k": (S, L), "fm": (S, L), "fmv": (S, L), "even": (S, L),
-           "odd": (S, L), "rest": (S, L), "merged": (S, L), "fn": (S, L)}
+OPERATOR_OUTPUTS = ("f", "m", "k", "fm", "fmv", "even", "odd", "rest", "merged", "fn")
+
+
+def operators_model(recs) -> dict:
+    """What build_per_record / build_columnar write to each output, in order
+    (``merged``: sorted by timestamp)."""
     model = {
         "f": [(k, v, t) for k, v, t in recs if v % 3 == 0],
         "fn": [(k, v, t) for k, v, t in recs if v % 3 != 0],
@@ -52,58 +54,71 @@ def test_stateless_operators_columnar_and_per_record_match_the_model():
         "rest": [(k, v, t) for k, v, t in recs if v % 2 == 1 and v % 5 != 0],
     }
     model["merged"] = sorted(model["even"] + model["odd"], key=lambda r: r[2])
-    seen_per_record, seen_columnar = [], []
+    return model
 
-    def per_record(s):
-        s.peek(lambda k, v: seen_per_record.append((k, v)))
-        s.filter(lambda k, v: v % 3 == 0).to("f")
-        s.filter_not(lambda k, v: v % 3 == 0).to("fn")
-        s.map_values(lambda v: v * 10).to("m")
-        s.select_key(lambda k, v: f"{k}-{v % 2}").to("k")
-        s.flat_map(lambda k, v: [(k, v), (k + "x", v + 1)]).to("fm")
-        s.flat_map_values(lambda v: range(v % 3)).to("fmv")
-        even, odd, rest = s.split().branch(lambda k, v: v % 2 == 0) \
-            .branch(lambda k, v: v % 5 == 0).default_branch()
-        even.to("even")
-        odd.to("odd")
-        rest.to("rest")
-        even.merge(odd).to("merged")
 
-    def col(s):
-        value = pc.field("value")
-        s.foreach(columnar(lambda b: seen_columnar.extend(zip(b.column("key").to_pylist(),
-                                                              b.column("value").to_pylist()))))
-        s.filter(pc.equal(pc.divide(value, 3) * 3, value)).to("f")
-        s.filter_not(pc.equal(pc.divide(value, 3) * 3, value)).to("fn")
-        s.map_values(pc.multiply(value, 10)).to("m")
-        s.select_key(pc.binary_join_element_wise(
-            pc.field("key"), pc.bit_wise_and(value, 1).cast(pa.string()), "-")).to("k")
+def build_per_record(s, seen: list, out=lambda name: name) -> None:
+    """Every stateless operator with per-record functions, into ``out(name)``
+    for each of OPERATOR_OUTPUTS; peek appends (key, value) to ``seen``.
+    Also run against a real server: test_streams_server_operators.py."""
+    s.peek(lambda k, v: seen.append((k, v)))
+    s.filter(lambda k, v: v % 3 == 0).to(out("f"))
+    s.filter_not(lambda k, v: v % 3 == 0).to(out("fn"))
+    s.map_values(lambda v: v * 10).to(out("m"))
+    s.select_key(lambda k, v: f"{k}-{v % 2}").to(out("k"))
+    s.flat_map(lambda k, v: [(k, v), (k + "x", v + 1)]).to(out("fm"))
+    s.flat_map_values(lambda v: range(v % 3)).to(out("fmv"))
+    even, odd, rest = s.split().branch(lambda k, v: v % 2 == 0) \
+        .branch(lambda k, v: v % 5 == 0).default_branch()
+    even.to(out("even"))
+    odd.to(out("odd"))
+    rest.to(out("rest"))
+    even.merge(odd).to(out("merged"))
 
-        @columnar
-        def pairs(b):
-            k, v = b.column("key"), b.column("value")
-            kx = pc.binary_join_element_wise(k, "x", "")
-            n = b.num_rows
-            structs = pa.StructArray.from_arrays(
-                [pa.concat_arrays([k, kx.cast(pa.string())]),
-                 pa.concat_arrays([v, pc.add(v, 1)])], ["key", "value"])
-            order = [j for i in range(n) for j in (i, i + n)]
-            return pa.ListArray.from_arrays(pa.array(range(0, 2 * n + 1, 2), pa.int32()),
-                                            structs.take(pa.array(order)))
-        s.flat_map(pairs).to("fm")
-        s.flat_map_values(columnar(lambda b: pa.array(
-            [list(range(v % 3)) for v in b.column("value").to_pylist()],
-            pa.list_(pa.int64())))).to("fmv")
-        even, odd, rest = s.split().branch(pc.equal(pc.bit_wise_and(value, 1), 0)) \
-            .branch(pc.equal(pc.subtract(value, pc.multiply(pc.divide(value, 5), 5)), 0)) \
-            .default_branch()
-        even.to("even")
-        odd.to("odd")
-        rest.to("rest")
-        even.merge(odd).to("merged")
 
-    for build, seen in ((per_record, seen_per_record), (col, seen_columnar)):
-        got, _ = run(build, recs, out)
+def build_columnar(s, seen: list, out=lambda name: name) -> None:
+    """build_per_record's operators with pyarrow.compute expressions and
+    @columnar functions; foreach appends (key, value) to ``seen``."""
+    value = pc.field("value")
+    s.foreach(columnar(lambda b: seen.extend(zip(b.column("key").to_pylist(),
+                                                 b.column("value").to_pylist()))))
+    s.filter(pc.equal(pc.divide(value, 3) * 3, value)).to(out("f"))
+    s.filter_not(pc.equal(pc.divide(value, 3) * 3, value)).to(out("fn"))
+    s.map_values(pc.multiply(value, 10)).to(out("m"))
+    s.select_key(pc.binary_join_element_wise(
+        pc.field("key"), pc.bit_wise_and(value, 1).cast(pa.string()), "-")).to(out("k"))
+
+    @columnar
+    def pairs(b):
+        k, v = b.column("key"), b.column("value")
+        kx = pc.binary_join_element_wise(k, "x", "")
+        n = b.num_rows
+        structs = pa.StructArray.from_arrays(
+            [pa.concat_arrays([k, kx.cast(pa.string())]),
+             pa.concat_arrays([v, pc.add(v, 1)])], ["key", "value"])
+        order = [j for i in range(n) for j in (i, i + n)]
+        return pa.ListArray.from_arrays(pa.array(range(0, 2 * n + 1, 2), pa.int32()),
+                                        structs.take(pa.array(order)))
+    s.flat_map(pairs).to(out("fm"))
+    s.flat_map_values(columnar(lambda b: pa.array(
+        [list(range(v % 3)) for v in b.column("value").to_pylist()],
+        pa.list_(pa.int64())))).to(out("fmv"))
+    even, odd, rest = s.split().branch(pc.equal(pc.bit_wise_and(value, 1), 0)) \
+        .branch(pc.equal(pc.subtract(value, pc.multiply(pc.divide(value, 5), 5)), 0)) \
+        .default_branch()
+    even.to(out("even"))
+    odd.to(out("odd"))
+    rest.to(out("rest"))
+    even.merge(odd).to(out("merged"))
+
+
+def test_stateless_operators_columnar_and_per_record_match_the_model():
+    recs = [(f"k{i % 5}", i, 1000 + i) for i in range(100)]
+    out = {name: (S, L) for name in OPERATOR_OUTPUTS}
+    model = operators_model(recs)
+    for build in (build_per_record, build_columnar):
+        seen = []
+        got, _ = run(lambda s: build(s, seen), recs, out)
         for name, want in model.items():
             if name == "merged":   # a merge interleaves by batch, not by timestamp
                 assert sorted(got[name], key=lambda r: r[2]) == want, (build.__name__, name)
