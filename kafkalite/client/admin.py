@@ -171,6 +171,17 @@ class HangingTransaction:
     reason: str
 
 
+@dataclass
+class DeletedRecords:
+    """What DeleteRecords did to a partition (confluent-kafka's
+    DeletedRecords): its low watermark, the new first offset readable."""
+    low_watermark: int
+
+
+# DeleteRecords answers that a new metadata lookup may cure (the leader moved)
+_DELETE_RECORDS_ATTEMPTS = 3
+
+
 RESET_SPECS = ("to-earliest", "to-latest", "to-datetime", "to-offset", "shift-by")
 
 
@@ -505,6 +516,81 @@ class AdminClient:
             leader = self._meta.leader(tp.topic, tp.partition)
             by_leader.setdefault(leader, {}).setdefault(tp.topic, []).append(tp.partition)
         return by_leader
+
+    def delete_records(self, topic_partition_offsets: list[TopicPartition],
+                       request_timeout: float | None = None,
+                       operation_timeout: float | None = None) -> dict:
+        """Delete every record before each TopicPartition's ``offset``
+        (-1, OFFSET_END: the whole partition up to its high watermark), as
+        confluent-kafka's ``delete_records``: {TopicPartition: Future of
+        DeletedRecords}. Asked of each partition's leader, which answers
+        once its in-sync followers moved their log start too or
+        ``operation_timeout`` passed (REQUEST_TIMED_OUT); a partition whose
+        leader moved meanwhile is asked of the new one."""
+        tps = list(topic_partition_offsets)
+        seen = set()
+        for tp in tps:
+            if not isinstance(tp, TopicPartition):
+                raise TypeError(f"delete_records takes TopicPartitions, not {type(tp).__name__}")
+            if not isinstance(tp.offset, int) or tp.offset < -1:
+                raise ValueError(f"{tp.topic}-{tp.partition}: offset must be -1 (the high "
+                                 f"watermark) or an offset >= 0, not {tp.offset!r}")
+            if (tp.topic, tp.partition) in seen:
+                raise ValueError(f"{tp.topic}-{tp.partition} is given twice")
+            seen.add((tp.topic, tp.partition))
+        timeout = request_timeout or self._timeout
+        op_ms = int((timeout if operation_timeout is None else operation_timeout) * 1000)
+        results: dict = {}            # (topic, partition) -> DeletedRecords or KafkaError
+        todo = tps
+        with self._lock:
+            for attempt in range(_DELETE_RECORDS_ATTEMPTS):
+                retry = []
+                self._meta.refresh(sorted({tp.topic for tp in todo}), False, timeout)
+                by_leader: dict[int, list] = {}
+                for tp in todo:
+                    try:
+                        leader = self._meta.leader(tp.topic, tp.partition)
+                    except errors.KafkaError as exc:
+                        results[(tp.topic, tp.partition)] = exc
+                        continue
+                    if self._meta.topics[tp.topic].is_internal:
+                        leader = None       # the supervisor keeps them (and refuses this)
+                    by_leader.setdefault(leader, []).append(tp)
+                for leader, group in by_leader.items():
+                    body = {"topics": [{"name": t, "partitions": [
+                        {"partition_index": tp.partition, "offset": tp.offset}
+                        for tp in group if tp.topic == t]}
+                        for t in dict.fromkeys(tp.topic for tp in group)], "timeout_ms": op_ms}
+                    try:
+                        if leader is None:
+                            resp = self._meta.admin_request(ApiKey.DELETE_RECORDS, body,
+                                                            timeout + op_ms / 1000.0)
+                        else:
+                            resp = self._connection_to(leader).request(
+                                ApiKey.DELETE_RECORDS, body, timeout + op_ms / 1000.0)
+                    except errors.KafkaError as exc:
+                        for tp in group:
+                            results[(tp.topic, tp.partition)] = exc
+                        retry += group if exc.retriable else []
+                        continue
+                    for t in resp["topics"]:
+                        for p in t["partitions"]:
+                            key = (t["name"], p["partition_index"])
+                            exc = error_or_none(p["error_code"], f"{key[0]}-{key[1]}: " + (
+                                errors.error_for_code(p["error_code"]).name))
+                            results[key] = exc or DeletedRecords(p["low_watermark"])
+                            if exc is not None and exc.retriable and not isinstance(
+                                    exc, errors.RequestTimedOutError):
+                                retry += [tp for tp in group if (tp.topic, tp.partition) == key]
+                if not retry:
+                    break
+                todo = retry
+        out = {}
+        for tp in tps:
+            got = results.get((tp.topic, tp.partition)) or errors.UnknownServerError(
+                f"{tp.topic}-{tp.partition}: the leader's answer left it out")
+            out[tp] = _done(exc=got) if isinstance(got, errors.KafkaError) else _done(got)
+        return out
 
     def describe_producers(self, partitions: list[TopicPartition],
                            request_timeout: float | None = None) -> dict:
