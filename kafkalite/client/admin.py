@@ -180,6 +180,14 @@ class DeletedRecords:
 
 # DeleteRecords answers that a new metadata lookup may cure (the leader moved)
 _DELETE_RECORDS_ATTEMPTS = 3
+# DeleteRecords answers carry no message: what each code means there
+_DELETE_RECORDS_ERRORS = {
+    errors.OffsetOutOfRangeError.code: "the offset is above the partition's high watermark",
+    errors.InvalidTopicError.code: "records of an internal topic cannot be deleted",
+    errors.PolicyViolationError.code: "the topic's cleanup.policy is not delete",
+    errors.RequestTimedOutError.code: "the log start moved on the leader, but not on every "
+                                      "in-sync follower in time",
+}
 
 
 RESET_SPECS = ("to-earliest", "to-latest", "to-datetime", "to-offset", "shift-by")
@@ -577,7 +585,8 @@ class AdminClient:
                         for p in t["partitions"]:
                             key = (t["name"], p["partition_index"])
                             exc = error_or_none(p["error_code"], f"{key[0]}-{key[1]}: " + (
-                                errors.error_for_code(p["error_code"]).name))
+                                _DELETE_RECORDS_ERRORS.get(p["error_code"])
+                                or errors.error_for_code(p["error_code"]).name))
                             results[key] = exc or DeletedRecords(p["low_watermark"])
                             if exc is not None and exc.retriable and not isinstance(
                                     exc, errors.RequestTimedOutError):
