@@ -1,5 +1,5 @@
 // kafkajs's admin.deleteTopicRecords against kafkalite's Kafka listener. Run
-// by tests/compat/test_delete_records.py, which checks the JSON this prints
+// by tests/compat/test_delete_records_clients.py, which checks the JSON this prints
 // as its last line of standard output.
 //
 //   node delete_records.js BOOTSTRAP TOPIC
