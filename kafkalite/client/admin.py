@@ -15,6 +15,7 @@ around the supervisor connection).
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
@@ -180,6 +181,7 @@ class DeletedRecords:
 
 # DeleteRecords answers that a new metadata lookup may cure (the leader moved)
 _DELETE_RECORDS_ATTEMPTS = 3
+_DELETE_RECORDS_BACKOFF_S = 0.5
 # DeleteRecords answers carry no message: what each code means there
 _DELETE_RECORDS_ERRORS = {
     errors.OffsetOutOfRangeError.code: "the offset is above the partition's high watermark",
@@ -552,54 +554,67 @@ class AdminClient:
         todo = tps
         with self._lock:
             for attempt in range(_DELETE_RECORDS_ATTEMPTS):
-                retry = []
-                self._meta.refresh(sorted({tp.topic for tp in todo}), False, timeout)
-                by_leader: dict[int, list] = {}
-                for tp in todo:
-                    try:
-                        leader = self._meta.leader(tp.topic, tp.partition)
-                    except errors.KafkaError as exc:
-                        results[(tp.topic, tp.partition)] = exc
-                        continue
-                    if self._meta.topics[tp.topic].is_internal:
-                        leader = None       # the supervisor keeps them (and refuses this)
-                    by_leader.setdefault(leader, []).append(tp)
-                for leader, group in by_leader.items():
-                    body = {"topics": [{"name": t, "partitions": [
-                        {"partition_index": tp.partition, "offset": tp.offset}
-                        for tp in group if tp.topic == t]}
-                        for t in dict.fromkeys(tp.topic for tp in group)], "timeout_ms": op_ms}
-                    try:
-                        if leader is None:
-                            resp = self._meta.admin_request(ApiKey.DELETE_RECORDS, body,
-                                                            timeout + op_ms / 1000.0)
-                        else:
-                            resp = self._connection_to(leader).request(
-                                ApiKey.DELETE_RECORDS, body, timeout + op_ms / 1000.0)
-                    except errors.KafkaError as exc:
-                        for tp in group:
-                            results[(tp.topic, tp.partition)] = exc
-                        retry += group if exc.retriable else []
-                        continue
-                    for t in resp["topics"]:
-                        for p in t["partitions"]:
-                            key = (t["name"], p["partition_index"])
-                            exc = error_or_none(p["error_code"], f"{key[0]}-{key[1]}: " + (
-                                _DELETE_RECORDS_ERRORS.get(p["error_code"])
-                                or errors.error_for_code(p["error_code"]).name))
-                            results[key] = exc or DeletedRecords(p["low_watermark"])
-                            if exc is not None and exc.retriable and not isinstance(
-                                    exc, errors.RequestTimedOutError):
-                                retry += [tp for tp in group if (tp.topic, tp.partition) == key]
-                if not retry:
+                if attempt:
+                    time.sleep(_DELETE_RECORDS_BACKOFF_S)   # for the new leader to be known
+                todo = self._delete_records_once(todo, results, timeout, op_ms)
+                if not todo:
                     break
-                todo = retry
         out = {}
         for tp in tps:
             got = results.get((tp.topic, tp.partition)) or errors.UnknownServerError(
                 f"{tp.topic}-{tp.partition}: the leader's answer left it out")
             out[tp] = _done(exc=got) if isinstance(got, errors.KafkaError) else _done(got)
         return out
+
+    def _delete_records_once(self, todo: list, results: dict, timeout: float,
+                             op_ms: int) -> list:
+        """One round of delete_records: DeleteRecords for ``todo`` to their
+        leaders as Metadata names them now, results into ``results``;
+        returns those to ask again (the leader moved or was not known)."""
+        self._meta.refresh(sorted({tp.topic for tp in todo}), False, timeout)
+        by_leader: dict = {}
+        for tp in todo:
+            try:
+                leader = self._meta.leader(tp.topic, tp.partition)
+            except errors.KafkaError as exc:
+                results[(tp.topic, tp.partition)] = exc
+                continue
+            if self._meta.topics[tp.topic].is_internal:
+                leader = None       # the supervisor keeps them (and refuses this)
+            by_leader.setdefault(leader, []).append(tp)
+        retry = []
+
+        def retriable(exc) -> bool:
+            # a timeout would only be waited for again
+            return exc.retriable and not isinstance(exc, errors.RequestTimedOutError)
+        for leader, group in by_leader.items():
+            body = {"timeout_ms": op_ms, "topics": [
+                {"name": t, "partitions": [{"partition_index": tp.partition, "offset": tp.offset}
+                                           for tp in group if tp.topic == t]}
+                for t in dict.fromkeys(tp.topic for tp in group)]}
+            try:
+                if leader is None:
+                    resp = self._meta.admin_request(ApiKey.DELETE_RECORDS, body,
+                                                    timeout + op_ms / 1000.0)
+                else:
+                    resp = self._connection_to(leader).request(ApiKey.DELETE_RECORDS, body,
+                                                               timeout + op_ms / 1000.0)
+            except errors.KafkaError as exc:
+                for tp in group:
+                    results[(tp.topic, tp.partition)] = exc
+                retry += group if retriable(exc) else []
+                continue
+            asked = {(tp.topic, tp.partition): tp for tp in group}
+            for t in resp["topics"]:
+                for p in t["partitions"]:
+                    key = (t["name"], p["partition_index"])
+                    code = p["error_code"]
+                    exc = error_or_none(code, f"{key[0]}-{key[1]}: " + (
+                        _DELETE_RECORDS_ERRORS.get(code) or errors.error_for_code(code).name))
+                    results[key] = exc or DeletedRecords(p["low_watermark"])
+                    if exc is not None and retriable(exc) and key in asked:
+                        retry.append(asked[key])
+        return retry
 
     def describe_producers(self, partitions: list[TopicPartition],
                            request_timeout: float | None = None) -> dict:

@@ -17,12 +17,13 @@ topic-partition its worker hosts, and the group coordinator keeps one per
   ask for) and when it was last caught up to the log end: a follower not
   caught up for ``replica.lag.time.max.ms`` is proposed out of the ISR, one
   that reached the high watermark in this leader's epoch is proposed back
-  in (``isr_change``). Also each follower's log start offset (its fetches
-  carry it): the low watermark, the smallest log start offset in the ISR,
-  is what a DeleteRecords answer waits for (``low_watermark``). While a proposal is pending, the high watermark
+  in (``isr_change``). While a proposal is pending, the high watermark
   waits for its members too (Kafka's "maximal ISR"), so a shrink never
   commits what only the leaving replica lacked and an expansion never
-  counts a replica the controller has not accepted.
+  counts a replica the controller has not accepted. Also each follower's
+  log start offset (its fetches carry it): the low watermark, the
+  smallest log start offset in the ISR, is what a DeleteRecords answer
+  waits for (``low_watermark``).
 - The high watermark: the offset below which every in-sync replica holds
   the log. It is what makes a record committed: consumers read below it
   and acks=all producers are answered when it passes their records. Only

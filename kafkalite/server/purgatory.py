@@ -3,10 +3,11 @@
 A fetch that cannot be answered yet (fewer than ``fetch.min.bytes``
 committed bytes to read), an acks=all produce whose records are not yet
 below the high watermark, and a DeleteRecords whose new log start the
-in-sync followers have not taken yet (the low watermark) wait here, watched by the partitions they touch,
-until their condition holds or their deadline passes. Both are completed
-exactly once: by ``check(partition key)`` when the partition makes progress
-(an append, a high watermark move), by ``expire()`` at the deadline, or by
+in-sync followers have not taken yet (the low watermark) wait here,
+watched by the partitions they touch, until their condition holds or
+their deadline passes. Each is completed exactly once: by ``check(partition
+key)`` when the partition makes progress (an append, a high watermark
+move, a follower's new log start), by ``expire()`` at the deadline, or by
 ``complete_watchers_of`` / ``complete_all`` when a partition goes away or
 the process stops. Completing an operation sends its response.
 

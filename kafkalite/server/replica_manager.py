@@ -390,11 +390,9 @@ class ReplicaManager:
         may move, completing acks=all produces and fetches waiting on it;
         its log start offset may complete a DeleteRecords; a follower that
         caught up may be proposed back into the ISR."""
-        low = part.low_watermark
         if part.update_follower_end(broker_id, log_end_offset, now, log_start_offset):
             self.purgatory.check(part.key, None)
-        if part.low_watermark != low:
-            self.purgatory.check(delete_records_key(part.key))
+        self.purgatory.check(delete_records_key(part.key))     # a dict lookup when none waits
         if broker_id not in part.isr and part.pending_isr is None:
             self._propose(part, now, broker_id)
 

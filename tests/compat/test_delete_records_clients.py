@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import subprocess
 import time
 
@@ -22,6 +21,7 @@ import confluent_kafka as ck
 import confluent_kafka.admin as ck_admin
 import pytest
 from compat_helpers import KafkaWire, create_topic, kafka_conf, native_produce, sample_records
+from test_kafkajs import NODE, kafkajs  # noqa: F401 (kafkajs: the fixture installing it)
 
 from kafkalite import errors
 from kafkalite.client import AdminClient, Consumer, TopicPartition
@@ -138,14 +138,12 @@ def test_aiokafka_delete_records(server, topic_name):
     assert_deleted(server, topic_name)
 
 
-@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed "
+@pytest.mark.skipif(NODE is None, reason="node is not installed "
                     "(tools/install-system-deps installs nodejs and npm)")
-def test_kafkajs_delete_topic_records(server, topic_name):
-    from test_kafkajs import JS, NODE, kafkajs  # noqa: F401 (the installed package)
-    if not (JS / "node_modules" / "kafkajs").exists():
-        pytest.skip("kafkajs is not installed here (tests/compat/test_kafkajs.py installs it)")
+def test_kafkajs_delete_topic_records(server, topic_name, kafkajs):
     topic_with_records(server, topic_name)
-    r = subprocess.run([NODE, str(JS / "delete_records.js"), server.kafka_bootstrap, topic_name],
+    r = subprocess.run([NODE, str(kafkajs / "delete_records.js"), server.kafka_bootstrap,
+                        topic_name],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
