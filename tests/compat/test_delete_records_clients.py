@@ -193,12 +193,14 @@ def test_delete_records_at_the_wire_on_the_supervisor_and_a_worker(server, topic
     leader = leaders[0]
     other = next(b for b in brokers if b != leader)
     for version in (0, 1, 2):
-        for broker, offset, want in ((leader, -1, (0, 5)), (other, 2, (6, -1))):
+        for broker, topic, offset, want in (
+                (leader, topic_name, -1, (0, 5)),
+                (other, topic_name, 2, (errors.NotLeaderOrFollowerError.code, -1)),
+                (leader, "__transaction_state", 0, (errors.InvalidTopicError.code, -1))):
             wire = KafkaWire(brokers[broker])
             try:
                 p = wire.request(ApiKey.DELETE_RECORDS, version, {"timeout_ms": 5000, "topics": [
-                    {"name": topic_name, "partitions": [{"partition_index": 0,
-                                                         "offset": offset}]}]}
+                    {"name": topic, "partitions": [{"partition_index": 0, "offset": offset}]}]}
                                  )["topics"][0]["partitions"][0]
                 assert (p["error_code"], p["low_watermark"]) == want, (version, broker, p)
             finally:

@@ -1,26 +1,23 @@
-"""DeleteRecords on a real server: the native AdminClient and the
-``kafkalite delete-records`` command, the log start offset surviving a
-kill -9 and a restart, and on a replicated partition the followers moving
+"""DeleteRecords on a real server: the native AdminClient, the log start
+offset surviving a kill -9 and a restart, and on a replicated partition the followers moving
 their log start too (the answer waits for the in-sync ones, within
 timeout_ms) and a new leader serving from the new start after the old one
 is killed.
 
 The Kafka clients' side (kafkajs, kafka-python, aiokafka, confluent-kafka)
-is tests/compat/test_delete_records_clients.py.
+is tests/compat/test_delete_records_clients.py, ``kafkalite delete-records``
+tests/cli/test_delete_records_cli.py.
 """
 from __future__ import annotations
 
 import glob
-import json
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 
-from harness import ServerProcess, child_env, create
+from harness import ServerProcess, create
 from replicas import create as create_replicated
 from replicas import produce, state, wait_for
 from kafkalite import errors
@@ -65,12 +62,6 @@ def first_offset_read(server, topic, start, reset="earliest", partition=0):
         return exc
     finally:
         c.close()
-
-
-def cli(server, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kafkalite", "delete-records", *args,
-                           "--bootstrap-server", server.bootstrap], capture_output=True,
-                          text=True, env=child_env(), timeout=60)
 
 
 def log_start_on_disk(data_dir, broker, topic, partition=0) -> int:
@@ -120,38 +111,6 @@ def test_native_admin_moves_the_log_start_and_refuses_what_kafka_refuses(server,
                 admin.delete_records(bad)
     finally:
         admin.close()
-
-
-def test_the_cli_deletes_by_partition_or_json_file_and_fails_in_one_line(server, topic_name,
-                                                                         tmp_path):
-    create(server, topic_name, 2)
-    produce(server, topic_name, [b"v%d" % i for i in range(20)])       # 10 per partition
-    out = cli(server, topic_name, "--partition", "0", "--offset", "3")
-    assert (out.returncode, out.stdout) == (0, f"partition: {topic_name}-0\tlow_watermark: 3\n")
-    spec = tmp_path / "offsets.json"
-    spec.write_text(json.dumps({"version": 1, "partitions": [
-        {"topic": topic_name, "partition": 0, "offset": 5},
-        {"topic": topic_name, "partition": 1, "offset": -1}]}))
-    out = cli(server, "--offset-json-file", str(spec))
-    assert out.returncode == 0, out.stderr
-    assert sorted(out.stdout.splitlines()) == [f"partition: {topic_name}-0\tlow_watermark: 5",
-                                               f"partition: {topic_name}-1\tlow_watermark: 10"]
-    assert earliest(server, topic_name, 0) == 5
-    out = cli(server, topic_name, "--offset", "1000")           # every partition, above the HW
-    assert out.returncode == 1 and out.stdout == ""
-    lines = out.stderr.splitlines()
-    assert len(lines) == 2 and all("OFFSET_OUT_OF_RANGE" in line and "high watermark" in line
-                                   for line in lines), out.stderr
-    (tmp_path / "bad.json").write_text('{"partitions": [{"topic": "x"}]}')
-    for args in ([topic_name], ["no-such-topic", "--offset", "1"],
-                 ["--offset-json-file", str(tmp_path / "bad.json")],
-                 ["--offset-json-file", str(tmp_path / "missing.json")],
-                 [topic_name, "--offset", "1", "--offset-json-file", str(spec)]):
-        out = cli(server, *args)
-        assert out.returncode == 1, (args, out.stdout)
-        assert len(out.stderr.splitlines()) == 1 and out.stderr.startswith(
-            "kafkalite delete-records: "), (args, out.stderr)
-    assert earliest(server, topic_name, 0) == 5
 
 
 def test_the_log_start_survives_a_kill_and_a_restart_and_its_segments_go(own_server, topic_name):
