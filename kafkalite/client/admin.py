@@ -1,5 +1,5 @@
-"""The admin client: topics, configs, consumer groups and transactions, with
-confluent-kafka's call shapes (and, for transactions, which confluent-kafka
+"""The admin client: topics, configs, consumer groups, transactions and
+record deletion (DeleteRecords), with confluent-kafka's call shapes (and, for transactions, which confluent-kafka
 lacks, the Java Admin's: list/describe transactions, describe producers,
 abort a hanging transaction, find hanging transactions).
 
@@ -538,6 +538,8 @@ class AdminClient:
         ``operation_timeout`` passed (REQUEST_TIMED_OUT); a partition whose
         leader moved meanwhile is asked of the new one."""
         tps = list(topic_partition_offsets)
+        if not tps:
+            return {}
         seen = set()
         for tp in tps:
             if not isinstance(tp, TopicPartition):
