@@ -1,7 +1,8 @@
 """The admin client: topics, configs, consumer groups, transactions and
-record deletion (DeleteRecords), with confluent-kafka's call shapes (and, for transactions, which confluent-kafka
-lacks, the Java Admin's: list/describe transactions, describe producers,
-abort a hanging transaction, find hanging transactions).
+record deletion (DeleteRecords), with confluent-kafka's call shapes (and,
+for transactions, which confluent-kafka lacks, the Java Admin's:
+list/describe transactions, describe producers, abort a hanging
+transaction, find hanging transactions).
 
 Every method returns ``{topic or resource: concurrent.futures.Future}``
 like confluent-kafka's AdminClient; here the request is made before the
