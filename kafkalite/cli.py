@@ -10,6 +10,7 @@ Subcommands:
               (like kafka-consumer-groups)
   transactions list, describe, find hanging and abort transactions
               (like kafka-transactions)
+  delete-records  delete the records before an offset (like kafka-delete-records)
   demo        append records to a local partition log and read them back,
               without a server (the storage layer on its own)
   dump-log    print the batches (and records) of segment files, like
@@ -303,6 +304,22 @@ def build_parser() -> argparse.ArgumentParser:
     for p in xsub.choices.values():
         _client_args(p)
     txns.set_defaults(func=console.transactions)
+
+    dr = sub.add_parser("delete-records", help="delete a partition's records before an offset "
+                                               "(move its log start offset)",
+                        description="Delete records, like kafka-delete-records: every record "
+                                    "before --offset becomes unreadable and its segments go.")
+    dr.add_argument("topic", nargs="?")
+    dr.add_argument("--partition", type=int, action="append",
+                    help="partition (repeatable; default: all of the topic's)")
+    dr.add_argument("--offset", type=int,
+                    help="delete the records before this offset (-1: all, up to the high "
+                         "watermark)")
+    dr.add_argument("--offset-json-file", metavar="FILE",
+                    help='kafka-delete-records.sh\'s format: {"partitions": [{"topic": "t", '
+                         '"partition": 0, "offset": 5}], "version": 1}')
+    _client_args(dr)
+    dr.set_defaults(func=console.delete_records)
 
     demo = sub.add_parser("demo", help="append records to a local partition log and read them "
                                        "back (no server needed)")

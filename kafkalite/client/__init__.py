@@ -7,8 +7,8 @@ confluent-kafka (``produce(..., on_delivery=)``, ``poll``, ``flush``,
 Each class states its thread-safety in its module docstring.
 """
 from kafkalite.client.admin import (AdminClient, AlterConfigOpType, ClusterMetadata, ConfigEntry,
-                                    ConfigResource, ConfigSource, NewPartitions, NewTopic,
-                                    ResourceType)
+                                    ConfigResource, ConfigSource, DeletedRecords, NewPartitions,
+                                    NewTopic, ResourceType)
 from kafkalite.client.consumer import Consumer
 from kafkalite.client.producer import Producer
 from kafkalite.client.types import (OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID, OFFSET_STORED,
@@ -19,7 +19,8 @@ from kafkalite.errors import KafkaError
 
 __all__ = [
     "AdminClient", "AlterConfigOpType", "BatchDelivery", "ClusterMetadata", "ConfigEntry",
-    "ConfigResource", "ConfigSource", "Consumer", "ConsumerGroupMetadata", "KafkaError", "Message", "NewPartitions",
+    "ConfigResource", "ConfigSource", "Consumer", "ConsumerGroupMetadata", "DeletedRecords",
+    "KafkaError", "Message", "NewPartitions",
     "NewTopic", "OFFSET_BEGINNING", "OFFSET_END", "OFFSET_INVALID", "OFFSET_STORED", "Producer",
     "ResourceType", "TIMESTAMP_CREATE_TIME", "TIMESTAMP_LOG_APPEND_TIME", "TIMESTAMP_NOT_AVAILABLE",
     "TopicPartition",

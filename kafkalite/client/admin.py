@@ -1,7 +1,8 @@
-"""The admin client: topics, configs, consumer groups and transactions, with
-confluent-kafka's call shapes (and, for transactions, which confluent-kafka
-lacks, the Java Admin's: list/describe transactions, describe producers,
-abort a hanging transaction, find hanging transactions).
+"""The admin client: topics, configs, consumer groups, transactions and
+record deletion (DeleteRecords), with confluent-kafka's call shapes (and,
+for transactions, which confluent-kafka lacks, the Java Admin's:
+list/describe transactions, describe producers, abort a hanging
+transaction, find hanging transactions).
 
 Every method returns ``{topic or resource: concurrent.futures.Future}``
 like confluent-kafka's AdminClient; here the request is made before the
@@ -15,6 +16,7 @@ around the supervisor connection).
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
@@ -169,6 +171,26 @@ class HangingTransaction:
     last_timestamp: int
     transactional_id: str | None            # None: no coordinator knows the producer
     reason: str
+
+
+@dataclass
+class DeletedRecords:
+    """What DeleteRecords did to a partition (confluent-kafka's
+    DeletedRecords): its low watermark, the new first offset readable."""
+    low_watermark: int
+
+
+# DeleteRecords answers that a new metadata lookup may cure (the leader moved)
+_DELETE_RECORDS_ATTEMPTS = 3
+_DELETE_RECORDS_BACKOFF_S = 0.5
+# DeleteRecords answers carry no message: what each code means there
+_DELETE_RECORDS_ERRORS = {
+    errors.OffsetOutOfRangeError.code: "the offset is above the partition's high watermark",
+    errors.InvalidTopicError.code: "records of an internal topic cannot be deleted",
+    errors.PolicyViolationError.code: "the topic's cleanup.policy is not delete",
+    errors.RequestTimedOutError.code: "the log start moved on the leader, but not on every "
+                                      "in-sync follower in time",
+}
 
 
 RESET_SPECS = ("to-earliest", "to-latest", "to-datetime", "to-offset", "shift-by")
@@ -505,6 +527,97 @@ class AdminClient:
             leader = self._meta.leader(tp.topic, tp.partition)
             by_leader.setdefault(leader, {}).setdefault(tp.topic, []).append(tp.partition)
         return by_leader
+
+    def delete_records(self, topic_partition_offsets: list[TopicPartition],
+                       request_timeout: float | None = None,
+                       operation_timeout: float | None = None) -> dict:
+        """Delete every record before each TopicPartition's ``offset``
+        (-1, OFFSET_END: the whole partition up to its high watermark), as
+        confluent-kafka's ``delete_records``: {TopicPartition: Future of
+        DeletedRecords}. Asked of each partition's leader, which answers
+        once its in-sync followers moved their log start too or
+        ``operation_timeout`` passed (REQUEST_TIMED_OUT); a partition whose
+        leader moved meanwhile is asked of the new one."""
+        tps = list(topic_partition_offsets)
+        if not tps:
+            return {}
+        seen = set()
+        for tp in tps:
+            if not isinstance(tp, TopicPartition):
+                raise TypeError(f"delete_records takes TopicPartitions, not {type(tp).__name__}")
+            if not isinstance(tp.offset, int) or tp.offset < -1:
+                raise ValueError(f"{tp.topic}-{tp.partition}: offset must be -1 (the high "
+                                 f"watermark) or an offset >= 0, not {tp.offset!r}")
+            if (tp.topic, tp.partition) in seen:
+                raise ValueError(f"{tp.topic}-{tp.partition} is given twice")
+            seen.add((tp.topic, tp.partition))
+        timeout = request_timeout or self._timeout
+        op_ms = int((timeout if operation_timeout is None else operation_timeout) * 1000)
+        results: dict = {}            # (topic, partition) -> DeletedRecords or KafkaError
+        todo = tps
+        with self._lock:
+            for attempt in range(_DELETE_RECORDS_ATTEMPTS):
+                if attempt:
+                    time.sleep(_DELETE_RECORDS_BACKOFF_S)   # for the new leader to be known
+                todo = self._delete_records_once(todo, results, timeout, op_ms)
+                if not todo:
+                    break
+        out = {}
+        for tp in tps:
+            got = results.get((tp.topic, tp.partition)) or errors.UnknownServerError(
+                f"{tp.topic}-{tp.partition}: the leader's answer left it out")
+            out[tp] = _done(exc=got) if isinstance(got, errors.KafkaError) else _done(got)
+        return out
+
+    def _delete_records_once(self, todo: list, results: dict, timeout: float,
+                             op_ms: int) -> list:
+        """One round of delete_records: DeleteRecords for ``todo`` to their
+        leaders as Metadata names them now, results into ``results``;
+        returns those to ask again (the leader moved or was not known)."""
+        self._meta.refresh(sorted({tp.topic for tp in todo}), False, timeout)
+        by_leader: dict = {}
+        for tp in todo:
+            try:
+                leader = self._meta.leader(tp.topic, tp.partition)
+            except errors.KafkaError as exc:
+                results[(tp.topic, tp.partition)] = exc
+                continue
+            if self._meta.topics[tp.topic].is_internal:
+                leader = None       # the supervisor keeps them (and refuses this)
+            by_leader.setdefault(leader, []).append(tp)
+        retry = []
+
+        def retriable(exc) -> bool:
+            # a timeout would only be waited for again
+            return exc.retriable and not isinstance(exc, errors.RequestTimedOutError)
+        for leader, group in by_leader.items():
+            body = {"timeout_ms": op_ms, "topics": [
+                {"name": t, "partitions": [{"partition_index": tp.partition, "offset": tp.offset}
+                                           for tp in group if tp.topic == t]}
+                for t in dict.fromkeys(tp.topic for tp in group)]}
+            try:
+                if leader is None:
+                    resp = self._meta.admin_request(ApiKey.DELETE_RECORDS, body,
+                                                    timeout + op_ms / 1000.0)
+                else:
+                    resp = self._connection_to(leader).request(ApiKey.DELETE_RECORDS, body,
+                                                               timeout + op_ms / 1000.0)
+            except errors.KafkaError as exc:
+                for tp in group:
+                    results[(tp.topic, tp.partition)] = exc
+                retry += group if retriable(exc) else []
+                continue
+            asked = {(tp.topic, tp.partition): tp for tp in group}
+            for t in resp["topics"]:
+                for p in t["partitions"]:
+                    key = (t["name"], p["partition_index"])
+                    code = p["error_code"]
+                    exc = error_or_none(code, f"{key[0]}-{key[1]}: " + (
+                        _DELETE_RECORDS_ERRORS.get(code) or errors.error_for_code(code).name))
+                    results[key] = exc or DeletedRecords(p["low_watermark"])
+                    if exc is not None and retriable(exc) and key in asked:
+                        retry.append(asked[key])
+        return retry
 
     def describe_producers(self, partitions: list[TopicPartition],
                            request_timeout: float | None = None) -> dict:

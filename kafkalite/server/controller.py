@@ -73,7 +73,8 @@ from kafkalite.server.metadata import (INTERNAL_TOPICS, MetadataStore, TopicMeta
                                        replica_dir, validate_topic_name)
 from kafkalite.server.per_partition import each_partition
 from kafkalite.server.producer_ids import ProducerIdManager
-from kafkalite.server.replica_manager import PRODUCE, _produce_blank
+from kafkalite.server.replica_manager import (DELETE_RECORDS, PRODUCE, _produce_blank,
+                                              delete_records_blank)
 from kafkalite.server.requests import DEFERRED, NO_RESPONSE, Listener, RequestContext
 from kafkalite.storage.config import LogConfig
 
@@ -165,6 +166,7 @@ class Controller:
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: self._alter_reassignments,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: self._list_reassignments,
             ApiKey.PRODUCE: self._produce,
+            ApiKey.DELETE_RECORDS: self._delete_records,
         }
 
     def register_internal_topic(self, name: str, partitions: int) -> None:
@@ -1087,3 +1089,21 @@ class Controller:
         if body.get("acks", 1) == 0:
             return NO_RESPONSE
         return {"responses": topics, "throttle_time_ms": 0}
+
+    def _delete_records(self, ctx: RequestContext, body: dict):
+        """DeleteRecords sent to this node, the internal topics' leader: as
+        Produce, refused INVALID_TOPIC_EXCEPTION for those (as Kafka refuses
+        them), UNKNOWN_TOPIC_OR_PARTITION for what does not exist, and
+        NOT_LEADER_OR_FOLLOWER for the rest (their leaders are workers)."""
+        def serve(name, topic, p, out):
+            if name in INTERNAL_TOPICS:
+                raise errors.InvalidTopicError(f"cannot delete records of internal topic {name}")
+            meta = self.metadata.topics.get(name)
+            if meta is None or not 0 <= p["partition_index"] < len(meta.partitions):
+                raise errors.UnknownTopicOrPartitionError(
+                    f"{name}-{p['partition_index']} does not exist")
+            raise errors.NotLeaderOrFollowerError(
+                f"a worker leads {name}-{p['partition_index']}; ask Metadata for it")
+
+        return {"throttle_time_ms": 0, "topics": each_partition(
+            DELETE_RECORDS, body["topics"], serve, delete_records_blank)}

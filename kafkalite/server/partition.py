@@ -20,7 +20,10 @@ topic-partition its worker hosts, and the group coordinator keeps one per
   in (``isr_change``). While a proposal is pending, the high watermark
   waits for its members too (Kafka's "maximal ISR"), so a shrink never
   commits what only the leaving replica lacked and an expansion never
-  counts a replica the controller has not accepted.
+  counts a replica the controller has not accepted. Also each follower's
+  log start offset (its fetches carry it): the low watermark, the
+  smallest log start offset in the ISR, is what a DeleteRecords answer
+  waits for (``low_watermark``).
 - The high watermark: the offset below which every in-sync replica holds
   the log. It is what makes a record committed: consumers read below it
   and acks=all producers are answered when it passes their records. Only
@@ -47,7 +50,7 @@ from kafkalite.storage.log import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIM
 class Partition:
     __slots__ = ("topic", "index", "topic_id", "log", "broker_id", "leader_epoch", "replicas",
                  "isr", "leader_id", "partition_epoch", "pending_isr", "pending_since",
-                 "_replica_ends", "_caught_up", "_epoch_start")
+                 "_replica_ends", "_replica_starts", "_caught_up", "_epoch_start")
 
     def __init__(self, topic: str, index: int, topic_id, plog: PartitionLog, broker_id: int):
         self.topic = topic
@@ -66,6 +69,7 @@ class Partition:
         # as leader: log end offsets of the other replicas, as their fetches
         # report them, and when each was last caught up to the log end
         self._replica_ends: dict[int, int] = {}
+        self._replica_starts: dict[int, int] = {}   # their log start offsets, likewise
         self._caught_up: dict[int, float] = {}
         self._epoch_start = 0           # the log end when this leadership began
 
@@ -118,6 +122,7 @@ class Partition:
             # proposed out.
             now = time.monotonic() if now is None else now
             self._replica_ends = {}
+            self._replica_starts = {}
             self._caught_up = {b: now for b in self.replicas if b != self.broker_id}
             self._epoch_start = self.log.log_end_offset
         if leader_epoch > self.log.leader_epoch:
@@ -137,6 +142,7 @@ class Partition:
         self.isr = list(isr)
         self.pending_isr = None
         self._replica_ends = {}
+        self._replica_starts = {}
         self._caught_up = {}
         return changed
 
@@ -167,12 +173,14 @@ class Partition:
         return info
 
     def update_follower_end(self, broker_id: int, log_end_offset: int,
-                            now: float | None = None) -> bool:
-        """A follower's fetch asked from ``log_end_offset``, its log end;
-        returns whether the high watermark moved as a result."""
+                            now: float | None = None, log_start_offset: int = -1) -> bool:
+        """A follower's fetch asked from ``log_end_offset``, its log end, and
+        said its log starts at ``log_start_offset``; returns whether the
+        high watermark moved as a result."""
         if broker_id not in self.replicas or broker_id == self.broker_id:
             raise errors.NotLeaderOrFollowerError(
                 f"broker {broker_id} is not a follower of {self.name} ({self.replicas})")
+        self._replica_starts[broker_id] = log_start_offset
         end = self.log.log_end_offset
         self._replica_ends[broker_id] = min(log_end_offset, end)
         if log_end_offset >= end:
@@ -194,6 +202,32 @@ class Partition:
             self.log.high_watermark = end
             return True
         return False
+
+    def delete_records(self, offset: int) -> tuple[int, int]:
+        """DeleteRecords as leader: move the log start offset to ``offset``
+        (-1: the high watermark); returns (that offset, the low watermark
+        now), the answer being due once the latter reaches the former. As Kafka:
+        POLICY_VIOLATION for a topic without ``cleanup.policy=delete``,
+        OFFSET_OUT_OF_RANGE for an offset above the high watermark."""
+        if not self.log.config.delete:
+            raise errors.PolicyViolationError(
+                f"records of {self.name} cannot be deleted: its cleanup.policy is not delete")
+        if offset == -1:
+            offset = self.log.high_watermark
+        self.log.delete_records(offset)
+        return offset, self.low_watermark
+
+    @property
+    def low_watermark(self) -> int:
+        """As leader: the smallest log start offset of the in-sync replicas
+        (-1 while a follower's is not known yet), as Kafka's
+        lowWatermarkIfLeader. Kafka counts every live replica; the ISR is
+        what a leader here knows to be live and fetching."""
+        low = self.log.log_start_offset
+        for broker in self.isr:
+            if broker != self.broker_id:
+                low = min(low, self._replica_starts.get(broker, -1))
+        return low
 
     def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
         """As follower: the leader's high watermark, capped at our log end."""

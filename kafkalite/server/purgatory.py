@@ -1,11 +1,13 @@
-"""Requests that wait: delayed fetches and delayed produces (Kafka's purgatory).
+"""Requests that wait: delayed fetches, produces and record deletions (Kafka's purgatory).
 
 A fetch that cannot be answered yet (fewer than ``fetch.min.bytes``
-committed bytes to read) and an acks=all produce whose records are not yet
-below the high watermark wait here, watched by the partitions they touch,
-until their condition holds or their deadline passes. Both are completed
-exactly once: by ``check(partition key)`` when the partition makes progress
-(an append, a high watermark move), by ``expire()`` at the deadline, or by
+committed bytes to read), an acks=all produce whose records are not yet
+below the high watermark, and a DeleteRecords whose new log start the
+in-sync followers have not taken yet (the low watermark) wait here,
+watched by the partitions they touch, until their condition holds or
+their deadline passes. Each is completed exactly once: by ``check(partition
+key)`` when the partition makes progress (an append, a high watermark
+move, a follower's new log start), by ``expire()`` at the deadline, or by
 ``complete_watchers_of`` / ``complete_all`` when a partition goes away or
 the process stops. Completing an operation sends its response.
 
@@ -108,6 +110,43 @@ class DelayedProduce(DelayedOperation):
 
     def on_complete(self) -> None:
         self.respond(self.failures())
+
+
+class DelayedDeleteRecords(DelayedOperation):
+    """A DeleteRecords waiting until the low watermark (Partition.low_watermark)
+    of each of its partitions reaches the offset it deleted before, as
+    Kafka's DelayedDeleteRecords. ``respond(results)`` gets {key: (low
+    watermark, error code)}: NOT_LEADER_OR_FOLLOWER where leadership moved
+    away, REQUEST_TIMED_OUT (and the low watermark then) where the
+    followers did not get there in time."""
+
+    __slots__ = ("partitions", "required", "respond")
+
+    def __init__(self, ctx, deadline: float, keys, partitions: dict, required: dict, respond):
+        super().__init__(ctx, deadline, keys)
+        self.partitions = partitions    # key -> Partition
+        self.required = required        # key -> offset the low watermark must reach
+        self.respond = respond          # ({key: (low watermark, error code)}) -> None
+
+    def satisfied(self) -> bool:
+        return all(not p.is_leader or p.log.closed or p.low_watermark >= self.required[k]
+                   for k, p in self.partitions.items())
+
+    def ready(self, key, progress) -> bool:
+        return self.satisfied()
+
+    def results(self) -> dict:
+        out = {}
+        for k, part in self.partitions.items():
+            if not part.is_leader or part.log.closed:
+                out[k] = (-1, errors.NotLeaderOrFollowerError.code)
+            else:
+                low = part.low_watermark
+                out[k] = (low, 0 if low >= self.required[k] else errors.RequestTimedOutError.code)
+        return out
+
+    def on_complete(self) -> None:
+        self.respond(self.results())
 
 
 class Purgatory:

@@ -20,7 +20,11 @@ cuts off the rest, then fetches from the leader's log end onwards:
    Whole batches are appended as they are (``append_as_follower``: offsets,
    leader epochs, producer state kept; a batch cut at the fetch's byte
    limit is fetched again whole next time), and the follower's high watermark
-   follows the leader's, capped at its own log end.
+   follows the leader's, capped at its own log end. So does its log start
+   offset (capped at its high watermark), as Kafka's followers take the
+   leader's: records deleted on the leader (DeleteRecords, retention) go
+   here too, and the next fetch reports the new log start, which a
+   DeleteRecords waiting on the leader needs.
 
 A fetch answered FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER or
 UNKNOWN_LEADER_EPOCH (the leadership moved, and the controller's assign
@@ -283,3 +287,10 @@ class ReplicaFetcher:
                 self._back_off(f, str(exc))
                 return
         f.part.update_follower_high_watermark(p.get("high_watermark", -1))
+        leader_start = min(p.get("log_start_offset", -1), plog.high_watermark)
+        if leader_start > plog.log_start_offset:
+            try:
+                plog.delete_records(leader_start)
+            except KafkaError as exc:
+                log.error("broker %d: %s: cannot move the log start to the leader's %d: %s",
+                          self.broker_id, f.part.name, leader_start, exc)

@@ -15,7 +15,12 @@ serves, for those partitions and no others:
 - WriteTxnMarkers: the transaction coordinator's COMMIT/ABORT markers,
   appended as control batches (``AppendOrigin.COORDINATOR``) and answered,
   like acks=all, once the high watermark has passed them;
-- DescribeProducers: the producer state of partitions.
+- DescribeProducers: the producer state of partitions;
+- DeleteRecords: moves the log start offset of partitions it leads; the
+  answer waits (a ``DelayedDeleteRecords``) until the low watermark -- the
+  in-sync followers' log start offsets, which their fetches report once
+  the fetch answers told them the leader's -- reached it, or ``timeout_ms``
+  passed (REQUEST_TIMED_OUT), as Kafka's delayed-delete purgatory does.
 
 read_committed fetches and ListOffsets stop at the last stable offset, and
 fetches carry the aborted transactions their batches may belong to.
@@ -101,7 +106,8 @@ from kafkalite.record.layout import ATTR_TRANSACTIONAL, OFF_ATTRIBUTES, OFF_PROD
 from kafkalite.server.metadata import INTERNAL_TOPICS
 from kafkalite.server.partition import Partition
 from kafkalite.server.per_partition import Shape, each_partition
-from kafkalite.server.purgatory import DelayedFetch, DelayedProduce, Purgatory
+from kafkalite.server.purgatory import (DelayedDeleteRecords, DelayedFetch, DelayedProduce,
+                                        Purgatory)
 from kafkalite.server.requests import DEFERRED, NO_RESPONSE, RequestContext
 from kafkalite.storage import AppendOrigin, PartitionLog
 from kafkalite.storage.checkpoint import BROKER_CHECKPOINTS, CheckpointFile
@@ -129,11 +135,23 @@ WRITE_TXN_MARKERS = Shape("name", "partitions", "partition",
                           "name", "partitions", "partition_index")
 DESCRIBE_PRODUCERS = Shape("name", "partitions", "partition",
                            "name", "partitions", "partition_index", error_message=True)
+DELETE_RECORDS = Shape("name", "partitions", "partition_index",
+                       "name", "partitions", "partition_index")
 
 
 def replica_key(key: tuple[str, int]) -> tuple:
     """The purgatory key followers' fetches of a partition wait under."""
     return ("replica", *key)
+
+
+def delete_records_key(key: tuple[str, int]) -> tuple:
+    """The purgatory key DeleteRecords of a partition wait under (woken when
+    a follower reports a new log start, or the leadership or ISR changes)."""
+    return ("delete-records", *key)
+
+
+def delete_records_blank() -> dict:
+    return {"error_code": 0, "low_watermark": -1}
 
 
 def _indexed(topics: list, name_field: str, indexes_field: str) -> list:
@@ -164,6 +182,7 @@ class ReplicaManager:
         ApiKey.OFFSET_FOR_LEADER_EPOCH: "offset_for_leader_epoch",
         ApiKey.WRITE_TXN_MARKERS: "write_txn_markers",
         ApiKey.DESCRIBE_PRODUCERS: "describe_producers",
+        ApiKey.DELETE_RECORDS: "delete_records",
     }
     API_KEYS = frozenset(API_HANDLERS)
 
@@ -268,11 +287,14 @@ class ReplicaManager:
                     # to wake what waits for it (an acks=all producer waits
                     # before sending more)
                     self.purgatory.check(key, None)
+                # a smaller ISR may reach a waiting DeleteRecords' offset
+                self.purgatory.check(delete_records_key(key))
             elif part.make_follower(spec["leader_epoch"], leader, spec.get("replicas") or [],
                                     spec.get("isr") or [], spec.get("partition_epoch", 0)):
                 # waiting produces and fetches are answered NOT_LEADER_OR_FOLLOWER
                 self.purgatory.complete_watchers_of(key)
                 self.purgatory.complete_watchers_of(replica_key(key))
+                self.purgatory.complete_watchers_of(delete_records_key(key))
                 self.fetcher.follow(part)
             if part.followers:
                 self.led_with_followers.add(key)
@@ -306,6 +328,7 @@ class ReplicaManager:
         self.led_with_followers.discard((topic, partition))
         self.purgatory.complete_watchers_of((topic, partition))
         self.purgatory.complete_watchers_of(replica_key((topic, partition)))
+        self.purgatory.complete_watchers_of(delete_records_key((topic, partition)))
         if delete:
             self.checkpoints.forget(self._directory(topic, partition))
         where = self._directory(topic, partition)
@@ -362,12 +385,14 @@ class ReplicaManager:
         return info
 
     def update_follower_end(self, part: Partition, broker_id: int, log_end_offset: int,
-                            now: float) -> None:
+                            now: float, log_start_offset: int = -1) -> None:
         """What a follower's fetch reports (replication): the high watermark
         may move, completing acks=all produces and fetches waiting on it;
-        a follower that caught up may be proposed back into the ISR."""
-        if part.update_follower_end(broker_id, log_end_offset, now):
+        its log start offset may complete a DeleteRecords; a follower that
+        caught up may be proposed back into the ISR."""
+        if part.update_follower_end(broker_id, log_end_offset, now, log_start_offset):
             self.purgatory.check(part.key, None)
+        self.purgatory.check(delete_records_key(part.key))     # a dict lookup when none waits
         if broker_id not in part.isr and part.pending_isr is None:
             self._propose(part, now, broker_id)
 
@@ -581,6 +606,46 @@ class ReplicaManager:
             DESCRIBE_PRODUCERS, _indexed(body["topics"], "name", "partition_indexes"), serve,
             lambda: {"error_code": 0, "error_message": None, "active_producers": []})}
 
+    def delete_records(self, ctx: RequestContext, body: dict):
+        """Move each partition's log start offset (-1: to the high
+        watermark); answer with the low watermark once the in-sync
+        followers took it (they learn it from their next fetch's answer,
+        which is sent at once), or at ``timeout_ms``. Internal topics are
+        refused INVALID_TOPIC_EXCEPTION, as Kafka refuses them."""
+        waiting: dict = {}              # key -> (Partition, offset the low watermark must reach)
+
+        def serve(name, topic, p, out):
+            if name in INTERNAL_TOPICS:
+                raise errors.InvalidTopicError(f"cannot delete records of internal topic {name}")
+            part = self.partition(name, p["partition_index"])
+            required, out["low_watermark"] = part.delete_records(p["offset"])
+            if out["low_watermark"] < required:
+                waiting[part.key] = (part, required)
+                # followers waiting in a fetch learn the new log start now,
+                # not at the end of their wait
+                self.purgatory.check(replica_key(part.key), None)
+
+        topics = each_partition(DELETE_RECORDS, body["topics"], serve, delete_records_blank)
+        response = {"throttle_time_ms": 0, "topics": topics}
+        if not waiting:
+            return response
+
+        def respond(results: dict) -> None:
+            for topic in topics:
+                for p in topic["partitions"]:
+                    got = results.get((topic["name"], p["partition_index"]))
+                    if got is not None:
+                        p["low_watermark"], p["error_code"] = got
+            ctx.respond(response)
+
+        op = DelayedDeleteRecords(
+            ctx, time.monotonic() + max(body.get("timeout_ms", 0), 0) / 1000.0,
+            [delete_records_key(k) for k in waiting],
+            {k: p for k, (p, _) in waiting.items()}, {k: r for k, (_, r) in waiting.items()},
+            respond)
+        self.purgatory.watch(op)
+        return DEFERRED
+
     # ---- reads -------------------------------------------------------------------------------
 
     def _read_fetch(self, body: dict) -> tuple[list, int, list]:
@@ -625,7 +690,8 @@ class ReplicaManager:
                         raise errors.OffsetOutOfRangeError(
                             f"follower {replica} fetches {part.name} at {offset}, outside "
                             f"[{part.log.log_start_offset}, {part.log.log_end_offset}]")
-                    self.update_follower_end(part, replica, offset, now)
+                    self.update_follower_end(part, replica, offset, now,
+                                             fp.get("log_start_offset", -1))
                     # at least one whole batch for every partition, or a
                     # follower could never get past a batch larger than its
                     # share of the fetch

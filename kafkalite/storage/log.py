@@ -605,8 +605,15 @@ class PartitionLog:
         self.checkpoint()
 
     def delete_records(self, offset: int) -> int:
-        """DeleteRecords: move the log start offset up to ``offset`` (at most
-        the high watermark) and drop segments wholly below it."""
+        """DeleteRecords (a leader's, or a follower taking its leader's log
+        start): move the log start offset up to ``offset`` (at most the high
+        watermark) and drop segments wholly below it; an offset at or below
+        the log start changes nothing. Returns the log start offset.
+
+        The new log start is made durable at once (partition.checkpoint,
+        fsynced) rather than with the broker's next checkpoint write: the
+        records it hides may still sit in a segment, and a crash must not
+        bring them back."""
         self._check_open()
         if offset > self._high_watermark or offset < 0:
             raise OffsetOutOfRangeError(
@@ -615,6 +622,7 @@ class PartitionLog:
         if offset > self._log_start:
             self._set_log_start(offset)
             self.delete_old_segments()
+            self.checkpoint(durable=True)
         return self._log_start
 
     def truncate_to(self, offset: int) -> bool:
