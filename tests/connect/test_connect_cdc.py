@@ -12,7 +12,6 @@ writes; e.g. 2000 for a longer run."""
 from __future__ import annotations
 
 import datetime as dt
-import decimal
 import itertools
 import json
 import os
