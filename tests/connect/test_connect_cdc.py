@@ -357,4 +357,5 @@ def test_cdc_kill9_and_restart_neither_skips_nor_reorders(server, pglogical, tmp
 def test_cdc_kill9_checker_catches_a_slot_advanced_past_uncommitted_changes(server, pglogical,
                                                                             tmp_path):
     problems, _ = run_killed_worker(server, pglogical, tmp_path, fault="advance-ahead")
+    print(f"the checker with the slot advanced ahead: {problems}")
     assert any(p.startswith("changes differ") for ps in problems.values() for p in ps), problems

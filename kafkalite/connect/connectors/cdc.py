@@ -11,7 +11,9 @@ position, as pgoutput's binary messages (parsed by ``parse_message``). The
 slot is advanced (``pg_replication_slot_advance``) in ``commit()`` only up
 to the end of the last transaction whose every change has its source
 offset stored by the worker, so WAL not yet committed to Connect stays in
-the slot and a restarted task decodes it again.
+the slot and a restarted task decodes it again. The price: each read
+decodes again what was handed over since the last offset commit (at most
+``offset.flush.interval.ms`` of changes) before the new changes.
 
 Offsets: source partition ``{"server": topic.prefix}``, offset
 ``{"lsn_commit": <commit LSN of the change's transaction>, "change": <its
@@ -361,6 +363,9 @@ class PostgresCdcSourceTask(SourceTask):
         self.position = (stored["lsn_commit"], stored["change"]) if stored else (-1, -1)
         self.txns: list[_Txn] = []          # decoded, not yet known committed, commit order
         self.tracked = -1                   # commit LSN of the last transaction put in txns
+        # rows each read decodes again (handed over, not yet committed): asked for on top
+        # of max.batch.size, so a backlog awaiting the offset commit does not stall reading
+        self.backlog_rows = 0
         self.buffer: list[SourceRecord] = []
         self.values = _ValueLoader(self.c["decimal.handling.mode"],
                                    self.c["unavailable.value.placeholder"])
@@ -393,7 +398,7 @@ class PostgresCdcSourceTask(SourceTask):
             rows = self.conn.execute(
                 "SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes("
                 "%s, NULL, %s, 'proto_version', '1', 'publication_names', %s)",
-                (self.c["slot.name"], self.c["max.batch.size"],
+                (self.c["slot.name"], self.backlog_rows + self.c["max.batch.size"],
                  self.c["publication.name"])).fetchall()
         except psycopg.errors.ObjectInUse:
             # the slot is still held by a previous owner's session (a killed worker's
@@ -404,7 +409,8 @@ class PostgresCdcSourceTask(SourceTask):
             self.conn = _connect(self.c)
             return
         txn = None
-        for lsn, data in rows:
+        self.backlog_rows = len(rows)
+        for row, (lsn, data) in enumerate(rows):
             msg = parse_message(data)
             kind = msg[0]
             if kind == "B":
@@ -429,6 +435,7 @@ class PostgresCdcSourceTask(SourceTask):
                 txn["last"] = (txn["final_lsn"], i)
                 if (txn["final_lsn"], i) <= self.position:
                     continue            # handed to the worker already
+                self.backlog_rows = min(self.backlog_rows, row)
                 self.position = (txn["final_lsn"], i)
                 self.buffer.extend(self._records(msg, txn, i, lsn_int(lsn)))
 
@@ -506,6 +513,7 @@ class PostgresCdcSourceTask(SourceTask):
         try:
             self.conn.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)",
                               (self.c["slot.name"], lsn_str(upto)))
+            self.backlog_rows = 0        # measured again by the next read
         except Exception as e:  # noqa: BLE001 -- retried at the next commit
             log.warning("cdc %s: advancing slot %s to %s failed: %s", self.c["topic.prefix"],
                         self.c["slot.name"], lsn_str(upto), e)
