@@ -50,9 +50,10 @@ TABLES) and ``slot.name`` if missing. There is no initial snapshot: the
 stream starts where the slot was created (Debezium's ``snapshot.mode=never``).
 One task (a slot has one reader).
 
-Who calls: the worker, through the herder. ``KAFKALITE_CDC_FAULT=advance-ahead``
-(tests only) advances the slot to the current WAL position at commit
-instead of the committed offset, a planted fault the restart test must catch.
+Who calls: the worker, through the herder. ``KAFKALITE_CDC_FAULT=advance-on-start``
+(tests only) plants the fault the restart test must catch: a resumed task
+advances the slot to the current WAL position, past changes Connect never
+committed.
 """
 from __future__ import annotations
 
@@ -376,6 +377,8 @@ class PostgresCdcSourceTask(SourceTask):
         self.fault = os.environ.get("KAFKALITE_CDC_FAULT", "")
         self.conn = _connect(self.c)
         self.db = self.conn.info.dbname
+        if stored is not None and self.fault == "advance-on-start":
+            self._fault_advance()
 
     def stop(self):
         self._stop.set()
@@ -506,10 +509,22 @@ class PostgresCdcSourceTask(SourceTask):
         upto = None
         while self.txns and (self.txns[0].last is None or self.txns[0].last <= done):
             upto = self.txns.pop(0).end_lsn
-        if self.fault == "advance-ahead":
-            upto = lsn_int(self.conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0])
-        if upto is None:
-            return
+        if upto is not None:
+            self._advance(upto)
+
+    def _fault_advance(self) -> None:
+        import psycopg
+        upto = lsn_str(lsn_int(self.conn.execute(
+            "SELECT pg_current_wal_lsn()::text").fetchone()[0]))
+        for _ in range(300):        # the killed worker's session may hold the slot a while
+            try:
+                self.conn.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)",
+                                  (self.c["slot.name"], upto))
+                return
+            except psycopg.errors.ObjectInUse:
+                self._stop.wait(0.1)
+
+    def _advance(self, upto: int) -> None:
         try:
             self.conn.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)",
                               (self.c["slot.name"], lsn_str(upto)))
