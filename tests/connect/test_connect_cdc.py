@@ -136,12 +136,16 @@ def test_cdc_envelopes_types_toast_and_truncate_in_commit_order(connect, server,
         c.commit()
         c.execute(f"TRUNCATE {full}")
         c.commit()
+        # a column added mid-stream: a new Relation message, a new schema
+        c.execute(f"ALTER TABLE {dflt} ADD COLUMN note TEXT")
+        c.execute(f"INSERT INTO {dflt} VALUES (7, 7, 'x', 'added')")
+        c.commit()
     reader = TopicReader(server, topics)
     try:
         def by_topic():
             recs = reader.poll()
             return {t: [(k, v) for tt, k, v in recs if tt == t] for t in topics}
-        want = {topics[0]: 6, topics[1]: 6}      # deletes + tombstones
+        want = {topics[0]: 6, topics[1]: 7}      # deletes + tombstones
         got = wait_for(lambda: (lambda b: b if all(len(b[t]) >= n for t, n in want.items())
                                 else None)(by_topic()),
                        what=lambda: f"every change: {by_topic()} {connect.state('cdc')}")
@@ -149,7 +153,8 @@ def test_cdc_envelopes_types_toast_and_truncate_in_commit_order(connect, server,
         reader.close()
     f_recs, d_recs = got[topics[0]], got[topics[1]]
     assert [v and v["op"] for _, v in f_recs] == ["c", "c", "u", "d", None, "t"]
-    assert [v and v["op"] for _, v in d_recs] == ["c", "u", "c", "u", "d", None]
+    assert [v and v["op"] for _, v in d_recs] == ["c", "u", "c", "u", "d", None, "c"]
+    assert d_recs[6][1]["after"] == {"id": 7, "n": 7, "big": "x", "note": "added"}
     # every type, as Connect values in JSON
     k, v = f_recs[0]
     assert k == {"id": 1}
@@ -196,6 +201,16 @@ def test_cdc_envelopes_types_toast_and_truncate_in_commit_order(connect, server,
              what="the slot advanced to the committed offset")
     connect.http("DELETE", "/connectors/cdc")
     drop_slot(pglogical, slot)
+
+
+def test_pgoutput_parser_refuses_malformed_messages():
+    from kafkalite.connect.connectors.cdc import parse_message
+    from kafkalite.connect.errors import DataException
+    assert parse_message(b"B" + (5).to_bytes(8, "big") + (6).to_bytes(8, "big") +
+                         (7).to_bytes(4, "big")) == ("B", 5, 6, 7)
+    for bad in (b"", b"Z", b"I\x00", b"R\x00\x00\x00\x01abc", b"I\x00\x00\x00\x01N\x00\x01q"):
+        with pytest.raises(DataException):
+            parse_message(bad)
 
 
 def test_cdc_refuses_a_server_without_logical_decoding(connect, postgres):
