@@ -286,6 +286,8 @@ class InternalTopics:
         self._seen = 0                            # records applied
         self._stop = threading.Event()
         self._producer = None
+        # the REST API serves before start() has made the topics and the producer
+        self._ready = threading.Event()
         self._thread = None
 
     def start(self):
@@ -302,6 +304,7 @@ class InternalTopics:
         finally:
             admin.close()
         self._producer = Producer({**self.client_config, "linger.ms": 0})
+        self._ready.set()
         self._thread = threading.Thread(target=self._tail, daemon=True, name="connect-tail")
         self._thread.start()
 
@@ -349,6 +352,9 @@ class InternalTopics:
         return False
 
     def write(self, topic, key, value) -> None:
+        if not self._ready.wait(30):
+            raise ConnectException("the worker is still starting: its internal topics are not "
+                                   "ready")
         self._producer.produce(topic, key=key.encode(),
                                value=None if value is None else json.dumps(value).encode())
         if self._producer.flush(30):

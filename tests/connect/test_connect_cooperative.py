@@ -131,6 +131,33 @@ def test_assignor_revokes_deleted_and_doubly_claimed_units():
 
 # ---- worker processes ------------------------------------------------------------------------
 
+def test_a_config_write_before_the_internal_topics_are_ready_waits_for_them(server, topic_name):
+    """The REST API serves before the herder has made its internal topics: a
+    POST /connectors in that gap used to fail with a 500 (no producer yet)."""
+    import threading
+
+    from kafkalite.connect.distributed import InternalTopics
+    t = InternalTopics(server.config(), f"{topic_name}-configs", f"{topic_name}-status",
+                       lambda: None)
+    errors = []
+
+    def early():
+        try:
+            t.write(t.config_topic, "connector-x", {"properties": {"name": "x"}})
+        except Exception as e:  # noqa: BLE001 -- the assertion shows it
+            errors.append(e)
+    w = threading.Thread(target=early)
+    w.start()
+    time.sleep(0.2)
+    t.start()
+    try:
+        w.join(60)
+        assert errors == []
+        t.wait(lambda: t.configs.get("x") == {"name": "x"})
+    finally:
+        t.stop()
+
+
 DELAY_MS = 2000
 
 
