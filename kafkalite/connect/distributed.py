@@ -256,7 +256,6 @@ class CooperativeAssignor:
         for u in free:
             m = min(ids, key=lambda x: (len(owned[x]) - share[x], len(owned[x]), x))
             owned[m].append(u)
-        # held units stay their departed member's: still lost at the next round
         owners = {u: meta[m]["url"] for m in ids for u in owned[m]}
         # held units stay their departed member's, and a unit being revoked its member's
         # until it rejoins: lost if that member goes before then
