@@ -197,7 +197,8 @@ class CooperativeAssignor:
     at once. Units that stay put are in no list and keep running.
 
     Assignment per member: ``{"connectors": [what it runs after this
-    round], "revoked": [to stop], "delay": ms until a rejoin is due (0:
+    round], "assigned": [of those, the new ones: to start], "revoked": [to
+    stop], "delay": ms until a rejoin is due (0:
     none), "owners": {unit: owner url}, "previous": {unit: url} (what the
     next leader compares with)}``. A new leader starts the delay afresh."""
 
@@ -263,8 +264,10 @@ class CooperativeAssignor:
                     **{u: meta[m]["url"] for m in ids for u in revoked[m] if u in units_set},
                     **owners}
         self.previous = previous
-        return {m: {"connectors": sorted(owned[m]), "revoked": sorted(revoked[m]),
-                    "delay": delay, "owners": owners, "previous": previous} for m in ids}
+        return {m: {"connectors": sorted(owned[m]),
+                    "assigned": sorted(set(owned[m]) - set(meta[m].get("owned", []))),
+                    "revoked": sorted(revoked[m]), "delay": delay, "owners": owners,
+                    "previous": previous} for m in ids}
 
     def remember(self, assignment: dict) -> None:
         """A member's copy of the round it was sent, should it lead the next."""

@@ -83,12 +83,13 @@ def test_assignor_newcomer_gets_its_share_in_two_rounds_and_nothing_else_moves()
     second = asg.assign(members({**owned, "d": []}), units, now=1)
     revoked = [u for x in second.values() for u in x["revoked"]]
     assert len(revoked) == 1 and second["d"]["connectors"] == []
+    assert all(not x["assigned"] for x in second.values())
     for m in "abc":
         assert set(second[m]["connectors"]) <= set(owned[m])       # nothing added or moved
         assert set(owned[m]) - set(second[m]["connectors"]) <= set(revoked)
     # the revoking member rejoins without it: the freed unit goes to the newcomer
     third = asg.assign(members(runs(second)), units, now=2)
-    assert third["d"]["connectors"] == revoked
+    assert third["d"]["connectors"] == third["d"]["assigned"] == revoked
     assert all(not x["revoked"] for x in third.values())
     assert sorted(len(x) for x in runs(third).values()) == [1, 1, 2, 2]
     assert {m: x for m, x in runs(third).items() if m != "d"} == \

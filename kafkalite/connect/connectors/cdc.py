@@ -48,7 +48,9 @@ the connector checks ``wal_level`` is ``logical`` (a clear failure if not),
 creates ``publication.name`` (for ``table.include.list``, else FOR ALL
 TABLES) and ``slot.name`` if missing. There is no initial snapshot: the
 stream starts where the slot was created (Debezium's ``snapshot.mode=never``).
-One task (a slot has one reader).
+One task (a slot has one reader). Deleting the connector leaves the slot
+and the publication (as Debezium's default): the slot keeps WAL until it
+is dropped (``SELECT pg_drop_replication_slot('<slot.name>')``).
 
 Who calls: the worker, through the herder. ``KAFKALITE_CDC_FAULT=advance-on-start``
 (tests only) plants the fault the restart test must catch: a resumed task
