@@ -9,7 +9,8 @@ runs as the ``postgres`` system user (created if missing) through
 ``runuser``. The binaries are found on PATH (``pg_ctl``, ``initdb``) or in
 ``/usr/lib/postgresql/<version>/bin``; without them ``find_binaries``
 returns None (tools/install-system-deps installs the ``postgresql``
-package).
+package). ``PostgresServer(wal_level="logical")`` starts it with logical
+decoding on (replication slots for change data capture).
 """
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ def _free_port() -> int:
 
 
 class PostgresServer:
-    def __init__(self, bindir: str | None = None):
+    def __init__(self, bindir: str | None = None, wal_level: str | None = None):
+        self.wal_level = wal_level
         self.bindir = bindir or find_binaries()
         if self.bindir is None:
             raise RuntimeError("PostgreSQL is not installed (run tools/install-system-deps)")
@@ -90,6 +92,8 @@ class PostgresServer:
     def _pg_ctl_start(self) -> None:
         opts = (f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off "
                 f"-c synchronous_commit=off -c full_page_writes=off")
+        if self.wal_level:
+            opts += f" -c wal_level={self.wal_level} -c max_replication_slots=10"
         self._run("pg_ctl", "-D", self.data, "-o", opts, "-l",
                   os.path.join(self.dir, "server.log"), "-w", "-t", "60", "start")
 

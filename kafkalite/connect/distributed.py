@@ -3,23 +3,31 @@ type ``connect`` and three compacted internal topics, as Kafka Connect's
 DistributedHerder.
 
 - Membership (ConnectGroup): each worker joins the group ``group.id``
-  through the broker's classic JoinGroup/SyncGroup/Heartbeat, with its REST
-  URL as member metadata (JSON). The leader hands out the connectors
-  round-robin over the members sorted by member id; a connector's tasks run
-  on the worker that owns the connector (the unit of assignment is the
-  connector: tasks are not spread separately, unlike Kafka's
-  KIP-415 incremental cooperative assignor). The protocol is eager: on a
-  rebalance a worker stops all its connectors before it rejoins, so a
-  connector never runs on two workers at once. A worker that dies stops
-  heartbeating; after ``session.timeout.ms`` the group rebalances and its
+  through the broker's classic JoinGroup/SyncGroup/Heartbeat (protocol
+  ``compatible``), with its REST URL and the connectors it runs as member
+  metadata (JSON). Assignment is incremental and cooperative as Kafka's
+  KIP-415 (CooperativeAssignor): a rebalance stops only the connectors it
+  revokes; the others keep running through it. A newcomer gets its share
+  in two rounds (the loaded members revoke, then the freed connectors go
+  to it). A worker that dies stops heartbeating; after
+  ``session.timeout.ms`` the group rebalances, and after
+  ``scheduled.rebalance.max.delay.ms`` more (Kafka's default 300000; the
+  time a restarting worker has to come back to its connectors) its
   connectors start on the others, their sources at the offsets stored in
   ``offset.storage.topic`` (a moved sink task rejoins its consumer group,
-  which waits out the dead task's ``consumer.session.timeout.ms``).
+  which waits out the dead task's ``consumer.session.timeout.ms``). A
+  worker the group expelled (its session expired while it lived) stops
+  everything before it rejoins. The unit of assignment is the connector
+  with all its tasks (Kafka assigns tasks separately): the herder's
+  lifecycle -- restart, pause, reconfiguration, offsets, exactly-once --
+  keeps a connector and its tasks in one place, and task configs are not
+  in the config topic for another worker to start them from.
 - ``config.storage.topic`` (default ``connect-configs``): Kafka's keys and
   values: ``connector-<name>`` -> ``{"properties": {...}}`` (null: deleted),
   ``target-state-<name>`` -> ``{"state": "STARTED"|"PAUSED"|"STOPPED"}``.
-  Every worker tails it; a change of the connector set or a config makes
-  the worker that sees it rejoin, so the group rebalances.
+  Every worker tails it; a change of the connector set makes the workers
+  rejoin, so the group rebalances; a changed config restarts the
+  connector where it runs.
 - ``status.storage.topic`` (default ``connect-status``):
   ``status-connector-<name>`` -> ``{"state", "trace", "worker_id",
   "generation", "tasks": [task configs]}``, ``status-task-<name>-<id>`` ->
@@ -46,6 +54,9 @@ from kafkalite.connect.errors import BadRequestException, ConnectException, NotF
 from kafkalite.connect.herder import Herder
 
 log = logging.getLogger("kafkalite.connect")
+
+# Kafka Connect's name of its cooperative protocol (KIP-415); the metadata is ours (JSON)
+PROTOCOL = "compatible"
 
 
 class ConnectGroup:
@@ -88,26 +99,31 @@ class ConnectGroup:
             self._conn = None
             raise
 
-    def join(self, assign) -> dict:
+    def join(self, assign, metadata=None, on_expelled=None) -> dict:
         """Join and sync; ``assign(members)`` runs on the leader with
         [(member_id, metadata dict)] and returns {member_id: assignment dict}.
+        ``metadata()`` adds to this member's metadata (asked at each JoinGroup);
+        ``on_expelled()`` runs when the coordinator no longer knows this member
+        (its session expired: what it ran may be someone else's by now).
         Returns this member's assignment."""
         from kafkalite import errors
         from kafkalite.protocol import ApiKey
-        meta = json.dumps({"url": self.url}).encode()
         while True:
+            meta = json.dumps({"url": self.url, **(metadata() if metadata else {})}).encode()
             body = self._request(ApiKey.JOIN_GROUP, {
                 "group_id": self.group_id, "session_timeout_ms": self.session_timeout_ms,
                 "rebalance_timeout_ms": self.rebalance_timeout_ms, "member_id": self.member_id,
                 "group_instance_id": None, "protocol_type": "connect",
-                "protocols": [{"name": "default", "metadata": meta}], "reason": None},
+                "protocols": [{"name": PROTOCOL, "metadata": meta}], "reason": None},
                 self.rebalance_timeout_ms / 1000 + 10)
             code = body["error_code"]
             if code == errors.MemberIdRequiredError.code:
                 self.member_id = body["member_id"]
                 continue
-            if code == errors.UnknownMemberIdError.code:
+            if code in (errors.UnknownMemberIdError.code, errors.IllegalGenerationError.code):
                 self.member_id = ""
+                if on_expelled is not None:
+                    on_expelled()
                 continue
             if code:
                 raise errors.error_for_code(code)(f"JoinGroup {self.group_id}")
@@ -121,21 +137,29 @@ class ConnectGroup:
             sync = self._request(ApiKey.SYNC_GROUP, {
                 "group_id": self.group_id, "generation_id": self.generation,
                 "member_id": self.member_id, "group_instance_id": None,
-                "protocol_type": "connect", "protocol_name": "default",
+                "protocol_type": "connect", "protocol_name": PROTOCOL,
                 "assignments": assignments}, self.rebalance_timeout_ms / 1000 + 10)
             if sync["error_code"] == errors.RebalanceInProgressError.code:
+                continue
+            if sync["error_code"] in (errors.UnknownMemberIdError.code,
+                                      errors.IllegalGenerationError.code):
+                self.member_id = ""
+                if on_expelled is not None:
+                    on_expelled()
                 continue
             if sync["error_code"]:
                 raise errors.error_for_code(sync["error_code"])(f"SyncGroup {self.group_id}")
             return json.loads(bytes(sync["assignment"]) or b"{}")
 
-    def heartbeat(self) -> bool:
-        """True while the generation stands; False when the group rebalances."""
+    def heartbeat(self) -> int:
+        """The Heartbeat's error code: 0 while the generation stands,
+        REBALANCE_IN_PROGRESS when the group rebalances, UNKNOWN_MEMBER_ID or
+        ILLEGAL_GENERATION when this member was expelled."""
         from kafkalite.protocol import ApiKey
         body = self._request(ApiKey.HEARTBEAT, {
             "group_id": self.group_id, "generation_id": self.generation,
             "member_id": self.member_id, "group_instance_id": None}, 10)
-        return body["error_code"] == 0
+        return body["error_code"]
 
     def leave(self) -> None:
         from kafkalite.protocol import ApiKey
@@ -156,19 +180,98 @@ class ConnectGroup:
         self._ctx.term()
 
 
-def round_robin(members: list, connectors: list[str]) -> dict:
-    """The leader's assignment: connectors dealt over members sorted by id."""
-    ids = sorted(m for m, _ in members)
-    urls = dict(members)
-    out = {m: {"connectors": [], "owners": {}} for m in ids}
-    owners = {}
-    for i, name in enumerate(sorted(connectors)):
-        m = ids[i % len(ids)]
-        out[m]["connectors"].append(name)
-        owners[name] = urls[m]["url"]
-    for a in out.values():
-        a["owners"] = owners
-    return out
+class CooperativeAssignor:
+    """The leader's incremental cooperative assignment (Kafka's KIP-415
+    IncrementalCooperativeAssignor, with connectors as the units).
+
+    Each member's metadata says what it runs (``owned``). A round:
+    units no longer configured are revoked; units of members that left
+    (known from this leader's previous round) are held for
+    ``scheduled.rebalance.max.delay.ms`` in case the member comes back
+    (members rejoin when the delay ends), then dealt out like new units;
+    a member above its fair share (total / members, the remainder to the
+    members that hold most) revokes the excess; units nobody runs go to
+    the members furthest below their share. A unit revoked in a round is
+    given to no one in the same round: its member stops it and rejoins,
+    and the next round hands it out, so a unit never runs on two members
+    at once. Units that stay put are in no list and keep running.
+
+    Assignment per member: ``{"connectors": [what it runs after this
+    round], "assigned": [of those, the new ones: to start], "revoked": [to
+    stop], "delay": ms until a rejoin is due (0:
+    none), "owners": {unit: owner url}, "previous": {unit: url} (what the
+    next leader compares with)}``. A new leader starts the delay afresh."""
+
+    def __init__(self, max_delay_ms: int):
+        self.max_delay_ms = max_delay_ms
+        # unit -> its owner's url after the last round: every member keeps the one it was
+        # sent (``remember``), so a new leader still knows what a departed member ran
+        self.previous: dict[str, str] = {}
+        self.lost_deadline: float | None = None   # monotonic s when held units are dealt out
+
+    def assign(self, members: list, units: list[str], now: float | None = None) -> dict:
+        now = time.monotonic() if now is None else now
+        units_set = set(units)
+        ids = sorted(m for m, _ in members)
+        meta = dict(members)
+        owned: dict[str, list] = {m: [] for m in ids}
+        revoked: dict[str, list] = {m: [] for m in ids}
+        taken = set()
+        for m in ids:
+            for u in sorted(meta[m].get("owned", [])):
+                if u not in units_set or u in taken:      # deleted, or claimed twice
+                    revoked[m].append(u)
+                else:
+                    owned[m].append(u)
+                    taken.add(u)
+        present = {meta[m]["url"] for m in ids}
+        lost = {u for u, url in self.previous.items()
+                if url not in present and u in units_set and u not in taken}
+        delay = 0
+        if lost and self.max_delay_ms > 0:
+            if self.lost_deadline is None:
+                self.lost_deadline = now + self.max_delay_ms / 1000
+            if now < self.lost_deadline:
+                delay = max(1, int((self.lost_deadline - now) * 1000))
+            else:
+                lost = set()                  # the delay is over: dealt out as new units
+                self.lost_deadline = None
+        else:
+            lost = set()
+            self.lost_deadline = None
+        held = lost
+        total = len(units_set - held)
+        n = len(ids)
+        base, extra = divmod(total, n) if n else (0, 0)
+        # who keeps one above the base share: those holding most already (fewest moves)
+        by_load = sorted(ids, key=lambda m: (-len(owned[m]), m))
+        share = {m: base + (1 if i < extra else 0) for i, m in enumerate(by_load)}
+        for m in ids:
+            excess = len(owned[m]) - share[m]
+            if excess > 0:
+                revoked[m] += owned[m][-excess:]
+                owned[m] = owned[m][:-excess]
+        revoked_now = {u for r in revoked.values() for u in r}
+        free = sorted(units_set - taken - held)
+        free = [u for u in free if u not in revoked_now]
+        for u in free:
+            m = min(ids, key=lambda x: (len(owned[x]) - share[x], len(owned[x]), x))
+            owned[m].append(u)
+        owners = {u: meta[m]["url"] for m in ids for u in owned[m]}
+        # held units stay their departed member's, and a unit being revoked its member's
+        # until it rejoins: lost if that member goes before then
+        previous = {**{u: self.previous[u] for u in held},
+                    **{u: meta[m]["url"] for m in ids for u in revoked[m] if u in units_set},
+                    **owners}
+        self.previous = previous
+        return {m: {"connectors": sorted(owned[m]),
+                    "assigned": sorted(set(owned[m]) - set(meta[m].get("owned", []))),
+                    "revoked": sorted(revoked[m]), "delay": delay, "owners": owners,
+                    "previous": previous} for m in ids}
+
+    def remember(self, assignment: dict) -> None:
+        """A member's copy of the round it was sent, should it lead the next."""
+        self.previous = dict(assignment.get("previous", {}))
 
 
 class InternalTopics:
@@ -185,6 +288,8 @@ class InternalTopics:
         self._seen = 0                            # records applied
         self._stop = threading.Event()
         self._producer = None
+        # the REST API serves before start() has made the topics and the producer
+        self._ready = threading.Event()
         self._thread = None
 
     def start(self):
@@ -201,6 +306,7 @@ class InternalTopics:
         finally:
             admin.close()
         self._producer = Producer({**self.client_config, "linger.ms": 0})
+        self._ready.set()
         self._thread = threading.Thread(target=self._tail, daemon=True, name="connect-tail")
         self._thread.start()
 
@@ -248,6 +354,9 @@ class InternalTopics:
         return False
 
     def write(self, topic, key, value) -> None:
+        if not self._ready.wait(30):
+            raise ConnectException("the worker is still starting: its internal topics are not "
+                                   "ready")
         self._producer.produce(topic, key=key.encode(),
                                value=None if value is None else json.dumps(value).encode())
         if self._producer.flush(30):
@@ -276,11 +385,16 @@ class DistributedHerder(Herder):
 
     def __init__(self, worker, group_id: str = "connect-cluster",
                  config_topic: str = "connect-configs", status_topic: str = "connect-status",
-                 session_timeout_ms: int = 10_000, heartbeat_interval_ms: int = 1_000):
+                 session_timeout_ms: int = 10_000, heartbeat_interval_ms: int = 1_000,
+                 scheduled_rebalance_max_delay_ms: int | None = None):
         super().__init__(worker)
         self.group_id = group_id
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval = heartbeat_interval_ms / 1000
+        if scheduled_rebalance_max_delay_ms is None:
+            scheduled_rebalance_max_delay_ms = int(worker.config.get(
+                "scheduled.rebalance.max.delay.ms", 300_000))
+        self.assignor = CooperativeAssignor(scheduled_rebalance_max_delay_ms)
         self.internal = InternalTopics(worker.client_config, config_topic, status_topic,
                                      self._config_changed)
         self.owners: dict[str, str] = {}
@@ -290,6 +404,7 @@ class DistributedHerder(Herder):
         self._thread = None
         self._published: dict = {}
         self.generation = -1
+        self._rejoin_at: float | None = None      # a scheduled rebalance (held units' delay)
 
     # ---- running ---------------------------------------------------------------------------
 
@@ -303,14 +418,25 @@ class DistributedHerder(Herder):
     def _config_changed(self):
         self._rejoin.set()
 
+    def _owned(self) -> dict:
+        with self._lock:
+            return {"owned": sorted(self._connectors)}
+
+    def _expelled(self):
+        # the group no longer counts this member: what it ran may be dealt out
+        log.warning("connect group %s: this worker's membership expired; stopping its "
+                    "connectors", self.group_id)
+        self._stop_all()
+
     def _membership(self):
+        from kafkalite import errors
         group = ConnectGroup(self.worker.client_config, self.group_id,
                              f"http://{self.worker.worker_id}", self.session_timeout_ms)
         try:
             while not self._stopping.is_set():
                 try:
                     self._rejoin.clear()
-                    assignment = group.join(self._assign)
+                    assignment = group.join(self._assign, self._owned, self._expelled)
                 except Exception as e:  # noqa: BLE001 -- coordinator moved or not ready
                     log.warning("connect group %s: join failed: %s", self.group_id, e)
                     self._stopping.wait(1.0)
@@ -319,21 +445,31 @@ class DistributedHerder(Herder):
                 self._apply(assignment)
                 while not self._stopping.is_set() and not self._rejoin.is_set():
                     try:
+                        self._reconcile_configs()
                         self._publish_status()
                         self._apply_targets()
                     except Exception:  # noqa: BLE001 -- keep the membership alive
                         log.exception("connect group %s: status/target update failed",
                                       self.group_id)
+                    if self._rejoin_at is not None and time.monotonic() >= self._rejoin_at:
+                        self._rejoin_at = None
+                        break
                     if self._stopping.wait(self.heartbeat_interval):
                         break
                     try:
-                        if not group.heartbeat():
-                            break
+                        code = group.heartbeat()
                     except Exception as e:  # noqa: BLE001
                         log.warning("connect group %s: heartbeat failed: %s", self.group_id, e)
                         break
-                # eager: nothing keeps running through a rebalance
-                self._stop_all()
+                    if code in (errors.UnknownMemberIdError.code,
+                                errors.IllegalGenerationError.code):
+                        group.member_id = ""
+                        self._expelled()
+                        break
+                    if code:
+                        break
+                # cooperative: what this worker runs keeps running through the rebalance;
+                # the next assignment says what to stop
             group.leave()
         finally:
             self._stop_all()
@@ -343,15 +479,25 @@ class DistributedHerder(Herder):
         # the leader assigns from the configs it has read
         with self.internal._lock:
             names = list(self.internal.configs)
-        return round_robin(members, names)
+        return self.assignor.assign(members, names)
 
     def _apply(self, assignment: dict) -> None:
+        """Stop what was revoked, start what is new; the rest runs on."""
         self.owners = assignment.get("owners", {})
         self.assigned = assignment.get("connectors", [])
-        store = self.worker.offsets
-        if hasattr(store, "refresh"):
-            store.refresh()        # offsets written by the connectors' previous owners
-        for name in self.assigned:
+        self.assignor.remember(assignment)
+        revoked = set(assignment.get("revoked", []))
+        with self._lock:
+            for name in list(self._connectors):
+                if name in revoked or name not in self.assigned:
+                    self._shutdown(self._connectors.pop(name))
+                    self._forget_status(name)
+        new = [n for n in self.assigned if n not in self._connectors]
+        if new:
+            store = self.worker.offsets
+            if hasattr(store, "refresh"):
+                store.refresh()        # offsets written by the connectors' previous owners
+        for name in new:
             with self.internal._lock:
                 config = self.internal.configs.get(name)
                 target = self.internal.targets.get(name, "STARTED")
@@ -359,6 +505,32 @@ class DistributedHerder(Herder):
                 continue
             with self._lock:
                 self._start_local(name, config, target)
+        if revoked:
+            self._rejoin.set()         # the revoked units go out in the next round
+        delay = assignment.get("delay", 0)
+        self._rejoin_at = time.monotonic() + delay / 1000 if delay else None
+
+    def _reconcile_configs(self):
+        """A changed config of a connector this worker runs: restart it with the
+        new one (no rebalance moves it); a deleted one: stop it."""
+        for name in list(self._connectors):
+            with self.internal._lock:
+                config = self.internal.configs.get(name)
+                target = self.internal.targets.get(name, "STARTED")
+            with self._lock:
+                c = self._connectors.get(name)
+                if c is None or c.config == config:
+                    continue
+                self._shutdown(self._connectors.pop(name))
+                if config is None:
+                    self._forget_status(name)
+                else:
+                    self._start_local(name, config, target)
+
+    def _forget_status(self, name):
+        for key in [k for k in self._published if k == f"status-connector-{name}" or
+                    k.startswith(f"status-task-{name}-")]:
+            del self._published[key]
 
     def _start_local(self, name, config, target):
         from kafkalite.connect.herder import _Connector

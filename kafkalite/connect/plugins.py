@@ -20,6 +20,7 @@ CONNECTORS = {
         "kafkalite.connect.connectors.jdbc:JdbcSourceConnector",
     "io.confluent.connect.jdbc.JdbcSinkConnector":
         "kafkalite.connect.connectors.jdbc:JdbcSinkConnector",
+    "io.debezium.connector.postgresql.PostgresConnector": "kafkalite.connect.connectors.cdc:PostgresCdcSourceConnector",  # noqa: E501
     "kafkalite.connect.ParquetSinkConnector":
         "kafkalite.connect.connectors.parquet:ParquetSinkConnector",
     "org.apache.kafka.connect.mirror.MirrorSourceConnector":

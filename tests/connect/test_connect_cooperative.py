@@ -1,0 +1,281 @@
+"""Incremental cooperative rebalancing of distributed mode (KIP-415,
+distributed.py's CooperativeAssignor): the assignor's rounds on their own,
+then worker processes on a real server: a fourth worker joining three
+restarts only the connector that moves to it; kill -9 of a worker moves
+its connectors after ``scheduled.rebalance.max.delay.ms`` while the
+others' keep running, and the counts end balanced.
+
+Task starts are counted by the connector below (each task start appends a
+line to a file), run by the worker processes from this module."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import requests
+from connect_helpers import wait_for
+from harness import child_env
+
+from kafkalite.connect import SourceConnector, SourceRecord, SourceTask
+from kafkalite.connect.data import Schema
+from kafkalite.connect.distributed import CooperativeAssignor
+from test_connect_cli import free_port
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class CountingSourceConnector(SourceConnector):
+    """One task that appends ``<connector> <pid>`` to ``starts.file`` when it
+    starts, then sends a counter to ``topic`` every 50 ms."""
+
+    def start(self, props):
+        self.props = dict(props)
+
+    def task_class(self):
+        return CountingSourceTask
+
+    def task_configs(self, max_tasks):
+        return [dict(self.props)]
+
+
+class CountingSourceTask(SourceTask):
+    def start(self, props):
+        import threading
+        self.topic, self.name = props["topic"], props["name"]
+        with open(props["starts.file"], "a") as f:
+            f.write(f"{self.name} {os.getpid()}\n")
+        off = self.context.offset_storage_reader().offset({"c": self.name})
+        self.n = off["n"] + 1 if off else 0
+        self.stopped = threading.Event()
+
+    def stop(self):
+        self.stopped.set()
+
+    def poll(self):
+        if self.stopped.wait(0.05):
+            return None
+        self.n += 1
+        return [SourceRecord(self.topic, None, None, None, Schema.STRING, str(self.n),
+                             source_partition={"c": self.name}, source_offset={"n": self.n})]
+
+
+# ---- the assignor's rounds -------------------------------------------------------------------
+
+def members(owned: dict) -> list:
+    return [(m, {"url": f"http://{m}", "owned": units}) for m, units in owned.items()]
+
+
+def runs(a: dict) -> dict:
+    return {m: x["connectors"] for m, x in a.items()}
+
+
+def test_assignor_newcomer_gets_its_share_in_two_rounds_and_nothing_else_moves():
+    asg = CooperativeAssignor(max_delay_ms=1000)
+    units = [f"c{i}" for i in range(6)]
+    first = asg.assign(members({"a": [], "b": [], "c": []}), units, now=0)
+    assert sorted(len(x) for x in runs(first).values()) == [2, 2, 2]
+    owned = runs(first)
+    # a fourth member: one member revokes one unit; no one gets it in the same round
+    second = asg.assign(members({**owned, "d": []}), units, now=1)
+    revoked = [u for x in second.values() for u in x["revoked"]]
+    assert len(revoked) == 1 and second["d"]["connectors"] == []
+    assert all(not x["assigned"] for x in second.values())
+    for m in "abc":
+        assert set(second[m]["connectors"]) <= set(owned[m])       # nothing added or moved
+        assert set(owned[m]) - set(second[m]["connectors"]) <= set(revoked)
+    # the revoking member rejoins without it: the freed unit goes to the newcomer
+    third = asg.assign(members(runs(second)), units, now=2)
+    assert third["d"]["connectors"] == third["d"]["assigned"] == revoked
+    assert all(not x["revoked"] for x in third.values())
+    assert sorted(len(x) for x in runs(third).values()) == [1, 1, 2, 2]
+    assert {m: x for m, x in runs(third).items() if m != "d"} == \
+        {m: x for m, x in runs(second).items() if m != "d"}
+
+
+def test_assignor_holds_a_departed_members_units_for_the_delay():
+    asg = CooperativeAssignor(max_delay_ms=5000)
+    units = ["c0", "c1", "c2", "c3"]
+    owned = runs(asg.assign(members({"a": [], "b": []}), units, now=0))
+    gone = owned.pop("b")
+    held = asg.assign(members(owned), units, now=10)
+    assert held["a"]["connectors"] == owned["a"] and held["a"]["delay"] == 5000
+    # a member asking again within the delay: still held, with the time left
+    again = asg.assign(members(owned), units, now=12)
+    assert again["a"]["connectors"] == owned["a"] and again["a"]["delay"] == 3000
+    after = asg.assign(members(owned), units, now=15)
+    assert after["a"]["connectors"] == sorted(owned["a"] + gone) and after["a"]["delay"] == 0
+    # the leader itself departed: the next leader remembers the round it was sent
+    asg1 = CooperativeAssignor(max_delay_ms=5000)
+    first = asg1.assign(members({"a": [], "b": []}), units, now=0)
+    successor = CooperativeAssignor(max_delay_ms=5000)
+    successor.remember(first["b"])
+    left = successor.assign(members({"b": runs(first)["b"]}), units, now=1)
+    assert left["b"]["connectors"] == runs(first)["b"] and left["b"]["delay"] == 5000
+    # no delay configured: dealt out at once
+    asg0 = CooperativeAssignor(max_delay_ms=0)
+    o = runs(asg0.assign(members({"a": [], "b": []}), units, now=0))
+    o.pop("b")
+    assert asg0.assign(members(o), units, now=1)["a"]["connectors"] == units
+
+
+def test_assignor_revokes_deleted_and_doubly_claimed_units():
+    asg = CooperativeAssignor(max_delay_ms=0)
+    a = asg.assign(members({"a": ["c0", "gone"], "b": ["c0", "c1"]}), ["c0", "c1", "c2"], now=0)
+    assert a["a"]["revoked"] == ["gone"] and a["b"]["revoked"] == ["c0"]
+    assert a["a"]["connectors"] == ["c0", "c2"] and a["b"]["connectors"] == ["c1"]
+    assert a["a"]["owners"] == {"c0": "http://a", "c2": "http://a", "c1": "http://b"}
+
+
+# ---- worker processes ------------------------------------------------------------------------
+
+def test_a_config_write_before_the_internal_topics_are_ready_waits_for_them(server, topic_name):
+    """The REST API serves before the herder has made its internal topics: a
+    POST /connectors in that gap used to fail with a 500 (no producer yet)."""
+    import threading
+
+    from kafkalite.connect.distributed import InternalTopics
+    t = InternalTopics(server.config(), f"{topic_name}-configs", f"{topic_name}-status",
+                       lambda: None)
+    errors = []
+
+    def early():
+        try:
+            t.write(t.config_topic, "connector-x", {"properties": {"name": "x"}})
+        except Exception as e:  # noqa: BLE001 -- the assertion shows it
+            errors.append(e)
+    w = threading.Thread(target=early)
+    w.start()
+    time.sleep(0.2)
+    t.start()
+    try:
+        w.join(60)
+        assert errors == []
+        t.wait(lambda: t.configs.get("x") == {"name": "x"})
+    finally:
+        t.stop()
+
+
+DELAY_MS = 2000
+
+
+def start_worker(server, tmp_path, i, group):
+    port = free_port()
+    props = tmp_path / f"worker{i}.properties"
+    props.write_text(
+        f"bootstrap.servers={server.bootstrap}\ngroup.id={group}\n"
+        f"config.storage.topic={group}-configs\nstatus.storage.topic={group}-status\n"
+        f"offset.storage.topic={group}-offsets\noffset.storage.partitions=3\n"
+        f"offset.flush.interval.ms=300\nsession.timeout.ms=3000\nheartbeat.interval.ms=300\n"
+        f"scheduled.rebalance.max.delay.ms={DELAY_MS}\n"
+        f"listeners=http://127.0.0.1:{port}\n")
+    env = child_env()
+    env["PYTHONPATH"] = os.pathsep.join([HERE, os.path.dirname(HERE), env["PYTHONPATH"]])
+    log = open(tmp_path / f"worker{i}.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "kafkalite", "connect", "distributed",
+                             str(props)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def get(url, path):
+    try:
+        r = requests.get(url + path, timeout=10)
+    except requests.ConnectionError:
+        return None
+    return r.json() if r.status_code == 200 else None
+
+
+def starts(path) -> dict:
+    out: dict = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            name, _ = line.split()
+            out[name] = out.get(name, 0) + 1
+    return out
+
+
+@pytest.fixture
+def workers(server, tmp_path):
+    procs = []
+    yield procs
+    for p, _ in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p, _ in procs:
+        try:
+            p.wait(60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(10)
+
+
+def test_a_fourth_worker_and_a_kill_move_only_what_must_move(server, tmp_path, topic_name,
+                                                             workers):
+    group = f"coop-{os.getpid()}-{int(time.time())}"
+    workers += [start_worker(server, tmp_path, i, group) for i in range(3)]
+    urls = [u for _, u in workers]
+    names = [f"n{i}" for i in range(6)]
+    starts_file = tmp_path / "starts.txt"
+    wait_for(lambda: all(get(u, "/connectors") == [] for u in urls), what="3 REST APIs")
+    for i, name in enumerate(names):
+        r = requests.post(urls[i % 3] + "/connectors", timeout=60, json={"name": name, "config": {
+            "connector.class": "test_connect_cooperative:CountingSourceConnector",
+            "topic": f"{topic_name}-c", "starts.file": str(starts_file)}})
+        assert r.status_code == 201, r.text
+
+    def placement(url):
+        out = {}
+        for name in names:
+            st = get(url, f"/connectors/{name}/status")
+            if not st or st["connector"]["state"] != "RUNNING" or not st["tasks"] or \
+                    st["tasks"][0]["state"] != "RUNNING" or \
+                    st["tasks"][0]["worker_id"] != st["connector"]["worker_id"]:
+                return None
+            out[name] = st["connector"]["worker_id"]
+        return out
+
+    def settled(url, n_workers):
+        p = placement(url)
+        if not p:
+            return None
+        counts = sorted([list(p.values()).count(w) for w in set(p.values())])
+        return p if len(counts) == n_workers and counts[-1] - counts[0] <= 1 else None
+    before = wait_for(lambda: settled(urls[0], 3), what="6 connectors over 3 workers")
+    wait_for(lambda: starts(starts_file) == {n: 1 for n in names}, what="one start each")
+
+    # a fourth worker: only the one connector that moves to it restarts
+    workers.append(start_worker(server, tmp_path, 3, group))
+    urls.append(workers[3][1])
+    new_id = urls[3].removeprefix("http://")
+    after = wait_for(lambda: (p := settled(urls[0], 4)) and new_id in p.values() and p,
+                     what="6 connectors over 4 workers")
+    moved = [n for n in names if after[n] != before[n]]
+    assert moved == [n for n in names if after[n] == new_id] and len(moved) == 1, (before, after)
+    time.sleep(1.0)       # any late restart would show now
+    assert starts(starts_file) == {n: 2 if n in moved else 1 for n in names}
+
+    # kill -9 of a worker running two: they move after the delay; nothing else restarts
+    counts = {w: list(after.values()).count(w) for w in set(after.values())}
+    victim_id = next(w for w in sorted(counts) if counts[w] == 2)
+    victim = next(p for p, u in workers if u == "http://" + victim_id)
+    lost = [n for n in names if after[n] == victim_id]
+    survivors = [u for u in urls if u != "http://" + victim_id]
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(30)
+    killed = time.monotonic()
+    final = wait_for(lambda: (p := settled(survivors[0], 3)) and victim_id not in p.values()
+                     and p, timeout=60, what="the victim's connectors on the others")
+    took = time.monotonic() - killed
+    assert took >= DELAY_MS / 1000, took           # held for the delay first
+    assert took < 3 + DELAY_MS / 1000 + 20, took   # session timeout + delay + slack
+    assert sorted(list(final.values()).count(w) for w in set(final.values())) == [2, 2, 2]
+    time.sleep(1.0)
+    want = {n: 1 for n in names}
+    for n in moved + lost:
+        want[n] += 1
+    assert starts(starts_file) == want
+    print(f"the killed worker's connectors ran again {took:.1f} s after the kill "
+          f"(session.timeout.ms=3000, scheduled.rebalance.max.delay.ms={DELAY_MS})")
