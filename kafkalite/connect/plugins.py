@@ -20,6 +20,8 @@ CONNECTORS = {
         "kafkalite.connect.connectors.jdbc:JdbcSourceConnector",
     "io.confluent.connect.jdbc.JdbcSinkConnector":
         "kafkalite.connect.connectors.jdbc:JdbcSinkConnector",
+    "org.apache.iceberg.connect.IcebergSinkConnector":
+        "kafkalite.connect.connectors.iceberg:IcebergSinkConnector",
     "kafkalite.connect.ParquetSinkConnector":
         "kafkalite.connect.connectors.parquet:ParquetSinkConnector",
     "org.apache.kafka.connect.mirror.MirrorSourceConnector":

@@ -1,0 +1,193 @@
+"""The Iceberg sink on a real server (SQL catalog on SQLite): a topic's
+records read back, the same rows, through pyiceberg's scan, DuckDB and
+PySpark; a table partitioned by day of a field and by hour of the record
+timestamp; schema evolution (a new optional column, old rows null).
+
+DuckDB's iceberg extension and Spark's Iceberg runtime jar need a download
+this machine cannot make offline, so DuckDB (read_parquet) and Spark
+(spark.read.parquet) read the data files that pyiceberg's scan plan lists:
+the table's current files, which is what an Iceberg reader reads when the
+table has no deletes (this sink only appends)."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import sys
+
+import pytest
+from connect_helpers import wait_for
+from harness import create, read_all
+
+from kafkalite.client import Producer
+from kafkalite.connect.connectors.iceberg import sql_catalog
+
+pytest.importorskip("pyiceberg")
+ICEBERG = "org.apache.iceberg.connect.IcebergSinkConnector"
+DAY = 86_400_000
+T0 = 1_700_000_000_000
+
+
+def catalog(tmp_path):
+    return sql_catalog("kafkalite", uri=f"sqlite:///{tmp_path}/catalog.db",
+                      warehouse=f"file://{tmp_path}/warehouse")
+
+
+def sink_config(tmp_path, topic, table, **more):
+    return {"connector.class": ICEBERG, "topics": topic, "iceberg.tables": table,
+            "iceberg.catalog.uri": f"sqlite:///{tmp_path}/catalog.db",
+            "iceberg.catalog.warehouse": f"file://{tmp_path}/warehouse", **more}
+
+
+def table_rows(cat, name):
+    """The table's rows by pyiceberg's scan, sorted by (partition, offset); [] before it exists."""
+    from pyiceberg.exceptions import NoSuchTableError
+    try:
+        t = cat.load_table(name)
+    except NoSuchTableError:
+        return []
+    return sorted(t.scan().to_arrow().to_pylist(),
+                  key=lambda r: (r["__kafka_partition"], r["__kafka_offset"]))
+
+
+def envelope(schema_fields, payload):
+    return json.dumps({"schema": {"type": "struct", "optional": False, "fields": schema_fields},
+                       "payload": payload}).encode()
+
+
+FIELDS = [{"field": "id", "type": "int64", "optional": False},
+          {"field": "name", "type": "string", "optional": True},
+          {"field": "amount", "type": "float64", "optional": True},
+          {"field": "at", "type": "int64", "optional": True,
+           "name": "org.apache.kafka.connect.data.Timestamp", "version": 1}]
+
+
+def produce_rows(server, topic, ids):
+    p = Producer(server.config())
+    for i in ids:
+        p.produce(topic, partition=i % 2, value=envelope(FIELDS, {
+            "id": i, "name": f"n{i}", "amount": i * 0.5, "at": T0 + (i % 3) * DAY + i}))
+    p.flush(30)
+    p.close()
+
+
+def topic_rows(server, topic, n):
+    """(partition, offset, id, name, amount, at ms) of the topic's records."""
+    out = []
+    for m in read_all(server, topic, 2, n, timeout=30):
+        v = json.loads(m.value())["payload"]
+        out.append((m.partition(), m.offset(), v["id"], v["name"], v["amount"], v["at"]))
+    return sorted(out)
+
+
+def as_tuples(rows):
+    return sorted((r["__kafka_partition"], r["__kafka_offset"], r["id"], r["name"], r["amount"],
+                   int(r["at"].timestamp() * 1000)) for r in rows)
+
+
+def test_iceberg_sink_rows_read_back_in_pyiceberg_and_duckdb_partitioned_by_day(
+        connect, server, topic_name, tmp_path):
+    import duckdb
+    create(server, topic_name, 2)
+    produce_rows(server, topic_name, range(300))
+    connect.create("ice", **sink_config(tmp_path, topic_name, "lake.rows",
+                                        **{"iceberg.tables.default-partition-by": "day(at)",
+                                           "flush.size": "100"}))
+    cat = catalog(tmp_path)
+    wait_for(lambda: len(table_rows(cat, "lake.rows")) >= 300, what="300 rows in the table")
+    want = topic_rows(server, topic_name, 300)
+    assert as_tuples(table_rows(cat, "lake.rows")) == want
+    table = cat.load_table("lake.rows")
+    assert str(table.spec().fields[0].transform) == "day"
+    # the group's offsets are the table's, and the snapshot carries them
+    summary = table.current_snapshot().summary.additional_properties
+    assert json.loads(summary["kafka.connect.offsets.connect-ice"]) == {
+        topic_name: {"0": 150, "1": 150}}
+    wait_for(lambda: sorted(o["offset"]["kafka_offset"] for o in connect.http(
+        "GET", "/connectors/ice/offsets").json()["offsets"]) == [150, 150], what="group commits")
+    # time partitioning: three days, each data file holds one day's rows
+    files = [t.file for t in table.scan().plan_files()]
+    paths = [f.file_path.removeprefix("file://") for f in files]
+    days = set()
+    for f, path in zip(files, paths):
+        got = duckdb.sql(f"SELECT DISTINCT epoch_ms(\"at\") // {DAY} FROM read_parquet('{path}')"
+                         ).fetchall()
+        assert got == [(f.partition[0],)]
+        days.add(got[0][0])
+    assert len(days) == 3
+    # DuckDB over the files of the scan plan: the same rows
+    listed = ", ".join(f"'{p}'" for p in paths)
+    got = duckdb.sql(f"SELECT __kafka_partition, __kafka_offset, id, name, amount, "
+                     f"epoch_ms(\"at\") FROM read_parquet([{listed}])").fetchall()
+    assert sorted(got) == want
+
+
+@pytest.fixture(scope="module")
+def spark():
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("Spark needs a Java runtime")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+    session = (SparkSession.builder.master("local[1]").appName("kafkalite-iceberg-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def test_iceberg_table_reads_back_in_pyspark(connect, server, topic_name, tmp_path, spark):
+    create(server, topic_name, 2)
+    produce_rows(server, topic_name, range(120))
+    connect.create("ice", **sink_config(tmp_path, topic_name, "lake.spark"))
+    cat = catalog(tmp_path)
+    wait_for(lambda: len(table_rows(cat, "lake.spark")) >= 120, what="120 rows")
+    files = [t.file.file_path for t in cat.load_table("lake.spark").scan().plan_files()]
+    df = spark.read.parquet(*files)
+    got = sorted((r["__kafka_partition"], r["__kafka_offset"], r["id"], r["name"], r["amount"],
+                  int(r["at"].replace(tzinfo=dt.timezone.utc).timestamp() * 1000))
+                 for r in df.collect())
+    assert got == topic_rows(server, topic_name, 120)
+
+
+def test_iceberg_schema_evolution_and_hourly_partitions_of_the_record_timestamp(
+        connect, server, topic_name, tmp_path):
+    create(server, topic_name, 2)
+    v1 = FIELDS[:2]
+    v2 = v1 + [{"field": "score", "type": "float32", "optional": True}]
+    p = Producer(server.config())
+
+    def send(fields, ids, **extra):
+        for i in ids:
+            p.produce(topic_name, partition=i % 2, timestamp=T0 + (i % 3) * 3_600_000,
+                      value=envelope(fields, {"id": i, "name": f"n{i}", **extra}))
+        p.flush(30)
+    send(v1, range(0, 40))
+    connect.create("ice", **sink_config(
+        tmp_path, topic_name, "lake.evolving",
+        **{"iceberg.tables.default-partition-by": "hour(__kafka_timestamp)"}))
+    cat = catalog(tmp_path)
+    wait_for(lambda: len(table_rows(cat, "lake.evolving")) >= 40, what="40 v1 rows")
+    for i in range(40, 80):
+        send(v2, [i], score=i / 4)
+    send(v1, range(80, 100))       # an old producer again: its rows have no score
+    wait_for(lambda: len(table_rows(cat, "lake.evolving")) >= 100, what="100 rows")
+    p.close()
+    table = cat.load_table("lake.evolving")
+    score = table.schema().find_field("score")
+    assert not score.required and str(score.field_type) == "float"
+    rows = table_rows(cat, "lake.evolving")
+    assert sorted(r["id"] for r in rows) == list(range(100))
+    assert all((r["score"] == r["id"] / 4) if 40 <= r["id"] < 80 else r["score"] is None
+               for r in rows)
+    # partitioned by the hour of the record timestamp: three hours, one per file group
+    parts = {t.file.partition[0] for t in table.scan().plan_files()}
+    assert parts == {T0 // 3_600_000 + h for h in range(3)}
+
+
+def test_bad_partition_spec_is_a_400_naming_the_field(connect, topic_name, tmp_path):
+    r = connect.http("POST", "/connectors", json={"name": "bad", "config": sink_config(
+        tmp_path, topic_name, "lake.bad", **{"iceberg.tables.default-partition-by": "week(at)"})})
+    assert r.status_code == 400 and "iceberg.tables.default-partition-by" in r.json()["message"]
