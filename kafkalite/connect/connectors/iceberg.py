@@ -280,6 +280,11 @@ class IcebergSinkTask(SinkTask):
                 else pa.nulls(batch.num_rows, f.type) for f in target]
         return pa.Table.from_arrays(cols, schema=target)
 
+    def _fence(self, stored: dict, keys: list) -> list:
+        """The partitions among ``keys`` that the table has moved since this
+        task last saw it (another task wrote them)."""
+        return [k for k in keys if stored.get(k) != self.base.get(k)]
+
     def _commit(self):
         from pyiceberg.exceptions import CommitFailedException
         keys = [k for k, b in self.buffers.items() if b]
@@ -290,7 +295,7 @@ class IcebergSinkTask(SinkTask):
         for attempt in range(retries + 1):
             table = self._load(create_from=batch.schema)
             stored = table_offsets(table, self.group)
-            lost = [k for k in keys if stored.get(k) != self.base.get(k)]
+            lost = self._fence(stored, keys)
             if lost:
                 # another task wrote these partitions since this one last saw the table
                 # (it owned them after a rebalance): drop them, go on from the table
