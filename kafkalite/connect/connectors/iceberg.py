@@ -165,6 +165,7 @@ class IcebergSinkTask(SinkTask):
         self.buffers: dict = {}    # (topic, partition) -> [records]
         self.buffered = 0
         self.base: dict = {}       # (topic, partition) -> next offset, as the table has it
+        self.commit_retries = 0    # commits that lost a race and were redone
 
     # -- the table --------------------------------------------------------------------
 
@@ -329,6 +330,7 @@ class IcebergSinkTask(SinkTask):
             except CommitFailedException:
                 if attempt == retries:
                     raise
+                self.commit_retries += 1
                 time.sleep(min(0.01 * 2 ** attempt, 1.0) * (1 + random.random()))
                 continue
             for k in keys:
