@@ -258,3 +258,45 @@ def test_iceberg_tasks_committing_at_once_retry_and_a_zombie_is_fenced(tmp_path)
     assert a.context.seeks == {("t", 0): 156}
     rows = table_rows(cat, "lake.shared")
     assert [r["__kafka_offset"] for r in rows if r["__kafka_partition"] == 0] == list(range(156))
+
+
+def test_iceberg_sink_fails_its_task_with_a_message_on_values_it_cannot_write(
+        connect, server, topic_name, tmp_path):
+    """Plain strings are no table rows: the task is FAILED with a message
+    naming the partition; the worker and its REST API go on."""
+    create(server, topic_name)
+    p = Producer(server.config())
+    p.produce(topic_name, value=b"just text")
+    p.flush(30)
+    p.close()
+    connect.create("ice", **sink_config(
+        tmp_path, topic_name, "lake.text",
+        **{"value.converter": "org.apache.kafka.connect.storage.StringConverter"}))
+    task = wait_for(lambda: (t := connect.state("ice")["tasks"]) and t[0]["state"] == "FAILED"
+                    and t[0], what="the task FAILED")
+    assert f"{topic_name}-0: the Iceberg sink writes struct or map values" in task["trace"]
+    assert connect.http("GET", "/connectors").json() == ["ice"]
+
+
+def test_consumer_close_releases_its_sockets_when_on_revoke_raises(server, topic_name):
+    """Found through the test above: a failed sink task's consumer.close()
+    runs the revoke callback, whose commit raises again; close() then left
+    its connections and ZeroMQ context open (file descriptors leaked, and
+    the context's term() at interpreter exit blocked pytest forever). The
+    exception still reaches the caller, and every descriptor is released."""
+    from kafkalite.client import Consumer
+    create(server, topic_name)
+    p = Producer(server.config())
+    p.produce(topic_name, value=b"x")
+    p.flush(30)
+    p.close()
+    before = len(os.listdir("/proc/self/fd"))
+    c = Consumer(server.config(**{"group.id": f"g-{topic_name}", "auto.offset.reset": "earliest"}))
+
+    def on_revoke(consumer, parts):
+        raise RuntimeError("the sink's commit failed")
+    c.subscribe([topic_name], on_revoke=on_revoke)
+    wait_for(lambda: c.consume(10, 0.2), what="the record")
+    with pytest.raises(RuntimeError, match="the sink's commit failed"):
+        c.close()
+    assert len(os.listdir("/proc/self/fd")) <= before
