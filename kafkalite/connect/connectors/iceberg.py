@@ -35,10 +35,16 @@ batch's schema, partitioned by ``iceberg.tables.default-partition-by``
 timestamp is ``__kafka_timestamp``); schema evolution
 (``iceberg.tables.evolve-schema-enabled``): new fields become new optional
 columns (``update_schema().union_by_name``) in the same transaction as the
-append. Keys as Apache Iceberg's Kafka Connect sink names them;
-``iceberg.catalog.*`` are the SQL catalog's properties (``uri``: a
-SQLAlchemy URL such as ``sqlite:////path/catalog.db`` or
-``postgresql+psycopg://user@host/db``; ``warehouse``: where data files go).
+append; with evolution off, fields the table lacks are left out. One table
+(``iceberg.tables``) takes every topic of the connector; offsets are kept
+per topic, but no column names the topic. Keys as Apache Iceberg's Kafka
+Connect sink names them; ``iceberg.catalog.*`` are the SQL catalog's
+properties (``uri``: a SQLAlchemy URL such as ``sqlite:////path/catalog.db``
+or ``postgresql+psycopg://user@host/db``; ``warehouse``: where data files go).
+
+Who calls: the Connect worker (plugins.py names the class). Tables grow a
+snapshot per commit: expiring old snapshots and compacting small files is
+left to the table's owner (Spark's or pyiceberg's maintenance).
 """
 from __future__ import annotations
 
@@ -59,10 +65,12 @@ _PARTITION = re.compile(r"^\s*(year|month|day|hour|identity)\s*\(\s*([^)\s]+)\s*
 PROPERTY = "kafka.connect.offsets."
 PARTITION_BY = "iceberg.tables.default-partition-by"
 CONFIG = (ConfigDef()
-          .define("iceberg.tables", STRING, doc="the table, namespace.name")
+          .define("iceberg.tables", STRING,
+                  doc="the table, namespace.name (one table for all the topics)")
           .define("iceberg.catalog.uri", STRING,
-                  doc="the SQL catalog's SQLAlchemy URL (sqlite:///... or postgresql+psycopg://...)")
-          .define("iceberg.catalog.warehouse", STRING, doc="where new tables' files go (file://...)")
+                  doc="the SQL catalog's SQLAlchemy URL (sqlite:///..., postgresql+psycopg://...)")
+          .define("iceberg.catalog.warehouse", STRING,
+                  doc="where new tables' files go (file://...)")
           .define("iceberg.catalog.name", STRING, "kafkalite", doc="the catalog's name")
           .define("iceberg.tables.auto-create-enabled", BOOLEAN, True,
                   doc="create the table from the first batch's schema")
