@@ -178,7 +178,8 @@ class IcebergSinkTask(SinkTask):
     # -- the table --------------------------------------------------------------------
 
     def _load(self, create_from=None):
-        from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
+        from pyiceberg.exceptions import (CommitFailedException, NoSuchTableError,
+                                          TableAlreadyExistsError)
         if self.table is not None:
             self.table.refresh()
             return self.table
@@ -196,8 +197,11 @@ class IcebergSinkTask(SinkTask):
                 pass        # another task created it first
             self.table = self.catalog.load_table(self.identifier)
         if self.table.properties.get("commit.retry.num-retries") != "0":
-            with self.table.transaction() as tx:
-                tx.set_properties({"commit.retry.num-retries": "0"})
+            try:
+                with self.table.transaction() as tx:
+                    tx.set_properties({"commit.retry.num-retries": "0"})
+            except CommitFailedException:
+                self.table.refresh()     # another task set it (or wrote) meanwhile
         return self.table
 
     def _create(self, schema):
