@@ -737,23 +737,27 @@ class Consumer:
     def close(self) -> None:
         if self._closed:
             return
-        if self._group is not None:
-            try:
-                if self._subscription is not None:
-                    self._revoke(self._owned(), lost=False)
-                elif self.config["enable.auto.commit"] and self._positions():
-                    self._commit_positions(list(self._assigned))
-                self._group.drain_commits(self._timeout)
-            except KafkaError as exc:
-                self._report_commit_error(exc)
-            finally:
-                self._group.close(leave=True)
-                self._group = None
-        self._closed = True
-        for node in list(self._conns):
-            self._drop_conn(node)
-        self._meta.close()
-        self._ctx.term()
+        try:
+            if self._group is not None:
+                try:
+                    if self._subscription is not None:
+                        self._revoke(self._owned(), lost=False)
+                    elif self.config["enable.auto.commit"] and self._positions():
+                        self._commit_positions(list(self._assigned))
+                    self._group.drain_commits(self._timeout)
+                except KafkaError as exc:
+                    self._report_commit_error(exc)
+                finally:
+                    self._group.close(leave=True)
+                    self._group = None
+        finally:
+            # an on_revoke callback that raises still gets its sockets closed: a
+            # context left with open sockets blocks the interpreter's exit in term()
+            self._closed = True
+            for node in list(self._conns):
+                self._drop_conn(node)
+            self._meta.close()
+            self._ctx.term()
 
     def __enter__(self):
         return self

@@ -20,7 +20,10 @@ CONNECTORS = {
         "kafkalite.connect.connectors.jdbc:JdbcSourceConnector",
     "io.confluent.connect.jdbc.JdbcSinkConnector":
         "kafkalite.connect.connectors.jdbc:JdbcSinkConnector",
-    "io.debezium.connector.postgresql.PostgresConnector": "kafkalite.connect.connectors.cdc:PostgresCdcSourceConnector",  # noqa: E501
+    "io.debezium.connector.postgresql.PostgresConnector":
+        "kafkalite.connect.connectors.cdc:PostgresCdcSourceConnector",
+    "org.apache.iceberg.connect.IcebergSinkConnector":
+        "kafkalite.connect.connectors.iceberg:IcebergSinkConnector",
     "kafkalite.connect.ParquetSinkConnector":
         "kafkalite.connect.connectors.parquet:ParquetSinkConnector",
     "org.apache.kafka.connect.mirror.MirrorSourceConnector":

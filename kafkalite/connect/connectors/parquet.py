@@ -47,6 +47,26 @@ def arrow_type(s):
             "string": pa.string(), "bytes": pa.binary()}.get(s.type) or pa.string()
 
 
+def arrow_table(recs, where: str, who: str):
+    """The Arrow table of sink records (one batch): the value's columns,
+    then ``__kafka_offset`` and ``__kafka_timestamp``. Shared by the Parquet
+    and Iceberg sinks; ``where``/``who`` name the batch and the sink in errors."""
+    import pyarrow as pa
+    schema = recs[0].value_schema
+    offsets = pa.array([r.kafka_offset for r in recs], pa.int64())
+    stamps = pa.array([r.timestamp for r in recs], pa.timestamp("ms", tz="UTC"))
+    if schema is not None and schema.type == "struct":
+        cols = {f.name: pa.array([r.value.get(f.name) if isinstance(r.value, dict) else None
+                                  for r in recs], arrow_type(f.schema)) for f in schema.fields}
+        table = pa.table(cols)
+    else:
+        if not all(isinstance(r.value, dict) for r in recs):
+            raise DataException(f"{where}: {who} writes struct or map values")
+        table = pa.Table.from_pylist([r.value for r in recs])
+    return table.append_column("__kafka_offset", offsets) \
+        .append_column("__kafka_timestamp", stamps)
+
+
 def partition_dir(directory, topic, partition):
     return os.path.join(directory, topic, f"partition={partition}")
 
@@ -115,27 +135,12 @@ class ParquetSinkTask(SinkTask):
                 self._write(key)
 
     def _write(self, key):
-        import pyarrow as pa
         import pyarrow.parquet as pq
         recs = self.buffers.pop(key, [])
         if not recs:
             return
         topic, partition = key
-        schema = recs[0].value_schema
-        offsets = pa.array([r.kafka_offset for r in recs], pa.int64())
-        stamps = pa.array([r.timestamp for r in recs], pa.timestamp("ms", tz="UTC"))
-        if schema is not None and schema.type == "struct":
-            fields = [f for f in schema.fields]
-            cols = {f.name: pa.array([r.value.get(f.name) if isinstance(r.value, dict) else None
-                                      for r in recs], arrow_type(f.schema)) for f in fields}
-            table = pa.table(cols)
-        else:
-            if not all(isinstance(r.value, dict) for r in recs):
-                raise DataException(f"{topic}-{partition}: the Parquet sink writes struct or "
-                                    f"map values")
-            table = pa.Table.from_pylist([r.value for r in recs])
-        table = table.append_column("__kafka_offset", offsets) \
-            .append_column("__kafka_timestamp", stamps)
+        table = arrow_table(recs, f"{topic}-{partition}", "the Parquet sink")
         d = partition_dir(self.directory, topic, partition)
         os.makedirs(d, exist_ok=True)
         start, end = recs[0].kafka_offset, recs[-1].kafka_offset

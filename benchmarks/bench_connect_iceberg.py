@@ -1,0 +1,147 @@
+"""PostgreSQL -> topic -> Iceberg through kafkalite Connect (the JDBC source
+and the Iceberg sink in one worker), against ``COPY ... TO`` + a pyarrow
+Parquet write of the same rows in the same run.
+
+    python benchmarks/bench_connect_iceberg.py              # 200,000 rows
+    python benchmarks/bench_connect_iceberg.py --quick      # 20,000 rows
+    python benchmarks/bench_connect_iceberg.py --rows 1000000 --catalog postgresql
+
+A throwaway PostgreSQL cluster (tests/postgres.py) and a kafkalite server
+(2 workers) are started; bench_connect.py's table of ``--rows`` rows is
+filled (id, a 20-character text, a double, a timestamp). Figures, rows/s:
+
+1. the ceiling: ``COPY ... TO STDOUT (FORMAT csv)`` read by pyarrow.csv and
+   written with pyarrow.parquet (bench_connect.copy_to_parquet);
+2. PostgreSQL -> topic -> Iceberg: a standalone worker running the
+   JdbcSourceConnector (JsonConverter with schemas, Kafka Connect's default)
+   and the IcebergSinkConnector (SQL catalog on SQLite or PostgreSQL, table
+   partitioned by day of ``modified``) at once, timed from the connectors'
+   creation until the sink's group committed every row (committed = in a
+   table snapshot);
+3. topic -> Iceberg alone: a second Iceberg sink reading the topic of 2.,
+   already full, into another table.
+
+Timing never fails anything: figures are printed and written with
+report.write_tables (results.json, results.md) under ``--output-dir``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+
+import report
+from bench_connect import copy_to_parquet, fill
+from postgres import PostgresServer
+
+from kafkalite.server import launcher
+
+HEADERS = ["#", "Figure", "kafkalite", "Compared with", "Ratio", "Target", "Met"]
+
+
+def wait_committed(admin, herder, connector, rows):
+    while True:
+        got = admin.list_consumer_group_offsets(f"connect-{connector}").result()
+        if sum(tp.offset for tp in got if tp.offset > 0) >= rows:
+            return
+        for name in herder.connectors():
+            st = herder.status(name)
+            if any(t["state"] == "FAILED" for t in st["tasks"]):
+                raise RuntimeError(st["tasks"][0]["trace"])
+        time.sleep(0.05)
+
+
+def run_connect(server, dsn, rows, args, work, catalog_uri) -> tuple[float, float]:
+    """(seconds PostgreSQL -> topic -> Iceberg, seconds topic -> Iceberg)."""
+    from kafkalite.client import AdminClient, NewTopic
+    from kafkalite.connect import Herder, Worker
+    from kafkalite.connect.offsets import FileOffsetStore
+    topic = "pg-ice"
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    for f in admin.create_topics([NewTopic(topic, 1)]).values():
+        f.result()
+    worker = Worker({"bootstrap.servers": server.bootstrap, "offset.flush.interval.ms": 2000,
+                     "consumer.max.poll.records": 10_000},
+                    FileOffsetStore(os.path.join(work, "offsets.json")))
+    worker.start()
+    herder = Herder(worker)
+
+    def sink(name, table):
+        herder.put_connector_config(name, {
+            "connector.class": "org.apache.iceberg.connect.IcebergSinkConnector",
+            "topics": topic, "iceberg.tables": table, "iceberg.catalog.uri": catalog_uri,
+            "iceberg.catalog.warehouse": "file://" + os.path.join(work, "warehouse"),
+            "iceberg.tables.default-partition-by": "day(modified)",
+            "flush.size": str(args.flush_size)}, False)
+    try:
+        start = time.perf_counter()
+        herder.put_connector_config("pg", {
+            "connector.class": "io.confluent.connect.jdbc.JdbcSourceConnector",
+            "connection.url": "jdbc:" + dsn, "mode": "incrementing",
+            "incrementing.column.name": "id", "table.whitelist": "bench_rows",
+            "topic.prefix": "pg-", "batch.max.rows": str(args.batch), "poll.interval.ms": "100",
+            "transforms": "route", "transforms.route.type":
+                "org.apache.kafka.connect.transforms.RegexRouter",
+            "transforms.route.regex": ".*", "transforms.route.replacement": topic}, False)
+        sink("ice", "bench.rows")
+        wait_committed(admin, herder, "ice", rows)
+        pipeline = time.perf_counter() - start
+        start = time.perf_counter()
+        sink("ice2", "bench.rows2")
+        wait_committed(admin, herder, "ice2", rows)
+        return pipeline, time.perf_counter() - start
+    finally:
+        admin.close()
+        herder.stop()
+        worker.stop()
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", type=int, default=200_000)
+    ap.add_argument("--batch", type=int, default=10_000, help="the source's batch.max.rows")
+    ap.add_argument("--flush-size", type=int, default=100_000, help="the sink's flush.size")
+    ap.add_argument("--catalog", choices=("sqlite", "postgresql"), default="sqlite")
+    ap.add_argument("--quick", action="store_true", help="20,000 rows")
+    ap.add_argument("--output-dir")
+    ap.add_argument("--work-dir")
+    args = ap.parse_args(argv)
+    if args.quick:
+        report.apply_quick(args, argv, {"rows": 20_000})
+    out_dir, work = report.make_dirs("connect-iceberg", args.output_dir, args.work_dir)
+    info = report.machine_info(work)
+    report.say_load(info)
+    t0 = time.perf_counter()
+    pg = PostgresServer().start()
+    server = launcher.ServerProcess(os.path.join(work, "data"), workers=2).start()
+    res = report.Results()
+    try:
+        rows = args.rows
+        fill(pg.dsn, "bench_rows", rows)
+        ceiling = rows / copy_to_parquet(pg.dsn, "bench_rows", work)
+        res.add("copy_to_parquet_rows_per_s", 1, "COPY ... TO (csv) + pyarrow Parquet write",
+                round(ceiling), "rows/s")
+        uri = f"sqlite:///{work}/catalog.db" if args.catalog == "sqlite" else \
+            pg.dsn.replace("postgresql://", "postgresql+psycopg://")
+        pipeline, sink_only = run_connect(server, pg.dsn, rows, args, work, uri)
+        res.add("connect_pg_to_iceberg_rows_per_s", 2,
+                f"PostgreSQL -> topic -> Iceberg ({args.catalog} catalog)", round(rows / pipeline),
+                "rows/s", baseline_key="copy_to_parquet_rows_per_s")
+        res.add("connect_topic_to_iceberg_rows_per_s", 3, "topic -> Iceberg (sink alone)",
+                round(rows / sink_only), "rows/s", baseline_key="copy_to_parquet_rows_per_s")
+    finally:
+        server.stop()
+        server.kill()
+        pg.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    report.write_tables(out_dir, "kafkalite Connect: PostgreSQL -> Iceberg", res, HEADERS,
+                        elapsed=time.perf_counter() - t0, info=info, settings=vars(args),
+                        units={"rows/s": "rows per second"})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

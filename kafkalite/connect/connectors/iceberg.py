@@ -1,0 +1,353 @@
+"""IcebergSinkConnector: records of ``topics`` appended to an Apache Iceberg
+table (pyiceberg, a SQL catalog on SQLite or PostgreSQL), exactly once.
+
+Table layout: the value's struct fields as columns (the Parquet sink's
+Arrow batch building, parquet.arrow_table), plus ``__kafka_partition``
+(int), ``__kafka_offset`` (long) and ``__kafka_timestamp`` (timestamptz).
+Each commit (the worker's ``pre_commit`` every ``offset.flush.interval.ms``,
+on rebalance and stop, or once ``flush.size`` records are buffered) is one
+Iceberg append snapshot: Parquet data files written by pyiceberg from the
+Arrow batch, and, in the same snapshot's summary properties, the next
+Kafka offset of every topic partition the table holds, under
+``kafka.connect.offsets.<consumer group>`` (JSON ``{topic: {partition:
+offset}}``).
+
+Exactly once: when partitions are assigned (start, rebalance) the task
+seeks them to the offsets of the latest snapshot carrying that property
+(walking back over snapshots written by others), not to the consumer
+group's, and drops redelivered records below them; the group's offsets,
+committed after the table's, are only a hint. A crash between the table
+commit and the group commit therefore writes nothing twice.
+
+Concurrent tasks (one table, several tasks, each owning some partitions):
+every commit re-reads the table's offsets and checks that each partition
+it appends still stands where this task last saw it; a partition another
+task wrote meanwhile (a zombie after a rebalance) is dropped from the batch
+and re-sought. A lost race (pyiceberg's CommitFailedException) is retried
+up to ``iceberg.commit.retries`` times with the offsets recomputed from
+the refreshed table -- which is why the tables this sink uses have
+pyiceberg's own rebase-and-retry off (``commit.retry.num-retries=0``: a
+rebased commit would carry offsets computed before the other writer's).
+
+Table auto-creation (``iceberg.tables.auto-create-enabled``) from the first
+batch's schema, partitioned by ``iceberg.tables.default-partition-by``
+(``day(field)``, ``hour``, ``month``, ``year``, ``identity``; the record
+timestamp is ``__kafka_timestamp``); schema evolution
+(``iceberg.tables.evolve-schema-enabled``): new fields become new optional
+columns (``update_schema().union_by_name``) in the same transaction as the
+append; with evolution off, fields the table lacks are left out. One table
+(``iceberg.tables``) takes every topic of the connector; offsets are kept
+per topic, but no column names the topic. Keys as Apache Iceberg's Kafka
+Connect sink names them; ``iceberg.catalog.*`` are the SQL catalog's
+properties (``uri``: a SQLAlchemy URL such as ``sqlite:////path/catalog.db``
+or ``postgresql+psycopg://user@host/db``; ``warehouse``: where data files go).
+
+Who calls: the Connect worker (plugins.py names the class). Tables grow a
+snapshot per commit: expiring old snapshots and compacting small files is
+left to the table's owner (Spark's or pyiceberg's maintenance).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import random
+import re
+import time
+
+from kafkalite.connect.api import SinkConnector, SinkTask
+from kafkalite.connect.config import BOOLEAN, INT, STRING, ConfigDef, ConfigException, at_least
+from kafkalite.connect.connectors.parquet import arrow_table
+from kafkalite.connect.errors import ConnectException
+
+log = logging.getLogger("kafkalite.connect.iceberg")
+
+_PARTITION = re.compile(r"^\s*(year|month|day|hour|identity)\s*\(\s*([^)\s]+)\s*\)\s*$")
+PROPERTY = "kafka.connect.offsets."
+PARTITION_BY = "iceberg.tables.default-partition-by"
+CONFIG = (ConfigDef()
+          .define("iceberg.tables", STRING,
+                  doc="the table, namespace.name (one table for all the topics)")
+          .define("iceberg.catalog.uri", STRING,
+                  doc="the SQL catalog's SQLAlchemy URL (sqlite:///..., postgresql+psycopg://...)")
+          .define("iceberg.catalog.warehouse", STRING,
+                  doc="where new tables' files go (file://...)")
+          .define("iceberg.catalog.name", STRING, "kafkalite", doc="the catalog's name")
+          .define("iceberg.tables.auto-create-enabled", BOOLEAN, True,
+                  doc="create the table from the first batch's schema")
+          .define("iceberg.tables.evolve-schema-enabled", BOOLEAN, True,
+                  doc="add new fields as optional columns")
+          .define(PARTITION_BY, STRING, "",
+                  lambda name, value: partition_fields(value or ""),
+                  doc="partitioning of a created table: day(field), hour(...), month(...), "
+                      "year(...), identity(...), comma-separated; empty: none")
+          .define("iceberg.commit.retries", INT, 20, at_least(0),
+                  doc="retries of a commit that lost a race with another writer")
+          .define("flush.size", INT, 100_000, at_least(1),
+                  doc="buffered records that trigger a commit before the worker's next one"))
+
+
+def partition_fields(spec: str) -> list[tuple[str, str]]:
+    """[(transform, source column)] of ``iceberg.tables.default-partition-by``."""
+    out = []
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        m = _PARTITION.match(part)
+        if m is None:
+            raise ConfigException(PARTITION_BY, f"Invalid value {spec} for configuration "
+                                  f"{PARTITION_BY}: {part!r} is not day(field), hour(field), "
+                                  f"month(field), year(field) or identity(field)", spec)
+        out.append((m[1], m[2]))
+    return out
+
+
+def sql_catalog(name: str, **props):
+    """pyiceberg's SqlCatalog; it creates its own tables on first use, and a
+    second process doing the same at once fails once (they exist then)."""
+    from pyiceberg.catalog.sql import SqlCatalog
+    from sqlalchemy.exc import DatabaseError
+    try:
+        return SqlCatalog(name, **props)
+    except DatabaseError:
+        return SqlCatalog(name, **props)
+
+
+def catalog_of(c: dict, props: dict):
+    return sql_catalog(c["iceberg.catalog.name"], **{
+        k[len("iceberg.catalog."):]: v for k, v in props.items()
+        if k.startswith("iceberg.catalog.") and k != "iceberg.catalog.name"})
+
+
+def table_offsets(table, group: str) -> dict:
+    """{(topic, partition): next offset} of the newest snapshot of ``table``
+    that carries ``group``'s offsets (others' snapshots are skipped)."""
+    from pyiceberg.table.snapshots import ancestors_of
+    key = PROPERTY + group
+    for snap in ancestors_of(table.current_snapshot(), table.metadata):
+        raw = snap.summary.additional_properties.get(key) if snap.summary else None
+        if raw is not None:
+            return {(t, int(p)): off for t, parts in json.loads(raw).items()
+                    for p, off in parts.items()}
+    return {}
+
+
+def iceberg_ready(table):
+    """``table`` with Arrow types Iceberg has: timestamps in microseconds,
+    8/16-bit integers widened to int."""
+    import pyarrow as pa
+    fields = []
+    for f in table.schema:
+        t = f.type
+        if pa.types.is_timestamp(t) and t.unit != "us":
+            t = pa.timestamp("us", tz=t.tz)
+        elif pa.types.is_int8(t) or pa.types.is_int16(t):
+            t = pa.int32()
+        elif pa.types.is_null(t):
+            t = pa.string()
+        fields.append(pa.field(f.name, t, True))
+    return table.cast(pa.schema(fields))
+
+
+class IcebergSinkConnector(SinkConnector):
+    def config_def(self):
+        return CONFIG
+
+    def start(self, props):
+        self.props = dict(props)
+        partition_fields(CONFIG.parse(props)[PARTITION_BY])
+
+    def task_class(self):
+        return IcebergSinkTask
+
+    def task_configs(self, max_tasks):
+        return [dict(self.props) for _ in range(max_tasks)]
+
+
+class IcebergSinkTask(SinkTask):
+    def start(self, props):
+        c = self.config = CONFIG.parse(props)
+        self.group = f"connect-{props.get('name', 'iceberg')}"
+        self.catalog = catalog_of(c, props)
+        self.identifier = c["iceberg.tables"]
+        self.partition_by = partition_fields(c[PARTITION_BY])
+        self.flush_size = c["flush.size"]
+        self.table = None
+        self.buffers: dict = {}    # (topic, partition) -> [records]
+        self.buffered = 0
+        self.base: dict = {}       # (topic, partition) -> next offset, as the table has it
+        self.commit_retries = 0    # commits that lost a race and were redone
+
+    # -- the table --------------------------------------------------------------------
+
+    def _load(self, create_from=None):
+        from pyiceberg.exceptions import (CommitFailedException, NoSuchTableError,
+                                          TableAlreadyExistsError)
+        if self.table is not None:
+            self.table.refresh()
+            return self.table
+        try:
+            self.table = self.catalog.load_table(self.identifier)
+        except NoSuchTableError:
+            if create_from is None:
+                return None
+            if not self.config["iceberg.tables.auto-create-enabled"]:
+                raise ConnectException(f"table {self.identifier} does not exist and "
+                                       f"iceberg.tables.auto-create-enabled is false") from None
+            try:
+                self._create(create_from)
+            except TableAlreadyExistsError:
+                pass        # another task created it first
+            self.table = self.catalog.load_table(self.identifier)
+        if self.table.properties.get("commit.retry.num-retries") != "0":
+            try:
+                with self.table.transaction() as tx:
+                    tx.set_properties({"commit.retry.num-retries": "0"})
+            except CommitFailedException:
+                self.table.refresh()     # another task set it (or wrote) meanwhile
+        return self.table
+
+    def _create(self, schema):
+        from pyiceberg import transforms
+        namespace = self.identifier.rsplit(".", 1)[0] if "." in self.identifier else "default"
+        self.catalog.create_namespace_if_not_exists(namespace)
+        names = set(schema.names)
+        for _, col in self.partition_by:
+            if col not in names:
+                raise ConnectException(f"partition column {col!r} is not among the record's "
+                                       f"fields {sorted(names)}")
+        tx = self.catalog.create_table_transaction(
+            self.identifier, schema=schema, properties={"commit.retry.num-retries": "0"})
+        if self.partition_by:
+            kinds = {"year": transforms.YearTransform, "month": transforms.MonthTransform,
+                     "day": transforms.DayTransform, "hour": transforms.HourTransform,
+                     "identity": transforms.IdentityTransform}
+            with tx.update_spec() as spec:
+                for kind, col in self.partition_by:
+                    spec.add_field(col, kinds[kind](), f"{col}_{kind}")
+        tx.commit_transaction()
+
+    # -- the sink API -----------------------------------------------------------------
+
+    def _resume_offsets(self) -> dict:
+        """The offsets to resume from: the table's (see the module docstring)."""
+        table = self._load()
+        return {} if table is None else table_offsets(table, self.group)
+
+    def open(self, partitions):
+        stored = self._resume_offsets()
+        seek = {}
+        for tp in partitions:
+            key = (tp.topic, tp.partition)
+            self.base.pop(key, None)
+            if key in stored:
+                self.base[key] = seek[key] = stored[key]
+        if seek:
+            self.context.offset(seek)
+
+    def close(self, partitions):
+        for tp in partitions:
+            self.buffered -= len(self.buffers.pop((tp.topic, tp.partition), ()))
+            self.base.pop((tp.topic, tp.partition), None)
+
+    def put(self, records):
+        buffers, base = self.buffers, self.base
+        for r in records:
+            key = (r.topic, r.kafka_partition)
+            if r.value is None or r.kafka_offset < base.get(key, -1):
+                continue    # a tombstone, or in the table already (redelivered before the seek)
+            buf = buffers.get(key)
+            if buf is None:
+                buf = buffers[key] = []
+            buf.append(r)
+        self.buffered = sum(len(b) for b in buffers.values())
+        if self.buffered >= self.flush_size:
+            self._commit()
+
+    def pre_commit(self, current_offsets):
+        self._commit()
+        return {k: v for k, v in self.base.items() if k in current_offsets}
+
+    # -- one commit -------------------------------------------------------------------
+
+    def _batch(self, keys):
+        """The Arrow table of the buffered records of ``keys``: one piece per
+        run of records sharing a value schema, concatenated (columns unified)."""
+        import pyarrow as pa
+        pieces = []
+        for topic, partition in keys:
+            recs = self.buffers[(topic, partition)]
+            start = 0
+            for i in range(1, len(recs) + 1):
+                if i == len(recs) or recs[i].value_schema != recs[start].value_schema:
+                    t = arrow_table(recs[start:i], f"{topic}-{partition}", "the Iceberg sink")
+                    pieces.append(t.add_column(0, "__kafka_partition",
+                                               pa.array([partition] * t.num_rows, pa.int32())))
+                    start = i
+        table = pieces[0] if len(pieces) == 1 else \
+            pa.concat_tables(pieces, promote_options="permissive")
+        return iceberg_ready(table)
+
+    def _conform(self, batch, table_schema):
+        """``batch`` with the table's columns, order and types (missing: nulls)."""
+        import pyarrow as pa
+        target = table_schema.as_arrow()
+        cols = [batch.column(f.name).cast(f.type) if f.name in batch.column_names
+                else pa.nulls(batch.num_rows, f.type) for f in target]
+        return pa.Table.from_arrays(cols, schema=target)
+
+    def _fence(self, stored: dict, keys: list) -> list:
+        """The partitions among ``keys`` that the table has moved since this
+        task last saw it (another task wrote them)."""
+        return [k for k in keys if stored.get(k) != self.base.get(k)]
+
+    def _commit(self):
+        from pyiceberg.exceptions import CommitFailedException
+        keys = [k for k, b in self.buffers.items() if b]
+        if not keys:
+            return
+        batch = self._batch(keys)
+        retries = self.config["iceberg.commit.retries"]
+        for attempt in range(retries + 1):
+            table = self._load(create_from=batch.schema)
+            stored = table_offsets(table, self.group)
+            lost = self._fence(stored, keys)
+            if lost:
+                # another task wrote these partitions since this one last saw the table
+                # (it owned them after a rebalance): drop them, go on from the table
+                log.warning("%s: partitions %s were written by another task; re-seeking",
+                            self.identifier, lost)
+                for k in lost:
+                    self.buffers.pop(k, None)
+                    if k in stored:
+                        self.base[k] = stored[k]
+                self.context.offset({k: stored[k] for k in lost if k in stored})
+                keys = [k for k in keys if k not in lost]
+                if not keys:
+                    break
+                batch = self._batch(keys)
+            merged = dict(stored)
+            for k in keys:
+                merged[k] = self.buffers[k][-1].kafka_offset + 1
+            doc: dict = {}
+            for (t, p), off in sorted(merged.items()):
+                doc.setdefault(t, {})[str(p)] = off
+            try:
+                tx = table.transaction()
+                if self.config["iceberg.tables.evolve-schema-enabled"]:
+                    have = set(table.schema().column_names)
+                    if any(n not in have for n in batch.column_names):
+                        with tx.update_schema() as upd:
+                            upd.union_by_name(batch.schema)
+                tx.append(self._conform(batch, tx.table_metadata.schema()),
+                          snapshot_properties={PROPERTY + self.group: json.dumps(doc)})
+                tx.commit_transaction()
+            except CommitFailedException:
+                if attempt == retries:
+                    raise
+                self.commit_retries += 1
+                time.sleep(min(0.01 * 2 ** attempt, 1.0) * (1 + random.random()))
+                continue
+            for k in keys:
+                self.base[k] = merged[k]
+            break
+        for k in keys:
+            self.buffers.pop(k, None)
+        self.buffered = sum(len(b) for b in self.buffers.values())

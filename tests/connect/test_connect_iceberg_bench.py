@@ -1,0 +1,30 @@
+"""benchmarks/bench_connect_iceberg.py runs end to end in its --quick
+setting and writes every figure (it checks that the benchmark works, not
+how fast)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from harness import child_env
+from postgres import find_binaries
+
+pytest.importorskip("pyiceberg")
+SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks",
+                      "bench_connect_iceberg.py")
+
+
+def test_bench_connect_iceberg_quick(tmp_path):
+    if find_binaries() is None:
+        pytest.skip("PostgreSQL is not installed: run tools/install-system-deps")
+    out = subprocess.run([sys.executable, SCRIPT, "--quick", "--output-dir", str(tmp_path),
+                          "--work-dir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300, env=child_env())
+    assert out.returncode == 0, out.stderr + out.stdout
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert doc["settings"]["rows"] == 20_000
+    assert set(doc["figures"]) == {"copy_to_parquet_rows_per_s",
+                                   "connect_pg_to_iceberg_rows_per_s",
+                                   "connect_topic_to_iceberg_rows_per_s"}
+    assert all(f["value"] > 0 for f in doc["figures"].values())
