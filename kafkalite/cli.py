@@ -166,7 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--cluster", metavar="POSTGRESQL_URL",
                         help="keep cluster metadata (topics, leaders, ISR) and the controller "
                              "lease in this PostgreSQL database instead of the data dir, e.g. "
-                             "postgresql://user@host/db (one node per cluster today)")
+                             "postgresql://user@host/db; nodes given the same one form a "
+                             "cluster (the first is its controller, the others broker nodes)")
     server.add_argument("--node-id", type=int, help="this node's id in the cluster (default 1)")
     server.add_argument("--controller-lease-ms", type=int,
                         help="with --cluster: the controller lease's length; a node that cannot "

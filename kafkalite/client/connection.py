@@ -45,6 +45,9 @@ VERSIONS = {
     ApiKey.DELETE_RECORDS: 2,
 }
 _CORRELATION = struct.Struct(">i")
+# A watched link whose TCP connect is not answered in this long counts as
+# lost (a host that is gone answers nothing; one that is up refuses at once).
+CONNECT_TIMEOUT_MS = 3000
 
 
 class KafkaTimeoutError(errors.RequestTimedOutError):
@@ -77,9 +80,17 @@ class Connection(Link):
         self.sock.setsockopt(zmq.SNDHWM, 0)
         self.sock.setsockopt(zmq.RCVHWM, 0)
         # A dead broker process shows up as a disconnect at once, not after
-        # a request timeout.
-        self._monitor = self.sock.get_monitor_socket(zmq.EVENT_DISCONNECTED) if watch else None
+        # a request timeout; so does one that was never there: a connect
+        # refused (nothing listens: its process died before we connected,
+        # as after a failover whose metadata we had not seen yet) or not
+        # answered within CONNECT_TIMEOUT_MS (its host is gone).
+        self._monitor = None
+        if watch:
+            self.sock.setsockopt(zmq.CONNECT_TIMEOUT, CONNECT_TIMEOUT_MS)
+            self._monitor = self.sock.get_monitor_socket(
+                zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECTED | zmq.EVENT_CONNECT_RETRIED)
         self._alive = True
+        self._connected = False
         self.sock.connect(endpoint)
         self.max_in_flight = max_in_flight
         self._ids = itertools.count(1)
@@ -201,7 +212,11 @@ class Connection(Link):
     def alive(self) -> bool:
         monitor = self._monitor
         while self._alive and monitor is not None and monitor.poll(0):
-            if recv_monitor_message(monitor)["event"] == zmq.EVENT_DISCONNECTED:
+            event = recv_monitor_message(monitor)["event"]
+            if event == zmq.EVENT_CONNECTED:
+                self._connected = True
+            elif event == zmq.EVENT_DISCONNECTED or (
+                    event == zmq.EVENT_CONNECT_RETRIED and not self._connected):
                 self._alive = False
         return self._alive
 

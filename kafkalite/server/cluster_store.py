@@ -9,7 +9,10 @@ Tables (created if missing, under an advisory lock so that nodes starting
 together do not race)::
 
     kafkalite_cluster    (id = 1, cluster_id)
-    kafkalite_controller (id = 1, node_id, epoch, lease_until)
+    kafkalite_controller (id = 1, node_id, epoch, lease_until,
+                          endpoints jsonb: where other nodes' workers reach it)
+    kafkalite_brokers    (broker_id PK, node_id, idx): each node's workers'
+                          broker ids, given once and kept (dense from 0)
     kafkalite_topics     (name PK, topic_id uuid, configs jsonb)
     kafkalite_partitions (topic -> kafkalite_topics ON DELETE CASCADE, partition,
                           state jsonb (metadata.PartitionAssignment.to_json),
@@ -84,6 +87,12 @@ CREATE TABLE IF NOT EXISTS kafkalite_topics (
     name text PRIMARY KEY,
     topic_id uuid NOT NULL,
     configs jsonb NOT NULL);
+ALTER TABLE kafkalite_controller ADD COLUMN IF NOT EXISTS endpoints jsonb;
+CREATE TABLE IF NOT EXISTS kafkalite_brokers (
+    broker_id int PRIMARY KEY,
+    node_id int NOT NULL,
+    idx int NOT NULL,
+    UNIQUE (node_id, idx));
 CREATE TABLE IF NOT EXISTS kafkalite_partitions (
     topic text NOT NULL REFERENCES kafkalite_topics (name) ON DELETE CASCADE,
     partition int NOT NULL,
@@ -120,6 +129,65 @@ def create_schema(conn: psycopg.Connection) -> str:
         conn.execute("INSERT INTO kafkalite_cluster (id, cluster_id) VALUES (1, %s) "
                       "ON CONFLICT (id) DO NOTHING", (uuid.uuid4().hex[:22],))
         return conn.execute("SELECT cluster_id FROM kafkalite_cluster WHERE id = 1").fetchone()[0]
+
+
+def broker_ids(dsn: str, node_id: int, count: int, timeout_s: float = 2.0) -> list[int]:
+    """The broker ids of ``node_id``'s ``count`` workers: given the first
+    time a node starts with that many, the next free ids, and the same ever
+    after (a replica's broker id must not change)."""
+    conn = connect(dsn, timeout_s)
+    try:
+        create_schema(conn)
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            ids = []
+            for i in range(count):
+                row = conn.execute("SELECT broker_id FROM kafkalite_brokers WHERE node_id = %s "
+                                   "AND idx = %s", (node_id, i)).fetchone()
+                if row is None:
+                    row = conn.execute(
+                        "INSERT INTO kafkalite_brokers (broker_id, node_id, idx) SELECT "
+                        "coalesce(max(broker_id) + 1, 0), %s, %s FROM kafkalite_brokers "
+                        "RETURNING broker_id", (node_id, i)).fetchone()
+                ids.append(row[0])
+            return ids
+    except psycopg.Error as exc:
+        raise KafkaStorageError(f"cannot reach the cluster's PostgreSQL: {_reason(exc)}") \
+            from None
+    finally:
+        conn.close()
+
+
+def cluster_brokers(dsn: str, timeout_s: float = 2.0) -> dict[int, int]:
+    """broker id -> node id, of every broker ever given an id."""
+    conn = connect(dsn, timeout_s)
+    try:
+        create_schema(conn)
+        return dict(conn.execute("SELECT broker_id, node_id FROM kafkalite_brokers").fetchall())
+    except psycopg.Error as exc:
+        raise KafkaStorageError(f"cannot reach the cluster's PostgreSQL: {_reason(exc)}") \
+            from None
+    finally:
+        conn.close()
+
+
+def read_controller(dsn: str, timeout_s: float = 2.0) -> dict | None:
+    """The controller as PostgreSQL has it: node_id, epoch, live (the lease
+    unexpired), endpoints; None before any node took the lease."""
+    conn = connect(dsn, timeout_s, autocommit=True)
+    try:
+        row = conn.execute("SELECT node_id, epoch, lease_until > now(), endpoints "
+                           "FROM kafkalite_controller WHERE id = 1").fetchone()
+    except psycopg.errors.UndefinedTable:
+        return None
+    except psycopg.Error as exc:
+        raise KafkaStorageError(f"cannot reach the cluster's PostgreSQL: {_reason(exc)}") \
+            from None
+    finally:
+        conn.close()
+    if row is None:
+        return None
+    return {"node_id": row[0], "epoch": row[1], "live": row[2], "endpoints": row[3] or {}}
 
 
 class ControllerLease:
@@ -170,7 +238,7 @@ class ControllerLease:
                 "INSERT INTO kafkalite_controller AS c (id, node_id, epoch, lease_until) "
                 "VALUES (1, %(node)s, 1, now() + %(ttl)s * interval '1 millisecond') "
                 "ON CONFLICT (id) DO UPDATE SET node_id = EXCLUDED.node_id, epoch = c.epoch + 1, "
-                "lease_until = EXCLUDED.lease_until "
+                "lease_until = EXCLUDED.lease_until, endpoints = NULL "
                 "WHERE c.lease_until < now() OR c.node_id = EXCLUDED.node_id "
                 "RETURNING epoch", {"node": self.node_id, "ttl": self.ttl_ms}).fetchone()
             if row is None:
@@ -217,6 +285,18 @@ class ControllerLease:
                 return False
             self._valid_until = sent + self.ttl_ms / 1000.0
         return True
+
+    def publish(self, endpoints: dict) -> None:
+        """Where other nodes' workers reach this controller (its control
+        channel, relay and coordinator), stored with the lease."""
+        try:
+            self._connection().execute(
+                "UPDATE kafkalite_controller SET endpoints = %s WHERE id = 1 AND node_id = %s "
+                "AND epoch = %s", (Jsonb(endpoints), self.node_id, self.epoch))
+        except psycopg.Error as exc:
+            self._drop()
+            raise KafkaStorageError(f"cannot reach the cluster's PostgreSQL: {_reason(exc)}") \
+                from None
 
     @property
     def held(self) -> bool:

@@ -60,6 +60,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import zlib
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
@@ -88,6 +89,12 @@ DEFAULT_ADMIN_TIMEOUT_MS = 30_000
 # Each partition is a directory and open files in one worker; a bound keeps
 # one request (or a fuzzed one) from asking for millions.
 MAX_PARTITIONS_PER_TOPIC = 10_000
+
+
+def _bracket(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
 # DescribeTopicPartitions' page size cap (Kafka's max.request.partition.size.limit)
 MAX_DESCRIBED_PARTITIONS = 2000
 
@@ -98,6 +105,8 @@ class BrokerRegistration:
     port: int = 0                 # native ZeroMQ ROUTER
     kafka_port: int = 0           # Kafka TCP listener
     fenced: bool = True
+    host: str | None = None       # another node's (advertised) host; None: this node's
+    rack: str | None = None       # its node, as Kafka's broker.rack
 
 
 class BrokerChannel(Protocol):
@@ -141,6 +150,9 @@ class Controller:
         self.metadata = metadata
         self.channel = channel
         self.brokers = [BrokerRegistration(i) for i in range(broker_count)]
+        # broker id -> rack (its node, in a cluster); replicas go to distinct
+        # racks where there are several
+        self.racks: dict[int, str] = {}
         self.producer_ids = ProducerIdManager(config.data_dir)
         self.partitions_added = partitions_added
         # internal topic -> partition count, registered by its coordinator
@@ -178,11 +190,22 @@ class Controller:
 
     # ---- brokers -----------------------------------------------------------------------------
 
-    def register_broker(self, broker_id: int, port: int, kafka_port: int) -> list[dict]:
+    def add_broker(self, broker_id: int) -> BrokerRegistration:
+        """A broker of another node of the cluster, known from its first
+        hello: the broker list grows to hold it (fenced until it registers)."""
+        while len(self.brokers) <= broker_id:
+            self.brokers.append(BrokerRegistration(len(self.brokers)))
+        return self.brokers[broker_id]
+
+    def register_broker(self, broker_id: int, port: int, kafka_port: int,
+                        host: str | None = None, rack: str | None = None) -> list[dict]:
         """A broker's process is up: it starts a new leadership of every
         partition it hosts. Returns the partitions to send it."""
-        b = self.brokers[broker_id]
+        b = self.add_broker(broker_id)
         b.port, b.kafka_port, b.fenced = port, kafka_port, True
+        b.host, b.rack = host, rack
+        if rack is not None:
+            self.racks[broker_id] = rack
         started = self.metadata.start_leadership(broker_id)
         log.info("broker %d registered on port %d; leading %d partitions", broker_id, port,
                  len(started))
@@ -548,8 +571,8 @@ class Controller:
         followers are told of it before)."""
         host = self.config.host
         host = "127.0.0.1" if host in ("", "0.0.0.0", "*") else host
-        host = f"[{host}]" if ":" in host else host
-        return {str(b.broker_id): f"tcp://{host}:{b.port}" for b in self.brokers if b.port}
+        return {str(b.broker_id): f"tcp://{_bracket(b.host or host)}:{b.port}"
+                for b in self.brokers if b.port}
 
     def partition_spec(self, topic: TopicMetadata, index: int, broker: int | None = None) -> dict:
         p = topic.partitions[index]
@@ -576,7 +599,7 @@ class Controller:
         b = self.brokers[broker_id] if 0 <= broker_id < len(self.brokers) else None
         if b is None or b.fenced or not b.port:
             return None
-        return f"tcp://{self.config.public_host}:{b.port}"
+        return f"tcp://{_bracket(b.host or self.config.public_host)}:{b.port}"
 
     def controller_id(self, listener: Listener) -> int:
         return KAFKA_CONTROLLER_ID if listener is Listener.KAFKA else NATIVE_CONTROLLER_ID
@@ -593,8 +616,9 @@ class Controller:
         broker, and on Kafka's protocol this process as broker 1000."""
         host = self.config.public_host
         kafka = listener is Listener.KAFKA
-        nodes = [{"node_id": b.broker_id, "host": host, "port": b.kafka_port if kafka else b.port,
-                  "rack": None} for b in self.brokers if not b.fenced]
+        nodes = [{"node_id": b.broker_id, "host": b.host or host,
+                  "port": b.kafka_port if kafka else b.port, "rack": b.rack}
+                 for b in self.brokers if not b.fenced]
         if kafka:
             nodes.append({**self.controller_node(listener), "rack": None})
         return nodes
@@ -789,10 +813,28 @@ class Controller:
                 replication_factor: int | None = None, assignments=None) -> TopicMetadata:
         rf = self.config.default_replication_factor if replication_factor is None \
             else replication_factor
+        rf = min(rf, len(self.brokers))
+        if not assignments and rf > 1 and len(set(self.racks.values())) > 1:
+            assignments = self._rack_aware(name, partitions, rf)
         topic = self.metadata.create_topic(name, partitions, configs, len(self.brokers),
-                                           min(rf, len(self.brokers)), assignments)
+                                           rf, assignments)
         self._assign(by_broker, topic, range(len(topic.partitions)))
         return topic
+
+    def _rack_aware(self, name: str, partitions: int, rf: int) -> list[list[int]]:
+        """Replicas on distinct racks (a cluster's nodes) where there are
+        enough: the brokers are taken alternating between racks (the first
+        of each rack, then the second of each, ...), and each partition's
+        replicas are consecutive in that order, starting where the
+        single-rack placement would start."""
+        by_rack: dict = {}
+        for b in range(len(self.brokers)):
+            by_rack.setdefault(self.racks.get(b), []).append(b)
+        order = [b for k in range(max(len(v) for v in by_rack.values()))
+                 for rack in sorted(by_rack, key=str) for b in by_rack[rack][k:k + 1]]
+        n = len(order)
+        return [[order[(zlib.crc32(name.encode()) + p + k) % n] for k in range(rf)]
+                for p in range(partitions)]
 
     def _replication_factor(self, rf: int) -> int:
         rf = self.config.default_replication_factor if rf == -1 else rf

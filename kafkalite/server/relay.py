@@ -73,16 +73,19 @@ def decode_relay_reply(buf) -> tuple[int, int, int, str]:
 
 
 class RelayServer:
-    """The supervisor's end: a loopback ROUTER its workers connect to."""
+    """The supervisor's end: a ROUTER its workers connect to (on loopback;
+    on ``bind_host``/``advertised_host`` where workers of other nodes of a
+    cluster connect too)."""
 
-    def __init__(self, zctx: zmq.Context, dispatcher: RequestDispatcher):
+    def __init__(self, zctx: zmq.Context, dispatcher: RequestDispatcher,
+                 bind_host: str = "127.0.0.1", advertised_host: str = "127.0.0.1"):
         self.dispatcher = dispatcher
         self._bad_input = RateLimitedLog(log)
         self.socket = zctx.socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
-        port = self.socket.bind_to_random_port("tcp://127.0.0.1")
-        self.endpoint = f"tcp://127.0.0.1:{port}"
+        port = self.socket.bind_to_random_port(f"tcp://{bind_host}")
+        self.endpoint = f"tcp://{advertised_host}:{port}"
 
     def attach(self, poller: zmq.Poller) -> None:
         poller.register(self.socket, zmq.POLLIN)

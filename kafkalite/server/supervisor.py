@@ -11,6 +11,8 @@ It runs, on one thread, everything of a node that is not a partition:
   ``--cluster``, in PostgreSQL under a controller lease this process
   holds (cluster_store.py); a metadata change the store cannot take yet
   (PostgreSQL away) is kept and retried in order, never acted on first;
+  in a cluster, other nodes' workers join this controller's control
+  channel and relay over the network (broker_node.py runs those nodes);
 - the group coordinator (coordinator.py) and its ``__consumer_offsets``;
 - the transaction coordinator (txn_coordinator.py) and its
   ``__transaction_state``, with the requests (broker_requests.py) that
@@ -90,6 +92,9 @@ class WorkerProcess:
     restart_at: float = 0.0
     last_heartbeat: float = 0.0
     hung: bool = False              # alive but silent past the session timeout: fenced
+    remote: bool = False            # another node's (a cluster): not this process's child
+    host: str | None = None         # a remote worker's advertised host
+    rack: str | None = None         # a remote worker's node
 
 
 @dataclass
@@ -105,7 +110,8 @@ class Supervisor:
     def __init__(self, config: ServerConfig):
         self.config = config
         self.ctx = zmq.Context.instance()
-        self.workers: list[WorkerProcess] = []
+        self.workers: list[WorkerProcess] = []      # this node's, children of this process
+        self.remote: dict[int, WorkerProcess] = {}  # other nodes' (--cluster), by broker id
         self.ingest: subprocess.Popen | None = None
         self.pending: dict[int, PendingChange] = {}
         self._changes = itertools.count(1)
@@ -133,10 +139,15 @@ class Supervisor:
         except BlockingIOError:
             raise errors.KafkaStorageError(
                 f"another kafkalite server is using {cfg.data_dir}") from None
+        broker_ids, nodes = list(range(cfg.worker_count)), {}
+        if cfg.cluster:
+            broker_ids, nodes = self._cluster_brokers()
+        broker_count = max(nodes) + 1 if nodes else cfg.worker_count
         metadata = self._open_metadata()
-        if metadata.rebalance(cfg.worker_count):
+        if metadata.rebalance(broker_count):
             log.warning("partitions of workers that no longer exist were moved")
-        self.controller = Controller(cfg, metadata, self, cfg.worker_count)
+        self.controller = Controller(cfg, metadata, self, broker_count)
+        self.controller.racks = {b: f"node-{n}" for b, n in nodes.items()}
         self.coordinator = GroupCoordinator(
             cfg.data_dir, partition_count=self.controller.partition_count,
             coordinator_node=self.controller.controller_node,
@@ -169,19 +180,39 @@ class Supervisor:
                                      name="supervisor")
         self.kafka = KafkaListener(cfg.host, cfg.kafka_port, self.dispatcher, name="supervisor")
         self.controller.native_port, self.controller.kafka_port = self.native.port, self.kafka.port
-        self.relay = RelayServer(self.ctx, self.dispatcher)
+        # Other nodes' workers reach the control channel and the relay too
+        # (--cluster): bound where the listeners are, not on loopback only.
+        bind_host, advertised = "127.0.0.1", "127.0.0.1"
+        if cfg.cluster:
+            bind_host = cfg.host if cfg.host not in ("", "*") else "0.0.0.0"
+            advertised = _bracket(cfg.public_host)
+        self.relay = RelayServer(self.ctx, self.dispatcher, bind_host, advertised)
         self.control = self.ctx.socket(zmq.ROUTER)
         self.control.setsockopt(zmq.LINGER, 0)
         self.control.setsockopt(zmq.ROUTER_HANDOVER, 1)
-        control_port = self.control.bind_to_random_port("tcp://127.0.0.1")
-        self.control_endpoint = f"tcp://127.0.0.1:{control_port}"
-        for i in range(cfg.worker_count):
+        control_port = self.control.bind_to_random_port(f"tcp://{_bracket(bind_host)}")
+        self.control_endpoint = f"tcp://{advertised}:{control_port}"
+        if self.lease is not None:
+            self.lease.publish({"control": self.control_endpoint, "relay": self.relay.endpoint,
+                                "coordinator": f"tcp://{advertised}:{self.native.port}",
+                                "bootstrap.servers": f"{cfg.public_host}:{self.native.port}",
+                                "kafka.bootstrap.servers": f"{cfg.public_host}:{self.kafka.port}"})
+        for i, broker_id in enumerate(broker_ids):
             port = cfg.worker_base_port + i if cfg.worker_base_port else 0
             kafka_port = cfg.kafka_worker_base_port + i if cfg.kafka_worker_base_port else 0
-            self.workers.append(WorkerProcess(i, port, kafka_port))
+            self.workers.append(WorkerProcess(broker_id, port, kafka_port))
             self._spawn(self.workers[-1])
+        self._local = {w.index: w for w in self.workers}
         self.ingest_port = cfg.ingest_port
         self._spawn_ingest()
+
+    def _cluster_brokers(self) -> tuple[list[int], dict[int, int]]:
+        """This node's workers' broker ids, and the node of every broker
+        the cluster has given an id to."""
+        from kafkalite.server import cluster_store
+        cfg = self.config
+        ids = cluster_store.broker_ids(cfg.cluster, cfg.node_id, cfg.worker_count)
+        return ids, cluster_store.cluster_brokers(cfg.cluster)
 
     def _open_metadata(self) -> MetadataStore:
         """The data dir's metadata files, or with ``--cluster`` PostgreSQL
@@ -195,16 +226,10 @@ class Supervisor:
             raise errors.InvalidConfigurationError(
                 f"--cluster needs psycopg 3 ({exc}): pip install 'kafkalite[cluster]'") from None
         self.lease = ControllerLease(cfg.cluster, cfg.node_id, cfg.controller_lease_ms)
-        # Another node's lease must lapse first; one that still renews it
-        # means another node runs, which kafkalite does not support yet.
-        deadline = time.monotonic() + 1.5 * cfg.controller_lease_ms / 1000.0
-        while not self.lease.acquire():
-            if time.monotonic() > deadline:
-                raise errors.KafkaStorageError(
-                    f"node {self.lease.holder} holds the cluster's controller lease and renews "
-                    f"it: another node of this cluster is running (kafkalite runs one node per "
-                    f"cluster today)")
-            time.sleep(0.5)
+        # Another node holding the lease is the controller: this node is
+        # then one of its broker nodes (broker_node.py), run by serve().
+        if not self.lease.acquire():
+            raise AnotherController(self.lease.holder)
         self.lease.start()
         return PostgresMetadataStore(cfg.cluster, self.lease)
 
@@ -249,14 +274,8 @@ class Supervisor:
         return sorted(set(self.handlers) | ReplicaManager.API_KEYS)
 
     def _spawn(self, w: WorkerProcess) -> None:
-        w.proc = subprocess.Popen(
-            [sys.executable, "-m", "kafkalite.server.worker", "--index", str(w.index),
-             "--control", self.control_endpoint, "--port", str(w.port),
-             "--kafka-port", str(w.kafka_port), "--relay", self.relay.endpoint,
-             "--supervisor-pid", str(os.getpid()),
-             "--coordinator", f"tcp://{self._local_host()}:{self.native.port}",
-             "--config-json", json.dumps(asdict(self.config))])
-        w.pid = w.proc.pid
+        spawn_worker(w, self.config, self.control_endpoint, self.relay.endpoint,
+                     f"tcp://{self._local_host()}:{self.native.port}")
 
     def _local_host(self) -> str:
         """Where this host's own processes reach the supervisor's listeners."""
@@ -310,7 +329,14 @@ class Supervisor:
 
     def _on_control(self, identity: bytes, msg: dict) -> None:
         kind = msg["type"]
-        w = self.workers[msg["worker"]]
+        w = self._local.get(msg["worker"]) or self.remote.get(msg["worker"])
+        if w is None:
+            if kind != "hello" or not self.config.cluster:
+                return                   # a stranger: only a cluster's workers may introduce themselves
+            w = self.remote[msg["worker"]] = WorkerProcess(msg["worker"], msg["port"],
+                                                           remote=True)
+            log.info("worker %d of node %s (%s) joins", w.index, msg.get("node"),
+                     msg.get("host"))
         w.last_heartbeat = time.monotonic()
         if w.hung:
             # it beats again: it registers anew, as a restarted worker does
@@ -319,12 +345,14 @@ class Supervisor:
             log.warning("worker %d (pid %d) is responsive again; it rejoins", w.index, w.pid)
             if kind != "hello":
                 kind, msg = "hello", {"type": "hello", "worker": w.index, "port": w.port,
-                                      "pid": w.pid, "kafka_port": w.kafka_port}
+                                      "pid": w.pid, "kafka_port": w.kafka_port,
+                                      "host": w.host, "node": w.rack}
         if kind == "heartbeat":
             return
         if kind == "hello":
             w.port, w.pid = msg["port"], msg["pid"]
             w.kafka_port = msg.get("kafka_port", 0)
+            w.host, w.rack = msg.get("host"), msg.get("node")
             self._metadata_action(f"register worker {w.index}", self._register, w, w.pid)
         elif kind == "done":
             op = msg.get("op")
@@ -360,7 +388,8 @@ class Supervisor:
     def _register(self, w: WorkerProcess, pid: int) -> None:
         if w.pid != pid:                 # that process died while this waited
             return
-        parts = self.controller.register_broker(w.index, w.port, w.kafka_port)
+        parts = self.controller.register_broker(w.index, w.port, w.kafka_port, w.host,
+                                                None if w.rack is None else f"node-{w.rack}")
         log.info("worker %d (pid %d) is up on port %d", w.index, w.pid, w.port)
         self._send_worker(w.index, {"type": "assign", "op": f"start-{w.index}",
                                     "partitions": parts,
@@ -372,7 +401,9 @@ class Supervisor:
                          json.dumps(self.endpoints(), indent=1).encode())
 
     def _check_ready(self) -> None:
-        if not self.ready and not any(b.fenced for b in self.controller.brokers):
+        # this node's workers: other nodes' come and go on their own
+        if not self.ready and not any(self.controller.brokers[w.index].fenced
+                                      for w in self.workers):
             self.ready = True
             self._write_server_file()
             e = self.endpoints()
@@ -386,6 +417,15 @@ class Supervisor:
     def _watch_children(self) -> None:
         now = time.monotonic()
         timeout = self.config.broker_session_timeout_ms / 1000.0
+        for w in list(self.remote.values()):
+            # another node's worker: silence is all this node can see of it
+            if (not w.hung and not self.controller.brokers[w.index].fenced
+                    and w.last_heartbeat and now - w.last_heartbeat > timeout):
+                log.error("worker %d of node %s sent no heartbeat for %.1f s; fencing it",
+                          w.index, w.rack, now - w.last_heartbeat)
+                w.hung = True
+                self._metadata_action(f"fence worker {w.index}", self.controller.fence_broker,
+                                      w.index)
         for w in self.workers:
             if (w.proc is not None and not w.hung and not self.controller.brokers[w.index].fenced
                     and w.last_heartbeat and now - w.last_heartbeat > timeout):
@@ -505,6 +545,16 @@ class Supervisor:
         self.shutdown()
         return self.exit_code
 
+    def release(self) -> None:
+        """Let go of what a start that did not happen took: the data
+        directory's lock and the lease connection."""
+        if self.lease is not None:
+            self.lease.close(release=False)
+            self.lease = None
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
     def shutdown(self, timeout: float | None = None) -> None:
         if timeout is None:
             busiest = max((len(self.controller.metadata.owned_by(w.index)) for w in self.workers),
@@ -547,12 +597,50 @@ class Supervisor:
             self._lock_fd = -1
 
 
+def spawn_worker(w: WorkerProcess, config: ServerConfig, control: str, relay: str,
+                 coordinator: str) -> None:
+    """Start ``w``'s process: broker ``w.index``, talking to the controller
+    at ``control``, relaying to ``relay``, verifying transactions with the
+    coordinator at ``coordinator``."""
+    w.proc = subprocess.Popen(
+        [sys.executable, "-m", "kafkalite.server.worker", "--index", str(w.index),
+         "--control", control, "--port", str(w.port),
+         "--kafka-port", str(w.kafka_port), "--relay", relay,
+         "--supervisor-pid", str(os.getpid()), "--coordinator", coordinator,
+         "--config-json", json.dumps(asdict(config))])
+    w.pid = w.proc.pid
+
+
+class AnotherController(Exception):
+    """Another node holds the cluster's controller lease."""
+
+    def __init__(self, holder):
+        super().__init__(f"node {holder} is the controller")
+        self.holder = holder
+
+
+def _bracket(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
 def serve(config: ServerConfig) -> int:
-    """Run a server in this process until SIGTERM/SIGINT (the CLI's `server`)."""
+    """Run a server in this process until SIGTERM/SIGINT (the CLI's `server`):
+    the supervisor of a node, or, in a cluster whose controller is another
+    node, a broker node (broker_node.py)."""
     logging.basicConfig(level=os.environ.get("KAFKALITE_LOG_LEVEL", "WARNING"),
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     sup = Supervisor(config)
     signal.signal(signal.SIGTERM, sup.request_stop)
     signal.signal(signal.SIGINT, sup.request_stop)
-    sup.start()
+    try:
+        sup.start()
+    except AnotherController as other:
+        sup.release()
+        log.info("%s: node %d runs as one of its broker nodes", other, config.node_id)
+        from kafkalite.server.broker_node import BrokerNode
+        node = BrokerNode(config)
+        signal.signal(signal.SIGTERM, node.request_stop)
+        signal.signal(signal.SIGINT, node.request_stop)
+        node.start()
+        return node.run()
     return sup.run()

@@ -210,8 +210,11 @@ class Worker:
     # ---- main loop -------------------------------------------------------------------------
 
     def run(self) -> int:
+        cluster = bool(self.config.cluster)   # then the controller may be on another node
         self._send_control({"type": "hello", "worker": self.index, "pid": os.getpid(),
-                            "port": self.port, "kafka_port": self.kafka.port})
+                            "port": self.port, "kafka_port": self.kafka.port,
+                            "host": self.config.public_host if cluster else None,
+                            "node": self.config.node_id if cluster else None})
         while not self._stop:
             self.rings.arm()
             deadline = self._next_housekeeping

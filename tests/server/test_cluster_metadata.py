@@ -246,10 +246,15 @@ def test_a_cluster_node_keeps_its_metadata_in_postgresql(db, nodes):
     assert report.ok, report
 
 
-def test_a_second_node_is_refused_while_the_first_renews_its_lease(db, nodes):
-    nodes(db, node_id=1, lease_ms=1000)
-    with pytest.raises(RuntimeError, match="node 1 holds the cluster's controller lease"):
-        nodes(db, node_id=2, lease_ms=1000)
+def test_a_second_node_joins_as_a_broker_node(db, nodes):
+    first = nodes(db, node_id=1, lease_ms=1000)
+    second = nodes(db, node_id=2, lease_ms=1000)
+    assert second.info["role"] == "broker" and second.info["controller"] == 1
+    assert second.info["bootstrap.servers"] == first.bootstrap
+    assert [w["index"] for w in second.info["workers"]] == [2, 3]   # after node 1's 0, 1
+    with psycopg.connect(db) as c:
+        assert c.execute("SELECT broker_id, node_id FROM kafkalite_brokers ORDER BY 1") \
+            .fetchall() == [(0, 1), (1, 1), (2, 2), (3, 2)]
 
 
 def test_a_node_that_loses_its_lease_stops(db, nodes):

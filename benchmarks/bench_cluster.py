@@ -1,0 +1,238 @@
+"""Failover across the nodes of a cluster (``--cluster``), on one machine.
+
+    python benchmarks/bench_cluster.py            # about 1 minute
+    python benchmarks/bench_cluster.py --quick    # what the smoke test runs
+
+A throwaway PostgreSQL (tests/postgres.py) and three kafkalite nodes, one
+worker each, each with its own data directory and ports: node 1 is the
+controller, nodes 2 and 3 its broker nodes. A topic with three partitions,
+RF=3, min.insync.replicas=2; a probe producer sends one acks=all record at
+a time to the partition led by the node about to be killed. Two faults,
+``--kills`` times each, alternating between nodes 2 and 3:
+
+1. the node's process killed (kill -9): its worker sees its parent gone and
+   leaves, telling the controller so;
+2. the whole node killed at once (kill -9 of the node process and its
+   worker, as a host that loses power): the controller notices only the
+   missing heartbeats, after ``--session-timeout-ms``.
+
+Figure: seconds from the kill to the first acknowledged produce sent after
+it, against the target of 3 s across nodes and the broker session timeout
+it rests on (Kafka's defaults take 6-18 s). Timing never fails anything:
+this prints figures and writes results.json / results.md under
+benchmarks/results/.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import statistics
+import sys
+import threading
+import time
+import traceback
+
+import report
+from report import Results, say
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from postgres import PostgresServer  # noqa: E402
+
+from kafkalite.server import launcher  # noqa: E402
+
+HEADERS = ["#", "Figure", "kafkalite", "Compared with", "Ratio", "Target", "Met"]
+
+
+def admin(server):
+    from kafkalite.client import AdminClient
+    return AdminClient({"bootstrap.servers": server.bootstrap})
+
+
+def leaders(server, topic) -> dict:
+    a = admin(server)
+    try:
+        md = a.list_topics(topic, timeout=10)
+        return {p: (m.leader, sorted(m.isrs)) for p, m in md.topics[topic].partitions.items()}
+    finally:
+        a.close()
+
+
+def wait_for(cond, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise RuntimeError("timed out")
+
+
+def alive(pid) -> bool:
+    try:
+        os.kill(pid, 0)
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (ProcessLookupError, OSError):
+        return False
+
+
+def failovers(nodes, node_of, kills: int, whole: bool) -> list:
+    from kafkalite.client import Producer
+    c = nodes[1]
+    p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "enable.idempotence": True,
+                  "retry.backoff.ms": 20})
+    target = {"partition": None}
+    acks: list = []
+    stop = threading.Event()
+
+    def probe():
+        while not stop.is_set():
+            part = target["partition"]
+            if part is None:
+                time.sleep(0.01)
+                continue
+            sent, done = time.monotonic(), []
+            p.produce("fo", b"probe", partition=part, on_delivery=lambda e, m: done.append(e))
+            p.flush(30)
+            if done and done[0] is None:
+                acks.append((part, sent, time.monotonic()))
+            time.sleep(0.002)
+
+    t = threading.Thread(target=probe)
+    t.start()
+    out = []
+    try:
+        for k in range(kills):
+            wait_for(lambda: all(len(isr) == 3 for _, isr in leaders(c, "fo").values()))
+            victim, led = victim_and_partitions(c, node_of, prefer=2 + k % 2)
+            target["partition"] = led[0]
+            time.sleep(0.5)
+            node = nodes[victim]
+            workers = [w["pid"] for w in node.info["workers"]]
+            killed = time.monotonic()
+            os.kill(node.proc.pid, signal.SIGKILL)
+            if whole:
+                for pid in workers:
+                    os.kill(pid, signal.SIGKILL)
+            wait_for(lambda: any(s >= killed and q == led[0] for q, s, _ in acks), 60)
+            out.append(min(a for q, s, a in acks if s >= killed and q == led[0]) - killed)
+            target["partition"] = None
+            node.proc.wait(10)
+            wait_for(lambda: not any(alive(w) for w in workers), 15)
+            node.start()
+    finally:
+        stop.set()
+        t.join(30)
+        p.close()
+    return out
+
+
+def victim_and_partitions(c, node_of, prefer: int) -> tuple[int, list]:
+    """A broker node (2 or 3, ``prefer`` first) leading a partition, and
+    what it leads; leaderships go back to the preferred replicas (one on
+    each node) if kills left them all on node 1."""
+    for attempt in range(2):
+        now = leaders(c, "fo")
+        for victim in (prefer, 5 - prefer):
+            led = [q for q, (leader, _) in now.items() if node_of[leader] == victim]
+            if led:
+                return victim, led
+        a = admin(c)
+        try:
+            a.elect_leaders(0, None).result()
+        finally:
+            a.close()
+        time.sleep(1.0)
+    raise RuntimeError("no broker node leads a partition")
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--kills", type=int, default=4, help="kills timed per fault")
+    p.add_argument("--session-timeout-ms", type=int, default=2000,
+                   help="--broker-session-timeout-ms of the nodes")
+    p.add_argument("--output-dir", default=None)
+    p.add_argument("--work-dir", default=None)
+    p.add_argument("--quick", action="store_true", help="1 kill per fault")
+    args = p.parse_args(argv)
+    if args.quick:
+        report.apply_quick(args, argv, {"kills": 1})
+    return args
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    out_dir, work = report.make_dirs("cluster", args.output_dir, args.work_dir)
+    info = report.machine_info(work)
+    say("kafkalite cluster failover benchmark")
+    say(f"  CPU        {info['cpu_model']} ({info['logical_cores']} logical cores)")
+    say(f"  cluster    3 nodes of 1 worker on this machine, PostgreSQL metadata, "
+        f"session timeout {args.session_timeout_ms} ms")
+    report.say_load(info)
+    pg = PostgresServer().start()
+    nodes: dict = {}
+    started = time.perf_counter()
+    fig: dict = {}
+    try:
+        for n in (1, 2, 3):
+            nodes[n] = launcher.ServerProcess(
+                os.path.join(work, f"node{n}"), workers=1,
+                extra_args=["--cluster", pg.dsn, "--node-id", str(n),
+                            "--broker-session-timeout-ms", str(args.session_timeout_ms),
+                            "--replica-lag-time-max-ms", "2000"]).start()
+        wait_for(lambda: len(admin_brokers(nodes[1])) == 3)
+        from kafkalite.client import NewTopic
+        a = admin(nodes[1])
+        try:
+            a.create_topics([NewTopic("fo", 3, 3, config={"min.insync.replicas": "2"})])["fo"] \
+                .result()
+        finally:
+            a.close()
+        import psycopg
+        with psycopg.connect(pg.dsn) as conn:
+            node_of = dict(conn.execute("SELECT broker_id, node_id FROM kafkalite_brokers")
+                           .fetchall())
+        fig["process"] = failovers(nodes, node_of, args.kills, whole=False)
+        say(f"  node process killed: {', '.join(f'{x:.3f}' for x in fig['process'])} s")
+        fig["whole"] = failovers(nodes, node_of, args.kills, whole=True)
+        say(f"  whole node killed: {', '.join(f'{x:.3f}' for x in fig['whole'])} s")
+    except Exception:
+        traceback.print_exc()
+        for s in nodes.values():
+            print(s.output()[-2000:], file=sys.stderr)
+        return 1
+    finally:
+        for s in nodes.values():
+            if s.proc is not None and s.proc.poll() is None:
+                s.stop()
+        pg.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    elapsed = time.perf_counter() - started
+    res = Results()
+    timeout_s = args.session_timeout_ms / 1000.0
+    res.add("session_timeout_s", 1, "broker session timeout (the nodes' setting)", timeout_s, "s")
+    for key, label in (("process", "node process killed"), ("whole", "whole node killed")):
+        fo = fig[key]
+        res.add(f"{key}_median_s", 1, f"failover median of {len(fo)}, {label}",
+                statistics.median(fo), "s", baseline_key="session_timeout_s",
+                target_text="< 3 s", meets=statistics.median(fo) < 3.0)
+        res.add(f"{key}_max_s", 1, f"failover max of {len(fo)}, {label}", max(fo), "s",
+                baseline_key="session_timeout_s", target_text="< 3 s", meets=max(fo) < 3.0)
+    report.write_tables(out_dir, "kafkalite cluster failover", res, HEADERS, elapsed=elapsed,
+                        info=info, settings=vars(args), units={"s": "seconds"})
+    return 0
+
+
+def admin_brokers(server) -> list:
+    a = admin(server)
+    try:
+        return list(a.list_topics(timeout=10).brokers)
+    finally:
+        a.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""A broker node of a cluster: this host's workers, led by another node's
+controller (``kafkalite server --cluster DSN --node-id N`` while another
+node holds the controller lease).
+
+The controller node's supervisor is the cluster's controller and its group
+and transaction coordinator; a broker node runs only partition workers
+(brokers), whose broker ids PostgreSQL gives (cluster_store.broker_ids).
+They talk to the controller directly: its control channel (hello,
+heartbeats, assignments, ISR proposals), its relay (the Kafka requests a
+worker does not serve) and its coordinator, at the endpoints the
+controller published with its lease. The controller sees them as it sees
+its own workers, except that it learns of a death from missing heartbeats
+(``broker_session_timeout_ms``), not from SIGCHLD.
+
+This process does what the supervisor does for workers and nothing else:
+the data directory's lock, spawning the workers, restarting any that dies
+(backing off), ``server.json``, a clean stop (SIGTERM to the workers).
+When the controller changes (a new lease epoch: its node restarted, or
+another took over) it restarts its workers, so that they introduce
+themselves to the new one.
+
+Who may call: supervisor.serve(), single-threaded.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import signal
+import subprocess
+import time
+
+from kafkalite import errors
+from kafkalite.server import cluster_store
+from kafkalite.server.config import ServerConfig
+from kafkalite.server.supervisor import (LOCK_FILE, RESTART_BACKOFF_S, SERVER_FILE,
+                                         SHUTDOWN_TIMEOUT_S, WorkerProcess, spawn_worker)
+from kafkalite.storage.checkpoint import write_atomically
+
+log = logging.getLogger("kafkalite.broker_node")
+
+LOOP_S = 0.1
+CONTROLLER_CHECK_S = 1.0
+
+
+class BrokerNode:
+    def __init__(self, config: ServerConfig):
+        self.config = config
+        self.workers: list[WorkerProcess] = []
+        self.controller: dict | None = None
+        self._stop = False
+        self._lock_fd = -1
+        self._next_check = 0.0
+
+    def request_stop(self, signum=None, frame=None) -> None:
+        self._stop = True
+
+    def start(self) -> None:
+        cfg = self.config
+        os.makedirs(cfg.data_dir, exist_ok=True)
+        self._lock_fd = os.open(os.path.join(cfg.data_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT,
+                                0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise errors.KafkaStorageError(
+                f"another kafkalite server is using {cfg.data_dir}") from None
+        self.controller = self._read_controller()
+        ids = cluster_store.broker_ids(cfg.cluster, cfg.node_id, cfg.worker_count)
+        for i, broker_id in enumerate(ids):
+            port = cfg.worker_base_port + i if cfg.worker_base_port else 0
+            kafka_port = cfg.kafka_worker_base_port + i if cfg.kafka_worker_base_port else 0
+            self.workers.append(WorkerProcess(broker_id, port, kafka_port))
+            self._spawn(self.workers[-1])
+        self._write_server_file()
+        print(f"kafkalite broker node {cfg.node_id} ready: workers "
+              f"{', '.join(str(w.index) for w in self.workers)} under the controller on node "
+              f"{self.controller['node_id']} (bootstrap.servers="
+              f"{self.controller['endpoints'].get('bootstrap.servers')}), data in "
+              f"{cfg.data_dir}", flush=True)
+
+    def _read_controller(self) -> dict:
+        c = cluster_store.read_controller(self.config.cluster)
+        if c is None or not c["endpoints"]:
+            raise errors.KafkaStorageError("the cluster has no controller yet")
+        return c
+
+    def _spawn(self, w: WorkerProcess) -> None:
+        e = self.controller["endpoints"]
+        spawn_worker(w, self.config, e["control"], e["relay"], e["coordinator"])
+
+    def _write_server_file(self) -> None:
+        e = self.controller["endpoints"]
+        write_atomically(os.path.join(self.config.data_dir, SERVER_FILE), json.dumps({
+            "pid": os.getpid(), "node_id": self.config.node_id, "role": "broker",
+            "controller": self.controller["node_id"],
+            "bootstrap.servers": e.get("bootstrap.servers"),
+            "kafka.bootstrap.servers": e.get("kafka.bootstrap.servers"),
+            "workers": [{"index": w.index, "pid": w.pid} for w in self.workers],
+            "data_dir": os.path.abspath(self.config.data_dir)}, indent=1).encode())
+
+    def _check_controller(self) -> None:
+        now = time.monotonic()
+        if now < self._next_check:
+            return
+        self._next_check = now + CONTROLLER_CHECK_S
+        try:
+            c = cluster_store.read_controller(self.config.cluster)
+        except errors.KafkaError as exc:
+            log.warning("cannot read the controller: %s", exc)
+            return
+        if c is None or not c["endpoints"] or (
+                c["epoch"], c["endpoints"]) == (self.controller["epoch"],
+                                                self.controller["endpoints"]):
+            return   # no controller to join yet (it publishes once bound), or the same one
+        log.warning("the controller is now node %d (epoch %d); restarting this node's workers "
+                    "so they join it", c["node_id"], c["epoch"])
+        self.controller = c
+        self._stop_workers()
+        for w in self.workers:          # a planned restart: no backoff
+            w.proc, w.restart_at, w.crashes_in_a_row = None, 0.0, 0
+
+    def _watch_workers(self) -> None:
+        now = time.monotonic()
+        changed = False
+        for w in self.workers:
+            if w.proc is not None and w.proc.poll() is not None:
+                code = w.proc.returncode
+                log.error("worker %d (pid %d) exited with %s; restarting it", w.index, w.pid, code)
+                w.proc = None
+                delay = RESTART_BACKOFF_S[min(w.crashes_in_a_row, len(RESTART_BACKOFF_S) - 1)]
+                w.crashes_in_a_row += 1
+                w.restart_at = now + delay
+            if w.proc is None and not self._stop and now >= w.restart_at:
+                w.restarts += 1
+                self._spawn(w)
+                changed = True
+        if changed:
+            self._write_server_file()
+
+    def run(self) -> int:
+        signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+        while not self._stop:
+            time.sleep(LOOP_S)
+            self._check_controller()
+            self._watch_workers()
+        self.shutdown()
+        return 0
+
+    def shutdown(self) -> None:
+        self._stop_workers()
+        try:
+            os.unlink(os.path.join(self.config.data_dir, SERVER_FILE))
+        except FileNotFoundError:
+            pass
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def _stop_workers(self) -> None:
+        for w in self.workers:
+            if w.proc is not None and w.proc.poll() is None:
+                w.proc.terminate()      # the worker closes its logs (SIGTERM handler)
+        deadline = time.monotonic() + SHUTDOWN_TIMEOUT_S
+        for w in self.workers:
+            if w.proc is None:
+                continue
+            try:
+                w.proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.error("pid %d did not stop in time; killing it", w.proc.pid)
+                w.proc.kill()
+                w.proc.wait()

@@ -1,0 +1,294 @@
+"""Several nodes in one cluster (``--cluster DSN --node-id N``): three
+nodes on this machine, each with its own data directory and ports, sharing
+a real PostgreSQL (tests/postgres.py). Node 1 takes the controller lease;
+nodes 2 and 3 run as its broker nodes.
+
+Faults are real: SIGKILL of a whole node (its process; its workers follow
+their parent out), and of the controller node. Every run that claims no
+loss is judged by the Jepsen-style checker (tests/jepsen.py), which
+tests/server/test_replication.py shows catching a planted loss.
+
+``KAFKALITE_CLUSTER_KILLS`` sets how many node kills the long run makes
+(default 2; 20 for a soak).
+"""
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+
+import psycopg
+import pytest
+
+from harness import ServerProcess
+from jepsen import History, check
+from postgres import PostgresServer, find_binaries
+from replicas import create, read_log, state, wait_for
+from kafkalite.client import (OFFSET_BEGINNING, Consumer, Producer, TopicPartition)
+
+pytestmark = pytest.mark.skipif(find_binaries() is None,
+                                reason="PostgreSQL is not installed: run tools/install-system-deps")
+
+KILLS = int(os.environ.get("KAFKALITE_CLUSTER_KILLS", "2"))
+TIMEOUTS = ["--controller-lease-ms", "3000", "--broker-session-timeout-ms", "2000",
+            "--replica-lag-time-max-ms", "2000"]
+
+
+@pytest.fixture
+def pg():
+    srv = PostgresServer().start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def three_nodes(pg, tmp_path):
+    nodes = {}
+
+    def start(node_id, workers=2):
+        s = ServerProcess(str(tmp_path / f"node{node_id}"), workers=workers,
+                          extra_args=["--cluster", pg.dsn, "--node-id", str(node_id), *TIMEOUTS])
+        nodes[node_id] = s
+        return s.start()
+    for n in (1, 2, 3):
+        start(n)
+    wait_for(lambda: live_brokers(nodes[1]) == 6, what="every node's workers registered")
+    yield nodes, start
+    for s in nodes.values():
+        if s.proc is not None and s.proc.poll() is None:
+            s.stop()
+
+
+def live_brokers(c) -> int:
+    from kafkalite.client import AdminClient
+    admin = AdminClient(c.config())
+    try:
+        return len(admin.list_topics(timeout=10).brokers)
+    finally:
+        admin.close()
+
+
+def node_of(dsn) -> dict:
+    with psycopg.connect(dsn) as c:
+        return dict(c.execute("SELECT broker_id, node_id FROM kafkalite_brokers").fetchall())
+
+
+def full_isr(c, topic, partitions):
+    st = state(c, topic)
+    return len(st) == partitions and all(len(isr) == 3 and leader >= 0
+                                         for leader, _, isr in st.values())
+
+
+def kill_node(s) -> None:
+    os.kill(s.proc.pid, signal.SIGKILL)
+    s.proc.wait(10)
+    for w in s.info["workers"]:           # they leave when their parent is gone
+        wait_for(lambda pid=w["pid"]: not _alive(pid), timeout=15,
+                 what=f"worker {w['pid']} gone")
+
+
+def _alive(pid) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_replicas_sit_on_distinct_nodes(pg, three_nodes):
+    nodes, _ = three_nodes
+    c = nodes[1]
+    assert nodes[2].info["role"] == "broker" and nodes[3].info["role"] == "broker"
+    create(c, "spread", partitions=6, rf=3)
+    where = node_of(pg.dsn)
+    assert sorted(set(where.values())) == [1, 2, 3] and len(where) == 6
+    for leader, replicas, isr in state(c, "spread").values():
+        assert len({where[b] for b in replicas}) == 3, (replicas, where)
+    leaders = {where[leader] for leader, _, _ in state(c, "spread").values()}
+    assert leaders == {1, 2, 3}                       # leaderships spread over the nodes
+
+
+def test_no_acknowledged_record_is_lost_through_node_kills(pg, three_nodes):
+    nodes, start = three_nodes
+    c = nodes[1]
+    partitions = 6
+    create(c, "jep", partitions=partitions, rf=3, **{"min.insync.replicas": "2"})
+    wait_for(lambda: full_isr(c, "jep", partitions), what="a full ISR")
+    history, stop = History(), threading.Event()
+    watch: dict = {}
+    producer = Producer(c.config(acks="all", **{"enable.idempotence": True,
+                                                 "delivery.timeout.ms": 60_000, "linger.ms": 2}))
+
+    def write():
+        seq = 0
+        while not stop.is_set():
+            value = b"w-%d" % seq
+
+            def done(err, msg, value=value, produced=time.monotonic()):
+                if err is None:
+                    history.ack(msg.partition(), msg.offset(), value)
+                    w = watch.get(msg.partition())
+                    if w is not None and w[1] is None and produced > w[0]:
+                        watch[msg.partition()] = (w[0], time.monotonic())
+            try:
+                producer.produce("jep", value, partition=seq % partitions, on_delivery=done)
+            except BufferError:
+                producer.poll(0.05)
+                continue
+            seq += 1
+            if seq % 50 == 0:
+                producer.poll(0.005)
+
+    def read():
+        consumer = Consumer(c.config())
+        try:
+            consumer.assign([TopicPartition("jep", p, OFFSET_BEGINNING)
+                             for p in range(partitions)])
+            while not stop.is_set():
+                for m in consumer.consume(5000, 0.2):
+                    if m.error() is None:
+                        history.read(m.partition(), m.offset(), m.value())
+        finally:
+            consumer.close()
+
+    threads = [threading.Thread(target=write), threading.Thread(target=read)]
+    for t in threads:
+        t.start()
+    failovers = []
+    where = node_of(pg.dsn)
+    try:
+        for k in range(KILLS):
+            time.sleep(1.0)
+            victim = 2 + k % 2
+            led = [p for p, (leader, _, _) in state(c, "jep").items()
+                   if where.get(leader) == victim]
+            killed_at = time.monotonic()
+            for p in led:
+                watch[p] = (killed_at, None)
+            kill_node(nodes[victim])
+            wait_for(lambda: all(watch[p][1] is not None for p in led), timeout=30,
+                     what=f"acknowledgements on node {victim}'s partitions {led} after the kill")
+            failovers += [watch.pop(p)[1] - killed_at for p in led]
+            start(victim)
+            wait_for(lambda: full_isr(c, "jep", partitions), timeout=60,
+                     what=f"node {victim} back in every ISR")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+        producer.flush(60)
+        producer.close()
+    report = check(history, read_log(c, "jep", partitions))
+    assert report.ok, report
+    assert len(history.acked) > 1000
+    assert failovers and max(failovers) < 15, failovers
+
+
+def test_the_controller_node_comes_back_and_its_broker_nodes_rejoin(pg, three_nodes):
+    nodes, start = three_nodes
+    c = nodes[1]
+    create(c, "ctl", partitions=3, rf=3, **{"min.insync.replicas": "2"})
+    wait_for(lambda: full_isr(c, "ctl", 3), what="a full ISR")
+    p = Producer(c.config(acks="all"))
+    for i in range(30):
+        p.produce("ctl", b"a-%d" % i, partition=i % 3)
+    assert p.flush(30) == 0
+    p.close()
+    g = Consumer(c.config(**{"group.id": "g", "auto.offset.reset": "earliest",
+                              "enable.auto.commit": False}))
+    g.subscribe(["ctl"])
+    got = []
+    deadline = time.monotonic() + 30
+    while len(got) < 30 and time.monotonic() < deadline:
+        got += [m for m in g.consume(100, 0.5) if m.error() is None]
+    g.commit(asynchronous=False)
+    g.close()
+    assert len(got) == 30
+    kill_node(c)
+    start(1)
+    c = nodes[1]
+    wait_for(lambda: live_brokers(c) == 6, timeout=60, what="every node's workers back")
+    wait_for(lambda: full_isr(c, "ctl", 3), timeout=60,
+             what="every broker node's workers back with the restarted controller")
+    p = Producer(c.config(acks="all"))
+    for i in range(30):
+        p.produce("ctl", b"b-%d" % i, partition=i % 3)
+    assert p.flush(30) == 0
+    p.close()
+    g = Consumer(c.config(**{"group.id": "g", "auto.offset.reset": "earliest"}))
+    g.subscribe(["ctl"])
+    again = []
+    deadline = time.monotonic() + 30
+    while len(again) < 30 and time.monotonic() < deadline:
+        again += [m.value() for m in g.consume(100, 0.5) if m.error() is None]
+    g.close()
+    assert sorted(again) == sorted(b"b-%d" % i for i in range(30))   # resumed at its commit
+
+
+def test_kafka_clients_produce_and_consume_across_the_nodes(pg, three_nodes):
+    import asyncio
+
+    import confluent_kafka as ck
+    nodes, _ = three_nodes
+    c = nodes[1]
+    create(c, "kc", partitions=3, rf=3, **{"min.insync.replicas": "2"})
+    wait_for(lambda: full_isr(c, "kc", 3), what="a full ISR")
+    p = ck.Producer({"bootstrap.servers": c.kafka_bootstrap, "acks": "all",
+                     "enable.idempotence": True})
+    for i in range(90):
+        p.produce("kc", b"ck-%d" % i, partition=i % 3)
+    assert p.flush(30) == 0
+    want = sorted(b"ck-%d" % i for i in range(90))
+    # every partition's leader on its own node: the clients talk to all three
+    where = node_of(pg.dsn)
+    assert {where[leader] for leader, _, _ in state(c, "kc").values()} == {1, 2, 3}
+
+    def confluent():
+        cons = ck.Consumer({"bootstrap.servers": c.kafka_bootstrap, "group.id": "ck",
+                            "auto.offset.reset": "earliest"})
+        cons.subscribe(["kc"])
+        out, deadline = [], time.monotonic() + 30
+        while len(out) < 90 and time.monotonic() < deadline:
+            out += [m.value() for m in cons.consume(100, 0.5) if m.error() is None]
+        cons.close()
+        return sorted(out)
+
+    def kafka_python():
+        from kafka import KafkaConsumer
+        cons = KafkaConsumer("kc", bootstrap_servers=c.kafka_bootstrap,
+                             auto_offset_reset="earliest", consumer_timeout_ms=10_000)
+        out = sorted(m.value for m in cons)
+        cons.close()
+        return out
+
+    def aiokafka():
+        from aiokafka import AIOKafkaConsumer
+
+        async def go():
+            cons = AIOKafkaConsumer("kc", bootstrap_servers=c.kafka_bootstrap,
+                                    auto_offset_reset="earliest")
+            await cons.start()
+            out, deadline = [], time.monotonic() + 30
+            try:
+                while len(out) < 90 and time.monotonic() < deadline:
+                    for msgs in (await cons.getmany(timeout_ms=500)).values():
+                        out += [m.value for m in msgs]
+            finally:
+                await cons.stop()
+            return sorted(out)
+        return asyncio.run(go())
+
+    assert confluent() == want
+    assert kafka_python() == want
+    assert aiokafka() == want
+    kcat = shutil.which("kcat")
+    if kcat:
+        r = subprocess.run([kcat, "-b", c.kafka_bootstrap, "-C", "-t", "kc", "-e", "-q",
+                            "-f", "%s\\n"], capture_output=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert sorted(r.stdout.split()) == want
