@@ -472,7 +472,11 @@ class Producer:
                 time.sleep(min(backoff, max(remaining, 0)))
                 continue
             code = resp.get("error_code", 0)
-            if code in _TXN_RETRIABLE:
+            # TxnOffsetCommit has no top-level error: its partitions' say "not now"
+            partition_codes = {p["error_code"] for t in resp.get("topics") or ()
+                               for p in t.get("partitions") or ()} - {0} \
+                if api_key == ApiKey.TXN_OFFSET_COMMIT else set()
+            if code in _TXN_RETRIABLE or (partition_codes and partition_codes <= _TXN_RETRIABLE):
                 # usually the previous transaction's markers, a few ms away
                 time.sleep(min(wait, max(remaining, 0)))
                 wait = min(wait * 2, backoff)

@@ -57,6 +57,13 @@ from kafkalite.server.metadata import OFFSETS_TOPIC
 from kafkalite.server.requests import DEFERRED, RequestContext
 
 log = logging.getLogger("kafkalite.coordinator")
+# Transaction verification answers a TxnOffsetCommit turns into
+# COORDINATOR_LOAD_IN_PROGRESS (see _txn_offset_commit).
+_VERIFY_RETRIABLE = frozenset({errors.ConcurrentTransactionsError.code,
+                               errors.CoordinatorLoadInProgressError.code,
+                               errors.CoordinatorNotAvailableError.code,
+                               errors.NotCoordinatorError.code, errors.RequestTimedOutError.code,
+                               errors.NetworkError.code})
 
 EMPTY = "Empty"
 PREPARING_REBALANCE = "PreparingRebalance"
@@ -685,6 +692,12 @@ class GroupCoordinator:
             # v5 (transactions v2): the commit adds the offsets to the transaction
             code = self.verify_txn(body["transactional_id"], pid, epoch, gid,
                                    add=ctx.api_version >= 5)
+            if code in _VERIFY_RETRIABLE:
+                # "not now" from the transaction coordinator (usually the
+                # previous transaction's markers): as Kafka (KAFKA-16386),
+                # an error every client retries on this API, which
+                # CONCURRENT_TRANSACTIONS is not (Java's producer: fatal)
+                code = errors.CoordinatorLoadInProgressError.code
         if code == NONE:
             if g is None:
                 if generation >= 0:

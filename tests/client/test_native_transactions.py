@@ -292,3 +292,40 @@ def test_transaction_versions_1_and_2(server, topic_name, version, transport):
         admin.close()
     assert values(read(server, topic_name, 2)) == sorted(
         b"t%d-%d" % (i, j) for i in (0, 1, 3) for j in range(5))
+
+
+def test_back_to_back_transactions_with_offsets_never_fail_on_the_last_ones_markers(
+        server, topic_name):
+    """TxnOffsetCommit v5 adds the offsets to the transaction; sent while the
+    previous transaction's markers are still being written, it must be
+    retried, not fail the transaction. Kafka answers COORDINATOR_LOAD_IN_PROGRESS
+    there (KAFKA-16386: clients retry it on TxnOffsetCommit, and Java's
+    treats CONCURRENT_TRANSACTIONS as fatal on this API); 253 of 300 such
+    transactions used to fail."""
+    create(server, f"{topic_name}-in", 1)
+    create(server, f"{topic_name}-out", 1)
+    c = Consumer(server.config(**{"group.id": f"g-{topic_name}", "enable.auto.commit": False}))
+    c.subscribe([f"{topic_name}-in"])
+    deadline = time.monotonic() + 20
+    while not c.assignment() and time.monotonic() < deadline:
+        c.poll(0.1)
+    p = Producer(server.config(**{"transactional.id": f"t-{topic_name}"}))
+    p.init_transactions()
+    failed = []
+    try:
+        for i in range(150):
+            p.begin_transaction()
+            p.produce(f"{topic_name}-out", b"v%d" % i)
+            try:
+                p.send_offsets_to_transaction([TopicPartition(f"{topic_name}-in", 0, i + 1)],
+                                              c.consumer_group_metadata())
+                p.commit_transaction()
+            except errors.KafkaError as exc:
+                failed.append(str(exc))
+                p.abort_transaction()
+    finally:
+        c.close()
+        p.close()
+    assert failed == []
+    values = [v for _, _, v in read(server, f"{topic_name}-out", 1)]
+    assert values == [b"v%d" % i for i in range(150)]

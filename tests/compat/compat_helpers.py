@@ -137,13 +137,25 @@ def kafka_conf(server, **extra) -> dict:
 
 def read_values(server, topic, partitions, isolation, settle=1.5, timeout=15.0) -> list[bytes]:
     """Every value a consumer with ``isolation`` reads from the beginning,
-    once nothing new came for ``settle`` seconds."""
+    once it has read up to the end offsets it was told of first (the last
+    stable offset under read_committed) and nothing new came for ``settle``
+    seconds. (Quiet alone is not enough: on a loaded machine the first
+    fetch can take longer than ``settle``.)"""
     c = ck.Consumer(kafka_conf(server, **{"group.id": f"reader-{isolation}-{time.monotonic()}",
                                    "enable.auto.commit": False, "isolation.level": isolation}))
     try:
-        c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(partitions)])
+        tps = [ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(partitions)]
+        ends = [c.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=10)[1]
+                for p in range(partitions)]
+        c.assign(tps)
+
+        def at_end() -> bool:
+            return all(tp.offset >= end for tp, end in zip(
+                c.position([ck.TopicPartition(topic, p) for p in range(partitions)]), ends)
+                if end > 0)
         out, quiet_since, deadline = [], time.monotonic(), time.monotonic() + timeout
-        while time.monotonic() - quiet_since < settle and time.monotonic() < deadline:
+        while (time.monotonic() - quiet_since < settle or not at_end()) \
+                and time.monotonic() < deadline:
             got = c.consume(1000, 0.2)
             for m in got:
                 assert m.error() is None, m.error()
