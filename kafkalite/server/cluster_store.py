@@ -117,6 +117,15 @@ def connect(dsn: str, timeout_s: float, autocommit: bool = False) -> psycopg.Con
         raise KafkaStorageError(f"cannot reach the cluster's PostgreSQL: {_reason(exc)}") from None
 
 
+def _close_quietly(conn: psycopg.Connection | None) -> None:
+    """Close a connection that may already be broken."""
+    if conn is not None:
+        try:
+            conn.close()
+        except psycopg.Error:
+            pass
+
+
 def _reason(exc: Exception) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
@@ -221,11 +230,7 @@ class ControllerLease:
         return self._conn
 
     def _drop(self) -> None:
-        if self._conn is not None:
-            try:
-                self._conn.close()
-            except psycopg.Error:
-                pass
+        _close_quietly(self._conn)
         self._conn = None
 
     def acquire(self) -> bool:
@@ -368,11 +373,7 @@ class PostgresMetadataStore(MetadataStore):
 
     def _broken(self, exc: Exception) -> KafkaStorageError:
         self._failed_at = time.monotonic()
-        if self._conn is not None:
-            try:
-                self._conn.close()
-            except psycopg.Error:
-                pass
+        _close_quietly(self._conn)
         self._conn = None
         return KafkaStorageError(f"cannot reach the cluster's PostgreSQL: {_reason(exc)}")
 
@@ -549,9 +550,5 @@ class MetadataWatcher:
         return out
 
     def close(self) -> None:
-        if self._conn is not None:
-            try:
-                self._conn.close()
-            except psycopg.Error:
-                pass
+        _close_quietly(self._conn)
         self._conn = None
