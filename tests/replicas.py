@@ -1,10 +1,12 @@
 """Helpers for tests of replicated topics: create one, see its leaders and
-ISRs, produce and read it whole, look at a replica's segment files.
+ISRs, produce and read it whole, look at a replica's segment files, and
+``Traffic``: a writer and a reader running while a test makes faults.
 
 Who may call: tests (tests/server/test_replication.py, tests/compat/).
 """
 import glob
 import os
+import threading
 import time
 
 from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer,
@@ -87,3 +89,64 @@ def produce(server, topic, values, *, acks="all", partition=None, **config):
     p.flush(60)
     p.close()
     return acked, failed
+
+
+class Traffic:
+    """An acks=all idempotent producer writing ``w-<seq>`` round-robin over
+    ``partitions`` and a consumer reading from the beginning, each on a
+    thread, both noted in ``history`` (jepsen.History) until ``stop()``.
+    ``watch[p] = (t, None)`` asks for the time of the first acknowledgement
+    on partition ``p`` of a record produced after ``t`` (a failover's end):
+    it is filled in as ``(t, acked_at)``."""
+
+    def __init__(self, server, topic: str, partitions: int, history):
+        self.topic, self.partitions, self.history = topic, partitions, history
+        self.watch: dict = {}
+        self._stop = threading.Event()
+        self.producer = Producer(server.config(acks="all", **{"enable.idempotence": True,
+                                                               "delivery.timeout.ms": 60_000,
+                                                               "linger.ms": 2}))
+        self._server = server
+        self._threads = [threading.Thread(target=self._write), threading.Thread(target=self._read)]
+        for t in self._threads:
+            t.start()
+
+    def _write(self) -> None:
+        seq, watch, history = 0, self.watch, self.history
+        while not self._stop.is_set():
+            value = b"w-%d" % seq
+
+            def done(err, msg, value=value, produced=time.monotonic()):
+                if err is None:
+                    history.ack(msg.partition(), msg.offset(), value)
+                    w = watch.get(msg.partition())
+                    if w is not None and w[1] is None and produced > w[0]:
+                        watch[msg.partition()] = (w[0], time.monotonic())
+            try:
+                self.producer.produce(self.topic, value, partition=seq % self.partitions,
+                                      on_delivery=done)
+            except BufferError:           # a failover holds records back: wait for room
+                self.producer.poll(0.05)
+                continue
+            seq += 1
+            if seq % 50 == 0:
+                self.producer.poll(0.005)
+
+    def _read(self) -> None:
+        c = Consumer(self._server.config())
+        try:
+            c.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING)
+                      for p in range(self.partitions)])
+            while not self._stop.is_set():
+                for m in c.consume(5000, 0.2):
+                    if m.error() is None:
+                        self.history.read(m.partition(), m.offset(), m.value())
+        finally:
+            c.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(60)
+        self.producer.flush(60)
+        self.producer.close()

@@ -98,6 +98,14 @@ class BrokerRequests:
                 del self._waiting[cid]
                 waiting[-1](err)
 
+    def broker_gone(self, broker_id: int) -> None:
+        """``broker_id``'s process is gone (the controller fenced it): what
+        waits for its answer fails now, to be retried with the new leader,
+        rather than after ``timeout_s``."""
+        if broker_id in self._sockets:
+            self._drop(broker_id, errors.NotLeaderOrFollowerError(
+                f"broker {broker_id} is gone"))
+
     def on_events(self, events: dict) -> None:
         for broker_id, (_, sock) in list(self._sockets.items()):
             if sock not in events:

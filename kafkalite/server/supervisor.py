@@ -382,8 +382,15 @@ class Supervisor:
             # a worker stopping with the whole node keeps its leaderships
             # (the node comes back with them); one stopping alone hands
             # them over
-            self._metadata_action(f"fence worker {w.index}", self.controller.fence_broker,
-                                  w.index, not self._stop)
+            self._fence(w, elect=not self._stop)
+
+    def _fence(self, w: WorkerProcess, elect: bool = True) -> None:
+        """``w``'s process is gone or silent: the controller fences it, and
+        transaction markers waiting on its answer are sent again at once
+        (to the new leader) instead of after their timeout."""
+        self.markers.broker_gone(w.index)
+        self._metadata_action(f"fence worker {w.index}", self.controller.fence_broker,
+                              w.index, elect)
 
     def _register(self, w: WorkerProcess, pid: int) -> None:
         if w.pid != pid:                 # that process died while this waited
@@ -424,24 +431,21 @@ class Supervisor:
                 log.error("worker %d of node %s sent no heartbeat for %.1f s; fencing it",
                           w.index, w.rack, now - w.last_heartbeat)
                 w.hung = True
-                self._metadata_action(f"fence worker {w.index}", self.controller.fence_broker,
-                                      w.index)
+                self._fence(w)
         for w in self.workers:
             if (w.proc is not None and not w.hung and not self.controller.brokers[w.index].fenced
                     and w.last_heartbeat and now - w.last_heartbeat > timeout):
                 log.error("worker %d (pid %d) sent no heartbeat for %.1f s; fencing it",
                           w.index, w.pid, now - w.last_heartbeat)
                 w.hung = True
-                self._metadata_action(f"fence worker {w.index}", self.controller.fence_broker,
-                                      w.index)
+                self._fence(w)
             if w.proc is not None and w.proc.poll() is not None:
                 code = w.proc.returncode
                 log.error("worker %d (pid %d) exited with %s; restarting it", w.index, w.pid, code)
                 print(f"kafkalite: worker {w.index} (pid {w.pid}) died ({code}); restarting",
                       file=sys.stderr, flush=True)
                 w.proc = None
-                self._metadata_action(f"fence worker {w.index}", self.controller.fence_broker,
-                                      w.index)
+                self._fence(w)
                 delay = RESTART_BACKOFF_S[min(w.crashes_in_a_row, len(RESTART_BACKOFF_S) - 1)]
                 w.crashes_in_a_row += 1
                 w.restart_at = now + delay

@@ -15,7 +15,6 @@ import os
 import shutil
 import signal
 import subprocess
-import threading
 import time
 
 import psycopg
@@ -24,8 +23,8 @@ import pytest
 from harness import ServerProcess
 from jepsen import History, check
 from postgres import PostgresServer, find_binaries
-from replicas import create, read_log, state, wait_for
-from kafkalite.client import (OFFSET_BEGINNING, Consumer, Producer, TopicPartition)
+from replicas import Traffic, create, read_log, state, wait_for
+from kafkalite.client import Consumer, Producer
 
 pytestmark = pytest.mark.skipif(find_binaries() is None,
                                 reason="PostgreSQL is not installed: run tools/install-system-deps")
@@ -119,46 +118,9 @@ def test_no_acknowledged_record_is_lost_through_node_kills(pg, three_nodes):
     partitions = 6
     create(c, "jep", partitions=partitions, rf=3, **{"min.insync.replicas": "2"})
     wait_for(lambda: full_isr(c, "jep", partitions), what="a full ISR")
-    history, stop = History(), threading.Event()
-    watch: dict = {}
-    producer = Producer(c.config(acks="all", **{"enable.idempotence": True,
-                                                 "delivery.timeout.ms": 60_000, "linger.ms": 2}))
-
-    def write():
-        seq = 0
-        while not stop.is_set():
-            value = b"w-%d" % seq
-
-            def done(err, msg, value=value, produced=time.monotonic()):
-                if err is None:
-                    history.ack(msg.partition(), msg.offset(), value)
-                    w = watch.get(msg.partition())
-                    if w is not None and w[1] is None and produced > w[0]:
-                        watch[msg.partition()] = (w[0], time.monotonic())
-            try:
-                producer.produce("jep", value, partition=seq % partitions, on_delivery=done)
-            except BufferError:
-                producer.poll(0.05)
-                continue
-            seq += 1
-            if seq % 50 == 0:
-                producer.poll(0.005)
-
-    def read():
-        consumer = Consumer(c.config())
-        try:
-            consumer.assign([TopicPartition("jep", p, OFFSET_BEGINNING)
-                             for p in range(partitions)])
-            while not stop.is_set():
-                for m in consumer.consume(5000, 0.2):
-                    if m.error() is None:
-                        history.read(m.partition(), m.offset(), m.value())
-        finally:
-            consumer.close()
-
-    threads = [threading.Thread(target=write), threading.Thread(target=read)]
-    for t in threads:
-        t.start()
+    history = History()
+    traffic = Traffic(c, "jep", partitions, history)
+    watch = traffic.watch
     failovers = []
     where = node_of(pg.dsn)
     try:
@@ -178,11 +140,7 @@ def test_no_acknowledged_record_is_lost_through_node_kills(pg, three_nodes):
             wait_for(lambda: full_isr(c, "jep", partitions), timeout=60,
                      what=f"node {victim} back in every ISR")
     finally:
-        stop.set()
-        for t in threads:
-            t.join(60)
-        producer.flush(60)
-        producer.close()
+        traffic.stop()
     report = check(history, read_log(c, "jep", partitions))
     assert report.ok, report
     assert len(history.acked) > 1000

@@ -21,7 +21,7 @@ import pytest
 
 from harness import ServerProcess, child_env
 from jepsen import History, check
-from replicas import create, produce, read_log, segments, state, wait_for
+from replicas import Traffic, create, produce, read_log, segments, state, wait_for
 from kafkalite import errors
 from kafkalite.client import OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer, TopicPartition
 
@@ -295,46 +295,9 @@ def _run_with_leader_kills(s, topic, partitions, kills, pause_s=0.8):
     history, the final log and the failover times of the leader kills (kill
     -> acknowledgement of the first record of that partition produced after
     the kill)."""
-    history, stop = History(), threading.Event()
-    watch: dict = {}                 # partition -> (killed at, first ack of a later record)
-    producer = Producer(s.config(acks="all", **{"enable.idempotence": True,
-                                                 "delivery.timeout.ms": 60_000,
-                                                 "linger.ms": 2}))
-
-    def write():
-        seq = 0
-        while not stop.is_set():
-            value = b"w-%d" % seq
-
-            def done(err, msg, value=value, produced=time.monotonic()):
-                if err is None:
-                    history.ack(msg.partition(), msg.offset(), value)
-                    w = watch.get(msg.partition())
-                    if w is not None and w[1] is None and produced > w[0]:
-                        watch[msg.partition()] = (w[0], time.monotonic())
-            try:
-                producer.produce(topic, value, partition=seq % partitions, on_delivery=done)
-            except BufferError:           # a failover holds records back: wait for room
-                producer.poll(0.05)
-                continue
-            seq += 1
-            if seq % 50 == 0:
-                producer.poll(0.005)
-
-    def read():
-        c = Consumer(s.config())
-        try:
-            c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-            while not stop.is_set():
-                for m in c.consume(5000, 0.2):
-                    if m.error() is None:
-                        history.read(m.partition(), m.offset(), m.value())
-        finally:
-            c.close()
-
-    threads = [threading.Thread(target=write), threading.Thread(target=read)]
-    for t in threads:
-        t.start()
+    history = History()
+    traffic = Traffic(s, topic, partitions, history)
+    watch = traffic.watch            # partition -> (killed at, first ack of a later record)
     failovers = []
     rng = random.Random(7)
     try:
@@ -358,11 +321,7 @@ def _run_with_leader_kills(s, topic, partitions, kills, pause_s=0.8):
             finally:
                 s.wait_for_worker_restart(victim, pid)
     finally:
-        stop.set()
-        for t in threads:
-            t.join(60)
-        producer.flush(60)
-        producer.close()
+        traffic.stop()
     wait_for(lambda: all(isr == [0, 1, 2] for _, _, isr in state(s, topic).values()),
              what="every replica back in the ISR")
     return history, read_log(s, topic, partitions), failovers
