@@ -311,7 +311,10 @@ def test_a_node_lives_through_a_postgresql_restart(own_pg, nodes):
         wait_for(lambda: _created(admin, "after"), timeout=30,
                  what="CreateTopics once PostgreSQL is back")
         mark = len(history.acked)
-        wait_for(lambda: {p for p, _, _ in history.acked[mark:]} == {0, 1, 2, 3}, timeout=30,
+        # 60 s: a producer whose metadata refresh went to the killed worker's
+        # old endpoint waits request.timeout.ms (30 s) for it (a client
+        # latency left for later: only watched data links fail fast)
+        wait_for(lambda: {p for p, _, _ in history.acked[mark:]} == {0, 1, 2, 3}, timeout=60,
                  what="acknowledgements on every partition again")
     finally:
         stop.set()
