@@ -41,6 +41,19 @@ def start_worker(server, tmp_path, i, group):
     return proc, f"http://127.0.0.1:{port}"
 
 
+
+def post_pg_source(url, postgres, table, topic_name):
+    """The tests' PostgreSQL source: an incrementing JDBC source on ``table``
+    (JSON values), created through ``url``'s REST API."""
+    r = requests.post(url + "/connectors", timeout=60, json={"name": "pg", "config": {
+        "connector.class": "io.confluent.connect.jdbc.JdbcSourceConnector",
+        "connection.url": "jdbc:" + postgres, "mode": "incrementing",
+        "incrementing.column.name": "id", "table.whitelist": table,
+        "topic.prefix": f"{topic_name[:40]}-", "poll.interval.ms": "200",
+        "batch.max.rows": "50",
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter"}})
+    assert r.status_code == 201, r.text
+
 def get(url, path):
     try:
         r = requests.get(url + path, timeout=10)
@@ -169,13 +182,7 @@ def test_postgres_source_and_parquet_sink_survive_kill_9_of_a_worker(server, tmp
     try:
         wait_for(lambda: all(get(u, "/connectors") == [] for u in urls), what="3 REST APIs")
         json_conv = {"value.converter": "org.apache.kafka.connect.json.JsonConverter"}
-        r = requests.post(urls[0] + "/connectors", timeout=60, json={"name": "pg", "config": {
-            "connector.class": "io.confluent.connect.jdbc.JdbcSourceConnector",
-            "connection.url": "jdbc:" + postgres, "mode": "incrementing",
-            "incrementing.column.name": "id", "table.whitelist": table,
-            "topic.prefix": f"{topic_name[:40]}-", "poll.interval.ms": "200",
-            "batch.max.rows": "50", **json_conv}})
-        assert r.status_code == 201, r.text
+        post_pg_source(urls[0], postgres, table, topic_name)
         r = requests.post(urls[1] + "/connectors", timeout=60, json={"name": "lake", "config": {
             "connector.class": "kafkalite.connect.ParquetSinkConnector", "topics": topic,
             "directory": str(lake), "flush.size": "40", **json_conv}})

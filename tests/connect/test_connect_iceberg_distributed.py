@@ -21,7 +21,7 @@ import pytest
 import requests
 from connect_helpers import wait_for
 from harness import create, read_all
-from test_connect_distributed import get, start_worker
+from test_connect_distributed import get, post_pg_source, start_worker
 
 from kafkalite.connect.connectors.iceberg import sql_catalog
 
@@ -62,13 +62,7 @@ def test_postgres_source_and_iceberg_sink_survive_kill_9_of_a_worker(server, tmp
     try:
         wait_for(lambda: all(get(u, "/connectors") == [] for u in urls), what="3 REST APIs")
         json_conv = {"value.converter": "org.apache.kafka.connect.json.JsonConverter"}
-        r = requests.post(urls[0] + "/connectors", timeout=60, json={"name": "pg", "config": {
-            "connector.class": "io.confluent.connect.jdbc.JdbcSourceConnector",
-            "connection.url": "jdbc:" + postgres, "mode": "incrementing",
-            "incrementing.column.name": "id", "table.whitelist": table,
-            "topic.prefix": f"{topic_name[:40]}-", "poll.interval.ms": "200",
-            "batch.max.rows": "50", **json_conv}})
-        assert r.status_code == 201, r.text
+        post_pg_source(urls[0], postgres, table, topic_name)
         r = requests.post(urls[1] + "/connectors", timeout=60, json={"name": "lake", "config": {
             "connector.class": "org.apache.iceberg.connect.IcebergSinkConnector",
             "topics": topic, "tasks.max": "2", "iceberg.tables": ident,
