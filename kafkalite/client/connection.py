@@ -16,6 +16,7 @@ classes give each thread its own or hold a lock.
 from __future__ import annotations
 
 import itertools
+import os
 import struct
 import time
 
@@ -70,6 +71,26 @@ def parse_bootstrap(servers: str) -> list[str]:
     return out
 
 
+_monitor_ids = itertools.count()
+
+
+def _monitor_socket(sock: zmq.Socket, events: int) -> zmq.Socket:
+    """The socket ``sock``'s events arrive on. Unlike pyzmq's
+    get_monitor_socket, its queue has no high-water mark: libzmq sends an
+    event from the context's I/O thread with a blocking send, so a full
+    queue (a socket retrying a dead endpoint makes ten events a second,
+    read only when its owner asks alive()) would block that thread, and
+    every socket of the context with it, for good. Unread events cost a
+    few dozen bytes each, and stop once the link is seen dead."""
+    addr = f"inproc://kafkalite.monitor.{os.getpid()}.{next(_monitor_ids)}"
+    sock.monitor(addr, events)
+    monitor = sock.context.socket(zmq.PAIR)
+    monitor.setsockopt(zmq.LINGER, 0)
+    monitor.setsockopt(zmq.RCVHWM, 0)     # the pipe's limit is 0 (none) when either end's is
+    monitor.connect(addr)
+    return monitor
+
+
 class Connection(Link):
     def __init__(self, endpoint: str, client_id: str = "kafkalite", ctx: zmq.Context | None = None,
                  *, watch: bool = False, max_in_flight: int | None = None):
@@ -85,10 +106,11 @@ class Connection(Link):
         # as after a failover whose metadata we had not seen yet) or not
         # answered within CONNECT_TIMEOUT_MS (its host is gone).
         self._monitor = None
+        self._monitor_stopped = False
         if watch:
             self.sock.setsockopt(zmq.CONNECT_TIMEOUT, CONNECT_TIMEOUT_MS)
-            self._monitor = self.sock.get_monitor_socket(
-                zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECTED | zmq.EVENT_CONNECT_RETRIED)
+            self._monitor = _monitor_socket(
+                self.sock, zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECTED | zmq.EVENT_CONNECT_RETRIED)
         self._alive = True
         self._connected = False
         self.sock.connect(endpoint)
@@ -218,11 +240,34 @@ class Connection(Link):
             elif event == zmq.EVENT_DISCONNECTED or (
                     event == zmq.EVENT_CONNECT_RETRIED and not self._connected):
                 self._alive = False
+                # dead for good: nobody reads its events from now on, so
+                # they must stop (see _stop_monitor)
+                self._stop_monitor()
         return self._alive
+
+    def _stop_monitor(self) -> None:
+        """Stop the socket's events (the monitor socket stays open, and
+        registered where it was, until close()).
+
+        Needed before the monitor's reader closes: an event sent to a closed
+        reader blocks the context's I/O thread for good (_monitor_socket
+        says why); and once the link is dead, so that unread events do not
+        pile up while its owner gets round to closing it. disable_monitor()
+        takes the lock the sender holds, so no event is sent once it
+        returns."""
+        if self._monitor is not None and not self._monitor_stopped:
+            self._monitor_stopped = True
+            try:
+                self.sock.disable_monitor()
+            except zmq.ZMQError:
+                pass                     # the socket is closed already
+            while self._monitor.poll(0):  # what came before: nobody will read it
+                self._monitor.recv_multipart()
 
     def close(self, linger_ms: int = 0) -> None:
         """Close; with ``linger_ms``, requests ZeroMQ has not sent yet still go
         out for that long (acks=0 producers have nothing else to wait on)."""
+        self._stop_monitor()
         if self._monitor is not None:
             self._monitor.close(0)
         self.sock.close(linger_ms)
