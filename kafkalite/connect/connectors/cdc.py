@@ -46,8 +46,23 @@ json/jsonb, uuid and every other type as their text form.
 Setup: ``connection.url`` as the JDBC connectors' (jdbc:postgresql://...);
 the connector checks ``wal_level`` is ``logical`` (a clear failure if not),
 creates ``publication.name`` (for ``table.include.list``, else FOR ALL
-TABLES) and ``slot.name`` if missing. There is no initial snapshot: the
-stream starts where the slot was created (Debezium's ``snapshot.mode=never``).
+TABLES) and, with ``snapshot.mode=never``, ``slot.name`` if missing: the
+stream starts where the slot was created.
+
+Initial snapshot (``snapshot.mode=initial``, Debezium's default): a task
+with no stored offset (or one whose snapshot was interrupted) creates the
+slot itself over a replication connection with ``SNAPSHOT 'export'``, and
+reads every published table in a REPEATABLE READ transaction that imports
+that snapshot: exactly the rows committed before the slot's consistent
+point, each as an ``op: r`` record (``before`` null, ``source.snapshot``
+``true``, ``last`` on the very last), then streams every change after that
+point -- so no change is missed or doubled between the two. Snapshot
+records carry the offset ``{"lsn_commit": -1, "change": -1, "snapshot":
+true}``, the last one ``"snapshot_completed": true``; a task restarted before
+that drops the slot (an existing slot of that name is the interrupted
+snapshot's, or has no snapshot to export) and snapshots again from the
+start, as Debezium does: rows sent before the restart come again.
+
 One task (a slot has one reader). Deleting the connector leaves the slot
 and the publication (as Debezium's default): the slot keeps WAL until it
 is dropped (``SELECT pg_drop_replication_slot('<slot.name>')``).
@@ -55,13 +70,15 @@ is dropped (``SELECT pg_drop_replication_slot('<slot.name>')``).
 Who calls: the worker, through the herder. ``KAFKALITE_CDC_FAULT=advance-on-start``
 (tests only) plants the fault the restart test must catch: a resumed task
 advances the slot to the current WAL position, past changes Connect never
-committed.
+committed; ``KAFKALITE_CDC_FAULT=snapshot-drop-first`` leaves each table's
+first snapshot row out (the snapshot checker must catch it).
 """
 from __future__ import annotations
 
 import datetime as _dt
 import logging
 import os
+import re
 import struct
 import threading
 
@@ -89,7 +106,11 @@ CONFIG = CONN.merge(
             group="Connector")
     .define("poll.interval.ms", INT, 500, at_least(1), group="Connector")
     .define("max.batch.size", INT, 2048, at_least(1), group="Connector",
-            doc="changes decoded per read of the slot (whole transactions)"))
+            doc="changes decoded per read of the slot (whole transactions), rows per "
+                "snapshot read")
+    .define("snapshot.mode", STRING, "initial", one_of("initial", "never"), group="Connector",
+            doc="initial: the published tables' rows first (op r), then the changes after "
+                "them; never: only changes after the slot was created"))
 
 PG_EPOCH_US = 946_684_800_000_000        # 2000-01-01 in µs since the Unix epoch
 UTC = _dt.timezone.utc
@@ -245,7 +266,8 @@ SOURCE_SCHEMA = Schema("struct", False, "io.debezium.connector.postgresql.Source
     Field("name", Schema.STRING), Field("ts_ms", Schema.INT64), Field("db", Schema.STRING),
     Field("schema", Schema.STRING), Field("table", Schema.STRING),
     Field("txId", Schema.OPTIONAL_INT64), Field("lsn", Schema.OPTIONAL_INT64),
-    Field("lsn_commit", Schema.OPTIONAL_INT64), Field("change", Schema.OPTIONAL_INT32)))
+    Field("lsn_commit", Schema.OPTIONAL_INT64), Field("change", Schema.OPTIONAL_INT32),
+    Field("snapshot", Schema.OPTIONAL_STRING)))
 
 
 class _ValueLoader:
@@ -289,14 +311,18 @@ class _ValueLoader:
 
 # ---- connector ------------------------------------------------------------------------------
 
-def _connect(c, autocommit=True):
+def _connect(c, autocommit=True, **kwargs):
+    """A connection to the configured database; with ``replication="database"``
+    a replication connection, which takes only the simple query protocol
+    (``pgconn.exec_``), so nothing is run on it here."""
     d = dialect_for(c["connection.url"], c.get("connection.user"), c.get("connection.password"))
     if not isinstance(d, PostgreSQL):
         raise ConnectException("connection.url: change data capture needs PostgreSQL "
                                "(jdbc:postgresql://host:port/db)")
     import psycopg
-    conn = psycopg.connect(d.conninfo, autocommit=autocommit)
-    conn.execute("SET TIME ZONE 'UTC'")
+    conn = psycopg.connect(d.conninfo, autocommit=autocommit, **kwargs)
+    if not kwargs.get("replication"):
+        conn.execute("SET TIME ZONE 'UTC'")
     return conn
 
 
@@ -306,8 +332,9 @@ def _quote_table(name: str) -> str:
     return ".".join(sql.Identifier(p).as_string(None) for p in parts)
 
 
-def ensure_slot(c) -> None:
-    """Checks wal_level, creates the publication and the slot if missing."""
+def ensure_slot(c, create_slot: bool = True) -> None:
+    """Checks wal_level, creates the publication and (``create_slot``) the
+    slot if missing; an existing slot must use pgoutput."""
     conn = _connect(c)
     try:
         level = conn.execute("SHOW wal_level").fetchone()[0]
@@ -326,9 +353,9 @@ def ensure_slot(c) -> None:
                          + sql.SQL(what))
         row = conn.execute("SELECT plugin FROM pg_replication_slots WHERE slot_name = %s",
                            (slot,)).fetchone()
-        if row is None:
+        if row is None and create_slot:
             conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
-        elif row[0] != "pgoutput":
+        elif row is not None and row[0] != "pgoutput":
             raise ConnectException(f"replication slot {slot} uses plugin {row[0]}, not pgoutput")
     finally:
         conn.close()
@@ -340,13 +367,147 @@ class PostgresCdcSourceConnector(SourceConnector):
 
     def start(self, props):
         self.props = dict(props)
-        ensure_slot(CONFIG.parse(props))
+        c = CONFIG.parse(props)
+        # an initial snapshot needs the slot made with it: its task makes both
+        ensure_slot(c, create_slot=c["snapshot.mode"] == "never")
 
     def task_class(self):
         return PostgresCdcSourceTask
 
     def task_configs(self, max_tasks):
         return [dict(self.props)]       # one reader per slot
+
+
+_SLOT_NAME = re.compile(r"[a-z0-9_]{1,63}")
+SNAPSHOT_CURSOR = "kafkalite_snapshot"
+
+
+class _Snapshot:
+    """The initial snapshot of a task: the slot created with an exported
+    snapshot, and the published tables read through a cursor per table in
+    one REPEATABLE READ transaction that imports it. Rows come as libpq's
+    text values (``FETCH`` on a plain cursor, read off the result), the same
+    text form pgoutput sends, so both go through one _ValueLoader."""
+
+    def __init__(self, task: "PostgresCdcSourceTask"):
+        import psycopg
+        from psycopg import sql
+        self.task, c = task, task.c
+        slot = c["slot.name"]
+        if not _SLOT_NAME.fullmatch(slot):
+            raise ConnectException(f"slot.name {slot!r}: PostgreSQL allows lower-case letters, "
+                                   f"digits and underscores only")
+        self._drop_slot(slot)
+        repl = _connect(c, replication="database")
+        try:
+            res = repl.pgconn.exec_(
+                f"CREATE_REPLICATION_SLOT {slot} LOGICAL pgoutput (SNAPSHOT 'export')".encode())
+            if res.status != psycopg.pq.ExecStatus.TUPLES_OK:
+                raise ConnectException(f"creating slot {slot}: "
+                                       f"{res.error_message.decode(errors='replace').strip()}")
+            self.lsn = lsn_int(res.get_value(0, 1).decode())
+            name = res.get_value(0, 2).decode()
+            # the exported snapshot lives until the replication connection's next
+            # command: import it first
+            self.conn = _connect(c)
+            self.conn.autocommit = False
+            self.conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            self.conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(name)))
+        finally:
+            repl.close()
+        self.tables = self.conn.execute(
+            "SELECT c.oid, n.nspname, c.relname, c.relreplident FROM pg_publication_tables t "
+            "JOIN pg_namespace n ON n.nspname = t.schemaname JOIN pg_class c ON "
+            "c.relnamespace = n.oid AND c.relname = t.tablename WHERE t.pubname = %s "
+            "ORDER BY 2, 3", (c["publication.name"],)).fetchall()
+        self.ts_ms = int(_dt.datetime.now(UTC).timestamp() * 1000)
+        self.rel: _Relation | None = None
+        self.held: SourceRecord | None = None     # the newest record: the last one, maybe
+        self.drop_first = task.fault == "snapshot-drop-first"
+        log.info("cdc %s: snapshot of %d table(s) at %s", c["topic.prefix"], len(self.tables),
+                 lsn_str(self.lsn))
+
+    def _drop_slot(self, slot: str) -> None:
+        """An existing slot is an interrupted snapshot's, or has none to export."""
+        import psycopg
+        conn = _connect(self.task.c)
+        try:
+            for _ in range(300):    # a killed worker's session may hold it a while
+                try:
+                    conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM "
+                                 "pg_replication_slots WHERE slot_name = %s", (slot,))
+                    return
+                except psycopg.errors.ObjectInUse:
+                    self.task._stop.wait(0.1)
+            raise ConnectException(f"slot {slot} stays in use by another session")
+        finally:
+            conn.close()
+
+    def _open_next(self) -> bool:
+        from psycopg import sql
+        if self.rel is not None:
+            self.conn.execute(sql.SQL("CLOSE {}").format(sql.Identifier(SNAPSHOT_CURSOR)))
+            self.rel = None
+        if not self.tables:
+            return False
+        relid, schema, table, ident = self.tables.pop(0)
+        cols = self.conn.execute(
+            "SELECT attname, atttypid FROM pg_attribute WHERE attrelid = %s AND attnum > 0 "
+            "AND NOT attisdropped ORDER BY attnum", (relid,)).fetchall()
+        pk = self.task._primary_key(relid, self.conn)
+        self.rel = _Relation(("R", relid, schema, table, ident,
+                              [(n, oid, n in pk) for n, oid in cols]),
+                             pk, self.task.c["topic.prefix"], self.task.c["decimal.handling.mode"])
+        self.conn.execute(sql.SQL("DECLARE {} NO SCROLL CURSOR FOR SELECT * FROM {}.{}").format(
+            sql.Identifier(SNAPSHOT_CURSOR), sql.Identifier(schema), sql.Identifier(table)))
+        self.first = True
+        return True
+
+    def read(self, limit: int) -> tuple[list[SourceRecord], bool]:
+        """Up to ``limit`` more rows as records, and whether the snapshot is
+        done (then the last record is marked so, and the transaction ended)."""
+        from psycopg import sql
+        out = [self.held] if self.held is not None else []
+        self.held = None
+        while len(out) <= limit:
+            if self.rel is None and not self._open_next():
+                if out:
+                    out[-1].value["source"]["snapshot"] = "last"
+                    out[-1].source_offset["snapshot_completed"] = True
+                self.conn.commit()
+                self.conn.close()
+                return out, True
+            res = self.conn.execute(sql.SQL("FETCH {} FROM {}").format(
+                sql.Literal(limit), sql.Identifier(SNAPSHOT_CURSOR))).pgresult
+            if res.ntuples == 0:
+                self._open_next()
+                continue
+            ncols = res.nfields
+            for i in range(res.ntuples):
+                if self.first and self.drop_first:      # the planted fault
+                    self.first = False
+                    continue
+                self.first = False
+                out.append(self._record([res.get_value(i, j) for j in range(ncols)]))
+        self.held = out.pop()
+        return out, False
+
+    def _record(self, values: list) -> SourceRecord:
+        rel, task = self.rel, self.task
+        after = task.values.row(rel, values)
+        source = {"version": "kafkalite", "connector": "postgresql",
+                  "name": task.c["topic.prefix"], "ts_ms": self.ts_ms, "db": task.db,
+                  "schema": rel.schema, "table": rel.table, "txId": None, "lsn": self.lsn,
+                  "lsn_commit": None, "change": None, "snapshot": "true"}
+        key = {n: after[n] for n in rel.key_names} if rel.key_schema is not None else None
+        return SourceRecord(rel.topic, None, rel.key_schema if key is not None else None, key,
+                            rel.envelope, {"before": None, "after": after, "source": source,
+                                           "op": "r", "ts_ms": self.ts_ms},
+                            timestamp=self.ts_ms, source_partition=task.partition,
+                            source_offset={"lsn_commit": -1, "change": -1, "snapshot": True})
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 class _Txn:
@@ -379,7 +540,12 @@ class PostgresCdcSourceTask(SourceTask):
         self.fault = os.environ.get("KAFKALITE_CDC_FAULT", "")
         self.conn = _connect(self.c)
         self.db = self.conn.info.dbname
-        if stored is not None and self.fault == "advance-on-start":
+        self.snapshot: _Snapshot | None = None
+        if self.c["snapshot.mode"] == "initial" and (
+                stored is None or (stored.get("snapshot") and not stored.get("snapshot_completed"))):
+            self.position = (-1, -1)
+            self.snapshot = _Snapshot(self)
+        elif stored is not None and self.fault == "advance-on-start":
             self._fault_advance()
 
     def stop(self):
@@ -388,6 +554,12 @@ class PostgresCdcSourceTask(SourceTask):
     # ---- reading the slot ----------------------------------------------------------------
 
     def poll(self):
+        if self.snapshot is not None:
+            # the snapshot's rows first; the slot holds every change after them
+            records, done = self.snapshot.read(self.c["max.batch.size"])
+            if done:
+                self.snapshot = None
+            return records or None
         if not self.buffer:
             self._read()
             if not self.buffer:
@@ -444,10 +616,10 @@ class PostgresCdcSourceTask(SourceTask):
                 self.position = (txn["final_lsn"], i)
                 self.buffer.extend(self._records(msg, txn, i, lsn_int(lsn)))
 
-    def _primary_key(self, relid: int) -> list[str]:
+    def _primary_key(self, relid: int, conn=None) -> list[str]:
         pk = self._pk.get(relid)
         if pk is None:
-            pk = self._pk[relid] = [r[0] for r in self.conn.execute(
+            pk = self._pk[relid] = [r[0] for r in (conn or self.conn).execute(
                 "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = "
                 "i.indrelid AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s AND "
                 "i.indisprimary ORDER BY array_position(i.indkey, a.attnum)",
@@ -467,7 +639,8 @@ class PostgresCdcSourceTask(SourceTask):
             source = {"version": "kafkalite", "connector": "postgresql",
                       "name": self.c["topic.prefix"], "ts_ms": txn["ts_ms"], "db": self.db,
                       "schema": rel.schema, "table": rel.table, "txId": txn["xid"],
-                      "lsn": lsn, "lsn_commit": txn["final_lsn"], "change": i}
+                      "lsn": lsn, "lsn_commit": txn["final_lsn"], "change": i,
+                      "snapshot": "false"}
             before = after = None
             key_row = None
             if kind == "I":
