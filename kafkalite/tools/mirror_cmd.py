@@ -43,6 +43,10 @@ def add_arguments(p) -> None:
                    help="source offset commit interval, ms: the at-least-once window "
                         "(default: 1000)")
     p.add_argument("--tasks", type=int, default=1, help="source tasks (default: 1)")
+    p.add_argument("--source-protocol", choices=("native", "kafka"), default="native",
+                   help="how the source is reached: native (kafkalite's protocol, the default) "
+                        "or kafka (Kafka's protocol: an Apache Kafka cluster, or kafkalite's "
+                        "Kafka listener)")
 
 
 def mirror_configs(args) -> dict:
@@ -50,7 +54,8 @@ def mirror_configs(args) -> dict:
     iv = str(args.interval)
     extra = {"refresh.topics.interval.seconds": iv, "emit.checkpoints.interval.seconds": iv,
              "sync.group.offsets.interval.seconds": iv,
-             "sync.group.offsets.enabled": str(not args.no_sync_group_offsets).lower()}
+             "sync.group.offsets.enabled": str(not args.no_sync_group_offsets).lower(),
+             "source.cluster.protocol": args.source_protocol}
     if args.identity:
         extra["replication.policy.class"] = "IdentityReplicationPolicy"
     confs = connector_configs(args.source, args.target, args.topics, args.groups,

@@ -39,9 +39,15 @@ as last checkpointed,
 and after a kill of the mirror the records copied since its last offset
 commit appear twice on the target.
 
+The source cluster is reached through kafkalite's own clients (native
+protocol, ``source.cluster.protocol=native``, the default) or through
+Kafka's protocol (``kafka``: confluent-kafka's clients, for a source that
+is Apache Kafka or any other Kafka-speaking cluster, or kafkalite's Kafka
+listener); ``_NativeSource``/``_KafkaSource`` hide which. The target is the
+worker's cluster (native).
+
 Who calls: the worker (by ``connector.class`` names listed in plugins.py)
-and ``kafkalite mirror`` (tools/mirror_cmd.py). Uses kafkalite's own client
-on both clusters.
+and ``kafkalite mirror`` (tools/mirror_cmd.py).
 """
 from __future__ import annotations
 
@@ -53,7 +59,7 @@ import threading
 import time
 
 from kafkalite.connect.api import SourceConnector, SourceRecord, SourceTask
-from kafkalite.connect.config import HIGH, STRING, ConfigDef
+from kafkalite.connect.config import HIGH, STRING, ConfigDef, one_of
 from kafkalite.connect.errors import ConnectException
 
 log = logging.getLogger("kafkalite.connect.mirror")
@@ -127,10 +133,129 @@ def _source_client(props: dict) -> dict:
     """The source cluster's client config: ``source.cluster.bootstrap.servers``
     and any ``source.cluster.<client key>``."""
     out = {k[len("source.cluster."):]: v for k, v in props.items()
-           if k.startswith("source.cluster.") and k != "source.cluster.alias"}
+           if k.startswith("source.cluster.")
+           and k not in ("source.cluster.alias", "source.cluster.protocol")}
     if "bootstrap.servers" not in out:
         raise ConnectException("source.cluster.bootstrap.servers is required")
     return out
+
+
+def source_cluster(props: dict):
+    """The source cluster by ``source.cluster.protocol``."""
+    protocol = props.get("source.cluster.protocol", "native")
+    if protocol == "native":
+        return _NativeSource(_source_client(props))
+    if protocol == "kafka":
+        return _KafkaSource(_source_client(props))
+    raise ConnectException(f"source.cluster.protocol {protocol!r}: native or kafka")
+
+
+class _NativeSource:
+    """The source cluster through kafkalite's own clients. Each method is one
+    question MM2 asks of its source; _KafkaSource asks the same over Kafka's
+    protocol."""
+
+    def __init__(self, client: dict):
+        from kafkalite.client import AdminClient
+        self.client = client
+        self.admin = AdminClient(client)
+
+    def topics(self) -> dict[str, int]:
+        """{topic: partition count}."""
+        return {t: len(m.partitions) for t, m in self.admin.list_topics(timeout=30).topics.items()}
+
+    def dynamic_configs(self, topics: list[str]) -> dict:
+        """{topic: {key: value}} of the configs set on each topic."""
+        from kafkalite.client import ConfigResource, ConfigSource
+        res = [ConfigResource("topic", t) for t in topics]
+        return {r.name: {k: e.value for k, e in fut.result().items()
+                         if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG and e.value is not None}
+                for r, fut in self.admin.describe_configs(res).items()}
+
+    def ensure_topic(self, name: str, partitions: int, config: dict) -> None:
+        ensure_topic(self.admin, name, partitions, config)
+
+    def groups(self) -> list[str]:
+        return [g.group_id for g in self.admin.list_consumer_groups().result()]
+
+    def group_offsets(self, group: str) -> list[tuple[str, int, int]]:
+        return [(tp.topic, tp.partition, tp.offset)
+                for tp in self.admin.list_consumer_group_offsets(group).result()]
+
+    def consumer(self, group: str, assignment: list[tuple[str, int, int | None]]):
+        """A consumer of ``assignment`` [(topic, partition, offset or None for
+        the beginning)] (consume() and close() as confluent-kafka's)."""
+        from kafkalite.client import OFFSET_BEGINNING, Consumer, TopicPartition
+        c = Consumer({**self.client, "group.id": group, "enable.auto.commit": False})
+        c.assign([TopicPartition(t, p, OFFSET_BEGINNING if o is None else o)
+                  for t, p, o in assignment])
+        return c
+
+    def producer(self):
+        from kafkalite.client import Producer
+        return Producer({**self.client, "linger.ms": 0})
+
+    @staticmethod
+    def close_producer(producer) -> None:
+        producer.close(10)
+
+    def close(self) -> None:
+        self.admin.close()
+
+
+class _KafkaSource(_NativeSource):
+    """The source cluster over Kafka's protocol (confluent-kafka's clients)."""
+
+    def __init__(self, client: dict):
+        from confluent_kafka.admin import AdminClient
+        self.client = client
+        self.admin = AdminClient(client)
+
+    def dynamic_configs(self, topics: list[str]) -> dict:
+        from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
+        res = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
+        dynamic = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+        return {r.name: {k: e.value for k, e in fut.result().items()
+                         if getattr(e.source, "value", e.source) == dynamic
+                         and e.value is not None}
+                for r, fut in self.admin.describe_configs(res).items()}
+
+    def ensure_topic(self, name: str, partitions: int, config: dict) -> None:
+        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka.admin import NewTopic
+        fut = self.admin.create_topics([NewTopic(name, partitions, config=dict(config))])[name]
+        try:
+            fut.result()
+        except KafkaException as e:
+            if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+
+    def groups(self) -> list[str]:
+        return [g.group_id for g in self.admin.list_consumer_groups().result().valid]
+
+    def group_offsets(self, group: str) -> list[tuple[str, int, int]]:
+        from confluent_kafka import ConsumerGroupTopicPartitions
+        res = self.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
+        return [(tp.topic, tp.partition, tp.offset)
+                for tp in res[group].result().topic_partitions]
+
+    def consumer(self, group: str, assignment: list[tuple[str, int, int | None]]):
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+        c = Consumer({**self.client, "group.id": group, "enable.auto.commit": False})
+        c.assign([TopicPartition(t, p, OFFSET_BEGINNING if o is None else o)
+                  for t, p, o in assignment])
+        return c
+
+    def producer(self):
+        from confluent_kafka import Producer
+        return Producer({**self.client, "linger.ms": 0})
+
+    @staticmethod
+    def close_producer(producer) -> None:
+        producer.flush(10)
+
+    def close(self) -> None:
+        pass                # confluent-kafka's AdminClient has no close
 
 
 def _target_client(props: dict) -> dict:
@@ -207,11 +332,12 @@ class OffsetSyncStore:
 
     KEEP = 256
 
-    def __init__(self, client: dict, topic: str):
-        from kafkalite.client import OFFSET_BEGINNING, Consumer, TopicPartition
-        self._consumer = Consumer({**client, "group.id": f"{topic}-reader",
-                                   "enable.auto.commit": False})
-        self._consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    def __init__(self, source, topic: str):
+        """``source``: the source cluster (source_cluster()), or a native
+        client config."""
+        if isinstance(source, dict):
+            source = _NativeSource(source)
+        self._consumer = source.consumer(f"{topic}-reader", [(topic, 0, None)])
         self.syncs: dict = {}      # (topic, partition) -> [(upstream, downstream)] sorted
 
     def read(self, timeout: float = 0.5) -> None:
@@ -261,6 +387,9 @@ def _mirror_def() -> ConfigDef:
                     doc="bootstrap servers of the source cluster")
             .define("target.cluster.bootstrap.servers", STRING, importance=HIGH,
                     doc="bootstrap servers of the target cluster")
+            .define("source.cluster.protocol", STRING, "native", one_of("native", "kafka"),
+                    doc="native: kafkalite's own protocol; kafka: Kafka's (any Kafka cluster, "
+                        "or kafkalite's Kafka listener), through confluent-kafka")
             .define("topics", STRING, ".*", doc="regexes (comma separated) of topics to mirror")
             .define("groups", STRING, ".*", doc="regexes of consumer groups to checkpoint"))
 
@@ -283,9 +412,9 @@ class MirrorSourceConnector(_MirrorConnector):
         self.topics = _patterns(props.get("topics", ".*"))
         self.excludes = _patterns(props.get("topics.exclude", ""))
         self.sync_configs = props.get("sync.topic.configs.enabled", "true").lower() == "true"
-        self.source = AdminClient(_source_client(props))
+        self.source = source_cluster(props)
         self.target = AdminClient(_target_client(props))
-        ensure_topic(self.source, offset_syncs_topic(props), 1, {"cleanup.policy": "compact"})
+        self.source.ensure_topic(offset_syncs_topic(props), 1, {"cleanup.policy": "compact"})
         self.partitions = self._refresh()
         self._stop = threading.Event()
         interval = float(props.get("refresh.topics.interval.seconds", 10))
@@ -306,8 +435,7 @@ class MirrorSourceConnector(_MirrorConnector):
         """Creates or grows the remote topics and copies their configs; the
         source partitions to mirror."""
         from kafkalite.client import ConfigResource, NewPartitions
-        meta = self.source.list_topics(timeout=30).topics
-        wanted = {t: len(m.partitions) for t, m in meta.items() if self.should_replicate(t)}
+        wanted = {t: n for t, n in self.source.topics().items() if self.should_replicate(t)}
         if not wanted:
             return []
         remote_meta = self.target.list_topics(timeout=30).topics
@@ -329,15 +457,8 @@ class MirrorSourceConnector(_MirrorConnector):
         return sorted((t, p) for t, n in wanted.items() for p in range(n))
 
     def _source_configs(self, topics: list[str]) -> dict:
-        from kafkalite.client import ConfigResource
-        from kafkalite.client import ConfigSource
-        res = [ConfigResource("topic", t) for t in topics]
-        out = {}
-        for r, fut in self.source.describe_configs(res).items():
-            out[r.name] = {k: e.value for k, e in fut.result().items()
-                           if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG
-                           and e.value is not None and not CONFIG_EXCLUDES.fullmatch(k)}
-        return out
+        return {t: {k: v for k, v in cfg.items() if not CONFIG_EXCLUDES.fullmatch(k)}
+                for t, cfg in self.source.dynamic_configs(topics).items()}
 
     def _refresh_loop(self, interval: float) -> None:
         while not self._stop.wait(interval):
@@ -373,16 +494,13 @@ class MirrorSourceTask(SourceTask):
     offsets, else the beginning) and hands the records to the worker."""
 
     def start(self, props: dict) -> None:
-        from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, Producer,
-                                      TopicPartition)
+        from kafkalite.client import AdminClient
         self.source_alias, self.target_alias = _aliases(props)
         self.policy = replication_policy(props)
         self.batch = int(props.get("consumer.max.poll.records", 10_000))
-        src = _source_client(props)
-        self.consumer = Consumer({**src, "group.id": f"mm2-{self.source_alias}-task",
-                                  "enable.auto.commit": False})
+        self.source = source_cluster(props)
         self.target_admin = AdminClient(_target_client(props))
-        self.sync_producer = Producer({**src, "linger.ms": 0})
+        self.sync_producer = self.source.producer()
         self.syncs_topic = offset_syncs_topic(props)
         self.remote = {}
         assign = []
@@ -392,10 +510,9 @@ class MirrorSourceTask(SourceTask):
                 continue
             topic, _, p = item.rpartition(":")
             stored = reader.offset(self._partition(topic, int(p)))
-            start = stored["offset"] + 1 if stored else OFFSET_BEGINNING
-            assign.append(TopicPartition(topic, int(p), start))
+            assign.append((topic, int(p), stored["offset"] + 1 if stored else None))
             self.remote[topic] = self.policy.format_remote_topic(self.source_alias, topic)
-        self.consumer.assign(assign)
+        self.consumer = self.source.consumer(f"mm2-{self.source_alias}-task", assign)
         self.loop_header = (MIRROR_HEADER, self.target_alias.encode())
         self.source_header = (MIRROR_HEADER, self.source_alias.encode())
         self.committed: dict = {}     # (source topic, partition) -> [upstream offsets copied]
@@ -458,7 +575,7 @@ class MirrorSourceTask(SourceTask):
 
     def stop(self) -> None:
         for close in (self.consumer.close, self.target_admin.close,
-                      lambda: self.sync_producer.close(10)):
+                      lambda: self.source.close_producer(self.sync_producer), self.source.close):
             try:
                 close()
             except Exception:       # noqa: BLE001 -- stopping anyway
@@ -491,12 +608,12 @@ class MirrorCheckpointTask(SourceTask):
         self.interval = float(props.get("emit.checkpoints.interval.seconds", 60))
         self.sync_groups = props.get("sync.group.offsets.enabled", "false").lower() == "true"
         self.sync_interval = float(props.get("sync.group.offsets.interval.seconds", 60))
-        self.source = AdminClient(_source_client(props))
+        self.source = source_cluster(props)
         self.target = AdminClient(_target_client(props))
-        ensure_topic(self.source, offset_syncs_topic(props), 1, {"cleanup.policy": "compact"})
+        self.source.ensure_topic(offset_syncs_topic(props), 1, {"cleanup.policy": "compact"})
         self.topic = checkpoints_topic(props)
         ensure_topic(self.target, self.topic, 1, {"cleanup.policy": "compact"})
-        self.store = OffsetSyncStore(_source_client(props), offset_syncs_topic(props))
+        self.store = OffsetSyncStore(self.source, offset_syncs_topic(props))
         self._stop = threading.Event()
         self.next_emit = time.monotonic()
         self.next_sync = time.monotonic()
@@ -509,19 +626,18 @@ class MirrorCheckpointTask(SourceTask):
         """{group: {(remote topic, partition): (upstream, downstream)}}."""
         self.store.read(0.2)
         out: dict = {}
-        for listing in self.source.list_consumer_groups().result():
-            g = listing.group_id
+        for g in self.source.groups():
             if not self._group_ok(g):
                 continue
-            for tp in self.source.list_consumer_group_offsets(g).result():
-                if tp.offset < 0 or is_internal(tp.topic) or \
-                        not (self.topics and self.topics.fullmatch(tp.topic)) or \
-                        self.policy.topic_source(tp.topic) == self.target_alias:
+            for topic, partition, offset in self.source.group_offsets(g):
+                if offset < 0 or is_internal(topic) or \
+                        not (self.topics and self.topics.fullmatch(topic)) or \
+                        self.policy.topic_source(topic) == self.target_alias:
                     continue
-                down = self.store.translate(tp.topic, tp.partition, tp.offset)
+                down = self.store.translate(topic, partition, offset)
                 if down is not None:
-                    remote = self.policy.format_remote_topic(self.source_alias, tp.topic)
-                    out.setdefault(g, {})[(remote, tp.partition, tp.topic)] = (tp.offset, down)
+                    remote = self.policy.format_remote_topic(self.source_alias, topic)
+                    out.setdefault(g, {})[(remote, partition, topic)] = (offset, down)
         return out
 
     def poll(self) -> list[SourceRecord] | None:
