@@ -190,6 +190,7 @@ def test_log_level_info_logs_a_created_topic(tmp_path, topic_name):
         while f"topic {topic_name} created: 3 partition(s)" not in srv.output():
             assert time.monotonic() < deadline, srv.output()[-2000:]
             time.sleep(0.05)
+        assert srv.output().count(f"topic {topic_name} created") == 1     # once per event
     finally:
         srv.stop()
 
