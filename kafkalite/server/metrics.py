@@ -8,9 +8,14 @@ Two halves, one per kind of process:
   which records when it is answered, so a request waiting in the purgatory
   counts its wait, as Kafka's TotalTimeMs does). A worker's replica manager
   counts bytes and records in and bytes out per topic, per append and per
-  fetch response (never per record). ``worker_snapshot`` turns a worker's
-  figures into one compact JSON message, sent to the supervisor on the
-  control channel once a second (the worker's housekeeping interval).
+  fetch response (never per record). ``WorkerMetrics.snapshot`` turns a
+  worker's figures into one compact JSON message, sent to the supervisor on
+  the control channel once a second (the worker's housekeeping interval).
+  Per-partition figures are sent when they change, and only the partitions
+  the housekeeping tick looked at are looked at (those that changed lately
+  and the sweep's share: every partition within ``SWEEP_S``) and those the
+  controller assigned or unassigned since (``touched``), so an idle worker
+  with 10,000 partitions sends next to nothing.
 
 - In the supervisor, ``NodeMetrics`` keeps the workers' latest snapshots
   and, every ``PUBLISH_INTERVAL_S`` on the supervisor's loop, builds an
@@ -55,7 +60,7 @@ from kafkalite.protocol import ApiKey
 
 log = logging.getLogger("kafkalite.metrics")
 
-PUBLISH_INTERVAL_S = 0.5      # how often the supervisor rebuilds the served view
+PUBLISH_INTERVAL_S = 1.0      # how often the supervisor rebuilds the served view
 # Request latency buckets, in ms like Kafka's TotalTimeMs (upper bounds; +Inf is implied).
 LATENCY_BUCKETS_MS = (0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0,
                       2500.0, 5000.0, 10000.0, 30000.0)
@@ -98,23 +103,46 @@ def _rss_bytes() -> int:
         return int(f.read().split()[1]) * _PAGE
 
 
-def worker_snapshot(index: int, requests: RequestStats, replica_manager) -> dict:
-    """One worker's figures as a control-channel message. Per-partition
-    figures are the leader's (a follower's log is a copy)."""
-    parts, leaders = [], 0
-    for part in replica_manager.partitions.values():
-        if part.is_leader:
-            leaders += 1
+class WorkerMetrics:
+    """A worker's side: its RequestStats, and the partition figures it last
+    sent. Per-partition figures are the leader's (a follower's log is a copy)."""
+
+    def __init__(self, index: int):
+        self.index = index
+        self.requests = RequestStats()
+        # partitions the controller assigned or unassigned since the last
+        # snapshot: their leadership may have come or gone
+        self.touched: set[tuple[str, int]] = set()
+        self._full = True                  # the first snapshot of a process: every partition
+        self._sent: dict[tuple[str, int], tuple] = {}
+
+    def snapshot(self, replica_manager) -> dict:
+        """The control message; call after ``replica_manager.housekeeping()``."""
+        full, self._full = self._full, False
+        partitions = replica_manager.partitions
+        changed, gone = [], []
+        keys = list(partitions) if full else replica_manager.visited + list(self.touched)
+        self.touched = set()
+        for key in keys:
+            part = partitions.get(key)
+            if part is None or not part.is_leader:
+                if self._sent.pop(key, None) is not None:
+                    gone.append(list(key))
+                continue
             plog = part.log
-            parts.append([part.topic, part.index, plog.log_end_offset, plog.high_watermark,
-                          plog.size_in_bytes, plog.log_start_offset])
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return {"type": "metrics", "worker": index, "pid": os.getpid(),
-            "requests": requests.snapshot(),
-            "topics": {t: list(s) for t, s in replica_manager.topic_stats.items()},
-            "partitions": parts, "partition_count": len(replica_manager.partitions),
-            "leader_count": leaders, "purgatory": replica_manager.purgatory.sizes(),
-            "cpu_seconds": usage.ru_utime + usage.ru_stime, "rss_bytes": _rss_bytes()}
+            figures = (plog.log_end_offset, plog.high_watermark, plog.size_in_bytes,
+                       plog.log_start_offset)
+            if self._sent.get(key) != figures:
+                self._sent[key] = figures
+                changed.append([key[0], key[1], *figures])
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return {"type": "metrics", "worker": self.index, "pid": os.getpid(),
+                "requests": self.requests.snapshot(),
+                "topics": {t: list(s) for t, s in replica_manager.topic_stats.items()},
+                "full": full, "partitions": changed, "gone": gone,
+                "partition_count": len(partitions),
+                "leader_count": len(self._sent), "purgatory": replica_manager.purgatory.sizes(),
+                "cpu_seconds": usage.ru_utime + usage.ru_stime, "rss_bytes": _rss_bytes()}
 
 
 # ---- in the supervisor -------------------------------------------------------------------------
@@ -146,6 +174,9 @@ class NodeMetrics:
         self.requests = RequestStats()          # the supervisor's own dispatcher
         self.port = 0
         self._snapshots: dict[int, dict] = {}   # worker index -> its latest snapshot
+        # worker index -> {(topic, partition): (log end, high watermark, size,
+        # log start)}: copied when changed, never changed once published
+        self._partitions: dict[int, dict] = {}
         self._retired_requests: dict = {}       # counters of workers' earlier processes
         self._retired_topics: dict = {}
         self._view: dict = {}                   # replaced whole, never changed: the HTTP thread's
@@ -227,7 +258,10 @@ class NodeMetrics:
                                   "A partition's log start offset", labels=["topic", "partition"])
         hw = GaugeMetricFamily("kafka_cluster_partition_highwatermark",
                                "A partition's high watermark", labels=["topic", "partition"])
-        for (topic, index), (leo, high, nbytes, lso) in sorted(view["partitions"].items()):
+        merged = {}
+        for figures in view["partitions"].values():
+            merged.update(figures)
+        for (topic, index), (leo, high, nbytes, lso) in sorted(merged.items()):
             labels = [topic, str(index)]
             size.add_metric(labels, nbytes)
             end.add_metric(labels, leo)
@@ -317,6 +351,13 @@ class NodeMetrics:
         if old is not None and old.get("pid") != snapshot.get("pid"):
             _add_requests(self._retired_requests, old.get("requests", {}))
             _add_topics(self._retired_topics, old.get("topics", {}))
+        changed, gone = snapshot.pop("partitions", ()), snapshot.pop("gone", ())
+        if snapshot.get("full") or changed or gone:
+            figures = {} if snapshot.get("full") else dict(self._partitions.get(index, {}))
+            figures.update(((t, p), tuple(f)) for t, p, *f in changed)
+            for t, p in gone:
+                figures.pop((t, p), None)
+            self._partitions[index] = figures
         self._snapshots[index] = snapshot
 
     def tick(self) -> None:
@@ -349,22 +390,22 @@ class NodeMetrics:
         _add_requests(requests, self.requests.snapshot())
         topics: dict = {}
         _add_topics(topics, self._retired_topics)
-        partitions: dict = {}
+        partitions: dict = {}                   # worker index -> its partitions' figures
         purgatory = {"Produce": 0, "Fetch": 0}
         brokers = {}
         live = {b.broker_id for b in sup.controller.brokers if not b.fenced}
         for w in sup.workers:
             brokers[w.index] = {"up": w.index not in down, "restarts": w.restarts,
                                 "snapshot": False}
+        pids = {w.index: w.pid for w in sup.workers}
         for index, snap in self._snapshots.items():
             _add_requests(requests, snap.get("requests", {}))
             _add_topics(topics, snap.get("topics", {}))
-            if index not in live:
-                continue                 # its leaderships are moving; its figures are old
+            if index not in live or pids.get(index, snap["pid"]) != snap["pid"]:
+                continue                 # fenced, or restarted and not heard from yet: old figures
             for op, n in snap.get("purgatory", {}).items():
                 purgatory[op] = purgatory.get(op, 0) + n
-            for topic, p, leo, hw, size, lso in snap.get("partitions", ()):
-                partitions[(topic, p)] = (leo, hw, size, lso)
+            partitions[index] = self._partitions.get(index, {})
             if index in brokers:
                 brokers[index].update(snapshot=True, partition_count=snap["partition_count"],
                                       leader_count=snap["leader_count"],
@@ -382,10 +423,13 @@ class NodeMetrics:
                     under += 1
         groups = []
         for gid, g in sup.coordinator.groups.items():
-            for (topic, index), om in getattr(g, "offsets", {}).items():
-                figures = partitions.get((topic, index))
+            for tp, om in getattr(g, "offsets", {}).items():
+                figures = next((f[tp] for f in partitions.values() if tp in f), None)
                 behind = None if figures is None else max(0, figures[1] - om.offset)
+                topic, index = tp
                 groups.append((gid, topic, index, om.offset, behind))
+        # a deleted topic's counters go with it, as Kafka removes its metrics
+        topics = {t: figures for t, figures in topics.items() if t in topics_md}
         return {"requests": requests, "topics": topics, "partitions": partitions,
                 "purgatory": purgatory, "brokers": brokers, "under_replicated": under,
                 "offline": offline, "topic_count": len(topics_md), "partition_count": count,

@@ -204,6 +204,7 @@ class ReplicaManager:
         self._seen_end: dict[tuple[str, int], int] = {}
         self._sweep: list[tuple[str, int]] = []
         self._dirty: set[tuple[str, int]] = set()
+        self.visited: list[tuple[str, int]] = []
         self.checkpoints = CheckpointFile(os.path.join(data_dir, BROKER_CHECKPOINTS % broker_id))
         self.topic_names: dict[uuid.UUID, str] = {}   # Fetch v13+ names topics by id
         self.purgatory = Purgatory()
@@ -807,7 +808,10 @@ class ReplicaManager:
         per_tick = max(1, int(len(self.partitions) * interval_s / SWEEP_S) + 1)
         due = self._sweep[-per_tick:]
         del self._sweep[-per_tick:]
-        for key in list(self._active) + due:
+        # what this tick looks at: partitions that changed lately and the
+        # sweep's share (the worker's metrics snapshot reads only these)
+        self.visited = list(self._active) + due
+        for key in self.visited:
             part = self.partitions.get(key)
             ticks = self._active.pop(key, 0) - 1
             if part is None:

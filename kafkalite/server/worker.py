@@ -48,7 +48,7 @@ from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
 from kafkalite.server.config import ServerConfig
 from kafkalite.server.kafka_listener import KafkaListener
-from kafkalite.server.metrics import RequestStats, worker_snapshot
+from kafkalite.server.metrics import WorkerMetrics
 from kafkalite.server.broker_requests import BrokerRequests
 from kafkalite.server.native_listener import NativeListener
 from kafkalite.server.relay import RelayClient
@@ -104,10 +104,10 @@ class Worker:
         # cluster's (the supervisor sends them with the first assignment),
         # since what the worker does not serve it relays.
         self.cluster_apis: list = list(ReplicaManager.API_KEYS)
-        self.requests = RequestStats() if config.metrics_enabled else None
+        self.metrics = WorkerMetrics(index) if config.metrics_enabled else None
         self.dispatcher = RequestDispatcher(f"worker {index}", self.replica_manager.handlers(),
                                             cluster_apis=lambda: self.cluster_apis,
-                                            stats=self.requests)
+                                            stats=self.metrics and self.metrics.requests)
         self.native = NativeListener(self.ctx, config.host, port, self.dispatcher,
                                      name=f"worker {index}",
                                      extensions={"shm_attach": self.rings.attach},
@@ -144,6 +144,8 @@ class Worker:
 
     def _on_control(self, msg: dict) -> None:
         kind = msg["type"]
+        if kind in ("assign", "unassign") and self.metrics is not None:
+            self.metrics.touched.update((p["topic"], p["partition"]) for p in msg["partitions"])
         if kind == "assign":
             if "kafka_apis" in msg:
                 self.cluster_apis = [ApiKey(k) for k in msg["kafka_apis"]]
@@ -209,8 +211,8 @@ class Worker:
         if now >= self._next_checkpoint:
             self.replica_manager.checkpoint()
             self._next_checkpoint = now + CHECKPOINT_INTERVAL_S
-        if self.requests is not None:
-            self._send_control(worker_snapshot(self.index, self.requests, self.replica_manager))
+        if self.metrics is not None:
+            self._send_control(self.metrics.snapshot(self.replica_manager))
         self._next_housekeeping = now + HOUSEKEEPING_INTERVAL_S
 
     # ---- main loop -------------------------------------------------------------------------

@@ -173,7 +173,7 @@ def test_a_killed_worker_makes_health_503_until_it_is_back_and_its_metrics_recov
     # totals did not go down with the process that counted them.
     metrics = wait_for_metrics(srv, lambda m: all(
         value(m, "kafka_log_log_logendoffset", topic=topic_name, partition=p) == n
-        for p, n in counts.items()) and value(m, "kafkalite_worker_up", broker=1) == 1)
+        for p, n in counts.items()) and value(m, "kafkalite_worker_restarts_total", broker=1) == 1)
     for p, n in counts.items():
         assert value(metrics, "kafka_log_log_logendoffset", topic=topic_name, partition=p) == n
     assert value(metrics, "kafka_server_brokertopicmetrics_messagesin_total",
