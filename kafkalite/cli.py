@@ -132,7 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     server = sub.add_parser("server", help="run a broker (supervisor + partition workers)",
                             description="Run a kafkalite broker until SIGTERM or Ctrl-C. With no "
                                         "options: data in ./kafkalite-data, native protocol on "
-                                        "127.0.0.1:7092, ingest on 7091, workers on 7100+, one "
+                                        "127.0.0.1:7092, ingest on 7091, workers on 7100+, "
+                                        "Prometheus metrics and health on 9404, one "
                                         "worker per core. Flags override --config (TOML).")
     server.add_argument("--config", metavar="FILE", help="TOML config file")
     server.add_argument("--data-dir", help="where topics and metadata live (default ./kafkalite-data)")

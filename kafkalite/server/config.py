@@ -15,7 +15,7 @@ TOML layout (every key optional)::
     kafka_port = 9092             # Kafka wire protocol (TCP): the supervisor, broker 1000
     kafka_worker_base_port = 9100 # worker i is Kafka broker i on kafka_worker_base_port + i
     metrics_port = 9404           # HTTP: Prometheus /metrics and /health (-1: off); 9404 is
-                                  # the port Kafka's Prometheus JMX exporter is usually given
+                                  # the port Strimzi gives Kafka's Prometheus JMX exporter
     log_level = ""                # DEBUG, INFO, WARNING, ERROR ("": $KAFKALITE_LOG_LEVEL or WARNING)
     auto_create_topics = true
     default_partitions = 1

@@ -24,8 +24,7 @@ It runs, on one thread, everything of a node that is not a partition:
   (assign / unassign / shutdown out; hello / done / heartbeat / metrics /
   alter_partition / refresh / bye in). It is the
   controller's ``BrokerChannel``: a change sent to several workers is
-  answered when all of them confirmed (or the timeout passed).
-
+  answered when all of them confirmed (or the timeout passed);
 - metrics and health (metrics.py): the workers' figures, summed, and the
   node's own, served over HTTP (``/metrics``, ``/health``) by a thread that
   only reads what this loop publishes.
@@ -187,6 +186,8 @@ class Supervisor:
                                      name="supervisor")
         self.kafka = KafkaListener(cfg.host, cfg.kafka_port, self.dispatcher, name="supervisor")
         self.controller.native_port, self.controller.kafka_port = self.native.port, self.kafka.port
+        if self.metrics is not None:
+            self.metrics.serve(cfg.host, cfg.metrics_port)
         # Other nodes' workers reach the control channel and the relay too
         # (--cluster): bound where the listeners are, not on loopback only.
         bind_host, advertised = "127.0.0.1", "127.0.0.1"
@@ -212,8 +213,6 @@ class Supervisor:
         self._local = {w.index: w for w in self.workers}
         self.ingest_port = cfg.ingest_port
         self._spawn_ingest()
-        if self.metrics is not None:
-            self.metrics.serve(cfg.host, cfg.metrics_port)
 
     def _cluster_brokers(self) -> tuple[list[int], dict[int, int]]:
         """This node's workers' broker ids, and the node of every broker
