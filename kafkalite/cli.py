@@ -16,6 +16,7 @@ Subcommands:
   dump-log    print the batches (and records) of segment files, like
               kafka-dump-log
   verify      check every batch CRC and index entry under a data directory
+  health      one line on a running server's health; exit 0 if healthy, 1 if not
   streams     describe or reset a Streams application (its group, tasks,
               lag, internal topics), like kafka-streams-application-reset
   connect     run a Kafka Connect worker (connectors, REST API), standalone or in a
@@ -105,7 +106,8 @@ def _server(args) -> int:
         auto_leader_rebalance_enable=args.auto_leader_rebalance,
         leader_imbalance_check_interval_seconds=args.leader_imbalance_check_interval_seconds,
         broker_session_timeout_ms=args.broker_session_timeout_ms, cluster=args.cluster,
-        node_id=args.node_id, controller_lease_ms=args.controller_lease_ms)
+        node_id=args.node_id, controller_lease_ms=args.controller_lease_ms,
+        metrics_port=args.metrics_port, log_level=args.log_level)
     return serve(config)
 
 
@@ -130,7 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     server = sub.add_parser("server", help="run a broker (supervisor + partition workers)",
                             description="Run a kafkalite broker until SIGTERM or Ctrl-C. With no "
                                         "options: data in ./kafkalite-data, native protocol on "
-                                        "127.0.0.1:7092, ingest on 7091, workers on 7100+, one "
+                                        "127.0.0.1:7092, ingest on 7091, workers on 7100+, "
+                                        "Prometheus metrics and health on 9404, one "
                                         "worker per core. Flags override --config (TOML).")
     server.add_argument("--config", metavar="FILE", help="TOML config file")
     server.add_argument("--data-dir", help="where topics and metadata live (default ./kafkalite-data)")
@@ -144,6 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="Kafka wire protocol port of the supervisor (0: any free port)")
     server.add_argument("--kafka-worker-base-port", type=int,
                         help="worker i serves Kafka clients on this + i (0: any)")
+    server.add_argument("--metrics-port", type=int,
+                        help="HTTP port of Prometheus metrics (/metrics) and health (/health) "
+                             "(default 9404; 0: any free port; -1: off)")
+    server.add_argument("--log-level", metavar="LEVEL",
+                        help="DEBUG, INFO (topic, config, group, worker and recovery events), "
+                             "WARNING or ERROR (default: $KAFKALITE_LOG_LEVEL, else WARNING)")
     server.add_argument("--auto-create-topics", action=argparse.BooleanOptionalAction, default=None,
                         help="create unknown topics when a client asks for them (default: on)")
     server.add_argument("--default-partitions", type=int,
@@ -352,6 +361,12 @@ def build_parser() -> argparse.ArgumentParser:
                              description=streams_app.DESCRIPTION)
     streams_app.add_arguments(streams, _client_args)
     streams.set_defaults(func=streams_app.run)
+
+    from kafkalite.tools import health_cmd
+    health = sub.add_parser("health", help=health_cmd.DESCRIPTION,
+                            description=health_cmd.DESCRIPTION)
+    health_cmd.add_arguments(health, _client_args)
+    health.set_defaults(func=health_cmd.run)
 
     from kafkalite.tools import connect_cmd
     conn = sub.add_parser("connect", help="run a Kafka Connect worker (standalone or distributed)",

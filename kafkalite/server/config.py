@@ -14,6 +14,9 @@ TOML layout (every key optional)::
     worker_base_port = 7100       # worker i serves on worker_base_port + i
     kafka_port = 9092             # Kafka wire protocol (TCP): the supervisor, broker 1000
     kafka_worker_base_port = 9100 # worker i is Kafka broker i on kafka_worker_base_port + i
+    metrics_port = 9404           # HTTP: Prometheus /metrics and /health (-1: off); 9404 is
+                                  # the port Strimzi gives Kafka's Prometheus JMX exporter
+    log_level = ""                # DEBUG, INFO, WARNING, ERROR ("": $KAFKALITE_LOG_LEVEL or WARNING)
     auto_create_topics = true
     default_partitions = 1
     default_replication_factor = 1    # replicas of a new topic's partitions, on distinct workers
@@ -56,6 +59,9 @@ DEFAULT_INGEST_PORT = 7091
 DEFAULT_WORKER_BASE_PORT = 7100
 DEFAULT_KAFKA_PORT = 9092
 DEFAULT_KAFKA_WORKER_BASE_PORT = 9100
+DEFAULT_METRICS_PORT = 9404
+METRICS_OFF = -1
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 @dataclass
@@ -69,6 +75,8 @@ class ServerConfig:
     worker_base_port: int = DEFAULT_WORKER_BASE_PORT
     kafka_port: int = DEFAULT_KAFKA_PORT
     kafka_worker_base_port: int = DEFAULT_KAFKA_WORKER_BASE_PORT
+    metrics_port: int = DEFAULT_METRICS_PORT
+    log_level: str = ""
     auto_create_topics: bool = True
     default_partitions: int = 1
     default_replication_factor: int = 1
@@ -97,6 +105,13 @@ class ServerConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or not 0 <= value <= 65535:
                 raise InvalidConfigurationError(f"{name} must be a port number 0-65535, not {value!r}")
+        if not isinstance(self.metrics_port, int) or not -1 <= self.metrics_port <= 65535:
+            raise InvalidConfigurationError(
+                f"metrics_port must be a port number 0-65535 or -1 (off), not {self.metrics_port!r}")
+        if not isinstance(self.log_level, str) or (
+                self.log_level and self.log_level.upper() not in LOG_LEVELS):
+            raise InvalidConfigurationError(
+                f"log_level must be one of {', '.join(LOG_LEVELS)}, not {self.log_level!r}")
         if not isinstance(self.workers, int) or self.workers < 0:
             raise InvalidConfigurationError(f"workers must be 0 (one per core) or more, not {self.workers!r}")
         if not isinstance(self.default_partitions, int) or self.default_partitions < 1:
@@ -132,6 +147,15 @@ class ServerConfig:
     @property
     def worker_count(self) -> int:
         return self.workers or max(1, os.cpu_count() or 1)
+
+    @property
+    def metrics_enabled(self) -> bool:
+        return self.metrics_port != METRICS_OFF
+
+    @property
+    def effective_log_level(self) -> str:
+        """``log_level``, else $KAFKALITE_LOG_LEVEL (kept for old set-ups), else WARNING."""
+        return (self.log_level or os.environ.get("KAFKALITE_LOG_LEVEL") or "WARNING").upper()
 
     @property
     def public_host(self) -> str:

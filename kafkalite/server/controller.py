@@ -663,6 +663,7 @@ class Controller:
     def _undo_create(self, name: str) -> None:
         """Delete a topic whose partitions could not all be opened."""
         topic = self.metadata.delete_topic(name)
+        log.warning("topic %s deleted again: its partitions could not all be opened", name)
         self._unassign([(topic, i) for i in range(len(topic.partitions))])
 
     def _assign(self, by_broker: dict, topic: TopicMetadata, indexes, *, skip: int = -1,
@@ -818,6 +819,9 @@ class Controller:
             assignments = self._rack_aware(name, partitions, rf)
         topic = self.metadata.create_topic(name, partitions, configs, len(self.brokers),
                                            rf, assignments)
+        log.info("topic %s created: %d partition(s), replication factor %d%s", name,
+                 len(topic.partitions), len(topic.partitions[0].replicas) if topic.partitions else 0,
+                 f", configs {configs}" if configs else "")
         self._assign(by_broker, topic, range(len(topic.partitions)))
         return topic
 
@@ -951,6 +955,7 @@ class Controller:
             try:
                 _refuse_internal(name, "delete")
                 topic = self.metadata.delete_topic(name)
+                log.info("topic %s deleted (%d partition(s))", name, len(topic.partitions))
                 out["topic_id"] = topic.topic_id
                 self._delete_replicas(by_broker, [(topic, i) for i in range(len(topic.partitions))])
             except KafkaError as exc:
@@ -990,6 +995,7 @@ class Controller:
                 self._assign(by_broker, topic,
                              self.metadata.add_partitions(t["name"], t["count"], len(self.brokers),
                                                           assignments))
+                log.info("topic %s: partitions %d -> %d", t["name"], before, t["count"])
                 grown[t["name"]] = (before, out)
             except KafkaError as exc:
                 out["error_code"], out["error_message"] = exc.code, exc.message
@@ -1071,7 +1077,9 @@ class Controller:
             except KafkaError as exc:
                 out["error_code"], out["error_message"] = exc.code, exc.message
         for topic, configs in changed:
+            before = dict(topic.configs)
             self.metadata.set_configs(topic.name, configs)
+            log.info("topic %s: configs %s -> %s", topic.name, before or "{}", configs or "{}")
             self._assign(by_broker, topic, range(len(topic.partitions)))
         return self._send(ctx, by_broker,
                           lambda _, timed_out: {"throttle_time_ms": 0, "responses": responses})

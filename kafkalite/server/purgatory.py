@@ -175,6 +175,17 @@ class Purgatory:
     def next_deadline(self) -> float | None:
         return self._heap[0][0] if self._heap else None
 
+    def sizes(self) -> dict[str, int]:
+        """Operations waiting, by kind ("Produce", "Fetch", "DeleteRecords"):
+        Kafka's PurgatorySize per delayedOperation. Walks the heap: for
+        metrics, once a second, not per request."""
+        out = {"Produce": 0, "Fetch": 0}
+        for _, _, op in self._heap:
+            if not op.done:
+                kind = type(op).__name__.removeprefix("Delayed")
+                out[kind] = out.get(kind, 0) + 1
+        return out
+
     def expire(self, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
         heap = self._heap

@@ -204,9 +204,13 @@ class ReplicaManager:
         self._seen_end: dict[tuple[str, int], int] = {}
         self._sweep: list[tuple[str, int]] = []
         self._dirty: set[tuple[str, int]] = set()
+        self.visited: list[tuple[str, int]] = []
         self.checkpoints = CheckpointFile(os.path.join(data_dir, BROKER_CHECKPOINTS % broker_id))
         self.topic_names: dict[uuid.UUID, str] = {}   # Fetch v13+ names topics by id
         self.purgatory = Purgatory()
+        # topic -> [bytes in, records in, bytes out]: producers' appends and
+        # consumers' fetch responses (metrics.py; Kafka's BrokerTopicMetrics)
+        self.topic_stats: dict[str, list] = {}
         self._dirs: dict[tuple[str, int], str] = {}   # log directories the controller named
         # the follower side of replication (set by the worker; a stand-in
         # that follows nothing otherwise)
@@ -377,6 +381,12 @@ class ReplicaManager:
         write path of produce requests, shared-memory rings and markers."""
         hw = part.log.high_watermark
         info = part.append_as_leader(records, origin)
+        if origin is AppendOrigin.CLIENT and not info.duplicate:
+            stats = self.topic_stats.get(part.topic)
+            if stats is None:
+                stats = self.topic_stats[part.topic] = [0, 0, 0]
+            stats[0] += info.size_in_bytes
+            stats[1] += info.record_count
         if info.size_in_bytes and self.purgatory:
             if part.log.high_watermark > hw:       # committed at once: no follower in the ISR
                 self.purgatory.check(part.key, info.size_in_bytes)
@@ -648,12 +658,14 @@ class ReplicaManager:
 
     # ---- reads -------------------------------------------------------------------------------
 
-    def _read_fetch(self, body: dict) -> tuple[list, int, list]:
-        """Read every partition of a fetch: (response topics, bytes, partition keys)."""
+    def _read_fetch(self, body: dict) -> tuple[list, int, list, dict]:
+        """Read every partition of a fetch: (response topics, bytes, partition
+        keys, {topic: bytes read for a consumer})."""
         budget = body.get("max_bytes", DEFAULT_FETCH_MAX_BYTES) or DEFAULT_FETCH_MAX_BYTES
         read_committed = body.get("isolation_level", 0) == IsolationLevel.READ_COMMITTED
         state = {"budget": budget, "total": 0, "first": True}
         keys: list = []
+        sent: dict = {}
 
         def blank() -> dict:
             # Kafka answers an erroneous partition with empty records, not null.
@@ -718,24 +730,35 @@ class ReplicaManager:
                 state["total"] += data.region.length
                 state["budget"] -= data.region.length
                 state["first"] = False
+                if replica < 0:
+                    sent[name] = sent.get(name, 0) + data.region.length
 
         topics = each_partition(FETCH, body["topics"], serve, blank, resolve=resolve,
                                 topic_fields=lambda topic: {"topic_id": topic.get("topic_id")})
-        return topics, state["total"], keys
+        return topics, state["total"], keys, sent
 
-    @staticmethod
-    def _fetch_response(topics: list) -> dict:
+    def _fetch_response(self, topics: list, sent: dict) -> dict:
+        """The Fetch response; what it carries to consumers counts as bytes
+        out (a read a delayed fetch repeats is counted once, when sent)."""
+        for topic, n in sent.items():
+            stats = self.topic_stats.get(topic)
+            if stats is None:
+                stats = self.topic_stats[topic] = [0, 0, 0]
+            stats[2] += n
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics}
 
     def fetch(self, ctx: RequestContext, body: dict):
-        topics, total, keys = self._read_fetch(body)
+        topics, total, keys, sent = self._read_fetch(body)
         min_bytes = max(body.get("min_bytes", 1), 1)
         wait_ms = body.get("max_wait_ms", 0)
         if total >= min_bytes or wait_ms <= 0 or not keys:
-            return self._fetch_response(topics)
+            return self._fetch_response(topics, sent)
+
+        def complete() -> None:
+            topics, _, _, sent = self._read_fetch(body)
+            ctx.respond(self._fetch_response(topics, sent))
         self.purgatory.watch(DelayedFetch(
-            ctx, time.monotonic() + wait_ms / 1000.0, keys, min_bytes, total,
-            lambda: ctx.respond(self._fetch_response(self._read_fetch(body)[0]))))
+            ctx, time.monotonic() + wait_ms / 1000.0, keys, min_bytes, total, complete))
         return DEFERRED
 
     def list_offsets(self, ctx: RequestContext, body: dict):
@@ -785,7 +808,10 @@ class ReplicaManager:
         per_tick = max(1, int(len(self.partitions) * interval_s / SWEEP_S) + 1)
         due = self._sweep[-per_tick:]
         del self._sweep[-per_tick:]
-        for key in list(self._active) + due:
+        # what this tick looks at: partitions that changed lately and the
+        # sweep's share (the worker's metrics snapshot reads only these)
+        self.visited = list(self._active) + due
+        for key in self.visited:
             part = self.partitions.get(key)
             ticks = self._active.pop(key, 0) - 1
             if part is None:

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import time
 from typing import Callable, Iterable, Mapping, Protocol
 
 from kafkalite import errors
@@ -87,9 +88,12 @@ class RequestContext:
     """One request in flight: its header, where it came from, and how to
     answer it. ``reply_to`` is the path's own routing token (a ZeroMQ
     identity, a TCP connection, a relay slot); only the responder reads it.
-    A context is answered at most once."""
+    A context is answered at most once. ``stats`` (set by the dispatcher,
+    a metrics.RequestStats) records the request's time when it is answered:
+    from its arrival to its answer, waits in the purgatory included."""
 
-    __slots__ = ("header", "listener", "principal", "reply_to", "_responder", "_peer", "answered")
+    __slots__ = ("header", "listener", "principal", "reply_to", "_responder", "_peer", "answered",
+                 "started", "stats")
 
     def __init__(self, header: RequestHeader, listener: Listener, responder: Responder, reply_to,
                  *, peer=None, principal: str = ANONYMOUS):
@@ -100,6 +104,8 @@ class RequestContext:
         self._responder = responder
         self._peer = peer
         self.answered = False
+        self.started = time.perf_counter()
+        self.stats = None
 
     @property
     def api_key(self) -> int:
@@ -147,6 +153,8 @@ class RequestContext:
                       self.header.api_key, self.header.correlation_id)
             return False
         self.answered = True
+        if self.stats is not None:
+            self.stats.observe(self.header.api_key, time.perf_counter() - self.started)
         return True
 
     def __repr__(self) -> str:
@@ -193,13 +201,15 @@ class RequestDispatcher:
     ApiVersions advertises the handlers' APIs on the native path; on the
     Kafka path, where each process is one broker of a cluster and a worker
     relays what it does not serve, it advertises ``cluster_apis()`` (by
-    default the handlers' too)."""
+    default the handlers' too). ``stats`` (a metrics.RequestStats, or None
+    with metrics off) counts and times every request answered."""
 
     def __init__(self, name: str, handlers: Mapping[int, Handler], *,
-                 cluster_apis: Callable[[], Iterable[int]] | None = None):
+                 cluster_apis: Callable[[], Iterable[int]] | None = None, stats=None):
         self.name = name
         self.handlers = handlers
         self._cluster_apis = cluster_apis
+        self.stats = stats
 
     def advertised(self, listener: Listener) -> Iterable[int]:
         if listener is Listener.KAFKA and self._cluster_apis is not None:
@@ -220,6 +230,7 @@ class RequestDispatcher:
 
     def dispatch(self, ctx: RequestContext, body: dict) -> None:
         header = ctx.header
+        ctx.stats = self.stats
         try:
             self.check_version(header)
             if header.api_key == ApiKey.API_VERSIONS:

@@ -21,10 +21,13 @@ It runs, on one thread, everything of a node that is not a partition:
   (this process is Kafka broker 1000), and the relay that answers the
   Kafka requests workers pass on (relay.py), all into one dispatcher;
 - the control channel to the workers: a ROUTER on loopback carrying JSON
-  (assign / unassign / shutdown out; hello / done / alter_partition /
-  refresh / bye in). It is the
+  (assign / unassign / shutdown out; hello / done / heartbeat / metrics /
+  alter_partition / refresh / bye in). It is the
   controller's ``BrokerChannel``: a change sent to several workers is
-  answered when all of them confirmed (or the timeout passed).
+  answered when all of them confirmed (or the timeout passed);
+- metrics and health (metrics.py): the workers' figures, summed, and the
+  node's own, served over HTTP (``/metrics``, ``/health``) by a thread that
+  only reads what this loop publishes.
 
 It is never on the data path: clients ask it who leads a partition and
 then talk to that worker.
@@ -57,6 +60,7 @@ from kafkalite.server.config import ServerConfig
 from kafkalite.server.controller import Controller
 from kafkalite.server.coordinator import GroupCoordinator
 from kafkalite.server.kafka_listener import KafkaListener
+from kafkalite.server.metrics import NodeMetrics
 from kafkalite.server.metadata import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, MetadataStore
 from kafkalite.server.native_listener import NativeListener
 from kafkalite.server.relay import RelayServer
@@ -174,12 +178,16 @@ class Supervisor:
         self.handlers.update(self.controller.handlers())
         self.handlers.update(self.coordinator.handlers())
         self.handlers.update(self.txn_coordinator.handlers())
+        self.metrics = NodeMetrics(self) if cfg.metrics_enabled else None
         self.dispatcher = RequestDispatcher("the supervisor", self.handlers,
-                                            cluster_apis=self.cluster_apis)
+                                            cluster_apis=self.cluster_apis,
+                                            stats=self.metrics and self.metrics.requests)
         self.native = NativeListener(self.ctx, cfg.host, cfg.port, self.dispatcher,
                                      name="supervisor")
         self.kafka = KafkaListener(cfg.host, cfg.kafka_port, self.dispatcher, name="supervisor")
         self.controller.native_port, self.controller.kafka_port = self.native.port, self.kafka.port
+        if self.metrics is not None:
+            self.metrics.serve(cfg.host, cfg.metrics_port)
         # Other nodes' workers reach the control channel and the relay too
         # (--cluster): bound where the listeners are, not on loopback only.
         bind_host, advertised = "127.0.0.1", "127.0.0.1"
@@ -304,6 +312,9 @@ class Supervisor:
                 "kafka_brokers": [{"node_id": b["node_id"], "port": b["port"]}
                                   for b in self.controller.live_brokers(Listener.KAFKA)],
                 "ingest": f"tcp://{host}:{self.ingest_port}" if self.ingest else None,
+                **({"metrics": f"http://{_bracket(host)}:{self.metrics.port}/metrics",
+                    "health": f"http://{_bracket(host)}:{self.metrics.port}/health"}
+                   if self.metrics is not None else {}),
                 "workers": [{"index": w.index, "pid": w.pid, "endpoint": f"tcp://{host}:{w.port}"}
                             for w in self.workers],
                 "data_dir": os.path.abspath(self.config.data_dir)}
@@ -348,6 +359,10 @@ class Supervisor:
                                       "pid": w.pid, "kafka_port": w.kafka_port,
                                       "host": w.host, "node": w.rack}
         if kind == "heartbeat":
+            return
+        if kind == "metrics":
+            if self.metrics is not None:
+                self.metrics.on_snapshot(w.index, msg)
             return
         if kind == "hello":
             w.port, w.pid = msg["port"], msg["pid"]
@@ -451,6 +466,7 @@ class Supervisor:
                 w.restart_at = now + delay
             if w.proc is None and not self._stop and now >= w.restart_at:
                 w.restarts += 1
+                log.info("starting worker %d again (restart %d)", w.index, w.restarts)
                 self._spawn(w)
         if self.ingest is not None and self.ingest.poll() is not None and not self._stop:
             if self._ingest_restart_at == 0.0:
@@ -539,6 +555,8 @@ class Supervisor:
             self._watch_children()
             self._run_retries()
             self._maybe_rebalance_leaders()
+            if self.metrics is not None:
+                self.metrics.tick()
             if self.lease is not None and self.lease.lost:
                 # another node took the lease: this one's metadata writes are
                 # refused from now on; stop rather than serve stale leaderships
@@ -586,6 +604,8 @@ class Supervisor:
             os.unlink(os.path.join(self.config.data_dir, SERVER_FILE))
         except FileNotFoundError:
             pass
+        if self.metrics is not None:
+            self.metrics.close()
         self.coordinator.close()
         if self.lease is not None:
             self.lease.close(release=not self.lease.lost)
@@ -631,7 +651,7 @@ def serve(config: ServerConfig) -> int:
     """Run a server in this process until SIGTERM/SIGINT (the CLI's `server`):
     the supervisor of a node, or, in a cluster whose controller is another
     node, a broker node (broker_node.py)."""
-    logging.basicConfig(level=os.environ.get("KAFKALITE_LOG_LEVEL", "WARNING"),
+    logging.basicConfig(level=config.effective_log_level,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     sup = Supervisor(config)
     signal.signal(signal.SIGTERM, sup.request_stop)

@@ -13,8 +13,9 @@ The worker is the event loop around the parts that do the work:
   relay (relay.py) that passes the Kafka requests it does not serve to
   the supervisor;
 - the control channel from the supervisor: a DEALER carrying JSON messages
-  (assign / unassign / shutdown in; hello / done / heartbeat /
-  alter_partition / refresh / bye out);
+  (assign / unassign / shutdown in; hello / done / heartbeat / metrics /
+  alter_partition / refresh / bye out); ``metrics`` is this worker's
+  figures once a second (metrics.py), unless metrics are off;
 - requests to the transaction coordinator (broker_requests.py): whether a
   partition is in a producer's transaction before its first transactional
   batch goes in (``verify_transaction``);
@@ -47,6 +48,7 @@ from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
 from kafkalite.server.config import ServerConfig
 from kafkalite.server.kafka_listener import KafkaListener
+from kafkalite.server.metrics import WorkerMetrics
 from kafkalite.server.broker_requests import BrokerRequests
 from kafkalite.server.native_listener import NativeListener
 from kafkalite.server.relay import RelayClient
@@ -102,8 +104,10 @@ class Worker:
         # cluster's (the supervisor sends them with the first assignment),
         # since what the worker does not serve it relays.
         self.cluster_apis: list = list(ReplicaManager.API_KEYS)
+        self.metrics = WorkerMetrics(index) if config.metrics_enabled else None
         self.dispatcher = RequestDispatcher(f"worker {index}", self.replica_manager.handlers(),
-                                            cluster_apis=lambda: self.cluster_apis)
+                                            cluster_apis=lambda: self.cluster_apis,
+                                            stats=self.metrics and self.metrics.requests)
         self.native = NativeListener(self.ctx, config.host, port, self.dispatcher,
                                      name=f"worker {index}",
                                      extensions={"shm_attach": self.rings.attach},
@@ -140,6 +144,8 @@ class Worker:
 
     def _on_control(self, msg: dict) -> None:
         kind = msg["type"]
+        if kind in ("assign", "unassign") and self.metrics is not None:
+            self.metrics.touched.update((p["topic"], p["partition"]) for p in msg["partitions"])
         if kind == "assign":
             if "kafka_apis" in msg:
                 self.cluster_apis = [ApiKey(k) for k in msg["kafka_apis"]]
@@ -205,6 +211,8 @@ class Worker:
         if now >= self._next_checkpoint:
             self.replica_manager.checkpoint()
             self._next_checkpoint = now + CHECKPOINT_INTERVAL_S
+        if self.metrics is not None:
+            self._send_control(self.metrics.snapshot(self.replica_manager))
         self._next_housekeeping = now + HOUSEKEEPING_INTERVAL_S
 
     # ---- main loop -------------------------------------------------------------------------
@@ -310,9 +318,9 @@ def main(argv=None) -> int:
     parser.add_argument("--coordinator", help="the supervisor's native endpoint (the transaction "
                                               "coordinator, asked to verify transactional writes)")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=os.environ.get("KAFKALITE_LOG_LEVEL", "WARNING"),
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config = ServerConfig(**json.loads(args.config_json))
+    logging.basicConfig(level=config.effective_log_level,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
     worker = Worker(args.index, config, args.control, args.port, args.kafka_port, args.relay,
                     args.supervisor_pid, args.coordinator)
 

@@ -158,6 +158,10 @@ def load(directory: str, config: LogConfig, checkpoints=None) -> LoadedLog:
     if clean:
         os.unlink(marker)
         fsync_dir(directory)
+    elif recovered:
+        # one line per log opened after an unclean stop (Kafka logs the same)
+        log.info("%s: recovered after an unclean shutdown: %d segment(s) scanned, %d byte(s) "
+                 "truncated; log end offset %d", directory, recovered, truncated, log_end)
     return LoadedLog(
         segments=segments, log_start_offset=log_start, log_end_offset=log_end,
         recovery_point=min(recovery_point, log_end),

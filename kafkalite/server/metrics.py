@@ -1,0 +1,443 @@
+"""A node's metrics and health: counted in every broker process, served by the supervisor.
+
+Two halves, one per kind of process:
+
+- In every broker process (the supervisor and each partition worker):
+  ``RequestStats`` counts the requests the process answered and their
+  time, per API (``RequestDispatcher`` hands it to each ``RequestContext``,
+  which records when it is answered, so a request waiting in the purgatory
+  counts its wait, as Kafka's TotalTimeMs does). A worker's replica manager
+  counts bytes and records in and bytes out per topic, per append and per
+  fetch response (never per record). ``WorkerMetrics.snapshot`` turns a
+  worker's figures into one compact JSON message, sent to the supervisor on
+  the control channel once a second (the worker's housekeeping interval).
+  Per-partition figures are sent when they change, and only the partitions
+  the housekeeping tick looked at are looked at (those that changed lately
+  and the sweep's share: every partition within ``SWEEP_S``) and those the
+  controller assigned or unassigned since (``touched``), so an idle worker
+  with 10,000 partitions sends next to nothing.
+
+- In the supervisor, ``NodeMetrics`` keeps the workers' latest snapshots
+  and, every ``PUBLISH_INTERVAL_S`` on the supervisor's loop, builds an
+  immutable view of the node (the workers' sums, plus what only the
+  supervisor knows: partitions without a leader or with a short ISR,
+  consumer-group lag). An HTTP server on a thread of its own serves that
+  view as Prometheus text on ``/metrics`` (through ``prometheus_client``'s
+  exposition, with a custom collector that only reads the view) and the
+  node's health on ``/health``; the loop never waits for it, and the thread
+  never touches the controller's or coordinator's state.
+
+Counters survive worker restarts: when a worker's snapshot comes from a new
+process, the old process's last figures are kept as a base, so node totals
+never go down (what a killed worker counted after its last snapshot, at
+most a second's worth, is lost).
+
+Metric names follow Kafka's JMX names as Prometheus' JMX exporter renders
+them (``kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec,topic=t``
+-> ``kafka_server_brokertopicmetrics_bytesin_total{topic="t"}``); the README
+lists them.
+
+Who may call: ``RequestStats`` and ``worker_snapshot`` from a broker
+process's loop thread; ``NodeMetrics`` from the supervisor's loop thread
+(its HTTP thread is internal).
+"""
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+import os
+import resource
+import threading
+import time
+from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+from prometheus_client import CollectorRegistry, ProcessCollector, make_wsgi_app
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.exposition import ThreadingWSGIServer
+
+from kafkalite.protocol import ApiKey
+
+log = logging.getLogger("kafkalite.metrics")
+
+PUBLISH_INTERVAL_S = 1.0      # how often the supervisor rebuilds the served view
+# Request latency buckets, in ms like Kafka's TotalTimeMs (upper bounds; +Inf is implied).
+LATENCY_BUCKETS_MS = (0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0,
+                      2500.0, 5000.0, 10000.0, 30000.0)
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def request_name(api_key: int) -> str:
+    """Kafka's name of an API in its request metrics: ``Produce``, ``ApiVersions``."""
+    try:
+        return "".join(w.capitalize() for w in ApiKey(api_key).name.split("_"))
+    except ValueError:
+        return f"Api{int(api_key)}"
+
+
+# ---- in every broker process -------------------------------------------------------------------
+
+class RequestStats:
+    """Per API key: [requests answered, total ms, histogram bucket counts]."""
+
+    __slots__ = ("by_api",)
+
+    def __init__(self):
+        self.by_api: dict[int, list] = {}
+
+    def observe(self, api_key: int, seconds: float) -> None:
+        stats = self.by_api.get(api_key)
+        if stats is None:
+            stats = self.by_api[api_key] = [0, 0.0, [0] * (len(LATENCY_BUCKETS_MS) + 1)]
+        ms = seconds * 1000.0
+        stats[0] += 1
+        stats[1] += ms
+        stats[2][bisect.bisect_left(LATENCY_BUCKETS_MS, ms)] += 1
+
+    def snapshot(self) -> dict:
+        return {request_name(k): [s[0], s[1], list(s[2])] for k, s in self.by_api.items()}
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * _PAGE
+
+
+class WorkerMetrics:
+    """A worker's side: its RequestStats, and the partition figures it last
+    sent. Per-partition figures are the leader's (a follower's log is a copy)."""
+
+    def __init__(self, index: int):
+        self.index = index
+        self.requests = RequestStats()
+        # partitions the controller assigned or unassigned since the last
+        # snapshot: their leadership may have come or gone
+        self.touched: set[tuple[str, int]] = set()
+        self._full = True                  # the first snapshot of a process: every partition
+        self._sent: dict[tuple[str, int], tuple] = {}
+
+    def snapshot(self, replica_manager) -> dict:
+        """The control message; call after ``replica_manager.housekeeping()``."""
+        full, self._full = self._full, False
+        partitions = replica_manager.partitions
+        changed, gone = [], []
+        keys = list(partitions) if full else replica_manager.visited + list(self.touched)
+        self.touched = set()
+        for key in keys:
+            part = partitions.get(key)
+            if part is None or not part.is_leader:
+                if self._sent.pop(key, None) is not None:
+                    gone.append(list(key))
+                continue
+            plog = part.log
+            figures = (plog.log_end_offset, plog.high_watermark, plog.size_in_bytes,
+                       plog.log_start_offset)
+            if self._sent.get(key) != figures:
+                self._sent[key] = figures
+                changed.append([key[0], key[1], *figures])
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return {"type": "metrics", "worker": self.index, "pid": os.getpid(),
+                "requests": self.requests.snapshot(),
+                "topics": {t: list(s) for t, s in replica_manager.topic_stats.items()},
+                "full": full, "partitions": changed, "gone": gone,
+                "partition_count": len(partitions),
+                "leader_count": len(self._sent), "purgatory": replica_manager.purgatory.sizes(),
+                "cpu_seconds": usage.ru_utime + usage.ru_stime, "rss_bytes": _rss_bytes()}
+
+
+# ---- in the supervisor -------------------------------------------------------------------------
+
+def _add_requests(into: dict, requests: dict) -> None:
+    for name, (count, total, buckets) in requests.items():
+        have = into.get(name)
+        if have is None:
+            into[name] = [count, total, list(buckets)]
+        else:
+            have[0] += count
+            have[1] += total
+            have[2] = [a + b for a, b in zip(have[2], buckets)]
+
+
+def _add_topics(into: dict, topics: dict) -> None:
+    for topic, figures in topics.items():
+        have = into.setdefault(topic, [0, 0, 0])
+        for i, n in enumerate(figures[:3]):
+            have[i] += n
+
+
+class NodeMetrics:
+    """The supervisor's side: worker snapshots in, an HTTP endpoint out.
+    ``supervisor`` is read on the loop thread only (``tick``)."""
+
+    def __init__(self, supervisor):
+        self.sup = supervisor
+        self.requests = RequestStats()          # the supervisor's own dispatcher
+        self.port = 0
+        self._snapshots: dict[int, dict] = {}   # worker index -> its latest snapshot
+        # worker index -> {(topic, partition): (log end, high watermark, size,
+        # log start)}: copied when changed, never changed once published
+        self._partitions: dict[int, dict] = {}
+        self._retired_requests: dict = {}       # counters of workers' earlier processes
+        self._retired_topics: dict = {}
+        self._view: dict = {}                   # replaced whole, never changed: the HTTP thread's
+        self._health = (503, {"status": "starting"})
+        self._lock = threading.Lock()
+        self._next_publish = 0.0
+        self._httpd = None
+        self._registry = CollectorRegistry()
+        # the supervisor's own CPU, memory and file descriptors (process_*)
+        ProcessCollector(registry=self._registry)
+        self._registry.register(self)
+
+    # ---- the HTTP endpoint (its own thread) ------------------------------------------------
+
+    def serve(self, host: str, port: int) -> int:
+        """Listen on ``port`` (0: any free port; a taken one: any free port,
+        with a warning, as workers do with theirs); return the port bound."""
+        metrics_app = make_wsgi_app(self._registry)
+
+        def app(environ, start_response):
+            if environ.get("PATH_INFO", "").rstrip("/") in ("/health", "/healthz"):
+                with self._lock:
+                    code, body = self._health
+                start_response("200 OK" if code == 200 else "503 Service Unavailable",
+                               [("Content-Type", "application/json")])
+                return [json.dumps(body).encode()]
+            return metrics_app(environ, start_response)
+
+        bind = host if host not in ("", "*") else "0.0.0.0"
+        server_class = type("MetricsServer", (ThreadingWSGIServer,), {})
+        if ":" in bind:
+            import socket
+            server_class.address_family = socket.AF_INET6
+        try:
+            self._httpd = make_server(bind, port, app, server_class, handler_class=_QuietHandler)
+        except OSError as exc:
+            if port == 0:
+                raise
+            log.warning("metrics port %d: %s; using any free port", port, exc)
+            self._httpd = make_server(bind, 0, app, server_class, handler_class=_QuietHandler)
+        self.port = self._httpd.server_port
+        threading.Thread(target=self._httpd.serve_forever, name="metrics-http",
+                         daemon=True).start()
+        return self.port
+
+    def close(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def collect(self):
+        """prometheus_client's collector interface, on the HTTP thread."""
+        with self._lock:
+            view = self._view
+        if not view:
+            return
+        yield from self._request_families(view["requests"])
+        bytes_in = CounterMetricFamily("kafka_server_brokertopicmetrics_bytesin",
+                                       "Bytes of record batches appended by producers "
+                                       "(Kafka's BytesInPerSec)", labels=["topic"])
+        messages_in = CounterMetricFamily("kafka_server_brokertopicmetrics_messagesin",
+                                          "Records appended by producers "
+                                          "(Kafka's MessagesInPerSec)", labels=["topic"])
+        bytes_out = CounterMetricFamily("kafka_server_brokertopicmetrics_bytesout",
+                                        "Bytes of record batches sent to consumers "
+                                        "(Kafka's BytesOutPerSec)", labels=["topic"])
+        for topic, (b_in, m_in, b_out) in sorted(view["topics"].items()):
+            bytes_in.add_metric([topic], b_in)
+            messages_in.add_metric([topic], m_in)
+            bytes_out.add_metric([topic], b_out)
+        yield from (bytes_in, messages_in, bytes_out)
+
+        size = GaugeMetricFamily("kafka_log_log_size", "Bytes of a partition's log on disk "
+                                 "(the leader's)", labels=["topic", "partition"])
+        end = GaugeMetricFamily("kafka_log_log_logendoffset", "A partition's log end offset",
+                                labels=["topic", "partition"])
+        start = GaugeMetricFamily("kafka_log_log_logstartoffset",
+                                  "A partition's log start offset", labels=["topic", "partition"])
+        hw = GaugeMetricFamily("kafka_cluster_partition_highwatermark",
+                               "A partition's high watermark", labels=["topic", "partition"])
+        merged = {}
+        for figures in view["partitions"].values():
+            merged.update(figures)
+        for (topic, index), (leo, high, nbytes, lso) in sorted(merged.items()):
+            labels = [topic, str(index)]
+            size.add_metric(labels, nbytes)
+            end.add_metric(labels, leo)
+            start.add_metric(labels, lso)
+            hw.add_metric(labels, high)
+        yield from (size, end, start, hw)
+
+        purgatory = GaugeMetricFamily("kafka_server_delayedoperationpurgatory_purgatorysize",
+                                      "Requests waiting in the workers' purgatories",
+                                      labels=["delayedOperation"])
+        for op, n in sorted(view["purgatory"].items()):
+            purgatory.add_metric([op], n)
+        yield purgatory
+
+        yield GaugeMetricFamily("kafka_server_replicamanager_underreplicatedpartitions",
+                                "Partitions with a live leader and fewer in-sync replicas "
+                                "than replicas", value=view["under_replicated"])
+        yield GaugeMetricFamily("kafka_controller_kafkacontroller_offlinepartitionscount",
+                                "Partitions without a live leader", value=view["offline"])
+        yield GaugeMetricFamily("kafka_controller_kafkacontroller_activecontrollercount",
+                                "1: this node is the controller", value=1)
+        yield GaugeMetricFamily("kafka_controller_kafkacontroller_globaltopiccount",
+                                "Topics (internal ones included)", value=view["topic_count"])
+        yield GaugeMetricFamily("kafka_controller_kafkacontroller_globalpartitioncount",
+                                "Partitions (internal ones included)",
+                                value=view["partition_count"])
+
+        partitions = GaugeMetricFamily("kafka_server_replicamanager_partitioncount",
+                                       "Replicas a broker (worker) hosts", labels=["broker"])
+        leaders = GaugeMetricFamily("kafka_server_replicamanager_leadercount",
+                                    "Partitions a broker (worker) leads", labels=["broker"])
+        up = GaugeMetricFamily("kafkalite_worker_up", "1 while a worker is registered and "
+                               "unfenced", labels=["broker"])
+        restarts = CounterMetricFamily("kafkalite_worker_restarts", "Times a worker process "
+                                       "was started again", labels=["broker"])
+        cpu = CounterMetricFamily("kafkalite_worker_process_cpu_seconds",
+                                  "A worker process's user and system CPU time",
+                                  labels=["broker"])
+        rss = GaugeMetricFamily("kafkalite_worker_process_resident_memory_bytes",
+                                "A worker process's resident memory", labels=["broker"])
+        for index, b in sorted(view["brokers"].items()):
+            label = [str(index)]
+            up.add_metric(label, 1 if b["up"] else 0)
+            restarts.add_metric(label, b["restarts"])
+            if b["up"] and b["snapshot"]:
+                partitions.add_metric(label, b["partition_count"])
+                leaders.add_metric(label, b["leader_count"])
+                cpu.add_metric(label, b["cpu_seconds"])
+                rss.add_metric(label, b["rss_bytes"])
+        yield from (partitions, leaders, up, restarts, cpu, rss)
+
+        lag = GaugeMetricFamily("kafka_consumergroup_lag", "High watermark minus the group's "
+                                "committed offset", labels=["consumergroup", "topic", "partition"])
+        committed = GaugeMetricFamily("kafka_consumergroup_current_offset",
+                                      "A group's committed offset",
+                                      labels=["consumergroup", "topic", "partition"])
+        for group, topic, index, offset, behind in view["groups"]:
+            labels = [group, topic, str(index)]
+            committed.add_metric(labels, offset)
+            if behind is not None:
+                lag.add_metric(labels, behind)
+        yield from (lag, committed)
+
+    @staticmethod
+    def _request_families(requests: dict):
+        count = CounterMetricFamily("kafka_network_requestmetrics_requests",
+                                    "Requests answered (Kafka's RequestsPerSec)",
+                                    labels=["request"])
+        latency = HistogramMetricFamily("kafka_network_requestmetrics_totaltimems",
+                                        "Time from a request's arrival to its answer, in ms "
+                                        "(Kafka's TotalTimeMs)", labels=["request"])
+        bounds = [repr(b) for b in LATENCY_BUCKETS_MS] + ["+Inf"]
+        for name, (n, total, buckets) in sorted(requests.items()):
+            count.add_metric([name], n)
+            cumulative, running = [], 0
+            for bound, c in zip(bounds, buckets):
+                running += c
+                cumulative.append((bound, running))
+            latency.add_metric([name], cumulative, total)
+        yield from (count, latency)
+
+    # ---- the supervisor's loop ---------------------------------------------------------------
+
+    def on_snapshot(self, index: int, snapshot: dict) -> None:
+        """A worker's snapshot arrived (control channel)."""
+        old = self._snapshots.get(index)
+        if old is not None and old.get("pid") != snapshot.get("pid"):
+            _add_requests(self._retired_requests, old.get("requests", {}))
+            _add_topics(self._retired_topics, old.get("topics", {}))
+        changed, gone = snapshot.pop("partitions", ()), snapshot.pop("gone", ())
+        if snapshot.get("full") or changed or gone:
+            figures = {} if snapshot.get("full") else dict(self._partitions.get(index, {}))
+            figures.update(((t, p), tuple(f)) for t, p, *f in changed)
+            for t, p in gone:
+                figures.pop((t, p), None)
+            self._partitions[index] = figures
+        self._snapshots[index] = snapshot
+
+    def tick(self) -> None:
+        """Called on every pass of the supervisor's loop: the health answer
+        at once, the metrics view every ``PUBLISH_INTERVAL_S``."""
+        sup = self.sup
+        brokers = sup.controller.brokers
+        down = [w.index for w in sup.workers
+                if w.proc is None or w.hung or brokers[w.index].fenced]
+        healthy = sup.ready and not down
+        health = (200 if healthy else 503, {
+            "status": "ok" if healthy else "unavailable", "controller_ready": sup.ready,
+            "workers": len(sup.workers), "workers_up": len(sup.workers) - len(down),
+            "workers_down": down})
+        now = time.monotonic()
+        if now < self._next_publish:
+            with self._lock:
+                self._health = health
+            return
+        self._next_publish = now + PUBLISH_INTERVAL_S
+        view = self._build_view(set(down))
+        with self._lock:
+            self._health = health
+            self._view = view
+
+    def _build_view(self, down: set) -> dict:
+        sup = self.sup
+        requests: dict = {}
+        _add_requests(requests, self._retired_requests)
+        _add_requests(requests, self.requests.snapshot())
+        topics: dict = {}
+        _add_topics(topics, self._retired_topics)
+        partitions: dict = {}                   # worker index -> its partitions' figures
+        purgatory = {"Produce": 0, "Fetch": 0}
+        brokers = {}
+        live = {b.broker_id for b in sup.controller.brokers if not b.fenced}
+        for w in sup.workers:
+            brokers[w.index] = {"up": w.index not in down, "restarts": w.restarts,
+                                "snapshot": False}
+        pids = {w.index: w.pid for w in sup.workers}
+        for index, snap in self._snapshots.items():
+            _add_requests(requests, snap.get("requests", {}))
+            _add_topics(topics, snap.get("topics", {}))
+            if index not in live or pids.get(index, snap["pid"]) != snap["pid"]:
+                continue                 # fenced, or restarted and not heard from yet: old figures
+            for op, n in snap.get("purgatory", {}).items():
+                purgatory[op] = purgatory.get(op, 0) + n
+            partitions[index] = self._partitions.get(index, {})
+            if index in brokers:
+                brokers[index].update(snapshot=True, partition_count=snap["partition_count"],
+                                      leader_count=snap["leader_count"],
+                                      cpu_seconds=snap["cpu_seconds"],
+                                      rss_bytes=snap["rss_bytes"])
+        fenced = {b.broker_id for b in sup.controller.brokers if b.fenced}
+        under, offline, count = 0, 0, 0
+        topics_md = sup.controller.metadata.topics
+        for t in topics_md.values():
+            for p in t.partitions:
+                count += 1
+                if p.leader in fenced or p.leader < 0:
+                    offline += 1
+                elif len(p.isr) < len(p.replicas):
+                    under += 1
+        groups = []
+        for gid, g in sup.coordinator.groups.items():
+            for tp, om in getattr(g, "offsets", {}).items():
+                figures = next((f[tp] for f in partitions.values() if tp in f), None)
+                behind = None if figures is None else max(0, figures[1] - om.offset)
+                topic, index = tp
+                groups.append((gid, topic, index, om.offset, behind))
+        # a deleted topic's counters go with it, as Kafka removes its metrics
+        topics = {t: figures for t, figures in topics.items() if t in topics_md}
+        return {"requests": requests, "topics": topics, "partitions": partitions,
+                "purgatory": purgatory, "brokers": brokers, "under_replicated": under,
+                "offline": offline, "topic_count": len(topics_md), "partition_count": count,
+                "groups": groups}
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """No access log line per scrape on stderr."""
+
+    def log_message(self, format, *args):
+        pass

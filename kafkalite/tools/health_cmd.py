@@ -1,0 +1,70 @@
+"""``kafkalite health``: one line on a running server's health, exit 0 if healthy, 1 if not.
+
+It asks the supervisor's HTTP ``/health`` (server/metrics.py), found the way
+the other client commands find the server: ``--url``; else the ``health``
+entry of ``<data dir>/server.json`` (default ./kafkalite-data) when that
+server is the one ``--bootstrap-server`` names (or none is named); else the
+default metrics port (9404) on the ``--bootstrap-server`` host.
+
+Who calls: cli.py.
+"""
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+
+DESCRIPTION = ("Print one line on a running server's health (workers up, controller ready) "
+               "from its /health endpoint; exit 0 if healthy, 1 if not or unreachable.")
+DEFAULT_DATA_DIR = "./kafkalite-data"
+
+
+def add_arguments(p, client_args) -> None:
+    p.add_argument("--url", help="the health endpoint, e.g. http://127.0.0.1:9404/health "
+                                 "(default: found as the other commands find the server)")
+    p.add_argument("--data-dir", default=DEFAULT_DATA_DIR,
+                   help="where to find server.json (default ./kafkalite-data)")
+    client_args(p)
+
+
+def health_url(args) -> str:
+    from kafkalite.server.config import DEFAULT_METRICS_PORT
+    if args.url:
+        return args.url
+    try:
+        with open(os.path.join(args.data_dir, "server.json")) as f:
+            info = json.load(f)
+    except (OSError, ValueError):
+        info = {}
+    wanted = args.bootstrap_server
+    if info.get("health") and (wanted is None or wanted in (
+            info.get("bootstrap.servers"), info.get("kafka.bootstrap.servers"))):
+        return info["health"]
+    host = wanted.rsplit(":", 1)[0] if wanted else "127.0.0.1"
+    return f"http://{host}:{DEFAULT_METRICS_PORT}/health"
+
+
+def run(args) -> int:
+    url = health_url(args)
+    try:
+        with urllib.request.urlopen(url, timeout=args.timeout) as answer:
+            code, body = answer.status, answer.read()
+    except urllib.error.HTTPError as exc:       # 503: the server answered, unhealthy
+        code, body = exc.code, exc.read()
+    except (urllib.error.URLError, OSError) as exc:
+        print(f"kafkalite health: unreachable: no answer from {url}: "
+              f"{getattr(exc, 'reason', exc)}")
+        return 1
+    try:
+        state = json.loads(body)
+    except ValueError:
+        print(f"kafkalite health: unavailable: {url} answered {code} with no health report")
+        return 1
+    up, total = state.get("workers_up", 0), state.get("workers", 0)
+    ready = "controller ready" if state.get("controller_ready") else "controller not ready"
+    down = state.get("workers_down") or []
+    detail = f"{up}/{total} workers up, {ready}" + (
+        f"; down: worker {', '.join(map(str, down))}" if down else "")
+    print(f"kafkalite health: {state.get('status', 'unavailable')}: {detail} ({url})")
+    return 0 if code == 200 else 1
