@@ -256,7 +256,9 @@ class ConsumerGroupCoordinator:
                 raise errors.InvalidRequestError("SubscribedTopicNames or SubscribedTopicRegex "
                                                  "must be set in first request.")
         assignor = body.get("server_assignor")
-        pattern = body.get("subscribed_topic_regex")
+        # v0 has no regex (the decoder gives "" there; in v1 "" clears it)
+        pattern = body.get("subscribed_topic_regex") if ctx is None or ctx.api_version >= 1 \
+            else None
         if pattern:
             self._compile(pattern)
         if epoch == JOIN_EPOCH and body.get("subscribed_topic_names") is None and pattern:
@@ -286,7 +288,6 @@ class ConsumerGroupCoordinator:
         names = body.get("subscribed_topic_names")
         if names is not None and sorted(set(names)) != m.subscribed_topic_names:
             m.subscribed_topic_names = sorted(set(names))
-        pattern = body.get("subscribed_topic_regex")
         if pattern is not None:
             m.subscribed_topic_regex = pattern or None
         if assignor is not None and assignor != m.server_assignor:

@@ -273,7 +273,7 @@ ConsumerGroupHeartbeatRequest = Request(ApiKey.CONSUMER_GROUP_HEARTBEAT, "0-1", 
     Field("rack_id", "string", nullable="0+"),
     Field("rebalance_timeout_ms", "int32", default=-1),
     Field("subscribed_topic_names", "[]string", nullable="0+"),
-    Field("subscribed_topic_regex", "string", "1+", nullable="1+"),
+    Field("subscribed_topic_regex", "string", "1+", nullable="1+", default=None),
     Field("server_assignor", "string", nullable="0+"),
     Array("topic_partitions", nullable="0+", fields=_TOPIC_PARTITIONS),
 ])
