@@ -17,6 +17,9 @@ The checker (``check_group_run``) asks of those logs:
 - members not affected by a rebalance never stop fetching: while records
   flow, no owner's partition goes more than ``MAX_GAP_S`` without a record.
 
+With three members in, confluent-kafka's AdminClient describes the group
+(ConsumerGroupDescribe): members, assignments, target assignments.
+
 The planted fault (``KIP848_PLANTED_DROP=1`` for the first member) forgets
 one consumed record but commits past it: the same run must then report
 exactly that record lost (the second parametrization).
@@ -149,6 +152,21 @@ def wait_for(condition, timeout, what):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def check_described(server, group, members):
+    """confluent-kafka's AdminClient describes the group (ConsumerGroupDescribe
+    through the Kafka listener): its type, members, their assignments and
+    targets, each partition in one target and in at most one assignment."""
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": server.kafka_bootstrap})
+    desc = admin.describe_consumer_groups([group])[group].result(10)
+    assert desc.type == ck.ConsumerGroupType.CONSUMER and desc.partition_assignor == "uniform"
+    assert len(desc.members) == members
+    targets = [tp.partition for m in desc.members for tp in m.target_assignment.topic_partitions]
+    assert sorted(targets) == list(range(PARTITIONS))
+    current = [tp.partition for m in desc.members for tp in m.assignment.topic_partitions]
+    assert len(current) == len(set(current))
+
+
 @pytest.fixture
 def kip848_server(tmp_path):
     """A server whose KIP-848 groups time members out after 4 s (heartbeats every 300 ms)."""
@@ -196,6 +214,7 @@ def test_kip848_members_join_leave_and_die_while_records_flow(kip848_server, tmp
             start(name)
             wait_for(lambda: consuming(name) and len(owners()) == PARTITIONS, 20,
                      f"{name} to get partitions")
+        check_described(server, group, members=3)
         time.sleep(0.5)
         procs["m1"].send_signal(signal.SIGTERM)                 # leaves the group
         assert procs["m1"].wait(20) == 0

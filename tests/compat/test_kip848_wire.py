@@ -78,7 +78,8 @@ def test_join_reconcile_incrementally_and_describe(server, wire, topic_name):
     assert len(kept) == 3
     # B still waits: A has not acknowledged the revocation
     r = beat(wire, group, b_id, epoch, {})
-    assert r["error_code"] == 0 and r["member_epoch"] == epoch and not (r["assignment"] and assigned(r))
+    assert r["error_code"] == 0 and r["member_epoch"] == epoch
+    assert not (r["assignment"] and assigned(r))
 
     described = wire.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0,
                              {"group_ids": [group], "include_authorized_operations": False})
@@ -277,3 +278,39 @@ def test_range_assignor_and_regex_subscription(server, wire, topic_name):
     missing = wire.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0,
                            {"group_ids": ["no-such-group"], "include_authorized_operations": False})
     assert missing["groups"][0]["error_code"] == errors.GroupIdNotFoundError.code
+
+
+def test_committed_offsets_survive_a_restart_and_members_rejoin(own_server, topic_name):
+    create_topic(own_server, topic_name, 2)
+    group = f"g-{topic_name}"
+    wire = KafkaWire(own_server.kafka_bootstrap)
+    try:
+        tid = topic_id(wire, topic_name)
+        a = join(wire, group, [topic_name])
+        resp = wire.request(ApiKey.OFFSET_COMMIT, 9, {
+            "group_id": group, "generation_id_or_member_epoch": a["member_epoch"],
+            "member_id": a["member_id"], "group_instance_id": None,
+            "topics": [{"name": topic_name, "partitions": [
+                {"partition_index": 1, "committed_offset": 42, "committed_leader_epoch": -1,
+                 "committed_metadata": "m"}]}]})
+        assert resp["topics"][0]["partitions"][0]["error_code"] == 0
+    finally:
+        wire.close()
+    assert own_server.stop() == 0
+    own_server.start()
+    wire = KafkaWire(own_server.kafka_bootstrap)
+    try:
+        # membership is not kept over a restart: the member is told to rejoin ...
+        assert beat(wire, group, a["member_id"], a["member_epoch"])["error_code"] == \
+            errors.UnknownMemberIdError.code
+        b = join(wire, group, [topic_name])
+        assert b["error_code"] == 0 and assigned(b) == {tid: [0, 1]}
+        # ... and finds its group's offsets
+        fetched = wire.request(ApiKey.OFFSET_FETCH, 9, {"groups": [
+            {"group_id": group, "member_id": b["member_id"], "member_epoch": b["member_epoch"],
+             "topics": [{"name": topic_name, "partition_indexes": [1]}]}],
+            "require_stable": True})
+        p = fetched["groups"][0]["topics"][0]["partitions"][0]
+        assert (p["committed_offset"], p["metadata"]) == (42, "m")
+    finally:
+        wire.close()
