@@ -165,17 +165,19 @@ def assign_uniform(members: dict, topics: dict, current: dict) -> dict:
     sticky (a partition stays with its current target owner unless balance
     needs it elsewhere), for homogeneous and heterogeneous subscriptions."""
     subscribers: dict = {}                          # partition -> member ids that may own it
+    names = {tid: name for name, (tid, _) in topics.items()}
     for name, (tid, count) in topics.items():
         subs = [mid for mid, m in members.items() if name in m.topics]
         for p in range(count):
             subscribers[(tid, p)] = subs
     out = {mid: set() for mid in members}
+    previous = {tp: mid for mid, tps in current.items() if mid in members for tp in tps}
     unassigned = []
     for tp, subs in subscribers.items():
         if not subs:
             continue
-        kept = next((mid for mid in subs if tp in current.get(mid, ())), None)
-        if kept is not None:
+        kept = previous.get(tp)
+        if kept is not None and names[tp[0]] in members[kept].topics:
             out[kept].add(tp)
         else:
             unassigned.append(tp)
@@ -183,12 +185,22 @@ def assign_uniform(members: dict, topics: dict, current: dict) -> dict:
     for tp in sorted(unassigned, key=lambda tp: (len(subscribers[tp]), str(tp[0]), tp[1])):
         mid = min(subscribers[tp], key=lambda m: (len(out[m]), m))
         out[mid].add(tp)
-    # move from the most loaded to the least loaded member that may take one
+    # one partition at a time from the most loaded member that has one another
+    # member may take to the least loaded such member: no more moves than
+    # balance needs
     moved = True
     while moved:
         moved = False
-        for big in sorted(out, key=lambda m: (-len(out[m]), m)):
+        order = sorted(out, key=lambda m: (-len(out[m]), m))
+        least = len(out[order[-1]]) if order else 0
+        for i, big in enumerate(order):
+            if len(out[big]) - least <= 1:
+                break                           # nobody may take one from here on
+            # the next most loaded member: big gives while it is not below it
+            runner_up = len(out[order[i + 1]]) if i + 1 < len(order) else 0
             for tp in sorted(out[big], key=lambda tp: (str(tp[0]), -tp[1])):
+                if len(out[big]) < runner_up:
+                    break
                 small = min(subscribers[tp], key=lambda m: (len(out[m]), m))
                 if len(out[big]) - len(out[small]) > 1:
                     out[big].discard(tp)
