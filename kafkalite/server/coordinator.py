@@ -830,7 +830,7 @@ class GroupCoordinator:
         if ctx.api_version >= 8:
             out = []
             for grp in body["groups"]:
-                code = self._check_fetch_member(grp)
+                code = self._check_fetch_member(grp) if ctx.api_version >= 9 else NONE
                 out.append({"group_id": grp["group_id"], "error_code": code,
                             "topics": [] if code else
                             self._fetch_offsets(grp["group_id"], grp["topics"], stable)})
@@ -839,7 +839,8 @@ class GroupCoordinator:
                 "topics": self._fetch_offsets(body["group_id"], body["topics"], stable)}
 
     def _check_fetch_member(self, grp: dict) -> int:
-        """OffsetFetch v9 of a consumer group's member: its epoch must be current."""
+        """OffsetFetch v9 of a consumer group's member: its epoch must be
+        current (no member id: an admin's fetch, not checked)."""
         g = self.groups.get(grp["group_id"])
         if g is None or g.consumer is None or grp.get("member_id") is None:
             return NONE

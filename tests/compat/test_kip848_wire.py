@@ -184,6 +184,11 @@ def test_errors_unknown_member_fenced_epochs_and_bad_joins(server, wire, topic_n
         "require_stable": False})
     parts = fetched["groups"][0]["topics"][0]["partitions"]
     assert [(p["partition_index"], p["committed_offset"]) for p in parts] == [(0, 7)]
+    # an admin's fetch (v8: no member) is not checked against the members
+    admin = wire.request(ApiKey.OFFSET_FETCH, 8, {"groups": [
+        {"group_id": group, "topics": None}], "require_stable": False})
+    assert admin["groups"][0]["error_code"] == 0
+    assert admin["groups"][0]["topics"][0]["partitions"][0]["committed_offset"] == 7
     stale = wire.request(ApiKey.OFFSET_FETCH, 9, {"groups": [
         {"group_id": group, "member_id": a_id, "member_epoch": epoch + 3, "topics": None}],
         "require_stable": False})
