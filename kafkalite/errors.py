@@ -121,8 +121,13 @@ _ERRORS = [
     ("DuplicateResourceError", 92, "DUPLICATE_RESOURCE", False),
     ("UnknownTopicIdError", 100, "UNKNOWN_TOPIC_ID", True),
     ("InconsistentTopicIdError", 103, "INCONSISTENT_TOPIC_ID", True),
+    ("FencedMemberEpochError", 110, "FENCED_MEMBER_EPOCH", False),
+    ("UnreleasedInstanceIdError", 111, "UNRELEASED_INSTANCE_ID", False),
+    ("UnsupportedAssignorError", 112, "UNSUPPORTED_ASSIGNOR", False),
+    ("StaleMemberEpochError", 113, "STALE_MEMBER_EPOCH", False),
     ("TransactionalIdNotFoundError", 105, "TRANSACTIONAL_ID_NOT_FOUND", False),
     ("TransactionAbortableError", 120, "TRANSACTION_ABORTABLE", False),
+    ("InvalidRegularExpressionError", 128, "INVALID_REGULAR_EXPRESSION", False),
 ]
 
 _BY_CODE: dict[int, type[KafkaError]] = {}

@@ -29,6 +29,8 @@ TOML layout (every key optional)::
     group_min_session_timeout_ms = 1000      # Kafka: 6000; lower because members are local
     group_max_session_timeout_ms = 1800000
     group_initial_rebalance_delay_ms = 0     # Kafka: 3000
+    group_consumer_session_timeout_ms = 45000   # KIP-848 groups: a silent member is removed
+    group_consumer_heartbeat_interval_ms = 5000 # KIP-848 groups: how often members heartbeat
     offsets_retention_minutes = 10080        # offsets of an empty group expire after 7 days
     transaction_state_num_partitions = 4     # partitions of __transaction_state (Kafka: 50)
     transaction_max_timeout_ms = 900000      # the largest transaction.timeout.ms a producer may ask
@@ -89,6 +91,8 @@ class ServerConfig:
     group_min_session_timeout_ms: int = 1_000
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 0
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
     offsets_retention_minutes: int = 10_080
     transaction_state_num_partitions: int = 4
     transaction_max_timeout_ms: int = 900_000
@@ -123,6 +127,8 @@ class ServerConfig:
                      "offsets_topic_num_partitions",
                      "group_min_session_timeout_ms",
                      "group_max_session_timeout_ms", "offsets_retention_minutes",
+                     "group_consumer_session_timeout_ms",
+                     "group_consumer_heartbeat_interval_ms",
                      "transaction_state_num_partitions", "transaction_max_timeout_ms",
                      "transactional_id_expiration_ms",
                      "transaction_abort_timed_out_transaction_cleanup_interval_ms",

@@ -742,6 +742,23 @@ class Controller:
         if requested is None or (ctx.api_version == 0 and not requested):
             return self._metadata_body(sorted(self.metadata.topics), ctx.listener)
         names = [t["name"] for t in requested if t.get("name") is not None]
+        unknown_ids = []
+        if any(t.get("name") is None for t in requested):
+            # v10+: topics asked for by id (KIP-516), as KIP-848 consumers do
+            # for the topics of their assignment
+            by_id = {t.topic_id: name for name, t in self.metadata.topics.items()}
+            for t in requested:
+                if t.get("name") is None:
+                    if t["topic_id"] in by_id:
+                        names.append(by_id[t["topic_id"]])
+                    else:
+                        unknown_ids.append(t["topic_id"])
+        if unknown_ids:
+            body = self._metadata_body(names, ctx.listener)
+            body["topics"] += [{"error_code": errors.UnknownTopicIdError.code, "name": None,
+                                "topic_id": tid, "is_internal": False, "partitions": []}
+                               for tid in unknown_ids]
+            return body
         missing = [n for n in names if n not in self.metadata.topics and n not in INTERNAL_TOPICS]
         creatable = []
         if missing and body.get("allow_auto_topic_creation") and self.config.auto_create_topics:

@@ -19,6 +19,15 @@ Kafka's classic group protocol, served by the supervisor for every group:
   and revoke only what the new assignment takes away (client side).
 - OffsetCommit / OffsetFetch / OffsetDelete, DescribeGroups, ListGroups,
   DeleteGroups, FindCoordinator.
+- Groups of the next-generation protocol (KIP-848, ``group.protocol=consumer``)
+  live in consumer_group.py: this module routes ConsumerGroupHeartbeat and
+  ConsumerGroupDescribe there and keeps such a group's committed offsets
+  here like any group's (``Group.consumer`` holds its membership). A group
+  is one or the other: a classic JoinGroup to a consumer group with members
+  gets INCONSISTENT_GROUP_PROTOCOL, a ConsumerGroupHeartbeat to a classic
+  group in use GROUP_ID_NOT_FOUND; an empty group changes type on the
+  first member of the other kind (no online upgrade of a group with
+  members, as Kafka 4 allows).
 - TxnOffsetCommit: offsets committed inside a producer's transaction
   (checked with the transaction coordinator through ``verify_txn``; v5,
   transactions v2, adds the group's offsets to the transaction there) are
@@ -51,7 +60,9 @@ from dataclasses import dataclass, field
 from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey, decode_subscription
+from kafkalite.protocol import encode_assignment, encode_subscription
 from kafkalite.protocol.errors import ProtocolError
+from kafkalite.server.consumer_group import ConsumerGroup, ConsumerGroupCoordinator
 from kafkalite.server.group_log import GroupMetadataLog, OffsetAndMetadata
 from kafkalite.server.metadata import OFFSETS_TOPIC
 from kafkalite.server.requests import DEFERRED, RequestContext
@@ -71,6 +82,7 @@ COMPLETING_REBALANCE = "CompletingRebalance"
 STABLE = "Stable"
 DEAD = "Dead"
 CONSUMER_PROTOCOL = "consumer"
+CLASSIC_TYPE, CONSUMER_TYPE = "classic", "consumer"        # ListGroups v5 group types
 OFFSET_METADATA_MAX_BYTES = 4096
 NONE = 0
 
@@ -116,6 +128,13 @@ class Group:
     rebalance_deadline: float = 0.0
     initial_delay_until: float = 0.0                     # group.initial.rebalance.delay.ms
     state_timestamp: int = 0                             # ms when the state last changed
+    consumer: ConsumerGroup | None = None                # a KIP-848 group's membership
+
+    @property
+    def in_use(self) -> bool:
+        """Has members (of either protocol) or is rebalancing."""
+        return bool(self.members or self.state != EMPTY
+                    or (self.consumer is not None and self.consumer.members))
 
     def set_state(self, state: str) -> None:
         self.state = state
@@ -139,7 +158,9 @@ class GroupCoordinator:
     def __init__(self, data_dir: str, *, partition_count, coordinator_node,
                  offsets_partitions: int = 16, min_session_timeout_ms: int = 1_000,
                  max_session_timeout_ms: int = 1_800_000, initial_rebalance_delay_ms: int = 0,
-                 offsets_retention_minutes: int = 10_080, clock=_now_ms):
+                 offsets_retention_minutes: int = 10_080, clock=_now_ms, topics=dict,
+                 consumer_session_timeout_ms: int = 45_000,
+                 consumer_heartbeat_interval_ms: int = 5_000):
         self.partition_count = partition_count    # topic -> partition count, or None if unknown
         self.coordinator_node = coordinator_node  # Listener -> {"node_id", "host", "port"}
         self.min_session_timeout_ms = min_session_timeout_ms
@@ -155,6 +176,11 @@ class GroupCoordinator:
         self.verify_txn = lambda tid, pid, epoch, group, add=False: \
             errors.CoordinatorNotAvailableError.code
         self._next_expiry_check = 0.0
+        # topics: () -> {name: TopicMetadata}, for KIP-848's topic ids
+        self.consumer = ConsumerGroupCoordinator(
+            topics=topics, group_of=self._consumer_group,
+            session_timeout_ms=consumer_session_timeout_ms,
+            heartbeat_interval_ms=consumer_heartbeat_interval_ms)
         self._load()
 
     def handlers(self) -> dict:
@@ -171,7 +197,31 @@ class GroupCoordinator:
             ApiKey.DESCRIBE_GROUPS: self._describe_groups,
             ApiKey.LIST_GROUPS: self._list_groups,
             ApiKey.DELETE_GROUPS: self._delete_groups,
+            ApiKey.CONSUMER_GROUP_HEARTBEAT: self.consumer.heartbeat,
+            ApiKey.CONSUMER_GROUP_DESCRIBE: self.consumer.describe,
         }
+
+    def _consumer_group(self, gid: str, create: bool) -> ConsumerGroup | None:
+        """The KIP-848 group ``gid`` (made, or converted from an empty classic
+        group keeping its offsets, if ``create``); None if there is none."""
+        g = self.groups.get(gid)
+        if g is not None and g.consumer is not None:
+            return g.consumer
+        if g is not None and g.in_use:
+            raise errors.GroupIdNotFoundError(f"Group {gid} is not a consumer group.")
+        if not create:
+            return None
+        if g is None:
+            g = self.groups[gid] = Group(gid)
+        g.consumer = self.consumer.groups[gid] = ConsumerGroup(gid)
+        g.protocol_type, g.protocol_name, g.leader_id = CONSUMER_PROTOCOL, None, None
+        g.set_state(EMPTY)
+        return g.consumer
+
+    def _drop_consumer_group(self, g: Group) -> None:
+        if g.consumer is not None:
+            self.consumer.groups.pop(g.group_id, None)
+            g.consumer = None
 
     # ---- persistence ------------------------------------------------------------------------
 
@@ -341,6 +391,7 @@ class GroupCoordinator:
                     self._complete_join(g)
                 else:
                     self._maybe_complete_join(g)
+        self.consumer.tick()
         if now >= self._next_expiry_check:
             self._next_expiry_check = now + 5.0
             self.expire_offsets()
@@ -351,7 +402,7 @@ class GroupCoordinator:
         retention (and such groups once they have none left)."""
         now = self._clock()
         for g in list(self.groups.values()):
-            if g.state != EMPTY:
+            if g.in_use:
                 continue
             expired = [tp for tp, om in g.offsets.items()
                        if (om.commit_timestamp if g.protocol_type is None
@@ -365,6 +416,7 @@ class GroupCoordinator:
                 log.info("group %s: %d committed offset(s) expired", g.group_id, len(expired))
             if not g.offsets:
                 self.store.write_group(g.group_id, None, now, offsets_deleted=expired)
+                self._drop_consumer_group(g)
                 del self.groups[g.group_id]
 
     def on_partitions_changed(self, topic: str) -> None:
@@ -401,6 +453,10 @@ class GroupCoordinator:
         if not body["protocol_type"] or not protocols:
             return self._join_error(member_id, errors.InconsistentGroupProtocolError.code)
         g = self.groups.get(gid)
+        if g is not None and g.consumer is not None:
+            if g.consumer.members:
+                return self._join_error(member_id, errors.InconsistentGroupProtocolError.code)
+            self._drop_consumer_group(g)          # an empty consumer group becomes classic
         if g is None:
             if member_id:
                 return self._join_error(member_id, errors.UnknownMemberIdError.code)
@@ -624,6 +680,10 @@ class GroupCoordinator:
         elif g is None:
             if generation >= 0:
                 code = errors.IllegalGenerationError.code
+        elif g.consumer is not None:
+            code = self.consumer.validate_commit(g.consumer, member_id, generation)
+            if code == NONE and member_id and ctx.api_version < 9:
+                code = errors.UnsupportedVersionError.code    # KIP-848 members need v9+
         elif generation < 0 and g.state == EMPTY:
             pass                                          # a commit from outside any group
         elif g.state == COMPLETING_REBALANCE:
@@ -702,6 +762,9 @@ class GroupCoordinator:
             if g is None:
                 if generation >= 0:
                     code = errors.IllegalGenerationError.code
+            elif g.consumer is not None:
+                code = self.consumer.validate_commit(g.consumer, member_id, generation,
+                                                     transactional=True)
             elif generation >= 0 or member_id:
                 # KIP-447: a consumer's group metadata fences zombies of
                 # earlier generations; without it, the commit is a producer's
@@ -765,12 +828,24 @@ class GroupCoordinator:
     def _offset_fetch(self, ctx: RequestContext, body: dict):
         stable = bool(body.get("require_stable"))
         if ctx.api_version >= 8:
-            return {"throttle_time_ms": 0, "groups": [
-                {"group_id": grp["group_id"], "error_code": NONE,
-                 "topics": self._fetch_offsets(grp["group_id"], grp["topics"], stable)}
-                for grp in body["groups"]]}
+            out = []
+            for grp in body["groups"]:
+                code = self._check_fetch_member(grp) if ctx.api_version >= 9 else NONE
+                out.append({"group_id": grp["group_id"], "error_code": code,
+                            "topics": [] if code else
+                            self._fetch_offsets(grp["group_id"], grp["topics"], stable)})
+            return {"throttle_time_ms": 0, "groups": out}
         return {"throttle_time_ms": 0, "error_code": NONE,
                 "topics": self._fetch_offsets(body["group_id"], body["topics"], stable)}
+
+    def _check_fetch_member(self, grp: dict) -> int:
+        """OffsetFetch v9 of a consumer group's member: its epoch must be
+        current (no member id: an admin's fetch, not checked)."""
+        g = self.groups.get(grp["group_id"])
+        if g is None or g.consumer is None or grp.get("member_id") is None:
+            return NONE
+        return self.consumer.validate_commit(g.consumer, grp["member_id"],
+                                             grp.get("member_epoch", -1))
 
     def _offset_delete(self, ctx: RequestContext, body: dict):
         g = self.groups.get(body["group_id"])
@@ -778,6 +853,8 @@ class GroupCoordinator:
             return {"error_code": errors.GroupIdNotFoundError.code, "throttle_time_ms": 0,
                     "topics": []}
         subscribed = g.subscribed_topics() if g.members else set()
+        if g.consumer is not None:
+            subscribed = g.consumer.subscribed_topics()
         deleted = {}
         topics_out = []
         for t in body["topics"]:
@@ -807,6 +884,9 @@ class GroupCoordinator:
                 out.append({"error_code": NONE, "group_id": gid, "group_state": DEAD,
                             "protocol_type": "", "protocol_data": "", "members": []})
                 continue
+            if g.consumer is not None:
+                out.append(self._describe_consumer_group(g.consumer))
+                continue
             stable = g.state == STABLE
             out.append({
                 "error_code": NONE, "group_id": gid, "group_state": g.state,
@@ -819,12 +899,42 @@ class GroupCoordinator:
                             for m in g.members.values()]})
         return {"throttle_time_ms": 0, "groups": out}
 
+    def _describe_consumer_group(self, cg: ConsumerGroup) -> dict:
+        """A KIP-848 group in DescribeGroups' classic shape, for tools that
+        do not speak ConsumerGroupDescribe: members with a consumer-protocol
+        subscription and their current assignment. (Kafka 4 answers
+        GROUP_ID_NOT_FOUND here and such tools show nothing.)"""
+        names = {t.topic_id: name for name, t in self.consumer.topics().items()}
+
+        def assignment(tps) -> bytes:
+            by: dict = {}
+            for tid, p in tps:
+                by.setdefault(names.get(tid, ""), []).append(p)
+            return encode_assignment(0, {"assigned_partitions": [
+                {"topic": t, "partitions": sorted(ps)} for t, ps in sorted(by.items())],
+                "user_data": None})
+
+        return {"error_code": NONE, "group_id": cg.group_id, "group_state": cg.state,
+                "protocol_type": CONSUMER_PROTOCOL, "protocol_data": cg.assignor,
+                "members": [{"member_id": m.member_id, "group_instance_id": m.instance_id,
+                             "client_id": m.client_id, "client_host": m.client_host,
+                             "member_metadata": encode_subscription(0, {
+                                 "topics": m.subscribed_topic_names, "user_data": None}),
+                             "member_assignment": assignment(m.assigned)}
+                            for m in cg.members.values()]}
+
     def _list_groups(self, ctx: RequestContext, body: dict):
-        wanted = {s.lower() for s in body.get("states_filter") or ()}
-        return {"throttle_time_ms": 0, "error_code": NONE, "groups": [
-            {"group_id": g.group_id, "protocol_type": g.protocol_type or "",
-             "group_state": g.state}
-            for g in self.groups.values() if not wanted or g.state.lower() in wanted]}
+        states = {s.lower() for s in body.get("states_filter") or ()}
+        types = {s.lower() for s in body.get("types_filter") or ()}
+        out = []
+        for g in self.groups.values():
+            kind = CONSUMER_TYPE if g.consumer is not None else CLASSIC_TYPE
+            state = g.consumer.state if g.consumer is not None else g.state
+            if (states and state.lower() not in states) or (types and kind not in types):
+                continue
+            out.append({"group_id": g.group_id, "protocol_type": g.protocol_type or "",
+                        "group_state": state, "group_type": kind})
+        return {"throttle_time_ms": 0, "error_code": NONE, "groups": out}
 
     def _delete_groups(self, ctx: RequestContext, body: dict):
         results = []
@@ -832,11 +942,12 @@ class GroupCoordinator:
             g = self.groups.get(gid)
             if g is None:
                 code = errors.GroupIdNotFoundError.code
-            elif g.members or g.state != EMPTY:
+            elif g.in_use:
                 code = errors.NonEmptyGroupError.code
             else:
                 code = NONE
                 self.store.write_group(gid, None, _now_ms(), offsets_deleted=list(g.offsets))
+                self._drop_consumer_group(g)
                 del self.groups[gid]
             results.append({"group_id": gid, "error_code": code})
         return {"throttle_time_ms": 0, "results": results}

@@ -159,7 +159,10 @@ class Supervisor:
             min_session_timeout_ms=cfg.group_min_session_timeout_ms,
             max_session_timeout_ms=cfg.group_max_session_timeout_ms,
             initial_rebalance_delay_ms=cfg.group_initial_rebalance_delay_ms,
-            offsets_retention_minutes=cfg.offsets_retention_minutes)
+            offsets_retention_minutes=cfg.offsets_retention_minutes,
+            topics=lambda: self.controller.metadata.topics,
+            consumer_session_timeout_ms=cfg.group_consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms)
         self.controller.partitions_added = self.coordinator.on_partitions_changed
         self.markers = BrokerRequests(self.ctx, self.controller.native_endpoint,
                                       "kafkalite-txn-coordinator")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from kafkalite.protocol.api_keys import ApiKey
-from kafkalite.protocol.schema import Array, Field, Request, Response
+from kafkalite.protocol.schema import Array, Field, Request, Response, Struct
 
 # JoinGroup, API key 11. v1: rebalance_timeout_ms. v4: a new member is first
 # told MEMBER_ID_REQUIRED and rejoins with its id (KIP-394). v5:
@@ -228,17 +228,20 @@ DescribeGroupsResponse = Response(ApiKey.DESCRIBE_GROUPS, "0-5", flexible="5+", 
 ])
 
 # ListGroups, API key 16. v1: throttle_time_ms. v3: flexible. v4:
-# states_filter and group_state (KIP-518).
-ListGroupsRequest = Request(ApiKey.LIST_GROUPS, "0-4", flexible="3+", fields=[
+# states_filter and group_state (KIP-518). v5: types_filter and group_type
+# ("classic" or "consumer", KIP-848).
+ListGroupsRequest = Request(ApiKey.LIST_GROUPS, "0-5", flexible="3+", fields=[
     Field("states_filter", "[]string", "4+"),
+    Field("types_filter", "[]string", "5+"),
 ])
-ListGroupsResponse = Response(ApiKey.LIST_GROUPS, "0-4", flexible="3+", fields=[
+ListGroupsResponse = Response(ApiKey.LIST_GROUPS, "0-5", flexible="3+", fields=[
     Field("throttle_time_ms", "int32", "1+"),
     Field("error_code", "int16"),
     Array("groups", fields=[
         Field("group_id", "string"),
         Field("protocol_type", "string"),
         Field("group_state", "string", "4+"),
+        Field("group_type", "string", "5+"),
     ]),
 ])
 
@@ -252,5 +255,72 @@ DeleteGroupsResponse = Response(ApiKey.DELETE_GROUPS, "0-2", flexible="2+", fiel
     Array("results", fields=[
         Field("group_id", "string"),
         Field("error_code", "int16"),
+    ]),
+])
+
+
+# ConsumerGroupHeartbeat, API key 68 (KIP-848): the next-generation consumer
+# protocol's one request. Null fields mean "unchanged since the last
+# heartbeat". Partitions are named by topic id. v1: subscribed_topic_regex,
+# evaluated on the broker.
+_TOPIC_PARTITIONS = [Field("topic_id", "uuid"), Field("partitions", "[]int32")]
+ConsumerGroupHeartbeatRequest = Request(ApiKey.CONSUMER_GROUP_HEARTBEAT, "0-1", flexible="0+",
+                                        fields=[
+    Field("group_id", "string"),
+    Field("member_id", "string"),
+    Field("member_epoch", "int32"),
+    Field("instance_id", "string", nullable="0+"),
+    Field("rack_id", "string", nullable="0+"),
+    Field("rebalance_timeout_ms", "int32", default=-1),
+    Field("subscribed_topic_names", "[]string", nullable="0+"),
+    Field("subscribed_topic_regex", "string", "1+", nullable="1+", default=None),
+    Field("server_assignor", "string", nullable="0+"),
+    Array("topic_partitions", nullable="0+", fields=_TOPIC_PARTITIONS),
+])
+ConsumerGroupHeartbeatResponse = Response(ApiKey.CONSUMER_GROUP_HEARTBEAT, "0-1", flexible="0+",
+                                          fields=[
+    Field("throttle_time_ms", "int32"),
+    Field("error_code", "int16"),
+    Field("error_message", "string", nullable="0+"),
+    Field("member_id", "string", nullable="0+"),
+    Field("member_epoch", "int32"),
+    Field("heartbeat_interval_ms", "int32"),
+    Struct("assignment", nullable="0+", fields=[
+        Array("topic_partitions", fields=_TOPIC_PARTITIONS),
+    ]),
+])
+
+# ConsumerGroupDescribe, API key 69 (KIP-848): members with their epochs,
+# current and target assignments.
+_DESCRIBED_ASSIGNMENT = [Array("topic_partitions", fields=[
+    Field("topic_id", "uuid"), Field("topic_name", "string"), Field("partitions", "[]int32")])]
+ConsumerGroupDescribeRequest = Request(ApiKey.CONSUMER_GROUP_DESCRIBE, "0", flexible="0+", fields=[
+    Field("group_ids", "[]string"),
+    Field("include_authorized_operations", "bool"),
+])
+ConsumerGroupDescribeResponse = Response(ApiKey.CONSUMER_GROUP_DESCRIBE, "0", flexible="0+",
+                                         fields=[
+    Field("throttle_time_ms", "int32"),
+    Array("groups", fields=[
+        Field("error_code", "int16"),
+        Field("error_message", "string", nullable="0+"),
+        Field("group_id", "string"),
+        Field("group_state", "string"),
+        Field("group_epoch", "int32"),
+        Field("assignment_epoch", "int32"),
+        Field("assignor_name", "string"),
+        Array("members", fields=[
+            Field("member_id", "string"),
+            Field("instance_id", "string", nullable="0+"),
+            Field("rack_id", "string", nullable="0+"),
+            Field("member_epoch", "int32"),
+            Field("client_id", "string"),
+            Field("client_host", "string"),
+            Field("subscribed_topic_names", "[]string"),
+            Field("subscribed_topic_regex", "string", nullable="0+"),
+            Struct("assignment", fields=_DESCRIBED_ASSIGNMENT),
+            Struct("target_assignment", fields=_DESCRIBED_ASSIGNMENT),
+        ]),
+        Field("authorized_operations", "int32", default=-2147483648),
     ]),
 ])

@@ -1,0 +1,267 @@
+"""A KIP-848 consumer group of confluent-kafka consumers
+(``group.protocol=consumer``) against kafkalite while records flow: three
+members join one by one on a 6-partition topic, one leaves (close), one is
+killed with SIGKILL (its partitions move after the group's session
+timeout), the last one reads to the end. Each member is its own process
+(kip848_member.py) logging its assignments, revocations, records and
+commits.
+
+The checker (``check_group_run``) asks of those logs:
+
+- every partition has at most one owner at any time (an owner's interval
+  runs from its assignment to its revocation, its close or its kill);
+- no record is lost: every record produced was consumed by some member;
+- at least once, no more: a member that takes a partition over starts at or
+  after the offset committed before its assignment, and never goes back
+  within it (duplicates only in the uncommitted window of a killed member);
+- members not affected by a rebalance never stop fetching: while records
+  flow, no owner's partition goes more than ``MAX_GAP_S`` without a record.
+
+With three members in, confluent-kafka's AdminClient describes the group
+(ConsumerGroupDescribe): members, assignments, target assignments.
+
+The planted fault (``KIP848_PLANTED_DROP=1`` for the first member) forgets
+one consumed record but commits past it: the same run must then report
+exactly that record lost (the second parametrization).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import confluent_kafka as ck
+import pytest
+from compat_helpers import create_topic
+from harness import ServerProcess, child_env
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PARTITIONS = 6
+SESSION_TIMEOUT_MS = 4000
+MAX_GAP_S = 3.0
+
+
+def parse(path) -> list[tuple]:
+    events = []
+    with open(path) as f:
+        for line in f:
+            kind, t, *rest = line.split()
+            events.append((kind, float(t), *rest))
+    return events
+
+
+def owned(events) -> set:
+    """The partitions a member's log says it owns at its end."""
+    now: set = set()
+    for kind, _, *rest in events:
+        if kind == "A":
+            now |= {int(p) for p in rest[0].split(",") if p != "-"}
+        elif kind in ("R", "L"):
+            now -= {int(p) for p in rest[0].split(",") if p != "-"}
+    return now
+
+
+def check_group_run(logs: dict, ended: dict, produced: dict, flow_end: float) -> list[str]:
+    """What is wrong with a run: ``logs`` {member: events}, ``ended``
+    {member: time it closed or was killed}, ``produced`` {partition: end
+    offset}; records flowed until ``flow_end``."""
+    problems = []
+    intervals = []                                   # (partition, start, end, member)
+    consumed: dict = {}                              # (member, partition) -> [(time, offset)]
+    commits = []                                     # (time, partition, offset)
+    for member, events in logs.items():
+        start: dict = {}
+        for kind, t, *rest in events:
+            if kind == "A":
+                for p in rest[0].split(","):
+                    if p != "-":
+                        start[int(p)] = t
+            elif kind in ("R", "L"):
+                for p in rest[0].split(","):
+                    if p != "-" and int(p) in start:
+                        intervals.append((int(p), start.pop(int(p)), t, member))
+            elif kind == "M":
+                consumed.setdefault((member, int(rest[0])), []).append((t, int(rest[1])))
+            elif kind == "C":
+                commits.append((t, int(rest[0]), int(rest[1])))
+        for p, t in start.items():
+            intervals.append((p, t, ended.get(member, float("inf")), member))
+    intervals.sort()
+    for i, (p, s1, e1, m1) in enumerate(intervals):
+        for p2, s2, e2, m2 in intervals[i + 1:]:
+            if p2 == p and m2 != m1 and s2 < e1 and s1 < e2:
+                problems.append(f"partition {p} owned by {m1} and {m2} at once")
+    seen = {(p, o) for (_, p), recs in consumed.items() for _, o in recs}
+    problems += [f"lost partition {p} offset {o}" for p, end in sorted(produced.items())
+                 for o in range(end) if (p, o) not in seen]
+    for p, s, e, member in intervals:
+        recs = [(t, o) for t, o in consumed.get((member, p), ()) if s <= t <= e]
+        if not recs:
+            continue
+        committed = max((o for t, pp, o in commits if pp == p and t < s), default=0)
+        offsets = [o for _, o in recs]
+        if offsets[0] < committed:
+            problems.append(f"{member} re-read partition {p} from {offsets[0]}, below its "
+                            f"commit {committed}")
+        if any(b <= a for a, b in zip(offsets, offsets[1:])):
+            problems.append(f"{member} went back on partition {p}")
+        times = [t for t, _ in recs if t <= flow_end]
+        gaps = [b - a for a, b in zip(times, times[1:])]
+        if gaps and max(gaps) > MAX_GAP_S:
+            problems.append(f"{member} stopped fetching partition {p} for {max(gaps):.1f} s")
+    return problems
+
+
+class Producing(threading.Thread):
+    """Records to every partition in turn until stopped; ``ends`` holds each
+    partition's end offset from the delivery reports."""
+
+    def __init__(self, server, topic):
+        super().__init__(daemon=True)
+        self.producer = ck.Producer({"bootstrap.servers": server.kafka_bootstrap,
+                                     "linger.ms": 5})
+        self.topic, self.stop, self.ends, self.errors = topic, threading.Event(), {}, []
+
+    def delivered(self, err, msg) -> None:
+        if err is not None:
+            self.errors.append(err)
+        else:
+            self.ends[msg.partition()] = max(self.ends.get(msg.partition(), 0), msg.offset() + 1)
+
+    def run(self) -> None:
+        i = 0
+        while not self.stop.is_set():
+            self.producer.produce(self.topic, b"%d" % i, partition=i % PARTITIONS,
+                                  on_delivery=self.delivered)
+            self.producer.poll(0)
+            i += 1
+            time.sleep(0.004)
+        self.producer.flush(30)
+
+
+def wait_for(condition, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def check_described(server, group, members):
+    """confluent-kafka's AdminClient describes the group (ConsumerGroupDescribe
+    through the Kafka listener): its type, members, their assignments and
+    targets, each partition in one target and in at most one assignment."""
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": server.kafka_bootstrap})
+    desc = admin.describe_consumer_groups([group])[group].result(10)
+    assert desc.type == ck.ConsumerGroupType.CONSUMER and desc.partition_assignor == "uniform"
+    assert len(desc.members) == members
+    targets = [tp.partition for m in desc.members for tp in m.target_assignment.topic_partitions]
+    assert sorted(targets) == list(range(PARTITIONS))
+    current = [tp.partition for m in desc.members for tp in m.assignment.topic_partitions]
+    assert len(current) == len(set(current))
+
+
+@pytest.fixture
+def kip848_server(tmp_path):
+    """A server whose KIP-848 groups time members out after 4 s (heartbeats every 300 ms)."""
+    conf = tmp_path / "server.toml"
+    conf.write_text(f"group_consumer_session_timeout_ms = {SESSION_TIMEOUT_MS}\n"
+                    "group_consumer_heartbeat_interval_ms = 300\n")
+    srv = ServerProcess(str(tmp_path / "data"), extra_args=["--config", str(conf)]).start()
+    yield srv
+    if srv.proc.poll() is None:
+        srv.stop()
+    srv.kill()
+
+
+@pytest.mark.parametrize("fault", [False, True], ids=["group", "planted-fault"])
+def test_kip848_members_join_leave_and_die_while_records_flow(kip848_server, tmp_path,
+                                                               topic_name, fault):
+    server = kip848_server
+    create_topic(server, topic_name, PARTITIONS)
+    group = f"kip848-{uuid.uuid4().hex[:8]}"
+    producing = Producing(server, topic_name)
+    procs, paths, ended = {}, {}, {}
+
+    def start(name, **env):
+        paths[name] = tmp_path / f"{name}.log"
+        e = child_env(**env)
+        procs[name] = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "kip848_member.py"), server.kafka_bootstrap,
+             topic_name, group, str(paths[name])], env=e)
+
+    def events(name):
+        return parse(paths[name]) if paths[name].exists() else []
+
+    def consuming(name):
+        return owned(events(name)) and any(e[0] == "M" for e in events(name))
+
+    def owners():
+        return {p: name for name in procs if name not in ended for p in owned(events(name))}
+
+    try:
+        producing.start()
+        start("m0", **({"KIP848_PLANTED_DROP": "1"} if fault else {}))
+        wait_for(lambda: len(owned(events("m0"))) == PARTITIONS and consuming("m0"), 20,
+                 "the first member to own every partition")
+        for name in ("m1", "m2"):
+            start(name)
+            wait_for(lambda: consuming(name) and len(owners()) == PARTITIONS, 20,
+                     f"{name} to get partitions")
+        check_described(server, group, members=3)
+        time.sleep(0.5)
+        procs["m1"].send_signal(signal.SIGTERM)                 # leaves the group
+        assert procs["m1"].wait(20) == 0
+        ended["m1"] = time.time()
+        wait_for(lambda: len(owners()) == PARTITIONS, 20, "m1's partitions to move")
+        time.sleep(0.5)
+        procs["m2"].kill()                                     # kill -9: no goodbye
+        procs["m2"].wait(10)
+        ended["m2"] = time.time()
+        wait_for(lambda: owned(events("m0")) == set(range(PARTITIONS)),
+                 SESSION_TIMEOUT_MS / 1000 + 15, "m2's partitions to move after its session")
+        time.sleep(0.5)
+        producing.stop.set()
+        producing.join(30)
+        flow_end = time.time()
+        assert not producing.errors and len(producing.ends) == PARTITIONS
+
+        def read_and_committed_to_the_end():
+            evs = events("m0")
+            committed = {int(e[2]): int(e[3]) for e in evs if e[0] == "C"}
+            return all(committed.get(p) == end for p, end in producing.ends.items())
+        wait_for(read_and_committed_to_the_end, 20, "m0 to read and commit to the end")
+        procs["m0"].send_signal(signal.SIGTERM)
+        assert procs["m0"].wait(20) == 0
+        ended["m0"] = time.time()
+    finally:
+        producing.stop.set()
+        if producing.is_alive():
+            producing.join(30)
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+    logs = {name: events(name) for name in procs}
+    problems = check_group_run(logs, ended, producing.ends, flow_end)
+    if fault:
+        assert problems == ["lost partition 0 offset 5"]
+        return
+    assert problems == []
+    # every member took part, and the group's committed offsets are the end offsets
+    assert all(any(e[0] == "M" for e in evs) for evs in logs.values())
+    c = ck.Consumer({"bootstrap.servers": server.kafka_bootstrap, "group.id": group,
+                     "group.protocol": "consumer"})
+    try:
+        committed = c.committed([ck.TopicPartition(topic_name, p) for p in range(PARTITIONS)],
+                                timeout=10)
+    finally:
+        c.close()
+    assert {tp.partition: tp.offset for tp in committed} == producing.ends
