@@ -57,6 +57,7 @@ from kafkalite.server.config import ServerConfig
 from kafkalite.server.controller import Controller
 from kafkalite.server.coordinator import GroupCoordinator
 from kafkalite.server.kafka_listener import KafkaListener
+from kafkalite.server.security import listener_security
 from kafkalite.server.metadata import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, MetadataStore
 from kafkalite.server.native_listener import NativeListener
 from kafkalite.server.relay import RelayServer
@@ -178,7 +179,8 @@ class Supervisor:
                                             cluster_apis=self.cluster_apis)
         self.native = NativeListener(self.ctx, cfg.host, cfg.port, self.dispatcher,
                                      name="supervisor")
-        self.kafka = KafkaListener(cfg.host, cfg.kafka_port, self.dispatcher, name="supervisor")
+        self.kafka = KafkaListener(cfg.host, cfg.kafka_port, self.dispatcher, name="supervisor",
+                                   security=listener_security(cfg))
         self.controller.native_port, self.controller.kafka_port = self.native.port, self.kafka.port
         # Other nodes' workers reach the control channel and the relay too
         # (--cluster): bound where the listeners are, not on loopback only.
@@ -301,6 +303,7 @@ class Supervisor:
         return {"pid": os.getpid(), "native": f"tcp://{host}:{self.port}",
                 "bootstrap.servers": f"{host}:{self.port}",
                 "kafka.bootstrap.servers": f"{host}:{self.kafka.port}",
+                "kafka.security.protocol": self.config.kafka_security_protocol,
                 "kafka_brokers": [{"node_id": b["node_id"], "port": b["port"]}
                                   for b in self.controller.live_brokers(Listener.KAFKA)],
                 "ingest": f"tcp://{host}:{self.ingest_port}" if self.ingest else None,
