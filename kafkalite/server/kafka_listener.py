@@ -412,7 +412,7 @@ class KafkaListener:
             except errors.KafkaError as exc:
                 self.respond(conn, header, {"error_code": exc.code, "error_message": exc.message,
                                             "auth_bytes": b"", "session_lifetime_ms": 0})
-                self._auth_failed(conn, f"{sasl.mechanism}: {exc.message}")
+                self._auth_failed(conn, f"{sasl.mechanism}: {sasl.failure or exc.message}")
                 return
             self.respond(conn, header, {"error_code": 0, "error_message": None,
                                         "auth_bytes": token, "session_lifetime_ms": 0})

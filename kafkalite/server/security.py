@@ -127,7 +127,8 @@ def certificate_principal(cert: dict | None) -> str | None:
 class SaslServer:
     """One connection's SASL exchange. ``principal`` is set once it succeeded."""
 
-    __slots__ = ("mechanisms", "credentials", "mechanism", "principal", "_scram", "_step", "_user")
+    __slots__ = ("mechanisms", "credentials", "mechanism", "principal", "_scram", "_step", "_user",
+                 "failure", "_client_nonce")
 
     def __init__(self, mechanisms: tuple[str, ...], credentials: CredentialStore):
         self.mechanisms = mechanisms
@@ -137,6 +138,8 @@ class SaslServer:
         self._scram = None
         self._step = 0
         self._user = ""
+        self.failure = ""           # why the exchange failed, for the server's log only
+        self._client_nonce = ""
 
     def handshake(self, mechanism: str) -> int:
         """SaslHandshake: 0, or the error code (the client is then told ours)."""
@@ -171,6 +174,7 @@ class SaslServer:
                 "Authentication failed: Client requested an authorization id that is different "
                 "from username")
         if not self.credentials.verify_plain(user, password):
+            self.failure = f"user {user!r}: unknown, or a wrong password"
             raise errors.SaslAuthenticationFailedError(INVALID_CREDENTIALS)
         self.principal = "User:" + user
         return b""
@@ -184,24 +188,39 @@ class SaslServer:
                 self._scram = scramp.ScramMechanism(mechanism).make_server(
                     lambda user: self._scram_credential(mechanism, user))
                 self._scram.set_client_first(text)
+                self._client_nonce = _attributes(text).get("r", "")
                 self._step = 1
                 return self._scram.get_server_first().encode()
             if self._step == 1:
+                self._accept_doubled_nonce(text)
                 self._scram.set_client_final(text)
                 self._step = 2
                 self.principal = "User:" + self._user
                 return self._scram.get_server_final().encode()
-        except _UnknownUser:
-            raise errors.SaslAuthenticationFailedError(INVALID_CREDENTIALS) from None
         except scramp.ScramException as exc:
-            # The client-final message fails on a wrong password (the proof);
-            # the client-first one only when it is malformed.
-            message = INVALID_CREDENTIALS if self._step == 1 else f"Authentication failed: {exc}"
+            # scramp wraps what the credential lookup raised; the client-final
+            # message fails on a wrong password (the proof).
+            unknown = self._user and self.credentials.scram(self.mechanism, self._user) is None
+            self.failure = f"unknown user {self._user!r}" if unknown else str(exc)
+            message = (INVALID_CREDENTIALS if unknown or self._step == 1
+                       else f"Authentication failed: {exc}")
             raise errors.SaslAuthenticationFailedError(message) from None
         except (UnicodeDecodeError, ValueError, KeyError, IndexError) as exc:
             raise errors.SaslAuthenticationFailedError(
                 f"Authentication failed: malformed SCRAM message ({exc})") from None
         raise errors.IllegalSaslStateError("SCRAM exchange already complete")
+
+    def _accept_doubled_nonce(self, client_final: str) -> None:
+        """librdkafka before 2.6.1 (kcat as Debian and Ubuntu ship it, 2.0.2)
+        answers with its client nonce followed by the whole server nonce,
+        which already starts with it (confluentinc/librdkafka#4895). Kafka
+        3.8.1-3.9 accepted that (the nonce had to end with the server's);
+        we accept exactly that doubled form: the server's random part is
+        still required, so the exchange cannot be replayed."""
+        nonce = getattr(self._scram, "nonce", None)
+        sent = _attributes(client_final).get("r")
+        if nonce is not None and self._client_nonce and sent == self._client_nonce + str(nonce):
+            self._scram.nonce = type(nonce)(sent)
 
     def _scram_credential(self, mechanism: str, saslname: str):
         # RFC 5802 section 5.1: "," and "=" in a user name arrive as =2C and =3D.
@@ -215,3 +234,8 @@ class SaslServer:
 
 class _UnknownUser(Exception):
     pass
+
+
+def _attributes(message: str) -> dict[str, str]:
+    """The a=value attributes of a SCRAM message (RFC 5802 section 5.1)."""
+    return dict(p.split("=", 1) for p in message.split(",") if len(p) > 1 and p[1] == "=")
