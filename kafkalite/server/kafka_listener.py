@@ -296,17 +296,20 @@ class KafkaListener:
         self._process(conn)
 
     def _drain_tls(self, conn: KafkaConnection) -> None:
-        """Move the decrypted bytes the SSL object still holds (the rest of a
-        TLS record, at most 16 KiB) into the read buffer: poll cannot see them."""
+        """Read on while the socket has data, up to RECV_CHUNK: an SSL read
+        returns one TLS record (16 KiB) at most, and what the SSL object
+        holds decrypted is invisible to poll, so it must not stay there."""
         sock, scratch = conn.sock, self._scratch
+        total = 0
         try:
-            while sock.pending():
+            while total < RECV_CHUNK or sock.pending():
                 n = sock.recv_into(scratch)
                 if not n:
-                    return
+                    return          # the peer closed: the next read sees it
                 conn.rbuf += memoryview(scratch)[:n]
+                total += n
         except OSError:
-            pass            # the next read meets the same condition and handles it
+            pass    # SSLWantRead: nothing more now; anything else the next read handles
 
     def _process(self, conn: KafkaConnection) -> None:
         """Serve complete frames from the read buffer while not muted."""

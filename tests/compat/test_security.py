@@ -278,7 +278,7 @@ def test_wrong_password_kafka_python_and_aiokafka(servers, certs, topic_name, ca
     caplog.set_level("INFO")
     with pytest.raises(kafka.errors.KafkaTimeoutError):
         kafka.KafkaProducer(**{**kp_conf(srv, "SASL_SSL", "SCRAM-SHA-256", certs, password="wrong"),
-                               "bootstrap_timeout_ms": 3000})
+                               "bootstrap_timeout_ms": 8000})
     assert any("SaslAuthenticationFailed" in r.getMessage() and r.name.startswith("kafka")
                for r in caplog.records), [r.getMessage() for r in caplog.records]
 
