@@ -12,6 +12,8 @@ server is served.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import shutil
 import socket
 import ssl
@@ -311,6 +313,33 @@ def test_users_added_to_a_running_server_can_log_in(servers, certs, topic_name):
     assert p.flush(15) == 0
     # bob has no PLAIN credential: PLAIN with his password fails.
     err = confluent_auth_error({**conf, "sasl.mechanisms": "PLAIN"}, topic_name)
+    assert err.code() == ck.KafkaError._AUTHENTICATION
+
+
+def test_users_file_keeps_no_password_and_users_can_be_listed_and_deleted(servers, certs,
+                                                                          topic_name):
+    srv = servers["SASL_PLAINTEXT"]
+    path = os.path.join(srv.data_dir, "sasl-users.json")
+    text = open(path).read()
+    assert PASSWORD not in text and os.stat(path).st_mode & 0o077 == 0
+    assert set(json.loads(text)["users"][USER]) == {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+
+    def users(*args):
+        r = subprocess.run([sys.executable, "-m", "kafkalite", "users", *args, "--data-dir",
+                            srv.data_dir], capture_output=True, text=True, env=child_env(),
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+    users("add", "carol", "--mechanism", "PLAIN", "--password", "carol-pw")
+    assert "carol\tPLAIN" in users("list")
+    create_topic(srv, topic_name)
+    conf = ck_conf(srv, "SASL_PLAINTEXT", "PLAIN", certs, user="carol", password="carol-pw")
+    p = ck.Producer(conf)
+    p.produce(topic_name, b"from carol")
+    assert p.flush(15) == 0
+    users("delete", "carol")
+    assert "carol" not in users("list")
+    err = confluent_auth_error(conf, topic_name)      # a deleted user can no longer log in
     assert err.code() == ck.KafkaError._AUTHENTICATION
 
 
