@@ -44,9 +44,9 @@ def certs(tmp_path_factory):
     return make_certs(str(tmp_path_factory.mktemp("certs")))
 
 
-def _start(root, protocol: str, certs: dict, cert: str = "server") -> ServerProcess:
+def _start(root, protocol: str, certs: dict, cert: str = "server", extra=()) -> ServerProcess:
     data = str(root / "data")
-    args = ["--kafka-security-protocol", protocol]
+    args = ["--kafka-security-protocol", protocol, *extra]
     if protocol.endswith("SSL"):
         args += ["--ssl-certfile", certs[cert], "--ssl-keyfile", certs[cert + "_key"]]
     if protocol.startswith("SASL"):
@@ -428,3 +428,30 @@ def test_plaintext_listener_is_unchanged_by_default(server, topic_name):
     finally:
         wire.close()
     assert server.refresh()["kafka.security.protocol"] == "PLAINTEXT"
+
+
+@pytest.mark.timeout(30)
+def test_mutual_tls_requires_a_client_certificate_from_the_ca(tmp_path, certs, topic_name):
+    srv = _start(tmp_path, "SSL", certs, extra=["--ssl-client-auth", "required",
+                                                "--ssl-cafile", certs["ca"]])
+    try:
+        create_topic(srv, topic_name)
+        err = confluent_auth_error(ck_conf(srv, "SSL", None, certs), topic_name)
+        assert err.code() in (ck.KafkaError._SSL, ck.KafkaError._TRANSPORT,
+                              ck.KafkaError._ALL_BROKERS_DOWN), err
+        conf = ck_conf(srv, "SSL", None, certs, **{"ssl.certificate.location": certs["client"],
+                                                   "ssl.key.location": certs["client_key"]})
+        p = ck.Producer(conf)
+        p.produce(topic_name, b"with a client certificate")
+        assert p.flush(15) == 0
+    finally:
+        srv.stop()
+        srv.kill()
+
+
+def test_server_refuses_to_start_with_tls_and_no_certificate(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "kafkalite", "server", "--data-dir",
+                        str(tmp_path / "data"), "--kafka-security-protocol", "SASL_SSL"],
+                       capture_output=True, text=True, env=child_env(), timeout=60)
+    assert r.returncode != 0
+    assert "needs ssl_certfile" in r.stderr
