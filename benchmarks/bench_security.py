@@ -29,6 +29,7 @@ import time
 import traceback
 
 import report
+from bench_kafka_clients import create_topic
 from report import Results, say
 
 from kafkalite.server import launcher
@@ -62,15 +63,6 @@ def start_server(work: str, protocol: str, certs: dict, workers: int) -> launche
                         "--data-dir", data], check=True, capture_output=True,
                        env=launcher.package_env())
     return launcher.ServerProcess(data, workers=workers, extra_args=args).start()
-
-
-def create_topic(server, name: str) -> None:
-    from kafkalite.client import AdminClient, NewTopic
-    admin = AdminClient({"bootstrap.servers": server.bootstrap})
-    try:
-        admin.create_topics([NewTopic(name, 1)])[name].result()
-    finally:
-        admin.close()
 
 
 def produce(server, protocol, certs, topic: str, n: int) -> float:
