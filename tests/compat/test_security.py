@@ -455,3 +455,36 @@ def test_server_refuses_to_start_with_tls_and_no_certificate(tmp_path):
                        capture_output=True, text=True, env=child_env(), timeout=60)
     assert r.returncode != 0
     assert "needs ssl_certfile" in r.stderr
+
+
+@pytest.mark.parametrize("password,served", [(PASSWORD, True), ("wrong", False)])
+def test_sasl_handshake_v0_takes_a_raw_plain_token(servers, password, served):
+    """SaslHandshake v0 (before KIP-152): the token follows as a bare
+    size-prefixed frame, answered by one (empty for PLAIN); a wrong password
+    closes the connection, raw SASL having no error frame."""
+    srv = servers["SASL_PLAINTEXT"]
+    wire = KafkaWire(srv.kafka_bootstrap)
+    try:
+        assert wire.request(ApiKey.SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"})["error_code"] == 0
+        wire.send_frame(f"\0{USER}\0{password}".encode())
+        if served:
+            assert wire.recv_frame() == b""
+            assert wire.request(ApiKey.METADATA, 12, {"topics": None})["controller_id"] == 1000
+        else:
+            with pytest.raises((ConnectionError, OSError)):
+                wire.recv_frame()
+    finally:
+        wire.close()
+
+
+def test_unknown_mechanism_is_answered_with_the_enabled_ones_then_closed(servers):
+    srv = servers["SASL_PLAINTEXT"]
+    wire = KafkaWire(srv.kafka_bootstrap)
+    try:
+        resp = wire.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "GSSAPI"})
+        assert resp["error_code"] == 33     # UNSUPPORTED_SASL_MECHANISM
+        assert resp["mechanisms"] == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+        with pytest.raises((ConnectionError, OSError)):
+            wire.request(ApiKey.METADATA, 12, {"topics": None})
+    finally:
+        wire.close()
