@@ -238,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
         "users", help="add, list, delete SASL users (PLAIN, SCRAM-SHA-256/512)",
         description="Edit the SASL credentials file of a server's Kafka listeners "
                     "(--kafka-security-protocol SASL_PLAINTEXT or SASL_SSL). SCRAM users are kept "
-                    "as salted StoredKey/ServerKey, PLAIN ones as an scrypt hash: never the "
+                    "as salted StoredKey/ServerKey, PLAIN ones as a PBKDF2 hash: never the "
                     "password. A running server picks changes up at the next login.")
     usub = users.add_subparsers(dest="action", required=True)
     for action, text in (("add", "add a user or change its password"),
@@ -253,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
         if action == "add":
             u.add_argument("--password", help="default: one line read from stdin")
             u.add_argument("--iterations", type=int, default=4096,
-                           help="SCRAM iterations (default 4096)")
+                           help="SCRAM and PLAIN hash iterations (default 4096)")
         u.add_argument("--data-dir", default="./kafkalite-data",
                        help="the server's data directory (default ./kafkalite-data)")
         u.add_argument("--users-file", help="the server's --sasl-users-file, if it set one")
