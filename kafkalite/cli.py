@@ -22,6 +22,8 @@ Subcommands:
   connect     run a Kafka Connect worker (connectors, REST API), standalone or in a
               cluster, like connect-standalone.sh / connect-distributed.sh
   mirror      mirror topics and group offsets between clusters (MirrorMaker 2)
+  users       add, list, delete the SASL users (PLAIN, SCRAM) of a server's Kafka
+              listeners (like kafka-configs --alter --entity-type users)
   bench       run benchmark workloads on kafkalite, its peers and the
               machine's ceilings, side by side (kafkalite.bench)
 
@@ -107,8 +109,48 @@ def _server(args) -> int:
         leader_imbalance_check_interval_seconds=args.leader_imbalance_check_interval_seconds,
         broker_session_timeout_ms=args.broker_session_timeout_ms, cluster=args.cluster,
         node_id=args.node_id, controller_lease_ms=args.controller_lease_ms,
-        metrics_port=args.metrics_port, log_level=args.log_level)
+        metrics_port=args.metrics_port, log_level=args.log_level,
+        kafka_security_protocol=args.kafka_security_protocol, ssl_certfile=args.ssl_certfile,
+        ssl_keyfile=args.ssl_keyfile, ssl_cafile=args.ssl_cafile,
+        ssl_client_auth=args.ssl_client_auth,
+        sasl_enabled_mechanisms=args.sasl_enabled_mechanisms,
+        sasl_users_file=args.sasl_users_file)
     return serve(config)
+
+
+def _users(args) -> int:
+    """kafkalite users add|list|delete: edit the SASL credentials file that
+    the server's Kafka listeners re-read on change (credentials.py)."""
+    from kafkalite.server import credentials
+    path = credentials.users_file(args.data_dir, args.users_file or "")
+    users = credentials.read_users(path)
+    if args.action == "list":
+        for name in sorted(users):
+            print(f"{name}\t{','.join(sorted(users[name]))}")
+        return 0
+    mechanisms = args.mechanism or list(credentials.MECHANISMS)
+    if args.action == "delete":
+        entry = users.get(args.user)
+        if entry is None:
+            raise KafkaError(f"no SASL user {args.user!r} in {path}")
+        for m in mechanisms:
+            entry.pop(m, None)
+        if not entry or not args.mechanism:
+            users.pop(args.user)
+        credentials.write_users(path, users)
+        print(f"deleted {args.user} ({', '.join(mechanisms)}) from {path}")
+        return 0
+    password = args.password
+    if password is None:
+        password = sys.stdin.readline().rstrip("\n")
+    if not password:
+        raise KafkaError("the password is empty (give --password, or one line on stdin)")
+    entry = users.setdefault(args.user, {})
+    for m in mechanisms:
+        entry[m] = credentials.make_credential(m, password, args.iterations)
+    credentials.write_users(path, users)
+    print(f"added {args.user} ({', '.join(mechanisms)}) to {path}")
+    return 0
 
 
 def _client_args(p: argparse.ArgumentParser) -> None:
@@ -181,7 +223,50 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--controller-lease-ms", type=int,
                         help="with --cluster: the controller lease's length; a node that cannot "
                              "renew it for this long loses it (default 10000)")
+    server.add_argument("--kafka-security-protocol",
+                        choices=["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"],
+                        help="security of every Kafka listener (supervisor and workers), as "
+                             "Kafka's security.protocol (default PLAINTEXT)")
+    server.add_argument("--ssl-certfile", metavar="PEM",
+                        help="the listeners' TLS certificate (chain), PEM (ssl.keystore)")
+    server.add_argument("--ssl-keyfile", metavar="PEM",
+                        help="its private key, PEM (default: in --ssl-certfile)")
+    server.add_argument("--ssl-cafile", metavar="PEM",
+                        help="CA certificates clients' certificates are checked against "
+                             "(ssl.truststore), for --ssl-client-auth")
+    server.add_argument("--ssl-client-auth", choices=["required", "requested", "none"],
+                        help="mutual TLS: ask for client certificates (default none)")
+    server.add_argument("--sasl-enabled-mechanisms", metavar="LIST",
+                        help="comma-separated: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (default all)")
+    server.add_argument("--sasl-users-file", metavar="FILE",
+                        help="SASL credentials, written by `kafkalite users` "
+                             "(default <data-dir>/sasl-users.json)")
     server.set_defaults(func=_server)
+
+    users = sub.add_parser(
+        "users", help="add, list, delete SASL users (PLAIN, SCRAM-SHA-256/512)",
+        description="Edit the SASL credentials file of a server's Kafka listeners "
+                    "(--kafka-security-protocol SASL_PLAINTEXT or SASL_SSL). SCRAM users are kept "
+                    "as salted StoredKey/ServerKey, PLAIN ones as a PBKDF2 hash: never the "
+                    "password. A running server picks changes up at the next login.")
+    usub = users.add_subparsers(dest="action", required=True)
+    for action, text in (("add", "add a user or change its password"),
+                         ("delete", "delete a user (or only its --mechanism credentials)"),
+                         ("list", "user names and their mechanisms")):
+        u = usub.add_parser(action, help=text)
+        if action != "list":
+            u.add_argument("user")
+            u.add_argument("--mechanism", action="append",
+                           choices=["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
+                           help="repeatable (default: every mechanism)")
+        if action == "add":
+            u.add_argument("--password", help="default: one line read from stdin")
+            u.add_argument("--iterations", type=int, default=4096,
+                           help="SCRAM and PLAIN hash iterations (default 4096)")
+        u.add_argument("--data-dir", default="./kafkalite-data",
+                       help="the server's data directory (default ./kafkalite-data)")
+        u.add_argument("--users-file", help="the server's --sasl-users-file, if it set one")
+    users.set_defaults(func=_users)
 
     topics = sub.add_parser("topics", help="create, list, describe, alter, delete topics; elect "
                                            "leaders, reassign replicas")

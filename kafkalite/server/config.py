@@ -39,6 +39,14 @@ TOML layout (every key optional)::
     cluster = ""                  # PostgreSQL DSN: cluster metadata there (cluster_store.py)
     node_id = 1                   # this node's id in the cluster
     controller_lease_ms = 10000   # the controller lease, renewed every third of this
+    kafka_security_protocol = "PLAINTEXT"  # or SSL, SASL_PLAINTEXT, SASL_SSL (security.py)
+    ssl_certfile = ""             # PEM server certificate (chain); Kafka's ssl.keystore
+    ssl_keyfile = ""              # PEM private key ("" = in ssl_certfile)
+    ssl_cafile = ""               # PEM CAs of client certificates; Kafka's ssl.truststore
+    ssl_client_auth = "none"      # mutual TLS: required, requested or none
+    sasl_enabled_mechanisms = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+    sasl_users_file = ""          # SASL credentials ("" = <data_dir>/sasl-users.json;
+                                  # written by `kafkalite users`, credentials.py)
 
     [topic_defaults]              # Kafka topic configs given to new topics
     "retention.ms" = 604800000
@@ -54,6 +62,7 @@ import tomllib
 from dataclasses import dataclass, field
 
 from kafkalite.errors import InvalidConfigurationError
+from kafkalite.server import security
 from kafkalite.storage.config import LogConfig
 
 DEFAULT_PORT = 7092
@@ -101,9 +110,22 @@ class ServerConfig:
     cluster: str = ""
     node_id: int = 1
     controller_lease_ms: int = 10_000
+    kafka_security_protocol: str = "PLAINTEXT"
+    ssl_certfile: str = ""
+    ssl_keyfile: str = ""
+    ssl_cafile: str = ""
+    ssl_client_auth: str = "none"
+    sasl_enabled_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+    sasl_users_file: str = ""
     topic_defaults: dict = field(default_factory=dict)
 
     def __post_init__(self):
+        # Workers get this config as JSON and may run elsewhere than the
+        # flags' working directory: paths are made absolute once, here.
+        for name in ("ssl_certfile", "ssl_keyfile", "ssl_cafile", "sasl_users_file"):
+            if getattr(self, name):
+                setattr(self, name, os.path.abspath(getattr(self, name)))
+        security.validate(self)
         for name in ("port", "ingest_port", "worker_base_port", "kafka_port",
                      "kafka_worker_base_port"):
             value = getattr(self, name)

@@ -30,6 +30,20 @@ Zero copy: response records values may be segment file regions
 (``FileRegion``); they are written with ``os.sendfile`` between the encoded
 parts around them, never read into memory. A socket that would block keeps
 the rest of the response in the connection's write queue until POLLOUT.
+
+Security (security.py): with a ``ListenerSecurity`` the listener speaks
+SSL, SASL_PLAINTEXT or SASL_SSL. TLS runs on the same non-blocking sockets:
+the handshake advances on each POLLIN/POLLOUT the SSL layer asks for, so it
+never blocks the loop; a failed handshake (an expired certificate, a
+plaintext client) closes that connection only. Over TLS a file region
+cannot go out with sendfile (the kernel would send it unencrypted): it is
+read in chunks of ``TLS_REGION_CHUNK`` and written through the SSL socket.
+Decrypted bytes buffered inside the SSL object are invisible to poll, so a
+read drains them (at most one TLS record) before returning. On a SASL
+listener a connection serves only ApiVersions, SaslHandshake and
+SaslAuthenticate until it has authenticated; anything else closes it, as
+Kafka does. The authenticated principal (``User:<name>``, or the client
+certificate's DN under mutual TLS) goes on each request's context.
 """
 from __future__ import annotations
 
@@ -37,6 +51,7 @@ import collections
 import logging
 import os
 import socket
+import ssl
 import struct
 
 import zmq
@@ -52,13 +67,23 @@ from kafkalite.protocol import (
 )
 from kafkalite.protocol.messages import RESPONSES
 from kafkalite.server.ratelimit import RateLimitedLog
-from kafkalite.server.requests import Listener, RequestContext, RequestDispatcher
+from kafkalite.server.requests import (
+    ANONYMOUS,
+    Listener,
+    RequestContext,
+    RequestDispatcher,
+    api_versions_body,
+)
+from kafkalite.server.security import ListenerSecurity, certificate_principal
 
 log = logging.getLogger("kafkalite.kafka")
 
 MAX_REQUEST_BYTES = 100 * 1024 * 1024   # Kafka's socket.request.max.bytes default
 RECV_CHUNK = 1024 * 1024
 LISTEN_BACKLOG = 128
+TLS_REGION_CHUNK = 256 * 1024       # file region bytes read per TLS write
+# What a SASL listener serves before authentication (Kafka's SaslServerAuthenticator).
+SASL_APIS = (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
 _size = struct.Struct(">i")
 _pack_size = _size.pack
 _unpack_size = _size.unpack_from
@@ -85,7 +110,8 @@ class KafkaConnection:
     """One client's TCP connection: read buffer, mute flag, write queue."""
 
     __slots__ = ("sock", "fd", "peer", "address", "rbuf", "muted", "out", "closed", "interest",
-                 "dispatching")
+                 "dispatching", "tls", "handshake_wants", "sasl", "sasl_raw", "principal",
+                 "closing")
 
     def __init__(self, sock: socket.socket, peer):
         self.sock = sock
@@ -98,6 +124,12 @@ class KafkaConnection:
         self.closed = False
         self.interest = 0
         self.dispatching = False
+        self.tls = isinstance(sock, ssl.SSLSocket)
+        self.handshake_wants = zmq.POLLIN if self.tls else 0   # 0: no TLS handshake pending
+        self.sasl = None            # a SaslServer until the connection has authenticated
+        self.sasl_raw = False       # SaslHandshake v0: raw SASL tokens follow, not requests
+        self.principal = ANONYMOUS
+        self.closing = False        # close once the queued answer is written
 
     def __repr__(self):
         return f"KafkaConnection({self.peer})"
@@ -108,8 +140,10 @@ class KafkaListener:
 
     def __init__(self, host: str, port: int, dispatcher: RequestDispatcher, *, relay=None,
                  name: str = "broker", max_request_bytes: int = MAX_REQUEST_BYTES,
-                 fallback_to_any_port: bool = False):
+                 fallback_to_any_port: bool = False, security: ListenerSecurity | None = None):
         self.dispatcher = dispatcher
+        self.security = security
+        self._auth_failures = RateLimitedLog(log)
         self.relay = relay                  # a RelayClient, or None
         if relay is not None:
             relay.listener = self
@@ -152,6 +186,9 @@ class KafkaListener:
             conn = self.connections.get(fd)
             if conn is None:
                 continue
+            if conn.handshake_wants:
+                self._handshake(conn)
+                continue
             if ev & zmq.POLLOUT:
                 self._flush(conn)
             if ev & (zmq.POLLIN | zmq.POLLERR) and not conn.closed:
@@ -177,7 +214,18 @@ class KafkaListener:
                 return
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            security = self.security
+            if security is not None and security.ssl_context is not None:
+                try:
+                    sock = security.ssl_context.wrap_socket(
+                        sock, server_side=True, do_handshake_on_connect=False)
+                except (OSError, ValueError) as exc:
+                    self._bad_input.warning("%s: cannot start TLS with %s: %s", self.name, peer, exc)
+                    sock.close()
+                    continue
             conn = KafkaConnection(sock, peer)
+            if security is not None and security.sasl:
+                conn.sasl = security.sasl_server()
             self.connections[conn.fd] = conn
             self._update_interest(conn)
 
@@ -196,18 +244,45 @@ class KafkaListener:
     def _update_interest(self, conn: KafkaConnection) -> None:
         if conn.closed:
             return
-        interest = (0 if conn.muted else zmq.POLLIN) | (zmq.POLLOUT if conn.out else 0)
+        if conn.handshake_wants:
+            interest = conn.handshake_wants
+        else:
+            interest = ((0 if conn.muted or conn.closing else zmq.POLLIN)
+                        | (zmq.POLLOUT if conn.out else 0))
         if interest != conn.interest and self.poller is not None:
             # register(fd, 0) unregisters: a muted connection with nothing to
             # write is not polled at all, as Kafka mutes a channel.
             self.poller.register(conn.fd, interest)
             conn.interest = interest
 
+    def _handshake(self, conn: KafkaConnection) -> None:
+        """Advance the TLS handshake by what the socket allows now."""
+        try:
+            conn.sock.do_handshake()
+        except ssl.SSLWantReadError:
+            conn.handshake_wants = zmq.POLLIN
+        except ssl.SSLWantWriteError:
+            conn.handshake_wants = zmq.POLLOUT
+        except (OSError, ValueError) as exc:   # ssl.SSLError is an OSError
+            self._close(conn, f"TLS handshake failed: {getattr(exc, 'reason', None) or exc}")
+            return
+        else:
+            conn.handshake_wants = 0
+            if conn.sasl is None:
+                try:
+                    conn.principal = certificate_principal(conn.sock.getpeercert()) or ANONYMOUS
+                except (OSError, ValueError):
+                    pass
+            self._update_interest(conn)
+            self._read(conn)       # the client may have sent its first request already
+            return
+        self._update_interest(conn)
+
     def _read(self, conn: KafkaConnection) -> None:
         scratch = self._scratch
         try:
             n = conn.sock.recv_into(scratch)
-        except (BlockingIOError, InterruptedError):
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             return
         except OSError as exc:
             self._close(conn, None if exc.errno in (104, 32) else str(exc))
@@ -216,7 +291,25 @@ class KafkaListener:
             self._close(conn, None)
             return
         conn.rbuf += memoryview(scratch)[:n]
+        if conn.tls:
+            self._drain_tls(conn)
         self._process(conn)
+
+    def _drain_tls(self, conn: KafkaConnection) -> None:
+        """Read on while the socket has data, up to RECV_CHUNK: an SSL read
+        returns one TLS record (16 KiB) at most, and what the SSL object
+        holds decrypted is invisible to poll, so it must not stay there."""
+        sock, scratch = conn.sock, self._scratch
+        total = 0
+        try:
+            while total < RECV_CHUNK or sock.pending():
+                n = sock.recv_into(scratch)
+                if not n:
+                    return          # the peer closed: the next read sees it
+                conn.rbuf += memoryview(scratch)[:n]
+                total += n
+        except OSError:
+            pass    # SSLWantRead: nothing more now; anything else the next read handles
 
     def _process(self, conn: KafkaConnection) -> None:
         """Serve complete frames from the read buffer while not muted."""
@@ -225,7 +318,7 @@ class KafkaListener:
         conn.dispatching = True
         try:
             rbuf = conn.rbuf
-            while not conn.muted and not conn.closed and len(rbuf) >= 4:
+            while not conn.muted and not conn.closed and not conn.closing and len(rbuf) >= 4:
                 size, = _unpack_size(rbuf, 0)
                 if size < 0 or size > self.max_request_bytes:
                     self._close(conn, f"request size {size} is outside 0..{self.max_request_bytes} "
@@ -244,6 +337,8 @@ class KafkaListener:
     # ---- requests ----------------------------------------------------------------------------
 
     def _on_request(self, conn: KafkaConnection, payload: bytearray) -> None:
+        if conn.sasl is not None and self._on_sasl_request(conn, payload):
+            return
         header = peek_request_header(payload)
         if (header is not None and self.relay is not None
                 and not self.dispatcher.serves(header.api_key)):
@@ -267,7 +362,94 @@ class KafkaListener:
             self._close(conn, str(exc))
             return
         self.dispatcher.dispatch(RequestContext(header, Listener.KAFKA, self, conn,
-                                                peer=conn.address), body)
+                                                peer=conn.address, principal=conn.principal),
+                                 body)
+
+    # ---- SASL (security.py) ------------------------------------------------------------------
+
+    def _on_sasl_request(self, conn: KafkaConnection, payload: bytearray) -> bool:
+        """Serve a frame on a SASL listener's connection if it belongs to the
+        SASL exchange (or ApiVersions, which advertises it); False: an
+        authenticated client's request, for the dispatcher."""
+        sasl = conn.sasl
+        if conn.sasl_raw:          # SaslHandshake v0: this frame is a bare SASL token
+            self._sasl_raw_token(conn, sasl, payload)
+            return True
+        header = peek_request_header(payload)
+        api_key = header.api_key if header is not None else None
+        if api_key not in SASL_APIS:
+            if sasl.principal is None:
+                self._close(conn, f"{api_key!r} request before SASL authentication "
+                                  f"(only ApiVersions, SaslHandshake, SaslAuthenticate are served)")
+                return True
+            return False
+        self._sasl_exchange(conn, sasl, api_key, payload)
+        return True
+
+    def _sasl_exchange(self, conn: KafkaConnection, sasl, api_key, payload: bytearray) -> None:
+        try:
+            header, body = decode_request(payload, ignore_trailing=True)
+        except ProtocolError as exc:
+            if api_key == ApiKey.API_VERSIONS and exc.code == errors.UnsupportedVersionError.code:
+                self._send(conn, encode_response(ApiKey.API_VERSIONS, 0, exc.header.correlation_id,
+                                                 self._sasl_api_versions(
+                                                     errors.UnsupportedVersionError.code)))
+                return
+            self._close(conn, str(exc))
+            return
+        if api_key == ApiKey.API_VERSIONS:
+            self.respond(conn, header, self._sasl_api_versions(0))
+        elif sasl.principal is not None:
+            # Re-authentication (KIP-368) is not offered: connections.max.reauth.ms is 0.
+            self._close(conn, f"{api_key!r} after SASL authentication completed")
+        elif api_key == ApiKey.SASL_HANDSHAKE:
+            code = sasl.handshake(body["mechanism"])
+            self.respond(conn, header, {"error_code": code, "mechanisms": list(sasl.mechanisms)})
+            if code:
+                self._auth_failed(conn, f"SASL mechanism {body['mechanism']!r} is not enabled")
+            elif header.api_version == 0:
+                conn.sasl_raw = True
+        else:
+            try:
+                token = sasl.authenticate(body["auth_bytes"])
+            except errors.KafkaError as exc:
+                self.respond(conn, header, {"error_code": exc.code, "error_message": exc.message,
+                                            "auth_bytes": b"", "session_lifetime_ms": 0})
+                self._auth_failed(conn, f"{sasl.mechanism}: {sasl.failure or exc.message}")
+                return
+            self.respond(conn, header, {"error_code": 0, "error_message": None,
+                                        "auth_bytes": token, "session_lifetime_ms": 0})
+            self._authenticated(conn)
+
+    def _sasl_raw_token(self, conn: KafkaConnection, sasl, token: bytearray) -> None:
+        try:
+            answer = sasl.authenticate(token)
+        except errors.KafkaError as exc:
+            self._auth_failed(conn, f"{sasl.mechanism}: {exc.message}")
+            self._close(conn, None)     # raw SASL has no way to say why
+            return
+        self._send(conn, answer)
+        self._authenticated(conn)
+
+    def _authenticated(self, conn: KafkaConnection) -> None:
+        if conn.sasl.principal is not None:
+            conn.principal = conn.sasl.principal
+            conn.sasl_raw = False
+
+    def _auth_failed(self, conn: KafkaConnection, why: str) -> None:
+        """Kafka closes a connection whose authentication failed, once the
+        answer saying so is written."""
+        self._auth_failures.warning("%s: authentication of %s failed: %s", self.name, conn.address,
+                                    why)
+        conn.closing = True
+        if not conn.out:
+            self._close(conn, None)
+        else:
+            self._update_interest(conn)
+
+    def _sasl_api_versions(self, error_code: int) -> dict:
+        return api_versions_body([*self.dispatcher.advertised(Listener.KAFKA),
+                                  ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE], error_code)
 
     # ---- Responder (requests.py) -------------------------------------------------------------
 
@@ -351,7 +533,15 @@ class KafkaListener:
                 if type(item) is list:          # [file region, bytes sent so far]
                     region, sent = item
                     while sent < region.length:
-                        n = os.sendfile(fd, region.fd, region.position + sent, region.length - sent)
+                        if conn.tls:
+                            # Retried after SSLWantWrite with the same bytes, as
+                            # OpenSSL requires: the region is immutable.
+                            chunk = os.pread(region.fd, min(TLS_REGION_CHUNK, region.length - sent),
+                                             region.position + sent)
+                            n = conn.sock.send(chunk) if chunk else 0
+                        else:
+                            n = os.sendfile(fd, region.fd, region.position + sent,
+                                            region.length - sent)
                         if n == 0:
                             raise OSError(f"segment {region.file.name} ended before the region did")
                         sent += n
@@ -362,9 +552,12 @@ class KafkaListener:
                         queue[0] = memoryview(item)[n:]
                         break
                 queue.popleft()
-        except (BlockingIOError, InterruptedError):
+        except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
             pass
         except (OSError, ValueError) as exc:   # peer gone, or a segment deleted under the send
             self._close(conn, None if getattr(exc, "errno", None) in (104, 32) else str(exc))
+            return
+        if conn.closing and not queue:
+            self._close(conn, None)
             return
         self._update_interest(conn)

@@ -15,7 +15,9 @@ answers keep request order.
 Frames, worker -> supervisor::
 
     [RELAY_REQUEST header: relay id int32, client address (int16 length + UTF-8),
-     the client's request frame, untouched]
+                           principal (int16 length + UTF-8; the connection's
+                           authenticated User:<name>, security.py)]
+    [the client's request frame, untouched]
 
 supervisor -> worker::
 
@@ -41,26 +43,35 @@ import zmq
 from kafkalite import errors
 from kafkalite.protocol import ProtocolError, decode_request, encode_response
 from kafkalite.server.ratelimit import RateLimitedLog
-from kafkalite.server.requests import Listener, RequestContext, RequestDispatcher
+from kafkalite.server.requests import ANONYMOUS, Listener, RequestContext, RequestDispatcher
 
 log = logging.getLogger("kafkalite.relay")
 
 RESPONSE, ERROR, NOTHING, CLOSE = 0, 1, 2, 3
 _REQUEST_HEADER = struct.Struct(">ih")      # relay id, client address length
+_LENGTH = struct.Struct(">h")               # principal length
 _REPLY_HEADER = struct.Struct(">ibh")       # relay id, kind, error code
 
 
-def encode_relay_request(relay_id: int, client_address: str) -> bytes:
+def encode_relay_request(relay_id: int, client_address: str, principal: str = ANONYMOUS) -> bytes:
     address = client_address.encode("utf-8", "replace")[:0x7FFF]
-    return _REQUEST_HEADER.pack(relay_id, len(address)) + address
+    name = principal.encode("utf-8", "replace")[:0x7FFF]
+    return (_REQUEST_HEADER.pack(relay_id, len(address)) + address + _LENGTH.pack(len(name))
+            + name)
 
 
-def decode_relay_request(buf) -> tuple[int, str]:
+def decode_relay_request(buf) -> tuple[int, str, str]:
+    """(relay id, client address, principal) of a RELAY_REQUEST header."""
     relay_id, size = _REQUEST_HEADER.unpack_from(buf)
     end = _REQUEST_HEADER.size + size
     if size < 0 or end > len(buf):
         raise ValueError(f"relay header: address of {size} bytes in a {len(buf)}-byte frame")
-    return relay_id, bytes(buf[_REQUEST_HEADER.size:end]).decode("utf-8", "replace")
+    address = bytes(buf[_REQUEST_HEADER.size:end]).decode("utf-8", "replace")
+    size, = _LENGTH.unpack_from(buf, end)
+    start = end + _LENGTH.size
+    if size < 0 or start + size > len(buf):
+        raise ValueError(f"relay header: principal of {size} bytes in a {len(buf)}-byte frame")
+    return relay_id, address, bytes(buf[start:start + size]).decode("utf-8", "replace")
 
 
 def encode_relay_reply(relay_id: int, kind: int, code: int = 0, message: str = "") -> bytes:
@@ -106,7 +117,7 @@ class RelayServer:
 
     def _on_request(self, worker: bytes, relay_header: bytes, payload: bytes) -> None:
         try:
-            relay_id, address = decode_relay_request(relay_header)
+            relay_id, address, principal = decode_relay_request(relay_header)
         except (ValueError, struct.error) as exc:
             self._bad_input.warning("dropped a malformed relay header from %r: %s", worker, exc)
             return
@@ -118,7 +129,8 @@ class RelayServer:
             self.socket.send_multipart([worker, encode_relay_reply(relay_id, CLOSE, exc.code,
                                                                    exc.message)])
             return
-        ctx = RequestContext(header, Listener.KAFKA, self, (worker, relay_id), peer=address)
+        ctx = RequestContext(header, Listener.KAFKA, self, (worker, relay_id), peer=address,
+                             principal=principal)
         self.dispatcher.dispatch(ctx, body)
 
     # Responder
@@ -162,8 +174,8 @@ class RelayClient:
     def forward(self, conn, header, payload) -> None:
         relay_id = next(self._ids) & 0x7FFFFFFF
         self._pending[relay_id] = (conn, header)
-        self.socket.send_multipart([encode_relay_request(relay_id, conn.address), payload],
-                                   copy=False)
+        self.socket.send_multipart([encode_relay_request(relay_id, conn.address, conn.principal),
+                                    payload], copy=False)
 
     def on_events(self, events: dict) -> None:
         if self.socket not in events:

@@ -61,6 +61,7 @@ from kafkalite.server.controller import Controller
 from kafkalite.server.coordinator import GroupCoordinator
 from kafkalite.server.kafka_listener import KafkaListener
 from kafkalite.server.metrics import NodeMetrics
+from kafkalite.server.security import listener_security
 from kafkalite.server.metadata import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, MetadataStore
 from kafkalite.server.native_listener import NativeListener
 from kafkalite.server.relay import RelayServer
@@ -187,7 +188,8 @@ class Supervisor:
                                             stats=self.metrics and self.metrics.requests)
         self.native = NativeListener(self.ctx, cfg.host, cfg.port, self.dispatcher,
                                      name="supervisor")
-        self.kafka = KafkaListener(cfg.host, cfg.kafka_port, self.dispatcher, name="supervisor")
+        self.kafka = KafkaListener(cfg.host, cfg.kafka_port, self.dispatcher, name="supervisor",
+                                   security=listener_security(cfg))
         self.controller.native_port, self.controller.kafka_port = self.native.port, self.kafka.port
         if self.metrics is not None:
             self.metrics.serve(cfg.host, cfg.metrics_port)
@@ -312,6 +314,7 @@ class Supervisor:
         return {"pid": os.getpid(), "native": f"tcp://{host}:{self.port}",
                 "bootstrap.servers": f"{host}:{self.port}",
                 "kafka.bootstrap.servers": f"{host}:{self.kafka.port}",
+                "kafka.security.protocol": self.config.kafka_security_protocol,
                 "kafka_brokers": [{"node_id": b["node_id"], "port": b["port"]}
                                   for b in self.controller.live_brokers(Listener.KAFKA)],
                 "ingest": f"tcp://{host}:{self.ingest_port}" if self.ingest else None,

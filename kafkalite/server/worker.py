@@ -49,6 +49,7 @@ from kafkalite.protocol import ApiKey
 from kafkalite.server.config import ServerConfig
 from kafkalite.server.kafka_listener import KafkaListener
 from kafkalite.server.metrics import WorkerMetrics
+from kafkalite.server.security import listener_security
 from kafkalite.server.broker_requests import BrokerRequests
 from kafkalite.server.native_listener import NativeListener
 from kafkalite.server.relay import RelayClient
@@ -118,7 +119,8 @@ class Worker:
             self.relay = RelayClient(self.ctx, relay_endpoint, b"worker-%d" % index)
             self.relay.attach(self.poller)
         self.kafka = KafkaListener(config.host, kafka_port, self.dispatcher, relay=self.relay,
-                                   name=f"worker {index}", fallback_to_any_port=True)
+                                   name=f"worker {index}", fallback_to_any_port=True,
+                                   security=listener_security(config))
         self.kafka.attach(self.poller)
         self.control = self.ctx.socket(zmq.DEALER)
         self.control.setsockopt(zmq.LINGER, 1000)

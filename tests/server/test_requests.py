@@ -26,8 +26,10 @@ from kafkalite.protocol import ApiKey, decode_response, encode_request
 from kafkalite.protocol import native
 from kafkalite.server.kafka_listener import KafkaListener
 from kafkalite.server.native_listener import NativeListener
+from kafkalite.server.credentials import CredentialStore, make_credential, write_users
 from kafkalite.server.relay import RelayClient, RelayServer
 from kafkalite.server.requests import DEFERRED, RequestDispatcher
+from kafkalite.server.security import ListenerSecurity
 
 DEFER_S = 0.2
 
@@ -35,19 +37,22 @@ DEFER_S = 0.2
 class Node:
     """The listeners of a supervisor and one worker, in one event loop."""
 
-    def __init__(self):
+    def __init__(self, security=None):
         self.zctx = zmq.Context()
         self.poller = zmq.Poller()
         self.timers: list = []            # (due, callable), run by the loop
         self.handled: list = []
+        self.principals: list = []
         handlers = {ApiKey.DESCRIBE_CLUSTER: self._failing, ApiKey.LIST_GROUPS: self._deferred}
         dispatcher = RequestDispatcher("the test supervisor", handlers)
         self.native = NativeListener(self.zctx, "127.0.0.1", 0, dispatcher, name="supervisor")
-        self.kafka = KafkaListener("127.0.0.1", 0, dispatcher, name="supervisor")
+        self.kafka = KafkaListener("127.0.0.1", 0, dispatcher, name="supervisor",
+                                   security=security)
         self.relay_server = RelayServer(self.zctx, dispatcher)
         self.relay_client = RelayClient(self.zctx, self.relay_server.endpoint, b"worker-0")
         self.worker_kafka = KafkaListener("127.0.0.1", 0, RequestDispatcher("worker 0", {}),
-                                          relay=self.relay_client, name="worker 0")
+                                          relay=self.relay_client, name="worker 0",
+                                          security=security)
         self.parts = [self.native, self.kafka, self.relay_server, self.relay_client,
                       self.worker_kafka]
         for part in self.parts:
@@ -60,6 +65,7 @@ class Node:
 
     def _failing(self, ctx, body):
         self.handled.append(ctx.listener)
+        self.principals.append(ctx.principal)
         if body["include_cluster_authorized_operations"]:
             raise ValueError("a bug in the handler")
         raise errors.PolicyViolationError("refused by the test policy")
@@ -282,3 +288,29 @@ def test_api_versions_advertise_what_the_path_serves(node):
     answer = kafka_call(node.worker_kafka.port, ApiKey.API_VERSIONS, 3,
                         {"client_software_name": "t", "client_software_version": "1"})
     assert {k["api_key"] for k in answer["api_keys"]} == {ApiKey.API_VERSIONS}
+
+
+@pytest.fixture
+def sasl_node(tmp_path):
+    path = str(tmp_path / "users.json")
+    write_users(path, {"alice": {"PLAIN": make_credential("PLAIN", "alice-pw")}})
+    n = Node(ListenerSecurity("SASL_PLAINTEXT", None, ("PLAIN",), CredentialStore(path)))
+    yield n
+    n.close()
+
+
+def test_the_authenticated_principal_reaches_handlers_directly_and_relayed(sasl_node):
+    """What ACLs will check: the handler sees who logged in on the
+    connection, also when a worker relayed the request to the supervisor."""
+    for path, port in kafka_ports(sasl_node).items():
+        client = KafkaClient(port)
+        try:
+            client.send(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
+            assert client.receive()[1]["error_code"] == 0, path
+            client.send(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\0alice\0alice-pw"})
+            assert client.receive()[1]["error_code"] == 0, path
+            client.send(ApiKey.DESCRIBE_CLUSTER, 1, DESCRIBE_CLUSTER)
+            assert client.receive()[1]["error_code"] == errors.PolicyViolationError.code, path
+        finally:
+            client.close()
+    assert sasl_node.principals == ["User:alice", "User:alice"]

@@ -1,0 +1,185 @@
+"""What TLS and SASL cost on the Kafka listener: confluent-kafka over PLAINTEXT, SSL and SASL_SSL.
+
+    python benchmarks/bench_security.py                 # 200,000 records of 1 KiB per run
+    python benchmarks/bench_security.py --quick         # what the smoke test runs
+
+Three servers of the same build, one after the other in the same run: the
+Kafka listeners on PLAINTEXT (fetch answers sendfile segment bytes), SSL
+(TLS 1.3 through Python's ssl module; fetched file regions are read in
+256 KiB chunks and encrypted) and SASL_SSL with SCRAM-SHA-256 (SSL plus a
+login per connection). Figures, each the best of --runs on a fresh topic
+(one partition, acks=1, one client process, certificates from
+kafkalite.tools.dev_certs):
+
+1. confluent-kafka Producer.produce() records/s
+2. confluent-kafka Consumer.consume() records/s (reading what 1 wrote)
+
+The SSL and SASL_SSL rows are compared with PLAINTEXT; issue 18's target is
+TLS at 0.7x of plaintext or better. Timing never fails anything: this prints
+figures and writes results.json / results.md under benchmarks/results/.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+import traceback
+
+import report
+from bench_kafka_clients import create_topic
+from report import Results, say
+
+from kafkalite.server import launcher
+from kafkalite.tools.dev_certs import make_certs
+
+VALUE_BYTES = 1024
+USER, PASSWORD = "bench", "bench-password"
+TARGET = 0.7
+HEADERS = ["#", "Figure", "kafkalite", "Compared with", "Ratio", "Target", "Met"]
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_SSL")
+
+
+def client_conf(server, protocol: str, certs: dict, **extra) -> dict:
+    conf = {"bootstrap.servers": server.kafka_bootstrap, "security.protocol": protocol, **extra}
+    if protocol.endswith("SSL"):
+        conf["ssl.ca.location"] = certs["ca"]
+    if protocol.startswith("SASL"):
+        conf.update({"sasl.mechanisms": "SCRAM-SHA-256", "sasl.username": USER,
+                     "sasl.password": PASSWORD})
+    return conf
+
+
+def start_server(work: str, protocol: str, certs: dict, workers: int) -> launcher.ServerProcess:
+    data = os.path.join(work, protocol.lower(), "data")
+    args = ["--kafka-security-protocol", protocol]
+    if protocol.endswith("SSL"):
+        args += ["--ssl-certfile", certs["server"], "--ssl-keyfile", certs["server_key"]]
+    if protocol.startswith("SASL"):
+        subprocess.run([sys.executable, "-m", "kafkalite", "users", "add", USER,
+                        "--mechanism", "SCRAM-SHA-256", "--password", PASSWORD,
+                        "--data-dir", data], check=True, capture_output=True,
+                       env=launcher.package_env())
+    return launcher.ServerProcess(data, workers=workers, extra_args=args).start()
+
+
+def produce(server, protocol, certs, topic: str, n: int) -> float:
+    import confluent_kafka as ck
+    p = ck.Producer(client_conf(server, protocol, certs, **{
+        "acks": 1, "linger.ms": 5, "batch.num.messages": 10000, "batch.size": 1_000_000,
+        "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576}))
+    value = b"v" * VALUE_BYTES
+    assert p.list_topics(topic, timeout=20).topics[topic].error is None    # connected, logged in
+
+    def loop():
+        send = p.produce
+        for _ in range(n):
+            try:
+                send(topic, value, partition=0)
+            except BufferError:
+                p.poll(0.01)
+                send(topic, value, partition=0)
+        assert p.flush(120) == 0
+    return n / report.timed(loop)
+
+
+def consume(server, protocol, certs, topic: str, n: int) -> float:
+    import confluent_kafka as ck
+    c = ck.Consumer(client_conf(server, protocol, certs, **{
+        "group.id": "bench", "enable.auto.commit": False, "fetch.max.bytes": 52428800,
+        "max.partition.fetch.bytes": 10485760}))
+    c.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
+    try:
+        def loop():
+            seen, deadline = 0, time.monotonic() + 300
+            while seen < n and time.monotonic() < deadline:
+                seen += len(c.consume(10_000, 1.0))
+            assert seen >= n, f"consumed {seen} of {n}"
+        return n / report.timed(loop)
+    finally:
+        c.close()
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--records", type=int, default=200_000, help="records per run")
+    p.add_argument("--runs", type=int, default=2, help="runs per figure (best is kept)")
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--output-dir", default=None)
+    p.add_argument("--work-dir", default=None)
+    p.add_argument("--quick", action="store_true", help="5,000 records, 1 run")
+    args = p.parse_args(argv)
+    if args.quick:
+        report.apply_quick(args, argv, {"records": 5_000, "runs": 1})
+    return args
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    out_dir, work = report.make_dirs("security", args.output_dir, args.work_dir)
+    info = report.machine_info(work)
+    import confluent_kafka
+    import ssl
+    say("kafkalite Kafka listener security benchmark")
+    say(f"  CPU        {info['cpu_model']} ({info['logical_cores']} logical cores)")
+    say(f"  client     confluent-kafka {confluent_kafka.version()[0]} (librdkafka "
+        f"{confluent_kafka.libversion()[0]}); server TLS: {ssl.OPENSSL_VERSION}")
+    say(f"  workload   {args.records:,} records of {VALUE_BYTES} bytes, one partition, acks=1, "
+        f"best of {args.runs}, {args.workers} worker(s)")
+    report.say_load(info)
+    certs = make_certs(os.path.join(work, "certs"))
+    figures: dict[str, tuple[float, float]] = {}
+    started = time.perf_counter()
+    try:
+        for protocol in PROTOCOLS:
+            server = start_server(work, protocol, certs, args.workers)
+            try:
+                best_p = best_c = 0.0
+                for r in range(args.runs):
+                    topic = f"bench-{r}"
+                    create_topic(server, topic)
+                    best_p = max(best_p, produce(server, protocol, certs, topic, args.records))
+                    best_c = max(best_c, consume(server, protocol, certs, topic, args.records))
+                figures[protocol] = (best_p, best_c)
+                say(f"  {protocol:<10} produce {best_p:,.0f} rec/s, consume {best_c:,.0f} rec/s")
+            except Exception:
+                print(server.output()[-3000:], file=sys.stderr)
+                raise
+            finally:
+                server.stop()
+    except Exception:
+        traceback.print_exc()
+        return 1
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    elapsed = time.perf_counter() - started
+    res = Results()
+    labels = {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL (TLS)", "SASL_SSL": "SASL_SSL SCRAM-SHA-256"}
+    for test, (kind, index) in enumerate((("produce", 0), ("consume", 1)), start=1):
+        base_key = f"plaintext_{kind}_records_per_s"
+        for protocol in PROTOCOLS:
+            key = f"{protocol.lower()}_{kind}_records_per_s"
+            value = figures[protocol][index]
+            if protocol == "PLAINTEXT":
+                res.add(key, test, f"confluent-kafka {kind}, PLAINTEXT", value, "records/s")
+                continue
+            ratio = value / figures["PLAINTEXT"][index]
+            res.add(key, test, f"confluent-kafka {kind}, {labels[protocol]}", value, "records/s",
+                    baseline_key=base_key, target=TARGET, target_text=f">= {TARGET}x",
+                    meets=ratio >= TARGET)
+    report.write_tables(out_dir, "kafkalite Kafka listener: PLAINTEXT vs SSL vs SASL_SSL", res,
+                        HEADERS, elapsed=elapsed, info=info,
+                        settings={"records": args.records, "runs": args.runs,
+                                  "value_bytes": VALUE_BYTES, "workers": args.workers},
+                        units={k: "records/s" for k in res.order},
+                        intro=f"{args.records:,} records of {VALUE_BYTES} bytes, one partition, "
+                              f"acks=1, best of {args.runs}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""SASL users: the credentials file the Kafka listeners authenticate against.
+
+``kafkalite users add|list|delete`` (cli.py) writes the file; every broker
+process (the supervisor and each worker) reads it through one
+``CredentialStore``, which re-reads it when its modification time changes,
+so a user added while the server runs can log in at once.
+
+No clear password is ever stored. File format (JSON, mode 0600, replaced
+atomically)::
+
+    {"version": 1,
+     "users": {
+       "alice": {
+         "SCRAM-SHA-256": {"salt": b64, "stored_key": b64, "server_key": b64,
+                           "iterations": 4096},        # RFC 5802 section 3
+         "SCRAM-SHA-512": {...same fields...},
+         "PLAIN": {"salt": b64, "pbkdf2_sha512": b64, "iterations": 4096}}}}
+
+SCRAM entries are what Kafka keeps for a SCRAM user (its
+``UserScramCredentialsRecord``): the salted StoredKey and ServerKey, from
+which a password cannot be recovered. PLAIN (RFC 4616) sends the password
+itself, so the server keeps a PBKDF2-HMAC-SHA-512 hash of it with a per-user
+salt and compares in constant time. Its work factor is SCRAM's (4096
+iterations by default): a stolen file is no easier to attack through one
+entry than the other, and a login costs the broker's event loop ~5 ms, not
+the ~80 ms of scrypt's interactive setting, which wrong passwords sent in a
+loop could turn into a stall of every client of that process.
+
+Who may call: any process; a ``CredentialStore`` belongs to one thread.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+
+from kafkalite.errors import InvalidConfigurationError
+
+USERS_FILE = "sasl-users.json"
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+MECHANISMS = ("PLAIN",) + SCRAM_MECHANISMS
+SCRAM_DEFAULT_ITERATIONS = 4096          # Kafka's kafka-configs default
+SCRAM_MIN_ITERATIONS = 4096              # RFC 7677's minimum for SHA-256
+SALT_BYTES = 16
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.b64decode(text)
+
+
+def users_file(data_dir: str, configured: str = "") -> str:
+    """The credentials file a server with ``data_dir`` uses (``configured`` wins)."""
+    return configured or os.path.join(data_dir, USERS_FILE)
+
+
+def make_credential(mechanism: str, password: str,
+                    iterations: int = SCRAM_DEFAULT_ITERATIONS) -> dict:
+    """The stored form of ``password`` for ``mechanism`` (never the password)."""
+    if iterations < SCRAM_MIN_ITERATIONS:
+        raise InvalidConfigurationError(
+            f"iterations must be at least {SCRAM_MIN_ITERATIONS}, not {iterations}")
+    if mechanism in SCRAM_MECHANISMS:
+        import scramp
+        salt, stored_key, server_key, count = scramp.ScramMechanism(mechanism).make_auth_info(
+            password, iteration_count=iterations)
+        return {"salt": _b64(salt), "stored_key": _b64(stored_key),
+                "server_key": _b64(server_key), "iterations": count}
+    if mechanism == "PLAIN":
+        salt = os.urandom(SALT_BYTES)
+        digest = hashlib.pbkdf2_hmac("sha512", password.encode(), salt, iterations)
+        return {"salt": _b64(salt), "pbkdf2_sha512": _b64(digest), "iterations": iterations}
+    raise InvalidConfigurationError(
+        f"unknown SASL mechanism {mechanism!r}; known: {', '.join(MECHANISMS)}")
+
+
+def read_users(path: str) -> dict:
+    """{user: {mechanism: credential}} from ``path``; {} when it does not exist."""
+    try:
+        with open(path, "rb") as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise InvalidConfigurationError(f"SASL users file {path}: {exc}") from None
+    users = doc.get("users") if isinstance(doc, dict) else None
+    if not isinstance(users, dict):
+        raise InvalidConfigurationError(f"SASL users file {path} has no \"users\" object")
+    return users
+
+
+def write_users(path: str, users: dict) -> None:
+    from kafkalite.storage.checkpoint import write_atomically
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    write_atomically(path, json.dumps({"version": 1, "users": users}, indent=1,
+                                      sort_keys=True).encode(), mode=0o600)
+
+
+class CredentialStore:
+    """The users file as the listener sees it, re-read when it changes."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._stamp = None
+        self._users: dict = {}
+
+    def _current(self) -> dict:
+        try:
+            st = os.stat(self.path)
+            stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except FileNotFoundError:
+            stamp = None
+        if stamp != self._stamp:
+            try:
+                self._users = read_users(self.path) if stamp else {}
+            except InvalidConfigurationError:
+                return self._users      # a broken edit keeps the last good users
+            self._stamp = stamp
+        return self._users
+
+    def scram(self, mechanism: str, user: str):
+        """(salt, stored_key, server_key, iterations) of ``user``, or None."""
+        cred = self._current().get(user, {}).get(mechanism)
+        if not cred:
+            return None
+        return (_unb64(cred["salt"]), _unb64(cred["stored_key"]), _unb64(cred["server_key"]),
+                int(cred["iterations"]))
+
+    def verify_plain(self, user: str, password: str) -> bool:
+        cred = self._current().get(user, {}).get("PLAIN")
+        if not cred:
+            return False
+        digest = hashlib.pbkdf2_hmac("sha512", password.encode(), _unb64(cred["salt"]),
+                                     int(cred["iterations"]))
+        return hmac.compare_digest(digest, _unb64(cred["pbkdf2_sha512"]))

@@ -1,0 +1,241 @@
+"""A Kafka listener's security protocol: TLS and SASL, as Kafka configures them.
+
+``listener_security(config)`` turns the server settings into a
+``ListenerSecurity`` that every broker process (the supervisor and each
+worker) gives its ``KafkaListener``; None means PLAINTEXT, today's
+listener, unchanged. The settings keep Kafka's names:
+
+- ``kafka_security_protocol``: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
+  (Kafka's ``security.protocol`` / ``listener.security.protocol.map``);
+- ``ssl_certfile``/``ssl_keyfile`` (PEM; Kafka's ``ssl.keystore.*``),
+  ``ssl_cafile`` (Kafka's ``ssl.truststore.*``) and ``ssl_client_auth``
+  (required, requested, none) for mutual TLS;
+- ``sasl_enabled_mechanisms``: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512;
+- ``sasl_users_file``: the credentials (credentials.py).
+
+``SaslServer`` is one connection's SASL exchange (KIP-43, KIP-152): the
+mechanism chosen by SaslHandshake, then the tokens of SaslAuthenticate.
+PLAIN is RFC 4616; SCRAM (RFC 5802, RFC 7677) is the ``scramp`` library's
+server. A failed exchange raises ``SaslAuthenticationFailedError`` with the
+message the client is told; the listener answers it and closes the
+connection, as Kafka does.
+
+Who may call: the listener, on its process's one event-loop thread.
+"""
+from __future__ import annotations
+
+import ssl
+
+from kafkalite import errors
+from kafkalite.errors import InvalidConfigurationError
+from kafkalite.server.credentials import MECHANISMS, CredentialStore, users_file
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
+# Kafka's message for every credential failure: it does not tell an unknown
+# user from a wrong password.
+INVALID_CREDENTIALS = "Authentication failed: Invalid username or password"
+
+
+class ListenerSecurity:
+    """What a Kafka listener asks of a connection before serving it."""
+
+    def __init__(self, protocol: str, ssl_context: ssl.SSLContext | None,
+                 mechanisms: tuple[str, ...], credentials: CredentialStore | None):
+        self.protocol = protocol
+        self.ssl_context = ssl_context
+        self.mechanisms = mechanisms
+        self.credentials = credentials
+
+    @property
+    def sasl(self) -> bool:
+        return self.credentials is not None
+
+    def sasl_server(self) -> "SaslServer":
+        return SaslServer(self.mechanisms, self.credentials)
+
+
+def _split(value) -> list[str]:
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return [str(v).strip() for v in value]
+
+
+def validate(config) -> None:
+    """Raise InvalidConfigurationError when the security settings cannot work."""
+    protocol = config.kafka_security_protocol
+    if protocol not in SECURITY_PROTOCOLS:
+        raise InvalidConfigurationError(
+            f"kafka_security_protocol must be one of {', '.join(SECURITY_PROTOCOLS)}, "
+            f"not {protocol!r}")
+    if config.ssl_client_auth not in CLIENT_AUTH:
+        raise InvalidConfigurationError(
+            f"ssl_client_auth must be one of {', '.join(CLIENT_AUTH)}, not {config.ssl_client_auth!r}")
+    if protocol.endswith("SSL") and not config.ssl_certfile:
+        raise InvalidConfigurationError(
+            f"kafka_security_protocol {protocol} needs ssl_certfile (and ssl_keyfile unless the "
+            f"key is in the certificate file)")
+    if config.ssl_client_auth != "none" and not config.ssl_cafile:
+        raise InvalidConfigurationError(
+            "ssl_client_auth requested/required needs ssl_cafile (the CA of client certificates)")
+    mechanisms = _split(config.sasl_enabled_mechanisms)
+    unknown = [m for m in mechanisms if m not in MECHANISMS]
+    if unknown or (protocol.startswith("SASL") and not mechanisms):
+        raise InvalidConfigurationError(
+            f"sasl_enabled_mechanisms must name some of {', '.join(MECHANISMS)}, "
+            f"not {config.sasl_enabled_mechanisms!r}")
+
+
+def listener_security(config) -> ListenerSecurity | None:
+    """The Kafka listeners' security from the server config; None for PLAINTEXT."""
+    protocol = config.kafka_security_protocol
+    if protocol == "PLAINTEXT":
+        return None
+    context = None
+    if protocol.endswith("SSL"):
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        try:
+            context.load_cert_chain(config.ssl_certfile, config.ssl_keyfile or None)
+            if config.ssl_cafile:
+                context.load_verify_locations(cafile=config.ssl_cafile)
+        except (OSError, ssl.SSLError) as exc:
+            raise InvalidConfigurationError(f"cannot load the TLS certificate or key: {exc}") from None
+        context.verify_mode = CLIENT_AUTH[config.ssl_client_auth]
+    credentials = None
+    mechanisms: tuple[str, ...] = ()
+    if protocol.startswith("SASL"):
+        mechanisms = tuple(_split(config.sasl_enabled_mechanisms))
+        credentials = CredentialStore(users_file(config.data_dir, config.sasl_users_file))
+    return ListenerSecurity(protocol, context, mechanisms, credentials)
+
+
+def certificate_principal(cert: dict | None) -> str | None:
+    """Kafka's default SSL principal: ``User:`` and the client certificate's
+    distinguished name, most specific part first (RFC 2253 order)."""
+    if not cert or not cert.get("subject"):
+        return None
+    parts = [f"{k}={v}" for rdn in reversed(cert["subject"]) for k, v in rdn]
+    names = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU",
+             "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST"}
+    for long, short in names.items():
+        parts = [p.replace(long + "=", short + "=", 1) if p.startswith(long + "=") else p
+                 for p in parts]
+    return "User:" + ",".join(parts)
+
+
+class SaslServer:
+    """One connection's SASL exchange. ``principal`` is set once it succeeded."""
+
+    __slots__ = ("mechanisms", "credentials", "mechanism", "principal", "_scram", "_step", "_user",
+                 "failure", "_client_nonce")
+
+    def __init__(self, mechanisms: tuple[str, ...], credentials: CredentialStore):
+        self.mechanisms = mechanisms
+        self.credentials = credentials
+        self.mechanism: str | None = None
+        self.principal: str | None = None
+        self._scram = None
+        self._step = 0
+        self._user = ""
+        self.failure = ""           # why the exchange failed, for the server's log only
+        self._client_nonce = ""
+
+    def handshake(self, mechanism: str) -> int:
+        """SaslHandshake: 0, or the error code (the client is then told ours)."""
+        if self.mechanism is not None:
+            return errors.IllegalSaslStateError.code
+        if mechanism not in self.mechanisms:
+            return errors.UnsupportedSaslMechanismError.code
+        self.mechanism = mechanism
+        return 0
+
+    def authenticate(self, token: bytes) -> bytes:
+        """One client token in, the server's token out; raises
+        SaslAuthenticationFailedError (IllegalSaslStateError before a handshake)."""
+        if self.mechanism is None or self.principal is not None:
+            raise errors.IllegalSaslStateError(
+                "SaslAuthenticate before SaslHandshake, or after authentication completed")
+        if self.mechanism == "PLAIN":
+            return self._plain(bytes(token))
+        return self._scram_step(bytes(token))
+
+    def _plain(self, token: bytes) -> bytes:
+        # RFC 4616: [authzid] NUL authcid NUL passwd, UTF-8.
+        parts = token.split(b"\0")
+        if len(parts) != 3:
+            raise errors.SaslAuthenticationFailedError("Invalid SASL/PLAIN response: expected 3 tokens")
+        authzid, user, password = (p.decode("utf-8", "replace") for p in parts)
+        if not user or not password:
+            raise errors.SaslAuthenticationFailedError("Authentication failed: username or password "
+                                                       "is empty")
+        if authzid and authzid != user:
+            raise errors.SaslAuthenticationFailedError(
+                "Authentication failed: Client requested an authorization id that is different "
+                "from username")
+        if not self.credentials.verify_plain(user, password):
+            self.failure = f"user {user!r}: unknown, or a wrong password"
+            raise errors.SaslAuthenticationFailedError(INVALID_CREDENTIALS)
+        self.principal = "User:" + user
+        return b""
+
+    def _scram_step(self, token: bytes) -> bytes:
+        import scramp
+        try:
+            text = token.decode("utf-8")
+            if self._step == 0:
+                mechanism = self.mechanism
+                self._scram = scramp.ScramMechanism(mechanism).make_server(
+                    lambda user: self._scram_credential(mechanism, user))
+                self._scram.set_client_first(text)
+                self._client_nonce = _attributes(text).get("r", "")
+                self._step = 1
+                return self._scram.get_server_first().encode()
+            if self._step == 1:
+                self._accept_doubled_nonce(text)
+                self._scram.set_client_final(text)
+                self._step = 2
+                self.principal = "User:" + self._user
+                return self._scram.get_server_final().encode()
+        except scramp.ScramException as exc:
+            # scramp wraps what the credential lookup raised; the client-final
+            # message fails on a wrong password (the proof).
+            unknown = self._user and self.credentials.scram(self.mechanism, self._user) is None
+            self.failure = f"unknown user {self._user!r}" if unknown else str(exc)
+            message = (INVALID_CREDENTIALS if unknown or self._step == 1
+                       else f"Authentication failed: {exc}")
+            raise errors.SaslAuthenticationFailedError(message) from None
+        except (UnicodeDecodeError, ValueError, KeyError, IndexError) as exc:
+            raise errors.SaslAuthenticationFailedError(
+                f"Authentication failed: malformed SCRAM message ({exc})") from None
+        raise errors.IllegalSaslStateError("SCRAM exchange already complete")
+
+    def _accept_doubled_nonce(self, client_final: str) -> None:
+        """librdkafka before 2.6.1 (kcat as Debian and Ubuntu ship it, 2.0.2)
+        answers with its client nonce followed by the whole server nonce,
+        which already starts with it (confluentinc/librdkafka#4895). Kafka
+        3.8.1-3.9 accepted that (the nonce had to end with the server's);
+        we accept exactly that doubled form: the server's random part is
+        still required, so the exchange cannot be replayed."""
+        nonce = getattr(self._scram, "nonce", None)
+        sent = _attributes(client_final).get("r")
+        if nonce is not None and self._client_nonce and sent == self._client_nonce + str(nonce):
+            self._scram.nonce = type(nonce)(sent)
+
+    def _scram_credential(self, mechanism: str, saslname: str):
+        # RFC 5802 section 5.1: "," and "=" in a user name arrive as =2C and =3D.
+        user = saslname.replace("=2C", ",").replace("=3D", "=")
+        self._user = user
+        cred = self.credentials.scram(mechanism, user)
+        if cred is None:
+            raise _UnknownUser(user)
+        return cred
+
+
+class _UnknownUser(Exception):
+    pass
+
+
+def _attributes(message: str) -> dict[str, str]:
+    """The a=value attributes of a SCRAM message (RFC 5802 section 5.1)."""
+    return dict(p.split("=", 1) for p in message.split(",") if len(p) > 1 and p[1] == "=")
