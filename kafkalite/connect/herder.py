@@ -278,7 +278,7 @@ class Herder:
             c.instance.start(dict(c.config))
             c.task_configs = list(c.instance.task_configs(int(c.config.get("tasks.max", 1))))
         except Exception as e:  # noqa: BLE001 -- a connector failure is its FAILED state
-            c.state, c.trace = FAILED, "".join(traceback.format_exception(e))
+            c.trace, c.state = "".join(traceback.format_exception(e)), FAILED
             c.task_configs = []
             return
         c.state, c.trace = (PAUSED if c.target == "PAUSED" else RUNNING), None
@@ -310,7 +310,7 @@ class Herder:
         with self._lock:
             c = self._connectors.get(name)
             if c is not None:
-                c.state, c.trace = FAILED, "".join(traceback.format_exception(exc))
+                c.trace, c.state = "".join(traceback.format_exception(exc)), FAILED
 
     def delete_connector(self, name) -> None:
         with self._lock:
@@ -327,7 +327,7 @@ class Herder:
             try:
                 new = list(c.instance.task_configs(int(c.config.get("tasks.max", 1))))
             except Exception as e:  # noqa: BLE001
-                c.state, c.trace = FAILED, "".join(traceback.format_exception(e))
+                c.trace, c.state = "".join(traceback.format_exception(e)), FAILED
                 return
             if new == c.task_configs:
                 return
@@ -413,7 +413,7 @@ class Herder:
             c.instance.start(dict(c.config))
             c.state, c.trace = (PAUSED if c.target == "PAUSED" else RUNNING), None
         except Exception as e:  # noqa: BLE001
-            c.state, c.trace = FAILED, "".join(traceback.format_exception(e))
+            c.trace, c.state = "".join(traceback.format_exception(e)), FAILED
 
     def restart_task(self, name, task_id: int) -> None:
         with self._lock:

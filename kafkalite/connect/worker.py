@@ -18,7 +18,9 @@ error tolerance count as consumed.
 
 Pause stops polling (a sink task's consumer pauses its partitions and
 keeps its group membership); stop asks the task to stop and joins the
-thread. A task that raises is FAILED with its traceback as ``trace``.
+thread. A task that raises is FAILED with its traceback as ``trace`` (set
+before the state, here and in the herder: the REST API reads both from
+another thread and must never show a FAILED task without its trace).
 
 Worker config (Kafka's keys): ``bootstrap.servers``, ``key.converter``,
 ``value.converter`` (+ their ``.schemas.enable``...),
@@ -144,8 +146,10 @@ class WorkerTask:
             if self.state != FAILED:
                 self.state = UNASSIGNED
         except Exception as e:      # noqa: BLE001 -- a task failure is its state, not a crash
-            self.state = FAILED
+            # the trace first: the REST API reads state and trace from another
+            # thread, and a FAILED task must never be shown without its trace
             self.trace = "".join(traceback.format_exception(e))
+            self.state = FAILED
             log.error("connector %s task %d failed: %s", self.connector, self.id, e)
         finally:
             try:
