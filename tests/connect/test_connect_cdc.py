@@ -283,6 +283,52 @@ def check_stream(expected: list, got: list) -> list[str]:
     return problems
 
 
+class StandaloneCdc:
+    """``kafkalite connect standalone`` running one CDC connector ``cfg`` in its
+    own process (offsets in ``tmp_path``), to be killed and started again."""
+
+    def __init__(self, server, tmp_path, cfg, flush_ms, fault=None):
+        self.port = free_port()
+        (tmp_path / "worker.properties").write_text(
+            f"bootstrap.servers={server.bootstrap}\n"
+            f"offset.storage.file.filename={tmp_path / 'offsets.json'}\n"
+            f"offset.flush.interval.ms={flush_ms}\nlisteners=http://127.0.0.1:{self.port}\n")
+        (tmp_path / "cdc.properties").write_text(
+            "name=cdc\n" + "".join(f"{k}={v}\n" for k, v in cfg.items()))
+        self.args = [sys.executable, "-m", "kafkalite", "connect", "standalone",
+                     str(tmp_path / "worker.properties"), str(tmp_path / "cdc.properties")]
+        self.env = child_env()
+        if fault:
+            self.env["KAFKALITE_CDC_FAULT"] = fault
+        self.proc = None
+        self.start()
+
+    def start(self):
+        self.proc = subprocess.Popen(self.args, env=self.env, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+
+    def running(self):
+        import requests
+        try:
+            st = requests.get(f"http://127.0.0.1:{self.port}/connectors/cdc/status",
+                              timeout=5).json()
+        except requests.ConnectionError:
+            return False
+        return st.get("tasks") and st["tasks"][0]["state"] == "RUNNING"
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
 def run_killed_worker(server, dsn, tmp_path, fault=None):
     """A standalone worker process capturing two tables while a writer commits
     transactions, SIGKILLed a quarter of the way and restarted. Returns
@@ -294,46 +340,21 @@ def run_killed_worker(server, dsn, tmp_path, fault=None):
     topics = [f"{prefix}.public.{ta}", f"{prefix}.public.{tb}"]
     for t in topics:
         create(server, t)
-    port = free_port()
-    (tmp_path / "worker.properties").write_text(
-        f"bootstrap.servers={server.bootstrap}\n"
-        f"offset.storage.file.filename={tmp_path / 'offsets.json'}\n"
-        f"offset.flush.interval.ms=700\nlisteners=http://127.0.0.1:{port}\n")
     cfg = cdc_config(dsn, prefix, slot, **{"table.include.list": f"{ta},{tb}",
                                            "max.batch.size": "16"})
-    (tmp_path / "cdc.properties").write_text(
-        "name=cdc\n" + "".join(f"{k}={v}\n" for k, v in cfg.items()))
-    env = child_env()
-    if fault:
-        env["KAFKALITE_CDC_FAULT"] = fault
-
-    def start():
-        return subprocess.Popen([sys.executable, "-m", "kafkalite", "connect", "standalone",
-                                 str(tmp_path / "worker.properties"),
-                                 str(tmp_path / "cdc.properties")],
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    def running():
-        import requests
-        try:
-            st = requests.get(f"http://127.0.0.1:{port}/connectors/cdc/status", timeout=5).json()
-        except requests.ConnectionError:
-            return False
-        return st.get("tasks") and st["tasks"][0]["state"] == "RUNNING"
-    proc = start()
+    worker = StandaloneCdc(server, tmp_path, cfg, 700, fault)
     reader = TopicReader(server, topics)
     progress = [0]
     writer = None
     try:
-        wait_for(running, what="the CDC task RUNNING")
+        wait_for(worker.running, what="the CDC task RUNNING")
         writer = threading.Thread(target=write_changes, args=(dsn, ta, tb, n, progress))
         writer.start()
         wait_for(lambda: progress[0] >= n // 4, what="a quarter of the writes")
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
+        worker.kill9()
         time.sleep(0.5)
-        proc = start()
-        wait_for(running, what="the CDC task RUNNING again")
+        worker.start()
+        wait_for(worker.running, what="the CDC task RUNNING again")
         writer.join(120)
         exp_a, exp_b = expected_changes(n)
 
@@ -355,12 +376,7 @@ def run_killed_worker(server, dsn, tmp_path, fault=None):
     finally:
         if writer is not None:
             writer.join(120)
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        worker.stop()
         reader.close()
         drop_slot(dsn, slot)
 
@@ -501,23 +517,8 @@ def test_cdc_worker_killed_mid_snapshot_snapshots_again_and_misses_nothing(serve
     pg(pglogical, f"INSERT INTO {table} SELECT i, i FROM generate_series(1, {rows}) i")
     topic = f"{prefix}.public.{table}"
     create(server, topic)
-    port = free_port()
-    (tmp_path / "worker.properties").write_text(
-        f"bootstrap.servers={server.bootstrap}\n"
-        f"offset.storage.file.filename={tmp_path / 'offsets.json'}\n"
-        f"offset.flush.interval.ms=200\nlisteners=http://127.0.0.1:{port}\n")
-    cfg = cdc_config(pglogical, prefix, slot, **{"table.include.list": table,
-                                                 "max.batch.size": "20"})
-    (tmp_path / "cdc.properties").write_text(
-        "name=cdc\n" + "".join(f"{k}={v}\n" for k, v in cfg.items()))
-
-    def start():
-        return subprocess.Popen([sys.executable, "-m", "kafkalite", "connect", "standalone",
-                                 str(tmp_path / "worker.properties"),
-                                 str(tmp_path / "cdc.properties")],
-                                env=child_env(), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
-    proc = start()
+    worker = StandaloneCdc(server, tmp_path, cdc_config(
+        pglogical, prefix, slot, **{"table.include.list": table, "max.batch.size": "20"}), 200)
     reader = TopicReader(server, [topic])
     try:
         offsets = tmp_path / "offsets.json"
@@ -526,26 +527,20 @@ def test_cdc_worker_killed_mid_snapshot_snapshots_again_and_misses_nothing(serve
             stored = offsets.exists() and offsets.read_text().strip()
             return len(reader.poll()) >= 400 and bool(stored) and json.loads(stored)
         wait_for(snapshot_under_way, what="part of the snapshot sent and its offsets stored")
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
+        worker.kill9()
         sent_before = len(reader.poll())
         assert sent_before < rows, "the snapshot finished before the kill: make it longer"
         pg(pglogical, f"UPDATE {table} SET v = -v WHERE id <= 10")
         pg(pglogical, f"DELETE FROM {table} WHERE id > {rows - 5}")
         pg(pglogical, f"INSERT INTO {table} VALUES ({rows + 1}, 1)")
-        proc = start()
+        worker.start()
         want = {i: {"id": i, "v": v} for i, v in pg(pglogical, f"SELECT id, v FROM {table}")}
         deadline = time.monotonic() + 90
         while replay(reader.poll()) != want and time.monotonic() < deadline:
             pass
         records = reader.poll(0.5)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        worker.stop()
         reader.close()
         drop_slot(pglogical, slot)
     got = replay(records)

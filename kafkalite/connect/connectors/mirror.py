@@ -156,9 +156,9 @@ class _NativeSource:
     protocol."""
 
     def __init__(self, client: dict):
-        from kafkalite.client import AdminClient
-        self.client = client
-        self.admin = AdminClient(client)
+        import kafkalite.client as clients
+        self.client, self.clients = client, clients
+        self.admin = clients.AdminClient(client)
 
     def topics(self) -> dict[str, int]:
         """{topic: partition count}."""
@@ -184,16 +184,16 @@ class _NativeSource:
 
     def consumer(self, group: str, assignment: list[tuple[str, int, int | None]]):
         """A consumer of ``assignment`` [(topic, partition, offset or None for
-        the beginning)] (consume() and close() as confluent-kafka's)."""
-        from kafkalite.client import OFFSET_BEGINNING, Consumer, TopicPartition
-        c = Consumer({**self.client, "group.id": group, "enable.auto.commit": False})
-        c.assign([TopicPartition(t, p, OFFSET_BEGINNING if o is None else o)
+        the beginning)] (consume() and close() as confluent-kafka's: both
+        client modules have the same shapes)."""
+        m = self.clients
+        c = m.Consumer({**self.client, "group.id": group, "enable.auto.commit": False})
+        c.assign([m.TopicPartition(t, p, m.OFFSET_BEGINNING if o is None else o)
                   for t, p, o in assignment])
         return c
 
     def producer(self):
-        from kafkalite.client import Producer
-        return Producer({**self.client, "linger.ms": 0})
+        return self.clients.Producer({**self.client, "linger.ms": 0})
 
     @staticmethod
     def close_producer(producer) -> None:
@@ -207,8 +207,9 @@ class _KafkaSource(_NativeSource):
     """The source cluster over Kafka's protocol (confluent-kafka's clients)."""
 
     def __init__(self, client: dict):
+        import confluent_kafka as clients
         from confluent_kafka.admin import AdminClient
-        self.client = client
+        self.client, self.clients = client, clients
         self.admin = AdminClient(client)
 
     def dynamic_configs(self, topics: list[str]) -> dict:
@@ -238,17 +239,6 @@ class _KafkaSource(_NativeSource):
         res = self.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
         return [(tp.topic, tp.partition, tp.offset)
                 for tp in res[group].result().topic_partitions]
-
-    def consumer(self, group: str, assignment: list[tuple[str, int, int | None]]):
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-        c = Consumer({**self.client, "group.id": group, "enable.auto.commit": False})
-        c.assign([TopicPartition(t, p, OFFSET_BEGINNING if o is None else o)
-                  for t, p, o in assignment])
-        return c
-
-    def producer(self):
-        from confluent_kafka import Producer
-        return Producer({**self.client, "linger.ms": 0})
 
     @staticmethod
     def close_producer(producer) -> None:
