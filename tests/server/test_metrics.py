@@ -137,8 +137,10 @@ def test_consumer_lag_is_what_remains_after_the_committed_offset(server, topic_n
     finally:
         c.close()
     labels = {"consumergroup": group, "topic": topic_name}
+    # the two partitions' end offsets come from two workers' reports: wait for both
     metrics = wait_for_metrics(server, lambda m: value(
-        m, "kafka_consumergroup_lag", partition=0, **labels) == 30)
+        m, "kafka_consumergroup_lag", partition=0, **labels) == 30 and value(
+        m, "kafka_consumergroup_lag", partition=1, **labels) is not None)
     assert value(metrics, "kafka_consumergroup_lag", partition=0, **labels) == 30
     assert value(metrics, "kafka_consumergroup_current_offset", partition=0, **labels) == 20
     assert value(metrics, "kafka_consumergroup_lag", partition=1, **labels) == 0
