@@ -550,6 +550,12 @@ class PostgresCdcSourceTask(SourceTask):
 
     def stop(self):
         self._stop.set()
+        snapshot = getattr(self, "snapshot", None)     # None before start() made it
+        if snapshot is not None:
+            # its open REPEATABLE READ transaction would hold back PostgreSQL's
+            # vacuum until the connection is collected (psycopg connections are
+            # thread-safe: a read under way ends with an error, as stopping does)
+            snapshot.close()
 
     # ---- reading the slot ----------------------------------------------------------------
 
