@@ -3,53 +3,21 @@
 Precedence: flags > TOML file > defaults. The defaults need nothing
 configured: data in ``./kafkalite-data``, everything on loopback.
 
-TOML layout (every key optional)::
+Every key, its type, default and Kafka's equivalent is in
+``docs/configuration.md``, generated from ``SETTINGS`` below (and the topic
+configs from ``kafkalite.storage.config.LogConfig``) by
+``python -m kafkalite.tools.gen_docs``. A TOML file uses our names
+(``workers = 4``) or Kafka's ``server.properties`` names where Kafka has the
+same setting (``"num.partitions" = 4``, or unquoted dotted keys), including
+Kafka's broker-wide topic defaults (``log.retention.hours = 168``, which
+becomes ``[topic_defaults] "retention.ms"``)::
 
-    data_dir = "./kafkalite-data"
-    host = "127.0.0.1"            # interface to bind and to advertise
-    advertised_host = ""          # host clients are told to connect to ("" = host)
-    workers = 0                   # partition worker processes; 0 = one per core
-    port = 7092                   # native protocol (metadata and admin), ZeroMQ ROUTER
-    ingest_port = 7091            # plain ZeroMQ ingest, PULL
-    worker_base_port = 7100       # worker i serves on worker_base_port + i
-    kafka_port = 9092             # Kafka wire protocol (TCP): the supervisor, broker 1000
-    kafka_worker_base_port = 9100 # worker i is Kafka broker i on kafka_worker_base_port + i
-    metrics_port = 9404           # HTTP: Prometheus /metrics and /health (-1: off); 9404 is
-                                  # the port Strimzi gives Kafka's Prometheus JMX exporter
-    log_level = ""                # DEBUG, INFO, WARNING, ERROR ("": $KAFKALITE_LOG_LEVEL or WARNING)
-    auto_create_topics = true
-    default_partitions = 1
-    default_replication_factor = 1    # replicas of a new topic's partitions, on distinct workers
-    replica_lag_time_max_ms = 30000   # a follower this far behind leaves the ISR
-    replica_fetch_wait_max_ms = 500   # how long a follower's fetch waits at the leader for data
-    broker_session_timeout_ms = 6000  # a worker silent this long (hung, stopped) is fenced
-    auto_leader_rebalance_enable = true       # give leaderships back to preferred replicas
-    leader_imbalance_check_interval_seconds = 30  # how often (Kafka: 300)
-    offsets_topic_num_partitions = 16        # partitions of __consumer_offsets
-    group_min_session_timeout_ms = 1000      # Kafka: 6000; lower because members are local
-    group_max_session_timeout_ms = 1800000
-    group_initial_rebalance_delay_ms = 0     # Kafka: 3000
-    group_consumer_session_timeout_ms = 45000   # KIP-848 groups: a silent member is removed
-    group_consumer_heartbeat_interval_ms = 5000 # KIP-848 groups: how often members heartbeat
-    offsets_retention_minutes = 10080        # offsets of an empty group expire after 7 days
-    transaction_state_num_partitions = 4     # partitions of __transaction_state (Kafka: 50)
-    transaction_max_timeout_ms = 900000      # the largest transaction.timeout.ms a producer may ask
-    transactional_id_expiration_ms = 604800000  # idle transactional ids are forgotten after 7 days
-    transaction_abort_timed_out_transaction_cleanup_interval_ms = 1000  # Kafka: 10000
-    cluster = ""                  # PostgreSQL DSN: cluster metadata there (cluster_store.py)
-    node_id = 1                   # this node's id in the cluster
-    controller_lease_ms = 10000   # the controller lease, renewed every third of this
-    kafka_security_protocol = "PLAINTEXT"  # or SSL, SASL_PLAINTEXT, SASL_SSL (security.py)
-    ssl_certfile = ""             # PEM server certificate (chain); Kafka's ssl.keystore
-    ssl_keyfile = ""              # PEM private key ("" = in ssl_certfile)
-    ssl_cafile = ""               # PEM CAs of client certificates; Kafka's ssl.truststore
-    ssl_client_auth = "none"      # mutual TLS: required, requested or none
-    sasl_enabled_mechanisms = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
-    sasl_users_file = ""          # SASL credentials ("" = <data_dir>/sasl-users.json;
-                                  # written by `kafkalite users`, credentials.py)
+    data_dir = "/var/lib/kafkalite"
+    "auto.create.topics.enable" = false
+    log.retention.hours = 24
 
     [topic_defaults]              # Kafka topic configs given to new topics
-    "retention.ms" = 604800000
+    "segment.bytes" = 104857600
 
 A port of 0 means "any free port"; the ports actually bound are written to
 ``<data_dir>/server.json`` (and printed) so clients and tests can find them.
@@ -57,6 +25,7 @@ A port of 0 means "any free port"; the ports actually bound are written to
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -73,6 +42,120 @@ DEFAULT_KAFKA_WORKER_BASE_PORT = 9100
 DEFAULT_METRICS_PORT = 9404
 METRICS_OFF = -1
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """The documentation of one ServerConfig field: what it does, the Kafka
+    ``server.properties`` names accepted for it in a config file (``kafka``),
+    and Kafka's nearest setting where it is not the same thing
+    (``kafka_note``, documentation only)."""
+    doc: str
+    kafka: tuple[str, ...] = ()
+    kafka_note: str = ""
+
+
+# One entry per ServerConfig field, in its order. The loader takes the
+# ``kafka`` names as aliases and the reference (docs/configuration.md) is
+# generated from here; tests/tools/test_gen_docs.py fails on a field with no entry.
+SETTINGS: dict[str, Setting] = {
+    "data_dir": Setting(
+        "Where topics' partition logs and the metadata live.", ("log.dirs", "log.dir"),
+        "one directory (Kafka's `log.dirs` may list several)"),
+    "host": Setting("Interface every listener binds to, and the host advertised unless "
+                    "`advertised_host` is set.", (), "the host of `listeners`"),
+    "advertised_host": Setting("Host clients are told to connect to (\"\": `host`).", (),
+                               "the host of `advertised.listeners`"),
+    "workers": Setting("Partition worker processes (each a Kafka broker); 0: one per core."),
+    "port": Setting("Native protocol (metadata and admin), a ZeroMQ ROUTER; 0: any free port."),
+    "ingest_port": Setting("Plain ZeroMQ ingest gateway (PULL); 0: any free port."),
+    "worker_base_port": Setting("Worker *i*'s native ROUTER listens on this + *i*; "
+                                "0: any free ports."),
+    "kafka_port": Setting("Kafka wire protocol (TCP) of the supervisor, broker 1000; "
+                          "0: any free port.", (), "the port of `listeners`"),
+    "kafka_worker_base_port": Setting("Worker *i* is Kafka broker *i* on this + *i*; "
+                                      "0: any free ports."),
+    "metrics_port": Setting("HTTP port of Prometheus `/metrics` and `/health` (9404: the port "
+                            "Strimzi gives Kafka's JMX exporter); 0: any free port; -1: off."),
+    "log_level": Setting("DEBUG, INFO, WARNING or ERROR (\"\": `$KAFKALITE_LOG_LEVEL`, "
+                         "else WARNING).", (), "`log4j.rootLogger`"),
+    "auto_create_topics": Setting("Create an unknown topic when a client asks for it.",
+                                  ("auto.create.topics.enable",)),
+    "default_partitions": Setting("Partitions of auto-created topics and of topics created "
+                                  "without a count.", ("num.partitions",)),
+    "default_replication_factor": Setting("Replicas (on distinct workers) of a new topic's "
+                                          "partitions.", ("default.replication.factor",)),
+    "replica_lag_time_max_ms": Setting("A follower this far behind leaves the ISR.",
+                                       ("replica.lag.time.max.ms",)),
+    "replica_fetch_wait_max_ms": Setting("How long a follower's fetch waits at the leader "
+                                         "for data.", ("replica.fetch.wait.max.ms",)),
+    "broker_session_timeout_ms": Setting("A worker silent this long (hung, stopped) is fenced "
+                                         "and loses its leaderships.",
+                                         ("broker.session.timeout.ms",)),
+    "auto_leader_rebalance_enable": Setting("Give leaderships back to preferred replicas.",
+                                            ("auto.leader.rebalance.enable",)),
+    "leader_imbalance_check_interval_seconds": Setting(
+        "How often leaderships are checked for that (Kafka: 300).",
+        ("leader.imbalance.check.interval.seconds",)),
+    "offsets_topic_num_partitions": Setting("Partitions of `__consumer_offsets`.",
+                                            ("offsets.topic.num.partitions",)),
+    "group_min_session_timeout_ms": Setting("Smallest session timeout a member may ask "
+                                            "(Kafka: 6000; lower because members are local).",
+                                            ("group.min.session.timeout.ms",)),
+    "group_max_session_timeout_ms": Setting("Largest session timeout a member may ask.",
+                                            ("group.max.session.timeout.ms",)),
+    "group_initial_rebalance_delay_ms": Setting(
+        "How long a new group's first rebalance waits for more members (Kafka: 3000).",
+        ("group.initial.rebalance.delay.ms",)),
+    "group_consumer_session_timeout_ms": Setting(
+        "KIP-848 groups: a member silent this long is removed.",
+        ("group.consumer.session.timeout.ms",)),
+    "group_consumer_heartbeat_interval_ms": Setting(
+        "KIP-848 groups: how often members heartbeat.",
+        ("group.consumer.heartbeat.interval.ms",)),
+    "offsets_retention_minutes": Setting("Committed offsets of an empty group expire after "
+                                         "this long.", ("offsets.retention.minutes",)),
+    "transaction_state_num_partitions": Setting("Partitions of `__transaction_state` "
+                                                "(Kafka: 50).",
+                                                ("transaction.state.log.num.partitions",)),
+    "transaction_max_timeout_ms": Setting("The largest `transaction.timeout.ms` a producer may "
+                                          "ask.", ("transaction.max.timeout.ms",)),
+    "transactional_id_expiration_ms": Setting("Idle transactional ids are forgotten after "
+                                              "this long.",
+                                              ("transactional.id.expiration.ms",)),
+    "transaction_abort_timed_out_transaction_cleanup_interval_ms": Setting(
+        "How often timed-out transactions are aborted (Kafka: 10000).",
+        ("transaction.abort.timed.out.transaction.cleanup.interval.ms",)),
+    "cluster": Setting("PostgreSQL URL (`postgresql://...`): cluster metadata and the "
+                       "controller lease there (\"\": in the data dir); nodes given the same "
+                       "one form a cluster.", (), "`controller.quorum.voters` (KRaft)"),
+    "node_id": Setting("This node's id in the cluster.", ("node.id", "broker.id")),
+    "controller_lease_ms": Setting("With `cluster`: the controller lease, renewed every third "
+                                   "of this."),
+    "kafka_security_protocol": Setting(
+        "Security of every Kafka listener: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.", (),
+        "the protocol of `listeners` (`listener.security.protocol.map`)"),
+    "ssl_certfile": Setting("PEM server certificate (chain).", (),
+                            "`ssl.keystore.location` with `ssl.keystore.type=PEM`"),
+    "ssl_keyfile": Setting("PEM private key (\"\": in `ssl_certfile`)."),
+    "ssl_cafile": Setting("PEM CAs that client certificates are checked against.", (),
+                          "`ssl.truststore.location` with `ssl.truststore.type=PEM`"),
+    "ssl_client_auth": Setting("Mutual TLS: required, requested or none.",
+                               ("ssl.client.auth",)),
+    "sasl_enabled_mechanisms": Setting("Comma-separated: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.",
+                                       ("sasl.enabled.mechanisms",)),
+    "sasl_users_file": Setting("SASL credentials, written by `kafkalite users` "
+                               "(\"\": `<data_dir>/sasl-users.json`).", (),
+                               "SCRAM credentials in the metadata log"),
+    "topic_defaults": Setting("A table of Kafka topic configs given to new topics (see the "
+                              "topic configs); Kafka's broker-wide `log.*` defaults set "
+                              "entries of it."),
+}
+
+# Kafka's server.properties name -> our key. Built once from SETTINGS, used by
+# ServerConfig.load (and by the docs generator through SETTINGS).
+SERVER_ALIASES: dict[str, str] = {alias: name for name, s in SETTINGS.items()
+                                  for alias in s.kafka}
 
 
 @dataclass
@@ -201,16 +284,108 @@ class ServerConfig:
         if path:
             try:
                 with open(path, "rb") as f:
-                    values = tomllib.load(f)
+                    table = tomllib.load(f)
             except FileNotFoundError:
                 raise InvalidConfigurationError(f"config file {path} does not exist") from None
             except tomllib.TOMLDecodeError as exc:
                 raise InvalidConfigurationError(f"config file {path}: {exc}") from None
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise InvalidConfigurationError(
-                f"config file {path}: unknown setting(s) {', '.join(unknown)}; known: "
-                f"{', '.join(sorted(known))}")
+            values = _settings(table, f"config file {path}")
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
+
+
+TOPIC_DEFAULTS_PREFIX = "topic_defaults."
+
+
+def _flatten(table: dict, prefix: str = "") -> dict:
+    """TOML tables to dotted keys: an unquoted ``log.retention.hours = 1`` is
+    the table log -> retention -> hours to TOML, and one key to Kafka."""
+    out = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[prefix + key] = value
+    return out
+
+
+def _settings(table: dict, where: str) -> dict:
+    """A config file's keys (ours, Kafka's aliases of them, Kafka's broker-wide
+    topic defaults, ``[topic_defaults]``) -> ServerConfig's arguments. A
+    setting given under two names is refused rather than one silently winning,
+    except Kafka's own unit variants (``log.retention.ms`` over ``.minutes``
+    over ``.hours``), where the finest unit wins as in Kafka."""
+    types = {f.name: f.type for f in dataclasses.fields(ServerConfig)}
+    broker_defaults = LogConfig.broker_defaults()
+    values: dict = {}
+    spelled: dict[str, str] = {}          # field or topic config -> the key that set it
+    topic: dict[str, tuple[int, object]] = {}   # topic config -> (unit factor, value)
+    for key, value in _flatten(table).items():
+        if key.startswith(TOPIC_DEFAULTS_PREFIX):
+            target, factor = key[len(TOPIC_DEFAULTS_PREFIX):], 1
+        elif key in types or key in SERVER_ALIASES:
+            name = SERVER_ALIASES.get(key, key)
+            if name in spelled:
+                raise InvalidConfigurationError(
+                    f"{where}: {spelled[name]} and {key} both set {name}; keep one")
+            spelled[name] = key
+            values[name] = _coerce(where, key, types[name], value)
+            continue
+        elif key in broker_defaults:
+            target, factor = broker_defaults[key]
+        else:
+            raise InvalidConfigurationError(f"{where}: unknown setting {key!r}{_suggest(key)}")
+        seen = topic.get(target)
+        if seen is not None and seen[0] == factor:
+            raise InvalidConfigurationError(
+                f"{where}: {spelled['topic:' + target]} and {key} both set topic config "
+                f"{target}; keep one")
+        if seen is None or factor < seen[0]:
+            spelled["topic:" + target] = key
+            topic[target] = (factor, _scaled(where, key, value, factor))
+    if topic:
+        values["topic_defaults"] = {k: v for k, (_, v) in topic.items()}
+    if "data_dir" in values and "," in str(values["data_dir"]):
+        raise InvalidConfigurationError(
+            f"{where}: {spelled['data_dir']} lists several directories; kafkalite keeps one")
+    return values
+
+
+def _coerce(where: str, key: str, kind: str, value):
+    """Kafka's properties are strings: ``"auto.create.topics.enable" = "false"``
+    copied from a server.properties means false, not a type error."""
+    if isinstance(value, str) and kind == "int":
+        try:
+            return int(value)
+        except ValueError:
+            raise InvalidConfigurationError(
+                f"{where}: {key} must be an integer, not {value!r}") from None
+    if isinstance(value, str) and kind == "bool":
+        if value.strip().lower() not in ("true", "false"):
+            raise InvalidConfigurationError(f"{where}: {key} must be true or false, not {value!r}")
+        return value.strip().lower() == "true"
+    if isinstance(value, list) and kind == "str":   # Kafka's list settings
+        return ",".join(str(v) for v in value)
+    return value
+
+
+def _scaled(where: str, key: str, value, factor: int):
+    """A broker-wide default in its own unit (hours, minutes) -> the topic
+    config's unit; Kafka reads any negative retention as -1 (no limit)."""
+    if factor == 1:
+        return value
+    try:
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise TypeError     # int(1.5) would quietly drop half an hour
+        number = int(value)
+    except (TypeError, ValueError):
+        raise InvalidConfigurationError(
+            f"{where}: {key} must be an integer, not {value!r}") from None
+    return -1 if number < 0 else number * factor
+
+
+def _suggest(key: str) -> str:
+    names = [*SETTINGS, *SERVER_ALIASES, *LogConfig.broker_defaults()]
+    close = difflib.get_close_matches(key, names, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"{hint}; every setting is listed in docs/configuration.md"
