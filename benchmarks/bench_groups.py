@@ -22,6 +22,7 @@ import argparse
 import json
 import multiprocessing
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -164,6 +165,15 @@ def main(argv=None) -> int:
         args.members, args.records = 2, 50_000
     os.makedirs(args.out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="kafkalite-bench-groups-")
+    try:
+        return measure(args, work)
+    finally:
+        # the server's data directory (about 20 MB); the results are in --out
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def measure(args, work: str) -> int:
+    """Run the benchmark with a server whose data lives under ``work``; write the reports."""
     srv = ServerProcess(os.path.join(work, "data")).start()
     rows, results = [], {"rebalance": [], "throughput": []}
     try:

@@ -10,9 +10,13 @@ SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "benc
 
 
 def test_bench_groups_quick(tmp_path):
+    temp = tmp_path / "temp"       # the run's TMPDIR: it must be left empty
+    temp.mkdir()
     out = subprocess.run([sys.executable, SCRIPT, "--quick", "--out", str(tmp_path)],
-                         capture_output=True, text=True, timeout=300, env=child_env())
+                         capture_output=True, text=True, timeout=300,
+                         env=child_env(TMPDIR=str(temp)))
     assert out.returncode == 0, out.stderr + out.stdout
+    assert os.listdir(temp) == [], "the server's data directory was left behind"
     doc = json.loads((tmp_path / "results.json").read_text())
     assert {(r["members_before"], r["strategy"]) for r in doc["results"]["rebalance"]} == {
         (n, s) for n in (1, 2) for s in ("range", "cooperative-sticky")}
