@@ -204,12 +204,13 @@ def pyplot():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        say("plot skipped: matplotlib is not installed (pip install matplotlib)")
+        say("plot skipped: matplotlib is not installed (a kafkalite dependency: pip install -e .)")
         return None
     return plt
 
 
 def save_figure(plt, fig, path: str) -> None:
-    fig.tight_layout()
+    if fig.get_layout_engine() is None:     # a figure made with its own layout keeps it
+        fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -6,7 +6,8 @@ summaries in ms, counts, throughput-over-time series). results.md holds one
 table per workload, one row per driver (skipped and failed drivers say
 why), and, for a workload with targets, whether each driver met them. Per workload, ``<slug>-throughput.png`` draws publish and consume
 rate over time (warm-up shaded) and ``<slug>-latency.png`` the publish and
-end-to-end p50 / p99 / p99.9 / max of each driver (log scale).
+end-to-end p50 / p99 / p99.9 / max of each driver; both on log axes with the
+legend outside the data.
 
 Who calls: kafkalite.bench.run, after every run, in the parent process.
 """
@@ -132,8 +133,15 @@ def markdown(doc: dict) -> str:
     return "\n".join(lines)
 
 
-def _plot_throughput(plt, workload: dict, results: list[dict], path: str) -> None:
-    fig, ax = plt.subplots(figsize=(9, 4.2))
+# Both plots: log value axes (the peers run orders of magnitude apart; on a
+# linear axis the slower ones lie flat on zero) and the legend to the right of
+# the axes, never over the data. Constrained layout leaves room for it.
+_LEGEND_OUTSIDE = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0}
+
+
+def throughput_figure(plt, workload: dict, results: list[dict]):
+    """Publish and consume rate over time, one colour per driver (warm-up shaded)."""
+    fig, ax = plt.subplots(figsize=(11, 4.2), layout="constrained")
     for i, r in enumerate(x for x in results if x["status"] == "ok"):
         s = r["series"]
         w = s["bucket_s"]
@@ -141,21 +149,26 @@ def _plot_throughput(plt, workload: dict, results: list[dict], path: str) -> Non
         for key, style, what in (("publish", "-", "publish"), ("consume", "--", "consume")):
             ys = s[key]
             if ys:
-                ax.plot([(j + 0.5) * w for j in range(len(ys))], ys, style, color=color,
+                # an empty bucket (before the first message, after the last) has no
+                # logarithm: a gap in the line, not a plunge to the axis
+                ax.plot([(j + 0.5) * w for j in range(len(ys))],
+                        [y if y > 0 else float("nan") for y in ys], style, color=color,
                         label=f"{r['driver']} {what}", linewidth=1.3)
     if workload["warmup_seconds"]:
         ax.axvspan(0, workload["warmup_seconds"], color="0.9", zorder=0, label="warm-up")
+    ax.set_yscale("log")
     ax.set_xlabel("seconds since start")
-    ax.set_ylabel("messages/s")
+    ax.set_ylabel("messages/s (log scale)")
     ax.set_title(f"{workload['name']}: throughput over time")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2, loc="upper right")
-    save_figure(plt, fig, path)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, **_LEGEND_OUTSIDE)
+    return fig
 
 
-def _plot_latency(plt, workload: dict, results: list[dict], path: str) -> None:
+def latency_figure(plt, workload: dict, results: list[dict]):
+    """Publish and end-to-end p50 / p99 / p99.9 / max of each driver, side by side."""
     ok = [r for r in results if r["status"] == "ok"]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True, layout="constrained")
     width = 0.8 / len(QUANTILES)
     for ax, key, title in ((axes[0], "publish_latency_ms", "publish latency"),
                            (axes[1], "e2e_latency_ms", "end-to-end latency")):
@@ -169,9 +182,9 @@ def _plot_latency(plt, workload: dict, results: list[dict], path: str) -> None:
         ax.set_title(title)
         ax.grid(axis="y", alpha=0.3, which="both")
     axes[0].set_ylabel("ms (log scale)")
-    axes[1].legend(fontsize=8)
+    axes[1].legend(fontsize=8, **_LEGEND_OUTSIDE)
     fig.suptitle(f"{workload['name']}: latency by driver")
-    save_figure(plt, fig, path)
+    return fig
 
 
 def write(out_dir: str, doc: dict) -> list[str]:
@@ -191,8 +204,8 @@ def write(out_dir: str, doc: dict) -> list[str]:
         if not any(r["status"] == "ok" for r in results):
             continue
         slug = w["slug"]
-        for suffix, draw in (("throughput", _plot_throughput), ("latency", _plot_latency)):
+        for suffix, figure in (("throughput", throughput_figure), ("latency", latency_figure)):
             path = os.path.join(out_dir, f"{slug}-{suffix}.png")
-            draw(plt, w, results, path)
+            save_figure(plt, figure(plt, w, results), path)
             paths.append(path)
     return paths

@@ -125,7 +125,7 @@ class KafkaProtocolDriver(Driver):
         try:
             import confluent_kafka  # noqa: F401
         except ImportError:
-            return "confluent-kafka is not installed (pip install 'kafkalite[bench]')"
+            return "confluent-kafka is not installed (a kafkalite dependency: pip install -e .)"
         return None
 
     def setup(self, workload, topics, work_dir):

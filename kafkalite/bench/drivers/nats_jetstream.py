@@ -137,7 +137,7 @@ class NatsJetStreamDriver(PeerServerDriver):
         try:
             import nats  # noqa: F401
         except ImportError:
-            return "the nats-py Python package is not installed (pip install 'kafkalite[bench]')"
+            return "the nats-py Python package is not installed (a kafkalite dependency: pip install -e .)"
         return None
 
     def setup(self, workload, topics, work_dir):

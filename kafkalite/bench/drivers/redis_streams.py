@@ -75,7 +75,7 @@ class RedisStreamsDriver(PeerServerDriver):
         try:
             import redis  # noqa: F401
         except ImportError:
-            return "the redis Python package is not installed (pip install 'kafkalite[bench]')"
+            return "the redis Python package is not installed (a kafkalite dependency: pip install -e .)"
         return None
 
     def setup(self, workload, topics, work_dir):

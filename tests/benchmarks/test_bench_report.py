@@ -1,0 +1,97 @@
+"""``kafkalite bench``'s report: the plots are readable when drivers run orders
+of magnitude apart (log value axes, legend outside the data), and every
+package the harness imports comes with kafkalite's own install."""
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from kafkalite.bench import report
+from kafkalite.bench.measure import pyplot
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _result(driver: str, rate: float) -> dict:
+    # zeros at both ends, as a real series has before the first and after the last message
+    series = [0.0] + [rate] * 8 + [0.0]
+    lat = {"count": 10, "p50": rate / 1e5, "p99": rate / 1e4, "p999": rate / 1e3,
+           "max": rate / 1e2}
+    return {"driver": driver, "status": "ok",
+            "series": {"bucket_s": 0.5, "publish": series, "consume": series},
+            "publish_latency_ms": lat, "e2e_latency_ms": lat}
+
+
+# a small results file: kafkalite-zmq about 1000x faster than its peers
+WORKLOAD = {"name": "small", "slug": "small", "warmup_seconds": 1.0}
+RESULTS = [_result("kafkalite-zmq", 2_000_000.0), _result("redis-streams", 2_000.0),
+           _result("nats-jetstream", 1_500.0),
+           {"driver": "file-append", "status": "skipped", "reason": "not here"}]
+
+
+def _legends_outside(fig) -> None:
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    assert legends
+    for legend in legends:
+        box = legend.get_window_extent(renderer)
+        for ax in fig.axes:      # over no axes' data area
+            assert not box.overlaps(ax.get_window_extent(renderer)), (box, ax.get_title())
+        assert fig.bbox.contains(box.x1 - 1, box.y0 + 1), "the legend is cut off"
+
+
+@pytest.mark.parametrize("figure", [report.throughput_figure, report.latency_figure])
+def test_plots_use_log_axes_and_keep_the_legend_off_the_data(figure):
+    plt = pyplot()
+    fig = figure(plt, WORKLOAD, RESULTS)
+    try:
+        for ax in fig.axes:
+            assert ax.get_yscale() == "log"
+        if figure is report.throughput_figure:
+            (ax,) = fig.axes
+
+            def height(rate):     # where a rate sits, as a fraction of the axes' height
+                return ax.transAxes.inverted().transform(ax.transData.transform((1.0, rate)))[1]
+            # the two slow peers are told apart (on a linear axis both lie flat on
+            # zero, 0.02% of the height apart), and the fastest fits
+            assert height(2_000) - height(1_500) > 0.02
+            assert 0 < height(1_500) < height(2_000_000) <= 1
+        _legends_outside(fig)
+    finally:
+        plt.close(fig)
+
+
+def _imported_packages(root: Path) -> set[str]:
+    out = set()
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                out |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                out.add(node.module.split(".")[0])
+    return {m for m in out if m not in sys.stdlib_module_names and m != "kafkalite"}
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_every_package_the_harness_imports_is_a_dependency():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    listed = {_canonical(re.match(r"[A-Za-z0-9_.-]+", d).group()) for d in project["dependencies"]}
+    distributions = importlib.metadata.packages_distributions()
+    missing = {}
+    for module in sorted(_imported_packages(REPO / "kafkalite" / "bench")):
+        names = {_canonical(d) for d in distributions.get(module, [module])}
+        if not names & listed:
+            missing[module] = sorted(names)
+    assert not missing, (f"kafkalite/bench imports {missing} (module: distribution), which "
+                         f"`pip install kafkalite` does not install: add to [project] "
+                         f"dependencies in pyproject.toml")
