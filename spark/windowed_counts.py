@@ -23,7 +23,15 @@ import sys
 import tempfile
 import time
 
-from pyspark.sql import SparkSession, functions as F
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)           # kafkalite_spark, also when kafkalite is not installed
+try:
+    import kafkalite_spark
+    from pyspark.sql import SparkSession, functions as F
+except ModuleNotFoundError as exc:
+    if exc.name != "pyspark":
+        raise
+    sys.exit(f"windowed_counts.py: {exc}")   # the extra to install, in one line
 
 SOURCE, SINK = "clicks", "click-counts"
 WINDOW = "1 minute"
@@ -104,11 +112,11 @@ def main(argv=None) -> int:
     ap.add_argument("--users", type=int, default=20)
     ap.add_argument("--clicks", type=int, default=5_000)
     args = ap.parse_args(argv)
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        sys.exit("windowed_counts.py: Spark needs a Java runtime (17+) on PATH or in JAVA_HOME; "
+                 "tools/install-system-deps installs one")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, here)       # kafkalite_spark, also when kafkalite is not installed
-    os.environ["PYTHONPATH"] = os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])
-    import kafkalite_spark
+    os.environ["PYTHONPATH"] = os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")])
 
     work = tempfile.mkdtemp(prefix="kafkalite-windowed-counts-")
     server = None

@@ -13,7 +13,16 @@ read_committed`` hides aborted and open transactions), sink.py writes
 (at-least-once, or ``exactlyOnce=true``: a transaction per task, committed
 by the driver).
 """
-from kafkalite_spark.source import SCHEMA, SCHEMA_WITH_HEADERS, KafkaLiteDataSource
+try:
+    import pyspark  # noqa: F401
+except ModuleNotFoundError:
+    # pyspark is an extra, not a dependency of kafkalite: say which one, in one line
+    raise ModuleNotFoundError(
+        "kafkalite_spark needs pyspark, kafkalite's spark extra: pip install 'kafkalite[spark]' "
+        "(in a checkout: pip install -e '.[spark]'); Spark also needs Java 17+ "
+        "(tools/install-system-deps)", name="pyspark") from None
+
+from kafkalite_spark.source import SCHEMA, SCHEMA_WITH_HEADERS, KafkaLiteDataSource  # noqa: E402
 
 __all__ = ["KafkaLiteDataSource", "SCHEMA", "SCHEMA_WITH_HEADERS", "register"]
 

@@ -1,6 +1,11 @@
 """One local SparkSession (local[2]) for every Spark test, with the
 kafkalite source registered; Spark's Python workers run this interpreter
-(which has pyarrow and kafkalite), so PYSPARK_PYTHON is set to it."""
+(which has pyarrow and kafkalite), so PYSPARK_PYTHON is set to it.
+
+Without a Java runtime or pyspark every test module here is reported
+skipped, with the reason. (A module-level ``pytest.skip`` in a conftest is
+not a skip: pytest aborts the whole run with it.)"""
+import importlib.util
 import os
 import shutil
 import sys
@@ -10,9 +15,39 @@ import pytest
 
 from kafkalite.client import OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, TopicPartition
 
-if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-    pytest.skip("the Spark tests need a Java runtime (java on PATH or JAVA_HOME); "
-                "tools/install-system-deps installs one", allow_module_level=True)
+
+def _missing() -> str | None:
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        return ("the Spark tests need a Java runtime (java on PATH or JAVA_HOME); "
+                "tools/install-system-deps installs one")
+    if importlib.util.find_spec("pyspark") is None:
+        return "the Spark tests need pyspark: pip install -e '.[spark]' (or '.[test]')"
+    return None
+
+
+MISSING = _missing()
+
+
+class _Unavailable(pytest.Item):
+    """Stands for a test module that cannot even be imported here: one skipped test."""
+    def runtest(self):
+        pytest.skip(MISSING)
+
+    def reportinfo(self):
+        return self.path, None, self.name
+
+
+class _UnavailableModule(pytest.Module):
+    def collect(self):
+        # not imported (its imports need pyspark); one skipped item, so that the
+        # run counts skips and exits 0 rather than "no tests collected"
+        return [_Unavailable.from_parent(self, name=self.path.stem)]
+
+
+def pytest_pycollect_makemodule(module_path, parent):
+    if MISSING and module_path.name.startswith("test_"):
+        return _UnavailableModule.from_parent(parent, path=module_path)
+    return None
 
 
 @pytest.fixture(scope="session")

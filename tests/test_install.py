@@ -1,0 +1,73 @@
+"""What a fresh install promises: the parts that need more than
+``pip install -e .`` (pyspark, a Java runtime) say so in one line, and their
+tests are skipped, never crash, where those are missing.
+
+Both are checked by running the real thing in a subprocess with the missing
+piece taken away: PATH without java and no JAVA_HOME, or pyspark made
+unimportable (``sys.modules["pyspark"] = None`` makes ``import pyspark`` fail
+as it does when it is not installed)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import child_env
+
+REPO = Path(__file__).resolve().parents[1]
+WITHOUT_PYSPARK = "import sys, runpy; sys.modules['pyspark'] = None; "
+
+
+@pytest.fixture
+def path_without_java(tmp_path):
+    """A PATH with every command of the current one except java."""
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        if not os.path.isdir(d):
+            continue
+        for name in os.listdir(d):
+            target = os.path.join(d, name)
+            if name != "java" and not (shims / name).exists() and os.access(target, os.X_OK):
+                (shims / name).symlink_to(target)
+    assert shutil.which("java", path=str(shims)) is None
+    return str(shims)
+
+
+def test_spark_tests_skip_without_java(path_without_java):
+    env = child_env(PATH=path_without_java)
+    env.pop("JAVA_HOME", None)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "-rs", "tests/spark"], cwd=REPO, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "error" not in r.stdout.splitlines()[-1], r.stdout[-3000:]
+    assert " skipped" in r.stdout.splitlines()[-1]
+    assert "need a Java runtime" in r.stdout and "tools/install-system-deps" in r.stdout
+
+
+def test_spark_example_without_pyspark_names_the_extra_in_one_line():
+    r = subprocess.run([sys.executable, "-c", WITHOUT_PYSPARK +
+                        "sys.argv = ['windowed_counts.py']; "
+                        "runpy.run_path('spark/windowed_counts.py', run_name='__main__')"],
+                       cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    assert "Traceback" not in r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("windowed_counts.py: kafkalite_spark needs pyspark")
+    assert "kafkalite[spark]" in line
+
+
+def test_importing_the_spark_connector_without_pyspark_names_the_extra():
+    r = subprocess.run([sys.executable, "-c", WITHOUT_PYSPARK + "import kafkalite_spark"],
+                       cwd=REPO, env=child_env(PYTHONPATH=os.pathsep.join(
+                           [str(REPO / "spark"), child_env()["PYTHONPATH"]])),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("ModuleNotFoundError: kafkalite_spark needs pyspark")
+    assert "kafkalite[spark]" in last
