@@ -345,6 +345,10 @@ def _settings(table: dict, where: str) -> dict:
             topic[target] = (factor, _scaled(where, key, value, factor))
     if topic:
         values["topic_defaults"] = {k: v for k, (_, v) in topic.items()}
+        try:        # here, so that the error names the file and the key as written
+            LogConfig.from_properties(values["topic_defaults"])
+        except InvalidConfigurationError as exc:
+            raise InvalidConfigurationError(f"{where}: {exc.message}") from None
     if "data_dir" in values and "," in str(values["data_dir"]):
         raise InvalidConfigurationError(
             f"{where}: {spelled['data_dir']} lists several directories; kafkalite keeps one")

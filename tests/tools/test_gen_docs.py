@@ -89,6 +89,8 @@ def test_kafka_server_properties_names_load(tmp_path):
     ('"log.dirs" = "/a,/b"\n', "log.dirs lists several directories"),
     ('"num.partitions" = "three"\n', "num.partitions must be an integer, not 'three'"),
     ("log.retention.hours = 1.5\n", "log.retention.hours must be an integer"),
+    ("[topic_defaults]\nretention.hours = 5\n", "unknown topic config 'retention.hours'"),
+    ('"log.cleanup.policy" = "shred"\n', "invalid value 'shred' for cleanup.policy"),
 ])
 def test_bad_keys_fail_naming_the_key(tmp_path, text, message):
     path = tmp_path / "server.toml"
@@ -100,6 +102,9 @@ def test_bad_keys_fail_naming_the_key(tmp_path, text, message):
 
 def test_a_server_started_with_kafka_names_has_their_values(tmp_path):
     from kafkalite.client import AdminClient, ConfigResource, NewTopic
+    from kafkalite.client.connection import parse_bootstrap
+    from kafkalite.client.metadata import Metadata
+    from kafkalite.errors import UnknownTopicOrPartitionError
     conf = tmp_path / "server.toml"
     conf.write_text('"num.partitions" = 3\nlog.retention.hours = 2\n'
                     'auto.create.topics.enable = false\n')
@@ -113,6 +118,14 @@ def test_a_server_started_with_kafka_names_has_their_values(tmp_path):
         entry = admin.describe_configs([res])[res].result()["retention.ms"]
         assert entry.value == str(2 * 3_600_000)
         assert not entry.is_default               # from the server's config, not Kafka's default
+        # a client asking for an unknown topic, allowing auto-creation, does not create it
+        meta = Metadata(parse_bootstrap(srv.bootstrap), "test")
+        try:
+            answer = meta.refresh(["nosuch"], auto_create=True)
+        finally:
+            meta.close()
+        assert [t["error_code"] for t in answer["topics"]] == [
+            UnknownTopicOrPartitionError.code]
         assert "nosuch" not in admin.list_topics().topics
     finally:
         admin.close()
