@@ -61,7 +61,7 @@ class Setting:
 SETTINGS: dict[str, Setting] = {
     "data_dir": Setting(
         "Where topics' partition logs and the metadata live.", ("log.dirs", "log.dir"),
-        "one directory (Kafka's `log.dirs` may list several)"),
+        "kafkalite keeps one directory; Kafka's `log.dirs` may list several"),
     "host": Setting("Interface every listener binds to, and the host advertised unless "
                     "`advertised_host` is set.", (), "the host of `listeners`"),
     "advertised_host": Setting("Host clients are told to connect to (\"\": `host`).", (),

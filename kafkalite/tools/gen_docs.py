@@ -109,9 +109,9 @@ def configuration_md() -> str:
             "(`kafkalite topics create --config NAME=VALUE`, CreateTopics), changed with "
             "`kafkalite topics alter` or IncrementalAlterConfigs, and given to every new topic "
             "by the server's `[topic_defaults]` table or by Kafka's broker-wide name for the "
-            "default (the last column) at the top level of the config file. Of Kafka's unit "
-            "variants the finest wins, as in Kafka (`log.retention.ms` over `.minutes` over "
-            "`.hours`).\n\n",
+            "default (the 'server default' column) at the top level of the config file. Of "
+            "Kafka's unit variants the finest wins, as in Kafka (`log.retention.ms` over "
+            "`.minutes` over `.hours`).\n\n",
             "| config | type | default | valid values | server default (Kafka's name) "
             "| description |\n|---|---|---|---|---|---|\n"]
     defaults = LogConfig()
