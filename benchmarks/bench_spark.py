@@ -365,10 +365,15 @@ def main(argv=None) -> int:
     # Spark's Python workers import kafkalite_spark from here when it is not installed
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [str(REPO), str(REPO / "spark"), os.environ.get("PYTHONPATH", "")])
-    import pyspark
-    from pyspark.sql import SparkSession
-
-    import kafkalite_spark
+    try:
+        import kafkalite_spark        # first: without pyspark it names the extra to install
+        import pyspark
+        from pyspark.sql import SparkSession
+    except ModuleNotFoundError as exc:
+        if exc.name != "pyspark":
+            raise
+        print(f"bench_spark: {exc}", file=sys.stderr)
+        return 2
     from kafkalite.server.launcher import ServerProcess
 
     out_dir, work = report.make_dirs("spark", args.output_dir, args.work_dir)
