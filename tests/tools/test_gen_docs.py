@@ -5,6 +5,7 @@ readable error for a key that is neither ours nor Kafka's."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import subprocess
 import sys
 
@@ -41,7 +42,16 @@ def test_references_name_every_key_and_command():
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     for command in sub.choices:
         assert f"## `kafkalite {command}`" in cli_md
-    assert "`--bootstrap-server HOST:PORT`" in cli_md
+    # every option of every command is in that command's section
+    parts = re.split(r"\n#{2,4} `([^`]+)`\n", cli_md)
+    sections = {"kafkalite": parts[0], **dict(zip(parts[1::2], parts[2::2]))}
+    for parser, _, _ in gen_docs._commands(build_parser()):
+        section = sections[parser.prog]
+        for action in parser._actions:
+            for option in action.option_strings:
+                if option not in ("-h", "--help"):
+                    assert f"`{option}" in section or f", {option}" in section, \
+                        (parser.prog, option)
 
 
 def test_check_mode_names_the_stale_file_and_the_command(tmp_path):
