@@ -370,6 +370,9 @@ def _coerce(where: str, key: str, kind: str, value):
         return value.strip().lower() == "true"
     if isinstance(value, list) and kind == "str":   # Kafka's list settings
         return ",".join(str(v) for v in value)
+    if kind == "dict":      # a table would have been flattened into its keys
+        raise InvalidConfigurationError(
+            f"{where}: {key} must be a table of topic configs, not {value!r}")
     return value
 
 

@@ -101,6 +101,7 @@ def test_kafka_server_properties_names_load(tmp_path):
     ("log.retention.hours = 1.5\n", "log.retention.hours must be an integer"),
     ("[topic_defaults]\nretention.hours = 5\n", "unknown topic config 'retention.hours'"),
     ('"log.cleanup.policy" = "shred"\n', "invalid value 'shred' for cleanup.policy"),
+    ("topic_defaults = 5\n", "topic_defaults must be a table of topic configs, not 5"),
 ])
 def test_bad_keys_fail_naming_the_key(tmp_path, text, message):
     path = tmp_path / "server.toml"
