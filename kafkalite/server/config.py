@@ -10,7 +10,7 @@ TOML layout (every key optional)::
     advertised_host = ""          # host clients are told to connect to ("" = host)
     workers = 0                   # partition worker processes; 0 = one per core
     port = 7092                   # native protocol (metadata and admin), ZeroMQ ROUTER
-    ingest_port = 7091            # plain ZeroMQ ingest, PULL
+    ingest_port = 7091            # plain ZeroMQ ingest, PULL (-1: off)
     worker_base_port = 7100       # worker i serves on worker_base_port + i
     kafka_port = 9092             # Kafka wire protocol (TCP): the supervisor, broker 1000
     kafka_worker_base_port = 9100 # worker i is Kafka broker i on kafka_worker_base_port + i
@@ -126,14 +126,15 @@ class ServerConfig:
             if getattr(self, name):
                 setattr(self, name, os.path.abspath(getattr(self, name)))
         security.validate(self)
-        for name in ("port", "ingest_port", "worker_base_port", "kafka_port",
-                     "kafka_worker_base_port"):
+        for name in ("port", "worker_base_port", "kafka_port", "kafka_worker_base_port"):
             value = getattr(self, name)
             if not isinstance(value, int) or not 0 <= value <= 65535:
                 raise InvalidConfigurationError(f"{name} must be a port number 0-65535, not {value!r}")
-        if not isinstance(self.metrics_port, int) or not -1 <= self.metrics_port <= 65535:
-            raise InvalidConfigurationError(
-                f"metrics_port must be a port number 0-65535 or -1 (off), not {self.metrics_port!r}")
+        for name in ("ingest_port", "metrics_port"):      # -1: that endpoint is not served
+            value = getattr(self, name)
+            if not isinstance(value, int) or not -1 <= value <= 65535:
+                raise InvalidConfigurationError(
+                    f"{name} must be a port number 0-65535 or -1 (off), not {value!r}")
         if not isinstance(self.log_level, str) or (
                 self.log_level and self.log_level.upper() not in LOG_LEVELS):
             raise InvalidConfigurationError(
