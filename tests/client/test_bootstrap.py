@@ -112,3 +112,20 @@ def test_a_kafka_client_finds_the_native_port_in_the_broker_configs(server):
         configs = admin.describe_configs([resource])[resource].result(20)
         entry = configs[NATIVE_BOOTSTRAP_CONFIG]
         assert entry.value == server.bootstrap and entry.is_read_only
+
+
+def test_a_producer_whose_server_stopped_logs_its_retries_rate_limited(own_server, caplog):
+    """Refused at once, the sender's metadata retries come every
+    retry.backoff.ms: dozens a second, each once a warning line."""
+    p = Producer(own_server.config(**{"request.timeout.ms": 1000}))
+    try:
+        p.produce("orders", b"before")
+        assert p.flush(20) == 0
+        own_server.stop()
+        with caplog.at_level("WARNING", logger="kafkalite.client.producer"):
+            p.produce("orders", b"after")         # the topic's metadata is cached
+            assert p.flush(3) == 1
+        retries = [r for r in caplog.records if "metadata refresh failed" in r.getMessage()]
+        assert 1 <= len(retries) <= 5, [r.getMessage() for r in retries]
+    finally:
+        p.close(0)

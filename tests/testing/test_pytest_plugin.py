@@ -65,11 +65,13 @@ import time
 
 def test_leaves_a_member(kafkalite):
     from kafkalite.client import Consumer
+    kafkalite.create_topic("t")
     consumer = Consumer({"bootstrap.servers": kafkalite.bootstrap, "group.id": "leaky"})
     consumer.subscribe(["t"])
     deadline = time.monotonic() + 20
     while not consumer.assignment() and time.monotonic() < deadline:
         consumer.poll(0.2)
+    assert consumer.assignment()
     test_leaves_a_member.consumer = consumer      # not closed: its member stays
 ''')
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=180)
