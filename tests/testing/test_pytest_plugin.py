@@ -77,3 +77,24 @@ def test_leaves_a_member(kafkalite):
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=180)
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*could not be deleted: leaky*"])
+
+
+def test_enabled_with_dash_p_and_server_args_overridden(pytester):
+    pytester.makeconftest('''
+import pytest
+
+@pytest.fixture(scope="session")
+def kafkalite_server_args():
+    return ["--workers", "2", "--ingest-port", "-1", "--default-partitions", "3"]
+''')
+    pytester.makepyfile(test_args='''
+def test_two_workers(kafkalite, kafkalite_server):
+    assert len(kafkalite_server.info["workers"]) == 2
+    producer = kafkalite.producer()
+    producer.produce("auto", b"x")
+    assert producer.flush(20) == 0
+    assert len(kafkalite.admin().list_topics("auto", timeout=10).topics["auto"].partitions) == 3
+''')
+    result = pytester.runpytest_subprocess("-p", "kafkalite.testing", "-p", "no:cacheprovider",
+                                           timeout=180)
+    result.assert_outcomes(passed=1)
