@@ -86,13 +86,13 @@ def _probe(endpoint: str, timeout: float, client_id: str, native_only: bool = Fa
     """None for a native port; the native endpoint a Kafka listener names."""
     address = _address(endpoint)
     host, _, port = address.rpartition(":")
+    timeout = max(timeout, 0.1)         # 0 would make the socket non-blocking
+    connect_timeout = min(timeout, CONNECT_TIMEOUT_MS / 1000)
     try:
-        sock = socket.create_connection((host.strip("[]"), int(port)),
-                                        timeout=min(timeout, CONNECT_TIMEOUT_MS / 1000))
+        sock = socket.create_connection((host.strip("[]"), int(port)), timeout=connect_timeout)
     except socket.timeout:
         raise BootstrapError(f"cannot connect to {address}: no answer within "
-                             f"{min(timeout, CONNECT_TIMEOUT_MS / 1000):.1f} s "
-                             f"(is the host up?)") from None
+                             f"{connect_timeout:.1f} s (is the host up?)") from None
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise BootstrapError(f"cannot connect to {address}: {reason.lower()} "

@@ -129,3 +129,18 @@ def test_a_producer_whose_server_stopped_logs_its_retries_rate_limited(own_serve
         assert 1 <= len(retries) <= 5, [r.getMessage() for r in retries]
     finally:
         p.close(0)
+
+
+def test_an_address_that_is_no_kafkalite_port_is_named_in_the_error(server):
+    """The metrics port (HTTP) accepts the connection and says nothing, to
+    the Kafka question either (it waits for the end of a request line)."""
+    metrics = server.info["metrics"].split("//")[1].split("/")[0]
+    admin = AdminClient({"bootstrap.servers": metrics})
+    started = time.monotonic()
+    try:
+        with pytest.raises(KafkaError, match=f"{metrics} accepted the connection but answered "
+                                             f"nothing within 2.0 s"):
+            admin.list_topics(timeout=2)
+    finally:
+        admin.close()
+    assert time.monotonic() - started < 5
