@@ -1,6 +1,7 @@
 """How long a server takes to start: kafkalite.testing's settings (one
-worker, no ingest gateway) beside the test harness's (two workers and the
-gateway), in one run, and what the time goes on.
+worker, no ingest gateway, one partition per internal topic) beside the test
+harness's (two workers, the gateway, 16 + 4 internal partitions), in one
+run, and what the time goes on.
 
     python benchmarks/bench_startup.py               # 5 rounds, about 30 s
     python benchmarks/bench_startup.py --rounds 20
@@ -28,12 +29,14 @@ import sys
 import tempfile
 import time
 
+from kafkalite import testing
 from kafkalite.server import launcher
-from kafkalite.testing import DEFAULT_SERVER_ARGS
 
+# name -> the unstarted server, given a directory of its own
 SETTINGS = {
-    "kafkalite.testing (1 worker, no ingest)": list(DEFAULT_SERVER_ARGS),
-    "test harness (2 workers, ingest)": ["--workers", "2"],
+    "kafkalite.testing (1 worker, no ingest)": testing.server_process,
+    "test harness (2 workers, ingest)":
+        lambda directory: launcher.ServerProcess(os.path.join(directory, "data"), workers=2),
 }
 IMPORTS = {
     "bare interpreter": "pass",
@@ -43,22 +46,17 @@ IMPORTS = {
 }
 
 
-def start_once(args: list[str]) -> float:
-    data = tempfile.mkdtemp(prefix="kafkalite-bench-startup-")
+def start_once(make_server) -> float:
+    directory = tempfile.mkdtemp(prefix="kafkalite-bench-startup-")
     try:
-        args = list(args)
-        i = args.index("--workers")
-        workers = int(args[i + 1])
-        del args[i:i + 2]
-        server = launcher.ServerProcess(os.path.join(data, "data"), workers=workers,
-                                        extra_args=args)
+        server = make_server(directory)
         started = time.perf_counter()
         server.start()
         elapsed = time.perf_counter() - started
         server.stop()
         return elapsed
     finally:
-        shutil.rmtree(data, ignore_errors=True)
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def cpu_of(code: str) -> float:
@@ -77,8 +75,8 @@ def main() -> None:
     starts = {name: [] for name in SETTINGS}
     cpu = {name: [] for name in IMPORTS}
     for _ in range(args.rounds):
-        for name, server_args in SETTINGS.items():
-            starts[name].append(start_once(server_args))
+        for name, make_server in SETTINGS.items():
+            starts[name].append(start_once(make_server))
         for name, code in IMPORTS.items():
             cpu[name].append(cpu_of(code))
     out = {"rounds": args.rounds, "cores": os.cpu_count(), "loadavg": os.getloadavg(),

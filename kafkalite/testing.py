@@ -49,8 +49,14 @@ from kafkalite.server.launcher import ServerProcess
 
 # What ``kafkalite_server`` passes to ``kafkalite server`` besides the free
 # ports: one worker (each worker is a process to start), no ingest gateway
-# (another), topics of one partition unless the test says otherwise.
+# (another).
 DEFAULT_SERVER_ARGS = ("--workers", "1", "--ingest-port", "-1")
+# Written to a TOML file given before those arguments (a --config among them
+# wins): the internal topics with one partition each, as Kafka test
+# containers set offsets.topic.num.partitions=1. A fresh server opens every
+# internal partition, fsyncing its checkpoint, before it spawns its workers:
+# 20 partitions by default, about 0.15 s.
+SERVER_CONFIG = {"offsets_topic_num_partitions": 1, "transaction_state_num_partitions": 1}
 # Internal topics (__consumer_offsets, __transaction_state) belong to the
 # broker, which refuses to delete them.
 _INTERNAL_PREFIX = "__"
@@ -158,17 +164,27 @@ def kafkalite_server_args() -> list[str]:
     return list(DEFAULT_SERVER_ARGS)
 
 
-@pytest.fixture(scope="session")
-def kafkalite_server(tmp_path_factory, kafkalite_server_args):
-    """An embedded kafkalite server for the test session."""
-    data_dir = tmp_path_factory.mktemp("kafkalite")
+def server_process(directory: str, args=DEFAULT_SERVER_ARGS) -> ServerProcess:
+    """The (unstarted) server ``kafkalite_server`` runs: data in
+    ``directory``/data, ``SERVER_CONFIG`` in ``directory``/server.toml, then
+    ``args`` (``kafkalite server`` flags)."""
+    config = os.path.join(directory, "server.toml")
+    with open(config, "w") as f:
+        f.writelines(f"{key} = {value}\n" for key, value in SERVER_CONFIG.items())
+    args = list(args)
     workers = 1
-    args = list(kafkalite_server_args)
     if "--workers" in args:
         i = args.index("--workers")
         workers = int(args[i + 1])
         del args[i:i + 2]
-    server = ServerProcess(os.path.join(data_dir, "data"), workers=workers, extra_args=args)
+    return ServerProcess(os.path.join(directory, "data"), workers=workers,
+                         extra_args=["--config", config, *args])
+
+
+@pytest.fixture(scope="session")
+def kafkalite_server(tmp_path_factory, kafkalite_server_args):
+    """An embedded kafkalite server for the test session."""
+    server = server_process(str(tmp_path_factory.mktemp("kafkalite")), kafkalite_server_args)
     server.start()
     try:
         yield server
