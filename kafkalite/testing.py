@@ -19,7 +19,9 @@ Fixtures
     ``kafka_bootstrap``, ``info`` (server.json), ``output()`` (its log).
     Its arguments come from the ``kafkalite_server_args`` fixture (override
     it in your conftest to change them; the default is one partition
-    worker, no ingest gateway).
+    worker, no ingest gateway), after a config file giving each internal
+    topic one partition (``SERVER_CONFIG``). ``server_process()`` builds
+    the same server outside pytest (benchmarks/bench_startup.py uses it).
 
     ``kafkalite`` (function): a ``KafkaliteFixture`` for one test:
     ``bootstrap`` (host:port for kafkalite's own clients; they accept the
