@@ -9,7 +9,8 @@ timing out (10-30 s later) and the server logged each attempt. So before
 over a plain TCP socket:
 
 - connection refused or unreachable, or no answer to the connect within
-  ``CONNECT_TIMEOUT_MS``: ``BootstrapError`` at once, naming the address;
+  ``CONNECT_TIMEOUT_MS`` (connection.py's, 3 s: a host that is gone answers
+  nothing): ``BootstrapError`` naming the address (a refusal at once);
 - the peer sends the ZMTP signature (a ZeroMQ ROUTER greets as soon as a
   connection opens, so it arrives within ``GREETING_WAIT_S``): the native
   port, used as given;
@@ -18,7 +19,8 @@ over a plain TCP socket:
   ``NATIVE_BOOTSTRAP_CONFIG`` (protocol/native.py), and the native address
   it names is probed in turn. A greeting later than GREETING_WAIT_S still
   tells itself apart: its first byte, 0xFF, never begins a Kafka response's
-  size.
+  size (the native port takes the question for a bad handshake and drops
+  that connection, which is closed anyway).
 
 The probe's socket is closed before ZeroMQ connects. What a Kafka address
 resolved to is remembered for the process (a producer makes several
@@ -34,12 +36,11 @@ import socket
 import struct
 
 from kafkalite import errors
+from kafkalite.client.connection import CONNECT_TIMEOUT_MS
 from kafkalite.protocol import ApiKey, ProtocolError, decode_response, encode_request
 from kafkalite.protocol.enums import ConfigResourceType
 from kafkalite.protocol.native import NATIVE_BOOTSTRAP_CONFIG, ZMTP_SIGNATURE_SIZE, zmtp_signature
 
-# A host that is gone answers nothing; one that is up refuses at once.
-CONNECT_TIMEOUT_MS = 3000
 # How long a native port's greeting may take before the peer is taken for
 # a Kafka broker and asked (a loaded loopback greets within milliseconds).
 GREETING_WAIT_S = 0.2
