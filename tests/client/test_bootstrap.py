@@ -144,3 +144,17 @@ def test_an_address_that_is_no_kafkalite_port_is_named_in_the_error(server):
     finally:
         admin.close()
     assert time.monotonic() - started < 5
+
+
+def test_a_native_port_whose_greeting_comes_late_is_still_told_apart(server, monkeypatch):
+    """Waiting no time for the greeting, the probe asks the native port in
+    Kafka's protocol; the ZMTP signature still comes first, and tells it."""
+    from kafkalite.client import bootstrap
+    monkeypatch.setattr(bootstrap, "GREETING_WAIT_S", 1e-6)
+    assert bootstrap.native_endpoint(f"tcp://{server.bootstrap}", 10) == \
+        f"tcp://{server.bootstrap}"
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    try:
+        assert "__no_such_topic" not in admin.list_topics(timeout=10).topics
+    finally:
+        admin.close()
