@@ -183,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--advertised-host", help="host clients are told to connect to")
     server.add_argument("--workers", type=int, help="partition worker processes (0: one per core)")
     server.add_argument("--port", type=int, help="native protocol port (0: any free port)")
-    server.add_argument("--ingest-port", type=int, help="plain ZeroMQ ingest port (0: any)")
+    server.add_argument("--ingest-port", type=int, help="plain ZeroMQ ingest port (0: any; -1: off)")
     server.add_argument("--worker-base-port", type=int, help="worker i listens on this + i (0: any)")
     server.add_argument("--kafka-port", type=int,
                         help="Kafka wire protocol port of the supervisor (0: any free port)")

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import zmq
 
 from kafkalite import errors
+from kafkalite.client.bootstrap import BootstrapError, native_endpoint
 from kafkalite.client.connection import Connection, KafkaTimeoutError
 from kafkalite.errors import error_for_code, error_or_none
 from kafkalite.protocol import ApiKey
@@ -55,24 +56,28 @@ class Metadata:
         self.cluster_id = None
         self.refreshed_at = 0.0
 
-    def connection(self) -> Connection:
+    def connection(self, timeout: float = 30.0) -> Connection:
+        """The link to the first bootstrap address, made once its native
+        endpoint is known (bootstrap.py: a Kafka listener's address works
+        too, and a server that is down is reported at once)."""
         if self._conn is None:
-            self._conn = Connection(self.bootstrap[0], self.client_id, self.ctx)
+            endpoint = native_endpoint(self.bootstrap[0], timeout, self.client_id)
+            self._conn = Connection(endpoint, self.client_id, self.ctx)
         return self._conn
 
     def admin_request(self, api_key: int, body: dict, timeout: float = 30.0,
                       version: int | None = None):
-        return self._with_failover(lambda conn: conn.request(api_key, body, timeout, version))
+        return self._with_failover(lambda conn: conn.request(api_key, body, timeout, version),
+                                   timeout)
 
-    def _with_failover(self, fn):
+    def _with_failover(self, fn, timeout: float):
         last = None
         for _ in self.bootstrap:
             try:
-                return fn(self.connection())
-            except KafkaTimeoutError as exc:
+                return fn(self.connection(timeout))
+            except (KafkaTimeoutError, BootstrapError) as exc:
                 last = exc
-                self._conn.close()
-                self._conn = None
+                self.close()
                 self.bootstrap = self.bootstrap[1:] + self.bootstrap[:1]
         raise last
 

@@ -66,6 +66,7 @@ from kafkalite.client.metadata import Metadata, cluster_metadata
 from kafkalite.client.types import BatchDelivery, Message, TIMESTAMP_CREATE_TIME
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
+from kafkalite.ratelimit import RateLimitedLog
 from kafkalite.record import RecordBatchBuilder, codec_id
 
 log = logging.getLogger(__name__)
@@ -682,6 +683,8 @@ class _Sender:
         self.p = producer
         cfg = producer.config
         self.meta = Metadata(producer._bootstrap, cfg["client.id"], producer._ctx)
+        # a server that is down refuses each retry at once, every retry.backoff.ms
+        self.retry_log = RateLimitedLog(log)
         self.nodes: dict[int, _Node] = {}
         # per partition, in sequence order: batches not routed to a worker
         # yet (no leader known, backing off, or held back, see below)
@@ -862,7 +865,7 @@ class _Sender:
             if resp["error_code"]:
                 raise errors.error_for_code(resp["error_code"])("InitProducerId failed")
         except KafkaError as exc:
-            log.warning("cannot get a producer id yet (%s); retrying", exc)
+            self.retry_log.warning("cannot get a producer id yet (%s); retrying", exc)
             self.init_at = now + max(self.backoff, 0.05)
             return False
         with self.p._lock:
@@ -892,7 +895,7 @@ class _Sender:
                 "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]},
                 self.request_timeout)
         except KafkaError as exc:
-            log.warning("AddPartitionsToTxn failed (%s); retrying", exc)
+            self.retry_log.warning("AddPartitionsToTxn failed (%s); retrying", exc)
             self.txn_retry_at = now + max(self.backoff, 0.05)
             return False
         codes = {(t["name"], r["partition_index"]): r["partition_error_code"]
@@ -1121,7 +1124,7 @@ class _Sender:
             try:
                 self.meta.refresh(topics, False, self.request_timeout)
             except KafkaError as exc:
-                log.warning("metadata refresh failed: %s", exc)
+                self.retry_log.warning("metadata refresh failed: %s", exc)
             self.refresh_at = now + max(self.backoff, 0.05)
         idempotent = self.p._idempotent
         out = self.in_flight_batches

@@ -20,6 +20,16 @@ Two additions to Kafka's protocol:
   answered with INT32 correlation id + a JSON object ({"error_code": 0, ...}).
   Used for what Kafka has no message for, such as attaching a shared-memory
   ring ({"op": "shm_attach", "ring": "<name>"}).
+
+Finding the native endpoint from a Kafka listener's address: every Kafka
+listener answers DescribeConfigs of a BROKER resource with the read-only
+config ``NATIVE_BOOTSTRAP_CONFIG`` (the supervisor's native host:port), so
+a native client given ``host:9092`` asks there and connects to the native
+port (client/bootstrap.py). Which protocol an address speaks shows in its
+first bytes: a ZeroMQ peer sends the ZMTP signature as soon as a TCP
+connection opens (``zmtp_signature``), a Kafka broker sends nothing until
+asked, and a ZMTP signature's first byte (0xFF) would be a negative Kafka
+frame size.
 """
 from __future__ import annotations
 
@@ -31,6 +41,24 @@ ERROR_FRAME = b"!"
 _EXT_HEADER = struct.Struct(">hhi")
 _ERROR_HEADER = struct.Struct(">ih")
 _CORRELATION = struct.Struct(">i")
+
+# The read-only broker config (DescribeConfigs, resource type BROKER) that
+# names the native protocol's bootstrap address, host:port.
+NATIVE_BOOTSTRAP_CONFIG = "kafkalite.native.bootstrap.servers"
+# ZMTP 3 (rfc.zeromq.org/spec/23): a greeting opens with a 10-byte signature,
+# 0xFF, 8 padding bytes, 0x7F; libzmq tells a ZMTP >= 2 peer by byte 0 being
+# 0xFF and bit 0 of byte 9 being set.
+ZMTP_SIGNATURE_SIZE = 10
+
+
+def zmtp_signature(buf) -> bool | None:
+    """Whether ``buf`` (the first bytes read from a TCP peer) opens with a
+    ZMTP signature; None while too few bytes have come to tell."""
+    if not buf or buf[0] != 0xFF:
+        return False
+    if len(buf) < ZMTP_SIGNATURE_SIZE:
+        return None
+    return bool(buf[9] & 0x01)
 
 
 def encode_error(correlation_id: int, code: int, message: str = "") -> bytes:

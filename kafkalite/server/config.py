@@ -68,7 +68,7 @@ SETTINGS: dict[str, Setting] = {
                                "the host of `advertised.listeners`"),
     "workers": Setting("Partition worker processes (each a Kafka broker); 0: one per core."),
     "port": Setting("Native protocol (metadata and admin), a ZeroMQ ROUTER; 0: any free port."),
-    "ingest_port": Setting("Plain ZeroMQ ingest gateway (PULL); 0: any free port."),
+    "ingest_port": Setting("Plain ZeroMQ ingest gateway (PULL); 0: any free port; -1: off."),
     "worker_base_port": Setting("Worker *i*'s native ROUTER listens on this + *i*; "
                                 "0: any free ports."),
     "kafka_port": Setting("Kafka wire protocol (TCP) of the supervisor, broker 1000; "
@@ -209,14 +209,15 @@ class ServerConfig:
             if getattr(self, name):
                 setattr(self, name, os.path.abspath(getattr(self, name)))
         security.validate(self)
-        for name in ("port", "ingest_port", "worker_base_port", "kafka_port",
-                     "kafka_worker_base_port"):
+        for name in ("port", "worker_base_port", "kafka_port", "kafka_worker_base_port"):
             value = getattr(self, name)
             if not isinstance(value, int) or not 0 <= value <= 65535:
                 raise InvalidConfigurationError(f"{name} must be a port number 0-65535, not {value!r}")
-        if not isinstance(self.metrics_port, int) or not -1 <= self.metrics_port <= 65535:
-            raise InvalidConfigurationError(
-                f"metrics_port must be a port number 0-65535 or -1 (off), not {self.metrics_port!r}")
+        for name in ("ingest_port", "metrics_port"):      # -1: that endpoint is not served
+            value = getattr(self, name)
+            if not isinstance(value, int) or not -1 <= value <= 65535:
+                raise InvalidConfigurationError(
+                    f"{name} must be a port number 0-65535 or -1 (off), not {value!r}")
         if not isinstance(self.log_level, str) or (
                 self.log_level and self.log_level.upper() not in LOG_LEVELS):
             raise InvalidConfigurationError(

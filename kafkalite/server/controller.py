@@ -69,6 +69,7 @@ from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
 from kafkalite.protocol.enums import (AUTHORIZED_OPERATIONS_OMITTED, AlterConfigOp, ConfigResourceType,
                                       ConfigSource, ConfigType, EndpointType)
+from kafkalite.protocol.native import NATIVE_BOOTSTRAP_CONFIG
 from kafkalite.server.config import ServerConfig
 from kafkalite.server.metadata import (INTERNAL_TOPICS, MetadataStore, TopicMetadata,
                                        replica_dir, validate_topic_name)
@@ -1057,6 +1058,23 @@ class Controller:
                         "config_type": ConfigType.UNKNOWN, "documentation": None})
         return out
 
+    def _broker_config_entries(self, resource_name: str, keys) -> list[dict]:
+        """A broker's described configs: the read-only ones a client may need,
+        today the native protocol's bootstrap address, by which kafkalite's
+        clients given a Kafka listener's address find the native port
+        (protocol/native.py, client/bootstrap.py). Every broker of the
+        cluster, the controller and "" (the cluster-wide default) answer the
+        same: it is the one address of this controller."""
+        known = {str(b.broker_id) for b in self.brokers} | {"", str(KAFKA_CONTROLLER_ID)}
+        if resource_name not in known:
+            raise errors.InvalidRequestError(f"unknown broker {resource_name!r}")
+        node = self.controller_node(Listener.NATIVE)
+        entries = {NATIVE_BOOTSTRAP_CONFIG: f"{_bracket(node['host'])}:{node['port']}"}
+        return [{"name": name, "value": value, "read_only": True, "is_default": False,
+                 "config_source": ConfigSource.STATIC_BROKER_CONFIG, "is_sensitive": False,
+                 "synonyms": [], "config_type": ConfigType.STRING, "documentation": None}
+                for name, value in entries.items() if not keys or name in keys]
+
     @staticmethod
     def _topic_resource(r: dict, verb: str) -> str:
         if r["resource_type"] != ConfigResourceType.TOPIC:
@@ -1070,8 +1088,12 @@ class Controller:
             out = {"error_code": 0, "error_message": None, "resource_type": r["resource_type"],
                    "resource_name": r["resource_name"], "configs": []}
             try:
-                topic = self.metadata.get(self._topic_resource(r, "described"))
-                out["configs"] = self._config_entries(topic, r.get("configuration_keys"))
+                if r["resource_type"] == ConfigResourceType.BROKER:
+                    out["configs"] = self._broker_config_entries(r["resource_name"],
+                                                                 r.get("configuration_keys"))
+                else:
+                    topic = self.metadata.get(self._topic_resource(r, "described"))
+                    out["configs"] = self._config_entries(topic, r.get("configuration_keys"))
             except KafkaError as exc:
                 out["error_code"], out["error_message"] = exc.code, exc.message
             results.append(out)

@@ -12,7 +12,10 @@ that many bytes -- request header v1/v2 + body, response header v0/v1 +
 body (``kafkalite.protocol`` encodes and decodes both; ApiVersions answers
 always carry header v0). A frame larger than ``socket.request.max.bytes``
 (100 MiB, as in Kafka), a negative size, or bytes that do not decode close
-that connection and nothing else.
+that connection and nothing else. A ZeroMQ peer (a native client given this
+port instead of the native one) is told apart by its ZMTP signature and
+closed with its own warning, one a minute at most: it reconnects ten times
+a second, and each attempt is the same mistake, not new bad input.
 
 Ordering: as in Kafka, a connection is *muted* from the moment a request is
 read until its response is queued, so responses leave in request order even
@@ -66,6 +69,7 @@ from kafkalite.protocol import (
     peek_request_header,
 )
 from kafkalite.protocol.messages import RESPONSES
+from kafkalite.protocol.native import zmtp_signature
 from kafkalite.server.ratelimit import RateLimitedLog
 from kafkalite.server.requests import (
     ANONYMOUS,
@@ -152,6 +156,7 @@ class KafkaListener:
         self.connections: dict[int, KafkaConnection] = {}
         self.poller: zmq.Poller | None = None
         self._bad_input = RateLimitedLog(log)
+        self._zmtp_peers = RateLimitedLog(log, per_interval=1, interval_s=60.0)
         self._scratch = bytearray(RECV_CHUNK)
         self.sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -320,6 +325,18 @@ class KafkaListener:
             rbuf = conn.rbuf
             while not conn.muted and not conn.closed and not conn.closing and len(rbuf) >= 4:
                 size, = _unpack_size(rbuf, 0)
+                if size < 0:
+                    zmtp = zmtp_signature(rbuf)
+                    if zmtp is None:
+                        break           # the rest of the signature is on its way
+                    if zmtp:
+                        self._zmtp_peers.warning(
+                            "%s: closing connection from %s: it speaks ZeroMQ (ZMTP), not "
+                            "Kafka's protocol; kafkalite's native clients belong on the native "
+                            "port (kafkalite server prints it as bootstrap.servers)",
+                            self.name, conn.address)
+                        self._close(conn, None)
+                        return
                 if size < 0 or size > self.max_request_bytes:
                     self._close(conn, f"request size {size} is outside 0..{self.max_request_bytes} "
                                       f"(socket.request.max.bytes)")

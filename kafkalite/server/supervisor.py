@@ -437,7 +437,7 @@ class Supervisor:
             e = self.endpoints()
             print(f"kafkalite server ready: bootstrap.servers={e['bootstrap.servers']} "
                   f"(native {e['native']}), Kafka clients {e['kafka.bootstrap.servers']}, "
-                  f"ingest {e['ingest']}, {len(self.workers)} "
+                  f"ingest {e['ingest'] or 'off'}, {len(self.workers)} "
                   f"worker(s), data in {e['data_dir']}", flush=True)
 
     # ---- worker lifecycle --------------------------------------------------------------------

@@ -1,0 +1,2 @@
+"""pytester runs an inner pytest session that uses kafkalite.testing."""
+pytest_plugins = ["pytester"]
