@@ -387,8 +387,7 @@ def build_parser() -> argparse.ArgumentParser:
                                       "range,cooperative-sticky, as Kafka's consumer)")
     cons.add_argument("-p", "--partition", type=int, help="only this partition")
     cons.add_argument("-o", "--offset", metavar="OFFSET",
-                      help="where to start: earliest, latest, N (absolute; needs --partition "
-                           "on a topic of several), -N (N records before the end of each "
+                      help="where to start: earliest, latest, N (absolute; needs --partition), -N (N records before the end of each "
                            "partition), @MS (the first record at or after this timestamp, "
                            "ms since the epoch)")
     cons.add_argument("-e", "--exit", dest="exit_at_end", action="store_true",

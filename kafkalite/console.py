@@ -437,15 +437,15 @@ def _console_format(args):
 
 
 def _start_offsets(consumer, args, parts) -> list:
-    """-o/--offset -> [TopicPartition] to assign: earliest|beginning,
+    """-o/--offset -> [TopicPartition] to assign: none (auto.offset.reset
+    decides), earliest|beginning,
     latest|end, N (absolute, one partition), -N (N before the end of each
     partition, kcat's), @MS or s@MS (the first record at or after that
     timestamp)."""
     from kafkalite.client import OFFSET_BEGINNING, OFFSET_END, TopicPartition
-    spec = args.offset
-    if spec is None:
-        spec = "earliest" if args.from_beginning else "latest"
-    spec = spec.strip().lower()
+    if args.offset is None:     # where auto.offset.reset says (--from-beginning: earliest)
+        return [TopicPartition(args.topic, p) for p in parts]
+    spec = args.offset.strip().lower()
     tps = [TopicPartition(args.topic, p) for p in parts]
     if spec in ("earliest", "beginning"):
         return [TopicPartition(args.topic, p, OFFSET_BEGINNING) for p in parts]
@@ -464,9 +464,6 @@ def _start_offsets(consumer, args, parts) -> list:
         raise ValueError(f"--offset {args.offset!r} is not earliest, latest, N, -N or @MS") \
             from None
     if n >= 0:
-        if args.partition is None and len(parts) > 1:
-            raise ValueError("--offset needs --partition (an offset belongs to one partition); "
-                             "-N, earliest, latest and @MS apply to every partition")
         return [TopicPartition(args.topic, p, n) for p in parts]
     out = []
     for tp in tps:
@@ -502,6 +499,9 @@ def consume(args) -> int:
         raise ValueError("--group shares the topic's partitions among the group's members: it "
                          "cannot be combined with --partition or --offset (use "
                          "--from-beginning, or groups reset-offsets)")
+    if args.offset is not None and args.offset.strip().isdigit() and args.partition is None:
+        raise ValueError("--offset needs --partition (an offset belongs to one partition); "
+                         "-N, earliest, latest and @MS apply to every partition")
     json_out = args.output == "json"
     if (args.format is not None) + json_out + bool(args.property) > 1:
         raise ValueError("choose one of -f FORMAT, --output json, --property print.*")
@@ -511,12 +511,15 @@ def consume(args) -> int:
         fmt = _json_format
     else:
         fmt = _console_format(args)
-    consumer = Consumer(_client_config(args, **{
-        "auto.offset.reset": "earliest" if args.from_beginning else "latest",
+    cfg = _client_config(args, **{
+        "auto.offset.reset": "latest",
         # Kafka's default: joins groups whose members chose either eager
         # range or cooperative-sticky
         **({"group.id": args.group, "partition.assignment.strategy": "range,cooperative-sticky"}
-           if args.group else {})}))
+           if args.group else {})})
+    if args.from_beginning:
+        cfg["auto.offset.reset"] = "earliest"
+    consumer = Consumer(cfg)
     seen = 0
     stop = _Stop()
     try:
