@@ -13,7 +13,7 @@ import time
 from harness import child_env
 from test_console import _one_line_error, cli
 
-from kafkalite.client import AdminClient, Consumer, Producer
+from kafkalite.client import AdminClient, Consumer, NewTopic, Producer
 
 
 def _produce(server, topic, values, key=None, headers=None):
@@ -91,8 +91,12 @@ def test_the_readme_group_walk_through_works_as_written(server, tmp_path):
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     shell = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
     bs = ["--bootstrap-server", server.bootstrap]
-    assert cli("topics", "create", "orders", "--partitions", "4", "--if-not-exists",
-               *bs).returncode == 0
+    admin = AdminClient(server.config())
+    try:
+        for fut in admin.create_topics([NewTopic("orders", 4)]).values():
+            fut.result()
+    finally:
+        admin.close()
     _produce(server, "orders", [b"pizza", b"sushi", b"salad"])
     script = tmp_path / "billing.py"
     script.write_text("from kafkalite.client import Consumer\n"
@@ -142,7 +146,7 @@ def test_a_closed_pipe_ends_consume_quietly(server, topic_name):
     # 4 MB: more than a pipe holds, so the writes after the reader left fail
     _produce(server, topic_name, [b"%04d" % i + b"." * 1000 for i in range(4000)])
     proc = subprocess.Popen([sys.executable, "-m", "kafkalite", "consume", topic_name,
-                             "--from-beginning", "-e", *bs],
+                             "--from-beginning", "--timeout-ms", "3000", *bs],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env())
     assert proc.stdout.readline().startswith(b"0000")
     proc.stdout.close()
