@@ -6,8 +6,11 @@ Subcommands:
               replicas (like kafka-topics, kafka-leader-election, kafka-reassign-partitions)
   produce     send lines from stdin to a topic (like kafka-console-producer)
   consume     print a topic's records (like kafka-console-consumer)
-  groups      list, describe, reset offsets of, delete consumer groups
+  groups      list, describe, reset and delete offsets of, delete consumer groups
               (like kafka-consumer-groups)
+  configs     describe (with each value's source) and alter topic configs
+              (like kafka-configs)
+  cluster     cluster id, controller, brokers and listeners
   transactions list, describe, find hanging and abort transactions
               (like kafka-transactions)
   delete-records  delete the records before an offset (like kafka-delete-records)
@@ -27,7 +30,9 @@ Subcommands:
   bench       run benchmark workloads on kafkalite, its peers and the
               machine's ceilings, side by side (kafkalite.bench)
 
-Errors print one line to stderr and exit non-zero.
+Errors print one line to stderr and exit non-zero; a bad flag prints the
+usage of the subcommand it was given to. Output to a closed pipe (``| head``)
+ends the command quietly with exit 0.
 """
 from __future__ import annotations
 
@@ -161,6 +166,31 @@ def _client_args(p: argparse.ArgumentParser) -> None:
                    help="seconds to wait for the server (default: 10)")
 
 
+def _client_properties(p: argparse.ArgumentParser, alias: str | None = None) -> None:
+    """Client property pass-through: kcat's -X and Kafka's --command-config
+    (and the console tools' --producer-property / --consumer-property)."""
+    names = ["-X"] + ([alias] if alias else [])
+    p.add_argument(*names, dest="property_x", action="append", metavar="NAME=VALUE",
+                   help="a client configuration property, e.g. -X fetch.max.bytes=1048576 "
+                        "(repeatable; overrides --command-config)")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="client configuration properties from a Java properties file")
+
+
+def _topic_arg(p: argparse.ArgumentParser, required: bool = True, text: str | None = None) -> None:
+    """The topic as a positional or as -t/--topic (Kafka's tools and kcat
+    name it with a flag); main() makes them one ``args.topic``."""
+    p.add_argument("topic", nargs="?", help=text or "the topic (or give --topic)")
+    p.add_argument("-t", "--topic", dest="topic_flag", metavar="TOPIC",
+                   help="the topic, as the positional")
+    p.set_defaults(topic_required=required)
+
+
+def _output_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--output", choices=["text", "json"], default="text",
+                   help="json: one JSON document per line (default: text)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from kafkalite import console
     from kafkalite.tools import dump_log, streams_app, verify
@@ -272,81 +302,132 @@ def build_parser() -> argparse.ArgumentParser:
                                            "leaders, reassign replicas")
     tsub = topics.add_subparsers(dest="action", required=True)
     t = tsub.add_parser("create", help="create a topic")
-    t.add_argument("topic")
+    _topic_arg(t)
+    t.add_argument("--if-not-exists", action="store_true",
+                   help="succeed quietly if the topic exists already")
     t.add_argument("--partitions", type=int, default=-1, help="default: the server's default")
     t.add_argument("--replication-factor", type=int, default=-1)
     t.add_argument("--config", action="append", metavar="NAME=VALUE", help="topic config (repeatable)")
     t = tsub.add_parser("list", help="list topic names")
-    t = tsub.add_parser("describe", help="partitions, leaders, replicas, in-sync replicas and "
-                                         "config overrides")
-    t.add_argument("topic", nargs="?")
+    _output_arg(t)
+    t = tsub.add_parser("describe", help="partitions, leaders, replicas, in-sync replicas, "
+                                         "config overrides, and per partition the log start "
+                                         "offset, the end offset (high watermark), the records "
+                                         "between them and the leader's size on disk in bytes",
+                        description="Records counts the offsets between the start and end "
+                                    "offsets: records removed by compaction and transaction "
+                                    "markers are counted too.")
+    _topic_arg(t, required=False, text="the topic (default: every topic)")
+    _output_arg(t)
     t.add_argument("--under-replicated-partitions", action="store_true",
                    help="only partitions whose in-sync replicas are fewer than their replicas")
     t.add_argument("--unavailable-partitions", action="store_true",
                    help="only partitions without a live leader")
     t = tsub.add_parser("elect-leaders", help="elect the preferred (or, unclean, any live) "
                                               "replica as leader, as kafka-leader-election.sh")
-    t.add_argument("topic", nargs="?", help="default: every topic")
+    _topic_arg(t, required=False, text="default: every topic")
     t.add_argument("--partition", type=int, action="append",
                    help="partition to elect for (repeatable; default: all of the topic)")
     t.add_argument("--election-type", choices=["preferred", "unclean"], default="preferred")
     t = tsub.add_parser("reassign", help="move a partition's replicas to other workers (the "
                                           "data is copied before the old replicas are dropped)")
-    t.add_argument("topic")
+    _topic_arg(t)
     t.add_argument("--partition", type=int, required=True)
     group = t.add_mutually_exclusive_group(required=True)
     group.add_argument("--replicas", help="the new replicas, comma-separated broker ids, "
                                           "the preferred leader first")
     group.add_argument("--cancel", action="store_true", help="cancel a reassignment under way")
     t = tsub.add_parser("reassignments", help="reassignments under way")
-    t.add_argument("topic", nargs="?")
+    _topic_arg(t, required=False, text="default: every topic")
     t = tsub.add_parser("alter", help="add partitions or change configs")
-    t.add_argument("topic")
+    _topic_arg(t)
     t.add_argument("--partitions", type=int, help="new total partition count")
     t.add_argument("--config", action="append", metavar="NAME=VALUE")
     t.add_argument("--delete-config", action="append", metavar="NAME")
     t = tsub.add_parser("delete", help="delete a topic and its data")
-    t.add_argument("topic")
+    _topic_arg(t)
+    t.add_argument("--if-exists", action="store_true",
+                   help="succeed quietly if there is no such topic")
     for p in tsub.choices.values():
         _client_args(p)
+        _client_properties(p)
     topics.set_defaults(func=console.topics)
 
-    prod = sub.add_parser("produce", help="send stdin lines to a topic, one record per line")
-    prod.add_argument("topic")
+    prod = sub.add_parser("produce", help="send stdin lines to a topic, one record per line",
+                          description="Send stdin lines to a topic, one record per line, like "
+                                      "kafka-console-producer. On an error, the records written "
+                                      "before it are counted in the error line.")
+    _topic_arg(prod)
     prod.add_argument("--key-separator", help="split each line into key and value at this string")
-    prod.add_argument("--partition", type=int, default=-1)
+    prod.add_argument("--property", action="append", metavar="NAME=VALUE",
+                      help="kafka-console-producer's: parse.key=true (key and value split at "
+                           "key.separator, default a tab), key.separator=SEP")
+    prod.add_argument("-p", "--partition", type=int, default=-1,
+                      help="the partition (default: by key, else spread)")
     prod.add_argument("--acks", default="1", choices=["0", "1", "-1", "all"])
     prod.add_argument("--compression", default="none",
                       choices=["none", "gzip", "snappy", "lz4", "zstd"])
     prod.add_argument("--linger-ms", type=int, default=5)
     prod.add_argument("--header", action="append", metavar="NAME=VALUE", help="repeatable")
     _client_args(prod)
+    _client_properties(prod, "--producer-property")
     prod.set_defaults(func=console.produce)
 
-    cons = sub.add_parser("consume", help="print a topic's records")
-    cons.add_argument("topic")
-    cons.add_argument("--from-beginning", action="store_true")
+    cons = sub.add_parser(
+        "consume", help="print a topic's records",
+        description="Print a topic's records, like kafka-console-consumer and kcat -C. SIGINT "
+                    "and SIGTERM close the consumer (a group member commits and leaves its "
+                    "group) and exit 0.")
+    _topic_arg(cons)
+    cons.add_argument("--from-beginning", action="store_true",
+                      help="start at the log start (as -o earliest); with --group, where the "
+                           "group has no committed offset")
     cons.add_argument("--group", help="consume as a member of this consumer group (resumes from "
-                                      "its committed offsets, commits as it goes)")
-    cons.add_argument("--partition", type=int)
-    cons.add_argument("--offset", type=int, help="start at this offset (needs --partition)")
-    cons.add_argument("--max-messages", type=int)
+                                      "its committed offsets, commits as it goes; assignors "
+                                      "range,cooperative-sticky, as Kafka's consumer)")
+    cons.add_argument("-p", "--partition", type=int, help="only this partition")
+    cons.add_argument("-o", "--offset", metavar="OFFSET",
+                      help="where to start: earliest, latest, N (absolute; needs --partition), -N (N records before the end of each "
+                           "partition), @MS (the first record at or after this timestamp, "
+                           "ms since the epoch)")
+    cons.add_argument("-e", "--exit", dest="exit_at_end", action="store_true",
+                      help="exit once every partition was read to the end offset it had "
+                           "when the command started reading it (kcat -e)")
+    cons.add_argument("-c", "--max-messages", type=int, help="exit after this many records")
     cons.add_argument("--timeout-ms", type=int, help="exit after this long without a message")
+    cons.add_argument("-f", "--format", metavar="FORMAT",
+                      help="kcat's format string: %%s value, %%S value size, %%k key, %%K key "
+                           "size, %%t topic, %%p partition, %%o offset, %%T timestamp (ms), "
+                           "%%h headers (k=v,...), %%%%; \\n \\t \\r escapes; no newline "
+                           "is added, e.g. -f '%%k %%s %%o\\n'")
+    _output_arg(cons)
+    cons.add_argument("--property", action="append", metavar="NAME=VALUE",
+                      help="kafka-console-consumer's: print.key, print.timestamp, print.offset, "
+                           "print.partition, print.headers, print.value (true|false), "
+                           "key.separator, line.separator, headers.separator, null.literal")
     cons.add_argument("--print-key", action="store_true")
     cons.add_argument("--print-headers", action="store_true")
     cons.add_argument("--print-timestamp", action="store_true")
     cons.add_argument("--print-partition", action="store_true")
     cons.add_argument("--print-offset", action="store_true")
     _client_args(cons)
+    _client_properties(cons, "--consumer-property")
     cons.set_defaults(func=console.consume)
 
     groups = sub.add_parser("groups", help="list, describe, reset offsets of, delete consumer groups",
                             description="Consumer groups, like kafka-consumer-groups.")
     gsub = groups.add_subparsers(dest="action", required=True)
-    gsub.add_parser("list", help="group ids and states")
-    g = gsub.add_parser("describe", help="members, assignment, committed offset, log end and "
-                                         "lag per partition")
-    g.add_argument("group")
+    g = gsub.add_parser("list", help="group ids and states")
+    _output_arg(g)
+    g = gsub.add_parser("describe", help="committed offset, log end and lag per partition "
+                                         "(or --members, --state)")
+    g.add_argument("group", nargs="?")
+    g.add_argument("--all-groups", action="store_true", help="every group")
+    g.add_argument("--members", action="store_true",
+                   help="the members: id, instance id, host, client id, partitions")
+    g.add_argument("--state", action="store_true",
+                   help="the group: coordinator, assignment strategy, state, member count")
+    _output_arg(g)
     g = gsub.add_parser("reset-offsets", help="set a group's committed offsets (dry run unless "
                                               "--execute; refused while it has members)")
     g.add_argument("group")
@@ -355,18 +436,66 @@ def build_parser() -> argparse.ArgumentParser:
     how = g.add_mutually_exclusive_group(required=True)
     how.add_argument("--to-earliest", action="store_true", help="to each partition's log start")
     how.add_argument("--to-latest", action="store_true", help="to each partition's log end")
+    how.add_argument("--to-current", action="store_true",
+                     help="to the committed offset (the log end where none is)")
     how.add_argument("--to-datetime", metavar="ISO8601",
                      help="to the first offset at or after this time (UTC unless a zone is given)")
+    how.add_argument("--by-duration", metavar="DURATION",
+                     help="to the first offset at or after this long ago (ISO 8601: PT1H, P1D)")
     how.add_argument("--to-offset", type=int, metavar="N", help="to offset N (clamped to the log)")
     how.add_argument("--shift-by", type=int, metavar="N",
                      help="move the committed offset by N (negative: back)")
+    how.add_argument("--from-file", metavar="CSV",
+                     help="to the offsets in a file of topic,partition,offset lines (as "
+                          "--export prints)")
+    g.add_argument("--export", action="store_true",
+                   help="print the plan as topic,partition,offset lines")
     g.add_argument("--execute", action="store_true", help="apply (default: only show the plan)")
+    g = gsub.add_parser("delete-offsets", help="delete a group's committed offsets of topics "
+                                               "it no longer consumes")
+    g.add_argument("group")
+    g.add_argument("--topic", action="append", required=True, metavar="TOPIC[:P,P]",
+                   help="topic (or TOPIC:0,1 for some partitions; repeatable)")
     g = gsub.add_parser("delete", help="delete a group and its committed offsets (refused while "
                                        "it has members)")
     g.add_argument("group")
     for p in gsub.choices.values():
         _client_args(p)
+        _client_properties(p)
     groups.set_defaults(func=console.groups)
+
+    configs = sub.add_parser("configs", help="describe and alter topic configs",
+                             description="Topic configs, like kafka-configs --entity-type topics.")
+    csub = configs.add_subparsers(dest="action", required=True)
+    c = csub.add_parser("describe", help="a topic's config overrides, or --all its configs with "
+                                         "their sources")
+    _topic_arg(c, required=False, text="the topic (default: every topic)")
+    c.add_argument("--all", action="store_true",
+                   help="every config with its source: DYNAMIC_TOPIC_CONFIG (set on the topic), "
+                        "STATIC_BROKER_CONFIG (the server's topic default), DEFAULT_CONFIG")
+    _output_arg(c)
+    c = csub.add_parser("alter", help="set or delete a topic's config overrides")
+    _topic_arg(c)
+    c.add_argument("--add-config", action="append", metavar="K=V[,K=V]",
+                   help="set these overrides (repeatable)")
+    c.add_argument("--delete-config", action="append", metavar="K[,K]",
+                   help="delete these overrides: back to the default (repeatable)")
+    for p in csub.choices.values():
+        _client_args(p)
+        _client_properties(p)
+    configs.set_defaults(func=console.configs)
+
+    clus = sub.add_parser("cluster", help="cluster id, controller, brokers and listeners")
+    clsub = clus.add_subparsers(dest="action", required=True)
+    c = clsub.add_parser("info", help="cluster id, controller, brokers (DescribeCluster) and the "
+                                      "server's listeners (from its server.json)")
+    c.add_argument("--data-dir", default="./kafkalite-data",
+                   help="where to find the server's server.json for its listeners "
+                        "(default ./kafkalite-data)")
+    _output_arg(c)
+    _client_args(c)
+    _client_properties(c)
+    clus.set_defaults(func=console.cluster)
 
     txns = sub.add_parser("transactions", help="list, describe, find hanging and abort "
                                                "transactions",
@@ -404,7 +533,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                "(move its log start offset)",
                         description="Delete records, like kafka-delete-records: every record "
                                     "before --offset becomes unreadable and its segments go.")
-    dr.add_argument("topic", nargs="?")
+    _topic_arg(dr, required=False, text="the topic (or give --offset-json-file)")
     dr.add_argument("--partition", type=int, action="append",
                     help="partition (repeatable; default: all of the topic's)")
     dr.add_argument("--offset", type=int,
@@ -472,11 +601,47 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _leaf_parser(parser: argparse.ArgumentParser, args) -> argparse.ArgumentParser:
+    """The (sub)subcommand's parser that ``args`` came through, so that its
+    errors print its usage rather than the top level's."""
+    while True:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs or getattr(args, subs[0].dest, None) is None:
+            return parser
+        parser = subs[0].choices[getattr(args, subs[0].dest)]
+
+
+def _resolve_topic(leaf: argparse.ArgumentParser, args) -> None:
+    if not hasattr(args, "topic_flag"):
+        return
+    if args.topic_flag is not None:
+        if args.topic is not None and args.topic != args.topic_flag:
+            leaf.error(f"two topics given: {args.topic!r} and --topic {args.topic_flag!r}")
+        args.topic = args.topic_flag
+    if args.topic is None and args.topic_required:
+        leaf.error("the topic is required (as TOPIC or --topic TOPIC)")
+
+
+def _quiet_broken_pipe() -> int:
+    # The reader went away (| head): nothing more can be said on stdout, and
+    # kcat and Kafka's tools say nothing either. Point stdout at /dev/null so
+    # the interpreter's flush at exit does not complain on stderr.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    leaf = _leaf_parser(parser, args)
+    if extra:
+        leaf.error(f"unrecognized arguments: {' '.join(extra)}")
+    _resolve_topic(leaf, args)
     try:
         return args.func(args)
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
     except KafkaError as exc:
         print(f"kafkalite {args.command}: {exc}", file=sys.stderr)
         return 1

@@ -30,9 +30,29 @@ def default_bootstrap() -> str:
         return f"127.0.0.1:{DEFAULT_PORT}"
 
 
-def _client_config(args) -> dict:
-    return {"bootstrap.servers": args.bootstrap_server or default_bootstrap(),
-            "request.timeout.ms": int(args.timeout * 1000)}
+def _read_properties(path: str) -> dict:
+    """A Java properties file (Kafka's --command-config, --consumer.config)."""
+    import javaproperties
+    try:
+        with open(path, encoding="utf-8") as f:
+            return javaproperties.load(f)
+    except ValueError as exc:
+        raise ValueError(f"{path} is not a Java properties file: {exc}") from None
+
+
+def _client_config(args, **defaults) -> dict:
+    """The client's properties: the command's own ``defaults``, then
+    ``--command-config FILE``, then ``-X name=value`` (later ones win, as in
+    kcat); an explicit ``--bootstrap-server`` wins over them all. Unknown
+    names are refused by the client (config.py), naming the property."""
+    cfg = {"bootstrap.servers": default_bootstrap(),
+           "request.timeout.ms": int(args.timeout * 1000), **defaults}
+    if getattr(args, "command_config", None):
+        cfg.update(_read_properties(args.command_config))
+    cfg.update(_parse_kv(getattr(args, "property_x", None), "-X"))
+    if args.bootstrap_server:
+        cfg["bootstrap.servers"] = args.bootstrap_server
+    return cfg
 
 
 def _parse_kv(items, what: str) -> dict:
@@ -66,46 +86,32 @@ def topics(args) -> int:
     admin = AdminClient(_client_config(args))
     try:
         if args.action == "create":
-            _raise_first(admin.create_topics([NewTopic(
-                args.topic, args.partitions, args.replication_factor,
-                config=_parse_kv(args.config, "--config"))], operation_timeout=args.timeout))
-            print(f"Created topic {args.topic}.")
+            try:
+                _raise_first(admin.create_topics([NewTopic(
+                    args.topic, args.partitions, args.replication_factor,
+                    config=_parse_kv(args.config, "--config"))], operation_timeout=args.timeout))
+            except errors.TopicAlreadyExistsError:
+                if not args.if_not_exists:
+                    raise
+            else:
+                print(f"Created topic {args.topic}.")
         elif args.action == "delete":
-            _raise_first(admin.delete_topics([args.topic], operation_timeout=args.timeout))
-            print(f"Deleted topic {args.topic}.")
+            try:
+                _raise_first(admin.delete_topics([args.topic], operation_timeout=args.timeout))
+            except errors.UnknownTopicOrPartitionError:
+                if not args.if_exists:
+                    raise
+            else:
+                print(f"Deleted topic {args.topic}.")
         elif args.action == "list":
             md = admin.list_topics(timeout=args.timeout)
-            for name in sorted(md.topics):
+            if args.output == "json":
+                _print_json([{"topic": name, "partitions": len(md.topics[name].partitions)}
+                             for name in sorted(md.topics)])
+            for name in sorted(md.topics) if args.output != "json" else ():
                 print(name)
         elif args.action == "describe":
-            md = admin.list_topics(args.topic, timeout=args.timeout)
-            names = [args.topic] if args.topic else sorted(md.topics)
-            only = getattr(args, "under_replicated_partitions", False) or getattr(
-                args, "unavailable_partitions", False)
-            for name in names:
-                t = md.topics[name]
-                if t.error is not None:
-                    raise t.error
-                parts = [t.partitions[pid] for pid in sorted(t.partitions)]
-                if getattr(args, "under_replicated_partitions", False):
-                    parts = [p for p in parts if len(p.isrs) < len(p.replicas)]
-                if getattr(args, "unavailable_partitions", False):
-                    parts = [p for p in parts if p.leader < 0]
-                if not only:
-                    configs = admin.describe_configs([ConfigResource(ResourceType.TOPIC, name)])
-                    overrides = {k: e.value for k, e in
-                                 next(iter(configs.values())).result().items() if e.source == 1}
-                    factor = max((len(p.replicas) for p in t.partitions.values()), default=0)
-                    print(f"Topic: {name}\tPartitionCount: {len(t.partitions)}\t"
-                          f"ReplicationFactor: {factor}\tConfigs: "
-                          f"{','.join(f'{k}={v}' for k, v in sorted(overrides.items()))}")
-                for p in parts:
-                    offline = (f"\tOffline: {','.join(map(str, p.offline_replicas))}"
-                               if p.offline_replicas else "")
-                    print(f"\tTopic: {name}\tPartition: {p.id}\tLeader: "
-                          f"{p.leader if p.leader >= 0 else 'none'}\t"
-                          f"Replicas: {','.join(map(str, p.replicas))}\t"
-                          f"Isr: {','.join(map(str, p.isrs))}{offline}")
+            _describe_topics(admin, args)
         elif args.action == "reassign":
             from kafkalite.client import TopicPartition
             tp = TopicPartition(args.topic, args.partition)
@@ -164,104 +170,417 @@ def topics(args) -> int:
     return 0
 
 
-def produce(args) -> int:
-    from kafkalite.client import Producer
-    failures = []
+def _print_json(rows) -> None:
+    """``--output json``: one JSON document per line (a record, a topic, a
+    group...), as rpk and jq pipelines take them."""
+    for row in rows:
+        sys.stdout.write(json.dumps(row, separators=(",", ":")) + "\n")
 
-    def delivered(err, msg):
-        if err is not None:
-            failures.append(err)
+
+def _describe_topics(admin, args) -> None:
+    """kafka-topics --describe, with each partition's log start offset, high
+    watermark, the records between them and the leader replica's size on
+    disk (ListOffsets and DescribeLogDirs)."""
+    from kafkalite.client import ConfigResource, ResourceType
+    md = admin.list_topics(args.topic, timeout=args.timeout)
+    names = [args.topic] if args.topic else sorted(md.topics)
+    for name in names:
+        if md.topics[name].error is not None:
+            raise md.topics[name].error
+    led = [(name, p.id) for name in names for p in md.topics[name].partitions.values()
+           if p.leader >= 0]
+    starts = admin.list_offsets({k: -2 for k in led}) if led else {}
+    ends = admin.list_offsets({k: -1 for k in led}) if led else {}
+    leaders = {k: md.topics[k[0]].partitions[k[1]].leader for k in led}
+    sizes = {}
+    for broker, hosted in admin.describe_log_dirs(sorted(set(leaders.values()))).items():
+        for tp, size in hosted.items():
+            if leaders.get((tp.topic, tp.partition)) == broker:
+                sizes[(tp.topic, tp.partition)] = size
+    for name in names:
+        t = md.topics[name]
+        parts = [t.partitions[pid] for pid in sorted(t.partitions)]
+        if args.under_replicated_partitions:
+            parts = [p for p in parts if len(p.isrs) < len(p.replicas)]
+        if args.unavailable_partitions:
+            parts = [p for p in parts if p.leader < 0]
+        rows = []
+        for p in parts:
+            k = (name, p.id)
+            start, end = starts.get(k), ends.get(k)
+            rows.append({"topic": name, "partition": p.id,
+                         "leader": p.leader if p.leader >= 0 else None,
+                         "replicas": list(p.replicas), "isr": list(p.isrs),
+                         "offline": list(p.offline_replicas),
+                         "start_offset": start, "end_offset": end,
+                         "records": end - start if start is not None and end is not None
+                         else None, "size_bytes": sizes.get(k)})
+        only = args.under_replicated_partitions or args.unavailable_partitions
+        overrides = {}
+        if not only:
+            configs = admin.describe_configs([ConfigResource(ResourceType.TOPIC, name)])
+            overrides = {k: e.value for k, e in next(iter(configs.values())).result().items()
+                         if e.source == 1}
+        if args.output == "json":
+            _print_json([{"topic": name, "partition_count": len(t.partitions),
+                          "replication_factor": max((len(p.replicas) for p in
+                                                     t.partitions.values()), default=0),
+                          "configs": overrides, "partitions": rows}])
+            continue
+        if not only:
+            factor = max((len(p.replicas) for p in t.partitions.values()), default=0)
+            print(f"Topic: {name}\tPartitionCount: {len(t.partitions)}\t"
+                  f"ReplicationFactor: {factor}\tConfigs: "
+                  f"{','.join(f'{k}={v}' for k, v in sorted(overrides.items()))}")
+        for r in rows:
+            dash = lambda v: "-" if v is None else v  # noqa: E731
+            offline = f"\tOffline: {','.join(map(str, r['offline']))}" if r["offline"] else ""
+            print(f"\tTopic: {name}\tPartition: {r['partition']}\tLeader: "
+                  f"{dash(r['leader']) if r['leader'] is not None else 'none'}\t"
+                  f"Replicas: {','.join(map(str, r['replicas']))}\t"
+                  f"Isr: {','.join(map(str, r['isr']))}{offline}\t"
+                  f"StartOffset: {dash(r['start_offset'])}\tEndOffset: {dash(r['end_offset'])}\t"
+                  f"Records: {dash(r['records'])}\tSize: {dash(r['size_bytes'])}")
+
+
+# kafka-console-producer's --property names (LineMessageReader)
+_PRODUCER_PROPERTIES = ("parse.key", "key.separator")
+# kafka-console-consumer's --property names (DefaultMessageFormatter)
+_CONSUMER_PROPERTIES = ("print.timestamp", "print.key", "print.offset", "print.partition",
+                        "print.headers", "print.value", "key.separator", "line.separator",
+                        "headers.separator", "null.literal")
+
+
+def _properties(args, known) -> dict:
+    props = _parse_kv(args.property, "--property")
+    unknown = sorted(set(props) - set(known))
+    if unknown:
+        raise ValueError(f"unknown --property {unknown[0]!r}: use {', '.join(known)}")
+    return props
+
+
+def _true(value: str) -> bool:
+    return value.strip().lower() == "true"
+
+
+def produce(args) -> int:
+    """Lines of stdin -> records. Every record is accounted for: on an error
+    (a refused record, a line without its key separator) the records
+    written before it are flushed and counted in the one-line error."""
+    from kafkalite.client import Producer
+    props = _properties(args, _PRODUCER_PROPERTIES)
+    key_separator = args.key_separator
+    if _true(props.get("parse.key", "false")):
+        key_separator = props.get("key.separator", "\t")
+    failures: list = []         # (line number, error)
+    written = [0]
+
+    def delivered(line_no, err, msg):
+        if err is None:
+            written[0] += 1
+        else:
+            failures.append((line_no, err))
 
     headers = list(_parse_kv(args.header, "--header").items()) or None
-    producer = Producer({**_client_config(args), "acks": args.acks,
-                         "compression.type": args.compression, "linger.ms": args.linger_ms,
-                         "on_delivery": delivered})
-    count = 0
+    producer = Producer(_client_config(args, **{
+        "acks": args.acks, "compression.type": args.compression, "linger.ms": args.linger_ms}))
+    sent, stopped = 0, None
     try:
-        for line in sys.stdin.buffer:
-            line = line.rstrip(b"\r\n")
-            key = None
-            if args.key_separator is not None:
-                sep = args.key_separator.encode()
-                if sep not in line:
-                    raise ValueError(f"line {count + 1} has no key separator {args.key_separator!r}")
-                key, line = line.split(sep, 1)
-            while True:
-                try:
-                    producer.produce(args.topic, line, key, partition=args.partition,
-                                     headers=headers)
-                    break
-                except BufferError:
-                    producer.poll(0.1)
-            count += 1
-            producer.poll(0)
+        try:
+            for line in sys.stdin.buffer:
+                line = line.rstrip(b"\r\n")
+                key = None
+                if key_separator is not None:
+                    sep = key_separator.encode()
+                    if sep not in line:
+                        raise ValueError(f"line {sent + 1} has no key separator "
+                                         f"{key_separator!r}")
+                    key, line = line.split(sep, 1)
+                line_no = sent + 1
+                while True:
+                    try:
+                        producer.produce(args.topic, line, key, partition=args.partition,
+                                         headers=headers,
+                                         on_delivery=lambda err, msg, n=line_no:
+                                         delivered(n, err, msg))
+                        break
+                    except BufferError:
+                        producer.poll(0.1)
+                sent += 1
+                producer.poll(0)
+        except (ValueError, errors.KafkaError) as exc:
+            stopped = exc
         left = producer.flush(args.timeout)
     finally:
         producer.close(0)
-    if failures or left:
-        raise failures[0] if failures else TimeoutError(f"{left} messages were not delivered")
-    print(f"Produced {count} messages to {args.topic}.", file=sys.stderr)
+    if failures or left or stopped:
+        done = f"wrote {written[0]} of {sent} record(s) to topic {args.topic!r}"
+        if failures:
+            line_no, first = min(failures, key=lambda f: f[0])
+            raise type(first)(f"{done}; {len(failures)} failed, the first (line {line_no}): "
+                              f"{getattr(first, 'message', first)}")
+        if stopped is not None:
+            raise type(stopped)(f"{done}, then stopped: "
+                                f"{getattr(stopped, 'message', stopped)}")
+        raise TimeoutError(f"{done}; {left} not delivered within {args.timeout:g} s")
+    print(f"Produced {sent} messages to {args.topic}.", file=sys.stderr)
     return 0
 
 
+_ESCAPES = {"n": b"\n", "t": b"\t", "r": b"\r", "\\": b"\\", "0": b"\0"}
+
+
+def _text(b):
+    return None if b is None else b.decode("utf-8", "surrogateescape")
+
+
+def _headers_csv(m) -> bytes:
+    return b",".join(k.encode() + b"=" + (v if v is not None else b"")
+                     for k, v in (m.headers() or []))
+
+
+# kcat's -f tokens: what each prints of a message
+_TOKENS = {
+    "s": lambda m: m.value() if m.value() is not None else b"",
+    "S": lambda m: b"%d" % (len(m.value()) if m.value() is not None else -1),
+    "k": lambda m: m.key() if m.key() is not None else b"",
+    "K": lambda m: b"%d" % (len(m.key()) if m.key() is not None else -1),
+    "t": lambda m: m.topic().encode(),
+    "p": lambda m: b"%d" % m.partition(),
+    "o": lambda m: b"%d" % m.offset(),
+    "T": lambda m: b"%d" % m.timestamp()[1],
+    "h": _headers_csv,
+}
+
+
+def _kcat_format(fmt: str):
+    """kcat's -f: %s value, %S its size, %k key, %K its size, %t topic,
+    %p partition, %o offset, %T timestamp (ms), %h headers (k=v,...), %%;
+    \\n \\t \\r \\\\ escapes. Like kcat, no newline is added."""
+    parts, literal, i = [], bytearray(), 0
+    while i < len(fmt):
+        c = fmt[i]
+        if c in "%\\" and i + 1 < len(fmt):
+            nxt = fmt[i + 1]
+            i += 2
+            if c == "%" and nxt == "%":
+                literal += b"%"
+            elif c == "%" and nxt in _TOKENS:
+                parts.append(bytes(literal))
+                literal = bytearray()
+                parts.append(_TOKENS[nxt])
+            elif c == "\\" and nxt in _ESCAPES:
+                literal += _ESCAPES[nxt]
+            else:
+                raise ValueError(f"-f: unknown {c}{nxt} (use %s %S %k %K %t %p %o %T %h %% "
+                                 f"and \\n \\t \\r \\\\)")
+            continue
+        literal += c.encode()
+        i += 1
+    parts.append(bytes(literal))
+    return lambda m: b"".join(p if isinstance(p, bytes) else p(m) for p in parts)
+
+
+def _json_format(m) -> bytes:
+    def text(name, b, out):
+        if b is None:
+            out[name] = None
+            return
+        try:
+            out[name] = b.decode("utf-8")
+        except UnicodeDecodeError:          # bytes that are not text: base64, and said so
+            import base64
+            out[name] = base64.b64encode(b).decode()
+            out[name + "_encoding"] = "base64"
+    doc = {"topic": m.topic(), "partition": m.partition(), "offset": m.offset(),
+           "timestamp": m.timestamp()[1]}
+    text("key", m.key(), doc)
+    text("value", m.value(), doc)
+    doc["headers"] = []
+    for k, v in m.headers() or []:
+        h = {"key": k}
+        text("value", v, h)
+        doc["headers"].append(h)
+    return json.dumps(doc, separators=(",", ":")).encode() + b"\n"
+
+
+def _console_format(args):
+    """kafka-console-consumer's DefaultMessageFormatter: timestamp,
+    partition, offset, headers, key, value, each as chosen by --print-* or
+    --property print.*=true, separated by key.separator."""
+    props = _properties(args, _CONSUMER_PROPERTIES)
+    show = {name: getattr(args, "print_" + name) or _true(props.get("print." + name, "false"))
+            for name in ("timestamp", "partition", "offset", "headers", "key")}
+    show_value = _true(props.get("print.value", "true"))
+    sep = props.get("key.separator", "\t").encode()
+    end = props.get("line.separator", "\n").encode()
+    hsep = props.get("headers.separator", ",").encode()
+    null = props.get("null.literal", "null").encode()
+
+    def fmt(m) -> bytes:
+        fields = []
+        if show["timestamp"]:
+            fields.append(b"CreateTime:%d" % m.timestamp()[1])
+        if show["partition"]:
+            fields.append(b"Partition:%d" % m.partition())
+        if show["offset"]:
+            fields.append(b"Offset:%d" % m.offset())
+        if show["headers"]:
+            fields.append(hsep.join(k.encode() + b":" + (v if v is not None else null)
+                                    for k, v in (m.headers() or [])) or b"NO_HEADERS")
+        if show["key"]:
+            fields.append(m.key() if m.key() is not None else null)
+        if show_value:
+            fields.append(m.value() if m.value() is not None else null)
+        return sep.join(fields) + end
+    return fmt
+
+
+def _start_offsets(consumer, args, parts) -> list:
+    """-o/--offset -> [TopicPartition] to assign: none (auto.offset.reset
+    decides), earliest|beginning,
+    latest|end, N (absolute, one partition), -N (N before the end of each
+    partition, kcat's), @MS or s@MS (the first record at or after that
+    timestamp)."""
+    from kafkalite.client import OFFSET_BEGINNING, OFFSET_END, TopicPartition
+    if args.offset is None:     # where auto.offset.reset says (--from-beginning: earliest)
+        return [TopicPartition(args.topic, p) for p in parts]
+    spec = args.offset.strip().lower()
+    tps = [TopicPartition(args.topic, p) for p in parts]
+    if spec in ("earliest", "beginning"):
+        return [TopicPartition(args.topic, p, OFFSET_BEGINNING) for p in parts]
+    if spec in ("latest", "end"):
+        return [TopicPartition(args.topic, p, OFFSET_END) for p in parts]
+    if spec.startswith(("@", "s@")):
+        try:
+            ts = int(spec.split("@", 1)[1])
+        except ValueError:
+            raise ValueError(f"--offset {args.offset!r}: a timestamp is @MS, milliseconds since "
+                             f"the epoch") from None
+        return consumer.offsets_for_times([TopicPartition(args.topic, p, ts) for p in parts])
+    try:
+        n = int(spec)
+    except ValueError:
+        raise ValueError(f"--offset {args.offset!r} is not earliest, latest, N, -N or @MS") \
+            from None
+    if n >= 0:
+        return [TopicPartition(args.topic, p, n) for p in parts]
+    out = []
+    for tp in tps:
+        low, high = consumer.get_watermark_offsets(tp)
+        out.append(TopicPartition(args.topic, tp.partition, max(low, high + n)))
+    return out
+
+
+class _Stop:
+    """SIGINT/SIGTERM ask the consume loop to stop, so the consumer is
+    closed (commits, leaves its group) before the exit; a second signal
+    interrupts at once."""
+
+    def __init__(self):
+        import signal
+        self.requested = False
+        self._signal = signal
+        self._old = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def _handle(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def restore(self):
+        for s, old in self._old.items():
+            self._signal.signal(s, old)
+
+
 def consume(args) -> int:
-    from kafkalite.client import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
-    if args.offset is not None and args.partition is None:
-        raise ValueError("--offset needs --partition (an offset belongs to one partition)")
+    from kafkalite.client import Consumer
     if args.group and (args.partition is not None or args.offset is not None):
         raise ValueError("--group shares the topic's partitions among the group's members: it "
-                         "cannot be combined with --partition or --offset")
-    consumer = Consumer({**_client_config(args),
-                         "auto.offset.reset": "earliest" if args.from_beginning else "latest",
-                         **({"group.id": args.group} if args.group else {})})
+                         "cannot be combined with --partition or --offset (use "
+                         "--from-beginning, or groups reset-offsets)")
+    if args.offset is not None and args.offset.strip().isdigit() and args.partition is None:
+        raise ValueError("--offset needs --partition (an offset belongs to one partition); "
+                         "-N, earliest, latest and @MS apply to every partition")
+    json_out = args.output == "json"
+    if (args.format is not None) + json_out + bool(args.property) > 1:
+        raise ValueError("choose one of -f FORMAT, --output json, --property print.*")
+    if args.format is not None:
+        fmt = _kcat_format(args.format)
+    elif json_out:
+        fmt = _json_format
+    else:
+        fmt = _console_format(args)
+    cfg = _client_config(args, **{
+        "auto.offset.reset": "latest",
+        # Kafka's default: joins groups whose members chose either eager
+        # range or cooperative-sticky
+        **({"group.id": args.group, "partition.assignment.strategy": "range,cooperative-sticky"}
+           if args.group else {})})
+    if args.from_beginning:
+        cfg["auto.offset.reset"] = "earliest"
+    consumer = Consumer(cfg)
     seen = 0
+    stop = _Stop()
     try:
         md = consumer.list_topics(args.topic, timeout=args.timeout)
         t = md.topics.get(args.topic)
         if t is None or t.error is not None:
-            raise t.error if t is not None and t.error else ValueError(f"no topic {args.topic!r}")
+            raise t.error if t is not None and t.error else errors.UnknownTopicOrPartitionError(
+                f"topic {args.topic!r} does not exist")
+        if args.partition is not None and args.partition not in t.partitions:
+            raise errors.UnknownTopicOrPartitionError(
+                f"topic {args.topic!r} has no partition {args.partition}")
         if args.group:
             # resumes from the group's committed offsets; commits as it goes and at exit
             consumer.subscribe([args.topic])
         else:
             parts = [args.partition] if args.partition is not None else sorted(t.partitions)
-            start = args.offset if args.offset is not None else (
-                OFFSET_BEGINNING if args.from_beginning else OFFSET_END)
-            consumer.assign([TopicPartition(args.topic, p, start) for p in parts])
+            consumer.assign(_start_offsets(consumer, args, parts))
+        ends: dict = {}            # -e: each partition's high watermark when first assigned
         idle_deadline = time.monotonic() + args.timeout_ms / 1000 if args.timeout_ms else None
         out = sys.stdout.buffer
-        while args.max_messages is None or seen < args.max_messages:
+        while not stop.requested and (args.max_messages is None or seen < args.max_messages):
             want = 500 if args.max_messages is None else min(500, args.max_messages - seen)
             msgs = consumer.consume(want, 0.2)
             if not msgs:
                 if idle_deadline is not None and time.monotonic() >= idle_deadline:
                     break
+                if args.exit_at_end and _at_end(consumer, ends):
+                    break
                 continue
             if idle_deadline is not None:
                 idle_deadline = time.monotonic() + args.timeout_ms / 1000
-            for m in msgs:
-                fields = []
-                if args.print_timestamp:
-                    fields.append(b"CreateTime:%d" % m.timestamp()[1])
-                if args.print_partition:
-                    fields.append(b"Partition:%d" % m.partition())
-                if args.print_offset:
-                    fields.append(b"Offset:%d" % m.offset())
-                if args.print_headers:
-                    fields.append(b",".join(k.encode() + b":" + (v if v is not None else b"NULL")
-                                            for k, v in (m.headers() or [])) or b"NO_HEADERS")
-                if args.print_key:
-                    fields.append(m.key() if m.key() is not None else b"null")
-                fields.append(m.value() if m.value() is not None else b"null")
-                out.write(b"\t".join(fields) + b"\n")
+            out.write(b"".join(fmt(m) for m in msgs))
             out.flush()
             seen += len(msgs)
+            if args.exit_at_end and _at_end(consumer, ends):
+                break
     except KeyboardInterrupt:
         pass
     finally:
-        consumer.close()
+        try:
+            consumer.close()
+        finally:
+            stop.restore()
     print(f"Processed a total of {seen} messages", file=sys.stderr)
     return 0
+
+
+def _at_end(consumer, ends: dict) -> bool:
+    """-e: has every assigned partition been read up to the high watermark
+    it had when it was first assigned? (False while nothing is assigned.)"""
+    assigned = consumer.assignment()
+    if not assigned:
+        return False
+    for tp in assigned:
+        key = (tp.topic, tp.partition)
+        if key not in ends:
+            ends[key] = consumer.get_watermark_offsets(tp)[1]
+    for tp in consumer.position(assigned):
+        if ends[(tp.topic, tp.partition)] > 0 and tp.offset < ends[(tp.topic, tp.partition)]:
+            return False
+    return True
 
 
 def _parse_datetime(text: str) -> int:
@@ -285,54 +604,281 @@ def _table(rows: list[list], header: list[str]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
 
 
+def _read_offsets_csv(path: str) -> dict:
+    """kafka-consumer-groups' --from-file (and what --export prints): lines
+    of topic,partition,offset (a first line may also name the group:
+    group,topic,partition,offset)."""
+    import csv
+    out = {}
+    with open(path, newline="") as f:
+        for n, row in enumerate(csv.reader(f), 1):
+            row = [c.strip() for c in row]
+            if not row or not any(row):
+                continue
+            if len(row) == 4:
+                row = row[1:]
+            try:
+                if len(row) != 3:
+                    raise ValueError
+                out[(row[0], int(row[1]))] = int(row[2])
+            except ValueError:
+                raise ValueError(f"{path} line {n}: expected topic,partition,offset, "
+                                 f"got {','.join(row)!r}") from None
+    if not out:
+        raise ValueError(f"{path} has no topic,partition,offset lines")
+    return out
+
+
+def _parse_duration(text: str) -> int:
+    """ms in an ISO 8601 duration (kafka-consumer-groups' --by-duration:
+    PnDTnHnMn.nS, e.g. PT1H30M, P1D)."""
+    import re
+    m = re.fullmatch(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?",
+                     text.strip().upper())
+    if not m or text.strip().upper() in ("P", "PT") or text.strip().upper().endswith("T"):
+        raise ValueError(f"--by-duration {text!r} is not an ISO 8601 duration such as PT1H, "
+                         f"PT30M, P1DT2H")
+    d, h, mi, sec = m.groups()
+    return int(((int(d or 0) * 24 + int(h or 0)) * 60 + int(mi or 0)) * 60_000
+               + float(sec or 0) * 1000)
+
+
+def _group_ids(admin, args) -> list[str]:
+    if args.all_groups:
+        if args.group:
+            raise ValueError("give a group or --all-groups, not both")
+        return sorted(g.group_id for g in admin.list_consumer_groups().result())
+    if not args.group:
+        raise ValueError("name a group, or give --all-groups")
+    return [args.group]
+
+
+def _describe_group(admin, args, group_id: str) -> None:
+    desc = admin.describe_consumer_groups([group_id])[group_id].result()
+    coordinator = desc.coordinator.id if desc.coordinator is not None else None
+    if args.state:
+        row = {"group": desc.group_id, "coordinator": coordinator,
+               "assignment_strategy": desc.partition_assignor or None, "state": desc.state,
+               "members": len(desc.members)}
+        if args.output == "json":
+            _print_json([row])
+        else:
+            _table([list(row.values())], ["GROUP", "COORDINATOR", "ASSIGNMENT-STRATEGY",
+                                          "STATE", "#MEMBERS"])
+        return
+    if args.members:
+        rows = [{"group": desc.group_id, "consumer_id": m.member_id,
+                 "group_instance_id": m.group_instance_id, "host": m.host,
+                 "client_id": m.client_id, "partitions": len(m.assignment),
+                 "assignment": [f"{tp.topic}-{tp.partition}" for tp in m.assignment]}
+                for m in desc.members]
+        if args.output == "json":
+            _print_json(rows)
+        else:
+            _table([[r["group"], r["consumer_id"], r["group_instance_id"], r["host"],
+                     r["client_id"], r["partitions"], ",".join(r["assignment"]) or None]
+                    for r in rows], ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST",
+                                     "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"])
+        return
+    lags = admin.describe_group_offsets(group_id)
+    if args.output == "json":
+        _print_json([{"group": group_id, "state": desc.state, "topic": p.topic,
+                      "partition": p.partition,
+                      "current_offset": p.committed if p.committed >= 0 else None,
+                      "log_end_offset": p.log_end, "lag": p.lag, "consumer_id": p.member_id,
+                      "client_id": p.client_id} for p in lags])
+        return
+    print(f"Group {desc.group_id}: state {desc.state}, assignor "
+          f"{desc.partition_assignor or '-'}, {len(desc.members)} member(s)")
+    _table([[p.topic, p.partition, p.committed if p.committed >= 0 else None, p.log_end,
+             p.lag, p.member_id, p.client_id] for p in lags],
+           ["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+            "CONSUMER-ID", "CLIENT-ID"])
+    for m in desc.members:
+        if not m.assignment:
+            print(f"member {m.member_id} ({m.client_id}) has no partitions")
+
+
+def _reset_offsets(admin, args) -> None:
+    specs = [(name, getattr(args, name.replace("-", "_"))) for name in
+             ("to-earliest", "to-latest", "to-current", "to-datetime", "by-duration",
+              "to-offset", "shift-by", "from-file")]
+    chosen = [(n, v) for n, v in specs if v not in (None, False)]
+    if len(chosen) != 1:
+        raise ValueError("reset-offsets needs exactly one of --to-earliest, --to-latest, "
+                         "--to-current, --to-datetime, --by-duration, --to-offset, --shift-by, "
+                         "--from-file")
+    spec, value = chosen[0]
+    if spec == "to-datetime":
+        value = _parse_datetime(value)
+    elif spec == "by-duration":
+        value = _parse_duration(value)
+    elif spec == "from-file":
+        value = _read_offsets_csv(value)
+    desc = admin.describe_consumer_groups([args.group])[args.group]
+    members = desc.result().members if desc.exception() is None else []
+    if members:
+        raise ValueError(f"consumer group {args.group!r} has {len(members)} active "
+                         f"member(s); stop them before resetting its offsets")
+    plan = admin.plan_offset_reset(args.group, args.topic or [], spec, value)
+    if args.export:
+        # kafka-consumer-groups --export: what --from-file reads back
+        for tp in plan:
+            print(f"{tp.topic},{tp.partition},{tp.offset}")
+    else:
+        _table([[tp.topic, tp.partition, tp.offset] for tp in plan],
+               ["TOPIC", "PARTITION", "NEW-OFFSET"])
+    if args.execute:
+        admin.alter_consumer_group_offsets(args.group, plan).result()
+        print(f"Reset the offsets of {len(plan)} partition(s) of group {args.group}.",
+              file=sys.stderr if args.export else sys.stdout)
+    elif not args.export:
+        print("Dry run: nothing changed. Add --execute to apply these offsets.")
+
+
+def _delete_offsets(admin, args) -> int:
+    from kafkalite.client import TopicPartition
+    wanted = []
+    for spec in args.topic:
+        name, colon, parts = spec.partition(":")
+        if colon:
+            try:
+                wanted += [TopicPartition(name, int(p)) for p in parts.split(",")]
+            except ValueError:
+                raise ValueError(f"--topic {spec!r}: partitions are TOPIC:0,1,2") from None
+        else:
+            md = admin.list_topics(name, timeout=args.timeout)
+            if md.topics[name].error is not None:
+                raise md.topics[name].error
+            wanted += [TopicPartition(name, p) for p in sorted(md.topics[name].partitions)]
+    failed = 0
+    rows = []
+    for tp, fut in sorted(admin.delete_consumer_group_offsets(args.group, wanted).items(),
+                          key=lambda kv: (kv[0].topic, kv[0].partition)):
+        exc = fut.exception()
+        failed += exc is not None
+        rows.append([tp.topic, tp.partition, "Successful" if exc is None else str(exc)])
+    _table(rows, ["TOPIC", "PARTITION", "STATUS"])
+    return 1 if failed else 0
+
+
 def groups(args) -> int:
-    """Like kafka-consumer-groups: list, describe, reset-offsets, delete."""
+    """Like kafka-consumer-groups: list, describe, reset-offsets,
+    delete-offsets, delete."""
     from kafkalite.client import AdminClient
     admin = AdminClient(_client_config(args))
     try:
         if args.action == "list":
-            for g in admin.list_consumer_groups().result():
-                print(f"{g.group_id}\t{g.state}")
+            listed = admin.list_consumer_groups().result()
+            if args.output == "json":
+                _print_json([{"group": g.group_id, "state": g.state} for g in listed])
+            else:
+                for g in listed:
+                    print(f"{g.group_id}\t{g.state}")
         elif args.action == "describe":
-            desc = admin.describe_consumer_groups([args.group])[args.group].result()
-            print(f"Group {desc.group_id}: state {desc.state}, assignor "
-                  f"{desc.partition_assignor or '-'}, {len(desc.members)} member(s)")
-            lags = admin.describe_group_offsets(args.group)
-            _table([[p.topic, p.partition, p.committed if p.committed >= 0 else None, p.log_end,
-                     p.lag, p.member_id, p.client_id] for p in lags],
-                   ["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
-                    "CONSUMER-ID", "CLIENT-ID"])
-            idle = [m for m in desc.members if not m.assignment]
-            for m in idle:
-                print(f"member {m.member_id} ({m.client_id}) has no partitions")
+            if args.members and args.state:
+                raise ValueError("give --members or --state, not both")
+            for group_id in _group_ids(admin, args):
+                _describe_group(admin, args, group_id)
         elif args.action == "delete":
             admin.delete_consumer_groups([args.group])[args.group].result()
             print(f"Deleted consumer group {args.group}.")
         elif args.action == "reset-offsets":
-            specs = [(name, getattr(args, name.replace("-", "_"))) for name in
-                     ("to-earliest", "to-latest", "to-datetime", "to-offset", "shift-by")]
-            chosen = [(n, v) for n, v in specs if v not in (None, False)]
-            if len(chosen) != 1:
-                raise ValueError("reset-offsets needs exactly one of --to-earliest, --to-latest, "
-                                 "--to-datetime, --to-offset, --shift-by")
-            spec, value = chosen[0]
-            if spec == "to-datetime":
-                value = _parse_datetime(value)
-            desc = admin.describe_consumer_groups([args.group])[args.group]
-            members = desc.result().members if desc.exception() is None else []
-            if members:
-                raise ValueError(f"consumer group {args.group!r} has {len(members)} active "
-                                 f"member(s); stop them before resetting its offsets")
-            plan = admin.plan_offset_reset(args.group, args.topic or [], spec, value)
-            _table([[tp.topic, tp.partition, tp.offset] for tp in plan],
-                   ["TOPIC", "PARTITION", "NEW-OFFSET"])
-            if args.execute:
-                admin.alter_consumer_group_offsets(args.group, plan).result()
-                print(f"Reset the offsets of {len(plan)} partition(s) of group {args.group}.")
-            else:
-                print("Dry run: nothing changed. Add --execute to apply these offsets.")
+            _reset_offsets(admin, args)
+        elif args.action == "delete-offsets":
+            return _delete_offsets(admin, args)
     finally:
         admin.close()
+    return 0
+
+
+def configs(args) -> int:
+    """Like kafka-configs for topics: describe (overrides, or --all with
+    each value's source) and alter (--add-config, --delete-config)."""
+    from kafkalite.client import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
+                                  ResourceType)
+    from kafkalite.protocol.enums import ConfigSource
+    admin = AdminClient(_client_config(args))
+    try:
+        if args.action == "describe":
+            names = [args.topic] if args.topic else sorted(
+                admin.list_topics(timeout=args.timeout).topics)
+            for name in names:
+                fut = admin.describe_configs([ConfigResource(ResourceType.TOPIC, name)])
+                entries = next(iter(fut.values())).result()
+                rows = [{"topic": name, "name": k, "value": e.value,
+                         "source": ConfigSource(int(e.source)).name}
+                        for k, e in sorted(entries.items()) if args.all or int(e.source) == 1]
+                if args.output == "json":
+                    _print_json(rows)
+                    continue
+                print(f"{'All' if args.all else 'Dynamic'} configs for topic {name} are:")
+                for r in rows:
+                    print(f"  {r['name']}={r['value']} ({r['source']})")
+        else:
+            add = {}
+            for item in args.add_config or []:
+                add.update(_parse_kv(item.split(","), "--add-config"))
+            if not add and not args.delete_config:
+                raise ValueError("configs alter needs --add-config or --delete-config")
+            entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+                       for k, v in add.items()]
+            entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
+                        for item in args.delete_config or [] for k in item.split(",") if k]
+            _raise_first(admin.incremental_alter_configs(
+                [ConfigResource(ResourceType.TOPIC, args.topic, incremental_configs=entries)]))
+            print(f"Completed updating config for topic {args.topic}.")
+    finally:
+        admin.close()
+    return 0
+
+
+def _server_json(data_dir: str, bootstrap: str) -> dict:
+    """The server.json of the server at ``bootstrap``, if it is the one
+    whose data dir is ``data_dir`` (its listeners are written there)."""
+    try:
+        with open(os.path.join(data_dir, "server.json")) as f:
+            info = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return info if bootstrap in (info.get("bootstrap.servers"),
+                                 info.get("kafka.bootstrap.servers")) else {}
+
+
+def cluster(args) -> int:
+    """``cluster info``: cluster id, controller, brokers (DescribeCluster)
+    and, from the server's server.json when it is at hand, its listeners."""
+    from kafkalite.client import AdminClient
+    cfg = _client_config(args)
+    admin = AdminClient(cfg)
+    try:
+        info = admin.describe_cluster()
+    finally:
+        admin.close()
+    local = _server_json(args.data_dir, cfg["bootstrap.servers"])
+    listeners = {name: local[key] for name, key in (
+        ("native", "native"), ("kafka", "kafka.bootstrap.servers"), ("ingest", "ingest"),
+        ("metrics", "metrics"), ("health", "health")) if local.get(key)}
+    if local.get("kafka.bootstrap.servers"):
+        listeners["kafka_security_protocol"] = local.get("kafka.security.protocol")
+    controller = ("the supervisor at " + cfg["bootstrap.servers"]
+                  if info["controller_id"] < 0 else info["controller_id"])
+    if args.output == "json":
+        _print_json([{"cluster_id": info["cluster_id"], "controller": info["controller_id"],
+                      "bootstrap": cfg["bootstrap.servers"],
+                      "brokers": [{"id": b.id, "host": b.host, "port": b.port}
+                                  for b in info["brokers"]],
+                      "listeners": listeners}])
+        return 0
+    print(f"Cluster ID: {info['cluster_id']}")
+    print(f"Controller: {controller}")
+    _table([[b.id, b.host, b.port] for b in sorted(info["brokers"], key=lambda b: b.id)],
+           ["BROKER", "HOST", "PORT"])
+    for name, value in listeners.items():
+        print(f"{name}: {value}")
+    if not local:
+        print(f"(listeners: no server.json for {cfg['bootstrap.servers']} in {args.data_dir}; "
+              f"give --data-dir)")
     return 0
 
 

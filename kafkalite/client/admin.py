@@ -193,7 +193,8 @@ _DELETE_RECORDS_ERRORS = {
 }
 
 
-RESET_SPECS = ("to-earliest", "to-latest", "to-datetime", "to-offset", "shift-by")
+RESET_SPECS = ("to-earliest", "to-latest", "to-current", "to-datetime", "by-duration",
+               "to-offset", "shift-by", "from-file")
 
 
 def _assigned_partitions(raw: bytes) -> list:
@@ -467,6 +468,40 @@ class AdminClient:
                                                 f"{errors.error_for_code(code).name}"))
         return _done(sorted(offsets))
 
+    def delete_consumer_group_offsets(self, group_id: str, partitions: list,
+                                      request_timeout: float | None = None) -> dict:
+        """{TopicPartition: Future}: delete a group's committed offsets of
+        ``partitions`` (OffsetDelete, KIP-496; the Java Admin's
+        deleteConsumerGroupOffsets). A topic the group's members still
+        subscribe to is refused GROUP_SUBSCRIBED_TO_TOPIC."""
+        resp = self._request(ApiKey.OFFSET_DELETE, {"group_id": group_id, "topics": [
+            {"name": t, "partitions": [{"partition_index": p} for p in ps]}
+            for t, ps in _by_topic(partitions).items()]}, request_timeout)
+        if resp["error_code"]:
+            code = resp["error_code"]
+            raise error_or_none(code, f"consumer group {group_id!r}: "
+                                      f"{errors.error_for_code(code).name}")
+        out = {}
+        for t in resp["topics"]:
+            for p in t["partitions"]:
+                code = p["error_code"]
+                out[TopicPartition(t["name"], p["partition_index"])] = _done(exc=error_or_none(
+                    code, f"consumer group {group_id!r}, {t['name']}-{p['partition_index']}: "
+                          f"{errors.error_for_code(code).name}" if code else None))
+        return out
+
+    def describe_cluster(self, request_timeout: float | None = None) -> dict:
+        """DescribeCluster: {"cluster_id", "controller_id", "brokers":
+        [BrokerMetadata]} as the native listener sees them (the partition
+        workers; controller id -1 there: the supervisor answering)."""
+        resp = self._request(ApiKey.DESCRIBE_CLUSTER, {"include_cluster_authorized_operations":
+                                                       False}, request_timeout)
+        if resp["error_code"]:
+            raise error_or_none(resp["error_code"], resp["error_message"])
+        return {"cluster_id": resp["cluster_id"], "controller_id": resp["controller_id"],
+                "brokers": [BrokerMetadata(b["broker_id"], b["host"], b["port"])
+                            for b in resp["brokers"]]}
+
     def _connection_to(self, node: int) -> Connection:
         endpoint = self._meta.brokers.get(node)
         if endpoint is None:
@@ -484,6 +519,28 @@ class AdminClient:
             got = list_offsets(self._meta, self._connection_to, requests, 0,
                                request_timeout or self._timeout)
         return {k: off for k, (off, _) in got.items()}
+
+    def describe_log_dirs(self, brokers: list[int] | None = None,
+                          request_timeout: float | None = None) -> dict:
+        """{broker id: {TopicPartition: size in bytes}}: DescribeLogDirs asked
+        of each partition worker (default: every live one), as the Java
+        Admin's describeLogDirs; each broker lists the replicas it hosts."""
+        out = {}
+        with self._lock:
+            self._meta.refresh(None, False, self._timeout)
+            for broker in sorted(self._meta.brokers if brokers is None else brokers):
+                resp = self._connection_to(broker).request(
+                    ApiKey.DESCRIBE_LOG_DIRS, {"topics": None}, request_timeout or self._timeout)
+                exc = error_or_none(resp.get("error_code", 0))
+                if exc is not None:
+                    raise exc
+                sizes = out[broker] = {}
+                for d in resp["results"]:
+                    for t in d["topics"]:
+                        for p in t["partitions"]:
+                            sizes[TopicPartition(t["name"], p["partition_index"])] = \
+                                p["partition_size"]
+        return out
 
     # ---- transactions -------------------------------------------------------------------------
 
@@ -727,13 +784,20 @@ class AdminClient:
 
     def plan_offset_reset(self, group_id: str, topics: list[str], spec: str, value=None) -> list:
         """New offsets for ``kafkalite groups reset-offsets``: ``spec`` is one
-        of RESET_SPECS; ``value`` the offset, shift, or datetime (epoch ms).
-        Targets are clamped to each partition's [log start, log end]. Topics
-        default to those the group has committed offsets for."""
+        of RESET_SPECS; ``value`` the offset, shift, datetime (epoch ms),
+        duration (ms before now), or for from-file {(topic, partition):
+        offset} (its partitions are the ones reset). Targets are clamped to
+        each partition's [log start, log end]; to-current keeps the committed
+        offset (the log end where none is). Topics default to those the
+        group has committed offsets for."""
         if spec not in RESET_SPECS:
             raise ValueError(f"unknown reset spec {spec!r}: use one of {', '.join(RESET_SPECS)}")
         committed = {(tp.topic, tp.partition): tp.offset
                      for tp in self.list_consumer_group_offsets(group_id).result()}
+        if spec == "from-file":
+            topics = sorted({t for t, _ in value})
+        if spec == "by-duration":
+            spec, value = "to-datetime", int(time.time() * 1000) - int(value)
         if not topics:
             topics = sorted({t for t, _ in committed})
             if not topics:
@@ -746,7 +810,14 @@ class AdminClient:
             info = self._meta.topics.get(t)
             if info is None:
                 raise errors.UnknownTopicOrPartitionError(f"topic {t!r} does not exist")
-            keys.extend((t, p) for p in sorted(info.partitions))
+            if spec == "from-file":
+                missing = sorted(p for tt, p in value if tt == t and p not in info.partitions)
+                if missing:
+                    raise errors.UnknownTopicOrPartitionError(
+                        f"topic {t!r} has no partition {missing[0]}")
+                keys.extend(sorted(k for k in value if k[0] == t))
+            else:
+                keys.extend((t, p) for p in sorted(info.partitions))
         starts = self.list_offsets({k: -2 for k in keys})
         ends = self.list_offsets({k: -1 for k in keys})
         if spec == "to-datetime":
@@ -762,6 +833,11 @@ class AdminClient:
             elif spec == "shift-by":
                 current = committed.get(k, -1001)
                 target = (current if current >= 0 else ends[k]) + int(value)
+            elif spec == "to-current":
+                current = committed.get(k, -1001)
+                target = current if current >= 0 else ends[k]
+            elif spec == "from-file":
+                target = int(value[k])
             else:
                 target = at[k] if at[k] >= 0 else ends[k]
             out.append(TopicPartition(k[0], k[1], min(max(target, starts[k]), ends[k])))

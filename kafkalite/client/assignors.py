@@ -137,8 +137,9 @@ ASSIGNORS = {
 
 
 def parse_strategies(value: str) -> list[str]:
-    """``partition.assignment.strategy`` -> assignor names; ValueError if unknown,
-    or if eager and cooperative assignors are mixed (librdkafka refuses that too)."""
+    """``partition.assignment.strategy`` -> assignor names; ValueError if unknown.
+    Eager and cooperative assignors may be listed together, as in the Java
+    client's default ``range,cooperative-sticky``: see ``rebalance_protocol``."""
     names = [s.strip().lower() for s in str(value).split(",") if s.strip()]
     if not names:
         raise ValueError("partition.assignment.strategy is empty")
@@ -146,8 +147,13 @@ def parse_strategies(value: str) -> list[str]:
     if unknown:
         raise ValueError(f"unknown partition.assignment.strategy {unknown[0]!r}: use "
                          f"{', '.join(ASSIGNORS)}")
-    kinds = {ASSIGNORS[n][1] for n in names}
-    if len(kinds) > 1:
-        raise ValueError("partition.assignment.strategy cannot mix cooperative-sticky with "
-                         "eager assignors (range, roundrobin)")
     return names
+
+
+def rebalance_protocol(names: list[str]) -> str:
+    """COOPERATIVE only if every listed assignor is cooperative, else EAGER:
+    the Java client's rule (ConsumerCoordinator). A member listing
+    ``range,cooperative-sticky`` can join a group whose members all chose
+    cooperative-sticky, and it revokes everything before each rejoin, which
+    is safe under either protocol."""
+    return COOPERATIVE if all(ASSIGNORS[n][1] == COOPERATIVE for n in names) else EAGER

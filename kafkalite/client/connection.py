@@ -43,7 +43,7 @@ VERSIONS = {
     ApiKey.INIT_PRODUCER_ID: 4, ApiKey.ADD_PARTITIONS_TO_TXN: 3, ApiKey.ADD_OFFSETS_TO_TXN: 3,
     ApiKey.END_TXN: 3, ApiKey.TXN_OFFSET_COMMIT: 3, ApiKey.WRITE_TXN_MARKERS: 1,
     ApiKey.DESCRIBE_TRANSACTIONS: 0, ApiKey.LIST_TRANSACTIONS: 1, ApiKey.DESCRIBE_PRODUCERS: 0,
-    ApiKey.DELETE_RECORDS: 2,
+    ApiKey.DELETE_RECORDS: 2, ApiKey.DESCRIBE_LOG_DIRS: 4,
 }
 _CORRELATION = struct.Struct(">i")
 # A watched link whose TCP connect is not answered in this long counts as

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 import zmq
 
 from kafkalite import errors
-from kafkalite.client.assignors import ASSIGNORS, COOPERATIVE, MemberSubscription, parse_strategies
+from kafkalite.client.assignors import (ASSIGNORS, COOPERATIVE, MemberSubscription,
+                                        parse_strategies, rebalance_protocol)
 from kafkalite.client.connection import Connection, KafkaTimeoutError
 from kafkalite.client.metadata import Metadata
 from kafkalite.errors import KafkaError
@@ -66,7 +67,7 @@ class GroupMembership:
         self.heartbeat_interval = cfg["heartbeat.interval.ms"] / 1000.0
         self.max_poll_interval_ms = cfg["max.poll.interval.ms"]
         self.strategies = parse_strategies(cfg["partition.assignment.strategy"])
-        self.cooperative = ASSIGNORS[self.strategies[0]][1] == COOPERATIVE
+        self.cooperative = rebalance_protocol(self.strategies) == COOPERATIVE
         self.request_timeout = cfg["request.timeout.ms"] / 1000.0
         self.metadata_max_age = cfg["metadata.max.age.ms"] / 1000.0
         self._meta = meta

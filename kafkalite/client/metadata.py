@@ -209,5 +209,8 @@ def cluster_metadata(meta: Metadata, topic: str | None = None, timeout: float = 
                                                          error_or_none(p["error_code"]),
                                                          list(p.get("offline_replicas") or ()))
                  for p in t["partitions"]}
-        topics[t["name"]] = TopicMetadata(t["name"], parts, error_or_none(t["error_code"]))
+        # the error names its topic: a CLI or log line shows it on its own
+        error = t["error_code"] and error_or_none(
+            t["error_code"], f"topic {t['name']!r}: {error_for_code(t['error_code']).name}")
+        topics[t["name"]] = TopicMetadata(t["name"], parts, error or None)
     return ClusterMetadata(resp.get("cluster_id"), resp.get("controller_id", -1), brokers, topics)

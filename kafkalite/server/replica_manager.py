@@ -183,6 +183,7 @@ class ReplicaManager:
         ApiKey.WRITE_TXN_MARKERS: "write_txn_markers",
         ApiKey.DESCRIBE_PRODUCERS: "describe_producers",
         ApiKey.DELETE_RECORDS: "delete_records",
+        ApiKey.DESCRIBE_LOG_DIRS: "describe_log_dirs",
     }
     API_KEYS = frozenset(API_HANDLERS)
 
@@ -615,6 +616,27 @@ class ReplicaManager:
         return {"throttle_time_ms": 0, "topics": each_partition(
             DESCRIBE_PRODUCERS, _indexed(body["topics"], "name", "partition_indexes"), serve,
             lambda: {"error_code": 0, "error_message": None, "active_producers": []})}
+
+    def describe_log_dirs(self, ctx: RequestContext, body: dict):
+        """Size on disk of each partition log this broker hosts (leader or
+        follower), in its one log dir, the data dir; ``topics`` null: all
+        of them. ``offset_lag`` is Kafka's for a current (not future)
+        replica: how far its log end is behind the high watermark."""
+        wanted = None if body["topics"] is None else {
+            (t["topic"], p) for t in body["topics"] for p in t["partitions"]}
+        by_topic: dict[str, list] = {}
+        for (name, index), part in sorted(self.partitions.items()):
+            if wanted is not None and (name, index) not in wanted:
+                continue
+            by_topic.setdefault(name, []).append({
+                "partition_index": index, "partition_size": part.log.size_in_bytes,
+                "offset_lag": max(part.high_watermark - part.log_end_offset, 0),
+                "is_future_key": False})
+        disk = shutil.disk_usage(self.data_dir)
+        return {"throttle_time_ms": 0, "error_code": 0, "results": [{
+            "error_code": 0, "log_dir": os.path.abspath(self.data_dir),
+            "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()],
+            "total_bytes": disk.total, "usable_bytes": disk.free}]}
 
     def delete_records(self, ctx: RequestContext, body: dict):
         """Move each partition's log start offset (-1: to the high

@@ -1,4 +1,5 @@
 """`kafkalite groups` and `kafkalite consume --group` against a running server."""
+import json
 import time
 
 from test_console import _one_line_error, cli
@@ -60,3 +61,74 @@ def test_groups_errors_are_one_line(server, topic_name):
     finally:
         c.close()
     _one_line_error(cli("groups", "reset-offsets", "busy", "--to-datetime", "yesterday", *bs))
+
+
+def test_groups_describe_members_state_all_groups_and_json(server, topic_name):
+    bs = ["--bootstrap-server", server.bootstrap]
+    assert cli("topics", "create", topic_name, "--partitions", "2", *bs).returncode == 0
+    c = Consumer(server.config(**{"group.id": "shown", "client.id": "shown-client",
+                                  "heartbeat.interval.ms": 100}))
+    c.subscribe([topic_name])
+    deadline = time.monotonic() + 20
+    while len(c.assignment()) < 2 and time.monotonic() < deadline:
+        c.consume(1, 0.1)
+    try:
+        out = cli("groups", "describe", "shown", "--members", *bs)
+        assert out.returncode == 0, out.stderr
+        header, row = out.stdout.decode().splitlines()
+        assert header.split() == ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST",
+                                  "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
+        cells = row.split()
+        assert cells[0] == "shown" and cells[4] == "shown-client" and cells[5] == "2"
+        assert sorted(cells[6].split(",")) == [f"{topic_name}-0", f"{topic_name}-1"]
+        state = cli("groups", "describe", "shown", "--state", "--output", "json", *bs)
+        doc = json.loads(state.stdout)
+        assert doc["state"] == "Stable" and doc["members"] == 1
+        assert doc["assignment_strategy"] == "range"
+        every = cli("groups", "describe", "--all-groups", "--state", "--output", "json", *bs)
+        assert "shown" in [json.loads(r)["group"] for r in every.stdout.splitlines()]
+        assert "--all-groups" in _one_line_error(cli("groups", "describe", *bs))
+    finally:
+        c.close()
+
+
+def test_reset_offsets_to_current_by_duration_export_from_file_and_delete_offsets(
+        server, topic_name, tmp_path):
+    bs = ["--bootstrap-server", server.bootstrap]
+    assert cli("topics", "create", topic_name, "--partitions", "2", *bs).returncode == 0
+    lines = b"".join(b"k%d:v%d\n" % (i, i) for i in range(20))
+    assert cli("produce", topic_name, "--key-separator", ":", *bs, stdin=lines).returncode == 0
+    out = cli("consume", topic_name, "--group", "resets", "--from-beginning", "-e", *bs)
+    assert len(out.stdout.splitlines()) == 20, out.stderr
+    ends = {int(r.split()[1]): int(r.split()[3]) for r in
+            cli("groups", "describe", "resets", *bs).stdout.decode().splitlines()[2:]}
+    assert sum(ends.values()) == 20
+
+    def committed():
+        return {int(r.split()[1]): int(r.split()[2]) for r in
+                cli("groups", "describe", "resets", *bs).stdout.decode().splitlines()[2:]}
+
+    # --export prints topic,partition,offset lines, which --from-file takes back
+    plan = cli("groups", "reset-offsets", "resets", "--topic", topic_name, "--to-current",
+               "--export", *bs)
+    assert plan.returncode == 0, plan.stderr
+    assert sorted(plan.stdout.decode().split()) == sorted(
+        f"{topic_name},{p},{n}" for p, n in ends.items())
+    saved = tmp_path / "offsets.csv"
+    saved.write_bytes(plan.stdout)
+    # --by-duration: from an hour ago is from the start
+    assert cli("groups", "reset-offsets", "resets", "--topic", topic_name, "--by-duration",
+               "PT1H", "--execute", *bs).returncode == 0
+    assert committed() == {p: 0 for p in ends}
+    assert cli("groups", "reset-offsets", "resets", "--from-file", str(saved), "--execute",
+               *bs).returncode == 0
+    assert committed() == ends
+    assert "ISO 8601 duration" in _one_line_error(
+        cli("groups", "reset-offsets", "resets", "--by-duration", "an hour", *bs))
+    # --delete-offsets: the group no longer has offsets for the topic
+    out = cli("groups", "delete-offsets", "resets", "--topic", f"{topic_name}:0", *bs)
+    assert out.returncode == 0, out.stderr
+    assert "Successful" in out.stdout.decode()
+    left = cli("groups", "describe", "resets", "--output", "json", *bs)
+    rows = [json.loads(r) for r in left.stdout.splitlines()]
+    assert {r["partition"]: r["current_offset"] for r in rows} == {1: ends[1]}

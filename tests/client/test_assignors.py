@@ -4,7 +4,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkalite.client.assignors import (MemberSubscription, cooperative_sticky_assign,
-                                        parse_strategies, range_assign, roundrobin_assign,
+                                        parse_strategies, range_assign, rebalance_protocol,
+                                        roundrobin_assign,
                                         sticky_assign)
 
 
@@ -98,5 +99,7 @@ def test_strategy_names_are_checked():
     assert parse_strategies("range, roundrobin") == ["range", "roundrobin"]
     with pytest.raises(ValueError, match="unknown partition.assignment.strategy 'sticky'"):
         parse_strategies("sticky")
-    with pytest.raises(ValueError, match="cannot mix"):
-        parse_strategies("range,cooperative-sticky")
+    # the Java client's default: listed together, rebalanced eagerly
+    assert parse_strategies("range,cooperative-sticky") == ["range", "cooperative-sticky"]
+    assert rebalance_protocol(["range", "cooperative-sticky"]) == "eager"
+    assert rebalance_protocol(["cooperative-sticky"]) == "cooperative"
