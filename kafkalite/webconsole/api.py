@@ -203,7 +203,7 @@ def read_records(admin: AdminClient, bootstrap: str, topic: str, params: dict) -
     key = params.get("key")
     want_key = None if key in (None, "") else key.encode()
     todo = {k: begin[k] for k in keys if begin[k] < ends[k]}
-    records, returned_bytes, scanned, truncated = [], 0, 0, False
+    records, returned_bytes, scanned = [], 0, 0
     next_offsets = dict(begin)
     if todo:
         consumer = Consumer({"bootstrap.servers": bootstrap, "client.id": "kafkalite-console",
@@ -216,7 +216,6 @@ def read_records(admin: AdminClient, bootstrap: str, topic: str, params: dict) -
             while todo and len(records) < limit:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or scanned >= MAX_SCAN or returned_bytes >= MAX_BYTES:
-                    truncated = True
                     break
                 for m in consumer.consume(min(500, MAX_SCAN - scanned), min(remaining, 1.0)):
                     if m.error() is not None:
@@ -238,8 +237,8 @@ def read_records(admin: AdminClient, bootstrap: str, topic: str, params: dict) -
                         break
         finally:
             consumer.close()
-    if not truncated and len(records) >= limit and todo:
-        truncated = True
+    # more follow wherever a partition was not read to its end (count, bytes or time bound)
+    truncated = bool(todo)
     records.sort(key=lambda r: (r["partition"], r["offset"]))
     return {"topic": topic, "records": records, "scanned": scanned, "truncated": truncated,
             "next": {str(p): next_offsets[(t, p)] for t, p in keys},
