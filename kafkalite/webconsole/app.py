@@ -18,7 +18,9 @@ Routes (all under the mount prefix, ``/console``):
 
 Errors are JSON ``{"error": message}``: 400 bad input, 404 unknown path,
 topic or group, 405 wrong method, 409 a Kafka refusal (the group has
-members, the topic exists), 413 a body over ``MAX_BODY``, 503 when
+members, the topic exists), 413 a body over ``MAX_BODY``, 415 a body that
+is not ``application/json`` (so another site's page cannot post a form
+here: see ``_body``), 503 when
 ``MAX_READERS`` record reads are already running; 500 only for a bug
 (logged, rate-limited). Every client call has a timeout, so no request
 hangs.
@@ -53,6 +55,7 @@ _NOT_FOUND = (errors.UnknownTopicOrPartitionError, errors.GroupIdNotFoundError)
 
 _REASONS = {200: "OK", 302: "Found", 400: "Bad Request", 404: "Not Found",
             405: "Method Not Allowed", 409: "Conflict", 413: "Payload Too Large",
+            415: "Unsupported Media Type",
             500: "Internal Server Error", 503: "Service Unavailable"}
 
 
@@ -147,6 +150,12 @@ class ConsoleApp:
 
     @staticmethod
     def _body(environ) -> dict:
+        # Only JSON: a page on another site can send a form or text/plain POST
+        # here without the browser asking first, but not application/json
+        # (that needs a CORS preflight, which this app never grants).
+        ctype = environ.get("CONTENT_TYPE", "").split(";")[0].strip().lower()
+        if ctype != "application/json":
+            raise _HttpError(415, "send the body as application/json")
         try:
             length = int(environ.get("CONTENT_LENGTH") or 0)
         except ValueError:

@@ -255,6 +255,12 @@ def test_message_browser_finds_records_by_offset_timestamp_and_key(
     got = _browse(browser, partition=0, mode="offset", at=15, limit=3, key="")
     assert [r[:2] for r in got] == [["0", "15"], ["0", "16"], ["0", "17"]]
     assert got[0][3] == "k15"
+    # the next page goes on where this one stopped
+    before = browser.execute_script("return document.getElementById('view').dataset.loaded")
+    browser.find_element(By.ID, "next-page").click()
+    wait_loaded(browser, lambda loaded: loaded != before)
+    assert [r[1] for r in rows(browser, "records")] == ["18", "19"]
+    assert browser.find_elements(By.ID, "next-page") == []
 
     # by timestamp (a date, as a user types it): the first record at or after it
     at = datetime.datetime.fromtimestamp((base + 10_000) / 1000, datetime.timezone.utc)
@@ -357,10 +363,10 @@ def test_metrics_page_lists_the_brokers_metrics(server, browser, console, admin,
     assert got[0][0] == "kafka_server_brokertopicmetrics_messagesin_total" and got[0][2] == "5"
 
 
-def _call(console, method, path, body=None, raw=None):
+def _call(console, method, path, body=None, raw=None, ctype="application/json"):
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
     req = urllib.request.Request(console + path, method=method, data=data,
-                                 headers={"Content-Type": "application/json"})
+                                 headers={"Content-Type": ctype})
     try:
         with urllib.request.urlopen(req, timeout=15) as answer:
             return answer.status, json.loads(answer.read())
@@ -398,6 +404,11 @@ def test_api_answers_bad_input_with_a_4xx_and_a_message(server, console, admin, 
         status, answer = _call(console, method, path, body, raw)
         assert 400 <= status < 500, (method, path, status, answer)
         assert isinstance(answer.get("error"), str) and answer["error"], (method, path, answer)
+    # a form another site's page could post without a CORS preflight is refused
+    status, answer = _call(console, "POST", "api/topics", {"name": "csrf-topic"},
+                           ctype="text/plain")
+    assert status == 415 and "application/json" in answer["error"]
+    assert "csrf-topic" not in admin.list_topics().topics
     # the topic is untouched and the console still serves
     assert topic_name in admin.list_topics().topics
     status, answer = _call(console, "GET", "api/cluster")

@@ -330,8 +330,15 @@ views.messages = async function (main, _, q) {
     (r.truncated ? "; more follow (limit, size or time bound reached)" : "");
   const headers = h => h.length ? h.map(([k, v]) =>
     el("span", {class: "hdr"}, k + ": ", render(v, "text").textContent)) : "";
+  // one partition: the next page starts where this read stopped
+  const next = q.partition && r.truncated ? el("button", {class: "plain", id: "next-page",
+    onclick: () => {
+      const p = new URLSearchParams({...q, mode: "offset", at: r.next[q.partition],
+                                     run: Date.now()});
+      location.hash = "#/messages?" + p;
+    }}, `Next from offset ${r.next[q.partition]}`) : null;
   document.getElementById("results").append(
-    el("p", {class: "muted", id: "summary"}, summary),
+    el("p", {class: "muted", id: "summary"}, summary, " ", next),
     table(["partition#", "offset#", "timestamp", "key", "value", "headers"],
       r.records.map(m => [m.partition, m.offset, fmtTime(m.timestamp),
                           render(m.key, q.kfmt || "text"), render(m.value, q.vfmt || "text"),
