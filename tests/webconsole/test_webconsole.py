@@ -29,7 +29,8 @@ from kafkalite.client import (AdminClient, ConfigResource, Consumer, NewTopic, P
                               TopicPartition)
 
 webdriver = pytest.importorskip("selenium.webdriver")
-from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from selenium.common.exceptions import (StaleElementReferenceException,  # noqa: E402
+                                        TimeoutException)
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
@@ -96,7 +97,11 @@ def flash(driver) -> str:
 
 
 def wait_flash(driver, starts) -> str:
-    WebDriverWait(driver, WAIT_S).until(lambda d: flash(d).startswith(starts))
+    """The message shown, once it starts with ``starts``; fails naming what is shown."""
+    try:
+        WebDriverWait(driver, WAIT_S).until(lambda d: flash(d).startswith(starts))
+    except TimeoutException:
+        raise AssertionError(f"waited for a message {starts!r}; shown: {flash(driver)!r}")
     return flash(driver)
 
 
@@ -317,15 +322,13 @@ def test_group_lag_shown_and_offsets_reset_from_the_ui(server, browser, console,
         offsets = rows(browser, "offsets")
         assert [(r[1], r[2], r[3], r[4]) for r in offsets] == [("0", "10", "30", "20"),
                                                               ("1", "4", "30", "26")]
-        # lag over time: the chart's series fill in as the page is reloaded
+        # lag over time: the page polls, and the chart's series fill in
         def lag_drawn(d):
-            d.refresh()
-            wait_loaded(d, lambda loaded: loaded.startswith("#/group/"))
             return d.execute_script(
                 "return Array.from(document.querySelectorAll('#chart-lag polyline'), "
                 "l => Number(l.dataset.points))")
-        points = WebDriverWait(browser, WAIT_S, poll_frequency=1).until(
-            lambda d: (lambda p: p if len(p) == 2 and min(p) >= 2 else None)(lag_drawn(d)))
+        points = WebDriverWait(browser, WAIT_S, poll_frequency=0.5).until(
+            lambda d: (lambda p: p if len(p) == 2 and min(p) >= 3 else None)(lag_drawn(d)))
         assert len(points) == 2
         shot = region(browser, png(browser), "chart-lag")
         assert pixels_near(shot, SERIES_BLUE) > 50

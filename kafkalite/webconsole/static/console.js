@@ -4,7 +4,8 @@
 // are SVG drawn here (lineChart); nothing is loaded from the network.
 "use strict";
 
-const POLL_MS = 1000;
+const POLL_MS = 1000;        // the overview's charts
+const LAG_POLL_MS = 2000;    // a group's offsets, lag and members
 const COLORS = ["#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777",
                 "#4b5563"];
 let timer = null;          // the current view's polling timer, cleared on every route change
@@ -379,8 +380,8 @@ views.group = async function (main, id) {
   };
   form.addEventListener("submit", ev => { ev.preventDefault(); submit(false); });
   form.querySelector("#dry-run").addEventListener("click", () => submit(true));
-  const h = g.lag_history;
-  main.append(el("h1", {}, "Consumer group ", el("span", {id: "group-id"}, id)),
+  // what changes while the page is open: redrawn every LAG_POLL_MS (the form is left alone)
+  const live = g => [
     el("p", {}, `state ${g.state}, protocol ${g.protocol || "-"}, ${g.members.length} member(s)`),
     el("h2", {}, "Members"),
     table(["member", "client", "host", "assignment"], g.members.map(m =>
@@ -390,9 +391,19 @@ views.group = async function (main, id) {
     table(["topic", "partition#", "committed#", "end offset#", "lag#", "member"],
       g.offsets.map(o => [o.topic, o.partition, o.committed, o.end_offset,
                           o.lag === null ? "" : o.lag, o.client_id || ""]), {id: "offsets"}),
-    el("div", {class: "charts"}, lineChart("chart-lag", "Lag per partition over time", h.t,
-      Object.entries(h.series).map(([name, values]) => ({name, values})), fmtNum)),
+    el("div", {class: "charts"}, lineChart("chart-lag", "Lag per partition over time",
+      g.lag_history.t, Object.entries(g.lag_history.series).map(([name, values]) =>
+        ({name, values})), fmtNum))];
+  const box = el("div", {id: "group-live"}, live(g));
+  main.append(el("h1", {}, "Consumer group ", el("span", {id: "group-id"}, id)), box,
     el("h2", {}, "Reset offsets (the group must have no members)"), form);
+  const mine = generation;
+  timer = setInterval(async () => {
+    try {
+      const now = await api("GET", "groups/" + encodeURIComponent(id));
+      if (mine === generation) box.replaceChildren(...live(now));
+    } catch (e) { if (mine === generation) flash(e.message); }
+  }, LAG_POLL_MS);
 };
 
 views.metrics = async function (main, _, q) {
