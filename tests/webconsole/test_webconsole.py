@@ -25,6 +25,7 @@ import urllib.request
 import numpy as np
 import pytest
 
+from harness import ServerProcess
 from kafkalite.client import (AdminClient, ConfigResource, Consumer, NewTopic, Producer,
                               TopicPartition)
 
@@ -432,3 +433,20 @@ def test_reading_is_bounded_in_count_and_bytes(server, console, admin, topic_nam
     status, answer = _call(console, "GET", f"api/topics/{topic_name}/messages?limit=3")
     assert [r["offset"] for r in answer["records"]] == [0, 1, 2] and answer["truncated"]
     assert answer["next"] == {"0": 3}
+
+
+def test_no_console_flag_leaves_only_metrics_and_health(tmp_path):
+    srv = ServerProcess(str(tmp_path / "data"), extra_args=["--no-console"]).start()
+    try:
+        assert "console" not in srv.info
+        base = srv.info["metrics"].rsplit("/", 1)[0]
+        # (prometheus_client's app answers any other path with the metrics)
+        with urllib.request.urlopen(base + "/console/", timeout=5) as answer:
+            assert b"<html" not in answer.read()
+        with urllib.request.urlopen(base + "/console/api/cluster", timeout=5) as answer:
+            assert answer.headers["Content-Type"] != "application/json"
+        with urllib.request.urlopen(srv.info["metrics"], timeout=5) as ok:
+            assert ok.status == 200
+    finally:
+        assert srv.stop() == 0
+        srv.kill()
