@@ -6,6 +6,7 @@
 
 const POLL_MS = 1000;        // the overview's charts
 const LAG_POLL_MS = 2000;    // a group's offsets, lag and members
+const CARDS_EVERY = 5;       // the overview's counts: every 5th poll of its charts
 const COLORS = ["#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777",
                 "#4b5563"];
 let timer = null;          // the current view's polling timer, cleared on every route change
@@ -164,18 +165,22 @@ const views = {};
 
 views.overview = async function (main) {
   const c = await api("GET", "cluster");
-  main.append(el("h1", {}, "Cluster"),
-    el("div", {class: "cards"},
-      [["brokers", c.brokers.length],
-       ["controller", c.controller_id < 0 ? "supervisor" : c.controller_id], ["topics", c.topic_count],
-       ["partitions", c.partition_count], ["consumer groups", c.group_count]].map(([k, v]) =>
-        el("div", {class: "card", id: "card-" + k.replace(" ", "-")},
-           el("div", {class: "n"}, v), el("div", {class: "label"}, k)))),
+  const cards = c => [
+    ["brokers", c.brokers.length],
+    ["controller", c.controller_id < 0 ? "supervisor" : c.controller_id],
+    ["topics", c.topic_count], ["partitions", c.partition_count],
+    ["consumer groups", c.group_count]].map(([k, v]) =>
+      el("div", {class: "card", id: "card-" + k.replace(" ", "-")},
+         el("div", {class: "n"}, v), el("div", {class: "label"}, k)));
+  const cardBox = el("div", {class: "cards"}, cards(c));
+  main.append(el("h1", {}, "Cluster"), cardBox,
     el("h2", {}, "Throughput"), el("div", {class: "charts", id: "charts"}),
     el("h2", {}, "Brokers"),
     table(["id", "host", "port#", "up"], c.brokers.map(b =>
       [b.id, b.host, b.port, b.up === null ? "" : (b.up ? "yes" : "no")])));
+  let ticks = 0;
   const draw = async () => {
+    if (++ticks % CARDS_EVERY === 0) cardBox.replaceChildren(...cards(await api("GET", "cluster")));
     const h = await api("GET", "throughput");
     const box = document.getElementById("charts");
     if (!box) return;
@@ -391,7 +396,7 @@ views.group = async function (main, id) {
     table(["topic", "partition#", "committed#", "end offset#", "lag#", "member"],
       g.offsets.map(o => [o.topic, o.partition, o.committed, o.end_offset,
                           o.lag === null ? "" : o.lag, o.client_id || ""]), {id: "offsets"}),
-    el("div", {class: "charts"}, lineChart("chart-lag", "Lag per partition over time",
+    el("div", {class: "charts narrow"}, lineChart("chart-lag", "Lag per partition over time",
       g.lag_history.t, Object.entries(g.lag_history.series).map(([name, values]) =>
         ({name, values})), fmtNum))];
   const box = el("div", {id: "group-live"}, live(g));
@@ -425,7 +430,8 @@ views.metrics = async function (main, _, q) {
     }
   }
   main.append(el("h1", {}, "Broker metrics"), form,
-    r.truncated ? el("p", {class: "muted"}, "only the first samples are shown: filter") : null,
+    ...(r.truncated ? [el("p", {class: "muted"}, "only the first samples are shown: filter")]
+                    : []),
     table(["metric", "labels", "value#"], rows, {id: "metrics"}));
 };
 
