@@ -27,7 +27,8 @@ It runs, on one thread, everything of a node that is not a partition:
   answered when all of them confirmed (or the timeout passed);
 - metrics and health (metrics.py): the workers' figures, summed, and the
   node's own, served over HTTP (``/metrics``, ``/health``) by a thread that
-  only reads what this loop publishes.
+  only reads what this loop publishes; on the same port, the apps the
+  caller gives (``http_apps``: the web console, a client of this node).
 
 It is never on the data path: clients ask it who leads a partition and
 then talk to that worker.
