@@ -416,8 +416,10 @@ def test_api_answers_bad_input_with_a_4xx_and_a_message(server, console, admin, 
                            ctype="text/plain")
     assert status == 415 and "application/json" in answer["error"]
     assert "csrf-topic" not in admin.list_topics().topics
-    # the topic is untouched and the console still serves
+    # the topic is untouched, asking about a missing topic did not create it
+    # (auto.create.topics is on by default), and the console still serves
     assert topic_name in admin.list_topics().topics
+    assert "no-such-topic" not in admin.list_topics().topics
     status, answer = _call(console, "GET", "api/cluster")
     assert status == 200 and len(answer["brokers"]) == 2
 

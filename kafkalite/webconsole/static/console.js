@@ -9,7 +9,7 @@ const LAG_POLL_MS = 2000;    // a group's offsets, lag and members
 const CARDS_EVERY = 5;       // the overview's counts: every 5th poll of its charts
 const COLORS = ["#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777",
                 "#4b5563"];
-let timer = null;          // the current view's polling timer, cleared on every route change
+let timer = null;          // the current view's next poll (poll()), cleared on every route change
 let nextFlash = "";        // a success message for the next view drawn
 let generation = 0;        // route changes so far: a view drawn late for an old route stops
 
@@ -159,6 +159,17 @@ function lineChart(id, title, t, series, fmt) {
               el("span", {}, el("i", {style: `background:${COLORS[i % COLORS.length]}`}), s.name))));
 }
 
+// Run fn every ms while the view that called this is shown; the next run is
+// scheduled when one ends, so a slow server never has polls piling up.
+function poll(fn, ms) {
+  const mine = generation;
+  const step = async () => {
+    try { await fn(); } catch (e) { if (mine === generation) flash(e.message); }
+    if (mine === generation) timer = setTimeout(step, ms);
+  };
+  timer = setTimeout(step, ms);
+}
+
 // ---- views -----------------------------------------------------------------------------------
 
 const views = {};
@@ -193,9 +204,8 @@ views.overview = async function (main) {
                 [{name: "Produce", values: h.produce_requests},
                  {name: "Fetch", values: h.fetch_requests}], fmtNum));
   };
-  const mine = generation;
   await draw();
-  if (mine === generation) timer = setInterval(() => draw().catch(e => flash(e.message)), POLL_MS);
+  poll(draw, POLL_MS);
 };
 
 function parseConfigs(text) {
@@ -403,11 +413,9 @@ views.group = async function (main, id) {
   main.append(el("h1", {}, "Consumer group ", el("span", {id: "group-id"}, id)), box,
     el("h2", {}, "Reset offsets (the group must have no members)"), form);
   const mine = generation;
-  timer = setInterval(async () => {
-    try {
-      const now = await api("GET", "groups/" + encodeURIComponent(id));
-      if (mine === generation) box.replaceChildren(...live(now));
-    } catch (e) { if (mine === generation) flash(e.message); }
+  poll(async () => {
+    const now = await api("GET", "groups/" + encodeURIComponent(id));
+    if (mine === generation) box.replaceChildren(...live(now));
   }, LAG_POLL_MS);
 };
 
@@ -438,7 +446,7 @@ views.metrics = async function (main, _, q) {
 // ---- routing ---------------------------------------------------------------------------------
 
 async function route() {
-  clearInterval(timer);
+  clearTimeout(timer);
   timer = null;
   const [path, query] = (location.hash.slice(1) || "/").split("?");
   const q = Object.fromEntries(new URLSearchParams(query || ""));
