@@ -170,8 +170,9 @@ def read_records(admin: AdminClient, bootstrap: str, topic: str, params: dict) -
 
     ``partition`` (default: every partition); where to start: ``offset``
     (an offset, per partition), ``timestamp`` (epoch ms: the first record
-    at or after it) or neither (the log start); ``key``: only records whose
-    key is these UTF-8 bytes (a scan, at most MAX_SCAN records);
+    at or after it) or neither (the log start); ``key`` or ``key_hex``: only
+    records whose key is these bytes (UTF-8, or hex digits; a scan of at
+    most MAX_SCAN records);
     ``limit``: at most this many records (MAX_RECORDS)."""
     parts = _topic_partitions(admin, topic)
     partition = params.get("partition")
@@ -197,8 +198,14 @@ def read_records(admin: AdminClient, bootstrap: str, topic: str, params: dict) -
         begin = {k: found[k] if found[k] >= 0 else ends[k] for k in keys}
     else:
         begin = dict(starts)
-    key = params.get("key")
-    want_key = None if key in (None, "") else key.encode()
+    want_key = None
+    if params.get("key") not in (None, ""):
+        want_key = params["key"].encode()
+    elif params.get("key_hex") not in (None, ""):
+        try:
+            want_key = bytes.fromhex(params["key_hex"])
+        except ValueError:
+            raise BadRequest(f"key_hex {params['key_hex']!r} is not hex") from None
     todo = {k: begin[k] for k in keys if begin[k] < ends[k]}
     records, returned_bytes, scanned = [], 0, 0
     next_offsets = dict(begin)

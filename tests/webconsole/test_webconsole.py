@@ -275,9 +275,10 @@ def test_message_browser_finds_records_by_offset_timestamp_and_key(
     got = _browse(browser, mode="timestamp", at=at.isoformat(timespec="milliseconds"), limit=2)
     assert [r[:2] for r in got] == [["0", "10"], ["0", "11"]]
 
-    # by key, over every partition; the header shown; the value as JSON, the key as hex
+    # by key, over every partition; the header shown; the value as JSON, the key as
+    # hex (and so typed as hex digits: "k7")
     Select(browser.find_element(By.NAME, "partition")).select_by_value("")
-    got = _browse(browser, mode="start", at="", key="k7", limit=50, vfmt="json", kfmt="hex")
+    got = _browse(browser, mode="start", at="", key="6b 37", limit=50, vfmt="json", kfmt="hex")
     assert len(got) == 1 and got[0][:2] == ["0", "7"]
     assert got[0][5] == "trace: abc-7"
     assert got[0][3].strip() == "000000  6b 37"
@@ -285,6 +286,10 @@ def test_message_browser_finds_records_by_offset_timestamp_and_key(
     assert got[0][4].splitlines()[1] == '  "n": 7,'        # pretty-printed
     summary = browser.find_element(By.ID, "summary").text
     assert summary.startswith("1 record(s), 21 read")       # both partitions scanned
+
+    # a key typed as text when keys are shown as text
+    got = _browse(browser, key="k12", limit=50, vfmt="text", kfmt="text")
+    assert [r[:2] for r in got] == [["0", "12"]]
 
     # text: the JSON as it is stored
     got = _browse(browser, partition=1, mode="offset", at=0, key="", vfmt="text", kfmt="text")
@@ -395,6 +400,7 @@ def test_api_answers_bad_input_with_a_4xx_and_a_message(server, console, admin, 
         ("GET", f"api/topics/{topic_name}/messages?offset=-5", None, None),
         ("GET", f"api/topics/{topic_name}/messages?partition=7", None, None),
         ("GET", f"api/topics/{topic_name}/messages?offset=1&timestamp=1", None, None),
+        ("GET", f"api/topics/{topic_name}/messages?key_hex=zz", None, None),
         ("GET", "api/topics/no-such-topic", None, None),
         ("DELETE", "api/topics/no-such-topic", None, None),
         ("POST", f"api/topics/{topic_name}/configs", {}, None),

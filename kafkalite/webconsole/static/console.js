@@ -308,7 +308,8 @@ views.messages = async function (main, _, q) {
         el("option", {value: m, selected: (q.mode || "start") === m}, m)))),
     el("label", {}, "offset / timestamp (ms or date)",
        el("input", {name: "at", value: q.at || "", size: 24})),
-    el("label", {}, "key", el("input", {name: "key", value: q.key || ""})),
+    el("label", {}, "key (hex digits when keys are shown as hex)",
+       el("input", {name: "key", value: q.key || ""})),
     el("label", {}, "limit", el("input", {name: "limit", type: "number", min: 1, max: 500,
                                           value: q.limit || 50})),
     el("label", {}, "key as", el("select", {name: "kfmt"}, ["text", "json", "hex"].map(m =>
@@ -333,7 +334,9 @@ views.messages = async function (main, _, q) {
   if (!q.run || !topic) return;
   const params = new URLSearchParams({limit: q.limit || 50});
   if (q.partition) params.set("partition", q.partition);
-  if (q.key) params.set("key", q.key);
+  // a key is typed as it is shown: as hex digits when keys are shown as hex
+  if (q.key && q.kfmt === "hex") params.set("key_hex", q.key.replace(/\s+/g, ""));
+  else if (q.key) params.set("key", q.key);
   if (q.mode === "offset") params.set("offset", q.at || "0");
   if (q.mode === "timestamp") {
     const at = (q.at || "").trim();
