@@ -120,7 +120,11 @@ def _server(args) -> int:
         ssl_client_auth=args.ssl_client_auth,
         sasl_enabled_mechanisms=args.sasl_enabled_mechanisms,
         sasl_users_file=args.sasl_users_file)
-    return serve(config)
+    apps = []
+    if args.console:
+        from kafkalite.webconsole import make_app
+        apps.append(("/console", make_app))
+    return serve(config, apps)
 
 
 def _users(args) -> int:
@@ -222,6 +226,9 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--metrics-port", type=int,
                         help="HTTP port of Prometheus metrics (/metrics) and health (/health) "
                              "(default 9404; 0: any free port; -1: off)")
+    server.add_argument("--console", action=argparse.BooleanOptionalAction, default=True,
+                        help="serve the web console on the metrics port, at /console/ "
+                             "(default: on)")
     server.add_argument("--log-level", metavar="LEVEL",
                         help="DEBUG, INFO (topic, config, group, worker and recovery events), "
                              "WARNING or ERROR (default: $KAFKALITE_LOG_LEVEL, else WARNING)")

@@ -25,7 +25,10 @@ Two halves, one per kind of process:
   view as Prometheus text on ``/metrics`` (through ``prometheus_client``'s
   exposition, with a custom collector that only reads the view) and the
   node's health on ``/health``; the loop never waits for it, and the thread
-  never touches the controller's or coordinator's state.
+  never touches the controller's or coordinator's state. Other WSGI apps
+  can be mounted under a path prefix on the same port (the web console,
+  kafkalite/webconsole/, mounted by ``kafkalite server``): they run on
+  that server's threads and may read ``registry``, never the loop's state.
 
 Counters survive worker restarts: when a worker's snapshot comes from a new
 process, the old process's last figures are kept as a base, so node totals
@@ -184,20 +187,29 @@ class NodeMetrics:
         self._lock = threading.Lock()
         self._next_publish = 0.0
         self._httpd = None
-        self._registry = CollectorRegistry()
+        self._mounts: list[tuple[str, object]] = []
+        # what /metrics serves; mounted apps may collect() it too (on their threads)
+        self.registry = CollectorRegistry()
         # the supervisor's own CPU, memory and file descriptors (process_*)
-        ProcessCollector(registry=self._registry)
-        self._registry.register(self)
+        ProcessCollector(registry=self.registry)
+        self.registry.register(self)
 
     # ---- the HTTP endpoint (its own thread) ------------------------------------------------
 
-    def serve(self, host: str, port: int) -> int:
+    def serve(self, host: str, port: int, mounts=()) -> int:
         """Listen on ``port`` (0: any free port; a taken one: any free port,
-        with a warning, as workers do with theirs); return the port bound."""
-        metrics_app = make_wsgi_app(self._registry)
+        with a warning, as workers do with theirs); return the port bound.
+        ``mounts``: (path prefix, WSGI app) pairs served beside /metrics; an
+        app with a ``close()`` is closed with the server."""
+        metrics_app = make_wsgi_app(self.registry)
+        self._mounts = [(prefix.rstrip("/"), mounted) for prefix, mounted in mounts]
 
         def app(environ, start_response):
-            if environ.get("PATH_INFO", "").rstrip("/") in ("/health", "/healthz"):
+            path = environ.get("PATH_INFO", "")
+            for prefix, mounted in self._mounts:
+                if path == prefix or path.startswith(prefix + "/"):
+                    return mounted(environ, start_response)
+            if path.rstrip("/") in ("/health", "/healthz"):
                 with self._lock:
                     code, body = self._health
                 start_response("200 OK" if code == 200 else "503 Service Unavailable",
@@ -227,6 +239,10 @@ class NodeMetrics:
             self._httpd.shutdown()
             self._httpd.server_close()
             self._httpd = None
+        for _, mounted in self._mounts:
+            if hasattr(mounted, "close"):
+                mounted.close()
+        self._mounts = []
 
     def collect(self):
         """prometheus_client's collector interface, on the HTTP thread."""

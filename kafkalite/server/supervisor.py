@@ -27,7 +27,8 @@ It runs, on one thread, everything of a node that is not a partition:
   answered when all of them confirmed (or the timeout passed);
 - metrics and health (metrics.py): the workers' figures, summed, and the
   node's own, served over HTTP (``/metrics``, ``/health``) by a thread that
-  only reads what this loop publishes.
+  only reads what this loop publishes; on the same port, the apps the
+  caller gives (``http_apps``: the web console, a client of this node).
 
 It is never on the data path: clients ask it who leads a partition and
 then talk to that worker.
@@ -112,8 +113,12 @@ class PendingChange:
 
 
 class Supervisor:
-    def __init__(self, config: ServerConfig):
+    def __init__(self, config: ServerConfig, http_apps=()):
         self.config = config
+        # (path prefix, factory(bootstrap servers, metrics registry) -> WSGI app):
+        # apps served on the metrics port (the web console); given by the
+        # caller, since this layer imports nothing above it
+        self.http_apps = list(http_apps)
         self.ctx = zmq.Context.instance()
         self.workers: list[WorkerProcess] = []      # this node's, children of this process
         self.remote: dict[int, WorkerProcess] = {}  # other nodes' (--cluster), by broker id
@@ -192,7 +197,10 @@ class Supervisor:
                                    security=listener_security(cfg))
         self.controller.native_port, self.controller.kafka_port = self.native.port, self.kafka.port
         if self.metrics is not None:
-            self.metrics.serve(cfg.host, cfg.metrics_port)
+            bootstrap = f"{_bracket(self._local_host())}:{self.native.port}"
+            self.metrics.serve(cfg.host, cfg.metrics_port,
+                               [(prefix, factory(bootstrap, self.metrics.registry))
+                                for prefix, factory in self.http_apps])
         # Other nodes' workers reach the control channel and the relay too
         # (--cluster): bound where the listeners are, not on loopback only.
         bind_host, advertised = "127.0.0.1", "127.0.0.1"
@@ -319,7 +327,10 @@ class Supervisor:
                                   for b in self.controller.live_brokers(Listener.KAFKA)],
                 "ingest": f"tcp://{host}:{self.ingest_port}" if self.ingest else None,
                 **({"metrics": f"http://{_bracket(host)}:{self.metrics.port}/metrics",
-                    "health": f"http://{_bracket(host)}:{self.metrics.port}/health"}
+                    "health": f"http://{_bracket(host)}:{self.metrics.port}/health",
+                    **{prefix.strip("/"): f"http://{_bracket(host)}:{self.metrics.port}"
+                                          f"{prefix.rstrip('/')}/"
+                       for prefix, _ in self.http_apps}}
                    if self.metrics is not None else {}),
                 "workers": [{"index": w.index, "pid": w.pid, "endpoint": f"tcp://{host}:{w.port}"}
                             for w in self.workers],
@@ -653,13 +664,13 @@ def _bracket(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
-def serve(config: ServerConfig) -> int:
+def serve(config: ServerConfig, http_apps=()) -> int:
     """Run a server in this process until SIGTERM/SIGINT (the CLI's `server`):
     the supervisor of a node, or, in a cluster whose controller is another
-    node, a broker node (broker_node.py)."""
+    node, a broker node (broker_node.py). ``http_apps``: see Supervisor."""
     logging.basicConfig(level=config.effective_log_level,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    sup = Supervisor(config)
+    sup = Supervisor(config, http_apps)
     signal.signal(signal.SIGTERM, sup.request_stop)
     signal.signal(signal.SIGINT, sup.request_stop)
     try:

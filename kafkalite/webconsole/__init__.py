@@ -1,0 +1,34 @@
+"""The web console: a browser UI for one kafkalite node, served by the node itself.
+
+What is here:
+
+- ``static/``: the pages, plain HTML, CSS and JavaScript shipped as package
+  data and served as they are (no build step, nothing fetched from the
+  network: charts are drawn as SVG by ``console.js`` itself);
+- ``app.py``: the WSGI app mounted at ``/console`` on the supervisor's
+  metrics port (``kafkalite server`` mounts it, ``--no-console`` leaves it
+  out): the static files, and a JSON API under ``/console/api/``;
+- ``api.py``: what the API does, as an ordinary client of the broker
+  (kafkalite.client's AdminClient and Consumer against the node's own
+  native endpoint);
+- ``history.py``: throughput and consumer-group lag over time, sampled
+  from the node's metrics registry.
+
+Why a client and not a view of the supervisor's state: the app runs on the
+metrics HTTP server's threads, and the supervisor's controller and group
+coordinator are owned by its loop thread, which nothing else may touch.
+Going through the native protocol gives the console exactly what any
+client sees (and the same errors), with every change made by the
+controller on its own loop; the only thing read in-process is the metrics
+registry, which the metrics module already serves to its HTTP thread.
+
+Imports: ``kafkalite.client``, ``kafkalite.errors`` and the standard
+library; never ``kafkalite.server`` (the server is given this package's
+``make_app`` by the CLI, so the layers stay one-way).
+
+Bad input to the API is answered 4xx with ``{"error": message}``; reads of
+records are bounded in count, bytes and time (api.py's limits).
+"""
+from kafkalite.webconsole.app import ConsoleApp, make_app
+
+__all__ = ["ConsoleApp", "make_app"]
