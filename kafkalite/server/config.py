@@ -47,6 +47,10 @@ TOML layout (every key optional)::
     sasl_enabled_mechanisms = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
     sasl_users_file = ""          # SASL credentials ("" = <data_dir>/sasl-users.json;
                                   # written by `kafkalite users`, credentials.py)
+    authorizer_enabled = false    # Kafka's ACLs on the Kafka listeners (authorizer.py; Kafka:
+                                  # authorizer.class.name); CreateAcls / `kafkalite acls`
+    super_users = ""              # Kafka's super.users: "User:admin;User:ops", allowed everything
+    allow_everyone_if_no_acl_found = false  # a resource without ACLs is open to all
 
     [topic_defaults]              # Kafka topic configs given to new topics
     "retention.ms" = 604800000
@@ -62,7 +66,7 @@ import tomllib
 from dataclasses import dataclass, field
 
 from kafkalite.errors import InvalidConfigurationError
-from kafkalite.server import security
+from kafkalite.server import authorizer, security
 from kafkalite.storage.config import LogConfig
 
 DEFAULT_PORT = 7092
@@ -117,6 +121,9 @@ class ServerConfig:
     ssl_client_auth: str = "none"
     sasl_enabled_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
     sasl_users_file: str = ""
+    authorizer_enabled: bool = False
+    super_users: str = ""
+    allow_everyone_if_no_acl_found: bool = False
     topic_defaults: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -126,6 +133,7 @@ class ServerConfig:
             if getattr(self, name):
                 setattr(self, name, os.path.abspath(getattr(self, name)))
         security.validate(self)
+        authorizer.validate(self)
         for name in ("port", "ingest_port", "worker_base_port", "kafka_port",
                      "kafka_worker_base_port"):
             value = getattr(self, name)
