@@ -21,40 +21,29 @@ default serves everyone as before), ``super_users`` (Kafka's
 ``super.users``: ``User:admin;User:ops``) and
 ``allow_everyone_if_no_acl_found``.
 
-The ACLs are cluster metadata, kept by the controller (``AclStore``) in
-``<data_dir>/acls.json``, replaced atomically at every change::
-
-    {"version": 1, "acls": [["TOPIC", "orders", "LITERAL", "User:alice", "*",
-                             "READ", "ALLOW"], ...]}
-
-and sent to every worker on the control channel (an ``acls`` message, also
-at each worker's registration), so each process that serves Kafka requests
-checks them itself. A worker confirms the change before CreateAcls or
-DeleteAcls is answered, so an ACL is in force everywhere once created.
+The ACLs are cluster metadata, kept and changed by the controller's side
+(acl_control.py: CreateAcls, DescribeAcls, DeleteAcls) and sent to every
+process that serves Kafka requests, each of which decides with an
+``Authorizer`` of its own.
 
 What each API checks is request_authorization.py's; this module knows
 only the model. Denials are logged (rate-limited, Kafka's authorizer log:
 principal, host, operation, resource) and counted per resource type and
 operation in the process's metrics.
 
-Who may call: the broker processes, on their event-loop thread; the
-supervisor alone writes ``AclStore``.
+Who may call: the broker processes, on their event-loop thread.
 """
 from __future__ import annotations
 
-import json
 import logging
-import os
 from dataclasses import dataclass
 
 from kafkalite import errors
 from kafkalite.protocol.enums import AclOperation, AclPermissionType, PatternType, ResourceType
 from kafkalite.ratelimit import RateLimitedLog
-from kafkalite.storage.checkpoint import write_atomically
 
 log = logging.getLogger("kafkalite.authorizer")
 
-ACLS_FILE = "acls.json"
 WILDCARD = "*"                       # a literal resource name, principal name or host: any
 CLUSTER_NAME = "kafka-cluster"       # the one Cluster resource's name
 WILDCARD_PRINCIPAL = "User:*"
@@ -300,24 +289,3 @@ def validate(config) -> None:
             raise errors.InvalidConfigurationError(
                 f"super_users: {p!r} is not a principal (Type:name, e.g. User:admin; "
                 f"separate several with ';')")
-
-
-class AclStore:
-    """The controller's ACLs on disk (format in the module docstring)."""
-
-    def __init__(self, data_dir: str):
-        self.path = os.path.join(data_dir, ACLS_FILE)
-
-    def load(self) -> list[AclBinding]:
-        try:
-            with open(self.path, "rb") as f:
-                raw = json.loads(f.read())
-            return [AclBinding.from_json(a) for a in raw["acls"]]
-        except FileNotFoundError:
-            return []
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise errors.KafkaStorageError(f"cannot read {self.path}: {exc}") from None
-
-    def save(self, acls) -> None:
-        data = json.dumps({"version": 1, "acls": [a.to_json() for a in acls]}, indent=1)
-        write_atomically(self.path, data.encode())
