@@ -287,8 +287,7 @@ def _delete_records(r: _Request, body: dict) -> None:
 
 def _find_coordinator(r: _Request, body: dict) -> None:
     res = Res.TRANSACTIONAL_ID if body.get("key_type") == 1 else Res.GROUP
-    keys = body.get("coordinator_keys")
-    if keys is None:                             # v0-3: one key
+    if r.ctx.api_version < 4:                    # one key
         r.require(Op.DESCRIBE, res, body.get("key") or "")
         return
     denied = r.split(body, "coordinator_keys", lambda k: r.may(Op.DESCRIBE, res, k),
@@ -468,6 +467,23 @@ def _group_read(r: _Request, body: dict) -> None:
 
 # ---- the ACL APIs ------------------------------------------------------------------------------
 
+def _create_acls(r: _Request, body: dict) -> None:
+    # no top-level error_code: every creation is answered with the denial
+    if not r.may_cluster(Op.ALTER):
+        message = f"{r.principal} may not alter the cluster's ACLs"
+        r.add_to("results", [{"error_code": CLUSTER_DENIED, "error_message": message}
+                             for _ in body["creations"]])
+        body["creations"] = []
+
+
+def _delete_acls(r: _Request, body: dict) -> None:
+    if not r.may_cluster(Op.ALTER):
+        message = f"{r.principal} may not alter the cluster's ACLs"
+        r.add_to("filter_results", [{"error_code": CLUSTER_DENIED, "error_message": message,
+                                     "matching_acls": []} for _ in body["filters"]])
+        body["filters"] = []
+
+
 # API -> its check. An API not here is not checked (listed in the module
 # docstring of request_authorization's caller, docs/security.md).
 _CHECKS = {
@@ -510,6 +526,6 @@ _CHECKS = {
     ApiKey.END_TXN: _txn(),
     ApiKey.TXN_OFFSET_COMMIT: _txn_offset_commit,
     ApiKey.DESCRIBE_ACLS: _cluster(Op.DESCRIBE),
-    ApiKey.CREATE_ACLS: _cluster(Op.ALTER),
-    ApiKey.DELETE_ACLS: _cluster(Op.ALTER),
+    ApiKey.CREATE_ACLS: _create_acls,
+    ApiKey.DELETE_ACLS: _delete_acls,
 }
