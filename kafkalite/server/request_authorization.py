@@ -53,10 +53,13 @@ class RequestGate:
         self.topic_name_of = topic_name_of or (lambda topic_id: None)
         self.topic_exists = topic_exists or (lambda name: True)
 
-    def check(self, ctx, body: dict) -> None:
+    def check(self, ctx, body: dict) -> dict | None:
+        """None: the handler serves what is left of ``body``; a dict: the
+        response itself (nothing was left to serve)."""
         check = _CHECKS.get(ctx.api_key)
         if check is not None:
-            check(_Request(self, ctx), body)
+            return check(_Request(self, ctx), body)
+        return None
 
 
 class _Request:
@@ -206,10 +209,13 @@ def _metadata(r: _Request, body: dict) -> None:
             denied.append(name)
     body["topics"] = kept
 
+    asked = None if any(t.get("name") is None for t in topics) else {t["name"] for t in kept}
+
     def finish(resp: dict) -> None:
         out = [t for t in resp.get("topics") or ()
-               if t.get("name") is None or t.get("error_code")
-               or r.may(Op.DESCRIBE, Res.TOPIC, t["name"])]
+               if (asked is None or t.get("name") in asked)      # v0: [] would be every topic
+               and (t.get("name") is None or t.get("error_code")
+                    or r.may(Op.DESCRIBE, Res.TOPIC, t["name"]))]
         out.extend({"error_code": TOPIC_DENIED, "name": n, "is_internal": False,
                     "partitions": []} for n in denied)
         resp["topics"] = out
@@ -465,6 +471,46 @@ def _group_read(r: _Request, body: dict) -> None:
     r.require(Op.READ, Res.GROUP, body["group_id"])
 
 
+def _describe_transactions(r: _Request, body: dict) -> None:
+    denied = r.split(body, "transactional_ids",
+                     lambda t: r.may(Op.DESCRIBE, Res.TRANSACTIONAL_ID, t), lambda t: t)
+    r.add_to("transaction_states", [{"error_code": TXN_DENIED, "transactional_id": t,
+                                     "transaction_state": "", "producer_id": -1,
+                                     "producer_epoch": -1, "topics": []} for t in denied])
+
+
+def _list_transactions(r: _Request, body: dict) -> None:
+    r.amend(lambda resp: resp.__setitem__("transaction_states", [
+        t for t in resp.get("transaction_states") or ()
+        if r.may(Op.DESCRIBE, Res.TRANSACTIONAL_ID, t["transactional_id"], audit=False)]))
+
+
+def _consumer_group_describe(r: _Request, body: dict) -> None:
+    denied = r.split(body, "group_ids", lambda g: r.may(Op.DESCRIBE, Res.GROUP, g),
+                     lambda g: g)
+    r.add_to("groups", [{"error_code": GROUP_DENIED, "group_id": g, "group_state": "",
+                         "error_message": f"{r.principal} may not describe group {g!r}",
+                         "members": []} for g in denied])
+
+
+def _describe_topic_partitions(r: _Request, body: dict):
+    named = bool(body.get("topics"))
+    denied = r.split(body, "topics", lambda t: r.may(Op.DESCRIBE, Res.TOPIC, t))
+
+    def finish(resp: dict) -> None:
+        # asked for every topic (none named): those not describable are not there
+        if not named:
+            resp["topics"] = [t for t in resp.get("topics") or ()
+                              if r.may(Op.DESCRIBE, Res.TOPIC, t["name"], audit=False)]
+        resp.setdefault("topics", []).extend(
+            {"error_code": TOPIC_DENIED, "name": t["name"], "is_internal": False,
+             "partitions": []} for t in denied)
+    r.amend(finish)
+    if named and not body["topics"]:
+        # nothing left to describe (an empty list would mean every topic)
+        return {"throttle_time_ms": 0, "topics": [], "next_cursor": None}
+
+
 # ---- the ACL APIs ------------------------------------------------------------------------------
 
 def _create_acls(r: _Request, body: dict) -> None:
@@ -525,6 +571,13 @@ _CHECKS = {
     ApiKey.ADD_OFFSETS_TO_TXN: _txn(_group_read),
     ApiKey.END_TXN: _txn(),
     ApiKey.TXN_OFFSET_COMMIT: _txn_offset_commit,
+    ApiKey.DESCRIBE_PRODUCERS: _topic_partitions(
+        Op.READ, "topics", "name", "partition_indexes", "partition_indexes", "topics", "name",
+        "partitions", "partition_index"),
+    ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: _list_transactions,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
     ApiKey.DESCRIBE_ACLS: _cluster(Op.DESCRIBE),
     ApiKey.CREATE_ACLS: _create_acls,
     ApiKey.DELETE_ACLS: _delete_acls,

@@ -248,9 +248,11 @@ class RequestDispatcher:
             handler = self.handlers.get(header.api_key)
             if handler is None:
                 raise unsupported(header, self.name)
+            result = None
             if self.gate is not None and ctx.listener is Listener.KAFKA:
-                self.gate.check(ctx, body)
-            result = handler(ctx, body)
+                result = self.gate.check(ctx, body)
+            if result is None:
+                result = handler(ctx, body)
         except KafkaError as exc:
             ctx.respond_error(exc.code, exc.message)
             return

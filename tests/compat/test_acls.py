@@ -713,3 +713,55 @@ def test_acl_apis_without_an_authorizer_answer_security_disabled(server):
         assert md["topics"] is not None
     finally:
         w.close()
+
+
+def test_describe_apis_over_the_wire(srv, clean):
+    """DescribeTopicPartitions, DescribeProducers, DescribeTransactions,
+    ListTransactions, ConsumerGroupDescribe: denied entries are answered with
+    their error, lists leave out what the principal may not describe."""
+    create_topic(srv, "acl-desc-a")
+    create_topic(srv, "acl-desc-b")
+    p = ck.Producer(conf(srv, "admin", **{"transactional.id": "acl-desc-tx"}))
+    p.init_transactions(15)
+    w = wire(srv)
+    try:
+        def describe_partitions(names):
+            r = w.request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, {
+                "topics": [{"name": n} for n in names], "response_partition_limit": 100,
+                "cursor": None})
+            return {t["name"]: t["error_code"] for t in r["topics"]}
+
+        assert describe_partitions(["acl-desc-a"]) == {"acl-desc-a": TOPIC_DENIED}
+        grant(srv, ResourceType.TOPIC, "acl-desc-a", AclOperation.DESCRIBE)
+        assert describe_partitions(["acl-desc-a", "acl-desc-b"]) == {
+            "acl-desc-a": 0, "acl-desc-b": TOPIC_DENIED}
+        every = describe_partitions([])
+        assert "acl-desc-a" in every and "acl-desc-b" not in every
+
+        txns = w.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["acl-desc-tx"]})
+        assert txns["transaction_states"][0]["error_code"] == TXN_DENIED
+        listed = w.request(ApiKey.LIST_TRANSACTIONS, 0, {"state_filters": [],
+                                                         "producer_id_filters": []})
+        assert listed["error_code"] == 0 and listed["transaction_states"] == []
+        grant(srv, ResourceType.TRANSACTIONAL_ID, "acl-desc-tx", AclOperation.DESCRIBE)
+        txns = w.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["acl-desc-tx"]})
+        assert txns["transaction_states"][0]["error_code"] == 0
+        listed = w.request(ApiKey.LIST_TRANSACTIONS, 0, {"state_filters": [],
+                                                         "producer_id_filters": []})
+        assert [t["transactional_id"] for t in listed["transaction_states"]] == ["acl-desc-tx"]
+
+        groups = w.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["acl-desc-g"]})
+        assert groups["groups"][0]["error_code"] == GROUP_DENIED
+    finally:
+        w.close()
+    w = wire(srv, address=leader_address(srv, "acl-desc-b"))
+    try:
+        producers = w.request(ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [
+            {"name": "acl-desc-b", "partition_indexes": [0]}]})
+        assert producers["topics"][0]["partitions"][0]["error_code"] == TOPIC_DENIED
+        grant(srv, ResourceType.TOPIC, "acl-desc-b", AclOperation.READ)
+        producers = w.request(ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [
+            {"name": "acl-desc-b", "partition_indexes": [0]}]})
+        assert producers["topics"][0]["partitions"][0]["error_code"] == 0
+    finally:
+        w.close()
