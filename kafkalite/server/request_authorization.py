@@ -69,7 +69,7 @@ class _Request:
 
     def __init__(self, gate: RequestGate, ctx):
         self.gate, self.ctx = gate, ctx
-        self.principal, self.host = ctx.principal, ctx.client_host
+        self.principal, self.host = ctx.principal, ctx.client_host.strip("[]")   # IPv6
 
     def may(self, op: Op, res: Res, name: str, audit: bool = True) -> bool:
         return self.gate.authorizer.authorize(self.principal, self.host, op, res, name,
@@ -311,15 +311,18 @@ def _group(op: Op):
     return check
 
 
-def _offset_commit(r: _Request, body: dict) -> None:
-    if not r.may(Op.READ, Res.GROUP, body["group_id"]):
+def _offset_commit(r: _Request, body: dict):
+    group_denied = not r.may(Op.READ, Res.GROUP, body["group_id"])
+    if group_denied:
         denied, code = body.get("topics") or [], GROUP_DENIED
-        body["topics"] = []
     else:
         denied = r.split(body, "topics", lambda t: r.may(Op.READ, Res.TOPIC, t))
         code = TOPIC_DENIED
     r.add_to("topics", _partitions_with(code, denied, "name", "partitions", "partition_index",
                                         "name", "partitions", "partition_index"))
+    if group_denied:                 # the coordinator never hears of the group
+        return {"throttle_time_ms": 0, "topics": []}
+    return None
 
 
 def _offset_fetch(r: _Request, body: dict) -> None:
@@ -411,7 +414,7 @@ def _txn(extra=None):
     return check
 
 
-def _add_partitions_to_txn(r: _Request, body: dict) -> None:
+def _add_partitions_to_txn(r: _Request, body: dict):
     def results(txn_id, topics) -> list:
         # Kafka adds nothing when anything is denied: the rest OPERATION_NOT_ATTEMPTED
         if not r.may(Op.WRITE, Res.TRANSACTIONAL_ID, txn_id):
@@ -445,26 +448,29 @@ def _add_partitions_to_txn(r: _Request, body: dict) -> None:
             return not answer
         body["transactions"] = [t for t in body["transactions"] if kept(t)]
         r.add_to("results_by_transaction", out)
-        return
+        if not body["transactions"]:
+            return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": []}
+        return None
     answer = results(body.get("v3_and_below_transactional_id") or "",
                      body.get("v3_and_below_topics") or [])
     if answer:
-        body["v3_and_below_topics"] = []
         r.add_to("results_by_topic_v3_and_below", rename(answer))
+        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": []}
+    return None
 
 
-def _txn_offset_commit(r: _Request, body: dict) -> None:
+def _txn_offset_commit(r: _Request, body: dict):
+    whole = True
     if not r.may(Op.WRITE, Res.TRANSACTIONAL_ID, body["transactional_id"]):
         denied, code = body.get("topics") or [], TXN_DENIED
-        body["topics"] = []
     elif not r.may(Op.READ, Res.GROUP, body["group_id"]):
         denied, code = body.get("topics") or [], GROUP_DENIED
-        body["topics"] = []
     else:
         denied = r.split(body, "topics", lambda t: r.may(Op.READ, Res.TOPIC, t))
-        code = TOPIC_DENIED
+        code, whole = TOPIC_DENIED, False
     r.add_to("topics", _partitions_with(code, denied, "name", "partitions", "partition_index",
                                         "name", "partitions", "partition_index"))
+    return {"throttle_time_ms": 0, "topics": []} if whole else None
 
 
 def _group_read(r: _Request, body: dict) -> None:

@@ -454,6 +454,9 @@ def test_group_apis_over_the_wire(srv, clean):
         assert hb["error_code"] == GROUP_DENIED
         assert commit() == GROUP_DENIED
         assert fetch_offsets()["error_code"] == GROUP_DENIED
+        # nothing changed: the coordinator has no such group
+        assert "acl-g" not in {g.group_id for g in
+                               admin(srv).list_consumer_groups().result(15).valid}
         grant(srv, ResourceType.GROUP, "acl-g", AclOperation.READ)
         assert commit() == TOPIC_DENIED               # the group may, the topic may not
         assert w.request(ApiKey.FIND_COORDINATOR, 3, {"key": "acl-g", "key_type": 0})[
