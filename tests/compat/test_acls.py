@@ -846,3 +846,40 @@ def test_hostile_requests_with_the_authorizer_on(tmp_path):
     finally:
         s.stop()
         s.kill()
+
+
+def test_kafka_python_clients(srv, clean):
+    """kafka-python raises what librdkafka swallows (DescribeAcls' top-level
+    error) and names the denied group on a consumer."""
+    import kafka
+    from kafka.admin import (ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType,
+                             ResourcePatternFilter)
+    from kafka.admin import ResourceType as KpResourceType
+    from kafka.errors import ClusterAuthorizationFailedError, GroupAuthorizationFailedError
+    common = {"bootstrap_servers": srv.kafka_bootstrap, "security_protocol": "SASL_PLAINTEXT",
+              "sasl_mechanism": "PLAIN", "sasl_plain_username": "alice",
+              "sasl_plain_password": password("alice"), "request_timeout_ms": 15000}
+    client = kafka.KafkaAdminClient(**common)
+    try:
+        every = ACLFilter(principal=None, host=None, operation=ACLOperation.ANY,
+                          permission_type=ACLPermissionType.ANY,
+                          resource_pattern=ResourcePatternFilter(KpResourceType.ANY, None,
+                                                                 ACLResourcePatternType.ANY))
+        with pytest.raises(ClusterAuthorizationFailedError):
+            client.describe_acls(every)
+        grant(srv, ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE)
+        acls, error = client.describe_acls(every)
+        assert len(acls) == 1
+    finally:
+        client.close()
+    create_topic(srv, "acl-kp")
+    grant(srv, ResourceType.TOPIC, "acl-kp", AclOperation.READ)
+    consumer = kafka.KafkaConsumer("acl-kp", group_id="acl-kp-group",
+                                   auto_offset_reset="earliest", **common)
+    try:
+        with pytest.raises(GroupAuthorizationFailedError):
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                consumer.poll(500)
+    finally:
+        consumer.close()
