@@ -883,3 +883,39 @@ def test_kafka_python_clients(srv, clean):
                 consumer.poll(500)
     finally:
         consumer.close()
+
+
+@pytest.mark.parametrize("api, version, body, where, code", [
+    (ApiKey.SYNC_GROUP, 5, {"group_id": "acl-w", "generation_id": 1, "member_id": "m",
+                            "protocol_type": "consumer", "protocol_name": "range",
+                            "assignments": []}, ("error_code",), GROUP_DENIED),
+    (ApiKey.LEAVE_GROUP, 5, {"group_id": "acl-w", "members": [{"member_id": "m"}]},
+     ("error_code",), GROUP_DENIED),
+    (ApiKey.OFFSET_DELETE, 0, {"group_id": "acl-w", "topics": []}, ("error_code",),
+     GROUP_DENIED),
+    (ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, {"group_id": "acl-w", "member_id": "",
+                                          "member_epoch": 0, "rebalance_timeout_ms": 10000,
+                                          "subscribed_topic_names": ["t"],
+                                          "server_assignor": None, "topic_partitions": []},
+     ("error_code",), GROUP_DENIED),
+    (ApiKey.OFFSET_FETCH, 9, {"groups": [{"group_id": "acl-w", "member_id": None,
+                                          "member_epoch": -1, "topics": None}]},
+     ("groups", 0, "error_code"), GROUP_DENIED),
+    (ApiKey.ELECT_LEADERS, 2, {"election_type": 0, "topic_partitions": None,
+                               "timeout_ms": 1000}, ("error_code",), CLUSTER_DENIED),
+    (ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 1000, "topics": []},
+     ("error_code",), CLUSTER_DENIED),
+    (ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 1000, "topics": None},
+     ("error_code",), CLUSTER_DENIED),
+    (ApiKey.FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": ["acl-w-tx"]},
+     ("coordinators", 0, "error_code"), TXN_DENIED),
+])
+def test_whole_request_denials_over_the_wire(srv, clean, api, version, body, where, code):
+    w = wire(srv)
+    try:
+        answer = w.request(api, version, body)
+    finally:
+        w.close()
+    for step in where:
+        answer = answer[step]
+    assert answer == code
