@@ -27,8 +27,6 @@ Who may call: the dispatcher, on its process's event-loop thread.
 """
 from __future__ import annotations
 
-import uuid
-
 from kafkalite import errors
 from kafkalite.protocol import ApiKey
 from kafkalite.protocol.enums import AclOperation as Op
@@ -89,6 +87,14 @@ class _Request:
         """Run ``fn(response)`` on the handler's response before it is sent."""
         before = self.ctx.amend
         self.ctx.amend = fn if before is None else (lambda body: (before(body), fn(body)))
+
+    def hide(self, field: str, res: Res, key: str) -> None:
+        """Leave out of the response's ``field`` the entries whose ``key``
+        names a resource the principal may not describe (a listing: the
+        left-out entries are not attempts, so not audited)."""
+        self.amend(lambda resp: resp.__setitem__(field, [
+            e for e in resp.get(field) or ()
+            if self.may(Op.DESCRIBE, res, e[key], audit=False)]))
 
     def split(self, body: dict, field: str, allowed, name=lambda t: t["name"]) -> list:
         """Keep in ``body[field]`` the entries ``allowed(name)``; the others, returned."""
@@ -184,10 +190,7 @@ def _topic_partitions(op: Op, req_topics: str, name_field: str, parts: str, inde
 def _metadata(r: _Request, body: dict) -> None:
     topics = body.get("topics")
     if topics is None or (not topics and r.ctx.api_version == 0):   # v0: [] is every topic
-        # every topic: those the principal may not describe are not there
-        r.amend(lambda resp: resp.__setitem__("topics", [
-            t for t in resp.get("topics") or ()
-            if r.may(Op.DESCRIBE, Res.TOPIC, t["name"], audit=False)]))
+        r.hide("topics", Res.TOPIC, "name")    # those not describable are not there
         return
     may_create = None
     denied = []
@@ -368,11 +371,8 @@ def _describe_groups(r: _Request, body: dict) -> None:
 
 
 def _list_groups(r: _Request, body: dict) -> None:
-    if r.may_cluster(Op.DESCRIBE, audit=False):
-        return
-    r.amend(lambda resp: resp.__setitem__("groups", [
-        g for g in resp.get("groups") or ()
-        if r.may(Op.DESCRIBE, Res.GROUP, g["group_id"], audit=False)]))
+    if not r.may_cluster(Op.DESCRIBE, audit=False):
+        r.hide("groups", Res.GROUP, "group_id")
 
 
 def _delete_groups(r: _Request, body: dict) -> None:
@@ -486,9 +486,7 @@ def _describe_transactions(r: _Request, body: dict) -> None:
 
 
 def _list_transactions(r: _Request, body: dict) -> None:
-    r.amend(lambda resp: resp.__setitem__("transaction_states", [
-        t for t in resp.get("transaction_states") or ()
-        if r.may(Op.DESCRIBE, Res.TRANSACTIONAL_ID, t["transactional_id"], audit=False)]))
+    r.hide("transaction_states", Res.TRANSACTIONAL_ID, "transactional_id")
 
 
 def _consumer_group_describe(r: _Request, body: dict) -> None:
@@ -503,15 +501,10 @@ def _describe_topic_partitions(r: _Request, body: dict):
     named = bool(body.get("topics"))
     denied = r.split(body, "topics", lambda t: r.may(Op.DESCRIBE, Res.TOPIC, t))
 
-    def finish(resp: dict) -> None:
-        # asked for every topic (none named): those not describable are not there
-        if not named:
-            resp["topics"] = [t for t in resp.get("topics") or ()
-                              if r.may(Op.DESCRIBE, Res.TOPIC, t["name"], audit=False)]
-        resp.setdefault("topics", []).extend(
-            {"error_code": TOPIC_DENIED, "name": t["name"], "is_internal": False,
-             "partitions": []} for t in denied)
-    r.amend(finish)
+    if not named:                    # every topic: those not describable are not there
+        r.hide("topics", Res.TOPIC, "name")
+    r.add_to("topics", [{"error_code": TOPIC_DENIED, "name": t["name"], "is_internal": False,
+                         "partitions": []} for t in denied])
     if named and not body["topics"]:
         # nothing left to describe (an empty list would mean every topic)
         return {"throttle_time_ms": 0, "topics": [], "next_cursor": None}

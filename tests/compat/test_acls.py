@@ -394,8 +394,11 @@ def test_consumer_group_needs_group_read(srv, clean):
     create_topic(srv, "acl-group-topic")
     assert produce(srv, "admin", "acl-group-topic", b"g") is None
     grant(srv, ResourceType.TOPIC, "acl-group-topic", AclOperation.READ)
-    c = ck.Consumer(conf(srv, "alice", **{"group.id": "acl-group", "auto.offset.reset":
-                                          "earliest", "enable.auto.commit": False}))
+
+    def member() -> ck.Consumer:
+        return ck.Consumer(conf(srv, "alice", **{"group.id": "acl-group", "auto.offset.reset":
+                                                 "earliest", "enable.auto.commit": False}))
+    c = member()
     try:
         c.subscribe(["acl-group-topic"])
         error, deadline = None, time.monotonic() + 15
@@ -407,8 +410,7 @@ def test_consumer_group_needs_group_read(srv, clean):
     finally:
         c.close()
     grant(srv, ResourceType.GROUP, "acl-group", AclOperation.READ)
-    c = ck.Consumer(conf(srv, "alice", **{"group.id": "acl-group", "auto.offset.reset":
-                                          "earliest", "enable.auto.commit": False}))
+    c = member()
     try:
         c.subscribe(["acl-group-topic"])
         m, deadline = None, time.monotonic() + 20
