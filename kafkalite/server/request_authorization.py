@@ -262,19 +262,22 @@ def _create_partitions(r: _Request, body: dict) -> None:
 
 def _configs(op: Op, out_field: str):
     """DescribeConfigs / AlterConfigs / IncrementalAlterConfigs: ``op`` on
-    each topic, or on the cluster for broker (and broker logger) resources."""
+    each topic or group, or on the cluster for broker (and broker logger)
+    resources."""
+    acl_resource = {ConfigResourceType.TOPIC: Res.TOPIC, ConfigResourceType.GROUP: Res.GROUP,
+                    ConfigResourceType.BROKER: Res.CLUSTER,
+                    ConfigResourceType.BROKER_LOGGER: Res.CLUSTER}
+    codes = {Res.TOPIC: TOPIC_DENIED, Res.GROUP: GROUP_DENIED, Res.CLUSTER: CLUSTER_DENIED}
+
     def check(r: _Request, body: dict) -> None:
         def allowed(res: dict) -> bool:
-            if res["resource_type"] == ConfigResourceType.TOPIC:
-                return r.may(op, Res.TOPIC, res["resource_name"])
-            if res["resource_type"] in (ConfigResourceType.BROKER,
-                                        ConfigResourceType.BROKER_LOGGER):
-                return r.may_cluster(op)
-            return True                          # the handler answers what it does not serve
+            kind = acl_resource.get(res["resource_type"])
+            if kind is None:
+                return True                      # the handler answers what it does not serve
+            return r.may(op, kind, CLUSTER_NAME if kind == Res.CLUSTER else res["resource_name"])
         denied = r.split(body, "resources", allowed, lambda res: res)
         r.add_to(out_field, [{
-            "error_code": TOPIC_DENIED if res["resource_type"] == ConfigResourceType.TOPIC
-            else CLUSTER_DENIED,
+            "error_code": codes[acl_resource[res["resource_type"]]],
             "error_message": f"{r.principal} may not {_verb(op)} of {res['resource_name']!r}",
             "resource_type": res["resource_type"], "resource_name": res["resource_name"],
             **({"configs": []} if out_field == "results" else {})} for res in denied])
@@ -529,8 +532,10 @@ def _delete_acls(r: _Request, body: dict) -> None:
         body["filters"] = []
 
 
-# API -> its check. An API not here is not checked (listed in the module
-# docstring of request_authorization's caller, docs/security.md).
+# API -> its check. Not here, as in Kafka: ApiVersions and the SASL APIs
+# (answered before authentication) and DescribeCluster (Kafka checks only
+# for its authorized operations, which are not computed: every
+# *_authorized_operations field answers "omitted").
 _CHECKS = {
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,

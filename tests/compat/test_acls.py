@@ -921,3 +921,29 @@ def test_whole_request_denials_over_the_wire(srv, clean, api, version, body, whe
     for step in where:
         answer = answer[step]
     assert answer == code
+
+
+def test_a_workers_listener_relays_the_principal(srv, clean):
+    """A worker's Kafka listener passes the APIs it does not serve to the
+    supervisor with the connection's principal: checked there as alice, not
+    as the worker."""
+    create_topic(srv, "acl-relay")
+    worker = f"127.0.0.1:{srv.info['kafka_brokers'][0]['port']}"
+    create = {"creations": [{"resource_type": 2, "resource_name": "acl-relay",
+                             "resource_pattern_type": 3, "principal": ALICE, "host": "*",
+                             "operation": 3, "permission_type": 3}]}
+    for user, code in (("alice", CLUSTER_DENIED), ("admin", 0)):
+        w = wire(srv, user, address=worker)
+        try:
+            assert w.request(ApiKey.CREATE_ACLS, 3, create)["results"][0]["error_code"] == code
+            md = w.request(ApiKey.METADATA, 12, {"topics": None})
+            # alice may describe nothing yet; then (admin) the ACL exists
+            assert ("acl-relay" in {t["name"] for t in md["topics"]}) == (user == "admin")
+        finally:
+            w.close()
+    w = wire(srv, address=worker)
+    try:
+        md = w.request(ApiKey.METADATA, 12, {"topics": None})
+        assert "acl-relay" in {t["name"] for t in md["topics"]}    # Read implies Describe
+    finally:
+        w.close()
