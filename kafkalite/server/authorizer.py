@@ -187,16 +187,34 @@ class Authorizer:
         self.stats = stats
         self._audit = RateLimitedLog(log)
         self.acls: tuple[AclBinding, ...] = ()
-        # resource type -> its ACLs: a decision looks at one type's only
+        # A decision looks only at the ACLs that can match: literal ones by
+        # (resource type, name) -- ``*`` included, under its own name --
+        # and the type's prefixed ones (few, in practice), so thousands of
+        # topic ACLs cost a request two dict lookups.
         self._by_type: dict[int, list[AclBinding]] = {}
+        self._literal: dict[tuple[int, str], list[AclBinding]] = {}
+        self._prefixed: dict[int, list[AclBinding]] = {}
         self.replace(acls)
 
     def replace(self, acls) -> None:
         self.acls = tuple(dict.fromkeys(acls))
         by_type: dict[int, list[AclBinding]] = {}
+        literal: dict[tuple[int, str], list[AclBinding]] = {}
+        prefixed: dict[int, list[AclBinding]] = {}
         for acl in self.acls:
             by_type.setdefault(acl.resource_type, []).append(acl)
-        self._by_type = by_type
+            if acl.pattern_type == PatternType.LITERAL:
+                literal.setdefault((acl.resource_type, acl.resource_name), []).append(acl)
+            else:
+                prefixed.setdefault(acl.resource_type, []).append(acl)
+        self._by_type, self._literal, self._prefixed = by_type, literal, prefixed
+
+    def _matching(self, resource_type: int, name: str) -> list[AclBinding]:
+        found = self._literal.get((resource_type, name), [])
+        if name != WILDCARD:
+            found = found + self._literal.get((resource_type, WILDCARD), [])
+        return found + [a for a in self._prefixed.get(resource_type, ())
+                        if name.startswith(a.resource_name)]
 
     def authorize(self, principal: str, host: str, operation: AclOperation,
                   resource_type: ResourceType, name: str, *, audit: bool = True) -> bool:
@@ -211,8 +229,7 @@ class Authorizer:
     def _decide(self, principal, host, operation, resource_type, name) -> bool:
         if principal in self.super_users:
             return True
-        matching = [a for a in self._by_type.get(resource_type, ())
-                    if a.matches_resource(resource_type, name)]
+        matching = self._matching(resource_type, name)
         if not matching:
             return self.allow_everyone_if_no_acl_found
         for a in matching:

@@ -163,3 +163,23 @@ def test_acl_file_round_trip(tmp_path):
     (tmp_path / "acls.json").write_text("{not json")
     with pytest.raises(errors.KafkaStorageError):
         AclStore(str(tmp_path)).load()
+
+
+def test_indexed_decisions_agree_with_every_acl_scanned():
+    """The authorizer looks ACLs up by name and type; a decision must be the
+    one a scan of every ACL with AclBinding.matches_resource gives."""
+    import random
+    rng = random.Random(7)
+    names = ["orders", "orders-eu", "ord", "payments", "*", "o"]
+    acls = [AclBinding(rng.choice([Res.TOPIC, Res.GROUP]), rng.choice(names),
+                       rng.choice([Pat.LITERAL, Pat.PREFIXED]), rng.choice([ALICE, BOB, "User:*"]),
+                       "*", rng.choice([Op.READ, Op.WRITE, Op.ALL, Op.DESCRIBE]),
+                       rng.choice([Perm.ALLOW, Perm.ALLOW, Perm.DENY]))
+            for _ in range(40)]
+    acls = list(dict.fromkeys(a for a in acls
+                              if not (a.pattern_type == Pat.PREFIXED and a.resource_name == "*")))
+    a = Authorizer(acls=acls)
+    for name in names + ["orders-us", "p", "zzz"]:
+        for res in (Res.TOPIC, Res.GROUP):
+            scanned = [b for b in acls if b.matches_resource(res, name)]
+            assert sorted(a._matching(res, name), key=acls.index) == scanned, (res, name)
