@@ -30,7 +30,8 @@ import os
 from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
-from kafkalite.server.authorizer import AclBinding, AclFilter, Authorizer, binding_from_request
+from kafkalite.server.authorizer import (AclBinding, AclFilter, Authorizer, acls_from_json,
+                                         acls_to_json, binding_from_request)
 from kafkalite.server.requests import DEFERRED, RequestContext
 from kafkalite.storage.checkpoint import write_atomically
 
@@ -51,20 +52,15 @@ class AclStore:
         try:
             with open(self.path, "rb") as f:
                 raw = json.loads(f.read())
-            return [AclBinding.from_json(a) for a in raw["acls"]]
+            return acls_from_json(raw["acls"])
         except FileNotFoundError:
             return []
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise errors.KafkaStorageError(f"cannot read {self.path}: {exc}") from None
 
     def save(self, acls) -> None:
-        data = json.dumps({"version": 1, "acls": [a.to_json() for a in acls]}, indent=1)
+        data = json.dumps({"version": 1, "acls": acls_to_json(acls)}, indent=1)
         write_atomically(self.path, data.encode())
-
-
-def acls_message(acls) -> list:
-    """The ACLs as the control channel carries them."""
-    return [a.to_json() for a in acls]
 
 
 class AclControl:
@@ -154,7 +150,7 @@ class AclControl:
         brokers = list(self.live_brokers())
         if not brokers:
             return answer
-        message = {"type": "acls", "acls": acls_message(acls)}
+        message = {"type": "acls", "acls": acls_to_json(acls)}
 
         def done(results, timed_out: bool) -> None:
             if timed_out:
@@ -163,8 +159,3 @@ class AclControl:
             ctx.respond(answer)
         self.channel.send({b: message for b in brokers}, done, PROPAGATION_TIMEOUT_MS)
         return DEFERRED
-
-
-def decode_acls(raw: list) -> list[AclBinding]:
-    return [AclBinding.from_json(a) for a in raw]
-

@@ -272,6 +272,15 @@ class Authorizer:
             self.stats.denied[key] = self.stats.denied.get(key, 0) + 1
 
 
+def acls_to_json(acls) -> list:
+    """ACLs as the control channel and the ACL file carry them."""
+    return [a.to_json() for a in acls]
+
+
+def acls_from_json(raw: list) -> list[AclBinding]:
+    return [AclBinding.from_json(a) for a in raw]
+
+
 def _title(name: str) -> str:
     """DESCRIBE_CONFIGS -> DescribeConfigs, Kafka's spelling in logs and tools."""
     return "".join(part.capitalize() for part in name.split("_"))
@@ -283,12 +292,25 @@ def _principals(value) -> list[str]:
     return [str(v).strip() for v in value or ()]
 
 
+_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
 def authorizer_from_config(config, stats=None) -> Authorizer | None:
     """The process's authorizer, None when ``authorizer_enabled`` is off."""
     if not config.authorizer_enabled:
         return None
     return Authorizer(_principals(config.super_users), config.allow_everyone_if_no_acl_found,
                       stats=stats)
+
+
+def warn_if_native_exposed(config) -> None:
+    """One warning (the supervisor's) when ACLs are on and the unchecked
+    native ports listen beyond loopback."""
+    if config.authorizer_enabled and config.host not in _LOOPBACK:
+        log.warning("authorizer_enabled checks the Kafka listeners only: the native ZeroMQ "
+                    "ports on %s (and the ingest gateway) are neither authenticated nor "
+                    "authorized, so anyone who reaches them may read and write every topic",
+                    config.host or "*")
 
 
 def validate(config) -> None:

@@ -67,8 +67,9 @@ from kafkalite.server.native_listener import NativeListener
 from kafkalite.server.relay import RelayServer
 from kafkalite.server.replica_manager import ReplicaManager
 from kafkalite.server.requests import Listener, RequestDispatcher
-from kafkalite.server.acl_control import AclControl, acls_message
-from kafkalite.server.authorizer import authorizer_from_config
+from kafkalite.server.acl_control import AclControl
+from kafkalite.server.authorizer import (acls_to_json, authorizer_from_config,
+                                         warn_if_native_exposed)
 from kafkalite.server.request_authorization import RequestGate
 from kafkalite.server.txn_coordinator import TransactionCoordinator
 from kafkalite.server.broker_requests import BrokerRequests
@@ -188,6 +189,7 @@ class Supervisor:
         self.metrics = NodeMetrics(self) if cfg.metrics_enabled else None
         stats = self.metrics and self.metrics.requests
         authorizer = authorizer_from_config(cfg, stats)
+        warn_if_native_exposed(cfg)
         self.acl_control = AclControl(cfg.data_dir, authorizer, self, lambda: [
             b.broker_id for b in self.controller.brokers if not b.fenced])
         self.handlers.update(self.acl_control.handlers())
@@ -436,7 +438,7 @@ class Supervisor:
                                     "partitions": parts,
                                     "brokers": self.controller.broker_endpoints(),
                                     "kafka_apis": [int(k) for k in self.cluster_apis()],
-                                    "acls": acls_message(self.acl_control.acls)})
+                                    "acls": acls_to_json(self.acl_control.acls)})
 
     def _write_server_file(self) -> None:
         write_atomically(os.path.join(self.config.data_dir, SERVER_FILE),

@@ -46,8 +46,7 @@ import zmq
 from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
-from kafkalite.server.acl_control import decode_acls
-from kafkalite.server.authorizer import authorizer_from_config
+from kafkalite.server.authorizer import acls_from_json, authorizer_from_config
 from kafkalite.server.config import ServerConfig
 from kafkalite.server.request_authorization import RequestGate
 from kafkalite.server.kafka_listener import KafkaListener
@@ -158,7 +157,7 @@ class Worker:
         if kind in ("assign", "unassign") and self.metrics is not None:
             self.metrics.touched.update((p["topic"], p["partition"]) for p in msg["partitions"])
         if kind in ("assign", "acls") and "acls" in msg and self.authorizer is not None:
-            self.authorizer.replace(decode_acls(msg["acls"]))
+            self.authorizer.replace(acls_from_json(msg["acls"]))
         if kind == "acls":
             self._send_control({"type": "done", "op": msg.get("op"), "worker": self.index})
         elif kind == "assign":
