@@ -470,6 +470,20 @@ def test_group_apis_over_the_wire(srv, clean):
         assert commit() == 0
         offsets = fetch_offsets()
         assert offsets["topics"][0]["partitions"][0]["committed_offset"] == 7
+        # the group's offsets of a topic alice may not describe: left out of
+        # "every topic" (v8+ groups, topics null)
+        create_topic(srv, "acl-g-hidden")
+        a = wire(srv, "admin")
+        try:
+            a.request(ApiKey.OFFSET_COMMIT, 8, {
+                "group_id": "acl-g", "generation_id_or_member_epoch": -1, "member_id": "",
+                "topics": [{"name": "acl-g-hidden", "partitions": [
+                    {"partition_index": 0, "committed_offset": 3}]}]})
+        finally:
+            a.close()
+        every = w.request(ApiKey.OFFSET_FETCH, 9, {"groups": [
+            {"group_id": "acl-g", "member_id": None, "member_epoch": -1, "topics": None}]})
+        assert [t["name"] for t in every["groups"][0]["topics"]] == ["acl-g-topic"]
         # describe, list, delete
         described = w.request(ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["acl-g", "acl-other"]})
         assert {g["group_id"]: g["error_code"] for g in described["groups"]} == {
@@ -544,6 +558,22 @@ def test_transaction_apis_over_the_wire(srv, clean):
                 {"name": "acl-txn-wire", "partitions": [{"partition_index": 0,
                                                          "committed_offset": 1}]}]})
         assert committed["topics"][0]["partitions"][0]["error_code"] == TXN_DENIED
+        # a transactional Produce: every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        grant(srv, ResourceType.TOPIC, "acl-txn-wire", AclOperation.WRITE)
+        from kafkalite.record import RecordBatchBuilder
+        builder = RecordBatchBuilder(producer_id=1, producer_epoch=0, base_sequence=0,
+                                     transactional=True)
+        builder.append(1_700_000_000_000, None, b"t")
+        leader = wire(srv, address=leader_address(srv, "acl-txn-wire"))
+        try:
+            answer = leader.request(ApiKey.PRODUCE, 9, {
+                "transactional_id": "acl-tw", "acks": -1, "timeout_ms": 5000, "topic_data": [
+                    {"name": "acl-txn-wire", "partition_data": [
+                        {"index": 0, "records": bytes(builder.build())}]}]})
+        finally:
+            leader.close()
+        assert answer["responses"][0]["partition_responses"][0]["error_code"] == TXN_DENIED
+        assert high_watermark(srv, "acl-txn-wire") == 0
         # Kafka 3.x: Write on any topic lets an idempotent producer have an id
         grant(srv, ResourceType.TOPIC, "acl-txn-wire", AclOperation.WRITE)
         idem = w.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": None,
