@@ -2,8 +2,10 @@
 where the ACLs are kept, and how they reach the workers (Kafka's
 AclControlManager).
 
-On-disk format: ``<data_dir>/acls.json``, beside the cluster metadata,
-replaced atomically (write, fsync, rename) at every change::
+On-disk format: ``<data_dir>/acls.json``, beside the cluster metadata
+(with ``--cluster``, the ``kafkalite_acls`` row of the cluster's PostgreSQL
+instead, cluster_store.py: ``PostgresAclStore``), replaced atomically
+(write, fsync, rename) at every change::
 
     {"version": 1, "acls": [["TOPIC", "orders", "LITERAL", "User:alice", "*",
                              "READ", "ALLOW"], ...]}
@@ -63,16 +65,31 @@ class AclStore:
         write_atomically(self.path, data.encode())
 
 
+class PostgresAclStore:
+    """The ACLs in the cluster's PostgreSQL, through the controller's
+    PostgresMetadataStore (its connection, and the lease fence)."""
+
+    def __init__(self, metadata):
+        self.metadata = metadata
+
+    def load(self) -> list[AclBinding]:
+        return acls_from_json(self.metadata.read_acls())
+
+    def save(self, acls) -> None:
+        self.metadata.write_acls(acls_to_json(acls))
+
+
 class AclControl:
-    """``authorizer`` is the supervisor's (None: the authorizer is off);
+    """``store`` an AclStore or PostgresAclStore; ``authorizer`` the
+    supervisor's (None: the authorizer is off);
     ``channel`` the controller's BrokerChannel; ``live_brokers()`` the ids
     of the workers that are up."""
 
-    def __init__(self, data_dir: str, authorizer: Authorizer | None, channel, live_brokers):
+    def __init__(self, store, authorizer: Authorizer | None, channel, live_brokers):
         self.authorizer = authorizer
         self.channel = channel
         self.live_brokers = live_brokers
-        self.store = AclStore(data_dir)
+        self.store = store
         if authorizer is not None:
             authorizer.replace(self.store.load())
 
@@ -112,8 +129,12 @@ class AclControl:
                 results.append({"error_code": 0, "error_message": None})
             except KafkaError as exc:
                 results.append({"error_code": exc.code, "error_message": exc.message})
-        return self._change([*self.authorizer.acls, *added], ctx,
-                            {"throttle_time_ms": 0, "results": results})
+        try:
+            return self._change([*self.authorizer.acls, *added], ctx,
+                                {"throttle_time_ms": 0, "results": results})
+        except KafkaError as exc:       # not stored: nothing was created
+            return {"throttle_time_ms": 0, "results": [
+                {"error_code": exc.code, "error_message": exc.message} for _ in results]}
 
     def _delete_acls(self, ctx: RequestContext, body: dict):
         if self.authorizer is None:
@@ -137,7 +158,13 @@ class AclControl:
                  "resource_name": a.resource_name, "pattern_type": int(a.pattern_type),
                  "principal": a.principal, "host": a.host, "operation": int(a.operation),
                  "permission_type": int(a.permission)} for a in matched]})
-        return self._change(remaining, ctx, {"throttle_time_ms": 0, "filter_results": results})
+        try:
+            return self._change(remaining, ctx,
+                                {"throttle_time_ms": 0, "filter_results": results})
+        except KafkaError as exc:       # not stored: nothing was deleted
+            return {"throttle_time_ms": 0, "filter_results": [
+                {"error_code": exc.code, "error_message": exc.message, "matching_acls": []}
+                for _ in results]}
 
     def _change(self, acls: list, ctx: RequestContext, answer: dict):
         """Make ``acls`` the ACLs: on disk, here, then in every live worker;
@@ -145,7 +172,7 @@ class AclControl:
         acls = list(dict.fromkeys(acls))
         if acls == list(self.authorizer.acls):
             return answer
-        self.store.save(acls)             # a KafkaStorageError answers the whole request
+        self.store.save(acls)             # raises (KafkaStorageError, ...) before any change
         self.authorizer.replace(acls)
         brokers = list(self.live_brokers())
         if not brokers:

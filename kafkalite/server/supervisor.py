@@ -67,7 +67,7 @@ from kafkalite.server.native_listener import NativeListener
 from kafkalite.server.relay import RelayServer
 from kafkalite.server.replica_manager import ReplicaManager
 from kafkalite.server.requests import Listener, RequestDispatcher
-from kafkalite.server.acl_control import AclControl
+from kafkalite.server.acl_control import AclControl, AclStore, PostgresAclStore
 from kafkalite.server.authorizer import (acls_to_json, authorizer_from_config,
                                          warn_if_native_exposed)
 from kafkalite.server.request_authorization import RequestGate
@@ -190,7 +190,9 @@ class Supervisor:
         stats = self.metrics and self.metrics.requests
         authorizer = authorizer_from_config(cfg, stats)
         warn_if_native_exposed(cfg)
-        self.acl_control = AclControl(cfg.data_dir, authorizer, self, lambda: [
+        acl_store = (PostgresAclStore(self.controller.metadata) if cfg.cluster
+                     else AclStore(cfg.data_dir))
+        self.acl_control = AclControl(acl_store, authorizer, self, lambda: [
             b.broker_id for b in self.controller.brokers if not b.fenced])
         self.handlers.update(self.acl_control.handlers())
         self.dispatcher = RequestDispatcher("the supervisor", self.handlers,

@@ -977,3 +977,41 @@ def test_a_workers_listener_relays_the_principal(srv, clean):
         assert "acl-relay" in {t["name"] for t in md["topics"]}    # Read implies Describe
     finally:
         w.close()
+
+
+def test_acls_of_a_cluster_are_kept_in_postgresql(tmp_path):
+    """With --cluster the ACLs are in the cluster's PostgreSQL: a node started
+    on a fresh data directory (as a new controller after a failover would
+    be) has them."""
+    from postgres import PostgresServer, find_binaries
+    if find_binaries() is None:
+        pytest.skip("PostgreSQL is not installed: run tools/install-system-deps")
+    from compat_helpers import kafka_conf
+    pg = PostgresServer().start()
+    s = None
+    try:
+        config = tmp_path / "server.toml"
+        config.write_text('authorizer_enabled = true\nsuper_users = "User:ANONYMOUS"\n')
+
+        def node(name):
+            return ServerProcess(str(tmp_path / name), extra_args=[
+                "--config", str(config), "--cluster", pg.dsn, "--node-id", "1",
+                "--controller-lease-ms", "1000"]).start()
+        s = node("first")
+        client = AdminClient(kafka_conf(s))
+        binding = AclBinding(ResourceType.TOPIC, "pg-topic", ResourcePatternType.PREFIXED,
+                             ALICE, "*", AclOperation.WRITE, AclPermissionType.ALLOW)
+        list(client.create_acls([binding]).values())[0].result(15)
+        del client
+        s.stop()
+        assert not os.path.exists(tmp_path / "first" / "acls.json")
+        time.sleep(1.5)                  # the first incarnation's lease runs out
+        s = node("second")
+        client = AdminClient(kafka_conf(s))
+        assert client.describe_acls(EVERY_ACL).result(15) == [binding]
+        del client
+    finally:
+        if s is not None:
+            s.stop()
+            s.kill()
+        pg.stop()
