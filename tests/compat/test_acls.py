@@ -174,6 +174,15 @@ def test_produce_needs_topic_write(srv, clean):
     grant(srv, ResourceType.TOPIC, "acl-produce", AclOperation.WRITE)
     assert produce(srv, "alice", "acl-produce") is None
     assert high_watermark(srv, "acl-produce") == 1
+    # DeleteAcls is answered once the workers have dropped the ACL too
+    client = admin(srv)
+    deleted = list(client.delete_acls([AclBindingFilter(
+        ResourceType.TOPIC, "acl-produce", ResourcePatternType.LITERAL, ALICE, None,
+        AclOperation.WRITE, AclPermissionType.ALLOW)]).values())[0].result(15)
+    assert len(deleted) == 1
+    err = produce(srv, "alice", "acl-produce")
+    assert err is not None and err.code() == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert high_watermark(srv, "acl-produce") == 1
 
 
 def test_produce_over_the_wire_answers_denied_topics_and_serves_the_others(srv, clean):
