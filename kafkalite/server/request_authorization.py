@@ -15,7 +15,10 @@ Kafka's KafkaApis does around its handlers:
   response has none (Produce, OffsetCommit, TxnOffsetCommit, ...), answers
   every resource with the error;
 - lists are filtered silently where Kafka filters them: Metadata for all
-  topics, ListGroups, OffsetFetch of all a group's topics.
+  topics, ListGroups, OffsetFetch of all a group's topics;
+- the ``*_authorized_operations`` fields (KIP-430) of Metadata,
+  DescribeCluster, DescribeGroups and DescribeTopicPartitions are filled in
+  (with the authorizer off they keep answering "omitted").
 
 The checks per API are Kafka 3.x's (see ``_CHECKS``). The native ZeroMQ
 protocol is not checked: it carries the brokers' own traffic (replica
@@ -96,6 +99,15 @@ class _Request:
             e for e in resp.get(field) or ()
             if self.may(Op.DESCRIBE, res, e[key], audit=False)]))
 
+    def operations(self, res: Res, name: str) -> int:
+        """KIP-430's authorized operations: a bit (1 << operation) for each
+        operation of the resource type the principal may do."""
+        bits = 0
+        for op in _OPERATIONS[res]:
+            if self.may(op, res, name, audit=False):
+                bits |= 1 << op
+        return bits
+
     def split(self, body: dict, field: str, allowed, name=lambda t: t["name"]) -> list:
         """Keep in ``body[field]`` the entries ``allowed(name)``; the others, returned."""
         entries = body.get(field)
@@ -113,6 +125,14 @@ class _Request:
                        if body.get(field) is not None else body.__setitem__(field, entries))
 
 
+# The operations each resource type has (Kafka's AclEntry.supportedOperations).
+_OPERATIONS = {
+    Res.TOPIC: (Op.READ, Op.WRITE, Op.CREATE, Op.DELETE, Op.ALTER, Op.DESCRIBE,
+                Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS),
+    Res.GROUP: (Op.READ, Op.DESCRIBE, Op.DELETE),
+    Res.CLUSTER: (Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS,
+                  Op.IDEMPOTENT_WRITE, Op.ALTER, Op.DESCRIBE),
+}
 _ERRORS = {Res.TOPIC: errors.TopicAuthorizationFailedError,
            Res.GROUP: errors.GroupAuthorizationFailedError,
            Res.CLUSTER: errors.ClusterAuthorizationFailedError,
@@ -187,7 +207,21 @@ def _topic_partitions(op: Op, req_topics: str, name_field: str, parts: str, inde
 
 # ---- metadata and admin (the supervisor's) -----------------------------------------------------
 
+def _authorized_operations(r: _Request, body: dict) -> None:
+    """Metadata's and DescribeCluster's *_authorized_operations, when asked."""
+    if body.get("include_topic_authorized_operations"):
+        def topics(resp: dict) -> None:
+            for t in resp.get("topics") or ():
+                if not t.get("error_code") and t.get("name"):
+                    t["topic_authorized_operations"] = r.operations(Res.TOPIC, t["name"])
+        r.amend(topics)
+    if body.get("include_cluster_authorized_operations"):
+        r.amend(lambda resp: resp.__setitem__("cluster_authorized_operations",
+                                              r.operations(Res.CLUSTER, CLUSTER_NAME)))
+
+
 def _metadata(r: _Request, body: dict) -> None:
+    _authorized_operations(r, body)
     topics = body.get("topics")
     if topics is None or (not topics and r.ctx.api_version == 0):   # v0: [] is every topic
         r.hide("topics", Res.TOPIC, "name")    # those not describable are not there
@@ -368,6 +402,12 @@ def _offset_fetch(r: _Request, body: dict) -> None:
 
 def _describe_groups(r: _Request, body: dict) -> None:
     denied = r.split(body, "groups", lambda g: r.may(Op.DESCRIBE, Res.GROUP, g), lambda g: g)
+    if body.get("include_authorized_operations"):
+        def operations(resp: dict) -> None:
+            for g in resp.get("groups") or ():
+                if not g.get("error_code"):
+                    g["authorized_operations"] = r.operations(Res.GROUP, g["group_id"])
+        r.amend(operations)
     r.add_to("groups", [{"error_code": GROUP_DENIED, "group_id": g, "group_state": "",
                          "protocol_type": "", "protocol_data": "", "members": []}
                         for g in denied])
@@ -504,6 +544,12 @@ def _describe_topic_partitions(r: _Request, body: dict):
     named = bool(body.get("topics"))
     denied = r.split(body, "topics", lambda t: r.may(Op.DESCRIBE, Res.TOPIC, t))
 
+    def operations(resp: dict) -> None:          # always there, as Kafka's
+        for t in resp.get("topics") or ():
+            if not t.get("error_code"):
+                t["topic_authorized_operations"] = r.operations(Res.TOPIC, t["name"])
+    r.amend(operations)
+
     if not named:                    # every topic: those not describable are not there
         r.hide("topics", Res.TOPIC, "name")
     r.add_to("topics", [{"error_code": TOPIC_DENIED, "name": t["name"], "is_internal": False,
@@ -533,9 +579,8 @@ def _delete_acls(r: _Request, body: dict) -> None:
 
 
 # API -> its check. Not here, as in Kafka: ApiVersions and the SASL APIs
-# (answered before authentication) and DescribeCluster (Kafka checks only
-# for its authorized operations, which are not computed: every
-# *_authorized_operations field answers "omitted").
+# (answered before authentication). DescribeCluster checks nothing but
+# fills in its authorized operations when asked.
 _CHECKS = {
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
@@ -582,6 +627,7 @@ _CHECKS = {
     ApiKey.LIST_TRANSACTIONS: _list_transactions,
     ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
+    ApiKey.DESCRIBE_CLUSTER: _authorized_operations,
     ApiKey.DESCRIBE_ACLS: _cluster(Op.DESCRIBE),
     ApiKey.CREATE_ACLS: _create_acls,
     ApiKey.DELETE_ACLS: _delete_acls,

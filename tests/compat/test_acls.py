@@ -1024,3 +1024,29 @@ def test_acls_of_a_cluster_are_kept_in_postgresql(tmp_path):
             s.stop()
             s.kill()
         pg.stop()
+
+
+def test_authorized_operations(srv, clean):
+    """KIP-430: what the principal may do, as the admin clients show it."""
+    from confluent_kafka import TopicCollection
+    create_topic(srv, "acl-ops")
+    grant(srv, ResourceType.TOPIC, "acl-ops", AclOperation.READ, AclOperation.ALTER_CONFIGS)
+    grant(srv, ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE)
+    alice = admin(srv, "alice")
+    topic = alice.describe_topics(TopicCollection(["acl-ops"]),
+                                  include_authorized_operations=True)["acl-ops"].result(15)
+    assert set(topic.authorized_operations) == {
+        AclOperation.READ, AclOperation.DESCRIBE, AclOperation.ALTER_CONFIGS,
+        AclOperation.DESCRIBE_CONFIGS}
+    cluster = alice.describe_cluster(include_authorized_operations=True).result(15)
+    assert set(cluster.authorized_operations) == {AclOperation.DESCRIBE}
+    w = wire(srv)
+    try:
+        md = w.request(ApiKey.METADATA, 10, {"topics": [{"name": "acl-ops"}],
+                                             "include_cluster_authorized_operations": True,
+                                             "include_topic_authorized_operations": True})
+        assert md["cluster_authorized_operations"] == 1 << 8           # Describe
+        assert md["topics"][0]["topic_authorized_operations"] == sum(
+            1 << op for op in (3, 8, 10, 11))    # Read, Describe, DescribeConfigs, AlterConfigs
+    finally:
+        w.close()
