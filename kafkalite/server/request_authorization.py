@@ -13,7 +13,8 @@ Kafka's KafkaApis does around its handlers:
 - a request denied as a whole raises the error (the dispatcher answers it
   with the response's top-level ``error_code``), or, for APIs whose
   response has none (Produce, OffsetCommit, TxnOffsetCommit, ...), answers
-  every resource with the error;
+  every resource with the error; where nothing is left to serve, the check
+  returns the response itself and the handler is not called;
 - lists are filtered silently where Kafka filters them: Metadata for all
   topics, ListGroups, OffsetFetch of all a group's topics;
 - the ``*_authorized_operations`` fields (KIP-430) of Metadata,
