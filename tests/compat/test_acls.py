@@ -385,6 +385,14 @@ def test_describe_and_alter_configs(srv, clean):
     assert exc.value.args[0].code() == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED
     configs = admin(srv).describe_configs([resource])[resource].result(15)
     assert configs["retention.ms"].value != "1234567"
+    w = wire(srv)                   # the legacy AlterConfigs too
+    try:
+        answer = w.request(ApiKey.ALTER_CONFIGS, 2, {"resources": [{
+            "resource_type": 2, "resource_name": "acl-configs",
+            "configs": [{"name": "retention.ms", "value": "1234567"}]}], "validate_only": False})
+        assert answer["responses"][0]["error_code"] == TOPIC_DENIED
+    finally:
+        w.close()
     broker = ConfigResource("BROKER", "0")
     with pytest.raises(ck.KafkaException) as exc:
         alice.describe_configs([broker])[broker].result(15)
@@ -561,6 +569,11 @@ def test_transaction_apis_over_the_wire(srv, clean):
             "v3_and_below_topics": [{"name": "acl-txn-wire", "partitions": [0]}]})
         assert added["results_by_topic_v3_and_below"][0]["results_by_partition"][0][
             "partition_error_code"] == TXN_DENIED
+        added = w.request(ApiKey.ADD_PARTITIONS_TO_TXN, 4, {"transactions": [{
+            "transactional_id": "acl-tw", "producer_id": 1, "producer_epoch": 0,
+            "verify_only": False, "topics": [{"name": "acl-txn-wire", "partitions": [0]}]}]})
+        assert added["results_by_transaction"][0]["topic_results"][0][
+            "results_by_partition"][0]["partition_error_code"] == TXN_DENIED
         committed = w.request(ApiKey.TXN_OFFSET_COMMIT, 3, {
             "transactional_id": "acl-tw", "group_id": "g", "producer_id": 1,
             "producer_epoch": 0, "generation_id": -1, "member_id": "", "topics": [
