@@ -27,6 +27,7 @@ Subcommands:
   mirror      mirror topics and group offsets between clusters (MirrorMaker 2)
   users       add, list, delete the SASL users (PLAIN, SCRAM) of a server's Kafka
               listeners (like kafka-configs --alter --entity-type users)
+  acls        add, list, remove ACLs over the Kafka protocol (like kafka-acls.sh)
   bench       run benchmark workloads on kafkalite, its peers and the
               machine's ceilings, side by side (kafkalite.bench)
 
@@ -600,6 +601,12 @@ def build_parser() -> argparse.ArgumentParser:
                                            "(MirrorMaker 2)", description=mirror_cmd.DESCRIPTION)
     mirror_cmd.add_arguments(mirror)
     mirror.set_defaults(func=mirror_cmd.run)
+
+    from kafkalite.tools import acls_cmd
+    acls = sub.add_parser("acls", help="add, list, remove ACLs (as kafka-acls.sh)",
+                          description=acls_cmd.DESCRIPTION)
+    acls_cmd.add_arguments(acls)
+    acls.set_defaults(func=acls_cmd.run)
 
     from kafkalite.bench import cli as bench_cli
     bench = sub.add_parser("bench", help=bench_cli.DESCRIPTION, description=bench_cli.DESCRIPTION)

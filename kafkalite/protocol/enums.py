@@ -27,6 +27,48 @@ class ResourceType(IntEnum):
     USER = 7
 
 
+class AclOperation(IntEnum):
+    """ACL operations (org.apache.kafka.common.acl.AclOperation). ANY only
+    in filters; ALL in an ACL grants (or denies) every operation."""
+
+    UNKNOWN = 0
+    ANY = 1
+    ALL = 2
+    READ = 3
+    WRITE = 4
+    CREATE = 5
+    DELETE = 6
+    ALTER = 7
+    DESCRIBE = 8
+    CLUSTER_ACTION = 9
+    DESCRIBE_CONFIGS = 10
+    ALTER_CONFIGS = 11
+    IDEMPOTENT_WRITE = 12
+    CREATE_TOKENS = 13
+    DESCRIBE_TOKENS = 14
+
+
+class AclPermissionType(IntEnum):
+    """ACL permission types (org.apache.kafka.common.acl.AclPermissionType)."""
+
+    UNKNOWN = 0
+    ANY = 1
+    DENY = 2
+    ALLOW = 3
+
+
+class PatternType(IntEnum):
+    """ACL resource pattern types (org.apache.kafka.common.resource.PatternType).
+    ANY and MATCH only in filters: MATCH finds the ACLs that would apply to
+    a resource name (literal equal, literal ``*``, or a prefix of it)."""
+
+    UNKNOWN = 0
+    ANY = 1
+    MATCH = 2
+    LITERAL = 3
+    PREFIXED = 4
+
+
 class ConfigResourceType(IntEnum):
     """Resource types of DescribeConfigs / AlterConfigs / IncrementalAlterConfigs
     (org.apache.kafka.common.config.ConfigResource.Type)."""

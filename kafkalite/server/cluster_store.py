@@ -17,6 +17,8 @@ together do not race)::
     kafkalite_partitions (topic -> kafkalite_topics ON DELETE CASCADE, partition,
                           state jsonb (metadata.PartitionAssignment.to_json),
                           partition_epoch, PK (topic, partition))
+    kafkalite_acls       (id = 1, acls jsonb: every ACL, acl_control.py's
+                          list form), written under the lease as the rest
 
 Rules, the roles ZooKeeper's znode versions and KRaft's epochs play:
 
@@ -99,6 +101,9 @@ CREATE TABLE IF NOT EXISTS kafkalite_partitions (
     state jsonb NOT NULL,
     partition_epoch int NOT NULL,
     PRIMARY KEY (topic, partition));
+CREATE TABLE IF NOT EXISTS kafkalite_acls (
+    id int PRIMARY KEY CHECK (id = 1),
+    acls jsonb NOT NULL);
 """
 
 
@@ -457,6 +462,36 @@ class PostgresMetadataStore(MetadataStore):
                 self._persisted.pop(name, None)
             else:
                 self._persisted[name] = t
+
+    # ---- ACLs (acl_control.py) ---------------------------------------------------------------
+
+    def read_acls(self) -> list:
+        """Every ACL, in authorizer.acls_to_json's form."""
+        try:
+            row = self._connection().execute("SELECT acls FROM kafkalite_acls WHERE id = 1") \
+                .fetchone()
+            self._conn.rollback()
+        except psycopg.Error as exc:
+            raise self._broken(exc) from None
+        return [] if row is None else row[0]
+
+    def write_acls(self, acls: list) -> None:
+        """Replace every ACL, fenced by the controller lease as topic changes are."""
+        if not self.lease.held:
+            raise NotControllerError(f"node {self.lease.node_id} does not hold the "
+                                     f"controller lease")
+        conn = self._connection()
+        try:
+            with conn.transaction():
+                self._fence(conn)
+                conn.execute("INSERT INTO kafkalite_acls (id, acls) VALUES (1, %s) "
+                             "ON CONFLICT (id) DO UPDATE SET acls = EXCLUDED.acls",
+                             (Jsonb(acls),))
+        except _StaleWrite as exc:
+            raise NotControllerError(f"metadata changed under node "
+                                     f"{self.lease.node_id}: {exc}") from None
+        except psycopg.Error as exc:
+            raise self._broken(exc) from None
 
     def _fence(self, conn) -> None:
         row = conn.execute("SELECT node_id, epoch, lease_until > now() FROM kafkalite_controller "

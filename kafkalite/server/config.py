@@ -31,7 +31,7 @@ import tomllib
 from dataclasses import dataclass, field
 
 from kafkalite.errors import InvalidConfigurationError
-from kafkalite.server import security
+from kafkalite.server import authorizer, security
 from kafkalite.storage.config import LogConfig
 
 DEFAULT_PORT = 7092
@@ -147,6 +147,14 @@ SETTINGS: dict[str, Setting] = {
     "sasl_users_file": Setting("SASL credentials, written by `kafkalite users` "
                                "(\"\": `<data_dir>/sasl-users.json`).", (),
                                "SCRAM credentials in the metadata log"),
+    "authorizer_enabled": Setting("Check Kafka-listener requests against the ACLs "
+                                  "(`kafkalite acls`; server/authorizer.py).", (),
+                                  "authorizer.class.name (any authorizer class turns it on)"),
+    "super_users": Setting("`;`-separated principals allowed everything (`User:admin`).",
+                           ("super.users",)),
+    "allow_everyone_if_no_acl_found": Setting("With the authorizer on, allow a resource "
+                                              "that has no ACL at all.",
+                                              ("allow.everyone.if.no.acl.found",)),
     "topic_defaults": Setting("A table of Kafka topic configs given to new topics (see the "
                               "topic configs); Kafka's broker-wide `log.*` defaults set "
                               "entries of it."),
@@ -200,6 +208,9 @@ class ServerConfig:
     ssl_client_auth: str = "none"
     sasl_enabled_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
     sasl_users_file: str = ""
+    authorizer_enabled: bool = False
+    super_users: str = ""
+    allow_everyone_if_no_acl_found: bool = False
     topic_defaults: dict = field(default_factory=dict)
 
     def __post_init__(self):

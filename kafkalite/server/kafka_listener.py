@@ -456,6 +456,8 @@ class KafkaListener:
     def _auth_failed(self, conn: KafkaConnection, why: str) -> None:
         """Kafka closes a connection whose authentication failed, once the
         answer saying so is written."""
+        if self.dispatcher.stats is not None:
+            self.dispatcher.stats.authentication_failures += 1
         self._auth_failures.warning("%s: authentication of %s failed: %s", self.name, conn.address,
                                     why)
         conn.closing = True

@@ -81,12 +81,17 @@ def request_name(api_key: int) -> str:
 # ---- in every broker process -------------------------------------------------------------------
 
 class RequestStats:
-    """Per API key: [requests answered, total ms, histogram bucket counts]."""
+    """Per API key: [requests answered, total ms, histogram bucket counts];
+    and the security audit's counts: requests denied by the authorizer per
+    "ResourceType:Operation" (``denied``, authorizer.py) and failed
+    authentications (``authentication_failures``, the Kafka listener)."""
 
-    __slots__ = ("by_api",)
+    __slots__ = ("by_api", "denied", "authentication_failures")
 
     def __init__(self):
         self.by_api: dict[int, list] = {}
+        self.denied: dict[str, int] = {}
+        self.authentication_failures = 0
 
     def observe(self, api_key: int, seconds: float) -> None:
         stats = self.by_api.get(api_key)
@@ -99,6 +104,20 @@ class RequestStats:
 
     def snapshot(self) -> dict:
         return {request_name(k): [s[0], s[1], list(s[2])] for k, s in self.by_api.items()}
+
+    def security_snapshot(self) -> dict:
+        return {"denied": dict(self.denied), "authentication_failures":
+                self.authentication_failures}
+
+
+def _add_security(into: dict, figures: dict) -> None:
+    for key, n in figures.get("denied", {}).items():
+        into["denied"][key] = into["denied"].get(key, 0) + n
+    into["authentication_failures"] += figures.get("authentication_failures", 0)
+
+
+def _no_security() -> dict:
+    return {"denied": {}, "authentication_failures": 0}
 
 
 def _rss_bytes() -> int:
@@ -141,6 +160,7 @@ class WorkerMetrics:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         return {"type": "metrics", "worker": self.index, "pid": os.getpid(),
                 "requests": self.requests.snapshot(),
+                "security": self.requests.security_snapshot(),
                 "topics": {t: list(s) for t, s in replica_manager.topic_stats.items()},
                 "full": full, "partitions": changed, "gone": gone,
                 "partition_count": len(partitions),
@@ -181,6 +201,7 @@ class NodeMetrics:
         # log start)}: copied when changed, never changed once published
         self._partitions: dict[int, dict] = {}
         self._retired_requests: dict = {}       # counters of workers' earlier processes
+        self._retired_security: dict = _no_security()
         self._retired_topics: dict = {}
         self._view: dict = {}                   # replaced whole, never changed: the HTTP thread's
         self._health = (503, {"status": "starting"})
@@ -251,6 +272,7 @@ class NodeMetrics:
         if not view:
             return
         yield from self._request_families(view["requests"])
+        yield from self._security_families(view["security"])
         bytes_in = CounterMetricFamily("kafka_server_brokertopicmetrics_bytesin",
                                        "Bytes of record batches appended by producers "
                                        "(Kafka's BytesInPerSec)", labels=["topic"])
@@ -342,6 +364,20 @@ class NodeMetrics:
         yield from (lag, committed)
 
     @staticmethod
+    def _security_families(security: dict):
+        denied = CounterMetricFamily("kafkalite_authorizer_denied",
+                                     "Operations the authorizer denied (authorizer.py), by "
+                                     "resource type and operation",
+                                     labels=["resource_type", "operation"])
+        for key, n in sorted(security["denied"].items()):
+            denied.add_metric(key.split(":", 1), n)
+        failed = CounterMetricFamily("kafkalite_authentication_failures",
+                                     "Failed SASL authentications on the Kafka listeners "
+                                     "(Kafka's failed-authentication-total)")
+        failed.add_metric([], security["authentication_failures"])
+        yield from (denied, failed)
+
+    @staticmethod
     def _request_families(requests: dict):
         count = CounterMetricFamily("kafka_network_requestmetrics_requests",
                                     "Requests answered (Kafka's RequestsPerSec)",
@@ -366,6 +402,7 @@ class NodeMetrics:
         old = self._snapshots.get(index)
         if old is not None and old.get("pid") != snapshot.get("pid"):
             _add_requests(self._retired_requests, old.get("requests", {}))
+            _add_security(self._retired_security, old.get("security", {}))
             _add_topics(self._retired_topics, old.get("topics", {}))
         changed, gone = snapshot.pop("partitions", ()), snapshot.pop("gone", ())
         if snapshot.get("full") or changed or gone:
@@ -404,6 +441,9 @@ class NodeMetrics:
         requests: dict = {}
         _add_requests(requests, self._retired_requests)
         _add_requests(requests, self.requests.snapshot())
+        security = _no_security()
+        _add_security(security, self._retired_security)
+        _add_security(security, self.requests.security_snapshot())
         topics: dict = {}
         _add_topics(topics, self._retired_topics)
         partitions: dict = {}                   # worker index -> its partitions' figures
@@ -416,6 +456,7 @@ class NodeMetrics:
         pids = {w.index: w.pid for w in sup.workers}
         for index, snap in self._snapshots.items():
             _add_requests(requests, snap.get("requests", {}))
+            _add_security(security, snap.get("security", {}))
             _add_topics(topics, snap.get("topics", {}))
             if index not in live or pids.get(index, snap["pid"]) != snap["pid"]:
                 continue                 # fenced, or restarted and not heard from yet: old figures
@@ -446,7 +487,7 @@ class NodeMetrics:
                 groups.append((gid, topic, index, om.offset, behind))
         # a deleted topic's counters go with it, as Kafka removes its metrics
         topics = {t: figures for t, figures in topics.items() if t in topics_md}
-        return {"requests": requests, "topics": topics, "partitions": partitions,
+        return {"requests": requests, "security": security, "topics": topics, "partitions": partitions,
                 "purgatory": purgatory, "brokers": brokers, "under_replicated": under,
                 "offline": offline, "topic_count": len(topics_md), "partition_count": count,
                 "groups": groups}

@@ -68,6 +68,10 @@ from kafkalite.server.native_listener import NativeListener
 from kafkalite.server.relay import RelayServer
 from kafkalite.server.replica_manager import ReplicaManager
 from kafkalite.server.requests import Listener, RequestDispatcher
+from kafkalite.server.acl_control import AclControl, AclStore, PostgresAclStore
+from kafkalite.server.authorizer import (acls_to_json, authorizer_from_config,
+                                         warn_if_native_exposed)
+from kafkalite.server.request_authorization import RequestGate
 from kafkalite.server.txn_coordinator import TransactionCoordinator
 from kafkalite.server.broker_requests import BrokerRequests
 from kafkalite.storage.checkpoint import write_atomically
@@ -188,9 +192,22 @@ class Supervisor:
         self.handlers.update(self.coordinator.handlers())
         self.handlers.update(self.txn_coordinator.handlers())
         self.metrics = NodeMetrics(self) if cfg.metrics_enabled else None
+        stats = self.metrics and self.metrics.requests
+        authorizer = authorizer_from_config(cfg, stats)
+        warn_if_native_exposed(cfg)
+        acl_store = (PostgresAclStore(self.controller.metadata) if cfg.cluster
+                     else AclStore(cfg.data_dir))
+        self.acl_control = AclControl(acl_store, authorizer, self, lambda: [
+            b.broker_id for b in self.controller.brokers if not b.fenced])
+        self.handlers.update(self.acl_control.handlers())
         self.dispatcher = RequestDispatcher("the supervisor", self.handlers,
-                                            cluster_apis=self.cluster_apis,
-                                            stats=self.metrics and self.metrics.requests)
+                                            cluster_apis=self.cluster_apis, stats=stats)
+        if authorizer is not None:
+            self.dispatcher.gate = RequestGate(
+                authorizer, topic_name_of=lambda topic_id: next(
+                    (n for n, t in self.controller.metadata.topics.items()
+                     if t.topic_id == topic_id), None),
+                topic_exists=lambda name: name in self.controller.metadata.topics)
         self.native = NativeListener(self.ctx, cfg.host, cfg.port, self.dispatcher,
                                      name="supervisor")
         self.kafka = KafkaListener(cfg.host, cfg.kafka_port, self.dispatcher, name="supervisor",
@@ -433,7 +450,8 @@ class Supervisor:
         self._send_worker(w.index, {"type": "assign", "op": f"start-{w.index}",
                                     "partitions": parts,
                                     "brokers": self.controller.broker_endpoints(),
-                                    "kafka_apis": [int(k) for k in self.cluster_apis()]})
+                                    "kafka_apis": [int(k) for k in self.cluster_apis()],
+                                    "acls": acls_to_json(self.acl_control.acls)})
 
     def _write_server_file(self) -> None:
         write_atomically(os.path.join(self.config.data_dir, SERVER_FILE),

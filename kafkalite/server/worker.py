@@ -13,7 +13,7 @@ The worker is the event loop around the parts that do the work:
   relay (relay.py) that passes the Kafka requests it does not serve to
   the supervisor;
 - the control channel from the supervisor: a DEALER carrying JSON messages
-  (assign / unassign / shutdown in; hello / done / heartbeat / metrics /
+  (assign / unassign / acls / shutdown in; hello / done / heartbeat / metrics /
   alter_partition / refresh / bye out); ``metrics`` is this worker's
   figures once a second (metrics.py), unless metrics are off;
 - requests to the transaction coordinator (broker_requests.py): whether a
@@ -46,7 +46,9 @@ import zmq
 from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
+from kafkalite.server.authorizer import acls_from_json, authorizer_from_config
 from kafkalite.server.config import ServerConfig
+from kafkalite.server.request_authorization import RequestGate
 from kafkalite.server.kafka_listener import KafkaListener
 from kafkalite.server.metrics import WorkerMetrics
 from kafkalite.server.security import listener_security
@@ -109,6 +111,12 @@ class Worker:
         self.dispatcher = RequestDispatcher(f"worker {index}", self.replica_manager.handlers(),
                                             cluster_apis=lambda: self.cluster_apis,
                                             stats=self.metrics and self.metrics.requests)
+        # the ACLs come from the controller (acl_control.py): none until the
+        # first assign, so nothing is allowed before it but to super users
+        self.authorizer = authorizer_from_config(config, self.metrics and self.metrics.requests)
+        if self.authorizer is not None:
+            self.dispatcher.gate = RequestGate(self.authorizer,
+                                               topic_name_of=self.replica_manager.topic_names.get)
         self.native = NativeListener(self.ctx, config.host, port, self.dispatcher,
                                      name=f"worker {index}",
                                      extensions={"shm_attach": self.rings.attach},
@@ -148,7 +156,11 @@ class Worker:
         kind = msg["type"]
         if kind in ("assign", "unassign") and self.metrics is not None:
             self.metrics.touched.update((p["topic"], p["partition"]) for p in msg["partitions"])
-        if kind == "assign":
+        if kind in ("assign", "acls") and "acls" in msg and self.authorizer is not None:
+            self.authorizer.replace(acls_from_json(msg["acls"]))
+        if kind == "acls":
+            self._send_control({"type": "done", "op": msg.get("op"), "worker": self.index})
+        elif kind == "assign":
             if "kafka_apis" in msg:
                 self.cluster_apis = [ApiKey(k) for k in msg["kafka_apis"]]
             if "brokers" in msg:

@@ -300,3 +300,69 @@ ListPartitionReassignmentsResponse = Response(ApiKey.LIST_PARTITION_REASSIGNMENT
         ]),
     ]),
 ])
+
+
+# DescribeAcls, CreateAcls, DeleteAcls: API keys 29, 30, 31 (KIP-140). v1:
+# resource pattern type (KIP-290; v0 means LITERAL). v2: flexible. v3: USER
+# resource type (KIP-554). Enums: protocol/enums.py (ResourceType,
+# PatternType, AclOperation, AclPermissionType).
+_ACL = [
+    Field("principal", "string"),
+    Field("host", "string"),
+    Field("operation", "int8"),
+    Field("permission_type", "int8"),
+]
+_ACL_FILTER = [
+    Field("resource_type_filter", "int8"),
+    Field("resource_name_filter", "string", nullable="0+"),
+    Field("pattern_type_filter", "int8", "1+", default=3),
+    Field("principal_filter", "string", nullable="0+"),
+    Field("host_filter", "string", nullable="0+"),
+    Field("operation", "int8"),
+    Field("permission_type", "int8"),
+]
+DescribeAclsRequest = Request(ApiKey.DESCRIBE_ACLS, "0-3", flexible="2+", fields=_ACL_FILTER)
+DescribeAclsResponse = Response(ApiKey.DESCRIBE_ACLS, "0-3", flexible="2+", fields=[
+    Field("throttle_time_ms", "int32"),
+    Field("error_code", "int16"),
+    Field("error_message", "string", nullable="0+"),
+    Array("resources", fields=[
+        Field("resource_type", "int8"),
+        Field("resource_name", "string"),
+        Field("pattern_type", "int8", "1+", default=3),
+        Array("acls", fields=_ACL),
+    ]),
+])
+CreateAclsRequest = Request(ApiKey.CREATE_ACLS, "0-3", flexible="2+", fields=[
+    Array("creations", fields=[
+        Field("resource_type", "int8"),
+        Field("resource_name", "string"),
+        Field("resource_pattern_type", "int8", "1+", default=3),
+        *_ACL,
+    ]),
+])
+CreateAclsResponse = Response(ApiKey.CREATE_ACLS, "0-3", flexible="2+", fields=[
+    Field("throttle_time_ms", "int32"),
+    Array("results", fields=[
+        Field("error_code", "int16"),
+        Field("error_message", "string", nullable="0+"),
+    ]),
+])
+DeleteAclsRequest = Request(ApiKey.DELETE_ACLS, "0-3", flexible="2+", fields=[
+    Array("filters", fields=_ACL_FILTER),
+])
+DeleteAclsResponse = Response(ApiKey.DELETE_ACLS, "0-3", flexible="2+", fields=[
+    Field("throttle_time_ms", "int32"),
+    Array("filter_results", fields=[
+        Field("error_code", "int16"),
+        Field("error_message", "string", nullable="0+"),
+        Array("matching_acls", fields=[
+            Field("error_code", "int16"),
+            Field("error_message", "string", nullable="0+"),
+            Field("resource_type", "int8"),
+            Field("resource_name", "string"),
+            Field("pattern_type", "int8", "1+", default=3),
+            *_ACL,
+        ]),
+    ]),
+])

@@ -1,0 +1,330 @@
+"""Kafka's ACL authorizer: who may do what to which resource.
+
+The model is Kafka's (``kafka.security.authorizer.AclAuthorizer``,
+``StandardAuthorizer``): an ACL binds a resource pattern (resource type
+Topic, Group, Cluster or TransactionalId; a name; pattern type LITERAL,
+where the name ``*`` matches every resource of the type, or PREFIXED) to an
+entry (principal ``User:alice`` or ``User:*``, host ``*`` or an IP,
+operation, ALLOW or DENY). ``Authorizer.authorize`` decides one action:
+
+- a super user (``super_users``) may do anything;
+- a resource no ACL matches is allowed only with
+  ``allow_everyone_if_no_acl_found`` (default false);
+- a matching DENY wins over any ALLOW; an ACL for ``ALL`` covers every
+  operation;
+- DESCRIBE is allowed by an ALLOW for READ, WRITE, DELETE or ALTER, and
+  DESCRIBE_CONFIGS by one for ALTER_CONFIGS, as Kafka implies them.
+
+Server settings (config.py): ``authorizer_enabled`` (our boolean in place
+of Kafka's ``authorizer.class.name``; off by default, so the embedded
+default serves everyone as before), ``super_users`` (Kafka's
+``super.users``: ``User:admin;User:ops``) and
+``allow_everyone_if_no_acl_found``.
+
+The ACLs are cluster metadata, kept and changed by the controller's side
+(acl_control.py: CreateAcls, DescribeAcls, DeleteAcls) and sent to every
+process that serves Kafka requests, each of which decides with an
+``Authorizer`` of its own.
+
+What each API checks is request_authorization.py's; this module knows
+only the model. Denials are logged (rate-limited, Kafka's authorizer log:
+principal, host, operation, resource) and counted per resource type and
+operation in the process's metrics.
+
+Who may call: the broker processes, on their event-loop thread.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from kafkalite import errors
+from kafkalite.protocol.enums import AclOperation, AclPermissionType, PatternType, ResourceType
+from kafkalite.ratelimit import RateLimitedLog
+
+log = logging.getLogger("kafkalite.authorizer")
+
+WILDCARD = "*"                       # a literal resource name, principal name or host: any
+CLUSTER_NAME = "kafka-cluster"       # the one Cluster resource's name
+WILDCARD_PRINCIPAL = "User:*"
+# The resource types an ACL may name (not ANY/UNKNOWN; DelegationToken and
+# User resources are not served).
+RESOURCE_TYPES = (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER,
+                  ResourceType.TRANSACTIONAL_ID)
+# An ALLOW for any of these allows DESCRIBE (DESCRIBE_CONFIGS): Kafka's implied operations.
+_IMPLYING = {
+    AclOperation.DESCRIBE: (AclOperation.DESCRIBE, AclOperation.READ, AclOperation.WRITE,
+                            AclOperation.DELETE, AclOperation.ALTER),
+    AclOperation.DESCRIBE_CONFIGS: (AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS),
+}
+
+
+@dataclass(frozen=True)
+class AclBinding:
+    """One ACL: a resource pattern and an access-control entry."""
+
+    resource_type: ResourceType
+    resource_name: str
+    pattern_type: PatternType
+    principal: str
+    host: str
+    operation: AclOperation
+    permission: AclPermissionType
+
+    def to_json(self) -> list:
+        return [self.resource_type.name if self.resource_type != ResourceType.CLUSTER
+                else "CLUSTER", self.resource_name, self.pattern_type.name, self.principal,
+                self.host, self.operation.name, self.permission.name]
+
+    @classmethod
+    def from_json(cls, raw: list) -> "AclBinding":
+        rt, name, pt, principal, host, op, perm = raw
+        return cls(ResourceType[rt], name, PatternType[pt], principal, host, AclOperation[op],
+                   AclPermissionType[perm])
+
+    def matches_resource(self, resource_type: int, name: str) -> bool:
+        """Whether this ACL's pattern covers resource ``name`` of ``resource_type``."""
+        if self.resource_type != resource_type:
+            return False
+        if self.pattern_type == PatternType.LITERAL:
+            return self.resource_name == name or self.resource_name == WILDCARD
+        return name.startswith(self.resource_name)           # PREFIXED
+
+    def applies_to(self, principal: str, host: str) -> bool:
+        return (self.principal == principal or self.principal == WILDCARD_PRINCIPAL) and (
+            self.host == WILDCARD or self.host == host)
+
+
+@dataclass(frozen=True)
+class AclFilter:
+    """A DescribeAcls / DeleteAcls filter (Kafka's AclBindingFilter):
+    ANY (or None for names) matches everything."""
+
+    resource_type: int
+    resource_name: str | None
+    pattern_type: int
+    principal: str | None
+    host: str | None
+    operation: int
+    permission: int
+
+    @classmethod
+    def from_request(cls, f: dict) -> "AclFilter":
+        return cls(f["resource_type_filter"], f["resource_name_filter"],
+                   f.get("pattern_type_filter", PatternType.LITERAL), f["principal_filter"],
+                   f["host_filter"], f["operation"], f["permission_type"])
+
+    def validate(self) -> None:
+        for value, enum, what in ((self.resource_type, ResourceType, "resource type"),
+                                  (self.pattern_type, PatternType, "pattern type"),
+                                  (self.operation, AclOperation, "operation"),
+                                  (self.permission, AclPermissionType, "permission type")):
+            if value not in enum._value2member_map_ or value == 0:
+                raise errors.InvalidRequestError(f"invalid {what} {value} in an ACL filter")
+
+    def matches(self, acl: AclBinding) -> bool:
+        if self.resource_type != ResourceType.ANY and acl.resource_type != self.resource_type:
+            return False
+        pt, name = self.pattern_type, self.resource_name
+        if pt == PatternType.MATCH:
+            if name is not None and not acl.matches_resource(acl.resource_type, name):
+                return False
+        else:
+            if pt != PatternType.ANY and acl.pattern_type != pt:
+                return False
+            if name is not None and acl.resource_name != name:
+                return False
+        return ((self.principal is None or acl.principal == self.principal)
+                and (self.host is None or acl.host == self.host)
+                and (self.operation == AclOperation.ANY or acl.operation == self.operation)
+                and (self.permission == AclPermissionType.ANY
+                     or acl.permission == self.permission))
+
+
+def binding_from_request(c: dict) -> AclBinding:
+    """A CreateAcls creation as an ACL; InvalidRequestError names what is wrong
+    (Kafka's AclControlManager checks)."""
+    try:
+        rt = ResourceType(c["resource_type"])
+        pt = PatternType(c.get("resource_pattern_type", PatternType.LITERAL))
+        op = AclOperation(c["operation"])
+        perm = AclPermissionType(c["permission_type"])
+    except ValueError as exc:
+        raise errors.InvalidRequestError(f"invalid ACL: {exc}") from None
+    if rt not in RESOURCE_TYPES:
+        raise errors.InvalidRequestError(f"ACLs on resource type {rt.name} are not supported")
+    if pt not in (PatternType.LITERAL, PatternType.PREFIXED):
+        raise errors.InvalidRequestError(f"an ACL's pattern type must be LITERAL or PREFIXED, "
+                                         f"not {pt.name}")
+    if op in (AclOperation.ANY, AclOperation.UNKNOWN) or perm in (AclPermissionType.ANY,
+                                                                  AclPermissionType.UNKNOWN):
+        raise errors.InvalidRequestError("an ACL's operation and permission must be concrete")
+    name, principal, host = c["resource_name"], c["principal"], c["host"]
+    if not name:
+        raise errors.InvalidRequestError("an ACL's resource name must not be empty")
+    if rt == ResourceType.CLUSTER and name != CLUSTER_NAME:
+        raise errors.InvalidRequestError(
+            f"the only valid name for the CLUSTER resource is {CLUSTER_NAME}")
+    if pt == PatternType.PREFIXED and name == WILDCARD:
+        raise errors.InvalidRequestError("a PREFIXED ACL may not name '*'; use LITERAL '*'")
+    kind, _, who = (principal or "").partition(":")
+    if not kind or not who:
+        raise errors.InvalidRequestError(f"invalid principal {principal!r}: expected Type:name, "
+                                         f"e.g. User:alice")
+    if not host:
+        raise errors.InvalidRequestError("an ACL's host must be '*' or an address")
+    return AclBinding(rt, name, pt, principal, host, op, perm)
+
+
+class Authorizer:
+    """The ACLs in force in one process and the decisions over them.
+    ``stats`` (a metrics.RequestStats, or None) counts denials."""
+
+    def __init__(self, super_users=(), allow_everyone_if_no_acl_found: bool = False,
+                 acls=(), stats=None):
+        self.super_users = frozenset(super_users)
+        self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
+        self.stats = stats
+        self._audit = RateLimitedLog(log)
+        self.acls: tuple[AclBinding, ...] = ()
+        # A decision looks only at the ACLs that can match: literal ones by
+        # (resource type, name) -- ``*`` included, under its own name --
+        # and the type's prefixed ones (few, in practice), so thousands of
+        # topic ACLs cost a request two dict lookups.
+        self._by_type: dict[int, list[AclBinding]] = {}
+        self._literal: dict[tuple[int, str], list[AclBinding]] = {}
+        self._prefixed: dict[int, list[AclBinding]] = {}
+        self.replace(acls)
+
+    def replace(self, acls) -> None:
+        self.acls = tuple(dict.fromkeys(acls))
+        by_type: dict[int, list[AclBinding]] = {}
+        literal: dict[tuple[int, str], list[AclBinding]] = {}
+        prefixed: dict[int, list[AclBinding]] = {}
+        for acl in self.acls:
+            by_type.setdefault(acl.resource_type, []).append(acl)
+            if acl.pattern_type == PatternType.LITERAL:
+                literal.setdefault((acl.resource_type, acl.resource_name), []).append(acl)
+            else:
+                prefixed.setdefault(acl.resource_type, []).append(acl)
+        self._by_type, self._literal, self._prefixed = by_type, literal, prefixed
+
+    def _matching(self, resource_type: int, name: str) -> list[AclBinding]:
+        found = self._literal.get((resource_type, name), [])
+        if name != WILDCARD:
+            found = found + self._literal.get((resource_type, WILDCARD), [])
+        return found + [a for a in self._prefixed.get(resource_type, ())
+                        if name.startswith(a.resource_name)]
+
+    def authorize(self, principal: str, host: str, operation: AclOperation,
+                  resource_type: ResourceType, name: str, *, audit: bool = True) -> bool:
+        """Whether ``principal`` from ``host`` may do ``operation`` on the
+        resource; a denial is logged and counted unless ``audit`` is false
+        (a filter, such as Metadata hiding topics, is not an attempt)."""
+        allowed = self._decide(principal, host, operation, resource_type, name)
+        if not allowed and audit:
+            self.denied(principal, host, operation, resource_type, name)
+        return allowed
+
+    def _decide(self, principal, host, operation, resource_type, name) -> bool:
+        if principal in self.super_users:
+            return True
+        matching = self._matching(resource_type, name)
+        if not matching:
+            return self.allow_everyone_if_no_acl_found
+        for a in matching:
+            if (a.permission == AclPermissionType.DENY and a.applies_to(principal, host)
+                    and a.operation in (operation, AclOperation.ALL)):
+                return False
+        allowing = _IMPLYING.get(operation, (operation,))
+        return any(a.permission == AclPermissionType.ALLOW and a.applies_to(principal, host)
+                   and (a.operation == AclOperation.ALL or a.operation in allowing)
+                   for a in matching)
+
+    def authorize_any(self, principal: str, host: str, operation: AclOperation,
+                      resource_type: ResourceType) -> bool:
+        """Whether ``principal`` may do ``operation`` on some resource of
+        ``resource_type`` (Kafka's authorizeByResourceType, used for
+        idempotent producers): an ALLOW for it on any such resource that no
+        DENY on every resource (literal ``*``) takes back."""
+        if principal in self.super_users:
+            return True
+        acls = self._by_type.get(resource_type, ())
+        if not acls:
+            return self.allow_everyone_if_no_acl_found
+        for a in acls:
+            if (a.permission == AclPermissionType.DENY and a.applies_to(principal, host)
+                    and a.operation in (operation, AclOperation.ALL)
+                    and a.pattern_type == PatternType.LITERAL and a.resource_name == WILDCARD):
+                return False
+        return any(a.permission == AclPermissionType.ALLOW and a.applies_to(principal, host)
+                   and a.operation in (operation, AclOperation.ALL) for a in acls)
+
+    def denied(self, principal: str, host: str, operation: AclOperation,
+               resource_type: ResourceType, name: str) -> None:
+        """Kafka's authorizer log line for a denial, and its count."""
+        rt = "Cluster" if resource_type == ResourceType.CLUSTER else _title(resource_type.name)
+        self._audit.warning("Principal = %s is Denied Operation = %s from host = %s on "
+                            "resource = %s:LITERAL:%s", principal, _title(operation.name), host,
+                            rt, name)
+        if self.stats is not None:
+            key = f"{rt}:{_title(operation.name)}"
+            self.stats.denied[key] = self.stats.denied.get(key, 0) + 1
+
+
+def acls_to_json(acls) -> list:
+    """ACLs as the control channel and the ACL file carry them."""
+    return [a.to_json() for a in acls]
+
+
+def acls_from_json(raw: list) -> list[AclBinding]:
+    return [AclBinding.from_json(a) for a in raw]
+
+
+def _title(name: str) -> str:
+    """DESCRIBE_CONFIGS -> DescribeConfigs, Kafka's spelling in logs and tools."""
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+def _principals(value) -> list[str]:
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(";") if v.strip()]
+    return [str(v).strip() for v in value or ()]
+
+
+_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def authorizer_from_config(config, stats=None) -> Authorizer | None:
+    """The process's authorizer, None when ``authorizer_enabled`` is off."""
+    if not config.authorizer_enabled:
+        return None
+    return Authorizer(_principals(config.super_users), config.allow_everyone_if_no_acl_found,
+                      stats=stats)
+
+
+def warn_if_native_exposed(config) -> None:
+    """One warning (the supervisor's) when ACLs are on and the unchecked
+    native ports listen beyond loopback."""
+    if config.authorizer_enabled and config.host not in _LOOPBACK:
+        log.warning("authorizer_enabled checks the Kafka listeners only: the native ZeroMQ "
+                    "ports on %s (and the ingest gateway) are neither authenticated nor "
+                    "authorized, so anyone who reaches them may read and write every topic",
+                    config.host or "*")
+
+
+def validate(config) -> None:
+    """Raise InvalidConfigurationError when the authorizer's settings cannot work."""
+    for name in ("authorizer_enabled", "allow_everyone_if_no_acl_found"):
+        if not isinstance(getattr(config, name), bool):
+            raise errors.InvalidConfigurationError(f"{name} must be true or false, not "
+                                                   f"{getattr(config, name)!r}")
+    if not isinstance(config.super_users, str):
+        raise errors.InvalidConfigurationError("super_users must be a string of principals "
+                                               "separated by ';'")
+    for p in _principals(config.super_users):
+        kind, _, who = p.partition(":")
+        if not kind or not who:
+            raise errors.InvalidConfigurationError(
+                f"super_users: {p!r} is not a principal (Type:name, e.g. User:admin; "
+                f"separate several with ';')")
