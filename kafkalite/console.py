@@ -65,6 +65,18 @@ def _parse_kv(items, what: str) -> dict:
     return out
 
 
+
+def _alter_topic_configs(admin, topic: str, set_configs: dict, delete_keys) -> None:
+    """One IncrementalAlterConfigs of a topic: SET each of ``set_configs``, DELETE
+    (back to the default) each of ``delete_keys``; the first error is raised."""
+    from kafkalite.client import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+               for k, v in set_configs.items()]
+    entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
+                for k in delete_keys]
+    _raise_first(admin.incremental_alter_configs(
+        [ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)]))
+
 def _raise_first(futures: dict) -> None:
     for f in futures.values():
         f.result()
@@ -81,8 +93,7 @@ def _topic_partitions(admin, args, only=None) -> list:
 
 
 def topics(args) -> int:
-    from kafkalite.client import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
-                                  NewPartitions, NewTopic, ResourceType)
+    from kafkalite.client import AdminClient, NewPartitions, NewTopic
     admin = AdminClient(_client_config(args))
     try:
         if args.action == "create":
@@ -158,12 +169,8 @@ def topics(args) -> int:
                                                      operation_timeout=args.timeout))
                 print(f"Topic {args.topic} now has {args.partitions} partitions.")
             if args.config or args.delete_config:
-                entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
-                           for k, v in _parse_kv(args.config, "--config").items()]
-                entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
-                            for k in args.delete_config or []]
-                _raise_first(admin.incremental_alter_configs(
-                    [ConfigResource(ResourceType.TOPIC, args.topic, incremental_configs=entries)]))
+                _alter_topic_configs(admin, args.topic, _parse_kv(args.config, "--config"),
+                                     args.delete_config or [])
                 print(f"Updated the configs of topic {args.topic}.")
     finally:
         admin.close()
@@ -795,8 +802,7 @@ def groups(args) -> int:
 def configs(args) -> int:
     """Like kafka-configs for topics: describe (overrides, or --all with
     each value's source) and alter (--add-config, --delete-config)."""
-    from kafkalite.client import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
-                                  ResourceType)
+    from kafkalite.client import AdminClient, ConfigResource, ResourceType
     from kafkalite.protocol.enums import ConfigSource
     admin = AdminClient(_client_config(args))
     try:
@@ -821,12 +827,9 @@ def configs(args) -> int:
                 add.update(_parse_kv(item.split(","), "--add-config"))
             if not add and not args.delete_config:
                 raise ValueError("configs alter needs --add-config or --delete-config")
-            entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
-                       for k, v in add.items()]
-            entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
-                        for item in args.delete_config or [] for k in item.split(",") if k]
-            _raise_first(admin.incremental_alter_configs(
-                [ConfigResource(ResourceType.TOPIC, args.topic, incremental_configs=entries)]))
+            _alter_topic_configs(admin, args.topic, add,
+                                 [k for item in args.delete_config or []
+                                  for k in item.split(",") if k])
             print(f"Completed updating config for topic {args.topic}.")
     finally:
         admin.close()
