@@ -236,7 +236,14 @@ class NodeMetrics:
                 start_response("200 OK" if code == 200 else "503 Service Unavailable",
                                [("Content-Type", "application/json")])
                 return [json.dumps(body).encode()]
-            return metrics_app(environ, start_response)
+            if path.rstrip("/") in ("", "/metrics"):
+                return metrics_app(environ, start_response)
+            # Anything else is a mistyped path: answering it with the metrics
+            # (prometheus_client's default) hides the typo from whoever set up
+            # the scrape or the probe.
+            start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+            served = ["/metrics", "/health"] + [prefix + "/" for prefix, _ in self._mounts]
+            return [f"no such path {path!r}; this port serves {', '.join(served)}\n".encode()]
 
         bind = host if host not in ("", "*") else "0.0.0.0"
         server_class = type("MetricsServer", (ThreadingWSGIServer,), {})

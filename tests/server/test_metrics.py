@@ -207,3 +207,19 @@ def test_a_bogus_log_level_is_one_readable_line_and_a_failed_exit(tmp_path):
     assert len(lines) == 1 and "log_level" in lines[0] and "'bogus'" in lines[0], run.stderr
     assert "INFO" in lines[0]                           # says what it may be
     assert not (tmp_path / "data" / "server.json").exists()
+
+
+def test_a_mistyped_path_is_404_naming_the_paths_served_not_the_metrics(server):
+    base = server.info["metrics"].rsplit("/metrics", 1)[0]
+    for path in ("/metrics", "/"):
+        with urllib.request.urlopen(base + path, timeout=5) as answer:
+            assert answer.status == 200
+            assert b"# TYPE process_cpu_seconds" in answer.read()
+    try:
+        urllib.request.urlopen(base + "/metrix", timeout=5)
+    except urllib.error.HTTPError as exc:
+        code, body = exc.code, exc.read().decode()
+    else:
+        code, body = 200, ""
+    assert code == 404
+    assert "'/metrix'" in body and "/metrics" in body and "/health" in body
