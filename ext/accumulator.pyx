@@ -121,6 +121,7 @@ cdef class ProducerBatch:
     cdef public object error              # the delivery report: error or None ...
     cdef public int64_t base_offset       # ... and the first record's offset (-1: unknown)
     cdef public Py_ssize_t served         # callbacks already called
+    cdef public bint closed               # taken out of the open batches (no more appends)
 
     def __init__(self, topic, int32_t partition, builder, double now):
         self.topic = topic
@@ -139,6 +140,7 @@ cdef class ProducerBatch:
         self.error = None
         self.base_offset = -1
         self.served = 0
+        self.closed = False
 
 
 cdef class Accumulator:
@@ -151,6 +153,7 @@ cdef class Accumulator:
     cdef dict sticky
     cdef dict topics
     cdef dict partition_counts        # topic -> (its TopicInfo, partition count)
+    cdef ProducerBatch last           # the batch the last record went to, while open
     cdef object codec
     cdef object level
     cdef Py_ssize_t batch_count
@@ -258,12 +261,15 @@ cdef class Accumulator:
             if self.queued >= self.max_queued:
                 raise BufferError(f"local queue full: {self.queued} messages waiting for "
                                   f"delivery (queue.buffering.max.messages); call poll()")
-            tp = (topic, part)
-            b = self.open.get(tp)
+            b = self.last
+            if b is None or b.closed or b.partition != part or b.topic is not topic:
+                tp = (topic, part)
+                b = self.open.get(tp)
             if b is None:
                 b = ProducerBatch(topic, part, RecordBatchBuilder(
                     self.codec, compression_level=self.level), monotonic())
                 self.open[tp] = b
+                self.last = b
                 wake = new = True     # the sender must start this batch's linger.ms timer
             builder = <RecordBatchBuilder>b.builder
             try:
@@ -276,11 +282,13 @@ cdef class Accumulator:
             except BaseException:
                 if new:
                     del self.open[tp]     # an empty batch would fail the sender
+                    b.closed = True
                 raise
             if cb is not None:
                 b.callbacks.append((b.count, cb, key, value, headers, timestamp))
             b.count += 1
             self.queued += 1
+            self.last = b
             if b.count >= self.batch_count or builder._len >= self.batch_bytes:
                 self.producer._close_batch(b)
                 wake = True

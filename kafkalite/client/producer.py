@@ -356,6 +356,7 @@ class Producer:
     def _close_batch(self, b: _Batch) -> None:
         """Caller holds the lock."""
         del self._open[(b.topic, b.partition)]
+        b.closed = True          # the accumulator appends to it no more
         self._ready.append(b)
         if self._sticky.get(b.topic) == b.partition:
             del self._sticky[b.topic]
@@ -640,6 +641,8 @@ class Producer:
                 pending = self._ready + list(self._open.values())
                 self._ready = []
                 self._open.clear()       # the accumulator's dict too
+                for b in pending:
+                    b.closed = True
             for b in pending:
                 self._report(b, errors.UnknownServerError("the producer's sender thread failed"), -1)
 
