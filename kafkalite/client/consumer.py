@@ -548,7 +548,9 @@ class Consumer:
             if chunk.taken < len(pending):
                 end = min(len(pending), chunk.taken + limit - len(out))
                 if not out and end - chunk.taken == len(pending):
-                    out = pending                      # the whole batch: no copy
+                    out = pending                      # the whole batch: no copy ...
+                    chunk.pending = []                 # ... and now the caller's list
+                    end = 0
                 else:
                     out += pending[chunk.taken:end]
                 chunk.taken = end

@@ -1,8 +1,9 @@
 """The producer: confluent-kafka's call shapes over kafkalite's native protocol.
 
 ``produce()`` appends a record to the open RecordBatch of its partition
-in one call into Cython (kafkalite._ext.accumulator); a background sender thread closes batches when they
-reach ``batch.size`` / ``batch.num.messages`` or are ``linger.ms`` old,
+in one call into Cython (kafkalite._ext.accumulator); a background
+sender thread closes batches when they reach ``batch.size`` /
+``batch.num.messages`` or are ``linger.ms`` old,
 sends them to the worker that leads the partition through a link
 (link.py) -- ZeroMQ, or a shared-memory ring when ``kafkalite.transport``
 is "shm" (or "auto" and the worker is on this host) -- and turns the acknowledgements
