@@ -15,6 +15,7 @@ call rather than two Python ones per record.
 Who may call: any thread (the lock guards the open batches and the count
 of queued records; the sender thread takes batches under the same lock).
 """
+cimport cython
 from cpython.pythread cimport (NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock,
                                PyThread_allocate_lock, PyThread_free_lock,
                                PyThread_release_lock, PyThread_type_lock)
@@ -48,6 +49,7 @@ cdef inline double monotonic() noexcept:
     return ts.tv_sec + ts.tv_nsec * 1e-9
 
 
+@cython.final
 cdef class FastLock:
     """A non-reentrant lock like threading.Lock, with a C fast path."""
     cdef PyThread_type_lock _lock
@@ -99,6 +101,7 @@ cdef class FastLock:
         return False
 
 
+@cython.final
 cdef class ProducerBatch:
     """Records of one partition: open (``builder``), then built (``raw``)
     and sent by the producer's sender; then its delivery report waits in the
@@ -143,6 +146,7 @@ cdef class ProducerBatch:
         self.closed = False
 
 
+@cython.final
 cdef class Accumulator:
     """One producer's open batches, seen from ``produce()``; see the module
     docstring. The dicts are the producer's own (``_open``, ``_sticky``)

@@ -10,6 +10,7 @@ records' Messages in one loop, so that the consumer does no Python work per
 record (kafkalite.client.consumer calls it once per batch). Re-exported by
 kafkalite.client.types; any thread may create and read Messages.
 """
+cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, int64_t
 
@@ -23,6 +24,8 @@ cdef enum:
     TIMESTAMP_LOG_APPEND_TIME = 2
 
 
+# a consumer makes and drops one per record: reuse the memory of dropped ones
+@cython.freelist(1024)
 cdef class Message:
     """One consumed record, or a delivery report of a produced one."""
 
