@@ -21,7 +21,7 @@ COMMON = dict(
 # helpers (batch.pxd) are inline functions compiled into each module that
 # uses them.
 MODULES = ["crc32c", "layout", "builder", "reader", "columns", "batch_scan", "index", "offset_map",
-           "shm_ring", "partitioner"]
+           "shm_ring", "partitioner", "messages", "accumulator"]
 
 extensions = [
     Extension(f"kafkalite._ext.{name}", [os.path.join(EXT_DIR, f"{name}.pyx")], **COMMON)
@@ -31,7 +31,7 @@ extensions = [
 setup(
     ext_modules=cythonize(
         extensions,
-        include_path=[EXT_DIR],
+        include_path=[EXT_DIR, "."],
         compiler_directives={
             "language_level": "3",
             "boundscheck": False,

@@ -42,22 +42,8 @@ cdef class RecordBatchBuilder:
     horizon, when one is given), and compression is applied to the whole
     records section at ``build()``.
     """
-    cdef unsigned char *_buf      # header space + uncompressed records
-    cdef Py_ssize_t _len
-    cdef Py_ssize_t _cap
-    cdef readonly int64_t base_offset
-    cdef readonly int32_t partition_leader_epoch
-    cdef readonly int codec
-    cdef object _level
-    cdef int16_t _attributes
-    cdef readonly int64_t producer_id
-    cdef readonly int16_t producer_epoch
-    cdef readonly int32_t base_sequence
-    cdef int64_t _base_ts
-    cdef bint _fixed_base_ts
-    cdef int64_t _max_ts
-    cdef int32_t _count
-    cdef int64_t _last_delta
+    # attributes: builder.pxd (the producer's accumulator, accumulator.pyx, writes
+    # records through _write_record directly)
 
     def __cinit__(self, compression=0, *, int64_t base_offset=0,
                   int32_t partition_leader_epoch=-1, int64_t producer_id=-1,

@@ -4,7 +4,8 @@ Assigned partitions are fetched from the workers that lead them, one fetch
 in flight per worker, long-polling (``fetch.min.bytes`` /
 ``fetch.max.wait.ms``) so an idle consumer waits on the server rather than
 spinning. Fetched bytes are kept as they came (RecordBatch v2) and decoded
-only when asked for: ``poll``/``consume`` make one Message per record;
+only when asked for: ``poll``/``consume`` make the Messages of one batch
+at a time in Cython (kafkalite._ext.messages.batch_messages);
 ``consume_batch`` decodes whole batches in Cython into one pyarrow
 RecordBatch (see arrow.py) with no Python object per record.
 
@@ -32,13 +33,13 @@ import numpy as np
 import zmq
 
 from kafkalite import errors
+from kafkalite._ext.messages import batch_messages
 from kafkalite.client import arrow
 from kafkalite.client.config import CONSUMER, CONSUMER_ALIASES, OFFSET_RESETS, resolve
 from kafkalite.client.connection import Connection, parse_bootstrap
 from kafkalite.client.metadata import Metadata, cluster_metadata, list_offsets
 from kafkalite.client.group import Change, GroupMembership
 from kafkalite.client.types import (OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID,
-                                    TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME,
                                     ConsumerGroupMetadata, Message, TopicPartition)
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
@@ -73,16 +74,22 @@ class _Chunk:
     read_committed, ``aborted`` is the fetch's aborted transactions for the
     partition (their batches are dropped, by ``skip``)."""
 
-    __slots__ = ("tp", "data", "pos", "current", "pending", "aborted", "skip")
+    __slots__ = ("tp", "data", "pos", "current", "pending", "taken", "after", "aborted", "skip")
 
     def __init__(self, tp, data, aborted=None):
         self.tp = tp
         self.data = data
         self.pos = 0                         # byte position of the next undecoded batch
         self.current = 0                     # byte position of the batch ``pending`` came from
-        self.pending = collections.deque()   # records of that batch not yet returned
+        self.pending = []                    # Messages of that batch ...
+        self.taken = 0                       # ... of which this many were returned
+        self.after = None                    # the position after that batch, until applied
         self.aborted = aborted
         self.skip = None if aborted is None else AbortedFilter(aborted)
+
+    def unfinished(self) -> bool:
+        """Part-way through a batch (poll() returned some of it)."""
+        return self.taken < len(self.pending) or self.after is not None
 
 
 class Consumer:
@@ -109,6 +116,9 @@ class Consumer:
         self._callbacks: dict = {}
         self._next_auto_commit = time.monotonic() + cfg["auto.commit.interval.ms"] / 1000.0
         self._closed = False
+        # no group.id: nothing to commit or keep a membership alive for
+        # between fetches (poll()'s fast path)
+        self._plain = not cfg.get("group.id")
         if cfg.get("group.id"):
             # fails here, naming the property, rather than at the first rebalance
             from kafkalite.client.assignors import parse_strategies
@@ -525,6 +535,8 @@ class Consumer:
     # ---- reading ------------------------------------------------------------------------------
 
     def _next_messages(self, limit: int) -> list[Message]:
+        """Up to ``limit`` buffered Messages; a batch's Messages are made at
+        once (in Cython) when the first of them is asked for."""
         out = []
         while self._chunks and len(out) < limit:
             chunk = self._chunks[0]
@@ -532,40 +544,55 @@ class Consumer:
             if a is None:
                 self._chunks.popleft()
                 continue
-            if not chunk.pending:
-                batch = None
-                for batch in iter_batches(chunk.data, chunk.pos):
-                    break
-                if batch is None:
-                    self._chunks.popleft()
-                    a.buffered = max(0, a.buffered - chunk.pos)
-                    continue
-                chunk.current = chunk.pos
-                chunk.pos += batch.size_in_bytes
-                dropped = chunk.skip is not None and chunk.skip.skips(
-                    batch.producer_id, batch.attributes, batch.last_offset,
-                    batch.control_type == CONTROL_ABORT)
-                if batch.next_offset > a.position:
-                    if not batch.is_control and not dropped:
-                        ts_type = (TIMESTAMP_LOG_APPEND_TIME if batch.timestamp_type
-                                   else TIMESTAMP_CREATE_TIME)
-                        topic, part = chunk.tp
-                        chunk.pending.extend(
-                            Message(topic, part, r.offset, r.key, r.value, r.headers,
-                                    r.timestamp, ts_type)
-                            for r in batch.records() if r.offset >= a.position)
-                    chunk.pending.append(batch.next_offset)   # position after the batch
+            pending = chunk.pending
+            if chunk.taken < len(pending):
+                end = min(len(pending), chunk.taken + limit - len(out))
+                if not out and end - chunk.taken == len(pending):
+                    out = pending                      # the whole batch: no copy ...
+                    chunk.pending = []                 # ... and now the caller's list
+                    end = 0
+                else:
+                    out += pending[chunk.taken:end]
+                chunk.taken = end
+                a.position = out[-1].offset() + 1
                 continue
-            item = chunk.pending.popleft()
-            if isinstance(item, int):
-                a.position = max(a.position, item)
-            else:
-                a.position = item._offset + 1
-                out.append(item)
+            if chunk.after is not None:
+                a.position = max(a.position, chunk.after)   # past the batch's last offset
+                chunk.after = None
+                continue
+            batch = None
+            for batch in iter_batches(chunk.data, chunk.pos):
+                break
+            if batch is None:
+                self._chunks.popleft()
+                a.buffered = max(0, a.buffered - chunk.pos)
+                continue
+            chunk.current = chunk.pos
+            chunk.pos += batch.size_in_bytes
+            dropped = chunk.skip is not None and chunk.skip.skips(
+                batch.producer_id, batch.attributes, batch.last_offset,
+                batch.control_type == CONTROL_ABORT)
+            if batch.next_offset > a.position:
+                chunk.pending = ([] if batch.is_control or dropped else
+                                 batch_messages(batch, chunk.tp[0], chunk.tp[1], a.position))
+                chunk.taken = 0
+                chunk.after = batch.next_offset
         return out
 
     def poll(self, timeout: float | None = None) -> Message | None:
         """One message, or None if none arrived within ``timeout`` seconds."""
+        if self._plain and self._chunks:
+            # the next Message of a batch already made, with no group to
+            # serve or commit for: just that (consume() does the rest)
+            chunk = self._chunks[0]
+            taken = chunk.taken
+            if taken < len(chunk.pending) and not self._closed:
+                a = self._assigned.get(chunk.tp)
+                if a is not None:
+                    msg = chunk.pending[taken]
+                    chunk.taken = taken + 1
+                    a.position = msg.offset() + 1
+                    return msg
         got = self.consume(1, -1 if timeout is None else timeout)
         return got[0] if got else None
 
@@ -578,8 +605,10 @@ class Consumer:
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
         self._maybe_auto_commit()
         self._group_step()
-        if self._chunks and self._in_flight:
-            self._pump(0)  # collect prefetched responses without waiting
+        if self._chunks and self._in_flight and not self._chunks[0].unfinished():
+            # collect prefetched responses without waiting (once per batch,
+            # not per poll(): a batch's Messages are already made)
+            self._pump(0)
         while True:
             out = self._next_messages(num_messages)
             if out:
@@ -625,7 +654,7 @@ class Consumer:
             if a is None:
                 continue
             # from the batch poll() was part-way through, if any
-            cols = decode_columns(memoryview(chunk.data)[chunk.current if chunk.pending
+            cols = decode_columns(memoryview(chunk.data)[chunk.current if chunk.unfinished()
                                                          else chunk.pos:],
                                   aborted_transactions=chunk.aborted)
             start = int(np.searchsorted(cols.offsets, a.position))

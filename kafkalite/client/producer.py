@@ -1,8 +1,9 @@
 """The producer: confluent-kafka's call shapes over kafkalite's native protocol.
 
 ``produce()`` appends a record to the open RecordBatch of its partition
-(a Cython builder); a background sender thread closes batches when they
-reach ``batch.size`` / ``batch.num.messages`` or are ``linger.ms`` old,
+in one call into Cython (kafkalite._ext.accumulator); a background
+sender thread closes batches when they reach ``batch.size`` /
+``batch.num.messages`` or are ``linger.ms`` old,
 sends them to the worker that leads the partition through a link
 (link.py) -- ZeroMQ, or a shared-memory ring when ``kafkalite.transport``
 is "shm" (or "auto" and the worker is on this host) -- and turns the acknowledgements
@@ -59,11 +60,12 @@ import numpy as np
 import zmq
 
 from kafkalite import errors
+from kafkalite._ext.accumulator import Accumulator, FastLock, ProducerBatch
 from kafkalite._ext.partitioner import partition_for_key, partitions_for_keys
 from kafkalite.client.config import PRODUCER, PRODUCER_ALIASES, resolve
 from kafkalite.client.connection import Connection, parse_bootstrap
 from kafkalite.client.metadata import Metadata, cluster_metadata
-from kafkalite.client.types import BatchDelivery, Message, TIMESTAMP_CREATE_TIME
+from kafkalite.client.types import BatchDelivery
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
 from kafkalite.ratelimit import RateLimitedLog
@@ -72,26 +74,9 @@ from kafkalite.record import RecordBatchBuilder, codec_id
 log = logging.getLogger(__name__)
 
 
-class _Batch:
-    """Records of one partition: open (builder), then built (raw) and sent."""
-
-    __slots__ = ("topic", "partition", "builder", "raw", "count", "created", "callbacks",
-                 "batch_callback", "attempts", "deadline", "retry_at", "node", "sequence")
-
-    def __init__(self, topic, partition, builder, now):
-        self.topic = topic
-        self.partition = partition
-        self.builder = builder
-        self.raw = None
-        self.count = 0
-        self.created = now
-        self.callbacks = []          # (index, callback, key, value, headers, timestamp)
-        self.batch_callback = None   # produce_batch's on_delivery
-        self.attempts = 0
-        self.deadline = 0.0
-        self.retry_at = 0.0
-        self.node = None
-        self.sequence = -1           # idempotent producers: its base sequence, once sent
+# Records of one partition: open (builder), then built (raw) and sent, then
+# its delivery report (a C type: produce() fills it without Python calls)
+_Batch = ProducerBatch
 
 
 INT32_SPAN = 1 << 31                 # sequences wrap from INT32_MAX to 0
@@ -190,11 +175,12 @@ class Producer:
         self._ctx = zmq.Context()
         self._meta = Metadata(self._bootstrap, cfg["client.id"], self._ctx)   # caller threads
         self._meta_lock = threading.Lock()
-        self._lock = threading.Lock()
+        self._lock = FastLock()         # a threading.Lock, with a C fast path for produce()
         self._open: dict[tuple[str, int], _Batch] = {}
         self._ready: list[_Batch] = []
         self._sticky: dict[str, int] = {}
-        self._queued = 0
+        # delivery reports for poll(): ProducerBatch (one callback per record
+        # with one) or (callback, error, BatchDelivery) entries
         self._reports: collections.deque = collections.deque()
         self._reported = threading.Condition(threading.Lock())  # signalled on new reports
         self._flushing = 0
@@ -207,6 +193,14 @@ class Producer:
         self._txn_generation = 0        # one per begin_transaction: the sender's partition set
         self._txn_added = False         # the coordinator knows partitions of this transaction
         self._txn_error: KafkaError | None = None   # a failure that dooms the transaction
+        # produce() is the accumulator's (one C call per record); its count
+        # of queued records is _queued
+        self._acc = Accumulator(
+            self, self._lock, self._open, self._sticky, self._meta.topics, self._codec, self._level,
+            self._batch_count, self._batch_bytes, self._max_queued, cfg["max.request.size"],
+            cfg["partitioner"] != "random", self._default_cb, self._transactional_id is None)
+        if type(self).produce is Producer.produce:
+            self.produce = self._acc.produce
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -214,6 +208,15 @@ class Producer:
         self._sender.start()
 
     # ---- application side ----------------------------------------------------------------
+
+    @property
+    def _queued(self) -> int:
+        """Records produced whose delivery report is not served yet (under _lock)."""
+        return self._acc.queued
+
+    @_queued.setter
+    def _queued(self, n: int) -> None:
+        self._acc.queued = n
 
     def _partitions(self, topic: str) -> int:
         with self._meta_lock:
@@ -259,41 +262,14 @@ class Producer:
 
     def produce(self, topic, value=None, key=None, partition=-1, on_delivery=None, timestamp=0,
                 headers=None, callback=None):
-        """Queue one record (see confluent-kafka's Producer.produce)."""
-        self._check_can_produce()
-        if isinstance(value, str):
-            value = value.encode()
-        if isinstance(key, str):
-            key = key.encode()
-        if headers:
-            items = headers.items() if isinstance(headers, dict) else headers
-            headers = [(k, v.encode() if isinstance(v, str) else v) for k, v in items]
-        if partition < 0:
-            partition = self._choose(topic, key)
-        else:
-            self._check_partition(topic, partition)
-        cb = on_delivery or callback or self._default_cb
-        wake = False
-        with self._lock:
-            if self._queued >= self._max_queued:
-                raise BufferError(f"local queue full: {self._queued} messages waiting for "
-                                  f"delivery (queue.buffering.max.messages); call poll()")
-            b = self._open.get((topic, partition))
-            if b is None:
-                b = self._open[(topic, partition)] = _Batch(
-                    topic, partition, RecordBatchBuilder(self._codec, compression_level=self._level),
-                    time.monotonic())
-                wake = True  # the sender must start this batch's linger.ms timer
-            b.builder.append(timestamp or None, key, value, headers)
-            if cb is not None:
-                b.callbacks.append((b.count, cb, key, value, headers, timestamp))
-            b.count += 1
-            self._queued += 1
-            if b.count >= self._batch_count or b.builder.size_in_bytes >= self._batch_bytes:
-                self._close_batch(b)
-                wake = True
-        if wake:
-            self._wake()
+        """Queue one record (see confluent-kafka's Producer.produce). Raises
+        TypeError for a key, value or header that is not bytes-like (or
+        str), UnknownTopicOrPartitionError for a partition the topic does
+        not have, MessageTooLargeError for a record that cannot fit
+        max.request.size, BufferError when queue.buffering.max.messages
+        records wait. An instance calls the accumulator directly (see
+        __init__); this is for subclasses and the docs."""
+        self._acc.produce(topic, value, key, partition, on_delivery, timestamp, headers, callback)
 
     def produce_batch(self, topic, values, keys=None, partition=-1, timestamp=None,
                       on_delivery=None, headers=None):
@@ -381,6 +357,7 @@ class Producer:
     def _close_batch(self, b: _Batch) -> None:
         """Caller holds the lock."""
         del self._open[(b.topic, b.partition)]
+        b.closed = True          # the accumulator appends to it no more
         self._ready.append(b)
         if self._sticky.get(b.topic) == b.partition:
             del self._sticky[b.topic]
@@ -391,14 +368,8 @@ class Producer:
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
         served = 0
         while True:
-            while self._reports:
-                cb, err, msg = self._reports.popleft()
-                try:
-                    cb(err, msg)
-                finally:
-                    with self._lock:
-                        self._queued -= msg.count if isinstance(msg, BatchDelivery) else 1
-                served += 1
+            if self._reports:
+                served += self._acc.serve(self._reports)
             if served:
                 return served
             with self._reported:
@@ -623,6 +594,7 @@ class Producer:
         if self._closed:
             return 0
         left = self.flush(timeout)
+        self._acc.gate = False      # produce() asks _check_can_produce, which refuses
         self._closed = True
         self._wake()
         self._sender.join(10)
@@ -649,10 +621,10 @@ class Producer:
             self._reports.append((b.batch_callback, err, BatchDelivery(
                 b.topic, b.partition, base_offset if err is None else -1, b.count, err)))
         else:
-            for index, cb, key, value, headers, ts in b.callbacks:
-                offset = base_offset + index if err is None and base_offset >= 0 else -1
-                self._reports.append((cb, err, Message(b.topic, b.partition, offset, key, value,
-                                                       headers, ts, TIMESTAMP_CREATE_TIME, err)))
+            if b.callbacks:
+                # one entry for the batch: poll() makes each record's Message
+                b.error, b.base_offset, b.served = err, base_offset, 0
+                self._reports.append(b)
             uncalled = b.count - len(b.callbacks)
             if uncalled:
                 with self._lock:
@@ -668,7 +640,10 @@ class Producer:
             # Fail everything still queued rather than leave flush() hanging.
             with self._lock:
                 pending = self._ready + list(self._open.values())
-                self._ready, self._open = [], {}
+                self._ready = []
+                self._open.clear()       # the accumulator's dict too
+                for b in pending:
+                    b.closed = True
             for b in pending:
                 self._report(b, errors.UnknownServerError("the producer's sender thread failed"), -1)
 

@@ -1,11 +1,15 @@
 """Value types of the client API, shaped like confluent-kafka's.
 
-``Message`` and ``TopicPartition`` have confluent-kafka's accessors
+``Message`` (kafkalite._ext.messages) and ``TopicPartition`` have confluent-kafka's accessors
 (``msg.value()``, ``msg.offset()``...), so code written against it reads
 the same. Errors are kafkalite.errors.KafkaError instances: ``err.code`` and
 ``err.name`` are attributes here, not methods.
 """
 from __future__ import annotations
+
+# Message is a C type (one allocation per consumed record or delivery
+# report), with confluent-kafka's accessors
+from kafkalite._ext.messages import Message  # noqa: F401  (re-exported)
 
 OFFSET_BEGINNING = -2
 OFFSET_END = -1
@@ -45,72 +49,6 @@ class TopicPartition:
     def __repr__(self):
         err = f", error={self.error}" if self.error else ""
         return f"TopicPartition({self.topic!r}, {self.partition}, offset={self.offset}{err})"
-
-
-class Message:
-    """One consumed record, or a delivery report of a produced one."""
-
-    __slots__ = ("_topic", "_partition", "_offset", "_key", "_value", "_headers",
-                 "_timestamp", "_timestamp_type", "_error", "_leader_epoch")
-
-    def __init__(self, topic, partition, offset, key, value, headers=None,
-                 timestamp=-1, timestamp_type=TIMESTAMP_CREATE_TIME, error=None, leader_epoch=None):
-        self._topic = topic
-        self._partition = partition
-        self._offset = offset
-        self._key = key
-        self._value = value
-        self._headers = headers
-        self._timestamp = timestamp
-        self._timestamp_type = timestamp_type
-        self._error = error
-        self._leader_epoch = leader_epoch
-
-    def topic(self):
-        return self._topic
-
-    def partition(self):
-        return self._partition
-
-    def offset(self):
-        return self._offset
-
-    def key(self):
-        return self._key
-
-    def value(self):
-        return self._value
-
-    def headers(self):
-        return self._headers or None
-
-    def timestamp(self):
-        """(timestamp type, epoch milliseconds), as confluent-kafka returns it."""
-        return (self._timestamp_type, self._timestamp)
-
-    def error(self):
-        return self._error
-
-    def leader_epoch(self):
-        return self._leader_epoch
-
-    def set_value(self, value):
-        self._value = value
-
-    def set_key(self, key):
-        self._key = key
-
-    def set_headers(self, headers):
-        self._headers = headers
-
-    def __len__(self):
-        return len(self._value) if self._value is not None else 0
-
-    def __repr__(self):
-        if self._error is not None:
-            return f"Message({self._topic}-{self._partition}, error={self._error})"
-        return (f"Message({self._topic}-{self._partition}@{self._offset}, key={self._key!r}, "
-                f"value={self._value!r:.60})")
 
 
 class BatchDelivery:

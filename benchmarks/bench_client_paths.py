@@ -1,0 +1,301 @@
+"""Per-message client paths: kafkalite's produce()/poll()/consume() beside confluent-kafka's.
+
+    python benchmarks/bench_client_paths.py                    # 500,000 records, 3 rounds
+    python benchmarks/bench_client_paths.py --before /work/main   # also the old client code
+    python benchmarks/bench_client_paths.py --quick            # 20,000 records, 1 round
+
+One broker (this checkout's server), and in every round, one after the other:
+
+- confluent-kafka (Kafka's wire protocol, the broker's Kafka listener):
+  ``produce()`` per record with and without a delivery callback, and
+  ``consume(num_messages=10000)`` of what it produced;
+- kafkalite's client (ZeroMQ) from this checkout and, with ``--before``,
+  from another checkout (the code before a change), each in a child process
+  whose PYTHONPATH is that checkout: ``produce()`` with and without a
+  callback, ``poll()`` and ``consume(10000)`` per message, and the bulk
+  paths ``produce_batch()`` / ``consume_batch()``.
+
+100-byte values, one partition, acks=1, linger.ms=5 and a queue of
+1,000,000 records for both producers (confluent-kafka with large batches,
+as bench_kafka_clients.py sets it; its consumer with large fetches). Every figure is the median of the
+rounds, measured in the same run, so the ratios compare like with like on
+a shared machine. Timing never fails anything: this prints the figures and
+writes results.json / results.md under benchmarks/results/.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+
+VALUE_BYTES = 100
+CONSUME_N = 10_000
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+
+
+def _produce_loop(p, topic: str, n: int, with_callback: bool) -> float:
+    """Records/s of ``n`` produce() calls and the flush() after them: the
+    same loop for both clients (their produce() and poll() take the same
+    arguments). Returns the rate; every callback must have run."""
+    value = b"v" * VALUE_BYTES
+    delivered = [0]
+
+    def on_delivery(err, msg):
+        delivered[0] += 1
+
+    produce, poll = p.produce, p.poll
+    t0 = time.perf_counter()
+    if with_callback:
+        for _ in range(n):
+            while True:
+                try:
+                    produce(topic, value, partition=0, on_delivery=on_delivery)
+                    break
+                except BufferError:
+                    poll(0.01)
+    else:
+        for _ in range(n):
+            while True:
+                try:
+                    produce(topic, value, partition=0)
+                    break
+                except BufferError:
+                    poll(0.01)
+    assert p.flush(120) == 0
+    rate = n / (time.perf_counter() - t0)
+    assert not with_callback or delivered[0] == n, f"{delivered[0]} of {n} callbacks"
+    return rate
+
+
+def _consume_loop(c, n: int) -> float:
+    """Records/s of consume(CONSUME_N) until ``n`` records came."""
+    seen, deadline = 0, time.monotonic() + 300
+    t0 = time.perf_counter()
+    while seen < n and time.monotonic() < deadline:
+        seen += len(c.consume(CONSUME_N, 1.0))
+    assert seen >= n, f"consumed {seen} of {n}"
+    return n / (time.perf_counter() - t0)
+
+
+def _poll_loop(c, n: int) -> float:
+    seen, deadline = 0, time.monotonic() + 300
+    poll = c.poll
+    t0 = time.perf_counter()
+    while seen < n and time.monotonic() < deadline:
+        if poll(1.0) is not None:
+            seen += 1
+    assert seen >= n, f"polled {seen} of {n}"
+    return n / (time.perf_counter() - t0)
+
+
+# ---- kafkalite's client, in a child process (its PYTHONPATH picks the code) -----------
+
+def kafkalite_phase(bootstrap: str, prefix: str, n: int) -> dict:
+    import gc
+
+    from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer,
+                                  TopicPartition)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    names = [f"{prefix}-cb", f"{prefix}-nocb", f"{prefix}-batch"]
+    for name, fut in admin.create_topics([NewTopic(t, 1) for t in names]).items():
+        fut.result()
+    admin.close()
+    out = {}
+    gc.disable()
+    for name, cb in ((names[0], True), (names[1], False)):
+        p = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5,
+                      "queue.buffering.max.messages": 1_000_000})
+        try:
+            out["produce_cb" if cb else "produce"] = _produce_loop(p, name, n, cb)
+        finally:
+            p.close()
+    p = Producer({"bootstrap.servers": bootstrap, "acks": 1})
+    values = [b"v" * VALUE_BYTES] * 5_000
+    try:
+        t0 = time.perf_counter()
+        for start in range(0, n, len(values)):
+            p.produce_batch(names[2], values[:min(len(values), n - start)], partition=0)
+        assert p.flush(120) == 0
+        out["produce_batch"] = n / (time.perf_counter() - t0)
+    finally:
+        p.close()
+    for key, loop in (("poll", _poll_loop), ("consume", _consume_loop), ("consume_batch", None)):
+        c = Consumer({"bootstrap.servers": bootstrap})
+        c.assign([TopicPartition(names[0], 0, OFFSET_BEGINNING)])
+        try:
+            if loop is not None:
+                out[key] = loop(c, n)
+            else:
+                seen, t0 = 0, time.perf_counter()
+                while seen < n:
+                    seen += c.consume_batch(1.0).num_rows
+                out[key] = n / (time.perf_counter() - t0)
+        finally:
+            c.close()
+    gc.enable()
+    return out
+
+
+def run_kafkalite(root: str, bootstrap: str, prefix: str, n: int) -> dict:
+    env = dict(os.environ, PYTHONPATH=f"{root}:{os.path.join(root, 'spark')}")
+    got = subprocess.run([sys.executable, os.path.abspath(__file__), "--phase", bootstrap,
+                          prefix, str(n)], env=env, capture_output=True, text=True, timeout=900,
+                         cwd=root)
+    if got.returncode:
+        raise RuntimeError(f"kafkalite phase ({root}) failed:\n{got.stderr[-3000:]}")
+    return json.loads(got.stdout.strip().splitlines()[-1])
+
+
+# ---- confluent-kafka, in this process ---------------------------------------------------
+
+def run_confluent(kafka_bootstrap: str, admin_bootstrap: str, prefix: str, n: int) -> dict:
+    import gc
+
+    import confluent_kafka as ck
+
+    from kafkalite.client import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": admin_bootstrap})
+    names = [f"{prefix}-cb", f"{prefix}-nocb"]
+    for fut in admin.create_topics([NewTopic(t, 1) for t in names]).values():
+        fut.result()
+    admin.close()
+    out = {}
+    gc.disable()
+    try:
+        for name, cb in ((names[0], True), (names[1], False)):
+            p = ck.Producer({"bootstrap.servers": kafka_bootstrap, "acks": 1, "linger.ms": 5,
+                             "batch.num.messages": 10000, "batch.size": 1_000_000,
+                             "queue.buffering.max.messages": 1_000_000})
+            out["produce_cb" if cb else "produce"] = _produce_loop(p, name, n, cb)
+        c = ck.Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": f"{prefix}-bench",
+                         "enable.auto.commit": False, "fetch.max.bytes": 52428800,
+                         "max.partition.fetch.bytes": 10485760})
+        c.assign([ck.TopicPartition(names[0], 0, ck.OFFSET_BEGINNING)])
+        try:
+            out["consume"] = _consume_loop(c, n)
+        finally:
+            c.close()
+    finally:
+        gc.enable()
+    return out
+
+
+# ---- the run ------------------------------------------------------------------------------
+
+FIGURES = [  # (key, label)
+    ("produce_cb", "produce() per record, delivery callback"),
+    ("produce", "produce() per record, no callback"),
+    ("poll", "poll() per message"),
+    ("consume", f"consume(num_messages={CONSUME_N:,})"),
+    ("produce_batch", "produce_batch() (bulk)"),
+    ("consume_batch", "consume_batch() (bulk)"),
+]
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--records", type=int, default=None,
+                   help="records per figure (default 500,000; --quick: 20,000)")
+    p.add_argument("--rounds", type=int, default=3, help="rounds (figures are medians)")
+    p.add_argument("--before", default=None,
+                   help="a checkout of the code to compare with (e.g. /work/main)")
+    p.add_argument("--output-dir", default=None)
+    p.add_argument("--work-dir", default=None)
+    p.add_argument("--quick", action="store_true", help="20,000 records, 1 round")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--phase":
+        print(json.dumps(kafkalite_phase(argv[1], argv[2], int(argv[3]))))
+        return 0
+    args = parse_args(argv)
+    if args.quick:
+        args.rounds = 1
+    if args.records is None:
+        args.records = 20_000 if args.quick else 500_000
+    import report
+    from report import say
+
+    from kafkalite.server import launcher
+    out_dir, work = report.make_dirs("client-paths", args.output_dir, args.work_dir)
+    info = report.machine_info(work)
+    import confluent_kafka
+    trees = [("after", REPO)] + ([("before", os.path.abspath(args.before))] if args.before else [])
+    say("kafkalite per-message client paths")
+    say(f"  CPU        {info['cpu_model']} ({info['logical_cores']} logical cores)")
+    say(f"  clients    confluent-kafka {confluent_kafka.version()[0]} (librdkafka "
+        f"{confluent_kafka.libversion()[0]}); kafkalite from {', '.join(r for _, r in trees)}")
+    say(f"  workload   {args.records:,} records of {VALUE_BYTES} bytes per figure, one partition, "
+        f"acks=1, linger.ms=5; median of {args.rounds} round(s)")
+    report.say_load(info)
+    runs: dict[str, list[dict]] = {"confluent": []}
+    for name, _ in trees:
+        runs[name] = []
+    server = launcher.ServerProcess(os.path.join(work, "data"), workers=1)
+    started = time.perf_counter()
+    try:
+        server.start()
+        for r in range(args.rounds):
+            runs["confluent"].append(run_confluent(server.kafka_bootstrap, server.bootstrap,
+                                                   f"ck{r}", args.records))
+            for name, root in trees:
+                runs[name].append(run_kafkalite(root, server.bootstrap, f"{name}{r}",
+                                                args.records))
+            say(f"  round {r + 1}: " + "; ".join(
+                f"{k} " + ", ".join(f"{f}={v[-1][f] / 1e3:,.0f}k" for f in sorted(v[-1]))
+                for k, v in runs.items()))
+    except Exception:
+        traceback.print_exc()
+        print(server.output()[-3000:], file=sys.stderr)
+        return 1
+    finally:
+        server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    med = {k: {f: statistics.median(run[f] for run in v) for f in v[0]} for k, v in runs.items()}
+    ck = med["confluent"]
+    peer = {"produce_cb": "produce_cb", "produce": "produce", "poll": "consume",
+            "consume": "consume"}
+    headers = ["Figure", "kafkalite"] + (["kafkalite before"] if args.before else []) + \
+        ["confluent-kafka", "Ratio to confluent-kafka"]
+    rows = []
+    for key, label in FIGURES:
+        row = [label, f"{med['after'][key]:,.0f}"]
+        if args.before:
+            row.append(f"{med['before'][key]:,.0f}")
+        if key in peer:
+            row += [f"{ck[peer[key]]:,.0f}" + (" (consume)" if key == "poll" else ""),
+                    f"{med['after'][key] / ck[peer[key]]:.2f}x"]
+        else:
+            row += ["-", "-"]
+        rows.append(row)
+    say()
+    say(report.text_table(rows, headers))
+    say("(records/s, medians; targets: produce() >= 2x confluent-kafka's produce(), "
+        "poll()/consume() >= 3x its consume(num_messages))")
+    elapsed = time.perf_counter() - started
+    doc = {"benchmark": "kafkalite per-message client paths", "command": " ".join(
+        ["python", "benchmarks/bench_client_paths.py"] + argv), "elapsed_s": elapsed,
+        "machine": info, "records": args.records, "rounds": args.rounds, "medians": med,
+        "runs": runs}
+    with open(os.path.join(out_dir, "results.json"), "w") as f:
+        json.dump(doc, f, indent=2, default=str)
+    with open(os.path.join(out_dir, "results.md"), "w") as f:
+        f.write("# kafkalite per-message client paths\n\n")
+        f.write(f"- command: `{doc['command']}`\n- {args.records:,} records of {VALUE_BYTES} "
+                f"bytes per figure, one partition, acks=1; median of {args.rounds} rounds\n\n")
+        f.write(report.markdown_table(rows, headers) + "\n")
+    say(f"results: {out_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

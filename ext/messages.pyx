@@ -1,0 +1,161 @@
+# cython: language_level=3
+"""The client's Message type, and the consumer's per-batch decoding into Messages.
+
+``Message`` is what ``Consumer.poll()``/``consume()`` return and what a
+producer's delivery callback receives: confluent-kafka's accessors
+(``msg.value()``, ``msg.offset()``...), as a C type so that a Message costs
+one allocation and a few pointer stores. ``batch_messages`` turns one
+RecordBatch v2 (a kafkalite._ext.reader.RecordBatch) into the list of its
+records' Messages in one loop, so that the consumer does no Python work per
+record (kafkalite.client.consumer calls it once per batch). Re-exported by
+kafkalite.client.types; any thread may create and read Messages.
+"""
+cimport cython
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from libc.stdint cimport int32_t, int64_t
+
+from wire_c cimport *
+
+from kafkalite.errors import CorruptRecordError
+
+# kafkalite.client.types' constants (that module imports this one)
+cdef enum:
+    TIMESTAMP_CREATE_TIME = 1
+    TIMESTAMP_LOG_APPEND_TIME = 2
+
+
+# a consumer makes and drops one per record: reuse the memory of dropped ones
+@cython.freelist(1024)
+cdef class Message:
+    """One consumed record, or a delivery report of a produced one."""
+
+    def __init__(self, topic, partition, offset, key, value, headers=None,
+                 timestamp=-1, timestamp_type=TIMESTAMP_CREATE_TIME, error=None,
+                 leader_epoch=None):
+        self._topic = topic
+        self._partition = partition
+        self._offset = offset
+        self._key = key
+        self._value = value
+        self._headers = headers
+        self._timestamp = timestamp
+        self._timestamp_type = timestamp_type
+        self._error = error
+        self._leader_epoch = leader_epoch
+
+    def topic(self):
+        return self._topic
+
+    def partition(self):
+        return self._partition
+
+    def offset(self):
+        return self._offset
+
+    def key(self):
+        return self._key
+
+    def value(self):
+        return self._value
+
+    def headers(self):
+        return self._headers or None
+
+    def timestamp(self):
+        """(timestamp type, epoch milliseconds), as confluent-kafka returns it."""
+        return (self._timestamp_type, self._timestamp)
+
+    def error(self):
+        return self._error
+
+    def leader_epoch(self):
+        return self._leader_epoch
+
+    def set_value(self, value):
+        self._value = value
+
+    def set_key(self, key):
+        self._key = key
+
+    def set_headers(self, headers):
+        self._headers = headers
+
+    def __len__(self):
+        return len(self._value) if self._value is not None else 0
+
+    def __repr__(self):
+        if self._error is not None:
+            return f"Message({self._topic}-{self._partition}, error={self._error})"
+        return (f"Message({self._topic}-{self._partition}@{self._offset}, key={self._key!r}, "
+                f"value={self._value!r:.60})")
+
+    def __reduce__(self):
+        return (Message, (self._topic, self._partition, self._offset, self._key, self._value,
+                          self._headers, self._timestamp, self._timestamp_type, self._error,
+                          self._leader_epoch))
+
+
+cdef Message new_message(object topic, int32_t partition, int64_t offset, object key,
+                         object value, object headers, int64_t timestamp, int timestamp_type,
+                         object error):
+    """A Message without the Python call (the hot paths' constructor)."""
+    cdef Message m = Message.__new__(Message)
+    m._topic = topic
+    m._partition = partition
+    m._offset = offset
+    m._key = key
+    m._value = value
+    m._headers = headers
+    m._timestamp = timestamp
+    m._timestamp_type = timestamp_type
+    m._error = error
+    return m
+
+
+def batch_messages(batch, topic, int32_t partition, int64_t min_offset):
+    """The Messages of ``batch``'s records at ``min_offset`` or later, in
+    offset order (``batch``: a reader.RecordBatch, data not control).
+    Records with headers take theirs from ``batch.records()``, decoded only
+    when a record has any."""
+    cdef bytes section = batch.records_section()
+    cdef const unsigned char *p = <const unsigned char *>PyBytes_AS_STRING(section)
+    cdef const unsigned char *end = p + PyBytes_GET_SIZE(section)
+    cdef kl_record r
+    cdef int rc
+    cdef int32_t i, count = batch.record_count
+    cdef int64_t base_offset = batch.base_offset
+    cdef int64_t base_ts = batch.base_timestamp
+    cdef int64_t max_ts = batch.max_timestamp
+    cdef bint log_append = (batch.attributes & KL_ATTR_TIMESTAMP_TYPE) != 0
+    cdef int ts_type = TIMESTAMP_LOG_APPEND_TIME if log_append else TIMESTAMP_CREATE_TIME
+    cdef int64_t offset
+    cdef list out = []
+    cdef list decoded = None
+    cdef object key, value, headers
+    if count < 0:
+        raise CorruptRecordError(f"batch at offset {base_offset} has record count {count}")
+    for i in range(count):
+        rc = kl_parse_record(p, end, &r)
+        if rc != KL_REC_OK:
+            raise CorruptRecordError(f"batch at offset {base_offset}, record {i}: "
+                                     f"{kl_record_error(rc).decode()}")
+        p = r.end
+        offset = base_offset + r.offset_delta
+        if offset < min_offset:
+            continue
+        key = None if r.key_len < 0 else PyBytes_FromStringAndSize(<const char *>r.key, r.key_len)
+        value = None if r.value_len < 0 else PyBytes_FromStringAndSize(<const char *>r.value,
+                                                                       r.value_len)
+        if r.header_count:
+            if decoded is None:
+                decoded = batch.records()
+            headers = decoded[i].headers
+        else:
+            headers = None      # headers() is None for none either way
+        out.append(new_message(topic, partition, offset, key, value, headers,
+                               max_ts if log_append else base_ts + r.timestamp_delta, ts_type,
+                               None))
+    if p != end:
+        raise CorruptRecordError(f"batch at offset {base_offset} has {end - p} bytes after "
+                                 f"its {count} records")
+    return out
