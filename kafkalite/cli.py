@@ -102,7 +102,7 @@ def _demo(args) -> int:
 
 def _server(args) -> int:
     from kafkalite.server.config import ServerConfig
-    from kafkalite.server.supervisor import serve
+    from kafkalite.server.processes import start_early
     config = ServerConfig.load(
         args.config, data_dir=args.data_dir, host=args.host,
         advertised_host=args.advertised_host, workers=args.workers, port=args.port,
@@ -121,11 +121,31 @@ def _server(args) -> int:
         ssl_client_auth=args.ssl_client_auth,
         sasl_enabled_mechanisms=args.sasl_enabled_mechanisms,
         sasl_users_file=args.sasl_users_file)
-    apps = []
-    if args.console:
-        from kafkalite.webconsole import make_app
-        apps.append(("/console", make_app))
-    return serve(config, apps)
+    # The workers first: their start-up overlaps the supervisor's imports.
+    early = start_early(config)
+    from kafkalite.server.supervisor import serve
+    apps = [("/console", _console_app)] if args.console else []
+    return serve(config, apps, early)
+
+
+def _console_app(bootstrap: str, registry):
+    """The web console as a WSGI app that imports it (its client, pyarrow)
+    at its first request rather than before the server is ready."""
+    import threading
+    lock, built = threading.Lock(), []
+
+    def app(environ, start_response):
+        with lock:          # the metrics server answers on several threads
+            if not built:
+                from kafkalite.webconsole import make_app
+                built.append(make_app(bootstrap, registry))
+        return built[0](environ, start_response)
+
+    def close() -> None:
+        if built and hasattr(built[0], "close"):
+            built[0].close()
+    app.close = close
+    return app
 
 
 def _users(args) -> int:
@@ -196,10 +216,10 @@ def _output_arg(p: argparse.ArgumentParser) -> None:
                    help="json: one JSON document per line (default: text)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from kafkalite import console
-    from kafkalite.tools import dump_log, streams_app, verify
-
+def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
+    """The whole CLI; ``only_server``: the top level with the ``server``
+    subcommand alone, which `kafkalite server` parses with so that its
+    start-up imports none of the other commands' modules."""
     parser = argparse.ArgumentParser(
         prog="kafkalite", description="kafkalite: Kafka's model on one host. Run a broker, "
                                       "manage topics, produce and consume, inspect data files.")
@@ -280,6 +300,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="SASL credentials, written by `kafkalite users` "
                              "(default <data-dir>/sasl-users.json)")
     server.set_defaults(func=_server)
+    if only_server:
+        return parser
+
+    from kafkalite import console
+    from kafkalite.tools import dump_log, streams_app, verify
 
     users = sub.add_parser(
         "users", help="add, list, delete SASL users (PLAIN, SCRAM-SHA-256/512)",
@@ -646,7 +671,7 @@ def _quiet_broken_pipe() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(only_server=(sys.argv[1:] if argv is None else argv)[:1] == ["server"])
     args, extra = parser.parse_known_args(argv)
     leaf = _leaf_parser(parser, args)
     if extra:

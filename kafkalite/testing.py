@@ -35,9 +35,10 @@ Fixtures
     fails the test's teardown, naming it (close your consumers).
 
 Start-up cost: a server is a supervisor process and its worker processes,
-each importing kafkalite; one worker keeps that to two interpreter starts
-(figures in README's "Testing your application"). It is paid once per
-session.
+each importing what it needs of kafkalite; the supervisor starts its
+workers first, so their start-ups overlap, and one worker keeps the server
+to two processes on the machine's cores (figures in README's "Testing your
+application"). It is paid once per session.
 
 Who may call: pytest, through the fixtures; one ``KafkaliteFixture`` per test.
 """
@@ -56,8 +57,8 @@ DEFAULT_SERVER_ARGS = ("--workers", "1", "--ingest-port", "-1")
 # Written to a TOML file given before those arguments (a --config among them
 # wins): the internal topics with one partition each, as Kafka test
 # containers set offsets.topic.num.partitions=1. A fresh server opens every
-# internal partition, fsyncing its checkpoint, before it spawns its workers:
-# 20 partitions by default, about 0.15 s.
+# internal partition, fsyncing its checkpoint, before it is ready: 20
+# partitions by default, about 0.15 s.
 SERVER_CONFIG = {"offsets_topic_num_partitions": 1, "transaction_state_num_partitions": 1}
 # Internal topics (__consumer_offsets, __transaction_state) belong to the
 # broker, which refuses to delete them.

@@ -21,7 +21,6 @@ import struct
 import time
 
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
 from kafkalite import errors
 from kafkalite.client.link import Link
@@ -234,6 +233,9 @@ class Connection(Link):
     def alive(self) -> bool:
         monitor = self._monitor
         while self._alive and monitor is not None and monitor.poll(0):
+            # imported here, where an event came: zmq.utils.monitor imports
+            # asyncio (tens of ms at every client's start, the ingest gateway's)
+            from zmq.utils.monitor import recv_monitor_message
             event = recv_monitor_message(monitor)["event"]
             if event == zmq.EVENT_CONNECTED:
                 self._connected = True

@@ -4,12 +4,11 @@ The codec itself is Cython, one module per job: ``kafkalite._ext.builder``
 (building batches), ``kafkalite._ext.reader`` (reading them),
 ``kafkalite._ext.columns`` (decoding many into Arrow-layout columns), with
 the layout constants in ``kafkalite.record.layout``. This package
-re-exports them with the compression codecs; import from here.
+re-exports them with the compression codecs; import from here. The codec's
+names load on first use (kafkalite/_lazy.py): importing ``kafkalite.record.layout``
+must not load the Cython builder and decoders, which import numpy.
 """
-from kafkalite._ext.builder import RecordBatchBuilder, build_control_batch, filter_batch
-from kafkalite._ext.columns import AbortedFilter, RecordColumns, decode_columns
-from kafkalite._ext.reader import Record, RecordBatch, batches_extent, iter_batches
-from kafkalite.record.compression import CODEC_NAMES, codec_id
+from kafkalite._lazy import lazy_exports
 from kafkalite.record.layout import (
     BATCH_HEADER_SIZE, COMPRESSION_GZIP, COMPRESSION_LZ4, COMPRESSION_NONE, COMPRESSION_SNAPPY,
     COMPRESSION_ZSTD, CREATE_TIME, LOG_APPEND_TIME, LOG_OVERHEAD, MAGIC, NO_PARTITION_LEADER_EPOCH,
@@ -24,3 +23,9 @@ __all__ = [
     "batches_extent", "build_control_batch", "decode_columns", "filter_batch", "iter_batches", "CODEC_NAMES",
     "codec_id",
 ]
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "kafkalite._ext.builder": ("RecordBatchBuilder", "build_control_batch", "filter_batch"),
+    "kafkalite._ext.columns": ("AbortedFilter", "RecordColumns", "decode_columns"),
+    "kafkalite._ext.reader": ("Record", "RecordBatch", "batches_extent", "iter_batches"),
+    "kafkalite.record.compression": ("CODEC_NAMES", "codec_id"),
+})

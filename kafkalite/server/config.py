@@ -31,7 +31,7 @@ import tomllib
 from dataclasses import dataclass, field
 
 from kafkalite.errors import InvalidConfigurationError
-from kafkalite.server import authorizer, security
+from kafkalite.server import security
 from kafkalite.storage.config import LogConfig
 
 DEFAULT_PORT = 7092

@@ -60,8 +60,6 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 
-import regex
-
 from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.server.metadata import INTERNAL_TOPICS
@@ -423,6 +421,8 @@ class ConsumerGroupCoordinator:
 
     @staticmethod
     def _compile(pattern: str):
+        # imported at the first regex subscription, not at every start
+        import regex
         try:
             return regex.compile(pattern)
         except (regex.error, ValueError, OverflowError) as exc:

@@ -42,7 +42,11 @@ def package_env(**extra) -> dict:
 
 
 class ServerProcess:
-    def __init__(self, data_dir: str, workers: int = 2, extra_args=(), log_path: str | None = None):
+    def __init__(self, data_dir: str, workers: int = 2, extra_args=(), log_path: str | None = None,
+                 program=None):
+        # what runs the `server` subcommand: python -m kafkalite, or a
+        # caller's wrapper around the same entry point (tests observe with one)
+        self.program = list(program or [sys.executable, "-m", "kafkalite"])
         self.data_dir = data_dir
         self.workers = workers
         self.extra_args = list(extra_args)
@@ -68,7 +72,7 @@ class ServerProcess:
             os.unlink(path)
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kafkalite", "server", "--data-dir", self.data_dir,
+            [*self.program, "server", "--data-dir", self.data_dir,
              "--port", "0", "--ingest-port", "0", "--worker-base-port", "0",
              "--kafka-port", "0", "--kafka-worker-base-port", "0", "--metrics-port", "0",
              "--workers", str(self.workers), *self.extra_args],

@@ -40,6 +40,9 @@ them (``kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec,topic=t``
 -> ``kafka_server_brokertopicmetrics_bytesin_total{topic="t"}``); the README
 lists them.
 
+prometheus_client and the HTTP server are imported by ``NodeMetrics``
+alone: a worker, which only sends snapshots, does not load them.
+
 Who may call: ``RequestStats`` and ``worker_snapshot`` from a broker
 process's loop thread; ``NodeMetrics`` from the supervisor's loop thread
 (its HTTP thread is internal).
@@ -53,11 +56,6 @@ import os
 import resource
 import threading
 import time
-from wsgiref.simple_server import WSGIRequestHandler, make_server
-
-from prometheus_client import CollectorRegistry, ProcessCollector, make_wsgi_app
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
-from prometheus_client.exposition import ThreadingWSGIServer
 
 from kafkalite.protocol import ApiKey
 
@@ -209,6 +207,7 @@ class NodeMetrics:
         self._next_publish = 0.0
         self._httpd = None
         self._mounts: list[tuple[str, object]] = []
+        from prometheus_client import CollectorRegistry, ProcessCollector
         # what /metrics serves; mounted apps may collect() it too (on their threads)
         self.registry = CollectorRegistry()
         # the supervisor's own CPU, memory and file descriptors (process_*)
@@ -222,6 +221,17 @@ class NodeMetrics:
         with a warning, as workers do with theirs); return the port bound.
         ``mounts``: (path prefix, WSGI app) pairs served beside /metrics; an
         app with a ``close()`` is closed with the server."""
+        from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+        from prometheus_client import make_wsgi_app
+        from prometheus_client.exposition import ThreadingWSGIServer
+
+        class _QuietHandler(WSGIRequestHandler):
+            """No access log line per scrape on stderr."""
+
+            def log_message(self, format, *args):
+                pass
+
         metrics_app = make_wsgi_app(self.registry)
         self._mounts = [(prefix.rstrip("/"), mounted) for prefix, mounted in mounts]
 
@@ -274,6 +284,7 @@ class NodeMetrics:
 
     def collect(self):
         """prometheus_client's collector interface, on the HTTP thread."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
         with self._lock:
             view = self._view
         if not view:
@@ -372,6 +383,7 @@ class NodeMetrics:
 
     @staticmethod
     def _security_families(security: dict):
+        from prometheus_client.core import CounterMetricFamily
         denied = CounterMetricFamily("kafkalite_authorizer_denied",
                                      "Operations the authorizer denied (authorizer.py), by "
                                      "resource type and operation",
@@ -386,6 +398,7 @@ class NodeMetrics:
 
     @staticmethod
     def _request_families(requests: dict):
+        from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
         count = CounterMetricFamily("kafka_network_requestmetrics_requests",
                                     "Requests answered (Kafka's RequestsPerSec)",
                                     labels=["request"])
@@ -498,10 +511,3 @@ class NodeMetrics:
                 "purgatory": purgatory, "brokers": brokers, "under_replicated": under,
                 "offline": offline, "topic_count": len(topics_md), "partition_count": count,
                 "groups": groups}
-
-
-class _QuietHandler(WSGIRequestHandler):
-    """No access log line per scrape on stderr."""
-
-    def log_message(self, format, *args):
-        pass

@@ -36,13 +36,16 @@ then talk to that worker.
 Lifecycle: ``start()`` binds, spawns the workers and the ingest gateway and
 writes ``<data_dir>/server.json`` once every worker is ready; SIGTERM or
 SIGINT stop it cleanly (workers close their logs, leaving clean-shutdown
-markers; no process and no /dev/shm segment is left behind).
+markers; no process and no /dev/shm segment is left behind). Under
+``kafkalite server`` the workers (and the gateway) were already spawned
+before this module was imported (processes.py ``start_early``): the
+supervisor adopts them, and tells them the endpoints they lack with their
+first assign.
 
 Who may call: ``kafkalite server`` (cli.py), single-threaded.
 """
 from __future__ import annotations
 
-import fcntl
 import itertools
 import json
 import logging
@@ -51,7 +54,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import zmq
 
@@ -65,6 +68,8 @@ from kafkalite.server.metrics import NodeMetrics
 from kafkalite.server.security import listener_security
 from kafkalite.server.metadata import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, MetadataStore
 from kafkalite.server.native_listener import NativeListener
+from kafkalite.server.processes import (LOCK_FILE, EarlyStart, WorkerProcess,  # noqa: F401
+                                        bind_control, lock_data_dir, spawn_ingest, spawn_worker)
 from kafkalite.server.relay import RelayServer
 from kafkalite.server.replica_manager import ReplicaManager
 from kafkalite.server.requests import Listener, RequestDispatcher
@@ -79,7 +84,6 @@ from kafkalite.storage.checkpoint import write_atomically
 log = logging.getLogger("kafkalite.supervisor")
 
 SERVER_FILE = "server.json"
-LOCK_FILE = ".lock"
 RESTART_BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 # How long a clean stop waits for the workers before killing them: a worker
 # closes every log it hosts (a few fsyncs each, on a small thread pool), so
@@ -88,23 +92,6 @@ SHUTDOWN_TIMEOUT_S = 15.0
 SHUTDOWN_S_PER_PARTITION = 0.005
 POLL_INTERVAL_MS = 100
 RETRY_INTERVAL_S = 1.0   # a metadata action the store refused is tried again this often
-
-
-@dataclass
-class WorkerProcess:
-    index: int
-    port: int
-    kafka_port: int = 0
-    proc: subprocess.Popen | None = None
-    pid: int = 0
-    restarts: int = 0
-    crashes_in_a_row: int = 0
-    restart_at: float = 0.0
-    last_heartbeat: float = 0.0
-    hung: bool = False              # alive but silent past the session timeout: fenced
-    remote: bool = False            # another node's (a cluster): not this process's child
-    host: str | None = None         # a remote worker's advertised host
-    rack: str | None = None         # a remote worker's node
 
 
 @dataclass
@@ -117,8 +104,9 @@ class PendingChange:
 
 
 class Supervisor:
-    def __init__(self, config: ServerConfig, http_apps=()):
+    def __init__(self, config: ServerConfig, http_apps=(), early: EarlyStart | None = None):
         self.config = config
+        self.early = early          # the lock, control socket and children start_early made
         # (path prefix, factory(bootstrap servers, metrics registry) -> WSGI app):
         # apps served on the metrics port (the web console); given by the
         # caller, since this layer imports nothing above it
@@ -127,6 +115,8 @@ class Supervisor:
         self.workers: list[WorkerProcess] = []      # this node's, children of this process
         self.remote: dict[int, WorkerProcess] = {}  # other nodes' (--cluster), by broker id
         self.ingest: subprocess.Popen | None = None
+        self._ingest_out = None     # its stdout until it printed the port it bound
+        self.poller = zmq.Poller()
         self.pending: dict[int, PendingChange] = {}
         self._changes = itertools.count(1)
         self._stop = False
@@ -146,13 +136,8 @@ class Supervisor:
 
     def start(self) -> None:
         cfg = self.config
-        os.makedirs(cfg.data_dir, exist_ok=True)
-        self._lock_fd = os.open(os.path.join(cfg.data_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise errors.KafkaStorageError(
-                f"another kafkalite server is using {cfg.data_dir}") from None
+        early = self.early
+        self._lock_fd = early.lock_fd if early is not None else lock_data_dir(cfg.data_dir)
         broker_ids, nodes = list(range(cfg.worker_count)), {}
         if cfg.cluster:
             broker_ids, nodes = self._cluster_brokers()
@@ -225,24 +210,30 @@ class Supervisor:
             bind_host = cfg.host if cfg.host not in ("", "*") else "0.0.0.0"
             advertised = _bracket(cfg.public_host)
         self.relay = RelayServer(self.ctx, self.dispatcher, bind_host, advertised)
-        self.control = self.ctx.socket(zmq.ROUTER)
-        self.control.setsockopt(zmq.LINGER, 0)
-        self.control.setsockopt(zmq.ROUTER_HANDOVER, 1)
-        control_port = self.control.bind_to_random_port(f"tcp://{_bracket(bind_host)}")
-        self.control_endpoint = f"tcp://{advertised}:{control_port}"
+        if early is not None:
+            self.control, self.control_endpoint = early.control, early.control_endpoint
+        else:
+            self.control, self.control_endpoint = bind_control(self.ctx, bind_host, advertised)
         if self.lease is not None:
             self.lease.publish({"control": self.control_endpoint, "relay": self.relay.endpoint,
                                 "coordinator": f"tcp://{advertised}:{self.native.port}",
                                 "bootstrap.servers": f"{cfg.public_host}:{self.native.port}",
                                 "kafka.bootstrap.servers": f"{cfg.public_host}:{self.kafka.port}"})
-        for i, broker_id in enumerate(broker_ids):
-            port = cfg.worker_base_port + i if cfg.worker_base_port else 0
-            kafka_port = cfg.kafka_worker_base_port + i if cfg.kafka_worker_base_port else 0
-            self.workers.append(WorkerProcess(broker_id, port, kafka_port))
-            self._spawn(self.workers[-1])
+        if early is not None:
+            self.workers = early.workers
+        else:
+            for i, broker_id in enumerate(broker_ids):
+                port = cfg.worker_base_port + i if cfg.worker_base_port else 0
+                kafka_port = cfg.kafka_worker_base_port + i if cfg.kafka_worker_base_port else 0
+                self.workers.append(WorkerProcess(broker_id, port, kafka_port))
+                self._spawn(self.workers[-1])
         self._local = {w.index: w for w in self.workers}
         self.ingest_port = cfg.ingest_port
-        self._spawn_ingest()
+        if early is not None and early.ingest is not None:
+            self.ingest = early.ingest
+            self._watch_ingest_port()
+        else:
+            self._spawn_ingest()
 
     def _cluster_brokers(self) -> tuple[list[int], dict[int, int]]:
         """This node's workers' broker ids, and the node of every broker
@@ -323,16 +314,34 @@ class Supervisor:
     def _spawn_ingest(self) -> None:
         if self.config.ingest_port < 0:
             return
-        self.ingest = subprocess.Popen(
-            [sys.executable, "-m", "kafkalite.client.ingest", "--bootstrap",
-             f"{self.config.public_host}:{self.port}", "--host", self.config.host,
-             "--port", str(self.ingest_port)],
-            stdout=subprocess.PIPE)
-        # The gateway prints the port it bound (the configured one, or any free one).
-        line = self.ingest.stdout.readline().decode().split()
-        if len(line) == 2 and line[0] == "ingest":
-            self.ingest_port = int(line[1])
-        self.ingest.stdout.close()
+        self.ingest = spawn_ingest(self.config, self.port, self.ingest_port)
+        self._watch_ingest_port()
+
+    def _watch_ingest_port(self) -> None:
+        """Read the port the gateway bound (the configured one, or any free
+        one) from the loop, when it prints it: the node is not ready before."""
+        self._close_ingest_output()
+        self._ingest_out, self._ingest_line = self.ingest.stdout, b""
+        self.poller.register(self._ingest_out.fileno(), zmq.POLLIN)   # events name the fd
+
+    def _on_ingest_output(self) -> None:
+        out = self._ingest_out
+        chunk = os.read(out.fileno(), 256)    # readable: this does not block
+        self._ingest_line += chunk
+        if chunk and b"\n" not in self._ingest_line and len(self._ingest_line) < 256:
+            return                            # not the whole line yet
+        words = self._ingest_line.decode(errors="replace").split()
+        if len(words) == 2 and words[0] == "ingest" and words[1].isdigit():
+            self.ingest_port = int(words[1])
+        # the line, or end of file (the gateway died first: it is restarted)
+        self._close_ingest_output()
+        self._check_ready()
+
+    def _close_ingest_output(self) -> None:
+        if self._ingest_out is not None:
+            self.poller.unregister(self._ingest_out.fileno())
+            self._ingest_out.close()
+            self._ingest_out = None
 
     def endpoints(self) -> dict:
         host = self.config.public_host
@@ -447,8 +456,13 @@ class Supervisor:
         parts = self.controller.register_broker(w.index, w.port, w.kafka_port, w.host,
                                                 None if w.rack is None else f"node-{w.rack}")
         log.info("worker %d (pid %d) is up on port %d", w.index, w.pid, w.port)
+        # a worker start_early spawned learns here where the relay and the
+        # transaction coordinator are (one that knows them ignores these)
+        endpoints = {} if w.remote else {
+            "relay": self.relay.endpoint,
+            "coordinator": f"tcp://{self._local_host()}:{self.native.port}"}
         self._send_worker(w.index, {"type": "assign", "op": f"start-{w.index}",
-                                    "partitions": parts,
+                                    "partitions": parts, **endpoints,
                                     "brokers": self.controller.broker_endpoints(),
                                     "kafka_apis": [int(k) for k in self.cluster_apis()],
                                     "acls": acls_to_json(self.acl_control.acls)})
@@ -459,8 +473,8 @@ class Supervisor:
 
     def _check_ready(self) -> None:
         # this node's workers: other nodes' come and go on their own
-        if not self.ready and not any(self.controller.brokers[w.index].fenced
-                                      for w in self.workers):
+        if (not self.ready and self._ingest_out is None
+                and not any(self.controller.brokers[w.index].fenced for w in self.workers)):
             self.ready = True
             self._write_server_file()
             e = self.endpoints()
@@ -547,7 +561,7 @@ class Supervisor:
         return r
 
     def run(self) -> int:
-        poller = zmq.Poller()
+        poller = self.poller
         poller.register(self.control, zmq.POLLIN)
         self.native.attach(poller)
         self.relay.attach(poller)
@@ -568,6 +582,8 @@ class Supervisor:
                         pass
                 except BlockingIOError:
                     pass
+            if self._ingest_out is not None and self._ingest_out.fileno() in events:
+                self._on_ingest_output()
             if self.control in events:
                 while True:
                     try:
@@ -623,6 +639,7 @@ class Supervisor:
                     self._send_worker(w.index, {"type": "shutdown"})
                 except zmq.ZMQError:
                     pass
+        self._close_ingest_output()
         if self.ingest is not None and self.ingest.poll() is None:
             self.ingest.terminate()
         deadline = time.monotonic() + timeout
@@ -656,20 +673,6 @@ class Supervisor:
             self._lock_fd = -1
 
 
-def spawn_worker(w: WorkerProcess, config: ServerConfig, control: str, relay: str,
-                 coordinator: str) -> None:
-    """Start ``w``'s process: broker ``w.index``, talking to the controller
-    at ``control``, relaying to ``relay``, verifying transactions with the
-    coordinator at ``coordinator``."""
-    w.proc = subprocess.Popen(
-        [sys.executable, "-m", "kafkalite.server.worker", "--index", str(w.index),
-         "--control", control, "--port", str(w.port),
-         "--kafka-port", str(w.kafka_port), "--relay", relay,
-         "--supervisor-pid", str(os.getpid()), "--coordinator", coordinator,
-         "--config-json", json.dumps(asdict(config))])
-    w.pid = w.proc.pid
-
-
 class AnotherController(Exception):
     """Another node holds the cluster's controller lease."""
 
@@ -682,15 +685,18 @@ def _bracket(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
-def serve(config: ServerConfig, http_apps=()) -> int:
+def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None) -> int:
     """Run a server in this process until SIGTERM/SIGINT (the CLI's `server`):
     the supervisor of a node, or, in a cluster whose controller is another
-    node, a broker node (broker_node.py). ``http_apps``: see Supervisor."""
+    node, a broker node (broker_node.py). ``http_apps``: see Supervisor;
+    ``early``: the children processes.start_early spawned."""
     logging.basicConfig(level=config.effective_log_level,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    sup = Supervisor(config, http_apps)
+    sup = Supervisor(config, http_apps, early)
     signal.signal(signal.SIGTERM, sup.request_stop)
     signal.signal(signal.SIGINT, sup.request_stop)
+    if early is not None and early.stop_requested:
+        sup.request_stop()
     try:
         sup.start()
     except AnotherController as other:
@@ -702,4 +708,8 @@ def serve(config: ServerConfig, http_apps=()) -> int:
         signal.signal(signal.SIGINT, node.request_stop)
         node.start()
         return node.run()
+    except BaseException:
+        if early is not None:
+            early.abandon()    # no worker outlives a supervisor that could not start
+        raise
     return sup.run()

@@ -85,14 +85,9 @@ class Worker:
         self.config = config
         self.ctx = zmq.Context.instance()
         self.poller = zmq.Poller()
-        self.coordinator = None
-        if coordinator_endpoint:
-            self.coordinator = BrokerRequests(self.ctx, lambda _: coordinator_endpoint,
-                                              f"worker-{index}", timeout_s=10.0)
-            self.coordinator.attach(self.poller)
-        self.replica_manager = ReplicaManager(
-            index, config.data_dir, config.log_config,
-            verifier=self.verify_transaction if self.coordinator is not None else None)
+        self.coordinator = None             # BrokerRequests to the transaction coordinator
+        self.relay = None                   # RelayClient to the supervisor
+        self.replica_manager = ReplicaManager(index, config.data_dir, config.log_config)
         self.peers = BrokerRequests(self.ctx, lambda b: self.fetcher.endpoint_of(b),
                                     f"replica-{index}", timeout_s=PEER_TIMEOUT_S
                                     + config.replica_fetch_wait_max_ms / 1000.0)
@@ -122,14 +117,11 @@ class Worker:
                                      extensions={"shm_attach": self.rings.attach},
                                      fallback_to_any_port=True)
         self.native.attach(self.poller)
-        self.relay = None
-        if relay_endpoint:
-            self.relay = RelayClient(self.ctx, relay_endpoint, b"worker-%d" % index)
-            self.relay.attach(self.poller)
-        self.kafka = KafkaListener(config.host, kafka_port, self.dispatcher, relay=self.relay,
+        self.kafka = KafkaListener(config.host, kafka_port, self.dispatcher,
                                    name=f"worker {index}", fallback_to_any_port=True,
                                    security=listener_security(config))
         self.kafka.attach(self.poller)
+        self.join_supervisor(relay_endpoint, coordinator_endpoint)
         self.control = self.ctx.socket(zmq.DEALER)
         self.control.setsockopt(zmq.LINGER, 1000)
         self.control.setsockopt(zmq.IDENTITY, b"worker-%d" % index)
@@ -147,6 +139,24 @@ class Worker:
     def port(self) -> int:
         return self.native.port
 
+    def join_supervisor(self, relay_endpoint: str | None, coordinator_endpoint: str | None) -> None:
+        """Connect to the supervisor's relay and its transaction coordinator.
+
+        A worker the supervisor started before binding them (at start-up it
+        starts its workers first, so that their imports overlap its own) is
+        told them with its first assign; until then it serves nothing that
+        needs them, having no partitions."""
+        if coordinator_endpoint and self.coordinator is None:
+            self.coordinator = BrokerRequests(self.ctx, lambda _: coordinator_endpoint,
+                                              f"worker-{self.index}", timeout_s=10.0)
+            self.coordinator.attach(self.poller)
+            self.replica_manager.verifier = self.verify_transaction
+        if relay_endpoint and self.relay is None:
+            self.relay = RelayClient(self.ctx, relay_endpoint, b"worker-%d" % self.index)
+            self.relay.attach(self.poller)
+            # what KafkaListener(relay=...) does: answers come back to it
+            self.kafka.relay, self.relay.listener = self.relay, self.kafka
+
     # ---- control channel -----------------------------------------------------------------
 
     def _send_control(self, msg: dict) -> None:
@@ -161,6 +171,7 @@ class Worker:
         if kind == "acls":
             self._send_control({"type": "done", "op": msg.get("op"), "worker": self.index})
         elif kind == "assign":
+            self.join_supervisor(msg.get("relay"), msg.get("coordinator"))
             if "kafka_apis" in msg:
                 self.cluster_apis = [ApiKey(k) for k in msg["kafka_apis"]]
             if "brokers" in msg:
@@ -326,11 +337,13 @@ def main(argv=None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--kafka-port", type=int, default=0)
     parser.add_argument("--relay", help="the supervisor's relay endpoint (Kafka requests "
-                                        "this worker does not serve)")
+                                        "this worker does not serve); without it, the "
+                                        "first assign names it")
     parser.add_argument("--config-json", required=True)
     parser.add_argument("--supervisor-pid", type=int, help="exit when this is no longer the parent")
     parser.add_argument("--coordinator", help="the supervisor's native endpoint (the transaction "
-                                              "coordinator, asked to verify transactional writes)")
+                                              "coordinator, asked to verify transactional "
+                                              "writes); without it, the first assign names it")
     args = parser.parse_args(argv)
     config = ServerConfig(**json.loads(args.config_json))
     logging.basicConfig(level=config.effective_log_level,

@@ -1,0 +1,162 @@
+"""A node's child processes: the partition workers and the ingest gateway,
+and the early start that overlaps their start-up with the supervisor's.
+
+A server is several Python processes, and each spends most of its start-up
+importing (zmq, numpy, the protocol's codecs, the storage engine). Started
+one after another -- the supervisor importing everything and binding its
+listeners, then spawning its workers -- those imports add up.
+``start_early`` is what ``kafkalite server`` runs first, having imported
+only this module, zmq and the config: it takes the data directory's lock,
+binds the control channel (the ROUTER the workers say hello on) and
+spawns the workers -- and the ingest gateway, when the native port is a
+fixed one it can be told -- then returns the ``EarlyStart`` the supervisor
+adopts (supervisor.py). The supervisor's own imports and recovery run
+meanwhile; a worker's hello waits in the control socket until the
+supervisor's loop reads it, and the endpoints the worker could not be
+given yet (the relay and the transaction coordinator) come with its first
+assign (worker.py ``join_supervisor``). Nothing here changes when the
+node is ready: that is still when every worker has opened its partitions.
+
+A node of a cluster (``--cluster``) does not start early: whether it
+runs as the controller or as a broker node is known only once it has
+asked PostgreSQL.
+
+Who may call: ``kafkalite server`` (cli.py) before it imports the
+supervisor; the supervisor and broker nodes (``spawn_worker``, ``WorkerProcess``).
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+
+import zmq
+
+from kafkalite import errors
+from kafkalite.server.config import ServerConfig
+
+LOCK_FILE = ".lock"
+
+
+@dataclass
+class WorkerProcess:
+    index: int
+    port: int
+    kafka_port: int = 0
+    proc: subprocess.Popen | None = None
+    pid: int = 0
+    restarts: int = 0
+    crashes_in_a_row: int = 0
+    restart_at: float = 0.0
+    last_heartbeat: float = 0.0
+    hung: bool = False              # alive but silent past the session timeout: fenced
+    remote: bool = False            # another node's (a cluster): not this process's child
+    host: str | None = None         # a remote worker's advertised host
+    rack: str | None = None         # a remote worker's node
+
+
+def lock_data_dir(data_dir: str) -> int:
+    """The open, exclusively locked ``<data_dir>/.lock``; KafkaStorageError
+    when another server holds it."""
+    os.makedirs(data_dir, exist_ok=True)
+    fd = os.open(os.path.join(data_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise errors.KafkaStorageError(f"another kafkalite server is using {data_dir}") from None
+    return fd
+
+
+def spawn_worker(w: WorkerProcess, config: ServerConfig, control: str, relay: str | None,
+                 coordinator: str | None) -> None:
+    """Start ``w``'s process: broker ``w.index``, talking to the controller
+    at ``control``, relaying to ``relay``, verifying transactions with the
+    coordinator at ``coordinator`` (either None: named by its first assign)."""
+    endpoints = [*(["--relay", relay] if relay else []),
+                 *(["--coordinator", coordinator] if coordinator else [])]
+    w.proc = subprocess.Popen(
+        [sys.executable, "-m", "kafkalite.server.worker", "--index", str(w.index),
+         "--control", control, "--port", str(w.port), "--kafka-port", str(w.kafka_port),
+         "--supervisor-pid", str(os.getpid()), *endpoints,
+         "--config-json", json.dumps(asdict(config))])
+    w.pid = w.proc.pid
+
+
+def spawn_ingest(config: ServerConfig, native_port: int, port: int) -> subprocess.Popen:
+    """Start the ingest gateway, a client of the native listener on
+    ``native_port``. It prints ``ingest <port>`` on its stdout (a pipe) once
+    it listens: the configured ``port``, or any free one for 0."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "kafkalite.client.ingest", "--bootstrap",
+         f"{config.public_host}:{native_port}", "--host", config.host, "--port", str(port)],
+        stdout=subprocess.PIPE)
+
+
+def bind_control(ctx: zmq.Context, bind_host: str, advertised_host: str) -> tuple[zmq.Socket, str]:
+    """The control channel's ROUTER, bound to any free port, and the
+    endpoint workers connect to."""
+    control = ctx.socket(zmq.ROUTER)
+    control.setsockopt(zmq.LINGER, 0)
+    control.setsockopt(zmq.ROUTER_HANDOVER, 1)
+    bracketed = f"[{bind_host}]" if ":" in bind_host else bind_host
+    port = control.bind_to_random_port(f"tcp://{bracketed}")
+    return control, f"tcp://{advertised_host}:{port}"
+
+
+@dataclass
+class EarlyStart:
+    """What ``start_early`` set going, for the supervisor to adopt."""
+    lock_fd: int
+    control: zmq.Socket
+    control_endpoint: str
+    workers: list[WorkerProcess]
+    ingest: subprocess.Popen | None
+    stop_requested: bool = False     # SIGTERM/SIGINT before the supervisor took over
+
+    def abandon(self) -> None:
+        """The supervisor could not start: stop what was started, and let go
+        of the lock, so that nothing outlives the failed start."""
+        procs = [w.proc for w in self.workers if w.proc is not None]
+        procs += [self.ingest] if self.ingest is not None else []
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self.ingest is not None and self.ingest.stdout is not None:
+            self.ingest.stdout.close()
+        self.control.close()
+        os.close(self.lock_fd)
+
+
+def start_early(config: ServerConfig) -> EarlyStart | None:
+    """Lock the data directory, bind the control channel and spawn this
+    node's workers (and the ingest gateway when the native port is fixed);
+    None for a node of a cluster, which starts in the old order."""
+    if config.cluster:
+        return None
+    lock_fd = lock_data_dir(config.data_dir)
+    control, endpoint = bind_control(zmq.Context.instance(), "127.0.0.1", "127.0.0.1")
+    early = EarlyStart(lock_fd, control, endpoint, [], None)
+
+    def stop(signum, frame):
+        early.stop_requested = True
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for i in range(config.worker_count):
+        port = config.worker_base_port + i if config.worker_base_port else 0
+        kafka_port = config.kafka_worker_base_port + i if config.kafka_worker_base_port else 0
+        early.workers.append(WorkerProcess(i, port, kafka_port))
+        spawn_worker(early.workers[-1], config, endpoint, None, None)
+    if config.ingest_port >= 0 and config.port:
+        early.ingest = spawn_ingest(config, config.port, config.ingest_port)
+    return early
