@@ -51,7 +51,7 @@ from kafkalite.server.config import ServerConfig
 from kafkalite.server.request_authorization import RequestGate
 from kafkalite.server.kafka_listener import KafkaListener
 from kafkalite.server.metrics import WorkerMetrics
-from kafkalite.server.security import listener_security
+from kafkalite.server.security import listener_security, native_curve
 from kafkalite.server.broker_requests import BrokerRequests
 from kafkalite.server.native_listener import NativeListener
 from kafkalite.server.relay import RelayClient
@@ -85,17 +85,18 @@ class Worker:
         self.config = config
         self.ctx = zmq.Context.instance()
         self.poller = zmq.Poller()
+        self.curve = native_curve(config)
         self.coordinator = None
         if coordinator_endpoint:
             self.coordinator = BrokerRequests(self.ctx, lambda _: coordinator_endpoint,
-                                              f"worker-{index}", timeout_s=10.0)
+                                              f"worker-{index}", timeout_s=10.0, curve=self.curve)
             self.coordinator.attach(self.poller)
         self.replica_manager = ReplicaManager(
             index, config.data_dir, config.log_config,
             verifier=self.verify_transaction if self.coordinator is not None else None)
         self.peers = BrokerRequests(self.ctx, lambda b: self.fetcher.endpoint_of(b),
                                     f"replica-{index}", timeout_s=PEER_TIMEOUT_S
-                                    + config.replica_fetch_wait_max_ms / 1000.0)
+                                    + config.replica_fetch_wait_max_ms / 1000.0, curve=self.curve)
         self.peers.attach(self.poller)
         self.fetcher = ReplicaFetcher(index, self.peers, config.replica_fetch_wait_max_ms)
         self.replica_manager.fetcher = self.fetcher
@@ -120,7 +121,8 @@ class Worker:
         self.native = NativeListener(self.ctx, config.host, port, self.dispatcher,
                                      name=f"worker {index}",
                                      extensions={"shm_attach": self.rings.attach},
-                                     fallback_to_any_port=True)
+                                     fallback_to_any_port=True, curve=self.curve)
+        self.rings.authorizer = self.authorizer
         self.native.attach(self.poller)
         self.relay = None
         if relay_endpoint:
