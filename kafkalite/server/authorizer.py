@@ -311,9 +311,10 @@ def warn_if_native_exposed(config) -> None:
     native ports listen beyond loopback."""
     if config.authorizer_enabled and config.host not in _LOOPBACK \
             and not config.native_curve_secret_key_file:
-        log.warning("authorizer_enabled checks the Kafka listeners only: the native ZeroMQ "
-                    "ports on %s (and the ingest gateway) are neither authenticated nor "
-                    "authorized, so anyone who reaches them may read and write every topic",
+        log.warning("authorizer_enabled checks the Kafka listeners only: without CURVE "
+                    "(native_curve_secret_key_file) the native ZeroMQ ports on %s (and the "
+                    "ingest gateway) are neither authenticated nor authorized, so anyone who "
+                    "reaches them may read and write every topic",
                     config.host or "*")
 
 
