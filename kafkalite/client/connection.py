@@ -100,11 +100,14 @@ def client_context(config: dict) -> zmq.Context:
                          "(the server's public key, Z85 or its .key file)")
     try:
         server = curve.load_key(given[0])
-        if given[1] or given[2]:
-            public = curve.load_key(given[1] or given[2])
-            secret = curve.load_key(given[2] or given[1], secret=True)
-        else:   # no key of our own: a throwaway one, which the server will refuse unless
-            public, secret = zmq.curve_keypair()   # its ZAP handler lets any key in
+        if given[2]:
+            secret = curve.load_key(given[2], secret=True)
+            public = curve.load_key(given[1]) if given[1] else zmq.curve_public(secret)
+        elif given[1]:
+            raise curve.CurveKeyError("curve.public.key needs curve.secret.key (this client's "
+                                      "key pair: its .key_secret file, or the Z85 secret key)")
+        else:   # no key of our own: a throwaway one, which the server refuses unless its
+            public, secret = zmq.curve_keypair()    # authorized keys are meant for anyone
     except curve.CurveKeyError as exc:
         ctx.term()
         raise ValueError(str(exc)) from None
