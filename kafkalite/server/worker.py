@@ -122,7 +122,8 @@ class Worker:
                                      name=f"worker {index}",
                                      extensions={"shm_attach": self.rings.attach},
                                      fallback_to_any_port=True, curve=self.curve)
-        self.rings.authorizer = self.authorizer
+        # rings are authorized as their native channel is: only under CURVE
+        self.rings.authorizer = self.authorizer if self.curve is not None else None
         self.native.attach(self.poller)
         self.relay = None
         if relay_endpoint:
