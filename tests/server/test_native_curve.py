@@ -235,3 +235,23 @@ def test_replication_between_workers_runs_over_curve(srv, keys):
     values = [b"r%d" % i for i in range(50)]
     assert produce(as_user(srv, keys, "admin", acks="all"), topic, values, 60.0) == [None] * 50
     assert stored(srv, keys, topic, 50, 20.0) == values
+
+
+def test_transactions_run_over_curve(srv, keys):
+    """The coordinator's markers to the workers and the workers'
+    verification with the coordinator are native requests between broker
+    processes: with CURVE they use the server's key."""
+    topic = "curve-txn"
+    create_topic(srv, keys, topic)
+    p = Producer(as_user(srv, keys, "admin", **{"transactional.id": "curve-txn",
+                                                "kafkalite.transport": "zmq"}))
+    try:
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce(topic, b"committed")
+        p.commit_transaction(30)
+    finally:
+        p.close()
+    got = read_all(srv, topic, 1, 1, 20.0, **client_keys(keys, "admin"),
+                   **{"isolation.level": "read_committed"})
+    assert [m.value() for m in got] == [b"committed"]
