@@ -18,7 +18,11 @@ wait for ever), so a new Connection watches its handshake through a socket
 monitor once it is connected, whether it has keys or not, and raises
 ``AuthenticationRefusedError`` naming the refusal: an unknown client key
 (HANDSHAKE_FAILED_AUTH), CURVE on one side only (HANDSHAKE_FAILED_PROTOCOL),
-or a wrong server key (the server drops the connection mid-handshake).
+or a wrong server key (the server drops the connection mid-handshake). A
+watched link (``watch=True``, the producer's and consumer's links to
+workers, made after the metadata link to the same server succeeded with
+the same keys) does not wait for its handshake: a failed one makes
+``alive()`` False, as a disconnect does.
 
 Thread safety: a Connection is used by one thread at a time; the client
 classes give each thread its own or hold a lock.
@@ -66,9 +70,10 @@ CONNECT_TIMEOUT_MS = 3000
 # not reachable yet is left to the usual timeouts).
 HANDSHAKE_CONNECT_WAIT_S = 0.25
 HANDSHAKE_WAIT_S = 5.0
+_HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_AUTH, zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL,
+                     zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
 _HANDSHAKE_EVENTS = (zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECT_RETRIED
-                     | zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH
-                     | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+                     | zmq.EVENT_HANDSHAKE_SUCCEEDED | sum(_HANDSHAKE_FAILED))
 
 
 class KafkaTimeoutError(errors.RequestTimedOutError):
@@ -176,12 +181,12 @@ class Connection(Link):
         self._alive = True
         self._connected = False
         self.sock.connect(endpoint)
-        try:
-            self._check_handshake(keys is not None)
-        except BaseException:
-            self.close()
-            raise
         if not watch:
+            try:
+                self._check_handshake(keys is not None)
+            except BaseException:
+                self.close()
+                raise
             self._stop_monitor()
             self._monitor.close(0)
             self._monitor = None
@@ -308,7 +313,7 @@ class Connection(Link):
             event = recv_monitor_message(monitor)["event"]
             if event == zmq.EVENT_CONNECTED:
                 self._connected = True
-            elif event == zmq.EVENT_DISCONNECTED or (
+            elif event in _HANDSHAKE_FAILED or event == zmq.EVENT_DISCONNECTED or (
                     event == zmq.EVENT_CONNECT_RETRIED and not self._connected):
                 self._alive = False
                 # dead for good: nobody reads its events from now on, so
@@ -335,8 +340,7 @@ class Connection(Link):
                 deadline = time.monotonic() + HANDSHAKE_WAIT_S
             elif event == zmq.EVENT_CONNECT_RETRIED and not self._connected:
                 return                  # refused: alive() sees the next retry
-            elif event in (zmq.EVENT_HANDSHAKE_FAILED_AUTH, zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL,
-                           zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL):
+            elif event in _HANDSHAKE_FAILED:
                 raise AuthenticationRefusedError(self._refusal(event, with_curve))
             elif event == zmq.EVENT_DISCONNECTED:
                 if with_curve:          # a CURVE server drops a HELLO it cannot decrypt
