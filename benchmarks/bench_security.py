@@ -241,7 +241,7 @@ def main(argv=None) -> int:
     say(f"  client     confluent-kafka {confluent_kafka.version()[0]} (librdkafka "
         f"{confluent_kafka.libversion()[0]}); server TLS: {ssl.OPENSSL_VERSION}")
     say(f"  workload   {args.records:,} records of {VALUE_BYTES} bytes, one partition, acks=1, "
-        f"best of {args.runs}, {args.workers} worker(s)")
+        f"best of {args.runs} (native: median of {args.native_runs}), {args.workers} worker(s)")
     report.say_load(info)
     certs = make_certs(os.path.join(work, "certs"))
     figures: dict[str, tuple[float, float]] = {}

@@ -20,8 +20,6 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-import zmq
-
 from kafkalite import errors
 from kafkalite.client.config import ADMIN, resolve
 from kafkalite.client.connection import Connection, client_context, parse_bootstrap

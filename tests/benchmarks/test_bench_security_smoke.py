@@ -1,6 +1,7 @@
 """Smoke test of benchmarks/bench_security.py: the --quick run starts a
 PLAINTEXT, an SSL and a SASL_SSL server, then a plain and a CURVE one for the
-native figures, completes, exits 0 and writes every figure. It checks that the benchmark works, not how fast anything is."""
+native figures, completes, exits 0 and writes every figure. It checks that
+the benchmark works, not how fast anything is."""
 import json
 import subprocess
 import sys
