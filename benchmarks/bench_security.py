@@ -1,4 +1,5 @@
-"""What TLS and SASL cost on the Kafka listener: confluent-kafka over PLAINTEXT, SSL and SASL_SSL.
+"""What TLS and SASL cost on the Kafka listener (confluent-kafka over PLAINTEXT, SSL and SASL_SSL),
+and CURVE on the native protocol (kafkalite's client, plain against CURVE).
 
     python benchmarks/bench_security.py                 # 200,000 records of 1 KiB per run
     python benchmarks/bench_security.py --quick         # what the smoke test runs
@@ -14,14 +15,25 @@ kafkalite.tools.dev_certs):
 1. confluent-kafka Producer.produce() records/s
 2. confluent-kafka Consumer.consume() records/s (reading what 1 wrote)
 
+3. kafkalite Producer.produce_batch() records/s over the native protocol
+   (ZeroMQ, not the shared-memory ring), plain and CURVE
+4. kafkalite Consumer.consume_batch() records/s, plain and CURVE
+
+For 3 and 4 a plain server and a CURVE server (``native_curve_*``, keys from
+``kafkalite curve keygen``) run side by side and the rounds alternate
+between them (--native-runs, median kept), so load on a shared machine
+falls on both alike.
+
 The SSL and SASL_SSL rows are compared with PLAINTEXT; issue 18's target is
-TLS at 0.7x of plaintext or better. Timing never fails anything: this prints
+TLS at 0.7x of plaintext or better (CURVE has no target: its ratio is
+reported). Timing never fails anything: this prints
 figures and writes results.json / results.md under benchmarks/results/.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import shutil
 import subprocess
 import sys
@@ -102,18 +114,118 @@ def consume(server, protocol, certs, topic: str, n: int) -> float:
         c.close()
 
 
+def start_native_server(work: str, curve: bool, workers: int) -> launcher.ServerProcess:
+    name = "native-curve" if curve else "native-plain"
+    data = os.path.join(work, name, "data")
+    args = []
+    if curve:
+        keys = os.path.join(work, "curve-keys")
+        if not os.path.exists(keys):
+            for who, where in (("server", keys), ("bench", os.path.join(keys, "clients"))):
+                subprocess.run([sys.executable, "-m", "kafkalite", "curve", "keygen", who,
+                                "--dir", where], check=True, capture_output=True,
+                               env=launcher.package_env())
+        args = ["--native-curve-secret-key-file", os.path.join(keys, "server.key_secret"),
+                "--native-curve-authorized-keys", os.path.join(keys, "clients")]
+    server = launcher.ServerProcess(data, workers=workers, extra_args=args).start()
+    server.curve = curve
+    return server
+
+
+def native_conf(server, work: str, **extra) -> dict:
+    conf = {"bootstrap.servers": server.bootstrap, **extra}
+    if server.curve:
+        keys = os.path.join(work, "curve-keys")
+        conf.update({"curve.server.key": os.path.join(keys, "server.key"),
+                     "curve.public.key": os.path.join(keys, "clients", "bench.key"),
+                     "curve.secret.key": os.path.join(keys, "clients", "bench.key_secret")})
+    return conf
+
+
+def native_create_topic(server, work: str, topic: str) -> None:
+    from kafkalite.client import AdminClient, NewTopic
+    admin = AdminClient(native_conf(server, work))
+    try:
+        admin.create_topics([NewTopic(topic, 1)])[topic].result()
+    finally:
+        admin.close()
+
+
+def native_produce(server, work: str, topic: str, n: int) -> float:
+    from kafkalite.client import Producer
+    p = Producer(native_conf(server, work, **{
+        "acks": 1, "linger.ms": 5, "kafkalite.transport": "zmq",
+        "queue.buffering.max.messages": 1_000_000}))
+    chunk = [b"v" * VALUE_BYTES] * 10_000
+    try:
+        p.produce_batch(topic, chunk[:1], partition=0)      # connected before the clock
+        assert p.flush(30) == 0
+
+        def loop():
+            for i in range(0, n, len(chunk)):
+                p.produce_batch(topic, chunk[:min(len(chunk), n - i)], partition=0)
+            assert p.flush(120) == 0
+        return n / report.timed(loop)
+    finally:
+        p.close()
+
+
+def native_consume(server, work: str, topic: str, n: int) -> float:
+    from kafkalite.client import OFFSET_BEGINNING, Consumer, TopicPartition
+    c = Consumer(native_conf(server, work, **{"group.id": "bench", "enable.auto.commit": False}))
+    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    try:
+        def loop():
+            seen, deadline = 0, time.monotonic() + 300
+            while seen < n + 1 and time.monotonic() < deadline:
+                seen += c.consume_batch(1.0).num_rows
+            assert seen >= n + 1, f"consumed {seen} of {n + 1}"
+        return (n + 1) / report.timed(loop)
+    finally:
+        c.close()
+
+
+def native_figures(work: str, records: int, runs: int, workers: int) -> dict:
+    """{"plain"|"curve": ([produce rec/s per round], [consume rec/s per round])},
+    rounds alternating between the two servers."""
+    servers = {"plain": start_native_server(work, False, workers),
+               "curve": start_native_server(work, True, workers)}
+    out = {name: ([], []) for name in servers}
+    try:
+        for r in range(runs):
+            for name, server in servers.items():
+                topic = f"native-{r}"
+                native_create_topic(server, work, topic)
+                out[name][0].append(native_produce(server, work, topic, records))
+                out[name][1].append(native_consume(server, work, topic, records))
+                say(f"  native {name:<5} round {r + 1}: produce {out[name][0][-1]:,.0f} rec/s, "
+                    f"consume {out[name][1][-1]:,.0f} rec/s")
+    except Exception:
+        for server in servers.values():
+            print(server.output()[-3000:], file=sys.stderr)
+        raise
+    finally:
+        for server in servers.values():
+            server.stop()
+    return out
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--records", type=int, default=200_000, help="records per run")
     p.add_argument("--runs", type=int, default=2, help="runs per figure (best is kept)")
+    p.add_argument("--native-runs", type=int, default=3,
+                   help="alternating rounds of native plain/CURVE (median kept)")
+    p.add_argument("--native-only", action="store_true",
+                   help="only the native plain/CURVE figures (3 and 4)")
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--output-dir", default=None)
     p.add_argument("--work-dir", default=None)
     p.add_argument("--quick", action="store_true", help="5,000 records, 1 run")
     args = p.parse_args(argv)
     if args.quick:
-        report.apply_quick(args, argv, {"records": 5_000, "runs": 1})
+        report.apply_quick(args, argv, {"records": 5_000, "runs": 1, "native_runs": 1})
     return args
 
 
@@ -129,13 +241,14 @@ def main(argv=None) -> int:
     say(f"  client     confluent-kafka {confluent_kafka.version()[0]} (librdkafka "
         f"{confluent_kafka.libversion()[0]}); server TLS: {ssl.OPENSSL_VERSION}")
     say(f"  workload   {args.records:,} records of {VALUE_BYTES} bytes, one partition, acks=1, "
-        f"best of {args.runs}, {args.workers} worker(s)")
+        f"best of {args.runs} (native: median of {args.native_runs}), {args.workers} worker(s)")
     report.say_load(info)
     certs = make_certs(os.path.join(work, "certs"))
     figures: dict[str, tuple[float, float]] = {}
     started = time.perf_counter()
+    native = {}
     try:
-        for protocol in PROTOCOLS:
+        for protocol in PROTOCOLS if not args.native_only else ():
             server = start_server(work, protocol, certs, args.workers)
             try:
                 best_p = best_c = 0.0
@@ -151,6 +264,7 @@ def main(argv=None) -> int:
                 raise
             finally:
                 server.stop()
+        native = native_figures(work, args.records, args.native_runs, args.workers)
     except Exception:
         traceback.print_exc()
         return 1
@@ -160,6 +274,8 @@ def main(argv=None) -> int:
     res = Results()
     labels = {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL (TLS)", "SASL_SSL": "SASL_SSL SCRAM-SHA-256"}
     for test, (kind, index) in enumerate((("produce", 0), ("consume", 1)), start=1):
+        if not figures:
+            break
         base_key = f"plaintext_{kind}_records_per_s"
         for protocol in PROTOCOLS:
             key = f"{protocol.lower()}_{kind}_records_per_s"
@@ -171,9 +287,21 @@ def main(argv=None) -> int:
             res.add(key, test, f"confluent-kafka {kind}, {labels[protocol]}", value, "records/s",
                     baseline_key=base_key, target=TARGET, target_text=f">= {TARGET}x",
                     meets=ratio >= TARGET)
-    report.write_tables(out_dir, "kafkalite Kafka listener: PLAINTEXT vs SSL vs SASL_SSL", res,
+    for test, (kind, index, call) in enumerate((("produce", 0, "produce_batch"),
+                                                 ("consume", 1, "consume_batch")), start=3):
+        for name in ("plain", "curve"):
+            rounds = native[name][index]
+            res.add(f"native_{name}_{kind}_records_per_s", test,
+                    f"kafkalite {call}, native {'CURVE' if name == 'curve' else 'plain'}",
+                    statistics.median(rounds), "records/s", runs=rounds,
+                    baseline_key=None if name == "plain" else f"native_plain_{kind}_records_per_s")
+        ratio = statistics.median(native["curve"][index]) / statistics.median(native["plain"][index])
+        say(f"  native {kind}: CURVE at {ratio:.2f}x of plain (median of {args.native_runs})")
+    report.write_tables(out_dir, "kafkalite security: Kafka listener PLAINTEXT vs SSL vs "
+                        "SASL_SSL; native plain vs CURVE", res,
                         HEADERS, elapsed=elapsed, info=info,
                         settings={"records": args.records, "runs": args.runs,
+                                  "native_runs": args.native_runs,
                                   "value_bytes": VALUE_BYTES, "workers": args.workers},
                         units={k: "records/s" for k in res.order},
                         intro=f"{args.records:,} records of {VALUE_BYTES} bytes, one partition, "

@@ -28,6 +28,8 @@ Subcommands:
   users       add, list, delete the SASL users (PLAIN, SCRAM) of a server's Kafka
               listeners (like kafka-configs --alter --entity-type users)
   acls        add, list, remove ACLs over the Kafka protocol (like kafka-acls.sh)
+  curve       make CURVE key pairs for the native protocol's encryption and
+              authentication (server and clients)
   bench       run benchmark workloads on kafkalite, its peers and the
               machine's ceilings, side by side (kafkalite.bench)
 
@@ -120,7 +122,9 @@ def _server(args) -> int:
         ssl_keyfile=args.ssl_keyfile, ssl_cafile=args.ssl_cafile,
         ssl_client_auth=args.ssl_client_auth,
         sasl_enabled_mechanisms=args.sasl_enabled_mechanisms,
-        sasl_users_file=args.sasl_users_file)
+        sasl_users_file=args.sasl_users_file,
+        native_curve_secret_key_file=args.native_curve_secret_key_file,
+        native_curve_authorized_keys=args.native_curve_authorized_keys)
     # The workers first: their start-up overlaps the supervisor's imports.
     early = start_early(config)
     from kafkalite.server.supervisor import serve
@@ -146,6 +150,20 @@ def _console_app(bootstrap: str, registry):
             built[0].close()
     app.close = close
     return app
+
+
+def _curve(args) -> int:
+    """kafkalite curve keygen: a CURVE key pair, NAME.key and NAME.key_secret."""
+    from kafkalite.protocol import curve
+    principal = args.principal or f"User:{args.name}"
+    try:
+        public, secret = curve.write_keypair(args.dir, args.name, principal)
+    except FileExistsError as exc:
+        print(f"kafkalite curve: {exc.filename} exists; not overwritten", file=sys.stderr)
+        return 1
+    key = curve.load_key(public).decode()
+    print(f"public key {key} ({principal})\n  {public}\n  {secret}  (secret: mode 0600)")
+    return 0
 
 
 def _users(args) -> int:
@@ -299,12 +317,33 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
     server.add_argument("--sasl-users-file", metavar="FILE",
                         help="SASL credentials, written by `kafkalite users` "
                              "(default <data-dir>/sasl-users.json)")
+    server.add_argument("--native-curve-secret-key-file", metavar="FILE",
+                        help="CURVE on the native ports and the ingest gateway: this server's "
+                             "key pair, a .key_secret file of `kafkalite curve keygen`")
+    server.add_argument("--native-curve-authorized-keys", metavar="PATH",
+                        help="with CURVE: the clients' public keys and principals, a directory "
+                             "of .key files or a file of '<Z85 key> User:<name>' lines")
     server.set_defaults(func=_server)
     if only_server:
         return parser
 
     from kafkalite import console
     from kafkalite.tools import dump_log, streams_app, verify
+
+    curve = sub.add_parser(
+        "curve", help="make CURVE key pairs (native protocol encryption and authentication)",
+        description="Make a CURVE key pair with zmq.curve_keypair: NAME.key (the public key, "
+                    "to hand out; the server's goes to its clients as curve.server.key, a "
+                    "client's into the server's --native-curve-authorized-keys directory) and "
+                    "NAME.key_secret (the pair, mode 0600: the server's "
+                    "--native-curve-secret-key-file, or a client's curve.secret.key).")
+    csub = curve.add_subparsers(dest="action", required=True)
+    k = csub.add_parser("keygen", help="write NAME.key and NAME.key_secret")
+    k.add_argument("name", help="the key's name (file names; default principal User:NAME)")
+    k.add_argument("--dir", default=".", help="where to write them (default .)")
+    k.add_argument("--principal", help="the principal the server maps the key to "
+                                       "(default User:NAME)")
+    curve.set_defaults(func=_curve)
 
     users = sub.add_parser(
         "users", help="add, list, delete SASL users (PLAIN, SCRAM-SHA-256/512)",

@@ -20,11 +20,9 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-import zmq
-
 from kafkalite import errors
 from kafkalite.client.config import ADMIN, resolve
-from kafkalite.client.connection import Connection, parse_bootstrap
+from kafkalite.client.connection import Connection, client_context, parse_bootstrap
 from kafkalite.client.metadata import (BrokerMetadata, ClusterMetadata, Metadata,  # noqa: F401
                                        PartitionMetadata, TopicMetadata, cluster_metadata,
                                        list_offsets)
@@ -228,7 +226,7 @@ class AdminClient:
     def __init__(self, config: dict | None = None, **kwargs):
         cfg = resolve({**(config or {}), **kwargs}, ADMIN)
         self.config = cfg
-        self._ctx = zmq.Context()
+        self._ctx = client_context(cfg)
         self._meta = Metadata(parse_bootstrap(cfg["bootstrap.servers"]), cfg["client.id"], self._ctx)
         self._lock = threading.Lock()
         self._timeout = cfg["request.timeout.ms"] / 1000.0

@@ -42,6 +42,12 @@ COMMON = {
     "metadata.max.age.ms": ("int", 300_000),
     "socket.timeout.ms": ("int", 60_000),
     "error_cb": ("any", None),
+    # CURVE on the native protocol (client/connection.py): the server's public
+    # key and this client's key pair, each Z85 text or a key file
+    # (`kafkalite curve keygen`); all unset: no CURVE
+    "curve.server.key": ("str", None),
+    "curve.public.key": ("str", None),
+    "curve.secret.key": ("str", None),
 }
 
 PRODUCER = {

@@ -10,6 +10,20 @@ Besides the link calls, ``request``/``extension`` send and wait for one
 answer (answers to other requests that arrive meanwhile are kept for
 ``receive``).
 
+Security: a client whose config names CURVE keys (``curve.server.key``,
+``curve.public.key``, ``curve.secret.key``; ``client_context`` puts them on
+the client's ZeroMQ context) speaks CURVE (protocol/curve.py). ZeroMQ keeps
+a refused handshake to itself (it retries the connection, and requests
+wait for ever), so a new Connection watches its handshake through a socket
+monitor once it is connected, whether it has keys or not, and raises
+``AuthenticationRefusedError`` naming the refusal: an unknown client key
+(HANDSHAKE_FAILED_AUTH), CURVE on one side only (HANDSHAKE_FAILED_PROTOCOL),
+or a wrong server key (the server drops the connection mid-handshake). A
+watched link (``watch=True``, the producer's and consumer's links to
+workers, made after the metadata link to the same server succeeded with
+the same keys) does not wait for its handshake: a failed one makes
+``alive()`` False, as a disconnect does.
+
 Thread safety: a Connection is used by one thread at a time; the client
 classes give each thread its own or hold a lock.
 """
@@ -26,7 +40,7 @@ from kafkalite import errors
 from kafkalite.client.link import Link
 from kafkalite.errors import KafkaError, error_for_code
 from kafkalite.protocol import ApiKey, decode_response, encode_request
-from kafkalite.protocol import native
+from kafkalite.protocol import curve, native
 
 # The versions kafkalite's clients speak (all within SUPPORTED_VERSIONS).
 VERSIONS = {
@@ -50,8 +64,59 @@ _CORRELATION = struct.Struct(">i")
 CONNECT_TIMEOUT_MS = 3000
 
 
+# How long a new Connection waits for its TCP connection, then for the
+# ZMTP handshake on it, to tell a refused handshake apart (a server that is
+# not reachable yet is left to the usual timeouts).
+HANDSHAKE_CONNECT_WAIT_S = 0.25
+HANDSHAKE_WAIT_S = 5.0
+_HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_AUTH, zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL,
+                     zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+_HANDSHAKE_EVENTS = (zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECT_RETRIED
+                     | zmq.EVENT_HANDSHAKE_SUCCEEDED | sum(_HANDSHAKE_FAILED))
+
+
 class KafkaTimeoutError(errors.RequestTimedOutError):
     """No answer within the timeout (the server may be down or unreachable)."""
+
+
+class AuthenticationRefusedError(errors.SaslAuthenticationFailedError):
+    """The server refused this client's ZeroMQ security handshake (CURVE)."""
+
+
+class ClientContext(zmq.Context):
+    """A client's ZeroMQ context: its Connections use its CURVE keys,
+    (server key, public key, secret key) or None."""
+
+    curve: tuple[bytes, bytes, bytes] | None = None
+
+
+def client_context(config: dict) -> zmq.Context:
+    """The ZeroMQ context of a client with ``config`` (config.py's names);
+    ValueError naming a key that cannot be used."""
+    ctx = ClientContext()
+    names = ("curve.server.key", "curve.public.key", "curve.secret.key")
+    given = [config.get(n) for n in names]
+    if not any(given):
+        return ctx
+    if not given[0]:
+        ctx.term()
+        raise ValueError("curve.server.key is required with curve.public.key/curve.secret.key "
+                         "(the server's public key, Z85 or its .key file)")
+    try:
+        server = curve.load_key(given[0])
+        if given[2]:
+            secret = curve.load_key(given[2], secret=True)
+            public = curve.load_key(given[1]) if given[1] else zmq.curve_public(secret)
+        elif given[1]:
+            raise curve.CurveKeyError("curve.public.key needs curve.secret.key (this client's "
+                                      "key pair: its .key_secret file, or the Z85 secret key)")
+        else:   # no key of our own: a throwaway one, which the server refuses unless its
+            public, secret = zmq.curve_keypair()    # authorized keys are meant for anyone
+    except curve.CurveKeyError as exc:
+        ctx.term()
+        raise ValueError(str(exc)) from None
+    ctx.curve = (server, public, secret)
+    return ctx
 
 
 def parse_bootstrap(servers: str) -> list[str]:
@@ -106,13 +171,24 @@ class Connection(Link):
         # answered within CONNECT_TIMEOUT_MS (its host is gone).
         self._monitor = None
         self._monitor_stopped = False
+        keys = getattr(ctx, "curve", None)
+        if keys is not None:
+            curve.secure_client(self.sock, *keys)
         if watch:
             self.sock.setsockopt(zmq.CONNECT_TIMEOUT, CONNECT_TIMEOUT_MS)
-            self._monitor = _monitor_socket(
-                self.sock, zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECTED | zmq.EVENT_CONNECT_RETRIED)
+        self._monitor = _monitor_socket(self.sock, _HANDSHAKE_EVENTS)
         self._alive = True
         self._connected = False
         self.sock.connect(endpoint)
+        if not watch:
+            try:
+                self._check_handshake(keys is not None)
+            except BaseException:
+                self.close()
+                raise
+            self._stop_monitor()
+            self._monitor.close(0)
+            self._monitor = None
         self.max_in_flight = max_in_flight
         self._ids = itertools.count(1)
         self._outstanding: dict[int, tuple[int, int]] = {}
@@ -239,13 +315,53 @@ class Connection(Link):
             event = recv_monitor_message(monitor)["event"]
             if event == zmq.EVENT_CONNECTED:
                 self._connected = True
-            elif event == zmq.EVENT_DISCONNECTED or (
+            elif event in _HANDSHAKE_FAILED or event == zmq.EVENT_DISCONNECTED or (
                     event == zmq.EVENT_CONNECT_RETRIED and not self._connected):
                 self._alive = False
                 # dead for good: nobody reads its events from now on, so
                 # they must stop (see _stop_monitor)
                 self._stop_monitor()
         return self._alive
+
+    def _check_handshake(self, with_curve: bool) -> None:
+        """Raise AuthenticationRefusedError when the server refuses the
+        handshake; return once it succeeded, or when no TCP connection came
+        within HANDSHAKE_CONNECT_WAIT_S (a server not up yet: not ours to
+        judge here)."""
+        deadline = time.monotonic() + HANDSHAKE_CONNECT_WAIT_S
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self._monitor.poll(int(remaining * 1000) + 1):
+                return
+            from zmq.utils.monitor import recv_monitor_message   # lazily: see alive()
+            event = recv_monitor_message(self._monitor)["event"]
+            if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self._connected = True
+                return
+            if event == zmq.EVENT_CONNECTED:
+                self._connected = True
+                deadline = time.monotonic() + HANDSHAKE_WAIT_S
+            elif event == zmq.EVENT_CONNECT_RETRIED and not self._connected:
+                return                  # refused: alive() sees the next retry
+            elif event in _HANDSHAKE_FAILED:
+                raise AuthenticationRefusedError(self._refusal(event, with_curve))
+            elif event == zmq.EVENT_DISCONNECTED:
+                if with_curve:          # a CURVE server drops a HELLO it cannot decrypt
+                    raise AuthenticationRefusedError(self._refusal(event, with_curve))
+                self._connected = False     # the server went away: alive() will say so
+                return
+
+    def _refusal(self, event: int, with_curve: bool) -> str:
+        where = f"the server at {self.endpoint} refused this client's"
+        if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+            return f"{where} CURVE key (curve.public.key is not among its authorized keys)"
+        if not with_curve:
+            return (f"{where} connection: it requires CURVE (set curve.server.key, "
+                    f"curve.public.key and curve.secret.key)")
+        if event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
+            return f"{where} CURVE handshake: the server does not speak CURVE"
+        return (f"{where} CURVE handshake: it closed the connection (is curve.server.key "
+                f"the server's public key?)")
 
     def _stop_monitor(self) -> None:
         """Stop the socket's events (the monitor socket stays open, and

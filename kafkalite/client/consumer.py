@@ -36,7 +36,7 @@ from kafkalite import errors
 from kafkalite._ext.messages import batch_messages
 from kafkalite.client import arrow
 from kafkalite.client.config import CONSUMER, CONSUMER_ALIASES, OFFSET_RESETS, resolve
-from kafkalite.client.connection import Connection, parse_bootstrap
+from kafkalite.client.connection import Connection, client_context, parse_bootstrap
 from kafkalite.client.metadata import Metadata, cluster_metadata, list_offsets
 from kafkalite.client.group import Change, GroupMembership
 from kafkalite.client.types import (OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID,
@@ -103,7 +103,7 @@ class Consumer:
             raise ValueError("isolation.level must be read_uncommitted or read_committed")
         self.config = cfg
         self._reset = reset
-        self._ctx = zmq.Context()
+        self._ctx = client_context(cfg)
         self._meta = Metadata(parse_bootstrap(cfg["bootstrap.servers"]), cfg["client.id"],
                               self._ctx)
         self._timeout = cfg["request.timeout.ms"] / 1000.0

@@ -37,6 +37,14 @@ gateway serves its deliveries and stops reading (ZeroMQ then holds the
 publishers back), and on SIGTERM it reads what ZeroMQ already received,
 hands it on, and flushes the Producer before exiting.
 
+With the server's CURVE on (``native_curve_secret_key_file``) the PULL
+socket is a CURVE server with the server's key pair and accepts only
+publishers whose public key is in ``native_curve_authorized_keys``
+(protocol/curve.py); a publisher without keys, or with another key, gets no
+message through. The gateway's own Producer connects with the server's key
+pair (the broker principal), since a PUSH message carries no principal on
+to the Producer: an authorized publisher may write any topic through it.
+
 It is a client of the broker like any other (it lives beside the clients
 and imports nothing of the server); the supervisor starts it as a child
 process and restarts it if it dies.
@@ -58,6 +66,7 @@ import zmq
 
 from kafkalite import errors
 from kafkalite.errors import KafkaError
+from kafkalite.protocol import curve
 from kafkalite.ratelimit import RateLimitedLog
 
 log = logging.getLogger("kafkalite.ingest")
@@ -142,12 +151,23 @@ def parse_message(frames: list[bytes]) -> tuple[str, bytes | None, bytes, list |
 
 
 class Gateway:
-    def __init__(self, bootstrap: str, host: str, port: int):
+    def __init__(self, bootstrap: str, host: str, port: int, curve_secret_key_file: str = "",
+                 curve_authorized_keys: str = ""):
         from kafkalite.client import Producer
         self.ctx = zmq.Context()
         self.pull = self.ctx.socket(zmq.PULL)
         self.pull.setsockopt(zmq.LINGER, 0)
         self.pull.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
+        self.curve = None
+        security = {}
+        if curve_secret_key_file:
+            public, secret = curve.load_keypair_file(curve_secret_key_file)
+            self.curve = curve.CurveServer(public, secret, curve_authorized_keys or None,
+                                           curve.BROKER_PRINCIPAL)
+            self.curve.start(self.ctx)
+            self.curve.secure_server(self.pull)
+            security = {"curve.server.key": public.decode(), "curve.public.key": public.decode(),
+                        "curve.secret.key": secret.decode()}
         if port:
             self.pull.bind(f"tcp://{host}:{port}")
             self.port = port
@@ -160,7 +180,7 @@ class Gateway:
         self._stop = False
         self.producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5,
                                   "batch.size": BATCH_BYTES, "client.id": "kafkalite-ingest",
-                                  "on_delivery": self._delivered})
+                                  "on_delivery": self._delivered, **security})
 
     def _delivered(self, err, msg) -> None:
         if err is not None:
@@ -230,6 +250,8 @@ class Gateway:
                 break
         left = self.producer.close(10)
         self.pull.close()
+        if self.curve is not None:
+            self.curve.stop()
         self.ctx.term()
         print(f"kafkalite ingest: {self.received} received, {self.dropped} dropped, "
               f"{self.failed + (left or 0)} failed to store", file=sys.stderr, flush=True)
@@ -241,11 +263,19 @@ def main(argv=None) -> int:
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=7091)
+    parser.add_argument("--curve-secret-key-file", default="",
+                        help="CURVE: the server's key pair (publishers need its public key)")
+    parser.add_argument("--curve-authorized-keys", default="",
+                        help="CURVE: the publishers' public keys (native_curve_authorized_keys)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=os.environ.get("KAFKALITE_LOG_LEVEL", "WARNING"),
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
-        gw = Gateway(args.bootstrap, args.host, args.port)
+        gw = Gateway(args.bootstrap, args.host, args.port, args.curve_secret_key_file,
+                     args.curve_authorized_keys)
+    except curve.CurveKeyError as exc:
+        print(f"kafkalite ingest: {exc}", file=sys.stderr, flush=True)
+        return 1
     except zmq.ZMQError as exc:
         print(f"kafkalite ingest: cannot listen on {args.host}:{args.port}: {exc}",
               file=sys.stderr, flush=True)

@@ -63,7 +63,7 @@ from kafkalite import errors
 from kafkalite._ext.accumulator import Accumulator, FastLock, ProducerBatch
 from kafkalite._ext.partitioner import partition_for_key, partitions_for_keys
 from kafkalite.client.config import PRODUCER, PRODUCER_ALIASES, resolve
-from kafkalite.client.connection import Connection, parse_bootstrap
+from kafkalite.client.connection import Connection, client_context, parse_bootstrap
 from kafkalite.client.metadata import Metadata, cluster_metadata
 from kafkalite.client.types import BatchDelivery
 from kafkalite.errors import KafkaError
@@ -172,7 +172,7 @@ class Producer:
         self._max_queued = cfg["queue.buffering.max.messages"]
         self._default_cb = cfg.get("on_delivery")
         self._bootstrap = parse_bootstrap(cfg["bootstrap.servers"])
-        self._ctx = zmq.Context()
+        self._ctx = client_context(cfg)
         self._meta = Metadata(self._bootstrap, cfg["client.id"], self._ctx)   # caller threads
         self._meta_lock = threading.Lock()
         self._lock = FastLock()         # a threading.Lock, with a C fast path for produce()

@@ -42,8 +42,9 @@ _CORRELATION = struct.Struct(">i")
 
 class BrokerRequests:
     def __init__(self, zctx: zmq.Context, endpoint_of: Callable[[int], str | None],
-                 client_id: str, timeout_s: float = 30.0):
+                 client_id: str, timeout_s: float = 30.0, curve=None):
         self.zctx = zctx
+        self.curve = curve                      # a CurveServer: connect with the server's keys
         self.endpoint_of = endpoint_of          # broker id -> its native endpoint (None: down)
         self.client_id = client_id
         self.timeout_s = timeout_s
@@ -82,6 +83,8 @@ class BrokerRequests:
             self._drop(broker_id, errors.NotLeaderOrFollowerError(f"broker {broker_id} moved"))
         sock = self.zctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
+        if self.curve is not None:
+            self.curve.secure_client(sock)
         sock.connect(endpoint)
         self._sockets[broker_id] = (endpoint, sock)
         if self._poller is not None:

@@ -155,6 +155,12 @@ SETTINGS: dict[str, Setting] = {
     "allow_everyone_if_no_acl_found": Setting("With the authorizer on, allow a resource "
                                               "that has no ACL at all.",
                                               ("allow.everyone.if.no.acl.found",)),
+    "native_curve_secret_key_file": Setting(
+        "CURVE on the native ZeroMQ ports and the ingest gateway: this server's key pair "
+        "(a `.key_secret` file from `kafkalite curve keygen`; \"\": CURVE off)."),
+    "native_curve_authorized_keys": Setting(
+        "With CURVE: the client public keys accepted and their principals: a directory of "
+        "`.key` files or a file of `<Z85 key> User:<name>` lines (read again when it changes)."),
     "topic_defaults": Setting("A table of Kafka topic configs given to new topics (see the "
                               "topic configs); Kafka's broker-wide `log.*` defaults set "
                               "entries of it."),
@@ -211,12 +217,15 @@ class ServerConfig:
     authorizer_enabled: bool = False
     super_users: str = ""
     allow_everyone_if_no_acl_found: bool = False
+    native_curve_secret_key_file: str = ""
+    native_curve_authorized_keys: str = ""
     topic_defaults: dict = field(default_factory=dict)
 
     def __post_init__(self):
         # Workers get this config as JSON and may run elsewhere than the
         # flags' working directory: paths are made absolute once, here.
-        for name in ("ssl_certfile", "ssl_keyfile", "ssl_cafile", "sasl_users_file"):
+        for name in ("ssl_certfile", "ssl_keyfile", "ssl_cafile", "sasl_users_file",
+                     "native_curve_secret_key_file", "native_curve_authorized_keys"):
             if getattr(self, name):
                 setattr(self, name, os.path.abspath(getattr(self, name)))
         security.validate(self)

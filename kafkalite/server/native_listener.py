@@ -7,7 +7,7 @@ encodes: every request becomes a ``RequestContext`` (requests.py) handed to
 the process's dispatcher, and this listener is the context's responder.
 
 Extension requests (API key 32000, JSON ops such as ``shm_attach``) go to
-the ``extensions`` table: op name -> fn(body dict) -> reply dict.
+the ``extensions`` table: op name -> fn(body dict, principal) -> reply dict.
 
 Fetch responses may carry segment file regions; ZeroMQ needs bytes, so a
 region is read into memory here (the Kafka listener sendfiles them).
@@ -37,6 +37,13 @@ Memory is bounded per client, whatever the client does:
   (malloc_trim), so memory a client made the process allocate goes back to
   the system when it goes, rather than staying in glibc's free lists.
 
+Security (``curve``, a protocol/curve.CurveServer, None by default): the
+ROUTER is a CURVE server, so only clients whose public key the ZAP handler
+accepts get a message through, encrypted; each message's ZAP User-Id is
+the request's ``principal`` (extension requests get it too: ``shm_attach``
+checks it), and the dispatcher's authorization gate then checks native
+requests as it checks Kafka ones.
+
 Who may call: the owning process's event loop (``attach``, ``on_events``,
 ``close``); nothing here is thread-safe.
 """
@@ -55,9 +62,10 @@ from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey, ProtocolError, decode_request, encode_response
 from kafkalite.protocol import native
+from kafkalite.protocol.curve import principal_of
 from kafkalite.ratelimit import RateLimitedLog
 from kafkalite.server.kafka_listener import MAX_REQUEST_BYTES
-from kafkalite.server.requests import Listener, RequestContext, RequestDispatcher
+from kafkalite.server.requests import ANONYMOUS, Listener, RequestContext, RequestDispatcher
 from kafkalite.storage.segment import FileRegion
 
 log = logging.getLogger("kafkalite.native")
@@ -117,8 +125,10 @@ class _Client:
 
 class NativeListener:
     def __init__(self, zctx: zmq.Context, host: str, port: int, dispatcher: RequestDispatcher, *,
-                 name: str, extensions: dict | None = None, fallback_to_any_port: bool = False):
+                 name: str, extensions: dict | None = None, fallback_to_any_port: bool = False,
+                 curve=None):
         self.dispatcher = dispatcher
+        self.curve = curve
         self.name = name
         self.extensions = extensions or {}
         self._bad_input = RateLimitedLog(log)
@@ -132,6 +142,11 @@ class NativeListener:
         self.socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
         self.socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+        if curve is not None:
+            curve.start(zctx)
+            curve.secure_server(self.socket)
+            # authenticated principals: native requests are authorized too
+            dispatcher.check_native = True
         self.port = 0
         if port:
             try:
@@ -165,13 +180,16 @@ class NativeListener:
 
     def close(self) -> None:
         self.socket.close()
+        if self.curve is not None:
+            self.curve.stop()
 
     # ---- requests ----------------------------------------------------------------------------
 
     def _on_message(self, frames: list) -> None:
         identity, payload = frames[0].bytes, frames[1]
+        principal = (principal_of(payload) or ANONYMOUS) if self.curve is not None else ANONYMOUS
         if native.is_extension_request(payload.buffer):
-            self._on_extension(identity, payload.bytes)
+            self._on_extension(identity, payload.bytes, principal)
             return
         try:
             header, body = decode_request(payload.buffer, records_in=[f.buffer for f in frames[2:]])
@@ -183,10 +201,11 @@ class NativeListener:
             return
         if header.api_key == ApiKey.FETCH and body.get("max_bytes", 0) > FETCH_MAX_BYTES:
             body["max_bytes"] = FETCH_MAX_BYTES
-        ctx = RequestContext(header, Listener.NATIVE, self, identity, peer=payload)
+        ctx = RequestContext(header, Listener.NATIVE, self, identity, peer=payload,
+                             principal=principal)
         self.dispatcher.dispatch(ctx, body)
 
-    def _on_extension(self, identity: bytes, payload: bytes) -> None:
+    def _on_extension(self, identity: bytes, payload: bytes, principal: str) -> None:
         try:
             correlation_id, body = native.decode_extension_request(payload)
             op = self.extensions[body["op"]]
@@ -194,7 +213,7 @@ class NativeListener:
             self._bad_input.warning("%s: dropped a malformed extension request: %s", self.name, exc)
             return
         try:
-            reply = {"error_code": 0, **op(body)}
+            reply = {"error_code": 0, **op(body, principal)}
         except KafkaError as exc:
             reply = {"error_code": exc.code, "message": exc.message}
         except Exception as exc:  # one request must not take the process down

@@ -91,9 +91,14 @@ def spawn_ingest(config: ServerConfig, native_port: int, port: int) -> subproces
     """Start the ingest gateway, a client of the native listener on
     ``native_port``. It prints ``ingest <port>`` on its stdout (a pipe) once
     it listens: the configured ``port``, or any free one for 0."""
+    curve = []          # the gateway is a CURVE server too, and a client with our keys
+    if config.native_curve_secret_key_file:
+        curve = ["--curve-secret-key-file", config.native_curve_secret_key_file,
+                 "--curve-authorized-keys", config.native_curve_authorized_keys]
     return subprocess.Popen(
         [sys.executable, "-m", "kafkalite.client.ingest", "--bootstrap",
-         f"{config.public_host}:{native_port}", "--host", config.host, "--port", str(port)],
+         f"{config.public_host}:{native_port}", "--host", config.host, "--port", str(port),
+         *curve],
         stdout=subprocess.PIPE)
 
 

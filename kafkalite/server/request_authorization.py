@@ -2,7 +2,8 @@
 
 ``RequestGate.check(ctx, body)`` is called by the dispatcher (requests.py)
 for every request that arrived on a Kafka listener (directly or relayed
-from a worker) when the authorizer is on, before the handler. It does what
+from a worker), and on the native protocol under CURVE, when the
+authorizer is on, before the handler. It does what
 Kafka's KafkaApis does around its handlers:
 
 - a resource the principal may not act on is taken out of the request, and
@@ -21,11 +22,15 @@ Kafka's KafkaApis does around its handlers:
   DescribeCluster, DescribeGroups and DescribeTopicPartitions are filled in
   (with the authorizer off they keep answering "omitted").
 
-The checks per API are Kafka 3.x's (see ``_CHECKS``). The native ZeroMQ
-protocol is not checked: it carries the brokers' own traffic (replica
-fetches, transaction markers, verification) and has no authentication yet
-(CURVE is not built), so with the authorizer on it stays what it is today,
-open to whoever reaches its ports: bind it to loopback (``host``).
+The checks per API are Kafka 3.x's (see ``_CHECKS``). Requests on the
+native ZeroMQ protocol are checked the same way when CURVE is on
+(``native_curve_secret_key_file``; protocol/curve.py): the ZAP handler
+maps each client's public key to its principal, which rides on the
+context as a Kafka listener's does, and the brokers' own native traffic
+(replica fetches, transaction markers, verification) uses the server's
+key, whose principal (protocol/curve.py's BROKER_PRINCIPAL) is a super user. Without
+CURVE the native protocol has no principals and is not checked: with the
+authorizer on, bind it to loopback (``host``).
 
 Who may call: the dispatcher, on its process's event-loop thread.
 """

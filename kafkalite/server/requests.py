@@ -210,7 +210,9 @@ class RequestDispatcher:
     with metrics off) counts and times every request answered. ``gate`` (a
     request_authorization.RequestGate, or None with the authorizer off)
     checks each request that came in on a Kafka listener before its
-    handler; the native path is not checked (no authentication yet)."""
+    handler, and native ones too when ``check_native`` (the native listener
+    sets it when CURVE authenticates its clients); without CURVE the native
+    path has no principals to check."""
 
     def __init__(self, name: str, handlers: Mapping[int, Handler], *,
                  cluster_apis: Callable[[], Iterable[int]] | None = None, stats=None):
@@ -219,6 +221,7 @@ class RequestDispatcher:
         self._cluster_apis = cluster_apis
         self.stats = stats
         self.gate = None
+        self.check_native = False
 
     def advertised(self, listener: Listener) -> Iterable[int]:
         if listener is Listener.KAFKA and self._cluster_apis is not None:
@@ -249,7 +252,7 @@ class RequestDispatcher:
             if handler is None:
                 raise unsupported(header, self.name)
             result = None
-            if self.gate is not None and ctx.listener is Listener.KAFKA:
+            if self.gate is not None and (ctx.listener is Listener.KAFKA or self.check_native):
                 result = self.gate.check(ctx, body)
             if result is None:
                 result = handler(ctx, body)

@@ -33,6 +33,17 @@ and a busy ring is drained for at most DRAINS_PER_ARM rounds before the
 loop sleeps; it then rings its own doorbell, so the loop comes straight
 back to it after serving the others. At most MAX_RINGS rings are attached at a time.
 
+Security: a ring is attached only through ``shm_attach`` on the worker's
+native ROUTER, so with CURVE on (``native_curve_secret_key_file``) only by an
+authenticated client, and the ring remembers that client's principal. With
+the authorizer on as well, the attach is refused (TOPIC_AUTHORIZATION_FAILED)
+unless the principal may Write some topic (and every topic the attach names
+in ``topics``), and each entry is checked for Write on its own topic before
+it is appended (refused entries are acknowledged with
+TOPIC_AUTHORIZATION_FAILED), as a Produce request is. The ring's files are
+its producer's own, mode 0600 (kafkalite/shm/): other local users cannot
+open them.
+
 Who may call: the worker, on its event-loop thread.
 """
 from __future__ import annotations
@@ -46,6 +57,7 @@ import zmq
 
 from kafkalite import errors
 from kafkalite.errors import KafkaError
+from kafkalite.protocol.enums import AclOperation, ResourceType
 from kafkalite.ratelimit import RateLimitedLog
 from kafkalite.server.purgatory import DelayedProduce
 
@@ -57,6 +69,9 @@ DRAINS_PER_ARM = 8
 MAX_RINGS = 1024
 MAX_CLOSED_RINGS = 8 * MAX_RINGS
 RING_ACK_TIMEOUT_S = 30.0        # an acks=all entry not committed by then is REQUEST_TIMED_OUT
+TOPIC_DENIED = errors.TopicAuthorizationFailedError.code
+# A ring's producer is on this host by construction: its ACL host.
+RING_HOST = "127.0.0.1"
 
 
 class RingGateway:
@@ -73,11 +88,22 @@ class RingGateway:
         self.held: dict[int, collections.deque] = {}
         self.verifying: set = set()
         self.acks: dict[int, int] = {}         # per ring: its producer's acks
+        self.principals: dict[int, str] = {}   # per ring: who attached it
+        self.authorizer = None                 # the worker's, with the authorizer on
         self._bad_ring = RateLimitedLog(log)
 
-    def attach(self, body: dict) -> dict:
-        """The ``shm_attach`` extension request."""
+    def attach(self, body: dict, principal: str) -> dict:
+        """The ``shm_attach`` extension request of ``principal``."""
         from kafkalite.shm.ring import WorkerRing
+        if self.authorizer is not None:
+            topics = body.get("topics") or []
+            allowed = self.authorizer.authorize_any(principal, RING_HOST, AclOperation.WRITE,
+                                                    ResourceType.TOPIC) and all(
+                isinstance(t, str) and self._may_write(principal, t) for t in topics)
+            if not allowed:
+                what = f"topics {', '.join(map(str, topics))}" if topics else "any topic"
+                raise errors.TopicAuthorizationFailedError(
+                    f"{principal} may not write {what}, so it may not attach a ring")
         if len(self.rings) >= MAX_RINGS:
             raise errors.PolicyViolationError(
                 f"worker {self.broker_id} drains {MAX_RINGS} rings already")
@@ -91,6 +117,7 @@ class RingGateway:
         self.txn[ring.fileno()] = (body.get("transactional_id") or None,
                                    int(body.get("transaction_version") or 1))
         self.acks[ring.fileno()] = int(body.get("acks", 1))
+        self.principals[ring.fileno()] = principal
         self.held[ring.fileno()] = collections.deque()
         self.poller.register(ring.fileno(), zmq.POLLIN)
         self.drain(ring)
@@ -150,6 +177,9 @@ class RingGateway:
             if refused == errors.InvalidRecordError.code:
                 raise errors.InvalidRecordError(
                     "transactional record batches in a ring attached without a transactional id")
+            if refused == TOPIC_DENIED:
+                raise errors.TopicAuthorizationFailedError(
+                    f"the ring's principal may not write topic {topic!r}")
             if refused:
                 raise errors.error_for_code(refused)(
                     f"{topic}-{partition} is not in the producer's open transaction"
@@ -192,6 +222,8 @@ class RingGateway:
         """0: the entry may be appended; an error code: it is refused; None:
         it would open the producer's transaction here, and the coordinator
         has been asked (``_verified`` goes on)."""
+        if self.authorizer is not None and not self._may_write(self.principals.get(fd), topic):
+            return TOPIC_DENIED
         rm = self.replica_manager
         found = rm.transaction_start(topic, partition, batch)
         if found is None or not found[2] or rm.verifier is None:
@@ -214,7 +246,12 @@ class RingGateway:
         self._append(ring, seq, topic, partition, batch, codes.get((topic, partition), 0))
         self.drain(ring)
 
+    def _may_write(self, principal: str | None, topic: str) -> bool:
+        return principal is not None and self.authorizer.authorize(
+            principal, RING_HOST, AclOperation.WRITE, ResourceType.TOPIC, topic)
+
     def _forget(self, fd: int) -> None:
+        self.principals.pop(fd, None)
         self.txn.pop(fd, None)
         self.acks.pop(fd, None)
         self.held.pop(fd, None)

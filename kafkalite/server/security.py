@@ -1,4 +1,5 @@
-"""A Kafka listener's security protocol: TLS and SASL, as Kafka configures them.
+"""Security of the listeners: TLS and SASL on the Kafka listeners, as Kafka
+configures them, and CURVE on the native ZeroMQ ports.
 
 ``listener_security(config)`` turns the server settings into a
 ``ListenerSecurity`` that every broker process (the supervisor and each
@@ -20,15 +21,30 @@ server. A failed exchange raises ``SaslAuthenticationFailedError`` with the
 message the client is told; the listener answers it and closes the
 connection, as Kafka does.
 
+``native_curve(config)`` is the native protocol's CURVE (protocol/curve.py):
+None when ``native_curve_secret_key_file`` is unset (the embedded default),
+else a ``CurveServer`` holding the server's key pair. Every broker process
+(the supervisor, each worker, the ingest gateway) builds its own from the
+same settings, makes its native ROUTER a CURVE server with it, and connects
+to the other broker processes (replica fetches, transaction markers,
+verification) with the same key pair, which the ZAP handler maps to
+``protocol.curve.BROKER_PRINCIPAL``: a super user, so inter-broker APIs pass the
+authorizer. Client keys map to the principals of
+``native_curve_authorized_keys``.
+
 Who may call: the listener, on its process's one event-loop thread.
 """
 from __future__ import annotations
 
 import ssl
+from typing import TYPE_CHECKING
 
 from kafkalite import errors
 from kafkalite.errors import InvalidConfigurationError
 from kafkalite.server.credentials import MECHANISMS, CredentialStore, users_file
+
+if TYPE_CHECKING:
+    from kafkalite.protocol import curve
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
@@ -84,6 +100,34 @@ def validate(config) -> None:
         raise InvalidConfigurationError(
             f"sasl_enabled_mechanisms must name some of {', '.join(MECHANISMS)}, "
             f"not {config.sasl_enabled_mechanisms!r}")
+    if config.native_curve_authorized_keys and not config.native_curve_secret_key_file:
+        raise InvalidConfigurationError(
+            "native_curve_authorized_keys needs native_curve_secret_key_file (the server's "
+            "CURVE key pair: kafkalite curve keygen)")
+    if config.native_curve_secret_key_file:
+        native_curve(config)        # the keys must load
+
+
+def native_curve(config) -> curve.CurveServer | None:
+    """The native protocol's CURVE from the server config; None when off."""
+    if not config.native_curve_secret_key_file:
+        return None
+    # Imported here: server.config validates through this module, and the
+    # supervisor loads that config before it spawns its workers, so a
+    # module-level import would load the protocol's codecs (kafkalite.protocol)
+    # ahead of the spawn (tests/server/test_startup.py).
+    from kafkalite.protocol import curve
+    if not curve.zmq.has("curve"):
+        raise InvalidConfigurationError("native_curve_secret_key_file is set but this libzmq "
+                                        "was built without CURVE")
+    try:
+        public, secret = curve.load_keypair_file(config.native_curve_secret_key_file)
+        authorized = config.native_curve_authorized_keys or None
+        if authorized:
+            curve.load_authorized_keys(authorized)
+    except curve.CurveKeyError as exc:
+        raise InvalidConfigurationError(str(exc)) from None
+    return curve.CurveServer(public, secret, authorized, curve.BROKER_PRINCIPAL)
 
 
 def listener_security(config) -> ListenerSecurity | None:

@@ -65,7 +65,7 @@ from kafkalite.server.controller import Controller
 from kafkalite.server.coordinator import GroupCoordinator
 from kafkalite.server.kafka_listener import KafkaListener
 from kafkalite.server.metrics import NodeMetrics
-from kafkalite.server.security import listener_security
+from kafkalite.server.security import listener_security, native_curve
 from kafkalite.server.metadata import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, MetadataStore
 from kafkalite.server.native_listener import NativeListener
 from kafkalite.server.processes import (LOCK_FILE, EarlyStart, WorkerProcess,  # noqa: F401
@@ -159,8 +159,9 @@ class Supervisor:
             consumer_session_timeout_ms=cfg.group_consumer_session_timeout_ms,
             consumer_heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms)
         self.controller.partitions_added = self.coordinator.on_partitions_changed
+        self.curve = native_curve(cfg)
         self.markers = BrokerRequests(self.ctx, self.controller.native_endpoint,
-                                      "kafkalite-txn-coordinator")
+                                      "kafkalite-txn-coordinator", curve=self.curve)
         self.txn_coordinator = TransactionCoordinator(
             cfg.data_dir, producer_ids=self.controller.producer_ids,
             partition_count=self.controller.partition_count, leader_of=self.controller.leader_of,
@@ -194,7 +195,7 @@ class Supervisor:
                      if t.topic_id == topic_id), None),
                 topic_exists=lambda name: name in self.controller.metadata.topics)
         self.native = NativeListener(self.ctx, cfg.host, cfg.port, self.dispatcher,
-                                     name="supervisor")
+                                     name="supervisor", curve=self.curve)
         self.kafka = KafkaListener(cfg.host, cfg.kafka_port, self.dispatcher, name="supervisor",
                                    security=listener_security(cfg))
         self.controller.native_port, self.controller.kafka_port = self.native.port, self.kafka.port

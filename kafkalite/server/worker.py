@@ -51,7 +51,7 @@ from kafkalite.server.config import ServerConfig
 from kafkalite.server.request_authorization import RequestGate
 from kafkalite.server.kafka_listener import KafkaListener
 from kafkalite.server.metrics import WorkerMetrics
-from kafkalite.server.security import listener_security
+from kafkalite.server.security import listener_security, native_curve
 from kafkalite.server.broker_requests import BrokerRequests
 from kafkalite.server.native_listener import NativeListener
 from kafkalite.server.relay import RelayClient
@@ -85,12 +85,13 @@ class Worker:
         self.config = config
         self.ctx = zmq.Context.instance()
         self.poller = zmq.Poller()
+        self.curve = native_curve(config)   # the server's keys, or None without CURVE
         self.coordinator = None             # BrokerRequests to the transaction coordinator
         self.relay = None                   # RelayClient to the supervisor
         self.replica_manager = ReplicaManager(index, config.data_dir, config.log_config)
         self.peers = BrokerRequests(self.ctx, lambda b: self.fetcher.endpoint_of(b),
                                     f"replica-{index}", timeout_s=PEER_TIMEOUT_S
-                                    + config.replica_fetch_wait_max_ms / 1000.0)
+                                    + config.replica_fetch_wait_max_ms / 1000.0, curve=self.curve)
         self.peers.attach(self.poller)
         self.fetcher = ReplicaFetcher(index, self.peers, config.replica_fetch_wait_max_ms)
         self.replica_manager.fetcher = self.fetcher
@@ -115,7 +116,9 @@ class Worker:
         self.native = NativeListener(self.ctx, config.host, port, self.dispatcher,
                                      name=f"worker {index}",
                                      extensions={"shm_attach": self.rings.attach},
-                                     fallback_to_any_port=True)
+                                     fallback_to_any_port=True, curve=self.curve)
+        # rings are authorized as their native channel is: only under CURVE
+        self.rings.authorizer = self.authorizer if self.curve is not None else None
         self.native.attach(self.poller)
         self.kafka = KafkaListener(config.host, kafka_port, self.dispatcher,
                                    name=f"worker {index}", fallback_to_any_port=True,
@@ -148,7 +151,8 @@ class Worker:
         needs them, having no partitions."""
         if coordinator_endpoint and self.coordinator is None:
             self.coordinator = BrokerRequests(self.ctx, lambda _: coordinator_endpoint,
-                                              f"worker-{self.index}", timeout_s=10.0)
+                                              f"worker-{self.index}", timeout_s=10.0,
+                                              curve=self.curve)
             self.coordinator.attach(self.poller)
             self.replica_manager.verifier = self.verify_transaction
         if relay_endpoint and self.relay is None:

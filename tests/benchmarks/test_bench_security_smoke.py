@@ -1,6 +1,7 @@
 """Smoke test of benchmarks/bench_security.py: the --quick run starts a
-PLAINTEXT, an SSL and a SASL_SSL server, completes, exits 0 and writes every
-figure. It checks that the benchmark works, not how fast anything is."""
+PLAINTEXT, an SSL and a SASL_SSL server, then a plain and a CURVE one for the
+native figures, completes, exits 0 and writes every figure. It checks that
+the benchmark works, not how fast anything is."""
 import json
 import subprocess
 import sys
@@ -8,7 +9,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 FIGURES = [f"{p}_{k}_records_per_s" for k in ("produce", "consume")
-           for p in ("plaintext", "ssl", "sasl_ssl")]
+           for p in ("plaintext", "ssl", "sasl_ssl")] + [
+    f"native_{p}_{k}_records_per_s" for k in ("produce", "consume") for p in ("plain", "curve")]
 
 
 def test_quick_run_reports_every_figure(tmp_path):

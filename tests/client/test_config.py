@@ -62,3 +62,16 @@ def test_librdkafka_aliases_and_subscribe_needs_a_group():
     with pytest.raises(InvalidGroupIdError, match="group.id"):
         c.subscribe(["t"])
     c.close()
+
+
+def test_curve_keys_that_cannot_be_used_are_named(tmp_path):
+    missing = str(tmp_path / "nowhere.key")
+    with pytest.raises(ValueError, match="nowhere.key"):
+        Producer({"bootstrap.servers": "127.0.0.1:1", "curve.server.key": missing})
+    with pytest.raises(ValueError, match="curve.server.key is required"):
+        Consumer({"bootstrap.servers": "127.0.0.1:1", "curve.secret.key": "0" * 40})
+    with pytest.raises(ValueError, match="curve.public.key needs curve.secret.key"):
+        AdminClient({"bootstrap.servers": "127.0.0.1:1", "curve.server.key": "0" * 40,
+                     "curve.public.key": "0" * 40})
+    with pytest.raises(ValueError, match="not a Z85 key"):
+        Producer({"bootstrap.servers": "127.0.0.1:1", "curve.server.key": '"' * 40})

@@ -1,0 +1,241 @@
+"""ZeroMQ CURVE on the native protocol: keys, the ZAP handler, socket options.
+
+The native protocol (and the plain ingest gateway) can run over CURVE
+(RFC 26, CurveZMQ): every connection encrypted, and every client
+authenticated by its public key before ZeroMQ hands its first message up.
+This module is shared by the server (``server/security.py`` builds a
+``CurveServer`` from the settings) and the clients (``client/connection.py``
+applies ``CurveClient`` keys), so it sits below both.
+
+Keys are Z85 text (40 characters), in ZeroMQ's certificate files
+(``zmq.auth.load_certificate`` reads them):
+
+    NAME.key          the public key: hand it out
+    NAME.key_secret   the key pair: mode 0600, its owner only
+
+written by ``write_keypair`` (``kafkalite curve keygen``). Their
+``metadata`` section may carry ``principal = "User:alice"``.
+
+Authorized keys (``native_curve_authorized_keys``) map client public keys
+to Kafka principals, either
+
+- a directory of ``*.key`` files: each one's principal is its metadata's
+  ``principal``, else ``User:`` and the file name before ``.key``; or
+- a text file of lines ``<Z85 public key> <principal>`` (lines starting
+  with ``#`` are comments).
+
+The ZAP handler (``KeyAuthenticator``, pyzmq's ThreadAuthenticator: a thread
+of its own answering libzmq's ZAP requests, so a handshake never waits for
+the process's event loop and the loop never runs ZAP code) accepts only
+those keys and answers the principal as the ZAP User-Id; the listener reads
+it from each message (``frame.get("User-Id")``). Unknown keys are refused
+with ZAP status 400, which libzmq reports to the client as
+HANDSHAKE_FAILED_AUTH. The file is read again when it changed
+(``reload_if_changed``), so adding a client needs no restart.
+
+Who may call: any thread; a ``KeyAuthenticator``'s map is swapped whole,
+so its thread reads a consistent one.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+
+import zmq
+import zmq.auth
+from zmq.auth.thread import ThreadAuthenticator
+
+log = logging.getLogger("kafkalite.curve")
+
+Z85_KEY_LENGTH = 40
+# The principal of a server's own key: its processes talking to each other
+# (a super user for the authorizer).
+BROKER_PRINCIPAL = "User:kafkalite-broker"
+ZAP_DOMAIN = "kafkalite"
+# Authorized keys are read again at most this often, on a handshake.
+RELOAD_CHECK_S = 1.0
+_PRINCIPAL = re.compile(rb'^\s*principal\s*=\s*"?([^"\r\n]+)"?\s*$', re.M)
+
+
+class CurveKeyError(ValueError):
+    """A key or key file that cannot be used; the message names it."""
+
+
+def load_key(value: str, *, secret: bool = False) -> bytes:
+    """A Z85 key from ``value``: the key itself, or a certificate file
+    (with ``secret``: the key pair file, whose secret key is taken)."""
+    if not isinstance(value, str) or not value:
+        raise CurveKeyError("a CURVE key must be 40 characters of Z85 or a key file's path")
+    if len(value) == Z85_KEY_LENGTH and not os.path.exists(value):
+        try:
+            zmq.utils.z85.decode(value)
+        except (ValueError, KeyError, TypeError):
+            raise CurveKeyError(f"{value!r} is not a Z85 key") from None
+        return value.encode("ascii")
+    public, secret_key = load_keypair_file(value, need_secret=secret)
+    return secret_key if secret else public
+
+
+def load_keypair_file(path: str, *, need_secret: bool = True) -> tuple[bytes, bytes | None]:
+    """(public, secret) from a ZeroMQ certificate file."""
+    try:
+        public, secret = zmq.auth.load_certificate(path)
+    except (OSError, ValueError) as exc:
+        raise CurveKeyError(f"cannot read the CURVE key file {path!r}: {exc}") from None
+    if need_secret and not secret:
+        raise CurveKeyError(f"{path!r} holds no secret key (use the .key_secret file)")
+    return public, secret
+
+
+def write_keypair(directory: str, name: str, principal: str | None = None) -> tuple[str, str]:
+    """A new key pair (zmq.curve_keypair) as NAME.key (public) and
+    NAME.key_secret (0600) in ``directory``; their paths. Existing files are
+    not overwritten."""
+    public, secret = zmq.curve_keypair()
+    os.makedirs(directory, exist_ok=True)
+    meta = f'metadata\n    principal = "{principal}"\n' if principal else "metadata\n"
+    paths = []
+    for suffix, body, mode in ((".key", f'curve\n    public-key = "{public.decode()}"\n', 0o644),
+                               (".key_secret", f'curve\n    public-key = "{public.decode()}"\n'
+                                               f'    secret-key = "{secret.decode()}"\n', 0o600)):
+        path = os.path.join(directory, name + suffix)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        with os.fdopen(fd, "w") as f:
+            f.write(f"#   ZeroMQ CURVE {'secret key pair' if 'secret' in suffix else 'public key'}"
+                    f" made by kafkalite curve keygen\n\n{meta}{body}")
+        paths.append(path)
+    return paths[0], paths[1]
+
+
+def load_authorized_keys(path: str) -> dict[bytes, str]:
+    """{Z85 public key: principal} from a directory of .key files or a text file."""
+    keys: dict[bytes, str] = {}
+    try:
+        if os.path.isdir(path):
+            for entry in sorted(os.listdir(path)):
+                if not entry.endswith(".key"):
+                    continue
+                file = os.path.join(path, entry)
+                public, _ = load_keypair_file(file, need_secret=False)
+                with open(file, "rb") as f:
+                    found = _PRINCIPAL.search(f.read())
+                keys[public] = (found.group(1).decode().strip() if found
+                                else "User:" + entry[:-len(".key")])
+            return keys
+        with open(path, "rb") as f:
+            for number, line in enumerate(f, 1):
+                line = line.strip()      # Z85 has '#': only whole lines are comments
+                if not line or line.startswith(b"#"):
+                    continue
+                parts = line.split(None, 1)
+                if len(parts) != 2 or len(parts[0]) != Z85_KEY_LENGTH or b":" not in parts[1]:
+                    raise CurveKeyError(f"{path}:{number}: expected '<Z85 public key> "
+                                        f"<principal, e.g. User:alice>'")
+                keys[parts[0]] = parts[1].decode().strip()
+    except OSError as exc:
+        raise CurveKeyError(f"cannot read the authorized CURVE keys {path!r}: {exc}") from None
+    return keys
+
+
+def _mtime(path: str) -> float:
+    try:
+        if os.path.isdir(path):
+            return max([os.stat(path).st_mtime_ns] + [
+                os.stat(os.path.join(path, e)).st_mtime_ns for e in os.listdir(path)])
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return 0
+
+
+class KeyAuthenticator(ThreadAuthenticator):
+    """The ZAP handler of one ZeroMQ context: a client key is accepted when
+    it is in ``authorized_keys`` (path) or ``extra`` ({key: principal}: the
+    server's own key), and its principal becomes the ZAP User-Id."""
+
+    def __init__(self, context: zmq.Context, authorized_keys: str | None,
+                 extra: dict[bytes, str]):
+        super().__init__(context, log=log)
+        self._path = authorized_keys
+        self._extra = dict(extra)
+        self._checked = 0.0
+        self._stamp = None
+        self.principals: dict[bytes, str] = dict(extra)
+        self.reload_if_changed(force=True)
+        self.configure_curve_callback(domain=ZAP_DOMAIN, credentials_provider=self)
+
+    def reload_if_changed(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if self._path is None or (not force and now - self._checked < RELOAD_CHECK_S):
+            return
+        self._checked = now
+        stamp = _mtime(self._path)
+        if stamp == self._stamp and not force:
+            return
+        try:
+            keys = load_authorized_keys(self._path)
+        except CurveKeyError as exc:
+            if force:
+                raise
+            log.warning("kept the authorized CURVE keys as they were: %s", exc)
+            return
+        self._stamp = stamp
+        self.principals = {**keys, **self._extra}     # swapped whole: the ZAP thread reads it
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        """pyzmq's credentials provider: is this Z85 client key authorized?"""
+        self.reload_if_changed()
+        return key in self.principals
+
+    def curve_user_id(self, client_public_key: bytes) -> str:
+        return self.principals.get(zmq.utils.z85.encode(client_public_key), "")
+
+
+class CurveServer:
+    """A process's CURVE identity: its key pair, the ZAP handler of its
+    context, and the principal its own key maps to. ``secure_server`` makes
+    a listening socket a CURVE server; ``secure_client`` makes a socket the
+    process connects to another broker process with its own key."""
+
+    def __init__(self, public: bytes, secret: bytes, authorized_keys: str | None,
+                 own_principal: str):
+        self.public, self.secret = public, secret
+        self.authorized_keys = authorized_keys
+        self.own_principal = own_principal
+        self.authenticator: KeyAuthenticator | None = None
+
+    def start(self, context: zmq.Context) -> None:
+        """Answer ZAP requests in ``context`` (once per context)."""
+        if self.authenticator is None:
+            self.authenticator = KeyAuthenticator(context, self.authorized_keys,
+                                                  {self.public: self.own_principal})
+            self.authenticator.start()
+
+    def stop(self) -> None:
+        if self.authenticator is not None:
+            self.authenticator.stop()
+            self.authenticator = None
+
+    def secure_server(self, sock: zmq.Socket) -> None:
+        sock.setsockopt(zmq.CURVE_SERVER, 1)
+        sock.setsockopt(zmq.CURVE_SECRETKEY, self.secret)
+        sock.setsockopt_string(zmq.ZAP_DOMAIN, ZAP_DOMAIN)
+
+    def secure_client(self, sock: zmq.Socket) -> None:
+        secure_client(sock, self.public, self.public, self.secret)
+
+
+def secure_client(sock: zmq.Socket, server_key: bytes, public: bytes, secret: bytes) -> None:
+    """Before connect: ``sock`` speaks CURVE to the server of ``server_key``."""
+    sock.setsockopt(zmq.CURVE_SERVERKEY, server_key)
+    sock.setsockopt(zmq.CURVE_PUBLICKEY, public)
+    sock.setsockopt(zmq.CURVE_SECRETKEY, secret)
+
+
+def principal_of(frame: zmq.Frame) -> str | None:
+    """The ZAP User-Id of a message received on a CURVE server socket."""
+    try:
+        return frame.get("User-Id") or None
+    except zmq.ZMQError:
+        return None
