@@ -168,3 +168,21 @@ def test_a_waiting_fetch_is_answered_when_its_partition_goes(broker):
     broker.rm.expire()
     # nothing waits any more, so the worker's loop may sleep until housekeeping
     assert len(broker.rm.purgatory) == 0 and broker.rm.next_deadline() is None
+
+
+def test_a_fetch_waiting_on_two_partitions_gets_both_appends_of_one_produce(broker):
+    """One produce request writing two partitions a fetch waits on answers
+    the fetch once, with both partitions' records -- not with the first
+    partition's alone, leaving the second to the next fetch (Kafka completes
+    delayed fetches after the whole request, not after each append)."""
+    broker.lead("t", 0)
+    broker.lead("t", 1)
+    body = fetch_body(0, max_wait_ms=30_000)
+    body["topics"][0]["partitions"].append(dict(body["topics"][0]["partitions"][0], partition=1))
+    cid = broker.send(ApiKey.FETCH, 12, body)
+    assert cid not in broker.answers
+    broker.send(ApiKey.PRODUCE, 9, produce_body(1, [("t", 0), ("t", 1)]))
+    answer = broker.answers.pop(cid)
+    got = {p["partition_index"]: len(bytes(p["records"] or b""))
+           for p in answer["responses"][0]["partitions"]}
+    assert got == {0: len(batch()), 1: len(batch())}
