@@ -252,9 +252,15 @@ class ReplicaManager:
             def open_log(spec):
                 key = (spec["topic"], spec["partition"])
                 try:
-                    return key, PartitionLog.open(self._directory(*key),
-                                                  self.log_config(spec.get("configs")),
-                                                  checkpoints=self.checkpoints)
+                    plog = PartitionLog.open(self._directory(*key),
+                                             self.log_config(spec.get("configs")),
+                                             checkpoints=self.checkpoints)
+                    if spec.get("leader", self.broker_id) == self.broker_id:
+                        # the leader epoch's checkpoint fsyncs here, in
+                        # parallel, rather than one by one in make_leader
+                        plog.leader_epoch_cache.assign(spec.get("leader_epoch", -1),
+                                                        plog.log_end_offset)
+                    return key, plog
                 except (KafkaError, OSError) as exc:
                     return key, exc
             with ThreadPoolExecutor(min(IO_THREADS, len(todo)),
