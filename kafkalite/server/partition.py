@@ -125,6 +125,13 @@ class Partition:
             self._replica_starts = {}
             self._caught_up = {b: now for b in self.replicas if b != self.broker_id}
             self._epoch_start = self.log.log_end_offset
+        # The epoch starts at the log end now (Kafka's makeLeader assigns it
+        # here too): the leader-epoch checkpoint is written -- a file and a
+        # directory fsync, tens of ms -- on becoming leader, not by the
+        # first append, which would stall the event loop and every request
+        # behind it once per partition. A no-op when assign() did it on its
+        # thread pool.
+        self.log.leader_epoch_cache.assign(leader_epoch, self.log.log_end_offset)
         if leader_epoch > self.log.leader_epoch:
             self.log.leader_epoch = leader_epoch
         self.maybe_increment_high_watermark()

@@ -69,7 +69,12 @@ Replication, leader side: a Fetch naming a replica id is a follower's. It
 reads up to the log end (not the high watermark), and the offset it asks
 from is that follower's log end, which may move the high watermark (then
 acks=all produces and consumers' fetches waiting on the partition are
-woken). Followers' fetches wait in the purgatory under their own key
+woken). The appends of one produce request (or one drain of a
+shared-memory ring) wake what waits on their partitions once, after the
+last of them (``gathered_wakeups``, Kafka's action queue completed after
+each request): a fetch waiting on several partitions that one request
+writes is answered with all of them, not with the first alone while the
+others go to the next fetch. Followers' fetches wait in the purgatory under their own key
 (``replica_key``) and are woken by appends; consumers' fetches and acks=all
 produces are woken when the high watermark moves. An acks=all produce is
 refused NOT_ENOUGH_REPLICAS while the ISR is smaller than
@@ -90,6 +95,7 @@ one event-loop thread.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -209,6 +215,8 @@ class ReplicaManager:
         self.checkpoints = CheckpointFile(os.path.join(data_dir, BROKER_CHECKPOINTS % broker_id))
         self.topic_names: dict[uuid.UUID, str] = {}   # Fetch v13+ names topics by id
         self.purgatory = Purgatory()
+        # inside gathered_wakeups: purgatory key -> bytes appended since
+        self._woken: dict | None = None
         # topic -> [bytes in, records in, bytes out]: producers' appends and
         # consumers' fetch responses (metrics.py; Kafka's BrokerTopicMetrics)
         self.topic_stats: dict[str, list] = {}
@@ -244,9 +252,15 @@ class ReplicaManager:
             def open_log(spec):
                 key = (spec["topic"], spec["partition"])
                 try:
-                    return key, PartitionLog.open(self._directory(*key),
-                                                  self.log_config(spec.get("configs")),
-                                                  checkpoints=self.checkpoints)
+                    plog = PartitionLog.open(self._directory(*key),
+                                             self.log_config(spec.get("configs")),
+                                             checkpoints=self.checkpoints)
+                    if spec.get("leader", self.broker_id) == self.broker_id:
+                        # the leader epoch's checkpoint fsyncs here, in
+                        # parallel, rather than one by one in make_leader
+                        plog.leader_epoch_cache.assign(spec.get("leader_epoch", -1),
+                                                        plog.log_end_offset)
+                    return key, plog
                 except (KafkaError, OSError) as exc:
                     return key, exc
             with ThreadPoolExecutor(min(IO_THREADS, len(todo)),
@@ -390,10 +404,32 @@ class ReplicaManager:
             stats[1] += info.record_count
         if info.size_in_bytes and self.purgatory:
             if part.log.high_watermark > hw:       # committed at once: no follower in the ISR
-                self.purgatory.check(part.key, info.size_in_bytes)
+                self._wake(part.key, info.size_in_bytes)
             if len(part.replicas) > 1:
-                self.purgatory.check(replica_key(part.key), info.size_in_bytes)
+                self._wake(replica_key(part.key), info.size_in_bytes)
         return info
+
+    def _wake(self, key, appended: int) -> None:
+        woken = self._woken
+        if woken is None:
+            self.purgatory.check(key, appended)
+        else:
+            woken[key] = woken.get(key, 0) + appended
+
+    @contextlib.contextmanager
+    def gathered_wakeups(self):
+        """Appends made inside wake what waits on their partitions at the
+        end, once per partition (nested: at the end of the outermost)."""
+        if self._woken is not None:
+            yield
+            return
+        self._woken = {}
+        try:
+            yield
+        finally:
+            woken, self._woken = self._woken, None
+            for key, appended in woken.items():
+                self.purgatory.check(key, appended)
 
     def update_follower_end(self, part: Partition, broker_id: int, log_end_offset: int,
                             now: float, log_start_offset: int = -1) -> None:
@@ -545,7 +581,8 @@ class ReplicaManager:
             out["log_start_offset"] = part.log.log_start_offset
             appended[part.key] = (part, info.last_offset + 1)
 
-        topics = each_partition(PRODUCE, body["topic_data"], serve, _produce_blank)
+        with self.gathered_wakeups():
+            topics = each_partition(PRODUCE, body["topic_data"], serve, _produce_blank)
         if acks == 0:
             return NO_RESPONSE
         response = {"responses": topics, "throttle_time_ms": 0}

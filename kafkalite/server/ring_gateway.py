@@ -31,7 +31,11 @@ files of a ring closed that way are unlinked once its producer is gone.
 A drain takes at most POLLS_PER_DRAIN polls of ENTRIES_PER_DRAIN entries,
 and a busy ring is drained for at most DRAINS_PER_ARM rounds before the
 loop sleeps; it then rings its own doorbell, so the loop comes straight
-back to it after serving the others. At most MAX_RINGS rings are attached at a time.
+back to it after serving the others. The bounds are small (128 entries
+per round) because the loop's sockets wait meanwhile: a consumer's fetch
+that the appends would answer sat unread behind up to 8,192 appends (half
+a second of one-record batches), so the records were in the log and
+acknowledged long before any consumer had them. At most MAX_RINGS rings are attached at a time.
 
 Security: a ring is attached only through ``shm_attach`` on the worker's
 native ROUTER, so with CURVE on (``native_curve_secret_key_file``) only by an
@@ -63,9 +67,9 @@ from kafkalite.server.purgatory import DelayedProduce
 
 log = logging.getLogger("kafkalite.rings")
 
-ENTRIES_PER_DRAIN = 256
-POLLS_PER_DRAIN = 4
-DRAINS_PER_ARM = 8
+ENTRIES_PER_DRAIN = 128
+POLLS_PER_DRAIN = 1
+DRAINS_PER_ARM = 1
 MAX_RINGS = 1024
 MAX_CLOSED_RINGS = 8 * MAX_RINGS
 RING_ACK_TIMEOUT_S = 30.0        # an acks=all entry not committed by then is REQUEST_TIMED_OUT
@@ -148,7 +152,10 @@ class RingGateway:
         """Append what the ring holds (up to POLLS_PER_DRAIN polls unless
         ``everything``); a ring that turns out broken is closed."""
         try:
-            self._drain(ring, everything)
+            # a consumer waiting on several partitions gets the drain's
+            # appends in one answer
+            with self.replica_manager.gathered_wakeups():
+                self._drain(ring, everything)
         except Exception as exc:
             self._close_with_error(ring, exc)
 

@@ -20,6 +20,8 @@ REGISTRY = {
     "kafkalite-shm": ("kafkalite.bench.drivers.kafkalite_shm", "KafkaliteShmDriver"),
     "kafkalite-records": ("kafkalite.bench.drivers.kafkalite_records", "KafkalitePerMessageDriver"),
     "kafkalite-kafka": ("kafkalite.bench.drivers.kafka_protocol", "KafkaProtocolDriver"),
+    "kafkalite-kafka-tuned": ("kafkalite.bench.drivers.kafka_protocol",
+                              "KafkaProtocolTunedDriver"),
     "redis-streams": ("kafkalite.bench.drivers.redis_streams", "RedisStreamsDriver"),
     "nats-jetstream": ("kafkalite.bench.drivers.nats_jetstream", "NatsJetStreamDriver"),
     "file-append": ("kafkalite.bench.drivers.file_append", "FileAppendDriver"),

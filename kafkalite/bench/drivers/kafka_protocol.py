@@ -4,9 +4,18 @@
 The server half (start, topics via the native AdminClient) is
 kafkalite_zmq.py's; every kafkalite server has a Kafka listener, whose
 address server.json publishes as ``kafka.bootstrap.servers``. Producers
-call ``produce`` per message (acks=1, linger.ms 1; a delivery callback per
-message, as librdkafka works); consumers ``assign`` from the beginning and
-``consume`` up to 10,000 messages per call.
+call ``produce`` per message (acks=1; a delivery callback per message, as
+librdkafka works); consumers ``assign`` from the beginning, wait for the
+first message with ``poll`` and then take what else is already there with
+``consume(10000, 0)`` -- ``consume(n, timeout)`` itself waits until it has
+``n`` messages or the timeout passes, which would charge every message
+the rest of the timeout.
+
+``kafkalite-kafka`` runs librdkafka's defaults (linger.ms 5,
+fetch.wait.max.ms 500, Nagle on): what an application that sets nothing
+sees. ``kafkalite-kafka-tuned`` is the same client set for latency
+(linger.ms 0, Nagle off, fetch.wait.max.ms 100). The workload's
+``producerConfig`` / ``consumerConfig`` are laid over either.
 """
 from __future__ import annotations
 
@@ -43,14 +52,20 @@ def _logger(role: str) -> tuple[logging.Logger, _LibrdkafkaLog]:
     return log, handler
 
 
+# librdkafka's settings for latency (kafkalite-kafka-tuned)
+TUNED_PRODUCER = {"linger.ms": 0, "socket.nagle.disable": True}
+TUNED_CONSUMER = {"fetch.wait.max.ms": 100, "socket.nagle.disable": True}
+
+
 class KafkaProducer(ProducerClient):
-    def __init__(self, endpoint, workload):
+    def __init__(self, endpoint, workload, tuning=None):
         import confluent_kafka
         self.size = workload.message_size
         log, self.log = _logger("producer")
         self.producer = confluent_kafka.Producer({
-            "bootstrap.servers": endpoint["kafka"], "acks": 1, "linger.ms": 1,
-            "queue.buffering.max.messages": 500_000}, logger=log)
+            "bootstrap.servers": endpoint["kafka"], "acks": 1,
+            "queue.buffering.max.messages": 500_000, **(tuning or {}),
+            **workload.producer_config}, logger=log)
 
     def send(self, topic, partition, block, count, keys, on_ack):
         left = [count]
@@ -87,18 +102,21 @@ class KafkaProducer(ProducerClient):
 
 
 class KafkaConsumer(ConsumerClient):
-    def __init__(self, endpoint, workload, assignment):
+    def __init__(self, endpoint, workload, assignment, tuning=None):
         import confluent_kafka
         log, self.log = _logger("consumer")
         self.consumer = confluent_kafka.Consumer({
             "bootstrap.servers": endpoint["kafka"], "group.id": "kafkalite-bench",
-            "enable.auto.commit": False, "fetch.wait.max.ms": 100, "fetch.min.bytes": 1},
+            "enable.auto.commit": False, **(tuning or {}), **workload.consumer_config},
             logger=log)
         self.consumer.assign([confluent_kafka.TopicPartition(t, p, confluent_kafka.OFFSET_BEGINNING)
                               for t, p in assignment])
 
     def receive(self, timeout):
-        msgs = self.consumer.consume(10_000, timeout)
+        # consume(n, timeout) returns only when n messages are there or the
+        # timeout passed: wait for the first, then take what is queued
+        first = self.consumer.poll(timeout)
+        msgs = [] if first is None else [first, *self.consumer.consume(10_000, 0)]
         self.log.check()
         values = []
         for m in msgs:
@@ -115,8 +133,11 @@ class KafkaConsumer(ConsumerClient):
 
 class KafkaProtocolDriver(Driver):
     name = "kafkalite-kafka"
-    label = "kafkalite's Kafka-protocol listener, confluent-kafka (librdkafka) clients"
+    label = ("kafkalite's Kafka-protocol listener, confluent-kafka (librdkafka) clients, "
+             "librdkafka's default settings")
     kind = "kafkalite"
+    producer_tuning: dict = {}
+    consumer_tuning: dict = {}
 
     def __init__(self):
         self.server = KafkaliteServer()
@@ -138,8 +159,16 @@ class KafkaProtocolDriver(Driver):
 
     @classmethod
     def producer(cls, endpoint, workload):
-        return KafkaProducer(endpoint, workload)
+        return KafkaProducer(endpoint, workload, cls.producer_tuning)
 
     @classmethod
     def consumer(cls, endpoint, workload, assignment):
-        return KafkaConsumer(endpoint, workload, assignment)
+        return KafkaConsumer(endpoint, workload, assignment, cls.consumer_tuning)
+
+
+class KafkaProtocolTunedDriver(KafkaProtocolDriver):
+    name = "kafkalite-kafka-tuned"
+    label = ("kafkalite's Kafka-protocol listener, confluent-kafka set for latency "
+             "(linger.ms 0, Nagle off, fetch.wait.max.ms 100)")
+    producer_tuning = TUNED_PRODUCER
+    consumer_tuning = TUNED_CONSUMER
