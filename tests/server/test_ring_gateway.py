@@ -49,7 +49,7 @@ def gateway(tmp_path):
 
 def test_a_busy_ring_is_drained_a_bounded_slice_at_a_time(gateway):
     rm, gw, ring = gateway
-    gw.attach({"op": "shm_attach", "ring": ring.name, "acks": 1})
+    gw.attach({"op": "shm_attach", "ring": ring.name, "acks": 1}, "User:ANONYMOUS")
     batch = one_record()
     for _ in range(ENTRIES):
         assert ring.try_append("t", 0, batch) >= 0
