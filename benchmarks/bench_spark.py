@@ -645,8 +645,9 @@ def main(argv=None) -> int:
                 f"run in results.json); the ceiling is a Python data source yielding the "
                 f"kafkalite source's Arrow batches ready-made; 'CPU a row' is the CPU time of "
                 f"the Spark JVM with its Python workers plus the kafkalite server\n")
-        f.write(f"- sink: {args.sink_records:,} cached rows per write, {args.partitions} tasks, "
-                f"median of {args.sink_repeats} alternating runs per mode\n")
+        if args.sink_repeats:
+            f.write(f"- sink: {args.sink_records:,} cached rows per write, {args.partitions} "
+                    f"tasks, median of {args.sink_repeats} alternating runs per mode\n")
         f.write("\n" + report.markdown_table(rows, HEADERS) + "\n")
     report.finish(out_dir, lambda png: plot(res, png, args), elapsed)
     return 0
