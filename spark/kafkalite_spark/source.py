@@ -250,6 +250,15 @@ def _bounds(f) -> tuple | None:
     return None
 
 
+def _intersect(low: int, high: int | None, bounds: tuple) -> tuple:
+    """[low, high) (high None: unbounded) narrowed by ``bounds`` (either end None: open)."""
+    if bounds[0] is not None:
+        low = max(low, bounds[0])
+    if bounds[1] is not None:
+        high = bounds[1] if high is None else min(high, bounds[1])
+    return low, high
+
+
 def _epoch_ms_at_least(value: datetime.datetime, strict: bool) -> int | None:
     """The smallest epoch ms a Kafka timestamp needs to be >= (``strict``:
     >) ``value``, a Spark timestamp (microseconds)."""
@@ -292,11 +301,8 @@ def push_filter(pushed: Pushed, f) -> bool:
         b = _bounds(f)
         if b is None:
             return False
-        if b[0] is not None:
-            pushed.partition_from = max(pushed.partition_from, b[0])
-        if b[1] is not None:
-            pushed.partition_to = b[1] if pushed.partition_to is None else min(
-                pushed.partition_to, b[1])
+        pushed.partition_from, pushed.partition_to = _intersect(
+            pushed.partition_from, pushed.partition_to, b)
         pushed.filters.append(f)
         return True
     if column == "offset":
@@ -307,10 +313,7 @@ def push_filter(pushed: Pushed, f) -> bool:
             b = _bounds(f)
         if b is None:
             return False
-        if b[0] is not None:
-            pushed.offset_from = max(pushed.offset_from, b[0])
-        if b[1] is not None:
-            pushed.offset_to = b[1] if pushed.offset_to is None else min(pushed.offset_to, b[1])
+        pushed.offset_from, pushed.offset_to = _intersect(pushed.offset_from, pushed.offset_to, b)
         pushed.filters.append(f)
         return exact
     if column == "timestamp" and isinstance(f, (EqualTo, GreaterThan, GreaterThanOrEqual)):
