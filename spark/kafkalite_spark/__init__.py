@@ -28,5 +28,9 @@ __all__ = ["KafkaLiteDataSource", "SCHEMA", "SCHEMA_WITH_HEADERS", "register"]
 
 
 def register(spark) -> None:
-    """Make ``format("kafkalite")`` available in this SparkSession."""
+    """Make ``format("kafkalite")`` available in this SparkSession, with
+    filter pushdown: Spark hands a Python source its filters only with
+    spark.sql.python.filterPushdown.enabled (off by default), and refuses to
+    read from a source that takes filters while it is off."""
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(KafkaLiteDataSource)

@@ -27,13 +27,16 @@ to end, as with Kafka.
 """
 from __future__ import annotations
 
+import datetime
+import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader,
-                                    InputPartition)
+                                    EqualNullSafe, EqualTo, GreaterThan, GreaterThanOrEqual, In,
+                                    InputPartition, IsNotNull, LessThan, LessThanOrEqual)
 from pyspark.sql.streaming.datasource import ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType,
                                StructField, StructType, TimestampType)
@@ -160,11 +163,22 @@ def resolve(spec: opt.OffsetSpec, tps, consumer: Consumer, marks: dict, *,
     return out
 
 
+# Default planning: ranges are split so that every core of the machine
+# planning the query has work (Spark tasks of about equal size), but no task
+# gets fewer records than this: a task costs a Consumer, a fetch session and
+# Spark's per-task overhead, which below ~a second of reading shows.
+MIN_TASK_RECORDS = 1_000_000
+
+
 def split_ranges(ranges: list[OffsetRange], min_partitions: int | None,
-                 max_records: int | None) -> list[OffsetRange]:
+                 max_records: int | None, cores: int | None = None) -> list[OffsetRange]:
     """Spark's KafkaOffsetRangeCalculator: with more Spark partitions wanted
     than Kafka partitions, split big ranges in proportion to their size; and
-    no range larger than ``max_records``."""
+    no range larger than ``max_records``. Without ``min_partitions``, a
+    range larger than both ``MIN_TASK_RECORDS`` and the ``cores``-th part
+    of all records is split into pieces no larger than that part, so that a
+    one-partition topic keeps every core busy and a big partition does not
+    leave the cores idle while it alone is read."""
     ranges = [r for r in ranges if r.end > r.start or r.start == opt.EARLIEST]
     sized = [r for r in ranges if r.start >= 0]
     total = sum(r.end - r.start for r in sized)
@@ -172,6 +186,10 @@ def split_ranges(ranges: list[OffsetRange], min_partitions: int | None,
     if min_partitions and total and len(ranges) < min_partitions:
         for r in sized:
             pieces[r] = max(1, round((r.end - r.start) / total * min_partitions))
+    elif not min_partitions and total:
+        share = max(MIN_TASK_RECORDS, -(-total // (cores or os.cpu_count() or 1)))
+        for r in sized:
+            pieces[r] = -(-(r.end - r.start) // share)
     if max_records:
         for r in sized:
             pieces[r] = max(pieces.get(r, 1), -(-(r.end - r.start) // max_records))
@@ -187,6 +205,136 @@ def split_ranges(ranges: list[OffsetRange], min_partitions: int | None,
     return out
 
 
+# ---- filter pushdown (driver) ------------------------------------------------------------------
+
+@dataclass
+class Pushed:
+    """What the pushed filters leave of the log, ANDed: the topics and
+    partitions (None: all), the offsets [offset_from, offset_to) and the
+    earliest timestamp (epoch ms) a row may have."""
+    topics: set | None = None
+    partitions: set | None = None
+    partition_from: int = 0
+    partition_to: int | None = None
+    offset_from: int = 0
+    offset_to: int | None = None
+    timestamp_from: int | None = None
+    filters: list = field(default_factory=list)   # the pushed filters, for describing
+
+    def keeps(self, topic: str, partition: int) -> bool:
+        return ((self.topics is None or topic in self.topics)
+                and (self.partitions is None or partition in self.partitions)
+                and partition >= self.partition_from
+                and (self.partition_to is None or partition < self.partition_to))
+
+
+def _int_value(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _bounds(f) -> tuple | None:
+    """[low, high) of the integers an EqualTo / comparison filter keeps, or None."""
+    v = f.value
+    if not _int_value(v):
+        return None
+    if isinstance(f, (EqualTo, EqualNullSafe)):
+        return v, v + 1
+    if isinstance(f, GreaterThan):
+        return v + 1, None
+    if isinstance(f, GreaterThanOrEqual):
+        return v, None
+    if isinstance(f, LessThan):
+        return None, v
+    if isinstance(f, LessThanOrEqual):
+        return None, v + 1
+    return None
+
+
+def _intersect(low: int, high: int | None, bounds: tuple) -> tuple:
+    """[low, high) (high None: unbounded) narrowed by ``bounds`` (either end None: open)."""
+    if bounds[0] is not None:
+        low = max(low, bounds[0])
+    if bounds[1] is not None:
+        high = bounds[1] if high is None else min(high, bounds[1])
+    return low, high
+
+
+def _epoch_ms_at_least(value: datetime.datetime, strict: bool) -> int | None:
+    """The smallest epoch ms a Kafka timestamp needs to be >= (``strict``:
+    >) ``value``, a Spark timestamp (microseconds)."""
+    if not isinstance(value, datetime.datetime) or value.tzinfo is None:
+        return None
+    us = (value - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)) \
+        // datetime.timedelta(microseconds=1)
+    # ts_ms * 1000 >= us  <=>  ts_ms >= ceil(us / 1000); > us: ts_ms >= floor(us / 1000) + 1
+    return us // 1000 + 1 if strict else -(-us // 1000)
+
+
+def push_filter(pushed: Pushed, f) -> bool:
+    """Narrow ``pushed`` by filter ``f``; True when the planned ranges alone
+    apply ``f`` exactly (Spark need not evaluate it again). Partitions,
+    offsets and topics are exact; a lower bound on the timestamp only moves
+    each range's start (offsets_for_times), and Spark still checks every row,
+    as Kafka timestamps need not grow with offsets."""
+    attribute = getattr(f, "attribute", None)   # Not(...) has none: left to Spark
+    if attribute is None or len(attribute) != 1:
+        return False
+    column = attribute[0]
+    if isinstance(f, IsNotNull):
+        return column in ("topic", "partition", "offset")   # never null
+    if column == "topic":
+        if isinstance(f, (EqualTo, EqualNullSafe)) and isinstance(f.value, str):
+            names = {f.value}
+        elif isinstance(f, In) and all(isinstance(v, str) for v in f.value):
+            names = set(f.value)
+        else:
+            return False
+        pushed.topics = names if pushed.topics is None else pushed.topics & names
+        pushed.filters.append(f)
+        return True
+    if column == "partition":
+        if isinstance(f, In) and all(_int_value(v) for v in f.value):
+            parts = set(f.value)
+            pushed.partitions = parts if pushed.partitions is None else pushed.partitions & parts
+            pushed.filters.append(f)
+            return True
+        b = _bounds(f)
+        if b is None:
+            return False
+        pushed.partition_from, pushed.partition_to = _intersect(
+            pushed.partition_from, pushed.partition_to, b)
+        pushed.filters.append(f)
+        return True
+    if column == "offset":
+        exact = True
+        if isinstance(f, In) and f.value and all(_int_value(v) for v in f.value):
+            b, exact = (min(f.value), max(f.value) + 1), False   # the span; Spark picks
+        else:
+            b = _bounds(f)
+        if b is None:
+            return False
+        pushed.offset_from, pushed.offset_to = _intersect(pushed.offset_from, pushed.offset_to, b)
+        pushed.filters.append(f)
+        return exact
+    if column == "timestamp" and isinstance(f, (EqualTo, GreaterThan, GreaterThanOrEqual)):
+        ms = _epoch_ms_at_least(f.value, strict=isinstance(f, GreaterThan))
+        if ms is not None:
+            pushed.timestamp_from = ms if pushed.timestamp_from is None else max(
+                pushed.timestamp_from, ms)
+            pushed.filters.append(f)
+    return False
+
+
+def _timestamp_starts(consumer: Consumer, tps, ms: int, ends: dict) -> dict:
+    """{tp: an offset before which no record of ``tp`` has a timestamp >= ``ms``}:
+    offsets_for_times, whose answer is the first record with a timestamp >=
+    ``ms`` (the time index is searched strictly below ``ms`` and scanned from
+    there, storage/index.py). No record that new: the range is empty (its end)."""
+    found = consumer.offsets_for_times([TopicPartition(t, p, ms) for t, p in tps])
+    return {(r.topic, r.partition): ends[(r.topic, r.partition)]
+            if r.offset == OFFSET_END or r.offset < 0 else r.offset for r in found}
+
+
 # ---- reading (executor) ---------------------------------------------------------------------
 
 # How often a read_committed task asks again for the last stable offset
@@ -198,7 +346,7 @@ LSO_POLL_S = 0.2
 _COLUMNS = {
     "key": (lambda b: b.column(5), pa.binary()),
     "value": (lambda b: b.column(6), pa.binary()),
-    "topic": (lambda b: b.column(0).cast(pa.string()), pa.string()),
+    "topic": (lambda b: _topic_column(b), pa.string()),
     "partition": (lambda b: b.column(1), pa.int32()),
     "offset": (lambda b: b.column(2), pa.int64()),
     "timestamp": (lambda b: b.column(3).cast(_ARROW_TS), _ARROW_TS),
@@ -224,6 +372,34 @@ def columns_of(schema: StructType) -> tuple:
             raise opt.OptionError("schema", f"column {f.name} appears twice")
         names.append(f.name)
     return tuple(names)
+
+
+# topic name -> (rows, offsets buffer, data buffer) of a string column holding
+# the name that many times: a batch's topic column is a zero-copy slice of
+# it, where casting the decoder's dictionary column costs ~10 ns a row (a
+# tenth of what reading a record costs in all).
+_TOPIC_BUFFERS: dict = {}
+
+
+def _topic_column(batch: pa.RecordBatch) -> pa.Array:
+    n, topic = batch.num_rows, batch.column(0)
+    if not n:
+        return pa.array([], pa.string())
+    name = topic.dictionary[topic.indices[0].as_py()].as_py()
+    if topic.null_count or len(topic.dictionary) != 1:   # never from one partition's fetch
+        return topic.cast(pa.string())
+    rows, offsets, data = _TOPIC_BUFFERS.get(name, (0, None, None))
+    raw = name.encode()
+    if rows < n:
+        if len(_TOPIC_BUFFERS) > 64:
+            _TOPIC_BUFFERS.clear()
+        rows = max(n, 2 * rows)
+        offsets = pa.py_buffer(np.arange(0, (rows + 1) * len(raw), len(raw), dtype=np.int32)
+                               if len(raw) else np.zeros(rows + 1, dtype=np.int32))
+        data = pa.py_buffer(raw * rows)
+        _TOPIC_BUFFERS[name] = rows, offsets, data
+    return pa.Array.from_buffers(pa.string(), n, [None, offsets.slice(0, 4 * (n + 1)),
+                                                  data.slice(0, len(raw) * n)])
 
 
 def to_spark(batch: pa.RecordBatch, columns=ALL_COLUMNS) -> pa.RecordBatch:
@@ -311,20 +487,43 @@ class KafkaLiteBatchReader(DataSourceReader):
     def __init__(self, o: opt.SourceOptions, columns=ALL_COLUMNS):
         self.options = o
         self.columns = columns
+        self.pushed = Pushed()
+
+    def pushFilters(self, filters):
+        """Spark's filters on topic, partition and offset become the planned
+        ranges (exact: Spark does not evaluate them again); a lower bound on
+        the timestamp moves each range's start to the first record that new
+        (Spark still checks the rows). Needs spark.sql.python.filterPushdown
+        .enabled, which register() sets."""
+        for f in filters:
+            if not push_filter(self.pushed, f):
+                yield f
 
     def partitions(self):
-        o = self.options
+        o, pushed = self.options, self.pushed
         with _consumer(o) as consumer:
             tps = topic_partitions(o, consumer, must_exist=True)
             marks = watermarks(consumer, tps)
             starts = resolve(o.starting, tps, consumer, marks, starting=True)
             ends = resolve(o.ending, tps, consumer, marks, starting=False)
-        for tp in tps:
-            if starts[tp] > ends[tp]:
-                raise opt.OptionError(o.starting.option, f"{tp[0]}-{tp[1]}: starting offset "
-                                                         f"{starts[tp]} is after the ending "
-                                                         f"offset {ends[tp]}")
-        ranges = [OffsetRange(t, p, starts[(t, p)], ends[(t, p)]) for t, p in tps]
+            for tp in tps:
+                if starts[tp] > ends[tp]:
+                    raise opt.OptionError(o.starting.option, f"{tp[0]}-{tp[1]}: starting "
+                                                             f"offset {starts[tp]} is after the "
+                                                             f"ending offset {ends[tp]}")
+            # the options checked, the pushed filters narrow what is read
+            tps = [tp for tp in tps if pushed.keeps(*tp)]
+            if pushed.timestamp_from is not None and pushed.timestamp_from > 0 and tps:
+                for tp, off in _timestamp_starts(consumer, tps, pushed.timestamp_from,
+                                                 ends).items():
+                    starts[tp] = max(starts[tp], off)
+        ranges = []
+        for t, p in tps:
+            start = max(starts[(t, p)], pushed.offset_from)
+            end = ends[(t, p)] if pushed.offset_to is None else min(ends[(t, p)],
+                                                                    pushed.offset_to)
+            if end > start:
+                ranges.append(OffsetRange(t, p, start, end))
         return split_ranges(ranges, o.min_partitions, o.max_records_per_partition) or [
             OffsetRange("", -1, 0, 0)]
 

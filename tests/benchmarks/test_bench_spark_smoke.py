@@ -16,9 +16,11 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks" / "bench_spark.py"
 
-FIGURES = [f"{source}_{op}" for source in ("kafkalite", "parquet", "naive")
-           for op in ("count", "group", "scan")]
-RATIOS = [f"kafkalite_vs_{peer}_{op}" for peer in ("parquet", "naive")
+FIGURES = [f"{source}_{op}" for source in ("kafkalite", "ceiling", "parquet", "naive")
+           for op in ("count", "group", "scan")] + [
+    f"{source}_{op}_cpu" for source in ("kafkalite", "ceiling") for op in ("count", "scan")] + [
+    "kafkalite_pushdown_count", "ceiling_pushdown_count"]
+RATIOS = [f"kafkalite_vs_{peer}_{op}" for peer in ("ceiling", "parquet", "naive")
           for op in ("count", "group", "scan")]
 
 
