@@ -313,6 +313,11 @@ def produce(args) -> int:
                         break
                     except BufferError:
                         producer.poll(0.1)
+                    except errors.MessageTooLargeError as exc:
+                        # refused by produce() itself (over max.request.size):
+                        # one failed record, as a refusal by the broker is
+                        failures.append((line_no, exc))
+                        break
                 sent += 1
                 producer.poll(0)
         except (ValueError, errors.KafkaError) as exc:
