@@ -286,8 +286,7 @@ def main(argv=None) -> int:
         ["python", "benchmarks/bench_client_paths.py"] + argv), "elapsed_s": elapsed,
         "machine": info, "records": args.records, "rounds": args.rounds, "medians": med,
         "runs": runs}
-    with open(os.path.join(out_dir, "results.json"), "w") as f:
-        json.dump(doc, f, indent=2, default=str)
+    report.write_json(out_dir, doc)
     with open(os.path.join(out_dir, "results.md"), "w") as f:
         f.write("# kafkalite per-message client paths\n\n")
         f.write(f"- command: `{doc['command']}`\n- {args.records:,} records of {VALUE_BYTES} "
