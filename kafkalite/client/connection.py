@@ -24,6 +24,18 @@ workers, made after the metadata link to the same server succeeded with
 the same keys) does not wait for its handshake: a failed one makes
 ``alive()`` False, as a disconnect does.
 
+A request waited on with ``request``/``extension``/``wait_for`` does not
+wait out its timeout for an answer that cannot come: a non-watched link
+keeps reading its socket's events (the monitor stays on, its reconnects
+backed off to RECONNECT_IVL_MAX_MS so a dead endpoint makes few events),
+and the wait raises ``PeerLostError`` (a KafkaTimeoutError: callers that
+retry a timeout retry this) once the connection dropped after the wait
+began, or once nothing has been connected for PEER_DOWN_GRACE_S (a
+process that died before we connected, or a restart that takes longer);
+a watched link raises it as soon as ``alive()`` turns False. A non-watched
+link stays usable after such an error: ZeroMQ reconnects when the process
+is back.
+
 Thread safety: a Connection is used by one thread at a time; the client
 classes give each thread its own or hold a lock.
 """
@@ -69,6 +81,15 @@ CONNECT_TIMEOUT_MS = 3000
 # not reachable yet is left to the usual timeouts).
 HANDSHAKE_CONNECT_WAIT_S = 0.25
 HANDSHAKE_WAIT_S = 5.0
+# A non-watched link that has had no connection this long fails the requests
+# waiting on it (a restart of a loaded node takes a few seconds: shorter
+# would fail requests that a moment later would be answered).
+PEER_DOWN_GRACE_S = 5.0
+# Reconnect back-off of a non-watched link: its events stay few while its
+# endpoint is dead, and a restarted process is found within a second.
+RECONNECT_IVL_MAX_MS = 1000
+# How often a wait looks at the link's events.
+_WAIT_SLICE_MS = 200
 _HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_AUTH, zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL,
                      zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
 _HANDSHAKE_EVENTS = (zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECT_RETRIED
@@ -77,6 +98,12 @@ _HANDSHAKE_EVENTS = (zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED | zmq.EVENT_CO
 
 class KafkaTimeoutError(errors.RequestTimedOutError):
     """No answer within the timeout (the server may be down or unreachable)."""
+
+
+class PeerLostError(KafkaTimeoutError):
+    """The broker process behind the link went away while a request waited
+    for its answer, or has refused connections for PEER_DOWN_GRACE_S: the
+    answer will not come, and the wait ends before its timeout."""
 
 
 class AuthenticationRefusedError(errors.SaslAuthenticationFailedError):
@@ -174,11 +201,16 @@ class Connection(Link):
         keys = getattr(ctx, "curve", None)
         if keys is not None:
             curve.secure_client(self.sock, *keys)
+        self._watch = watch
         if watch:
             self.sock.setsockopt(zmq.CONNECT_TIMEOUT, CONNECT_TIMEOUT_MS)
+        else:
+            self.sock.setsockopt(zmq.RECONNECT_IVL_MAX, RECONNECT_IVL_MAX_MS)
         self._monitor = _monitor_socket(self.sock, _HANDSHAKE_EVENTS)
         self._alive = True
         self._connected = False
+        self._down_since: float | None = time.monotonic()
+        self._disconnects = 0
         self.sock.connect(endpoint)
         if not watch:
             try:
@@ -186,9 +218,8 @@ class Connection(Link):
             except BaseException:
                 self.close()
                 raise
-            self._stop_monitor()
-            self._monitor.close(0)
-            self._monitor = None
+            if self._connected:
+                self._down_since = None
         self.max_in_flight = max_in_flight
         self._ids = itertools.count(1)
         self._outstanding: dict[int, tuple[int, int]] = {}
@@ -204,6 +235,8 @@ class Connection(Link):
                                records_out=records)
         if expect_response:
             self._outstanding[correlation_id] = (api_key, version)
+        if not self._watch:
+            self._read_events()         # keeps the unread events of an idle link few
         self.sock.send_multipart([frame, *records], copy=False)
         return correlation_id
 
@@ -246,6 +279,7 @@ class Connection(Link):
     def wait_for(self, correlation_id: int, timeout: float):
         """The response to ``correlation_id`` (others are kept for recv)."""
         deadline = time.monotonic() + timeout
+        disconnects = self._disconnects
         while True:
             if correlation_id in self._stash:
                 return self._stash.pop(correlation_id)
@@ -255,8 +289,12 @@ class Connection(Link):
                 raise KafkaTimeoutError(f"no response from {self.endpoint} within {timeout:.1f} s "
                                         f"(is the server running?)")
             # from the socket: what recv() would give first may be stashed already
-            got = self._recv_socket(int(remaining * 1000) + 1)
+            got = self._recv_socket(min(int(remaining * 1000) + 1, _WAIT_SLICE_MS))
             if got is None:
+                lost = self._lost(disconnects)
+                if lost:
+                    self._outstanding.pop(correlation_id, None)
+                    raise PeerLostError(f"no response from {self.endpoint}: {lost}")
                 continue
             cid, body = got
             if cid == correlation_id:
@@ -294,12 +332,12 @@ class Connection(Link):
 
     def register(self, poller: zmq.Poller) -> None:
         poller.register(self.sock, zmq.POLLIN)
-        if self._monitor is not None:
-            poller.register(self._monitor, zmq.POLLIN)
+        if self._watch and self._monitor is not None:   # a non-watched link's events
+            poller.register(self._monitor, zmq.POLLIN)  # wake nobody: its waits read them
 
     def unregister(self, poller: zmq.Poller) -> None:
         poller.unregister(self.sock)
-        if self._monitor is not None:
+        if self._watch and self._monitor is not None:
             poller.unregister(self._monitor)
 
     def arm(self) -> bool:
@@ -307,6 +345,12 @@ class Connection(Link):
         return not self._stash
 
     def alive(self) -> bool:
+        """False for good once a watched link's process is gone; a
+        non-watched link is always alive (ZeroMQ reconnects it; its waits
+        end early through _lost)."""
+        if not self._watch:
+            self._read_events()
+            return True
         monitor = self._monitor
         while self._alive and monitor is not None and monitor.poll(0):
             # imported here, where an event came: zmq.utils.monitor imports
@@ -322,6 +366,34 @@ class Connection(Link):
                 # they must stop (see _stop_monitor)
                 self._stop_monitor()
         return self._alive
+
+    def _read_events(self) -> None:
+        """A non-watched link's connection state from its socket's events."""
+        monitor = self._monitor
+        while monitor is not None and not self._monitor_stopped and monitor.poll(0):
+            from zmq.utils.monitor import recv_monitor_message   # lazily: see alive()
+            event = recv_monitor_message(monitor)["event"]
+            if event in (zmq.EVENT_CONNECTED, zmq.EVENT_HANDSHAKE_SUCCEEDED):
+                self._connected = True
+                self._down_since = None
+            elif event == zmq.EVENT_DISCONNECTED or event in _HANDSHAKE_FAILED:
+                if self._connected or self._down_since is None:
+                    self._disconnects += 1
+                    self._down_since = time.monotonic()
+                self._connected = False
+
+    def _lost(self, disconnects_before: int) -> str | None:
+        """Why a request waiting since ``disconnects_before`` was counted
+        cannot be answered, or None while it still may be."""
+        if self._watch:
+            return None if self.alive() else "its process went away"
+        self._read_events()
+        if self._disconnects != disconnects_before:
+            return "the connection dropped while the request waited"
+        if self._down_since is not None and \
+                time.monotonic() - self._down_since >= PEER_DOWN_GRACE_S:
+            return f"nothing has accepted a connection for {PEER_DOWN_GRACE_S:.0f} s"
+        return None
 
     def _check_handshake(self, with_curve: bool) -> None:
         """Raise AuthenticationRefusedError when the server refuses the

@@ -1,0 +1,132 @@
+"""A request waited on over a Connection ends when its answer cannot come.
+
+The peer here is a real process: a ZeroMQ ROUTER speaking the native
+extension framing, which answers after a delay it is told, or never.
+Killing it -9 while a request waits is what a broker node's death looks
+like to the clients connected to it (the node-kill tests saw requests to a
+dead node wait out their 30 s timeout).
+"""
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import zmq
+
+from kafkalite.client import connection as connection_mod
+from kafkalite.client.connection import Connection, KafkaTimeoutError, PeerLostError
+
+PEER = r"""
+import sys, time, zmq
+from kafkalite.protocol import native
+ctx = zmq.Context()
+router = ctx.socket(zmq.ROUTER)
+router.bind(sys.argv[1])
+print("ready", flush=True)
+while True:
+    ident, payload = router.recv_multipart()
+    cid, body = native.decode_extension_request(payload)
+    if body.get("never"):
+        continue
+    time.sleep(body.get("delay", 0))
+    router.send_multipart([ident, native.encode_extension_response(cid, {"echo": body})])
+"""
+
+
+def free_endpoint() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
+
+
+class Peer:
+    def __init__(self, endpoint):
+        self.proc = subprocess.Popen([sys.executable, "-c", PEER, endpoint],
+                                     stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout.readline().strip() == "ready"
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait(10)
+
+
+@pytest.fixture
+def peers():
+    started = []
+
+    def start(endpoint):
+        started.append(Peer(endpoint))
+        return started[-1]
+    yield start
+    for p in started:
+        if p.proc.poll() is None:
+            p.kill()
+
+
+@pytest.fixture
+def ctx():
+    c = zmq.Context()
+    yield c
+    c.destroy(linger=0)
+
+
+def test_a_request_to_a_peer_killed_while_it_waits_ends_at_once(peers, ctx):
+    endpoint = free_endpoint()
+    peer = peers(endpoint)
+    conn = Connection(endpoint, "test", ctx)
+    try:
+        assert conn.extension({"op": "echo"}, 10)["echo"] == {"op": "echo"}
+        cid = conn.send_extension({"op": "echo", "never": True})
+        started = time.monotonic()
+        peer.kill()
+        with pytest.raises(PeerLostError, match="dropped"):
+            conn.wait_for(cid, 30.0)
+        assert time.monotonic() - started < 3.0, "waited for an answer that could not come"
+    finally:
+        conn.close()
+
+
+def test_a_request_to_an_endpoint_nothing_listens_on_ends_after_the_grace(ctx):
+    conn = Connection(free_endpoint(), "test", ctx)
+    try:
+        started = time.monotonic()
+        with pytest.raises(PeerLostError, match="accepted a connection"):
+            conn.extension({"op": "echo"}, 30.0)
+        took = time.monotonic() - started
+        assert took < connection_mod.PEER_DOWN_GRACE_S + 3.0, took
+    finally:
+        conn.close()
+
+
+def test_the_link_is_usable_again_once_its_peer_is_back(peers, ctx):
+    endpoint = free_endpoint()
+    peer = peers(endpoint)
+    conn = Connection(endpoint, "test", ctx)
+    try:
+        assert conn.extension({"op": "echo", "n": 1}, 10)["echo"]["n"] == 1
+        cid = conn.send_extension({"op": "echo", "never": True})
+        peer.kill()
+        with pytest.raises(PeerLostError):
+            conn.wait_for(cid, 30.0)
+        peers(endpoint)                      # the process restarted on its address
+        assert conn.extension({"op": "echo", "n": 2}, 15)["echo"]["n"] == 2
+    finally:
+        conn.close()
+
+
+def test_a_slow_live_peer_is_waited_for(peers, ctx):
+    """No early end while the connection stands: a slow answer comes, and a
+    missing one ends at the request's own timeout."""
+    endpoint = free_endpoint()
+    peers(endpoint)
+    conn = Connection(endpoint, "test", ctx)
+    try:
+        assert conn.extension({"op": "echo", "delay": 1.5}, 10)["echo"]["delay"] == 1.5
+        started = time.monotonic()
+        with pytest.raises(KafkaTimeoutError) as info:
+            conn.extension({"op": "echo", "never": True}, connection_mod.PEER_DOWN_GRACE_S + 1.0)
+        assert type(info.value) is KafkaTimeoutError
+        assert time.monotonic() - started >= connection_mod.PEER_DOWN_GRACE_S + 1.0
+    finally:
+        conn.close()
