@@ -300,9 +300,13 @@ def test_a_node_lives_through_a_postgresql_restart(own_pg, nodes):
         acked_before = len(history.acked)
         time.sleep(1.0)
         assert len(history.acked) > acked_before    # records still go in
-        with pytest.raises(errors.KafkaStorageError, match="PostgreSQL"):
+        # refused: KAFKA_STORAGE_ERROR while the lease lasts, NOT_CONTROLLER once
+        # it ran out (on a loaded machine the answer can come after 1.5 s)
+        with pytest.raises((errors.KafkaStorageError, errors.NotControllerError)) as refused:
             for f in admin.create_topics([NewTopic("during", 1)]).values():
                 f.result(30)
+        if isinstance(refused.value, errors.KafkaStorageError):
+            assert "PostgreSQL" in str(refused.value)
         victim = s.worker_pid(0)
         os.kill(victim, signal.SIGKILL)
         time.sleep(2.5)                             # past the lease
@@ -311,9 +315,6 @@ def test_a_node_lives_through_a_postgresql_restart(own_pg, nodes):
         wait_for(lambda: _created(admin, "after"), timeout=30,
                  what="CreateTopics once PostgreSQL is back")
         mark = len(history.acked)
-        # 60 s: a producer whose metadata refresh went to the killed worker's
-        # old endpoint waits request.timeout.ms (30 s) for it (a client
-        # latency left for later: only watched data links fail fast)
         wait_for(lambda: {p for p, _, _ in history.acked[mark:]} == {0, 1, 2, 3}, timeout=60,
                  what="acknowledgements on every partition again")
     finally:
