@@ -125,6 +125,8 @@ cdef class ProducerBatch:
     cdef public int64_t base_offset       # ... and the first record's offset (-1: unknown)
     cdef public Py_ssize_t served         # callbacks already called
     cdef public bint closed               # taken out of the open batches (no more appends)
+    cdef public Py_ssize_t max_bytes      # closed at this size (batch.size, or its topic's cap)
+    cdef public bint alone                # sent in a request of its own (no other batch of its partition)
 
     def __init__(self, topic, int32_t partition, builder, double now):
         self.topic = topic
@@ -144,6 +146,8 @@ cdef class ProducerBatch:
         self.base_offset = -1
         self.served = 0
         self.closed = False
+        self.max_bytes = 0
+        self.alone = False
 
 
 @cython.final
@@ -162,6 +166,9 @@ cdef class Accumulator:
     cdef object level
     cdef Py_ssize_t batch_count
     cdef Py_ssize_t batch_bytes
+    # topic -> a batch size below batch.size: the sender learns it when the
+    # topic's max.message.bytes refused a batch (Producer.cap_topic_batches)
+    cdef public dict topic_bytes
     cdef Py_ssize_t max_queued
     cdef Py_ssize_t max_request
     cdef bint keyed
@@ -185,6 +192,7 @@ cdef class Accumulator:
         self.level = level
         self.batch_count = batch_count
         self.batch_bytes = batch_bytes
+        self.topic_bytes = {}
         self.max_queued = max_queued
         self.max_request = max_request
         self.keyed = keyed
@@ -272,6 +280,8 @@ cdef class Accumulator:
             if b is None:
                 b = ProducerBatch(topic, part, RecordBatchBuilder(
                     self.codec, compression_level=self.level), monotonic())
+                b.max_bytes = self.batch_bytes if not self.topic_bytes else \
+                    self.topic_bytes.get(topic, self.batch_bytes)
                 self.open[tp] = b
                 self.last = b
                 wake = new = True     # the sender must start this batch's linger.ms timer
@@ -293,7 +303,7 @@ cdef class Accumulator:
             b.count += 1
             self.queued += 1
             self.last = b
-            if b.count >= self.batch_count or builder._len >= self.batch_bytes:
+            if b.count >= self.batch_count or builder._len >= b.max_bytes:
                 self.producer._close_batch(b)
                 wake = True
         finally:

@@ -17,7 +17,11 @@ client; keyless records stick to one partition until its batch closes.
 Delivery: acks=all (the default) reports success once the records are
 committed (below the high watermark), acks=1 once the worker has appended,
 acks=0 when the request is sent. Failed sends are retried (``retries``,
-``retry.backoff.ms``) until ``delivery.timeout.ms``.
+``retry.backoff.ms``) until ``delivery.timeout.ms``. A batch of several
+records refused as larger than its topic's ``max.message.bytes`` goes again
+as halves (and the topic's later batches close smaller); a single record
+too large fails with MessageTooLargeError, and an idempotent producer's
+later batches of that partition are renumbered past it.
 
 Idempotence (``enable.idempotence``, on by default as in Kafka's clients
 since 3.0; it gives way to an explicit acks other than all or more than 5
@@ -310,6 +314,7 @@ class Producer:
                 idx = np.flatnonzero(parts == p)
                 chunks += [(p, idx[i:i + step], 0) for i in range(0, len(idx), step)]
         self._wait_for_room(n)
+        cap = self._acc.topic_bytes.get(topic, self._batch_bytes)
         built = []
         for p, idx, start in chunks:
             # a chunk of batch.num.messages records is cut again at batch.size
@@ -325,11 +330,11 @@ class Producer:
                     count = builder.append_values(
                         values[lo:hi], None if keys is None else keys[lo:hi],
                         timestamp[lo:hi] if per_record_ts else timestamp,
-                        max_bytes=self._batch_bytes,
+                        max_bytes=cap,
                         headers=None if headers is None else headers[lo:hi])
                 else:
                     count = builder.append_values(values, keys, timestamp, idx[done:],
-                                                  max_bytes=self._batch_bytes, headers=headers)
+                                                  max_bytes=cap, headers=headers)
                 done += count
                 # built by the sender, which stamps it first when idempotent
                 b = _Batch(topic, p, builder, time.monotonic())
@@ -613,6 +618,13 @@ class Producer:
 
     # ---- sender thread --------------------------------------------------------------------
 
+    def _cap_topic_batches(self, topic: str, nbytes: int) -> None:
+        """Close ``topic``'s batches at ``nbytes`` from now on (the sender
+        learnt its max.message.bytes is below batch.size)."""
+        caps = self._acc.topic_bytes
+        if nbytes < caps.get(topic, self._batch_bytes):
+            caps[topic] = nbytes
+
     def _report(self, b: _Batch, err: KafkaError | None, base_offset: int) -> None:
         """Sender side: queue the delivery reports of a batch for poll()."""
         if err is not None:
@@ -646,6 +658,18 @@ class Producer:
                     b.closed = True
             for b in pending:
                 self._report(b, errors.UnknownServerError("the producer's sender thread failed"), -1)
+
+
+def _restamp(raw: bytes, sequence: int) -> bytes:
+    """A built batch with base sequence ``sequence`` (and its CRC again)."""
+    import struct
+
+    from kafkalite._ext.crc32c import crc32c
+    from kafkalite.record.layout import OFF_ATTRIBUTES, OFF_BASE_SEQUENCE, OFF_CRC
+    buf = bytearray(raw)
+    struct.pack_into(">i", buf, OFF_BASE_SEQUENCE, sequence)
+    struct.pack_into(">I", buf, OFF_CRC, crc32c(memoryview(buf)[OFF_ATTRIBUTES:]))
+    return bytes(buf)
 
 
 class _Sender:
@@ -692,6 +716,9 @@ class _Sender:
         self.in_flight_batches: collections.Counter = collections.Counter()
         self.requests_out: collections.Counter = collections.Counter()
         self.retrying: dict[tuple[str, int], _Batch] = {}
+        # the batches of one partition whose answer is being handled (they
+        # are out of in_flight already; _close_sequence_gap moves them too)
+        self.answering: list[_Batch] = []
         self.pid_generation = 0
         self.init_at = 0.0              # next InitProducerId attempt (idempotent, not transactional)
         self.unstamped: list[_Batch] = []   # ready, waiting for a producer id or AddPartitionsToTxn
@@ -928,9 +955,11 @@ class _Sender:
                         and self.requests_out[key] >= MAX_APPENDS_OUT):
                     self._hold_back(node, key)
                     continue
-                if same and (b.attempts or same[0].attempts) and self.p._idempotent:
+                if same and (b.alone or same[0].alone or (
+                        (b.attempts or same[0].attempts) and self.p._idempotent)):
                     # a retried batch travels alone: the worker recognises a
-                    # duplicate only as a whole append
+                    # duplicate only as a whole append; so does one sent again
+                    # because a request it shared was refused as too large
                     break
                 node.queue.popleft()
                 size += len(b.raw)
@@ -1024,6 +1053,9 @@ class _Sender:
             self.p._report(b, None, base_offset)
             return
         err = errors.error_for_code(code)(message or errors.error_for_code(code).name)
+        if code == errors.MessageTooLargeError.code and b.count > 1:
+            self._split(b)
+            return
         if (code == errors.OutOfOrderSequenceNumberError.code and b.sequence >= 0
                 and b.sequence != self.acked.get(key, 0)):
             if (self.acked.get(key, 0) - b.sequence) % INT32_SPAN <= INT32_SPAN // 2:
@@ -1043,7 +1075,67 @@ class _Sender:
                 self.refresh_at, self.need_metadata = 0.0, True
             self._retry(b, err)
         else:
+            if b.sequence >= 0:
+                self._close_sequence_gap(b)
             self.p._report(b, err, -1)
+
+    def _close_sequence_gap(self, b: _Batch) -> None:
+        """``b`` was refused (a partition error that is not retriable: nothing
+        of it was written), so the worker still expects ``b.sequence``: the
+        partition's later batches move down by its count, built ones
+        restamped, and those in flight will be refused as out of order and
+        go again with their new numbers (Kafka's producer adjusts its
+        in-flight sequences alike, KIP-360)."""
+        key, n = (b.topic, b.partition), b.count
+        if key in self.sequences:
+            self.sequences[key] = (self.sequences[key] - n) % INT32_SPAN
+        later = list(self.waiting.get(key, ())) + list(self.answering)
+        for node in self.nodes.values():
+            later += [q for q in node.queue if (q.topic, q.partition) == key]
+            for groups, _ in node.in_flight.values():
+                later += groups.get(key, ())
+        for q in later:
+            if q is not b and q.sequence >= 0 and q.raw is not None and \
+                    0 < (q.sequence - b.sequence) % INT32_SPAN < INT32_SPAN // 2:
+                q.sequence = (q.sequence - n) % INT32_SPAN
+                q.raw = _restamp(q.raw, q.sequence)
+
+    def _split(self, b: _Batch) -> None:
+        """``b`` was refused as larger than its topic allows (max.message.bytes
+        below batch.size) and has more than one record: nothing of it was
+        written, so it goes again as two halves, in its place in the
+        partition's order (as Kafka's producer splits such a batch). The
+        topic's later batches close at half its size; a half refused again
+        is halved again, down to single records, which are reported."""
+        from kafkalite.record import RecordBatch
+        batch = RecordBatch(b.raw)
+        records = list(batch.records())
+        half = (len(records) + 1) // 2
+        self.p._cap_topic_batches(b.topic, max(len(b.raw) // 2, 1))
+        pieces = []
+        for lo, hi in ((0, half), (half, len(records))):
+            builder = RecordBatchBuilder(batch.compression, compression_level=self.p._level)
+            for r in records[lo:hi]:
+                builder.append(r.timestamp, r.key, r.value, r.headers or None)
+            piece = _Batch(b.topic, b.partition, builder, b.created)
+            piece.count = hi - lo
+            piece.closed = True
+            piece.deadline = b.deadline
+            piece.attempts = b.attempts     # travels alone, as a retry does
+            piece.batch_callback = b.batch_callback
+            piece.callbacks = [(c[0] - lo, *c[1:]) for c in b.callbacks if lo <= c[0] < hi]
+            if b.sequence >= 0:
+                # the refused batch took no sequence numbers: its halves take them
+                piece.sequence = (b.sequence + lo) % INT32_SPAN
+                builder.set_producer(batch.producer_id, batch.producer_epoch, piece.sequence,
+                                     batch.is_transactional)
+            self._build(piece)
+            pieces.append(piece)
+        for piece in pieces:
+            self._wait(piece)
+        if self.p._idempotent:
+            for node in self.nodes.values():   # later batches must not overtake the halves
+                self._hold_back(node, (b.topic, b.partition))
 
     def _on_response(self, node: _Node, cid: int, body) -> None:
         groups, _ = node.in_flight.pop(cid, (None, None))
@@ -1052,8 +1144,10 @@ class _Sender:
         self._answered(groups)
         if isinstance(body, KafkaError):
             for batches in groups.values():
+                self.answering = batches
                 for b in batches:
                     self._on_partition_result(b, body.code, body.message, -1)
+            self.answering = []
             return
         results = {(t["name"], pr["index"]): pr for t in body["responses"]
                    for pr in t["partition_responses"]}
@@ -1062,10 +1156,19 @@ class _Sender:
             code = errors.UnknownServerError.code if pr is None else pr["error_code"]
             message = "no result for the partition" if pr is None else pr.get("error_message")
             base = -1 if pr is None else pr["base_offset"]
+            if code == errors.MessageTooLargeError.code and len(batches) > 1:
+                # the worker refuses the partition's whole append for one batch
+                # too large: which one is known only when each goes alone
+                for b in batches:
+                    b.alone = True
+                    self._retry(b, errors.MessageTooLargeError(message or "too large"))
+                continue
+            self.answering = batches
             for b in batches:
                 self._on_partition_result(b, code, message, base)
                 if base >= 0:
                     base += b.count   # producer batches have consecutive offsets
+        self.answering = []
 
     def _check_timeouts(self, now: float) -> None:
         for node in list(self.nodes.values()):

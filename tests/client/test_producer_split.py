@@ -1,0 +1,117 @@
+"""Batches larger than their topic's max.message.bytes.
+
+A topic may allow smaller batches than the producer's batch.size (a topic
+config of 2,000 bytes against the default batch.size of 1 MB). The worker
+refuses such a batch whole (MESSAGE_TOO_LARGE, nothing written); the
+producer then sends it again as halves, in its place in the partition's
+order, and closes that topic's later batches smaller (producer.py
+``_Sender._split``). Before, every record of such a batch failed, however
+small. Checked here against a real server: every record is delivered once,
+in produce order, at the offset its delivery report names, on the
+idempotent and plain paths, per record and in bulk, compressed; a single
+record larger than the topic allows still fails, with MESSAGE_TOO_LARGE.
+"""
+from __future__ import annotations
+
+import pytest
+
+from harness import create, read_all
+from kafkalite import errors
+from kafkalite.client import Producer
+
+
+def check_log(server, topic, partitions, delivered):
+    """Every delivered record is in the log once, at its reported offset, and
+    each partition holds the records in produce order."""
+    got = read_all(server, topic, partitions, len(delivered), 30.0)
+    log = {(m.partition(), m.offset()): m.value() for m in got}
+    problems = []
+    if len(got) != len(log) or len(got) != len(delivered):
+        problems.append(f"{len(got)} records read, {len(log)} distinct, {len(delivered)} delivered")
+    for partition, offset, value in delivered:
+        if log.get((partition, offset)) != value:
+            problems.append(f"{value!r} reported at {partition}/{offset}, "
+                            f"log has {log.get((partition, offset))!r}")
+    for p in range(partitions):
+        produced = [v for q, _, v in delivered if q == p]
+        in_log = [m.value() for m in sorted(got, key=lambda m: m.offset()) if m.partition() == p]
+        if produced != in_log:
+            problems.append(f"partition {p}: log order differs from produce order")
+    return problems
+
+
+def test_the_checker_catches_a_lost_a_moved_and_a_reordered_record(server):
+    create(server, "split-checker", 1)
+    p = Producer(server.config())
+    for v in (b"a", b"b", b"c"):
+        p.produce("split-checker", v, partition=0)
+    assert p.flush(30) == 0
+    p.close()
+    assert check_log(server, "split-checker", 1,
+                     [(0, 0, b"a"), (0, 1, b"b"), (0, 2, b"c")]) == []
+    assert check_log(server, "split-checker", 1, [(0, 0, b"a"), (0, 2, b"b"), (0, 1, b"c")])
+    assert check_log(server, "split-checker", 1, [(0, 0, b"a"), (0, 1, b"b")])
+
+
+@pytest.mark.parametrize("config", [
+    {},                                                    # idempotent (the default)
+    {"enable.idempotence": False, "acks": 1},
+    {"compression.type": "zstd"},
+], ids=["idempotent", "plain", "zstd"])
+def test_records_of_a_batch_the_topic_refuses_are_delivered_in_order(server, config):
+    topic = "split-" + "-".join(f"{k}{v}" for k, v in config.items()).replace(".", "")
+    create(server, topic, 2, **{"max.message.bytes": "2000"})
+    p = Producer(server.config(**{"linger.ms": 50, **config}))
+    delivered, failed = [], []
+
+    def report(err, msg):
+        if err is None:
+            delivered.append((msg.partition(), msg.offset(), msg.value()))
+        else:
+            failed.append(err)
+    for i in range(400):
+        # incompressible enough that zstd batches are still too large
+        p.produce(topic, b"%05d-" % i + bytes((i * 7 + j * 13) % 251 for j in range(90)),
+                  key=b"k%d" % (i % 3), on_delivery=report)
+    assert p.flush(60) == 0
+    p.close()
+    assert failed == []
+    assert len(delivered) == 400
+    assert check_log(server, topic, 2, delivered) == []
+
+
+def test_bulk_batches_are_split_and_reported_once_per_record(server):
+    create(server, "split-bulk", 1, **{"max.message.bytes": "3000"})
+    p = Producer(server.config())
+    reports = []
+    values = [b"%04d" % i + b"x" * 60 for i in range(500)]
+    p.produce_batch("split-bulk", values, partition=0,
+                    on_delivery=lambda err, d: reports.append((err, d)))
+    assert p.flush(60) == 0
+    p.close()
+    assert [err for err, _ in reports if err is not None] == []
+    assert sum(d.count for _, d in reports) == 500
+    got = read_all(server, "split-bulk", 1, 500, 30.0)
+    assert [m.value() for m in got] == values
+    # each report's records are where it says
+    by_offset = {m.offset(): m.value() for m in got}
+    firsts = sorted((d.offset(), d.count) for _, d in reports)
+    at = 0
+    for offset, count in firsts:
+        assert offset == at
+        at += count
+    assert len(by_offset) == 500
+
+
+def test_a_single_record_larger_than_the_topic_allows_still_fails(server):
+    create(server, "split-one", 1, **{"max.message.bytes": "2000"})
+    p = Producer(server.config(**{"linger.ms": 20}))
+    outcome = {}
+    p.produce("split-one", b"small", on_delivery=lambda e, m: outcome.setdefault("small", e))
+    p.produce("split-one", b"x" * 5000, on_delivery=lambda e, m: outcome.setdefault("big", e))
+    p.produce("split-one", b"after", on_delivery=lambda e, m: outcome.setdefault("after", e))
+    p.flush(60)
+    p.close()
+    assert outcome["small"] is None and outcome["after"] is None
+    assert isinstance(outcome["big"], errors.MessageTooLargeError)
+    assert [m.value() for m in read_all(server, "split-one", 1, 2, 30.0)] == [b"small", b"after"]
