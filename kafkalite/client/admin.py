@@ -847,7 +847,7 @@ class AdminClient:
                 conn.close()
             self._worker_conns.clear()
             self._meta.close()
-        self._ctx.term()
+        self._ctx.term_within("admin client")
 
     def __enter__(self):
         return self

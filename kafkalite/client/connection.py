@@ -25,16 +25,17 @@ the same keys) does not wait for its handshake: a failed one makes
 ``alive()`` False, as a disconnect does.
 
 A request waited on with ``request``/``extension``/``wait_for`` does not
-wait out its timeout for an answer that cannot come: a non-watched link
-keeps reading its socket's events (the monitor stays on, its reconnects
-backed off to RECONNECT_IVL_MAX_MS so a dead endpoint makes few events),
-and the wait raises ``PeerLostError`` (a KafkaTimeoutError: callers that
-retry a timeout retry this) once the connection dropped after the wait
-began, or once nothing has been connected for PEER_DOWN_GRACE_S (a
-process that died before we connected, or a restart that takes longer);
-a watched link raises it as soon as ``alive()`` turns False. A non-watched
-link stays usable after such an error: ZeroMQ reconnects when the process
-is back.
+wait out its timeout for an answer that cannot come: a watched link's wait
+ends when ``alive()`` turns False; a non-watched one's, when its endpoint
+has refused TCP connections for PEER_DOWN_GRACE_S (a plain connect, tried
+once a second while the wait lasts: a dead process's port refuses at
+once). Either raises ``PeerLostError``, a KafkaTimeoutError, so callers
+that retry a timeout retry it. A non-watched link keeps no socket monitor
+once connected: an event sent to a monitor its context closed first blocks
+the context for good (``_monitor_socket``), and a context is destroyed
+with its sockets in any order. Not caught early: a process that restarted
+on its address while the request waited (its answer is lost with the old
+connection; the request's timeout ends that wait).
 
 Thread safety: a Connection is used by one thread at a time; the client
 classes give each thread its own or hold a lock.
@@ -42,7 +43,9 @@ classes give each thread its own or hold a lock.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
+import socket
 import struct
 import time
 
@@ -71,6 +74,9 @@ VERSIONS = {
     ApiKey.DELETE_RECORDS: 2, ApiKey.DESCRIBE_LOG_DIRS: 4,
 }
 _CORRELATION = struct.Struct(">i")
+log = logging.getLogger(__name__)
+# How long a client's close waits for its ZeroMQ context to end
+TERM_WAIT_S = 15.0
 # A watched link whose TCP connect is not answered in this long counts as
 # lost (a host that is gone answers nothing; one that is up refuses at once).
 CONNECT_TIMEOUT_MS = 3000
@@ -81,15 +87,12 @@ CONNECT_TIMEOUT_MS = 3000
 # not reachable yet is left to the usual timeouts).
 HANDSHAKE_CONNECT_WAIT_S = 0.25
 HANDSHAKE_WAIT_S = 5.0
-# A non-watched link that has had no connection this long fails the requests
-# waiting on it (a restart of a loaded node takes a few seconds: shorter
-# would fail requests that a moment later would be answered).
-PEER_DOWN_GRACE_S = 5.0
-# Reconnect back-off of a non-watched link: its events stay few while its
-# endpoint is dead, and a restarted process is found within a second.
-RECONNECT_IVL_MAX_MS = 1000
-# How often a wait looks at the link's events.
-_WAIT_SLICE_MS = 200
+# A non-watched link's endpoint refusing connections this long fails the
+# requests waiting on it (a restart of a loaded node takes a few seconds;
+# a request sent meanwhile is answered once it is back).
+PEER_DOWN_GRACE_S = 3.0
+PROBE_EVERY_S = 1.0
+_WAIT_SLICE_MS = 250
 _HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_AUTH, zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL,
                      zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
 _HANDSHAKE_EVENTS = (zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECT_RETRIED
@@ -101,9 +104,9 @@ class KafkaTimeoutError(errors.RequestTimedOutError):
 
 
 class PeerLostError(KafkaTimeoutError):
-    """The broker process behind the link went away while a request waited
-    for its answer, or has refused connections for PEER_DOWN_GRACE_S: the
-    answer will not come, and the wait ends before its timeout."""
+    """The broker process behind the link is gone: its port refuses
+    connections (or, on a watched link, the connection dropped), so the
+    answer will not come and the wait ends before its timeout."""
 
 
 class AuthenticationRefusedError(errors.SaslAuthenticationFailedError):
@@ -115,6 +118,35 @@ class ClientContext(zmq.Context):
     (server key, public key, secret key) or None."""
 
     curve: tuple[bytes, bytes, bytes] | None = None
+
+    def term_within(self, owner: str, timeout: float | None = None) -> bool:
+        """Terminate the context once its owner closed its sockets, waiting
+        at most ``timeout``: a close must never hang its caller. A socket
+        left open (a bug) would make term() wait for ever; then the context
+        is left to a daemon thread, and the open sockets are logged, so the
+        leak can be found. Returns whether the context ended."""
+        import threading
+        timeout = TERM_WAIT_S if timeout is None else timeout
+        done = threading.Event()
+
+        def term():
+            self.term()
+            done.set()
+        threading.Thread(target=term, name=f"{owner}-term", daemon=True).start()
+        if done.wait(timeout):
+            return True
+        open_sockets = []
+        for ref in list(getattr(self, "_sockets", ())):
+            sock = ref() if callable(ref) else ref
+            if sock is not None and not sock.closed:
+                try:
+                    where = sock.getsockopt(zmq.LAST_ENDPOINT).decode() or "(not connected)"
+                except zmq.ZMQError:
+                    where = "?"
+                open_sockets.append(f"{zmq.SocketType(sock.type).name} {where}")
+        log.error("%s: its ZeroMQ context did not end within %.0f s; sockets still open: %s",
+                  owner, timeout, ", ".join(open_sockets) or "none (an I/O thread is stuck)")
+        return False
 
 
 def client_context(config: dict) -> zmq.Context:
@@ -198,19 +230,15 @@ class Connection(Link):
         # answered within CONNECT_TIMEOUT_MS (its host is gone).
         self._monitor = None
         self._monitor_stopped = False
+        self._watch = watch
         keys = getattr(ctx, "curve", None)
         if keys is not None:
             curve.secure_client(self.sock, *keys)
-        self._watch = watch
         if watch:
             self.sock.setsockopt(zmq.CONNECT_TIMEOUT, CONNECT_TIMEOUT_MS)
-        else:
-            self.sock.setsockopt(zmq.RECONNECT_IVL_MAX, RECONNECT_IVL_MAX_MS)
         self._monitor = _monitor_socket(self.sock, _HANDSHAKE_EVENTS)
         self._alive = True
         self._connected = False
-        self._down_since: float | None = time.monotonic()
-        self._disconnects = 0
         self.sock.connect(endpoint)
         if not watch:
             try:
@@ -218,8 +246,9 @@ class Connection(Link):
             except BaseException:
                 self.close()
                 raise
-            if self._connected:
-                self._down_since = None
+            self._stop_monitor()
+            self._monitor.close(0)
+            self._monitor = None
         self.max_in_flight = max_in_flight
         self._ids = itertools.count(1)
         self._outstanding: dict[int, tuple[int, int]] = {}
@@ -235,8 +264,6 @@ class Connection(Link):
                                records_out=records)
         if expect_response:
             self._outstanding[correlation_id] = (api_key, version)
-        if not self._watch:
-            self._read_events()         # keeps the unread events of an idle link few
         self.sock.send_multipart([frame, *records], copy=False)
         return correlation_id
 
@@ -278,23 +305,36 @@ class Connection(Link):
 
     def wait_for(self, correlation_id: int, timeout: float):
         """The response to ``correlation_id`` (others are kept for recv)."""
-        deadline = time.monotonic() + timeout
-        disconnects = self._disconnects
+        started = time.monotonic()
+        deadline = started + timeout
+        probe_at, refused_since = started + PROBE_EVERY_S, None
         while True:
             if correlation_id in self._stash:
                 return self._stash.pop(correlation_id)
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            remaining = deadline - now
             if remaining <= 0:
                 self._outstanding.pop(correlation_id, None)
                 raise KafkaTimeoutError(f"no response from {self.endpoint} within {timeout:.1f} s "
                                         f"(is the server running?)")
+            if self._watch and not self.alive():
+                self._outstanding.pop(correlation_id, None)
+                raise PeerLostError(f"no response from {self.endpoint}: its process went away")
+            if not self._watch and now >= probe_at:
+                probe_at = now + PROBE_EVERY_S
+                if self._refuses():
+                    refused_since = refused_since or now
+                    if now - refused_since >= PEER_DOWN_GRACE_S - PROBE_EVERY_S / 2:
+                        self._outstanding.pop(correlation_id, None)
+                        raise PeerLostError(
+                            f"no response from {self.endpoint}: it has refused connections "
+                            f"for {now - refused_since + PROBE_EVERY_S:.0f} s (is the "
+                            f"server running?)")
+                else:
+                    refused_since = None
             # from the socket: what recv() would give first may be stashed already
             got = self._recv_socket(min(int(remaining * 1000) + 1, _WAIT_SLICE_MS))
             if got is None:
-                lost = self._lost(disconnects)
-                if lost:
-                    self._outstanding.pop(correlation_id, None)
-                    raise PeerLostError(f"no response from {self.endpoint}: {lost}")
                 continue
             cid, body = got
             if cid == correlation_id:
@@ -332,12 +372,12 @@ class Connection(Link):
 
     def register(self, poller: zmq.Poller) -> None:
         poller.register(self.sock, zmq.POLLIN)
-        if self._watch and self._monitor is not None:   # a non-watched link's events
-            poller.register(self._monitor, zmq.POLLIN)  # wake nobody: its waits read them
+        if self._monitor is not None:
+            poller.register(self._monitor, zmq.POLLIN)
 
     def unregister(self, poller: zmq.Poller) -> None:
         poller.unregister(self.sock)
-        if self._watch and self._monitor is not None:
+        if self._monitor is not None:
             poller.unregister(self._monitor)
 
     def arm(self) -> bool:
@@ -345,12 +385,6 @@ class Connection(Link):
         return not self._stash
 
     def alive(self) -> bool:
-        """False for good once a watched link's process is gone; a
-        non-watched link is always alive (ZeroMQ reconnects it; its waits
-        end early through _lost)."""
-        if not self._watch:
-            self._read_events()
-            return True
         monitor = self._monitor
         while self._alive and monitor is not None and monitor.poll(0):
             # imported here, where an event came: zmq.utils.monitor imports
@@ -367,33 +401,18 @@ class Connection(Link):
                 self._stop_monitor()
         return self._alive
 
-    def _read_events(self) -> None:
-        """A non-watched link's connection state from its socket's events."""
-        monitor = self._monitor
-        while monitor is not None and not self._monitor_stopped and monitor.poll(0):
-            from zmq.utils.monitor import recv_monitor_message   # lazily: see alive()
-            event = recv_monitor_message(monitor)["event"]
-            if event in (zmq.EVENT_CONNECTED, zmq.EVENT_HANDSHAKE_SUCCEEDED):
-                self._connected = True
-                self._down_since = None
-            elif event == zmq.EVENT_DISCONNECTED or event in _HANDSHAKE_FAILED:
-                if self._connected or self._down_since is None:
-                    self._disconnects += 1
-                    self._down_since = time.monotonic()
-                self._connected = False
-
-    def _lost(self, disconnects_before: int) -> str | None:
-        """Why a request waiting since ``disconnects_before`` was counted
-        cannot be answered, or None while it still may be."""
-        if self._watch:
-            return None if self.alive() else "its process went away"
-        self._read_events()
-        if self._disconnects != disconnects_before:
-            return "the connection dropped while the request waited"
-        if self._down_since is not None and \
-                time.monotonic() - self._down_since >= PEER_DOWN_GRACE_S:
-            return f"nothing has accepted a connection for {PEER_DOWN_GRACE_S:.0f} s"
-        return None
+    def _refuses(self) -> bool:
+        """Whether the endpoint's port refuses a TCP connection now (nothing
+        listens: its process is gone). A connect that is not answered in a
+        short while says nothing (a loaded server, or a host far away)."""
+        host, _, port = self.endpoint.rpartition("/")[2].rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=0.5).close()
+        except ConnectionRefusedError:
+            return True
+        except (OSError, ValueError):
+            return False
+        return False
 
     def _check_handshake(self, with_curve: bool) -> None:
         """Raise AuthenticationRefusedError when the server refuses the

@@ -786,7 +786,7 @@ class Consumer:
             for node in list(self._conns):
                 self._drop_conn(node)
             self._meta.close()
-            self._ctx.term()
+            self._ctx.term_within("consumer")
 
     def __enter__(self):
         return self

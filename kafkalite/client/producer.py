@@ -607,7 +607,7 @@ class Producer:
             self._meta.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
-        self._ctx.term()
+        self._ctx.term_within("producer")
         return left
 
     def __enter__(self):

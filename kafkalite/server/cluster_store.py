@@ -436,24 +436,14 @@ class PostgresMetadataStore(MetadataStore):
         wanted = {n: t for n, t in wanted.items() if t != self._persisted.get(n)}
         if not wanted:
             return
+        def write(conn):
+            for name, t in wanted.items():
+                self._write_topic(conn, name, self._persisted.get(name), t)
+            conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, json.dumps(
+                {"node": self.lease.node_id, "epoch": self.lease.epoch,
+                 "topics": sorted(wanted)})))
         try:
-            if not self.lease.held:
-                raise NotControllerError(f"node {self.lease.node_id} does not hold the "
-                                         f"controller lease")
-            conn = self._connection()
-            try:
-                with conn.transaction():
-                    self._fence(conn)
-                    for name, t in wanted.items():
-                        self._write_topic(conn, name, self._persisted.get(name), t)
-                    conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, json.dumps(
-                        {"node": self.lease.node_id, "epoch": self.lease.epoch,
-                         "topics": sorted(wanted)})))
-            except _StaleWrite as exc:
-                raise NotControllerError(f"metadata changed under node "
-                                         f"{self.lease.node_id}: {exc}") from None
-            except psycopg.Error as exc:
-                raise self._broken(exc) from None
+            self._fenced_write(write)
         except (NotControllerError, KafkaStorageError):
             self._put_back(wanted)
             raise
@@ -477,6 +467,15 @@ class PostgresMetadataStore(MetadataStore):
 
     def write_acls(self, acls: list) -> None:
         """Replace every ACL, fenced by the controller lease as topic changes are."""
+        self._fenced_write(lambda conn: conn.execute(
+            "INSERT INTO kafkalite_acls (id, acls) VALUES (1, %s) "
+            "ON CONFLICT (id) DO UPDATE SET acls = EXCLUDED.acls", (Jsonb(acls),)))
+
+    def _fenced_write(self, work) -> None:
+        """``work(conn)`` in one transaction that first checks the lease is
+        still this node's (the rules in the module docstring); raises
+        NotControllerError or KafkaStorageError, and then nothing of it
+        was written."""
         if not self.lease.held:
             raise NotControllerError(f"node {self.lease.node_id} does not hold the "
                                      f"controller lease")
@@ -484,9 +483,7 @@ class PostgresMetadataStore(MetadataStore):
         try:
             with conn.transaction():
                 self._fence(conn)
-                conn.execute("INSERT INTO kafkalite_acls (id, acls) VALUES (1, %s) "
-                             "ON CONFLICT (id) DO UPDATE SET acls = EXCLUDED.acls",
-                             (Jsonb(acls),))
+                work(conn)
         except _StaleWrite as exc:
             raise NotControllerError(f"metadata changed under node "
                                      f"{self.lease.node_id}: {exc}") from None
