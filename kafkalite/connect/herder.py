@@ -78,6 +78,7 @@ class _Connector:
         self.target = "STARTED"
         self.task_configs: list[dict] = []
         self.tasks: list = []
+        self.generation = -1        # distributed mode: the group generation it started in
 
 
 class ConnectorContext:

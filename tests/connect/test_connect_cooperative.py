@@ -70,7 +70,7 @@ def members(owned: dict) -> list:
 
 
 def runs(a: dict) -> dict:
-    return {m: x["connectors"] for m, x in a.items()}
+    return {m: x["units"] for m, x in a.items()}
 
 
 def test_assignor_newcomer_gets_its_share_in_two_rounds_and_nothing_else_moves():
@@ -82,14 +82,14 @@ def test_assignor_newcomer_gets_its_share_in_two_rounds_and_nothing_else_moves()
     # a fourth member: one member revokes one unit; no one gets it in the same round
     second = asg.assign(members({**owned, "d": []}), units, now=1)
     revoked = [u for x in second.values() for u in x["revoked"]]
-    assert len(revoked) == 1 and second["d"]["connectors"] == []
+    assert len(revoked) == 1 and second["d"]["units"] == []
     assert all(not x["assigned"] for x in second.values())
     for m in "abc":
-        assert set(second[m]["connectors"]) <= set(owned[m])       # nothing added or moved
-        assert set(owned[m]) - set(second[m]["connectors"]) <= set(revoked)
+        assert set(second[m]["units"]) <= set(owned[m])       # nothing added or moved
+        assert set(owned[m]) - set(second[m]["units"]) <= set(revoked)
     # the revoking member rejoins without it: the freed unit goes to the newcomer
     third = asg.assign(members(runs(second)), units, now=2)
-    assert third["d"]["connectors"] == third["d"]["assigned"] == revoked
+    assert third["d"]["units"] == third["d"]["assigned"] == revoked
     assert all(not x["revoked"] for x in third.values())
     assert sorted(len(x) for x in runs(third).values()) == [1, 1, 2, 2]
     assert {m: x for m, x in runs(third).items() if m != "d"} == \
@@ -102,31 +102,31 @@ def test_assignor_holds_a_departed_members_units_for_the_delay():
     owned = runs(asg.assign(members({"a": [], "b": []}), units, now=0))
     gone = owned.pop("b")
     held = asg.assign(members(owned), units, now=10)
-    assert held["a"]["connectors"] == owned["a"] and held["a"]["delay"] == 5000
+    assert held["a"]["units"] == owned["a"] and held["a"]["delay"] == 5000
     # a member asking again within the delay: still held, with the time left
     again = asg.assign(members(owned), units, now=12)
-    assert again["a"]["connectors"] == owned["a"] and again["a"]["delay"] == 3000
+    assert again["a"]["units"] == owned["a"] and again["a"]["delay"] == 3000
     after = asg.assign(members(owned), units, now=15)
-    assert after["a"]["connectors"] == sorted(owned["a"] + gone) and after["a"]["delay"] == 0
+    assert after["a"]["units"] == sorted(owned["a"] + gone) and after["a"]["delay"] == 0
     # the leader itself departed: the next leader remembers the round it was sent
     asg1 = CooperativeAssignor(max_delay_ms=5000)
     first = asg1.assign(members({"a": [], "b": []}), units, now=0)
     successor = CooperativeAssignor(max_delay_ms=5000)
     successor.remember(first["b"])
     left = successor.assign(members({"b": runs(first)["b"]}), units, now=1)
-    assert left["b"]["connectors"] == runs(first)["b"] and left["b"]["delay"] == 5000
+    assert left["b"]["units"] == runs(first)["b"] and left["b"]["delay"] == 5000
     # no delay configured: dealt out at once
     asg0 = CooperativeAssignor(max_delay_ms=0)
     o = runs(asg0.assign(members({"a": [], "b": []}), units, now=0))
     o.pop("b")
-    assert asg0.assign(members(o), units, now=1)["a"]["connectors"] == units
+    assert asg0.assign(members(o), units, now=1)["a"]["units"] == units
 
 
 def test_assignor_revokes_deleted_and_doubly_claimed_units():
     asg = CooperativeAssignor(max_delay_ms=0)
     a = asg.assign(members({"a": ["c0", "gone"], "b": ["c0", "c1"]}), ["c0", "c1", "c2"], now=0)
     assert a["a"]["revoked"] == ["gone"] and a["b"]["revoked"] == ["c0"]
-    assert a["a"]["connectors"] == ["c0", "c2"] and a["b"]["connectors"] == ["c1"]
+    assert a["a"]["units"] == ["c0", "c2"] and a["b"]["units"] == ["c1"]
     assert a["a"]["owners"] == {"c0": "http://a", "c2": "http://a", "c1": "http://b"}
 
 
