@@ -1,45 +1,63 @@
-"""Distributed mode: workers sharing connectors through a group of protocol
-type ``connect`` and three compacted internal topics, as Kafka Connect's
-DistributedHerder.
+"""Distributed mode: workers sharing connectors and their tasks through a
+group of protocol type ``connect`` and three compacted internal topics, as
+Kafka Connect's DistributedHerder.
 
 - Membership (ConnectGroup): each worker joins the group ``group.id``
   through the broker's classic JoinGroup/SyncGroup/Heartbeat (protocol
-  ``compatible``), with its REST URL and the connectors it runs as member
-  metadata (JSON). Assignment is incremental and cooperative as Kafka's
-  KIP-415 (CooperativeAssignor): a rebalance stops only the connectors it
-  revokes; the others keep running through it. A newcomer gets its share
-  in two rounds (the loaded members revoke, then the freed connectors go
-  to it). A worker that dies stops heartbeating; after
-  ``session.timeout.ms`` the group rebalances, and after
-  ``scheduled.rebalance.max.delay.ms`` more (Kafka's default 300000; the
-  time a restarting worker has to come back to its connectors) its
-  connectors start on the others, their sources at the offsets stored in
-  ``offset.storage.topic`` (a moved sink task rejoins its consumer group,
-  which waits out the dead task's ``consumer.session.timeout.ms``). A
-  worker the group expelled (its session expired while it lived) stops
-  everything before it rejoins. The unit of assignment is the connector
-  with all its tasks (Kafka assigns tasks separately): the herder's
-  lifecycle -- restart, pause, reconfiguration, offsets, exactly-once --
-  keeps a connector and its tasks in one place, and task configs are not
-  in the config topic for another worker to start them from.
+  ``compatible``), with its REST URL and the units it runs as member
+  metadata (JSON). The units are connectors and tasks (Kafka's
+  ConnectorTaskId; connector_unit, task_unit), assigned separately: a
+  connector runs its ``start``/``task_configs`` on one worker, each of its
+  tasks wherever it is assigned, a connector's tasks spread over the
+  workers. Assignment is incremental and cooperative as Kafka's KIP-415
+  (CooperativeAssignor): a rebalance stops only the units it revokes; the
+  others keep running through it. A newcomer gets its share in two rounds
+  (the loaded members revoke, then the freed units go to it). A worker
+  that dies stops heartbeating; after ``session.timeout.ms`` the group
+  rebalances, and after ``scheduled.rebalance.max.delay.ms`` more (Kafka's
+  default 300000; the time a restarting worker has to come back to its
+  units) its connectors and tasks start on the others, source tasks at the
+  offsets their previous owner stored in ``offset.storage.topic`` (a moved
+  sink task rejoins its connector's consumer group, which waits out the
+  dead task's ``consumer.session.timeout.ms``; an exactly-once source task
+  keeps its ``transactional.id`` ``<group.id>-<connector>-<task>``, so its
+  new owner's init_transactions fences the old one). A worker the group
+  expelled (its session expired while it lived) stops everything before it
+  rejoins.
 - ``config.storage.topic`` (default ``connect-configs``): Kafka's keys and
   values: ``connector-<name>`` -> ``{"properties": {...}}`` (null: deleted),
-  ``target-state-<name>`` -> ``{"state": "STARTED"|"PAUSED"|"STOPPED"}``.
-  Every worker tails it; a change of the connector set makes the workers
-  rejoin, so the group rebalances; a changed config restarts the
-  connector where it runs.
+  ``target-state-<name>`` -> ``{"state": "STARTED"|"PAUSED"|"STOPPED"}``,
+  ``task-<name>-<n>`` -> ``{"properties": {...}}`` then ``commit-<name>`` ->
+  ``{"tasks": <count>}``. The connector's owner writes its task configs
+  (task records first, then the commit record) when it starts, when the
+  connector asks for a reconfiguration and they changed, always after its
+  config changed (the tasks then restart with the new connector config),
+  and none when it is STOPPED (KIP-875). A reader applies a connector's
+  task configs only on their commit record, so no worker starts half a
+  set. Every worker tails the topic; a change of the connectors or of a
+  task count makes the workers rejoin, so the group rebalances; a changed
+  connector config restarts the connector where it runs, new task configs
+  restart each task where it runs, and each owner applies the target
+  state to what it runs (the connector, or its tasks).
 - ``status.storage.topic`` (default ``connect-status``):
   ``status-connector-<name>`` -> ``{"state", "trace", "worker_id",
-  "generation", "tasks": [task configs]}``, ``status-task-<name>-<id>`` ->
-  ``{"state", "trace", "worker_id", "generation"}``, written by the owner
-  whenever a state changes; every worker's REST API answers from it.
+  "generation", "type"}``, ``status-task-<name>-<id>`` -> ``{"state",
+  "trace", "worker_id", "generation"}``, written by the unit's worker when
+  its state changes (``generation``: the group generation it started in;
+  a unit running on through rebalances keeps its record); a task its
+  connector no longer has gets a tombstone from the worker that stopped
+  it. Every worker's REST API answers from it and from the task configs.
 
 REST calls that act on a running connector (restart, offsets) go to its
-owner's REST API when another worker owns it.
+owner's REST API, and a task's restart to the task's owner, when another
+worker runs it; a restart with ``includeTasks`` restarts each task on its
+own worker.
 
 Who calls: the ``kafkalite connect distributed`` command and tests. Thread
 safety: the membership thread and the tail thread change the local herder
-under its lock.
+under its lock. Left out from Kafka: the config topic is written by the
+connector's owner (Kafka forwards task configs to the group leader, and
+fences a zombie writer with a transactional producer).
 """
 from __future__ import annotations
 
@@ -195,6 +213,11 @@ def task_unit(name: str, task: int) -> str:
 def parse_unit(unit: str) -> tuple:
     """(name,) for a connector, (name, task) for a task."""
     return tuple(json.loads(unit))
+
+
+def unit_connector(unit: str) -> str:
+    """The connector a unit belongs to (the assignor's group: tasks spread)."""
+    return json.loads(unit)[0]
 
 
 class CooperativeAssignor:
@@ -473,7 +496,7 @@ class DistributedHerder(Herder):
             scheduled_rebalance_max_delay_ms = int(worker.config.get(
                 "scheduled.rebalance.max.delay.ms", 300_000))
         self.assignor = CooperativeAssignor(scheduled_rebalance_max_delay_ms,
-                                            group_of=lambda unit: parse_unit(unit)[0])
+                                            group_of=unit_connector)
         self.internal = InternalTopics(worker.client_config, config_topic, status_topic,
                                      self._config_changed)
         self.owners: dict[str, str] = {}          # unit -> its owner's REST URL

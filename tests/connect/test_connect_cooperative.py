@@ -1,9 +1,10 @@
 """Incremental cooperative rebalancing of distributed mode (KIP-415,
 distributed.py's CooperativeAssignor): the assignor's rounds on their own,
-then worker processes on a real server: a fourth worker joining three
-restarts only the connector that moves to it; kill -9 of a worker moves
-its connectors after ``scheduled.rebalance.max.delay.ms`` while the
-others' keep running, and the counts end balanced.
+then worker processes on a real server (connectors and their tasks are
+the units): a fourth worker joining three restarts only the tasks that
+move to it; kill -9 of a worker moves its connectors and tasks after
+``scheduled.rebalance.max.delay.ms`` while the others' keep running, and
+the counts end balanced.
 
 Task starts are counted by the connector below (each task start appends a
 line to a file), run by the worker processes from this module."""
@@ -22,7 +23,8 @@ from harness import child_env
 
 from kafkalite.connect import SourceConnector, SourceRecord, SourceTask
 from kafkalite.connect.data import Schema
-from kafkalite.connect.distributed import CooperativeAssignor
+from kafkalite.connect.distributed import (CooperativeAssignor, connector_unit, task_unit,
+                                           unit_connector)
 from test_connect_cli import free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -130,6 +132,20 @@ def test_assignor_revokes_deleted_and_doubly_claimed_units():
     assert a["a"]["owners"] == {"c0": "http://a", "c2": "http://a", "c1": "http://b"}
 
 
+def test_assignor_spreads_a_connectors_tasks_over_the_members():
+    asg = CooperativeAssignor(max_delay_ms=0, group_of=unit_connector)
+    units = [connector_unit("pg")] + [task_unit("pg", i) for i in range(3)]
+    first = asg.assign(members({"a": [], "b": [], "c": []}), units, now=0)
+    where = {u: m for m, x in first.items() for u in x["units"]}
+    assert len({where[task_unit("pg", i)] for i in range(3)}) == 3     # one task each
+    # equally loaded members: the next task goes to the one without a task of its connector
+    units = [task_unit("pg", 0), task_unit("pg", 1), connector_unit("x"), connector_unit("y")]
+    a = asg.assign(members({"a": [task_unit("pg", 0)], "b": [connector_unit("x")]}), units,
+                   now=1)
+    assert task_unit("pg", 1) in a["b"]["assigned"]
+    assert a["a"]["assigned"] == [connector_unit("y")]
+
+
 # ---- worker processes ------------------------------------------------------------------------
 
 def test_a_config_write_before_the_internal_topics_are_ready_waits_for_them(server, topic_name):
@@ -227,14 +243,15 @@ def test_a_fourth_worker_and_a_kill_move_only_what_must_move(server, tmp_path, t
         assert r.status_code == 201, r.text
 
     def placement(url):
+        """{unit: worker}: each connector (its name) and its task (``<name>/0``)."""
         out = {}
         for name in names:
             st = get(url, f"/connectors/{name}/status")
             if not st or st["connector"]["state"] != "RUNNING" or not st["tasks"] or \
-                    st["tasks"][0]["state"] != "RUNNING" or \
-                    st["tasks"][0]["worker_id"] != st["connector"]["worker_id"]:
+                    st["tasks"][0]["state"] != "RUNNING":
                 return None
             out[name] = st["connector"]["worker_id"]
+            out[f"{name}/0"] = st["tasks"][0]["worker_id"]
         return out
 
     def settled(url, n_workers):
@@ -243,39 +260,47 @@ def test_a_fourth_worker_and_a_kill_move_only_what_must_move(server, tmp_path, t
             return None
         counts = sorted([list(p.values()).count(w) for w in set(p.values())])
         return p if len(counts) == n_workers and counts[-1] - counts[0] <= 1 else None
-    before = wait_for(lambda: settled(urls[0], 3), what="6 connectors over 3 workers")
+
+    def restarted(moved_units):
+        # a task starts again only where the task itself moved (a moved connector
+        # computes the same task configs: its task runs on)
+        want = {n: 1 for n in names}
+        for u in moved_units:
+            if u.endswith("/0"):
+                want[u[:-2]] += 1
+        return want
+    before = wait_for(lambda: settled(urls[0], 3), what="6 connectors, 6 tasks over 3 workers")
     wait_for(lambda: starts(starts_file) == {n: 1 for n in names}, what="one start each")
 
-    # a fourth worker: only the one connector that moves to it restarts
+    # a fourth worker: only the units that move to it restart (3 of 12: its share)
     workers.append(start_worker(server, tmp_path, 3, group))
     urls.append(workers[3][1])
     new_id = urls[3].removeprefix("http://")
     after = wait_for(lambda: (p := settled(urls[0], 4)) and new_id in p.values() and p,
-                     what="6 connectors over 4 workers")
-    moved = [n for n in names if after[n] != before[n]]
-    assert moved == [n for n in names if after[n] == new_id] and len(moved) == 1, (before, after)
+                     what="6 connectors, 6 tasks over 4 workers")
+    moved = [u for u in after if after[u] != before[u]]
+    assert moved == [u for u in after if after[u] == new_id] and len(moved) == 3, \
+        (before, after)
     time.sleep(1.0)       # any late restart would show now
-    assert starts(starts_file) == {n: 2 if n in moved else 1 for n in names}
+    assert starts(starts_file) == restarted(moved)
 
-    # kill -9 of a worker running two: they move after the delay; nothing else restarts
-    counts = {w: list(after.values()).count(w) for w in set(after.values())}
-    victim_id = next(w for w in sorted(counts) if counts[w] == 2)
+    # kill -9 of a worker: its units move after the delay; nothing else restarts
+    victim_id = next(w for w in sorted(set(after.values())) if w != new_id)
     victim = next(p for p, u in workers if u == "http://" + victim_id)
-    lost = [n for n in names if after[n] == victim_id]
+    lost = [u for u in after if after[u] == victim_id]
     survivors = [u for u in urls if u != "http://" + victim_id]
     victim.send_signal(signal.SIGKILL)
     victim.wait(30)
     killed = time.monotonic()
     final = wait_for(lambda: (p := settled(survivors[0], 3)) and victim_id not in p.values()
-                     and p, timeout=60, what="the victim's connectors on the others")
+                     and p, timeout=60, what="the victim's units on the others")
     took = time.monotonic() - killed
     assert took >= DELAY_MS / 1000, took           # held for the delay first
     assert took < 3 + DELAY_MS / 1000 + 20, took   # session timeout + delay + slack
-    assert sorted(list(final.values()).count(w) for w in set(final.values())) == [2, 2, 2]
+    assert sorted(list(final.values()).count(w) for w in set(final.values())) == [4, 4, 4]
+    assert {u: w for u, w in final.items() if u not in lost} == \
+        {u: w for u, w in after.items() if u not in lost}
     time.sleep(1.0)
-    want = {n: 1 for n in names}
-    for n in moved + lost:
-        want[n] += 1
-    assert starts(starts_file) == want
-    print(f"the killed worker's connectors ran again {took:.1f} s after the kill "
+    assert starts(starts_file) == restarted(moved + lost)
+    print(f"the killed worker's connectors and tasks ran again {took:.1f} s after the kill "
           f"(session.timeout.ms=3000, scheduled.rebalance.max.delay.ms={DELAY_MS})")
