@@ -551,7 +551,9 @@ class DistributedHerder(Herder):
                     continue
                 self.generation = group.generation
                 self._apply(assignment)
-                while not self._stopping.is_set() and not self._rejoin.is_set():
+                while not self._stopping.is_set():
+                    # at least once per assignment: what it started shows in the status
+                    # topic even when a config change makes this worker rejoin at once
                     try:
                         self._reconcile()
                         self._apply_targets()
@@ -559,6 +561,8 @@ class DistributedHerder(Herder):
                     except Exception:  # noqa: BLE001 -- keep the membership alive
                         log.exception("connect group %s: status/target update failed",
                                       self.group_id)
+                    if self._rejoin.is_set():
+                        break
                     if self._rejoin_at is not None and time.monotonic() >= self._rejoin_at:
                         self._rejoin_at = None
                         break

@@ -239,3 +239,20 @@ def test_task_restart_through_a_non_owner_and_reconfiguration_to_two_tasks(
     for t in tables:
         ids = topic_ids(server, prefix + t)
         assert len(ids) == counts[t] + 20 and len(set(ids[-20:])) == 20, (t, ids[-25:])
+
+    # pause and resume reach every task on its own worker; stop removes the tasks
+    # (KIP-875: no task configs) and resume brings them back
+    def states(url):
+        st = get(url, "/connectors/pg/status") or {"connector": {}, "tasks": []}
+        return st["connector"].get("state"), [(t["state"], t["worker_id"]) for t in st["tasks"]]
+    placed = running_tasks(urls[0], "pg", 2)
+    assert requests.put(urls[1] + "/connectors/pg/pause", timeout=30).status_code == 202
+    wait_for(lambda: states(urls[2]) == ("PAUSED", [("PAUSED", placed[0]), ("PAUSED", placed[1])]),
+             what=lambda: f"connector and tasks PAUSED: {states(urls[2])}")
+    assert requests.put(urls[2] + "/connectors/pg/resume", timeout=30).status_code == 202
+    wait_for(lambda: running_tasks(urls[0], "pg", 2) == placed, what="RUNNING again")
+    assert requests.put(urls[0] + "/connectors/pg/stop", timeout=30).status_code == 202
+    wait_for(lambda: states(urls[1]) == ("STOPPED", []) and
+             get(urls[2], "/connectors/pg/tasks") == [], what="STOPPED without tasks")
+    assert requests.put(urls[1] + "/connectors/pg/resume", timeout=30).status_code == 202
+    wait_for(lambda: running_tasks(urls[2], "pg", 2), what="2 tasks RUNNING after the stop")
