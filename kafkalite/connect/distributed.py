@@ -69,8 +69,7 @@ import urllib.error
 import urllib.request
 
 from kafkalite.connect.errors import BadRequestException, ConnectException, NotFoundException
-from kafkalite.connect.herder import Herder
-from kafkalite.connect.worker import FAILED, RESTARTING
+from kafkalite.connect.herder import Herder, restart_plan
 
 log = logging.getLogger("kafkalite.connect")
 
@@ -954,13 +953,7 @@ class DistributedHerder(Herder):
             self._restart_connector_unit(name)
             return None
         status = self.status(name)
-        plan_conn = not only_failed or status["connector"]["state"] == FAILED
-        plan_tasks = [t["id"] for t in status["tasks"]
-                      if include_tasks and (not only_failed or t["state"] == FAILED)]
-        if plan_conn:
-            status["connector"]["state"] = RESTARTING
-        for i in plan_tasks:
-            status["tasks"][i]["state"] = RESTARTING
+        plan_conn, plan_tasks = restart_plan(status, include_tasks, only_failed)
         if plan_conn:
             self._restart_connector_unit(name)
         for i in plan_tasks:

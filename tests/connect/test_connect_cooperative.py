@@ -16,7 +16,6 @@ import subprocess
 import sys
 import time
 
-import pytest
 import requests
 from connect_helpers import wait_for
 from harness import child_env
@@ -211,21 +210,6 @@ def starts(path) -> dict:
             name, _ = line.split()
             out[name] = out.get(name, 0) + 1
     return out
-
-
-@pytest.fixture
-def workers(server, tmp_path):
-    procs = []
-    yield procs
-    for p, _ in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    for p, _ in procs:
-        try:
-            p.wait(60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(10)
 
 
 def test_a_fourth_worker_and_a_kill_move_only_what_must_move(server, tmp_path, topic_name,

@@ -14,10 +14,8 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
 
-import pytest
 import requests
 from connect_helpers import wait_for
 from harness import create, read_all
@@ -98,21 +96,6 @@ def status_records(server, group, key) -> list:
             if m.key() == key.encode()]
 
 
-@pytest.fixture
-def workers():
-    procs = []
-    yield procs
-    for p, _ in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    for p, _ in procs:
-        try:
-            p.wait(60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(10)
-
-
 def start_cluster(server, tmp_path, workers, tag):
     group = f"{tag}-{os.getpid()}-{int(time.time())}"
     workers += [start_worker(server, tmp_path, i, group) for i in range(3)]
@@ -121,16 +104,25 @@ def start_cluster(server, tmp_path, workers, tag):
     return group, urls
 
 
-def test_three_tasks_on_three_workers_and_kill_9_moves_only_the_dead_workers_task(
-        server, tmp_path, topic_name, postgres, workers):
+def three_tasks(server, tmp_path, topic_name, postgres, workers, tag):
+    """Three tables, a topic each, three workers and the source ``pg`` with
+    tasks.max=3: (tables, topic prefix, group, REST urls, {task: worker_id})
+    once each worker runs one task."""
     tables = pg_tables(postgres, 3)
     prefix = f"{topic_name[:30]}-"
     for t in tables:
         create(server, prefix + t)
-    group, urls = start_cluster(server, tmp_path, workers, "dt")
+    group, urls = start_cluster(server, tmp_path, workers, tag)
     post_source(urls[0], "pg", postgres, tables, prefix, 3)
     placed = wait_for(lambda: (p := running_tasks(urls[1], "pg", 3)) and
                       len(set(p.values())) == 3 and p, what="3 tasks on 3 workers")
+    return tables, prefix, group, urls, placed
+
+
+def test_three_tasks_on_three_workers_and_kill_9_moves_only_the_dead_workers_task(
+        server, tmp_path, topic_name, postgres, workers):
+    tables, prefix, group, urls, placed = three_tasks(server, tmp_path, topic_name, postgres,
+                                                      workers, "dt")
     tasks = get(urls[2], "/connectors/pg/tasks")
     assert sorted(t["config"]["tables"] for t in tasks) == sorted(tables)
     wait_for(lambda: not missing_rows(postgres, server, prefix, tables), what="the first rows")
@@ -185,7 +177,8 @@ def test_three_tasks_on_three_workers_and_kill_9_moves_only_the_dead_workers_tas
     import psycopg
     with psycopg.connect(postgres, autocommit=True) as c:
         c.execute(f"INSERT INTO {tables[0]} (id, v) VALUES (0, 'planted')")
-        later = c.execute(f"INSERT INTO {tables[0]} (v) VALUES ('later') RETURNING id").fetchone()[0]
+        later = c.execute(f"INSERT INTO {tables[0]} (v) VALUES ('later') RETURNING id"
+                          ).fetchone()[0]
     wait_for(lambda: later in topic_ids(server, prefix + tables[0]), what="the later row")
     assert missing_rows(postgres, server, prefix, tables) == {tables[0]: [0]}
     print(f"the killed worker's task ran on another worker {took:.1f} s after the kill "
@@ -196,14 +189,8 @@ def test_three_tasks_on_three_workers_and_kill_9_moves_only_the_dead_workers_tas
 
 def test_task_restart_through_a_non_owner_and_reconfiguration_to_two_tasks(
         server, tmp_path, topic_name, postgres, workers):
-    tables = pg_tables(postgres, 3)
-    prefix = f"{topic_name[:30]}-"
-    for t in tables:
-        create(server, prefix + t)
-    group, urls = start_cluster(server, tmp_path, workers, "dr")
-    post_source(urls[0], "pg", postgres, tables, prefix, 3)
-    placed = wait_for(lambda: (p := running_tasks(urls[1], "pg", 3)) and
-                      len(set(p.values())) == 3 and p, what="3 tasks on 3 workers")
+    tables, prefix, group, urls, placed = three_tasks(server, tmp_path, topic_name, postgres,
+                                                      workers, "dr")
 
     # restart task 1 through a worker that does not run it: its owner restarts it
     owner = placed[1]

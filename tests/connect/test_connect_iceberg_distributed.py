@@ -71,7 +71,7 @@ def test_postgres_source_and_iceberg_sink_survive_kill_9_of_a_worker(server, tmp
             "flush.size": "60", **json_conv}})
         assert r.status_code == 201, r.text
         wait_for(lambda: len(ids_in_table()) >= wave, what=f"{wave} rows in the table")
-        owners = wait_for(lambda: sink_tasks(urls[2]), what="2 sink tasks RUNNING")
+        wait_for(lambda: sink_tasks(urls[2]), what="2 sink tasks RUNNING")
         victim_url = "http://" + sink_victim(urls[2], "lake", "pg")
         victim = next(p for p, u in workers if u == victim_url)
         with psycopg.connect(postgres, autocommit=True) as c:
