@@ -12,7 +12,8 @@ tolerance and dead-letter queue (tolerance.py). Source offsets live in a
 local file (standalone mode) or a compacted ``connect-offsets`` topic
 (offsets.py); sink tasks commit their consumer group ``connect-<name>``
 after flush. Distributed mode (distributed.py): workers in a Connect group
-share the connectors, with configs and status in compacted topics.
+share the connectors and their tasks, with configs, task configs and status
+in compacted topics.
 Exactly-once source tasks (KIP-618, ``exactly.once.source.support``) write
 records and source offsets in one transaction (worker.py).
 

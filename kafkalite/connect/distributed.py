@@ -1,45 +1,63 @@
-"""Distributed mode: workers sharing connectors through a group of protocol
-type ``connect`` and three compacted internal topics, as Kafka Connect's
-DistributedHerder.
+"""Distributed mode: workers sharing connectors and their tasks through a
+group of protocol type ``connect`` and three compacted internal topics, as
+Kafka Connect's DistributedHerder.
 
 - Membership (ConnectGroup): each worker joins the group ``group.id``
   through the broker's classic JoinGroup/SyncGroup/Heartbeat (protocol
-  ``compatible``), with its REST URL and the connectors it runs as member
-  metadata (JSON). Assignment is incremental and cooperative as Kafka's
-  KIP-415 (CooperativeAssignor): a rebalance stops only the connectors it
-  revokes; the others keep running through it. A newcomer gets its share
-  in two rounds (the loaded members revoke, then the freed connectors go
-  to it). A worker that dies stops heartbeating; after
-  ``session.timeout.ms`` the group rebalances, and after
-  ``scheduled.rebalance.max.delay.ms`` more (Kafka's default 300000; the
-  time a restarting worker has to come back to its connectors) its
-  connectors start on the others, their sources at the offsets stored in
-  ``offset.storage.topic`` (a moved sink task rejoins its consumer group,
-  which waits out the dead task's ``consumer.session.timeout.ms``). A
-  worker the group expelled (its session expired while it lived) stops
-  everything before it rejoins. The unit of assignment is the connector
-  with all its tasks (Kafka assigns tasks separately): the herder's
-  lifecycle -- restart, pause, reconfiguration, offsets, exactly-once --
-  keeps a connector and its tasks in one place, and task configs are not
-  in the config topic for another worker to start them from.
+  ``compatible``), with its REST URL and the units it runs as member
+  metadata (JSON). The units are connectors and tasks (Kafka's
+  ConnectorTaskId; connector_unit, task_unit), assigned separately: a
+  connector runs its ``start``/``task_configs`` on one worker, each of its
+  tasks wherever it is assigned, a connector's tasks spread over the
+  workers. Assignment is incremental and cooperative as Kafka's KIP-415
+  (CooperativeAssignor): a rebalance stops only the units it revokes; the
+  others keep running through it. A newcomer gets its share in two rounds
+  (the loaded members revoke, then the freed units go to it). A worker
+  that dies stops heartbeating; after ``session.timeout.ms`` the group
+  rebalances, and after ``scheduled.rebalance.max.delay.ms`` more (Kafka's
+  default 300000; the time a restarting worker has to come back to its
+  units) its connectors and tasks start on the others, source tasks at the
+  offsets their previous owner stored in ``offset.storage.topic`` (a moved
+  sink task rejoins its connector's consumer group, which waits out the
+  dead task's ``consumer.session.timeout.ms``; an exactly-once source task
+  keeps its ``transactional.id`` ``<group.id>-<connector>-<task>``, so its
+  new owner's init_transactions fences the old one). A worker the group
+  expelled (its session expired while it lived) stops everything before it
+  rejoins.
 - ``config.storage.topic`` (default ``connect-configs``): Kafka's keys and
   values: ``connector-<name>`` -> ``{"properties": {...}}`` (null: deleted),
-  ``target-state-<name>`` -> ``{"state": "STARTED"|"PAUSED"|"STOPPED"}``.
-  Every worker tails it; a change of the connector set makes the workers
-  rejoin, so the group rebalances; a changed config restarts the
-  connector where it runs.
+  ``target-state-<name>`` -> ``{"state": "STARTED"|"PAUSED"|"STOPPED"}``,
+  ``task-<name>-<n>`` -> ``{"properties": {...}}`` then ``commit-<name>`` ->
+  ``{"tasks": <count>}``. The connector's owner writes its task configs
+  (task records first, then the commit record) when it starts, when the
+  connector asks for a reconfiguration and they changed, always after its
+  config changed (the tasks then restart with the new connector config),
+  and none when it is STOPPED (KIP-875). A reader applies a connector's
+  task configs only on their commit record, so no worker starts half a
+  set. Every worker tails the topic; a change of the connectors or of a
+  task count makes the workers rejoin, so the group rebalances; a changed
+  connector config restarts the connector where it runs, new task configs
+  restart each task where it runs, and each owner applies the target
+  state to what it runs (the connector, or its tasks).
 - ``status.storage.topic`` (default ``connect-status``):
   ``status-connector-<name>`` -> ``{"state", "trace", "worker_id",
-  "generation", "tasks": [task configs]}``, ``status-task-<name>-<id>`` ->
-  ``{"state", "trace", "worker_id", "generation"}``, written by the owner
-  whenever a state changes; every worker's REST API answers from it.
+  "generation", "type"}``, ``status-task-<name>-<id>`` -> ``{"state",
+  "trace", "worker_id", "generation"}``, written by the unit's worker when
+  its state changes (``generation``: the group generation it started in;
+  a unit running on through rebalances keeps its record); a task its
+  connector no longer has gets a tombstone from the worker that stopped
+  it. Every worker's REST API answers from it and from the task configs.
 
 REST calls that act on a running connector (restart, offsets) go to its
-owner's REST API when another worker owns it.
+owner's REST API, and a task's restart to the task's owner, when another
+worker runs it; a restart with ``includeTasks`` restarts each task on its
+own worker.
 
 Who calls: the ``kafkalite connect distributed`` command and tests. Thread
 safety: the membership thread and the tail thread change the local herder
-under its lock.
+under its lock. Left out from Kafka: the config topic is written by the
+connector's owner (Kafka forwards task configs to the group leader, and
+fences a zombie writer with a transactional producer).
 """
 from __future__ import annotations
 
@@ -51,7 +69,7 @@ import urllib.error
 import urllib.request
 
 from kafkalite.connect.errors import BadRequestException, ConnectException, NotFoundException
-from kafkalite.connect.herder import Herder
+from kafkalite.connect.herder import Herder, restart_plan
 
 log = logging.getLogger("kafkalite.connect")
 
@@ -180,9 +198,31 @@ class ConnectGroup:
         self._ctx.term()
 
 
+def connector_unit(name: str) -> str:
+    """The assignment unit of a connector instance (JSON: no connector name can
+    make it collide with a task's)."""
+    return json.dumps([name])
+
+
+def task_unit(name: str, task: int) -> str:
+    """The assignment unit of a connector's task (Kafka's ConnectorTaskId)."""
+    return json.dumps([name, task])
+
+
+def parse_unit(unit: str) -> tuple:
+    """(name,) for a connector, (name, task) for a task."""
+    return tuple(json.loads(unit))
+
+
+def unit_connector(unit: str) -> str:
+    """The connector a unit belongs to (the assignor's group: tasks spread)."""
+    return json.loads(unit)[0]
+
+
 class CooperativeAssignor:
     """The leader's incremental cooperative assignment (Kafka's KIP-415
-    IncrementalCooperativeAssignor, with connectors as the units).
+    IncrementalCooperativeAssignor); its units are opaque strings (the
+    herder's are connectors and tasks: connector_unit, task_unit).
 
     Each member's metadata says what it runs (``owned``). A round:
     units no longer configured are revoked; units of members that left
@@ -191,19 +231,23 @@ class CooperativeAssignor:
     (members rejoin when the delay ends), then dealt out like new units;
     a member above its fair share (total / members, the remainder to the
     members that hold most) revokes the excess; units nobody runs go to
-    the members furthest below their share. A unit revoked in a round is
-    given to no one in the same round: its member stops it and rejoins,
-    and the next round hands it out, so a unit never runs on two members
-    at once. Units that stay put are in no list and keep running.
+    the members furthest below their share, and among those to the one
+    running fewest units of the same group (``group_of``: a task's
+    connector), so a connector's tasks spread over the workers. A unit
+    revoked in a round is given to no one in the same round: its member
+    stops it and rejoins, and the next round hands it out, so a unit never
+    runs on two members at once. Units that stay put are in no list and
+    keep running.
 
-    Assignment per member: ``{"connectors": [what it runs after this
-    round], "assigned": [of those, the new ones: to start], "revoked": [to
-    stop], "delay": ms until a rejoin is due (0:
-    none), "owners": {unit: owner url}, "previous": {unit: url} (what the
-    next leader compares with)}``. A new leader starts the delay afresh."""
+    Assignment per member: ``{"units": [what it runs after this round],
+    "assigned": [of those, the new ones: to start], "revoked": [to stop],
+    "delay": ms until a rejoin is due (0: none), "owners": {unit: owner
+    url}, "previous": {unit: url} (what the next leader compares with)}``.
+    A new leader starts the delay afresh."""
 
-    def __init__(self, max_delay_ms: int):
+    def __init__(self, max_delay_ms: int, group_of=None):
         self.max_delay_ms = max_delay_ms
+        self.group_of = group_of or (lambda unit: unit)
         # unit -> its owner's url after the last round: every member keeps the one it was
         # sent (``remember``), so a new leader still knows what a departed member ran
         self.previous: dict[str, str] = {}
@@ -254,8 +298,12 @@ class CooperativeAssignor:
         revoked_now = {u for r in revoked.values() for u in r}
         free = sorted(units_set - taken - held)
         free = [u for u in free if u not in revoked_now]
+        group_of = self.group_of
         for u in free:
-            m = min(ids, key=lambda x: (len(owned[x]) - share[x], len(owned[x]), x))
+            g = group_of(u)
+            m = min(ids, key=lambda x: (len(owned[x]) - share[x],
+                                        sum(1 for o in owned[x] if group_of(o) == g),
+                                        len(owned[x]), x))
             owned[m].append(u)
         owners = {u: meta[m]["url"] for m in ids for u in owned[m]}
         # held units stay their departed member's, and a unit being revoked its member's
@@ -264,7 +312,7 @@ class CooperativeAssignor:
                     **{u: meta[m]["url"] for m in ids for u in revoked[m] if u in units_set},
                     **owners}
         self.previous = previous
-        return {m: {"connectors": sorted(owned[m]),
+        return {m: {"units": sorted(owned[m]),
                     "assigned": sorted(set(owned[m]) - set(meta[m].get("owned", []))),
                     "revoked": sorted(revoked[m]), "delay": delay, "owners": owners,
                     "previous": previous} for m in ids}
@@ -282,6 +330,13 @@ class InternalTopics:
         self.config_topic, self.status_topic = config_topic, status_topic
         self.configs: dict[str, dict] = {}       # connector -> properties
         self.targets: dict[str, str] = {}        # connector -> target state
+        # connector -> its committed task configs; task configs are applied only when
+        # their commit record arrives (``_staged`` until then), so no one starts half a set
+        self.task_configs: dict[str, list[dict]] = {}
+        self._staged: dict[str, dict[int, dict]] = {}
+        # connector -> how many task config commits this view applied: a task whose
+        # connector's count moved on since it started runs an outdated config
+        self.task_commits: dict[str, int] = {}
         self.status: dict[str, dict] = {}        # status key -> value
         self.on_config_change = on_config_change
         self._lock = threading.Condition()
@@ -339,11 +394,15 @@ class InternalTopics:
             c.close()
 
     def _apply_config(self, key, value) -> bool:
+        """Apply one config topic record; True when the set of assignment units
+        (connectors and their task counts) may have changed."""
         if key.startswith("connector-"):
             name = key[len("connector-"):]
             if value is None:
                 self.configs.pop(name, None)
                 self.targets.pop(name, None)
+                self.task_configs.pop(name, None)
+                self._staged.pop(name, None)
             else:
                 self.configs[name] = value["properties"]
             return True
@@ -351,16 +410,42 @@ class InternalTopics:
             # the owner applies a target state between heartbeats: no rebalance
             name = key[len("target-state-"):]
             self.targets[name] = value["state"] if value else "STARTED"
+            return False
+        if key.startswith("task-"):
+            name, _, task = key[len("task-"):].rpartition("-")
+            if value is not None and task.isdigit():
+                self._staged.setdefault(name, {})[int(task)] = value["properties"]
+            return False
+        if key.startswith("commit-"):
+            name = key[len("commit-"):]
+            count = int(value.get("tasks", 0)) if value else 0
+            staged = self._staged.pop(name, {})
+            if any(i not in staged for i in range(count)):
+                # a compacted topic keeps each task's latest record before the commit
+                # that follows it: a gap is a writer that died mid-set; the old set stands
+                log.warning("config topic: commit of %d task configs for %s without all of "
+                            "them; ignored", count, name)
+                return False
+            before = len(self.task_configs.get(name, []))
+            self.task_configs[name] = [staged[i] for i in range(count)]
+            self.task_commits[name] = self.task_commits.get(name, 0) + 1
+            return count != before
         return False
 
     def write(self, topic, key, value) -> None:
+        self.write_many(topic, [(key, value)])
+
+    def write_many(self, topic, records) -> None:
+        """Produce [(key, value)] in this order (one partition) and wait for all."""
         if not self._ready.wait(30):
             raise ConnectException("the worker is still starting: its internal topics are not "
                                    "ready")
-        self._producer.produce(topic, key=key.encode(),
-                               value=None if value is None else json.dumps(value).encode())
+        for key, value in records:
+            self._producer.produce(topic, key=key.encode(),
+                                   value=None if value is None else json.dumps(value).encode())
         if self._producer.flush(30):
-            raise ConnectException(f"{topic}: write of {key} not acknowledged in 30 s")
+            raise ConnectException(f"{topic}: write of {records[-1][0]} not acknowledged in "
+                                   f"30 s")
 
     def wait(self, cond, timeout=30.0):
         deadline = time.monotonic() + timeout
@@ -379,9 +464,24 @@ class InternalTopics:
             self._producer.close(10)
 
 
+class _LocalTask:
+    """A task this worker was assigned: its running WorkerTask (None while its
+    configs are not in this worker's view yet, or its connector is STOPPED)
+    and what it was started from."""
+
+    def __init__(self, name: str, task: int):
+        self.name, self.id = name, task
+        self.running = None
+        self.commit = None        # the view's task_commits of the connector when it started
+        self.target = None
+        self.generation = -1      # the group generation it started in (its status's)
+
+
 class DistributedHerder(Herder):
-    """A Herder whose connectors are those the group assigned to this
-    worker; reads come from the internal topics' views, writes go to them."""
+    """A Herder whose connectors and tasks are those the group assigned to
+    this worker; reads come from the internal topics' views, writes go to
+    them. A connector this worker owns writes its task configs to the config
+    topic instead of starting them; each task runs where it is assigned."""
 
     def __init__(self, worker, group_id: str = "connect-cluster",
                  config_topic: str = "connect-configs", status_topic: str = "connect-status",
@@ -394,11 +494,17 @@ class DistributedHerder(Herder):
         if scheduled_rebalance_max_delay_ms is None:
             scheduled_rebalance_max_delay_ms = int(worker.config.get(
                 "scheduled.rebalance.max.delay.ms", 300_000))
-        self.assignor = CooperativeAssignor(scheduled_rebalance_max_delay_ms)
+        self.assignor = CooperativeAssignor(scheduled_rebalance_max_delay_ms,
+                                            group_of=unit_connector)
         self.internal = InternalTopics(worker.client_config, config_topic, status_topic,
                                      self._config_changed)
-        self.owners: dict[str, str] = {}
-        self.assigned: list[str] = []
+        self.owners: dict[str, str] = {}          # unit -> its owner's REST URL
+        self.assigned: set[str] = set()           # units this worker was assigned
+        self._tasks: dict[tuple, _LocalTask] = {}
+        # connectors whose config changed: their next task configs are written even when
+        # equal to the old ones, so their tasks restart with the new connector config
+        # (Kafka's KAFKA-9228)
+        self._force_task_configs: set[str] = set()
         self._rejoin = threading.Event()
         self._stopping = threading.Event()
         self._thread = None
@@ -420,12 +526,13 @@ class DistributedHerder(Herder):
 
     def _owned(self) -> dict:
         with self._lock:
-            return {"owned": sorted(self._connectors)}
+            return {"owned": sorted([connector_unit(n) for n in self._connectors] +
+                                    [task_unit(*k) for k in self._tasks])}
 
     def _expelled(self):
         # the group no longer counts this member: what it ran may be dealt out
         log.warning("connect group %s: this worker's membership expired; stopping its "
-                    "connectors", self.group_id)
+                    "connectors and tasks", self.group_id)
         self._stop_all()
 
     def _membership(self):
@@ -443,14 +550,18 @@ class DistributedHerder(Herder):
                     continue
                 self.generation = group.generation
                 self._apply(assignment)
-                while not self._stopping.is_set() and not self._rejoin.is_set():
+                while not self._stopping.is_set():
+                    # at least once per assignment: what it started shows in the status
+                    # topic even when a config change makes this worker rejoin at once
                     try:
-                        self._reconcile_configs()
-                        self._publish_status()
+                        self._reconcile()
                         self._apply_targets()
+                        self._publish_status()
                     except Exception:  # noqa: BLE001 -- keep the membership alive
                         log.exception("connect group %s: status/target update failed",
                                       self.group_id)
+                    if self._rejoin.is_set():
+                        break
                     if self._rejoin_at is not None and time.monotonic() >= self._rejoin_at:
                         self._rejoin_at = None
                         break
@@ -476,43 +587,69 @@ class DistributedHerder(Herder):
             group.close()
 
     def _assign(self, members):
-        # the leader assigns from the configs it has read
+        # the leader assigns from the configs it has read: each connector, and each of
+        # its committed tasks
         with self.internal._lock:
-            names = list(self.internal.configs)
-        return self.assignor.assign(members, names)
+            units = [connector_unit(n) for n in self.internal.configs]
+            units += [task_unit(n, i) for n in self.internal.configs
+                      for i in range(len(self.internal.task_configs.get(n, [])))]
+        return self.assignor.assign(members, units)
 
     def _apply(self, assignment: dict) -> None:
         """Stop what was revoked, start what is new; the rest runs on."""
         self.owners = assignment.get("owners", {})
-        self.assigned = assignment.get("connectors", [])
+        self.assigned = set(assignment.get("units", []))
         self.assignor.remember(assignment)
         revoked = set(assignment.get("revoked", []))
         with self._lock:
             for name in list(self._connectors):
-                if name in revoked or name not in self.assigned:
+                unit = connector_unit(name)
+                if unit in revoked or unit not in self.assigned:
                     self._shutdown(self._connectors.pop(name))
-                    self._forget_status(name)
-        new = [n for n in self.assigned if n not in self._connectors]
-        if new:
+                    self._forget_status(f"status-connector-{name}")
+            for key in list(self._tasks):
+                unit = task_unit(*key)
+                if unit in revoked or unit not in self.assigned:
+                    self._stop_local_task(self._tasks.pop(key))
+            new_tasks = []
+            for unit in sorted(self.assigned):
+                key = parse_unit(unit)
+                if len(key) == 2 and key not in self._tasks:
+                    self._tasks[key] = _LocalTask(*key)
+                    new_tasks.append(key)
+        if new_tasks:
             store = self.worker.offsets
             if hasattr(store, "refresh"):
-                store.refresh()        # offsets written by the connectors' previous owners
-        for name in new:
-            with self.internal._lock:
-                config = self.internal.configs.get(name)
-                target = self.internal.targets.get(name, "STARTED")
-            if config is None:
-                continue
-            with self._lock:
-                self._start_local(name, config, target)
+                store.refresh()        # offsets written by the tasks' previous owners
+        self._start_assigned_connectors()
+        with self._lock:
+            for key in new_tasks:
+                self._start_local_task(self._tasks[key])
         if revoked:
             self._rejoin.set()         # the revoked units go out in the next round
         delay = assignment.get("delay", 0)
         self._rejoin_at = time.monotonic() + delay / 1000 if delay else None
 
-    def _reconcile_configs(self):
-        """A changed config of a connector this worker runs: restart it with the
-        new one (no rebalance moves it); a deleted one: stop it."""
+    def _start_assigned_connectors(self):
+        """Start the assigned connectors not running here whose config this
+        worker has read (a config may reach the leader's view before ours)."""
+        for unit in sorted(self.assigned):
+            key = parse_unit(unit)
+            if len(key) != 1 or key[0] in self._connectors:
+                continue
+            with self.internal._lock:
+                config = self.internal.configs.get(key[0])
+                target = self.internal.targets.get(key[0], "STARTED")
+            if config is not None:
+                with self._lock:
+                    self._start_local(key[0], config, target)
+
+    def _reconcile(self):
+        """Follow the config topic between rebalances: a connector whose config
+        changed restarts with the new one (and rewrites its task configs); a
+        deleted one stops; a task starts once its configs are in the view,
+        restarts when its connector committed new task configs, and stops when
+        its connector no longer has it."""
         for name in list(self._connectors):
             with self.internal._lock:
                 config = self.internal.configs.get(name)
@@ -523,20 +660,32 @@ class DistributedHerder(Herder):
                     continue
                 self._shutdown(self._connectors.pop(name))
                 if config is None:
-                    self._forget_status(name)
+                    self._forget_status(f"status-connector-{name}")
                 else:
+                    self._force_task_configs.add(name)
                     self._start_local(name, config, target)
-
-    def _forget_status(self, name):
-        for key in [k for k in self._published if k == f"status-connector-{name}" or
-                    k.startswith(f"status-task-{name}-")]:
-            del self._published[key]
+        self._start_assigned_connectors()
+        with self._lock:
+            for key, lt in list(self._tasks.items()):
+                with self.internal._lock:
+                    configured = key[0] in self.internal.configs and \
+                        key[1] < len(self.internal.task_configs.get(key[0], []))
+                    commit = self.internal.task_commits.get(key[0])
+                if lt.running is None:
+                    if configured and lt.target != "STOPPED":
+                        self._start_local_task(lt)
+                elif not configured:
+                    self._stop_local_task(lt)
+                elif commit != lt.commit:
+                    self._stop_local_task(lt)
+                    self._start_local_task(lt)
 
     def _start_local(self, name, config, target):
         from kafkalite.connect.herder import _Connector
         from kafkalite.connect.worker import STOPPED
         c = self._connectors[name] = _Connector(name, config)
         c.target = target
+        c.generation = self.generation
         if target == "STOPPED":
             from kafkalite.connect import plugins
             c.kind = plugins.connector_class(config["connector.class"]).TYPE
@@ -544,9 +693,68 @@ class DistributedHerder(Herder):
         else:
             self._start_connector(c)
 
+    # the connector's owner writes its task configs; the tasks run where they are assigned
+
+    def _start_tasks(self, c) -> None:
+        force = c.name in self._force_task_configs
+        self._force_task_configs.discard(c.name)
+        self._publish_task_configs(c.name, c.task_configs, force)
+
+    def _stop_tasks(self, c) -> None:
+        pass        # each task's owner stops it when its connector's task configs change
+
+    def _publish_task_configs(self, name, configs, force=False) -> None:
+        """Kafka's records: ``task-<name>-<n>`` for each task, then
+        ``commit-<name>`` with the count (readers apply the set on the commit)."""
+        configs = json.loads(json.dumps(list(configs)))     # as the view will read them
+        with self.internal._lock:
+            if not force and self.internal.task_configs.get(name) == configs:
+                return
+        self.internal.write_many(self.internal.config_topic, [
+            *((f"task-{name}-{i}", {"properties": tc}) for i, tc in enumerate(configs)),
+            (f"commit-{name}", {"tasks": len(configs)})])
+
+    def _start_local_task(self, lt: _LocalTask) -> None:
+        from kafkalite.connect import plugins
+        from kafkalite.connect.worker import FailedTask
+        with self.internal._lock:
+            config = self.internal.configs.get(lt.name)
+            configs = self.internal.task_configs.get(lt.name, [])
+            lt.target = self.internal.targets.get(lt.name, "STARTED")
+            lt.commit = self.internal.task_commits.get(lt.name)
+        if config is None or lt.id >= len(configs) or lt.target == "STOPPED":
+            return
+        lt.generation = self.generation
+        try:
+            cls = plugins.connector_class(config["connector.class"])
+            task_class = cls().task_class()
+        except Exception as e:  # noqa: BLE001 -- a task that cannot be built is FAILED
+            lt.running = FailedTask(lt.name, lt.id, e)
+            return
+        lt.running = self.worker.start_task(cls.TYPE, lt.name, lt.id, config,
+                                            dict(configs[lt.id]), task_class,
+                                            paused=lt.target == "PAUSED")
+
+    def _stop_local_task(self, lt: _LocalTask) -> None:
+        if lt.running is not None:
+            lt.running.stop()
+            lt.running = None
+        key = f"status-task-{lt.name}-{lt.id}"
+        self._forget_status(key)
+        with self.internal._lock:
+            removed = lt.id >= len(self.internal.task_configs.get(lt.name, []))
+            published = key in self.internal.status
+        if removed and published:
+            # its connector has fewer tasks now: no stale RUNNING left behind
+            self.internal.write(self.internal.status_topic, key, None)
+
+    def _forget_status(self, key):
+        self._published.pop(key, None)
+
     def _apply_targets(self):
-        """Target states written by any worker, applied by the owner."""
-        for name in list(self.assigned):
+        """Target states written by any worker, applied by each owner: the
+        connector's to the connector, every task's owner to its task."""
+        for name in list(self._connectors):
             with self.internal._lock:
                 target = self.internal.targets.get(name, "STARTED")
             c = self._connectors.get(name)
@@ -556,34 +764,52 @@ class DistributedHerder(Herder):
                 Herder.pause(self, name)
             elif target == "STOPPED":
                 Herder.stop_connector(self, name)
+                # KIP-875: a stopped connector has no task configs (its tasks stop)
+                self._publish_task_configs(name, [])
             else:
                 Herder.resume(self, name)
+        with self._lock:
+            for lt in list(self._tasks.values()):
+                with self.internal._lock:
+                    target = self.internal.targets.get(lt.name, "STARTED")
+                if lt.target == target:
+                    continue
+                if target == "STOPPED":
+                    self._stop_local_task(lt)
+                    lt.target = target
+                elif lt.running is None:
+                    self._start_local_task(lt)
+                else:
+                    lt.target = target
+                    (lt.running.pause if target == "PAUSED" else lt.running.resume)()
 
     def _stop_all(self):
         with self._lock:
             for c in list(self._connectors.values()):
                 self._shutdown(c)
             self._connectors.clear()
+            for lt in self._tasks.values():
+                if lt.running is not None:
+                    lt.running.stop()
+            self._tasks.clear()
         self._published.clear()
 
     def _publish_status(self):
+        """Each connector's and task's status, written by the worker running it
+        when it changes (with the generation it started in, so a unit that
+        keeps running through rebalances keeps its record)."""
         with self._lock:
-            local = {n: Herder.status(self, n) for n in self._connectors}
-            configs = {n: [dict(t) for t in c.task_configs] for n, c in self._connectors.items()}
-        for name, st in local.items():
-            value = {"state": st["connector"]["state"], "trace": st["connector"].get("trace"),
-                     "worker_id": self.worker.worker_id, "generation": self.generation,
-                     "type": st["type"], "tasks": configs[name]}
-            self._put_status(f"status-connector-{name}", value)
-            for t in st["tasks"]:
-                self._put_status(f"status-task-{name}-{t['id']}", {
-                    "state": t["state"], "trace": t.get("trace"),
-                    "worker_id": self.worker.worker_id, "generation": self.generation})
-
-    def _put_status(self, key, value):
-        if self._published.get(key) != value:
-            self.internal.write(self.internal.status_topic, key, value)
-            self._published[key] = value
+            out = [(f"status-connector-{n}", {
+                "state": c.state, "trace": c.trace, "worker_id": self.worker.worker_id,
+                "generation": c.generation, "type": c.kind}) for n, c in self._connectors.items()]
+            out += [(f"status-task-{lt.name}-{lt.id}", {
+                "state": lt.running.state, "trace": lt.running.trace,
+                "worker_id": self.worker.worker_id, "generation": lt.generation})
+                for lt in self._tasks.values() if lt.running is not None]
+        for key, value in out:
+            if self._published.get(key) != value:
+                self.internal.write(self.internal.status_topic, key, value)
+                self._published[key] = value
 
     def stop(self) -> None:
         self._stopping.set()
@@ -611,26 +837,28 @@ class DistributedHerder(Herder):
         with self.internal._lock:
             return self.internal.status.get(f"status-connector-{name}")
 
+    def _task_configs(self, name) -> list[dict]:
+        with self.internal._lock:
+            return list(self.internal.task_configs.get(name, []))
+
     def connector_info(self, name):
         config = self._config(name)
         st = self._status_of(name) or {}
         from kafkalite.connect import plugins
         return {"name": name, "config": dict(config),
-                "tasks": [{"connector": name, "task": i} for i in range(len(st.get("tasks", [])))],
+                "tasks": [{"connector": name, "task": i}
+                          for i in range(len(self._task_configs(name)))],
                 "type": st.get("type") or plugins.connector_class(config["connector.class"]).TYPE}
 
     def task_configs(self, name):
         self._config(name)
-        st = self._status_of(name) or {}
-        return [{"id": {"connector": name, "task": i}, "config": tc}
-                for i, tc in enumerate(st.get("tasks", []))]
+        return [{"id": {"connector": name, "task": i}, "config": dict(tc)}
+                for i, tc in enumerate(self._task_configs(name))]
 
     def status(self, name):
         info = self.connector_info(name)
         st = self._status_of(name) or {"state": "UNASSIGNED", "worker_id": None}
-        tasks = []
-        for t in info["tasks"]:
-            tasks.append(self.task_status(name, t["task"]))
+        tasks = [self.task_status(name, t["task"]) for t in info["tasks"]]
         conn = {"state": st["state"], "worker_id": st["worker_id"]}
         if st.get("trace"):
             conn["trace"] = st["trace"]
@@ -638,10 +866,12 @@ class DistributedHerder(Herder):
 
     def task_status(self, name, task_id):
         self._config(name)
+        if not 0 <= task_id < len(self._task_configs(name)):
+            raise NotFoundException(f"Task {name}-{task_id} not found")
         with self.internal._lock:
             st = self.internal.status.get(f"status-task-{name}-{task_id}")
-        if st is None:
-            raise NotFoundException(f"Task {name}-{task_id} not found")
+        if st is None:      # configured, not started anywhere yet
+            return {"id": task_id, "state": "UNASSIGNED", "worker_id": None}
         out = {"id": task_id, "state": st["state"], "worker_id": st["worker_id"]}
         if st.get("trace"):
             out["trace"] = st["trace"]
@@ -687,12 +917,13 @@ class DistributedHerder(Herder):
 
     # ---- calls for the owner ---------------------------------------------------------------
 
-    def _forward(self, name, method, path, body=None):
-        """Ask the owner's REST API; returns (status, body)."""
-        self._config(name)
-        owner = self.owners.get(name)
+    def _forward(self, unit, method, path, body=None):
+        """Ask the REST API of the owner of ``unit`` (a connector's or a task's);
+        returns (status, body)."""
+        owner = self.owners.get(unit)
         if owner is None:
-            raise ConnectException(f"Connector {name} has no owner yet (rebalancing)")
+            raise ConnectException(f"{' task '.join(map(str, parse_unit(unit)))} has no owner "
+                                   f"yet (rebalancing)")
         req = urllib.request.Request(owner + path, method=method,
                                      data=None if body is None else json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
@@ -711,33 +942,63 @@ class DistributedHerder(Herder):
     def _local(self, name) -> bool:
         return name in self._connectors
 
+    def _connector_call(self, name, method, path, body=None):
+        self._config(name)
+        return self._forward(connector_unit(name), method, path, body)
+
     def restart(self, name, include_tasks=False, only_failed=False):
-        if self._local(name):
-            return super().restart(name, include_tasks, only_failed)
-        q = f"?includeTasks={str(include_tasks).lower()}&onlyFailed={str(only_failed).lower()}"
-        status, body = self._forward(name, "POST", f"/connectors/{name}/restart{q}")
-        return None if status == 204 else body
+        """KIP-745 over the cluster: the connector restarts on its owner, each
+        task planned for a restart on its own owner."""
+        if not include_tasks and not only_failed:
+            self._restart_connector_unit(name)
+            return None
+        status = self.status(name)
+        plan_conn, plan_tasks = restart_plan(status, include_tasks, only_failed)
+        if plan_conn:
+            self._restart_connector_unit(name)
+        for i in plan_tasks:
+            self.restart_task(name, i)
+        return status
+
+    def _restart_connector_unit(self, name):
+        with self._lock:
+            c = self._connectors.get(name)
+            if c is not None:
+                self._restart_connector(c)
+                return
+        self._connector_call(name, "POST", f"/connectors/{name}/restart")
 
     def restart_task(self, name, task_id):
-        if self._local(name):
-            return super().restart_task(name, task_id)
-        self._forward(name, "POST", f"/connectors/{name}/tasks/{task_id}/restart")
+        self._config(name)
+        if not 0 <= task_id < len(self._task_configs(name)):
+            raise NotFoundException(f"Task {name}-{task_id} not found")
+        with self._lock:
+            lt = self._tasks.get((name, task_id))
+            if lt is not None:
+                self._stop_local_task(lt)
+                self._start_local_task(lt)
+                return
+        self._forward(task_unit(name, task_id), "POST",
+                      f"/connectors/{name}/tasks/{task_id}/restart")
 
     def offsets(self, name):
         if self._local(name):
+            store = self.worker.offsets
+            if hasattr(store, "refresh"):
+                store.refresh()        # the connector's tasks commit from their own workers
             return super().offsets(name)
-        return self._forward(name, "GET", f"/connectors/{name}/offsets")[1]
+        return self._connector_call(name, "GET", f"/connectors/{name}/offsets")[1]
 
     def alter_offsets(self, name, offsets):
         if self._local(name):
             return super().alter_offsets(name, offsets)
-        return self._forward(name, "PATCH", f"/connectors/{name}/offsets",
+        return self._connector_call(name, "PATCH", f"/connectors/{name}/offsets",
                              {"offsets": offsets})[1]["message"]
 
     def reset_offsets(self, name):
         if self._local(name):
             return super().reset_offsets(name)
-        return self._forward(name, "DELETE", f"/connectors/{name}/offsets")[1]["message"]
+        return self._connector_call(name, "DELETE", f"/connectors/{name}/offsets")[1]["message"]
 
     def topics(self, name):
         config = self._config(name)

@@ -56,6 +56,20 @@ def _initial_target(initial_state: str | None) -> str:
     return targets[initial_state]
 
 
+def restart_plan(status: dict, include_tasks: bool, only_failed: bool) -> tuple:
+    """KIP-745: (restart the connector?, [task ids to restart]) from a
+    connector's status, which is marked RESTARTING where a restart happens
+    (the 202 body)."""
+    plan_conn = not only_failed or status["connector"]["state"] == FAILED
+    plan_tasks = [t["id"] for t in status["tasks"]
+                  if include_tasks and (not only_failed or t["state"] == FAILED)]
+    if plan_conn:
+        status["connector"]["state"] = RESTARTING
+    for i in plan_tasks:
+        status["tasks"][i]["state"] = RESTARTING
+    return plan_conn, plan_tasks
+
+
 class BadConfig(BadRequestException):
     """A connector config with errors; ``errors`` is {key: [messages]}."""
 
@@ -78,6 +92,7 @@ class _Connector:
         self.target = "STARTED"
         self.task_configs: list[dict] = []
         self.tasks: list = []
+        self.generation = -1        # distributed mode: the group generation it started in
 
 
 class ConnectorContext:
@@ -377,14 +392,8 @@ class Herder:
             if not include_tasks and not only_failed:
                 self._restart_connector(c)
                 return None
-            plan_conn = not only_failed or c.state == FAILED
-            plan_tasks = [i for i, t in enumerate(c.tasks)
-                          if include_tasks and (not only_failed or t.state == FAILED)]
             status = Herder.status(self, name)
-            if plan_conn:
-                status["connector"]["state"] = RESTARTING
-            for i in plan_tasks:
-                status["tasks"][i]["state"] = RESTARTING
+            plan_conn, plan_tasks = restart_plan(status, include_tasks, only_failed)
             if plan_conn and plan_tasks == list(range(len(c.tasks))):
                 self._restart_connector(c)
             else:

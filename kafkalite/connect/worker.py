@@ -13,7 +13,9 @@ A sink task's thread: a consumer in the group ``connect-<connector>``
 Connect's), converters, transforms, ``put(records)``; every
 ``offset.flush.interval.ms``, on ``request_commit()``, before partitions
 are revoked and when it stops: ``pre_commit(offsets)`` (by default flush)
-and a synchronous commit of the offsets it returns. Records skipped by the
+and a synchronous commit of the offsets it returns. Partitions the group
+took away (``on_lost``) are closed without a commit, and a commit the
+group refuses in a rebalance is not the task's failure. Records skipped by the
 error tolerance count as consumed.
 
 Pause stops polling (a sink task's consumer pauses its partitions and
@@ -420,10 +422,22 @@ class WorkerSinkTask(WorkerTask):
             self._commit(only={(p.topic, p.partition) for p in parts})
             self.task.close(parts)
             self.assignment -= {(p.topic, p.partition) for p in parts}
+
+        def on_lost(c, parts):
+            # Kafka's onPartitionsLost: the group dropped this task (its poll stalled or
+            # its session expired), and they may be another's by now: closed without a
+            # commit, so a task that buffers drops what it held before they open again
+            lost = {(p.topic, p.partition) for p in parts}
+            self.task.close(parts)
+            self.assignment -= lost
+            for tp in lost:
+                self.current.pop(tp, None)
+                self.rewind.pop(tp, None)
         try:
             self.task.initialize(SinkTaskContext(self.task_config, self))
             self.task.start(self.task_config)
-            consumer.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke)
+            consumer.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke,
+                               on_lost=on_lost)
             self.state = PAUSED if self._paused.is_set() else RUNNING
             next_commit = time.monotonic() + self.flush_interval
             paused = False
@@ -514,7 +528,16 @@ class WorkerSinkTask(WorkerTask):
         offsets = [TopicPartition(t, p, off) for (t, p), off in committable.items()
                    if (t, p) in self.assignment]
         if offsets:
-            self.consumer.commit(offsets=offsets, asynchronous=False)
+            from kafkalite import errors
+            try:
+                self.consumer.commit(offsets=offsets, asynchronous=False)
+            except (errors.UnknownMemberIdError, errors.IllegalGenerationError,
+                    errors.RebalanceInProgressError) as e:
+                # as Kafka's WorkerSinkTask: a commit refused by a rebalance is not the
+                # task's failure; the group takes the partitions away (on_lost or
+                # on_revoke) and their next owner starts at the last committed offsets
+                log.warning("connector %s task %d: offsets not committed (%s); the group "
+                            "is rebalancing", self.connector, self.id, e)
 
 
 class FailedTask:

@@ -1,5 +1,8 @@
 """Fixtures of the Connect tests: a real PostgreSQL server for the session,
 a standalone worker with its REST API per test."""
+import signal
+import subprocess
+
 import pytest
 from connect_helpers import Connect
 
@@ -24,3 +27,20 @@ def postgres():
     srv = PostgresServer().start()
     yield srv.dsn
     srv.stop()
+
+
+@pytest.fixture
+def workers():
+    """The worker processes a test starts, [(Popen, REST url)]: stopped at
+    the end (SIGTERM, then SIGKILL for one that does not stop in 60 s)."""
+    procs = []
+    yield procs
+    for p, _ in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p, _ in procs:
+        try:
+            p.wait(60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(10)

@@ -1,12 +1,16 @@
 """A connector for the lifecycle tests, named by its Python path
 (``connect_plugins:ShardedSourceConnector``): one task per shard of
 ``SHARDS`` (which a test changes, then asks for task reconfiguration);
-each task sends ``<shard>-<n>`` records, resuming at its stored offset."""
+each task sends ``<shard>-<n>`` records, resuming at its stored offset.
+StallingSinkConnector: a sink whose first put stalls, writing its open,
+close and put calls to ``events.file``."""
 from __future__ import annotations
 
 import threading
 
-from kafkalite.connect import SourceConnector, SourceRecord, SourceTask
+import time
+
+from kafkalite.connect import SinkConnector, SinkTask, SourceConnector, SourceRecord, SourceTask
 from kafkalite.connect.data import Schema
 
 SHARDS = {"value": ["s0"]}
@@ -95,4 +99,45 @@ class TransactionalSourceTask(SourceTask):
         return out
 
     def commit(self):
+        pass
+
+
+class StallingSinkConnector(SinkConnector):
+    def start(self, props):
+        self.props = dict(props)
+
+    def task_class(self):
+        return StallingSinkTask
+
+    def task_configs(self, max_tasks):
+        return [dict(self.props)]
+
+
+class StallingSinkTask(SinkTask):
+    """Its first put sleeps ``stall.ms`` (past the consumer's
+    max.poll.interval.ms, so the group drops it); every call is a line of
+    ``events.file``: ``open <partitions>``, ``close <partitions>``, ``put
+    <first offset>``."""
+
+    def start(self, props):
+        self.events, self.stall = props["events.file"], int(props["stall.ms"]) / 1000
+
+    def _log(self, line):
+        with open(self.events, "a") as f:
+            f.write(line + "\n")
+
+    def open(self, partitions):
+        self._log("open " + ",".join(str(p.partition) for p in partitions))
+
+    def close(self, partitions):
+        self._log("close " + ",".join(str(p.partition) for p in partitions))
+
+    def put(self, records):
+        if records:
+            self._log(f"put {records[0].kafka_offset}")
+            if self.stall:
+                time.sleep(self.stall)
+                self.stall = 0
+
+    def stop(self):
         pass

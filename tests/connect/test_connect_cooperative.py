@@ -1,9 +1,10 @@
 """Incremental cooperative rebalancing of distributed mode (KIP-415,
 distributed.py's CooperativeAssignor): the assignor's rounds on their own,
-then worker processes on a real server: a fourth worker joining three
-restarts only the connector that moves to it; kill -9 of a worker moves
-its connectors after ``scheduled.rebalance.max.delay.ms`` while the
-others' keep running, and the counts end balanced.
+then worker processes on a real server (connectors and their tasks are
+the units): a fourth worker joining three restarts only the tasks that
+move to it; kill -9 of a worker moves its connectors and tasks after
+``scheduled.rebalance.max.delay.ms`` while the others' keep running, and
+the counts end balanced.
 
 Task starts are counted by the connector below (each task start appends a
 line to a file), run by the worker processes from this module."""
@@ -15,14 +16,14 @@ import subprocess
 import sys
 import time
 
-import pytest
 import requests
 from connect_helpers import wait_for
 from harness import child_env
 
 from kafkalite.connect import SourceConnector, SourceRecord, SourceTask
 from kafkalite.connect.data import Schema
-from kafkalite.connect.distributed import CooperativeAssignor
+from kafkalite.connect.distributed import (CooperativeAssignor, connector_unit, task_unit,
+                                           unit_connector)
 from test_connect_cli import free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -70,7 +71,7 @@ def members(owned: dict) -> list:
 
 
 def runs(a: dict) -> dict:
-    return {m: x["connectors"] for m, x in a.items()}
+    return {m: x["units"] for m, x in a.items()}
 
 
 def test_assignor_newcomer_gets_its_share_in_two_rounds_and_nothing_else_moves():
@@ -82,14 +83,14 @@ def test_assignor_newcomer_gets_its_share_in_two_rounds_and_nothing_else_moves()
     # a fourth member: one member revokes one unit; no one gets it in the same round
     second = asg.assign(members({**owned, "d": []}), units, now=1)
     revoked = [u for x in second.values() for u in x["revoked"]]
-    assert len(revoked) == 1 and second["d"]["connectors"] == []
+    assert len(revoked) == 1 and second["d"]["units"] == []
     assert all(not x["assigned"] for x in second.values())
     for m in "abc":
-        assert set(second[m]["connectors"]) <= set(owned[m])       # nothing added or moved
-        assert set(owned[m]) - set(second[m]["connectors"]) <= set(revoked)
+        assert set(second[m]["units"]) <= set(owned[m])       # nothing added or moved
+        assert set(owned[m]) - set(second[m]["units"]) <= set(revoked)
     # the revoking member rejoins without it: the freed unit goes to the newcomer
     third = asg.assign(members(runs(second)), units, now=2)
-    assert third["d"]["connectors"] == third["d"]["assigned"] == revoked
+    assert third["d"]["units"] == third["d"]["assigned"] == revoked
     assert all(not x["revoked"] for x in third.values())
     assert sorted(len(x) for x in runs(third).values()) == [1, 1, 2, 2]
     assert {m: x for m, x in runs(third).items() if m != "d"} == \
@@ -102,32 +103,46 @@ def test_assignor_holds_a_departed_members_units_for_the_delay():
     owned = runs(asg.assign(members({"a": [], "b": []}), units, now=0))
     gone = owned.pop("b")
     held = asg.assign(members(owned), units, now=10)
-    assert held["a"]["connectors"] == owned["a"] and held["a"]["delay"] == 5000
+    assert held["a"]["units"] == owned["a"] and held["a"]["delay"] == 5000
     # a member asking again within the delay: still held, with the time left
     again = asg.assign(members(owned), units, now=12)
-    assert again["a"]["connectors"] == owned["a"] and again["a"]["delay"] == 3000
+    assert again["a"]["units"] == owned["a"] and again["a"]["delay"] == 3000
     after = asg.assign(members(owned), units, now=15)
-    assert after["a"]["connectors"] == sorted(owned["a"] + gone) and after["a"]["delay"] == 0
+    assert after["a"]["units"] == sorted(owned["a"] + gone) and after["a"]["delay"] == 0
     # the leader itself departed: the next leader remembers the round it was sent
     asg1 = CooperativeAssignor(max_delay_ms=5000)
     first = asg1.assign(members({"a": [], "b": []}), units, now=0)
     successor = CooperativeAssignor(max_delay_ms=5000)
     successor.remember(first["b"])
     left = successor.assign(members({"b": runs(first)["b"]}), units, now=1)
-    assert left["b"]["connectors"] == runs(first)["b"] and left["b"]["delay"] == 5000
+    assert left["b"]["units"] == runs(first)["b"] and left["b"]["delay"] == 5000
     # no delay configured: dealt out at once
     asg0 = CooperativeAssignor(max_delay_ms=0)
     o = runs(asg0.assign(members({"a": [], "b": []}), units, now=0))
     o.pop("b")
-    assert asg0.assign(members(o), units, now=1)["a"]["connectors"] == units
+    assert asg0.assign(members(o), units, now=1)["a"]["units"] == units
 
 
 def test_assignor_revokes_deleted_and_doubly_claimed_units():
     asg = CooperativeAssignor(max_delay_ms=0)
     a = asg.assign(members({"a": ["c0", "gone"], "b": ["c0", "c1"]}), ["c0", "c1", "c2"], now=0)
     assert a["a"]["revoked"] == ["gone"] and a["b"]["revoked"] == ["c0"]
-    assert a["a"]["connectors"] == ["c0", "c2"] and a["b"]["connectors"] == ["c1"]
+    assert a["a"]["units"] == ["c0", "c2"] and a["b"]["units"] == ["c1"]
     assert a["a"]["owners"] == {"c0": "http://a", "c2": "http://a", "c1": "http://b"}
+
+
+def test_assignor_spreads_a_connectors_tasks_over_the_members():
+    asg = CooperativeAssignor(max_delay_ms=0, group_of=unit_connector)
+    units = [connector_unit("pg")] + [task_unit("pg", i) for i in range(3)]
+    first = asg.assign(members({"a": [], "b": [], "c": []}), units, now=0)
+    where = {u: m for m, x in first.items() for u in x["units"]}
+    assert len({where[task_unit("pg", i)] for i in range(3)}) == 3     # one task each
+    # equally loaded members: the next task goes to the one without a task of its connector
+    units = [task_unit("pg", 0), task_unit("pg", 1), connector_unit("x"), connector_unit("y")]
+    a = asg.assign(members({"a": [task_unit("pg", 0)], "b": [connector_unit("x")]}), units,
+                   now=1)
+    assert task_unit("pg", 1) in a["b"]["assigned"]
+    assert a["a"]["assigned"] == [connector_unit("y")]
 
 
 # ---- worker processes ------------------------------------------------------------------------
@@ -197,21 +212,6 @@ def starts(path) -> dict:
     return out
 
 
-@pytest.fixture
-def workers(server, tmp_path):
-    procs = []
-    yield procs
-    for p, _ in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    for p, _ in procs:
-        try:
-            p.wait(60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(10)
-
-
 def test_a_fourth_worker_and_a_kill_move_only_what_must_move(server, tmp_path, topic_name,
                                                              workers):
     group = f"coop-{os.getpid()}-{int(time.time())}"
@@ -227,14 +227,15 @@ def test_a_fourth_worker_and_a_kill_move_only_what_must_move(server, tmp_path, t
         assert r.status_code == 201, r.text
 
     def placement(url):
+        """{unit: worker}: each connector (its name) and its task (``<name>/0``)."""
         out = {}
         for name in names:
             st = get(url, f"/connectors/{name}/status")
             if not st or st["connector"]["state"] != "RUNNING" or not st["tasks"] or \
-                    st["tasks"][0]["state"] != "RUNNING" or \
-                    st["tasks"][0]["worker_id"] != st["connector"]["worker_id"]:
+                    st["tasks"][0]["state"] != "RUNNING":
                 return None
             out[name] = st["connector"]["worker_id"]
+            out[f"{name}/0"] = st["tasks"][0]["worker_id"]
         return out
 
     def settled(url, n_workers):
@@ -243,39 +244,47 @@ def test_a_fourth_worker_and_a_kill_move_only_what_must_move(server, tmp_path, t
             return None
         counts = sorted([list(p.values()).count(w) for w in set(p.values())])
         return p if len(counts) == n_workers and counts[-1] - counts[0] <= 1 else None
-    before = wait_for(lambda: settled(urls[0], 3), what="6 connectors over 3 workers")
+
+    def restarted(moved_units):
+        # a task starts again only where the task itself moved (a moved connector
+        # computes the same task configs: its task runs on)
+        want = {n: 1 for n in names}
+        for u in moved_units:
+            if u.endswith("/0"):
+                want[u[:-2]] += 1
+        return want
+    before = wait_for(lambda: settled(urls[0], 3), what="6 connectors, 6 tasks over 3 workers")
     wait_for(lambda: starts(starts_file) == {n: 1 for n in names}, what="one start each")
 
-    # a fourth worker: only the one connector that moves to it restarts
+    # a fourth worker: only the units that move to it restart (3 of 12: its share)
     workers.append(start_worker(server, tmp_path, 3, group))
     urls.append(workers[3][1])
     new_id = urls[3].removeprefix("http://")
     after = wait_for(lambda: (p := settled(urls[0], 4)) and new_id in p.values() and p,
-                     what="6 connectors over 4 workers")
-    moved = [n for n in names if after[n] != before[n]]
-    assert moved == [n for n in names if after[n] == new_id] and len(moved) == 1, (before, after)
+                     what="6 connectors, 6 tasks over 4 workers")
+    moved = [u for u in after if after[u] != before[u]]
+    assert moved == [u for u in after if after[u] == new_id] and len(moved) == 3, \
+        (before, after)
     time.sleep(1.0)       # any late restart would show now
-    assert starts(starts_file) == {n: 2 if n in moved else 1 for n in names}
+    assert starts(starts_file) == restarted(moved)
 
-    # kill -9 of a worker running two: they move after the delay; nothing else restarts
-    counts = {w: list(after.values()).count(w) for w in set(after.values())}
-    victim_id = next(w for w in sorted(counts) if counts[w] == 2)
+    # kill -9 of a worker: its units move after the delay; nothing else restarts
+    victim_id = next(w for w in sorted(set(after.values())) if w != new_id)
     victim = next(p for p, u in workers if u == "http://" + victim_id)
-    lost = [n for n in names if after[n] == victim_id]
+    lost = [u for u in after if after[u] == victim_id]
     survivors = [u for u in urls if u != "http://" + victim_id]
     victim.send_signal(signal.SIGKILL)
     victim.wait(30)
     killed = time.monotonic()
     final = wait_for(lambda: (p := settled(survivors[0], 3)) and victim_id not in p.values()
-                     and p, timeout=60, what="the victim's connectors on the others")
+                     and p, timeout=60, what="the victim's units on the others")
     took = time.monotonic() - killed
     assert took >= DELAY_MS / 1000, took           # held for the delay first
     assert took < 3 + DELAY_MS / 1000 + 20, took   # session timeout + delay + slack
-    assert sorted(list(final.values()).count(w) for w in set(final.values())) == [2, 2, 2]
+    assert sorted(list(final.values()).count(w) for w in set(final.values())) == [4, 4, 4]
+    assert {u: w for u, w in final.items() if u not in lost} == \
+        {u: w for u, w in after.items() if u not in lost}
     time.sleep(1.0)
-    want = {n: 1 for n in names}
-    for n in moved + lost:
-        want[n] += 1
-    assert starts(starts_file) == want
-    print(f"the killed worker's connectors ran again {took:.1f} s after the kill "
+    assert starts(starts_file) == restarted(moved + lost)
+    print(f"the killed worker's connectors and tasks ran again {took:.1f} s after the kill "
           f"(session.timeout.ms=3000, scheduled.rebalance.max.delay.ms={DELAY_MS})")

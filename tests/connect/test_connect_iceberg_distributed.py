@@ -1,7 +1,8 @@
 """The issue's failover test: three ``kafkalite connect distributed``
 workers, a PostgreSQL query-based source (incrementing column) and the
 Iceberg sink (two tasks committing to one table, its SQL catalog in the
-same PostgreSQL) running; kill -9 of the worker running a sink task while
+same PostgreSQL) running; kill -9 of a worker running a sink task (and not
+the source's, which would repeat rows: sink_victim) while
 rows keep coming: the task moves to a survivor within the session timeout,
 the table ends with every source row exactly once, and the topic has every
 row (the source skipped none).
@@ -21,7 +22,7 @@ import pytest
 import requests
 from connect_helpers import wait_for
 from harness import create, read_all
-from test_connect_distributed import get, post_pg_source, start_worker
+from test_connect_distributed import get, post_pg_source, sink_victim, start_worker
 
 from kafkalite.connect.connectors.iceberg import sql_catalog
 
@@ -70,8 +71,8 @@ def test_postgres_source_and_iceberg_sink_survive_kill_9_of_a_worker(server, tmp
             "flush.size": "60", **json_conv}})
         assert r.status_code == 201, r.text
         wait_for(lambda: len(ids_in_table()) >= wave, what=f"{wave} rows in the table")
-        owners = wait_for(lambda: sink_tasks(urls[2]), what="2 sink tasks RUNNING")
-        victim_url = "http://" + owners[0]
+        wait_for(lambda: sink_tasks(urls[2]), what="2 sink tasks RUNNING")
+        victim_url = "http://" + sink_victim(urls[2], "lake", "pg")
         victim = next(p for p, u in workers if u == victim_url)
         with psycopg.connect(postgres, autocommit=True) as c:
             c.execute(f"INSERT INTO {table} (v) SELECT 'w' || g FROM generate_series(1, %s) g",
@@ -83,7 +84,7 @@ def test_postgres_source_and_iceberg_sink_survive_kill_9_of_a_worker(server, tmp
                       (wave,))
         survivor = next(u for u in urls if u != victim_url)
         moved = wait_for(lambda: (t := sink_tasks(survivor)) and
-                         owners[0] not in t.values() and t, timeout=60,
+                         victim_url[len("http://"):] not in t.values() and t, timeout=60,
                          what="the sink's tasks on the survivors")
         took = time.monotonic() - killed
         # Connect's session.timeout.ms=3000, then a rebalance; slack for a loaded machine

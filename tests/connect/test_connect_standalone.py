@@ -387,3 +387,32 @@ def test_two_sink_tasks_share_the_partitions_of_their_group(connect, server, top
         admin.close()
     wait_for(lambda: sorted(o["offset"]["kafka_offset"] for o in connect.http(
         "GET", "/connectors/two/offsets").json()["offsets"]) == [100] * 4, what="commits")
+
+
+def test_a_sink_task_whose_partitions_are_lost_closes_them_before_they_open_again(
+        connect, server, topic_name, tmp_path):
+    """Kafka's onPartitionsLost: a sink task that stalls past
+    max.poll.interval.ms loses its partitions (the group dropped it); they
+    are closed (without a commit) before it is given them again, so a task
+    that buffers (the Iceberg sink) drops what it held and rereads from its
+    own stored offsets instead of writing those records twice."""
+    create(server, topic_name, 1)
+    p = Producer(server.config())
+    for i in range(10):
+        p.produce(topic_name, value=b"v%d" % i)
+    p.flush(30)
+    p.close()
+    events = tmp_path / "events.txt"
+    connect.create("stall", **{
+        "connector.class": "connect_plugins:StallingSinkConnector", "topics": topic_name,
+        "events.file": str(events), "stall.ms": "2500", "value.converter": STR,
+        "consumer.override.max.poll.interval.ms": "800",
+        "consumer.override.heartbeat.interval.ms": "200"})
+    def calls():      # open/close of partitions (a rejoin may first assign none)
+        return [e for e in lines_of(events) if e in ("open 0", "close 0")]
+    wait_for(lambda: calls().count("open 0") >= 2, timeout=60,
+             what=lambda: f"the partition opened again: {lines_of(events)}, "
+                          f"{connect.state('stall')}")
+    assert calls()[:3] == ["open 0", "close 0", "open 0"], lines_of(events)
+    # a commit the group refused (it had dropped the task) did not fail the task
+    assert connect.state("stall")["tasks"][0]["state"] == "RUNNING"
