@@ -7,7 +7,9 @@ producer's delivery callback receives: confluent-kafka's accessors
 one allocation and a few pointer stores. ``batch_messages`` turns one
 RecordBatch v2 (a kafkalite._ext.reader.RecordBatch) into the list of its
 records' Messages in one loop, so that the consumer does no Python work per
-record (kafkalite.client.consumer calls it once per batch). Re-exported by
+record (kafkalite.client.consumer calls it once per batch);
+``share_messages`` does the same for a share group's consumer, keeping the
+records the member acquired, with their delivery counts. Re-exported by
 kafkalite.client.types; any thread may create and read Messages.
 """
 cimport cython
@@ -70,6 +72,11 @@ cdef class Message:
 
     def leader_epoch(self):
         return self._leader_epoch
+
+    def delivery_count(self):
+        """How many times a share group delivered this record, this
+        delivery included (KIP-932); None outside share groups."""
+        return self._delivery_count or None
 
     def set_value(self, value):
         self._value = value
@@ -158,4 +165,30 @@ def batch_messages(batch, topic, int32_t partition, int64_t min_offset):
     if p != end:
         raise CorruptRecordError(f"batch at offset {base_offset} has {end - p} bytes after "
                                  f"its {count} records")
+    return out
+
+
+def share_messages(batch, topic, int32_t partition, list acquired):
+    """The Messages of ``batch``'s records that lie in ``acquired`` -- the
+    (first offset, last offset, delivery count) ranges a share group member
+    holds, sorted -- each with its delivery count (KIP-932): one pass over
+    the batch, no Python call per record."""
+    cdef Py_ssize_t i = 0, n = len(acquired)
+    cdef list out = []
+    if n == 0:
+        return out
+    cdef int64_t first, last
+    cdef int count
+    first, last, count = acquired[0]
+    cdef list made = batch_messages(batch, topic, partition, first)
+    cdef Message m
+    for m in made:
+        while m._offset > last:
+            i += 1
+            if i == n:
+                return out
+            first, last, count = acquired[i]
+        if m._offset >= first:
+            m._delivery_count = count
+            out.append(m)
     return out

@@ -96,6 +96,7 @@ class Worker:
         self.fetcher = ReplicaFetcher(index, self.peers, config.replica_fetch_wait_max_ms)
         self.replica_manager.fetcher = self.fetcher
         self.replica_manager.replica_lag_time_max_ms = config.replica_lag_time_max_ms
+        self.replica_manager.shares.configure(config)
         self._next_isr_check = time.monotonic() + ISR_CHECK_INTERVAL_S
         self._next_heartbeat = time.monotonic()
         self.rings = RingGateway(self.replica_manager, self.poller, index)

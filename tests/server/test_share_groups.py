@@ -1,0 +1,249 @@
+"""Share groups (KIP-932) end to end: members in their own processes, a real server.
+
+Every record must be accepted exactly once however the members come and
+go; ``exactly_once`` is the checker, and it is shown to catch a server that
+hands a record out twice or never (KAFKALITE_SHARE_FAULT, a fault probe in
+server/share_partition.py). The size of the five-member run is
+KAFKALITE_SHARE_RECORDS (default 3000; e.g. 200000 for a soak).
+"""
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from harness import ServerProcess, child_env, create
+from kafkalite.client import Producer
+
+MEMBER = os.path.join(os.path.dirname(__file__), "share_member.py")
+RECORDS = int(os.environ.get("KAFKALITE_SHARE_RECORDS", "3000"))
+
+
+def share_server(tmp_path, name="data", env=None, **settings):
+    """A 2-worker server whose share groups start from the earliest offset."""
+    config = tmp_path / f"{name}.toml"
+    lines = ['share_auto_offset_reset = "earliest"']
+    lines += [f"{k} = {v}" for k, v in settings.items()]
+    config.write_text("\n".join(lines) + "\n")
+    srv = ServerProcess(str(tmp_path / name), extra_args=["--config", str(config)])
+    old = {k: os.environ.get(k) for k in env or {}}
+    os.environ.update(env or {})
+    try:
+        return srv.start()
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k)
+            else:
+                os.environ[k] = v
+
+
+class Member:
+    """share_member.py in its own process; its events gathered by a thread."""
+
+    def __init__(self, server, group, topic, mode="accept"):
+        self.proc = subprocess.Popen([sys.executable, MEMBER, server.bootstrap, group, topic, mode],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     env=child_env(), text=True)
+        self.events = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.events.append(json.loads(line))
+
+    def delivered(self):
+        return [tuple(i) for e in list(self.events) if e["event"] == "records" for i in e["items"]]
+
+    def accepted(self):
+        """(partition, offset) acknowledged with a successful answer."""
+        return [(p, o) for e in list(self.events)
+                if e["event"] == "acked" and e["error"] is None for p, o, t in e["items"] if t == 1]
+
+    def assigned(self):
+        return any(e["event"] == "assigned" for e in list(self.events))
+
+    def ack_errors(self):
+        return [e for e in list(self.events) if e["event"] == "acked" and e["error"]]
+
+    def stop(self, timeout=30):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout)
+        self._reader.join(5)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+        self._reader.join(5)
+
+
+def exactly_once(produced, accepted):
+    """(lost, duplicated): produced (partition, offset)s never accepted, and
+    those accepted more than once, each sorted."""
+    counts = collections.Counter(accepted)
+    lost = sorted(set(produced) - set(counts))
+    duplicated = sorted(k for k, n in counts.items() if n > 1)
+    return lost, duplicated
+
+
+def produce(server, topic, n, partitions):
+    p = Producer(server.config())
+    for i in range(n):
+        p.produce(topic, value=b"%d" % i, partition=i % partitions)
+    p.flush()
+    p.close() if hasattr(p, "close") else None
+    return [(i % partitions, i // partitions) for i in range(n)]
+
+
+def wait_until(condition, timeout, step=0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(step)
+    return condition()
+
+
+def run_group(server, topic, produced, members, timeout=60.0):
+    """Wait until the members accepted as many records as were produced
+    (or the time is up), stop them, and give every acceptance."""
+    try:
+        wait_until(lambda: len({a for m in members for a in m.accepted()}) >= len(produced)
+                   and len(sum((m.accepted() for m in members), [])) >= len(produced), timeout)
+        # a little longer: a record accepted twice would show now
+        time.sleep(0.5)
+    finally:
+        for m in members:
+            m.stop()
+    return [a for m in members for a in m.accepted()]
+
+
+@pytest.fixture
+def stopping():
+    servers = []
+    yield servers.append
+    for srv in servers:
+        if srv.proc.poll() is None:
+            srv.stop()
+        srv.kill()
+
+
+def test_five_members_accept_every_record_exactly_once(tmp_path, stopping):
+    srv = share_server(tmp_path)
+    stopping(srv)
+    create(srv, "queue", 2)
+    members = [Member(srv, "workers", "queue") for _ in range(5)]
+    assert wait_until(lambda: all(m.assigned() for m in members), 30)
+    produced = produce(srv, "queue", RECORDS, 2)
+    accepted = run_group(srv, "queue", produced, members)
+    lost, duplicated = exactly_once(produced, accepted)
+    assert not lost and not duplicated, (lost[:20], duplicated[:20])
+    # the records were shared out: more than one member did work on each partition
+    workers = {p: sum(1 for m in members if any(a[0] == p for a in m.accepted())) for p in (0, 1)}
+    assert all(n >= 1 for n in workers.values()) and sum(workers.values()) > 2, workers
+    assert not any(m.ack_errors() for m in members)
+    assert all(d[2] == 1 for m in members for d in m.delivered())
+
+
+@pytest.mark.parametrize("fault", ["duplicate", "skip"])
+def test_checker_catches_a_server_that_breaks_exactly_once(tmp_path, stopping, fault):
+    srv = share_server(tmp_path, env={"KAFKALITE_SHARE_FAULT": fault})
+    stopping(srv)
+    create(srv, "queue", 2)
+    members = [Member(srv, "workers", "queue") for _ in range(2)]
+    produced = produce(srv, "queue", 400, 2)
+    accepted = run_group(srv, "queue", produced, members, timeout=10.0)
+    lost, duplicated = exactly_once(produced, accepted)
+    if fault == "duplicate":
+        assert duplicated and not lost
+    else:
+        assert lost and not duplicated
+
+
+def test_released_records_are_redelivered_to_another_member(tmp_path, stopping):
+    srv = share_server(tmp_path)
+    stopping(srv)
+    create(srv, "queue", 1)
+    releaser = Member(srv, "workers", "queue", "release-then-idle")
+    assert wait_until(releaser.assigned, 30)
+    # the releaser is alone first: it gets records, releases them and stays
+    produced = produce(srv, "queue", 300, 1)
+    assert wait_until(lambda: any(e["event"] == "acked" for e in releaser.events), 20)
+    accepter = Member(srv, "workers", "queue")
+    accepted = run_group(srv, "queue", produced, [accepter])
+    releaser.stop()
+    lost, duplicated = exactly_once(produced, accepted)
+    assert not lost and not duplicated
+    released = {(p, o) for p, o, _ in releaser.delivered()}
+    redelivered = {(p, o): n for p, o, n in accepter.delivered()}
+    # what the first member released, the second got as a second delivery
+    assert released and all(redelivered[k] == 2 for k in released)
+
+
+def test_released_records_go_to_the_other_member_of_a_shared_partition(tmp_path, stopping):
+    srv = share_server(tmp_path)
+    stopping(srv)
+    create(srv, "queue", 1)
+    members = [Member(srv, "workers", "queue", "release-once") for _ in range(2)]
+    assert wait_until(lambda: all(m.assigned() for m in members), 30)
+    produced = produce(srv, "queue", 1000, 1)
+    accepted = run_group(srv, "queue", produced, members)
+    lost, duplicated = exactly_once(produced, accepted)
+    assert not lost and not duplicated
+    first = {(p, o): i for i, m in enumerate(members) for p, o, n in m.delivered() if n == 1}
+    second = {(p, o): i for i, m in enumerate(members) for p, o, n in m.delivered() if n == 2}
+    assert set(second) == set(produced)
+    # both members shared the partition and passed records to each other
+    assert len(set(first.values())) == 2
+    assert any(first[k] != second[k] for k in second)
+
+
+def test_records_of_a_killed_member_go_to_others_after_the_lock_duration(tmp_path, stopping):
+    srv = share_server(tmp_path, group_share_record_lock_duration_ms=2000)
+    stopping(srv)
+    create(srv, "queue", 2)
+    holder = Member(srv, "workers", "queue", "hold")
+    produced = produce(srv, "queue", 400, 2)
+    assert wait_until(lambda: holder.delivered(), 20)
+    time.sleep(0.5)
+    held = {(p, o) for p, o, _ in holder.delivered()}
+    acquired_at = min(e["t"] for e in holder.events if e["event"] == "records")
+    holder.kill()
+    others = [Member(srv, "workers", "queue") for _ in range(2)]
+    accepted = run_group(srv, "queue", produced, others)
+    lost, duplicated = exactly_once(produced, accepted)
+    assert not lost and not duplicated, (lost[:20], duplicated[:20])
+    redelivered = {(p, o): (n, e["t"]) for m in others for e in m.events
+                   if e["event"] == "records" for p, o, n in e["items"]}
+    assert held and all(redelivered[k][0] == 2 for k in held)
+    # not before the lock expired (a lower bound: a loaded machine only delays it)
+    assert min(redelivered[k][1] for k in held) >= acquired_at + 2.0 - 0.3
+
+
+def test_delivery_count_limit_and_reject_archive_records(tmp_path, stopping):
+    srv = share_server(tmp_path, group_share_delivery_count_limit=3)
+    stopping(srv)
+    create(srv, "released", 1)
+    create(srv, "rejected", 1)
+    releaser = Member(srv, "g1", "released", "release")
+    rejecter = Member(srv, "g2", "rejected", "reject")
+    produce(srv, "released", 50, 1)
+    produce(srv, "rejected", 50, 1)
+    assert wait_until(lambda: len(releaser.delivered()) >= 150 and len(rejecter.delivered()) >= 50,
+                      30)
+    time.sleep(1.5)         # anything redelivered past the limit would arrive now
+    releaser.stop()
+    rejecter.stop()
+    counts = collections.Counter((p, o) for p, o, _ in releaser.delivered())
+    assert set(counts.values()) == {3} and len(counts) == 50
+    assert max(n for _, _, n in releaser.delivered()) == 3
+    assert collections.Counter((p, o) for p, o, _ in rejecter.delivered()) == \
+        {(0, o): 1 for o in range(50)}
