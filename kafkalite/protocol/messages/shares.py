@@ -74,8 +74,8 @@ _ACKNOWLEDGEMENT_BATCHES = Array("acknowledgement_batches", fields=[
     Field("acknowledge_types", "[]int8"),
 ])
 _CURRENT_LEADER = Struct("current_leader", fields=[
-    Field("leader_id", "int32", default=-1),
-    Field("leader_epoch", "int32", default=-1),
+    Field("leader_id", "int32"),
+    Field("leader_epoch", "int32"),
 ])
 _NODE_ENDPOINTS = Array("node_endpoints", fields=[
     Field("node_id", "int32"),
