@@ -18,7 +18,7 @@ import time
 import pytest
 
 from harness import ServerProcess, child_env, create
-from kafkalite.client import Producer
+from kafkalite.client import AcknowledgeType, Producer, ShareConsumer
 
 MEMBER = os.path.join(os.path.dirname(__file__), "share_member.py")
 RECORDS = int(os.environ.get("KAFKALITE_SHARE_RECORDS", "3000"))
@@ -247,3 +247,69 @@ def test_delivery_count_limit_and_reject_archive_records(tmp_path, stopping):
     assert max(n for _, _, n in releaser.delivered()) == 3
     assert collections.Counter((p, o) for p, o, _ in rejecter.delivered()) == \
         {(0, o): 1 for o in range(50)}
+
+
+class Acks:
+    """What a test's in-process ShareConsumers were told about their
+    acknowledgements: accepted (a successful answer) and in doubt (an error:
+    the broker may or may not have applied them)."""
+
+    def __init__(self):
+        self.accepted, self.in_doubt = [], []
+
+    def __call__(self, offsets, error):
+        for (topic, p), got in offsets.items():
+            for o, kind in got:
+                if kind == AcknowledgeType.ACCEPT:
+                    (self.accepted if error is None else self.in_doubt).append((p, o))
+
+
+def consumers(server, acks, n, **config):
+    out = [ShareConsumer(server.config(**{"group.id": "workers", "on_commit": acks,
+                                          "fetch.max.wait.ms": 100, **config}))
+           for _ in range(n)]
+    for c in out:
+        c.subscribe(["queue"])
+    return out
+
+
+def test_share_state_survives_a_killed_server(tmp_path, stopping):
+    srv = share_server(tmp_path)
+    stopping(srv)
+    create(srv, "queue", 2)
+    produced = produce(srv, "queue", 2000, 2)
+    acks = Acks()
+    before = consumers(srv, acks, 2, **{"request.timeout.ms": 2000})
+    delivered_before = []
+    deadline = time.monotonic() + 30
+    while len(acks.accepted) < 800 and time.monotonic() < deadline:
+        for c in before:
+            delivered_before += [(m.partition(), m.offset()) for m in c.consume(50, 0.1)]
+    assert len(acks.accepted) >= 800
+    # kill -9 mid-stream: every process of the server at once
+    for pid in srv.worker_pids():
+        os.kill(pid, signal.SIGKILL)
+    srv.kill()
+    for c in before:
+        # answers that came before the kill are reported now; what was
+        # still to send is in doubt
+        c.close()
+    accepted_before = list(acks.accepted)
+    srv = share_server(tmp_path)  # the same data directory and settings
+    stopping(srv)
+    after = consumers(srv, acks, 2)
+    delivered_after = []
+    deadline = time.monotonic() + 60
+    while (len(set(acks.accepted) | set(acks.in_doubt)) < len(produced)
+           and time.monotonic() < deadline):
+        for c in after:
+            delivered_after += [(m.partition(), m.offset()) for m in c.consume(200, 0.1)]
+    for c in after:
+        c.close()
+    lost, duplicated = exactly_once(set(produced) - set(acks.in_doubt), acks.accepted)
+    assert not lost and not duplicated, (lost[:20], duplicated[:20])
+    # what was accepted before the kill is never handed out again
+    assert not set(accepted_before) & set(delivered_after)
+    # what was handed out but not accepted before the kill came back
+    assert set(delivered_before) - set(accepted_before) - set(acks.in_doubt) \
+        <= set(delivered_after)
