@@ -126,6 +126,11 @@ SETTINGS: dict[str, Setting] = {
         "Share groups: where a group starts reading a partition it never read, `latest` or "
         "`earliest`.", ("share.auto.offset.reset",),
         "a group config in Kafka; here one server-wide default for every share group"),
+    "share_dead_letter_topic": Setting(
+        "Share groups: the topic records rejected or past the delivery count limit are copied "
+        "to (with headers naming the group, topic, partition, offset and reason); empty: none. "
+        "The topic must exist.", ("errors.deadletterqueue.topic.name",),
+        "a group config in Kafka 4.2 (KIP-1191); here one topic for every share group"),
     "offsets_retention_minutes": Setting("Committed offsets of an empty group expire after "
                                          "this long.", ("offsets.retention.minutes",)),
     "transaction_state_num_partitions": Setting("Partitions of `__transaction_state` "
@@ -216,6 +221,7 @@ class ServerConfig:
     group_share_delivery_count_limit: int = 5
     group_share_partition_max_record_locks: int = 2_000
     share_auto_offset_reset: str = "latest"
+    share_dead_letter_topic: str = ""
     offsets_retention_minutes: int = 10_080
     transaction_state_num_partitions: int = 4
     transaction_max_timeout_ms: int = 900_000

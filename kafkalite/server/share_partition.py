@@ -78,6 +78,7 @@ from kafkalite.protocol.messages.share_records import (ACKNOWLEDGED, ACQUIRED, A
 from kafkalite.protocol.messages.shares import ACCEPT, GAP, REJECT, RELEASE
 from kafkalite.record import batches_extent
 from kafkalite.server.purgatory import DelayedFetch
+from kafkalite.server.share_dead_letters import DeadLetterWriter
 from kafkalite.server.requests import DEFERRED
 
 log = logging.getLogger("kafkalite.share_partition")
@@ -224,7 +225,8 @@ class SharePartition:
         r.member, r.deadline = by, 0.0
         if r.count >= self.settings.delivery_limit:
             r.state = ARCHIVED
-            self.dead_letters.append((r.first, r.last, r.count, reason))
+            self.dead_letters.append((r.first, r.last, r.count,
+                                      f"delivery count limit reached ({reason})"))
         else:
             r.state = AVAILABLE
 
@@ -452,6 +454,7 @@ class SharePartitionManager:
         self.sessions: dict[tuple, ShareSession] = {}     # (group, member) -> session
         self.fault = os.environ.get(FAULT_ENV, "")
         self._faulted = False
+        self.dead_letter_writer = DeadLetterWriter(replica_manager)
 
     def share_partition(self, group: str, name: str, index: int, topic_id) -> SharePartition:
         part = self.rm.partition(name, index)
@@ -702,19 +705,26 @@ class SharePartitionManager:
             sp.end_request()
             if sp.dirty:
                 sp.flush()
+            for first, last, count, reason in sp.dead_letters:
+                self.dead_letter_writer.add(sp.group_id, sp.part, first, last, count, reason)
+            sp.dead_letters.clear()
             if any(r.state == AVAILABLE for r in sp.ranges) and sp.part.key not in woken:
                 woken.add(sp.part.key)
                 self.rm.purgatory.check(share_key(sp.part.key), None)
+        self.dead_letter_writer.tick()
 
     def next_deadline(self) -> float | None:
         deadlines = [d for d in (sp.next_deadline() for sp in self.shares.values())
                      if d is not None]
+        if self.dead_letter_writer.pending:
+            deadlines.append(time.monotonic() + 0.1)
         return min(deadlines) if deadlines else None
 
     def expire(self) -> None:
         now = time.monotonic()
         expired = [sp for sp in self.shares.values() if sp.expire(now)]
         self._flush(expired)
+        self.dead_letter_writer.tick()
 
     def configure(self, config) -> None:
         """The server config's share-group settings (config.py)."""
@@ -722,6 +732,7 @@ class SharePartitionManager:
         self.delivery_limit = config.group_share_delivery_count_limit
         self.max_locks = config.group_share_partition_max_record_locks
         self.reset = config.share_auto_offset_reset
+        self.dead_letter_writer.topic = config.share_dead_letter_topic
 
     def forget(self, key: tuple, flush: bool = True) -> None:
         """The partition stopped being led here (or is gone): drop its

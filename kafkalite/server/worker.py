@@ -156,6 +156,12 @@ class Worker:
                                               curve=self.curve)
             self.coordinator.attach(self.poller)
             self.replica_manager.verifier = self.verify_transaction
+            # share groups' dead letters: the controller names the topic's
+            # leaders, the leading worker takes the records
+            dead_letters = self.replica_manager.shares.dead_letter_writer
+            dead_letters.ask_controller = lambda api, version, body, on_done: \
+                self.coordinator.send(COORDINATOR, api, version, body, on_done)
+            dead_letters.ask_broker = self.peers.send
         if relay_endpoint and self.relay is None:
             self.relay = RelayClient(self.ctx, relay_endpoint, b"worker-%d" % self.index)
             self.relay.attach(self.poller)

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from harness import ServerProcess, child_env, create
+from harness import ServerProcess, child_env, create, read_all
 from kafkalite.client import AcknowledgeType, Producer, ShareConsumer
 
 MEMBER = os.path.join(os.path.dirname(__file__), "share_member.py")
@@ -228,15 +228,20 @@ def test_records_of_a_killed_member_go_to_others_after_the_lock_duration(tmp_pat
     assert min(redelivered[k][1] for k in held) >= acquired_at + 2.0 - 0.3
 
 
-def test_delivery_count_limit_and_reject_archive_records(tmp_path, stopping):
-    srv = share_server(tmp_path, group_share_delivery_count_limit=3)
+def test_delivery_count_limit_and_reject_archive_records_to_the_dead_letter_topic(
+        tmp_path, stopping):
+    srv = share_server(tmp_path, group_share_delivery_count_limit=3,
+                       share_dead_letter_topic='"dead-letters"')
     stopping(srv)
     create(srv, "released", 1)
-    create(srv, "rejected", 1)
+    create(srv, "rejected", 2)
+    # one partition: the two source partitions' leaders write it locally
+    # and across workers
+    create(srv, "dead-letters", 1)
     releaser = Member(srv, "g1", "released", "release")
     rejecter = Member(srv, "g2", "rejected", "reject")
     produce(srv, "released", 50, 1)
-    produce(srv, "rejected", 50, 1)
+    produce(srv, "rejected", 50, 2)
     assert wait_until(lambda: len(releaser.delivered()) >= 150 and len(rejecter.delivered()) >= 50,
                       30)
     time.sleep(1.5)         # anything redelivered past the limit would arrive now
@@ -246,7 +251,26 @@ def test_delivery_count_limit_and_reject_archive_records(tmp_path, stopping):
     assert set(counts.values()) == {3} and len(counts) == 50
     assert max(n for _, _, n in releaser.delivered()) == 3
     assert collections.Counter((p, o) for p, o, _ in rejecter.delivered()) == \
-        {(0, o): 1 for o in range(50)}
+        {(p, o): 1 for p in (0, 1) for o in range(25)}
+    # archived records are copied to the dead-letter topic, saying where from and why
+    letters = read_all(srv, "dead-letters", 1, 100, timeout=30)
+    got = collections.Counter()
+    for m in letters:
+        h = {k: v.decode() for k, v in m.headers()}
+        source = (h["__dlq.errors.topic"], int(h["__dlq.errors.partition"]),
+                  int(h["__dlq.errors.offset"]))
+        got[source] += 1
+        if source[0] == "rejected":
+            assert h["__dlq.errors.group.id"] == "g2" and h["__dlq.errors.reason"] == "rejected"
+            assert h["__dlq.errors.delivery.count"] == "1"
+            assert m.value() == b"%d" % (source[2] * 2 + source[1])
+        else:
+            assert h["__dlq.errors.group.id"] == "g1"
+            assert h["__dlq.errors.reason"] == "delivery count limit reached (released)"
+            assert h["__dlq.errors.delivery.count"] == "3"
+            assert m.value() == b"%d" % source[2]
+    assert got == {**{("released", 0, o): 1 for o in range(50)},
+                   **{("rejected", p, o): 1 for p in (0, 1) for o in range(25)}}
 
 
 class Acks:
