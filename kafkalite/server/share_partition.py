@@ -94,6 +94,9 @@ DONE = (ACKNOWLEDGED, ARCHIVED)
 # MaxRecords). It lets several members share a partition whose batches are
 # large: a batch's offsets may go to different members.
 MAX_ACQUIRED_RECORDS = 500
+# A share session unused this long is forgotten (its member died or left
+# without closing it): the sessions of members that come and go stay bounded.
+SESSION_IDLE_S = 300.0
 # Fault injection for the exactly-once checker's own test: "duplicate" hands
 # a record out again after it was accepted, "skip" marks records accepted
 # that nobody acquired. Never set outside that test.
@@ -433,11 +436,12 @@ def _runs(first: int, types) -> list:
 
 
 class ShareSession:
-    __slots__ = ("epoch", "partitions")
+    __slots__ = ("epoch", "partitions", "used")
 
     def __init__(self):
         self.epoch = 1                 # the epoch the next request must carry
         self.partitions: dict = {}     # (topic id, index) -> partition_max_bytes
+        self.used = time.monotonic()
 
 
 class SharePartitionManager:
@@ -454,6 +458,7 @@ class SharePartitionManager:
         self.sessions: dict[tuple, ShareSession] = {}     # (group, member) -> session
         self.fault = os.environ.get(FAULT_ENV, "")
         self._faulted = False
+        self._next_session_sweep = 0.0
         self.dead_letter_writer = DeadLetterWriter(replica_manager)
 
     def share_partition(self, group: str, name: str, index: int, topic_id) -> SharePartition:
@@ -485,6 +490,7 @@ class SharePartitionManager:
                 raise errors.InvalidShareSessionEpochError(
                     f"share session epoch {epoch}, expected {session.epoch}")
             session.epoch += 1
+        session.used = time.monotonic()
         return session
 
     def _acknowledge(self, group, member, topics, out_of) -> list:
@@ -549,7 +555,7 @@ class SharePartitionManager:
         budget = [body.get("max_bytes") or 0x7FFFFFFF]
         got, keys = self._acquire_all(group, member, session, budget)
         self._flush(touched + [sp for sp, _, _ in got.values()])
-        total = sum(len(recs) for _, recs, _ in got.values())
+        total = sum(len(recs) for sp, recs, _ in got.values() if sp is not None)
         wait_ms = body.get("max_wait_ms", 0)
         if total >= max(body.get("min_bytes", 1), 1) or wait_ms <= 0 or not keys:
             return self._fetch_response(answers, got, session)
@@ -702,6 +708,8 @@ class SharePartitionManager:
     def _flush(self, touched) -> None:
         woken = set()
         for sp in touched:
+            if sp is None:                   # a partition answered with an error
+                continue
             sp.end_request()
             if sp.dirty:
                 sp.flush()
@@ -722,6 +730,10 @@ class SharePartitionManager:
 
     def expire(self) -> None:
         now = time.monotonic()
+        if now >= self._next_session_sweep:
+            self._next_session_sweep = now + SESSION_IDLE_S / 10
+            for key in [k for k, s in self.sessions.items() if now - s.used > SESSION_IDLE_S]:
+                del self.sessions[key]
         expired = [sp for sp in self.shares.values() if sp.expire(now)]
         self._flush(expired)
         self.dead_letter_writer.tick()

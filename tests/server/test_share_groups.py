@@ -337,3 +337,71 @@ def test_share_state_survives_a_killed_server(tmp_path, stopping):
     # what was handed out but not accepted before the kill came back
     assert set(delivered_before) - set(accepted_before) - set(acks.in_doubt) \
         <= set(delivered_after)
+
+
+def test_bad_share_requests_get_kafka_errors(tmp_path, stopping):
+    """Over the wire with our codec: wrong epochs, records not held, absurd
+    ranges and unknown ids are answered with Kafka's error codes."""
+    from kafkalite.client.connection import Connection, parse_bootstrap
+    from kafkalite.client.metadata import Metadata
+    from kafkalite.errors import (InvalidRecordStateError, InvalidRequestError,
+                                  InvalidShareSessionEpochError, ShareSessionNotFoundError,
+                                  UnknownMemberIdError, UnknownTopicIdError)
+    from kafkalite.protocol import ApiKey
+    srv = share_server(tmp_path)
+    stopping(srv)
+    create(srv, "queue", 1)
+    produce(srv, "queue", 10, 1)
+    meta = Metadata(parse_bootstrap(srv.bootstrap), "hostile")
+    meta.refresh(["queue"])
+    tid = meta.topics["queue"].topic_id
+    sup = meta.connection()
+    hb = {"group_id": "g", "member_id": "", "member_epoch": 0, "rack_id": None,
+          "subscribed_topic_names": ["queue"]}
+    assert sup.request(ApiKey.SHARE_GROUP_HEARTBEAT, {**hb, "member_epoch": 3, "member_id": "x"},
+                       version=0)["error_code"] == UnknownMemberIdError.code
+    assert sup.request(ApiKey.SHARE_GROUP_HEARTBEAT, {**hb, "group_id": ""},
+                       version=0)["error_code"] == InvalidRequestError.code
+    worker = Connection(meta.brokers[meta.leader("queue", 0)], "hostile")
+    try:
+        def fetch(member, epoch, acks=(), topic_id=tid):
+            return worker.request(ApiKey.SHARE_FETCH, {
+                "group_id": "g", "member_id": member, "share_session_epoch": epoch,
+                "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+                "topics": [{"topic_id": topic_id, "partitions": [{
+                    "partition_index": 0, "partition_max_bytes": 1 << 20,
+                    "acknowledgement_batches": list(acks)}]}],
+                "forgotten_topics_data": []}, version=0)
+
+        first = fetch("a", 0)["responses"][0]["partitions"][0]
+        assert first["acquired_records"] == [{"first_offset": 0, "last_offset": 9,
+                                              "delivery_count": 1}]
+        assert fetch("a", 5)["error_code"] == InvalidShareSessionEpochError.code
+        assert fetch("b", 7)["error_code"] == ShareSessionNotFoundError.code
+        assert fetch("", 0)["error_code"] == InvalidRequestError.code
+        # b acknowledges what a holds; then absurd ranges and types
+        fetch("b", 0)
+        for epoch, acks in enumerate([
+                [{"first_offset": 0, "last_offset": 3, "acknowledge_types": [1]}],
+                [{"first_offset": 0, "last_offset": 2 ** 62, "acknowledge_types": [1]}],
+                [{"first_offset": -5, "last_offset": -1, "acknowledge_types": [1]}]], 1):
+            got = fetch("b", epoch, acks)["responses"][0]["partitions"][0]
+            assert got["acknowledge_error_code"] == InvalidRecordStateError.code
+        got = fetch("b", 4, [{"first_offset": 3, "last_offset": 1, "acknowledge_types": [1]}])
+        assert got["responses"][0]["partitions"][0]["acknowledge_error_code"] == \
+            InvalidRequestError.code
+        got = fetch("a", 1, [{"first_offset": 0, "last_offset": 1, "acknowledge_types": [9]}])
+        assert got["responses"][0]["partitions"][0]["acknowledge_error_code"] == \
+            InvalidRequestError.code
+        # nothing above changed a's hold: it accepts all ten
+        got = fetch("a", 2, [{"first_offset": 0, "last_offset": 9, "acknowledge_types": [1]}])
+        assert got["responses"][0]["partitions"][0]["acknowledge_error_code"] == 0
+        import uuid
+        got = fetch("a", 3, topic_id=uuid.uuid4())
+        codes = {p["error_code"] for t in got["responses"] for p in t["partitions"]}
+        assert UnknownTopicIdError.code in codes
+        assert srv.proc.poll() is None and all(
+            os.path.exists(f"/proc/{pid}") for pid in srv.worker_pids())
+    finally:
+        worker.close()
+        meta.close()
