@@ -187,6 +187,9 @@ class GroupCoordinator:
             topics=topics, group_of=self._consumer_group,
             session_timeout_ms=consumer_session_timeout_ms,
             heartbeat_interval_ms=consumer_heartbeat_interval_ms)
+        # group id -> None: the supervisor has the partition leaders drop
+        # the deleted share group's state
+        self.share_group_deleted = lambda gid: None
         self.share = ShareGroupCoordinator(
             topics=topics, taken=lambda gid: gid in self.groups,
             session_timeout_ms=consumer_session_timeout_ms,
@@ -949,7 +952,9 @@ class GroupCoordinator:
                 continue
             out.append({"group_id": g.group_id, "protocol_type": g.protocol_type or "",
                         "group_state": state, "group_type": kind})
-        for sg in self.share.groups.values():
+        # share groups only for clients that know group types (v5+): older
+        # tools would take them for consumer groups
+        for sg in self.share.groups.values() if ctx.api_version >= 5 else ():
             if (states and sg.state.lower() not in states) or (types and SHARE_TYPE not in types):
                 continue
             out.append({"group_id": sg.group_id, "protocol_type": SHARE_TYPE,
@@ -962,6 +967,8 @@ class GroupCoordinator:
             g = self.groups.get(gid)
             if g is None:
                 code = self.share.delete(gid)
+                if code == NONE:
+                    self.share_group_deleted(gid)
             elif g.in_use:
                 code = errors.NonEmptyGroupError.code
             else:

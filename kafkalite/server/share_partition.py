@@ -746,6 +746,20 @@ class SharePartitionManager:
         self.reset = config.share_auto_offset_reset
         self.dead_letter_writer.topic = config.share_dead_letter_topic
 
+    def delete_group(self, group: str) -> None:
+        """The share group was deleted (DeleteGroups): its sessions and its
+        state in every partition hosted here go."""
+        for k in [k for k in self.shares if k[0] == group]:
+            del self.shares[k]
+        for k in [k for k in self.sessions if k[0] == group]:
+            del self.sessions[k]
+        name = "share-" + group.encode().hex() + STATE_SUFFIX
+        for part in self.rm.partitions.values():
+            try:
+                os.unlink(os.path.join(part.log.directory, name))
+            except FileNotFoundError:
+                pass
+
     def forget(self, key: tuple, flush: bool = True) -> None:
         """The partition stopped being led here (or is gone): drop its
         share-partitions; their state is on disk, and a new leadership here

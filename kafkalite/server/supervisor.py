@@ -159,6 +159,9 @@ class Supervisor:
             consumer_session_timeout_ms=cfg.group_consumer_session_timeout_ms,
             consumer_heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms)
         self.controller.partitions_added = self.coordinator.on_partitions_changed
+        self.coordinator.share_group_deleted = lambda gid: [
+            self._send_worker(w.index, {"type": "delete_share_group", "group": gid})
+            for w in self.workers]
         self.curve = native_curve(cfg)
         self.markers = BrokerRequests(self.ctx, self.controller.native_endpoint,
                                       "kafkalite-txn-coordinator", curve=self.curve)

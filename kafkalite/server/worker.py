@@ -196,6 +196,8 @@ class Worker:
                                                   delete=msg.get("delete", False),
                                                   directory=p.get("dir"))
             self._send_control({"type": "done", "op": msg.get("op"), "worker": self.index})
+        elif kind == "delete_share_group":
+            self.replica_manager.shares.delete_group(msg["group"])
         elif kind == "shutdown":
             self._stop = True
         else:
