@@ -3,6 +3,7 @@ record, against a classic group with one consumer on the same partition, in
 the same run on the same server.
 
     python benchmarks/bench_share_groups.py [--records 200000] [--consumers 4] [--rounds 3]
+                                            [--max-record-locks 2000]
 
 Each round writes --records records (100 bytes) to two fresh one-partition
 topics, then, in alternating order:
@@ -15,6 +16,10 @@ topics, then, in alternating order:
 - classic: one Consumer (kafkalite's native client, in its own process) of
   a classic group, ``subscribe``d, reads every record and commits at the
   end: the time until its commit is answered.
+
+The share group's pace is bound by --max-record-locks: the members'
+records in flight (acquired, not yet acknowledged) share that window, and
+the share-partition start offset moves only as the oldest are accepted.
 
 Reported: records/s per round and the median. Nothing here fails on
 timing; figures print as a table, and results.json is written to --out.
@@ -76,7 +81,8 @@ def run(target, args, members: int, fill) -> float:
     """Seconds from the start signal until the last member is done."""
     ctx = mp.get_context("spawn")
     ready, start, done = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=target, args=(*args, ready, start, done)) for _ in range(members)]
+    procs = [ctx.Process(target=target, args=(*args, ready, start, done), daemon=True)
+             for _ in range(members)]
     for p in procs:
         p.start()
     for _ in procs:
@@ -93,7 +99,12 @@ def run(target, args, members: int, fill) -> float:
 def produce(bootstrap, topic, n):
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
     for _ in range(n):
-        p.produce(topic, VALUE, partition=0)
+        while True:
+            try:
+                p.produce(topic, VALUE, partition=0)
+                break
+            except BufferError:          # the local queue is full: let it drain
+                p.poll(0.05)
     p.flush()
 
 
@@ -102,13 +113,17 @@ def main():
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--consumers", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--max-record-locks", type=int, default=2000,
+                    help="the server's group_share_partition_max_record_locks: records in "
+                         "flight per share-partition (Kafka's default 2000)")
     ap.add_argument("--out", default=None, help="directory for results.json")
     args = ap.parse_args()
     rows, share_rates, classic_rates = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         conf = os.path.join(tmp, "server.toml")
         with open(conf, "w") as f:
-            f.write('share_auto_offset_reset = "earliest"\n')
+            f.write('share_auto_offset_reset = "earliest"\n'
+                    f"group_share_partition_max_record_locks = {args.max_record_locks}\n")
         srv = ServerProcess(os.path.join(tmp, "data"), extra_args=["--config", conf]).start()
         try:
             admin = AdminClient({"bootstrap.servers": srv.bootstrap})

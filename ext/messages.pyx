@@ -14,7 +14,7 @@ kafkalite.client.types; any thread may create and read Messages.
 """
 cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport INT64_MAX, int32_t, int64_t
 
 from wire_c cimport *
 
@@ -119,9 +119,12 @@ cdef Message new_message(object topic, int32_t partition, int64_t offset, object
     return m
 
 
-def batch_messages(batch, topic, int32_t partition, int64_t min_offset):
-    """The Messages of ``batch``'s records at ``min_offset`` or later, in
-    offset order (``batch``: a reader.RecordBatch, data not control).
+def batch_messages(batch, topic, int32_t partition, int64_t min_offset,
+                   int64_t max_offset=INT64_MAX):
+    """The Messages of ``batch``'s records from ``min_offset`` to
+    ``max_offset``, in offset order (``batch``: a reader.RecordBatch, data
+    not control); the others are parsed (the batch is checked whole) but
+    no Message is made for them.
     Records with headers take theirs from ``batch.records()``, decoded only
     when a record has any."""
     cdef bytes section = batch.records_section()
@@ -148,7 +151,7 @@ def batch_messages(batch, topic, int32_t partition, int64_t min_offset):
                                      f"{kl_record_error(rc).decode()}")
         p = r.end
         offset = base_offset + r.offset_delta
-        if offset < min_offset:
+        if offset < min_offset or offset > max_offset:
             continue
         key = None if r.key_len < 0 else PyBytes_FromStringAndSize(<const char *>r.key, r.key_len)
         value = None if r.value_len < 0 else PyBytes_FromStringAndSize(<const char *>r.value,
@@ -180,7 +183,7 @@ def share_messages(batch, topic, int32_t partition, list acquired):
     cdef int64_t first, last
     cdef int count
     first, last, count = acquired[0]
-    cdef list made = batch_messages(batch, topic, partition, first)
+    cdef list made = batch_messages(batch, topic, partition, first, acquired[n - 1][1])
     cdef Message m
     for m in made:
         while m._offset > last:

@@ -46,7 +46,7 @@ key and value in the formats of Kafka's ``__share_group_state`` records
 (protocol/messages/share_records.py: ShareSnapshotKey, ShareSnapshotValue),
 acquired records written as AVAILABLE. It is rewritten (to a temporary
 file, then renamed over the old one) after every request or tick that
-changed the state, before the answer goes out: a broker killed at any
+acknowledged, released or archived records, before the answer goes out: a broker killed at any
 moment leaves the old or the new snapshot whole, and every acknowledgement
 a member was told of is in it. (Not the internal ``__share_group_state``
 topic itself: the supervisor's share coordinator Kafka has is not built;
@@ -76,7 +76,7 @@ from kafkalite.protocol.messages.share_records import (ACKNOWLEDGED, ACQUIRED, A
                                                        AVAILABLE, ShareSnapshotKey,
                                                        ShareSnapshotValue)
 from kafkalite.protocol.messages.shares import ACCEPT, GAP, REJECT, RELEASE
-from kafkalite.record import batches_extent
+from kafkalite.record import batches_extent, iter_batches
 from kafkalite.server.purgatory import DelayedFetch
 from kafkalite.server.share_dead_letters import DeadLetterWriter
 from kafkalite.server.requests import DEFERRED
@@ -280,10 +280,12 @@ class SharePartition:
             self.next_offset = end
         if not acquired:
             return None, []
-        self.dirty = True
+        # not written now (an acquisition changes no record's fate; after a
+        # restart an acquired record is AVAILABLE either way): a crash loses
+        # only the delivery counts of records acquired since the last write
         out = [(r.first, r.last, r.count) for r in acquired]
         self._settle()
-        return records, out
+        return _through(records, max(last for _, last, _ in out)), out
 
     def _covering_available(self, first: int, last: int, member: str) -> list[InFlight]:
         if last < first:
@@ -422,6 +424,17 @@ class SharePartition:
         with open(tmp, "wb") as f:
             f.write(_HEADER.pack(STATE_MAGIC, crc32c(body), len(key)) + body)
         os.replace(tmp, self.path)
+
+
+def _through(records: bytes, last: int) -> bytes:
+    """The leading whole batches of ``records`` up to the one holding
+    ``last``: what a member needs of a read that went past what it acquired."""
+    size = 0
+    for batch in iter_batches(records, 0):
+        if batch.base_offset > last:
+            break
+        size += batch.size_in_bytes
+    return records[:size] if size < len(records) else records
 
 
 def _runs(first: int, types) -> list:
@@ -716,7 +729,9 @@ class SharePartitionManager:
             for first, last, count, reason in sp.dead_letters:
                 self.dead_letter_writer.add(sp.group_id, sp.part, first, last, count, reason)
             sp.dead_letters.clear()
-            if any(r.state == AVAILABLE for r in sp.ranges) and sp.part.key not in woken:
+            # records to hand out again, or room in the in-flight window:
+            # share fetches waiting on the partition try again
+            if sp.part.key not in woken:
                 woken.add(sp.part.key)
                 self.rm.purgatory.check(share_key(sp.part.key), None)
         self.dead_letter_writer.tick()
