@@ -506,16 +506,19 @@ class SharePartitionManager:
         session.used = time.monotonic()
         return session
 
-    def _acknowledge(self, group, member, topics, out_of) -> list:
-        """Apply each partition's acknowledgements; KafkaErrors go to the
-        partition's answer (``out_of(topic id, index)``)."""
+    def _acknowledge(self, group, member, topics, epoch, session) -> tuple[list, dict]:
+        """Apply each partition's acknowledgements, and release what the
+        member holds if the request closes its session (epoch -1): the
+        share-partitions touched, and {(topic id, index): {"ack_error":
+        KafkaError}} of the partitions that failed."""
         touched = []
+        answers: dict = {}
         for t in topics:
             for p in t["partitions"]:
                 batches = p.get("acknowledgement_batches") or ()
                 if not batches:
                     continue
-                out = out_of(t["topic_id"], p["partition_index"])
+                out = answers.setdefault((t["topic_id"], p["partition_index"]), {})
                 try:
                     sp = self.share_partition(group, self._name(t["topic_id"]),
                                               p["partition_index"], t["topic_id"])
@@ -525,7 +528,12 @@ class SharePartitionManager:
                         self._reopen(sp, batches[0]["first_offset"])
                 except KafkaError as exc:
                     out["ack_error"] = exc
-        return touched
+        if epoch == CLOSE_EPOCH:
+            self.sessions.pop((group, member), None)
+            for sp in self._session_shares(group, session):
+                if sp.release_member(member):
+                    touched.append(sp)
+        return touched, answers
 
     @staticmethod
     def _check_ids(body: dict) -> None:
@@ -549,20 +557,8 @@ class SharePartitionManager:
             for p in t["partitions"]:
                 session.partitions[(t["topic_id"], p["partition_index"])] = \
                     p.get("partition_max_bytes") or 1048576
-        answers: dict = {}
-
-        def out_of(topic_id, index) -> dict:
-            key = (topic_id, index)
-            if key not in answers:
-                answers[key] = {}
-            return answers[key]
-
-        touched = self._acknowledge(group, member, body["topics"], out_of)
+        touched, answers = self._acknowledge(group, member, body["topics"], epoch, session)
         if epoch == CLOSE_EPOCH:
-            self.sessions.pop((group, member), None)
-            for sp in self._session_shares(group, session):
-                if sp.release_member(member):
-                    touched.append(sp)
             self._flush(touched)
             return self._fetch_response(answers, {}, session, fetched=False)
         budget = [body.get("max_bytes") or 0x7FFFFFFF]
@@ -691,17 +687,7 @@ class SharePartitionManager:
         except KafkaError as exc:
             return {"throttle_time_ms": 0, "error_code": exc.code, "error_message": exc.message,
                     "responses": [], "node_endpoints": []}
-        answers: dict = {}
-
-        def out_of(topic_id, index) -> dict:
-            return answers.setdefault((topic_id, index), {})
-
-        touched = self._acknowledge(group, member, body["topics"], out_of)
-        if epoch == CLOSE_EPOCH:
-            self.sessions.pop((group, member), None)
-            for sp in self._session_shares(group, session):
-                if sp.release_member(member):
-                    touched.append(sp)
+        touched, answers = self._acknowledge(group, member, body["topics"], epoch, session)
         self._flush(touched)
         responses = []
         for t in body["topics"]:
