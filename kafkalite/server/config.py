@@ -113,6 +113,12 @@ SETTINGS: dict[str, Setting] = {
     "group_consumer_heartbeat_interval_ms": Setting(
         "KIP-848 groups: how often members heartbeat.",
         ("group.consumer.heartbeat.interval.ms",)),
+    "group_share_session_timeout_ms": Setting(
+        "Share groups: a member silent this long is removed.",
+        ("group.share.session.timeout.ms",)),
+    "group_share_heartbeat_interval_ms": Setting(
+        "Share groups: how often members heartbeat.",
+        ("group.share.heartbeat.interval.ms",)),
     "group_share_record_lock_duration_ms": Setting(
         "Share groups: how long a member holds the records it acquired before they go to "
         "another member.", ("group.share.record.lock.duration.ms",)),
@@ -217,6 +223,8 @@ class ServerConfig:
     group_initial_rebalance_delay_ms: int = 0
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
+    group_share_session_timeout_ms: int = 45_000
+    group_share_heartbeat_interval_ms: int = 5_000
     group_share_record_lock_duration_ms: int = 30_000
     group_share_delivery_count_limit: int = 5
     group_share_partition_max_record_locks: int = 2_000
@@ -278,6 +286,7 @@ class ServerConfig:
                      "group_max_session_timeout_ms", "offsets_retention_minutes",
                      "group_consumer_session_timeout_ms",
                      "group_consumer_heartbeat_interval_ms",
+                     "group_share_session_timeout_ms", "group_share_heartbeat_interval_ms",
                      "group_share_record_lock_duration_ms", "group_share_delivery_count_limit",
                      "group_share_partition_max_record_locks",
                      "transaction_state_num_partitions", "transaction_max_timeout_ms",

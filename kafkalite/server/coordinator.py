@@ -166,7 +166,9 @@ class GroupCoordinator:
                  max_session_timeout_ms: int = 1_800_000, initial_rebalance_delay_ms: int = 0,
                  offsets_retention_minutes: int = 10_080, clock=_now_ms, topics=dict,
                  consumer_session_timeout_ms: int = 45_000,
-                 consumer_heartbeat_interval_ms: int = 5_000):
+                 consumer_heartbeat_interval_ms: int = 5_000,
+                 share_session_timeout_ms: int = 45_000,
+                 share_heartbeat_interval_ms: int = 5_000):
         self.partition_count = partition_count    # topic -> partition count, or None if unknown
         self.coordinator_node = coordinator_node  # Listener -> {"node_id", "host", "port"}
         self.min_session_timeout_ms = min_session_timeout_ms
@@ -192,8 +194,8 @@ class GroupCoordinator:
         self.share_group_deleted = lambda gid: None
         self.share = ShareGroupCoordinator(
             topics=topics, taken=lambda gid: gid in self.groups,
-            session_timeout_ms=consumer_session_timeout_ms,
-            heartbeat_interval_ms=consumer_heartbeat_interval_ms)
+            session_timeout_ms=share_session_timeout_ms,
+            heartbeat_interval_ms=share_heartbeat_interval_ms)
         self._load()
 
     def handlers(self) -> dict:

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from harness import ServerProcess, child_env, create, read_all
-from kafkalite.client import AcknowledgeType, Producer, ShareConsumer
+from kafkalite.client import AcknowledgeType, AdminClient, Producer, ShareConsumer
 
 MEMBER = os.path.join(os.path.dirname(__file__), "share_member.py")
 RECORDS = int(os.environ.get("KAFKALITE_SHARE_RECORDS", "3000"))
@@ -207,7 +207,8 @@ def test_released_records_go_to_the_other_member_of_a_shared_partition(tmp_path,
 
 
 def test_records_of_a_killed_member_go_to_others_after_the_lock_duration(tmp_path, stopping):
-    srv = share_server(tmp_path, group_share_record_lock_duration_ms=2000)
+    srv = share_server(tmp_path, group_share_record_lock_duration_ms=2000,
+                       group_share_session_timeout_ms=3000)
     stopping(srv)
     create(srv, "queue", 2)
     holder = Member(srv, "workers", "queue", "hold")
@@ -226,6 +227,13 @@ def test_records_of_a_killed_member_go_to_others_after_the_lock_duration(tmp_pat
     assert held and all(redelivered[k][0] == 2 for k in held)
     # not before the lock expired (a lower bound: a loaded machine only delays it)
     assert min(redelivered[k][1] for k in held) >= acquired_at + 2.0 - 0.3
+    # the others left; the killed member is removed after its session timeout
+    admin = AdminClient(srv.config())
+    try:
+        assert wait_until(lambda: admin.describe_share_groups(["workers"])["workers"]
+                          .result()["members"] == [], 30, 0.5)
+    finally:
+        admin.close()
 
 
 def test_delivery_count_limit_and_reject_archive_records_to_the_dead_letter_topic(
