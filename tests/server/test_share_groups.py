@@ -413,3 +413,43 @@ def test_bad_share_requests_get_kafka_errors(tmp_path, stopping):
     finally:
         worker.close()
         meta.close()
+
+
+def test_share_consumers_carry_on_when_the_leading_worker_is_killed(tmp_path, stopping):
+    """The worker leading the partition dies (kill -9) mid-stream and the
+    supervisor restarts it: the same consumers carry on, nothing is lost and
+    nothing confirmed accepted is accepted again."""
+    srv = share_server(tmp_path)
+    stopping(srv)
+    create(srv, "queue", 1)
+    produced = produce(srv, "queue", 2000, 1)
+    acks = Acks()
+    members = consumers(srv, acks, 2, **{"request.timeout.ms": 3000})
+    delivered_after = []
+    killed = None
+    deadline = time.monotonic() + 90
+    try:
+        while (len(set(acks.accepted) | set(acks.in_doubt)) < len(produced)
+               and time.monotonic() < deadline):
+            for c in members:
+                got = c.consume(50, 0.1)
+                if killed is not None:
+                    delivered_after += [(m.partition(), m.offset()) for m in got]
+            if killed is None and len(acks.accepted) >= 600:
+                accepted_before = set(acks.accepted)
+                from kafkalite.client.connection import parse_bootstrap
+                from kafkalite.client.metadata import Metadata
+                meta = Metadata(parse_bootstrap(srv.bootstrap), "test")
+                meta.refresh(["queue"])
+                index = meta.leader("queue", 0)
+                meta.close()
+                killed = srv.worker_pid(index)
+                os.kill(killed, signal.SIGKILL)
+                srv.wait_for_worker_restart(index, killed)
+    finally:
+        for c in members:
+            c.close()
+    assert killed is not None
+    lost, duplicated = exactly_once(set(produced) - set(acks.in_doubt), acks.accepted)
+    assert not lost and not duplicated, (lost[:20], duplicated[:20])
+    assert not accepted_before & set(delivered_after)
