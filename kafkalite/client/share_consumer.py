@@ -58,6 +58,7 @@ from kafkalite.protocol import ApiKey
 from kafkalite.protocol.messages.shares import ACCEPT, GAP, REJECT, RELEASE
 from kafkalite.record import iter_batches
 
+METADATA_RETRY_S = 0.2       # metadata asked again at most this often after a leader moved
 SHARE_VERSION = 0            # ShareGroupHeartbeat/ShareFetch/ShareAcknowledge v0
 _OPEN, _CLOSE = 0, -1        # share session epochs
 # Errors after which the member rejoins with epoch 0 (its membership is gone).
@@ -112,6 +113,7 @@ class ShareConsumer:
         self._buffer: collections.deque = collections.deque()   # [tp, messages, taken]
         self._delivered: dict = {}       # tp -> [(first, last)] returned, not yet acknowledged
         self._acks: dict = {}            # tp -> [(first, last, type)] to send
+        self._stale = False              # a leader may have moved: ask the metadata again
         self._closed = False
 
     # ---- membership ------------------------------------------------------------------------
@@ -346,12 +348,15 @@ class ShareConsumer:
                 self._report(acks, errors.NetworkError(
                     "the connection to the partition's leader was lost"))
             n.conn.close()
-        self._meta.refreshed_at = 0.0
+        self._stale = True
 
     def _send_fetches(self, wait_ms: int) -> None:
         if self.member_epoch <= 0 or not self._assignment:
             return
-        if any(self._leader(tp) is None for tp in self._assignment):
+        if (self._stale or any(self._leader(tp) is None for tp in self._assignment)) and \
+                time.monotonic() - self._meta.refreshed_at >= METADATA_RETRY_S:
+            # a leader moved or went away: where the partitions are now
+            self._stale = False
             self._refresh_metadata()
         by_node: dict[int, list] = {}
         for tp in self._assignment:
@@ -435,7 +440,7 @@ class ShareConsumer:
                 if kind != "fetch":
                     continue
                 if p["error_code"]:
-                    self._meta.refreshed_at = 0.0
+                    self._stale = True      # NOT_LEADER_OR_FOLLOWER and the like
                     continue
                 if name is not None and p["acquired_records"]:
                     self._take_records(tp, p["records"], p["acquired_records"])

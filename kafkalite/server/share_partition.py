@@ -54,6 +54,10 @@ the file is written without fsync, so it survives a killed process, not a
 lost machine -- as the logs' own unflushed tail.) After a restart the SPSO
 and the done ranges come back, and every in-flight record not done is
 AVAILABLE again with its delivery count: none lost, none accepted twice.
+A replica that becomes leader of a replicated partition takes the newest
+snapshot among its own and those the partition's other replicas on this
+node wrote (data/broker-N/topic-P): a failover on one node keeps the state.
+Snapshots are not replicated across nodes.
 
 Who may call: the replica manager (replica_manager.py), on the worker's
 event-loop thread: it routes ShareFetch and ShareAcknowledge here and
@@ -62,6 +66,7 @@ calls ``expire()`` at ``next_deadline()``.
 from __future__ import annotations
 
 import bisect
+import glob
 import logging
 import os
 import struct
@@ -136,7 +141,8 @@ class InFlight:
 class SharePartition:
     """The share group ``group_id``'s view of one partition led here."""
 
-    def __init__(self, group_id: str, part, topic_id, settings, path: str):
+    def __init__(self, group_id: str, part, topic_id, settings, path: str,
+                 siblings: list | None = None):
         self.group_id = group_id
         self.part = part
         self.topic_id = topic_id
@@ -149,7 +155,7 @@ class SharePartition:
         self.created = int(time.time() * 1000)
         self.snapshot_epoch = 0
         self.dead_letters: list = []  # (offset range, delivery count, reason) archived
-        self._load()
+        self._load([path, *(siblings or ())])
 
     # ---- state --------------------------------------------------------------------------------
 
@@ -370,24 +376,32 @@ class SharePartition:
 
     # ---- persistence --------------------------------------------------------------------------
 
-    def _load(self) -> None:
+    def _read(self, path: str) -> dict | None:
         try:
-            with open(self.path, "rb") as f:
+            with open(path, "rb") as f:
                 raw = f.read()
         except FileNotFoundError:
-            return
+            return None
         try:
             magic, crc, key_len = _HEADER.unpack_from(raw, 0)
             body = raw[_HEADER.size:]
             if magic != STATE_MAGIC or crc32c(body) != crc or not 0 <= key_len <= len(body):
                 raise ValueError("bad header or checksum")
-            _, value = decode_data(ShareSnapshotValue, body[key_len:])
+            return decode_data(ShareSnapshotValue, body[key_len:])[1]
         except (struct.error, ValueError, ProtocolError) as exc:
             # a rename is atomic, so only damage gets here: start over from
             # the reset policy rather than refuse the partition
             log.error("share group %s, %s: state file %s is damaged (%s); starting afresh",
-                      self.group_id, self.part.name, self.path, exc)
+                      self.group_id, self.part.name, path, exc)
+            return None
+
+    def _load(self, paths: list) -> None:
+        """The newest snapshot among ``paths``: this replica's, and those
+        other replicas of the partition on this node wrote while they led it."""
+        found = [v for v in map(self._read, paths) if v is not None]
+        if not found:
             return
+        value = max(found, key=lambda v: (v["write_timestamp"], v["snapshot_epoch"]))
         self.snapshot_epoch = value["snapshot_epoch"]
         self.created = value["create_timestamp"]
         self.start_offset = value["start_offset"]
@@ -479,8 +493,13 @@ class SharePartitionManager:
         key = (group, name, index)
         sp = self.shares.get(key)
         if sp is None or sp.part is not part:
-            path = os.path.join(part.log.directory, "share-" + group.encode().hex() + STATE_SUFFIX)
-            sp = self.shares[key] = SharePartition(group, part, topic_id, self, path)
+            name = "share-" + group.encode().hex() + STATE_SUFFIX
+            path = os.path.join(part.log.directory, name)
+            # a replicated partition's replicas on this node: data/broker-N/topic-P
+            siblings = [p for p in glob.glob(os.path.join(
+                self.rm.data_dir, "broker-*", os.path.basename(part.log.directory), name))
+                if os.path.abspath(p) != os.path.abspath(path)]
+            sp = self.shares[key] = SharePartition(group, part, topic_id, self, path, siblings)
         return sp
 
     def _name(self, topic_id) -> str:
@@ -764,8 +783,7 @@ class SharePartitionManager:
     def forget(self, key: tuple, flush: bool = True) -> None:
         """The partition stopped being led here (or is gone): drop its
         share-partitions; their state is on disk, and a new leadership here
-        reads it again. (It is not replicated: a follower that becomes
-        leader starts from its own copy, if any.)"""
+        (or of another replica on this node) reads it again."""
         for k in [k for k in self.shares if (k[1], k[2]) == key]:
             if flush:
                 self.shares[k].flush()

@@ -24,13 +24,14 @@ MEMBER = os.path.join(os.path.dirname(__file__), "share_member.py")
 RECORDS = int(os.environ.get("KAFKALITE_SHARE_RECORDS", "3000"))
 
 
-def share_server(tmp_path, name="data", env=None, **settings):
-    """A 2-worker server whose share groups start from the earliest offset."""
+def share_server(tmp_path, name="data", env=None, workers=2, extra=(), **settings):
+    """A server (2 workers) whose share groups start from the earliest offset."""
     config = tmp_path / f"{name}.toml"
     lines = ['share_auto_offset_reset = "earliest"']
     lines += [f"{k} = {v}" for k, v in settings.items()]
     config.write_text("\n".join(lines) + "\n")
-    srv = ServerProcess(str(tmp_path / name), extra_args=["--config", str(config)])
+    srv = ServerProcess(str(tmp_path / name), workers=workers,
+                        extra_args=["--config", str(config), *extra])
     old = {k: os.environ.get(k) for k in env or {}}
     os.environ.update(env or {})
     try:
@@ -453,3 +454,50 @@ def test_share_consumers_carry_on_when_the_leading_worker_is_killed(tmp_path, st
     lost, duplicated = exactly_once(set(produced) - set(acks.in_doubt), acks.accepted)
     assert not lost and not duplicated, (lost[:20], duplicated[:20])
     assert not accepted_before & set(delivered_after)
+
+
+def test_share_state_follows_a_leader_failover(tmp_path, stopping):
+    """A partition with three replicas: its leader is killed -9 mid-stream
+    and a follower takes over with the share-partition's state: it hands
+    out again only what was not accepted."""
+    from replicas import create as create_replicated
+    from replicas import state, wait_for
+    srv = share_server(tmp_path, workers=3, extra=["--broker-session-timeout-ms", "60000"])
+    stopping(srv)
+    create_replicated(srv, "queue", 1, rf=3)
+    produced = produce(srv, "queue", 2000, 1)
+    acks = Acks()
+    members = consumers(srv, acks, 2, **{"request.timeout.ms": 3000})
+    delivered_after, redelivered = [], []
+    old_leader = None
+    deadline = time.monotonic() + 120
+    idle_since = time.monotonic()
+    try:
+        # on until every record is accounted for and, after the failover,
+        # nothing more comes for 3 s (a new leader without the state would
+        # hand everything out again)
+        while time.monotonic() < deadline and not (
+                old_leader is not None and time.monotonic() - idle_since > 3.0
+                and len(set(acks.accepted) | set(acks.in_doubt)) >= len(produced)):
+            for c in members:
+                got = c.consume(50, 0.1)
+                if got:
+                    idle_since = time.monotonic()
+                if old_leader is not None:
+                    delivered_after += [(m.partition(), m.offset()) for m in got]
+                    redelivered += [m.offset() for m in got if m.delivery_count() > 1]
+            if old_leader is None and len(acks.accepted) >= 600:
+                accepted_before = set(acks.accepted)
+                old_leader = state(srv, "queue")[0][0]
+                os.kill(srv.worker_pid(old_leader), signal.SIGKILL)
+                wait_for(lambda: state(srv, "queue")[0][0] not in (old_leader, -1),
+                         what="a new leader")
+    finally:
+        for c in members:
+            c.close()
+    assert old_leader is not None
+    lost, duplicated = exactly_once(set(produced) - set(acks.in_doubt), acks.accepted)
+    assert not lost and not duplicated, (lost[:20], duplicated[:20])
+    assert not accepted_before & set(delivered_after)
+    # the new leader handed out again what was held but not accepted at the kill
+    assert redelivered
