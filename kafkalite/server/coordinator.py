@@ -224,7 +224,7 @@ class GroupCoordinator:
         g = self.groups.get(gid)
         if g is not None and g.consumer is not None:
             return g.consumer
-        if g is not None and g.in_use:
+        if (g is not None and g.in_use) or gid in self.share.groups:
             raise errors.GroupIdNotFoundError(f"Group {gid} is not a consumer group.")
         if not create:
             return None

@@ -353,7 +353,8 @@ def test_bad_share_requests_get_kafka_errors(tmp_path, stopping):
     ranges and unknown ids are answered with Kafka's error codes."""
     from kafkalite.client.connection import Connection, parse_bootstrap
     from kafkalite.client.metadata import Metadata
-    from kafkalite.errors import (InvalidRecordStateError, InvalidRequestError,
+    from kafkalite.errors import (GroupIdNotFoundError, InvalidRecordStateError,
+                                  InvalidRequestError,
                                   InvalidShareSessionEpochError, ShareSessionNotFoundError,
                                   UnknownMemberIdError, UnknownTopicIdError)
     from kafkalite.protocol import ApiKey
@@ -371,6 +372,13 @@ def test_bad_share_requests_get_kafka_errors(tmp_path, stopping):
                        version=0)["error_code"] == UnknownMemberIdError.code
     assert sup.request(ApiKey.SHARE_GROUP_HEARTBEAT, {**hb, "group_id": ""},
                        version=0)["error_code"] == InvalidRequestError.code
+    # one group id, one kind of group: a share group is no consumer group
+    assert sup.request(ApiKey.SHARE_GROUP_HEARTBEAT, hb, version=0)["error_code"] == 0
+    assert sup.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, {
+        "group_id": "g", "member_id": "", "member_epoch": 0, "instance_id": None,
+        "rack_id": None, "rebalance_timeout_ms": 10000, "subscribed_topic_names": ["queue"],
+        "server_assignor": None, "topic_partitions": []},
+        version=0)["error_code"] == GroupIdNotFoundError.code
     worker = Connection(meta.brokers[meta.leader("queue", 0)], "hostile")
     try:
         def fetch(member, epoch, acks=(), topic_id=tid):
