@@ -7,12 +7,14 @@ producer's delivery callback receives: confluent-kafka's accessors
 one allocation and a few pointer stores. ``batch_messages`` turns one
 RecordBatch v2 (a kafkalite._ext.reader.RecordBatch) into the list of its
 records' Messages in one loop, so that the consumer does no Python work per
-record (kafkalite.client.consumer calls it once per batch). Re-exported by
+record (kafkalite.client.consumer calls it once per batch);
+``share_messages`` does the same for a share group's consumer, keeping the
+records the member acquired, with their delivery counts. Re-exported by
 kafkalite.client.types; any thread may create and read Messages.
 """
 cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport INT64_MAX, int32_t, int64_t
 
 from wire_c cimport *
 
@@ -71,6 +73,11 @@ cdef class Message:
     def leader_epoch(self):
         return self._leader_epoch
 
+    def delivery_count(self):
+        """How many times a share group delivered this record, this
+        delivery included (KIP-932); None outside share groups."""
+        return self._delivery_count or None
+
     def set_value(self, value):
         self._value = value
 
@@ -112,9 +119,12 @@ cdef Message new_message(object topic, int32_t partition, int64_t offset, object
     return m
 
 
-def batch_messages(batch, topic, int32_t partition, int64_t min_offset):
-    """The Messages of ``batch``'s records at ``min_offset`` or later, in
-    offset order (``batch``: a reader.RecordBatch, data not control).
+def batch_messages(batch, topic, int32_t partition, int64_t min_offset,
+                   int64_t max_offset=INT64_MAX):
+    """The Messages of ``batch``'s records from ``min_offset`` to
+    ``max_offset``, in offset order (``batch``: a reader.RecordBatch, data
+    not control); the others are parsed (the batch is checked whole) but
+    no Message is made for them.
     Records with headers take theirs from ``batch.records()``, decoded only
     when a record has any."""
     cdef bytes section = batch.records_section()
@@ -141,7 +151,7 @@ def batch_messages(batch, topic, int32_t partition, int64_t min_offset):
                                      f"{kl_record_error(rc).decode()}")
         p = r.end
         offset = base_offset + r.offset_delta
-        if offset < min_offset:
+        if offset < min_offset or offset > max_offset:
             continue
         key = None if r.key_len < 0 else PyBytes_FromStringAndSize(<const char *>r.key, r.key_len)
         value = None if r.value_len < 0 else PyBytes_FromStringAndSize(<const char *>r.value,
@@ -158,4 +168,30 @@ def batch_messages(batch, topic, int32_t partition, int64_t min_offset):
     if p != end:
         raise CorruptRecordError(f"batch at offset {base_offset} has {end - p} bytes after "
                                  f"its {count} records")
+    return out
+
+
+def share_messages(batch, topic, int32_t partition, list acquired):
+    """The Messages of ``batch``'s records that lie in ``acquired`` -- the
+    (first offset, last offset, delivery count) ranges a share group member
+    holds, sorted -- each with its delivery count (KIP-932): one pass over
+    the batch, no Python call per record."""
+    cdef Py_ssize_t i = 0, n = len(acquired)
+    cdef list out = []
+    if n == 0:
+        return out
+    cdef int64_t first, last
+    cdef int count
+    first, last, count = acquired[0]
+    cdef list made = batch_messages(batch, topic, partition, first, acquired[n - 1][1])
+    cdef Message m
+    for m in made:
+        while m._offset > last:
+            i += 1
+            if i == n:
+                return out
+            first, last, count = acquired[i]
+        if m._offset >= first:
+            m._delivery_count = count
+            out.append(m)
     return out

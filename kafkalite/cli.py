@@ -8,6 +8,7 @@ Subcommands:
   consume     print a topic's records (like kafka-console-consumer)
   groups      list, describe, reset and delete offsets of, delete consumer groups
               (like kafka-consumer-groups)
+  share-groups  list, describe, delete share groups (like kafka-share-groups)
   configs     describe (with each value's source) and alter topic configs
               (like kafka-configs)
   cluster     cluster id, controller, brokers and listeners
@@ -535,6 +536,23 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
         _client_args(p)
         _client_properties(p)
     groups.set_defaults(func=console.groups)
+
+    shares = sub.add_parser("share-groups", help="list, describe, delete share groups",
+                            description="Share groups (KIP-932), like kafka-share-groups.")
+    ssub = shares.add_subparsers(dest="action", required=True)
+    g = ssub.add_parser("list", help="share group ids and states")
+    _output_arg(g)
+    g = ssub.add_parser("describe", help="the group's state, epochs and members with their "
+                                         "partitions")
+    g.add_argument("group")
+    _output_arg(g)
+    g = ssub.add_parser("delete", help="delete a share group and the state of its partitions "
+                                       "(refused while it has members)")
+    g.add_argument("group")
+    for p in ssub.choices.values():
+        _client_args(p)
+        _client_properties(p)
+    shares.set_defaults(func=console.share_groups)
 
     configs = sub.add_parser("configs", help="describe and alter topic configs",
                              description="Topic configs, like kafka-configs --entity-type topics.")

@@ -804,6 +804,46 @@ def groups(args) -> int:
     return 0
 
 
+def share_groups(args) -> int:
+    """Like kafka-share-groups: list, describe, delete."""
+    from kafkalite.client import AdminClient
+    admin = AdminClient(_client_config(args))
+    try:
+        if args.action == "list":
+            listed = admin.list_share_groups().result()
+            if args.output == "json":
+                _print_json([{"group": g, "state": s} for g, s in listed])
+            else:
+                for g, s in listed:
+                    print(f"{g}\t{s}")
+        elif args.action == "describe":
+            d = admin.describe_share_groups([args.group])[args.group].result()
+            rows = [{"group": d["group_id"], "state": d["group_state"],
+                     "group_epoch": d["group_epoch"], "member_id": m["member_id"],
+                     "member_epoch": m["member_epoch"], "client_id": m["client_id"],
+                     "host": m["client_host"],
+                     "assignment": [f"{t['topic_name']}-{p}"
+                                    for t in m["assignment"]["topic_partitions"]
+                                    for p in t["partitions"]]}
+                    for m in d["members"]]
+            if args.output == "json":
+                _print_json(rows or [{"group": d["group_id"], "state": d["group_state"],
+                                      "group_epoch": d["group_epoch"]}])
+            elif not rows:
+                print(f"Share group {d['group_id']} has no members ({d['group_state']}).")
+            else:
+                _table([[r["group"], r["state"], r["member_id"], r["member_epoch"],
+                         r["client_id"], r["host"], ",".join(r["assignment"]) or None]
+                        for r in rows], ["GROUP", "STATE", "MEMBER-ID", "MEMBER-EPOCH",
+                                         "CLIENT-ID", "HOST", "ASSIGNMENT"])
+        elif args.action == "delete":
+            admin.delete_consumer_groups([args.group])[args.group].result()
+            print(f"Deleted share group {args.group}.")
+    finally:
+        admin.close()
+    return 0
+
+
 def configs(args) -> int:
     """Like kafka-configs for topics: describe (overrides, or --all with
     each value's source) and alter (--add-config, --delete-config)."""

@@ -127,6 +127,10 @@ _ERRORS = [
     ("StaleMemberEpochError", 113, "STALE_MEMBER_EPOCH", False),
     ("TransactionalIdNotFoundError", 105, "TRANSACTIONAL_ID_NOT_FOUND", False),
     ("TransactionAbortableError", 120, "TRANSACTION_ABORTABLE", False),
+    # share groups (KIP-932)
+    ("InvalidRecordStateError", 121, "INVALID_RECORD_STATE", False),
+    ("ShareSessionNotFoundError", 122, "SHARE_SESSION_NOT_FOUND", True),
+    ("InvalidShareSessionEpochError", 123, "INVALID_SHARE_SESSION_EPOCH", True),
     ("InvalidRegularExpressionError", 128, "INVALID_REGULAR_EXPRESSION", False),
 ]
 

@@ -17,6 +17,7 @@ import os
 import random
 import struct
 import time
+import uuid
 
 from harness import read_all, rss_mb
 from kafkalite.protocol import ApiKey, encode_request
@@ -72,6 +73,25 @@ def base_requests(topic: str) -> list[tuple[int, int, dict]]:
                                       "producer_id": -1, "producer_epoch": -1}),
         (ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
             {"resource_type": 2, "resource_name": topic, "configuration_keys": None}]}),
+        # share groups (topic ids are not known here: mutations reach the
+        # handlers' unknown-id and bad-range paths)
+        (ApiKey.SHARE_GROUP_HEARTBEAT, 0, {"group_id": "fuzz-share", "member_id": "",
+                                           "member_epoch": 0, "rack_id": None,
+                                           "subscribed_topic_names": [topic]}),
+        (ApiKey.SHARE_GROUP_DESCRIBE, 0, {"group_ids": ["fuzz-share"]}),
+        (ApiKey.SHARE_FETCH, 0, {"group_id": "fuzz-share", "member_id": "m",
+                                 "share_session_epoch": 0, "max_wait_ms": 0, "min_bytes": 1,
+                                 "topics": [{"topic_id": uuid.UUID(int=1), "partitions": [
+                                     {"partition_index": 0, "partition_max_bytes": 1 << 20,
+                                      "acknowledgement_batches": [
+                                          {"first_offset": 0, "last_offset": 9,
+                                           "acknowledge_types": [1]}]}]}]}),
+        (ApiKey.SHARE_ACKNOWLEDGE, 0, {"group_id": "fuzz-share", "member_id": "m",
+                                       "share_session_epoch": 1, "topics": [
+                                           {"topic_id": uuid.UUID(int=1), "partitions": [
+                                               {"partition_index": 0, "acknowledgement_batches": [
+                                                   {"first_offset": 0, "last_offset": 2,
+                                                    "acknowledge_types": [1, 2, 3]}]}]}]}),
     ]
 
 

@@ -16,6 +16,7 @@ cdef class Message:
     cdef int _timestamp_type
     cdef object _error
     cdef object _leader_epoch
+    cdef int _delivery_count       # share groups (KIP-932): deliveries so far; 0: not shared
 
 
 cdef Message new_message(object topic, int32_t partition, int64_t offset, object key,

@@ -1,4 +1,4 @@
-"""kafkalite's Python clients: Producer, Consumer, AdminClient.
+"""kafkalite's Python clients: Producer, Consumer, ShareConsumer, AdminClient.
 
 Config dicts use Kafka's property names; the call shapes follow
 confluent-kafka (``produce(..., on_delivery=)``, ``poll``, ``flush``,
@@ -16,7 +16,7 @@ __all__ = [
     "ConfigResource", "ConfigSource", "Consumer", "ConsumerGroupMetadata", "DeletedRecords",
     "KafkaError", "Message", "NewPartitions",
     "NewTopic", "OFFSET_BEGINNING", "OFFSET_END", "OFFSET_INVALID", "OFFSET_STORED", "Producer",
-    "ResourceType", "TIMESTAMP_CREATE_TIME", "TIMESTAMP_LOG_APPEND_TIME", "TIMESTAMP_NOT_AVAILABLE",
+    "ResourceType", "ShareConsumer", "AcknowledgeType", "TIMESTAMP_CREATE_TIME", "TIMESTAMP_LOG_APPEND_TIME", "TIMESTAMP_NOT_AVAILABLE",
     "TopicPartition",
 ]
 __getattr__, __dir__ = lazy_exports(__name__, {
@@ -25,6 +25,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
                                "NewPartitions", "NewTopic", "ResourceType"),
     "kafkalite.client.consumer": ("Consumer",),
     "kafkalite.client.producer": ("Producer",),
+    "kafkalite.client.share_consumer": ("AcknowledgeType", "ShareConsumer"),
     "kafkalite.client.types": ("OFFSET_BEGINNING", "OFFSET_END", "OFFSET_INVALID", "OFFSET_STORED",
                                "TIMESTAMP_CREATE_TIME", "TIMESTAMP_LOG_APPEND_TIME",
                                "TIMESTAMP_NOT_AVAILABLE", "BatchDelivery", "ConsumerGroupMetadata",

@@ -379,6 +379,28 @@ class AdminClient:
             ConsumerGroupListing(g["group_id"], g["protocol_type"] == "", g["group_state"])
             for g in sorted(resp["groups"], key=lambda g: g["group_id"])], exc)
 
+    def list_share_groups(self, request_timeout: float | None = None) -> Future:
+        """A Future of [(group id, state)] of the share groups (KIP-932)."""
+        with self._lock:
+            resp = self._meta.admin_request(ApiKey.LIST_GROUPS, {
+                "states_filter": [], "types_filter": ["share"]},
+                request_timeout or self._timeout, 5)
+        exc = error_or_none(resp["error_code"])
+        return _done(None if exc else sorted((g["group_id"], g["group_state"])
+                                             for g in resp["groups"]), exc)
+
+    def describe_share_groups(self, group_ids: list[str],
+                              request_timeout: float | None = None) -> dict:
+        """{group id: Future of the ShareGroupDescribe entry} (a dict: state,
+        epochs, members with their assignments by topic name)."""
+        with self._lock:
+            resp = self._meta.admin_request(ApiKey.SHARE_GROUP_DESCRIBE, {
+                "group_ids": list(group_ids), "include_authorized_operations": False},
+                request_timeout or self._timeout, 0)
+        return {g["group_id"]: _done(None if g["error_code"] else g,
+                                     error_or_none(g["error_code"], g["error_message"]))
+                for g in resp["groups"]}
+
     def describe_consumer_groups(self, group_ids: list[str],
                                  request_timeout: float | None = None) -> dict:
         """{group id: Future of ConsumerGroupDescription}; a group that does

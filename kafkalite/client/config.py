@@ -105,6 +105,23 @@ CONSUMER = {
 }
 CONSUMER_ALIASES = {"fetch.wait.max.ms": "fetch.max.wait.ms"}
 
+# The share consumer (share_consumer.py, KIP-932): a share group's member.
+SHARE_CONSUMER = {
+    **COMMON,
+    "group.id": ("str", None),
+    # "implicit": what poll() returned is accepted at the next poll (or
+    # commit, close) unless acknowledge() said otherwise; "explicit": only
+    # what acknowledge() names is acknowledged
+    "share.acknowledgement.mode": ("str", "implicit"),
+    "fetch.min.bytes": ("int", 1),
+    "fetch.max.wait.ms": ("int", 500),
+    "fetch.max.bytes": ("int", 52_428_800),
+    "max.partition.fetch.bytes": ("int", 1_048_576),
+    # (offsets: {(topic, partition): [(offset, AcknowledgeType)]}, error or
+    # None) per acknowledgement answer, Kafka's AcknowledgementCommitCallback
+    "on_commit": ("any", None),
+}
+
 ADMIN = dict(COMMON)
 
 OFFSET_RESETS = {"earliest": "earliest", "smallest": "earliest", "beginning": "earliest",

@@ -53,6 +53,10 @@ class ApiKey(IntEnum):
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
     DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
 
 
 # (min, max) version per API: what an Apache Kafka 3.7 broker advertises in
@@ -113,4 +117,9 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # KIP-848, GA in Kafka 4.0 (librdkafka asks v1, regex subscriptions)
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
+    # KIP-932 share groups, v0 as Kafka 4.0 defines them (early access there)
+    ApiKey.SHARE_GROUP_HEARTBEAT: (0, 0),
+    ApiKey.SHARE_GROUP_DESCRIBE: (0, 0),
+    ApiKey.SHARE_FETCH: (0, 0),
+    ApiKey.SHARE_ACKNOWLEDGE: (0, 0),
 }

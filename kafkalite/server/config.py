@@ -113,6 +113,30 @@ SETTINGS: dict[str, Setting] = {
     "group_consumer_heartbeat_interval_ms": Setting(
         "KIP-848 groups: how often members heartbeat.",
         ("group.consumer.heartbeat.interval.ms",)),
+    "group_share_session_timeout_ms": Setting(
+        "Share groups: a member silent this long is removed.",
+        ("group.share.session.timeout.ms",)),
+    "group_share_heartbeat_interval_ms": Setting(
+        "Share groups: how often members heartbeat.",
+        ("group.share.heartbeat.interval.ms",)),
+    "group_share_record_lock_duration_ms": Setting(
+        "Share groups: how long a member holds the records it acquired before they go to "
+        "another member.", ("group.share.record.lock.duration.ms",)),
+    "group_share_delivery_count_limit": Setting(
+        "Share groups: deliveries of a record before it is archived (and dead-lettered).",
+        ("group.share.delivery.count.limit",)),
+    "group_share_partition_max_record_locks": Setting(
+        "Share groups: records of one share-partition in flight (acquired or awaiting "
+        "redelivery) at most.", ("group.share.partition.max.record.locks",)),
+    "share_auto_offset_reset": Setting(
+        "Share groups: where a group starts reading a partition it never read, `latest` or "
+        "`earliest`.", ("share.auto.offset.reset",),
+        "a group config in Kafka; here one server-wide default for every share group"),
+    "share_dead_letter_topic": Setting(
+        "Share groups: the topic records rejected or past the delivery count limit are copied "
+        "to (with headers naming the group, topic, partition, offset and reason); empty: none. "
+        "The topic must exist.", ("errors.deadletterqueue.topic.name",),
+        "a group config in Kafka 4.2 (KIP-1191); here one topic for every share group"),
     "offsets_retention_minutes": Setting("Committed offsets of an empty group expire after "
                                          "this long.", ("offsets.retention.minutes",)),
     "transaction_state_num_partitions": Setting("Partitions of `__transaction_state` "
@@ -199,6 +223,13 @@ class ServerConfig:
     group_initial_rebalance_delay_ms: int = 0
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
+    group_share_session_timeout_ms: int = 45_000
+    group_share_heartbeat_interval_ms: int = 5_000
+    group_share_record_lock_duration_ms: int = 30_000
+    group_share_delivery_count_limit: int = 5
+    group_share_partition_max_record_locks: int = 2_000
+    share_auto_offset_reset: str = "latest"
+    share_dead_letter_topic: str = ""
     offsets_retention_minutes: int = 10_080
     transaction_state_num_partitions: int = 4
     transaction_max_timeout_ms: int = 900_000
@@ -255,6 +286,9 @@ class ServerConfig:
                      "group_max_session_timeout_ms", "offsets_retention_minutes",
                      "group_consumer_session_timeout_ms",
                      "group_consumer_heartbeat_interval_ms",
+                     "group_share_session_timeout_ms", "group_share_heartbeat_interval_ms",
+                     "group_share_record_lock_duration_ms", "group_share_delivery_count_limit",
+                     "group_share_partition_max_record_locks",
                      "transaction_state_num_partitions", "transaction_max_timeout_ms",
                      "transactional_id_expiration_ms",
                      "transaction_abort_timed_out_transaction_cleanup_interval_ms",
@@ -270,6 +304,10 @@ class ServerConfig:
         if (not isinstance(self.group_initial_rebalance_delay_ms, int)
                 or self.group_initial_rebalance_delay_ms < 0):
             raise InvalidConfigurationError("group_initial_rebalance_delay_ms must be 0 or more")
+        if self.share_auto_offset_reset not in ("latest", "earliest"):
+            raise InvalidConfigurationError(
+                f"share_auto_offset_reset must be latest or earliest, not "
+                f"{self.share_auto_offset_reset!r}")
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise InvalidConfigurationError(
                 "group_min_session_timeout_ms must not exceed group_max_session_timeout_ms")

@@ -28,6 +28,11 @@ Kafka's classic group protocol, served by the supervisor for every group:
   group in use GROUP_ID_NOT_FOUND; an empty group changes type on the
   first member of the other kind (no online upgrade of a group with
   members, as Kafka 4 allows).
+- Share groups (KIP-932) live in share_group.py: ShareGroupHeartbeat and
+  ShareGroupDescribe go there; ListGroups lists them (type "share") and
+  DeleteGroups deletes empty ones. They have no committed offsets here:
+  their records' state is kept by the partition leaders
+  (share_partition.py).
 - TxnOffsetCommit: offsets committed inside a producer's transaction
   (checked with the transaction coordinator through ``verify_txn``; v5,
   transactions v2, adds the group's offsets to the transaction there) are
@@ -63,6 +68,7 @@ from kafkalite.protocol import ApiKey, decode_subscription
 from kafkalite.protocol import encode_assignment, encode_subscription
 from kafkalite.protocol.errors import ProtocolError
 from kafkalite.server.consumer_group import ConsumerGroup, ConsumerGroupCoordinator
+from kafkalite.server.share_group import ShareGroupCoordinator
 from kafkalite.server.group_log import GroupMetadataLog, OffsetAndMetadata
 from kafkalite.server.metadata import OFFSETS_TOPIC
 from kafkalite.server.requests import DEFERRED, RequestContext
@@ -82,7 +88,7 @@ COMPLETING_REBALANCE = "CompletingRebalance"
 STABLE = "Stable"
 DEAD = "Dead"
 CONSUMER_PROTOCOL = "consumer"
-CLASSIC_TYPE, CONSUMER_TYPE = "classic", "consumer"        # ListGroups v5 group types
+CLASSIC_TYPE, CONSUMER_TYPE, SHARE_TYPE = "classic", "consumer", "share"   # ListGroups v5 types
 OFFSET_METADATA_MAX_BYTES = 4096
 NONE = 0
 
@@ -160,7 +166,9 @@ class GroupCoordinator:
                  max_session_timeout_ms: int = 1_800_000, initial_rebalance_delay_ms: int = 0,
                  offsets_retention_minutes: int = 10_080, clock=_now_ms, topics=dict,
                  consumer_session_timeout_ms: int = 45_000,
-                 consumer_heartbeat_interval_ms: int = 5_000):
+                 consumer_heartbeat_interval_ms: int = 5_000,
+                 share_session_timeout_ms: int = 45_000,
+                 share_heartbeat_interval_ms: int = 5_000):
         self.partition_count = partition_count    # topic -> partition count, or None if unknown
         self.coordinator_node = coordinator_node  # Listener -> {"node_id", "host", "port"}
         self.min_session_timeout_ms = min_session_timeout_ms
@@ -181,6 +189,13 @@ class GroupCoordinator:
             topics=topics, group_of=self._consumer_group,
             session_timeout_ms=consumer_session_timeout_ms,
             heartbeat_interval_ms=consumer_heartbeat_interval_ms)
+        # group id -> None: the supervisor has the partition leaders drop
+        # the deleted share group's state
+        self.share_group_deleted = lambda gid: None
+        self.share = ShareGroupCoordinator(
+            topics=topics, taken=lambda gid: gid in self.groups,
+            session_timeout_ms=share_session_timeout_ms,
+            heartbeat_interval_ms=share_heartbeat_interval_ms)
         self._load()
 
     def handlers(self) -> dict:
@@ -199,6 +214,8 @@ class GroupCoordinator:
             ApiKey.DELETE_GROUPS: self._delete_groups,
             ApiKey.CONSUMER_GROUP_HEARTBEAT: self.consumer.heartbeat,
             ApiKey.CONSUMER_GROUP_DESCRIBE: self.consumer.describe,
+            ApiKey.SHARE_GROUP_HEARTBEAT: self.share.heartbeat,
+            ApiKey.SHARE_GROUP_DESCRIBE: self.share.describe,
         }
 
     def _consumer_group(self, gid: str, create: bool) -> ConsumerGroup | None:
@@ -207,7 +224,7 @@ class GroupCoordinator:
         g = self.groups.get(gid)
         if g is not None and g.consumer is not None:
             return g.consumer
-        if g is not None and g.in_use:
+        if (g is not None and g.in_use) or gid in self.share.groups:
             raise errors.GroupIdNotFoundError(f"Group {gid} is not a consumer group.")
         if not create:
             return None
@@ -392,6 +409,7 @@ class GroupCoordinator:
                 else:
                     self._maybe_complete_join(g)
         self.consumer.tick()
+        self.share.tick()
         if now >= self._next_expiry_check:
             self._next_expiry_check = now + 5.0
             self.expire_offsets()
@@ -451,6 +469,8 @@ class GroupCoordinator:
             return self._join_error(member_id, errors.InvalidSessionTimeoutError.code)
         protocols = [(p["name"], bytes(p["metadata"])) for p in body["protocols"]]
         if not body["protocol_type"] or not protocols:
+            return self._join_error(member_id, errors.InconsistentGroupProtocolError.code)
+        if gid in self.share.groups:              # one group id, one kind of group
             return self._join_error(member_id, errors.InconsistentGroupProtocolError.code)
         g = self.groups.get(gid)
         if g is not None and g.consumer is not None:
@@ -934,6 +954,13 @@ class GroupCoordinator:
                 continue
             out.append({"group_id": g.group_id, "protocol_type": g.protocol_type or "",
                         "group_state": state, "group_type": kind})
+        # share groups only for clients that know group types (v5+): older
+        # tools would take them for consumer groups
+        for sg in self.share.groups.values() if ctx.api_version >= 5 else ():
+            if (states and sg.state.lower() not in states) or (types and SHARE_TYPE not in types):
+                continue
+            out.append({"group_id": sg.group_id, "protocol_type": SHARE_TYPE,
+                        "group_state": sg.state, "group_type": SHARE_TYPE})
         return {"throttle_time_ms": 0, "error_code": NONE, "groups": out}
 
     def _delete_groups(self, ctx: RequestContext, body: dict):
@@ -941,7 +968,9 @@ class GroupCoordinator:
         for gid in body["groups_names"]:
             g = self.groups.get(gid)
             if g is None:
-                code = errors.GroupIdNotFoundError.code
+                code = self.share.delete(gid)
+                if code == NONE:
+                    self.share_group_deleted(gid)
             elif g.in_use:
                 code = errors.NonEmptyGroupError.code
             else:

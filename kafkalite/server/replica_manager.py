@@ -21,6 +21,8 @@ serves, for those partitions and no others:
   in-sync followers' log start offsets, which their fetches report once
   the fetch answers told them the leader's -- reached it, or ``timeout_ms``
   passed (REQUEST_TIMED_OUT), as Kafka's delayed-delete purgatory does.
+- ShareFetch and ShareAcknowledge (share groups, KIP-932): the
+  share-partitions of the partitions it leads (share_partition.py).
 
 read_committed fetches and ListOffsets stop at the last stable offset, and
 fetches carry the aborted transactions their batches may belong to.
@@ -115,6 +117,7 @@ from kafkalite.server.per_partition import Shape, each_partition
 from kafkalite.server.purgatory import (DelayedDeleteRecords, DelayedFetch, DelayedProduce,
                                         Purgatory)
 from kafkalite.server.requests import DEFERRED, NO_RESPONSE, RequestContext
+from kafkalite.server.share_partition import SharePartitionManager
 from kafkalite.storage import AppendOrigin, PartitionLog
 from kafkalite.storage.checkpoint import BROKER_CHECKPOINTS, CheckpointFile
 
@@ -190,6 +193,8 @@ class ReplicaManager:
         ApiKey.DESCRIBE_PRODUCERS: "describe_producers",
         ApiKey.DELETE_RECORDS: "delete_records",
         ApiKey.DESCRIBE_LOG_DIRS: "describe_log_dirs",
+        ApiKey.SHARE_FETCH: "share_fetch",
+        ApiKey.SHARE_ACKNOWLEDGE: "share_acknowledge",
     }
     API_KEYS = frozenset(API_HANDLERS)
 
@@ -228,6 +233,9 @@ class ReplicaManager:
         self._proposals: list[Partition] = []
         # partitions this broker leads that have followers (ISR upkeep)
         self.led_with_followers: set[tuple[str, int]] = set()
+        # share groups' state of the partitions led here (the worker sets
+        # its settings from the server config)
+        self.shares = SharePartitionManager(self)
 
     def handlers(self) -> dict:
         return {key: getattr(self, name) for key, name in self.API_HANDLERS.items()}
@@ -311,6 +319,7 @@ class ReplicaManager:
             elif part.make_follower(spec["leader_epoch"], leader, spec.get("replicas") or [],
                                     spec.get("isr") or [], spec.get("partition_epoch", 0)):
                 # waiting produces and fetches are answered NOT_LEADER_OR_FOLLOWER
+                self.shares.forget(key)
                 self.purgatory.complete_watchers_of(key)
                 self.purgatory.complete_watchers_of(replica_key(key))
                 self.purgatory.complete_watchers_of(delete_records_key(key))
@@ -348,6 +357,7 @@ class ReplicaManager:
         self.purgatory.complete_watchers_of((topic, partition))
         self.purgatory.complete_watchers_of(replica_key((topic, partition)))
         self.purgatory.complete_watchers_of(delete_records_key((topic, partition)))
+        self.shares.forget((topic, partition), flush=not delete)
         if delete:
             self.checkpoints.forget(self._directory(topic, partition))
         where = self._directory(topic, partition)
@@ -820,6 +830,12 @@ class ReplicaManager:
             ctx, time.monotonic() + wait_ms / 1000.0, keys, min_bytes, total, complete))
         return DEFERRED
 
+    def share_fetch(self, ctx: RequestContext, body: dict):
+        return self.shares.share_fetch(ctx, body)
+
+    def share_acknowledge(self, ctx: RequestContext, body: dict):
+        return self.shares.share_acknowledge(ctx, body)
+
     def list_offsets(self, ctx: RequestContext, body: dict):
         read_committed = body.get("isolation_level", 0) == IsolationLevel.READ_COMMITTED
 
@@ -847,10 +863,13 @@ class ReplicaManager:
     # ---- time --------------------------------------------------------------------------------
 
     def next_deadline(self) -> float | None:
-        return self.purgatory.next_deadline()
+        deadlines = [d for d in (self.purgatory.next_deadline(), self.shares.next_deadline())
+                     if d is not None]
+        return min(deadlines) if deadlines else None
 
     def expire(self) -> None:
         self.purgatory.expire()
+        self.shares.expire()
 
     def housekeeping(self, interval_s: float = 1.0) -> None:
         """One tick (every ``interval_s``) of the logs' own periodic work

@@ -442,6 +442,16 @@ def _consumer_group_heartbeat(r: _Request, body: dict) -> None:
         r.require(Op.DESCRIBE, Res.TOPIC, name)
 
 
+def _share_data(r: _Request, body: dict) -> None:
+    """ShareFetch/ShareAcknowledge: Read on the share group and on each
+    topic (Kafka denies per partition; here the whole request)."""
+    r.require(Op.READ, Res.GROUP, body.get("group_id") or "")
+    for t in body.get("topics") or ():
+        name = r.gate.topic_name_of(t["topic_id"])
+        if name is not None:                      # an unknown id: the handler's answer
+            r.require(Op.READ, Res.TOPIC, name)
+
+
 # ---- transactions ------------------------------------------------------------------------------
 
 def _init_producer_id(r: _Request, body: dict) -> None:
@@ -632,6 +642,10 @@ _CHECKS = {
     ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
     ApiKey.LIST_TRANSACTIONS: _list_transactions,
     ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
+    ApiKey.SHARE_GROUP_HEARTBEAT: _consumer_group_heartbeat,      # the same checks
+    ApiKey.SHARE_GROUP_DESCRIBE: _consumer_group_describe,
+    ApiKey.SHARE_FETCH: _share_data,
+    ApiKey.SHARE_ACKNOWLEDGE: _share_data,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
     ApiKey.DESCRIBE_CLUSTER: _authorized_operations,
     ApiKey.DESCRIBE_ACLS: _cluster(Op.DESCRIBE),

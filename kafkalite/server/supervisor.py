@@ -157,8 +157,13 @@ class Supervisor:
             offsets_retention_minutes=cfg.offsets_retention_minutes,
             topics=lambda: self.controller.metadata.topics,
             consumer_session_timeout_ms=cfg.group_consumer_session_timeout_ms,
-            consumer_heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms)
+            consumer_heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms,
+            share_session_timeout_ms=cfg.group_share_session_timeout_ms,
+            share_heartbeat_interval_ms=cfg.group_share_heartbeat_interval_ms)
         self.controller.partitions_added = self.coordinator.on_partitions_changed
+        self.coordinator.share_group_deleted = lambda gid: [
+            self._send_worker(w.index, {"type": "delete_share_group", "group": gid})
+            for w in self.workers]
         self.curve = native_curve(cfg)
         self.markers = BrokerRequests(self.ctx, self.controller.native_endpoint,
                                       "kafkalite-txn-coordinator", curve=self.curve)

@@ -96,6 +96,7 @@ class Worker:
         self.fetcher = ReplicaFetcher(index, self.peers, config.replica_fetch_wait_max_ms)
         self.replica_manager.fetcher = self.fetcher
         self.replica_manager.replica_lag_time_max_ms = config.replica_lag_time_max_ms
+        self.replica_manager.shares.configure(config)
         self._next_isr_check = time.monotonic() + ISR_CHECK_INTERVAL_S
         self._next_heartbeat = time.monotonic()
         self.rings = RingGateway(self.replica_manager, self.poller, index)
@@ -155,6 +156,12 @@ class Worker:
                                               curve=self.curve)
             self.coordinator.attach(self.poller)
             self.replica_manager.verifier = self.verify_transaction
+            # share groups' dead letters: the controller names the topic's
+            # leaders, the leading worker takes the records
+            dead_letters = self.replica_manager.shares.dead_letter_writer
+            dead_letters.ask_controller = lambda api, version, body, on_done: \
+                self.coordinator.send(COORDINATOR, api, version, body, on_done)
+            dead_letters.ask_broker = self.peers.send
         if relay_endpoint and self.relay is None:
             self.relay = RelayClient(self.ctx, relay_endpoint, b"worker-%d" % self.index)
             self.relay.attach(self.poller)
@@ -189,6 +196,8 @@ class Worker:
                                                   delete=msg.get("delete", False),
                                                   directory=p.get("dir"))
             self._send_control({"type": "done", "op": msg.get("op"), "worker": self.index})
+        elif kind == "delete_share_group":
+            self.replica_manager.shares.delete_group(msg["group"])
         elif kind == "shutdown":
             self._stop = True
         else:
