@@ -119,6 +119,18 @@ class ClientContext(zmq.Context):
 
     curve: tuple[bytes, bytes, bytes] | None = None
 
+    def __del__(self):
+        """A client dropped without close(): pyzmq's own __del__ would
+        destroy the context in whatever thread the garbage collector runs,
+        and a context whose I/O thread is stuck (an open socket, a monitor
+        whose reader closed first: _monitor_socket) blocks that thread for
+        good -- a producer's writer in the middle of produce(). Ended on a
+        daemon thread instead."""
+        if not self.closed:
+            import threading
+            threading.Thread(target=self.destroy, kwargs={"linger": 0}, name="client-ctx-gc",
+                             daemon=True).start()
+
     def term_within(self, owner: str, timeout: float | None = None) -> bool:
         """Terminate the context once its owner closed its sockets, waiting
         at most ``timeout``: a close must never hang its caller. A socket

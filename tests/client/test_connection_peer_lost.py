@@ -174,3 +174,4 @@ def test_a_client_whose_context_cannot_end_still_closes(peers, monkeypatch, capl
     assert time.monotonic() - started < 10
     assert "did not end" in caplog.text and "tcp://" in caplog.text, caplog.text
     leak.close(0)
+
