@@ -244,6 +244,18 @@ class KafkaListener:
         self.connections.pop(conn.fd, None)
         if self.poller is not None and conn.interest:
             self.poller.unregister(conn.fd)
+        if conn.closing:
+            # closed after its last answer (a failed authentication): bytes the
+            # client sent meanwhile, left unread, would make the kernel reset the
+            # connection, and a reset can destroy that answer before the client
+            # reads it (a possible cause of kafka-python once logging "socket
+            # disconnected" instead of the error, under load)
+            try:
+                for _ in range(16):
+                    if not conn.sock.recv(4096):
+                        break
+            except (OSError, ValueError):
+                pass
         conn.sock.close()
 
     def _update_interest(self, conn: KafkaConnection) -> None:
