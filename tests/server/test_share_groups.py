@@ -202,8 +202,8 @@ def test_released_records_go_to_the_other_member_of_a_shared_partition(tmp_path,
     first = {(p, o): i for i, m in enumerate(members) for p, o, n in m.delivered() if n == 1}
     second = {(p, o): i for i, m in enumerate(members) for p, o, n in m.delivered() if n == 2}
     assert set(second) == set(produced)
-    # both members shared the partition and passed records to each other
-    assert len(set(first.values())) == 2
+    # a released record goes to the other member (which member got the first
+    # deliveries is timing: under load one member may fetch them all)
     assert any(first[k] != second[k] for k in second)
 
 
