@@ -127,10 +127,12 @@ class KafkaOffsetStore(OffsetStore):
 
     def refresh(self) -> None:
         """Read the topic to its end again (distributed mode: offsets written
-        by a connector's previous owner)."""
-        data = self._read_to_end()
+        by a connector's previous owner). Under the lock, for the whole read: a
+        source task of this worker that commits meanwhile would otherwise have
+        its put replaced by a view read before it, and a restart of that task
+        would resume from the older offset, repeating what it sent since."""
         with self._lock:
-            self._data = data
+            self._data = self._read_to_end()
 
     def _read_to_end(self) -> dict:
         from kafkalite.client import OFFSET_BEGINNING, Consumer, TopicPartition

@@ -417,6 +417,12 @@ class WorkerSinkTask(WorkerTask):
             if self._paused.is_set():
                 c.pause(parts)      # assigned while paused: fetch nothing yet
             self.task.open(parts)
+            # the offsets open() asked for, applied before the consume() running this
+            # callback returns anything (Kafka's WorkerSinkTask rewinds inside
+            # onPartitionsAssigned): applied after it, that consume() would hand put()
+            # records from the group's committed offset, and the seek would then deliver
+            # them again -- twice into a sink that buffers, as an exactly-once one does
+            self._seek_rewinds(c)
 
         def on_revoke(c, parts):
             self._commit(only={(p.topic, p.partition) for p in parts})
@@ -446,10 +452,7 @@ class WorkerSinkTask(WorkerTask):
                     paused = self._paused.is_set()
                     tps = [TopicPartition(t, p) for t, p in self.assignment]
                     (consumer.pause if paused else consumer.resume)(tps)
-                for (t, p), off in list(self.rewind.items()):
-                    consumer.seek(TopicPartition(t, p, off))
-                    self.current[(t, p)] = off
-                    del self.rewind[(t, p)]
+                self._seek_rewinds(consumer)
                 msgs = consumer.consume(batch, 0.2)
                 if paused:
                     # fetched before the pause took hold: read again after resume
@@ -480,6 +483,15 @@ class WorkerSinkTask(WorkerTask):
             finally:
                 if dlq is not None:
                     dlq.close(10)
+
+    def _seek_rewinds(self, consumer) -> None:
+        """Seek to the offsets the task asked for (``context.offset``)."""
+        from kafkalite.client import TopicPartition
+        for (t, p), off in list(self.rewind.items()):
+            if (t, p) in self.assignment:
+                consumer.seek(TopicPartition(t, p, off))
+                self.current[(t, p)] = off
+            del self.rewind[(t, p)]
 
     def _rewind_to_first(self, msgs) -> None:
         first: dict = {}

@@ -3,7 +3,10 @@
 ``SHARDS`` (which a test changes, then asks for task reconfiguration);
 each task sends ``<shard>-<n>`` records, resuming at its stored offset.
 StallingSinkConnector: a sink whose first put stalls, writing its open,
-close and put calls to ``events.file``."""
+close and put calls to ``events.file``. SeekingSinkConnector: a sink that,
+as an exactly-once sink does, seeks every partition it opens to its own
+stored offset (``seek.offset``) and writes each put record's offset to
+``events.file``."""
 from __future__ import annotations
 
 import threading
@@ -138,6 +141,26 @@ class StallingSinkTask(SinkTask):
             if self.stall:
                 time.sleep(self.stall)
                 self.stall = 0
+
+    def stop(self):
+        pass
+
+
+class SeekingSinkConnector(StallingSinkConnector):
+    def task_class(self):
+        return SeekingSinkTask
+
+
+class SeekingSinkTask(SinkTask):
+    def start(self, props):
+        self.events, self.seek = props["events.file"], int(props["seek.offset"])
+
+    def open(self, partitions):
+        self.context.offset({(p.topic, p.partition): self.seek for p in partitions})
+
+    def put(self, records):
+        with open(self.events, "a") as f:
+            f.writelines(f"{r.kafka_offset}\n" for r in records)
 
     def stop(self):
         pass
