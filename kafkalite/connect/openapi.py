@@ -65,7 +65,7 @@ SPEC = {
             [N, _p("includeTasks", "query", "boolean"), _p("onlyFailed", "query", "boolean")])},
         "/connectors/{name}/pause": {"put": _op("pause", ACCEPTED, [N])},
         "/connectors/{name}/resume": {"put": _op("resume", ACCEPTED, [N])},
-        "/connectors/{name}/stop": {"put": _op("stop (KIP-875)", ACCEPTED, [N])},
+        "/connectors/{name}/stop": {"put": _op("stop (KIP-875)", NO_CONTENT, [N])},
         "/connectors/{name}/offsets": {
             "get": _op("offsets (KIP-875)", {"200": _json("Offsets")}, [N]),
             "patch": _op("alter offsets of a stopped connector", {"200": _json("Message")}, [N],

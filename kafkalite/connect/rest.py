@@ -181,7 +181,7 @@ def create_app(herder) -> Flask:
     @app.put("/connectors/<name>/stop")
     def stop(name):
         herder.stop_connector(name)
-        return "", 202
+        return "", 204      # Kafka's stopConnector returns nothing: 204, where pause is 202
 
     @app.get("/connectors/<name>/offsets")
     def get_offsets(name):

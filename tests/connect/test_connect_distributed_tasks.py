@@ -238,7 +238,7 @@ def test_task_restart_through_a_non_owner_and_reconfiguration_to_two_tasks(
              what=lambda: f"connector and tasks PAUSED: {states(urls[2])}")
     assert requests.put(urls[2] + "/connectors/pg/resume", timeout=30).status_code == 202
     wait_for(lambda: running_tasks(urls[0], "pg", 2) == placed, what="RUNNING again")
-    assert requests.put(urls[0] + "/connectors/pg/stop", timeout=30).status_code == 202
+    assert requests.put(urls[0] + "/connectors/pg/stop", timeout=30).status_code == 204
     wait_for(lambda: states(urls[1]) == ("STOPPED", []) and
              get(urls[2], "/connectors/pg/tasks") == [], what="STOPPED without tasks")
     assert requests.put(urls[1] + "/connectors/pg/resume", timeout=30).status_code == 202

@@ -163,7 +163,7 @@ def test_lifecycle_pause_resume_stop_offsets_restart_delete(connect, server, top
     # KIP-875: offsets change only while STOPPED
     r = connect.http("DELETE", "/connectors/src/offsets")
     assert r.status_code == 400 and "STOPPED" in r.json()["message"]
-    assert connect.http("PUT", "/connectors/src/stop").status_code == 202
+    assert connect.http("PUT", "/connectors/src/stop").status_code == 204
     st = connect.state("src")
     assert st["connector"]["state"] == "STOPPED" and st["tasks"] == []
     assert connect.http("GET", "/connectors/src").json()["tasks"] == []
