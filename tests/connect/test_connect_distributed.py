@@ -23,7 +23,9 @@ from test_connect_cli import free_port
 SRC = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 
 
-def start_worker(server, tmp_path, i, group):
+def start_worker(server, tmp_path, i, group, **extra):
+    """A ``kafkalite connect distributed`` worker of ``group``; ``extra``:
+    more worker properties."""
     port = free_port()
     props = tmp_path / f"worker{i}.properties"
     props.write_text(
@@ -34,7 +36,8 @@ def start_worker(server, tmp_path, i, group):
         f"consumer.session.timeout.ms=3000\nconsumer.heartbeat.interval.ms=300\n"
         f"scheduled.rebalance.max.delay.ms=1000\n"
         f"value.converter=org.apache.kafka.connect.storage.StringConverter\n"
-        f"listeners=http://127.0.0.1:{port}\n")
+        f"listeners=http://127.0.0.1:{port}\n" +
+        "".join(f"{k}={v}\n" for k, v in extra.items()))
     log = open(tmp_path / f"worker{i}.log", "wb")
     proc = subprocess.Popen([sys.executable, "-m", "kafkalite", "connect", "distributed",
                              str(props)], env=child_env(), stdout=log, stderr=subprocess.STDOUT)
