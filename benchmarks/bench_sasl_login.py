@@ -12,8 +12,8 @@ over, for --seconds per mechanism; the mechanisms take turns for --rounds
 rounds and the best round of each is kept, so load on a shared machine
 falls on all alike. Figures: logins/s, and each mechanism's login time
 beside PLAIN's. The client's own share of a SCRAM login (its PBKDF2 of
-the password, 4096 HMACs, which Kafka's clients cache per connection
-told. PLAIN's server side is a PBKDF2-HMAC-SHA-512 of 4096 iterations
+the password, 4096 HMACs) is measured apart and printed, so the server's
+share can be told. PLAIN's server side is a PBKDF2-HMAC-SHA-512 of 4096 iterations
 (credentials.py: the password arrives, its hash is checked); SCRAM's
 server does a few HMACs against StoredKey/ServerKey, the 4096 iterations
 being the client's work. Timing never fails anything.
