@@ -277,3 +277,45 @@ def test_a_user_without_the_cluster_acls_is_denied_and_changes_nothing(srv):
     assert describe(srv, "judy") == {"judy": {"SCRAM_SHA_256": 4096}}
     assert "mallory" not in describe(srv)
     produce(srv, "judy", "judy-pw", "SCRAM-SHA-256")
+
+
+def cli(srv, *args, user=ADMIN, password=ADMIN_PASSWORD, mechanism="SCRAM-SHA-512",
+        input=None) -> subprocess.CompletedProcess:
+    """``kafkalite users ... --bootstrap-server``, logged in as ``user``."""
+    return subprocess.run([sys.executable, "-m", "kafkalite", "users", *args,
+                           "--bootstrap-server", srv.kafka_bootstrap,
+                           "--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", mechanism,
+                           "--sasl-username", user, "--sasl-password", password],
+                          input=input, capture_output=True, text=True, env=child_env(),
+                          timeout=60)
+
+
+@pytest.mark.timeout(90)
+def test_users_command_over_the_kafka_protocol(srv):
+    r = cli(srv, "add", "kim", "--iterations", "8192", input="kim-pw\n")
+    assert r.returncode == 0, r.stderr
+    r = cli(srv, "list")
+    assert r.returncode == 0, r.stderr
+    assert ("kim\tSCRAM-SHA-256(iterations=8192),SCRAM-SHA-512(iterations=8192)"
+            in r.stdout.splitlines())
+    produce(srv, "kim", "kim-pw", "SCRAM-SHA-512")
+    # the file mode sees the same store
+    r = subprocess.run([sys.executable, "-m", "kafkalite", "users", "list", "--data-dir",
+                        srv.data_dir], capture_output=True, text=True, env=child_env(), timeout=60)
+    assert "kim\tSCRAM-SHA-256,SCRAM-SHA-512" in r.stdout.splitlines()
+    r = cli(srv, "delete", "kim")
+    assert r.returncode == 0, r.stderr
+    refused(srv, "kim", "kim-pw", "SCRAM-SHA-512")
+    # bad input: one readable line and a non-zero exit, never a traceback
+    for args, expect in ((("delete", "kim"), "RESOURCE_NOT_FOUND"),
+                         (("add", "kim", "--iterations", "100", "--password", "x"), "iterations"),
+                         (("add", "kim", "--mechanism", "PLAIN", "--password", "x"), "PLAIN")):
+        r = cli(srv, *args)
+        assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
+        assert expect in r.stderr, (args, r.stderr)
+    # a principal without the cluster ACLs is told so
+    for args in (("list",), ("add", "kim", "--password", "x")):
+        r = cli(srv, *args, user=OUTSIDER, password=OUTSIDER_PASSWORD, mechanism="PLAIN")
+        assert r.returncode == 1, r.stderr
+        assert "CLUSTER_AUTHORIZATION_FAILED" in r.stderr or "may not" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
