@@ -19,7 +19,8 @@ Semantics and error codes are Kafka's:
 - Alter: a user named more than once across deletions and upsertions is
   DUPLICATE_RESOURCE and nothing of it changes; an unknown mechanism is
   UNSUPPORTED_SASL_MECHANISM; an empty user name, or iterations outside
-  4096..16384, UNACCEPTABLE_CREDENTIAL; deleting a credential that does not
+  4096..16384, or a salt or salted password that is empty or over 1 KiB
+  (our bound), UNACCEPTABLE_CREDENTIAL; deleting a credential that does not
   exist RESOURCE_NOT_FOUND. Users are independent: one user's error does
   not keep another's change from being applied. The client sends the salt
   and the salted password (never the password); the file keeps StoredKey
@@ -47,6 +48,10 @@ from kafkalite.server.requests import RequestContext
 log = logging.getLogger("kafkalite.scram")
 
 _TWICE = "A user credential cannot be altered twice in the same request"
+# Ours, not Kafka's: every broker process re-reads the users file at each
+# login, so a salt of megabytes must not get into it (real ones are 16-64
+# bytes, salted passwords 32 or 64).
+MAX_SECRET_BYTES = 1024
 
 
 class _Refused(Exception):
@@ -123,9 +128,11 @@ class ScramControl:
                     raise _Refused(errors.UnacceptableCredentialError, "Too few iterations")
                 if iterations > SCRAM_MAX_ITERATIONS:
                     raise _Refused(errors.UnacceptableCredentialError, "Too many iterations")
-                if not up["salt"] or not up["salted_password"]:
+                if not 0 < len(up["salt"]) <= MAX_SECRET_BYTES or \
+                        not 0 < len(up["salted_password"]) <= MAX_SECRET_BYTES:
                     raise _Refused(errors.UnacceptableCredentialError,
-                                   "The salt and the salted password must not be empty")
+                                   f"The salt and the salted password must be 1 to "
+                                   f"{MAX_SECRET_BYTES} bytes")
                 prepared[name] = (mechanism, scram_credential(
                     mechanism, bytes(up["salt"]), bytes(up["salted_password"]), iterations))
             except _Refused as exc:

@@ -227,12 +227,14 @@ def test_bad_alterations_get_kafkas_error_codes_and_change_nothing(srv):
                           {"name": "heidi", "mechanism": 2}],
             "upsertions": [_upsertion("twice"), _upsertion("few", iterations=1000),
                            _upsertion("many", iterations=20000), _upsertion("", 1),
-                           _upsertion("weird", mechanism=7), _upsertion("ivan")]})
+                           _upsertion("weird", mechanism=7), _upsertion("ivan"),
+                           {**_upsertion("huge"), "salt": b"s" * 4096}]})
         codes = {r["user"]: r["error_code"] for r in answer["results"]}
         assert codes == {"twice": DUPLICATE_RESOURCE, "nobody": RESOURCE_NOT_FOUND,
                          "heidi": RESOURCE_NOT_FOUND,         # has SHA-256 only
                          "few": UNACCEPTABLE_CREDENTIAL, "many": UNACCEPTABLE_CREDENTIAL,
                          "": UNACCEPTABLE_CREDENTIAL, "weird": UNSUPPORTED_SASL_MECHANISM,
+                         "huge": UNACCEPTABLE_CREDENTIAL,
                          "ivan": 0}                           # users are independent
         assert all(r["error_message"] for r in answer["results"] if r["error_code"])
         described = w.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {
