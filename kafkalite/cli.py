@@ -167,41 +167,6 @@ def _curve(args) -> int:
     return 0
 
 
-def _users(args) -> int:
-    """kafkalite users add|list|delete: edit the SASL credentials file that
-    the server's Kafka listeners re-read on change (credentials.py)."""
-    from kafkalite.server import credentials
-    path = credentials.users_file(args.data_dir, args.users_file or "")
-    users = credentials.read_users(path)
-    if args.action == "list":
-        for name in sorted(users):
-            print(f"{name}\t{','.join(sorted(users[name]))}")
-        return 0
-    mechanisms = args.mechanism or list(credentials.MECHANISMS)
-    if args.action == "delete":
-        entry = users.get(args.user)
-        if entry is None:
-            raise KafkaError(f"no SASL user {args.user!r} in {path}")
-        for m in mechanisms:
-            entry.pop(m, None)
-        if not entry or not args.mechanism:
-            users.pop(args.user)
-        credentials.write_users(path, users)
-        print(f"deleted {args.user} ({', '.join(mechanisms)}) from {path}")
-        return 0
-    password = args.password
-    if password is None:
-        password = sys.stdin.readline().rstrip("\n")
-    if not password:
-        raise KafkaError("the password is empty (give --password, or one line on stdin)")
-    entry = users.setdefault(args.user, {})
-    for m in mechanisms:
-        entry[m] = credentials.make_credential(m, password, args.iterations)
-    credentials.write_users(path, users)
-    print(f"added {args.user} ({', '.join(mechanisms)}) to {path}")
-    return 0
-
-
 def _client_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap-server", metavar="HOST:PORT",
                    help="the server's native endpoint (default: from ./kafkalite-data/server.json, "
@@ -346,30 +311,12 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
                                        "(default User:NAME)")
     curve.set_defaults(func=_curve)
 
+    from kafkalite.tools import users_cmd
     users = sub.add_parser(
         "users", help="add, list, delete SASL users (PLAIN, SCRAM-SHA-256/512)",
-        description="Edit the SASL credentials file of a server's Kafka listeners "
-                    "(--kafka-security-protocol SASL_PLAINTEXT or SASL_SSL). SCRAM users are kept "
-                    "as salted StoredKey/ServerKey, PLAIN ones as a PBKDF2 hash: never the "
-                    "password. A running server picks changes up at the next login.")
-    usub = users.add_subparsers(dest="action", required=True)
-    for action, text in (("add", "add a user or change its password"),
-                         ("delete", "delete a user (or only its --mechanism credentials)"),
-                         ("list", "user names and their mechanisms")):
-        u = usub.add_parser(action, help=text)
-        if action != "list":
-            u.add_argument("user")
-            u.add_argument("--mechanism", action="append",
-                           choices=["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
-                           help="repeatable (default: every mechanism)")
-        if action == "add":
-            u.add_argument("--password", help="default: one line read from stdin")
-            u.add_argument("--iterations", type=int, default=4096,
-                           help="SCRAM and PLAIN hash iterations (default 4096)")
-        u.add_argument("--data-dir", default="./kafkalite-data",
-                       help="the server's data directory (default ./kafkalite-data)")
-        u.add_argument("--users-file", help="the server's --sasl-users-file, if it set one")
-    users.set_defaults(func=_users)
+        description=users_cmd.DESCRIPTION)
+    users_cmd.add_arguments(users)
+    users.set_defaults(func=users_cmd.run)
 
     topics = sub.add_parser("topics", help="create, list, describe, alter, delete topics; elect "
                                            "leaders, reassign replicas")

@@ -119,6 +119,7 @@ _ERRORS = [
     ("ProducerFencedError", 90, "PRODUCER_FENCED", False),
     ("ResourceNotFoundError", 91, "RESOURCE_NOT_FOUND", False),
     ("DuplicateResourceError", 92, "DUPLICATE_RESOURCE", False),
+    ("UnacceptableCredentialError", 93, "UNACCEPTABLE_CREDENTIAL", False),
     ("UnknownTopicIdError", 100, "UNKNOWN_TOPIC_ID", True),
     ("InconsistentTopicIdError", 103, "INCONSISTENT_TOPIC_ID", True),
     ("FencedMemberEpochError", 110, "FENCED_MEMBER_EPOCH", False),

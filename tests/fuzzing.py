@@ -92,6 +92,11 @@ def base_requests(topic: str) -> list[tuple[int, int, dict]]:
                                                {"partition_index": 0, "acknowledgement_batches": [
                                                    {"first_offset": 0, "last_offset": 2,
                                                     "acknowledge_types": [1, 2, 3]}]}]}]}),
+        (ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": [{"name": "fuzz-user"}]}),
+        (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {
+            "deletions": [{"name": "fuzz-gone", "mechanism": 1}],
+            "upsertions": [{"name": "fuzz-user", "mechanism": 2, "iterations": 4096,
+                            "salt": b"s" * 16, "salted_password": b"p" * 64}]}),
     ]
 
 

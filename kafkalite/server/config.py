@@ -171,6 +171,10 @@ SETTINGS: dict[str, Setting] = {
     "sasl_users_file": Setting("SASL credentials, written by `kafkalite users` "
                                "(\"\": `<data_dir>/sasl-users.json`).", (),
                                "SCRAM credentials in the metadata log"),
+    "connections_max_reauth_ms": Setting(
+        "SASL session lifetime told to clients that can re-authenticate (KIP-368, "
+        "SaslAuthenticate v1+): a connection not re-authenticated within it is closed at its "
+        "next request; 0: sessions never expire.", ("connections.max.reauth.ms",)),
     "authorizer_enabled": Setting("Check Kafka-listener requests against the ACLs "
                                   "(`kafkalite acls`; server/authorizer.py).", (),
                                   "authorizer.class.name (any authorizer class turns it on)"),
@@ -245,6 +249,7 @@ class ServerConfig:
     ssl_client_auth: str = "none"
     sasl_enabled_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
     sasl_users_file: str = ""
+    connections_max_reauth_ms: int = 0
     authorizer_enabled: bool = False
     super_users: str = ""
     allow_everyone_if_no_acl_found: bool = False

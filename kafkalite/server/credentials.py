@@ -16,6 +16,11 @@ atomically)::
          "SCRAM-SHA-512": {...same fields...},
          "PLAIN": {"salt": b64, "pbkdf2_sha512": b64, "iterations": 4096}}}}
 
+``update_users(path, change)`` is the one way to change the file: under an
+exclusive lock on ``<file>.lock``, it reads, applies ``change`` and writes,
+so the CLI and the supervisor (AlterUserScramCredentials, scram_control.py)
+never lose each other's edits.
+
 SCRAM entries are what Kafka keeps for a SCRAM user (its
 ``UserScramCredentialsRecord``): the salted StoredKey and ServerKey, from
 which a password cannot be recovered. PLAIN (RFC 4616) sends the password
@@ -31,6 +36,8 @@ Who may call: any process; a ``CredentialStore`` belongs to one thread.
 from __future__ import annotations
 
 import base64
+import contextlib
+import fcntl
 import hashlib
 import hmac
 import json
@@ -43,6 +50,11 @@ SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 MECHANISMS = ("PLAIN",) + SCRAM_MECHANISMS
 SCRAM_DEFAULT_ITERATIONS = 4096          # Kafka's kafka-configs default
 SCRAM_MIN_ITERATIONS = 4096              # RFC 7677's minimum for SHA-256
+SCRAM_MAX_ITERATIONS = 16384             # Kafka's ScramMechanism.maxIterations
+# Kafka's ScramMechanism type, the int8 ``mechanism`` of the SCRAM APIs.
+SCRAM_MECHANISM_TYPES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
+SCRAM_TYPE_OF = {name: t for t, name in SCRAM_MECHANISM_TYPES.items()}
+_SCRAM_HASH = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
 SALT_BYTES = 16
 
 
@@ -79,6 +91,24 @@ def make_credential(mechanism: str, password: str,
         f"unknown SASL mechanism {mechanism!r}; known: {', '.join(MECHANISMS)}")
 
 
+def scram_credential(mechanism: str, salt: bytes, salted_password: bytes,
+                     iterations: int) -> dict:
+    """The stored form of a SCRAM credential from what AlterUserScramCredentials
+    carries: RFC 5802's ClientKey = HMAC(SaltedPassword, "Client Key"),
+    StoredKey = H(ClientKey), ServerKey = HMAC(SaltedPassword, "Server Key")."""
+    digest = _SCRAM_HASH[mechanism]
+    client_key = hmac.new(salted_password, b"Client Key", digest).digest()
+    server_key = hmac.new(salted_password, b"Server Key", digest).digest()
+    return {"salt": _b64(salt), "stored_key": _b64(digest(client_key).digest()),
+            "server_key": _b64(server_key), "iterations": iterations}
+
+
+def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
+    """RFC 5802's Hi(password, salt, i): what a client sends in an upsertion."""
+    name = "sha256" if mechanism == "SCRAM-SHA-256" else "sha512"
+    return hashlib.pbkdf2_hmac(name, password.encode(), salt, iterations)
+
+
 def read_users(path: str) -> dict:
     """{user: {mechanism: credential}} from ``path``; {} when it does not exist."""
     try:
@@ -99,6 +129,25 @@ def write_users(path: str, users: dict) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     write_atomically(path, json.dumps({"version": 1, "users": users}, indent=1,
                                       sort_keys=True).encode(), mode=0o600)
+
+
+def update_users(path: str, change) -> object:
+    """Read the users, ``change(users)`` them in place, write them back
+    (unless ``change`` raised), all under the file's lock; ``change``'s
+    result is returned."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            users = read_users(path)
+            before = json.dumps(users, sort_keys=True)
+            result = change(users)
+            if json.dumps(users, sort_keys=True) != before:
+                write_users(path, users)
+            return result
+        finally:
+            with contextlib.suppress(OSError):
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 class CredentialStore:

@@ -47,6 +47,18 @@ listener a connection serves only ApiVersions, SaslHandshake and
 SaslAuthenticate until it has authenticated; anything else closes it, as
 Kafka does. The authenticated principal (``User:<name>``, or the client
 certificate's DN under mutual TLS) goes on each request's context.
+
+Re-authentication (KIP-368): with ``connections_max_reauth_ms`` > 0, a
+client that authenticated with SaslAuthenticate v1+ is told that lifetime
+(``session_lifetime_ms``); older clients are told 0 and never expire, as in
+Kafka. Once the session has expired, the connection's next request other
+than a re-authentication closes it. A SaslHandshake on an authenticated
+connection begins a re-authentication (at most one a second, else it is
+answered ILLEGAL_SASL_STATE): the same mechanism, then SaslAuthenticate
+against the credentials as they are now, which must yield the same
+principal; success starts a new session on the same connection, failure
+(a deleted user, a changed password) answers the error and closes it.
+Re-authentications and expired sessions closed are counted in the metrics.
 """
 from __future__ import annotations
 
@@ -56,6 +68,7 @@ import os
 import socket
 import ssl
 import struct
+import time
 
 import zmq
 
@@ -88,6 +101,7 @@ LISTEN_BACKLOG = 128
 TLS_REGION_CHUNK = 256 * 1024       # file region bytes read per TLS write
 # What a SASL listener serves before authentication (Kafka's SaslServerAuthenticator).
 SASL_APIS = (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+MIN_REAUTH_INTERVAL_S = 1.0     # Kafka's KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS
 _size = struct.Struct(">i")
 _pack_size = _size.pack
 _unpack_size = _size.unpack_from
@@ -115,7 +129,7 @@ class KafkaConnection:
 
     __slots__ = ("sock", "fd", "peer", "address", "rbuf", "muted", "out", "closed", "interest",
                  "dispatching", "tls", "handshake_wants", "sasl", "sasl_raw", "principal",
-                 "closing")
+                 "closing", "reauth", "session_expiry", "reauth_started")
 
     def __init__(self, sock: socket.socket, peer):
         self.sock = sock
@@ -134,6 +148,9 @@ class KafkaConnection:
         self.sasl_raw = False       # SaslHandshake v0: raw SASL tokens follow, not requests
         self.principal = ANONYMOUS
         self.closing = False        # close once the queued answer is written
+        self.reauth = None          # the SaslServer of a re-authentication in progress
+        self.session_expiry = 0.0   # time.monotonic() the SASL session ends; 0: never
+        self.reauth_started = 0.0   # when the last re-authentication began
 
     def __repr__(self):
         return f"KafkaConnection({self.peer})"
@@ -400,7 +417,7 @@ class KafkaListener:
         """Serve a frame on a SASL listener's connection if it belongs to the
         SASL exchange (or ApiVersions, which advertises it); False: an
         authenticated client's request, for the dispatcher."""
-        sasl = conn.sasl
+        sasl = conn.reauth or conn.sasl
         if conn.sasl_raw:          # SaslHandshake v0: this frame is a bare SASL token
             self._sasl_raw_token(conn, sasl, payload)
             return True
@@ -411,11 +428,18 @@ class KafkaListener:
                 self._close(conn, f"{api_key!r} request before SASL authentication "
                                   f"(only ApiVersions, SaslHandshake, SaslAuthenticate are served)")
                 return True
+            if conn.session_expiry and time.monotonic() > conn.session_expiry:
+                if self.dispatcher.stats is not None:
+                    self.dispatcher.stats.expired_sessions_closed += 1
+                self._close(conn, f"{api_key!r} request after the SASL session of "
+                                  f"{conn.principal} expired without re-authentication "
+                                  f"(connections_max_reauth_ms)")
+                return True
             return False
-        self._sasl_exchange(conn, sasl, api_key, payload)
+        self._sasl_exchange(conn, api_key, payload)
         return True
 
-    def _sasl_exchange(self, conn: KafkaConnection, sasl, api_key, payload: bytearray) -> None:
+    def _sasl_exchange(self, conn: KafkaConnection, api_key, payload: bytearray) -> None:
         try:
             header, body = decode_request(payload, ignore_trailing=True)
         except ProtocolError as exc:
@@ -428,27 +452,55 @@ class KafkaListener:
             return
         if api_key == ApiKey.API_VERSIONS:
             self.respond(conn, header, self._sasl_api_versions(0))
-        elif sasl.principal is not None:
-            # Re-authentication (KIP-368) is not offered: connections.max.reauth.ms is 0.
-            self._close(conn, f"{api_key!r} after SASL authentication completed")
-        elif api_key == ApiKey.SASL_HANDSHAKE:
+            return
+        sasl = conn.reauth or conn.sasl
+        if sasl.principal is not None:
+            # authenticated: only a SaslHandshake beginning a re-authentication
+            if api_key != ApiKey.SASL_HANDSHAKE or not conn.session_expiry:
+                self._close(conn, f"{api_key!r} after SASL authentication completed "
+                                  f"(re-authentication needs connections_max_reauth_ms and "
+                                  f"SaslAuthenticate v1+)")
+                return
+            now = time.monotonic()
+            if now - conn.reauth_started < MIN_REAUTH_INTERVAL_S:
+                self.respond(conn, header, {"error_code": errors.IllegalSaslStateError.code,
+                                            "mechanisms": list(sasl.mechanisms)})
+                return
+            conn.reauth_started = now
+            conn.reauth = sasl = self.security.sasl_server()
+        if api_key == ApiKey.SASL_HANDSHAKE:
+            if conn.reauth is sasl and (body["mechanism"] != conn.sasl.mechanism
+                                        or header.api_version == 0):
+                self.respond(conn, header, {"error_code": errors.IllegalSaslStateError.code,
+                                            "mechanisms": [conn.sasl.mechanism]})
+                self._auth_failed(conn, f"re-authentication with SaslHandshake "
+                                        f"v{header.api_version} {body['mechanism']!r}, not "
+                                        f"v1+ {conn.sasl.mechanism!r}")
+                return
             code = sasl.handshake(body["mechanism"])
             self.respond(conn, header, {"error_code": code, "mechanisms": list(sasl.mechanisms)})
             if code:
                 self._auth_failed(conn, f"SASL mechanism {body['mechanism']!r} is not enabled")
             elif header.api_version == 0:
                 conn.sasl_raw = True
-        else:
-            try:
-                token = sasl.authenticate(body["auth_bytes"])
-            except errors.KafkaError as exc:
-                self.respond(conn, header, {"error_code": exc.code, "error_message": exc.message,
-                                            "auth_bytes": b"", "session_lifetime_ms": 0})
-                self._auth_failed(conn, f"{sasl.mechanism}: {sasl.failure or exc.message}")
-                return
-            self.respond(conn, header, {"error_code": 0, "error_message": None,
-                                        "auth_bytes": token, "session_lifetime_ms": 0})
-            self._authenticated(conn)
+            return
+        try:
+            token = sasl.authenticate(body["auth_bytes"])
+            if conn.reauth is sasl and sasl.principal not in (None, conn.principal):
+                raise errors.SaslAuthenticationFailedError(
+                    f"Cannot change principals during re-authentication from "
+                    f"{conn.principal} to {sasl.principal}")
+        except errors.KafkaError as exc:
+            self.respond(conn, header, {"error_code": exc.code, "error_message": exc.message,
+                                        "auth_bytes": b"", "session_lifetime_ms": 0})
+            what = "re-authentication" if conn.reauth is sasl else sasl.mechanism
+            self._auth_failed(conn, f"{what}: {sasl.failure or exc.message}")
+            return
+        # KIP-368: a lifetime only for clients that can re-authenticate (v1+)
+        lifetime = self.security.reauth_ms if header.api_version >= 1 else 0
+        self.respond(conn, header, {"error_code": 0, "error_message": None, "auth_bytes": token,
+                                    "session_lifetime_ms": lifetime if sasl.principal else 0})
+        self._authenticated(conn, lifetime)
 
     def _sasl_raw_token(self, conn: KafkaConnection, sasl, token: bytearray) -> None:
         try:
@@ -458,12 +510,21 @@ class KafkaListener:
             self._close(conn, None)     # raw SASL has no way to say why
             return
         self._send(conn, answer)
-        self._authenticated(conn)
+        self._authenticated(conn, 0)
 
-    def _authenticated(self, conn: KafkaConnection) -> None:
-        if conn.sasl.principal is not None:
-            conn.principal = conn.sasl.principal
-            conn.sasl_raw = False
+    def _authenticated(self, conn: KafkaConnection, lifetime_ms: int) -> None:
+        """After each SASL token: once the exchange is complete, the
+        connection's (new) session starts."""
+        sasl = conn.reauth or conn.sasl
+        if sasl.principal is None:
+            return
+        if conn.reauth is not None:
+            conn.sasl, conn.reauth = conn.reauth, None
+            if self.dispatcher.stats is not None:
+                self.dispatcher.stats.reauthentications += 1
+        conn.principal = sasl.principal
+        conn.sasl_raw = False
+        conn.session_expiry = time.monotonic() + lifetime_ms / 1000 if lifetime_ms else 0.0
 
     def _auth_failed(self, conn: KafkaConnection, why: str) -> None:
         """Kafka closes a connection whose authentication failed, once the

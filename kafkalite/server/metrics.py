@@ -81,15 +81,20 @@ def request_name(api_key: int) -> str:
 class RequestStats:
     """Per API key: [requests answered, total ms, histogram bucket counts];
     and the security audit's counts: requests denied by the authorizer per
-    "ResourceType:Operation" (``denied``, authorizer.py) and failed
-    authentications (``authentication_failures``, the Kafka listener)."""
+    "ResourceType:Operation" (``denied``, authorizer.py); failed
+    authentications (``authentication_failures``), successful
+    re-authentications and connections closed because their SASL session
+    expired (KIP-368), all counted by the Kafka listener."""
 
-    __slots__ = ("by_api", "denied", "authentication_failures")
+    __slots__ = ("by_api", "denied", "authentication_failures", "reauthentications",
+                 "expired_sessions_closed")
 
     def __init__(self):
         self.by_api: dict[int, list] = {}
         self.denied: dict[str, int] = {}
         self.authentication_failures = 0
+        self.reauthentications = 0
+        self.expired_sessions_closed = 0
 
     def observe(self, api_key: int, seconds: float) -> None:
         stats = self.by_api.get(api_key)
@@ -105,17 +110,22 @@ class RequestStats:
 
     def security_snapshot(self) -> dict:
         return {"denied": dict(self.denied), "authentication_failures":
-                self.authentication_failures}
+                self.authentication_failures, "reauthentications": self.reauthentications,
+                "expired_sessions_closed": self.expired_sessions_closed}
+
+
+_SECURITY_COUNTS = ("authentication_failures", "reauthentications", "expired_sessions_closed")
 
 
 def _add_security(into: dict, figures: dict) -> None:
     for key, n in figures.get("denied", {}).items():
         into["denied"][key] = into["denied"].get(key, 0) + n
-    into["authentication_failures"] += figures.get("authentication_failures", 0)
+    for name in _SECURITY_COUNTS:
+        into[name] += figures.get(name, 0)
 
 
 def _no_security() -> dict:
-    return {"denied": {}, "authentication_failures": 0}
+    return {"denied": {}, **{name: 0 for name in _SECURITY_COUNTS}}
 
 
 def _rss_bytes() -> int:
@@ -394,7 +404,16 @@ class NodeMetrics:
                                      "Failed SASL authentications on the Kafka listeners "
                                      "(Kafka's failed-authentication-total)")
         failed.add_metric([], security["authentication_failures"])
-        yield from (denied, failed)
+        reauth = CounterMetricFamily("kafkalite_reauthentications",
+                                     "Successful SASL re-authentications (KIP-368; Kafka's "
+                                     "successful-reauthentication-total)")
+        reauth.add_metric([], security["reauthentications"])
+        expired = CounterMetricFamily("kafkalite_expired_sessions_closed",
+                                      "Connections closed because their SASL session expired "
+                                      "without re-authentication (Kafka's "
+                                      "expired-connections-killed-count)")
+        expired.add_metric([], security["expired_sessions_closed"])
+        yield from (denied, failed, reauth, expired)
 
     @staticmethod
     def _request_families(requests: dict):

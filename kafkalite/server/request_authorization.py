@@ -594,6 +594,29 @@ def _delete_acls(r: _Request, body: dict) -> None:
         body["filters"] = []
 
 
+def _describe_user_scram_credentials(r: _Request, body: dict) -> dict | None:
+    # Kafka's getErrorResponse: the top-level error, and each user named with it.
+    # (librdkafka up to at least 2.12 corrupts its heap on any top-level
+    # error of this API; kafka-python and Kafka's Java client read it.)
+    if r.may_cluster(Op.DESCRIBE):
+        return None
+    message = f"{r.principal} may not describe the cluster's SCRAM credentials"
+    return {"throttle_time_ms": 0, "error_code": CLUSTER_DENIED, "error_message": message,
+            "results": [{"user": u["name"], "error_code": CLUSTER_DENIED,
+                         "error_message": message, "credential_infos": []}
+                        for u in body.get("users") or ()]}
+
+
+def _alter_user_scram_credentials(r: _Request, body: dict) -> None:
+    # no top-level error_code: every user named is answered with the denial
+    if not r.may_cluster(Op.ALTER):
+        message = f"{r.principal} may not alter the cluster's SCRAM credentials"
+        names = dict.fromkeys(op["name"] for op in (*body["deletions"], *body["upsertions"]))
+        r.add_to("results", [{"user": name, "error_code": CLUSTER_DENIED,
+                              "error_message": message} for name in names])
+        body["deletions"], body["upsertions"] = [], []
+
+
 # API -> its check. Not here, as in Kafka: ApiVersions and the SASL APIs
 # (answered before authentication). DescribeCluster checks nothing but
 # fills in its authorized operations when asked.
@@ -651,4 +674,6 @@ _CHECKS = {
     ApiKey.DESCRIBE_ACLS: _cluster(Op.DESCRIBE),
     ApiKey.CREATE_ACLS: _create_acls,
     ApiKey.DELETE_ACLS: _delete_acls,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_user_scram_credentials,
 }

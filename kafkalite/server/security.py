@@ -12,7 +12,9 @@ listener, unchanged. The settings keep Kafka's names:
   ``ssl_cafile`` (Kafka's ``ssl.truststore.*``) and ``ssl_client_auth``
   (required, requested, none) for mutual TLS;
 - ``sasl_enabled_mechanisms``: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512;
-- ``sasl_users_file``: the credentials (credentials.py).
+- ``sasl_users_file``: the credentials (credentials.py);
+- ``connections_max_reauth_ms``: the SASL session lifetime (KIP-368; the
+  listener enforces it, kafka_listener.py).
 
 ``SaslServer`` is one connection's SASL exchange (KIP-43, KIP-152): the
 mechanism chosen by SaslHandshake, then the tokens of SaslAuthenticate.
@@ -57,11 +59,13 @@ class ListenerSecurity:
     """What a Kafka listener asks of a connection before serving it."""
 
     def __init__(self, protocol: str, ssl_context: ssl.SSLContext | None,
-                 mechanisms: tuple[str, ...], credentials: CredentialStore | None):
+                 mechanisms: tuple[str, ...], credentials: CredentialStore | None,
+                 reauth_ms: int = 0):
         self.protocol = protocol
         self.ssl_context = ssl_context
         self.mechanisms = mechanisms
         self.credentials = credentials
+        self.reauth_ms = reauth_ms      # connections.max.reauth.ms; 0: sessions never expire
 
     @property
     def sasl(self) -> bool:
@@ -100,6 +104,10 @@ def validate(config) -> None:
         raise InvalidConfigurationError(
             f"sasl_enabled_mechanisms must name some of {', '.join(MECHANISMS)}, "
             f"not {config.sasl_enabled_mechanisms!r}")
+    reauth = config.connections_max_reauth_ms
+    if type(reauth) is not int or reauth < 0:
+        raise InvalidConfigurationError(
+            f"connections_max_reauth_ms must be a whole number of milliseconds >= 0, not {reauth!r}")
     if config.native_curve_authorized_keys and not config.native_curve_secret_key_file:
         raise InvalidConfigurationError(
             "native_curve_authorized_keys needs native_curve_secret_key_file (the server's "
@@ -151,7 +159,8 @@ def listener_security(config) -> ListenerSecurity | None:
     if protocol.startswith("SASL"):
         mechanisms = tuple(_split(config.sasl_enabled_mechanisms))
         credentials = CredentialStore(users_file(config.data_dir, config.sasl_users_file))
-    return ListenerSecurity(protocol, context, mechanisms, credentials)
+    return ListenerSecurity(protocol, context, mechanisms, credentials,
+                            config.connections_max_reauth_ms)
 
 
 def certificate_principal(cert: dict | None) -> str | None:

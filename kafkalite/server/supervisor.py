@@ -70,7 +70,9 @@ from kafkalite.server.metadata import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, Me
 from kafkalite.server.native_listener import NativeListener
 from kafkalite.server.processes import (LOCK_FILE, EarlyStart, WorkerProcess,  # noqa: F401
                                         bind_control, lock_data_dir, spawn_ingest, spawn_worker)
+from kafkalite.server.credentials import users_file
 from kafkalite.server.relay import RelayServer
+from kafkalite.server.scram_control import ScramControl
 from kafkalite.server.replica_manager import ReplicaManager
 from kafkalite.server.requests import Listener, RequestDispatcher
 from kafkalite.server.acl_control import AclControl, AclStore, PostgresAclStore
@@ -191,6 +193,7 @@ class Supervisor:
         self.acl_control = AclControl(acl_store, authorizer, self, lambda: [
             b.broker_id for b in self.controller.brokers if not b.fenced])
         self.handlers.update(self.acl_control.handlers())
+        self.handlers.update(ScramControl(users_file(cfg.data_dir, cfg.sasl_users_file)).handlers())
         self.dispatcher = RequestDispatcher("the supervisor", self.handlers,
                                             cluster_apis=self.cluster_apis, stats=stats)
         if authorizer is not None:

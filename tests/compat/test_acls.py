@@ -897,6 +897,7 @@ def test_hostile_requests_with_the_authorizer_on(tmp_path):
         finally:
             w.close()
         assert not os.path.exists(data / "acls.json")
+        assert not os.path.exists(data / "sasl-users.json")     # AlterUserScramCredentials
     finally:
         s.stop()
         s.kill()

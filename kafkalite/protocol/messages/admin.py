@@ -366,3 +366,51 @@ DeleteAclsResponse = Response(ApiKey.DELETE_ACLS, "0-3", flexible="2+", fields=[
         ]),
     ]),
 ])
+
+# DescribeUserScramCredentials and AlterUserScramCredentials: API keys 50, 51
+# (KIP-554), v0 flexible. ``mechanism`` is Kafka's ScramMechanism type: 1
+# SCRAM-SHA-256, 2 SCRAM-SHA-512 (0 unknown). Alter carries the salt and the
+# client-salted password (Hi(password, salt, iterations), RFC 5802), never
+# the password.
+DescribeUserScramCredentialsRequest = Request(
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "0", flexible="0+", fields=[
+        Array("users", nullable="0+", fields=[Field("name", "string")]),
+    ])
+DescribeUserScramCredentialsResponse = Response(
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "0", flexible="0+", fields=[
+        Field("throttle_time_ms", "int32"),
+        Field("error_code", "int16"),
+        Field("error_message", "string", nullable="0+"),
+        Array("results", fields=[
+            Field("user", "string"),
+            Field("error_code", "int16"),
+            Field("error_message", "string", nullable="0+"),
+            Array("credential_infos", fields=[
+                Field("mechanism", "int8"),
+                Field("iterations", "int32"),
+            ]),
+        ]),
+    ])
+AlterUserScramCredentialsRequest = Request(
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "0", flexible="0+", fields=[
+        Array("deletions", fields=[
+            Field("name", "string"),
+            Field("mechanism", "int8"),
+        ]),
+        Array("upsertions", fields=[
+            Field("name", "string"),
+            Field("mechanism", "int8"),
+            Field("iterations", "int32"),
+            Field("salt", "bytes"),
+            Field("salted_password", "bytes"),
+        ]),
+    ])
+AlterUserScramCredentialsResponse = Response(
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "0", flexible="0+", fields=[
+        Field("throttle_time_ms", "int32"),
+        Array("results", fields=[
+            Field("user", "string"),
+            Field("error_code", "int16"),
+            Field("error_message", "string", nullable="0+"),
+        ]),
+    ])

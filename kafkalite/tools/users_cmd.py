@@ -1,0 +1,237 @@
+"""``kafkalite users add|list|delete``: the SASL users of a server's Kafka listeners.
+
+Two ways to the one store (server/credentials.py):
+
+- by default, the credentials file itself (``--data-dir``, ``--users-file``),
+  edited under its lock (``credentials.update_users``), for PLAIN and SCRAM
+  users, with or without the server running;
+- with ``--bootstrap-server``, over Kafka's protocol, as ``kafka-configs
+  --entity-type users --alter --add-config 'SCRAM-SHA-256=[password=...]'``
+  does: AlterUserScramCredentials / DescribeUserScramCredentials (KIP-554)
+  on a connection of its own (``_AdminConnection``), sending a salt and the
+  salted password, never the password. SCRAM only (Kafka has no API for PLAIN
+  users). It logs in as ``kafkalite acls`` does (``--command-config``, or
+  ``--security-protocol`` / ``--sasl-*``); with the authorizer on, the
+  principal needs Alter on the Cluster (Describe to list).
+
+Who calls: cli.py.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+import struct
+import sys
+
+from kafkalite.errors import InvalidConfigurationError, KafkaError, error_for_code
+from kafkalite.server import credentials
+
+DESCRIPTION = ("Add, list or delete the SASL users of a server's Kafka listeners "
+               "(--kafka-security-protocol SASL_PLAINTEXT or SASL_SSL). SCRAM users are kept as "
+               "salted StoredKey/ServerKey, PLAIN ones as a PBKDF2 hash: never the password. By "
+               "default the credentials file is edited (a running server picks changes up at the "
+               "next login); with --bootstrap-server, SCRAM users are managed over Kafka's "
+               "protocol (AlterUserScramCredentials, like kafka-configs --entity-type users).")
+
+
+def add_arguments(users) -> None:
+    usub = users.add_subparsers(dest="action", required=True)
+    for action, text in (("add", "add a user or change its password"),
+                         ("delete", "delete a user (or only its --mechanism credentials)"),
+                         ("list", "user names and their mechanisms")):
+        u = usub.add_parser(action, help=text)
+        if action != "list":
+            u.add_argument("user")
+            u.add_argument("--mechanism", action="append",
+                           choices=["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
+                           help="repeatable (default: every mechanism; with --bootstrap-server "
+                                "both SCRAM ones)")
+        if action == "add":
+            u.add_argument("--password", help="default: one line read from stdin")
+            u.add_argument("--iterations", type=int, default=4096,
+                           help="SCRAM and PLAIN hash iterations (default 4096; the server "
+                                "takes 4096-16384 over --bootstrap-server, as Kafka)")
+        u.add_argument("--data-dir", default="./kafkalite-data",
+                       help="the server's data directory (default ./kafkalite-data)")
+        u.add_argument("--users-file", help="the server's --sasl-users-file, if it set one")
+        u.add_argument("--bootstrap-server", metavar="HOST:PORT",
+                       help="manage SCRAM users over Kafka's protocol through this Kafka "
+                            "listener instead of editing the file")
+        u.add_argument("--command-config", metavar="FILE",
+                       help="with --bootstrap-server: client properties (security.protocol, "
+                            "sasl.mechanism, sasl.jaas.config, ssl.*), as kafka-configs takes")
+        u.add_argument("--security-protocol",
+                       choices=["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"])
+        u.add_argument("--sasl-mechanism", choices=["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
+                       help="how this command logs in (not the user's --mechanism)")
+        u.add_argument("--sasl-username")
+        u.add_argument("--sasl-password", help="default: $KAFKALITE_SASL_PASSWORD")
+        u.add_argument("--ssl-cafile", metavar="PEM", help="CA of the server's certificate")
+        u.add_argument("--timeout", type=float, default=15.0)
+
+
+def run(args) -> int:
+    if args.bootstrap_server:
+        return _over_kafka(args)
+    return _in_file(args)
+
+
+def _password(args) -> str:
+    password = args.password
+    if password is None:
+        password = sys.stdin.readline().rstrip("\n")
+    if not password:
+        raise KafkaError("the password is empty (give --password, or one line on stdin)")
+    return password
+
+
+def _in_file(args) -> int:
+    path = credentials.users_file(args.data_dir, args.users_file or "")
+    if args.action == "list":
+        users = credentials.read_users(path)
+        for name in sorted(users):
+            print(f"{name}\t{','.join(sorted(users[name]))}")
+        return 0
+    mechanisms = args.mechanism or list(credentials.MECHANISMS)
+    if args.action == "delete":
+        def delete(users: dict) -> None:
+            entry = users.get(args.user)
+            if entry is None:
+                raise KafkaError(f"no SASL user {args.user!r} in {path}")
+            for m in mechanisms:
+                entry.pop(m, None)
+            if not entry or not args.mechanism:
+                users.pop(args.user)
+        credentials.update_users(path, delete)
+        print(f"deleted {args.user} ({', '.join(mechanisms)}) from {path}")
+        return 0
+    password = _password(args)
+    # hashed before the lock is taken: 4096+ iterations each
+    made = {m: credentials.make_credential(m, password, args.iterations) for m in mechanisms}
+    credentials.update_users(path, lambda users: users.setdefault(args.user, {}).update(made))
+    print(f"added {args.user} ({', '.join(mechanisms)}) to {path}")
+    return 0
+
+
+class _AdminConnection:
+    """One blocking Kafka connection, logged in as librdkafka's settings
+    say (security.protocol, sasl.*, ssl.ca.location, ssl.certificate.location,
+    ssl.key.location), for the two requests this command sends. Not
+    confluent-kafka's AdminClient: librdkafka (2.12) corrupts its heap
+    reading a DescribeUserScramCredentials answer with a top-level error
+    (what Kafka answers a principal without Describe on the Cluster)."""
+
+    def __init__(self, conf: dict, timeout: float):
+        host, port = conf["bootstrap.servers"].split(",")[0].strip().rsplit(":", 1)
+        protocol = conf.get("security.protocol", "PLAINTEXT").upper()
+        if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+            raise InvalidConfigurationError(f"unknown security.protocol {protocol!r}")
+        sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
+        if protocol.endswith("SSL"):
+            context = ssl.create_default_context(cafile=conf.get("ssl.ca.location"))
+            if conf.get("ssl.certificate.location"):
+                context.load_cert_chain(conf["ssl.certificate.location"],
+                                        conf.get("ssl.key.location"))
+            sock = context.wrap_socket(sock, server_hostname=host.strip("[]"))
+        self.sock, self.correlation = sock, 0
+        if protocol.startswith("SASL"):
+            self._login(conf.get("sasl.mechanisms", "PLAIN").upper(),
+                        conf.get("sasl.username", ""), conf.get("sasl.password", ""))
+
+    def request(self, api_key, version: int, body: dict) -> dict:
+        from kafkalite.protocol import decode_response, encode_request
+        self.correlation += 1
+        frame = encode_request(api_key, version, self.correlation, "kafkalite-users", body)
+        self.sock.sendall(struct.pack(">i", len(frame)) + frame)
+        size, = struct.unpack(">i", self._exact(4))
+        return decode_response(api_key, version, self._exact(size))[1]
+
+    def _exact(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise KafkaError("the server closed the connection (a failed login, or a "
+                                 "listener of another security protocol)")
+            buf += chunk
+        return bytes(buf)
+
+    def _login(self, mechanism: str, user: str, password: str) -> None:
+        from kafkalite.protocol import ApiKey
+        answer = self.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism})
+        if answer["error_code"]:
+            raise KafkaError(f"the server does not offer SASL {mechanism} "
+                             f"(it offers {', '.join(answer['mechanisms'])})")
+
+        def step(token: bytes) -> bytes:
+            answer = self.request(ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": token})
+            if answer["error_code"]:
+                raise KafkaError(f"login as {user!r} failed: {answer['error_message']}")
+            return answer["auth_bytes"]
+        if mechanism == "PLAIN":
+            step(f"\0{user}\0{password}".encode())
+            return
+        import scramp
+        client = scramp.ScramClient([mechanism], user, password)
+        client.set_server_first(step(client.get_client_first().encode()).decode())
+        client.set_server_final(step(client.get_client_final().encode()).decode())
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _over_kafka(args) -> int:
+    from kafkalite.protocol import ApiKey
+    from kafkalite.tools.acls_cmd import client_config
+    chosen = getattr(args, "mechanism", None)       # list has no --mechanism
+    mechanisms = chosen or list(credentials.SCRAM_MECHANISMS)
+    if "PLAIN" in mechanisms:
+        raise InvalidConfigurationError(
+            "PLAIN users cannot be managed over Kafka's protocol (Kafka has no API for them); "
+            "leave out --bootstrap-server to edit the server's credentials file")
+    password = _password(args) if args.action == "add" else ""
+    conn = _AdminConnection(client_config(args), args.timeout)
+    try:
+        if args.action == "list" or (args.action == "delete" and not chosen):
+            named = None if args.action == "list" else [{"name": args.user}]
+            answer = conn.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": named})
+            _raise_for(answer["error_code"], answer["error_message"])
+            if args.action == "list":
+                for r in sorted(answer["results"], key=lambda r: r["user"]):
+                    print(f"{r['user']}\t" + ",".join(
+                        f"{credentials.SCRAM_MECHANISM_TYPES.get(c['mechanism'], c['mechanism'])}"
+                        f"(iterations={c['iterations']})" for c in r["credential_infos"]))
+                return 0
+            result, = answer["results"]
+            _raise_for(result["error_code"], result["error_message"])
+            mechanisms = [credentials.SCRAM_MECHANISM_TYPES[c["mechanism"]]
+                          for c in result["credential_infos"]]
+        deletions, upsertions = [], []
+        for m in mechanisms:
+            if args.action == "delete":
+                deletions.append({"name": args.user, "mechanism": credentials.SCRAM_TYPE_OF[m]})
+                continue
+            salt = os.urandom(credentials.SALT_BYTES)
+            upsertions.append({
+                "name": args.user, "mechanism": credentials.SCRAM_TYPE_OF[m],
+                "iterations": args.iterations, "salt": salt,
+                "salted_password": credentials.salted_password(m, password, salt,
+                                                               args.iterations)})
+        # one request per mechanism: Kafka refuses a user named twice in one request
+        for alteration in [{"deletions": [d], "upsertions": []} for d in deletions] + [
+                {"deletions": [], "upsertions": [u]} for u in upsertions]:
+            for result in conn.request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0,
+                                       alteration)["results"]:
+                _raise_for(result["error_code"], result["error_message"])
+    finally:
+        conn.close()
+    done = "deleted" if args.action == "delete" else "added"
+    print(f"{done} {args.user} ({', '.join(mechanisms)}) through {args.bootstrap_server}")
+    return 0
+
+
+def _raise_for(code: int, message: str | None) -> None:
+    if code:
+        cls = error_for_code(code)
+        raise cls(f"{cls.name}: {message or cls.name}")
