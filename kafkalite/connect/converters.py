@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import re
 
-from kafkalite.connect.data import Schema, from_json_value, struct_encoder, to_json_value
+from kafkalite.connect.data import (Schema, from_json_value, struct_decoder, struct_encoder,
+                                    to_json_value)
 from kafkalite.connect.errors import DataException
 
 
@@ -80,7 +81,7 @@ class JsonConverter(Converter):
         super().configure(configs, is_key)
         self.schemas_enable = str(configs.get("schemas.enable", "true")).lower() == "true"
         self._schemas: dict = {}       # id(Schema) -> (schema, its JSON, struct encoder)
-        self._parsed: dict = {}        # schema JSON text -> Schema (reading)
+        self._parsed: dict = {}        # schema JSON text -> (Schema, its value decoder) (reading)
 
     def from_connect_data(self, topic, schema, value):
         if value is None and schema is None:
@@ -122,16 +123,17 @@ class JsonConverter(Converter):
         if schema_doc is None:
             return None, payload
         raw = text[m.end():end]
-        schema = self._parsed.get(raw)
-        if schema is None:
+        hit = self._parsed.get(raw)
+        if hit is None:
             try:
                 schema = Schema.from_json(schema_doc)
             except (ValueError, KeyError, TypeError) as e:
                 raise DataException(f"JsonConverter: bad schema: {e}") from None
             if len(self._parsed) > 1000:
                 self._parsed.clear()
-            self._parsed[raw] = schema
-        return schema, from_json_value(schema, payload)
+            hit = self._parsed[raw] = (schema, struct_decoder(schema) if schema.type == "struct"
+                                       else lambda v, s=schema: from_json_value(s, v))
+        return hit[0], hit[1](payload)
 
     def _schema_json(self, schema) -> str:
         return "null" if schema is None else self._compiled(schema)[1]

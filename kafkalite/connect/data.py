@@ -232,13 +232,16 @@ def from_json_value(schema: Schema, v):
             raise DataException(f"null value for a required {schema.type} schema")
         return schema.default
     t = schema.type
-    if schema.name == TIMESTAMP:
-        return millis_to_timestamp(int(v))
-    if schema.name == DATE:
-        return EPOCH.date() + _dt.timedelta(days=int(v))
-    if schema.name == TIME:
-        ms = int(v)
-        return (_dt.datetime.min + _dt.timedelta(milliseconds=ms)).time()
+    if schema.name in (TIMESTAMP, DATE, TIME):
+        try:
+            n = int(v)
+        except (TypeError, ValueError):
+            raise DataException(f"{schema.name} schema, value {v!r} is not an integer") from None
+        if schema.name == TIMESTAMP:
+            return millis_to_timestamp(n)
+        if schema.name == DATE:
+            return EPOCH.date() + _dt.timedelta(days=n)
+        return (_dt.datetime.min + _dt.timedelta(milliseconds=n)).time()
     if t in _INT_RANGES:
         if isinstance(v, bool) or not isinstance(v, int):
             raise DataException(f"{t} schema, value {v!r} is not an integer")
@@ -267,6 +270,38 @@ def from_json_value(schema: Schema, v):
     if t == "array":
         return [from_json_value(schema.value_schema, x) for x in v]
     return {k: from_json_value(schema.value_schema, x) for k, x in v.items()}
+
+
+def _value_decoder(schema: Schema):
+    """from_json_value for one schema with its dispatch decided once: the
+    common well-formed values take a short path, anything else (null, a
+    wrong type, out of range) the general one, so results and errors are
+    from_json_value's."""
+    t, name = schema.type, schema.name
+    if name is None and t in _INT_RANGES:
+        lo, hi = -(1 << (_INT_RANGES[t] - 1)), 1 << (_INT_RANGES[t] - 1)
+        return lambda v: v if type(v) is int and lo <= v < hi else from_json_value(schema, v)
+    if name is None and t == "string":
+        return lambda v: v if type(v) is str else from_json_value(schema, v)
+    if name is None and t in ("float32", "float64"):
+        return lambda v: v if type(v) is float else from_json_value(schema, v)
+    if name == TIMESTAMP:
+        return lambda v: (EPOCH + _dt.timedelta(milliseconds=v) if type(v) is int
+                          else from_json_value(schema, v))
+    return lambda v: from_json_value(schema, v)
+
+
+def struct_decoder(schema: Schema):
+    """A function reading struct values of ``schema`` as from_json_value
+    does, each field's decoder chosen once (the converter's per-record path)."""
+    plan = [(f.name, _value_decoder(f.schema)) for f in schema.fields]
+
+    def decode(v):
+        if type(v) is not dict:
+            return from_json_value(schema, v)
+        get = v.get
+        return {name: dec(get(name)) for name, dec in plan}
+    return decode
 
 
 def infer_schema(v) -> Schema | None:

@@ -108,3 +108,33 @@ def test_json_envelope_in_any_layout_reads_the_same():
         c.to_connect_data("t", (tight + "x").encode())
     with pytest.raises(DataException, match="int32"):
         c.to_connect_data("t", tight.replace('{"a":1}', '{"a":"x"}').encode())
+
+
+def test_struct_decoder_reads_every_value_as_the_general_path_does():
+    """The converter's per-schema struct decoder (short paths for well-formed
+    ints, strings, doubles and timestamps) gives from_json_value's value, or
+    its error, for each field value: good ones, nulls, wrong types, bools
+    for ints, out-of-range ints, ints for doubles, logical types."""
+    from kafkalite.connect.data import from_json_value, struct_decoder
+    schema = SchemaBuilder.struct().name("wide").field("i8", Schema.INT8) \
+        .field("i32", Schema.OPTIONAL_INT32).field("i64", Schema.INT64) \
+        .field("f", Schema.OPTIONAL_FLOAT64).field("s", Schema.STRING) \
+        .field("at", Schema.OPTIONAL_TIMESTAMP).field("d", Schema.OPTIONAL_DATE) \
+        .field("b", Schema.OPTIONAL_BOOLEAN).field("raw", Schema.OPTIONAL_BYTES).build()
+    good = {"i8": 5, "i32": -7, "i64": 2**40, "f": 1.5, "s": "x", "at": 1_700_000_000_123,
+            "d": 19000, "b": True, "raw": "AAE="}
+    variants = [good, {**good, "i32": None, "f": None, "at": None, "d": None},
+                {**good, "f": 3}, {**good, "at": 5.0}, {k: v for k, v in good.items()
+                                                        if k != "i32"}]
+    bad = [{**good, "i8": 300}, {**good, "i8": True}, {**good, "i64": "1"},
+           {**good, "s": 1}, {**good, "s": None}, {**good, "f": "1.0"}, {**good, "at": "x"},
+           [1, 2], "text"]
+    decode = struct_decoder(schema)
+    for v in variants:
+        assert decode(v) == from_json_value(schema, v), v
+    for v in bad:
+        with pytest.raises(DataException) as general:
+            from_json_value(schema, v)
+        with pytest.raises(DataException) as fast:
+            decode(v)
+        assert str(fast.value) == str(general.value), v
