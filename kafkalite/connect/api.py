@@ -22,7 +22,6 @@ Kafka's. A connector asks for new task configs with
 """
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 
 from kafkalite.connect.config import ConfigDef
@@ -42,12 +41,15 @@ class ConnectRecord:
 
     def new_record(self, **changes) -> "ConnectRecord":
         """A copy with ``changes`` (Kafka's newRecord), as transforms make them."""
-        # a shallow copy, not dataclasses.replace: this runs per record per transform
-        out = copy.copy(self)
+        # a shallow copy of the fields, not dataclasses.replace nor copy.copy (which
+        # goes through __reduce_ex__): this runs per record per transform
+        out = object.__new__(type(self))
+        fields = out.__dict__
+        fields.update(self.__dict__)
         for k, v in changes.items():
-            if not hasattr(self, k):
+            if k not in fields:
                 raise TypeError(f"{type(self).__name__} has no field {k!r}")
-            setattr(out, k, v)
+            fields[k] = v
         return out
 
 
