@@ -807,9 +807,19 @@ class DistributedHerder(Herder):
                 "worker_id": self.worker.worker_id, "generation": lt.generation})
                 for lt in self._tasks.values() if lt.running is not None]
         for key, value in out:
-            if self._published.get(key) != value:
+            if self._published.get(key) != value and self._may_write_status(key, value):
                 self.internal.write(self.internal.status_topic, key, value)
                 self._published[key] = value
+
+    def _may_write_status(self, key, value) -> bool:
+        """Kafka's putSafe: a status is written over the one in the view only
+        by the same worker or from a generation no older than that one's, so
+        a worker that has not yet seen the rebalance that took a unit away
+        (a zombie) cannot overwrite its new owner's status."""
+        with self.internal._lock:
+            seen = self.internal.status.get(key)
+        return (seen is None or seen.get("worker_id") == value["worker_id"]
+                or seen.get("generation", -1) <= value["generation"])
 
     def stop(self) -> None:
         self._stopping.set()

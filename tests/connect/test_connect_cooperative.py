@@ -10,6 +10,7 @@ Task starts are counted by the connector below (each task start appends a
 line to a file), run by the worker processes from this module."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -288,3 +289,38 @@ def test_a_fourth_worker_and_a_kill_move_only_what_must_move(server, tmp_path, t
     assert starts(starts_file) == restarted(moved + lost)
     print(f"the killed worker's connectors and tasks ran again {took:.1f} s after the kill "
           f"(session.timeout.ms=3000, scheduled.rebalance.max.delay.ms={DELAY_MS})")
+
+
+def test_a_worker_does_not_overwrite_a_newer_generations_status(server, tmp_path, topic_name,
+                                                                workers):
+    """Kafka's putSafe: once the status topic says another worker runs a
+    task from a newer generation (as after a rebalance this worker has not
+    seen yet), this worker's own status changes for that task are not
+    written over it; its connector's status still is."""
+    from kafkalite.client import Producer
+    group = f"fence-{os.getpid()}-{int(time.time())}"
+    workers.append(start_worker(server, tmp_path, 0, group))
+    url = workers[0][1]
+    wait_for(lambda: get(url, "/connectors") == [], what="the REST API")
+    r = requests.post(url + "/connectors", timeout=60, json={"name": "cnt", "config": {
+        "connector.class": "test_connect_cooperative:CountingSourceConnector",
+        "topic": f"{topic_name}-c", "starts.file": str(tmp_path / "starts.txt")}})
+    assert r.status_code == 201, r.text
+    own = wait_for(lambda: (st := get(url, "/connectors/cnt/status")) and st["tasks"] and
+                   st["tasks"][0]["state"] == "RUNNING" and st["tasks"][0]["worker_id"],
+                   what="the task RUNNING")
+    newer = {"state": "RUNNING", "trace": None, "worker_id": "127.0.0.1:9", "generation": 10**6}
+    p = Producer(server.config())
+    try:
+        p.produce(f"{group}-status", key=b"status-task-cnt-0", value=json.dumps(newer).encode())
+        assert p.flush(30) == 0
+    finally:
+        p.close()
+    wait_for(lambda: get(url, "/connectors/cnt/status")["tasks"][0]["worker_id"] == "127.0.0.1:9",
+             what="the newer status in the worker's view")
+    assert requests.put(url + "/connectors/cnt/pause", timeout=30).status_code == 202
+    wait_for(lambda: get(url, "/connectors/cnt/status")["connector"]["state"] == "PAUSED",
+             what="the connector's own status PAUSED")
+    time.sleep(1.0)     # the task's PAUSED would be published with the connector's
+    task = get(url, "/connectors/cnt/status")["tasks"][0]
+    assert (task["worker_id"], task["state"]) == ("127.0.0.1:9", "RUNNING"), (own, task)
