@@ -68,7 +68,8 @@ import time
 import urllib.error
 import urllib.request
 
-from kafkalite.connect.errors import BadRequestException, ConnectException, NotFoundException
+from kafkalite.connect.errors import (BadRequestException, ConnectException, NotFoundException,
+                                      RebalanceNeededException)
 from kafkalite.connect.herder import Herder, restart_plan
 
 log = logging.getLogger("kafkalite.connect")
@@ -931,9 +932,11 @@ class DistributedHerder(Herder):
         """Ask the REST API of the owner of ``unit`` (a connector's or a task's);
         returns (status, body)."""
         owner = self.owners.get(unit)
+        what = ' task '.join(map(str, parse_unit(unit)))
         if owner is None:
-            raise ConnectException(f"{' task '.join(map(str, parse_unit(unit)))} has no owner "
-                                   f"yet (rebalancing)")
+            raise RebalanceNeededException(
+                f"Cannot complete request because of a conflicting operation (e.g. worker "
+                f"rebalance): {what} has no owner yet")
         req = urllib.request.Request(owner + path, method=method,
                                      data=None if body is None else json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
@@ -947,7 +950,15 @@ class DistributedHerder(Herder):
                 raise NotFoundException(msg) from None
             if e.code == 400:
                 raise BadRequestException(msg) from None
+            if e.code == 409:
+                raise RebalanceNeededException(msg) from None
             raise ConnectException(msg) from None
+        except OSError as e:
+            # the owner's worker is gone (killed, stopping): the group moves its units
+            # once its session expires; until then the request cannot be served
+            raise RebalanceNeededException(
+                f"Cannot complete request because of a conflicting operation (e.g. worker "
+                f"rebalance): {what}'s owner {owner} is unreachable ({e})") from None
 
     def _local(self, name) -> bool:
         return name in self._connectors

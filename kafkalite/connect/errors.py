@@ -28,3 +28,8 @@ class AlreadyExistsException(ConnectException):
 
 class BadRequestException(ConnectException):
     """A request the herder refuses as it stands (REST: 400)."""
+
+
+class RebalanceNeededException(ConnectException):
+    """A request that needs a unit's owner while the group is moving it
+    (REST: 409, as Kafka's; the client tries again after the rebalance)."""

@@ -26,7 +26,8 @@ from werkzeug.serving import make_server
 
 from kafkalite.connect import plugins
 from kafkalite.connect.errors import (AlreadyExistsException, BadRequestException,
-                                      ConnectException, NotFoundException)
+                                      ConnectException, NotFoundException,
+                                      RebalanceNeededException)
 
 log = logging.getLogger("kafkalite.connect")
 MAX_BODY = 8 << 20
@@ -66,6 +67,10 @@ def create_app(herder) -> Flask:
     @app.errorhandler(BadRequestException)
     def _br(e):
         return _error(400, str(e))
+
+    @app.errorhandler(RebalanceNeededException)
+    def _rn(e):
+        return _error(409, str(e))
 
     @app.errorhandler(ConnectException)
     def _ce(e):

@@ -324,3 +324,32 @@ def test_a_worker_does_not_overwrite_a_newer_generations_status(server, tmp_path
     time.sleep(1.0)     # the task's PAUSED would be published with the connector's
     task = get(url, "/connectors/cnt/status")["tasks"][0]
     assert (task["worker_id"], task["state"]) == ("127.0.0.1:9", "RUNNING"), (own, task)
+
+
+def test_a_request_for_a_killed_workers_connector_answers_409_until_it_moves(
+        server, tmp_path, topic_name, workers):
+    """A restart asked of a survivor while the connector's owner is dead
+    (the group has not moved its units yet) is Kafka's 409, which a client
+    retries, not a 500; once the connector runs on the survivor it restarts."""
+    group = f"gone-{os.getpid()}-{int(time.time())}"
+    workers += [start_worker(server, tmp_path, i, group) for i in range(2)]
+    urls = [u for _, u in workers]
+    wait_for(lambda: all(get(u, "/connectors") == [] for u in urls), what="2 REST APIs")
+    r = requests.post(urls[0] + "/connectors", timeout=60, json={"name": "cnt", "config": {
+        "connector.class": "test_connect_cooperative:CountingSourceConnector",
+        "topic": f"{topic_name}-c", "starts.file": str(tmp_path / "starts.txt")}})
+    assert r.status_code == 201, r.text
+    owner = wait_for(lambda: (st := get(urls[0], "/connectors/cnt/status")) and
+                     st["connector"]["state"] == "RUNNING" and st["connector"]["worker_id"],
+                     what="the connector RUNNING")
+    victim = next(p for p, u in workers if u == "http://" + owner)
+    survivor = next(u for u in urls if u != "http://" + owner)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(30)
+    r = requests.post(survivor + "/connectors/cnt/restart", timeout=60)
+    assert r.status_code == 409, (r.status_code, r.text)
+    assert r.json()["error_code"] == 409 and "rebalance" in r.json()["message"], r.text
+    wait_for(lambda: (st := get(survivor, "/connectors/cnt/status")) and
+             st["connector"]["worker_id"] == survivor[len("http://"):] and
+             st["connector"]["state"] == "RUNNING", timeout=60, what="the connector moved")
+    assert requests.post(survivor + "/connectors/cnt/restart", timeout=60).status_code in (200, 204)
