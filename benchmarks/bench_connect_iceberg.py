@@ -62,7 +62,8 @@ def run_connect(server, dsn, rows, args, work, catalog_uri) -> tuple[float, floa
     admin = AdminClient({"bootstrap.servers": server.bootstrap})
     for f in admin.create_topics([NewTopic(topic, 1)]).values():
         f.result()
-    worker = Worker({"bootstrap.servers": server.bootstrap, "offset.flush.interval.ms": 2000,
+    worker = Worker({"bootstrap.servers": server.bootstrap,
+                     "offset.flush.interval.ms": args.flush_interval_ms,
                      "consumer.max.poll.records": 10_000},
                     FileOffsetStore(os.path.join(work, "offsets.json")))
     worker.start()
@@ -104,6 +105,10 @@ def main(argv=None) -> int:
     ap.add_argument("--rows", type=int, default=200_000)
     ap.add_argument("--batch", type=int, default=10_000, help="the source's batch.max.rows")
     ap.add_argument("--flush-size", type=int, default=100_000, help="the sink's flush.size")
+    ap.add_argument("--flush-interval-ms", type=int, default=500,
+                    help="the worker's offset.flush.interval.ms: the sink commits (a table "
+                         "snapshot) at least this often, and the figures are timed to the "
+                         "commit that holds the last row, so they move in steps of it")
     ap.add_argument("--catalog", choices=("sqlite", "postgresql"), default="sqlite")
     ap.add_argument("--quick", action="store_true", help="20,000 rows")
     ap.add_argument("--output-dir")
