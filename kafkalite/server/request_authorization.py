@@ -594,6 +594,15 @@ def _delete_acls(r: _Request, body: dict) -> None:
         body["filters"] = []
 
 
+def _alter_client_quotas(r: _Request, body: dict) -> None:
+    # no top-level error_code: every entry is answered with the denial
+    if not r.may_cluster(Op.ALTER_CONFIGS):
+        message = f"{r.principal} may not alter the cluster's client quotas"
+        r.add_to("entries", [{"error_code": CLUSTER_DENIED, "error_message": message,
+                              "entity": e["entity"]} for e in body["entries"]])
+        body["entries"] = []
+
+
 # API -> its check. Not here, as in Kafka: ApiVersions and the SASL APIs
 # (answered before authentication). DescribeCluster checks nothing but
 # fills in its authorized operations when asked.
@@ -651,4 +660,6 @@ _CHECKS = {
     ApiKey.DESCRIBE_ACLS: _cluster(Op.DESCRIBE),
     ApiKey.CREATE_ACLS: _create_acls,
     ApiKey.DELETE_ACLS: _delete_acls,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: _cluster(Op.DESCRIBE_CONFIGS),
+    ApiKey.ALTER_CLIENT_QUOTAS: _alter_client_quotas,
 }
