@@ -39,9 +39,14 @@ Memory is bounded per client, whatever the client does:
 
 Quotas (quotas.py): a client whose request put it over a quota has that
 answer, and every answer after it, held here until its throttle time has
-passed (the native client does not read ``throttle_time_ms``; with its
-requests in flight bounded, held answers slow it down). The process's loop
-wakes for ``next_deadline``.
+passed (the native client does not read ``throttle_time_ms``), and the
+requests it sends meanwhile wait unread too, as a muted Kafka connection's
+do: otherwise a producer with several large requests in flight would have
+them all appended during the hold. When the hold ends, the waiting requests
+are served one at a time while no new hold begins, at most
+MAX_HELD_REQUESTS per client (the client's requests in flight; beyond it a
+request is dropped with a rate-limited warning, as an unread answer is).
+The process's loop wakes for ``next_deadline``.
 
 Security (``curve``, a protocol/curve.CurveServer, None by default): the
 ROUTER is a CURVE server, so only clients whose public key the ZAP handler
@@ -84,6 +89,7 @@ FETCH_MAX_BYTES = 57_671_680            # Kafka's broker fetch.max.bytes default
 # Two of the largest fetch answers: a consumer's next fetch is never held up
 # by its previous answer whose tracker has not reported yet.
 MAX_UNSENT_BYTES = 2 * FETCH_MAX_BYTES
+MAX_HELD_REQUESTS = 64
 MAX_WAITING_ANSWERS = 1024
 TRACK_MIN_BYTES = 64 * 1024
 TRIM_AFTER_BYTES = 64 * 1024 * 1024
@@ -117,9 +123,10 @@ class _Answer:
 class _Client:
     """What one client (ROUTER identity) has outstanding."""
 
-    __slots__ = ("unsent", "unsent_bytes", "waiting", "waiting_bytes", "hold_until")
+    __slots__ = ("unsent", "unsent_bytes", "waiting", "waiting_bytes", "hold_until", "held")
 
     def __init__(self):
+        self.held: collections.deque = collections.deque()     # requests' frames, unread
         self.hold_until = 0.0       # a quota throttle: answers wait until this monotonic time
         self.unsent: collections.deque = collections.deque()   # (MessageTracker, bytes)
         self.unsent_bytes = 0
@@ -183,7 +190,19 @@ class NativeListener:
             except zmq.Again:
                 return
             if len(frames) >= 2:
-                self._on_message(frames)
+                client = self._clients.get(frames[0].bytes) if self._clients else None
+                if client is not None and (client.hold_until or client.held):
+                    self._hold_request(client, frames)
+                else:
+                    self._on_message(frames)
+
+    def _hold_request(self, client: _Client, frames: list) -> None:
+        if len(client.held) >= MAX_HELD_REQUESTS:
+            self.dropped_answers += 1
+            self._slow_client.warning("%s: a throttled client sent more than %d requests; "
+                                      "dropped one", self.name, MAX_HELD_REQUESTS)
+            return
+        client.held.append(frames)
 
     def close(self) -> None:
         self.socket.close()
@@ -330,6 +349,8 @@ class NativeListener:
                 if client.hold_until > now:
                     continue
                 client.hold_until = 0.0
+            while client.held and not client.hold_until:
+                self._on_message(client.held.popleft())    # may begin a new hold
             unsent = client.unsent
             while unsent and unsent[0][0].done:
                 n = unsent.popleft()[1]
@@ -344,7 +365,7 @@ class NativeListener:
                 client.waiting_bytes -= answer.inline
                 if identity not in self._clients:
                     break               # it went away: what waited for it went with it
-            if not unsent and not waiting:
+            if not unsent and not waiting and not client.held and not client.hold_until:
                 self._clients.pop(identity, None)
         if released:
             self._released += released
