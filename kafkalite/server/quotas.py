@@ -44,7 +44,8 @@ then mutes the connection (Kafka path) or holds the client's next answers
 The whole node shares one rate: a producer writing partitions led by
 several workers is held to its quota, not to N times it. Each process
 counts what it served itself (a ``QuotaRates`` per quota entity), and,
-every ``SHARE_INTERVAL_S`` while it has something new, tells the supervisor
+every ``SHARE_INTERVAL_S`` while it has something new (and every
+``IDLE_SHARE_INTERVAL_S`` while older rates decay), tells the supervisor
 its own rates on the control channel (``quota_usage``); the supervisor
 answers each with the sum of every *other* process's rates (its own
 included), which this process adds to its own when it computes a throttle.
@@ -70,6 +71,7 @@ QUOTA_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE)
 USER = "user"
 CLIENT_ID = "client-id"
 SHARE_INTERVAL_S = 0.1
+IDLE_SHARE_INTERVAL_S = 1.0     # rates still in the windows but not growing: sent this often
 # Requests no quota counts, as Kafka exempts them: what a client needs to
 # learn it is throttled, and authentication.
 EXEMPT_APIS = frozenset((ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE))
@@ -242,11 +244,13 @@ class QuotaManager:
     def tick(self) -> None:
         """Send this process's rates to the supervisor when there is news
         (a worker's loop calls it every turn)."""
-        if self.share is None or not self._dirty:
+        if self.share is None or not (self._dirty or self.rates):
             return
         now = self.clock()
         if now < self._next_share:
             return
+        if not self._dirty and now < self._next_share + IDLE_SHARE_INTERVAL_S:
+            return          # idle: rates decaying are sent now and then, not every turn
         self._dirty = False
         self._next_share = now + SHARE_INTERVAL_S
         self.share({"type": "quota_usage",
@@ -258,6 +262,10 @@ class QuotaManager:
 
     def next_deadline(self) -> float | None:
         return self._next_share if self.share is not None and self._dirty else None
+
+    def throttle_rows(self) -> list:
+        """[quota key, user, client, ms throttled in all] for the metrics."""
+        return [[*sensor, ms] for sensor, ms in self.throttle_ms.items()]
 
 
 class NodeQuotaRates:
@@ -287,3 +295,13 @@ class NodeQuotaRates:
         for sensor, rate in self.own.local_rates().items():
             others[sensor] = others.get(sensor, 0.0) + rate
         return [[*s, r] for s, r in others.items() if r > 0]
+
+    def node_rates(self) -> dict[tuple, float]:
+        """The node's rate of every active quota entity (for the metrics)."""
+        horizon = time.monotonic() - self.own.window_num * self.own.window_size
+        totals = dict(self.own.local_rates())
+        for when, rates in self.reports.values():
+            if when >= horizon:
+                for sensor, rate in rates.items():
+                    totals[sensor] = totals.get(sensor, 0.0) + rate
+        return totals

@@ -265,7 +265,9 @@ class Worker:
             self.replica_manager.checkpoint()
             self._next_checkpoint = now + CHECKPOINT_INTERVAL_S
         if self.metrics is not None:
-            self._send_control(self.metrics.snapshot(self.replica_manager))
+            snapshot = self.metrics.snapshot(self.replica_manager)
+            snapshot["quota_throttles"] = self.quotas.throttle_rows()
+            self._send_control(snapshot)
         self._next_housekeeping = now + HOUSEKEEPING_INTERVAL_S
 
     # ---- main loop -------------------------------------------------------------------------

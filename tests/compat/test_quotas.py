@@ -15,8 +15,10 @@ worth) to the end, and must be within 10 % of the quota.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
+import urllib.request
 
 import confluent_kafka as ck
 
@@ -68,6 +70,15 @@ def produce_for(server, topic: str, client_id: str, seconds: float) -> dict:
             "failed": failed}
 
 
+def metric(server, name: str, client_id: str) -> float | None:
+    """A client id's sample of ``name`` in the node's /metrics (None: absent)."""
+    text = urllib.request.urlopen(server.info["metrics"], timeout=10).read().decode()
+    for line in text.splitlines():
+        if line.startswith(name + "{") and f'client_id="{client_id}"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
 def rate(run: dict, since: float) -> float:
     """Bytes/s delivered from ``since`` to the end of the run."""
     total = sum(n for t, n in run["deliveries"] if since <= t < run["end"])
@@ -100,6 +111,13 @@ def test_producer_over_its_byte_rate_is_throttled_to_the_quota_node_wide(server,
     other = rate(unlimited, unlimited["start"])
     assert other > 5 * PRODUCE_QUOTA
     assert other > 0.3 * baseline, f"{other:.0f} B/s beside the throttled one, {baseline:.0f} alone"
+    # and in the metrics: the time it was throttled, its node-wide byte rate
+    deadline = time.monotonic() + 10
+    while (metric(server, "kafka_server_produce_throttle_time_ms_total", "limited") or 0) <= 0:
+        assert time.monotonic() < deadline, "no produce throttle time in /metrics"
+        time.sleep(0.5)
+    assert metric(server, "kafka_server_produce_throttle_time_ms_total", "unlimited") is None
+    assert (metric(server, "kafka_server_produce_byte_rate", "limited") or 0) > 0
 
 
 def test_consumer_over_its_fetch_byte_rate_is_throttled(server, topic_name):
