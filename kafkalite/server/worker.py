@@ -125,6 +125,7 @@ class Worker:
                                    share=lambda msg: self._send_control({**msg,
                                                                          "worker": self.index}))
         self.dispatcher.quotas = self.quotas
+        self.rings.quotas = self.quotas
         self.native = NativeListener(self.ctx, config.host, port, self.dispatcher,
                                      name=f"worker {index}",
                                      extensions={"shm_attach": self.rings.attach},
@@ -295,7 +296,7 @@ class Worker:
                 deadline = min(deadline, self._next_isr_check)
             deadline = min(deadline, self._next_heartbeat)
             for due in (self.kafka.next_deadline(), self.native.next_deadline(),
-                        self.quotas.next_deadline()):
+                        self.quotas.next_deadline(), self.rings.next_deadline()):
                 if due is not None:
                     deadline = min(deadline, due)
             timeout = max(0, int((deadline - time.monotonic()) * 1000) + 1)

@@ -1,13 +1,15 @@
 """Client quotas on a real server: AlterClientQuotas / DescribeClientQuotas
 over the Kafka wire (defaults, Kafka's matching filters, validate_only,
 Kafka's errors for bad entities, keys and values), their survival across a
-restart, and the native (ZeroMQ) path holding a producer over its quota
-back. Kafka's own clients against quotas: tests/compat/test_quotas.py.
+restart, and the native paths (ZeroMQ, shared-memory rings) holding a
+producer over its quota back. Kafka's own clients against quotas: tests/compat/test_quotas.py.
 """
 from __future__ import annotations
 
 import sys
 import time
+
+import pytest
 
 sys.path.insert(0, __file__.rsplit("/tests/", 1)[0] + "/tests/compat")
 
@@ -122,11 +124,13 @@ def test_bad_entities_keys_and_values_get_invalid_request(server):
         wire.close()
 
 
-def native_rate(server, topic: str, client_id: str, seconds: float) -> float:
-    """Bytes/s a native producer (ZeroMQ) gets acknowledged for ``seconds``."""
+def native_rate(server, topic: str, client_id: str, seconds: float,
+                transport: str = "zmq") -> float:
+    """Bytes/s a native producer (ZeroMQ, or a shared-memory ring) gets
+    acknowledged for ``seconds``."""
     p = Producer(server.config(**{"client.id": client_id, "linger.ms": 5, "batch.size": 65536,
                                   "queue.buffering.max.messages": 1000,
-                                  "kafkalite.transport": "zmq"}))
+                                  "kafkalite.transport": transport}))
     acked = [0]
 
     def delivered(err, msg):
@@ -147,19 +151,20 @@ def native_rate(server, topic: str, client_id: str, seconds: float) -> float:
     return rate
 
 
-def test_native_producer_over_its_quota_is_slowed(server, topic_name):
+@pytest.mark.parametrize("transport", ["zmq", "shm"])
+def test_native_producer_over_its_quota_is_slowed(server, topic_name, transport):
     create(server, topic_name, partitions=2)
     quota = 500_000
     admin = AdminClient(server.config())
     try:
         for f in admin.alter_client_quotas([ClientQuotaAlteration(
-                ClientQuotaEntity({"client-id": "native-limited"}),
+                ClientQuotaEntity({"client-id": f"native-limited-{transport}"}),
                 {"producer_byte_rate": quota})]).values():
             f.result()
     finally:
         admin.close()
-    free = native_rate(server, topic_name, "native-free", 3.0)
-    limited = native_rate(server, topic_name, "native-limited", 15.0)
+    free = native_rate(server, topic_name, "native-free", 3.0, transport)
+    limited = native_rate(server, topic_name, f"native-limited-{transport}", 15.0, transport)
     # Kafka's allowance for a new client (10 windows' worth) plus the run
     # at the quota, with slack; unthrottled, the same producer is far faster
     assert limited <= 1.2 * quota * (15.0 + 10) / 15.0, f"{limited:.0f} B/s, quota {quota}"
