@@ -92,7 +92,8 @@ def fetch_response_bytes(body: dict) -> int:
         for p in topic.get("partitions") or ():
             records = p.get("records")
             if records is not None:
-                total += getattr(records, "length", None) or len(records)
+                length = getattr(records, "length", None)      # a FileRegion's
+                total += length if length is not None else len(records)
     return total
 
 

@@ -175,8 +175,6 @@ class RequestContext:
         it went over, tell the responder to hold the client back (before the
         answer goes, so the client's next request waits). The throttle in ms."""
         quotas = self.quotas
-        if not quotas.enabled:
-            return 0
         api_key = self.header.api_key
         ms = quotas.on_request(
             user_of(self.principal), self.header.client_id or "", api_key, self.size,
@@ -280,7 +278,11 @@ class RequestDispatcher:
     def dispatch(self, ctx: RequestContext, body: dict) -> None:
         header = ctx.header
         ctx.stats = self.stats
-        quotas = ctx.quotas = self.quotas
+        quotas = self.quotas
+        if quotas is not None and quotas.enabled:
+            ctx.quotas = quotas          # counted and throttled when answered
+        else:
+            quotas = None
         try:
             self.check_version(header)
             if header.api_key == ApiKey.API_VERSIONS:
@@ -293,7 +295,7 @@ class RequestDispatcher:
             if self.gate is not None and (ctx.listener is Listener.KAFKA or self.check_native):
                 result = self.gate.check(ctx, body)
             if result is None:
-                if quotas is not None and quotas.enabled:
+                if quotas is not None:
                     began = time.perf_counter()
                     result = handler(ctx, body)
                     ctx.handler_s = time.perf_counter() - began

@@ -6,8 +6,10 @@ producer over its quota back. Kafka's own clients against quotas: tests/compat/t
 """
 from __future__ import annotations
 
+import re
 import sys
 import time
+import urllib.request
 
 import pytest
 
@@ -169,3 +171,60 @@ def test_native_producer_over_its_quota_is_slowed(server, topic_name, transport)
     # at the quota, with slack; unthrottled, the same producer is far faster
     assert limited <= 1.2 * quota * (15.0 + 10) / 15.0, f"{limited:.0f} B/s, quota {quota}"
     assert free > 3 * limited, f"unlimited {free:.0f} B/s vs limited {limited:.0f} B/s"
+
+
+def rate_labels(server) -> set:
+    """(user, client_id) of every kafka_server_produce_byte_rate sample in /metrics."""
+    text = urllib.request.urlopen(server.info["metrics"], timeout=10).read().decode()
+    return set(re.findall(r'^kafka_server_produce_byte_rate\{client_id="([^"]*)",user="([^"]*)"\}',
+                          text, re.M))
+
+
+def produce_some(server, topic: str, client_id: str) -> None:
+    p = Producer(server.config(**{"client.id": client_id}))
+    try:
+        for _ in range(20):
+            p.produce(topic, b"v" * 100)
+        assert p.flush(20) == 0
+    finally:
+        p.close()
+
+
+def wait_for(check, timeout: float = 15.0):
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "not seen in time"
+        time.sleep(0.3)
+
+
+def test_kafka_matching_order_decides_which_entity_a_client_counts_against(own_server,
+                                                                          topic_name):
+    """The metric's labels name the entity a client's bytes count against:
+    /users/<default> comes before /clients/<client-id> in Kafka's order,
+    and /users/<default>/clients/<default> before /users/<default>."""
+    create(own_server, topic_name)
+    admin = AdminClient(own_server.config())
+
+    def set_quota(parts: dict, value: float) -> None:
+        for f in admin.alter_client_quotas([ClientQuotaAlteration(
+                ClientQuotaEntity(parts), {"producer_byte_rate": value})]).values():
+            f.result()
+    try:
+        set_quota({"client-id": "app"}, 10_000_000)
+        set_quota({"user": None}, 1_000_000_000)
+        produce_some(own_server, topic_name, "app")
+        # counted per user (each user its own rate under the default), client id not a part
+        wait_for(lambda: ("", "ANONYMOUS") in rate_labels(own_server))
+        assert not any(c == "app" for c, _ in rate_labels(own_server))
+        set_quota({"user": None, "client-id": None}, 1_000_000_000)
+        produce_some(own_server, topic_name, "app")
+        wait_for(lambda: ("app", "ANONYMOUS") in rate_labels(own_server))
+        # a client id with a quota of its own and no user quotas: counted by client id
+        for parts in ({"user": None}, {"user": None, "client-id": None}):
+            for f in admin.alter_client_quotas([ClientQuotaAlteration(
+                    ClientQuotaEntity(parts), {"producer_byte_rate": None})]).values():
+                f.result()
+        produce_some(own_server, topic_name, "app")
+        wait_for(lambda: ("app", "") in rate_labels(own_server))
+    finally:
+        admin.close()
