@@ -26,6 +26,7 @@ from kafkalite.client.admin import (AdminClient, ClientQuotaAlteration, ClientQu
 from kafkalite.server.launcher import ServerProcess
 
 VALUE = b"b" * 1000
+WINDOWS_S = 11.0    # quota_window_num * quota_window_size_seconds (the defaults)
 
 
 def produce_for(bootstrap: str, topic: str, client_id: str, seconds: float) -> dict:
@@ -90,6 +91,8 @@ def main() -> None:
           f"{rate(limited):,.0f} B/s over the run ({rate(limited) / args.quota:.3f}x), "
           + (f"{rate(limited, first):,.0f} B/s from its first throttle at "
              f"{first - limited['start']:.1f} s ({rate(limited, first) / args.quota:.3f}x); "
+             f"{rate(limited, first + WINDOWS_S):,.0f} B/s once the windows rolled past "
+             f"the burst ({rate(limited, first + WINDOWS_S) / args.quota:.3f}x); "
              f"{len(limited['throttles'])} throttles reported"
              if first is not None else "never throttled"))
     print(f"unthrottled producer beside it: {rate(beside):,.0f} B/s; the same producer alone "

@@ -7,10 +7,9 @@ The topic's partitions are led by both workers, so the quota holds for the
 whole node, not per worker process. A consumer over its
 ``consumer_byte_rate`` is held likewise.
 
-The issue's setting is 30 s (QUOTA_TEST_SECONDS, default 30); the rate is
-measured from the first throttle the client reports (before it, Kafka's
-sampled rate lets a new client burst up to ``quota_window_num - 1`` windows'
-worth) to the end, and must be within 10 % of the quota.
+The issue's setting is 30 s (QUOTA_TEST_SECONDS, default 30): the rate
+delivered over the whole run must be within 10 % of the quota (a new client
+bursts at most one window's worth, quotas.py).
 """
 from __future__ import annotations
 
@@ -30,7 +29,7 @@ SECONDS = float(os.environ.get("QUOTA_TEST_SECONDS", "30"))
 PRODUCE_QUOTA = 200_000          # bytes/s
 FETCH_QUOTA = 300_000
 VALUE = b"q" * 1000
-WINDOWS_S = 10              # (quota_window_num - 1) * quota_window_size_seconds, the defaults
+WINDOWS_S = 2               # a new client's burst (one window) and fetches in flight
 
 
 def set_quota(server, entity: dict, **values) -> None:
@@ -101,9 +100,7 @@ def test_producer_over_its_byte_rate_is_throttled_to_the_quota_node_wide(server,
     assert not limited["failed"] and not unlimited["failed"]
     assert limited["throttles"], "librdkafka never reported a throttle"
     assert max(ms for _, ms in limited["throttles"]) > 0
-    first = limited["throttles"][0][0]
-    assert first < limited["end"] - SECONDS / 2, "throttled too late to measure"
-    achieved = rate(limited, first)
+    achieved = rate(limited, limited["start"])
     assert abs(achieved - PRODUCE_QUOTA) <= 0.1 * PRODUCE_QUOTA, \
         f"{achieved:.0f} B/s against a quota of {PRODUCE_QUOTA}"
     # the other client: no throttle, and its rate of its own, far above the quota
@@ -146,9 +143,10 @@ def test_consumer_over_its_fetch_byte_rate_is_throttled(server, topic_name):
         c.close()
     assert throttles, "librdkafka never reported a fetch throttle"
     # librdkafka prefetches, so what the application sees lags what was
-    # fetched: the bound is on the total, Kafka's allowance for a new client
-    # (the quota over the run plus quota_window_num - 1 windows) with 10 %
-    # slack; unthrottled, the whole 8 MB comes in well under a second
+    # fetched: the bound is on the total, the quota over the run plus a
+    # new client's burst (one window) and what librdkafka's fetches had in
+    # flight, with 10 % slack; unthrottled, the whole 8 MB comes in well
+    # under a second
     got = sum(n for _, n in received)
     allowed = FETCH_QUOTA * (seconds + WINDOWS_S)
     assert got <= 1.1 * allowed, f"{got} bytes in {seconds} s against a quota of {FETCH_QUOTA}/s"
