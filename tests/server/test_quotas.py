@@ -229,3 +229,26 @@ def test_kafka_matching_order_decides_which_entity_a_client_counts_against(own_s
         wait_for(lambda: ("app", "") in rate_labels(own_server))
     finally:
         admin.close()
+
+
+def test_request_percentage_throttles_and_mutes_the_connection(server):
+    """A client over its request_percentage (handler time) is told
+    throttle_time_ms and its connection muted: its next request waits."""
+    wire = KafkaWire(server.kafka_bootstrap, timeout=30.0)    # client id "compat-test"
+    metadata = {"topics": [], "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False}
+    try:
+        assert alter(wire, [(entity(client_id="compat-test"),
+                             {"request_percentage": 0.001})])[0]["error_code"] == 0
+        throttle_ms = 0
+        for _ in range(2000):
+            throttle_ms = wire.request(ApiKey.METADATA, 12, metadata)["throttle_time_ms"]
+            if throttle_ms >= 20:       # long enough to see the mute
+                break
+        assert throttle_ms >= 20, f"never throttled long enough ({throttle_ms} ms)"
+        began = time.monotonic()
+        wire.request(ApiKey.METADATA, 12, metadata)
+        assert time.monotonic() - began >= 0.5 * throttle_ms / 1000.0, "the connection was not muted"
+    finally:
+        alter(wire, [(entity(client_id="compat-test"), {"request_percentage": None})])
+        wire.close()
