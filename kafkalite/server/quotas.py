@@ -31,12 +31,14 @@ by user alone, or by client id alone.
 
 Rates: Kafka's sampled rate, ``quota_window_num`` windows of
 ``quota_window_size_seconds`` each; the rate is what the live windows hold
-divided by their span. A request over the bound is throttled, as in
+divided by the time they cover (QuotaRates says how that is measured). A request over the bound is throttled, as in
 KIP-219, by the time that brings the rate back to it::
 
     throttle = (rate - bound) / bound * span     (at most num * size)
 
-One deliberate difference: Kafka pads a short span to ``quota_window_num -
+Deliberate differences: the time covered is measured from the end of the
+last window dropped, not from the oldest window's start (QuotaRates), and
+Kafka pads a short span to ``quota_window_num -
 1`` whole windows, so a new client may send ten windows' worth of its quota
 at once; it is then starved until that burst's window expires, when the
 emptied windows let the next burst through, and the quota holds only on
@@ -66,7 +68,6 @@ Who may call: the owning process's event loop; nothing here is thread-safe.
 """
 from __future__ import annotations
 
-import math
 import time
 
 from kafkalite.protocol import ApiKey
@@ -114,39 +115,49 @@ _ORDER = ((_ANY, _ANY), (_ANY, None), (_ANY, False), (None, _ANY), (None, None),
 
 
 class QuotaRates:
-    """Kafka's sampled rate (module docstring) of one quota entity."""
+    """The sampled rate (module docstring) of one quota entity.
 
-    __slots__ = ("windows", "num", "size", "last")
+    ``since`` is the time from which the live windows hold everything that
+    was recorded: the first record, then the end of the last window
+    purged. Windows start at a record and last ``size``, so the span
+    ``now - since`` has exactly the live windows' total in it, also when
+    throttled pauses left gaps between windows (measuring from the oldest
+    window's start, as Kafka does, skips such a gap and overstates the
+    rate after each purge)."""
+
+    __slots__ = ("windows", "num", "size", "last", "since")
 
     def __init__(self, num: int, size: float):
         self.windows: list[list] = []      # [start, total], oldest first
         self.num = num
         self.size = size
         self.last = 0.0
+        self.since = None
 
     def record(self, value: float, now: float) -> None:
         windows = self.windows
+        if self.since is None:
+            self.since = now
         if not windows or now >= windows[-1][0] + self.size:
             windows.append([now, 0.0])
             if len(windows) > self.num:
-                del windows[0]
+                self._purge_first()
         windows[-1][1] += value
         self.last = now
 
+    def _purge_first(self) -> None:
+        start, _ = self.windows.pop(0)
+        self.since = max(self.since, start + self.size)
+
     def span(self, now: float) -> float:
-        windows = self.windows
-        oldest = windows[0][0] if windows else now
-        span = now - oldest
-        full = math.floor(span / self.size)
-        if full < MIN_FULL_WINDOWS:
-            span += (MIN_FULL_WINDOWS - full) * self.size
-        return span
+        since = now if self.since is None else self.since
+        return max(now - since, MIN_FULL_WINDOWS * self.size)
 
     def rate(self, now: float) -> float:
         horizon = now - self.num * self.size
         windows = self.windows
         while windows and windows[0][0] <= horizon:     # Kafka's purge of obsolete samples
-            del windows[0]
+            self._purge_first()
         if not windows:
             return 0.0
         return sum(w[1] for w in windows) / self.span(now)

@@ -119,7 +119,10 @@ def test_producer_over_its_byte_rate_is_throttled_to_the_quota_node_wide(server,
 
 def test_consumer_over_its_fetch_byte_rate_is_throttled(server, topic_name):
     create(server, topic_name, partitions=2)
-    p = ck.Producer({"bootstrap.servers": server.kafka_bootstrap, "linger.ms": 20})
+    # small batches: a fetch returns at least one whole batch, and the
+    # throttle follows each answer, so 1 MB batches would move in 1 MB steps
+    p = ck.Producer({"bootstrap.servers": server.kafka_bootstrap, "linger.ms": 20,
+                     "batch.size": 16384})
     for _ in range(8000):                       # 8 MB: more than the run can fetch
         p.produce(topic_name, VALUE)
         p.poll(0)
