@@ -5,7 +5,8 @@ another client, with no quota, writes at full speed beside it; the
 throttle reaches librdkafka as ``throttle_time_ms`` (its ``throttle_cb``).
 The topic's partitions are led by both workers, so the quota holds for the
 whole node, not per worker process. A consumer over its
-``consumer_byte_rate`` is held likewise.
+``consumer_byte_rate`` is held likewise. kafka-python's own encoding of
+AlterClientQuotas / DescribeClientQuotas is answered as Kafka would.
 
 The issue's setting is 30 s (QUOTA_TEST_SECONDS, default 30): the rate
 delivered over the whole run must be within 10 % of the quota (a new client
@@ -154,3 +155,54 @@ def test_consumer_over_its_fetch_byte_rate_is_throttled(server, topic_name):
     allowed = FETCH_QUOTA * (seconds + WINDOWS_S)
     assert got <= 1.1 * allowed, f"{got} bytes in {seconds} s against a quota of {FETCH_QUOTA}/s"
     assert got >= 0.5 * FETCH_QUOTA * seconds, f"{got} bytes: held far below the quota"
+
+
+def test_kafka_pythons_own_encoding_of_the_quota_apis(server):
+    """AlterClientQuotas / DescribeClientQuotas as kafka-python's protocol
+    classes (generated from Kafka's message JSON) encode and decode them,
+    both versions, over a bare Kafka connection."""
+    import socket
+    import struct
+
+    from kafka.protocol.admin.client_quotas import (AlterClientQuotasRequest as Alter,
+                                                    AlterClientQuotasResponse,
+                                                    DescribeClientQuotasRequest as Describe,
+                                                    DescribeClientQuotasResponse)
+    host, port = server.kafka_bootstrap.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=10)
+
+    def call(request, response_class, version: int, correlation_id: int):
+        request.API_VERSION = version
+        request.with_header(correlation_id=correlation_id, client_id="kafka-python")
+        sock.sendall(request.encode(version=version, header=True, framed=True))
+        size, = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))
+        return response_class.decode(sock.recv(size, socket.MSG_WAITALL), version=version,
+                                     header=True).to_dict()
+    try:
+        for version in (0, 1):
+            user = f"kafka-python-{version}"
+            answer = call(Alter(entries=[Alter.EntryData(
+                entity=[Alter.EntryData.EntityData(entity_type="user", entity_name=user),
+                        Alter.EntryData.EntityData(entity_type="client-id", entity_name=None)],
+                ops=[Alter.EntryData.OpData(key="consumer_byte_rate", value=4096.0,
+                                            remove=False),
+                     Alter.EntryData.OpData(key="bogus_rate", value=1.0, remove=False)])],
+                validate_only=False), AlterClientQuotasResponse, version, 1)
+            assert answer["entries"][0]["error_code"] == 42          # INVALID_REQUEST: bogus_rate
+            answer = call(Alter(entries=[Alter.EntryData(
+                entity=[Alter.EntryData.EntityData(entity_type="user", entity_name=user),
+                        Alter.EntryData.EntityData(entity_type="client-id", entity_name=None)],
+                ops=[Alter.EntryData.OpData(key="consumer_byte_rate", value=4096.0,
+                                            remove=False)])],
+                validate_only=False), AlterClientQuotasResponse, version, 2)
+            assert answer["entries"][0]["error_code"] == 0
+            found = call(Describe(components=[
+                Describe.ComponentData(entity_type="user", match_type=0, match=user)],
+                strict=False), DescribeClientQuotasResponse, version, 3)
+            assert found["error_code"] == 0
+            assert found["entries"] == [{
+                "entity": [{"entity_type": "user", "entity_name": user},
+                           {"entity_type": "client-id", "entity_name": None}],
+                "values": [{"key": "consumer_byte_rate", "value": 4096.0}]}]
+    finally:
+        sock.close()
