@@ -239,7 +239,7 @@ def test_request_percentage_throttles_and_mutes_the_connection(server):
                 "include_topic_authorized_operations": False}
     try:
         assert alter(wire, [(entity(client_id="compat-test"),
-                             {"request_percentage": 0.001})])[0]["error_code"] == 0
+                             {"request_percentage": 0.003})])[0]["error_code"] == 0
         throttle_ms = 0
         for _ in range(2000):
             throttle_ms = wire.request(ApiKey.METADATA, 12, metadata)["throttle_time_ms"]
