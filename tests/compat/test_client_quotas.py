@@ -15,7 +15,6 @@ bursts at most one window's worth, quotas.py).
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
 import urllib.request
