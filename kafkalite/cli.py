@@ -29,6 +29,9 @@ Subcommands:
   users       add, list, delete the SASL users (PLAIN, SCRAM) of a server's Kafka
               listeners (like kafka-configs --alter --entity-type users)
   acls        add, list, remove ACLs over the Kafka protocol (like kafka-acls.sh)
+  client-quotas describe and alter client quotas (producer_byte_rate,
+              consumer_byte_rate, request_percentage) per user and client id
+              (like kafka-configs --entity-type users/clients)
   curve       make CURVE key pairs for the native protocol's encryption and
               authentication (server and clients)
   bench       run benchmark workloads on kafkalite, its peers and the
@@ -521,6 +524,35 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
         _client_args(p)
         _client_properties(p)
     configs.set_defaults(func=console.configs)
+
+    quotas = sub.add_parser(
+        "client-quotas", help="describe and alter client quotas per user and client id",
+        description="Client quotas, like kafka-configs --entity-type users/clients: "
+                    "producer_byte_rate and consumer_byte_rate (bytes/s) and request_percentage "
+                    "(percent of one broker thread), for a user, a client id, both, or their "
+                    "defaults. The most specific quota set for a client applies (Kafka's order: "
+                    "user+client, user+default client, user, default user+client, ..., "
+                    "default client).")
+    qsub = quotas.add_subparsers(dest="action", required=True)
+    q_describe = qsub.add_parser("describe", help="the quotas of the entity named (exactly), "
+                                                  "or of every entity")
+    q_alter = qsub.add_parser("alter", help="set or delete an entity's quotas")
+    q_alter.add_argument("--add-config", action="append", metavar="K=V[,K=V]",
+                         help="set these quotas, e.g. producer_byte_rate=1048576 (repeatable)")
+    q_alter.add_argument("--delete-config", action="append", metavar="K[,K]",
+                         help="delete these quotas (repeatable)")
+    q_alter.add_argument("--validate-only", action="store_true",
+                         help="check the change with the server, change nothing")
+    for p in (q_describe, q_alter):
+        p.add_argument("--user", metavar="NAME", help="a user (a principal's name: alice for "
+                                                      "User:alice)")
+        p.add_argument("--user-defaults", action="store_true", help="the default user")
+        p.add_argument("--client", metavar="CLIENT_ID", help="a client id")
+        p.add_argument("--client-defaults", action="store_true", help="the default client id")
+        _client_args(p)
+        _client_properties(p)
+    _output_arg(q_describe)
+    quotas.set_defaults(func=console.client_quotas)
 
     clus = sub.add_parser("cluster", help="cluster id, controller, brokers and listeners")
     clsub = clus.add_subparsers(dest="action", required=True)

@@ -1,5 +1,5 @@
-"""The admin client: topics, configs, consumer groups, transactions and
-record deletion (DeleteRecords), with confluent-kafka's call shapes (and,
+"""The admin client: topics, configs, consumer groups, transactions,
+client quotas and record deletion (DeleteRecords), with confluent-kafka's call shapes (and,
 for transactions, which confluent-kafka lacks, the Java Admin's:
 list/describe transactions, describe producers, abort a hanging
 transaction, find hanging transactions).
@@ -92,6 +92,49 @@ class ConfigResource:
 
 
 @dataclass
+class ClientQuotaEntity:
+    """A client quota entity (Kafka's ClientQuotaEntity): entity type
+    ("user", "client-id") -> name, None for that type's default entity.
+    ``ClientQuotaEntity({"user": "alice", "client-id": None})`` is
+    /config/users/alice/clients/<default>. Hashable, a key of results."""
+
+    __slots__ = ("entries",)
+
+    def __init__(self, entries: dict):
+        self.entries = tuple(sorted(dict(entries).items()))
+
+    def as_dict(self) -> dict:
+        return dict(self.entries)
+
+    def __hash__(self):
+        return hash(self.entries)
+
+    def __eq__(self, other):
+        return isinstance(other, ClientQuotaEntity) and self.entries == other.entries
+
+    def __repr__(self):
+        return f"ClientQuotaEntity({self.as_dict()!r})"
+
+
+@dataclass
+class ClientQuotaAlteration:
+    """Changes to one entity's quotas: ``ops`` maps a quota key
+    (producer_byte_rate, consumer_byte_rate, request_percentage) to its new
+    value, or to None to remove it."""
+    entity: ClientQuotaEntity
+    ops: dict
+
+
+@dataclass
+class ClientQuotaFilterComponent:
+    """One part of a describe filter (Kafka's ClientQuotaFilterComponent):
+    ``match`` a name for an exact match, None with ``default=True`` for the
+    default entity, None alone for any specified name."""
+    entity_type: str
+    match: str | None = None
+    default: bool = False
+
+
 class ConsumerGroupListing:
     group_id: str
     is_simple_consumer_group: bool
@@ -367,6 +410,38 @@ class AdminClient:
                           for r in resources], "validate_only": validate_only}, request_timeout)
         return {r: _done(exc=error_or_none(res["error_code"], res["error_message"]))
                 for r, res in zip(resources, resp["responses"])}
+
+    # ---- client quotas ----------------------------------------------------------------------
+
+    def describe_client_quotas(self, components: list[ClientQuotaFilterComponent] = (),
+                               strict: bool = False,
+                               request_timeout: float | None = None) -> Future:
+        """DescribeClientQuotas: a Future of {ClientQuotaEntity: {key: value}}
+        for the entities the filter matches (no components: every entity)."""
+        resp = self._request(ApiKey.DESCRIBE_CLIENT_QUOTAS, {"components": [
+            {"entity_type": c.entity_type, "match": c.match,
+             "match_type": 0 if c.match is not None else (1 if c.default else 2)}
+            for c in components], "strict": strict}, request_timeout)
+        exc = error_or_none(resp["error_code"], resp["error_message"])
+        if exc is not None:
+            return _done(exc=exc)
+        return _done({ClientQuotaEntity({e["entity_type"]: e["entity_name"]
+                                         for e in entry["entity"]}):
+                      {v["key"]: v["value"] for v in entry["values"]}
+                      for entry in resp["entries"] or ()})
+
+    def alter_client_quotas(self, alterations: list[ClientQuotaAlteration],
+                            validate_only: bool = False,
+                            request_timeout: float | None = None) -> dict:
+        """AlterClientQuotas: {ClientQuotaEntity: Future} (None, or the
+        KafkaError the broker gave for that entity)."""
+        resp = self._request(ApiKey.ALTER_CLIENT_QUOTAS, {"entries": [
+            {"entity": [{"entity_type": t, "entity_name": n} for t, n in a.entity.entries],
+             "ops": [{"key": k, "value": float(v) if v is not None else 0.0,
+                      "remove": v is None} for k, v in a.ops.items()]}
+            for a in alterations], "validate_only": validate_only}, request_timeout)
+        return {a.entity: _done(exc=error_or_none(r["error_code"], r["error_message"]))
+                for a, r in zip(alterations, resp["entries"])}
 
     # ---- consumer groups ------------------------------------------------------------------------
 

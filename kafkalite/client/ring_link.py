@@ -48,7 +48,8 @@ class RingLink(Link):
         from kafkalite.shm.ring import ProducerRing
         self.endpoint = conn.endpoint
         self.ring = ProducerRing.create(ring_bytes)
-        attach = {"op": "shm_attach", "ring": self.ring.name, "acks": acks}
+        attach = {"op": "shm_attach", "ring": self.ring.name, "acks": acks,
+                  "client_id": conn.client_id}     # whose client quotas the ring counts to
         if transactional_id is not None:
             attach.update(transactional_id=transactional_id,
                           transaction_version=transaction_version)

@@ -19,6 +19,8 @@ together do not race)::
                           partition_epoch, PK (topic, partition))
     kafkalite_acls       (id = 1, acls jsonb: every ACL, acl_control.py's
                           list form), written under the lease as the rest
+    kafkalite_quotas     (id = 1, quotas jsonb: every client quota config,
+                          quota_control.py's list form), likewise
 
 Rules, the roles ZooKeeper's znode versions and KRaft's epochs play:
 
@@ -104,6 +106,9 @@ CREATE TABLE IF NOT EXISTS kafkalite_partitions (
 CREATE TABLE IF NOT EXISTS kafkalite_acls (
     id int PRIMARY KEY CHECK (id = 1),
     acls jsonb NOT NULL);
+CREATE TABLE IF NOT EXISTS kafkalite_quotas (
+    id int PRIMARY KEY CHECK (id = 1),
+    quotas jsonb NOT NULL);
 """
 
 
@@ -470,6 +475,24 @@ class PostgresMetadataStore(MetadataStore):
         self._fenced_write(lambda conn: conn.execute(
             "INSERT INTO kafkalite_acls (id, acls) VALUES (1, %s) "
             "ON CONFLICT (id) DO UPDATE SET acls = EXCLUDED.acls", (Jsonb(acls),)))
+
+    # ---- client quotas (quota_control.py) ----------------------------------------------------
+
+    def read_quotas(self) -> list:
+        """Every client quota config, in quota_control.quotas_to_json's form."""
+        try:
+            row = self._connection().execute(
+                "SELECT quotas FROM kafkalite_quotas WHERE id = 1").fetchone()
+            self._conn.rollback()
+        except psycopg.Error as exc:
+            raise self._broken(exc) from None
+        return [] if row is None else row[0]
+
+    def write_quotas(self, quotas: list) -> None:
+        """Replace every client quota config, fenced by the controller lease."""
+        self._fenced_write(lambda conn: conn.execute(
+            "INSERT INTO kafkalite_quotas (id, quotas) VALUES (1, %s) "
+            "ON CONFLICT (id) DO UPDATE SET quotas = EXCLUDED.quotas", (Jsonb(quotas),)))
 
     def _fenced_write(self, work) -> None:
         """``work(conn)`` in one transaction that first checks the lease is

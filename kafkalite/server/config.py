@@ -183,6 +183,11 @@ SETTINGS: dict[str, Setting] = {
     "allow_everyone_if_no_acl_found": Setting("With the authorizer on, allow a resource "
                                               "that has no ACL at all.",
                                               ("allow.everyone.if.no.acl.found",)),
+    "quota_window_num": Setting("Samples of a client quota's rate (`kafkalite client-quotas`; "
+                                "server/quotas.py): the rate is measured over this many windows.",
+                                ("quota.window.num",)),
+    "quota_window_size_seconds": Setting("Length of each client quota sample window.",
+                                         ("quota.window.size.seconds",)),
     "native_curve_secret_key_file": Setting(
         "CURVE on the native ZeroMQ ports and the ingest gateway: this server's key pair "
         "(a `.key_secret` file from `kafkalite curve keygen`; \"\": CURVE off)."),
@@ -253,6 +258,8 @@ class ServerConfig:
     authorizer_enabled: bool = False
     super_users: str = ""
     allow_everyone_if_no_acl_found: bool = False
+    quota_window_num: int = 11
+    quota_window_size_seconds: int = 1
     native_curve_secret_key_file: str = ""
     native_curve_authorized_keys: str = ""
     topic_defaults: dict = field(default_factory=dict)
@@ -297,7 +304,8 @@ class ServerConfig:
                      "transaction_state_num_partitions", "transaction_max_timeout_ms",
                      "transactional_id_expiration_ms",
                      "transaction_abort_timed_out_transaction_cleanup_interval_ms",
-                     "node_id", "controller_lease_ms"):
+                     "node_id", "controller_lease_ms", "quota_window_num",
+                     "quota_window_size_seconds"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise InvalidConfigurationError(f"{name} must be a positive integer, not {value!r}")

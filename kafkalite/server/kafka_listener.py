@@ -23,6 +23,12 @@ when a handler defers its reply (a long-poll fetch, a JoinGroup, an admin op
 waiting for workers). Produce with acks=0 is the one request that is never
 answered; it unmutes at once.
 
+Quotas (quotas.py): a request that put its client over a quota is
+answered at once with ``throttle_time_ms`` and its connection then stays
+muted for that long (KIP-219): nothing more is read from it until
+``expire_throttles`` (called by the process's loop, which wakes for
+``next_deadline``) lets it go.
+
 Requests become ``RequestContext``s (requests.py) handed to the process's
 dispatcher, and this listener is their responder. A request for an API the
 process does not serve is passed, undecoded, to ``relay`` when there is one
@@ -129,7 +135,7 @@ class KafkaConnection:
 
     __slots__ = ("sock", "fd", "peer", "address", "rbuf", "muted", "out", "closed", "interest",
                  "dispatching", "tls", "handshake_wants", "sasl", "sasl_raw", "principal",
-                 "closing", "reauth", "session_expiry", "reauth_started")
+                 "closing", "reauth", "session_expiry", "reauth_started", "throttled_until")
 
     def __init__(self, sock: socket.socket, peer):
         self.sock = sock
@@ -151,6 +157,7 @@ class KafkaConnection:
         self.reauth = None          # the SaslServer of a re-authentication in progress
         self.session_expiry = 0.0   # time.monotonic() the SASL session ends; 0: never
         self.reauth_started = 0.0   # when the last re-authentication began
+        self.throttled_until = 0.0  # muted by a quota until this time.monotonic()
 
     def __repr__(self):
         return f"KafkaConnection({self.peer})"
@@ -175,6 +182,7 @@ class KafkaListener:
         self._bad_input = RateLimitedLog(log)
         self._zmtp_peers = RateLimitedLog(log, per_interval=1, interval_s=60.0)
         self._scratch = bytearray(RECV_CHUNK)
+        self._throttled: dict[int, KafkaConnection] = {}
         self.sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -259,6 +267,8 @@ class KafkaListener:
         conn.closed = True
         conn.out.clear()
         self.connections.pop(conn.fd, None)
+        if self._throttled.get(conn.fd) is conn:
+            del self._throttled[conn.fd]
         if self.poller is not None and conn.interest:
             self.poller.unregister(conn.fd)
         if conn.closing:
@@ -281,7 +291,7 @@ class KafkaListener:
         if conn.handshake_wants:
             interest = conn.handshake_wants
         else:
-            interest = ((0 if conn.muted or conn.closing else zmq.POLLIN)
+            interest = ((0 if conn.muted or conn.closing or conn.throttled_until else zmq.POLLIN)
                         | (zmq.POLLOUT if conn.out else 0))
         if interest != conn.interest and self.poller is not None:
             # register(fd, 0) unregisters: a muted connection with nothing to
@@ -352,7 +362,8 @@ class KafkaListener:
         conn.dispatching = True
         try:
             rbuf = conn.rbuf
-            while not conn.muted and not conn.closed and not conn.closing and len(rbuf) >= 4:
+            while (not conn.muted and not conn.closed and not conn.closing
+                   and not conn.throttled_until and len(rbuf) >= 4):
                 size, = _unpack_size(rbuf, 0)
                 if size < 0:
                     zmtp = zmtp_signature(rbuf)
@@ -408,7 +419,8 @@ class KafkaListener:
             self._close(conn, str(exc))
             return
         self.dispatcher.dispatch(RequestContext(header, Listener.KAFKA, self, conn,
-                                                peer=conn.address, principal=conn.principal),
+                                                peer=conn.address, principal=conn.principal,
+                                                size=len(payload)),
                                  body)
 
     # ---- SASL (security.py) ------------------------------------------------------------------
@@ -553,6 +565,35 @@ class KafkaListener:
 
     def send_nothing(self, ctx: RequestContext) -> None:
         self.unmute(ctx.reply_to)
+
+    def throttle(self, ctx: RequestContext, ms: int) -> None:
+        conn = ctx.reply_to
+        if conn.closed:
+            return
+        until = time.monotonic() + ms / 1000.0
+        if until > conn.throttled_until:
+            conn.throttled_until = until
+            self._throttled[conn.fd] = conn
+
+    # ---- quota throttles ---------------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        """When the next throttled connection may read again (None: none is)."""
+        if not self._throttled:
+            return None
+        return min(c.throttled_until for c in self._throttled.values())
+
+    def expire_throttles(self) -> None:
+        if not self._throttled:
+            return
+        now = time.monotonic()
+        for fd, conn in list(self._throttled.items()):
+            if conn.closed:
+                del self._throttled[fd]
+            elif conn.throttled_until <= now:
+                del self._throttled[fd]
+                conn.throttled_until = 0.0
+                self._process(conn)
 
     # ---- responses ---------------------------------------------------------------------------
 

@@ -35,6 +35,12 @@ process, the old process's last figures are kept as a base, so node totals
 never go down (what a killed worker counted after its last snapshot, at
 most a second's worth, is lost).
 
+Client quotas (quotas.py): each process counts the time it throttled each
+quota entity; a worker's snapshot carries its totals (``quota_throttles``),
+and the supervisor adds its own and the node's current rates (from the
+rates the processes share for enforcement), as Kafka's per-user/client-id
+``Produce``, ``Fetch`` and ``Request`` quota metrics.
+
 Metric names follow Kafka's JMX names as Prometheus' JMX exporter renders
 them (``kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec,topic=t``
 -> ``kafka_server_brokertopicmetrics_bytesin_total{topic="t"}``); the README
@@ -189,6 +195,18 @@ def _add_requests(into: dict, requests: dict) -> None:
             have[2] = [a + b for a, b in zip(have[2], buckets)]
 
 
+def _add_throttles(into: dict, rows) -> None:
+    for key, user, client, ms in rows:
+        into[(key, user, client)] = into.get((key, user, client), 0.0) + ms
+
+
+# quota key -> Kafka's quota metric group (kafka.server:type=<it>,user=,client-id=)
+_QUOTA_GROUPS = {"producer_byte_rate": ("produce", "byte_rate", "Bytes/s of produce requests"),
+                 "consumer_byte_rate": ("fetch", "byte_rate", "Bytes/s of fetch responses"),
+                 "request_percentage": ("request", "request_time",
+                                        "Handler time, in percent of one broker thread")}
+
+
 def _add_topics(into: dict, topics: dict) -> None:
     for topic, figures in topics.items():
         have = into.setdefault(topic, [0, 0, 0])
@@ -211,6 +229,7 @@ class NodeMetrics:
         self._retired_requests: dict = {}       # counters of workers' earlier processes
         self._retired_security: dict = _no_security()
         self._retired_topics: dict = {}
+        self._retired_throttles: dict = {}      # (quota key, user, client) -> ms
         self._view: dict = {}                   # replaced whole, never changed: the HTTP thread's
         self._health = (503, {"status": "starting"})
         self._lock = threading.Lock()
@@ -390,6 +409,32 @@ class NodeMetrics:
             if behind is not None:
                 lag.add_metric(labels, behind)
         yield from (lag, committed)
+        yield from self._quota_families(view.get("quota_throttles", {}),
+                                        view.get("quota_rates", {}))
+
+    @staticmethod
+    def _quota_families(throttles: dict, rates: dict):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+        families = {}
+        for key, (group, rate_name, rate_help) in _QUOTA_GROUPS.items():
+            families[key] = (
+                CounterMetricFamily(f"kafka_server_{group}_throttle_time_ms",
+                                    f"Time {group} requests of a quota entity were throttled "
+                                    f"(Kafka's {group.capitalize()} throttle-time), in ms",
+                                    labels=["user", "client_id"]),
+                GaugeMetricFamily(f"kafka_server_{group}_{rate_name}",
+                                  f"{rate_help} of a quota entity, over the quota's windows, "
+                                  f"node-wide (Kafka's {group.capitalize()} "
+                                  f"{rate_name.replace('_', '-')})",
+                                  labels=["user", "client_id"]))
+        for (key, user, client), ms in sorted(throttles.items()):
+            if key in families:
+                families[key][0].add_metric([user, client], ms)
+        for (key, user, client), rate in sorted(rates.items()):
+            if key in families:
+                families[key][1].add_metric([user, client], rate)
+        for pair in families.values():
+            yield from pair
 
     @staticmethod
     def _security_families(security: dict):
@@ -443,6 +488,7 @@ class NodeMetrics:
             _add_requests(self._retired_requests, old.get("requests", {}))
             _add_security(self._retired_security, old.get("security", {}))
             _add_topics(self._retired_topics, old.get("topics", {}))
+            _add_throttles(self._retired_throttles, old.get("quota_throttles", ()))
         changed, gone = snapshot.pop("partitions", ()), snapshot.pop("gone", ())
         if snapshot.get("full") or changed or gone:
             figures = {} if snapshot.get("full") else dict(self._partitions.get(index, {}))
@@ -526,7 +572,12 @@ class NodeMetrics:
                 groups.append((gid, topic, index, om.offset, behind))
         # a deleted topic's counters go with it, as Kafka removes its metrics
         topics = {t: figures for t, figures in topics.items() if t in topics_md}
-        return {"requests": requests, "security": security, "topics": topics, "partitions": partitions,
+        throttles: dict = dict(self._retired_throttles)
+        _add_throttles(throttles, sup.quotas.throttle_rows())
+        for snap in self._snapshots.values():
+            _add_throttles(throttles, snap.get("quota_throttles", ()))
+        return {"quota_throttles": throttles, "quota_rates": sup.node_quota_rates.node_rates(),
+                "requests": requests, "security": security, "topics": topics, "partitions": partitions,
                 "purgatory": purgatory, "brokers": brokers, "under_replicated": under,
                 "offline": offline, "topic_count": len(topics_md), "partition_count": count,
                 "groups": groups}

@@ -37,6 +37,17 @@ Memory is bounded per client, whatever the client does:
   (malloc_trim), so memory a client made the process allocate goes back to
   the system when it goes, rather than staying in glibc's free lists.
 
+Quotas (quotas.py): a client whose request put it over a quota has that
+answer, and every answer after it, held here until its throttle time has
+passed (the native client does not read ``throttle_time_ms``), and the
+requests it sends meanwhile wait unread too, as a muted Kafka connection's
+do: otherwise a producer with several large requests in flight would have
+them all appended during the hold. When the hold ends, the waiting requests
+are served one at a time while no new hold begins, at most
+MAX_HELD_REQUESTS per client (the client's requests in flight; beyond it a
+request is dropped with a rate-limited warning, as an unread answer is).
+The process's loop wakes for ``next_deadline``.
+
 Security (``curve``, a protocol/curve.CurveServer, None by default): the
 ROUTER is a CURVE server, so only clients whose public key the ZAP handler
 accepts get a message through, encrypted; each message's ZAP User-Id is
@@ -78,6 +89,7 @@ FETCH_MAX_BYTES = 57_671_680            # Kafka's broker fetch.max.bytes default
 # Two of the largest fetch answers: a consumer's next fetch is never held up
 # by its previous answer whose tracker has not reported yet.
 MAX_UNSENT_BYTES = 2 * FETCH_MAX_BYTES
+MAX_HELD_REQUESTS = 64
 MAX_WAITING_ANSWERS = 1024
 TRACK_MIN_BYTES = 64 * 1024
 TRIM_AFTER_BYTES = 64 * 1024 * 1024
@@ -111,9 +123,11 @@ class _Answer:
 class _Client:
     """What one client (ROUTER identity) has outstanding."""
 
-    __slots__ = ("unsent", "unsent_bytes", "waiting", "waiting_bytes")
+    __slots__ = ("unsent", "unsent_bytes", "waiting", "waiting_bytes", "hold_until", "held")
 
     def __init__(self):
+        self.held: collections.deque = collections.deque()     # requests' frames, unread
+        self.hold_until = 0.0       # a quota throttle: answers wait until this monotonic time
         self.unsent: collections.deque = collections.deque()   # (MessageTracker, bytes)
         self.unsent_bytes = 0
         self.waiting: collections.deque = collections.deque()  # _Answer
@@ -176,7 +190,19 @@ class NativeListener:
             except zmq.Again:
                 return
             if len(frames) >= 2:
-                self._on_message(frames)
+                client = self._clients.get(frames[0].bytes) if self._clients else None
+                if client is not None and (client.hold_until or client.held):
+                    self._hold_request(client, frames)
+                else:
+                    self._on_message(frames)
+
+    def _hold_request(self, client: _Client, frames: list) -> None:
+        if len(client.held) >= MAX_HELD_REQUESTS:
+            self.dropped_answers += 1
+            self._slow_client.warning("%s: a throttled client sent more than %d requests; "
+                                      "dropped one", self.name, MAX_HELD_REQUESTS)
+            return
+        client.held.append(frames)
 
     def close(self) -> None:
         self.socket.close()
@@ -202,7 +228,8 @@ class NativeListener:
         if header.api_key == ApiKey.FETCH and body.get("max_bytes", 0) > FETCH_MAX_BYTES:
             body["max_bytes"] = FETCH_MAX_BYTES
         ctx = RequestContext(header, Listener.NATIVE, self, identity, peer=payload,
-                             principal=principal)
+                             principal=principal,
+                             size=payload.buffer.nbytes + sum(f.buffer.nbytes for f in frames[2:]))
         self.dispatcher.dispatch(ctx, body)
 
     def _on_extension(self, identity: bytes, payload: bytes, principal: str) -> None:
@@ -242,6 +269,21 @@ class NativeListener:
     def send_nothing(self, ctx: RequestContext) -> None:
         pass
 
+    def throttle(self, ctx: RequestContext, ms: int) -> None:
+        """Hold this client's answers for ``ms`` (a quota throttle)."""
+        self.hold(ctx.reply_to, ms)
+
+    def hold(self, identity: bytes, ms: int) -> None:
+        client = self._clients.get(identity)
+        if client is None:
+            client = self._clients[identity] = _Client()
+        client.hold_until = max(client.hold_until, time.monotonic() + ms / 1000.0)
+
+    def next_deadline(self) -> float | None:
+        """When held answers may go (None: none are held)."""
+        due = [c.hold_until for c in self._clients.values() if c.hold_until]
+        return min(due) if due else None
+
     def _send_error(self, identity: bytes, correlation_id: int, code: int, message: str) -> None:
         self._answer(identity, _Answer(correlation_id, [
             native.ERROR_FRAME, native.encode_error(correlation_id, code, message)]))
@@ -250,7 +292,8 @@ class NativeListener:
 
     def _answer(self, identity: bytes, answer: _Answer) -> None:
         client = self._clients.get(identity)
-        if client is not None and (client.waiting or not client.has_room(answer.size)):
+        if client is not None and (client.waiting or not client.has_room(answer.size)
+                                   or client.hold_until):
             self._wait(identity, client, answer)
         elif not self._send(identity, answer):
             self._wait(identity, self._clients.setdefault(identity, _Client()), answer)
@@ -300,7 +343,14 @@ class NativeListener:
         """Count what ZeroMQ has written (or dropped) since the last look,
         send what waited for room, and trim the heap after big releases."""
         released = 0
+        now = time.monotonic()
         for identity, client in list(self._clients.items()):
+            if client.hold_until:
+                if client.hold_until > now:
+                    continue
+                client.hold_until = 0.0
+            while client.held and not client.hold_until:
+                self._on_message(client.held.popleft())    # may begin a new hold
             unsent = client.unsent
             while unsent and unsent[0][0].done:
                 n = unsent.popleft()[1]
@@ -315,9 +365,8 @@ class NativeListener:
                 client.waiting_bytes -= answer.inline
                 if identity not in self._clients:
                     break               # it went away: what waited for it went with it
-            if not unsent and not waiting:
+            if not unsent and not waiting and not client.held and not client.hold_until:
                 self._clients.pop(identity, None)
-        now = time.monotonic()
         if released:
             self._released += released
             if self._released >= TRIM_AFTER_BYTES and not self._trim_at:

@@ -615,6 +615,13 @@ def _alter_user_scram_credentials(r: _Request, body: dict) -> None:
         r.add_to("results", [{"user": name, "error_code": CLUSTER_DENIED,
                               "error_message": message} for name in names])
         body["deletions"], body["upsertions"] = [], []
+def _alter_client_quotas(r: _Request, body: dict) -> None:
+    # no top-level error_code: every entry is answered with the denial
+    if not r.may_cluster(Op.ALTER_CONFIGS):
+        message = f"{r.principal} may not alter the cluster's client quotas"
+        r.add_to("entries", [{"error_code": CLUSTER_DENIED, "error_message": message,
+                              "entity": e["entity"]} for e in body["entries"]])
+        body["entries"] = []
 
 
 # API -> its check. Not here, as in Kafka: ApiVersions and the SASL APIs
@@ -676,4 +683,6 @@ _CHECKS = {
     ApiKey.DELETE_ACLS: _delete_acls,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_user_scram_credentials,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: _cluster(Op.DESCRIBE_CONFIGS),
+    ApiKey.ALTER_CLIENT_QUOTAS: _alter_client_quotas,
 }

@@ -46,6 +46,7 @@ from typing import Callable, Iterable, Mapping, Protocol
 from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import SUPPORTED_VERSIONS, ApiKey, RequestHeader
+from kafkalite.server.quotas import fetch_response_bytes, user_of
 
 log = logging.getLogger("kafkalite.requests")
 
@@ -83,6 +84,9 @@ class Responder(Protocol):
 
     def send_nothing(self, ctx: "RequestContext") -> None: ...
 
+    # optional: ``throttle(ctx, ms)`` holds the client back for ``ms`` after
+    # this answer (client quotas); a path without it only reports the throttle
+
 
 class RequestContext:
     """One request in flight: its header, where it came from, and how to
@@ -93,10 +97,10 @@ class RequestContext:
     from its arrival to its answer, waits in the purgatory included."""
 
     __slots__ = ("header", "listener", "principal", "reply_to", "_responder", "_peer", "answered",
-                 "started", "stats", "amend")
+                 "started", "stats", "amend", "size", "quotas", "handler_s")
 
     def __init__(self, header: RequestHeader, listener: Listener, responder: Responder, reply_to,
-                 *, peer=None, principal: str = ANONYMOUS):
+                 *, peer=None, principal: str = ANONYMOUS, size: int = 0):
         self.header = header
         self.listener = listener
         self.principal = principal
@@ -109,6 +113,12 @@ class RequestContext:
         # set by the authorization check (request_authorization.py): puts the
         # answers for what it took out of the request into the response
         self.amend = None
+        # client quotas (quotas.py): the request's bytes as they came, the
+        # process's QuotaManager (set by the dispatcher), and the time its
+        # handler ran
+        self.size = size
+        self.quotas = None
+        self.handler_s = 0.0
 
     @property
     def api_key(self) -> int:
@@ -141,16 +151,40 @@ class RequestContext:
     def respond(self, body: dict) -> None:
         if self.amend is not None and not self.answered:
             self.amend(body)
+        if self.quotas is not None and not self.answered:
+            throttle_ms = self._throttle(body)
+            if throttle_ms:
+                body["throttle_time_ms"] = max(body.get("throttle_time_ms") or 0, throttle_ms)
         if self._answer():
             self._responder.send_response(self, body)
 
     def respond_error(self, code: int, message: str = "") -> None:
+        if self.quotas is not None and not self.answered:
+            self._throttle(None)
         if self._answer():
             self._responder.send_error(self, code, message)
 
     def no_response(self) -> None:
+        if self.quotas is not None and not self.answered:
+            self._throttle(None)
         if self._answer():
             self._responder.send_nothing(self)
+
+    def _throttle(self, body: dict | None) -> int:
+        """Count this request against its client's quotas (quotas.py); when
+        it went over, tell the responder to hold the client back (before the
+        answer goes, so the client's next request waits). The throttle in ms."""
+        quotas = self.quotas
+        api_key = self.header.api_key
+        ms = quotas.on_request(
+            user_of(self.principal), self.header.client_id or "", api_key, self.size,
+            fetch_response_bytes(body) if body is not None and api_key == ApiKey.FETCH else 0,
+            self.handler_s)
+        if ms:
+            throttle = getattr(self._responder, "throttle", None)
+            if throttle is not None:
+                throttle(self, ms)
+        return ms
 
     def _answer(self) -> bool:
         if self.answered:
@@ -222,6 +256,7 @@ class RequestDispatcher:
         self.stats = stats
         self.gate = None
         self.check_native = False
+        self.quotas = None          # a quotas.QuotaManager: client quotas enforced
 
     def advertised(self, listener: Listener) -> Iterable[int]:
         if listener is Listener.KAFKA and self._cluster_apis is not None:
@@ -243,6 +278,11 @@ class RequestDispatcher:
     def dispatch(self, ctx: RequestContext, body: dict) -> None:
         header = ctx.header
         ctx.stats = self.stats
+        quotas = self.quotas
+        if quotas is not None and quotas.enabled:
+            ctx.quotas = quotas          # counted and throttled when answered
+        else:
+            quotas = None
         try:
             self.check_version(header)
             if header.api_key == ApiKey.API_VERSIONS:
@@ -255,7 +295,12 @@ class RequestDispatcher:
             if self.gate is not None and (ctx.listener is Listener.KAFKA or self.check_native):
                 result = self.gate.check(ctx, body)
             if result is None:
-                result = handler(ctx, body)
+                if quotas is not None:
+                    began = time.perf_counter()
+                    result = handler(ctx, body)
+                    ctx.handler_s = time.perf_counter() - began
+                else:
+                    result = handler(ctx, body)
         except KafkaError as exc:
             ctx.respond_error(exc.code, exc.message)
             return

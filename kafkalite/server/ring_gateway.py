@@ -48,6 +48,14 @@ TOPIC_AUTHORIZATION_FAILED), as a Produce request is. The ring's files are
 its producer's own, mode 0600 (kafkalite/shm/): other local users cannot
 open them.
 
+Quotas (quotas.py): each entry's batch bytes count against the
+``producer_byte_rate`` of the ring's principal and the client id its
+producer named in ``shm_attach``. A ring whose producer went over its quota
+is not drained for the throttle time (its doorbell leaves the poller
+meanwhile, so a ringing doorbell does not spin the loop): the ring fills
+and the producer waits for room, which is how a ring producer is slowed.
+``next_deadline`` is when the first paused ring resumes.
+
 Who may call: the worker, on its event-loop thread.
 """
 from __future__ import annotations
@@ -64,6 +72,8 @@ from kafkalite.errors import KafkaError
 from kafkalite.protocol.enums import AclOperation, ResourceType
 from kafkalite.ratelimit import RateLimitedLog
 from kafkalite.server.purgatory import DelayedProduce
+from kafkalite.server.quotas import PRODUCER_BYTE_RATE, user_of
+from kafkalite.server.requests import ANONYMOUS
 
 log = logging.getLogger("kafkalite.rings")
 
@@ -94,6 +104,9 @@ class RingGateway:
         self.acks: dict[int, int] = {}         # per ring: its producer's acks
         self.principals: dict[int, str] = {}   # per ring: who attached it
         self.authorizer = None                 # the worker's, with the authorizer on
+        self.quotas = None                     # the worker's QuotaManager
+        self.client_ids: dict[int, str] = {}   # per ring: its producer's client id
+        self.paused: dict[int, float] = {}     # per ring over its quota: resume time
         self._bad_ring = RateLimitedLog(log)
 
     def attach(self, body: dict, principal: str) -> dict:
@@ -122,6 +135,7 @@ class RingGateway:
                                    int(body.get("transaction_version") or 1))
         self.acks[ring.fileno()] = int(body.get("acks", 1))
         self.principals[ring.fileno()] = principal
+        self.client_ids[ring.fileno()] = str(body.get("client_id") or "")
         self.held[ring.fileno()] = collections.deque()
         self.poller.register(ring.fileno(), zmq.POLLIN)
         self.drain(ring)
@@ -130,9 +144,11 @@ class RingGateway:
     def arm(self) -> None:
         """Before the loop sleeps: drain what arrived since the last drain,
         until each ring's doorbell is armed."""
+        if self.paused:
+            self._resume()
         for fd, ring in list(self.rings.items()):
-            if fd in self.verifying:
-                continue            # drained again when the coordinator answers
+            if fd in self.verifying or fd in self.paused:
+                continue            # drained again when the coordinator answers / it resumes
             try:
                 for _ in range(DRAINS_PER_ARM):
                     if ring.arm():
@@ -145,8 +161,26 @@ class RingGateway:
 
     def on_events(self, events: dict) -> None:
         for fd, ring in list(self.rings.items()):
-            if fd in events:
+            if fd in events and fd not in self.paused:
                 self.drain(ring)
+
+    # ---- quotas ------------------------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        return min(self.paused.values()) if self.paused else None
+
+    def _pause(self, fd: int, ms: int) -> None:
+        if fd not in self.paused:
+            self.poller.unregister(fd)
+        self.paused[fd] = max(self.paused.get(fd, 0.0), time.monotonic() + ms / 1000.0)
+
+    def _resume(self) -> None:
+        now = time.monotonic()
+        for fd, until in list(self.paused.items()):
+            if until <= now:
+                del self.paused[fd]
+                if fd in self.rings:
+                    self.poller.register(fd, zmq.POLLIN)
 
     def drain(self, ring, everything: bool = False) -> None:
         """Append what the ring holds (up to POLLS_PER_DRAIN polls unless
@@ -161,8 +195,9 @@ class RingGateway:
 
     def _drain(self, ring, everything: bool) -> None:
         fd = ring.fileno()
-        if fd in self.verifying:
+        if fd in self.verifying or (fd in self.paused and not everything):
             return
+        quotas = self.quotas if self.quotas is not None and self.quotas.enabled else None
         held = self.held.setdefault(fd, collections.deque())
         polls = 0
         while held or everything or polls < POLLS_PER_DRAIN:
@@ -178,6 +213,13 @@ class RingGateway:
                     return          # the rest waits for the coordinator's answer
                 held.popleft()
                 self._append(ring, seq, topic, partition, batch, refused)
+                if quotas is not None and not everything:
+                    ms = quotas.record(PRODUCER_BYTE_RATE, user_of(self.principals.get(fd) or
+                                                                   ANONYMOUS),
+                                       self.client_ids.get(fd, ""), len(batch))
+                    if ms:
+                        self._pause(fd, ms)
+                        return
 
     def _append(self, ring, seq: int, topic: str, partition: int, batch, refused: int = 0) -> None:
         try:
@@ -258,6 +300,9 @@ class RingGateway:
             principal, RING_HOST, AclOperation.WRITE, ResourceType.TOPIC, topic)
 
     def _forget(self, fd: int) -> None:
+        if self.paused.pop(fd, None) is not None:
+            self.poller.register(fd, zmq.POLLIN)    # the callers unregister it as usual
+        self.client_ids.pop(fd, None)
         self.principals.pop(fd, None)
         self.txn.pop(fd, None)
         self.acks.pop(fd, None)

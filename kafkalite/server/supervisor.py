@@ -78,6 +78,8 @@ from kafkalite.server.requests import Listener, RequestDispatcher
 from kafkalite.server.acl_control import AclControl, AclStore, PostgresAclStore
 from kafkalite.server.authorizer import (acls_to_json, authorizer_from_config,
                                          warn_if_native_exposed)
+from kafkalite.server.quota_control import PostgresQuotaStore, QuotaControl, QuotaStore
+from kafkalite.server.quotas import NodeQuotaRates, QuotaManager
 from kafkalite.server.request_authorization import RequestGate
 from kafkalite.server.txn_coordinator import TransactionCoordinator
 from kafkalite.server.broker_requests import BrokerRequests
@@ -194,8 +196,16 @@ class Supervisor:
             b.broker_id for b in self.controller.brokers if not b.fenced])
         self.handlers.update(self.acl_control.handlers())
         self.handlers.update(ScramControl(users_file(cfg.data_dir, cfg.sasl_users_file)).handlers())
+        self.quotas = QuotaManager(cfg.quota_window_num, cfg.quota_window_size_seconds)
+        self.node_quota_rates = NodeQuotaRates(self.quotas)
+        quota_store = (PostgresQuotaStore(self.controller.metadata) if cfg.cluster
+                       else QuotaStore(cfg.data_dir))
+        self.quota_control = QuotaControl(quota_store, self.quotas, self, lambda: [
+            b.broker_id for b in self.controller.brokers if not b.fenced])
+        self.handlers.update(self.quota_control.handlers())
         self.dispatcher = RequestDispatcher("the supervisor", self.handlers,
                                             cluster_apis=self.cluster_apis, stats=stats)
+        self.dispatcher.quotas = self.quotas
         if authorizer is not None:
             self.dispatcher.gate = RequestGate(
                 authorizer, topic_name_of=lambda topic_id: next(
@@ -416,6 +426,11 @@ class Supervisor:
             if self.metrics is not None:
                 self.metrics.on_snapshot(w.index, msg)
             return
+        if kind == "quota_usage":
+            # the node's rates (quotas.py): the rest of the node's back to it
+            self._send_worker(w.index, {"type": "quota_usage", "rates":
+                                        self.node_quota_rates.on_report(w.index, msg["rates"])})
+            return
         if kind == "hello":
             w.port, w.pid = msg["port"], msg["pid"]
             w.kafka_port = msg.get("kafka_port", 0)
@@ -474,7 +489,8 @@ class Supervisor:
                                     "partitions": parts, **endpoints,
                                     "brokers": self.controller.broker_endpoints(),
                                     "kafka_apis": [int(k) for k in self.cluster_apis()],
-                                    "acls": acls_to_json(self.acl_control.acls)})
+                                    "acls": acls_to_json(self.acl_control.acls),
+                                    "quotas": self.quota_control.as_json()})
 
     def _write_server_file(self) -> None:
         write_atomically(os.path.join(self.config.data_dir, SERVER_FILE),
@@ -606,6 +622,7 @@ class Supervisor:
             self.native.on_events(events)
             self.relay.on_events(events)
             self.kafka.on_events(events)
+            self.kafka.expire_throttles()
             self.markers.on_events(events)
             self.markers.expire()
             if self.pending:

@@ -13,9 +13,11 @@ The worker is the event loop around the parts that do the work:
   relay (relay.py) that passes the Kafka requests it does not serve to
   the supervisor;
 - the control channel from the supervisor: a DEALER carrying JSON messages
-  (assign / unassign / acls / shutdown in; hello / done / heartbeat / metrics /
-  alter_partition / refresh / bye out); ``metrics`` is this worker's
-  figures once a second (metrics.py), unless metrics are off;
+  (assign / unassign / acls / quotas / quota_usage / shutdown in; hello / done /
+  heartbeat / metrics / quota_usage / alter_partition / refresh / bye out);
+  ``metrics`` is this worker's figures once a second (metrics.py), unless
+  metrics are off; ``quota_usage`` its client quota rates, answered with the
+  rest of the node's (quotas.py);
 - requests to the transaction coordinator (broker_requests.py): whether a
   partition is in a producer's transaction before its first transactional
   batch goes in (``verify_transaction``);
@@ -51,6 +53,8 @@ from kafkalite.server.config import ServerConfig
 from kafkalite.server.request_authorization import RequestGate
 from kafkalite.server.kafka_listener import KafkaListener
 from kafkalite.server.metrics import WorkerMetrics
+from kafkalite.server.quota_control import quotas_from_json
+from kafkalite.server.quotas import QuotaManager
 from kafkalite.server.security import listener_security, native_curve
 from kafkalite.server.broker_requests import BrokerRequests
 from kafkalite.server.native_listener import NativeListener
@@ -114,6 +118,14 @@ class Worker:
         if self.authorizer is not None:
             self.dispatcher.gate = RequestGate(self.authorizer,
                                                topic_name_of=self.replica_manager.topic_names.get)
+        # client quotas (quotas.py): the configs come from the controller
+        # (quota_control.py) with the first assign; this worker's rates go
+        # to the supervisor, which answers with the rest of the node's
+        self.quotas = QuotaManager(config.quota_window_num, config.quota_window_size_seconds,
+                                   share=lambda msg: self._send_control({**msg,
+                                                                         "worker": self.index}))
+        self.dispatcher.quotas = self.quotas
+        self.rings.quotas = self.quotas
         self.native = NativeListener(self.ctx, config.host, port, self.dispatcher,
                                      name=f"worker {index}",
                                      extensions={"shm_attach": self.rings.attach},
@@ -179,8 +191,12 @@ class Worker:
             self.metrics.touched.update((p["topic"], p["partition"]) for p in msg["partitions"])
         if kind in ("assign", "acls") and "acls" in msg and self.authorizer is not None:
             self.authorizer.replace(acls_from_json(msg["acls"]))
-        if kind == "acls":
+        if kind in ("assign", "quotas") and "quotas" in msg:
+            self.quotas.replace(quotas_from_json(msg["quotas"]))
+        if kind in ("acls", "quotas"):
             self._send_control({"type": "done", "op": msg.get("op"), "worker": self.index})
+        elif kind == "quota_usage":
+            self.quotas.set_others(msg["rates"])
         elif kind == "assign":
             self.join_supervisor(msg.get("relay"), msg.get("coordinator"))
             if "kafka_apis" in msg:
@@ -250,7 +266,9 @@ class Worker:
             self.replica_manager.checkpoint()
             self._next_checkpoint = now + CHECKPOINT_INTERVAL_S
         if self.metrics is not None:
-            self._send_control(self.metrics.snapshot(self.replica_manager))
+            snapshot = self.metrics.snapshot(self.replica_manager)
+            snapshot["quota_throttles"] = self.quotas.throttle_rows()
+            self._send_control(snapshot)
         self._next_housekeeping = now + HOUSEKEEPING_INTERVAL_S
 
     # ---- main loop -------------------------------------------------------------------------
@@ -277,6 +295,10 @@ class Worker:
             if self.replica_manager.led_with_followers:
                 deadline = min(deadline, self._next_isr_check)
             deadline = min(deadline, self._next_heartbeat)
+            for due in (self.kafka.next_deadline(), self.native.next_deadline(),
+                        self.quotas.next_deadline(), self.rings.next_deadline()):
+                if due is not None:
+                    deadline = min(deadline, due)
             timeout = max(0, int((deadline - time.monotonic()) * 1000) + 1)
             try:
                 events = dict(self.poller.poll(timeout))
@@ -296,6 +318,8 @@ class Worker:
                 self.relay.on_events(events)
             self.rings.on_events(events)
             self.kafka.on_events(events)
+            self.kafka.expire_throttles()
+            self.quotas.tick()
             if self.coordinator is not None:
                 self.coordinator.on_events(events)
                 self.coordinator.expire()

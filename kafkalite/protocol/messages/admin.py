@@ -367,6 +367,57 @@ DeleteAclsResponse = Response(ApiKey.DELETE_ACLS, "0-3", flexible="2+", fields=[
     ]),
 ])
 
+# DescribeClientQuotas, AlterClientQuotas: API keys 48, 49 (KIP-546). v1:
+# flexible. An entity is a list of (entity_type, entity_name) with entity
+# types "user", "client-id" (and "ip", which kafkalite refuses); a null name
+# is the type's default entity. Match types of a describe filter: 0 exact
+# name, 1 the default, 2 any specified name.
+_QUOTA_ENTITY = Array("entity", fields=[
+    Field("entity_type", "string"),
+    Field("entity_name", "string", nullable="0+"),
+])
+DescribeClientQuotasRequest = Request(ApiKey.DESCRIBE_CLIENT_QUOTAS, "0-1", flexible="1+", fields=[
+    Array("components", fields=[
+        Field("entity_type", "string"),
+        Field("match_type", "int8"),
+        Field("match", "string", nullable="0+"),
+    ]),
+    Field("strict", "bool"),
+])
+DescribeClientQuotasResponse = Response(ApiKey.DESCRIBE_CLIENT_QUOTAS, "0-1", flexible="1+",
+                                        fields=[
+    Field("throttle_time_ms", "int32"),
+    Field("error_code", "int16"),
+    Field("error_message", "string", nullable="0+"),
+    Array("entries", nullable="0+", fields=[
+        _QUOTA_ENTITY,
+        Array("values", fields=[
+            Field("key", "string"),
+            Field("value", "float64"),
+        ]),
+    ]),
+])
+AlterClientQuotasRequest = Request(ApiKey.ALTER_CLIENT_QUOTAS, "0-1", flexible="1+", fields=[
+    Array("entries", fields=[
+        _QUOTA_ENTITY,
+        Array("ops", fields=[
+            Field("key", "string"),
+            Field("value", "float64"),
+            Field("remove", "bool"),
+        ]),
+    ]),
+    Field("validate_only", "bool"),
+])
+AlterClientQuotasResponse = Response(ApiKey.ALTER_CLIENT_QUOTAS, "0-1", flexible="1+", fields=[
+    Field("throttle_time_ms", "int32"),
+    Array("entries", fields=[
+        Field("error_code", "int16"),
+        Field("error_message", "string", nullable="0+"),
+        _QUOTA_ENTITY,
+    ]),
+])
+
+
 # DescribeUserScramCredentials and AlterUserScramCredentials: API keys 50, 51
 # (KIP-554), v0 flexible. ``mechanism`` is Kafka's ScramMechanism type: 1
 # SCRAM-SHA-256, 2 SCRAM-SHA-512 (0 unknown). Alter carries the salt and the
