@@ -141,7 +141,7 @@ def test_a_deleted_user_fails_reauthentication_and_is_disconnected(srv):
     p.produce("reauth", b"before", partition=0, on_delivery=lambda e, m: delivered.append(e))
     assert p.flush(15) == 0 and delivered == [None]
     users(srv.data_dir, "delete", "bob")
-    deadline = time.monotonic() + 4 * LIFETIME_MS / 1000 + 5
+    deadline = time.monotonic() + 4 * LIFETIME_MS / 1000 + 15    # slack for a loaded machine
     while not any(e.code() == ck.KafkaError._AUTHENTICATION for e in errors):
         assert time.monotonic() < deadline, f"no authentication error: {errors}"
         p.produce("reauth", b"after", partition=0, on_delivery=lambda e, m: delivered.append(e))
