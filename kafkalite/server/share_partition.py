@@ -339,6 +339,13 @@ class SharePartition:
             self.dirty = True
             self._settle()
 
+    def reset(self, offset: int) -> None:
+        """AlterShareGroupOffsets: the SPSO is ``offset``, nothing in flight
+        (every record from it on is new to the group, delivery counts 0)."""
+        self.ranges = []
+        self.start_offset = self.next_offset = offset
+        self.dirty = True
+
     def end_request(self) -> None:
         """What was released in the request just served may go to anyone now."""
         for r in self.ranges:
@@ -765,6 +772,51 @@ class SharePartitionManager:
         self.max_locks = config.group_share_partition_max_record_locks
         self.reset = config.share_auto_offset_reset
         self.dead_letter_writer.topic = config.share_dead_letter_topic
+
+    def _state_file(self, group: str, part) -> str:
+        return os.path.join(part.log.directory, "share-" + group.encode().hex() + STATE_SUFFIX)
+
+    def offsets(self, group: str, partitions: list | None) -> list:
+        """DescribeShareGroupOffsets, this broker's part: [{"topic",
+        "partition", "start_offset", "leader_epoch", "error_code"}] for
+        ``partitions`` ([topic, index] pairs) led here, or (None) for every
+        partition led here the group has state for. -1: no state."""
+        out = []
+        if partitions is None:
+            partitions = [list(k) for k, part in self.rm.partitions.items() if part.is_leader
+                          and ((group, *k) in self.shares
+                               or os.path.exists(self._state_file(group, part)))]
+        for name, index in partitions:
+            entry = {"topic": name, "partition": index, "start_offset": -1,
+                     "leader_epoch": -1, "error_code": NONE}
+            try:
+                part = self.rm.partition(name, index)
+                entry["leader_epoch"] = part.leader_epoch
+                if (group, name, index) in self.shares or \
+                        os.path.exists(self._state_file(group, part)):
+                    sp = self.share_partition(group, name, index, part.topic_id)
+                    entry["start_offset"] = sp.start_offset
+            except KafkaError as exc:
+                entry["error_code"] = exc.code
+            out.append(entry)
+        return out
+
+    def alter_offsets(self, group: str, partitions: list) -> list:
+        """AlterShareGroupOffsets, this broker's part: each [topic, index,
+        offset]'s share-partition starts afresh at ``offset`` (the group has
+        no members: the coordinator checked), written before the answer."""
+        out = []
+        for name, index, offset in partitions:
+            entry = {"topic": name, "partition": index, "error_code": NONE}
+            try:
+                part = self.rm.partition(name, index)
+                sp = self.share_partition(group, name, index, part.topic_id)
+                sp.reset(offset)
+                sp.flush()
+            except KafkaError as exc:
+                entry["error_code"] = exc.code
+            out.append(entry)
+        return out
 
     def delete_group(self, group: str) -> None:
         """The share group was deleted (DeleteGroups): its sessions and its
