@@ -360,7 +360,7 @@ class ShareGroupCoordinator:
                 out[(r["topic"], r["partition"])] = {
                     "partition_index": r["partition"], "start_offset": r["start_offset"],
                     "leader_epoch": r["leader_epoch"], "error_code": r["error_code"],
-                    "error_message": None}
+                    "error_message": r.get("error_message")}
             if gid not in self.groups:
                 if not known:
                     on_done({"group_id": gid, "topics": [],
@@ -415,7 +415,7 @@ class ShareGroupCoordinator:
             for r in results:
                 out[(r["topic"], r["partition"])] = {
                     "partition_index": r["partition"], "error_code": r["error_code"],
-                    "error_message": None}
+                    "error_message": r.get("error_message")}
             answer[0] = {"throttle_time_ms": 0, "responses": [
                 {"topic_name": t["topic_name"], "topic_id": t["topic_id"],
                  "partitions": [{k: p[k] for k in ("partition_index", "error_code",

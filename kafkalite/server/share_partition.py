@@ -71,6 +71,7 @@ import logging
 import os
 import struct
 import time
+import uuid
 
 from kafkalite import errors
 from kafkalite._ext.crc32c import crc32c
@@ -794,10 +795,10 @@ class SharePartitionManager:
                 entry["leader_epoch"] = part.leader_epoch
                 if (group, name, index) in self.shares or \
                         os.path.exists(self._state_file(group, part)):
-                    sp = self.share_partition(group, name, index, part.topic_id)
+                    sp = self.share_partition(group, name, index, _uuid(part.topic_id))
                     entry["start_offset"] = sp.start_offset
             except KafkaError as exc:
-                entry["error_code"] = exc.code
+                entry["error_code"], entry["error_message"] = exc.code, exc.message
             out.append(entry)
         return out
 
@@ -810,11 +811,11 @@ class SharePartitionManager:
             entry = {"topic": name, "partition": index, "error_code": NONE}
             try:
                 part = self.rm.partition(name, index)
-                sp = self.share_partition(group, name, index, part.topic_id)
+                sp = self.share_partition(group, name, index, _uuid(part.topic_id))
                 sp.reset(offset)
                 sp.flush()
             except KafkaError as exc:
-                entry["error_code"] = exc.code
+                entry["error_code"], entry["error_message"] = exc.code, exc.message
             out.append(entry)
         return out
 
@@ -840,6 +841,12 @@ class SharePartitionManager:
             if flush:
                 self.shares[k].flush()
             del self.shares[k]
+
+
+def _uuid(topic_id) -> uuid.UUID:
+    """A partition's topic id (a string from the controller's assign) as
+    ShareFetch carries it and the snapshot key is written."""
+    return topic_id if isinstance(topic_id, uuid.UUID) else uuid.UUID(str(topic_id))
 
 
 def share_key(key: tuple) -> tuple:
