@@ -30,9 +30,9 @@ Kafka's classic group protocol, served by the supervisor for every group:
   members, as Kafka 4 allows).
 - Share groups (KIP-932) live in share_group.py: ShareGroupHeartbeat,
   ShareGroupDescribe and Describe/AlterShareGroupOffsets go there;
-  ListGroups lists them (type "share") and DeleteGroups deletes empty ones. They have no committed offsets here:
-  their records' state is kept by the partition leaders
-  (share_partition.py).
+  ListGroups lists them (type "share") and DeleteGroups deletes empty
+  ones. They have no committed offsets here: their records' state (and
+  start offsets) is kept by the partition leaders (share_partition.py).
 - TxnOffsetCommit: offsets committed inside a producer's transaction
   (checked with the transaction coordinator through ``verify_txn``; v5,
   transactions v2, adds the group's offsets to the transaction there) are

@@ -309,17 +309,19 @@ class ShareGroupCoordinator:
         groups = body["groups"]
         answers: list = [None] * len(groups)
         left = [len(groups)]
+        deferred = [False]           # answered later, by the last leader's answer
 
         def done(i: int, answer: dict) -> None:
             answers[i] = answer
             left[0] -= 1
-            if left[0] == 0 and ctx is not None:
+            if left[0] == 0 and deferred[0] and ctx is not None:
                 ctx.respond({"throttle_time_ms": 0, "groups": answers})
         for i, g in enumerate(groups):
             self._describe_group_offsets(g, lambda answer, i=i: done(i, answer))
-        if not groups:
-            return {"throttle_time_ms": 0, "groups": []}
-        return DEFERRED if left[0] else {"throttle_time_ms": 0, "groups": answers}
+        if left[0] == 0:
+            return {"throttle_time_ms": 0, "groups": answers}
+        deferred[0] = True
+        return DEFERRED
 
     def _describe_group_offsets(self, g: dict, on_done) -> None:
         gid = g["group_id"]
@@ -410,6 +412,7 @@ class ShareGroupCoordinator:
         if by_broker and sg is None:
             self.groups[gid] = ShareGroup(gid)    # Kafka's alter makes the group too
         answer = [None]
+        deferred = [False]           # answered later, by the last leader's answer
 
         def gathered(results: list) -> None:
             for r in results:
@@ -424,7 +427,6 @@ class ShareGroupCoordinator:
                 for t in _offsets_by_topic(out, topics)]}
             if deferred[0] and ctx is not None:
                 ctx.respond(answer[0])
-        deferred = [False]
         self._ask(by_broker, gathered)
         if answer[0] is not None:
             return answer[0]
