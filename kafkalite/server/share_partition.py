@@ -30,6 +30,12 @@ then moves past the leading done ranges. At most
 ``group.share.partition.max.record.locks`` records are in flight: past
 that, only AVAILABLE records are handed out until the SPSO moves.
 
+The group coordinator asks for the SPSOs (DescribeShareGroupOffsets) and
+sets them (AlterShareGroupOffsets, only while the group has no members)
+over the control channel (``offsets``, ``alter_offsets``): a reset drops
+every in-flight range and delivery count, and the share-partition starts
+afresh at the new SPSO, written to its snapshot before the answer.
+
 A share session (the share_session_epoch of ShareFetch/ShareAcknowledge,
 per member on this broker) opens with epoch 0 and counts up; a wrong
 epoch is INVALID_SHARE_SESSION_EPOCH, an unknown session
@@ -61,7 +67,8 @@ Snapshots are not replicated across nodes.
 
 Who may call: the replica manager (replica_manager.py), on the worker's
 event-loop thread: it routes ShareFetch and ShareAcknowledge here and
-calls ``expire()`` at ``next_deadline()``.
+calls ``expire()`` at ``next_deadline()``; the worker's control channel
+(worker.py) the offsets calls.
 """
 from __future__ import annotations
 
