@@ -128,3 +128,31 @@ def test_bad_input_gets_kafka_errors(server):
     with pytest.raises(errors.InvalidRequestError):
         offsets(admin, "")
     assert offsets(admin, "g") == {TP: 2}
+
+
+def test_offsets_of_partitions_led_by_different_workers(tmp_path, stopping):  # noqa: F811
+    """Every worker leading some of the topic is asked, and each resets its own."""
+    srv = share_server(tmp_path, workers=2)
+    stopping(srv)
+    create(srv, "spread", 4)
+    p = Producer(srv.config())
+    for i in range(8):
+        p.produce("spread", value=b"%d" % i, partition=i % 4)
+    p.flush()
+    c = ShareConsumer(srv.config(**{"group.id": "g", "fetch.max.wait.ms": 100}))
+    c.subscribe(["spread"])
+    got = []
+    deadline = time.monotonic() + 15
+    while len(got) < 8 and time.monotonic() < deadline:
+        got += c.consume(100, 0.2)
+    c.commit_sync()
+    c.close()
+    assert len(got) == 8
+    admin = AdminClient(srv.config())
+    parts = [TopicPartition("spread", i) for i in range(4)]
+    leaders = {md.leader for md in admin.list_topics("spread").topics["spread"].partitions.values()}
+    assert len(leaders) == 2
+    assert offsets(admin, "g") == {tp: 2 for tp in parts}
+    results = admin.alter_share_group_offsets("g", {tp: 1 for tp in parts})
+    assert all(f.result() is None for f in results.values())
+    assert offsets(admin, "g", parts) == {tp: 1 for tp in parts}
