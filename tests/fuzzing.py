@@ -92,6 +92,10 @@ def base_requests(topic: str) -> list[tuple[int, int, dict]]:
                                                {"partition_index": 0, "acknowledgement_batches": [
                                                    {"first_offset": 0, "last_offset": 2,
                                                     "acknowledge_types": [1, 2, 3]}]}]}]}),
+        (ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, {"groups": [
+            {"group_id": "fuzz-share", "topics": [{"topic_name": topic, "partitions": [0]}]}]}),
+        (ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, {"group_id": "fuzz-share", "topics": [
+            {"topic_name": topic, "partitions": [{"partition_index": 0, "start_offset": 0}]}]}),
         (ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": [{"name": "fuzz-user"}]}),
         (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {
             "deletions": [{"name": "fuzz-gone", "mechanism": 1}],

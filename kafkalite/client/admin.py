@@ -476,6 +476,48 @@ class AdminClient:
                                      error_or_none(g["error_code"], g["error_message"]))
                 for g in resp["groups"]}
 
+    def list_share_group_offsets(self, groups: dict,
+                                 request_timeout: float | None = None) -> dict:
+        """{group id: [TopicPartition] or None for every partition the group
+        has state for} -> {group id: Future of {TopicPartition: share-partition
+        start offset}} (-1: the group has no state for the partition yet).
+        A group that does not exist fails with GroupIdNotFoundError; a
+        partition's error (an unknown topic) fails its group's Future."""
+        with self._lock:
+            resp = self._meta.admin_request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, {"groups": [
+                {"group_id": gid, "topics": None if tps is None else [
+                    {"topic_name": t, "partitions": ps}
+                    for t, ps in _by_topic(tps).items()]}
+                for gid, tps in groups.items()]}, request_timeout or self._timeout, 0)
+        out = {}
+        for g in resp["groups"]:
+            exc = error_or_none(g["error_code"], g["error_message"])
+            offsets = {}
+            for t in g["topics"]:
+                for p in t["partitions"]:
+                    exc = exc or error_or_none(p["error_code"], p["error_message"])
+                    offsets[TopicPartition(t["topic_name"], p["partition_index"])] = \
+                        p["start_offset"]
+            out[g["group_id"]] = _done(None if exc else offsets, exc)
+        return out
+
+    def alter_share_group_offsets(self, group_id: str, offsets: dict,
+                                  request_timeout: float | None = None) -> dict:
+        """{TopicPartition: new share-partition start offset} -> {TopicPartition:
+        Future}: refused (NonEmptyGroupError) while the group has members."""
+        by: dict = {}
+        for tp, offset in offsets.items():
+            by.setdefault(tp.topic, []).append({"partition_index": tp.partition,
+                                                "start_offset": offset})
+        with self._lock:
+            resp = self._meta.admin_request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, {
+                "group_id": group_id,
+                "topics": [{"topic_name": t, "partitions": ps} for t, ps in by.items()]},
+                request_timeout or self._timeout, 0)
+        return {TopicPartition(t["topic_name"], p["partition_index"]):
+                _done(None, error_or_none(p["error_code"], p["error_message"]))
+                for t in resp["responses"] for p in t["partitions"]}
+
     def describe_consumer_groups(self, group_ids: list[str],
                                  request_timeout: float | None = None) -> dict:
         """{group id: Future of ConsumerGroupDescription}; a group that does

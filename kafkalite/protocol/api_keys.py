@@ -61,6 +61,8 @@ class ApiKey(IntEnum):
     SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
 
 
 # (min, max) version per API: what an Apache Kafka 3.7 broker advertises in
@@ -130,4 +132,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.SHARE_GROUP_DESCRIBE: (0, 0),
     ApiKey.SHARE_FETCH: (0, 0),
     ApiKey.SHARE_ACKNOWLEDGE: (0, 0),
+    # kafka-share-groups.sh --describe --offsets / --reset-offsets (Kafka 4.1)
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
 }

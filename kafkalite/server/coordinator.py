@@ -28,11 +28,11 @@ Kafka's classic group protocol, served by the supervisor for every group:
   group in use GROUP_ID_NOT_FOUND; an empty group changes type on the
   first member of the other kind (no online upgrade of a group with
   members, as Kafka 4 allows).
-- Share groups (KIP-932) live in share_group.py: ShareGroupHeartbeat and
-  ShareGroupDescribe go there; ListGroups lists them (type "share") and
-  DeleteGroups deletes empty ones. They have no committed offsets here:
-  their records' state is kept by the partition leaders
-  (share_partition.py).
+- Share groups (KIP-932) live in share_group.py: ShareGroupHeartbeat,
+  ShareGroupDescribe and Describe/AlterShareGroupOffsets go there;
+  ListGroups lists them (type "share") and DeleteGroups deletes empty
+  ones. They have no committed offsets here: their records' state (and
+  start offsets) is kept by the partition leaders (share_partition.py).
 - TxnOffsetCommit: offsets committed inside a producer's transaction
   (checked with the transaction coordinator through ``verify_txn``; v5,
   transactions v2, adds the group's offsets to the transaction there) are
@@ -216,6 +216,8 @@ class GroupCoordinator:
             ApiKey.CONSUMER_GROUP_DESCRIBE: self.consumer.describe,
             ApiKey.SHARE_GROUP_HEARTBEAT: self.share.heartbeat,
             ApiKey.SHARE_GROUP_DESCRIBE: self.share.describe,
+            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: self.share.describe_offsets,
+            ApiKey.ALTER_SHARE_GROUP_OFFSETS: self.share.alter_offsets,
         }
 
     def _consumer_group(self, gid: str, create: bool) -> ConsumerGroup | None:

@@ -36,6 +36,8 @@ Who may call: the dispatcher, on its process's event-loop thread.
 """
 from __future__ import annotations
 
+import uuid
+
 from kafkalite import errors
 from kafkalite.protocol import ApiKey
 from kafkalite.protocol.enums import AclOperation as Op
@@ -452,6 +454,47 @@ def _share_data(r: _Request, body: dict) -> None:
             r.require(Op.READ, Res.TOPIC, name)
 
 
+_NO_TOPIC_ID = uuid.UUID(int=0)
+
+
+def _describe_share_group_offsets(r: _Request, body: dict) -> None:
+    """Describe on each group (denied: the group's error) and on each topic
+    (denied: its partitions' error; asked for all, left out)."""
+    denied = r.split(body, "groups", lambda g: r.may(Op.DESCRIBE, Res.GROUP, g),
+                     lambda g: g["group_id"])
+    r.add_to("groups", [{"group_id": g["group_id"], "topics": [], "error_code": GROUP_DENIED,
+                         "error_message": f"{r.principal} may not describe group "
+                                          f"{g['group_id']!r}"} for g in denied])
+
+    def finish(resp: dict) -> None:
+        for g in resp.get("groups") or ():
+            kept = []
+            for t in g.get("topics") or ():
+                if r.may(Op.DESCRIBE, Res.TOPIC, t["topic_name"], audit=False):
+                    kept.append(t)
+                elif any(a.get("topics") for a in body["groups"]):
+                    kept.append({**t, "partitions": [
+                        {**p, "start_offset": -1, "error_code": TOPIC_DENIED}
+                        for p in t["partitions"]]})
+            g["topics"] = kept
+    r.amend(finish)
+
+
+def _alter_share_group_offsets(r: _Request, body: dict) -> None:
+    """Read on the group (denied: every partition's error) and on each topic."""
+    if not r.may(Op.READ, Res.GROUP, body["group_id"]):
+        denied, code = body["topics"], GROUP_DENIED
+    else:
+        denied = r.split(body, "topics", lambda t: r.may(Op.READ, Res.TOPIC, t),
+                         lambda t: t["topic_name"])
+        code = TOPIC_DENIED
+    r.add_to("responses", [{"topic_name": t["topic_name"], "topic_id": _NO_TOPIC_ID, "partitions": [
+        {"partition_index": p["partition_index"], "error_code": code} for p in t["partitions"]]}
+        for t in denied])
+    if code == GROUP_DENIED:
+        body["topics"] = []
+
+
 # ---- transactions ------------------------------------------------------------------------------
 
 def _init_producer_id(r: _Request, body: dict) -> None:
@@ -637,6 +680,8 @@ _CHECKS = {
         Op.DESCRIBE, "topics", "topic", "partitions", "partition", "topics", "topic",
         "partitions", "partition", leader_epoch=-1, end_offset=-1),
     ApiKey.DELETE_RECORDS: _delete_records,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: _describe_share_group_offsets,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: _alter_share_group_offsets,
     ApiKey.METADATA: _metadata,
     ApiKey.CREATE_TOPICS: _create_topics,
     ApiKey.DELETE_TOPICS: _delete_topics,

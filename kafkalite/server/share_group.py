@@ -31,8 +31,19 @@ Membership lives in memory only: after a restart members get
 UNKNOWN_MEMBER_ID and rejoin with epoch 0 (the records' state is the
 partition leaders' and survives, share_partition.py).
 
+The share-partition start offsets (SPSO) are the partition leaders' too:
+DescribeShareGroupOffsets (API 90) and AlterShareGroupOffsets (API 91)
+are answered here by asking the workers leading the partitions over the
+control channel (``send``: the supervisor's BrokerChannel, a
+"share_offsets" message per broker, answered in its "done"). An alter
+needs a group without members (else NON_EMPTY_GROUP); it starts the
+share-partitions afresh at the given offsets, written to their snapshot
+files before the answer. A group the coordinator does not know (after a
+restart) but some leader has state for is taken in as an empty group.
+
 Who may call: the group coordinator (coordinator.py), on the supervisor's
-thread: it routes ShareGroupHeartbeat and ShareGroupDescribe here, lists
+thread: it routes ShareGroupHeartbeat, ShareGroupDescribe and the offsets
+APIs here, lists
 share groups in ListGroups, and calls ``tick()`` from its own.
 """
 from __future__ import annotations
@@ -45,6 +56,7 @@ from dataclasses import dataclass, field
 from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.server.metadata import INTERNAL_TOPICS
+from kafkalite.server.requests import DEFERRED
 
 log = logging.getLogger("kafkalite.share_group")
 
@@ -52,6 +64,8 @@ NONE = 0
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
 SIMPLE = "simple"
+OFFSETS_TIMEOUT_MS = 5_000       # the leaders' answers to an offsets request
+NO_TOPIC_ID = uuid.UUID(int=0)
 
 # group states, as ListGroups and ShareGroupDescribe show them
 EMPTY = "Empty"
@@ -123,6 +137,10 @@ class ShareGroupCoordinator:
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self._clock = clock
         self.groups: dict[str, ShareGroup] = {}
+        # set by the supervisor: the partitions' leaders, for the offsets APIs
+        self.leader_of = lambda tp: None          # (topic, index) -> broker id or None
+        self.live_brokers = lambda: []            # () -> broker ids
+        self.send = None                          # BrokerChannel.send(by_broker, on_done, ms)
 
     # ---- ShareGroupHeartbeat -------------------------------------------------------------------
 
@@ -268,6 +286,165 @@ class ShareGroupCoordinator:
                          "partitions": t["partitions"]} for t in _by_topic_id(m.assigned)]},
                 } for m in sg.members.values()]})
         return {"throttle_time_ms": 0, "groups": out}
+
+
+    # ---- DescribeShareGroupOffsets and AlterShareGroupOffsets ------------------------------
+
+    def _ask(self, by_broker: dict, on_done) -> None:
+        """``by_broker``: {broker id: message}; ``on_done(results)`` once
+        all answered or the timeout passed (then without the missing)."""
+        if not by_broker or self.send is None:
+            on_done([])
+            return
+        self.send(by_broker, lambda results, timed_out: on_done(results), OFFSETS_TIMEOUT_MS)
+
+    def _kind_error(self, gid: str) -> KafkaError | None:
+        if not gid:
+            return errors.InvalidRequestError("GroupId can't be empty.")
+        if gid not in self.groups and self.taken(gid):
+            return errors.GroupIdNotFoundError(f"Group {gid} is not a share group.")
+        return None
+
+    def describe_offsets(self, ctx, body: dict):
+        groups = body["groups"]
+        answers: list = [None] * len(groups)
+        left = [len(groups)]
+        deferred = [False]           # answered later, by the last leader's answer
+
+        def done(i: int, answer: dict) -> None:
+            answers[i] = answer
+            left[0] -= 1
+            if left[0] == 0 and deferred[0] and ctx is not None:
+                ctx.respond({"throttle_time_ms": 0, "groups": answers})
+        for i, g in enumerate(groups):
+            self._describe_group_offsets(g, lambda answer, i=i: done(i, answer))
+        if left[0] == 0:
+            return {"throttle_time_ms": 0, "groups": answers}
+        deferred[0] = True
+        return DEFERRED
+
+    def _describe_group_offsets(self, g: dict, on_done) -> None:
+        gid = g["group_id"]
+        err = self._kind_error(gid)
+        if err is not None:
+            on_done({"group_id": gid, "topics": [], "error_code": err.code,
+                     "error_message": str(err)})
+            return
+        topics = self.topics()
+        out: dict = {}                            # (topic, index) -> partition answer
+        by_broker: dict = {}
+        if g.get("topics") is None:
+            for b in self.live_brokers():
+                by_broker[b] = {"type": "share_offsets", "group": gid, "partitions": None}
+        else:
+            for t in g["topics"]:
+                for index in t["partitions"]:
+                    tp = (t["topic_name"], index)
+                    meta = topics.get(tp[0])
+                    leader = self.leader_of(tp)
+                    if meta is None or not 0 <= index < len(meta.partitions):
+                        out[tp] = _offset_error(index, errors.UnknownTopicOrPartitionError(
+                            f"{tp[0]}-{index} does not exist"))
+                    elif leader is None:
+                        out[tp] = _offset_error(index, errors.LeaderNotAvailableError(
+                            f"{tp[0]}-{index} has no leader now"))
+                    else:
+                        out[tp] = _offset_error(index, errors.RequestTimedOutError(
+                            f"the leader of {tp[0]}-{index} did not answer"))
+                        by_broker.setdefault(leader, {"type": "share_offsets", "group": gid,
+                                                      "partitions": []})
+                        by_broker[leader]["partitions"].append(list(tp))
+
+        def gathered(results: list) -> None:
+            known = False
+            for r in results:
+                known |= r["start_offset"] >= 0
+                out[(r["topic"], r["partition"])] = {
+                    "partition_index": r["partition"], "start_offset": r["start_offset"],
+                    "leader_epoch": r["leader_epoch"], "error_code": r["error_code"],
+                    "error_message": r.get("error_message")}
+            if gid not in self.groups:
+                if not known:
+                    on_done({"group_id": gid, "topics": [],
+                             "error_code": errors.GroupIdNotFoundError.code,
+                             "error_message": f"Group {gid} not found."})
+                    return
+                # state from before a restart: the group exists, empty
+                self.groups[gid] = ShareGroup(gid)
+            on_done({"group_id": gid, "topics": _offsets_by_topic(out, topics),
+                     "error_code": NONE, "error_message": None})
+        self._ask(by_broker, gathered)
+
+    def alter_offsets(self, ctx, body: dict):
+        gid = body["group_id"]
+        topics = self.topics()
+        out: dict = {}
+        err = self._kind_error(gid)
+        sg = self.groups.get(gid)
+        if err is None and sg is not None and sg.members:
+            err = errors.NonEmptyGroupError(
+                f"Share group {gid} has {len(sg.members)} member(s): its offsets can be "
+                f"reset only while it has none.")
+        by_broker: dict = {}
+        for t in body["topics"]:
+            for p in t["partitions"]:
+                index, offset = p["partition_index"], p["start_offset"]
+                tp = (t["topic_name"], index)
+                meta = topics.get(tp[0])
+                leader = self.leader_of(tp)
+                if err is not None:
+                    out[tp] = _offset_error(index, err)
+                elif meta is None or not 0 <= index < len(meta.partitions):
+                    out[tp] = _offset_error(index, errors.UnknownTopicOrPartitionError(
+                        f"{tp[0]}-{index} does not exist"))
+                elif offset < 0:
+                    out[tp] = _offset_error(index, errors.InvalidRequestError(
+                        f"start offset {offset} of {tp[0]}-{index} is negative"))
+                elif leader is None:
+                    out[tp] = _offset_error(index, errors.LeaderNotAvailableError(
+                        f"{tp[0]}-{index} has no leader now"))
+                else:
+                    out[tp] = _offset_error(index, errors.RequestTimedOutError(
+                        f"the leader of {tp[0]}-{index} did not answer"))
+                    by_broker.setdefault(leader, {"type": "share_offsets", "group": gid,
+                                                  "alter": []})
+                    by_broker[leader]["alter"].append([tp[0], index, offset])
+        if by_broker and sg is None:
+            self.groups[gid] = ShareGroup(gid)    # Kafka's alter makes the group too
+        answer = [None]
+        deferred = [False]           # answered later, by the last leader's answer
+
+        def gathered(results: list) -> None:
+            for r in results:
+                out[(r["topic"], r["partition"])] = {
+                    "partition_index": r["partition"], "error_code": r["error_code"],
+                    "error_message": r.get("error_message")}
+            answer[0] = {"throttle_time_ms": 0, "responses": [
+                {"topic_name": t["topic_name"], "topic_id": t["topic_id"],
+                 "partitions": [{k: p[k] for k in ("partition_index", "error_code",
+                                                   "error_message")}
+                                for p in t["partitions"]]}
+                for t in _offsets_by_topic(out, topics)]}
+            if deferred[0] and ctx is not None:
+                ctx.respond(answer[0])
+        self._ask(by_broker, gathered)
+        if answer[0] is not None:
+            return answer[0]
+        deferred[0] = True
+        return DEFERRED
+
+
+def _offset_error(index: int, exc: KafkaError) -> dict:
+    return {"partition_index": index, "start_offset": -1, "leader_epoch": -1,
+            "error_code": exc.code, "error_message": str(exc) or exc.name}
+
+
+def _offsets_by_topic(out: dict, topics: dict) -> list:
+    by: dict = {}
+    for (name, _), p in sorted(out.items()):
+        by.setdefault(name, []).append(p)
+    return [{"topic_name": name, "topic_id": topics[name].topic_id if name in topics
+             else NO_TOPIC_ID, "partitions": ps} for name, ps in by.items()]
 
 
 def _by_topic_id(tps) -> list:

@@ -30,6 +30,12 @@ then moves past the leading done ranges. At most
 ``group.share.partition.max.record.locks`` records are in flight: past
 that, only AVAILABLE records are handed out until the SPSO moves.
 
+The group coordinator asks for the SPSOs (DescribeShareGroupOffsets) and
+sets them (AlterShareGroupOffsets, only while the group has no members)
+over the control channel (``offsets``, ``alter_offsets``): a reset drops
+every in-flight range and delivery count, and the share-partition starts
+afresh at the new SPSO, written to its snapshot before the answer.
+
 A share session (the share_session_epoch of ShareFetch/ShareAcknowledge,
 per member on this broker) opens with epoch 0 and counts up; a wrong
 epoch is INVALID_SHARE_SESSION_EPOCH, an unknown session
@@ -61,7 +67,8 @@ Snapshots are not replicated across nodes.
 
 Who may call: the replica manager (replica_manager.py), on the worker's
 event-loop thread: it routes ShareFetch and ShareAcknowledge here and
-calls ``expire()`` at ``next_deadline()``.
+calls ``expire()`` at ``next_deadline()``; the worker's control channel
+(worker.py) the offsets calls.
 """
 from __future__ import annotations
 
@@ -71,6 +78,7 @@ import logging
 import os
 import struct
 import time
+import uuid
 
 from kafkalite import errors
 from kafkalite._ext.crc32c import crc32c
@@ -338,6 +346,13 @@ class SharePartition:
         if plan:
             self.dirty = True
             self._settle()
+
+    def reset(self, offset: int) -> None:
+        """AlterShareGroupOffsets: the SPSO is ``offset``, nothing in flight
+        (every record from it on is new to the group, delivery counts 0)."""
+        self.ranges = []
+        self.start_offset = self.next_offset = offset
+        self.dirty = True
 
     def end_request(self) -> None:
         """What was released in the request just served may go to anyone now."""
@@ -766,6 +781,51 @@ class SharePartitionManager:
         self.reset = config.share_auto_offset_reset
         self.dead_letter_writer.topic = config.share_dead_letter_topic
 
+    def _state_file(self, group: str, part) -> str:
+        return os.path.join(part.log.directory, "share-" + group.encode().hex() + STATE_SUFFIX)
+
+    def offsets(self, group: str, partitions: list | None) -> list:
+        """DescribeShareGroupOffsets, this broker's part: [{"topic",
+        "partition", "start_offset", "leader_epoch", "error_code"}] for
+        ``partitions`` ([topic, index] pairs) led here, or (None) for every
+        partition led here the group has state for. -1: no state."""
+        out = []
+        if partitions is None:
+            partitions = [list(k) for k, part in self.rm.partitions.items() if part.is_leader
+                          and ((group, *k) in self.shares
+                               or os.path.exists(self._state_file(group, part)))]
+        for name, index in partitions:
+            entry = {"topic": name, "partition": index, "start_offset": -1,
+                     "leader_epoch": -1, "error_code": NONE}
+            try:
+                part = self.rm.partition(name, index)
+                entry["leader_epoch"] = part.leader_epoch
+                if (group, name, index) in self.shares or \
+                        os.path.exists(self._state_file(group, part)):
+                    sp = self.share_partition(group, name, index, _uuid(part.topic_id))
+                    entry["start_offset"] = sp.start_offset
+            except KafkaError as exc:
+                entry["error_code"], entry["error_message"] = exc.code, exc.message
+            out.append(entry)
+        return out
+
+    def alter_offsets(self, group: str, partitions: list) -> list:
+        """AlterShareGroupOffsets, this broker's part: each [topic, index,
+        offset]'s share-partition starts afresh at ``offset`` (the group has
+        no members: the coordinator checked), written before the answer."""
+        out = []
+        for name, index, offset in partitions:
+            entry = {"topic": name, "partition": index, "error_code": NONE}
+            try:
+                part = self.rm.partition(name, index)
+                sp = self.share_partition(group, name, index, _uuid(part.topic_id))
+                sp.reset(offset)
+                sp.flush()
+            except KafkaError as exc:
+                entry["error_code"], entry["error_message"] = exc.code, exc.message
+            out.append(entry)
+        return out
+
     def delete_group(self, group: str) -> None:
         """The share group was deleted (DeleteGroups): its sessions and its
         state in every partition hosted here go."""
@@ -788,6 +848,12 @@ class SharePartitionManager:
             if flush:
                 self.shares[k].flush()
             del self.shares[k]
+
+
+def _uuid(topic_id) -> uuid.UUID:
+    """A partition's topic id (a string from the controller's assign) as
+    ShareFetch carries it and the snapshot key is written."""
+    return topic_id if isinstance(topic_id, uuid.UUID) else uuid.UUID(str(topic_id))
 
 
 def share_key(key: tuple) -> tuple:

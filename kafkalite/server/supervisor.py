@@ -168,6 +168,11 @@ class Supervisor:
         self.coordinator.share_group_deleted = lambda gid: [
             self._send_worker(w.index, {"type": "delete_share_group", "group": gid})
             for w in self.workers]
+        # the share-partitions' start offsets are their leaders' (share_partition.py)
+        self.coordinator.share.leader_of = self.controller.leader_of
+        self.coordinator.share.live_brokers = lambda: [
+            b.broker_id for b in self.controller.brokers if not b.fenced]
+        self.coordinator.share.send = self.send
         self.curve = native_curve(cfg)
         self.markers = BrokerRequests(self.ctx, self.controller.native_endpoint,
                                       "kafkalite-txn-coordinator", curve=self.curve)

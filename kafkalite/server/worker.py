@@ -214,6 +214,13 @@ class Worker:
             self._send_control({"type": "done", "op": msg.get("op"), "worker": self.index})
         elif kind == "delete_share_group":
             self.replica_manager.shares.delete_group(msg["group"])
+        elif kind == "share_offsets":
+            # the share group coordinator's Describe/AlterShareGroupOffsets
+            shares = self.replica_manager.shares
+            results = (shares.alter_offsets(msg["group"], msg["alter"]) if "alter" in msg
+                       else shares.offsets(msg["group"], msg.get("partitions")))
+            self._send_control({"type": "done", "op": msg.get("op"), "worker": self.index,
+                                "results": results})
         elif kind == "shutdown":
             self._stop = True
         else:

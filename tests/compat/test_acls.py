@@ -526,6 +526,43 @@ def test_group_apis_over_the_wire(srv, clean):
         w.close()
 
 
+def test_share_group_offsets_need_group_and_topic_acls(srv, clean):
+    """DescribeShareGroupOffsets: Describe on the group and the topic;
+    AlterShareGroupOffsets: Read on both (Kafka's)."""
+    create_topic(srv, "acl-s-topic")
+    named = {"groups": [{"group_id": "acl-s", "topics": [
+        {"topic_name": "acl-s-topic", "partitions": [0]}]}]}
+    every = {"groups": [{"group_id": "acl-s", "topics": None}]}
+
+    def alter(w, offset):
+        r = w.request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, {"group_id": "acl-s", "topics": [
+            {"topic_name": "acl-s-topic", "partitions": [
+                {"partition_index": 0, "start_offset": offset}]}]})
+        return r["responses"][0]["partitions"][0]["error_code"]
+
+    def described(w, body):
+        return w.request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, body)["groups"][0]
+    a, w = wire(srv, "admin"), wire(srv)
+    try:
+        assert alter(a, 0) == 0                  # the super user makes the group's state
+        assert described(w, named)["error_code"] == GROUP_DENIED
+        assert alter(w, 0) == GROUP_DENIED
+        grant(srv, ResourceType.GROUP, "acl-s", AclOperation.DESCRIBE)
+        g = described(w, named)
+        assert g["error_code"] == 0
+        assert g["topics"][0]["partitions"][0]["error_code"] == TOPIC_DENIED
+        assert described(w, every)["topics"] == []        # all topics: left out
+        assert alter(w, 0) == GROUP_DENIED                # Describe is not Read
+        grant(srv, ResourceType.GROUP, "acl-s", AclOperation.READ)
+        assert alter(w, 0) == TOPIC_DENIED
+        grant(srv, ResourceType.TOPIC, "acl-s-topic", AclOperation.READ)
+        assert alter(w, 0) == 0
+        assert described(w, every)["topics"][0]["partitions"][0]["start_offset"] == 0
+    finally:
+        a.close()
+        w.close()
+
+
 # ---- transactions and idempotence -------------------------------------------------------------
 
 def test_transactional_producer_needs_transactional_id_write(srv, clean):

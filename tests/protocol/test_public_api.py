@@ -35,7 +35,8 @@ API_KEYS = dict(PRODUCE=0, FETCH=1, LIST_OFFSETS=2, METADATA=3, OFFSET_COMMIT=8,
                 DESCRIBE_CLUSTER=60, DESCRIBE_PRODUCERS=61, DESCRIBE_TRANSACTIONS=65,
                 LIST_TRANSACTIONS=66, CONSUMER_GROUP_HEARTBEAT=68, CONSUMER_GROUP_DESCRIBE=69,
                 DESCRIBE_TOPIC_PARTITIONS=75, SHARE_GROUP_HEARTBEAT=76, SHARE_GROUP_DESCRIBE=77,
-                SHARE_FETCH=78, SHARE_ACKNOWLEDGE=79)
+                SHARE_FETCH=78, SHARE_ACKNOWLEDGE=79,
+                DESCRIBE_SHARE_GROUP_OFFSETS=90, ALTER_SHARE_GROUP_OFFSETS=91)
 
 
 def shape(function) -> str:
@@ -72,7 +73,7 @@ def test_api_keys_and_supported_versions():
     assert versions[protocol.ApiKey.LIST_OFFSETS] == (0, 8)
     # share groups (KIP-932): v0 of each, as Kafka 4.0 defines them
     for key in ("SHARE_GROUP_HEARTBEAT", "SHARE_GROUP_DESCRIBE", "SHARE_FETCH",
-                "SHARE_ACKNOWLEDGE"):
+                "SHARE_ACKNOWLEDGE", "DESCRIBE_SHARE_GROUP_OFFSETS", "ALTER_SHARE_GROUP_OFFSETS"):
         assert versions[protocol.ApiKey[key]] == (0, 0)
 
 

@@ -159,3 +159,64 @@ ShareAcknowledgeResponse = Response(ApiKey.SHARE_ACKNOWLEDGE, "0", flexible="0+"
     ]),
     _NODE_ENDPOINTS,
 ])
+
+# DescribeShareGroupOffsets, API key 90: each share-partition's start offset
+# (-1 when the group has no state for the partition); null topics: every
+# partition the group has state for. Served by the group coordinator.
+DescribeShareGroupOffsetsRequest = Request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, "0",
+                                           flexible="0+", fields=[
+    Array("groups", fields=[
+        Field("group_id", "string"),
+        Array("topics", nullable="0+", fields=[
+            Field("topic_name", "string"),
+            Field("partitions", "[]int32"),
+        ]),
+    ]),
+])
+DescribeShareGroupOffsetsResponse = Response(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, "0",
+                                             flexible="0+", fields=[
+    Field("throttle_time_ms", "int32"),
+    Array("groups", fields=[
+        Field("group_id", "string"),
+        Array("topics", fields=[
+            Field("topic_name", "string"),
+            Field("topic_id", "uuid"),
+            Array("partitions", fields=[
+                Field("partition_index", "int32"),
+                Field("start_offset", "int64"),
+                Field("leader_epoch", "int32"),
+                Field("error_code", "int16"),
+                Field("error_message", "string", nullable="0+"),
+            ]),
+        ]),
+        Field("error_code", "int16"),
+        Field("error_message", "string", nullable="0+"),
+    ]),
+])
+
+# AlterShareGroupOffsets, API key 91: set share-partitions' start offsets
+# (the group must have no members).
+AlterShareGroupOffsetsRequest = Request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, "0",
+                                        flexible="0+", fields=[
+    Field("group_id", "string"),
+    Array("topics", fields=[
+        Field("topic_name", "string"),
+        Array("partitions", fields=[
+            Field("partition_index", "int32"),
+            Field("start_offset", "int64"),
+        ]),
+    ]),
+])
+AlterShareGroupOffsetsResponse = Response(ApiKey.ALTER_SHARE_GROUP_OFFSETS, "0",
+                                          flexible="0+", fields=[
+    Field("throttle_time_ms", "int32"),
+    Array("responses", fields=[
+        Field("topic_name", "string"),
+        Field("topic_id", "uuid"),
+        Array("partitions", fields=[
+            Field("partition_index", "int32"),
+            Field("error_code", "int16"),
+            Field("error_message", "string", nullable="0+"),
+        ]),
+    ]),
+])
