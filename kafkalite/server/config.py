@@ -175,6 +175,11 @@ SETTINGS: dict[str, Setting] = {
         "SASL session lifetime told to clients that can re-authenticate (KIP-368, "
         "SaslAuthenticate v1+): a connection not re-authenticated within it is closed at its "
         "next request; 0: sessions never expire.", ("connections.max.reauth.ms",)),
+    "connection_failed_authentication_delay_ms": Setting(
+        "How long a Kafka connection whose authentication failed stays open after the "
+        "answer saying so (nothing more is read from it), so that a client reads that answer "
+        "before the close; as Kafka, which also slows a client retrying a wrong password.",
+        ("connection.failed.authentication.delay.ms",)),
     "authorizer_enabled": Setting("Check Kafka-listener requests against the ACLs "
                                   "(`kafkalite acls`; server/authorizer.py).", (),
                                   "authorizer.class.name (any authorizer class turns it on)"),
@@ -255,6 +260,7 @@ class ServerConfig:
     sasl_enabled_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
     sasl_users_file: str = ""
     connections_max_reauth_ms: int = 0
+    connection_failed_authentication_delay_ms: int = 100
     authorizer_enabled: bool = False
     super_users: str = ""
     allow_everyone_if_no_acl_found: bool = False

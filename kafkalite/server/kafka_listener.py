@@ -26,7 +26,7 @@ answered; it unmutes at once.
 Quotas (quotas.py): a request that put its client over a quota is
 answered at once with ``throttle_time_ms`` and its connection then stays
 muted for that long (KIP-219): nothing more is read from it until
-``expire_throttles`` (called by the process's loop, which wakes for
+``expire`` (called by the process's loop, which wakes for
 ``next_deadline``) lets it go.
 
 Requests become ``RequestContext``s (requests.py) handed to the process's
@@ -51,7 +51,10 @@ Decrypted bytes buffered inside the SSL object are invisible to poll, so a
 read drains them (at most one TLS record) before returning. On a SASL
 listener a connection serves only ApiVersions, SaslHandshake and
 SaslAuthenticate until it has authenticated; anything else closes it, as
-Kafka does. The authenticated principal (``User:<name>``, or the client
+Kafka does. A failed login is answered, and the connection closed
+``connection_failed_authentication_delay_ms`` (100 ms, Kafka's default)
+after that answer is written, reading nothing more meanwhile (``_linger``).
+The authenticated principal (``User:<name>``, or the client
 certificate's DN under mutual TLS) goes on each request's context.
 
 Re-authentication (KIP-368): with ``connections_max_reauth_ms`` > 0, a
@@ -135,7 +138,8 @@ class KafkaConnection:
 
     __slots__ = ("sock", "fd", "peer", "address", "rbuf", "muted", "out", "closed", "interest",
                  "dispatching", "tls", "handshake_wants", "sasl", "sasl_raw", "principal",
-                 "closing", "reauth", "session_expiry", "reauth_started", "throttled_until")
+                 "closing", "reauth", "session_expiry", "reauth_started", "throttled_until",
+                 "close_at")
 
     def __init__(self, sock: socket.socket, peer):
         self.sock = sock
@@ -158,6 +162,7 @@ class KafkaConnection:
         self.session_expiry = 0.0   # time.monotonic() the SASL session ends; 0: never
         self.reauth_started = 0.0   # when the last re-authentication began
         self.throttled_until = 0.0  # muted by a quota until this time.monotonic()
+        self.close_at = 0.0         # a failed login's answer is written: closed at this time
 
     def __repr__(self):
         return f"KafkaConnection({self.peer})"
@@ -183,6 +188,7 @@ class KafkaListener:
         self._zmtp_peers = RateLimitedLog(log, per_interval=1, interval_s=60.0)
         self._scratch = bytearray(RECV_CHUNK)
         self._throttled: dict[int, KafkaConnection] = {}
+        self._lingering: dict[int, KafkaConnection] = {}   # fd -> closed at its close_at
         self.sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -269,6 +275,8 @@ class KafkaListener:
         self.connections.pop(conn.fd, None)
         if self._throttled.get(conn.fd) is conn:
             del self._throttled[conn.fd]
+        if self._lingering.get(conn.fd) is conn:
+            del self._lingering[conn.fd]
         if self.poller is not None and conn.interest:
             self.poller.unregister(conn.fd)
         if conn.closing:
@@ -540,16 +548,31 @@ class KafkaListener:
 
     def _auth_failed(self, conn: KafkaConnection, why: str) -> None:
         """Kafka closes a connection whose authentication failed, once the
-        answer saying so is written."""
+        answer saying so is written and ``connection.failed.authentication.
+        delay.ms`` later."""
         if self.dispatcher.stats is not None:
             self.dispatcher.stats.authentication_failures += 1
         self._auth_failures.warning("%s: authentication of %s failed: %s", self.name, conn.address,
                                     why)
         conn.closing = True
         if not conn.out:
-            self._close(conn, None)
+            self._linger(conn)
         else:
             self._update_interest(conn)
+
+    def _linger(self, conn: KafkaConnection) -> None:
+        """The last answer of a closing connection is written: it is closed
+        after the delay, reading nothing meanwhile. Closed at once, a client
+        that reads its socket to the end before handling what it read
+        (kafka-python 3's transport drops the bytes that came with the EOF)
+        never sees the authentication error, only a lost connection."""
+        delay_ms = self.security.failed_auth_delay_ms if self.security is not None else 0
+        if not delay_ms:
+            self._close(conn, None)
+            return
+        conn.close_at = time.monotonic() + delay_ms / 1000
+        self._lingering[conn.fd] = conn
+        self._update_interest(conn)
 
     def _sasl_api_versions(self, error_code: int) -> dict:
         return api_versions_body([*self.dispatcher.advertised(Listener.KAFKA),
@@ -578,12 +601,19 @@ class KafkaListener:
     # ---- quota throttles ---------------------------------------------------------------------
 
     def next_deadline(self) -> float | None:
-        """When the next throttled connection may read again (None: none is)."""
-        if not self._throttled:
-            return None
-        return min(c.throttled_until for c in self._throttled.values())
+        """When the next throttled connection may read again, or the next
+        lingering one closes (None: none)."""
+        due = [c.throttled_until for c in self._throttled.values()]
+        due += [c.close_at for c in self._lingering.values()]
+        return min(due) if due else None
 
-    def expire_throttles(self) -> None:
+    def expire(self) -> None:
+        """Unmute the connections whose throttle is over; close the lingering
+        ones whose delay is."""
+        if self._lingering:
+            now = time.monotonic()
+            for conn in [c for c in self._lingering.values() if c.close_at <= now]:
+                self._close(conn, None)
         if not self._throttled:
             return
         now = time.monotonic()
@@ -691,6 +721,6 @@ class KafkaListener:
             self._close(conn, None if getattr(exc, "errno", None) in (104, 32) else str(exc))
             return
         if conn.closing and not queue:
-            self._close(conn, None)
+            self._linger(conn)
             return
         self._update_interest(conn)

@@ -14,7 +14,9 @@ listener, unchanged. The settings keep Kafka's names:
 - ``sasl_enabled_mechanisms``: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512;
 - ``sasl_users_file``: the credentials (credentials.py);
 - ``connections_max_reauth_ms``: the SASL session lifetime (KIP-368; the
-  listener enforces it, kafka_listener.py).
+  listener enforces it, kafka_listener.py);
+- ``connection_failed_authentication_delay_ms``: how long a connection
+  whose login failed stays open after the answer (kafka_listener.py).
 
 ``SaslServer`` is one connection's SASL exchange (KIP-43, KIP-152): the
 mechanism chosen by SaslHandshake, then the tokens of SaslAuthenticate.
@@ -60,12 +62,14 @@ class ListenerSecurity:
 
     def __init__(self, protocol: str, ssl_context: ssl.SSLContext | None,
                  mechanisms: tuple[str, ...], credentials: CredentialStore | None,
-                 reauth_ms: int = 0):
+                 reauth_ms: int = 0, failed_auth_delay_ms: int = 100):
         self.protocol = protocol
         self.ssl_context = ssl_context
         self.mechanisms = mechanisms
         self.credentials = credentials
         self.reauth_ms = reauth_ms      # connections.max.reauth.ms; 0: sessions never expire
+        # connection.failed.authentication.delay.ms: the close after a failed login waits
+        self.failed_auth_delay_ms = failed_auth_delay_ms
 
     @property
     def sasl(self) -> bool:
@@ -104,10 +108,11 @@ def validate(config) -> None:
         raise InvalidConfigurationError(
             f"sasl_enabled_mechanisms must name some of {', '.join(MECHANISMS)}, "
             f"not {config.sasl_enabled_mechanisms!r}")
-    reauth = config.connections_max_reauth_ms
-    if type(reauth) is not int or reauth < 0:
-        raise InvalidConfigurationError(
-            f"connections_max_reauth_ms must be a whole number of milliseconds >= 0, not {reauth!r}")
+    for name in ("connections_max_reauth_ms", "connection_failed_authentication_delay_ms"):
+        ms = getattr(config, name)
+        if type(ms) is not int or ms < 0:
+            raise InvalidConfigurationError(
+                f"{name} must be a whole number of milliseconds >= 0, not {ms!r}")
     if config.native_curve_authorized_keys and not config.native_curve_secret_key_file:
         raise InvalidConfigurationError(
             "native_curve_authorized_keys needs native_curve_secret_key_file (the server's "
@@ -160,7 +165,8 @@ def listener_security(config) -> ListenerSecurity | None:
         mechanisms = tuple(_split(config.sasl_enabled_mechanisms))
         credentials = CredentialStore(users_file(config.data_dir, config.sasl_users_file))
     return ListenerSecurity(protocol, context, mechanisms, credentials,
-                            config.connections_max_reauth_ms)
+                            config.connections_max_reauth_ms,
+                            config.connection_failed_authentication_delay_ms)
 
 
 def certificate_principal(cert: dict | None) -> str | None:

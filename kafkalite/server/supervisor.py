@@ -627,7 +627,7 @@ class Supervisor:
             self.native.on_events(events)
             self.relay.on_events(events)
             self.kafka.on_events(events)
-            self.kafka.expire_throttles()
+            self.kafka.expire()
             self.markers.on_events(events)
             self.markers.expire()
             if self.pending:

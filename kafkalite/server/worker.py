@@ -325,7 +325,7 @@ class Worker:
                 self.relay.on_events(events)
             self.rings.on_events(events)
             self.kafka.on_events(events)
-            self.kafka.expire_throttles()
+            self.kafka.expire()
             self.quotas.tick()
             if self.coordinator is not None:
                 self.coordinator.on_events(events)
