@@ -199,3 +199,23 @@ def test_reauthentication_keeps_the_connection_and_cannot_change_the_principal(s
             metadata(w)
     finally:
         w.close()
+
+
+@pytest.mark.timeout(30)
+def test_a_failed_login_is_answered_and_closed_after_kafkas_delay(srv):
+    """connection.failed.authentication.delay.ms (100 ms): the broker answers
+    a wrong password, then keeps the connection open, reading nothing, for
+    the delay before it closes it (a client that reads its socket to the end
+    before handling what it read would otherwise lose the answer)."""
+    w = KafkaWire(srv.kafka_bootstrap)
+    try:
+        assert w.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        answer = w.request(ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": b"\0carol\0wrong"})
+        answered = time.monotonic()
+        assert answer["error_code"] == 58, answer          # SASL_AUTHENTICATION_FAILED
+        w.sock.settimeout(10)
+        assert w.sock.recv(1) == b""                         # then closed, nothing more sent
+        closed = time.monotonic() - answered
+    finally:
+        w.close()
+    assert closed >= 0.08, f"closed {closed * 1000:.0f} ms after the answer"
