@@ -135,6 +135,7 @@ class ClientQuotaFilterComponent:
     default: bool = False
 
 
+@dataclass
 class ConsumerGroupListing:
     group_id: str
     is_simple_consumer_group: bool
