@@ -39,7 +39,14 @@ PRIMITIVES = {"int8", "int16", "int32", "int64", "uint16", "uint32", "float64", 
 
 
 def load_spec(name: str) -> dict:
-    text = (SPEC_DIR / f"{name}.json").read_text()
+    """Kafka's spec of ``name`` from the first spec directory that has it; a
+    message newer than every one at hand (DescribeShareGroupOffsets, Kafka
+    4.1) is skipped, not guessed."""
+    path = next((d / f"{name}.json" for d in _spec_dirs() if (d / f"{name}.json").exists()),
+                None)
+    if path is None:
+        pytest.skip(f"no Kafka spec of {name} in {[str(d) for d in _spec_dirs()]}")
+    text = path.read_text()
     return json.loads(re.sub(r"^\s*//.*$", "", text, flags=re.M))
 
 
