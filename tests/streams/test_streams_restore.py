@@ -154,6 +154,28 @@ def test_restart_restores_only_the_changelog_tail(server, topic_name, tmp_path, 
     assert not live, f"windows past retention still held (starts - base): {live}"
 
 
+def changelog_end(server, topic, partitions=4) -> int:
+    """The sum of ``topic``'s high watermarks (0 while it does not exist)."""
+    c = Consumer(server.config())
+    try:
+        return sum(c.get_watermark_offsets(TopicPartition(topic, p))[1]
+                   for p in range(partitions))
+    except Exception:       # noqa: BLE001 -- not created yet
+        return 0
+    finally:
+        c.close()
+
+
+def wait_changelog_past(server, topic, end, timeout=60.0) -> int:
+    """Wait until the app's changelog went past ``end`` (it processed and
+    committed): fixed sleeps were too short for a loaded machine."""
+    deadline = time.monotonic() + timeout
+    while (now := changelog_end(server, topic)) <= end:
+        assert time.monotonic() < deadline, f"{topic} still at {now} after {timeout} s"
+        time.sleep(0.2)
+    return now
+
+
 def task_dirs(state, app) -> list:
     return sorted(glob.glob(os.path.join(str(state), app, "0_*")))
 
@@ -165,15 +187,16 @@ def test_exactly_once_no_checkpoint_while_processing(server, topic_name, tmp_pat
     from test_streams_exactly_once import InputFeed
     create_topics(server, topic_name)
     app_id, state = f"{topic_name}-app", tmp_path / "state"
+    changelog = f"{app_id}-counts-changelog"
     feed = InputFeed(server, topic_name)
     try:
         proc = start_app(server, app_id, topic_name, state, "exactly_once_v2")
-        time.sleep(2)
+        wait_changelog_past(server, changelog, 0)
         stop_app(proc, kill=False)          # clean: checkpoints written
         assert task_dirs(state, app_id) and all(
             read_checkpoint(d) for d in task_dirs(state, app_id))
         proc = start_app(server, app_id, topic_name, state, "exactly_once_v2")
-        time.sleep(2.5)
+        wait_changelog_past(server, changelog, changelog_end(server, changelog))
         assert not any(read_checkpoint(d) for d in task_dirs(state, app_id)), \
             "a checkpoint exists while exactly-once tasks process"
         stop_app(proc, kill=True)
@@ -184,7 +207,6 @@ def test_exactly_once_no_checkpoint_while_processing(server, topic_name, tmp_pat
         wait_caught_up(server, app_id, topic_name)
     finally:
         summary = stop_app(proc, kill=False)
-    changelog = f"{app_id}-counts-changelog"
     full = sum(changelog_records(server, changelog, p, OFFSET_BEGINNING) for p in range(4))
     assert summary["restored"] > 0 and summary["restored"] <= full
     views = outputs(server, topic_name)
