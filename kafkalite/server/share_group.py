@@ -340,17 +340,8 @@ class ShareGroupCoordinator:
             for t in g["topics"]:
                 for index in t["partitions"]:
                     tp = (t["topic_name"], index)
-                    meta = topics.get(tp[0])
-                    leader = self.leader_of(tp)
-                    if meta is None or not 0 <= index < len(meta.partitions):
-                        out[tp] = _offset_error(index, errors.UnknownTopicOrPartitionError(
-                            f"{tp[0]}-{index} does not exist"))
-                    elif leader is None:
-                        out[tp] = _offset_error(index, errors.LeaderNotAvailableError(
-                            f"{tp[0]}-{index} has no leader now"))
-                    else:
-                        out[tp] = _offset_error(index, errors.RequestTimedOutError(
-                            f"the leader of {tp[0]}-{index} did not answer"))
+                    leader = self._leader_to_ask(tp, topics, out)
+                    if leader is not None:
                         by_broker.setdefault(leader, {"type": "share_offsets", "group": gid,
                                                       "partitions": []})
                         by_broker[leader]["partitions"].append(list(tp))
@@ -375,6 +366,24 @@ class ShareGroupCoordinator:
                      "error_code": NONE, "error_message": None})
         self._ask(by_broker, gathered)
 
+    def _leader_to_ask(self, tp, topics, out):
+        """The broker leading ``tp``, with ``out[tp]`` set to the error its
+        answer replaces (REQUEST_TIMED_OUT); None, with ``out[tp]`` the error,
+        when the partition does not exist or has no leader."""
+        meta, index = topics.get(tp[0]), tp[1]
+        if meta is None or not 0 <= index < len(meta.partitions):
+            out[tp] = _offset_error(index, errors.UnknownTopicOrPartitionError(
+                f"{tp[0]}-{index} does not exist"))
+            return None
+        leader = self.leader_of(tp)
+        if leader is None:
+            out[tp] = _offset_error(index, errors.LeaderNotAvailableError(
+                f"{tp[0]}-{index} has no leader now"))
+            return None
+        out[tp] = _offset_error(index, errors.RequestTimedOutError(
+            f"the leader of {tp[0]}-{index} did not answer"))
+        return leader
+
     def alter_offsets(self, ctx, body: dict):
         gid = body["group_id"]
         topics = self.topics()
@@ -390,22 +399,16 @@ class ShareGroupCoordinator:
             for p in t["partitions"]:
                 index, offset = p["partition_index"], p["start_offset"]
                 tp = (t["topic_name"], index)
-                meta = topics.get(tp[0])
-                leader = self.leader_of(tp)
                 if err is not None:
                     out[tp] = _offset_error(index, err)
-                elif meta is None or not 0 <= index < len(meta.partitions):
-                    out[tp] = _offset_error(index, errors.UnknownTopicOrPartitionError(
-                        f"{tp[0]}-{index} does not exist"))
-                elif offset < 0:
+                    continue
+                meta = topics.get(tp[0])
+                if offset < 0 and meta is not None and 0 <= index < len(meta.partitions):
                     out[tp] = _offset_error(index, errors.InvalidRequestError(
                         f"start offset {offset} of {tp[0]}-{index} is negative"))
-                elif leader is None:
-                    out[tp] = _offset_error(index, errors.LeaderNotAvailableError(
-                        f"{tp[0]}-{index} has no leader now"))
-                else:
-                    out[tp] = _offset_error(index, errors.RequestTimedOutError(
-                        f"the leader of {tp[0]}-{index} did not answer"))
+                    continue
+                leader = self._leader_to_ask(tp, topics, out)
+                if leader is not None:
                     by_broker.setdefault(leader, {"type": "share_offsets", "group": gid,
                                                   "alter": []})
                     by_broker[leader]["alter"].append([tp[0], index, offset])
