@@ -34,16 +34,8 @@ def add_arguments(p) -> None:
         a.add_argument("--bootstrap-server", metavar="HOST:PORT",
                        help="a Kafka listener (default: kafka.bootstrap.servers of "
                             "./kafkalite-data/server.json, else 127.0.0.1:9092)")
-        a.add_argument("--command-config", metavar="FILE",
-                       help="client properties (security.protocol, sasl.mechanism, "
-                            "sasl.jaas.config, ssl.*), as kafka-acls.sh takes")
-        a.add_argument("--security-protocol",
-                       choices=["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"])
-        a.add_argument("--sasl-mechanism", choices=["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
-        a.add_argument("--sasl-username")
-        a.add_argument("--sasl-password", help="default: $KAFKALITE_SASL_PASSWORD")
-        a.add_argument("--ssl-cafile", metavar="PEM", help="CA of the server's certificate")
-        a.add_argument("--timeout", type=float, default=15.0)
+        add_login_arguments(a, "client properties (security.protocol, sasl.mechanism, "
+                               "sasl.jaas.config, ssl.*), as kafka-acls.sh takes")
         a.add_argument("--allow-principal", action="append", default=[], metavar="User:NAME")
         a.add_argument("--deny-principal", action="append", default=[], metavar="User:NAME")
         a.add_argument("--principal", action="append", default=[], metavar="User:NAME",
@@ -74,6 +66,20 @@ def _properties(path: str) -> dict:
                 key, value = line.split("=", 1)
                 props[key.strip()] = value.strip()
     return props
+
+
+def add_login_arguments(p, command_config_help: str, mechanism_help: str | None = None) -> None:
+    """How a command logs in to a Kafka listener (read by ``client_config``):
+    ``--command-config`` and the flags that override it, and ``--timeout``."""
+    p.add_argument("--command-config", metavar="FILE", help=command_config_help)
+    p.add_argument("--security-protocol",
+                   choices=["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"])
+    p.add_argument("--sasl-mechanism", choices=["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
+                   help=mechanism_help)
+    p.add_argument("--sasl-username")
+    p.add_argument("--sasl-password", help="default: $KAFKALITE_SASL_PASSWORD")
+    p.add_argument("--ssl-cafile", metavar="PEM", help="CA of the server's certificate")
+    p.add_argument("--timeout", type=float, default=15.0)
 
 
 def client_config(args) -> dict:

@@ -26,6 +26,7 @@ import sys
 
 from kafkalite.errors import InvalidConfigurationError, KafkaError, error_for_code
 from kafkalite.server import credentials
+from kafkalite.tools.acls_cmd import add_login_arguments
 
 DESCRIPTION = ("Add, list or delete the SASL users of a server's Kafka listeners "
                "(--kafka-security-protocol SASL_PLAINTEXT or SASL_SSL). SCRAM users are kept as "
@@ -58,17 +59,10 @@ def add_arguments(users) -> None:
         u.add_argument("--bootstrap-server", metavar="HOST:PORT",
                        help="manage SCRAM users over Kafka's protocol through this Kafka "
                             "listener instead of editing the file")
-        u.add_argument("--command-config", metavar="FILE",
-                       help="with --bootstrap-server: client properties (security.protocol, "
-                            "sasl.mechanism, sasl.jaas.config, ssl.*), as kafka-configs takes")
-        u.add_argument("--security-protocol",
-                       choices=["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"])
-        u.add_argument("--sasl-mechanism", choices=["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
-                       help="how this command logs in (not the user's --mechanism)")
-        u.add_argument("--sasl-username")
-        u.add_argument("--sasl-password", help="default: $KAFKALITE_SASL_PASSWORD")
-        u.add_argument("--ssl-cafile", metavar="PEM", help="CA of the server's certificate")
-        u.add_argument("--timeout", type=float, default=15.0)
+        add_login_arguments(u, "with --bootstrap-server: client properties "
+                               "(security.protocol, sasl.mechanism, sasl.jaas.config, ssl.*), "
+                               "as kafka-configs takes",
+                            "how this command logs in (not the user's --mechanism)")
 
 
 def run(args) -> int:
