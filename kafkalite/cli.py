@@ -122,7 +122,10 @@ def _server(args) -> int:
         broker_session_timeout_ms=args.broker_session_timeout_ms, cluster=args.cluster,
         node_id=args.node_id, controller_lease_ms=args.controller_lease_ms,
         metrics_port=args.metrics_port, log_level=args.log_level,
-        kafka_security_protocol=args.kafka_security_protocol, ssl_certfile=args.ssl_certfile,
+        kafka_security_protocol=args.kafka_security_protocol, listeners=args.listeners,
+        advertised_listeners=args.advertised_listeners,
+        listener_security_protocol_map=args.listener_security_protocol_map,
+        ssl_certfile=args.ssl_certfile,
         ssl_keyfile=args.ssl_keyfile, ssl_cafile=args.ssl_cafile,
         ssl_client_auth=args.ssl_client_auth,
         sasl_enabled_mechanisms=args.sasl_enabled_mechanisms,
@@ -270,8 +273,21 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
                              "renew it for this long loses it (default 10000)")
     server.add_argument("--kafka-security-protocol",
                         choices=["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"],
-                        help="security of every Kafka listener (supervisor and workers), as "
-                             "Kafka's security.protocol (default PLAINTEXT)")
+                        help="security of the Kafka listener (supervisor and workers) when "
+                             "--listeners is not given, as Kafka's security.protocol (default "
+                             "PLAINTEXT)")
+    server.add_argument("--listeners", metavar="NAME://HOST:PORT,...",
+                        help="named Kafka listeners, as Kafka's listeners (e.g. "
+                             "PLAINTEXT://127.0.0.1:9092,SASL_SSL://0.0.0.0:9093); the port is "
+                             "the supervisor's, workers take --kafka-worker-base-port + i on the "
+                             "first and any free port on the others; clients are told the "
+                             "endpoints of the listener they connected to")
+    server.add_argument("--advertised-listeners", metavar="NAME://HOST:PORT,...",
+                        help="the host told to each listener's clients (the port told is the one "
+                             "listened on)")
+    server.add_argument("--listener-security-protocol-map", metavar="NAME:PROTOCOL,...",
+                        help="each listener's protocol (default: a listener named after a "
+                             "protocol speaks it)")
     server.add_argument("--ssl-certfile", metavar="PEM",
                         help="the listeners' TLS certificate (chain), PEM (ssl.keystore)")
     server.add_argument("--ssl-keyfile", metavar="PEM",

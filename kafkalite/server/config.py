@@ -71,8 +71,9 @@ SETTINGS: dict[str, Setting] = {
     "ingest_port": Setting("Plain ZeroMQ ingest gateway (PULL); 0: any free port; -1: off."),
     "worker_base_port": Setting("Worker *i*'s native ROUTER listens on this + *i*; "
                                 "0: any free ports."),
-    "kafka_port": Setting("Kafka wire protocol (TCP) of the supervisor, broker 1000; "
-                          "0: any free port.", (), "the port of `listeners`"),
+    "kafka_port": Setting("Kafka wire protocol (TCP) of the supervisor, broker 1000, when "
+                          "`listeners` is empty; 0: any free port.", (),
+                          "the port of `listeners`"),
     "kafka_worker_base_port": Setting("Worker *i* is Kafka broker *i* on this + *i*; "
                                       "0: any free ports."),
     "metrics_port": Setting("HTTP port of Prometheus `/metrics` and `/health` (9404: the port "
@@ -157,8 +158,21 @@ SETTINGS: dict[str, Setting] = {
     "controller_lease_ms": Setting("With `cluster`: the controller lease, renewed every third "
                                    "of this."),
     "kafka_security_protocol": Setting(
-        "Security of every Kafka listener: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.", (),
+        "Security of the Kafka listener when `listeners` is empty: PLAINTEXT, SSL, "
+        "SASL_PLAINTEXT or SASL_SSL.", (),
         "the protocol of `listeners` (`listener.security.protocol.map`)"),
+    "listeners": Setting(
+        "Named Kafka listeners, `NAME://host:port` comma-separated (\"\": one listener on "
+        "`host` and `kafka_port` speaking `kafka_security_protocol`). The port is the "
+        "supervisor's; workers listen on `kafka_worker_base_port` + index on the first "
+        "listener and on any free port on the others. Clients are told the endpoints of the "
+        "listener they connected to.", (), "the same, except the workers' ports"),
+    "advertised_listeners": Setting(
+        "`NAME://host:port` per listener: the host its clients are told (the port told is "
+        "the one listened on).", ("advertised.listeners",)),
+    "listener_security_protocol_map": Setting(
+        "`NAME:PROTOCOL` per listener (\"\": a listener named PLAINTEXT, SSL, SASL_PLAINTEXT "
+        "or SASL_SSL speaks that protocol).", ("listener.security.protocol.map",)),
     "ssl_certfile": Setting("PEM server certificate (chain).", (),
                             "`ssl.keystore.location` with `ssl.keystore.type=PEM`"),
     "ssl_keyfile": Setting("PEM private key (\"\": in `ssl_certfile`)."),
@@ -253,6 +267,9 @@ class ServerConfig:
     node_id: int = 1
     controller_lease_ms: int = 10_000
     kafka_security_protocol: str = "PLAINTEXT"
+    listeners: str = ""
+    advertised_listeners: str = ""
+    listener_security_protocol_map: str = ""
     ssl_certfile: str = ""
     ssl_keyfile: str = ""
     ssl_cafile: str = ""

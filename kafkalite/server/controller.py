@@ -61,7 +61,7 @@ import logging
 import os
 import shutil
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from kafkalite import errors
@@ -108,6 +108,9 @@ class BrokerRegistration:
     fenced: bool = True
     host: str | None = None       # another node's (advertised) host; None: this node's
     rack: str | None = None       # its node, as Kafka's broker.rack
+    # {listener name: (advertised host or None, port)} of each of its Kafka
+    # listeners (listeners.py); empty: only ``kafka_port``, the primary's
+    kafka_listeners: dict = field(default_factory=dict)
 
 
 class BrokerChannel(Protocol):
@@ -163,6 +166,7 @@ class Controller:
         # this process's own endpoints, set by the supervisor once bound
         self.native_port = 0
         self.kafka_port = 0
+        self.kafka_listeners: dict = {}   # {name: (advertised host or None, port)}
 
     def handlers(self) -> dict:
         return {
@@ -199,11 +203,13 @@ class Controller:
         return self.brokers[broker_id]
 
     def register_broker(self, broker_id: int, port: int, kafka_port: int,
-                        host: str | None = None, rack: str | None = None) -> list[dict]:
+                        host: str | None = None, rack: str | None = None,
+                        kafka_listeners: dict | None = None) -> list[dict]:
         """A broker's process is up: it starts a new leadership of every
         partition it hosts. Returns the partitions to send it."""
         b = self.add_broker(broker_id)
         b.port, b.kafka_port, b.fenced = port, kafka_port, True
+        b.kafka_listeners = dict(kafka_listeners or {})
         b.host, b.rack = host, rack
         if rack is not None:
             self.racks[broker_id] = rack
@@ -605,23 +611,46 @@ class Controller:
     def controller_id(self, listener: Listener) -> int:
         return KAFKA_CONTROLLER_ID if listener is Listener.KAFKA else NATIVE_CONTROLLER_ID
 
-    def controller_node(self, listener: Listener) -> dict:
+    def controller_node(self, listener: Listener, listener_name: str | None = None) -> dict:
         """This process as a node of ``listener``'s protocol (it is the group
-        coordinator too)."""
-        port = self.kafka_port if listener is Listener.KAFKA else self.native_port
-        return {"node_id": self.controller_id(listener), "host": self.config.public_host,
+        coordinator too); on Kafka's, as the Kafka listener ``listener_name``
+        (None: the primary) has it."""
+        if listener is not Listener.KAFKA:
+            return {"node_id": self.controller_id(listener), "host": self.config.public_host,
+                    "port": self.native_port}
+        host, port = self.kafka_listeners.get(listener_name, (None, self.kafka_port))
+        return {"node_id": self.controller_id(listener), "host": host or self.config.public_host,
                 "port": port}
 
-    def live_brokers(self, listener: Listener) -> list[dict]:
+    def _kafka_endpoint(self, b: BrokerRegistration, listener_name: str | None):
+        """(host, port) of broker ``b`` on the Kafka listener
+        ``listener_name``; None when it has no listener of that name (a node
+        of a cluster configured with other listeners): clients of that
+        listener are not told of it."""
+        if listener_name is None or not b.kafka_listeners:
+            return b.host or self.config.public_host, b.kafka_port
+        entry = b.kafka_listeners.get(listener_name)
+        if entry is None:
+            return None
+        # a worker of this node leaves the host to the node's listener setting
+        host = entry[0] or b.host or self.kafka_listeners.get(listener_name, (None, 0))[0]
+        return host or self.config.public_host, entry[1]
+
+    def live_brokers(self, listener: Listener, listener_name: str | None = None) -> list[dict]:
         """The nodes a client of ``listener`` may talk to: every unfenced
-        broker, and on Kafka's protocol this process as broker 1000."""
-        host = self.config.public_host
-        kafka = listener is Listener.KAFKA
-        nodes = [{"node_id": b.broker_id, "host": b.host or host,
-                  "port": b.kafka_port if kafka else b.port, "rack": b.rack}
-                 for b in self.brokers if not b.fenced]
-        if kafka:
-            nodes.append({**self.controller_node(listener), "rack": None})
+        broker, and on Kafka's protocol this process as broker 1000, at
+        their endpoints of the Kafka listener ``listener_name``."""
+        if listener is not Listener.KAFKA:
+            host = self.config.public_host
+            return [{"node_id": b.broker_id, "host": b.host or host, "port": b.port,
+                     "rack": b.rack} for b in self.brokers if not b.fenced]
+        nodes = []
+        for b in self.brokers:
+            endpoint = None if b.fenced else self._kafka_endpoint(b, listener_name)
+            if endpoint is not None:
+                nodes.append({"node_id": b.broker_id, "host": endpoint[0], "port": endpoint[1],
+                              "rack": b.rack})
+        nodes.append({**self.controller_node(listener, listener_name), "rack": None})
         return nodes
 
     def _send(self, ctx: RequestContext, by_broker: dict[int, dict], respond,
@@ -714,7 +743,8 @@ class Controller:
                                for i in range(self.internal_topics[name])],
                 "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
-    def _metadata_body(self, names, listener: Listener, failed: dict | None = None) -> dict:
+    def _metadata_body(self, names, listener: Listener, failed: dict | None = None,
+                       listener_name: str | None = None) -> dict:
         """``failed``: {topic: KafkaError} of topics auto-created and undone."""
         topics = []
         for name in names:
@@ -733,7 +763,7 @@ class Controller:
                                "partitions": []})
             else:
                 topics.append(self._topic_entry(topic))
-        return {"throttle_time_ms": 0, "brokers": self.live_brokers(listener),
+        return {"throttle_time_ms": 0, "brokers": self.live_brokers(listener, listener_name),
                 "cluster_id": self.metadata.cluster_id,
                 "controller_id": self.controller_id(listener),
                 "topics": topics, "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
@@ -741,7 +771,8 @@ class Controller:
     def _metadata(self, ctx: RequestContext, body: dict):
         requested = body.get("topics")
         if requested is None or (ctx.api_version == 0 and not requested):
-            return self._metadata_body(sorted(self.metadata.topics), ctx.listener)
+            return self._metadata_body(sorted(self.metadata.topics), ctx.listener,
+                                       listener_name=ctx.listener_name)
         names = [t["name"] for t in requested if t.get("name") is not None]
         unknown_ids = []
         if any(t.get("name") is None for t in requested):
@@ -755,7 +786,7 @@ class Controller:
                     else:
                         unknown_ids.append(t["topic_id"])
         if unknown_ids:
-            body = self._metadata_body(names, ctx.listener)
+            body = self._metadata_body(names, ctx.listener, listener_name=ctx.listener_name)
             body["topics"] += [{"error_code": errors.UnknownTopicIdError.code, "name": None,
                                 "topic_id": tid, "is_internal": False, "partitions": []}
                                for tid in unknown_ids]
@@ -770,7 +801,7 @@ class Controller:
                 except KafkaError:
                     pass
         if not creatable:
-            return self._metadata_body(names, ctx.listener)
+            return self._metadata_body(names, ctx.listener, listener_name=ctx.listener_name)
         by_broker: dict = {}
         for name in creatable:
             self._create(by_broker, name, self.config.default_partitions, {})
@@ -782,7 +813,7 @@ class Controller:
                     failed[name] = _open_error(parts, self.config.default_partitions)
                     log.error("auto-creating %s failed: %s", name, failed[name].message)
                     self._undo_create(name)
-            return self._metadata_body(names, ctx.listener, failed)
+            return self._metadata_body(names, ctx.listener, failed, ctx.listener_name)
         return self._send(ctx, by_broker, respond)
 
     def _describe_topic_partitions(self, ctx: RequestContext, body: dict):
@@ -810,7 +841,7 @@ class Controller:
                 start = cursor["partition_index"]
         topics, next_cursor = [], None
         for k, name in enumerate(names):
-            entry = self._metadata_body([name], ctx.listener)["topics"][0]
+            entry = self._metadata_body([name], ctx.listener, listener_name=ctx.listener_name)["topics"][0]
             parts = entry["partitions"][start if k == 0 else 0:]
             if len(parts) > limit:
                 first = parts[0]["partition_index"]
@@ -1156,7 +1187,8 @@ class Controller:
                 "endpoint_type": EndpointType.BROKER, "cluster_id": self.metadata.cluster_id,
                 "controller_id": self.controller_id(ctx.listener),
                 "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
-                             "rack": None} for b in self.live_brokers(ctx.listener)],
+                             "rack": None}
+                            for b in self.live_brokers(ctx.listener, ctx.listener_name)],
                 "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
     # ---- Produce -----------------------------------------------------------------------------

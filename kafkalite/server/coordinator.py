@@ -170,7 +170,7 @@ class GroupCoordinator:
                  share_session_timeout_ms: int = 45_000,
                  share_heartbeat_interval_ms: int = 5_000):
         self.partition_count = partition_count    # topic -> partition count, or None if unknown
-        self.coordinator_node = coordinator_node  # Listener -> {"node_id", "host", "port"}
+        self.coordinator_node = coordinator_node  # (Listener, Kafka listener name) -> {"node_id", "host", "port"}
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
@@ -448,7 +448,7 @@ class GroupCoordinator:
     # ---- FindCoordinator -----------------------------------------------------------------------
 
     def _find_coordinator(self, ctx: RequestContext, body: dict):
-        node = self.coordinator_node(ctx.listener)
+        node = self.coordinator_node(ctx.listener, ctx.listener_name)
         if ctx.api_version >= 4:
             return {"throttle_time_ms": 0, "coordinators": [
                 {"key": key, **node, "error_code": NONE, "error_message": None}

@@ -173,13 +173,13 @@ class KafkaListener:
 
     def __init__(self, host: str, port: int, dispatcher: RequestDispatcher, *, relay=None,
                  name: str = "broker", max_request_bytes: int = MAX_REQUEST_BYTES,
-                 fallback_to_any_port: bool = False, security: ListenerSecurity | None = None):
+                 fallback_to_any_port: bool = False, security: ListenerSecurity | None = None,
+                 listener_name: str | None = None):
         self.dispatcher = dispatcher
+        self.listener_name = listener_name  # its name among the node's listeners (listeners.py)
         self.security = security
         self._auth_failures = RateLimitedLog(log)
         self.relay = relay                  # a RelayClient, or None
-        if relay is not None:
-            relay.listener = self
         self.name = name
         self.max_request_bytes = max_request_bytes
         self.connections: dict[int, KafkaConnection] = {}
@@ -407,7 +407,7 @@ class KafkaListener:
         header = peek_request_header(payload)
         if (header is not None and self.relay is not None
                 and not self.dispatcher.serves(header.api_key)):
-            self.relay.forward(conn, header, payload)
+            self.relay.forward(self, conn, header, payload)
             return
         try:
             # Kafka ignores bytes after a request body, and clients rely on it.
@@ -428,7 +428,8 @@ class KafkaListener:
             return
         self.dispatcher.dispatch(RequestContext(header, Listener.KAFKA, self, conn,
                                                 peer=conn.address, principal=conn.principal,
-                                                size=len(payload)),
+                                                size=len(payload),
+                                                listener_name=self.listener_name),
                                  body)
 
     # ---- SASL (security.py) ------------------------------------------------------------------

@@ -32,7 +32,7 @@ import os
 import signal
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import zmq
 
@@ -57,6 +57,8 @@ class WorkerProcess:
     remote: bool = False            # another node's (a cluster): not this process's child
     host: str | None = None         # a remote worker's advertised host
     rack: str | None = None         # a remote worker's node
+    # {Kafka listener name: [advertised host or None, port]} (listeners.py)
+    kafka_listeners: dict = field(default_factory=dict)
 
 
 def lock_data_dir(data_dir: str) -> int:

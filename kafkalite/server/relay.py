@@ -16,7 +16,10 @@ Frames, worker -> supervisor::
 
     [RELAY_REQUEST header: relay id int32, client address (int16 length + UTF-8),
                            principal (int16 length + UTF-8; the connection's
-                           authenticated User:<name>, security.py)]
+                           authenticated User:<name>, security.py),
+                           listener name (int16 length + UTF-8; which of the
+                           node's Kafka listeners it came in on, listeners.py;
+                           absent or empty: the primary one)]
     [the client's request frame, untouched]
 
 supervisor -> worker::
@@ -48,30 +51,37 @@ from kafkalite.server.requests import ANONYMOUS, Listener, RequestContext, Reque
 log = logging.getLogger("kafkalite.relay")
 
 RESPONSE, ERROR, NOTHING, CLOSE = 0, 1, 2, 3
-_REQUEST_HEADER = struct.Struct(">ih")      # relay id, client address length
-_LENGTH = struct.Struct(">h")               # principal length
+_RELAY_ID = struct.Struct(">i")
+_LENGTH = struct.Struct(">h")               # a string's length
 _REPLY_HEADER = struct.Struct(">ibh")       # relay id, kind, error code
 
 
-def encode_relay_request(relay_id: int, client_address: str, principal: str = ANONYMOUS) -> bytes:
-    address = client_address.encode("utf-8", "replace")[:0x7FFF]
-    name = principal.encode("utf-8", "replace")[:0x7FFF]
-    return (_REQUEST_HEADER.pack(relay_id, len(address)) + address + _LENGTH.pack(len(name))
-            + name)
+def encode_relay_request(relay_id: int, client_address: str, principal: str = ANONYMOUS,
+                         listener_name: str | None = None) -> bytes:
+    out = _RELAY_ID.pack(relay_id)
+    for text in (client_address, principal, listener_name or ""):
+        raw = text.encode("utf-8", "replace")[:0x7FFF]
+        out += _LENGTH.pack(len(raw)) + raw
+    return out
 
 
-def decode_relay_request(buf) -> tuple[int, str, str]:
-    """(relay id, client address, principal) of a RELAY_REQUEST header."""
-    relay_id, size = _REQUEST_HEADER.unpack_from(buf)
-    end = _REQUEST_HEADER.size + size
-    if size < 0 or end > len(buf):
-        raise ValueError(f"relay header: address of {size} bytes in a {len(buf)}-byte frame")
-    address = bytes(buf[_REQUEST_HEADER.size:end]).decode("utf-8", "replace")
-    size, = _LENGTH.unpack_from(buf, end)
-    start = end + _LENGTH.size
-    if size < 0 or start + size > len(buf):
-        raise ValueError(f"relay header: principal of {size} bytes in a {len(buf)}-byte frame")
-    return relay_id, address, bytes(buf[start:start + size]).decode("utf-8", "replace")
+def decode_relay_request(buf) -> tuple[int, str, str, str | None]:
+    """(relay id, client address, principal, listener name or None) of a
+    RELAY_REQUEST header."""
+    relay_id, = _RELAY_ID.unpack_from(buf)
+    fields, pos = [], _RELAY_ID.size
+    for what in ("address", "principal", "listener name"):
+        if what == "listener name" and pos == len(buf):
+            fields.append("")                      # a header without one: the primary
+            break
+        size, = _LENGTH.unpack_from(buf, pos)
+        pos += _LENGTH.size
+        if size < 0 or pos + size > len(buf):
+            raise ValueError(f"relay header: {what} of {size} bytes in a {len(buf)}-byte frame")
+        fields.append(bytes(buf[pos:pos + size]).decode("utf-8", "replace"))
+        pos += size
+    address, principal, listener_name = fields
+    return relay_id, address, principal, listener_name or None
 
 
 def encode_relay_reply(relay_id: int, kind: int, code: int = 0, message: str = "") -> bytes:
@@ -117,7 +127,7 @@ class RelayServer:
 
     def _on_request(self, worker: bytes, relay_header: bytes, payload: bytes) -> None:
         try:
-            relay_id, address, principal = decode_relay_request(relay_header)
+            relay_id, address, principal, listener_name = decode_relay_request(relay_header)
         except (ValueError, struct.error) as exc:
             self._bad_input.warning("dropped a malformed relay header from %r: %s", worker, exc)
             return
@@ -130,7 +140,7 @@ class RelayServer:
                                                                    exc.message)])
             return
         ctx = RequestContext(header, Listener.KAFKA, self, (worker, relay_id), peer=address,
-                             principal=principal)
+                             principal=principal, listener_name=listener_name)
         self.dispatcher.dispatch(ctx, body)
 
     # Responder
@@ -156,25 +166,25 @@ class RelayServer:
 
 
 class RelayClient:
-    """A worker's end: forwards requests for its Kafka listener and hands
-    the answers back to it (``listener`` is the worker's KafkaListener)."""
+    """A worker's end: forwards requests for its Kafka listeners and hands
+    each answer back to the KafkaListener the request came from."""
 
     def __init__(self, zctx: zmq.Context, endpoint: str, identity: bytes):
-        self.listener = None
         self.socket = zctx.socket(zmq.DEALER)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.IDENTITY, identity)
         self.socket.connect(endpoint)
-        self._pending: dict[int, tuple] = {}      # relay id -> (connection, request header)
+        self._pending: dict[int, tuple] = {}  # relay id -> (listener, connection, request header)
         self._ids = itertools.count(1)
 
     def attach(self, poller: zmq.Poller) -> None:
         poller.register(self.socket, zmq.POLLIN)
 
-    def forward(self, conn, header, payload) -> None:
+    def forward(self, listener, conn, header, payload) -> None:
         relay_id = next(self._ids) & 0x7FFFFFFF
-        self._pending[relay_id] = (conn, header)
-        self.socket.send_multipart([encode_relay_request(relay_id, conn.address, conn.principal),
+        self._pending[relay_id] = (listener, conn, header)
+        self.socket.send_multipart([encode_relay_request(relay_id, conn.address, conn.principal,
+                                                         listener.listener_name),
                                     payload], copy=False)
 
     def on_events(self, events: dict) -> None:
@@ -193,15 +203,15 @@ class RelayClient:
             pending = self._pending.pop(relay_id, None)
             if pending is None:
                 continue
-            conn, header = pending
+            listener, conn, header = pending
             if kind == RESPONSE and len(frames) == 2:
-                self.listener.respond_frame(conn, frames[1])
+                listener.respond_frame(conn, frames[1])
             elif kind == ERROR:
-                self.listener.respond_error(conn, header, code, message)
+                listener.respond_error(conn, header, code, message)
             elif kind == NOTHING:
-                self.listener.unmute(conn)
+                listener.unmute(conn)
             else:
-                self.listener.close_connection(conn, f"the supervisor could not decode the "
+                listener.close_connection(conn, f"the supervisor could not decode the "
                                                      f"{header.api_key!r} request: {message}")
 
     def close(self) -> None:

@@ -97,12 +97,17 @@ class RequestContext:
     from its arrival to its answer, waits in the purgatory included."""
 
     __slots__ = ("header", "listener", "principal", "reply_to", "_responder", "_peer", "answered",
-                 "started", "stats", "amend", "size", "quotas", "handler_s")
+                 "started", "stats", "amend", "size", "quotas", "handler_s", "listener_name")
 
     def __init__(self, header: RequestHeader, listener: Listener, responder: Responder, reply_to,
-                 *, peer=None, principal: str = ANONYMOUS, size: int = 0):
+                 *, peer=None, principal: str = ANONYMOUS, size: int = 0,
+                 listener_name: str | None = None):
         self.header = header
         self.listener = listener
+        # which of the node's Kafka listeners (listeners.py) it came in on:
+        # answers naming brokers give that listener's endpoints; None: the
+        # primary listener's (and every native request)
+        self.listener_name = listener_name
         self.principal = principal
         self.reply_to = reply_to
         self._responder = responder

@@ -1,13 +1,14 @@
 """Security of the listeners: TLS and SASL on the Kafka listeners, as Kafka
 configures them, and CURVE on the native ZeroMQ ports.
 
-``listener_security(config)`` turns the server settings into a
+``listener_security(config, protocol)`` turns the server settings into a
 ``ListenerSecurity`` that every broker process (the supervisor and each
-worker) gives its ``KafkaListener``; None means PLAINTEXT, today's
-listener, unchanged. The settings keep Kafka's names:
+worker) gives each of its ``KafkaListener``s; None means PLAINTEXT. The
+settings keep Kafka's names:
 
-- ``kafka_security_protocol``: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
-  (Kafka's ``security.protocol`` / ``listener.security.protocol.map``);
+- each listener's protocol, PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL:
+  ``kafka_security_protocol`` for the one listener of a node without
+  ``listeners``, else ``listener_security_protocol_map`` (listeners.py);
 - ``ssl_certfile``/``ssl_keyfile`` (PEM; Kafka's ``ssl.keystore.*``),
   ``ssl_cafile`` (Kafka's ``ssl.truststore.*``) and ``ssl_client_auth``
   (required, requested, none) for mutual TLS;
@@ -46,11 +47,11 @@ from typing import TYPE_CHECKING
 from kafkalite import errors
 from kafkalite.errors import InvalidConfigurationError
 from kafkalite.server.credentials import MECHANISMS, CredentialStore, users_file
+from kafkalite.server.listeners import SECURITY_PROTOCOLS, kafka_listeners
 
 if TYPE_CHECKING:
     from kafkalite.protocol import curve
 
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 # Kafka's message for every credential failure: it does not tell an unknown
 # user from a wrong password.
@@ -95,16 +96,21 @@ def validate(config) -> None:
     if config.ssl_client_auth not in CLIENT_AUTH:
         raise InvalidConfigurationError(
             f"ssl_client_auth must be one of {', '.join(CLIENT_AUTH)}, not {config.ssl_client_auth!r}")
-    if protocol.endswith("SSL") and not config.ssl_certfile:
-        raise InvalidConfigurationError(
-            f"kafka_security_protocol {protocol} needs ssl_certfile (and ssl_keyfile unless the "
-            f"key is in the certificate file)")
+    listeners = kafka_listeners(config)
+    for spec in listeners:
+        if spec.protocol.endswith("SSL") and not config.ssl_certfile:
+            what = (f"kafka_security_protocol {spec.protocol}" if not config.listeners.strip()
+                    else f"listener {spec.name} ({spec.protocol})")
+            raise InvalidConfigurationError(
+                f"{what} needs ssl_certfile (and ssl_keyfile unless the key is in the "
+                f"certificate file)")
     if config.ssl_client_auth != "none" and not config.ssl_cafile:
         raise InvalidConfigurationError(
             "ssl_client_auth requested/required needs ssl_cafile (the CA of client certificates)")
     mechanisms = _split(config.sasl_enabled_mechanisms)
     unknown = [m for m in mechanisms if m not in MECHANISMS]
-    if unknown or (protocol.startswith("SASL") and not mechanisms):
+    if unknown or (any(spec.protocol.startswith("SASL") for spec in listeners)
+                   and not mechanisms):
         raise InvalidConfigurationError(
             f"sasl_enabled_mechanisms must name some of {', '.join(MECHANISMS)}, "
             f"not {config.sasl_enabled_mechanisms!r}")
@@ -143,9 +149,12 @@ def native_curve(config) -> curve.CurveServer | None:
     return curve.CurveServer(public, secret, authorized, curve.BROKER_PRINCIPAL)
 
 
-def listener_security(config) -> ListenerSecurity | None:
-    """The Kafka listeners' security from the server config; None for PLAINTEXT."""
-    protocol = config.kafka_security_protocol
+def listener_security(config, protocol: str | None = None) -> ListenerSecurity | None:
+    """The security of a Kafka listener speaking ``protocol`` (None: the
+    primary listener's, listeners.py) from the server config; None for
+    PLAINTEXT."""
+    if protocol is None:
+        protocol = kafka_listeners(config)[0].protocol
     if protocol == "PLAINTEXT":
         return None
     context = None

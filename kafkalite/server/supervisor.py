@@ -64,6 +64,7 @@ from kafkalite.server.config import ServerConfig
 from kafkalite.server.controller import Controller
 from kafkalite.server.coordinator import GroupCoordinator
 from kafkalite.server.kafka_listener import KafkaListener
+from kafkalite.server.listeners import kafka_listeners
 from kafkalite.server.metrics import NodeMetrics
 from kafkalite.server.security import listener_security, native_curve
 from kafkalite.server.metadata import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, MetadataStore
@@ -219,9 +220,18 @@ class Supervisor:
                 topic_exists=lambda name: name in self.controller.metadata.topics)
         self.native = NativeListener(self.ctx, cfg.host, cfg.port, self.dispatcher,
                                      name="supervisor", curve=self.curve)
-        self.kafka = KafkaListener(cfg.host, cfg.kafka_port, self.dispatcher, name="supervisor",
-                                   security=listener_security(cfg))
+        # every Kafka listener of the node (listeners.py), the primary first
+        specs = kafka_listeners(cfg)
+        self.kafka_listeners = [
+            KafkaListener(spec.host, spec.port, self.dispatcher,
+                          name="supervisor" + (f" ({spec.name})" if i else ""),
+                          security=listener_security(cfg, spec.protocol), listener_name=spec.name)
+            for i, spec in enumerate(specs)]
+        self.kafka = self.kafka_listeners[0]
         self.controller.native_port, self.controller.kafka_port = self.native.port, self.kafka.port
+        self.controller.kafka_listeners = {
+            spec.name: (spec.advertised_host, listener.port)
+            for spec, listener in zip(specs, self.kafka_listeners)}
         if self.metrics is not None:
             bootstrap = f"{_bracket(self._local_host())}:{self.native.port}"
             self.metrics.serve(cfg.host, cfg.metrics_port,
@@ -242,7 +252,8 @@ class Supervisor:
             self.lease.publish({"control": self.control_endpoint, "relay": self.relay.endpoint,
                                 "coordinator": f"tcp://{advertised}:{self.native.port}",
                                 "bootstrap.servers": f"{cfg.public_host}:{self.native.port}",
-                                "kafka.bootstrap.servers": f"{cfg.public_host}:{self.kafka.port}"})
+                                "kafka.bootstrap.servers":
+                                    self.kafka_bootstraps()[0]["bootstrap.servers"]})
         if early is not None:
             self.workers = early.workers
         else:
@@ -367,12 +378,27 @@ class Supervisor:
             self._ingest_out.close()
             self._ingest_out = None
 
+    def kafka_bootstraps(self) -> list[dict]:
+        """Each Kafka listener's name, bootstrap address (this process, as
+        its clients are told) and protocol; the primary first."""
+        out = []
+        for spec in kafka_listeners(self.config):
+            node = self.controller.controller_node(Listener.KAFKA, spec.name)
+            out.append({"name": spec.name, "security.protocol": spec.protocol,
+                        "bootstrap.servers": f"{_bracket(node['host'])}:{node['port']}"})
+        return out
+
     def endpoints(self) -> dict:
         host = self.config.public_host
+        kafka = self.kafka_bootstraps()
         return {"pid": os.getpid(), "native": f"tcp://{host}:{self.port}",
                 "bootstrap.servers": f"{host}:{self.port}",
-                "kafka.bootstrap.servers": f"{host}:{self.kafka.port}",
-                "kafka.security.protocol": self.config.kafka_security_protocol,
+                "kafka.bootstrap.servers": kafka[0]["bootstrap.servers"],
+                "kafka.security.protocol": kafka[0]["security.protocol"],
+                # every Kafka listener, the primary first (listeners.py)
+                "kafka_listeners": {k["name"]: {"bootstrap.servers": k["bootstrap.servers"],
+                                                "security.protocol": k["security.protocol"]}
+                                    for k in kafka},
                 "kafka_brokers": [{"node_id": b["node_id"], "port": b["port"]}
                                   for b in self.controller.live_brokers(Listener.KAFKA)],
                 "ingest": f"tcp://{host}:{self.ingest_port}" if self.ingest else None,
@@ -424,6 +450,7 @@ class Supervisor:
             if kind != "hello":
                 kind, msg = "hello", {"type": "hello", "worker": w.index, "port": w.port,
                                       "pid": w.pid, "kafka_port": w.kafka_port,
+                                      "kafka_listeners": w.kafka_listeners,
                                       "host": w.host, "node": w.rack}
         if kind == "heartbeat":
             return
@@ -439,6 +466,7 @@ class Supervisor:
         if kind == "hello":
             w.port, w.pid = msg["port"], msg["pid"]
             w.kafka_port = msg.get("kafka_port", 0)
+            w.kafka_listeners = msg.get("kafka_listeners") or {}
             w.host, w.rack = msg.get("host"), msg.get("node")
             self._metadata_action(f"register worker {w.index}", self._register, w, w.pid)
         elif kind == "done":
@@ -482,8 +510,9 @@ class Supervisor:
     def _register(self, w: WorkerProcess, pid: int) -> None:
         if w.pid != pid:                 # that process died while this waited
             return
-        parts = self.controller.register_broker(w.index, w.port, w.kafka_port, w.host,
-                                                None if w.rack is None else f"node-{w.rack}")
+        parts = self.controller.register_broker(
+            w.index, w.port, w.kafka_port, w.host, None if w.rack is None else f"node-{w.rack}",
+            {name: tuple(entry) for name, entry in w.kafka_listeners.items()})
         log.info("worker %d (pid %d) is up on port %d", w.index, w.pid, w.port)
         # a worker start_early spawned learns here where the relay and the
         # transaction coordinator are (one that knows them ignores these)
@@ -509,7 +538,8 @@ class Supervisor:
             self._write_server_file()
             e = self.endpoints()
             print(f"kafkalite server ready: bootstrap.servers={e['bootstrap.servers']} "
-                  f"(native {e['native']}), Kafka clients {e['kafka.bootstrap.servers']}, "
+                  f"(native {e['native']}), Kafka clients "
+                  f"{_kafka_summary(e['kafka_listeners'])}, "
                   f"ingest {e['ingest'] or 'off'}, {len(self.workers)} "
                   f"worker(s), data in {e['data_dir']}", flush=True)
 
@@ -595,7 +625,8 @@ class Supervisor:
         poller.register(self.control, zmq.POLLIN)
         self.native.attach(poller)
         self.relay.attach(poller)
-        self.kafka.attach(poller)
+        for listener in self.kafka_listeners:
+            listener.attach(poller)
         self.markers.attach(poller)
         child_died = self._watch_sigchld(poller)
         while not self._stop:
@@ -626,8 +657,9 @@ class Supervisor:
                         log.error("bad control message %r: %s", msg[:200], exc)
             self.native.on_events(events)
             self.relay.on_events(events)
-            self.kafka.on_events(events)
-            self.kafka.expire()
+            for listener in self.kafka_listeners:
+                listener.on_events(events)
+                listener.expire()
             self.markers.on_events(events)
             self.markers.expire()
             if self.pending:
@@ -695,7 +727,8 @@ class Supervisor:
             self.controller.metadata.close()
         self.markers.close()
         self.txn_coordinator.close()
-        self.kafka.close()
+        for listener in self.kafka_listeners:
+            listener.close()
         self.relay.close()
         self.native.close()
         self.control.close()
@@ -710,6 +743,14 @@ class AnotherController(Exception):
     def __init__(self, holder):
         super().__init__(f"node {holder} is the controller")
         self.holder = holder
+
+
+def _kafka_summary(listeners: dict) -> str:
+    """The ready line's Kafka part: the one listener's address as before, or
+    each named listener's."""
+    if len(listeners) == 1:
+        return next(iter(listeners.values()))["bootstrap.servers"]
+    return " ".join(f"{name}={v['bootstrap.servers']}" for name, v in listeners.items())
 
 
 def _bracket(host: str) -> str:

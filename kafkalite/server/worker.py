@@ -58,6 +58,7 @@ from kafkalite.server.quotas import QuotaManager
 from kafkalite.server.security import listener_security, native_curve
 from kafkalite.server.broker_requests import BrokerRequests
 from kafkalite.server.native_listener import NativeListener
+from kafkalite.server.listeners import kafka_listeners
 from kafkalite.server.relay import RelayClient
 from kafkalite.server.replica_fetcher import ReplicaFetcher
 from kafkalite.server.replica_manager import ReplicaManager
@@ -133,10 +134,18 @@ class Worker:
         # rings are authorized as their native channel is: only under CURVE
         self.rings.authorizer = self.authorizer if self.curve is not None else None
         self.native.attach(self.poller)
-        self.kafka = KafkaListener(config.host, kafka_port, self.dispatcher,
-                                   name=f"worker {index}", fallback_to_any_port=True,
-                                   security=listener_security(config))
-        self.kafka.attach(self.poller)
+        # every Kafka listener of the node (listeners.py); the first is the
+        # primary, on ``kafka_port``, the others on any free port
+        self.kafka_listeners = [
+            KafkaListener(spec.host, kafka_port if i == 0 else 0, self.dispatcher,
+                          name=f"worker {index}" + (f" ({spec.name})" if i else ""),
+                          fallback_to_any_port=True,
+                          security=listener_security(config, spec.protocol),
+                          listener_name=spec.name)
+            for i, spec in enumerate(kafka_listeners(config))]
+        self.kafka = self.kafka_listeners[0]
+        for listener in self.kafka_listeners:
+            listener.attach(self.poller)
         self.join_supervisor(relay_endpoint, coordinator_endpoint)
         self.control = self.ctx.socket(zmq.DEALER)
         self.control.setsockopt(zmq.LINGER, 1000)
@@ -177,8 +186,8 @@ class Worker:
         if relay_endpoint and self.relay is None:
             self.relay = RelayClient(self.ctx, relay_endpoint, b"worker-%d" % self.index)
             self.relay.attach(self.poller)
-            # what KafkaListener(relay=...) does: answers come back to it
-            self.kafka.relay, self.relay.listener = self.relay, self.kafka
+            for listener in self.kafka_listeners:      # what KafkaListener(relay=...) does
+                listener.relay = self.relay
 
     # ---- control channel -----------------------------------------------------------------
 
@@ -278,12 +287,22 @@ class Worker:
             self._send_control(snapshot)
         self._next_housekeeping = now + HOUSEKEEPING_INTERVAL_S
 
+    def _advertised_listeners(self, cluster: bool) -> dict:
+        """{listener name: [host, port]} this worker is reached at on each
+        Kafka listener; host None: the controller's own public host (its
+        node's), as ``host`` in the hello."""
+        specs = kafka_listeners(self.config)
+        return {spec.name: [spec.advertised_host or (self.config.public_host if cluster else None),
+                            listener.port]
+                for spec, listener in zip(specs, self.kafka_listeners)}
+
     # ---- main loop -------------------------------------------------------------------------
 
     def run(self) -> int:
         cluster = bool(self.config.cluster)   # then the controller may be on another node
         self._send_control({"type": "hello", "worker": self.index, "pid": os.getpid(),
                             "port": self.port, "kafka_port": self.kafka.port,
+                            "kafka_listeners": self._advertised_listeners(cluster),
                             "host": self.config.public_host if cluster else None,
                             "node": self.config.node_id if cluster else None})
         while not self._stop:
@@ -302,8 +321,9 @@ class Worker:
             if self.replica_manager.led_with_followers:
                 deadline = min(deadline, self._next_isr_check)
             deadline = min(deadline, self._next_heartbeat)
-            for due in (self.kafka.next_deadline(), self.native.next_deadline(),
-                        self.quotas.next_deadline(), self.rings.next_deadline()):
+            for due in (*(k.next_deadline() for k in self.kafka_listeners),
+                        self.native.next_deadline(), self.quotas.next_deadline(),
+                        self.rings.next_deadline()):
                 if due is not None:
                     deadline = min(deadline, due)
             timeout = max(0, int((deadline - time.monotonic()) * 1000) + 1)
@@ -324,8 +344,9 @@ class Worker:
             if self.relay is not None:
                 self.relay.on_events(events)
             self.rings.on_events(events)
-            self.kafka.on_events(events)
-            self.kafka.expire()
+            for listener in self.kafka_listeners:
+                listener.on_events(events)
+                listener.expire()
             self.quotas.tick()
             if self.coordinator is not None:
                 self.coordinator.on_events(events)
@@ -364,7 +385,8 @@ class Worker:
             self._send_control({"type": "bye", "worker": self.index})
         except zmq.ZMQError:
             pass
-        self.kafka.close()
+        for listener in self.kafka_listeners:
+            listener.close()
         self.peers.close()
         if self.coordinator is not None:
             self.coordinator.close()
