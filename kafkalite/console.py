@@ -1093,6 +1093,11 @@ def cluster(args) -> int:
         ("metrics", "metrics"), ("health", "health")) if local.get(key)}
     if local.get("kafka.bootstrap.servers"):
         listeners["kafka_security_protocol"] = local.get("kafka.security.protocol")
+    named = local.get("kafka_listeners") or {}
+    if len(named) > 1:          # named listeners (listeners.py): each one's address and protocol
+        for name, entry in named.items():
+            listeners[f"kafka {name}"] = (f"{entry['bootstrap.servers']} "
+                                          f"({entry['security.protocol']})")
     controller = ("the supervisor at " + cfg["bootstrap.servers"]
                   if info["controller_id"] < 0 else info["controller_id"])
     if args.output == "json":

@@ -169,3 +169,15 @@ def test_bad_listener_settings_are_one_line_and_a_non_zero_exit(tmp_path, args, 
     assert r.returncode != 0
     assert message in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_cluster_info_shows_each_listener(server):
+    r = subprocess.run([sys.executable, "-m", "kafkalite", "cluster", "info", "--data-dir",
+                        server.data_dir, "--bootstrap-server", server.bootstrap],
+                       capture_output=True, text=True, env=child_env(), timeout=60)
+    assert r.returncode == 0, r.stderr
+    listeners = listeners_of(server)
+    assert (f"kafka INTERNAL: {listeners['INTERNAL']['bootstrap.servers']} (PLAINTEXT)"
+            in r.stdout), r.stdout
+    assert (f"kafka EXTERNAL: {listeners['EXTERNAL']['bootstrap.servers']} (SASL_SSL)"
+            in r.stdout), r.stdout

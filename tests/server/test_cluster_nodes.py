@@ -250,3 +250,63 @@ def test_kafka_clients_produce_and_consume_across_the_nodes(pg, three_nodes):
                             "-f", "%s\\n"], capture_output=True, timeout=60)
         assert r.returncode == 0, r.stderr
         assert sorted(r.stdout.split()) == want
+
+
+def test_named_listeners_across_the_nodes(pg, tmp_path):
+    """Two nodes with two Kafka listeners each (listeners.py): a client of
+    listener B on the controller node is told every broker's B endpoint,
+    the other node's workers' too (their hello carries them), at B's
+    advertised host, and produces and consumes through them."""
+    import confluent_kafka as ck
+    from confluent_kafka.admin import AdminClient, NewTopic
+    args = ["--listeners", "A://127.0.0.1:0,B://127.0.0.1:0",
+            "--listener-security-protocol-map", "A:PLAINTEXT,B:PLAINTEXT",
+            "--advertised-listeners", "B://localhost:0"]
+    nodes = [ServerProcess(str(tmp_path / f"node{n}"), workers=1, extra_args=[
+        "--cluster", pg.dsn, "--node-id", str(n), *TIMEOUTS, *args]) for n in (1, 2)]
+    try:
+        for s in nodes:
+            s.start()
+        wait_for(lambda: live_brokers(nodes[0]) == 2, what="both nodes' workers registered")
+        listeners = nodes[0].info["kafka_listeners"]
+        seen = {}
+        for name in ("A", "B"):
+            admin = AdminClient({"bootstrap.servers": listeners[name]["bootstrap.servers"]})
+            md = admin.list_topics(timeout=20)
+            seen[name] = {b.id: (b.host, b.port) for b in md.brokers.values()}
+        assert set(seen["A"]) == set(seen["B"]) and len(seen["A"]) == 3
+        assert {h for h, _ in seen["B"].values()} == {"localhost"}
+        assert {h for h, _ in seen["A"].values()} == {"127.0.0.1"}
+        assert not {p for _, p in seen["A"].values()} & {p for _, p in seen["B"].values()}
+        remote = [b for b, n in node_of(pg.dsn).items() if n == 2]
+        assert remote and all(b in seen["B"] for b in remote)
+        admin.create_topics([NewTopic("named", num_partitions=2, replication_factor=2)])[
+            "named"].result(20)
+        wait_for(lambda: full_isr_of(nodes[0], "named", 2, 2), what="the topic's ISR full")
+        p = ck.Producer({"bootstrap.servers": listeners["B"]["bootstrap.servers"], "acks": "all"})
+        want = sorted(b"n-%03d" % i for i in range(100))
+        for i, v in enumerate(want):
+            p.produce("named", v, partition=i % 2)
+        assert p.flush(30) == 0
+        c = ck.Consumer({"bootstrap.servers": listeners["B"]["bootstrap.servers"],
+                         "group.id": "named", "auto.offset.reset": "earliest"})
+        got, deadline = [], time.monotonic() + 30
+        try:
+            c.subscribe(["named"])
+            while len(got) < 100 and time.monotonic() < deadline:
+                m = c.poll(0.5)
+                if m is not None and m.error() is None:
+                    got.append(m.value())
+        finally:
+            c.close()
+        assert sorted(got) == want
+    finally:
+        for s in reversed(nodes):
+            if s.proc is not None and s.proc.poll() is None:
+                s.stop()
+
+
+def full_isr_of(c, topic, partitions, rf):
+    st = state(c, topic)
+    return len(st) == partitions and all(len(isr) == rf and leader >= 0
+                                         for leader, _, isr in st.values())
