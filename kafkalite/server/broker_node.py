@@ -17,7 +17,12 @@ the data directory's lock, spawning the workers, restarting any that dies
 (backing off), ``server.json``, a clean stop (SIGTERM to the workers).
 When the controller changes (a new lease epoch: its node restarted, or
 another took over) it restarts its workers, so that they introduce
-themselves to the new one.
+themselves to the new one. When the controller's lease expires (its node
+died, was cut off from PostgreSQL, or stopped), this node stops its
+workers and ends ``run`` with ``takeover`` set: serve() then starts a
+supervisor here, which takes the lease and becomes the controller (with
+these workers), or, if another node took it first, runs a broker node
+again under that one.
 
 Who may call: supervisor.serve(), single-threaded.
 """
@@ -29,6 +34,7 @@ import logging
 import os
 import signal
 import subprocess
+import sys
 import time
 
 from kafkalite import errors
@@ -42,6 +48,7 @@ log = logging.getLogger("kafkalite.broker_node")
 
 LOOP_S = 0.1
 CONTROLLER_CHECK_S = 1.0
+CONTROLLER_WAIT_S = 30.0
 
 
 class BrokerNode:
@@ -50,6 +57,8 @@ class BrokerNode:
         self.workers: list[WorkerProcess] = []
         self.controller: dict | None = None
         self._stop = False
+        self.takeover = False   # the controller's lease expired: run() ends so that
+        #                         serve() can make this node the controller
         self._lock_fd = -1
         self._next_check = 0.0
 
@@ -66,7 +75,10 @@ class BrokerNode:
         except BlockingIOError:
             raise errors.KafkaStorageError(
                 f"another kafkalite server is using {cfg.data_dir}") from None
-        self.controller = self._read_controller()
+        self.controller = self._wait_for_controller()
+        if self.controller is None:          # none came: serve() tries to be it
+            self.takeover = self._stop = True
+            return
         ids = cluster_store.broker_ids(cfg.cluster, cfg.node_id, cfg.worker_count)
         for i, broker_id in enumerate(ids):
             port = cfg.worker_base_port + i if cfg.worker_base_port else 0
@@ -80,11 +92,19 @@ class BrokerNode:
               f"{self.controller['endpoints'].get('bootstrap.servers')}), data in "
               f"{cfg.data_dir}", flush=True)
 
-    def _read_controller(self) -> dict:
-        c = cluster_store.read_controller(self.config.cluster)
-        if c is None or not c["endpoints"]:
-            raise errors.KafkaStorageError("the cluster has no controller yet")
-        return c
+    def _wait_for_controller(self) -> dict | None:
+        """The controller, once it has published its endpoints (a node that
+        just took the lease binds them first: up to a lease's length); None
+        when its lease expired meanwhile, or none was published in time."""
+        deadline = time.monotonic() + max(CONTROLLER_WAIT_S, 3 * self.config.controller_lease_ms
+                                          / 1000.0)
+        while True:
+            c = cluster_store.read_controller(self.config.cluster)
+            if c is not None and c["live"] and c["endpoints"]:
+                return c
+            if c is not None and not c["live"] or time.monotonic() > deadline or self._stop:
+                return None
+            time.sleep(LOOP_S)
 
     def _spawn(self, w: WorkerProcess) -> None:
         e = self.controller["endpoints"]
@@ -109,6 +129,18 @@ class BrokerNode:
             c = cluster_store.read_controller(self.config.cluster)
         except errors.KafkaError as exc:
             log.warning("cannot read the controller: %s", exc)
+            return
+        if c is not None and not c["live"] and not self._stop:
+            # the controller's lease ran out (PostgreSQL's clock): its node is
+            # dead, cut off, or stopped. This node stops its workers and
+            # tries to take the lease (serve() starts a supervisor, which
+            # takes it or, if another node was faster, comes back here).
+            log.warning("the controller (node %d, epoch %d) let its lease expire; node %d "
+                        "tries to take over", c["node_id"], c["epoch"], self.config.node_id)
+            print(f"kafkalite: the controller node {c['node_id']} is gone; node "
+                  f"{self.config.node_id} tries to take over", file=sys.stderr, flush=True)
+            self.takeover = True
+            self._stop = True
             return
         if c is None or not c["endpoints"] or (
                 c["epoch"], c["endpoints"]) == (self.controller["epoch"],

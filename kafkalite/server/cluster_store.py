@@ -21,6 +21,14 @@ together do not race)::
                           list form), written under the lease as the rest
     kafkalite_quotas     (id = 1, quotas jsonb: every client quota config,
                           quota_control.py's list form), likewise
+    kafkalite_producer_ids (id = 1, block_end): the end of the last block of
+                          producer ids a controller reserved (producer_ids.py)
+    kafkalite_internal_batches (topic, partition, base_offset PK, batch bytea):
+                          every batch of the coordinators' internal topics
+                          (__consumer_offsets, __transaction_state), written
+                          under the lease before the controller's own log
+                          has it (internal_topic.py), so that a controller
+                          on another node starts from them
 
 Rules, the roles ZooKeeper's znode versions and KRaft's epochs play:
 
@@ -45,7 +53,9 @@ Rules, the roles ZooKeeper's znode versions and KRaft's epochs play:
   everything (polling is the fallback for notifications it missed).
 
 PostgreSQL being unreachable stops metadata changes (CreateTopics and the
-like answer KAFKA_STORAGE_ERROR; elections wait) but not the data path:
+like answer KAFKA_STORAGE_ERROR; elections wait) and the coordinators'
+writes (their internal topics' batches are written here first: commits and
+transaction state answer COORDINATOR_NOT_AVAILABLE) but not the data path:
 brokers keep serving the partitions they lead, as Kafka's did when
 ZooKeeper was away. Calls time out after ``timeout_s`` and, after a
 failure, fail at once for ``RETRY_BACKOFF_S`` so that a dead PostgreSQL
@@ -109,6 +119,15 @@ CREATE TABLE IF NOT EXISTS kafkalite_acls (
 CREATE TABLE IF NOT EXISTS kafkalite_quotas (
     id int PRIMARY KEY CHECK (id = 1),
     quotas jsonb NOT NULL);
+CREATE TABLE IF NOT EXISTS kafkalite_producer_ids (
+    id int PRIMARY KEY CHECK (id = 1),
+    block_end bigint NOT NULL);
+CREATE TABLE IF NOT EXISTS kafkalite_internal_batches (
+    topic text NOT NULL,
+    partition int NOT NULL,
+    base_offset bigint NOT NULL,
+    batch bytea NOT NULL,
+    PRIMARY KEY (topic, partition, base_offset));
 """
 
 
@@ -493,6 +512,56 @@ class PostgresMetadataStore(MetadataStore):
         self._fenced_write(lambda conn: conn.execute(
             "INSERT INTO kafkalite_quotas (id, quotas) VALUES (1, %s) "
             "ON CONFLICT (id) DO UPDATE SET quotas = EXCLUDED.quotas", (Jsonb(quotas),)))
+
+    # ---- producer ids (producer_ids.py) ------------------------------------------------------
+
+    def reserve_producer_ids(self, count: int, floor: int) -> int:
+        """Reserve the next ``count`` producer ids, all at or past ``floor``
+        (what this node's file had reserved: a cluster older than the
+        table); returns the first."""
+        out = []
+
+        def work(conn):
+            out.append(conn.execute(
+                "INSERT INTO kafkalite_producer_ids AS p (id, block_end) VALUES (1, %(e)s) "
+                "ON CONFLICT (id) DO UPDATE SET block_end = GREATEST(p.block_end, %(f)s) + %(n)s "
+                "RETURNING block_end", {"e": floor + count, "f": floor, "n": count}).fetchone()[0])
+        self._fenced_write(work)
+        return out[0] - count
+
+    # ---- the coordinators' internal topics (internal_topic.py) ------------------------------
+
+    def read_internal(self, topic: str, partition: int) -> list[tuple[int, bytes]]:
+        """(base offset, batch) of every batch of an internal partition, in
+        offset order."""
+        try:
+            rows = self._connection().execute(
+                "SELECT base_offset, batch FROM kafkalite_internal_batches WHERE topic = %s "
+                "AND partition = %s ORDER BY base_offset", (topic, partition)).fetchall()
+            self._conn.rollback()        # no transaction left open (its snapshot, its locks)
+        except psycopg.Error as exc:
+            raise self._broken(exc) from None
+        return [(r[0], bytes(r[1])) for r in rows]
+
+    def append_internal(self, topic: str, partition: int, base_offset: int, batch) -> None:
+        """One batch of an internal partition, under the lease."""
+        self._fenced_write(lambda conn: conn.execute(
+            "INSERT INTO kafkalite_internal_batches (topic, partition, base_offset, batch) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT (topic, partition, base_offset) "
+            "DO UPDATE SET batch = EXCLUDED.batch", (topic, partition, base_offset, bytes(batch))))
+
+    def rewrite_internal(self, topic: str, partition: int, batches: list) -> None:
+        """Replace an internal partition's batches (after its log was
+        compacted, or to seed them from a log older than this table)."""
+        def work(conn):
+            conn.execute("DELETE FROM kafkalite_internal_batches WHERE topic = %s AND "
+                         "partition = %s", (topic, partition))
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO kafkalite_internal_batches (topic, partition, base_offset, "
+                    "batch) VALUES (%s, %s, %s, %s)",
+                    [(topic, partition, base, bytes(batch)) for base, batch in batches])
+        self._fenced_write(work)
 
     def _fenced_write(self, work) -> None:
         """``work(conn)`` in one transaction that first checks the lease is

@@ -157,7 +157,9 @@ class Controller:
         # broker id -> rack (its node, in a cluster); replicas go to distinct
         # racks where there are several
         self.racks: dict[int, str] = {}
-        self.producer_ids = ProducerIdManager(config.data_dir)
+        # in a cluster the blocks of ids come from PostgreSQL (producer_ids.py)
+        self.producer_ids = ProducerIdManager(
+            config.data_dir, getattr(metadata, "reserve_producer_ids", None))
         self.partitions_added = partitions_added
         # internal topic -> partition count, registered by its coordinator
         self.internal_topics: dict[str, int] = {}
@@ -167,6 +169,8 @@ class Controller:
         self.native_port = 0
         self.kafka_port = 0
         self.kafka_listeners: dict = {}   # {name: (advertised host or None, port)}
+        # brokers fenced as gone (dead, silent, absent), until they serve again
+        self.gone: set[int] = set()
 
     def handlers(self) -> dict:
         return {
@@ -228,6 +232,25 @@ class Controller:
 
     def unfence_broker(self, broker_id: int) -> None:
         self.brokers[broker_id].fenced = False
+        self.gone.discard(broker_id)
+
+    def elect_offline(self, broker_id: int) -> None:
+        """``broker_id`` serves again: partitions left offline by a broker
+        fenced as gone (their leader, when no live in-sync replica could
+        take over) come back with it if it is in their ISR, as Kafka's
+        offline partitions do."""
+        by_broker: dict = {}
+        changed = set()
+        for topic in self.metadata.topics.values():
+            for i, p in enumerate(topic.partitions):
+                old = p.leader
+                if (old in self.gone and broker_id in p.isr and len(p.replicas) > 1
+                        and self._elect(topic, i, exclude=old)):
+                    changed.add(topic.name)
+                    self._assign(by_broker, topic, [i], skip=old, fenced_too=True)
+        if changed:
+            self.metadata.save(sorted(changed))
+        self._notify(by_broker)
 
     def partitions_opened(self, results: list) -> None:
         """A broker's per-partition results of an assign: a partition it
@@ -249,6 +272,7 @@ class Controller:
         self.brokers[broker_id].fenced = True
         if not elect:
             return
+        self.gone.add(broker_id)
         by_broker: dict = {}
         changed = set()
         for topic in self.metadata.topics.values():

@@ -168,7 +168,7 @@ class GroupCoordinator:
                  consumer_session_timeout_ms: int = 45_000,
                  consumer_heartbeat_interval_ms: int = 5_000,
                  share_session_timeout_ms: int = 45_000,
-                 share_heartbeat_interval_ms: int = 5_000):
+                 share_heartbeat_interval_ms: int = 5_000, internal_mirror=None):
         self.partition_count = partition_count    # topic -> partition count, or None if unknown
         self.coordinator_node = coordinator_node  # (Listener, Kafka listener name) -> {"node_id", "host", "port"}
         self.min_session_timeout_ms = min_session_timeout_ms
@@ -176,7 +176,8 @@ class GroupCoordinator:
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.offsets_retention_ms = offsets_retention_minutes * 60_000
         self._clock = clock                       # wall-clock ms: commit times and expiry
-        self.store = GroupMetadataLog(data_dir, offsets_partitions)
+        # internal_mirror: PostgreSQL's copy of __consumer_offsets in a cluster
+        self.store = GroupMetadataLog(data_dir, offsets_partitions, internal_mirror)
         self.groups: dict[str, Group] = {}
         # producer id -> group -> {(topic, partition): OffsetAndMetadata} awaiting its marker
         self.pending_txn_offsets: dict[int, dict[str, dict]] = {}

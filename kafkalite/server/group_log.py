@@ -74,8 +74,8 @@ class LoadedGroups:
 
 
 class GroupMetadataLog(InternalTopicLog):
-    def __init__(self, data_dir: str, partitions: int):
-        super().__init__(data_dir, OFFSETS_TOPIC, partitions, _LOG_PROPERTIES)
+    def __init__(self, data_dir: str, partitions: int, mirror=None):
+        super().__init__(data_dir, OFFSETS_TOPIC, partitions, _LOG_PROPERTIES, mirror)
 
     # ---- writing ----------------------------------------------------------------------------
 

@@ -9,6 +9,12 @@ is never handed out twice. Partitions key their idempotence state on the
 id, so a reused id could make a new producer's batches look like
 duplicates.
 
+In a cluster (``reserve`` given: cluster_store.PostgresMetadataStore's
+``reserve_producer_ids``) the blocks come from PostgreSQL instead, under
+the controller lease, as KRaft's AllocateProducerIds gives them: a node
+that takes over as controller continues past every block any controller
+had, never from its own file.
+
 Who may call: the supervisor's event loop only.
 """
 from __future__ import annotations
@@ -23,7 +29,10 @@ BLOCK_SIZE = 1000
 
 
 class ProducerIdManager:
-    def __init__(self, data_dir: str):
+    def __init__(self, data_dir: str, reserve=None):
+        # reserve(count, floor) -> the first id of a new block of ``count``
+        # ids, all at or past ``floor``
+        self._reserve = reserve
         self._path = os.path.join(data_dir, PRODUCER_ID_FILE)
         try:
             with open(self._path, "r", encoding="ascii") as f:
@@ -37,8 +46,12 @@ class ProducerIdManager:
 
     def next_id(self) -> int:
         if self._next >= self._block_end:
-            self._block_end = self._next + BLOCK_SIZE
-            write_atomically(self._path, b"%d\n" % self._block_end)
+            if self._reserve is not None:
+                self._next = self._reserve(BLOCK_SIZE, self._next)
+                self._block_end = self._next + BLOCK_SIZE
+            else:
+                self._block_end = self._next + BLOCK_SIZE
+                write_atomically(self._path, b"%d\n" % self._block_end)
         pid = self._next
         self._next += 1
         return pid

@@ -12,7 +12,10 @@ It runs, on one thread, everything of a node that is not a partition:
   holds (cluster_store.py); a metadata change the store cannot take yet
   (PostgreSQL away) is kept and retried in order, never acted on first;
   in a cluster, other nodes' workers join this controller's control
-  channel and relay over the network (broker_node.py runs those nodes);
+  channel and relay over the network (broker_node.py runs those nodes,
+  and makes one of them the controller when this one's lease expires:
+  serve() below), and the brokers of a node that never joins are fenced
+  a session timeout and a lease after start (_fence_absent_brokers);
 - the group coordinator (coordinator.py) and its ``__consumer_offsets``;
 - the transaction coordinator (txn_coordinator.py) and its
   ``__transaction_state``, with the requests (broker_requests.py) that
@@ -128,6 +131,9 @@ class Supervisor:
         self._lock_fd = -1
         self._ingest_restart_at = 0.0
         self._next_leader_check = time.monotonic() + config.leader_imbalance_check_interval_seconds
+        # with --cluster: when to fence the brokers that never introduced
+        # themselves to this controller (_fence_absent_brokers)
+        self._absent_check_at: float | None = None
         self.ready = False
         self.handlers: dict = {}
         self.lease = None                 # the controller lease, with --cluster
@@ -148,6 +154,11 @@ class Supervisor:
             broker_ids, nodes = self._cluster_brokers()
         broker_count = max(nodes) + 1 if nodes else cfg.worker_count
         metadata = self._open_metadata()
+        if cfg.cluster:
+            # broker nodes restart their workers when they see a new
+            # controller (broker_node.py): give them a lease's length more
+            self._absent_check_at = time.monotonic() + (cfg.broker_session_timeout_ms
+                                                        + cfg.controller_lease_ms) / 1000.0
         if metadata.rebalance(broker_count):
             log.warning("partitions of workers that no longer exist were moved")
         self.controller = Controller(cfg, metadata, self, broker_count)
@@ -164,7 +175,8 @@ class Supervisor:
             consumer_session_timeout_ms=cfg.group_consumer_session_timeout_ms,
             consumer_heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms,
             share_session_timeout_ms=cfg.group_share_session_timeout_ms,
-            share_heartbeat_interval_ms=cfg.group_share_heartbeat_interval_ms)
+            share_heartbeat_interval_ms=cfg.group_share_heartbeat_interval_ms,
+            internal_mirror=metadata if cfg.cluster else None)
         self.controller.partitions_added = self.coordinator.on_partitions_changed
         self.coordinator.share_group_deleted = lambda gid: [
             self._send_worker(w.index, {"type": "delete_share_group", "group": gid})
@@ -184,7 +196,8 @@ class Supervisor:
             partitions=cfg.transaction_state_num_partitions,
             max_timeout_ms=cfg.transaction_max_timeout_ms,
             id_expiration_ms=cfg.transactional_id_expiration_ms,
-            abort_check_interval_ms=cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms)
+            abort_check_interval_ms=cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            internal_mirror=metadata if cfg.cluster else None)
         self.coordinator.verify_txn = self.txn_coordinator.verify_offsets
         self.controller.register_internal_topic(OFFSETS_TOPIC, cfg.offsets_topic_num_partitions)
         self.controller.register_internal_topic(TRANSACTION_STATE_TOPIC,
@@ -475,6 +488,9 @@ class Supervisor:
                 w.crashes_in_a_row = 0
                 self.controller.partitions_opened(msg.get("results", []))
                 self.controller.unfence_broker(w.index)
+                if self.controller.gone:
+                    self._metadata_action(f"elect with worker {w.index}",
+                                          self.controller.elect_offline, w.index)
                 if self.ready:
                     self._write_server_file()  # a restarted worker: new pid, maybe new port
                 self._check_ready()
@@ -585,6 +601,28 @@ class Supervisor:
                 self._ingest_restart_at = 0.0
                 self._spawn_ingest()
 
+    def _fence_absent_brokers(self) -> None:
+        """A new controller of a cluster (its node restarted, or it took
+        over from a dead one) knows every broker from PostgreSQL, all
+        fenced until they say hello. A broker whose node is down never
+        does, and what it led would stay offline: a session timeout and a
+        lease's length after start, such brokers are fenced again with
+        elections, as a silent worker is, so that their partitions move to
+        live in-sync replicas (or, with none serving yet, to the first that
+        does: Controller.unfence_broker). One that comes later registers
+        and rejoins as any restarted one."""
+        if self._absent_check_at is None or time.monotonic() < self._absent_check_at:
+            return
+        self._absent_check_at = None
+        for b in self.controller.brokers:
+            if b.broker_id in self._local or b.broker_id in self.remote:
+                continue
+            log.warning("broker %d has not joined since this controller started; moving its "
+                        "leaderships", b.broker_id)
+            self.markers.broker_gone(b.broker_id)
+            self._metadata_action(f"fence absent broker {b.broker_id}",
+                                  self.controller.fence_broker, b.broker_id)
+
     def _maybe_rebalance_leaders(self) -> None:
         now = time.monotonic()
         if not self.config.auto_leader_rebalance_enable or now < self._next_leader_check:
@@ -669,6 +707,7 @@ class Supervisor:
             self._watch_children()
             self._run_retries()
             self._maybe_rebalance_leaders()
+            self._fence_absent_brokers()
             if self.metrics is not None:
                 self.metrics.tick()
             if self.lease is not None and self.lease.lost:
@@ -764,24 +803,31 @@ def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None) -
     ``early``: the children processes.start_early spawned."""
     logging.basicConfig(level=config.effective_log_level,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    sup = Supervisor(config, http_apps, early)
-    signal.signal(signal.SIGTERM, sup.request_stop)
-    signal.signal(signal.SIGINT, sup.request_stop)
-    if early is not None and early.stop_requested:
-        sup.request_stop()
-    try:
-        sup.start()
-    except AnotherController as other:
-        sup.release()
-        log.info("%s: node %d runs as one of its broker nodes", other, config.node_id)
-        from kafkalite.server.broker_node import BrokerNode
-        node = BrokerNode(config)
-        signal.signal(signal.SIGTERM, node.request_stop)
-        signal.signal(signal.SIGINT, node.request_stop)
-        node.start()
-        return node.run()
-    except BaseException:
-        if early is not None:
-            early.abandon()    # no worker outlives a supervisor that could not start
-        raise
-    return sup.run()
+    while True:
+        sup = Supervisor(config, http_apps, early)
+        signal.signal(signal.SIGTERM, sup.request_stop)
+        signal.signal(signal.SIGINT, sup.request_stop)
+        if early is not None and early.stop_requested:
+            sup.request_stop()
+        try:
+            sup.start()
+        except AnotherController as other:
+            sup.release()
+            log.info("%s: node %d runs as one of its broker nodes", other, config.node_id)
+            from kafkalite.server.broker_node import BrokerNode
+            node = BrokerNode(config)
+            signal.signal(signal.SIGTERM, node.request_stop)
+            signal.signal(signal.SIGINT, node.request_stop)
+            node.start()
+            code = node.run()
+            if not node.takeover:
+                return code
+            # the controller's lease expired: try to become the controller
+            # (the workers early started went with the broker node)
+            early = None
+            continue
+        except BaseException:
+            if early is not None:
+                early.abandon()    # no worker outlives a supervisor that could not start
+            raise
+        return sup.run()

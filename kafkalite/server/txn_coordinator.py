@@ -165,7 +165,7 @@ class TransactionCoordinator:
                  leader_of, markers, group_coordinator, partitions: int = 4,
                  max_timeout_ms: int = 900_000, id_expiration_ms: int = 604_800_000,
                  abort_check_interval_ms: int = 1_000,
-                 clock: Callable[[], int] = _now_ms):
+                 clock: Callable[[], int] = _now_ms, internal_mirror=None):
         self.producer_ids = producer_ids
         self.partition_count = partition_count  # topic -> partition count, or None if unknown
         self.leader_of = leader_of              # (topic, partition) -> broker id, or None if gone
@@ -175,7 +175,8 @@ class TransactionCoordinator:
         self.id_expiration_ms = id_expiration_ms
         self.abort_check_interval_s = abort_check_interval_ms / 1000.0
         self._clock = clock
-        self.store = TransactionStateLog(data_dir, partitions)
+        # internal_mirror: PostgreSQL's copy of __transaction_state in a cluster
+        self.store = TransactionStateLog(data_dir, partitions, internal_mirror)
         self.txns: dict[str, TransactionMetadata] = {}
         self._next_check = 0.0
         self._load()

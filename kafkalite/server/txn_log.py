@@ -39,8 +39,8 @@ _LOG_PROPERTIES = {
 
 
 class TransactionStateLog(InternalTopicLog):
-    def __init__(self, data_dir: str, partitions: int):
-        super().__init__(data_dir, TRANSACTION_STATE_TOPIC, partitions, _LOG_PROPERTIES)
+    def __init__(self, data_dir: str, partitions: int, mirror=None):
+        super().__init__(data_dir, TRANSACTION_STATE_TOPIC, partitions, _LOG_PROPERTIES, mirror)
 
     def write(self, transactional_id: str, value: dict | None, now_ms: int) -> None:
         """Append the id's state (a TransactionLogValue body), or its tombstone."""

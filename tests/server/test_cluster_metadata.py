@@ -126,6 +126,67 @@ def test_without_the_fence_a_deposed_controller_overwrites(db, monkeypatch):
     sa.close()
 
 
+def test_coordinator_logs_and_producer_ids_follow_the_lease(db, tmp_path):
+    """__consumer_offsets as the controller node writes it reaches
+    PostgreSQL first (internal_topic.py): a controller on another node,
+    with an empty data dir, starts from the same offsets, with the leader
+    (coordinator) epoch one higher; producer id blocks continue past
+    every block reserved before. A deposed controller can write neither."""
+    from kafkalite.server.group_log import GroupMetadataLog, OffsetAndMetadata
+    a, b = leases(db, 1, 2)
+    assert a.acquire()
+    sa = PostgresMetadataStore(db, a)
+    assert sa.reserve_producer_ids(1000, 0) == 0
+    assert sa.reserve_producer_ids(1000, 1000) == 1000
+    mine = GroupMetadataLog(str(tmp_path / "node1"), 4, sa)
+    mine.write_offsets("g", {("t", 0): OffsetAndMetadata(42, -1, "m", 1),
+                             ("t", 1): OffsetAndMetadata(7, -1, "", 1)}, 1)
+    mine.write_offsets("g", {("t", 0): OffsetAndMetadata(43, -1, "", 2)}, 2)
+    index = mine.partition_for("g")
+    epoch = mine.parts[index].leader_epoch
+    mine.close()
+    # the same node again: its log is PostgreSQL's, kept as it is
+    again = GroupMetadataLog(str(tmp_path / "node1"), 4, sa)
+    assert again.parts[index].leader_epoch == epoch
+    again.close()
+    time.sleep(1.3)                                 # a's lease lapses
+    assert b.acquire()
+    sb = PostgresMetadataStore(db, b)
+    assert sb.reserve_producer_ids(1000, 0) == 2000  # past a's blocks, not from 0
+    theirs = GroupMetadataLog(str(tmp_path / "node2"), 4, sb)
+    loaded = theirs.load()
+    assert {tp: o.offset for tp, o in loaded.offsets["g"].items()} == {("t", 0): 43,
+                                                                         ("t", 1): 7}
+    assert theirs.parts[index].leader_epoch == epoch + 1
+    assert theirs.logs[index].log_end_offset == 3
+    # the deposed node (paused: by its own clock it still holds the lease)
+    a._valid_until = time.monotonic() + 60
+    zombie = GroupMetadataLog(str(tmp_path / "node1"), 4, sa)
+    with pytest.raises(errors.CoordinatorNotAvailableError, match="PostgreSQL"):
+        zombie.write_offsets("g", {("t", 0): OffsetAndMetadata(99, -1, "", 3)}, 3)
+    with pytest.raises(errors.NotControllerError):
+        sa.reserve_producer_ids(1000, 0)
+    assert zombie.logs[index].log_end_offset == 3   # nothing appended here either
+    theirs.write_offsets("g", {("t", 1): OffsetAndMetadata(8, -1, "", 4)}, 4)
+    assert [base for base, _ in sb.read_internal("__consumer_offsets", index)] == [0, 2, 3]
+    for log_ in (theirs, zombie):
+        log_.close()
+    sb.close()
+    sa.close()
+
+
+def test_without_the_copy_another_node_starts_from_nothing(db, tmp_path):
+    """The planted fault for the test above: without PostgreSQL's copy the
+    controller of another node loads no offsets, which it would catch."""
+    from kafkalite.server.group_log import GroupMetadataLog, OffsetAndMetadata
+    mine = GroupMetadataLog(str(tmp_path / "node1"), 4)
+    mine.write_offsets("g", {("t", 0): OffsetAndMetadata(42, -1, "", 1)}, 1)
+    mine.close()
+    theirs = GroupMetadataLog(str(tmp_path / "node2"), 4)
+    assert "g" not in theirs.load().offsets
+    theirs.close()
+
+
 def test_a_partition_change_from_a_stale_epoch_is_refused(db):
     lease = leases(db, 1, ttl_ms=10_000)
     lease.acquire()

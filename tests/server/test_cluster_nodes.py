@@ -310,3 +310,63 @@ def full_isr_of(c, topic, partitions, rf):
     st = state(c, topic)
     return len(st) == partitions and all(len(isr) == rf and leader >= 0
                                          for leader, _, isr in st.values())
+
+
+def controller_of(dsn) -> dict | None:
+    from kafkalite.server import cluster_store
+    return cluster_store.read_controller(dsn)
+
+
+def test_the_controller_fails_over_to_another_node(pg, three_nodes):
+    """kill -9 of the controller node, which is not started again: once its
+    lease expires a broker node takes it over, moves the dead node's
+    leaderships to live in-sync replicas, and serves producers, consumers
+    and the group's committed offsets (which the coordinators' logs keep in
+    PostgreSQL too). The dead node, started later, joins as a broker node."""
+    nodes, start = three_nodes
+    c = nodes[1]
+    create(c, "fo", partitions=3, rf=3, **{"min.insync.replicas": "2"})
+    wait_for(lambda: full_isr(c, "fo", 3), what="a full ISR")
+    p = Producer(c.config(acks="all"))
+    for i in range(30):
+        p.produce("fo", b"a-%d" % i, partition=i % 3)
+    assert p.flush(30) == 0
+    p.close()
+    g = Consumer(c.config(**{"group.id": "fo", "auto.offset.reset": "earliest",
+                              "enable.auto.commit": False}))
+    g.subscribe(["fo"])
+    got, deadline = [], time.monotonic() + 30
+    while len(got) < 30 and time.monotonic() < deadline:
+        got += [m for m in g.consume(100, 0.5) if m.error() is None]
+    g.commit(asynchronous=False)
+    g.close()
+    assert len(got) == 30
+    dead = {b for b, n in node_of(pg.dsn).items() if n == 1}
+    kill_node(c)
+    taken = wait_for(lambda: (lambda ctl: ctl if ctl and ctl["live"] and ctl["node_id"] != 1
+                              and ctl["endpoints"] else None)(controller_of(pg.dsn)),
+                     timeout=60, what="another node taking the controller lease")
+    new = nodes[taken["node_id"]]
+    wait_for(lambda: os.path.exists(os.path.join(new.data_dir, "server.json"))
+             and new.refresh().get("role") != "broker", timeout=60,
+             what="the new controller's server.json")
+    wait_for(lambda: live_brokers(new) == 4, timeout=60, what="the live nodes' workers joined")
+    wait_for(lambda: all(leader >= 0 and leader not in dead
+                         for leader, _, _ in state(new, "fo").values()), timeout=60,
+             what="the dead node's leaderships moved")
+    p = Producer(new.config(acks="all"))
+    for i in range(30):
+        p.produce("fo", b"b-%d" % i, partition=i % 3)
+    assert p.flush(30) == 0
+    p.close()
+    g = Consumer(new.config(**{"group.id": "fo", "auto.offset.reset": "earliest"}))
+    g.subscribe(["fo"])
+    again, deadline = [], time.monotonic() + 30
+    while len(again) < 30 and time.monotonic() < deadline:
+        again += [m.value() for m in g.consume(100, 0.5) if m.error() is None]
+    g.close()
+    assert sorted(again) == sorted(b"b-%d" % i for i in range(30))   # resumed at its commit
+    old = start(1)
+    assert old.info["role"] == "broker"
+    wait_for(lambda: live_brokers(new) == 6, timeout=60, what="the old node's workers back")
+    wait_for(lambda: full_isr(new, "fo", 3), timeout=60, what="the old node back in the ISRs")
