@@ -59,6 +59,7 @@ class BrokerNode:
         self._stop = False
         self.takeover = False   # the controller's lease expired: run() ends so that
         #                         serve() can make this node the controller
+        self.expired_controller: int | None = None   # the node whose lease it was
         self._lock_fd = -1
         self._next_check = 0.0
 
@@ -102,7 +103,10 @@ class BrokerNode:
             c = cluster_store.read_controller(self.config.cluster)
             if c is not None and c["live"] and c["endpoints"]:
                 return c
-            if c is not None and not c["live"] or time.monotonic() > deadline or self._stop:
+            if c is not None and not c["live"]:
+                self.expired_controller = c["node_id"]
+                return None
+            if time.monotonic() > deadline or self._stop:
                 return None
             time.sleep(LOOP_S)
 
@@ -140,6 +144,7 @@ class BrokerNode:
             print(f"kafkalite: the controller node {c['node_id']} is gone; node "
                   f"{self.config.node_id} tries to take over", file=sys.stderr, flush=True)
             self.takeover = True
+            self.expired_controller = c["node_id"]
             self._stop = True
             return
         if c is None or not c["endpoints"] or (

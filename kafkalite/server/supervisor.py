@@ -112,9 +112,13 @@ class PendingChange:
 
 
 class Supervisor:
-    def __init__(self, config: ServerConfig, http_apps=(), early: EarlyStart | None = None):
+    def __init__(self, config: ServerConfig, http_apps=(), early: EarlyStart | None = None,
+                 expired_controller: int | None = None):
         self.config = config
         self.early = early          # the lock, control socket and children start_early made
+        # with --cluster: the node whose controller lease this node saw
+        # expire (it takes over): its brokers are taken as gone at once
+        self.expired_controller = expired_controller
         # (path prefix, factory(bootstrap servers, metrics registry) -> WSGI app):
         # apps served on the metrics port (the web console); given by the
         # caller, since this layer imports nothing above it
@@ -163,6 +167,12 @@ class Supervisor:
             log.warning("partitions of workers that no longer exist were moved")
         self.controller = Controller(cfg, metadata, self, broker_count)
         self.controller.racks = {b: f"node-{n}" for b, n in nodes.items()}
+        if self.expired_controller not in (None, cfg.node_id):
+            # that node let its lease expire: its brokers will not join. What
+            # they led moves to the first in-sync replica that serves
+            # (Controller.elect_offline), not a session timeout later.
+            self.controller.gone.update(b for b, n in nodes.items()
+                                        if n == self.expired_controller)
         self.coordinator = GroupCoordinator(
             cfg.data_dir, partition_count=self.controller.partition_count,
             coordinator_node=self.controller.controller_node,
@@ -803,8 +813,9 @@ def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None) -
     ``early``: the children processes.start_early spawned."""
     logging.basicConfig(level=config.effective_log_level,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    expired = None
     while True:
-        sup = Supervisor(config, http_apps, early)
+        sup = Supervisor(config, http_apps, early, expired)
         signal.signal(signal.SIGTERM, sup.request_stop)
         signal.signal(signal.SIGINT, sup.request_stop)
         if early is not None and early.stop_requested:
@@ -824,7 +835,7 @@ def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None) -
                 return code
             # the controller's lease expired: try to become the controller
             # (the workers early started went with the broker node)
-            early = None
+            early, expired = None, node.expired_controller
             continue
         except BaseException:
             if early is not None:
