@@ -21,6 +21,17 @@ exclusive lock on ``<file>.lock``, it reads, applies ``change`` and writes,
 so the CLI and the supervisor (AlterUserScramCredentials, scram_control.py)
 never lose each other's edits.
 
+In a cluster (``--cluster``) the users are the ``kafkalite_users`` row of
+the cluster's PostgreSQL, and each node's file is a mirror of it
+(cluster_store.UsersMirror), written by ``write_mirror`` under the same
+lock, with one more key saying whose copy it is::
+
+    "mirror": {"cluster_id": "...", "version": 7}   # the row's version
+
+A mirror is never replaced by an older version of the same cluster's
+users; ``mirrored_cluster`` tells the CLI not to edit it (the node would
+overwrite the edit). The listeners read a mirror like any users file.
+
 SCRAM entries are what Kafka keeps for a SCRAM user (its
 ``UserScramCredentialsRecord``): the salted StoredKey and ServerKey, from
 which a password cannot be recovered. PLAIN (RFC 4616) sends the password
