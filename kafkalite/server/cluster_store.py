@@ -658,6 +658,7 @@ class MetadataWatcher:
     def __init__(self, dsn: str, timeout_s: float = 2.0, channel: str = CHANNEL):
         self.dsn, self.timeout_s, self.channel = dsn, timeout_s, channel
         self._conn: psycopg.Connection | None = None
+        self._warn = RateLimitedLog(log, per_interval=2, interval_s=30.0)
 
     def poll(self, timeout: float) -> list[dict] | None:
         if self._conn is None or self._conn.closed:
@@ -666,7 +667,7 @@ class MetadataWatcher:
                 self._conn.execute(f"LISTEN {self.channel}")
             except (psycopg.Error, KafkaStorageError) as exc:
                 self._conn = None
-                log.warning("cannot listen for metadata changes: %s", _reason(exc))
+                self._warn.warning("cannot listen on %s: %s", self.channel, _reason(exc))
                 time.sleep(min(timeout, RETRY_BACKOFF_S))
                 return []
             return None
@@ -715,7 +716,8 @@ class UsersMirror:
                 if seed_users(conn, local):
                     log.info("the cluster's SASL users are now the %d of %s", len(local),
                              self.path)
-            self._sync(conn, first=True)
+            # a file that is not yet this cluster's copy: its own users, if any, are dropped
+            self._sync(conn, joining=credentials.mirrored_cluster(self.path) != self.cluster_id)
         except psycopg.Error as exc:
             raise KafkaStorageError(f"cannot reach the cluster's PostgreSQL: {_reason(exc)}") \
                 from None
@@ -729,15 +731,14 @@ class UsersMirror:
         that one or a newer one; returns the users it replaced, or None."""
         return credentials.write_mirror(self.path, users, self.cluster_id, version)
 
-    def _sync(self, conn, first: bool = False) -> None:
+    def _sync(self, conn, joining: bool = False) -> None:
         got = read_users(conn)
         if got is None:
             return
         replaced = self.write(*got)
         gone = sorted(set(replaced or ()) - set(got[0]))
-        if first and gone:
-            # a node joining with users of its own: the cluster's win
-            log.warning("SASL users of %s that the cluster does not have were dropped (the "
+        if joining and gone:
+            log.warning("SASL users of %s that the cluster does not have were dropped (a "
                         "cluster's users are in PostgreSQL): %s", self.path, ", ".join(gone))
 
     def _run(self) -> None:
