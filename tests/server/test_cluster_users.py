@@ -177,7 +177,9 @@ def cluster(tmp_path):
 @pytest.mark.timeout(120)
 def test_a_user_altered_through_the_api_logs_in_on_the_other_node(cluster):
     other = cluster.kafka_port(2)
-    # created through node 2's listener: relayed to the controller on node 1
+    # bootstrapped at node 2's listener (librdkafka then sends the alteration to
+    # the controller it learns of; the users command's relay through node 2's
+    # worker is below)
     upsert(cluster.admin(other), "carol", "carol-pw")
     wait_for(lambda: accepted(other, "carol", "carol-pw"), what="carol's login on node 2")
     assert logs_in(other, "carol", "carol-pw")
@@ -238,7 +240,7 @@ def test_the_users_command_on_a_cluster(cluster):
     assert logs_in(other, "grace", "grace-pw", "PLAIN")
     r = kafkalite("users", "list", "--cluster", cluster.pg.dsn)
     assert "grace\tPLAIN,SCRAM-SHA-256" in r.stdout.splitlines(), r.stdout
-    # --bootstrap-server through node 2's listener
+    # --bootstrap-server: sent to node 2's worker, which relays it to the controller
     r = kafkalite("users", "delete", "grace", "--bootstrap-server", other,
                   "--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "SCRAM-SHA-512",
                   "--sasl-username", ADMIN, "--sasl-password", ADMIN_PASSWORD)
