@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import confluent_kafka as ck
@@ -278,3 +279,40 @@ def _stored(admin, user, password) -> bool:
         return True
     except ck.KafkaException:
         return False
+
+
+def test_concurrent_edits_of_the_cluster_users_are_all_kept(tmp_path):
+    """Two writers (the controller's AlterUserScramCredentials and ``kafkalite
+    users --cluster``, say) change the row at once: the second waits on the
+    first's row lock and changes what the first wrote, so neither edit is
+    lost (without the lock it reads the row as it was and overwrites it:
+    planted, this test fails)."""
+    from kafkalite.server import cluster_store
+    pg = PostgresServer().start()
+    try:
+        conns = [cluster_store.connect(pg.dsn, 5.0, autocommit=i == 2) for i in range(3)]
+        cluster_store.create_schema(conns[0])
+        assert cluster_store.seed_users(conns[0], {})
+        second, threads = [], []
+
+        def waiting() -> bool:
+            return bool(second) or conns[2].execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            ).fetchone()[0] == 1
+
+        def first_change(users):
+            users["alice"] = {}
+            # the other writer comes while this one has read the row
+            threads.append(threading.Thread(target=lambda: second.append(
+                cluster_store.update_users(conns[1], lambda u: u.__setitem__("bob", {})))))
+            threads[0].start()
+            wait_for(waiting, what="the second writer waiting (or done)")
+        cluster_store.update_users(conns[0], first_change)
+        threads[0].join(10)
+        _, users, version = second[0]
+        assert set(users) == {"alice", "bob"}
+        assert cluster_store.read_users(conns[2]) == ({"alice": {}, "bob": {}}, version)
+        for c in conns:
+            c.close()
+    finally:
+        pg.stop()
