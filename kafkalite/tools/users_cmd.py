@@ -116,11 +116,19 @@ def _in_cluster(args) -> int:
             f"--cluster needs psycopg 3 ({exc}): pip install 'kafkalite[cluster]'") from None
     conn = cluster_store.connect(args.cluster, args.timeout)
     try:
+        if args.action != "list":
+            # as a node starting on an empty database would (its first
+            # node's own users are then not taken: the row exists)
+            cluster_store.create_schema(conn)
+
         def read() -> dict:
             got = cluster_store.read_users(conn)
             return {} if got is None else got[0]
         return _edit(args, "the cluster's PostgreSQL", read,
                      lambda change: cluster_store.update_users(conn, change))
+    except psycopg.errors.UndefinedTable:
+        raise KafkaError("no kafkalite cluster in that database (no kafkalite_users table)") \
+            from None
     except psycopg.Error as exc:
         raise KafkaError(f"the cluster's PostgreSQL: {exc}".strip().splitlines()[0]) from None
     finally:
