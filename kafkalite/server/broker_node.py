@@ -14,7 +14,10 @@ its own workers, except that it learns of a death from missing heartbeats
 
 This process does what the supervisor does for workers and nothing else:
 the data directory's lock, spawning the workers, restarting any that dies
-(backing off), ``server.json``, a clean stop (SIGTERM to the workers).
+(backing off), ``server.json``, a clean stop (SIGTERM to the workers); and
+it keeps the node's SASL users file a mirror of the cluster's users
+(cluster_store.UsersMirror), which its workers' Kafka listeners log in
+against.
 When the controller changes (a new lease epoch: its node restarted, or
 another took over) it restarts its workers, so that they introduce
 themselves to the new one. When the controller's lease expires (its node
@@ -40,6 +43,7 @@ import time
 from kafkalite import errors
 from kafkalite.server import cluster_store
 from kafkalite.server.config import ServerConfig
+from kafkalite.server.credentials import users_file
 from kafkalite.server.supervisor import (LOCK_FILE, RESTART_BACKOFF_S, SERVER_FILE,
                                          SHUTDOWN_TIMEOUT_S, WorkerProcess, spawn_worker)
 from kafkalite.storage.checkpoint import write_atomically
@@ -62,6 +66,7 @@ class BrokerNode:
         self.expired_controller: int | None = None   # the node whose lease it was
         self._lock_fd = -1
         self._next_check = 0.0
+        self.users_mirror: cluster_store.UsersMirror | None = None
 
     def request_stop(self, signum=None, frame=None) -> None:
         self._stop = True
@@ -80,6 +85,9 @@ class BrokerNode:
         if self.controller is None:          # none came: serve() tries to be it
             self.takeover = self._stop = True
             return
+        self.users_mirror = cluster_store.UsersMirror(
+            cfg.cluster, users_file(cfg.data_dir, cfg.sasl_users_file))
+        self.users_mirror.start()
         ids = cluster_store.broker_ids(cfg.cluster, cfg.node_id, cfg.worker_count)
         for i, broker_id in enumerate(ids):
             port = cfg.worker_base_port + i if cfg.worker_base_port else 0
@@ -187,6 +195,8 @@ class BrokerNode:
 
     def shutdown(self) -> None:
         self._stop_workers()
+        if self.users_mirror is not None:
+            self.users_mirror.close()
         try:
             os.unlink(os.path.join(self.config.data_dir, SERVER_FILE))
         except FileNotFoundError:

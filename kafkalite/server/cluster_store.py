@@ -21,6 +21,8 @@ together do not race)::
                           list form), written under the lease as the rest
     kafkalite_quotas     (id = 1, quotas jsonb: every client quota config,
                           quota_control.py's list form), likewise
+    kafkalite_users      (id = 1, users jsonb: the SASL users, credentials.py's
+                          "users" object; version bigint, +1 at each change)
     kafkalite_producer_ids (id = 1, block_end): the end of the last block of
                           producer ids a controller reserved (producer_ids.py)
     kafkalite_internal_batches (topic, partition, base_offset PK, batch bytea):
@@ -52,6 +54,18 @@ Rules, the roles ZooKeeper's znode versions and KRaft's epochs play:
   of it when it commits; an observer that lost its connection reloads
   everything (polling is the fallback for notifications it missed).
 
+SASL users (``kafkalite_users``) are not fenced by the lease: every
+change is a read-modify-write of the row under its row lock (``SELECT ...
+FOR UPDATE``, ``update_users``), so the controller's AlterUserScramCredentials
+and ``kafkalite users --cluster`` never lose each other's edits; each
+notifies channel ``kafkalite_users``. Every node keeps its users file as a
+mirror of the row (``UsersMirror``: written at start, and again at each
+notification, on a thread of its own); the first node to start seeds the
+row from its own file if the row does not exist yet. The Kafka listeners
+read that file as on a single node (credentials.py), so a change reaches
+every node's listeners a moment after it is stored; with PostgreSQL away
+each node keeps logging users in from its last mirror.
+
 PostgreSQL being unreachable stops metadata changes (CreateTopics and the
 like answer KAFKA_STORAGE_ERROR; elections wait) and the coordinators'
 writes (their internal topics' batches are written here first: commits and
@@ -63,7 +77,9 @@ does not stall the supervisor's single thread on every request.
 
 Who may call: the supervisor (controller.py through MetadataStore's
 interface, supervisor.py for the lease), on its own thread; the lease
-renews itself on a thread of its own, with its own connection.
+renews itself, and ``UsersMirror`` listens, each on a thread of its own,
+with its own connection; ``kafkalite users --cluster`` calls
+``update_users`` / ``read_users`` on a connection of its own.
 """
 from __future__ import annotations
 
@@ -76,13 +92,15 @@ import uuid
 import psycopg
 from psycopg.types.json import Jsonb
 
-from kafkalite.errors import KafkaStorageError, NotControllerError
+from kafkalite.errors import InvalidConfigurationError, KafkaStorageError, NotControllerError
 from kafkalite.ratelimit import RateLimitedLog
+from kafkalite.server import credentials
 from kafkalite.server.metadata import INTERNAL_TOPICS, MetadataStore
 
 log = logging.getLogger("kafkalite.cluster")
 
 CHANNEL = "kafkalite_metadata"
+USERS_CHANNEL = "kafkalite_users"
 RETRY_BACKOFF_S = 1.0
 IDLE_CHECK_S = 1.0       # a store connection idle this long is checked before use
 # any 64-bit number of our own: serialises schema creation between nodes
@@ -119,6 +137,10 @@ CREATE TABLE IF NOT EXISTS kafkalite_acls (
 CREATE TABLE IF NOT EXISTS kafkalite_quotas (
     id int PRIMARY KEY CHECK (id = 1),
     quotas jsonb NOT NULL);
+CREATE TABLE IF NOT EXISTS kafkalite_users (
+    id int PRIMARY KEY CHECK (id = 1),
+    users jsonb NOT NULL,
+    version bigint NOT NULL);
 CREATE TABLE IF NOT EXISTS kafkalite_producer_ids (
     id int PRIMARY KEY CHECK (id = 1),
     block_end bigint NOT NULL);
@@ -226,6 +248,43 @@ def read_controller(dsn: str, timeout_s: float = 2.0) -> dict | None:
     if row is None:
         return None
     return {"node_id": row[0], "epoch": row[1], "live": row[2], "endpoints": row[3] or {}}
+
+
+def read_users(conn: psycopg.Connection) -> tuple[dict, int] | None:
+    """(users, version) of the ``kafkalite_users`` row; None before any
+    node seeded it."""
+    row = conn.execute("SELECT users, version FROM kafkalite_users WHERE id = 1").fetchone()
+    return None if row is None else (row[0], row[1])
+
+
+def seed_users(conn: psycopg.Connection, users: dict) -> bool:
+    """Make ``users`` the cluster's if the row does not exist yet (the
+    first node's own file); True if they were."""
+    with conn.transaction():
+        return conn.execute("INSERT INTO kafkalite_users (id, users, version) VALUES (1, %s, 1) "
+                            "ON CONFLICT (id) DO NOTHING RETURNING id",
+                            (Jsonb(users),)).fetchone() is not None
+
+
+def update_users(conn: psycopg.Connection, change) -> tuple[object, dict, int]:
+    """credentials.update_users on the row: read it under its row lock,
+    ``change(users)`` in place, write it back with the next version and
+    notify ``kafkalite_users``, all in one transaction (nothing is written
+    if ``change`` raises). Returns (``change``'s result, users, version)."""
+    with conn.transaction():
+        conn.execute("INSERT INTO kafkalite_users (id, users, version) VALUES (1, '{}', 1) "
+                     "ON CONFLICT (id) DO NOTHING")
+        users, version = conn.execute("SELECT users, version FROM kafkalite_users WHERE id = 1 "
+                                      "FOR UPDATE").fetchone()
+        before = json.dumps(users, sort_keys=True)
+        result = change(users)
+        if json.dumps(users, sort_keys=True) != before:
+            version += 1
+            conn.execute("UPDATE kafkalite_users SET users = %s, version = %s WHERE id = 1",
+                         (Jsonb(users), version))
+            conn.execute("SELECT pg_notify(%s, %s)", (USERS_CHANNEL,
+                                                      json.dumps({"version": version})))
+    return result, users, version
 
 
 class ControllerLease:
@@ -563,6 +622,25 @@ class PostgresMetadataStore(MetadataStore):
                     [(topic, partition, base, bytes(batch)) for base, batch in batches])
         self._fenced_write(work)
 
+    # ---- SASL users (scram_control.py) -------------------------------------------------------
+
+    def read_users(self) -> dict:
+        """{user: {mechanism: credential}} as PostgreSQL has them."""
+        try:
+            got = read_users(self._connection())
+            self._conn.rollback()
+        except psycopg.Error as exc:
+            raise self._broken(exc) from None
+        return {} if got is None else got[0]
+
+    def update_users(self, change) -> tuple[object, dict, int]:
+        """The module's ``update_users`` on this store's connection; not
+        fenced by the lease (the row lock keeps every edit)."""
+        try:
+            return update_users(self._connection(), change)
+        except psycopg.Error as exc:
+            raise self._broken(exc) from None
+
     def _fenced_write(self, work) -> None:
         """``work(conn)`` in one transaction that first checks the lease is
         still this node's (the rules in the module docstring); raises
@@ -641,23 +719,24 @@ class PostgresMetadataStore(MetadataStore):
 
 
 class MetadataWatcher:
-    """Hears what controllers write (LISTEN ``kafkalite_metadata``).
-    ``poll(timeout)`` returns the notifications' payloads, or None when
-    the connection was (re)made, so the caller should reload everything
-    (it may have missed some)."""
+    """Hears what controllers write (LISTEN ``kafkalite_metadata``, or
+    ``channel``). ``poll(timeout)`` returns the notifications' payloads, or
+    None when the connection was (re)made, so the caller should reload
+    everything (it may have missed some)."""
 
-    def __init__(self, dsn: str, timeout_s: float = 2.0):
-        self.dsn, self.timeout_s = dsn, timeout_s
+    def __init__(self, dsn: str, timeout_s: float = 2.0, channel: str = CHANNEL):
+        self.dsn, self.timeout_s, self.channel = dsn, timeout_s, channel
         self._conn: psycopg.Connection | None = None
+        self._warn = RateLimitedLog(log, per_interval=2, interval_s=30.0)
 
     def poll(self, timeout: float) -> list[dict] | None:
         if self._conn is None or self._conn.closed:
             try:
                 self._conn = connect(self.dsn, self.timeout_s, autocommit=True)
-                self._conn.execute(f"LISTEN {CHANNEL}")
+                self._conn.execute(f"LISTEN {self.channel}")
             except (psycopg.Error, KafkaStorageError) as exc:
                 self._conn = None
-                log.warning("cannot listen for metadata changes: %s", _reason(exc))
+                self._warn.warning("cannot listen on %s: %s", self.channel, _reason(exc))
                 time.sleep(min(timeout, RETRY_BACKOFF_S))
                 return []
             return None
@@ -676,3 +755,84 @@ class MetadataWatcher:
     def close(self) -> None:
         _close_quietly(self._conn)
         self._conn = None
+
+
+class UsersMirror:
+    """This node's SASL users file (``path``) as a copy of the cluster's
+    ``kafkalite_users`` row. ``start`` seeds the row from the file if no
+    node did yet, writes the file from the row (raising KafkaStorageError
+    if PostgreSQL cannot be reached, as the node's other start-up reads
+    do), then follows the row's notifications on a thread. ``write`` is
+    also how the controller puts its own change in its file at once.
+    Each write carries the row's version and never replaces a newer one
+    (credentials.write_mirror), so the thread and the controller cannot
+    put an older document back."""
+
+    def __init__(self, dsn: str, path: str, timeout_s: float = 2.0):
+        self.dsn, self.path, self.timeout_s = dsn, path, timeout_s
+        self.cluster_id = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._warn = RateLimitedLog(log, per_interval=2, interval_s=30.0)
+
+    def start(self) -> None:
+        conn = connect(self.dsn, self.timeout_s, autocommit=True)
+        try:
+            self.cluster_id = create_schema(conn)
+            if read_users(conn) is None:
+                # the first node of the cluster: its own file's users become the cluster's
+                local = credentials.read_users(self.path)
+                if seed_users(conn, local):
+                    log.info("the cluster's SASL users are now the %d of %s", len(local),
+                             self.path)
+            # a file that is not yet this cluster's copy: its own users, if any, are dropped
+            self._sync(conn, joining=credentials.mirrored_cluster(self.path) != self.cluster_id)
+        except psycopg.Error as exc:
+            raise KafkaStorageError(f"cannot reach the cluster's PostgreSQL: {_reason(exc)}") \
+                from None
+        finally:
+            _close_quietly(conn)
+        self._thread = threading.Thread(target=self._run, name="users-mirror", daemon=True)
+        self._thread.start()
+
+    def write(self, users: dict, version: int) -> dict | None:
+        """Put version ``version`` of the users in the file, unless it has
+        that one or a newer one; returns the users it replaced, or None."""
+        return credentials.write_mirror(self.path, users, self.cluster_id, version)
+
+    def _sync(self, conn, joining: bool = False) -> None:
+        got = read_users(conn)
+        if got is None:
+            return
+        replaced = self.write(*got)
+        gone = sorted(set(replaced or ()) - set(got[0]))
+        if joining and gone:
+            log.warning("SASL users of %s that the cluster does not have were dropped (a "
+                        "cluster's users are in PostgreSQL): %s", self.path, ", ".join(gone))
+
+    def _run(self) -> None:
+        watcher = MetadataWatcher(self.dsn, self.timeout_s, channel=USERS_CHANNEL)
+        stale = False
+        while not self._stop.is_set():
+            heard = watcher.poll(1.0)
+            stale = stale or heard is None or bool(heard)
+            if not stale:
+                continue
+            # (re)connected, so notifications may have been missed, or told of a change
+            try:
+                conn = connect(self.dsn, self.timeout_s, autocommit=True)
+                try:
+                    self._sync(conn)
+                finally:
+                    _close_quietly(conn)
+                stale = False
+            except (psycopg.Error, KafkaStorageError, OSError, InvalidConfigurationError) as exc:
+                self._warn.warning("cannot mirror the cluster's SASL users to %s now (%s); "
+                                   "logins use the last copy", self.path, _reason(exc))
+                self._stop.wait(RETRY_BACKOFF_S)
+        watcher.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(self.timeout_s + 2)

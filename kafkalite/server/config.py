@@ -183,7 +183,8 @@ SETTINGS: dict[str, Setting] = {
     "sasl_enabled_mechanisms": Setting("Comma-separated: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.",
                                        ("sasl.enabled.mechanisms",)),
     "sasl_users_file": Setting("SASL credentials, written by `kafkalite users` "
-                               "(\"\": `<data_dir>/sasl-users.json`).", (),
+                               "(\"\": `<data_dir>/sasl-users.json`); with --cluster, a "
+                               "copy of the cluster's users kept in PostgreSQL.", (),
                                "SCRAM credentials in the metadata log"),
     "connections_max_reauth_ms": Setting(
         "SASL session lifetime told to clients that can re-authenticate (KIP-368, "

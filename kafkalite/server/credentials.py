@@ -21,6 +21,17 @@ exclusive lock on ``<file>.lock``, it reads, applies ``change`` and writes,
 so the CLI and the supervisor (AlterUserScramCredentials, scram_control.py)
 never lose each other's edits.
 
+In a cluster (``--cluster``) the users are the ``kafkalite_users`` row of
+the cluster's PostgreSQL, and each node's file is a mirror of it
+(cluster_store.UsersMirror), written by ``write_mirror`` under the same
+lock, with one more key saying whose copy it is::
+
+    "mirror": {"cluster_id": "...", "version": 7}   # the row's version
+
+A mirror is never replaced by an older version of the same cluster's
+users; ``mirrored_cluster`` tells the CLI not to edit it (the node would
+overwrite the edit). The listeners read a mirror like any users file.
+
 SCRAM entries are what Kafka keeps for a SCRAM user (its
 ``UserScramCredentialsRecord``): the salted StoredKey and ServerKey, from
 which a password cannot be recovered. PLAIN (RFC 4616) sends the password
@@ -131,23 +142,65 @@ def write_users(path: str, users: dict) -> None:
                                       sort_keys=True).encode(), mode=0o600)
 
 
-def update_users(path: str, change) -> object:
-    """Read the users, ``change(users)`` them in place, write them back
-    (unless ``change`` raised), all under the file's lock; ``change``'s
-    result is returned."""
+@contextlib.contextmanager
+def _locked(path: str):
+    """The file's lock (``<file>.lock``), held for the block."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path + ".lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            users = read_users(path)
-            before = json.dumps(users, sort_keys=True)
-            result = change(users)
-            if json.dumps(users, sort_keys=True) != before:
-                write_users(path, users)
-            return result
+            yield
         finally:
             with contextlib.suppress(OSError):
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def update_users(path: str, change) -> object:
+    """Read the users, ``change(users)`` them in place, write them back
+    (unless ``change`` raised), all under the file's lock; ``change``'s
+    result is returned."""
+    with _locked(path):
+        users = read_users(path)
+        before = json.dumps(users, sort_keys=True)
+        result = change(users)
+        if json.dumps(users, sort_keys=True) != before:
+            write_users(path, users)
+        return result
+
+
+def _read_document(path: str) -> dict:
+    try:
+        with open(path, "rb") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def mirrored_cluster(path: str) -> str | None:
+    """The cluster id if ``path`` is a cluster node's mirror of the users
+    in PostgreSQL (``write_mirror``), else None."""
+    mirror = _read_document(path).get("mirror")
+    return mirror.get("cluster_id") if isinstance(mirror, dict) else None
+
+
+def write_mirror(path: str, users: dict, cluster_id: str, version: int) -> dict | None:
+    """Make ``path`` version ``version`` of cluster ``cluster_id``'s users
+    (cluster_store.UsersMirror), under the file's lock, unless it already
+    is that version or a newer one; returns the users it replaced, or None
+    if it wrote nothing."""
+    with _locked(path):
+        doc = _read_document(path)
+        mirror = doc.get("mirror")
+        if isinstance(mirror, dict) and mirror.get("cluster_id") == cluster_id \
+                and isinstance(mirror.get("version"), int) and mirror["version"] >= version:
+            return None
+        from kafkalite.storage.checkpoint import write_atomically
+        write_atomically(path, json.dumps(
+            {"version": 1, "mirror": {"cluster_id": cluster_id, "version": version},
+             "users": users}, indent=1, sort_keys=True).encode(), mode=0o600)
+        replaced = doc.get("users")
+        return replaced if isinstance(replaced, dict) else {}
 
 
 class CredentialStore:

@@ -3,12 +3,23 @@ AlterUserScramCredentials (KIP-554), as Kafka's ScramControlManager serves
 them.
 
 The credentials live in the SASL users file (credentials.py), the one store
-``kafkalite users`` edits too. The supervisor serves both APIs (workers
-relay them, relay.py); an alteration is written (``update_users``, under
-the file's lock) before it is answered, and every broker process's
-``CredentialStore`` re-reads the file at its next login, so an altered user
-logs in at once on every Kafka listener of the node, and a deleted one is
-refused there (and at its connections' next re-authentication, KIP-368).
+``kafkalite users`` edits too (``FileUsers``). The supervisor serves both
+APIs (workers relay them, relay.py); an alteration is written
+(``update_users``, under the file's lock) before it is answered, and every
+broker process's ``CredentialStore`` re-reads the file at its next login,
+so an altered user logs in at once on every Kafka listener of the node, and
+a deleted one is refused there (and at its connections' next
+re-authentication, KIP-368).
+
+In a cluster (``--cluster``) the users live in PostgreSQL (``ClusterUsers``,
+cluster_store.py), as Kafka keeps them in its metadata log
+(UserScramCredentialsRecord). Only the controller node's supervisor serves
+the two APIs: every worker of every node relays them to it (broker nodes'
+workers over the network, to the relay the controller published). An
+alteration is a read-modify-write of the row under its row lock, answered
+once committed and written to the controller node's own users file; the
+other nodes' files, mirrors of the row (cluster_store.UsersMirror), follow
+a moment later on its notification. Describe reads the row.
 
 Semantics and error codes are Kafka's:
 
@@ -58,11 +69,47 @@ class _Refused(Exception):
     """One user's alteration refused: (error class, message)."""
 
 
-class ScramControl:
-    """``path`` the SASL users file (credentials.users_file)."""
+class FileUsers:
+    """The SASL users file itself (credentials.users_file): a single node."""
 
     def __init__(self, path: str):
         self.path = path
+        self.where = path
+
+    def read(self) -> dict:
+        return read_users(self.path)
+
+    def update(self, change) -> object:
+        return update_users(self.path, change)
+
+
+class ClusterUsers:
+    """The cluster's SASL users in PostgreSQL, through the controller's
+    PostgresMetadataStore (its connection); each change is also put in
+    this node's users file at once by ``mirror`` (cluster_store.UsersMirror)."""
+
+    def __init__(self, metadata, mirror):
+        self.metadata, self.mirror = metadata, mirror
+        self.where = "the cluster's PostgreSQL"
+
+    def read(self) -> dict:
+        return self.metadata.read_users()
+
+    def update(self, change) -> object:
+        result, users, version = self.metadata.update_users(change)
+        try:
+            self.mirror.write(users, version)
+        except (OSError, errors.KafkaError) as exc:
+            # stored: the mirror's thread writes it on the notification
+            log.warning("cannot write %s now: %s", self.mirror.path, exc)
+        return result
+
+
+class ScramControl:
+    """``users`` a FileUsers or ClusterUsers."""
+
+    def __init__(self, users):
+        self.users = users
 
     def handlers(self) -> dict:
         return {ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: self._describe,
@@ -71,7 +118,7 @@ class ScramControl:
     # ---- DescribeUserScramCredentials -------------------------------------------------------
 
     def _describe(self, ctx: RequestContext, body: dict) -> dict:
-        users = read_users(self.path)
+        users = self.users.read()
         named = [u["name"] for u in body.get("users") or ()]
         if named:
             counts: dict[str, int] = {}
@@ -162,13 +209,14 @@ class ScramControl:
                 outcome[name] = (0, None)
 
         try:
-            update_users(self.path, change)
+            self.users.update(change)
         except (OSError, errors.KafkaError) as exc:
             # not written: no user changed
-            log.error("cannot alter SCRAM credentials in %s: %s", self.path, exc)
+            log.error("cannot alter SCRAM credentials in %s: %s", self.users.where, exc)
             code = (exc.code if isinstance(exc, errors.KafkaError)
                     else errors.KafkaStorageError.code)
-            message = f"cannot write the SASL users file: {exc}"
+            message = (f"cannot write the SASL users file: {exc}" if isinstance(
+                self.users, FileUsers) else f"cannot store the SASL users: {exc}")
             return {"throttle_time_ms": 0, "results": [
                 {"user": name, "error_code": outcome.get(name, (code,))[0] or code,
                  "error_message": message} for name in order]}

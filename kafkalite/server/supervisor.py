@@ -76,7 +76,7 @@ from kafkalite.server.processes import (LOCK_FILE, EarlyStart, WorkerProcess,  #
                                         bind_control, lock_data_dir, spawn_ingest, spawn_worker)
 from kafkalite.server.credentials import users_file
 from kafkalite.server.relay import RelayServer
-from kafkalite.server.scram_control import ScramControl
+from kafkalite.server.scram_control import ClusterUsers, FileUsers, ScramControl
 from kafkalite.server.replica_manager import ReplicaManager
 from kafkalite.server.requests import Listener, RequestDispatcher
 from kafkalite.server.acl_control import AclControl, AclStore, PostgresAclStore
@@ -141,6 +141,7 @@ class Supervisor:
         self.ready = False
         self.handlers: dict = {}
         self.lease = None                 # the controller lease, with --cluster
+        self.users_mirror = None          # this node's copy of the cluster's SASL users, likewise
         # metadata actions the store could not take yet (PostgreSQL away),
         # kept in order and tried again: (what, function, args)
         self._retries: list[tuple[str, object, tuple]] = []
@@ -163,6 +164,12 @@ class Supervisor:
             # controller (broker_node.py): give them a lease's length more
             self._absent_check_at = time.monotonic() + (cfg.broker_session_timeout_ms
                                                         + cfg.controller_lease_ms) / 1000.0
+        users_path = users_file(cfg.data_dir, cfg.sasl_users_file)
+        if cfg.cluster:
+            # the cluster's SASL users, mirrored into this node's file
+            from kafkalite.server.cluster_store import UsersMirror
+            self.users_mirror = UsersMirror(cfg.cluster, users_path)
+            self.users_mirror.start()
         if metadata.rebalance(broker_count):
             log.warning("partitions of workers that no longer exist were moved")
         self.controller = Controller(cfg, metadata, self, broker_count)
@@ -224,7 +231,9 @@ class Supervisor:
         self.acl_control = AclControl(acl_store, authorizer, self, lambda: [
             b.broker_id for b in self.controller.brokers if not b.fenced])
         self.handlers.update(self.acl_control.handlers())
-        self.handlers.update(ScramControl(users_file(cfg.data_dir, cfg.sasl_users_file)).handlers())
+        self.handlers.update(ScramControl(
+            ClusterUsers(self.controller.metadata, self.users_mirror) if cfg.cluster
+            else FileUsers(users_path)).handlers())
         self.quotas = QuotaManager(cfg.quota_window_num, cfg.quota_window_size_seconds)
         self.node_quota_rates = NodeQuotaRates(self.quotas)
         quota_store = (PostgresQuotaStore(self.controller.metadata) if cfg.cluster
@@ -771,6 +780,8 @@ class Supervisor:
         if self.metrics is not None:
             self.metrics.close()
         self.coordinator.close()
+        if self.users_mirror is not None:
+            self.users_mirror.close()
         if self.lease is not None:
             self.lease.close(release=not self.lease.lost)
             self.controller.metadata.close()

@@ -1,10 +1,17 @@
 """``kafkalite users add|list|delete``: the SASL users of a server's Kafka listeners.
 
-Two ways to the one store (server/credentials.py):
+Three ways to the one store (server/credentials.py):
 
 - by default, the credentials file itself (``--data-dir``, ``--users-file``),
   edited under its lock (``credentials.update_users``), for PLAIN and SCRAM
-  users, with or without the server running;
+  users, with or without the server running. A cluster node's file is a
+  mirror of the cluster's users in PostgreSQL, rewritten by the node
+  (cluster_store.UsersMirror): an edit there would be lost, so it is refused
+  with a line naming the two ways below;
+- with ``--cluster DSN``, the cluster's users in PostgreSQL, for PLAIN and
+  SCRAM users (the only way to a cluster's PLAIN users): the same edit as
+  on the file, a read-modify-write of the row under its row lock
+  (``cluster_store.update_users``); every node's mirror follows at once;
 - with ``--bootstrap-server``, over Kafka's protocol, as ``kafka-configs
   --entity-type users --alter --add-config 'SCRAM-SHA-256=[password=...]'``
   does: AlterUserScramCredentials / DescribeUserScramCredentials (KIP-554)
@@ -33,7 +40,9 @@ DESCRIPTION = ("Add, list or delete the SASL users of a server's Kafka listeners
                "salted StoredKey/ServerKey, PLAIN ones as a PBKDF2 hash: never the password. By "
                "default the credentials file is edited (a running server picks changes up at the "
                "next login); with --bootstrap-server, SCRAM users are managed over Kafka's "
-               "protocol (AlterUserScramCredentials, like kafka-configs --entity-type users).")
+               "protocol (AlterUserScramCredentials, like kafka-configs --entity-type users). A "
+               "cluster's users (kafkalite server --cluster) live in its PostgreSQL: manage them "
+               "with --bootstrap-server or --cluster DSN; a node's file only mirrors them.")
 
 
 def add_arguments(users) -> None:
@@ -59,6 +68,9 @@ def add_arguments(users) -> None:
         u.add_argument("--bootstrap-server", metavar="HOST:PORT",
                        help="manage SCRAM users over Kafka's protocol through this Kafka "
                             "listener instead of editing the file")
+        u.add_argument("--cluster", metavar="DSN",
+                       help="a cluster's users (kafkalite server --cluster): edit them in "
+                            "its PostgreSQL instead of a node's file, which only mirrors them")
         add_login_arguments(u, "with --bootstrap-server: client properties "
                                "(security.protocol, sasl.mechanism, sasl.jaas.config, ssl.*), "
                                "as kafka-configs takes",
@@ -66,8 +78,12 @@ def add_arguments(users) -> None:
 
 
 def run(args) -> int:
+    if args.bootstrap_server and args.cluster:
+        raise InvalidConfigurationError("give --bootstrap-server or --cluster, not both")
     if args.bootstrap_server:
         return _over_kafka(args)
+    if args.cluster:
+        return _in_cluster(args)
     return _in_file(args)
 
 
@@ -82,8 +98,48 @@ def _password(args) -> str:
 
 def _in_file(args) -> int:
     path = credentials.users_file(args.data_dir, args.users_file or "")
+    if args.action != "list" and credentials.mirrored_cluster(path) is not None:
+        raise InvalidConfigurationError(
+            f"{path} mirrors the SASL users of a cluster, kept in its PostgreSQL (the node "
+            f"rewrites this file): give --bootstrap-server HOST:PORT (SCRAM users, through any "
+            f"node) or --cluster DSN")
+    return _edit(args, path, lambda: credentials.read_users(path),
+                 lambda change: credentials.update_users(path, change))
+
+
+def _in_cluster(args) -> int:
+    try:
+        import psycopg
+        from kafkalite.server import cluster_store
+    except ImportError as exc:
+        raise InvalidConfigurationError(
+            f"--cluster needs psycopg 3 ({exc}): pip install 'kafkalite[cluster]'") from None
+    conn = cluster_store.connect(args.cluster, args.timeout)
+    try:
+        if args.action != "list":
+            # as a node starting on an empty database would (its first
+            # node's own users are then not taken: the row exists)
+            cluster_store.create_schema(conn)
+
+        def read() -> dict:
+            got = cluster_store.read_users(conn)
+            return {} if got is None else got[0]
+        return _edit(args, "the cluster's PostgreSQL", read,
+                     lambda change: cluster_store.update_users(conn, change))
+    except psycopg.errors.UndefinedTable:
+        raise KafkaError("no kafkalite cluster in that database (no kafkalite_users table)") \
+            from None
+    except psycopg.Error as exc:
+        raise KafkaError(f"the cluster's PostgreSQL: {exc}".strip().splitlines()[0]) from None
+    finally:
+        conn.close()
+
+
+def _edit(args, where: str, read, update) -> int:
+    """list, delete or add on a store: ``read()`` the users, ``update(change)``
+    them (credentials.update_users's contract)."""
     if args.action == "list":
-        users = credentials.read_users(path)
+        users = read()
         for name in sorted(users):
             print(f"{name}\t{','.join(sorted(users[name]))}")
         return 0
@@ -92,19 +148,19 @@ def _in_file(args) -> int:
         def delete(users: dict) -> None:
             entry = users.get(args.user)
             if entry is None:
-                raise KafkaError(f"no SASL user {args.user!r} in {path}")
+                raise KafkaError(f"no SASL user {args.user!r} in {where}")
             for m in mechanisms:
                 entry.pop(m, None)
             if not entry or not args.mechanism:
                 users.pop(args.user)
-        credentials.update_users(path, delete)
-        print(f"deleted {args.user} ({', '.join(mechanisms)}) from {path}")
+        update(delete)
+        print(f"deleted {args.user} ({', '.join(mechanisms)}) from {where}")
         return 0
     password = _password(args)
     # hashed before the lock is taken: 4096+ iterations each
     made = {m: credentials.make_credential(m, password, args.iterations) for m in mechanisms}
-    credentials.update_users(path, lambda users: users.setdefault(args.user, {}).update(made))
-    print(f"added {args.user} ({', '.join(mechanisms)}) to {path}")
+    update(lambda users: users.setdefault(args.user, {}).update(made))
+    print(f"added {args.user} ({', '.join(mechanisms)}) to {where}")
     return 0
 
 
