@@ -164,8 +164,6 @@ def read_with_history(spark, table: str, catalog: dict, connector: str | None = 
     (group ``connect-<name>``) bound the copy; None takes the only one the
     table's newest offsets-carrying snapshot has. Unsupported options raise
     a ValueError naming the option."""
-    from pyspark.sql import functions as F
-
     from kafkalite.connect.connectors.iceberg import sql_catalog
     from kafkalite_spark import register
     given = _check_options(options)
@@ -218,28 +216,32 @@ def read_with_history(spark, table: str, catalog: dict, connector: str | None = 
             tail[tp] = (s, e)
 
     register(spark)
-    columns = [F.col(f.name).cast(f.dataType).alias(f.name) for f in SCHEMA.fields]
     frames = []
     if copy:
         files = [t.file.file_path for t in
                  iceberg_table.scan(snapshot_id=snap.snapshot_id).plan_files()]
-        df = spark.read.parquet(*files)
+        # the source's schema given: columns in its order and types, and no
+        # footer read to infer one
+        df = spark.read.schema(SCHEMA).parquet(*files)
         # the whole copy wanted, and nobody else's rows in it: no filter, so that
         # Spark can answer count() from the Parquet footers
         whole = only_ours and set(copy) == set(first) == set(boundary) and all(
             copy[tp] == (first[tp], boundary[tp]) for tp in copy)
         if not whole:
-            df = df.where(reduce(lambda a, b: a | b, (
-                (F.col("topic") == t) & (F.col("partition") == p) &
-                (F.col("offset") >= lo) & (F.col("offset") < hi)
-                for (t, p), (lo, hi) in sorted(copy.items()))))
-        frames.append(df.select(*columns))
+            df = df.where(" OR ".join(
+                f"(topic = {_sql_string(t)} AND partition = {p} AND offset >= {lo} AND "
+                f"offset < {hi})" for (t, p), (lo, hi) in sorted(copy.items())))
+        frames.append(df)
     for ranges in (tail, head):
         if ranges:
             frames.append(_topic_read(spark, given, ranges))
     if not frames:
         return spark.createDataFrame([], SCHEMA)
     return reduce(lambda a, b: a.unionByName(b), frames)
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _topic_read(spark, given: dict, ranges: dict):
