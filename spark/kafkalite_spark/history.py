@@ -24,7 +24,10 @@ the query's start S and end E resolved once on the driver:
 
 F is found in the oldest snapshot of the group that names the partition:
 the rows that snapshot added for it start at F (their files are read, the
-three offset columns only). Partitions the copy lacks are all "tail".
+three offset columns only). After snapshot expiry that is the oldest kept
+one, so F may be later than the copy's first row: the copy is then
+filtered from F and the offsets below come from the topic (exact, slower).
+Partitions the copy lacks are all "tail".
 
 Retention: with ``startingOffsets`` earliest (or -2 for a partition) the
 copy is read from its first row, so records the topic has already deleted
@@ -121,16 +124,22 @@ def _first_copied(table, snap, key: str, wanted: set) -> tuple[dict, bool]:
     from pyiceberg.manifest import ManifestEntryStatus
     from pyiceberg.table.snapshots import ancestors_of
     oldest: dict = {}          # tp -> the oldest snapshot of the group naming it
-    only_ours = True
+    ours = set()               # the group's snapshots still in the table's history
     for s in ancestors_of(snap, table.metadata):
         props = s.summary.additional_properties if s.summary else {}
         if key not in props:
-            only_ours = False
             continue
+        ours.add(s.snapshot_id)
         for t, parts in json.loads(props[key]).items():
             for p in parts:
                 if (t, int(p)) in wanted:
                     oldest[(t, int(p))] = s
+    # every live file added by a snapshot of the group seen here; not so when
+    # another writer added files, or snapshots expired (their files live on,
+    # older than the oldest snapshot seen): then the copy is never taken whole
+    only_ours = all(entry.snapshot_id in ours
+                    for manifest in snap.manifests(table.io)
+                    for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True))
     first: dict = {}
     by_snapshot: dict = {}
     for tp, s in oldest.items():

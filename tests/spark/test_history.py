@@ -30,7 +30,8 @@ def produce(server, topic, partitions, ids):
     p = Producer(server.config(**{"linger.ms": 2}))
     for i in ids:
         p.produce(topic, None if i % 13 == 5 else b"v%d" % i,
-                  None if i % 7 == 3 else b"k%d" % (i % 5), partition=i % partitions, timestamp=T0 + i)
+                  None if i % 7 == 3 else b"k%d" % (i % 5), partition=i % partitions,
+                  timestamp=T0 + i)
     assert p.flush(30) == 0
     p.close()
 
@@ -118,6 +119,9 @@ def test_history_read_is_the_topic_read_exactly_once_mostly_from_parquet(spark, 
     # the copy served its part: Parquet files among the inputs, and the topic
     # reads planned only the tail (45 records) and the uncopied topic (20)
     assert any(f.endswith(".parquet") for f in df.inputFiles())
+    # the whole copy is wanted and only the sink wrote the table: the Parquet
+    # side is unfiltered, so count() can come from the footers
+    assert "Filter" not in df._jdf.queryExecution().optimizedPlan().toString()
     topic_rows = df.where("offset >= 100 OR topic = 'history-other'").count()
     assert topic_rows == 45 + 20
     # Spark's filters apply to both sides of the union
@@ -237,3 +241,29 @@ def test_a_copy_that_starts_late_leaves_its_head_to_the_topic(spark, server, tmp
     copy = sql_catalog("kafkalite", **catalog_props(tmp_path)).load_table(TABLE).scan() \
         .to_arrow()
     assert sorted(copy["offset"].to_pylist()) == sorted(list(range(10, 40)) * 2)
+
+
+def test_expired_snapshots_leave_the_older_copy_to_the_topic(spark, server, tmp_path):
+    """The copy made in three commits, the two oldest snapshots expired
+    (their rows stay in the table): the oldest snapshot left names rows
+    from offset 20 on, so offsets 0-19 come from the topic and the copy is
+    filtered from 20 -- not taken whole, which would hold them twice."""
+    from kafkalite.connect.connectors.iceberg import sql_catalog
+    from pyiceberg.table.snapshots import ancestors_of
+    topic = "history-expired"
+    create(server, topic, 2)
+    for stage in range(3):
+        produce(server, topic, 2, range(stage * 20, stage * 20 + 20))
+        copy_topic(server, tmp_path, topic, {0: 10 * stage + 10, 1: 10 * stage + 10},
+                   name="ice-expired")
+    produce(server, topic, 2, range(60, 70))
+    table = sql_catalog("kafkalite", **catalog_props(tmp_path)).load_table(TABLE)
+    snapshots = list(ancestors_of(table.current_snapshot(), table.metadata))
+    assert len(snapshots) == 3
+    for old in snapshots[1:]:
+        table.maintenance.expire_snapshots().by_id(old.snapshot_id).commit()
+    df = read_with_history(spark, TABLE, catalog_props(tmp_path), subscribe=topic,
+                           **{"kafkalite.bootstrap.servers": server.bootstrap})
+    want = reader(spark, server, subscribe=topic).load().collect()
+    assert len(want) == 70
+    assert exactly_once_problems(df.collect(), want) == []
