@@ -477,7 +477,8 @@ def plot(res: Results, path: str, args) -> bool:
         rows = [("Parquet", res.get(f"parquet_{op}"), "#999999"),
                 ("ceiling", res.get(f"ceiling_{op}"), "#2ca02c"),
                 ("kafkalite", res.get(f"kafkalite_{op}"), "#1f77b4"),
-                ("naive tuples", res.get(f"naive_{op}"), "#ff7f0e")]
+                ("naive tuples", res.get(f"naive_{op}"), "#ff7f0e"),
+                ("history", res.get(f"history_{op}"), "#9467bd")]
         rows = [r for r in rows if r[1]]
         vals = [r[1] / 1e6 for r in rows]
         bars = ax.bar(range(len(rows)), vals, color=[r[2] for r in rows])
