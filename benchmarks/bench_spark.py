@@ -26,6 +26,13 @@ What is measured (rows/s: wall time of the Spark action):
    wall time swings, the CPU a row costs much less; the ceiling's CPU a row
    over kafkalite's is the rows/s ratio a CPU-bound, otherwise idle machine
    would show.
+   - ``history``: kafkalite_spark.read_with_history, the same records with
+     all but the last ``--history-tail-pct`` percent of each partition in an
+     Iceberg copy made by the Connect Iceberg sink (record format ``kafka``,
+     an in-process worker, SQLite catalog): Spark's Parquet reader for the
+     copy, the kafkalite source for the tail; target: 0.5x Parquet. The
+     sink's copying speed (rows/s, the first record to the table's offsets
+     reaching the end) is reported too. ``--history-tail-pct -1`` skips it.
 1b. The kafkalite source with a user schema of only the columns the query needs.
 1c. Filter pushdown: ``count()`` of the last 1% of each partition's offsets
    (``offset >= ...``, pushed into the planned ranges) against the ceiling
@@ -167,14 +174,17 @@ def ceiling_source_class():
 
 # ---- data ------------------------------------------------------------------------------
 
-def fill_topic(server, args) -> None:
+def fill_topic(server, args, first: int = 0, last: int | None = None) -> None:
     """``records`` records (value_bytes each, keys from a pool of ``keys``)
-    spread evenly over the partitions, through Producer.produce_batch."""
+    spread evenly over the partitions, through Producer.produce_batch; only
+    those of each partition's [first, last) when given (the topic is
+    created with the first)."""
     from kafkalite.client import AdminClient, NewTopic, Producer
-    admin = AdminClient({"bootstrap.servers": server.bootstrap})
-    for f in admin.create_topics([NewTopic(TOPIC, args.partitions)]).values():
-        f.result()
-    admin.close()
+    if first == 0:
+        admin = AdminClient({"bootstrap.servers": server.bootstrap})
+        for f in admin.create_topics([NewTopic(TOPIC, args.partitions)]).values():
+            f.result()
+        admin.close()
     rng = __import__("random").Random(42)
     # every value distinct (a 10-digit sequence number, then random bytes), so
     # Parquet cannot shrink the values column to a dictionary of a few
@@ -184,11 +194,12 @@ def fill_topic(server, args) -> None:
     p = Producer({"bootstrap.servers": server.bootstrap, "linger.ms": 5})
     failed = []
     per = args.records // args.partitions
-    prog = report.Progress("produce", args.records * args.value_bytes)
+    last = per if last is None else last
+    prog = report.Progress("produce", (last - first) * args.partitions * args.value_bytes)
     done = 0
     for part in range(args.partitions):
-        for start in range(0, per, PRODUCE_CHUNK):
-            n = min(PRODUCE_CHUNK, per - start)
+        for start in range(first, last, PRODUCE_CHUNK):
+            n = min(PRODUCE_CHUNK, last - start)
             base = part * per + start
             p.produce_batch(TOPIC, [(b"%010d" % (base + i) + tails[(base + i) % 997])
                                     [:args.value_bytes] for i in range(n)],
@@ -237,6 +248,60 @@ def write_copies(server, args, path: str, ceiling_dir: str) -> int:
                 c.close()
             rows += got
     return rows
+
+
+ICEBERG_TABLE = "bench.records"
+
+
+def copy_to_iceberg(server, args, work: str, copied: int) -> dict:
+    """The topic's first ``copied`` records of each partition copied to an
+    Iceberg table by the Connect Iceberg sink (record format ``kafka``) in
+    an in-process worker; the worker is stopped once the table's offsets
+    reach them. The catalog's properties, and the sink's rows/s."""
+    from kafkalite.connect import Herder, Worker
+    from kafkalite.connect.connectors.iceberg import sql_catalog, table_offsets
+    from kafkalite.connect.offsets import FileOffsetStore
+    from pyiceberg.exceptions import NoSuchTableError
+    catalog = {"uri": f"sqlite:///{work}/catalog.db", "warehouse": f"file://{work}/warehouse"}
+    cat = sql_catalog("kafkalite", **catalog)
+    want = {(TOPIC, p): copied for p in range(args.partitions)}
+    worker = Worker({"bootstrap.servers": server.bootstrap, "offset.flush.interval.ms": 5000,
+                     "consumer.max.poll.records": 10_000},
+                    FileOffsetStore(os.path.join(work, "connect-offsets.json")))
+    worker.start()
+    herder = Herder(worker)
+    bytes_converter = "org.apache.kafka.connect.converters.ByteArrayConverter"
+    prog = report.Progress("iceberg copy", copied * args.partitions * args.value_bytes)
+    try:
+        start = time.perf_counter()
+        herder.put_connector_config("copy", {
+            "connector.class": "org.apache.iceberg.connect.IcebergSinkConnector",
+            "topics": TOPIC, "iceberg.tables": ICEBERG_TABLE,
+            "iceberg.catalog.uri": catalog["uri"],
+            "iceberg.catalog.warehouse": catalog["warehouse"],
+            "iceberg.tables.record-format": "kafka", "key.converter": bytes_converter,
+            "value.converter": bytes_converter, "flush.size": str(args.history_flush_size)},
+            False)
+        while True:
+            try:
+                have = table_offsets(cat.load_table(ICEBERG_TABLE), "connect-copy")
+            except NoSuchTableError:
+                have = {}
+            prog.update(sum(have.values()) * args.value_bytes)
+            if have == want:
+                break
+            if any(v > copied for v in have.values()):
+                raise RuntimeError(f"the sink copied past {copied}: {have}")
+            st = herder.status("copy")
+            if any(t["state"] == "FAILED" for t in st["tasks"]):
+                raise RuntimeError(st["tasks"][0]["trace"])
+            time.sleep(0.2)
+        dt = time.perf_counter() - start
+        prog.finish(copied * args.partitions * args.value_bytes)
+    finally:
+        herder.stop()
+        worker.stop()
+    return {"catalog": catalog, "rows_per_s": copied * args.partitions / dt, "seconds": dt}
 
 
 # ---- measuring ---------------------------------------------------------------------------
@@ -315,9 +380,9 @@ RATIOS = (("ceiling", TARGET_VS_CEILING), ("parquet", TARGET_VS_PARQUET),
           ("naive", TARGET_VS_NAIVE))
 
 
-def add_ratios(res: Results, prefix: str = "kafkalite", test=4) -> None:
+def add_ratios(res: Results, prefix: str = "kafkalite", test=4, ratios=RATIOS) -> None:
     for op, _ in QUERIES:
-        for peer, target in RATIOS:
+        for peer, target in ratios:
             a, b = res.get(f"{prefix}_{op}"), res.get(f"{peer}_{op}")
             if a and b:
                 res.add(f"{prefix}_vs_{peer}_{op}", test, f"{prefix} / {peer}: {op}", a / b,
@@ -412,7 +477,8 @@ def plot(res: Results, path: str, args) -> bool:
         rows = [("Parquet", res.get(f"parquet_{op}"), "#999999"),
                 ("ceiling", res.get(f"ceiling_{op}"), "#2ca02c"),
                 ("kafkalite", res.get(f"kafkalite_{op}"), "#1f77b4"),
-                ("naive tuples", res.get(f"naive_{op}"), "#ff7f0e")]
+                ("naive tuples", res.get(f"naive_{op}"), "#ff7f0e"),
+                ("history", res.get(f"history_{op}"), "#9467bd")]
         rows = [r for r in rows if r[1]]
         vals = [r[1] / 1e6 for r in rows]
         bars = ax.bar(range(len(rows)), vals, color=[r[2] for r in rows])
@@ -456,6 +522,11 @@ def parse_args(argv):
     p.add_argument("--sink-repeats", type=int, default=3,
                    help="runs of each sink mode, alternating; the median is reported "
                         "(0 skips test 5)")
+    p.add_argument("--history-tail-pct", type=float, default=1.0,
+                   help="percent of each partition's records left out of the Iceberg copy "
+                        "that read_with_history reads (-1 skips the history read)")
+    p.add_argument("--history-flush-size", type=int, default=500_000,
+                   help="the Iceberg sink's flush.size (records a table commit holds at most)")
     p.add_argument("--quick", action="store_true", help="tiny sizes for the smoke test")
     p.add_argument("--work-dir", default=None, help="parent of the temporary data directory")
     p.add_argument("--output-dir", default=None,
@@ -510,7 +581,21 @@ def main(argv=None) -> int:
     started = time.perf_counter()
     try:
         server = ServerProcess(os.path.join(work, "data"), workers=2).start()
-        fill_topic(server, args)
+        per = args.records // args.partitions
+        history = None
+        if args.history_tail_pct >= 0:
+            copied = per - int(per * args.history_tail_pct / 100)
+            fill_topic(server, args, 0, copied)
+            say(f"Iceberg copy of {copied:,} records a partition (Connect Iceberg sink, "
+                f"record format kafka)")
+            history = copy_to_iceberg(server, args, work, copied)
+            say(f"  {history['seconds']:.1f} s, {history['rows_per_s'] / 1e3:.0f} k rows/s")
+            res.add("iceberg_sink_kafka_format", 0, "Iceberg sink (kafka format): copy",
+                    history["rows_per_s"], "records/s")
+            if copied < per:
+                fill_topic(server, args, copied, per)
+        else:
+            fill_topic(server, args)
         parquet = os.path.join(work, "records.parquet")
         rows = write_copies(server, args, parquet, os.path.join(work, "ceiling"))
         if rows != args.records:
@@ -527,7 +612,7 @@ def main(argv=None) -> int:
         kafkalite_spark.register(spark)
         spark.dataSource.register(naive_source_class())
         spark.dataSource.register(ceiling_source_class())
-        per, naive_per = args.records // args.partitions, args.naive_records // args.partitions
+        naive_per = args.naive_records // args.partitions
 
         def kafkalite_df(end=None, schema=None):
             r = (spark.read.format("kafkalite") if schema is None else
@@ -551,6 +636,11 @@ def main(argv=None) -> int:
             return (spark.read.format("arrow_ceiling").option("dir", ceiling_dir)
                     .option("partitions", args.partitions).load())
 
+        def history_df():
+            return kafkalite_spark.read_with_history(
+                spark, ICEBERG_TABLE, history["catalog"], connector="copy", subscribe=TOPIC,
+                **{"kafkalite.bootstrap.servers": server.bootstrap})
+
         # warm-up: JVM, Python workers and code paths of every source, small ranges
         say("warm-up")
         warm = min(per, 20_000)
@@ -559,13 +649,17 @@ def main(argv=None) -> int:
             naive_df(min(warm, naive_per)).groupBy("key").count().collect()
         spark.read.parquet(parquet).groupBy("key").count().collect()
         ceiling_df().count()
+        if history is not None:
+            history_df().groupBy("key").count().collect()
         say()
         say(f"[1] kafkalite source, the ceiling source and Parquet, side by side, "
             f"{args.rounds} rounds")
-        run_side_by_side({"kafkalite": (kafkalite_df, args.records),
-                          "ceiling": (ceiling_df, args.records),
-                          "parquet": (lambda: spark.read.parquet(parquet), args.records)},
-                         args.rounds, res, 1,
+        sources = {"kafkalite": (kafkalite_df, args.records),
+                   "ceiling": (ceiling_df, args.records),
+                   "parquet": (lambda: spark.read.parquet(parquet), args.records)}
+        if history is not None:
+            sources["history"] = (history_df, args.records)
+        run_side_by_side(sources, args.rounds, res, 1,
                          cpu_roots=(spark.sparkContext._gateway.proc.pid, server.proc.pid))
         say("[1b] kafkalite source with a user schema of the columns the query needs")
         dt, got = measure("kafkalite, schema 'offset': count()",
@@ -594,6 +688,8 @@ def main(argv=None) -> int:
             run_side_by_side({"naive": (lambda: naive_df(naive_per), args.naive_records)}, 1,
                              res, 3)
         add_ratios(res)
+        if history is not None:
+            add_ratios(res, prefix="history", ratios=(("parquet", TARGET_VS_PARQUET),))
         if args.sink_repeats:
             say("[5] kafkalite sink: at-least-once and exactlyOnce")
             run_sink(spark, server, args, res)

@@ -11,7 +11,9 @@ options.py), so Spark code moves over by changing the format name and the
 ``kafka.`` option prefix. source.py reads (``kafkalite.isolation.level=
 read_committed`` hides aborted and open transactions), sink.py writes
 (at-least-once, or ``exactlyOnce=true``: a transaction per task, committed
-by the driver).
+by the driver). history.py's ``read_with_history`` reads a topic's Iceberg
+copy (the Connect Iceberg sink, record format ``kafka``) through Spark's
+native Parquet reader and only the uncopied rest through the source.
 """
 try:
     import pyspark  # noqa: F401
@@ -22,9 +24,11 @@ except ModuleNotFoundError:
         "(in a checkout: pip install -e '.[spark]'); Spark also needs Java 17+ "
         "(tools/install-system-deps)", name="pyspark") from None
 
+from kafkalite_spark.history import read_with_history  # noqa: E402
 from kafkalite_spark.source import SCHEMA, SCHEMA_WITH_HEADERS, KafkaLiteDataSource  # noqa: E402
 
-__all__ = ["KafkaLiteDataSource", "SCHEMA", "SCHEMA_WITH_HEADERS", "register"]
+__all__ = ["KafkaLiteDataSource", "SCHEMA", "SCHEMA_WITH_HEADERS", "read_with_history",
+           "register"]
 
 
 def register(spark) -> None:

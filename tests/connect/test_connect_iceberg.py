@@ -300,3 +300,57 @@ def test_consumer_close_releases_its_sockets_when_on_revoke_raises(server, topic
     with pytest.raises(RuntimeError, match="the sink's commit failed"):
         c.close()
     assert len(os.listdir("/proc/self/fd")) <= before
+
+
+BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter"
+
+
+def test_kafka_record_format_rows_are_the_records_as_spark_reads_them(
+        connect, server, topic_name, tmp_path):
+    """iceberg.tables.record-format=kafka: one row per record with Spark's
+    Kafka source columns and types, key and value the log's bytes (null
+    keys and tombstones included), the table's offsets as in the value format."""
+    create(server, topic_name, 2)
+    p = Producer(server.config())
+    for i in range(50):
+        p.produce(topic_name, partition=i % 2, key=None if i % 5 == 0 else b"k%d" % i,
+                  value=None if i % 7 == 0 else b"\x00\xffv%d" % i, timestamp=T0 + i)
+    p.flush(30)
+    p.close()
+    connect.create("ice", **sink_config(tmp_path, topic_name, "lake.records", **{
+        "iceberg.tables.record-format": "kafka", "key.converter": BYTES,
+        "value.converter": BYTES}))
+    cat = catalog(tmp_path)
+
+    def rows():
+        from pyiceberg.exceptions import NoSuchTableError
+        try:
+            return cat.load_table("lake.records").scan().to_arrow()
+        except NoSuchTableError:
+            return None
+    wait_for(lambda: (t := rows()) is not None and t.num_rows >= 50, what="50 rows")
+    table = cat.load_table("lake.records")
+    assert [(f.name, str(f.field_type)) for f in table.schema().fields] == [
+        ("key", "binary"), ("value", "binary"), ("topic", "string"), ("partition", "int"),
+        ("offset", "long"), ("timestamp", "timestamptz"), ("timestampType", "int")]
+    got = sorted((r["partition"], r["offset"], r["key"], r["value"], r["topic"],
+                  int(r["timestamp"].timestamp() * 1000), r["timestampType"])
+                 for r in rows().to_pylist())
+    want = sorted((m.partition(), m.offset(), m.key(), m.value(), topic_name,
+                   m.timestamp()[1], 0) for m in read_all(server, topic_name, 2, 50, timeout=30))
+    assert got == want and sum(r[3] is None for r in got) == 8
+    summary = table.current_snapshot().summary.additional_properties
+    assert json.loads(summary["kafka.connect.offsets.connect-ice"]) == {
+        topic_name: {"0": 25, "1": 25}}
+
+
+def test_kafka_record_format_without_byte_array_converters_is_a_400(connect, topic_name,
+                                                                   tmp_path):
+    r = connect.http("POST", "/connectors", json={"name": "bad", "config": sink_config(
+        tmp_path, topic_name, "lake.bad", **{"iceberg.tables.record-format": "kafka",
+                                             "key.converter": BYTES})})
+    assert r.status_code == 400
+    assert "value.converter must be " + BYTES in r.json()["message"]
+    r = connect.http("POST", "/connectors", json={"name": "bad", "config": sink_config(
+        tmp_path, topic_name, "lake.bad", **{"iceberg.tables.record-format": "avro"})})
+    assert r.status_code == 400 and "iceberg.tables.record-format" in r.json()["message"]

@@ -1,9 +1,20 @@
 """IcebergSinkConnector: records of ``topics`` appended to an Apache Iceberg
 table (pyiceberg, a SQL catalog on SQLite or PostgreSQL), exactly once.
 
-Table layout: the value's struct fields as columns (the Parquet sink's
-Arrow batch building, parquet.arrow_table), plus ``__kafka_partition``
-(int), ``__kafka_offset`` (long) and ``__kafka_timestamp`` (timestamptz).
+Table layout (``iceberg.tables.record-format``): ``value`` (the default):
+the value's struct fields as columns (the Parquet sink's Arrow batch
+building, parquet.arrow_table), plus ``__kafka_partition`` (int),
+``__kafka_offset`` (long) and ``__kafka_timestamp`` (timestamptz);
+tombstones (null values) are skipped. ``kafka``: the record as Spark's
+Kafka source has it, ``key`` binary, ``value`` binary, ``topic`` string,
+``partition`` int, ``offset`` long, ``timestamp`` timestamptz,
+``timestampType`` int (0 CreateTime, 1 LogAppendTime), tombstones
+included and headers left out; key and value must come through
+ByteArrayConverter (the bytes as they are in the log), which the
+connector's own config has to name. A ``kafka`` table below its stored
+offsets is the topic itself, offset for offset, so a reader can take the
+copy up to those offsets and the topic after them (kafkalite_spark's
+read_with_history).
 Each commit (the worker's ``pre_commit`` every ``offset.flush.interval.ms``,
 on rebalance and stop, or once ``flush.size`` records are buffered) is one
 Iceberg append snapshot: Parquet data files written by pyiceberg from the
@@ -55,7 +66,8 @@ import re
 import time
 
 from kafkalite.connect.api import SinkConnector, SinkTask
-from kafkalite.connect.config import BOOLEAN, INT, STRING, ConfigDef, ConfigException, at_least
+from kafkalite.connect.config import (BOOLEAN, INT, STRING, ConfigDef, ConfigException, at_least,
+                                      one_of)
 from kafkalite.connect.connectors.parquet import arrow_table
 from kafkalite.connect.errors import ConnectException
 
@@ -64,6 +76,10 @@ log = logging.getLogger("kafkalite.connect.iceberg")
 _PARTITION = re.compile(r"^\s*(year|month|day|hour|identity)\s*\(\s*([^)\s]+)\s*\)\s*$")
 PROPERTY = "kafka.connect.offsets."
 PARTITION_BY = "iceberg.tables.default-partition-by"
+RECORD_FORMAT = "iceberg.tables.record-format"
+BYTES_CONVERTER = "org.apache.kafka.connect.converters.ByteArrayConverter"
+# ConnectRecord.timestamp_type -> Spark's Kafka source timestampType
+TIMESTAMP_TYPES = {"CreateTime": 0, "LogAppendTime": 1}
 CONFIG = (ConfigDef()
           .define("iceberg.tables", STRING,
                   doc="the table, namespace.name (one table for all the topics)")
@@ -80,6 +96,10 @@ CONFIG = (ConfigDef()
                   lambda name, value: partition_fields(value or ""),
                   doc="partitioning of a created table: day(field), hour(...), month(...), "
                       "year(...), identity(...), comma-separated; empty: none")
+          .define(RECORD_FORMAT, STRING, "value", one_of("value", "kafka"),
+                  doc="value: the value's struct fields as columns; kafka: key, value, topic, "
+                      "partition, offset, timestamp, timestampType as Spark's Kafka source "
+                      "(needs ByteArrayConverter for key and value)")
           .define("iceberg.commit.retries", INT, 20, at_least(0),
                   doc="retries of a commit that lost a race with another writer")
           .define("flush.size", INT, 100_000, at_least(1),
@@ -97,6 +117,22 @@ def partition_fields(spec: str) -> list[tuple[str, str]]:
                                   f"month(field), year(field) or identity(field)", spec)
         out.append((m[1], m[2]))
     return out
+
+
+def check_converters(props: dict) -> None:
+    """``kafka`` record format: the connector's own config must name
+    ByteArrayConverter for key and value (the worker's defaults are out of
+    the connector's sight, and any other converter would not hand over the
+    log's bytes)."""
+    if (props.get(RECORD_FORMAT) or "value").strip().lower() != "kafka":
+        return
+    for key in ("key.converter", "value.converter"):
+        if (props.get(key) or "").strip() != BYTES_CONVERTER:
+            raise ConfigException(RECORD_FORMAT, f"Invalid value kafka for configuration "
+                                  f"{RECORD_FORMAT}: the kafka record format stores the "
+                                  f"record's bytes, so {key} must be {BYTES_CONVERTER} in the "
+                                  f"connector's config (it is {props.get(key) or 'not set'})",
+                                  "kafka")
 
 
 def sql_catalog(name: str, **props):
@@ -150,9 +186,20 @@ class IcebergSinkConnector(SinkConnector):
     def config_def(self):
         return CONFIG
 
+    def validate(self, props):
+        values = super().validate(props)
+        try:
+            check_converters(props)
+        except ConfigException as e:
+            for v in values:
+                if v["name"] == RECORD_FORMAT:
+                    v["errors"].append(str(e))
+        return values
+
     def start(self, props):
         self.props = dict(props)
         partition_fields(CONFIG.parse(props)[PARTITION_BY])
+        check_converters(props)
 
     def task_class(self):
         return IcebergSinkTask
@@ -169,6 +216,8 @@ class IcebergSinkTask(SinkTask):
         self.identifier = c["iceberg.tables"]
         self.partition_by = partition_fields(c[PARTITION_BY])
         self.flush_size = c["flush.size"]
+        check_converters(props)
+        self.kafka_format = c[RECORD_FORMAT].strip().lower() == "kafka"
         self.table = None
         self.buffers: dict = {}    # (topic, partition) -> [records]
         self.buffered = 0
@@ -249,9 +298,10 @@ class IcebergSinkTask(SinkTask):
 
     def put(self, records):
         buffers, base = self.buffers, self.base
+        tombstones = self.kafka_format    # a row in the kafka format, skipped in the value one
         for r in records:
             key = (r.topic, r.kafka_partition)
-            if r.value is None or r.kafka_offset < base.get(key, -1):
+            if (r.value is None and not tombstones) or r.kafka_offset < base.get(key, -1):
                 continue    # a tombstone, or in the table already (redelivered before the seek)
             buf = buffers.get(key)
             if buf is None:
@@ -271,6 +321,8 @@ class IcebergSinkTask(SinkTask):
         """The Arrow table of the buffered records of ``keys``: one piece per
         run of records sharing a value schema, concatenated (columns unified)."""
         import pyarrow as pa
+        if self.kafka_format:
+            return self._kafka_batch(keys)
         pieces = []
         for topic, partition in keys:
             recs = self.buffers[(topic, partition)]
@@ -284,6 +336,30 @@ class IcebergSinkTask(SinkTask):
         table = pieces[0] if len(pieces) == 1 else \
             pa.concat_tables(pieces, promote_options="permissive")
         return iceberg_ready(table)
+
+    def _kafka_batch(self, keys):
+        """The ``kafka`` record format: one column list per field over all
+        the buffered records, each made an Arrow array at once."""
+        import pyarrow as pa
+        recs = [r for k in keys for r in self.buffers[k]]
+        kinds = TIMESTAMP_TYPES
+        topics, parts = [], []
+        for (topic, partition) in keys:
+            n = len(self.buffers[(topic, partition)])
+            topics.append(pa.array([topic] * n, pa.string()))
+            parts.append(pa.array([partition] * n, pa.int32()))
+        # timestampType -1 (none) where the record had no timestamp, as Kafka's
+        return pa.table({
+            "key": pa.array([r.key for r in recs], pa.binary()),
+            "value": pa.array([r.value for r in recs], pa.binary()),
+            "topic": pa.concat_arrays(topics),
+            "partition": pa.concat_arrays(parts),
+            "offset": pa.array([r.kafka_offset for r in recs], pa.int64()),
+            "timestamp": pa.array([r.timestamp for r in recs], pa.int64())
+                           .cast(pa.timestamp("ms", tz="UTC")).cast(pa.timestamp("us", tz="UTC")),
+            "timestampType": pa.array([-1 if r.timestamp is None else
+                                       kinds.get(r.timestamp_type, 0) for r in recs], pa.int32()),
+        })
 
     def _conform(self, batch, table_schema):
         """``batch`` with the table's columns, order and types (missing: nulls)."""
