@@ -41,14 +41,16 @@ parts around them, never read into memory. A socket that would block keeps
 the rest of the response in the connection's write queue until POLLOUT.
 
 Security (security.py): with a ``ListenerSecurity`` the listener speaks
-SSL, SASL_PLAINTEXT or SASL_SSL. TLS runs on the same non-blocking sockets:
-the handshake advances on each POLLIN/POLLOUT the SSL layer asks for, so it
-never blocks the loop; a failed handshake (an expired certificate, a
+SSL, SASL_PLAINTEXT or SASL_SSL. TLS runs on the same non-blocking sockets
+(tls.py's TlsConnection: OpenSSL through memory BIOs, the socket read in
+big chunks): the handshake advances on each POLLIN/POLLOUT it asks for, so
+it never blocks the loop; a failed handshake (an expired certificate, a
 plaintext client) closes that connection only. Over TLS a file region
 cannot go out with sendfile (the kernel would send it unencrypted): it is
-read in chunks of ``TLS_REGION_CHUNK`` and written through the SSL socket.
-Decrypted bytes buffered inside the SSL object are invisible to poll, so a
-read drains them (at most one TLS record) before returning. On a SASL
+read in chunks of ``TLS_REGION_CHUNK`` and written through the TLS
+connection, whose ciphertext the socket did not take keeps POLLOUT on.
+Bytes read but not yet decrypted are invisible to poll, so a read drains
+them before returning. On a SASL
 listener a connection serves only ApiVersions, SaslHandshake and
 SaslAuthenticate until it has authenticated; anything else closes it, as
 Kafka does. A failed login is answered, and the connection closed
@@ -100,6 +102,7 @@ from kafkalite.server.requests import (
     RequestDispatcher,
     api_versions_body,
 )
+from kafkalite.server.tls import TlsConnection
 from kafkalite.server.security import ListenerSecurity, certificate_principal
 
 log = logging.getLogger("kafkalite.kafka")
@@ -152,7 +155,7 @@ class KafkaConnection:
         self.closed = False
         self.interest = 0
         self.dispatching = False
-        self.tls = isinstance(sock, ssl.SSLSocket)
+        self.tls = isinstance(sock, TlsConnection)
         self.handshake_wants = zmq.POLLIN if self.tls else 0   # 0: no TLS handshake pending
         self.sasl = None            # a SaslServer until the connection has authenticated
         self.sasl_raw = False       # SaslHandshake v0: raw SASL tokens follow, not requests
@@ -253,8 +256,7 @@ class KafkaListener:
             security = self.security
             if security is not None and security.ssl_context is not None:
                 try:
-                    sock = security.ssl_context.wrap_socket(
-                        sock, server_side=True, do_handshake_on_connect=False)
+                    sock = TlsConnection(sock, security.ssl_context)
                 except (OSError, ValueError) as exc:
                     self._bad_input.warning("%s: cannot start TLS with %s: %s", self.name, peer, exc)
                     sock.close()
@@ -300,7 +302,7 @@ class KafkaListener:
             interest = conn.handshake_wants
         else:
             interest = ((0 if conn.muted or conn.closing or conn.throttled_until else zmq.POLLIN)
-                        | (zmq.POLLOUT if conn.out else 0))
+                        | (zmq.POLLOUT if conn.out or (conn.tls and conn.sock.unsent) else 0))
         if interest != conn.interest and self.poller is not None:
             # register(fd, 0) unregisters: a muted connection with nothing to
             # write is not polled at all, as Kafka mutes a channel.
@@ -692,7 +694,9 @@ class KafkaListener:
     def _flush(self, conn: KafkaConnection) -> None:
         queue, fd = conn.out, conn.fd
         try:
-            while queue:
+            # ciphertext TlsConnection still holds goes first; nothing new until it is out
+            blocked = conn.tls and bool(conn.sock.unsent) and not conn.sock.flush()
+            while queue and not blocked:
                 item = queue[0]
                 if type(item) is list:          # [file region, bytes sent so far]
                     region, sent = item
@@ -721,7 +725,7 @@ class KafkaListener:
         except (OSError, ValueError) as exc:   # peer gone, or a segment deleted under the send
             self._close(conn, None if getattr(exc, "errno", None) in (104, 32) else str(exc))
             return
-        if conn.closing and not queue:
+        if conn.closing and not queue and not (conn.tls and conn.sock.unsent):
             self._linger(conn)
             return
         self._update_interest(conn)
