@@ -593,7 +593,11 @@ class KafkaListener:
         self.unmute(ctx.reply_to)
 
     def throttle(self, ctx: RequestContext, ms: int) -> None:
-        conn = ctx.reply_to
+        self.mute_for(ctx.reply_to, ms)
+
+    def mute_for(self, conn: KafkaConnection, ms: int) -> None:
+        """Read nothing more from ``conn`` for ``ms`` (a client quota's
+        throttle; the relay's too, for requests the supervisor answered)."""
         if conn.closed:
             return
         until = time.monotonic() + ms / 1000.0

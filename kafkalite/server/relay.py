@@ -24,8 +24,13 @@ Frames, worker -> supervisor::
 
 supervisor -> worker::
 
-    [RELAY_REPLY header: relay id int32, kind int8, error code int16, UTF-8 message]
+    [RELAY_REPLY header: relay id int32, kind int8, error code int16,
+                         throttle ms int32, UTF-8 message]
     [the encoded response frame]        (kind RESPONSE only)
+
+The throttle is what the client's quotas (quotas.py) held it back by when
+the supervisor answered: the worker mutes the client's connection that
+long, as its own answers do (the response's throttle_time_ms says so too).
 
 Kinds: RESPONSE; ERROR (a whole-request error: the worker answers it in the
 API's schema, exactly as for a request it served itself); NOTHING (the
@@ -53,7 +58,7 @@ log = logging.getLogger("kafkalite.relay")
 RESPONSE, ERROR, NOTHING, CLOSE = 0, 1, 2, 3
 _RELAY_ID = struct.Struct(">i")
 _LENGTH = struct.Struct(">h")               # a string's length
-_REPLY_HEADER = struct.Struct(">ibh")       # relay id, kind, error code
+_REPLY_HEADER = struct.Struct(">ibhi")      # relay id, kind, error code, throttle ms
 
 
 def encode_relay_request(relay_id: int, client_address: str, principal: str = ANONYMOUS,
@@ -84,13 +89,17 @@ def decode_relay_request(buf) -> tuple[int, str, str, str | None]:
     return relay_id, address, principal, listener_name or None
 
 
-def encode_relay_reply(relay_id: int, kind: int, code: int = 0, message: str = "") -> bytes:
-    return _REPLY_HEADER.pack(relay_id, kind, code) + message.encode("utf-8", "replace")
+def encode_relay_reply(relay_id: int, kind: int, code: int = 0, message: str = "",
+                       throttle_ms: int = 0) -> bytes:
+    return _REPLY_HEADER.pack(relay_id, kind, code, throttle_ms) + message.encode("utf-8",
+                                                                                 "replace")
 
 
-def decode_relay_reply(buf) -> tuple[int, int, int, str]:
-    relay_id, kind, code = _REPLY_HEADER.unpack_from(buf)
-    return relay_id, kind, code, bytes(buf[_REPLY_HEADER.size:]).decode("utf-8", "replace")
+def decode_relay_reply(buf) -> tuple[int, int, int, str, int]:
+    """(relay id, kind, error code, message, throttle ms)."""
+    relay_id, kind, code, throttle_ms = _REPLY_HEADER.unpack_from(buf)
+    return (relay_id, kind, code, bytes(buf[_REPLY_HEADER.size:]).decode("utf-8", "replace"),
+            throttle_ms)
 
 
 class RelayServer:
@@ -102,6 +111,7 @@ class RelayServer:
                  bind_host: str = "127.0.0.1", advertised_host: str = "127.0.0.1"):
         self.dispatcher = dispatcher
         self._bad_input = RateLimitedLog(log)
+        self._throttles: dict = {}       # (worker, relay id) -> ms, until the answer goes
         self.socket = zctx.socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
@@ -145,6 +155,11 @@ class RelayServer:
 
     # Responder
 
+    def throttle(self, ctx: RequestContext, ms: int) -> None:
+        """A quota held the client back (called just before the answer):
+        the reply tells the worker to mute its connection that long."""
+        self._throttles[ctx.reply_to] = ms
+
     def send_response(self, ctx: RequestContext, body: dict) -> None:
         worker, relay_id = ctx.reply_to
         h = ctx.header
@@ -154,15 +169,18 @@ class RelayServer:
             log.error("cannot encode the relayed %r response: %s", h.api_key, exc)
             self.send_error(ctx, errors.UnknownServerError.code, f"cannot encode the response: {exc}")
             return
-        self.socket.send_multipart([worker, encode_relay_reply(relay_id, RESPONSE), frame])
+        self.socket.send_multipart([worker, encode_relay_reply(
+            relay_id, RESPONSE, throttle_ms=self._throttles.pop(ctx.reply_to, 0)), frame])
 
     def send_error(self, ctx: RequestContext, code: int, message: str) -> None:
         worker, relay_id = ctx.reply_to
-        self.socket.send_multipart([worker, encode_relay_reply(relay_id, ERROR, code, message)])
+        self.socket.send_multipart([worker, encode_relay_reply(
+            relay_id, ERROR, code, message, self._throttles.pop(ctx.reply_to, 0))])
 
     def send_nothing(self, ctx: RequestContext) -> None:
         worker, relay_id = ctx.reply_to
-        self.socket.send_multipart([worker, encode_relay_reply(relay_id, NOTHING)])
+        self.socket.send_multipart([worker, encode_relay_reply(
+            relay_id, NOTHING, throttle_ms=self._throttles.pop(ctx.reply_to, 0))])
 
 
 class RelayClient:
@@ -196,7 +214,7 @@ class RelayClient:
             except zmq.Again:
                 return
             try:
-                relay_id, kind, code, message = decode_relay_reply(frames[0])
+                relay_id, kind, code, message, throttle_ms = decode_relay_reply(frames[0])
             except struct.error:
                 log.error("dropped a malformed relay reply of %d bytes", len(frames[0]))
                 continue
@@ -204,6 +222,8 @@ class RelayClient:
             if pending is None:
                 continue
             listener, conn, header = pending
+            if throttle_ms > 0:
+                listener.mute_for(conn, throttle_ms)    # before the answer: the next request waits
             if kind == RESPONSE and len(frames) == 2:
                 listener.respond_frame(conn, frames[1])
             elif kind == ERROR:

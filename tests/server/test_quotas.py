@@ -231,10 +231,18 @@ def test_kafka_matching_order_decides_which_entity_a_client_counts_against(own_s
         admin.close()
 
 
-def test_request_percentage_throttles_and_mutes_the_connection(server):
+@pytest.mark.parametrize("where", ["supervisor", "worker"])
+def test_request_percentage_throttles_and_mutes_the_connection(server, where):
     """A client over its request_percentage (handler time) is told
-    throttle_time_ms and its connection muted: its next request waits."""
-    wire = KafkaWire(server.kafka_bootstrap, timeout=30.0)    # client id "compat-test"
+    throttle_time_ms and its connection muted: its next request waits. On
+    a worker's listener Metadata is relayed to the supervisor, which
+    counts it; the relay's reply carries the throttle, and the worker
+    mutes the connection."""
+    address = server.kafka_bootstrap
+    if where == "worker":
+        port = next(b["port"] for b in server.refresh()["kafka_brokers"] if b["node_id"] == 0)
+        address = f"{address.rsplit(':', 1)[0]}:{port}"
+    wire = KafkaWire(address, timeout=30.0)    # client id "compat-test"
     metadata = {"topics": [], "allow_auto_topic_creation": False,
                 "include_topic_authorized_operations": False}
     try:
