@@ -603,11 +603,31 @@ class PostgresMetadataStore(MetadataStore):
         return [(r[0], bytes(r[1])) for r in rows]
 
     def append_internal(self, topic: str, partition: int, base_offset: int, batch) -> None:
-        """One batch of an internal partition, under the lease."""
-        self._fenced_write(lambda conn: conn.execute(
-            "INSERT INTO kafkalite_internal_batches (topic, partition, base_offset, batch) "
-            "VALUES (%s, %s, %s, %s) ON CONFLICT (topic, partition, base_offset) "
-            "DO UPDATE SET batch = EXCLUDED.batch", (topic, partition, base_offset, bytes(batch))))
+        """One batch of an internal partition, under the lease: one
+        statement, in a transaction of its own, that locks the lease row
+        (as ``_fenced_write`` does) and inserts only if it is still this
+        node's -- one round trip per group commit, not four."""
+        if not self.lease.held:
+            raise NotControllerError(f"node {self.lease.node_id} does not hold the "
+                                     f"controller lease")
+        conn = self._connection()
+        try:
+            conn.autocommit = True      # a failure closes the connection (_broken)
+            inserted = conn.execute(
+                "WITH lease AS (SELECT 1 FROM kafkalite_controller WHERE id = 1 AND "
+                "node_id = %s AND epoch = %s AND lease_until > now() FOR UPDATE) "
+                "INSERT INTO kafkalite_internal_batches (topic, partition, base_offset, batch) "
+                "SELECT %s, %s, %s, %s FROM lease ON CONFLICT (topic, partition, base_offset) "
+                "DO UPDATE SET batch = EXCLUDED.batch",
+                (self.lease.node_id, self.lease.epoch, topic, partition, base_offset,
+                 bytes(batch))).rowcount
+            conn.autocommit = False
+        except psycopg.Error as exc:
+            raise self._broken(exc) from None
+        if inserted != 1:
+            raise NotControllerError(f"metadata changed under node {self.lease.node_id}: the "
+                                     f"controller lease is no longer its epoch "
+                                     f"{self.lease.epoch}")
 
     def rewrite_internal(self, topic: str, partition: int, batches: list) -> None:
         """Replace an internal partition's batches (after its log was

@@ -347,7 +347,10 @@ def test_expired_server_certificate_is_refused_by_clients(tmp_path, certs, topic
     srv = _start(tmp_path, "SSL", certs, cert="expired")
     try:
         err = confluent_auth_error(ck_conf(srv, "SSL", None, certs), topic_name)
-        assert err.code() == ck.KafkaError._SSL, err
+        # librdkafka files the same handshake failure under _SSL or, when it
+        # meets it on its read path, _TRANSPORT (both seen, in full runs on
+        # a loaded machine); its message is what says why
+        assert err.code() in (ck.KafkaError._SSL, ck.KafkaError._TRANSPORT), err
         assert "certificate verify failed" in err.str(), err
         with pytest.raises(kafka.errors.KafkaTimeoutError):
             kafka.KafkaProducer(**{**kp_conf(srv, "SSL", None, certs), "bootstrap_timeout_ms": 3000})
