@@ -52,8 +52,7 @@ import json
 from functools import reduce
 
 from kafkalite_spark import options as opt
-from kafkalite_spark.source import (SCHEMA, _consumer, resolve, topic_partitions,
-                                    watermarks)
+from kafkalite_spark.source import SCHEMA, _consumer, batch_offsets
 
 PROPERTY = "kafka.connect.offsets."
 # The options read_with_history passes on to the source's reads of the topic
@@ -178,15 +177,7 @@ def read_with_history(spark, table: str, catalog: dict, connector: str | None = 
     given = _check_options(options)
     o = opt.parse_source(given, streaming=False)
     with _consumer(o) as consumer:
-        tps = topic_partitions(o, consumer, must_exist=True)
-        marks = watermarks(consumer, tps)
-        starts = resolve(o.starting, tps, consumer, marks, starting=True)
-        ends = resolve(o.ending, tps, consumer, marks, starting=False)
-    for tp in tps:
-        if starts[tp] > ends[tp]:
-            raise opt.OptionError(o.starting.option, f"{tp[0]}-{tp[1]}: starting offset "
-                                                     f"{starts[tp]} is after the ending offset "
-                                                     f"{ends[tp]}")
+        tps, starts, ends = batch_offsets(o, consumer)
     # from the copy's first row where the query starts at the earliest offset
     from_start = {tp: o.starting.kind == "earliest" or
                   (o.starting.kind == "offsets" and o.starting.offsets[tp] == opt.EARLIEST)

@@ -170,6 +170,21 @@ def resolve(spec: opt.OffsetSpec, tps, consumer: Consumer, marks: dict, *,
 MIN_TASK_RECORDS = 1_000_000
 
 
+def batch_offsets(o: opt.SourceOptions, consumer: Consumer) -> tuple[list, dict, dict]:
+    """The topic partitions of a batch read, with their start and end
+    offsets resolved; a start after its end is refused (OptionError)."""
+    tps = topic_partitions(o, consumer, must_exist=True)
+    marks = watermarks(consumer, tps)
+    starts = resolve(o.starting, tps, consumer, marks, starting=True)
+    ends = resolve(o.ending, tps, consumer, marks, starting=False)
+    for tp in tps:
+        if starts[tp] > ends[tp]:
+            raise opt.OptionError(o.starting.option, f"{tp[0]}-{tp[1]}: starting offset "
+                                                     f"{starts[tp]} is after the ending offset "
+                                                     f"{ends[tp]}")
+    return tps, starts, ends
+
+
 def split_ranges(ranges: list[OffsetRange], min_partitions: int | None,
                  max_records: int | None, cores: int | None = None) -> list[OffsetRange]:
     """Spark's KafkaOffsetRangeCalculator: with more Spark partitions wanted
@@ -502,15 +517,7 @@ class KafkaLiteBatchReader(DataSourceReader):
     def partitions(self):
         o, pushed = self.options, self.pushed
         with _consumer(o) as consumer:
-            tps = topic_partitions(o, consumer, must_exist=True)
-            marks = watermarks(consumer, tps)
-            starts = resolve(o.starting, tps, consumer, marks, starting=True)
-            ends = resolve(o.ending, tps, consumer, marks, starting=False)
-            for tp in tps:
-                if starts[tp] > ends[tp]:
-                    raise opt.OptionError(o.starting.option, f"{tp[0]}-{tp[1]}: starting "
-                                                             f"offset {starts[tp]} is after the "
-                                                             f"ending offset {ends[tp]}")
+            tps, starts, ends = batch_offsets(o, consumer)
             # the options checked, the pushed filters narrow what is read
             tps = [tp for tp in tps if pushed.keeps(*tp)]
             if pushed.timestamp_from is not None and pushed.timestamp_from > 0 and tps:
