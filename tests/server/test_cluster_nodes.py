@@ -73,10 +73,34 @@ def node_of(dsn) -> dict:
         return dict(c.execute("SELECT broker_id, node_id FROM kafkalite_brokers").fetchall())
 
 
-def full_isr(c, topic, partitions):
+def full_isr(c, topic, partitions, rf=3):
     st = state(c, topic)
-    return len(st) == partitions and all(len(isr) == 3 and leader >= 0
+    return len(st) == partitions and all(len(isr) == rf and leader >= 0
                                          for leader, _, isr in st.values())
+
+
+def produce_acked(c, topic, prefix, n=30):
+    """``n`` records ``<prefix>-<i>`` over 3 partitions, acks=all, all acknowledged."""
+    p = Producer(c.config(acks="all"))
+    for i in range(n):
+        p.produce(topic, b"%s-%d" % (prefix.encode(), i), partition=i % 3)
+    assert p.flush(30) == 0
+    p.close()
+
+
+def consume_in_group(c, topic, group, n=30, commit=False) -> list:
+    """The values a member of ``group`` reads (up to ``n``, 30 s at most),
+    its offsets committed at the end when ``commit``."""
+    g = Consumer(c.config(**{"group.id": group, "auto.offset.reset": "earliest",
+                              "enable.auto.commit": False}))
+    g.subscribe([topic])
+    got, deadline = [], time.monotonic() + 30
+    while len(got) < n and time.monotonic() < deadline:
+        got += [m.value() for m in g.consume(100, 0.5) if m.error() is None]
+    if commit:
+        g.commit(asynchronous=False)
+    g.close()
+    return got
 
 
 def kill_node(s) -> None:
@@ -152,39 +176,16 @@ def test_the_controller_node_comes_back_and_its_broker_nodes_rejoin(pg, three_no
     c = nodes[1]
     create(c, "ctl", partitions=3, rf=3, **{"min.insync.replicas": "2"})
     wait_for(lambda: full_isr(c, "ctl", 3), what="a full ISR")
-    p = Producer(c.config(acks="all"))
-    for i in range(30):
-        p.produce("ctl", b"a-%d" % i, partition=i % 3)
-    assert p.flush(30) == 0
-    p.close()
-    g = Consumer(c.config(**{"group.id": "g", "auto.offset.reset": "earliest",
-                              "enable.auto.commit": False}))
-    g.subscribe(["ctl"])
-    got = []
-    deadline = time.monotonic() + 30
-    while len(got) < 30 and time.monotonic() < deadline:
-        got += [m for m in g.consume(100, 0.5) if m.error() is None]
-    g.commit(asynchronous=False)
-    g.close()
-    assert len(got) == 30
+    produce_acked(c, "ctl", "a")
+    assert len(consume_in_group(c, "ctl", "g", commit=True)) == 30
     kill_node(c)
     start(1)
     c = nodes[1]
     wait_for(lambda: live_brokers(c) == 6, timeout=60, what="every node's workers back")
     wait_for(lambda: full_isr(c, "ctl", 3), timeout=60,
              what="every broker node's workers back with the restarted controller")
-    p = Producer(c.config(acks="all"))
-    for i in range(30):
-        p.produce("ctl", b"b-%d" % i, partition=i % 3)
-    assert p.flush(30) == 0
-    p.close()
-    g = Consumer(c.config(**{"group.id": "g", "auto.offset.reset": "earliest"}))
-    g.subscribe(["ctl"])
-    again = []
-    deadline = time.monotonic() + 30
-    while len(again) < 30 and time.monotonic() < deadline:
-        again += [m.value() for m in g.consume(100, 0.5) if m.error() is None]
-    g.close()
+    produce_acked(c, "ctl", "b")
+    again = consume_in_group(c, "ctl", "g")
     assert sorted(again) == sorted(b"b-%d" % i for i in range(30))   # resumed at its commit
 
 
@@ -282,7 +283,7 @@ def test_named_listeners_across_the_nodes(pg, tmp_path):
         assert remote and all(b in seen["B"] for b in remote)
         admin.create_topics([NewTopic("named", num_partitions=2, replication_factor=2)])[
             "named"].result(20)
-        wait_for(lambda: full_isr_of(nodes[0], "named", 2, 2), what="the topic's ISR full")
+        wait_for(lambda: full_isr(nodes[0], "named", 2, rf=2), what="the topic's ISR full")
         p = ck.Producer({"bootstrap.servers": listeners["B"]["bootstrap.servers"], "acks": "all"})
         want = sorted(b"n-%03d" % i for i in range(100))
         for i, v in enumerate(want):
@@ -306,11 +307,6 @@ def test_named_listeners_across_the_nodes(pg, tmp_path):
                 s.stop()
 
 
-def full_isr_of(c, topic, partitions, rf):
-    st = state(c, topic)
-    return len(st) == partitions and all(len(isr) == rf and leader >= 0
-                                         for leader, _, isr in st.values())
-
 
 def controller_of(dsn) -> dict | None:
     from kafkalite.server import cluster_store
@@ -327,20 +323,8 @@ def test_the_controller_fails_over_to_another_node(pg, three_nodes):
     c = nodes[1]
     create(c, "fo", partitions=3, rf=3, **{"min.insync.replicas": "2"})
     wait_for(lambda: full_isr(c, "fo", 3), what="a full ISR")
-    p = Producer(c.config(acks="all"))
-    for i in range(30):
-        p.produce("fo", b"a-%d" % i, partition=i % 3)
-    assert p.flush(30) == 0
-    p.close()
-    g = Consumer(c.config(**{"group.id": "fo", "auto.offset.reset": "earliest",
-                              "enable.auto.commit": False}))
-    g.subscribe(["fo"])
-    got, deadline = [], time.monotonic() + 30
-    while len(got) < 30 and time.monotonic() < deadline:
-        got += [m for m in g.consume(100, 0.5) if m.error() is None]
-    g.commit(asynchronous=False)
-    g.close()
-    assert len(got) == 30
+    produce_acked(c, "fo", "a")
+    assert len(consume_in_group(c, "fo", "fo", commit=True)) == 30
     dead = {b for b, n in node_of(pg.dsn).items() if n == 1}
     kill_node(c)
     taken = wait_for(lambda: (lambda ctl: ctl if ctl and ctl["live"] and ctl["node_id"] != 1
@@ -354,17 +338,8 @@ def test_the_controller_fails_over_to_another_node(pg, three_nodes):
     wait_for(lambda: all(leader >= 0 and leader not in dead
                          for leader, _, _ in state(new, "fo").values()), timeout=60,
              what="the dead node's leaderships moved")
-    p = Producer(new.config(acks="all"))
-    for i in range(30):
-        p.produce("fo", b"b-%d" % i, partition=i % 3)
-    assert p.flush(30) == 0
-    p.close()
-    g = Consumer(new.config(**{"group.id": "fo", "auto.offset.reset": "earliest"}))
-    g.subscribe(["fo"])
-    again, deadline = [], time.monotonic() + 30
-    while len(again) < 30 and time.monotonic() < deadline:
-        again += [m.value() for m in g.consume(100, 0.5) if m.error() is None]
-    g.close()
+    produce_acked(new, "fo", "b")
+    again = consume_in_group(new, "fo", "fo")
     assert sorted(again) == sorted(b"b-%d" % i for i in range(30))   # resumed at its commit
     old = start(1)
     assert old.info["role"] == "broker"
