@@ -56,8 +56,7 @@ def ck_produce(server, topic: str, n: int) -> float:
             try:
                 produce(topic, value, partition=0)
             except BufferError:
-                p.poll(0.01)
-                produce(topic, value, partition=0)
+                report.produce_when_room(p, lambda: produce(topic, value, partition=0))
         assert p.flush(120) == 0
     seconds = report.timed(loop)
     return n / seconds

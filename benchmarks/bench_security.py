@@ -91,8 +91,7 @@ def produce(server, protocol, certs, topic: str, n: int) -> float:
             try:
                 send(topic, value, partition=0)
             except BufferError:
-                p.poll(0.01)
-                send(topic, value, partition=0)
+                report.produce_when_room(p, lambda: send(topic, value, partition=0))
         assert p.flush(120) == 0
     return n / report.timed(loop)
 

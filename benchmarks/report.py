@@ -99,6 +99,24 @@ def quiesce() -> None:
         os.sync()
 
 
+def produce_when_room(producer, send, give_up_s: float = 60.0) -> None:
+    """``send()`` once librdkafka's local queue has room: called after a
+    ``BufferError``, it polls until delivery reports make room, as an
+    application would. A loaded machine can leave a million records in
+    flight for seconds; a broker that stops answering for ``give_up_s``
+    fails the run with a readable error instead of spinning forever."""
+    give_up = time.monotonic() + give_up_s
+    while True:
+        producer.poll(0.05)
+        try:
+            send()
+            return
+        except BufferError:
+            if time.monotonic() > give_up:
+                raise RuntimeError(f"librdkafka's queue stayed full for {give_up_s:.0f} s: "
+                                   "the broker stopped answering") from None
+
+
 # ---- the machine and the directories ---------------------------------------------------
 
 def default_work_parent() -> str:
