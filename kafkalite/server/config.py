@@ -42,6 +42,8 @@ DEFAULT_KAFKA_WORKER_BASE_PORT = 9100
 DEFAULT_METRICS_PORT = 9404
 METRICS_OFF = -1
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# group.consumer.migration.policy's values (server/coordinator.py acts on them)
+MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,13 @@ SETTINGS: dict[str, Setting] = {
     "group_consumer_heartbeat_interval_ms": Setting(
         "KIP-848 groups: how often members heartbeat.",
         ("group.consumer.heartbeat.interval.ms",)),
+    "group_consumer_migration_policy": Setting(
+        "Which online conversions between a classic group and a KIP-848 consumer group are "
+        "allowed: `bidirectional` (Kafka 4's default), `upgrade` (a classic group in use "
+        "becomes a consumer group when a consumer-protocol member joins), `downgrade` (a "
+        "consumer group whose last consumer-protocol member left becomes classic), "
+        "`disabled` (a group with members keeps its protocol).",
+        ("group.consumer.migration.policy",)),
     "group_share_session_timeout_ms": Setting(
         "Share groups: a member silent this long is removed.",
         ("group.share.session.timeout.ms",)),
@@ -252,6 +261,7 @@ class ServerConfig:
     group_initial_rebalance_delay_ms: int = 0
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_migration_policy: str = "bidirectional"
     group_share_session_timeout_ms: int = 45_000
     group_share_heartbeat_interval_ms: int = 5_000
     group_share_record_lock_duration_ms: int = 30_000
@@ -309,6 +319,11 @@ class ServerConfig:
                 self.log_level and self.log_level.upper() not in LOG_LEVELS):
             raise InvalidConfigurationError(
                 f"log_level must be one of {', '.join(LOG_LEVELS)}, not {self.log_level!r}")
+        if self.group_consumer_migration_policy not in MIGRATION_POLICIES:
+            raise InvalidConfigurationError(
+                f"group_consumer_migration_policy must be one of "
+                f"{', '.join(MIGRATION_POLICIES)}, not "
+                f"{self.group_consumer_migration_policy!r}")
         if not isinstance(self.workers, int) or self.workers < 0:
             raise InvalidConfigurationError(f"workers must be 0 (one per core) or more, not {self.workers!r}")
         if not isinstance(self.default_partitions, int) or self.default_partitions < 1:

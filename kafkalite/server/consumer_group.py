@@ -37,6 +37,21 @@ partitions it may own now.
 - A member that sends no heartbeat for ``group.consumer.session.timeout.ms``
   is removed and its partitions move.
 
+Classic members (KIP-848's online migration): a member of a classic
+client in a consumer group joins with JoinGroup; its subscription and owned
+partitions come from the consumer protocol's metadata and it is reconciled
+as a heartbeat would reconcile it, then answered at once, never as the
+leader, with its member epoch as generation. SyncGroup hands it what it
+may own now (partitions it must revoke left out, which is how a
+cooperative member learns to give them up), and its Heartbeat answers
+REBALANCE_IN_PROGRESS -- rejoin -- while the group epoch is ahead of it,
+it holds partitions to revoke, or the partitions it waits for are free.
+A member that says it owns none of the partitions taken from it (an eager
+member revokes everything before rejoining) moves on at once. Its own
+session timeout applies; its commits are checked against its member epoch
+with ILLEGAL_GENERATION. When the last consumer-protocol member leaves,
+``only_classic_left`` lets the classic coordinator turn the group back.
+
 Membership lives in memory only: committed offsets go through the classic
 coordinator's offsets log (group_log.py) and survive a restart; after one,
 members get UNKNOWN_MEMBER_ID and rejoin with epoch 0 (Kafka would replay
@@ -49,6 +64,7 @@ later that matches bumps the group epoch at the next heartbeat.
 
 Who may call: the group coordinator (coordinator.py), on the supervisor's
 thread: it routes ConsumerGroupHeartbeat and ConsumerGroupDescribe here,
+and the classic requests of a consumer group's classic members (``classic_*``),
 asks ``validate_commit`` for OffsetCommit/OffsetFetch of consumer groups and
 calls ``tick()`` from its own.
 """
@@ -62,6 +78,8 @@ from dataclasses import dataclass, field
 
 from kafkalite import errors
 from kafkalite.errors import KafkaError
+from kafkalite.protocol import decode_subscription, encode_assignment
+from kafkalite.protocol.errors import ProtocolError
 from kafkalite.server.metadata import INTERNAL_TOPICS
 
 log = logging.getLogger("kafkalite.consumer_group")
@@ -82,12 +100,23 @@ ASSIGNING = "Assigning"
 RECONCILING = "Reconciling"
 STABLE_GROUP = "Stable"
 
+CONSUMER_PROTOCOL = "consumer"          # the classic protocol type of consumers
+
 UNIFORM = "uniform"
 RANGE = "range"
 ASSIGNORS = (UNIFORM, RANGE)
 
 TopicPartition = tuple  # (topic id: uuid.UUID, partition: int)
 REGEX_MATCH_TIMEOUT_S = 0.05     # per topic name; Kafka's RE2/J cannot backtrack at all
+
+
+@dataclass
+class ClassicMetadata:
+    """What a member that speaks the classic protocol (JoinGroup, SyncGroup,
+    Heartbeat) inside a consumer group brought along: its own session
+    timeout and the protocols of its JoinGroup, kept for a downgrade."""
+    session_timeout_ms: int
+    protocols: list                                # [(name, subscription bytes)]
 
 
 @dataclass
@@ -109,6 +138,7 @@ class ConsumerGroupMember:
     pending_revocation: frozenset = frozenset()    # taken away, not yet acknowledged
     last_heartbeat: float = 0.0                    # monotonic s
     revocation_deadline: float | None = None       # monotonic s, in UNREVOKED_PARTITIONS
+    classic: ClassicMetadata | None = None         # a classic-protocol member (migration)
 
 
 @dataclass
@@ -212,6 +242,12 @@ def assign_uniform(members: dict, topics: dict, current: dict) -> dict:
 ASSIGNOR_FUNCTIONS = {UNIFORM: assign_uniform, RANGE: assign_range}
 
 
+def _join_error(member_id: str, code: int) -> dict:
+    return {"throttle_time_ms": 0, "error_code": code, "generation_id": -1,
+            "protocol_type": None, "protocol_name": "", "leader": "",
+            "skip_assignment": False, "member_id": member_id, "members": []}
+
+
 def _error(code: int, message: str | None = None, member_id: str | None = None,
            epoch: int = -1) -> dict:
     return {"throttle_time_ms": 0, "error_code": code, "error_message": message,
@@ -234,6 +270,9 @@ class ConsumerGroupCoordinator:
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self._clock = clock
         self.groups: dict[str, ConsumerGroup] = {}
+        # cg -> bool: the group's last consumer-protocol member left; the
+        # classic coordinator may turn it back into a classic group (True)
+        self.only_classic_left = lambda cg: False
 
     # ---- ConsumerGroupHeartbeat ------------------------------------------------------------------
 
@@ -323,18 +362,9 @@ class ConsumerGroupCoordinator:
                 if old.member_epoch != STATIC_LEAVE_EPOCH:
                     raise errors.UnreleasedInstanceIdError(
                         f"Static member {old_id} with instance id {instance} is not released.")
-                # the new incarnation takes over the old one's place and assignment
-                del cg.members[old_id]
-                old.member_id, old.client_host = mid, host
+                old.client_host = host
                 old.member_epoch = old.previous_member_epoch
-                cg.members[mid] = old
-                cg.static[instance] = mid
-                if old_id in cg.target:
-                    cg.target[mid] = cg.target.pop(old_id)
-                for tp in old.assigned | old.pending_revocation:
-                    cg.owners[tp] = mid
-                log.info("group %s: static member %s came back as %s", cg.group_id, instance,
-                         mid)
+                self._replace_static(cg, old, mid)
                 return old
         m = cg.members.get(mid)
         if m is not None:
@@ -353,11 +383,27 @@ class ConsumerGroupCoordinator:
         self._bump(cg, f"member {mid} joined")
         return m
 
+    @staticmethod
+    def _replace_static(cg: ConsumerGroup, old: ConsumerGroupMember, mid: str) -> None:
+        """A static member's new incarnation ``mid`` takes over ``old``'s
+        place, target and partitions."""
+        old_id, old.member_id = old.member_id, mid
+        del cg.members[old_id]
+        cg.members[mid] = old
+        cg.static[old.instance_id] = mid
+        if old_id in cg.target:
+            cg.target[mid] = cg.target.pop(old_id)
+        for tp in old.assigned | old.pending_revocation:
+            cg.owners[tp] = mid
+        log.info("group %s: static member %s came back as %s", cg.group_id, old.instance_id,
+                 mid)
+
     def _known_member(self, cg, mid, instance, epoch, owned_raw) -> ConsumerGroupMember:
         m = cg.members.get(mid)
-        if m is None:
+        if m is None or m.classic is not None:
             raise errors.UnknownMemberIdError(
-                f"Member {mid} is not a member of group {cg.group_id}.")
+                f"Member {mid} is not a member of group {cg.group_id}"
+                + (" that uses the consumer protocol." if m is not None else "."))
         if instance is not None and cg.static.get(instance) != mid:
             raise errors.FencedInstanceIdError(
                 f"Instance id {instance} is used by another member of group {cg.group_id}.")
@@ -398,6 +444,150 @@ class ConsumerGroupCoordinator:
                 "member_id": mid, "member_epoch": epoch, "heartbeat_interval_ms": 0,
                 "assignment": None}
 
+    # ---- classic members (KIP-848's online migration) ---------------------------------------------
+
+    def classic_join(self, ctx, body: dict, cg: ConsumerGroup) -> dict:
+        """A classic JoinGroup to a consumer group with members: the member
+        is one of the group's, its subscription and owned partitions taken
+        from the consumer protocol's metadata, reconciled as a heartbeat
+        would be, and answered at once -- never the leader (no members
+        list; the group's server-side assignor decides), its generation
+        its member epoch."""
+        mid, instance = body["member_id"], body.get("group_instance_id")
+        protocols = [(p["name"], bytes(p["metadata"])) for p in body["protocols"]]
+        if body["protocol_type"] != CONSUMER_PROTOCOL or not protocols:
+            return _join_error(mid, errors.InconsistentGroupProtocolError.code)
+        try:
+            version, subscription = decode_subscription(protocols[0][1])
+        except ProtocolError:
+            return _join_error(mid, errors.InconsistentGroupProtocolError.code)
+        unknown = not mid
+        if unknown:
+            mid = f"{ctx.header.client_id or 'member'}-{uuid.uuid4()}"
+            if instance is None and ctx.api_version >= 4:
+                return _join_error(mid, errors.MemberIdRequiredError.code)
+        now = self._clock()
+        m = cg.members.get(mid)
+        if instance is not None:
+            old_id = cg.static.get(instance)
+            old = cg.members.get(old_id) if old_id is not None else None
+            if old is not None and old_id != mid:
+                if not unknown:
+                    return _join_error(mid, errors.FencedInstanceIdError.code)
+                # a restarted static member takes its old incarnation's place
+                # (the classic protocol has no temporary leave to wait for)
+                self._replace_static(cg, old, mid)
+                m = old
+        if m is not None and m.classic is None:
+            return _join_error(mid, errors.InconsistentGroupProtocolError.code)
+        rebalance = body.get("rebalance_timeout_ms", -1)
+        if rebalance is None or rebalance < 0:
+            rebalance = body["session_timeout_ms"]
+        if m is None:
+            m = ConsumerGroupMember(mid, instance, subscription.get("rack_id"),
+                                    ctx.header.client_id or "", "/" + ctx.client_host, rebalance)
+            cg.members[mid] = m
+            if instance is not None:
+                cg.static[instance] = mid
+            self._bump(cg, f"classic member {mid} joined")
+        m.classic = ClassicMetadata(body["session_timeout_ms"], protocols)
+        m.rebalance_timeout_ms, m.last_heartbeat = rebalance, now
+        m.client_id = ctx.header.client_id or m.client_id
+        topics = sorted(set(subscription["topics"]))
+        if topics != m.subscribed_topic_names:
+            m.subscribed_topic_names = topics
+            self._bump(cg, f"classic member {mid} changed its subscription")
+        self._refresh_target(cg)
+        # an eager member revoked everything before it rejoined and owns nothing
+        self._reconcile(cg, m, self._named_partitions(subscription.get("owned_partitions")), now)
+        return {"throttle_time_ms": 0, "error_code": NONE, "generation_id": m.member_epoch,
+                "protocol_type": CONSUMER_PROTOCOL, "protocol_name": protocols[0][0],
+                "leader": "", "skip_assignment": False, "member_id": mid, "members": []}
+
+    def _classic_member(self, cg: ConsumerGroup, mid: str, instance, generation: int):
+        m = cg.members.get(mid)
+        if instance is not None and cg.static.get(instance) not in (None, mid):
+            raise errors.FencedInstanceIdError(
+                f"Instance id {instance} is used by another member of group {cg.group_id}.")
+        if m is None or m.classic is None:
+            raise errors.UnknownMemberIdError(
+                f"Member {mid} is not a classic member of group {cg.group_id}.")
+        if generation != m.member_epoch:
+            raise errors.IllegalGenerationError(
+                f"Member {mid} is at generation {m.member_epoch}, not {generation}.")
+        return m
+
+    def classic_sync(self, body: dict, cg: ConsumerGroup) -> dict:
+        """SyncGroup of a classic member: its current assignment (what it
+        may own now; partitions it must revoke are left out, which is how
+        a cooperative member learns to revoke them)."""
+        try:
+            m = self._classic_member(cg, body["member_id"], body.get("group_instance_id"),
+                                     body["generation_id"])
+            if (body.get("protocol_type") not in (None, "", CONSUMER_PROTOCOL)
+                    or body.get("protocol_name") not in (None, "", m.classic.protocols[0][0])):
+                raise errors.InconsistentGroupProtocolError("")
+            if m.member_epoch < cg.group_epoch and m.state != UNREVOKED_PARTITIONS:
+                raise errors.RebalanceInProgressError("")
+        except KafkaError as exc:
+            return {"throttle_time_ms": 0, "error_code": exc.code, "protocol_type": None,
+                    "protocol_name": None, "assignment": b""}
+        m.last_heartbeat = self._clock()
+        return {"throttle_time_ms": 0, "error_code": NONE, "protocol_type": CONSUMER_PROTOCOL,
+                "protocol_name": m.classic.protocols[0][0],
+                "assignment": self.classic_assignment(m.assigned)}
+
+    def classic_heartbeat(self, body: dict, cg: ConsumerGroup) -> int:
+        """Heartbeat of a classic member: REBALANCE_IN_PROGRESS (rejoin) when
+        the group moved on, it has partitions to revoke, or the partitions it
+        waits for are free."""
+        try:
+            m = self._classic_member(cg, body["member_id"], body.get("group_instance_id"),
+                                     body["generation_id"])
+        except KafkaError as exc:
+            return exc.code
+        m.last_heartbeat = self._clock()
+        self._refresh_target(cg)
+        waiting = any(cg.owners.get(tp, m.member_id) != m.member_id
+                      for tp in cg.target.get(m.member_id, frozenset()) - m.assigned)
+        if (m.member_epoch < cg.group_epoch or m.state == UNREVOKED_PARTITIONS
+                or (m.state == UNRELEASED_PARTITIONS and not waiting)):
+            return errors.RebalanceInProgressError.code
+        return NONE
+
+    def classic_leave(self, cg: ConsumerGroup, mid: str, instance) -> tuple[str, int]:
+        """LeaveGroup of a classic member (static ones leave for good):
+        (the member id, error code)."""
+        if instance is not None:
+            known = cg.static.get(instance)
+            if known is None:
+                return mid, errors.UnknownMemberIdError.code
+            if mid and mid != known:
+                return mid, errors.FencedInstanceIdError.code
+            mid = known
+        m = cg.members.get(mid)
+        if m is None:
+            return mid, errors.UnknownMemberIdError.code
+        self.remove_member(cg, m, f"member {mid} left the group")
+        return mid, NONE
+
+    def classic_assignment(self, tps) -> bytes:
+        """Partitions as a consumer protocol Assignment (topic names)."""
+        names = {t.topic_id: name for name, t in self.topics().items()}
+        by: dict = {}
+        for tid, p in tps:
+            if tid in names:
+                by.setdefault(names[tid], []).append(p)
+        return encode_assignment(0, {"assigned_partitions": [
+            {"topic": t, "partitions": sorted(ps)} for t, ps in sorted(by.items())],
+            "user_data": None})
+
+    def _named_partitions(self, named) -> frozenset:
+        """[{"topic", "partitions"}] as (topic id, partition); unknown topics dropped."""
+        topics = self.topics()
+        return frozenset((topics[t["topic"]].topic_id, p) for t in named or ()
+                         if t["topic"] in topics for p in t["partitions"])
+
     # ---- the group's state -----------------------------------------------------------------------
 
     def _bump(self, cg: ConsumerGroup, reason: str) -> None:
@@ -417,6 +607,10 @@ class ConsumerGroupCoordinator:
         cg.target.pop(m.member_id, None)
         if m.instance_id is not None and cg.static.get(m.instance_id) == m.member_id:
             del cg.static[m.instance_id]
+        if (m.classic is None and cg.members and self.groups.get(cg.group_id) is cg
+                and all(other.classic is not None for other in cg.members.values())
+                and self.only_classic_left(cg)):
+            return              # a classic group now, at this group epoch (see _downgrade)
         self._bump(cg, reason)
 
     @staticmethod
@@ -498,12 +692,19 @@ class ConsumerGroupCoordinator:
             return
         target = cg.target.get(m.member_id, frozenset())
         revoke = m.assigned - target
-        if revoke:
+        if revoke and (owned is None or owned & revoke):
             m.assigned = m.assigned & target
             m.pending_revocation = revoke
             m.state = UNREVOKED_PARTITIONS
             m.revocation_deadline = now + m.rebalance_timeout_ms / 1000.0
             return
+        if revoke:
+            # it says it owns none of them already (an eager classic member
+            # revokes everything before it rejoins): nothing to wait for
+            for tp in revoke:
+                if cg.owners.get(tp) == m.member_id:
+                    del cg.owners[tp]
+            m.assigned = m.assigned & target
         free = {tp for tp in target - m.assigned if cg.owners.get(tp, m.member_id) == m.member_id}
         for tp in free:
             cg.owners[tp] = m.member_id
@@ -527,12 +728,15 @@ class ConsumerGroupCoordinator:
         """Remove members past their session timeout, and fence members that
         did not revoke within their rebalance timeout."""
         now = self._clock()
-        session = self.session_timeout_ms / 1000.0
         for cg in list(self.groups.values()):
             for m in list(cg.members.values()):
-                if now - m.last_heartbeat > session:
+                if self.groups.get(cg.group_id) is not cg:
+                    break                               # it became a classic group
+                session_ms = (m.classic.session_timeout_ms if m.classic is not None
+                              else self.session_timeout_ms)
+                if now - m.last_heartbeat > session_ms / 1000.0:
                     log.info("group %s: member %s missed its session timeout (%d ms)",
-                             cg.group_id, m.member_id, self.session_timeout_ms)
+                             cg.group_id, m.member_id, session_ms)
                     self.remove_member(cg, m, f"member {m.member_id} timed out")
                 elif m.revocation_deadline is not None and now > m.revocation_deadline:
                     log.info("group %s: member %s did not revoke within its rebalance timeout "
@@ -554,9 +758,17 @@ class ConsumerGroupCoordinator:
         if m is None:
             return errors.UnknownMemberIdError.code
         if epoch != m.member_epoch:
-            return (errors.IllegalGenerationError.code if transactional
+            # a classic member's generation is its member epoch, and its
+            # clients know ILLEGAL_GENERATION, not STALE_MEMBER_EPOCH
+            return (errors.IllegalGenerationError.code
+                    if transactional or m.classic is not None
                     else errors.StaleMemberEpochError.code)
         return NONE
+
+    @staticmethod
+    def is_classic_member(cg: ConsumerGroup, member_id: str | None) -> bool:
+        m = cg.members.get(member_id or "")
+        return m is not None and m.classic is not None
 
     # ---- ConsumerGroupDescribe -------------------------------------------------------------------
 

@@ -22,12 +22,18 @@ Kafka's classic group protocol, served by the supervisor for every group:
 - Groups of the next-generation protocol (KIP-848, ``group.protocol=consumer``)
   live in consumer_group.py: this module routes ConsumerGroupHeartbeat and
   ConsumerGroupDescribe there and keeps such a group's committed offsets
-  here like any group's (``Group.consumer`` holds its membership). A group
-  is one or the other: a classic JoinGroup to a consumer group with members
-  gets INCONSISTENT_GROUP_PROTOCOL, a ConsumerGroupHeartbeat to a classic
-  group in use GROUP_ID_NOT_FOUND; an empty group changes type on the
-  first member of the other kind (no online upgrade of a group with
-  members, as Kafka 4 allows).
+  here like any group's (``Group.consumer`` holds its membership). An
+  empty group changes type on the first member of the other kind. A group
+  in use migrates online as Kafka 4's does (``group.consumer.migration.policy``):
+  a ConsumerGroupHeartbeat joining a Stable classic group turns it into a
+  consumer group whose members are the classic ones, with their
+  assignments (``_upgrade``); classic JoinGroup, SyncGroup, Heartbeat and
+  LeaveGroup to a consumer group go to its classic members there; when its
+  last consumer-protocol member leaves, the rest become a classic group
+  again and rebalance (``_downgrade``). Where the policy forbids it, a
+  classic JoinGroup to a consumer group gets INCONSISTENT_GROUP_PROTOCOL
+  and a ConsumerGroupHeartbeat to a classic group in use (or rebalancing)
+  GROUP_ID_NOT_FOUND.
 - Share groups (KIP-932) live in share_group.py: ShareGroupHeartbeat,
   ShareGroupDescribe and Describe/AlterShareGroupOffsets go there;
   ListGroups lists them (type "share") and DeleteGroups deletes empty
@@ -64,10 +70,12 @@ from dataclasses import dataclass, field
 
 from kafkalite import errors
 from kafkalite.errors import KafkaError
-from kafkalite.protocol import ApiKey, decode_subscription
+from kafkalite.protocol import ApiKey, decode_assignment, decode_subscription
 from kafkalite.protocol import encode_assignment, encode_subscription
 from kafkalite.protocol.errors import ProtocolError
-from kafkalite.server.consumer_group import ConsumerGroup, ConsumerGroupCoordinator
+from kafkalite.server.config import MIGRATION_POLICIES
+from kafkalite.server.consumer_group import (ClassicMetadata, ConsumerGroup,
+                                             ConsumerGroupCoordinator, ConsumerGroupMember)
 from kafkalite.server.share_group import ShareGroupCoordinator
 from kafkalite.server.group_log import GroupMetadataLog, OffsetAndMetadata
 from kafkalite.server.metadata import OFFSETS_TOPIC
@@ -89,6 +97,10 @@ STABLE = "Stable"
 DEAD = "Dead"
 CONSUMER_PROTOCOL = "consumer"
 CLASSIC_TYPE, CONSUMER_TYPE, SHARE_TYPE = "classic", "consumer", "share"   # ListGroups v5 types
+# group.consumer.migration.policy: which online conversions between a
+# classic group and a consumer group are allowed (Kafka 4's default: both)
+MIGRATION_DISABLED, MIGRATION_UPGRADE, MIGRATION_DOWNGRADE, MIGRATION_BIDIRECTIONAL = \
+    MIGRATION_POLICIES
 OFFSET_METADATA_MAX_BYTES = 4096
 NONE = 0
 
@@ -168,13 +180,15 @@ class GroupCoordinator:
                  consumer_session_timeout_ms: int = 45_000,
                  consumer_heartbeat_interval_ms: int = 5_000,
                  share_session_timeout_ms: int = 45_000,
-                 share_heartbeat_interval_ms: int = 5_000, internal_mirror=None):
+                 share_heartbeat_interval_ms: int = 5_000, internal_mirror=None,
+                 migration_policy: str = MIGRATION_BIDIRECTIONAL):
         self.partition_count = partition_count    # topic -> partition count, or None if unknown
         self.coordinator_node = coordinator_node  # (Listener, Kafka listener name) -> {"node_id", "host", "port"}
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.offsets_retention_ms = offsets_retention_minutes * 60_000
+        self.migration_policy = migration_policy
         self._clock = clock                       # wall-clock ms: commit times and expiry
         # internal_mirror: PostgreSQL's copy of __consumer_offsets in a cluster
         self.store = GroupMetadataLog(data_dir, offsets_partitions, internal_mirror)
@@ -190,6 +204,7 @@ class GroupCoordinator:
             topics=topics, group_of=self._consumer_group,
             session_timeout_ms=consumer_session_timeout_ms,
             heartbeat_interval_ms=consumer_heartbeat_interval_ms)
+        self.consumer.only_classic_left = self._downgrade
         # group id -> None: the supervisor has the partition leaders drop
         # the deleted share group's state
         self.share_group_deleted = lambda gid: None
@@ -227,7 +242,11 @@ class GroupCoordinator:
         g = self.groups.get(gid)
         if g is not None and g.consumer is not None:
             return g.consumer
-        if (g is not None and g.in_use) or gid in self.share.groups:
+        if gid in self.share.groups:
+            raise errors.GroupIdNotFoundError(f"Group {gid} is not a consumer group.")
+        if g is not None and g.in_use:
+            if create and self._may_upgrade(g):
+                return self._upgrade(g)
             raise errors.GroupIdNotFoundError(f"Group {gid} is not a consumer group.")
         if not create:
             return None
@@ -237,6 +256,98 @@ class GroupCoordinator:
         g.protocol_type, g.protocol_name, g.leader_id = CONSUMER_PROTOCOL, None, None
         g.set_state(EMPTY)
         return g.consumer
+
+    # ---- online migration between the protocols (KIP-848) ------------------------------------
+
+    def _may_upgrade(self, g: Group) -> bool:
+        """A classic group in use may become a consumer group when the
+        policy allows it, its members are consumers, and it is Stable (each
+        member's assignment known)."""
+        if self.migration_policy not in (MIGRATION_UPGRADE, MIGRATION_BIDIRECTIONAL):
+            return False
+        if g.protocol_type != CONSUMER_PROTOCOL or g.state != STABLE:
+            log.info("group %s: not upgraded to a consumer group: it is %s with protocol type "
+                     "%s", g.group_id, g.state, g.protocol_type)
+            return False
+        return True
+
+    def _upgrade(self, g: Group) -> ConsumerGroup:
+        """Turn the Stable classic group ``g`` into a consumer group whose
+        members are its classic members, each keeping its assignment at a
+        member epoch of the group's generation: they carry on fetching and
+        heartbeating, and rejoin (REBALANCE_IN_PROGRESS) once the joining
+        consumer-protocol member bumps the group epoch."""
+        cg = ConsumerGroup(g.group_id, group_epoch=g.generation_id,
+                           assignment_epoch=g.generation_id)
+        for m in g.members.values():
+            try:
+                subscription = decode_subscription(m.metadata(g.protocol_name))[1]
+                assigned = (self.consumer._named_partitions(
+                    decode_assignment(m.assignment)[1]["assigned_partitions"])
+                    if m.assignment else frozenset())
+            except ProtocolError:
+                subscription, assigned = {"topics": []}, frozenset()
+            cm = ConsumerGroupMember(m.member_id, m.group_instance_id,
+                                     subscription.get("rack_id"), m.client_id, m.client_host,
+                                     m.rebalance_timeout_ms,
+                                     subscribed_topic_names=sorted(set(subscription["topics"])),
+                                     member_epoch=g.generation_id, assigned=assigned,
+                                     last_heartbeat=m.last_heartbeat,
+                                     classic=ClassicMetadata(m.session_timeout_ms, m.protocols))
+            cg.members[cm.member_id] = cm
+            if cm.instance_id is not None:
+                cg.static[cm.instance_id] = cm.member_id
+            cg.target[cm.member_id] = assigned
+            for tp in assigned:
+                cg.owners[tp] = cm.member_id
+        cg.subscription_metadata = self.consumer._subscription_metadata(cg)[0]
+        g.members.clear()
+        g.static.clear()
+        for mid in list(g.pending):
+            del g.pending[mid]
+        g.consumer = self.consumer.groups[g.group_id] = cg
+        g.protocol_type, g.protocol_name, g.leader_id = CONSUMER_PROTOCOL, None, None
+        g.set_state(EMPTY)
+        self._persist(g)          # a restart finds an empty group, not the classic members
+        log.info("group %s: upgraded from a classic group (generation %d, %d member(s)) to a "
+                 "consumer group", g.group_id, g.generation_id, len(cg.members))
+        return cg
+
+    def _downgrade(self, cg: ConsumerGroup) -> bool:
+        """The last consumer-protocol member of ``cg`` left: its classic
+        members become a classic group again (True), with their assignments,
+        at the group epoch as generation -- the leave does not bump it, so
+        reconciled members' heartbeats match and learn of the rebalance
+        (REBALANCE_IN_PROGRESS) instead of losing their partitions."""
+        if self.migration_policy not in (MIGRATION_DOWNGRADE, MIGRATION_BIDIRECTIONAL):
+            return False
+        common = None
+        for cm in cg.members.values():
+            names = {name for name, _ in cm.classic.protocols}
+            common = names if common is None else common & names
+        if not common:
+            log.info("group %s: not downgraded: its members share no classic protocol",
+                     cg.group_id)
+            return False
+        g = self.groups[cg.group_id]
+        self._drop_consumer_group(g)
+        g.protocol_type, g.generation_id = CONSUMER_PROTOCOL, cg.group_epoch
+        now = time.monotonic()
+        for cm in cg.members.values():
+            m = Member(cm.member_id, cm.instance_id, cm.client_id, cm.client_host,
+                       cm.classic.session_timeout_ms, cm.rebalance_timeout_ms, CONSUMER_PROTOCOL,
+                       cm.classic.protocols, self.consumer.classic_assignment(cm.assigned),
+                       last_heartbeat=now)
+            g.members[m.member_id] = m
+            if m.group_instance_id:
+                g.static[m.group_instance_id] = m.member_id
+        g.protocol_name = self._select_protocol(g)
+        g.leader_id = next(iter(g.members))
+        g.set_state(STABLE)
+        log.info("group %s: downgraded to a classic group (%d member(s))", g.group_id,
+                 len(g.members))
+        self._prepare_rebalance(g, "the last consumer-protocol member left")
+        return True
 
     def _drop_consumer_group(self, g: Group) -> None:
         if g.consumer is not None:
@@ -478,7 +589,11 @@ class GroupCoordinator:
         g = self.groups.get(gid)
         if g is not None and g.consumer is not None:
             if g.consumer.members:
-                return self._join_error(member_id, errors.InconsistentGroupProtocolError.code)
+                # a classic member of a consumer group (online migration)
+                if self.migration_policy == MIGRATION_DISABLED:
+                    return self._join_error(member_id,
+                                            errors.InconsistentGroupProtocolError.code)
+                return self.consumer.classic_join(ctx, body, g.consumer)
             self._drop_consumer_group(g)          # an empty consumer group becomes classic
         if g is None:
             if member_id:
@@ -612,6 +727,8 @@ class GroupCoordinator:
 
     def _sync_group(self, ctx: RequestContext, body: dict):
         g = self.groups.get(body["group_id"])
+        if g is not None and g.consumer is not None:
+            return self.consumer.classic_sync(body, g.consumer)
         member_id = body["member_id"]
         code = self._check_member(g, member_id, body.get("group_instance_id"),
                                   body["generation_id"])
@@ -647,6 +764,9 @@ class GroupCoordinator:
 
     def _heartbeat(self, ctx: RequestContext, body: dict):
         g = self.groups.get(body["group_id"])
+        if g is not None and g.consumer is not None:
+            return {"throttle_time_ms": 0,
+                    "error_code": self.consumer.classic_heartbeat(body, g.consumer)}
         member_id = body["member_id"]
         code = self._check_member(g, member_id, body.get("group_instance_id"),
                                   body["generation_id"])
@@ -668,6 +788,11 @@ class GroupCoordinator:
         for entry in leaving:
             mid, instance = entry["member_id"], entry.get("group_instance_id")
             code = NONE
+            if g is not None and g.consumer is not None:
+                mid, code = self.consumer.classic_leave(g.consumer, mid, instance)
+                results.append({"member_id": mid, "group_instance_id": instance,
+                                "error_code": code})
+                continue
             if g is None:
                 code = errors.UnknownMemberIdError.code
             elif instance:
@@ -705,7 +830,8 @@ class GroupCoordinator:
                 code = errors.IllegalGenerationError.code
         elif g.consumer is not None:
             code = self.consumer.validate_commit(g.consumer, member_id, generation)
-            if code == NONE and member_id and ctx.api_version < 9:
+            if (code == NONE and member_id and ctx.api_version < 9
+                    and not self.consumer.is_classic_member(g.consumer, member_id)):
                 code = errors.UnsupportedVersionError.code    # KIP-848 members need v9+
         elif generation < 0 and g.state == EMPTY:
             pass                                          # a commit from outside any group

@@ -191,6 +191,7 @@ class Supervisor:
             topics=lambda: self.controller.metadata.topics,
             consumer_session_timeout_ms=cfg.group_consumer_session_timeout_ms,
             consumer_heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms,
+            migration_policy=cfg.group_consumer_migration_policy,
             share_session_timeout_ms=cfg.group_share_session_timeout_ms,
             share_heartbeat_interval_ms=cfg.group_share_heartbeat_interval_ms,
             internal_mirror=metadata if cfg.cluster else None)

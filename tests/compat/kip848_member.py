@@ -18,6 +18,10 @@ nothing it logged):
     X <time>                 closed (left the group)
 
 SIGTERM closes the consumer (a last commit, revocation, leaving the group).
+``KIP848_PROTOCOL=classic`` makes it a classic-protocol member instead
+(JoinGroup/SyncGroup, session timeout 4 s), with the assignor in
+``KIP848_ASSIGNOR`` (cooperative-sticky unless set): the members of a
+mixed group (test_kip848_migration.py).
 ``KIP848_PLANTED_DROP=1`` is the planted fault: the member forgets one
 record it consumed (partition 0, offset 5) but still commits past it.
 """
@@ -41,9 +45,15 @@ def main() -> None:
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     drop = os.environ.get("KIP848_PLANTED_DROP") == "1"
-    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                            "group.protocol": "consumer", "auto.offset.reset": "earliest",
-                            "enable.auto.commit": False, "socket.timeout.ms": 10000})
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+            "auto.offset.reset": "earliest", "enable.auto.commit": False,
+            "socket.timeout.ms": 10000}
+    if os.environ.get("KIP848_PROTOCOL") == "classic":
+        conf.update({"group.protocol": "classic", "session.timeout.ms": 4000,
+                     "heartbeat.interval.ms": 300,
+                     "partition.assignment.strategy":
+                         os.environ.get("KIP848_ASSIGNOR", "cooperative-sticky")})
+    consumer = ck.Consumer(conf)
 
     def commit() -> None:
         try:

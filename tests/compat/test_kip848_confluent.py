@@ -180,6 +180,31 @@ def kip848_server(tmp_path):
     srv.kill()
 
 
+class Members:
+    """The member processes of one group run (kip848_member.py) and their logs."""
+
+    def __init__(self, server, topic, group, log_dir):
+        self.server, self.topic, self.group, self.log_dir = server, topic, group, log_dir
+        self.procs, self.paths, self.ended = {}, {}, {}
+
+    def start(self, name, **env) -> None:
+        self.paths[name] = self.log_dir / f"{name}.log"
+        self.procs[name] = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "kip848_member.py"),
+             self.server.kafka_bootstrap, self.topic, self.group, str(self.paths[name])],
+            env=child_env(**env))
+
+    def events(self, name) -> list:
+        return parse(self.paths[name]) if self.paths[name].exists() else []
+
+    def consuming(self, name) -> bool:
+        return bool(owned(self.events(name))) and any(e[0] == "M" for e in self.events(name))
+
+    def owners(self) -> dict:
+        return {p: name for name in self.procs if name not in self.ended
+                for p in owned(self.events(name))}
+
+
 @pytest.mark.parametrize("fault", [False, True], ids=["group", "planted-fault"])
 def test_kip848_members_join_leave_and_die_while_records_flow(kip848_server, tmp_path,
                                                                topic_name, fault):
@@ -187,23 +212,10 @@ def test_kip848_members_join_leave_and_die_while_records_flow(kip848_server, tmp
     create_topic(server, topic_name, PARTITIONS)
     group = f"kip848-{uuid.uuid4().hex[:8]}"
     producing = Producing(server, topic_name)
-    procs, paths, ended = {}, {}, {}
-
-    def start(name, **env):
-        paths[name] = tmp_path / f"{name}.log"
-        e = child_env(**env)
-        procs[name] = subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "kip848_member.py"), server.kafka_bootstrap,
-             topic_name, group, str(paths[name])], env=e)
-
-    def events(name):
-        return parse(paths[name]) if paths[name].exists() else []
-
-    def consuming(name):
-        return owned(events(name)) and any(e[0] == "M" for e in events(name))
-
-    def owners():
-        return {p: name for name in procs if name not in ended for p in owned(events(name))}
+    members = Members(server, topic_name, group, tmp_path)
+    procs, ended = members.procs, members.ended
+    start, events, consuming, owners = (members.start, members.events, members.consuming,
+                                        members.owners)
 
     try:
         producing.start()
@@ -232,22 +244,13 @@ def test_kip848_members_join_leave_and_die_while_records_flow(kip848_server, tmp
         flow_end = time.time()
         assert not producing.errors and len(producing.ends) == PARTITIONS
 
-        def read_and_committed_to_the_end():
-            evs = events("m0")
-            committed = {int(e[2]): int(e[3]) for e in evs if e[0] == "C"}
-            return all(committed.get(p) == end for p, end in producing.ends.items())
-        wait_for(read_and_committed_to_the_end, 20, "m0 to read and commit to the end")
+        wait_for(lambda: committed_to_the_end(events("m0"), producing.ends), 20,
+                 "m0 to read and commit to the end")
         procs["m0"].send_signal(signal.SIGTERM)
         assert procs["m0"].wait(20) == 0
         ended["m0"] = time.time()
     finally:
-        producing.stop.set()
-        if producing.is_alive():
-            producing.join(30)
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        end_run(producing, procs)
 
     logs = {name: events(name) for name in procs}
     problems = check_group_run(logs, ended, producing.ends, flow_end)
@@ -257,11 +260,33 @@ def test_kip848_members_join_leave_and_die_while_records_flow(kip848_server, tmp
     assert problems == []
     # every member took part, and the group's committed offsets are the end offsets
     assert all(any(e[0] == "M" for e in evs) for evs in logs.values())
+    assert committed_offsets(server, group, topic_name, protocol="consumer") == producing.ends
+
+
+def committed_to_the_end(events, ends: dict) -> bool:
+    """Whether a member's log shows commits of every partition's end offset."""
+    committed = {int(e[2]): int(e[3]) for e in events if e[0] == "C"}
+    return all(committed.get(p) == end for p, end in ends.items())
+
+
+def end_run(producing: Producing, procs: dict) -> None:
+    """Stop the producer and kill whichever member process is still alive."""
+    producing.stop.set()
+    if producing.is_alive():
+        producing.join(30)
+    for p in procs.values():
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def committed_offsets(server, group, topic, protocol="classic") -> dict:
+    """{partition: the group's committed offset}, asked by a new consumer."""
     c = ck.Consumer({"bootstrap.servers": server.kafka_bootstrap, "group.id": group,
-                     "group.protocol": "consumer"})
+                     "group.protocol": protocol})
     try:
-        committed = c.committed([ck.TopicPartition(topic_name, p) for p in range(PARTITIONS)],
+        committed = c.committed([ck.TopicPartition(topic, p) for p in range(PARTITIONS)],
                                 timeout=10)
     finally:
         c.close()
-    assert {tp.partition: tp.offset for tp in committed} == producing.ends
+    return {tp.partition: tp.offset for tp in committed}

@@ -2,8 +2,8 @@
 the Kafka listener: ConsumerGroupHeartbeat's joins, epochs and errors,
 incremental reconciliation (a partition goes to its new owner only after
 its previous owner's heartbeat no longer holds it), ConsumerGroupDescribe,
-OffsetCommit with the member epoch, and a classic JoinGroup to a consumer
-group."""
+OffsetCommit with the member epoch, and a malformed classic JoinGroup to a
+consumer group."""
 from __future__ import annotations
 
 import time
@@ -158,7 +158,8 @@ def test_errors_unknown_member_fenced_epochs_and_bad_joins(server, wire, topic_n
     assert join(wire, group, None, regex="(unclosed", version=1)["error_code"] == \
         errors.InvalidRegularExpressionError.code
 
-    # a classic JoinGroup to this consumer group is refused
+    # a classic JoinGroup to this consumer group without a consumer protocol
+    # subscription is refused (a well-formed one joins: test_kip848_migration_wire.py)
     jg = wire.request(ApiKey.JOIN_GROUP, 9, {
         "group_id": group, "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000,
         "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
@@ -203,6 +204,7 @@ def test_errors_unknown_member_fenced_epochs_and_bad_joins(server, wire, topic_n
         "protocols": [{"name": "range", "metadata": b""}], "reason": None})
     assert jg["error_code"] == errors.MemberIdRequiredError.code
     # and a consumer-protocol member cannot join the classic group now in use
+    # while it rebalances (CompletingRebalance: no SyncGroup yet)
     wire.request(ApiKey.JOIN_GROUP, 9, {
         "group_id": group, "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000,
         "member_id": jg["member_id"], "group_instance_id": None, "protocol_type": "consumer",
