@@ -52,10 +52,11 @@ session timeout applies; its commits are checked against its member epoch
 with ILLEGAL_GENERATION. When the last consumer-protocol member leaves,
 ``only_classic_left`` lets the classic coordinator turn the group back.
 
-Membership lives in memory only: committed offsets go through the classic
-coordinator's offsets log (group_log.py) and survive a restart; after one,
-members get UNKNOWN_MEMBER_ID and rejoin with epoch 0 (Kafka would replay
-its ConsumerGroup* records; kafkalite does not write them yet).
+The state lives here, in memory; the classic coordinator writes what each
+request or tick changed to ``__consumer_offsets`` in Kafka's ConsumerGroup*
+records (consumer_group_log.py) and restores the groups from them after a
+restart, so members carry on at their epochs. Committed offsets go through
+the classic coordinator's offsets log (group_log.py) like any group's.
 Regular-expression subscriptions (ConsumerGroupHeartbeat v1) are evaluated
 here, as Kafka does, against the non-internal topic names (a full match,
 with the ``regex`` package and a time limit per match instead of Kafka's
@@ -724,10 +725,12 @@ class ConsumerGroupCoordinator:
             by.setdefault(tid, []).append(p)
         return [{"topic_id": tid, "partitions": sorted(ps)} for tid, ps in by.items()]
 
-    def tick(self) -> None:
+    def tick(self) -> set:
         """Remove members past their session timeout, and fence members that
-        did not revoke within their rebalance timeout."""
+        did not revoke within their rebalance timeout; the ids of the groups
+        changed."""
         now = self._clock()
+        changed = set()
         for cg in list(self.groups.values()):
             for m in list(cg.members.values()):
                 if self.groups.get(cg.group_id) is not cg:
@@ -738,10 +741,13 @@ class ConsumerGroupCoordinator:
                     log.info("group %s: member %s missed its session timeout (%d ms)",
                              cg.group_id, m.member_id, session_ms)
                     self.remove_member(cg, m, f"member {m.member_id} timed out")
+                    changed.add(cg.group_id)
                 elif m.revocation_deadline is not None and now > m.revocation_deadline:
                     log.info("group %s: member %s did not revoke within its rebalance timeout "
                              "(%d ms)", cg.group_id, m.member_id, m.rebalance_timeout_ms)
                     self.remove_member(cg, m, f"member {m.member_id} fenced: rebalance timeout")
+                    changed.add(cg.group_id)
+        return changed
 
     # ---- offsets -------------------------------------------------------------------------------
 

@@ -73,6 +73,7 @@ from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey, decode_assignment, decode_subscription
 from kafkalite.protocol import encode_assignment, encode_subscription
 from kafkalite.protocol.errors import ProtocolError
+from kafkalite.server import consumer_group_log
 from kafkalite.server.config import MIGRATION_POLICIES
 from kafkalite.server.consumer_group import (ClassicMetadata, ConsumerGroup,
                                              ConsumerGroupCoordinator, ConsumerGroupMember)
@@ -193,6 +194,8 @@ class GroupCoordinator:
         # internal_mirror: PostgreSQL's copy of __consumer_offsets in a cluster
         self.store = GroupMetadataLog(data_dir, offsets_partitions, internal_mirror)
         self.groups: dict[str, Group] = {}
+        # group id -> the consumer group records last written (consumer_group_log)
+        self._consumer_records: dict[str, dict] = {}
         # producer id -> group -> {(topic, partition): OffsetAndMetadata} awaiting its marker
         self.pending_txn_offsets: dict[int, dict[str, dict]] = {}
         # (transactional id, producer id, epoch, group) -> error code; set by the supervisor
@@ -228,8 +231,8 @@ class GroupCoordinator:
             ApiKey.DESCRIBE_GROUPS: self._describe_groups,
             ApiKey.LIST_GROUPS: self._list_groups,
             ApiKey.DELETE_GROUPS: self._delete_groups,
-            ApiKey.CONSUMER_GROUP_HEARTBEAT: self.consumer.heartbeat,
-            ApiKey.CONSUMER_GROUP_DESCRIBE: self.consumer.describe,
+            ApiKey.CONSUMER_GROUP_HEARTBEAT: self._consumer_group_heartbeat,
+            ApiKey.CONSUMER_GROUP_DESCRIBE: self._consumer_group_describe,
             ApiKey.SHARE_GROUP_HEARTBEAT: self.share.heartbeat,
             ApiKey.SHARE_GROUP_DESCRIBE: self.share.describe,
             ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: self.share.describe_offsets,
@@ -344,6 +347,7 @@ class GroupCoordinator:
         g.protocol_name = self._select_protocol(g)
         g.leader_id = next(iter(g.members))
         g.set_state(STABLE)
+        self._persist(g)          # its consumer records become tombstones (_drop_consumer_group)
         log.info("group %s: downgraded to a classic group (%d member(s))", g.group_id,
                  len(g.members))
         self._prepare_rebalance(g, "the last consumer-protocol member left")
@@ -353,6 +357,43 @@ class GroupCoordinator:
         if g.consumer is not None:
             self.consumer.groups.pop(g.group_id, None)
             g.consumer = None
+            self._persist_consumer(g.group_id)
+
+    def _persist_consumer(self, gid: str) -> int:
+        """Write what changed in consumer group ``gid`` since its last write
+        (tombstones if it is gone or classic now); the error code of a
+        failed write (the next write retries the difference)."""
+        before = self._consumer_records.get(gid, {})
+        after = consumer_group_log.snapshot(self.consumer.groups.get(gid))
+        entries = consumer_group_log.diff(before, after)
+        if not entries:
+            return NONE
+        try:
+            self.store.write_records(gid, entries, self._clock())
+        except KafkaError as exc:
+            log.warning("group %s: its state was not written: %s", gid, exc)
+            return exc.code
+        if after:
+            self._consumer_records[gid] = after
+        else:
+            self._consumer_records.pop(gid, None)
+        return NONE
+
+    def _consumer_group_heartbeat(self, ctx: RequestContext, body: dict):
+        resp = self.consumer.heartbeat(ctx, body)
+        code = self._persist_consumer(body["group_id"])
+        if code != NONE and resp["error_code"] == NONE:
+            # not written: the member retries, as after a lost answer
+            resp = {**resp, "error_code": errors.CoordinatorNotAvailableError.code,
+                    "error_message": "the group's state could not be written",
+                    "assignment": None}
+        return resp
+
+    def _consumer_group_describe(self, ctx: RequestContext, body: dict):
+        resp = self.consumer.describe(ctx, body)       # may compute a new target
+        for gid in body["group_ids"]:
+            self._persist_consumer(gid)
+        return resp
 
     # ---- persistence ------------------------------------------------------------------------
 
@@ -380,6 +421,18 @@ class GroupCoordinator:
         for gid, offsets in stored_offsets.items():
             g = self.groups.get(gid) or self.groups.setdefault(gid, Group(gid))
             g.offsets.update(offsets)
+        for gid, stored in loaded.consumer.items():
+            cg = consumer_group_log.restore(gid, stored)
+            if cg is None:
+                continue
+            g = self.groups.get(gid) or self.groups.setdefault(gid, Group(gid))
+            g.members.clear()
+            g.static.clear()
+            g.protocol_type, g.protocol_name, g.leader_id = CONSUMER_PROTOCOL, None, None
+            g.state = EMPTY
+            cg.subscription_metadata = self.consumer._subscription_metadata(cg)[0]
+            g.consumer = self.consumer.groups[gid] = cg
+            self._consumer_records[gid] = stored["records"]
         if self.groups:
             log.info("coordinator loaded %d group(s) from __consumer_offsets", len(self.groups))
 
@@ -522,7 +575,8 @@ class GroupCoordinator:
                     self._complete_join(g)
                 else:
                     self._maybe_complete_join(g)
-        self.consumer.tick()
+        for gid in self.consumer.tick():
+            self._persist_consumer(gid)
         self.share.tick()
         if now >= self._next_expiry_check:
             self._next_expiry_check = now + 5.0
@@ -593,7 +647,9 @@ class GroupCoordinator:
                 if self.migration_policy == MIGRATION_DISABLED:
                     return self._join_error(member_id,
                                             errors.InconsistentGroupProtocolError.code)
-                return self.consumer.classic_join(ctx, body, g.consumer)
+                resp = self.consumer.classic_join(ctx, body, g.consumer)
+                self._persist_consumer(gid)
+                return resp
             self._drop_consumer_group(g)          # an empty consumer group becomes classic
         if g is None:
             if member_id:
@@ -728,7 +784,7 @@ class GroupCoordinator:
     def _sync_group(self, ctx: RequestContext, body: dict):
         g = self.groups.get(body["group_id"])
         if g is not None and g.consumer is not None:
-            return self.consumer.classic_sync(body, g.consumer)
+            return self.consumer.classic_sync(body, g.consumer)     # changes nothing kept
         member_id = body["member_id"]
         code = self._check_member(g, member_id, body.get("group_instance_id"),
                                   body["generation_id"])
@@ -765,8 +821,9 @@ class GroupCoordinator:
     def _heartbeat(self, ctx: RequestContext, body: dict):
         g = self.groups.get(body["group_id"])
         if g is not None and g.consumer is not None:
-            return {"throttle_time_ms": 0,
-                    "error_code": self.consumer.classic_heartbeat(body, g.consumer)}
+            code = self.consumer.classic_heartbeat(body, g.consumer)
+            self._persist_consumer(g.group_id)          # a new target, maybe
+            return {"throttle_time_ms": 0, "error_code": code}
         member_id = body["member_id"]
         code = self._check_member(g, member_id, body.get("group_instance_id"),
                                   body["generation_id"])
@@ -790,6 +847,7 @@ class GroupCoordinator:
             code = NONE
             if g is not None and g.consumer is not None:
                 mid, code = self.consumer.classic_leave(g.consumer, mid, instance)
+                self._persist_consumer(g.group_id)
                 results.append({"member_id": mid, "group_instance_id": instance,
                                 "error_code": code})
                 continue

@@ -10,6 +10,8 @@ the versioned structures of kafkalite/protocol/messages/group_records.py:
 
     key (v1: group, topic, partition) -> OffsetCommitValue v3, or null
     key (v2: group)                   -> GroupMetadataValue v3, or null
+    key (v3, v5-v8: group[, member])  -> a KIP-848 group's records, or null
+                                         (consumer_group_log.py)
 
 The last value of each key wins; a null value (tombstone) deletes. After a
 restart, ``load()`` replays every partition and the coordinator resumes with
@@ -37,6 +39,7 @@ from dataclasses import dataclass
 from kafkalite.protocol.codec import decode_data, encode_data
 from kafkalite.protocol.errors import ProtocolError
 from kafkalite.protocol.messages.group_records import (
+    CONSUMER_GROUP_KEY_VERSIONS,
     GROUP_METADATA_KEY_VERSION,
     OFFSET_COMMIT_KEY_VERSION,
     GroupMetadataKey,
@@ -44,6 +47,7 @@ from kafkalite.protocol.messages.group_records import (
     OffsetCommitKey,
     OffsetCommitValue,
 )
+from kafkalite.server import consumer_group_log
 from kafkalite.server.internal_topic import InternalTopicLog
 from kafkalite.server.metadata import OFFSETS_TOPIC
 
@@ -71,6 +75,7 @@ class LoadedGroups:
     groups: dict            # group -> GroupMetadataValue body
     offsets: dict           # group -> {(topic, partition): OffsetAndMetadata}
     pending: dict           # producer id -> {group -> {(topic, partition): OffsetAndMetadata}}
+    consumer: dict = None   # KIP-848 groups: group -> consumer_group_log.replay's record
 
 
 class GroupMetadataLog(InternalTopicLog):
@@ -111,20 +116,27 @@ class GroupMetadataLog(InternalTopicLog):
                         None if value is None else encode_data(GroupMetadataValue, 3, value)))
         self.append(self.partition_for(group), entries, now_ms)
 
+    def write_records(self, group: str, entries: list, now_ms: int) -> None:
+        """Append (key, value or None) records of ``group`` in one batch
+        (a consumer group's, from consumer_group_log.diff)."""
+        if entries:
+            self.append(self.partition_for(group), entries, now_ms)
+
     # ---- loading ----------------------------------------------------------------------------
 
     def load(self) -> LoadedGroups:
         """Replay every partition, tombstones and transaction markers applied."""
-        loaded = LoadedGroups({}, {}, {})
+        loaded = LoadedGroups({}, {}, {}, {})
         # producer id -> partition -> group -> offsets, until the marker
         waiting: dict[int, dict[int, dict]] = {}
 
         def on_record(index, producer_id, transactional, key, value):
             if transactional:
                 self._replay(key, value, loaded.groups,
-                             waiting.setdefault(producer_id, {}).setdefault(index, {}))
+                             waiting.setdefault(producer_id, {}).setdefault(index, {}),
+                             loaded.consumer)
             else:
-                self._replay(key, value, loaded.groups, loaded.offsets)
+                self._replay(key, value, loaded.groups, loaded.offsets, loaded.consumer)
 
         def on_marker(index, producer_id, commit):
             offsets = waiting.get(producer_id, {}).pop(index, None)
@@ -140,7 +152,7 @@ class GroupMetadataLog(InternalTopicLog):
         return loaded
 
     @staticmethod
-    def _replay(key, value, groups: dict, offsets: dict) -> None:
+    def _replay(key, value, groups: dict, offsets: dict, consumer: dict) -> None:
         if key is None or len(key) < 2:
             return
         version = int.from_bytes(bytes(key[:2]), "big", signed=True)
@@ -160,6 +172,8 @@ class GroupMetadataLog(InternalTopicLog):
                     groups.pop(k["group"], None)
                 else:
                     groups[k["group"]] = decode_data(GroupMetadataValue, value)[1]
+            elif version in CONSUMER_GROUP_KEY_VERSIONS:
+                consumer_group_log.replay(version, key, value, consumer)
         except ProtocolError as exc:
             # An unknown key version (a newer writer) or a damaged record: skip
             # it rather than refuse to start the coordinator.

@@ -208,3 +208,45 @@ def test_a_bad_migration_policy_is_refused(tmp_path):
     with pytest.raises(Exception) as info:
         srv.start()
     assert "group_consumer_migration_policy must be one of" in str(info.value) + srv.output()
+
+
+def test_a_classic_member_of_a_consumer_group_carries_on_after_a_restart(own_server,
+                                                                        topic_name):
+    create_topic(own_server, topic_name, 2)
+    group = f"mig-{uuid.uuid4().hex[:8]}"
+    w = KafkaWire(own_server.kafka_bootstrap)
+    try:
+        n = join(w, group, [topic_name])
+        c = classic_join(w, group, topic_name)
+        gen = c["generation_id"]
+        assert classic_sync(w, group, c["member_id"], gen) == (0, [])
+    finally:
+        w.close()
+    assert own_server.stop() == 0
+    own_server.start()
+    w = KafkaWire(own_server.kafka_bootstrap)
+    try:
+        # both are still members at their epochs; the classic one keeps its
+        # session timeout and protocols, and still waits for its partition
+        assert classic_heartbeat(w, group, c["member_id"], gen) in (0, REBALANCE)
+        tid = topic_id(w, topic_name)
+        b = beat(w, group, n["member_id"], n["member_epoch"], {tid: [0, 1]})
+        kept = b["assignment"]["topic_partitions"][0]["partitions"]
+        assert b["error_code"] == 0 and len(kept) == 1          # gives one up
+        beat(w, group, n["member_id"], n["member_epoch"], {tid: kept})
+        r = classic_join(w, group, topic_name, c["member_id"])
+        assert r["error_code"] == 0 and r["protocol_name"] == "cooperative-sticky"
+        code, parts = classic_sync(w, group, c["member_id"], r["generation_id"])
+        assert code == 0 and len(parts) == 1
+        # the consumer-protocol member leaves: downgraded, and that is kept too
+        assert beat(w, group, n["member_id"], -1)["error_code"] == 0
+        assert group_type(w, group) == "classic"
+    finally:
+        w.close()
+    assert own_server.stop() == 0
+    own_server.start()
+    w = KafkaWire(own_server.kafka_bootstrap)
+    try:
+        assert group_type(w, group) == "classic"
+    finally:
+        w.close()

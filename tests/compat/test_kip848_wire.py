@@ -287,37 +287,70 @@ def test_range_assignor_and_regex_subscription(server, wire, topic_name):
     assert missing["groups"][0]["error_code"] == errors.GroupIdNotFoundError.code
 
 
-def test_committed_offsets_survive_a_restart_and_members_rejoin(own_server, topic_name):
-    create_topic(own_server, topic_name, 2)
+def test_groups_survive_a_restart_members_carry_on_at_their_epochs(own_server, topic_name):
+    """The group's records in __consumer_offsets (consumer_group_log.py):
+    after a restart its members heartbeat on at their epochs with their
+    partitions, a reconciliation under way goes on where it was, and the
+    committed offsets are there."""
+    create_topic(own_server, topic_name, 4)
     group = f"g-{topic_name}"
     wire = KafkaWire(own_server.kafka_bootstrap)
     try:
         tid = topic_id(wire, topic_name)
-        a = join(wire, group, [topic_name])
+        a = join(wire, group, [topic_name], instance="a-1")
+        a_id, a_epoch = a["member_id"], a["member_epoch"]
+        assert assigned(a) == {tid: [0, 1, 2, 3]}
         resp = wire.request(ApiKey.OFFSET_COMMIT, 9, {
-            "group_id": group, "generation_id_or_member_epoch": a["member_epoch"],
-            "member_id": a["member_id"], "group_instance_id": None,
+            "group_id": group, "generation_id_or_member_epoch": a_epoch,
+            "member_id": a_id, "group_instance_id": "a-1",
             "topics": [{"name": topic_name, "partitions": [
                 {"partition_index": 1, "committed_offset": 42, "committed_leader_epoch": -1,
                  "committed_metadata": "m"}]}]})
         assert resp["topics"][0]["partitions"][0]["error_code"] == 0
+        # B joins; A is asked to revoke two partitions and has not yet
+        b = join(wire, group, [topic_name], assignor="range")
+        b_id, epoch = b["member_id"], b["member_epoch"]
+        kept = assigned(beat(wire, group, a_id, a_epoch, {tid: [0, 1, 2, 3]}))[tid]
+        assert len(kept) == 2
+        described = wire.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
+            "group_ids": [group], "include_authorized_operations": False})["groups"][0]
     finally:
         wire.close()
     assert own_server.stop() == 0
     own_server.start()
     wire = KafkaWire(own_server.kafka_bootstrap)
     try:
-        # membership is not kept over a restart: the member is told to rejoin ...
-        assert beat(wire, group, a["member_id"], a["member_epoch"])["error_code"] == \
-            errors.UnknownMemberIdError.code
-        b = join(wire, group, [topic_name])
-        assert b["error_code"] == 0 and assigned(b) == {tid: [0, 1]}
-        # ... and finds its group's offsets
+        after = wire.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
+            "group_ids": [group], "include_authorized_operations": False})["groups"][0]
+        assert after == described
+        # B still waits for A's revocation; A is still at its epoch with two
+        r = beat(wire, group, b_id, epoch, {})
+        assert r["error_code"] == 0 and r["member_epoch"] == epoch
+        assert r["assignment"] is None or assigned(r) == {}
+        r = beat(wire, group, a_id, a_epoch, {tid: kept})
+        assert r["error_code"] == 0 and r["member_epoch"] == epoch and assigned(r) == {tid: kept}
+        r = beat(wire, group, b_id, epoch, {})
+        assert sorted(assigned(r)[tid] + kept) == [0, 1, 2, 3]
+        # the committed offsets came back too
         fetched = wire.request(ApiKey.OFFSET_FETCH, 9, {"groups": [
-            {"group_id": group, "member_id": b["member_id"], "member_epoch": b["member_epoch"],
+            {"group_id": group, "member_id": b_id, "member_epoch": epoch,
              "topics": [{"name": topic_name, "partition_indexes": [1]}]}],
             "require_stable": True})
         p = fetched["groups"][0]["topics"][0]["partitions"][0]
         assert (p["committed_offset"], p["metadata"]) == (42, "m")
+        # both leave; the empty group is deleted and stays deleted over a restart
+        assert beat(wire, group, a_id, -1)["error_code"] == 0
+        assert beat(wire, group, b_id, -1)["error_code"] == 0
+        deleted = wire.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": [group]})
+        assert deleted["results"][0]["error_code"] == 0
+    finally:
+        wire.close()
+    assert own_server.stop() == 0
+    own_server.start()
+    wire = KafkaWire(own_server.kafka_bootstrap)
+    try:
+        gone = wire.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
+            "group_ids": [group], "include_authorized_operations": False})["groups"][0]
+        assert gone["error_code"] == errors.GroupIdNotFoundError.code
     finally:
         wire.close()
