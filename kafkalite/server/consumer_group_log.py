@@ -16,7 +16,8 @@ partition of ``__consumer_offsets`` beside its committed offsets:
 A null value deletes the key (a member gone, the group deleted).
 
 The coordinator changes a group in memory and then writes what changed:
-``snapshot`` renders a group as {key: value}, and ``diff`` turns two
+``GroupRecords.snapshot`` renders a group as {key: value} (re-encoding only
+records whose inputs changed), and ``diff`` turns two
 snapshots into the records to append (changed keys, tombstones for keys
 that went away), so every path that changes a group (heartbeats, classic
 requests of classic members, timeouts, migrations, deletion) is written the
@@ -80,36 +81,75 @@ def _partitions(topic_partitions) -> frozenset:
     return frozenset((t["topic_id"], p) for t in topic_partitions for p in t["partitions"])
 
 
-def snapshot(cg: ConsumerGroup | None) -> dict[bytes, bytes]:
-    """The records that describe ``cg`` now ({} for a group that is gone)."""
-    if cg is None:
-        return {}
-    gid = cg.group_id
-    out = {_key(GROUP, gid): encode_data(ConsumerGroupMetadataValue, 0,
-                                         {"epoch": cg.group_epoch}),
-           _key(TARGET, gid): encode_data(ConsumerGroupTargetAssignmentMetadataValue, 0,
-                                          {"assignment_epoch": cg.assignment_epoch})}
-    for mid, m in cg.members.items():
-        meta = {"instance_id": m.instance_id, "rack_id": m.rack_id, "client_id": m.client_id,
-                "client_host": m.client_host,
-                "subscribed_topic_names": list(m.subscribed_topic_names),
-                "subscribed_topic_regex": m.subscribed_topic_regex,
-                "rebalance_timeout_ms": m.rebalance_timeout_ms,
-                "server_assignor": m.server_assignor}
-        if m.classic is not None:
-            meta["classic_member_metadata"] = {
-                "session_timeout_ms": m.classic.session_timeout_ms,
-                "supported_protocols": [{"name": n, "metadata": md}
-                                        for n, md in m.classic.protocols]}
-        out[_key(MEMBER, gid, mid)] = encode_data(ConsumerGroupMemberMetadataValue, 0, meta)
-        out[_key(CURRENT, gid, mid)] = encode_data(ConsumerGroupCurrentMemberAssignmentValue, 0, {
-            "member_epoch": m.member_epoch, "previous_member_epoch": m.previous_member_epoch,
-            "state": _STATE_CODES[m.state], "assigned_partitions": _by_topic(m.assigned),
-            "partitions_pending_revocation": _by_topic(m.pending_revocation)})
-    for mid, tps in cg.target.items():
-        out[_key(TARGET_MEMBER, gid, mid)] = encode_data(
-            ConsumerGroupTargetAssignmentMemberValue, 0, {"topic_partitions": _by_topic(tps)})
-    return out
+class GroupRecords:
+    """Renders groups as records, remembering each record's inputs so that
+    a heartbeat re-encodes only what changed: a group of 50 members
+    heartbeating every 100 ms would otherwise encode 7,500 records a second
+    on the supervisor's thread."""
+
+    def __init__(self):
+        # group id -> {(key version, member id): (inputs, key, value)}
+        self._cache: dict[str, dict] = {}
+
+    def forget(self, group_id: str) -> None:
+        self._cache.pop(group_id, None)
+
+    def snapshot(self, cg: ConsumerGroup | None) -> dict[bytes, bytes]:
+        """The records that describe ``cg`` now ({} for a group that is gone)."""
+        if cg is None:
+            return {}
+        gid = cg.group_id
+        old = self._cache.get(gid, {})
+        new: dict = {}
+        out: dict = {}
+
+        def put(version, mid, inputs, encode):
+            hit = old.get((version, mid))
+            if hit is not None and hit[0] == inputs:
+                entry = hit
+            else:
+                entry = (inputs, hit[1] if hit is not None else _key(version, gid, mid),
+                         encode())
+            new[(version, mid)] = entry
+            out[entry[1]] = entry[2]
+
+        put(GROUP, None, cg.group_epoch, lambda: encode_data(
+            ConsumerGroupMetadataValue, 0, {"epoch": cg.group_epoch}))
+        put(TARGET, None, cg.assignment_epoch, lambda: encode_data(
+            ConsumerGroupTargetAssignmentMetadataValue, 0,
+            {"assignment_epoch": cg.assignment_epoch}))
+        for mid, m in cg.members.items():
+            classic = m.classic
+            put(MEMBER, mid, (m.instance_id, m.rack_id, m.client_id, m.client_host,
+                              tuple(m.subscribed_topic_names), m.subscribed_topic_regex,
+                              m.rebalance_timeout_ms, m.server_assignor,
+                              None if classic is None else
+                              (classic.session_timeout_ms, tuple(classic.protocols))),
+                lambda: _member_metadata(m))
+            put(CURRENT, mid, (m.member_epoch, m.previous_member_epoch, m.state, m.assigned,
+                               m.pending_revocation),
+                lambda: encode_data(ConsumerGroupCurrentMemberAssignmentValue, 0, {
+                    "member_epoch": m.member_epoch,
+                    "previous_member_epoch": m.previous_member_epoch,
+                    "state": _STATE_CODES[m.state], "assigned_partitions": _by_topic(m.assigned),
+                    "partitions_pending_revocation": _by_topic(m.pending_revocation)}))
+        for mid, tps in cg.target.items():
+            put(TARGET_MEMBER, mid, tps, lambda: encode_data(
+                ConsumerGroupTargetAssignmentMemberValue, 0, {"topic_partitions": _by_topic(tps)}))
+        self._cache[gid] = new
+        return out
+
+
+def _member_metadata(m: ConsumerGroupMember) -> bytes:
+    meta = {"instance_id": m.instance_id, "rack_id": m.rack_id, "client_id": m.client_id,
+            "client_host": m.client_host, "subscribed_topic_names": list(m.subscribed_topic_names),
+            "subscribed_topic_regex": m.subscribed_topic_regex,
+            "rebalance_timeout_ms": m.rebalance_timeout_ms, "server_assignor": m.server_assignor}
+    if m.classic is not None:
+        meta["classic_member_metadata"] = {
+            "session_timeout_ms": m.classic.session_timeout_ms,
+            "supported_protocols": [{"name": n, "metadata": md} for n, md in m.classic.protocols]}
+    return encode_data(ConsumerGroupMemberMetadataValue, 0, meta)
 
 
 def diff(before: dict[bytes, bytes], after: dict[bytes, bytes]) -> list:

@@ -196,6 +196,7 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         # group id -> the consumer group records last written (consumer_group_log)
         self._consumer_records: dict[str, dict] = {}
+        self._consumer_rendering = consumer_group_log.GroupRecords()
         # producer id -> group -> {(topic, partition): OffsetAndMetadata} awaiting its marker
         self.pending_txn_offsets: dict[int, dict[str, dict]] = {}
         # (transactional id, producer id, epoch, group) -> error code; set by the supervisor
@@ -364,7 +365,7 @@ class GroupCoordinator:
         (tombstones if it is gone or classic now); the error code of a
         failed write (the next write retries the difference)."""
         before = self._consumer_records.get(gid, {})
-        after = consumer_group_log.snapshot(self.consumer.groups.get(gid))
+        after = self._consumer_rendering.snapshot(self.consumer.groups.get(gid))
         entries = consumer_group_log.diff(before, after)
         if not entries:
             return NONE
@@ -377,6 +378,7 @@ class GroupCoordinator:
             self._consumer_records[gid] = after
         else:
             self._consumer_records.pop(gid, None)
+            self._consumer_rendering.forget(gid)
         return NONE
 
     def _consumer_group_heartbeat(self, ctx: RequestContext, body: dict):
