@@ -901,6 +901,9 @@ class DistributedHerder(Herder):
             if not force and self.internal.task_configs.get(name) == configs:
                 return
         if self.leader_url == self.url:
+            with self._pending_lock:
+                # an older set not handed over yet must not follow this one
+                self._pending_task_configs.pop(name, None)
             try:
                 self._write_task_configs(name, configs)
                 return
@@ -921,7 +924,8 @@ class DistributedHerder(Herder):
     def _send_task_configs(self):
         """The sender thread: task configs this worker's connectors produced,
         handed to the leader until it takes them (a newer set of a connector
-        replaces one not yet taken; a connector deleted meanwhile drops it)."""
+        replaces one not yet taken; a connector deleted or moved meanwhile
+        drops it)."""
         while not self._stopping.is_set():
             self._task_configs_due.wait(TASK_CONFIG_RETRY_S)
             self._task_configs_due.clear()
@@ -929,7 +933,9 @@ class DistributedHerder(Herder):
                 pending = dict(self._pending_task_configs)
             for name, configs in pending.items():
                 try:
-                    if self.leader_url == self.url:
+                    if name not in self._connectors:
+                        pass            # revoked or deleted meanwhile: its new owner writes
+                    elif self.leader_url == self.url:
                         self._write_task_configs(name, configs)
                     else:
                         self._to_leader("POST", f"/connectors/{urllib.parse.quote(name)}/tasks",
