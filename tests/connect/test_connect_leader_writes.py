@@ -159,6 +159,13 @@ def test_writes_sent_to_followers_are_written_once_by_the_leader(server, tmp_pat
         assert r.status_code == 409 and r.json() == {"error_code": 409,
                                                      "message": REBALANCE_CONFLICT}
         assert get(urls[li], "/connectors/c1/status")["connector"]["state"] == "PAUSED"
+        # the owners' internal call (Kafka's POST /connectors/{name}/tasks): a body that is
+        # no list of task configs is a 400 anywhere, an unknown connector a 404
+        for u in urls:
+            r = requests.post(u + "/connectors/c0/tasks", timeout=60, json={"file": "x"})
+            assert r.status_code == 400 and "list of task configs" in r.json()["message"]
+            r = requests.post(u + "/connectors/nope/tasks", timeout=60, json=[])
+            assert r.status_code == 404, r.text
     finally:
         stop_all(workers)
 
