@@ -605,8 +605,9 @@ class _LocalTask:
 class DistributedHerder(Herder):
     """A Herder whose connectors and tasks are those the group assigned to
     this worker; reads come from the internal topics' views, writes go to
-    them. A connector this worker owns writes its task configs to the config
-    topic instead of starting them; each task runs where it is assigned."""
+    the config topic through the group's leader. A connector this worker
+    owns hands its task configs to the leader instead of starting them; each
+    task runs where it is assigned."""
 
     def __init__(self, worker, group_id: str = "connect-cluster",
                  config_topic: str = "connect-configs", status_topic: str = "connect-status",
@@ -880,7 +881,8 @@ class DistributedHerder(Herder):
         else:
             self._start_connector(c)
 
-    # the connector's owner writes its task configs; the tasks run where they are assigned
+    # the connector's owner makes its task configs (the leader writes them); the tasks run
+    # where they are assigned
 
     def _start_tasks(self, c) -> None:
         force = c.name in self._force_task_configs
