@@ -28,8 +28,9 @@ Kafka Connect's DistributedHerder.
   values: ``connector-<name>`` -> ``{"properties": {...}}`` (null: deleted),
   ``target-state-<name>`` -> ``{"state": "STARTED"|"PAUSED"|"STOPPED"}``,
   ``task-<name>-<n>`` -> ``{"properties": {...}}`` then ``commit-<name>`` ->
-  ``{"tasks": <count>}``. The connector's owner writes its task configs
-  (task records first, then the commit record) when it starts, when the
+  ``{"tasks": <count>}``. Only the group's leader writes this topic
+  (below). The connector's owner makes its task configs (task records
+  first, then the commit record, written by the leader) when it starts, when the
   connector asks for a reconfiguration and they changed, always after its
   config changed (the tasks then restart with the new connector config),
   and none when it is STOPPED (KIP-875). A reader applies a connector's
@@ -48,6 +49,23 @@ Kafka Connect's DistributedHerder.
   connector no longer has gets a tombstone from the worker that stopped
   it. Every worker's REST API answers from it and from the task configs.
 
+Config writes go through the leader, as Kafka's DistributedHerder: the
+assignment names the leader's REST URL; a create, config update, delete,
+pause, resume or stop that reaches another worker is validated there (a 400
+names the field, as the leader's would), then forwarded to the leader's REST
+API marked ``forward=false`` (rest.py), whose answer passes through
+unchanged; a connector's owner hands its task configs to the leader (Kafka's
+``POST /connectors/{name}/tasks``). While the group rebalances a write waits
+for the next leader (``LEADER_WAIT_S``), then answers 409; a forwarded
+request reaching a worker that no longer leads answers 409 (no second hop).
+With ``exactly.once.source.support=enabled`` the leader writes config
+records in transactions of the producer ``connect-cluster-<group.id>``,
+claimed when its leadership starts (KIP-618's leader fencing): a deposed
+leader's write is fenced, never lands, and answers 409; the fenced worker
+rejoins (and claims again if the group still makes it leader). Every
+internal-topic record carries the header ``kafkalite.connect.writer``: the
+worker that wrote it.
+
 REST calls that act on a running connector (restart, offsets) go to its
 owner's REST API, and a task's restart to the task's owner, when another
 worker runs it; a restart with ``includeTasks`` restarts each task on its
@@ -55,9 +73,11 @@ own worker.
 
 Who calls: the ``kafkalite connect distributed`` command and tests. Thread
 safety: the membership thread and the tail thread change the local herder
-under its lock. Left out from Kafka: the config topic is written by the
-connector's owner (Kafka forwards task configs to the group leader, and
-fences a zombie writer with a transactional producer).
+under its lock; the sender thread hands task configs to the leader; REST
+threads wait for a leader under ``_leadership``. Left out from Kafka: the
+signed internal requests (KIP-507's session key): ``POST
+/connectors/{name}/tasks`` takes any caller's task configs; the leader does
+not read the config topic to its end before a write.
 """
 from __future__ import annotations
 
@@ -66,9 +86,11 @@ import logging
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
-from kafkalite.connect.errors import (BadRequestException, ConnectException, NotFoundException,
+from kafkalite.connect.errors import (REBALANCE_CONFLICT, BadRequestException, ConnectException,
+                                      NotFoundException, NotLeaderException,
                                       RebalanceNeededException)
 from kafkalite.connect.herder import Herder, restart_plan
 
@@ -76,6 +98,19 @@ log = logging.getLogger("kafkalite.connect")
 
 # Kafka Connect's name of its cooperative protocol (KIP-415); the metadata is ours (JSON)
 PROTOCOL = "compatible"
+# the header on every internal-topic record naming the worker that wrote it (ours: Kafka
+# writes none; readers that do not know it ignore it)
+WRITER_HEADER = "kafkalite.connect.writer"
+# how long a config write waits out a rebalance for a leader before its 409
+LEADER_WAIT_S = 15.0
+# a task config write the owner could not hand to the leader is tried again this often
+TASK_CONFIG_RETRY_S = 0.5
+
+
+def transactional_producer_id(group_id: str) -> str:
+    """The transactional.id of a Connect group's leader (Kafka's
+    DistributedConfig.transactionalProducerId)."""
+    return f"connect-cluster-{group_id}"
 
 
 class ConnectGroup:
@@ -324,10 +359,27 @@ class CooperativeAssignor:
 
 
 class InternalTopics:
-    """The config and status topics: produced to, and tailed into views."""
+    """The config and status topics: produced to, and tailed into views
+    (read_committed: a config write of a fenced leader never shows).
 
-    def __init__(self, client_config, config_topic, status_topic, on_config_change):
+    Config records are written by the group's leader only (``write_config``).
+    With ``transactional_id`` (exactly-once source support) the leader
+    writes them in transactions of a producer it claims when it becomes
+    leader (``claim_write_privileges``, Kafka's KafkaConfigBackingStore):
+    the claim bumps the id's epoch, so a deposed leader still writing is
+    fenced and its records never land; ``on_fenced()`` then tells the herder.
+    Every record carries the header ``WRITER_HEADER``: the worker that wrote
+    it. Thread safety: writes from any thread; the leader's transactional
+    producer is used under ``_write_lock`` (one transaction at a time)."""
+
+    def __init__(self, client_config, config_topic, status_topic, on_config_change,
+                 transactional_id: str | None = None, on_fenced=None):
         self.client_config = client_config
+        self.transactional_id = transactional_id
+        self.on_fenced = on_fenced
+        self.writer = ""                          # this worker's id, for WRITER_HEADER
+        self._write_lock = threading.Lock()
+        self._leader_producer = None              # transactional: while write privileges last
         self.config_topic, self.status_topic = config_topic, status_topic
         self.configs: dict[str, dict] = {}       # connector -> properties
         self.targets: dict[str, str] = {}        # connector -> target state
@@ -369,7 +421,7 @@ class InternalTopics:
     def _tail(self):
         from kafkalite.client import OFFSET_BEGINNING, Consumer, TopicPartition
         c = Consumer({**self.client_config, "enable.auto.commit": False,
-                      "fetch.max.wait.ms": 100})
+                      "fetch.max.wait.ms": 100, "isolation.level": "read_committed"})
         c.assign([TopicPartition(self.config_topic, 0, OFFSET_BEGINNING),
                   TopicPartition(self.status_topic, 0, OFFSET_BEGINNING)])
         try:
@@ -442,11 +494,82 @@ class InternalTopics:
             raise ConnectException("the worker is still starting: its internal topics are not "
                                    "ready")
         for key, value in records:
-            self._producer.produce(topic, key=key.encode(),
+            self._producer.produce(topic, key=key.encode(), headers=self._headers(),
                                    value=None if value is None else json.dumps(value).encode())
         if self._producer.flush(30):
             raise ConnectException(f"{topic}: write of {records[-1][0]} not acknowledged in "
                                    f"30 s")
+
+    def _headers(self):
+        return [(WRITER_HEADER, self.writer.encode())]
+
+    def write_config(self, records) -> None:
+        """The leader's write of config records [(key, value)]: one
+        transaction under exactly-once support (refused once another worker
+        claimed the leader's transactional id), plain writes otherwise."""
+        if self.transactional_id is None:
+            self.write_many(self.config_topic, records)
+            return
+        from kafkalite.errors import KafkaError
+        with self._write_lock:
+            p = self._leader_producer
+            if p is None:
+                raise RebalanceNeededException(
+                    f"{REBALANCE_CONFLICT}: this worker holds no write privileges on the "
+                    f"config topic")
+            try:
+                p.begin_transaction()
+                for key, value in records:
+                    p.produce(self.config_topic, key=key.encode(), headers=self._headers(),
+                              value=None if value is None else json.dumps(value).encode())
+                p.commit_transaction(30)
+            except KafkaError as e:
+                if not getattr(e, "fatal", False):
+                    try:
+                        p.abort_transaction(10)
+                    except KafkaError:
+                        self._drop_leader_producer()
+                    raise ConnectException(f"{self.config_topic}: write of {records[-1][0]} "
+                                           f"failed: {e}") from None
+                # fenced: another worker claimed the leader's transactional id
+                self._drop_leader_producer()
+                log.warning("config topic: this worker's write privileges were fenced (%s); "
+                            "it no longer writes as the leader", e)
+                if self.on_fenced is not None:
+                    self.on_fenced()
+                raise RebalanceNeededException(
+                    f"{REBALANCE_CONFLICT}: this worker's write privileges on the config topic "
+                    f"were fenced by a newer leader") from None
+
+    def claim_write_privileges(self) -> None:
+        """At the start of a leadership (exactly-once support only): a new
+        transactional producer of the group's id, whose init_transactions
+        fences every earlier leader's."""
+        if self.transactional_id is None:
+            return
+        from kafkalite.client import Producer
+        with self._write_lock:
+            self._drop_leader_producer()
+            p = Producer({**self.client_config, "transactional.id": self.transactional_id,
+                          "linger.ms": 0})
+            try:
+                p.init_transactions(30)
+            except Exception:
+                p.close(5)
+                raise
+            self._leader_producer = p
+
+    def release_write_privileges(self) -> None:
+        with self._write_lock:
+            self._drop_leader_producer()
+
+    def _drop_leader_producer(self):
+        if self._leader_producer is not None:
+            try:
+                self._leader_producer.close(5)
+            except Exception:       # noqa: BLE001 -- a fenced producer may refuse to flush
+                log.debug("config topic: closing the leader's producer", exc_info=True)
+            self._leader_producer = None
 
     def wait(self, cond, timeout=30.0):
         deadline = time.monotonic() + timeout
@@ -463,6 +586,7 @@ class InternalTopics:
             self._thread.join(10)
         if self._producer is not None:
             self._producer.close(10)
+        self.release_write_privileges()
 
 
 class _LocalTask:
@@ -481,8 +605,9 @@ class _LocalTask:
 class DistributedHerder(Herder):
     """A Herder whose connectors and tasks are those the group assigned to
     this worker; reads come from the internal topics' views, writes go to
-    them. A connector this worker owns writes its task configs to the config
-    topic instead of starting them; each task runs where it is assigned."""
+    the config topic through the group's leader. A connector this worker
+    owns hands its task configs to the leader instead of starting them; each
+    task runs where it is assigned."""
 
     def __init__(self, worker, group_id: str = "connect-cluster",
                  config_topic: str = "connect-configs", status_topic: str = "connect-status",
@@ -497,8 +622,22 @@ class DistributedHerder(Herder):
                 "scheduled.rebalance.max.delay.ms", 300_000))
         self.assignor = CooperativeAssignor(scheduled_rebalance_max_delay_ms,
                                             group_of=unit_connector)
+        eos = str(worker.config.get("exactly.once.source.support", "disabled")).lower() == \
+            "enabled"
         self.internal = InternalTopics(worker.client_config, config_topic, status_topic,
-                                     self._config_changed)
+                                       self._config_changed,
+                                       transactional_producer_id(group_id) if eos else None,
+                                       self._fenced)
+        self.url = ""                             # this worker's REST URL (set by start)
+        # the group leader's REST URL in the current generation; None while rebalancing
+        self.leader_url: str | None = None
+        self._leadership = threading.Condition()
+        self._privileged = False                  # holds the leader's write privileges
+        # connector -> task configs its owner (this worker) still has to hand to the leader
+        self._pending_task_configs: dict[str, list] = {}
+        self._pending_lock = threading.Lock()
+        self._task_configs_due = threading.Event()
+        self._sender = None
         self.owners: dict[str, str] = {}          # unit -> its owner's REST URL
         self.assigned: set[str] = set()           # units this worker was assigned
         self._tasks: dict[tuple, _LocalTask] = {}
@@ -516,11 +655,53 @@ class DistributedHerder(Herder):
     # ---- running ---------------------------------------------------------------------------
 
     def start(self) -> "DistributedHerder":
+        self.url = f"http://{self.worker.worker_id}"
+        self.internal.writer = self.worker.worker_id
         self.internal.start()
         self._thread = threading.Thread(target=self._membership, daemon=True,
                                         name="connect-membership")
         self._thread.start()
+        self._sender = threading.Thread(target=self._send_task_configs, daemon=True,
+                                        name="connect-task-configs")
+        self._sender.start()
         return self
+
+    def _set_leader(self, url: str | None) -> None:
+        with self._leadership:
+            self.leader_url = url
+            self._leadership.notify_all()
+
+    def _take_leadership(self, leader: str | None) -> None:
+        """Claim the config topic's write privileges when this worker becomes
+        the leader (fencing any earlier leader's writes), give them up when
+        another one is; then publish who leads. A failed claim leaves no
+        leader known here (writes answer 409) and rejoins shortly."""
+        if leader == self.url and not self._privileged:
+            try:
+                self.internal.claim_write_privileges()
+                self._privileged = True
+                log.info("connect group %s: this worker leads generation %d and holds the "
+                         "config topic's write privileges", self.group_id, self.generation)
+            except Exception as e:  # noqa: BLE001 -- coordinator not ready: try again
+                log.warning("connect group %s: claiming the config topic's write privileges "
+                            "failed: %s", self.group_id, e)
+                self._set_leader(None)
+                self._stopping.wait(1.0)
+                self._rejoin.set()
+                return
+        elif leader != self.url and self._privileged:
+            self.internal.release_write_privileges()
+            self._privileged = False
+        log.info("connect group %s: generation %d, leader %s", self.group_id, self.generation,
+                 leader)
+        self._set_leader(leader)
+
+    def _fenced(self):
+        # a newer leader claimed the write privileges: rejoin; if the group still makes this
+        # worker its leader (the claimant was a zombie), the next assignment claims them again
+        self._privileged = False
+        self._set_leader(None)
+        self._rejoin.set()
 
     def _config_changed(self):
         self._rejoin.set()
@@ -538,10 +719,12 @@ class DistributedHerder(Herder):
 
     def _membership(self):
         from kafkalite import errors
-        group = ConnectGroup(self.worker.client_config, self.group_id,
-                             f"http://{self.worker.worker_id}", self.session_timeout_ms)
+        group = ConnectGroup(self.worker.client_config, self.group_id, self.url,
+                             self.session_timeout_ms)
         try:
             while not self._stopping.is_set():
+                # no leader while the group rebalances: config writes wait for the next
+                self._set_leader(None)
                 try:
                     self._rejoin.clear()
                     assignment = group.join(self._assign, self._owned, self._expelled)
@@ -594,10 +777,14 @@ class DistributedHerder(Herder):
             units = [connector_unit(n) for n in self.internal.configs]
             units += [task_unit(n, i) for n in self.internal.configs
                       for i in range(len(self.internal.task_configs.get(n, [])))]
-        return self.assignor.assign(members, units)
+        out = self.assignor.assign(members, units)
+        for a in out.values():
+            a["leader"] = self.url       # Kafka's leaderUrl: where config writes go
+        return out
 
     def _apply(self, assignment: dict) -> None:
         """Stop what was revoked, start what is new; the rest runs on."""
+        self._take_leadership(assignment.get("leader"))
         self.owners = assignment.get("owners", {})
         self.assigned = set(assignment.get("units", []))
         self.assignor.remember(assignment)
@@ -694,7 +881,8 @@ class DistributedHerder(Herder):
         else:
             self._start_connector(c)
 
-    # the connector's owner writes its task configs; the tasks run where they are assigned
+    # the connector's owner makes its task configs (the leader writes them); the tasks run
+    # where they are assigned
 
     def _start_tasks(self, c) -> None:
         force = c.name in self._force_task_configs
@@ -705,15 +893,72 @@ class DistributedHerder(Herder):
         pass        # each task's owner stops it when its connector's task configs change
 
     def _publish_task_configs(self, name, configs, force=False) -> None:
-        """Kafka's records: ``task-<name>-<n>`` for each task, then
-        ``commit-<name>`` with the count (readers apply the set on the commit)."""
+        """A connector's new task configs, from its owner: written by the
+        leader (this worker, or the leader through its REST API, Kafka's
+        ``POST /connectors/{name}/tasks``). The owner does not wait for a
+        leader (it may hold the herder's lock): what it could not hand over
+        now the sender thread hands over when a leader is known."""
         configs = json.loads(json.dumps(list(configs)))     # as the view will read them
         with self.internal._lock:
             if not force and self.internal.task_configs.get(name) == configs:
                 return
-        self.internal.write_many(self.internal.config_topic, [
+        if self.leader_url == self.url:
+            with self._pending_lock:
+                # an older set not handed over yet must not follow this one
+                self._pending_task_configs.pop(name, None)
+            try:
+                self._write_task_configs(name, configs)
+                return
+            except ConnectException as e:
+                log.warning("connector %s: writing its task configs failed (%s); trying again",
+                            name, e)
+        with self._pending_lock:
+            self._pending_task_configs[name] = configs
+        self._task_configs_due.set()
+
+    def _write_task_configs(self, name, configs) -> None:
+        """Kafka's records: ``task-<name>-<n>`` for each task, then
+        ``commit-<name>`` with the count (readers apply the set on the commit)."""
+        self.internal.write_config([
             *((f"task-{name}-{i}", {"properties": tc}) for i, tc in enumerate(configs)),
             (f"commit-{name}", {"tasks": len(configs)})])
+
+    def _send_task_configs(self):
+        """The sender thread: task configs this worker's connectors produced,
+        handed to the leader until it takes them (a newer set of a connector
+        replaces one not yet taken; a connector deleted or moved meanwhile
+        drops it)."""
+        while not self._stopping.is_set():
+            self._task_configs_due.wait(TASK_CONFIG_RETRY_S)
+            self._task_configs_due.clear()
+            with self._pending_lock:
+                pending = dict(self._pending_task_configs)
+            for name, configs in pending.items():
+                try:
+                    if name not in self._connectors:
+                        pass            # revoked or deleted meanwhile: its new owner writes
+                    elif self.leader_url == self.url:
+                        self._write_task_configs(name, configs)
+                    else:
+                        self._to_leader("POST", f"/connectors/{urllib.parse.quote(name)}/tasks",
+                                        configs)
+                except NotFoundException:
+                    pass                # deleted meanwhile: nothing to write
+                except ConnectException as e:
+                    log.debug("connector %s: task configs not taken yet: %s", name, e)
+                    continue
+                with self._pending_lock:
+                    if self._pending_task_configs.get(name) is configs:
+                        del self._pending_task_configs[name]
+
+    def _to_leader(self, method, path, body):
+        """A call of this worker's own to the leader's REST API (marked as
+        forwarded: a worker that is no longer the leader answers 409)."""
+        leader = self.leader_url
+        if leader is None:
+            raise RebalanceNeededException(f"{REBALANCE_CONFLICT}: no leader known")
+        return self._http(leader + path + "?forward=false", method, body, f"the leader {leader}",
+                          timeout=30)
 
     def _start_local_task(self, lt: _LocalTask) -> None:
         from kafkalite.connect import plugins
@@ -824,8 +1069,11 @@ class DistributedHerder(Herder):
 
     def stop(self) -> None:
         self._stopping.set()
+        self._task_configs_due.set()
         if self._thread is not None:
             self._thread.join(60)
+        if self._sender is not None:
+            self._sender.join(30)
         self.internal.stop()
 
     # ---- reads: from the views -------------------------------------------------------------
@@ -888,34 +1136,61 @@ class DistributedHerder(Herder):
             out["trace"] = st["trace"]
         return out
 
-    # ---- writes: to the config topic -------------------------------------------------------
+    # ---- writes: to the config topic, by the leader ---------------------------------------
+
+    def _require_leader(self, what: str, settled=None, wait: float = LEADER_WAIT_S) -> None:
+        """Return when this worker leads the group (waiting out a rebalance up
+        to ``wait`` s); else NotLeaderException with the leader's URL (None
+        when no leader is known), which the REST layer forwards there.
+        ``settled`` waits until this worker's view shows the leader's write."""
+        with self._leadership:
+            self._leadership.wait_for(lambda: self.leader_url is not None, wait)
+            leader = self.leader_url
+        if leader != self.url:
+            raise NotLeaderException(f"Only the leader can {what}", leader, settled)
 
     def put_connector_config(self, name, config, allow_replace, initial_state=None):
         from kafkalite.connect.herder import _initial_target
-        config = self._checked(name, config)
+        config = self._checked(name, config)          # a 400 here, leader or not
         target = _initial_target(initial_state)
         with self.internal._lock:
             existed = name in self.internal.configs
         if existed and not allow_replace:
             from kafkalite.connect.errors import AlreadyExistsException
             raise AlreadyExistsException(f"Connector {name} already exists")
+        self._require_leader("set connector configs", lambda: self._settle(
+            lambda: self.internal.configs.get(name) == config))
+        records = []
         if not existed and initial_state is not None:
             # the target first: the connector's first owner starts it in that state
-            self.internal.write(self.internal.config_topic, f"target-state-{name}",
-                                {"state": target})
-        self.internal.write(self.internal.config_topic, f"connector-{name}", {"properties": config})
+            records.append((f"target-state-{name}", {"state": target}))
+        records.append((f"connector-{name}", {"properties": config}))
+        self.internal.write_config(records)
         self.internal.wait(lambda: self.internal.configs.get(name) == config)
         return not existed, self.connector_info(name)
 
     def delete_connector(self, name):
         self._config(name)
-        self.internal.write(self.internal.config_topic, f"connector-{name}", None)
+        self._require_leader("delete connectors", lambda: self._settle(
+            lambda: name not in self.internal.configs))
+        self.internal.write_config([(f"connector-{name}", None)])
         self.internal.wait(lambda: name not in self.internal.configs)
 
     def _target(self, name, state):
         self._config(name)
-        self.internal.write(self.internal.config_topic, f"target-state-{name}", {"state": state})
+        self._require_leader("change a connector's target state", lambda: self._settle(
+            lambda: self.internal.targets.get(name) == state))
+        self.internal.write_config([(f"target-state-{name}", {"state": state})])
         self.internal.wait(lambda: self.internal.targets.get(name) == state)
+
+    def _settle(self, cond, timeout=10.0):
+        """After a write the leader made for this worker: wait (bounded) until
+        this worker's view shows it, so the caller's next request here sees
+        its change; the write stands either way."""
+        try:
+            self.internal.wait(cond, timeout)
+        except ConnectException:
+            log.info("config topic: this worker's view is behind the leader's write")
 
     def pause(self, name):
         self._target(name, "PAUSED")
@@ -926,6 +1201,16 @@ class DistributedHerder(Herder):
     def stop_connector(self, name):
         self._target(name, "STOPPED")
 
+    def put_task_configs(self, name, configs):
+        """Kafka's internal ``POST /connectors/{name}/tasks``: a connector's
+        owner hands its task configs to the leader, which writes them. Not
+        waiting for a leader: the owner tries again."""
+        if not isinstance(configs, list) or not all(isinstance(tc, dict) for tc in configs):
+            raise BadRequestException("the body is a list of task configs (objects)")
+        self._config(name)
+        self._require_leader("write task configs", wait=0)
+        self._write_task_configs(name, configs)
+
     # ---- calls for the owner ---------------------------------------------------------------
 
     def _forward(self, unit, method, path, body=None):
@@ -934,14 +1219,18 @@ class DistributedHerder(Herder):
         owner = self.owners.get(unit)
         what = ' task '.join(map(str, parse_unit(unit)))
         if owner is None:
-            raise RebalanceNeededException(
-                f"Cannot complete request because of a conflicting operation (e.g. worker "
-                f"rebalance): {what} has no owner yet")
-        req = urllib.request.Request(owner + path, method=method,
+            raise RebalanceNeededException(f"{REBALANCE_CONFLICT}: {what} has no owner yet")
+        return self._http(owner + path, method, body, f"{what}'s owner {owner}")
+
+    @staticmethod
+    def _http(url, method, body, who, timeout=60):
+        """One call to another worker's REST API: (status, body); its errors
+        raised as the Connect exceptions they stand for."""
+        req = urllib.request.Request(url, method=method,
                                      data=None if body is None else json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(req, timeout=60) as r:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
                 raw = r.read()
                 return r.status, json.loads(raw) if raw else None
         except urllib.error.HTTPError as e:
@@ -954,11 +1243,10 @@ class DistributedHerder(Herder):
                 raise RebalanceNeededException(msg) from None
             raise ConnectException(msg) from None
         except OSError as e:
-            # the owner's worker is gone (killed, stopping): the group moves its units
-            # once its session expires; until then the request cannot be served
+            # the worker is gone (killed, stopping): the group moves its units (or elects
+            # a new leader) once its session expires; until then the request cannot be served
             raise RebalanceNeededException(
-                f"Cannot complete request because of a conflicting operation (e.g. worker "
-                f"rebalance): {what}'s owner {owner} is unreachable ({e})") from None
+                f"{REBALANCE_CONFLICT}: {who} is unreachable ({e})") from None
 
     def _local(self, name) -> bool:
         return name in self._connectors

@@ -6,6 +6,12 @@ worker tells a RetriableException (try the same call again) from the others
 """
 
 
+# Kafka's answer (HTTP 409) to a request the group cannot serve right now: a worker
+# rebalance moved what it needs, or it reached a worker that is no longer the leader
+REBALANCE_CONFLICT = ("Cannot complete request because of a conflicting operation (e.g. worker "
+                      "rebalance)")
+
+
 class ConnectException(Exception):
     """A failure of a connector, task or the framework."""
 
@@ -33,3 +39,16 @@ class BadRequestException(ConnectException):
 class RebalanceNeededException(ConnectException):
     """A request that needs a unit's owner while the group is moving it
     (REST: 409, as Kafka's; the client tries again after the rebalance)."""
+
+
+class NotLeaderException(ConnectException):
+    """A config write asked of a worker that is not the Connect group's
+    leader (Kafka's NotLeaderException): the REST layer forwards the
+    request to ``leader_url``, or answers 409 when no leader is known or
+    the request was forwarded already. ``settled()`` (optional) waits until
+    this worker's view shows what the leader wrote."""
+
+    def __init__(self, message: str, leader_url: str | None, settled=None):
+        super().__init__(message)
+        self.leader_url = leader_url
+        self.settled = settled

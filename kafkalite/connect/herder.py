@@ -350,6 +350,11 @@ class Herder:
             c.task_configs = new
             self._start_tasks(c)
 
+    def put_task_configs(self, name, configs) -> None:
+        """Task configs handed over by another worker: distributed mode only."""
+        raise BadRequestException("a standalone worker does not take task configs from other "
+                                  "workers")
+
     def pause(self, name) -> None:
         with self._lock:
             c = self._get(name)

@@ -11,7 +11,10 @@ status|info``; POST takes KIP-980's ``initial_state``), ``GET/DELETE /connectors
 /connector-plugins/{plugin}/config/validate``, ``GET /`` (version).
 Errors answer Kafka's body ``{"error_code": <HTTP status>, "message":
 ...}``. The OpenAPI description is served at ``/openapi.json``
-(openapi.py).
+(openapi.py). In distributed mode a config write that reaches a worker
+other than the group's leader is forwarded to the leader (``forward=false``
+on the forwarded request; see distributed.py), and ``POST
+/connectors/{name}/tasks`` is Kafka's internal call of a connector's owner.
 
 Who calls: the ``kafkalite connect`` command and tests (RestServer).
 """
@@ -19,18 +22,24 @@ from __future__ import annotations
 
 import logging
 import threading
+import urllib.error
+import urllib.parse
+import urllib.request
 
-from flask import Flask, jsonify, request
+from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 from werkzeug.serving import make_server
 
 from kafkalite.connect import plugins
-from kafkalite.connect.errors import (AlreadyExistsException, BadRequestException,
-                                      ConnectException, NotFoundException,
-                                      RebalanceNeededException)
+from kafkalite.connect.errors import (REBALANCE_CONFLICT, AlreadyExistsException,
+                                      BadRequestException, ConnectException, NotFoundException,
+                                      NotLeaderException, RebalanceNeededException)
 
 log = logging.getLogger("kafkalite.connect")
 MAX_BODY = 8 << 20
+# a request forwarded to the leader may wait out a rebalance there, then its write: Kafka's
+# default REST request timeout
+FORWARD_TIMEOUT_S = 90
 
 
 def _error(status: int, message: str):
@@ -50,6 +59,33 @@ def _json_body():
     return body
 
 
+def _forward_to_leader(e: NotLeaderException):
+    """Kafka's HerderRequestHandler: a config write that reached a worker
+    other than the leader goes to the leader's REST API marked
+    ``forward=false``; its answer passes through unchanged. No second hop:
+    a forwarded request that finds no leader here answers 409."""
+    if e.leader_url is None or request.args.get("forward", "").lower() == "false":
+        return _error(409, REBALANCE_CONFLICT)
+    query = [(k, v) for k, v in request.args.items(multi=True) if k != "forward"]
+    url = (e.leader_url + urllib.parse.quote(request.path) + "?" +
+           urllib.parse.urlencode(query + [("forward", "false")]))
+    req = urllib.request.Request(url, method=request.method, data=request.get_data() or None,
+                                 headers={"Content-Type": request.content_type or
+                                          "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=FORWARD_TIMEOUT_S) as r:
+            status, body, ctype = r.status, r.read(), r.headers.get("Content-Type")
+    except urllib.error.HTTPError as err:
+        status, body, ctype = err.code, err.read(), err.headers.get("Content-Type")
+    except OSError as err:
+        # the leader died or is stopping: a new one is elected after its session expires
+        return _error(409, f"{REBALANCE_CONFLICT}: the leader {e.leader_url} is unreachable "
+                           f"({err})")
+    if 200 <= status < 300 and e.settled is not None:
+        e.settled()
+    return Response(body, status=status, content_type=ctype)
+
+
 def create_app(herder) -> Flask:
     app = Flask("kafkalite.connect")
     app.json.sort_keys = False
@@ -67,6 +103,10 @@ def create_app(herder) -> Flask:
     @app.errorhandler(BadRequestException)
     def _br(e):
         return _error(400, str(e))
+
+    @app.errorhandler(NotLeaderException)
+    def _nl(e):
+        return _forward_to_leader(e)
 
     @app.errorhandler(RebalanceNeededException)
     def _rn(e):
@@ -158,6 +198,12 @@ def create_app(herder) -> Flask:
     @app.get("/connectors/<name>/tasks")
     def tasks(name):
         return jsonify(herder.task_configs(name))
+
+    @app.post("/connectors/<name>/tasks")
+    def put_task_configs(name):
+        # Kafka's internal endpoint: a connector's owner hands its task configs to the leader
+        herder.put_task_configs(name, request.get_json(silent=True))
+        return "", 204
 
     @app.get("/connectors/<name>/tasks/<int:task>/status")
     def task_status(name, task):
