@@ -466,6 +466,11 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
                    help="the members: id, instance id, host, client id, partitions")
     g.add_argument("--state", action="store_true",
                    help="the group: coordinator, assignment strategy, state, member count")
+    g.add_argument("--verbose", action="store_true",
+                   help="with --state: the group's type (classic or consumer) and, for "
+                        "KIP-848 groups, its epoch and target assignment epoch; with "
+                        "--members: each member's epoch, current and target assignment, and "
+                        "whether it speaks the consumer protocol (UPGRADED)")
     _output_arg(g)
     g = gsub.add_parser("reset-offsets", help="set a group's committed offsets (dry run unless "
                                               "--execute; refused while it has members)")

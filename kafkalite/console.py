@@ -668,29 +668,49 @@ def _group_ids(admin, args) -> list[str]:
 def _describe_group(admin, args, group_id: str) -> None:
     desc = admin.describe_consumer_groups([group_id])[group_id].result()
     coordinator = desc.coordinator.id if desc.coordinator is not None else None
+    verbose = getattr(args, "verbose", False)
     if args.state:
         row = {"group": desc.group_id, "coordinator": coordinator,
                "assignment_strategy": desc.partition_assignor or None, "state": desc.state,
                "members": len(desc.members)}
+        headers = ["GROUP", "COORDINATOR", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
+        if verbose or args.output == "json":
+            row.update(type=desc.type, group_epoch=desc.group_epoch,
+                       target_assignment_epoch=desc.target_assignment_epoch)
+            headers += ["TYPE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]
         if args.output == "json":
             _print_json([row])
         else:
-            _table([list(row.values())], ["GROUP", "COORDINATOR", "ASSIGNMENT-STRATEGY",
-                                          "STATE", "#MEMBERS"])
+            _table([list(row.values())], headers)
         return
     if args.members:
+        def names(tps):
+            return None if tps is None else [f"{tp.topic}-{tp.partition}" for tp in tps]
+
         rows = [{"group": desc.group_id, "consumer_id": m.member_id,
                  "group_instance_id": m.group_instance_id, "host": m.host,
                  "client_id": m.client_id, "partitions": len(m.assignment),
-                 "assignment": [f"{tp.topic}-{tp.partition}" for tp in m.assignment]}
+                 "assignment": names(m.assignment), "member_epoch": m.member_epoch,
+                 "target_assignment_epoch": desc.target_assignment_epoch,
+                 "target_assignment": names(m.target_assignment), "upgraded": m.upgraded}
                 for m in desc.members]
         if args.output == "json":
             _print_json(rows)
-        else:
-            _table([[r["group"], r["consumer_id"], r["group_instance_id"], r["host"],
-                     r["client_id"], r["partitions"], ",".join(r["assignment"]) or None]
-                    for r in rows], ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST",
-                                     "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"])
+            return
+        headers = ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID",
+                   "#PARTITIONS", "ASSIGNMENT"]
+        table = [[r["group"], r["consumer_id"], r["group_instance_id"], r["host"],
+                  r["client_id"], r["partitions"], ",".join(r["assignment"]) or None]
+                 for r in rows]
+        if verbose:
+            # Kafka's --verbose columns ("-": a classic group has no such thing)
+            headers += ["CURRENT-EPOCH", "TARGET-EPOCH", "TARGET-ASSIGNMENT", "UPGRADED"]
+            for line, r in zip(table, rows):
+                line += [r["member_epoch"], r["target_assignment_epoch"],
+                         None if r["target_assignment"] is None
+                         else ",".join(r["target_assignment"]) or "(none)",
+                         None if r["upgraded"] is None else str(r["upgraded"]).lower()]
+        _table(table, headers)
         return
     lags = admin.describe_group_offsets(group_id)
     if args.output == "json":

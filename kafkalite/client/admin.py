@@ -149,6 +149,12 @@ class MemberDescription:
     host: str
     assignment: list
     group_instance_id: str | None = None
+    # KIP-848 groups only (ConsumerGroupDescribe): the member's epoch, its
+    # target assignment, and whether it speaks the consumer protocol (False:
+    # a classic member of a consumer group; Kafka's tools call it "upgraded")
+    member_epoch: int | None = None
+    target_assignment: list | None = None
+    upgraded: bool | None = None
 
 
 @dataclass
@@ -159,6 +165,9 @@ class ConsumerGroupDescription:
     partition_assignor: str
     state: str
     coordinator: BrokerMetadata | None = None
+    type: str = "classic"                   # "consumer": a KIP-848 group
+    group_epoch: int | None = None          # KIP-848 groups only
+    target_assignment_epoch: int | None = None
 
 
 @dataclass
@@ -522,11 +531,24 @@ class AdminClient:
     def describe_consumer_groups(self, group_ids: list[str],
                                  request_timeout: float | None = None) -> dict:
         """{group id: Future of ConsumerGroupDescription}; a group that does
-        not exist fails with GroupIdNotFoundError."""
-        resp = self._request(ApiKey.DESCRIBE_GROUPS, {"groups": list(group_ids),
+        not exist fails with GroupIdNotFoundError. KIP-848 groups are
+        described by ConsumerGroupDescribe (epochs, target assignments, member
+        types), the others by DescribeGroups, as librdkafka does."""
+        out = {}
+        resp = self._request(ApiKey.CONSUMER_GROUP_DESCRIBE, {
+            "group_ids": list(group_ids), "include_authorized_operations": False},
+            request_timeout)
+        for g in resp["groups"]:
+            if g["error_code"] == errors.GroupIdNotFoundError.code:
+                continue                             # not a consumer group: classic below
+            exc = error_or_none(g["error_code"], g["error_message"])
+            out[g["group_id"]] = _done(None if exc else self._consumer_group(g), exc)
+        classic = [gid for gid in group_ids if gid not in out]
+        if not classic:
+            return out
+        resp = self._request(ApiKey.DESCRIBE_GROUPS, {"groups": classic,
                                                       "include_authorized_operations": False},
                              request_timeout)
-        out = {}
         for g in resp["groups"]:
             exc = error_or_none(g["error_code"])
             if exc is None and g["group_state"] == "Dead":
@@ -538,6 +560,24 @@ class AdminClient:
                                    m["group_instance_id"]) for m in g["members"]],
                 g["protocol_data"], g["group_state"]), exc)
         return out
+
+    @staticmethod
+    def _consumer_group(g: dict) -> ConsumerGroupDescription:
+        def partitions(assignment) -> list:
+            return sorted(TopicPartition(t["topic_name"], p)
+                          for t in assignment["topic_partitions"] for p in t["partitions"])
+
+        return ConsumerGroupDescription(
+            g["group_id"], False,
+            [MemberDescription(m["member_id"], m["client_id"], m["client_host"],
+                               partitions(m["assignment"]), m["instance_id"],
+                               member_epoch=m["member_epoch"],
+                               target_assignment=partitions(m["target_assignment"]),
+                               upgraded=None if m.get("member_type", -1) < 0
+                               else m["member_type"] == 1)
+             for m in g["members"]],
+            g["assignor_name"], g["group_state"], type="consumer",
+            group_epoch=g["group_epoch"], target_assignment_epoch=g["assignment_epoch"])
 
     def delete_consumer_groups(self, group_ids: list[str],
                                request_timeout: float | None = None) -> dict:

@@ -126,7 +126,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),     # KIP-966, Kafka 3.8
     # KIP-848, GA in Kafka 4.0 (librdkafka asks v1, regex subscriptions)
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
-    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),       # v1: member types (KIP-1099)
     # KIP-932 share groups, v0 as Kafka 4.0 defines them (early access there)
     ApiKey.SHARE_GROUP_HEARTBEAT: (0, 0),
     ApiKey.SHARE_GROUP_DESCRIBE: (0, 0),

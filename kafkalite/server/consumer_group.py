@@ -102,6 +102,7 @@ RECONCILING = "Reconciling"
 STABLE_GROUP = "Stable"
 
 CONSUMER_PROTOCOL = "consumer"          # the classic protocol type of consumers
+MEMBER_TYPE_CLASSIC, MEMBER_TYPE_CONSUMER = 0, 1    # ConsumerGroupDescribe v1's MemberType
 
 UNIFORM = "uniform"
 RANGE = "range"
@@ -810,6 +811,8 @@ class ConsumerGroupCoordinator:
                     "subscribed_topic_regex": m.subscribed_topic_regex,
                     "assignment": assignment(m.assigned),
                     "target_assignment": assignment(cg.target.get(m.member_id, ())),
+                    "member_type": MEMBER_TYPE_CLASSIC if m.classic is not None
+                    else MEMBER_TYPE_CONSUMER,
                 } for m in cg.members.values()]})
         return {"throttle_time_ms": 0, "groups": out}
 

@@ -132,3 +132,76 @@ def test_reset_offsets_to_current_by_duration_export_from_file_and_delete_offset
     left = cli("groups", "describe", "resets", "--output", "json", *bs)
     rows = [json.loads(r) for r in left.stdout.splitlines()]
     assert {r["partition"]: r["current_offset"] for r in rows} == {1: ends[1]}
+
+
+def test_groups_describe_verbose_shows_epochs_targets_and_member_types(server, topic_name):
+    """A KIP-848 group with a consumer-protocol member and a classic one
+    (confluent-kafka): --state --verbose shows its type and epochs,
+    --members --verbose each member's epoch, target and protocol; a classic
+    group shows "-" there."""
+    import confluent_kafka as ck
+    bs = ["--bootstrap-server", server.bootstrap]
+    assert cli("topics", "create", topic_name, "--partitions", "4", *bs).returncode == 0
+    common = {"bootstrap.servers": server.kafka_bootstrap, "group.id": "kip848-shown"}
+    new = ck.Consumer({**common, "group.protocol": "consumer", "client.id": "new-one"})
+    new.subscribe([topic_name])
+    old = None
+    try:
+        deadline = time.monotonic() + 30
+        while len(new.assignment()) < 4 and time.monotonic() < deadline:
+            new.poll(0.1)
+        old = ck.Consumer({**common, "group.protocol": "classic", "client.id": "old-one",
+                           "partition.assignment.strategy": "cooperative-sticky"})
+        old.subscribe([topic_name])
+        while (len(old.assignment()) != 2 or len(new.assignment()) != 2) and \
+                time.monotonic() < deadline:
+            new.poll(0.05)
+            old.poll(0.05)
+        assert len(old.assignment()) == 2 and len(new.assignment()) == 2
+
+        state = json.loads(cli("groups", "describe", "kip848-shown", "--state", "--output",
+                               "json", *bs).stdout)
+        assert state["type"] == "consumer" and state["assignment_strategy"] == "uniform"
+        assert state["members"] == 2 and state["group_epoch"] >= 2
+        assert state["target_assignment_epoch"] == state["group_epoch"]
+        text = cli("groups", "describe", "kip848-shown", "--state", "--verbose", *bs)
+        header, row = text.stdout.decode().splitlines()
+        assert header.split()[-3:] == ["TYPE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]
+        assert row.split()[-3:] == ["consumer", str(state["group_epoch"]),
+                                    str(state["group_epoch"])]
+
+        out = cli("groups", "describe", "kip848-shown", "--members", "--output", "json", *bs)
+        members = {r["client_id"]: r for r in map(json.loads, out.stdout.splitlines())}
+        assert members["new-one"]["upgraded"] is True
+        assert members["old-one"]["upgraded"] is False
+        for r in members.values():
+            assert r["member_epoch"] == state["group_epoch"]
+            assert sorted(r["target_assignment"]) == sorted(r["assignment"])
+        assert sorted(members["new-one"]["assignment"] + members["old-one"]["assignment"]) == \
+            [f"{topic_name}-{p}" for p in range(4)]
+        text = cli("groups", "describe", "kip848-shown", "--members", "--verbose", *bs)
+        lines = text.stdout.decode().splitlines()
+        assert lines[0].split()[-4:] == ["CURRENT-EPOCH", "TARGET-EPOCH", "TARGET-ASSIGNMENT",
+                                         "UPGRADED"]
+        by_client = {line.split()[4]: line.split() for line in lines[1:]}
+        assert by_client["old-one"][-1] == "false" and by_client["new-one"][-1] == "true"
+    finally:
+        new.close()
+        if old is not None:
+            old.close()
+
+    # a classic group: "-" where KIP-848 groups have epochs
+    c = Consumer(server.config(**{"group.id": "classic-shown", "heartbeat.interval.ms": 100}))
+    c.subscribe([topic_name])
+    deadline = time.monotonic() + 20
+    while len(c.assignment()) < 4 and time.monotonic() < deadline:
+        c.consume(1, 0.1)
+    try:
+        text = cli("groups", "describe", "classic-shown", "--members", "--verbose", *bs)
+        row = text.stdout.decode().splitlines()[1].split()
+        assert row[-4:] == ["-", "-", "-", "-"]
+        state = json.loads(cli("groups", "describe", "classic-shown", "--state", "--output",
+                               "json", *bs).stdout)
+        assert state["type"] == "classic" and state["group_epoch"] is None
+    finally:
+        c.close()

@@ -113,6 +113,8 @@ def test_definition_matches_kafka_spec(message):
     common = {c["name"]: c["fields"] for c in spec.get("commonStructs", [])}
     for version in range(message.versions.low, message.versions.high + 1):
         assert version in valid or message.kind != "data"
+        if version not in valid:
+            continue        # newer than the spec at hand (ConsumerGroupDescribe v1): not guessed
         assert message.is_flexible(version) == (version in flexible), f"{message.name} v{version}: flexible"
         compare(spec["fields"], message.fields, version, common, message.name)
     assert message.versions.high < MAX_VERSION

@@ -175,6 +175,51 @@ def test_coordinator_logs_and_producer_ids_follow_the_lease(db, tmp_path):
     sa.close()
 
 
+def test_a_kip848_groups_records_follow_the_lease(db, tmp_path):
+    """A KIP-848 group's records (consumer_group_log.py) go to PostgreSQL with
+    the rest of __consumer_offsets: the controller on another node restores
+    the group with its members' epochs, assignments and target."""
+    import uuid as uuid_
+    from kafkalite.server import consumer_group_log
+    from kafkalite.server.consumer_group import (UNREVOKED_PARTITIONS, ConsumerGroup,
+                                                 ConsumerGroupMember)
+    from kafkalite.server.group_log import GroupMetadataLog
+    a, b = leases(db, 1, 2)
+    assert a.acquire()
+    sa = PostgresMetadataStore(db, a)
+    mine = GroupMetadataLog(str(tmp_path / "node1"), 4, sa)
+    tid = uuid_.uuid4()
+    cg = ConsumerGroup("g848", group_epoch=5, assignment_epoch=5)
+    m = ConsumerGroupMember("m1", "i1", None, "c", "/h", 30_000, subscribed_topic_names=["t"],
+                            member_epoch=4, previous_member_epoch=3,
+                            state=UNREVOKED_PARTITIONS, assigned=frozenset({(tid, 0)}),
+                            pending_revocation=frozenset({(tid, 1)}))
+    cg.members["m1"], cg.target["m1"] = m, frozenset({(tid, 0)})
+    rendering = consumer_group_log.GroupRecords()
+    first = rendering.snapshot(cg)
+    mine.write_records("g848", consumer_group_log.diff({}, first), 1)
+    m.member_epoch, m.state, m.pending_revocation = 5, "STABLE", frozenset()
+    changed = consumer_group_log.diff(first, rendering.snapshot(cg))
+    assert len(changed) == 1                          # only the member's current assignment
+    mine.write_records("g848", changed, 2)
+    mine.close()
+    time.sleep(1.3)                                   # a's lease lapses
+    assert b.acquire()
+    sb = PostgresMetadataStore(db, b)
+    theirs = GroupMetadataLog(str(tmp_path / "node2"), 4, sb)
+    restored = consumer_group_log.restore("g848", theirs.load().consumer["g848"])
+    r = restored.members["m1"]
+    assert (restored.group_epoch, restored.assignment_epoch) == (5, 5)
+    assert (r.member_epoch, r.previous_member_epoch, r.state) == (5, 3, "STABLE")
+    assert (r.assigned, r.pending_revocation) == (frozenset({(tid, 0)}), frozenset())
+    assert (r.instance_id, r.subscribed_topic_names) == ("i1", ["t"])
+    assert restored.target == {"m1": frozenset({(tid, 0)})}
+    assert restored.owners == {(tid, 0): "m1"} and restored.static == {"i1": "m1"}
+    theirs.close()
+    sb.close()
+    sa.close()
+
+
 def test_without_the_copy_another_node_starts_from_nothing(db, tmp_path):
     """The planted fault for the test above: without PostgreSQL's copy the
     controller of another node loads no offsets, which it would catch."""

@@ -294,11 +294,12 @@ ConsumerGroupHeartbeatResponse = Response(ApiKey.CONSUMER_GROUP_HEARTBEAT, "0-1"
 # current and target assignments.
 _DESCRIBED_ASSIGNMENT = [Array("topic_partitions", fields=[
     Field("topic_id", "uuid"), Field("topic_name", "string"), Field("partitions", "[]int32")])]
-ConsumerGroupDescribeRequest = Request(ApiKey.CONSUMER_GROUP_DESCRIBE, "0", flexible="0+", fields=[
+# v1 (Kafka 4.0, KIP-1099): each member's type (classic or consumer protocol).
+ConsumerGroupDescribeRequest = Request(ApiKey.CONSUMER_GROUP_DESCRIBE, "0-1", flexible="0+", fields=[
     Field("group_ids", "[]string"),
     Field("include_authorized_operations", "bool"),
 ])
-ConsumerGroupDescribeResponse = Response(ApiKey.CONSUMER_GROUP_DESCRIBE, "0", flexible="0+",
+ConsumerGroupDescribeResponse = Response(ApiKey.CONSUMER_GROUP_DESCRIBE, "0-1", flexible="0+",
                                          fields=[
     Field("throttle_time_ms", "int32"),
     Array("groups", fields=[
@@ -320,6 +321,7 @@ ConsumerGroupDescribeResponse = Response(ApiKey.CONSUMER_GROUP_DESCRIBE, "0", fl
             Field("subscribed_topic_regex", "string", nullable="0+"),
             Struct("assignment", fields=_DESCRIBED_ASSIGNMENT),
             Struct("target_assignment", fields=_DESCRIBED_ASSIGNMENT),
+            Field("member_type", "int8", "1+", default=-1),   # 0 classic, 1 consumer
         ]),
         Field("authorized_operations", "int32", default=-2147483648),
     ]),
