@@ -32,6 +32,14 @@ And what the coordinators' copy in PostgreSQL costs: synchronous offset
 commits per second on the cluster's controller against a single node
 without ``--cluster`` started in the same run.
 
+5. what replication across the nodes costs, before any kill: produce
+   throughput (100-byte records, one partition, the native client's
+   produce_batch, 1,000 a call) to a topic of replication factor 3 across
+   the three nodes, acks=all and min.insync.replicas=2, against one of
+   replication factor 1 with acks=1 on the same cluster; the same two
+   through confluent-kafka's produce() over the Kafka listener, for
+   reference. Target: >= 0.5x (bench_replication.py's, within one node).
+
 Timing never fails anything: this prints figures and writes results.json /
 results.md under benchmarks/results/.
 """
@@ -52,6 +60,8 @@ from report import Results, say
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 from postgres import PostgresServer  # noqa: E402
+
+from bench_replication import ck_throughput, native_throughput  # noqa: E402
 
 from kafkalite.server import launcher  # noqa: E402
 
@@ -191,6 +201,26 @@ def controller_failovers(nodes, node_of, kills: int, dsn: str) -> list:
     return out
 
 
+def throughput(nodes, seconds: float) -> dict:
+    """Records/s to an RF=3 topic across the nodes (acks=all) and an RF=1
+    one (acks=1), native and confluent-kafka, each on its own topic."""
+    from kafkalite.client import NewTopic
+    c = nodes[1]
+    a = admin(c)
+    try:
+        for name, rf in (("rf3-native", 3), ("rf1-native", 1), ("rf3-ck", 3), ("rf1-ck", 1)):
+            configs = {"min.insync.replicas": "2"} if rf == 3 else {}
+            a.create_topics([NewTopic(name, 1, rf, config=configs)])[name].result()
+    finally:
+        a.close()
+    wait_for(lambda: len(leaders(c, "rf3-native")[0][1]) == 3
+             and len(leaders(c, "rf3-ck")[0][1]) == 3)
+    return {"native_rf1": native_throughput(c, "rf1-native", "1", seconds),
+            "native_rf3": native_throughput(c, "rf3-native", "all", seconds),
+            "ck_rf1": ck_throughput(c, "rf1-ck", "1", seconds),
+            "ck_rf3": ck_throughput(c, "rf3-ck", "all", seconds)}
+
+
 def commit_rate(server, n: int) -> float:
     """Synchronous offset commits per second of one consumer."""
     from kafkalite.client import Consumer, TopicPartition
@@ -234,12 +264,13 @@ def parse_args(argv):
     p.add_argument("--lease-ms", type=int, default=3000,
                    help="--controller-lease-ms of the nodes")
     p.add_argument("--commits", type=int, default=500, help="commits timed per server")
+    p.add_argument("--seconds", type=float, default=5.0, help="seconds per throughput figure")
     p.add_argument("--output-dir", default=None)
     p.add_argument("--work-dir", default=None)
     p.add_argument("--quick", action="store_true", help="1 kill per fault")
     args = p.parse_args(argv)
     if args.quick:
-        report.apply_quick(args, argv, {"kills": 1, "commits": 100})
+        report.apply_quick(args, argv, {"kills": 1, "commits": 100, "seconds": 1.0})
     return args
 
 
@@ -277,6 +308,9 @@ def main(argv=None) -> int:
         with psycopg.connect(pg.dsn) as conn:
             node_of = dict(conn.execute("SELECT broker_id, node_id FROM kafkalite_brokers")
                            .fetchall())
+        fig["throughput"] = throughput(nodes, args.seconds)
+        say("  produce records/s: " + ", ".join(f"{k} {v:,.0f}" for k, v in
+                                               fig["throughput"].items()))
         fig["process"] = failovers(nodes, node_of, args.kills, whole=False)
         say(f"  node process killed: {', '.join(f'{x:.3f}' for x in fig['process'])} s")
         fig["whole"] = failovers(nodes, node_of, args.kills, whole=True)
@@ -330,6 +364,16 @@ def main(argv=None) -> int:
             fig["commits_single"], "commits/s")
     res.add("commits_cluster", 4, "synchronous commits/s, cluster controller (copy in "
             "PostgreSQL)", fig["commits_cluster"], "commits/s", baseline_key="commits_single")
+    tp = fig["throughput"]
+    for client in ("native", "ck"):
+        name = "native produce_batch" if client == "native" else "confluent-kafka produce()"
+        res.add(f"{client}_rf1", 5, f"{name}, RF=1 acks=1 (one node)", tp[f"{client}_rf1"],
+                "records/s")
+        res.add(f"{client}_rf3", 5, f"{name}, RF=3 acks=all across the 3 nodes",
+                tp[f"{client}_rf3"], "records/s", baseline_key=f"{client}_rf1",
+                target_text=">= 0.5x" if client == "native" else "",
+                meets=tp[f"{client}_rf3"] >= 0.5 * tp[f"{client}_rf1"]
+                if client == "native" else None)
     report.write_tables(out_dir, "kafkalite cluster failover", res, HEADERS, elapsed=elapsed,
                         info=info, settings=vars(args), units={"s": "seconds"})
     return 0

@@ -21,5 +21,6 @@ def test_quick_run_reports_every_figure(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     figures = json.loads((out / "results.json").read_text())["figures"]
-    for key in ("process_median_s", "process_max_s", "whole_median_s", "whole_max_s"):
+    for key in ("process_median_s", "process_max_s", "whole_median_s", "whole_max_s",
+                "native_rf1", "native_rf3", "ck_rf1", "ck_rf3"):
         assert figures[key]["value"] > 0, key
