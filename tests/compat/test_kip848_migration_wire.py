@@ -33,11 +33,12 @@ def subscription(topic, owned=()) -> bytes:
                                    if owned else []})
 
 
-def classic_join(wire, group, topic, member_id="", owned=(), protocol="cooperative-sticky"):
+def classic_join(wire, group, topic, member_id="", owned=(), protocol="cooperative-sticky",
+                 instance=None):
     """A classic JoinGroup (v9) with a consumer protocol subscription; a new
     member's MEMBER_ID_REQUIRED round is done here."""
     body = {"group_id": group, "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000,
-            "member_id": member_id, "group_instance_id": None, "protocol_type": "consumer",
+            "member_id": member_id, "group_instance_id": instance, "protocol_type": "consumer",
             "protocols": [{"name": protocol, "metadata": subscription(topic, owned)}],
             "reason": None}
     r = wire.request(ApiKey.JOIN_GROUP, 9, body)
@@ -58,10 +59,10 @@ def classic_sync(wire, group, member_id, generation, assignments=(), protocol="c
     return r["error_code"], sorted(parts)
 
 
-def classic_heartbeat(wire, group, member_id, generation) -> int:
+def classic_heartbeat(wire, group, member_id, generation, instance=None) -> int:
     return wire.request(ApiKey.HEARTBEAT, 4, {
         "group_id": group, "generation_id": generation, "member_id": member_id,
-        "group_instance_id": None})["error_code"]
+        "group_instance_id": instance})["error_code"]
 
 
 def commit(wire, group, member_id, generation, version) -> int:
@@ -250,3 +251,46 @@ def test_a_classic_member_of_a_consumer_group_carries_on_after_a_restart(own_ser
         assert group_type(w, group) == "classic"
     finally:
         w.close()
+
+
+def test_a_static_classic_member_comes_back_to_its_partitions(server, wire, topic_name):
+    """A restarted static classic member (same group.instance.id, no member
+    id) takes its old incarnation's place in the consumer group: same
+    partitions, no new group epoch; the old incarnation is fenced."""
+    create_topic(server, topic_name, 2)
+    group = f"mig-{uuid.uuid4().hex[:8]}"
+    tid = topic_id(wire, topic_name)
+    n = join(wire, group, [topic_name])
+    c = classic_join(wire, group, topic_name, instance="worker-7")
+    # the consumer-protocol member gives one of its two partitions up
+    kept = beat(wire, group, n["member_id"], n["member_epoch"], {tid: [0, 1]})
+    mine = kept["assignment"]["topic_partitions"][0]["partitions"]
+    assert len(mine) == 1
+    beat(wire, group, n["member_id"], n["member_epoch"], {tid: mine})
+    assert classic_heartbeat(wire, group, c["member_id"], c["generation_id"],
+                             "worker-7") == REBALANCE
+    c = classic_join(wire, group, topic_name, c["member_id"], instance="worker-7")
+    code, parts = classic_sync(wire, group, c["member_id"], c["generation_id"])
+    assert code == 0 and len(parts) == 1
+    epoch = wire.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
+        "group_ids": [group], "include_authorized_operations": False})["groups"][0]["group_epoch"]
+
+    again = classic_join(wire, group, topic_name, instance="worker-7")   # restarted
+    assert again["error_code"] == 0 and again["member_id"] != c["member_id"]
+    assert again["generation_id"] == c["generation_id"]
+    assert classic_sync(wire, group, again["member_id"], again["generation_id"]) == (0, parts)
+    described = wire.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
+        "group_ids": [group], "include_authorized_operations": False})["groups"][0]
+    assert described["group_epoch"] == epoch and len(described["members"]) == 2
+    # the old incarnation is fenced; a wrong member id for the instance too
+    assert classic_heartbeat(wire, group, c["member_id"], c["generation_id"],
+                             "worker-7") == errors.FencedInstanceIdError.code
+    assert classic_join(wire, group, topic_name, "someone-else",
+                        instance="worker-7")["error_code"] == errors.FencedInstanceIdError.code
+    # it leaves for good with LeaveGroup by instance id
+    left = wire.request(ApiKey.LEAVE_GROUP, 5, {"group_id": group, "members": [
+        {"member_id": "", "group_instance_id": "worker-7", "reason": None}]})
+    assert left["members"][0]["error_code"] == 0
+    assert len(wire.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
+        "group_ids": [group], "include_authorized_operations": False})["groups"][0][
+            "members"]) == 1
