@@ -248,7 +248,9 @@ def validate_for_append(data, *, int64_t next_offset, int32_t leader_epoch=-1,
                         Py_ssize_t max_batch_bytes=1048588, bint require_keys=False,
                         int64_t log_append_time=-1, bint assign_offsets=True,
                         bint allow_control=False, bint deep=True):
-    """Validate every batch in ``data`` (writable) and assign offsets in place.
+    """Validate every batch in ``data`` (writable, unless nothing is to be
+    patched: no ``assign_offsets``, ``deep`` or ``log_append_time``) and
+    assign offsets in place.
 
     ``assign_offsets``: producer appends get consecutive offsets from
     ``next_offset`` and the leader epoch ``leader_epoch``; otherwise
@@ -276,7 +278,11 @@ def validate_for_append(data, *, int64_t next_offset, int32_t leader_epoch=-1,
     cdef int64_t total_records = 0, max_ts = -1, offset_of_max = -1
     cdef AppendScan result
     cdef int64_t[:, ::1] t
-    PyObject_GetBuffer(data, &view, PyBUF_WRITABLE)
+    # a follower's append (offsets kept, no record walk, no append time)
+    # changes no byte: a read-only buffer (the fetched bytes as they came)
+    # is taken as it is, without the copy a writable one would cost
+    cdef bint patches = assign_offsets or deep or log_append_time >= 0
+    PyObject_GetBuffer(data, &view, PyBUF_WRITABLE if patches else PyBUF_SIMPLE)
     try:
         pend = <Pending *>malloc(cap * sizeof(Pending))
         if pend == NULL:
@@ -386,8 +392,9 @@ def validate_for_append(data, *, int64_t next_offset, int32_t leader_epoch=-1,
         for i in range(nb):
             pp = &pend[i]
             b = base + pp.position
-            kl_put_be64(b + KL_OFF_BASE_OFFSET, <uint64_t>pp.base_offset)
-            kl_put_be32(b + KL_OFF_LEADER_EPOCH, <uint32_t>pp.epoch)
+            if patches:
+                kl_put_be64(b + KL_OFF_BASE_OFFSET, <uint64_t>pp.base_offset)
+                kl_put_be32(b + KL_OFF_LEADER_EPOCH, <uint32_t>pp.epoch)
             if pp.patch_ts:
                 if log_append_time >= 0:
                     pp.attributes = pp.attributes | KL_ATTR_TIMESTAMP_TYPE

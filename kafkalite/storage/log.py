@@ -295,7 +295,8 @@ class PartitionLog:
         producer state follows them unchecked (``AppendOrigin.REPLICATION``)."""
         self._check_open()
         self._poll_flushes()
-        buf = records if _writable(records) else bytearray(records)
+        # read-only bytes are fine: nothing is patched (no copy of the fetch)
+        buf = records
         scan = validate_for_append(
             buf, next_offset=self._log_end, max_batch_bytes=max(self.config.max_message_bytes,
                                                                 len(buf)),

@@ -183,6 +183,15 @@ def test_read_only_input_is_refused(readonly):
     raw = make_batch(2)
     with pytest.raises(BufferError):
         validate_for_append(readonly(raw), next_offset=5)
+    # a follower's append patches nothing, unless it walks the records or
+    # stamps append times: read-only input is taken as it is
+    with pytest.raises(BufferError):
+        validate_for_append(readonly(raw), next_offset=0, assign_offsets=False)   # deep
+    with pytest.raises(BufferError):
+        validate_for_append(readonly(raw), next_offset=0, assign_offsets=False, deep=False,
+                            log_append_time=7)
+    scan = validate_for_append(readonly(raw), next_offset=0, assign_offsets=False, deep=False)
+    assert (scan.first_offset, scan.last_offset) == (0, 1)
     assert RecordBatch(raw).base_offset == 0
 
 

@@ -282,8 +282,11 @@ def test_follower_append_keeps_offsets_and_epochs(open_log):
     for i in range(5):
         leader.append(batch([b"%d" % i] * 2))
     data = leader.read(0, 1 << 20).read()
+    assert isinstance(data, bytes)            # read-only: taken as it is, not copied
+    kept = bytes(data)
     follower = open_log("f-0")
     info = follower.append_as_follower(data)
+    assert data == kept
     assert (info.first_offset, info.last_offset) == (0, 9)
     assert follower.leader_epoch_cache.entries == [(4, 0)]
     assert read_all(follower) == read_all(leader)
