@@ -242,6 +242,9 @@ def test_ip_quota_cuts_a_burst_of_new_connections_and_only_new_ones(own_server):
         while sum(rejected_metric(own_server).values()) < 2 * (BURST - 10):
             assert time.monotonic() < deadline, rejected_metric(own_server)
             time.sleep(0.5)
+        # logged, but at most once a second per IP and process: not once per refusal
+        logged = own_server.output().count("over its connection_creation_rate quota")
+        assert 1 <= logged <= 6, f"{logged} log lines for about 50 refusals"
         set_ip_quota(own_server, "127.0.0.1", None)
         assert burst(own_server.kafka_bootstrap) == BURST
         assert burst(worker) == BURST
@@ -267,6 +270,20 @@ def test_ip_quotas_survive_a_restart(own_server):
     own_server.start()
     got = burst(own_server.kafka_bootstrap, source="127.0.0.2")
     assert 2 <= got <= 10, f"{got} of {BURST} connections answered at 5/s after a restart"
+
+
+def test_max_connection_creation_rate_is_read_under_kafkas_name_and_checked(tmp_path):
+    """``max.connection.creation.rate`` in a config file sets it; a negative
+    one is refused with a message naming it."""
+    from kafkalite.errors import InvalidConfigurationError
+    from kafkalite.server.config import ServerConfig
+    path = tmp_path / "server.toml"
+    path.write_text('"max.connection.creation.rate" = 50\n')
+    assert ServerConfig.load(str(path)).max_connection_creation_rate == 50
+    assert ServerConfig.load().max_connection_creation_rate == 0     # unlimited
+    path.write_text("max_connection_creation_rate = -3\n")
+    with pytest.raises(InvalidConfigurationError, match="max_connection_creation_rate"):
+        ServerConfig.load(str(path))
 
 
 def test_max_connection_creation_rate_slows_a_listeners_accepts(tmp_path):
