@@ -252,6 +252,29 @@ def test_ip_quota_cuts_a_burst_of_new_connections_and_only_new_ones(own_server):
         kept.close()
 
 
+def test_a_connected_confluent_kafka_producer_keeps_producing_under_an_ip_quota(
+        own_server, topic_name):
+    """librdkafka's connections, opened before the quota, are no new
+    connections: with 127.0.0.1 held to 1 connection/s and a burst from it
+    refused, the producer's next 200 records are all delivered."""
+    import confluent_kafka as ck
+
+    from harness import create
+    create(own_server, topic_name, partitions=2)
+    producer = ck.Producer({"bootstrap.servers": own_server.kafka_bootstrap, "linger.ms": 5})
+    for partition in (0, 1):        # a connection to each partition's leader, now
+        producer.produce(topic_name, b"before", partition=partition)
+    assert producer.flush(30) == 0
+    set_ip_quota(own_server, "127.0.0.1", 1)
+    assert burst(own_server.kafka_bootstrap) <= 3
+    delivered = []
+    for i in range(200):
+        producer.produce(topic_name, b"v%d" % i, partition=i % 2,
+                         on_delivery=lambda err, msg: delivered.append(err))
+    assert producer.flush(30) == 0
+    assert delivered == [None] * 200
+
+
 def test_default_ip_quota_applies_to_ips_without_their_own(own_server):
     """The default ip entity limits 127.0.0.2; 127.0.0.1, with a quota of
     its own that is high, is not limited; removing the default lifts it."""
