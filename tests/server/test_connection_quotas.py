@@ -7,7 +7,8 @@ IP is cut to about its quota (the rest closed unanswered, counted in the
 metrics), the window passing lets it in again, the default IP entity
 applies to every IP without its own quota, removing the quota lifts the
 limit, ``max_connection_creation_rate`` slows a listener's accepts down,
-and a client already connected is never affected.
+and a client already connected (a confluent-kafka producer) is never
+affected.
 
 The connections come from two loopback addresses, 127.0.0.1 and
 127.0.0.2 (Linux routes all of 127/8 to lo), so one test has two client
