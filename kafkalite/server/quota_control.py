@@ -151,7 +151,8 @@ def validate_op(key: str, value: float, entity: Entity = (False, False, False)) 
     elif not math.isfinite(value) or value <= 0:
         raise errors.InvalidRequestError(f"{key} must be a positive number, not {value!r}")
     if key in _WHOLE and abs(value - round(value)) > 1e-6:
-        raise errors.InvalidRequestError(f"configuration {key} must be a Long value, not {value!r}")
+        kind = "an Int" if key == CONNECTION_CREATION_RATE else "a Long"
+        raise errors.InvalidRequestError(f"configuration {key} must be {kind} value, not {value!r}")
 
 
 class QuotaStore:

@@ -191,7 +191,7 @@ def test_ip_quotas_are_set_and_described_with_kafka_pythons_encoding(server):
     ([("ip", "127.0.0.1")], {"producer_byte_rate": 1024.0}, "only quota"),
     ([("user", "alice")], {RATE: 5.0}, "quota of ip entities"),
     ([("client-id", None)], {RATE: 5.0}, "quota of ip entities"),
-    ([("ip", "127.0.0.1")], {RATE: 2.5}, "Long"),
+    ([("ip", "127.0.0.1")], {RATE: 2.5}, "Int value"),
     ([("ip", "127.0.0.1")], {RATE: -1.0}, "whole number"),
     ([("ip", "127.0.0.1"), ("ip", "127.0.0.2")], {RATE: 5.0}, "duplicate"),
 ])
