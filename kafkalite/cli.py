@@ -572,13 +572,15 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
     configs.set_defaults(func=console.configs)
 
     quotas = sub.add_parser(
-        "client-quotas", help="describe and alter client quotas per user and client id",
-        description="Client quotas, like kafka-configs --entity-type users/clients: "
+        "client-quotas", help="describe and alter client quotas per user, client id and IP",
+        description="Client quotas, like kafka-configs --entity-type users/clients/ips: "
                     "producer_byte_rate and consumer_byte_rate (bytes/s) and request_percentage "
                     "(percent of one broker thread), for a user, a client id, both, or their "
                     "defaults. The most specific quota set for a client applies (Kafka's order: "
                     "user+client, user+default client, user, default user+client, ..., "
-                    "default client).")
+                    "default client). connection_creation_rate (new connections/s each broker "
+                    "accepts from one IP; KIP-612) for an IP (--ip) or every IP without its "
+                    "own (--ip-defaults); an IP entity has no user or client part.")
     qsub = quotas.add_subparsers(dest="action", required=True)
     q_describe = qsub.add_parser("describe", help="the quotas of the entity named (exactly), "
                                                   "or of every entity")
@@ -595,6 +597,8 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
         p.add_argument("--user-defaults", action="store_true", help="the default user")
         p.add_argument("--client", metavar="CLIENT_ID", help="a client id")
         p.add_argument("--client-defaults", action="store_true", help="the default client id")
+        p.add_argument("--ip", metavar="ADDRESS", help="a client IP address (IPv4 or IPv6)")
+        p.add_argument("--ip-defaults", action="store_true", help="the default IP")
         _client_args(p)
         _client_properties(p)
     _output_arg(q_describe)

@@ -1014,16 +1014,24 @@ def configs(args) -> int:
 
 
 def _quota_entity(args) -> dict:
-    """The entity kafka-configs' --user/--user-defaults/--client/--client-defaults name."""
+    """The entity kafka-configs' --user/--user-defaults/--client/--client-defaults/
+    --ip/--ip-defaults name."""
     entity = {}
     if args.user is not None and args.user_defaults:
         raise ValueError("give --user or --user-defaults, not both")
     if args.client is not None and args.client_defaults:
         raise ValueError("give --client or --client-defaults, not both")
+    if args.ip is not None and args.ip_defaults:
+        raise ValueError("give --ip or --ip-defaults, not both")
     if args.user is not None or args.user_defaults:
         entity["user"] = args.user
     if args.client is not None or args.client_defaults:
         entity["client-id"] = args.client
+    if args.ip is not None or args.ip_defaults:
+        if entity:
+            raise ValueError("an IP quota entity has no user or client part: give --ip or "
+                             "--ip-defaults alone")
+        entity["ip"] = args.ip
     return entity
 
 
@@ -1035,11 +1043,13 @@ def _entity_text(entity: dict) -> str:
     if "client-id" in entity:
         parts.append(f"client-id '{entity['client-id']}'" if entity["client-id"] is not None
                      else "the default client-id")
+    if "ip" in entity:
+        parts.append(f"ip '{entity['ip']}'" if entity["ip"] is not None else "the default ip")
     return ", ".join(parts)
 
 
 def client_quotas(args) -> int:
-    """Like kafka-configs --entity-type users/clients: describe and alter
+    """Like kafka-configs --entity-type users/clients/ips: describe and alter
     client quotas (DescribeClientQuotas, AlterClientQuotas)."""
     from kafkalite.client.admin import (AdminClient, ClientQuotaAlteration, ClientQuotaEntity,
                                         ClientQuotaFilterComponent)
@@ -1060,8 +1070,8 @@ def client_quotas(args) -> int:
                 print(f"Quota configs for {_entity_text(r['entity'])} are {values}")
             return 0
         if not entity:
-            raise ValueError("client-quotas alter needs --user, --user-defaults, --client or "
-                             "--client-defaults")
+            raise ValueError("client-quotas alter needs --user, --user-defaults, --client, "
+                             "--client-defaults, --ip or --ip-defaults")
         ops = {}
         for item in args.add_config or []:
             for k, v in _parse_kv(item.split(","), "--add-config").items():

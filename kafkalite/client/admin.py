@@ -94,7 +94,8 @@ class ConfigResource:
 @dataclass
 class ClientQuotaEntity:
     """A client quota entity (Kafka's ClientQuotaEntity): entity type
-    ("user", "client-id") -> name, None for that type's default entity.
+    ("user", "client-id", or "ip" alone) -> name, None for that type's
+    default entity.
     ``ClientQuotaEntity({"user": "alice", "client-id": None})`` is
     /config/users/alice/clients/<default>. Hashable, a key of results."""
 

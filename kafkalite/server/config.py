@@ -217,6 +217,12 @@ SETTINGS: dict[str, Setting] = {
                                 ("quota.window.num",)),
     "quota_window_size_seconds": Setting("Length of each client quota sample window.",
                                          ("quota.window.size.seconds",)),
+    "max_connection_creation_rate": Setting(
+        "New connections per second each Kafka listener of each broker process accepts, "
+        "over the quota windows; over it the listener waits before accepting more "
+        "(server/connection_quotas.py). 0: unlimited. Per-IP limits are `ip` client quotas "
+        "(`kafkalite client-quotas alter --ip`).", ("max.connection.creation.rate",),
+        "Kafka's default is 2147483647 (unlimited)"),
     "native_curve_secret_key_file": Setting(
         "CURVE on the native ZeroMQ ports and the ingest gateway: this server's key pair "
         "(a `.key_secret` file from `kafkalite curve keygen`; \"\": CURVE off)."),
@@ -294,6 +300,7 @@ class ServerConfig:
     allow_everyone_if_no_acl_found: bool = False
     quota_window_num: int = 11
     quota_window_size_seconds: int = 1
+    max_connection_creation_rate: int = 0
     native_curve_secret_key_file: str = ""
     native_curve_authorized_keys: str = ""
     topic_defaults: dict = field(default_factory=dict)
@@ -348,6 +355,11 @@ class ServerConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise InvalidConfigurationError(f"{name} must be a positive integer, not {value!r}")
+        if (not isinstance(self.max_connection_creation_rate, int)
+                or self.max_connection_creation_rate < 0):
+            raise InvalidConfigurationError(
+                f"max_connection_creation_rate must be 0 (unlimited) or a positive integer, "
+                f"not {self.max_connection_creation_rate!r}")
         if not isinstance(self.cluster, str):
             raise InvalidConfigurationError(f"cluster must be a PostgreSQL DSN, not {self.cluster!r}")
         if self.cluster and not self.cluster.startswith(("postgresql://", "postgres://")):

@@ -29,6 +29,12 @@ muted for that long (KIP-219): nothing more is read from it until
 ``expire`` (called by the process's loop, which wakes for
 ``next_deadline``) lets it go.
 
+Connection-rate quotas (connection_quotas.py, KIP-612): a connection over
+its IP's ``connection_creation_rate`` is closed as soon as it is accepted,
+before anything is read; over ``max_connection_creation_rate`` the listener
+stops polling its listening socket until its rate is back at the bound
+(``expire`` resumes it), so the connections wait in the kernel's backlog.
+
 Requests become ``RequestContext``s (requests.py) handed to the process's
 dispatcher, and this listener is their responder. A request for an API the
 process does not serve is passed, undecoded, to ``relay`` when there is one
@@ -177,8 +183,10 @@ class KafkaListener:
     def __init__(self, host: str, port: int, dispatcher: RequestDispatcher, *, relay=None,
                  name: str = "broker", max_request_bytes: int = MAX_REQUEST_BYTES,
                  fallback_to_any_port: bool = False, security: ListenerSecurity | None = None,
-                 listener_name: str | None = None):
+                 listener_name: str | None = None, connection_quotas=None):
         self.dispatcher = dispatcher
+        self.connection_quotas = connection_quotas     # a ConnectionQuotas, or None
+        self._accept_paused_until = 0.0     # over max_connection_creation_rate until then
         self.listener_name = listener_name  # its name among the node's listeners (listeners.py)
         self.security = security
         self._auth_failures = RateLimitedLog(log)
@@ -236,14 +244,27 @@ class KafkaListener:
     def close(self) -> None:
         for conn in list(self.connections.values()):
             self._close(conn, None)
-        if self.poller is not None:
+        if self.poller is not None and not self._accept_paused_until:
             self.poller.unregister(self.fd)
         self.sock.close()
 
     # ---- connections -------------------------------------------------------------------------
 
+    @property
+    def quota_name(self) -> str:
+        """This listener's name in connection quotas and their metric."""
+        return self.listener_name or self.name
+
     def _accept(self) -> None:
+        quotas = self.connection_quotas
+        if quotas is not None and not quotas.enabled:
+            quotas = None
         for _ in range(64):
+            if quotas is not None and quotas.listener_bound > 0:
+                delay = quotas.listener_delay(self.quota_name)
+                if delay > 0:
+                    self._pause_accept(delay)
+                    return
             try:
                 sock, peer = self.sock.accept()
             except (BlockingIOError, InterruptedError):
@@ -251,6 +272,9 @@ class KafkaListener:
             except OSError as exc:  # EMFILE and the like: keep serving the others
                 self._bad_input.warning("%s: accept failed: %s", self.name, exc)
                 return
+            if quotas is not None and not quotas.admit(self.quota_name, peer[0]):
+                sock.close()        # over its IP's connection_creation_rate: nothing read
+                continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             security = self.security
@@ -607,16 +631,29 @@ class KafkaListener:
 
     # ---- quota throttles ---------------------------------------------------------------------
 
+    def _pause_accept(self, seconds: float) -> None:
+        """Accept nothing for ``seconds`` (max_connection_creation_rate)."""
+        if not self._accept_paused_until and self.poller is not None:
+            self.poller.unregister(self.fd)
+        self._accept_paused_until = time.monotonic() + seconds
+
     def next_deadline(self) -> float | None:
-        """When the next throttled connection may read again, or the next
-        lingering one closes (None: none)."""
+        """When the next throttled connection may read again, the next
+        lingering one closes, or accepting resumes (None: none)."""
         due = [c.throttled_until for c in self._throttled.values()]
         due += [c.close_at for c in self._lingering.values()]
+        if self._accept_paused_until:
+            due.append(self._accept_paused_until)
         return min(due) if due else None
 
     def expire(self) -> None:
         """Unmute the connections whose throttle is over; close the lingering
-        ones whose delay is."""
+        ones whose delay is; accept again once a connection-rate pause is."""
+        if self._accept_paused_until and self._accept_paused_until <= time.monotonic():
+            self._accept_paused_until = 0.0
+            if self.poller is not None:
+                self.poller.register(self.fd, zmq.POLLIN)
+            self._accept()
         if self._lingering:
             now = time.monotonic()
             for conn in [c for c in self._lingering.values() if c.close_at <= now]:

@@ -39,7 +39,9 @@ Client quotas (quotas.py): each process counts the time it throttled each
 quota entity; a worker's snapshot carries its totals (``quota_throttles``),
 and the supervisor adds its own and the node's current rates (from the
 rates the processes share for enforcement), as Kafka's per-user/client-id
-``Produce``, ``Fetch`` and ``Request`` quota metrics.
+``Produce``, ``Fetch`` and ``Request`` quota metrics. Connections a Kafka
+listener refused for a connection-rate quota (connection_quotas.py) are
+counted the same way (``connections_rejected``), per listener and reason.
 
 Metric names follow Kafka's JMX names as Prometheus' JMX exporter renders
 them (``kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec,topic=t``
@@ -200,6 +202,11 @@ def _add_throttles(into: dict, rows) -> None:
         into[(key, user, client)] = into.get((key, user, client), 0.0) + ms
 
 
+def _add_rejected(into: dict, rows) -> None:
+    for listener, reason, n in rows:
+        into[(listener, reason)] = into.get((listener, reason), 0) + n
+
+
 # quota key -> Kafka's quota metric group (kafka.server:type=<it>,user=,client-id=)
 _QUOTA_GROUPS = {"producer_byte_rate": ("produce", "byte_rate", "Bytes/s of produce requests"),
                  "consumer_byte_rate": ("fetch", "byte_rate", "Bytes/s of fetch responses"),
@@ -230,6 +237,7 @@ class NodeMetrics:
         self._retired_security: dict = _no_security()
         self._retired_topics: dict = {}
         self._retired_throttles: dict = {}      # (quota key, user, client) -> ms
+        self._retired_rejected: dict = {}       # (listener, reason) -> connections refused
         self._view: dict = {}                   # replaced whole, never changed: the HTTP thread's
         self._health = (503, {"status": "starting"})
         self._lock = threading.Lock()
@@ -411,6 +419,13 @@ class NodeMetrics:
         yield from (lag, committed)
         yield from self._quota_families(view.get("quota_throttles", {}),
                                         view.get("quota_rates", {}))
+        rejected = CounterMetricFamily(
+            "kafkalite_connections_rejected", "Connections a Kafka listener closed right after "
+            "accepting them, by reason (ip_quota: over the client IP's connection_creation_rate; "
+            "Kafka's connection-rate throttles)", labels=["listener", "reason"])
+        for (listener, reason), n in sorted(view.get("connections_rejected", {}).items()):
+            rejected.add_metric([listener, reason], n)
+        yield rejected
 
     @staticmethod
     def _quota_families(throttles: dict, rates: dict):
@@ -489,6 +504,7 @@ class NodeMetrics:
             _add_security(self._retired_security, old.get("security", {}))
             _add_topics(self._retired_topics, old.get("topics", {}))
             _add_throttles(self._retired_throttles, old.get("quota_throttles", ()))
+            _add_rejected(self._retired_rejected, old.get("connections_rejected", ()))
         changed, gone = snapshot.pop("partitions", ()), snapshot.pop("gone", ())
         if snapshot.get("full") or changed or gone:
             figures = {} if snapshot.get("full") else dict(self._partitions.get(index, {}))
@@ -574,9 +590,12 @@ class NodeMetrics:
         topics = {t: figures for t, figures in topics.items() if t in topics_md}
         throttles: dict = dict(self._retired_throttles)
         _add_throttles(throttles, sup.quotas.throttle_rows())
+        rejected: dict = dict(self._retired_rejected)
+        _add_rejected(rejected, sup.connection_quotas.rejected_rows())
         for snap in self._snapshots.values():
             _add_throttles(throttles, snap.get("quota_throttles", ()))
-        return {"quota_throttles": throttles, "quota_rates": sup.node_quota_rates.node_rates(),
+            _add_rejected(rejected, snap.get("connections_rejected", ()))
+        return {"quota_throttles": throttles, "connections_rejected": rejected, "quota_rates": sup.node_quota_rates.node_rates(),
                 "requests": requests, "security": security, "topics": topics, "partitions": partitions,
                 "purgatory": purgatory, "brokers": brokers, "under_replicated": under,
                 "offline": offline, "topic_count": len(topics_md), "partition_count": count,

@@ -10,11 +10,14 @@ rename) at every change::
 
     {"version": 1, "quotas": [
         {"entity": {"user": "alice", "client-id": null},
-         "values": {"producer_byte_rate": 1048576.0}}, ...]}
+         "values": {"producer_byte_rate": 1048576.0}},
+        {"entity": {"ip": "10.0.0.7"}, "values": {"connection_creation_rate": 5.0}}, ...]}
 
-An entity has a ``user`` and/or a ``client-id`` part; a null name is that
-type's default entity (``/config/users/<default>``). A change is written
-before it is answered, so an acknowledged quota survives a restart.
+An entity has a ``user`` and/or a ``client-id`` part, or an ``ip`` part
+alone (KIP-612: IP entities bound connection rates, connection_quotas.py);
+a null name is that type's default entity (``/config/users/<default>``,
+``/config/ips/<default>``). A change is written before it is answered, so
+an acknowledged quota survives a restart.
 
 Every worker gets the whole set on the control channel, as ACLs do
 (acl_control.py): a ``quotas`` message after each change (answered once
@@ -23,16 +26,20 @@ the set in the ``assign`` that starts a (re)started worker. The
 supervisor's own QuotaManager is changed in place.
 
 Validation, with Kafka's codes (INVALID_REQUEST for all of these): an
-entity type other than ``user`` / ``client-id`` (``ip`` quotas bound
-connection rates, which kafkalite does not count), a type given twice, an
-unknown quota key, a key given twice, a byte rate that is not a whole
-number, a value that is not positive. ``validate_only`` answers as the
-change would be answered and changes nothing.
+entity type other than ``user`` / ``client-id`` / ``ip``, a type given
+twice, ``ip`` together with ``user`` or ``client-id`` (in an entity or a
+describe filter), an ip name that is no IP address, an unknown quota key,
+a key of the other kind of entity (``connection_creation_rate`` is the only
+key of ``ip``, and only ``ip`` has it), a key given twice, a byte rate or
+connection rate that is not a whole number, a value that is not positive
+(a connection rate may be 0: that IP may not connect). ``validate_only``
+answers as the change would be answered and changes nothing.
 
 Who may call: the supervisor (supervisor.py), on its single thread.
 """
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import math
@@ -41,6 +48,7 @@ import os
 from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
+from kafkalite.server.connection_quotas import CONNECTION_CREATION_RATE, IP
 from kafkalite.server.quotas import (CLIENT_ID, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE,
                                      QUOTA_KEYS, USER)
 from kafkalite.server.requests import DEFERRED, RequestContext
@@ -50,13 +58,16 @@ log = logging.getLogger("kafkalite.quotas")
 
 QUOTAS_FILE = "quotas.json"
 PROPAGATION_TIMEOUT_MS = 10_000
-ENTITY_TYPES = (USER, CLIENT_ID)
-_WHOLE = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE)    # Kafka's LONG-typed quota keys
+ENTITY_TYPES = (USER, CLIENT_ID, IP)
+IP_QUOTA_KEYS = (CONNECTION_CREATION_RATE,)
+# Kafka's LONG- and INT-typed quota keys
+_WHOLE = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, CONNECTION_CREATION_RATE)
+_MAX_CONNECTION_RATE = 2**31 - 1        # Kafka's: an INT
 # DescribeClientQuotas match types
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 
-# An entity key is (user, client): a name, None for the default, False when
-# the entity has no such part (quotas.QuotaManager's keys).
+# An entity key is (user, client, ip): a name, None for the default, False
+# when the entity has no such part; an ip entity has no other part.
 Entity = tuple
 
 
@@ -74,29 +85,42 @@ def entity_from_wire(parts) -> Entity:
         found[kind] = part["entity_name"]
     if not found:
         raise errors.InvalidRequestError("the quota entity names no entity type")
-    return (found.get(USER, False), found.get(CLIENT_ID, False))
+    if IP in found:
+        if len(found) > 1:
+            raise errors.InvalidRequestError(
+                "invalid quota entity combination: an ip entity may not be combined with a "
+                "user or client-id entity")
+        if found[IP] is not None:
+            check_ip(found[IP])
+        return (False, False, found[IP])
+    return (found.get(USER, False), found.get(CLIENT_ID, False), False)
+
+
+def check_ip(name) -> None:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        raise errors.InvalidRequestError(
+            f"{name!r} is not a valid IP address (an ip quota entity names one IPv4 or IPv6 "
+            f"address, or the default)") from None
 
 
 def entity_to_wire(entity: Entity) -> list:
-    user, client = entity
-    return ([{"entity_type": USER, "entity_name": user}] if user is not False else []) + \
-           ([{"entity_type": CLIENT_ID, "entity_name": client}] if client is not False else [])
+    return [{"entity_type": kind, "entity_name": name}
+            for kind, name in zip(ENTITY_TYPES, entity) if name is not False]
 
 
 def entity_text(entity: Entity) -> str:
     """``/config/users/alice/clients/<default>``: Kafka's path of an entity."""
-    user, client = entity
     out = "/config"
-    if user is not False:
-        out += "/users/" + ("<default>" if user is None else user)
-    if client is not False:
-        out += "/clients/" + ("<default>" if client is None else client)
+    for path, name in zip(("/users/", "/clients/", "/ips/"), entity):
+        if name is not False:
+            out += path + ("<default>" if name is None else name)
     return out
 
 
 def quotas_to_json(configs: dict) -> list:
-    return [{"entity": {**({USER: e[0]} if e[0] is not False else {}),
-                        **({CLIENT_ID: e[1]} if e[1] is not False else {})},
+    return [{"entity": {kind: name for kind, name in zip(ENTITY_TYPES, e) if name is not False},
              "values": dict(values)} for e, values in configs.items()]
 
 
@@ -104,20 +128,31 @@ def quotas_from_json(rows) -> dict:
     out = {}
     for row in rows:
         entity = row["entity"]
-        out[(entity.get(USER, False), entity.get(CLIENT_ID, False))] = {
+        out[tuple(entity.get(kind, False) for kind in ENTITY_TYPES)] = {
             k: float(v) for k, v in row["values"].items()}
     return out
 
 
-def validate_op(key: str, value: float) -> None:
-    if key not in QUOTA_KEYS:
+def validate_op(key: str, value: float, entity: Entity = (False, False, False)) -> None:
+    if entity[2] is not False:
+        if key not in IP_QUOTA_KEYS:
+            raise errors.InvalidRequestError(
+                f"invalid configuration key {key!r} for an ip entity (its only quota: "
+                f"{CONNECTION_CREATION_RATE})")
+    elif key not in QUOTA_KEYS:
         raise errors.InvalidRequestError(
-            f"invalid configuration key {key!r} (kafkalite's client quotas: "
-            f"{', '.join(QUOTA_KEYS)})")
-    if not math.isfinite(value) or value <= 0:
+            f"invalid configuration key {key!r} for a user/client-id entity" +
+            (f" ({key} is the quota of ip entities)" if key in IP_QUOTA_KEYS else "") +
+            f" (kafkalite's client quotas: {', '.join(QUOTA_KEYS)})")
+    if key == CONNECTION_CREATION_RATE:
+        if not math.isfinite(value) or not 0 <= value <= _MAX_CONNECTION_RATE:
+            raise errors.InvalidRequestError(
+                f"{key} must be a whole number from 0 to {_MAX_CONNECTION_RATE}, not {value!r}")
+    elif not math.isfinite(value) or value <= 0:
         raise errors.InvalidRequestError(f"{key} must be a positive number, not {value!r}")
     if key in _WHOLE and abs(value - round(value)) > 1e-6:
-        raise errors.InvalidRequestError(f"configuration {key} must be a Long value, not {value!r}")
+        kind = "an Int" if key == CONNECTION_CREATION_RATE else "a Long"
+        raise errors.InvalidRequestError(f"configuration {key} must be {kind} value, not {value!r}")
 
 
 class QuotaStore:
@@ -194,6 +229,10 @@ class QuotaControl:
             else:
                 raise errors.InvalidRequestError(f"unknown match type {match_type}")
             filters[kind] = (match_type, match)
+        if IP in filters and len(filters) > 1:
+            raise errors.InvalidRequestError(
+                "invalid entity filter combination: an ip filter may not be combined with a "
+                "user or client-id filter")
         entries = []
         for entity, values in self.configs.items():
             if self._matches(entity, filters, body["strict"]):
@@ -238,11 +277,10 @@ class QuotaControl:
                         raise errors.InvalidRequestError(f"quota key {key!r} is altered twice")
                     seen.add(key)
                     if op["remove"]:
-                        if key not in QUOTA_KEYS:
-                            validate_op(key, 1.0)
+                        validate_op(key, 1.0, entity)
                         values.pop(key, None)
                     else:
-                        validate_op(key, op["value"])
+                        validate_op(key, op["value"], entity)
                         values[key] = float(op["value"])
             except KafkaError as exc:
                 result["error_code"], result["error_message"] = exc.code, exc.message

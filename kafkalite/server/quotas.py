@@ -166,15 +166,18 @@ class QuotaRates:
 class QuotaManager:
     """One process's enforcement of the node's client quotas.
 
-    ``configs`` (``replace``): (user, client) -> {quota key: value}, as
-    quota_control.py keeps them: each part a name, None for the default
-    entity, False when the entity has no such part (``/users/alice`` is
-    ("alice", False)). ``share(message)``, when given, sends a
-    ``quota_usage`` message to the supervisor (workers); the supervisor
-    gives its own rates to ``others_of`` directly."""
+    ``replace`` takes quota_control.py's configs, (user, client, ip) ->
+    {quota key: value}: each part a name, None for the default entity,
+    False when the entity has no such part (``/users/alice`` is ("alice",
+    False, False)). ``configs`` keeps the user/client ones as (user, client);
+    the ip ones (connection rates) go to ``connections``, the process's
+    connection_quotas.ConnectionQuotas, when there is one.
+    ``share(message)``, when given, sends a ``quota_usage`` message to the
+    supervisor (workers); the supervisor gives its own rates to
+    ``others_of`` directly."""
 
     def __init__(self, window_num: int = 11, window_size_s: float = 1.0, share=None,
-                 clock=time.monotonic):
+                 clock=time.monotonic, connections=None):
         self.window_num = max(2, int(window_num))
         self.window_size = float(window_size_s)
         self.configs: dict[tuple, dict] = {}
@@ -182,6 +185,7 @@ class QuotaManager:
         self.others: dict[tuple, float] = {}           # the rest of the node's rates
         self.share = share
         self.clock = clock
+        self.connections = connections
         self._dirty = False
         self._next_share = 0.0
         # what the metrics publish: (quota key, user, client) -> total ms throttled
@@ -192,7 +196,11 @@ class QuotaManager:
         return bool(self.configs)
 
     def replace(self, configs: dict[tuple, dict]) -> None:
-        self.configs = configs
+        self.configs = {(user, client): values
+                        for (user, client, ip), values in configs.items() if ip is False}
+        if self.connections is not None:
+            self.connections.replace({ip: values[key] for (_, _, ip), values in configs.items()
+                                      for key in values if ip is not False})
 
     # ---- matching ----------------------------------------------------------------------------
 

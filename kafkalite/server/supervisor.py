@@ -82,6 +82,7 @@ from kafkalite.server.requests import Listener, RequestDispatcher
 from kafkalite.server.acl_control import AclControl, AclStore, PostgresAclStore
 from kafkalite.server.authorizer import (acls_to_json, authorizer_from_config,
                                          warn_if_native_exposed)
+from kafkalite.server.connection_quotas import ConnectionQuotas
 from kafkalite.server.quota_control import PostgresQuotaStore, QuotaControl, QuotaStore
 from kafkalite.server.quotas import NodeQuotaRates, QuotaManager
 from kafkalite.server.request_authorization import RequestGate
@@ -235,7 +236,13 @@ class Supervisor:
         self.handlers.update(ScramControl(
             ClusterUsers(self.controller.metadata, self.users_mirror) if cfg.cluster
             else FileUsers(users_path)).handlers())
-        self.quotas = QuotaManager(cfg.quota_window_num, cfg.quota_window_size_seconds)
+        # connection-rate quotas (connection_quotas.py): the ip entities'
+        # rates and max_connection_creation_rate, on this process's Kafka ports
+        self.connection_quotas = ConnectionQuotas(cfg.quota_window_num,
+                                                  cfg.quota_window_size_seconds,
+                                                  cfg.max_connection_creation_rate)
+        self.quotas = QuotaManager(cfg.quota_window_num, cfg.quota_window_size_seconds,
+                                   connections=self.connection_quotas)
         self.node_quota_rates = NodeQuotaRates(self.quotas)
         quota_store = (PostgresQuotaStore(self.controller.metadata) if cfg.cluster
                        else QuotaStore(cfg.data_dir))
@@ -258,7 +265,8 @@ class Supervisor:
         self.kafka_listeners = [
             KafkaListener(spec.host, spec.port, self.dispatcher,
                           name="supervisor" + (f" ({spec.name})" if i else ""),
-                          security=listener_security(cfg, spec.protocol), listener_name=spec.name)
+                          security=listener_security(cfg, spec.protocol),
+                          listener_name=spec.name, connection_quotas=self.connection_quotas)
             for i, spec in enumerate(specs)]
         self.kafka = self.kafka_listeners[0]
         self.controller.native_port, self.controller.kafka_port = self.native.port, self.kafka.port

@@ -54,6 +54,7 @@ from kafkalite.server.request_authorization import RequestGate
 from kafkalite.server.kafka_listener import KafkaListener
 from kafkalite.server.metrics import WorkerMetrics
 from kafkalite.server.quota_control import quotas_from_json
+from kafkalite.server.connection_quotas import ConnectionQuotas
 from kafkalite.server.quotas import QuotaManager
 from kafkalite.server.security import listener_security, native_curve
 from kafkalite.server.broker_requests import BrokerRequests
@@ -122,9 +123,13 @@ class Worker:
         # client quotas (quotas.py): the configs come from the controller
         # (quota_control.py) with the first assign; this worker's rates go
         # to the supervisor, which answers with the rest of the node's
+        self.connection_quotas = ConnectionQuotas(config.quota_window_num,
+                                                  config.quota_window_size_seconds,
+                                                  config.max_connection_creation_rate)
         self.quotas = QuotaManager(config.quota_window_num, config.quota_window_size_seconds,
                                    share=lambda msg: self._send_control({**msg,
-                                                                         "worker": self.index}))
+                                                                         "worker": self.index}),
+                                   connections=self.connection_quotas)
         self.dispatcher.quotas = self.quotas
         self.rings.quotas = self.quotas
         self.native = NativeListener(self.ctx, config.host, port, self.dispatcher,
@@ -141,7 +146,7 @@ class Worker:
                           name=f"worker {index}" + (f" ({spec.name})" if i else ""),
                           fallback_to_any_port=True,
                           security=listener_security(config, spec.protocol),
-                          listener_name=spec.name)
+                          listener_name=spec.name, connection_quotas=self.connection_quotas)
             for i, spec in enumerate(kafka_listeners(config))]
         self.kafka = self.kafka_listeners[0]
         for listener in self.kafka_listeners:
@@ -284,6 +289,7 @@ class Worker:
         if self.metrics is not None:
             snapshot = self.metrics.snapshot(self.replica_manager)
             snapshot["quota_throttles"] = self.quotas.throttle_rows()
+            snapshot["connections_rejected"] = self.connection_quotas.rejected_rows()
             self._send_control(snapshot)
         self._next_housekeeping = now + HOUSEKEEPING_INTERVAL_S
 

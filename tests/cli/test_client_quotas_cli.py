@@ -40,3 +40,37 @@ def test_alter_describe_delete_and_errors(server):
         "client-quotas", "alter", "--user", "bob", "--add-config", "producer_byte_rate=lots", *bs))
     assert "--user" in _one_line_error(cli(
         "client-quotas", "alter", "--add-config", "producer_byte_rate=5", *bs))
+
+
+def test_ip_quotas_alter_describe_delete_and_errors(server):
+    """--ip / --ip-defaults (kafka-configs' --ip): connection_creation_rate
+    set, read back, deleted; an IP with a user, a bad address and a byte
+    rate on an IP are one readable line each."""
+    bs = ["--bootstrap-server", server.bootstrap]
+    out = cli("client-quotas", "alter", "--ip", "192.0.2.9", "--add-config",
+              "connection_creation_rate=40", *bs)
+    assert out.returncode == 0, out.stderr
+    assert b"ip '192.0.2.9'" in out.stdout
+    assert cli("client-quotas", "alter", "--ip-defaults", "--add-config",
+               "connection_creation_rate=100", *bs).returncode == 0
+    out = cli("client-quotas", "describe", "--ip", "192.0.2.9", *bs)
+    assert out.stdout.decode().strip() == (
+        "Quota configs for ip '192.0.2.9' are connection_creation_rate=40")
+    rows = [json.loads(line) for line in cli("client-quotas", "describe", "--ip-defaults",
+                                              "--output", "json", *bs).stdout.splitlines()]
+    assert rows == [{"entity": {"ip": None}, "quotas": {"connection_creation_rate": 100.0}}]
+    for args in (["--ip", "192.0.2.9"], ["--ip-defaults"]):
+        assert cli("client-quotas", "alter", *args, "--delete-config",
+                   "connection_creation_rate", *bs).returncode == 0
+    rows = [json.loads(line) for line in cli("client-quotas", "describe", "--output", "json",
+                                              *bs).stdout.splitlines()]
+    assert not any("ip" in r["entity"] for r in rows)
+    assert "--ip" in _one_line_error(cli(
+        "client-quotas", "alter", "--ip", "192.0.2.9", "--user", "bob", "--add-config",
+        "connection_creation_rate=5", *bs))
+    assert "not a valid IP address" in _one_line_error(cli(
+        "client-quotas", "alter", "--ip", "host.example", "--add-config",
+        "connection_creation_rate=5", *bs))
+    assert "connection_creation_rate" in _one_line_error(cli(
+        "client-quotas", "alter", "--ip", "192.0.2.9", "--add-config",
+        "producer_byte_rate=5", *bs))
