@@ -35,9 +35,11 @@ import zmq
 from kafkalite import errors
 from kafkalite._ext.messages import batch_messages
 from kafkalite.client import arrow
-from kafkalite.client.config import CONSUMER, CONSUMER_ALIASES, OFFSET_RESETS, resolve
+from kafkalite.client.config import (CONSUMER, CONSUMER_ALIASES, OFFSET_RESETS,
+                                     check_group_protocol, resolve)
 from kafkalite.client.connection import Connection, client_context, parse_bootstrap
 from kafkalite.client.metadata import Metadata, cluster_metadata, list_offsets
+from kafkalite.client.consumer_membership import ConsumerProtocolMembership
 from kafkalite.client.group import Change, GroupMembership
 from kafkalite.client.types import (OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID,
                                     ConsumerGroupMetadata, Message, TopicPartition)
@@ -94,7 +96,9 @@ class _Chunk:
 
 class Consumer:
     def __init__(self, config: dict | None = None, **kwargs):
-        cfg = resolve({**(config or {}), **kwargs}, CONSUMER, CONSUMER_ALIASES)
+        given = {**(config or {}), **kwargs}
+        cfg = resolve(given, CONSUMER, CONSUMER_ALIASES)
+        check_group_protocol(given, cfg)
         reset = OFFSET_RESETS.get(str(cfg["auto.offset.reset"]).lower())
         if reset is None:
             raise ValueError(f"invalid value {cfg['auto.offset.reset']!r} for auto.offset.reset: "
@@ -183,7 +187,7 @@ class Consumer:
             if names:
                 self._meta.refresh(names, True, self._timeout)
         if self._group is None:
-            self._group = GroupMembership(self.config, self._meta, self._ctx)
+            self._group = self._new_membership()
         self._subscription = topics
         self._callbacks = {"assign": on_assign, "revoke": on_revoke, "lost": on_lost}
         self._group.subscribe(topics)
@@ -671,8 +675,14 @@ class Consumer:
                 "committed offsets belong to a consumer group: set group.id in the consumer config")
         if self._group is None:
             # assign() with a group.id: commits without membership (generation -1)
-            self._group = GroupMembership(self.config, self._meta, self._ctx)
+            self._group = self._new_membership()
         return self._group
+
+    def _new_membership(self) -> GroupMembership:
+        """group.protocol=classic: JoinGroup/SyncGroup; consumer: KIP-848."""
+        if self.config["group.protocol"] == "consumer":
+            return ConsumerProtocolMembership(self.config, self._meta, self._ctx)
+        return GroupMembership(self.config, self._meta, self._ctx)
 
     def consumer_group_metadata(self) -> ConsumerGroupMetadata:
         """The group membership to hand a transactional producer's
@@ -712,7 +722,7 @@ class Consumer:
         return self._commit_sync(commit)
 
     def _commit_sync(self, commit: dict) -> list[TopicPartition]:
-        resp = self._group.request(ApiKey.OFFSET_COMMIT, self._group.commit_body(commit))
+        resp = self._group.commit(commit)
         result, failed = self._commit_result(resp, commit)
         if failed is not None:
             raise failed
