@@ -10,6 +10,7 @@ two owners at once (a planted overlapping timeline shows it is not
 vacuous)."""
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -339,3 +340,102 @@ def test_an_unknown_remote_assignor_is_raised_from_poll(kip848_server, topic_nam
             c.poll(0.1)
     finally:
         c.close()
+
+
+def test_a_member_that_stops_polling_leaves_and_rejoins_after_losing_its_partitions(
+        kip848_server, topic_name):
+    server = kip848_server
+    create(server, topic_name, PARTITIONS)
+    group = f"native848-{uuid.uuid4().hex[:8]}"
+    events = []
+    slow = native(server, group, **{"max.poll.interval.ms": 1500})
+    other = native(server, group)
+    try:
+        slow.subscribe([topic_name],
+                       on_assign=lambda c, tps: events.append(("assign", len(tps))),
+                       on_revoke=lambda c, tps: events.append(("revoke", len(tps))),
+                       on_lost=lambda c, tps: events.append(("lost", len(tps))))
+        wait_until(lambda: slow.consume(10, 0.05) is not None and len(slow.assignment()) == 6,
+                   20, "the first member to own every partition")
+        other.subscribe([topic_name])
+        # slow does not poll: past max.poll.interval.ms it leaves, and other gets everything
+        wait_until(lambda: other.consume(10, 0.05) is not None
+                   and len(other.assignment()) == PARTITIONS, 20,
+                   "the other member to take every partition")
+        assert events == [("assign", 6)]
+        wait_until(lambda: slow.consume(10, 0.05) is not None and other.consume(10, 0.05)
+                   is not None and len(slow.assignment()) == len(other.assignment()) == 3, 20,
+                   "the slow member to rejoin and get its share")
+        assert events[:2] == [("assign", 6), ("lost", 6)] and events[2] == ("assign", 3)
+    finally:
+        slow.close()
+        other.close()
+
+
+def test_a_static_member_leaves_with_its_partitions_kept_for_its_return(kip848_server,
+                                                                       topic_name):
+    server = kip848_server
+    create(server, topic_name, PARTITIONS)
+    group = f"native848-{uuid.uuid4().hex[:8]}"
+    a = native(server, group, **{"group.instance.id": "a"})
+    b = native(server, group, **{"group.instance.id": "b"})
+    a.subscribe([topic_name])
+    b.subscribe([topic_name])
+    try:
+        wait_until(lambda: a.consume(10, 0.05) is not None and b.consume(10, 0.05) is not None
+                   and len(a.assignment()) == len(b.assignment()) == 3, 20,
+                   "two static members to split the partitions")
+        had = a.assignment()
+        a.close()                       # epoch -2: its partitions wait for it
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            b.consume(10, 0.05)
+        assert len(b.assignment()) == 3
+        a = native(server, group, **{"group.instance.id": "a"})
+        a.subscribe([topic_name])
+        wait_until(lambda: a.consume(10, 0.05) is not None and b.consume(10, 0.05) is not None
+                   and len(a.assignment()) == 3, 20, "the static member to come back")
+        assert a.assignment() == had and len(b.assignment()) == 3
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_member_fenced_while_stopped_loses_its_partitions_and_rejoins(kip848_server,
+                                                                        topic_name):
+    """SIGSTOP a member past the session timeout: the coordinator removes it
+    and its partitions move; once it runs again its heartbeat is refused
+    (UNKNOWN_MEMBER_ID), it calls on_lost and rejoins with epoch 0."""
+    server = kip848_server
+    create(server, topic_name, PARTITIONS)
+    group = f"native848-{uuid.uuid4().hex[:8]}"
+    producing = Producing(server, topic_name)
+    members = {}
+    try:
+        producing.start()
+        for name in ("m0", "m1"):
+            members[name] = Member(server, group, topic_name)
+            wait_until(lambda: members[name].consuming() and len(owners(members, {}))
+                       == PARTITIONS, 30, f"{name} to consume its share")
+        had = members["m1"].owned()
+        members["m1"].proc.send_signal(signal.SIGSTOP)
+        wait_until(lambda: members["m0"].owned() == set(range(PARTITIONS)),
+                   SESSION_TIMEOUT_MS / 1000 + 30, "m1's partitions to move to m0")
+        members["m1"].proc.send_signal(signal.SIGCONT)
+        wait_until(lambda: len(members["m1"].owned()) == len(members["m0"].owned()) == 3
+                   and members["m1"].consuming(), 30, "m1 to rejoin and get its share")
+        kinds = [kind for _, kind, _ in members["m1"].timeline()]
+        assert kinds[-2:] == ["lost", "assign"]
+        assert [parts for _, kind, parts in members["m1"].timeline() if kind == "lost"] == [
+            sorted(had)]
+        producing.finish()
+        wait_until(lambda: not consumed_everything(members, producing.ends), 30,
+                   "the group to read to the end")
+        for m in members.values():
+            m.stop()
+    finally:
+        producing.stop.set()
+        for m in members.values():
+            if m.proc.poll() is None:
+                m.proc.send_signal(signal.SIGCONT)
+                m.kill()
