@@ -41,6 +41,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 
 import zmq
 
@@ -77,6 +78,55 @@ def subscription_fields(subscription: list[str]) -> tuple[list[str], str | None]
     return names, "|".join(f"(?:{p})" for p in patterns)
 
 
+class _Wakeup:
+    """An inproc PAIR the heartbeat thread signals when an answer has news
+    (an assignment, an error), so that a consumer waiting on its fetches
+    (up to fetch.max.wait.ms) reconciles at once. Only the heartbeat thread
+    sends, only the application's thread receives."""
+
+    def __init__(self, ctx: zmq.Context):
+        endpoint = f"inproc://kafkalite-consumer-membership-{uuid.uuid4().hex}"
+        self._in = ctx.socket(zmq.PAIR)
+        self._in.bind(endpoint)
+        self._out = ctx.socket(zmq.PAIR)
+        self._out.connect(endpoint)
+
+    def signal(self) -> None:
+        try:
+            self._out.send(b"", zmq.NOBLOCK)
+        except zmq.ZMQError:
+            pass             # a signal is already waiting (or the consumer is closing)
+
+    def drain(self) -> None:
+        try:
+            while True:
+                self._in.recv(zmq.NOBLOCK)
+        except zmq.ZMQError:
+            pass
+
+    def close(self) -> None:
+        self._out.close(linger=0)
+        self._in.close(linger=0)
+
+
+class _Links:
+    """What the consumer's poller waits on for the group: the wake-up, and
+    the coordinator's connection while commits are in flight."""
+
+    def __init__(self, membership: "ConsumerProtocolMembership"):
+        self._m = membership
+
+    def register(self, poller: zmq.Poller) -> None:
+        poller.register(self._m._wakeup._in, zmq.POLLIN)
+        conn = self._m._commit_link()
+        if conn is not None:
+            conn.register(poller)
+
+    def arm(self) -> bool:
+        conn = self._m._commit_link()
+        return conn.arm() if conn is not None else True
+
+
 class ConsumerProtocolMembership(GroupMembership):
     def __init__(self, cfg: dict, meta, ctx: zmq.Context):
         super().__init__(cfg, meta, ctx)
@@ -93,6 +143,15 @@ class ConsumerProtocolMembership(GroupMembership):
         self._ids_checked = 0.0        # when metadata was last asked for topic ids
         self._ids: dict = {}           # topic id -> name
         self._names: dict = {}         # name -> topic id
+        self._wakeup = _Wakeup(ctx)
+        self._links = _Links(self)
+
+    @property
+    def link(self):
+        return self._links if self.subscription or self._pending else None
+
+    def _commit_link(self):
+        return self._conn if self._conn is not None and self._pending else None
 
     # ---- subscription ----------------------------------------------------------------------
 
@@ -177,6 +236,8 @@ class ConsumerProtocolMembership(GroupMembership):
         finally:
             if conn is not None:
                 conn.close()
+            if self._stop.is_set():
+                self._wakeup.close()   # close() left them to this thread, still running then
 
     def _on_heartbeat(self, body: dict, resp: dict) -> float:
         """Keep what a heartbeat's answer says; the seconds until the next one."""
@@ -197,8 +258,10 @@ class ConsumerProtocolMembership(GroupMembership):
                     self._sent_owned = _partitions(body["topic_partitions"])
                 if resp.get("assignment") is not None:
                     self._assignment = _partitions(resp["assignment"]["topic_partitions"])
+                    self._wakeup.signal()
                 return self.heartbeat_interval
             self._full = True
+            self._wakeup.signal()
             if code in _FENCED:
                 log.info("group %s: %s; the member gives its partitions up and rejoins",
                          self.group_id, message or errors.error_for_code(code).name)
@@ -239,6 +302,7 @@ class ConsumerProtocolMembership(GroupMembership):
     def step(self, owned: set) -> Change | None:
         """Advance without blocking; a Change for the consumer to apply, or None."""
         self.last_poll = time.monotonic()
+        self._wakeup.drain()
         if self._fatal is not None:
             raise self._fatal
         if not self.subscription:
@@ -380,6 +444,8 @@ class ConsumerProtocolMembership(GroupMembership):
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        if self._hb_thread is None or not self._hb_thread.is_alive():
+            self._wakeup.close()       # else the thread closes them as it ends
 
 
 def _partitions(topic_partitions) -> frozenset:

@@ -288,30 +288,41 @@ def test_a_native_and_a_confluent_kafka_member_split_the_partitions(kip848_serve
     create(server, topic_name, PARTITIONS)
     group = f"native848-{uuid.uuid4().hex[:8]}"
     p = Producer(server.config())
-    for i in range(60):
-        p.produce(topic_name, value=b"%d" % i, partition=i % PARTITIONS)
-    assert p.flush(30) == 0
+
+    def produce(start):
+        for i in range(start, start + 60):
+            p.produce(topic_name, value=b"%d" % i, partition=i % PARTITIONS)
+        assert p.flush(30) == 0
+    produce(0)
     ours, theirs = native(server, group), ck.Consumer({
         "bootstrap.servers": server.kafka_bootstrap, "group.id": group,
         "group.protocol": "consumer", "auto.offset.reset": "earliest"})
     ours_seen, theirs_seen = set(), set()
+
+    def both_read():
+        ours_seen.update((m.partition(), m.offset()) for m in ours.consume(100, 0.05))
+        theirs_seen.update((m.partition(), m.offset()) for m in theirs.consume(100, 0.05)
+                           if m.error() is None)
+        return {tp.partition for tp in ours.assignment()}, {
+            tp.partition for tp in theirs.assignment()}
     try:
         ours.subscribe([topic_name])
         theirs.subscribe([topic_name])
 
-        def both_read():
-            ours_seen.update((m.partition(), m.offset()) for m in ours.consume(100, 0.05))
-            theirs_seen.update((m.partition(), m.offset()) for m in theirs.consume(100, 0.05)
-                               if m.error() is None)
-            mine = {tp.partition for tp in ours.assignment()}
-            other = {tp.partition for tp in theirs.assignment()}
-            return (len(mine) == len(other) == PARTITIONS // 2 and not mine & other
-                    and {p for p, _ in ours_seen} >= mine and {p for p, _ in theirs_seen} >= other)
-        wait_until(both_read, 40, "the two members to split the partitions and read them")
+        def split():
+            mine, other = both_read()
+            return len(mine) == len(other) == PARTITIONS // 2 and not mine & other
+        wait_until(split, 40, "the two members to split the partitions")
+        mine, other = both_read()
+        produce(60)
+        wait_until(lambda: both_read() and len(ours_seen | theirs_seen) == 120, 40,
+                   "every record to be read")
+        assert both_read() == (mine, other)
+        assert {p for p, o in ours_seen if o >= 10} == mine
+        assert {p for p, o in theirs_seen if o >= 10} == other
     finally:
         ours.close()
         theirs.close()
-    assert len(ours_seen | theirs_seen) == 60
 
 
 def test_bad_settings_are_refused_with_the_reason(kip848_server):
