@@ -222,7 +222,9 @@ class ConsumerProtocolMembership(GroupMembership):
                     resp = conn.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, body,
                                         timeout=self.request_timeout,
                                         version=HEARTBEAT_VERSION)
-                except (KafkaTimeoutError, KafkaError) as exc:
+                except zmq.ZMQError:
+                    raise
+                except Exception as exc:    # noqa: BLE001 (the thread must outlive any answer)
                     log.warning("group %s: heartbeat failed: %s", self.group_id, exc)
                     conn.close()
                     conn = None
