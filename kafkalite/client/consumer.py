@@ -12,9 +12,11 @@ RecordBatch (see arrow.py) with no Python object per record.
 Positions start from an explicit offset, OFFSET_BEGINNING / OFFSET_END,
 the group's committed offset, or ``auto.offset.reset`` ("earliest",
 "latest", or "error"). ``subscribe`` needs ``group.id`` and makes this
-consumer a member of its consumer group (group.py): partitions are shared
-out by the group's assignor and handed over in ``poll``/``consume``, where
-``on_assign`` / ``on_revoke`` / ``on_lost`` are called. Offsets are
+consumer a member of its consumer group: with ``group.protocol=classic``
+(group.py) partitions are shared out by the group's assignor, with
+``consumer`` (KIP-848, consumer_membership.py) by the coordinator's
+``group.remote.assignor``; they are handed over in ``poll``/``consume``,
+where ``on_assign`` / ``on_revoke`` / ``on_lost`` are called. Offsets are
 committed to the group coordinator: explicitly (``commit``) or, with
 ``enable.auto.commit``, every ``auto.commit.interval.ms`` from within
 ``poll`` (positions of records already returned), before partitions are
@@ -166,8 +168,8 @@ class Consumer:
         ``on_revoke(consumer, partitions)`` and ``on_lost(consumer,
         partitions)`` (partitions taken away without a chance to commit;
         ``on_revoke`` is called instead when it is not given). With an eager
-        assignor the lists are whole assignments; with cooperative-sticky,
-        the partitions added or removed."""
+        assignor the lists are whole assignments; with cooperative-sticky
+        or ``group.protocol=consumer``, the partitions added or removed."""
         self._check_open()
         if not self.config.get("group.id"):
             raise errors.InvalidGroupIdError(

@@ -450,3 +450,22 @@ def test_a_member_fenced_while_stopped_loses_its_partitions_and_rejoins(kip848_s
             if m.proc.poll() is None:
                 m.proc.send_signal(signal.SIGCONT)
                 m.kill()
+
+
+def test_a_regex_subscription_is_matched_by_the_coordinator(kip848_server, topic_name):
+    """A '^' subscription goes as SubscribedTopicRegex (v1): the coordinator
+    matches it, and a topic created later that matches is assigned too."""
+    server = kip848_server
+    create(server, topic_name + "-a", 2)
+    create(server, "other-" + topic_name, 2)
+    c = native(server, f"native848-{uuid.uuid4().hex[:8]}")
+    try:
+        c.subscribe(["^" + topic_name + "-.*"])
+        wait_until(lambda: c.consume(10, 0.05) is not None and len(c.assignment()) == 2, 20,
+                   "the matching topic's partitions")
+        create(server, topic_name + "-b", 3)
+        wait_until(lambda: c.consume(10, 0.05) is not None and len(c.assignment()) == 5, 30,
+                   "the topic created later to be assigned")
+        assert {tp.topic for tp in c.assignment()} == {topic_name + "-a", topic_name + "-b"}
+    finally:
+        c.close()
