@@ -132,6 +132,11 @@ class ConsumerProtocolMembership(GroupMembership):
         super().__init__(cfg, meta, ctx)
         self.cooperative = True    # incremental assign/revoke, as cooperative-sticky
         self.remote_assignor = cfg.get("group.remote.assignor") or None
+        # The member id is this client's, for its whole life (Kafka 4's
+        # consumers, KIP-1082): a join whose answer was lost and is sent
+        # again is the same member, not a second one holding partitions
+        # until its session times out.
+        self.member_id = str(uuid.uuid4())
         self.heartbeat_interval = 0.1      # until the coordinator says (HeartbeatIntervalMs)
         self.retry_backoff = cfg["retry.backoff.ms"] / 1000.0
         # shared with the heartbeat thread, under _lock:
@@ -191,6 +196,8 @@ class ConsumerProtocolMembership(GroupMembership):
         return JOIN_EPOCH if self.state == JOINING else self.generation
 
     def _heartbeat_loop(self) -> None:
+        # watched: a coordinator that went away (restarted) fails the
+        # heartbeat at once rather than after request.timeout.ms
         conn = None
         wait = 0.0
         try:
@@ -212,12 +219,12 @@ class ConsumerProtocolMembership(GroupMembership):
                     conn = None
                 if state == STABLE and (time.monotonic() - self.last_poll) * 1000 \
                         > self.max_poll_interval_ms:
-                    conn = conn or Connection(endpoint, self.client_id, self._ctx)
+                    conn = conn or Connection(endpoint, self.client_id, self._ctx, watch=True)
                     self._leave_for_poll_timeout(conn)
                     continue
                 with self._lock:
                     body = self._heartbeat_body()
-                conn = conn or Connection(endpoint, self.client_id, self._ctx)
+                conn = conn or Connection(endpoint, self.client_id, self._ctx, watch=True)
                 try:
                     resp = conn.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, body,
                                         timeout=self.request_timeout,
@@ -267,8 +274,6 @@ class ConsumerProtocolMembership(GroupMembership):
             if code in _FENCED:
                 log.info("group %s: %s; the member gives its partitions up and rejoins",
                          self.group_id, message or errors.error_for_code(code).name)
-                if code == errors.UnknownMemberIdError.code:
-                    self.member_id = ""
                 self._lost_reason = errors.error_for_code(code).name
                 self.state = FENCED
                 return 0.0
@@ -398,6 +403,14 @@ class ConsumerProtocolMembership(GroupMembership):
         self._hb_wake.set()
 
     # ---- commits ---------------------------------------------------------------------------
+
+    def commit_body(self, offsets: dict) -> dict:
+        body = super().commit_body(offsets)
+        with self._lock:
+            joined = self.state == STABLE
+        if not joined:      # from outside the group (assign()ed, or between memberships)
+            body.update(member_id="", generation_id_or_member_epoch=-1)
+        return body
 
     def commit(self, offsets: dict) -> dict:
         """OffsetCommit at the current member epoch; retried at the new epoch

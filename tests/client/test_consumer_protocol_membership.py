@@ -469,3 +469,52 @@ def test_a_regex_subscription_is_matched_by_the_coordinator(kip848_server, topic
         assert {tp.topic for tp in c.assignment()} == {topic_name + "-a", topic_name + "-b"}
     finally:
         c.close()
+
+
+def test_after_a_server_restart_the_member_rejoins_and_resumes_from_its_commits(tmp_path,
+                                                                                topic_name):
+    """The coordinator keeps KIP-848 membership in memory: after a restart
+    the member's heartbeats fail, then get UNKNOWN_MEMBER_ID; it gives its
+    partitions up (on_lost), rejoins with epoch 0 and resumes exactly at the
+    offsets it committed."""
+    conf = tmp_path / "server.toml"
+    conf.write_text("group_consumer_heartbeat_interval_ms = 200\n")
+    srv = ServerProcess(str(tmp_path / "data"), extra_args=["--config", str(conf)]).start()
+    port = srv.bootstrap.rsplit(":", 1)[1]
+    events = []
+    c = None
+    try:
+        create(srv, topic_name, 2)
+        p = Producer(srv.config())
+        for i in range(20):
+            p.produce(topic_name, value=b"%d" % i, partition=i % 2)
+        assert p.flush(30) == 0
+        c = native(srv, f"native848-{uuid.uuid4().hex[:8]}", **{"enable.auto.commit": False})
+        after = []
+
+        def assigned(_, tps):
+            events.append(("assign", len(tps)))
+            after.clear()       # read before the member knew it was gone: read again, uncommitted
+        c.subscribe([topic_name], on_assign=assigned,
+                    on_lost=lambda _, tps: events.append(("lost", len(tps))))
+        got = []
+        wait_until(lambda: got.extend(c.consume(100, 0.1)) or len(got) == 20, 20,
+                   "the first 20 records")
+        c.commit(asynchronous=False)
+        assert srv.stop() == 0
+        srv = ServerProcess(str(tmp_path / "data"),
+                            extra_args=["--config", str(conf), "--port", port]).start()
+        p = Producer(srv.config())
+        for i in range(20, 30):
+            p.produce(topic_name, value=b"%d" % i, partition=i % 2)
+        assert p.flush(30) == 0
+        wait_until(lambda: after.extend(c.consume(100, 0.1)) or (
+            len(events) == 3 and len(after) >= 10), 40, "the member to rejoin and read on")
+        assert events == [("assign", 2), ("lost", 2), ("assign", 2)]
+        assert sorted((m.partition(), m.offset()) for m in after) == [
+            (part, o) for part in range(2) for o in range(10, 15)]
+    finally:
+        if c is not None:
+            c.close()
+        srv.stop()
+        srv.kill()
