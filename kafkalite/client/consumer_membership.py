@@ -145,6 +145,7 @@ class ConsumerProtocolMembership(GroupMembership):
         self._sent_owned: frozenset | None = None    # as the last heartbeat carried it
         self._full = True              # send every field next (joining, after an error)
         self._coordinator_lost = False
+        self._coordinator_checked = 0.0  # when FindCoordinator was last sent
         self._ids_checked = 0.0        # when metadata was last asked for topic ids
         self._ids: dict = {}           # topic id -> name
         self._names: dict = {}         # name -> topic id
@@ -314,7 +315,8 @@ class ConsumerProtocolMembership(GroupMembership):
             raise self._fatal
         if not self.subscription:
             return self._take_responses(owned)     # commits of an assign()ed consumer
-        if self._coordinator_lost or self._conn is None:
+        if (self._coordinator_lost or self._conn is None) and \
+                time.monotonic() - self._coordinator_checked > self.retry_backoff:
             self._find_coordinator()
         with self._lock:
             state, lost = self.state, self._lost_reason
@@ -388,6 +390,7 @@ class ConsumerProtocolMembership(GroupMembership):
     def _find_coordinator(self) -> None:
         """The coordinator moved or is not there yet: look it up again (the
         heartbeat thread follows the new connection)."""
+        self._coordinator_checked = time.monotonic()
         with self._lock:
             old, self._conn = self._conn, None
             self._pending = {}
