@@ -2,9 +2,12 @@
 protocol with cooperative-sticky, in the same run on the same server.
 
     python benchmarks/bench_rebalance.py [--members 1,10,50] [--partitions 100]
+                                         [--client confluent|native]
 
-For each member count N and each protocol: N confluent-kafka consumers
-(threads of this process) subscribe at once to a topic of --partitions
+For each member count N and each protocol: N consumers (threads of this
+process: confluent-kafka's, or with ``--client native`` kafkalite's own
+Consumer over the native protocol, its group.protocol=consumer against its
+classic cooperative-sticky) subscribe at once to a topic of --partitions
 partitions that a producer keeps writing to (one record per partition every
 20 ms); then one more member joins. Measured:
 
@@ -59,7 +62,7 @@ class Member(threading.Thread):
     """A consumer whose owned partitions, when it got each, and the time of
     the last record of each are read by the main thread."""
 
-    def __init__(self, bootstrap, group, topic, protocol):
+    def __init__(self, bootstrap, group, topic, protocol, client="confluent"):
         super().__init__(daemon=True)
         conf = {"bootstrap.servers": bootstrap, "group.id": group,
                 "auto.offset.reset": "latest", "enable.auto.commit": False}
@@ -68,7 +71,11 @@ class Member(threading.Thread):
         else:
             conf.update({"partition.assignment.strategy": "cooperative-sticky",
                          "heartbeat.interval.ms": HEARTBEAT_MS, "session.timeout.ms": 10_000})
-        self.consumer = ck.Consumer(conf)
+        if client == "native":
+            from kafkalite.client import Consumer
+            self.consumer = Consumer(conf)
+        else:
+            self.consumer = ck.Consumer(conf)
         self.topic = topic
         self.owned: dict = {}          # partition -> when assigned
         self.last: dict = {}           # partition -> last record time
@@ -118,9 +125,9 @@ def wait_settled(members, partitions, timeout) -> float | None:
     return None
 
 
-def run_case(bootstrap, topic, partitions, n, protocol, timeout):
+def run_case(bootstrap, topic, partitions, n, protocol, timeout, client="confluent"):
     group = f"bench-{protocol}-{n}-{time.monotonic_ns()}"
-    members = [Member(bootstrap, group, topic, protocol) for _ in range(n)]
+    members = [Member(bootstrap, group, topic, protocol, client) for _ in range(n)]
     try:
         for m in members:
             m.start()
@@ -129,7 +136,7 @@ def run_case(bootstrap, topic, partitions, n, protocol, timeout):
         for m in members:
             m.max_gap.clear()
             m.measuring = True
-        extra = Member(bootstrap, group, topic, protocol)
+        extra = Member(bootstrap, group, topic, protocol, client)
         members.append(extra)
         extra.start()
         plus_one = wait_settled(members, partitions, timeout)
@@ -151,6 +158,9 @@ def main():
     ap.add_argument("--members", default="1,10,50")
     ap.add_argument("--partitions", type=int, default=100)
     ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--client", choices=("confluent", "native"), default="confluent",
+                    help="confluent-kafka's consumers (Kafka listener) or kafkalite's own "
+                         "(native protocol)")
     args = ap.parse_args()
     counts = [int(x) for x in args.members.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
@@ -169,10 +179,12 @@ def main():
             for n in counts:
                 for protocol in ("consumer", "classic"):
                     joined, plus_one, pause, kept = run_case(
-                        srv.kafka_bootstrap, "rebalance", args.partitions, n, protocol,
-                        args.timeout)
+                        srv.bootstrap if args.client == "native" else srv.kafka_bootstrap,
+                        "rebalance", args.partitions, n, protocol, args.timeout, args.client)
                     name = ("KIP-848 (uniform)" if protocol == "consumer"
                             else "classic cooperative-sticky")
+                    if args.client == "native":
+                        name = "native " + name
 
                     def fmt(x):
                         return "timeout" if x is None else f"{x:.2f}"

@@ -100,6 +100,11 @@ CONSUMER = {
     "heartbeat.interval.ms": ("int", 3_000),
     "max.poll.interval.ms": ("int", 300_000),
     "partition.assignment.strategy": ("str", "range,roundrobin"),
+    # "classic": JoinGroup/SyncGroup (group.py); "consumer": KIP-848's
+    # ConsumerGroupHeartbeat (consumer_membership.py), assigned by the
+    # coordinator's group.remote.assignor (uniform, range; unset: its default)
+    "group.protocol": ("str", "classic"),
+    "group.remote.assignor": ("str", None),
     "on_commit": ("any", None),
     "allow.auto.create.topics": ("bool", False),
 }
@@ -121,6 +126,36 @@ SHARE_CONSUMER = {
     # None) per acknowledgement answer, Kafka's AcknowledgementCommitCallback
     "on_commit": ("any", None),
 }
+
+# Set by the coordinator for a KIP-848 group: librdkafka refuses them with
+# group.protocol=consumer, and so does this client (its words).
+GROUP_PROTOCOLS = ("classic", "consumer")
+CLASSIC_ONLY = {
+    "session.timeout.ms": "It is defined broker side",
+    "heartbeat.interval.ms": "It is defined broker side",
+    "partition.assignment.strategy": "Use `group.remote.assignor` instead",
+}
+
+
+def check_group_protocol(given: dict, cfg: dict) -> None:
+    """InvalidConfigurationError for an unknown ``group.protocol`` or a
+    classic-only property set (in ``given``, the caller's own config) with
+    ``group.protocol=consumer``."""
+    from kafkalite.errors import InvalidConfigurationError
+    protocol = cfg["group.protocol"]
+    if protocol not in GROUP_PROTOCOLS:
+        raise InvalidConfigurationError(
+            f"invalid value {protocol!r} for configuration property 'group.protocol': "
+            f"use {' or '.join(GROUP_PROTOCOLS)}")
+    if protocol == "consumer":
+        for key, hint in CLASSIC_ONLY.items():
+            if key in given:
+                raise InvalidConfigurationError(
+                    f"`{key}` is not supported for `group.protocol=consumer`. {hint}")
+    elif cfg.get("group.remote.assignor"):
+        raise InvalidConfigurationError(
+            "`group.remote.assignor` is only used with `group.protocol=consumer`")
+
 
 ADMIN = dict(COMMON)
 

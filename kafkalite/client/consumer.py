@@ -12,9 +12,11 @@ RecordBatch (see arrow.py) with no Python object per record.
 Positions start from an explicit offset, OFFSET_BEGINNING / OFFSET_END,
 the group's committed offset, or ``auto.offset.reset`` ("earliest",
 "latest", or "error"). ``subscribe`` needs ``group.id`` and makes this
-consumer a member of its consumer group (group.py): partitions are shared
-out by the group's assignor and handed over in ``poll``/``consume``, where
-``on_assign`` / ``on_revoke`` / ``on_lost`` are called. Offsets are
+consumer a member of its consumer group: with ``group.protocol=classic``
+(group.py) partitions are shared out by the group's assignor, with
+``consumer`` (KIP-848, consumer_membership.py) by the coordinator's
+``group.remote.assignor``; they are handed over in ``poll``/``consume``,
+where ``on_assign`` / ``on_revoke`` / ``on_lost`` are called. Offsets are
 committed to the group coordinator: explicitly (``commit``) or, with
 ``enable.auto.commit``, every ``auto.commit.interval.ms`` from within
 ``poll`` (positions of records already returned), before partitions are
@@ -35,9 +37,11 @@ import zmq
 from kafkalite import errors
 from kafkalite._ext.messages import batch_messages
 from kafkalite.client import arrow
-from kafkalite.client.config import CONSUMER, CONSUMER_ALIASES, OFFSET_RESETS, resolve
+from kafkalite.client.config import (CONSUMER, CONSUMER_ALIASES, OFFSET_RESETS,
+                                     check_group_protocol, resolve)
 from kafkalite.client.connection import Connection, client_context, parse_bootstrap
 from kafkalite.client.metadata import Metadata, cluster_metadata, list_offsets
+from kafkalite.client.consumer_membership import ConsumerProtocolMembership
 from kafkalite.client.group import Change, GroupMembership
 from kafkalite.client.types import (OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID,
                                     ConsumerGroupMetadata, Message, TopicPartition)
@@ -94,7 +98,9 @@ class _Chunk:
 
 class Consumer:
     def __init__(self, config: dict | None = None, **kwargs):
-        cfg = resolve({**(config or {}), **kwargs}, CONSUMER, CONSUMER_ALIASES)
+        given = {**(config or {}), **kwargs}
+        cfg = resolve(given, CONSUMER, CONSUMER_ALIASES)
+        check_group_protocol(given, cfg)
         reset = OFFSET_RESETS.get(str(cfg["auto.offset.reset"]).lower())
         if reset is None:
             raise ValueError(f"invalid value {cfg['auto.offset.reset']!r} for auto.offset.reset: "
@@ -162,8 +168,8 @@ class Consumer:
         ``on_revoke(consumer, partitions)`` and ``on_lost(consumer,
         partitions)`` (partitions taken away without a chance to commit;
         ``on_revoke`` is called instead when it is not given). With an eager
-        assignor the lists are whole assignments; with cooperative-sticky,
-        the partitions added or removed."""
+        assignor the lists are whole assignments; with cooperative-sticky
+        or ``group.protocol=consumer``, the partitions added or removed."""
         self._check_open()
         if not self.config.get("group.id"):
             raise errors.InvalidGroupIdError(
@@ -183,7 +189,7 @@ class Consumer:
             if names:
                 self._meta.refresh(names, True, self._timeout)
         if self._group is None:
-            self._group = GroupMembership(self.config, self._meta, self._ctx)
+            self._group = self._new_membership()
         self._subscription = topics
         self._callbacks = {"assign": on_assign, "revoke": on_revoke, "lost": on_lost}
         self._group.subscribe(topics)
@@ -671,8 +677,14 @@ class Consumer:
                 "committed offsets belong to a consumer group: set group.id in the consumer config")
         if self._group is None:
             # assign() with a group.id: commits without membership (generation -1)
-            self._group = GroupMembership(self.config, self._meta, self._ctx)
+            self._group = self._new_membership()
         return self._group
+
+    def _new_membership(self) -> GroupMembership:
+        """group.protocol=classic: JoinGroup/SyncGroup; consumer: KIP-848."""
+        if self.config["group.protocol"] == "consumer":
+            return ConsumerProtocolMembership(self.config, self._meta, self._ctx)
+        return GroupMembership(self.config, self._meta, self._ctx)
 
     def consumer_group_metadata(self) -> ConsumerGroupMetadata:
         """The group membership to hand a transactional producer's
@@ -712,7 +724,7 @@ class Consumer:
         return self._commit_sync(commit)
 
     def _commit_sync(self, commit: dict) -> list[TopicPartition]:
-        resp = self._group.request(ApiKey.OFFSET_COMMIT, self._group.commit_body(commit))
+        resp = self._group.commit(commit)
         result, failed = self._commit_result(resp, commit)
         if failed is not None:
             raise failed

@@ -116,9 +116,9 @@ class GroupMembership:
         consumer's poller)."""
         return self._conn if self._conn is not None and self._pending else None
 
-    def request(self, api_key: int, body: dict):
+    def request(self, api_key: int, body: dict, version: int | None = None):
         """A synchronous request to the coordinator (commits, offset fetches)."""
-        cid = self.conn.send(api_key, body)
+        cid = self.conn.send(api_key, body, version=version)
         got = self.conn.wait_for(cid, self.request_timeout)
         if isinstance(got, KafkaError):
             raise got
@@ -417,6 +417,10 @@ class GroupMembership:
                 "member_id": member_id, "group_instance_id": self.instance_id,
                 "retention_time_ms": -1,
                 "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+    def commit(self, offsets: dict) -> dict:
+        """OffsetCommit of {(topic, partition): (offset, metadata)}; the response."""
+        return self.request(ApiKey.OFFSET_COMMIT, self.commit_body(offsets))
 
     def commit_async(self, offsets: dict, callback) -> None:
         cid = self.conn.send(ApiKey.OFFSET_COMMIT, self.commit_body(offsets))

@@ -5,6 +5,8 @@ Prints one JSON line per event to stdout, flushed, before acting on it:
   {"event": "records", "items": [[p, offset], ...], "t": time}   (then commits them)
 Runs until killed or until stdin closes.
 Usage: group_member.py BOOTSTRAP GROUP TOPIC STRATEGY [max_per_poll] [pause_s]
+STRATEGY "consumer" makes it a KIP-848 member (group.protocol=consumer:
+the coordinator assigns, and sets the session timeout and heartbeats).
 """
 import json
 import os
@@ -26,10 +28,15 @@ def main():
     bootstrap, group, topic, strategy = sys.argv[1:5]
     max_per_poll = int(sys.argv[5]) if len(sys.argv) > 5 else 50
     pause = float(sys.argv[6]) if len(sys.argv) > 6 else 0.0
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                  "partition.assignment.strategy": strategy, "session.timeout.ms": 2000,
-                  "heartbeat.interval.ms": 200, "client.id": f"member-{os.getpid()}"})
+    config = {"bootstrap.servers": bootstrap, "group.id": group,
+              "auto.offset.reset": "earliest", "enable.auto.commit": False,
+              "client.id": f"member-{os.getpid()}"}
+    if strategy == "consumer":
+        config["group.protocol"] = "consumer"
+    else:
+        config.update({"partition.assignment.strategy": strategy, "session.timeout.ms": 2000,
+                       "heartbeat.interval.ms": 200})
+    c = Consumer(config)
     c.subscribe([topic],
                 on_assign=lambda _, tps: emit(event="assign", partitions=[[t.topic, t.partition] for t in tps]),
                 on_revoke=lambda _, tps: emit(event="revoke", partitions=[[t.topic, t.partition] for t in tps]),
