@@ -471,12 +471,13 @@ def test_a_regex_subscription_is_matched_by_the_coordinator(kip848_server, topic
         c.close()
 
 
-def test_after_a_server_restart_the_member_rejoins_and_resumes_from_its_commits(tmp_path,
-                                                                                topic_name):
-    """The coordinator keeps KIP-848 membership in memory: after a restart
-    the member's heartbeats fail, then get UNKNOWN_MEMBER_ID; it gives its
-    partitions up (on_lost), rejoins with epoch 0 and resumes exactly at the
-    offsets it committed."""
+def test_after_a_server_restart_the_member_carries_on_with_its_partitions(tmp_path,
+                                                                          topic_name):
+    """The coordinator writes KIP-848 groups to __consumer_offsets
+    (consumer_group_log.py): after a restart the member's heartbeats fail
+    while the server is down, then are answered at its epoch again; it keeps
+    its partitions (no on_lost, no new assignment) and reads on from where
+    it was."""
     conf = tmp_path / "server.toml"
     conf.write_text("group_consumer_heartbeat_interval_ms = 200\n")
     srv = ServerProcess(str(tmp_path / "data"), extra_args=["--config", str(conf)]).start()
@@ -508,9 +509,10 @@ def test_after_a_server_restart_the_member_rejoins_and_resumes_from_its_commits(
         for i in range(20, 30):
             p.produce(topic_name, value=b"%d" % i, partition=i % 2)
         assert p.flush(30) == 0
-        wait_until(lambda: after.extend(c.consume(100, 0.1)) or (
-            len(events) == 3 and len(after) >= 10), 40, "the member to rejoin and read on")
-        assert events == [("assign", 2), ("lost", 2), ("assign", 2)]
+        wait_until(lambda: after.extend(c.consume(100, 0.1)) or len(after) >= 10, 40,
+                   "the member to read on")
+        after.extend(c.consume(100, 1.0))   # nothing more, and time for a late on_lost
+        assert events == [("assign", 2)]
         assert sorted((m.partition(), m.offset()) for m in after) == [
             (part, o) for part in range(2) for o in range(10, 15)]
     finally:
