@@ -12,7 +12,7 @@ import uuid
 import pytest
 from compat_helpers import KafkaWire, create_topic
 from harness import ServerProcess
-from test_kip848_wire import beat, join, topic_id
+from test_kip848_wire import beat, describe, join, topic_id
 
 from kafkalite import errors
 from kafkalite.protocol import ApiKey, decode_assignment, encode_assignment, encode_subscription
@@ -131,8 +131,7 @@ def test_upgrade_reconcile_classic_member_and_downgrade(server, wire, topic_name
     got = sorted(p for t in b["assignment"]["topic_partitions"] for p in t["partitions"])
     assert sorted(got + kept) == list(range(6))
 
-    described = wire.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
-        "group_ids": [group], "include_authorized_operations": False})["groups"][0]
+    described = describe(wire, group)
     assert described["group_state"] == "Stable"
     assert {m["member_id"] for m in described["members"]} == {c_id, n_id}
 
@@ -272,15 +271,13 @@ def test_a_static_classic_member_comes_back_to_its_partitions(server, wire, topi
     c = classic_join(wire, group, topic_name, c["member_id"], instance="worker-7")
     code, parts = classic_sync(wire, group, c["member_id"], c["generation_id"])
     assert code == 0 and len(parts) == 1
-    epoch = wire.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
-        "group_ids": [group], "include_authorized_operations": False})["groups"][0]["group_epoch"]
+    epoch = describe(wire, group)["group_epoch"]
 
     again = classic_join(wire, group, topic_name, instance="worker-7")   # restarted
     assert again["error_code"] == 0 and again["member_id"] != c["member_id"]
     assert again["generation_id"] == c["generation_id"]
     assert classic_sync(wire, group, again["member_id"], again["generation_id"]) == (0, parts)
-    described = wire.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
-        "group_ids": [group], "include_authorized_operations": False})["groups"][0]
+    described = describe(wire, group)
     assert described["group_epoch"] == epoch and len(described["members"]) == 2
     # the old incarnation is fenced; a wrong member id for the instance too
     assert classic_heartbeat(wire, group, c["member_id"], c["generation_id"],
@@ -291,6 +288,5 @@ def test_a_static_classic_member_comes_back_to_its_partitions(server, wire, topi
     left = wire.request(ApiKey.LEAVE_GROUP, 5, {"group_id": group, "members": [
         {"member_id": "", "group_instance_id": "worker-7", "reason": None}]})
     assert left["members"][0]["error_code"] == 0
-    assert len(wire.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
-        "group_ids": [group], "include_authorized_operations": False})["groups"][0][
+    assert len(describe(wire, group)[
             "members"]) == 1

@@ -52,6 +52,11 @@ def beat(wire, group, member_id, epoch, owned=None) -> dict:
         [{"topic_id": t, "partitions": ps} for t, ps in owned.items()]})
 
 
+def describe(wire, group) -> dict:
+    """ConsumerGroupDescribe (v0) of one group: its described group."""
+    return describe(wire, group)
+
+
 def assigned(resp) -> dict:
     assert resp["assignment"] is not None, resp
     return {t["topic_id"]: sorted(t["partitions"]) for t in resp["assignment"]["topic_partitions"]
@@ -312,16 +317,14 @@ def test_groups_survive_a_restart_members_carry_on_at_their_epochs(own_server, t
         b_id, epoch = b["member_id"], b["member_epoch"]
         kept = assigned(beat(wire, group, a_id, a_epoch, {tid: [0, 1, 2, 3]}))[tid]
         assert len(kept) == 2
-        described = wire.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
-            "group_ids": [group], "include_authorized_operations": False})["groups"][0]
+        described = describe(wire, group)
     finally:
         wire.close()
     assert own_server.stop() == 0
     own_server.start()
     wire = KafkaWire(own_server.kafka_bootstrap)
     try:
-        after = wire.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
-            "group_ids": [group], "include_authorized_operations": False})["groups"][0]
+        after = describe(wire, group)
         assert after == described
         # B still waits for A's revocation; A is still at its epoch with two
         r = beat(wire, group, b_id, epoch, {})
@@ -349,8 +352,7 @@ def test_groups_survive_a_restart_members_carry_on_at_their_epochs(own_server, t
     own_server.start()
     wire = KafkaWire(own_server.kafka_bootstrap)
     try:
-        gone = wire.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
-            "group_ids": [group], "include_authorized_operations": False})["groups"][0]
+        gone = describe(wire, group)
         assert gone["error_code"] == errors.GroupIdNotFoundError.code
     finally:
         wire.close()
