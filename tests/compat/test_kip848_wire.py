@@ -54,7 +54,8 @@ def beat(wire, group, member_id, epoch, owned=None) -> dict:
 
 def describe(wire, group) -> dict:
     """ConsumerGroupDescribe (v0) of one group: its described group."""
-    return describe(wire, group)
+    return wire.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
+        "group_ids": [group], "include_authorized_operations": False})["groups"][0]
 
 
 def assigned(resp) -> dict:
