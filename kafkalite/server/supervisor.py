@@ -147,6 +147,10 @@ class Supervisor:
         self._retries: list[tuple[str, object, tuple]] = []
         self._retry_at = 0.0
         self.exit_code = 0
+        # run() ended because another node took the lease (this one was cut
+        # off from PostgreSQL, or stalled, past its lease): serve() starts
+        # this node again, as one of the new controller's broker nodes
+        self.deposed = False
 
     # ---- startup ---------------------------------------------------------------------------
 
@@ -736,6 +740,7 @@ class Supervisor:
                 print(f"kafkalite: node {self.config.node_id} lost the controller lease to "
                       f"another node; stopping", file=sys.stderr, flush=True)
                 self.exit_code = 1
+                self.deposed = not self._stop
                 break
         self.shutdown()
         return self.exit_code
@@ -853,4 +858,14 @@ def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None) -
             if early is not None:
                 early.abandon()    # no worker outlives a supervisor that could not start
             raise
-        return sup.run()
+        code = sup.run()
+        if not sup.deposed:
+            return code
+        # Without this the deposed node's process ended (exit 1) once it
+        # could reach PostgreSQL again and saw the lease gone: a network
+        # partition of the controller took a whole node out of the cluster
+        # until someone restarted it. Its workers have stopped; starting
+        # over finds the new controller and joins it as a broker node.
+        log.warning("node %d was deposed as the controller; it joins the new one",
+                    config.node_id)
+        early, expired = None, None

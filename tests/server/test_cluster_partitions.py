@@ -42,6 +42,11 @@ ROUNDS = int(os.environ.get("KAFKALITE_PARTITION_ROUNDS", "1"))
 TIMEOUTS = ["--controller-lease-ms", "3000", "--broker-session-timeout-ms", "2000",
             "--replica-lag-time-max-ms", "2000"]
 PARTITIONS = 6
+# Fixed Kafka ports, as a deployment has them (each node has an address of
+# its own, so they cannot collide): a node whose workers restart under a
+# new controller comes back where clients knew it, and a client whose every
+# known broker restarted at once still finds one
+PORTS = ["--kafka-port", "9092", "--kafka-worker-base-port", "9093"]
 
 pytestmark = [
     pytest.mark.skipif(find_binaries() is None,
@@ -94,7 +99,7 @@ class Cluster:
         s = ServerProcess(os.path.join(self.root, f"node{n}"), workers=2,
                           program=self.net.argv(ns.name, [sys.executable, "-m", "kafkalite"]),
                           extra_args=["--host", ns.address, "--cluster", self.pg.dsn,
-                                      "--node-id", str(n), *TIMEOUTS])
+                                      "--node-id", str(n), *TIMEOUTS, *PORTS])
         self.nodes[n] = s.start()
         return s
 
