@@ -666,6 +666,10 @@ class Supervisor:
     def request_stop(self, signum=None, frame=None) -> None:
         self._stop = True
 
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop
+
     def _watch_sigchld(self, poller) -> int | None:
         """Wake the loop the moment a child exits (SIGCHLD through a wakeup
         pipe), so a dead worker's partitions get new leaders at once rather
@@ -846,6 +850,8 @@ def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None) -
             node = BrokerNode(config)
             signal.signal(signal.SIGTERM, node.request_stop)
             signal.signal(signal.SIGINT, node.request_stop)
+            if sup.stop_requested:      # SIGTERM came while the supervisor started
+                node.request_stop()
             node.start()
             code = node.run()
             if not node.takeover:
@@ -859,7 +865,7 @@ def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None) -
                 early.abandon()    # no worker outlives a supervisor that could not start
             raise
         code = sup.run()
-        if not sup.deposed:
+        if not sup.deposed or sup.stop_requested:    # (SIGTERM while it shut down)
             return code
         # Without this the deposed node's process ended (exit 1) once it
         # could reach PostgreSQL again and saw the lease gone: a network

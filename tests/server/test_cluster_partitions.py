@@ -48,10 +48,11 @@ PARTITIONS = 6
 # known broker restarted at once still finds one
 PORTS = ["--kafka-port", "9092", "--kafka-worker-base-port", "9093"]
 
+NO_NETNS = unusable()
 pytestmark = [
     pytest.mark.skipif(find_binaries() is None,
                        reason="PostgreSQL is not installed: run tools/install-system-deps"),
-    pytest.mark.skipif(unusable() is not None, reason=f"no network namespaces: {unusable()}"),
+    pytest.mark.skipif(NO_NETNS is not None, reason=f"no network namespaces: {NO_NETNS}"),
 ]
 
 # A writer inside the cut-off node's namespace: confluent-kafka, acks=all,
@@ -401,10 +402,19 @@ def test_a_cut_off_controller_loses_its_lease_and_rejoins_as_a_broker_node(clust
                      and old.refresh().get("role") == "broker", timeout=60,
                      what=f"node {victim} back as a broker node")
             assert c.controller() is new
+            # cut off, it tried to renew its lease and could not; healed, it
+            # was told another node holds it, and stopped acting as controller
+            said = old.output()
+            assert "could not renew its controller lease" in said
+            assert "lost the controller lease" in said
             wait_for(lambda: full_isr(new, "ctl"), timeout=90,
                      what=f"node {victim}'s brokers back in every ISR")
     finally:
         writer.stop()
     assert len(history.acked) > 500, len(history.acked)
+    # the metadata the deposed controller could have spoiled is consistent:
+    # every leader in its ISR, every ISR within the replicas, all three back
+    for leader, replicas, isr in state(c.controller(), "ctl").values():
+        assert leader in isr and set(isr) <= set(replicas) and len(isr) == 3
     wait_for(lambda: replicas_agree(c, "ctl"), timeout=60, what="identical replicas")
     judge(history, read_log(c.controller(), "ctl", PARTITIONS), at_risk)
