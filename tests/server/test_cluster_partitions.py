@@ -129,9 +129,14 @@ class Cluster:
         return {b.id: f"{b.host}:{b.port}" for b in md.brokers.values()}
 
     def stop(self) -> None:
-        for s in self.nodes.values():
-            if s.proc is not None and s.proc.poll() is None:
-                s.stop()
+        """All at once: a controller stopped first would hand its lease to
+        a node about to stop, which would take over only to stop too."""
+        running = [s for s in self.nodes.values() if s.proc is not None and s.proc.poll() is None]
+        threads = [threading.Thread(target=s.stop) for s in running]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
 
 
 @pytest.fixture
