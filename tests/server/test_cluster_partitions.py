@@ -56,18 +56,20 @@ pytestmark = [
 ]
 
 # A writer inside the cut-off node's namespace: confluent-kafka, acks=all,
-# idempotent, bootstrapped at that node's own brokers only. It prints each
-# outcome as it comes (``ack <partition> <offset> <value>`` or ``err <value>
-# <error>``), so that what it was told survives even if it is killed.
+# idempotent, bootstrapped at that node's own brokers only, writing
+# ``<writer>-<seq>`` (a writer name per round keeps values unique in the
+# run). It prints each outcome as it comes (``ack <partition> <offset>
+# <value>`` or ``err <value> <error>``), so that what it was told survives
+# even if it is killed.
 ISOLATED_WRITER = r"""
 import sys, time
 import confluent_kafka as ck
-bootstrap, topic, partitions, seconds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+bootstrap, topic, partitions, seconds, writer = sys.argv[1:6]
+seconds, writer = float(seconds), writer.encode()
 partitions = [int(p) for p in partitions.split(",")]
 p = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                  "delivery.timeout.ms": 8000, "request.timeout.ms": 5000, "linger.ms": 2,
-                 "socket.timeout.ms": 6000,
-                 "log_level": 2})
+                 "socket.timeout.ms": 6000, "log_level": 2})
 def done(err, msg):
     if err is None:
         print("ack", msg.partition(), msg.offset(), msg.value().decode(), flush=True)
@@ -76,7 +78,7 @@ def done(err, msg):
 end, seq = time.monotonic() + seconds, 0
 while time.monotonic() < end:
     try:
-        p.produce(topic, b"x-%d" % seq, partition=partitions[seq % len(partitions)],
+        p.produce(topic, b"%s-%d" % (writer, seq), partition=partitions[seq % len(partitions)],
                   on_delivery=done)
         seq += 1
     except BufferError:
@@ -258,12 +260,12 @@ class IsolatedWriter:
     """ISOLATED_WRITER run in namespace ``ns`` for ``seconds``."""
 
     def __init__(self, cluster: Cluster, ns: str, bootstrap: str, topic: str, partitions,
-                 seconds: float):
+                 seconds: float, writer: str):
         self.path = os.path.join(cluster.root, f"isolated-{ns}-{time.monotonic_ns()}.out")
         self._out = open(self.path, "wb")
         self.proc = subprocess.Popen(
             cluster.net.argv(ns, [sys.executable, "-c", ISOLATED_WRITER, bootstrap, topic,
-                                  ",".join(map(str, partitions)), str(seconds)]),
+                                  ",".join(map(str, partitions)), str(seconds), writer]),
             env=child_env(), stdout=self._out, stderr=subprocess.STDOUT)
 
     def outcome(self, history: History) -> tuple[list, list]:
@@ -338,7 +340,7 @@ def test_a_cut_off_broker_node_is_fenced_and_rejoins(cluster):
                    if where[leader] == victim]
             assert led, "the victim leads no partition"
             isolated = IsolatedWriter(c, f"node{victim}", ",".join(brokers[b] for b in mine),
-                                      "cut", led, seconds=14)
+                                      "cut", led, seconds=14, writer=f"x{r}")
             time.sleep(3)                 # both writers acknowledged before the cut
             c.net.cut(f"node{victim}")
             cut_at = time.monotonic()
@@ -380,7 +382,7 @@ def test_a_cut_off_controller_loses_its_lease_and_rejoins_as_a_broker_node(clust
     writer = Writer(",".join(brokers.values()), "ctl", history)
     at_risk: list = []
     try:
-        for _ in range(ROUNDS):
+        for r in range(ROUNDS):
             old = c.controller()
             victim = next(n for n, s in c.nodes.items() if s is old)
             mine = [b for b, n in where.items() if n == victim]
@@ -388,7 +390,7 @@ def test_a_cut_off_controller_loses_its_lease_and_rejoins_as_a_broker_node(clust
                    if where[leader] == victim]
             assert led, "the controller's node leads no partition"
             isolated = IsolatedWriter(c, f"node{victim}", ",".join(brokers[b] for b in mine),
-                                      "ctl", led, seconds=14)
+                                      "ctl", led, seconds=14, writer=f"x{r}")
             time.sleep(3)
             c.net.cut(f"node{victim}")
             cut_at = time.monotonic()
