@@ -11,10 +11,14 @@ runs as the ``postgres`` system user (created if missing) through
 returns None (tools/install-system-deps installs the ``postgresql``
 package). ``PostgresServer(wal_level="logical")`` starts it with logical
 decoding on (replication slots for change data capture).
+``PostgresServer(listen_on="10.1.2.1/24")`` listens on that address too
+(besides loopback), trusts clients from its network, and gives it in the
+DSN: what nodes in network namespaces (tests/netns.py) connect to.
 """
 from __future__ import annotations
 
 import glob
+import ipaddress
 import os
 import pwd
 import shutil
@@ -41,8 +45,11 @@ def _free_port() -> int:
 
 
 class PostgresServer:
-    def __init__(self, bindir: str | None = None, wal_level: str | None = None):
+    def __init__(self, bindir: str | None = None, wal_level: str | None = None,
+                 listen_on: str | None = None):
         self.wal_level = wal_level
+        self.listen_on = ipaddress.ip_interface(listen_on) if listen_on else None
+        self.host = str(self.listen_on.ip) if self.listen_on else "127.0.0.1"
         self.bindir = bindir or find_binaries()
         if self.bindir is None:
             raise RuntimeError("PostgreSQL is not installed (run tools/install-system-deps)")
@@ -71,12 +78,15 @@ class PostgresServer:
 
     @property
     def dsn(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        return f"postgresql://postgres@{self.host}:{self.port}/postgres"
 
     def start(self) -> "PostgresServer":
         try:
             self._run("initdb", "-D", self.data, "-U", "postgres", "--auth=trust", "-E", "UTF8",
                       "--no-sync")
+            if self.listen_on:
+                with open(os.path.join(self.data, "pg_hba.conf"), "a") as f:
+                    f.write(f"host all all {self.listen_on.network} trust\n")
             self._pg_ctl_start()
         except subprocess.CalledProcessError as e:
             log = ""
@@ -90,7 +100,8 @@ class PostgresServer:
         return self
 
     def _pg_ctl_start(self) -> None:
-        opts = (f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off "
+        listen = "127.0.0.1" + (f",{self.host}" if self.listen_on else "")
+        opts = (f"-p {self.port} -k {self.dir} -c listen_addresses={listen} -c fsync=off "
                 f"-c synchronous_commit=off -c full_page_writes=off")
         if self.wal_level:
             opts += f" -c wal_level={self.wal_level} -c max_replication_slots=10"

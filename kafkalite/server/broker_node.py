@@ -82,8 +82,12 @@ class BrokerNode:
             raise errors.KafkaStorageError(
                 f"another kafkalite server is using {cfg.data_dir}") from None
         self.controller = self._wait_for_controller()
-        if self.controller is None:          # none came: serve() tries to be it
-            self.takeover = self._stop = True
+        if self.controller is None:
+            # none came: serve() tries to be it -- unless the wait ended
+            # because SIGTERM asked this node to stop (then serve() would
+            # start a supervisor, and the stop request would be lost)
+            self.takeover = not self._stop
+            self._stop = True
             return
         self.users_mirror = cluster_store.UsersMirror(
             cfg.cluster, users_file(cfg.data_dir, cfg.sasl_users_file))

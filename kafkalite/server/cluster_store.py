@@ -71,9 +71,11 @@ like answer KAFKA_STORAGE_ERROR; elections wait) and the coordinators'
 writes (their internal topics' batches are written here first: commits and
 transaction state answer COORDINATOR_NOT_AVAILABLE) but not the data path:
 brokers keep serving the partitions they lead, as Kafka's did when
-ZooKeeper was away. Calls time out after ``timeout_s`` and, after a
-failure, fail at once for ``RETRY_BACKOFF_S`` so that a dead PostgreSQL
-does not stall the supervisor's single thread on every request.
+ZooKeeper was away. Calls time out after ``timeout_s`` (PostgreSQL's
+statement timeout, and TCP's user timeout for a network that drops their
+packets) and, after a failure, fail at once for ``RETRY_BACKOFF_S`` so
+that a dead PostgreSQL does not stall the supervisor's single thread on
+every request.
 
 Who may call: the supervisor (controller.py through MetadataStore's
 interface, supervisor.py for the lease), on its own thread; the lease
@@ -161,8 +163,19 @@ def connect(dsn: str, timeout_s: float, autocommit: bool = False) -> psycopg.Con
     try:
         # synchronous_commit on whatever the server's default: a metadata
         # change is acted on once committed, so it must survive a crash
+        # statement_timeout is PostgreSQL's own: it cannot end a call whose
+        # packets are lost (a network partition: no RST, no answer), which
+        # blocked the caller until TCP gave up, many minutes later (the
+        # controller's thread, holding a lease it could no longer renew).
+        # tcp_user_timeout closes the connection when what was sent stays
+        # unacknowledged that long; keepalives do the same for an idle one
+        # (a LISTEN connection waiting for notifications).
+        ms = int(timeout_s * 1000)
         return psycopg.connect(dsn, connect_timeout=max(1, int(timeout_s)), autocommit=autocommit,
-                               options=f"-c statement_timeout={int(timeout_s * 1000)} "
+                               tcp_user_timeout=ms, keepalives=1,
+                               keepalives_idle=max(1, int(timeout_s)),
+                               keepalives_interval=1, keepalives_count=max(1, int(timeout_s)),
+                               options=f"-c statement_timeout={ms} "
                                        f"-c synchronous_commit=on")
     except psycopg.Error as exc:
         raise KafkaStorageError(f"cannot reach the cluster's PostgreSQL: {_reason(exc)}") from None

@@ -148,6 +148,10 @@ class Supervisor:
         self._retries: list[tuple[str, object, tuple]] = []
         self._retry_at = 0.0
         self.exit_code = 0
+        # run() ended because another node took the lease (this one was cut
+        # off from PostgreSQL, or stalled, past its lease): serve() starts
+        # this node again, as one of the new controller's broker nodes
+        self.deposed = False
 
     # ---- startup ---------------------------------------------------------------------------
 
@@ -670,6 +674,10 @@ class Supervisor:
     def request_stop(self, signum=None, frame=None) -> None:
         self._stop = True
 
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop
+
     def _watch_sigchld(self, poller) -> int | None:
         """Wake the loop the moment a child exits (SIGCHLD through a wakeup
         pipe), so a dead worker's partitions get new leaders at once rather
@@ -744,6 +752,7 @@ class Supervisor:
                 print(f"kafkalite: node {self.config.node_id} lost the controller lease to "
                       f"another node; stopping", file=sys.stderr, flush=True)
                 self.exit_code = 1
+                self.deposed = not self._stop
                 break
         self.shutdown()
         return self.exit_code
@@ -849,6 +858,8 @@ def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None) -
             node = BrokerNode(config)
             signal.signal(signal.SIGTERM, node.request_stop)
             signal.signal(signal.SIGINT, node.request_stop)
+            if sup.stop_requested:      # SIGTERM came while the supervisor started
+                node.request_stop()
             node.start()
             code = node.run()
             if not node.takeover:
@@ -861,4 +872,14 @@ def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None) -
             if early is not None:
                 early.abandon()    # no worker outlives a supervisor that could not start
             raise
-        return sup.run()
+        code = sup.run()
+        if not sup.deposed or sup.stop_requested:    # (SIGTERM while it shut down)
+            return code
+        # Without this the deposed node's process ended (exit 1) once it
+        # could reach PostgreSQL again and saw the lease gone: a network
+        # partition of the controller took a whole node out of the cluster
+        # until someone restarted it. Its workers have stopped; starting
+        # over finds the new controller and joins it as a broker node.
+        log.warning("node %d was deposed as the controller; it joins the new one",
+                    config.node_id)
+        early, expired = None, None

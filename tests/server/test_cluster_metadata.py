@@ -15,7 +15,7 @@ import uuid
 import psycopg
 import pytest
 
-from harness import ServerProcess
+from harness import ServerProcess, pid_alive
 from jepsen import History, check
 from postgres import PostgresServer, find_binaries
 from replicas import read_log, wait_for
@@ -363,13 +363,21 @@ def test_a_second_node_joins_as_a_broker_node(db, nodes):
             .fetchall() == [(0, 1), (1, 1), (2, 2), (3, 2)]
 
 
-def test_a_node_that_loses_its_lease_stops(db, nodes):
+def test_a_node_that_loses_its_lease_stops_being_the_controller(db, nodes):
+    """Its supervisor stops (workers and all) and the node starts again,
+    waiting to join the new controller as a broker node (which this one,
+    not a real node, never publishes endpoints for); SIGTERM stops it."""
     s = nodes(db, node_id=1, lease_ms=1500)
+    workers = s.worker_pids()
     with psycopg.connect(db) as c:                  # another controller takes over
-        c.execute("UPDATE kafkalite_controller SET node_id = 9, epoch = epoch + 1")
-    assert s.proc.wait(15) == 1
+        c.execute("UPDATE kafkalite_controller SET node_id = 9, epoch = epoch + 1, "
+                  "endpoints = NULL, lease_until = now() + interval '60 seconds'")
+    wait_for(lambda: "joins the new one" in s.output()
+             and not any(pid_alive(p) for p in workers), timeout=15,
+             what="the deposed controller's workers stopped")
     assert "lost the controller lease" in s.output()
-    s.stop()                                        # checks no worker outlived it
+    assert s.proc.poll() is None
+    assert s.stop(timeout=10) == 0                  # and no worker outlived it
 
 
 def test_a_node_lives_through_a_postgresql_restart(own_pg, nodes):

@@ -1,0 +1,427 @@
+"""Network partitions of a cluster (``--cluster DSN --node-id N``): three
+nodes, each in a network namespace of its own (tests/netns.py) joined by
+veth pairs to a bridge, with PostgreSQL listening on the bridge's address
+in the root namespace. A partition takes one node's link down: that node
+reaches neither the other nodes nor PostgreSQL, and its open connections
+stall as behind a dead switch port. The node's processes keep running and
+keep talking among themselves, which is what makes a partition harder than
+a kill: a cut-off leader still has its log, its producers on its side, and
+its clock.
+
+Each run is judged by the Jepsen-style checker (tests/jepsen.py) over two
+writers: an acks=all idempotent producer in the root namespace (it reaches
+the nodes still connected), and one inside the cut-off node's namespace
+that reaches only that node. Every acknowledgement either got must be in
+the final log; the checker is first shown to catch a loss in the same run
+(a planted fault: the final log without the records the cut-off leaders
+acknowledged before the cut) before the real run counts. Replicas must
+agree byte for byte at the end (segment files, as tests/server/
+test_replication.py compares them).
+
+``KAFKALITE_PARTITION_ROUNDS`` sets how many cut/heal rounds each test
+makes (default 1; 10 for a soak). The tests skip when namespaces cannot be
+made (not root, no ``ip``) or PostgreSQL is not installed.
+"""
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import psycopg
+import pytest
+
+from harness import ServerProcess, child_env
+from jepsen import History, check
+from netns import Network, unusable
+from postgres import PostgresServer, find_binaries
+from replicas import read_log, segments, state, wait_for
+from kafkalite.client import AdminClient, NewTopic
+
+ROUNDS = int(os.environ.get("KAFKALITE_PARTITION_ROUNDS", "1"))
+TIMEOUTS = ["--controller-lease-ms", "3000", "--broker-session-timeout-ms", "2000",
+            "--replica-lag-time-max-ms", "2000"]
+PARTITIONS = 6
+# Fixed Kafka ports, as a deployment has them (each node has an address of
+# its own, so they cannot collide): a node whose workers restart under a
+# new controller comes back where clients knew it, and a client whose every
+# known broker restarted at once still finds one
+PORTS = ["--kafka-port", "9092", "--kafka-worker-base-port", "9093"]
+
+NO_NETNS = unusable()
+pytestmark = [
+    pytest.mark.skipif(find_binaries() is None,
+                       reason="PostgreSQL is not installed: run tools/install-system-deps"),
+    pytest.mark.skipif(NO_NETNS is not None, reason=f"no network namespaces: {NO_NETNS}"),
+]
+
+# A writer inside the cut-off node's namespace: confluent-kafka, acks=all,
+# idempotent, bootstrapped at that node's own brokers only, writing
+# ``<writer>-<seq>`` (a writer name per round keeps values unique in the
+# run). It prints each outcome as it comes (``ack <partition> <offset>
+# <value>`` or ``err <value> <error>``), so that what it was told survives
+# even if it is killed.
+ISOLATED_WRITER = r"""
+import sys, time
+import confluent_kafka as ck
+bootstrap, topic, partitions, seconds, writer = sys.argv[1:6]
+seconds, writer = float(seconds), writer.encode()
+partitions = [int(p) for p in partitions.split(",")]
+p = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                 "delivery.timeout.ms": 8000, "request.timeout.ms": 5000, "linger.ms": 2,
+                 "socket.timeout.ms": 6000, "log_level": 2})
+def done(err, msg):
+    if err is None:
+        print("ack", msg.partition(), msg.offset(), msg.value().decode(), flush=True)
+    else:
+        print("err", msg.value().decode(), str(err).replace("\n", " "), flush=True)
+end, seq = time.monotonic() + seconds, 0
+while time.monotonic() < end:
+    try:
+        p.produce(topic, b"%s-%d" % (writer, seq), partition=partitions[seq % len(partitions)],
+                  on_delivery=done)
+        seq += 1
+    except BufferError:
+        pass
+    p.poll(0.01)
+p.flush(15)
+print("end", seq, flush=True)
+"""
+
+
+class Cluster:
+    """Three nodes, node ``n`` in namespace ``node<n>``; node 1 starts
+    first, so it is the controller."""
+
+    def __init__(self, net: Network, pg: PostgresServer, root: str):
+        self.net, self.pg, self.root = net, pg, root
+        self.nodes: dict[int, ServerProcess] = {}
+
+    def start(self, n: int) -> ServerProcess:
+        ns = self.net.namespaces.get(f"node{n}") or self.net.add(f"node{n}")
+        s = ServerProcess(os.path.join(self.root, f"node{n}"), workers=2,
+                          program=self.net.argv(ns.name, [sys.executable, "-m", "kafkalite"]),
+                          extra_args=["--host", ns.address, "--cluster", self.pg.dsn,
+                                      "--node-id", str(n), *TIMEOUTS, *PORTS])
+        self.nodes[n] = s.start()
+        return s
+
+    def controller(self, not_node: int | None = None) -> ServerProcess:
+        """The node holding the lease (not ``not_node``), once it published
+        its endpoints."""
+        from kafkalite.server import cluster_store
+        ctl = wait_for(lambda: (lambda c: c if c and c["live"] and c["endpoints"]
+                                and c["node_id"] != not_node else None)(
+            cluster_store.read_controller(self.pg.dsn)), timeout=60, what="a live controller")
+        s = self.nodes[ctl["node_id"]]
+        wait_for(lambda: os.path.exists(os.path.join(s.data_dir, "server.json"))
+                 and s.refresh().get("role") != "broker", timeout=60,
+                 what=f"node {ctl['node_id']}'s server.json as the controller")
+        return s
+
+    def node_of(self) -> dict:
+        """broker id -> node id."""
+        with psycopg.connect(self.pg.dsn) as c:
+            return dict(c.execute("SELECT broker_id, node_id FROM kafkalite_brokers").fetchall())
+
+    def kafka_brokers(self, via: ServerProcess) -> dict:
+        """broker id -> host:port of its Kafka listener, as ``via`` tells clients."""
+        import confluent_kafka.admin as cka
+        md = cka.AdminClient({"bootstrap.servers": via.kafka_bootstrap}).list_topics(timeout=20)
+        return {b.id: f"{b.host}:{b.port}" for b in md.brokers.values()}
+
+    def stop(self) -> None:
+        """All at once: a controller stopped first would hand its lease to
+        a node about to stop, which would take over only to stop too."""
+        running = [s for s in self.nodes.values() if s.proc is not None and s.proc.poll() is None]
+        threads = [threading.Thread(target=s.stop) for s in running]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    net = Network()
+    pg = None
+    c = None
+    try:
+        for n in (1, 2, 3):
+            net.add(f"node{n}")
+        pg = PostgresServer(listen_on=f"{net.gateway}/24").start()
+        c = Cluster(net, pg, str(tmp_path))
+        for n in (1, 2, 3):
+            c.start(n)
+        wait_for(lambda: live_brokers(c.nodes[1]) == 6, what="every node's workers registered")
+        yield c
+    finally:
+        if c is not None:
+            c.stop()
+        if pg is not None:
+            pg.stop()
+        net.close()
+
+
+def live_brokers(s) -> int:
+    admin = AdminClient(s.config())
+    try:
+        return len(admin.list_topics(timeout=10).brokers)
+    finally:
+        admin.close()
+
+
+def create(s, topic) -> None:
+    admin = AdminClient(s.config())
+    try:
+        for f in admin.create_topics([NewTopic(topic, PARTITIONS, 3, config={
+                "min.insync.replicas": "2"})]).values():
+            f.result()
+    finally:
+        admin.close()
+
+
+def full_isr(s, topic) -> bool:
+    try:
+        st = state(s, topic)
+    except Exception:               # the node asked may be between controllers
+        return False
+    return len(st) == PARTITIONS and all(len(isr) == 3 and leader >= 0
+                                         for leader, _, isr in st.values())
+
+
+class Writer:
+    """The root namespace's writer and reader: confluent-kafka, acks=all,
+    idempotent, bootstrapped at every broker (it follows leaders across a
+    change of controller), ``w-<seq>`` round-robin over the partitions,
+    every acknowledgement and every read noted in ``history``."""
+
+    def __init__(self, bootstrap: str, topic: str, history: History):
+        import confluent_kafka as ck
+        self.topic, self.history = topic, history
+        self.acked_at: dict[int, float] = {}      # partition -> its newest ack's time
+        self.errors: list = []
+        self._stop = threading.Event()
+        # a request in flight to a leader that was cut off never gets an
+        # answer (no RST crosses a dead link): librdkafka gives up on it
+        # after socket.timeout.ms (request.timeout.ms is the broker's own
+        # wait for acks=all), then sends the records to the new leader
+        self.producer = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                                     "enable.idempotence": True, "linger.ms": 2,
+                                     "request.timeout.ms": 5000, "log_level": 2,
+                                     "socket.timeout.ms": 6000,
+                                     "error_cb": lambda e: self.errors.append(("client", e)),
+                                     "delivery.timeout.ms": 120_000})
+        self.consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "checker",
+                                     "log_level": 2, "socket.timeout.ms": 10_000,
+                                     "enable.auto.commit": False,
+                                     "auto.offset.reset": "earliest"})
+        self._threads = [threading.Thread(target=self._write), threading.Thread(target=self._read)]
+        for t in self._threads:
+            t.start()
+
+    def _write(self) -> None:
+        seq = 0
+        while not self._stop.is_set():
+            value = b"w-%d" % seq
+
+            def done(err, msg, value=value):
+                if err is None:
+                    self.history.ack(msg.partition(), msg.offset(), value)
+                    self.acked_at[msg.partition()] = time.monotonic()
+                else:
+                    self.errors.append((value, err))
+            try:
+                self.producer.produce(self.topic, value, partition=seq % PARTITIONS,
+                                      on_delivery=done)
+                seq += 1
+            except BufferError:
+                pass
+            self.producer.poll(0.002 if seq % 20 else 0.01)
+
+    def _read(self) -> None:
+        import confluent_kafka as ck
+        self.consumer.assign([ck.TopicPartition(self.topic, p, ck.OFFSET_BEGINNING)
+                              for p in range(PARTITIONS)])
+        while not self._stop.is_set():
+            for m in self.consumer.consume(500, 0.2):
+                if m.error() is None:
+                    self.history.read(m.partition(), m.offset(), m.value())
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(60)
+        assert self.producer.flush(120) == 0, "records still unacknowledged after 120 s"
+        self.consumer.close()
+
+
+class IsolatedWriter:
+    """ISOLATED_WRITER run in namespace ``ns`` for ``seconds``."""
+
+    def __init__(self, cluster: Cluster, ns: str, bootstrap: str, topic: str, partitions,
+                 seconds: float, writer: str):
+        self.path = os.path.join(cluster.root, f"isolated-{ns}-{time.monotonic_ns()}.out")
+        self._out = open(self.path, "wb")
+        self.proc = subprocess.Popen(
+            cluster.net.argv(ns, [sys.executable, "-c", ISOLATED_WRITER, bootstrap, topic,
+                                  ",".join(map(str, partitions)), str(seconds), writer]),
+            env=child_env(), stdout=self._out, stderr=subprocess.STDOUT)
+
+    def outcome(self, history: History) -> tuple[list, list]:
+        """Waits for its end; its acks go into ``history``; (acks, errors)."""
+        try:
+            self.proc.wait(120)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._out.close()
+        acks, errs = [], []
+        with open(self.path) as f:
+            lines = f.read().splitlines()
+        for line in lines:
+            words = line.split(" ", 3)
+            if words[0] == "ack":
+                acks.append((int(words[1]), int(words[2]), words[3].encode()))
+                history.ack(*acks[-1])
+            elif words[0] == "err":
+                errs.append(line)
+        assert lines and lines[-1].startswith("end"), lines[-5:]
+        return acks, errs
+
+
+def replicas_agree(c: Cluster, topic: str) -> bool:
+    """Every partition's three replicas hold the same segment bytes."""
+    where = c.node_of()
+    for p, (_, replicas, _) in state(c.controller(), topic).items():
+        copies = [segments(c.nodes[where[b]].data_dir, b, topic, p) for b in replicas]
+        if len(set(copies)) != 1:
+            return False
+    return True
+
+
+def judge(history: History, final: dict, at_risk: list) -> None:
+    """The planted fault first: the final log without ``at_risk`` (records
+    acknowledged by the leaders that were then cut off) must fail the
+    check; then the real run must pass it."""
+    assert at_risk, "the cut-off node's leaders acknowledged nothing before the cut"
+    gone = {(p, o) for p, o, _ in at_risk}
+    planted = check(history, {p: [(o, v) for o, v in recs if (p, o) not in gone]
+                              for p, recs in final.items()})
+    assert not planted.ok and len(planted.lost) == len(at_risk), planted
+    report = check(history, final)
+    assert report.ok, report
+
+
+def test_a_cut_off_broker_node_is_fenced_and_rejoins(cluster):
+    """Node 2 (a broker node, not the controller) loses its link while
+    both writers run. The controller stops hearing its workers: they are
+    fenced, the partitions they led get leaders on nodes 1 and 3 and their
+    ISRs shrink, and the root writer's acknowledgements carry on. The
+    writer inside node 2's namespace may be acknowledged only for records
+    that stay (acks=all needs the ISR, and a fenced leader's ISR cannot
+    shrink without the controller): it gets errors or timeouts instead.
+    After healing, node 2's workers rejoin, truncate to the new leaders'
+    logs, catch up and are back in every ISR; the replicas agree."""
+    c = cluster
+    ctl = c.nodes[1]
+    create(ctl, "cut")
+    wait_for(lambda: full_isr(ctl, "cut"), what="a full ISR")
+    where = c.node_of()
+    brokers = c.kafka_brokers(ctl)
+    history = History()
+    writer = Writer(",".join(brokers.values()), "cut", history)
+    at_risk: list = []
+    try:
+        for r in range(ROUNDS):
+            victim = 2 + r % 2
+            mine = [b for b, n in where.items() if n == victim]
+            led = [p for p, (leader, _, _) in state(ctl, "cut").items()
+                   if where[leader] == victim]
+            assert led, "the victim leads no partition"
+            isolated = IsolatedWriter(c, f"node{victim}", ",".join(brokers[b] for b in mine),
+                                      "cut", led, seconds=14, writer=f"x{r}")
+            time.sleep(3)                 # both writers acknowledged before the cut
+            c.net.cut(f"node{victim}")
+            cut_at = time.monotonic()
+            wait_for(lambda: all(leader >= 0 and leader not in mine and not set(isr) & set(mine)
+                                 for leader, _, isr in state(ctl, "cut").values()),
+                     timeout=30, what=f"node {victim}'s brokers fenced: leaders moved, ISRs shrunk")
+            wait_for(lambda: all(writer.acked_at.get(p, 0) > cut_at for p in led), timeout=30,
+                     what=f"acknowledgements on node {victim}'s partitions {led} after the cut")
+            acks, errs = isolated.outcome(history)
+            at_risk += [a for a in acks if a[0] in led]
+            assert errs, f"the writer cut off with node {victim} got no error"
+            c.net.heal(f"node{victim}")
+            wait_for(lambda: full_isr(ctl, "cut"), timeout=90,
+                     what=f"node {victim}'s brokers back in every ISR")
+    finally:
+        writer.stop()
+    assert len(history.acked) > 500, len(history.acked)
+    wait_for(lambda: replicas_agree(c, "cut"), timeout=60, what="identical replicas")
+    judge(history, read_log(ctl, "cut", PARTITIONS), at_risk)
+
+
+def test_a_cut_off_controller_loses_its_lease_and_rejoins_as_a_broker_node(cluster):
+    """Node 1, the controller, loses its link. Its lease runs out on
+    PostgreSQL's clock and node 2 or 3 takes it over, fences node 1's
+    workers and moves their leaderships; the root writer carries on
+    through the new controller. Node 1 cannot renew the lease, so none of
+    its metadata writes land (the lease row and the partitions' states
+    stay the new controller's), and the writer inside its namespace gets
+    no acknowledgement for a record that does not stay. After healing,
+    node 1 learns it lost the lease and comes back as a broker node under
+    the new controller; its workers rejoin every ISR and the replicas
+    agree."""
+    c = cluster
+    create(c.nodes[1], "ctl")
+    wait_for(lambda: full_isr(c.nodes[1], "ctl"), what="a full ISR")
+    where = c.node_of()
+    brokers = c.kafka_brokers(c.nodes[1])
+    history = History()
+    writer = Writer(",".join(brokers.values()), "ctl", history)
+    at_risk: list = []
+    try:
+        for r in range(ROUNDS):
+            old = c.controller()
+            victim = next(n for n, s in c.nodes.items() if s is old)
+            mine = [b for b, n in where.items() if n == victim]
+            led = [p for p, (leader, _, _) in state(old, "ctl").items()
+                   if where[leader] == victim]
+            assert led, "the controller's node leads no partition"
+            isolated = IsolatedWriter(c, f"node{victim}", ",".join(brokers[b] for b in mine),
+                                      "ctl", led, seconds=14, writer=f"x{r}")
+            time.sleep(3)
+            c.net.cut(f"node{victim}")
+            cut_at = time.monotonic()
+            new = c.controller(not_node=victim)
+            wait_for(lambda: all(leader >= 0 and leader not in mine and not set(isr) & set(mine)
+                                 for leader, _, isr in state(new, "ctl").values()),
+                     timeout=60, what=f"node {victim}'s brokers fenced by the new controller")
+            wait_for(lambda: all(writer.acked_at.get(p, 0) > cut_at for p in led), timeout=60,
+                     what=f"acknowledgements on node {victim}'s partitions {led} after the cut")
+            acks, errs = isolated.outcome(history)
+            at_risk += [a for a in acks if a[0] in led]
+            assert errs, f"the writer cut off with node {victim} got no error"
+            c.net.heal(f"node{victim}")
+            wait_for(lambda: c.nodes[victim].proc.poll() is None
+                     and os.path.exists(os.path.join(old.data_dir, "server.json"))
+                     and old.refresh().get("role") == "broker", timeout=60,
+                     what=f"node {victim} back as a broker node")
+            assert c.controller() is new
+            # cut off, it tried to renew its lease and could not; healed, it
+            # was told another node holds it, and stopped acting as controller
+            said = old.output()
+            assert "could not renew its controller lease" in said
+            assert "lost the controller lease" in said
+            wait_for(lambda: full_isr(new, "ctl"), timeout=90,
+                     what=f"node {victim}'s brokers back in every ISR")
+    finally:
+        writer.stop()
+    assert len(history.acked) > 500, len(history.acked)
+    # the metadata the deposed controller could have spoiled is consistent:
+    # every leader in its ISR, every ISR within the replicas, all three back
+    for leader, replicas, isr in state(c.controller(), "ctl").values():
+        assert leader in isr and set(isr) <= set(replicas) and len(isr) == 3
+    wait_for(lambda: replicas_agree(c, "ctl"), timeout=60, what="identical replicas")
+    judge(history, read_log(c.controller(), "ctl", PARTITIONS), at_risk)
