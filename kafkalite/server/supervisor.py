@@ -748,9 +748,11 @@ class Supervisor:
                 self.metrics.tick()
             if self.lease is not None and self.lease.lost:
                 # another node took the lease: this one's metadata writes are
-                # refused from now on; stop rather than serve stale leaderships
+                # refused from now on; stop being the controller rather than
+                # serve stale leaderships (serve() rejoins as a broker node)
                 print(f"kafkalite: node {self.config.node_id} lost the controller lease to "
-                      f"another node; stopping", file=sys.stderr, flush=True)
+                      f"another node; it stops being the controller", file=sys.stderr,
+                      flush=True)
                 self.exit_code = 1
                 self.deposed = not self._stop
                 break
