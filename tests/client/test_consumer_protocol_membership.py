@@ -174,6 +174,15 @@ def consumed_everything(members: dict, ends: dict) -> list:
     return [(p, o) for p, end in sorted(ends.items()) for o in range(end) if (p, o) not in seen]
 
 
+def join_three(server, group, topic, members: dict, ended: dict) -> None:
+    """Members m0, m1, m2 join one by one, each consuming its share before the next."""
+    for name in ("m0", "m1", "m2"):
+        members[name] = Member(server, group, topic)
+        wait_until(lambda: members[name].consuming()
+                   and len(owners(members, ended)) == PARTITIONS, 30,
+                   f"{name} to consume its share")
+
+
 def native(server, group, **extra) -> Consumer:
     return Consumer(server.config(**{"group.id": group, "group.protocol": "consumer",
                                      "auto.offset.reset": "earliest", **extra}))
@@ -187,11 +196,7 @@ def test_members_join_and_leave_while_records_flow(kip848_server, topic_name):
     members, ended = {}, {}
     try:
         producing.start()
-        for name in ("m0", "m1", "m2"):
-            members[name] = Member(server, group, topic_name)
-            wait_until(lambda: members[name].consuming()
-                       and len(owners(members, ended)) == PARTITIONS, 30,
-                       f"{name} to consume its share")
+        join_three(server, group, topic_name, members, ended)
         assert sorted(len(m.owned()) for m in members.values()) == [2, 2, 2]
         for name in ("m1", "m0"):
             time.sleep(0.5)
@@ -242,11 +247,7 @@ def test_a_killed_members_partitions_move_after_the_session_timeout(kip848_serve
     members, ended = {}, {}
     try:
         producing.start()
-        for name in ("m0", "m1", "m2"):
-            members[name] = Member(server, group, topic_name)
-            wait_until(lambda: members[name].consuming()
-                       and len(owners(members, ended)) == PARTITIONS, 30,
-                       f"{name} to consume its share")
+        join_three(server, group, topic_name, members, ended)
         survivors_had = {n: members[n].owned() for n in ("m0", "m1")}
         killed_had = members["m2"].owned()
         time.sleep(0.5)

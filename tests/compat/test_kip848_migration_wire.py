@@ -12,7 +12,7 @@ import uuid
 import pytest
 from compat_helpers import KafkaWire, create_topic
 from harness import ServerProcess
-from test_kip848_wire import beat, describe, join, topic_id
+from test_kip848_wire import beat, describe, join, restarted, topic_id
 
 from kafkalite import errors
 from kafkalite.protocol import ApiKey, decode_assignment, encode_assignment, encode_subscription
@@ -222,9 +222,7 @@ def test_a_classic_member_of_a_consumer_group_carries_on_after_a_restart(own_ser
         assert classic_sync(w, group, c["member_id"], gen) == (0, [])
     finally:
         w.close()
-    assert own_server.stop() == 0
-    own_server.start()
-    w = KafkaWire(own_server.kafka_bootstrap)
+    w = restarted(own_server)
     try:
         # both are still members at their epochs; the classic one keeps its
         # session timeout and protocols, and still waits for its partition
@@ -243,9 +241,7 @@ def test_a_classic_member_of_a_consumer_group_carries_on_after_a_restart(own_ser
         assert group_type(w, group) == "classic"
     finally:
         w.close()
-    assert own_server.stop() == 0
-    own_server.start()
-    w = KafkaWire(own_server.kafka_bootstrap)
+    w = restarted(own_server)
     try:
         assert group_type(w, group) == "classic"
     finally:

@@ -58,6 +58,13 @@ def describe(wire, group) -> dict:
         "group_ids": [group], "include_authorized_operations": False})["groups"][0]
 
 
+def restarted(server) -> KafkaWire:
+    """Stop ``server`` cleanly, start it again, and connect to it."""
+    assert server.stop() == 0
+    server.start()
+    return KafkaWire(server.kafka_bootstrap)
+
+
 def assigned(resp) -> dict:
     assert resp["assignment"] is not None, resp
     return {t["topic_id"]: sorted(t["partitions"]) for t in resp["assignment"]["topic_partitions"]
@@ -321,9 +328,7 @@ def test_groups_survive_a_restart_members_carry_on_at_their_epochs(own_server, t
         described = describe(wire, group)
     finally:
         wire.close()
-    assert own_server.stop() == 0
-    own_server.start()
-    wire = KafkaWire(own_server.kafka_bootstrap)
+    wire = restarted(own_server)
     try:
         after = describe(wire, group)
         assert after == described
@@ -349,9 +354,7 @@ def test_groups_survive_a_restart_members_carry_on_at_their_epochs(own_server, t
         assert deleted["results"][0]["error_code"] == 0
     finally:
         wire.close()
-    assert own_server.stop() == 0
-    own_server.start()
-    wire = KafkaWire(own_server.kafka_bootstrap)
+    wire = restarted(own_server)
     try:
         gone = describe(wire, group)
         assert gone["error_code"] == errors.GroupIdNotFoundError.code
