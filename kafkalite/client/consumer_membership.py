@@ -50,6 +50,7 @@ from kafkalite.client.connection import Connection, KafkaTimeoutError
 from kafkalite.client.group import (JOINING, STABLE, UNJOINED, Change, GroupMembership)
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
+from kafkalite.protocol.messages.groups import partitions_by_topic_id, topic_id_partitions
 
 log = logging.getLogger("kafkalite.consumer")
 
@@ -190,7 +191,7 @@ class ConsumerProtocolMembership(GroupMembership):
                 "server_assignor": self.remote_assignor if full else None,
                 "topic_partitions": None}
         if full or owned != self._sent_owned:
-            body["topic_partitions"] = _by_topic(owned)
+            body["topic_partitions"] = partitions_by_topic_id(owned)
         return body
 
     def member_epoch_to_send(self) -> int:
@@ -265,9 +266,9 @@ class ConsumerProtocolMembership(GroupMembership):
                 self.state = STABLE
                 self._full = False
                 if body["topic_partitions"] is not None:
-                    self._sent_owned = _partitions(body["topic_partitions"])
+                    self._sent_owned = topic_id_partitions(body["topic_partitions"])
                 if resp.get("assignment") is not None:
-                    self._assignment = _partitions(resp["assignment"]["topic_partitions"])
+                    self._assignment = topic_id_partitions(resp["assignment"]["topic_partitions"])
                     self._wakeup.signal()
                 return self.heartbeat_interval
             self._full = True
@@ -464,15 +465,3 @@ class ConsumerProtocolMembership(GroupMembership):
             self._conn = None
         if self._hb_thread is None or not self._hb_thread.is_alive():
             self._wakeup.close()       # else the thread closes them as it ends
-
-
-def _partitions(topic_partitions) -> frozenset:
-    return frozenset((t["topic_id"], p) for t in topic_partitions or () for p in t["partitions"])
-
-
-def _by_topic(tps) -> list:
-    by: dict = {}
-    for tid, p in tps:
-        by.setdefault(tid, []).append(p)
-    return [{"topic_id": tid, "partitions": sorted(ps)} for tid, ps in sorted(
-        by.items(), key=lambda kv: str(kv[0]))]

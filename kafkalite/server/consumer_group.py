@@ -81,6 +81,7 @@ from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import decode_subscription, encode_assignment
 from kafkalite.protocol.errors import ProtocolError
+from kafkalite.protocol.messages.groups import partitions_by_topic_id, topic_id_partitions
 from kafkalite.server.metadata import INTERNAL_TOPICS
 
 log = logging.getLogger("kafkalite.consumer_group")
@@ -345,14 +346,14 @@ class ConsumerGroupCoordinator:
             m.server_assignor = assignor
             self._bump(cg, f"member {m.member_id} asked for assignor {assignor}")
         self._refresh_target(cg)
-        owned = None if owned_raw is None else self._partitions(owned_raw)
+        owned = None if owned_raw is None else topic_id_partitions(owned_raw)
         self._reconcile(cg, m, owned, now)
         send = (epoch == JOIN_EPOCH or (m.assigned, m.member_epoch) != before
                 or (owned is not None and owned != m.assigned))
         return {"throttle_time_ms": 0, "error_code": NONE, "error_message": None,
                 "member_id": m.member_id, "member_epoch": m.member_epoch,
                 "heartbeat_interval_ms": self.heartbeat_interval_ms,
-                "assignment": {"topic_partitions": self._by_topic_id(m.assigned)}
+                "assignment": {"topic_partitions": partitions_by_topic_id(m.assigned)}
                 if send else None}
 
     def _join(self, cg: ConsumerGroup, ctx, mid: str, instance, body) -> ConsumerGroupMember:
@@ -417,7 +418,7 @@ class ConsumerGroupCoordinator:
         if epoch < m.member_epoch:
             # its last answer was lost: fine if it still owns a subset of what it has
             if (epoch != m.previous_member_epoch or owned_raw is None
-                    or not self._partitions(owned_raw) <= m.assigned):
+                    or not topic_id_partitions(owned_raw) <= m.assigned):
                 raise errors.FencedMemberEpochError(
                     f"The consumer group member has a smaller member epoch ({epoch}) than the "
                     f"one known by the group coordinator ({m.member_epoch}). The member must "
@@ -446,7 +447,7 @@ class ConsumerGroupCoordinator:
                 "member_id": mid, "member_epoch": epoch, "heartbeat_interval_ms": 0,
                 "assignment": None}
 
-    # ---- classic members (KIP-848's online migration) ---------------------------------------------
+    # ---- classic members (KIP-848's online migration) ------------------------------------------
 
     def classic_join(self, ctx, body: dict, cg: ConsumerGroup) -> dict:
         """A classic JoinGroup to a consumer group with members: the member
@@ -716,16 +717,6 @@ class ConsumerGroupCoordinator:
             m.member_epoch = cg.assignment_epoch
         m.state = STABLE if m.assigned == target else UNRELEASED_PARTITIONS
 
-    def _partitions(self, topic_partitions: list) -> frozenset:
-        return frozenset((t["topic_id"], p) for t in topic_partitions for p in t["partitions"])
-
-    @staticmethod
-    def _by_topic_id(tps) -> list:
-        by: dict = {}
-        for tid, p in tps:
-            by.setdefault(tid, []).append(p)
-        return [{"topic_id": tid, "partitions": sorted(ps)} for tid, ps in by.items()]
-
     def tick(self) -> set:
         """Remove members past their session timeout, and fence members that
         did not revoke within their rebalance timeout; the ids of the groups
@@ -797,7 +788,7 @@ class ConsumerGroupCoordinator:
             def assignment(tps) -> dict:
                 return {"topic_partitions": [
                     {"topic_id": t["topic_id"], "topic_name": names.get(t["topic_id"], ""),
-                     "partitions": t["partitions"]} for t in self._by_topic_id(tps)]}
+                     "partitions": t["partitions"]} for t in partitions_by_topic_id(tps)]}
 
             out.append({
                 "error_code": NONE, "error_message": None, "group_id": gid,

@@ -49,6 +49,7 @@ from kafkalite.protocol.messages.group_records import (
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataValue,
 )
+from kafkalite.protocol.messages.groups import partitions_by_topic_id, topic_id_partitions
 from kafkalite.server.consumer_group import (STABLE, UNRELEASED_PARTITIONS,
                                              UNREVOKED_PARTITIONS, UNIFORM, ClassicMetadata,
                                              ConsumerGroup, ConsumerGroupMember)
@@ -67,18 +68,6 @@ def _key(version: int, group_id: str, member_id: str | None = None) -> bytes:
         return encode_data(ConsumerGroupKey, version, {"group_id": group_id})
     return encode_data(ConsumerGroupMemberKey, version,
                        {"group_id": group_id, "member_id": member_id})
-
-
-def _by_topic(tps) -> list:
-    by: dict = {}
-    for tid, p in tps:
-        by.setdefault(tid, []).append(p)
-    return [{"topic_id": tid, "partitions": sorted(ps)} for tid, ps in sorted(
-        by.items(), key=lambda kv: str(kv[0]))]
-
-
-def _partitions(topic_partitions) -> frozenset:
-    return frozenset((t["topic_id"], p) for t in topic_partitions for p in t["partitions"])
 
 
 class GroupRecords:
@@ -131,11 +120,14 @@ class GroupRecords:
                 lambda: encode_data(ConsumerGroupCurrentMemberAssignmentValue, 0, {
                     "member_epoch": m.member_epoch,
                     "previous_member_epoch": m.previous_member_epoch,
-                    "state": _STATE_CODES[m.state], "assigned_partitions": _by_topic(m.assigned),
-                    "partitions_pending_revocation": _by_topic(m.pending_revocation)}))
+                    "state": _STATE_CODES[m.state],
+                    "assigned_partitions": partitions_by_topic_id(m.assigned),
+                    "partitions_pending_revocation": partitions_by_topic_id(
+                        m.pending_revocation)}))
         for mid, tps in cg.target.items():
             put(TARGET_MEMBER, mid, tps, lambda: encode_data(
-                ConsumerGroupTargetAssignmentMemberValue, 0, {"topic_partitions": _by_topic(tps)}))
+                ConsumerGroupTargetAssignmentMemberValue, 0,
+                {"topic_partitions": partitions_by_topic_id(tps)}))
         self._cache[gid] = new
         return out
 
@@ -212,8 +204,8 @@ def restore(group_id: str, stored: dict, clock=time.monotonic) -> ConsumerGroup 
             m.member_epoch, m.previous_member_epoch = cur["member_epoch"], \
                 cur["previous_member_epoch"]
             m.state = _STATES.get(cur["state"], STABLE)
-            m.assigned = _partitions(cur["assigned_partitions"])
-            m.pending_revocation = _partitions(cur["partitions_pending_revocation"])
+            m.assigned = topic_id_partitions(cur["assigned_partitions"])
+            m.pending_revocation = topic_id_partitions(cur["partitions_pending_revocation"])
             if m.state == UNREVOKED_PARTITIONS:
                 m.revocation_deadline = now + m.rebalance_timeout_ms / 1000.0
         cg.members[mid] = m
@@ -221,7 +213,8 @@ def restore(group_id: str, stored: dict, clock=time.monotonic) -> ConsumerGroup 
             cg.static[m.instance_id] = mid
         for tp in m.assigned | m.pending_revocation:
             cg.owners[tp] = mid
-    cg.target = {mid: _partitions(t["topic_partitions"]) for mid, t in stored["target"].items()}
+    cg.target = {mid: topic_id_partitions(t["topic_partitions"])
+                 for mid, t in stored["target"].items()}
     wanted = Counter(m.server_assignor for m in cg.members.values() if m.server_assignor)
     cg.assignor = wanted.most_common(1)[0][0] if wanted else UNIFORM
     return cg

@@ -259,6 +259,22 @@ DeleteGroupsResponse = Response(ApiKey.DELETE_GROUPS, "0-2", flexible="2+", fiel
 ])
 
 
+# KIP-848's messages and records carry partitions as [{topic_id, partitions}];
+# both sides keep them as a set of (topic id, partition).
+def partitions_by_topic_id(tps) -> list:
+    """(topic id, partition) pairs as [{"topic_id", "partitions"}], sorted."""
+    by: dict = {}
+    for tid, p in tps:
+        by.setdefault(tid, []).append(p)
+    return [{"topic_id": tid, "partitions": sorted(ps)}
+            for tid, ps in sorted(by.items(), key=lambda kv: str(kv[0]))]
+
+
+def topic_id_partitions(topic_partitions) -> frozenset:
+    """[{"topic_id", "partitions"}] (or None) as a frozenset of (topic id, partition)."""
+    return frozenset((t["topic_id"], p) for t in topic_partitions or () for p in t["partitions"])
+
+
 # ConsumerGroupHeartbeat, API key 68 (KIP-848): the next-generation consumer
 # protocol's one request. Null fields mean "unchanged since the last
 # heartbeat". Partitions are named by topic id. v1: subscribed_topic_regex,
