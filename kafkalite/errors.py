@@ -132,6 +132,7 @@ _ERRORS = [
     ("InvalidRecordStateError", 121, "INVALID_RECORD_STATE", False),
     ("ShareSessionNotFoundError", 122, "SHARE_SESSION_NOT_FOUND", True),
     ("InvalidShareSessionEpochError", 123, "INVALID_SHARE_SESSION_EPOCH", True),
+    ("FencedStateEpochError", 124, "FENCED_STATE_EPOCH", False),
     ("InvalidRegularExpressionError", 128, "INVALID_REGULAR_EXPRESSION", False),
 ]
 

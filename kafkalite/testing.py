@@ -59,7 +59,8 @@ DEFAULT_SERVER_ARGS = ("--workers", "1", "--ingest-port", "-1")
 # containers set offsets.topic.num.partitions=1. A fresh server opens every
 # internal partition, fsyncing its checkpoint, before it is ready: 20
 # partitions by default, about 0.15 s.
-SERVER_CONFIG = {"offsets_topic_num_partitions": 1, "transaction_state_num_partitions": 1}
+SERVER_CONFIG = {"offsets_topic_num_partitions": 1, "transaction_state_num_partitions": 1,
+                 "share_coordinator_state_topic_num_partitions": 1}
 # Internal topics (__consumer_offsets, __transaction_state) belong to the
 # broker, which refuses to delete them.
 _INTERNAL_PREFIX = "__"

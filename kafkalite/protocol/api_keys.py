@@ -61,6 +61,11 @@ class ApiKey(IntEnum):
     SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
+    INITIALIZE_SHARE_GROUP_STATE = 83
+    READ_SHARE_GROUP_STATE = 84
+    WRITE_SHARE_GROUP_STATE = 85
+    DELETE_SHARE_GROUP_STATE = 86
+    READ_SHARE_GROUP_STATE_SUMMARY = 87
     DESCRIBE_SHARE_GROUP_OFFSETS = 90
     ALTER_SHARE_GROUP_OFFSETS = 91
 
@@ -135,4 +140,12 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # kafka-share-groups.sh --describe --offsets / --reset-offsets (Kafka 4.1)
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 0),
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+    # the share coordinator's (KIP-932): partition leaders read and write
+    # share-partition state (server/share_coordinator.py); brokers' APIs,
+    # CLUSTER_ACTION under an authorizer, as WriteTxnMarkers
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.WRITE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (0, 0),
 }

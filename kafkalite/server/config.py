@@ -152,6 +152,9 @@ SETTINGS: dict[str, Setting] = {
     "transaction_state_num_partitions": Setting("Partitions of `__transaction_state` "
                                                 "(Kafka: 50).",
                                                 ("transaction.state.log.num.partitions",)),
+    "share_coordinator_state_topic_num_partitions": Setting(
+        "Partitions of `__share_group_state`, where the share coordinator keeps share groups' "
+        "share-partition state (Kafka: 50).", ("share.coordinator.state.topic.num.partitions",)),
     "transaction_max_timeout_ms": Setting("The largest `transaction.timeout.ms` a producer may "
                                           "ask.", ("transaction.max.timeout.ms",)),
     "transactional_id_expiration_ms": Setting("Idle transactional ids are forgotten after "
@@ -277,6 +280,7 @@ class ServerConfig:
     share_dead_letter_topic: str = ""
     offsets_retention_minutes: int = 10_080
     transaction_state_num_partitions: int = 4
+    share_coordinator_state_topic_num_partitions: int = 4
     transaction_max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 604_800_000
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 1_000
@@ -348,6 +352,7 @@ class ServerConfig:
                      "group_share_record_lock_duration_ms", "group_share_delivery_count_limit",
                      "group_share_partition_max_record_locks",
                      "transaction_state_num_partitions", "transaction_max_timeout_ms",
+                     "share_coordinator_state_topic_num_partitions",
                      "transactional_id_expiration_ms",
                      "transaction_abort_timed_out_transaction_cleanup_interval_ms",
                      "node_id", "controller_lease_ms", "quota_window_num",

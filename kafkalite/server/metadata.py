@@ -28,8 +28,8 @@ Version 1 files (``{"worker": 0, "leader_epoch": 3}`` per partition, one
 replica each) are read as ``replicas = isr = [worker]``, ``leader = worker``
 and written back as version 2 at the next change.
 
-Internal topics (``INTERNAL_TOPICS``: Kafka's ``__consumer_offsets`` and
-``__transaction_state``) are never in this file: their coordinators keep them
+Internal topics (``INTERNAL_TOPICS``: Kafka's ``__consumer_offsets``,
+``__transaction_state`` and ``__share_group_state``) are never in this file: their coordinators keep them
 in the supervisor, and no client may create, write, delete or alter them. A
 file written by an older version that let a client create one as a user
 topic is read without it (logged); the coordinator's own data is untouched.
@@ -79,7 +79,8 @@ MIN_COMPACTION_BYTES = 1 << 20
 # so that every one of them checks the same set.
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+SHARE_STATE_TOPIC = "__share_group_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_STATE_TOPIC})
 MAX_TOPIC_NAME = 249
 _LEGAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 

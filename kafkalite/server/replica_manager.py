@@ -357,7 +357,7 @@ class ReplicaManager:
         self.purgatory.complete_watchers_of((topic, partition))
         self.purgatory.complete_watchers_of(replica_key((topic, partition)))
         self.purgatory.complete_watchers_of(delete_records_key((topic, partition)))
-        self.shares.forget((topic, partition), flush=not delete)
+        self.shares.forget((topic, partition))
         if delete:
             self.checkpoints.forget(self._directory(topic, partition))
         where = self._directory(topic, partition)

@@ -56,7 +56,6 @@ from dataclasses import dataclass, field
 from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.server.metadata import INTERNAL_TOPICS
-from kafkalite.server.requests import DEFERRED
 
 log = logging.getLogger("kafkalite.share_group")
 
@@ -64,7 +63,6 @@ NONE = 0
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
 SIMPLE = "simple"
-OFFSETS_TIMEOUT_MS = 5_000       # the leaders' answers to an offsets request
 NO_TOPIC_ID = uuid.UUID(int=0)
 
 # group states, as ListGroups and ShareGroupDescribe show them
@@ -137,10 +135,11 @@ class ShareGroupCoordinator:
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self._clock = clock
         self.groups: dict[str, ShareGroup] = {}
-        # set by the supervisor: the partitions' leaders, for the offsets APIs
-        self.leader_of = lambda tp: None          # (topic, index) -> broker id or None
-        self.live_brokers = lambda: []            # () -> broker ids
-        self.send = None                          # BrokerChannel.send(by_broker, on_done, ms)
+        # set by the supervisor: the share coordinator (attach_state), the
+        # partitions' leader epochs, and how the leaders drop a group's state
+        self.state = None                         # share_coordinator.ShareCoordinator
+        self.leader_epoch_of = lambda tp: -1      # (topic, index) -> leader epoch
+        self.state_reset = lambda gid: None       # group id -> None
 
     # ---- ShareGroupHeartbeat -------------------------------------------------------------------
 
@@ -256,6 +255,8 @@ class ShareGroupCoordinator:
         if sg.members:
             return errors.NonEmptyGroupError.code
         del self.groups[gid]
+        if self.state is not None:
+            self.state.delete_group(gid)
         return NONE
 
     # ---- ShareGroupDescribe ----------------------------------------------------------------------
@@ -290,13 +291,14 @@ class ShareGroupCoordinator:
 
     # ---- DescribeShareGroupOffsets and AlterShareGroupOffsets ------------------------------
 
-    def _ask(self, by_broker: dict, on_done) -> None:
-        """``by_broker``: {broker id: message}; ``on_done(results)`` once
-        all answered or the timeout passed (then without the missing)."""
-        if not by_broker or self.send is None:
-            on_done([])
-            return
-        self.send(by_broker, lambda results, timed_out: on_done(results), OFFSETS_TIMEOUT_MS)
+    def attach_state(self, state) -> None:
+        """The share coordinator (share_coordinator.py) keeps the
+        share-partitions' state: a group some share-partition has state of
+        exists, empty, until members join (after a restart too)."""
+        self.state = state
+        for gid in state.groups():
+            if not self.taken(gid):
+                self.groups.setdefault(gid, ShareGroup(gid))
 
     def _kind_error(self, gid: str) -> KafkaError | None:
         if not gid:
@@ -305,86 +307,42 @@ class ShareGroupCoordinator:
             return errors.GroupIdNotFoundError(f"Group {gid} is not a share group.")
         return None
 
-    def describe_offsets(self, ctx, body: dict):
-        groups = body["groups"]
-        answers: list = [None] * len(groups)
-        left = [len(groups)]
-        deferred = [False]           # answered later, by the last leader's answer
+    def describe_offsets(self, ctx, body: dict) -> dict:
+        return {"throttle_time_ms": 0,
+                "groups": [self._describe_group_offsets(g) for g in body["groups"]]}
 
-        def done(i: int, answer: dict) -> None:
-            answers[i] = answer
-            left[0] -= 1
-            if left[0] == 0 and deferred[0] and ctx is not None:
-                ctx.respond({"throttle_time_ms": 0, "groups": answers})
-        for i, g in enumerate(groups):
-            self._describe_group_offsets(g, lambda answer, i=i: done(i, answer))
-        if left[0] == 0:
-            return {"throttle_time_ms": 0, "groups": answers}
-        deferred[0] = True
-        return DEFERRED
-
-    def _describe_group_offsets(self, g: dict, on_done) -> None:
+    def _describe_group_offsets(self, g: dict) -> dict:
         gid = g["group_id"]
         err = self._kind_error(gid)
+        if err is None and gid not in self.groups:
+            err = errors.GroupIdNotFoundError(f"Group {gid} not found.")
         if err is not None:
-            on_done({"group_id": gid, "topics": [], "error_code": err.code,
-                     "error_message": str(err)})
-            return
+            return {"group_id": gid, "topics": [], "error_code": err.code,
+                    "error_message": str(err)}
         topics = self.topics()
         out: dict = {}                            # (topic, index) -> partition answer
-        by_broker: dict = {}
         if g.get("topics") is None:
-            for b in self.live_brokers():
-                by_broker[b] = {"type": "share_offsets", "group": gid, "partitions": None}
+            # every share-partition of the group the share coordinator has
+            names = {t.topic_id: name for name, t in topics.items()}
+            asked = [(names[tid], p) for (group, tid, p) in self.state.states
+                     if group == gid and tid in names]
         else:
-            for t in g["topics"]:
-                for index in t["partitions"]:
-                    tp = (t["topic_name"], index)
-                    leader = self._leader_to_ask(tp, topics, out)
-                    if leader is not None:
-                        by_broker.setdefault(leader, {"type": "share_offsets", "group": gid,
-                                                      "partitions": []})
-                        by_broker[leader]["partitions"].append(list(tp))
+            asked = [(t["topic_name"], index) for t in g["topics"] for index in t["partitions"]]
+        for name, index in asked:
+            meta = topics.get(name)
+            if meta is None or not 0 <= index < len(meta.partitions):
+                out[(name, index)] = _offset_error(index, errors.UnknownTopicOrPartitionError(
+                    f"{name}-{index} does not exist"))
+                continue
+            leader = self.leader_epoch_of((name, index))
+            out[(name, index)] = {
+                "partition_index": index, "error_code": NONE, "error_message": None,
+                "start_offset": self.state.summary(gid, meta.topic_id, index),
+                "leader_epoch": leader}
+        return {"group_id": gid, "topics": _offsets_by_topic(out, topics),
+                "error_code": NONE, "error_message": None}
 
-        def gathered(results: list) -> None:
-            known = False
-            for r in results:
-                known |= r["start_offset"] >= 0
-                out[(r["topic"], r["partition"])] = {
-                    "partition_index": r["partition"], "start_offset": r["start_offset"],
-                    "leader_epoch": r["leader_epoch"], "error_code": r["error_code"],
-                    "error_message": r.get("error_message")}
-            if gid not in self.groups:
-                if not known:
-                    on_done({"group_id": gid, "topics": [],
-                             "error_code": errors.GroupIdNotFoundError.code,
-                             "error_message": f"Group {gid} not found."})
-                    return
-                # state from before a restart: the group exists, empty
-                self.groups[gid] = ShareGroup(gid)
-            on_done({"group_id": gid, "topics": _offsets_by_topic(out, topics),
-                     "error_code": NONE, "error_message": None})
-        self._ask(by_broker, gathered)
-
-    def _leader_to_ask(self, tp, topics, out):
-        """The broker leading ``tp``, with ``out[tp]`` set to the error its
-        answer replaces (REQUEST_TIMED_OUT); None, with ``out[tp]`` the error,
-        when the partition does not exist or has no leader."""
-        meta, index = topics.get(tp[0]), tp[1]
-        if meta is None or not 0 <= index < len(meta.partitions):
-            out[tp] = _offset_error(index, errors.UnknownTopicOrPartitionError(
-                f"{tp[0]}-{index} does not exist"))
-            return None
-        leader = self.leader_of(tp)
-        if leader is None:
-            out[tp] = _offset_error(index, errors.LeaderNotAvailableError(
-                f"{tp[0]}-{index} has no leader now"))
-            return None
-        out[tp] = _offset_error(index, errors.RequestTimedOutError(
-            f"the leader of {tp[0]}-{index} did not answer"))
-        return leader
-
-    def alter_offsets(self, ctx, body: dict):
+    def alter_offsets(self, ctx, body: dict) -> dict:
         gid = body["group_id"]
         topics = self.topics()
         out: dict = {}
@@ -394,50 +352,44 @@ class ShareGroupCoordinator:
             err = errors.NonEmptyGroupError(
                 f"Share group {gid} has {len(sg.members)} member(s): its offsets can be "
                 f"reset only while it has none.")
-        by_broker: dict = {}
+        starts: dict = {}                         # (topic id, index) -> start offset
+        names: dict = {}                          # (topic id, index) -> (topic, index)
         for t in body["topics"]:
             for p in t["partitions"]:
                 index, offset = p["partition_index"], p["start_offset"]
                 tp = (t["topic_name"], index)
+                meta = topics.get(tp[0])
                 if err is not None:
                     out[tp] = _offset_error(index, err)
-                    continue
-                meta = topics.get(tp[0])
-                if offset < 0 and meta is not None and 0 <= index < len(meta.partitions):
+                elif meta is None or not 0 <= index < len(meta.partitions):
+                    out[tp] = _offset_error(index, errors.UnknownTopicOrPartitionError(
+                        f"{tp[0]}-{index} does not exist"))
+                elif offset < 0:
                     out[tp] = _offset_error(index, errors.InvalidRequestError(
                         f"start offset {offset} of {tp[0]}-{index} is negative"))
-                    continue
-                leader = self._leader_to_ask(tp, topics, out)
-                if leader is not None:
-                    by_broker.setdefault(leader, {"type": "share_offsets", "group": gid,
-                                                  "alter": []})
-                    by_broker[leader]["alter"].append([tp[0], index, offset])
-        if by_broker and sg is None:
-            self.groups[gid] = ShareGroup(gid)    # Kafka's alter makes the group too
-        answer = [None]
-        deferred = [False]           # answered later, by the last leader's answer
-
-        def gathered(results: list) -> None:
-            for r in results:
-                out[(r["topic"], r["partition"])] = {
-                    "partition_index": r["partition"], "error_code": r["error_code"],
-                    "error_message": r.get("error_message")}
-            answer[0] = {"throttle_time_ms": 0, "responses": [
-                {"topic_name": t["topic_name"], "topic_id": t["topic_id"],
-                 "partitions": [{k: p[k] for k in ("partition_index", "error_code",
-                                                   "error_message")}
-                                for p in t["partitions"]]}
-                for t in _offsets_by_topic(out, topics)]}
-            if deferred[0] and ctx is not None:
-                ctx.respond(answer[0])
-        self._ask(by_broker, gathered)
-        if answer[0] is not None:
-            return answer[0]
-        deferred[0] = True
-        return DEFERRED
+                else:
+                    starts[(meta.topic_id, index)] = offset
+                    names[(meta.topic_id, index)] = tp
+                    out[tp] = _offset_error(index, None)
+        if starts:
+            if sg is None:
+                self.groups[gid] = ShareGroup(gid)    # Kafka's alter makes the group too
+            for key, exc in self.state.initialize(gid, starts).items():
+                out[names[key]] = _offset_error(key[1], exc)
+            # the leaders drop what they hold of the group and read the new state
+            self.state_reset(gid)
+        return {"throttle_time_ms": 0, "responses": [
+            {"topic_name": t["topic_name"], "topic_id": t["topic_id"],
+             "partitions": [{k: p[k] for k in ("partition_index", "error_code",
+                                               "error_message")}
+                            for p in t["partitions"]]}
+            for t in _offsets_by_topic(out, topics)]}
 
 
-def _offset_error(index: int, exc: KafkaError) -> dict:
+def _offset_error(index: int, exc: KafkaError | None) -> dict:
+    if exc is None:
+        return {"partition_index": index, "start_offset": -1, "leader_epoch": -1,
+                "error_code": NONE, "error_message": None}
     return {"partition_index": index, "start_offset": -1, "leader_epoch": -1,
             "error_code": exc.code, "error_message": str(exc) or exc.name}
 

@@ -73,21 +73,19 @@ calls ``expire()`` at ``next_deadline()``; the worker's control channel
 from __future__ import annotations
 
 import bisect
-import glob
 import logging
 import os
 import struct
 import time
-import uuid
 
 from kafkalite import errors
 from kafkalite._ext.crc32c import crc32c
 from kafkalite.errors import KafkaError
-from kafkalite.protocol.codec import decode_data, encode_data
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.codec import decode_data
 from kafkalite.protocol.errors import ProtocolError
 from kafkalite.protocol.messages.share_records import (ACKNOWLEDGED, ACQUIRED, ARCHIVED,
-                                                       AVAILABLE, ShareSnapshotKey,
-                                                       ShareSnapshotValue)
+                                                       AVAILABLE, ShareSnapshotValue)
 from kafkalite.protocol.messages.shares import ACCEPT, GAP, REJECT, RELEASE
 from kafkalite.record import batches_extent, iter_batches
 from kafkalite.server.purgatory import DelayedFetch
@@ -110,9 +108,11 @@ MAX_ACQUIRED_RECORDS = 500
 # A share session unused this long is forgotten (its member died or left
 # without closing it): the sessions of members that come and go stay bounded.
 SESSION_IDLE_S = 300.0
-# Fault injection for the exactly-once checker's own test: "duplicate" hands
+# Fault injection for the exactly-once checker's own tests: "duplicate" hands
 # a record out again after it was accepted, "skip" marks records accepted
-# that nobody acquired. Never set outside that test.
+# that nobody acquired, "amnesia" ignores the state the share coordinator
+# keeps (a leader starts every share-partition afresh). Never set outside
+# those tests.
 FAULT_ENV = "KAFKALITE_SHARE_FAULT"
 
 # Response partition defaults (an erroneous partition stays well-formed).
@@ -149,21 +149,25 @@ class InFlight:
 class SharePartition:
     """The share group ``group_id``'s view of one partition led here."""
 
-    def __init__(self, group_id: str, part, topic_id, settings, path: str,
-                 siblings: list | None = None):
+    def __init__(self, group_id: str, part, topic_id, settings, legacy_path: str):
         self.group_id = group_id
         self.part = part
         self.topic_id = topic_id
         self.settings = settings      # SharePartitionManager: lock_ms, delivery_limit, max_locks
-        self.path = path
+        self.legacy_path = legacy_path  # a state file of an older kafkalite (module docstring)
         self.ranges: list[InFlight] = []
         self.start_offset = -1        # SPSO; -1 until initialized (share.auto.offset.reset)
         self.next_offset = -1
         self.dirty = False
-        self.created = int(time.time() * 1000)
-        self.snapshot_epoch = 0
+        self.state_epoch = 0          # the share coordinator's, from the read
+        # read from the share coordinator yet? While it is being read the
+        # requests touching it wait (``waiters``); a read that failed leaves
+        # its error here, answered until the next read
+        self.loaded = False
+        self.loading = False
+        self.load_error: KafkaError | None = None
+        self.waiters: list = []
         self.dead_letters: list = []  # (offset range, delivery count, reason) archived
-        self._load([path, *(siblings or ())])
 
     # ---- state --------------------------------------------------------------------------------
 
@@ -389,70 +393,63 @@ class SharePartition:
         deadlines = [r.deadline for r in self.ranges if r.state == ACQUIRED]
         return min(deadlines) if deadlines else None
 
-    # ---- persistence --------------------------------------------------------------------------
+    # ---- persistence (the share coordinator's state) ------------------------------------
 
-    def _read(self, path: str) -> dict | None:
-        try:
-            with open(path, "rb") as f:
-                raw = f.read()
-        except FileNotFoundError:
-            return None
-        try:
-            magic, crc, key_len = _HEADER.unpack_from(raw, 0)
-            body = raw[_HEADER.size:]
-            if magic != STATE_MAGIC or crc32c(body) != crc or not 0 <= key_len <= len(body):
-                raise ValueError("bad header or checksum")
-            return decode_data(ShareSnapshotValue, body[key_len:])[1]
-        except (struct.error, ValueError, ProtocolError) as exc:
-            # a rename is atomic, so only damage gets here: start over from
-            # the reset policy rather than refuse the partition
-            log.error("share group %s, %s: state file %s is damaged (%s); starting afresh",
-                      self.group_id, self.part.name, path, exc)
-            return None
+    def apply_state(self, answer: dict) -> None:
+        """The state ReadShareGroupState answered (start offset -1: none
+        yet, or a state file an older kafkalite wrote, taken up once)."""
+        self.state_epoch = answer["state_epoch"]
+        batches = answer["state_batches"]
+        start = answer["start_offset"]
+        if start < 0 and not batches:
+            legacy = _read_legacy(self.legacy_path, self.group_id, self.part.name)
+            if legacy is not None:
+                start, batches = legacy["start_offset"], legacy["state_batches"]
+                self.dirty = True          # written to the coordinator at the next flush
+        self.ranges = []
+        self.start_offset = self.next_offset = start
+        if start >= 0:
+            for b in batches:
+                state = b["delivery_state"] if b["delivery_state"] in DONE else AVAILABLE
+                self.ranges.append(InFlight(b["first_offset"], b["last_offset"], state,
+                                            b["delivery_count"]))
+                self.next_offset = max(self.next_offset, b["last_offset"] + 1)
+            self._settle()
+        self.loaded, self.loading, self.load_error = True, False, None
 
-    def _load(self, paths: list) -> None:
-        """The newest snapshot among ``paths``: this replica's, and those
-        other replicas of the partition on this node wrote while they led it."""
-        found = [v for v in map(self._read, paths) if v is not None]
-        if not found:
-            return
-        value = max(found, key=lambda v: (v["write_timestamp"], v["snapshot_epoch"]))
-        self.snapshot_epoch = value["snapshot_epoch"]
-        self.created = value["create_timestamp"]
-        self.start_offset = value["start_offset"]
-        self.next_offset = self.start_offset
-        for b in value["state_batches"]:
-            state = b["delivery_state"] if b["delivery_state"] in DONE else AVAILABLE
-            self.ranges.append(InFlight(b["first_offset"], b["last_offset"], state,
-                                        b["delivery_count"]))
-            self.next_offset = max(self.next_offset, b["last_offset"] + 1)
-        self._settle()
-
-    def flush(self) -> None:
-        """Write the snapshot if the state changed (see the module docstring)."""
-        if not self.dirty:
-            return
-        self.dirty = False
-        self.snapshot_epoch += 1
-        key = encode_data(ShareSnapshotKey, 0, {"group_id": self.group_id,
-                                                "topic_id": self.topic_id,
-                                                "partition": self.part.index})
-        value = encode_data(ShareSnapshotValue, 0, {
-            "snapshot_epoch": self.snapshot_epoch, "state_epoch": 0,
-            "leader_epoch": self.part.leader_epoch, "start_offset": self.start_offset,
-            "create_timestamp": self.created, "write_timestamp": int(time.time() * 1000),
-            "state_batches": [{"first_offset": r.first, "last_offset": r.last,
-                               "delivery_state": r.state if r.state in DONE else AVAILABLE,
-                               "delivery_count": r.count} for r in self.ranges]
+    def state(self) -> dict:
+        """The whole state as a WriteShareGroupState partition: acquired
+        records as AVAILABLE (a lock does not outlive its leader)."""
+        batches = [{"first_offset": r.first, "last_offset": r.last,
+                    "delivery_state": r.state if r.state in DONE else AVAILABLE,
+                    "delivery_count": r.count} for r in self.ranges]
+        if not self.ranges and self.next_offset > self.start_offset:
             # records past the last acquisition are not in flight yet
-            + ([{"first_offset": self.start_offset, "last_offset": self.next_offset - 1,
-                 "delivery_state": ARCHIVED, "delivery_count": 0}]
-               if not self.ranges and self.next_offset > self.start_offset else [])})
-        body = key + value
-        tmp = self.path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(_HEADER.pack(STATE_MAGIC, crc32c(body), len(key)) + body)
-        os.replace(tmp, self.path)
+            batches = [{"first_offset": self.start_offset, "last_offset": self.next_offset - 1,
+                        "delivery_state": ARCHIVED, "delivery_count": 0}]
+        return {"partition": self.part.index, "state_epoch": self.state_epoch,
+                "leader_epoch": self.part.leader_epoch, "start_offset": self.start_offset,
+                "state_batches": batches}
+
+
+def _read_legacy(path: str, group: str, partition: str) -> dict | None:
+    """The ShareSnapshotValue of a state file an older kafkalite wrote into
+    the partition's directory; None when there is none (or it is damaged)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return None
+    try:
+        magic, crc, key_len = _HEADER.unpack_from(raw, 0)
+        body = raw[_HEADER.size:]
+        if magic != STATE_MAGIC or crc32c(body) != crc or not 0 <= key_len <= len(body):
+            raise ValueError("bad header or checksum")
+        return decode_data(ShareSnapshotValue, body[key_len:])[1]
+    except (struct.error, ValueError, ProtocolError) as exc:
+        log.error("share group %s, %s: state file %s is damaged (%s); not taken up",
+                  group, partition, path, exc)
+        return None
 
 
 def _through(records: bytes, last: int) -> bytes:
@@ -498,24 +495,179 @@ class SharePartitionManager:
         self.reset = reset
         self.shares: dict[tuple, SharePartition] = {}     # (group, topic, index) -> state
         self.sessions: dict[tuple, ShareSession] = {}     # (group, member) -> session
+        # how the share coordinator is asked: (api key, version, body,
+        # on_done(response body or KafkaError)); set by the worker once it
+        # knows the coordinator's endpoint
+        self.persister = None
         self.fault = os.environ.get(FAULT_ENV, "")
         self._faulted = False
         self._next_session_sweep = 0.0
         self.dead_letter_writer = DeadLetterWriter(replica_manager)
 
     def share_partition(self, group: str, name: str, index: int, topic_id) -> SharePartition:
+        """The share-partition, read from the share coordinator; a KafkaError
+        while it is not (yet) -- a read is then under way."""
+        sp = self._entry(group, name, index, topic_id)
+        if not sp.loaded:
+            if sp.load_error is not None:
+                raise sp.load_error
+            self._read([sp])
+            raise errors.CoordinatorLoadInProgressError(
+                f"the state of share group {group} on {name}-{index} is being read")
+        return sp
+
+    def _entry(self, group: str, name: str, index: int, topic_id) -> SharePartition:
         part = self.rm.partition(name, index)
         key = (group, name, index)
         sp = self.shares.get(key)
         if sp is None or sp.part is not part:
-            name = "share-" + group.encode().hex() + STATE_SUFFIX
-            path = os.path.join(part.log.directory, name)
-            # a replicated partition's replicas on this node: data/broker-N/topic-P
-            siblings = [p for p in glob.glob(os.path.join(
-                self.rm.data_dir, "broker-*", os.path.basename(part.log.directory), name))
-                if os.path.abspath(p) != os.path.abspath(path)]
-            sp = self.shares[key] = SharePartition(group, part, topic_id, self, path, siblings)
+            legacy = os.path.join(part.log.directory, _legacy_name(group))
+            sp = self.shares[key] = SharePartition(group, part, topic_id, self, legacy)
         return sp
+
+    # ---- the share coordinator ---------------------------------------------------------------
+
+    def _read(self, sps: list) -> None:
+        """Read the state of ``sps`` (one group's) that are not being read."""
+        sps = [sp for sp in sps if not sp.loading]
+        if not sps:
+            return
+        for sp in sps:
+            sp.loading, sp.load_error = True, None
+        if self.persister is None:
+            self._loaded(sps, errors.CoordinatorNotAvailableError(
+                "this broker has no share coordinator yet"))
+            return
+
+        def answered(result) -> None:
+            if isinstance(result, KafkaError):
+                self._loaded(sps, result)
+                return
+            found = {(r["topic_id"], p["partition"]): p
+                     for r in result["results"] for p in r["partitions"]}
+            for sp in sps:
+                p = found.get((sp.topic_id, sp.part.index))
+                if p is None:
+                    self._loaded([sp], errors.UnknownServerError(
+                        "the share coordinator did not answer for this share-partition"))
+                elif p["error_code"] != NONE:
+                    self._loaded([sp], errors.error_for_code(p["error_code"])(
+                        p["error_message"] or "reading the share-partition state failed"))
+                else:
+                    if self.fault == "amnesia":
+                        p = {**p, "start_offset": -1, "state_batches": []}
+                    sp.apply_state(p)
+                    self._loaded([sp], None)
+        self.persister(ApiKey.READ_SHARE_GROUP_STATE, 0, {
+            "group_id": sps[0].group_id, "topics": _by_topic(
+                sps, lambda sp: {"partition": sp.part.index,
+                                 "leader_epoch": sp.part.leader_epoch})}, answered)
+
+    def _loaded(self, sps: list, error: KafkaError | None) -> None:
+        for sp in sps:
+            if error is not None:
+                sp.loading, sp.load_error = False, error
+                log.warning("share group %s, %s: its state could not be read: %s",
+                            sp.group_id, sp.part.name, error)
+            waiters, sp.waiters = sp.waiters, []
+            for waiter in waiters:
+                waiter()
+
+    def _when_loaded(self, ctx, body: dict, handler):
+        """None when every share-partition the request names (and, but for a
+        session being opened, those of its session) has been read; else the
+        reads are started, and ``handler(ctx, body, True)`` runs, and answers,
+        once they are done (DEFERRED)."""
+        group, member = body.get("group_id"), body.get("member_id")
+        keys = {(t["topic_id"], p["partition_index"])
+                for t in body.get("topics") or () for p in t["partitions"]}
+        session = self.sessions.get((group, member))
+        if session is not None and body.get("share_session_epoch") != OPEN_EPOCH:
+            keys.update(session.partitions)
+        waiting = []
+        for topic_id, index in keys:
+            name = self.rm.topic_names.get(topic_id)
+            if name is None or not group:
+                continue
+            try:
+                sp = self._entry(group, name, index, topic_id)
+            except KafkaError:
+                continue                  # answered as the partition's error
+            if not sp.loaded:
+                waiting.append(sp)
+        if not waiting:
+            return None
+        left = [len(waiting)]
+
+        def one_done() -> None:
+            left[0] -= 1
+            if left[0] == 0:
+                answer = handler(ctx, body, True)
+                if answer is not DEFERRED:
+                    ctx.respond(answer)
+        for sp in waiting:
+            sp.waiters.append(one_done)
+        self._read(waiting)
+        return DEFERRED
+
+    def _write(self, sps: list, on_done=None) -> None:
+        """Write the state of the dirty ``sps`` to the share coordinator;
+        ``on_done({share-partition: KafkaError})`` once it answered (at once
+        when nothing was dirty). A share-partition the coordinator fenced
+        (reset, or led elsewhere since) is dropped, to be read again."""
+        dirty = [sp for sp in dict.fromkeys(sps) if sp is not None and sp.dirty and sp.loaded]
+        if not dirty:
+            if on_done is not None:
+                on_done({})
+            return
+        by_group: dict = {}
+        for sp in dirty:
+            sp.dirty = False
+            by_group.setdefault(sp.group_id, []).append(sp)
+        failures: dict = {}
+        left = [len(by_group)]
+
+        def answered(group_sps: list, result) -> None:
+            if isinstance(result, KafkaError):
+                for sp in group_sps:
+                    failures[sp] = result
+            else:
+                codes = {(r["topic_id"], p["partition"]): p
+                         for r in result["results"] for p in r["partitions"]}
+                for sp in group_sps:
+                    p = codes.get((sp.topic_id, sp.part.index))
+                    if p is not None and p["error_code"] != NONE:
+                        failures[sp] = errors.error_for_code(p["error_code"])(
+                            p["error_message"] or "writing the share-partition state failed")
+            for sp, exc in failures.items():
+                if sp not in group_sps:
+                    continue
+                if exc.code in (errors.FencedStateEpochError.code,
+                                errors.FencedLeaderEpochError.code):
+                    log.warning("share group %s, %s: %s; its state is read again",
+                                sp.group_id, sp.part.name, exc)
+                    key = (sp.group_id, sp.part.name, sp.part.index)
+                    if self.shares.get(key) is sp:
+                        del self.shares[key]
+                else:
+                    sp.dirty = True            # written again, whole, at the next flush
+            for sp in group_sps:
+                if sp not in failures and sp.legacy_path:
+                    _unlink(sp.legacy_path)
+                    sp.legacy_path = ""
+            left[0] -= 1
+            if left[0] == 0 and on_done is not None:
+                on_done(failures)
+        for group, group_sps in by_group.items():
+            if self.persister is None:
+                answered(group_sps, errors.CoordinatorNotAvailableError(
+                    "this broker has no share coordinator yet"))
+                continue
+            self.persister(ApiKey.WRITE_SHARE_GROUP_STATE, 0, {
+                "group_id": group, "topics": _by_topic(group_sps, SharePartition.state)},
+                lambda result, group_sps=group_sps: answered(group_sps, result))
+
+    # ---- requests -----------------------------------------------------------------------------
 
     def _name(self, topic_id) -> str:
         name = self.rm.topic_names.get(topic_id)
@@ -576,9 +728,37 @@ class SharePartitionManager:
         if not body.get("member_id"):
             raise errors.InvalidRequestError("MemberId can't be empty.")
 
-    def share_fetch(self, ctx, body: dict):
+    def _after_write(self, ctx, touched: list, answers: dict, response, also: list = ()):
+        """Write what the request changed, then answer ``response()``: now,
+        if nothing was to be written, else when the coordinator answered
+        (DEFERRED). An acknowledgement whose write failed is answered with
+        that error: the member was not told it holds."""
+        result: list = []
+
+        def written(failures: dict) -> None:
+            for sp, exc in failures.items():
+                out = answers.get((sp.topic_id, sp.part.index))
+                if out is not None and "ack_error" not in out:
+                    out["ack_error"] = exc
+            if result:                            # the request is waiting: answer it
+                answer = response()
+                if answer is not DEFERRED:
+                    ctx.respond(answer)
+            else:
+                result.append(response())
+        self._flush(touched, written, also)
+        if result:
+            return result[0]
+        result.append(None)
+        return DEFERRED
+
+    def share_fetch(self, ctx, body: dict, loaded: bool = False):
         try:
             self._check_ids(body)
+            if not loaded:
+                waiting = self._when_loaded(ctx, body, self.share_fetch)
+                if waiting is not None:
+                    return waiting
             group, member, epoch = body["group_id"], body["member_id"], body["share_session_epoch"]
             session = self._session(group, member, epoch)
         except KafkaError as exc:
@@ -593,28 +773,34 @@ class SharePartitionManager:
                     p.get("partition_max_bytes") or 1048576
         touched, answers = self._acknowledge(group, member, body["topics"], epoch, session)
         if epoch == CLOSE_EPOCH:
-            self._flush(touched)
-            return self._fetch_response(answers, {}, session, fetched=False)
+            return self._after_write(ctx, touched, answers, lambda: self._fetch_response(
+                answers, {}, session, fetched=False))
         budget = [body.get("max_bytes") or 0x7FFFFFFF]
-        got, keys = self._acquire_all(group, member, session, budget)
-        self._flush(touched + [sp for sp, _, _ in got.values()])
+        got, keys, visited = self._acquire_all(group, member, session, budget)
         total = sum(len(recs) for sp, recs, _ in got.values() if sp is not None)
         wait_ms = body.get("max_wait_ms", 0)
         if total >= max(body.get("min_bytes", 1), 1) or wait_ms <= 0 or not keys:
-            return self._fetch_response(answers, got, session)
+            return self._after_write(ctx, touched + _holders(got), answers,
+                                     lambda: self._fetch_response(answers, got, session), visited)
 
         def complete() -> None:
             budget = [body.get("max_bytes") or 0x7FFFFFFF]
             if (group, member) not in self.sessions:
-                ctx.respond(self._fetch_response(answers, got, session))
-                return
-            more, _ = self._acquire_all(group, member, session, budget)
-            self._flush([sp for sp, _, _ in more.values()])
-            ctx.respond(self._fetch_response(answers, {**got, **more}, session))
-        self.rm.purgatory.watch(DelayedFetch(
-            ctx, time.monotonic() + wait_ms / 1000.0, keys, max(body.get("min_bytes", 1), 1),
-            total, complete))
-        return DEFERRED
+                more, visited_now = {}, []
+            else:
+                more, _, visited_now = self._acquire_all(group, member, session, budget)
+            answer = self._after_write(ctx, _holders(more), answers, lambda: self._fetch_response(
+                answers, {**got, **more}, session), visited_now)
+            if answer is not DEFERRED:
+                ctx.respond(answer)
+
+        def watch() -> None:
+            self.rm.purgatory.watch(DelayedFetch(
+                ctx, time.monotonic() + wait_ms / 1000.0, keys,
+                max(body.get("min_bytes", 1), 1), total, complete))
+        # the acknowledgements are written before the fetch waits for records
+        return self._after_write(ctx, touched + _holders(got), answers,
+                                 lambda: (watch(), DEFERRED)[1], visited)
 
     def _session_shares(self, group, session) -> list:
         out = []
@@ -625,11 +811,13 @@ class SharePartitionManager:
                 pass
         return out
 
-    def _acquire_all(self, group, member, session, budget) -> tuple[dict, list]:
+    def _acquire_all(self, group, member, session, budget) -> tuple[dict, list, list]:
         """{(topic id, index): (share-partition, records, acquired) or the
-        KafkaError}, and the purgatory keys a waiting fetch watches."""
+        KafkaError}, the purgatory keys a waiting fetch watches, and the
+        share-partitions visited (one just initialized is to be written)."""
         got: dict = {}
         keys = []
+        visited = []
         now = time.monotonic()
         for (topic_id, index), max_bytes in session.partitions.items():
             try:
@@ -637,6 +825,7 @@ class SharePartitionManager:
             except KafkaError as exc:
                 got[(topic_id, index)] = (None, exc, None)
                 continue
+            visited.append(sp)
             keys += [sp.part.key, share_key(sp.part.key)]
             if budget[0] <= 0:
                 continue
@@ -646,7 +835,7 @@ class SharePartitionManager:
             if records is not None:
                 budget[0] -= len(records)
                 got[(topic_id, index)] = (sp, records, acquired)
-        return got, keys
+        return got, keys, visited
 
     def _inject(self, sp: SharePartition, member: str, acquired: list) -> list:
         """FAULT_ENV "skip": the last record acquired is marked accepted and
@@ -710,42 +899,49 @@ class SharePartitionManager:
 
     # ---- ShareAcknowledge ---------------------------------------------------------------------
 
-    def share_acknowledge(self, ctx, body: dict):
+    def share_acknowledge(self, ctx, body: dict, loaded: bool = False):
         try:
             self._check_ids(body)
             group, member, epoch = body["group_id"], body["member_id"], body["share_session_epoch"]
             if epoch == OPEN_EPOCH:
                 raise errors.InvalidShareSessionEpochError(
                     "ShareAcknowledge cannot open a share session (epoch 0)")
+            if not loaded:
+                waiting = self._when_loaded(ctx, body, self.share_acknowledge)
+                if waiting is not None:
+                    return waiting
             session = self._session(group, member, epoch)
         except KafkaError as exc:
             return {"throttle_time_ms": 0, "error_code": exc.code, "error_message": exc.message,
                     "responses": [], "node_endpoints": []}
         touched, answers = self._acknowledge(group, member, body["topics"], epoch, session)
-        self._flush(touched)
-        responses = []
-        for t in body["topics"]:
-            parts = []
-            for p in t["partitions"]:
-                err = answers.get((t["topic_id"], p["partition_index"]), {}).get("ack_error")
-                parts.append({"partition_index": p["partition_index"],
-                              "error_code": err.code if err else NONE,
-                              "error_message": err.message if err else None,
-                              "current_leader": {"leader_id": -1, "leader_epoch": -1}})
-            responses.append({"topic_id": t["topic_id"], "partitions": parts})
-        return {"throttle_time_ms": 0, "error_code": NONE, "error_message": None,
-                "responses": responses, "node_endpoints": []}
+
+        def response() -> dict:
+            responses = []
+            for t in body["topics"]:
+                parts = []
+                for p in t["partitions"]:
+                    err = answers.get((t["topic_id"], p["partition_index"]), {}).get("ack_error")
+                    parts.append({"partition_index": p["partition_index"],
+                                  "error_code": err.code if err else NONE,
+                                  "error_message": err.message if err else None,
+                                  "current_leader": {"leader_id": -1, "leader_epoch": -1}})
+                responses.append({"topic_id": t["topic_id"], "partitions": parts})
+            return {"throttle_time_ms": 0, "error_code": NONE, "error_message": None,
+                    "responses": responses, "node_endpoints": []}
+        return self._after_write(ctx, touched, answers, response)
 
     # ---- time and persistence ----------------------------------------------------------------
 
-    def _flush(self, touched) -> None:
+    def _flush(self, touched, on_written=None, also=()) -> None:
+        """End the request for the share-partitions it touched: their state
+        (and that of ``also``, say one just initialized) written
+        (``on_written(failures)`` once answered), dead letters queued, share
+        fetches waiting on them woken."""
         woken = set()
+        touched = [sp for sp in touched if sp is not None]   # None: answered with an error
         for sp in touched:
-            if sp is None:                   # a partition answered with an error
-                continue
             sp.end_request()
-            if sp.dirty:
-                sp.flush()
             for first, last, count, reason in sp.dead_letters:
                 self.dead_letter_writer.add(sp.group_id, sp.part, first, last, count, reason)
             sp.dead_letters.clear()
@@ -754,6 +950,7 @@ class SharePartitionManager:
             if sp.part.key not in woken:
                 woken.add(sp.part.key)
                 self.rm.purgatory.check(share_key(sp.part.key), None)
+        self._write(touched + list(also), on_written)
         self.dead_letter_writer.tick()
 
     def next_deadline(self) -> float | None:
@@ -769,7 +966,7 @@ class SharePartitionManager:
             self._next_session_sweep = now + SESSION_IDLE_S / 10
             for key in [k for k, s in self.sessions.items() if now - s.used > SESSION_IDLE_S]:
                 del self.sessions[key]
-        expired = [sp for sp in self.shares.values() if sp.expire(now)]
+        expired = [sp for sp in self.shares.values() if sp.loaded and sp.expire(now)]
         self._flush(expired)
         self.dead_letter_writer.tick()
 
@@ -781,79 +978,45 @@ class SharePartitionManager:
         self.reset = config.share_auto_offset_reset
         self.dead_letter_writer.topic = config.share_dead_letter_topic
 
-    def _state_file(self, group: str, part) -> str:
-        return os.path.join(part.log.directory, "share-" + group.encode().hex() + STATE_SUFFIX)
-
-    def offsets(self, group: str, partitions: list | None) -> list:
-        """DescribeShareGroupOffsets, this broker's part: [{"topic",
-        "partition", "start_offset", "leader_epoch", "error_code"}] for
-        ``partitions`` ([topic, index] pairs) led here, or (None) for every
-        partition led here the group has state for. -1: no state."""
-        out = []
-        if partitions is None:
-            partitions = [list(k) for k, part in self.rm.partitions.items() if part.is_leader
-                          and ((group, *k) in self.shares
-                               or os.path.exists(self._state_file(group, part)))]
-        for name, index in partitions:
-            entry = {"topic": name, "partition": index, "start_offset": -1,
-                     "leader_epoch": -1, "error_code": NONE}
-            try:
-                part = self.rm.partition(name, index)
-                entry["leader_epoch"] = part.leader_epoch
-                if (group, name, index) in self.shares or \
-                        os.path.exists(self._state_file(group, part)):
-                    sp = self.share_partition(group, name, index, _uuid(part.topic_id))
-                    entry["start_offset"] = sp.start_offset
-            except KafkaError as exc:
-                entry["error_code"], entry["error_message"] = exc.code, exc.message
-            out.append(entry)
-        return out
-
-    def alter_offsets(self, group: str, partitions: list) -> list:
-        """AlterShareGroupOffsets, this broker's part: each [topic, index,
-        offset]'s share-partition starts afresh at ``offset`` (the group has
-        no members: the coordinator checked), written before the answer."""
-        out = []
-        for name, index, offset in partitions:
-            entry = {"topic": name, "partition": index, "error_code": NONE}
-            try:
-                part = self.rm.partition(name, index)
-                sp = self.share_partition(group, name, index, _uuid(part.topic_id))
-                sp.reset(offset)
-                sp.flush()
-            except KafkaError as exc:
-                entry["error_code"], entry["error_message"] = exc.code, exc.message
-            out.append(entry)
-        return out
-
     def delete_group(self, group: str) -> None:
-        """The share group was deleted (DeleteGroups): its sessions and its
-        state in every partition hosted here go."""
+        """The share group was deleted (DeleteGroups), or its offsets reset
+        (AlterShareGroupOffsets): its sessions and share-partitions here go;
+        a share-partition used again is read again from the coordinator."""
         for k in [k for k in self.shares if k[0] == group]:
             del self.shares[k]
         for k in [k for k in self.sessions if k[0] == group]:
             del self.sessions[k]
-        name = "share-" + group.encode().hex() + STATE_SUFFIX
-        for part in self.rm.partitions.values():
-            try:
-                os.unlink(os.path.join(part.log.directory, name))
-            except FileNotFoundError:
-                pass
 
-    def forget(self, key: tuple, flush: bool = True) -> None:
+    def forget(self, key: tuple) -> None:
         """The partition stopped being led here (or is gone): drop its
-        share-partitions; their state is on disk, and a new leadership here
-        (or of another replica on this node) reads it again."""
+        share-partitions; their state is the share coordinator's, and a new
+        leader (here or elsewhere) reads it again."""
         for k in [k for k in self.shares if (k[1], k[2]) == key]:
-            if flush:
-                self.shares[k].flush()
             del self.shares[k]
 
 
-def _uuid(topic_id) -> uuid.UUID:
-    """A partition's topic id (a string from the controller's assign) as
-    ShareFetch carries it and the snapshot key is written."""
-    return topic_id if isinstance(topic_id, uuid.UUID) else uuid.UUID(str(topic_id))
+def _holders(got: dict) -> list:
+    """The share-partitions that handed records out in ``got``."""
+    return [sp for sp, _, _ in got.values() if sp is not None]
+
+
+def _by_topic(sps: list, entry) -> list:
+    """[{"topic_id", "partitions": [entry(sp), ...]}] of share-partitions."""
+    by: dict = {}
+    for sp in sps:
+        by.setdefault(sp.topic_id, []).append(entry(sp))
+    return [{"topic_id": tid, "partitions": parts} for tid, parts in by.items()]
+
+
+def _legacy_name(group: str) -> str:
+    return "share-" + group.encode().hex() + STATE_SUFFIX
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def share_key(key: tuple) -> tuple:

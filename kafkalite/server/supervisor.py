@@ -20,6 +20,9 @@ It runs, on one thread, everything of a node that is not a partition:
 - the transaction coordinator (txn_coordinator.py) and its
   ``__transaction_state``, with the requests (broker_requests.py) that
   carry its WriteTxnMarkers to the workers;
+- the share coordinator (share_coordinator.py) and its
+  ``__share_group_state``, which partition leaders read share-partition
+  state from and write it to;
 - the request paths: the native ZeroMQ ROUTER, the Kafka TCP listener
   (this process is Kafka broker 1000), and the relay that answers the
   Kafka requests workers pass on (relay.py), all into one dispatcher;
@@ -70,7 +73,8 @@ from kafkalite.server.kafka_listener import KafkaListener
 from kafkalite.server.listeners import kafka_listeners
 from kafkalite.server.metrics import NodeMetrics
 from kafkalite.server.security import listener_security, native_curve
-from kafkalite.server.metadata import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, MetadataStore
+from kafkalite.server.metadata import (OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC,
+                                      MetadataStore)
 from kafkalite.server.native_listener import NativeListener
 from kafkalite.server.processes import (LOCK_FILE, EarlyStart, WorkerProcess,  # noqa: F401
                                         bind_control, lock_data_dir, spawn_ingest, spawn_worker)
@@ -86,6 +90,7 @@ from kafkalite.server.connection_quotas import ConnectionQuotas
 from kafkalite.server.quota_control import PostgresQuotaStore, QuotaControl, QuotaStore
 from kafkalite.server.quotas import NodeQuotaRates, QuotaManager
 from kafkalite.server.request_authorization import RequestGate
+from kafkalite.server.share_coordinator import ShareCoordinator
 from kafkalite.server.txn_coordinator import TransactionCoordinator
 from kafkalite.server.broker_requests import BrokerRequests
 from kafkalite.storage.checkpoint import write_atomically
@@ -201,14 +206,15 @@ class Supervisor:
             share_heartbeat_interval_ms=cfg.group_share_heartbeat_interval_ms,
             internal_mirror=metadata if cfg.cluster else None)
         self.controller.partitions_added = self.coordinator.on_partitions_changed
+        # every live broker, this node's and others' (they lead partitions too)
         self.coordinator.share_group_deleted = lambda gid: [
-            self._send_worker(w.index, {"type": "delete_share_group", "group": gid})
-            for w in self.workers]
-        # the share-partitions' start offsets are their leaders' (share_partition.py)
-        self.coordinator.share.leader_of = self.controller.leader_of
-        self.coordinator.share.live_brokers = lambda: [
-            b.broker_id for b in self.controller.brokers if not b.fenced]
-        self.coordinator.share.send = self.send
+            self._send_worker(b.broker_id, {"type": "delete_share_group", "group": gid})
+            for b in self.controller.brokers if not b.fenced]
+        self.coordinator.share.leader_epoch_of = lambda tp: (
+            self.controller.metadata.topics[tp[0]].partitions[tp[1]].leader_epoch)
+        # an AlterShareGroupOffsets: the leaders drop what they hold of the
+        # group and read its new state (share_partition.py)
+        self.coordinator.share.state_reset = self.coordinator.share_group_deleted
         self.curve = native_curve(cfg)
         self.markers = BrokerRequests(self.ctx, self.controller.native_endpoint,
                                       "kafkalite-txn-coordinator", curve=self.curve)
@@ -222,12 +228,21 @@ class Supervisor:
             abort_check_interval_ms=cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms,
             internal_mirror=metadata if cfg.cluster else None)
         self.coordinator.verify_txn = self.txn_coordinator.verify_offsets
+        # share-partition state (share_coordinator.py): partition leaders
+        # read and write it over the coordinator endpoint
+        self.share_coordinator = ShareCoordinator(
+            cfg.data_dir, cfg.share_coordinator_state_topic_num_partitions,
+            mirror=metadata if cfg.cluster else None)
+        self.coordinator.share.attach_state(self.share_coordinator)
         self.controller.register_internal_topic(OFFSETS_TOPIC, cfg.offsets_topic_num_partitions)
         self.controller.register_internal_topic(TRANSACTION_STATE_TOPIC,
                                                 cfg.transaction_state_num_partitions)
+        self.controller.register_internal_topic(SHARE_STATE_TOPIC,
+                                                cfg.share_coordinator_state_topic_num_partitions)
         self.handlers.update(self.controller.handlers())
         self.handlers.update(self.coordinator.handlers())
         self.handlers.update(self.txn_coordinator.handlers())
+        self.handlers.update(self.share_coordinator.handlers())
         self.metrics = NodeMetrics(self) if cfg.metrics_enabled else None
         stats = self.metrics and self.metrics.requests
         authorizer = authorizer_from_config(cfg, stats)
@@ -740,6 +755,7 @@ class Supervisor:
                 self._expire_pending()
             self.coordinator.tick()
             self.txn_coordinator.tick()
+            self.share_coordinator.tick()
             self._watch_children()
             self._run_retries()
             self._maybe_rebalance_leaders()
@@ -807,6 +823,7 @@ class Supervisor:
             self.controller.metadata.close()
         self.markers.close()
         self.txn_coordinator.close()
+        self.share_coordinator.close()
         for listener in self.kafka_listeners:
             listener.close()
         self.relay.close()

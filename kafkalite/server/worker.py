@@ -18,9 +18,11 @@ The worker is the event loop around the parts that do the work:
   ``metrics`` is this worker's figures once a second (metrics.py), unless
   metrics are off; ``quota_usage`` its client quota rates, answered with the
   rest of the node's (quotas.py);
-- requests to the transaction coordinator (broker_requests.py): whether a
-  partition is in a producer's transaction before its first transactional
-  batch goes in (``verify_transaction``);
+- requests to the supervisor's coordinators (broker_requests.py): to the
+  transaction coordinator, whether a partition is in a producer's
+  transaction before its first transactional batch goes in
+  (``verify_transaction``); to the share coordinator, the share-partitions'
+  state (share_partition.py reads and writes it there);
 - replication: the replica fetcher (replica_fetcher.py) for the partitions
   this worker follows, talking to the other workers over the native
   protocol, and the ISR changes its leaderships propose to the controller
@@ -188,6 +190,10 @@ class Worker:
             dead_letters.ask_controller = lambda api, version, body, on_done: \
                 self.coordinator.send(COORDINATOR, api, version, body, on_done)
             dead_letters.ask_broker = self.peers.send
+            # share-partition state: read from and written to the share
+            # coordinator (share_coordinator.py) over the same endpoint
+            self.replica_manager.shares.persister = lambda api, version, body, on_done: \
+                self.coordinator.send(COORDINATOR, api, version, body, on_done)
         if relay_endpoint and self.relay is None:
             self.relay = RelayClient(self.ctx, relay_endpoint, b"worker-%d" % self.index)
             self.relay.attach(self.poller)
@@ -228,13 +234,6 @@ class Worker:
             self._send_control({"type": "done", "op": msg.get("op"), "worker": self.index})
         elif kind == "delete_share_group":
             self.replica_manager.shares.delete_group(msg["group"])
-        elif kind == "share_offsets":
-            # the share group coordinator's Describe/AlterShareGroupOffsets
-            shares = self.replica_manager.shares
-            results = (shares.alter_offsets(msg["group"], msg["alter"]) if "alter" in msg
-                       else shares.offsets(msg["group"], msg.get("partitions")))
-            self._send_control({"type": "done", "op": msg.get("op"), "worker": self.index,
-                                "results": results})
         elif kind == "shutdown":
             self._stop = True
         else:
