@@ -28,18 +28,18 @@ fetches from:
   acquisition locks expire, not by the coordinator.
 
 Membership lives in memory only: after a restart members get
-UNKNOWN_MEMBER_ID and rejoin with epoch 0 (the records' state is the
-partition leaders' and survives, share_partition.py).
+UNKNOWN_MEMBER_ID and rejoin with epoch 0 (the records' state is the share
+coordinator's and survives: share_coordinator.py, share_partition.py); a
+group the share coordinator has state of exists again, empty.
 
-The share-partition start offsets (SPSO) are the partition leaders' too:
-DescribeShareGroupOffsets (API 90) and AlterShareGroupOffsets (API 91)
-are answered here by asking the workers leading the partitions over the
-control channel (``send``: the supervisor's BrokerChannel, a
-"share_offsets" message per broker, answered in its "done"). An alter
-needs a group without members (else NON_EMPTY_GROUP); it starts the
-share-partitions afresh at the given offsets, written to their snapshot
-files before the answer. A group the coordinator does not know (after a
-restart) but some leader has state for is taken in as an empty group.
+The share-partition start offsets (SPSO) are the share coordinator's
+(``attach_state``): DescribeShareGroupOffsets (API 90) reads them there;
+AlterShareGroupOffsets (API 91) needs a group without members (else
+NON_EMPTY_GROUP) and starts each share-partition afresh at the given offset
+under a new state epoch there, then has the partitions' leaders drop what
+they hold of the group (``state_reset``), so that they read it again (a
+leader that writes first is fenced by the epoch). DeleteGroups deletes the
+group's state there too.
 
 Who may call: the group coordinator (coordinator.py), on the supervisor's
 thread: it routes ShareGroupHeartbeat, ShareGroupDescribe and the offsets

@@ -30,11 +30,10 @@ then moves past the leading done ranges. At most
 ``group.share.partition.max.record.locks`` records are in flight: past
 that, only AVAILABLE records are handed out until the SPSO moves.
 
-The group coordinator asks for the SPSOs (DescribeShareGroupOffsets) and
-sets them (AlterShareGroupOffsets, only while the group has no members)
-over the control channel (``offsets``, ``alter_offsets``): a reset drops
-every in-flight range and delivery count, and the share-partition starts
-afresh at the new SPSO, written to its snapshot before the answer.
+The SPSOs the group coordinator reports (DescribeShareGroupOffsets) and
+sets (AlterShareGroupOffsets) are the share coordinator's: a reset there
+starts a new state epoch, the workers drop the group's share-partitions
+(``delete_group``) and read them again.
 
 A share session (the share_session_epoch of ShareFetch/ShareAcknowledge,
 per member on this broker) opens with epoch 0 and counts up; a wrong
@@ -43,32 +42,37 @@ SHARE_SESSION_NOT_FOUND; epoch -1 closes it and releases what the member
 holds here. The partitions a session fetches accumulate (a fetch may name
 only new ones; ``forgotten_topics_data`` drops them), as Kafka's.
 
-Persistence: each share-partition's state is one snapshot file in the
-partition's directory, ``share-<hex of the group id>.state``:
+Persistence: the share coordinator in the supervisor
+(share_coordinator.py, ``__share_group_state``) keeps each share-partition's
+state, reached through ``persister`` (the worker's requests to the
+coordinator endpoint, Kafka's share coordinator APIs):
 
-    magic "KLSS" | crc32c of the rest uint32 | key length int32 | key | value
+- a share-partition is read (ReadShareGroupState, with this leader's epoch,
+  which fences older leaders' writes) the first time a request touches it
+  here; that request, and any other touching it meanwhile, waits for the
+  read (DEFERRED) and then runs. A read that fails is answered as the
+  partition's error, and the next request reads again;
+- after every request or tick that acknowledged, released, archived or
+  initialized records, the whole state is written (WriteShareGroupState,
+  acquired records as AVAILABLE: a lock does not outlive its leader) and
+  the member is answered only when the coordinator confirmed it: every
+  acknowledgement a member was told of is kept. A write that failed is
+  answered to the member as its acknowledgement's error, and is written
+  again, whole, at the next change; one fenced (a reset, or a newer leader)
+  drops the share-partition here, to be read again;
+- acquisitions are not written: after a leader change or a restart an
+  acquired record is AVAILABLE again with its delivery count as last
+  written: none lost, none accepted twice.
 
-key and value in the formats of Kafka's ``__share_group_state`` records
-(protocol/messages/share_records.py: ShareSnapshotKey, ShareSnapshotValue),
-acquired records written as AVAILABLE. It is rewritten (to a temporary
-file, then renamed over the old one) after every request or tick that
-acknowledged, released or archived records, before the answer goes out: a broker killed at any
-moment leaves the old or the new snapshot whole, and every acknowledgement
-a member was told of is in it. (Not the internal ``__share_group_state``
-topic itself: the supervisor's share coordinator Kafka has is not built;
-the file is written without fsync, so it survives a killed process, not a
-lost machine -- as the logs' own unflushed tail.) After a restart the SPSO
-and the done ranges come back, and every in-flight record not done is
-AVAILABLE again with its delivery count: none lost, none accepted twice.
-A replica that becomes leader of a replicated partition takes the newest
-snapshot among its own and those the partition's other replicas on this
-node wrote (data/broker-N/topic-P): a failover on one node keeps the state.
-Snapshots are not replicated across nodes.
+A state file of an older kafkalite (``share-<hex of the group id>.state``
+in the partition's directory: magic "KLSS" | crc32c | key length | key |
+value, Kafka's ShareSnapshot formats) is taken up when the coordinator has
+no state for the share-partition, and removed once written there.
 
 Who may call: the replica manager (replica_manager.py), on the worker's
 event-loop thread: it routes ShareFetch and ShareAcknowledge here and
-calls ``expire()`` at ``next_deadline()``; the worker's control channel
-(worker.py) the offsets calls.
+calls ``expire()`` at ``next_deadline()``; the worker (worker.py) sets
+``persister`` and calls ``delete_group`` for the supervisor.
 """
 from __future__ import annotations
 
