@@ -161,6 +161,8 @@ class Controller:
         self.producer_ids = ProducerIdManager(
             config.data_dir, getattr(metadata, "reserve_producer_ids", None))
         self.partitions_added = partitions_added
+        # a topic was deleted (its id): the share coordinator drops its state
+        self.topic_deleted: Callable[[object], None] = lambda topic_id: None
         # internal topic -> partition count, registered by its coordinator
         self.internal_topics: dict[str, int] = {}
         # (topic, partition) -> why its broker could not open it
@@ -1030,6 +1032,7 @@ class Controller:
                 topic = self.metadata.delete_topic(name)
                 log.info("topic %s deleted (%d partition(s))", name, len(topic.partitions))
                 out["topic_id"] = topic.topic_id
+                self.topic_deleted(topic.topic_id)
                 self._delete_replicas(by_broker, [(topic, i) for i in range(len(topic.partitions))])
             except KafkaError as exc:
                 out["error_code"], out["error_message"] = exc.code, exc.message

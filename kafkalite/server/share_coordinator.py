@@ -35,7 +35,8 @@ Who may call: the supervisor, on its single thread: the request handlers
 (``handlers``) through its dispatcher (workers reach them over the
 coordinator endpoint, other nodes' workers too), and the group
 coordinator's share groups (share_group.py) the in-process calls
-``summary``, ``initialize``, ``delete_group`` and ``groups``.
+``summary``, ``initialize``, ``delete_group`` and ``groups``, and the
+controller ``delete_topic`` when a topic is deleted.
 """
 from __future__ import annotations
 
@@ -306,6 +307,16 @@ class ShareCoordinator:
                 self._append({k: None for k in keys})
             except KafkaError as exc:
                 log.error("share group %s: its state could not be deleted: %s", group, exc)
+
+    def delete_topic(self, topic_id) -> None:
+        """Tombstones for every share-partition of a deleted topic."""
+        keys = [k for k in self.states if k[1] == topic_id]
+        if keys:
+            try:
+                self._append({k: None for k in keys})
+            except KafkaError as exc:
+                log.error("the share state of deleted topic %s could not be deleted: %s",
+                          topic_id, exc)
 
     def groups(self) -> set:
         """The share groups some share-partition has state of."""

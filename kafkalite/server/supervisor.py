@@ -234,6 +234,7 @@ class Supervisor:
             cfg.data_dir, cfg.share_coordinator_state_topic_num_partitions,
             mirror=metadata if cfg.cluster else None)
         self.coordinator.share.attach_state(self.share_coordinator)
+        self.controller.topic_deleted = self.share_coordinator.delete_topic
         self.controller.register_internal_topic(OFFSETS_TOPIC, cfg.offsets_topic_num_partitions)
         self.controller.register_internal_topic(TRANSACTION_STATE_TOPIC,
                                                 cfg.transaction_state_num_partitions)

@@ -161,10 +161,7 @@ def test_a_state_file_of_an_older_version_is_taken_up(tmp_path):
         p.flush()
         wire = KafkaWire(srv.kafka_bootstrap)
         try:
-            topic_id = wire.request(ApiKey.METADATA, 12, {
-                "topics": [{"name": "legacy", "topic_id": uuid.UUID(int=0)}],
-                "allow_auto_topic_creation": False,
-                "include_topic_authorized_operations": False})["topics"][0]["topic_id"]
+            topic_id = topic_id_of(wire, "legacy")
         finally:
             wire.sock.close()
         srv.stop()
@@ -206,3 +203,37 @@ def own_server(tmp_path):
     if srv.proc.poll() is None:
         srv.stop()
     srv.kill()
+
+
+def topic_id_of(wire, name):
+    return wire.request(ApiKey.METADATA, 12, {
+        "topics": [{"name": name, "topic_id": uuid.UUID(int=0)}],
+        "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False})["topics"][0]["topic_id"]
+
+
+def test_a_deleted_topics_share_state_goes_with_it(own_server):
+    srv = own_server
+    create(srv, "gone", 1)
+    wire = KafkaWire(srv.kafka_bootstrap)
+    try:
+        tid = topic_id_of(wire, "gone")
+        assert write(wire, "g", 0, 0, 0, 5, [])["error_code"] == 0     # another topic's
+        answer = wire.request(ApiKey.WRITE_SHARE_GROUP_STATE, 0, {"group_id": "g", "topics": [
+            {"topic_id": tid, "partitions": [{"partition": 0, "state_epoch": 0,
+                                              "leader_epoch": 0, "start_offset": 3,
+                                              "state_batches": []}]}]})
+        assert answer["results"][0]["partitions"][0]["error_code"] == 0
+
+        def start(topic_id):
+            return wire.request(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0, {
+                "group_id": "g", "topics": [{"topic_id": topic_id, "partitions": [
+                    {"partition": 0, "leader_epoch": -1}]}]})["results"][0]["partitions"][0][
+                "start_offset"]
+        assert start(tid) == 3
+        deleted = wire.request(ApiKey.DELETE_TOPICS, 6, {"topics": [
+            {"name": "gone", "topic_id": uuid.UUID(int=0)}], "timeout_ms": 10000})
+        assert deleted["responses"][0]["error_code"] == 0
+        assert start(tid) == -1 and start(TOPIC_ID) == 5
+    finally:
+        wire.sock.close()
