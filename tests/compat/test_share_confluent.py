@@ -188,9 +188,10 @@ def test_released_records_are_redelivered_and_rejected_ones_dead_lettered(
     assert collections.Counter((p, o) for p, o, _ in rejecter.delivered()) == \
         {(p, o): 1 for p in (0, 1) for o in range(25)}
     letters = read_all(srv, "dead-letters", 1, 50, timeout=30)
+    headers = [{k: v.decode() for k, v in m.headers()} for m in letters]
     sources = sorted((int(h["__dlq.errors.partition"]), int(h["__dlq.errors.offset"]))
-                     for h in ({k: v.decode() for k, v in m.headers()} for m in letters)
-                     if h["__dlq.errors.group.id"] == "g2" and h["__dlq.errors.reason"] == "rejected")
+                     for h in headers if h["__dlq.errors.group.id"] == "g2"
+                     and h["__dlq.errors.reason"] == "rejected")
     assert sources == [(p, o) for p in (0, 1) for o in range(25)]
 
 

@@ -7,9 +7,9 @@ defined them (early access) and version 1, the stable versions of Kafka 4.1
 (librdkafka's ShareConsumer asks for v1 only): ShareGroupHeartbeat,
 ShareGroupDescribe and ShareAcknowledge v1 are v0 unchanged; ShareFetch v1
 replaces each partition's PartitionMaxBytes with a request-wide MaxRecords
-and BatchSize, and answers the AcquisitionLockTimeoutMs. ``records`` in a ShareFetchResponse partition holds whole
-record batches; ``acquired_records`` says which of their offsets this member
-holds (the client drops the rest).
+and BatchSize, and answers the AcquisitionLockTimeoutMs. ``records`` in a
+ShareFetchResponse partition holds whole record batches; ``acquired_records``
+says which of their offsets this member holds (the client drops the rest).
 """
 from __future__ import annotations
 
