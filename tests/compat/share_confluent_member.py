@@ -17,9 +17,10 @@ nothing it printed):
   {"event": "closed"}
 Modes: "accept" (implicit acknowledgement: the next poll accepts what the
 last one returned), and with ``share.acknowledgement.mode=explicit``:
-"release-once" (release a record delivered for the first time, accept
-redeliveries), "reject" (reject every record), "hold" (never acknowledge:
-records stay acquired until the process dies).
+"release" (release every record), "release-once" (release a record
+delivered for the first time, accept redeliveries), "reject" (reject every
+record), "hold" (never acknowledge: records stay acquired until the process
+dies).
 Runs until stdin closes, then closes the consumer (which sends what is
 pending and leaves the group).
 """
@@ -71,7 +72,8 @@ def main():
         if explicit:
             for m in records:
                 kind = (ck.AcknowledgeType.REJECT if mode == "reject" else
-                        ck.AcknowledgeType.RELEASE if m.delivery_count() == 1
+                        ck.AcknowledgeType.RELEASE
+                        if mode == "release" or m.delivery_count() == 1
                         else ck.AcknowledgeType.ACCEPT)
                 kinds[(m.partition(), m.offset())] = int(kind)
                 c.acknowledge(m, kind)

@@ -126,7 +126,7 @@ def test_confluent_share_consumers_accept_every_record_exactly_once(tmp_path, st
     srv = share_server(tmp_path)
     stopping(srv)
     create(srv, "queue", 2)
-    members = accepting_members(ck216, srv, 4)
+    members = accepting_members(ck216, srv, 5)
     produced = produce(srv, "queue", 2000, 2)
     accepted = run_group(srv, "queue", produced, members)
     lost, duplicated = exactly_once(produced, accepted)
@@ -157,18 +157,23 @@ def test_checker_catches_a_broker_that_breaks_exactly_once(tmp_path, stopping, c
 
 def test_released_records_are_redelivered_and_rejected_ones_dead_lettered(
         tmp_path, stopping, ck216):
-    srv = share_server(tmp_path, share_dead_letter_topic='"dead-letters"')
+    srv = share_server(tmp_path, share_dead_letter_topic='"dead-letters"',
+                       group_share_delivery_count_limit=3)
     stopping(srv)
     create(srv, "queue", 1)
     create(srv, "rejected", 2)
+    create(srv, "released", 1)
     create(srv, "dead-letters", 1)
     # explicit acknowledgement: each record released on its first delivery,
     # accepted on its second (by whichever member gets it)
     releasers = [CkMember(ck216, srv, "workers", "queue", "release-once") for _ in range(2)]
     rejecter = CkMember(ck216, srv, "g2", "rejected", "reject")
-    assert joined(srv, "workers", 2) and joined(srv, "g2", 1)
+    # and one that releases everything: delivered 3 times (the limit), then archived
+    always = CkMember(ck216, srv, "g3", "released", "release")
+    assert joined(srv, "workers", 2) and joined(srv, "g2", 1) and joined(srv, "g3", 1)
     produced = produce(srv, "queue", 300, 1)
     produce(srv, "rejected", 50, 2)
+    produce(srv, "released", 30, 1)
     accepted = run_group(srv, "queue", produced, releasers)
     lost, duplicated = exactly_once(produced, accepted)
     assert not lost and not duplicated, (lost[:20], duplicated[:20])
@@ -180,18 +185,24 @@ def test_released_records_are_redelivered_and_rejected_ones_dead_lettered(
     released = [(p, o) for m in releasers for e in m.events if e["event"] == "acked"
                 and e["error"] is None for p, o, t in e["items"] if t == 2]
     assert sorted(released) == sorted(produced)
-    # rejected records are archived (never redelivered) and copied to the
-    # dead-letter topic
-    assert wait_until(lambda: len(rejecter.delivered()) >= 50, 20)
-    time.sleep(1.0)              # a rejected record redelivered would arrive now
+    # rejected records are archived (never redelivered), released ones after
+    # their third delivery, and both copied to the dead-letter topic
+    assert wait_until(lambda: len(rejecter.delivered()) >= 50
+                      and len(always.delivered()) >= 90, 30)
+    time.sleep(1.0)              # an archived record redelivered would arrive now
     rejecter.stop()
+    always.stop()
     assert collections.Counter((p, o) for p, o, _ in rejecter.delivered()) == \
         {(p, o): 1 for p in (0, 1) for o in range(25)}
-    letters = read_all(srv, "dead-letters", 1, 50, timeout=30)
+    assert sorted(always.delivered()) == [(0, o, n) for o in range(30) for n in (1, 2, 3)]
+    letters = read_all(srv, "dead-letters", 1, 80, timeout=30)
     headers = [{k: v.decode() for k, v in m.headers()} for m in letters]
+    reasons = collections.Counter((h["__dlq.errors.group.id"], h["__dlq.errors.reason"])
+                                  for h in headers)
+    assert reasons == {("g2", "rejected"): 50,
+                       ("g3", "delivery count limit reached (released)"): 30}
     sources = sorted((int(h["__dlq.errors.partition"]), int(h["__dlq.errors.offset"]))
-                     for h in headers if h["__dlq.errors.group.id"] == "g2"
-                     and h["__dlq.errors.reason"] == "rejected")
+                     for h in headers if h["__dlq.errors.group.id"] == "g2")
     assert sources == [(p, o) for p in (0, 1) for o in range(25)]
 
 
