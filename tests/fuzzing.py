@@ -86,6 +86,12 @@ def base_requests(topic: str) -> list[tuple[int, int, dict]]:
                                       "acknowledgement_batches": [
                                           {"first_offset": 0, "last_offset": 9,
                                            "acknowledge_types": [1]}]}]}]}),
+        # v1 (librdkafka's): MaxRecords and BatchSize instead of PartitionMaxBytes
+        (ApiKey.SHARE_FETCH, 1, {"group_id": "fuzz-share", "member_id": "m1",
+                                 "share_session_epoch": 0, "max_wait_ms": 0, "min_bytes": 1,
+                                 "max_bytes": 1 << 20, "max_records": 3, "batch_size": 2,
+                                 "topics": [{"topic_id": uuid.UUID(int=1), "partitions": [
+                                     {"partition_index": 0, "acknowledgement_batches": []}]}]}),
         (ApiKey.SHARE_ACKNOWLEDGE, 0, {"group_id": "fuzz-share", "member_id": "m",
                                        "share_session_epoch": 1, "topics": [
                                            {"topic_id": uuid.UUID(int=1), "partitions": [

@@ -122,6 +122,9 @@ SHARE_CONSUMER = {
     "fetch.max.wait.ms": ("int", 500),
     "fetch.max.bytes": ("int", 52_428_800),
     "max.partition.fetch.bytes": ("int", 1_048_576),
+    # a member that does not poll this long leaves the group (its heartbeats
+    # go from a thread), and rejoins at its next poll
+    "max.poll.interval.ms": ("int", 300_000),
     # (offsets: {(topic, partition): [(offset, AcknowledgeType)]}, error or
     # None) per acknowledgement answer, Kafka's AcknowledgementCommitCallback
     "on_commit": ("any", None),

@@ -27,10 +27,11 @@ hears each answer (Kafka's AcknowledgementCommitCallback): offsets is
 {(topic, partition): [(offset, AcknowledgeType)]}, error None or the
 KafkaError (then the acknowledgements may or may not have been applied).
 
-Membership: ShareGroupHeartbeat to the group coordinator every heartbeat
-interval the coordinator names, from within poll/consume (a member that
-does not poll for the group's session timeout leaves the group). The
-assignment names partitions, which several members may share.
+Membership (share_membership.py): ShareGroupHeartbeat to the group
+coordinator every heartbeat interval the coordinator names, from a
+background thread, so a member that processes slowly stays in the group as
+long as it polls at least every ``max.poll.interval.ms``. The assignment
+names partitions, which several members may share.
 
 Fetched bytes stay as they came; the Messages of a batch are made in
 Cython (kafkalite._ext.messages.share_messages) keeping only the acquired
@@ -52,6 +53,7 @@ from kafkalite._ext.messages import share_messages
 from kafkalite.client.config import SHARE_CONSUMER, resolve
 from kafkalite.client.connection import Connection, client_context, parse_bootstrap
 from kafkalite.client.metadata import Metadata
+from kafkalite.client.share_membership import ShareMembership
 from kafkalite.client.types import Message, TopicPartition
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
@@ -60,9 +62,8 @@ from kafkalite.record import iter_batches
 
 METADATA_RETRY_S = 0.2       # metadata asked again at most this often after a leader moved
 SHARE_VERSION = 0            # ShareGroupHeartbeat/ShareFetch/ShareAcknowledge v0
+COORDINATOR_RETRY_S = 0.5    # FindCoordinator asked again at most this often after a failure
 _OPEN, _CLOSE = 0, -1        # share session epochs
-# Errors after which the member rejoins with epoch 0 (its membership is gone).
-_REJOIN = frozenset({errors.UnknownMemberIdError.code, errors.FencedMemberEpochError.code})
 # Share-session errors: the broker forgot the session (restarted); open a new one.
 _SESSION_LOST = frozenset({errors.ShareSessionNotFoundError.code,
                            errors.InvalidShareSessionEpochError.code})
@@ -100,13 +101,12 @@ class ShareConsumer:
         self._meta = Metadata(parse_bootstrap(cfg["bootstrap.servers"]), cfg["client.id"],
                               self._ctx)
         self._timeout = cfg["request.timeout.ms"] / 1000.0
-        self._coordinator: Connection | None = None
-        self.member_id = ""
-        self.member_epoch = 0
-        self._heartbeat_interval = 0.0
-        self._next_heartbeat = 0.0
+        self._coordinator: Connection | None = None    # FindCoordinator's answer; leaving
+        self._coordinator_retry = 0.0
+        self._group = ShareMembership(self.group_id, cfg["client.id"], self._ctx, self._timeout,
+                                      cfg["max.poll.interval.ms"])
         self._subscription: list[str] | None = None
-        self._send_subscription = False
+        self._assignment_seq = 0                       # the membership's assignment applied
         self._assignment: set = set()                  # {(topic, partition)}
         self._topic_ids: dict = {}                     # topic id -> name
         self._nodes: dict[int, _Node] = {}
@@ -118,15 +118,22 @@ class ShareConsumer:
 
     # ---- membership ------------------------------------------------------------------------
 
+    @property
+    def member_id(self) -> str:
+        return self._group.member_id
+
+    @property
+    def member_epoch(self) -> int:
+        return self._group.state()[0]
+
     def subscribe(self, topics: list[str]) -> None:
         self._check_open()
         self._subscription = sorted(set(topics))
-        self._send_subscription = True
-        self._next_heartbeat = 0.0
+        self._group.subscribe(self._subscription)
 
     def unsubscribe(self) -> None:
         self._check_open()
-        self._leave()
+        self._leave(self._group.unsubscribe())
         self._subscription = None
         self._assignment = set()
 
@@ -146,38 +153,19 @@ class ShareConsumer:
                                            self.config["client.id"], self._ctx)
         return self._coordinator
 
-    def _heartbeat(self) -> None:
-        if self._subscription is None or time.monotonic() < self._next_heartbeat:
-            return
-        body = {"group_id": self.group_id, "member_id": self.member_id,
-                "member_epoch": self.member_epoch, "rack_id": None,
-                "subscribed_topic_names": (self._subscription
-                                           if self._send_subscription or self.member_epoch == 0
-                                           else None)}
-        try:
-            resp = self._coordinator_conn().request(ApiKey.SHARE_GROUP_HEARTBEAT, body,
-                                                     self._timeout, SHARE_VERSION)
-        except KafkaError:
+    def _sync_membership(self) -> None:
+        """Find the coordinator for the heartbeat thread when it lost it,
+        and take the assignment its last answer carried."""
+        if self._group.coordinator_lost() and time.monotonic() >= self._coordinator_retry:
             self._drop_coordinator()
-            self._next_heartbeat = time.monotonic() + 0.5
-            return
-        code = resp["error_code"]
-        if code in _REJOIN:
-            self.member_epoch = 0
-            self._next_heartbeat = 0.0
-            return
-        if code:
-            if code in (errors.NotCoordinatorError.code, errors.CoordinatorNotAvailableError.code):
-                self._drop_coordinator()
-            self._next_heartbeat = time.monotonic() + 0.5
-            return
-        self._send_subscription = False
-        self.member_id = resp["member_id"] or self.member_id
-        self.member_epoch = resp["member_epoch"]
-        self._heartbeat_interval = resp["heartbeat_interval_ms"] / 1000.0
-        self._next_heartbeat = time.monotonic() + self._heartbeat_interval
-        if resp["assignment"] is not None:
-            self._set_assignment(resp["assignment"]["topic_partitions"])
+            try:
+                self._group.set_coordinator(self._coordinator_conn().endpoint)
+            except KafkaError:
+                self._coordinator_retry = time.monotonic() + COORDINATOR_RETRY_S
+        _, assignment, seq = self._group.state()
+        if seq != self._assignment_seq:
+            self._assignment_seq = seq
+            self._set_assignment(assignment or [])
 
     def _set_assignment(self, topic_partitions: list) -> None:
         missing = [t["topic_id"] for t in topic_partitions if t["topic_id"] not in self._topic_ids]
@@ -202,16 +190,16 @@ class ShareConsumer:
             self._coordinator.close()
             self._coordinator = None
 
-    def _leave(self) -> None:
-        if not self.member_id or self.member_epoch < 0:
+    def _leave(self, epoch: int) -> None:
+        """Leave the group, if the membership had joined (``epoch`` > 0)."""
+        if epoch <= 0:
             return
         try:
-            self._coordinator_conn().request(ApiKey.SHARE_GROUP_HEARTBEAT, {
-                "group_id": self.group_id, "member_id": self.member_id, "member_epoch": -1,
-                "rack_id": None, "subscribed_topic_names": None}, self._timeout, SHARE_VERSION)
+            self._coordinator_conn().request(ApiKey.SHARE_GROUP_HEARTBEAT,
+                                             self._group.leave_body(), self._timeout,
+                                             SHARE_VERSION)
         except KafkaError:
             pass
-        self.member_epoch = 0
 
     # ---- acknowledgements ------------------------------------------------------------------
 
@@ -471,8 +459,8 @@ class ShareConsumer:
             self._buffer.append([tp, got, 0])
 
     def _pump(self, timeout: float) -> None:
-        """Heartbeat if due, send fetches, take answers for up to ``timeout`` s."""
-        self._heartbeat()
+        """Membership news, send fetches, take answers for up to ``timeout`` s."""
+        self._sync_membership()
         if self._subscription is not None and self.member_epoch > 0 and not self._topic_ids:
             self._refresh_metadata()
         self._send_fetches(int(min(self.config["fetch.max.wait.ms"], timeout * 1000)))
@@ -507,6 +495,7 @@ class ShareConsumer:
         (-1: for ever) for the first. What the previous call returned is
         accepted now, in implicit mode, unless acknowledged otherwise."""
         self._check_open()
+        self._group.polled()
         self._implicit_acks()
         deadline = None if timeout < 0 else time.monotonic() + timeout
         while not self._buffer:
@@ -546,7 +535,7 @@ class ShareConsumer:
         deadline = time.monotonic() + self._timeout
         for node in self._send_acknowledgements(close=True):
             self._await(node, deadline)
-        self._leave()
+        self._leave(self._group.close())
         self._closed = True
         for node in list(self._nodes):
             self._drop_node(node)

@@ -132,11 +132,12 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # KIP-848, GA in Kafka 4.0 (librdkafka asks v1, regex subscriptions)
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),       # v1: member types (KIP-1099)
-    # KIP-932 share groups, v0 as Kafka 4.0 defines them (early access there)
-    ApiKey.SHARE_GROUP_HEARTBEAT: (0, 0),
-    ApiKey.SHARE_GROUP_DESCRIBE: (0, 0),
-    ApiKey.SHARE_FETCH: (0, 0),
-    ApiKey.SHARE_ACKNOWLEDGE: (0, 0),
+    # KIP-932 share groups: v0 as Kafka 4.0 defined them (early access), v1
+    # the stable versions of Kafka 4.1 (librdkafka's ShareConsumer asks v1)
+    ApiKey.SHARE_GROUP_HEARTBEAT: (0, 1),
+    ApiKey.SHARE_GROUP_DESCRIBE: (0, 1),
+    ApiKey.SHARE_FETCH: (0, 1),
+    ApiKey.SHARE_ACKNOWLEDGE: (0, 1),
     # kafka-share-groups.sh --describe --offsets / --reset-offsets (Kafka 4.1)
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 0),
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),

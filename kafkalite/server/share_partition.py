@@ -105,9 +105,9 @@ STATE_MAGIC = b"KLSS"
 _HEADER = struct.Struct(">4sIi")            # magic, crc32c, key length
 DONE = (ACKNOWLEDGED, ARCHIVED)
 # Records one ShareFetch acquires per partition at most: the Java client's
-# max.poll.records default, which ShareFetch v0 cannot carry (v1's
-# MaxRecords). It lets several members share a partition whose batches are
-# large: a batch's offsets may go to different members.
+# max.poll.records default, which v0 cannot carry (v1's MaxRecords caps the
+# whole request further). It lets several members share a partition whose
+# batches are large: a batch's offsets may go to different members.
 MAX_ACQUIRED_RECORDS = 500
 # A share session unused this long is forgotten (its member died or left
 # without closing it): the sessions of members that come and go stay bounded.
@@ -120,10 +120,12 @@ SESSION_IDLE_S = 300.0
 FAULT_ENV = "KAFKALITE_SHARE_FAULT"
 
 # Response partition defaults (an erroneous partition stays well-formed).
+# No records are empty records, not null, as Kafka's: librdkafka rejects a
+# null record set.
 def _fetch_blank(index: int) -> dict:
     return {"partition_index": index, "error_code": NONE, "error_message": None,
             "acknowledge_error_code": NONE, "acknowledge_error_message": None,
-            "current_leader": {"leader_id": -1, "leader_epoch": -1}, "records": None,
+            "current_leader": {"leader_id": -1, "leader_epoch": -1}, "records": b"",
             "acquired_records": []}
 
 
@@ -257,9 +259,11 @@ class SharePartition:
 
     # ---- ShareFetch ---------------------------------------------------------------------------
 
-    def acquire(self, member: str, max_bytes: int, now: float) -> tuple[bytes | None, list]:
+    def acquire(self, member: str, max_bytes: int, now: float,
+                max_records: int) -> tuple[bytes | None, list]:
         """Records for ``member``: (whole batches, [(first, last, delivery
-        count)] it now holds among them); (None, []) when there is nothing."""
+        count)] it now holds among them, at most ``max_records`` offsets);
+        (None, []) when there is nothing."""
         self._initialize()
         self.expire(now)
         available = next((r for r in self.ranges
@@ -281,7 +285,7 @@ class SharePartition:
             return None, []
         deadline = now + self.settings.lock_ms / 1000.0
         acquired = []
-        quota = MAX_ACQUIRED_RECORDS
+        quota = max_records
         if self.ranges:
             for r in self._covering_available(start, min(end, self.next_offset) - 1, member):
                 if quota <= 0:
@@ -771,24 +775,29 @@ class SharePartitionManager:
         for f in body.get("forgotten_topics_data") or ():
             for index in f["partitions"]:
                 session.partitions.pop((f["topic_id"], index), None)
+        # v1 has no per-partition byte limit, and MaxRecords caps the
+        # records acquired in all (0: the request only acknowledges)
+        v1 = ctx.api_version >= 1
         for t in body["topics"]:
             for p in t["partitions"]:
                 session.partitions[(t["topic_id"], p["partition_index"])] = \
-                    p.get("partition_max_bytes") or 1048576
+                    p.get("partition_max_bytes") or (0x7FFFFFFF if v1 else 1048576)
+        max_records = max(body["max_records"], 0) if v1 else 0x7FFFFFFF
         touched, answers = self._acknowledge(group, member, body["topics"], epoch, session)
         if epoch == CLOSE_EPOCH:
             return self._after_write(ctx, touched, answers, lambda: self._fetch_response(
                 answers, {}, session, fetched=False))
-        budget = [body.get("max_bytes") or 0x7FFFFFFF]
+        budget = [body.get("max_bytes") or 0x7FFFFFFF, max_records]
         got, keys, visited = self._acquire_all(group, member, session, budget)
         total = sum(len(recs) for sp, recs, _ in got.values() if sp is not None)
         wait_ms = body.get("max_wait_ms", 0)
-        if total >= max(body.get("min_bytes", 1), 1) or wait_ms <= 0 or not keys:
+        if (total >= max(body.get("min_bytes", 1), 1) or wait_ms <= 0 or not keys
+                or budget[1] <= 0):
             return self._after_write(ctx, touched + _holders(got), answers,
                                      lambda: self._fetch_response(answers, got, session), visited)
 
         def complete() -> None:
-            budget = [body.get("max_bytes") or 0x7FFFFFFF]
+            budget[0] = body.get("max_bytes") or 0x7FFFFFFF
             if (group, member) not in self.sessions:
                 more, visited_now = {}, []
             else:
@@ -818,7 +827,8 @@ class SharePartitionManager:
     def _acquire_all(self, group, member, session, budget) -> tuple[dict, list, list]:
         """{(topic id, index): (share-partition, records, acquired) or the
         KafkaError}, the purgatory keys a waiting fetch watches, and the
-        share-partitions visited (one just initialized is to be written)."""
+        share-partitions visited (one just initialized is to be written).
+        ``budget``: [bytes, records] left to the request, spent here."""
         got: dict = {}
         keys = []
         visited = []
@@ -831,13 +841,15 @@ class SharePartitionManager:
                 continue
             visited.append(sp)
             keys += [sp.part.key, share_key(sp.part.key)]
-            if budget[0] <= 0:
+            if budget[0] <= 0 or budget[1] <= 0:
                 continue
-            records, acquired = sp.acquire(member, min(max_bytes, budget[0]), now)
+            records, acquired = sp.acquire(member, min(max_bytes, budget[0]), now,
+                                           min(budget[1], MAX_ACQUIRED_RECORDS))
             if self.fault and acquired:
                 acquired = self._inject(sp, member, acquired)
             if records is not None:
                 budget[0] -= len(records)
+                budget[1] -= sum(last - first + 1 for first, last, _ in acquired)
                 got[(topic_id, index)] = (sp, records, acquired)
         return got, keys, visited
 
@@ -898,6 +910,7 @@ class SharePartitionManager:
                                              "leader_epoch": sp.part.leader_epoch}
             by_topic.setdefault(topic_id, []).append(out)
         return {"throttle_time_ms": 0, "error_code": NONE, "error_message": None,
+                "acquisition_lock_timeout_ms": self.lock_ms,
                 "responses": [{"topic_id": t, "partitions": ps} for t, ps in by_topic.items()],
                 "node_endpoints": []}
 

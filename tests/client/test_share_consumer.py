@@ -1,11 +1,12 @@
 """The native ShareConsumer's API against a real server: acknowledgement modes,
-delivery counts, commit results, bad calls."""
+delivery counts, commit results, bad calls; membership kept by the heartbeat
+thread (slow processing) and given up when the application stops polling."""
 import time
 
 import pytest
 
-from harness import create
-from kafkalite.client import AcknowledgeType, Producer, ShareConsumer
+from harness import ServerProcess, create
+from kafkalite.client import AcknowledgeType, AdminClient, Producer, ShareConsumer
 
 
 def joined(server, group, topic, **config):
@@ -78,3 +79,73 @@ def test_explicit_mode_leaves_unacknowledged_records_to_the_close(server, topic_
         assert sorted((m.offset(), m.delivery_count()) for m in again) == [(0, 2), (2, 2)]
     finally:
         d.close()
+
+
+@pytest.fixture
+def short_sessions(tmp_path):
+    """A server whose share-group members are expelled after 1.5 s without
+    a heartbeat (heartbeats every 0.3 s), starting at the earliest offset."""
+    config = tmp_path / "short.toml"
+    config.write_text('share_auto_offset_reset = "earliest"\n'
+                      "group_share_session_timeout_ms = 1500\n"
+                      "group_share_heartbeat_interval_ms = 300\n")
+    srv = ServerProcess(str(tmp_path / "data"), extra_args=["--config", str(config)]).start()
+    yield srv
+    srv.stop()
+
+
+def members(server, group) -> list:
+    admin = AdminClient(server.config())
+    try:
+        return [(m["member_id"], m["member_epoch"])
+                for m in admin.describe_share_groups([group])[group].result()["members"]]
+    finally:
+        admin.close()
+
+
+def test_a_member_that_processes_slowly_stays_in_the_group(short_sessions, topic_name):
+    """Heartbeats go from a thread: a member busy longer than the session
+    timeout between two polls is not expelled, and its acknowledgements
+    are answered."""
+    srv = short_sessions
+    create(srv, topic_name)
+    fill(srv, topic_name, 3)
+    acked = []
+    c = ShareConsumer(srv.config(**{"group.id": "slow", "fetch.max.wait.ms": 100,
+                                    "share.acknowledgement.mode": "explicit",
+                                    "on_commit": lambda offsets, error: acked.append(error)}))
+    c.subscribe([topic_name])
+    try:
+        got = take(c, 3)
+        assert len(got) == 3
+        before = members(srv, "slow")
+        assert [m for m, _ in before] == [c.member_id]
+        time.sleep(4.0)                     # "processing": no poll, > 2 session timeouts
+        assert [m for m, _ in members(srv, "slow")] == [c.member_id]
+        for m in got:
+            c.acknowledge(m)
+        assert [r.error for r in c.commit_sync()] == [None] and acked == [None]
+    finally:
+        c.close()
+    assert members(srv, "slow") == []       # close left the group
+
+
+def test_a_member_that_stops_polling_leaves_and_rejoins_at_its_next_poll(short_sessions,
+                                                                        topic_name):
+    srv = short_sessions
+    create(srv, topic_name)
+    c = ShareConsumer(srv.config(**{"group.id": "stalled", "fetch.max.wait.ms": 100,
+                                    "max.poll.interval.ms": 1000}))
+    c.subscribe([topic_name])
+    try:
+        deadline = time.monotonic() + 20
+        while not c.assignment() and time.monotonic() < deadline:
+            c.consume(1, 0.05)
+        assert [m for m, _ in members(srv, "stalled")] == [c.member_id]
+        time.sleep(2.5)                     # past max.poll.interval.ms
+        assert members(srv, "stalled") == []
+        fill(srv, topic_name, 2)
+        assert sorted(m.offset() for m in take(c, 2)) == [0, 1]
+        assert [m for m, _ in members(srv, "stalled")] == [c.member_id]
+    finally:
+        c.close()

@@ -73,9 +73,12 @@ def test_api_keys_and_supported_versions():
     assert versions[protocol.ApiKey.METADATA] == (0, 12)
     assert versions[protocol.ApiKey.API_VERSIONS] == (0, 3)
     assert versions[protocol.ApiKey.LIST_OFFSETS] == (0, 8)
-    # share groups (KIP-932): v0 of each, as Kafka 4.0 defines them
+    # share groups (KIP-932): v0 as Kafka 4.0 defined them, v1 as Kafka 4.1
+    # (librdkafka's ShareConsumer asks v1 only)
     for key in ("SHARE_GROUP_HEARTBEAT", "SHARE_GROUP_DESCRIBE", "SHARE_FETCH",
-                "SHARE_ACKNOWLEDGE", "DESCRIBE_SHARE_GROUP_OFFSETS", "ALTER_SHARE_GROUP_OFFSETS",
+                "SHARE_ACKNOWLEDGE"):
+        assert versions[protocol.ApiKey[key]] == (0, 1)
+    for key in ("DESCRIBE_SHARE_GROUP_OFFSETS", "ALTER_SHARE_GROUP_OFFSETS",
                 "INITIALIZE_SHARE_GROUP_STATE", "READ_SHARE_GROUP_STATE", "WRITE_SHARE_GROUP_STATE",
                 "DELETE_SHARE_GROUP_STATE", "READ_SHARE_GROUP_STATE_SUMMARY"):
         assert versions[protocol.ApiKey[key]] == (0, 0)

@@ -2,10 +2,14 @@
 
 ShareGroupHeartbeat and ShareGroupDescribe go to the group coordinator
 (server/share_group.py); ShareFetch and ShareAcknowledge to the leader of
-each partition (server/share_partition.py). Version 0 of each, as Kafka 4.0
-defines them. ``records`` in a ShareFetchResponse partition holds whole
-record batches; ``acquired_records`` says which of their offsets this member
-holds (the client drops the rest).
+each partition (server/share_partition.py). Version 0 of each as Kafka 4.0
+defined them (early access) and version 1, the stable versions of Kafka 4.1
+(librdkafka's ShareConsumer asks for v1 only): ShareGroupHeartbeat,
+ShareGroupDescribe and ShareAcknowledge v1 are v0 unchanged; ShareFetch v1
+replaces each partition's PartitionMaxBytes with a request-wide MaxRecords
+and BatchSize, and answers the AcquisitionLockTimeoutMs. ``records`` in a
+ShareFetchResponse partition holds whole record batches; ``acquired_records``
+says which of their offsets this member holds (the client drops the rest).
 """
 from __future__ import annotations
 
@@ -19,14 +23,14 @@ GAP, ACCEPT, RELEASE, REJECT = 0, 1, 2, 3
 # ShareGroupHeartbeat, API key 76: join with epoch 0, leave with -1; null
 # fields mean "unchanged since the last heartbeat". Partitions by topic id.
 _TOPIC_PARTITIONS = [Field("topic_id", "uuid"), Field("partitions", "[]int32")]
-ShareGroupHeartbeatRequest = Request(ApiKey.SHARE_GROUP_HEARTBEAT, "0", flexible="0+", fields=[
+ShareGroupHeartbeatRequest = Request(ApiKey.SHARE_GROUP_HEARTBEAT, "0-1", flexible="0+", fields=[
     Field("group_id", "string"),
     Field("member_id", "string"),
     Field("member_epoch", "int32"),
     Field("rack_id", "string", nullable="0+"),
     Field("subscribed_topic_names", "[]string", nullable="0+"),
 ])
-ShareGroupHeartbeatResponse = Response(ApiKey.SHARE_GROUP_HEARTBEAT, "0", flexible="0+", fields=[
+ShareGroupHeartbeatResponse = Response(ApiKey.SHARE_GROUP_HEARTBEAT, "0-1", flexible="0+", fields=[
     Field("throttle_time_ms", "int32"),
     Field("error_code", "int16"),
     Field("error_message", "string", nullable="0+"),
@@ -39,11 +43,11 @@ ShareGroupHeartbeatResponse = Response(ApiKey.SHARE_GROUP_HEARTBEAT, "0", flexib
 ])
 
 # ShareGroupDescribe, API key 77.
-ShareGroupDescribeRequest = Request(ApiKey.SHARE_GROUP_DESCRIBE, "0", flexible="0+", fields=[
+ShareGroupDescribeRequest = Request(ApiKey.SHARE_GROUP_DESCRIBE, "0-1", flexible="0+", fields=[
     Field("group_ids", "[]string"),
     Field("include_authorized_operations", "bool"),
 ])
-ShareGroupDescribeResponse = Response(ApiKey.SHARE_GROUP_DESCRIBE, "0", flexible="0+", fields=[
+ShareGroupDescribeResponse = Response(ApiKey.SHARE_GROUP_DESCRIBE, "0-1", flexible="0+", fields=[
     Field("throttle_time_ms", "int32"),
     Array("groups", fields=[
         Field("error_code", "int16"),
@@ -87,18 +91,23 @@ _NODE_ENDPOINTS = Array("node_endpoints", fields=[
 # ShareFetch, API key 78: acquires records for the member (and carries the
 # acknowledgements of what it acquired before). share_session_epoch: 0 opens
 # a share session, -1 closes it, otherwise the next epoch of the session.
-ShareFetchRequest = Request(ApiKey.SHARE_FETCH, "0", flexible="0+", fields=[
+ShareFetchRequest = Request(ApiKey.SHARE_FETCH, "0-1", flexible="0+", fields=[
     Field("group_id", "string", nullable="0+"),
     Field("member_id", "string", nullable="0+"),
     Field("share_session_epoch", "int32"),
     Field("max_wait_ms", "int32"),
     Field("min_bytes", "int32"),
     Field("max_bytes", "int32", default=0x7FFFFFFF),
+    # v1: records to acquire in all (0: acknowledge only, fetch nothing)
+    # and the batch size the client prefers (advice: acquired ranges follow
+    # the log's batches)
+    Field("max_records", "int32", "1+"),
+    Field("batch_size", "int32", "1+"),
     Array("topics", fields=[
         Field("topic_id", "uuid"),
         Array("partitions", fields=[
             Field("partition_index", "int32"),
-            Field("partition_max_bytes", "int32"),
+            Field("partition_max_bytes", "int32", "0"),
             _ACKNOWLEDGEMENT_BATCHES,
         ]),
     ]),
@@ -107,10 +116,11 @@ ShareFetchRequest = Request(ApiKey.SHARE_FETCH, "0", flexible="0+", fields=[
         Field("partitions", "[]int32"),
     ]),
 ])
-ShareFetchResponse = Response(ApiKey.SHARE_FETCH, "0", flexible="0+", fields=[
+ShareFetchResponse = Response(ApiKey.SHARE_FETCH, "0-1", flexible="0+", fields=[
     Field("throttle_time_ms", "int32"),
     Field("error_code", "int16"),
     Field("error_message", "string", nullable="0+"),
+    Field("acquisition_lock_timeout_ms", "int32", "1+"),
     Array("responses", fields=[
         Field("topic_id", "uuid"),
         Array("partitions", fields=[
@@ -132,7 +142,7 @@ ShareFetchResponse = Response(ApiKey.SHARE_FETCH, "0", flexible="0+", fields=[
 ])
 
 # ShareAcknowledge, API key 79: acknowledgements without fetching.
-ShareAcknowledgeRequest = Request(ApiKey.SHARE_ACKNOWLEDGE, "0", flexible="0+", fields=[
+ShareAcknowledgeRequest = Request(ApiKey.SHARE_ACKNOWLEDGE, "0-1", flexible="0+", fields=[
     Field("group_id", "string", nullable="0+"),
     Field("member_id", "string", nullable="0+"),
     Field("share_session_epoch", "int32"),
@@ -144,7 +154,7 @@ ShareAcknowledgeRequest = Request(ApiKey.SHARE_ACKNOWLEDGE, "0", flexible="0+", 
         ]),
     ]),
 ])
-ShareAcknowledgeResponse = Response(ApiKey.SHARE_ACKNOWLEDGE, "0", flexible="0+", fields=[
+ShareAcknowledgeResponse = Response(ApiKey.SHARE_ACKNOWLEDGE, "0-1", flexible="0+", fields=[
     Field("throttle_time_ms", "int32"),
     Field("error_code", "int16"),
     Field("error_message", "string", nullable="0+"),

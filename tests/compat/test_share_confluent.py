@@ -1,0 +1,251 @@
+"""Share groups (KIP-932) with a third-party client: confluent-kafka's
+ShareConsumer (librdkafka's, which speaks ShareGroupHeartbeat, ShareFetch
+and ShareAcknowledge v1 only, Kafka 4.1's stable versions) against a real
+server.
+
+The project pins confluent-kafka below 2.13 (quixstreams needs it), so the
+``ck216`` fixture builds a separate virtualenv with confluent-kafka 2.16 on
+first use, under ~/.cache/kafkalite-tests/ck216 (KAFKALITE_TEST_CACHE moves
+it), and the members run in that virtualenv's python as their own processes
+(share_confluent_member.py), printing what they got and what the broker
+acknowledged. It skips only when this python cannot make a virtualenv; a
+pip install that fails is a failure (as test_kafkajs.py's npm ci).
+
+The checks are those of tests/server/test_share_groups.py, whose member
+harness, exactly-once checker and fault probe (KAFKALITE_SHARE_FAULT) they
+reuse: the checker is shown to catch a broker that hands a record out twice
+or never with these members too.
+"""
+from __future__ import annotations
+
+import collections
+import fcntl
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from harness import child_env, create, read_all
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "server"))
+from test_share_groups import (Member, exactly_once, produce, run_group,  # noqa: E402
+                               share_server, stopping, wait_until)  # noqa: F401 (a fixture)
+
+from kafkalite.client import AdminClient  # noqa: E402
+
+CK_VERSION = "2.16.0"
+CACHE = pathlib.Path(os.environ.get("KAFKALITE_TEST_CACHE",
+                                    "~/.cache/kafkalite-tests")).expanduser()
+VENV = CACHE / "ck216"
+MEMBER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "share_confluent_member.py")
+
+
+def _installed(python: pathlib.Path) -> bool:
+    if not python.exists():
+        return False
+    r = subprocess.run([str(python), "-c", "import confluent_kafka, importlib.metadata as m; "
+                        "print(m.version('confluent-kafka'))"],
+                       capture_output=True, text=True, timeout=60)
+    return r.returncode == 0 and r.stdout.strip() == CK_VERSION
+
+
+@pytest.fixture(scope="session")
+def ck216() -> pathlib.Path:
+    """The python of a virtualenv with confluent-kafka 2.16, made once (under
+    a lock: parallel sessions wait for the first) and kept in the cache."""
+    python = VENV / "bin" / "python"
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / "ck216.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _installed(python):
+            return python
+        building = CACHE / f"ck216.building-{os.getpid()}"
+        shutil.rmtree(building, ignore_errors=True)
+        r = subprocess.run([sys.executable, "-m", "venv", str(building)],
+                           capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            pytest.skip(f"cannot make a virtualenv with {sys.executable}: {r.stderr.strip()}")
+        # the venv's own pip installs into it, whatever made the venv
+        r = subprocess.run([str(building / "bin" / "python"), "-m", "pip", "install", "-q",
+                            "--disable-pip-version-check", f"confluent-kafka=={CK_VERSION}"],
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, f"pip install confluent-kafka=={CK_VERSION} failed:\n{r.stderr}"
+        shutil.rmtree(VENV, ignore_errors=True)
+        # a venv's python finds its packages from where it is (pyvenv.cfg
+        # beside it): the renamed venv works as built
+        building.rename(VENV)
+        assert _installed(python), f"{python} does not import confluent-kafka {CK_VERSION}"
+        return python
+
+
+class CkMember(Member):
+    """share_confluent_member.py in the ck216 virtualenv's python; the same
+    events as share_member.py's (Member), read by the same thread."""
+
+    def __init__(self, python, server, group, topic, mode="accept"):
+        self.proc = subprocess.Popen([str(python), MEMBER, server.kafka_bootstrap, group, topic,
+                                      mode], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     env=child_env(), text=True)
+        self.events = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def errors(self):
+        return [e for e in list(self.events) if e["event"] == "error"]
+
+
+def members_of(server, group) -> list:
+    admin = AdminClient(server.config())
+    try:
+        return admin.describe_share_groups([group])[group].result()["members"]
+    except Exception:          # noqa: BLE001 (the group does not exist yet)
+        return []
+    finally:
+        admin.close()
+
+
+def joined(server, group, n, timeout=30) -> bool:
+    """``n`` members in ``group``, each with partitions assigned."""
+    return wait_until(lambda: len([m for m in members_of(server, group)
+                                   if m["assignment"]["topic_partitions"]]) >= n, timeout, 0.3)
+
+
+def accepting_members(python, server, n, group="workers", topic="queue"):
+    members = [CkMember(python, server, group, topic) for _ in range(n)]
+    assert joined(server, group, n), members_of(server, group)
+    return members
+
+
+def test_confluent_share_consumers_accept_every_record_exactly_once(tmp_path, stopping, ck216):
+    srv = share_server(tmp_path)
+    stopping(srv)
+    create(srv, "queue", 2)
+    members = accepting_members(ck216, srv, 5)
+    produced = produce(srv, "queue", 2000, 2)
+    accepted = run_group(srv, "queue", produced, members)
+    lost, duplicated = exactly_once(produced, accepted)
+    assert not lost and not duplicated, (lost[:20], duplicated[:20])
+    # the work was shared out, every record delivered once, no error on the way
+    assert sum(1 for m in members if m.accepted()) >= 2
+    assert all(n == 1 for m in members for _, _, n in m.delivered())
+    assert not any(m.ack_errors() or m.errors() for m in members)
+    assert all(any(e["event"] == "closed" for e in m.events) for m in members)
+    # the members left the group when they closed
+    assert wait_until(lambda: members_of(srv, "workers") == [], 10, 0.3)
+
+
+@pytest.mark.parametrize("fault", ["duplicate", "skip"])
+def test_checker_catches_a_broker_that_breaks_exactly_once(tmp_path, stopping, ck216, fault):
+    srv = share_server(tmp_path, env={"KAFKALITE_SHARE_FAULT": fault})
+    stopping(srv)
+    create(srv, "queue", 2)
+    members = accepting_members(ck216, srv, 2)
+    produced = produce(srv, "queue", 400, 2)
+    accepted = run_group(srv, "queue", produced, members, timeout=10.0)
+    lost, duplicated = exactly_once(produced, accepted)
+    if fault == "duplicate":
+        assert duplicated and not lost
+    else:
+        assert lost and not duplicated
+
+
+def test_released_records_are_redelivered_and_rejected_ones_dead_lettered(
+        tmp_path, stopping, ck216):
+    srv = share_server(tmp_path, share_dead_letter_topic='"dead-letters"',
+                       group_share_delivery_count_limit=3)
+    stopping(srv)
+    create(srv, "queue", 1)
+    create(srv, "rejected", 2)
+    create(srv, "released", 1)
+    create(srv, "dead-letters", 1)
+    # explicit acknowledgement: each record released on its first delivery,
+    # accepted on its second (by whichever member gets it)
+    releasers = [CkMember(ck216, srv, "workers", "queue", "release-once") for _ in range(2)]
+    rejecter = CkMember(ck216, srv, "g2", "rejected", "reject")
+    # and one that releases everything: delivered 3 times (the limit), then archived
+    always = CkMember(ck216, srv, "g3", "released", "release")
+    assert joined(srv, "workers", 2) and joined(srv, "g2", 1) and joined(srv, "g3", 1)
+    produced = produce(srv, "queue", 300, 1)
+    produce(srv, "rejected", 50, 2)
+    produce(srv, "released", 30, 1)
+    accepted = run_group(srv, "queue", produced, releasers)
+    lost, duplicated = exactly_once(produced, accepted)
+    assert not lost and not duplicated, (lost[:20], duplicated[:20])
+    deliveries = collections.defaultdict(list)
+    for m in releasers:
+        for p, o, n in m.delivered():
+            deliveries[(p, o)].append(n)
+    assert {k: sorted(v) for k, v in deliveries.items()} == {k: [1, 2] for k in produced}
+    released = [(p, o) for m in releasers for e in m.events if e["event"] == "acked"
+                and e["error"] is None for p, o, t in e["items"] if t == 2]
+    assert sorted(released) == sorted(produced)
+    # rejected records are archived (never redelivered), released ones after
+    # their third delivery, and both copied to the dead-letter topic
+    assert wait_until(lambda: len(rejecter.delivered()) >= 50
+                      and len(always.delivered()) >= 90, 30)
+    time.sleep(1.0)              # an archived record redelivered would arrive now
+    rejecter.stop()
+    always.stop()
+    assert collections.Counter((p, o) for p, o, _ in rejecter.delivered()) == \
+        {(p, o): 1 for p in (0, 1) for o in range(25)}
+    assert sorted(always.delivered()) == [(0, o, n) for o in range(30) for n in (1, 2, 3)]
+    letters = read_all(srv, "dead-letters", 1, 80, timeout=30)
+    headers = [{k: v.decode() for k, v in m.headers()} for m in letters]
+    reasons = collections.Counter((h["__dlq.errors.group.id"], h["__dlq.errors.reason"])
+                                  for h in headers)
+    assert reasons == {("g2", "rejected"): 50,
+                       ("g3", "delivery count limit reached (released)"): 30}
+    sources = sorted((int(h["__dlq.errors.partition"]), int(h["__dlq.errors.offset"]))
+                     for h in headers if h["__dlq.errors.group.id"] == "g2")
+    assert sources == [(p, o) for p in (0, 1) for o in range(25)]
+
+
+def test_records_of_a_killed_member_are_redelivered_after_the_lock_duration(
+        tmp_path, stopping, ck216):
+    srv = share_server(tmp_path, group_share_record_lock_duration_ms=2000,
+                       group_share_session_timeout_ms=3000)
+    stopping(srv)
+    create(srv, "queue", 2)
+    holder = CkMember(ck216, srv, "workers", "queue", "hold")
+    assert joined(srv, "workers", 1)
+    produced = produce(srv, "queue", 400, 2)
+    assert wait_until(holder.delivered, 20)
+    held = {(p, o) for p, o, _ in holder.delivered()}
+    acquired_at = min(e["t"] for e in holder.events if e["event"] == "records")
+    holder.proc.send_signal(signal.SIGKILL)
+    holder.proc.wait(10)
+    others = [CkMember(ck216, srv, "workers", "queue") for _ in range(2)]
+    accepted = run_group(srv, "queue", produced, others)
+    lost, duplicated = exactly_once(produced, accepted)
+    assert not lost and not duplicated, (lost[:20], duplicated[:20])
+    redelivered = {(p, o): (n, e["t"]) for m in others for e in m.events
+                   if e["event"] == "records" for p, o, n in e["items"]}
+    assert held and all(redelivered[k][0] == 2 for k in held)
+    # not before the lock expired (a lower bound: a loaded machine only delays it)
+    assert min(redelivered[k][1] for k in held) >= acquired_at + 2.0 - 0.3
+    # the killed member is expelled after its session timeout
+    assert wait_until(lambda: members_of(srv, "workers") == [], 30, 0.5)
+
+
+def test_a_group_mixing_native_and_confluent_share_consumers(tmp_path, stopping, ck216):
+    srv = share_server(tmp_path)
+    stopping(srv)
+    create(srv, "queue", 2)
+    native = [Member(srv, "workers", "queue") for _ in range(2)]
+    confluent = [CkMember(ck216, srv, "workers", "queue") for _ in range(2)]
+    assert joined(srv, "workers", 4), members_of(srv, "workers")
+    produced = produce(srv, "queue", 2000, 2)
+    accepted = run_group(srv, "queue", produced, native + confluent)
+    lost, duplicated = exactly_once(produced, accepted)
+    assert not lost and not duplicated, (lost[:20], duplicated[:20])
+    # both clients did work, every record once, no error on either side
+    assert any(m.accepted() for m in native) and any(m.accepted() for m in confluent)
+    assert all(n == 1 for m in native + confluent for _, _, n in m.delivered())
+    assert not any(m.ack_errors() for m in native + confluent)
+    assert not any(m.errors() for m in confluent)
