@@ -170,7 +170,9 @@ def test_checker_catches_a_server_that_breaks_exactly_once(tmp_path, stopping, f
 
 
 def test_released_records_are_redelivered_to_another_member(tmp_path, stopping):
-    srv = share_server(tmp_path)
+    # the releaser acquires more than the client hands it: those wait out
+    # the lock, kept short here
+    srv = share_server(tmp_path, group_share_record_lock_duration_ms=3000)
     stopping(srv)
     create(srv, "queue", 1)
     releaser = Member(srv, "workers", "queue", "release-then-idle")
