@@ -28,7 +28,8 @@ Kafka Connect's DistributedHerder.
   values: ``connector-<name>`` -> ``{"properties": {...}}`` (null: deleted),
   ``target-state-<name>`` -> ``{"state": "STARTED"|"PAUSED"|"STOPPED"}``,
   ``task-<name>-<n>`` -> ``{"properties": {...}}`` then ``commit-<name>`` ->
-  ``{"tasks": <count>}``. Only the group's leader writes this topic
+  ``{"tasks": <count>}``, ``task-count-record-<name>`` -> ``{"task-count":
+  <count>}`` and ``session-key`` (both below). Only the group's leader writes this topic
   (below). The connector's owner makes its task configs (task records
   first, then the commit record, written by the leader) when it starts, when the
   connector asks for a reconfiguration and they changed, always after its
@@ -1036,6 +1037,9 @@ class DistributedHerder(Herder):
                 try:
                     self._rotate_session_key()
                     self._fence_zombies()
+                except RebalanceNeededException as e:
+                    # lost the leadership meanwhile (or its write privileges): the next leader's
+                    log.debug("connect group %s: leader duties: %s", self.group_id, e)
                 except ConnectException as e:
                     log.warning("connect group %s: leader duties: %s", self.group_id, e)
                 except Exception:  # noqa: BLE001 -- coordinator moving: next round

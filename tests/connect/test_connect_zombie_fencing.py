@@ -31,9 +31,10 @@ from test_connect_leader_writes import config_records, group_name, stop_all
 SOURCE = "connect_fencing_plugins:TaskPerPartitionSourceConnector"
 
 
-def committed_values(server, topic, partitions=3):
+def committed_values(server, topic, partitions=3, timestamps=False):
     """The values of ``topic`` a read_committed consumer sees up to the end
-    of each partition as it stands now (the tasks keep writing)."""
+    of each partition as it stands now (the tasks keep writing); with
+    ``timestamps``: (value, CreateTime ms)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     c = Consumer({"bootstrap.servers": server.kafka_bootstrap, "group.id": f"check-{uuid.uuid4()}",
                   "enable.auto.commit": False, "isolation.level": "read_committed"})
@@ -47,13 +48,35 @@ def committed_values(server, topic, partitions=3):
         while time.monotonic() < deadline:
             m = c.poll(0.2)
             if m is not None and not m.error():
-                out.append(m.value().decode())
+                value = None if m.value() is None else m.value().decode()
+                out.append((value, m.timestamp()[1]) if timestamps else value)
             if all(c.position([TopicPartition(topic, p)])[0].offset >= ends[p]
                    for p in range(partitions) if ends[p] > 0):
                 break
     finally:
         c.close()
     return out
+
+
+def config_timestamp(server, topic, key):
+    """The CreateTime (ms) of the last record of ``key`` in the config topic."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": server.kafka_bootstrap, "group.id": f"check-{uuid.uuid4()}",
+                  "enable.auto.commit": False, "isolation.level": "read_committed"})
+    found = None
+    try:
+        end = c.get_watermark_offsets(TopicPartition(topic, 0), 10)[1]
+        c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and \
+                c.position([TopicPartition(topic, 0)])[0].offset < end:
+            m = c.poll(0.2)
+            if m is not None and not m.error() and m.key() == key.encode():
+                found = m.timestamp()[1]
+    finally:
+        c.close()
+    assert found is not None, f"{key} in {topic}"
+    return found
 
 
 def task_count_order(recs, name):
@@ -116,6 +139,11 @@ def test_a_task_the_new_generation_drops_is_fenced_before_it_starts(server, tmp_
         wait_for(lambda: tasks_running(1), what="the new generation RUNNING")
         wait_for(lambda: any(v.startswith("g2-0-") for v in committed_values(server, topic_name)),
                  what="the new generation's records")
+        # ... and its first record was produced after the task count record (one host's clock)
+        counted_at = config_timestamp(server, configs_topic, "task-count-record-z")
+        first = min(ts for v, ts in committed_values(server, topic_name, timestamps=True)
+                    if v.startswith("g2-"))
+        assert first >= counted_at, (first, counted_at)
 
         # the zombie's next transaction is refused: it was fenced
         with pytest.raises(KafkaException):
