@@ -725,7 +725,9 @@ class DistributedHerder(Herder):
         self._rejoin_at: float | None = None      # a scheduled rebalance (held units' delay)
 
     def _session_key_config(self, config: dict) -> None:
-        """KIP-507's worker keys, checked as Kafka's DistributedConfig does."""
+        """KIP-507's worker keys, checked as Kafka's DistributedConfig does
+        (ConfigException: a ValueError naming the key, one line on the CLI)."""
+        from kafkalite.connect.config import ConfigException
         self.key_ttl_ms = int(config.get("inter.worker.key.ttl.ms", DEFAULT_KEY_TTL_MS))
         self.key_algorithm = config.get("inter.worker.key.generation.algorithm",
                                         DEFAULT_ALGORITHM)
@@ -740,18 +742,24 @@ class DistributedHerder(Herder):
                            *(("inter.worker.verification.algorithms", a)
                              for a in self.verification_algorithms)):
             if value not in ALGORITHMS:
-                raise ConnectException(f"Invalid value {value} for configuration {key}: "
-                                       f"one of {', '.join(ALGORITHMS)}")
+                raise ConfigException(key, f"Invalid value {value} for configuration {key}: "
+                                           f"one of {', '.join(ALGORITHMS)}", value)
         if not self.verification_algorithms:
-            raise ConnectException("Invalid value for configuration "
-                                   "inter.worker.verification.algorithms: at least one")
+            raise ConfigException("inter.worker.verification.algorithms",
+                                  "Invalid value for configuration "
+                                  "inter.worker.verification.algorithms: at least one algorithm")
         if self.signature_algorithm not in self.verification_algorithms:
-            raise ConnectException(f"Signature algorithm '{self.signature_algorithm}' must be "
-                                   f"present in inter.worker.verification.algorithms list")
-        if self.key_ttl_ms < 0 or (self.key_size is not None and
-                                   (self.key_size <= 0 or self.key_size % 8)):
-            raise ConnectException("inter.worker.key.ttl.ms is at least 0 and "
-                                   "inter.worker.key.size a positive multiple of 8")
+            raise ConfigException("inter.worker.signature.algorithm",
+                                  f"Signature algorithm '{self.signature_algorithm}' must be "
+                                  f"present in inter.worker.verification.algorithms list")
+        if self.key_ttl_ms < 0:
+            raise ConfigException("inter.worker.key.ttl.ms", "Invalid value "
+                                  f"{self.key_ttl_ms} for configuration inter.worker.key.ttl.ms: "
+                                  "Value must be at least 0", self.key_ttl_ms)
+        if self.key_size is not None and (self.key_size <= 0 or self.key_size % 8):
+            raise ConfigException("inter.worker.key.size", "Invalid value "
+                                  f"{self.key_size} for configuration inter.worker.key.size: "
+                                  "a positive number of bits, a multiple of 8", self.key_size)
 
     # ---- running ---------------------------------------------------------------------------
 

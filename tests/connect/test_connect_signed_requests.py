@@ -13,6 +13,8 @@ here with the standard library's hmac, as another worker would.
   signed with the old key answers 403, with the new one 204; task configs
   keep reaching the leader from every worker's connectors across the
   rotations (connectors created and reconfigured through them).
+- A worker whose signature settings cannot work (an algorithm it would
+  not verify, an unknown one, a key size not in bytes) exits with one line.
 """
 from __future__ import annotations
 
@@ -21,10 +23,13 @@ import hashlib
 import hmac
 import json
 import re
+import subprocess
+import sys
 import time
 
 import requests
 from connect_helpers import wait_for
+from harness import child_env
 from test_connect_distributed import get, start_worker
 from test_connect_leader_writes import config_records, group_name, records_of, sink_config, \
     stop_all
@@ -186,3 +191,25 @@ def test_task_configs_reach_the_leader_across_key_rotations(server, tmp_path, to
             assert taken.count(name) >= 2, taken
     finally:
         stop_all(workers)
+
+
+def test_a_worker_refuses_signature_settings_it_cannot_honour(server, tmp_path):
+    """A bad KIP-507 setting: one readable line naming it, a non-zero exit,
+    before the worker joins its group."""
+    cases = {"inter.worker.signature.algorithm=HmacSHA512":
+             "'HmacSHA512' must be present in inter.worker.verification.algorithms",
+             "inter.worker.key.generation.algorithm=HmacMD5":
+             "Invalid value HmacMD5 for configuration inter.worker.key.generation.algorithm",
+             "inter.worker.key.size=100": "inter.worker.key.size"}
+    for i, (line, message) in enumerate(cases.items()):
+        props = tmp_path / f"bad{i}.properties"
+        props.write_text(f"bootstrap.servers={server.bootstrap}\ngroup.id={group_name('bad')}\n"
+                         f"config.storage.topic=bad-configs\nstatus.storage.topic=bad-status\n"
+                         f"offset.storage.topic=bad-offsets\nlisteners=http://127.0.0.1:0\n"
+                         f"{line}\n")
+        p = subprocess.run([sys.executable, "-m", "kafkalite", "connect", "distributed",
+                            str(props)], env=child_env(), capture_output=True, text=True,
+                           timeout=120)
+        assert p.returncode == 1, (line, p.stdout, p.stderr)
+        assert p.stderr.startswith("kafkalite connect: ") and message in p.stderr, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1, p.stderr
