@@ -28,7 +28,8 @@ Kafka Connect's DistributedHerder.
   values: ``connector-<name>`` -> ``{"properties": {...}}`` (null: deleted),
   ``target-state-<name>`` -> ``{"state": "STARTED"|"PAUSED"|"STOPPED"}``,
   ``task-<name>-<n>`` -> ``{"properties": {...}}`` then ``commit-<name>`` ->
-  ``{"tasks": <count>}``. Only the group's leader writes this topic
+  ``{"tasks": <count>}``, ``task-count-record-<name>`` -> ``{"task-count":
+  <count>}`` and ``session-key`` (both below). Only the group's leader writes this topic
   (below). The connector's owner makes its task configs (task records
   first, then the commit record, written by the leader) when it starts, when the
   connector asks for a reconfiguration and they changed, always after its
@@ -74,10 +75,28 @@ own worker.
 Who calls: the ``kafkalite connect distributed`` command and tests. Thread
 safety: the membership thread and the tail thread change the local herder
 under its lock; the sender thread hands task configs to the leader; REST
-threads wait for a leader under ``_leadership``. Left out from Kafka: the
-signed internal requests (KIP-507's session key): ``POST
-/connectors/{name}/tasks`` takes any caller's task configs; the leader does
-not read the config topic to its end before a write.
+threads wait for a leader under ``_leadership``; the sender thread also
+runs the leader's duties below. Left out from Kafka: the leader does not
+read the config topic to its end before a write; a worker whose view lags
+may still start a task from the previous task configs (Kafka's assignment
+carries the config offset its members must have read first); no ``PUT
+/connectors/{name}/fence-zombies`` (the leader fences on its own).
+
+Signed internal requests (KIP-507, signature.py): the leader writes a
+session key to the config topic (``session-key``) when there is none and
+every ``inter.worker.key.ttl.ms``; a connector's owner signs the task
+configs it hands to the leader with it (``inter.worker.signature.algorithm``),
+and the leader refuses them unsigned (400) or signed with another key
+(403); the owner then signs them again once it has read the new key.
+
+Zombie fencing (KIP-618, ``exactly.once.source.support=enabled``): a
+source connector's committed task configs are "pending fencing" until a
+``task-count-record-<name>`` ``{"task-count": N}`` follows them in the
+config topic; no task of that generation starts while they are. The leader
+writes that record after fencing the producers (``fence_producers``) of the
+transactional ids ``<group.id>-<name>-<task>`` of every task of the
+earlier generations, so a task the new generation no longer has (the count
+shrank: no new incarnation of it will ever fence it) cannot commit again.
 """
 from __future__ import annotations
 
@@ -90,9 +109,11 @@ import urllib.parse
 import urllib.request
 
 from kafkalite.connect.errors import (REBALANCE_CONFLICT, BadRequestException, ConnectException,
-                                      NotFoundException, NotLeaderException,
+                                      ForbiddenException, NotFoundException, NotLeaderException,
                                       RebalanceNeededException)
 from kafkalite.connect.herder import Herder, restart_plan
+from kafkalite.connect.signature import (ALGORITHMS, DEFAULT_ALGORITHM, DEFAULT_KEY_TTL_MS,
+                                         SESSION_KEY, SessionKey, sign, verify)
 
 log = logging.getLogger("kafkalite.connect")
 
@@ -103,14 +124,38 @@ PROTOCOL = "compatible"
 WRITER_HEADER = "kafkalite.connect.writer"
 # how long a config write waits out a rebalance for a leader before its 409
 LEADER_WAIT_S = 15.0
-# a task config write the owner could not hand to the leader is tried again this often
+# a task config write the owner could not hand to the leader is tried again this often (and
+# the leader's duties, session key rotation and zombie fencing, run as often)
 TASK_CONFIG_RETRY_S = 0.5
+# the config topic's key of a connector's KIP-618 task count record (+ the connector's name)
+TASK_COUNT_PREFIX = "task-count-record-"
 
 
 def transactional_producer_id(group_id: str) -> str:
     """The transactional.id of a Connect group's leader (Kafka's
     DistributedConfig.transactionalProducerId)."""
     return f"connect-cluster-{group_id}"
+
+
+def fence_producers(client_config: dict, transactional_ids: list[str]) -> None:
+    """Fence every producer of ``transactional_ids`` (Kafka's
+    Admin.fenceProducers): an InitProducerId for each id bumps its epoch
+    and aborts its open transaction, so an earlier holder's next write or
+    commit fails and what it left open never becomes visible. Our
+    AdminClient has no fenceProducers; a transactional Producer's
+    init_transactions sends that same InitProducerId."""
+    from kafkalite.client import Producer
+    for tid in transactional_ids:
+        p = Producer({**client_config, "transactional.id": tid, "linger.ms": 0})
+        try:
+            p.init_transactions(30)
+        finally:
+            p.close(5)
+
+
+def _algorithms(value) -> list[str]:
+    return [a.strip() for a in (value.split(",") if isinstance(value, str) else value)
+            if a.strip()]
 
 
 class ConnectGroup:
@@ -391,6 +436,15 @@ class InternalTopics:
         # connector's count moved on since it started runs an outdated config
         self.task_commits: dict[str, int] = {}
         self.status: dict[str, dict] = {}        # status key -> value
+        # KIP-507: the cluster's session key (signature.py), None until the leader wrote one
+        self.session_key: SessionKey | None = None
+        # KIP-618 zombie fencing: connector -> its last ``task-count-record`` (the task count
+        # of the generation that started after its predecessors were fenced), and the
+        # connectors whose task configs were committed after it (pending fencing) -> the
+        # largest task count of the generations those configs replaced (whose producers the
+        # leader fences before the new generation may start)
+        self.task_count_records: dict[str, int] = {}
+        self.pending_fencing: dict[str, int] = {}
         self.on_config_change = on_config_change
         self._lock = threading.Condition()
         self._seen = 0                            # records applied
@@ -449,6 +503,19 @@ class InternalTopics:
     def _apply_config(self, key, value) -> bool:
         """Apply one config topic record; True when the set of assignment units
         (connectors and their task counts) may have changed."""
+        if key == SESSION_KEY:
+            if value is not None:
+                self.session_key = SessionKey.from_record(value)
+                log.info("config topic: session key of %d (%s) read",
+                         self.session_key.creation_timestamp, self.session_key.algorithm)
+            return False
+        if key.startswith(TASK_COUNT_PREFIX):
+            # before "task-": a task count record is no task config
+            name = key[len(TASK_COUNT_PREFIX):]
+            if value is not None:
+                self.task_count_records[name] = int(value["task-count"])
+                self.pending_fencing.pop(name, None)
+            return False
         if key.startswith("connector-"):
             name = key[len("connector-"):]
             if value is None:
@@ -456,6 +523,8 @@ class InternalTopics:
                 self.targets.pop(name, None)
                 self.task_configs.pop(name, None)
                 self._staged.pop(name, None)
+                self.task_count_records.pop(name, None)
+                self.pending_fencing.pop(name, None)
             else:
                 self.configs[name] = value["properties"]
             return True
@@ -480,6 +549,7 @@ class InternalTopics:
                             "them; ignored", count, name)
                 return False
             before = len(self.task_configs.get(name, []))
+            self.pending_fencing[name] = max(self.pending_fencing.get(name, 0), before)
             self.task_configs[name] = [staged[i] for i in range(count)]
             self.task_commits[name] = self.task_commits.get(name, 0) + 1
             return count != before
@@ -624,6 +694,8 @@ class DistributedHerder(Herder):
                                             group_of=unit_connector)
         eos = str(worker.config.get("exactly.once.source.support", "disabled")).lower() == \
             "enabled"
+        self.exactly_once = eos
+        self._session_key_config(worker.config)
         self.internal = InternalTopics(worker.client_config, config_topic, status_topic,
                                        self._config_changed,
                                        transactional_producer_id(group_id) if eos else None,
@@ -652,6 +724,43 @@ class DistributedHerder(Herder):
         self.generation = -1
         self._rejoin_at: float | None = None      # a scheduled rebalance (held units' delay)
 
+    def _session_key_config(self, config: dict) -> None:
+        """KIP-507's worker keys, checked as Kafka's DistributedConfig does
+        (ConfigException: a ValueError naming the key, one line on the CLI)."""
+        from kafkalite.connect.config import ConfigException
+        self.key_ttl_ms = int(config.get("inter.worker.key.ttl.ms", DEFAULT_KEY_TTL_MS))
+        self.key_algorithm = config.get("inter.worker.key.generation.algorithm",
+                                        DEFAULT_ALGORITHM)
+        size = config.get("inter.worker.key.size")
+        self.key_size = int(size) if size not in (None, "") else None
+        self.signature_algorithm = config.get("inter.worker.signature.algorithm",
+                                              DEFAULT_ALGORITHM)
+        self.verification_algorithms = _algorithms(config.get(
+            "inter.worker.verification.algorithms", DEFAULT_ALGORITHM))
+        for key, value in (("inter.worker.key.generation.algorithm", self.key_algorithm),
+                           ("inter.worker.signature.algorithm", self.signature_algorithm),
+                           *(("inter.worker.verification.algorithms", a)
+                             for a in self.verification_algorithms)):
+            if value not in ALGORITHMS:
+                raise ConfigException(key, f"Invalid value {value} for configuration {key}: "
+                                           f"one of {', '.join(ALGORITHMS)}", value)
+        if not self.verification_algorithms:
+            raise ConfigException("inter.worker.verification.algorithms",
+                                  "Invalid value for configuration "
+                                  "inter.worker.verification.algorithms: at least one algorithm")
+        if self.signature_algorithm not in self.verification_algorithms:
+            raise ConfigException("inter.worker.signature.algorithm",
+                                  f"Signature algorithm '{self.signature_algorithm}' must be "
+                                  f"present in inter.worker.verification.algorithms list")
+        if self.key_ttl_ms < 0:
+            raise ConfigException("inter.worker.key.ttl.ms", "Invalid value "
+                                  f"{self.key_ttl_ms} for configuration inter.worker.key.ttl.ms: "
+                                  "Value must be at least 0", self.key_ttl_ms)
+        if self.key_size is not None and (self.key_size <= 0 or self.key_size % 8):
+            raise ConfigException("inter.worker.key.size", "Invalid value "
+                                  f"{self.key_size} for configuration inter.worker.key.size: "
+                                  "a positive number of bits, a multiple of 8", self.key_size)
+
     # ---- running ---------------------------------------------------------------------------
 
     def start(self) -> "DistributedHerder":
@@ -662,7 +771,7 @@ class DistributedHerder(Herder):
                                         name="connect-membership")
         self._thread.start()
         self._sender = threading.Thread(target=self._send_task_configs, daemon=True,
-                                        name="connect-task-configs")
+                                        name="connect-internal-requests")
         self._sender.start()
         return self
 
@@ -927,10 +1036,22 @@ class DistributedHerder(Herder):
         """The sender thread: task configs this worker's connectors produced,
         handed to the leader until it takes them (a newer set of a connector
         replaces one not yet taken; a connector deleted or moved meanwhile
-        drops it)."""
+        drops it; a refused signature is a key rotated meanwhile: signed
+        again with the new key). On the leader, its duties too."""
         while not self._stopping.is_set():
             self._task_configs_due.wait(TASK_CONFIG_RETRY_S)
             self._task_configs_due.clear()
+            if self.leader_url == self.url and self.leader_url is not None:
+                try:
+                    self._rotate_session_key()
+                    self._fence_zombies()
+                except RebalanceNeededException as e:
+                    # lost the leadership meanwhile (or its write privileges): the next leader's
+                    log.debug("connect group %s: leader duties: %s", self.group_id, e)
+                except ConnectException as e:
+                    log.warning("connect group %s: leader duties: %s", self.group_id, e)
+                except Exception:  # noqa: BLE001 -- coordinator moving: next round
+                    log.exception("connect group %s: leader duties", self.group_id)
             with self._pending_lock:
                 pending = dict(self._pending_task_configs)
             for name, configs in pending.items():
@@ -952,13 +1073,69 @@ class DistributedHerder(Herder):
                         del self._pending_task_configs[name]
 
     def _to_leader(self, method, path, body):
-        """A call of this worker's own to the leader's REST API (marked as
-        forwarded: a worker that is no longer the leader answers 409)."""
+        """An internal request of this worker's own to the leader's REST API,
+        signed with the session key (marked as forwarded: a worker that is no
+        longer the leader answers 409)."""
         leader = self.leader_url
         if leader is None:
             raise RebalanceNeededException(f"{REBALANCE_CONFLICT}: no leader known")
-        return self._http(leader + path + "?forward=false", method, body, f"the leader {leader}",
-                          timeout=30)
+        key = self.internal.session_key
+        if key is None:
+            raise RebalanceNeededException(f"{REBALANCE_CONFLICT}: no session key read yet")
+        data = json.dumps(body).encode()
+        return self._http(leader + path + "?forward=false", method, data, f"the leader {leader}",
+                          timeout=30, headers=sign(key, self.signature_algorithm, data))
+
+    # ---- the leader's duties (KIP-507 session key, KIP-618 zombie fencing) -----------------
+
+    def _rotate_session_key(self) -> None:
+        """A new session key when there is none or the current one is older
+        than ``inter.worker.key.ttl.ms`` (Kafka's leader does the same on
+        each tick); the leader signs with it once it has read it back."""
+        key = self.internal.session_key
+        if key is not None and not key.expired(self.key_ttl_ms):
+            return
+        new = SessionKey.generate(self.key_algorithm, self.key_size)
+        self.internal.write_config([(SESSION_KEY, new.record())])
+        log.info("connect group %s: new session key of %d written", self.group_id,
+                 new.creation_timestamp)
+        self.internal.wait(lambda: self.internal.session_key == new, 10)
+
+    def _fence_zombies(self) -> None:
+        """KIP-618: for each exactly-once source connector whose task configs
+        are newer than its last task count record, fence the producers of
+        every earlier generation's tasks (transactional ids of tasks 0 up to
+        the largest earlier task count: a task the new generation no longer
+        has would otherwise live on as a zombie, as no new incarnation of it
+        fences it), then write ``task-count-record-<name>``
+        ``{"task-count": N}``. No task of the new generation starts before
+        (``_start_local_task``)."""
+        if not self.exactly_once:
+            return
+        from kafkalite.connect import plugins
+        with self.internal._lock:
+            pending = {name: (max(before, self.internal.task_count_records.get(name, 0)),
+                              len(self.internal.task_configs.get(name, [])))
+                       for name, before in self.internal.pending_fencing.items()
+                       if name in self.internal.configs}
+            classes = {name: self.internal.configs[name].get("connector.class")
+                       for name in pending}
+        for name, (previous, count) in pending.items():
+            try:
+                if plugins.connector_class(classes[name]).TYPE != "source":
+                    continue
+            except Exception:  # noqa: BLE001 -- an unknown class runs no task to fence
+                continue
+            ids = [self.worker.task_transactional_id(name, i) for i in range(previous)]
+            fence_producers(self.worker.client_config, ids)
+            self.internal.write_config([(TASK_COUNT_PREFIX + name, {"task-count": count})])
+            log.info("connector %s: fenced the producers of %d earlier tasks; task count %d "
+                     "recorded", name, previous, count)
+            self.internal.wait(lambda: name not in self.internal.pending_fencing, 10)
+
+    def _pending_fencing(self, name) -> bool:
+        with self.internal._lock:
+            return name in self.internal.pending_fencing
 
     def _start_local_task(self, lt: _LocalTask) -> None:
         from kafkalite.connect import plugins
@@ -976,6 +1153,12 @@ class DistributedHerder(Herder):
             task_class = cls().task_class()
         except Exception as e:  # noqa: BLE001 -- a task that cannot be built is FAILED
             lt.running = FailedTask(lt.name, lt.id, e)
+            return
+        if self.exactly_once and cls.TYPE == "source" and self._pending_fencing(lt.name):
+            # KIP-618: the earlier generation's producers are not fenced yet; _reconcile
+            # starts it once the leader's task count record is in this worker's view
+            log.info("connector %s task %d: waiting for the leader to fence the earlier "
+                     "generation of its tasks", lt.name, lt.id)
             return
         lt.running = self.worker.start_task(cls.TYPE, lt.name, lt.id, config,
                                             dict(configs[lt.id]), task_class,
@@ -1201,12 +1384,15 @@ class DistributedHerder(Herder):
     def stop_connector(self, name):
         self._target(name, "STOPPED")
 
-    def put_task_configs(self, name, configs):
+    def put_task_configs(self, name, configs, headers=None, body=b""):
         """Kafka's internal ``POST /connectors/{name}/tasks``: a connector's
-        owner hands its task configs to the leader, which writes them. Not
-        waiting for a leader: the owner tries again."""
+        owner hands its task configs to the leader, which writes them. The
+        request's ``body`` is signed with the session key (``headers``:
+        signature.py; 400 unsigned, 403 a wrong key). Not waiting for a
+        leader: the owner tries again."""
         if not isinstance(configs, list) or not all(isinstance(tc, dict) for tc in configs):
             raise BadRequestException("the body is a list of task configs (objects)")
+        verify(self.internal.session_key, headers or {}, body, self.verification_algorithms)
         self._config(name)
         self._require_leader("write task configs", wait=0)
         self._write_task_configs(name, configs)
@@ -1223,12 +1409,14 @@ class DistributedHerder(Herder):
         return self._http(owner + path, method, body, f"{what}'s owner {owner}")
 
     @staticmethod
-    def _http(url, method, body, who, timeout=60):
-        """One call to another worker's REST API: (status, body); its errors
+    def _http(url, method, body, who, timeout=60, headers=None):
+        """One call to another worker's REST API: (status, body); ``body`` a
+        JSON value, or bytes sent as they are (a signed body); its errors
         raised as the Connect exceptions they stand for."""
-        req = urllib.request.Request(url, method=method,
-                                     data=None if body is None else json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
+        data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
+        req = urllib.request.Request(url, method=method, data=data,
+                                     headers={"Content-Type": "application/json",
+                                              **(headers or {})})
         try:
             with urllib.request.urlopen(req, timeout=timeout) as r:
                 raw = r.read()
@@ -1241,6 +1429,8 @@ class DistributedHerder(Herder):
                 raise BadRequestException(msg) from None
             if e.code == 409:
                 raise RebalanceNeededException(msg) from None
+            if e.code == 403:
+                raise ForbiddenException(msg) from None
             raise ConnectException(msg) from None
         except OSError as e:
             # the worker is gone (killed, stopping): the group moves its units (or elects

@@ -52,3 +52,8 @@ class NotLeaderException(ConnectException):
         super().__init__(message)
         self.leader_url = leader_url
         self.settled = settled
+
+
+class ForbiddenException(ConnectException):
+    """An internal request signed with a key other than the cluster's
+    session key (REST: 403, as Kafka's)."""

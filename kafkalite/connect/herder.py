@@ -350,7 +350,7 @@ class Herder:
             c.task_configs = new
             self._start_tasks(c)
 
-    def put_task_configs(self, name, configs) -> None:
+    def put_task_configs(self, name, configs, headers=None, body=b"") -> None:
         """Task configs handed over by another worker: distributed mode only."""
         raise BadRequestException("a standalone worker does not take task configs from other "
                                   "workers")

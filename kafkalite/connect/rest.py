@@ -14,7 +14,9 @@ Errors answer Kafka's body ``{"error_code": <HTTP status>, "message":
 (openapi.py). In distributed mode a config write that reaches a worker
 other than the group's leader is forwarded to the leader (``forward=false``
 on the forwarded request; see distributed.py), and ``POST
-/connectors/{name}/tasks`` is Kafka's internal call of a connector's owner.
+/connectors/{name}/tasks`` is Kafka's internal call of a connector's owner,
+signed with the cluster's session key (KIP-507, signature.py: 400 without a
+signature, 403 with a wrong one).
 
 Who calls: the ``kafkalite connect`` command and tests (RestServer).
 """
@@ -32,8 +34,10 @@ from werkzeug.serving import make_server
 
 from kafkalite.connect import plugins
 from kafkalite.connect.errors import (REBALANCE_CONFLICT, AlreadyExistsException,
-                                      BadRequestException, ConnectException, NotFoundException,
-                                      NotLeaderException, RebalanceNeededException)
+                                      BadRequestException, ConnectException, ForbiddenException,
+                                      NotFoundException, NotLeaderException,
+                                      RebalanceNeededException)
+from kafkalite.connect.signature import ALGORITHM_HEADER, SIGNATURE_HEADER
 
 log = logging.getLogger("kafkalite.connect")
 MAX_BODY = 8 << 20
@@ -69,9 +73,12 @@ def _forward_to_leader(e: NotLeaderException):
     query = [(k, v) for k, v in request.args.items(multi=True) if k != "forward"]
     url = (e.leader_url + urllib.parse.quote(request.path) + "?" +
            urllib.parse.urlencode(query + [("forward", "false")]))
+    # an internal request keeps its signature: the leader checks it over the same body
+    signed = {h: request.headers[h] for h in (SIGNATURE_HEADER, ALGORITHM_HEADER)
+              if h in request.headers}
     req = urllib.request.Request(url, method=request.method, data=request.get_data() or None,
                                  headers={"Content-Type": request.content_type or
-                                          "application/json"})
+                                          "application/json", **signed})
     try:
         with urllib.request.urlopen(req, timeout=FORWARD_TIMEOUT_S) as r:
             status, body, ctype = r.status, r.read(), r.headers.get("Content-Type")
@@ -103,6 +110,10 @@ def create_app(herder) -> Flask:
     @app.errorhandler(BadRequestException)
     def _br(e):
         return _error(400, str(e))
+
+    @app.errorhandler(ForbiddenException)
+    def _fb(e):
+        return _error(403, str(e))
 
     @app.errorhandler(NotLeaderException)
     def _nl(e):
@@ -201,8 +212,10 @@ def create_app(herder) -> Flask:
 
     @app.post("/connectors/<name>/tasks")
     def put_task_configs(name):
-        # Kafka's internal endpoint: a connector's owner hands its task configs to the leader
-        herder.put_task_configs(name, request.get_json(silent=True))
+        # Kafka's internal endpoint: a connector's owner hands its task configs to the
+        # leader, signed with the session key (KIP-507) over the body's bytes
+        herder.put_task_configs(name, request.get_json(silent=True), request.headers,
+                                request.get_data())
         return "", 204
 
     @app.get("/connectors/<name>/tasks/<int:task>/status")

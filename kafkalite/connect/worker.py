@@ -304,7 +304,7 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
         boundary = self.connector_config.get("transaction.boundary", "poll")
         if boundary not in ("poll", "connector"):
             raise ConnectException(f"transaction.boundary {boundary!r}: poll or connector")
-        txn_id = f"{self.worker.config.get('group.id', 'connect')}-{self.connector}-{self.id}"
+        txn_id = self.worker.task_transactional_id(self.connector, self.id)
         self.producer = producer = Producer({**self._client_config("producer"),
                                              "transactional.id": txn_id})
         handler = ErrorHandler(self.connector_config, self.connector, self.id)
@@ -585,6 +585,12 @@ class Worker:
 
     def stop(self) -> None:
         self.offsets.stop()
+
+    def task_transactional_id(self, connector: str, task: int) -> str:
+        """The transactional.id of an exactly-once source task (Kafka's
+        Worker.taskTransactionalId): ``<group.id>-<connector>-<task>``; the
+        same for every incarnation of the task, on any worker."""
+        return f"{self.config.get('group.id', 'connect')}-{connector}-{task}"
 
     def start_task(self, kind: str, connector: str, task_id: int, connector_config: dict,
                    task_config: dict, task_class: type, paused=False) -> WorkerTask:

@@ -160,12 +160,13 @@ def test_writes_sent_to_followers_are_written_once_by_the_leader(server, tmp_pat
                                                      "message": REBALANCE_CONFLICT}
         assert get(urls[li], "/connectors/c1/status")["connector"]["state"] == "PAUSED"
         # the owners' internal call (Kafka's POST /connectors/{name}/tasks): a body that is
-        # no list of task configs is a 400 anywhere, an unknown connector a 404
+        # no list of task configs is a 400 anywhere, and so is an unsigned one (KIP-507:
+        # test_connect_signed_requests.py)
         for u in urls:
             r = requests.post(u + "/connectors/c0/tasks", timeout=60, json={"file": "x"})
             assert r.status_code == 400 and "list of task configs" in r.json()["message"]
             r = requests.post(u + "/connectors/nope/tasks", timeout=60, json=[])
-            assert r.status_code == 404, r.text
+            assert r.status_code == 400 and "missing required signature" in r.text, r.text
     finally:
         stop_all(workers)
 
