@@ -55,7 +55,7 @@ import time
 
 import kafkalite
 from kafkalite.client import Consumer, Producer, TopicPartition
-from kafkalite.testing import DEFAULT_SERVER_ARGS, SERVER_CONFIG
+from kafkalite.testing import DEFAULT_SERVER_ARGS
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(kafkalite.__file__)))
 FREE_PORTS = ["--port", "0", "--ingest-port", "0", "--worker-base-port", "0", "--kafka-port", "0",
@@ -64,11 +64,20 @@ DEFAULT_PORTS = (7091, 7092, 7093, 9404)
 READY_TIMEOUT_S = 60.0
 
 
-def _settings(directory: str) -> dict[str, list[str]]:
+def _server_config(root: str) -> dict:
+    """kafkalite.testing's SERVER_CONFIG as ``root``'s tree has it (an older
+    tree may not know a setting this one's names)."""
+    out = subprocess.run([sys.executable, "-c", "import json; from kafkalite.testing import "
+                          "SERVER_CONFIG; print(json.dumps(SERVER_CONFIG))"],
+                         env=_env(root), check=True, capture_output=True, cwd=root)
+    return json.loads(out.stdout)
+
+
+def _settings(directory: str, root: str) -> dict[str, list[str]]:
     """name -> `kafkalite server` arguments (run with ``directory`` as cwd)."""
     config = os.path.join(directory, "server.toml")
     with open(config, "w") as f:
-        f.writelines(f"{key} = {value}\n" for key, value in SERVER_CONFIG.items())
+        f.writelines(f"{key} = {value}\n" for key, value in _server_config(root).items())
     return {
         "kafkalite server (README: defaults)": [],
         "kafkalite.testing (1 worker, no ingest)": ["--config", config, *FREE_PORTS,
@@ -159,8 +168,10 @@ def _produce_and_fetch(bootstrap: str) -> None:
 def start_once(root: str, args: list[str], cwd: str) -> dict:
     """One start of `kafkalite server args` from ``root``'s tree, in ``cwd``."""
     started = time.perf_counter()
+    errors = open(os.path.join(cwd, "stderr.txt"), "wb")
     proc = subprocess.Popen([sys.executable, "-m", "kafkalite", "server", *args], cwd=cwd,
-                            env=_env(root), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                            env=_env(root), stdout=subprocess.PIPE, stderr=errors)
+    errors.close()
     timer = threading.Timer(READY_TIMEOUT_S, proc.kill)
     timer.start()
     try:
@@ -168,7 +179,10 @@ def start_once(root: str, args: list[str], cwd: str) -> dict:
             if line.startswith(b"kafkalite server ready"):
                 break
         else:
-            raise RuntimeError(f"{root}: the server exited before it was ready")
+            with open(os.path.join(cwd, "stderr.txt"), "rb") as f:
+                said = f.read().decode(errors="replace").strip().splitlines()[-1:]
+            raise RuntimeError(f"{root}: the server exited before it was ready: "
+                               f"{said[0] if said else 'nothing on stderr'}")
         ready = time.perf_counter() - started
         cpu = _cpu_s(_tree(proc.pid))
         bootstrap = line.split(b"bootstrap.servers=", 1)[1].split()[0].decode()
@@ -237,7 +251,7 @@ def main() -> None:
         for tree, root in trees.items():
             directory = tempfile.mkdtemp(prefix="kafkalite-bench-startup-")
             try:
-                for setting, server_args in _settings(directory).items():
+                for setting, server_args in _settings(directory, root).items():
                     if not server_args and not _ports_free():
                         skipped.add(setting)
                         continue
