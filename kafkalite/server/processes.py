@@ -19,7 +19,10 @@ node is ready: that is still when every worker has opened its partitions.
 
 A node of a cluster (``--cluster``) does not start early: whether it
 runs as the controller or as a broker node is known only once it has
-asked PostgreSQL.
+asked PostgreSQL. Nor does a node with CURVE (``native_curve_secret_key_file``):
+its control channel is a CURVE server (``bind_control``), whose ZAP handler
+(protocol/curve.py) must answer a worker's first handshake, and that
+handler is the supervisor's, started with its native listener.
 
 Who may call: ``kafkalite server`` (cli.py) before it imports the
 supervisor; the supervisor and broker nodes (``spawn_worker``, ``WorkerProcess``).
@@ -104,12 +107,18 @@ def spawn_ingest(config: ServerConfig, native_port: int, port: int) -> subproces
         stdout=subprocess.PIPE)
 
 
-def bind_control(ctx: zmq.Context, bind_host: str, advertised_host: str) -> tuple[zmq.Socket, str]:
+def bind_control(ctx: zmq.Context, bind_host: str, advertised_host: str,
+                 curve=None) -> tuple[zmq.Socket, str]:
     """The control channel's ROUTER, bound to any free port, and the
-    endpoint workers connect to."""
+    endpoint workers connect to. With ``curve`` (a protocol/curve.CurveServer)
+    it is a CURVE server that only the server's key pair may join: in a
+    cluster it listens where other nodes' workers reach it, and a stranger
+    who could say "hello" there would be taken for a broker."""
     control = ctx.socket(zmq.ROUTER)
     control.setsockopt(zmq.LINGER, 0)
     control.setsockopt(zmq.ROUTER_HANDOVER, 1)
+    if curve is not None:
+        curve.secure_node_server(control, ctx)
     bracketed = f"[{bind_host}]" if ":" in bind_host else bind_host
     port = control.bind_to_random_port(f"tcp://{bracketed}")
     return control, f"tcp://{advertised_host}:{port}"
@@ -148,8 +157,8 @@ class EarlyStart:
 def start_early(config: ServerConfig) -> EarlyStart | None:
     """Lock the data directory, bind the control channel and spawn this
     node's workers (and the ingest gateway when the native port is fixed);
-    None for a node of a cluster, which starts in the old order."""
-    if config.cluster:
+    None for a node of a cluster or with CURVE, which starts in the old order."""
+    if config.cluster or config.native_curve_secret_key_file:
         return None
     lock_fd = lock_data_dir(config.data_dir)
     control, endpoint = bind_control(zmq.Context.instance(), "127.0.0.1", "127.0.0.1")

@@ -72,7 +72,8 @@ from kafkalite.server.coordinator import GroupCoordinator
 from kafkalite.server.kafka_listener import KafkaListener
 from kafkalite.server.listeners import kafka_listeners
 from kafkalite.server.metrics import NodeMetrics
-from kafkalite.server.security import listener_security, native_curve
+from kafkalite.server.security import (listener_security, native_curve,
+                                       warn_if_node_channels_open)
 from kafkalite.server.metadata import (OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC,
                                       MetadataStore)
 from kafkalite.server.native_listener import NativeListener
@@ -303,11 +304,15 @@ class Supervisor:
         if cfg.cluster:
             bind_host = cfg.host if cfg.host not in ("", "*") else "0.0.0.0"
             advertised = _bracket(cfg.public_host)
-        self.relay = RelayServer(self.ctx, self.dispatcher, bind_host, advertised)
+        # With CURVE both open to the server's key pair only (start_early
+        # leaves a node with CURVE to bind its control channel here).
+        self.relay = RelayServer(self.ctx, self.dispatcher, bind_host, advertised, self.curve)
         if early is not None:
             self.control, self.control_endpoint = early.control, early.control_endpoint
         else:
-            self.control, self.control_endpoint = bind_control(self.ctx, bind_host, advertised)
+            self.control, self.control_endpoint = bind_control(self.ctx, bind_host, advertised,
+                                                               self.curve)
+        warn_if_node_channels_open(cfg)
         if self.lease is not None:
             self.lease.publish({"control": self.control_endpoint, "relay": self.relay.endpoint,
                                 "coordinator": f"tcp://{advertised}:{self.native.port}",

@@ -1,0 +1,239 @@
+"""CURVE between a cluster's nodes (issues 14 and 18): the controller's
+control channel and relay open to the cluster's own key pair only.
+
+Two nodes on this machine share a real PostgreSQL (tests/postgres.py) and
+one server key pair (``kafkalite curve keygen``); node 1 takes the
+controller lease, node 2's workers join it over CURVE. A topic replicated
+across both nodes takes acks=all writes from the native client and from
+confluent-kafka (whose Metadata a node-2 worker relays to node 1), and
+reads them back.
+
+Then strangers connect to the control channel and the relay the controller
+published in PostgreSQL, as plain ZeroMQ DEALERs: one without CURVE, one
+with a key pair of its own, one with a client key the native ports accept
+(the authorized ``alice``). Each says "hello" as broker 77 of node 66 and
+sends the relay a Metadata request and a CreateTopics as the broker
+principal. None is registered (Metadata and DescribeCluster still list the
+four brokers, the controller's log has no word of broker 77), no topic is
+created, and the relay answers nothing -- while the same requests from a
+DEALER holding the server's key pair are answered, so the silence is the
+refusal, not a malformed probe.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+import zmq
+
+from harness import ServerProcess
+from postgres import PostgresServer, find_binaries
+from replicas import create, state, wait_for
+
+from kafkalite.client import AdminClient, Consumer, Producer, TopicPartition
+from kafkalite.protocol import ApiKey, encode_request
+from kafkalite.protocol.curve import load_keypair_file, secure_client
+from kafkalite.server import cluster_store
+from kafkalite.server.launcher import package_env
+from kafkalite.server.relay import RESPONSE, decode_relay_reply, encode_relay_request
+
+pytestmark = pytest.mark.skipif(find_binaries() is None,
+                                reason="PostgreSQL is not installed: run tools/install-system-deps")
+
+TIMEOUTS = ["--controller-lease-ms", "3000", "--broker-session-timeout-ms", "2000",
+            "--replica-lag-time-max-ms", "2000"]
+ROGUE = 77              # the broker id the strangers claim
+ROGUE_TOPIC = "planted-by-a-stranger"
+# long enough for the controller's loop to have read and acted on a hello,
+# and for a relayed request to be answered (the trusted probe's answers come
+# within a few ms)
+QUIET_S = 3.0
+
+
+def keygen(directory, name: str) -> None:
+    r = subprocess.run([sys.executable, "-m", "kafkalite", "curve", "keygen", name,
+                        "--dir", str(directory)], capture_output=True, text=True,
+                       env=package_env(), timeout=60)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cluster-curve")
+    keygen(root, "server")
+    keygen(root / "authorized", "alice")
+    keygen(root / "strangers", "mallory")
+    return root
+
+
+@pytest.fixture(scope="module")
+def two_nodes(keys):
+    pg = PostgresServer().start()
+    nodes = {}
+    try:
+        for n in (1, 2):
+            nodes[n] = ServerProcess(str(keys / f"node{n}"), workers=2, extra_args=[
+                "--cluster", pg.dsn, "--node-id", str(n), *TIMEOUTS,
+                "--native-curve-secret-key-file", str(keys / "server.key_secret"),
+                "--native-curve-authorized-keys", str(keys / "authorized")]).start()
+        wait_for(lambda: len(brokers(nodes[1], keys)) == 4, what="both nodes' workers joined")
+        yield pg, nodes
+    finally:
+        for s in nodes.values():
+            s.stop()
+            s.kill()
+        pg.stop()
+
+
+def client_config(s, keys, **extra) -> dict:
+    return s.config(**{"curve.server.key": str(keys / "server.key"),
+                       "curve.public.key": str(keys / "authorized" / "alice.key"),
+                       "curve.secret.key": str(keys / "authorized" / "alice.key_secret")},
+                    **extra)
+
+
+class Keyed:
+    """A node as tests/replicas.py's helpers take it, its native clients
+    holding alice's keys."""
+
+    def __init__(self, s, keys):
+        self.s, self.keys = s, keys
+
+    def config(self, **extra) -> dict:
+        return client_config(self.s, self.keys, **extra)
+
+
+def metadata(s, keys):
+    admin = AdminClient(client_config(s, keys))
+    try:
+        return admin.list_topics(timeout=10)
+    finally:
+        admin.close()
+
+
+def brokers(s, keys) -> set[int]:
+    return set(metadata(s, keys).brokers)
+
+
+def kafka_brokers(s) -> dict:
+    """{broker id: "host:port"} as DescribeCluster over the Kafka protocol has it."""
+    import confluent_kafka.admin as cka
+    admin = cka.AdminClient({"bootstrap.servers": s.kafka_bootstrap})
+    cluster = admin.describe_cluster(request_timeout=10).result(30)
+    return {n.id: f"{n.host}:{n.port}" for n in cluster.nodes}
+
+
+def test_a_topic_replicated_across_the_nodes_works_over_curve(keys, two_nodes):
+    import confluent_kafka as ck
+    pg, nodes = two_nodes
+    c = nodes[1]
+    node_of = cluster_store.cluster_brokers(pg.dsn)
+    assert sorted(node_of.values()) == [1, 1, 2, 2]
+    c_keys = Keyed(c, keys)
+    create(c_keys, "across", partitions=2, rf=2, **{"min.insync.replicas": "2"})
+    wait_for(lambda: all(len(isr) == 2 and leader >= 0
+                         for leader, _, isr in state(c_keys, "across").values())
+             and len(state(c_keys, "across")) == 2, what="a full ISR on both partitions")
+    for leader, replicas, _ in state(c_keys, "across").values():
+        assert {node_of[b] for b in replicas} == {1, 2}      # one replica on each node
+
+    p = Producer(client_config(c, keys, acks="all"))
+    for i in range(20):
+        p.produce("across", b"native-%d" % i, partition=i % 2)
+    assert p.flush(30) == 0
+    p.close()
+    # confluent-kafka bootstrapped at a node-2 worker: its Metadata is
+    # relayed to node 1's relay, over CURVE
+    node2_worker = next(addr for b, addr in kafka_brokers(c).items() if node_of.get(b) == 2)
+    kp = ck.Producer({"bootstrap.servers": node2_worker, "acks": "all"})
+    for i in range(20):
+        kp.produce("across", b"kafka-%d" % i, partition=i % 2)
+    assert kp.flush(30) == 0
+
+    cons = Consumer(client_config(c, keys, **{"auto.offset.reset": "earliest"}))
+    cons.assign([TopicPartition("across", p, 0) for p in range(2)])
+    got, deadline = [], time.monotonic() + 30
+    while len(got) < 40 and time.monotonic() < deadline:
+        got += [m.value() for m in cons.consume(100, 0.5) if m.error() is None]
+    cons.close()
+    assert sorted(got) == sorted([b"native-%d" % i for i in range(20)]
+                                 + [b"kafka-%d" % i for i in range(20)])
+
+
+def dealer(ctx, endpoint: str, keypair: tuple[bytes, bytes] | None, server_key: bytes):
+    s = ctx.socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    if keypair is not None:
+        secure_client(s, server_key, *keypair)
+    s.connect(endpoint)
+    return s
+
+
+def relay_probe(sock) -> None:
+    """A Metadata request and a CreateTopics, both as the broker principal."""
+    metadata = encode_request(ApiKey.METADATA, 1, 1, "probe", {"topics": None})
+    create_topics = encode_request(ApiKey.CREATE_TOPICS, 0, 2, "probe", {
+        "topics": [{"name": ROGUE_TOPIC, "num_partitions": 1, "replication_factor": 1}],
+        "timeout_ms": 5000})
+    for relay_id, frame in ((1, metadata), (2, create_topics)):
+        sock.send_multipart([encode_relay_request(relay_id, "203.0.113.9:4444",
+                                                  "User:kafkalite-broker"), frame],
+                            flags=zmq.NOBLOCK)
+
+
+def replies(sock, within_s: float) -> list:
+    out, deadline = [], time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if sock.poll(100):
+            out.append(decode_relay_reply(sock.recv_multipart()[0]))
+    return out
+
+
+def test_strangers_are_refused_by_the_control_channel_and_the_relay(keys, two_nodes):
+    pg, nodes = two_nodes
+    c = nodes[1]
+    endpoints = cluster_store.read_controller(pg.dsn)["endpoints"]
+    server_key = load_keypair_file(str(keys / "server.key"), need_secret=False)[0]
+    strangers = {
+        "without CURVE": None,
+        "with a key pair of its own": load_keypair_file(
+            str(keys / "strangers" / "mallory.key_secret")),
+        "with a client key the native ports accept": load_keypair_file(
+            str(keys / "authorized" / "alice.key_secret")),
+    }
+    before, kafka_before = brokers(c, keys), kafka_brokers(c)
+    assert len(before) == 4 and ROGUE not in kafka_before
+    ctx = zmq.Context()
+    try:
+        for who, keypair in strangers.items():
+            control = dealer(ctx, endpoints["control"], keypair, server_key)
+            control.send_json({"type": "hello", "worker": ROGUE, "pid": 1, "port": 1,
+                               "kafka_port": 1, "kafka_listeners": {},
+                               "host": "rogue.example", "node": 66}, zmq.NOBLOCK)
+            relay = dealer(ctx, endpoints["relay"], keypair, server_key)
+            relay_probe(relay)
+            answered = replies(relay, QUIET_S)
+            assert answered == [], f"the relay answered a stranger {who}: {answered}"
+            assert not control.poll(0), f"the controller wrote to a stranger {who}"
+            assert brokers(c, keys) == before, f"a stranger {who} joined"
+            assert kafka_brokers(c) == kafka_before, f"a stranger {who} joined"
+            control.close()
+            relay.close()
+        assert f"worker {ROGUE} " not in c.output()
+        assert "rogue.example" not in c.output()
+        assert ROGUE_TOPIC not in metadata(c, keys).topics
+
+        # the same relay probe with the cluster's key pair is answered
+        trusted = dealer(ctx, endpoints["relay"],
+                         load_keypair_file(str(keys / "server.key_secret")), server_key)
+        relay_probe(trusted)
+        answered = replies(trusted, QUIET_S)
+        trusted.close()
+        assert sorted(r[0] for r in answered) == [1, 2]
+        assert all(r[1] == RESPONSE for r in answered), answered
+        wait_for(lambda: ROGUE_TOPIC in metadata(c, keys).topics,
+                 what="the trusted probe's topic")
+    finally:
+        ctx.destroy(linger=0)     # sockets left open by a failed assertion too
