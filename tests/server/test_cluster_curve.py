@@ -18,6 +18,9 @@ four brokers, the controller's log has no word of broker 77), no topic is
 created, and the relay answers nothing -- while the same requests from a
 DEALER holding the server's key pair are answered, so the silence is the
 refusal, not a malformed probe.
+
+The nodes listen on 0.0.0.0; a cluster that does so without CURVE logs one
+warning that its control channel and relay are open, these do not.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ import subprocess
 import sys
 import time
 
+import psycopg
 import pytest
 import zmq
 
@@ -44,6 +48,9 @@ pytestmark = pytest.mark.skipif(find_binaries() is None,
 
 TIMEOUTS = ["--controller-lease-ms", "3000", "--broker-session-timeout-ms", "2000",
             "--replica-lag-time-max-ms", "2000"]
+# listening beyond loopback, as a cluster's nodes do, reached at loopback here
+EXPOSED = ["--host", "0.0.0.0", "--advertised-host", "127.0.0.1"]
+OPEN_WARNING = "control channel and relay on"
 ROGUE = 77              # the broker id the strangers claim
 ROGUE_TOPIC = "planted-by-a-stranger"
 # long enough for the controller's loop to have read and acted on a hello,
@@ -75,7 +82,7 @@ def two_nodes(keys):
     try:
         for n in (1, 2):
             nodes[n] = ServerProcess(str(keys / f"node{n}"), workers=2, extra_args=[
-                "--cluster", pg.dsn, "--node-id", str(n), *TIMEOUTS,
+                "--cluster", pg.dsn, "--node-id", str(n), *TIMEOUTS, *EXPOSED,
                 "--native-curve-secret-key-file", str(keys / "server.key_secret"),
                 "--native-curve-authorized-keys", str(keys / "authorized")]).start()
         wait_for(lambda: len(brokers(nodes[1], keys)) == 4, what="both nodes' workers joined")
@@ -245,3 +252,22 @@ def test_strangers_are_refused_by_the_control_channel_and_the_relay(keys, two_no
                  what="the trusted probe's topic")
     finally:
         ctx.destroy(linger=0)     # sockets left open by a failed assertion too
+
+
+def test_an_open_cluster_beyond_loopback_says_so_once(keys, two_nodes):
+    pg, nodes = two_nodes
+    for s in nodes.values():                    # with CURVE: nothing to warn of
+        assert OPEN_WARNING not in s.output()
+    with psycopg.connect(pg.dsn, autocommit=True) as conn:
+        conn.execute("CREATE DATABASE open_cluster")
+    dsn = pg.dsn.rsplit("/", 1)[0] + "/open_cluster"
+    s = ServerProcess(str(keys / "open"), workers=1, extra_args=[
+        "--cluster", dsn, "--node-id", "1", *TIMEOUTS, *EXPOSED]).start()
+    try:
+        wait_for(lambda: s.output().count(OPEN_WARNING) >= 1, what="the warning")
+        time.sleep(1.0)
+        assert s.output().count(OPEN_WARNING) == 1, s.output()
+        assert "kafkalite curve keygen" in s.output()
+    finally:
+        s.stop()
+        s.kill()
