@@ -19,10 +19,11 @@ node is ready: that is still when every worker has opened its partitions.
 
 A node of a cluster (``--cluster``) does not start early: whether it
 runs as the controller or as a broker node is known only once it has
-asked PostgreSQL. Nor does a node with CURVE (``native_curve_secret_key_file``):
-its control channel is a CURVE server (``bind_control``), whose ZAP handler
-(protocol/curve.py) must answer a worker's first handshake, and that
-handler is the supervisor's, started with its native listener.
+asked PostgreSQL. With CURVE (``native_curve_secret_key_file``) the control
+channel is a CURVE server (``bind_control``) whose ZAP handler
+(protocol/curve.py) must answer the workers' first handshake: it starts
+here (loading the protocol's codecs early, some 50 ms), and the supervisor
+adopts it with the rest (a context has one ZAP handler).
 
 Who may call: ``kafkalite server`` (cli.py) before it imports the
 supervisor; the supervisor and broker nodes (``spawn_worker``, ``WorkerProcess``).
@@ -133,6 +134,7 @@ class EarlyStart:
     workers: list[WorkerProcess]
     ingest: subprocess.Popen | None
     stop_requested: bool = False     # SIGTERM/SIGINT before the supervisor took over
+    curve: object = None             # the protocol/curve.CurveServer, its ZAP handler running
 
     def abandon(self) -> None:
         """The supervisor could not start: stop what was started, and let go
@@ -151,18 +153,24 @@ class EarlyStart:
         if self.ingest is not None and self.ingest.stdout is not None:
             self.ingest.stdout.close()
         self.control.close()
+        if self.curve is not None:
+            self.curve.stop()
         os.close(self.lock_fd)
 
 
 def start_early(config: ServerConfig) -> EarlyStart | None:
     """Lock the data directory, bind the control channel and spawn this
     node's workers (and the ingest gateway when the native port is fixed);
-    None for a node of a cluster or with CURVE, which starts in the old order."""
-    if config.cluster or config.native_curve_secret_key_file:
+    None for a node of a cluster, which starts in the old order."""
+    if config.cluster:
         return None
     lock_fd = lock_data_dir(config.data_dir)
-    control, endpoint = bind_control(zmq.Context.instance(), "127.0.0.1", "127.0.0.1")
-    early = EarlyStart(lock_fd, control, endpoint, [], None)
+    curve = None
+    if config.native_curve_secret_key_file:
+        from kafkalite.server.security import native_curve
+        curve = native_curve(config)
+    control, endpoint = bind_control(zmq.Context.instance(), "127.0.0.1", "127.0.0.1", curve)
+    early = EarlyStart(lock_fd, control, endpoint, [], None, curve=curve)
 
     def stop(signum, frame):
         early.stop_requested = True

@@ -216,7 +216,7 @@ class Supervisor:
         # an AlterShareGroupOffsets: the leaders drop what they hold of the
         # group and read its new state (share_partition.py)
         self.coordinator.share.state_reset = self.coordinator.share_group_deleted
-        self.curve = native_curve(cfg)
+        self.curve = early.curve if early is not None else native_curve(cfg)
         self.markers = BrokerRequests(self.ctx, self.controller.native_endpoint,
                                       "kafkalite-txn-coordinator", curve=self.curve)
         self.txn_coordinator = TransactionCoordinator(
@@ -304,8 +304,7 @@ class Supervisor:
         if cfg.cluster:
             bind_host = cfg.host if cfg.host not in ("", "*") else "0.0.0.0"
             advertised = _bracket(cfg.public_host)
-        # With CURVE both open to the server's key pair only (start_early
-        # leaves a node with CURVE to bind its control channel here).
+        # With CURVE both open to the server's key pair only.
         self.relay = RelayServer(self.ctx, self.dispatcher, bind_host, advertised, self.curve)
         if early is not None:
             self.control, self.control_endpoint = early.control, early.control_endpoint

@@ -19,6 +19,11 @@ created, and the relay answers nothing -- while the same requests from a
 DEALER holding the server's key pair are answered, so the silence is the
 refusal, not a malformed probe.
 
+The handshakes themselves are watched (a socket monitor): the server's key
+pair succeeds, any other key fails authentication, no CURVE fails -- on
+the cluster's control channel and relay, and on a single node's loopback
+control channel, which its workers, started before the supervisor, join.
+
 The nodes listen on 0.0.0.0; a cluster that does so without CURVE logs one
 warning that its control channel and relay are open, these do not.
 """
@@ -31,6 +36,7 @@ import time
 import psycopg
 import pytest
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from harness import ServerProcess
 from postgres import PostgresServer, find_binaries
@@ -268,6 +274,70 @@ def test_an_open_cluster_beyond_loopback_says_so_once(keys, two_nodes):
         time.sleep(1.0)
         assert s.output().count(OPEN_WARNING) == 1, s.output()
         assert "kafkalite curve keygen" in s.output()
+    finally:
+        s.stop()
+        s.kill()
+
+
+HANDSHAKE_ENDS = {zmq.EVENT_HANDSHAKE_SUCCEEDED: "succeeded",
+                  zmq.EVENT_HANDSHAKE_FAILED_AUTH: "refused",
+                  zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "failed",
+                  zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "failed"}
+
+
+def handshake(ctx, endpoint: str, keypair, server_key: bytes) -> str:
+    """How a DEALER's first handshake with ``endpoint`` ends."""
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    if keypair is not None:
+        secure_client(sock, server_key, *keypair)
+    monitor = sock.get_monitor_socket()
+    sock.connect(endpoint)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if monitor.poll(200):
+                event = recv_monitor_message(monitor)["event"]
+                if event in HANDSHAKE_ENDS:
+                    return HANDSHAKE_ENDS[event]
+        return "no end"
+    finally:
+        sock.disable_monitor()
+        monitor.close()
+        sock.close()
+
+
+def expect_handshakes(endpoint: str, keys) -> None:
+    server_key = load_keypair_file(str(keys / "server.key"), need_secret=False)[0]
+    ctx = zmq.Context()
+    try:
+        got = {who: handshake(ctx, endpoint, keypair, server_key) for who, keypair in (
+            ("server", load_keypair_file(str(keys / "server.key_secret"))),
+            ("alice", load_keypair_file(str(keys / "authorized" / "alice.key_secret"))),
+            ("mallory", load_keypair_file(str(keys / "strangers" / "mallory.key_secret"))),
+            ("plain", None))}
+    finally:
+        ctx.destroy(linger=0)
+    assert got == {"server": "succeeded", "alice": "refused", "mallory": "refused",
+                   "plain": "failed"}, (endpoint, got)
+
+
+def test_the_cluster_channels_handshake_with_the_server_key_only(keys, two_nodes):
+    pg, _ = two_nodes
+    endpoints = cluster_store.read_controller(pg.dsn)["endpoints"]
+    expect_handshakes(endpoints["control"], keys)
+    expect_handshakes(endpoints["relay"], keys)
+
+
+def test_a_single_nodes_control_channel_handshakes_with_the_server_key_only(keys):
+    s = ServerProcess(str(keys / "single"), workers=1, extra_args=[
+        "--native-curve-secret-key-file", str(keys / "server.key_secret"),
+        "--native-curve-authorized-keys", str(keys / "authorized")]).start()
+    try:
+        # the endpoint its worker was started with (processes.start_early)
+        with open(f"/proc/{s.info['workers'][0]['pid']}/cmdline") as f:
+            argv = f.read().split("\0")
+        expect_handshakes(argv[argv.index("--control") + 1], keys)
     finally:
         s.stop()
         s.kill()
