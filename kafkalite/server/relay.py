@@ -10,11 +10,12 @@ pose as a relay). In a cluster the ROUTER listens where other nodes'
 workers reach it; with CURVE (``native_curve_secret_key_file``) it is a
 CURVE server that only the server's key pair opens (protocol/curve.py
 ``NODE_ZAP_DOMAIN``), and every worker connects with that pair, so no one
-else's request is relayed, let alone as the principal its header names. The supervisor decodes it as a Kafka-wire request
-(``Listener.KAFKA``: answers name the Kafka listeners' node ids and ports),
-dispatches it like any other, and sends the encoded answer back; the worker
-writes it to the client's connection, which stays muted meanwhile, so
-answers keep request order.
+else's request is relayed, let alone as the principal its header names.
+The supervisor decodes it as a Kafka-wire request (``Listener.KAFKA``:
+answers name the Kafka listeners' node ids and ports), dispatches it like
+any other, and sends the encoded answer back; the worker writes it to the
+client's connection, which stays muted meanwhile, so answers keep request
+order.
 
 Frames, worker -> supervisor::
 
