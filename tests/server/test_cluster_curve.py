@@ -24,11 +24,18 @@ pair succeeds, any other key fails authentication, no CURVE fails -- on
 the cluster's control channel and relay, and on a single node's loopback
 control channel, which its workers, started before the supervisor, join.
 
+Last, node 1 is killed (-9): node 2 takes the controller lease and binds
+its own control channel and relay under CURVE, its workers join them, node
+1 started again joins as a broker node, and the replicated topic takes
+acks=all writes again.
+
 The nodes listen on 0.0.0.0; a cluster that does so without CURVE logs one
 warning that its control channel and relay are open, these do not.
 """
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -81,16 +88,20 @@ def keys(tmp_path_factory):
     return root
 
 
+def node(keys, pg, n: int) -> ServerProcess:
+    return ServerProcess(str(keys / f"node{n}"), workers=2, extra_args=[
+        "--cluster", pg.dsn, "--node-id", str(n), *TIMEOUTS, *EXPOSED,
+        "--native-curve-secret-key-file", str(keys / "server.key_secret"),
+        "--native-curve-authorized-keys", str(keys / "authorized")])
+
+
 @pytest.fixture(scope="module")
 def two_nodes(keys):
     pg = PostgresServer().start()
     nodes = {}
     try:
         for n in (1, 2):
-            nodes[n] = ServerProcess(str(keys / f"node{n}"), workers=2, extra_args=[
-                "--cluster", pg.dsn, "--node-id", str(n), *TIMEOUTS, *EXPOSED,
-                "--native-curve-secret-key-file", str(keys / "server.key_secret"),
-                "--native-curve-authorized-keys", str(keys / "authorized")]).start()
+            nodes[n] = node(keys, pg, n).start()
         wait_for(lambda: len(brokers(nodes[1], keys)) == 4, what="both nodes' workers joined")
         yield pg, nodes
     finally:
@@ -341,3 +352,41 @@ def test_a_single_nodes_control_channel_handshakes_with_the_server_key_only(keys
     finally:
         s.stop()
         s.kill()
+
+
+def test_after_a_controller_failover_the_nodes_join_over_curve(keys, two_nodes):
+    """Last in the module: it kills the controller node."""
+    pg, nodes = two_nodes
+    first = cluster_store.read_controller(pg.dsn)
+    assert first["node_id"] == 1
+    workers = [w["pid"] for w in nodes[1].info["workers"]]
+    os.kill(nodes[1].proc.pid, signal.SIGKILL)
+    nodes[1].proc.wait(10)
+    wait_for(lambda: not any(os.path.exists(f"/proc/{pid}") and open(
+        f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z" for pid in workers),
+             timeout=15, what="node 1's workers gone with it")
+    taken = wait_for(lambda: (lambda c: c if c and c["live"] and c["node_id"] == 2
+                              and c["epoch"] != first["epoch"] and c["endpoints"] else None)(
+        cluster_store.read_controller(pg.dsn)), timeout=60, what="node 2 taking the lease")
+    new = nodes[2]
+    wait_for(lambda: os.path.exists(os.path.join(new.data_dir, "server.json"))
+             and new.refresh().get("role") != "broker", timeout=60,
+             what="node 2's server.json as the controller")
+    wait_for(lambda: len(brokers(new, keys)) == 2, timeout=60,
+             what="node 2's workers joined their new controller")
+    expect_handshakes(taken["endpoints"]["control"], keys)
+    expect_handshakes(taken["endpoints"]["relay"], keys)
+
+    nodes[1] = node(keys, pg, 1).start()
+    assert nodes[1].info["role"] == "broker"
+    wait_for(lambda: len(brokers(new, keys)) == 4, timeout=60,
+             what="node 1's workers joined node 2's controller")
+    keyed = Keyed(new, keys)
+    wait_for(lambda: all(len(isr) == 2 and leader >= 0
+                         for leader, _, isr in state(keyed, "across").values()),
+             timeout=60, what="node 1 back in the ISRs")
+    p = Producer(client_config(new, keys, acks="all"))
+    for i in range(10):
+        p.produce("across", b"after-%d" % i, partition=i % 2)
+    assert p.flush(30) == 0
+    p.close()
