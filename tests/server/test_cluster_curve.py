@@ -91,6 +91,7 @@ def keys(tmp_path_factory):
 def node(keys, pg, n: int) -> ServerProcess:
     return ServerProcess(str(keys / f"node{n}"), workers=2, extra_args=[
         "--cluster", pg.dsn, "--node-id", str(n), *TIMEOUTS, *EXPOSED,
+        "--log-level", "INFO",             # the controller logs every worker that joins
         "--native-curve-secret-key-file", str(keys / "server.key_secret"),
         "--native-curve-authorized-keys", str(keys / "authorized")])
 
