@@ -317,7 +317,10 @@ class Supervisor:
                                 "coordinator": f"tcp://{advertised}:{self.native.port}",
                                 "bootstrap.servers": f"{cfg.public_host}:{self.native.port}",
                                 "kafka.bootstrap.servers":
-                                    self.kafka_bootstraps()[0]["bootstrap.servers"]})
+                                    self.kafka_bootstraps()[0]["bootstrap.servers"],
+                                # broker nodes check they hold the same key pair
+                                **({"curve.server.key": self.curve.public.decode()}
+                                   if self.curve is not None else {})})
         if early is not None:
             self.workers = early.workers
         else:

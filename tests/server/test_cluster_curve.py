@@ -29,6 +29,9 @@ its own control channel and relay under CURVE, its workers join them, node
 1 started again joins as a broker node, and the replicated topic takes
 acks=all writes again.
 
+A node started without the cluster's key pair (none, or another) stops at
+once with one readable line instead of starting workers that never join.
+
 The nodes listen on 0.0.0.0; a cluster that does so without CURVE logs one
 warning that its control channel and relay are open, these do not.
 """
@@ -286,9 +289,35 @@ def test_an_open_cluster_beyond_loopback_says_so_once(keys, two_nodes):
         time.sleep(1.0)
         assert s.output().count(OPEN_WARNING) == 1, s.output()
         assert "kafkalite curve keygen" in s.output()
+        # a node with CURVE cannot join this open cluster: it says so and stops
+        keyed = ServerProcess(str(keys / "open-keyed"), workers=1, extra_args=[
+            "--cluster", dsn, "--node-id", "2", *TIMEOUTS,
+            "--native-curve-secret-key-file", str(keys / "server.key_secret")])
+        with pytest.raises(RuntimeError, match="server exited with 1") as refused:
+            keyed.start(timeout=60)
+        assert "the controller (node 1) runs without CURVE" in str(refused.value)
     finally:
         s.stop()
         s.kill()
+
+
+@pytest.mark.parametrize("key", ["none", "another"])
+def test_a_node_without_the_clusters_key_pair_stops_with_a_readable_error(keys, two_nodes,
+                                                                          key):
+    pg, _ = two_nodes
+    curve = [] if key == "none" else [
+        "--native-curve-secret-key-file", str(keys / "strangers" / "mallory.key_secret")]
+    s = ServerProcess(str(keys / f"node3-{key}"), workers=1, extra_args=[
+        "--cluster", pg.dsn, "--node-id", "3", *TIMEOUTS, *curve])
+    with pytest.raises(RuntimeError, match="server exited with 1"):
+        s.start(timeout=60)
+    s.stop()
+    lines = [line for line in s.output().splitlines() if line.startswith("kafkalite server:")]
+    assert len(lines) == 1, s.output()
+    assert "every node of a cluster needs the same CURVE settings and key pair" in lines[0]
+    assert ("runs CURVE between the nodes" if key == "none" else "is not the cluster's") \
+        in lines[0], lines[0]
+    assert "Traceback" not in s.output()
 
 
 HANDSHAKE_ENDS = {zmq.EVENT_HANDSHAKE_SUCCEEDED: "succeeded",
