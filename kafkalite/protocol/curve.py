@@ -65,6 +65,8 @@ ZAP_DOMAIN = "kafkalite"
 NODE_ZAP_DOMAIN = "kafkalite-nodes"
 # Authorized keys are read again at most this often, on a handshake.
 RELOAD_CHECK_S = 1.0
+# A refused key on the brokers' own channels is logged at most this often.
+REFUSAL_LOG_S = 10.0
 _PRINCIPAL = re.compile(rb'^\s*principal\s*=\s*"?([^"\r\n]+)"?\s*$', re.M)
 
 
@@ -204,13 +206,24 @@ class KeyAuthenticator(ThreadAuthenticator):
 
 
 class _OwnKeys:
-    """The credentials provider of NODE_ZAP_DOMAIN: the server's own keys."""
+    """The credentials provider of NODE_ZAP_DOMAIN: the server's own keys.
+    A refusal is logged (at most every REFUSAL_LOG_S): a node with another
+    key pair, or someone trying keys."""
 
     def __init__(self, keys: set[bytes]):
         self.keys = keys
+        self._next_log = 0.0
 
     def callback(self, domain: str, key: bytes) -> bool:
-        return key in self.keys
+        if key in self.keys:
+            return True
+        now = time.monotonic()
+        if now >= self._next_log:
+            self._next_log = now + REFUSAL_LOG_S
+            log.warning("refused a CURVE connection to the brokers' own channels (control "
+                        "channel, relay) with key %s: not this cluster's key pair",
+                        key.decode("ascii", "replace"))
+        return False
 
 
 class CurveServer:

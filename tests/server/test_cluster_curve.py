@@ -258,6 +258,8 @@ def test_strangers_are_refused_by_the_control_channel_and_the_relay(keys, two_no
             control.close()
             relay.close()
         assert f"worker {ROGUE} " not in c.output()
+        # the first refused key is logged (the next ones within 10 s are not)
+        assert "refused a CURVE connection to the brokers' own channels" in c.output()
         assert "rogue.example" not in c.output()
         assert ROGUE_TOPIC not in metadata(c, keys).topics
 
