@@ -5,8 +5,9 @@ Two nodes on this machine share a real PostgreSQL (tests/postgres.py) and
 one server key pair (``kafkalite curve keygen``); node 1 takes the
 controller lease, node 2's workers join it over CURVE. A topic replicated
 across both nodes takes acks=all writes from the native client and from
-confluent-kafka (whose Metadata a node-2 worker relays to node 1), and
-reads them back.
+confluent-kafka (whose Metadata a node-2 worker relays to node 1), and a
+transaction (the partitions' leaders asking node 1's coordinator), and
+reads them back, natively and with a read_committed confluent-kafka group.
 
 Then strangers connect to the control channel and the relay the controller
 published in PostgreSQL, as plain ZeroMQ DEALERs: one without CURVE, one
@@ -166,6 +167,8 @@ def test_a_topic_replicated_across_the_nodes_works_over_curve(keys, two_nodes):
              and len(state(c_keys, "across")) == 2, what="a full ISR on both partitions")
     for leader, replicas, _ in state(c_keys, "across").values():
         assert {node_of[b] for b in replicas} == {1, 2}      # one replica on each node
+    # one leader on each node: both nodes' workers serve and verify
+    assert {node_of[leader] for leader, _, _ in state(c_keys, "across").values()} == {1, 2}
 
     p = Producer(client_config(c, keys, acks="all"))
     for i in range(20):
@@ -179,15 +182,34 @@ def test_a_topic_replicated_across_the_nodes_works_over_curve(keys, two_nodes):
     for i in range(20):
         kp.produce("across", b"kafka-%d" % i, partition=i % 2)
     assert kp.flush(30) == 0
+    # a transaction: each partition's leader asks the transaction
+    # coordinator (node 1's native port, over CURVE) before its first
+    # transactional batch goes in
+    tp = ck.Producer({"bootstrap.servers": node2_worker, "transactional.id": "across-tx"})
+    tp.init_transactions(30)
+    tp.begin_transaction()
+    for i in range(10):
+        tp.produce("across", b"txn-%d" % i, partition=i % 2)
+    tp.commit_transaction(30)
 
+    want = sorted([b"native-%d" % i for i in range(20)] + [b"kafka-%d" % i for i in range(20)]
+                  + [b"txn-%d" % i for i in range(10)])
     cons = Consumer(client_config(c, keys, **{"auto.offset.reset": "earliest"}))
     cons.assign([TopicPartition("across", p, 0) for p in range(2)])
     got, deadline = [], time.monotonic() + 30
-    while len(got) < 40 and time.monotonic() < deadline:
+    while len(got) < len(want) and time.monotonic() < deadline:
         got += [m.value() for m in cons.consume(100, 0.5) if m.error() is None]
     cons.close()
-    assert sorted(got) == sorted([b"native-%d" % i for i in range(20)]
-                                 + [b"kafka-%d" % i for i in range(20)])
+    assert sorted(got) == want
+    committed = ck.Consumer({"bootstrap.servers": node2_worker, "group.id": "across",
+                             "auto.offset.reset": "earliest",
+                             "isolation.level": "read_committed"})
+    committed.subscribe(["across"])
+    got, deadline = [], time.monotonic() + 30
+    while len(got) < len(want) and time.monotonic() < deadline:
+        got += [m.value() for m in committed.consume(100, 0.5) if m.error() is None]
+    committed.close()
+    assert sorted(got) == want
 
 
 def dealer(ctx, endpoint: str, keypair: tuple[bytes, bytes] | None, server_key: bytes,
