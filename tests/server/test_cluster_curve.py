@@ -25,16 +25,16 @@ pair succeeds, any other key fails authentication, no CURVE fails -- on
 the cluster's control channel and relay, and on a single node's loopback
 control channel, which its workers, started before the supervisor, join.
 
-Last, node 1 is killed (-9): node 2 takes the controller lease and binds
-its own control channel and relay under CURVE, its workers join them, node
-1 started again joins as a broker node, and the replicated topic takes
-acks=all writes again.
-
 A node started without the cluster's key pair (none, or another) stops at
 once with one readable line instead of starting workers that never join.
 
 The nodes listen on 0.0.0.0; a cluster that does so without CURVE logs one
 warning that its control channel and relay are open, these do not.
+
+Last, node 1 is killed (-9): node 2 takes the controller lease and binds
+its own control channel and relay under CURVE, its workers join them, node
+1 started again joins as a broker node, and the replicated topic takes
+acks=all writes again.
 """
 from __future__ import annotations
 
