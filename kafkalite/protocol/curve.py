@@ -33,6 +33,13 @@ with ZAP status 400, which libzmq reports to the client as
 HANDSHAKE_FAILED_AUTH. The file is read again when it changed
 (``reload_if_changed``), so adding a client needs no restart.
 
+The channels between a cluster's own processes -- the controller's control
+channel and relay, which other nodes' workers join (server/processes.py,
+server/relay.py) -- are CURVE servers of another ZAP domain,
+``NODE_ZAP_DOMAIN``, where the same handler accepts the server's own key
+and nothing else: a client key authorized for the native ports does not
+open them. Every node of a cluster holds the same key pair.
+
 Who may call: any thread; a ``KeyAuthenticator``'s map is swapped whole,
 so its thread reads a consistent one.
 """
@@ -54,8 +61,12 @@ Z85_KEY_LENGTH = 40
 # (a super user for the authorizer).
 BROKER_PRINCIPAL = "User:kafkalite-broker"
 ZAP_DOMAIN = "kafkalite"
+# The domain of the brokers' own channels: the server's key only.
+NODE_ZAP_DOMAIN = "kafkalite-nodes"
 # Authorized keys are read again at most this often, on a handshake.
 RELOAD_CHECK_S = 1.0
+# A refused key on the brokers' own channels is logged at most this often.
+REFUSAL_LOG_S = 10.0
 _PRINCIPAL = re.compile(rb'^\s*principal\s*=\s*"?([^"\r\n]+)"?\s*$', re.M)
 
 
@@ -164,6 +175,8 @@ class KeyAuthenticator(ThreadAuthenticator):
         self.principals: dict[bytes, str] = dict(extra)
         self.reload_if_changed(force=True)
         self.configure_curve_callback(domain=ZAP_DOMAIN, credentials_provider=self)
+        self.configure_curve_callback(domain=NODE_ZAP_DOMAIN,
+                                      credentials_provider=_OwnKeys(set(self._extra)))
 
     def reload_if_changed(self, force: bool = False) -> None:
         now = time.monotonic()
@@ -190,6 +203,27 @@ class KeyAuthenticator(ThreadAuthenticator):
 
     def curve_user_id(self, client_public_key: bytes) -> str:
         return self.principals.get(zmq.utils.z85.encode(client_public_key), "")
+
+
+class _OwnKeys:
+    """The credentials provider of NODE_ZAP_DOMAIN: the server's own keys.
+    A refusal is logged (at most every REFUSAL_LOG_S): a node with another
+    key pair, or someone trying keys."""
+
+    def __init__(self, keys: set[bytes]):
+        self.keys = keys
+        self._next_log = 0.0
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        if key in self.keys:
+            return True
+        now = time.monotonic()
+        if now >= self._next_log:
+            self._next_log = now + REFUSAL_LOG_S
+            log.warning("refused a CURVE connection to the brokers' own channels (control "
+                        "channel, relay) with key %s: not this cluster's key pair",
+                        key.decode("ascii", "replace"))
+        return False
 
 
 class CurveServer:
@@ -221,6 +255,17 @@ class CurveServer:
         sock.setsockopt(zmq.CURVE_SERVER, 1)
         sock.setsockopt(zmq.CURVE_SECRETKEY, self.secret)
         sock.setsockopt_string(zmq.ZAP_DOMAIN, ZAP_DOMAIN)
+
+    def secure_node_server(self, sock: zmq.Socket, context: zmq.Context) -> None:
+        """Before bind: ``sock`` is a channel between the brokers' own
+        processes, open to the server's key pair only (NODE_ZAP_DOMAIN).
+        ZAP_ENFORCE_DOMAIN makes a handshake fail, not pass unchecked, if
+        no ZAP handler answered."""
+        self.start(context)
+        sock.setsockopt(zmq.CURVE_SERVER, 1)
+        sock.setsockopt(zmq.CURVE_SECRETKEY, self.secret)
+        sock.setsockopt_string(zmq.ZAP_DOMAIN, NODE_ZAP_DOMAIN)
+        sock.setsockopt(zmq.ZAP_ENFORCE_DOMAIN, 1)
 
     def secure_client(self, sock: zmq.Socket) -> None:
         secure_client(sock, self.public, self.public, self.secret)

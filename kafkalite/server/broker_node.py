@@ -8,9 +8,11 @@ and transaction coordinator; a broker node runs only partition workers
 They talk to the controller directly: its control channel (hello,
 heartbeats, assignments, ISR proposals), its relay (the Kafka requests a
 worker does not serve) and its coordinator, at the endpoints the
-controller published with its lease. The controller sees them as it sees
-its own workers, except that it learns of a death from missing heartbeats
-(``broker_session_timeout_ms``), not from SIGCHLD.
+controller published with its lease (with CURVE, the controller's public key
+too: a node whose key pair differs, or that has none, stops at start with
+a readable error, since its workers could not join). The controller sees
+them as it sees its own workers, except that it learns of a death from
+missing heartbeats (``broker_session_timeout_ms``), not from SIGCHLD.
 
 This process does what the supervisor does for workers and nothing else:
 the data directory's lock, spawning the workers, restarting any that dies
@@ -44,6 +46,7 @@ from kafkalite import errors
 from kafkalite.server import cluster_store
 from kafkalite.server.config import ServerConfig
 from kafkalite.server.credentials import users_file
+from kafkalite.server.security import native_curve
 from kafkalite.server.supervisor import (LOCK_FILE, RESTART_BACKOFF_S, SERVER_FILE,
                                          SHUTDOWN_TIMEOUT_S, WorkerProcess, spawn_worker)
 from kafkalite.storage.checkpoint import write_atomically
@@ -89,6 +92,7 @@ class BrokerNode:
             self.takeover = not self._stop
             self._stop = True
             return
+        self._check_key_pair()
         self.users_mirror = cluster_store.UsersMirror(
             cfg.cluster, users_file(cfg.data_dir, cfg.sasl_users_file))
         self.users_mirror.start()
@@ -121,6 +125,30 @@ class BrokerNode:
             if time.monotonic() > deadline or self._stop:
                 return None
             time.sleep(LOOP_S)
+
+    def _check_key_pair(self) -> None:
+        """The controller's control channel and relay take the cluster's
+        CURVE key pair only (processes.bind_control): workers started with
+        another, or without CURVE, would never join. One readable error
+        instead (the CLI's exit 1), before any worker starts."""
+        theirs = self.controller["endpoints"].get("curve.server.key")
+        curve = native_curve(self.config)
+        ours = curve.public.decode() if curve is not None else None
+        if theirs == ours:
+            return
+        node = self.controller["node_id"]
+        if ours is None:
+            why = (f"the controller (node {node}) runs CURVE between the nodes (server key "
+                   f"{theirs}): start node {self.config.node_id} with the same key pair "
+                   f"(native_curve_secret_key_file)")
+        elif theirs is None:
+            why = (f"the controller (node {node}) runs without CURVE, but node "
+                   f"{self.config.node_id} has a key pair (native_curve_secret_key_file)")
+        else:
+            why = (f"node {self.config.node_id}'s CURVE key pair (public key {ours}) is not "
+                   f"the cluster's (the controller, node {node}, has {theirs})")
+        raise errors.InvalidConfigurationError(
+            f"{why}; every node of a cluster needs the same CURVE settings and key pair")
 
     def _spawn(self, w: WorkerProcess) -> None:
         e = self.controller["endpoints"]

@@ -228,7 +228,9 @@ SETTINGS: dict[str, Setting] = {
         "Kafka's default is 2147483647 (unlimited)"),
     "native_curve_secret_key_file": Setting(
         "CURVE on the native ZeroMQ ports and the ingest gateway: this server's key pair "
-        "(a `.key_secret` file from `kafkalite curve keygen`; \"\": CURVE off)."),
+        "(a `.key_secret` file from `kafkalite curve keygen`; \"\": CURVE off). The "
+        "control channel and relay between the controller and the workers then accept "
+        "this key pair only: every node of a cluster must have the same one."),
     "native_curve_authorized_keys": Setting(
         "With CURVE: the client public keys accepted and their principals: a directory of "
         "`.key` files or a file of `<Z85 key> User:<name>` lines (read again when it changes)."),

@@ -19,7 +19,11 @@ node is ready: that is still when every worker has opened its partitions.
 
 A node of a cluster (``--cluster``) does not start early: whether it
 runs as the controller or as a broker node is known only once it has
-asked PostgreSQL.
+asked PostgreSQL. With CURVE (``native_curve_secret_key_file``) the control
+channel is a CURVE server (``bind_control``) whose ZAP handler
+(protocol/curve.py) must answer the workers' first handshake: it starts
+here (loading the protocol's codecs early, some 50 ms), and the supervisor
+adopts it with the rest (a context has one ZAP handler).
 
 Who may call: ``kafkalite server`` (cli.py) before it imports the
 supervisor; the supervisor and broker nodes (``spawn_worker``, ``WorkerProcess``).
@@ -104,12 +108,18 @@ def spawn_ingest(config: ServerConfig, native_port: int, port: int) -> subproces
         stdout=subprocess.PIPE)
 
 
-def bind_control(ctx: zmq.Context, bind_host: str, advertised_host: str) -> tuple[zmq.Socket, str]:
+def bind_control(ctx: zmq.Context, bind_host: str, advertised_host: str,
+                 curve=None) -> tuple[zmq.Socket, str]:
     """The control channel's ROUTER, bound to any free port, and the
-    endpoint workers connect to."""
+    endpoint workers connect to. With ``curve`` (a protocol/curve.CurveServer)
+    it is a CURVE server that only the server's key pair may join: in a
+    cluster it listens where other nodes' workers reach it, and a stranger
+    who could say "hello" there would be taken for a broker."""
     control = ctx.socket(zmq.ROUTER)
     control.setsockopt(zmq.LINGER, 0)
     control.setsockopt(zmq.ROUTER_HANDOVER, 1)
+    if curve is not None:
+        curve.secure_node_server(control, ctx)
     bracketed = f"[{bind_host}]" if ":" in bind_host else bind_host
     port = control.bind_to_random_port(f"tcp://{bracketed}")
     return control, f"tcp://{advertised_host}:{port}"
@@ -124,6 +134,7 @@ class EarlyStart:
     workers: list[WorkerProcess]
     ingest: subprocess.Popen | None
     stop_requested: bool = False     # SIGTERM/SIGINT before the supervisor took over
+    curve: object = None             # the protocol/curve.CurveServer, its ZAP handler running
 
     def abandon(self) -> None:
         """The supervisor could not start: stop what was started, and let go
@@ -142,6 +153,8 @@ class EarlyStart:
         if self.ingest is not None and self.ingest.stdout is not None:
             self.ingest.stdout.close()
         self.control.close()
+        if self.curve is not None:
+            self.curve.stop()
         os.close(self.lock_fd)
 
 
@@ -152,8 +165,12 @@ def start_early(config: ServerConfig) -> EarlyStart | None:
     if config.cluster:
         return None
     lock_fd = lock_data_dir(config.data_dir)
-    control, endpoint = bind_control(zmq.Context.instance(), "127.0.0.1", "127.0.0.1")
-    early = EarlyStart(lock_fd, control, endpoint, [], None)
+    curve = None
+    if config.native_curve_secret_key_file:
+        from kafkalite.server.security import native_curve
+        curve = native_curve(config)
+    control, endpoint = bind_control(zmq.Context.instance(), "127.0.0.1", "127.0.0.1", curve)
+    early = EarlyStart(lock_fd, control, endpoint, [], None, curve=curve)
 
     def stop(signum, frame):
         early.stop_requested = True

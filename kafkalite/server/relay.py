@@ -6,11 +6,16 @@ which only the supervisor (controller and group coordinator) can answer.
 The worker passes such a request on, undecoded, over an internal ZeroMQ
 channel: a DEALER per worker to a ROUTER the supervisor binds on loopback
 for its own workers only (never the public native port, so no client can
-pose as a relay). The supervisor decodes it as a Kafka-wire request
-(``Listener.KAFKA``: answers name the Kafka listeners' node ids and ports),
-dispatches it like any other, and sends the encoded answer back; the worker
-writes it to the client's connection, which stays muted meanwhile, so
-answers keep request order.
+pose as a relay). In a cluster the ROUTER listens where other nodes'
+workers reach it; with CURVE (``native_curve_secret_key_file``) it is a
+CURVE server that only the server's key pair opens (protocol/curve.py
+``NODE_ZAP_DOMAIN``), and every worker connects with that pair, so no one
+else's request is relayed, let alone as the principal its header names.
+The supervisor decodes it as a Kafka-wire request (``Listener.KAFKA``:
+answers name the Kafka listeners' node ids and ports), dispatches it like
+any other, and sends the encoded answer back; the worker writes it to the
+client's connection, which stays muted meanwhile, so answers keep request
+order.
 
 Frames, worker -> supervisor::
 
@@ -105,16 +110,19 @@ def decode_relay_reply(buf) -> tuple[int, int, int, str, int]:
 class RelayServer:
     """The supervisor's end: a ROUTER its workers connect to (on loopback;
     on ``bind_host``/``advertised_host`` where workers of other nodes of a
-    cluster connect too)."""
+    cluster connect too); with ``curve`` (a protocol/curve.CurveServer) a
+    CURVE server only the server's key pair may join."""
 
     def __init__(self, zctx: zmq.Context, dispatcher: RequestDispatcher,
-                 bind_host: str = "127.0.0.1", advertised_host: str = "127.0.0.1"):
+                 bind_host: str = "127.0.0.1", advertised_host: str = "127.0.0.1", curve=None):
         self.dispatcher = dispatcher
         self._bad_input = RateLimitedLog(log)
         self._throttles: dict = {}       # (worker, relay id) -> ms, until the answer goes
         self.socket = zctx.socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        if curve is not None:
+            curve.secure_node_server(self.socket, zctx)
         port = self.socket.bind_to_random_port(f"tcp://{bind_host}")
         self.endpoint = f"tcp://{advertised_host}:{port}"
 
@@ -185,12 +193,15 @@ class RelayServer:
 
 class RelayClient:
     """A worker's end: forwards requests for its Kafka listeners and hands
-    each answer back to the KafkaListener the request came from."""
+    each answer back to the KafkaListener the request came from; with
+    ``curve``, over CURVE with the server's key pair."""
 
-    def __init__(self, zctx: zmq.Context, endpoint: str, identity: bytes):
+    def __init__(self, zctx: zmq.Context, endpoint: str, identity: bytes, curve=None):
         self.socket = zctx.socket(zmq.DEALER)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.IDENTITY, identity)
+        if curve is not None:
+            curve.secure_client(self.socket)
         self.socket.connect(endpoint)
         self._pending: dict[int, tuple] = {}  # relay id -> (listener, connection, request header)
         self._ids = itertools.count(1)

@@ -35,12 +35,18 @@ to the other broker processes (replica fetches, transaction markers,
 verification) with the same key pair, which the ZAP handler maps to
 ``protocol.curve.BROKER_PRINCIPAL``: a super user, so inter-broker APIs pass the
 authorizer. Client keys map to the principals of
-``native_curve_authorized_keys``.
+``native_curve_authorized_keys``. The controller's control channel and
+relay (processes.bind_control, relay.py) are CURVE servers with the same
+pair but open to the server's own key only (curve.NODE_ZAP_DOMAIN), and
+the workers of every node connect to them with it: in a cluster all nodes
+hold the same key pair. Without CURVE they are open, and a cluster that
+listens beyond loopback says so once at start (``warn_if_node_channels_open``).
 
 Who may call: the listener, on its process's one event-loop thread.
 """
 from __future__ import annotations
 
+import logging
 import ssl
 from typing import TYPE_CHECKING
 
@@ -51,6 +57,8 @@ from kafkalite.server.listeners import SECURITY_PROTOCOLS, kafka_listeners
 
 if TYPE_CHECKING:
     from kafkalite.protocol import curve
+
+log = logging.getLogger("kafkalite.security")
 
 CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 # Kafka's message for every credential failure: it does not tell an unknown
@@ -147,6 +155,18 @@ def native_curve(config) -> curve.CurveServer | None:
     except curve.CurveKeyError as exc:
         raise InvalidConfigurationError(str(exc)) from None
     return curve.CurveServer(public, secret, authorized, curve.BROKER_PRINCIPAL)
+
+
+def warn_if_node_channels_open(config) -> None:
+    """One warning (the controller's, at start) when a cluster's control
+    channel and relay listen beyond loopback without CURVE."""
+    if config.cluster and not config.native_curve_secret_key_file \
+            and config.host not in ("127.0.0.1", "::1", "localhost"):
+        log.warning("without CURVE (native_curve_secret_key_file) this cluster's control "
+                    "channel and relay on %s are neither authenticated nor encrypted: anyone "
+                    "who reaches them can join as a broker, change ISRs, or have Kafka "
+                    "requests relayed as a broker. Give every node the same key pair "
+                    "(kafkalite curve keygen)", config.host or "*")
 
 
 def listener_security(config, protocol: str | None = None) -> ListenerSecurity | None:

@@ -72,7 +72,8 @@ from kafkalite.server.coordinator import GroupCoordinator
 from kafkalite.server.kafka_listener import KafkaListener
 from kafkalite.server.listeners import kafka_listeners
 from kafkalite.server.metrics import NodeMetrics
-from kafkalite.server.security import listener_security, native_curve
+from kafkalite.server.security import (listener_security, native_curve,
+                                       warn_if_node_channels_open)
 from kafkalite.server.metadata import (OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC,
                                       MetadataStore)
 from kafkalite.server.native_listener import NativeListener
@@ -215,7 +216,7 @@ class Supervisor:
         # an AlterShareGroupOffsets: the leaders drop what they hold of the
         # group and read its new state (share_partition.py)
         self.coordinator.share.state_reset = self.coordinator.share_group_deleted
-        self.curve = native_curve(cfg)
+        self.curve = early.curve if early is not None else native_curve(cfg)
         self.markers = BrokerRequests(self.ctx, self.controller.native_endpoint,
                                       "kafkalite-txn-coordinator", curve=self.curve)
         self.txn_coordinator = TransactionCoordinator(
@@ -304,17 +305,23 @@ class Supervisor:
         if cfg.cluster:
             bind_host = cfg.host if cfg.host not in ("", "*") else "0.0.0.0"
             advertised = _bracket(cfg.public_host)
-        self.relay = RelayServer(self.ctx, self.dispatcher, bind_host, advertised)
+        # With CURVE both open to the server's key pair only.
+        self.relay = RelayServer(self.ctx, self.dispatcher, bind_host, advertised, self.curve)
         if early is not None:
             self.control, self.control_endpoint = early.control, early.control_endpoint
         else:
-            self.control, self.control_endpoint = bind_control(self.ctx, bind_host, advertised)
+            self.control, self.control_endpoint = bind_control(self.ctx, bind_host, advertised,
+                                                               self.curve)
+        warn_if_node_channels_open(cfg)
         if self.lease is not None:
             self.lease.publish({"control": self.control_endpoint, "relay": self.relay.endpoint,
                                 "coordinator": f"tcp://{advertised}:{self.native.port}",
                                 "bootstrap.servers": f"{cfg.public_host}:{self.native.port}",
                                 "kafka.bootstrap.servers":
-                                    self.kafka_bootstraps()[0]["bootstrap.servers"]})
+                                    self.kafka_bootstraps()[0]["bootstrap.servers"],
+                                # broker nodes check they hold the same key pair
+                                **({"curve.server.key": self.curve.public.decode()}
+                                   if self.curve is not None else {})})
         if early is not None:
             self.workers = early.workers
         else:

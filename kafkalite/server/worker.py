@@ -17,7 +17,9 @@ The worker is the event loop around the parts that do the work:
   heartbeat / metrics / quota_usage / alter_partition / refresh / bye out);
   ``metrics`` is this worker's figures once a second (metrics.py), unless
   metrics are off; ``quota_usage`` its client quota rates, answered with the
-  rest of the node's (quotas.py);
+  rest of the node's (quotas.py); with CURVE it and the relay connect with
+  the server's key pair, the only key the controller's ends accept
+  (processes.bind_control);
 - requests to the supervisor's coordinators (broker_requests.py): to the
   transaction coordinator, whether a partition is in a producer's
   transaction before its first transactional batch goes in
@@ -157,6 +159,8 @@ class Worker:
         self.control = self.ctx.socket(zmq.DEALER)
         self.control.setsockopt(zmq.LINGER, 1000)
         self.control.setsockopt(zmq.IDENTITY, b"worker-%d" % index)
+        if self.curve is not None:      # the controller's channel opens to the server's keys only
+            self.curve.secure_client(self.control)
         self.control.connect(control_endpoint)
         self.poller.register(self.control, zmq.POLLIN)
         self._stop = False
@@ -195,7 +199,8 @@ class Worker:
             self.replica_manager.shares.persister = lambda api, version, body, on_done: \
                 self.coordinator.send(COORDINATOR, api, version, body, on_done)
         if relay_endpoint and self.relay is None:
-            self.relay = RelayClient(self.ctx, relay_endpoint, b"worker-%d" % self.index)
+            self.relay = RelayClient(self.ctx, relay_endpoint, b"worker-%d" % self.index,
+                                     curve=self.curve)
             self.relay.attach(self.poller)
             for listener in self.kafka_listeners:      # what KafkaListener(relay=...) does
                 listener.relay = self.relay
