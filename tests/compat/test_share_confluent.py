@@ -34,8 +34,9 @@ import pytest
 from harness import child_env, create, read_all
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "server"))
-from test_share_groups import (Member, exactly_once, produce, run_group,  # noqa: E402
-                               share_server, stopping, wait_until)  # noqa: F401 (a fixture)
+from test_share_groups import (Member, exactly_once, produce,  # noqa: E402
+                               redelivered_after_lock, run_group, share_server,
+                               stopping, wait_until)  # noqa: F401 (a fixture)
 
 from kafkalite.client import AdminClient  # noqa: E402
 
@@ -221,14 +222,7 @@ def test_records_of_a_killed_member_are_redelivered_after_the_lock_duration(
     holder.proc.send_signal(signal.SIGKILL)
     holder.proc.wait(10)
     others = [CkMember(ck216, srv, "workers", "queue") for _ in range(2)]
-    accepted = run_group(srv, "queue", produced, others)
-    lost, duplicated = exactly_once(produced, accepted)
-    assert not lost and not duplicated, (lost[:20], duplicated[:20])
-    redelivered = {(p, o): (n, e["t"]) for m in others for e in m.events
-                   if e["event"] == "records" for p, o, n in e["items"]}
-    assert held and all(redelivered[k][0] == 2 for k in held)
-    # not before the lock expired (a lower bound: a loaded machine only delays it)
-    assert min(redelivered[k][1] for k in held) >= acquired_at + 2.0 - 0.3
+    redelivered_after_lock(srv, produced, held, acquired_at, others, 2.0)
     # the killed member is expelled after its session timeout
     assert wait_until(lambda: members_of(srv, "workers") == [], 30, 0.5)
 

@@ -127,6 +127,20 @@ def run_group(server, topic, produced, members, timeout=60.0):
     return [a for m in members for a in m.accepted()]
 
 
+def redelivered_after_lock(srv, produced, held, acquired_at, others, lock_s):
+    """``others`` accept every record exactly once, and got the records a
+    killed member ``held`` (acquired at ``acquired_at``) as second
+    deliveries, not before its lock of ``lock_s`` expired."""
+    accepted = run_group(srv, "queue", produced, others)
+    lost, duplicated = exactly_once(produced, accepted)
+    assert not lost and not duplicated, (lost[:20], duplicated[:20])
+    redelivered = {(p, o): (n, e["t"]) for m in others for e in m.events
+                   if e["event"] == "records" for p, o, n in e["items"]}
+    assert held and all(redelivered[k][0] == 2 for k in held)
+    # not before the lock expired (a lower bound: a loaded machine only delays it)
+    assert min(redelivered[k][1] for k in held) >= acquired_at + lock_s - 0.3
+
+
 @pytest.fixture
 def stopping():
     servers = []
@@ -222,14 +236,7 @@ def test_records_of_a_killed_member_go_to_others_after_the_lock_duration(tmp_pat
     acquired_at = min(e["t"] for e in holder.events if e["event"] == "records")
     holder.kill()
     others = [Member(srv, "workers", "queue") for _ in range(2)]
-    accepted = run_group(srv, "queue", produced, others)
-    lost, duplicated = exactly_once(produced, accepted)
-    assert not lost and not duplicated, (lost[:20], duplicated[:20])
-    redelivered = {(p, o): (n, e["t"]) for m in others for e in m.events
-                   if e["event"] == "records" for p, o, n in e["items"]}
-    assert held and all(redelivered[k][0] == 2 for k in held)
-    # not before the lock expired (a lower bound: a loaded machine only delays it)
-    assert min(redelivered[k][1] for k in held) >= acquired_at + 2.0 - 0.3
+    redelivered_after_lock(srv, produced, held, acquired_at, others, 2.0)
     # the others left; the killed member is removed after its session timeout
     admin = AdminClient(srv.config())
     try:

@@ -32,14 +32,18 @@ _STATE_BATCHES = Array("state_batches", fields=[
 ])
 
 
-def _request(key: ApiKey, partition_fields: list, extra: list = ()) -> Request:
+# what a read answers (the summary without the batches)
+_EPOCH_AND_START = [Field("state_epoch", "int32"), Field("start_offset", "int64")]
+_LEADER_EPOCH = Field("leader_epoch", "int32")
+
+
+def _request(key: ApiKey, partition_fields: list) -> Request:
     return Request(key, "0", flexible="0+", fields=[
         Field("group_id", "string"),
         Array("topics", fields=[
             Field("topic_id", "uuid"),
             Array("partitions", fields=[Field("partition", "int32"), *partition_fields]),
         ]),
-        *extra,
     ])
 
 
@@ -57,24 +61,17 @@ def _response(key: ApiKey, partition_fields: list = ()) -> Response:
     ])
 
 
-InitializeShareGroupStateRequest = _request(ApiKey.INITIALIZE_SHARE_GROUP_STATE, [
-    Field("state_epoch", "int32"),
-    Field("start_offset", "int64"),
-])
+InitializeShareGroupStateRequest = _request(ApiKey.INITIALIZE_SHARE_GROUP_STATE,
+                                            _EPOCH_AND_START)
 InitializeShareGroupStateResponse = _response(ApiKey.INITIALIZE_SHARE_GROUP_STATE)
 
-ReadShareGroupStateRequest = _request(ApiKey.READ_SHARE_GROUP_STATE, [
-    Field("leader_epoch", "int32"),
-])
-ReadShareGroupStateResponse = _response(ApiKey.READ_SHARE_GROUP_STATE, [
-    Field("state_epoch", "int32"),
-    Field("start_offset", "int64"),
-    _STATE_BATCHES,
-])
+ReadShareGroupStateRequest = _request(ApiKey.READ_SHARE_GROUP_STATE, [_LEADER_EPOCH])
+ReadShareGroupStateResponse = _response(ApiKey.READ_SHARE_GROUP_STATE,
+                                        [*_EPOCH_AND_START, _STATE_BATCHES])
 
 WriteShareGroupStateRequest = _request(ApiKey.WRITE_SHARE_GROUP_STATE, [
     Field("state_epoch", "int32"),
-    Field("leader_epoch", "int32"),
+    _LEADER_EPOCH,
     Field("start_offset", "int64"),
     _STATE_BATCHES,
 ])
@@ -83,10 +80,7 @@ WriteShareGroupStateResponse = _response(ApiKey.WRITE_SHARE_GROUP_STATE)
 DeleteShareGroupStateRequest = _request(ApiKey.DELETE_SHARE_GROUP_STATE, [])
 DeleteShareGroupStateResponse = _response(ApiKey.DELETE_SHARE_GROUP_STATE)
 
-ReadShareGroupStateSummaryRequest = _request(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, [
-    Field("leader_epoch", "int32"),
-])
-ReadShareGroupStateSummaryResponse = _response(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, [
-    Field("state_epoch", "int32"),
-    Field("start_offset", "int64"),
-])
+ReadShareGroupStateSummaryRequest = _request(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
+                                             [_LEADER_EPOCH])
+ReadShareGroupStateSummaryResponse = _response(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
+                                               _EPOCH_AND_START)
