@@ -19,7 +19,7 @@ which leader epochs start where.
 Who may call: the partition's owner (storage layer); no shared state.
 """
 cimport cython
-cimport numpy as cnp
+from cpython cimport array
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t, INT32_MAX
@@ -29,14 +29,30 @@ from batch cimport batch_crc, decompressed_section
 cimport crc32c_c as crcmod
 from wire_c cimport *
 
-import numpy as np
+import array
 
 from kafkalite.errors import (CorruptRecordError, InvalidRecordError, InvalidTimestampError,
                               MessageTooLargeError, UnsupportedCompressionTypeError,
                               UnsupportedForMessageFormatError)
 
-cnp.import_array()
 crcmod.kl_crc32c_init()
+
+
+cdef object _numpy = None
+
+
+cdef object _np():
+    """numpy, imported by the first recovery scan rather than with this
+    module: appends need none of it, and a worker that starts on a clean log
+    should not pay numpy's 50-70 ms for it."""
+    global _numpy
+    if _numpy is None:
+        import numpy
+        _numpy = numpy
+    return _numpy
+
+
+cdef array.array _INT64 = array.array("q")
 
 
 
@@ -152,7 +168,7 @@ cdef enum:
 cdef class AppendScan:
     """What ``validate_for_append`` found and assigned.
 
-    Per batch, as int64 numpy column views of one table, in order:
+    Per batch, as int64 columns (``array.array('q')``) of one table, in order:
     ``positions`` within the buffer, ``sizes``, ``base_offsets`` and
     ``last_offsets`` (as assigned), ``max_timestamps``, ``leader_epochs``
     (as written), ``producer_ids``, ``producer_epochs``, ``base_sequences``,
@@ -170,7 +186,7 @@ cdef class AppendScan:
     cdef readonly Py_ssize_t batch_count
     cdef readonly Py_ssize_t producer_batch_count
     cdef readonly Py_ssize_t size_in_bytes
-    cdef readonly object table                      # int64[batch_count, N_COLS]
+    cdef readonly array.array table                 # int64, batch_count rows of N_COLS
 
     @property
     def next_offset(self):
@@ -178,56 +194,67 @@ cdef class AppendScan:
 
     @property
     def positions(self):
-        return self.table[:, COL_POSITION]
+        return self._column(COL_POSITION)
 
     @property
     def sizes(self):
-        return self.table[:, COL_SIZE]
+        return self._column(COL_SIZE)
 
     @property
     def base_offsets(self):
-        return self.table[:, COL_BASE_OFFSET]
+        return self._column(COL_BASE_OFFSET)
 
     @property
     def last_offsets(self):
-        return self.table[:, COL_LAST_OFFSET]
+        return self._column(COL_LAST_OFFSET)
 
     @property
     def max_timestamps(self):
-        return self.table[:, COL_MAX_TIMESTAMP]
+        return self._column(COL_MAX_TIMESTAMP)
 
     @property
     def leader_epochs(self):
-        return self.table[:, COL_LEADER_EPOCH]
+        return self._column(COL_LEADER_EPOCH)
 
     @property
     def producer_ids(self):
-        return self.table[:, COL_PRODUCER_ID]
+        return self._column(COL_PRODUCER_ID)
 
     @property
     def producer_epochs(self):
-        return self.table[:, COL_PRODUCER_EPOCH]
+        return self._column(COL_PRODUCER_EPOCH)
 
     @property
     def base_sequences(self):
-        return self.table[:, COL_BASE_SEQUENCE]
+        return self._column(COL_BASE_SEQUENCE)
 
     @property
     def attributes(self):
-        return self.table[:, COL_ATTRIBUTES]
+        return self._column(COL_ATTRIBUTES)
 
     @property
     def record_counts(self):
-        return self.table[:, COL_RECORD_COUNT]
+        return self._column(COL_RECORD_COUNT)
 
     @property
     def control_types(self):
-        return self.table[:, COL_CONTROL_TYPE]
+        return self._column(COL_CONTROL_TYPE)
+
+    cdef array.array _column(self, Py_ssize_t col):
+        cdef array.array out = array.clone(_INT64, self.batch_count, zero=False)
+        cdef const int64_t[::1] t = self.table
+        cdef Py_ssize_t i
+        for i in range(self.batch_count):
+            out.data.as_longlongs[i] = t[i * N_COLS + col]
+        return out
 
     def batches(self):
         """(position, size, last offset, max timestamp) per batch, as Python ints."""
-        return [(r[COL_POSITION], r[COL_SIZE], r[COL_LAST_OFFSET], r[COL_MAX_TIMESTAMP])
-                for r in self.table.tolist()]
+        cdef const int64_t[::1] t = self.table
+        cdef Py_ssize_t i
+        return [(t[i * N_COLS + COL_POSITION], t[i * N_COLS + COL_SIZE],
+                 t[i * N_COLS + COL_LAST_OFFSET], t[i * N_COLS + COL_MAX_TIMESTAMP])
+                for i in range(self.batch_count)]
 
 
 ctypedef struct Pending:
@@ -277,7 +304,8 @@ def validate_for_append(data, *, int64_t next_offset, int32_t leader_epoch=-1,
     cdef bytes section
     cdef int64_t total_records = 0, max_ts = -1, offset_of_max = -1
     cdef AppendScan result
-    cdef int64_t[:, ::1] t
+    cdef array.array table
+    cdef int64_t *t
     # a follower's append (offsets kept, no record walk, no append time)
     # changes no byte: a read-only buffer (the fetched bytes as they came)
     # is taken as it is, without the copy a writable one would cost
@@ -387,8 +415,8 @@ def validate_for_append(data, *, int64_t next_offset, int32_t leader_epoch=-1,
             pos += length + KL_LOG_OVERHEAD
 
         # every batch passed: patch in place
-        table = np.empty((nb, N_COLS), dtype=np.int64)
-        t = table
+        table = array.clone(_INT64, nb * N_COLS, zero=False)
+        t = <int64_t *>table.data.as_longlongs
         for i in range(nb):
             pp = &pend[i]
             b = base + pp.position
@@ -401,27 +429,27 @@ def validate_for_append(data, *, int64_t next_offset, int32_t leader_epoch=-1,
                     kl_put_be16(b + KL_OFF_ATTRIBUTES, <uint16_t>pp.attributes)
                 kl_put_be64(b + KL_OFF_MAX_TIMESTAMP, <uint64_t>pp.max_ts)
                 kl_put_be32(b + KL_OFF_CRC, batch_crc(b, pp.size))
-            t[i, COL_POSITION] = pp.position
-            t[i, COL_SIZE] = pp.size
-            t[i, COL_BASE_OFFSET] = pp.base_offset
-            t[i, COL_LAST_OFFSET] = pp.last_offset
-            t[i, COL_MAX_TIMESTAMP] = pp.max_ts
-            t[i, COL_LEADER_EPOCH] = pp.epoch
-            t[i, COL_PRODUCER_ID] = <int64_t>kl_be64(b + KL_OFF_PRODUCER_ID)
-            if t[i, COL_PRODUCER_ID] >= 0:
+            t[i * N_COLS + COL_POSITION] = pp.position
+            t[i * N_COLS + COL_SIZE] = pp.size
+            t[i * N_COLS + COL_BASE_OFFSET] = pp.base_offset
+            t[i * N_COLS + COL_LAST_OFFSET] = pp.last_offset
+            t[i * N_COLS + COL_MAX_TIMESTAMP] = pp.max_ts
+            t[i * N_COLS + COL_LEADER_EPOCH] = pp.epoch
+            t[i * N_COLS + COL_PRODUCER_ID] = <int64_t>kl_be64(b + KL_OFF_PRODUCER_ID)
+            if t[i * N_COLS + COL_PRODUCER_ID] >= 0:
                 producer_batches += 1
-            t[i, COL_PRODUCER_EPOCH] = <int16_t>kl_be16(b + KL_OFF_PRODUCER_EPOCH)
-            t[i, COL_BASE_SEQUENCE] = <int32_t>kl_be32(b + KL_OFF_BASE_SEQUENCE)
-            t[i, COL_ATTRIBUTES] = pp.attributes
-            t[i, COL_RECORD_COUNT] = pp.count
-            t[i, COL_CONTROL_TYPE] = pp.control_type
+            t[i * N_COLS + COL_PRODUCER_EPOCH] = <int16_t>kl_be16(b + KL_OFF_PRODUCER_EPOCH)
+            t[i * N_COLS + COL_BASE_SEQUENCE] = <int32_t>kl_be32(b + KL_OFF_BASE_SEQUENCE)
+            t[i * N_COLS + COL_ATTRIBUTES] = pp.attributes
+            t[i * N_COLS + COL_RECORD_COUNT] = pp.count
+            t[i * N_COLS + COL_CONTROL_TYPE] = pp.control_type
     finally:
         PyBuffer_Release(&view)
         free(pend)
 
     result = AppendScan.__new__(AppendScan)
-    result.first_offset = t[0, COL_BASE_OFFSET]
-    result.last_offset = t[nb - 1, COL_LAST_OFFSET]
+    result.first_offset = t[COL_BASE_OFFSET]
+    result.last_offset = t[(nb - 1) * N_COLS + COL_LAST_OFFSET]
     result.record_count = total_records
     result.max_timestamp = max_ts
     result.offset_of_max_timestamp = offset_of_max
@@ -614,10 +642,10 @@ def scan_log(data, *, Py_ssize_t start=0, int64_t min_offset=0, Py_ssize_t index
     result.offset_of_max_timestamp = offset_of_max_timestamp
     result.first_batch_timestamp = first_ts
     result.bytes_since_last_index_entry = since
-    result.index_offsets = np.array(idx_off, dtype=np.int64)
-    result.index_positions = np.array(idx_pos, dtype=np.int64)
-    result.time_index_timestamps = np.array(ti_ts, dtype=np.int64)
-    result.time_index_offsets = np.array(ti_off, dtype=np.int64)
+    result.index_offsets = _np().array(idx_off, dtype=_np().int64)
+    result.index_positions = _np().array(idx_pos, dtype=_np().int64)
+    result.time_index_timestamps = _np().array(ti_ts, dtype=_np().int64)
+    result.time_index_offsets = _np().array(ti_off, dtype=_np().int64)
     result.epoch_starts = epochs
     result.abort_markers = aborts
     return result
@@ -669,7 +697,7 @@ def producer_batches(data, Py_ssize_t start=0):
     cdef Py_ssize_t n, pos = start, walked = 0, rows = 0, cap = 64
     cdef int64_t length, pid
     cdef int64_t[:, ::1] t
-    table = np.empty((cap, PB_COLS), dtype=np.int64)
+    table = _np().empty((cap, PB_COLS), dtype=_np().int64)
     t = table
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     try:
@@ -687,7 +715,7 @@ def producer_batches(data, Py_ssize_t start=0):
             if pid >= 0:
                 if rows == cap:
                     cap *= 2
-                    table = np.resize(table, (cap, PB_COLS))
+                    table = _np().resize(table, (cap, PB_COLS))
                     t = table
                 t[rows, PB_BASE_OFFSET] = <int64_t>kl_be64(b + KL_OFF_BASE_OFFSET)
                 t[rows, PB_LAST_OFFSET] = (t[rows, PB_BASE_OFFSET]

@@ -20,11 +20,23 @@ from batch cimport as_bytes, codecs, finish, header_key, now_ms, write_header
 cimport crc32c_c as crcmod
 from wire_c cimport *
 
-import numpy as np
-
 from kafkalite._ext.reader import RecordBatch
-
 from kafkalite.errors import CorruptRecordError, InvalidRecordError
+
+
+cdef object _numpy = None
+
+
+cdef object _np():
+    """numpy, imported on the first call that needs it rather than with this
+    module: a partition worker imports the builder for control batches and
+    should not pay numpy's 50-70 ms at start-up for it."""
+    global _numpy
+    if _numpy is None:
+        import numpy
+        _numpy = numpy
+    return _numpy
+
 
 crcmod.kl_crc32c_init()
 
@@ -263,11 +275,11 @@ cdef class RecordBatchBuilder:
         cdef Py_ssize_t i, j, n = len(values), count
         cdef int64_t now = now_ms()
         cdef int64_t ts = now
-        cdef bint per_record_ts = timestamp is not None and np.ndim(timestamp) == 1
+        cdef bint per_record_ts = timestamp is not None and _np().ndim(timestamp) == 1
         cdef const int64_t[::1] stamps
         cdef const int64_t[::1] idx
         cdef const uint8_t[:, ::1] rows
-        cdef bint as_rows = isinstance(values, np.ndarray) and values.ndim == 2
+        cdef bint as_rows = isinstance(values, _np().ndarray) and values.ndim == 2
         cdef bytes kb
         cdef list hdrs
         if keys is not None and len(keys) != n:
@@ -275,15 +287,15 @@ cdef class RecordBatchBuilder:
         if headers is not None and len(headers) != n:
             raise ValueError(f"{len(headers)} header lists for {n} values")
         if per_record_ts:
-            stamps = np.ascontiguousarray(timestamp, dtype=np.int64)
+            stamps = _np().ascontiguousarray(timestamp, dtype=_np().int64)
             if stamps.shape[0] != n:
                 raise ValueError(f"{stamps.shape[0]} timestamps for {n} values")
         elif timestamp is not None:
             ts = int(timestamp)
         if as_rows:
-            rows = np.ascontiguousarray(values, dtype=np.uint8)
+            rows = _np().ascontiguousarray(values, dtype=_np().uint8)
         if indices is not None:
-            idx = np.ascontiguousarray(indices, dtype=np.int64)
+            idx = _np().ascontiguousarray(indices, dtype=_np().int64)
         count = n if indices is None else idx.shape[0]
         for j in range(count):
             i = j if indices is None else idx[j]
@@ -365,7 +377,7 @@ def filter_batch(batch, keep, delete_horizon_ms=None):
     cdef bytes section = b.records_section()
     cdef const unsigned char *p = <const unsigned char *>PyBytes_AS_STRING(section)
     cdef const unsigned char *end = p + PyBytes_GET_SIZE(section)
-    cdef const uint8_t[::1] keep_mv = np.ascontiguousarray(keep, dtype=np.uint8)
+    cdef const uint8_t[::1] keep_mv = _np().ascontiguousarray(keep, dtype=_np().uint8)
     cdef int32_t count = b.record_count
     cdef int32_t kept = 0, i
     cdef kl_record r

@@ -5,12 +5,7 @@
 ``toPositive(h) = h & 0x7fffffff`` and seed 0x9747b28c: the same partition
 Kafka's Java producer (and librdkafka's "murmur2_random") picks for a key.
 """
-cimport numpy as cnp
 from libc.stdint cimport int32_t, int64_t, uint32_t
-
-import numpy as np
-
-cnp.import_array()
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
 
@@ -76,6 +71,7 @@ def partitions_for_keys(keys, int num_partitions, int keyless=-1):
     if num_partitions <= 0:
         raise ValueError(f"a topic has at least one partition, not {num_partitions}")
     cdef Py_ssize_t i, n = len(keys)
+    import numpy as np      # here: a producer that partitions one key at a time never loads it
     out = np.empty(n, dtype=np.int32)
     cdef int32_t[::1] o = out
     for i in range(n):

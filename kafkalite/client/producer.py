@@ -60,7 +60,6 @@ import random
 import threading
 import time
 
-import numpy as np
 import zmq
 
 from kafkalite import errors
@@ -294,6 +293,7 @@ class Producer:
             raise ValueError(f"{len(keys)} keys for {n} values")
         if headers is not None and len(headers) != n:
             raise ValueError(f"{len(headers)} header lists for {n} values")
+        import numpy as np      # here: per-record producers (the ingest gateway) never load it
         per_record_ts = timestamp is not None and np.ndim(timestamp) == 1
         if per_record_ts:
             timestamp = np.ascontiguousarray(timestamp, dtype=np.int64)

@@ -8,8 +8,9 @@ listeners, then spawning its workers -- those imports add up.
 ``start_early`` is what ``kafkalite server`` runs first, having imported
 only this module, zmq and the config: it takes the data directory's lock,
 binds the control channel (the ROUTER the workers say hello on) and
-spawns the workers -- and the ingest gateway, when the native port is a
-fixed one it can be told -- then returns the ``EarlyStart`` the supervisor
+spawns the workers -- and the ingest gateway, when it is to bind a free
+port and the native port is a fixed one it can be told (a gateway on a
+fixed port starts once the node is ready) -- then returns the ``EarlyStart`` the supervisor
 adopts (supervisor.py). The supervisor's own imports and recovery run
 meanwhile; a worker's hello waits in the control socket until the
 supervisor's loop reads it, and the endpoints the worker could not be
@@ -160,7 +161,8 @@ class EarlyStart:
 
 def start_early(config: ServerConfig) -> EarlyStart | None:
     """Lock the data directory, bind the control channel and spawn this
-    node's workers (and the ingest gateway when the native port is fixed);
+    node's workers (and an ingest gateway on a free port when the native
+    port is fixed);
     None for a node of a cluster, which starts in the old order."""
     if config.cluster:
         return None
@@ -181,6 +183,8 @@ def start_early(config: ServerConfig) -> EarlyStart | None:
         kafka_port = config.kafka_worker_base_port + i if config.kafka_worker_base_port else 0
         early.workers.append(WorkerProcess(i, port, kafka_port))
         spawn_worker(early.workers[-1], config, endpoint, None, None)
-    if config.ingest_port >= 0 and config.port:
+    if config.ingest_port == 0 and config.port:
+        # a gateway on a free port starts now: the node is ready once it said
+        # which; one on a fixed port starts once the node is ready (supervisor.py)
         early.ingest = spawn_ingest(config, config.port, config.ingest_port)
     return early

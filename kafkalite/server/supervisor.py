@@ -40,7 +40,9 @@ It is never on the data path: clients ask it who leads a partition and
 then talk to that worker.
 
 Lifecycle: ``start()`` binds, spawns the workers and the ingest gateway and
-writes ``<data_dir>/server.json`` once every worker is ready; SIGTERM or
+writes ``<data_dir>/server.json`` once every worker is ready (a gateway on
+a fixed port is spawned only then: its port is known, and its start would
+take CPU from the workers' on a small machine); SIGTERM or
 SIGINT stop it cleanly (workers close their logs, leaving clean-shutdown
 markers; no process and no /dev/shm segment is left behind). Under
 ``kafkalite server`` the workers (and the gateway) were already spawned
@@ -335,8 +337,11 @@ class Supervisor:
         if early is not None and early.ingest is not None:
             self.ingest = early.ingest
             self._watch_ingest_port()
-        else:
-            self._spawn_ingest()
+        elif cfg.ingest_port == 0:
+            self._spawn_ingest()    # a free port: the node is ready once the gateway says which
+        # a fixed port is known already: the gateway starts once the node is
+        # ready (_check_ready), leaving the start's CPU to the workers; a
+        # publisher's PUSH queues its messages until the gateway binds
 
     def _cluster_brokers(self) -> tuple[list[int], dict[int, int]]:
         """This node's workers' broker ids, and the node of every broker
@@ -469,7 +474,8 @@ class Supervisor:
                                     for k in kafka},
                 "kafka_brokers": [{"node_id": b["node_id"], "port": b["port"]}
                                   for b in self.controller.live_brokers(Listener.KAFKA)],
-                "ingest": f"tcp://{host}:{self.ingest_port}" if self.ingest else None,
+                "ingest": (f"tcp://{host}:{self.ingest_port}"
+                           if self.ingest or self.config.ingest_port > 0 else None),
                 **({"metrics": f"http://{_bracket(host)}:{self.metrics.port}/metrics",
                     "health": f"http://{_bracket(host)}:{self.metrics.port}/health",
                     **{prefix.strip("/"): f"http://{_bracket(host)}:{self.metrics.port}"
@@ -613,6 +619,8 @@ class Supervisor:
                   f"{_kafka_summary(e['kafka_listeners'])}, "
                   f"ingest {e['ingest'] or 'off'}, {len(self.workers)} "
                   f"worker(s), data in {e['data_dir']}", flush=True)
+            if self.ingest is None and self.config.ingest_port > 0:
+                self._spawn_ingest()
 
     # ---- worker lifecycle --------------------------------------------------------------------
 

@@ -458,14 +458,16 @@ class PartitionLog:
         """The periodic work of a log, decided here for every owner:
         retention, ``flush.ms``, and compaction once the cleanable ratio
         reaches ``min.cleanable.dirty.ratio`` (``cleanup.policy=compact``)."""
-        from kafkalite.storage.cleaner import LogCleaner
         self._check_open()
         self.repair_damaged()
         self.delete_old_segments()
         self.maybe_flush()
-        if self.config.compact and (LogCleaner(self).cleanable_ratio()
-                                    >= self.config.min_cleanable_dirty_ratio):
-            self.compact()
+        # The active segment is never cleaned: with only that one there is
+        # nothing to weigh, and the cleaner (with numpy) stays unimported.
+        if self.config.compact and len(self._segments) > 1:
+            from kafkalite.storage.cleaner import LogCleaner
+            if LogCleaner(self).cleanable_ratio() >= self.config.min_cleanable_dirty_ratio:
+                self.compact()
 
     # ---- main read interface --------------------------------------------------------------
 

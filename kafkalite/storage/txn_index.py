@@ -33,8 +33,6 @@ import os
 import struct
 from typing import NamedTuple
 
-import numpy as np
-
 from kafkalite.errors import KafkaStorageError
 
 TXN_INDEX_SUFFIX = ".txnindex"
@@ -58,7 +56,7 @@ class TransactionIndex:
         self.base_offset = base_offset
         self._entries: list[AbortedTxn] = []
         # the entries as an int64 table (producer id, first, last, lso), built on demand
-        self._array: np.ndarray | None = None
+        self._array = None      # numpy.ndarray
         try:
             with open(path, "rb") as f:
                 data = f.read()
@@ -168,6 +166,7 @@ class TransactionIndex:
         ended by then, so later segments need not be looked at."""
         if not self._entries:
             return [], False
+        import numpy as np      # here, not at import: only fetches that meet an abort pay for it
         arr = self._array
         if arr is None:
             arr = self._array = np.array([tuple(e) for e in self._entries], dtype=np.int64)

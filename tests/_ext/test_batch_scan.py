@@ -1,5 +1,7 @@
 """kafkalite._ext.batch_scan: validate_for_append (LogValidator) and scan_log (recovery)."""
 import struct
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -10,6 +12,7 @@ from kafkalite.errors import (CorruptRecordError, InvalidRecordError, MessageToo
                               UnsupportedCompressionTypeError, UnsupportedForMessageFormatError)
 from kafkalite.record import (RecordBatch, RecordBatchBuilder, build_control_batch,
                               decode_columns, iter_batches)
+from kafkalite.server.launcher import package_env
 
 HEADER = 61
 
@@ -120,8 +123,12 @@ def test_producer_fields_reported():
     assert list(scan.producer_ids) == [77, 78, -1]
     assert list(scan.producer_epochs) == [3, 0, -1]
     assert list(scan.base_sequences) == [10, 0, -1]
-    assert scan.producer_ids.dtype == np.int64
-    assert scan.leader_epochs.dtype == np.int64  # one int64 table per append
+    # int64 columns of one table per append, with no numpy in the append path
+    assert scan.producer_ids.typecode == "q" and scan.leader_epochs.typecode == "q"
+    assert scan.batches() == [(0, len(raws[0]), 1, scan.max_timestamps[0]),
+                              (len(raws[0]), len(raws[1]), 5, scan.max_timestamps[1]),
+                              (len(raws[0]) + len(raws[1]), len(raws[2]), 6,
+                               scan.max_timestamps[2])]
 
 
 def test_log_append_time_stamps_batches_and_recomputes_crc():
@@ -736,3 +743,15 @@ def test_scan_start_outside_buffer_is_rejected():
         scan_log(data, start=len(data) + 1)
     end = scan_log(data, start=len(data), min_offset=4)
     assert end.valid_bytes == len(data) and end.error is None and end.batch_count == 0
+
+
+def test_appends_do_not_import_numpy():
+    """A worker that only appends never imports numpy (50-70 ms of its start-up)."""
+    code = ("import sys; from kafkalite._ext.batch_scan import validate_for_append; "
+            "from kafkalite._ext.builder import RecordBatchBuilder; import kafkalite.server.worker; "
+            "b = RecordBatchBuilder(0); b.append(1, b'k', b'v'); "
+            "validate_for_append(bytearray(b.build()), next_offset=0); "
+            "print('numpy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=package_env(), check=True).stdout
+    assert out.strip() == "False"

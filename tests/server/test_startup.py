@@ -89,10 +89,10 @@ def test_workers_are_spawned_before_the_supervisor_imports_its_own_parts(tmp_pat
         assert srv.stop() == 0
 
 
-def test_no_server_process_loads_pyarrow_before_it_is_ready(tmp_path):
+def test_no_server_process_loads_pyarrow_or_numpy_before_it_is_ready(tmp_path):
     """The web console (and with it the client's Arrow paths) loads at its
     first request, and the ingest gateway imports the Producer alone; a
-    fixed native port lets the gateway start early too."""
+    fixed native port lets the gateway (on a free port) start early too."""
     srv = ServerProcess(str(tmp_path / "data"), workers=1,
                         extra_args=["--port", str(_free_port())]).start()
     try:
@@ -101,6 +101,8 @@ def test_no_server_process_loads_pyarrow_before_it_is_ready(tmp_path):
         assert len(processes) == 3            # a worker and the ingest gateway
         for pid in processes:
             assert "pyarrow" not in _libraries(pid), f"pid {pid} loaded pyarrow"
+            # nor numpy: appends and a clean start need none of it (batch_scan)
+            assert "numpy" not in _libraries(pid), f"pid {pid} loaded numpy"
         assert srv.info["ingest"] is not None
         # the console is still served, once asked for
         import urllib.request
@@ -108,4 +110,40 @@ def test_no_server_process_loads_pyarrow_before_it_is_ready(tmp_path):
             assert answer.status == 200
         assert "pyarrow" in _libraries(supervisor)
     finally:
+        assert srv.stop() == 0
+
+
+def test_a_gateway_on_a_fixed_port_starts_after_ready_and_loses_nothing(tmp_path):
+    """With its port known the gateway is spawned once the node is ready:
+    a publisher that connects and sends at the ready line, before the
+    gateway has bound, has its messages queued by ZeroMQ, not lost."""
+    import zmq
+    port = _free_port()
+    srv = ServerProcess(str(tmp_path / "data"), workers=1,
+                        extra_args=["--ingest-port", str(port)]).start()
+    ctx = zmq.Context()
+    push = ctx.socket(zmq.PUSH)
+    push.setsockopt(zmq.LINGER, 0)
+    try:
+        assert srv.info["ingest"] == f"tcp://127.0.0.1:{port}"
+        AdminClient({"bootstrap.servers": srv.bootstrap}).create_topics(
+            [NewTopic("late", 1)])["late"].result(10)
+        push.connect(srv.info["ingest"])
+        for i in range(20):
+            push.send_multipart([b"late", b"k%d" % i, b"v%d" % i])
+        consumer = Consumer({"bootstrap.servers": srv.bootstrap, "group.id": "g",
+                             "auto.offset.reset": "earliest"})
+        consumer.subscribe(["late"])
+        got = []
+        for _ in range(150):
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+            if len(got) == 20:
+                break
+        consumer.close()
+        assert got == [b"v%d" % i for i in range(20)]
+    finally:
+        push.close()
+        ctx.term()
         assert srv.stop() == 0
