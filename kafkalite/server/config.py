@@ -194,6 +194,13 @@ SETTINGS: dict[str, Setting] = {
                                ("ssl.client.auth",)),
     "sasl_enabled_mechanisms": Setting("Comma-separated: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.",
                                        ("sasl.enabled.mechanisms",)),
+    "listener_overrides": Setting(
+        "Per Kafka listener, TLS and SASL settings that differ from the server-wide ones: "
+        "a table per listener name (`[listener_overrides.EXTERNAL]`) of `ssl_certfile`, "
+        "`ssl_keyfile`, `ssl_cafile`, `ssl_client_auth` and `sasl_enabled_mechanisms`. "
+        "Kafka's `listener.name.<listener>.<setting>` keys (`listener.name.external."
+        "ssl.client.auth = \"required\"`) fill it too.", (),
+        "`listener.name.<listener>.<setting>`"),
     "sasl_users_file": Setting("SASL credentials, written by `kafkalite users` "
                                "(\"\": `<data_dir>/sasl-users.json`); with --cluster, a "
                                "copy of the cluster's users kept in PostgreSQL.", (),
@@ -298,6 +305,7 @@ class ServerConfig:
     ssl_cafile: str = ""
     ssl_client_auth: str = "none"
     sasl_enabled_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+    listener_overrides: dict = field(default_factory=dict)
     sasl_users_file: str = ""
     connections_max_reauth_ms: int = 0
     connection_failed_authentication_delay_ms: int = 100
@@ -318,6 +326,7 @@ class ServerConfig:
                      "native_curve_secret_key_file", "native_curve_authorized_keys"):
             if getattr(self, name):
                 setattr(self, name, os.path.abspath(getattr(self, name)))
+        self.listener_overrides = security.normalized_overrides(self.listener_overrides)
         security.validate(self)
         for name in ("port", "worker_base_port", "kafka_port", "kafka_worker_base_port"):
             value = getattr(self, name)
@@ -425,6 +434,8 @@ class ServerConfig:
 
 
 TOPIC_DEFAULTS_PREFIX = "topic_defaults."
+# Kafka's per-listener prefix, and the TOML table's flattened one
+LISTENER_PREFIXES = ("listener.name.", "listener_overrides.")
 
 
 def _flatten(table: dict, prefix: str = "") -> dict:
@@ -451,6 +462,23 @@ def _settings(table: dict, where: str) -> dict:
     spelled: dict[str, str] = {}          # field or topic config -> the key that set it
     topic: dict[str, tuple[int, object]] = {}   # topic config -> (unit factor, value)
     for key, value in _flatten(table).items():
+        prefix = next((p for p in LISTENER_PREFIXES if key.startswith(p)), None)
+        if prefix is not None:
+            listener, _, setting = key[len(prefix):].partition(".")
+            name = SERVER_ALIASES.get(setting, setting)
+            if not listener or name not in security.LISTENER_SETTINGS:
+                raise InvalidConfigurationError(
+                    f"{where}: {key}: a listener may set only "
+                    f"{', '.join(security.LISTENER_SETTINGS)} of its own (or Kafka's names "
+                    f"for them), as {prefix}<listener>.<setting>")
+            overrides = values.setdefault("listener_overrides", {}).setdefault(
+                listener.upper(), {})
+            if name in overrides:
+                raise InvalidConfigurationError(
+                    f"{where}: {key} sets {name} of listener {listener.upper()} a second "
+                    f"time; keep one")
+            overrides[name] = value
+            continue
         if key.startswith(TOPIC_DEFAULTS_PREFIX):
             target, factor = key[len(TOPIC_DEFAULTS_PREFIX):], 1
         elif key in types or key in SERVER_ALIASES:

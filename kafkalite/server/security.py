@@ -13,6 +13,10 @@ settings keep Kafka's names:
   ``ssl_cafile`` (Kafka's ``ssl.truststore.*``) and ``ssl_client_auth``
   (required, requested, none) for mutual TLS;
 - ``sasl_enabled_mechanisms``: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512;
+- ``listener_overrides``: per listener name, any of ``LISTENER_SETTINGS``
+  in place of the server-wide value (Kafka's ``listener.name.<name>.*``
+  prefix), so one listener can ask for client certificates or allow only
+  SCRAM while another does not;
 - ``sasl_users_file``: the credentials (credentials.py);
 - ``connections_max_reauth_ms``: the SASL session lifetime (KIP-368; the
   listener enforces it, kafka_listener.py);
@@ -47,6 +51,7 @@ Who may call: the listener, on its process's one event-loop thread.
 from __future__ import annotations
 
 import logging
+import os
 import ssl
 from typing import TYPE_CHECKING
 
@@ -61,6 +66,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("kafkalite.security")
 
 CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
+# The settings a listener may have of its own (``listener_overrides``).
+LISTENER_SETTINGS = ("ssl_certfile", "ssl_keyfile", "ssl_cafile", "ssl_client_auth",
+                     "sasl_enabled_mechanisms")
+_PATHS = ("ssl_certfile", "ssl_keyfile", "ssl_cafile")
 # Kafka's message for every credential failure: it does not tell an unknown
 # user from a wrong password.
 INVALID_CREDENTIALS = "Authentication failed: Invalid username or password"
@@ -94,6 +103,42 @@ def _split(value) -> list[str]:
     return [str(v).strip() for v in value]
 
 
+def normalized_overrides(overrides) -> dict:
+    """``listener_overrides`` checked for shape, with upper-case listener
+    names (as listeners.py has them) and absolute paths (workers get the
+    config as JSON and may run from another directory)."""
+    if not isinstance(overrides, dict):
+        raise InvalidConfigurationError(
+            f"listener_overrides must be a table per listener name, not {overrides!r}")
+    out: dict[str, dict] = {}
+    for listener, settings in overrides.items():
+        name = str(listener).upper()
+        if not isinstance(settings, dict):
+            raise InvalidConfigurationError(
+                f"listener_overrides.{listener} must be a table of settings, not {settings!r}")
+        if name in out:
+            raise InvalidConfigurationError(
+                f"listener_overrides names listener {name} more than once")
+        for key, value in settings.items():
+            if key not in LISTENER_SETTINGS:
+                raise InvalidConfigurationError(
+                    f"listener_overrides.{listener}.{key}: a listener may set only "
+                    f"{', '.join(LISTENER_SETTINGS)} of its own")
+            if not isinstance(value, str):
+                raise InvalidConfigurationError(
+                    f"listener_overrides.{listener}.{key} must be a string, not {value!r}")
+        out[name] = {k: (os.path.abspath(v) if k in _PATHS and v else v)
+                     for k, v in settings.items()}
+    return out
+
+
+def listener_settings(config, listener: str | None) -> dict:
+    """The TLS and SASL settings of the listener named ``listener``: its
+    own overrides over the server-wide values."""
+    own = config.listener_overrides.get((listener or "").upper(), {})
+    return {key: own.get(key, getattr(config, key)) for key in LISTENER_SETTINGS}
+
+
 def validate(config) -> None:
     """Raise InvalidConfigurationError when the security settings cannot work."""
     protocol = config.kafka_security_protocol
@@ -101,27 +146,38 @@ def validate(config) -> None:
         raise InvalidConfigurationError(
             f"kafka_security_protocol must be one of {', '.join(SECURITY_PROTOCOLS)}, "
             f"not {protocol!r}")
-    if config.ssl_client_auth not in CLIENT_AUTH:
-        raise InvalidConfigurationError(
-            f"ssl_client_auth must be one of {', '.join(CLIENT_AUTH)}, not {config.ssl_client_auth!r}")
     listeners = kafka_listeners(config)
+    names = [spec.name for spec in listeners]
+    for name in config.listener_overrides:
+        if name not in names:
+            raise InvalidConfigurationError(
+                f"listener_overrides names listener {name}, which is not one of this "
+                f"server's listeners ({', '.join(names)})")
     for spec in listeners:
-        if spec.protocol.endswith("SSL") and not config.ssl_certfile:
+        s = listener_settings(config, spec.name)
+        own = config.listener_overrides.get(spec.name, {})
+        named = {key: f"listener_overrides.{spec.name}.{key}" if key in own else key
+                 for key in LISTENER_SETTINGS}   # what an error calls each setting
+        if s["ssl_client_auth"] not in CLIENT_AUTH:
+            raise InvalidConfigurationError(
+                f"{named['ssl_client_auth']} must be one of {', '.join(CLIENT_AUTH)}, "
+                f"not {s['ssl_client_auth']!r}")
+        if spec.protocol.endswith("SSL") and not s["ssl_certfile"]:
             what = (f"kafka_security_protocol {spec.protocol}" if not config.listeners.strip()
                     else f"listener {spec.name} ({spec.protocol})")
             raise InvalidConfigurationError(
                 f"{what} needs ssl_certfile (and ssl_keyfile unless the key is in the "
                 f"certificate file)")
-    if config.ssl_client_auth != "none" and not config.ssl_cafile:
-        raise InvalidConfigurationError(
-            "ssl_client_auth requested/required needs ssl_cafile (the CA of client certificates)")
-    mechanisms = _split(config.sasl_enabled_mechanisms)
-    unknown = [m for m in mechanisms if m not in MECHANISMS]
-    if unknown or (any(spec.protocol.startswith("SASL") for spec in listeners)
-                   and not mechanisms):
-        raise InvalidConfigurationError(
-            f"sasl_enabled_mechanisms must name some of {', '.join(MECHANISMS)}, "
-            f"not {config.sasl_enabled_mechanisms!r}")
+        if s["ssl_client_auth"] != "none" and not s["ssl_cafile"]:
+            raise InvalidConfigurationError(
+                f"{named['ssl_client_auth']} requested/required needs ssl_cafile (the CA of "
+                f"client certificates)")
+        mechanisms = _split(s["sasl_enabled_mechanisms"])
+        unknown = [m for m in mechanisms if m not in MECHANISMS]
+        if unknown or (spec.protocol.startswith("SASL") and not mechanisms):
+            raise InvalidConfigurationError(
+                f"{named['sasl_enabled_mechanisms']} must name some of "
+                f"{', '.join(MECHANISMS)}, not {s['sasl_enabled_mechanisms']!r}")
     for name in ("connections_max_reauth_ms", "connection_failed_authentication_delay_ms"):
         ms = getattr(config, name)
         if type(ms) is not int or ms < 0:
@@ -169,29 +225,34 @@ def warn_if_node_channels_open(config) -> None:
                     "(kafkalite curve keygen)", config.host or "*")
 
 
-def listener_security(config, protocol: str | None = None) -> ListenerSecurity | None:
-    """The security of a Kafka listener speaking ``protocol`` (None: the
-    primary listener's, listeners.py) from the server config; None for
-    PLAINTEXT."""
+def listener_security(config, protocol: str | None = None,
+                      listener: str | None = None) -> ListenerSecurity | None:
+    """The security of the Kafka listener named ``listener`` speaking
+    ``protocol`` (None: the primary listener's, listeners.py) from the
+    server config, with that listener's overrides; None for PLAINTEXT."""
     if protocol is None:
-        protocol = kafka_listeners(config)[0].protocol
+        spec = kafka_listeners(config)[0]
+        protocol, listener = spec.protocol, spec.name
     if protocol == "PLAINTEXT":
         return None
+    s = listener_settings(config, listener)
     context = None
     if protocol.endswith("SSL"):
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         try:
-            context.load_cert_chain(config.ssl_certfile, config.ssl_keyfile or None)
-            if config.ssl_cafile:
-                context.load_verify_locations(cafile=config.ssl_cafile)
+            context.load_cert_chain(s["ssl_certfile"], s["ssl_keyfile"] or None)
+            if s["ssl_cafile"]:
+                context.load_verify_locations(cafile=s["ssl_cafile"])
         except (OSError, ssl.SSLError) as exc:
-            raise InvalidConfigurationError(f"cannot load the TLS certificate or key: {exc}") from None
-        context.verify_mode = CLIENT_AUTH[config.ssl_client_auth]
+            what = f" of listener {listener}" if listener in config.listener_overrides else ""
+            raise InvalidConfigurationError(
+                f"cannot load the TLS certificate or key{what}: {exc}") from None
+        context.verify_mode = CLIENT_AUTH[s["ssl_client_auth"]]
     credentials = None
     mechanisms: tuple[str, ...] = ()
     if protocol.startswith("SASL"):
-        mechanisms = tuple(_split(config.sasl_enabled_mechanisms))
+        mechanisms = tuple(_split(s["sasl_enabled_mechanisms"]))
         credentials = CredentialStore(users_file(config.data_dir, config.sasl_users_file))
     return ListenerSecurity(protocol, context, mechanisms, credentials,
                             config.connections_max_reauth_ms,

@@ -288,7 +288,7 @@ class Supervisor:
         self.kafka_listeners = [
             KafkaListener(spec.host, spec.port, self.dispatcher,
                           name="supervisor" + (f" ({spec.name})" if i else ""),
-                          security=listener_security(cfg, spec.protocol),
+                          security=listener_security(cfg, spec.protocol, spec.name),
                           listener_name=spec.name, connection_quotas=self.connection_quotas)
             for i, spec in enumerate(specs)]
         self.kafka = self.kafka_listeners[0]

@@ -149,7 +149,7 @@ class Worker:
             KafkaListener(spec.host, kafka_port if i == 0 else 0, self.dispatcher,
                           name=f"worker {index}" + (f" ({spec.name})" if i else ""),
                           fallback_to_any_port=True,
-                          security=listener_security(config, spec.protocol),
+                          security=listener_security(config, spec.protocol, spec.name),
                           listener_name=spec.name, connection_quotas=self.connection_quotas)
             for i, spec in enumerate(kafka_listeners(config))]
         self.kafka = self.kafka_listeners[0]
