@@ -67,20 +67,48 @@ rejoins (and claims again if the group still makes it leader). Every
 internal-topic record carries the header ``kafkalite.connect.writer``: the
 worker that wrote it.
 
-REST calls that act on a running connector (restart, offsets) go to its
-owner's REST API, and a task's restart to the task's owner, when another
-worker runs it; a restart with ``includeTasks`` restarts each task on its
-own worker.
+Offsets changes (KIP-875 ``PATCH``/``DELETE /connectors/{name}/offsets``)
+go through the leader too, as Kafka's modifyConnectorOffsets: forwarded as
+the config writes are (409 during a rebalance), processed by the leader
+after it read the config topic to its end, only for a connector whose
+target state is STOPPED and that has no task configs left (else 400 naming
+its ``/stop`` endpoint). A source connector's offsets are written to the
+offsets topic (under exactly-once support: after fencing the producers of
+every task it had, in a transaction of its task 0's transactional id, as
+Kafka's Worker.modifySourceConnectorOffsets); a sink connector's are its
+consumer group's ``connect-<name>``, altered (or the group deleted) with
+the admin client. ``GET /offsets`` answers on any worker, from the offsets
+topic read to its end or the group's committed offsets.
+
+The config offset (Kafka's configOffset in ConnectProtocol's assignment):
+the leader reads the config topic to its end (bounded by
+``worker.sync.timeout.ms``, Kafka's default 3000) before it computes an
+assignment and before every config write (409 when it cannot), and puts
+the offset its view has read up to into each assignment. A member whose
+view is behind it reads up to it (heartbeating, bounded by the same
+timeout) before it stops or starts anything of the assignment; one that
+cannot stops all it runs, leaves the group, waits
+``worker.unsync.backoff.ms`` (Kafka's default 300000) and rejoins, so no
+worker starts a task from the task configs its lagging view still has.
+Fault hook for its tests: ``KAFKALITE_CONNECT_FAULT=tail-paused-by:<path>``
+(the tail thread reads nothing while ``<path>`` exists); never set outside
+them.
+
+REST calls that act on a running connector (restart) go to its owner's REST
+API, and a task's restart to the task's owner, when another worker runs it;
+a restart with ``includeTasks`` restarts each task on its own worker.
 
 Who calls: the ``kafkalite connect distributed`` command and tests. Thread
 safety: the membership thread and the tail thread change the local herder
 under its lock; the sender thread hands task configs to the leader; REST
 threads wait for a leader under ``_leadership``; the sender thread also
-runs the leader's duties below. Left out from Kafka: the leader does not
-read the config topic to its end before a write; a worker whose view lags
-may still start a task from the previous task configs (Kafka's assignment
-carries the config offset its members must have read first); no ``PUT
-/connectors/{name}/fence-zombies`` (the leader fences on its own).
+runs the leader's duties below. Left out from Kafka: no ``PUT
+/connectors/{name}/fence-zombies`` (the leader fences on its own); members
+do not send their config offsets in their metadata, so a leader that could
+not read the config topic to its end assigns from what it has read instead
+of answering CONFIG_MISMATCH; a connector's own ``alter_offsets`` hook is
+not asked before an offsets change; a sink partition's offset cannot be
+reset alone (a null offset: DELETE resets them all).
 
 Signed internal requests (KIP-507, signature.py): the leader writes a
 session key to the config topic (``session-key``) when there is none and
