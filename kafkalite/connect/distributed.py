@@ -67,20 +67,48 @@ rejoins (and claims again if the group still makes it leader). Every
 internal-topic record carries the header ``kafkalite.connect.writer``: the
 worker that wrote it.
 
-REST calls that act on a running connector (restart, offsets) go to its
-owner's REST API, and a task's restart to the task's owner, when another
-worker runs it; a restart with ``includeTasks`` restarts each task on its
-own worker.
+Offsets changes (KIP-875 ``PATCH``/``DELETE /connectors/{name}/offsets``)
+go through the leader too, as Kafka's modifyConnectorOffsets: forwarded as
+the config writes are (409 during a rebalance), processed by the leader
+after it read the config topic to its end, only for a connector whose
+target state is STOPPED and that has no task configs left (else 400 naming
+its ``/stop`` endpoint). A source connector's offsets are written to the
+offsets topic (under exactly-once support: after fencing the producers of
+every task it had, in a transaction of its task 0's transactional id, as
+Kafka's Worker.modifySourceConnectorOffsets); a sink connector's are its
+consumer group's ``connect-<name>``, altered (or the group deleted) with
+the admin client. ``GET /offsets`` answers on any worker, from the offsets
+topic read to its end or the group's committed offsets.
+
+The config offset (Kafka's configOffset in ConnectProtocol's assignment):
+the leader reads the config topic to its end (bounded by
+``worker.sync.timeout.ms``, Kafka's default 3000) before it computes an
+assignment and before every config write (409 when it cannot), and puts
+the offset its view has read up to into each assignment. A member whose
+view is behind it reads up to it (heartbeating, bounded by the same
+timeout) before it stops or starts anything of the assignment; one that
+cannot stops all it runs, leaves the group, waits
+``worker.unsync.backoff.ms`` (Kafka's default 300000) and rejoins, so no
+worker starts a task from the task configs its lagging view still has.
+Fault hook for its tests: ``KAFKALITE_CONNECT_FAULT=tail-paused-by:<path>``
+(the tail thread reads nothing while ``<path>`` exists); never set outside
+them.
+
+REST calls that act on a running connector (restart) go to its owner's REST
+API, and a task's restart to the task's owner, when another worker runs it;
+a restart with ``includeTasks`` restarts each task on its own worker.
 
 Who calls: the ``kafkalite connect distributed`` command and tests. Thread
 safety: the membership thread and the tail thread change the local herder
 under its lock; the sender thread hands task configs to the leader; REST
 threads wait for a leader under ``_leadership``; the sender thread also
-runs the leader's duties below. Left out from Kafka: the leader does not
-read the config topic to its end before a write; a worker whose view lags
-may still start a task from the previous task configs (Kafka's assignment
-carries the config offset its members must have read first); no ``PUT
-/connectors/{name}/fence-zombies`` (the leader fences on its own).
+runs the leader's duties below. Left out from Kafka: no ``PUT
+/connectors/{name}/fence-zombies`` (the leader fences on its own); members
+do not send their config offsets in their metadata, so a leader that could
+not read the config topic to its end assigns from what it has read instead
+of answering CONFIG_MISMATCH; a connector's own ``alter_offsets`` hook is
+not asked before an offsets change; a sink partition's offset cannot be
+reset alone (a null offset: DELETE resets them all).
 
 Signed internal requests (KIP-507, signature.py): the leader writes a
 session key to the config topic (``session-key``) when there is none and
@@ -102,6 +130,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 import urllib.error
@@ -111,7 +140,8 @@ import urllib.request
 from kafkalite.connect.errors import (REBALANCE_CONFLICT, BadRequestException, ConnectException,
                                       ForbiddenException, NotFoundException, NotLeaderException,
                                       RebalanceNeededException)
-from kafkalite.connect.herder import Herder, restart_plan
+from kafkalite.connect.herder import (ALTERED, RESET, Herder, check_offsets, not_stopped,
+                                      restart_plan)
 from kafkalite.connect.signature import (ALGORITHMS, DEFAULT_ALGORITHM, DEFAULT_KEY_TTL_MS,
                                          SESSION_KEY, SessionKey, sign, verify)
 
@@ -129,6 +159,16 @@ LEADER_WAIT_S = 15.0
 TASK_CONFIG_RETRY_S = 0.5
 # the config topic's key of a connector's KIP-618 task count record (+ the connector's name)
 TASK_COUNT_PREFIX = "task-count-record-"
+# Kafka's defaults: how long a worker may take to read the config topic up to an
+# assignment's config offset (and the leader to its end), and how long one that could
+# not waits, out of the group, before it rejoins
+DEFAULT_WORKER_SYNC_TIMEOUT_MS = 3_000
+DEFAULT_WORKER_UNSYNC_BACKOFF_MS = 300_000
+# Fault injection for the config offset's own tests: "tail-paused-by:<path>" makes the
+# tail thread read nothing while the file <path> exists (this worker's view of the config
+# and status topics lags). Never set outside those tests.
+FAULT_ENV = "KAFKALITE_CONNECT_FAULT"
+TAIL_PAUSE_FAULT = "tail-paused-by:"
 
 
 def transactional_producer_id(group_id: str) -> str:
@@ -271,6 +311,7 @@ class ConnectGroup:
                              "reason": "worker stopping"}]}, 5)
         except Exception:       # noqa: BLE001 -- the session timeout ends it anyway
             pass
+        self.member_id, self.generation = "", -1      # a rejoin is a new member
 
     def close(self) -> None:
         if self._conn is not None:
@@ -445,6 +486,14 @@ class InternalTopics:
         # leader fences before the new generation may start)
         self.task_count_records: dict[str, int] = {}
         self.pending_fencing: dict[str, int] = {}
+        # connector -> the most task configs any of its commits had (whose producers an
+        # exactly-once offsets change fences)
+        self.max_task_counts: dict[str, int] = {}
+        # the config topic's offset this view has read up to (Kafka's config offset: the
+        # next one to read), and a consumer of our own for the topic's end offset
+        self.config_position = 0
+        self._ends = None
+        self._ends_lock = threading.Lock()
         self.on_config_change = on_config_change
         self._lock = threading.Condition()
         self._seen = 0                            # records applied
@@ -468,6 +517,9 @@ class InternalTopics:
         finally:
             admin.close()
         self._producer = Producer({**self.client_config, "linger.ms": 0})
+        from kafkalite.client import Consumer
+        self._ends = Consumer({**self.client_config, "enable.auto.commit": False,
+                               "isolation.level": "read_committed"})
         self._ready.set()
         self._thread = threading.Thread(target=self._tail, daemon=True, name="connect-tail")
         self._thread.start()
@@ -478,8 +530,14 @@ class InternalTopics:
                       "fetch.max.wait.ms": 100, "isolation.level": "read_committed"})
         c.assign([TopicPartition(self.config_topic, 0, OFFSET_BEGINNING),
                   TopicPartition(self.status_topic, 0, OFFSET_BEGINNING)])
+        config_tp = TopicPartition(self.config_topic, 0)
+        fault = os.environ.get(FAULT_ENV, "")
+        paused_by = fault[len(TAIL_PAUSE_FAULT):] if fault.startswith(TAIL_PAUSE_FAULT) else ""
         try:
             while not self._stop.is_set():
+                if paused_by and os.path.exists(paused_by):
+                    self._stop.wait(0.1)
+                    continue
                 changed = False
                 for m in c.consume(1000, 0.2):
                     if m.error():
@@ -494,6 +552,12 @@ class InternalTopics:
                         else:
                             self.status[key] = value
                         self._seen += 1
+                        self._lock.notify_all()
+                # by position, not by the last record: transaction markers take offsets too
+                position = c.position([config_tp])[0].offset
+                if position > self.config_position:
+                    with self._lock:
+                        self.config_position = position
                         self._lock.notify_all()
                 if changed:
                     self.on_config_change()
@@ -525,6 +589,7 @@ class InternalTopics:
                 self._staged.pop(name, None)
                 self.task_count_records.pop(name, None)
                 self.pending_fencing.pop(name, None)
+                self.max_task_counts.pop(name, None)
             else:
                 self.configs[name] = value["properties"]
             return True
@@ -551,6 +616,7 @@ class InternalTopics:
             before = len(self.task_configs.get(name, []))
             self.pending_fencing[name] = max(self.pending_fencing.get(name, 0), before)
             self.task_configs[name] = [staged[i] for i in range(count)]
+            self.max_task_counts[name] = max(self.max_task_counts.get(name, 0), count)
             self.task_commits[name] = self.task_commits.get(name, 0) + 1
             return count != before
         return False
@@ -641,6 +707,37 @@ class InternalTopics:
                 log.debug("config topic: closing the leader's producer", exc_info=True)
             self._leader_producer = None
 
+    def config_end(self, timeout: float) -> int:
+        """The config topic's end (its last stable offset: what a read_committed
+        reader can reach)."""
+        from kafkalite.client import TopicPartition
+        with self._ends_lock:
+            return self._ends.get_watermark_offsets(TopicPartition(self.config_topic, 0),
+                                                    timeout)[1]
+
+    def read_to(self, offset: int, timeout: float) -> bool:
+        """Wait (at most ``timeout`` s) until this view has read the config
+        topic up to ``offset``; whether it has."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while self.config_position < offset:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._lock.wait(left)
+        return True
+
+    def read_to_end(self, timeout: float) -> bool:
+        """Kafka's readConfigToEnd: this view reads the config topic up to the
+        end it has now (bounded); whether it got there."""
+        deadline = time.monotonic() + timeout
+        try:
+            end = self.config_end(timeout)
+        except Exception as e:  # noqa: BLE001 -- the broker is not answering: not read
+            log.warning("config topic: its end offset is unknown: %s", e)
+            return False
+        return self.read_to(end, max(0.0, deadline - time.monotonic()))
+
     def wait(self, cond, timeout=30.0):
         deadline = time.monotonic() + timeout
         with self._lock:
@@ -656,6 +753,9 @@ class InternalTopics:
             self._thread.join(10)
         if self._producer is not None:
             self._producer.close(10)
+        if self._ends is not None:
+            with self._ends_lock:
+                self._ends.close()
         self.release_write_privileges()
 
 
@@ -695,6 +795,10 @@ class DistributedHerder(Herder):
         eos = str(worker.config.get("exactly.once.source.support", "disabled")).lower() == \
             "enabled"
         self.exactly_once = eos
+        self.sync_timeout_s = int(worker.config.get(
+            "worker.sync.timeout.ms", DEFAULT_WORKER_SYNC_TIMEOUT_MS)) / 1000
+        self.unsync_backoff_s = int(worker.config.get(
+            "worker.unsync.backoff.ms", DEFAULT_WORKER_UNSYNC_BACKOFF_MS)) / 1000
         self._session_key_config(worker.config)
         self.internal = InternalTopics(worker.client_config, config_topic, status_topic,
                                        self._config_changed,
@@ -842,6 +946,12 @@ class DistributedHerder(Herder):
                     self._stopping.wait(1.0)
                     continue
                 self.generation = group.generation
+                caught_up = self._catch_up(group, assignment)
+                if caught_up is None:
+                    continue            # the group rebalances meanwhile: rejoin
+                if not caught_up:
+                    self._fall_behind(group)
+                    continue
                 self._apply(assignment)
                 while not self._stopping.is_set():
                     # at least once per assignment: what it started shows in the status
@@ -879,16 +989,66 @@ class DistributedHerder(Herder):
             self._stop_all()
             group.close()
 
-    def _assign(self, members):
-        # the leader assigns from the configs it has read: each connector, and each of
-        # its committed tasks
+    def _catch_up(self, group, assignment) -> bool | None:
+        """Read the config topic up to the assignment's config offset (Kafka's
+        configOffset) before anything of it starts: a worker whose view lags
+        would otherwise start a task from the task configs it still has (a
+        connector's earlier ones). Bounded by ``worker.sync.timeout.ms``,
+        heartbeating meanwhile; False when it could not catch up, None when
+        the group started another rebalance meanwhile."""
+        from kafkalite import errors
+        offset = assignment.get("config_offset", 0)
+        deadline = time.monotonic() + self.sync_timeout_s
+        while not self.internal.read_to(offset, min(self.heartbeat_interval,
+                                                    max(0.0, deadline - time.monotonic()))):
+            if time.monotonic() >= deadline or self._stopping.is_set():
+                return False
+            try:
+                code = group.heartbeat()
+            except Exception as e:  # noqa: BLE001 -- coordinator moving: rejoin
+                log.warning("connect group %s: heartbeat failed: %s", self.group_id, e)
+                return None
+            if code in (errors.UnknownMemberIdError.code, errors.IllegalGenerationError.code):
+                group.member_id = ""
+                self._expelled()
+                return None
+            if code:
+                return None
+        return True
+
+    def _fall_behind(self, group) -> None:
+        """Kafka's herder when it cannot read the config topic up to its
+        assignment: it leaves the group (what it ran may go to others: it
+        stops all of it, so nothing runs twice and nothing from stale configs),
+        waits ``worker.unsync.backoff.ms`` while its tail reads on, then rejoins."""
         with self.internal._lock:
+            position = self.internal.config_position
+        log.warning("connect group %s: this worker read the config topic only up to %d, not to "
+                    "its assignment's config offset within %d ms; leaving the group for %d ms",
+                    self.group_id, position, self.sync_timeout_s * 1000,
+                    self.unsync_backoff_s * 1000)
+        self._stop_all()
+        group.leave()
+        self._stopping.wait(self.unsync_backoff_s)
+
+    def _assign(self, members):
+        # the leader assigns from the configs it has read, after reading the config topic to
+        # its end (a worker that could not does so with what it has read: its members catch
+        # up to that): each connector, and each of its committed tasks. The offset the
+        # leader's view has read up to goes in every assignment (Kafka's configOffset)
+        if not self.internal.read_to_end(self.sync_timeout_s):
+            log.warning("connect group %s: the leader did not read the config topic to its end "
+                        "within %d ms; assigning from what it read", self.group_id,
+                        self.sync_timeout_s * 1000)
+        with self.internal._lock:
+            offset = self.internal.config_position
             units = [connector_unit(n) for n in self.internal.configs]
             units += [task_unit(n, i) for n in self.internal.configs
                       for i in range(len(self.internal.task_configs.get(n, [])))]
         out = self.assignor.assign(members, units)
         for a in out.values():
             a["leader"] = self.url       # Kafka's leaderUrl: where config writes go
+            a["config_offset"] = offset
         return out
 
     def _apply(self, assignment: dict) -> None:
@@ -1331,6 +1491,12 @@ class DistributedHerder(Herder):
             leader = self.leader_url
         if leader != self.url:
             raise NotLeaderException(f"Only the leader can {what}", leader, settled)
+        # Kafka's leader reads the config topic to its end before a write: what it checks
+        # and writes follows every earlier leader's writes
+        if not self.internal.read_to_end(self.sync_timeout_s):
+            raise RebalanceNeededException(
+                f"{REBALANCE_CONFLICT}: the leader could not read the config topic to its end "
+                f"within {int(self.sync_timeout_s * 1000)} ms")
 
     def put_connector_config(self, name, config, allow_replace, initial_state=None):
         from kafkalite.connect.herder import _initial_target
@@ -1438,9 +1604,6 @@ class DistributedHerder(Herder):
             raise RebalanceNeededException(
                 f"{REBALANCE_CONFLICT}: {who} is unreachable ({e})") from None
 
-    def _local(self, name) -> bool:
-        return name in self._connectors
-
     def _connector_call(self, name, method, path, body=None):
         self._config(name)
         return self._forward(connector_unit(name), method, path, body)
@@ -1480,24 +1643,99 @@ class DistributedHerder(Herder):
         self._forward(task_unit(name, task_id), "POST",
                       f"/connectors/{name}/tasks/{task_id}/restart")
 
+    # ---- offsets (KIP-875): read on any worker, changed by the leader --------------------
+
+    def _kind(self, name, config) -> str:
+        st = self._status_of(name) or {}
+        if st.get("type"):
+            return st["type"]
+        from kafkalite.connect import plugins
+        return plugins.connector_class(config["connector.class"]).TYPE
+
     def offsets(self, name):
-        if self._local(name):
-            store = self.worker.offsets
-            if hasattr(store, "refresh"):
-                store.refresh()        # the connector's tasks commit from their own workers
-            return super().offsets(name)
-        return self._connector_call(name, "GET", f"/connectors/{name}/offsets")[1]
+        """From the offsets topic (source) or the connector's consumer group
+        (sink), on whichever worker is asked, as Kafka's."""
+        config = self._config(name)
+        if self._kind(name, config) != "source":
+            return self._sink_offsets(name)
+        store = self.worker.offsets
+        if hasattr(store, "refresh"):
+            store.refresh()        # the connector's tasks commit from their own workers
+        return self._source_offsets(name)
 
     def alter_offsets(self, name, offsets):
-        if self._local(name):
-            return super().alter_offsets(name, offsets)
-        return self._connector_call(name, "PATCH", f"/connectors/{name}/offsets",
-                             {"offsets": offsets})[1]["message"]
+        self._config(name)
+        check_offsets(offsets)                        # a 400 here, leader or not
+        self._require_leader("modify connector offsets")
+        self._modify_offsets(name, [(o["partition"], o.get("offset")) for o in offsets],
+                             offsets)
+        return ALTERED
 
     def reset_offsets(self, name):
-        if self._local(name):
-            return super().reset_offsets(name)
-        return self._connector_call(name, "DELETE", f"/connectors/{name}/offsets")[1]["message"]
+        self._config(name)
+        self._require_leader("modify connector offsets")
+        self._modify_offsets(name, None, None)
+        return RESET
+
+    def _modify_offsets(self, name, pairs, body) -> None:
+        """Kafka's DistributedHerder.modifyConnectorOffsets, on the leader
+        (which has read the config topic to its end): only a STOPPED
+        connector with no task configs left (none of its tasks runs
+        anywhere), else 400. ``pairs``: [(partition, offset or None)] to
+        alter, None to reset all. A source connector's go to the offsets
+        topic; under exactly-once support its tasks' producers are fenced
+        first and the offsets written in a transaction of its task 0's
+        transactional id (Kafka's Worker.modifySourceConnectorOffsets), so no
+        zombie task commits over them. A sink connector's are its consumer
+        group's (``connect-<name>``), changed with the admin client."""
+        with self.internal._lock:
+            config = self.internal.configs.get(name)
+            target = self.internal.targets.get(name, "STARTED")
+            tasks = len(self.internal.task_configs.get(name, []))
+        if config is None:
+            raise NotFoundException(f"Connector {name} not found")
+        if target != "STOPPED" or tasks:
+            raise not_stopped(name)
+        if self._kind(name, config) != "source":
+            if pairs is None:
+                self._reset_sink(name)
+            else:
+                self._alter_sink(name, body)
+            return
+        store = self.worker.offsets
+        if hasattr(store, "refresh"):
+            store.refresh()
+        if pairs is None:
+            pairs = [(p, None) for p, _ in store.offsets_of(name)]
+        if not pairs:
+            return
+        if self.exactly_once and hasattr(store, "records_for"):
+            self._write_offsets_transactionally(name, pairs)
+        else:
+            store.put(name, pairs)
+
+    def _write_offsets_transactionally(self, name, pairs) -> None:
+        from kafkalite.client import Producer
+        with self.internal._lock:
+            count = max(self.internal.max_task_counts.get(name, 0),
+                        self.internal.task_count_records.get(name, 0),
+                        self.internal.pending_fencing.get(name, 0))
+        fence_producers(self.worker.client_config,
+                        [self.worker.task_transactional_id(name, i) for i in range(count)])
+        store = self.worker.offsets
+        p = Producer({**self.worker.client_config, "linger.ms": 0,
+                      "transactional.id": self.worker.task_transactional_id(name, 0)})
+        try:
+            p.init_transactions(30)
+            p.begin_transaction()
+            for key, value in store.records_for(name, pairs):
+                p.produce(store.topic, key=key, value=value)
+            p.commit_transaction(30)
+        finally:
+            p.close(5)
+        store.remember(name, pairs)
+        log.info("connector %s: fenced the producers of its %d tasks; %d offsets written in "
+                 "a transaction", name, count, len(pairs))
 
     def topics(self, name):
         config = self._config(name)

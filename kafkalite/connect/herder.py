@@ -30,6 +30,7 @@ from kafkalite.connect.errors import (AlreadyExistsException, BadRequestExceptio
 from kafkalite.connect.tolerance import CONFIG as ERRORS_CONFIG
 from kafkalite.connect.transforms import TransformationChain
 from kafkalite.connect.worker import FAILED, PAUSED, RESTARTING, RUNNING, STOPPED, UNASSIGNED
+from kafkalite.errors import GroupIdNotFoundError, NonEmptyGroupError, UnknownMemberIdError
 
 log = logging.getLogger("kafkalite.connect")
 
@@ -54,6 +55,40 @@ def _initial_target(initial_state: str | None) -> str:
         raise BadRequestException(f"initial_state {initial_state!r}: use RUNNING, PAUSED or "
                                   f"STOPPED")
     return targets[initial_state]
+
+
+# KIP-875's answers to an offsets change, as Kafka's
+ALTERED = "The offsets for this connector have been altered successfully"
+RESET = "The offsets for this connector have been reset successfully"
+
+
+def not_stopped(name: str) -> BadRequestException:
+    """Kafka's 400 for an offsets change of a connector that is not STOPPED
+    (or, in distributed mode, still has task configs)."""
+    return BadRequestException(
+        "Connectors must be in the STOPPED state before their offsets can be modified. "
+        "This can be done for the specified connector by issuing a 'PUT' request to "
+        f"the '/connectors/{name}/stop' endpoint")
+
+
+def tasks_not_stopped(what: str, name: str) -> BadRequestException:
+    """Kafka's 400 when a sink connector's consumer group still has members
+    (its tasks are stopping, or it was resumed meanwhile): safe to retry."""
+    return BadRequestException(
+        f"Failed to {what} consumer group offsets for connector {name} either because its "
+        "tasks haven't stopped completely yet or the connector was resumed before the request "
+        f"to {what} its offsets could be successfully completed. If the connector is in a "
+        "stopped state, this operation can be safely retried")
+
+
+def check_offsets(offsets) -> None:
+    """The shape of a PATCH /offsets body's ``offsets`` (400 otherwise)."""
+    if not isinstance(offsets, list) or not offsets:
+        raise BadRequestException("The offsets to be altered must be a non-empty list "
+                                  "of {\"partition\": ..., \"offset\": ...}")
+    for o in offsets:
+        if not isinstance(o, dict) or not isinstance(o.get("partition"), dict):
+            raise BadRequestException(f"Each offset needs a \"partition\" object: {o!r}")
 
 
 def restart_plan(status: dict, include_tasks: bool, only_failed: bool) -> tuple:
@@ -454,8 +489,14 @@ class Herder:
         with self._lock:
             c = self._get(name)
             if c.kind == "source":
-                return {"offsets": [{"partition": p, "offset": o}
-                                    for p, o in self.worker.offsets.offsets_of(name)]}
+                return self._source_offsets(name)
+        return self._sink_offsets(name)
+
+    def _source_offsets(self, name) -> dict:
+        return {"offsets": [{"partition": p, "offset": o}
+                            for p, o in self.worker.offsets.offsets_of(name)]}
+
+    def _sink_offsets(self, name) -> dict:
         from kafkalite.client import AdminClient
         admin = AdminClient(self.worker.client_config)
         try:
@@ -471,27 +512,19 @@ class Herder:
 
     def _require_stopped(self, c):
         if c.target != "STOPPED":
-            raise BadRequestException(
-                "Connectors must be in the STOPPED state before their offsets can be modified. "
-                "This can be done for the specified connector by issuing a 'PUT' request to "
-                f"the '/connectors/{c.name}/stop' endpoint")
+            raise not_stopped(c.name)
 
     def alter_offsets(self, name, offsets: list[dict]) -> str:
         with self._lock:
             c = self._get(name)
             self._require_stopped(c)
-            if not isinstance(offsets, list) or not offsets:
-                raise BadRequestException("The offsets to be altered must be a non-empty list "
-                                          "of {\"partition\": ..., \"offset\": ...}")
-            for o in offsets:
-                if not isinstance(o, dict) or not isinstance(o.get("partition"), dict):
-                    raise BadRequestException(f"Each offset needs a \"partition\" object: {o!r}")
+            check_offsets(offsets)
             if c.kind == "source":
                 self.worker.offsets.put(name, [(o["partition"], o.get("offset"))
                                                for o in offsets])
             else:
                 self._alter_sink(name, offsets)
-            return "The offsets for this connector have been altered successfully"
+            return ALTERED
 
     def _alter_sink(self, name, offsets):
         from kafkalite.client import AdminClient, TopicPartition
@@ -513,6 +546,22 @@ class Herder:
         admin = AdminClient(self.worker.client_config)
         try:
             admin.alter_consumer_group_offsets(self._sink_group(name), tps).result()
+        except (NonEmptyGroupError, UnknownMemberIdError):
+            raise tasks_not_stopped("alter", name) from None
+        finally:
+            admin.close()
+
+    def _reset_sink(self, name):
+        """Kafka's reset of a sink connector's offsets: its consumer group deleted."""
+        from kafkalite.client import AdminClient
+        admin = AdminClient(self.worker.client_config)
+        try:
+            admin.delete_consumer_groups([self._sink_group(name)])[
+                self._sink_group(name)].result()
+        except GroupIdNotFoundError:
+            pass
+        except (NonEmptyGroupError, UnknownMemberIdError):
+            raise tasks_not_stopped("reset", name) from None
         finally:
             admin.close()
 
@@ -524,14 +573,5 @@ class Herder:
                 self.worker.offsets.put(name, [(p, None) for p, _ in
                                                self.worker.offsets.offsets_of(name)])
             else:
-                from kafkalite.client import AdminClient
-                from kafkalite.errors import GroupIdNotFoundError
-                admin = AdminClient(self.worker.client_config)
-                try:
-                    admin.delete_consumer_groups([self._sink_group(name)])[
-                        self._sink_group(name)].result()
-                except GroupIdNotFoundError:
-                    pass
-                finally:
-                    admin.close()
-            return "The offsets for this connector have been reset successfully"
+                self._reset_sink(name)
+            return RESET

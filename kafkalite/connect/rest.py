@@ -11,8 +11,9 @@ status|info``; POST takes KIP-980's ``initial_state``), ``GET/DELETE /connectors
 /connector-plugins/{plugin}/config/validate``, ``GET /`` (version).
 Errors answer Kafka's body ``{"error_code": <HTTP status>, "message":
 ...}``. The OpenAPI description is served at ``/openapi.json``
-(openapi.py). In distributed mode a config write that reaches a worker
-other than the group's leader is forwarded to the leader (``forward=false``
+(openapi.py). In distributed mode a config write or an offsets change
+(PATCH/DELETE) that reaches a worker other than the group's leader is
+forwarded to the leader (``forward=false``
 on the forwarded request; see distributed.py), and ``POST
 /connectors/{name}/tasks`` is Kafka's internal call of a connector's owner,
 signed with the cluster's session key (KIP-507, signature.py: 400 without a

@@ -127,7 +127,7 @@ def test_three_workers_share_connectors_and_take_over_a_killed_one(server, tmp_p
         assert requests.put(other + "/connectors/f0/resume", timeout=30).status_code == 202
         wait_for(lambda: (get(other, "/connectors/f0/status") or {}).get("connector", {}).get(
             "state") == "RUNNING", what="f0 RUNNING again")
-        # offsets of f0 asked of a non-owner: forwarded to the owner
+        # offsets of f0 asked of a non-owner: read there, from the offsets topic
         wait_for(lambda: get(other, "/connectors/f0/offsets") == {"offsets": [
             {"partition": {"filename": str(files[0])},
              "offset": {"position": files[0].stat().st_size}}]}, what="f0's offsets")
