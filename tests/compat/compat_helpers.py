@@ -6,6 +6,8 @@ with headers a list of (str, bytes|None) pairs, whatever client read it.
 """
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import confluent_kafka as ck
@@ -165,3 +167,27 @@ def read_values(server, topic, partitions, isolation, settle=1.5, timeout=15.0) 
         return out
     finally:
         c.close()
+
+
+def first_client_error(conf: dict, topic: str) -> ck.KafkaError:
+    """The first error librdkafka reports for a producer with ``conf`` (a
+    refused login or handshake), within 15 s."""
+    seen = []
+    p = ck.Producer({**conf, "error_cb": seen.append, "message.timeout.ms": 10000})
+    p.produce(topic, b"never")
+    deadline = time.monotonic() + 15
+    while not seen and time.monotonic() < deadline:
+        p.poll(0.2)
+    p.purge()
+    p.flush(1)
+    assert seen, "no error reported"
+    return seen[0]
+
+
+def add_user(data_dir: str, user: str, password: str) -> None:
+    """``kafkalite users add`` before the server starts (its SCRAM and PLAIN credentials)."""
+    from harness import child_env
+    r = subprocess.run([sys.executable, "-m", "kafkalite", "users", "add", user, "--data-dir",
+                        data_dir], input=password + "\n", capture_output=True, text=True,
+                       env=child_env(), timeout=60)
+    assert r.returncode == 0, r.stderr

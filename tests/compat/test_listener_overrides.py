@@ -19,6 +19,7 @@ import time
 
 import confluent_kafka as ck
 import pytest
+from compat_helpers import add_user, first_client_error
 
 from harness import ServerProcess, child_env
 
@@ -32,10 +33,7 @@ def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("overrides")
     certs = make_certs(str(root / "certs"))
     data = str(root / "data")
-    r = subprocess.run([sys.executable, "-m", "kafkalite", "users", "add", USER, "--data-dir",
-                        data], input=PASSWORD + "\n", capture_output=True, text=True,
-                       env=child_env(), timeout=60)
-    assert r.returncode == 0, r.stderr
+    add_user(data, USER, PASSWORD)
     config = root / "server.toml"
     config.write_text(
         'listeners = "OPEN://127.0.0.1:0,MTLS://127.0.0.1:0,SCRAM://127.0.0.1:0"\n'
@@ -78,19 +76,6 @@ def round_trip(conf: dict, topic: str) -> None:
     assert got == [b"%d" % i for i in range(20)]
 
 
-def first_error(conf: dict, topic: str) -> ck.KafkaError:
-    seen = []
-    p = ck.Producer({**conf, "error_cb": seen.append, "message.timeout.ms": 10000})
-    p.produce(topic, b"never")
-    deadline = time.monotonic() + 15
-    while not seen and time.monotonic() < deadline:
-        p.poll(0.2)
-    p.purge()
-    p.flush(1)
-    assert seen, "no error reported"
-    return seen[0]
-
-
 def tls(srv, listener: str, **extra) -> dict:
     return {"bootstrap.servers": bootstrap(srv, listener), "security.protocol": "SSL",
             "ssl.ca.location": srv.certs["ca"], "socket.timeout.ms": 10000, **extra}
@@ -105,7 +90,7 @@ def scram(srv, mechanism: str) -> dict:
 @pytest.mark.timeout(120)
 def test_only_the_mtls_listener_asks_for_a_client_certificate(server):
     round_trip(tls(server, "OPEN"), "open-topic")       # no certificate: served
-    err = first_error(tls(server, "MTLS"), "mtls-topic")
+    err = first_client_error(tls(server, "MTLS"), "mtls-topic")
     assert err.code() in (ck.KafkaError._SSL, ck.KafkaError._TRANSPORT,
                           ck.KafkaError._ALL_BROKERS_DOWN), err
     round_trip(tls(server, "MTLS", **{"ssl.certificate.location": server.certs["client"],
@@ -115,7 +100,7 @@ def test_only_the_mtls_listener_asks_for_a_client_certificate(server):
 
 @pytest.mark.timeout(120)
 def test_the_scram_listener_allows_only_its_own_mechanism(server):
-    err = first_error(scram(server, "PLAIN"), "scram-topic")
+    err = first_client_error(scram(server, "PLAIN"), "scram-topic")
     assert err.code() in (ck.KafkaError._AUTHENTICATION, ck.KafkaError._TRANSPORT,
                           ck.KafkaError._ALL_BROKERS_DOWN), err
     assert "PLAIN" in err.str() or "mechanism" in err.str().lower(), err

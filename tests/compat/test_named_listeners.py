@@ -20,7 +20,7 @@ import time
 
 import confluent_kafka as ck
 import pytest
-from compat_helpers import KafkaWire
+from compat_helpers import KafkaWire, add_user
 
 from harness import ServerProcess, child_env
 
@@ -36,10 +36,7 @@ def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("listeners")
     certs = make_certs(str(root / "certs"))
     data = str(root / "data")
-    r = subprocess.run([sys.executable, "-m", "kafkalite", "users", "add", USER, "--data-dir",
-                        data], input=PASSWORD + "\n", capture_output=True, text=True,
-                       env=child_env(), timeout=60)
-    assert r.returncode == 0, r.stderr
+    add_user(data, USER, PASSWORD)
     srv = ServerProcess(data, workers=2, extra_args=[
         "--listeners", "INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
         "--listener-security-protocol-map", "INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL",

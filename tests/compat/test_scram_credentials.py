@@ -18,7 +18,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import confluent_kafka as ck
 import pytest
@@ -26,6 +25,7 @@ from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, 
                                    NewTopic, ResourcePatternType, ResourceType,
                                    ScramCredentialInfo, ScramMechanism,
                                    UserScramCredentialDeletion, UserScramCredentialUpsertion)
+from compat_helpers import first_client_error
 
 from harness import ServerProcess, child_env
 
@@ -110,17 +110,7 @@ def produce(srv, user: str, password: str, mechanism: str) -> None:
 
 def refused(srv, user: str, password: str, mechanism: str) -> ck.KafkaError:
     """The first error librdkafka reports for a producer with these credentials."""
-    seen = []
-    p = ck.Producer({**conf(srv, user, password, mechanism), "error_cb": seen.append,
-                     "message.timeout.ms": 10000})
-    p.produce("logins", b"never")
-    deadline = time.monotonic() + 15
-    while not seen and time.monotonic() < deadline:
-        p.poll(0.2)
-    p.purge()
-    p.flush(1)
-    assert seen, "the login was not refused"
-    return seen[0]
+    return first_client_error(conf(srv, user, password, mechanism), "logins")
 
 
 def wire(srv, user=ADMIN, password=ADMIN_PASSWORD):

@@ -23,7 +23,7 @@ import time
 
 import confluent_kafka as ck
 import pytest
-from compat_helpers import KafkaWire, create_topic
+from compat_helpers import KafkaWire, create_topic, first_client_error
 
 from harness import ServerProcess, child_env
 
@@ -235,20 +235,6 @@ def test_kcat_produces_and_consumes(servers, certs, topic_name, protocol, mechan
 
 # ---- refusals: each is answered, and the next client is served ---------------------------------
 
-def confluent_auth_error(conf: dict, topic: str) -> ck.KafkaError:
-    """The first error librdkafka reports for a producer with ``conf``."""
-    seen = []
-    p = ck.Producer({**conf, "error_cb": seen.append, "message.timeout.ms": 10000})
-    p.produce(topic, b"never")
-    deadline = time.monotonic() + 15
-    while not seen and time.monotonic() < deadline:
-        p.poll(0.2)
-    p.purge()
-    p.flush(1)
-    assert seen, "no error reported"
-    return seen[0]
-
-
 def still_serves(srv, protocol, mechanism, certs, topic):
     sent, got = confluent_round_trip(srv, protocol, mechanism, certs, topic)
     assert got == sent
@@ -261,7 +247,7 @@ def test_wrong_password_and_unknown_user_are_authentication_errors(servers, cert
     srv = servers["SASL_PLAINTEXT"]
     create_topic(srv, topic_name)
     for user, password in ((USER, "wrong-password"), ("mallory", PASSWORD)):
-        err = confluent_auth_error(
+        err = first_client_error(
             ck_conf(srv, "SASL_PLAINTEXT", mechanism, certs, password=password, user=user),
             topic_name)
         assert err.code() == ck.KafkaError._AUTHENTICATION, err
@@ -310,7 +296,7 @@ def test_users_added_to_a_running_server_can_log_in(servers, certs, topic_name):
     p.produce(topic_name, b"from bob")
     assert p.flush(15) == 0
     # bob has no PLAIN credential: PLAIN with his password fails.
-    err = confluent_auth_error({**conf, "sasl.mechanisms": "PLAIN"}, topic_name)
+    err = first_client_error({**conf, "sasl.mechanisms": "PLAIN"}, topic_name)
     assert err.code() == ck.KafkaError._AUTHENTICATION
 
 
@@ -337,7 +323,7 @@ def test_users_file_keeps_no_password_and_users_can_be_listed_and_deleted(server
     assert p.flush(15) == 0
     users("delete", "carol")
     assert "carol" not in users("list")
-    err = confluent_auth_error(conf, topic_name)      # a deleted user can no longer log in
+    err = first_client_error(conf, topic_name)      # a deleted user can no longer log in
     assert err.code() == ck.KafkaError._AUTHENTICATION
 
 
@@ -346,7 +332,7 @@ def test_expired_server_certificate_is_refused_by_clients(tmp_path, certs, topic
     import kafka
     srv = _start(tmp_path, "SSL", certs, cert="expired")
     try:
-        err = confluent_auth_error(ck_conf(srv, "SSL", None, certs), topic_name)
+        err = first_client_error(ck_conf(srv, "SSL", None, certs), topic_name)
         # librdkafka files the same handshake failure under _SSL or, when it
         # meets it on its read path, _TRANSPORT (both seen, in full runs on
         # a loaded machine); its message is what says why
@@ -382,7 +368,7 @@ def test_plaintext_client_on_a_tls_port_is_closed_and_others_are_served(servers,
             wire.recv_frame()
     finally:
         wire.close()
-    err = confluent_auth_error(ck_conf(srv, "PLAINTEXT", None, certs), topic_name)
+    err = first_client_error(ck_conf(srv, "PLAINTEXT", None, certs), topic_name)
     assert err.code() in (ck.KafkaError._TRANSPORT, ck.KafkaError._ALL_BROKERS_DOWN), err
     still_serves(srv, "SSL", None, certs, topic_name)
     deadline = time.monotonic() + 5
@@ -437,7 +423,7 @@ def test_mutual_tls_requires_a_client_certificate_from_the_ca(tmp_path, certs, t
                                                 "--ssl-cafile", certs["ca"]])
     try:
         create_topic(srv, topic_name)
-        err = confluent_auth_error(ck_conf(srv, "SSL", None, certs), topic_name)
+        err = first_client_error(ck_conf(srv, "SSL", None, certs), topic_name)
         assert err.code() in (ck.KafkaError._SSL, ck.KafkaError._TRANSPORT,
                               ck.KafkaError._ALL_BROKERS_DOWN), err
         conf = ck_conf(srv, "SSL", None, certs, **{"ssl.certificate.location": certs["client"],

@@ -18,6 +18,7 @@ import sys
 import time
 
 import requests
+from connect_cluster import get
 from connect_helpers import wait_for
 from harness import child_env
 
@@ -194,14 +195,6 @@ def start_worker(server, tmp_path, i, group):
     proc = subprocess.Popen([sys.executable, "-m", "kafkalite", "connect", "distributed",
                              str(props)], env=env, stdout=log, stderr=subprocess.STDOUT)
     return proc, f"http://127.0.0.1:{port}"
-
-
-def get(url, path):
-    try:
-        r = requests.get(url + path, timeout=10)
-    except requests.ConnectionError:
-        return None
-    return r.json() if r.status_code == 200 else None
 
 
 def starts(path) -> dict:

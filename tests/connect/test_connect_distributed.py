@@ -16,6 +16,7 @@ import sys
 import time
 
 import requests
+from connect_cluster import get
 from connect_helpers import wait_for
 from harness import child_env, create, read_all
 from test_connect_cli import free_port
@@ -71,14 +72,6 @@ def sink_victim(url, sink, source):
         return next((t["worker_id"] for t in sts[0]["tasks"] if t["worker_id"] not in busy),
                     None)
     return wait_for(pick, what=f"a worker running {sink} and not {source}")
-
-
-def get(url, path):
-    try:
-        r = requests.get(url + path, timeout=10)
-    except requests.ConnectionError:
-        return None
-    return r.json() if r.status_code == 200 else None
 
 
 def test_three_workers_share_connectors_and_take_over_a_killed_one(server, tmp_path, topic_name):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import uuid
 
 from connect_cluster import (call, free_ports, get, group_name, running, start_worker,
@@ -196,13 +197,25 @@ def test_exactly_once_offsets_change_fences_the_tasks_producers(server, tmp_path
         "offsets": [{"partition": {"shard": "s0"}, "offset": {"n": 2}}]}, what="src's offset")
     stop(follower, "src")
 
-    # a zombie of task 0: a producer that claimed its transactional id, a transaction open
-    zombie = Producer({"bootstrap.servers": server.kafka_bootstrap,
-                       "transactional.id": f"{group}-src-0"})
-    zombie.init_transactions(30)
-    zombie.begin_transaction()
-    zombie.produce(topic_name, value=b"zombie")
-    zombie.flush(10)
+    # a zombie of task 0: a producer that claimed its transactional id, a transaction open.
+    # The stop's own generation change makes the leader fence the tasks' ids too, at a
+    # moment of its own: a zombie it fenced is replaced, so that only the offsets change
+    # can fence the one left
+    deadline = time.monotonic() + 30
+    while True:
+        zombie = Producer({"bootstrap.servers": server.kafka_bootstrap,
+                           "transactional.id": f"{group}-src-0"})
+        zombie.init_transactions(30)
+        zombie.begin_transaction()
+        zombie.produce(topic_name, value=b"zombie")
+        try:
+            zombie.flush(10)
+            time.sleep(1.0)             # an earlier fencing still on its way shows now
+            zombie.produce(topic_name, value=b"zombie")
+            zombie.flush(10)
+            break
+        except KafkaException:
+            assert time.monotonic() < deadline, "every zombie was fenced before the change"
     r = call("PATCH", follower, "/connectors/src/offsets", json={
         "offsets": [{"partition": {"shard": "s0"}, "offset": {"n": 0}}]})
     assert r.status_code == 200 and r.json() == {"message": ALTERED}, r.text
