@@ -3,6 +3,13 @@
 ``records`` holds one or more record batches (message format v2 from v3 on;
 MessageSet v0/v1 before). Over kafkalite's ZeroMQ transport it travels in
 its own frame (see the package docstring).
+
+``request_principal`` (a tagged field of kafkalite's, tag
+REQUEST_PRINCIPAL_TAG, far above Kafka's own tags) names the principal a
+proxy produces for, as the RequestPrincipal of Kafka's Envelope (KIP-590)
+does: the ingest gateway forwards its publishers' records with it. A broker
+takes it only from a connection authenticated as the server itself
+(server/requests.py); from anyone else the request is refused.
 """
 from __future__ import annotations
 
@@ -16,6 +23,7 @@ from kafkalite.protocol.schema import Array, Field, Request, Response, Struct
 # return TRANSACTION_ABORTABLE (KIP-890). v12: the same; a transactional
 # producer speaking it adds partitions to its transaction by producing to
 # them (transactions v2, KIP-890 part 2).
+REQUEST_PRINCIPAL_TAG = 10_000
 ProduceRequest = Request(ApiKey.PRODUCE, "0-12", flexible="9+", fields=[
     Field("transactional_id", "string", "3+", nullable="3+"),
     Field("acks", "int16"),
@@ -27,6 +35,8 @@ ProduceRequest = Request(ApiKey.PRODUCE, "0-12", flexible="9+", fields=[
             Field("records", "records", nullable="0+"),
         ]),
     ]),
+    Field("request_principal", "string", "9+", nullable="9+", default=None,
+          tag=REQUEST_PRINCIPAL_TAG),
 ])
 ProduceResponse = Response(ApiKey.PRODUCE, "0-12", flexible="9+", fields=[
     Array("responses", fields=[
