@@ -107,7 +107,7 @@ MAX_MESSAGES_PER_WAKEUP = 10_000
 DRAIN_ON_STOP_S = 0.5
 # Under CURVE: the records of one principal waiting in its Producer
 # (throttled by a quota, or a slow broker) before the gateway stops reading.
-PRINCIPAL_BACKLOG_BYTES = 16 * 1024 * 1024
+PRINCIPAL_BACKLOG_BYTES = 8 * 1024 * 1024
 # Delivery errors that mean "this principal may not": the message is denied.
 _DENIED = frozenset({errors.TopicAuthorizationFailedError.code,
                      errors.ClusterAuthorizationFailedError.code,

@@ -15,7 +15,10 @@ keys; what landed is read back with admin's key.
   CLUSTER_AUTHORIZATION_FAILED and writes nothing;
 - carol, with a producer_byte_rate quota, is held near it through the
   gateway while dave, without one, publishing as fast beside her, is not
-  slowed; carol's records are delayed, not dropped.
+  slowed; carol's records are delayed, not dropped;
+- erin, over her quota, flooding as fast as ZeroMQ takes it, is held back
+  by ZeroMQ's high-water marks once her backlog in the gateway is full:
+  the gateway's memory stays bounded, and her records all land later.
 """
 from __future__ import annotations
 
@@ -29,17 +32,18 @@ import urllib.request
 import pytest
 import zmq
 
-from harness import ServerProcess, read_all
+from harness import ServerProcess, child_pids, read_all, reset_peak_rss, rss_mb
 
 from kafkalite import errors
 from kafkalite.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from kafkalite.client.admin import ClientQuotaAlteration, ClientQuotaEntity
 from kafkalite.client.connection import Connection, client_context
+from kafkalite.client.ingest import PRINCIPAL_BACKLOG_BYTES
 from kafkalite.protocol import ApiKey
 from kafkalite.protocol.enums import AclOperation, AclPermissionType, PatternType, ResourceType
 from kafkalite.server.launcher import package_env
 
-USERS = ("admin", "alice", "carol", "dave")
+USERS = ("admin", "alice", "carol", "dave", "erin")
 
 
 def keygen(directory, name: str) -> None:
@@ -130,6 +134,16 @@ def wait_for(check, timeout: float = 20.0, what: str = "") -> None:
         time.sleep(0.2)
 
 
+def set_quota(srv, keys, user: str, rate: int) -> None:
+    admin = admin_client(srv, keys)
+    try:
+        for f in admin.alter_client_quotas([ClientQuotaAlteration(
+                ClientQuotaEntity({"user": user}), {"producer_byte_rate": rate})]).values():
+            f.result()
+    finally:
+        admin.close()
+
+
 def test_a_publisher_writes_only_the_topics_it_may(srv, keys):
     create_topics(srv, keys, "ingest-a", "ingest-b")
     grant_write(srv, keys, "User:alice", "ingest-a")
@@ -192,13 +206,7 @@ def test_a_publisher_over_its_quota_is_held_near_it_and_another_is_not(srv, keys
     create_topics(srv, keys, "ingest-carol", "ingest-dave")
     grant_write(srv, keys, "User:carol", "ingest-carol")
     grant_write(srv, keys, "User:dave", "ingest-dave")
-    admin = admin_client(srv, keys)
-    try:
-        for f in admin.alter_client_quotas([ClientQuotaAlteration(
-                ClientQuotaEntity({"user": "carol"}), {"producer_byte_rate": quota})]).values():
-            f.result()
-    finally:
-        admin.close()
+    set_quota(srv, keys, "carol", quota)
     ctx = zmq.Context()
     consumer = Consumer(srv.config(**client_keys(keys, "admin")))
     try:
@@ -234,3 +242,45 @@ def test_a_publisher_over_its_quota_is_held_near_it_and_another_is_not(srv, keys
         r'^kafka_server_produce_throttle_time_ms\S*\{([^}]*)\} (\S+)$', metrics, re.M)}
     assert any('user="carol"' in labels and ms > 0 for labels, ms in throttled), throttled
     assert not any('user="dave"' in labels and ms > 0 for labels, ms in throttled), throttled
+
+
+def test_a_flooding_throttled_publisher_is_held_back_by_zeromq_not_buffered(srv, keys):
+    quota = 4_000_000
+    size, seconds = 10_000, 3.0
+    create_topics(srv, keys, "ingest-erin")
+    grant_write(srv, keys, "User:erin", "ingest-erin")
+    set_quota(srv, keys, "erin", quota)
+    (gateway,) = child_pids(srv.proc.pid, "kafkalite.client.ingest")
+    before = rss_mb(gateway)
+    reset_peak_rss(gateway)
+    ctx = zmq.Context()
+    consumer = Consumer(srv.config(**client_keys(keys, "admin")))
+    try:
+        erin = publisher(ctx, srv, keys, "erin")
+        sent = refused = 0
+        value = b"e" * size
+        started = time.monotonic()
+        while time.monotonic() - started < seconds:
+            try:
+                erin.send_multipart([b"ingest-erin", b"", value], zmq.NOBLOCK)
+                sent += 1
+            except zmq.Again:
+                refused += 1
+                time.sleep(0.001)
+        elapsed = time.monotonic() - started
+        peak = rss_mb(gateway, "VmHWM")
+        # delayed, not dropped
+        wait_for(lambda: high_watermark(consumer, "ingest-erin") == sent,
+                 timeout=3 * sent * size / quota + 10, what="all of erin's records")
+    finally:
+        consumer.close()
+        ctx.destroy(linger=0)
+    # ZeroMQ refused her sends: the gateway had stopped reading
+    assert refused > 0, f"{sent} sent, none refused in {elapsed:.1f} s"
+    # what went in: her quota's worth, her backlog, and what ZeroMQ's queues
+    # (1000 messages a side) and TCP hold, with slack
+    slack = PRINCIPAL_BACKLOG_BYTES + 2 * 1000 * size + 8_000_000
+    assert sent * size <= 1.25 * quota * (elapsed + 2) + slack, \
+        f"{sent * size / elapsed:.0f} B/s taken, quota {quota}"
+    assert peak - before < (PRINCIPAL_BACKLOG_BYTES + 2 * 1000 * size) / 2**20 + 64, \
+        f"gateway RSS {before:.0f} MiB -> peak {peak:.0f} MiB"
