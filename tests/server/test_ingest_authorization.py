@@ -25,7 +25,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 
