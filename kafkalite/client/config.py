@@ -73,6 +73,9 @@ PRODUCER = {
     "allow.auto.create.topics": ("bool", True),
     "kafkalite.transport": ("str", "zmq"),
     "kafkalite.shm.ring.bytes": ("int", 64 << 20),
+    # a proxy's: the principal its Produce requests are made for (the
+    # ingest gateway's, with the server's own CURVE key; others are refused)
+    "kafkalite.request.principal": ("str", None),
 }
 
 # librdkafka aliases -> the canonical name used internally

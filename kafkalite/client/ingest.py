@@ -41,9 +41,31 @@ With the server's CURVE on (``native_curve_secret_key_file``) the PULL
 socket is a CURVE server with the server's key pair and accepts only
 publishers whose public key is in ``native_curve_authorized_keys``
 (protocol/curve.py); a publisher without keys, or with another key, gets no
-message through. The gateway's own Producer connects with the server's key
-pair (the broker principal), since a PUSH message carries no principal on
-to the Producer: an authorized publisher may write any topic through it.
+message through. Its ZAP handler maps keys to principals as the broker's
+does (same file, same code), and each message's frame carries its
+publisher's principal (the ZAP User-Id). The gateway produces on that
+principal's behalf, as a Kafka proxy does with an Envelope (KIP-590): one
+Producer per principal, connected with the server's key pair, whose
+Produce requests name the principal (``kafkalite.request.principal``) --
+the broker takes that name only from its own key, then authorizes the
+write (topic Write) and counts ``producer_byte_rate`` against the
+publisher, as for a native producer of its own. Those Producers create no
+topics (they would do it as the broker): a topic must exist.
+
+A message the broker denies (TOPIC_AUTHORIZATION_FAILED) cannot be
+answered over PUSH: it is dropped, counted (``denied``) and logged
+(rate-limited, naming principal and topic); the gateway keeps serving the
+others. A throttled principal's records wait in its Producer (the broker
+holds its connection's answers for the throttle time), delayed, not
+dropped. What waits there is bounded: at most PRINCIPAL_BACKLOG_BYTES of
+records per principal; over it the gateway stops reading until the
+principal's records drain, and ZeroMQ's high-water marks hold the
+publishers back meanwhile. A PULL socket cannot read one publisher and
+leave another, so once a principal is that far behind, every publisher
+waits with it; below the bound the others are not slowed.
+
+Without CURVE there are no principals: one Producer, principal ANONYMOUS
+on the broker, as for any native client.
 
 It is a client of the broker like any other (it lives beside the clients
 and imports nothing of the server); the supervisor starts it as a child
@@ -54,6 +76,7 @@ Who may call: started by the supervisor (``python -m kafkalite.client.ingest``).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -67,6 +90,7 @@ import zmq
 from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import curve
+from kafkalite.protocol.curve import principal_of
 from kafkalite.ratelimit import RateLimitedLog
 
 log = logging.getLogger("kafkalite.ingest")
@@ -82,6 +106,13 @@ MAX_REMEMBERED_TOPICS = 10_000
 MAX_MESSAGES_PER_WAKEUP = 10_000
 # On SIGTERM: how long to keep reading what ZeroMQ already received.
 DRAIN_ON_STOP_S = 0.5
+# Under CURVE: the records of one principal waiting in its Producer
+# (throttled by a quota, or a slow broker) before the gateway stops reading.
+PRINCIPAL_BACKLOG_BYTES = 8 * 1024 * 1024
+# Delivery errors that mean "this principal may not": the message is denied.
+_DENIED = frozenset({errors.TopicAuthorizationFailedError.code,
+                     errors.ClusterAuthorizationFailedError.code,
+                     errors.TransactionalIdAuthorizationFailedError.code})
 
 _LEGAL_TOPIC = re.compile(rb"[a-zA-Z0-9._-]{1,249}")
 _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
@@ -153,55 +184,89 @@ def parse_message(frames: list[bytes]) -> tuple[str, bytes | None, bytes, list |
 class Gateway:
     def __init__(self, bootstrap: str, host: str, port: int, curve_secret_key_file: str = "",
                  curve_authorized_keys: str = ""):
-        from kafkalite.client import Producer
         self.ctx = zmq.Context()
         self.pull = self.ctx.socket(zmq.PULL)
         self.pull.setsockopt(zmq.LINGER, 0)
         self.pull.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
         self.curve = None
-        security = {}
+        self._config = {"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5,
+                        "batch.size": BATCH_BYTES, "client.id": "kafkalite-ingest",
+                        "kafkalite.transport": "zmq"}
         if curve_secret_key_file:
             public, secret = curve.load_keypair_file(curve_secret_key_file)
             self.curve = curve.CurveServer(public, secret, curve_authorized_keys or None,
                                            curve.BROKER_PRINCIPAL)
             self.curve.start(self.ctx)
             self.curve.secure_server(self.pull)
-            security = {"curve.server.key": public.decode(), "curve.public.key": public.decode(),
-                        "curve.secret.key": secret.decode()}
+            self._config.update({"curve.server.key": public.decode(),
+                                 "curve.public.key": public.decode(),
+                                 "curve.secret.key": secret.decode(),
+                                 # as the broker it could create any topic
+                                 "allow.auto.create.topics": False})
         if port:
             self.pull.bind(f"tcp://{host}:{port}")
             self.port = port
         else:
             self.port = self.pull.bind_to_random_port(f"tcp://{host}")
-        self.received = self.dropped = self.failed = 0
+        self.received = self.dropped = self.failed = self.denied = 0
         self._bad_input = RateLimitedLog(log)
         self._unstored = RateLimitedLog(log)
+        self._denials = RateLimitedLog(log)
         self._unknown_topics: dict[str, float] = {}     # topic -> when to ask again
         self._stop = False
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5,
-                                  "batch.size": BATCH_BYTES, "client.id": "kafkalite-ingest",
-                                  "on_delivery": self._delivered, **security})
+        # principal (None without CURVE) -> its Producer, and the bytes of
+        # its records not yet delivered
+        self.producers: dict = {}
+        self._backlog: dict = {}
+        if self.curve is None:
+            self._producer_for(None)
 
-    def _delivered(self, err, msg) -> None:
+    def _producer_for(self, principal: str | None):
+        producer = self.producers.get(principal)
+        if producer is None:
+            from kafkalite.client import Producer
+            config = dict(self._config)
+            if principal is None:
+                config["on_delivery"] = self._delivered
+            else:
+                config["kafkalite.request.principal"] = principal
+                config["on_delivery"] = functools.partial(self._delivered_for, principal)
+            producer = self.producers[principal] = Producer(config)
+            self._backlog[principal] = 0
+        return producer
+
+    def _delivered_for(self, principal: str, err, msg) -> None:
+        self._backlog[principal] -= len(msg.value() or b"") + len(msg.key() or b"")
         if err is not None:
+            self._delivered(err, msg, principal)
+
+    def _delivered(self, err, msg, principal: str | None = None) -> None:
+        if err is None:
+            return
+        if err.code in _DENIED:
+            self.denied += 1
+            self._denials.warning("dropped a message of %s to topic %s: %s", principal,
+                                  msg.topic(), err)
+        else:
             self.failed += 1
-            self._unstored.warning("a record for %s was not stored: %s",
-                                   msg.topic(), err)
+            self._unstored.warning("a record for %s was not stored: %s", msg.topic(), err)
 
     def _drop(self, why) -> None:
         self.dropped += 1
         self._bad_input.warning("dropped a message: %s", why)
 
-    def _accept(self, frames: list[bytes]) -> None:
+    def _accept(self, frames: list[bytes], principal: str | None) -> None:
         self.received += 1
         try:
+            if principal is None and self.curve is not None:
+                raise BadMessage("no principal: the ZAP handler did not authenticate it")
             topic, key, value, headers = parse_message(frames)
             retry_at = self._unknown_topics.get(topic)
             if retry_at is not None:
                 if time.monotonic() < retry_at:
                     raise errors.UnknownTopicOrPartitionError(f"topic {topic} does not exist")
                 del self._unknown_topics[topic]
-            self._hand_on(topic, key, value, headers)
+            self._hand_on(principal, topic, key, value, headers)
         except BadMessage as exc:
             self._drop(exc)
         except errors.UnknownTopicOrPartitionError as exc:
@@ -214,24 +279,50 @@ class Gateway:
         except Exception as exc:    # a bug here must cost one message, not the gateway
             self._drop(f"{type(exc).__name__}: {exc}")
 
-    def _hand_on(self, topic: str, key, value, headers) -> None:
-        """Give the record to the Producer, waiting (serving its deliveries)
-        while its queue is full: ZeroMQ holds the publishers back meanwhile."""
+    def _hand_on(self, principal, topic: str, key, value, headers) -> None:
+        """Give the record to its principal's Producer, waiting (serving
+        every Producer's deliveries) while that one's queue is full or its
+        backlog over PRINCIPAL_BACKLOG_BYTES: ZeroMQ holds the publishers
+        back meanwhile."""
+        producer = self._producer_for(principal)
+        size = len(value) + len(key or b"")     # what _delivered_for takes off again
         while True:
-            try:
-                self.producer.produce(topic, value, key, headers=headers)
-                return
-            except BufferError:
-                self.producer.poll(0.05)
+            if principal is None or self._backlog[principal] < PRINCIPAL_BACKLOG_BYTES:
+                try:
+                    producer.produce(topic, value, key, headers=headers)
+                    if principal is not None:
+                        self._backlog[principal] += size
+                    return
+                except BufferError:
+                    pass
+            producer.poll(0.05)
+            self._serve()
+
+    def _serve(self) -> None:
+        for producer in list(self.producers.values()):
+            producer.poll(0)
+
+    def _receive(self):
+        """The next message's frames and principal; zmq.Again when none."""
+        if self.curve is None:
+            return self.pull.recv_multipart(zmq.NOBLOCK), None
+        # the first frame as a zmq.Frame, for its ZAP User-Id (None only if
+        # no ZAP handler answered: _accept drops it); the rest copied, which
+        # costs less than a Frame each (a multipart message arrives whole)
+        first = self.pull.recv(zmq.NOBLOCK, copy=False)
+        frames = [first.bytes]
+        if first.more:
+            frames += self.pull.recv_multipart()
+        return frames, principal_of(first)
 
     def _read(self, limit: int) -> int:
         n = 0
         while n < limit:
             try:
-                frames = self.pull.recv_multipart(zmq.NOBLOCK)
+                frames, principal = self._receive()
             except zmq.Again:
                 break
-            self._accept(frames)
+            self._accept(frames, principal)
             n += 1
         return n
 
@@ -240,7 +331,7 @@ class Gateway:
         while not self._stop:
             if self.pull.poll(100):
                 self._read(MAX_MESSAGES_PER_WAKEUP)
-            self.producer.poll(0)
+            self._serve()
             if os.getppid() != parent:
                 break
         # What ZeroMQ received before the stop is handed on too.
@@ -248,13 +339,16 @@ class Gateway:
         while time.monotonic() < deadline:
             if not self._read(MAX_MESSAGES_PER_WAKEUP) and not self.pull.poll(50):
                 break
-        left = self.producer.close(10)
+        left = 0
+        for producer in self.producers.values():
+            left += producer.close(10) or 0
         self.pull.close()
         if self.curve is not None:
             self.curve.stop()
         self.ctx.term()
         print(f"kafkalite ingest: {self.received} received, {self.dropped} dropped, "
-              f"{self.failed + (left or 0)} failed to store", file=sys.stderr, flush=True)
+              f"{self.denied} denied, {self.failed + left} failed to store",
+              file=sys.stderr, flush=True)
         return 0
 
 

@@ -154,6 +154,11 @@ class Producer:
                              f"(Kafka's Java default), murmur2 or random")
         if cfg["kafkalite.transport"] not in ("zmq", "shm", "auto"):
             raise ValueError("kafkalite.transport must be 'zmq', 'shm' or 'auto'")
+        # the Produce requests' request_principal: over ZeroMQ only (a ring
+        # is attached, and counted, as the connection's own principal)
+        self._request_principal = cfg.get("kafkalite.request.principal") or None
+        if self._request_principal is not None and cfg["kafkalite.transport"] != "zmq":
+            raise ValueError("kafkalite.request.principal needs kafkalite.transport 'zmq'")
         if cfg["kafkalite.transaction.version"] not in (1, 2):
             raise ValueError("kafkalite.transaction.version must be 1 or 2")
         # transactions v2: partitions join the transaction by the writes
@@ -976,6 +981,8 @@ class _Sender:
                     "timeout_ms": int(self.request_timeout * 1000),
                     "topic_data": [{"name": t, "partition_data": parts}
                                    for t, parts in topics.items()]}
+            if self.p._request_principal is not None:
+                body["request_principal"] = self.p._request_principal
             cid = link.send(ApiKey.PRODUCE, body, expect_response=acks != 0,
                             version=TXN_V2_PRODUCE_VERSION if self.p._txn_v2 else None)
             if acks == 0:

@@ -18,6 +18,9 @@ It mirrors the vocabulary of Kafka's JSON message definitions, compactly:
 - ``nullable`` is the versions in which null (None) is allowed.
 - ``tag`` marks a tagged field (KIP-482); it is tagged in every version it
   exists in (all such versions are flexible).
+- tags from OWN_TAGS_FROM on are kafkalite's own fields in Kafka's messages
+  (a Kafka peer skips a tag it does not know); comparisons with Kafka's
+  specs leave them out (``Field.own``).
 - ``default`` is the value taken when a field is missing from a body being
   encoded, and reported for versions that lack the field. Unset, it is None
   in versions where the field is nullable, else the type's zero value
@@ -34,6 +37,7 @@ from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.types import WIRE_TYPES
 
 MAX_VERSION = 0x7FFF
+OWN_TAGS_FROM = 10_000
 _UNSET: Any = object()
 
 
@@ -103,6 +107,11 @@ class Field:
 
     def present(self, version: int) -> bool:
         return version in self.versions
+
+    @property
+    def own(self) -> bool:
+        """kafkalite's addition, not in Kafka's spec of the message."""
+        return self.tag is not None and self.tag >= OWN_TAGS_FROM
 
     def is_nullable(self, version: int) -> bool:
         return version in self.nullable

@@ -52,8 +52,9 @@ Security (``curve``, a protocol/curve.CurveServer, None by default): the
 ROUTER is a CURVE server, so only clients whose public key the ZAP handler
 accepts get a message through, encrypted; each message's ZAP User-Id is
 the request's ``principal`` (extension requests get it too: ``shm_attach``
-checks it), and the dispatcher's authorization gate then checks native
-requests as it checks Kafka ones.
+checks it; a Produce made with the server's own key may name the
+principal it forwards for, see requests.py), and the dispatcher's
+authorization gate then checks native requests as it checks Kafka ones.
 
 Who may call: the owning process's event loop (``attach``, ``on_events``,
 ``close``); nothing here is thread-safe.

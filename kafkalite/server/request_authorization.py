@@ -28,7 +28,10 @@ native ZeroMQ protocol are checked the same way when CURVE is on
 maps each client's public key to its principal, which rides on the
 context as a Kafka listener's does, and the brokers' own native traffic
 (replica fetches, transaction markers, verification) uses the server's
-key, whose principal (protocol/curve.py's BROKER_PRINCIPAL) is a super user. Without
+key, whose principal (protocol/curve.py's BROKER_PRINCIPAL) is a super user;
+the ingest gateway's Produce requests, made with that key, name the
+publisher they forward for (``request_principal``), and the dispatcher
+(requests.py) makes that principal the request's before these checks. Without
 CURVE the native protocol has no principals and is not checked: with the
 authorizer on, bind it to loopback (``host``).
 

@@ -33,6 +33,16 @@ response with its top-level ``error_code`` (and ``error_message`` where the
 version has it), or, for an API whose response has no top-level error, by
 closing the connection, as Kafka does.
 
+A Produce request may name the principal it is made for
+(``request_principal``, protocol/messages/produce.py): the ingest gateway
+forwards its publishers' records so. As Kafka trusts an Envelope's
+principal (KIP-590) only from a connection authenticated as a broker, the
+dispatcher takes it only from a request whose own principal is the
+server's (protocol/curve.py's BROKER_PRINCIPAL, its own CURVE key), and
+then authorizes and counts the request against that principal as if it
+had sent it; from any other principal the request is refused with
+CLUSTER_AUTHORIZATION_FAILED and nothing of it is written.
+
 Who may call: a broker process's listeners, on its one event-loop thread.
 Nothing here is thread-safe.
 """
@@ -46,6 +56,7 @@ from typing import Callable, Iterable, Mapping, Protocol
 from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import SUPPORTED_VERSIONS, ApiKey, RequestHeader
+from kafkalite.protocol.curve import BROKER_PRINCIPAL
 from kafkalite.server.quotas import fetch_response_bytes, user_of
 
 log = logging.getLogger("kafkalite.requests")
@@ -235,6 +246,16 @@ def unsupported(header: RequestHeader, what: str) -> KafkaError:
         f"{what} does not serve {_api_name(header.api_key)} v{header.api_version}")
 
 
+def _act_for(ctx: RequestContext, principal: str) -> None:
+    """Make ``ctx`` a request of ``principal``, which a proxy named in it;
+    only the server's own connections may (see the module docstring)."""
+    if ctx.principal != BROKER_PRINCIPAL:
+        raise errors.ClusterAuthorizationFailedError(
+            f"{ctx.principal} may not produce on behalf of {principal}: only the server's "
+            f"own key ({BROKER_PRINCIPAL}) may name a request principal")
+    ctx.principal = principal
+
+
 def _api_name(api_key) -> str:
     return api_key.name if isinstance(api_key, ApiKey) else f"API {api_key}"
 
@@ -296,6 +317,8 @@ class RequestDispatcher:
             handler = self.handlers.get(header.api_key)
             if handler is None:
                 raise unsupported(header, self.name)
+            if header.api_key == ApiKey.PRODUCE and body.get("request_principal"):
+                _act_for(ctx, body.pop("request_principal"))
             result = None
             if self.gate is not None and (ctx.listener is Listener.KAFKA or self.check_native):
                 result = self.gate.check(ctx, body)

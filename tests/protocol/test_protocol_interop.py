@@ -107,6 +107,8 @@ def json_class_cases(table):
 def test_same_bytes_as_kafka_python_json_classes(message, cls, data):
     for version in range(message.versions.low, min(message.versions.high, cls.max_version) + 1):
         body = data.draw(strategies.body(message, version), label=f"v{version}")
+        # kafkalite's own tagged fields (request_principal) are not Kafka's
+        body.update({f.name: f.default(version) for f in message.fields if f.own})
         frame, full = our_frame(message, version, body)
         theirs = with_header(to_json_class(cls.fields, message.fields, full, version, cls), message)
         assert bytes(theirs.encode(header=True)) == frame, f"{message.name} v{version}"

@@ -155,6 +155,8 @@ def test_a_refused_client_is_told_at_once_and_writes_nothing(srv, keys, who):
 def test_plain_ingest_without_keys_is_refused(srv, keys):
     topic = "curve-ingest"
     create_topic(srv, keys, topic)
+    # the gateway writes as alice (test_ingest_authorization.py)
+    grant(srv, keys, "User:alice", topic, AclOperation.WRITE)
     ctx = zmq.Context()
     try:
         plain = ctx.socket(zmq.PUSH)

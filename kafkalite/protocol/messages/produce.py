@@ -3,11 +3,18 @@
 ``records`` holds one or more record batches (message format v2 from v3 on;
 MessageSet v0/v1 before). Over kafkalite's ZeroMQ transport it travels in
 its own frame (see the package docstring).
+
+``request_principal`` (a tagged field of kafkalite's own: its tag is past
+schema.OWN_TAGS_FROM, far above Kafka's tags) names the principal a
+proxy produces for, as the RequestPrincipal of Kafka's Envelope (KIP-590)
+does: the ingest gateway forwards its publishers' records with it. A broker
+takes it only from a connection authenticated as the server itself
+(server/requests.py); from anyone else the request is refused.
 """
 from __future__ import annotations
 
 from kafkalite.protocol.api_keys import ApiKey
-from kafkalite.protocol.schema import Array, Field, Request, Response, Struct
+from kafkalite.protocol.schema import OWN_TAGS_FROM, Array, Field, Request, Response, Struct
 
 # Produce, API key 0. v3: transactional_id and message format v2 (KIP-98). v4:
 # may return KAFKA_STORAGE_ERROR. v5: log_start_offset in the response. v7:
@@ -27,6 +34,7 @@ ProduceRequest = Request(ApiKey.PRODUCE, "0-12", flexible="9+", fields=[
             Field("records", "records", nullable="0+"),
         ]),
     ]),
+    Field("request_principal", "string", "9+", nullable="9+", tag=OWN_TAGS_FROM),
 ])
 ProduceResponse = Response(ApiKey.PRODUCE, "0-12", flexible="9+", fields=[
     Array("responses", fields=[
