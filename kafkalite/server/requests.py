@@ -38,7 +38,8 @@ A Produce request may name the principal it is made for
 forwards its publishers' records so. As Kafka trusts an Envelope's
 principal (KIP-590) only from a connection authenticated as a broker, the
 dispatcher takes it only from a request whose own principal is the
-server's (protocol/curve.py's BROKER_PRINCIPAL, its own CURVE key), and
+server's (protocol/curve.py's BROKER_PRINCIPAL, its own CURVE key) on a
+native port (a Kafka-listener login of that name is not the server), and
 then authorizes and counts the request against that principal as if it
 had sent it; from any other principal the request is refused with
 CLUSTER_AUTHORIZATION_FAILED and nothing of it is written.
@@ -249,7 +250,10 @@ def unsupported(header: RequestHeader, what: str) -> KafkaError:
 def _act_for(ctx: RequestContext, principal: str) -> None:
     """Make ``ctx`` a request of ``principal``, which a proxy named in it;
     only the server's own connections may (see the module docstring)."""
-    if ctx.principal != BROKER_PRINCIPAL:
+    # the server's own CURVE key, on a native port: a Kafka-listener login
+    # (a SASL user or a certificate) that happens to carry the same name is
+    # not the server, and may not act for others
+    if ctx.principal != BROKER_PRINCIPAL or ctx.listener is not Listener.NATIVE:
         raise errors.ClusterAuthorizationFailedError(
             f"{ctx.principal} may not produce on behalf of {principal}: only the server's "
             f"own key ({BROKER_PRINCIPAL}) may name a request principal")
