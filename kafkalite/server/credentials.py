@@ -67,6 +67,22 @@ SCRAM_MECHANISM_TYPES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 SCRAM_TYPE_OF = {name: t for t, name in SCRAM_MECHANISM_TYPES.items()}
 _SCRAM_HASH = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
 SALT_BYTES = 16
+# The user name of the server's own CURVE key (protocol/curve.py's
+# BROKER_PRINCIPAL, not imported here: that module loads zmq's ZAP): a super
+# user under an authorizer, and the only principal that may produce on behalf
+# of others. No SASL user may have it: adding one is refused, and a users
+# file that has one anyway (written by hand or by an older kafkalite) does
+# not log it in.
+RESERVED_USER = "kafkalite-broker"
+
+
+def check_user_name(name: str) -> None:
+    """Raise InvalidConfigurationError for a name no SASL user may have."""
+    if not name:
+        raise InvalidConfigurationError("a SASL user needs a name")
+    if name == RESERVED_USER:
+        raise InvalidConfigurationError(
+            f"the user name {RESERVED_USER!r} is reserved for the server's own key")
 
 
 def _b64(data: bytes) -> str:
@@ -227,14 +243,14 @@ class CredentialStore:
 
     def scram(self, mechanism: str, user: str):
         """(salt, stored_key, server_key, iterations) of ``user``, or None."""
-        cred = self._current().get(user, {}).get(mechanism)
+        cred = self._current().get(user, {}).get(mechanism) if user != RESERVED_USER else None
         if not cred:
             return None
         return (_unb64(cred["salt"]), _unb64(cred["stored_key"]), _unb64(cred["server_key"]),
                 int(cred["iterations"]))
 
     def verify_plain(self, user: str, password: str) -> bool:
-        cred = self._current().get(user, {}).get("PLAIN")
+        cred = self._current().get(user, {}).get("PLAIN") if user != RESERVED_USER else None
         if not cred:
             return False
         digest = hashlib.pbkdf2_hmac("sha512", password.encode(), _unb64(cred["salt"]),

@@ -156,6 +156,7 @@ def _edit(args, where: str, read, update) -> int:
         update(delete)
         print(f"deleted {args.user} ({', '.join(mechanisms)}) from {where}")
         return 0
+    credentials.check_user_name(args.user)
     password = _password(args)
     # hashed before the lock is taken: 4096+ iterations each
     made = {m: credentials.make_credential(m, password, args.iterations) for m in mechanisms}

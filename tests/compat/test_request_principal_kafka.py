@@ -1,33 +1,46 @@
-"""``request_principal`` (the ingest gateway's "produce on behalf of") is
-the server's own CURVE key's alone: a Kafka-listener login that carries the
-broker's principal name -- here a SASL user named ``kafkalite-broker`` --
-is not the server, and its Produce naming another principal is refused
-(the connection closed, as for any whole-request error of a Produce) with
-nothing written, while the same user's plain Produce is served.
+"""The server's own principal (``User:kafkalite-broker``, its CURVE key's:
+a super user under an authorizer, and the only one whose Produce requests
+may name another principal, ``request_principal``) cannot be taken through
+a Kafka listener: no SASL user may have its name -- ``kafkalite users add``
+refuses it, AlterUserScramCredentials answers UNACCEPTABLE_CREDENTIAL, and a
+users file that has it anyway (written by hand) logs nobody in -- and a
+Produce naming another principal from a Kafka-listener connection is
+refused (the connection closed, as for any whole-request error of a
+Produce) with nothing written.
 """
 from __future__ import annotations
 
 import subprocess
 import sys
 
+import confluent_kafka as ck
 import pytest
-from compat_helpers import KafkaWire, create_topic, native_read
+from compat_helpers import KafkaWire, create_topic, first_client_error, native_read
+from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism,
+                                   UserScramCredentialUpsertion)
 
 from harness import ServerProcess, child_env
 
 from kafkalite.protocol import ApiKey
 from kafkalite.protocol.curve import BROKER_PRINCIPAL
 from kafkalite.record import RecordBatchBuilder
+from kafkalite.server import credentials
 
-USER = BROKER_PRINCIPAL.split(":", 1)[1]
-PASSWORD = "not-the-server-1"
+RESERVED = BROKER_PRINCIPAL.split(":", 1)[1]
+USER, PASSWORD = "frank", "frank-secret-1"
 
 
-def login(address: str) -> KafkaWire:
-    """A SASL/PLAIN connection as USER (SaslHandshake v0, then the raw token)."""
+def users_add(data: str, user: str, password: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kafkalite", "users", "add", user,
+                           "--data-dir", data], input=password + "\n", capture_output=True,
+                          text=True, env=child_env(), timeout=60)
+
+
+def login(address: str, user: str, password: str) -> KafkaWire:
+    """A SASL/PLAIN connection (SaslHandshake v0, then the raw token)."""
     wire = KafkaWire(address)
     assert wire.request(ApiKey.SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"})["error_code"] == 0
-    wire.send_frame(f"\0{USER}\0{PASSWORD}".encode())
+    wire.send_frame(f"\0{user}\0{password}".encode())
     wire.recv_frame()
     return wire
 
@@ -40,13 +53,25 @@ def produce_body(topic: str, value: bytes, **extra) -> dict:
                 {"index": 0, "records": bytes(b.build())}]}], **extra}
 
 
+def sasl(srv, user: str, password: str) -> dict:
+    return {"bootstrap.servers": srv.kafka_bootstrap, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": "PLAIN", "sasl.username": user, "sasl.password": password,
+            "socket.timeout.ms": 10000}
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     data = str(tmp_path_factory.mktemp("rp") / "data")
-    r = subprocess.run([sys.executable, "-m", "kafkalite", "users", "add", USER, "--data-dir",
-                        data], input=PASSWORD + "\n", capture_output=True, text=True,
-                       env=child_env(), timeout=60)
+    r = users_add(data, USER, PASSWORD)
     assert r.returncode == 0, r.stderr
+    r = users_add(data, RESERVED, "not-the-server-1")
+    assert r.returncode == 1 and "is reserved for the server's own key" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    # a users file that has the name anyway (by hand, or from an older kafkalite)
+    path = credentials.users_file(data)
+    users = credentials.read_users(path)
+    users[RESERVED] = {"PLAIN": credentials.make_credential("PLAIN", "not-the-server-1")}
+    credentials.write_users(path, users)
     srv = ServerProcess(data, workers=1,
                         extra_args=["--kafka-security-protocol", "SASL_PLAINTEXT"]).start()
     try:
@@ -56,9 +81,22 @@ def server(tmp_path_factory):
         srv.kill()
 
 
-def test_a_sasl_user_with_the_brokers_name_may_not_act_for_others(server):
+def test_no_sasl_login_takes_the_servers_name(server):
+    create_topic(server, "reserved")
+    err = first_client_error(sasl(server, RESERVED, "not-the-server-1"), "reserved")
+    assert err.code() in (ck.KafkaError._AUTHENTICATION, ck.KafkaError._TRANSPORT,
+                          ck.KafkaError._ALL_BROKERS_DOWN), err
+    admin = AdminClient(sasl(server, USER, PASSWORD))
+    futures = admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+        RESERVED, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), b"pw")])
+    with pytest.raises(ck.KafkaException) as refused:
+        futures[RESERVED].result(15)
+    assert refused.value.args[0].code() == ck.KafkaError.UNACCEPTABLE_CREDENTIAL
+
+
+def test_a_kafka_listener_produce_may_not_name_another_principal(server):
     create_topic(server, "rp")
-    wire = login(server.kafka_bootstrap)
+    wire = login(server.kafka_bootstrap, USER, PASSWORD)
     meta = wire.request(ApiKey.METADATA, 12, {"topics": [{"name": "rp"}],
                                               "allow_auto_topic_creation": False,
                                               "include_topic_authorized_operations": False})
@@ -67,12 +105,12 @@ def test_a_sasl_user_with_the_brokers_name_may_not_act_for_others(server):
     broker = next(b for b in meta["brokers"] if b["node_id"] == leader)
     address = f"{broker['host']}:{broker['port']}"
 
-    wire = login(address)
+    wire = login(address, USER, PASSWORD)
     with pytest.raises(ConnectionError):        # refused: the broker closes the connection
         wire.request(ApiKey.PRODUCE, 9, produce_body("rp", b"as alice",
                                                      request_principal="User:alice"))
     wire.close()
-    wire = login(address)
+    wire = login(address, USER, PASSWORD)
     answer = wire.request(ApiKey.PRODUCE, 9, produce_body("rp", b"as itself"))
     wire.close()
     assert answer["responses"][0]["partition_responses"][0]["error_code"] == 0
