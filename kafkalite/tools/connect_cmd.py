@@ -69,7 +69,8 @@ def run(args) -> int:
     cfg = read_config(args.worker_config)
     if args.bootstrap_server or "bootstrap.servers" not in cfg:
         cfg["bootstrap.servers"] = args.bootstrap_server or default_bootstrap()
-    client = {"bootstrap.servers": cfg["bootstrap.servers"]}
+    from kafkalite.connect.clients import worker_client_config
+    client = worker_client_config(cfg)      # the offsets topic's clients: the worker's own
     distributed = args.mode == "distributed"
     store = FileOffsetStore(cfg["offset.storage.file.filename"]) \
         if cfg.get("offset.storage.file.filename") and not distributed else \

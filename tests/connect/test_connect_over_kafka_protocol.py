@@ -1,0 +1,192 @@
+"""Connect workers whose own cluster is reached over Kafka's protocol
+(``kafkalite.client.protocol=kafka``): the workers are pointed at the
+server's Kafka listener and make every client with confluent-kafka, and
+the distributed group's membership over Kafka's TCP protocol
+(kafka_group.py).
+
+What shows the transport: each worker process's established TCP
+connections (read from /proc) go only to the Kafka listener's ports (the
+bootstrap listener and the brokers its Metadata names), never to the
+server's native ports. A worker given the same Kafka address with the
+native clients resolves it to the native endpoint (client/bootstrap.py) and
+connects to the server's native ports, so this check fails for the wrong
+transport (tried: with ``kafkalite.client.protocol=native`` the standalone
+test fails on it)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import urllib.parse
+
+import confluent_kafka
+import requests
+from confluent_kafka.admin import AdminClient, NewTopic
+from connect_cluster import free_ports, get, group_name, start_worker
+from connect_helpers import lines_of, wait_for
+from harness import child_env
+
+KAFKA = {"kafkalite.client.protocol": "kafka"}
+
+
+def kafka_config(server) -> dict:
+    return {"bootstrap.servers": server.kafka_bootstrap, "socket.timeout.ms": 10000}
+
+
+def create_topic(server, name, partitions):
+    admin = AdminClient(kafka_config(server))
+    admin.create_topics([NewTopic(name, partitions)])[name].result(30)
+
+
+def kafka_ports(server) -> set[int]:
+    """The Kafka listener's ports: its bootstrap port and the brokers'."""
+    md = AdminClient(kafka_config(server)).list_topics(timeout=30)
+    return {int(server.kafka_bootstrap.rsplit(":", 1)[1])} | {b.port for b in md.brokers.values()}
+
+
+def native_port(server) -> int:
+    return urllib.parse.urlsplit(server.bootstrap).port
+
+
+def established_peers(pid: int) -> set[int]:
+    """Remote ports of the process's established TCP connections."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    peers = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{table}") as f:
+                rows = f.read().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for row in rows:
+            cols = row.split()
+            if cols[3] == "01" and cols[9] in inodes:        # ESTABLISHED, ours
+                peers.add(int(cols[2].rsplit(":", 1)[1], 16))
+    return peers
+
+
+def assert_kafka_transport(server, pid: int, rest_ports) -> None:
+    """Every established connection of the worker process, its REST API's
+    aside, goes to a Kafka listener; at least one does."""
+    peers = established_peers(pid) - set(rest_ports)
+    allowed = kafka_ports(server)
+    assert native_port(server) not in peers, \
+        f"the worker is connected to the native port {native_port(server)}: {sorted(peers)}"
+    assert peers and peers <= allowed, \
+        f"the worker's connections {sorted(peers)} are not all to the Kafka listener " \
+        f"{sorted(allowed)}"
+
+
+def test_standalone_file_round_trip_over_the_kafka_listener(server, tmp_path, topic_name):
+    create_topic(server, topic_name, 1)
+    src, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text("".join(f"line-{i}\n" for i in range(50)))
+    port, = free_ports(1)
+    (tmp_path / "worker.properties").write_text(
+        f"bootstrap.servers={server.kafka_bootstrap}\nkafkalite.client.protocol=kafka\n"
+        f"key.converter=org.apache.kafka.connect.storage.StringConverter\n"
+        f"value.converter=org.apache.kafka.connect.storage.StringConverter\n"
+        f"offset.storage.file.filename={tmp_path / 'offsets.json'}\n"
+        f"offset.flush.interval.ms=300\nconsumer.session.timeout.ms=6000\n"
+        f"listeners=http://127.0.0.1:{port}\n")
+    (tmp_path / "source.properties").write_text(
+        f"name=src\nconnector.class=FileStreamSource\ntasks.max=1\nfile={src}\n"
+        f"topic={topic_name}\n")
+    (tmp_path / "sink.properties").write_text(
+        f"name=sink\nconnector.class=FileStreamSink\ntasks.max=1\nfile={out}\n"
+        f"topics={topic_name}\n")
+    log = open(tmp_path / "worker.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "kafkalite", "connect", "standalone",
+                             str(tmp_path / "worker.properties"),
+                             str(tmp_path / "source.properties"),
+                             str(tmp_path / "sink.properties")],
+                            env=child_env(), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        want = [f"line-{i}" for i in range(50)]
+        wait_for(lambda: lines_of(out) == want or proc.poll() is not None, timeout=90,
+                 what=lambda: f"the sink file ({len(lines_of(out))} lines)")
+        assert proc.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]
+        assert_kafka_transport(server, proc.pid, [port])
+        # the records really are in the topic, as a Kafka consumer reads them
+        c = confluent_kafka.Consumer({**kafka_config(server), "group.id": f"check-{topic_name}",
+                                      "auto.offset.reset": "earliest"})
+        c.subscribe([topic_name])
+        got = []
+        wait_for(lambda: got.extend(m.value().decode() for m in c.consume(50, 1)
+                                    if not m.error()) or len(got) >= 50, what="the topic")
+        c.close()
+        assert got == want
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    assert proc.returncode == 0, (tmp_path / "worker.log").read_text()[-3000:]
+
+
+def test_distributed_group_over_the_kafka_listener(server, tmp_path, topic_name, workers):
+    group = group_name("kproto")
+    create_topic(server, topic_name, 2)
+    src, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text("".join(f"a-{i}\n" for i in range(40)))
+    ports = free_ports(2)
+    for i, port in enumerate(ports):
+        workers.append(start_worker(server, tmp_path, i, group, port, **KAFKA,
+                                    **{"bootstrap.servers": server.kafka_bootstrap}))
+    (p0, u0), (p1, u1) = workers
+    wait_for(lambda: get(u0, "/connectors") == [] and get(u1, "/connectors") == [],
+             timeout=90, what="both workers' REST APIs")
+    r = requests.post(u0 + "/connectors", timeout=60, json={"name": "sink", "config": {
+        "connector.class": "FileStreamSink", "tasks.max": "2", "topics": topic_name,
+        "file": str(out)}})
+    assert r.status_code == 201, r.text
+    r = requests.post(u0 + "/connectors", timeout=60, json={"name": "src", "config": {
+        "connector.class": "FileStreamSource", "tasks.max": "1", "file": str(src),
+        "topic": topic_name}})
+    assert r.status_code == 201, r.text
+
+    def sink_spread():
+        st = get(u1, "/connectors/sink/status")     # created through u0, read through u1
+        if st and len(st["tasks"]) == 2 and all(t["state"] == "RUNNING" for t in st["tasks"]):
+            on = {t["worker_id"] for t in st["tasks"]}
+            return st if len(on) == 2 else None
+        return None
+    st = wait_for(sink_spread, timeout=90, what=lambda: f"two sink tasks on two workers: "
+                  f"{get(u1, '/connectors/sink/status')}")
+    assert get(u1, "/connectors/src/config")["file"] == str(src)
+    first = {f"a-{i}" for i in range(40)}
+    wait_for(lambda: first <= set(lines_of(out)), timeout=60,
+             what=lambda: f"the first lines in the sink file ({len(lines_of(out))})")
+    for p, _ in workers:
+        assert_kafka_transport(server, p.pid, ports)
+
+    # kill -9 the second worker: its sink task runs on the first after the session timeout
+    victim = f"127.0.0.1:{ports[1]}"
+    assert victim in {t["worker_id"] for t in st["tasks"]}
+    p1.send_signal(signal.SIGKILL)
+    p1.wait(30)
+
+    def moved():
+        st = get(u0, "/connectors/sink/status")
+        return st and len(st["tasks"]) == 2 and all(
+            t["state"] == "RUNNING" and t["worker_id"] == f"127.0.0.1:{ports[0]}"
+            for t in st["tasks"]) and get(u0, "/connectors/src/status")["connector"][
+                "worker_id"] == f"127.0.0.1:{ports[0]}"
+    wait_for(moved, timeout=90, what=lambda: f"the tasks on the survivor: "
+             f"{get(u0, '/connectors/sink/status')}")
+    with open(src, "a") as f:
+        f.write("".join(f"b-{i}\n" for i in range(40)))
+    # at least once: a moved source may repeat what it sent since its last offset flush
+    every = first | {f"b-{i}" for i in range(40)}
+    wait_for(lambda: every <= set(lines_of(out)), timeout=90,
+             what=lambda: f"every line in the sink file after the kill "
+                          f"({len(set(lines_of(out)) & every)} of {len(every)})")
