@@ -263,12 +263,16 @@ class _Closed:
         raise RuntimeError("the producer is closed")
 
 
+_CONSUMER_ALIASES = {"fetch.max.wait.ms": "fetch.wait.max.ms"}
+
+
 class KafkaConsumer:
     """confluent-kafka's Consumer with the native consumer's shapes."""
 
     def __init__(self, config: dict):
         import confluent_kafka
-        cfg = dict(config)
+        # Kafka's (Java) names librdkafka spells otherwise
+        cfg = {_CONSUMER_ALIASES.get(k, k): v for k, v in config.items()}
         # a consumer that only assigns (the internal topics' readers) still needs a
         # group.id in confluent-kafka; it never joins or commits that group
         cfg.setdefault("group.id", f"connect-reader-{id(self)}-{time.monotonic_ns()}")

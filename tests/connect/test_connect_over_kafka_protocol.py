@@ -190,3 +190,70 @@ def test_distributed_group_over_the_kafka_listener(server, tmp_path, topic_name,
     wait_for(lambda: every <= set(lines_of(out)), timeout=90,
              what=lambda: f"every line in the sink file after the kill "
                           f"({len(set(lines_of(out)) & every)} of {len(every)})")
+
+
+def read_kafka(server, topic, isolation, expect, timeout=30.0) -> list[bytes]:
+    """Values of ``topic`` (one partition) read from the beginning over the
+    Kafka listener, once ``expect`` arrived (or the timeout ran out)."""
+    c = confluent_kafka.Consumer({**kafka_config(server), "group.id": f"r-{topic}-{isolation}",
+                                  "enable.auto.commit": False, "isolation.level": isolation})
+    c.assign([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+    got: list = []
+    try:
+        wait_for(lambda: got.extend(m.value() for m in c.consume(100, 0.5) if not m.error())
+                 or len(got) >= expect, timeout=timeout, what=f"{expect} records of {topic}")
+    finally:
+        c.close()
+    return got
+
+
+def test_exactly_once_source_and_sink_offsets_over_the_kafka_listener(server, tmp_path,
+                                                                      topic_name):
+    """The transactional producers (a task's, and the offsets topic's
+    records in its transactions) and the admin client of the sink offsets
+    endpoints, through confluent-kafka."""
+    from connect_helpers import Connect
+
+    from kafkalite.connect.clients import worker_client_config
+    from kafkalite.connect.offsets import KafkaOffsetStore
+    create_topic(server, topic_name, 1)
+    worker = {"bootstrap.servers": server.kafka_bootstrap, **KAFKA,
+              "exactly.once.source.support": "enabled", "group.id": f"eos-{topic_name}"}
+    store = KafkaOffsetStore(worker_client_config(worker), f"{topic_name}-offsets", 1)
+    c = Connect(server, offsets=store, **worker)
+    try:
+        c.create("txn", **{"connector.class": "connect_plugins:TransactionalSourceConnector",
+                           "transaction.boundary": "connector", "topic": topic_name,
+                           "count": "30", "abort.at": "12",
+                           "value.converter": "org.apache.kafka.connect.storage.StringConverter"})
+        want = [b"r%d" % n for n in range(30)]
+        assert read_kafka(server, topic_name, "read_committed", 30) == want
+        # (the aborted transaction's records may never reach the log: librdkafka's
+        # abort_transaction purges what it has not sent yet)
+        wait_for(lambda: c.http("GET", "/connectors/txn/offsets").json()["offsets"] == [
+            {"partition": {"source": "r"}, "offset": {"n": 29}}], what="the source offsets")
+
+        out = tmp_path / "out.txt"
+        c.create("sink", **{"connector.class": "FileStreamSink", "topics": topic_name,
+                            "file": str(out),
+                            "consumer.override.isolation.level": "read_committed",
+                            "value.converter": "org.apache.kafka.connect.storage.StringConverter"})
+        wait_for(lambda: lines_of(out) == [v.decode() for v in want], what="the sink file")
+        assert c.http("PUT", "/connectors/sink/stop").status_code == 204
+
+        def sink_offsets():
+            r = c.http("GET", "/connectors/sink/offsets")
+            return r.status_code == 200 and r.json()["offsets"]
+        got = wait_for(sink_offsets, what="the sink's committed offsets")
+        assert got[0]["partition"] == {"kafka_topic": topic_name, "kafka_partition": 0}
+        assert got[0]["offset"]["kafka_offset"] >= 30
+        r = c.http("PATCH", "/connectors/sink/offsets", json={"offsets": [
+            {"partition": {"kafka_topic": topic_name, "kafka_partition": 0},
+             "offset": {"kafka_offset": 5}}]})
+        assert r.status_code == 200, r.text
+        assert wait_for(sink_offsets)[0]["offset"] == {"kafka_offset": 5}
+        r = c.http("DELETE", "/connectors/sink/offsets")
+        assert r.status_code == 200, r.text
+        assert c.http("GET", "/connectors/sink/offsets").json()["offsets"] == []
+    finally:
+        c.close()
