@@ -101,7 +101,7 @@ def test_standalone_file_round_trip_over_the_kafka_listener(server, tmp_path, to
         f"name=src\nconnector.class=FileStreamSource\ntasks.max=1\nfile={src}\n"
         f"topic={topic_name}\n")
     (tmp_path / "sink.properties").write_text(
-        f"name=sink\nconnector.class=FileStreamSink\ntasks.max=1\nfile={out}\n"
+        f"name=sa-sink\nconnector.class=FileStreamSink\ntasks.max=1\nfile={out}\n"
         f"topics={topic_name}\n")
     log = open(tmp_path / "worker.log", "wb")
     proc = subprocess.Popen([sys.executable, "-m", "kafkalite", "connect", "standalone",
@@ -140,12 +140,15 @@ def test_distributed_group_over_the_kafka_listener(server, tmp_path, topic_name,
     src.write_text("".join(f"a-{i}\n" for i in range(40)))
     ports = free_ports(2)
     for i, port in enumerate(ports):
+        # exactly-once source support: the leader's config writes and the source task go
+        # through transactional producers (and zombie fencing) too
         workers.append(start_worker(server, tmp_path, i, group, port, **KAFKA,
-                                    **{"bootstrap.servers": server.kafka_bootstrap}))
+                                    **{"bootstrap.servers": server.kafka_bootstrap,
+                                       "exactly.once.source.support": "enabled"}))
     (p0, u0), (p1, u1) = workers
     wait_for(lambda: get(u0, "/connectors") == [] and get(u1, "/connectors") == [],
              timeout=90, what="both workers' REST APIs")
-    r = requests.post(u0 + "/connectors", timeout=60, json={"name": "sink", "config": {
+    r = requests.post(u0 + "/connectors", timeout=60, json={"name": "d-sink", "config": {
         "connector.class": "FileStreamSink", "tasks.max": "2", "topics": topic_name,
         "file": str(out)}})
     assert r.status_code == 201, r.text
@@ -155,13 +158,13 @@ def test_distributed_group_over_the_kafka_listener(server, tmp_path, topic_name,
     assert r.status_code == 201, r.text
 
     def sink_spread():
-        st = get(u1, "/connectors/sink/status")     # created through u0, read through u1
+        st = get(u1, "/connectors/d-sink/status")     # created through u0, read through u1
         if st and len(st["tasks"]) == 2 and all(t["state"] == "RUNNING" for t in st["tasks"]):
             on = {t["worker_id"] for t in st["tasks"]}
             return st if len(on) == 2 else None
         return None
     st = wait_for(sink_spread, timeout=90, what=lambda: f"two sink tasks on two workers: "
-                  f"{get(u1, '/connectors/sink/status')}")
+                  f"{get(u1, '/connectors/d-sink/status')}")
     assert get(u1, "/connectors/src/config")["file"] == str(src)
     first = {f"a-{i}" for i in range(40)}
     wait_for(lambda: first <= set(lines_of(out)), timeout=60,
@@ -176,13 +179,13 @@ def test_distributed_group_over_the_kafka_listener(server, tmp_path, topic_name,
     p1.wait(30)
 
     def moved():
-        st = get(u0, "/connectors/sink/status")
+        st = get(u0, "/connectors/d-sink/status")
         return st and len(st["tasks"]) == 2 and all(
             t["state"] == "RUNNING" and t["worker_id"] == f"127.0.0.1:{ports[0]}"
             for t in st["tasks"]) and get(u0, "/connectors/src/status")["connector"][
                 "worker_id"] == f"127.0.0.1:{ports[0]}"
     wait_for(moved, timeout=90, what=lambda: f"the tasks on the survivor: "
-             f"{get(u0, '/connectors/sink/status')}")
+             f"{get(u0, '/connectors/d-sink/status')}")
     with open(src, "a") as f:
         f.write("".join(f"b-{i}\n" for i in range(40)))
     # at least once: a moved source may repeat what it sent since its last offset flush
@@ -234,26 +237,57 @@ def test_exactly_once_source_and_sink_offsets_over_the_kafka_listener(server, tm
             {"partition": {"source": "r"}, "offset": {"n": 29}}], what="the source offsets")
 
         out = tmp_path / "out.txt"
-        c.create("sink", **{"connector.class": "FileStreamSink", "topics": topic_name,
+        c.create("eos-sink", **{"connector.class": "FileStreamSink", "topics": topic_name,
                             "file": str(out),
                             "consumer.override.isolation.level": "read_committed",
                             "value.converter": "org.apache.kafka.connect.storage.StringConverter"})
         wait_for(lambda: lines_of(out) == [v.decode() for v in want], what="the sink file")
-        assert c.http("PUT", "/connectors/sink/stop").status_code == 204
+        assert c.http("PUT", "/connectors/eos-sink/stop").status_code == 204
 
         def sink_offsets():
-            r = c.http("GET", "/connectors/sink/offsets")
+            r = c.http("GET", "/connectors/eos-sink/offsets")
             return r.status_code == 200 and r.json()["offsets"]
         got = wait_for(sink_offsets, what="the sink's committed offsets")
         assert got[0]["partition"] == {"kafka_topic": topic_name, "kafka_partition": 0}
         assert got[0]["offset"]["kafka_offset"] >= 30
-        r = c.http("PATCH", "/connectors/sink/offsets", json={"offsets": [
+        r = c.http("PATCH", "/connectors/eos-sink/offsets", json={"offsets": [
             {"partition": {"kafka_topic": topic_name, "kafka_partition": 0},
              "offset": {"kafka_offset": 5}}]})
         assert r.status_code == 200, r.text
         assert wait_for(sink_offsets)[0]["offset"] == {"kafka_offset": 5}
-        r = c.http("DELETE", "/connectors/sink/offsets")
+        r = c.http("DELETE", "/connectors/eos-sink/offsets")
         assert r.status_code == 200, r.text
-        assert c.http("GET", "/connectors/sink/offsets").json()["offsets"] == []
+        assert c.http("GET", "/connectors/eos-sink/offsets").json()["offsets"] == []
     finally:
         c.close()
+
+
+def test_group_membership_over_kafka_protocol_survives_a_dropped_connection(server):
+    """ConnectGroup over kafka_group.py: join as the only member (its own
+    assignment), a heartbeat after the coordinator's connection broke finds
+    the coordinator again, leave; and a bootstrap address nobody listens on
+    is an error naming it, within the request's timeout."""
+    import socket
+
+    import pytest
+
+    from kafkalite.connect.distributed import ConnectGroup
+    from kafkalite.connect.kafka_group import KafkaCoordinatorLink
+    from kafkalite.protocol import ApiKey
+    g = ConnectGroup({"bootstrap.servers": server.kafka_bootstrap, **KAFKA},
+                     group_name("kgroup"), "http://127.0.0.1:1", 6000, 10000)
+    try:
+        got = g.join(lambda members: {m: {"members": [x for x, _ in members]}
+                                      for m, _ in members})
+        assert got == {"members": [g.member_id]}
+        assert g.heartbeat() == 0
+        g._link._conn.sock.shutdown(socket.SHUT_RDWR)     # the coordinator connection breaks
+        assert g.heartbeat() == 0
+        g.leave()
+    finally:
+        g.close()
+    free, = free_ports(1)
+    link = KafkaCoordinatorLink({"bootstrap.servers": f"127.0.0.1:{free}"}, "g", "c")
+    with pytest.raises(ConnectionError, match=f"127.0.0.1:{free}"):
+        link.request(ApiKey.HEARTBEAT, {"group_id": "g", "generation_id": 1, "member_id": "m",
+                                        "group_instance_id": None}, 2)
