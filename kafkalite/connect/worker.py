@@ -1,5 +1,6 @@
-"""The worker: runs connector tasks in threads, with kafkalite's Producer
-(source tasks) and Consumer (sink tasks).
+"""The worker: runs connector tasks in threads, with a Producer (source
+tasks) and a Consumer (sink tasks) from clients.py: kafkalite's native
+clients, or confluent-kafka's with ``kafkalite.client.protocol=kafka``.
 
 A source task's thread: ``poll()``, transforms, key/value converters,
 then the producer's bulk path (``produce_batch``, one per topic and poll);
@@ -24,7 +25,9 @@ thread. A task that raises is FAILED with its traceback as ``trace`` (set
 before the state, here and in the herder: the REST API reads both from
 another thread and must never show a FAILED task without its trace).
 
-Worker config (Kafka's keys): ``bootstrap.servers``, ``key.converter``,
+Worker config (Kafka's keys): ``bootstrap.servers`` (and, over Kafka's
+protocol, ``security.protocol``, ``sasl.*``, ``ssl.*``, ``admin.*``:
+clients.py), ``kafkalite.client.protocol``, ``key.converter``,
 ``value.converter`` (+ their ``.schemas.enable``...),
 ``offset.flush.interval.ms`` (default 10000), ``producer.*`` and
 ``consumer.*`` overrides, and a connector's ``producer.override.*`` /
