@@ -291,3 +291,63 @@ def test_group_membership_over_kafka_protocol_survives_a_dropped_connection(serv
     with pytest.raises(ConnectionError, match=f"127.0.0.1:{free}"):
         link.request(ApiKey.HEARTBEAT, {"group_id": "g", "generation_id": 1, "member_id": "m",
                                         "group_instance_id": None}, 2)
+
+
+def test_distributed_worker_over_sasl_ssl(tmp_path, workers):
+    """A server whose Kafka listener takes SASL_SSL only: the worker's
+    ``security.protocol``, ``sasl.*`` and ``ssl.*`` reach every client, its
+    Kafka-protocol group client included (TLS, then SASL PLAIN); with a
+    wrong password the group client's error says authentication failed."""
+    import pytest
+
+    from harness import ServerProcess
+    from kafkalite.connect.distributed import ConnectGroup
+    from kafkalite.tools.dev_certs import make_certs
+    certs = make_certs(str(tmp_path / "certs"))
+    data = str(tmp_path / "data")
+    r = subprocess.run([sys.executable, "-m", "kafkalite", "users", "add", "alice", "--data-dir",
+                        data], input="alice-secret-1\n", capture_output=True, text=True,
+                       env=child_env(), timeout=60)
+    assert r.returncode == 0, r.stderr
+    srv = ServerProcess(data, extra_args=[
+        "--kafka-security-protocol", "SASL_SSL", "--ssl-certfile", certs["server"],
+        "--ssl-keyfile", certs["server_key"]]).start()
+    try:
+        security = {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+                    "sasl.username": "alice", "sasl.password": "alice-secret-1",
+                    "ssl.ca.location": certs["ca"]}
+        src, group = tmp_path / "in.txt", group_name("ksasl")
+        src.write_text("".join(f"s-{i}\n" for i in range(10)))
+        port, = free_ports(1)
+        workers.append(start_worker(srv, tmp_path, 0, group, port, **KAFKA, **security,
+                                    **{"bootstrap.servers": srv.kafka_bootstrap}))
+        (p, u), = workers
+        wait_for(lambda: get(u, "/connectors") == [], timeout=90, what="the REST API")
+        r = requests.post(u + "/connectors", timeout=60, json={"name": "s-src", "config": {
+            "connector.class": "FileStreamSource", "file": str(src), "topic": "sasl-t"}})
+        assert r.status_code == 201, r.text
+        wait_for(lambda: (st := get(u, "/connectors/s-src/status")) and st["tasks"] and
+                 st["tasks"][0]["state"] == "RUNNING", timeout=60, what="the source RUNNING")
+        c = confluent_kafka.Consumer({"bootstrap.servers": srv.kafka_bootstrap, **security,
+                                      "group.id": "sasl-check", "auto.offset.reset": "earliest"})
+        c.subscribe(["sasl-t"])
+        got: list = []
+        try:
+            wait_for(lambda: got.extend(m.value() for m in c.consume(10, 1) if not m.error())
+                     or len(got) >= 10, what="the records")
+        finally:
+            c.close()
+        assert sorted(got) == sorted(b"s-%d" % i for i in range(10))
+
+        g = ConnectGroup({"bootstrap.servers": srv.kafka_bootstrap, **KAFKA, **security,
+                          "sasl.password": "wrong"}, group, "http://127.0.0.1:1", 6000, 10000)
+        try:
+            with pytest.raises(Exception, match="authentication failed"):
+                g.join(lambda members: {})
+        finally:
+            g.close()
+    finally:
+        for w, _ in workers:
+            w.kill()
+        srv.stop()
+        srv.kill()
