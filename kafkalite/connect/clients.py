@@ -277,6 +277,10 @@ class KafkaConsumer:
         # group.id in confluent-kafka; it never joins or commits that group
         cfg.setdefault("group.id", f"connect-reader-{id(self)}-{time.monotonic_ns()}")
         self._c = confluent_kafka.Consumer(cfg)
+        # with a cooperative assignor librdkafka takes each rebalance's partitions
+        # incrementally (and gives back the revoked ones itself)
+        self._cooperative = "cooperative" in str(cfg.get("partition.assignment.strategy", ""))
+        self._closed = False
         self._assigning = None        # {(topic, partition): TopicPartition} inside on_assign
         self._pause_after = []
 
@@ -289,7 +293,8 @@ class KafkaConsumer:
             try:
                 if on_assign is not None:
                     on_assign(self, parts)
-                c.assign(list(self._assigning.values()))
+                (c.incremental_assign if self._cooperative else c.assign)(
+                    list(self._assigning.values()))
                 if self._pause_after:
                     c.pause(self._pause_after)
             finally:
@@ -345,7 +350,9 @@ class KafkaConsumer:
         return self._c.assignment()
 
     def close(self):
-        self._c.close()
+        if not self._closed:        # confluent-kafka's close raises a second time
+            self._closed = True
+            self._c.close()
 
 
 class KafkaAdmin:

@@ -240,6 +240,9 @@ def test_exactly_once_source_and_sink_offsets_over_the_kafka_listener(server, tm
         c.create("eos-sink", **{"connector.class": "FileStreamSink", "topics": topic_name,
                             "file": str(out),
                             "consumer.override.isolation.level": "read_committed",
+                            # librdkafka's incremental assignment (clients.py's on_assign)
+                            "consumer.override.partition.assignment.strategy":
+                                "cooperative-sticky",
                             "value.converter": "org.apache.kafka.connect.storage.StringConverter"})
         wait_for(lambda: lines_of(out) == [v.decode() for v in want], what="the sink file")
         assert c.http("PUT", "/connectors/eos-sink/stop").status_code == 204
