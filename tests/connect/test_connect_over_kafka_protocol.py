@@ -10,8 +10,7 @@ bootstrap listener and the brokers its Metadata names), never to the
 server's native ports. A worker given the same Kafka address with the
 native clients resolves it to the native endpoint (client/bootstrap.py) and
 connects to the server's native ports, so this check fails for the wrong
-transport (tried: with ``kafkalite.client.protocol=native`` the standalone
-test fails on it)."""
+transport (the standalone test's ``native`` case shows it does)."""
 from __future__ import annotations
 
 import os
@@ -21,6 +20,7 @@ import sys
 import urllib.parse
 
 import confluent_kafka
+import pytest
 import requests
 from confluent_kafka.admin import AdminClient, NewTopic
 from connect_cluster import free_ports, get, group_name, start_worker
@@ -85,13 +85,19 @@ def assert_kafka_transport(server, pid: int, rest_ports) -> None:
         f"{sorted(allowed)}"
 
 
-def test_standalone_file_round_trip_over_the_kafka_listener(server, tmp_path, topic_name):
+@pytest.mark.parametrize("protocol", ["kafka", "native"])
+def test_standalone_file_round_trip_over_the_kafka_listener(server, tmp_path, topic_name,
+                                                            protocol):
+    """``kafka``: the round trip, every connection to the Kafka listener.
+    ``native`` (the control): the same worker with kafkalite's own clients
+    also makes the round trip from the Kafka address, and the transport
+    check sees its connections to the server's native ports."""
     create_topic(server, topic_name, 1)
     src, out = tmp_path / "in.txt", tmp_path / "out.txt"
     src.write_text("".join(f"line-{i}\n" for i in range(50)))
     port, = free_ports(1)
     (tmp_path / "worker.properties").write_text(
-        f"bootstrap.servers={server.kafka_bootstrap}\nkafkalite.client.protocol=kafka\n"
+        f"bootstrap.servers={server.kafka_bootstrap}\nkafkalite.client.protocol={protocol}\n"
         f"key.converter=org.apache.kafka.connect.storage.StringConverter\n"
         f"value.converter=org.apache.kafka.connect.storage.StringConverter\n"
         f"offset.storage.file.filename={tmp_path / 'offsets.json'}\n"
@@ -101,7 +107,7 @@ def test_standalone_file_round_trip_over_the_kafka_listener(server, tmp_path, to
         f"name=src\nconnector.class=FileStreamSource\ntasks.max=1\nfile={src}\n"
         f"topic={topic_name}\n")
     (tmp_path / "sink.properties").write_text(
-        f"name=sa-sink\nconnector.class=FileStreamSink\ntasks.max=1\nfile={out}\n"
+        f"name=sa-sink-{protocol}\nconnector.class=FileStreamSink\ntasks.max=1\nfile={out}\n"
         f"topics={topic_name}\n")
     log = open(tmp_path / "worker.log", "wb")
     proc = subprocess.Popen([sys.executable, "-m", "kafkalite", "connect", "standalone",
@@ -114,7 +120,11 @@ def test_standalone_file_round_trip_over_the_kafka_listener(server, tmp_path, to
         wait_for(lambda: lines_of(out) == want or proc.poll() is not None, timeout=90,
                  what=lambda: f"the sink file ({len(lines_of(out))} lines)")
         assert proc.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]
-        assert_kafka_transport(server, proc.pid, [port])
+        if protocol == "kafka":
+            assert_kafka_transport(server, proc.pid, [port])
+        else:
+            with pytest.raises(AssertionError, match="not all to the Kafka listener"):
+                assert_kafka_transport(server, proc.pid, [port])
         # the records really are in the topic, as a Kafka consumer reads them
         c = confluent_kafka.Consumer({**kafka_config(server), "group.id": f"check-{topic_name}",
                                       "auto.offset.reset": "earliest"})
@@ -272,8 +282,6 @@ def test_group_membership_over_kafka_protocol_survives_a_dropped_connection(serv
     is an error naming it, within the request's timeout."""
     import socket
 
-    import pytest
-
     from kafkalite.connect.distributed import ConnectGroup
     from kafkalite.connect.kafka_group import KafkaCoordinatorLink
     from kafkalite.protocol import ApiKey
@@ -301,8 +309,6 @@ def test_distributed_worker_over_sasl_ssl(tmp_path, workers):
     ``security.protocol``, ``sasl.*`` and ``ssl.*`` reach every client, its
     Kafka-protocol group client included (TLS, then SASL PLAIN); with a
     wrong password the group client's error says authentication failed."""
-    import pytest
-
     from harness import ServerProcess
     from kafkalite.connect.distributed import ConnectGroup
     from kafkalite.tools.dev_certs import make_certs
