@@ -6,9 +6,9 @@ Kafka Connect's DistributedHerder.
   through the broker's classic JoinGroup/SyncGroup/Heartbeat (protocol
   ``compatible``; over kafkalite's native protocol, or Kafka's with
   ``kafkalite.client.protocol=kafka``: kafka_group.py), with its REST URL
-  and the units it runs as member metadata (JSON). The units are connectors and tasks (Kafka's
-  ConnectorTaskId; connector_unit, task_unit), assigned separately: a
-  connector runs its ``start``/``task_configs`` on one worker, each of its
+  and the units it runs as member metadata (JSON). The units are
+  connectors and tasks (Kafka's ConnectorTaskId; connector_unit,
+  task_unit), assigned separately: a connector runs its ``start``/``task_configs`` on one worker, each of its
   tasks wherever it is assigned, a connector's tasks spread over the
   workers. Assignment is incremental and cooperative as Kafka's KIP-415
   (CooperativeAssignor): a rebalance stops only the units it revokes; the
