@@ -26,8 +26,8 @@ What it may import: kafkalite.client (distributed.py also names the group
 requests by kafkalite.protocol's ApiKey, as the client's own group code
 does; kafka_group.py encodes them with kafkalite.protocol's codecs),
 confluent_kafka (clients.py only, and the mirror's source), kafkalite.record,
-kafkalite.errors, kafkalite.ratelimit and libraries -- never kafkalite.server or kafkalite.storage (Connect is a client of the
-broker).
+kafkalite.errors, kafkalite.ratelimit and libraries -- never kafkalite.server
+or kafkalite.storage (Connect is a client of the broker).
 """
 from kafkalite.connect.api import (ConnectRecord, Connector, SinkConnector, SinkRecord, SinkTask,
                                    SourceConnector, SourceRecord, SourceTask, Task)
