@@ -21,14 +21,20 @@ them (a 4-byte size, then the header and body).
 - ``security.protocol``: PLAINTEXT, SSL (``ssl.ca.location``,
   ``ssl.certificate.location``, ``ssl.key.location``,
   ``ssl.endpoint.identification.algorithm``), SASL_PLAINTEXT and SASL_SSL
-  with ``sasl.mechanism`` PLAIN (``sasl.username``/``sasl.password``);
-  another mechanism is a ConnectException at start, not a silent fallback.
+  with ``sasl.mechanism`` PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
+  (``sasl.username``/``sasl.password``); another mechanism (GSSAPI,
+  OAUTHBEARER) is a ConnectException naming the ones supported, not a
+  silent fallback.
 
 Who calls: ConnectGroup, from the herder's membership thread (one thread:
 no locking).
 """
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import os
 import socket
 import ssl
 import struct
@@ -100,21 +106,29 @@ class _Connection:
         return min(ours[1], theirs[1])
 
     def _authenticate(self, config: dict, timeout: float) -> None:
-        mechanism = str(config.get("sasl.mechanism", config.get("sasl.mechanisms", "GSSAPI")))
-        if mechanism.upper() != "PLAIN":
+        mechanism = str(config.get("sasl.mechanism",
+                                   config.get("sasl.mechanisms", "GSSAPI"))).upper()
+        if mechanism not in _MECHANISMS:
             raise ConnectException(f"sasl.mechanism {mechanism}: the Connect group's Kafka "
-                                   f"client supports PLAIN only")
-        hs = self.send(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}, timeout)
+                                   f"client supports {', '.join(_MECHANISMS)}")
+        hs = self.send(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism}, timeout)
         if hs["error_code"]:
-            raise ConnectException(f"{self.address}: SASL mechanism PLAIN refused (enabled: "
-                                   f"{', '.join(hs.get('mechanisms') or [])})")
-        token = b"\0" + str(config.get("sasl.username", "")).encode() + b"\0" + \
-            str(config.get("sasl.password", "")).encode()
-        auth = self.send(ApiKey.SASL_AUTHENTICATE, min(2, self.version(ApiKey.SASL_AUTHENTICATE)),
-                         {"auth_bytes": token}, timeout)
-        if auth["error_code"]:
-            raise ConnectException(f"{self.address}: SASL authentication failed: "
-                                   f"{auth.get('error_message')}")
+            raise ConnectException(f"{self.address}: SASL mechanism {mechanism} refused "
+                                   f"(enabled: {', '.join(hs.get('mechanisms') or [])})")
+        user = str(config.get("sasl.username", ""))
+        password = str(config.get("sasl.password", ""))
+        version = self.version(ApiKey.SASL_AUTHENTICATE)
+
+        def exchange(token: bytes) -> bytes:
+            auth = self.send(ApiKey.SASL_AUTHENTICATE, version, {"auth_bytes": token}, timeout)
+            if auth["error_code"]:
+                raise ConnectException(f"{self.address}: SASL authentication failed: "
+                                       f"{auth.get('error_message')}")
+            return bytes(auth.get("auth_bytes") or b"")
+        if mechanism == "PLAIN":
+            exchange(b"\0" + user.encode() + b"\0" + password.encode())
+        else:
+            _scram(exchange, mechanism, user, password, self.address)
 
     def send(self, api: ApiKey, version: int, body: dict, timeout: float) -> dict:
         self.correlation += 1
@@ -148,6 +162,34 @@ class _Connection:
             self.sock.close()
         except OSError:
             pass
+
+
+_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def _scram(exchange, mechanism: str, user: str, password: str, address: str) -> None:
+    """RFC 5802's client side (no channel binding, as Kafka's): two
+    exchanges, the server's signature checked."""
+    algo = "sha256" if mechanism.endswith("256") else "sha512"
+    name = user.replace("=", "=3D").replace(",", "=2C")
+    nonce = base64.b64encode(os.urandom(24)).decode()
+    first_bare = f"n={name},r={nonce}"
+    server_first = exchange(("n,," + first_bare).encode()).decode()
+    fields = dict(item.split("=", 1) for item in server_first.split(","))
+    if not fields.get("r", "").startswith(nonce):
+        raise ConnectException(f"{address}: SCRAM: the server's nonce does not extend ours")
+    salted = hashlib.pbkdf2_hmac(algo, password.encode(), base64.b64decode(fields["s"]),
+                                 int(fields["i"]))
+    client_key = hmac.new(salted, b"Client Key", algo).digest()
+    without_proof = f"c={base64.b64encode(b'n,,').decode()},r={fields['r']}"
+    auth_message = f"{first_bare},{server_first},{without_proof}".encode()
+    signature = hmac.new(hashlib.new(algo, client_key).digest(), auth_message, algo).digest()
+    proof = bytes(a ^ b for a, b in zip(client_key, signature))
+    server_final = exchange(f"{without_proof},p={base64.b64encode(proof).decode()}".encode())
+    server_key = hmac.new(salted, b"Server Key", algo).digest()
+    expected = base64.b64encode(hmac.new(server_key, auth_message, algo).digest()).decode()
+    if server_final.decode() != f"v={expected}":
+        raise ConnectException(f"{address}: SCRAM: the server's signature is wrong")
 
 
 def _tls_context(config: dict) -> ssl.SSLContext:

@@ -304,11 +304,13 @@ def test_group_membership_over_kafka_protocol_survives_a_dropped_connection(serv
                                         "group_instance_id": None}, 2)
 
 
-def test_distributed_worker_over_sasl_ssl(tmp_path, workers):
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
+def test_distributed_worker_over_sasl_ssl(tmp_path, workers, mechanism):
     """A server whose Kafka listener takes SASL_SSL only: the worker's
     ``security.protocol``, ``sasl.*`` and ``ssl.*`` reach every client, its
-    Kafka-protocol group client included (TLS, then SASL PLAIN); with a
-    wrong password the group client's error says authentication failed."""
+    Kafka-protocol group client included (TLS, then SASL PLAIN or SCRAM);
+    with a wrong password the group client's error says authentication
+    failed."""
     from harness import ServerProcess
     from kafkalite.connect.distributed import ConnectGroup
     from kafkalite.tools.dev_certs import make_certs
@@ -322,7 +324,7 @@ def test_distributed_worker_over_sasl_ssl(tmp_path, workers):
         "--kafka-security-protocol", "SASL_SSL", "--ssl-certfile", certs["server"],
         "--ssl-keyfile", certs["server_key"]]).start()
     try:
-        security = {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+        security = {"security.protocol": "SASL_SSL", "sasl.mechanism": mechanism,
                     "sasl.username": "alice", "sasl.password": "alice-secret-1",
                     "ssl.ca.location": certs["ca"]}
         src, group = tmp_path / "in.txt", group_name("ksasl")
