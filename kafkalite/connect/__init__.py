@@ -17,11 +17,17 @@ in compacted topics.
 Exactly-once source tasks (KIP-618, ``exactly.once.source.support``) write
 records and source offsets in one transaction (worker.py).
 
+The worker's clients are kafkalite's native ones, or with
+``kafkalite.client.protocol=kafka`` confluent-kafka's and a Kafka-protocol
+group client of its own, so a worker runs against any Kafka-speaking
+cluster (clients.py, kafka_group.py).
+
 What it may import: kafkalite.client (distributed.py also names the group
 requests by kafkalite.protocol's ApiKey, as the client's own group code
-does), kafkalite.record, kafkalite.errors, kafkalite.ratelimit and libraries
--- never kafkalite.server or kafkalite.storage (Connect is a client of the
-broker).
+does; kafka_group.py encodes them with kafkalite.protocol's codecs),
+confluent_kafka (clients.py only, and the mirror's source), kafkalite.record,
+kafkalite.errors, kafkalite.ratelimit and libraries -- never kafkalite.server
+or kafkalite.storage (Connect is a client of the broker).
 """
 from kafkalite.connect.api import (ConnectRecord, Connector, SinkConnector, SinkRecord, SinkTask,
                                    SourceConnector, SourceRecord, SourceTask, Task)

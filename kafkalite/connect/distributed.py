@@ -4,10 +4,11 @@ Kafka Connect's DistributedHerder.
 
 - Membership (ConnectGroup): each worker joins the group ``group.id``
   through the broker's classic JoinGroup/SyncGroup/Heartbeat (protocol
-  ``compatible``), with its REST URL and the units it runs as member
-  metadata (JSON). The units are connectors and tasks (Kafka's
-  ConnectorTaskId; connector_unit, task_unit), assigned separately: a
-  connector runs its ``start``/``task_configs`` on one worker, each of its
+  ``compatible``; over kafkalite's native protocol, or Kafka's with
+  ``kafkalite.client.protocol=kafka``: kafka_group.py), with its REST URL
+  and the units it runs as member metadata (JSON). The units are
+  connectors and tasks (Kafka's ConnectorTaskId; connector_unit,
+  task_unit), assigned separately: a connector runs its ``start``/``task_configs`` on one worker, each of its
   tasks wherever it is assigned, a connector's tasks spread over the
   workers. Assignment is incremental and cooperative as Kafka's KIP-415
   (CooperativeAssignor): a rebalance stops only the units it revokes; the
@@ -184,7 +185,7 @@ def fence_producers(client_config: dict, transactional_ids: list[str]) -> None:
     commit fails and what it left open never becomes visible. Our
     AdminClient has no fenceProducers; a transactional Producer's
     init_transactions sends that same InitProducerId."""
-    from kafkalite.client import Producer
+    from kafkalite.connect.clients import Producer
     for tid in transactional_ids:
         p = Producer({**client_config, "transactional.id": tid, "linger.ms": 0})
         try:
@@ -198,22 +199,20 @@ def _algorithms(value) -> list[str]:
             if a.strip()]
 
 
-class ConnectGroup:
-    """A worker's membership in the Connect group (synchronous calls, one thread)."""
+class _NativeCoordinatorLink:
+    """Requests to a group's coordinator over kafkalite's native protocol
+    (ZeroMQ); kafka_group.KafkaCoordinatorLink is the same over Kafka's."""
 
-    def __init__(self, client_config: dict, group_id: str, url: str,
-                 session_timeout_ms: int = 10_000, rebalance_timeout_ms: int = 60_000):
+    def __init__(self, client_config: dict, group_id: str, client_id: str):
         import zmq
 
         from kafkalite.client.connection import parse_bootstrap
         from kafkalite.client.metadata import Metadata
-        self.group_id, self.url = group_id, url
-        self.session_timeout_ms, self.rebalance_timeout_ms = session_timeout_ms, rebalance_timeout_ms
+        self.group_id, self.client_id = group_id, client_id
         self._ctx = zmq.Context()
         self._meta = Metadata(parse_bootstrap(client_config["bootstrap.servers"]),
-                              f"connect-{url}", self._ctx)
+                              client_id, self._ctx)
         self._conn = None
-        self.member_id, self.generation = "", -1
 
     def _coordinator(self):
         from kafkalite.client.connection import Connection
@@ -226,10 +225,10 @@ class ConnectGroup:
                 raise ConnectException(f"FindCoordinator({self.group_id}): error "
                                        f"{node['error_code']}")
             self._conn = Connection(f"tcp://{node['host']}:{node['port']}",
-                                    f"connect-{self.url}", self._ctx)
+                                    self.client_id, self._ctx)
         return self._conn
 
-    def _request(self, api, body, timeout):
+    def request(self, api, body, timeout):
         try:
             return self._coordinator().request(api, body, timeout=timeout)
         except Exception:
@@ -237,6 +236,33 @@ class ConnectGroup:
                 self._conn.close()
             self._conn = None
             raise
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        self._meta.close()
+        self._ctx.term()
+
+
+class ConnectGroup:
+    """A worker's membership in the Connect group (synchronous calls, one
+    thread), through its cluster's protocol: kafkalite's native one, or
+    Kafka's (``kafkalite.client.protocol=kafka``: kafka_group.py)."""
+
+    def __init__(self, client_config: dict, group_id: str, url: str,
+                 session_timeout_ms: int = 10_000, rebalance_timeout_ms: int = 60_000):
+        from kafkalite.connect.clients import KAFKA, protocol_of
+        self.group_id, self.url = group_id, url
+        self.session_timeout_ms, self.rebalance_timeout_ms = session_timeout_ms, rebalance_timeout_ms
+        if protocol_of(client_config) == KAFKA:
+            from kafkalite.connect.kafka_group import KafkaCoordinatorLink
+            self._link = KafkaCoordinatorLink(client_config, group_id, f"connect-{url}")
+        else:
+            self._link = _NativeCoordinatorLink(client_config, group_id, f"connect-{url}")
+        self.member_id, self.generation = "", -1
+
+    def _request(self, api, body, timeout):
+        return self._link.request(api, body, timeout)
 
     def join(self, assign, metadata=None, on_expelled=None) -> dict:
         """Join and sync; ``assign(members)`` runs on the leader with
@@ -314,10 +340,7 @@ class ConnectGroup:
         self.member_id, self.generation = "", -1      # a rejoin is a new member
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-        self._meta.close()
-        self._ctx.term()
+        self._link.close()
 
 
 def connector_unit(name: str) -> str:
@@ -504,7 +527,8 @@ class InternalTopics:
         self._thread = None
 
     def start(self):
-        from kafkalite.client import AdminClient, NewTopic, Producer
+        from kafkalite.client import NewTopic
+        from kafkalite.connect.clients import AdminClient, Producer
         from kafkalite.errors import TopicAlreadyExistsError
         admin = AdminClient(self.client_config)
         try:
@@ -517,7 +541,7 @@ class InternalTopics:
         finally:
             admin.close()
         self._producer = Producer({**self.client_config, "linger.ms": 0})
-        from kafkalite.client import Consumer
+        from kafkalite.connect.clients import Consumer
         self._ends = Consumer({**self.client_config, "enable.auto.commit": False,
                                "isolation.level": "read_committed"})
         self._ready.set()
@@ -525,7 +549,8 @@ class InternalTopics:
         self._thread.start()
 
     def _tail(self):
-        from kafkalite.client import OFFSET_BEGINNING, Consumer, TopicPartition
+        from kafkalite.client import OFFSET_BEGINNING, TopicPartition
+        from kafkalite.connect.clients import Consumer
         c = Consumer({**self.client_config, "enable.auto.commit": False,
                       "fetch.max.wait.ms": 100, "isolation.level": "read_committed"})
         c.assign([TopicPartition(self.config_topic, 0, OFFSET_BEGINNING),
@@ -683,7 +708,7 @@ class InternalTopics:
         fences every earlier leader's."""
         if self.transactional_id is None:
             return
-        from kafkalite.client import Producer
+        from kafkalite.connect.clients import Producer
         with self._write_lock:
             self._drop_leader_producer()
             p = Producer({**self.client_config, "transactional.id": self.transactional_id,
@@ -1715,7 +1740,7 @@ class DistributedHerder(Herder):
             store.put(name, pairs)
 
     def _write_offsets_transactionally(self, name, pairs) -> None:
-        from kafkalite.client import Producer
+        from kafkalite.connect.clients import Producer
         with self.internal._lock:
             count = max(self.internal.max_task_counts.get(name, 0),
                         self.internal.task_count_records.get(name, 0),

@@ -497,7 +497,7 @@ class Herder:
                             for p, o in self.worker.offsets.offsets_of(name)]}
 
     def _sink_offsets(self, name) -> dict:
-        from kafkalite.client import AdminClient
+        from kafkalite.connect.clients import AdminClient
         admin = AdminClient(self.worker.client_config)
         try:
             tps = admin.list_consumer_group_offsets(self._sink_group(name)).result()
@@ -527,7 +527,8 @@ class Herder:
             return ALTERED
 
     def _alter_sink(self, name, offsets):
-        from kafkalite.client import AdminClient, TopicPartition
+        from kafkalite.client import TopicPartition
+        from kafkalite.connect.clients import AdminClient
         tps = []
         for o in offsets:
             p = o["partition"]
@@ -553,7 +554,7 @@ class Herder:
 
     def _reset_sink(self, name):
         """Kafka's reset of a sink connector's offsets: its consumer group deleted."""
-        from kafkalite.client import AdminClient
+        from kafkalite.connect.clients import AdminClient
         admin = AdminClient(self.worker.client_config)
         try:
             admin.delete_consumer_groups([self._sink_group(name)])[

@@ -109,7 +109,8 @@ class KafkaOffsetStore(OffsetStore):
         self._producer = None
 
     def start(self):
-        from kafkalite.client import AdminClient, NewTopic, Producer
+        from kafkalite.client import NewTopic
+        from kafkalite.connect.clients import AdminClient, Producer
         from kafkalite.errors import TopicAlreadyExistsError
         admin = AdminClient(self.client_config)
         try:
@@ -135,7 +136,8 @@ class KafkaOffsetStore(OffsetStore):
             self._data = self._read_to_end()
 
     def _read_to_end(self) -> dict:
-        from kafkalite.client import OFFSET_BEGINNING, Consumer, TopicPartition
+        from kafkalite.client import OFFSET_BEGINNING, TopicPartition
+        from kafkalite.connect.clients import Consumer
         # read_committed: offsets of an aborted exactly-once transaction never count
         c = Consumer({**self.client_config, "enable.auto.commit": False,
                       "isolation.level": "read_committed"})

@@ -1,5 +1,6 @@
-"""The worker: runs connector tasks in threads, with kafkalite's Producer
-(source tasks) and Consumer (sink tasks).
+"""The worker: runs connector tasks in threads, with a Producer (source
+tasks) and a Consumer (sink tasks) from clients.py: kafkalite's native
+clients, or confluent-kafka's with ``kafkalite.client.protocol=kafka``.
 
 A source task's thread: ``poll()``, transforms, key/value converters,
 then the producer's bulk path (``produce_batch``, one per topic and poll);
@@ -24,7 +25,9 @@ thread. A task that raises is FAILED with its traceback as ``trace`` (set
 before the state, here and in the herder: the REST API reads both from
 another thread and must never show a FAILED task without its trace).
 
-Worker config (Kafka's keys): ``bootstrap.servers``, ``key.converter``,
+Worker config (Kafka's keys): ``bootstrap.servers`` (and, over Kafka's
+protocol, ``security.protocol``, ``sasl.*``, ``ssl.*``, ``admin.*``:
+clients.py), ``kafkalite.client.protocol``, ``key.converter``,
 ``value.converter`` (+ their ``.schemas.enable``...),
 ``offset.flush.interval.ms`` (default 10000), ``producer.*`` and
 ``consumer.*`` overrides, and a connector's ``producer.override.*`` /
@@ -42,6 +45,7 @@ import time
 import traceback
 
 from kafkalite.connect.api import SinkRecord
+from kafkalite.connect.clients import worker_client_config
 from kafkalite.connect.converters import converter_from_config
 from kafkalite.connect.errors import ConnectException, RetriableException
 from kafkalite.connect.tolerance import SKIPPED, ErrorHandler
@@ -200,7 +204,7 @@ class TransactionContext:
 
 class WorkerSourceTask(WorkerTask):
     def execute(self) -> None:
-        from kafkalite.client import Producer
+        from kafkalite.connect.clients import Producer
         self.producer = producer = Producer(self._client_config("producer"))
         handler = ErrorHandler(self.connector_config, self.connector, self.id)
         pending: dict = {}      # json(partition) -> (partition, offset), since the last commit
@@ -296,7 +300,7 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
     offsets count, and the task restarts from the last committed offsets."""
 
     def execute(self) -> None:
-        from kafkalite.client import Producer
+        from kafkalite.connect.clients import Producer
         store = self.worker.offsets
         if not hasattr(store, "records_for"):
             raise ConnectException("exactly-once source support needs source offsets in a "
@@ -391,7 +395,8 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
 
 class WorkerSinkTask(WorkerTask):
     def execute(self) -> None:
-        from kafkalite.client import Consumer, TopicPartition
+        from kafkalite.client import TopicPartition
+        from kafkalite.connect.clients import Consumer
         cfg = {"auto.offset.reset": "earliest", **self._client_config("consumer"),
                "group.id": f"connect-{self.connector}", "enable.auto.commit": False}
         # Kafka's max.poll.records is the most records a put gets (not a kafkalite
@@ -405,7 +410,7 @@ class WorkerSinkTask(WorkerTask):
         dlq = None
         handler = ErrorHandler(self.connector_config, self.connector, self.id)
         if handler.dlq_topic:
-            from kafkalite.client import Producer
+            from kafkalite.connect.clients import Producer
             dlq = handler.dlq_producer = Producer(self._client_config("producer"))
         topics = [t.strip() for t in self.connector_config.get("topics", "").split(",")
                   if t.strip()]
@@ -576,8 +581,8 @@ class Worker:
         self.config = dict(config)
         self.offsets = offsets
         self.worker_id = config.get("worker.id", "standalone")
-        client_keys = ("bootstrap.servers", "client.id", "kafkalite.transport")
-        self.client_config = {k: v for k, v in self.config.items() if k in client_keys}
+        # what every client the worker makes gets, with its protocol (clients.py)
+        self.client_config = worker_client_config(self.config)
         self.on_task_end = None
 
     def start(self) -> None:

@@ -9,6 +9,8 @@ The worker properties use Kafka's keys (``bootstrap.servers``,
 ``offset.flush.interval.ms``, ``listeners`` or ``rest.host.name`` /
 ``rest.port``); without ``offset.storage.file.filename`` source offsets go
 to the compacted ``offset.storage.topic`` (default ``connect-offsets``).
+``kafkalite.client.protocol=kafka`` makes every client of the worker (the
+offsets topic's here too) speak Kafka's protocol (connect/clients.py).
 Each connector file is Java properties or JSON (a config object, or
 ``{"name": ..., "config": {...}}``). The REST API then serves on
 ``rest.host.name:rest.port`` (default 127.0.0.1:8083) until SIGTERM or
@@ -69,7 +71,8 @@ def run(args) -> int:
     cfg = read_config(args.worker_config)
     if args.bootstrap_server or "bootstrap.servers" not in cfg:
         cfg["bootstrap.servers"] = args.bootstrap_server or default_bootstrap()
-    client = {"bootstrap.servers": cfg["bootstrap.servers"]}
+    from kafkalite.connect.clients import worker_client_config
+    client = worker_client_config(cfg)      # the offsets topic's clients: the worker's own
     distributed = args.mode == "distributed"
     store = FileOffsetStore(cfg["offset.storage.file.filename"]) \
         if cfg.get("offset.storage.file.filename") and not distributed else \
