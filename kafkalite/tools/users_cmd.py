@@ -15,7 +15,7 @@ Three ways to the one store (server/credentials.py):
 - with ``--bootstrap-server``, over Kafka's protocol, as ``kafka-configs
   --entity-type users --alter --add-config 'SCRAM-SHA-256=[password=...]'``
   does: AlterUserScramCredentials / DescribeUserScramCredentials (KIP-554)
-  on a connection of its own (``_AdminConnection``), sending a salt and the
+  on a connection of its own (client/kafka_connection.py), sending a salt and the
   salted password, never the password. SCRAM only (Kafka has no API for PLAIN
   users). It logs in as ``kafkalite acls`` does (``--command-config``, or
   ``--security-protocol`` / ``--sasl-*``); with the authorizer on, the
@@ -26,12 +26,10 @@ Who calls: cli.py.
 from __future__ import annotations
 
 import os
-import socket
-import ssl
-import struct
 import sys
 
 from kafkalite.errors import InvalidConfigurationError, KafkaError, error_for_code
+from kafkalite.client.kafka_connection import KafkaConnection, parse_servers
 from kafkalite.server import credentials
 from kafkalite.tools.acls_cmd import add_login_arguments
 
@@ -165,73 +163,6 @@ def _edit(args, where: str, read, update) -> int:
     return 0
 
 
-class _AdminConnection:
-    """One blocking Kafka connection, logged in as librdkafka's settings
-    say (security.protocol, sasl.*, ssl.ca.location, ssl.certificate.location,
-    ssl.key.location), for the two requests this command sends. Not
-    confluent-kafka's AdminClient: librdkafka (2.12) corrupts its heap
-    reading a DescribeUserScramCredentials answer with a top-level error
-    (what Kafka answers a principal without Describe on the Cluster)."""
-
-    def __init__(self, conf: dict, timeout: float):
-        host, port = conf["bootstrap.servers"].split(",")[0].strip().rsplit(":", 1)
-        protocol = conf.get("security.protocol", "PLAINTEXT").upper()
-        if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
-            raise InvalidConfigurationError(f"unknown security.protocol {protocol!r}")
-        sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
-        if protocol.endswith("SSL"):
-            context = ssl.create_default_context(cafile=conf.get("ssl.ca.location"))
-            if conf.get("ssl.certificate.location"):
-                context.load_cert_chain(conf["ssl.certificate.location"],
-                                        conf.get("ssl.key.location"))
-            sock = context.wrap_socket(sock, server_hostname=host.strip("[]"))
-        self.sock, self.correlation = sock, 0
-        if protocol.startswith("SASL"):
-            self._login(conf.get("sasl.mechanisms", "PLAIN").upper(),
-                        conf.get("sasl.username", ""), conf.get("sasl.password", ""))
-
-    def request(self, api_key, version: int, body: dict) -> dict:
-        from kafkalite.protocol import decode_response, encode_request
-        self.correlation += 1
-        frame = encode_request(api_key, version, self.correlation, "kafkalite-users", body)
-        self.sock.sendall(struct.pack(">i", len(frame)) + frame)
-        size, = struct.unpack(">i", self._exact(4))
-        return decode_response(api_key, version, self._exact(size))[1]
-
-    def _exact(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise KafkaError("the server closed the connection (a failed login, or a "
-                                 "listener of another security protocol)")
-            buf += chunk
-        return bytes(buf)
-
-    def _login(self, mechanism: str, user: str, password: str) -> None:
-        from kafkalite.protocol import ApiKey
-        answer = self.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism})
-        if answer["error_code"]:
-            raise KafkaError(f"the server does not offer SASL {mechanism} "
-                             f"(it offers {', '.join(answer['mechanisms'])})")
-
-        def step(token: bytes) -> bytes:
-            answer = self.request(ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": token})
-            if answer["error_code"]:
-                raise KafkaError(f"login as {user!r} failed: {answer['error_message']}")
-            return answer["auth_bytes"]
-        if mechanism == "PLAIN":
-            step(f"\0{user}\0{password}".encode())
-            return
-        import scramp
-        client = scramp.ScramClient([mechanism], user, password)
-        client.set_server_first(step(client.get_client_first().encode()).decode())
-        client.set_server_final(step(client.get_client_final().encode()).decode())
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 def _over_kafka(args) -> int:
     from kafkalite.protocol import ApiKey
     from kafkalite.tools.acls_cmd import client_config
@@ -242,11 +173,18 @@ def _over_kafka(args) -> int:
             "PLAIN users cannot be managed over Kafka's protocol (Kafka has no API for them); "
             "leave out --bootstrap-server to edit the server's credentials file")
     password = _password(args) if args.action == "add" else ""
-    conn = _AdminConnection(client_config(args), args.timeout)
+    # not confluent-kafka's AdminClient: librdkafka (2.12) corrupts its heap
+    # reading a DescribeUserScramCredentials answer with a top-level error
+    # (what Kafka answers a principal without Describe on the Cluster)
+    conf = client_config(args)
+    host, port = parse_servers(conf["bootstrap.servers"])[0]
+    conn = KafkaConnection(host, port, conf, "kafkalite-users", args.timeout)
+    timeout = args.timeout
     try:
         if args.action == "list" or (args.action == "delete" and not chosen):
             named = None if args.action == "list" else [{"name": args.user}]
-            answer = conn.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": named})
+            answer = conn.send(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": named},
+                               timeout)
             _raise_for(answer["error_code"], answer["error_message"])
             if args.action == "list":
                 for r in sorted(answer["results"], key=lambda r: r["user"]):
@@ -272,8 +210,8 @@ def _over_kafka(args) -> int:
         # one request per mechanism: Kafka refuses a user named twice in one request
         for alteration in [{"deletions": [d], "upsertions": []} for d in deletions] + [
                 {"deletions": [], "upsertions": [u]} for u in upsertions]:
-            for result in conn.request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0,
-                                       alteration)["results"]:
+            for result in conn.send(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, alteration,
+                                    timeout)["results"]:
                 _raise_for(result["error_code"], result["error_message"])
     finally:
         conn.close()
