@@ -40,8 +40,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import psycopg
@@ -49,6 +47,7 @@ import pytest
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
+from curve_helpers import keygen
 from harness import ServerProcess
 from postgres import PostgresServer, find_binaries
 from replicas import create, state, wait_for
@@ -57,7 +56,6 @@ from kafkalite.client import AdminClient, Consumer, Producer, TopicPartition
 from kafkalite.protocol import ApiKey, encode_request
 from kafkalite.protocol.curve import load_keypair_file, secure_client
 from kafkalite.server import cluster_store
-from kafkalite.server.launcher import package_env
 from kafkalite.server.relay import RESPONSE, decode_relay_reply, encode_relay_request
 
 pytestmark = pytest.mark.skipif(find_binaries() is None,
@@ -74,13 +72,6 @@ ROGUE_TOPIC = "planted-by-a-stranger"
 # and for a relayed request to be answered (the trusted probe's answers come
 # within a few ms)
 QUIET_S = 3.0
-
-
-def keygen(directory, name: str) -> None:
-    r = subprocess.run([sys.executable, "-m", "kafkalite", "curve", "keygen", name,
-                        "--dir", str(directory)], capture_output=True, text=True,
-                       env=package_env(), timeout=60)
-    assert r.returncode == 0, r.stderr
 
 
 @pytest.fixture(scope="module")

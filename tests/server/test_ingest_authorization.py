@@ -23,15 +23,14 @@ keys; what landed is read back with admin's key.
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import time
 import urllib.request
 
 import pytest
 import zmq
 
-from harness import ServerProcess, child_pids, read_all, reset_peak_rss, rss_mb
+from curve_helpers import client_keys, keygen, start_curve_server
+from harness import child_pids, read_all, reset_peak_rss, rss_mb
 
 from kafkalite import errors
 from kafkalite.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
@@ -40,16 +39,8 @@ from kafkalite.client.connection import Connection, client_context
 from kafkalite.client.ingest import PRINCIPAL_BACKLOG_BYTES
 from kafkalite.protocol import ApiKey
 from kafkalite.protocol.enums import AclOperation, AclPermissionType, PatternType, ResourceType
-from kafkalite.server.launcher import package_env
 
 USERS = ("admin", "alice", "carol", "dave", "erin")
-
-
-def keygen(directory, name: str) -> None:
-    r = subprocess.run([sys.executable, "-m", "kafkalite", "curve", "keygen", name,
-                        "--dir", str(directory)], capture_output=True, text=True,
-                       env=package_env(), timeout=60)
-    assert r.returncode == 0, r.stderr
 
 
 @pytest.fixture(scope="module")
@@ -63,24 +54,12 @@ def keys(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def srv(keys):
-    config = keys / "server.toml"
-    config.write_text('authorizer_enabled = true\nsuper_users = "User:admin"\n')
-    s = ServerProcess(str(keys / "data"), extra_args=[
-        "--config", str(config),
-        "--native-curve-secret-key-file", str(keys / "server.key_secret"),
-        "--native-curve-authorized-keys", str(keys / "authorized")]).start()
+    s = start_curve_server(keys)
     try:
         yield s
     finally:
         s.stop()
         s.kill()
-
-
-def client_keys(keys, user: str) -> dict:
-    folder = keys / "authorized"
-    return {"curve.server.key": str(keys / "server.key"),
-            "curve.public.key": str(folder / f"{user}.key"),
-            "curve.secret.key": str(folder / f"{user}.key_secret")}
 
 
 def admin_client(srv, keys) -> AdminClient:

@@ -1,0 +1,39 @@
+"""CURVE set-ups shared by the server tests: key pairs made by `kafkalite
+curve keygen`, a server with CURVE and the authorizer on, and a native
+client's key settings."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from harness import ServerProcess
+
+from kafkalite.server.launcher import package_env
+
+
+def keygen(directory, name: str) -> None:
+    r = subprocess.run([sys.executable, "-m", "kafkalite", "curve", "keygen", name,
+                        "--dir", str(directory)], capture_output=True, text=True,
+                       env=package_env(), timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert f"User:{name}" in r.stdout
+
+
+def start_curve_server(keys, **kwargs) -> ServerProcess:
+    """A server whose key pair is ``keys/server.key*`` and whose clients are
+    ``keys/authorized``, with the authorizer on and User:admin a super user."""
+    config = keys / "server.toml"
+    config.write_text('authorizer_enabled = true\nsuper_users = "User:admin"\n')
+    return ServerProcess(str(keys / "data"), extra_args=[
+        "--config", str(config),
+        "--native-curve-secret-key-file", str(keys / "server.key_secret"),
+        "--native-curve-authorized-keys", str(keys / "authorized")], **kwargs).start()
+
+
+def client_keys(keys, user: str, server: str | None = None) -> dict:
+    """A native client's CURVE settings for ``user`` (``mallory``: a key the
+    server does not know)."""
+    folder = keys / ("strangers" if user == "mallory" else "authorized")
+    return {"curve.server.key": str(server or keys / "server.key"),
+            "curve.public.key": str(folder / f"{user}.key"),
+            "curve.secret.key": str(folder / f"{user}.key_secret")}
