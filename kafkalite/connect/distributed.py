@@ -8,11 +8,12 @@ Kafka Connect's DistributedHerder.
   ``kafkalite.client.protocol=kafka``: kafka_group.py), with its REST URL
   and the units it runs as member metadata (JSON). The units are
   connectors and tasks (Kafka's ConnectorTaskId; connector_unit,
-  task_unit), assigned separately: a connector runs its ``start``/``task_configs`` on one worker, each of its
-  tasks wherever it is assigned, a connector's tasks spread over the
-  workers. Assignment is incremental and cooperative as Kafka's KIP-415
-  (CooperativeAssignor): a rebalance stops only the units it revokes; the
-  others keep running through it. A newcomer gets its share in two rounds
+  task_unit), assigned separately: a connector runs its
+  ``start``/``task_configs`` on one worker, each of its tasks wherever it
+  is assigned, a connector's tasks spread over the workers. Assignment
+  is incremental and cooperative as Kafka's KIP-415 (CooperativeAssignor):
+  a rebalance stops only the units it revokes; the others keep running
+  through it. A newcomer gets its share in two rounds
   (the loaded members revoke, then the freed units go to it). A worker
   that dies stops heartbeating; after ``session.timeout.ms`` the group
   rebalances, and after ``scheduled.rebalance.max.delay.ms`` more (Kafka's
@@ -253,7 +254,8 @@ class ConnectGroup:
                  session_timeout_ms: int = 10_000, rebalance_timeout_ms: int = 60_000):
         from kafkalite.connect.clients import KAFKA, protocol_of
         self.group_id, self.url = group_id, url
-        self.session_timeout_ms, self.rebalance_timeout_ms = session_timeout_ms, rebalance_timeout_ms
+        self.session_timeout_ms = session_timeout_ms
+        self.rebalance_timeout_ms = rebalance_timeout_ms
         if protocol_of(client_config) == KAFKA:
             from kafkalite.connect.kafka_group import KafkaCoordinatorLink
             self._link = KafkaCoordinatorLink(client_config, group_id, f"connect-{url}")
