@@ -5,6 +5,7 @@ a client config helper and a stop() that fails when a worker outlived the
 server.
 """
 import os
+import socket
 import time
 
 from kafkalite.server import launcher
@@ -20,6 +21,24 @@ class ServerProcess(launcher.ServerProcess):
         code = super().stop(timeout)
         assert not self.survivors, f"workers {self.survivors} outlived the server"
         return code
+
+
+_PORTS_GIVEN: set[int] = set()
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on, never one this process was given
+    before: binding port 0 and closing can hand the same port to the next
+    call (two workers of one test once got the same REST port and one of
+    them never started)."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _PORTS_GIVEN:
+            _PORTS_GIVEN.add(port)
+            return port
+    raise RuntimeError("no loopback port this process has not used already")
 
 
 def shm_entries() -> set:

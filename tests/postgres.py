@@ -22,9 +22,10 @@ import ipaddress
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
+
+from harness import free_port
 
 
 def find_binaries() -> str | None:
@@ -38,12 +39,6 @@ def find_binaries() -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class PostgresServer:
     def __init__(self, bindir: str | None = None, wal_level: str | None = None,
                  listen_on: str | None = None):
@@ -55,7 +50,7 @@ class PostgresServer:
             raise RuntimeError("PostgreSQL is not installed (run tools/install-system-deps)")
         self.dir = tempfile.mkdtemp(prefix="kafkalite-pg-")
         self.data = os.path.join(self.dir, "data")
-        self.port = _free_port()
+        self.port = free_port()
         self.user = None
         if os.geteuid() == 0:
             self.user = self._system_user()

@@ -6,28 +6,20 @@ the member id order the assignor breaks ties with), this folder importable
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
 
 import requests
 
+from harness import free_port
+
 from kafkalite.server.launcher import package_env
 
 
 def free_ports(n: int) -> list[int]:
     """``n`` free ports in increasing string order (member id order)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return sorted((s.getsockname()[1] for s in socks), key=str)
-    finally:
-        for s in socks:
-            s.close()
+    return sorted((free_port() for _ in range(n)), key=str)
 
 
 def group_name(tag: str) -> str:

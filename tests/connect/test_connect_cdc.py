@@ -17,7 +17,6 @@ import itertools
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -27,7 +26,7 @@ import uuid
 import psycopg
 import pytest
 from connect_helpers import wait_for
-from harness import child_env, create
+from harness import child_env, create, free_port
 
 from kafkalite.client import OFFSET_BEGINNING, Consumer, TopicPartition
 from postgres import PostgresServer, find_binaries
@@ -224,12 +223,6 @@ def test_cdc_refuses_a_server_without_logical_decoding(connect, postgres):
 
 
 # ---- kill -9 of a standalone worker mid-stream ---------------------------------------------
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def expected_changes(n):
     """What the writer's transactions do, per table: [(op, id, v)] in commit order."""

@@ -5,19 +5,12 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 
 import requests
 from connect_helpers import wait_for
-from harness import child_env, create, read_all
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from harness import child_env, create, free_port, read_all
 
 
 def test_connect_standalone_command(server, topic_name, tmp_path):

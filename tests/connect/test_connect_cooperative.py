@@ -20,13 +20,12 @@ import time
 import requests
 from connect_cluster import get
 from connect_helpers import wait_for
-from harness import child_env
+from harness import child_env, free_port
 
 from kafkalite.connect import SourceConnector, SourceRecord, SourceTask
 from kafkalite.connect.data import Schema
 from kafkalite.connect.distributed import (CooperativeAssignor, connector_unit, task_unit,
                                            unit_connector)
-from test_connect_cli import free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -18,8 +18,7 @@ import time
 import requests
 from connect_cluster import get
 from connect_helpers import wait_for
-from harness import child_env, create, read_all
-from test_connect_cli import free_port
+from harness import child_env, create, free_port, read_all
 
 SRC = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 

@@ -28,14 +28,13 @@ from __future__ import annotations
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 from collections import Counter, defaultdict
 
-from harness import ServerProcess, child_env, pid_alive
+from harness import ServerProcess, child_env, free_port, pid_alive
 from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer,
                               TopicPartition)
 from kafkalite.errors import KafkaError
@@ -43,12 +42,6 @@ from kafkalite.errors import KafkaError
 HERE = os.path.dirname(os.path.abspath(__file__))
 PARTITIONS = 4
 SOURCE, SINK = "eos-in", "eos-out"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def read_all(bootstrap: str, topic: str, isolation: str, timeout: float = 60.0):

@@ -10,10 +10,9 @@ libraries each process of the server has loaded.
 """
 import json
 import os
-import socket
 import sys
 
-from harness import ServerProcess
+from harness import ServerProcess, free_port
 
 from kafkalite.client import AdminClient, Consumer, NewTopic, Producer
 
@@ -43,12 +42,6 @@ def _libraries(pid: int) -> str:
 def _children(pid: int) -> list[int]:
     with open(f"/proc/{pid}/task/{pid}/children") as f:
         return [int(p) for p in f.read().split()]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_workers_are_spawned_before_the_supervisor_imports_its_own_parts(tmp_path):
@@ -94,7 +87,7 @@ def test_no_server_process_loads_pyarrow_or_numpy_before_it_is_ready(tmp_path):
     first request, and the ingest gateway imports the Producer alone; a
     fixed native port lets the gateway (on a free port) start early too."""
     srv = ServerProcess(str(tmp_path / "data"), workers=1,
-                        extra_args=["--port", str(_free_port())]).start()
+                        extra_args=["--port", str(free_port())]).start()
     try:
         supervisor = srv.proc.pid
         processes = [supervisor, *_children(supervisor)]
@@ -118,7 +111,7 @@ def test_a_gateway_on_a_fixed_port_starts_after_ready_and_loses_nothing(tmp_path
     a publisher that connects and sends at the ready line, before the
     gateway has bound, has its messages queued by ZeroMQ, not lost."""
     import zmq
-    port = _free_port()
+    port = free_port()
     srv = ServerProcess(str(tmp_path / "data"), workers=1,
                         extra_args=["--ingest-port", str(port)]).start()
     ctx = zmq.Context()
