@@ -30,7 +30,9 @@ What is measured (rows/s: wall time of the Spark action):
      all but the last ``--history-tail-pct`` percent of each partition in an
      Iceberg copy made by the Connect Iceberg sink (record format ``kafka``,
      an in-process worker, SQLite catalog): Spark's Parquet reader for the
-     copy, the kafkalite source for the tail; target: 0.5x Parquet. The
+     copy, the tail read on the driver (``history_source``: the same with
+     the tail through the kafkalite source, ``driver_read_max_bytes=0``,
+     the way before the driver read); target: 0.5x Parquet. The
      sink's copying speed (rows/s, the first record to the table's offsets
      reaching the end) is reported too. ``--history-tail-pct -1`` skips it.
 1b. The kafkalite source with a user schema of only the columns the query needs.
@@ -478,7 +480,8 @@ def plot(res: Results, path: str, args) -> bool:
                 ("ceiling", res.get(f"ceiling_{op}"), "#2ca02c"),
                 ("kafkalite", res.get(f"kafkalite_{op}"), "#1f77b4"),
                 ("naive tuples", res.get(f"naive_{op}"), "#ff7f0e"),
-                ("history", res.get(f"history_{op}"), "#9467bd")]
+                ("history", res.get(f"history_{op}"), "#9467bd"),
+                ("history,\ntail by source", res.get(f"history_source_{op}"), "#c5b0d5")]
         rows = [r for r in rows if r[1]]
         vals = [r[1] / 1e6 for r in rows]
         bars = ax.bar(range(len(rows)), vals, color=[r[2] for r in rows])
@@ -636,9 +639,10 @@ def main(argv=None) -> int:
             return (spark.read.format("arrow_ceiling").option("dir", ceiling_dir)
                     .option("partitions", args.partitions).load())
 
-        def history_df():
+        def history_df(**extra):
             return kafkalite_spark.read_with_history(
                 spark, ICEBERG_TABLE, history["catalog"], connector="copy", subscribe=TOPIC,
+                **extra,
                 **{"kafkalite.bootstrap.servers": server.bootstrap})
 
         # warm-up: JVM, Python workers and code paths of every source, small ranges
@@ -651,6 +655,7 @@ def main(argv=None) -> int:
         ceiling_df().count()
         if history is not None:
             history_df().groupBy("key").count().collect()
+            history_df(driver_read_max_bytes=0).groupBy("key").count().collect()
         say()
         say(f"[1] kafkalite source, the ceiling source and Parquet, side by side, "
             f"{args.rounds} rounds")
@@ -659,6 +664,8 @@ def main(argv=None) -> int:
                    "parquet": (lambda: spark.read.parquet(parquet), args.records)}
         if history is not None:
             sources["history"] = (history_df, args.records)
+            sources["history_source"] = (lambda: history_df(driver_read_max_bytes=0),
+                                         args.records)
         run_side_by_side(sources, args.rounds, res, 1,
                          cpu_roots=(spark.sparkContext._gateway.proc.pid, server.proc.pid))
         say("[1b] kafkalite source with a user schema of the columns the query needs")
@@ -690,6 +697,7 @@ def main(argv=None) -> int:
         add_ratios(res)
         if history is not None:
             add_ratios(res, prefix="history", ratios=(("parquet", TARGET_VS_PARQUET),))
+            add_ratios(res, prefix="history_source", ratios=(("parquet", TARGET_VS_PARQUET),))
         if args.sink_repeats:
             say("[5] kafkalite sink: at-least-once and exactlyOnce")
             run_sink(spark, server, args, res)

@@ -6,8 +6,10 @@ for the batch options of that source. Where the Iceberg sink
 (kafkalite.connect.connectors.iceberg, ``iceberg.tables.record-format=
 kafka``) has copied a partition, the offsets below the copy's boundary come
 from the copy's Parquet files through Spark's native Parquet reader, and
-only the offsets from the boundary on come through the ``kafkalite``
-source: every offset exactly once, at the speed of Parquet for the history.
+only the offsets from the boundary on come from the topic: read on the
+driver into a local relation when they are few (``driver_read_max_bytes``),
+else through the ``kafkalite`` source. Every offset exactly once, at the
+speed of Parquet for the history.
 
 The boundary is the snapshot property the sink commits with its rows
 (``kafka.connect.offsets.<group>``, the next offset per topic partition):
@@ -52,7 +54,8 @@ import json
 from functools import reduce
 
 from kafkalite_spark import options as opt
-from kafkalite_spark.source import SCHEMA, _consumer, batch_offsets
+from kafkalite_spark.source import (ARROW_SCHEMA, SCHEMA, OffsetRange, _consumer, batch_offsets,
+                                    read_range)
 
 PROPERTY = "kafka.connect.offsets."
 # The options read_with_history passes on to the source's reads of the topic
@@ -158,8 +161,13 @@ def _first_copied(table, snap, key: str, wanted: set) -> tuple[dict, bool]:
     return first, only_ours
 
 
+# The most bytes of records read_with_history reads on the driver (below);
+# a topic part larger than this goes to the source.
+DRIVER_READ_MAX_BYTES = 64 << 20
+
+
 def read_with_history(spark, table: str, catalog: dict, connector: str | None = None,
-                      **options):
+                      driver_read_max_bytes: int = DRIVER_READ_MAX_BYTES, **options):
     """The DataFrame of a batch read of the topics ``options`` name (the
     ``kafkalite`` source's options: subscribe/subscribePattern/assign,
     startingOffsets, endingOffsets, failOnDataLoss, minPartitions,
@@ -171,7 +179,14 @@ def read_with_history(spark, table: str, catalog: dict, connector: str | None = 
     ``connector``: the Iceberg sink connector's name, whose offsets
     (group ``connect-<name>``) bound the copy; None takes the only one the
     table's newest offsets-carrying snapshot has. Unsupported options raise
-    a ValueError naming the option."""
+    a ValueError naming the option.
+
+    ``driver_read_max_bytes``: the records the copy lacks (the tail, and a
+    head) are read right here on the driver when they come to at most this
+    many bytes, and handed to Spark as Arrow, which the JVM decodes: no
+    Python data source to plan and no Python worker to start, about a
+    second less for the usual small tail. Larger ones (the read stops at
+    the limit), and all with 0, go through the ``kafkalite`` source."""
     from kafkalite.connect.connectors.iceberg import sql_catalog
     from kafkalite_spark import register
     given = _check_options(options)
@@ -234,7 +249,8 @@ def read_with_history(spark, table: str, catalog: dict, connector: str | None = 
         frames.append(df)
     for ranges in (tail, head):
         if ranges:
-            frames.append(_topic_read(spark, given, ranges))
+            local = _driver_read(spark, o, ranges, driver_read_max_bytes)
+            frames.append(_topic_read(spark, given, ranges) if local is None else local)
     if not frames:
         return spark.createDataFrame([], SCHEMA)
     return reduce(lambda a, b: a.unionByName(b), frames)
@@ -242,6 +258,27 @@ def read_with_history(spark, table: str, catalog: dict, connector: str | None = 
 
 def _sql_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _driver_read(spark, o: opt.SourceOptions, ranges: dict, max_bytes: int):
+    """The records of ``ranges`` ({tp: (from, to)}) read on the driver, as
+    the DataFrame of one Arrow table (the source's own reads, batch for
+    batch: the same rows and errors); None once they pass ``max_bytes``."""
+    import pyarrow as pa
+    if max_bytes <= 0:
+        return None
+    batches, size = [], 0
+    for (t, p), (lo, hi) in sorted(ranges.items()):
+        records = read_range(o, OffsetRange(t, p, lo, hi))
+        try:
+            for batch in records:
+                size += batch.nbytes
+                if size > max_bytes:
+                    return None
+                batches.append(batch)
+        finally:
+            records.close()      # the consumer in it, when the limit stopped the read
+    return spark.createDataFrame(pa.Table.from_batches(batches, ARROW_SCHEMA), SCHEMA)
 
 
 def _topic_read(spark, given: dict, ranges: dict):

@@ -16,13 +16,15 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks" / "bench_spark.py"
 
-FIGURES = [f"{source}_{op}" for source in ("kafkalite", "ceiling", "parquet", "naive", "history")
+FIGURES = [f"{source}_{op}" for source in ("kafkalite", "ceiling", "parquet", "naive", "history",
+                                               "history_source")
            for op in ("count", "group", "scan")] + ["iceberg_sink_kafka_format"] + [
     f"{source}_{op}_cpu" for source in ("kafkalite", "ceiling") for op in ("count", "scan")] + [
     "kafkalite_pushdown_count", "ceiling_pushdown_count"]
 RATIOS = [f"kafkalite_vs_{peer}_{op}" for peer in ("ceiling", "parquet", "naive")
           for op in ("count", "group", "scan")] + [
-    f"history_vs_parquet_{op}" for op in ("count", "group", "scan")]
+    f"{h}_vs_parquet_{op}" for h in ("history", "history_source")
+    for op in ("count", "group", "scan")]
 
 
 @pytest.mark.skipif(shutil.which("java") is None, reason="Spark needs a Java runtime")

@@ -14,6 +14,7 @@ import pytest
 from conftest import create, reader
 from kafkalite.client import AdminClient, Producer, TopicPartition
 from kafkalite_spark import SCHEMA, read_with_history
+from kafkalite_spark.history import DRIVER_READ_MAX_BYTES
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "connect"))
 from connect_helpers import Connect, wait_for  # noqa: E402
@@ -109,9 +110,20 @@ def history(spark, server, copied, **options):
                              **{"kafkalite.bootstrap.servers": server.bootstrap, **options})
 
 
-def test_history_read_is_the_topic_read_exactly_once_mostly_from_parquet(spark, server, copied):
+def plan_of(df) -> str:
+    return df._jdf.queryExecution().optimizedPlan().toString()
+
+
+@pytest.mark.parametrize("driver_read", [True, False], ids=["driver-read", "source-read"])
+def test_history_read_is_the_topic_read_exactly_once_mostly_from_parquet(spark, server, copied,
+                                                                         driver_read):
     topics = f"{copied['topic']},{copied['other']}"
-    df = history(spark, server, copied, subscribe=topics)
+    df = history(spark, server, copied, subscribe=topics,
+                 **({} if driver_read else {"driver_read_max_bytes": 0}))
+    # the 65 records the copy lacks: read on the driver into a local relation,
+    # or planned as the source's read
+    assert ("LocalRelation" in plan_of(df)) is driver_read
+    assert ("RelationV2" in plan_of(df)) is not driver_read
     assert df.schema == SCHEMA
     want = reader(spark, server, subscribe=topics).load().collect()
     assert len(want) == 345 + 20
@@ -128,6 +140,16 @@ def test_history_read_is_the_topic_read_exactly_once_mostly_from_parquet(spark, 
     part = df.where("partition = 1 AND offset BETWEEN 90 AND 110").collect()
     assert sorted(r["offset"] for r in part if r["topic"] == copied["topic"]) == \
         list(range(90, 111))
+
+
+def test_a_tail_past_the_driver_read_limit_goes_to_the_source(spark, server, copied):
+    """The driver's read stops where the records pass the limit and the
+    source reads them instead: the same rows."""
+    topics = f"{copied['topic']},{copied['other']}"
+    want = reader(spark, server, subscribe=topics).load().collect()
+    df = history(spark, server, copied, subscribe=topics, driver_read_max_bytes=2000)
+    assert "RelationV2" in plan_of(df) and "LocalRelation" not in plan_of(df)
+    assert exactly_once_problems(df.collect(), want) == []
 
 
 @pytest.mark.parametrize("start,end", [(40, 105), (100, 115), (0, 60), (105, 110)])
@@ -232,11 +254,13 @@ def test_a_copy_that_starts_late_leaves_its_head_to_the_topic(spark, server, tmp
     c.close()
     copy_topic(server, tmp_path, topic, {0: 40, 1: 40}, name="ice-late")
     produce(server, topic, 2, range(80, 90))
-    df = read_with_history(spark, TABLE, catalog_props(tmp_path), subscribe=topic,
-                           **{"kafkalite.bootstrap.servers": server.bootstrap})
     want = reader(spark, server, subscribe=topic).load().collect()
     assert len(want) == 90
-    assert exactly_once_problems(df.collect(), want) == []
+    for limit in (DRIVER_READ_MAX_BYTES, 0):       # head and tail on the driver, or not
+        df = read_with_history(spark, TABLE, catalog_props(tmp_path), subscribe=topic,
+                               driver_read_max_bytes=limit,
+                               **{"kafkalite.bootstrap.servers": server.bootstrap})
+        assert exactly_once_problems(df.collect(), want) == [], limit
     from kafkalite.connect.connectors.iceberg import sql_catalog
     copy = sql_catalog("kafkalite", **catalog_props(tmp_path)).load_table(TABLE).scan() \
         .to_arrow()
