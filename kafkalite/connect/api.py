@@ -109,17 +109,25 @@ class Connector(_Plugin):
 class SourceConnector(Connector):
     TYPE = "source"
 
-    def alter_offsets(self, connector_config: dict, offsets: dict) -> bool:
-        """KIP-875: may the framework write these {partition: offset or None}?
-        Return True to allow; raise to refuse with a message."""
-        return True
+    def alter_offsets(self, connector_config: dict, offsets: list) -> bool:
+        """KIP-875: asked before a PATCH or DELETE /connectors/<name>/offsets
+        writes, on a new instance of the class (not started; the connector
+        is STOPPED). ``offsets``: [(source partition dict, source offset
+        dict, or None to reset it)], every partition a DELETE resets.
+        Return True when the connector has altered whatever it keeps outside
+        the framework's offsets too (or keeps nothing), False when that
+        must be done by hand (the answer says so; Kafka's default); raise to
+        refuse the change, which then writes nothing (500 with the message)."""
+        return False
 
 
 class SinkConnector(Connector):
     TYPE = "sink"
 
     def alter_offsets(self, connector_config: dict, offsets: dict) -> bool:
-        return True
+        """KIP-875, as SourceConnector's; ``offsets``: {TopicPartition: the
+        consumer group's new offset, or None for a reset}."""
+        return False
 
 
 class Task(_Plugin):

@@ -108,8 +108,7 @@ runs the leader's duties below. Left out from Kafka: no ``PUT
 /connectors/{name}/fence-zombies`` (the leader fences on its own); members
 do not send their config offsets in their metadata, so a leader that could
 not read the config topic to its end assigns from what it has read instead
-of answering CONFIG_MISMATCH; a connector's own ``alter_offsets`` hook is
-not asked before an offsets change; a sink partition's offset cannot be
+of answering CONFIG_MISMATCH; a sink partition's offset cannot be
 reset alone (a null offset: DELETE resets them all).
 
 Signed internal requests (KIP-507, signature.py): the leader writes a
@@ -142,8 +141,8 @@ import urllib.request
 from kafkalite.connect.errors import (REBALANCE_CONFLICT, BadRequestException, ConnectException,
                                       ForbiddenException, NotFoundException, NotLeaderException,
                                       RebalanceNeededException)
-from kafkalite.connect.herder import (ALTERED, RESET, Herder, check_offsets, not_stopped,
-                                      restart_plan)
+from kafkalite.connect.herder import (Herder, ask_connector, check_offsets, not_stopped,
+                                      offsets_answer, restart_plan, sink_offsets_of)
 from kafkalite.connect.signature import (ALGORITHMS, DEFAULT_ALGORITHM, DEFAULT_KEY_TTL_MS,
                                          SESSION_KEY, SessionKey, sign, verify)
 
@@ -1694,17 +1693,16 @@ class DistributedHerder(Herder):
         self._config(name)
         check_offsets(offsets)                        # a 400 here, leader or not
         self._require_leader("modify connector offsets")
-        self._modify_offsets(name, [(o["partition"], o.get("offset")) for o in offsets],
-                             offsets)
-        return ALTERED
+        handled = self._modify_offsets(
+            name, [(o["partition"], o.get("offset")) for o in offsets], offsets)
+        return offsets_answer(False, handled)
 
     def reset_offsets(self, name):
         self._config(name)
         self._require_leader("modify connector offsets")
-        self._modify_offsets(name, None, None)
-        return RESET
+        return offsets_answer(True, self._modify_offsets(name, None, None))
 
-    def _modify_offsets(self, name, pairs, body) -> None:
+    def _modify_offsets(self, name, pairs, body) -> bool:
         """Kafka's DistributedHerder.modifyConnectorOffsets, on the leader
         (which has read the config topic to its end): only a STOPPED
         connector with no task configs left (none of its tasks runs
@@ -1714,7 +1712,9 @@ class DistributedHerder(Herder):
         first and the offsets written in a transaction of its task 0's
         transactional id (Kafka's Worker.modifySourceConnectorOffsets), so no
         zombie task commits over them. A sink connector's are its consumer
-        group's (``connect-<name>``), changed with the admin client."""
+        group's (``connect-<name>``), changed with the admin client. The
+        connector's own alter_offsets hook is asked first (ask_connector);
+        its answer is returned."""
         with self.internal._lock:
             config = self.internal.configs.get(name)
             target = self.internal.targets.get(name, "STARTED")
@@ -1725,21 +1725,26 @@ class DistributedHerder(Herder):
             raise not_stopped(name)
         if self._kind(name, config) != "source":
             if pairs is None:
+                handled = ask_connector(name, config, self._sink_reset_map(name))
                 self._reset_sink(name)
             else:
-                self._alter_sink(name, body)
-            return
+                wanted = sink_offsets_of(body)
+                handled = ask_connector(name, config, wanted)
+                self._alter_sink(name, wanted)
+            return handled
         store = self.worker.offsets
         if hasattr(store, "refresh"):
             store.refresh()
         if pairs is None:
             pairs = [(p, None) for p, _ in store.offsets_of(name)]
+        handled = ask_connector(name, config, pairs)
         if not pairs:
-            return
+            return handled
         if self.exactly_once and hasattr(store, "records_for"):
             self._write_offsets_transactionally(name, pairs)
         else:
             store.put(name, pairs)
+        return handled
 
     def _write_offsets_transactionally(self, name, pairs) -> None:
         from kafkalite.connect.clients import Producer

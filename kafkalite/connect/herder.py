@@ -57,9 +57,59 @@ def _initial_target(initial_state: str | None) -> str:
     return targets[initial_state]
 
 
-# KIP-875's answers to an offsets change, as Kafka's
+# KIP-875's answers to an offsets change, as Kafka's: the connector's
+# alter_offsets hook said it has handled what it keeps itself, or did not
 ALTERED = "The offsets for this connector have been altered successfully"
 RESET = "The offsets for this connector have been reset successfully"
+_FRAMEWORK_ONLY = ("The Connect framework-managed offsets for this connector have been {0} "
+                   "successfully. However, if this connector manages offsets externally, "
+                   "they will need to be manually {0} in the system that the connector uses.")
+
+
+def offsets_answer(reset: bool, handled: bool) -> str:
+    """The message of a successful PATCH (``reset`` False) or DELETE /offsets."""
+    if handled:
+        return RESET if reset else ALTERED
+    return _FRAMEWORK_ONLY.format("reset" if reset else "altered")
+
+
+def ask_connector(name: str, config: dict, offsets) -> bool:
+    """KIP-875: the connector's own ``alter_offsets`` hook, asked before the
+    framework writes anything, on a new instance of its class (the
+    connector is stopped; Kafka makes one too). ``offsets``: a source
+    connector's [(partition, offset or None)], a sink connector's
+    {TopicPartition: offset or None}; None is a reset. Its answer picks the
+    message (offsets_answer); an exception from it refuses the change (500,
+    as Kafka's ConnectException), and nothing is written."""
+    try:
+        return bool(plugins.connector_class(config["connector.class"])().alter_offsets(
+            dict(config), offsets))
+    except Exception as e:  # noqa: BLE001 -- a plugin's refusal, whatever its type
+        raise ConnectException(f"Failed to modify offsets for connector {name}: the connector "
+                               f"refused: {e}") from e
+
+
+def sink_offsets_of(offsets: list[dict]) -> dict:
+    """{TopicPartition: offset} of a PATCH body's sink connector offsets
+    (400 for any other shape, or a null offset: one partition alone cannot
+    be reset)."""
+    from kafkalite.client import TopicPartition
+    out = {}
+    for o in offsets:
+        p = o["partition"]
+        try:
+            topic, part = p["kafka_topic"], int(p["kafka_partition"])
+            off = o.get("offset")
+            if off is None:
+                raise BadRequestException("resetting one sink partition (a null offset) is "
+                                          "not supported; DELETE /offsets resets them all")
+            out[TopicPartition(topic, part)] = int(off["kafka_offset"])
+        except (KeyError, TypeError, ValueError):
+            raise BadRequestException(
+                "sink connector offsets are {\"partition\": {\"kafka_topic\", "
+                "\"kafka_partition\"}, \"offset\": {\"kafka_offset\"}}: " + json.dumps(o)
+            ) from None
+    return out
 
 
 def not_stopped(name: str) -> BadRequestException:
@@ -520,30 +570,20 @@ class Herder:
             self._require_stopped(c)
             check_offsets(offsets)
             if c.kind == "source":
-                self.worker.offsets.put(name, [(o["partition"], o.get("offset"))
-                                               for o in offsets])
+                pairs = [(o["partition"], o.get("offset")) for o in offsets]
+                handled = ask_connector(name, c.config, pairs)
+                self.worker.offsets.put(name, pairs)
             else:
-                self._alter_sink(name, offsets)
-            return ALTERED
+                wanted = sink_offsets_of(offsets)
+                handled = ask_connector(name, c.config, wanted)
+                self._alter_sink(name, wanted)
+            return offsets_answer(False, handled)
 
-    def _alter_sink(self, name, offsets):
+    def _alter_sink(self, name, wanted: dict):
+        """``wanted``: {TopicPartition: offset} (sink_offsets_of)."""
         from kafkalite.client import TopicPartition
         from kafkalite.connect.clients import AdminClient
-        tps = []
-        for o in offsets:
-            p = o["partition"]
-            try:
-                topic, part = p["kafka_topic"], int(p["kafka_partition"])
-                off = o.get("offset")
-                if off is None:
-                    raise BadRequestException("resetting one sink partition (a null offset) is "
-                                              "not supported; DELETE /offsets resets them all")
-                tps.append(TopicPartition(topic, part, int(off["kafka_offset"])))
-            except (KeyError, TypeError, ValueError):
-                raise BadRequestException(
-                    "sink connector offsets are {\"partition\": {\"kafka_topic\", "
-                    "\"kafka_partition\"}, \"offset\": {\"kafka_offset\"}}: " + json.dumps(o)
-                ) from None
+        tps = [TopicPartition(tp.topic, tp.partition, off) for tp, off in wanted.items()]
         admin = AdminClient(self.worker.client_config)
         try:
             admin.alter_consumer_group_offsets(self._sink_group(name), tps).result()
@@ -571,8 +611,17 @@ class Herder:
             c = self._get(name)
             self._require_stopped(c)
             if c.kind == "source":
-                self.worker.offsets.put(name, [(p, None) for p, _ in
-                                               self.worker.offsets.offsets_of(name)])
+                pairs = [(p, None) for p, _ in self.worker.offsets.offsets_of(name)]
+                handled = ask_connector(name, c.config, pairs)
+                self.worker.offsets.put(name, pairs)
             else:
+                handled = ask_connector(name, c.config, self._sink_reset_map(name))
                 self._reset_sink(name)
-            return RESET
+            return offsets_answer(True, handled)
+
+    def _sink_reset_map(self, name) -> dict:
+        """{TopicPartition: None} for each partition the sink's group has an
+        offset for: what a reset hands the connector's hook."""
+        from kafkalite.client import TopicPartition
+        return {TopicPartition(o["partition"]["kafka_topic"], o["partition"]["kafka_partition"]):
+                None for o in self._sink_offsets(name)["offsets"]}

@@ -1,7 +1,10 @@
 """A connector for the lifecycle tests, named by its Python path
 (``connect_plugins:ShardedSourceConnector``): one task per shard of
 ``SHARDS`` (which a test changes, then asks for task reconfiguration);
-each task sends ``<shard>-<n>`` records, resuming at its stored offset.
+each task sends ``<shard>-<n>`` records, resuming at its stored offset;
+its KIP-875 alter_offsets hook appends each call to ``alter.log`` (a JSON
+line), refuses a partition of shard ``refuse-me`` and answers
+``alter.handled``.
 StallingSinkConnector: a sink whose first put stalls, writing its open,
 close and put calls to ``events.file``. SeekingSinkConnector: a sink that,
 as an exactly-once sink does, seeks every partition it opens to its own
@@ -9,6 +12,7 @@ stored offset (``seek.offset``) and writes each put record's offset to
 ``events.file``."""
 from __future__ import annotations
 
+import json
 import threading
 
 import time
@@ -30,6 +34,14 @@ class ShardedSourceConnector(SourceConnector):
         shards = SHARDS["value"]
         n = min(max_tasks, len(shards))
         return [{**self.props, "shards": ",".join(shards[i::n])} for i in range(n)]
+
+    def alter_offsets(self, connector_config, offsets):
+        if connector_config.get("alter.log"):
+            with open(connector_config["alter.log"], "a") as f:
+                f.write(json.dumps(offsets) + "\n")
+        if any(p.get("shard") == "refuse-me" for p, _ in offsets):
+            raise ValueError("shard refuse-me cannot be moved")
+        return connector_config.get("alter.handled") == "true"
 
 
 class ShardedSourceTask(SourceTask):

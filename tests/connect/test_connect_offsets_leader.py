@@ -32,6 +32,11 @@ SHARDED = "connect_plugins:ShardedSourceConnector"
 SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 ALTERED = "The offsets for this connector have been altered successfully"
 RESET = "The offsets for this connector have been reset successfully"
+FRAMEWORK_ALTERED = ("The Connect framework-managed offsets for this connector have been "
+                     "altered successfully. However, if this connector manages offsets "
+                     "externally, they will need to be manually altered in the system that "
+                     "the connector uses.")
+FRAMEWORK_RESET = FRAMEWORK_ALTERED.replace("altered", "reset")
 
 
 def leader_and_follower(server, tmp_path, workers, tag, **extra):
@@ -71,8 +76,10 @@ def test_source_offsets_altered_and_reset_through_the_leader(server, tmp_path, t
                                                               workers):
     create(server, topic_name)
     group, leader, follower = leader_and_follower(server, tmp_path, workers, "ol")
+    hook_log = tmp_path / "alter.log"
     r = call("POST", follower, "/connectors", json={"name": "src", "config": {
-        "connector.class": SHARDED, "topic": topic_name, "records.per.shard": "5"}})
+        "connector.class": SHARDED, "topic": topic_name, "records.per.shard": "5",
+        "alter.log": str(hook_log)}})
     assert r.status_code == 201, r.text
     wait_for(lambda: running(leader, "src", 1), what="src running")
     wait_for(lambda: len(values(server, topic_name)) == 5, what="src's 5 records")
@@ -92,12 +99,20 @@ def test_source_offsets_altered_and_reset_through_the_leader(server, tmp_path, t
     assert call("DELETE", follower, "/connectors/nope/offsets").status_code == 404
 
     stop(follower, "src")
+    assert not hook_log.exists()          # the connector's hook is asked only when STOPPED
+    # the connector's alter_offsets hook refuses: 500 with its reason, nothing written
+    refused = {"offsets": [{"partition": {"shard": "refuse-me"}, "offset": {"n": 0}}]}
+    r = call("PATCH", follower, "/connectors/src/offsets", json=refused)
+    assert r.status_code == 500 and "shard refuse-me cannot be moved" in r.json()["message"], \
+        r.text
+    assert get(leader, "/connectors/src/offsets") == done
     r = call("PATCH", follower, "/connectors/src/offsets", json=body)
     assert r.status_code == 200, r.text
-    assert r.json() == {"message": ALTERED}
-    # the follower forwarded both PATCHes (the leader refused the first); the unknown
-    # connector's 404 it answered itself
-    assert forwarded(tmp_path, 0, "PATCH") == ["/connectors/src/offsets?forward=false"] * 2
+    # the hook said False (Kafka's default): the framework's offsets only
+    assert r.json() == {"message": FRAMEWORK_ALTERED}
+    # the follower forwarded the three PATCHes (the leader refused the first, the hook the
+    # second); the unknown connector's 404 it answered itself
+    assert forwarded(tmp_path, 0, "PATCH") == ["/connectors/src/offsets?forward=false"] * 3
     assert forwarded(tmp_path, 1, "PATCH") == []
     for url in (leader, follower):
         assert get(url, "/connectors/src/offsets") == {
@@ -111,8 +126,12 @@ def test_source_offsets_altered_and_reset_through_the_leader(server, tmp_path, t
 
     stop(leader, "src")
     r = call("DELETE", follower, "/connectors/src/offsets")
-    assert r.status_code == 200 and r.json() == {"message": RESET}, r.text
+    assert r.status_code == 200 and r.json() == {"message": FRAMEWORK_RESET}, r.text
     assert forwarded(tmp_path, 0, "DELETE") == ["/connectors/src/offsets?forward=false"] * 2
+    # the hook saw each change before it was written, on the leader: [partition, offset]
+    assert [json.loads(line) for line in hook_log.read_text().splitlines()] == [
+        [[{"shard": "refuse-me"}, {"n": 0}]], [[{"shard": "s0"}, {"n": 1}]],
+        [[{"shard": "s0"}, None]]]
     for url in (leader, follower):
         assert get(url, "/connectors/src/offsets") == {"offsets": []}
     # and from the start again once resumed
@@ -190,7 +209,8 @@ def test_exactly_once_offsets_change_fences_the_tasks_producers(server, tmp_path
     group, leader, follower = leader_and_follower(server, tmp_path, workers, "oe",
                                                   **{"exactly.once.source.support": "enabled"})
     r = call("POST", follower, "/connectors", json={"name": "src", "config": {
-        "connector.class": SHARDED, "topic": topic_name, "records.per.shard": "3"}})
+        "connector.class": SHARDED, "topic": topic_name, "records.per.shard": "3",
+        "alter.handled": "true"}})          # its hook says it has handled the change
     assert r.status_code == 201, r.text
     wait_for(lambda: running(leader, "src", 1), what="src running")
     wait_for(lambda: get(leader, "/connectors/src/offsets") == {

@@ -167,9 +167,20 @@ def test_lifecycle_pause_resume_stop_offsets_restart_delete(connect, server, top
     st = connect.state("src")
     assert st["connector"]["state"] == "STOPPED" and st["tasks"] == []
     assert connect.http("GET", "/connectors/src").json()["tasks"] == []
+    # the file source's alter_offsets hook checks the offsets as Kafka's does: refused
+    # with its reason (500), nothing written
+    before = connect.http("GET", "/connectors/src/offsets").json()
+    assert before["offsets"], before
+    for bad, why in (({"filename": str(src)}, {"position": -1}), ({"file": str(src)}, None)):
+        r = connect.http("PATCH", "/connectors/src/offsets",
+                         json={"offsets": [{"partition": bad, "offset": why}]})
+        assert r.status_code == 500 and "refused" in r.json()["message"], r.text
+        assert ("position" if why else "filename") in r.json()["message"], r.text
+    assert connect.http("GET", "/connectors/src/offsets").json() == before
     r = connect.http("PATCH", "/connectors/src/offsets", json={"offsets": [
         {"partition": {"filename": str(src)}, "offset": {"position": 4}}]})
-    assert r.status_code == 200 and "altered successfully" in r.json()["message"]
+    assert r.status_code == 200, r.text
+    assert r.json() == {"message": "The offsets for this connector have been altered successfully"}
     assert connect.http("GET", "/connectors/src/offsets").json()["offsets"][0]["offset"] == \
         {"position": 4}
     assert connect.http("PUT", "/connectors/src/resume").status_code == 202

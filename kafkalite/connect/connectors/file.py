@@ -42,6 +42,21 @@ class FileStreamSourceConnector(SourceConnector):
     def task_class(self):
         return FileStreamSourceTask
 
+    def alter_offsets(self, connector_config, offsets):
+        """Kafka's checks: each partition names a ``filename``, each offset
+        (None: reset) has a ``position`` that is an integer >= 0. Every
+        offset is the framework's, so True."""
+        for partition, offset in offsets:
+            if "filename" not in partition:
+                raise ConnectException(f"partition {partition} names no 'filename'")
+            if offset is None:
+                continue
+            position = offset.get("position")
+            if isinstance(position, bool) or not isinstance(position, int) or position < 0:
+                raise ConnectException(f"offset {offset} for {partition} needs a 'position' "
+                                       f"that is an integer >= 0")
+        return True
+
     def task_configs(self, max_tasks):
         # one file, one reader
         return [{k: str(v) for k, v in self.props.items()
@@ -106,6 +121,9 @@ class FileStreamSinkConnector(SinkConnector):
 
     def task_class(self):
         return FileStreamSinkTask
+
+    def alter_offsets(self, connector_config, offsets):
+        return True      # the consumer group's offsets are all there is
 
     def task_configs(self, max_tasks):
         # as Kafka's: max_tasks copies (each appends whole puts, see put)
