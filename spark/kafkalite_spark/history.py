@@ -162,8 +162,11 @@ def _first_copied(table, snap, key: str, wanted: set) -> tuple[dict, bool]:
 
 
 # The most bytes of records read_with_history reads on the driver (below);
-# a topic part larger than this goes to the source.
-DRIVER_READ_MAX_BYTES = 64 << 20
+# a topic part larger than this goes to the source. Measured on 2 cores: a
+# 20,000-record tail (about 3 MB as Arrow) counted 0.2 s sooner read here
+# than through the source's planning and Python workers; at 100,000 (16 MB)
+# the Python read and the copy to the JVM cost as much as they save.
+DRIVER_READ_MAX_BYTES = 8 << 20
 
 
 def read_with_history(spark, table: str, catalog: dict, connector: str | None = None,
