@@ -146,19 +146,39 @@ def _first_copied(table, snap, key: str, wanted: set) -> tuple[dict, bool]:
     by_snapshot: dict = {}
     for tp, s in oldest.items():
         by_snapshot.setdefault(s.snapshot_id, (s, []))[1].append(tp)
+    uuid = str(table.metadata.table_uuid)
     for s, tps in by_snapshot.values():
-        for manifest in s.manifests(table.io):
-            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-                if entry.status != ManifestEntryStatus.ADDED or entry.snapshot_id != s.snapshot_id:
-                    continue
-                with table.io.new_input(entry.data_file.file_path).open() as f:
-                    rows = pq.read_table(f, columns=["topic", "partition", "offset"])
-                for t, p in tps:
-                    mask = pc.and_(pc.equal(rows["topic"], t), pc.equal(rows["partition"], p))
-                    low = pc.min(rows["offset"].filter(mask)).as_py()
-                    if low is not None:
-                        first[(t, p)] = min(low, first.get((t, p), low))
+        key_of = {tp: (uuid, s.snapshot_id, tp) for tp in tps}
+        if any(k not in _FIRST_ADDED for k in key_of.values()):
+            if len(_FIRST_ADDED) > 4096:
+                _FIRST_ADDED.clear()
+            lows: dict = {}
+            for manifest in s.manifests(table.io):
+                for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+                    if entry.status != ManifestEntryStatus.ADDED or \
+                            entry.snapshot_id != s.snapshot_id:
+                        continue
+                    with table.io.new_input(entry.data_file.file_path).open() as f:
+                        rows = pq.read_table(f, columns=["topic", "partition", "offset"])
+                    for t, p in tps:
+                        mask = pc.and_(pc.equal(rows["topic"], t), pc.equal(rows["partition"], p))
+                        low = pc.min(rows["offset"].filter(mask)).as_py()
+                        if low is not None:
+                            lows[(t, p)] = min(low, lows.get((t, p), low))
+            for tp, k in key_of.items():
+                _FIRST_ADDED[k] = lows.get(tp)
+        for tp, k in key_of.items():
+            if _FIRST_ADDED[k] is not None:
+                first[tp] = _FIRST_ADDED[k]
     return first, only_ours
+
+
+# (table uuid, snapshot id, (topic, partition)) -> the first offset of the rows
+# that snapshot added for the partition, or None: what _first_copied reads from
+# the snapshot's data files. A snapshot's added files never change, so the
+# answer holds for good; which snapshot is asked (the oldest of the group
+# still in the history) is worked out afresh each time, so expiry is seen.
+_FIRST_ADDED: dict = {}
 
 
 # The most bytes of records read_with_history reads on the driver (below);
