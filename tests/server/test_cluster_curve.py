@@ -101,7 +101,7 @@ def two_nodes(keys):
         wait_for(lambda: len(brokers(nodes[1], keys)) == 4, what="both nodes' workers joined")
         yield pg, nodes
     finally:
-        for s in nodes.values():
+        for s in reversed(list(nodes.values())):     # the controller (node 1) last
             s.stop()
             s.kill()
         pg.stop()

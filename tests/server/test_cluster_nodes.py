@@ -54,7 +54,9 @@ def three_nodes(pg, tmp_path):
         start(n)
     wait_for(lambda: live_brokers(nodes[1]) == 6, what="every node's workers registered")
     yield nodes, start
-    for s in nodes.values():
+    # the controller (node 1) last: a broker node stopping after it waits
+    # about 14 s for a controller to take its controlled shutdown
+    for s in reversed(list(nodes.values())):
         if s.proc is not None and s.proc.poll() is None:
             s.stop()
 

@@ -42,7 +42,7 @@ def cluster(tmp_path):
         wait_for(lambda: live_brokers(nodes[1]) == 3, what="every node's worker registered")
         yield pg, nodes
     finally:
-        for s in nodes.values():
+        for s in reversed(list(nodes.values())):     # the controller (node 1) last
             if s.proc is not None and s.proc.poll() is None:
                 s.stop()
         pg.stop()

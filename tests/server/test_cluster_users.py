@@ -169,7 +169,7 @@ def cluster(tmp_path):
         c.admin().create_topics([NewTopic("logins", 1, 2)])["logins"].result(15)
         yield c
     finally:
-        for s in c.nodes.values():
+        for s in reversed(list(c.nodes.values())):   # the controller (node 1) last
             if s.proc is not None and s.proc.poll() is None:
                 s.stop()
         pg.stop()
