@@ -207,8 +207,8 @@ def read_with_history(spark, table: str, catalog: dict, connector: str | None = 
     ``driver_read_max_bytes``: the records the copy lacks (the tail, and a
     head) are read right here on the driver when they come to at most this
     many bytes, and handed to Spark as Arrow, which the JVM decodes: no
-    Python data source to plan and no Python worker to start, about a
-    second less for the usual small tail. Larger ones (the read stops at
+    Python data source to plan and no Python worker to start (0.2 s less
+    for a 20,000-record tail, measured). Larger ones (the read stops at
     the limit), and all with 0, go through the ``kafkalite`` source."""
     from kafkalite.connect.connectors.iceberg import sql_catalog
     from kafkalite_spark import register
