@@ -870,6 +870,29 @@ def _bracket(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
+class _StopRequest:
+    """SIGTERM/SIGINT for the whole of serve(). The process changes role
+    there (a broker node taking over as the controller, a deposed controller
+    rejoining as a broker node), and a signal that came while one role wound
+    down used to be lost with the object that took it: a broker node told to
+    stop while it took over became the controller and ran on. The request
+    outlives the roles, and each new one is handed it."""
+
+    def __init__(self):
+        self.requested = False
+        self._target = None
+
+    def __call__(self, signum=None, frame=None) -> None:
+        self.requested = True
+        if self._target is not None:
+            self._target.request_stop()
+
+    def hand_to(self, target) -> None:
+        self._target = target
+        if self.requested:
+            target.request_stop()
+
+
 def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None) -> int:
     """Run a server in this process until SIGTERM/SIGINT (the CLI's `server`):
     the supervisor of a node, or, in a cluster whose controller is another
@@ -878,12 +901,14 @@ def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None) -
     logging.basicConfig(level=config.effective_log_level,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     expired = None
+    stop = _StopRequest()
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    if early is not None and early.stop_requested:
+        stop()
     while True:
         sup = Supervisor(config, http_apps, early, expired)
-        signal.signal(signal.SIGTERM, sup.request_stop)
-        signal.signal(signal.SIGINT, sup.request_stop)
-        if early is not None and early.stop_requested:
-            sup.request_stop()
+        stop.hand_to(sup)
         try:
             sup.start()
         except AnotherController as other:
@@ -891,13 +916,10 @@ def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None) -
             log.info("%s: node %d runs as one of its broker nodes", other, config.node_id)
             from kafkalite.server.broker_node import BrokerNode
             node = BrokerNode(config)
-            signal.signal(signal.SIGTERM, node.request_stop)
-            signal.signal(signal.SIGINT, node.request_stop)
-            if sup.stop_requested:      # SIGTERM came while the supervisor started
-                node.request_stop()
+            stop.hand_to(node)
             node.start()
             code = node.run()
-            if not node.takeover:
+            if not node.takeover or stop.requested:
                 return code
             # the controller's lease expired: try to become the controller
             # (the workers early started went with the broker node)
@@ -908,7 +930,7 @@ def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None) -
                 early.abandon()    # no worker outlives a supervisor that could not start
             raise
         code = sup.run()
-        if not sup.deposed or sup.stop_requested:    # (SIGTERM while it shut down)
+        if not sup.deposed or stop.requested:    # (SIGTERM while it shut down)
             return code
         # Without this the deposed node's process ended (exit 1) once it
         # could reach PostgreSQL again and saw the lease gone: a network

@@ -54,8 +54,8 @@ def three_nodes(pg, tmp_path):
         start(n)
     wait_for(lambda: live_brokers(nodes[1]) == 6, what="every node's workers registered")
     yield nodes, start
-    # the controller (node 1) last: a broker node stopping after it waits
-    # about 14 s for a controller to take its controlled shutdown
+    # the controller (node 1) last: stopped first, it would leave the others
+    # taking over from each other while they stop
     for s in reversed(list(nodes.values())):
         if s.proc is not None and s.proc.poll() is None:
             s.stop()
@@ -347,3 +347,34 @@ def test_the_controller_fails_over_to_another_node(pg, three_nodes):
     assert old.info["role"] == "broker"
     wait_for(lambda: live_brokers(new) == 6, timeout=60, what="the old node's workers back")
     wait_for(lambda: full_isr(new, "fo", 3), timeout=60, what="the old node back in the ISRs")
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.3])
+def test_a_node_told_to_stop_while_it_takes_over_stops(pg, tmp_path, delay):
+    """SIGTERM to a broker node just as it sets out to take over from a
+    controller that stopped: the node stops, rather than becoming the
+    controller and running on (the signal used to be lost with the broker
+    node that took it while it wound down)."""
+    def start(node_id):
+        return ServerProcess(str(tmp_path / f"node{node_id}"), workers=1,
+                             extra_args=["--cluster", pg.dsn, "--node-id", str(node_id),
+                                         *TIMEOUTS]).start()
+    first, second = start(1), start(2)
+    try:
+        assert second.info["role"] == "broker"
+        assert first.stop() == 0
+        wait_for(lambda: "tries to take over" in second.output(), timeout=30,
+                 what="node 2 setting out to take over")
+        time.sleep(delay)
+        t0 = time.monotonic()
+        second.proc.send_signal(signal.SIGTERM)
+        try:
+            code = second.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            code = None
+        assert code == 0, (f"node 2 did not stop within 20 s of SIGTERM "
+                           f"({time.monotonic() - t0:.1f} s); its output:\n"
+                           f"{second.output()[-1500:]}")
+    finally:
+        second.stop()
+        first.stop()
