@@ -217,20 +217,12 @@ def throughput(nodes, seconds: float, rounds: int = 1) -> dict:
         a.close()
     wait_for(lambda: len(leaders(c, "rf3-native")[0][1]) == 3
              and len(leaders(c, "rf3-ck")[0][1]) == 3)
-    # the median of ``rounds`` runs, RF=1 and RF=3 taking turns to go first,
-    # the page cache synced before each (bench_replication's figure 1 does
-    # the same: a run that follows another starts with its dirty pages
-    # still being written back)
-    runs: dict = {}
-    for r in range(rounds):
-        order = ("rf1", "rf3") if r % 2 == 0 else ("rf3", "rf1")
-        for rf in order:
-            acks = "1" if rf == "rf1" else "all"
-            for client, fn in (("native", native_throughput), ("ck", ck_throughput)):
-                os.sync()
-                runs.setdefault(f"{client}_{rf}", []).append(fn(c, f"{rf}-{client}", acks,
-                                                                seconds))
-    return {key: statistics.median(rates) for key, rates in runs.items()}
+    def run(rf):
+        acks = "1" if rf == "rf1" else "all"
+        return {f"{client}_{rf}": fn(c, f"{rf}-{client}", acks, seconds)
+                for client, fn in (("native", native_throughput), ("ck", ck_throughput))}
+    # each the median of ``rounds`` runs (report.alternating_medians)
+    return report.alternating_medians(rounds, ("rf1", "rf3"), run)
 
 
 def commit_rate(server, n: int) -> float:

@@ -122,26 +122,21 @@ def ck_throughput(server, topic: str, acks: str, seconds: float) -> float:
 
 
 def throughput_rounds(server, args, fig: dict) -> None:
-    """Figure 1 as the median of ``--rounds`` rounds, the two replication
-    factors taking turns to go first, each run after ``os.sync()``. Run
-    once in a fixed order, the RF=3 run started with the RF=1 run's
-    gigabyte or two of dirty pages still being written back (19% iowait in
-    a profile) and the figure depended on the order."""
+    """Figure 1, each figure the median of ``--rounds`` runs
+    (report.alternating_medians)."""
     for name, rf in (("rf1", 1), ("rf3", 3)):
         for client in ("tp", "ck"):
             create_topic(server, f"{client}-{name}", rf)
-    runs: dict = {}
-    for r in range(args.rounds):
-        order = (("rf1", "1"), ("rf3", "all"))
-        for name, acks in (order if r % 2 == 0 else order[::-1]):
-            for client, fn, topic in (("native", native_throughput, f"tp-{name}"),
-                                      ("ck", ck_throughput, f"ck-{name}")):
-                os.sync()
-                rate = fn(server, topic, acks, args.seconds)
-                runs.setdefault((client, name), []).append(rate)
-                say(f"  round {r + 1}: {client} {name} acks={acks}: {rate:,.0f} rec/s")
-    for key, rates in runs.items():
-        fig[key] = statistics.median(rates)
+
+    def run(side):
+        name, acks = side
+        out = {}
+        for client, fn, topic in (("native", native_throughput, f"tp-{name}"),
+                                  ("ck", ck_throughput, f"ck-{name}")):
+            out[(client, name)] = fn(server, topic, acks, args.seconds)
+            say(f"  {client} {name} acks={acks}: {out[(client, name)]:,.0f} rec/s")
+        return out
+    fig.update(report.alternating_medians(args.rounds, (("rf1", "1"), ("rf3", "all")), run))
 
 
 # ---- 2. latency ----------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -97,6 +98,21 @@ def quiesce() -> None:
     section, so that it does not pay for earlier writes or deletes."""
     if hasattr(os, "sync"):
         os.sync()
+
+
+def alternating_medians(rounds: int, sides: tuple, run) -> dict:
+    """Run ``run(side)`` (a dict of figures) ``rounds`` times for each of
+    the two ``sides``, which take turns going first, the page cache synced
+    before each; the median of each figure. Run once in a fixed order, the
+    second side started with the first's dirty pages still being written
+    back, and a comparison of the two depended on the order."""
+    runs: dict = {}
+    for r in range(rounds):
+        for side in (sides if r % 2 == 0 else sides[::-1]):
+            quiesce()
+            for key, value in run(side).items():
+                runs.setdefault(key, []).append(value)
+    return {key: statistics.median(values) for key, values in runs.items()}
 
 
 def produce_when_room(producer, send, give_up_s: float = 60.0) -> None:
