@@ -71,7 +71,7 @@ class BrokerNode:
         self._next_check = 0.0
         self.users_mirror: cluster_store.UsersMirror | None = None
 
-    def request_stop(self, signum=None, frame=None) -> None:
+    def request_stop(self) -> None:
         self._stop = True
 
     def start(self) -> None:

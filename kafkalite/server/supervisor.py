@@ -702,12 +702,10 @@ class Supervisor:
 
     # ---- main loop ---------------------------------------------------------------------------
 
-    def request_stop(self, signum=None, frame=None) -> None:
+    def request_stop(self) -> None:
+        """Stop at the next turn of the loop (serve()'s _StopRequest calls
+        it from the SIGTERM/SIGINT handler)."""
         self._stop = True
-
-    @property
-    def stop_requested(self) -> bool:
-        return self._stop
 
     def _watch_sigchld(self, poller) -> int | None:
         """Wake the loop the moment a child exits (SIGCHLD through a wakeup
