@@ -4,7 +4,13 @@
     python benchmarks/bench_replication.py --quick    # what the smoke test runs
 
 One server with three workers (three brokers); every figure beside its
-peer or ceiling measured in the same run:
+peer or ceiling measured in the same run. The followers share the leader's
+host, so they read fetched records from its segment files
+(``replica_local_reads``); ``--network-fetch`` makes them fetch over the
+network, as followers on other hosts do. On a VM with free page reporting
+on (the header says), page-cache writes into memory the host took back
+pay a host fault per page: the RF=3 side writes three times the bytes
+and pays three times that.
 
 1. produce throughput, 100-byte records, one partition, the native client's
    produce_batch (1,000 records a call, shared-memory ring, idempotent):
@@ -278,6 +284,9 @@ def parse_args(argv):
     p.add_argument("--latency-seconds", type=float, default=8.0)
     p.add_argument("--kills", type=int, default=5, help="leader kills timed for failover")
     p.add_argument("--catchup-mb", type=int, default=300, help="MB written while a follower waits")
+    p.add_argument("--network-fetch", action="store_true",
+                   help="followers fetch over the network although they share the leader's "
+                        "host (replica_local_reads = false), to compare with the default")
     p.add_argument("--output-dir", default=None)
     p.add_argument("--work-dir", default=None)
     p.add_argument("--quick", action="store_true",
@@ -296,11 +305,19 @@ def main(argv=None) -> int:
     info = report.machine_info(work)
     say("kafkalite replication benchmark")
     say(f"  CPU        {info['cpu_model']} ({info['logical_cores']} logical cores)")
-    say("  server     3 workers (brokers); RF=3 topics with min.insync.replicas=2")
+    say("  server     3 workers (brokers); RF=3 topics with min.insync.replicas=2; followers "
+        + ("fetch over the network (--network-fetch)" if args.network_fetch
+           else "read the leader's files (replica_local_reads)"))
     report.say_load(info)
     res = Results()
     data_dir = os.path.join(work, "data")
-    server = launcher.ServerProcess(data_dir, workers=3)
+    extra = []
+    if args.network_fetch:
+        config = os.path.join(work, "network-fetch.toml")
+        with open(config, "w") as f:
+            f.write("replica_local_reads = false\n")
+        extra = ["--config", config]
+    server = launcher.ServerProcess(data_dir, workers=3, extra_args=extra)
     started = time.perf_counter()
     fig: dict = {}
     try:

@@ -175,9 +175,12 @@ def say_memory(info: dict) -> None:
 
 
 def say_load(info: dict) -> None:
-    """The header line on other work on the machine."""
+    """The header lines on other work on the machine, and on a VM's memory."""
     say(f"  load avg   {info['load_average_at_start']}, pressure avg60 "
         f"{info['pressure_avg60_at_start']} (other work on the machine skews results)")
+    if info.get("free_page_reporting"):
+        say(f"  memory     free page reporting {info['free_page_reporting']} (a VM handing "
+            f"freed memory back to its host: writes into it pay a host fault per page)")
 
 
 def warn_if_memory_fs(info: dict, work: str, what: str) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import glob
 import os
 import platform
 import sys
@@ -165,11 +166,36 @@ def machine_info(work_dir: str, *, sse4_2: bool = False, extra: dict | None = No
     info.update({
         "load_average_at_start": loadavg(),
         "pressure_avg60_at_start": pressure(),
+        "free_page_reporting": free_page_reporting(),
         "work_dir": work_dir,
         "work_dir_mount": mnt,
         "work_dir_fstype": fstype,
     })
     return info
+
+
+def free_page_reporting() -> str | None:
+    """Whether this machine is a VM that hands memory freed for a while back
+    to its host (virtio-balloon free page reporting): "on (2 MiB blocks)",
+    "off" (the reporting order set past the largest block), or None (no
+    such device). When on, the first write into memory the host took back
+    costs a host fault per page, and page-cache writes run several times
+    slower: benchmarks that write more (replication) pay more of it."""
+    order_file = "/sys/module/page_reporting/parameters/page_reporting_order"
+    try:
+        order = int(open(order_file).read().strip())
+    except (OSError, ValueError):
+        return None
+    for dev in glob.glob("/sys/bus/virtio/devices/*"):
+        try:
+            if int(open(f"{dev}/device").read().strip(), 16) != 5:      # a balloon
+                continue
+            features = open(f"{dev}/features").read().strip()
+        except (OSError, ValueError):
+            continue
+        if len(features) > 5 and features[5] == "1":                   # F_REPORTING
+            return f"on ({human_bytes(4096 << order)} blocks)" if order <= 10 else "off"
+    return None
 
 
 def machine_info_at_end(info: dict) -> None:

@@ -92,6 +92,11 @@ SETTINGS: dict[str, Setting] = {
                                        ("replica.lag.time.max.ms",)),
     "replica_fetch_wait_max_ms": Setting("How long a follower's fetch waits at the leader "
                                          "for data.", ("replica.fetch.wait.max.ms",)),
+    "replica_local_reads": Setting(
+        "A follower whose leader runs on the same host reads the fetched records from the "
+        "leader's segment file instead of receiving them over the network (checked before "
+        "they are appended; any mismatch falls back to the network).",
+        kafka_note="kafkalite's own: Kafka's followers always fetch over the network."),
     "broker_session_timeout_ms": Setting("A worker silent this long (hung, stopped) is fenced "
                                          "and loses its leaderships.",
                                          ("broker.session.timeout.ms",)),
@@ -270,6 +275,7 @@ class ServerConfig:
     default_replication_factor: int = 1
     replica_lag_time_max_ms: int = 30_000
     replica_fetch_wait_max_ms: int = 500
+    replica_local_reads: bool = True
     broker_session_timeout_ms: int = 6_000
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 30

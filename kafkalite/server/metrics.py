@@ -181,7 +181,8 @@ class WorkerMetrics:
                 "full": full, "partitions": changed, "gone": gone,
                 "partition_count": len(partitions),
                 "leader_count": len(self._sent), "purgatory": replica_manager.purgatory.sizes(),
-                "cpu_seconds": usage.ru_utime + usage.ru_stime, "rss_bytes": _rss_bytes()}
+                "cpu_seconds": usage.ru_utime + usage.ru_stime, "rss_bytes": _rss_bytes(),
+                "replica_fetch": dict(getattr(replica_manager.fetcher, "fetched_bytes", {}))}
 
 
 # ---- in the supervisor -------------------------------------------------------------------------
@@ -395,6 +396,11 @@ class NodeMetrics:
                                   labels=["broker"])
         rss = GaugeMetricFamily("kafkalite_worker_process_resident_memory_bytes",
                                 "A worker process's resident memory", labels=["broker"])
+        fetched = CounterMetricFamily("kafkalite_replica_fetched_bytes",
+                                      "Bytes a worker's followers appended from their leaders "
+                                      "since the process started, by the way they came: local "
+                                      "(read from a same-host leader's segment file) or network",
+                                      labels=["broker", "path"])
         for index, b in sorted(view["brokers"].items()):
             label = [str(index)]
             up.add_metric(label, 1 if b["up"] else 0)
@@ -404,7 +410,9 @@ class NodeMetrics:
                 leaders.add_metric(label, b["leader_count"])
                 cpu.add_metric(label, b["cpu_seconds"])
                 rss.add_metric(label, b["rss_bytes"])
-        yield from (partitions, leaders, up, restarts, cpu, rss)
+                for path, n in sorted(b["replica_fetch"].items()):
+                    fetched.add_metric([*label, path], n)
+        yield from (partitions, leaders, up, restarts, cpu, rss, fetched)
 
         lag = GaugeMetricFamily("kafka_consumergroup_lag", "High watermark minus the group's "
                                 "committed offset", labels=["consumergroup", "topic", "partition"])
@@ -568,7 +576,8 @@ class NodeMetrics:
                 brokers[index].update(snapshot=True, partition_count=snap["partition_count"],
                                       leader_count=snap["leader_count"],
                                       cpu_seconds=snap["cpu_seconds"],
-                                      rss_bytes=snap["rss_bytes"])
+                                      rss_bytes=snap["rss_bytes"],
+                                      replica_fetch=snap.get("replica_fetch", {}))
         fenced = {b.broker_id for b in sup.controller.brokers if b.fenced}
         under, offline, count = 0, 0, 0
         topics_md = sup.controller.metadata.topics

@@ -26,6 +26,22 @@ cuts off the rest, then fetches from the leader's log end onwards:
    here too, and the next fetch reports the new log start, which a
    DeleteRecords waiting on the leader needs.
 
+**Same host.** Each Fetch names this host (``local_host``,
+storage/local_region.py); a leader on the same host answers each partition
+with where the records are in its segment file (``local_region``) instead
+of the records, and the fetcher reads them from there: one copy, against
+the leader's read, two socket copies and ZeroMQ's work on both sides. The
+leader may have truncated and rewritten the region between its answer and
+the read (it lost its leadership), so the bytes are appended only if they
+are whole valid batches that follow on from this log's end (as any
+fetched bytes) and none was written under a newer leader epoch than the
+one fetched at: by the leader epochs' guarantee, batches of epochs up to
+it at those offsets are the ones the leader answered about. A file that is
+gone or is another file, a short read, or bytes that fail those checks
+send the leader's fetches over the network for ``NETWORK_AFTER_FAILURE_S``
+(and the partition is fetched again at once). ``fetched_bytes`` counts the
+bytes appended each way.
+
 A fetch answered FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER or
 UNKNOWN_LEADER_EPOCH (the leadership moved, and the controller's assign
 saying so is on its way) or not answered (the leader's process died) is
@@ -53,6 +69,7 @@ from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
 from kafkalite.record import batches_extent
 from kafkalite.storage.leader_epoch import UNDEFINED_EPOCH
+from kafkalite.storage.local_region import LocalRegionReader, host_identity
 
 log = logging.getLogger("kafkalite.replica_fetcher")
 
@@ -62,6 +79,8 @@ RETRY_BACKOFF_S = 0.05
 STALE_EPOCH_S = 2.0              # fenced this long: ask the controller for the partition again
 FETCH_MAX_BYTES = 16 << 20
 PARTITION_MAX_BYTES = 4 << 20
+NETWORK_AFTER_FAILURE_S = 30.0   # a leader's file could not be read: fetch over the network
+IDLE_CHECK_S = 1.0
 
 TRUNCATING, FETCHING = "truncating", "fetching"
 
@@ -79,10 +98,16 @@ class FollowedPartition:
 
 
 class ReplicaFetcher:
-    def __init__(self, broker_id: int, requests, wait_max_ms: int = 500):
+    def __init__(self, broker_id: int, requests, wait_max_ms: int = 500,
+                 local_reads: bool = True):
         self.broker_id = broker_id
         self.requests = requests              # BrokerRequests to the other workers
         self.wait_max_ms = wait_max_ms
+        self.local_reads = local_reads        # ask leaders on this host for file regions
+        self.local = LocalRegionReader()
+        self._network_until: dict[int, float] = {}   # leader -> fetch over the network until
+        self._next_idle_check = 0.0
+        self.fetched_bytes = {"local": 0, "network": 0}
         self.endpoints: dict[int, str] = {}
         self.followed: dict[tuple[str, int], FollowedPartition] = {}
         # partitions whose leader has a newer epoch than the one followed
@@ -113,9 +138,12 @@ class ReplicaFetcher:
     def tick(self, now: float | None = None) -> None:
         """Send what is due: OffsetForLeaderEpoch for partitions to
         truncate, a Fetch to each leader with none out."""
+        now = time.monotonic() if now is None else now
+        if now >= self._next_idle_check:
+            self._next_idle_check = now + IDLE_CHECK_S
+            self.local.close_idle(now)
         if not self.followed:
             return
-        now = time.monotonic() if now is None else now
         truncating: dict[int, list] = {}
         fetching: dict[int, list] = {}
         for f in self.followed.values():
@@ -130,6 +158,9 @@ class ReplicaFetcher:
             self._ask_epochs(leader, fs)
         for leader, fs in fetching.items():
             self._fetch(leader, fs)
+
+    def close(self) -> None:
+        self.local.close()
 
     def _back_off(self, f: FollowedPartition, why: str) -> None:
         log.debug("broker %d: %s: %s; retrying", self.broker_id, f.part.name, why)
@@ -218,11 +249,13 @@ class ReplicaFetcher:
                  "last_fetched_epoch": f.part.log.leader_epoch_cache.latest_epoch,
                  "log_start_offset": f.part.log.log_start_offset,
                  "partition_max_bytes": PARTITION_MAX_BYTES})
+        local = self.local_reads and self._network_until.get(leader, 0.0) <= time.monotonic()
         body = {"replica_id": self.broker_id, "max_wait_ms": self.wait_max_ms, "min_bytes": 1,
                 "max_bytes": FETCH_MAX_BYTES, "isolation_level": 0, "session_id": 0,
                 "session_epoch": -1,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                "forgotten_topics_data": [], "rack_id": ""}
+                "forgotten_topics_data": [], "rack_id": "",
+                "local_host": host_identity() if local else None}
 
         def answered(result) -> None:
             for f in fs:
@@ -269,6 +302,15 @@ class ReplicaFetcher:
             return
         f.fenced_since = 0.0
         records = p.get("records")
+        region = p.get("local_region")
+        from_file = bool(region) and region.get("length", 0) > 0
+        if from_file:
+            try:
+                records = self.local.read(region["path"], region["device"], region["inode"],
+                                          region["position"], region["length"])
+            except KafkaError as exc:
+                self._over_the_network(f, exc)
+                return
         if records is not None and len(records):
             # a fetch may end in the middle of a batch (the leader cuts at
             # the byte limit, as Kafka's does): append the whole ones
@@ -277,8 +319,12 @@ class ReplicaFetcher:
                 records = memoryview(records)[:whole]
         if records is not None and len(records):
             try:
-                plog.append_as_follower(records)
+                plog.append_as_follower(records, f.epoch if from_file else None)
             except KafkaError as exc:
+                if from_file:
+                    # the leader's file changed since it answered: ask again
+                    self._over_the_network(f, exc)
+                    return
                 # a batch that does not follow on from our end: find where
                 # the logs agree again
                 log.error("broker %d: %s: appending what broker %d sent failed: %s",
@@ -286,6 +332,7 @@ class ReplicaFetcher:
                 f.state = TRUNCATING
                 self._back_off(f, str(exc))
                 return
+            self.fetched_bytes["local" if from_file else "network"] += len(records)
         f.part.update_follower_high_watermark(p.get("high_watermark", -1))
         leader_start = min(p.get("log_start_offset", -1), plog.high_watermark)
         if leader_start > plog.log_start_offset:
@@ -294,3 +341,12 @@ class ReplicaFetcher:
             except KafkaError as exc:
                 log.error("broker %d: %s: cannot move the log start to the leader's %d: %s",
                           self.broker_id, f.part.name, leader_start, exc)
+
+    def _over_the_network(self, f: FollowedPartition, exc: Exception) -> None:
+        """The leader's file region could not be used: fetch from this
+        leader over the network for a while, starting with ``f`` now."""
+        log.warning("broker %d: %s: reading broker %d's segment file failed (%s); fetching from "
+                    "it over the network for %.0f s", self.broker_id, f.part.name, f.leader, exc,
+                    NETWORK_AFTER_FAILURE_S)
+        self._network_until[f.leader] = time.monotonic() + NETWORK_AFTER_FAILURE_S
+        f.retry_at = 0.0

@@ -76,7 +76,10 @@ shared-memory ring) wake what waits on their partitions once, after the
 last of them (``gathered_wakeups``, Kafka's action queue completed after
 each request): a fetch waiting on several partitions that one request
 writes is answered with all of them, not with the first alone while the
-others go to the next fetch. Followers' fetches wait in the purgatory under their own key
+others go to the next fetch. A follower on this host (its Fetch's
+``local_host`` is ours) is answered where its records are in our segment
+file rather than the records themselves, and reads them from there
+(storage/local_region.py). Followers' fetches wait in the purgatory under their own key
 (``replica_key``) and are woken by appends; consumers' fetches and acks=all
 produces are woken when the high watermark moves. An acks=all produce is
 refused NOT_ENOUGH_REPLICAS while the ISR is smaller than
@@ -120,6 +123,7 @@ from kafkalite.server.requests import DEFERRED, NO_RESPONSE, RequestContext
 from kafkalite.server.share_partition import SharePartitionManager
 from kafkalite.storage import AppendOrigin, PartitionLog
 from kafkalite.storage.checkpoint import BROKER_CHECKPOINTS, CheckpointFile
+from kafkalite.storage.local_region import same_host
 
 log = logging.getLogger("kafkalite.replica_manager")
 
@@ -755,6 +759,7 @@ class ReplicaManager:
         replica = body.get("replica_id", -1)
         if (body.get("replica_state") or {}).get("replica_id", -1) >= 0:     # Fetch v15+
             replica = body["replica_state"]["replica_id"]
+        local = replica >= 0 and same_host(body.get("local_host"))
         now = time.monotonic()
 
         def serve(name, topic, fp, out):
@@ -793,7 +798,19 @@ class ReplicaManager:
                 out["aborted_transactions"] = [
                     {"producer_id": t.producer_id, "first_offset": t.first_offset}
                     for t in data.aborted_transactions]
-            if data.region is not None:
+            if data.region is not None and local and data.region.length:
+                # a follower on this host reads the region itself
+                # (storage/local_region.py): where it is, not its bytes
+                st = os.fstat(data.region.fd)
+                out["records"] = b""
+                out["local_region"] = {
+                    "path": os.path.abspath(data.region.file.name), "device": st.st_dev,
+                    "inode": st.st_ino, "position": data.region.position,
+                    "length": data.region.length}
+                state["total"] += data.region.length
+                state["budget"] -= data.region.length
+                state["first"] = False
+            elif data.region is not None:
                 # a file region: sendfile over TCP, read for ZeroMQ
                 out["records"] = data.region
                 state["total"] += data.region.length

@@ -103,7 +103,8 @@ class Worker:
                                     f"replica-{index}", timeout_s=PEER_TIMEOUT_S
                                     + config.replica_fetch_wait_max_ms / 1000.0, curve=self.curve)
         self.peers.attach(self.poller)
-        self.fetcher = ReplicaFetcher(index, self.peers, config.replica_fetch_wait_max_ms)
+        self.fetcher = ReplicaFetcher(index, self.peers, config.replica_fetch_wait_max_ms,
+                                      config.replica_local_reads)
         self.replica_manager.fetcher = self.fetcher
         self.replica_manager.replica_lag_time_max_ms = config.replica_lag_time_max_ms
         self.replica_manager.shares.configure(config)
@@ -398,6 +399,7 @@ class Worker:
         for listener in self.kafka_listeners:
             listener.close()
         self.peers.close()
+        self.fetcher.close()
         if self.coordinator is not None:
             self.coordinator.close()
         if self.relay is not None:

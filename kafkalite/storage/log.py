@@ -56,8 +56,8 @@ import time
 from typing import Callable, NamedTuple
 
 from kafkalite._ext.batch_scan import validate_for_append
-from kafkalite.errors import (InvalidRequestError, KafkaStorageError, OffsetOutOfRangeError,
-                              RecordListTooLargeError)
+from kafkalite.errors import (CorruptRecordError, InvalidRequestError, KafkaStorageError,
+                              OffsetOutOfRangeError, RecordListTooLargeError)
 from kafkalite.storage import loader
 from kafkalite.storage.checkpoint import (CheckpointFile, PartitionCheckpoint, fsync_dir,
                                           write_atomically)
@@ -289,10 +289,12 @@ class PartitionLog:
             self._leader_epoch = epoch
         return self._write(buf, scan, now)
 
-    def append_as_follower(self, records) -> LogAppendInfo:
+    def append_as_follower(self, records, max_leader_epoch: int | None = None) -> LogAppendInfo:
         """Append batches fetched from the leader, keeping their offsets and
         leader epochs (which must follow on from this log's end); the
-        producer state follows them unchecked (``AppendOrigin.REPLICATION``)."""
+        producer state follows them unchecked (``AppendOrigin.REPLICATION``).
+        ``max_leader_epoch``: refuse (CorruptRecordError, nothing written)
+        batches written under a newer leader epoch than that."""
         self._check_open()
         self._poll_flushes()
         # read-only bytes are fine: nothing is patched (no copy of the fetch)
@@ -301,8 +303,13 @@ class PartitionLog:
             buf, next_offset=self._log_end, max_batch_bytes=max(self.config.max_message_bytes,
                                                                 len(buf)),
             assign_offsets=False, allow_control=True, deep=False)
+        epochs = scan.leader_epochs.tolist()
+        if max_leader_epoch is not None and max(epochs) > max_leader_epoch:
+            raise CorruptRecordError(
+                f"{self.name}: a batch of leader epoch {max(epochs)} among those read at "
+                f"epoch {max_leader_epoch}")
         starts, last = [], self.leader_epoch_cache.latest_epoch
-        for epoch, base in zip(scan.leader_epochs.tolist(), scan.base_offsets.tolist()):
+        for epoch, base in zip(epochs, scan.base_offsets.tolist()):
             if epoch > last:
                 starts.append((epoch, base))
                 last = epoch

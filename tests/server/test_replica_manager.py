@@ -13,52 +13,10 @@ import time
 
 import pytest
 
+from in_process_broker import Broker
 from kafkalite import errors
-from kafkalite.protocol import ApiKey, decode_request, decode_response, encode_request, encode_response
+from kafkalite.protocol import ApiKey
 from kafkalite.record import RecordBatchBuilder
-from kafkalite.server.config import ServerConfig
-from kafkalite.server.replica_manager import ReplicaManager
-from kafkalite.server.requests import Listener, RequestContext, RequestDispatcher
-from kafkalite.storage.segment import FileRegion
-
-
-class Broker:
-    """A replica manager behind a dispatcher, with a recording responder."""
-
-    def __init__(self, data_dir):
-        config = ServerConfig(data_dir=str(data_dir))
-        self.rm = ReplicaManager(0, str(data_dir), config.log_config)
-        self.dispatcher = RequestDispatcher("broker 0", self.rm.handlers())
-        self.answers: dict = {}
-        self._cid = 0
-
-    def send_response(self, ctx, body):
-        # as the native listener does: records in frames, file regions read
-        h = ctx.header
-        frames: list = []
-        frame = encode_response(h.api_key, h.api_version, h.correlation_id, body, records_out=frames)
-        frames = [f.read() if isinstance(f, FileRegion) else f for f in frames]
-        self.answers[h.correlation_id] = decode_response(h.api_key, h.api_version, frame,
-                                                         records_in=frames)[1]
-
-    def send_error(self, ctx, code, message):
-        self.answers[ctx.header.correlation_id] = errors.error_for_code(code)(message)
-
-    def send_nothing(self, ctx):
-        self.answers[ctx.header.correlation_id] = None
-
-    def send(self, api_key, version, body) -> int:
-        self._cid += 1
-        header, decoded = decode_request(encode_request(api_key, version, self._cid, "t", body))
-        self.dispatcher.dispatch(RequestContext(header, Listener.NATIVE, self, None), decoded)
-        return self._cid
-
-    def lead(self, topic, partition, epoch=1, replicas=None, isr=None):
-        result = self.rm.become_leader({"topic": topic, "partition": partition,
-                                        "topic_id": None, "leader_epoch": epoch, "configs": {}})
-        assert result["error"] == 0
-        if replicas:
-            self.rm.partition(topic, partition).make_leader(epoch, replicas, isr)
 
 
 def batch(n=3):

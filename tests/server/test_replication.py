@@ -16,8 +16,10 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from harness import ServerProcess, child_env
 from jepsen import History, check
@@ -83,6 +85,36 @@ def test_replicas_are_byte_identical_copies_and_metadata_shows_them(cluster):
             [segments(s.data_dir, b, "copies", p) for b in range(3)]), what="identical copies")
         assert len(copies[0]) > 1500 * 10           # 1,500 records of 11+ bytes each
     report = check(History(acked=acked), read_log(s, "copies", 2))
+    assert report.ok, report
+
+
+def _replica_fetched(server) -> dict:
+    """{(broker, path): bytes} from the node's metrics."""
+    text = urllib.request.urlopen(server.info["metrics"], timeout=5).read().decode()
+    return {(int(s.labels["broker"]), s.labels["path"]): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples
+            if s.name == "kafkalite_replica_fetched_bytes_total"}
+
+
+@pytest.mark.parametrize("local_reads", [True, False], ids=["local", "network"])
+def test_followers_on_the_leaders_host_read_its_files_unless_told_not_to(cluster, tmp_path,
+                                                                        local_reads):
+    # same bytes either way; the metric says which way they came
+    config = tmp_path / f"local-{local_reads}.toml"
+    config.write_text(f"replica_local_reads = {str(local_reads).lower()}\n")
+    s = cluster(extra=["--config", str(config)])
+    create(s, "ways", assignments=[[0, 1, 2]], **{"min.insync.replicas": "3"})
+    acked, failed = produce(s, "ways", [b"w" * 200 + b"-%d" % i for i in range(5000)],
+                            partition=0)
+    assert not failed and len(acked) == 5000
+    copies = wait_for(lambda: (lambda c: c if len(set(c)) == 1 else None)(
+        [segments(s.data_dir, b, "ways", 0) for b in range(3)]), what="identical copies")
+    way, other = ("local", "network") if local_reads else ("network", "local")
+    fetched = wait_for(lambda: (lambda f: f if all(f.get((b, way), 0) >= len(copies[0])
+                                                   for b in (1, 2)) else None)(
+        _replica_fetched(s)), what="the followers' bytes in the metrics")
+    assert fetched[(1, other)] == fetched[(2, other)] == 0
+    report = check(History(acked=acked), read_log(s, "ways", 1))
     assert report.ok, report
 
 

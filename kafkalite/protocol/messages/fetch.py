@@ -2,11 +2,22 @@
 
 ``records`` in a FetchResponse partition holds record batches; over
 kafkalite's ZeroMQ transport it travels in its own frame.
+
+Two tagged fields of kafkalite's own (tags from schema.OWN_TAGS_FROM, which
+a Kafka peer skips) let a follower on the same host as its leader read the
+records from the leader's segment file instead of receiving them:
+``local_host`` in the request names the follower's host (its kernel boot
+and mount namespace: storage/local_region.py), and a leader on that host
+answers a follower's partition with ``local_region`` (the segment file's
+path, device, inode, and the byte range it would have sent) and empty
+``records``. The follower checks the file and the bytes it reads before
+appending them, and fetches over the wire when anything does not match
+(server/replica_fetcher.py).
 """
 from __future__ import annotations
 
 from kafkalite.protocol.api_keys import ApiKey
-from kafkalite.protocol.schema import Array, Field, Request, Response, Struct
+from kafkalite.protocol.schema import OWN_TAGS_FROM, Array, Field, Request, Response, Struct
 
 # Fetch, API key 1. v3: max_bytes, partitions served in request order. v4:
 # isolation_level, aborted transactions. v5: log_start_offset. v7: fetch
@@ -47,6 +58,7 @@ FetchRequest = Request(ApiKey.FETCH, "0-16", flexible="12+", fields=[
         Field("partitions", "[]int32"),
     ]),
     Field("rack_id", "string", "11+"),
+    Field("local_host", "string", "12+", nullable="12+", tag=OWN_TAGS_FROM),
 ])
 FetchResponse = Response(ApiKey.FETCH, "0-16", flexible="12+", fields=[
     Field("throttle_time_ms", "int32", "1+"),
@@ -79,6 +91,13 @@ FetchResponse = Response(ApiKey.FETCH, "0-16", flexible="12+", fields=[
             ]),
             Field("preferred_read_replica", "int32", "11+", default=-1),
             Field("records", "records", nullable="0+"),
+            Struct("local_region", "12+", tag=OWN_TAGS_FROM, fields=[
+                Field("path", "string"),
+                Field("device", "int64", default=-1),
+                Field("inode", "int64", default=-1),
+                Field("position", "int64", default=-1),
+                Field("length", "int32", default=0),
+            ]),
         ]),
     ]),
     Array("node_endpoints", "16+", tag=0, fields=[
