@@ -798,21 +798,19 @@ class ReplicaManager:
                 out["aborted_transactions"] = [
                     {"producer_id": t.producer_id, "first_offset": t.first_offset}
                     for t in data.aborted_transactions]
-            if data.region is not None and local and data.region.length:
-                # a follower on this host reads the region itself
-                # (storage/local_region.py): where it is, not its bytes
-                st = os.fstat(data.region.fd)
-                out["records"] = b""
-                out["local_region"] = {
-                    "path": os.path.abspath(data.region.file.name), "device": st.st_dev,
-                    "inode": st.st_ino, "position": data.region.position,
-                    "length": data.region.length}
-                state["total"] += data.region.length
-                state["budget"] -= data.region.length
-                state["first"] = False
-            elif data.region is not None:
-                # a file region: sendfile over TCP, read for ZeroMQ
-                out["records"] = data.region
+            if data.region is not None:
+                if local and data.region.length:
+                    # a follower on this host reads the region itself
+                    # (storage/local_region.py): where it is, not its bytes
+                    st = os.fstat(data.region.fd)
+                    out["records"] = b""
+                    out["local_region"] = {
+                        "path": os.path.abspath(data.region.file.name), "device": st.st_dev,
+                        "inode": st.st_ino, "position": data.region.position,
+                        "length": data.region.length}
+                else:
+                    # a file region: sendfile over TCP, read for ZeroMQ
+                    out["records"] = data.region
                 state["total"] += data.region.length
                 state["budget"] -= data.region.length
                 state["first"] = False
