@@ -90,17 +90,11 @@ def test_the_follower_copies_the_leader_by_the_way_asked(pair, local_reads):
     assert fetcher.local.open_count == (1 if local_reads else 0)
 
 
-def test_a_leader_on_another_host_sends_the_records(pair):
+def test_a_leader_on_another_host_sends_the_records(pair, monkeypatch):
     leader, follower, peers, fetcher = pair(True)
-    fetcher_identity = "another-boot/1"
     produce(leader, b"a")
-    fetcher.tick(now=1e12)
-    original = replica_fetcher.host_identity
-    replica_fetcher.host_identity = lambda: fetcher_identity
-    try:
-        fetcher.tick(now=1e12)
-    finally:
-        replica_fetcher.host_identity = original
+    monkeypatch.setattr(replica_fetcher, "host_identity", lambda: "another-boot/1")
+    fetch_round(fetcher)
     assert follower.rm.hosted("t", 0).log.log_end_offset == 10
     assert fetcher.fetched_bytes == {"local": 0, "network": len(log_bytes(
         leader.rm.hosted("t", 0).log))}
