@@ -17,6 +17,8 @@ Schema of ``Consumer.consume_batch``:
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pyarrow as pa
 
@@ -33,55 +35,92 @@ SCHEMA = pa.schema([
 ])
 
 
+TOPIC_TYPE = SCHEMA.field("topic").type
+TIMESTAMP_TYPE = SCHEMA.field("timestamp").type
+# A batch without headers (the usual case) gets its headers column from these:
+# an empty entries child and all-zero list offsets.
+_NO_ENTRIES = pa.array([], HEADER_TYPE.value_type)
+_zeros = pa.py_buffer(np.zeros(1024, dtype=np.int32))
+
+
+def _zero_offsets(n: int) -> pa.Buffer:
+    """At least n int32 zeros (or an all-null bitmap of n bits) (one shared, growing buffer: consume_batch of a
+    record or two is common at low rates, and its fixed cost is what counts)."""
+    global _zeros
+    if _zeros.size < 4 * n:
+        _zeros = pa.py_buffer(np.zeros(max(n, 2 * _zeros.size // 4), dtype=np.int32))
+    return _zeros
+
+
+@functools.lru_cache(maxsize=4096)
+def _topic_dictionary(topic: str) -> pa.Array:
+    return pa.array([topic], pa.string())
+
+
 def _bitmap(valid: np.ndarray):
     if valid.all():
         return None, 0
+    if not valid.any():     # all null: keyless records
+        return _zero_offsets(len(valid)), len(valid)
     return pa.py_buffer(np.packbits(valid, bitorder="little")), int(len(valid) - valid.sum())
 
 
 def _binary(kind, offsets: np.ndarray, data: np.ndarray, valid: np.ndarray, start: int, stop: int):
     n = stop - start
     offs = offsets[start:stop + 1]
-    if offs[0] != 0:
-        offs = offs - offs[0]
-    lo = int(offsets[start])
+    lo = int(offs[0])
+    if lo:
+        offs = offs - lo
     bitmap, nulls = _bitmap(valid[start:stop])
     return pa.Array.from_buffers(kind, n, [bitmap, pa.py_buffer(offs),
                                            pa.py_buffer(data[lo:lo + int(offs[-1])])],
                                  null_count=nulls)
 
 
-def columns_to_arrow(cols, topic: str, partition: int, start: int = 0) -> pa.RecordBatch:
-    """Records ``start:`` of a RecordColumns as one RecordBatch (SCHEMA)."""
-    stop = len(cols)
-    n = max(stop - start, 0)
-    if n == 0:
-        return empty()
-    topic_col = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)),
-                                               pa.array([topic], pa.string()))
+def _headers(cols, start: int, stop: int, n: int) -> pa.Array:
     h0, h1 = int(cols.header_offsets[start]), int(cols.header_offsets[stop])
+    if h0 == h1:
+        return pa.Array.from_buffers(HEADER_TYPE, n, [None, _zero_offsets(n + 1)],
+                                     children=[_NO_ENTRIES])
     keys = _binary(pa.string(), cols.header_key_offsets, cols.header_key_data,
                    np.ones(h1 - h0, dtype=bool), h0, h1)
     values = _binary(pa.binary(), cols.header_value_offsets, cols.header_value_data,
                      cols.header_value_valid, h0, h1)
     entries = pa.StructArray.from_arrays([keys, values], names=["key", "value"])
     list_offsets = cols.header_offsets[start:stop + 1] - h0
-    headers = pa.ListArray.from_arrays(pa.array(list_offsets, pa.int32()), entries)
+    return pa.ListArray.from_arrays(pa.array(list_offsets, pa.int32()), entries)
+
+
+def columns_to_arrow(cols, topic: str, partition: int, start: int = 0) -> pa.RecordBatch:
+    """Records ``start:`` of a RecordColumns as one RecordBatch (SCHEMA).
+    Every column wraps buffers (``from_buffers``): building arrays from numpy
+    with ``pa.array`` costs several times more, which a fetch of one record
+    pays in full."""
+    stop = len(cols)
+    n = max(stop - start, 0)
+    if n == 0:
+        return empty()
     return pa.RecordBatch.from_arrays([
-        topic_col,
-        pa.array(np.full(n, partition, dtype=np.int32)),
-        pa.array(cols.offsets[start:stop]),
-        pa.Array.from_buffers(pa.timestamp("ms", tz="UTC"), n,
-                              [None, pa.py_buffer(np.ascontiguousarray(cols.timestamps[start:stop]))]),
-        pa.array(cols.timestamp_types[start:stop].astype(np.int8)),
+        pa.DictionaryArray.from_buffers(TOPIC_TYPE, n, [None, _zero_offsets(n)],
+                                        _topic_dictionary(topic)),
+        pa.Array.from_buffers(pa.int32(), n,
+                              [None, pa.py_buffer(np.full(n, partition, dtype=np.int32))]),
+        pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(cols.offsets[start:stop])]),
+        pa.Array.from_buffers(TIMESTAMP_TYPE, n, [None, pa.py_buffer(cols.timestamps[start:stop])]),
+        # 0 and 1: the same bytes as int8
+        pa.Array.from_buffers(pa.int8(), n,
+                              [None, pa.py_buffer(cols.timestamp_types[start:stop].view(np.int8))]),
         _binary(pa.binary(), cols.key_offsets, cols.key_data, cols.key_valid, start, stop),
         _binary(pa.binary(), cols.value_offsets, cols.value_data, cols.value_valid, start, stop),
-        headers,
+        _headers(cols, start, stop, n),
     ], schema=SCHEMA)
 
 
+_EMPTY = pa.RecordBatch.from_pylist([], schema=SCHEMA)
+
+
 def empty() -> pa.RecordBatch:
-    return pa.RecordBatch.from_pylist([], schema=SCHEMA)
+    return _EMPTY    # immutable, so one serves every caller
 
 
 def concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:

@@ -236,6 +236,10 @@ class Producer:
         n = self._partitions(topic)
         if key is not None and self.config["partitioner"] != "random":
             return partition_for_key(key, n)
+        return self._choose_sticky(topic, n)
+
+    def _choose_sticky(self, topic: str, n: int) -> int:
+        """The topic's sticky partition for records without a key (of its ``n``)."""
         p = self._sticky.get(topic)
         if p is None or p >= n:
             p = self._sticky[topic] = random.randrange(n)
@@ -313,11 +317,21 @@ class Producer:
                 partition = self._choose(topic, None)
             chunks = [(partition, None, start) for start in range(0, n, step)]
         else:
-            parts = partitions_for_keys(keys, self._partitions(topic),
-                                        self._choose(topic, None))
-            for p in np.unique(parts).tolist():
-                idx = np.flatnonzero(parts == p)
-                chunks += [(p, idx[i:i + step], 0) for i in range(0, len(idx), step)]
+            n_parts = self._partitions(topic)
+            parts = partitions_for_keys(keys, n_parts, self._choose_sticky(topic, n_parts))
+            first = int(parts[0]) if n else 0
+            if n == 1 or not (parts != first).any():
+                # one partition (a call of a record or two, at low rates): its
+                # records in order, as slices, with none of the grouping below
+                chunks = [(first, None, start) for start in range(0, n, step)]
+            else:
+                order = np.argsort(parts, kind="stable")   # by partition, in call order
+                ordered = parts[order]
+                cuts = [0, *(np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist(), n]
+                for lo, hi in zip(cuts, cuts[1:]):
+                    idx = order[lo:hi]
+                    chunks += [(int(ordered[lo]), idx[i:i + step], 0)
+                               for i in range(0, len(idx), step)]
         self._wait_for_room(n)
         cap = self._acc.topic_bytes.get(topic, self._batch_bytes)
         built = []

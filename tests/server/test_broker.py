@@ -76,6 +76,43 @@ def test_produce_batch_and_consume_batch_arrow(server, topic_name):
         assert r["topic"] == topic_name and r["headers"] == []
 
 
+def test_keyed_produce_batch_keeps_call_order_in_each_partition(server, topic_name):
+    """Keyed calls of every size: one record, several keys of one partition
+    (the path without grouping) and many keys across partitions (grouped by
+    partition); each record lands on its key's partition, after every
+    record produced before it there, and null keys on the sticky one."""
+    create(server, topic_name, 5)
+    p = Producer(server.config(acks=1))
+    rng = random.Random(7)
+    same = [k for k in (b"s%d" % i for i in range(400)) if java_partition(k, 5) == 3][:6]
+    seq, keys_of = 0, {}
+    for _ in range(300):
+        shape = rng.choice(["one", "same partition", "many"])
+        if shape == "one":
+            keys = [rng.choice([None, b"k%d" % rng.randrange(50)])]
+        elif shape == "same partition":
+            keys = [rng.choice(same) for _ in range(rng.randrange(2, 6))]
+        else:
+            keys = [None if rng.random() < 0.1 else b"k%d" % rng.randrange(50)
+                    for _ in range(rng.randrange(2, 40))]
+        values = [b"%d" % (seq + i) for i in range(len(keys))]
+        keys_of.update(zip(values, keys))
+        p.produce_batch(topic_name, values, keys)
+        seq += len(keys)
+    assert p.flush(20) == 0
+    p.close()
+    got = read_all(server, topic_name, 5, seq)
+    assert sorted(int(m.value()) for m in got) == list(range(seq))
+    by_partition = {}
+    for m in got:
+        assert m.key() == keys_of[m.value()]
+        if m.key() is not None:
+            assert m.partition() == java_partition(m.key(), 5)
+        by_partition.setdefault(m.partition(), []).append(int(m.value()))
+    for values in by_partition.values():
+        assert values == sorted(values), "per-partition order is the produce order"
+
+
 def test_produce_batch_keeps_each_records_timestamp_and_headers(server, topic_name):
     """The bulk path with a timestamp and headers per record, keyed (records
     spread over partitions by index) and unkeyed (slices), both arrive
