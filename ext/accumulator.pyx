@@ -306,10 +306,14 @@ cdef class Accumulator:
             if b.count >= self.batch_count or builder._len >= b.max_bytes:
                 self.producer._close_batch(b)
                 wake = True
+                new = False
         finally:
             self.lock.give()
         if wake:
-            self.producer._wake()
+            # a batch only opened need not wake a sender that wakes before
+            # its linger.ms is up anyway (many partitions: one wake-up per
+            # linger period, not one per record)
+            self.producer._wake(b.created if new else -1.0)
 
     def serve(self, reports):
         """Call the delivery callbacks of the reports queued in ``reports``

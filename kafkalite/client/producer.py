@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import math
 import os
 import random
 import threading
@@ -194,6 +195,7 @@ class Producer:
         self._flushing = 0
         self._closed = False
         self._sender_sleeping = False   # set by the sender before it blocks
+        self._sender_wakes_at = math.inf   # ... and when it will be awake again at the latest
         # the producer id and epoch batches are stamped with (idempotence);
         # ``_pid_generation`` tells the sender to restart its sequences
         self._pid, self._epoch, self._pid_generation = -1, -1, 0
@@ -251,10 +253,14 @@ class Producer:
             raise errors.UnknownTopicOrPartitionError(
                 f"topic {topic!r} has {n} partitions; there is no partition {partition}")
 
-    def _wake(self) -> None:
+    def _wake(self, opened_at: float = -1.0) -> None:
         """Wake the sender if it sleeps (a pipe write costs a syscall and a
-        GIL hand-over, so only when there is something new for it)."""
+        GIL hand-over, so only when there is something new for it).
+        ``opened_at`` >= 0: all that is new is a batch opened then, which
+        the sender need not hear of if it wakes by its linger deadline."""
         if not self._sender_sleeping:
+            return
+        if opened_at >= 0 and self._sender_wakes_at <= opened_at + self._linger:
             return
         self._sender_sleeping = False
         try:
@@ -1263,6 +1269,7 @@ class _Sender:
             # Announce sleep before looking at the batches: a produce() after
             # _take_ready's look sees the flag and rings the wake pipe.
             p._sender_sleeping = True
+            p._sender_wakes_at = math.inf    # until known, every new batch wakes it
             now = time.monotonic()
             next_linger = self._take_ready(now)
             self._flush_waiting(now)
@@ -1272,6 +1279,9 @@ class _Sender:
             for node in list(self.nodes.values()):
                 if not node.link.arm():
                     timeout = 0.0  # answers (or ring room) arrived already: no sleeping
+            if timeout:
+                # poll's whole milliseconds, plus one: by then it is awake
+                p._sender_wakes_at = now + (int(timeout * 1000) + 1) / 1000.0
             events = self.poller.poll(int(timeout * 1000) + 1)
             p._sender_sleeping = False
             if any(sock == p._wake_r for sock, _ in events):

@@ -5,7 +5,8 @@ The parent starts a server with kafkalite.server.launcher.ServerProcess
 temporary directory) and creates the topics with the AdminClient. Producers
 use ``Producer.produce_batch`` with the values as rows of one array (one
 Cython-encoded RecordBatch per call, no Python object per value,
-acks=1, linger.ms 1, one delivery report per batch); consumers
+acks=1, linger.ms 1, one delivery report per batch), and ``produce`` for a
+single record (into its partition's open batch, batched by linger.ms); consumers
 ``Consumer.assign`` their partitions from the beginning and read with
 ``consume_batch`` (pyarrow; the stamps come straight from the value
 column's buffers). The workload's ``producerConfig`` / ``consumerConfig``
@@ -66,6 +67,13 @@ class KafkaliteProducer(ProducerClient):
             if err is not None:
                 raise RuntimeError(f"delivery to {topic}-{partition} failed: {err}")
             on_ack()
+        if count == 1:
+            # one record (a moderate rate, or keys spread over many
+            # partitions): produce() appends it to its partition's open batch
+            # in one C call, where produce_batch builds a batch of its own
+            self.producer.produce(topic, block, None if keys is None else keys[0],
+                                  partition=partition, on_delivery=delivered)
+            return
         # the block's rows are the values: encoded in place, no object per value
         rows = np.frombuffer(block, dtype=np.uint8).reshape(count, self.size)
         self.producer.produce_batch(topic, rows, keys=keys, partition=partition,

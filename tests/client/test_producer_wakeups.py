@@ -1,0 +1,75 @@
+"""When produce() wakes the producer's sender thread.
+
+A record that opens a batch must get the sender to start that batch's
+linger.ms timer, unless the sender is already due to wake before the batch's
+deadline: with records spread over many partitions each opens a batch, and
+a wake-up (a pipe write, a thread switch) per record would cost more than the
+record. Checked against a real server by counting the wake pipe's writes."""
+import os
+import time
+
+from harness import create, read_all
+from kafkalite.client import Producer
+
+
+def _counting_wakes(monkeypatch, p):
+    writes = []
+    real = os.write
+
+    def write(fd, data):
+        if fd == p._wake_w:
+            writes.append(time.monotonic())
+        return real(fd, data)
+    monkeypatch.setattr(os, "write", write)
+    return writes
+
+
+def _idle(p):
+    """Until the sender has sent everything and sleeps."""
+    assert p.flush(10) == 0
+    deadline = time.monotonic() + 5
+    while not p._sender_sleeping and time.monotonic() < deadline:
+        time.sleep(0.001)
+    time.sleep(0.01)
+
+
+def test_records_over_many_partitions_wake_the_sender_once_per_linger(server, monkeypatch):
+    create(server, "wake-many", 100)
+    delivered = []
+    p = Producer(server.config(acks=1, **{"linger.ms": 200}))
+    try:
+        p.produce("wake-many", b"warm-up", partition=0)
+        _idle(p)
+        writes = _counting_wakes(monkeypatch, p)
+        for i in range(100):
+            p.produce("wake-many", b"%d" % i, partition=i,
+                      on_delivery=lambda err, m: delivered.append((err, m.partition())))
+            time.sleep(0.001)    # the sender may run between records, as in real use
+        opened = len(writes)
+        assert p.flush(10) == 0
+    finally:
+        p.close()
+    # the sender sleeps until the first batch's deadline (or its 100 ms
+    # look-round) at the latest: no later batch is due before that
+    assert opened <= 3, f"{opened} wake-ups for 100 records"
+    assert sorted(part for _, part in delivered) == list(range(100))
+    assert all(err is None for err, _ in delivered)
+    assert len(read_all(server, "wake-many", 100, 101)) == 101
+
+
+def test_a_batch_due_before_the_sender_wakes_wakes_it(server, monkeypatch):
+    create(server, "wake-one", 1)
+    p = Producer(server.config(acks=1, **{"linger.ms": 5}))
+    try:
+        p.produce("wake-one", b"warm-up")
+        _idle(p)       # asleep for up to 100 ms with nothing to do
+        writes = _counting_wakes(monkeypatch, p)
+        for i in range(5):
+            done, before = [], len(writes)
+            p.produce("wake-one", b"%d" % i, on_delivery=lambda err, m: done.append(err))
+            woke = len(writes) - before
+            assert p.flush(10) == 0 and done == [None]
+            _idle(p)
+            assert woke == 1, "a record due in 5 ms must wake a sender asleep for 100"
+    finally:
+        p.close()
