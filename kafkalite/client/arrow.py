@@ -44,8 +44,9 @@ _zeros = pa.py_buffer(np.zeros(1024, dtype=np.int32))
 
 
 def _zero_offsets(n: int) -> pa.Buffer:
-    """At least n int32 zeros (or an all-null bitmap of n bits) (one shared, growing buffer: consume_batch of a
-    record or two is common at low rates, and its fixed cost is what counts)."""
+    """A buffer of at least n int32 zeros, which also serves as an all-null
+    bitmap of n bits. One shared buffer that grows: consume_batch of a
+    record or two is common at low rates, and its fixed cost is what counts."""
     global _zeros
     if _zeros.size < 4 * n:
         _zeros = pa.py_buffer(np.zeros(max(n, 2 * _zeros.size // 4), dtype=np.int32))

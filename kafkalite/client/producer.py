@@ -1280,8 +1280,8 @@ class _Sender:
                 if not node.link.arm():
                     timeout = 0.0  # answers (or ring room) arrived already: no sleeping
             if timeout:
-                # poll's whole milliseconds, plus one: by then it is awake
-                p._sender_wakes_at = now + (int(timeout * 1000) + 1) / 1000.0
+                # poll's whole milliseconds, plus one, from now: by then it is awake
+                p._sender_wakes_at = time.monotonic() + (int(timeout * 1000) + 1) / 1000.0
             events = self.poller.poll(int(timeout * 1000) + 1)
             p._sender_sleeping = False
             if any(sock == p._wake_r for sock, _ in events):
