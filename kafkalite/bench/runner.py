@@ -209,19 +209,18 @@ def _produce(client, workload, index, topic, rate, shared, t0) -> dict:
         for p, seq in groups:
             if seq is None:
                 pblock, pstamps, keys = block, stamps, None
-            elif len(seq) == 1:    # one value: a slice of the block
-                row = int(seq[0]) - sent
-                pblock, pstamps = block[row * size:(row + 1) * size], stamps[row:row + 1]
-                keys = [b"key-%d" % int(seq[0])] if workload.key_distributor == "KEY_ROUND_ROBIN" \
-                    else [b"%d" % int(rng.integers(0, 1 << 62))]
             else:
-                rows = seq - sent
-                arr = np.frombuffer(block, dtype=np.uint8).reshape(n, size)
-                pblock, pstamps = arr[rows].tobytes(), stamps[rows]
+                if len(seq) == 1:    # one value: a slice of the block
+                    row = int(seq[0]) - sent
+                    pblock, pstamps = block[row * size:(row + 1) * size], stamps[row:row + 1]
+                else:
+                    rows = seq - sent
+                    arr = np.frombuffer(block, dtype=np.uint8).reshape(n, size)
+                    pblock, pstamps = arr[rows].tobytes(), stamps[rows]
                 if workload.key_distributor == "KEY_ROUND_ROBIN":
                     keys = [b"key-%d" % k for k in seq.tolist()]
                 else:
-                    keys = [b"%d" % k for k in rng.integers(0, 1 << 62, len(rows)).tolist()]
+                    keys = [b"%d" % k for k in rng.integers(0, 1 << 62, len(seq)).tolist()]
             state["outstanding"] += len(pstamps)
             client.send(topic, p, pblock, len(pstamps), keys, acker(pstamps))
         calls += 1
