@@ -22,3 +22,55 @@ def test_small_blocks_are_the_bytes_numpy_builds(size):
         assert len(a) == n * size
         assert stamps_of_block(a, size).tolist() == stamps.tolist()
         sent += n
+
+
+def _reference(latencies_ns):
+    """The histogram recording each value on its own: the slow, plain way."""
+    from kafkalite.bench.recorder import HIST_HIGH_US, HIST_LOW_US, new_histogram
+    hist = new_histogram()
+    for ns in latencies_ns.tolist():
+        hist.record_value(min(max(ns // 1000, HIST_LOW_US), HIST_HIGH_US))
+    return hist
+
+
+def _latencies(n, seed=5):
+    rng = np.random.default_rng(seed)
+    # every magnitude from below 1 µs to past the histogram's hour, each
+    # bucket boundary (2**k µs) and its neighbours, and a dense 1-5 ms band
+    edges = np.array([2 ** k + d for k in range(0, 43) for d in (-1, 0, 1)], dtype=np.int64) * 1000
+    spread = (10 ** rng.uniform(0, 13.7, n)).astype(np.int64)
+    band = rng.integers(1_000_000, 5_000_000, n)
+    return np.concatenate([edges, spread, band, [0, 999, 1000, 4_000_000_000_000_000]])
+
+
+def test_latency_recorder_counts_what_recording_each_value_counts():
+    from kafkalite.bench.recorder import LatencyRecorder
+    lat = _latencies(20_000)
+    rec = LatencyRecorder()
+    for part in np.array_split(lat, 37):       # many adds, one of one value
+        rec.add(part)
+    rec.add(lat[:1])
+    ref = _reference(np.concatenate([lat, lat[:1]]))
+    rec.fold()
+    assert rec.hist.get_total_count() == ref.get_total_count() == len(lat) + 1
+    assert list(rec.hist.counts) == list(ref.counts)
+    assert rec.hist.get_max_value() == ref.get_max_value()
+    assert rec.hist.get_min_value() == ref.get_min_value()
+
+
+def test_latency_recorder_folds_when_its_buffer_fills(monkeypatch):
+    from kafkalite.bench import recorder
+    monkeypatch.setattr(recorder, "_CAPACITY", 1000)
+    lat = _latencies(3_000, seed=9)[:4500]
+    rec = recorder.LatencyRecorder()
+    rec.add(lat[:600])
+    rec.add(lat[600:1500])                 # past the buffer: folds first
+    assert rec.hist.get_total_count() == 600
+    rec.add(lat[1500:4000])                # larger than the buffer: recorded at once
+    assert rec.hist.get_total_count() == 4000
+    rec.add(lat[4000:])                    # buffered
+    assert rec.hist.get_total_count() == 4000
+    encoded = rec.encoded()                # folds what is buffered
+    assert rec.hist.get_total_count() == len(lat)
+    assert list(rec.hist.counts) == list(_reference(lat).counts)
+    assert recorder.merge([encoded]).get_total_count() == len(lat)
