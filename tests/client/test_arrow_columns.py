@@ -56,13 +56,24 @@ def test_columns_hold_the_records(shape, n, start):
         assert [(h["key"], h["value"]) for h in row["headers"]] == list(headers)
 
 
-def test_batches_of_two_topics_concatenate():
-    a = arrow.columns_to_arrow(_batches(1, 3, **SHAPES["some nulls"]), "a", 0)
-    b = arrow.columns_to_arrow(_batches(2, 4, **SHAPES["headers"]), "b", 1)
-    both = arrow.concat([a, b])
+@pytest.mark.parametrize("route", ["concat_batches", "table"])
+def test_batches_of_two_topics_concatenate(route, monkeypatch):
+    if route == "table":                  # pyarrow before 19 has no concat_batches
+        monkeypatch.setattr(arrow, "_concat_batches", None)
+    elif arrow._concat_batches is None:
+        pytest.skip("this pyarrow has no concat_batches")
+    parts = [arrow.columns_to_arrow(_batches(seed, n, **SHAPES[shape]), topic, partition)
+             for seed, n, shape, topic, partition in [
+                 (1, 3, "some nulls", "a", 0), (2, 4, "headers", "b", 1),
+                 (3, 1, "values only", "a", 2), (4, 2, "headers", "b", 0),
+                 (5, 5, "some nulls", "a", 1)]]
+    both = arrow.concat(parts)
     both.validate(full=True)
-    assert both.column("topic").to_pylist() == ["a"] * 3 + ["b"] * 4
-    assert both.column("partition").to_pylist() == [0] * 3 + [1] * 4
+    assert both.schema == arrow.SCHEMA
+    assert both.to_pylist() == [row for p in parts for row in p.to_pylist()]
+    assert both.column("topic").to_pylist() == ["a"] * 3 + ["b"] * 4 + ["a"] + ["b"] * 2 + ["a"] * 5
+    assert both.column("partition").to_pylist() == [0] * 3 + [1] * 4 + [2] + [0] * 2 + [1] * 5
+    assert sorted(both.column("topic").dictionary.to_pylist()) == ["a", "b"]   # each topic once
 
 
 def test_an_empty_range_is_the_empty_batch():
