@@ -79,14 +79,20 @@ def create(server, name, partitions=1, **configs):
 
 
 def read_all(server, topic, partitions, expect, timeout=20.0, **config):
-    """Consume every partition from the beginning until ``expect`` records arrived."""
+    """Consume every partition from the beginning until ``expect`` records
+    arrived. A topic that does not exist yet (one a producer elsewhere creates
+    on its first record) counts as empty until it appears."""
     from kafkalite.client import OFFSET_BEGINNING, Consumer, TopicPartition
+    from kafkalite.errors import UnknownTopicOrPartitionError
     c = Consumer(server.config(**config))
     try:
         c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         out, deadline = [], time.monotonic() + timeout
         while len(out) < expect and time.monotonic() < deadline:
-            out += c.consume(10_000, 0.5)
+            try:
+                out += c.consume(10_000, 0.5)
+            except UnknownTopicOrPartitionError:
+                time.sleep(0.1)
         return out
     finally:
         c.close()
