@@ -32,8 +32,10 @@ Fields (OMB's names; every one is checked, unknown names are refused):
 
 kafkalite's own additions (OMB puts such things in driver files):
 
-    producerConfig           optional mapping of Kafka client properties given to the
-                             kafkalite drivers' producers (e.g. linger.ms)
+    producerConfig           optional mapping of client properties given to the
+                             producers of kafkalite's native drivers (kafkalite-zmq,
+                             -shm, -tcp, -records), e.g. linger.ms; the Kafka-protocol
+                             drivers keep librdkafka's defaults or tuned settings
     consumerConfig           the same for their consumers (e.g. fetch.max.bytes)
     targets                  optional mapping: driver name -> {publish_rate,
                              consume_rate (msg/s, at least), e2e_p99_ms (at most)};

@@ -110,6 +110,9 @@ CONSUMER = {
     "group.remote.assignor": ("str", None),
     "on_commit": ("any", None),
     "allow.auto.create.topics": ("bool", False),
+    # the fetch links: "zmq", or "tcp" (client/tcp_link.py: the worker's
+    # PLAINTEXT Kafka listener, written to from the caller's thread)
+    "kafkalite.transport": ("str", "zmq"),
 }
 CONSUMER_ALIASES = {"fetch.wait.max.ms": "fetch.max.wait.ms"}
 

@@ -40,7 +40,9 @@ from kafkalite.client import arrow
 from kafkalite.client.config import (CONSUMER, CONSUMER_ALIASES, OFFSET_RESETS,
                                      check_group_protocol, resolve)
 from kafkalite.client.connection import Connection, client_context, parse_bootstrap
+from kafkalite.client.link import Link
 from kafkalite.client.metadata import Metadata, cluster_metadata, list_offsets
+from kafkalite.client.tcp_link import check_tcp_transport, tcp_link_or
 from kafkalite.client.consumer_membership import ConsumerProtocolMembership
 from kafkalite.client.group import Change, GroupMembership
 from kafkalite.client.types import (OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID,
@@ -107,6 +109,9 @@ class Consumer:
                              f"use earliest, latest or error")
         if cfg["isolation.level"] not in ("read_uncommitted", "read_committed"):
             raise ValueError("isolation.level must be read_uncommitted or read_committed")
+        if cfg["kafkalite.transport"] not in ("zmq", "tcp"):
+            raise ValueError("a consumer's kafkalite.transport must be 'zmq' or 'tcp'")
+        check_tcp_transport(cfg)
         self.config = cfg
         self._reset = reset
         self._ctx = client_context(cfg)
@@ -114,7 +119,7 @@ class Consumer:
                               self._ctx)
         self._timeout = cfg["request.timeout.ms"] / 1000.0
         self._assigned: dict[tuple[str, int], _Assigned] = {}
-        self._conns: dict[int, Connection] = {}      # node -> its link (ZeroMQ)
+        self._conns: dict[int, Link] = {}    # node -> its fetch link (ZeroMQ, or TCP: tcp_link.py)
         self._in_flight: dict[int, tuple[int, float, dict]] = {}   # node -> (cid, sent, offsets)
         self._chunks: collections.deque[_Chunk] = collections.deque()
         self._subscription: list[str] | None = None
@@ -368,7 +373,7 @@ class Consumer:
                 if t not in self._meta.topics:
                     raise errors.UnknownTopicOrPartitionError(f"topic {t!r} does not exist")
 
-    def _conn(self, node: int) -> Connection:
+    def _conn(self, node: int) -> Link:
         endpoint = self._meta.brokers.get(node)
         if endpoint is None:
             raise errors.LeaderNotAvailableError(f"worker {node} is not available")
@@ -376,8 +381,10 @@ class Consumer:
         if conn is None or conn.endpoint != endpoint:
             if conn is not None:
                 self._drop_conn(node)
-            conn = self._conns[node] = Connection(endpoint, self.config["client.id"], self._ctx,
-                                                  watch=True)
+            conn = Connection(endpoint, self.config["client.id"], self._ctx, watch=True)
+            if self.config["kafkalite.transport"] == "tcp":
+                conn = tcp_link_or(conn, self._timeout)
+            self._conns[node] = conn
         return conn
 
     def _drop_conn(self, node: int) -> None:

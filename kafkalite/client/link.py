@@ -2,13 +2,17 @@
 
 Every request a client sends goes through a ``Link``; the producer's
 sender, the consumer and the group membership hold links, never sockets,
-so a new transport is a new ``Link`` and nothing else changes. Two exist:
+so a new transport is a new ``Link`` and nothing else changes. Three exist:
 
 - ``Connection`` (connection.py): a ZeroMQ DEALER to a worker or the
   supervisor, carrying the native protocol (any API), with a socket
   monitor that notices a broker process going away at once;
 - ``RingLink`` (ring_link.py): a shared-memory ring to a worker on this
-  host, which carries Produce requests only (the fastest local path).
+  host, which carries Produce requests only;
+- ``TcpLink`` (tcp_link.py): Kafka's wire protocol on a plain socket to a
+  worker's PLAINTEXT Kafka listener, written from the owner's thread (no
+  ZeroMQ I/O thread on either side): the producer's and the consumer's
+  links with ``kafkalite.transport: tcp``.
 
 The contract, for every link:
 

@@ -5,8 +5,9 @@ in one call into Cython (kafkalite._ext.accumulator); a background
 sender thread closes batches when they reach ``batch.size`` /
 ``batch.num.messages`` or are ``linger.ms`` old,
 sends them to the worker that leads the partition through a link
-(link.py) -- ZeroMQ, or a shared-memory ring when ``kafkalite.transport``
-is "shm" (or "auto" and the worker is on this host) -- and turns the acknowledgements
+(link.py) -- ZeroMQ, a shared-memory ring when ``kafkalite.transport``
+is "shm" (or "auto" and the worker is on this host), or a direct TCP link
+to the worker's Kafka listener when it is "tcp" -- and turns the acknowledgements
 into delivery reports, which ``poll()`` and ``flush()`` hand to the
 callbacks in the caller's thread. ``produce_batch()`` is the bulk path:
 many values in one call, encoded in one Cython loop.
@@ -69,6 +70,7 @@ from kafkalite._ext.partitioner import partition_for_key, partitions_for_keys
 from kafkalite.client.config import PRODUCER, PRODUCER_ALIASES, resolve
 from kafkalite.client.connection import Connection, client_context, parse_bootstrap
 from kafkalite.client.metadata import Metadata, cluster_metadata
+from kafkalite.client.tcp_link import check_tcp_transport, tcp_link_or
 from kafkalite.client.types import BatchDelivery
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
@@ -153,8 +155,9 @@ class Producer:
         if cfg["partitioner"] not in ("murmur2_random", "murmur2", "random"):
             raise ValueError(f"unsupported partitioner {cfg['partitioner']!r}: use murmur2_random "
                              f"(Kafka's Java default), murmur2 or random")
-        if cfg["kafkalite.transport"] not in ("zmq", "shm", "auto"):
-            raise ValueError("kafkalite.transport must be 'zmq', 'shm' or 'auto'")
+        if cfg["kafkalite.transport"] not in ("zmq", "shm", "auto", "tcp"):
+            raise ValueError("kafkalite.transport must be 'zmq', 'shm', 'auto' or 'tcp'")
+        check_tcp_transport(cfg)
         # the Produce requests' request_principal: over ZeroMQ only (a ring
         # is attached, and counted, as the connection's own principal)
         self._request_principal = cfg.get("kafkalite.request.principal") or None
@@ -773,6 +776,8 @@ class _Sender:
         cfg = self.p.config
         conn = Connection(endpoint, cfg["client.id"], self.p._ctx, watch=True,
                           max_in_flight=self.max_in_flight)
+        if self.transport == "tcp":
+            return tcp_link_or(conn, self.request_timeout, self.max_in_flight)
         if not self._use_ring(endpoint):
             return conn
         from kafkalite.client.ring_link import RingLink

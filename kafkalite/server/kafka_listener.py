@@ -756,7 +756,11 @@ class KafkaListener:
                         sent += n
                         item[1] = sent
                 else:
-                    n = conn.sock.send(item)
+                    # A fetch answer's header followed by its file region:
+                    # MSG_MORE lets the kernel put both in one segment, so
+                    # the client wakes once for the answer, not twice.
+                    more = not conn.tls and len(queue) > 1 and type(queue[1]) is list
+                    n = conn.sock.send(item, socket.MSG_MORE) if more else conn.sock.send(item)
                     if n < len(item):
                         queue[0] = memoryview(item)[n:]
                         break

@@ -139,7 +139,8 @@ class Worker:
         self.rings.quotas = self.quotas
         self.native = NativeListener(self.ctx, config.host, port, self.dispatcher,
                                      name=f"worker {index}",
-                                     extensions={"shm_attach": self.rings.attach},
+                                     extensions={"shm_attach": self.rings.attach,
+                                                 "kafka_endpoint": self._kafka_endpoint},
                                      fallback_to_any_port=True, curve=self.curve)
         # rings are authorized as their native channel is: only under CURVE
         self.rings.authorizer = self.authorizer if self.curve is not None else None
@@ -297,6 +298,19 @@ class Worker:
             snapshot["connections_rejected"] = self.connection_quotas.rejected_rows()
             self._send_control(snapshot)
         self._next_housekeeping = now + HOUSEKEEPING_INTERVAL_S
+
+    def _kafka_endpoint(self, body: dict, principal: str) -> dict:
+        """The ``kafka_endpoint`` extension: where this worker's PLAINTEXT
+        Kafka listener is, for a native client's direct TCP link
+        (client/tcp_link.py). Refused under CURVE: the native port's keys
+        would be bypassed by a plaintext path (its principal is ANONYMOUS)."""
+        if self.curve is not None:
+            raise errors.SecurityDisabledError(
+                "this worker's native port requires CURVE: no plaintext Kafka path is offered")
+        for spec, listener in zip(kafka_listeners(self.config), self.kafka_listeners):
+            if spec.protocol == "PLAINTEXT":
+                return {"host": spec.advertised_host, "port": listener.port}
+        raise errors.SecurityDisabledError("this worker has no PLAINTEXT Kafka listener")
 
     def _advertised_listeners(self, cluster: bool) -> dict:
         """{listener name: [host, port]} this worker is reached at on each

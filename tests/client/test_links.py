@@ -1,9 +1,9 @@
 """The client's links (kafkalite/client/link.py) against a real server.
 
-Each link is driven as the producer's sender and the consumer drive it:
-requests sent, a zmq.Poller woken by what the link registered, answers
-taken with ``receive()``, and ``alive()`` turning False when the worker
-process behind it is killed.
+Each link (ZeroMQ, ring, direct TCP) is driven as the producer's sender
+and the consumer drive it: requests sent, a zmq.Poller woken by what the
+link registered, answers taken with ``receive()``, and ``alive()`` turning
+False when the worker process behind it is killed.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from kafkalite.client import AdminClient, NewTopic
 from kafkalite.client.connection import Connection, parse_bootstrap
 from kafkalite.client.metadata import Metadata
 from kafkalite.client.ring_link import RingLink
+from kafkalite.client.tcp_link import TcpLink, tcp_link_or
 from kafkalite.protocol import ApiKey
 from kafkalite.record import RecordBatchBuilder, decode_columns
 
@@ -79,11 +80,21 @@ def offsets(body):
             for t in body["responses"] for p in t["partition_responses"]}
 
 
-@pytest.mark.parametrize("kind", ["zmq", "ring"])
+def make_link(conn, kind):
+    if kind == "zmq":
+        return conn
+    if kind == "ring":
+        return RingLink(conn, 1 << 20, 10.0)
+    link = tcp_link_or(conn, 10.0, conn.max_in_flight)
+    assert type(link) is TcpLink      # not ZeroMQ by a fall-back
+    return link
+
+
+@pytest.mark.parametrize("kind", ["zmq", "ring", "tcp"])
 def test_a_link_carries_produce_and_wakes_its_poller(own_server, kind):
     endpoint = leader_endpoint(own_server, "links")
     conn = Connection(endpoint, "test", watch=True, max_in_flight=2)
-    link = conn if kind == "zmq" else RingLink(conn, 1 << 20, 10.0)
+    link = make_link(conn, kind)
     try:
         cids = [link.send(ApiKey.PRODUCE, produce_body("links", {0: [b"a", b"b"], 1: [b"c"]}))
                 for _ in range(3)]
@@ -126,11 +137,11 @@ def test_a_connection_caps_requests_in_flight():
         conn.close()
 
 
-@pytest.mark.parametrize("kind", ["zmq", "ring"])
+@pytest.mark.parametrize("kind", ["zmq", "ring", "tcp"])
 def test_alive_turns_false_when_the_worker_is_killed(own_server, kind):
     endpoint = leader_endpoint(own_server, "dies")
     conn = Connection(endpoint, "test", watch=True)
-    link = conn if kind == "zmq" else RingLink(conn, 1 << 20, 10.0)
+    link = make_link(conn, kind)
     try:
         link.send(ApiKey.PRODUCE, produce_body("dies", {0: [b"x"]}))
         assert len(wait_answers(link, 1)) == 1

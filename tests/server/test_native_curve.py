@@ -242,3 +242,19 @@ def test_transactions_run_over_curve(srv, keys):
     got = read_all(srv, topic, 1, 1, 20.0, **client_keys(keys, "admin"),
                    **{"isolation.level": "read_committed"})
     assert [m.value() for m in got] == [b"committed"]
+
+
+def test_no_plaintext_tcp_link_is_offered_under_curve(srv, keys):
+    """A worker whose native port needs CURVE refuses the ``kafka_endpoint``
+    extension (a direct TCP link would be plaintext and ANONYMOUS); a client
+    cannot even ask for one with CURVE keys."""
+    worker = srv.refresh()["workers"][0]["endpoint"]
+    admin = native(srv, keys, "admin", worker)
+    try:
+        with pytest.raises(errors.SecurityDisabledError, match="requires CURVE"):
+            admin.extension({"op": "kafka_endpoint"}, 10)
+    finally:
+        admin.close()
+        admin.sock.context.term()
+    with pytest.raises(ValueError, match="cannot be used with CURVE"):
+        Producer(as_user(srv, keys, "alice", **{"kafkalite.transport": "tcp"}))

@@ -1,7 +1,7 @@
 """The drivers of ``kafkalite bench``, one module each, in report order.
 
 kafkalite itself (native protocol over ZeroMQ with the bulk API, over
-shared memory, with the per-message API, and through confluent-kafka on
+shared memory, over direct TCP links, with the per-message API, and through confluent-kafka on
 the Kafka-protocol listener), the peers a user
 would pick instead (Redis Streams, NATS JetStream), and the machine's
 ceilings (plain file append, raw pyzmq PUSH/PULL). See base.py for the
@@ -18,6 +18,7 @@ from kafkalite.bench.drivers.base import Driver
 REGISTRY = {
     "kafkalite-zmq": ("kafkalite.bench.drivers.kafkalite_zmq", "KafkaliteZmqDriver"),
     "kafkalite-shm": ("kafkalite.bench.drivers.kafkalite_shm", "KafkaliteShmDriver"),
+    "kafkalite-tcp": ("kafkalite.bench.drivers.kafkalite_tcp", "KafkaliteTcpDriver"),
     "kafkalite-records": ("kafkalite.bench.drivers.kafkalite_records", "KafkalitePerMessageDriver"),
     "kafkalite-kafka": ("kafkalite.bench.drivers.kafka_protocol", "KafkaProtocolDriver"),
     "kafkalite-kafka-tuned": ("kafkalite.bench.drivers.kafka_protocol",

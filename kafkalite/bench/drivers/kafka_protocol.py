@@ -15,7 +15,10 @@ the rest of the timeout.
 fetch.wait.max.ms 500, Nagle on): what an application that sets nothing
 sees. ``kafkalite-kafka-tuned`` is the same client set for latency
 (linger.ms 0, Nagle off, fetch.wait.max.ms 100). The workload's
-``producerConfig`` / ``consumerConfig`` are laid over either.
+``producerConfig`` / ``consumerConfig`` are kafkalite's own clients'
+settings and do not reach librdkafka: these two drivers are meant to show
+the defaults and the tuned settings their names say, whatever a workload
+gives its native clients (the latency workload's linger.ms 0, say).
 """
 from __future__ import annotations
 
@@ -64,8 +67,7 @@ class KafkaProducer(ProducerClient):
         log, self.log = _logger("producer")
         self.producer = confluent_kafka.Producer({
             "bootstrap.servers": endpoint["kafka"], "acks": 1,
-            "queue.buffering.max.messages": 500_000, **(tuning or {}),
-            **workload.producer_config}, logger=log)
+            "queue.buffering.max.messages": 500_000, **(tuning or {})}, logger=log)
 
     def send(self, topic, partition, block, count, keys, on_ack):
         left = [count]
@@ -107,8 +109,7 @@ class KafkaConsumer(ConsumerClient):
         log, self.log = _logger("consumer")
         self.consumer = confluent_kafka.Consumer({
             "bootstrap.servers": endpoint["kafka"], "group.id": "kafkalite-bench",
-            "enable.auto.commit": False, **(tuning or {}), **workload.consumer_config},
-            logger=log)
+            "enable.auto.commit": False, **(tuning or {})}, logger=log)
         self.consumer.assign([confluent_kafka.TopicPartition(t, p, confluent_kafka.OFFSET_BEGINNING)
                               for t, p in assignment])
 

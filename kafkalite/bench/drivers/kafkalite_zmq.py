@@ -10,8 +10,8 @@ single record (into its partition's open batch, batched by linger.ms); consumers
 ``Consumer.assign`` their partitions from the beginning and read with
 ``consume_batch`` (pyarrow; the stamps come straight from the value
 column's buffers). The workload's ``producerConfig`` / ``consumerConfig``
-are laid over these settings. kafkalite_shm.py, kafkalite_records.py and
-kafka_protocol.py reuse the server half.
+are laid over these settings. kafkalite_shm.py, kafkalite_tcp.py,
+kafkalite_records.py and kafka_protocol.py reuse the server half.
 """
 from __future__ import annotations
 
@@ -90,10 +90,12 @@ class KafkaliteProducer(ProducerClient):
 
 
 class KafkaliteConsumer(ConsumerClient):
-    def __init__(self, endpoint: dict, workload, assignment):
+    def __init__(self, endpoint: dict, workload, assignment, transport: str = "zmq"):
         from kafkalite.client import OFFSET_BEGINNING, Consumer, TopicPartition
+        # a consumer's links are ZeroMQ or TCP (a ring carries produce only)
         self.consumer = Consumer({"bootstrap.servers": endpoint["bootstrap.servers"],
                                   "fetch.min.bytes": 1, "fetch.max.wait.ms": 100,
+                                  "kafkalite.transport": "tcp" if transport == "tcp" else "zmq",
                                   **workload.consumer_config})
         # the topics are new, so the beginning is where the run starts
         self.consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in assignment])
@@ -114,6 +116,7 @@ class KafkaliteZmqDriver(Driver):
     label = "kafkalite, native protocol over ZeroMQ (produce_batch, consume_batch)"
     kind = "kafkalite"
     transport = "zmq"
+    consumer_transport = "zmq"
 
     def __init__(self):
         self.server = KafkaliteServer()
@@ -130,4 +133,4 @@ class KafkaliteZmqDriver(Driver):
 
     @classmethod
     def consumer(cls, endpoint, workload, assignment):
-        return KafkaliteConsumer(endpoint, workload, assignment)
+        return KafkaliteConsumer(endpoint, workload, assignment, cls.consumer_transport)

@@ -1,0 +1,293 @@
+"""The direct TCP link: Produce and Fetch to a worker through its Kafka listener.
+
+Every message on a ZeroMQ link passes ZeroMQ's I/O thread on each side: a
+send queues the message and wakes that thread, which writes the socket;
+an arriving message wakes it, and it wakes the reader. On the 2-core
+development VM each such wake-up costs the sender 25-37 µs and an idle
+round trip through two of them 0.2 ms (``benchmarks/README.md``), against
+27 µs for a plain socket both of whose ends are Python. A ``TcpLink``
+writes requests to the socket from the calling thread and reads answers
+where the owner's poller woke, so the kernel wakes only the other end.
+
+The protocol is Kafka's own (a 4-byte size, then the request header and
+body, records inline; protocol/codec.py), spoken to the worker's PLAINTEXT
+Kafka listener, which serves it already with everything a Kafka client
+gets: quotas (a muted connection), limits on what a client may make the
+worker buffer, fetches answered with ``sendfile``. A ZeroMQ link to the
+same worker asks it for that listener's port first (the ``kafka_endpoint``
+extension); the worker refuses when its native port is CURVE-protected (a
+plaintext path would bypass the keys: ``principal`` stays ANONYMOUS here)
+or it has no PLAINTEXT listener, and the client then keeps ZeroMQ.
+
+It is a ``Link`` (link.py), with ``request``/``wait_for`` as Connection has
+them (a consumer's ListOffsets goes through its fetch link):
+
+- ``send`` encodes, appends to the output buffer and writes what the
+  socket takes now; the rest goes out when the socket is writable (``arm``
+  asks the owner's poller for POLLOUT while some is left) or at the next
+  ``receive``;
+- ``receive`` reads what has arrived (at most READ_CHUNK a read) and
+  decodes every whole answer; an answer larger than ``max_response``
+  (the client's own fetch.max.bytes and more) ends the link as a
+  protocol error, so a confused peer cannot make it buffer without bound;
+- ``alive`` turns False at the first EOF, reset or malformed answer; the
+  owner then drops the link and sends what was in flight elsewhere, as
+  for a ZeroMQ link whose worker went away (a worker's death closes its
+  sockets, so this is at once too).
+
+A request that gets no answer (acks=0) is sent with ``expect_response=False``;
+Kafka's broker sends nothing for it either.
+
+Who may call: one thread per link (its owner), as for every link.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import select
+import socket
+import struct
+import time
+
+from kafkalite import errors
+from kafkalite.client.connection import (CONNECT_TIMEOUT_MS, VERSIONS, KafkaTimeoutError,
+                                         PeerLostError)
+from kafkalite.client.link import Link
+from kafkalite.errors import KafkaError
+from kafkalite.protocol import decode_response, encode_request
+from kafkalite.ratelimit import RateLimitedLog
+
+READ_CHUNK = 256 << 10
+# An answer beyond this is not one a kafkalite client asked for: the
+# consumer's fetch.max.bytes default is 50 MiB and a fetch may overshoot
+# by one batch; a producer's answers are small.
+DEFAULT_MAX_RESPONSE = 128 << 20
+_size = struct.Struct(">i")
+_POLLIN, _POLLOUT = 1, 2      # zmq.POLLIN / zmq.POLLOUT, without importing zmq here
+
+
+class TcpLink(Link):
+    def __init__(self, endpoint: str, host: str, port: int, client_id: str = "kafkalite", *,
+                 max_in_flight: int | None = None, max_response: int = DEFAULT_MAX_RESPONSE):
+        """``endpoint``: the worker's native endpoint (what the owner's
+        metadata names it by); ``host``/``port``: its Kafka listener.
+        Connects at once; KafkaError (a NetworkError) when it cannot."""
+        self.endpoint = endpoint
+        self.address = f"{host}:{port}"
+        self.client_id = client_id
+        self.max_in_flight = max_in_flight
+        self.max_response = max_response
+        try:
+            self.sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_MS / 1000)
+        except OSError as exc:
+            raise errors.NetworkError(f"cannot connect to the Kafka listener at "
+                                      f"{self.address}: {exc}") from None
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.setblocking(False)
+        self._ids = itertools.count(1)
+        self._outstanding: dict[int, tuple[int, int]] = {}   # cid -> (api key, version)
+        self._out = bytearray()          # encoded requests the socket has not taken yet
+        self._in = bytearray()           # bytes read that do not make a whole answer yet
+        self._stash: dict[int, object] = {}
+        self._poller = None              # the owner's poller it was last registered with
+        self._alive = True
+        self._why = ""
+
+    # ---- sending -----------------------------------------------------------------------------
+
+    def send(self, api_key: int, body: dict, *, expect_response: bool = True,
+             version: int | None = None) -> int:
+        version = VERSIONS[api_key] if version is None else version
+        cid = next(self._ids) & 0x7FFFFFFF
+        frame = encode_request(api_key, version, cid, self.client_id, body)
+        if expect_response:
+            self._outstanding[cid] = (api_key, version)
+        self._out += _size.pack(len(frame))
+        self._out += frame
+        self._flush()
+        return cid
+
+    def _flush(self) -> None:
+        """Write what the socket takes now without blocking."""
+        while self._out and self._alive:
+            try:
+                n = self.sock.send(self._out)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                self._die(f"writing to {self.address} failed: {exc}")
+                return
+            del self._out[:n]
+
+    # ---- receiving ---------------------------------------------------------------------------
+
+    def receive(self) -> list:
+        out = list(self._stash.items())
+        self._stash.clear()
+        self._flush()
+        self._read()
+        out += self._decode()
+        return out
+
+    def _read(self) -> None:
+        """Everything the socket holds now, into the input buffer."""
+        while self._alive:
+            try:
+                chunk = self.sock.recv(READ_CHUNK)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                self._die(f"reading from {self.address} failed: {exc}")
+                return
+            if not chunk:
+                self._die(f"{self.address} closed the connection")
+                return
+            self._in += chunk
+            if len(chunk) < READ_CHUNK:
+                return                   # the socket is drained: spare the EAGAIN read
+
+    def _decode(self) -> list:
+        got = []
+        buf = self._in
+        start = 0
+        while len(buf) - start >= 4:
+            (size,) = _size.unpack_from(buf, start)
+            if not 4 <= size <= self.max_response:
+                self._die(f"{self.address} sent an answer of {size} bytes (not a Kafka "
+                          f"listener, or not a PLAINTEXT one)")
+                break
+            if len(buf) - start - 4 < size:
+                break
+            with memoryview(buf) as view:     # released before the buffer is cut below
+                frame = bytes(view[start + 4:start + 4 + size])
+            start += 4 + size
+            (cid,) = _size.unpack_from(frame, 0)
+            api_key, version = self._outstanding.pop(cid, (None, None))
+            if api_key is None:
+                self._die(f"{self.address} answered request {cid}, which is not out")
+                break
+            try:
+                _, body = decode_response(api_key, version, frame)
+            except Exception as exc:     # a ProtocolError: the stream cannot be trusted on
+                self._die(f"{self.address} sent an answer that does not decode: {exc}")
+                break
+            got.append((cid, body))
+        if start:
+            del buf[:start]
+        return got
+
+    def _die(self, why: str) -> None:
+        if self._alive:
+            self._alive = False
+            self._why = why
+
+    # ---- waiting for one answer (Connection's shape) -----------------------------------------
+
+    def wait_for(self, correlation_id: int, timeout: float):
+        deadline = time.monotonic() + timeout
+        while True:
+            if correlation_id in self._stash:
+                return self._stash.pop(correlation_id)
+            for cid, body in self.receive():
+                self._stash[cid] = body
+            if correlation_id in self._stash:
+                continue
+            if not self._alive:
+                self._outstanding.pop(correlation_id, None)
+                raise PeerLostError(f"no response from {self.address}: {self._why}")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._outstanding.pop(correlation_id, None)
+                raise KafkaTimeoutError(f"no response from {self.address} within "
+                                        f"{timeout:.1f} s (is the server running?)")
+            select.select([self.sock], [self.sock] if self._out else [], [], min(remaining, 0.25))
+
+    def request(self, api_key: int, body: dict, timeout: float = 30.0, version: int | None = None):
+        result = self.wait_for(self.send(api_key, body, version=version), timeout)
+        if isinstance(result, KafkaError):
+            raise result
+        return result
+
+    # ---- Link --------------------------------------------------------------------------------
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._outstanding)
+
+    def ready(self) -> bool:
+        return self.max_in_flight is None or len(self._outstanding) < self.max_in_flight
+
+    def register(self, poller) -> None:
+        # one poller at a time: the producer's sender keeps one, the
+        # consumer makes one for each wait
+        poller.register(self.sock, _POLLIN)
+        self._poller = poller
+
+    def unregister(self, poller) -> None:
+        poller.unregister(self.sock)
+        if self._poller is poller:
+            self._poller = None
+
+    def arm(self) -> bool:
+        """Before the owner sleeps: POLLOUT too while requests wait to be
+        written; False when an answer is here already (stashed by a wait,
+        or a dead link the owner must see)."""
+        if self._poller is not None:
+            self._poller.modify(self.sock, _POLLIN | (_POLLOUT if self._out and self._alive else 0))
+        return not self._stash and self._alive
+
+    def alive(self) -> bool:
+        return self._alive
+
+    def close(self, linger_ms: int = 0) -> None:
+        """Close; with ``linger_ms``, requests not written yet (acks=0) get
+        that long to go out."""
+        if linger_ms and self._out and self._alive:
+            deadline = time.monotonic() + linger_ms / 1000
+            while self._out and self._alive and time.monotonic() < deadline:
+                select.select([], [self.sock], [], max(0.0, deadline - time.monotonic()))
+                self._flush()
+        self._alive = False
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def kafka_endpoint_of(conn, timeout: float) -> tuple[str, int]:
+    """(host, port) of the PLAINTEXT Kafka listener of the worker behind
+    ``conn`` (a Connection), asked with the ``kafka_endpoint`` extension;
+    KafkaError when it has none to give. The host is the one ``conn``
+    reaches the worker at unless the worker advertises another."""
+    reply = conn.extension({"op": "kafka_endpoint"}, timeout)
+    host = reply.get("host") or conn.endpoint.rsplit(":", 1)[0][len("tcp://"):].strip("[]")
+    return host, int(reply["port"])
+
+
+
+def check_tcp_transport(cfg: dict) -> None:
+    """ValueError for a client config that asks for the TCP link where it
+    cannot be had: with CURVE keys (the worker would refuse it, and the
+    user asked for encryption)."""
+    if cfg.get("kafkalite.transport") == "tcp" and cfg.get("curve.server.key"):
+        raise ValueError("kafkalite.transport 'tcp' is plaintext: it cannot be used with CURVE "
+                         "keys (curve.server.key); use 'zmq'")
+
+
+_fallback_log = RateLimitedLog(logging.getLogger("kafkalite.client.tcp_link"))
+
+
+def tcp_link_or(conn, timeout: float, max_in_flight: int | None = None):
+    """A TcpLink to the worker behind ``conn`` (a watched Connection,
+    closed once the TCP link stands), or ``conn`` itself when the worker
+    offers no plaintext Kafka listener or it cannot be reached (logged,
+    rate-limited): the client keeps working over ZeroMQ."""
+    try:
+        host, port = kafka_endpoint_of(conn, timeout)
+        link = TcpLink(conn.endpoint, host, port, conn.client_id, max_in_flight=max_in_flight)
+    except KafkaError as exc:
+        _fallback_log.warning("kafkalite.transport 'tcp': %s offers no direct TCP link (%s); "
+                              "using ZeroMQ", conn.endpoint, exc)
+        return conn
+    conn.close()
+    return link
