@@ -43,7 +43,11 @@ answer comes back; without a relay the dispatcher refuses it.
 
 Zero copy: response records values may be segment file regions
 (``FileRegion``); they are written with ``os.sendfile`` between the encoded
-parts around them, never read into memory. A socket that would block keeps
+parts around them, never read into memory -- except small ones (at most
+``INLINE_REGION_BYTES`` each, ``INLINE_ANSWER_BYTES`` an answer), which are
+read into the answer so that it goes out in one write: a fetch of many
+partitions with a few records each would otherwise cost two system calls
+per partition and wake the client for each. A socket that would block keeps
 the rest of the response in the connection's write queue until POLLOUT.
 
 Security (security.py): with a ``ListenerSecurity`` the listener speaks
@@ -117,6 +121,10 @@ MAX_REQUEST_BYTES = 100 * 1024 * 1024   # Kafka's socket.request.max.bytes defau
 RECV_CHUNK = 1024 * 1024
 LISTEN_BACKLOG = 128
 TLS_REGION_CHUNK = 256 * 1024       # file region bytes read per TLS write
+# A region this small is read into the answer rather than sent with
+# sendfile, up to this much of one answer (see "Zero copy" above).
+INLINE_REGION_BYTES = 64 * 1024
+INLINE_ANSWER_BYTES = 1024 * 1024
 # What a SASL listener serves before authentication (Kafka's SaslServerAuthenticator).
 SASL_APIS = (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
 MIN_REAUTH_INTERVAL_S = 1.0     # Kafka's KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS
@@ -684,8 +692,16 @@ class KafkaListener:
             return
         queue = conn.out
         pending = [_pack_size(total)]
+        inline = 0
         for part in parts:
             if hasattr(part, "sendfile"):
+                if part.length <= INLINE_REGION_BYTES and inline + part.length <= INLINE_ANSWER_BYTES:
+                    try:
+                        pending.append(part.read())
+                        inline += part.length
+                        continue
+                    except (OSError, errors.KafkaError):
+                        pass     # sent as a region: its write reports the failure as always
                 queue.append(b"".join(pending))
                 queue.append([part, 0])
                 pending = []
