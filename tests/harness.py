@@ -131,3 +131,22 @@ def child_pids(pid: int, marker: str = "") -> list[int]:
             except OSError:
                 pass
     return out
+
+
+def wait_answers(link, want, timeout=10.0):
+    """Poll on what a client link (kafkalite/client/link.py) registered, as
+    the producer's sender and the consumer drive it, until ``want`` answers
+    came, ``timeout`` passed or the link died; the answers."""
+    import zmq
+    poller = zmq.Poller()
+    link.register(poller)
+    got = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(got) < want and time.monotonic() < deadline and link.alive():
+            if link.arm():
+                poller.poll(100)
+            got += link.receive()
+    finally:
+        link.unregister(poller)
+    return got

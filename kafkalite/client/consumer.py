@@ -42,7 +42,7 @@ from kafkalite.client.config import (CONSUMER, CONSUMER_ALIASES, OFFSET_RESETS,
 from kafkalite.client.connection import Connection, client_context, parse_bootstrap
 from kafkalite.client.link import Link
 from kafkalite.client.metadata import Metadata, cluster_metadata, list_offsets
-from kafkalite.client.tcp_link import check_tcp_transport, tcp_link_or
+from kafkalite.client.tcp_link import check_tcp_transport, fetch_answer_bound, tcp_link_or
 from kafkalite.client.consumer_membership import ConsumerProtocolMembership
 from kafkalite.client.group import Change, GroupMembership
 from kafkalite.client.types import (OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID,
@@ -383,7 +383,8 @@ class Consumer:
                 self._drop_conn(node)
             conn = Connection(endpoint, self.config["client.id"], self._ctx, watch=True)
             if self.config["kafkalite.transport"] == "tcp":
-                conn = tcp_link_or(conn, self._timeout)
+                conn = tcp_link_or(conn, self._timeout, max_response=fetch_answer_bound(
+                    self.config["fetch.max.bytes"]))
             self._conns[node] = conn
         return conn
 

@@ -4,7 +4,7 @@ Every message on a ZeroMQ link passes ZeroMQ's I/O thread on each side: a
 send queues the message and wakes that thread, which writes the socket;
 an arriving message wakes it, and it wakes the reader. On the 2-core
 development VM each such wake-up costs the sender 25-37 µs and an idle
-round trip through two of them 0.2 ms (``benchmarks/README.md``), against
+round trip through two of them 0.2 ms (README, "Direct TCP links"), against
 27 µs for a plain socket both of whose ends are Python. A ``TcpLink``
 writes requests to the socket from the calling thread and reads answers
 where the owner's poller woke, so the kernel wakes only the other end.
@@ -28,8 +28,9 @@ them (a consumer's ListOffsets goes through its fetch link):
   ``receive``;
 - ``receive`` reads what has arrived (at most READ_CHUNK a read) and
   decodes every whole answer; an answer larger than ``max_response``
-  (the client's own fetch.max.bytes and more) ends the link as a
-  protocol error, so a confused peer cannot make it buffer without bound;
+  (for a consumer, its fetch.max.bytes and one batch more) ends the link
+  as a protocol error, so a confused peer cannot make it buffer without
+  bound;
 - ``alive`` turns False at the first EOF, reset or malformed answer; the
   owner then drops the link and sends what was in flight elsewhere, as
   for a ZeroMQ link whose worker went away (a worker's death closes its
@@ -58,10 +59,12 @@ from kafkalite.protocol import decode_response, encode_request
 from kafkalite.ratelimit import RateLimitedLog
 
 READ_CHUNK = 256 << 10
-# An answer beyond this is not one a kafkalite client asked for: the
-# consumer's fetch.max.bytes default is 50 MiB and a fetch may overshoot
-# by one batch; a producer's answers are small.
+# An answer beyond this is not one a kafkalite client asked for: a
+# producer's answers are small. A fetch's is up to its max_bytes and may
+# overshoot by one batch, which is at most one request (the listener's
+# 100 MiB cap): the consumer bounds its links by fetch_answer_bound.
 DEFAULT_MAX_RESPONSE = 128 << 20
+FETCH_OVERSHOOT = (100 << 20) + (1 << 20)
 _size = struct.Struct(">i")
 _POLLIN, _POLLOUT = 1, 2      # zmq.POLLIN / zmq.POLLOUT, without importing zmq here
 
@@ -277,14 +280,22 @@ def check_tcp_transport(cfg: dict) -> None:
 _fallback_log = RateLimitedLog(logging.getLogger("kafkalite.client.tcp_link"))
 
 
-def tcp_link_or(conn, timeout: float, max_in_flight: int | None = None):
+def fetch_answer_bound(fetch_max_bytes: int) -> int:
+    """The largest answer a consumer's link may take for fetches of at most
+    ``fetch_max_bytes`` (one batch may overshoot it, as in Kafka)."""
+    return max(DEFAULT_MAX_RESPONSE, fetch_max_bytes + FETCH_OVERSHOOT)
+
+
+def tcp_link_or(conn, timeout: float, max_in_flight: int | None = None,
+                max_response: int = DEFAULT_MAX_RESPONSE):
     """A TcpLink to the worker behind ``conn`` (a watched Connection,
     closed once the TCP link stands), or ``conn`` itself when the worker
     offers no plaintext Kafka listener or it cannot be reached (logged,
     rate-limited): the client keeps working over ZeroMQ."""
     try:
         host, port = kafka_endpoint_of(conn, timeout)
-        link = TcpLink(conn.endpoint, host, port, conn.client_id, max_in_flight=max_in_flight)
+        link = TcpLink(conn.endpoint, host, port, conn.client_id, max_in_flight=max_in_flight,
+                       max_response=max_response)
     except KafkaError as exc:
         _fallback_log.warning("kafkalite.transport 'tcp': %s offers no direct TCP link (%s); "
                               "using ZeroMQ", conn.endpoint, exc)

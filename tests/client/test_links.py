@@ -14,7 +14,7 @@ import time
 import pytest
 import zmq
 
-from harness import ServerProcess
+from harness import ServerProcess, wait_answers
 from kafkalite import errors
 from kafkalite.client import AdminClient, NewTopic
 from kafkalite.client.connection import Connection, parse_bootstrap
@@ -57,22 +57,6 @@ def produce_body(topic, parts, acks=1):
     return {"transactional_id": None, "acks": acks, "timeout_ms": 5000, "topic_data": [
         {"name": topic, "partition_data": [{"index": p, "records": batch(vals)}
                                            for p, vals in parts.items()]}]}
-
-
-def wait_answers(link, want, timeout=10.0):
-    """Poll on what the link registered until ``want`` answers came."""
-    poller = zmq.Poller()
-    link.register(poller)
-    got = []
-    deadline = time.monotonic() + timeout
-    try:
-        while len(got) < want and time.monotonic() < deadline:
-            if link.arm():
-                poller.poll(100)
-            got += link.receive()
-    finally:
-        link.unregister(poller)
-    return got
 
 
 def offsets(body):

@@ -20,9 +20,8 @@ import threading
 import time
 
 import pytest
-import zmq
 
-from harness import ServerProcess, create
+from harness import ServerProcess, create, wait_answers
 from jepsen import History, check
 from kafkalite.client import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from kafkalite.client.connection import Connection, KafkaTimeoutError, PeerLostError
@@ -49,21 +48,6 @@ def produce_body(topic, values, partition=0, acks=1):
         b.append(None, None, v)
     return {"transactional_id": None, "acks": acks, "timeout_ms": 5000, "topic_data": [
         {"name": topic, "partition_data": [{"index": partition, "records": b.build()}]}]}
-
-
-def answers(link, want, timeout=10.0):
-    poller = zmq.Poller()
-    link.register(poller)
-    got = []
-    deadline = time.monotonic() + timeout
-    try:
-        while len(got) < want and time.monotonic() < deadline and link.alive():
-            if link.arm():
-                poller.poll(100)
-            got += link.receive()
-    finally:
-        link.unregister(poller)
-    return got
 
 
 def read_log(srv, topic, partitions, settle=2.0, timeout=60.0):
@@ -173,7 +157,7 @@ def test_a_request_larger_than_the_socket_takes_goes_out_as_it_drains(own_server
         values = [os.urandom(1000) for _ in range(900)]          # ~0.9 MB in one request
         cid = link.send(ApiKey.PRODUCE, produce_body(topic_name, values))
         assert link._out, "the socket took the whole request at once: nothing tested"
-        got = dict(answers(link, 1, timeout=30))
+        got = dict(wait_answers(link, 1, timeout=30))
         part = got[cid]["responses"][0]["partition_responses"][0]
         assert (part["error_code"], part["base_offset"]) == (0, 0)
         assert not link._out
@@ -191,7 +175,7 @@ def test_acks_0_and_list_offsets_over_tcp(own_server, topic_name):
         p.produce(topic_name, b"%d" % i, partition=i % 2)
     assert p.flush(30) == 0
     p.close(30)
-    c = Consumer(own_server.config(**TCP))
+    c = Consumer(own_server.config(**TCP, **{"fetch.max.bytes": 200 << 20}))
     try:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -200,6 +184,10 @@ def test_acks_0_and_list_offsets_over_tcp(own_server, topic_name):
                 break
             time.sleep(0.1)
         assert ends == [1_000, 1_000]
+        # ListOffsets went over the TCP links, which take answers as large
+        # as the fetches asked for may be (200 MiB and one batch)
+        assert c._conns and all(type(link) is TcpLink and link.max_response > 300 << 20
+                                for link in c._conns.values())
     finally:
         c.close()
     final = read_log(own_server, topic_name, 2)
@@ -280,7 +268,7 @@ def test_answers_split_anywhere_across_reads_are_decoded(peer):
             peer.conn.sendall(wire[i:i + 1])
             if i % 7 == 0:
                 time.sleep(0.0005)
-        got = answers(link, 3)
+        got = wait_answers(link, 3)
         assert [cid for cid, _ in got] == cids
         assert all(body["api_keys"][0]["max_version"] == 9 for _, body in got)
         assert link.alive() and not link._in
