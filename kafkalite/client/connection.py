@@ -208,6 +208,13 @@ def parse_bootstrap(servers: str) -> list[str]:
     return out
 
 
+def endpoint_host_port(endpoint: str) -> tuple[str, int]:
+    """(host, port) of a ZeroMQ endpoint "tcp://host:port" (an IPv6 host
+    without its brackets); ValueError for a port that is not a number."""
+    host, _, port = endpoint.rpartition("/")[2].rpartition(":")
+    return host.strip("[]"), int(port)
+
+
 _monitor_ids = itertools.count()
 
 
@@ -419,9 +426,8 @@ class Connection(Link):
         """Whether the endpoint's port refuses a TCP connection now (nothing
         listens: its process is gone). A connect that is not answered in a
         short while says nothing (a loaded server, or a host far away)."""
-        host, _, port = self.endpoint.rpartition("/")[2].rpartition(":")
         try:
-            socket.create_connection((host.strip("[]"), int(port)), timeout=0.5).close()
+            socket.create_connection(endpoint_host_port(self.endpoint), timeout=0.5).close()
         except ConnectionRefusedError:
             return True
         except (OSError, ValueError):

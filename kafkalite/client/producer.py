@@ -68,7 +68,8 @@ from kafkalite import errors
 from kafkalite._ext.accumulator import Accumulator, FastLock, ProducerBatch
 from kafkalite._ext.partitioner import partition_for_key, partitions_for_keys
 from kafkalite.client.config import PRODUCER, PRODUCER_ALIASES, resolve
-from kafkalite.client.connection import Connection, client_context, parse_bootstrap
+from kafkalite.client.connection import (Connection, client_context, endpoint_host_port,
+                                         parse_bootstrap)
 from kafkalite.client.metadata import Metadata, cluster_metadata
 from kafkalite.client.tcp_link import check_tcp_transport, tcp_link_or
 from kafkalite.client.types import BatchDelivery
@@ -797,7 +798,7 @@ class _Sender:
             return False
         if self.transport == "shm":
             return True
-        host = endpoint.rsplit(":", 1)[0][len("tcp://"):]
+        host = endpoint_host_port(endpoint)[0]
         return host in ("127.0.0.1", "localhost", "::1") or host == os.uname().nodename
 
     def _drop_node(self, node: _Node, err: KafkaError) -> None:

@@ -52,7 +52,7 @@ import time
 
 from kafkalite import errors
 from kafkalite.client.connection import (CONNECT_TIMEOUT_MS, VERSIONS, KafkaTimeoutError,
-                                         PeerLostError)
+                                         PeerLostError, endpoint_host_port)
 from kafkalite.client.link import Link
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import decode_response, encode_request
@@ -263,7 +263,7 @@ def kafka_endpoint_of(conn, timeout: float) -> tuple[str, int]:
     KafkaError when it has none to give. The host is the one ``conn``
     reaches the worker at unless the worker advertises another."""
     reply = conn.extension({"op": "kafka_endpoint"}, timeout)
-    host = reply.get("host") or conn.endpoint.rsplit(":", 1)[0][len("tcp://"):].strip("[]")
+    host = reply.get("host") or endpoint_host_port(conn.endpoint)[0]
     return host, int(reply["port"])
 
 
