@@ -14,10 +14,10 @@ import time
 import pytest
 import zmq
 
-from harness import ServerProcess, wait_answers
+from harness import ServerProcess, shm_entries, wait_answers
 from kafkalite import errors
-from kafkalite.client import AdminClient, NewTopic
-from kafkalite.client.connection import Connection, parse_bootstrap
+from kafkalite.client import AdminClient, NewTopic, Producer
+from kafkalite.client.connection import Connection, endpoint_host_port, parse_bootstrap
 from kafkalite.client.metadata import Metadata
 from kafkalite.client.ring_link import RingLink
 from kafkalite.client.tcp_link import TcpLink, tcp_link_or
@@ -108,6 +108,34 @@ def test_a_link_carries_produce_and_wakes_its_poller(own_server, kind):
     reader.close()
     values = decode_columns(bytes(fetched["responses"][0]["partitions"][0]["records"])).values()
     assert values == [b"a", b"b"] * 3 + [b"quiet"]
+
+
+@pytest.mark.parametrize("endpoint, expected", [
+    ("tcp://127.0.0.1:7092", ("127.0.0.1", 7092)),
+    ("tcp://[::1]:9092", ("::1", 9092)),
+    ("tcp://broker-1.example:19092", ("broker-1.example", 19092)),
+])
+def test_an_endpoints_host_and_port(endpoint, expected):
+    assert endpoint_host_port(endpoint) == expected
+
+
+def test_auto_puts_a_producer_on_this_hosts_worker_on_a_ring(own_server):
+    """``kafkalite.transport: auto``: the worker is on this host, so the
+    producer's link to it is a ring (its files appear in /dev/shm while the
+    producer is open, and go with it)."""
+    leader_endpoint(own_server, "auto", partitions=1)
+    before = shm_entries()
+    p = Producer(own_server.config(**{"kafkalite.transport": "auto"}))
+    try:
+        p.produce("auto", b"x", partition=0)
+        assert p.flush(20) == 0
+        assert shm_entries() - before, "no ring was made for a worker on this host"
+    finally:
+        p.close()
+    deadline = time.monotonic() + 10
+    while shm_entries() - before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not shm_entries() - before
 
 
 def test_a_connection_caps_requests_in_flight():
