@@ -51,8 +51,8 @@ import struct
 import time
 
 from kafkalite import errors
-from kafkalite.client.connection import (CONNECT_TIMEOUT_MS, VERSIONS, KafkaTimeoutError,
-                                         PeerLostError, endpoint_host_port)
+from kafkalite.client.connection import (CONNECT_TIMEOUT_MS, VERSIONS, Connection,
+                                         KafkaTimeoutError, PeerLostError, endpoint_host_port)
 from kafkalite.client.link import Link
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import decode_response, encode_request
@@ -205,11 +205,9 @@ class TcpLink(Link):
                                         f"{timeout:.1f} s (is the server running?)")
             select.select([self.sock], [self.sock] if self._out else [], [], min(remaining, 0.25))
 
-    def request(self, api_key: int, body: dict, timeout: float = 30.0, version: int | None = None):
-        result = self.wait_for(self.send(api_key, body, version=version), timeout)
-        if isinstance(result, KafkaError):
-            raise result
-        return result
+    # send and wait; raises the KafkaError of an error reply (only send and
+    # wait_for are used, which this link has in Connection's shape)
+    request = Connection.request
 
     # ---- Link --------------------------------------------------------------------------------
 
