@@ -47,6 +47,8 @@ import logging
 import os
 import socket
 import struct
+import sys
+import threading
 import time
 
 import zmq
@@ -121,17 +123,26 @@ class ClientContext(zmq.Context):
 
     curve: tuple[bytes, bytes, bytes] | None = None
 
-    def __del__(self):
+    def __del__(self, _finalizing=sys.is_finalizing, _thread=threading.Thread):
         """A client dropped without close(): pyzmq's own __del__ would
         destroy the context in whatever thread the garbage collector runs,
         and a context whose I/O thread is stuck (an open socket, a monitor
         whose reader closed first: _monitor_socket) blocks that thread for
         good -- a producer's writer in the middle of produce(). Ended on a
-        daemon thread instead."""
-        if not self.closed:
-            import threading
-            threading.Thread(target=self.destroy, kwargs={"linger": 0}, name="client-ctx-gc",
-                             daemon=True).start()
+        daemon thread instead.
+
+        Not while the interpreter finalizes (a client left open when a
+        script ends, collected with its module's globals, which may be None
+        by then: hence the default arguments): a thread started then never
+        runs, and Thread.start() would wait for it for ever. The process is
+        ending; its ZeroMQ I/O threads end with it."""
+        if self.closed or _finalizing():
+            return
+        try:
+            _thread(target=self.destroy, kwargs={"linger": 0}, name="client-ctx-gc",
+                    daemon=True).start()
+        except RuntimeError:
+            pass    # can't create new thread at interpreter shutdown (3.12 and later)
 
     def term_within(self, owner: str, timeout: float | None = None) -> bool:
         """Terminate the context once its owner closed its sockets, waiting
@@ -139,7 +150,6 @@ class ClientContext(zmq.Context):
         left open (a bug) would make term() wait for ever; then the context
         is left to a daemon thread, and the open sockets are logged, so the
         leak can be found. Returns whether the context ended."""
-        import threading
         timeout = TERM_WAIT_S if timeout is None else timeout
         done = threading.Event()
 
