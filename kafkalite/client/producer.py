@@ -353,7 +353,7 @@ class Producer:
                 todo = min(step, n - start)
             done = 0
             while done < todo:
-                builder = RecordBatchBuilder(self._codec, compression_level=self._level)
+                builder = self._acc.new_builder()
                 if idx is None:
                     lo, hi = start + done, start + todo
                     count = builder.append_values(
@@ -856,10 +856,10 @@ class _Sender:
             next_deadline = min(next_deadline, max(retry, now + 0.001), now + self.backoff)
         return next_deadline
 
-    @staticmethod
-    def _build(b: _Batch) -> None:
+    def _build(self, b: _Batch) -> None:
         if b.raw is None:
             b.raw = b.builder.build()
+            self.p._acc.recycle(b.builder)   # its buffer, for a later batch
             b.builder = None
 
     def _stamp_ready(self, now: float) -> bool:

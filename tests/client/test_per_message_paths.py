@@ -352,3 +352,46 @@ def test_message_type():
     assert (again.topic(), again.offset(), again.key()) == ("t", 42, b"k2")
     err = errors.MessageTooLargeError("too big")
     assert "error=" in repr(Message("t", 0, -1, None, None, error=err))
+
+
+@pytest.mark.parametrize("settings", [
+    {},
+    {"enable.idempotence": True, "acks": "all"},
+    {"compression.type": "gzip"},
+], ids=["plain", "idempotent", "gzip"])
+def test_reused_builders_carry_nothing_from_earlier_batches(server, topic_name, settings):
+    """Builders are kept once their batch is built and reused for later
+    ones (Accumulator.recycle): every record comes back once, in order, with
+    its own key, value, headers and timestamp, through many batches made
+    by produce() and produce_batch() into three partitions. A reused builder
+    that kept a record, a count or a timestamp of its last batch would add,
+    shift or misdate records here."""
+    create(server, topic_name, 3)
+    recs = records(3000)
+    p = Producer(server.config(**{"linger.ms": 0, "batch.num.messages": 37, **settings}))
+    try:
+        for i, (ts, key, value, headers) in enumerate(recs):
+            if i % 500 == 250:   # the bulk path takes from and gives to the same builders
+                p.produce_batch(topic_name, [b"bulk-%d-%d" % (i, j) for j in range(60)],
+                                partition=i % 3, timestamp=TS + i)
+            p.produce(topic_name, value, key, partition=i % 3, timestamp=ts, headers=headers)
+            if i % 300 == 0:
+                p.flush(30)     # the sender builds, and gives builders back, part-way
+        assert p.flush(30) == 0
+        assert p._acc.spare_builders > 0        # the builders were kept, and reused
+    finally:
+        p.close()
+    got = consume_all(server, topic_name, len(recs) + 6 * 60, partitions=3)
+    for part in range(3):
+        mine = [m for m in got if m.partition() == part]
+        assert [m.offset() for m in mine] == list(range(len(mine)))
+        singles = [m for m in mine if not (m.value() or b"").startswith(b"bulk-")]
+        want = [(ts, key.encode() if isinstance(key, str) else key, value,
+                 None if not h else [(k, v.encode() if isinstance(v, str) else v)
+                                     for k, v in (h.items() if isinstance(h, dict) else h)])
+                for i, (ts, key, value, h) in enumerate(recs) if i % 3 == part]
+        assert [(m.timestamp()[1], m.key(), m.value(), m.headers()) for m in singles] == want
+        bulk = [m.value() for m in mine if (m.value() or b"").startswith(b"bulk-")]
+        assert bulk == [b"bulk-%d-%d" % (i, j) for i in range(250, 3000, 500) if i % 3 == part
+                        for j in range(60)]
+    assert len(got) == len(recs) + 6 * 60
