@@ -664,7 +664,10 @@ class Producer:
         else:
             if b.callbacks:
                 # one entry for the batch: poll() makes each record's Message
+                # (from its callback entries: the batch's bytes can go now,
+                # not when the application gets round to poll())
                 b.error, b.base_offset, b.served = err, base_offset, 0
+                b.raw = b.builder = None
                 self._reports.append(b)
             uncalled = b.count - len(b.callbacks)
             if uncalled:

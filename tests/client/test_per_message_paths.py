@@ -395,3 +395,26 @@ def test_reused_builders_carry_nothing_from_earlier_batches(server, topic_name, 
         assert bulk == [b"bulk-%d-%d" % (i, j) for i in range(250, 3000, 500) if i % 3 == part
                         for j in range(60)]
     assert len(got) == len(recs) + 6 * 60
+
+
+def test_a_reported_batch_waiting_for_poll_holds_no_bytes(server, topic_name):
+    """A batch whose delivery reports wait for poll() keeps its callbacks'
+    records, not its encoded bytes: an application that polls rarely holds
+    one copy of its records, not two."""
+    create(server, topic_name, 1)
+    delivered = []
+    p = Producer(server.config(**{"linger.ms": 0, "batch.num.messages": 100}))
+    try:
+        for i in range(1000):
+            p.produce(topic_name, b"v%d" % i, partition=0,
+                      on_delivery=lambda err, msg: delivered.append(msg.value()))
+        deadline = time.monotonic() + 30
+        while sum(b.count for b in list(p._reports)) < 1000 and time.monotonic() < deadline:
+            time.sleep(0.01)        # acknowledged, not yet polled
+        waiting = list(p._reports)
+        assert sum(b.count for b in waiting) == 1000 and not delivered
+        assert all(b.raw is None and b.builder is None for b in waiting)
+        assert p.flush(30) == 0
+        assert delivered == [b"v%d" % i for i in range(1000)]
+    finally:
+        p.close()
