@@ -986,7 +986,7 @@ class _Sender:
                 key = (b.topic, b.partition)
                 same = groups.get(key)
                 if (same is None and self.p._idempotent
-                        and self.requests_out[key] >= MAX_APPENDS_OUT):
+                        and self.requests_out[key] >= self._appends_allowed(key)):
                     self._hold_back(node, key)
                     continue
                 if same and (b.alone or same[0].alone or (
@@ -1024,6 +1024,18 @@ class _Sender:
                     self.requests_out.update(groups.keys())
 
     # outcomes
+
+    def _appends_allowed(self, key) -> int:
+        """How many requests carrying partition ``key`` may be out at once
+        (idempotence). One until the partition's first append under this
+        producer id and epoch is acknowledged: a worker takes any sequence
+        from a producer it knows nothing of yet, as Kafka's brokers do, so a
+        second batch sent behind a first that is then refused (too large:
+        split and sent again) would be appended ahead of it -- and the
+        first, answered OUT_OF_ORDER_SEQUENCE_NUMBER behind an acknowledged
+        later batch, taken for one already in the log. Once the worker has
+        the producer's state it refuses any batch out of sequence."""
+        return MAX_APPENDS_OUT if key in self.acked else 1
 
     def _wait(self, b: _Batch) -> None:
         """Put ``b`` among its partition's waiting batches, in sequence order."""
@@ -1254,7 +1266,8 @@ class _Sender:
                     continue
                 if now < b.retry_at:
                     break
-                if idempotent and (key in self.retrying or self.requests_out[key] >= MAX_APPENDS_OUT
+                if idempotent and (key in self.retrying
+                                   or self.requests_out[key] >= self._appends_allowed(key)
                                    or (b.attempts and out[key])):
                     break
                 queue.popleft()

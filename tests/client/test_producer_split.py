@@ -80,6 +80,42 @@ def test_records_of_a_batch_the_topic_refuses_are_delivered_in_order(server, con
     assert check_log(server, topic, 2, delivered) == []
 
 
+@pytest.mark.parametrize("transport", ["zmq", "tcp"])
+def test_a_refused_first_batch_is_not_overtaken_by_the_next(server, topic_name, transport):
+    """An idempotent producer's first batch of a partition refused as too
+    large while the next is already on its way: the worker takes any
+    sequence from a producer it has no state for (as Kafka's brokers do), so
+    the next batch was appended first, and the first one's halves, answered
+    OUT_OF_ORDER_SEQUENCE_NUMBER behind it, were reported delivered without
+    being written -- acknowledged records lost. Here the records a new
+    producer queues while it waits for its producer id make a first batch
+    of 250 KB (batch.size) against the topic's 200 KB, and a second of
+    150 KB, sent in a request of its own (max.request.size 300 KB) behind
+    it. Every record must be in the log once, in order, where its report
+    says."""
+    create(server, topic_name, 1, **{"max.message.bytes": "200000"})
+    p = Producer(server.config(**{"linger.ms": 0, "batch.size": 250_000,
+                                  "max.request.size": 300_000,
+                                  "kafkalite.transport": transport}))
+    delivered, failed = [], []
+
+    def report(err, msg):
+        if err is None:
+            delivered.append((msg.partition(), msg.offset(), msg.value()))
+        else:
+            failed.append(err)
+    for i in range(16):
+        p.produce(topic_name, b"%03d" % i * 8_333, partition=0, on_delivery=report)
+    assert p.flush(60) == 0
+    for i in range(16, 40):            # and the partition goes on in order after it
+        p.produce(topic_name, b"%03d" % i * 8_333, partition=0, on_delivery=report)
+    assert p.flush(60) == 0
+    p.close()
+    assert failed == []
+    assert len(delivered) == 40
+    assert check_log(server, topic_name, 1, delivered) == []
+
+
 def test_bulk_batches_are_split_and_reported_once_per_record(server):
     create(server, "split-bulk", 1, **{"max.message.bytes": "3000"})
     p = Producer(server.config())
