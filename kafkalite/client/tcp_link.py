@@ -48,6 +48,7 @@ import logging
 import select
 import socket
 import struct
+import sys
 import time
 
 from kafkalite import errors
@@ -59,6 +60,15 @@ from kafkalite.protocol import decode_response, encode_request
 from kafkalite.ratelimit import RateLimitedLog
 
 READ_CHUNK = 256 << 10
+# An answer at least this big whose body is still coming is read straight
+# into a buffer of its own (TcpLink._split).
+DIRECT_MIN = 64 << 10
+# Buffers kept for such answers (a consumer has one fetch out per link,
+# and decodes an answer before the next comes).
+SPARE_BUFFERS = 2
+# sys.getrefcount of a kept buffer nothing else refers to: the list's
+# reference, the loop variable's and the call's argument
+_SPARE_FREE_REFS = 3
 # An answer beyond this is not one a kafkalite client asked for: a
 # producer's answers are small. A fetch's is up to its max_bytes and may
 # overshoot by one batch, which is at most one request (the listener's
@@ -91,6 +101,11 @@ class TcpLink(Link):
         self._outstanding: dict[int, tuple[int, int]] = {}   # cid -> (api key, version)
         self._out = bytearray()          # encoded requests the socket has not taken yet
         self._in = bytearray()           # bytes read that do not make a whole answer yet
+        self._frames: list = []          # whole answers read, not decoded yet
+        self._frame: memoryview | None = None   # a large answer being read into its own buffer
+        self._frame_view: memoryview | None = None
+        self._frame_got = 0              # ... and how much of it has come
+        self._spares: list[bytearray] = []   # buffers large answers were read into (_buffer_for)
         self._stash: dict[int, object] = {}
         self._poller = None              # the owner's poller it was last registered with
         self._alive = True
@@ -133,37 +148,87 @@ class TcpLink(Link):
         return out
 
     def _read(self) -> None:
-        """Everything the socket holds now, into the input buffer."""
+        """Everything the socket holds now: small answers through the input
+        buffer, the body of a large one straight into its own buffer."""
         while self._alive:
+            frame = self._frame
             try:
-                chunk = self.sock.recv(READ_CHUNK)
+                if frame is None:
+                    chunk = self.sock.recv(READ_CHUNK)
+                    n, asked = len(chunk), READ_CHUNK
+                else:
+                    asked = len(frame) - self._frame_got
+                    n = self.sock.recv_into(self._frame_view[self._frame_got:])
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
                 self._die(f"reading from {self.address} failed: {exc}")
                 return
-            if not chunk:
+            if not n:
                 self._die(f"{self.address} closed the connection")
                 return
-            self._in += chunk
-            if len(chunk) < READ_CHUNK:
+            if frame is None:
+                self._in += chunk
+                self._split()
+            else:
+                self._frame_got += n
+                if self._frame_got == len(frame):
+                    self._frames.append(frame)
+                    self._frame = self._frame_view = None
+            if n < asked:
                 return                   # the socket is drained: spare the EAGAIN read
+
+    def _split(self) -> None:
+        """Whole answers out of the input buffer into ``_frames``. An answer
+        over DIRECT_MIN bytes whose body is still coming gets a buffer of its
+        size, which ``_read`` fills from the socket: a fetch of many
+        megabytes is copied once, by the kernel, rather than through the
+        input buffer and out of it again."""
+        buf = self._in
+        start = 0
+        with memoryview(buf) as view:     # released before the buffer is cut below
+            while len(buf) - start >= 4:
+                (size,) = _size.unpack_from(buf, start)
+                if not 4 <= size <= self.max_response:
+                    self._die(f"{self.address} sent an answer of {size} bytes (not a Kafka "
+                              f"listener, or not a PLAINTEXT one)")
+                    break
+                have = len(buf) - start - 4
+                if have >= size:
+                    self._frames.append(bytes(view[start + 4:start + 4 + size]))
+                    start += 4 + size
+                    continue
+                if size >= DIRECT_MIN:
+                    self._frame_view = self._buffer_for(size)
+                    self._frame_view[:have] = view[start + 4:]
+                    self._frame, self._frame_got = self._frame_view, have
+                    start = len(buf)
+                break
+        if start:
+            del buf[:start]
+
+    def _buffer_for(self, size: int) -> memoryview:
+        """``size`` bytes to read a large answer into: a buffer an earlier
+        answer used, when nothing refers to it any more (the answer it held
+        was decoded, and what was decoded from it dropped: its refcount is
+        the spare list's and the call's own), or a new one, kept as a spare.
+        A new buffer is fresh memory that every 4 KiB of a read faults in,
+        and is zeroed first: a consumer reusing two of them pays neither."""
+        for spare in self._spares:
+            if len(spare) >= size and sys.getrefcount(spare) <= _SPARE_FREE_REFS:
+                return memoryview(spare)[:size]
+        spare = bytearray(size)
+        if len(self._spares) >= SPARE_BUFFERS:
+            self._spares.pop(0)
+        self._spares.append(spare)
+        return memoryview(spare)[:size]
 
     def _decode(self) -> list:
         got = []
-        buf = self._in
-        start = 0
-        while len(buf) - start >= 4:
-            (size,) = _size.unpack_from(buf, start)
-            if not 4 <= size <= self.max_response:
-                self._die(f"{self.address} sent an answer of {size} bytes (not a Kafka "
-                          f"listener, or not a PLAINTEXT one)")
+        frames, self._frames = self._frames, []
+        for frame in frames:
+            if not self._alive:
                 break
-            if len(buf) - start - 4 < size:
-                break
-            with memoryview(buf) as view:     # released before the buffer is cut below
-                frame = bytes(view[start + 4:start + 4 + size])
-            start += 4 + size
             (cid,) = _size.unpack_from(frame, 0)
             api_key, version = self._outstanding.pop(cid, (None, None))
             if api_key is None:
@@ -175,8 +240,6 @@ class TcpLink(Link):
                 self._die(f"{self.address} sent an answer that does not decode: {exc}")
                 break
             got.append((cid, body))
-        if start:
-            del buf[:start]
         return got
 
     def _die(self, why: str) -> None:

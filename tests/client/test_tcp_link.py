@@ -276,6 +276,79 @@ def test_answers_split_anywhere_across_reads_are_decoded(peer):
         link.close()
 
 
+def big_api_versions_answer(cid: int, keys: int) -> bytes:
+    """An answer of about 7 bytes a key: big enough to take the large-answer path."""
+    body = encode_response(ApiKey.API_VERSIONS, 0, cid, {
+        "error_code": 0, "api_keys": [{"api_key": k % 30000, "min_version": 0,
+                                       "max_version": cid % 100} for k in range(keys)]})
+    return struct.pack(">i", len(body)) + body
+
+
+def test_large_answers_split_anywhere_are_read_into_their_own_buffers(peer):
+    """Answers over DIRECT_MIN whose bodies are still coming are read straight
+    into a buffer of their size (kept and reused once nothing refers to the
+    answer decoded from it), mixed with small ones, cut at every kind of
+    place: inside a size, right after one, inside a body, with the next
+    answer in the same write."""
+    from kafkalite.client import tcp_link
+    link = TcpLink("tcp://127.0.0.1:1", "127.0.0.1", peer.port)
+    try:
+        peer.accept()
+        sizes = [30_000, 0, 12_000, 30_000, 0, 0, 20_000, 30_000]   # 0: a small answer
+        cids = [ask(link) for _ in sizes]
+        wire = b""
+        for keys, _ in zip(sizes, cids):
+            cid = peer.read_request()
+            wire += big_api_versions_answer(cid, keys) if keys else api_versions_answer(cid)
+        assert len(wire) > 6 * tcp_link.DIRECT_MIN
+        cuts = [0, 2, 4, 5, 70_000, 70_001, 200_000, 210_007, 210_011, 300_000, 409_600,
+                len(wire) - 3, len(wire)]
+        got = []
+        for lo, hi in zip(cuts, cuts[1:]):
+            peer.conn.sendall(wire[lo:hi])
+            time.sleep(0.02)
+            got += link.receive()       # decoded as they complete; nothing kept of them
+        got += wait_answers(link, len(sizes) - len(got)) if len(got) < len(sizes) else []
+        assert [cid for cid, _ in got] == cids
+        for keys, (cid, body) in zip(sizes, got):
+            want = keys or 1
+            assert len(body["api_keys"]) == want
+            assert body["api_keys"][-1]["max_version"] == (cid % 100 if keys else 9)
+        assert link.alive() and not link._in and link._frame is None
+        assert 1 <= len(link._spares) <= tcp_link.SPARE_BUFFERS
+    finally:
+        link.close()
+
+
+def test_records_held_from_earlier_fetches_stay_intact_over_tcp(own_server, topic_name):
+    """A consumer over a TCP link keeps fetched answers it has not decoded
+    yet (and may keep views of them): a buffer an answer was read into is
+    reused only once nothing refers to it. Records of 50-100 KB, many
+    large answers, read slowly so that answers wait: every value comes back
+    as written, in order."""
+    create(own_server, topic_name, 1)
+    values = [bytes([i % 251]) * (50_000 + 997 * i) for i in range(60)]
+    p = Producer(own_server.config(**{"linger.ms": 0, **TCP}))
+    try:
+        for v in values:
+            p.produce(topic_name, v, partition=0)
+        assert p.flush(30) == 0
+    finally:
+        p.close()
+    c = Consumer(own_server.config(**{"max.partition.fetch.bytes": 300_000, **TCP}))
+    try:
+        c.assign([TopicPartition(topic_name, 0, OFFSET_BEGINNING)])
+        held, deadline = [], time.monotonic() + 60
+        while len(held) < len(values) and time.monotonic() < deadline:
+            held += c.consume(3, 1.0)
+            time.sleep(0.02)            # answers arrive meanwhile, into kept buffers
+        assert [m.offset() for m in held] == list(range(len(values)))
+        assert [bytes(m.value()) for m in held] == values
+        assert all(type(link) is TcpLink for link in c._conns.values())
+    finally:
+        c.close()
+
+
 @pytest.mark.parametrize("fault, reason", [
     (struct.pack(">i", 1 << 30), "answer of 1073741824 bytes"),
     (struct.pack(">i", -5), "answer of -5 bytes"),
