@@ -13,7 +13,8 @@ One broker (this checkout's server), and in every round, one after the other:
   from another checkout (the code before a change), each in a child process
   whose PYTHONPATH is that checkout: ``produce()`` with and without a
   callback, ``poll()`` and ``consume(10000)`` per message, and the bulk
-  paths ``produce_batch()`` / ``consume_batch()``.
+  paths ``produce_batch()`` / ``consume_batch()``, and ``consume_batch()``
+  over a direct TCP link (``kafkalite.transport: tcp``).
 
 100-byte values, one partition, acks=1, linger.ms=5 and a queue of
 1,000,000 records for both producers (confluent-kafka with large batches,
@@ -126,8 +127,15 @@ def kafkalite_phase(bootstrap: str, prefix: str, n: int) -> dict:
         out["produce_batch"] = n / (time.perf_counter() - t0)
     finally:
         p.close()
-    for key, loop in (("poll", _poll_loop), ("consume", _consume_loop), ("consume_batch", None)):
-        c = Consumer({"bootstrap.servers": bootstrap})
+    for key, loop in (("poll", _poll_loop), ("consume", _consume_loop), ("consume_batch", None),
+                      ("consume_batch_tcp", None)):
+        config = {"bootstrap.servers": bootstrap}
+        if key.endswith("_tcp"):
+            config["kafkalite.transport"] = "tcp"
+        try:
+            c = Consumer(config)
+        except ValueError:
+            continue            # a checkout from before the TCP link (--before)
         c.assign([TopicPartition(names[0], 0, OFFSET_BEGINNING)])
         try:
             if loop is not None:
@@ -196,6 +204,7 @@ FIGURES = [  # (key, label)
     ("consume", f"consume(num_messages={CONSUME_N:,})"),
     ("produce_batch", "produce_batch() (bulk)"),
     ("consume_batch", "consume_batch() (bulk)"),
+    ("consume_batch_tcp", "consume_batch() (bulk), TCP link"),
 ]
 
 
@@ -270,7 +279,7 @@ def main(argv=None) -> int:
     for key, label in FIGURES:
         row = [label, f"{med['after'][key]:,.0f}"]
         if args.before:
-            row.append(f"{med['before'][key]:,.0f}")
+            row.append(f"{med['before'][key]:,.0f}" if key in med["before"] else "-")
         if key in peer:
             row += [f"{ck[peer[key]]:,.0f}" + (" (consume)" if key == "poll" else ""),
                     f"{med['after'][key] / ck[peer[key]]:.2f}x"]

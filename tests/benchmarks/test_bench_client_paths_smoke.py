@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-FIGURES = ["consume", "consume_batch", "poll", "produce", "produce_batch", "produce_cb"]
+FIGURES = ["consume", "consume_batch", "consume_batch_tcp", "poll", "produce", "produce_batch",
+           "produce_cb"]
 
 
 def test_quick_run_reports_every_figure(tmp_path):
@@ -24,3 +25,4 @@ def test_quick_run_reports_every_figure(tmp_path):
         assert all(v > 0 for v in doc["medians"][tree].values())
     assert sorted(doc["medians"]["confluent"]) == ["consume", "produce", "produce_cb"]
     assert "poll() per message" in (out / "results.md").read_text()
+    assert "consume_batch() (bulk), TCP link" in (out / "results.md").read_text()
