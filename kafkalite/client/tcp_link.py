@@ -26,8 +26,10 @@ them (a consumer's ListOffsets goes through its fetch link):
   socket takes now; the rest goes out when the socket is writable (``arm``
   asks the owner's poller for POLLOUT while some is left) or at the next
   ``receive``;
-- ``receive`` reads what has arrived (at most READ_CHUNK a read) and
-  decodes every whole answer; an answer larger than ``max_response``
+- ``receive`` reads what has arrived (at most READ_CHUNK a read; the
+  body of an answer of DIRECT_MIN or more straight into a buffer of its
+  own, one of two kept for reuse) and decodes every whole answer; an
+  answer larger than ``max_response``
   (for a consumer, its fetch.max.bytes and one batch more) ends the link
   as a protocol error, so a confused peer cannot make it buffer without
   bound;
