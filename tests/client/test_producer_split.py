@@ -40,6 +40,19 @@ def check_log(server, topic, partitions, delivered):
     return problems
 
 
+def reports():
+    """(delivered, failed, on_delivery): (partition, offset, value) of each
+    record delivered, the error of each that failed."""
+    delivered, failed = [], []
+
+    def report(err, msg):
+        if err is None:
+            delivered.append((msg.partition(), msg.offset(), msg.value()))
+        else:
+            failed.append(err)
+    return delivered, failed, report
+
+
 def test_the_checker_catches_a_lost_a_moved_and_a_reordered_record(server):
     create(server, "split-checker", 1)
     p = Producer(server.config())
@@ -62,13 +75,7 @@ def test_records_of_a_batch_the_topic_refuses_are_delivered_in_order(server, con
     topic = "split-" + "-".join(f"{k}{v}" for k, v in config.items()).replace(".", "")
     create(server, topic, 2, **{"max.message.bytes": "2000"})
     p = Producer(server.config(**{"linger.ms": 50, **config}))
-    delivered, failed = [], []
-
-    def report(err, msg):
-        if err is None:
-            delivered.append((msg.partition(), msg.offset(), msg.value()))
-        else:
-            failed.append(err)
+    delivered, failed, report = reports()
     for i in range(400):
         # incompressible enough that zstd batches are still too large
         p.produce(topic, b"%05d-" % i + bytes((i * 7 + j * 13) % 251 for j in range(90)),
@@ -97,13 +104,7 @@ def test_a_refused_first_batch_is_not_overtaken_by_the_next(server, topic_name, 
     p = Producer(server.config(**{"linger.ms": 0, "batch.size": 250_000,
                                   "max.request.size": 300_000,
                                   "kafkalite.transport": transport}))
-    delivered, failed = [], []
-
-    def report(err, msg):
-        if err is None:
-            delivered.append((msg.partition(), msg.offset(), msg.value()))
-        else:
-            failed.append(err)
+    delivered, failed, report = reports()
     for i in range(16):
         p.produce(topic_name, b"%03d" % i * 8_333, partition=0, on_delivery=report)
     assert p.flush(60) == 0
