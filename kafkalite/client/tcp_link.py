@@ -68,6 +68,7 @@ DIRECT_MIN = 64 << 10
 # Buffers kept for such answers (a consumer has one fetch out per link,
 # and decodes an answer before the next comes).
 SPARE_BUFFERS = 2
+SPARE_MAX_BYTES = 32 << 20       # a larger answer's buffer is not kept
 # sys.getrefcount of a kept buffer nothing else refers to: the list's
 # reference, the loop variable's and the call's argument
 _SPARE_FREE_REFS = 3
@@ -220,10 +221,11 @@ class TcpLink(Link):
             if len(spare) >= size and sys.getrefcount(spare) <= _SPARE_FREE_REFS:
                 return memoryview(spare)[:size]
         spare = bytearray(size)
-        if len(self._spares) >= SPARE_BUFFERS:
-            self._spares.pop(0)
-        self._spares.append(spare)
-        return memoryview(spare)[:size]
+        if size <= SPARE_MAX_BYTES:      # an idle consumer holds at most two of these
+            if len(self._spares) >= SPARE_BUFFERS:
+                self._spares.pop(0)
+            self._spares.append(spare)
+        return memoryview(spare)
 
     def _decode(self) -> list:
         got = []
