@@ -149,13 +149,19 @@ def test_a_request_larger_than_the_socket_takes_goes_out_as_it_drains(own_server
     c = Consumer(own_server.config())
     leader = c.list_topics(topic_name).topics[topic_name].partitions[0].leader
     c.close()
-    endpoint = own_server.refresh()["workers"][leader]["endpoint"]
-    link = tcp_link_or(Connection(endpoint, "test", watch=True), 10)
+    worker = own_server.refresh()["workers"][leader]
+    link = tcp_link_or(Connection(worker["endpoint"], "test", watch=True), 10)
     assert type(link) is TcpLink
     try:
         link.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
         values = [os.urandom(1000) for _ in range(900)]          # ~0.9 MB in one request
-        cid = link.send(ApiKey.PRODUCE, produce_body(topic_name, values))
+        # the worker stopped while the request is written: on loopback a
+        # reading peer can take 0.9 MB as fast as one send() gives it
+        os.kill(worker["pid"], signal.SIGSTOP)
+        try:
+            cid = link.send(ApiKey.PRODUCE, produce_body(topic_name, values))
+        finally:
+            os.kill(worker["pid"], signal.SIGCONT)
         assert link._out, "the socket took the whole request at once: nothing tested"
         got = dict(wait_answers(link, 1, timeout=30))
         part = got[cid]["responses"][0]["partition_responses"][0]
