@@ -11,6 +11,7 @@ decoder are in ``batch.pxd``.
 Who may call: any thread; a builder is not shared between threads.
 """
 cimport cython
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, INT32_MAX
 from libc.stdlib cimport free, malloc, realloc
@@ -340,6 +341,26 @@ cdef class RecordBatchBuilder:
                       self.codec, self._level, self.base_offset, self.partition_leader_epoch,
                       self._attributes, lod, self._base_ts, self._max_ts, self.producer_id,
                       self.producer_epoch, self.base_sequence, self._count)
+
+
+    def build_into(self, bytearray out):
+        """``build()`` into ``out`` for an uncompressed batch: a memoryview of
+        its first ``size_in_bytes`` bytes. The producer's sender keeps such
+        buffers and builds into them again once nothing refers to the last
+        batch (writing a batch into fresh memory faults a page every 4 KiB).
+        ValueError for a compressed batch, or when ``out`` is too small."""
+        if self.codec != KL_CODEC_NONE:
+            raise ValueError("build_into() takes uncompressed batches; use build()")
+        if self._count == 0:
+            raise InvalidRecordError("a record batch must hold at least one record")
+        if PyByteArray_GET_SIZE(out) < self._len:
+            raise ValueError(f"a buffer of {PyByteArray_GET_SIZE(out)} bytes cannot hold a batch "
+                             f"of {self._len}")
+        write_header(self._buf, self._len, self.base_offset, self.partition_leader_epoch,
+                     self._attributes, self._last_delta, self._base_ts, self._max_ts,
+                     self.producer_id, self.producer_epoch, self.base_sequence, self._count)
+        memcpy(PyByteArray_AS_STRING(out), self._buf, self._len)
+        return memoryview(out)[:self._len]
 
 
 def build_control_batch(bint commit, int64_t producer_id, int producer_epoch,

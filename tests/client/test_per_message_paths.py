@@ -418,3 +418,32 @@ def test_a_reported_batch_waiting_for_poll_holds_no_bytes(server, topic_name):
         assert delivered == [b"v%d" % i for i in range(1000)]
     finally:
         p.close()
+
+
+@pytest.mark.parametrize("settings", [
+    {"acks": 1},
+    {"acks": "all", "enable.idempotence": True},
+    {"acks": 0, "enable.idempotence": False},     # sent zero-copy, reported at once
+    {"acks": 1, "kafkalite.transport": "tcp"},
+], ids=["acks1", "idempotent", "acks0", "tcp"])
+def test_batches_built_into_kept_buffers_arrive_intact(server, topic_name, settings):
+    """Uncompressed batches of 64 KiB or more are built into buffers the
+    sender keeps and reuses once nothing refers to the batch in them. A
+    buffer reused while ZeroMQ still sends from it (zero-copy), or while its
+    batch waits for an answer or a retry, would put one batch's bytes under
+    another's records: every record must come back as produced."""
+    create(server, topic_name, 2)
+    values = [b"%05d:" % i + bytes([i % 251]) * (1_000 + 37 * (i % 50)) for i in range(4000)]
+    p = Producer(server.config(**{"linger.ms": 2, "batch.num.messages": 120, **settings}))
+    try:
+        for i, v in enumerate(values):
+            p.produce(topic_name, v, partition=i % 2)
+            if i % 700 == 0:
+                time.sleep(0.01)        # batches of every size, reused buffers among them
+        assert p.flush(30) == 0
+        assert p._sending.raw_buffers       # the path was taken
+    finally:
+        p.close()
+    got = consume_all(server, topic_name, len(values), partitions=2)
+    for part in range(2):
+        assert [m.value() for m in got if m.partition() == part] == values[part::2]
