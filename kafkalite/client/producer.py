@@ -59,7 +59,6 @@ import logging
 import math
 import os
 import random
-import sys
 import threading
 import time
 
@@ -68,6 +67,7 @@ import zmq
 from kafkalite import errors
 from kafkalite._ext.accumulator import Accumulator, FastLock, ProducerBatch
 from kafkalite._ext.partitioner import partition_for_key, partitions_for_keys
+from kafkalite.client.buffer_pool import BufferPool
 from kafkalite.client.config import PRODUCER, PRODUCER_ALIASES, resolve
 from kafkalite.client.connection import (Connection, client_context, endpoint_host_port,
                                          parse_bootstrap)
@@ -93,12 +93,13 @@ INT32_SPAN = 1 << 31                 # sequences wrap from INT32_MAX to 0
 # from the producer (Kafka's brokers: the last five batches).
 MAX_APPENDS_OUT = 5
 # Uncompressed batches this big or bigger are built into buffers the sender
-# keeps (_Sender._raw_buffer), at most RAW_BUFFERS of them: each in use
-# until its batch is answered, so about the requests in flight. Sizes are
-# powers of two: with the default batch.size (1 MB) a busy producer keeps
-# up to 16 MB of them.
+# keeps (buffer_pool.py), at most RAW_BUFFERS of them: each in use until
+# its batch is answered, so about the requests in flight. Sizes are powers
+# of two: with the default batch.size (1 MB) a busy producer keeps up to
+# 16 MB of them.
 RAW_BUFFER_MIN = 64 << 10
 RAW_BUFFERS = 8
+RAW_BUFFER_MAX = 32 << 20
 # Transaction states (the producer's side of them)
 _UNINITIALIZED, _READY, _IN_TXN, _FATAL = "uninitialized", "ready", "in transaction", "fatal"
 # CONCURRENT_TRANSACTIONS mostly means the previous transaction's markers
@@ -764,7 +765,7 @@ class _Sender:
         # built into (_build); one is reused once nothing refers to its last
         # batch: its bytes answered and sent (a zero-copy ZeroMQ send holds
         # a reference until the I/O thread is done with it)
-        self.raw_buffers: list[bytearray] = []
+        self.raw_buffers = BufferPool(RAW_BUFFERS, RAW_BUFFER_MAX)
         self.pid_generation = 0
         self.init_at = 0.0              # next InitProducerId attempt (idempotent, not transactional)
         self.unstamped: list[_Batch] = []   # ready, waiting for a producer id or AddPartitionsToTxn
@@ -878,33 +879,11 @@ class _Sender:
             builder = b.builder
             size = builder.size_in_bytes
             if builder.codec == 0 and size >= RAW_BUFFER_MIN:
-                b.raw = builder.build_into(self._raw_buffer(size))
+                b.raw = builder.build_into(self.raw_buffers.take(size))
             else:
                 b.raw = builder.build()
             self.p._acc.recycle(builder)   # its buffer, for a later batch
             b.builder = None
-
-    def _raw_buffer(self, size: int) -> bytearray:
-        """A kept buffer of at least ``size`` bytes nothing refers to any
-        more (its refcount: the list's, the loop's and the call's), the
-        smallest such; else a new one, kept (replacing a free one when
-        RAW_BUFFERS are kept)."""
-        best = None
-        for buf in self.raw_buffers:
-            if len(buf) >= size and sys.getrefcount(buf) <= 3 and (
-                    best is None or len(buf) < len(best)):
-                best = buf
-        if best is not None:
-            return best
-        # a power of two, so that batches of about the same size share buffers
-        buf = bytearray(1 << (size - 1).bit_length())
-        if len(self.raw_buffers) >= RAW_BUFFERS:
-            free = [i for i, b in enumerate(self.raw_buffers) if sys.getrefcount(b) <= 3]
-            if not free:
-                return buf             # all in use: this one is not kept
-            del self.raw_buffers[free[0]]
-        self.raw_buffers.append(buf)
-        return buf
 
     def _stamp_ready(self, now: float) -> bool:
         """Idempotence: give the unstamped batches their producer id, epoch

@@ -50,10 +50,10 @@ import logging
 import select
 import socket
 import struct
-import sys
 import time
 
 from kafkalite import errors
+from kafkalite.client.buffer_pool import BufferPool
 from kafkalite.client.connection import (CONNECT_TIMEOUT_MS, VERSIONS, Connection,
                                          KafkaTimeoutError, PeerLostError, endpoint_host_port)
 from kafkalite.client.link import Link
@@ -65,13 +65,12 @@ READ_CHUNK = 256 << 10
 # An answer at least this big whose body is still coming is read straight
 # into a buffer of its own (TcpLink._split).
 DIRECT_MIN = 64 << 10
-# Buffers kept for such answers (a consumer has one fetch out per link,
-# and decodes an answer before the next comes).
+# Buffers kept for such answers, reused once nothing refers to what was
+# decoded from them (buffer_pool.py): a consumer has one fetch out per link
+# and decodes an answer before the next comes. A larger one is not kept:
+# an idle consumer holds at most two.
 SPARE_BUFFERS = 2
-SPARE_MAX_BYTES = 32 << 20       # a larger answer's buffer is not kept
-# sys.getrefcount of a kept buffer nothing else refers to: the list's
-# reference, the loop variable's and the call's argument
-_SPARE_FREE_REFS = 3
+SPARE_MAX_BYTES = 32 << 20
 # An answer beyond this is not one a kafkalite client asked for: a
 # producer's answers are small. A fetch's is up to its max_bytes and may
 # overshoot by one batch, which is at most one request (the listener's
@@ -108,7 +107,7 @@ class TcpLink(Link):
         self._frame: memoryview | None = None   # a large answer being read into its own buffer
         self._frame_view: memoryview | None = None
         self._frame_got = 0              # ... and how much of it has come
-        self._spares: list[bytearray] = []   # buffers large answers were read into (_buffer_for)
+        self._buffers = BufferPool(SPARE_BUFFERS, SPARE_MAX_BYTES)   # what large answers are read into
         self._stash: dict[int, object] = {}
         self._poller = None              # the owner's poller it was last registered with
         self._alive = True
@@ -202,30 +201,13 @@ class TcpLink(Link):
                     start += 4 + size
                     continue
                 if size >= DIRECT_MIN:
-                    self._frame_view = self._buffer_for(size)
+                    self._frame_view = memoryview(self._buffers.take(size))[:size]
                     self._frame_view[:have] = view[start + 4:]
                     self._frame, self._frame_got = self._frame_view, have
                     start = len(buf)
                 break
         if start:
             del buf[:start]
-
-    def _buffer_for(self, size: int) -> memoryview:
-        """``size`` bytes to read a large answer into: a buffer an earlier
-        answer used, when nothing refers to it any more (the answer it held
-        was decoded, and what was decoded from it dropped: its refcount is
-        the spare list's and the call's own), or a new one, kept as a spare.
-        A new buffer is fresh memory that every 4 KiB of a read faults in,
-        and is zeroed first: a consumer reusing two of them pays neither."""
-        for spare in self._spares:
-            if len(spare) >= size and sys.getrefcount(spare) <= _SPARE_FREE_REFS:
-                return memoryview(spare)[:size]
-        spare = bytearray(size)
-        if size <= SPARE_MAX_BYTES:      # an idle consumer holds at most two of these
-            if len(self._spares) >= SPARE_BUFFERS:
-                self._spares.pop(0)
-            self._spares.append(spare)
-        return memoryview(spare)
 
     def _decode(self) -> list:
         got = []

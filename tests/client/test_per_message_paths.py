@@ -441,7 +441,7 @@ def test_batches_built_into_kept_buffers_arrive_intact(server, topic_name, setti
             if i % 700 == 0:
                 time.sleep(0.01)        # batches of every size, reused buffers among them
         assert p.flush(30) == 0
-        assert p._sending.raw_buffers       # the path was taken
+        assert p._sending.raw_buffers.kept      # the path was taken
     finally:
         p.close()
     got = consume_all(server, topic_name, len(values), partitions=2)

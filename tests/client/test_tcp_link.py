@@ -321,7 +321,7 @@ def test_large_answers_split_anywhere_are_read_into_their_own_buffers(peer):
             assert len(body["api_keys"]) == want
             assert body["api_keys"][-1]["max_version"] == (cid % 100 if keys else 9)
         assert link.alive() and not link._in and link._frame is None
-        assert 1 <= len(link._spares) <= tcp_link.SPARE_BUFFERS
+        assert 1 <= len(link._buffers.kept) <= tcp_link.SPARE_BUFFERS
     finally:
         link.close()
 
