@@ -105,7 +105,6 @@ class TcpLink(Link):
         self._in = bytearray()           # bytes read that do not make a whole answer yet
         self._frames: list = []          # whole answers read, not decoded yet
         self._frame: memoryview | None = None   # a large answer being read into its own buffer
-        self._frame_view: memoryview | None = None
         self._frame_got = 0              # ... and how much of it has come
         self._buffers = BufferPool(SPARE_BUFFERS, SPARE_MAX_BYTES)   # what large answers are read into
         self._stash: dict[int, object] = {}
@@ -160,7 +159,7 @@ class TcpLink(Link):
                     n, asked = len(chunk), READ_CHUNK
                 else:
                     asked = len(frame) - self._frame_got
-                    n = self.sock.recv_into(self._frame_view[self._frame_got:])
+                    n = self.sock.recv_into(frame[self._frame_got:])
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
@@ -176,7 +175,7 @@ class TcpLink(Link):
                 self._frame_got += n
                 if self._frame_got == len(frame):
                     self._frames.append(frame)
-                    self._frame = self._frame_view = None
+                    self._frame = None
             if n < asked:
                 return                   # the socket is drained: spare the EAGAIN read
 
@@ -201,9 +200,9 @@ class TcpLink(Link):
                     start += 4 + size
                     continue
                 if size >= DIRECT_MIN:
-                    self._frame_view = memoryview(self._buffers.take(size))[:size]
-                    self._frame_view[:have] = view[start + 4:]
-                    self._frame, self._frame_got = self._frame_view, have
+                    self._frame = memoryview(self._buffers.take(size))[:size]
+                    self._frame[:have] = view[start + 4:]
+                    self._frame_got = have
                     start = len(buf)
                 break
         if start:
