@@ -134,6 +134,11 @@ cdef class ProducerBatch:
     cdef public bint closed               # taken out of the open batches (no more appends)
     cdef public Py_ssize_t max_bytes      # closed at this size (batch.size, or its topic's cap)
     cdef public bint alone                # sent in a request of its own (no other batch of its partition)
+    # bytes its records count against queue.buffering.max.kbytes (the
+    # accumulator's queued_bytes), and of those, the bytes of records with
+    # a callback: their key and value are held until poll() serves them
+    cdef public Py_ssize_t nbytes
+    cdef public Py_ssize_t callback_bytes
 
     def __init__(self, topic, int32_t partition, builder, double now):
         self.topic = topic
@@ -155,6 +160,8 @@ cdef class ProducerBatch:
         self.closed = False
         self.max_bytes = 0
         self.alone = False
+        self.nbytes = 0
+        self.callback_bytes = 0
 
 
 @cython.final
@@ -177,10 +184,15 @@ cdef class Accumulator:
     # topic's max.message.bytes refused a batch (Producer.cap_topic_batches)
     cdef public dict topic_bytes
     cdef Py_ssize_t max_queued
+    cdef Py_ssize_t max_queued_bytes
     cdef Py_ssize_t max_request
     cdef bint keyed
     cdef object default_cb
     cdef public Py_ssize_t queued     # records produced whose delivery is not yet reported
+    # ... and their bytes: keys, values and headers, and each record's
+    # framing (ProducerBatch.nbytes); released as the sender reports a batch,
+    # or as poll() serves the records' callbacks
+    cdef public Py_ssize_t queued_bytes
     # True while produce() needs no check from the producer (open, not
     # transactional); otherwise Producer._check_can_produce() decides
     cdef public bint gate
@@ -189,8 +201,8 @@ cdef class Accumulator:
 
     def __init__(self, producer, FastLock lock, dict open_batches, dict sticky, dict topics,
                  codec, level, Py_ssize_t batch_count, Py_ssize_t batch_bytes,
-                 Py_ssize_t max_queued, Py_ssize_t max_request, bint keyed, default_cb,
-                 bint gate):
+                 Py_ssize_t max_queued, Py_ssize_t max_queued_bytes, Py_ssize_t max_request,
+                 bint keyed, default_cb, bint gate):
         self.producer = producer
         self.lock = lock
         self.open = open_batches
@@ -203,10 +215,12 @@ cdef class Accumulator:
         self.batch_bytes = batch_bytes
         self.topic_bytes = {}
         self.max_queued = max_queued
+        self.max_queued_bytes = max_queued_bytes
         self.max_request = max_request
         self.keyed = keyed
         self.default_cb = default_cb
         self.queued = 0
+        self.queued_bytes = 0
         self.gate = gate
         self.spare = []
         self.spare_attributes = self._new_builder()._attributes
@@ -270,7 +284,7 @@ cdef class Accumulator:
         cdef bytes kb, vb, hk
         cdef object hv
         cdef list hdrs = None
-        cdef Py_ssize_t size
+        cdef Py_ssize_t size, record_bytes
         cdef int64_t ts
         cdef int32_t part
         cdef bint wake = False, new = False
@@ -309,11 +323,19 @@ cdef class Accumulator:
                 f"({self.max_request})")
         ts = now_ms() if not timestamp else timestamp
         cb = on_delivery or callback or self.default_cb
+        record_bytes = size - KL_BATCH_HEADER_SIZE
         self.lock.take()
         try:
             if self.queued >= self.max_queued:
                 raise BufferError(f"local queue full: {self.queued} messages waiting for "
                                   f"delivery (queue.buffering.max.messages); call poll()")
+            # a record larger than the whole limit still goes when nothing
+            # waits, rather than never
+            if self.queued and self.queued_bytes + record_bytes > self.max_queued_bytes:
+                raise BufferError(f"local queue full: {self.queued_bytes} bytes waiting for "
+                                  f"delivery, and {record_bytes} more would pass "
+                                  f"queue.buffering.max.kbytes "
+                                  f"({self.max_queued_bytes // 1024}); call poll()")
             b = self.last
             if b is None or b.closed or b.partition != part or b.topic is not topic:
                 tp = (topic, part)
@@ -340,8 +362,11 @@ cdef class Accumulator:
                 raise
             if cb is not None:
                 b.callbacks.append((b.count, cb, key, value, headers, timestamp))
+                b.callback_bytes += record_bytes
             b.count += 1
+            b.nbytes += record_bytes
             self.queued += 1
+            self.queued_bytes += record_bytes
             self.last = b
             if b.count >= self.batch_count or builder._len >= b.max_bytes:
                 self.producer._close_batch(b)
@@ -404,6 +429,10 @@ cdef class Accumulator:
                 if done:
                     self.lock.take()
                     self.queued -= done
+                    if b.served >= n and b.callback_bytes:
+                        # the batch's last callback: its keys and values go
+                        self.queued_bytes -= b.callback_bytes
+                        b.callback_bytes = 0
                     self.lock.give()
                     served += done
             try:

@@ -192,6 +192,10 @@ class Producer:
         self._batch_bytes = cfg["batch.size"]
         self._batch_count = cfg["batch.num.messages"]
         self._max_queued = cfg["queue.buffering.max.messages"]
+        self._max_queued_bytes = cfg["queue.buffering.max.kbytes"] * 1024
+        if self._max_queued < 1 or self._max_queued_bytes < 1024:
+            raise ValueError("queue.buffering.max.messages and queue.buffering.max.kbytes "
+                             "must be at least 1")
         self._default_cb = cfg.get("on_delivery")
         self._bootstrap = parse_bootstrap(cfg["bootstrap.servers"])
         self._ctx = client_context(cfg)
@@ -220,7 +224,8 @@ class Producer:
         # of queued records is _queued
         self._acc = Accumulator(
             self, self._lock, self._open, self._sticky, self._meta.topics, self._codec, self._level,
-            self._batch_count, self._batch_bytes, self._max_queued, cfg["max.request.size"],
+            self._batch_count, self._batch_bytes, self._max_queued, self._max_queued_bytes,
+            cfg["max.request.size"],
             cfg["partitioner"] != "random", self._default_cb, self._transactional_id is None)
         if type(self).produce is Producer.produce:
             self.produce = self._acc.produce
@@ -298,7 +303,7 @@ class Producer:
         str), UnknownTopicOrPartitionError for a partition the topic does
         not have, MessageTooLargeError for a record that cannot fit
         max.request.size, BufferError when queue.buffering.max.messages
-        records wait. An instance calls the accumulator directly (see
+        records, or queue.buffering.max.kbytes of them, wait. An instance calls the accumulator directly (see
         __init__); this is for subclasses and the docs."""
         self._acc.produce(topic, value, key, partition, on_delivery, timestamp, headers, callback)
 
@@ -314,7 +319,9 @@ class Producer:
         With ``keys`` each record goes to its key's partition; without, all
         go to ``partition`` (or one sticky partition). ``on_delivery(err,
         BatchDelivery)`` runs once per batch. Blocks (serving callbacks)
-        while the queue holds queue.buffering.max.messages records."""
+        while the queue holds queue.buffering.max.messages records or
+        queue.buffering.max.kbytes (the call's records are built first, so
+        one call's worth may be held beyond that while it waits)."""
         self._check_can_produce()
         n = len(values)
         if keys is not None and len(keys) != n:
@@ -351,9 +358,10 @@ class Producer:
                     idx = order[lo:hi]
                     chunks += [(int(ordered[lo]), idx[i:i + step], 0)
                                for i in range(0, len(idx), step)]
-        self._wait_for_room(n)
+        self._wait_for_room(n, 0)
         cap = self._acc.topic_bytes.get(topic, self._batch_bytes)
         built = []
+        nbytes = 0
         for p, idx, start in chunks:
             # a chunk of batch.num.messages records is cut again at batch.size
             # bytes, so that no request outgrows max.request.size
@@ -377,25 +385,34 @@ class Producer:
                 # built by the sender, which stamps it first when idempotent
                 b = _Batch(topic, p, builder, time.monotonic())
                 b.count = count
+                b.nbytes = builder.size_in_bytes
+                nbytes += b.nbytes
                 b.batch_callback = on_delivery or self._default_cb
                 built.append(b)
+        self._wait_for_room(n, nbytes)
         with self._lock:
             self._queued += n
+            self._acc.queued_bytes += nbytes
             self._ready.extend(built)
             self._sticky.pop(topic, None)
         self._wake()
 
-    def _wait_for_room(self, n: int) -> None:
+    def _wait_for_room(self, n: int, nbytes: int) -> None:
         """Back-pressure for the bulk path: block (serving delivery callbacks)
-        until ``n`` more records fit under queue.buffering.max.messages (or
-        the queue is empty, for a call larger than the whole limit)."""
-        while self._queued and self._queued + n > self._max_queued:
+        until ``n`` more records of ``nbytes`` fit under
+        queue.buffering.max.messages and queue.buffering.max.kbytes (or the
+        queue is empty, for a call larger than the whole limit)."""
+        while self._no_room(n, nbytes):
             if self._reports:
                 self.poll(0)
                 continue
             with self._reported:  # notified whenever a delivery lowers _queued
-                if not self._reports and self._queued and self._queued + n > self._max_queued:
+                if not self._reports and self._no_room(n, nbytes):
                     self._reported.wait(0.05)
+
+    def _no_room(self, n: int, nbytes: int) -> bool:
+        return self._queued > 0 and (self._queued + n > self._max_queued or
+                                     self._acc.queued_bytes + nbytes > self._max_queued_bytes)
 
     def _close_batch(self, b: _Batch) -> None:
         """Caller holds the lock."""
@@ -667,6 +684,12 @@ class Producer:
         """Sender side: queue the delivery reports of a batch for poll()."""
         if err is not None:
             self._txn_batch_failed(err)
+        # the batch's bytes leave queue.buffering.max.kbytes now, but for
+        # records whose callback still holds their key and value (released
+        # as poll() serves them)
+        released = b.nbytes
+        b.nbytes = 0
+        uncalled = 0
         if b.batch_callback is not None:
             self._reports.append((b.batch_callback, err, BatchDelivery(
                 b.topic, b.partition, base_offset if err is None else -1, b.count, err)))
@@ -677,11 +700,13 @@ class Producer:
                 # not when the application gets round to poll())
                 b.error, b.base_offset, b.served = err, base_offset, 0
                 b.raw = b.builder = None
+                released -= b.callback_bytes
                 self._reports.append(b)
             uncalled = b.count - len(b.callbacks)
-            if uncalled:
-                with self._lock:
-                    self._queued -= uncalled
+        if uncalled or released:
+            with self._lock:
+                self._queued -= uncalled
+                self._acc.queued_bytes -= released
         with self._reported:
             self._reported.notify_all()
 
@@ -1192,6 +1217,11 @@ class _Sender:
             piece.attempts = b.attempts     # travels alone, as a retry does
             piece.batch_callback = b.batch_callback
             piece.callbacks = [(c[0] - lo, *c[1:]) for c in b.callbacks if lo <= c[0] < hi]
+            if not pieces:
+                # the first half carries the whole batch's bytes: they are
+                # released with its report (with its last callback, those of
+                # records with one), never twice, never lost
+                piece.nbytes, piece.callback_bytes = b.nbytes, b.callback_bytes
             if b.sequence >= 0:
                 # the refused batch took no sequence numbers: its halves take them
                 piece.sequence = (b.sequence + lo) % INT32_SPAN
