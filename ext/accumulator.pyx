@@ -134,6 +134,9 @@ cdef class ProducerBatch:
     cdef public bint closed               # taken out of the open batches (no more appends)
     cdef public Py_ssize_t max_bytes      # closed at this size (batch.size, or its topic's cap)
     cdef public bint alone                # sent in a request of its own (no other batch of its partition)
+    # sent at least once without a definite answer (the link died, the
+    # request timed out): it may be in the log though never acknowledged
+    cdef public bint maybe_written
     # bytes its records count against queue.buffering.max.kbytes (the
     # accumulator's queued_bytes), and of those, the bytes of records with
     # a callback: their key and value are held until poll() serves them
@@ -160,6 +163,7 @@ cdef class ProducerBatch:
         self.closed = False
         self.max_bytes = 0
         self.alone = False
+        self.maybe_written = False
         self.nbytes = 0
         self.callback_bytes = 0
 

@@ -727,6 +727,23 @@ class Producer:
                 self._report(b, errors.UnknownServerError("the producer's sender thread failed"), -1)
 
 
+# Produce errors after which the batch may be in the log all the same (it
+# was appended, then the wait for replicas or the write failed): a batch
+# that saw one is ``maybe_written``, like one whose answer never came.
+MAYBE_APPENDED = frozenset({
+    errors.RequestTimedOutError.code, errors.NotEnoughReplicasAfterAppendError.code,
+    errors.UnknownServerError.code, errors.KafkaStorageError.code})
+
+
+def _unanswered(groups: dict) -> list:
+    """The batches of a request sent with no definite answer (the link
+    died, it timed out, it failed whole): each ``maybe_written`` now."""
+    out = [b for batches in groups.values() for b in batches]
+    for b in out:
+        b.maybe_written = True
+    return out
+
+
 def _restamp(raw: bytes, sequence: int) -> bytes:
     """A built batch with base sequence ``sequence`` (and its CRC again)."""
     import struct
@@ -851,7 +868,7 @@ class _Sender:
         retry = []
         for groups, _ in node.in_flight.values():
             self._answered(groups)
-            retry += [b for batches in groups.values() for b in batches]
+            retry += _unanswered(groups)
         self._landed(node.queue)
         retry += list(node.queue)
         node.queue.clear()
@@ -1146,18 +1163,31 @@ class _Sender:
             self.p._report(b, None, base_offset)
             return
         err = errors.error_for_code(code)(message or errors.error_for_code(code).name)
+        if code in MAYBE_APPENDED:
+            b.maybe_written = True
         if code == errors.MessageTooLargeError.code and b.count > 1:
             self._split(b)
             return
         if (code == errors.OutOfOrderSequenceNumberError.code and b.sequence >= 0
                 and b.sequence != self.acked.get(key, 0)):
             if (self.acked.get(key, 0) - b.sequence) % INT32_SPAN <= INT32_SPAN // 2:
-                # A later batch was acknowledged, and the worker takes a
-                # producer's batches only in sequence order: this one is in
+                # A later batch was acknowledged. A worker that knows the
+                # producer takes its batches only in sequence order, so if
+                # this one was ever sent without a definite answer it is in
                 # the log (written before a crash, its answer lost), just no
                 # longer among the few the worker remembers to recognise a
-                # retry. Delivered; its offset is not known.
-                self.p._report(b, None, -1)
+                # retry: delivered, its offset not known. One that every
+                # attempt saw refused is not in the log: the later batch was
+                # taken by a worker that had no state for the producer (its
+                # batches deleted by retention or DeleteRecords, which
+                # forgets it, as Kafka's brokers do) -- a gap, reported as
+                # the failure it is, never as a delivery.
+                if b.maybe_written:
+                    self.p._report(b, None, -1)
+                else:
+                    self.p._report(b, type(err)(
+                        f"{err.message}: a later batch of {b.topic}-{b.partition} was "
+                        f"written before this one, which was not written"), -1)
                 return
             # an earlier batch of the partition failed and is being retried:
             # this one follows it
@@ -1241,6 +1271,7 @@ class _Sender:
             return
         self._answered(groups)
         if isinstance(body, KafkaError):
+            _unanswered(groups)      # refused whole, or the link failed with it out
             for batches in groups.values():
                 self.answering = batches
                 for b in batches:
@@ -1274,7 +1305,7 @@ class _Sender:
                 if now - sent > self.request_timeout:
                     del node.in_flight[cid]
                     self._answered(groups)
-                    for b in (b for batches in groups.values() for b in batches):
+                    for b in _unanswered(groups):
                         self._retry(b, errors.RequestTimedOutError(
                             f"no acknowledgement from worker {node.node_id} within "
                             f"request.timeout.ms"))

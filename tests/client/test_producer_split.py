@@ -13,6 +13,11 @@ record larger than the topic allows still fails, with MESSAGE_TOO_LARGE.
 """
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import time
+
 import pytest
 
 from harness import create, read_all
@@ -152,3 +157,57 @@ def test_a_single_record_larger_than_the_topic_allows_still_fails(server):
     assert outcome["small"] is None and outcome["after"] is None
     assert isinstance(outcome["big"], errors.MessageTooLargeError)
     assert [m.value() for m in read_all(server, "split-one", 1, 2, 30.0)] == [b"small", b"after"]
+
+
+@pytest.mark.parametrize("transport", ["zmq", "tcp"])
+def test_a_refused_batch_overtaken_after_the_worker_forgot_the_producer_fails(
+        own_server, topic_name, transport):
+    """The same overtaking later in a producer's life: DeleteRecords past the
+    producer's last record makes the worker forget it (as retention does,
+    and as Kafka's brokers do), so it takes the next batch whatever its
+    sequence. A batch refused as too large with the next one out behind it
+    is then overtaken; its halves, answered OUT_OF_ORDER_SEQUENCE_NUMBER
+    behind an acknowledged batch, were reported delivered though never
+    written. Now they fail (nothing was ever written of them), and every
+    record reported delivered is in the log, in order, where its report
+    says. The workers are stopped while the two batches go out, so that
+    both are on their way before the first is answered."""
+    from kafkalite.client import AdminClient, TopicPartition
+    create(own_server, topic_name, 1, **{"max.message.bytes": "200000"})
+    p = Producer(own_server.config(**{"linger.ms": 0, "batch.size": 250_000,
+                                      "max.request.size": 300_000,
+                                      "kafkalite.transport": transport}))
+    try:
+        p.produce(topic_name, b"first", partition=0)
+        assert p.flush(30) == 0               # the worker knows the producer now
+        admin = AdminClient(own_server.config())
+        try:
+            for f in admin.delete_records([TopicPartition(topic_name, 0, 1)]).values():
+                assert f.result().low_watermark == 1    # ... and forgets it
+        finally:
+            admin.close()
+        delivered, failed, report = reports()
+        pids = own_server.worker_pids()
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            # 10 records close a 250 KB batch (over the topic's 200 KB), the
+            # other 6 (150 KB) go by flush() in a request of their own
+            for i in range(16):
+                p.produce(topic_name, b"%03d" % i * 8_333, partition=0, on_delivery=report)
+            flusher = threading.Thread(target=p.flush, args=(60,))
+            flusher.start()
+            time.sleep(0.5)
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+        flusher.join(60)
+        assert p.flush(60) == 0
+        for i in range(16, 20):               # the partition goes on after it
+            p.produce(topic_name, b"%03d" % i * 8_333, partition=0, on_delivery=report)
+        assert p.flush(60) == 0
+    finally:
+        p.close()
+    assert len(delivered) + len(failed) == 20
+    assert all(isinstance(e, errors.OutOfOrderSequenceNumberError) for e in failed), failed
+    assert check_log(own_server, topic_name, 1, delivered) == []
