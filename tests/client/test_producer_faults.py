@@ -1,0 +1,218 @@
+"""The idempotent producer under faults, checked record by record.
+
+A writer produces records with values unique in the run, of sizes up to
+past the topic's max.message.bytes for a batch (so batches are refused as
+too large and split while later ones are on their way), to three
+partitions. Meanwhile faults hit the server at random: a worker killed
+(SIGKILL; the supervisor starts it again), a worker stopped (SIGSTOP) for
+longer than request.timeout.ms now and then, and DeleteRecords up to a
+partition's end (the worker forgets the producer, as Kafka's brokers do
+when retention deletes a producer's last batch). At the end:
+
+- every record reported delivered is in the log, at the offset its report
+  names (or anywhere, for the few reported with offset -1), unless
+  DeleteRecords deleted it;
+- no record is in the log twice;
+- each partition holds the records in produce order;
+- every record got a report;
+- a record reported failed is not in the log: the only failures allowed are
+  a record larger than the topic takes, and a batch overtaken after the
+  worker forgot the producer, and neither was written.
+
+The checker is first shown to catch a lost, a moved, a duplicated and a
+reordered record, one without a report and a failed one in the log. The run lasts KAFKALITE_PRODUCER_FAULT_SECONDS (8 s by
+default; set 300 for a soak) per transport.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import random
+import signal
+import threading
+import time
+
+import pytest
+
+from harness import create
+from kafkalite import errors
+from kafkalite.client import OFFSET_BEGINNING, AdminClient, Consumer, Producer, TopicPartition
+
+SECONDS = float(os.environ.get("KAFKALITE_PRODUCER_FAULT_SECONDS", "8"))
+PARTITIONS = 3
+
+
+def check(produced, reports, log, log_starts):
+    """Problems found, as lines. ``produced``: values per partition in
+    produce order; ``reports``: value -> (error, offset); ``log``:
+    [(partition, offset, value)] read back; ``log_starts``: the first
+    offset of each partition's log."""
+    problems = []
+    where = {}
+    for partition, offset, value in log:
+        if value in where:
+            problems.append(f"{value[:12]!r}... stored twice: {where[value]} and {(partition, offset)}")
+        where[value] = (partition, offset)
+    for partition, values in produced.items():
+        last = -1
+        for value in values:
+            report = reports.get(value)
+            if report is None:
+                problems.append(f"{value[:12]!r}... got no delivery report")
+                continue
+            err, offset = report
+            at = where.get(value)
+            if err is None:
+                if at is None:
+                    # deleted by DeleteRecords: its offset (if known) is below the log start
+                    if offset < 0 or offset >= log_starts[partition]:
+                        problems.append(f"{value[:12]!r}... reported delivered at {partition}/{offset}"
+                                        f", not in the log")
+                elif at[0] != partition or (offset >= 0 and at[1] != offset):
+                    problems.append(f"{value[:12]!r}... reported at {partition}/{offset}, stored at "
+                                    f"{at[0]}/{at[1]}")
+            elif at is not None:
+                # the failures this run allows all mean "not written"
+                problems.append(f"{value[:12]!r}... reported failed ({err}), stored at {at}")
+            if at is not None:
+                if at[1] < last:
+                    problems.append(f"{value[:12]!r}... stored at {at[1]}, before an earlier record "
+                                    f"of partition {partition} (at {last})")
+                last = max(last, at[1])
+    return problems
+
+
+def test_the_checker_catches_a_lost_a_moved_a_duplicated_and_a_reordered_record():
+    produced = {0: [b"a", b"b", b"c"]}
+    reports = {b"a": (None, 0), b"b": (None, 1), b"c": (None, 2)}
+    good = [(0, 0, b"a"), (0, 1, b"b"), (0, 2, b"c")]
+    assert check(produced, reports, good, {0: 0}) == []
+    assert check(produced, reports, good[:2], {0: 0})                      # lost
+    assert check(produced, reports, good[1:], {0: 1}) == []                # deleted, excused
+    assert check(produced, reports, [(0, 0, b"a"), (0, 1, b"b"), (0, 3, b"c")], {0: 0})  # moved
+    assert check(produced, reports, good + [(0, 3, b"c")], {0: 0})         # twice
+    assert check(produced, {**reports, b"b": (None, -1), b"c": (None, -1)},
+                 [(0, 0, b"a"), (0, 1, b"c"), (0, 2, b"b")], {0: 0})       # reordered
+    assert check(produced, {b"a": (None, 0)}, good, {0: 0})               # no report
+    assert check(produced, {**reports, b"c": (errors.MessageTooLargeError("x"), -1)}, good,
+                 {0: 0})                                                   # failed, yet stored
+
+
+def fault_loop(server, topic, stop, done, rng, forgotten):
+    """Random faults until ``stop`` is set; the names of those made go in
+    ``done``, and the partitions DeleteRecords emptied in ``forgotten``."""
+    admin = AdminClient(server.config())
+    try:
+        actions = []
+        while not stop.is_set():
+            stop.wait(rng.uniform(0.3, 1.0))
+            if stop.is_set():
+                break
+            if not actions:     # each kind in every round of five, in random order
+                actions = ["kill", "stop", "long-stop", "delete", "delete"]
+                rng.shuffle(actions)
+            action = actions.pop()
+            index = rng.randrange(len(server.worker_pids()))
+            if action == "kill":
+                pid = server.worker_pid(index)
+                os.kill(pid, signal.SIGKILL)
+                server.wait_for_worker_restart(index, pid, timeout=30)
+            elif action in ("stop", "long-stop"):
+                pid = server.worker_pid(index)
+                os.kill(pid, signal.SIGSTOP)
+                try:
+                    # request.timeout.ms is 1 s: a long stop times requests out
+                    stop.wait(rng.uniform(0.05, 0.4) if action == "stop" else 1.5)
+                finally:
+                    os.kill(pid, signal.SIGCONT)
+            elif action == "delete":
+                partition = rng.randrange(PARTITIONS)
+                try:     # up to the high watermark
+                    for f in admin.delete_records(
+                            [TopicPartition(topic, partition, -1)]).values():
+                        f.result()
+                except errors.KafkaError:
+                    continue        # its worker is restarting: another time
+                forgotten.append(partition)
+            done.append(action)
+    finally:
+        admin.close()
+
+
+def read_log(server, topic):
+    """({partition: log start}, [(partition, offset, value)]): the whole log."""
+    c = Consumer(server.config())
+    try:
+        marks = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+                 for p in range(PARTITIONS)}
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        log, seen = [], {p: low for p, (low, _) in marks.items()}
+        deadline = time.monotonic() + 60
+        while any(seen[p] < high for p, (_, high) in marks.items()):
+            assert time.monotonic() < deadline, f"read up to {seen}, not {marks}"
+            for m in c.consume(10_000, 0.5):
+                log.append((m.partition(), m.offset(), m.value()))
+                seen[m.partition()] = m.offset() + 1
+        return {p: low for p, (low, _) in marks.items()}, log
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("transport", ["zmq", "tcp"])
+def test_idempotent_producer_loses_nothing_under_faults(own_server, topic_name, transport):
+    create(own_server, topic_name, PARTITIONS, **{"max.message.bytes": "60000"})
+    rng = random.Random(f"{topic_name}-{SECONDS}")
+    reports, produced = {}, {p: [] for p in range(PARTITIONS)}
+
+    def on_delivery(err, msg):
+        reports[msg.value()] = (err, msg.offset())
+    p = Producer(own_server.config(**{
+        "linger.ms": 2, "batch.size": 100_000, "max.request.size": 400_000,
+        "request.timeout.ms": 1000, "delivery.timeout.ms": 120_000,
+        "kafkalite.transport": transport}))
+    stop, done, forgotten = threading.Event(), [], collections.deque()
+    faults = threading.Thread(target=fault_loop, args=(own_server, topic_name, stop, done,
+                                                       random.Random(rng.random()), forgotten))
+    faults.start()
+    try:
+        end = time.monotonic() + SECONDS
+        n = 0
+        while time.monotonic() < end:
+            partition = rng.randrange(PARTITIONS)
+            # now and then a record larger than the topic takes: its batch is
+            # refused and split (with later ones on their way) down to it;
+            # always one just after the worker forgot the producer
+            size = 70_000 if rng.random() < 0.002 else rng.choice([50, 500, 5_000, 20_000])
+            if forgotten:
+                partition, size = forgotten.popleft(), 70_000
+            value = b"%d-%08d-" % (partition, n) + b"v" * size
+            try:
+                p.produce(topic_name, value, partition=partition, on_delivery=on_delivery)
+            except BufferError:
+                p.poll(0.05)
+                continue
+            produced[partition].append(value)
+            n += 1
+            if n % 50 == 0:
+                p.poll(0)
+                time.sleep(0.002)
+    finally:
+        stop.set()
+        faults.join(60)
+    assert p.flush(180) == 0
+    p.close()
+    failed = [(v, err) for v, (err, _) in reports.items() if err is not None]
+    # failures allowed: the records too large, and a batch overtaken after
+    # the worker forgot the producer (the producer cannot know better)
+    wrong = [(v[:12], e) for v, e in failed
+             if isinstance(e, errors.MessageTooLargeError) != (len(v) > 60_000)
+             or not isinstance(e, (errors.MessageTooLargeError,
+                                   errors.OutOfOrderSequenceNumberError))]
+    total = sum(len(v) for v in produced.values())
+    log_starts, log = read_log(own_server, topic_name)
+    problems = check(produced, reports, log, log_starts)
+    problems += [f"{v!r}... failed with {e!r}" for v, e in wrong]
+    too_large = sum(len(v) > 60_000 for vs in produced.values() for v in vs)
+    print(f"{total} records ({too_large} too large), {len(failed)} failed, faults: "
+          f"{ {a: done.count(a) for a in set(done)} }")
+    assert problems == [], (len(problems), problems[:10])
