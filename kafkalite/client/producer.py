@@ -225,8 +225,8 @@ class Producer:
         self._acc = Accumulator(
             self, self._lock, self._open, self._sticky, self._meta.topics, self._codec, self._level,
             self._batch_count, self._batch_bytes, self._max_queued, self._max_queued_bytes,
-            cfg["max.request.size"],
-            cfg["partitioner"] != "random", self._default_cb, self._transactional_id is None)
+            cfg["max.request.size"], cfg["partitioner"] != "random", self._default_cb,
+            self._transactional_id is None)
         if type(self).produce is Producer.produce:
             self.produce = self._acc.produce
         self._wake_r, self._wake_w = os.pipe()
@@ -303,8 +303,9 @@ class Producer:
         str), UnknownTopicOrPartitionError for a partition the topic does
         not have, MessageTooLargeError for a record that cannot fit
         max.request.size, BufferError when queue.buffering.max.messages
-        records, or queue.buffering.max.kbytes of them, wait. An instance calls the accumulator directly (see
-        __init__); this is for subclasses and the docs."""
+        records, or queue.buffering.max.kbytes of them, wait. An instance
+        calls the accumulator directly (see __init__); this is for
+        subclasses and the docs."""
         self._acc.produce(topic, value, key, partition, on_delivery, timestamp, headers, callback)
 
     def produce_batch(self, topic, values, keys=None, partition=-1, timestamp=None,

@@ -1,13 +1,15 @@
 """The idempotent producer under faults, checked record by record.
 
-A writer produces records with values unique in the run, of sizes up to
-past the topic's max.message.bytes for a batch (so batches are refused as
-too large and split while later ones are on their way), to three
-partitions. Meanwhile faults hit the server at random: a worker killed
-(SIGKILL; the supervisor starts it again), a worker stopped (SIGSTOP) for
-longer than request.timeout.ms now and then, and DeleteRecords up to a
-partition's end (the worker forgets the producer, as Kafka's brokers do
-when retention deletes a producer's last batch). At the end:
+A writer produces records with values unique in the run to three
+partitions; now and then (and always just after a DeleteRecords) one
+larger than the topic's max.message.bytes, so that batches are refused as
+too large and split while later ones are on their way. Meanwhile faults
+hit the server, in rounds of five in random order, every 0.3-1 s: a worker
+killed (SIGKILL; the supervisor starts it again), a worker stopped
+(SIGSTOP) briefly, one stopped for longer than request.timeout.ms, and
+twice DeleteRecords up to a partition's end (the worker forgets the
+producer, as Kafka's brokers do when retention deletes a producer's last
+batch). At the end:
 
 - every record reported delivered is in the log, at the offset its report
   names (or anywhere, for the few reported with offset -1), unless
@@ -20,8 +22,9 @@ when retention deletes a producer's last batch). At the end:
   worker forgot the producer, and neither was written.
 
 The checker is first shown to catch a lost, a moved, a duplicated and a
-reordered record, one without a report and a failed one in the log. The run lasts KAFKALITE_PRODUCER_FAULT_SECONDS (8 s by
-default; set 300 for a soak) per transport.
+reordered record, one without a report and a failed one in the log. The
+run lasts KAFKALITE_PRODUCER_FAULT_SECONDS (8 s by default; set 300 for a
+soak) per transport.
 """
 from __future__ import annotations
 
