@@ -43,6 +43,10 @@ from kafkalite.client import OFFSET_BEGINNING, AdminClient, Consumer, Producer, 
 
 SECONDS = float(os.environ.get("KAFKALITE_PRODUCER_FAULT_SECONDS", "8"))
 PARTITIONS = 3
+# small records and limits: the test is about batches refused and split,
+# not volume (an 8 s run writes under 100 MB per transport)
+TOPIC_MAX = 6_000
+TOO_LARGE = 7_000
 
 
 def check(produced, reports, log, log_starts):
@@ -163,14 +167,14 @@ def read_log(server, topic):
 
 @pytest.mark.parametrize("transport", ["zmq", "tcp"])
 def test_idempotent_producer_loses_nothing_under_faults(own_server, topic_name, transport):
-    create(own_server, topic_name, PARTITIONS, **{"max.message.bytes": "60000"})
+    create(own_server, topic_name, PARTITIONS, **{"max.message.bytes": str(TOPIC_MAX)})
     rng = random.Random(f"{topic_name}-{SECONDS}")
     reports, produced = {}, {p: [] for p in range(PARTITIONS)}
 
     def on_delivery(err, msg):
         reports[msg.value()] = (err, msg.offset())
     p = Producer(own_server.config(**{
-        "linger.ms": 2, "batch.size": 100_000, "max.request.size": 400_000,
+        "linger.ms": 2, "batch.size": 10_000, "max.request.size": 40_000,
         "request.timeout.ms": 1000, "delivery.timeout.ms": 120_000,
         "kafkalite.transport": transport}))
     stop, done, forgotten = threading.Event(), [], collections.deque()
@@ -185,9 +189,9 @@ def test_idempotent_producer_loses_nothing_under_faults(own_server, topic_name, 
             # now and then a record larger than the topic takes: its batch is
             # refused and split (with later ones on their way) down to it;
             # always one just after the worker forgot the producer
-            size = 70_000 if rng.random() < 0.002 else rng.choice([50, 500, 5_000, 20_000])
+            size = TOO_LARGE if rng.random() < 0.002 else rng.choice([5, 50, 500, 2_000])
             if forgotten:
-                partition, size = forgotten.popleft(), 70_000
+                partition, size = forgotten.popleft(), TOO_LARGE
             value = b"%d-%08d-" % (partition, n) + b"v" * size
             try:
                 p.produce(topic_name, value, partition=partition, on_delivery=on_delivery)
@@ -208,14 +212,14 @@ def test_idempotent_producer_loses_nothing_under_faults(own_server, topic_name, 
     # failures allowed: the records too large, and a batch overtaken after
     # the worker forgot the producer (the producer cannot know better)
     wrong = [(v[:12], e) for v, e in failed
-             if isinstance(e, errors.MessageTooLargeError) != (len(v) > 60_000)
+             if isinstance(e, errors.MessageTooLargeError) != (len(v) > TOPIC_MAX)
              or not isinstance(e, (errors.MessageTooLargeError,
                                    errors.OutOfOrderSequenceNumberError))]
     total = sum(len(v) for v in produced.values())
     log_starts, log = read_log(own_server, topic_name)
     problems = check(produced, reports, log, log_starts)
     problems += [f"{v!r}... failed with {e!r}" for v, e in wrong]
-    too_large = sum(len(v) > 60_000 for vs in produced.values() for v in vs)
+    too_large = sum(len(v) > TOPIC_MAX for vs in produced.values() for v in vs)
     print(f"{total} records ({too_large} too large), {len(failed)} failed, faults: "
           f"{ {a: done.count(a) for a in set(done)} }")
     assert problems == [], (len(problems), problems[:10])
