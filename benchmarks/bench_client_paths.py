@@ -7,7 +7,9 @@
 One broker (this checkout's server), and in every round, one after the other:
 
 - confluent-kafka (Kafka's wire protocol, the broker's Kafka listener):
-  ``produce()`` per record with and without a delivery callback, and
+  ``produce()`` per record with and without a delivery callback (and with
+  one while Python's cyclic garbage collector is on, as in an application;
+  every other figure is timed with it off), and
   ``consume(num_messages=10000)`` of what it produced;
 - kafkalite's client (ZeroMQ) from this checkout and, with ``--before``,
   from another checkout (the code before a change), each in a child process
@@ -41,10 +43,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
 
-def _produce_loop(p, topic: str, n: int, with_callback: bool) -> float:
+# (figure, topic index, with a callback): the produce() loops both clients run.
+# The ``_gc`` one runs with Python's cyclic garbage collector on, as in an
+# application; the others with it off, to time the clients alone.
+PRODUCE_LOOPS = [("produce_cb", 0, True), ("produce", 1, False), ("produce_cb_gc", 3, True)]
+
+
+def _produce_loop(p, topic: str, n: int, with_callback: bool, gc_on: bool = False) -> float:
     """Records/s of ``n`` produce() calls and the flush() after them: the
     same loop for both clients (their produce() and poll() take the same
     arguments). Returns the rate; every callback must have run."""
+    import gc
+    (gc.enable if gc_on else gc.disable)()
     value = b"v" * VALUE_BYTES
     delivered = [0]
 
@@ -104,19 +114,19 @@ def kafkalite_phase(bootstrap: str, prefix: str, n: int) -> dict:
     from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer,
                                   TopicPartition)
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    names = [f"{prefix}-cb", f"{prefix}-nocb", f"{prefix}-batch"]
+    names = [f"{prefix}-cb", f"{prefix}-nocb", f"{prefix}-batch", f"{prefix}-cbgc"]
     for name, fut in admin.create_topics([NewTopic(t, 1) for t in names]).items():
         fut.result()
     admin.close()
     out = {}
-    gc.disable()
-    for name, cb in ((names[0], True), (names[1], False)):
+    for key, name, cb in PRODUCE_LOOPS:
         p = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5,
                       "queue.buffering.max.messages": 1_000_000})
         try:
-            out["produce_cb" if cb else "produce"] = _produce_loop(p, name, n, cb)
+            out[key] = _produce_loop(p, names[name], n, cb, gc_on=key.endswith("_gc"))
         finally:
             p.close()
+    gc.disable()
     p = Producer({"bootstrap.servers": bootstrap, "acks": 1})
     values = [b"v" * VALUE_BYTES] * 5_000
     try:
@@ -170,18 +180,18 @@ def run_confluent(kafka_bootstrap: str, admin_bootstrap: str, prefix: str, n: in
 
     from kafkalite.client import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": admin_bootstrap})
-    names = [f"{prefix}-cb", f"{prefix}-nocb"]
-    for fut in admin.create_topics([NewTopic(t, 1) for t in names]).values():
+    names = [f"{prefix}-cb", f"{prefix}-nocb", None, f"{prefix}-cbgc"]
+    for fut in admin.create_topics([NewTopic(t, 1) for t in names if t]).values():
         fut.result()
     admin.close()
     out = {}
-    gc.disable()
     try:
-        for name, cb in ((names[0], True), (names[1], False)):
+        for key, name, cb in PRODUCE_LOOPS:
             p = ck.Producer({"bootstrap.servers": kafka_bootstrap, "acks": 1, "linger.ms": 5,
                              "batch.num.messages": 10000, "batch.size": 1_000_000,
                              "queue.buffering.max.messages": 1_000_000})
-            out["produce_cb" if cb else "produce"] = _produce_loop(p, name, n, cb)
+            out[key] = _produce_loop(p, names[name], n, cb, gc_on=key.endswith("_gc"))
+        gc.disable()
         c = ck.Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": f"{prefix}-bench",
                          "enable.auto.commit": False, "fetch.max.bytes": 52428800,
                          "max.partition.fetch.bytes": 10485760})
@@ -199,6 +209,7 @@ def run_confluent(kafka_bootstrap: str, admin_bootstrap: str, prefix: str, n: in
 
 FIGURES = [  # (key, label)
     ("produce_cb", "produce() per record, delivery callback"),
+    ("produce_cb_gc", "produce() per record, delivery callback, gc on"),
     ("produce", "produce() per record, no callback"),
     ("poll", "poll() per message"),
     ("consume", f"consume(num_messages={CONSUME_N:,})"),
@@ -271,8 +282,8 @@ def main(argv=None) -> int:
         shutil.rmtree(work, ignore_errors=True)
     med = {k: {f: statistics.median(run[f] for run in v) for f in v[0]} for k, v in runs.items()}
     ck = med["confluent"]
-    peer = {"produce_cb": "produce_cb", "produce": "produce", "poll": "consume",
-            "consume": "consume"}
+    peer = {"produce_cb": "produce_cb", "produce_cb_gc": "produce_cb_gc", "produce": "produce",
+            "poll": "consume", "consume": "consume"}
     headers = ["Figure", "kafkalite"] + (["kafkalite before"] if args.before else []) + \
         ["confluent-kafka", "Ratio to confluent-kafka"]
     rows = []

@@ -47,6 +47,15 @@ cdef int TIMESTAMP_CREATE_TIME = 1
 # VM). At most this many, each at most SPARE_MAX_BATCHES batch.size.
 cdef Py_ssize_t SPARE_BUILDERS = 4
 cdef Py_ssize_t SPARE_MAX_BATCHES = 4
+# A batch keeps what each record produced with a delivery callback needs
+# for its report as CALLBACK_FIELDS entries in one flat list: (index in the
+# batch, callback, key, value, headers, timestamp). A tuple per record was
+# an object the cyclic GC tracks, one per record until poll() served it:
+# with gc enabled the collections walking them cost 500 ns of a produce()
+# with a callback, which took 840 ns (333 ns with gc disabled).
+cdef enum:
+    CB_FIELDS = 6
+CALLBACK_FIELDS = CB_FIELDS
 
 
 cdef inline double monotonic() noexcept:
@@ -119,8 +128,8 @@ cdef class ProducerBatch:
     cdef public object raw
     cdef public Py_ssize_t count
     cdef public double created
-    # (index in the batch, callback, key, value, headers, timestamp) of
-    # each record produced with a callback
+    # CALLBACK_FIELDS entries per record produced with a callback, flat:
+    # (index in the batch, callback, key, value, headers, timestamp)
     cdef public list callbacks
     cdef public object batch_callback     # produce_batch's on_delivery
     cdef public int attempts
@@ -166,6 +175,11 @@ cdef class ProducerBatch:
         self.maybe_written = False
         self.nbytes = 0
         self.callback_bytes = 0
+
+    @property
+    def callback_count(self):
+        """How many of its records have a delivery callback."""
+        return len(self.callbacks) // CB_FIELDS
 
 
 @cython.final
@@ -288,6 +302,7 @@ cdef class Accumulator:
         cdef bytes kb, vb, hk
         cdef object hv
         cdef list hdrs = None
+        cdef list cbs
         cdef Py_ssize_t size, record_bytes
         cdef int64_t ts
         cdef int32_t part
@@ -365,7 +380,13 @@ cdef class Accumulator:
                     b.closed = True
                 raise
             if cb is not None:
-                b.callbacks.append((b.count, cb, key, value, headers, timestamp))
+                cbs = b.callbacks
+                cbs.append(b.count)
+                cbs.append(cb)
+                cbs.append(key)
+                cbs.append(value)
+                cbs.append(headers)
+                cbs.append(timestamp)
                 b.callback_bytes += record_bytes
             b.count += 1
             b.nbytes += record_bytes
@@ -391,9 +412,9 @@ cdef class Accumulator:
         returns how many callbacks ran. A callback that raises stops here and
         its batch's later records wait for the next call."""
         cdef Py_ssize_t served = 0
-        cdef Py_ssize_t done, n, count
+        cdef Py_ssize_t done, n, count, i
         cdef ProducerBatch b
-        cdef tuple item
+        cdef list cbs
         cdef int64_t offset
         while reports:
             try:
@@ -416,19 +437,20 @@ cdef class Accumulator:
                 served += 1
                 continue
             b = <ProducerBatch>entry
-            n = len(b.callbacks)
+            cbs = b.callbacks
+            n = len(cbs) // CB_FIELDS
             done = 0
             try:
                 while b.served < n:
-                    item = <tuple>b.callbacks[b.served]
+                    i = b.served * CB_FIELDS
                     b.served += 1
                     offset = -1
                     if b.error is None and b.base_offset >= 0:
-                        offset = b.base_offset + <Py_ssize_t>item[0]
-                    msg = new_message(b.topic, b.partition, offset, item[2], item[3], item[4],
-                                      item[5], TIMESTAMP_CREATE_TIME, b.error)
+                        offset = b.base_offset + <Py_ssize_t>cbs[i]
+                    msg = new_message(b.topic, b.partition, offset, cbs[i + 2], cbs[i + 3],
+                                      cbs[i + 4], cbs[i + 5], TIMESTAMP_CREATE_TIME, b.error)
                     done += 1
-                    item[1](b.error, msg)
+                    cbs[i + 1](b.error, msg)
             finally:
                 if done:
                     self.lock.take()

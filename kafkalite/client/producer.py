@@ -65,7 +65,7 @@ import time
 import zmq
 
 from kafkalite import errors
-from kafkalite._ext.accumulator import Accumulator, FastLock, ProducerBatch
+from kafkalite._ext.accumulator import CALLBACK_FIELDS, Accumulator, FastLock, ProducerBatch
 from kafkalite._ext.partitioner import partition_for_key, partitions_for_keys
 from kafkalite.client.buffer_pool import BufferPool
 from kafkalite.client.config import PRODUCER, PRODUCER_ALIASES, resolve
@@ -703,7 +703,7 @@ class Producer:
                 b.raw = b.builder = None
                 released -= b.callback_bytes
                 self._reports.append(b)
-            uncalled = b.count - len(b.callbacks)
+            uncalled = b.count - b.callback_count
         if uncalled or released:
             with self._lock:
                 self._queued -= uncalled
@@ -1247,7 +1247,10 @@ class _Sender:
             piece.deadline = b.deadline
             piece.attempts = b.attempts     # travels alone, as a retry does
             piece.batch_callback = b.batch_callback
-            piece.callbacks = [(c[0] - lo, *c[1:]) for c in b.callbacks if lo <= c[0] < hi]
+            width = CALLBACK_FIELDS
+            for i in range(0, len(b.callbacks), width):
+                if lo <= b.callbacks[i] < hi:
+                    piece.callbacks += [b.callbacks[i] - lo, *b.callbacks[i + 1:i + width]]
             if not pieces:
                 # the first half carries the whole batch's bytes: they are
                 # released with its report (with its last callback, those of

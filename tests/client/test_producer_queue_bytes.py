@@ -143,7 +143,7 @@ def test_callbacks_hold_their_records_bytes_until_poll(server, topic_name):
             # half with a callback: only those keep their bytes counted
             p.produce(topic_name, b"v" * 1000, partition=0,
                       on_delivery=report if i % 2 else None)
-        wait_until(lambda: len(p) == 50 and sum(len(b.callbacks) - b.served for b in list(p._reports))
+        wait_until(lambda: len(p) == 50 and sum(b.callback_count - b.served for b in list(p._reports))
                    == 50, what="every batch acknowledged, callbacks not yet served")
         assert p._acc.queued_bytes == 50 * (1000 + OVERHEAD)
         assert p.flush(30) == 0
