@@ -7,9 +7,7 @@
 One broker (this checkout's server), and in every round, one after the other:
 
 - confluent-kafka (Kafka's wire protocol, the broker's Kafka listener):
-  ``produce()`` per record with and without a delivery callback (and with
-  one while Python's cyclic garbage collector is on, as in an application;
-  every other figure is timed with it off), and
+  ``produce()`` per record with and without a delivery callback, and
   ``consume(num_messages=10000)`` of what it produced;
 - kafkalite's client (ZeroMQ) from this checkout and, with ``--before``,
   from another checkout (the code before a change), each in a child process
@@ -17,6 +15,12 @@ One broker (this checkout's server), and in every round, one after the other:
   callback, ``poll()`` and ``consume(10000)`` per message, and the bulk
   paths ``produce_batch()`` / ``consume_batch()``, and ``consume_batch()``
   over a direct TCP link (``kafkalite.transport: tcp``).
+
+Every figure is timed with Python's cyclic garbage collector off, to time
+the clients alone, except ``produce()`` with a callback and ``consume()``
+timed again with it on (the ``gc on`` rows), as an application runs them:
+for both clients there, since objects kept per record are what the
+collector walks.
 
 100-byte values, one partition, acks=1, linger.ms=5 and a queue of
 1,000,000 records for both producers (confluent-kafka with large batches,
@@ -137,8 +141,10 @@ def kafkalite_phase(bootstrap: str, prefix: str, n: int) -> dict:
         out["produce_batch"] = n / (time.perf_counter() - t0)
     finally:
         p.close()
-    for key, loop in (("poll", _poll_loop), ("consume", _consume_loop), ("consume_batch", None),
+    for key, loop in (("poll", _poll_loop), ("consume", _consume_loop),
+                      ("consume_gc", _consume_loop), ("consume_batch", None),
                       ("consume_batch_tcp", None)):
+        (gc.enable if key.endswith("_gc") else gc.disable)()
         config = {"bootstrap.servers": bootstrap}
         if key.endswith("_tcp"):
             config["kafkalite.transport"] = "tcp"
@@ -192,14 +198,16 @@ def run_confluent(kafka_bootstrap: str, admin_bootstrap: str, prefix: str, n: in
                              "queue.buffering.max.messages": 1_000_000})
             out[key] = _produce_loop(p, names[name], n, cb, gc_on=key.endswith("_gc"))
         gc.disable()
-        c = ck.Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": f"{prefix}-bench",
-                         "enable.auto.commit": False, "fetch.max.bytes": 52428800,
-                         "max.partition.fetch.bytes": 10485760})
-        c.assign([ck.TopicPartition(names[0], 0, ck.OFFSET_BEGINNING)])
-        try:
-            out["consume"] = _consume_loop(c, n)
-        finally:
-            c.close()
+        for key in ("consume", "consume_gc"):
+            (gc.enable if key.endswith("_gc") else gc.disable)()
+            c = ck.Consumer({"bootstrap.servers": kafka_bootstrap,
+                             "group.id": f"{prefix}-bench-{key}", "enable.auto.commit": False,
+                             "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 10485760})
+            c.assign([ck.TopicPartition(names[0], 0, ck.OFFSET_BEGINNING)])
+            try:
+                out[key] = _consume_loop(c, n)
+            finally:
+                c.close()
     finally:
         gc.enable()
     return out
@@ -213,6 +221,7 @@ FIGURES = [  # (key, label)
     ("produce", "produce() per record, no callback"),
     ("poll", "poll() per message"),
     ("consume", f"consume(num_messages={CONSUME_N:,})"),
+    ("consume_gc", f"consume(num_messages={CONSUME_N:,}), gc on"),
     ("produce_batch", "produce_batch() (bulk)"),
     ("consume_batch", "consume_batch() (bulk)"),
     ("consume_batch_tcp", "consume_batch() (bulk), TCP link"),
@@ -283,7 +292,7 @@ def main(argv=None) -> int:
     med = {k: {f: statistics.median(run[f] for run in v) for f in v[0]} for k, v in runs.items()}
     ck = med["confluent"]
     peer = {"produce_cb": "produce_cb", "produce_cb_gc": "produce_cb_gc", "produce": "produce",
-            "poll": "consume", "consume": "consume"}
+            "poll": "consume", "consume": "consume", "consume_gc": "consume_gc"}
     headers = ["Figure", "kafkalite"] + (["kafkalite before"] if args.before else []) + \
         ["confluent-kafka", "Ratio to confluent-kafka"]
     rows = []

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-FIGURES = ["consume", "consume_batch", "consume_batch_tcp", "poll", "produce", "produce_batch",
-           "produce_cb", "produce_cb_gc"]
+FIGURES = ["consume", "consume_batch", "consume_batch_tcp", "consume_gc", "poll", "produce",
+           "produce_batch", "produce_cb", "produce_cb_gc"]
 
 
 def test_quick_run_reports_every_figure(tmp_path):
@@ -23,6 +23,7 @@ def test_quick_run_reports_every_figure(tmp_path):
     for tree in ("after", "before"):
         assert sorted(doc["medians"][tree]) == FIGURES
         assert all(v > 0 for v in doc["medians"][tree].values())
-    assert sorted(doc["medians"]["confluent"]) == ["consume", "produce", "produce_cb", "produce_cb_gc"]
+    assert sorted(doc["medians"]["confluent"]) == ["consume", "consume_gc", "produce", "produce_cb",
+                                                  "produce_cb_gc"]
     assert "poll() per message" in (out / "results.md").read_text()
     assert "consume_batch() (bulk), TCP link" in (out / "results.md").read_text()

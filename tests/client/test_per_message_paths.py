@@ -17,6 +17,7 @@
 """
 from __future__ import annotations
 
+import gc
 import pickle
 import threading
 import time
@@ -352,6 +353,42 @@ def test_message_type():
     assert (again.topic(), again.offset(), again.key()) == ("t", 42, b"k2")
     err = errors.MessageTooLargeError("too big")
     assert "error=" in repr(Message("t", 0, -1, None, None, error=err))
+
+
+def test_messages_of_atomic_values_are_out_of_the_gc_until_they_hold_more(server, topic_name):
+    """Consumed Messages and delivery reports whose key and value are bytes
+    (no headers, no error) are not tracked by the cyclic GC: they cannot be
+    in a reference cycle. One given a container by set_value / set_key /
+    set_headers is tracked again, and a cycle through it is collected."""
+    create(server, topic_name, 1)
+    reports = []
+    p = Producer(server.config(**{"acks": 1, "linger.ms": 1}))
+    try:
+        p.produce(topic_name, b"plain", key=b"k", partition=0,
+                  on_delivery=lambda err, msg: reports.append(msg))
+        p.produce(topic_name, memoryview(b"view"), partition=0,
+                  on_delivery=lambda err, msg: reports.append(msg))
+        p.produce(topic_name, b"with headers", partition=0, headers=[("h", b"x")])
+        assert p.flush(30) == 0
+    finally:
+        p.close()
+    assert [gc.is_tracked(m) for m in reports] == [False, True]    # a memoryview refers on
+    got = consume_all(server, topic_name, 3)
+    assert [m.value() for m in got] == [b"plain", b"view", b"with headers"]
+    assert [gc.is_tracked(m) for m in got] == [False, False, True]
+    m = got[0]
+    m.set_key(b"still bytes")
+    m.set_headers(None)
+    assert not gc.is_tracked(m)
+    m.set_value([m])                          # a cycle through the Message
+    assert gc.is_tracked(m)
+    m.set_value(b"again")                     # tracked it stays: harmless
+    assert gc.is_tracked(m) and m.value() == b"again"
+    gc.collect()
+    cycle = got[1]
+    cycle.set_headers([("self", cycle)])
+    del got, m, cycle
+    assert gc.collect() >= 2                  # the Message and its header list
 
 
 @pytest.mark.parametrize("settings", [
