@@ -2,7 +2,8 @@
 ISRs, produce and read it whole, look at a replica's segment files, and
 ``Traffic``: a writer and a reader running while a test makes faults.
 
-Who may call: tests (tests/server/test_replication.py, tests/compat/).
+Who may call: tests (tests/server/test_replication.py, tests/compat/, and
+tests/client/ for a producer's log under faults).
 """
 import glob
 import os
@@ -48,18 +49,28 @@ def wait_for(cond, timeout=30.0, what="condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def log_bounds(server, topic, partitions) -> dict:
+    """partition -> (log start offset, high watermark)."""
+    c = Consumer(server.config())
+    try:
+        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                for p in range(partitions)}
+    finally:
+        c.close()
+
+
 def read_log(server, topic, partitions) -> dict:
-    """partition -> [(offset, value)] of everything below the high watermark."""
+    """partition -> [(offset, value)] of everything from the log start (records
+    deleted by DeleteRecords or retention are gone) below the high watermark."""
+    bounds = log_bounds(server, topic, partitions)
     c = Consumer(server.config())
     try:
         c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                for p in range(partitions)}
         out = {p: [] for p in range(partitions)}
         # 120 s: generous for a loaded machine (a lookup sent to a leader killed
         # just before ends after at most connection.PEER_DOWN_GRACE_S)
         deadline = time.monotonic() + 120
-        while any((out[p][-1][0] + 1 if out[p] else 0) < ends[p] for p in out):
+        while any((out[p][-1][0] + 1 if out[p] else bounds[p][0]) < bounds[p][1] for p in out):
             assert time.monotonic() < deadline, "could not read the whole log"
             for m in c.consume(10_000, 0.5):
                 if m.error() is None:

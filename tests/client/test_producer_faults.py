@@ -39,7 +39,8 @@ import pytest
 
 from harness import create
 from kafkalite import errors
-from kafkalite.client import OFFSET_BEGINNING, AdminClient, Consumer, Producer, TopicPartition
+from kafkalite.client import AdminClient, Producer, TopicPartition
+from replicas import log_bounds, read_log
 
 SECONDS = float(os.environ.get("KAFKALITE_PRODUCER_FAULT_SECONDS", "8"))
 PARTITIONS = 3
@@ -146,25 +147,6 @@ def fault_loop(server, topic, stop, done, rng, forgotten):
         admin.close()
 
 
-def read_log(server, topic):
-    """({partition: log start}, [(partition, offset, value)]): the whole log."""
-    c = Consumer(server.config())
-    try:
-        marks = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
-                 for p in range(PARTITIONS)}
-        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-        log, seen = [], {p: low for p, (low, _) in marks.items()}
-        deadline = time.monotonic() + 60
-        while any(seen[p] < high for p, (_, high) in marks.items()):
-            assert time.monotonic() < deadline, f"read up to {seen}, not {marks}"
-            for m in c.consume(10_000, 0.5):
-                log.append((m.partition(), m.offset(), m.value()))
-                seen[m.partition()] = m.offset() + 1
-        return {p: low for p, (low, _) in marks.items()}, log
-    finally:
-        c.close()
-
-
 @pytest.mark.parametrize("transport", ["zmq", "tcp"])
 def test_idempotent_producer_loses_nothing_under_faults(own_server, topic_name, transport):
     create(own_server, topic_name, PARTITIONS, **{"max.message.bytes": str(TOPIC_MAX)})
@@ -216,7 +198,10 @@ def test_idempotent_producer_loses_nothing_under_faults(own_server, topic_name, 
              or not isinstance(e, (errors.MessageTooLargeError,
                                    errors.OutOfOrderSequenceNumberError))]
     total = sum(len(v) for v in produced.values())
-    log_starts, log = read_log(own_server, topic_name)
+    log_starts = {p: low for p, (low, _) in log_bounds(own_server, topic_name, PARTITIONS).items()}
+    log = [(part, offset, value)
+           for part, records in read_log(own_server, topic_name, PARTITIONS).items()
+           for offset, value in records]
     problems = check(produced, reports, log, log_starts)
     problems += [f"{v!r}... failed with {e!r}" for v, e in wrong]
     too_large = sum(len(v) > TOPIC_MAX for vs in produced.values() for v in vs)

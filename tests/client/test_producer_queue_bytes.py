@@ -27,15 +27,9 @@ import pytest
 from harness import create, read_all
 from kafkalite import errors
 from kafkalite.client import Producer
+from replicas import wait_for
 
 OVERHEAD = 21       # what the accumulator counts per record besides its bytes
-
-
-def wait_until(predicate, timeout=30.0, what="the condition"):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
 
 
 def test_a_record_past_the_bound_raises_buffer_error(server, topic_name):
@@ -143,8 +137,9 @@ def test_callbacks_hold_their_records_bytes_until_poll(server, topic_name):
             # half with a callback: only those keep their bytes counted
             p.produce(topic_name, b"v" * 1000, partition=0,
                       on_delivery=report if i % 2 else None)
-        wait_until(lambda: len(p) == 50 and sum(b.callback_count - b.served for b in list(p._reports))
-                   == 50, what="every batch acknowledged, callbacks not yet served")
+        wait_for(lambda: len(p) == 50
+                 and sum(b.callback_count - b.served for b in list(p._reports)) == 50,
+                 what="every batch acknowledged, callbacks not yet served")
         assert p._acc.queued_bytes == 50 * (1000 + OVERHEAD)
         assert p.flush(30) == 0
         assert len(delivered) == 50
