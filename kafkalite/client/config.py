@@ -71,7 +71,9 @@ PRODUCER = {
     "kafkalite.transaction.version": ("int", 2),
     "on_delivery": ("any", None),
     "allow.auto.create.topics": ("bool", True),
-    "kafkalite.transport": ("str", "zmq"),
+    # "tcp", "zmq", "shm" (a shared-memory ring), "auto" (a ring on this
+    # host, else ZeroMQ); unset: tcp_link.resolve_transport chooses
+    "kafkalite.transport": ("str", None),
     "kafkalite.shm.ring.bytes": ("int", 64 << 20),
     # a proxy's: the principal its Produce requests are made for (the
     # ingest gateway's, with the server's own CURVE key; others are refused)
@@ -111,8 +113,9 @@ CONSUMER = {
     "on_commit": ("any", None),
     "allow.auto.create.topics": ("bool", False),
     # the fetch links: "zmq", or "tcp" (client/tcp_link.py: the worker's
-    # PLAINTEXT Kafka listener, written to from the caller's thread)
-    "kafkalite.transport": ("str", "zmq"),
+    # PLAINTEXT Kafka listener, written to from the caller's thread); unset:
+    # tcp_link.resolve_transport chooses
+    "kafkalite.transport": ("str", None),
 }
 CONSUMER_ALIASES = {"fetch.wait.max.ms": "fetch.max.wait.ms"}
 

@@ -42,7 +42,7 @@ from kafkalite.client.config import (CONSUMER, CONSUMER_ALIASES, OFFSET_RESETS,
 from kafkalite.client.connection import Connection, client_context, parse_bootstrap
 from kafkalite.client.link import Link
 from kafkalite.client.metadata import Metadata, cluster_metadata, list_offsets
-from kafkalite.client.tcp_link import check_tcp_transport, fetch_answer_bound, tcp_link_or
+from kafkalite.client.tcp_link import fetch_answer_bound, resolve_transport, tcp_link_or
 from kafkalite.client.consumer_membership import ConsumerProtocolMembership
 from kafkalite.client.group import Change, GroupMembership
 from kafkalite.client.types import (OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID,
@@ -109,9 +109,9 @@ class Consumer:
                              f"use earliest, latest or error")
         if cfg["isolation.level"] not in ("read_uncommitted", "read_committed"):
             raise ValueError("isolation.level must be read_uncommitted or read_committed")
-        if cfg["kafkalite.transport"] not in ("zmq", "tcp"):
+        if cfg.get("kafkalite.transport") not in (None, "zmq", "tcp"):
             raise ValueError("a consumer's kafkalite.transport must be 'zmq' or 'tcp'")
-        check_tcp_transport(cfg)
+        self._transport_chosen = resolve_transport(cfg)
         self.config = cfg
         self._reset = reset
         self._ctx = client_context(cfg)
@@ -384,7 +384,7 @@ class Consumer:
             conn = Connection(endpoint, self.config["client.id"], self._ctx, watch=True)
             if self.config["kafkalite.transport"] == "tcp":
                 conn = tcp_link_or(conn, self._timeout, max_response=fetch_answer_bound(
-                    self.config["fetch.max.bytes"]))
+                    self.config["fetch.max.bytes"]), chosen=self._transport_chosen)
             self._conns[node] = conn
         return conn
 

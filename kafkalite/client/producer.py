@@ -72,7 +72,7 @@ from kafkalite.client.config import PRODUCER, PRODUCER_ALIASES, resolve
 from kafkalite.client.connection import (Connection, client_context, endpoint_host_port,
                                          parse_bootstrap)
 from kafkalite.client.metadata import Metadata, cluster_metadata
-from kafkalite.client.tcp_link import check_tcp_transport, tcp_link_or
+from kafkalite.client.tcp_link import resolve_transport, tcp_link_or
 from kafkalite.client.types import BatchDelivery
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
@@ -165,9 +165,9 @@ class Producer:
         if cfg["partitioner"] not in ("murmur2_random", "murmur2", "random"):
             raise ValueError(f"unsupported partitioner {cfg['partitioner']!r}: use murmur2_random "
                              f"(Kafka's Java default), murmur2 or random")
-        if cfg["kafkalite.transport"] not in ("zmq", "shm", "auto", "tcp"):
+        if cfg.get("kafkalite.transport") not in (None, "zmq", "shm", "auto", "tcp"):
             raise ValueError("kafkalite.transport must be 'zmq', 'shm', 'auto' or 'tcp'")
-        check_tcp_transport(cfg)
+        self._transport_chosen = resolve_transport(cfg)
         # the Produce requests' request_principal: over ZeroMQ only (a ring
         # is attached, and counted, as the connection's own principal)
         self._request_principal = cfg.get("kafkalite.request.principal") or None
@@ -839,7 +839,8 @@ class _Sender:
         conn = Connection(endpoint, cfg["client.id"], self.p._ctx, watch=True,
                           max_in_flight=self.max_in_flight)
         if self.transport == "tcp":
-            return tcp_link_or(conn, self.request_timeout, self.max_in_flight)
+            return tcp_link_or(conn, self.request_timeout, self.max_in_flight,
+                               chosen=self.p._transport_chosen)
         if not self._use_ring(endpoint):
             return conn
         from kafkalite.client.ring_link import RingLink

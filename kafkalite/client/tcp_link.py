@@ -314,16 +314,28 @@ def kafka_endpoint_of(conn, timeout: float) -> tuple[str, int]:
 
 
 
-def check_tcp_transport(cfg: dict) -> None:
-    """ValueError for a client config that asks for the TCP link where it
-    cannot be had: with CURVE keys (the worker would refuse it, and the
-    user asked for encryption)."""
-    if cfg.get("kafkalite.transport") == "tcp" and cfg.get("curve.server.key"):
+def resolve_transport(cfg: dict) -> bool:
+    """Set ``cfg["kafkalite.transport"]`` when the user left it unset, and
+    say whether the user chose it (True) or it was chosen here (False).
+
+    Unset means the direct TCP link, the faster one (README, "Direct TCP
+    links"), unless the config asks for what only ZeroMQ carries: CURVE keys
+    (the TCP link is plaintext) or a proxy's ``kafkalite.request.principal``.
+    A chosen ``tcp`` with CURVE keys is a ValueError: the user asked for
+    both encryption and a plaintext link."""
+    chosen = cfg.get("kafkalite.transport")
+    if chosen is None:
+        only_zmq = cfg.get("curve.server.key") or cfg.get("kafkalite.request.principal")
+        cfg["kafkalite.transport"] = "zmq" if only_zmq else "tcp"
+        return False
+    if chosen == "tcp" and cfg.get("curve.server.key"):
         raise ValueError("kafkalite.transport 'tcp' is plaintext: it cannot be used with CURVE "
                          "keys (curve.server.key); use 'zmq'")
+    return True
 
 
-_fallback_log = RateLimitedLog(logging.getLogger("kafkalite.client.tcp_link"))
+_log = logging.getLogger("kafkalite.client.tcp_link")
+_fallback_log = RateLimitedLog(_log)
 
 
 def fetch_answer_bound(fetch_max_bytes: int) -> int:
@@ -333,18 +345,22 @@ def fetch_answer_bound(fetch_max_bytes: int) -> int:
 
 
 def tcp_link_or(conn, timeout: float, max_in_flight: int | None = None,
-                max_response: int = DEFAULT_MAX_RESPONSE):
+                max_response: int = DEFAULT_MAX_RESPONSE, chosen: bool = True):
     """A TcpLink to the worker behind ``conn`` (a watched Connection,
     closed once the TCP link stands), or ``conn`` itself when the worker
-    offers no plaintext Kafka listener or it cannot be reached (logged,
-    rate-limited): the client keeps working over ZeroMQ."""
+    offers no plaintext Kafka listener or it cannot be reached: the client
+    keeps working over ZeroMQ. That is logged (rate-limited) as a warning
+    when the user ``chosen`` the TCP link, at debug level when it was the
+    default (a server whose Kafka listeners all want TLS or SASL is no
+    fault of the client's)."""
     try:
         host, port = kafka_endpoint_of(conn, timeout)
         link = TcpLink(conn.endpoint, host, port, conn.client_id, max_in_flight=max_in_flight,
                        max_response=max_response)
     except KafkaError as exc:
-        _fallback_log.warning("kafkalite.transport 'tcp': %s offers no direct TCP link (%s); "
-                              "using ZeroMQ", conn.endpoint, exc)
+        log = _fallback_log.warning if chosen else _log.debug
+        log("kafkalite.transport 'tcp': %s offers no direct TCP link (%s); using ZeroMQ",
+            conn.endpoint, exc)
         return conn
     conn.close()
     return link
