@@ -9,12 +9,13 @@ One broker (this checkout's server), and in every round, one after the other:
 - confluent-kafka (Kafka's wire protocol, the broker's Kafka listener):
   ``produce()`` per record with and without a delivery callback, and
   ``consume(num_messages=10000)`` of what it produced;
-- kafkalite's client (ZeroMQ) from this checkout and, with ``--before``,
-  from another checkout (the code before a change), each in a child process
+- kafkalite's client from this checkout and, with ``--before``, from
+  another checkout (the code before a change), each in a child process
   whose PYTHONPATH is that checkout: ``produce()`` with and without a
   callback, ``poll()`` and ``consume(10000)`` per message, and the bulk
-  paths ``produce_batch()`` / ``consume_batch()``, and ``consume_batch()``
-  over a direct TCP link (``kafkalite.transport: tcp``).
+  paths ``produce_batch()`` / ``consume_batch()``. Its links are
+  ``--transport``'s (``tcp``, the clients' default: the direct TCP link to
+  the worker's Kafka listener; or ``zmq``), the same for both checkouts.
 
 Every figure is timed with Python's cyclic garbage collector off, to time
 the clients alone, except ``produce()`` with a callback and ``consume()``
@@ -112,7 +113,7 @@ def _poll_loop(c, n: int) -> float:
 
 # ---- kafkalite's client, in a child process (its PYTHONPATH picks the code) -----------
 
-def kafkalite_phase(bootstrap: str, prefix: str, n: int) -> dict:
+def kafkalite_phase(bootstrap: str, prefix: str, n: int, transport: str) -> dict:
     import gc
 
     from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer,
@@ -125,13 +126,14 @@ def kafkalite_phase(bootstrap: str, prefix: str, n: int) -> dict:
     out = {}
     for key, name, cb in PRODUCE_LOOPS:
         p = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5,
-                      "queue.buffering.max.messages": 1_000_000})
+                      "queue.buffering.max.messages": 1_000_000,
+                      "kafkalite.transport": transport})
         try:
             out[key] = _produce_loop(p, names[name], n, cb, gc_on=key.endswith("_gc"))
         finally:
             p.close()
     gc.disable()
-    p = Producer({"bootstrap.servers": bootstrap, "acks": 1})
+    p = Producer({"bootstrap.servers": bootstrap, "acks": 1, "kafkalite.transport": transport})
     values = [b"v" * VALUE_BYTES] * 5_000
     try:
         t0 = time.perf_counter()
@@ -142,16 +144,9 @@ def kafkalite_phase(bootstrap: str, prefix: str, n: int) -> dict:
     finally:
         p.close()
     for key, loop in (("poll", _poll_loop), ("consume", _consume_loop),
-                      ("consume_gc", _consume_loop), ("consume_batch", None),
-                      ("consume_batch_tcp", None)):
+                      ("consume_gc", _consume_loop), ("consume_batch", None)):
         (gc.enable if key.endswith("_gc") else gc.disable)()
-        config = {"bootstrap.servers": bootstrap}
-        if key.endswith("_tcp"):
-            config["kafkalite.transport"] = "tcp"
-        try:
-            c = Consumer(config)
-        except ValueError:
-            continue            # a checkout from before the TCP link (--before)
+        c = Consumer({"bootstrap.servers": bootstrap, "kafkalite.transport": transport})
         c.assign([TopicPartition(names[0], 0, OFFSET_BEGINNING)])
         try:
             if loop is not None:
@@ -167,10 +162,10 @@ def kafkalite_phase(bootstrap: str, prefix: str, n: int) -> dict:
     return out
 
 
-def run_kafkalite(root: str, bootstrap: str, prefix: str, n: int) -> dict:
+def run_kafkalite(root: str, bootstrap: str, prefix: str, n: int, transport: str) -> dict:
     env = dict(os.environ, PYTHONPATH=f"{root}:{os.path.join(root, 'spark')}")
     got = subprocess.run([sys.executable, os.path.abspath(__file__), "--phase", bootstrap,
-                          prefix, str(n)], env=env, capture_output=True, text=True, timeout=900,
+                          prefix, str(n), transport], env=env, capture_output=True, text=True, timeout=900,
                          cwd=root)
     if got.returncode:
         raise RuntimeError(f"kafkalite phase ({root}) failed:\n{got.stderr[-3000:]}")
@@ -224,7 +219,6 @@ FIGURES = [  # (key, label)
     ("consume_gc", f"consume(num_messages={CONSUME_N:,}), gc on"),
     ("produce_batch", "produce_batch() (bulk)"),
     ("consume_batch", "consume_batch() (bulk)"),
-    ("consume_batch_tcp", "consume_batch() (bulk), TCP link"),
 ]
 
 
@@ -238,13 +232,15 @@ def parse_args(argv):
     p.add_argument("--output-dir", default=None)
     p.add_argument("--work-dir", default=None)
     p.add_argument("--quick", action="store_true", help="20,000 records, 1 round")
+    p.add_argument("--transport", choices=("tcp", "zmq"), default="tcp",
+                   help="kafkalite's links, for every checkout (default tcp, the clients' default)")
     return p.parse_args(argv)
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--phase":
-        print(json.dumps(kafkalite_phase(argv[1], argv[2], int(argv[3]))))
+        print(json.dumps(kafkalite_phase(argv[1], argv[2], int(argv[3]), argv[4])))
         return 0
     args = parse_args(argv)
     if args.quick:
@@ -264,7 +260,8 @@ def main(argv=None) -> int:
     say(f"  clients    confluent-kafka {confluent_kafka.version()[0]} (librdkafka "
         f"{confluent_kafka.libversion()[0]}); kafkalite from {', '.join(r for _, r in trees)}")
     say(f"  workload   {args.records:,} records of {VALUE_BYTES} bytes per figure, one partition, "
-        f"acks=1, linger.ms=5; median of {args.rounds} round(s)")
+        f"acks=1, linger.ms=5; median of {args.rounds} round(s); kafkalite over "
+        f"{args.transport}")
     report.say_load(info)
     runs: dict[str, list[dict]] = {"confluent": []}
     for name, _ in trees:
@@ -280,7 +277,7 @@ def main(argv=None) -> int:
             # process after a pause can run 20% slower (its fresh memory faults)
             for name, root in (trees if r % 2 == 0 else trees[::-1]):
                 runs[name].append(run_kafkalite(root, server.bootstrap, f"{name}{r}",
-                                                args.records))
+                                                args.records, args.transport))
             say(f"  round {r + 1}: " + "; ".join(
                 f"{k} " + ", ".join(f"{f}={v[-1][f] / 1e3:,.0f}k" for f in sorted(v[-1]))
                 for k, v in runs.items()))
@@ -321,7 +318,8 @@ def main(argv=None) -> int:
     with open(os.path.join(out_dir, "results.md"), "w") as f:
         f.write("# kafkalite per-message client paths\n\n")
         f.write(f"- command: `{doc['command']}`\n- {args.records:,} records of {VALUE_BYTES} "
-                f"bytes per figure, one partition, acks=1; median of {args.rounds} rounds\n\n")
+                f"bytes per figure, one partition, acks=1; median of {args.rounds} rounds; "
+                f"kafkalite over {args.transport}\n\n")
         f.write(report.markdown_table(rows, headers) + "\n")
     say(f"results: {out_dir}")
     return 0

@@ -12,7 +12,7 @@ so a new transport is a new ``Link`` and nothing else changes. Three exist:
 - ``TcpLink`` (tcp_link.py): Kafka's wire protocol on a plain socket to a
   worker's PLAINTEXT Kafka listener, written from the owner's thread (no
   ZeroMQ I/O thread on either side): the producer's and the consumer's
-  links with ``kafkalite.transport: tcp``.
+  links with ``kafkalite.transport: tcp``, their default.
 
 The contract, for every link:
 

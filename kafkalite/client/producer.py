@@ -5,9 +5,10 @@ in one call into Cython (kafkalite._ext.accumulator); a background
 sender thread closes batches when they reach ``batch.size`` /
 ``batch.num.messages`` or are ``linger.ms`` old,
 sends them to the worker that leads the partition through a link
-(link.py) -- ZeroMQ, a shared-memory ring when ``kafkalite.transport``
-is "shm" (or "auto" and the worker is on this host), or a direct TCP link
-to the worker's Kafka listener when it is "tcp" -- and turns the acknowledgements
+(link.py) -- a direct TCP link to the worker's Kafka listener by default
+(``kafkalite.transport`` "tcp"; tcp_link.resolve_transport), ZeroMQ when it
+is "zmq", a shared-memory ring when it is "shm" (or "auto" and the worker
+is on this host) -- and turns the acknowledgements
 into delivery reports, which ``poll()`` and ``flush()`` hand to the
 callbacks in the caller's thread. ``produce_batch()`` is the bulk path:
 many values in one call, encoded in one Cython loop.

@@ -12,6 +12,7 @@ the link with its reason instead of buffering or hanging.
 """
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
@@ -26,7 +27,7 @@ from jepsen import History, check
 from kafkalite.client import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from kafkalite.client.connection import Connection, KafkaTimeoutError, PeerLostError
 from kafkalite.client import producer as producer_module
-from kafkalite.client.tcp_link import TcpLink, tcp_link_or
+from kafkalite.client.tcp_link import TcpLink, resolve_transport, tcp_link_or
 from kafkalite.protocol import ApiKey, encode_response
 from kafkalite.record import RecordBatchBuilder
 
@@ -207,6 +208,86 @@ def test_the_tcp_transport_is_refused_with_curve_keys_or_a_bad_name():
         Consumer({"bootstrap.servers": "127.0.0.1:9", "kafkalite.transport": "shm"})
     with pytest.raises(ValueError, match="'tcp'"):
         Producer({"bootstrap.servers": "127.0.0.1:9", "kafkalite.transport": "udp"})
+
+
+def test_an_unset_transport_is_tcp_unless_only_zmq_carries_what_was_asked():
+    """resolve_transport: unset means the TCP link, except with CURVE keys
+    or a proxy's request principal (only ZeroMQ carries them); a chosen
+    value is the user's and is kept."""
+    for extra, expected in (({}, "tcp"), ({"curve.server.key": "x" * 40}, "zmq"),
+                            ({"kafkalite.request.principal": "User:gateway"}, "zmq")):
+        cfg = dict(extra)
+        assert resolve_transport(cfg) is False
+        assert cfg["kafkalite.transport"] == expected, extra
+    for chosen in ("zmq", "tcp", "shm", "auto"):
+        cfg = {"kafkalite.transport": chosen}
+        assert resolve_transport(cfg) is True and cfg["kafkalite.transport"] == chosen
+    # the clients take the default with CURVE keys (no ValueError)
+    Consumer({"bootstrap.servers": "127.0.0.1:9", "curve.server.key": "x" * 40}).close()
+
+
+def test_clients_left_to_their_default_use_tcp_links(own_server, topic_name):
+    """A producer and a consumer given no transport reach the workers over
+    TCP links: what the default buys (README, "Direct TCP links")."""
+    create(own_server, topic_name, 2)
+    p = Producer(own_server.config(**{"linger.ms": 1}))
+    try:
+        for i in range(200):
+            p.produce(topic_name, b"%d" % i, partition=i % 2)
+        assert p.flush(30) == 0
+        links = [node.link for node in p._sending.nodes.values()]
+        assert len(links) == 2 and all(type(link) is TcpLink for link in links), links
+    finally:
+        p.close()
+    c = Consumer(own_server.config())
+    try:
+        c.assign([TopicPartition(topic_name, part, OFFSET_BEGINNING) for part in range(2)])
+        got, deadline = [], time.monotonic() + 30
+        while len(got) < 200 and time.monotonic() < deadline:
+            got += c.consume(1_000, 0.5)
+        assert sorted(int(m.value()) for m in got) == list(range(200))
+        assert len(c._conns) == 2 and all(type(link) is TcpLink for link in c._conns.values())
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("chosen", [False, True])
+def test_a_worker_without_a_plaintext_listener_is_reached_over_zmq(tmp_path, topic_name, caplog,
+                                                                   chosen):
+    """Workers whose Kafka listener wants SASL offer no plaintext TCP link:
+    the clients keep ZeroMQ and work. That is a warning when the user chose
+    ``tcp``, and only a debug line when it was the default."""
+    srv = ServerProcess(str(tmp_path / "data"),
+                        extra_args=["--kafka-security-protocol", "SASL_PLAINTEXT"]).start()
+    extra = TCP if chosen else {}
+    caplog.set_level(logging.DEBUG, logger="kafkalite.client.tcp_link")
+    try:
+        create(srv, topic_name, 1)
+        p = Producer(srv.config(**extra))
+        try:
+            for i in range(50):
+                p.produce(topic_name, b"%d" % i, partition=0)
+            assert p.flush(30) == 0
+            assert all(type(node.link) is Connection for node in p._sending.nodes.values())
+        finally:
+            p.close()
+        c = Consumer(srv.config(**extra))
+        try:
+            c.assign([TopicPartition(topic_name, 0, OFFSET_BEGINNING)])
+            got, deadline = [], time.monotonic() + 30
+            while len(got) < 50 and time.monotonic() < deadline:
+                got += c.consume(100, 0.5)
+            assert [int(m.value()) for m in got] == list(range(50))
+            assert all(type(link) is Connection for link in c._conns.values())
+        finally:
+            c.close()
+    finally:
+        srv.stop()
+    fell_back = [r for r in caplog.records if "offers no direct TCP link" in r.getMessage()]
+    assert fell_back, "neither client tried the TCP link"
+    want = logging.WARNING if chosen else logging.DEBUG
+    assert {r.levelno for r in fell_back} == {want}, [(r.levelname, r.getMessage())
+                                                      for r in fell_back]
 
 
 # ---- against a fake peer -------------------------------------------------------------------
