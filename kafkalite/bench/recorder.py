@@ -63,6 +63,13 @@ class LatencyRecorder:
         self._buf[self._n:self._n + n] = latencies_ns
         self._n += n
 
+    def add_one(self, latency_ns: int) -> None:
+        """add() of a single latency, without building an array for it."""
+        if self._n == len(self._buf):
+            self.fold()
+        self._buf[self._n] = latency_ns
+        self._n += 1
+
     def fold(self) -> None:
         if self._n:
             n, self._n = self._n, 0
@@ -160,6 +167,14 @@ class Payloads:
         # and numpy's fixed cost per call would be most of the harness's CPU)
         self._tails = [row[STAMP_BYTES:].tobytes() for row in self.template] \
             if size > STAMP_BYTES else None
+
+    def one(self, stamp: int) -> bytes:
+        """block() of a single value stamped ``stamp``."""
+        row, self._next = self._next, (self._next + 1) % _TEMPLATE_ROWS
+        head = stamp.to_bytes(STAMP_BYTES, "little", signed=True)
+        if self._tails is None:
+            return head[:self.size]
+        return head + self._tails[row]
 
     def block(self, stamps: np.ndarray) -> bytes:
         n = len(stamps)
