@@ -1,4 +1,4 @@
-"""kafkalite with the producer and the consumer on direct TCP links
+"""kafkalite with the producer and the consumer on direct TCP links, the clients' default
 (``kafkalite.transport: tcp``, kafkalite/client/tcp_link.py): the same
 client calls as kafkalite_zmq.py (whose server half this reuses), with each
 request written to the worker's PLAINTEXT Kafka listener from the client's

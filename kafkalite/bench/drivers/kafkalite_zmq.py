@@ -1,4 +1,4 @@
-"""kafkalite over its native protocol on ZeroMQ (the default transport).
+"""kafkalite over its native protocol on ZeroMQ (``kafkalite.transport: zmq``).
 
 The parent starts a server with kafkalite.server.launcher.ServerProcess
 (supervisor + 2 partition workers, free loopback ports, data in the run's
