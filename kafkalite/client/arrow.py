@@ -1,9 +1,10 @@
 """Decoded record columns as pyarrow RecordBatches, without per-record work.
 
-``decode_columns`` (Cython) already lays keys, values and headers out as
-Arrow binary / list<struct> buffers; this wraps them with
+``decode_columns`` and ``decode_chunks`` (Cython) already lay keys, values
+and headers out as Arrow binary / list<struct> buffers; this wraps them with
 ``pa.Array.from_buffers`` (no copies but the validity bitmaps, which numpy
-packs in one call).
+packs in one call): one partition's records (``columns_to_arrow``), or the
+chunks of many partitions a fetch brought, as one batch (``chunks_to_arrow``).
 
 Schema of ``Consumer.consume_batch``:
     topic      dictionary<int32, string>
@@ -58,6 +59,11 @@ def _topic_dictionary(topic: str) -> pa.Array:
     return pa.array([topic], pa.string())
 
 
+@functools.lru_cache(maxsize=1024)
+def _topics_dictionary(topics: tuple) -> pa.Array:
+    return pa.array(topics, pa.string())
+
+
 def _bitmap(valid: np.ndarray):
     if valid.all():
         return None, 0
@@ -101,11 +107,41 @@ def columns_to_arrow(cols, topic: str, partition: int, start: int = 0) -> pa.Rec
     n = max(stop - start, 0)
     if n == 0:
         return empty()
-    return pa.RecordBatch.from_arrays([
+    return _record_batch(
+        cols, start, stop,
         pa.DictionaryArray.from_buffers(TOPIC_TYPE, n, [None, _zero_offsets(n)],
                                         _topic_dictionary(topic)),
-        pa.Array.from_buffers(pa.int32(), n,
-                              [None, pa.py_buffer(np.full(n, partition, dtype=np.int32))]),
+        np.full(n, partition, dtype=np.int32))
+
+
+def chunks_to_arrow(cols, topics: list[str], chunk_topics: np.ndarray,
+                    chunk_partitions: np.ndarray) -> pa.RecordBatch:
+    """A RecordColumns of many partitions' chunks (``decode_chunks``) as one
+    RecordBatch (SCHEMA): ``chunk_topics`` (int32 indexes into ``topics``,
+    each topic once) and ``chunk_partitions`` (int32) per chunk, spread over
+    the chunk's records (``cols.chunk_records``). One set of arrays for the
+    whole fetch, not one per partition and a concatenation."""
+    n = len(cols)
+    if n == 0:
+        return empty()
+    counts = cols.chunk_records
+    if len(topics) == 1:
+        indices = _zero_offsets(n)
+    else:
+        indices = pa.py_buffer(np.repeat(chunk_topics.astype(np.int32, copy=False), counts))
+    dictionary = _topic_dictionary(topics[0]) if len(topics) == 1 else \
+        _topics_dictionary(tuple(topics))
+    return _record_batch(
+        cols, 0, n, pa.DictionaryArray.from_buffers(TOPIC_TYPE, n, [None, indices], dictionary),
+        np.repeat(chunk_partitions.astype(np.int32, copy=False), counts))
+
+
+def _record_batch(cols, start: int, stop: int, topic: pa.Array,
+                  partitions: np.ndarray) -> pa.RecordBatch:
+    n = stop - start
+    return pa.RecordBatch.from_arrays([
+        topic,
+        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(partitions)]),
         pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(cols.offsets[start:stop])]),
         pa.Array.from_buffers(TIMESTAMP_TYPE, n, [None, pa.py_buffer(cols.timestamps[start:stop])]),
         # 0 and 1: the same bytes as int8
@@ -122,22 +158,3 @@ _EMPTY = pa.RecordBatch.from_pylist([], schema=SCHEMA)
 
 def empty() -> pa.RecordBatch:
     return _EMPTY    # immutable, so one serves every caller
-
-
-def concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
-    """One RecordBatch of ``batches``' rows in order, the topic column's
-    dictionary holding each topic once."""
-    batches = [b for b in batches if b.num_rows]
-    if not batches:
-        return empty()
-    if len(batches) == 1:
-        return batches[0]
-    if _concat_batches is not None:
-        # pyarrow >= 19: one copy, dictionaries unified on the way (half the
-        # time of the table route for a fetch of a few records per partition)
-        return _concat_batches(batches)
-    table = pa.Table.from_batches(batches).unify_dictionaries().combine_chunks()
-    return table.to_batches(max_chunksize=table.num_rows)[0]
-
-
-_concat_batches = getattr(pa, "concat_batches", None)

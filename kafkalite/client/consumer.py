@@ -49,7 +49,7 @@ from kafkalite.client.types import (OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID
                                     ConsumerGroupMetadata, Message, TopicPartition)
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
-from kafkalite.record import AbortedFilter, batches_extent, decode_columns, iter_batches
+from kafkalite.record import AbortedFilter, batches_extent, decode_chunks, iter_batches
 from kafkalite.record.layout import CONTROL_ABORT
 
 # An assigned partition without a leader (its worker restarting, an
@@ -657,25 +657,36 @@ class Consumer:
 
     def _take_buffered(self):
         """Decode every buffered chunk from each partition's position on."""
-        batches = []
         chunks, self._chunks = self._chunks, collections.deque()
         for chunk in chunks:
             if chunk.tp in self._assigned:
                 self._assigned[chunk.tp].buffered = 0
         self._send_fetches()  # everything buffered is being taken: fetch the next chunks now
+        # every chunk decoded in one call and wrapped as Arrow once (a fetch
+        # of many partitions with a record or two each is common: per chunk
+        # that was most of the cost). A partition's chunks never overlap
+        # (fetch_position moves past what is buffered), so its position
+        # bounds each of them.
+        inputs, taken, topics = [], [], {}
         for chunk in chunks:
             a = self._assigned.get(chunk.tp)
             if a is None:
                 continue
             # from the batch poll() was part-way through, if any
-            cols = decode_columns(memoryview(chunk.data)[chunk.current if chunk.unfinished()
-                                                         else chunk.pos:],
-                                  aborted_transactions=chunk.aborted)
-            start = int(np.searchsorted(cols.offsets, a.position))
-            batches.append(arrow.columns_to_arrow(cols, chunk.tp[0], chunk.tp[1], start))
-            if cols.next_offset > a.position:
-                a.position = cols.next_offset
-        return arrow.concat(batches)
+            inputs.append((memoryview(chunk.data)[chunk.current if chunk.unfinished()
+                                                  else chunk.pos:],
+                           chunk.aborted, a.position))
+            taken.append((chunk.tp, a))
+            topics.setdefault(chunk.tp[0], len(topics))
+        if not inputs:
+            return arrow.empty()
+        cols = decode_chunks(inputs)
+        for (_, a), next_offset in zip(taken, cols.chunk_next_offsets.tolist()):
+            if next_offset > a.position:
+                a.position = next_offset
+        chunk_topics = np.fromiter((topics[tp[0]] for tp, _ in taken), np.int32, len(taken))
+        chunk_partitions = np.fromiter((tp[1] for tp, _ in taken), np.int32, len(taken))
+        return arrow.chunks_to_arrow(cols, list(topics), chunk_topics, chunk_partitions)
 
     # ---- misc -----------------------------------------------------------------------------------
 

@@ -20,12 +20,13 @@ __all__ = [
     "COMPRESSION_SNAPPY", "COMPRESSION_ZSTD", "CREATE_TIME", "LOG_APPEND_TIME", "LOG_OVERHEAD",
     "MAGIC", "NO_PARTITION_LEADER_EPOCH", "NO_PRODUCER_EPOCH", "NO_PRODUCER_ID", "NO_SEQUENCE",
     "NO_TIMESTAMP", "AbortedFilter", "Record", "RecordBatch", "RecordBatchBuilder", "RecordColumns",
-    "batches_extent", "build_control_batch", "decode_columns", "filter_batch", "iter_batches", "CODEC_NAMES",
+    "batches_extent", "build_control_batch", "decode_chunks", "decode_columns", "filter_batch",
+    "iter_batches", "CODEC_NAMES",
     "codec_id",
 ]
 __getattr__, __dir__ = lazy_exports(__name__, {
     "kafkalite._ext.builder": ("RecordBatchBuilder", "build_control_batch", "filter_batch"),
-    "kafkalite._ext.columns": ("AbortedFilter", "RecordColumns", "decode_columns"),
+    "kafkalite._ext.columns": ("AbortedFilter", "RecordColumns", "decode_chunks", "decode_columns"),
     "kafkalite._ext.reader": ("Record", "RecordBatch", "batches_extent", "iter_batches"),
     "kafkalite.record.compression": ("CODEC_NAMES", "codec_id"),
 })

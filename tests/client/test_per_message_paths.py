@@ -300,40 +300,56 @@ def test_produce_from_threads(server, topic_name):
         assert mine == [b"%d-%d" % (t, i) for i in range(n)]
 
 
-def test_poll_consume_and_consume_batch_mixed(server, topic_name):
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_poll_consume_and_consume_batch_mixed(server, topic_name, partitions):
     """Switching between the three part-way through batches loses and
-    repeats nothing."""
-    create(server, topic_name, 1)
+    repeats nothing, in each partition's order; with several partitions,
+    consume_batch decodes chunks of all of them into one batch, some from a
+    position part-way into a batch poll() or consume() began."""
+    create(server, topic_name, partitions)
     p = Producer(server.config(**{"acks": 1, "linger.ms": 1, "batch.num.messages": 25}))
-    n = 400
+    n = 400 * partitions
     try:
         for i in range(n):
-            p.produce(topic_name, b"%d" % i, key=None if i % 3 else b"k", partition=0,
+            p.produce(topic_name, b"%d" % i, key=None if i % 3 else b"k", partition=i % partitions,
                       headers=[("n", b"%d" % i)] if i % 50 == 0 else None)
         assert p.flush(30) == 0
     finally:
         p.close()
     c = Consumer(server.config())
     try:
-        c.assign([TopicPartition(topic_name, 0, OFFSET_BEGINNING)])
-        got = []
-        step = 0
-        while len(got) < n:
+        c.assign([TopicPartition(topic_name, part, OFFSET_BEGINNING) for part in range(partitions)])
+        got = {part: [] for part in range(partitions)}
+        step = seen = 0
+        while seen < n:
             step += 1
             if step % 3 == 0:
-                batch = c.consume_batch(1.0).to_pydict()
-                got += list(zip(batch["offset"], batch["value"]))
+                batch = c.consume_batch(1.0)
+                batch.validate(full=True)
+                batch = batch.to_pydict()
+                for part, offset, value, headers in zip(batch["partition"], batch["offset"],
+                                                        batch["value"], batch["headers"]):
+                    got[part].append((offset, value))
+                    assert headers == ([{"key": "n", "value": value}] if int(value) % 50 == 0
+                                       else [])
+                    seen += 1
             elif step % 3 == 1:
                 m = c.poll(1.0)
                 if m is not None:
-                    got.append((m.offset(), m.value()))
-                    if m.offset() % 50 == 0:
-                        assert m.headers() == [("n", b"%d" % m.offset())]
+                    got[m.partition()].append((m.offset(), m.value()))
+                    seen += 1
+                    if int(m.value()) % 50 == 0:
+                        assert m.headers() == [("n", m.value())]
                     else:
                         assert m.headers() is None
             else:
-                got += [(m.offset(), m.value()) for m in c.consume(7, 1.0)]
-        assert got == [(i, b"%d" % i) for i in range(n)]
+                ms = c.consume(7, 1.0)
+                got_now = [(m.partition(), m.offset(), m.value()) for m in ms]
+                for part, offset, value in got_now:
+                    got[part].append((offset, value))
+                seen += len(got_now)
+        for part in range(partitions):
+            assert got[part] == [(i // partitions, b"%d" % i) for i in range(part, n, partitions)]
         assert c.consume(10, 0.3) == []
     finally:
         c.close()
