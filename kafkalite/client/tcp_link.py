@@ -251,7 +251,7 @@ class TcpLink(Link):
                 self._outstanding.pop(correlation_id, None)
                 raise KafkaTimeoutError(f"no response from {self.address} within "
                                         f"{timeout:.1f} s (is the server running?)")
-            select.select([self.sock], [self.sock] if self._out else [], [], min(remaining, 0.25))
+            _wait_on(self.sock, True, bool(self._out), min(remaining, 0.25))
 
     # send and wait; raises the KafkaError of an error reply (only send and
     # wait_for are used, which this link has in Connection's shape)
@@ -294,13 +294,23 @@ class TcpLink(Link):
         if linger_ms and self._out and self._alive:
             deadline = time.monotonic() + linger_ms / 1000
             while self._out and self._alive and time.monotonic() < deadline:
-                select.select([], [self.sock], [], max(0.0, deadline - time.monotonic()))
+                _wait_on(self.sock, False, True, max(0.0, deadline - time.monotonic()))
                 self._flush()
         self._alive = False
         try:
             self.sock.close()
         except OSError:
             pass
+
+
+def _wait_on(sock, readable: bool, writable: bool, timeout: float) -> None:
+    """Until ``sock`` is readable or writable as asked, or ``timeout`` s.
+    poll(2), not select(2): select cannot take a descriptor numbered 1024 or
+    more, which a process with many files open (a broker's tests, an
+    application with many connections) hands out."""
+    p = select.poll()
+    p.register(sock, (select.POLLIN if readable else 0) | (select.POLLOUT if writable else 0))
+    p.poll(max(0, int(timeout * 1000 + 0.999)))
 
 
 def kafka_endpoint_of(conn, timeout: float) -> tuple[str, int]:

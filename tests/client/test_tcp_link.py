@@ -290,6 +290,62 @@ def test_a_worker_without_a_plaintext_listener_is_reached_over_zmq(tmp_path, top
                                                       for r in fell_back]
 
 
+@pytest.fixture
+def descriptors_past_1024():
+    """Files held open until the next descriptor the process gets is
+    numbered past 1024, where select(2) cannot go."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1300:
+        pytest.skip(f"RLIMIT_NOFILE's hard limit is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1300) if hard == resource.RLIM_INFINITY
+                                                else min(max(soft, 1300), hard), hard))
+    held = []
+    try:
+        while True:
+            fd = os.open(os.devnull, os.O_RDONLY)
+            held.append(fd)
+            if fd > 1030:
+                break
+        yield
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_links_on_descriptors_past_1024_wait_and_close(own_server, topic_name,
+                                                      descriptors_past_1024):
+    """A process with many files open: the links' sockets get descriptors
+    past 1024, and waiting on them (a request answered in the caller's
+    thread, a close that lets acks=0 requests out) must still work. The CI
+    suite met this: select() refused them ("filedescriptor out of range")."""
+    create(own_server, topic_name, 1)
+    p = Producer(own_server.config(**TCP, **{"acks": 0, "linger.ms": 0}))
+    try:
+        for i in range(300):
+            p.produce(topic_name, b"%d" % i, partition=0)
+        assert p.flush(30) == 0
+        assert all(node.link.sock.fileno() > 1024 for node in p._sending.nodes.values())
+    finally:
+        p.close()
+    c = Consumer(own_server.config(**TCP))
+    try:
+        c.assign([TopicPartition(topic_name, 0, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + 30
+        while c.get_watermark_offsets(TopicPartition(topic_name, 0))[1] < 300:
+            assert time.monotonic() < deadline, "acks=0 records never all arrived"
+            time.sleep(0.1)
+        assert all(type(link) is TcpLink and link.sock.fileno() > 1024
+                   for link in c._conns.values())
+        got, deadline = [], time.monotonic() + 30
+        while len(got) < 300 and time.monotonic() < deadline:
+            got += c.consume(1_000, 0.5)
+        assert [int(m.value()) for m in got] == list(range(300))
+    finally:
+        c.close()
+
+
 # ---- against a fake peer -------------------------------------------------------------------
 
 
