@@ -419,6 +419,40 @@ cdef object _assemble(dict arrays, Out *o, Scan *s):
     return cols
 
 
+# ---- step 3b: the per-batch columns, and each batch's records ------------------------------
+
+cdef int _fill_batches(dict arrays, Scan *s, Out *o, Py_ssize_t lo, Py_ssize_t hi,
+                       const unsigned char *base, int64_t min_offset) except -1:
+    """Batches ``lo:hi`` of the scan (all from the buffer at ``base``): their
+    per-batch columns, and their records into ``o`` (those below
+    ``min_offset`` left out; a batch wholly below it is not parsed)."""
+    cdef int64_t *b_base = <int64_t *>_data(arrays["batch_base_offsets"])
+    cdef int64_t *b_last = <int64_t *>_data(arrays["batch_last_offsets"])
+    cdef int64_t *b_pid = <int64_t *>_data(arrays["batch_producer_ids"])
+    cdef int16_t *b_attr = <int16_t *>_data(arrays["batch_attributes"])
+    cdef int64_t *b_start = <int64_t *>_data(arrays["batch_record_starts"])
+    cdef int64_t *b_pos = <int64_t *>_data(arrays["batch_positions"])
+    cdef int64_t *b_size = <int64_t *>_data(arrays["batch_sizes"])
+    cdef int64_t *b_ts = <int64_t *>_data(arrays["batch_base_timestamps"])
+    cdef uint8_t *b_skip = <uint8_t *>_data(arrays["batch_skipped"])
+    cdef BatchDesc *bd
+    cdef Py_ssize_t i
+    for i in range(lo, hi):
+        bd = &s.batches[i]
+        b_pos[i] = bd.header - base
+        b_size[i] = bd.size
+        b_ts[i] = bd.base_ts
+        b_base[i] = bd.base_offset
+        b_last[i] = bd.base_offset + <int32_t>kl_be32(bd.header + KL_OFF_LAST_OFFSET_DELTA)
+        b_pid[i] = <int64_t>kl_be64(bd.header + KL_OFF_PRODUCER_ID)
+        b_attr[i] = bd.attributes
+        b_start[i] = o.record
+        b_skip[i] = bd.skipped
+        if not bd.skipped and b_last[i] >= min_offset:
+            _decode_batch_records(bd, o, min_offset)
+    return 0
+
+
 def decode_columns(data, *, bint skip_control=True, bint verify_crc=False,
                    aborted_transactions=None):
     """Decode every complete batch in ``data`` into a ``RecordColumns``.
@@ -433,12 +467,7 @@ def decode_columns(data, *, bint skip_control=True, bint verify_crc=False,
     cdef const unsigned char *base
     cdef Scan s
     cdef Out o
-    cdef BatchDesc *bd
-    cdef Py_ssize_t i
     cdef list keep_alive = []       # decompressed sections the descriptors point into
-    cdef int64_t[::1] b_base, b_last, b_pid, b_start, b_pos, b_size, b_ts
-    cdef int16_t[::1] b_attr
-    cdef uint8_t[::1] b_skip
     cdef AbortedFilter aborted = None
     if aborted_transactions is not None:
         aborted = AbortedFilter(aborted_transactions)
@@ -455,28 +484,7 @@ def decode_columns(data, *, bint skip_control=True, bint verify_crc=False,
         base = <const unsigned char *>view.buf
         _scan_batches(base, view.len, skip_control, verify_crc, &s, keep_alive, aborted)
         arrays = _allocate(&s, &o)
-        b_base = arrays["batch_base_offsets"]
-        b_last = arrays["batch_last_offsets"]
-        b_pid = arrays["batch_producer_ids"]
-        b_attr = arrays["batch_attributes"]
-        b_start = arrays["batch_record_starts"]
-        b_pos = arrays["batch_positions"]
-        b_size = arrays["batch_sizes"]
-        b_ts = arrays["batch_base_timestamps"]
-        b_skip = arrays["batch_skipped"]
-        for i in range(s.count):
-            bd = &s.batches[i]
-            b_pos[i] = bd.header - base
-            b_size[i] = bd.size
-            b_ts[i] = bd.base_ts
-            b_base[i] = bd.base_offset
-            b_last[i] = bd.base_offset + <int32_t>kl_be32(bd.header + KL_OFF_LAST_OFFSET_DELTA)
-            b_pid[i] = <int64_t>kl_be64(bd.header + KL_OFF_PRODUCER_ID)
-            b_attr[i] = bd.attributes
-            b_start[i] = o.record
-            b_skip[i] = bd.skipped
-            if not bd.skipped:
-                _decode_batch_records(bd, &o)
+        _fill_batches(arrays, &s, &o, 0, s.count, base, INT64_MIN)
         return _assemble(arrays, &o, &s)
     finally:
         PyBuffer_Release(&view)
@@ -500,25 +508,15 @@ def decode_chunks(list chunks, *, bint verify_crc=False):
     ``bytes_consumed`` of each chunk, as ``decode_columns`` gives them).
     ``batch_positions`` are positions within each batch's own chunk.
     """
-    cdef Py_ssize_t nchunks = len(chunks), c, i, first
+    cdef Py_ssize_t nchunks = len(chunks), c, first
     cdef Py_buffer *views = NULL
     cdef Py_ssize_t *first_batch = NULL
     cdef int64_t *min_offsets = NULL
     cdef Py_ssize_t held = 0
     cdef Scan s
     cdef Out o
-    cdef BatchDesc *bd
     cdef list keep_alive = []
     cdef AbortedFilter aborted
-    cdef int64_t *b_base
-    cdef int64_t *b_last
-    cdef int64_t *b_pid
-    cdef int64_t *b_start
-    cdef int64_t *b_pos
-    cdef int64_t *b_size
-    cdef int64_t *b_ts
-    cdef int16_t *b_attr
-    cdef uint8_t *b_skip
     cdef cnp.ndarray per_chunk = np.empty((3, nchunks), dtype=np.int64)
     cdef int64_t *c_records = <int64_t *>_data(per_chunk)
     cdef int64_t *c_next = c_records + nchunks
@@ -550,31 +548,10 @@ def decode_chunks(list chunks, *, bint verify_crc=False):
             c_consumed[c] = s.consumed
         first_batch[nchunks] = s.count
         arrays = _allocate(&s, &o)
-        b_base = <int64_t *>_data(arrays["batch_base_offsets"])
-        b_last = <int64_t *>_data(arrays["batch_last_offsets"])
-        b_pid = <int64_t *>_data(arrays["batch_producer_ids"])
-        b_attr = <int16_t *>_data(arrays["batch_attributes"])
-        b_start = <int64_t *>_data(arrays["batch_record_starts"])
-        b_pos = <int64_t *>_data(arrays["batch_positions"])
-        b_size = <int64_t *>_data(arrays["batch_sizes"])
-        b_ts = <int64_t *>_data(arrays["batch_base_timestamps"])
-        b_skip = <uint8_t *>_data(arrays["batch_skipped"])
         for c in range(nchunks):
             first = o.record
-            for i in range(first_batch[c], first_batch[c + 1]):
-                bd = &s.batches[i]
-                b_pos[i] = bd.header - <const unsigned char *>views[c].buf
-                b_size[i] = bd.size
-                b_ts[i] = bd.base_ts
-                b_base[i] = bd.base_offset
-                b_last[i] = bd.base_offset + <int32_t>kl_be32(bd.header + KL_OFF_LAST_OFFSET_DELTA)
-                b_pid[i] = <int64_t>kl_be64(bd.header + KL_OFF_PRODUCER_ID)
-                b_attr[i] = bd.attributes
-                b_start[i] = o.record
-                b_skip[i] = bd.skipped
-                # a batch wholly below the position was taken before
-                if not bd.skipped and b_last[i] >= min_offsets[c]:
-                    _decode_batch_records(bd, &o, min_offsets[c])
+            _fill_batches(arrays, &s, &o, first_batch[c], first_batch[c + 1],
+                          <const unsigned char *>views[c].buf, min_offsets[c])
             c_records[c] = o.record - first
         s.next_offset = c_next[nchunks - 1] if nchunks else -1
         s.consumed = c_consumed[nchunks - 1] if nchunks else 0
