@@ -152,7 +152,10 @@ class DelayedDeleteRecords(DelayedOperation):
 class Purgatory:
     def __init__(self):
         self._heap: list = []                  # (deadline, seq, operation)
-        self._watchers: dict = {}              # key -> set of operations
+        # key -> its operations, in the order they came (a dict used as an
+        # ordered set): one high watermark move completes a connection's or
+        # a ring's waiting produces oldest first, as Kafka's watcher lists do
+        self._watchers: dict = {}
         self._seq = itertools.count()
 
     def __len__(self) -> int:
@@ -160,7 +163,7 @@ class Purgatory:
 
     def watch(self, op: DelayedOperation) -> None:
         for key in op.keys:
-            self._watchers.setdefault(key, set()).add(op)
+            self._watchers.setdefault(key, {})[op] = None
         heapq.heappush(self._heap, (op.deadline, next(self._seq), op))
 
     def check(self, key, progress: int = 0) -> None:
@@ -214,7 +217,7 @@ class Purgatory:
         for key in op.keys:
             watching = self._watchers.get(key)
             if watching is not None:
-                watching.discard(op)
+                watching.pop(op, None)
                 if not watching:
                     del self._watchers[key]
         try:

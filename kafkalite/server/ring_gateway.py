@@ -7,10 +7,13 @@ the partition's leader through the replica manager (the same write path as
 a Produce request) and acknowledges it in the ring with the base offset or
 an error code: at once, or -- for a producer that attached with acks=all,
 to a partition with followers -- once the high watermark has passed it (a
-``DelayedRingAck`` waits in the replica manager's purgatory, answered as an
-acks=all Produce would be). Acknowledgements may come out of order; the
-ring's memory is released as soon as an entry is in the log. Each ring's doorbell descriptor sits in the
-worker's poller.
+``DelayedProduce`` waits in the replica manager's purgatory, answered as an
+acks=all Produce would be). The ring takes acknowledgements in sequence
+order only, and entries of different partitions (or an error after an
+entry that waits) are settled out of order: an entry settled while an
+earlier one still waits is queued behind it (``unacked``) and acknowledged
+when that one is. The ring's memory is released as soon as an entry is in
+the log. Each ring's doorbell descriptor sits in the worker's poller.
 
 Transactions: a transactional producer names its transactional id (and
 its transaction version) in ``shm_attach``. An entry that would open the
@@ -100,6 +103,10 @@ class RingGateway:
         # verified), and whether a verification is under way
         self.txn: dict[int, tuple] = {}
         self.held: dict[int, collections.deque] = {}
+        # per ring: [seq, error code or None while it waits, base offset] of
+        # the entries appended but not acknowledged, from the oldest that
+        # waits for its high watermark on; empty when none waits
+        self.unacked: dict[int, collections.deque] = {}
         self.verifying: set = set()
         self.acks: dict[int, int] = {}         # per ring: its producer's acks
         self.principals: dict[int, str] = {}   # per ring: who attached it
@@ -137,6 +144,7 @@ class RingGateway:
         self.principals[ring.fileno()] = principal
         self.client_ids[ring.fileno()] = str(body.get("client_id") or "")
         self.held[ring.fileno()] = collections.deque()
+        self.unacked[ring.fileno()] = collections.deque()
         self.poller.register(ring.fileno(), zmq.POLLIN)
         self.drain(ring)
         return {"worker": self.broker_id, "pid": os.getpid()}
@@ -244,25 +252,39 @@ class RingGateway:
             if all_acks and part.high_watermark <= info.last_offset:
                 self._ack_when_committed(ring, seq, part, info)
             else:
-                ring.ack(seq, 0, info.first_offset)
+                self._ack(ring, seq, 0, info.first_offset)
         except KafkaError as exc:
-            ring.ack(seq, exc.code, -1)
+            self._ack(ring, seq, exc.code, -1)
         except Exception:
             self._bad_ring.exception("broker %d: ring append failed", self.broker_id)
-            ring.ack(seq, errors.UnknownServerError.code, -1)
+            self._ack(ring, seq, errors.UnknownServerError.code, -1)
         ring.release_through(seq)
+
+    def _ack(self, ring, seq: int, error_code: int, base_offset: int) -> None:
+        """Acknowledge entry ``seq`` now, or behind the earlier ones that
+        still wait for their high watermark."""
+        unacked = self.unacked[ring.fileno()]
+        if unacked:
+            unacked.append([seq, error_code, base_offset])
+        else:
+            ring.ack(seq, error_code, base_offset)
 
     def _ack_when_committed(self, ring, seq: int, part, info) -> None:
         fd = ring.fileno()
+        entry = [seq, None, -1]
+        self.unacked[fd].append(entry)
 
         def respond(failed: dict) -> None:
             if self.rings.get(fd) is not ring:
                 return                  # the ring went away; its producer retries
             exc = failed.get(part.key)
-            if exc is None:
-                ring.ack(seq, 0, info.first_offset)
-            else:
-                ring.ack(seq, exc.code, -1)
+            entry[1:] = (0, info.first_offset) if exc is None else (exc.code, -1)
+            unacked = self.unacked[fd]
+            try:
+                while unacked and unacked[0][1] is not None:
+                    ring.ack(*unacked.popleft())
+            except Exception as exc:
+                self._close_with_error(ring, exc)
         self.replica_manager.purgatory.watch(DelayedProduce(
             None, time.monotonic() + RING_ACK_TIMEOUT_S, {part.key: part},
             {part.key: info.last_offset + 1}, respond))
@@ -307,6 +329,7 @@ class RingGateway:
         self.txn.pop(fd, None)
         self.acks.pop(fd, None)
         self.held.pop(fd, None)
+        self.unacked.pop(fd, None)
         self.verifying.discard(fd)
 
     def _close_with_error(self, ring, exc: Exception) -> None:

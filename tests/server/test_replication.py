@@ -118,6 +118,42 @@ def test_followers_on_the_leaders_host_read_its_files_unless_told_not_to(cluster
     assert report.ok, report
 
 
+@pytest.mark.parametrize("transport", ["shm", "tcp", "zmq"])
+def test_acks_all_with_many_batches_in_flight_acknowledges_each_once_in_order(cluster,
+                                                                              transport):
+    """produce_batch keeps many acks=all batches in flight over two
+    partitions whose high watermarks move at their followers' pace. Over a
+    shared-memory ring, acknowledgements completed out of the ring's order
+    were refused by it and lost: the producer waited for ever for acks of
+    records that were in the log."""
+    BATCHES = 400                  # of 1,000 records of 100 bytes: 40 MB
+
+    def value(i, j):
+        return b"%06d-%04d" % (i, j) + b"v" * 89
+    s = cluster()
+    create(s, "inflight", partitions=2, **{"min.insync.replicas": "2"})
+    # a lost acknowledgement fails its batch after 20 s rather than block the test
+    p = Producer(s.config(acks="all", **{"enable.idempotence": True,
+                                         "kafkalite.transport": transport,
+                                         "delivery.timeout.ms": 20_000}))
+    acked, failed = [], []
+
+    def done(err, report):
+        (failed if err else acked).append(report)
+    try:
+        for i in range(BATCHES):
+            p.produce_batch("inflight", [value(i, j) for j in range(1000)], partition=i % 2,
+                            on_delivery=done)
+        assert p.flush(60) == 0, "acknowledgements missing"
+    finally:
+        p.close()
+    assert not failed and len(acked) == BATCHES
+    log = read_log(s, "inflight", 2)
+    for part in range(2):
+        assert [v for _, v in log[part]] == [value(i, j) for i in range(part, BATCHES, 2)
+                                             for j in range(1000)]
+
+
 def test_create_topics_checks_replication_factor_and_assignments(cluster):
     s = cluster()
     admin = AdminClient(s.config())

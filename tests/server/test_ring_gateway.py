@@ -68,3 +68,70 @@ def test_a_busy_ring_is_drained_a_bounded_slice_at_a_time(gateway):
     assert part.log_end_offset == ENTRIES    # every entry in, in order, acknowledged
     acks = ring.poll_acks()
     assert [base for _, code, base in acks] == list(range(ENTRIES))
+
+
+def lead_with_a_follower(rm, partition: int) -> None:
+    assert rm.become_leader({"topic": "r", "partition": partition, "topic_id": None,
+                             "leader_epoch": 1, "configs": {}, "replicas": [0, 1],
+                             "isr": [0, 1]})["error"] == 0
+
+
+def follower_caught_up(rm, partition: int) -> None:
+    part = rm.partition("r", partition)
+    rm.update_follower_end(part, 1, part.log_end_offset, now=0.0)
+
+
+@pytest.mark.parametrize("partitions", [1, 2])
+def test_acks_all_entries_are_acknowledged_in_ring_order(gateway, partitions):
+    """acks=all: each entry waits for its partition's high watermark, and
+    the ring takes acks in sequence order only. Entries whose high
+    watermark moved first (another partition), or many that one move
+    completes at once, are acknowledged behind the ones before them. Taking
+    them in completion order broke the ring (an exception in the purgatory)
+    and the producer waited for acks that never came."""
+    rm, gw, ring = gateway
+    for partition in range(partitions):
+        lead_with_a_follower(rm, partition)
+    gw.attach({"op": "shm_attach", "ring": ring.name, "acks": -1}, "User:ANONYMOUS")
+    batch = one_record()
+    entries = 64
+    for i in range(entries):
+        assert ring.try_append("r", i % partitions, batch) >= 0
+    (fd,) = gw.rings
+    while sum(rm.partition("r", p).log_end_offset for p in range(partitions)) < entries:
+        gw.on_events({fd: zmq.POLLIN})
+        gw.arm()
+    assert ring.poll_acks() == []            # nothing is committed yet
+    if partitions == 2:
+        follower_caught_up(rm, 1)            # the second partition's entries first...
+        assert ring.poll_acks() == []        # ...wait behind the first entry
+    follower_caught_up(rm, 0)
+    acks = ring.poll_acks()
+    assert [seq for seq, _, _ in acks] == sorted(seq for seq, _, _ in acks)
+    assert [(code, base) for _, code, base in acks] == [
+        (0, i // partitions) for i in range(entries)]
+    # and the ring goes on: an entry appended now is acknowledged once committed
+    assert ring.try_append("r", 0, batch) >= 0
+    gw.on_events({fd: zmq.POLLIN})
+    follower_caught_up(rm, 0)
+    assert [(code, base) for _, code, base in ring.poll_acks()] == [(0, entries // partitions)]
+
+
+def test_an_entry_refused_behind_a_waiting_one_is_acknowledged_after_it(gateway):
+    """An acks=all entry waits; the entry after it is refused at once (its
+    partition is not led here): its error goes to the ring after the first
+    entry's acknowledgement, not before."""
+    rm, gw, ring = gateway
+    lead_with_a_follower(rm, 0)
+    gw.attach({"op": "shm_attach", "ring": ring.name, "acks": -1}, "User:ANONYMOUS")
+    batch = one_record()
+    assert ring.try_append("r", 0, batch) >= 0
+    assert ring.try_append("nowhere", 0, batch) >= 0
+    (fd,) = gw.rings
+    gw.on_events({fd: zmq.POLLIN})
+    assert ring.poll_acks() == []
+    follower_caught_up(rm, 0)
+    acks = ring.poll_acks()
+    assert [code for _, code, _ in acks][0] == 0
+    assert [code for _, code, _ in acks][1] != 0
+    assert len(acks) == 2
