@@ -34,6 +34,12 @@ The contract, for every link:
   to be gone; the owner then drops the link, retries what was in flight
   elsewhere, and asks for metadata again.
 - ``close()`` releases it; ``linger_ms`` lets queued requests go out.
+- ``acks_in_order``: True for a link whose broker answers its requests
+  strictly in the order they were sent, holding later answers back behind
+  one it cannot give (a ring: the worker acknowledges entries in sequence
+  order only). A request on it that times out holds back everything
+  behind it, so the owner gives such a link up, as for a dead one, rather
+  than retry on it.
 
 Who may call: one thread per link (the thread that owns it); links are not
 thread-safe.
@@ -45,6 +51,7 @@ from abc import ABC, abstractmethod
 
 class Link(ABC):
     endpoint: str
+    acks_in_order = False
 
     @abstractmethod
     def send(self, api_key: int, body: dict, *, expect_response: bool = True,

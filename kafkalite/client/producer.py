@@ -1307,6 +1307,14 @@ class _Sender:
 
     def _check_timeouts(self, now: float) -> None:
         for node in list(self.nodes.values()):
+            if node.link.acks_in_order and any(now - sent > self.request_timeout
+                                               for _, sent in node.in_flight.values()):
+                # everything behind the unanswered request waits for it (a
+                # ring): retried on this link, the batches would never be
+                # answered, nor those queued for it
+                self._drop_node(node, errors.RequestTimedOutError(
+                    f"no acknowledgement from worker {node.node_id} within request.timeout.ms"))
+                continue
             for cid, (groups, sent) in list(node.in_flight.items()):
                 if now - sent > self.request_timeout:
                     del node.in_flight[cid]

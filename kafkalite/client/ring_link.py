@@ -40,6 +40,8 @@ from kafkalite.protocol import ApiKey
 
 
 class RingLink(Link):
+    acks_in_order = True        # the worker acknowledges entries in sequence order only
+
     def __init__(self, conn, ring_bytes: int, timeout: float, transactional_id: str | None = None,
                  transaction_version: int = 1, acks: int = 1):
         """Create a ring of ``ring_bytes`` and have the worker behind ``conn``

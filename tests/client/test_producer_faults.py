@@ -147,7 +147,7 @@ def fault_loop(server, topic, stop, done, rng, forgotten):
         admin.close()
 
 
-@pytest.mark.parametrize("transport", ["zmq", "tcp"])
+@pytest.mark.parametrize("transport", ["zmq", "tcp", "shm"])
 def test_idempotent_producer_loses_nothing_under_faults(own_server, topic_name, transport):
     create(own_server, topic_name, PARTITIONS, **{"max.message.bytes": str(TOPIC_MAX)})
     rng = random.Random(f"{topic_name}-{SECONDS}")
