@@ -17,11 +17,20 @@ port instead of the native one) is told apart by its ZMTP signature and
 closed with its own warning, one a minute at most: it reconnects ten times
 a second, and each attempt is the same mistake, not new bad input.
 
-Ordering: as in Kafka, a connection is *muted* from the moment a request is
-read until its response is queued, so responses leave in request order even
-when a handler defers its reply (a long-poll fetch, a JoinGroup, an admin op
-waiting for workers). Produce with acks=0 is the one request that is never
-answered; it unmutes at once.
+Ordering: responses leave in request order, even when a handler defers
+its reply (an acks=all produce waiting for the in-sync replicas, a
+long-poll fetch, a JoinGroup, an admin op waiting for workers). Each
+request read takes a slot in the connection's ``waiting`` queue; an answer
+fills its request's slot, and answers go out from the head of the queue as
+far as the slots are filled. As in Kafka, a connection is *muted* -- nothing
+more is read from it -- while a request is being served, with one
+exception Kafka does not make: while every request waiting is a Produce,
+up to ``PIPELINED_PRODUCES`` are read and appended one after the other. An
+acks=all produce waits for its followers' next fetches, which would
+otherwise leave the leader idle for that round trip with the client's next
+requests unread in the socket (a producer keeps up to five in flight); they
+are appended in the order sent, as they would be one at a time. Produce with
+acks=0 is the one request that is never answered; its slot goes at once.
 
 Quotas (quotas.py): a request that put its client over a quota is
 answered at once with ``throttle_time_ms`` and its connection then stays
@@ -131,6 +140,24 @@ MIN_REAUTH_INTERVAL_S = 1.0     # Kafka's KafkaChannel.MIN_REAUTH_INTERVAL_ONE_S
 _size = struct.Struct(">i")
 _pack_size = _size.pack
 _unpack_size = _size.unpack_from
+# Produce requests read and appended while earlier ones wait for their
+# answers (ordering, above): a producer's in-flight requests (Kafka's
+# max.in.flight.requests.per.connection, 5 at most with idempotence)
+PIPELINED_PRODUCES = 5
+
+
+def _reads(conn: "KafkaConnection") -> bool:
+    """Whether ``conn`` may read its next request now."""
+    if conn.closed or conn.closing or conn.throttled_until:
+        return False
+    waiting = conn.waiting
+    return not waiting or (len(waiting) < PIPELINED_PRODUCES
+                           and all(slot[1] == ApiKey.PRODUCE for slot in waiting))
+
+
+def _correlation_id(frame) -> int:
+    """The correlation id an encoded response (header + body) starts with."""
+    return _unpack_size(frame, 0)[0]
 
 
 def error_body(api_key: int, api_version: int, code: int, message: str) -> dict | None:
@@ -151,9 +178,10 @@ def error_body(api_key: int, api_version: int, code: int, message: str) -> dict 
 
 
 class KafkaConnection:
-    """One client's TCP connection: read buffer, mute flag, write queue."""
+    """One client's TCP connection: read buffer, requests waiting for their
+    answers, write queue."""
 
-    __slots__ = ("sock", "fd", "peer", "address", "rbuf", "muted", "out", "closed", "interest",
+    __slots__ = ("sock", "fd", "peer", "address", "rbuf", "waiting", "out", "closed", "interest",
                  "dispatching", "tls", "handshake_wants", "sasl", "sasl_raw", "principal",
                  "closing", "reauth", "session_expiry", "reauth_started", "throttled_until",
                  "close_at")
@@ -164,7 +192,9 @@ class KafkaConnection:
         self.peer = peer
         self.address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.rbuf = bytearray()
-        self.muted = False          # a request is being served; read nothing more
+        # [correlation id, api key, its answer's out items or None] of each
+        # request read and not answered yet, in request order (ordering, above)
+        self.waiting: collections.deque = collections.deque()
         self.out: collections.deque = collections.deque()  # bytes-likes and [region, sent]
         self.closed = False
         self.interest = 0
@@ -306,6 +336,7 @@ class KafkaListener:
             self._bad_input.warning("%s: closing connection from %s: %s", self.name, conn.peer, reason)
         conn.closed = True
         conn.out.clear()
+        conn.waiting.clear()
         self.connections.pop(conn.fd, None)
         if self._throttled.get(conn.fd) is conn:
             del self._throttled[conn.fd]
@@ -333,7 +364,7 @@ class KafkaListener:
         if conn.handshake_wants:
             interest = conn.handshake_wants
         else:
-            interest = ((0 if conn.muted or conn.closing or conn.throttled_until else zmq.POLLIN)
+            interest = ((zmq.POLLIN if _reads(conn) else 0)
                         | (zmq.POLLOUT if conn.out or (conn.tls and conn.sock.unsent) else 0))
         if interest != conn.interest and self.poller is not None:
             # register(fd, 0) unregisters: a muted connection with nothing to
@@ -398,14 +429,13 @@ class KafkaListener:
             pass    # SSLWantRead: nothing more now; anything else the next read handles
 
     def _process(self, conn: KafkaConnection) -> None:
-        """Serve complete frames from the read buffer while not muted."""
+        """Serve complete frames from the read buffer while it may read."""
         if conn.dispatching:
             return
         conn.dispatching = True
         try:
             rbuf = conn.rbuf
-            while (not conn.muted and not conn.closed and not conn.closing
-                   and not conn.throttled_until and len(rbuf) >= 4):
+            while _reads(conn) and len(rbuf) >= 4:
                 size, = _unpack_size(rbuf, 0)
                 if size < 0:
                     zmtp = zmtp_signature(rbuf)
@@ -427,7 +457,10 @@ class KafkaListener:
                     break
                 payload = rbuf[4:4 + size]      # a writable copy: storage patches batches in place
                 del rbuf[:4 + size]
-                conn.muted = True
+                # a raw SASL token (SaslHandshake v0) has no header: its slot's id is None
+                header = None if conn.sasl_raw else peek_request_header(payload)
+                conn.waiting.append([None, None, None] if header is None else
+                                    [header.correlation_id, header.api_key, None])
                 self._on_request(conn, payload)
         finally:
             conn.dispatching = False
@@ -455,7 +488,8 @@ class KafkaListener:
                 self._send(conn, encode_response(ApiKey.API_VERSIONS, 0, h.correlation_id,
                                                  self.dispatcher.api_versions_body(
                                                      Listener.KAFKA,
-                                                     errors.UnsupportedVersionError.code)))
+                                                     errors.UnsupportedVersionError.code)),
+                           h.correlation_id)
                 return
             # Kafka closes a connection whose request it cannot parse.
             self._close(conn, str(exc))
@@ -501,7 +535,8 @@ class KafkaListener:
             if api_key == ApiKey.API_VERSIONS and exc.code == errors.UnsupportedVersionError.code:
                 self._send(conn, encode_response(ApiKey.API_VERSIONS, 0, exc.header.correlation_id,
                                                  self._sasl_api_versions(
-                                                     errors.UnsupportedVersionError.code)))
+                                                     errors.UnsupportedVersionError.code)),
+                           exc.header.correlation_id)
                 return
             self._close(conn, str(exc))
             return
@@ -564,7 +599,7 @@ class KafkaListener:
             self._auth_failed(conn, f"{sasl.mechanism}: {exc.message}")
             self._close(conn, None)     # raw SASL has no way to say why
             return
-        self._send(conn, answer)
+        self._send(conn, answer, None)
         self._authenticated(conn, 0)
 
     def _authenticated(self, conn: KafkaConnection, lifetime_ms: int) -> None:
@@ -622,7 +657,7 @@ class KafkaListener:
         self.respond_error(ctx.reply_to, ctx.header, code, message)
 
     def send_nothing(self, ctx: RequestContext) -> None:
-        self.unmute(ctx.reply_to)
+        self.unmute(ctx.reply_to, ctx.header)
 
     def throttle(self, ctx: RequestContext, ms: int) -> None:
         self.mute_for(ctx.reply_to, ms)
@@ -690,7 +725,7 @@ class KafkaListener:
             log.error("%s: cannot encode the %r response: %s", self.name, header.api_key, exc)
             self._close(conn, None)
             return
-        queue = conn.out
+        queue = []
         pending = [_pack_size(total)]
         inline = 0
         for part in parts:
@@ -709,17 +744,18 @@ class KafkaListener:
                 pending.append(part)
         if pending:
             queue.append(b"".join(pending))
-        self._answered(conn)
+        self._answered(conn, header.correlation_id, queue)
 
     def respond_frame(self, conn: KafkaConnection, frame) -> None:
         """Send an already encoded response (header + body), e.g. one relayed
         from the supervisor."""
-        self._send(conn, frame)
+        self._send(conn, frame, _correlation_id(frame))
 
-    def unmute(self, conn: KafkaConnection) -> None:
-        """The request gets no answer (Produce with acks=0): read the next."""
+    def unmute(self, conn: KafkaConnection, header) -> None:
+        """``header``'s request gets no answer (Produce with acks=0): its
+        slot goes, and the next request may be read."""
         if not conn.closed:
-            self._answered(conn)
+            self._answered(conn, header.correlation_id, None)
 
     def close_connection(self, conn: KafkaConnection, reason: str | None) -> None:
         self._close(conn, reason)
@@ -736,14 +772,28 @@ class KafkaListener:
         else:
             self._close(conn, f"{header.api_key!r} v{header.api_version}: error {code} {message}")
 
-    def _send(self, conn: KafkaConnection, frame) -> None:
+    def _send(self, conn: KafkaConnection, frame, correlation_id: int | None) -> None:
+        """Send ``frame`` as the answer to the request of ``correlation_id``
+        (None: the raw SASL token being served)."""
         if conn.closed:
             return
-        conn.out.append(_pack_size(len(frame)) + bytes(frame))
-        self._answered(conn)
+        self._answered(conn, correlation_id, [_pack_size(len(frame)) + bytes(frame)])
 
-    def _answered(self, conn: KafkaConnection) -> None:
-        conn.muted = False
+    def _answered(self, conn: KafkaConnection, correlation_id: int | None, items) -> None:
+        """The request of ``correlation_id`` is answered with ``items`` (None:
+        it gets no answer): the answers at the head of the connection's
+        queue go out, and what it may read next is served."""
+        waiting = conn.waiting
+        for slot in waiting:
+            if slot[0] == correlation_id and slot[2] is None:
+                slot[2] = items if items is not None else ()
+                break
+        else:
+            log.error("%s: an answer to %s for correlation id %s, which is not waiting for "
+                      "one: dropped", self.name, conn.peer, correlation_id)
+            return
+        while waiting and waiting[0][2] is not None:
+            conn.out.extend(waiting.popleft()[2])
         self._flush(conn)
         if not conn.dispatching and not conn.closed:
             self._process(conn)     # a deferred reply: serve what queued up meanwhile

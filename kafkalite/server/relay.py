@@ -240,7 +240,7 @@ class RelayClient:
             elif kind == ERROR:
                 listener.respond_error(conn, header, code, message)
             elif kind == NOTHING:
-                listener.unmute(conn)
+                listener.unmute(conn, header)
             else:
                 listener.close_connection(conn, f"the supervisor could not decode the "
                                                      f"{header.api_key!r} request: {message}")
