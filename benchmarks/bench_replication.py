@@ -13,10 +13,12 @@ pay a host fault per page: the RF=3 side writes three times the bytes
 and pays three times that.
 
 1. produce throughput, 100-byte records, one partition, the native client's
-   produce_batch (1,000 records a call, shared-memory ring, idempotent):
-   replication factor 3 with acks=all and min.insync.replicas=2 against
-   replication factor 1 with acks=1. Target: >= 0.5x. The same two through
-   confluent-kafka's produce() over the Kafka listener, for reference.
+   produce_batch (1,000 records a call, idempotent with acks=all) over
+   ``--transport`` (the clients' default, the direct TCP link, unless told
+   otherwise; ``shm`` is a shared-memory ring): replication factor 3 with
+   acks=all and min.insync.replicas=2 against replication factor 1 with
+   acks=1. Target: >= 0.5x. The same two through confluent-kafka's produce()
+   over the Kafka listener, for reference.
    Each figure is the median of ``--rounds`` runs (the order alternating,
    the page cache synced before each).
 2. end-to-end latency at ``--rate`` records/s of 1 KB (a paced native
@@ -90,10 +92,14 @@ def wait_for(cond, timeout=60.0):
 
 # ---- 1. throughput -----------------------------------------------------------------------------
 
-def native_throughput(server, topic: str, acks: str, seconds: float) -> float:
+def native_throughput(server, topic: str, acks: str, seconds: float,
+                      transport: str | None = None) -> float:
     from kafkalite.client import Producer
-    p = Producer({"bootstrap.servers": server.bootstrap, "acks": acks,
-                  "enable.idempotence": acks == "all"})
+    conf = {"bootstrap.servers": server.bootstrap, "acks": acks,
+            "enable.idempotence": acks == "all"}
+    if transport:
+        conf["kafkalite.transport"] = transport
+    p = Producer(conf)
     values = [VALUE] * 1_000
     try:
         for _ in range(20):                       # warm up: links, rings, producer id
@@ -137,9 +143,10 @@ def throughput_rounds(server, args, fig: dict) -> None:
     def run(side):
         name, acks = side
         out = {}
-        for client, fn, topic in (("native", native_throughput, f"tp-{name}"),
-                                  ("ck", ck_throughput, f"ck-{name}")):
-            out[(client, name)] = fn(server, topic, acks, args.seconds)
+        out[("native", name)] = native_throughput(server, f"tp-{name}", acks, args.seconds,
+                                                  args.transport)
+        out[("ck", name)] = ck_throughput(server, f"ck-{name}", acks, args.seconds)
+        for client in ("native", "ck"):
             say(f"  {client} {name} acks={acks}: {out[(client, name)]:,.0f} rec/s")
         return out
     fig.update(report.alternating_medians(args.rounds, (("rf1", "1"), ("rf3", "all")), run))
@@ -284,6 +291,9 @@ def parse_args(argv):
     p.add_argument("--latency-seconds", type=float, default=8.0)
     p.add_argument("--kills", type=int, default=5, help="leader kills timed for failover")
     p.add_argument("--catchup-mb", type=int, default=300, help="MB written while a follower waits")
+    p.add_argument("--transport", choices=("tcp", "zmq", "shm"), default=None,
+                   help="the native producer's link (kafkalite.transport); default: the "
+                        "clients' default (tcp)")
     p.add_argument("--network-fetch", action="store_true",
                    help="followers fetch over the network although they share the leader's "
                         "host (replica_local_reads = false), to compare with the default")
@@ -308,6 +318,7 @@ def main(argv=None) -> int:
     say("  server     3 workers (brokers); RF=3 topics with min.insync.replicas=2; followers "
         + ("fetch over the network (--network-fetch)" if args.network_fetch
            else "read the leader's files (replica_local_reads)"))
+    say(f"  producer   native over {args.transport or 'tcp (the clients default)'}")
     report.say_load(info)
     res = Results()
     data_dir = os.path.join(work, "data")
@@ -341,7 +352,8 @@ def main(argv=None) -> int:
         shutil.rmtree(work, ignore_errors=True)
     elapsed = time.perf_counter() - started
 
-    for client, label in (("native", "native produce_batch"), ("ck", "confluent-kafka produce()")):
+    native_label = f"native produce_batch over {args.transport or 'tcp'}"
+    for client, label in (("native", native_label), ("ck", "confluent-kafka produce()")):
         base = f"{client}_rf1_records_per_s"
         res.add(base, 1, f"{label}, RF=1, acks=1", fig[(client, "rf1")], "records/s")
         ratio = fig[(client, "rf3")] / fig[(client, "rf1")]
