@@ -113,13 +113,14 @@ class Traffic:
     on partition ``p`` of a record produced after ``t`` (a failover's end):
     it is filled in as ``(t, acked_at)``."""
 
-    def __init__(self, server, topic: str, partitions: int, history):
+    def __init__(self, server, topic: str, partitions: int, history, transport=None):
         self.topic, self.partitions, self.history = topic, partitions, history
         self.watch: dict = {}
         self._stop = threading.Event()
-        self.producer = Producer(server.config(acks="all", **{"enable.idempotence": True,
-                                                               "delivery.timeout.ms": 60_000,
-                                                               "linger.ms": 2}))
+        config = {"enable.idempotence": True, "delivery.timeout.ms": 60_000, "linger.ms": 2}
+        if transport:                 # the producer's link (kafkalite.transport); default: tcp
+            config["kafkalite.transport"] = transport
+        self.producer = Producer(server.config(acks="all", **config))
         self._server = server
         self._threads = [threading.Thread(target=self._write), threading.Thread(target=self._read)]
         for t in self._threads:

@@ -283,8 +283,8 @@ class RingGateway:
             try:
                 while unacked and unacked[0][1] is not None:
                     ring.ack(*unacked.popleft())
-            except Exception as exc:
-                self._close_with_error(ring, exc)
+            except Exception as broken:     # RingCorrupted: the producer broke it
+                self._close_with_error(ring, broken)
         self.replica_manager.purgatory.watch(DelayedProduce(
             None, time.monotonic() + RING_ACK_TIMEOUT_S, {part.key: part},
             {part.key: info.last_offset + 1}, respond))

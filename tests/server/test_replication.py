@@ -359,14 +359,14 @@ def test_leaderships_go_back_to_preferred_replicas_automatically(cluster):
     wait_for(lambda: state(s, "auto")[0][0] == 0, timeout=10, what="the preferred leader back")
 
 
-def _run_with_leader_kills(s, topic, partitions, kills, pause_s=0.8):
+def _run_with_leader_kills(s, topic, partitions, kills, pause_s=0.8, transport=None):
     """Write and read concurrently while killing the leader (every third
     time a follower) of a random partition ``kills`` times; returns the
     history, the final log and the failover times of the leader kills (kill
     -> acknowledgement of the first record of that partition produced after
     the kill)."""
     history = History()
-    traffic = Traffic(s, topic, partitions, history)
+    traffic = Traffic(s, topic, partitions, history, transport)
     watch = traffic.watch            # partition -> (killed at, first ack of a later record)
     failovers = []
     rng = random.Random(7)
@@ -458,10 +458,13 @@ def test_a_whole_node_killed_mid_write_keeps_every_acknowledged_record(cluster):
     assert report.acked > 1000 and report.ok, report
 
 
-def test_leader_and_follower_kills_lose_no_acknowledged_record(cluster):
+@pytest.mark.parametrize("transport", [None, "shm"], ids=["tcp", "shm"])
+def test_leader_and_follower_kills_lose_no_acknowledged_record(cluster, transport):
+    # over a shared-memory ring too: its acks=all acknowledgements wait for
+    # the high watermark in the worker, in the ring's order
     s = cluster()
     create(s, "jepsen", partitions=3, rf=3, **{"min.insync.replicas": "2"})
-    history, final, failovers = _run_with_leader_kills(s, "jepsen", 3, KILLS)
+    history, final, failovers = _run_with_leader_kills(s, "jepsen", 3, KILLS, transport=transport)
     report = check(history, final)
     print(f"{KILLS} kills ({KILLS - KILLS // 3} of leaders): {report}; failover (kill -> ack "
           f"of the next record) "
