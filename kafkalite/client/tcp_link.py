@@ -28,7 +28,8 @@ them (a consumer's ListOffsets goes through its fetch link):
   ``receive``;
 - ``receive`` reads what has arrived (at most READ_CHUNK a read; the
   body of an answer of DIRECT_MIN or more straight into a buffer of its
-  own, one of two kept for reuse) and decodes every whole answer; an
+  own, one of two kept for reuse and handed to the process's next link
+  when this one closes) and decodes every whole answer; an
   answer larger than ``max_response``
   (for a consumer, its fetch.max.bytes and one batch more) ends the link
   as a protocol error, so a confused peer cannot make it buffer without
@@ -53,7 +54,7 @@ import struct
 import time
 
 from kafkalite import errors
-from kafkalite.client.buffer_pool import BufferPool
+from kafkalite.client.buffer_pool import BufferPool, SpareShelf
 from kafkalite.client.connection import (CONNECT_TIMEOUT_MS, VERSIONS, Connection,
                                          KafkaTimeoutError, PeerLostError, endpoint_host_port)
 from kafkalite.client.link import Link
@@ -71,6 +72,9 @@ DIRECT_MIN = 64 << 10
 # an idle consumer holds at most two.
 SPARE_BUFFERS = 2
 SPARE_MAX_BYTES = 32 << 20
+# A closed link's buffers wait here for the process's next link (a Spark
+# task's consumer, a consumer made per request): at most two, 64 MiB.
+_SHELF = SpareShelf(SPARE_BUFFERS)
 # An answer beyond this is not one a kafkalite client asked for: a
 # producer's answers are small. A fetch's is up to its max_bytes and may
 # overshoot by one batch, which is at most one request (the listener's
@@ -106,7 +110,8 @@ class TcpLink(Link):
         self._frames: list = []          # whole answers read, not decoded yet
         self._frame: memoryview | None = None   # a large answer being read into its own buffer
         self._frame_got = 0              # ... and how much of it has come
-        self._buffers = BufferPool(SPARE_BUFFERS, SPARE_MAX_BYTES)   # what large answers are read into
+        # what large answers are read into
+        self._buffers = _SHELF.stock(BufferPool(SPARE_BUFFERS, SPARE_MAX_BYTES))
         self._stash: dict[int, object] = {}
         self._poller = None              # the owner's poller it was last registered with
         self._alive = True
@@ -297,6 +302,9 @@ class TcpLink(Link):
                 _wait_on(self.sock, False, True, max(0.0, deadline - time.monotonic()))
                 self._flush()
         self._alive = False
+        self._frame = None
+        self._frames = []
+        _SHELF.put(self._buffers)
         try:
             self.sock.close()
         except OSError:

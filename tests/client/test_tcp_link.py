@@ -492,6 +492,50 @@ def test_records_held_from_earlier_fetches_stay_intact_over_tcp(own_server, topi
         c.close()
 
 
+def test_a_closed_consumers_buffers_go_to_the_next_and_its_records_stay_intact(own_server,
+                                                                              topic_name):
+    """A Spark worker reads each task's range through a new consumer: the
+    buffers a closed consumer's links read large answers into are handed to
+    the next link of the process (not zeroed and faulted in again), and a
+    buffer is handed out only once nothing refers to it, so records the
+    closed consumer returned (views of its answers) stay as they were while
+    the next consumer reads other records into the same buffers."""
+    from kafkalite.client import tcp_link
+    create(own_server, topic_name, 2)
+    p = Producer(own_server.config(**{"linger.ms": 5, **TCP}))
+    try:
+        for i in range(80):
+            p.produce(topic_name, bytes([i]) * 100_000, partition=i % 2)
+        assert p.flush(30) == 0
+    finally:
+        p.close()
+
+    def read(partition, n):
+        c = Consumer(own_server.config(**{"max.partition.fetch.bytes": 1 << 20, **TCP}))
+        c.assign([TopicPartition(topic_name, partition, OFFSET_BEGINNING)])
+        got, deadline = [], time.monotonic() + 60
+        while len(got) < n and time.monotonic() < deadline:
+            got += c.consume(n - len(got), 1.0)
+        links = [link for link in c._conns.values() if type(link) is TcpLink]
+        kept = {id(b) for link in links for b in link._buffers.kept}
+        return c, got, kept
+
+    tcp_link._SHELF.stock(tcp_link.BufferPool(8, 1 << 40))   # an empty shelf to start
+    first, held, first_kept = read(0, 40)
+    assert [m.value() for m in held] == [bytes([i]) * 100_000 for i in range(0, 80, 2)]
+    assert first_kept                           # answers of ~1 MiB were read into kept buffers
+    first.close()
+    second, other, second_kept = read(1, 40)
+    try:
+        assert first_kept & second_kept         # the next consumer got the closed one's buffers
+        assert [m.value() for m in other] == [bytes([i]) * 100_000 for i in range(1, 80, 2)]
+        # what the first consumer returned is untouched by the second's reads
+        assert [bytes(m.value()) for m in held] == [bytes([i]) * 100_000
+                                                    for i in range(0, 80, 2)]
+    finally:
+        second.close()
+
+
 @pytest.mark.parametrize("fault, reason", [
     (struct.pack(">i", 1 << 30), "answer of 1073741824 bytes"),
     (struct.pack(">i", -5), "answer of -5 bytes"),
