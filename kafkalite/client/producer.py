@@ -888,10 +888,28 @@ class _Sender:
         p = self.p
         next_deadline = now + 0.1
         with p._lock:
+            lingering = []
             for b in list(p._open.values()):
                 if p._flushing or now - b.created >= p._linger:
                     p._close_batch(b)
                 else:
+                    lingering.append(b)
+            if lingering and p._ready:
+                # Kafka's drain: a worker that is sent a request now takes the
+                # open batch of every partition it leads along. linger.ms
+                # bounds how long a record waits for company; it is no reason
+                # to send the same worker another request a moment later. (Records
+                # spread over many partitions made a request of 1.7 batches
+                # each, 2,900 requests/s for 5,000 records/s, whatever linger.ms.)
+                due = {self._leader_of(b) for b in p._ready}
+                due.discard(-1)
+                for b in lingering:
+                    if self._leader_of(b) in due:
+                        p._close_batch(b)
+                    else:
+                        next_deadline = min(next_deadline, b.created + p._linger)
+            else:
+                for b in lingering:
                     next_deadline = min(next_deadline, b.created + p._linger)
             ready, p._ready = p._ready, []
         for b in ready:
@@ -1020,6 +1038,13 @@ class _Sender:
         self.txn_partitions |= {k for k, c in codes.items() if not c}
         p._txn_added = p._txn_added or bool(self.txn_partitions)
         return True
+
+    def _leader_of(self, b: _Batch) -> int:
+        """The leader of ``b``'s partition as metadata has it, -1 if none."""
+        try:
+            return self.meta.leader(b.topic, b.partition)
+        except errors.UnknownTopicOrPartitionError:
+            return -1
 
     def _route(self, b: _Batch) -> bool:
         """Queue ``b`` for its leader; False (and ``b`` waits) when none is known."""
