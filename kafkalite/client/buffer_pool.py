@@ -93,12 +93,12 @@ class SpareShelf:
         pool.kept = []
 
     def stock(self, pool: BufferPool) -> BufferPool:
-        """``pool`` with up to its count of the shelf's buffers (those under
-        its size cap) in it; the pool, for chaining."""
+        """``pool`` (a new one) given up to its count of the shelf's buffers
+        under its size cap; the pool, for chaining."""
         with self._lock:
-            fits = [b for b in self._buffers if len(b) <= pool.max_bytes][:pool.count]
-            if fits:
-                taken = {id(b) for b in fits}
-                self._buffers = [b for b in self._buffers if id(b) not in taken]
-        pool.kept = fits + pool.kept[:max(0, pool.count - len(fits))]
+            fits, rest = [], []
+            for b in self._buffers:
+                (fits if len(fits) < pool.count and len(b) <= pool.max_bytes else rest).append(b)
+            self._buffers = rest
+        pool.kept = fits
         return pool

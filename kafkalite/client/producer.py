@@ -894,22 +894,18 @@ class _Sender:
                     p._close_batch(b)
                 else:
                     lingering.append(b)
-            if lingering and p._ready:
-                # Kafka's drain: a worker that is sent a request now takes the
-                # open batch of every partition it leads along. linger.ms
-                # bounds how long a record waits for company; it is no reason
-                # to send the same worker another request a moment later. (Records
-                # spread over many partitions made a request of 1.7 batches
-                # each, 2,900 requests/s for 5,000 records/s, whatever linger.ms.)
-                due = {self._leader_of(b) for b in p._ready}
-                due.discard(-1)
-                for b in lingering:
-                    if self._leader_of(b) in due:
-                        p._close_batch(b)
-                    else:
-                        next_deadline = min(next_deadline, b.created + p._linger)
-            else:
-                for b in lingering:
+            # Kafka's drain: a worker that is sent a request now takes the
+            # open batch of every partition it leads along. linger.ms bounds
+            # how long a record waits for company; it is no reason to send
+            # the same worker another request a moment later. (Records spread
+            # over many partitions made a request of 1.7 batches each, 2,900
+            # requests/s for 5,000 records/s, whatever linger.ms.)
+            due = {self._leader_of(b) for b in p._ready} if lingering else set()
+            due.discard(-1)
+            for b in lingering:
+                if due and self._leader_of(b) in due:
+                    p._close_batch(b)
+                else:
                     next_deadline = min(next_deadline, b.created + p._linger)
             ready, p._ready = p._ready, []
         for b in ready:
@@ -1048,10 +1044,7 @@ class _Sender:
 
     def _route(self, b: _Batch) -> bool:
         """Queue ``b`` for its leader; False (and ``b`` waits) when none is known."""
-        try:
-            leader = self.meta.leader(b.topic, b.partition)
-        except errors.UnknownTopicOrPartitionError:
-            leader = -1
+        leader = self._leader_of(b)
         node = self._node(leader) if leader >= 0 else None
         if node is None:
             self.need_metadata = True
