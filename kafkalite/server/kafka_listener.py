@@ -461,17 +461,18 @@ class KafkaListener:
                 header = None if conn.sasl_raw else peek_request_header(payload)
                 conn.waiting.append([None, None, None] if header is None else
                                     [header.correlation_id, header.api_key, None])
-                self._on_request(conn, payload)
+                self._on_request(conn, payload, header)
         finally:
             conn.dispatching = False
         self._update_interest(conn)
 
     # ---- requests ----------------------------------------------------------------------------
 
-    def _on_request(self, conn: KafkaConnection, payload: bytearray) -> None:
+    def _on_request(self, conn: KafkaConnection, payload: bytearray, header) -> None:
+        """``header``: the request's, peeked (None for a raw SASL token or a
+        frame too short to hold one)."""
         if conn.sasl is not None and self._on_sasl_request(conn, payload):
             return
-        header = peek_request_header(payload)
         if (header is not None and self.relay is not None
                 and not self.dispatcher.serves(header.api_key)):
             self.relay.forward(self, conn, header, payload)
