@@ -74,6 +74,9 @@ PRODUCER = {
     # "tcp", "zmq", "shm" (a shared-memory ring), "auto" (a ring on this
     # host, else ZeroMQ); unset: tcp_link.resolve_transport chooses
     "kafkalite.transport": ("str", None),
+    # a tcp link to a worker in this network namespace goes over its Unix-
+    # domain socket (kafkalite/local_socket.py); false: always TCP
+    "kafkalite.local.socket": ("bool", True),
     "kafkalite.shm.ring.bytes": ("int", 64 << 20),
     # a proxy's: the principal its Produce requests are made for (the
     # ingest gateway's, with the server's own CURVE key; others are refused)
@@ -116,6 +119,9 @@ CONSUMER = {
     # PLAINTEXT Kafka listener, written to from the caller's thread); unset:
     # tcp_link.resolve_transport chooses
     "kafkalite.transport": ("str", None),
+    # a tcp link to a worker in this network namespace goes over its Unix-
+    # domain socket (kafkalite/local_socket.py); false: always TCP
+    "kafkalite.local.socket": ("bool", True),
 }
 CONSUMER_ALIASES = {"fetch.wait.max.ms": "fetch.max.wait.ms"}
 

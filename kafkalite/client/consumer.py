@@ -384,7 +384,8 @@ class Consumer:
             conn = Connection(endpoint, self.config["client.id"], self._ctx, watch=True)
             if self.config["kafkalite.transport"] == "tcp":
                 conn = tcp_link_or(conn, self._timeout, max_response=fetch_answer_bound(
-                    self.config["fetch.max.bytes"]), chosen=self._transport_chosen)
+                    self.config["fetch.max.bytes"]), chosen=self._transport_chosen,
+                    local=self.config["kafkalite.local.socket"])
             self._conns[node] = conn
         return conn
 

@@ -841,7 +841,8 @@ class _Sender:
                           max_in_flight=self.max_in_flight)
         if self.transport == "tcp":
             return tcp_link_or(conn, self.request_timeout, self.max_in_flight,
-                               chosen=self.p._transport_chosen)
+                               chosen=self.p._transport_chosen,
+                               local=cfg["kafkalite.local.socket"])
         if not self._use_ring(endpoint):
             return conn
         from kafkalite.client.ring_link import RingLink

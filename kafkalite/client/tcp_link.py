@@ -19,6 +19,13 @@ extension); the worker refuses when its native port is CURVE-protected (a
 plaintext path would bypass the keys: ``principal`` stays ANONYMOUS here)
 or it has no PLAINTEXT listener, and the client then keeps ZeroMQ.
 
+To a worker in this process's network namespace the link is a Unix-domain
+socket beside that same listener (kafkalite/local_socket.py), named in the
+``kafka_endpoint`` answer: a loopback TCP send costs its sender about 8x the
+CPU of a Unix-domain one on the development VM, and every request and
+answer is one. ``kafkalite.local.socket`` false keeps TCP. The rest of this
+module does not care which.
+
 It is a ``Link`` (link.py), with ``request``/``wait_for`` as Connection has
 them (a consumer's ListOffsets goes through its fetch link):
 
@@ -59,6 +66,8 @@ from kafkalite.client.connection import (CONNECT_TIMEOUT_MS, VERSIONS, Connectio
                                          KafkaTimeoutError, PeerLostError, endpoint_host_port)
 from kafkalite.client.link import Link
 from kafkalite.errors import KafkaError
+from kafkalite.local_socket import connect as local_socket_connect
+from kafkalite.local_socket import same_namespace
 from kafkalite.protocol import decode_response, encode_request
 from kafkalite.ratelimit import RateLimitedLog
 
@@ -87,21 +96,35 @@ _POLLIN, _POLLOUT = 1, 2      # zmq.POLLIN / zmq.POLLOUT, without importing zmq 
 
 class TcpLink(Link):
     def __init__(self, endpoint: str, host: str, port: int, client_id: str = "kafkalite", *,
-                 max_in_flight: int | None = None, max_response: int = DEFAULT_MAX_RESPONSE):
+                 max_in_flight: int | None = None, max_response: int = DEFAULT_MAX_RESPONSE,
+                 local_socket: str | None = None):
         """``endpoint``: the worker's native endpoint (what the owner's
-        metadata names it by); ``host``/``port``: its Kafka listener.
+        metadata names it by); ``host``/``port``: its Kafka listener;
+        ``local_socket``: the name of that listener's Unix-domain socket,
+        tried first when given (a worker in this network namespace:
+        kafkalite/local_socket.py), TCP when it cannot be reached.
         Connects at once; KafkaError (a NetworkError) when it cannot."""
         self.endpoint = endpoint
         self.address = f"{host}:{port}"
         self.client_id = client_id
         self.max_in_flight = max_in_flight
         self.max_response = max_response
-        try:
-            self.sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_MS / 1000)
-        except OSError as exc:
-            raise errors.NetworkError(f"cannot connect to the Kafka listener at "
-                                      f"{self.address}: {exc}") from None
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = None
+        if local_socket:
+            try:
+                self.sock = local_socket_connect(local_socket, CONNECT_TIMEOUT_MS / 1000)
+                self.address = f"{host}:{port} (unix {local_socket})"
+            except OSError as exc:
+                _log.debug("%s: its Unix-domain socket %r cannot be reached (%s): using TCP",
+                           self.address, local_socket, exc)
+        if self.sock is None:
+            try:
+                self.sock = socket.create_connection((host, port),
+                                                     timeout=CONNECT_TIMEOUT_MS / 1000)
+            except OSError as exc:
+                raise errors.NetworkError(f"cannot connect to the Kafka listener at "
+                                          f"{self.address}: {exc}") from None
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock.setblocking(False)
         self._ids = itertools.count(1)
         self._outstanding: dict[int, tuple[int, int]] = {}   # cid -> (api key, version)
@@ -321,14 +344,19 @@ def _wait_on(sock, readable: bool, writable: bool, timeout: float) -> None:
     p.poll(max(0, int(timeout * 1000 + 0.999)))
 
 
-def kafka_endpoint_of(conn, timeout: float) -> tuple[str, int]:
-    """(host, port) of the PLAINTEXT Kafka listener of the worker behind
-    ``conn`` (a Connection), asked with the ``kafka_endpoint`` extension;
-    KafkaError when it has none to give. The host is the one ``conn``
-    reaches the worker at unless the worker advertises another."""
+def kafka_endpoint_of(conn, timeout: float) -> tuple[str, int, str | None]:
+    """(host, port, Unix-domain socket name or None) of the PLAINTEXT Kafka
+    listener of the worker behind ``conn`` (a Connection), asked with the
+    ``kafka_endpoint`` extension; KafkaError when it has none to give. The
+    host is the one ``conn`` reaches the worker at unless the worker
+    advertises another; the socket name is given only when the worker is
+    in this process's network namespace (local_socket.py)."""
     reply = conn.extension({"op": "kafka_endpoint"}, timeout)
     host = reply.get("host") or endpoint_host_port(conn.endpoint)[0]
-    return host, int(reply["port"])
+    local = reply.get("local_socket")
+    if not (local and same_namespace(reply.get("local_identity"))):
+        local = None
+    return host, int(reply["port"]), local
 
 
 
@@ -363,18 +391,21 @@ def fetch_answer_bound(fetch_max_bytes: int) -> int:
 
 
 def tcp_link_or(conn, timeout: float, max_in_flight: int | None = None,
-                max_response: int = DEFAULT_MAX_RESPONSE, chosen: bool = True):
+                max_response: int = DEFAULT_MAX_RESPONSE, chosen: bool = True,
+                local: bool = True):
     """A TcpLink to the worker behind ``conn`` (a watched Connection,
     closed once the TCP link stands), or ``conn`` itself when the worker
     offers no plaintext Kafka listener or it cannot be reached: the client
     keeps working over ZeroMQ. That is logged (rate-limited) as a warning
     when the user ``chosen`` the TCP link, at debug level when it was the
     default (a server whose Kafka listeners all want TLS or SASL is no
-    fault of the client's)."""
+    fault of the client's). ``local``: over the listener's Unix-domain
+    socket when the worker is in this network namespace
+    (``kafkalite.local.socket``)."""
     try:
-        host, port = kafka_endpoint_of(conn, timeout)
+        host, port, local_name = kafka_endpoint_of(conn, timeout)
         link = TcpLink(conn.endpoint, host, port, conn.client_id, max_in_flight=max_in_flight,
-                       max_response=max_response)
+                       max_response=max_response, local_socket=local_name if local else None)
     except KafkaError as exc:
         log = _fallback_log.warning if chosen else _log.debug
         log("kafkalite.transport 'tcp': %s offers no direct TCP link (%s); using ZeroMQ",

@@ -97,6 +97,11 @@ SETTINGS: dict[str, Setting] = {
         "leader's segment file instead of receiving them over the network (checked before "
         "they are appended; any mismatch falls back to the network).",
         kafka_note="kafkalite's own: Kafka's followers always fetch over the network."),
+    "local_sockets": Setting(
+        "Each worker's first PLAINTEXT Kafka listener also accepts on a Unix-domain socket "
+        "(Linux's abstract namespace), which kafkalite's own clients on this host use for "
+        "their direct links instead of loopback TCP.",
+        kafka_note="kafkalite's own: Kafka's listeners are TCP only."),
     "broker_session_timeout_ms": Setting("A worker silent this long (hung, stopped) is fenced "
                                          "and loses its leaderships.",
                                          ("broker.session.timeout.ms",)),
@@ -276,6 +281,7 @@ class ServerConfig:
     replica_lag_time_max_ms: int = 30_000
     replica_fetch_wait_max_ms: int = 500
     replica_local_reads: bool = True
+    local_sockets: bool = True
     broker_session_timeout_ms: int = 6_000
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 30

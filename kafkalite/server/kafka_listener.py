@@ -59,6 +59,13 @@ partitions with a few records each would otherwise cost two system calls
 per partition and wake the client for each. A socket that would block keeps
 the rest of the response in the connection's write queue until POLLOUT.
 
+Unix-domain sockets (local_socket.py): a listener made with
+``local_socket=True`` (the worker's first PLAINTEXT one) also accepts on an
+abstract Unix-domain socket, which native clients in the same network
+namespace use instead of loopback TCP: a send there costs a fraction of a
+TCP one. Its connections are served exactly as TCP ones, their peer taken
+as 127.0.0.1.
+
 Security (security.py): with a ``ListenerSecurity`` the listener speaks
 SSL, SASL_PLAINTEXT or SASL_SSL. TLS runs on the same non-blocking sockets
 (tls.py's TlsConnection: OpenSSL through memory BIOs, the socket read in
@@ -103,6 +110,9 @@ import time
 import zmq
 
 from kafkalite import errors
+from kafkalite.local_socket import PEER as LOCAL_PEER
+from kafkalite.local_socket import listen as local_socket_listen
+from kafkalite.local_socket import tune as local_socket_tune
 from kafkalite.protocol import (
     ApiKey,
     ProtocolError,
@@ -221,7 +231,8 @@ class KafkaListener:
     def __init__(self, host: str, port: int, dispatcher: RequestDispatcher, *, relay=None,
                  name: str = "broker", max_request_bytes: int = MAX_REQUEST_BYTES,
                  fallback_to_any_port: bool = False, security: ListenerSecurity | None = None,
-                 listener_name: str | None = None, connection_quotas=None):
+                 listener_name: str | None = None, connection_quotas=None,
+                 local_socket: bool = False):
         self.dispatcher = dispatcher
         self.connection_quotas = connection_quotas     # a ConnectionQuotas, or None
         self._accept_paused_until = 0.0     # over max_connection_creation_rate until then
@@ -253,19 +264,34 @@ class KafkaListener:
         self.sock.setblocking(False)
         self.fd = self.sock.fileno()
         self.port = self.sock.getsockname()[1]
+        # the Unix-domain socket beside it (local_socket.py), and its name
+        plaintext = security is None or (security.ssl_context is None and not security.sasl)
+        local = local_socket_listen(self.port, LISTEN_BACKLOG) \
+            if local_socket and plaintext else None
+        self.local_sock, self.local_name = local if local is not None else (None, None)
+        self.local_fd = self.local_sock.fileno() if self.local_sock is not None else -1
 
     # ---- poll loop integration ---------------------------------------------------------------
 
     def attach(self, poller: zmq.Poller) -> None:
         self.poller = poller
-        poller.register(self.fd, zmq.POLLIN)
+        self._listen(True)
+
+    def _listen(self, on: bool) -> None:
+        """(Un)register the listening sockets with the poller."""
+        for fd in (self.fd, self.local_fd):
+            if fd >= 0:
+                if on:
+                    self.poller.register(fd, zmq.POLLIN)
+                else:
+                    self.poller.unregister(fd)
 
     def on_events(self, events: dict) -> None:
         """Serve whatever ``poller.poll()`` reported for this listener's fds."""
         for fd, ev in events.items():
             if type(fd) is not int:
                 continue
-            if fd == self.fd:
+            if fd == self.fd or fd == self.local_fd:
                 self._accept()
                 continue
             conn = self.connections.get(fd)
@@ -283,8 +309,10 @@ class KafkaListener:
         for conn in list(self.connections.values()):
             self._close(conn, None)
         if self.poller is not None and not self._accept_paused_until:
-            self.poller.unregister(self.fd)
+            self._listen(False)
         self.sock.close()
+        if self.local_sock is not None:
+            self.local_sock.close()
 
     # ---- connections -------------------------------------------------------------------------
 
@@ -297,24 +325,35 @@ class KafkaListener:
         quotas = self.connection_quotas
         if quotas is not None and not quotas.enabled:
             quotas = None
+        listening = [self.sock] if self.local_sock is None else [self.sock, self.local_sock]
         for _ in range(64):
             if quotas is not None and quotas.listener_bound > 0:
                 delay = quotas.listener_delay(self.quota_name)
                 if delay > 0:
                     self._pause_accept(delay)
                     return
-            try:
-                sock, peer = self.sock.accept()
-            except (BlockingIOError, InterruptedError):
+            for lsock in listening:
+                try:
+                    sock, peer = lsock.accept()
+                    break
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError as exc:  # EMFILE and the like: keep serving the others
+                    self._bad_input.warning("%s: accept failed: %s", self.name, exc)
+                    return
+            else:
                 return
-            except OSError as exc:  # EMFILE and the like: keep serving the others
-                self._bad_input.warning("%s: accept failed: %s", self.name, exc)
-                return
+            local = lsock is not self.sock
+            if local:
+                peer = LOCAL_PEER
             if quotas is not None and not quotas.admit(self.quota_name, peer[0]):
                 sock.close()        # over its IP's connection_creation_rate: nothing read
                 continue
             sock.setblocking(False)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if local:
+                local_socket_tune(sock)
+            else:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             security = self.security
             if security is not None and security.ssl_context is not None:
                 try:
@@ -678,7 +717,7 @@ class KafkaListener:
     def _pause_accept(self, seconds: float) -> None:
         """Accept nothing for ``seconds`` (max_connection_creation_rate)."""
         if not self._accept_paused_until and self.poller is not None:
-            self.poller.unregister(self.fd)
+            self._listen(False)
         self._accept_paused_until = time.monotonic() + seconds
 
     def next_deadline(self) -> float | None:
@@ -696,7 +735,7 @@ class KafkaListener:
         if self._accept_paused_until and self._accept_paused_until <= time.monotonic():
             self._accept_paused_until = 0.0
             if self.poller is not None:
-                self.poller.register(self.fd, zmq.POLLIN)
+                self._listen(True)
             self._accept()
         if self._lingering:
             now = time.monotonic()

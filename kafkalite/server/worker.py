@@ -49,7 +49,7 @@ import time
 
 import zmq
 
-from kafkalite import errors
+from kafkalite import errors, local_socket
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
 from kafkalite.server.authorizer import acls_from_json, authorizer_from_config
@@ -146,14 +146,20 @@ class Worker:
         self.rings.authorizer = self.authorizer if self.curve is not None else None
         self.native.attach(self.poller)
         # every Kafka listener of the node (listeners.py); the first is the
-        # primary, on ``kafka_port``, the others on any free port
+        # primary, on ``kafka_port``, the others on any free port. The first
+        # PLAINTEXT one, which native clients' direct links use, also has a
+        # Unix-domain socket for those on this host (local_socket.py)
+        specs = kafka_listeners(config)
+        plaintext = [s.name for s in specs if s.protocol == "PLAINTEXT"][:1]
         self.kafka_listeners = [
             KafkaListener(spec.host, kafka_port if i == 0 else 0, self.dispatcher,
                           name=f"worker {index}" + (f" ({spec.name})" if i else ""),
                           fallback_to_any_port=True,
                           security=listener_security(config, spec.protocol, spec.name),
-                          listener_name=spec.name, connection_quotas=self.connection_quotas)
-            for i, spec in enumerate(kafka_listeners(config))]
+                          listener_name=spec.name, connection_quotas=self.connection_quotas,
+                          local_socket=(spec.name in plaintext and self.curve is None
+                                        and config.local_sockets))
+            for i, spec in enumerate(specs)]
         self.kafka = self.kafka_listeners[0]
         for listener in self.kafka_listeners:
             listener.attach(self.poller)
@@ -309,7 +315,9 @@ class Worker:
                 "this worker's native port requires CURVE: no plaintext Kafka path is offered")
         for spec, listener in zip(kafka_listeners(self.config), self.kafka_listeners):
             if spec.protocol == "PLAINTEXT":
-                return {"host": spec.advertised_host, "port": listener.port}
+                return {"host": spec.advertised_host, "port": listener.port,
+                        "local_socket": listener.local_name,
+                        "local_identity": local_socket.identity()}
         raise errors.SecurityDisabledError("this worker has no PLAINTEXT Kafka listener")
 
     def _advertised_listeners(self, cluster: bool) -> dict:

@@ -27,11 +27,13 @@ from jepsen import History, check
 from kafkalite.client import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from kafkalite.client.connection import Connection, KafkaTimeoutError, PeerLostError
 from kafkalite.client import producer as producer_module
-from kafkalite.client.tcp_link import TcpLink, resolve_transport, tcp_link_or
+from kafkalite import local_socket
+from kafkalite.client.tcp_link import TcpLink, kafka_endpoint_of, resolve_transport, tcp_link_or
 from kafkalite.protocol import ApiKey, encode_response
 from kafkalite.record import RecordBatchBuilder
 
 TCP = {"kafkalite.transport": "tcp"}
+FAMILIES = {"unix": socket.AF_UNIX, "tcp": socket.AF_INET}
 
 
 @pytest.fixture
@@ -70,13 +72,17 @@ def read_log(srv, topic, partitions, settle=2.0, timeout=60.0):
         c.close()
 
 
+@pytest.mark.parametrize("family", ["unix", "tcp"])
 def test_acknowledged_records_survive_a_killed_worker_over_tcp_links(own_server, topic_name,
-                                                                     monkeypatch):
+                                                                     monkeypatch, family):
     """Keyless records of four writers (one per partition, both workers
-    lead some) with idempotence on; a reader follows along over its own TCP
+    lead some) with idempotence on; a reader follows along over its own
     links; the worker leading partition 0 is killed with SIGKILL mid-run.
     Nothing acknowledged is lost or moved, nothing is stored twice, no
-    writer's records are reordered, and nothing read was later gone."""
+    writer's records are reordered, and nothing read was later gone. Over
+    the workers' Unix-domain sockets (the default on one host) and over
+    loopback TCP."""
+    TCP = {"kafkalite.transport": "tcp", "kafkalite.local.socket": family == "unix"}
     partitions = 4
     create(own_server, topic_name, partitions)
     made = []        # the producer's links: TCP ones, not a quiet fall-back to ZeroMQ
@@ -115,7 +121,8 @@ def test_acknowledged_records_survive_a_killed_worker_over_tcp_links(own_server,
                           on_delivery=delivered)
             p.poll(0)
             if seq == 4_000:
-                assert made and all(type(link) is TcpLink for link in made), made
+                assert made and all(type(link) is TcpLink and link.sock.family == FAMILIES[family]
+                                    for link in made), made
                 leader = p.list_topics(topic_name).topics[topic_name].partitions[0].leader
                 os.kill(own_server.worker_pids()[leader], signal.SIGKILL)
                 killed = True
@@ -583,3 +590,150 @@ def test_a_refused_connect_is_a_network_error():
     s.close()
     with pytest.raises(errors.NetworkError, match="cannot connect to the Kafka listener"):
         TcpLink("tcp://127.0.0.1:1", "127.0.0.1", port)
+
+
+# ---- Unix-domain sockets (kafkalite/local_socket.py) ---------------------------------------
+
+def _round_trip(srv, topic, extra, n=300):
+    """``n`` records produced and read back over links made with ``extra``;
+    the socket families of the producer's and the consumer's links."""
+    p = Producer(srv.config(**extra, **{"linger.ms": 1}))
+    try:
+        for i in range(n):
+            p.produce(topic, b"%d" % i, partition=i % 2)
+        assert p.flush(30) == 0
+        produced = {node.link.sock.family for node in p._sending.nodes.values()}
+    finally:
+        p.close()
+    c = Consumer(srv.config(**extra))
+    try:
+        c.assign([TopicPartition(topic, part, OFFSET_BEGINNING) for part in range(2)])
+        got, deadline = [], time.monotonic() + 30
+        while len(got) < n and time.monotonic() < deadline:
+            got += c.consume(1_000, 0.5)
+        assert sorted(int(m.value()) for m in got) == list(range(n))
+        assert all(type(link) is TcpLink for link in c._conns.values()), c._conns
+        consumed = {link.sock.family for link in c._conns.values()}
+    finally:
+        c.close()
+    return produced, consumed
+
+
+def test_links_to_workers_on_this_host_go_over_their_unix_sockets(own_server, topic_name):
+    """Left to their defaults, a producer's and a consumer's links to the
+    workers are Unix-domain connections; ``kafkalite.local.socket`` false
+    keeps them on loopback TCP. The same records either way."""
+    create(own_server, topic_name, 2)
+    create(own_server, topic_name + "-tcp", 2)
+    assert _round_trip(own_server, topic_name, {}) == ({socket.AF_UNIX}, {socket.AF_UNIX})
+    assert _round_trip(own_server, topic_name + "-tcp", {"kafkalite.local.socket": False}) == (
+        {socket.AF_INET}, {socket.AF_INET})
+
+
+def test_a_server_without_unix_sockets_is_reached_over_tcp(tmp_path, topic_name):
+    """``local_sockets = false``: the workers bind none and say so, and the
+    clients use TCP."""
+    config = tmp_path / "server.toml"
+    config.write_text("local_sockets = false\n")
+    srv = ServerProcess(str(tmp_path / "data"), extra_args=["--config", str(config)]).start()
+    try:
+        create(srv, topic_name, 2)
+        assert _round_trip(srv, topic_name, {}) == ({socket.AF_INET}, {socket.AF_INET})
+        conn = Connection(_worker_endpoint(srv), "t")
+        try:
+            assert kafka_endpoint_of(conn, 10)[2] is None
+        finally:
+            conn.close()
+    finally:
+        srv.stop()
+
+
+def _worker_endpoint(srv) -> str:
+    c = Consumer(srv.config())
+    try:
+        c.list_topics(timeout=10)
+        return next(iter(c._meta.brokers.values()))
+    finally:
+        c.close()
+
+
+def test_the_unix_socket_is_offered_only_in_the_same_network_namespace(own_server, monkeypatch):
+    """The worker names its socket with its identity (boot id and network
+    namespace); a client whose identity differs (another host, another
+    namespace: its abstract sockets are other ones) is given none and
+    uses TCP. A name that cannot be reached falls back to TCP too."""
+    conn = Connection(_worker_endpoint(own_server), "t")
+    try:
+        host, port, name = kafka_endpoint_of(conn, 10)
+        assert name and name.startswith("kafkalite/")
+        monkeypatch.setattr(local_socket, "_identity", "another-boot/1")
+        assert kafka_endpoint_of(conn, 10)[2] is None
+    finally:
+        conn.close()
+    monkeypatch.undo()
+    link = TcpLink("tcp://x", host, port, local_socket=name + "-gone")
+    try:
+        assert link.sock.family == socket.AF_INET
+        cid = link.send(ApiKey.API_VERSIONS, {}, version=0)
+        got = wait_answers(link, 1, 10)
+        assert [answer[0] for answer in got] == [cid], got
+    finally:
+        link.close()
+
+
+def test_a_unix_socket_connection_is_served_as_kafka_and_dies_with_its_worker(own_server):
+    """A raw Kafka request over the abstract socket gets Kafka's answer;
+    once the worker is killed its name is gone (the kernel removes an
+    abstract socket with its last descriptor), and the restarted worker
+    offers another, which clients then reach."""
+    endpoint = _worker_endpoint(own_server)
+    conn = Connection(endpoint, "t")
+    try:
+        _, _, name = kafka_endpoint_of(conn, 10)
+    finally:
+        conn.close()
+    raw = local_socket.connect(name, 5)
+    try:
+        header = struct.pack(">hhih", ApiKey.API_VERSIONS, 0, 7, 1) + b"t"
+        raw.sendall(struct.pack(">i", len(header)) + header)
+        size = struct.unpack(">i", _recv_exactly(raw, 4))[0]
+        answer = _recv_exactly(raw, size)
+        correlation, error = struct.unpack(">ih", answer[:6])
+        assert (correlation, error) == (7, 0)
+    finally:
+        raw.close()
+    pid = int(name.split("/")[1])
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            local_socket.connect(name, 1).close()
+        except OSError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"{name} still accepts after its worker was killed")
+    deadline, fresh = time.monotonic() + 60, None
+    while time.monotonic() < deadline:
+        try:
+            conn = Connection(_worker_endpoint(own_server), "t")
+            try:
+                fresh = kafka_endpoint_of(conn, 5)[2]
+            finally:
+                conn.close()
+            if fresh and fresh != name:
+                break
+        except Exception:
+            pass
+        time.sleep(0.2)
+    assert fresh and fresh != name, (name, fresh)
+    local_socket.connect(fresh, 5).close()
+
+
+def _recv_exactly(sock, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        assert chunk, "the worker closed the connection"
+        out += chunk
+    return out

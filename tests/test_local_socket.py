@@ -1,0 +1,65 @@
+"""kafkalite/local_socket.py: the abstract Unix-domain sockets beside a
+worker's PLAINTEXT listener (the links over them: client/test_tcp_link.py)."""
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from kafkalite import local_socket
+
+
+def test_a_listening_name_is_reachable_by_name_only_while_its_socket_lives():
+    made = local_socket.listen(40123, 8)
+    assert made is not None
+    sock, name = made
+    assert name.startswith("kafkalite/") and name.endswith("/40123")
+    try:
+        client = local_socket.connect(name, 2)
+        server, _ = sock.accept()
+        client.sendall(b"ping")
+        assert server.recv(4) == b"ping"
+        client.close()
+        server.close()
+    finally:
+        sock.close()
+    with pytest.raises(OSError):
+        local_socket.connect(name, 2)
+
+
+def test_a_second_listener_for_the_same_port_gets_none():
+    first = local_socket.listen(40124, 8)
+    try:
+        assert local_socket.listen(40124, 8) is None
+    finally:
+        first[0].close()
+
+
+def test_connections_get_a_send_buffer_as_loopback_tcp_grows_one():
+    """Without it a Unix stream socket takes about 208 KiB before a send
+    would block, and a larger fetch answer goes out in pieces."""
+    with open("/proc/sys/net/core/wmem_max") as f:
+        cap = int(f.read())
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        local_socket.tune(a)
+        a.setblocking(False)
+        taken = 0
+        try:
+            while True:
+                taken += a.send(b"x" * 65536)
+        except BlockingIOError:
+            pass
+        assert taken >= min(local_socket.SEND_BUFFER, cap) * 0.9, taken
+    finally:
+        a.close()
+        b.close()
+
+
+def test_identity_names_the_boot_and_the_network_namespace():
+    ident = local_socket.identity()
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        assert ident.startswith(f.read().strip() + "/")
+    assert local_socket.same_namespace(ident)
+    assert not local_socket.same_namespace(ident + "0")
+    assert not local_socket.same_namespace("") and not local_socket.same_namespace(None)
