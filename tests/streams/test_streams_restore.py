@@ -22,7 +22,7 @@ from test_streams_exactly_once import (check, create_topics, outputs, start_app,
                                        wait_caught_up)
 from test_streams_runtime import config, long_of, produce, read, run_until_caught_up
 
-from kafkalite.client import OFFSET_BEGINNING, Consumer, TopicPartition
+from kafkalite.client import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from kafkalite.streams import (Consumed, KafkaStreams, Materialized, Produced, Serdes,
                                StreamsBuilder, TimeWindows)
 from kafkalite.streams.restore import (StateRestoreListener, read_checkpoint, read_progress,
@@ -184,7 +184,7 @@ def test_exactly_once_no_checkpoint_while_processing(server, topic_name, tmp_pat
     """Under exactly_once_v2 the checkpoint is gone while tasks process; a
     kill -9 then leaves none, and the next run on the same state directory
     restores every changelog record; the output equals the model."""
-    from test_streams_exactly_once import InputFeed
+    from test_streams_exactly_once import KEYS, InputFeed
     create_topics(server, topic_name)
     app_id, state = f"{topic_name}-app", tmp_path / "state"
     changelog = f"{app_id}-counts-changelog"
@@ -202,6 +202,18 @@ def test_exactly_once_no_checkpoint_while_processing(server, topic_name, tmp_pat
         stop_app(proc, kill=True)
     finally:
         inputs = feed.stop()
+    # one more chunk after the kill: the next run must process it, so that it
+    # counts as caught up only once its tasks were assigned and restored (the
+    # killed run may have committed all the feed wrote: restored 0 once, in a
+    # loaded full run)
+    more = [(f"k{j % KEYS}".encode(), b"%d" % (len(inputs) + j)) for j in range(50)]
+    p = Producer(server.config())
+    try:
+        p.produce_batch(topic_name, [v for _, v in more], [k for k, _ in more])
+        assert p.flush(30) == 0
+    finally:
+        p.close()
+    inputs = inputs + more
     proc = start_app(server, app_id, topic_name, state, "exactly_once_v2")
     try:
         wait_caught_up(server, app_id, topic_name)
