@@ -136,14 +136,21 @@ def check_converters(props: dict) -> None:
 
 
 def sql_catalog(name: str, **props):
-    """pyiceberg's SqlCatalog; it creates its own tables on first use, and a
-    second process doing the same at once fails once (they exist then)."""
+    """pyiceberg's SqlCatalog; it creates its own tables on first use, one
+    after the other, and a second process doing the same at once fails on
+    whichever table the other created first: it tries again (twice was not
+    always enough: the second try met the other process's next table)."""
+    import time
+
     from pyiceberg.catalog.sql import SqlCatalog
     from sqlalchemy.exc import DatabaseError
-    try:
-        return SqlCatalog(name, **props)
-    except DatabaseError:
-        return SqlCatalog(name, **props)
+    for attempt in range(5):
+        try:
+            return SqlCatalog(name, **props)
+        except DatabaseError:
+            if attempt == 4:
+                raise
+            time.sleep(0.05 * (attempt + 1))
 
 
 def catalog_of(c: dict, props: dict):
