@@ -150,14 +150,14 @@ class Worker:
         # PLAINTEXT one, which native clients' direct links use, also has a
         # Unix-domain socket for those on this host (local_socket.py)
         specs = kafka_listeners(config)
-        plaintext = [s.name for s in specs if s.protocol == "PLAINTEXT"][:1]
+        first_plaintext = next((s.name for s in specs if s.protocol == "PLAINTEXT"), None)
         self.kafka_listeners = [
             KafkaListener(spec.host, kafka_port if i == 0 else 0, self.dispatcher,
                           name=f"worker {index}" + (f" ({spec.name})" if i else ""),
                           fallback_to_any_port=True,
                           security=listener_security(config, spec.protocol, spec.name),
                           listener_name=spec.name, connection_quotas=self.connection_quotas,
-                          local_socket=(spec.name in plaintext and self.curve is None
+                          local_socket=(spec.name == first_plaintext and self.curve is None
                                         and config.local_sockets))
             for i, spec in enumerate(specs)]
         self.kafka = self.kafka_listeners[0]
