@@ -59,7 +59,8 @@ def read_config(path: str) -> dict:
 def rest_address(cfg: dict) -> tuple[str, int]:
     if cfg.get("listeners"):
         u = urllib.parse.urlsplit(cfg["listeners"].split(",")[0].strip())
-        return u.hostname or "127.0.0.1", u.port or 8083
+        # port 0 asks for a free port (the REST API prints the one it got)
+        return u.hostname or "127.0.0.1", 8083 if u.port is None else u.port
     return cfg.get("rest.host.name", "127.0.0.1"), int(cfg.get("rest.port", 8083))
 
 
