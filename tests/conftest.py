@@ -1,17 +1,75 @@
-"""Fixtures shared by every test package (helpers live in harness.py)."""
+"""Fixtures shared by every test package (helpers live in harness.py), and
+the suite's tiers.
+
+Servers: ``server`` is one 2-worker server for the whole session (for each
+pytest-xdist worker), shared by every test that only uses it: each test
+works on its own topics (``topic_name``), groups and principals. A module
+that kills, stops, restarts or reconfigures its server says so by asking
+for ``module_server`` (one for the module) and a test that does it alone
+for ``own_server``.
+
+Tiers (markers, see pyproject.toml):
+- ``unit``: the tests that run in this process only: every test of the
+  codec, protocol, storage, _ext and shm packages and of the modules in
+  UNIT_MODULES (client logic, assignors, the Streams test driver, ...) but
+  those marked ``processes`` (crash tests that kill a child writing a
+  log); ``pytest -m unit`` is the edit-test loop. A unit test that starts a process fails
+  (``_no_processes``), so the tier stays cheap.
+- ``soak``: long settings of the crash, fault and fuzz loops, run by
+  ``tools/soak`` (each loop's length comes from its environment variable;
+  the default run takes the short setting).
+"""
+import hashlib
+import os
+import subprocess
+
 import pytest
 
 from harness import ServerProcess
 
+# The unit tier: packages and modules whose tests run in this process only
+# (a test among them that starts processes is marked ``processes``).
+UNIT_PACKAGES = ("_ext", "record", "protocol", "storage", "shm")
+UNIT_MODULES = (
+    "client/test_arrow_columns.py", "client/test_assignors.py", "client/test_buffer_pool.py",
+    "client/test_config.py", "client/test_partitioner.py", "client/test_connection_monitor.py",
+    "connect/test_connect_converters.py", "connect/test_connect_transforms.py",
+    "server/test_authorizer.py", "server/test_consumer_group_assignors.py",
+    "server/test_listeners.py", "server/test_metadata_and_config.py", "server/test_purgatory.py",
+    "streams/test_streams_driver.py", "streams/test_streams_errors_driver.py",
+    "streams/test_streams_fk_join_driver.py", "streams/test_streams_global_driver.py",
+    "streams/test_streams_grouped_table_driver.py", "streams/test_streams_joins_driver.py",
+    "streams/test_streams_ordering.py", "streams/test_streams_schema_serdes.py",
+    "streams/test_streams_sessions_driver.py", "streams/test_streams_sliding_driver.py",
+    "streams/test_streams_table_join_driver.py", "streams/test_streams_windows_driver.py",
+    "tools/test_gen_docs.py", "test_local_socket.py", "benchmarks/test_bench_recorder.py",
+    "benchmarks/test_bench_report.py", "benchmarks/test_bench_runner_schedule.py",
+)
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """A 2-worker server shared by a test module (topics are per test)."""
-    srv = ServerProcess(str(tmp_path_factory.mktemp("server") / "data")).start()
-    yield srv
+
+def _stop(srv: ServerProcess) -> None:
     if srv.proc.poll() is None:
         assert srv.stop() == 0
     srv.kill()
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    """A 2-worker server shared by every test of the session that does not
+    kill, restart or reconfigure it (topics, groups and principals are per
+    test)."""
+    srv = ServerProcess(str(tmp_path_factory.mktemp("server") / "data")).start()
+    yield srv
+    _stop(srv)
+
+
+@pytest.fixture(scope="module")
+def module_server(tmp_path_factory):
+    """A 2-worker server of one module's own, for a module whose tests kill,
+    stop, restart or reconfigure it (the module says which and why)."""
+    srv = ServerProcess(str(tmp_path_factory.mktemp("server") / "data")).start()
+    yield srv
+    _stop(srv)
 
 
 @pytest.fixture
@@ -27,6 +85,40 @@ def own_server(tmp_path):
 
 @pytest.fixture
 def topic_name(request):
-    """A topic name unique to the test."""
+    """A topic name unique to the test across the session's shared server:
+    a short hash of the test's module, then the test's name."""
     name = request.node.name.replace("[", "-").replace("]", "").replace("/", "-")
-    return "t-" + "".join(ch if ch.isalnum() or ch in "._-" else "-" for ch in name)[:200]
+    tag = hashlib.blake2s(request.node.nodeid.split("::")[0].encode(), digest_size=3).hexdigest()
+    return f"t{tag}-" + "".join(ch if ch.isalnum() or ch in "._-" else "-" for ch in name)[:200]
+
+
+@pytest.fixture
+def group_name(topic_name):
+    """A group id unique to the test across the session's shared server (for
+    transactional ids, client ids and principals too: add a suffix)."""
+    return "g" + topic_name[1:]
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "spark" in item.fixturenames:
+            # one SparkSession (a JVM) for the run, not one per xdist worker
+            item.add_marker(pytest.mark.xdist_group("spark"))
+        parts = item.path.relative_to(config.rootpath / "tests").parts
+        if item.get_closest_marker("processes") is not None:
+            continue
+        if (len(parts) > 1 and parts[0] in UNIT_PACKAGES) or "/".join(parts) in UNIT_MODULES:
+            item.add_marker(pytest.mark.unit)
+
+
+@pytest.fixture(autouse=True)
+def _no_processes(request, monkeypatch):
+    """A unit-tier test may start no process: the tier's promise."""
+    if request.node.get_closest_marker("unit") is None:
+        return
+
+    def refuse(self, args, *a, **kw):
+        raise AssertionError(f"a unit test started a process ({args!r}): mark it or move it "
+                             "out of the unit tier")
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    monkeypatch.setattr(os, "fork", lambda: refuse(None, "fork()"))

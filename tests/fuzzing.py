@@ -21,8 +21,9 @@ import uuid
 
 from harness import read_all, rss_mb
 from kafkalite.protocol import ApiKey, encode_request
+from soak import setting
 
-INPUTS = int(os.environ.get("KAFKALITE_FUZZ_INPUTS", "100000"))
+INPUTS = setting("KAFKALITE_FUZZ_INPUTS")
 RSS_SLACK_MB = 50
 
 

@@ -4,8 +4,12 @@ The launching itself is kafkalite.server.launcher's ServerProcess; tests add
 a client config helper and a stop() that fails when a worker outlived the
 server.
 """
+import io
 import os
+import random
 import socket
+import subprocess
+import sys
 import time
 
 from kafkalite.server import launcher
@@ -24,28 +28,128 @@ class ServerProcess(launcher.ServerProcess):
 
 
 _PORTS_GIVEN: set[int] = set()
+# Ports below Linux's ephemeral range (32768-60999 by default), so that no
+# outgoing connection's local port or bind(0) takes one between our check
+# and the child's bind; each pytest-xdist worker draws from its own slice,
+# so two workers of a run never hand out the same port.
+_PORT_BASE, _PORT_SLICE, _PORT_SLICES = 20000, 1500, 8
+
+
+def _port_slice() -> range:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    n = int(worker[2:]) if worker[2:].isdigit() else 0
+    start = _PORT_BASE + (n % _PORT_SLICES) * _PORT_SLICE
+    return range(start, start + _PORT_SLICE)
 
 
 def free_port() -> int:
     """A loopback port nothing listens on, never one this process was given
-    before: binding port 0 and closing can hand the same port to the next
-    call (two workers of one test once got the same REST port and one of
-    them never started)."""
-    for _ in range(100):
+    before (two workers of one test once got the same REST port and one of
+    them never started), from this xdist worker's own slice of ports."""
+    ports = _port_slice()
+    first = random.randrange(len(ports))
+    for i in range(len(ports)):
+        port = ports[(first + i) % len(ports)]
+        if port in _PORTS_GIVEN:
+            continue
         with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _PORTS_GIVEN:
-            _PORTS_GIVEN.add(port)
-            return port
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _PORTS_GIVEN.add(port)
+        return port
     raise RuntimeError("no loopback port this process has not used already")
 
 
-def shm_entries() -> set:
+def wait_until(predicate, timeout: float = 10.0, message="the condition", interval: float = 0.05):
+    """Poll ``predicate`` until it returns a true value, and return that value;
+    after ``timeout`` seconds fail the test with ``message`` (a string or a
+    callable giving one) and the predicate's last value. What tests use
+    instead of a sleep standing in for a condition."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            what = message() if callable(message) else message
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}; "
+                                 f"last: {value!r}")
+        time.sleep(interval)
+
+
+def run_cli(*args, stdin: bytes = b"", env: dict | None = None) -> subprocess.CompletedProcess:
+    """``kafkalite ARGS`` run in this process through ``kafkalite.cli.main``,
+    with ``stdin`` as its standard input and its output captured: a
+    CompletedProcess as ``subprocess.run(capture_output=True)`` gives, without
+    an interpreter's start-up and imports per call. ``env`` entries are set
+    for the call only. Tests of the entry point itself, signals and exit
+    codes of a real process use ``python -m kafkalite`` instead."""
+    from kafkalite import cli
+    argv = [str(a) for a in args]
+    out, err = io.BytesIO(), io.BytesIO()
+    saved = sys.stdin, sys.stdout, sys.stderr
+    saved_env = {k: os.environ.get(k) for k in (env or {})}
+    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
+    sys.stdout = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
+    sys.stderr = io.TextIOWrapper(err, encoding="utf-8", write_through=True)
+    os.environ.update(env or {})
     try:
-        return {n for n in os.listdir("/dev/shm") if n.startswith("kafkalite")}
+        try:
+            code = cli.main(argv)
+        except SystemExit as exc:        # argparse's usage errors and --help
+            if isinstance(exc.code, str):
+                print(exc.code, file=sys.stderr)
+                code = 1
+            else:
+                code = exc.code or 0
+        sys.stdout.flush()
+        sys.stderr.flush()
+        return subprocess.CompletedProcess(["kafkalite", *argv], code or 0,
+                                           out.getvalue(), err.getvalue())
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _ancestors(pid: int) -> set[int]:
+    out = set()
+    while pid > 1 and pid not in out:
+        out.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return out
+
+
+def _ours(name: str) -> bool:
+    """Whether a /dev/shm entry may come from this test process: its name
+    carries the pid that made it (kafkalite-ring-<pid>-..., and the tests'
+    own names), and a live process outside this process's descendants is
+    another test process's (pytest-xdist runs several at once). An entry
+    of a dead process counts as ours: a leak is what the tests look for."""
+    field = name[len("kafkalite-ring-"):].split("-")
+    pid = next((int(f) for f in field[:2] if f.isdigit()), None)
+    if pid is None or pid == os.getpid() or not pid_alive(pid):
+        return True
+    return os.getpid() in _ancestors(pid)
+
+
+def shm_entries() -> set:
+    """The kafkalite entries of /dev/shm this test process or its children
+    made (see _ours)."""
+    try:
+        names = [n for n in os.listdir("/dev/shm") if n.startswith("kafkalite")]
     except FileNotFoundError:
         return set()
+    return {n for n in names if _ours(n)}
 
 
 def processes_with(marker: str) -> list[str]:

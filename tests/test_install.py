@@ -41,7 +41,7 @@ def path_without_java(tmp_path):
 def test_spark_tests_skip_without_java(path_without_java):
     env = child_env(PATH=path_without_java)
     env.pop("JAVA_HOME", None)
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
                         "-rs", "tests/spark"], cwd=REPO, env=env, capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

@@ -745,6 +745,7 @@ def test_scan_start_outside_buffer_is_rejected():
     assert end.valid_bytes == len(data) and end.error is None and end.batch_count == 0
 
 
+@pytest.mark.processes
 def test_appends_do_not_import_numpy():
     """A worker that only appends never imports numpy (50-70 ms of its start-up)."""
     code = ("import sys; from kafkalite._ext.batch_scan import validate_for_append; "

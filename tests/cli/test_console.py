@@ -1,11 +1,20 @@
-"""The CLI against a running server: topics, produce, consume, and errors."""
+"""The CLI against a running server: topics, produce, consume, and errors.
+
+``cli`` runs a command in this process (harness.run_cli: kafkalite.cli.main
+with its output captured), as the tests of tests/cli do; ``cli_process``
+runs the installed entry point as a user does, for what only a real process
+shows (the entry point itself, the exit code through the interpreter)."""
 import subprocess
 import sys
 
-from harness import child_env
+from harness import child_env, run_cli
 
 
-def cli(*args, stdin=b"", timeout=60):
+def cli(*args, stdin=b""):
+    return run_cli(*args, stdin=stdin)
+
+
+def cli_process(*args, stdin=b"", timeout=60):
     return subprocess.run([sys.executable, "-m", "kafkalite", *args], input=stdin,
                           capture_output=True, timeout=timeout, env=child_env())
 
@@ -57,5 +66,5 @@ def test_errors_are_one_readable_line(server, topic_name):
 
 
 def test_server_flags_are_checked():
-    out = cli("server", "--workers", "-1", "--data-dir", "/tmp/never-used-kafkalite")
+    out = cli_process("server", "--workers", "-1", "--data-dir", "/tmp/never-used-kafkalite")
     assert "workers" in _one_line_error(out)

@@ -41,8 +41,9 @@ from harness import create
 from kafkalite import errors
 from kafkalite.client import AdminClient, Producer, TopicPartition
 from replicas import log_bounds, read_log
+from soak import setting
 
-SECONDS = float(os.environ.get("KAFKALITE_PRODUCER_FAULT_SECONDS", "8"))
+SECONDS = setting("KAFKALITE_PRODUCER_FAULT_SECONDS")
 PARTITIONS = 3
 # small records and limits: the test is about batches refused and split,
 # not volume (an 8 s run writes under 100 MB per transport)

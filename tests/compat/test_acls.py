@@ -30,6 +30,7 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation,
 from harness import ServerProcess, child_env
 
 from kafkalite.protocol import ApiKey
+from soak import setting
 
 TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED = 29, 30, 31, 53
 SECURITY_DISABLED = 54
@@ -861,7 +862,7 @@ def test_describe_apis_over_the_wire(srv, clean):
         w.close()
 
 
-FUZZ_FRAMES = int(os.environ.get("KAFKALITE_ACL_FUZZ_FRAMES", "1500"))
+FUZZ_FRAMES = setting("KAFKALITE_ACL_FUZZ_FRAMES")
 
 
 def test_hostile_requests_with_the_authorizer_on(tmp_path):

@@ -24,8 +24,9 @@ import confluent_kafka as ck
 from harness import create
 
 from kafkalite.client.admin import AdminClient, ClientQuotaAlteration, ClientQuotaEntity
+from soak import setting
 
-SECONDS = float(os.environ.get("QUOTA_TEST_SECONDS", "30"))
+SECONDS = setting("QUOTA_TEST_SECONDS")
 PRODUCE_QUOTA = 200_000          # bytes/s
 FETCH_QUOTA = 300_000
 VALUE = b"q" * 1000

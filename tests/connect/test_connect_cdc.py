@@ -30,6 +30,7 @@ from harness import child_env, create, free_port
 
 from kafkalite.client import OFFSET_BEGINNING, Consumer, TopicPartition
 from postgres import PostgresServer, find_binaries
+from soak import setting
 
 CDC = "io.debezium.connector.postgresql.PostgresConnector"
 JSON = "org.apache.kafka.connect.json.JsonConverter"
@@ -326,7 +327,7 @@ def run_killed_worker(server, dsn, tmp_path, fault=None):
     """A standalone worker process capturing two tables while a writer commits
     transactions, SIGKILLed a quarter of the way and restarted. Returns
     (problems per table, repeats)."""
-    n = int(os.environ.get("KAFKALITE_CDC_TXNS", "90"))
+    n = setting("KAFKALITE_CDC_TXNS")
     ta, tb, slot, prefix = unique("ka"), unique("kb"), unique("kslot"), unique("pk")
     pg(dsn, f"CREATE TABLE {ta} (id INT PRIMARY KEY, v INT)")
     pg(dsn, f"CREATE TABLE {tb} (id INT PRIMARY KEY, v INT)")

@@ -28,6 +28,7 @@ from harness import create, read_all
 from test_connect_distributed import get, post_pg_source, sink_victim, start_worker
 
 from kafkalite.connect.connectors.iceberg import sql_catalog
+from soak import setting
 
 pytest.importorskip("pyiceberg")
 
@@ -57,7 +58,7 @@ def kill_a_worker_under_load(server, tmp_path, topic_name, postgres, victim_runs
     source task; "pg" (with exactly-once source support) the source task's."""
     import psycopg
     from pyiceberg.exceptions import NoSuchTableError
-    wave = int(os.environ.get("ICEBERG_FAILOVER_ROWS", 200))
+    wave = setting("ICEBERG_FAILOVER_ROWS")
     table = f"ice_{int(time.time() * 1000) % 10**9}"
     with psycopg.connect(postgres, autocommit=True) as c:
         c.execute(f"CREATE TABLE {table} (id BIGSERIAL PRIMARY KEY, v TEXT)")

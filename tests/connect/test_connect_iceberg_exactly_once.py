@@ -32,6 +32,7 @@ from test_connect_iceberg import envelope, sink_config, table_rows
 from kafkalite.client import AdminClient, Producer
 from kafkalite.connect.connectors.iceberg import (IcebergSinkConnector, IcebergSinkTask,
                                                   sql_catalog, table_offsets)
+from soak import setting
 
 pytest.importorskip("pyiceberg")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -115,8 +116,8 @@ def group_offsets(server) -> dict:
 @pytest.mark.parametrize("fault", [False, True], ids=["sink", "planted-fault"])
 def test_iceberg_sink_exactly_once_across_kill_9_between_table_and_group_commit(
         server, topic_name, tmp_path, fault):
-    n = int(os.environ.get("ICEBERG_EOS_RECORDS", 1200))
-    crashes = int(os.environ.get("ICEBERG_EOS_CRASHES", 2))
+    n = setting("ICEBERG_EOS_RECORDS")
+    crashes = setting("ICEBERG_EOS_CRASHES")
     create(server, topic_name, 2)
     fields = [{"field": "id", "type": "int64", "optional": False}]
     p = Producer(server.config())

@@ -25,11 +25,12 @@ from jepsen import History, check
 from postgres import PostgresServer, find_binaries
 from replicas import Traffic, create, read_log, state, wait_for
 from kafkalite.client import Consumer, Producer
+from soak import setting
 
 pytestmark = pytest.mark.skipif(find_binaries() is None,
                                 reason="PostgreSQL is not installed: run tools/install-system-deps")
 
-KILLS = int(os.environ.get("KAFKALITE_CLUSTER_KILLS", "2"))
+KILLS = setting("KAFKALITE_CLUSTER_KILLS")
 TIMEOUTS = ["--controller-lease-ms", "3000", "--broker-session-timeout-ms", "2000",
             "--replica-lag-time-max-ms", "2000"]
 

@@ -37,8 +37,9 @@ from netns import Network, unusable
 from postgres import PostgresServer, find_binaries
 from replicas import read_log, segments, state, wait_for
 from kafkalite.client import AdminClient, NewTopic
+from soak import setting
 
-ROUNDS = int(os.environ.get("KAFKALITE_PARTITION_ROUNDS", "1"))
+ROUNDS = setting("KAFKALITE_PARTITION_ROUNDS")
 TIMEOUTS = ["--controller-lease-ms", "3000", "--broker-session-timeout-ms", "2000",
             "--replica-lag-time-max-ms", "2000"]
 PARTITIONS = 6

@@ -38,6 +38,7 @@ from harness import ServerProcess, child_env, free_port, pid_alive
 from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer,
                               TopicPartition)
 from kafkalite.errors import KafkaError
+from soak import setting
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PARTITIONS = 4
@@ -135,7 +136,7 @@ def kill_a_worker(srv, rnd) -> None:
 
 
 def test_exactly_once_through_kills_of_processor_workers_and_coordinator(tmp_path):
-    kills = int(os.environ.get("KAFKALITE_EOS_KILLS", "20"))
+    kills = setting("KAFKALITE_EOS_KILLS")
     rnd = random.Random(int(os.environ.get("KAFKALITE_EOS_SEED", "7")))
     port = free_port()
     srv = ServerProcess(str(tmp_path / "data"), workers=2, extra_args=["--port", str(port)])

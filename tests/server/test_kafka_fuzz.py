@@ -21,8 +21,9 @@ import time
 import confluent_kafka as ck
 
 from fuzzing import base_frames, mutate, random_frame
+from soak import setting
 
-FRAMES = int(os.environ.get("KAFKALITE_FUZZ_FRAMES", "100000"))
+FRAMES = setting("KAFKALITE_FUZZ_FRAMES")
 REPLY_WAIT_S = 5.0
 
 

@@ -26,8 +26,9 @@ from jepsen import History, check
 from replicas import Traffic, create, produce, read_log, segments, state, wait_for
 from kafkalite import errors
 from kafkalite.client import OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from soak import setting
 
-KILLS = int(os.environ.get("KAFKALITE_REPLICATION_KILLS", "6"))
+KILLS = setting("KAFKALITE_REPLICATION_KILLS")
 
 
 @pytest.fixture

@@ -19,9 +19,10 @@ import pytest
 
 from harness import ServerProcess, child_env, create, read_all
 from kafkalite.client import AcknowledgeType, AdminClient, Producer, ShareConsumer
+from soak import setting
 
 MEMBER = os.path.join(os.path.dirname(__file__), "share_member.py")
-RECORDS = int(os.environ.get("KAFKALITE_SHARE_RECORDS", "3000"))
+RECORDS = setting("KAFKALITE_SHARE_RECORDS")
 
 
 def share_server(tmp_path, name="data", env=None, workers=2, extra=(), **settings):

@@ -33,6 +33,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
 CHILD = os.path.join(HERE, "ring_child.py")
 sys.path.insert(0, HERE)
 import ring_child  # noqa: E402  (content and ack functions shared with the child)
+from soak import setting
 
 SMALL = 64 << 10
 LARGE = 2 << 20
@@ -277,9 +278,10 @@ def test_entries_in_flight_are_bounded_by_ack_slots():
 
 # ---- 3. worker killed ----------------------------------------------------------------
 
-KILL_ROUNDS = int(os.environ.get("KAFKALITE_RING_KILL_ROUNDS", "5"))
+KILL_ROUNDS = setting("KAFKALITE_RING_KILL_ROUNDS")
 
 
+@pytest.mark.processes
 def test_worker_kill_9_mid_stream_loses_nothing_and_a_new_worker_drains_the_rest(worker_proc):
     rng = random.Random(0x5EED)
     ring = ProducerRing.create(SMALL)
@@ -345,6 +347,7 @@ def test_worker_kill_9_mid_stream_loses_nothing_and_a_new_worker_drains_the_rest
         assert (seq, *acked[seq]) == expected_ack(seq, topic, partition, batch)
 
 
+@pytest.mark.processes
 def test_worker_death_is_noticed_without_pidfds(worker_proc, monkeypatch):
     """Kernels or sandboxes without pidfd_open: liveness falls back to /proc,
     re-checked every LIVENESS_POLL_S while blocked."""
@@ -369,6 +372,7 @@ def test_worker_death_is_noticed_without_pidfds(worker_proc, monkeypatch):
 
 # ---- 4. producer killed --------------------------------------------------------------
 
+@pytest.mark.processes
 def test_producer_kill_9_worker_drains_complete_entries_and_cleans_up():
     rng = random.Random(0xBEEF)
     for rnd in range(3):

@@ -17,6 +17,7 @@ from kafkalite.storage import LogConfig, PartitionLog
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import cleaner_child  # noqa: E402
+from soak import setting
 
 HOUR = 3_600_000
 
@@ -187,6 +188,7 @@ def _build_dirty_log(directory, seed, segments=30):
     return history
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("point", CRASH_POINTS)
 def test_crash_at_each_step_of_a_cleaning_leaves_a_valid_complete_log(tmp_path, point):
     directory = str(tmp_path / "crash-0")
@@ -204,9 +206,10 @@ def test_crash_at_each_step_of_a_cleaning_leaves_a_valid_complete_log(tmp_path, 
     plog.close()
 
 
+@pytest.mark.processes
 def test_kill_9_during_cleaning_at_random_moments(tmp_path):
     rng = random.Random(5)
-    for trial in range(int(os.environ.get("KAFKALITE_CLEANER_KILLS", "8"))):
+    for trial in range(setting("KAFKALITE_CLEANER_KILLS")):
         directory = str(tmp_path / f"kill{trial}-0")
         history = _build_dirty_log(directory, seed=trial, segments=150)
         proc = subprocess.Popen([sys.executable, os.path.join(HERE, "cleaner_child.py"),

@@ -4,6 +4,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from storage_helpers import batch, child_env, read_all, verify_segments
 from kafkalite.storage import LogConfig, PartitionLog
 
@@ -40,6 +42,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.processes
 def test_append_past_the_file_size_limit_fails_cleanly(tmp_path):
     import json
     directory = str(tmp_path / "full-0")

@@ -21,6 +21,7 @@ from kafkalite.record import RecordBatchBuilder, build_control_batch
 from kafkalite.storage import AppendOrigin, LogConfig, PartitionLog
 from kafkalite.storage import producer_snapshot
 from storage_helpers import child_env
+from soak import setting
 
 CONFIG = LogConfig.from_properties({"segment.bytes": 4096, "retention.ms": -1})
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -294,9 +295,10 @@ def test_truncation_below_a_snapshot_reloads_the_state_as_of_the_new_end(tmp_pat
 
 # ---- kill -9 -----------------------------------------------------------------------------
 
-CRASHES = int(os.environ.get("KAFKALITE_PRODUCER_CRASHES", "6"))
+CRASHES = setting("KAFKALITE_PRODUCER_CRASHES")
 
 
+@pytest.mark.processes
 def test_producer_state_survives_kill_9_at_random_moments(tmp_path):
     directory = tmp_path / "p-0"
     config = LogConfig.from_properties({"segment.bytes": 16 * 1024, "retention.ms": -1})

@@ -21,9 +21,10 @@ from kafkalite.storage.loader import CLEAN_SHUTDOWN_MARKER
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import crash_writer  # noqa: E402  (the child's record-content functions)
+from soak import setting
 
-CRASH_ITERATIONS = int(os.environ.get("KAFKALITE_CRASH_ITERATIONS", "50"))
-DAMAGE_TRIALS = int(os.environ.get("KAFKALITE_DAMAGE_TRIALS", "200"))
+CRASH_ITERATIONS = setting("KAFKALITE_CRASH_ITERATIONS")
+DAMAGE_TRIALS = setting("KAFKALITE_DAMAGE_TRIALS")
 
 
 def _check_contents(plog, acked):
@@ -43,6 +44,7 @@ def _check_contents(plog, acked):
         offset = cols.next_offset
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_kill_9_at_random_moments_loses_no_acknowledged_record(tmp_path):
     directory = str(tmp_path / "crash-0")

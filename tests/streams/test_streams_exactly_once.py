@@ -30,9 +30,10 @@ from pathlib import Path
 from harness import child_env, create
 
 from kafkalite.client import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from soak import setting
 
 APP = Path(__file__).parent / "streams_counter_app.py"
-KILLS = int(os.environ.get("KAFKALITE_STREAMS_KILLS", "5"))
+KILLS = setting("KAFKALITE_STREAMS_KILLS")
 PARTITIONS = 4
 KEYS = 40
 

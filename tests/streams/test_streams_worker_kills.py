@@ -28,8 +28,9 @@ from test_streams_exactly_once import (KEYS, check, create_topics, outputs,
 from test_streams_scale_out import planted_faults_caught
 
 from kafkalite.client import Producer
+from soak import setting
 
-KILLS = int(os.environ.get("KAFKALITE_STREAMS_WORKER_KILLS", "4"))
+KILLS = setting("KAFKALITE_STREAMS_WORKER_KILLS")
 SEED = int(os.environ.get("KAFKALITE_STREAMS_SEED", "11"))
 
 

@@ -54,6 +54,7 @@ def test_references_name_every_key_and_command():
                         (parser.prog, option)
 
 
+@pytest.mark.processes
 def test_check_mode_names_the_stale_file_and_the_command(tmp_path):
     (tmp_path / "docs").mkdir()
     assert gen_docs.main(["--root", str(tmp_path)]) == 0
@@ -111,6 +112,7 @@ def test_bad_keys_fail_naming_the_key(tmp_path, text, message):
     assert message in str(info.value)
 
 
+@pytest.mark.processes
 def test_a_server_started_with_kafka_names_has_their_values(tmp_path):
     from kafkalite.client import AdminClient, ConfigResource, NewTopic
     from kafkalite.client.connection import parse_bootstrap
@@ -144,6 +146,7 @@ def test_a_server_started_with_kafka_names_has_their_values(tmp_path):
         srv.kill()
 
 
+@pytest.mark.processes
 def test_server_with_an_unknown_key_exits_with_one_line_naming_it(tmp_path):
     conf = tmp_path / "server.toml"
     conf.write_text('"num.partitions" = 2\n"log.retention.hourz" = 5\n')

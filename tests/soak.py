@@ -1,0 +1,66 @@
+"""How long each crash, fault, fuzz and soak loop of the suite runs.
+
+Every loop takes its length from ``setting(NAME)``: the environment variable
+NAME when it is set, else the long setting under ``tools/soak`` (which sets
+KAFKALITE_SOAK=1 and runs the tests marked ``slow``), else the short one
+that the default run (and CI) uses. The short settings keep every loop's
+checker able to catch its planted fault (each checker's own test plants
+one at the short setting); the long ones are what a soak before a release
+runs. ``tools/soak --list`` prints this table.
+"""
+from __future__ import annotations
+
+import os
+
+# name: (short, long, what it sets)
+SETTINGS: dict[str, tuple[float, float, str]] = {
+    "KAFKALITE_CRASH_ITERATIONS": (3, 500, "kill -9 of a log writer (tests/storage/test_recovery.py)"),
+    "KAFKALITE_DAMAGE_TRIALS": (50, 2000, "damaged copies of a log (tests/storage/test_recovery.py)"),
+    "KAFKALITE_CLEANER_KILLS": (3, 100, "kill -9 during cleaning (tests/storage/test_cleaner.py)"),
+    "KAFKALITE_PRODUCER_CRASHES": (3, 100,
+                                   "kill -9 of six idempotent writers (tests/storage/test_producer_state.py)"),
+    "KAFKALITE_RING_KILL_ROUNDS": (2, 50, "kill -9 of a ring's worker (tests/shm/test_ring.py)"),
+    "KAFKALITE_FUZZ_INPUTS": (20_000, 1_000_000,
+                              "fuzzed native, ingest and ring inputs (tests/fuzzing.py)"),
+    "KAFKALITE_FUZZ_FRAMES": (20_000, 1_000_000,
+                              "fuzzed Kafka frames (tests/server/test_kafka_fuzz.py)"),
+    "KAFKALITE_ACL_FUZZ_FRAMES": (1500, 50_000, "fuzzed frames under ACLs (tests/compat/test_acls.py)"),
+    "KAFKALITE_EOS_KILLS": (5, 200,
+                            "kills in the exactly-once pipeline (tests/server/test_exactly_once.py)"),
+    "KAFKALITE_REPLICATION_KILLS": (2, 50,
+                                    "leader and follower kills (tests/server/test_replication.py)"),
+    "KAFKALITE_PARTITION_ROUNDS": (1, 10,
+                                   "network cuts of a cluster node (tests/server/test_cluster_partitions.py)"),
+    "KAFKALITE_CLUSTER_KILLS": (2, 20, "node kills of a cluster (tests/server/test_cluster_nodes.py)"),
+    "KAFKALITE_SHARE_RECORDS": (3000, 30_000,
+                                "records through share groups (tests/server/test_share_groups.py)"),
+    "KAFKALITE_PRODUCER_FAULT_SECONDS": (4, 300,
+                                         "seconds of producer faults (tests/client/test_producer_faults.py)"),
+    "KAFKALITE_STREAMS_KILLS": (2, 20,
+                                "kill -9 of a Streams application (tests/streams/test_streams_exactly_once.py)"),
+    "KAFKALITE_STREAMS_WORKER_KILLS": (2, 20,
+                                       "kill -9 of partition workers under Streams "
+                                       "(tests/streams/test_streams_worker_kills.py)"),
+    "KAFKALITE_CDC_TXNS": (90, 1000, "PostgreSQL transactions through CDC (tests/connect/test_connect_cdc.py)"),
+    "ICEBERG_FAILOVER_ROWS": (200, 20_000,
+                              "rows per wave of the Iceberg failover (tests/connect/test_connect_iceberg_distributed.py)"),
+    "ICEBERG_EOS_RECORDS": (1200, 10_000,
+                            "records through the Iceberg sink's crashes "
+                            "(tests/connect/test_connect_iceberg_exactly_once.py)"),
+    "ICEBERG_EOS_CRASHES": (2, 20, "Iceberg sink crashes (tests/connect/test_connect_iceberg_exactly_once.py)"),
+    "QUOTA_TEST_SECONDS": (6, 60, "seconds a quota is measured over (tests/compat/test_client_quotas.py)"),
+}
+
+
+def soak() -> bool:
+    return os.environ.get("KAFKALITE_SOAK", "") not in ("", "0")
+
+
+def setting(name: str):
+    """The length of loop ``name``: its environment variable, else the long
+    setting under tools/soak, else the short one (an int where both are)."""
+    short, long, _ = SETTINGS[name]
+    kind = int if isinstance(short, int) and isinstance(long, int) else float
+    if os.environ.get(name):
+        return kind(os.environ[name])
+    return kind(long if soak() else short)
