@@ -527,13 +527,17 @@ class PartitionLog:
         """The aborted transactions a read of [start, upper_bound) may meet:
         those ending at or after ``start`` and beginning below
         ``upper_bound``, from the transaction indexes of the segment holding
-        ``start`` onwards (until an entry proves the rest cannot qualify)."""
+        ``start`` onwards, until an entry proves the rest cannot qualify
+        (its LSO at or past ``upper_bound``: every transaction starting
+        below had ended). A transaction is indexed in the segment of its
+        ABORT marker, which may lie any number of segments past
+        ``upper_bound``: the search cannot stop at a segment boundary."""
         self._check_open()
         found: list[AbortedTxn] = []
         for seg in self._segments[self._segment_index(start):]:
             entries, complete = seg.txn_index.collect(start, upper_bound)
             found += entries
-            if complete or seg.base_offset >= upper_bound:
+            if complete:
                 break
         return found
 

@@ -162,6 +162,90 @@ def test_transactions_survive_roll_and_reopen_with_the_open_one_still_open(tmp_p
     again.close()
 
 
+def _interleaved_transactions(plog, rnd, producers=4, transactions=40, max_records=400):
+    """Transactions of 1..max_records records from several producers at once,
+    over many rolls, plain records between them, each committed or aborted at
+    random: the values a read_committed reader must see, in log order."""
+    txns = {pid: Txn(plog, pid) for pid in range(1, producers + 1)}
+    sent = {pid: [] for pid in txns}       # this transaction's (offset, value) so far
+    left = {pid: rnd.randint(1, max_records) for pid in txns}
+    visible = []                            # (offset, value) of committed and plain records
+    ended = 0
+    while ended < transactions:
+        pid = rnd.choice(list(txns))
+        n = min(left[pid], rnd.randint(1, 60))
+        values = [b"%d-%d-%d" % (pid, ended, i) + b"." * rnd.randint(0, 40) for i in range(n)]
+        first = txns[pid].send(*values).first_offset
+        sent[pid] += [(first + i, v) for i, v in enumerate(values)]
+        left[pid] -= n
+        if rnd.random() < 0.1:
+            info = plain(plog, b"plain-%d" % ended)
+            visible.append((info.first_offset, b"plain-%d" % ended))
+        if left[pid] == 0:
+            commit = rnd.random() < 0.5
+            txns[pid].end(commit=commit)
+            if commit:
+                visible += sent[pid]
+            sent[pid], left[pid] = [], rnd.randint(1, max_records)
+            ended += 1
+    for pid, t in txns.items():             # end what is still open: abort it
+        if sent[pid]:
+            t.end(commit=False)
+    plog.high_watermark = plog.log_end_offset
+    return sorted(visible)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_aborted_transactions_spanning_many_segments_are_dropped_from_every_start(tmp_path, seed):
+    """Kafka's aborted-transaction search: a transaction is indexed in the
+    segment of its ABORT marker, so a read of an earlier segment must look
+    in later segments' indexes until an entry's LSO proves none can start
+    below its end, not stop at the next segment."""
+    import random
+    plog = PartitionLog.open(str(tmp_path / "t-0"), CONFIG)
+    visible = _interleaved_transactions(plog, random.Random(seed))
+    expect = [v for _, v in visible]
+    assert len(plog.segments) > 20
+    spanning = [a for a in plog.aborted_transactions(0, plog.log_end_offset)
+                if plog._segment_index(a.first_offset) != plog._segment_index(a.last_offset)]
+    assert spanning, "no aborted transaction crossed a roll: the test would be vacuous"
+    assert committed_values(plog) == expect
+    # a reader starting inside a spanning aborted transaction (at a batch's base)
+    for a in spanning[:5]:
+        assert committed_values(plog, a.first_offset) == [v for off, v in visible
+                                                          if off >= a.first_offset]
+        data = plog.read(a.first_offset, 1 << 20, max_offset=plog.last_stable_offset,
+                         collect_aborted=True)
+        assert a in data.aborted_transactions
+    plog.close()
+    again = PartitionLog.open(str(tmp_path / "t-0"), CONFIG)
+    assert committed_values(again) == expect
+    again.close()
+
+
+def test_compaction_drops_an_aborted_transaction_that_spans_segments(tmp_path, clock):
+    config = LogConfig.from_properties({"segment.bytes": 1024, "cleanup.policy": "compact",
+                                        "min.cleanable.dirty.ratio": 0.01})
+    plog = PartitionLog.open(str(tmp_path / "t-0"), config, clock=clock)
+    committer, aborter = Txn(plog, 1), Txn(plog, 2)
+    committer.send(b"committed", key=b"K")
+    committer.end(commit=True)
+    for i in range(20):                        # an aborted transaction over many segments
+        aborter.send(b"aborted-%d" % i + b"." * 60, key=b"A%d" % i)
+    aborter.send(b"aborted-K", key=b"K")       # newer than the committed K
+    aborter.end(commit=False)
+    for i in range(30):                        # fill segments so the above can be cleaned
+        plain(plog, b"filler%d" % i * 20, key=b"F%d" % i)
+    plog.high_watermark = plog.log_end_offset
+    (entry,) = plog.aborted_transactions(0, 1 << 40)
+    assert plog._segment_index(entry.first_offset) < plog._segment_index(entry.last_offset)
+    plog.compact()
+    values = all_values(plog)
+    assert not [v for v in values if v.startswith(b"aborted")]
+    assert b"committed" in values and b"committed" in committed_values(plog)
+    plog.close()
+
+
 def test_recovery_rebuilds_a_lost_transaction_index_from_the_markers(tmp_path):
     directory = str(tmp_path / "t-0")
     plog = PartitionLog.open(directory, CONFIG)
