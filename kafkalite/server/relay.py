@@ -247,3 +247,39 @@ class RelayClient:
 
     def close(self) -> None:
         self.socket.close()
+
+
+class PendingRelay:
+    """The relay of a worker that does not know the supervisor's yet: at
+    start-up the supervisor starts its workers before it binds the relay,
+    and names it with their first assign. A Kafka client may connect
+    before that, and the worker advertises every API of the node from the
+    first connection (requests.KAFKA_APIS), so what the listeners forward
+    waits here, each connection muted as for any relayed request, and goes
+    to the supervisor once it is known (``hand_over``): the client sees a
+    slower first answer, never an error it would take as permanent.
+    At most MAX_WAITING requests wait; a connection whose request would
+    pass that is closed (the client reconnects and retries)."""
+
+    MAX_WAITING = 10_000
+
+    def __init__(self):
+        self._waiting: list[tuple] = []
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    def forward(self, listener, conn, header, payload) -> None:
+        if len(self._waiting) >= self.MAX_WAITING:
+            listener.close_connection(conn, "the broker is starting and holds too many "
+                                            "requests for the supervisor")
+            return
+        self._waiting.append((listener, conn, header, bytes(payload)))
+
+    def hand_over(self, relay: RelayClient) -> None:
+        """Forward what waited, in the order it came (the listener answers
+        a connection's requests in order)."""
+        waiting, self._waiting = self._waiting, []
+        for listener, conn, header, payload in waiting:
+            relay.forward(listener, conn, header, payload)
+

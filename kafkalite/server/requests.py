@@ -260,6 +260,18 @@ def _act_for(ctx: RequestContext, principal: str) -> None:
     ctx.principal = principal
 
 
+# Every API a node serves to Kafka clients: each API the protocol layer
+# has versions of, answered by the process that owns it (a worker relays
+# the supervisor's to it), but the SASL exchange, which the listener
+# answers before a request reaches a dispatcher. Every process advertises
+# all of them from its first connection, as Kafka's brokers do: a worker
+# that told a client less while it waited for its first assignment made
+# librdkafka fail Metadata as unsupported for the connection's life, and
+# transactional producers fatally (_UNSUPPORTED_FEATURE). The supervisor
+# checks at start that its handlers and the workers' are exactly these.
+KAFKA_APIS = frozenset(SUPPORTED_VERSIONS) - {ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
+
+
 def _api_name(api_key) -> str:
     return api_key.name if isinstance(api_key, ApiKey) else f"API {api_key}"
 

@@ -68,6 +68,7 @@ import zmq
 
 from kafkalite import errors
 from kafkalite.errors import KafkaError
+from kafkalite.protocol import ApiKey
 from kafkalite.server.config import ServerConfig
 from kafkalite.server.controller import Controller
 from kafkalite.server.coordinator import GroupCoordinator
@@ -85,7 +86,7 @@ from kafkalite.server.credentials import users_file
 from kafkalite.server.relay import RelayServer
 from kafkalite.server.scram_control import ClusterUsers, FileUsers, ScramControl
 from kafkalite.server.replica_manager import ReplicaManager
-from kafkalite.server.requests import Listener, RequestDispatcher
+from kafkalite.server.requests import KAFKA_APIS, Listener, RequestDispatcher
 from kafkalite.server.acl_control import AclControl, AclStore, PostgresAclStore
 from kafkalite.server.authorizer import (acls_to_json, authorizer_from_config,
                                          warn_if_native_exposed)
@@ -272,6 +273,10 @@ class Supervisor:
         self.quota_control = QuotaControl(quota_store, self.quotas, self, lambda: [
             b.broker_id for b in self.controller.brokers if not b.fenced])
         self.handlers.update(self.quota_control.handlers())
+        served = set(self.handlers) | ReplicaManager.API_KEYS | {ApiKey.API_VERSIONS}
+        if served != KAFKA_APIS:        # a new API with no handler, or one not advertised
+            raise RuntimeError(f"APIs served {sorted(served - KAFKA_APIS)} and advertised "
+                               f"{sorted(KAFKA_APIS - served)} differ (requests.KAFKA_APIS)")
         self.dispatcher = RequestDispatcher("the supervisor", self.handlers,
                                             cluster_apis=self.cluster_apis, stats=stats)
         self.dispatcher.quotas = self.quotas
@@ -407,8 +412,8 @@ class Supervisor:
 
     def cluster_apis(self) -> list:
         """Every API the node serves to Kafka clients: this process's and
-        the workers' (which relay the rest here)."""
-        return sorted(set(self.handlers) | ReplicaManager.API_KEYS)
+        the workers' (which relay the rest here): requests.KAFKA_APIS."""
+        return sorted(KAFKA_APIS)
 
     def _spawn(self, w: WorkerProcess) -> None:
         spawn_worker(w, self.config, self.control_endpoint, self.relay.endpoint,
@@ -599,7 +604,6 @@ class Supervisor:
         self._send_worker(w.index, {"type": "assign", "op": f"start-{w.index}",
                                     "partitions": parts, **endpoints,
                                     "brokers": self.controller.broker_endpoints(),
-                                    "kafka_apis": [int(k) for k in self.cluster_apis()],
                                     "acls": acls_to_json(self.acl_control.acls),
                                     "quotas": self.quota_control.as_json()})
 

@@ -64,10 +64,10 @@ from kafkalite.server.security import listener_security, native_curve
 from kafkalite.server.broker_requests import BrokerRequests
 from kafkalite.server.native_listener import NativeListener
 from kafkalite.server.listeners import kafka_listeners
-from kafkalite.server.relay import RelayClient
+from kafkalite.server.relay import PendingRelay, RelayClient
 from kafkalite.server.replica_fetcher import ReplicaFetcher
 from kafkalite.server.replica_manager import ReplicaManager
-from kafkalite.server.requests import RequestDispatcher
+from kafkalite.server.requests import KAFKA_APIS, RequestDispatcher
 from kafkalite.server.ring_gateway import RingGateway
 
 log = logging.getLogger("kafkalite.worker")
@@ -98,6 +98,7 @@ class Worker:
         self.curve = native_curve(config)   # the server's keys, or None without CURVE
         self.coordinator = None             # BrokerRequests to the transaction coordinator
         self.relay = None                   # RelayClient to the supervisor
+        self._pending_relay = PendingRelay()  # what waits for the relay to be known
         self.replica_manager = ReplicaManager(index, config.data_dir, config.log_config)
         self.peers = BrokerRequests(self.ctx, lambda b: self.fetcher.endpoint_of(b),
                                     f"replica-{index}", timeout_s=PEER_TIMEOUT_S
@@ -112,9 +113,9 @@ class Worker:
         self._next_heartbeat = time.monotonic()
         self.rings = RingGateway(self.replica_manager, self.poller, index)
         # The APIs Kafka clients are told this broker serves: the whole
-        # cluster's (the supervisor sends them with the first assignment),
-        # since what the worker does not serve it relays.
-        self.cluster_apis: list = list(ReplicaManager.API_KEYS)
+        # node's from the first connection, since what the worker does not
+        # serve it relays (held until it knows the relay: PendingRelay).
+        self.cluster_apis: list = sorted(KAFKA_APIS)
         self.metrics = WorkerMetrics(index) if config.metrics_enabled else None
         self.dispatcher = RequestDispatcher(f"worker {index}", self.replica_manager.handlers(),
                                             cluster_apis=lambda: self.cluster_apis,
@@ -212,6 +213,10 @@ class Worker:
             self.relay.attach(self.poller)
             for listener in self.kafka_listeners:      # what KafkaListener(relay=...) does
                 listener.relay = self.relay
+            self._pending_relay.hand_over(self.relay)
+        elif self.relay is None:
+            for listener in self.kafka_listeners:      # until the first assign names it
+                listener.relay = self._pending_relay
 
     # ---- control channel -----------------------------------------------------------------
 
@@ -232,8 +237,6 @@ class Worker:
             self.quotas.set_others(msg["rates"])
         elif kind == "assign":
             self.join_supervisor(msg.get("relay"), msg.get("coordinator"))
-            if "kafka_apis" in msg:
-                self.cluster_apis = [ApiKey(k) for k in msg["kafka_apis"]]
             if "brokers" in msg:
                 self.fetcher.set_endpoints(msg["brokers"])
             results = self.replica_manager.assign(msg["partitions"])
