@@ -1133,6 +1133,12 @@ class GroupCoordinator:
                             for m in cg.members.values()]}
 
     def _list_groups(self, ctx: RequestContext, body: dict):
+        if ctx.relayed_from is not None:
+            # Kafka's ListGroups lists the groups of the broker asked, which
+            # clients ask one by one (list_consumer_groups asks every broker
+            # Metadata names); every group's coordinator is this process
+            # (FindCoordinator), so a worker that relayed the request has none
+            return {"throttle_time_ms": 0, "error_code": NONE, "groups": []}
         states = {s.lower() for s in body.get("states_filter") or ()}
         types = {s.lower() for s in body.get("types_filter") or ()}
         out = []

@@ -107,6 +107,14 @@ def decode_relay_reply(buf) -> tuple[int, int, int, str, int]:
             throttle_ms)
 
 
+def _broker_of(identity: bytes) -> int | None:
+    """The broker id a relaying worker's identity (b"worker-<id>") names."""
+    name = bytes(identity)
+    if name.startswith(b"worker-") and name[7:].isdigit():
+        return int(name[7:])
+    return None
+
+
 class RelayServer:
     """The supervisor's end: a ROUTER its workers connect to (on loopback;
     on ``bind_host``/``advertised_host`` where workers of other nodes of a
@@ -159,6 +167,7 @@ class RelayServer:
             return
         ctx = RequestContext(header, Listener.KAFKA, self, (worker, relay_id), peer=address,
                              principal=principal, listener_name=listener_name)
+        ctx.relayed_from = _broker_of(worker)
         self.dispatcher.dispatch(ctx, body)
 
     # Responder

@@ -109,7 +109,8 @@ class RequestContext:
     from its arrival to its answer, waits in the purgatory included."""
 
     __slots__ = ("header", "listener", "principal", "reply_to", "_responder", "_peer", "answered",
-                 "started", "stats", "amend", "size", "quotas", "handler_s", "listener_name")
+                 "started", "stats", "amend", "size", "quotas", "handler_s", "listener_name",
+                 "relayed_from")
 
     def __init__(self, header: RequestHeader, listener: Listener, responder: Responder, reply_to,
                  *, peer=None, principal: str = ANONYMOUS, size: int = 0,
@@ -136,6 +137,9 @@ class RequestContext:
         self.size = size
         self.quotas = None
         self.handler_s = 0.0
+        # the broker id of the worker that relayed the request here (the
+        # broker the client addressed), or None when it came to this process
+        self.relayed_from = None
 
     @property
     def api_key(self) -> int:
