@@ -779,6 +779,7 @@ class _Sender:
         self.poller.register(producer._wake_r, zmq.POLLIN)
         self.request_timeout = cfg["request.timeout.ms"] / 1000.0
         self.backoff = cfg["retry.backoff.ms"] / 1000.0
+        self.link_retry_at: dict[int, float] = {}  # broker -> when a failed link is tried again
         self.delivery_timeout = cfg["delivery.timeout.ms"] / 1000.0
         self.max_in_flight = max(1, cfg["max.in.flight.requests.per.connection"])
         self.max_request = cfg["max.request.size"]
@@ -829,7 +830,22 @@ class _Sender:
             return node
         if node is not None:
             self._drop_node(node, errors.NotLeaderOrFollowerError("worker moved"))
-        node = self.nodes[node_id] = _Node(node_id, endpoint, self._link(endpoint))
+        now = time.monotonic()
+        if now < self.link_retry_at.get(node_id, 0.0):
+            return None
+        try:
+            link = self._link(endpoint)
+        except KafkaError as exc:
+            # the worker went away while the link was made (a ring's attach
+            # met its kill) or refuses it: what is for it waits, metadata is
+            # asked again, and the link is tried again after a backoff; the
+            # batches fail at delivery.timeout.ms if it never comes, never
+            # the sender thread
+            log.warning("no link to broker %d at %s: %s", node_id, endpoint, exc)
+            self.link_retry_at[node_id] = now + max(self.backoff, 0.05)
+            return None
+        self.link_retry_at.pop(node_id, None)
+        node = self.nodes[node_id] = _Node(node_id, endpoint, link)
         node.link.register(self.poller)
         return node
 
