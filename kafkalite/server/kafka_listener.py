@@ -139,6 +139,7 @@ log = logging.getLogger("kafkalite.kafka")
 MAX_REQUEST_BYTES = 100 * 1024 * 1024   # Kafka's socket.request.max.bytes default
 RECV_CHUNK = 1024 * 1024
 LISTEN_BACKLOG = 128
+ACCEPT_RETRY_S = 0.1                # after accept() failed (EMFILE): accept again then
 TLS_REGION_CHUNK = 256 * 1024       # file region bytes read per TLS write
 # A region this small is read into the answer rather than sent with
 # sendfile, up to this much of one answer (see "Zero copy" above).
@@ -242,7 +243,7 @@ class KafkaListener:
                  local_socket: bool = False):
         self.dispatcher = dispatcher
         self.connection_quotas = connection_quotas     # a ConnectionQuotas, or None
-        self._accept_paused_until = 0.0     # over max_connection_creation_rate until then
+        self._accept_paused_until = 0.0     # over max_connection_creation_rate (or EMFILE) until then
         self.listener_name = listener_name  # its name among the node's listeners (listeners.py)
         self.security = security
         self._auth_failures = RateLimitedLog(log)
@@ -345,8 +346,12 @@ class KafkaListener:
                     break
                 except (BlockingIOError, InterruptedError):
                     continue
-                except OSError as exc:  # EMFILE and the like: keep serving the others
+                except OSError as exc:
+                    # EMFILE and the like: keep serving the connections there
+                    # are, and stop accepting a moment, or the pending one
+                    # makes every poll return at once (a busy loop)
                     self._bad_input.warning("%s: accept failed: %s", self.name, exc)
+                    self._pause_accept(ACCEPT_RETRY_S)
                     return
             else:
                 return
@@ -722,7 +727,8 @@ class KafkaListener:
     # ---- quota throttles ---------------------------------------------------------------------
 
     def _pause_accept(self, seconds: float) -> None:
-        """Accept nothing for ``seconds`` (max_connection_creation_rate)."""
+        """Accept nothing for ``seconds`` (max_connection_creation_rate, or
+        no descriptor for a new connection)."""
         if not self._accept_paused_until and self.poller is not None:
             self._listen(False)
         self._accept_paused_until = time.monotonic() + seconds

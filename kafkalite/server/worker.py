@@ -77,6 +77,8 @@ ISR_CHECK_INTERVAL_S = 0.25
 HEARTBEAT_INTERVAL_S = 0.25      # the supervisor fences a worker whose loop stops beating
 PEER_TIMEOUT_S = 5.0             # a replica fetch the leader did not answer is sent again
 CHECKPOINT_INTERVAL_S = 5.0
+CHORE_WARNING_S = 30.0          # a housekeeping chore that keeps failing is logged this often
+FAILED = object()               # what _chore gives for a chore that failed
 COORDINATOR = -1                 # the supervisor, as BrokerRequests' peer id
 VERIFY_VERSION = 5               # AddPartitionsToTxn with verify_only (false: add, for v2)
 # Answers that mean "the coordinator cannot tell now": the producer is told
@@ -175,6 +177,7 @@ class Worker:
         self._stop = False
         self._next_housekeeping = time.monotonic() + HOUSEKEEPING_INTERVAL_S
         self._next_checkpoint = time.monotonic() + CHECKPOINT_INTERVAL_S
+        self._chore_warned: dict[str, float] = {}  # chore -> when its next failure is logged
         # Who must stay our parent. Given by the supervisor: a worker started
         # just as its supervisor died may already be an orphan here, and
         # os.getppid() would then name init, which never goes away.
@@ -296,17 +299,34 @@ class Worker:
             log.error("worker %d: the supervisor is gone; shutting down", self.index)
             self._stop = True
             return
-        self.rings.housekeeping()
-        self.replica_manager.housekeeping(HOUSEKEEPING_INTERVAL_S)
-        if now >= self._next_checkpoint:
-            self.replica_manager.checkpoint()
+        self._next_housekeeping = now + HOUSEKEEPING_INTERVAL_S
+        # Each chore on its own: one that cannot have a file (EMFILE at the
+        # descriptor limit, ENOSPC) is skipped until the next round and the
+        # others still run; the worker goes on serving what it can.
+        self._chore("rings", self.rings.housekeeping)
+        self._chore("logs", self.replica_manager.housekeeping, HOUSEKEEPING_INTERVAL_S)
+        if now >= self._next_checkpoint and self._chore(
+                "checkpoints", self.replica_manager.checkpoint) is not FAILED:
             self._next_checkpoint = now + CHECKPOINT_INTERVAL_S
         if self.metrics is not None:
-            snapshot = self.metrics.snapshot(self.replica_manager)
-            snapshot["quota_throttles"] = self.quotas.throttle_rows()
-            snapshot["connections_rejected"] = self.connection_quotas.rejected_rows()
-            self._send_control(snapshot)
-        self._next_housekeeping = now + HOUSEKEEPING_INTERVAL_S
+            snapshot = self._chore("metrics", self.metrics.snapshot, self.replica_manager)
+            if snapshot is not FAILED:
+                snapshot["quota_throttles"] = self.quotas.throttle_rows()
+                snapshot["connections_rejected"] = self.connection_quotas.rejected_rows()
+                self._send_control(snapshot)
+
+    def _chore(self, what: str, fn, *args):
+        """``fn(*args)``, or FAILED when it failed for want of a resource (an
+        OSError, or the storage error it became), logged at most every
+        CHORE_WARNING_S per chore."""
+        try:
+            return fn(*args)
+        except (OSError, errors.KafkaStorageError) as exc:
+            now = time.monotonic()
+            if now >= self._chore_warned.get(what, 0.0):
+                log.warning("worker %d: %s skipped: %s", self.index, what, exc)
+                self._chore_warned[what] = now + CHORE_WARNING_S
+            return FAILED
 
     def _kafka_endpoint(self, body: dict, principal: str) -> dict:
         """The ``kafka_endpoint`` extension: where this worker's PLAINTEXT
