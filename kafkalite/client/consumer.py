@@ -449,6 +449,7 @@ class Consumer:
             self._meta.refreshed_at = 0
             return
         refresh = False
+        damaged = []
         for t in body["responses"]:
             for p in t["partitions"]:
                 key = (t["topic"], p["partition_index"])
@@ -456,6 +457,12 @@ class Consumer:
                 if a is None or a.fetch_position != positions.get(key):
                     continue  # unassigned or sought while the fetch was out
                 code = p["error_code"]
+                if code == errors.CorruptRecordError.code:
+                    # the batch at the position is damaged on the broker's
+                    # disk: the application hears it (as from Kafka's own
+                    # consumer) on every read until it seeks past it
+                    damaged.append(f"{key[0]}-{key[1]} at offset {a.fetch_position}")
+                    continue
                 if code == errors.OffsetOutOfRangeError.code:
                     if self._reset == "error":
                         raise errors.OffsetOutOfRangeError(
@@ -486,6 +493,10 @@ class Consumer:
                 self._meta.refresh(sorted({t for t, _ in self._assigned}), False, self._timeout)
             except KafkaError:
                 pass
+        if damaged:
+            raise errors.CorruptRecordError(
+                f"the broker holds a damaged record batch (CRC mismatch) for "
+                f"{', '.join(damaged)}; seek past it to read on")
 
     def _pump(self, timeout: float) -> None:
         """Send fetches, take in responses for up to ``timeout`` seconds (0:

@@ -273,17 +273,9 @@ class Partition:
         """What a consumer may read from ``offset``: committed batches only
         (below the high watermark); read_committed, below the LSO and with
         the aborted transactions the batches may belong to. A read that
-        meets a damaged batch has the log repair it at once and reads again
-        (past the damage, which becomes a gap)."""
-        try:
-            return self._read(offset, max_bytes, min_one_message, read_committed)
-        except errors.KafkaStorageError:
-            if not self.log.repair_damaged():
-                raise
-            return self._read(offset, max_bytes, min_one_message, read_committed)
-
-    def _read(self, offset: int, max_bytes: int, min_one_message: bool,
-              read_committed: bool) -> FetchDataInfo:
+        starts at a batch damaged on disk fails with CORRUPT_MESSAGE (one
+        that meets it further on stops before it): acknowledged records are
+        never skipped in silence."""
         if read_committed:
             return self.log.read(offset, max_bytes, max_offset=self.log.last_stable_offset,
                                  min_one_message=min_one_message, collect_aborted=True)

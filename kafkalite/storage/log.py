@@ -151,8 +151,7 @@ class PartitionLog:
         self.had_clean_shutdown = state.had_clean_shutdown
         self.recovered_segments = state.recovered_segments
         self.truncated_bytes = state.truncated_bytes
-        self.damage: list[str] = list(state.damage or ())   # what recovery or repair dropped
-        self.repairs = 0                                    # damaged segments repaired since open
+        self.damage: list[str] = list(state.damage or ())   # what recovery dropped
         self._unflushed_messages = 0
         self._last_flush_ms = clock()
         self._pending_flushes: list[tuple[concurrent.futures.Future, int]] = []
@@ -466,7 +465,6 @@ class PartitionLog:
         retention, ``flush.ms``, and compaction once the cleanable ratio
         reaches ``min.cleanable.dirty.ratio`` (``cleanup.policy=compact``)."""
         self._check_open()
-        self.repair_damaged()
         self.delete_old_segments()
         self.maybe_flush()
         # The active segment is never cleaned: with only that one there is
@@ -699,45 +697,6 @@ class PartitionLog:
         self._check_open()
         self._poll_flushes(wait=True)
         return LogCleaner(self, **cleaner_options).clean()
-
-    def repair_damaged(self) -> int:
-        """Repair the segments a read found damaged (a bad CRC or batch
-        header in bytes this process did not write): each is recovered as
-        after a crash -- the damaged stretch is cut out, the intact batches
-        after it kept (a gap of offsets), what was dropped reported in
-        ``damage`` -- and the producer state and transaction indexes are
-        reloaded past it. Returns how many segments were repaired."""
-        damaged = [seg for seg in self._segments if seg.damaged]
-        for seg in damaged:
-            self._poll_flushes(wait=True)
-            why = seg.damaged
-            before_end = seg.next_offset
-            cut, scan, rescued = seg.recover(self.leader_epoch_cache.entries)
-            seg.txn_index.truncate_to(seg.next_offset)
-            i = self._segments.index(seg)
-            while rescued is not None:
-                self._segments.insert(i + 1, rescued)
-                self._bases.insert(i + 1, rescued.base_offset)
-                i += 1
-                more, _, rescued = rescued.recover(self.leader_epoch_cache.entries)
-                cut += more
-            what = (f"{seg.path}: repaired after a read found {why}: dropped {cut} bytes from "
-                    f"offset {seg.next_offset} (the segment ended at {before_end})")
-            log.error("%s", what)
-            self.damage.append(what)
-            self.repairs += 1
-            if seg is self._segments[-1] or self._segments[-1].next_offset < self._log_end:
-                self._log_end = self._segments[-1].next_offset
-                self._high_watermark = min(self._high_watermark, self._log_end)
-                self._recovery_point = min(self._recovery_point, self._log_end)
-            # the salvaged batches' ABORT markers need their index entries
-            # in their new segments: replay from the repaired segment on
-            start = seg.base_offset
-            self.producer_state.load(self._segments, self._log_start, self._log_end,
-                                     replay_from=start,
-                                     on_completed=lambda txn: self._reindex_aborted(txn, start))
-            self.checkpoint()
-        return len(damaged)
 
     def _replace_segments(self, start: int, end: int, replacement: LogSegment) -> None:
         """Cleaner hook: the segments with base in [start, end) were swapped

@@ -21,8 +21,13 @@ checks the index entry it starts from against the batch header it points
 at (a wrong entry rebuilds both indexes) and the CRC of every whole batch
 it returns beyond ``verified_end`` (the prefix of the file known good); a
 batch that fails is never served: the read stops before it, or raises
-KafkaStorageError when it is the first, and the segment is reported
-``damaged`` for its log to repair. ``recover`` does not truncate at the
+CorruptRecordError (Kafka's CORRUPT_MESSAGE) when it is the first, and the
+segment is reported ``damaged``. Damage found by a read is never repaired
+away: those records were acknowledged, so their readers get the error
+(and ``kafkalite verify`` names the batch) until a person decides (a
+replica copied again, records deleted, the reader moved past it). Only
+recovery after an unclean stop, of the tail past the recovery point that
+may be torn, cuts bytes. ``recover`` does not truncate at the
 first bad batch when intact batches follow it: it cuts the damaged stretch
 out and hands the rest back as a new segment (``salvaged``).
 
@@ -39,7 +44,7 @@ import os
 import time
 
 from kafkalite._ext.batch_scan import batch_header, find_next_batch, scan_log
-from kafkalite.errors import KafkaStorageError
+from kafkalite.errors import CorruptRecordError, KafkaStorageError
 from kafkalite.record import BATCH_HEADER_SIZE, LOG_OVERHEAD, RecordBatch
 from kafkalite.record.layout import MIN_BATCH_LENGTH, OFF_LENGTH
 from kafkalite.storage.checkpoint import fsync_dir
@@ -494,12 +499,15 @@ class LogSegment:
             self.verified_end = max(self.verified_end, good_end)
         if scan.error is None or (partial and good_end > position):
             return length
+        first = not self.damaged
         self.damaged = f"{scan.error} at position {good_end} of {self.path}"
-        log.error("%s: a read found a damaged batch (%s); it is not served and the partition "
-                  "is marked for repair", self.path, scan.error)
+        if first:
+            log.error("%s: a read found a damaged batch at position %d (%s); it is not served: "
+                      "its readers get CORRUPT_MESSAGE, and `kafkalite verify` names it",
+                      self.path, good_end, scan.error)
         if good_end <= position:
-            raise KafkaStorageError(f"{self.path}: the batch at position {good_end} is damaged "
-                                    f"({scan.error}); the partition is being repaired")
+            raise CorruptRecordError(f"{self.path}: the batch at position {good_end} is damaged "
+                                     f"({scan.error})")
         return good_end - position
 
     def find_offset_by_timestamp(self, timestamp: int,

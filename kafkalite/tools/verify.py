@@ -4,7 +4,8 @@ For every partition directory (``<topic>-<N>``) it checks:
 
 - every segment ``.log``: each batch's length, magic, CRC and offsets with
   ``scan_log`` (``--deep`` also decompresses and decodes every record),
-  naming the file and position where the valid data ends;
+  naming each damaged batch (file, position, the offsets it held, where
+  intact batches resume) and where an invalid tail begins;
 - consecutive segments do not overlap: every offset of a segment is below
   the next segment's base offset (and, via ``scan_log``, at or above its own);
 - every ``.index`` entry (offset, position) names a batch that starts at
@@ -43,7 +44,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from kafkalite._ext.batch_scan import scan_log
+from kafkalite._ext.batch_scan import find_next_batch, scan_log
 from kafkalite.record import layout
 from kafkalite.storage.checkpoint import PARTITION_CHECKPOINT
 from kafkalite.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT
@@ -316,19 +317,50 @@ def _check_segment(seg: _Segment, following: _Segment | None, deep: bool,
             report.batches += scan.batch_count
             report.records += scan.record_count
             report.bytes += size
-            if scan.error:
-                report.error(f"{seg.log}: {scan.error}; the {size - valid:,} bytes from "
-                             f"position {valid} to the end of the file are not valid batches")
             if scan.batch_count:
                 seg.first_offset = scan.first_offset
                 seg.next_offset = scan.next_offset
                 seg.last_offset = scan.next_offset - 1
+            if scan.error:
+                _report_damage(seg, mapped, scan, size, deep, report)
             # ... then the valid batches' headers against the indexes and the next segment.
             _check_indexes(seg, mapped, valid, size, bool(scan.error),
                            following.base if following is not None else None,
                            offset_entries, time_entries, report)
     finally:
         os.close(fd)
+
+
+def _report_damage(seg: _Segment, mapped, scan, size: int, deep: bool, report: Report) -> None:
+    """Name each damaged stretch of the segment: where it lies, which offsets
+    it holds (a damaged batch's records are unreadable, and readers get
+    CORRUPT_MESSAGE there), and where intact batches resume; or, when none
+    follow, the invalid tail (what a crash leaves, and recovery cuts)."""
+    valid, error = scan.valid_bytes, scan.error
+    next_offset = scan.next_offset if scan.batch_count else seg.base
+    while True:
+        resume = find_next_batch(mapped, valid + 1, next_offset)
+        if resume < 0:
+            report.error(f"{seg.log}: {error}; the {size - valid:,} bytes from position "
+                         f"{valid} to the end of the file are not valid batches")
+            return
+        resumed = scan_log(mapped, start=resume, min_offset=next_offset, verify_crc=True,
+                           deep=deep)
+        first = resumed.first_offset
+        held = (f"offset {next_offset} is" if first - 1 == next_offset
+                else f"offsets {next_offset} to {first - 1} are")
+        report.error(f"{seg.log}: damaged batch at position {valid} ({error}): {held} "
+                     f"unreadable (readers get CORRUPT_MESSAGE there); intact batches resume "
+                     f"at position {resume}, offset {first}")
+        report.batches += resumed.batch_count
+        report.records += resumed.record_count
+        if seg.first_offset < 0:
+            seg.first_offset = first
+        seg.next_offset = resumed.next_offset
+        seg.last_offset = resumed.next_offset - 1
+        if not resumed.error:
+            return
+        valid, error, next_offset = resumed.valid_bytes, resumed.error, resumed.next_offset
 
 
 def _load_index(path: str | None, kind: str, base: int, report: Report) -> list:

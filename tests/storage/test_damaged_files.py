@@ -6,8 +6,8 @@
   are rebuilt and the read is right;
 - a batch whose CRC fails, in a segment opened after a clean shutdown (not
   rescanned), is not served: the read stops before it, or fails with
-  KAFKA_STORAGE_ERROR when it is the first; housekeeping repairs the
-  segment, dropping that batch only;
+  CORRUPT_MESSAGE when it is the first; nothing cuts it out (its records
+  were acknowledged: readers get the error until a person decides);
 - one flipped byte in the active segment, then a crash: recovery drops the
   batch it hit and keeps every intact batch after it;
 - with flush.messages=1, the directory entry of a new segment is durable
@@ -109,7 +109,7 @@ def test_an_index_entry_into_the_middle_of_a_batch_is_caught_and_rebuilt(tmp_pat
     plog.close()
 
 
-def test_a_batch_with_a_bad_crc_is_never_served_and_is_repaired(tmp_path):
+def test_a_batch_with_a_bad_crc_is_never_served_nor_repaired_away(tmp_path):
     directory = str(tmp_path / "t-0")
     records = build(directory)
     path = os.path.join(directory, "%020d.log" % 0)
@@ -120,25 +120,28 @@ def test_a_batch_with_a_bad_crc_is_never_served_and_is_repaired(tmp_path):
         byte = f.read(1)[0]
         f.seek(pos + size - 3)
         f.write(bytes([byte ^ 0x55]))
+    length = os.path.getsize(path)
     plog = PartitionLog.open(directory, CONFIG)
     assert plog.had_clean_shutdown and plog.recovered_segments == 0
     # a read from before the bad batch stops in front of it...
     got = plog.read(0, 1 << 20)
     assert got.region.position + got.region.length == pos
-    # ...and one starting at it is refused, not served
-    with pytest.raises(errors.KafkaStorageError):
+    # ...and one starting at it is refused with Kafka's CORRUPT_MESSAGE
+    with pytest.raises(errors.CorruptRecordError, match=f"position {pos}"):
         plog.read(base, 1 << 20)
     assert plog.segments[0].damaged
-    plog.housekeeping()                           # repairs
-    assert plog.repairs == 1 and plog.damage
-    lost = set(range(base, last + 1))
-    assert read_all(plog) == [r for r in records if r[0] not in lost]
-    assert verify_segments(plog, contiguous=False) == []
-    end = plog.log_end_offset
-    assert plog.append(batch([b"after"])).first_offset == end
+    # acknowledged records are never cut out behind the readers' backs:
+    # housekeeping leaves the segment, the read after it fails the same way
+    plog.housekeeping()
+    with pytest.raises(errors.CorruptRecordError):
+        plog.read(base, 1 << 20)
+    assert read_all(plog, start=last + 1) == [r for r in records if r[0] > last]
+    assert plog.log_end_offset == records[-1][0] + 1 and not plog.damage
     plog.close()
+    assert os.path.getsize(path) == length
     again = PartitionLog.open(directory, CONFIG)
-    assert read_all(again)[:-1] == [r for r in records if r[0] not in lost]
+    with pytest.raises(errors.CorruptRecordError):
+        again.read(base, 1 << 20)
     again.close()
 
 
