@@ -41,6 +41,10 @@ log = logging.getLogger("kafkalite.consumer")
 
 UNJOINED, JOINING, SYNCING, STABLE = "unjoined", "joining", "syncing", "stable"
 _SUBSCRIPTION_VERSION = 2
+# how often the leader looks again for a subscribed topic that does not
+# exist yet (the Java client refreshes metadata for a missing topic within
+# its retry backoff; metadata.max.age.ms, 5 minutes, is far too long)
+MISSING_TOPIC_RECHECK_S = 1.0
 
 
 @dataclass
@@ -80,6 +84,11 @@ class GroupMembership:
         self.subscription: list[str] = []        # as given: names and '^' patterns
         self.topics: list[str] = []              # the names it currently matches
         self._topics_checked = 0.0
+        # the leader's: (topics the group subscribes to, their partition counts)
+        # as of its last assignment, and when it last compared them
+        self._assigned_counts: tuple[list, dict] | None = None
+        self._counts_checked = 0.0
+        self.auto_create_topics = bool(cfg.get("allow.auto.create.topics", False))
         self._conn: Connection | None = None
         self._pending: dict[int, tuple] = {}     # correlation id -> (kind, context)
         self._rejoin = False                      # set by the heartbeat thread
@@ -241,6 +250,8 @@ class GroupMembership:
                 self.state = UNJOINED
             elif self.state == SYNCING:
                 self._rejoin = True    # the sync answer may predate the new rebalance
+        if self.state == STABLE and self._leader_counts_changed():
+            self.state = UNJOINED
         if (self.subscription and any(t.startswith("^") for t in self.subscription)
                 and time.monotonic() - self._topics_checked > self.metadata_max_age):
             matched = self._matching_topics()
@@ -255,6 +266,38 @@ class GroupMembership:
                 return Change(revoke=sorted(owned))
             self._send_join(owned)
         return self._take_responses(owned)
+
+    def _leader_counts_changed(self) -> bool:
+        """The leader's watch (Kafka's ConsumerCoordinator does the same): the
+        partition counts of the topics the group subscribes to, against those
+        it last assigned, every metadata.max.age.ms, or every
+        MISSING_TOPIC_RECHECK_S while one of them does not exist yet (a sink
+        subscribed before its topic is made must see it soon after). A
+        change (a topic made, partitions added) is a new rebalance."""
+        if self.member_id != self.leader_id or self._assigned_counts is None:
+            return False
+        wanted, counts = self._assigned_counts
+        now = time.monotonic()
+        every = (self.metadata_max_age if len(counts) == len(wanted)
+                 else min(self.metadata_max_age, MISSING_TOPIC_RECHECK_S))
+        if now - self._counts_checked < every:
+            return False
+        self._counts_checked = now
+        try:
+            now_counts = self._partition_counts(wanted)
+        except KafkaError as exc:
+            log.debug("group %s: metadata for the leader's watch failed: %s", self.group_id, exc)
+            return False
+        if now_counts == counts:
+            return False
+        log.info("group %s: the subscribed topics changed (%s -> %s partitions); rebalancing",
+                 self.group_id, counts, now_counts)
+        return True
+
+    def _partition_counts(self, topics: list[str]) -> dict:
+        self._meta.refresh(topics, self.auto_create_topics, self.request_timeout)
+        return {t: len(self._meta.topics[t].partitions) for t in topics
+                if t in self._meta.topics and self._meta.topics[t].partitions}
 
     def _subscription_metadata(self, owned) -> bytes:
         return encode_subscription(_SUBSCRIPTION_VERSION, {
@@ -355,11 +398,9 @@ class GroupMembership:
                 [(o["topic"], p) for o in s.get("owned_partitions") or () for p in o["partitions"]],
                 s.get("generation_id", -1), m.get("group_instance_id")))
         wanted = sorted({t for s in subs for t in s.topics})
-        counts = {}
-        if wanted:
-            self._meta.refresh(wanted, False, self.request_timeout)
-            counts = {t: len(self._meta.topics[t].partitions) for t in wanted
-                      if t in self._meta.topics}
+        counts = self._partition_counts(wanted) if wanted else {}
+        self._assigned_counts = (wanted, counts)
+        self._counts_checked = time.monotonic()
         fn = ASSIGNORS[self.protocol][0]
         result = fn(subs, counts)
         version = 1 if self.cooperative else 0
