@@ -62,6 +62,7 @@ class WorkerProcess:
     remote: bool = False            # another node's (a cluster): not this process's child
     host: str | None = None         # a remote worker's advertised host
     rack: str | None = None         # a remote worker's node
+    start_covers: int = 0           # the last controller change its start assign carried
     # {Kafka listener name: [advertised host or None, port]} (listeners.py)
     kafka_listeners: dict = field(default_factory=dict)
 

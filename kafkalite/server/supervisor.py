@@ -141,6 +141,7 @@ class Supervisor:
         self.poller = zmq.Poller()
         self.pending: dict[int, PendingChange] = {}
         self._changes = itertools.count(1)
+        self._last_change = 0           # the last change sent (send)
         self._stop = False
         self._lock_fd = -1
         self._ingest_restart_at = 0.0
@@ -497,7 +498,7 @@ class Supervisor:
         self.control.send_multipart([b"worker-%d" % index, json.dumps(msg).encode()])
 
     def send(self, by_broker: dict[int, dict], on_done, timeout_ms: int) -> None:
-        change = next(self._changes)
+        change = self._last_change = next(self._changes)
         self.pending[change] = PendingChange(set(by_broker), on_done,
                                              time.monotonic() + max(timeout_ms, 1) / 1000.0)
         for index, msg in by_broker.items():
@@ -553,6 +554,7 @@ class Supervisor:
             if isinstance(op, str) and op == f"start-{w.index}":
                 w.crashes_in_a_row = 0
                 self.controller.partitions_opened(msg.get("results", []))
+                self._release_pending(w.index, msg.get("results", []), w.start_covers)
                 self.controller.unfence_broker(w.index)
                 if self.controller.gone:
                     self._metadata_action(f"elect with worker {w.index}",
@@ -586,8 +588,25 @@ class Supervisor:
         transaction markers waiting on its answer are sent again at once
         (to the new leader) instead of after their timeout."""
         self.markers.broker_gone(w.index)
+        self._release_pending(w.index, [])
         self._metadata_action(f"fence worker {w.index}", self.controller.fence_broker,
                               w.index, elect)
+
+    def _release_pending(self, index: int, results: list, up_to: int | None = None) -> None:
+        """Changes sent to worker ``index`` that its process will never
+        answer: it died, or a new process of it registered and was sent
+        everything it hosts with its start (``results``: what that start
+        opened; ``up_to``: the last change made before that start was sent,
+        the ones it covers). The metadata holds the change either way:
+        waiting on for the old process's answer ended in REQUEST_TIMED_OUT
+        for a topic that was created."""
+        for op, pend in list(self.pending.items()):
+            if index in pend.waiting and (up_to is None or op <= up_to):
+                pend.waiting.discard(index)
+                pend.results.extend(results)
+                if not pend.waiting:
+                    del self.pending[op]
+                    pend.on_done(pend.results, False)
 
     def _register(self, w: WorkerProcess, pid: int) -> None:
         if w.pid != pid:                 # that process died while this waited
@@ -601,6 +620,7 @@ class Supervisor:
         endpoints = {} if w.remote else {
             "relay": self.relay.endpoint,
             "coordinator": f"tcp://{self._local_host()}:{self.native.port}"}
+        w.start_covers = self._last_change     # the changes its start carries
         self._send_worker(w.index, {"type": "assign", "op": f"start-{w.index}",
                                     "partitions": parts, **endpoints,
                                     "brokers": self.controller.broker_endpoints(),

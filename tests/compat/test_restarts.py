@@ -21,6 +21,7 @@ import time
 
 import confluent_kafka as ck
 import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
 from compat_helpers import KafkaWire, create_topic
 
 from harness import ServerProcess, free_port, pid_alive, wait_until
@@ -191,3 +192,24 @@ def test_transactional_and_idempotent_producers_live_through_restarts(fixed_serv
         for t in threads:
             t.join(120)
     assert not failures, failures[:5]
+
+
+def test_topics_created_while_a_worker_restarts_are_created_not_timed_out(own_server,
+                                                                          topic_name):
+    """CreateTopics answered while a worker dies and comes back: the topics
+    are in the metadata, so the answer is success (it said REQUEST_TIMED_OUT
+    after the request's timeout, waiting for the dead process to confirm)."""
+    admin = AdminClient({"bootstrap.servers": own_server.kafka_bootstrap})
+    for round_ in range(3):
+        old = own_server.worker_pid(1)
+        os.kill(old, signal.SIGKILL)
+        names = [f"{topic_name}-{round_}-{i}" for i in range(3)]
+        started = time.monotonic()
+        futures = admin.create_topics([NewTopic(n, 4, 1) for n in names],
+                                      operation_timeout=20, request_timeout=30)
+        for name, f in futures.items():
+            f.result(40)                # raises on REQUEST_TIMED_OUT
+        assert time.monotonic() - started < 15
+        own_server.wait_for_worker_restart(1, old)
+    listed = admin.list_topics(timeout=10).topics
+    assert all(f"{topic_name}-{r}-{i}" in listed for r in range(3) for i in range(3))
