@@ -101,6 +101,10 @@ def group_name(topic_name):
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
+        # items that are not test functions (a module skipped at collection,
+        # as tests/spark is without Java) have no fixtures and no markers to add
+        if not isinstance(item, pytest.Function):
+            continue
         if "spark" in item.fixturenames:
             # one SparkSession (a JVM) for the run, not one per xdist worker
             item.add_marker(pytest.mark.xdist_group("spark"))
