@@ -40,7 +40,9 @@ those (Flink's Kafka sink commits after a restart the same way).
   written every marker (CompleteCommit), so the output is visible to
   read_committed readers when the write returns. If a check fails, or on
   ``abort`` (a failed task or job), the driver fences every open
-  transaction of the job: nothing of it becomes visible.
+  transaction of the job: nothing of it becomes visible. ``abort`` keeps
+  fencing what opens for a few seconds more (ABORT_SETTLE_S), because a task
+  Spark cancelled runs on in its Python worker until that is killed.
 - Streaming replays: each task's transaction also commits, as a consumer
   group offset (group = the transactional id, partition 0 of the ``topic``
   option's topic, offset = batch id + 1), that its Spark partition of the
@@ -115,6 +117,12 @@ TXN_REQUEST_TIMEOUT_S = 120.0
 # how long the driver waits for committed transactions' markers
 VISIBLE_TIMEOUT_S = 120.0
 DESCRIBE_POLL_S = 0.02
+# How long a job's abort keeps watching its ids after fencing them: a task
+# Spark cancelled keeps running in its Python worker until the worker is
+# killed (spark.python.task.killTimeout, 2 s by default), and one that took
+# its id after the fence opens a transaction the fence did not see.
+ABORT_SETTLE_S = 5.0
+ABORT_SETTLE_POLL_S = 0.25
 # Spark's local properties of a streaming query's tasks
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
@@ -483,6 +491,15 @@ def abort_transactions(o: opt.SinkOptions, run_id: str | None, messages) -> None
             # hold read_committed readers until transaction.timeout.ms
             for tid in sorted(tids):
                 coordinator.fence(tid)
+            # a cancelled task that reached init_transactions after the fence
+            # takes the id back and may begin a transaction, then dies with its
+            # Python worker: fence again whatever is open until the cancelled
+            # tasks are gone, or read_committed readers of its partitions wait
+            # for transaction.timeout.ms (15 minutes)
+            deadline = time.monotonic() + ABORT_SETTLE_S
+            while time.monotonic() < deadline:
+                time.sleep(ABORT_SETTLE_POLL_S)
+                coordinator.abort_open(sorted(tids))
 
 
 def _task():

@@ -11,6 +11,7 @@ two phases directly -- ``write_transactional`` as a task would,
 ``commit_transactions`` as the driver -- against the real server."""
 import glob
 import os
+import threading
 import time
 
 import pyarrow as pa
@@ -19,8 +20,8 @@ import pytest
 from conftest import create, writer
 from kafkalite.client import Consumer, Producer, TopicPartition
 from kafkalite_spark import options as opt
-from kafkalite_spark.sink import (TransactionLostError, commit_transactions,
-                                  write_transactional)
+from kafkalite_spark.sink import (TransactionLostError, abort_transactions,
+                                  commit_transactions, write_transactional)
 
 N = 2000
 
@@ -159,6 +160,29 @@ def test_a_task_failing_mid_write_releases_its_partitions_at_once(server):
     assert len(read_values(server, topic, 1, "read_uncommitted")) == 30
     assert not open_transactions_hold(server, topic, 1), "its transaction was aborted"
     assert read_values(server, topic, 1) == []
+
+
+def test_a_cancelled_task_that_opens_its_transaction_after_the_jobs_abort_is_aborted(server):
+    # A job fails; Spark cancels a task still starting and calls abort, which
+    # fences the job's ids. The cancelled task's Python worker reaches
+    # init_transactions after that fence, writes, and is killed before it can
+    # end its transaction (what a loaded CI run did): without the abort's
+    # second look, the partitions' last stable offset stayed behind that
+    # transaction for transaction.timeout.ms and the retried job was invisible.
+    topic = "spark-eo-late-task"
+    create(server, topic, 1)
+    o = sink_options(server, topic)
+    aborting = threading.Thread(target=abort_transactions, args=(o, "job-late", [None, None]))
+    aborting.start()
+    time.sleep(0.5)                             # the abort's first fences are done
+    late = write_transactional(o, rows(expected(40)), "job-late", 1)
+    assert late.open
+    aborting.join(60)
+    assert not aborting.is_alive()
+    assert not open_transactions_hold(server, topic, 1), "the late task's transaction is aborted"
+    assert read_values(server, topic, 1) == []
+    with pytest.raises(TransactionLostError):
+        commit_transactions(o, [late])
 
 
 def test_a_micro_batch_replayed_after_a_crash_in_the_middle_of_commit(server):
