@@ -24,10 +24,10 @@ PRODUCE = {"transactional_id": "tx-1", "acks": -1, "timeout_ms": 1500, "topic_da
     {"name": "orders", "partition_data": [{"index": 0, "records": b"\x00" * 40},
                                           {"index": 1, "records": b"r" * 9}]}]}
 FETCH_REQUEST = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "cluster_id": "kl", "rack_id": "r1",
-                 "topics": [{"topic": "orders", "topic_id": uuid.uuid4(), "partitions": [
+                 "topics": [{"topic": "orders", "topic_id": uuid.UUID(int=0x5EED_0001), "partitions": [
                      {"partition": 0, "fetch_offset": 42, "partition_max_bytes": 1 << 20}]}],
                  "forgotten_topics_data": [{"topic": "old", "partitions": [1, 2, 3]}]}
-METADATA = {"topics": [{"name": "orders"}, {"name": None, "topic_id": uuid.uuid4()}],
+METADATA = {"topics": [{"name": "orders"}, {"name": None, "topic_id": uuid.UUID(int=0x5EED_0002)}],
             "include_topic_authorized_operations": True}
 JOIN_GROUP = {"group_id": "g", "session_timeout_ms": 10000, "member_id": "", "group_instance_id": None,
               "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b"\x00\x01abc"}]}
