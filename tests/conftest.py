@@ -99,6 +99,7 @@ def group_name(topic_name):
     return "g" + topic_name[1:]
 
 
+@pytest.hookimpl(tryfirst=True)     # before xdist's, which reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         # items that are not test functions (a module skipped at collection,
@@ -108,6 +109,12 @@ def pytest_collection_modifyitems(config, items):
         if "spark" in item.fixturenames:
             # one SparkSession (a JVM) for the run, not one per xdist worker
             item.add_marker(pytest.mark.xdist_group("spark"))
+        elif item.get_closest_marker("xdist_group") is None:
+            # a module's tests run in one xdist worker, in their order: its
+            # module-scoped servers start once, and a test may build on what
+            # an earlier one of its module left (a topic, a killed node)
+            item.add_marker(pytest.mark.xdist_group(
+                item.path.relative_to(config.rootpath).as_posix()))
         parts = item.path.relative_to(config.rootpath / "tests").parts
         if item.get_closest_marker("processes") is not None:
             continue
