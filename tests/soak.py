@@ -32,7 +32,7 @@ SETTINGS: dict[str, tuple[float, float, str]] = {
     "KAFKALITE_PARTITION_ROUNDS": (1, 10,
                                    "network cuts of a cluster node (tests/server/test_cluster_partitions.py)"),
     "KAFKALITE_CLUSTER_KILLS": (2, 20, "node kills of a cluster (tests/server/test_cluster_nodes.py)"),
-    "KAFKALITE_SHARE_RECORDS": (3000, 30_000,
+    "KAFKALITE_SHARE_RECORDS": (1000, 30_000,
                                 "records through share groups (tests/server/test_share_groups.py)"),
     "KAFKALITE_PRODUCER_FAULT_SECONDS": (4, 300,
                                          "seconds of producer faults (tests/client/test_producer_faults.py)"),
@@ -41,7 +41,7 @@ SETTINGS: dict[str, tuple[float, float, str]] = {
     "KAFKALITE_STREAMS_WORKER_KILLS": (2, 20,
                                        "kill -9 of partition workers under Streams "
                                        "(tests/streams/test_streams_worker_kills.py)"),
-    "KAFKALITE_CDC_TXNS": (90, 1000, "PostgreSQL transactions through CDC (tests/connect/test_connect_cdc.py)"),
+    "KAFKALITE_CDC_TXNS": (30, 1000, "PostgreSQL transactions through CDC (tests/connect/test_connect_cdc.py)"),
     "ICEBERG_FAILOVER_ROWS": (200, 20_000,
                               "rows per wave of the Iceberg failover (tests/connect/test_connect_iceberg_distributed.py)"),
     "ICEBERG_EOS_RECORDS": (1200, 10_000,

@@ -18,7 +18,7 @@ FIGURES = ["consume", "consume_batch", "consume_gc", "poll", "produce", "produce
 def test_quick_run_reports_every_figure(tmp_path, transport):
     out = tmp_path / "out"
     r = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_client_paths.py"),
-                        "--quick", "--records", "3000", "--before", str(REPO),
+                        "--quick", "--records", "1000", "--before", str(REPO),
                         "--transport", transport,
                         "--output-dir", str(out), "--work-dir", str(tmp_path / "work")],
                        capture_output=True, text=True, timeout=300)

@@ -17,7 +17,9 @@ REPO = Path(__file__).resolve().parents[2]
 def test_quick_run_reports_every_figure(tmp_path):
     out = tmp_path / "out"
     r = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_cluster.py"),
-                        "--quick", "--output-dir", str(out), "--work-dir", str(tmp_path / "work")],
+                        # the smallest run that still prints every figure
+                        "--quick", "--seconds", "0.3", "--commits", "20",
+                        "--output-dir", str(out), "--work-dir", str(tmp_path / "work")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     figures = json.loads((out / "results.json").read_text())["figures"]

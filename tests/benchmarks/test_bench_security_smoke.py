@@ -16,7 +16,7 @@ FIGURES = [f"{p}_{k}_records_per_s" for k in ("produce", "consume")
 def test_quick_run_reports_every_figure(tmp_path):
     out = tmp_path / "out"
     r = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_security.py"),
-                        "--quick", "--records", "2000", "--output-dir", str(out),
+                        "--quick", "--records", "1000", "--output-dir", str(out),
                         "--work-dir", str(tmp_path / "work")],
                        capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]

@@ -13,7 +13,10 @@ REPO = Path(__file__).resolve().parents[2]
 def test_quick_run_reports_every_figure(tmp_path):
     out = tmp_path / "out"
     r = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_transactions.py"),
-                        "--quick", "--output-dir", str(out), "--work-dir", str(tmp_path / "work")],
+                        # the smallest run that still prints every figure (10,000
+                        # records: every tenth transaction of 1,000 is aborted)
+                        "--quick", "--seconds", "0.3", "--records", "10000", "--commits", "10",
+                        "--output-dir", str(out), "--work-dir", str(tmp_path / "work")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     doc = json.loads((out / "results.json").read_text())

@@ -1,4 +1,4 @@
-"""The ``kafkalite bench`` harness end to end: a tiny workload (about a second
+"""The ``kafkalite bench`` harness end to end: a tiny workload (half a second
 per driver) runs on every driver that can run here through the CLI, and the
 report files come out (JSON that parses with a result per driver, a
 Markdown row per driver, non-empty PNGs); a bad workload file is refused
@@ -11,12 +11,11 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from harness import processes_with
+from harness import processes_with, run_cli, wait_until
 from kafkalite.bench import DRIVER_NAMES, WorkloadError, load_workload
 from kafkalite.bench.drivers import driver_class
 
@@ -32,8 +31,8 @@ producersPerTopic: 1
 subscriptionsPerTopic: 1
 consumerPerSubscription: 1
 producerRate: 2000
-warmupDurationSeconds: 0.3
-testDurationSeconds: 1
+warmupDurationSeconds: 0.1
+testDurationSeconds: 0.5
 """
 
 
@@ -52,6 +51,9 @@ def tiny_run(tmp_path_factory):
     return proc, out, work
 
 
+# the two tests of the one run on one xdist worker: each worker that gets
+# one would run the whole thing for itself
+@pytest.mark.xdist_group("bench-harness-tiny-run")
 def test_every_available_driver_runs_the_workload(tiny_run):
     proc, out, _ = tiny_run
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
@@ -79,6 +81,7 @@ def test_every_available_driver_runs_the_workload(tiny_run):
         assert any(r["series"]["publish"]) and any(r["series"]["consume"]), name
 
 
+@pytest.mark.xdist_group("bench-harness-tiny-run")
 def test_report_files(tiny_run):
     proc, out, work = tiny_run
     md = (out / "results.md").read_text()
@@ -90,10 +93,8 @@ def test_report_files(tiny_run):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     # no server, client process or data directory is left behind
     assert not any(work.iterdir())
-    deadline = time.monotonic() + 5
-    while processes_with(str(work)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not processes_with(str(work))
+    wait_until(lambda: not processes_with(str(work)), 5,
+               lambda: f"no process left: {processes_with(str(work))}", interval=0.1)
 
 
 @pytest.mark.parametrize("text, field", [
@@ -122,9 +123,9 @@ def test_bad_workload_names_the_field(tmp_path, text, field):
 def test_cli_refuses_a_bad_workload_with_one_line(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text(TINY.replace("messageSize: 128", "messageSize: -1"))
-    proc = _cli(str(path), "--out", str(tmp_path / "out"))
+    proc = run_cli("bench", path, "--out", tmp_path / "out")
     assert proc.returncode == 1
-    lines = proc.stderr.strip().splitlines()
+    lines = proc.stderr.decode().strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("kafkalite bench: workload ") and "'messageSize'" in lines[0]
     assert not (tmp_path / "out").exists()       # nothing ran

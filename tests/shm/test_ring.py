@@ -282,7 +282,9 @@ KILL_ROUNDS = setting("KAFKALITE_RING_KILL_ROUNDS")
 
 
 @pytest.mark.processes
+@pytest.mark.slow
 def test_worker_kill_9_mid_stream_loses_nothing_and_a_new_worker_drains_the_rest(worker_proc):
+    """KAFKALITE_RING_KILL_ROUNDS kills (tests/soak.py: 2, 50 under tools/soak)."""
     rng = random.Random(0x5EED)
     ring = ProducerRing.create(SMALL)
     appended, acked = {}, {}

@@ -207,7 +207,9 @@ def test_crash_at_each_step_of_a_cleaning_leaves_a_valid_complete_log(tmp_path, 
 
 
 @pytest.mark.processes
+@pytest.mark.slow
 def test_kill_9_during_cleaning_at_random_moments(tmp_path):
+    """KAFKALITE_CLEANER_KILLS kills (tests/soak.py: 3, 100 under tools/soak)."""
     rng = random.Random(5)
     for trial in range(setting("KAFKALITE_CLEANER_KILLS")):
         directory = str(tmp_path / f"kill{trial}-0")
@@ -216,7 +218,7 @@ def test_kill_9_during_cleaning_at_random_moments(tmp_path):
                                  directory, str(rng.choice([10, 1000000]))],
                                 stdout=subprocess.PIPE, env=child_env())
         assert proc.stdout.readline().startswith(b"cleaning")
-        time.sleep(rng.uniform(0, 0.15))
+        time.sleep(rng.uniform(0, 0.15))    # a random moment of the cleaning
         proc.kill()
         proc.wait()
         plog = PartitionLog.open(directory, cleaner_child.CONFIG)

@@ -299,7 +299,9 @@ CRASHES = setting("KAFKALITE_PRODUCER_CRASHES")
 
 
 @pytest.mark.processes
+@pytest.mark.slow
 def test_producer_state_survives_kill_9_at_random_moments(tmp_path):
+    """KAFKALITE_PRODUCER_CRASHES kills (tests/soak.py: 3, 100 under tools/soak)."""
     directory = tmp_path / "p-0"
     config = LogConfig.from_properties({"segment.bytes": 16 * 1024, "retention.ms": -1})
     rng = random.Random(1234)

@@ -1,8 +1,9 @@
 """Recovery: kill -9 at random moments, damaged segments, clean shutdown.
 
-KAFKALITE_CRASH_ITERATIONS (default 50) sets how many times the crash test
-kills its writer; KAFKALITE_DAMAGE_TRIALS (default 200) how many damaged
-copies the damage test recovers. Raise both for a soak run.
+KAFKALITE_CRASH_ITERATIONS sets how many times the crash test kills its
+writer, KAFKALITE_DAMAGE_TRIALS how many damaged copies the damage test
+recovers (tests/soak.py: 3 and 50 by default, 500 and 2,000 under
+tools/soak).
 """
 import os
 import random
@@ -58,7 +59,7 @@ def test_kill_9_at_random_moments_loses_no_acknowledged_record(tmp_path):
             ready = proc.stdout.readline().split()
             assert ready and ready[0] == b"ready", ready
             assert int(ready[1]) > acked, "the writer's recovery lost acknowledged records"
-            time.sleep(rng.uniform(0.0, 0.06))
+            time.sleep(rng.uniform(0.0, 0.06))      # a random moment of its writing
         finally:
             proc.kill()
             rest = proc.stdout.read()
@@ -113,6 +114,7 @@ def _template(tmp_path):
     return directory, os.path.basename(active.path), positions, before
 
 
+@pytest.mark.slow
 def test_damaged_active_segment_keeps_every_intact_batch(tmp_path):
     """A torn tail loses only the torn batch; a flipped byte loses only the
     batch it hit: the batches after it are kept (a gap of offsets is left,
