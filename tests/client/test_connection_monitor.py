@@ -64,12 +64,15 @@ def test_unread_events_of_a_link_retrying_a_dead_worker_do_not_stall_the_context
     ctx = fast_retrying_context()
     conn = Connection(dead_endpoint(), "test", ctx, watch=True)
     try:
-        time.sleep(4)               # thousands of retries, none of their events read
+        # thousands of retries, none of their events read: time is the subject
+        # (a queue limited to libzmq's default 1,000 stalled the context after
+        # 3 s here, not after 2 s)
+        time.sleep(4)
         assert context_still_moves_messages(ctx)
         assert not conn.alive()
         # seen dead: its events stop and those queued are dropped, so
         # nothing piles up until it is closed
-        time.sleep(0.5)
+        time.sleep(0.5)             # no event may come meanwhile
         assert not conn._monitor.poll(0)
     finally:
         conn.close()
@@ -81,7 +84,7 @@ def test_closing_links_to_dead_workers_does_not_stall_the_context():
     ctx = fast_retrying_context()
     for _ in range(200):
         conn = Connection(dead_endpoint(), "test", ctx, watch=True)
-        time.sleep(0.003)
+        time.sleep(0.003)           # a few retries, each an event, before the close
         conn.close()
     assert context_still_moves_messages(ctx)
     ctx.term()

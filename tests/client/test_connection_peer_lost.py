@@ -11,7 +11,6 @@ reader closed first, and the next event blocked the context's I/O
 thread); the test below guards it, though it did not reproduce that hang
 on demand.
 """
-import socket
 import subprocess
 import threading
 import sys
@@ -20,6 +19,7 @@ import time
 import pytest
 import zmq
 
+from harness import free_port
 from kafkalite.client import connection as connection_mod
 from kafkalite.client.connection import Connection, KafkaTimeoutError, PeerLostError
 
@@ -41,9 +41,16 @@ while True:
 
 
 def free_endpoint() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    return f"tcp://127.0.0.1:{free_port()}"
+
+
+@pytest.fixture(autouse=True)
+def short_grace(monkeypatch):
+    """A refused endpoint gives up after 1 s, probed every 0.25 s (3 s and
+    1 s in production): how long the grace is is not what these tests are
+    about, that it ends (or does not) is."""
+    monkeypatch.setattr(connection_mod, "PEER_DOWN_GRACE_S", 1.0)
+    monkeypatch.setattr(connection_mod, "PROBE_EVERY_S", 0.25)
 
 
 class Peer:
@@ -151,7 +158,7 @@ def test_a_context_destroyed_with_links_still_open_does_not_hang(peers):
         conns = [Connection(endpoint, "test", ctx) for _ in range(3)]
         assert conns[0].extension({"op": "echo"}, 10)["echo"] == {"op": "echo"}
         peer.kill()
-        time.sleep(0.3)
+        time.sleep(0.3)         # retries, each an event for a monitor, pile up meanwhile
         done = threading.Event()
         t = threading.Thread(target=lambda: (ctx.destroy(linger=0), done.set()), daemon=True)
         t.start()

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from harness import ServerProcess, child_env
+from harness import ServerProcess, child_env, wait_until
 from kafkalite import errors
 from kafkalite.client import AdminClient, Consumer, NewPartitions, NewTopic, Producer, TopicPartition
 
@@ -70,19 +70,11 @@ class Member:
                 self.proc.wait()
 
 
-def wait_until(cond, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-def test_killed_member_partitions_move_and_resume_from_its_commit(server, topic_name):
+def test_killed_member_partitions_move_and_resume_from_its_commit(server, topic_name,
+                                                                  group_name):
     make_topic(server, topic_name, 6)
     produce(server, topic_name, 6, 200)
-    members = [Member(server, "g-kill", topic_name, "range", max_per_poll=5, pause=0.02)
+    members = [Member(server, group_name, topic_name, "range", max_per_poll=5, pause=0.02)
                for _ in range(3)]
     try:
         wait_until(lambda: sorted(len(m.owned()) for m in members) == [2, 2, 2], 30,
@@ -97,7 +89,7 @@ def test_killed_member_partitions_move_and_resume_from_its_commit(server, topic_
         with AdminClient(server.config()) as admin:
             committed = {(tp.topic, tp.partition): tp.offset for tp in
                          admin.list_consumer_group_offsets(
-                             "g-kill", [TopicPartition(t, p) for t, p in lost]).result()}
+                             group_name, [TopicPartition(t, p) for t, p in lost]).result()}
         produce(server, topic_name, 6, 100, start=200)
         wait_until(lambda: set.union(*(m.owned() for m in survivors)) == {
             (topic_name, p) for p in range(6)}, 30, "the survivors to own every partition")
@@ -120,7 +112,7 @@ def test_killed_member_partitions_move_and_resume_from_its_commit(server, topic_
             m.stop()
 
 
-def test_cooperative_join_keeps_unmoved_partitions_flowing(server, topic_name):
+def test_cooperative_join_keeps_unmoved_partitions_flowing(server, topic_name, group_name):
     make_topic(server, topic_name, 8)
     stop = threading.Event()
 
@@ -133,20 +125,22 @@ def test_cooperative_join_keeps_unmoved_partitions_flowing(server, topic_name):
             i += 1
             if i % 50 == 0:
                 p.flush(10)
-                time.sleep(0.01)
+                time.sleep(0.01)        # a steady stream, not a flood
         p.flush(30)
 
     producer = threading.Thread(target=keep_producing, daemon=True)
     producer.start()
-    members = [Member(server, "g-coop", topic_name, "cooperative-sticky") for _ in range(3)]
+    members = [Member(server, group_name, topic_name, "cooperative-sticky") for _ in range(3)]
     newcomer = None
     try:
         wait_until(lambda: sorted(len(m.owned()) for m in members) == [2, 3, 3], 30,
                    "three members sharing eight partitions")
-        time.sleep(0.5)
+        since = time.time()
+        wait_until(lambda: all(m.records(since) for m in members), 30,
+                   "records to reach every member")
         before = {id(m): m.owned() for m in members}
         joined_at = time.time()
-        newcomer = Member(server, "g-coop", topic_name, "cooperative-sticky")
+        newcomer = Member(server, group_name, topic_name, "cooperative-sticky")
         everyone = members + [newcomer]
         wait_until(lambda: sorted(len(m.owned()) for m in everyone) == [2, 2, 2, 2], 30,
                    "four members with two partitions each")
@@ -188,10 +182,11 @@ def drain(c, want, timeout=20):
     return got
 
 
-def test_two_groups_each_see_every_record_and_resume_after_commit(server, topic_name):
+def test_two_groups_each_see_every_record_and_resume_after_commit(server, topic_name,
+                                                                   group_name):
     make_topic(server, topic_name, 3)
     produce(server, topic_name, 3, 40)
-    a, b = consumer(server, "g-one"), consumer(server, "g-two")
+    a, b = consumer(server, f"{group_name}-one"), consumer(server, f"{group_name}-two")
     a.subscribe([topic_name])
     b.subscribe([topic_name])
     got_a, got_b = drain(a, 120), drain(b, 120)
@@ -204,7 +199,7 @@ def test_two_groups_each_see_every_record_and_resume_after_commit(server, topic_
     assert a.committed([TopicPartition(topic_name, 0)])[0].offset == 17
     assert a.committed([TopicPartition(topic_name, 0)])[0].metadata == "half-way"
     a.close()
-    c = consumer(server, "g-one")
+    c = consumer(server, f"{group_name}-one")
     c.subscribe([topic_name])
     got = drain(c, 23 + 40 + 40)
     assert len(got) == 103 and not c.consume(10, 0.3)
@@ -214,28 +209,29 @@ def test_two_groups_each_see_every_record_and_resume_after_commit(server, topic_
     c.close()
 
 
-def test_auto_commit_and_commit_on_close(server, topic_name):
+def test_auto_commit_and_commit_on_close(server, topic_name, group_name):
     make_topic(server, topic_name, 2)
     produce(server, topic_name, 2, 30)
-    c = consumer(server, "g-auto", **{"enable.auto.commit": True, "auto.commit.interval.ms": 100})
+    c = consumer(server, group_name, **{"enable.auto.commit": True,
+                                        "auto.commit.interval.ms": 100})
     c.subscribe([topic_name])
     assert len(drain(c, 60)) == 60
     c.close()   # commits the positions
     with AdminClient(server.config()) as admin:
-        offsets = admin.list_consumer_group_offsets("g-auto").result()
+        offsets = admin.list_consumer_group_offsets(group_name).result()
     assert [(tp.partition, tp.offset) for tp in offsets] == [(0, 30), (1, 30)]
 
 
-def test_max_poll_interval_hands_partitions_to_the_others(server, topic_name):
+def test_max_poll_interval_hands_partitions_to_the_others(server, topic_name, group_name):
     make_topic(server, topic_name, 4)
-    slow = consumer(server, "g-poll", **{"max.poll.interval.ms": 1500})
-    fast = consumer(server, "g-poll")
+    slow = consumer(server, group_name, **{"max.poll.interval.ms": 1500})
+    fast = consumer(server, group_name)
     slow.subscribe([topic_name])
     fast.subscribe([topic_name])
     wait_until(lambda: (slow.consume(1, 0.05), fast.consume(1, 0.05)) and
                len(slow.assignment()) + len(fast.assignment()) == 4
                and slow.assignment() and fast.assignment(), 20, "both members to be assigned")
-    time.sleep(2.5)                      # slow does not poll: it leaves the group
+    # slow does not poll: past max.poll.interval.ms it leaves the group
     wait_until(lambda: fast.consume(1, 0.05) is not None and len(fast.assignment()) == 4, 20,
                "the polling member to get every partition")
     lost = []
@@ -246,9 +242,9 @@ def test_max_poll_interval_hands_partitions_to_the_others(server, topic_name):
     fast.close()
 
 
-def test_regex_subscription_and_new_partitions_rebalance(server, topic_name):
+def test_regex_subscription_and_new_partitions_rebalance(server, topic_name, group_name):
     make_topic(server, topic_name + "-a", 1)
-    c = consumer(server, "g-regex", **{"metadata.max.age.ms": 300})
+    c = consumer(server, group_name, **{"metadata.max.age.ms": 300})
     c.subscribe(["^" + topic_name.replace(".", r"\.") + "-.*"])
     wait_until(lambda: c.consume(1, 0.05) is not None and len(c.assignment()) == 1, 20,
                "the first matching topic")
@@ -262,25 +258,26 @@ def test_regex_subscription_and_new_partitions_rebalance(server, topic_name):
     c.close()
 
 
-def test_bad_group_input_gets_clear_errors(server, topic_name):
+def test_bad_group_input_gets_clear_errors(server, topic_name, group_name):
     make_topic(server, topic_name, 2)
+    missing, active = f"{group_name}-missing", f"{group_name}-active"
     with AdminClient(server.config()) as admin:
         with pytest.raises(errors.GroupIdNotFoundError, match="does not exist"):
-            admin.describe_consumer_groups(["no-such-group"])["no-such-group"].result()
+            admin.describe_consumer_groups([missing])[missing].result()
         with pytest.raises(errors.GroupIdNotFoundError):
-            admin.delete_consumer_groups(["no-such-group"])["no-such-group"].result()
-        c = consumer(server, "g-active")
+            admin.delete_consumer_groups([missing])[missing].result()
+        c = consumer(server, active)
         c.subscribe([topic_name])
         wait_until(lambda: c.consume(1, 0.05) is not None and len(c.assignment()) == 2, 20,
                    "an active member")
         with pytest.raises(errors.NonEmptyGroupError, match="active members"):
-            admin.delete_consumer_groups(["g-active"])["g-active"].result()
+            admin.delete_consumer_groups([active])[active].result()
         with pytest.raises(errors.NonEmptyGroupError, match="active members"):
             admin.alter_consumer_group_offsets(
-                "g-active", [TopicPartition(topic_name, 0, 0)]).result()
+                active, [TopicPartition(topic_name, 0, 0)]).result()
         # a member of an old generation is fenced
         gen = c._group.generation
-        resp = c._group.request(14 - 2, {"group_id": "g-active", "generation_id": gen - 1,
+        resp = c._group.request(14 - 2, {"group_id": active, "generation_id": gen - 1,
                                          "member_id": c._group.member_id,
                                          "group_instance_id": None})
         assert resp["error_code"] == errors.IllegalGenerationError.code

@@ -3,12 +3,9 @@
 real server's SASL_PLAINTEXT listener."""
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
-from harness import ServerProcess, child_env
+from harness import ServerProcess, run_cli
 
 from kafkalite import errors
 from kafkalite.client.kafka_connection import KafkaConnection, parse_servers
@@ -20,10 +17,9 @@ USER, PASSWORD = "gina", "gina-secret-1"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
+    """A server of the module's own: its Kafka listener wants SASL, with a user."""
     data = str(tmp_path_factory.mktemp("kc") / "data")
-    r = subprocess.run([sys.executable, "-m", "kafkalite", "users", "add", USER, "--data-dir",
-                        data], input=PASSWORD + "\n", capture_output=True, text=True,
-                       env=child_env(), timeout=60)
+    r = run_cli("users", "add", USER, "--data-dir", data, stdin=PASSWORD.encode() + b"\n")
     assert r.returncode == 0, r.stderr
     srv = ServerProcess(data, workers=1, extra_args=[
         "--kafka-security-protocol", "SASL_PLAINTEXT",

@@ -3,7 +3,8 @@
 Each link (ZeroMQ, ring, direct TCP) is driven as the producer's sender
 and the consumer drive it: requests sent, a zmq.Poller woken by what the
 link registered, answers taken with ``receive()``, and ``alive()`` turning
-False when the worker process behind it is killed.
+False when the worker process behind it is killed (on a one-worker server
+of the test's own; the other tests share the session's server).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import time
 import pytest
 import zmq
 
-from harness import ServerProcess, shm_entries, wait_answers
+from harness import ServerProcess, shm_entries, wait_answers, wait_until
 from kafkalite import errors
 from kafkalite.client import AdminClient, NewTopic, Producer
 from kafkalite.client.connection import Connection, endpoint_host_port, parse_bootstrap
@@ -26,8 +27,8 @@ from kafkalite.record import RecordBatchBuilder, decode_columns
 
 
 @pytest.fixture
-def own_server(tmp_path):
-    """A server of its own: these tests kill its workers."""
+def one_worker_server(tmp_path):
+    """A one-worker server of the test's own: the test kills its worker."""
     srv = ServerProcess(str(tmp_path / "data"), workers=1).start()
     yield srv
     srv.kill()
@@ -75,22 +76,24 @@ def make_link(conn, kind):
 
 
 @pytest.mark.parametrize("kind", ["zmq", "ring", "tcp"])
-def test_a_link_carries_produce_and_wakes_its_poller(own_server, kind):
-    endpoint = leader_endpoint(own_server, "links")
+def test_a_link_carries_produce_and_wakes_its_poller(server, topic_name, kind):
+    topic = topic_name
+    # partitions 0 and 2 have one leader (a topic's partitions go round the workers)
+    endpoint = leader_endpoint(server, topic, partitions=3)
     conn = Connection(endpoint, "test", watch=True, max_in_flight=2)
     link = make_link(conn, kind)
     try:
-        cids = [link.send(ApiKey.PRODUCE, produce_body("links", {0: [b"a", b"b"], 1: [b"c"]}))
+        cids = [link.send(ApiKey.PRODUCE, produce_body(topic, {0: [b"a", b"b"], 2: [b"c"]}))
                 for _ in range(3)]
         answers = dict(wait_answers(link, 3))
         assert sorted(answers) == sorted(cids)
         assert [offsets(answers[c]) for c in cids] == [
-            {("links", 0): (0, 0), ("links", 1): (0, 0)},
-            {("links", 0): (0, 2), ("links", 1): (0, 1)},
-            {("links", 0): (0, 4), ("links", 1): (0, 2)}]
+            {(topic, 0): (0, 0), (topic, 2): (0, 0)},
+            {(topic, 0): (0, 2), (topic, 2): (0, 1)},
+            {(topic, 0): (0, 4), (topic, 2): (0, 2)}]
         assert link.alive() and link.ready()
         # acks=0: nothing comes back, the records are stored all the same
-        link.send(ApiKey.PRODUCE, produce_body("links", {0: [b"quiet"]}, acks=0),
+        link.send(ApiKey.PRODUCE, produce_body(topic, {0: [b"quiet"]}, acks=0),
                   expect_response=False)
         assert wait_answers(link, 1, timeout=0.5) == []
     finally:
@@ -101,7 +104,7 @@ def test_a_link_carries_produce_and_wakes_its_poller(own_server, kind):
     fetched = reader.request(ApiKey.FETCH, {
         "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
         "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-        "topics": [{"topic": "links", "partitions": [{
+        "topics": [{"topic": topic, "partitions": [{
             "partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
             "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
         "forgotten_topics_data": [], "rack_id": ""}, 10)
@@ -119,23 +122,21 @@ def test_an_endpoints_host_and_port(endpoint, expected):
     assert endpoint_host_port(endpoint) == expected
 
 
-def test_auto_puts_a_producer_on_this_hosts_worker_on_a_ring(own_server):
+def test_auto_puts_a_producer_on_this_hosts_worker_on_a_ring(server, topic_name):
     """``kafkalite.transport: auto``: the worker is on this host, so the
     producer's link to it is a ring (its files appear in /dev/shm while the
     producer is open, and go with it)."""
-    leader_endpoint(own_server, "auto", partitions=1)
+    leader_endpoint(server, topic_name, partitions=1)
     before = shm_entries()
-    p = Producer(own_server.config(**{"kafkalite.transport": "auto"}))
+    p = Producer(server.config(**{"kafkalite.transport": "auto"}))
     try:
-        p.produce("auto", b"x", partition=0)
+        p.produce(topic_name, b"x", partition=0)
         assert p.flush(20) == 0
         assert shm_entries() - before, "no ring was made for a worker on this host"
     finally:
         p.close()
-    deadline = time.monotonic() + 10
-    while shm_entries() - before and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not shm_entries() - before
+    wait_until(lambda: not shm_entries() - before, 10,
+               lambda: f"the ring's files to go: {shm_entries() - before}", interval=0.1)
 
 
 def test_a_connection_caps_requests_in_flight():
@@ -150,7 +151,8 @@ def test_a_connection_caps_requests_in_flight():
 
 
 @pytest.mark.parametrize("kind", ["zmq", "ring", "tcp"])
-def test_alive_turns_false_when_the_worker_is_killed(own_server, kind):
+def test_alive_turns_false_when_the_worker_is_killed(one_worker_server, kind):
+    own_server = one_worker_server
     endpoint = leader_endpoint(own_server, "dies")
     conn = Connection(endpoint, "test", watch=True)
     link = make_link(conn, kind)
@@ -177,8 +179,8 @@ def test_alive_turns_false_when_the_worker_is_killed(own_server, kind):
             conn.close()
 
 
-def test_a_ring_carries_produce_only_and_queues_what_does_not_fit(own_server):
-    endpoint = leader_endpoint(own_server, "ringfull")
+def test_a_ring_carries_produce_only_and_queues_what_does_not_fit(server, topic_name):
+    endpoint = leader_endpoint(server, topic_name)
     conn = Connection(endpoint, "test")
     link = RingLink(conn, 64 * 1024, 10.0)
     conn.close()
@@ -187,26 +189,27 @@ def test_a_ring_carries_produce_only_and_queues_what_does_not_fit(own_server):
             link.send(ApiKey.METADATA, {"topics": None})
         # far more than the ring holds at once: the rest waits in the link
         big = [b"v" * 1000] * 20
-        cids = [link.send(ApiKey.PRODUCE, produce_body("ringfull", {0: big})) for _ in range(20)]
+        cids = [link.send(ApiKey.PRODUCE, produce_body(topic_name, {0: big})) for _ in range(20)]
         assert not link.ready()
         answers = dict(wait_answers(link, 20, timeout=30))
         assert sorted(answers) == sorted(cids) and link.ready()
-        bases = sorted(offsets(a)[("ringfull", 0)] for a in answers.values())
+        bases = sorted(offsets(a)[(topic_name, 0)] for a in answers.values())
         assert bases == [(0, 20 * i) for i in range(20)]
     finally:
         link.close()
 
 
-def test_a_ring_has_its_transactional_writes_verified_or_added(own_server):
+def test_a_ring_has_its_transactional_writes_verified_or_added(server, topic_name):
     """A ring attached without a transactional id may not carry
     transactional batches (INVALID_RECORD); attached with one, the first
     transactional batch of a partition is verified with the coordinator
     (transactions v1: refused when the partition was never added) or added
     to the transaction (v2), and the ring's entries behind it keep their
     order while the coordinator answers."""
-    endpoint = leader_endpoint(own_server, "ringtx", partitions=1)
-    meta = Metadata(parse_bootstrap(own_server.bootstrap), "test", zmq.Context.instance())
-    admin = AdminClient({"bootstrap.servers": own_server.bootstrap})
+    topic = topic_name
+    endpoint = leader_endpoint(server, topic, partitions=1)
+    meta = Metadata(parse_bootstrap(server.bootstrap), "test", zmq.Context.instance())
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
 
     def init(tid):
         r = meta.admin_request(ApiKey.INIT_PRODUCER_ID, {
@@ -220,19 +223,19 @@ def test_a_ring_has_its_transactional_writes_verified_or_added(own_server):
         for v in values:
             b.append(None, None, v)
         return {"transactional_id": None, "acks": 1, "timeout_ms": 5000, "topic_data": [
-            {"name": "ringtx", "partition_data": [{"index": 0, "records": b.build()}]}]}
+            {"name": topic, "partition_data": [{"index": 0, "records": b.build()}]}]}
 
     def codes(link, bodies):
         cids = [link.send(ApiKey.PRODUCE, body) for body in bodies]
         answers = dict(wait_answers(link, len(cids)))
-        return [offsets(answers[c])[("ringtx", 0)][0] for c in cids]
+        return [offsets(answers[c])[(topic, 0)][0] for c in cids]
 
     links = []
 
     def ring(tid, version):
         """A ring attached as the producer of ``tid`` (None: no id); its
         producer id and epoch."""
-        pid, epoch = init(tid or "ring-none")
+        pid, epoch = init(tid or f"{topic}-none")
         conn = Connection(endpoint, "test")
         links.append(RingLink(conn, 1 << 20, 10.0, tid, version))
         conn.close()
@@ -241,16 +244,16 @@ def test_a_ring_has_its_transactional_writes_verified_or_added(own_server):
     try:
         link, pid, epoch = ring(None, 1)
         assert codes(link, [txn_body(pid, epoch, 0, [b"x"])]) == [errors.InvalidRecordError.code]
-        link, pid, epoch = ring("ring-v1", 1)
+        link, pid, epoch = ring(f"{topic}-v1", 1)
         assert codes(link, [txn_body(pid, epoch, 0, [b"never added"])]) == \
             [errors.InvalidTxnStateError.code]
-        link, pid, epoch = ring("ring-v2", 2)
+        link, pid, epoch = ring(f"{topic}-v2", 2)
         bodies = [txn_body(pid, epoch, 3 * i, [b"v%d-%d" % (i, j) for j in range(3)])
                   for i in range(5)]
         assert codes(link, bodies) == [0] * 5
-        described = admin.describe_transactions(["ring-v2"])["ring-v2"].result()
+        described = admin.describe_transactions([f"{topic}-v2"])[f"{topic}-v2"].result()
         assert described.state == "Ongoing"
-        assert [(tp.topic, tp.partition) for tp in described.topic_partitions] == [("ringtx", 0)]
+        assert [(tp.topic, tp.partition) for tp in described.topic_partitions] == [(topic, 0)]
     finally:
         for link in links:
             link.close()

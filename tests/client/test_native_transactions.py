@@ -19,19 +19,22 @@ import time
 
 import pytest
 
-from harness import ServerProcess, create
+from harness import ServerProcess, create, pid_alive, wait_until
 from kafkalite import errors
 from kafkalite.client import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 
-def read(srv, topic, partitions, isolation="read_committed", arrow=False, settle=1.0,
-         timeout=20.0):
-    """Every value from the beginning, once nothing new came for ``settle`` s."""
+def read(srv, topic, partitions, isolation="read_committed", arrow=False, expect=0,
+         settle=0.3, timeout=20.0):
+    """Every (partition, offset, value) from the beginning: at least
+    ``expect`` records, then until nothing new came for ``settle`` s (what
+    should not be there, shows up meanwhile)."""
     c = Consumer(srv.config(**{"isolation.level": isolation}))
     try:
         c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         out, quiet, deadline = [], time.monotonic(), time.monotonic() + timeout
-        while time.monotonic() - quiet < settle and time.monotonic() < deadline:
+        while ((len(out) < expect or time.monotonic() - quiet < settle)
+               and time.monotonic() < deadline):
             if arrow:
                 got = c.consume_batch(0.2).to_pydict()
                 got = list(zip(got["partition"], got["offset"], got["value"]))
@@ -69,13 +72,14 @@ def test_commit_and_abort_under_both_isolation_levels(server, topic_name, transp
     finally:
         p.close()
     committed = sorted([b"c-%d" % i for i in range(30)] + [b"d-%d" % i for i in range(5)])
-    assert values(read(server, topic_name, 3)) == committed
-    assert values(read(server, topic_name, 3, arrow=True)) == committed
-    everything = read(server, topic_name, 3, "read_uncommitted")
+    rows = read(server, topic_name, 3, expect=35)
+    assert values(rows) == committed
+    assert values(read(server, topic_name, 3, arrow=True, expect=35)) == committed
+    everything = read(server, topic_name, 3, "read_uncommitted", expect=65)
     assert values(everything) == sorted(committed + [b"a-%d" % i for i in range(30)])
     # offsets step over markers but never go back
     for part in range(3):
-        offs = [o for pp, o, _ in read(server, topic_name, 3) if pp == part]
+        offs = [o for pp, o, _ in rows if pp == part]
         assert offs == sorted(offs) and len(set(offs)) == len(offs)
 
 
@@ -88,12 +92,13 @@ def test_an_open_transaction_is_invisible_until_committed(server, topic_name):
         p.produce_batch(topic_name, [b"x%d" % i for i in range(20)], partition=0)
         p.produce_batch(topic_name, [b"y%d" % i for i in range(20)], partition=1)
         assert p.flush(15) == 0
+        # nothing shows within half a second (time is what is tested)
         assert read(server, topic_name, 2, settle=0.5) == []
-        assert len(read(server, topic_name, 2, "read_uncommitted", settle=0.5)) == 40
+        assert len(read(server, topic_name, 2, "read_uncommitted", expect=40)) == 40
         p.commit_transaction(15)
     finally:
         p.close()
-    assert len(read(server, topic_name, 2)) == 40
+    assert len(read(server, topic_name, 2, expect=40)) == 40
 
 
 def test_produce_outside_a_transaction_and_calls_out_of_order_are_refused(server, topic_name):
@@ -115,8 +120,9 @@ def test_produce_outside_a_transaction_and_calls_out_of_order_are_refused(server
         p.close()
 
 
-def test_consume_transform_produce_commits_the_input_offsets_with_the_output(server, topic_name):
-    source, sink = topic_name, topic_name + "-out"
+def test_consume_transform_produce_commits_the_input_offsets_with_the_output(server, topic_name,
+                                                                            group_name):
+    source, sink, group = topic_name, topic_name + "-out", group_name
     create(server, source, 2)
     create(server, sink, 2)
     feeder = Producer(server.config())
@@ -126,7 +132,7 @@ def test_consume_transform_produce_commits_the_input_offsets_with_the_output(ser
     feeder.close()
 
     def run(commit: bool) -> int:
-        c = Consumer(server.config(**{"group.id": "ctp", "isolation.level": "read_committed",
+        c = Consumer(server.config(**{"group.id": group, "isolation.level": "read_committed",
                                       "auto.offset.reset": "earliest",
                                       "enable.auto.commit": False}))
         p = Producer(server.config(**{"transactional.id": f"{topic_name}-ctp"}))
@@ -150,8 +156,8 @@ def test_consume_transform_produce_commits_the_input_offsets_with_the_output(ser
     assert run(commit=False) == 100
     assert read(server, sink, 2, settle=0.5) == []
     assert run(commit=True) == 100          # the aborted offsets did not count
-    assert values(read(server, sink, 2)) == sorted(b"out-%d" % i for i in range(100))
-    c = Consumer(server.config(**{"group.id": "ctp"}))
+    assert values(read(server, sink, 2, expect=100)) == sorted(b"out-%d" % i for i in range(100))
+    c = Consumer(server.config(**{"group.id": group}))
     try:
         got = c.committed([TopicPartition(source, 0), TopicPartition(source, 1)])
     finally:
@@ -182,7 +188,7 @@ def test_a_zombie_is_fenced_and_nothing_it_sends_after_becomes_visible(server, t
     finally:
         zombie.close()
         fresh.close()
-    assert values(read(server, topic_name, 1)) == [b"fresh"]
+    assert values(read(server, topic_name, 1, expect=1)) == [b"fresh"]
 
 
 @pytest.mark.parametrize("transport", ["zmq", "shm"])
@@ -199,7 +205,10 @@ def test_idempotent_retries_through_worker_kills_keep_order_and_write_once(tmp_p
 
         def killer():
             for _ in range(3):
-                time.sleep(0.6)
+                # each kill with requests in flight: after the producer got on
+                moved = len(acked) + 1000
+                wait_until(lambda: len(acked) >= moved or failed, 30,
+                           "a thousand more records acknowledged")
                 old = srv.worker_pid(0)
                 os.kill(old, signal.SIGKILL)
                 srv.wait_for_worker_restart(0, old)
@@ -215,7 +224,7 @@ def test_idempotent_retries_through_worker_kills_keep_order_and_write_once(tmp_p
             i += 1
             if i % 200 == 0:
                 p.poll(0)
-                time.sleep(0.005)
+                time.sleep(0.005)       # a breath for the sender: a steady stream, not a burst
         t.join()
         try:
             assert p.flush(60) == 0
@@ -224,7 +233,7 @@ def test_idempotent_retries_through_worker_kills_keep_order_and_write_once(tmp_p
             # ZeroMQ context's __del__ then blocks a later test for ever
             p.close()
         assert failed == []
-        got = [v for _, _, v in read(srv, "seq", 1, "read_uncommitted")]
+        got = [v for _, _, v in read(srv, "seq", 1, "read_uncommitted", expect=i)]
         assert len(got) == len(set(got)), "a record was written twice"
         assert got == sorted(got), "records were reordered"
         assert set(acked) <= set(got), "an acknowledged record is missing"
@@ -249,11 +258,10 @@ def test_a_commit_prepared_before_the_coordinator_dies_completes_after_restart(t
         p.close(0)
         srv.kill()                           # kill -9 the supervisor mid-commit
         os.kill(worker, signal.SIGCONT)      # the orphan notices and exits
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and os.path.exists(f"/proc/{worker}"):
-            time.sleep(0.05)
+        wait_until(lambda: not pid_alive(worker), 10, "the orphaned worker to exit")
         srv.start()
-        assert values(read(srv, "t", 1, timeout=30)) == sorted(b"v%d" % i for i in range(10))
+        assert values(read(srv, "t", 1, expect=10, timeout=30)) == sorted(
+            b"v%d" % i for i in range(10))
     finally:
         if worker is not None:
             try:
@@ -294,7 +302,7 @@ def test_transaction_versions_1_and_2(server, topic_name, version, transport):
     finally:
         p.close()
         admin.close()
-    assert values(read(server, topic_name, 2)) == sorted(
+    assert values(read(server, topic_name, 2, expect=15)) == sorted(
         b"t%d-%d" % (i, j) for i in (0, 1, 3) for j in range(5))
 
 
@@ -310,9 +318,7 @@ def test_back_to_back_transactions_with_offsets_never_fail_on_the_last_ones_mark
     create(server, f"{topic_name}-out", 1)
     c = Consumer(server.config(**{"group.id": f"g-{topic_name}", "enable.auto.commit": False}))
     c.subscribe([f"{topic_name}-in"])
-    deadline = time.monotonic() + 20
-    while not c.assignment() and time.monotonic() < deadline:
-        c.poll(0.1)
+    wait_until(lambda: c.poll(0.1) is None and c.assignment(), 20, "the input's assignment")
     p = Producer(server.config(**{"transactional.id": f"t-{topic_name}"}))
     p.init_transactions()
     failed = []
@@ -331,5 +337,5 @@ def test_back_to_back_transactions_with_offsets_never_fail_on_the_last_ones_mark
         c.close()
         p.close()
     assert failed == []
-    values = [v for _, _, v in read(server, f"{topic_name}-out", 1)]
+    values = [v for _, _, v in read(server, f"{topic_name}-out", 1, expect=150)]
     assert values == [b"v%d" % i for i in range(150)]

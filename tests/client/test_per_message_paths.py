@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from harness import create
+from harness import create, wait_until
 from kafkalite import errors
 from kafkalite.client import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
 from kafkalite.client.types import TIMESTAMP_CREATE_TIME
@@ -461,9 +461,9 @@ def test_a_reported_batch_waiting_for_poll_holds_no_bytes(server, topic_name):
         for i in range(1000):
             p.produce(topic_name, b"v%d" % i, partition=0,
                       on_delivery=lambda err, msg: delivered.append(msg.value()))
-        deadline = time.monotonic() + 30
-        while sum(b.count for b in list(p._reports)) < 1000 and time.monotonic() < deadline:
-            time.sleep(0.01)        # acknowledged, not yet polled
+        # acknowledged, not yet polled
+        wait_until(lambda: sum(b.count for b in list(p._reports)) >= 1000, 30,
+                   "every batch acknowledged", interval=0.01)
         waiting = list(p._reports)
         assert sum(b.count for b in waiting) == 1000 and not delivered
         assert all(b.raw is None and b.builder is None for b in waiting)

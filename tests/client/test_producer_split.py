@@ -16,11 +16,10 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 
 import pytest
 
-from harness import create, read_all
+from harness import create, read_all, wait_until
 from kafkalite import errors
 from kafkalite.client import Producer
 
@@ -58,17 +57,17 @@ def reports():
     return delivered, failed, report
 
 
-def test_the_checker_catches_a_lost_a_moved_and_a_reordered_record(server):
-    create(server, "split-checker", 1)
+def test_the_checker_catches_a_lost_a_moved_and_a_reordered_record(server, topic_name):
+    create(server, topic_name, 1)
     p = Producer(server.config())
     for v in (b"a", b"b", b"c"):
-        p.produce("split-checker", v, partition=0)
+        p.produce(topic_name, v, partition=0)
     assert p.flush(30) == 0
     p.close()
-    assert check_log(server, "split-checker", 1,
+    assert check_log(server, topic_name, 1,
                      [(0, 0, b"a"), (0, 1, b"b"), (0, 2, b"c")]) == []
-    assert check_log(server, "split-checker", 1, [(0, 0, b"a"), (0, 2, b"b"), (0, 1, b"c")])
-    assert check_log(server, "split-checker", 1, [(0, 0, b"a"), (0, 1, b"b")])
+    assert check_log(server, topic_name, 1, [(0, 0, b"a"), (0, 2, b"b"), (0, 1, b"c")])
+    assert check_log(server, topic_name, 1, [(0, 0, b"a"), (0, 1, b"b")])
 
 
 @pytest.mark.parametrize("config", [
@@ -76,8 +75,8 @@ def test_the_checker_catches_a_lost_a_moved_and_a_reordered_record(server):
     {"enable.idempotence": False, "acks": 1},
     {"compression.type": "zstd"},
 ], ids=["idempotent", "plain", "zstd"])
-def test_records_of_a_batch_the_topic_refuses_are_delivered_in_order(server, config):
-    topic = "split-" + "-".join(f"{k}{v}" for k, v in config.items()).replace(".", "")
+def test_records_of_a_batch_the_topic_refuses_are_delivered_in_order(server, topic_name, config):
+    topic = topic_name
     create(server, topic, 2, **{"max.message.bytes": "2000"})
     p = Producer(server.config(**{"linger.ms": 50, **config}))
     delivered, failed, report = reports()
@@ -122,18 +121,18 @@ def test_a_refused_first_batch_is_not_overtaken_by_the_next(server, topic_name, 
     assert check_log(server, topic_name, 1, delivered) == []
 
 
-def test_bulk_batches_are_split_and_reported_once_per_record(server):
-    create(server, "split-bulk", 1, **{"max.message.bytes": "3000"})
+def test_bulk_batches_are_split_and_reported_once_per_record(server, topic_name):
+    create(server, topic_name, 1, **{"max.message.bytes": "3000"})
     p = Producer(server.config())
     reports = []
     values = [b"%04d" % i + b"x" * 60 for i in range(500)]
-    p.produce_batch("split-bulk", values, partition=0,
+    p.produce_batch(topic_name, values, partition=0,
                     on_delivery=lambda err, d: reports.append((err, d)))
     assert p.flush(60) == 0
     p.close()
     assert [err for err, _ in reports if err is not None] == []
     assert sum(d.count for _, d in reports) == 500
-    got = read_all(server, "split-bulk", 1, 500, 30.0)
+    got = read_all(server, topic_name, 1, 500, 30.0)
     assert [m.value() for m in got] == values
     # each report's records are where it says
     by_offset = {m.offset(): m.value() for m in got}
@@ -145,18 +144,18 @@ def test_bulk_batches_are_split_and_reported_once_per_record(server):
     assert len(by_offset) == 500
 
 
-def test_a_single_record_larger_than_the_topic_allows_still_fails(server):
-    create(server, "split-one", 1, **{"max.message.bytes": "2000"})
+def test_a_single_record_larger_than_the_topic_allows_still_fails(server, topic_name):
+    create(server, topic_name, 1, **{"max.message.bytes": "2000"})
     p = Producer(server.config(**{"linger.ms": 20}))
     outcome = {}
-    p.produce("split-one", b"small", on_delivery=lambda e, m: outcome.setdefault("small", e))
-    p.produce("split-one", b"x" * 5000, on_delivery=lambda e, m: outcome.setdefault("big", e))
-    p.produce("split-one", b"after", on_delivery=lambda e, m: outcome.setdefault("after", e))
+    p.produce(topic_name, b"small", on_delivery=lambda e, m: outcome.setdefault("small", e))
+    p.produce(topic_name, b"x" * 5000, on_delivery=lambda e, m: outcome.setdefault("big", e))
+    p.produce(topic_name, b"after", on_delivery=lambda e, m: outcome.setdefault("after", e))
     p.flush(60)
     p.close()
     assert outcome["small"] is None and outcome["after"] is None
     assert isinstance(outcome["big"], errors.MessageTooLargeError)
-    assert [m.value() for m in read_all(server, "split-one", 1, 2, 30.0)] == [b"small", b"after"]
+    assert [m.value() for m in read_all(server, topic_name, 1, 2, 30.0)] == [b"small", b"after"]
 
 
 @pytest.mark.parametrize("transport", ["zmq", "tcp"])
@@ -197,7 +196,8 @@ def test_a_refused_batch_overtaken_after_the_worker_forgot_the_producer_fails(
                 p.produce(topic_name, b"%03d" % i * 8_333, partition=0, on_delivery=report)
             flusher = threading.Thread(target=p.flush, args=(60,))
             flusher.start()
-            time.sleep(0.5)
+            wait_until(lambda: sum(len(node.in_flight) for node in list(
+                p._sending.nodes.values())) >= 2, 10, "both requests on their way")
         finally:
             for pid in pids:
                 os.kill(pid, signal.SIGCONT)

@@ -8,7 +8,7 @@ record. Checked against a real server by counting the wake pipe's writes."""
 import os
 import time
 
-from harness import create, read_all
+from harness import create, read_all, wait_until
 from kafkalite.client import Producer
 
 
@@ -27,22 +27,21 @@ def _counting_wakes(monkeypatch, p):
 def _idle(p):
     """Until the sender has sent everything and sleeps."""
     assert p.flush(10) == 0
-    deadline = time.monotonic() + 5
-    while not p._sender_sleeping and time.monotonic() < deadline:
-        time.sleep(0.001)
-    time.sleep(0.01)
+    wait_until(lambda: p._sender_sleeping, 5, "the sender to sleep", interval=0.001)
+    time.sleep(0.01)    # into its sleep, not on its way there
 
 
-def test_records_over_many_partitions_wake_the_sender_once_per_linger(server, monkeypatch):
-    create(server, "wake-many", 100)
+def test_records_over_many_partitions_wake_the_sender_once_per_linger(server, topic_name,
+                                                                      monkeypatch):
+    create(server, topic_name, 100)
     delivered = []
     p = Producer(server.config(acks=1, **{"linger.ms": 200}))
     try:
-        p.produce("wake-many", b"warm-up", partition=0)
+        p.produce(topic_name, b"warm-up", partition=0)
         _idle(p)
         writes = _counting_wakes(monkeypatch, p)
         for i in range(100):
-            p.produce("wake-many", b"%d" % i, partition=i,
+            p.produce(topic_name, b"%d" % i, partition=i,
                       on_delivery=lambda err, m: delivered.append((err, m.partition())))
             time.sleep(0.001)    # the sender may run between records, as in real use
         opened = len(writes)
@@ -54,19 +53,19 @@ def test_records_over_many_partitions_wake_the_sender_once_per_linger(server, mo
     assert opened <= 3, f"{opened} wake-ups for 100 records"
     assert sorted(part for _, part in delivered) == list(range(100))
     assert all(err is None for err, _ in delivered)
-    assert len(read_all(server, "wake-many", 100, 101)) == 101
+    assert len(read_all(server, topic_name, 100, 101)) == 101
 
 
-def test_a_batch_due_before_the_sender_wakes_wakes_it(server, monkeypatch):
-    create(server, "wake-one", 1)
+def test_a_batch_due_before_the_sender_wakes_wakes_it(server, topic_name, monkeypatch):
+    create(server, topic_name, 1)
     p = Producer(server.config(acks=1, **{"linger.ms": 5}))
     try:
-        p.produce("wake-one", b"warm-up")
+        p.produce(topic_name, b"warm-up")
         _idle(p)       # asleep for up to 100 ms with nothing to do
         writes = _counting_wakes(monkeypatch, p)
         for i in range(5):
             done, before = [], len(writes)
-            p.produce("wake-one", b"%d" % i, on_delivery=lambda err, m: done.append(err))
+            p.produce(topic_name, b"%d" % i, on_delivery=lambda err, m: done.append(err))
             woke = len(writes) - before
             assert p.flush(10) == 0 and done == [None]
             _idle(p)
@@ -75,7 +74,8 @@ def test_a_batch_due_before_the_sender_wakes_wakes_it(server, monkeypatch):
         p.close()
 
 
-def test_a_worker_sent_a_request_takes_every_open_batch_it_leads(server, monkeypatch):
+def test_a_worker_sent_a_request_takes_every_open_batch_it_leads(server, topic_name,
+                                                                  monkeypatch):
     """Kafka's drain: when one partition's batch has lingered and goes to
     its leader, the open batches of the other partitions that worker leads
     go in the same request, lingered or not; a worker no batch is due for
@@ -83,7 +83,7 @@ def test_a_worker_sent_a_request_takes_every_open_batch_it_leads(server, monkeyp
     request of 1.7 batches each before (2,900 requests/s for 5,000
     records/s), whatever linger.ms."""
     from kafkalite.client import tcp_link
-    create(server, "drain-many", 20)
+    create(server, topic_name, 20)
     requests = []
     real = tcp_link.TcpLink.send
 
@@ -95,18 +95,18 @@ def test_a_worker_sent_a_request_takes_every_open_batch_it_leads(server, monkeyp
 
     p = Producer(server.config(acks=1, **{"linger.ms": 300, "kafkalite.transport": "tcp"}))
     try:
-        p.produce("drain-many", b"warm-up", partition=0)
+        p.produce(topic_name, b"warm-up", partition=0)
         _idle(p)
         monkeypatch.setattr(tcp_link.TcpLink, "send", send)
-        leaders = {i: p._sending.meta.leader("drain-many", i) for i in range(20)}
+        leaders = {i: p._sending.meta.leader(topic_name, i) for i in range(20)}
         first = leaders[0]
         mine = sorted(i for i in range(20) if leaders[i] == first)
         others = sorted(i for i in range(20) if leaders[i] != first)
         assert len(mine) >= 2 and others          # both workers lead some
-        p.produce("drain-many", b"first", partition=0)
+        p.produce(topic_name, b"first", partition=0)
         time.sleep(0.15)                         # partition 0's batch is half-way through
         for i in range(1, 20):
-            p.produce("drain-many", b"%d" % i, partition=i)
+            p.produce(topic_name, b"%d" % i, partition=i)
         time.sleep(0.2)                          # 0 is due; the others 150 ms from due
         sent_by_then = list(requests)
         assert p.flush(10) == 0
@@ -117,4 +117,4 @@ def test_a_worker_sent_a_request_takes_every_open_batch_it_leads(server, monkeyp
     assert sent_by_then[0][1] == mine
     # the other worker's batches went when theirs were due, in one request
     assert [r[1] for r in requests[1:]] == [others]
-    assert len(read_all(server, "drain-many", 20, 21)) == 21
+    assert len(read_all(server, topic_name, 20, 21)) == 21

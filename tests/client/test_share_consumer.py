@@ -5,17 +5,15 @@ import time
 
 import pytest
 
-from harness import ServerProcess, create
+from harness import ServerProcess, create, wait_until
 from kafkalite.client import AcknowledgeType, AdminClient, Producer, ShareConsumer
 
 
 def joined(server, group, topic, **config):
     c = ShareConsumer(server.config(**{"group.id": group, "fetch.max.wait.ms": 100, **config}))
     c.subscribe([topic])
-    deadline = time.monotonic() + 20
-    while not c.assignment() and time.monotonic() < deadline:
-        c.consume(1, 0.05)          # joins (a new group starts at the log end)
-    assert c.assignment()
+    # joins (a new group starts at the log end)
+    wait_until(lambda: c.consume(1, 0.05) is not None and c.assignment(), 20, "an assignment")
     c.consume(1, 0.2)               # the share-partition starts here, before the records
     return c
 
@@ -42,10 +40,11 @@ def test_config_and_bad_calls():
                        "share.acknowledgement.mode": "sometimes"})
 
 
-def test_release_redelivers_with_a_higher_count_and_commit_answers(server, topic_name):
+def test_release_redelivers_with_a_higher_count_and_commit_answers(server, topic_name,
+                                                                   group_name):
     create(server, topic_name)
     acked = []
-    c = joined(server, "g-release", topic_name,
+    c = joined(server, group_name, topic_name,
                on_commit=lambda offsets, error: acked.append((offsets, error)))
     try:
         fill(server, topic_name, 5)
@@ -65,14 +64,15 @@ def test_release_redelivers_with_a_higher_count_and_commit_answers(server, topic
         c.close()
 
 
-def test_explicit_mode_leaves_unacknowledged_records_to_the_close(server, topic_name):
+def test_explicit_mode_leaves_unacknowledged_records_to_the_close(server, topic_name,
+                                                                  group_name):
     create(server, topic_name)
-    c = joined(server, "g-explicit", topic_name, **{"share.acknowledgement.mode": "explicit"})
+    c = joined(server, group_name, topic_name, **{"share.acknowledgement.mode": "explicit"})
     fill(server, topic_name, 3)
     got = take(c, 3)
     c.acknowledge(got[1])                   # only offset 1 accepted
     c.close()                               # the others are released, not accepted
-    d = ShareConsumer(server.config(**{"group.id": "g-explicit"}))
+    d = ShareConsumer(server.config(**{"group.id": group_name}))
     d.subscribe([topic_name])
     try:
         again = take(d, 2)
@@ -81,10 +81,11 @@ def test_explicit_mode_leaves_unacknowledged_records_to_the_close(server, topic_
         d.close()
 
 
-@pytest.fixture
-def short_sessions(tmp_path):
+@pytest.fixture(scope="module")
+def short_sessions(tmp_path_factory):
     """A server whose share-group members are expelled after 1.5 s without
     a heartbeat (heartbeats every 0.3 s), starting at the earliest offset."""
+    tmp_path = tmp_path_factory.mktemp("short")
     config = tmp_path / "short.toml"
     config.write_text('share_auto_offset_reset = "earliest"\n'
                       "group_share_session_timeout_ms = 1500\n"
@@ -92,6 +93,7 @@ def short_sessions(tmp_path):
     srv = ServerProcess(str(tmp_path / "data"), extra_args=["--config", str(config)]).start()
     yield srv
     srv.stop()
+    srv.kill()
 
 
 def members(server, group) -> list:
@@ -138,12 +140,12 @@ def test_a_member_that_stops_polling_leaves_and_rejoins_at_its_next_poll(short_s
                                     "max.poll.interval.ms": 1000}))
     c.subscribe([topic_name])
     try:
-        deadline = time.monotonic() + 20
-        while not c.assignment() and time.monotonic() < deadline:
-            c.consume(1, 0.05)
+        wait_until(lambda: c.consume(1, 0.05) is not None and c.assignment(), 20,
+                   "an assignment")
         assert [m for m, _ in members(srv, "stalled")] == [c.member_id]
-        time.sleep(2.5)                     # past max.poll.interval.ms
-        assert members(srv, "stalled") == []
+        # no poll: past max.poll.interval.ms the member leaves
+        wait_until(lambda: members(srv, "stalled") == [], 10, "the member to leave",
+                   interval=0.2)
         fill(srv, topic_name, 2)
         assert sorted(m.offset() for m in take(c, 2)) == [0, 1]
         assert [m for m, _ in members(srv, "stalled")] == [c.member_id]

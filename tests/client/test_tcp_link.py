@@ -9,6 +9,9 @@ kept only where the worker offers it. Against a fake peer on a local
 socket: answers split anywhere across reads, and what a confused or hostile
 peer may send (a huge size, an answer to nothing, garbage, a close) ends
 the link with its reason instead of buffering or hanging.
+
+Tests that kill or stop a worker have a server of their own (``own_server``);
+the others share the session's ``server`` on topics of their own.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ import time
 
 import pytest
 
-from harness import ServerProcess, create, wait_answers
+from harness import ServerProcess, create, wait_answers, wait_until
 from jepsen import History, check
 from kafkalite.client import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from kafkalite.client.connection import Connection, KafkaTimeoutError, PeerLostError
@@ -36,15 +39,6 @@ TCP = {"kafkalite.transport": "tcp"}
 FAMILIES = {"unix": socket.AF_UNIX, "tcp": socket.AF_INET}
 
 
-@pytest.fixture
-def own_server(tmp_path):
-    srv = ServerProcess(str(tmp_path / "data")).start()
-    yield srv
-    if srv.proc.poll() is None:
-        srv.stop()
-    srv.kill()
-
-
 def produce_body(topic, values, partition=0, acks=1):
     b = RecordBatchBuilder()
     for v in values:
@@ -53,17 +47,21 @@ def produce_body(topic, values, partition=0, acks=1):
         {"name": topic, "partition_data": [{"index": partition, "records": b.build()}]}]}
 
 
-def read_log(srv, topic, partitions, settle=2.0, timeout=60.0):
-    """partition -> [(offset, value)] of the whole log, over TCP links."""
+def read_log(srv, topic, partitions, expect, settle=0.5, timeout=60.0):
+    """partition -> [(offset, value)] of the whole log, over TCP links: read
+    until ``expect`` records came, then until nothing more came for
+    ``settle`` s (a record stored twice shows up past the expected count)."""
     c = Consumer(srv.config(**TCP))
     try:
         c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         out = {p: [] for p in range(partitions)}
-        deadline, quiet_since = time.monotonic() + timeout, time.monotonic()
-        while time.monotonic() < deadline and time.monotonic() - quiet_since < settle:
+        deadline, quiet_since, n = time.monotonic() + timeout, time.monotonic(), 0
+        while time.monotonic() < deadline and (n < expect
+                                               or time.monotonic() - quiet_since < settle):
             got = c.consume(10_000, 0.3)
             if got:
                 quiet_since = time.monotonic()
+            n += len(got)
             for m in got:
                 out[m.partition()].append((m.offset(), m.value()))
         assert all(type(link) is TcpLink for link in c._conns.values()), c._conns
@@ -134,7 +132,7 @@ def test_acknowledged_records_survive_a_killed_worker_over_tcp_links(own_server,
         stop.set()
         reading.join(30)
     assert killed and not errors_seen, errors_seen[:3]
-    final = read_log(own_server, topic_name, partitions)
+    final = read_log(own_server, topic_name, partitions, 12_000 * partitions)
     report = check(history, final)
     assert report.ok, str(report)
     assert report.acked == 12_000 * partitions and report.stored == report.acked
@@ -178,33 +176,29 @@ def test_a_request_larger_than_the_socket_takes_goes_out_as_it_drains(own_server
     finally:
         link.close()
     # read back over TCP, in answers that take many reads each
-    stored = read_log(own_server, topic_name, 1)[0]
+    stored = read_log(own_server, topic_name, 1, len(values))[0]
     assert [v for _, v in stored] == values
 
 
-def test_acks_0_and_list_offsets_over_tcp(own_server, topic_name):
-    create(own_server, topic_name, 2)
-    p = Producer(own_server.config(**TCP, acks=0))
+def test_acks_0_and_list_offsets_over_tcp(server, topic_name):
+    create(server, topic_name, 2)
+    p = Producer(server.config(**TCP, acks=0))
     for i in range(2_000):
         p.produce(topic_name, b"%d" % i, partition=i % 2)
     assert p.flush(30) == 0
     p.close(30)
-    c = Consumer(own_server.config(**TCP, **{"fetch.max.bytes": 200 << 20}))
+    c = Consumer(server.config(**TCP, **{"fetch.max.bytes": 200 << 20}))
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            ends = [c.get_watermark_offsets(TopicPartition(topic_name, q))[1] for q in (0, 1)]
-            if ends == [1_000, 1_000]:
-                break
-            time.sleep(0.1)
-        assert ends == [1_000, 1_000]
+        wait_until(lambda: [c.get_watermark_offsets(TopicPartition(topic_name, q))[1]
+                            for q in (0, 1)] == [1_000, 1_000], 20,
+                   "the acks=0 records to be stored")
         # ListOffsets went over the TCP links, which take answers as large
         # as the fetches asked for may be (200 MiB and one batch)
         assert c._conns and all(type(link) is TcpLink and link.max_response > 300 << 20
                                 for link in c._conns.values())
     finally:
         c.close()
-    final = read_log(own_server, topic_name, 2)
+    final = read_log(server, topic_name, 2, 2_000)
     assert sorted(int(v) for recs in final.values() for _, v in recs) == list(range(2_000))
 
 
@@ -233,11 +227,11 @@ def test_an_unset_transport_is_tcp_unless_only_zmq_carries_what_was_asked():
     Consumer({"bootstrap.servers": "127.0.0.1:9", "curve.server.key": "x" * 40}).close()
 
 
-def test_clients_left_to_their_default_use_tcp_links(own_server, topic_name):
+def test_clients_left_to_their_default_use_tcp_links(server, topic_name):
     """A producer and a consumer given no transport reach the workers over
     TCP links: what the default buys (README, "Direct TCP links")."""
-    create(own_server, topic_name, 2)
-    p = Producer(own_server.config(**{"linger.ms": 1}))
+    create(server, topic_name, 2)
+    p = Producer(server.config(**{"linger.ms": 1}))
     try:
         for i in range(200):
             p.produce(topic_name, b"%d" % i, partition=i % 2)
@@ -246,7 +240,7 @@ def test_clients_left_to_their_default_use_tcp_links(own_server, topic_name):
         assert len(links) == 2 and all(type(link) is TcpLink for link in links), links
     finally:
         p.close()
-    c = Consumer(own_server.config())
+    c = Consumer(server.config())
     try:
         c.assign([TopicPartition(topic_name, part, OFFSET_BEGINNING) for part in range(2)])
         got, deadline = [], time.monotonic() + 30
@@ -258,38 +252,44 @@ def test_clients_left_to_their_default_use_tcp_links(own_server, topic_name):
         c.close()
 
 
+@pytest.fixture(scope="module")
+def sasl_server(tmp_path_factory):
+    """A server whose Kafka listeners want SASL (no plaintext TCP link)."""
+    srv = ServerProcess(str(tmp_path_factory.mktemp("sasl") / "data"),
+                        extra_args=["--kafka-security-protocol", "SASL_PLAINTEXT"]).start()
+    yield srv
+    srv.stop()
+    srv.kill()
+
+
 @pytest.mark.parametrize("chosen", [False, True])
-def test_a_worker_without_a_plaintext_listener_is_reached_over_zmq(tmp_path, topic_name, caplog,
-                                                                   chosen):
+def test_a_worker_without_a_plaintext_listener_is_reached_over_zmq(sasl_server, topic_name,
+                                                                   caplog, chosen):
     """Workers whose Kafka listener wants SASL offer no plaintext TCP link:
     the clients keep ZeroMQ and work. That is a warning when the user chose
     ``tcp``, and only a debug line when it was the default."""
-    srv = ServerProcess(str(tmp_path / "data"),
-                        extra_args=["--kafka-security-protocol", "SASL_PLAINTEXT"]).start()
+    srv = sasl_server
     extra = TCP if chosen else {}
     caplog.set_level(logging.DEBUG, logger="kafkalite.client.tcp_link")
+    create(srv, topic_name, 1)
+    p = Producer(srv.config(**extra))
     try:
-        create(srv, topic_name, 1)
-        p = Producer(srv.config(**extra))
-        try:
-            for i in range(50):
-                p.produce(topic_name, b"%d" % i, partition=0)
-            assert p.flush(30) == 0
-            assert all(type(node.link) is Connection for node in p._sending.nodes.values())
-        finally:
-            p.close()
-        c = Consumer(srv.config(**extra))
-        try:
-            c.assign([TopicPartition(topic_name, 0, OFFSET_BEGINNING)])
-            got, deadline = [], time.monotonic() + 30
-            while len(got) < 50 and time.monotonic() < deadline:
-                got += c.consume(100, 0.5)
-            assert [int(m.value()) for m in got] == list(range(50))
-            assert all(type(link) is Connection for link in c._conns.values())
-        finally:
-            c.close()
+        for i in range(50):
+            p.produce(topic_name, b"%d" % i, partition=0)
+        assert p.flush(30) == 0
+        assert all(type(node.link) is Connection for node in p._sending.nodes.values())
     finally:
-        srv.stop()
+        p.close()
+    c = Consumer(srv.config(**extra))
+    try:
+        c.assign([TopicPartition(topic_name, 0, OFFSET_BEGINNING)])
+        got, deadline = [], time.monotonic() + 30
+        while len(got) < 50 and time.monotonic() < deadline:
+            got += c.consume(100, 0.5)
+        assert [int(m.value()) for m in got] == list(range(50))
+        assert all(type(link) is Connection for link in c._conns.values())
+    finally:
+        c.close()
     fell_back = [r for r in caplog.records if "offers no direct TCP link" in r.getMessage()]
     assert fell_back, "neither client tried the TCP link"
     want = logging.WARNING if chosen else logging.DEBUG
@@ -321,14 +321,14 @@ def descriptors_past_1024():
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
-def test_links_on_descriptors_past_1024_wait_and_close(own_server, topic_name,
-                                                      descriptors_past_1024):
+def test_links_on_descriptors_past_1024_wait_and_close(server, topic_name,
+                                                       descriptors_past_1024):
     """A process with many files open: the links' sockets get descriptors
     past 1024, and waiting on them (a request answered in the caller's
     thread, a close that lets acks=0 requests out) must still work. The CI
     suite met this: select() refused them ("filedescriptor out of range")."""
-    create(own_server, topic_name, 1)
-    p = Producer(own_server.config(**TCP, **{"acks": 0, "linger.ms": 0}))
+    create(server, topic_name, 1)
+    p = Producer(server.config(**TCP, **{"acks": 0, "linger.ms": 0}))
     try:
         for i in range(300):
             p.produce(topic_name, b"%d" % i, partition=0)
@@ -336,13 +336,11 @@ def test_links_on_descriptors_past_1024_wait_and_close(own_server, topic_name,
         assert all(node.link.sock.fileno() > 1024 for node in p._sending.nodes.values())
     finally:
         p.close()
-    c = Consumer(own_server.config(**TCP))
+    c = Consumer(server.config(**TCP))
     try:
         c.assign([TopicPartition(topic_name, 0, OFFSET_BEGINNING)])
-        deadline = time.monotonic() + 30
-        while c.get_watermark_offsets(TopicPartition(topic_name, 0))[1] < 300:
-            assert time.monotonic() < deadline, "acks=0 records never all arrived"
-            time.sleep(0.1)
+        wait_until(lambda: c.get_watermark_offsets(TopicPartition(topic_name, 0))[1] >= 300,
+                   30, "the acks=0 records to be stored")
         assert all(type(link) is TcpLink and link.sock.fileno() > 1024
                    for link in c._conns.values())
         got, deadline = [], time.monotonic() + 30
@@ -470,22 +468,22 @@ def test_large_answers_split_anywhere_are_read_into_their_own_buffers(peer):
         link.close()
 
 
-def test_records_held_from_earlier_fetches_stay_intact_over_tcp(own_server, topic_name):
+def test_records_held_from_earlier_fetches_stay_intact_over_tcp(server, topic_name):
     """A consumer over a TCP link keeps fetched answers it has not decoded
     yet (and may keep views of them): a buffer an answer was read into is
     reused only once nothing refers to it. Records of 50-100 KB, many
     large answers, read slowly so that answers wait: every value comes back
     as written, in order."""
-    create(own_server, topic_name, 1)
+    create(server, topic_name, 1)
     values = [bytes([i % 251]) * (50_000 + 997 * i) for i in range(60)]
-    p = Producer(own_server.config(**{"linger.ms": 0, **TCP}))
+    p = Producer(server.config(**{"linger.ms": 0, **TCP}))
     try:
         for v in values:
             p.produce(topic_name, v, partition=0)
         assert p.flush(30) == 0
     finally:
         p.close()
-    c = Consumer(own_server.config(**{"max.partition.fetch.bytes": 300_000, **TCP}))
+    c = Consumer(server.config(**{"max.partition.fetch.bytes": 300_000, **TCP}))
     try:
         c.assign([TopicPartition(topic_name, 0, OFFSET_BEGINNING)])
         held, deadline = [], time.monotonic() + 60
@@ -499,8 +497,8 @@ def test_records_held_from_earlier_fetches_stay_intact_over_tcp(own_server, topi
         c.close()
 
 
-def test_a_closed_consumers_buffers_go_to_the_next_and_its_records_stay_intact(own_server,
-                                                                              topic_name):
+def test_a_closed_consumers_buffers_go_to_the_next_and_its_records_stay_intact(
+        server, topic_name):
     """A Spark worker reads each task's range through a new consumer: the
     buffers a closed consumer's links read large answers into are handed to
     the next link of the process (not zeroed and faulted in again), and a
@@ -508,8 +506,8 @@ def test_a_closed_consumers_buffers_go_to_the_next_and_its_records_stay_intact(o
     closed consumer returned (views of its answers) stay as they were while
     the next consumer reads other records into the same buffers."""
     from kafkalite.client import tcp_link
-    create(own_server, topic_name, 2)
-    p = Producer(own_server.config(**{"linger.ms": 5, **TCP}))
+    create(server, topic_name, 2)
+    p = Producer(server.config(**{"linger.ms": 5, **TCP}))
     try:
         for i in range(80):
             p.produce(topic_name, bytes([i]) * 100_000, partition=i % 2)
@@ -518,7 +516,7 @@ def test_a_closed_consumers_buffers_go_to_the_next_and_its_records_stay_intact(o
         p.close()
 
     def read(partition, n):
-        c = Consumer(own_server.config(**{"max.partition.fetch.bytes": 1 << 20, **TCP}))
+        c = Consumer(server.config(**{"max.partition.fetch.bytes": 1 << 20, **TCP}))
         c.assign([TopicPartition(topic_name, partition, OFFSET_BEGINNING)])
         got, deadline = [], time.monotonic() + 60
         while len(got) < n and time.monotonic() < deadline:
@@ -619,14 +617,14 @@ def _round_trip(srv, topic, extra, n=300):
     return produced, consumed
 
 
-def test_links_to_workers_on_this_host_go_over_their_unix_sockets(own_server, topic_name):
+def test_links_to_workers_on_this_host_go_over_their_unix_sockets(server, topic_name):
     """Left to their defaults, a producer's and a consumer's links to the
     workers are Unix-domain connections; ``kafkalite.local.socket`` false
     keeps them on loopback TCP. The same records either way."""
-    create(own_server, topic_name, 2)
-    create(own_server, topic_name + "-tcp", 2)
-    assert _round_trip(own_server, topic_name, {}) == ({socket.AF_UNIX}, {socket.AF_UNIX})
-    assert _round_trip(own_server, topic_name + "-tcp", {"kafkalite.local.socket": False}) == (
+    create(server, topic_name, 2)
+    create(server, topic_name + "-tcp", 2)
+    assert _round_trip(server, topic_name, {}) == ({socket.AF_UNIX}, {socket.AF_UNIX})
+    assert _round_trip(server, topic_name + "-tcp", {"kafkalite.local.socket": False}) == (
         {socket.AF_INET}, {socket.AF_INET})
 
 
@@ -657,12 +655,12 @@ def _worker_endpoint(srv) -> str:
         c.close()
 
 
-def test_the_unix_socket_is_offered_only_in_the_same_network_namespace(own_server, monkeypatch):
+def test_the_unix_socket_is_offered_only_in_the_same_network_namespace(server, monkeypatch):
     """The worker names its socket with its identity (boot id and network
     namespace); a client whose identity differs (another host, another
     namespace: its abstract sockets are other ones) is given none and
     uses TCP. A name that cannot be reached falls back to TCP too."""
-    conn = Connection(_worker_endpoint(own_server), "t")
+    conn = Connection(_worker_endpoint(server), "t")
     try:
         host, port, name = kafka_endpoint_of(conn, 10)
         assert name and name.startswith("kafkalite/")
@@ -704,29 +702,27 @@ def test_a_unix_socket_connection_is_served_as_kafka_and_dies_with_its_worker(ow
         raw.close()
     pid = int(name.split("/")[1])
     os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+
+    def gone():
         try:
             local_socket.connect(name, 1).close()
         except OSError:
-            break
-        time.sleep(0.05)
-    else:
-        pytest.fail(f"{name} still accepts after its worker was killed")
-    deadline, fresh = time.monotonic() + 60, None
-    while time.monotonic() < deadline:
+            return True
+        return False
+    wait_until(gone, 30, f"{name} to stop accepting after its worker was killed")
+
+    def offered():
         try:
             conn = Connection(_worker_endpoint(own_server), "t")
             try:
                 fresh = kafka_endpoint_of(conn, 5)[2]
             finally:
                 conn.close()
-            if fresh and fresh != name:
-                break
-        except Exception:
-            pass
-        time.sleep(0.2)
-    assert fresh and fresh != name, (name, fresh)
+        except Exception:       # noqa: BLE001 - the worker is still restarting
+            return None
+        return fresh if fresh and fresh != name else None
+    fresh = wait_until(offered, 60, "the restarted worker to offer another socket",
+                       interval=0.2)
     local_socket.connect(fresh, 5).close()
 
 
