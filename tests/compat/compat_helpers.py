@@ -6,8 +6,6 @@ with headers a list of (str, bytes|None) pairs, whatever client read it.
 """
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 
 import confluent_kafka as ck
@@ -137,12 +135,18 @@ def kafka_conf(server, **extra) -> dict:
     return {"bootstrap.servers": server.kafka_bootstrap, "socket.timeout.ms": 10000, **extra}
 
 
-def read_values(server, topic, partitions, isolation, settle=1.5, timeout=15.0) -> list[bytes]:
+def read_values(server, topic, partitions, isolation, expect=0, settle=0.3,
+                timeout=15.0) -> list[bytes]:
     """Every value a consumer with ``isolation`` reads from the beginning,
     once it has read up to the end offsets it was told of first (the last
-    stable offset under read_committed) and nothing new came for ``settle``
-    seconds. (Quiet alone is not enough: on a loaded machine the first
-    fetch can take longer than ``settle``.)"""
+    stable offset under read_committed), has at least ``expect`` values, and
+    nothing new came for ``settle`` seconds. (Quiet alone is not enough: on
+    a loaded machine the first fetch can take longer than ``settle``; and
+    the end offsets alone neither: a committed transaction's markers may
+    land after they were asked, so its records come later. A caller that
+    knows how many records it wants says so in ``expect``; one that checks
+    that nothing is visible gives a ``settle`` as long as it wants to be
+    sure of that.)"""
     c = ck.Consumer(kafka_conf(server, **{"group.id": f"reader-{isolation}-{time.monotonic()}",
                                    "enable.auto.commit": False, "isolation.level": isolation}))
     try:
@@ -156,7 +160,7 @@ def read_values(server, topic, partitions, isolation, settle=1.5, timeout=15.0) 
                 c.position([ck.TopicPartition(topic, p) for p in range(partitions)]), ends)
                 if end > 0)
         out, quiet_since, deadline = [], time.monotonic(), time.monotonic() + timeout
-        while (time.monotonic() - quiet_since < settle or not at_end()) \
+        while (time.monotonic() - quiet_since < settle or not at_end() or len(out) < expect) \
                 and time.monotonic() < deadline:
             got = c.consume(1000, 0.2)
             for m in got:
@@ -184,10 +188,11 @@ def first_client_error(conf: dict, topic: str) -> ck.KafkaError:
     return seen[0]
 
 
-def add_user(data_dir: str, user: str, password: str) -> None:
-    """``kafkalite users add`` before the server starts (its SCRAM and PLAIN credentials)."""
-    from harness import child_env
-    r = subprocess.run([sys.executable, "-m", "kafkalite", "users", "add", user, "--data-dir",
-                        data_dir], input=password + "\n", capture_output=True, text=True,
-                       env=child_env(), timeout=60)
-    assert r.returncode == 0, r.stderr
+def add_user(data_dir: str, user: str, password: str, *mechanisms: str) -> None:
+    """``kafkalite users add`` before the server starts (its SCRAM and PLAIN
+    credentials, or those of ``mechanisms``)."""
+    from harness import run_cli
+    args = [a for m in mechanisms for a in ("--mechanism", m)]
+    r = run_cli("users", "add", user, "--data-dir", data_dir, *args,
+                stdin=password.encode() + b"\n")
+    assert r.returncode == 0, r.stderr.decode()

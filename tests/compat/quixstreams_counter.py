@@ -32,7 +32,8 @@ def main(bootstrap: str, input_topic: str, output_topic: str, state_dir: str, mo
         state_dir=state_dir, loglevel="WARNING",
         commit_interval=3600.0 if mode == "hold" else 0.5,
         # a killed run's member leaves the group after this, not Kafka's 45 s
-        consumer_extra_config={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000},
+        # (the next run's join waits for it)
+        consumer_extra_config={"session.timeout.ms": 3000, "heartbeat.interval.ms": 500},
         producer_extra_config={"transactional.id": f"{input_topic}-counter"},
     )
     sdf = app.dataframe(app.topic(input_topic, value_deserializer="json"))

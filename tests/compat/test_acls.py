@@ -14,20 +14,18 @@ and survive a restart; denials and failed logins show in ``/metrics``.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 import urllib.request
 
 import confluent_kafka as ck
 import pytest
-from compat_helpers import KafkaWire
+from compat_helpers import KafkaWire, add_user, first_client_error
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation,
                                    AclPermissionType, AdminClient, AlterConfigOpType,
                                    ConfigEntry, ConfigResource, NewPartitions,
                                    NewTopic, ResourcePatternType, ResourceType)
 
-from harness import ServerProcess, child_env
+from harness import ServerProcess, run_cli, wait_until
 
 from kafkalite.protocol import ApiKey
 from soak import setting
@@ -38,6 +36,9 @@ USERS = ("admin", "alice")
 ALICE = "User:alice"
 EVERY_ACL = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
                              AclOperation.ANY, AclPermissionType.ANY)
+
+# the module's server (ACLs, users) is set up once: its tests go to one xdist worker
+pytestmark = pytest.mark.xdist_group("acls")
 
 
 def password(user: str) -> str:
@@ -51,11 +52,7 @@ def start(root, *, allow_everyone: bool = False) -> ServerProcess:
     config.write_text('authorizer_enabled = true\nsuper_users = "User:admin"\n'
                       f'allow_everyone_if_no_acl_found = {str(allow_everyone).lower()}\n')
     for user in USERS:
-        r = subprocess.run([sys.executable, "-m", "kafkalite", "users", "add", user,
-                            "--data-dir", data, "--mechanism", "PLAIN"],
-                           input=password(user) + "\n", capture_output=True, text=True,
-                           env=child_env(), timeout=60)
-        assert r.returncode == 0, r.stderr
+        add_user(data, user, password(user), "PLAIN")
     return ServerProcess(data, extra_args=[
         "--config", str(config), "--kafka-security-protocol", "SASL_PLAINTEXT",
         "--sasl-enabled-mechanisms", "PLAIN"]).start()
@@ -714,11 +711,11 @@ def test_invalid_acls_are_refused(srv, clean):
 # ---- the CLI, the audit, restarts, the defaults ------------------------------------------------
 
 def acls_cli(srv, user, *args):
-    return subprocess.run([sys.executable, "-m", "kafkalite", "acls", *args,
-                           "--bootstrap-server", srv.kafka_bootstrap,
-                           "--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN",
-                           "--sasl-username", user, "--sasl-password", password(user)],
-                          capture_output=True, text=True, env=child_env(), timeout=60)
+    r = run_cli("acls", *args, "--bootstrap-server", srv.kafka_bootstrap,
+                "--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN",
+                "--sasl-username", user, "--sasl-password", password(user))
+    r.stdout, r.stderr = r.stdout.decode(), r.stderr.decode()
+    return r
 
 
 def test_kafkalite_acls_cli(srv, clean, tmp_path):
@@ -735,13 +732,10 @@ def test_kafkalite_acls_cli(srv, clean, tmp_path):
     props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
                      'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule '
                      'required username="admin" password="admin-secret-1";\n')
-    r = subprocess.run([sys.executable, "-m", "kafkalite", "acls", "list", "--topic",
-                        "cli-topic", "--resource-pattern-type", "prefixed",
-                        "--bootstrap-server", srv.kafka_bootstrap, "--command-config",
-                        str(props)], capture_output=True, text=True, env=child_env(),
-                       timeout=60)
+    r = run_cli("acls", "list", "--topic", "cli-topic", "--resource-pattern-type", "prefixed",
+                "--bootstrap-server", srv.kafka_bootstrap, "--command-config", props)
     assert r.returncode == 0, r.stderr
-    lines = r.stdout.strip().splitlines()
+    lines = r.stdout.decode().strip().splitlines()
     assert len(lines) == 2 and all(line.startswith("TOPIC:PREFIXED:cli-topic") for line in lines)
     r = acls_cli(srv, "admin", "remove", "--topic", "cli-topic", "--group", "cli-group",
                  "--resource-pattern-type", "prefixed", "--operation", "Read")
@@ -753,22 +747,21 @@ def test_kafkalite_acls_cli(srv, clean, tmp_path):
 def test_denials_and_failed_logins_are_counted(srv, clean):
     create_topic(srv, "acl-audit")
     produce(srv, "alice", "acl-audit")
-    bad = ck.Producer({**conf(srv, "alice"), "sasl.password": "wrong"})
-    bad.produce("acl-audit", b"x")
-    bad.flush(3)
+    err = first_client_error({**conf(srv, "alice"), "sasl.password": "wrong"}, "acl-audit")
+    assert err.code() == ck.KafkaError._AUTHENTICATION, err
     url = srv.info["metrics"]
-    deadline = time.monotonic() + 20
-    while True:
-        text = urllib.request.urlopen(url, timeout=10).read().decode()
+    seen = [""]
+
+    def counted() -> bool:
+        seen[0] = text = urllib.request.urlopen(url, timeout=10).read().decode()
         denied = [line for line in text.splitlines()
                   if line.startswith("kafkalite_authorizer_denied_total{")
                   and 'resource_type="Topic"' in line]
         failures = [line for line in text.splitlines()
                     if line.startswith("kafkalite_authentication_failures_total")]
-        if denied and failures and float(failures[0].split()[-1]) >= 1:
-            break
-        assert time.monotonic() < deadline, text[-3000:]
-        time.sleep(0.5)
+        return bool(denied and failures and float(failures[0].split()[-1]) >= 1)
+    wait_until(counted, 20, lambda: "the denial and the failed login in /metrics: "
+               + seen[0][-3000:], interval=0.5)
     assert "is Denied Operation = Describe" in srv.output()
 
 
@@ -1069,7 +1062,7 @@ def test_acls_of_a_cluster_are_kept_in_postgresql(tmp_path):
         del client
         s.stop()
         assert not os.path.exists(tmp_path / "first" / "acls.json")
-        time.sleep(1.5)                  # the first incarnation's lease runs out
+        # (a clean stop let the controller lease go: the next node takes it at once)
         s = node("second")
         client = AdminClient(kafka_conf(s))
         assert client.describe_acls(EVERY_ACL).result(15) == [binding]

@@ -19,7 +19,9 @@ def conf(server, **extra) -> dict:
 
 
 def ck_read(server, topic, partitions, expect, timeout=20.0, **extra) -> list:
-    c = ck.Consumer(conf(server, **{"group.id": "reader", "enable.auto.commit": False, **extra}))
+    # (assigned, never committing: the group id is only librdkafka's requirement)
+    c = ck.Consumer(conf(server, **{"group.id": f"{topic}-reader", "enable.auto.commit": False,
+                                    **extra}))
     try:
         c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(partitions)])
         out, deadline = [], time.monotonic() + timeout
@@ -91,7 +93,7 @@ def test_large_fetches_arrive_whole(server, topic_name):
         assert p.flush(30) == 0 and failed == []
     finally:
         p.close()
-    c = ck.Consumer(conf(server, **{"group.id": "big", "fetch.max.bytes": 50 << 20,
+    c = ck.Consumer(conf(server, **{"group.id": f"{topic_name}-big", "fetch.max.bytes": 50 << 20,
                                     "max.partition.fetch.bytes": 20 << 20}))
     try:
         c.assign([ck.TopicPartition(topic_name, 0, ck.OFFSET_BEGINNING)])

@@ -9,6 +9,8 @@ import time
 import pytest
 from compat_helpers import create_topic, native_produce
 
+from harness import wait_until
+
 PARTITIONS = 4
 POLL_MS = 5000
 
@@ -22,15 +24,19 @@ def produce_spread(server, topic, tag, n):
         native_produce(server, topic, records(f"{tag}{p}", n), partition=p)
 
 
-# ---- one driver per client: run(members, topic, group, want) -> (values, assignments) ----
-# A driver reads until it has seen `want` distinct values and keeps what it reads
-# while settling. Members commit nothing until the end, so after a rebalance a
-# member rightly re-reads (at least once) what another member read before it:
-# counting those duplicates towards `want` once stopped a run before one
-# partition had been read, and dropping the settle phase's reads lost that
-# partition's values from the result while the commit covered them.
+# ---- one driver per client:
+# run(server, topic, group, members, want, ends) -> (values, assignments)
+# A driver reads until it has seen `want` distinct values, every member has
+# partitions (together all of them), and each member has read its partitions
+# to their end offsets (`ends`, {partition: end}), keeping what it reads
+# meanwhile; then every member commits. Members commit nothing until the
+# end, so after a rebalance a member rightly re-reads (at least once) what
+# another member read before it: counting those duplicates towards `want`
+# once stopped a run before one partition had been read, and dropping the
+# last reads lost that partition's values from the result while the commit
+# covered them.
 
-def confluent_group(server, topic, group, members, want, timeout=30.0):
+def confluent_group(server, topic, group, members, want, ends, timeout=30.0):
     import confluent_kafka as ck
     cs = [ck.Consumer({"bootstrap.servers": server.kafka_bootstrap, "group.id": group,
                        "auto.offset.reset": "earliest", "enable.auto.commit": False,
@@ -38,22 +44,22 @@ def confluent_group(server, topic, group, members, want, timeout=30.0):
           for _ in range(members)]
     for c in cs:
         c.subscribe([topic])
-    values, deadline = [], time.monotonic() + timeout
+    values = []
 
-    def read(count, wait):
+    def read_to_the_end() -> bool:
         for c in cs:
-            for m in c.consume(count, wait):
+            for m in c.consume(1000, 0.1):
                 if m.error() is None:
                     values.append(m.value())
-    while len(set(values)) < want and time.monotonic() < deadline:
-        read(1000, 0.2)
-    while members > 1 and any(not c.assignment() for c in cs) and time.monotonic() < deadline:
-        read(10, 0.2)
-    # after the last rebalance, let each member read its partitions to the end,
-    # so that what it commits is its whole share
-    settle = time.monotonic() + 2.0
-    while time.monotonic() < settle:
-        read(1000, 0.1)
+        owned = [c.assignment() for c in cs]
+        if len(set(values)) < want or not all(owned) or \
+                sorted(tp.partition for o in owned for tp in o) != sorted(ends):
+            return False
+        # each member at the end of what it owns: what it commits is its whole share
+        return all(tp.offset >= ends[tp.partition] for c, o in zip(cs, owned)
+                   for tp in c.position(o))
+    wait_until(read_to_the_end, timeout, lambda: f"the members to read {want} values to the "
+               f"ends {ends}: {len(set(values))} read", interval=0)
     assignments = [sorted(tp.partition for tp in c.assignment()) for c in cs]
     # every member commits before any leaves: a leaving member starts a
     # rebalance, and a commit during one may rightly get REBALANCE_IN_PROGRESS
@@ -64,13 +70,16 @@ def confluent_group(server, topic, group, members, want, timeout=30.0):
     return values, assignments
 
 
-def kafka_python_group(server, topic, group, members, want, timeout=30.0):
-    # One thread per member with long polls, as kafka-python applications run.
-    # Short polls trip a kafka-python 3.0 race (seen in its own debug log): a
-    # JoinGroup/SyncGroup that outlives poll()'s timeout completes in the
-    # background, its assignment is dropped and the member never re-enables
-    # its heartbeat, so the coordinator rightly expires it after
-    # session.timeout.ms. A poll of POLL_MS outlasts any join here.
+def kafka_python_group(server, topic, group, members, want, ends, timeout=30.0):
+    # One thread per member with long polls while the group forms, as
+    # kafka-python applications run. Short polls then trip a kafka-python
+    # 3.0 race (seen in its own debug log): a JoinGroup/SyncGroup that
+    # outlives poll()'s timeout completes in the background, its assignment
+    # is dropped and the member never re-enables its heartbeat, so the
+    # coordinator rightly expires it after session.timeout.ms. A poll of
+    # POLL_MS outlasts any join here. Once the members' partitions cover the
+    # topic nobody joins or leaves until all have committed: short polls
+    # then (a long one would hold the end of the run for POLL_MS).
     import threading
     from kafka import KafkaConsumer
     from kafka.errors import CommitFailedError, RebalanceInProgressError
@@ -81,13 +90,24 @@ def kafka_python_group(server, topic, group, members, want, timeout=30.0):
     values, lock = [], threading.Lock()
     stop_reading, all_committed = threading.Event(), threading.Event()
     committed, errors = [threading.Event() for _ in cs], []
+    # per member, after each of its polls: (its partitions, all read to their ends)
+    reached = [((), False) for _ in cs]
+
+    def formed() -> bool:
+        got = list(reached)
+        return all(owned for owned, _ in got) and \
+            sorted(p for owned, _ in got for p in owned) == sorted(ends)
 
     def member(i, c):
         try:
             while not stop_reading.is_set():
-                for msgs in c.poll(timeout_ms=POLL_MS).values():
-                    with lock:
-                        values.extend(m.value for m in msgs)
+                polled = c.poll(timeout_ms=200 if formed() else POLL_MS)
+                with lock:
+                    values.extend(m.value for msgs in polled.values() for m in msgs)
+                owned = c.assignment()
+                reached[i] = (tuple(sorted(tp.partition for tp in owned)),
+                              bool(owned) and all(c.position(tp) >= ends[tp.partition]
+                                                  for tp in owned))
             for attempt in range(10):    # all commit before any leaves (see above)
                 try:
                     c.commit()
@@ -108,29 +128,32 @@ def kafka_python_group(server, topic, group, members, want, timeout=30.0):
                for i, c in enumerate(cs)]
     for t in threads:
         t.start()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not errors:
+
+    def read_to_the_end() -> bool:
+        if errors:
+            return True
         with lock:
             enough = len(set(values)) >= want
-        if enough and (members == 1 or all(c.assignment() for c in cs)):
-            break
-        time.sleep(0.1)
-    time.sleep(2.0)                      # read every partition to the end before committing
-    stop_reading.set()
-    for e in committed:
-        e.wait(timeout + 30)
-    assignments = [sorted(tp.partition for tp in c.assignment()) for c in cs]
-    all_committed.set()
-    for t in threads:
-        t.join(timeout + 30)
-    for c in cs:
-        c.close()
+        return enough and formed() and all(done for _, done in reached)
+    try:
+        wait_until(read_to_the_end, timeout, lambda: f"the members to read {want} values to "
+                   f"the ends {ends}: {reached}", interval=0.05)
+    finally:
+        stop_reading.set()
+        for e in committed:
+            e.wait(timeout + 30)
+        assignments = [sorted(tp.partition for tp in c.assignment()) for c in cs]
+        all_committed.set()
+        for t in threads:
+            t.join(timeout + 30)
+        for c in cs:
+            c.close()
     if errors:
         raise errors[0]
     return values, assignments
 
 
-def aiokafka_group(server, topic, group, members, want, timeout=30.0):
+def aiokafka_group(server, topic, group, members, want, ends, timeout=30.0):
     from aiokafka import AIOKafkaConsumer
 
     async def go():
@@ -141,16 +164,21 @@ def aiokafka_group(server, topic, group, members, want, timeout=30.0):
         for c in cs:
             await c.start()
         values, deadline = [], time.monotonic() + timeout
-        async def read(wait_ms):
+
+        async def read_to_the_end() -> bool:
             for c in cs:
-                for msgs in (await c.getmany(timeout_ms=wait_ms)).values():
+                for msgs in (await c.getmany(timeout_ms=100)).values():
                     values.extend(m.value for m in msgs)
-        while (len(set(values)) < want or (members > 1 and any(not c.assignment() for c in cs))) \
-                and time.monotonic() < deadline:
-            await read(200)
-        settle = time.monotonic() + 2.0  # read every partition to the end before committing
-        while time.monotonic() < settle:
-            await read(100)
+            owned = [c.assignment() for c in cs]
+            if len(set(values)) < want or not all(owned) or \
+                    sorted(tp.partition for o in owned for tp in o) != sorted(ends):
+                return False
+            # each member at the end of what it owns: its commit is its whole share
+            return all([await c.position(tp) >= ends[tp.partition]
+                        for c, o in zip(cs, owned) for tp in o])
+        while not await read_to_the_end():
+            assert time.monotonic() < deadline, \
+                f"the members to read {want} values to the ends {ends}: {len(set(values))} read"
         assignments = [sorted(tp.partition for tp in c.assignment()) for c in cs]
         for c in cs:                     # all commit before any leaves (see above)
             await c.commit()
@@ -170,11 +198,12 @@ def test_two_members_share_commit_and_a_later_member_resumes(server, topic_name,
     create_topic(server, topic_name, partitions=PARTITIONS)
     produce_spread(server, topic_name, "first", 10)
     group = f"group-{topic_name}"
-    values, assignments = run(server, topic_name, group, 2, 40)
+    values, assignments = run(server, topic_name, group, 2, 40,
+                              dict.fromkeys(range(PARTITIONS), 10))
     assert set(values) == {b"first%d-%d" % (p, i) for p in range(PARTITIONS) for i in range(10)}
     assert all(assignments) and sorted(sum(assignments, [])) == list(range(PARTITIONS))
     produce_spread(server, topic_name, "second", 5)
-    values, _ = run(server, topic_name, group, 1, 20)
+    values, _ = run(server, topic_name, group, 1, 20, dict.fromkeys(range(PARTITIONS), 15))
     assert sorted(values) == sorted(b"second%d-%d" % (p, i) for p in range(PARTITIONS)
                                     for i in range(5))
 

@@ -162,6 +162,7 @@ def test_delete_records_at_the_wire_on_the_supervisor_and_a_worker(server, topic
     lead, and the high watermark for -1."""
     create_topic(server, topic_name, 2)
     native_produce(server, topic_name, sample_records(5, "w"), partition=0)
+    missing = topic_name + "-missing"
     wire = KafkaWire(server.kafka_bootstrap)
     try:
         md = wire.request(ApiKey.METADATA, 12, {"topics": [{"name": topic_name}]})
@@ -169,14 +170,14 @@ def test_delete_records_at_the_wire_on_the_supervisor_and_a_worker(server, topic
         brokers = {b["node_id"]: f"{b['host']}:{b['port']}" for b in md["brokers"]}
         body = {"timeout_ms": 5000, "topics": [
             {"name": "__consumer_offsets", "partitions": [{"partition_index": 0, "offset": 1}]},
-            {"name": "no-such-topic", "partitions": [{"partition_index": 0, "offset": 1}]},
+            {"name": missing, "partitions": [{"partition_index": 0, "offset": 1}]},
             {"name": topic_name, "partitions": [{"partition_index": 0, "offset": 1},
                                                 {"partition_index": 9, "offset": 1}]}]}
         answer = wire.request(ApiKey.DELETE_RECORDS, 2, body)
         codes = {(t["name"], p["partition_index"]): p["error_code"]
                  for t in answer["topics"] for p in t["partitions"]}
         assert codes == {("__consumer_offsets", 0): errors.InvalidTopicError.code,
-                         ("no-such-topic", 0): errors.UnknownTopicOrPartitionError.code,
+                         (missing, 0): errors.UnknownTopicOrPartitionError.code,
                          (topic_name, 0): errors.NotLeaderOrFollowerError.code,
                          (topic_name, 9): errors.UnknownTopicOrPartitionError.code}
     finally:

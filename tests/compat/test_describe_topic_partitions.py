@@ -11,11 +11,16 @@ import pytest
 from harness import ServerProcess
 from replicas import create, wait_for
 
+# one cluster for the module's tests: they go to one xdist worker
+pytestmark = pytest.mark.xdist_group("describe_topic_partitions")
 
-@pytest.fixture
-def cluster(tmp_path):
-    # a worker stopped for 1.5 s is fenced: its replicas are offline
-    s = ServerProcess(str(tmp_path / "data"), workers=3,
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """Three workers, for the module (each test on topics of its own; the
+    one that stops a worker waits for it to be back before it ends). A
+    worker stopped for 1.5 s is fenced: its replicas are offline."""
+    s = ServerProcess(str(tmp_path_factory.mktemp("cluster") / "data"), workers=3,
                       extra_args=["--broker-session-timeout-ms", "1500",
                                   "--replica-lag-time-max-ms", "1500"]).start()
     yield s
@@ -32,14 +37,21 @@ def describe(s, topics, limit=2000, cursor=None):
         admin.close()
 
 
-def partition_while_stopped(s, topic):
-    """Partition 0 of ``topic``, or None if the broker the admin client
-    picked was the stopped one (until it is fenced, Metadata lists it)."""
-    from kafka.errors import KafkaError
+def offline_at_the_controller(s, topic) -> list:
+    """Partition 0's offline replicas as the supervisor (the controller)
+    answers DescribeTopicPartitions on a bare connection: waiting on this
+    rather than on kafka-python's admin client, which, while the stopped
+    worker is still in Metadata (until it is fenced), may pick it and hang
+    for 10 s."""
+    from compat_helpers import KafkaWire
+    from kafkalite.protocol import ApiKey
+    wire = KafkaWire(s.kafka_bootstrap)
     try:
-        return describe(s, [topic])["topics"][0]["partitions"][0]
-    except KafkaError:
-        return None
+        r = wire.request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, {
+            "topics": [{"name": topic}], "response_partition_limit": 10, "cursor": None})
+    finally:
+        wire.close()
+    return r["topics"][0]["partitions"][0]["offline_replicas"]
 
 
 def test_pages_through_topics_with_a_partition_limit(cluster):
@@ -83,9 +95,11 @@ def test_a_stopped_replica_is_offline_and_out_of_the_isr(cluster):
     pid = s.worker_pid(victim)
     os.kill(pid, signal.SIGSTOP)
     try:
-        p = wait_for(lambda: (lambda p: [p] if p and p["offline_replicas"] == [victim] else None)(
-            partition_while_stopped(s, "gamma")), timeout=30,
-            what="the stopped replica reported offline")[0]
+        wait_for(lambda: offline_at_the_controller(s, "gamma") == [victim], timeout=30,
+                 what="the stopped replica reported offline")
+        # fenced: out of Metadata, so kafka-python's admin client talks to the others
+        p = describe(s, ["gamma"])["topics"][0]["partitions"][0]
+        assert p["offline_replicas"] == [victim]
         assert victim not in p["isr_nodes"] and victim in p["replica_nodes"]
         assert p["leader_id"] == leader and p["error_code"] == 0
     finally:

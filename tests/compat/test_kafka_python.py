@@ -10,6 +10,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
+from harness import wait_until
 from kafkalite._ext.partitioner import partition_for_key
 
 
@@ -93,9 +94,6 @@ def test_admin_creates_lists_and_deletes_topics(server, topic_name):
         with pytest.raises(TopicAlreadyExistsError):
             admin.create_topics([NewTopic(topic_name, 2, 1)])
         admin.delete_topics([topic_name])
-        deadline = time.monotonic() + 10
-        while topic_name in admin.list_topics() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert topic_name not in admin.list_topics()
+        wait_until(lambda: topic_name not in admin.list_topics(), 10, "the topic to be gone")
     finally:
         admin.close()

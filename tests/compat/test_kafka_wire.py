@@ -7,6 +7,8 @@ import struct
 import pytest
 from compat_helpers import KafkaWire, create_topic, native_read
 
+from harness import wait_until
+
 from kafkalite.protocol import SUPPORTED_VERSIONS, ApiKey, encode_request
 from kafkalite.record import RecordBatchBuilder
 
@@ -131,9 +133,11 @@ def test_retried_batch_is_acknowledged_once_and_sequences_are_checked(server, to
         b"a", b"b", b"c", b"d", b"e", b"f"]
 
 
-def test_producer_state_survives_a_worker_restart(server, topic_name):
+def test_producer_state_survives_a_worker_restart(own_server, topic_name):
+    """(A server of the test's own: it kills a worker.)"""
     import os
     import signal
+    server = own_server
     create_topic(server, topic_name)
     wire = KafkaWire(leader_address(server, topic_name))
     pid = 424242
@@ -148,17 +152,19 @@ def test_producer_state_survives_a_worker_restart(server, topic_name):
     old = server.worker_pid(index)
     os.kill(old, signal.SIGKILL)
     server.wait_for_worker_restart(index, old)
-    import time
-    deadline = time.monotonic() + 20
-    while True:
+
+    def retried():
+        """The batch sent again to the partition's leader, once it serves."""
         try:
-            wire = KafkaWire(leader_address(server, topic_name))
-            retry = produce(wire, topic_name, batch([b"1", b"2"], pid, 3, 0))
-            break
+            w = KafkaWire(leader_address(server, topic_name))
         except (ConnectionError, OSError, StopIteration, AssertionError):
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+            return None
+        try:
+            return w, produce(w, topic_name, batch([b"1", b"2"], pid, 3, 0))
+        except (ConnectionError, OSError, StopIteration, AssertionError):
+            w.close()
+            return None
+    wire, retry = wait_until(retried, 20, "the restarted leader to answer", interval=0.2)
     try:
         assert (retry["error_code"], retry["base_offset"]) == (0, 0)
         assert produce(wire, topic_name, batch([b"3"], pid, 3, 5))["error_code"] == 45

@@ -13,10 +13,12 @@ broker that ignored the isolation level would answer): the assertions on
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import pathlib
 import shutil
 import subprocess
+import tempfile
 
 import pytest
 from compat_helpers import create_topic, native_read
@@ -30,18 +32,32 @@ pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed "
                                 "(tools/install-system-deps installs nodejs and npm)")
 
 
-@pytest.fixture(scope="module")
-def kafkajs() -> pathlib.Path:
-    """tests/compat/js with node_modules installed from package-lock.json."""
+def _installed() -> bool:
     installed = JS / "node_modules" / "kafkajs" / "package.json"
     pinned = json.loads((JS / "package-lock.json").read_text())[
         "packages"]["node_modules/kafkajs"]["version"]
-    if not installed.exists() or json.loads(installed.read_text())["version"] != pinned:
-        npm = shutil.which("npm")
-        assert npm is not None, "node is installed but npm is not (apt-get install npm)"
-        r = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=JS,
-                           capture_output=True, text=True, timeout=240)
-        assert r.returncode == 0, f"npm ci failed:\n{r.stdout}\n{r.stderr}"
+    try:
+        return json.loads(installed.read_text())["version"] == pinned
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+@pytest.fixture(scope="module")
+def kafkajs() -> pathlib.Path:
+    """tests/compat/js with node_modules installed from package-lock.json.
+    Under a lock: two test processes (pytest-xdist) may both want it first,
+    and ``npm ci`` starts by deleting node_modules, so one installing while
+    the other checks or runs would break the other. The lock is outside the
+    tree (tests/compat/js stays as git has it)."""
+    with open(pathlib.Path(tempfile.gettempdir()) / "kafkalite-compat-npm.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not _installed():
+            npm = shutil.which("npm")
+            assert npm is not None, "node is installed but npm is not (apt-get install npm)"
+            r = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=JS,
+                               capture_output=True, text=True, timeout=240)
+            assert r.returncode == 0, f"npm ci failed:\n{r.stdout}\n{r.stderr}"
+            assert _installed(), "npm ci left no kafkajs of the pinned version"
     return JS
 
 

@@ -37,12 +37,15 @@ import uuid
 import confluent_kafka as ck
 import pytest
 from compat_helpers import create_topic
-from harness import ServerProcess, child_env
+from harness import ServerProcess, child_env, wait_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PARTITIONS = 6
 SESSION_TIMEOUT_MS = 4000
 MAX_GAP_S = 3.0
+
+# one server for the module's runs: they go to one xdist worker
+pytestmark = pytest.mark.xdist_group("kip848_confluent")
 
 
 def parse(path) -> list[tuple]:
@@ -139,17 +142,8 @@ class Producing(threading.Thread):
                                   on_delivery=self.delivered)
             self.producer.poll(0)
             i += 1
-            time.sleep(0.004)
+            time.sleep(0.004)        # a steady flow, not a flood: ~250 records/s
         self.producer.flush(30)
-
-
-def wait_for(condition, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def check_described(server, group, members):
@@ -167,13 +161,15 @@ def check_described(server, group, members):
     assert len(current) == len(set(current))
 
 
-@pytest.fixture
-def kip848_server(tmp_path):
-    """A server whose KIP-848 groups time members out after 4 s (heartbeats every 300 ms)."""
-    conf = tmp_path / "server.toml"
+@pytest.fixture(scope="module")
+def kip848_server(tmp_path_factory):
+    """A server whose KIP-848 groups time members out after 4 s (heartbeats
+    every 300 ms), for a module (each run on a topic and group of its own)."""
+    root = tmp_path_factory.mktemp("kip848")
+    conf = root / "server.toml"
     conf.write_text(f"group_consumer_session_timeout_ms = {SESSION_TIMEOUT_MS}\n"
                     "group_consumer_heartbeat_interval_ms = 300\n")
-    srv = ServerProcess(str(tmp_path / "data"), extra_args=["--config", str(conf)]).start()
+    srv = ServerProcess(str(root / "data"), extra_args=["--config", str(conf)]).start()
     yield srv
     if srv.proc.poll() is None:
         srv.stop()
@@ -220,23 +216,23 @@ def test_kip848_members_join_leave_and_die_while_records_flow(kip848_server, tmp
     try:
         producing.start()
         start("m0", **({"KIP848_PLANTED_DROP": "1"} if fault else {}))
-        wait_for(lambda: len(owned(events("m0"))) == PARTITIONS and consuming("m0"), 20,
+        wait_until(lambda: len(owned(events("m0"))) == PARTITIONS and consuming("m0"), 20,
                  "the first member to own every partition")
         for name in ("m1", "m2"):
             start(name)
-            wait_for(lambda: consuming(name) and len(owners()) == PARTITIONS, 20,
+            wait_until(lambda: consuming(name) and len(owners()) == PARTITIONS, 20,
                      f"{name} to get partitions")
         check_described(server, group, members=3)
-        time.sleep(0.5)
+        time.sleep(0.5)        # (each change with records flowing to every member a while)
         procs["m1"].send_signal(signal.SIGTERM)                 # leaves the group
         assert procs["m1"].wait(20) == 0
         ended["m1"] = time.time()
-        wait_for(lambda: len(owners()) == PARTITIONS, 20, "m1's partitions to move")
+        wait_until(lambda: len(owners()) == PARTITIONS, 20, "m1's partitions to move")
         time.sleep(0.5)
         procs["m2"].kill()                                     # kill -9: no goodbye
         procs["m2"].wait(10)
         ended["m2"] = time.time()
-        wait_for(lambda: owned(events("m0")) == set(range(PARTITIONS)),
+        wait_until(lambda: owned(events("m0")) == set(range(PARTITIONS)),
                  SESSION_TIMEOUT_MS / 1000 + 15, "m2's partitions to move after its session")
         time.sleep(0.5)
         producing.stop.set()
@@ -244,7 +240,7 @@ def test_kip848_members_join_leave_and_die_while_records_flow(kip848_server, tmp
         flow_end = time.time()
         assert not producing.errors and len(producing.ends) == PARTITIONS
 
-        wait_for(lambda: committed_to_the_end(events("m0"), producing.ends), 20,
+        wait_until(lambda: committed_to_the_end(events("m0"), producing.ends), 20,
                  "m0 to read and commit to the end")
         procs["m0"].send_signal(signal.SIGTERM)
         assert procs["m0"].wait(20) == 0

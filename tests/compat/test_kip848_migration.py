@@ -19,11 +19,16 @@ import time
 import uuid
 
 import confluent_kafka as ck
+import pytest
 from compat_helpers import create_topic
 from test_kip848_confluent import (PARTITIONS, SESSION_TIMEOUT_MS, Members,  # noqa: F401
                                    Producing, check_group_run, committed_offsets,
-                                   committed_to_the_end, end_run, kip848_server, owned,
-                                   wait_for)
+                                   committed_to_the_end, end_run, kip848_server, owned)
+
+from harness import wait_until
+
+# a server of the module's own (kip848_server): its tests go to one xdist worker
+pytestmark = pytest.mark.xdist_group("kip848_migration")
 
 
 def group_type(server, group):
@@ -59,31 +64,31 @@ def test_classic_and_consumer_members_mix_upgrade_and_downgrade(kip848_server, t
     try:
         producing.start()
         start("c0", **classic)
-        wait_for(lambda: len(owned(events("c0"))) == PARTITIONS and consuming("c0"), 30,
+        wait_until(lambda: len(owned(events("c0"))) == PARTITIONS and consuming("c0"), 30,
                  "the first classic member to own every partition")
         start("c1", **classic)
-        wait_for(lambda: consuming("c1") and len(owners()) == PARTITIONS, 30,
+        wait_until(lambda: consuming("c1") and len(owners()) == PARTITIONS, 30,
                  "the second classic member to get partitions")
         assert group_type(server, group) == ck.ConsumerGroupType.CLASSIC
         start("n0")                                             # group.protocol=consumer
-        wait_for(lambda: consuming("n0") and len(owners()) == PARTITIONS, 30,
+        wait_until(lambda: consuming("n0") and len(owners()) == PARTITIONS, 30,
                  "the consumer-protocol member to get partitions")
         assert group_type(server, group) == ck.ConsumerGroupType.CONSUMER
         start("c2", **classic, KIP848_ASSIGNOR="range")         # eager, in a consumer group
-        wait_for(lambda: consuming("c2") and len(owners()) == PARTITIONS, 30,
+        wait_until(lambda: consuming("c2") and len(owners()) == PARTITIONS, 30,
                  "the eager classic member to get partitions")
-        time.sleep(0.5)
+        time.sleep(0.5)        # (each change with records flowing to every member a while)
         stop("c0")
-        wait_for(lambda: len(owners()) == PARTITIONS, 30, "c0's partitions to move")
+        wait_until(lambda: len(owners()) == PARTITIONS, 30, "c0's partitions to move")
         time.sleep(0.5)
         procs["c1"].kill()                                      # kill -9: no goodbye
         procs["c1"].wait(10)
         ended["c1"] = time.time()
-        wait_for(lambda: len(owners()) == PARTITIONS, SESSION_TIMEOUT_MS / 1000 + 20,
+        wait_until(lambda: len(owners()) == PARTITIONS, SESSION_TIMEOUT_MS / 1000 + 20,
                  "c1's partitions to move after its session timeout")
         time.sleep(0.5)
         stop("n0")                                      # the last consumer-protocol member
-        wait_for(lambda: owned(events("c2")) == set(range(PARTITIONS)), 30,
+        wait_until(lambda: owned(events("c2")) == set(range(PARTITIONS)), 30,
                  "the last classic member to own every partition")
         assert group_type(server, group) == ck.ConsumerGroupType.CLASSIC
         time.sleep(0.5)
@@ -92,7 +97,7 @@ def test_classic_and_consumer_members_mix_upgrade_and_downgrade(kip848_server, t
         flow_end = time.time()
         assert not producing.errors and len(producing.ends) == PARTITIONS
 
-        wait_for(lambda: committed_to_the_end(events("c2"), producing.ends), 30,
+        wait_until(lambda: committed_to_the_end(events("c2"), producing.ends), 30,
                  "c2 to read and commit to the end")
         stop("c2")
     finally:

@@ -65,12 +65,13 @@ def classic_heartbeat(wire, group, member_id, generation, instance=None) -> int:
         "group_instance_id": instance})["error_code"]
 
 
-def commit(wire, group, member_id, generation, version) -> int:
+def commit(wire, group, member_id, generation, version, topic) -> int:
     r = wire.request(ApiKey.OFFSET_COMMIT, version, {
         "group_id": group, "generation_id_or_member_epoch": generation, "member_id": member_id,
-        "group_instance_id": None, "retention_time_ms": -1, "topics": [{"name": "t", "partitions": [
-            {"partition_index": 0, "committed_offset": 3, "committed_leader_epoch": -1,
-             "committed_metadata": ""}]}]})
+        "group_instance_id": None, "retention_time_ms": -1, "topics": [
+            {"name": topic, "partitions": [
+                {"partition_index": 0, "committed_offset": 3, "committed_leader_epoch": -1,
+                 "committed_metadata": ""}]}]})
     return r["topics"][0]["partitions"][0]["error_code"]
 
 
@@ -107,8 +108,11 @@ def test_upgrade_reconcile_classic_member_and_downgrade(server, wire, topic_name
         {"topic_id": tid, "partitions": []}])
     assert group_type(wire, group) == "consumer"
     # the classic member's commit at its generation (its member epoch) still works, v7
-    assert commit(wire, group, c_id, gen, 7) == errors.UnknownTopicOrPartitionError.code  # "t"
-    assert commit(wire, group, c_id, gen - 1, 7) == errors.IllegalGenerationError.code
+    # (to a topic that does not exist: the group check passed, the topic's failed)
+    missing = topic_name + "-missing"
+    assert commit(wire, group, c_id, gen, 7, missing) == \
+        errors.UnknownTopicOrPartitionError.code
+    assert commit(wire, group, c_id, gen - 1, 7, missing) == errors.IllegalGenerationError.code
 
     # its heartbeat says rejoin; it rejoins still owning all six (cooperative)
     assert classic_heartbeat(wire, group, c_id, gen) == REBALANCE

@@ -6,11 +6,12 @@ OffsetCommit with the member epoch, and a malformed classic JoinGroup to a
 consumer group."""
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
 from compat_helpers import KafkaWire, create_topic
+
+from harness import wait_until
 
 from kafkalite import errors
 from kafkalite.protocol import ApiKey
@@ -238,11 +239,9 @@ def test_rebalance_timeout_fences_a_member_that_does_not_revoke(server, wire, to
     b = join(wire, group, [topic_name])
     r = beat(wire, group, a_id, a_epoch, {tid: [0, 1]})
     assert len(assigned(r)[tid]) == 1                       # one partition to revoke
-    deadline = time.monotonic() + 10
-    code = 0
-    while code == 0 and time.monotonic() < deadline:
-        time.sleep(0.2)                                    # A keeps both partitions
-        code = beat(wire, group, a_id, a_epoch, {tid: [0, 1]})["error_code"]
+    # A keeps heartbeating with both partitions until its rebalance timeout fences it
+    code = wait_until(lambda: beat(wire, group, a_id, a_epoch, {tid: [0, 1]})["error_code"],
+                      10, "A to be fenced", interval=0.2)
     assert code == errors.UnknownMemberIdError.code
     r = beat(wire, group, b["member_id"], b["member_epoch"], {})
     assert assigned(r) == {tid: [0, 1]}
@@ -296,7 +295,8 @@ def test_range_assignor_and_regex_subscription(server, wire, topic_name):
     assert {m["member_id"]: m["subscribed_topic_regex"] for m in g["members"]} == \
         {"m-a": regex, "m-b": None}
     missing = wire.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0,
-                           {"group_ids": ["no-such-group"], "include_authorized_operations": False})
+                           {"group_ids": [group + "-missing"],
+                            "include_authorized_operations": False})
     assert missing["groups"][0]["error_code"] == errors.GroupIdNotFoundError.code
 
 

@@ -27,6 +27,9 @@ from kafkalite.tools.dev_certs import make_certs
 
 USER, PASSWORD = "erin", "erin-secret-1"
 
+# the module's server is set up once: its tests go to one xdist worker
+pytestmark = pytest.mark.xdist_group("listener_overrides")
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):

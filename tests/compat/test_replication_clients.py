@@ -19,14 +19,19 @@ import time
 
 import pytest
 
-from harness import ServerProcess
+from harness import ServerProcess, wait_until
 from jepsen import History, check
 from replicas import create, read_log, state, wait_for
 
+# one cluster for the module's tests: they go to one xdist worker
+pytestmark = pytest.mark.xdist_group("replication_clients")
 
-@pytest.fixture
-def cluster(tmp_path):
-    s = ServerProcess(str(tmp_path / "data"), workers=3,
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """Three workers, for the module: each test kills the leader of a topic
+    of its own and waits for the worker's restart before it goes on."""
+    s = ServerProcess(str(tmp_path_factory.mktemp("cluster") / "data"), workers=3,
                       extra_args=["--replica-lag-time-max-ms", "1500"]).start()
     yield s
     s.stop()
@@ -74,9 +79,9 @@ def test_confluent_kafka_acks_all_through_leader_kills_loses_nothing(cluster):
     t.start()
     try:
         for partition in (0, 1, 0):
-            time.sleep(1.0)
+            time.sleep(0.5)              # records flow before each kill and after the last
             kill_leader(s, "ck-repl", partition)
-        time.sleep(1.0)
+        time.sleep(0.5)
     finally:
         stop.set()
         t.join(30)
@@ -99,12 +104,20 @@ def test_kafka_python_follows_a_leader_change(cluster):
     producer.flush(60)
     assert all(f.get(30).offset >= 50 for f in futures)
     producer.close()
-    consumer = KafkaConsumer(bootstrap_servers=s.kafka_bootstrap, enable_auto_commit=False,
-                             consumer_timeout_ms=5000)
-    consumer.assign([TopicPartition("kp-repl", 0)])
+    consumer = KafkaConsumer(bootstrap_servers=s.kafka_bootstrap, enable_auto_commit=False)
+    tp = TopicPartition("kp-repl", 0)
+    consumer.assign([tp])
     consumer.seek_to_beginning()
-    values = [m.value for m in consumer]
-    consumer.close()
+    values = []
+    try:
+        end = consumer.end_offsets([tp])[tp]            # the whole log, to its end
+
+        def at_end() -> bool:
+            values.extend(m.value for ms in consumer.poll(200).values() for m in ms)
+            return consumer.position(tp) >= end
+        wait_until(at_end, 30, lambda: f"the log's end {end}: {len(values)} read")
+    finally:
+        consumer.close()
     assert values == [b"before-%d" % i for i in range(50)] + [b"after-%d" % i for i in range(50)]
 
 

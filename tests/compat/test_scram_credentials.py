@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import confluent_kafka as ck
 import pytest
@@ -25,9 +24,9 @@ from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, 
                                    NewTopic, ResourcePatternType, ResourceType,
                                    ScramCredentialInfo, ScramMechanism,
                                    UserScramCredentialDeletion, UserScramCredentialUpsertion)
-from compat_helpers import first_client_error
+from compat_helpers import add_user, first_client_error
 
-from harness import ServerProcess, child_env
+from harness import ServerProcess, run_cli
 
 from kafkalite.protocol import ApiKey
 from kafkalite.server.credentials import salted_password
@@ -37,13 +36,8 @@ UNSUPPORTED_SASL_MECHANISM, CLUSTER_DENIED = 33, 31
 ADMIN, ADMIN_PASSWORD = "admin", "admin-secret-1"
 OUTSIDER, OUTSIDER_PASSWORD = "bob", "bob-secret-1"
 
-
-def add_user(data: str, user: str, password: str, *mechanisms: str) -> None:
-    args = [a for m in mechanisms for a in ("--mechanism", m)]
-    r = subprocess.run([sys.executable, "-m", "kafkalite", "users", "add", user, "--data-dir",
-                        data, *args], input=password + "\n", capture_output=True, text=True,
-                       env=child_env(), timeout=60)
-    assert r.returncode == 0, r.stderr
+# the module's server (users, ACLs) is set up once: its tests go to one xdist worker
+pytestmark = pytest.mark.xdist_group("scram_credentials")
 
 
 @pytest.fixture(scope="module")
@@ -272,14 +266,14 @@ def test_a_user_without_the_cluster_acls_is_denied_and_changes_nothing(srv):
 
 
 def cli(srv, *args, user=ADMIN, password=ADMIN_PASSWORD, mechanism="SCRAM-SHA-512",
-        input=None) -> subprocess.CompletedProcess:
-    """``kafkalite users ... --bootstrap-server``, logged in as ``user``."""
-    return subprocess.run([sys.executable, "-m", "kafkalite", "users", *args,
-                           "--bootstrap-server", srv.kafka_bootstrap,
-                           "--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", mechanism,
-                           "--sasl-username", user, "--sasl-password", password],
-                          input=input, capture_output=True, text=True, env=child_env(),
-                          timeout=60)
+        input="") -> subprocess.CompletedProcess:
+    """``kafkalite users ... --bootstrap-server``, logged in as ``user``
+    (stdout and stderr as text)."""
+    r = run_cli("users", *args, "--bootstrap-server", srv.kafka_bootstrap,
+                "--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", mechanism,
+                "--sasl-username", user, "--sasl-password", password, stdin=input.encode())
+    r.stdout, r.stderr = r.stdout.decode(), r.stderr.decode()
+    return r
 
 
 @pytest.mark.timeout(90)
@@ -292,9 +286,8 @@ def test_users_command_over_the_kafka_protocol(srv):
             in r.stdout.splitlines())
     produce(srv, "kim", "kim-pw", "SCRAM-SHA-512")
     # the file mode sees the same store
-    r = subprocess.run([sys.executable, "-m", "kafkalite", "users", "list", "--data-dir",
-                        srv.data_dir], capture_output=True, text=True, env=child_env(), timeout=60)
-    assert "kim\tSCRAM-SHA-256,SCRAM-SHA-512" in r.stdout.splitlines()
+    r = run_cli("users", "list", "--data-dir", srv.data_dir)
+    assert "kim\tSCRAM-SHA-256,SCRAM-SHA-512" in r.stdout.decode().splitlines()
     r = cli(srv, "delete", "kim")
     assert r.returncode == 0, r.stderr
     refused(srv, "kim", "kim-pw", "SCRAM-SHA-512")

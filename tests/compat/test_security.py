@@ -23,9 +23,9 @@ import time
 
 import confluent_kafka as ck
 import pytest
-from compat_helpers import KafkaWire, create_topic, first_client_error
+from compat_helpers import KafkaWire, add_user, create_topic, first_client_error
 
-from harness import ServerProcess, child_env
+from harness import ServerProcess, child_env, run_cli, wait_until
 
 from kafkalite.protocol import ApiKey, encode_request
 from kafkalite.tools.dev_certs import make_certs
@@ -37,6 +37,9 @@ SASL_CASES = [("SASL_PLAINTEXT", "PLAIN"), ("SASL_PLAINTEXT", "SCRAM-SHA-256"),
               ("SASL_PLAINTEXT", "SCRAM-SHA-512"), ("SASL_SSL", "SCRAM-SHA-512"),
               ("SASL_SSL", "PLAIN")]
 CASES = [("SSL", None)] + SASL_CASES
+
+# the module's servers are set up once: its tests go to one xdist worker
+pytestmark = pytest.mark.xdist_group("security")
 
 
 @pytest.fixture(scope="module")
@@ -50,10 +53,7 @@ def _start(root, protocol: str, certs: dict, cert: str = "server", extra=()) -> 
     if protocol.endswith("SSL"):
         args += ["--ssl-certfile", certs[cert], "--ssl-keyfile", certs[cert + "_key"]]
     if protocol.startswith("SASL"):
-        r = subprocess.run([sys.executable, "-m", "kafkalite", "users", "add", USER,
-                            "--data-dir", data], input=PASSWORD + "\n", capture_output=True,
-                           text=True, env=child_env(), timeout=60)
-        assert r.returncode == 0, r.stderr
+        add_user(data, USER, PASSWORD)
     return ServerProcess(data, extra_args=args).start()
 
 
@@ -267,7 +267,7 @@ def test_wrong_password_kafka_python_and_aiokafka(servers, certs, topic_name, ca
     caplog.set_level("INFO")
     with pytest.raises(kafka.errors.KafkaTimeoutError):
         kafka.KafkaProducer(**{**kp_conf(srv, "SASL_SSL", "SCRAM-SHA-256", certs, password="wrong"),
-                               "bootstrap_timeout_ms": 8000})
+                               "bootstrap_timeout_ms": 3000})
     assert any("SaslAuthenticationFailed" in r.getMessage() and r.name.startswith("kafka")
                for r in caplog.records), [r.getMessage() for r in caplog.records][:20]
 
@@ -286,11 +286,9 @@ def test_wrong_password_kafka_python_and_aiokafka(servers, certs, topic_name, ca
 def test_users_added_to_a_running_server_can_log_in(servers, certs, topic_name):
     srv = servers["SASL_PLAINTEXT"]
     create_topic(srv, topic_name)
-    r = subprocess.run([sys.executable, "-m", "kafkalite", "users", "add", "bob",
-                        "--mechanism", "SCRAM-SHA-256", "--password", "bob-pw",
-                        "--data-dir", srv.data_dir], capture_output=True, text=True,
-                       env=child_env(), timeout=60)
-    assert r.returncode == 0, r.stderr
+    r = run_cli("users", "add", "bob", "--mechanism", "SCRAM-SHA-256", "--password", "bob-pw",
+                "--data-dir", srv.data_dir)
+    assert r.returncode == 0, r.stderr.decode()
     conf = ck_conf(srv, "SASL_PLAINTEXT", "SCRAM-SHA-256", certs, user="bob", password="bob-pw")
     p = ck.Producer(conf)
     p.produce(topic_name, b"from bob")
@@ -309,11 +307,9 @@ def test_users_file_keeps_no_password_and_users_can_be_listed_and_deleted(server
     assert set(json.loads(text)["users"][USER]) == {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
 
     def users(*args):
-        r = subprocess.run([sys.executable, "-m", "kafkalite", "users", *args, "--data-dir",
-                            srv.data_dir], capture_output=True, text=True, env=child_env(),
-                           timeout=60)
-        assert r.returncode == 0, r.stderr
-        return r.stdout
+        r = run_cli("users", *args, "--data-dir", srv.data_dir)
+        assert r.returncode == 0, r.stderr.decode()
+        return r.stdout.decode()
     users("add", "carol", "--mechanism", "PLAIN", "--password", "carol-pw")
     assert "carol\tPLAIN" in users("list")
     create_topic(srv, topic_name)
@@ -339,7 +335,8 @@ def test_expired_server_certificate_is_refused_by_clients(tmp_path, certs, topic
         assert err.code() in (ck.KafkaError._SSL, ck.KafkaError._TRANSPORT), err
         assert "certificate verify failed" in err.str(), err
         with pytest.raises(kafka.errors.KafkaTimeoutError):
-            kafka.KafkaProducer(**{**kp_conf(srv, "SSL", None, certs), "bootstrap_timeout_ms": 3000})
+            kafka.KafkaProducer(**{**kp_conf(srv, "SSL", None, certs),
+                                   "bootstrap_timeout_ms": 2000})
         context = ssl.create_default_context(cafile=certs["ca"])
         with pytest.raises(ssl.SSLCertVerificationError, match="expired"):
             with socket.create_connection(srv.kafka_bootstrap.rsplit(":", 1), timeout=10) as s:
@@ -371,10 +368,8 @@ def test_plaintext_client_on_a_tls_port_is_closed_and_others_are_served(servers,
     err = first_client_error(ck_conf(srv, "PLAINTEXT", None, certs), topic_name)
     assert err.code() in (ck.KafkaError._TRANSPORT, ck.KafkaError._ALL_BROKERS_DOWN), err
     still_serves(srv, "SSL", None, certs, topic_name)
-    deadline = time.monotonic() + 5
-    while srv.output().count("TLS handshake failed") <= before and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert srv.output().count("TLS handshake failed") > before
+    wait_until(lambda: srv.output().count("TLS handshake failed") > before, 5,
+               "the failed handshake in the server's log")
 
 
 @pytest.mark.timeout(30)

@@ -14,7 +14,12 @@ pip install that fails is a failure (as test_kafkajs.py's npm ci).
 The checks are those of tests/server/test_share_groups.py, whose member
 harness, exactly-once checker and fault probe (KAFKALITE_SHARE_FAULT) they
 reuse: the checker is shown to catch a broker that hands a record out twice
-or never with these members too.
+or never with these members too. A run ends when the broker is done with
+every record (the group's share-partition start offsets at the log ends:
+each record accepted or archived, a planted fault's included) and the
+members have the answers to their acknowledgements, not after a fixed wait.
+Tests that need no server of their own share the module's ``shared`` one,
+each on its own topics and groups.
 """
 from __future__ import annotations
 
@@ -31,14 +36,15 @@ import time
 
 import pytest
 
-from harness import child_env, create, read_all
+from harness import child_env, create, read_all, wait_until
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "server"))
-from test_share_groups import (Member, exactly_once, produce,  # noqa: E402
-                               redelivered_after_lock, run_group, share_server,
-                               stopping, wait_until)  # noqa: F401 (a fixture)
+from test_share_groups import (Member, exactly_once, produce, share_server,  # noqa: E402
+                               stopping)  # noqa: F401 (a fixture)
 
-from kafkalite.client import AdminClient  # noqa: E402
+from kafkalite.client import AdminClient, TopicPartition  # noqa: E402
+
+pytestmark = pytest.mark.xdist_group("share_confluent")    # one module server, one ck216 check
 
 CK_VERSION = "2.16.0"
 CACHE = pathlib.Path(os.environ.get("KAFKALITE_TEST_CACHE",
@@ -101,6 +107,23 @@ class CkMember(Member):
         return [e for e in list(self.events) if e["event"] == "error"]
 
 
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """A share server for the tests that only need records from the
+    earliest offset (each on its own topics and groups): the dead-letter
+    topic and the delivery count limit of 3 are the dead-letter test's, and
+    the others never reject a record nor release one past a first delivery."""
+    srv = share_server(tmp_path_factory.mktemp("share"), share_dead_letter_topic='"dead-letters"',
+                       group_share_delivery_count_limit=3)
+    try:
+        create(srv, "dead-letters", 1)
+        yield srv
+    finally:
+        if srv.proc.poll() is None:
+            srv.stop()
+        srv.kill()
+
+
 def members_of(server, group) -> list:
     admin = AdminClient(server.config())
     try:
@@ -111,25 +134,83 @@ def members_of(server, group) -> list:
         admin.close()
 
 
-def joined(server, group, n, timeout=30) -> bool:
+def joined(server, group, n, timeout=30):
     """``n`` members in ``group``, each with partitions assigned."""
     return wait_until(lambda: len([m for m in members_of(server, group)
-                                   if m["assignment"]["topic_partitions"]]) >= n, timeout, 0.3)
+                                   if m["assignment"]["topic_partitions"]]) >= n, timeout,
+                      message=lambda: f"{n} members of {group} with partitions: "
+                                      f"{members_of(server, group)}", interval=0.3)
 
 
-def accepting_members(python, server, n, group="workers", topic="queue"):
+def accepting_members(python, server, n, group, topic):
     members = [CkMember(python, server, group, topic) for _ in range(n)]
-    assert joined(server, group, n), members_of(server, group)
+    joined(server, group, n)
     return members
 
 
-def test_confluent_share_consumers_accept_every_record_exactly_once(tmp_path, stopping, ck216):
-    srv = share_server(tmp_path)
-    stopping(srv)
-    create(srv, "queue", 2)
-    members = accepting_members(ck216, srv, 5)
-    produced = produce(srv, "queue", 2000, 2)
-    accepted = run_group(srv, "queue", produced, members)
+def start_offsets(server, group, topic, partitions) -> dict:
+    """{partition: the group's share-partition start offset} (-1: no state yet)."""
+    admin = AdminClient(server.config())
+    try:
+        got = admin.list_share_group_offsets(
+            {group: [TopicPartition(topic, p) for p in partitions]})[group].result()
+    except Exception:          # noqa: BLE001 (the group has no state yet)
+        return {}
+    finally:
+        admin.close()
+    return {tp.partition: offset for tp, offset in got.items()}
+
+
+def answered(member) -> bool:
+    """Whether the member has the broker's answer to every acknowledgement
+    of what it was handed (each delivery is acknowledged once)."""
+    delivered = collections.Counter((p, o) for p, o, _ in member.delivered())
+    acked = collections.Counter((p, o) for e in list(member.events) if e["event"] == "acked"
+                                for p, o, _ in e["items"])
+    return delivered == acked
+
+
+def run_group(server, group, topic, produced, members, timeout=60.0):
+    """Wait until the broker is done with every record produced (the group's
+    share-partition start offsets are at the ends: each record accepted or
+    archived, a fault's included) and every member has the answers to what
+    it acknowledged, stop the members, and give every acceptance."""
+    ends = collections.Counter()
+    for p, o in produced:
+        ends[p] = max(ends[p], o + 1)
+    try:
+        wait_until(lambda: start_offsets(server, group, topic, ends) == ends, timeout,
+                   message=lambda: f"{group}'s start offsets "
+                                   f"{start_offsets(server, group, topic, ends)} at {dict(ends)}")
+        wait_until(lambda: all(answered(m) for m in members), 30,
+                   message="the members' answers to their acknowledgements")
+    finally:
+        for m in members:
+            m.stop()
+    return [a for m in members for a in m.accepted()]
+
+
+def redelivered_after_lock(srv, group, topic, produced, held, acquired_at, others, lock_s):
+    """``others`` accept every record exactly once, and got the records a
+    killed member ``held`` (acquired at ``acquired_at``) as second
+    deliveries, not before its lock of ``lock_s`` expired."""
+    accepted = run_group(srv, group, topic, produced, others)
+    lost, duplicated = exactly_once(produced, accepted)
+    assert not lost and not duplicated, (lost[:20], duplicated[:20])
+    redelivered = {(p, o): (n, e["t"]) for m in others for e in m.events
+                   if e["event"] == "records" for p, o, n in e["items"]}
+    assert held and all(redelivered[k][0] == 2 for k in held)
+    # not before the lock expired (a lower bound: a loaded machine only delays it)
+    assert min(redelivered[k][1] for k in held) >= acquired_at + lock_s - 0.3
+
+
+def test_confluent_share_consumers_accept_every_record_exactly_once(shared, ck216, topic_name,
+                                                                    group_name):
+    srv = shared
+    create(srv, topic_name, 2)
+    members = accepting_members(ck216, srv, 5, group_name, topic_name)
+    produced = produce(srv, topic_name, 2000, 2)
+    accepted = run_group(srv, group_name, topic_name, produced, members)
     lost, duplicated = exactly_once(produced, accepted)
     assert not lost and not duplicated, (lost[:20], duplicated[:20])
     # the work was shared out, every record delivered once, no error on the way
@@ -138,7 +219,8 @@ def test_confluent_share_consumers_accept_every_record_exactly_once(tmp_path, st
     assert not any(m.ack_errors() or m.errors() for m in members)
     assert all(any(e["event"] == "closed" for e in m.events) for m in members)
     # the members left the group when they closed
-    assert wait_until(lambda: members_of(srv, "workers") == [], 10, 0.3)
+    wait_until(lambda: members_of(srv, group_name) == [], 10, "the members to leave",
+               interval=0.3)
 
 
 @pytest.mark.parametrize("fault", ["duplicate", "skip"])
@@ -146,9 +228,9 @@ def test_checker_catches_a_broker_that_breaks_exactly_once(tmp_path, stopping, c
     srv = share_server(tmp_path, env={"KAFKALITE_SHARE_FAULT": fault})
     stopping(srv)
     create(srv, "queue", 2)
-    members = accepting_members(ck216, srv, 2)
+    members = accepting_members(ck216, srv, 2, "workers", "queue")
     produced = produce(srv, "queue", 400, 2)
-    accepted = run_group(srv, "queue", produced, members, timeout=10.0)
+    accepted = run_group(srv, "workers", "queue", produced, members)
     lost, duplicated = exactly_once(produced, accepted)
     if fault == "duplicate":
         assert duplicated and not lost
@@ -157,25 +239,26 @@ def test_checker_catches_a_broker_that_breaks_exactly_once(tmp_path, stopping, c
 
 
 def test_released_records_are_redelivered_and_rejected_ones_dead_lettered(
-        tmp_path, stopping, ck216):
-    srv = share_server(tmp_path, share_dead_letter_topic='"dead-letters"',
-                       group_share_delivery_count_limit=3)
-    stopping(srv)
-    create(srv, "queue", 1)
-    create(srv, "rejected", 2)
-    create(srv, "released", 1)
-    create(srv, "dead-letters", 1)
+        shared, ck216, topic_name, group_name):
+    srv = shared
+    queue, rejected, released = topic_name, topic_name + "-rejected", topic_name + "-released"
+    workers, g2, g3 = group_name, group_name + "-2", group_name + "-3"
+    create(srv, queue, 1)
+    create(srv, rejected, 2)
+    create(srv, released, 1)
     # explicit acknowledgement: each record released on its first delivery,
     # accepted on its second (by whichever member gets it)
-    releasers = [CkMember(ck216, srv, "workers", "queue", "release-once") for _ in range(2)]
-    rejecter = CkMember(ck216, srv, "g2", "rejected", "reject")
+    releasers = [CkMember(ck216, srv, workers, queue, "release-once") for _ in range(2)]
+    rejecter = CkMember(ck216, srv, g2, rejected, "reject")
     # and one that releases everything: delivered 3 times (the limit), then archived
-    always = CkMember(ck216, srv, "g3", "released", "release")
-    assert joined(srv, "workers", 2) and joined(srv, "g2", 1) and joined(srv, "g3", 1)
-    produced = produce(srv, "queue", 300, 1)
-    produce(srv, "rejected", 50, 2)
-    produce(srv, "released", 30, 1)
-    accepted = run_group(srv, "queue", produced, releasers)
+    always = CkMember(ck216, srv, g3, released, "release")
+    joined(srv, workers, 2)
+    joined(srv, g2, 1)
+    joined(srv, g3, 1)
+    produced = produce(srv, queue, 300, 1)
+    produce(srv, rejected, 50, 2)
+    produce(srv, released, 30, 1)
+    accepted = run_group(srv, workers, queue, produced, releasers)
     lost, duplicated = exactly_once(produced, accepted)
     assert not lost and not duplicated, (lost[:20], duplicated[:20])
     deliveries = collections.defaultdict(list)
@@ -183,27 +266,30 @@ def test_released_records_are_redelivered_and_rejected_ones_dead_lettered(
         for p, o, n in m.delivered():
             deliveries[(p, o)].append(n)
     assert {k: sorted(v) for k, v in deliveries.items()} == {k: [1, 2] for k in produced}
-    released = [(p, o) for m in releasers for e in m.events if e["event"] == "acked"
-                and e["error"] is None for p, o, t in e["items"] if t == 2]
-    assert sorted(released) == sorted(produced)
+    released_items = [(p, o) for m in releasers for e in m.events if e["event"] == "acked"
+                      and e["error"] is None for p, o, t in e["items"] if t == 2]
+    assert sorted(released_items) == sorted(produced)
     # rejected records are archived (never redelivered), released ones after
     # their third delivery, and both copied to the dead-letter topic
-    assert wait_until(lambda: len(rejecter.delivered()) >= 50
-                      and len(always.delivered()) >= 90, 30)
+    wait_until(lambda: len(rejecter.delivered()) >= 50 and len(always.delivered()) >= 90, 30,
+               "the rejected and released records' deliveries")
     time.sleep(1.0)              # an archived record redelivered would arrive now
     rejecter.stop()
     always.stop()
     assert collections.Counter((p, o) for p, o, _ in rejecter.delivered()) == \
         {(p, o): 1 for p in (0, 1) for o in range(25)}
     assert sorted(always.delivered()) == [(0, o, n) for o in range(30) for n in (1, 2, 3)]
-    letters = read_all(srv, "dead-letters", 1, 80, timeout=30)
+    # the dead-letter topic is the module server's: this test's letters are
+    # those of its groups (the others' tests archive nothing)
+    letters = [m for m in read_all(srv, "dead-letters", 1, 80, timeout=30)
+               if dict(m.headers())["__dlq.errors.group.id"].decode() in (g2, g3)]
     headers = [{k: v.decode() for k, v in m.headers()} for m in letters]
     reasons = collections.Counter((h["__dlq.errors.group.id"], h["__dlq.errors.reason"])
                                   for h in headers)
-    assert reasons == {("g2", "rejected"): 50,
-                       ("g3", "delivery count limit reached (released)"): 30}
+    assert reasons == {(g2, "rejected"): 50,
+                       (g3, "delivery count limit reached (released)"): 30}
     sources = sorted((int(h["__dlq.errors.partition"]), int(h["__dlq.errors.offset"]))
-                     for h in headers if h["__dlq.errors.group.id"] == "g2")
+                     for h in headers if h["__dlq.errors.group.id"] == g2)
     assert sources == [(p, o) for p in (0, 1) for o in range(25)]
 
 
@@ -214,37 +300,39 @@ def test_records_of_a_killed_member_are_redelivered_after_the_lock_duration(
     stopping(srv)
     create(srv, "queue", 2)
     holder = CkMember(ck216, srv, "workers", "queue", "hold")
-    assert joined(srv, "workers", 1)
+    joined(srv, "workers", 1)
     produced = produce(srv, "queue", 400, 2)
-    assert wait_until(holder.delivered, 20)
+    wait_until(holder.delivered, 20, "the holder's first records")
     held = {(p, o) for p, o, _ in holder.delivered()}
     acquired_at = min(e["t"] for e in holder.events if e["event"] == "records")
     holder.proc.send_signal(signal.SIGKILL)
     holder.proc.wait(10)
     others = [CkMember(ck216, srv, "workers", "queue") for _ in range(2)]
-    redelivered_after_lock(srv, produced, held, acquired_at, others, 2.0)
+    redelivered_after_lock(srv, "workers", "queue", produced, held, acquired_at, others, 2.0)
     # the killed member is expelled after its session timeout
-    assert wait_until(lambda: members_of(srv, "workers") == [], 30, 0.5)
+    wait_until(lambda: members_of(srv, "workers") == [], 30, "the killed member's expulsion",
+               interval=0.5)
 
 
-def test_a_group_mixing_native_and_confluent_share_consumers(tmp_path, stopping, ck216):
-    srv = share_server(tmp_path)
-    stopping(srv)
-    create(srv, "queue", 2)
-    native = [Member(srv, "workers", "queue") for _ in range(2)]
-    confluent = [CkMember(ck216, srv, "workers", "queue") for _ in range(2)]
-    assert joined(srv, "workers", 4), members_of(srv, "workers")
+def test_a_group_mixing_native_and_confluent_share_consumers(shared, ck216, topic_name,
+                                                             group_name):
+    srv = shared
+    create(srv, topic_name, 2)
+    native = [Member(srv, group_name, topic_name) for _ in range(2)]
+    confluent = [CkMember(ck216, srv, group_name, topic_name) for _ in range(2)]
+    joined(srv, group_name, 4)
     members = native + confluent
     # Whoever fetches first may take a whole wave (the native members
     # sometimes did, in about 1 run of 6): more waves until both kinds of
     # member have accepted some, for the check below that both took part.
     produced = []
     for wave in range(10):
-        produced += [(p, o + wave * 1000) for p, o in produce(srv, "queue", 2000, 2)]
-        wait_until(lambda: len({a for m in members for a in m.accepted()}) >= len(produced), 30)
+        produced += [(p, o + wave * 1000) for p, o in produce(srv, topic_name, 2000, 2)]
+        wait_until(lambda: len({a for m in members for a in m.accepted()}) >= len(produced), 30,
+                   f"wave {wave}'s records accepted")
         if any(m.accepted() for m in native) and any(m.accepted() for m in confluent):
             break
-    accepted = run_group(srv, "queue", produced, members)
+    accepted = run_group(srv, group_name, topic_name, produced, members)
     lost, duplicated = exactly_once(produced, accepted)
     assert not lost and not duplicated, (lost[:20], duplicated[:20])
     # both clients did work, every record once, no error on either side
@@ -264,9 +352,10 @@ def test_confluent_members_resume_after_a_killed_server(tmp_path, stopping, ck21
     srv = share_server(tmp_path)
     stopping(srv)
     create(srv, "queue", 2)
-    before = accepting_members(ck216, srv, 2)
+    before = accepting_members(ck216, srv, 2, "workers", "queue")
     produced = produce(srv, "queue", 3000, 2)
-    assert wait_until(lambda: sum(len(m.accepted()) for m in before) >= 600, 30)
+    wait_until(lambda: sum(len(m.accepted()) for m in before) >= 600, 30,
+               "600 records accepted before the kill")
     for pid in srv.worker_pids():
         os.kill(pid, signal.SIGKILL)
     srv.kill()
@@ -279,10 +368,8 @@ def test_confluent_members_resume_after_a_killed_server(tmp_path, stopping, ck21
     # the same data directory
     srv = share_server(tmp_path, env={"KAFKALITE_SHARE_FAULT": fault} if fault else None)
     stopping(srv)
-    after = accepting_members(ck216, srv, 2)
-    rest = set(produced) - set(accepted_before) - in_doubt
-    accepted_after = run_group(srv, "queue", sorted(rest), after,
-                               timeout=10 if fault else 60)
+    after = accepting_members(ck216, srv, 2, "workers", "queue")
+    accepted_after = run_group(srv, "workers", "queue", produced, after)
     lost, duplicated = exactly_once(set(produced) - in_doubt, accepted_before + accepted_after)
     if fault:
         assert duplicated

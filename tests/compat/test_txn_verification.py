@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from compat_helpers import KafkaWire
 
-from harness import create
+from harness import create, wait_until
 from kafkalite import errors
 from kafkalite.client import AdminClient, TopicPartition
 from kafkalite.protocol import ApiKey
@@ -74,12 +74,8 @@ def test_a_write_outside_the_transaction_is_refused_and_opens_nothing(server, to
                                                 "producer_epoch": epoch, "committed": False})
         assert end["error_code"] == 0
         # a late write of the same producer after the abort: refused, no hang
-        deadline_ok = False
-        for _ in range(50):
-            if not open_transactions(server, topic_name):
-                deadline_ok = True
-                break
-        assert deadline_ok
+        wait_until(lambda: not open_transactions(server, topic_name), 10,
+                   "the aborted transaction's marker")
         assert produce(data, topic_name, txn_batch(pid, epoch, 1, b"late"), tid) == \
             errors.InvalidTxnStateError.code
         assert open_transactions(server, topic_name) == []

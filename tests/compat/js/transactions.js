@@ -21,7 +21,7 @@ const [bootstrap, topic, partitionsArg, flag] = process.argv.slice(2)
 const partitions = Number(partitionsArg)
 const readUncommitted = flag === '--read-uncommitted'
 const PER_TXN = 12
-const SETTLE_MS = 1500
+const SETTLE_MS = 500
 const DEADLINE_MS = 25000
 const GROUP = `${topic}-readers`
 const OFFSETS_GROUP = `${topic}-txn-offsets`
