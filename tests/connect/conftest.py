@@ -18,6 +18,14 @@ def connect(server, tmp_path):
     c.close()
 
 
+@pytest.fixture
+def sink_name(topic_name):
+    """A sink connector name of the test's own: its consumer group
+    ``connect-<name>`` (whose committed offsets, of every topic, are what the
+    REST API's offsets show) is the test's alone on the shared server."""
+    return f"sink-{topic_name}"
+
+
 @pytest.fixture(scope="session")
 def postgres():
     """A PostgreSQL server for the whole session: its DSN. Skipped where

@@ -34,7 +34,7 @@ def start_worker(server, tmp_path, i, group, port, fault=None, **extra):
         f"bootstrap.servers={server.bootstrap}\ngroup.id={group}\n"
         f"config.storage.topic={group}-configs\nstatus.storage.topic={group}-status\n"
         f"offset.storage.topic={group}-offsets\noffset.storage.partitions=3\n"
-        f"offset.flush.interval.ms=300\nsession.timeout.ms=6000\nheartbeat.interval.ms=300\n"
+        f"offset.flush.interval.ms=300\nsession.timeout.ms=3000\nheartbeat.interval.ms=300\n"
         f"consumer.session.timeout.ms=3000\nconsumer.heartbeat.interval.ms=300\n"
         f"scheduled.rebalance.max.delay.ms=1000\n"
         f"value.converter=org.apache.kafka.connect.storage.StringConverter\n"

@@ -1,5 +1,5 @@
 """Helpers of the Connect tests: a standalone worker with its REST API on a
-free port, and waits bounded for a loaded machine."""
+free port, a topic read up to its end, and the lines of a sink's file."""
 from __future__ import annotations
 
 import time
@@ -40,17 +40,34 @@ class Connect:
         self.worker.stop()
 
 
-def wait_for(cond, timeout=60.0, what="condition"):
-    """Polls ``cond`` until it returns a true value (returned), at most ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = cond()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            what = what() if callable(what) else what
-            raise AssertionError(f"timed out waiting for {what}; last: {got!r}")
-        time.sleep(0.1)
+def read_to_end(server, topic, partitions=1, timeout=30.0, **config):
+    """Every record of ``topic``'s first ``partitions`` partitions up to their
+    ends as they stand now (the last stable offsets for a read_committed
+    ``config``), [Message] by partition and offset: what a read until quiet
+    would give, without waiting for the quiet. [] for a topic not created yet."""
+    from kafkalite.client import Consumer, TopicPartition
+    from kafkalite.errors import UnknownTopicOrPartitionError
+    c = Consumer(server.config(**config))
+    try:
+        try:
+            bounds = {p: c.get_watermark_offsets(TopicPartition(topic, p))
+                      for p in range(partitions)}
+        except UnknownTopicOrPartitionError:
+            return []
+        todo = {p: end for p, (low, end) in bounds.items() if end > low}
+        if not todo:
+            return []
+        c.assign([TopicPartition(topic, p, bounds[p][0]) for p in todo])
+        tps = [TopicPartition(topic, p) for p in todo]
+        out, deadline = [], time.monotonic() + timeout
+        while any(tp.offset < todo[tp.partition] for tp in c.position(tps)):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{topic} not read to its ends {todo} within {timeout} s: "
+                                     f"at {c.position(tps)}")
+            out += [m for m in c.consume(10_000, 0.2) if not m.error()]
+        return sorted(out, key=lambda m: (m.partition(), m.offset()))
+    finally:
+        c.close()
 
 
 def lines_of(path):

@@ -9,8 +9,7 @@ import subprocess
 import sys
 
 import requests
-from connect_helpers import wait_for
-from harness import child_env, create, free_port, read_all
+from harness import child_env, create, free_port, read_all, wait_until
 
 
 def test_connect_standalone_command(server, topic_name, tmp_path):
@@ -43,7 +42,7 @@ def test_connect_standalone_command(server, topic_name, tmp_path):
                 return False
             # a 404 body (no "tasks") until the connector is created
             return bool(st.get("tasks")) and st["tasks"][0]["state"] == "RUNNING"
-        wait_for(running, what="the connector RUNNING")
+        wait_until(running, timeout=60, message="the connector RUNNING")
         got = read_all(server, topic_name, 1, 20, timeout=30)
         assert [m.value() for m in got] == [b"r%d" % i for i in range(20)]
     finally:

@@ -20,15 +20,15 @@ import time
 
 from connect_cluster import (call, free_ports, get, group_name, running, start_worker,
                              stopped)
-from connect_helpers import wait_for
-from harness import create, read_all
+from connect_helpers import read_to_end
+from harness import create, wait_until
 
 SHARDED = "connect_plugins:ShardedSourceConnector"
 SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 
 
 def values(server, topic):
-    return [m.value().decode() for m in read_all(server, topic, 1, 10**6, timeout=1.5)]
+    return [m.value().decode() for m in read_to_end(server, topic)]
 
 
 def test_a_lagging_worker_never_starts_a_task_from_stale_configs(server, tmp_path, topic_name,
@@ -41,48 +41,53 @@ def test_a_lagging_worker_never_starts_a_task_from_stale_configs(server, tmp_pat
     pause = tmp_path / "pause-w1"
     workers.append(start_worker(server, tmp_path, 0, group, ports[0]))
     w0 = workers[0][1]
-    wait_for(lambda: get(w0, "/connectors") == [], what="W0's REST API")
+    wait_until(lambda: get(w0, "/connectors") == [], timeout=60, message="W0's REST API")
     # a connector created through W0 alone: it joined first and leads (while it stays)
-    r = call("POST", w0, "/connectors", json={"name": "probe", "config": {
+    r = call("POST", w0, "/connectors", json={"name": f"probe-{group}", "config": {
         "connector.class": SINK, "file": str(tmp_path / "probe.txt"), "topics": t2}})
     assert r.status_code == 201, r.text
-    assert call("DELETE", w0, "/connectors/probe").status_code == 204
+    assert call("DELETE", w0, f"/connectors/probe-{group}").status_code == 204
     workers.append(start_worker(server, tmp_path, 1, group, ports[1],
                                 fault=f"tail-paused-by:{pause}",
-                                # out of the group longer than the 1 s its units are held
-                                # for it, so they go to W0 meanwhile (Kafka's default: 5 min)
-                                **{"worker.unsync.backoff.ms": 6000}))
+                                # gives up reading to the config offset after 1 s (Kafka's
+                                # default: 3 s), then stays out of the group longer than the
+                                # 1 s its units are held for it, so they go to W0 meanwhile
+                                # (Kafka's default: 5 min)
+                                **{"worker.sync.timeout.ms": 1000,
+                                   "worker.unsync.backoff.ms": 3000}))
     w1 = workers[1][1]
-    wait_for(lambda: get(w1, "/connectors") == [], what="W1's REST API")
+    wait_until(lambda: get(w1, "/connectors") == [], timeout=60, message="W1's REST API")
 
     config = {"connector.class": SHARDED, "topic": t1, "records.per.shard": "3"}
     r = call("POST", w0, "/connectors", json={"name": "s", "config": config})
     assert r.status_code == 201, r.text
-    st = wait_for(lambda: running(w0, "s", 1), what="s running")
+    st = wait_until(lambda: running(w0, "s", 1), timeout=60, message="s running")
     # the assignor deals the connector to the member with the smaller id (W0's URL sorts
     # first) and the task to the other
     assert st["connector"]["worker_id"] == w0[len("http://"):], st
     assert st["tasks"][0]["worker_id"] == w1[len("http://"):], st
     first = [f"s0-{n}" for n in range(3)]
-    wait_for(lambda: values(server, t1) == first, what="s's records in T1")
-    wait_for(lambda: get(w0, "/connectors/s/offsets") == {
-        "offsets": [{"partition": {"shard": "s0"}, "offset": {"n": 2}}]}, what="s's offset")
+    wait_until(lambda: values(server, t1) == first, timeout=60, message="s's records in T1")
+    wait_until(lambda: get(w0, "/connectors/s/offsets") == {
+        "offsets": [{"partition": {"shard": "s0"}, "offset": {"n": 2}}]}, timeout=60,
+               message="s's offset")
 
     # W1's view of the config topic stops here
     pause.write_text("")
-    time.sleep(1.0)          # its tail's consume in flight returns
+    # its tail's consume in flight (at most 0.2 s) returns; nothing shows when it has
+    time.sleep(1.0)
     assert call("PUT", w0, "/connectors/s/stop").status_code == 204
-    wait_for(lambda: stopped(w0, "s"), what="s STOPPED without tasks")
-    r = wait_for(lambda: (r := call("DELETE", w0, "/connectors/s/offsets")).status_code == 200
-                 and r, timeout=30, what="s's offsets reset")
+    wait_until(lambda: stopped(w0, "s"), timeout=60, message="s STOPPED without tasks")
+    r = wait_until(lambda: (r := call("DELETE", w0, "/connectors/s/offsets")).status_code == 200
+                   and r, timeout=30, message="s's offsets reset")
     assert get(w0, "/connectors/s/offsets") == {"offsets": []}
     r = call("PUT", w0, "/connectors/s/config", json={**config, "topic": t2})
     assert r.status_code == 200, r.text
     assert call("PUT", w0, "/connectors/s/resume").status_code == 202
 
     # the task runs again, from the new config (wherever it was dealt), while W1 lags
-    wait_for(lambda: values(server, t2) == first, timeout=60,
-             what=lambda: f"s's records in T2 (T1: {values(server, t1)})")
+    wait_until(lambda: values(server, t2) == first, timeout=60,
+               message=lambda: f"s's records in T2 (T1: {values(server, t1)})")
     assert get(w1, "/connectors/s/config")["topic"] == t1        # W1's view: still stale
     assert values(server, t1) == first
     log1 = (tmp_path / "worker1.log").read_text(errors="replace")
@@ -90,13 +95,13 @@ def test_a_lagging_worker_never_starts_a_task_from_stale_configs(server, tmp_pat
 
     # W1 catches up and rejoins; still nothing more in T1, nothing twice in T2
     pause.unlink()
-    wait_for(lambda: (get(w1, "/connectors/s/config") or {}).get("topic") == t2,
-             what="W1's view caught up")
-    wait_for(lambda: running(w1, "s", 1), what="s running after W1 rejoined")
-    wait_for(lambda: (st := running(w0, "s", 1)) and
-             w1[len("http://"):] in {st["connector"]["worker_id"], st["tasks"][0]["worker_id"]},
-             timeout=60, what="W1 running a unit of s again")
-    time.sleep(2.0)
+    wait_until(lambda: (get(w1, "/connectors/s/config") or {}).get("topic") == t2, timeout=60,
+               message="W1's view caught up")
+    wait_until(lambda: running(w1, "s", 1), timeout=60, message="s running after W1 rejoined")
+    wait_until(lambda: (st := running(w0, "s", 1)) and
+               w1[len("http://"):] in {st["connector"]["worker_id"], st["tasks"][0]["worker_id"]},
+               timeout=60, message="W1 running a unit of s again")
+    time.sleep(1.0)     # a task started from stale configs would have written to T1 by now
     assert values(server, t1) == first
     assert values(server, t2) == first
 
@@ -114,13 +119,15 @@ def test_the_leader_reads_the_config_topic_to_its_end_before_a_write(server, tmp
                                 fault=f"tail-paused-by:{pause}",
                                 **{"worker.sync.timeout.ms": 1000}))
     w0 = workers[0][1]
-    wait_for(lambda: get(w0, "/connectors") == [], what="W0's REST API")
+    wait_until(lambda: get(w0, "/connectors") == [], timeout=60, message="W0's REST API")
     sink = {"connector.class": SINK, "file": str(tmp_path / "out.txt"), "topics": topic_name}
     r = call("POST", w0, "/connectors", json={"name": "a", "config": sink})
     assert r.status_code == 201, r.text
-    wait_for(lambda: (get(w0, "/connectors/a/status") or {}).get("tasks"), what="a's task")
+    wait_until(lambda: (get(w0, "/connectors/a/status") or {}).get("tasks"), timeout=60,
+               message="a's task")
     pause.write_text("")
-    time.sleep(1.0)          # its tail's consume in flight returns
+    # its tail's consume in flight (at most 0.2 s) returns; nothing shows when it has
+    time.sleep(1.0)
     # a config record the leader's view has not read (as an earlier leader's write)
     p = Producer({"bootstrap.servers": server.kafka_bootstrap})
     p.produce(f"{group}-configs", key=b"target-state-a", value=b'{"state": "PAUSED"}')
@@ -132,6 +139,7 @@ def test_the_leader_reads_the_config_topic_to_its_end_before_a_write(server, tmp
     pause.unlink()
     r = call("POST", w0, "/connectors", json={"name": "b", "config": sink})
     assert r.status_code == 201, r.text
-    wait_for(lambda: (get(w0, "/connectors/a/status") or {}).get("connector", {}).get(
-        "state") == "PAUSED", what="a PAUSED, as the record the leader had not read says")
+    wait_until(lambda: (get(w0, "/connectors/a/status") or {}).get("connector", {}).get(
+        "state") == "PAUSED", timeout=60,
+               message="a PAUSED, as the record the leader had not read says")
     assert get(w0, "/connectors") == ["a", "b"]

@@ -19,8 +19,7 @@ import time
 
 import requests
 from connect_cluster import get
-from connect_helpers import wait_for
-from harness import child_env, free_port
+from harness import child_env, free_port, wait_until
 
 from kafkalite.connect import SourceConnector, SourceRecord, SourceTask
 from kafkalite.connect.data import Schema
@@ -165,7 +164,7 @@ def test_a_config_write_before_the_internal_topics_are_ready_waits_for_them(serv
             errors.append(e)
     w = threading.Thread(target=early)
     w.start()
-    time.sleep(0.2)
+    time.sleep(0.2)     # the write under way (waiting for the topics) before they start
     t.start()
     try:
         w.join(60)
@@ -212,7 +211,8 @@ def test_a_fourth_worker_and_a_kill_move_only_what_must_move(server, tmp_path, t
     urls = [u for _, u in workers]
     names = [f"n{i}" for i in range(6)]
     starts_file = tmp_path / "starts.txt"
-    wait_for(lambda: all(get(u, "/connectors") == [] for u in urls), what="3 REST APIs")
+    wait_until(lambda: all(get(u, "/connectors") == [] for u in urls), timeout=60,
+               message="3 REST APIs")
     for i, name in enumerate(names):
         r = requests.post(urls[i % 3] + "/connectors", timeout=60, json={"name": name, "config": {
             "connector.class": "test_connect_cooperative:CountingSourceConnector",
@@ -246,15 +246,17 @@ def test_a_fourth_worker_and_a_kill_move_only_what_must_move(server, tmp_path, t
             if u.endswith("/0"):
                 want[u[:-2]] += 1
         return want
-    before = wait_for(lambda: settled(urls[0], 3), what="6 connectors, 6 tasks over 3 workers")
-    wait_for(lambda: starts(starts_file) == {n: 1 for n in names}, what="one start each")
+    before = wait_until(lambda: settled(urls[0], 3), timeout=60,
+                        message="6 connectors, 6 tasks over 3 workers")
+    wait_until(lambda: starts(starts_file) == {n: 1 for n in names}, timeout=60,
+               message="one start each")
 
     # a fourth worker: only the units that move to it restart (3 of 12: its share)
     workers.append(start_worker(server, tmp_path, 3, group))
     urls.append(workers[3][1])
     new_id = urls[3].removeprefix("http://")
-    after = wait_for(lambda: (p := settled(urls[0], 4)) and new_id in p.values() and p,
-                     what="6 connectors, 6 tasks over 4 workers")
+    after = wait_until(lambda: (p := settled(urls[0], 4)) and new_id in p.values() and p,
+                       timeout=60, message="6 connectors, 6 tasks over 4 workers")
     moved = [u for u in after if after[u] != before[u]]
     assert moved == [u for u in after if after[u] == new_id] and len(moved) == 3, \
         (before, after)
@@ -269,15 +271,15 @@ def test_a_fourth_worker_and_a_kill_move_only_what_must_move(server, tmp_path, t
     victim.send_signal(signal.SIGKILL)
     victim.wait(30)
     killed = time.monotonic()
-    final = wait_for(lambda: (p := settled(survivors[0], 3)) and victim_id not in p.values()
-                     and p, timeout=60, what="the victim's units on the others")
+    final = wait_until(lambda: (p := settled(survivors[0], 3)) and victim_id not in p.values()
+                       and p, timeout=60, message="the victim's units on the others")
     took = time.monotonic() - killed
     assert took >= DELAY_MS / 1000, took           # held for the delay first
     assert took < 3 + DELAY_MS / 1000 + 20, took   # session timeout + delay + slack
     assert sorted(list(final.values()).count(w) for w in set(final.values())) == [4, 4, 4]
     assert {u: w for u, w in final.items() if u not in lost} == \
         {u: w for u, w in after.items() if u not in lost}
-    time.sleep(1.0)
+    time.sleep(1.0)     # any late restart would show now
     assert starts(starts_file) == restarted(moved + lost)
     print(f"the killed worker's connectors and tasks ran again {took:.1f} s after the kill "
           f"(session.timeout.ms=3000, scheduled.rebalance.max.delay.ms={DELAY_MS})")
@@ -293,14 +295,14 @@ def test_a_worker_does_not_overwrite_a_newer_generations_status(server, tmp_path
     group = f"fence-{os.getpid()}-{int(time.time())}"
     workers.append(start_worker(server, tmp_path, 0, group))
     url = workers[0][1]
-    wait_for(lambda: get(url, "/connectors") == [], what="the REST API")
+    wait_until(lambda: get(url, "/connectors") == [], timeout=60, message="the REST API")
     r = requests.post(url + "/connectors", timeout=60, json={"name": "cnt", "config": {
         "connector.class": "test_connect_cooperative:CountingSourceConnector",
         "topic": f"{topic_name}-c", "starts.file": str(tmp_path / "starts.txt")}})
     assert r.status_code == 201, r.text
-    own = wait_for(lambda: (st := get(url, "/connectors/cnt/status")) and st["tasks"] and
-                   st["tasks"][0]["state"] == "RUNNING" and st["tasks"][0]["worker_id"],
-                   what="the task RUNNING")
+    own = wait_until(lambda: (st := get(url, "/connectors/cnt/status")) and st["tasks"] and
+                     st["tasks"][0]["state"] == "RUNNING" and st["tasks"][0]["worker_id"],
+                     timeout=60, message="the task RUNNING")
     newer = {"state": "RUNNING", "trace": None, "worker_id": "127.0.0.1:9", "generation": 10**6}
     p = Producer(server.config())
     try:
@@ -308,11 +310,11 @@ def test_a_worker_does_not_overwrite_a_newer_generations_status(server, tmp_path
         assert p.flush(30) == 0
     finally:
         p.close()
-    wait_for(lambda: get(url, "/connectors/cnt/status")["tasks"][0]["worker_id"] == "127.0.0.1:9",
-             what="the newer status in the worker's view")
+    wait_until(lambda: get(url, "/connectors/cnt/status")["tasks"][0]["worker_id"] == "127.0.0.1:9",
+               timeout=60, message="the newer status in the worker's view")
     assert requests.put(url + "/connectors/cnt/pause", timeout=30).status_code == 202
-    wait_for(lambda: get(url, "/connectors/cnt/status")["connector"]["state"] == "PAUSED",
-             what="the connector's own status PAUSED")
+    wait_until(lambda: get(url, "/connectors/cnt/status")["connector"]["state"] == "PAUSED",
+               timeout=60, message="the connector's own status PAUSED")
     time.sleep(1.0)     # the task's PAUSED would be published with the connector's
     task = get(url, "/connectors/cnt/status")["tasks"][0]
     assert (task["worker_id"], task["state"]) == ("127.0.0.1:9", "RUNNING"), (own, task)
@@ -326,14 +328,15 @@ def test_a_request_for_a_killed_workers_connector_answers_409_until_it_moves(
     group = f"gone-{os.getpid()}-{int(time.time())}"
     workers += [start_worker(server, tmp_path, i, group) for i in range(2)]
     urls = [u for _, u in workers]
-    wait_for(lambda: all(get(u, "/connectors") == [] for u in urls), what="2 REST APIs")
+    wait_until(lambda: all(get(u, "/connectors") == [] for u in urls), timeout=60,
+               message="2 REST APIs")
     r = requests.post(urls[0] + "/connectors", timeout=60, json={"name": "cnt", "config": {
         "connector.class": "test_connect_cooperative:CountingSourceConnector",
         "topic": f"{topic_name}-c", "starts.file": str(tmp_path / "starts.txt")}})
     assert r.status_code == 201, r.text
-    owner = wait_for(lambda: (st := get(urls[0], "/connectors/cnt/status")) and
-                     st["connector"]["state"] == "RUNNING" and st["connector"]["worker_id"],
-                     what="the connector RUNNING")
+    owner = wait_until(lambda: (st := get(urls[0], "/connectors/cnt/status")) and
+                       st["connector"]["state"] == "RUNNING" and st["connector"]["worker_id"],
+                       timeout=60, message="the connector RUNNING")
     victim = next(p for p, u in workers if u == "http://" + owner)
     survivor = next(u for u in urls if u != "http://" + owner)
     victim.send_signal(signal.SIGKILL)
@@ -341,7 +344,7 @@ def test_a_request_for_a_killed_workers_connector_answers_409_until_it_moves(
     r = requests.post(survivor + "/connectors/cnt/restart", timeout=60)
     assert r.status_code == 409, (r.status_code, r.text)
     assert r.json()["error_code"] == 409 and "rebalance" in r.json()["message"], r.text
-    wait_for(lambda: (st := get(survivor, "/connectors/cnt/status")) and
-             st["connector"]["worker_id"] == survivor[len("http://"):] and
-             st["connector"]["state"] == "RUNNING", timeout=60, what="the connector moved")
+    wait_until(lambda: (st := get(survivor, "/connectors/cnt/status")) and
+               st["connector"]["worker_id"] == survivor[len("http://"):] and
+               st["connector"]["state"] == "RUNNING", timeout=60, message="the connector moved")
     assert requests.post(survivor + "/connectors/cnt/restart", timeout=60).status_code in (200, 204)

@@ -17,8 +17,8 @@ import time
 
 import requests
 from connect_cluster import get
-from connect_helpers import wait_for
-from harness import child_env, create, free_port, read_all
+from connect_helpers import read_to_end
+from harness import child_env, create, free_port, read_all, wait_until
 
 SRC = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 
@@ -43,6 +43,20 @@ def start_worker(server, tmp_path, i, group, **extra):
                              str(props)], env=child_env(), stdout=log, stderr=subprocess.STDOUT)
     return proc, f"http://127.0.0.1:{port}"
 
+
+
+def stop_all(workers):
+    """SIGTERM to each worker still running, then wait for it (SIGKILL for one
+    that does not stop within a minute)."""
+    for p, _ in workers:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p, _ in workers:
+        try:
+            p.wait(60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(10)
 
 
 def post_pg_source(url, postgres, table, topic_name):
@@ -70,7 +84,7 @@ def sink_victim(url, sink, source):
         busy = {t["worker_id"] for t in sts[1]["tasks"]}
         return next((t["worker_id"] for t in sts[0]["tasks"] if t["worker_id"] not in busy),
                     None)
-    return wait_for(pick, what=f"a worker running {sink} and not {source}")
+    return wait_until(pick, timeout=60, message=f"a worker running {sink} and not {source}")
 
 
 def test_three_workers_share_connectors_and_take_over_a_killed_one(server, tmp_path, topic_name):
@@ -78,7 +92,8 @@ def test_three_workers_share_connectors_and_take_over_a_killed_one(server, tmp_p
     workers = [start_worker(server, tmp_path, i, group) for i in range(3)]
     urls = [u for _, u in workers]
     try:
-        wait_for(lambda: all(get(u, "/connectors") == [] for u in urls), what="3 REST APIs")
+        wait_until(lambda: all(get(u, "/connectors") == [] for u in urls), timeout=60,
+                   message="3 REST APIs")
         files = [tmp_path / f"in{i}.txt" for i in range(3)]
         for i, f in enumerate(files):
             f.write_text("".join(f"f{i}-{n}\n" for n in range(20)))
@@ -97,7 +112,7 @@ def test_three_workers_share_connectors_and_take_over_a_killed_one(server, tmp_p
                     return None
                 out[f"f{i}"] = st["connector"]["worker_id"]
             return out
-        owners = wait_for(running_on, what="3 connectors RUNNING")
+        owners = wait_until(running_on, timeout=60, message="3 connectors RUNNING")
         # connectors and tasks are the units (3 + 3): two on each worker, and so
         # the connectors are not all on one
         tasks_on = {f"f{i}": get(urls[2], f"/connectors/f{i}/status")["tasks"][0]["worker_id"]
@@ -114,22 +129,22 @@ def test_three_workers_share_connectors_and_take_over_a_killed_one(server, tmp_p
         victim_url = "http://" + owners["f0"]
         other = next(u for u in urls if u != victim_url)
         assert requests.put(other + "/connectors/f0/pause", timeout=30).status_code == 202
-        wait_for(lambda: (get(other, "/connectors/f0/status") or {}).get("connector", {}).get(
-            "state") == "PAUSED", what="f0 PAUSED")
+        wait_until(lambda: (get(other, "/connectors/f0/status") or {}).get("connector", {}).get(
+            "state") == "PAUSED", timeout=60, message="f0 PAUSED")
         assert requests.put(other + "/connectors/f0/resume", timeout=30).status_code == 202
-        wait_for(lambda: (get(other, "/connectors/f0/status") or {}).get("connector", {}).get(
-            "state") == "RUNNING", what="f0 RUNNING again")
+        wait_until(lambda: (get(other, "/connectors/f0/status") or {}).get("connector", {}).get(
+            "state") == "RUNNING", timeout=60, message="f0 RUNNING again")
         # offsets of f0 asked of a non-owner: read there, from the offsets topic
-        wait_for(lambda: get(other, "/connectors/f0/offsets") == {"offsets": [
+        wait_until(lambda: get(other, "/connectors/f0/offsets") == {"offsets": [
             {"partition": {"filename": str(files[0])},
-             "offset": {"position": files[0].stat().st_size}}]}, what="f0's offsets")
+             "offset": {"position": files[0].stat().st_size}}]}, timeout=60, message="f0's offsets")
 
         # a restart asked of a non-owner is the owner's (KIP-745 body)
         r = requests.post(other + "/connectors/f0/restart?includeTasks=true", timeout=60)
         assert r.status_code == 202 and r.json()["tasks"][0]["state"] == "RESTARTING"
         assert get(other, "/connectors/f0/tasks")[0]["config"]["file"] == str(files[0])
-        wait_for(lambda: (get(other, "/connectors/f0/status") or {}).get("tasks", [{}])[0].get(
-            "state") == "RUNNING", what="f0's task RUNNING after the restart")
+        wait_until(lambda: (get(other, "/connectors/f0/status") or {}).get("tasks", [{}])[0].get(
+            "state") == "RUNNING", timeout=60, message="f0's task RUNNING after the restart")
 
         victim = next(p for p, u in workers if u == victim_url)
         victim.send_signal(signal.SIGKILL)
@@ -145,30 +160,21 @@ def test_three_workers_share_connectors_and_take_over_a_killed_one(server, tmp_p
                 st["connector"]["worker_id"] != owners["f0"] and st["tasks"] and \
                 st["tasks"][0]["state"] == "RUNNING" and st["tasks"][0]["worker_id"]
         started = time.monotonic()
-        wait_for(moved, timeout=60, what="f0 on a surviving worker")
+        wait_until(moved, timeout=60, message="f0 on a surviving worker")
         took = time.monotonic() - started
         for i in range(3):
             want = [b"f%d-%d" % (i, n) for n in range(30)]
-            got = wait_for(lambda: (m := read_all(server, f"{topic_name}-{i}", 1, 30,
-                                                  timeout=5)) and
-                           set(x.value() for x in m) >= set(want) and m,
-                           what=f"topic {i} complete")
-            time.sleep(0.5)
-            got = read_all(server, f"{topic_name}-{i}", 1, 10**6, timeout=1)
+            # a task sends its file in order: a line sent again (a restart before the
+            # offset stored) would come before the last new line
+            got = wait_until(lambda: (m := read_to_end(server, f"{topic_name}-{i}")) and
+                             {x.value() for x in m} >= set(want) and m, timeout=60,
+                             message=f"topic {i} complete")
             # every offset was stored before the kill (checked above for f0; f1 and f2
             # kept running through the rebalance): nothing lost and nothing repeated
             assert [m.value() for m in got] == want
         print(f"f0 moved {took:.1f} s after the kill (session.timeout.ms=3000)")
     finally:
-        for p, _ in workers:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p, _ in workers:
-            try:
-                p.wait(60)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(10)
+        stop_all(workers)
 
 
 def test_postgres_source_and_parquet_sink_survive_kill_9_of_a_worker(server, tmp_path,
@@ -189,6 +195,7 @@ def test_postgres_source_and_parquet_sink_survive_kill_9_of_a_worker(server, tmp
     workers = [start_worker(server, tmp_path, i, group) for i in range(3)]
     urls = [u for _, u in workers]
     lake = tmp_path / "lake"
+    sink = f"lake-{table}"      # its consumer group connect-<sink> is this test's alone
 
     def rows_in_lake():
         if not (lake / topic).is_dir():
@@ -198,15 +205,16 @@ def test_postgres_source_and_parquet_sink_survive_kill_9_of_a_worker(server, tmp
             return []           # the sink made the directory; no file is in it yet
         return dataset.to_table(columns=["id"]).column("id").to_pylist()
     try:
-        wait_for(lambda: all(get(u, "/connectors") == [] for u in urls), what="3 REST APIs")
+        wait_until(lambda: all(get(u, "/connectors") == [] for u in urls), timeout=60,
+                   message="3 REST APIs")
         json_conv = {"value.converter": "org.apache.kafka.connect.json.JsonConverter"}
         post_pg_source(urls[0], postgres, table, topic_name)
-        r = requests.post(urls[1] + "/connectors", timeout=60, json={"name": "lake", "config": {
+        r = requests.post(urls[1] + "/connectors", timeout=60, json={"name": sink, "config": {
             "connector.class": "kafkalite.connect.ParquetSinkConnector", "topics": topic,
             "directory": str(lake), "flush.size": "40", **json_conv}})
         assert r.status_code == 201, r.text
-        wait_for(lambda: len(rows_in_lake()) >= 300, what="300 rows in the lake")
-        owner = sink_victim(urls[2], "lake", "pg")
+        wait_until(lambda: len(rows_in_lake()) >= 300, timeout=60, message="300 rows in the lake")
+        owner = sink_victim(urls[2], sink, "pg")
         victim = next(p for p, u in workers if u == "http://" + owner)
         with psycopg.connect(postgres, autocommit=True) as c:
             c.execute(f"INSERT INTO {table} (v) SELECT 'w' || g FROM generate_series(1, 100) g")
@@ -214,23 +222,17 @@ def test_postgres_source_and_parquet_sink_survive_kill_9_of_a_worker(server, tmp
             victim.wait(30)
             c.execute(f"INSERT INTO {table} (v) SELECT 'x' || g FROM generate_series(1, 100) g")
         survivor = next(u for u in urls if u != "http://" + owner)
-        wait_for(lambda: (st := get(survivor, "/connectors/lake/status")) and
-                 st["tasks"] and st["tasks"][0]["worker_id"] not in (owner, None) and
-                 st["tasks"][0]["state"] == "RUNNING", what="the sink on a survivor")
-        wait_for(lambda: len(set(rows_in_lake())) >= 500, timeout=90, what="500 rows")
-        time.sleep(1.0)
+        wait_until(lambda: (st := get(survivor, f"/connectors/{sink}/status")) and
+                   st["tasks"] and st["tasks"][0]["worker_id"] not in (owner, None) and
+                   st["tasks"][0]["state"] == "RUNNING", timeout=60,
+                   message="the sink on a survivor")
+        wait_until(lambda: len(set(rows_in_lake())) >= 500, timeout=90, message="500 rows")
+        # stopped before the files are read: no file can come after the check
+        stop_all(workers)
         ids = rows_in_lake()
         assert sorted(ids) == list(range(1, 501))        # every row, exactly once
         in_topic = {json.loads(m.value())["payload"]["id"]
                     for m in read_all(server, topic, 2, 500, timeout=30)}
         assert in_topic == set(range(1, 501))            # the source skipped none
     finally:
-        for p, _ in workers:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p, _ in workers:
-            try:
-                p.wait(60)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(10)
+        stop_all(workers)

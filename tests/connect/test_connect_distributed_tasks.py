@@ -17,8 +17,8 @@ import signal
 import time
 
 import requests
-from connect_helpers import wait_for
-from harness import create, read_all
+from connect_helpers import read_to_end
+from harness import create, wait_until
 from test_connect_distributed import get, start_worker
 
 ROWS = 50       # per table and insert wave
@@ -50,8 +50,7 @@ def table_ids(postgres, table) -> set:
 
 
 def topic_ids(server, topic) -> list:
-    return [json.loads(m.value())["payload"]["id"]
-            for m in read_all(server, topic, 1, 10**6, timeout=1.5)]
+    return [json.loads(m.value())["payload"]["id"] for m in read_to_end(server, topic)]
 
 
 def missing_rows(postgres, server, topic_prefix, tables) -> dict:
@@ -92,15 +91,15 @@ def status_records(server, group, key) -> list:
     """The values written to the status topic under ``key``, in order (None:
     a tombstone)."""
     return [None if m.value() is None else json.loads(m.value())
-            for m in read_all(server, f"{group}-status", 1, 10**6, timeout=1.5)
-            if m.key() == key.encode()]
+            for m in read_to_end(server, f"{group}-status") if m.key() == key.encode()]
 
 
 def start_cluster(server, tmp_path, workers, tag):
     group = f"{tag}-{os.getpid()}-{int(time.time())}"
     workers += [start_worker(server, tmp_path, i, group) for i in range(3)]
     urls = [u for _, u in workers]
-    wait_for(lambda: all(get(u, "/connectors") == [] for u in urls), what="3 REST APIs")
+    wait_until(lambda: all(get(u, "/connectors") == [] for u in urls), timeout=60,
+               message="3 REST APIs")
     return group, urls
 
 
@@ -114,8 +113,8 @@ def three_tasks(server, tmp_path, topic_name, postgres, workers, tag):
         create(server, prefix + t)
     group, urls = start_cluster(server, tmp_path, workers, tag)
     post_source(urls[0], "pg", postgres, tables, prefix, 3)
-    placed = wait_for(lambda: (p := running_tasks(urls[1], "pg", 3)) and
-                      len(set(p.values())) == 3 and p, what="3 tasks on 3 workers")
+    placed = wait_until(lambda: (p := running_tasks(urls[1], "pg", 3)) and
+                        len(set(p.values())) == 3 and p, timeout=60, message="3 tasks on 3 workers")
     return tables, prefix, group, urls, placed
 
 
@@ -125,7 +124,8 @@ def test_three_tasks_on_three_workers_and_kill_9_moves_only_the_dead_workers_tas
                                                       workers, "dt")
     tasks = get(urls[2], "/connectors/pg/tasks")
     assert sorted(t["config"]["tables"] for t in tasks) == sorted(tables)
-    wait_for(lambda: not missing_rows(postgres, server, prefix, tables), what="the first rows")
+    wait_until(lambda: not missing_rows(postgres, server, prefix, tables), timeout=60,
+               message="the first rows")
 
     # the victim: the worker that also runs the connector (its task configs are then
     # computed again by the connector's next owner: the same, so no task restarts)
@@ -144,23 +144,24 @@ def test_three_tasks_on_three_workers_and_kill_9_moves_only_the_dead_workers_tas
 
     # the survivors' output goes on through the failover
     surviving_tables = [tasks[i]["config"]["tables"] for i in survivors]
-    wait_for(lambda: not missing_rows(postgres, server, prefix, surviving_tables),
-             what="the surviving tasks' rows")
+    wait_until(lambda: not missing_rows(postgres, server, prefix, surviving_tables), timeout=60,
+               message="the surviving tasks' rows")
     survivors_done = time.monotonic() - killed
 
     def moved():
         p = running_tasks(alive[0], "pg", 3)
         return p and p[victim_task] != conn_owner and p
-    after = wait_for(moved, timeout=90, what="the dead worker's task on a survivor")
+    after = wait_until(moved, timeout=90, message="the dead worker's task on a survivor")
     took = time.monotonic() - killed
     assert {i: after[i] for i in survivors} == survivors      # only the dead worker's task moved
     assert len(set(after.values())) == 2
-    wait_for(lambda: get(alive[1], "/connectors/pg/status")["connector"]["worker_id"]
-             not in (None, conn_owner), what="the connector on a survivor")
+    wait_until(lambda: get(alive[1], "/connectors/pg/status")["connector"]["worker_id"]
+               not in (None, conn_owner), timeout=60, message="the connector on a survivor")
 
     # every row of every table arrives (at least once: the dead task's last rows may repeat)
-    wait_for(lambda: not missing_rows(postgres, server, prefix, tables), timeout=90,
-             what=lambda: f"all rows: missing {missing_rows(postgres, server, prefix, tables)}")
+    wait_until(lambda: not missing_rows(postgres, server, prefix, tables), timeout=90,
+               message=lambda: f"all rows: missing "
+                               f"{missing_rows(postgres, server, prefix, tables)}")
     for t in tables:
         assert set(topic_ids(server, prefix + t)) == table_ids(postgres, t)
 
@@ -179,7 +180,8 @@ def test_three_tasks_on_three_workers_and_kill_9_moves_only_the_dead_workers_tas
         c.execute(f"INSERT INTO {tables[0]} (id, v) VALUES (0, 'planted')")
         later = c.execute(f"INSERT INTO {tables[0]} (v) VALUES ('later') RETURNING id"
                           ).fetchone()[0]
-    wait_for(lambda: later in topic_ids(server, prefix + tables[0]), what="the later row")
+    wait_until(lambda: later in topic_ids(server, prefix + tables[0]), timeout=60,
+               message="the later row")
     assert missing_rows(postgres, server, prefix, tables) == {tables[0]: [0]}
     print(f"the killed worker's task ran on another worker {took:.1f} s after the kill "
           f"(session.timeout.ms=3000, scheduled.rebalance.max.delay.ms=1000); the surviving "
@@ -196,13 +198,13 @@ def test_task_restart_through_a_non_owner_and_reconfiguration_to_two_tasks(
     owner = placed[1]
     other = next(u for u in urls if u != "http://" + owner)
     key = "status-task-pg-1"
-    wait_for(lambda: [r["state"] for r in status_records(server, group, key)].count(
-        "RUNNING") == 1, what="task 1's RUNNING record")
+    wait_until(lambda: [r["state"] for r in status_records(server, group, key)].count(
+        "RUNNING") == 1, timeout=60, message="task 1's RUNNING record")
     r = requests.post(other + "/connectors/pg/tasks/1/restart", timeout=60)
     assert r.status_code == 204, r.text
-    recs = wait_for(lambda: (rs := status_records(server, group, key)) and
-                    [x["state"] for x in rs].count("RUNNING") == 2 and rs,
-                    what="task 1 RUNNING again")
+    recs = wait_until(lambda: (rs := status_records(server, group, key)) and
+                      [x["state"] for x in rs].count("RUNNING") == 2 and rs, timeout=60,
+                      message="task 1 RUNNING again")
     assert {x["worker_id"] for x in recs} == {owner}         # restarted where it runs
     assert running_tasks(urls[2], "pg", 3) == placed           # nothing moved
     r = requests.post(other + "/connectors/pg/tasks/7/restart", timeout=60)
@@ -210,18 +212,21 @@ def test_task_restart_through_a_non_owner_and_reconfiguration_to_two_tasks(
 
     # tasks.max 3 -> 2: exactly two tasks run
     post_source(urls[2], "pg", postgres, tables, prefix, 2, method="PUT")
-    wait_for(lambda: running_tasks(urls[0], "pg", 2) and
-             len(get(urls[1], "/connectors/pg/tasks")) == 2, what="2 tasks RUNNING")
+    wait_until(lambda: running_tasks(urls[0], "pg", 2) and
+               len(get(urls[1], "/connectors/pg/tasks")) == 2, timeout=60,
+               message="2 tasks RUNNING")
     assert sorted(t["config"]["tables"] for t in get(urls[1], "/connectors/pg/tasks")) == \
         sorted([f"{tables[0]},{tables[2]}", tables[1]])
     # the third task stopped where it ran (its status removed by that worker)
-    wait_for(lambda: status_records(server, group, "status-task-pg-2")[-1:] == [None],
-             what="task 2's status removed")
+    wait_until(lambda: status_records(server, group, "status-task-pg-2")[-1:] == [None], timeout=60,
+               message="task 2's status removed")
     # no third task left reading a table: rows inserted now arrive once each
-    wait_for(lambda: not missing_rows(postgres, server, prefix, tables), what="the old rows")
+    wait_until(lambda: not missing_rows(postgres, server, prefix, tables), timeout=60,
+               message="the old rows")
     counts = {t: len(topic_ids(server, prefix + t)) for t in tables}
     insert(postgres, tables, 20)
-    wait_for(lambda: not missing_rows(postgres, server, prefix, tables), what="the new rows")
+    wait_until(lambda: not missing_rows(postgres, server, prefix, tables), timeout=60,
+               message="the new rows")
     time.sleep(1.0)     # a leftover task would be sending its copies by now
     for t in tables:
         ids = topic_ids(server, prefix + t)
@@ -234,12 +239,16 @@ def test_task_restart_through_a_non_owner_and_reconfiguration_to_two_tasks(
         return st["connector"].get("state"), [(t["state"], t["worker_id"]) for t in st["tasks"]]
     placed = running_tasks(urls[0], "pg", 2)
     assert requests.put(urls[1] + "/connectors/pg/pause", timeout=30).status_code == 202
-    wait_for(lambda: states(urls[2]) == ("PAUSED", [("PAUSED", placed[0]), ("PAUSED", placed[1])]),
-             what=lambda: f"connector and tasks PAUSED: {states(urls[2])}")
+    paused = ("PAUSED", [("PAUSED", placed[0]), ("PAUSED", placed[1])])
+    wait_until(lambda: states(urls[2]) == paused, timeout=60,
+               message=lambda: f"connector and tasks PAUSED: {states(urls[2])}")
     assert requests.put(urls[2] + "/connectors/pg/resume", timeout=30).status_code == 202
-    wait_for(lambda: running_tasks(urls[0], "pg", 2) == placed, what="RUNNING again")
+    wait_until(lambda: running_tasks(urls[0], "pg", 2) == placed, timeout=60,
+               message="RUNNING again")
     assert requests.put(urls[0] + "/connectors/pg/stop", timeout=30).status_code == 204
-    wait_for(lambda: states(urls[1]) == ("STOPPED", []) and
-             get(urls[2], "/connectors/pg/tasks") == [], what="STOPPED without tasks")
+    wait_until(lambda: states(urls[1]) == ("STOPPED", []) and
+               get(urls[2], "/connectors/pg/tasks") == [], timeout=60,
+               message="STOPPED without tasks")
     assert requests.put(urls[1] + "/connectors/pg/resume", timeout=30).status_code == 202
-    wait_for(lambda: running_tasks(urls[2], "pg", 2), what="2 tasks RUNNING after the stop")
+    wait_until(lambda: running_tasks(urls[2], "pg", 2), timeout=60,
+               message="2 tasks RUNNING after the stop")

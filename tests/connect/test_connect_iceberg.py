@@ -1,7 +1,8 @@
 """The Iceberg sink on a real server (SQL catalog on SQLite): a topic's
-records read back, the same rows, through pyiceberg's scan, DuckDB and
-PySpark; a table partitioned by day of a field and by hour of the record
-timestamp; schema evolution (a new optional column, old rows null).
+records read back, the same rows, through pyiceberg's scan and DuckDB (and
+PySpark: tests/spark/test_iceberg_sink.py, in the Spark tests' session); a
+table partitioned by day of a field and by hour of the record timestamp;
+schema evolution (a new optional column, old rows null).
 
 DuckDB's iceberg extension and Spark's Iceberg runtime jar need a download
 this machine cannot make offline, so DuckDB (read_parquet) and Spark
@@ -10,15 +11,11 @@ the table's current files, which is what an Iceberg reader reads when the
 table has no deletes (this sink only appends)."""
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
-import shutil
-import sys
 
 import pytest
-from connect_helpers import wait_for
-from harness import create, read_all
+from harness import create, read_all, wait_until
 
 from kafkalite.client import Producer
 from kafkalite.connect.connectors.iceberg import sql_catalog
@@ -87,25 +84,27 @@ def as_tuples(rows):
 
 
 def test_iceberg_sink_rows_read_back_in_pyiceberg_and_duckdb_partitioned_by_day(
-        connect, server, topic_name, tmp_path):
+        connect, server, topic_name, sink_name, tmp_path):
     import duckdb
     create(server, topic_name, 2)
     produce_rows(server, topic_name, range(300))
-    connect.create("ice", **sink_config(tmp_path, topic_name, "lake.rows",
-                                        **{"iceberg.tables.default-partition-by": "day(at)",
-                                           "flush.size": "100"}))
-    cat = catalog(tmp_path)
-    wait_for(lambda: len(table_rows(cat, "lake.rows")) >= 300, what="300 rows in the table")
+    cat = catalog(tmp_path)     # the catalog's tables made before the sink's catalog opens it
+    connect.create(sink_name, **sink_config(tmp_path, topic_name, "lake.rows",
+                                            **{"iceberg.tables.default-partition-by": "day(at)",
+                                               "flush.size": "100"}))
+    wait_until(lambda: len(table_rows(cat, "lake.rows")) >= 300, timeout=60,
+               message="300 rows in the table")
     want = topic_rows(server, topic_name, 300)
     assert as_tuples(table_rows(cat, "lake.rows")) == want
     table = cat.load_table("lake.rows")
     assert str(table.spec().fields[0].transform) == "day"
     # the group's offsets are the table's, and the snapshot carries them
     summary = table.current_snapshot().summary.additional_properties
-    assert json.loads(summary["kafka.connect.offsets.connect-ice"]) == {
+    assert json.loads(summary[f"kafka.connect.offsets.connect-{sink_name}"]) == {
         topic_name: {"0": 150, "1": 150}}
-    wait_for(lambda: sorted(o["offset"]["kafka_offset"] for o in connect.http(
-        "GET", "/connectors/ice/offsets").json()["offsets"]) == [150, 150], what="group commits")
+    wait_until(lambda: sorted(o["offset"]["kafka_offset"] for o in connect.http(
+        "GET", f"/connectors/{sink_name}/offsets").json()["offsets"]) == [150, 150], timeout=60,
+               message="group commits")
     # time partitioning: three days, each data file holds one day's rows
     files = [t.file for t in table.scan().plan_files()]
     paths = [f.file_path.removeprefix("file://") for f in files]
@@ -123,37 +122,8 @@ def test_iceberg_sink_rows_read_back_in_pyiceberg_and_duckdb_partitioned_by_day(
     assert sorted(got) == want
 
 
-@pytest.fixture(scope="module")
-def spark():
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.skip("Spark needs a Java runtime")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-    session = (SparkSession.builder.master("local[1]").appName("kafkalite-iceberg-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.session.timeZone", "UTC").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
-
-
-def test_iceberg_table_reads_back_in_pyspark(connect, server, topic_name, tmp_path, spark):
-    create(server, topic_name, 2)
-    produce_rows(server, topic_name, range(120))
-    connect.create("ice", **sink_config(tmp_path, topic_name, "lake.spark"))
-    cat = catalog(tmp_path)
-    wait_for(lambda: len(table_rows(cat, "lake.spark")) >= 120, what="120 rows")
-    files = [t.file.file_path for t in cat.load_table("lake.spark").scan().plan_files()]
-    df = spark.read.parquet(*files)
-    got = sorted((r["__kafka_partition"], r["__kafka_offset"], r["id"], r["name"], r["amount"],
-                  int(r["at"].replace(tzinfo=dt.timezone.utc).timestamp() * 1000))
-                 for r in df.collect())
-    assert got == topic_rows(server, topic_name, 120)
-
-
 def test_iceberg_schema_evolution_and_hourly_partitions_of_the_record_timestamp(
-        connect, server, topic_name, tmp_path):
+        connect, server, topic_name, sink_name, tmp_path):
     create(server, topic_name, 2)
     v1 = FIELDS[:2]
     v2 = v1 + [{"field": "score", "type": "float32", "optional": True}]
@@ -165,15 +135,19 @@ def test_iceberg_schema_evolution_and_hourly_partitions_of_the_record_timestamp(
                       value=envelope(fields, {"id": i, "name": f"n{i}", **extra}))
         p.flush(30)
     send(v1, range(0, 40))
-    connect.create("ice", **sink_config(
+    # the catalog's tables made here before the sink's catalog opens it (pyiceberg's
+    # creation of them raced with the sink's once: "iceberg_namespace_properties
+    # already exists")
+    cat = catalog(tmp_path)
+    connect.create(sink_name, **sink_config(
         tmp_path, topic_name, "lake.evolving",
         **{"iceberg.tables.default-partition-by": "hour(__kafka_timestamp)"}))
-    cat = catalog(tmp_path)
-    wait_for(lambda: len(table_rows(cat, "lake.evolving")) >= 40, what="40 v1 rows")
+    wait_until(lambda: len(table_rows(cat, "lake.evolving")) >= 40, timeout=60,
+               message="40 v1 rows")
     for i in range(40, 80):
         send(v2, [i], score=i / 4)
     send(v1, range(80, 100))       # an old producer again: its rows have no score
-    wait_for(lambda: len(table_rows(cat, "lake.evolving")) >= 100, what="100 rows")
+    wait_until(lambda: len(table_rows(cat, "lake.evolving")) >= 100, timeout=60, message="100 rows")
     p.close()
     table = cat.load_table("lake.evolving")
     score = table.schema().find_field("score")
@@ -261,7 +235,7 @@ def test_iceberg_tasks_committing_at_once_retry_and_a_zombie_is_fenced(tmp_path)
 
 
 def test_iceberg_sink_fails_its_task_with_a_message_on_values_it_cannot_write(
-        connect, server, topic_name, tmp_path):
+        connect, server, topic_name, sink_name, tmp_path):
     """Plain strings are no table rows: the task is FAILED with a message
     naming the partition; the worker and its REST API go on."""
     create(server, topic_name)
@@ -269,13 +243,13 @@ def test_iceberg_sink_fails_its_task_with_a_message_on_values_it_cannot_write(
     p.produce(topic_name, value=b"just text")
     p.flush(30)
     p.close()
-    connect.create("ice", **sink_config(
+    connect.create(sink_name, **sink_config(
         tmp_path, topic_name, "lake.text",
         **{"value.converter": "org.apache.kafka.connect.storage.StringConverter"}))
-    task = wait_for(lambda: (t := connect.state("ice")["tasks"]) and t[0]["state"] == "FAILED"
-                    and t[0], what="the task FAILED")
+    task = wait_until(lambda: (t := connect.state(sink_name)["tasks"]) and t[0]["state"] == "FAILED"
+                      and t[0], timeout=60, message="the task FAILED")
     assert f"{topic_name}-0: the Iceberg sink writes struct or map values" in task["trace"]
-    assert connect.http("GET", "/connectors").json() == ["ice"]
+    assert connect.http("GET", "/connectors").json() == [sink_name]
 
 
 def test_consumer_close_releases_its_sockets_when_on_revoke_raises(server, topic_name):
@@ -296,7 +270,7 @@ def test_consumer_close_releases_its_sockets_when_on_revoke_raises(server, topic
     def on_revoke(consumer, parts):
         raise RuntimeError("the sink's commit failed")
     c.subscribe([topic_name], on_revoke=on_revoke)
-    wait_for(lambda: c.consume(10, 0.2), what="the record")
+    wait_until(lambda: c.consume(10, 0.2), timeout=60, message="the record")
     with pytest.raises(RuntimeError, match="the sink's commit failed"):
         c.close()
     assert len(os.listdir("/proc/self/fd")) <= before
@@ -306,7 +280,7 @@ BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter"
 
 
 def test_kafka_record_format_rows_are_the_records_as_spark_reads_them(
-        connect, server, topic_name, tmp_path):
+        connect, server, topic_name, sink_name, tmp_path):
     """iceberg.tables.record-format=kafka: one row per record with Spark's
     Kafka source columns and types, key and value the log's bytes (null
     keys and tombstones included), the table's offsets as in the value format."""
@@ -317,10 +291,10 @@ def test_kafka_record_format_rows_are_the_records_as_spark_reads_them(
                   value=None if i % 7 == 0 else b"\x00\xffv%d" % i, timestamp=T0 + i)
     p.flush(30)
     p.close()
-    connect.create("ice", **sink_config(tmp_path, topic_name, "lake.records", **{
+    cat = catalog(tmp_path)     # the catalog's tables made before the sink's catalog opens it
+    connect.create(sink_name, **sink_config(tmp_path, topic_name, "lake.records", **{
         "iceberg.tables.record-format": "kafka", "key.converter": BYTES,
         "value.converter": BYTES}))
-    cat = catalog(tmp_path)
 
     def rows():
         from pyiceberg.exceptions import NoSuchTableError
@@ -328,7 +302,8 @@ def test_kafka_record_format_rows_are_the_records_as_spark_reads_them(
             return cat.load_table("lake.records").scan().to_arrow()
         except NoSuchTableError:
             return None
-    wait_for(lambda: (t := rows()) is not None and t.num_rows >= 50, what="50 rows")
+    wait_until(lambda: (t := rows()) is not None and t.num_rows >= 50, timeout=60,
+               message="50 rows")
     table = cat.load_table("lake.records")
     assert [(f.name, str(f.field_type)) for f in table.schema().fields] == [
         ("key", "binary"), ("value", "binary"), ("topic", "string"), ("partition", "int"),
@@ -340,7 +315,7 @@ def test_kafka_record_format_rows_are_the_records_as_spark_reads_them(
                    m.timestamp()[1], 0) for m in read_all(server, topic_name, 2, 50, timeout=30))
     assert got == want and sum(r[3] is None for r in got) == 8
     summary = table.current_snapshot().summary.additional_properties
-    assert json.loads(summary["kafka.connect.offsets.connect-ice"]) == {
+    assert json.loads(summary[f"kafka.connect.offsets.connect-{sink_name}"]) == {
         topic_name: {"0": 25, "1": 25}}
 
 

@@ -18,14 +18,12 @@ import collections
 import json
 import os
 import signal
-import subprocess
 import time
 
 import pytest
 import requests
-from connect_helpers import wait_for
-from harness import create, read_all
-from test_connect_distributed import get, post_pg_source, sink_victim, start_worker
+from harness import create, read_all, wait_until
+from test_connect_distributed import get, post_pg_source, sink_victim, start_worker, stop_all
 
 from kafkalite.connect.connectors.iceberg import sql_catalog
 from soak import setting
@@ -33,11 +31,13 @@ from soak import setting
 pytest.importorskip("pyiceberg")
 
 
+@pytest.mark.slow
 def test_postgres_source_and_iceberg_sink_survive_kill_9_of_a_worker(server, tmp_path,
                                                                      topic_name, postgres):
-    kill_a_worker_under_load(server, tmp_path, topic_name, postgres, victim_runs="lake")
+    kill_a_worker_under_load(server, tmp_path, topic_name, postgres, victim_runs="sink")
 
 
+@pytest.mark.slow
 def test_with_exactly_once_source_kill_9_of_the_source_tasks_worker(server, tmp_path,
                                                                     topic_name, postgres):
     kill_a_worker_under_load(server, tmp_path, topic_name, postgres, victim_runs="pg")
@@ -54,7 +54,7 @@ def end_offsets(server, topic) -> int:
 
 
 def kill_a_worker_under_load(server, tmp_path, topic_name, postgres, victim_runs):
-    """``victim_runs``: "lake" kills a worker running a sink task and no
+    """``victim_runs``: "sink" kills a worker running a sink task and no
     source task; "pg" (with exactly-once source support) the source task's."""
     import psycopg
     from pyiceberg.exceptions import NoSuchTableError
@@ -78,6 +78,7 @@ def kill_a_worker_under_load(server, tmp_path, topic_name, postgres, victim_runs
     uri = postgres.replace("postgresql://", "postgresql+psycopg://")
     catalog = sql_catalog("kafkalite", uri=uri, warehouse=f"file://{tmp_path}/warehouse")
     ident = f"lake.{table}"
+    sink = f"lake-{table}"      # its consumer group connect-<sink> is this test's alone
 
     def ids_in_table():
         try:
@@ -94,12 +95,13 @@ def kill_a_worker_under_load(server, tmp_path, topic_name, postgres, victim_runs
         return {t["id"]: t["worker_id"] for t in st["tasks"]}
 
     def sink_tasks(url):
-        return running_tasks(url, "lake", 2)
+        return running_tasks(url, sink, 2)
     try:
-        wait_for(lambda: all(get(u, "/connectors") == [] for u in urls), what="3 REST APIs")
+        wait_until(lambda: all(get(u, "/connectors") == [] for u in urls), timeout=60,
+                   message="3 REST APIs")
         json_conv = {"value.converter": "org.apache.kafka.connect.json.JsonConverter"}
         post_pg_source(urls[0], postgres, table, topic_name)
-        r = requests.post(urls[1] + "/connectors", timeout=60, json={"name": "lake", "config": {
+        r = requests.post(urls[1] + "/connectors", timeout=60, json={"name": sink, "config": {
             "connector.class": "org.apache.iceberg.connect.IcebergSinkConnector",
             "topics": topic, "tasks.max": "2", "iceberg.tables": ident,
             "iceberg.catalog.uri": uri, "iceberg.catalog.warehouse": f"file://{tmp_path}/warehouse",
@@ -107,37 +109,39 @@ def kill_a_worker_under_load(server, tmp_path, topic_name, postgres, victim_runs
             # an aborted transaction's records are not the source's rows
             **({"consumer.override.isolation.level": "read_committed"} if eos else {})}})
         assert r.status_code == 201, r.text
-        wait_for(lambda: len(ids_in_table()) >= wave, what=f"{wave} rows in the table")
-        wait_for(lambda: sink_tasks(urls[2]), what="2 sink tasks RUNNING")
+        wait_until(lambda: len(ids_in_table()) >= wave, timeout=60,
+                   message=f"{wave} rows in the table")
+        wait_until(lambda: sink_tasks(urls[2]), timeout=60, message="2 sink tasks RUNNING")
         if eos:
-            victim_url = "http://" + wait_for(
-                lambda: (t := running_tasks(urls[2], "pg", 1)) and t[0],
-                what="the source task RUNNING")
+            victim_url = "http://" + wait_until(
+                lambda: (t := running_tasks(urls[2], "pg", 1)) and t[0], timeout=60,
+                message="the source task RUNNING")
         else:
-            victim_url = "http://" + sink_victim(urls[2], "lake", "pg")
+            victim_url = "http://" + sink_victim(urls[2], sink, "pg")
         victim = next(p for p, u in workers if u == victim_url)
         with psycopg.connect(postgres, autocommit=True) as c:
             c.execute(f"INSERT INTO {table} (v) SELECT 'w' || g FROM generate_series(1, %s) g",
                       (wave,))
             if eos:     # killed once the source sent some of this wave
-                wait_for(lambda: end_offsets(server, topic) > wave + 10,
-                         what="the second wave reaching the topic")
+                wait_until(lambda: end_offsets(server, topic) > wave + 10, timeout=60,
+                           message="the second wave reaching the topic")
             victim.send_signal(signal.SIGKILL)
             victim.wait(30)
             killed = time.monotonic()
             c.execute(f"INSERT INTO {table} (v) SELECT 'x' || g FROM generate_series(1, %s) g",
                       (wave,))
         survivor = next(u for u in urls if u != victim_url)
-        moved = wait_for(lambda: (t := running_tasks(survivor, victim_runs,
+        moved = wait_until(lambda: (t := running_tasks(survivor, "pg" if eos else sink,
                                                       1 if eos else 2)) and
-                         victim_url[len("http://"):] not in t.values() and t, timeout=60,
-                         what=f"{victim_runs}'s tasks on the survivors")
+                           victim_url[len("http://"):] not in t.values() and t, timeout=60,
+                           message=f"{victim_runs}'s tasks on the survivors")
         took = time.monotonic() - killed
         # Connect's session.timeout.ms=3000, then a rebalance; slack for a loaded machine
         assert took < 30, f"tasks moved {took:.1f} s after the kill"
-        wait_for(lambda: len(set(ids_in_table())) >= 3 * wave, timeout=90,
-                 what=f"{3 * wave} rows")
-        time.sleep(1.5)     # a straggling commit would show as a duplicate
+        wait_until(lambda: len(set(ids_in_table())) >= 3 * wave, timeout=90,
+                   message=f"{3 * wave} rows")
+        # stopped before the table is read: no commit can come after the check
+        stop_all(workers)
         ids = ids_in_table()
         dup = [i for i, n in collections.Counter(ids).items() if n > 1]
         # a row twice in the topic is the source's repeat, not the sink's: say which
@@ -151,12 +155,4 @@ def kill_a_worker_under_load(server, tmp_path, topic_name, postgres, victim_runs
         assert set(where) == set(range(1, 3 * wave + 1))          # the source skipped none
         print(f"{victim_runs}'s tasks moved {took:.1f} s after the kill: {moved}")
     finally:
-        for p, _ in workers:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p, _ in workers:
-            try:
-                p.wait(60)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(10)
+        stop_all(workers)

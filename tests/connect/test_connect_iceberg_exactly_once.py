@@ -22,11 +22,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
-from connect_helpers import wait_for
-from harness import child_env, create, read_all
+from harness import child_env, create, free_port, read_all, wait_until
 from test_connect_iceberg import envelope, sink_config, table_rows
 
 from kafkalite.client import AdminClient, Producer
@@ -82,15 +80,15 @@ def check_exactly_once(rows, records) -> list[str]:
     return problems
 
 
-def start_worker(server, tmp_path, topic, crash_file, fault, run):
+def start_worker(server, tmp_path, topic, name, crash_file, fault, run):
     (tmp_path / "worker.properties").write_text(
         f"bootstrap.servers={server.bootstrap}\n"
         f"offset.storage.file.filename={tmp_path / 'offsets.json'}\n"
         f"offset.flush.interval.ms=400\n"
         f"consumer.session.timeout.ms=3000\nconsumer.heartbeat.interval.ms=300\n"
         f"consumer.max.poll.records=100\n"
-        f"listeners=http://127.0.0.1:0\n")
-    cfg = {"name": "ice", "tasks.max": "1", **sink_config(tmp_path, topic, "lake.eos"),
+        f"listeners=http://127.0.0.1:{free_port()}\n")
+    cfg = {"name": name, "tasks.max": "1", **sink_config(tmp_path, topic, "lake.eos"),
            "connector.class": "test_connect_iceberg_exactly_once:CrashingIcebergSinkConnector",
            "flush.size": "150"}
     (tmp_path / "sink.properties").write_text("".join(f"{k}={v}\n" for k, v in cfg.items()))
@@ -103,19 +101,21 @@ def start_worker(server, tmp_path, topic, crash_file, fault, run):
                             env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
-def group_offsets(server) -> dict:
+def group_offsets(server, name, topic) -> dict:
+    """The committed offsets of the sink ``name``'s group for ``topic``."""
     admin = AdminClient(server.config())
     try:
         return {(tp.topic, tp.partition): tp.offset
-                for tp in admin.list_consumer_group_offsets("connect-ice").result()
-                if tp.offset >= 0}
+                for tp in admin.list_consumer_group_offsets(f"connect-{name}").result()
+                if tp.offset >= 0 and tp.topic == topic}
     finally:
         admin.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", [False, True], ids=["sink", "planted-fault"])
 def test_iceberg_sink_exactly_once_across_kill_9_between_table_and_group_commit(
-        server, topic_name, tmp_path, fault):
+        server, topic_name, sink_name, tmp_path, fault):
     n = setting("ICEBERG_EOS_RECORDS")
     crashes = setting("ICEBERG_EOS_CRASHES")
     create(server, topic_name, 2)
@@ -134,25 +134,25 @@ def test_iceberg_sink_exactly_once_across_kill_9_between_table_and_group_commit(
                       warehouse=f"file://{tmp_path}/warehouse")
     windows_hit = 0
     run = 0
-    proc = start_worker(server, tmp_path, topic_name, crash_file, fault, run)
+    proc = start_worker(server, tmp_path, topic_name, sink_name, crash_file, fault, run)
     try:
         while True:
-            done = wait_for(lambda: proc.poll() is not None or
-                            len(table_rows(cat, "lake.eos")) >= n and
-                            sum(group_offsets(server).values()) >= n,
-                            timeout=90, what=lambda: f"run {run}: a crash or every row in")
+            done = wait_until(lambda: proc.poll() is not None or
+                              len(table_rows(cat, "lake.eos")) >= n and
+                              sum(group_offsets(server, sink_name, topic_name).values()) >= n,
+                              timeout=90, message=lambda: f"run {run}: a crash or every row in")
             if proc.poll() is None and done:
                 break
             assert proc.returncode == -signal.SIGKILL, (tmp_path / f"worker{run}.log").read_text()
             # killed after the table commit, before the group's: the table is ahead
             table = cat.load_table("lake.eos")
-            ahead = table_offsets(table, "connect-ice")
-            group = {k: v for k, v in group_offsets(server).items() if k[0] == topic_name}
+            ahead = table_offsets(table, f"connect-{sink_name}")
+            group = group_offsets(server, sink_name, topic_name)
             windows_hit += any(off > group.get(k, 0) for k, off in ahead.items())
             run += 1
-            proc = start_worker(server, tmp_path, topic_name, crash_file, fault, run)
-        time.sleep(1.0)     # a straggling commit would show as a duplicate
+            proc = start_worker(server, tmp_path, topic_name, sink_name, crash_file, fault, run)
     finally:
+        # stopped before the table is read: no commit can come after the check
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:

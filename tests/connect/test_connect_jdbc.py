@@ -12,8 +12,7 @@ import sqlite3
 
 import psycopg
 import pytest
-from connect_helpers import wait_for
-from harness import create, read_all
+from harness import create, read_all, wait_until
 
 from kafkalite.client import Producer
 
@@ -62,9 +61,9 @@ def test_postgres_incrementing_source_resumes_without_repeats(connect, server, p
         ("id", "int32"), ("name", "string"), ("qty", "int32"), ("price", "float64"),
         ("at", "int64")]
     assert schema["fields"][4]["name"] == "org.apache.kafka.connect.data.Timestamp"
-    wait_for(lambda: connect.http("GET", "/connectors/pg-inc/offsets").json()["offsets"] == [
+    wait_until(lambda: connect.http("GET", "/connectors/pg-inc/offsets").json()["offsets"] == [
         {"partition": {"protocol": "1", "table": tbl}, "offset": {"incrementing": 250}}],
-        what="the stored offset")
+               timeout=60, message="the stored offset")
     # stopped and resumed: only rows added since
     connect.http("PUT", "/connectors/pg-inc/stop")
     pg(postgres, f"INSERT INTO {tbl} (name) SELECT 'late' || g FROM generate_series(1, 5) g")
@@ -102,9 +101,10 @@ def test_postgres_timestamp_and_timestamp_incrementing_modes_see_updates(connect
         assert len(rows) == 42, mode
         assert [(r["id"], r["v"]) for r in rows[40:]] == [(3, "new"), (17, "new")], mode
     stamp = int((base + dt.timedelta(minutes=5)).replace(tzinfo=UTC).timestamp() * 1000)
-    wait_for(lambda: connect.http("GET", "/connectors/pg-timestamp+incrementing/offsets").json()[
+    wait_until(lambda: connect.http("GET", "/connectors/pg-timestamp+incrementing/offsets").json()[
         "offsets"] == [{"partition": {"protocol": "1", "table": tbl}, "offset": {
-            "incrementing": 17, "timestamp": stamp, "timestamp_nanos": 0}}], what="the offset")
+            "incrementing": 17, "timestamp": stamp, "timestamp_nanos": 0}}], timeout=60,
+               message="the offset")
 
 
 def test_sqlite_source_incrementing_with_a_query(connect, server, tmp_path, topic_name):
@@ -176,17 +176,17 @@ def test_sink_upsert_auto_create_evolve_and_deletes(connect, server, postgres, t
                 psycopg.errors.UndefinedColumn):
             return []
     want_ids = [i for i in range(30) if i not in (1, 4, 7)]
-    got = wait_for(lambda: (r := rows()) and [x[0] for x in r] == want_ids and
-                   ("N27" in [x[1] for x in r]) and r,
-                   what=lambda: f"the sink table: {rows()} {connect.state(f'jsink-{db}')}")
+    got = wait_until(lambda: (r := rows()) and [x[0] for x in r] == want_ids and
+                     ("N27" in [x[1] for x in r]) and r, timeout=60,
+                     message=lambda: f"the sink table: {rows()} {connect.state(f'jsink-{db}')}")
     for i, name, email, at in got:
         assert name == (f"N{i}" if i % 3 == 0 else f"n{i}")
         assert email == (f"{i}@x" if i % 3 == 0 else None)
         t = dt.datetime(2023, 11, 14, 22, 13, 20, (i * 1000)) 
         assert (dt.datetime.fromisoformat(at) if db == "sqlite" else at) == t
-    wait_for(lambda: connect.http("GET", f"/connectors/jsink-{db}/offsets").json()["offsets"] == [
+    wait_until(lambda: connect.http("GET", f"/connectors/jsink-{db}/offsets").json()["offsets"] == [
         {"partition": {"kafka_topic": topic_name, "kafka_partition": 0},
-         "offset": {"kafka_offset": 43}}], what="committed offsets")
+         "offset": {"kafka_offset": 43}}], timeout=60, message="committed offsets")
     if db == "postgres":
         cols = pg(postgres, "SELECT column_name, data_type, is_nullable FROM "
                             "information_schema.columns WHERE table_name = %s "
@@ -208,8 +208,8 @@ def test_sink_refuses_missing_columns_without_auto_evolve(connect, server, tmp_p
     p.close()
     connect.create("strict", **sink_config(f"jdbc:sqlite:{db}", topic_name,
                                            **{"auto.evolve": "false", "table.name.format": "t"}))
-    st = wait_for(lambda: (s := connect.state("strict"))["tasks"][0]["state"] == "FAILED" and s,
-                  what="FAILED")
+    st = wait_until(lambda: (s := connect.state("strict"))["tasks"][0]["state"] == "FAILED" and s,
+                    timeout=60, message="FAILED")
     assert "missing fields ['email']" in st["tasks"][0]["trace"]
 
 
@@ -255,7 +255,7 @@ def test_postgres_to_topic_to_sqlite_end_to_end(connect, server, postgres, tmp_p
             return []
     want = source_rows()
     assert len(want) == 401
-    wait_for(lambda: replica_rows() == want, timeout=90, what="the replica to match")
+    wait_until(lambda: replica_rows() == want, timeout=90, message="the replica to match")
 
 
 def test_sqlite_bulk_mode_sends_every_row_every_poll(connect, server, tmp_path, topic_name):

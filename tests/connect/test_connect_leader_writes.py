@@ -25,8 +25,8 @@ import time
 import uuid
 
 import requests
-from connect_helpers import wait_for
-from test_connect_distributed import get, start_worker
+from harness import wait_until
+from test_connect_distributed import get, start_worker, stop_all
 
 from kafkalite.connect.errors import REBALANCE_CONFLICT
 
@@ -34,27 +34,34 @@ WRITER = "kafkalite.connect.writer"
 SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 
 
-def config_records(server, topic, settle=1.0):
-    """The config topic as Kafka's client reads it (read_committed):
-    [(key, value or None, writer header)], in order."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+def config_records(server, topic):
+    """The config topic as Kafka's client reads it (read_committed) up to its
+    end now: [(key, value or None, writer header)], in order; [] before the
+    topic exists."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
     c = Consumer({"bootstrap.servers": server.kafka_bootstrap, "group.id": f"check-{uuid.uuid4()}",
-                  "enable.auto.commit": False, "isolation.level": "read_committed"})
+                  "enable.auto.commit": False, "isolation.level": "read_committed",
+                  "enable.partition.eof": True})
     out = []
     try:
         c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-        idle_until = time.monotonic() + 10          # the first fetch finds the leader
-        while time.monotonic() < idle_until:
+        deadline = time.monotonic() + 30
+        while True:
+            assert time.monotonic() < deadline, f"{topic} not read to its end: {out}"
             m = c.poll(0.2)
-            if m is None or m.error():
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    return out
+                if m.error().code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    return []
                 continue
             headers = dict(m.headers() or [])
             out.append((m.key().decode(), None if m.value() is None else json.loads(m.value()),
                         (headers.get(WRITER) or b"").decode()))
-            idle_until = time.monotonic() + settle
     finally:
         c.close()
-    return out
 
 
 def records_of(records, key):
@@ -67,18 +74,6 @@ def sink_config(tmp_path, topic, **extra):
 
 def group_name(tag):
     return f"{tag}-{os.getpid()}-{int(time.time() * 1000) % 10**8}"
-
-
-def stop_all(workers):
-    for p, _ in workers:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    for p, _ in workers:
-        try:
-            p.wait(60)
-        except Exception:       # noqa: BLE001 -- a worker that will not stop
-            p.kill()
-            p.wait(10)
 
 
 def forwarded_calls(tmp_path, i):
@@ -96,7 +91,8 @@ def test_writes_sent_to_followers_are_written_once_by_the_leader(server, tmp_pat
     urls = [u for _, u in workers]
     topic = f"{group}-configs"
     try:
-        wait_for(lambda: all(get(u, "/connectors") == [] for u in urls), what="3 REST APIs")
+        wait_until(lambda: all(get(u, "/connectors") == [] for u in urls), timeout=60,
+                   message="3 REST APIs")
         # one create through each worker: whoever took the call, one worker wrote them all
         for i, u in enumerate(urls):
             r = requests.post(u + "/connectors", timeout=60, json={
@@ -118,7 +114,8 @@ def test_writes_sent_to_followers_are_written_once_by_the_leader(server, tmp_pat
         for i in range(3):
             assert len(records_of(recs, f"connector-c{i}")) == 1
         for u in urls:
-            wait_for(lambda: get(u, "/connectors") == ["c0", "c1", "c2"], what=f"{u} sees all")
+            wait_until(lambda: get(u, "/connectors") == ["c0", "c1", "c2"], timeout=60,
+                       message=f"{u} sees all")
 
         # a config update, a pause and a delete, each sent to a follower
         new = sink_config(tmp_path, topic_name, **{"tasks.max": "1", "batch.size": "7"})
@@ -132,11 +129,12 @@ def test_writes_sent_to_followers_are_written_once_by_the_leader(server, tmp_pat
         r = requests.delete(followers[0] + "/connectors/c2", timeout=60)
         assert r.status_code == 204, r.text
         for u in urls:
-            wait_for(lambda: (get(u, "/connectors/c0/config") or {}).get("batch.size") == "7",
-                     what=f"{u} sees c0's new config")
-            wait_for(lambda: (get(u, "/connectors/c1/status") or {}).get("connector", {}).get(
-                "state") == "PAUSED", what=f"{u} sees c1 PAUSED")
-            wait_for(lambda: get(u, "/connectors") == ["c0", "c1"], what=f"{u} without c2")
+            wait_until(lambda: (get(u, "/connectors/c0/config") or {}).get("batch.size") == "7",
+                       timeout=60, message=f"{u} sees c0's new config")
+            wait_until(lambda: (get(u, "/connectors/c1/status") or {}).get("connector", {}).get(
+                "state") == "PAUSED", timeout=60, message=f"{u} sees c1 PAUSED")
+            wait_until(lambda: get(u, "/connectors") == ["c0", "c1"], timeout=60,
+                       message=f"{u} without c2")
 
         recs = config_records(server, topic)
         assert [v["properties"].get("batch.size") for _, v, _ in
@@ -178,7 +176,8 @@ def test_a_write_during_the_leaders_failover_answers_409_or_lands_once(server, t
     urls = [u for _, u in workers]
     topic = f"{group}-configs"
     try:
-        wait_for(lambda: all(get(u, "/connectors") == [] for u in urls), what="3 REST APIs")
+        wait_until(lambda: all(get(u, "/connectors") == [] for u in urls), timeout=60,
+                   message="3 REST APIs")
         r = requests.post(urls[0] + "/connectors", timeout=60, json={
             "name": "before", "config": sink_config(tmp_path, topic_name)})
         assert r.status_code == 201, r.text
@@ -189,19 +188,21 @@ def test_a_write_during_the_leaders_failover_answers_409_or_lands_once(server, t
         victim.wait(30)
         killed = time.monotonic()
         answers = []
-        while True:
+
+        def created():
             r = requests.post(survivors[0] + "/connectors", timeout=60, json={
                 "name": "after", "config": sink_config(tmp_path, topic_name)})
             answers.append(r.status_code)
             assert r.status_code in (201, 409), (r.status_code, r.text)
-            if r.status_code == 201:
-                break
-            assert r.json()["message"].startswith(REBALANCE_CONFLICT), r.text
-            assert time.monotonic() - killed < 90, answers
-            time.sleep(0.2)
+            if r.status_code == 409:
+                assert r.json()["message"].startswith(REBALANCE_CONFLICT), r.text
+            return r.status_code == 201
+        wait_until(created, timeout=90, interval=0.2,
+                   message=lambda: f"a 201 from the new leader: {answers}")
         took = time.monotonic() - killed
         for u in survivors:
-            wait_for(lambda: get(u, "/connectors") == ["after", "before"], what=f"{u} sees both")
+            wait_until(lambda: get(u, "/connectors") == ["after", "before"], timeout=60,
+                       message=f"{u} sees both")
         recs = config_records(server, topic)
         after = records_of(recs, "connector-after")
         assert len(after) == 1, recs
@@ -220,7 +221,8 @@ def test_a_deposed_leader_cannot_write_under_exactly_once_support(server, tmp_pa
     urls = [u for _, u in workers]
     topic = f"{group}-configs"
     try:
-        wait_for(lambda: all(get(u, "/connectors") == [] for u in urls), what="2 REST APIs")
+        wait_until(lambda: all(get(u, "/connectors") == [] for u in urls), timeout=60,
+                   message="2 REST APIs")
         r = requests.post(urls[0] + "/connectors", timeout=60, json={
             "name": "first", "config": sink_config(tmp_path, topic_name)})
         assert r.status_code == 201, r.text
@@ -238,7 +240,8 @@ def test_a_deposed_leader_cannot_write_under_exactly_once_support(server, tmp_pa
             "name": "zombie", "config": sink_config(tmp_path, topic_name)})
         assert r.status_code == 409, r.text
         assert r.json()["message"].startswith(REBALANCE_CONFLICT) and "fenced" in r.text
-        time.sleep(1.0)
+        # (a fenced write landing later would make the create below answer "already
+        # exists", and leave two records of it)
         assert not records_of(config_records(server, topic), "connector-zombie")
         assert all(get(u, "/connectors") == ["first"] for u in urls)
 
@@ -249,12 +252,13 @@ def test_a_deposed_leader_cannot_write_under_exactly_once_support(server, tmp_pa
                 "name": "zombie", "config": sink_config(tmp_path, topic_name)})
             assert r.status_code in (201, 409), r.text
             return r.status_code == 201
-        wait_for(create_via_follower, timeout=60, what="the create after the leader rejoined")
+        wait_until(create_via_follower, timeout=60, message="the create after the leader rejoined")
         recs = config_records(server, topic)
         writers = [w for _, _, w in records_of(recs, "connector-zombie")]
         assert len(writers) == 1 and "http://" + writers[0] in urls, recs
         for u in urls:
-            wait_for(lambda: get(u, "/connectors") == ["first", "zombie"], what=f"{u} sees it")
+            wait_until(lambda: get(u, "/connectors") == ["first", "zombie"], timeout=60,
+                       message=f"{u} sees it")
         claimant.begin_transaction()
         claimant.produce(topic, key=b"connector-late", value=b'{"properties": {}}')
         try:

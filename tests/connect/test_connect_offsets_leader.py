@@ -25,8 +25,8 @@ import uuid
 
 from connect_cluster import (call, free_ports, get, group_name, running, start_worker,
                              stopped)
-from connect_helpers import wait_for
-from harness import create, read_all
+from connect_helpers import read_to_end
+from harness import create, wait_until
 
 SHARDED = "connect_plugins:ShardedSourceConnector"
 SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
@@ -47,14 +47,16 @@ def leader_and_follower(server, tmp_path, workers, tag, **extra):
     workers.append(start_worker(server, tmp_path, 0, group, ports[0], **extra))
     leader = workers[0][1]
     # a connector created through it proves it joined and leads; deleted at once
-    wait_for(lambda: get(leader, "/connectors") == [], what="the first worker's REST API")
-    r = call("POST", leader, "/connectors", json={"name": "probe", "config": {
-        "connector.class": SINK, "file": str(tmp_path / "probe.txt"), "topics": "probe"}})
+    wait_until(lambda: get(leader, "/connectors") == [], timeout=60,
+               message="the first worker's REST API")
+    r = call("POST", leader, "/connectors", json={"name": f"probe-{group}", "config": {
+        "connector.class": SINK, "file": str(tmp_path / "probe.txt"), "topics": f"{group}-probe"}})
     assert r.status_code == 201, r.text
-    assert call("DELETE", leader, "/connectors/probe").status_code == 204
+    assert call("DELETE", leader, f"/connectors/probe-{group}").status_code == 204
     workers.append(start_worker(server, tmp_path, 1, group, ports[1], **extra))
     follower = workers[1][1]
-    wait_for(lambda: get(follower, "/connectors") == [], what="the second worker's REST API")
+    wait_until(lambda: get(follower, "/connectors") == [], timeout=60,
+               message="the second worker's REST API")
     return group, leader, follower
 
 
@@ -64,12 +66,12 @@ def forwarded(tmp_path, i, method):
 
 
 def values(server, topic):
-    return [m.value().decode() for m in read_all(server, topic, 1, 10**6, timeout=1.5)]
+    return [m.value().decode() for m in read_to_end(server, topic)]
 
 
 def stop(url, name):
     assert call("PUT", url, f"/connectors/{name}/stop").status_code == 204
-    wait_for(lambda: stopped(url, name), what=f"{name} STOPPED without tasks")
+    wait_until(lambda: stopped(url, name), timeout=60, message=f"{name} STOPPED without tasks")
 
 
 def test_source_offsets_altered_and_reset_through_the_leader(server, tmp_path, topic_name,
@@ -81,11 +83,12 @@ def test_source_offsets_altered_and_reset_through_the_leader(server, tmp_path, t
         "connector.class": SHARDED, "topic": topic_name, "records.per.shard": "5",
         "alter.log": str(hook_log)}})
     assert r.status_code == 201, r.text
-    wait_for(lambda: running(leader, "src", 1), what="src running")
-    wait_for(lambda: len(values(server, topic_name)) == 5, what="src's 5 records")
+    wait_until(lambda: running(leader, "src", 1), timeout=60, message="src running")
+    wait_until(lambda: len(values(server, topic_name)) == 5, timeout=60, message="src's 5 records")
     done = {"offsets": [{"partition": {"shard": "s0"}, "offset": {"n": 4}}]}
     for url in (leader, follower):
-        wait_for(lambda: get(url, "/connectors/src/offsets") == done, what="the stored offset")
+        wait_until(lambda: get(url, "/connectors/src/offsets") == done, timeout=60,
+                   message="the stored offset")
 
     # running: refused with Kafka's message naming /stop; an unknown connector: 404
     body = {"offsets": [{"partition": {"shard": "s0"}, "offset": {"n": 1}}]}
@@ -121,8 +124,8 @@ def test_source_offsets_altered_and_reset_through_the_leader(server, tmp_path, t
     # resumed, the task starts after the altered offset: s0-2..s0-4 arrive again
     assert call("PUT", follower, "/connectors/src/resume").status_code == 202
     want = [f"s0-{n}" for n in range(5)] + ["s0-2", "s0-3", "s0-4"]
-    wait_for(lambda: values(server, topic_name) == want, timeout=60,
-             what=lambda: f"the records from the altered offset: {values(server, topic_name)}")
+    wait_until(lambda: values(server, topic_name) == want, timeout=60,
+               message=lambda: f"the records from the altered offset: {values(server, topic_name)}")
 
     stop(leader, "src")
     r = call("DELETE", follower, "/connectors/src/offsets")
@@ -136,8 +139,9 @@ def test_source_offsets_altered_and_reset_through_the_leader(server, tmp_path, t
         assert get(url, "/connectors/src/offsets") == {"offsets": []}
     # and from the start again once resumed
     assert call("PUT", leader, "/connectors/src/resume").status_code == 202
-    wait_for(lambda: values(server, topic_name) == want + [f"s0-{n}" for n in range(5)],
-             timeout=60, what=lambda: f"the records from the start: {values(server, topic_name)}")
+    wait_until(lambda: values(server, topic_name) == want + [f"s0-{n}" for n in range(5)],
+               timeout=60,
+               message=lambda: f"the records from the start: {values(server, topic_name)}")
 
 
 def until_not_stopping(request):
@@ -149,7 +153,7 @@ def until_not_stopping(request):
         if r.status_code == 400 and "haven't stopped completely yet" in r.json()["message"]:
             return None
         return r
-    return wait_for(attempt, timeout=30, what="the sink's tasks to stop")
+    return wait_until(attempt, timeout=30, message="the sink's tasks to stop")
 
 
 def test_sink_group_offsets_altered_and_reset_through_the_leader(server, tmp_path, topic_name,
@@ -165,41 +169,42 @@ def test_sink_group_offsets_altered_and_reset_through_the_leader(server, tmp_pat
     p.flush(30)
     p.close()
     group, leader, follower = leader_and_follower(server, tmp_path, workers, "os")
+    snk = f"snk-{group}"        # its consumer group connect-<snk> is this test's alone
     out = tmp_path / "out.txt"
-    r = call("POST", follower, "/connectors", json={"name": "snk", "config": {
+    r = call("POST", follower, "/connectors", json={"name": snk, "config": {
         "connector.class": SINK, "file": str(out), "topics": topic_name}})
     assert r.status_code == 201, r.text
     committed = {"offsets": [{"partition": {"kafka_topic": topic_name, "kafka_partition": 0},
                               "offset": {"kafka_offset": 6}}]}
     for url in (leader, follower):
-        wait_for(lambda: get(url, "/connectors/snk/offsets") == committed, timeout=60,
-                 what="the sink's committed offsets")
+        wait_until(lambda: get(url, f"/connectors/{snk}/offsets") == committed, timeout=60,
+                   message="the sink's committed offsets")
 
     body = {"offsets": [{"partition": {"kafka_topic": topic_name, "kafka_partition": 0},
                          "offset": {"kafka_offset": 2}}]}
-    r = call("PATCH", follower, "/connectors/snk/offsets", json=body)
-    assert r.status_code == 400 and "'/connectors/snk/stop'" in r.json()["message"], r.text
-    stop(follower, "snk")
-    r = until_not_stopping(lambda: call("PATCH", follower, "/connectors/snk/offsets", json=body))
+    r = call("PATCH", follower, f"/connectors/{snk}/offsets", json=body)
+    assert r.status_code == 400 and f"'/connectors/{snk}/stop'" in r.json()["message"], r.text
+    stop(follower, snk)
+    r = until_not_stopping(lambda: call("PATCH", follower, f"/connectors/{snk}/offsets", json=body))
     assert r.status_code == 200 and r.json() == {"message": ALTERED}, r.text
-    assert set(forwarded(tmp_path, 0, "PATCH")) == {"/connectors/snk/offsets?forward=false"}
+    assert set(forwarded(tmp_path, 0, "PATCH")) == {f"/connectors/{snk}/offsets?forward=false"}
 
     admin = AdminClient({"bootstrap.servers": server.kafka_bootstrap})
 
     def group_offsets():
         fut = admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions("connect-snk", [TopicPartition(topic_name, 0)])])
-        got = fut["connect-snk"].result(timeout=30)
+            [ConsumerGroupTopicPartitions(f"connect-{snk}", [TopicPartition(topic_name, 0)])])
+        got = fut[f"connect-{snk}"].result(timeout=30)
         return [(tp.topic, tp.partition, tp.offset) for tp in got.topic_partitions]
     assert group_offsets() == [(topic_name, 0, 2)]
     for url in (leader, follower):
-        assert get(url, "/connectors/snk/offsets") == body
+        assert get(url, f"/connectors/{snk}/offsets") == body
 
-    r = until_not_stopping(lambda: call("DELETE", follower, "/connectors/snk/offsets"))
+    r = until_not_stopping(lambda: call("DELETE", follower, f"/connectors/{snk}/offsets"))
     assert r.status_code == 200 and r.json() == {"message": RESET}, r.text
     assert [o for _, _, o in group_offsets()] == [-1001]      # no committed offset
     for url in (leader, follower):
-        assert get(url, "/connectors/snk/offsets") == {"offsets": []}
+        assert get(url, f"/connectors/{snk}/offsets") == {"offsets": []}
 
 
 def test_exactly_once_offsets_change_fences_the_tasks_producers(server, tmp_path, topic_name,
@@ -212,9 +217,10 @@ def test_exactly_once_offsets_change_fences_the_tasks_producers(server, tmp_path
         "connector.class": SHARDED, "topic": topic_name, "records.per.shard": "3",
         "alter.handled": "true"}})          # its hook says it has handled the change
     assert r.status_code == 201, r.text
-    wait_for(lambda: running(leader, "src", 1), what="src running")
-    wait_for(lambda: get(leader, "/connectors/src/offsets") == {
-        "offsets": [{"partition": {"shard": "s0"}, "offset": {"n": 2}}]}, what="src's offset")
+    wait_until(lambda: running(leader, "src", 1), timeout=60, message="src running")
+    wait_until(lambda: get(leader, "/connectors/src/offsets") == {
+        "offsets": [{"partition": {"shard": "s0"}, "offset": {"n": 2}}]}, timeout=60,
+               message="src's offset")
     stop(follower, "src")
 
     # a zombie of task 0: a producer that claimed its transactional id, a transaction open.
@@ -245,8 +251,8 @@ def test_exactly_once_offsets_change_fences_the_tasks_producers(server, tmp_path
     except KafkaException as e:
         assert e.args[0].fatal() or "fenc" in str(e).lower(), e
     # the zombie's record never shows; the offsets record does, read_committed
-    assert b"zombie" not in [m.value() for m in read_all(
-        server, topic_name, 1, 10**6, timeout=1.5, **{"isolation.level": "read_committed"})]
+    assert b"zombie" not in [m.value() for m in read_to_end(
+        server, topic_name, **{"isolation.level": "read_committed"})]
     c = Consumer({"bootstrap.servers": server.kafka_bootstrap, "group.id": str(uuid.uuid4()),
                   "isolation.level": "read_committed", "enable.auto.commit": False})
     try:

@@ -24,8 +24,8 @@ import pytest
 import requests
 from confluent_kafka.admin import AdminClient, NewTopic
 from connect_cluster import free_ports, get, group_name, start_worker
-from connect_helpers import lines_of, wait_for
-from harness import child_env
+from connect_helpers import lines_of
+from harness import child_env, run_cli, wait_until
 
 KAFKA = {"kafkalite.client.protocol": "kafka"}
 
@@ -124,8 +124,8 @@ def test_standalone_file_round_trip_over_the_kafka_listener(server, tmp_path, to
                             env=child_env(), stdout=log, stderr=subprocess.STDOUT)
     try:
         want = [f"line-{i}" for i in range(50)]
-        wait_for(lambda: lines_of(out) == want or proc.poll() is not None, timeout=90,
-                 what=lambda: f"the sink file ({len(lines_of(out))} lines)")
+        wait_until(lambda: lines_of(out) == want or proc.poll() is not None, timeout=90,
+                   message=lambda: f"the sink file ({len(lines_of(out))} lines)")
         assert proc.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]
         if protocol == "kafka":
             assert_kafka_transport(server, proc.pid, [port])
@@ -137,8 +137,9 @@ def test_standalone_file_round_trip_over_the_kafka_listener(server, tmp_path, to
                                       "auto.offset.reset": "earliest"})
         c.subscribe([topic_name])
         got = []
-        wait_for(lambda: got.extend(m.value().decode() for m in c.consume(50, 1)
-                                    if not m.error()) or len(got) >= 50, what="the topic")
+        wait_until(lambda: got.extend(m.value().decode() for m in c.consume(50, 1)
+                                    if not m.error()) or len(got) >= 50, timeout=60,
+                   message="the topic")
         c.close()
         assert got == want
     finally:
@@ -163,8 +164,8 @@ def test_distributed_group_over_the_kafka_listener(server, tmp_path, topic_name,
                                     **{"bootstrap.servers": server.kafka_bootstrap,
                                        "exactly.once.source.support": "enabled"}))
     (p0, u0), (p1, u1) = workers
-    wait_for(lambda: get(u0, "/connectors") == [] and get(u1, "/connectors") == [],
-             timeout=90, what="both workers' REST APIs")
+    wait_until(lambda: get(u0, "/connectors") == [] and get(u1, "/connectors") == [],
+               timeout=90, message="both workers' REST APIs")
     r = requests.post(u0 + "/connectors", timeout=60, json={"name": "d-sink", "config": {
         "connector.class": "FileStreamSink", "tasks.max": "2", "topics": topic_name,
         "file": str(out)}})
@@ -180,12 +181,12 @@ def test_distributed_group_over_the_kafka_listener(server, tmp_path, topic_name,
             on = {t["worker_id"] for t in st["tasks"]}
             return st if len(on) == 2 else None
         return None
-    st = wait_for(sink_spread, timeout=90, what=lambda: f"two sink tasks on two workers: "
-                  f"{get(u1, '/connectors/d-sink/status')}")
+    st = wait_until(sink_spread, timeout=90, message=lambda: f"two sink tasks on two workers: "
+                    f"{get(u1, '/connectors/d-sink/status')}")
     assert get(u1, "/connectors/src/config")["file"] == str(src)
     first = {f"a-{i}" for i in range(40)}
-    wait_for(lambda: first <= set(lines_of(out)), timeout=60,
-             what=lambda: f"the first lines in the sink file ({len(lines_of(out))})")
+    wait_until(lambda: first <= set(lines_of(out)), timeout=60,
+               message=lambda: f"the first lines in the sink file ({len(lines_of(out))})")
     for p, _ in workers:
         assert_kafka_transport(server, p.pid, ports)
 
@@ -201,14 +202,14 @@ def test_distributed_group_over_the_kafka_listener(server, tmp_path, topic_name,
             t["state"] == "RUNNING" and t["worker_id"] == f"127.0.0.1:{ports[0]}"
             for t in st["tasks"]) and get(u0, "/connectors/src/status")["connector"][
                 "worker_id"] == f"127.0.0.1:{ports[0]}"
-    wait_for(moved, timeout=90, what=lambda: f"the tasks on the survivor: "
-             f"{get(u0, '/connectors/d-sink/status')}")
+    wait_until(moved, timeout=90, message=lambda: f"the tasks on the survivor: "
+               f"{get(u0, '/connectors/d-sink/status')}")
     with open(src, "a") as f:
         f.write("".join(f"b-{i}\n" for i in range(40)))
     # at least once: a moved source may repeat what it sent since its last offset flush
     every = first | {f"b-{i}" for i in range(40)}
-    wait_for(lambda: every <= set(lines_of(out)), timeout=90,
-             what=lambda: f"every line in the sink file after the kill "
+    wait_until(lambda: every <= set(lines_of(out)), timeout=90,
+               message=lambda: f"every line in the sink file after the kill "
                           f"({len(set(lines_of(out)) & every)} of {len(every)})")
 
 
@@ -220,15 +221,15 @@ def read_kafka(server, topic, isolation, expect, timeout=30.0) -> list[bytes]:
     c.assign([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
     got: list = []
     try:
-        wait_for(lambda: got.extend(m.value() for m in c.consume(100, 0.5) if not m.error())
-                 or len(got) >= expect, timeout=timeout, what=f"{expect} records of {topic}")
+        wait_until(lambda: got.extend(m.value() for m in c.consume(100, 0.5) if not m.error())
+                   or len(got) >= expect, timeout=timeout, message=f"{expect} records of {topic}")
     finally:
         c.close()
     return got
 
 
 def test_exactly_once_source_and_sink_offsets_over_the_kafka_listener(server, tmp_path,
-                                                                      topic_name):
+                                                                      topic_name, sink_name):
     """The transactional producers (a task's, and the offsets topic's
     records in its transactions) and the admin client of the sink offsets
     endpoints, through confluent-kafka."""
@@ -250,34 +251,37 @@ def test_exactly_once_source_and_sink_offsets_over_the_kafka_listener(server, tm
         assert read_kafka(server, topic_name, "read_committed", 30) == want
         # (the aborted transaction's records may never reach the log: librdkafka's
         # abort_transaction purges what it has not sent yet)
-        wait_for(lambda: c.http("GET", "/connectors/txn/offsets").json()["offsets"] == [
-            {"partition": {"source": "r"}, "offset": {"n": 29}}], what="the source offsets")
+        wait_until(lambda: c.http("GET", "/connectors/txn/offsets").json()["offsets"] == [
+            {"partition": {"source": "r"}, "offset": {"n": 29}}], timeout=60,
+                   message="the source offsets")
 
         out = tmp_path / "out.txt"
-        c.create("eos-sink", **{"connector.class": "FileStreamSink", "topics": topic_name,
-                            "file": str(out),
-                            "consumer.override.isolation.level": "read_committed",
-                            # librdkafka's incremental assignment (clients.py's on_assign)
-                            "consumer.override.partition.assignment.strategy":
-                                "cooperative-sticky",
-                            "value.converter": "org.apache.kafka.connect.storage.StringConverter"})
-        wait_for(lambda: lines_of(out) == [v.decode() for v in want], what="the sink file")
-        assert c.http("PUT", "/connectors/eos-sink/stop").status_code == 204
+        c.create(sink_name, **{"connector.class": "FileStreamSink", "topics": topic_name,
+                               "file": str(out),
+                               "consumer.override.isolation.level": "read_committed",
+                               # librdkafka's incremental assignment (clients.py's on_assign)
+                               "consumer.override.partition.assignment.strategy":
+                                   "cooperative-sticky",
+                               "value.converter":
+                                   "org.apache.kafka.connect.storage.StringConverter"})
+        wait_until(lambda: lines_of(out) == [v.decode() for v in want], timeout=60,
+                   message="the sink file")
+        assert c.http("PUT", f"/connectors/{sink_name}/stop").status_code == 204
 
         def sink_offsets():
-            r = c.http("GET", "/connectors/eos-sink/offsets")
+            r = c.http("GET", f"/connectors/{sink_name}/offsets")
             return r.status_code == 200 and r.json()["offsets"]
-        got = wait_for(sink_offsets, what="the sink's committed offsets")
+        got = wait_until(sink_offsets, timeout=60, message="the sink's committed offsets")
         assert got[0]["partition"] == {"kafka_topic": topic_name, "kafka_partition": 0}
         assert got[0]["offset"]["kafka_offset"] >= 30
-        r = c.http("PATCH", "/connectors/eos-sink/offsets", json={"offsets": [
+        r = c.http("PATCH", f"/connectors/{sink_name}/offsets", json={"offsets": [
             {"partition": {"kafka_topic": topic_name, "kafka_partition": 0},
              "offset": {"kafka_offset": 5}}]})
         assert r.status_code == 200, r.text
-        assert wait_for(sink_offsets)[0]["offset"] == {"kafka_offset": 5}
-        r = c.http("DELETE", "/connectors/eos-sink/offsets")
+        assert wait_until(sink_offsets, timeout=60)[0]["offset"] == {"kafka_offset": 5}
+        r = c.http("DELETE", f"/connectors/{sink_name}/offsets")
         assert r.status_code == 200, r.text
-        assert c.http("GET", "/connectors/eos-sink/offsets").json()["offsets"] == []
+        assert c.http("GET", f"/connectors/{sink_name}/offsets").json()["offsets"] == []
     finally:
         c.close()
 
@@ -323,9 +327,7 @@ def test_distributed_worker_over_sasl_ssl(tmp_path, workers, mechanism):
     from kafkalite.tools.dev_certs import make_certs
     certs = make_certs(str(tmp_path / "certs"))
     data = str(tmp_path / "data")
-    r = subprocess.run([sys.executable, "-m", "kafkalite", "users", "add", "alice", "--data-dir",
-                        data], input="alice-secret-1\n", capture_output=True, text=True,
-                       env=child_env(), timeout=60)
+    r = run_cli("users", "add", "alice", "--data-dir", data, stdin=b"alice-secret-1\n")
     assert r.returncode == 0, r.stderr
     srv = ServerProcess(data, extra_args=[
         "--kafka-security-protocol", "SASL_SSL", "--ssl-certfile", certs["server"],
@@ -340,19 +342,19 @@ def test_distributed_worker_over_sasl_ssl(tmp_path, workers, mechanism):
         workers.append(start_worker(srv, tmp_path, 0, group, port, **KAFKA, **security,
                                     **{"bootstrap.servers": srv.kafka_bootstrap}))
         (p, u), = workers
-        wait_for(lambda: get(u, "/connectors") == [], timeout=90, what="the REST API")
+        wait_until(lambda: get(u, "/connectors") == [], timeout=90, message="the REST API")
         r = requests.post(u + "/connectors", timeout=60, json={"name": "s-src", "config": {
             "connector.class": "FileStreamSource", "file": str(src), "topic": "sasl-t"}})
         assert r.status_code == 201, r.text
-        wait_for(lambda: (st := get(u, "/connectors/s-src/status")) and st["tasks"] and
-                 st["tasks"][0]["state"] == "RUNNING", timeout=60, what="the source RUNNING")
+        wait_until(lambda: (st := get(u, "/connectors/s-src/status")) and st["tasks"] and
+                   st["tasks"][0]["state"] == "RUNNING", timeout=60, message="the source RUNNING")
         c = confluent_kafka.Consumer({"bootstrap.servers": srv.kafka_bootstrap, **security,
                                       "group.id": "sasl-check", "auto.offset.reset": "earliest"})
         c.subscribe(["sasl-t"])
         got: list = []
         try:
-            wait_for(lambda: got.extend(m.value() for m in c.consume(10, 1) if not m.error())
-                     or len(got) >= 10, what="the records")
+            wait_until(lambda: got.extend(m.value() for m in c.consume(10, 1) if not m.error())
+                       or len(got) >= 10, timeout=60, message="the records")
         finally:
             c.close()
         assert sorted(got) == sorted(b"s-%d" % i for i in range(10))

@@ -9,8 +9,7 @@ import os
 import time
 
 import pyarrow.dataset as ds
-from connect_helpers import wait_for
-from harness import create
+from harness import create, wait_until
 
 from kafkalite.client import Producer
 
@@ -41,7 +40,8 @@ def test_parquet_sink_exactly_once_across_a_restart(connect, server, topic_name,
     cfg = {"connector.class": PARQUET, "topics": topic_name, "directory": str(out),
            "flush.size": "64"}
     connect.create("pq", **cfg)
-    wait_for(lambda: len(rows_in(out, topic_name)) == 300, what="300 rows in Parquet")
+    wait_until(lambda: len(rows_in(out, topic_name)) == 300, timeout=60,
+               message="300 rows in Parquet")
     rows = rows_in(out, topic_name)
     assert sorted(r["id"] for r in rows) == list(range(300))
     r7 = next(r for r in rows if r["id"] == 7)
@@ -50,8 +50,8 @@ def test_parquet_sink_exactly_once_across_a_restart(connect, server, topic_name,
     names = sorted(os.listdir(out / topic_name / "partition=0"))
     assert names[0] == f"{topic_name}+0+{0:020d}+{63:020d}.parquet"
     # stop, forget the group's offsets, start again: the files say where to go on
-    wait_for(lambda: connect.http("GET", "/connectors/pq/offsets").json()["offsets"],
-             what="committed offsets")
+    wait_until(lambda: connect.http("GET", "/connectors/pq/offsets").json()["offsets"], timeout=60,
+               message="committed offsets")
     connect.http("PUT", "/connectors/pq/stop")
     assert connect.http("DELETE", "/connectors/pq/offsets").status_code == 200
     assert connect.http("GET", "/connectors/pq/offsets").json() == {"offsets": []}
@@ -61,9 +61,10 @@ def test_parquet_sink_exactly_once_across_a_restart(connect, server, topic_name,
     p.flush(30)
     p.close()
     connect.http("PUT", "/connectors/pq/resume")
-    wait_for(lambda: len(rows_in(out, topic_name)) >= 320, what="320 rows")
-    wait_for(lambda: sorted(o["offset"]["kafka_offset"] for o in connect.http(
-        "GET", "/connectors/pq/offsets").json()["offsets"]) == [160, 160], what="commits")
+    wait_until(lambda: len(rows_in(out, topic_name)) >= 320, timeout=60, message="320 rows")
+    wait_until(lambda: sorted(o["offset"]["kafka_offset"] for o in connect.http(
+        "GET", "/connectors/pq/offsets").json()["offsets"]) == [160, 160], timeout=60,
+               message="commits")
     assert sorted(r["id"] for r in rows_in(out, topic_name)) == list(range(320))
 
 
@@ -95,11 +96,11 @@ def test_sink_offsets_altered_through_the_rest_api_skip_records(connect, server,
         {"partition": {"kafka_topic": topic_name}, "offset": {"kafka_offset": 1}}]})
     assert r.status_code == 400 and "kafka_partition" in r.json()["message"]
     connect.http("PUT", "/connectors/pq2/pause")      # from STOPPED: started, tasks paused
-    wait_for(lambda: [t["state"] for t in connect.state("pq2")["tasks"]] == ["PAUSED"],
-             what="PAUSED task")
-    time.sleep(1.5)
+    wait_until(lambda: [t["state"] for t in connect.state("pq2")["tasks"]] == ["PAUSED"],
+               timeout=60, message="PAUSED task")
+    time.sleep(1.5)     # paused: nothing is written, however long (a flush would by now)
     assert rows_in(out, topic_name) == []
     connect.http("PUT", "/connectors/pq2/resume")
-    wait_for(lambda: len(rows_in(out, topic_name)) == 6, what="6 rows")
+    wait_until(lambda: len(rows_in(out, topic_name)) == 6, timeout=60, message="6 rows")
     assert [r["i"] for r in rows_in(out, topic_name)] == list(range(4, 10))
     p.close()

@@ -28,8 +28,7 @@ import sys
 import time
 
 import requests
-from connect_helpers import wait_for
-from harness import child_env
+from harness import child_env, wait_until
 from test_connect_distributed import get, start_worker
 from test_connect_leader_writes import config_records, group_name, records_of, sink_config, \
     stop_all
@@ -38,9 +37,9 @@ from kafkalite.connect.signature import (ALGORITHM_HEADER, INVALID_SIGNATURE, MI
                                          SIGNATURE_HEADER)
 
 
-def session_keys(server, topic, settle=0.5):
+def session_keys(server, topic):
     """The session key records of the config topic, oldest first: [(value, writer)]."""
-    return [(v, w) for k, v, w in config_records(server, topic, settle) if k == "session-key"]
+    return [(v, w) for k, v, w in config_records(server, topic) if k == "session-key"]
 
 
 def signed(key_record, body: bytes, algorithm="HmacSHA256") -> dict:
@@ -73,8 +72,9 @@ def test_task_configs_need_the_session_keys_signature(server, tmp_path, topic_na
     urls = [u for _, u in workers]
     topic = f"{group}-configs"
     try:
-        wait_for(lambda: all(get(u, "/connectors") == [] for u in urls), what="2 REST APIs")
-        keys = wait_for(lambda: session_keys(server, topic), what="a session key")
+        wait_until(lambda: all(get(u, "/connectors") == [] for u in urls), timeout=60,
+                   message="2 REST APIs")
+        keys = wait_until(lambda: session_keys(server, topic), timeout=60, message="a session key")
         key, writer = keys[-1]
         assert key["algorithm"] == "HmacSHA256" and len(base64.b64decode(key["key"])) == 32
         assert abs(key["creation-timestamp"] / 1000 - time.time()) < 120
@@ -84,6 +84,8 @@ def test_task_configs_need_the_session_keys_signature(server, tmp_path, topic_na
         r = requests.post(urls[0] + "/connectors", timeout=60, json={
             "name": "s", "initial_state": "STOPPED", "config": sink_config(tmp_path, topic_name)})
         assert r.status_code == 201, r.text
+        wait_until(lambda: all((get(u, "/connectors/s/status") or {}).get("connector", {}).get(
+            "state") == "STOPPED" for u in urls), timeout=60, message="s STOPPED on its owner")
         body = json.dumps([{"file": "signed-0"}, {"file": "signed-1"}]).encode()
 
         r = post_tasks(leader, "s", body)
@@ -99,35 +101,70 @@ def test_task_configs_need_the_session_keys_signature(server, tmp_path, topic_na
         assert r.status_code == 400 and "does not support the 'HmacSHA512'" in r.text, r.text
         r = post_tasks(follower, "s", body, {**wrong, SIGNATURE_HEADER: "not base64!"})
         assert r.status_code == 403, r.text
-        time.sleep(0.5)
+        # nothing of the refused requests landed (and below: only the taken ones' commits)
         assert all(task_files(u, "s") == [] for u in urls)
 
-        r = post_tasks(leader, "s", body, signed(key, body))
-        moved = False
-        deadline = time.monotonic() + 60
-        while r.status_code == 409 and time.monotonic() < deadline:
-            # a rebalance (seen under a loaded full run: connector "s" joining the
-            # configs) moved the leadership or is under way; the other worker, not
-            # marked as forwarded, checks the signature and forwards to the leader
-            moved = True
-            time.sleep(0.5)
-            r = post_tasks(follower, "s", body, signed(key, body), forward=True)
-            leader, follower = follower, leader
-        assert r.status_code == 204, r.text
+        def commits():
+            """The task config commits of s: [(task count, writer URL)]."""
+            return [(v["tasks"], "http://" + w) for k, v, w in config_records(server, topic)
+                    if k == "commit-s"]
+
+        def hand_over(body, url, forward):
+            """Post the signed ``body`` to ``url`` until a leader takes it: a 409 (a
+            rebalance under way, or one that moved the leadership: seen under a loaded
+            full run) is tried again through the other worker, unmarked, which
+            forwards it to whoever leads. -> [(url, marked as forwarded)] of the posts."""
+            sent = [(url, forward)]
+
+            def attempt():
+                u, fwd = sent[-1]
+                r = post_tasks(u, "s", body, signed(key, body), forward=fwd)
+                assert r.status_code in (204, 409), r.text
+                if r.status_code == 409:
+                    sent.append((next(x for x in urls if x != u), True))
+                return r.status_code == 204
+            wait_until(attempt, timeout=60, interval=0.5,
+                       message=lambda: f"the signed task configs taken: {sent}")
+            return sent
+
+        # to the leader, marked as forwarded (as an owner's request reaches it): it writes them
+        sent = hand_over(body, leader, forward=False)
         for u in urls:
-            wait_for(lambda: task_files(u, "s") == ["signed-0", "signed-1"],
-                     what=f"{u} sees the signed task configs")
+            wait_until(lambda: task_files(u, "s") == ["signed-0", "signed-1"], timeout=60,
+                       message=f"{u} sees the signed task configs")
+        (count, taker), = commits()
+        assert count == 2
+        if len(sent) == 1:
+            assert taker == leader                 # the worker it was sent to led: it wrote them
+
         # sent to a follower (not marked as forwarded): it checks the signature, then
-        # forwards the request to the leader with it
-        body2 = json.dumps([{"file": "via-follower"}]).encode()
-        r = post_tasks(follower, "s", body2, signed(key, body2), forward=True)
-        assert r.status_code == 204, r.text
-        for u in urls:
-            wait_for(lambda: task_files(u, "s") == ["via-follower"], what=f"{u}: forwarded")
+        # forwards the request to the leader with it, which writes it. (The worker that
+        # wrote the last commit led then; if the other leads by now, it writes the request
+        # itself: then once more, to the other.)
+        def forwarded_by_a_follower():
+            n = len(commits())
+            body2 = json.dumps([{"file": f"via-follower-{n}"}]).encode()
+            to = next(u for u in urls if u != commits()[-1][1])
+            taken = [taken_task_configs(tmp_path, i).count("s") for i in range(2)]
+            to = hand_over(body2, to, forward=True)[-1][0]     # where it was taken
+            for u in urls:
+                wait_until(lambda: task_files(u, "s") == [f"via-follower-{n}"], timeout=60,
+                           message=f"{u}: the forwarded task configs")
+            (count, writer), = commits()[n:]
+            assert count == 1
+            if writer == to:
+                return False
+            # the leader's log shows the follower's request, forwarded
+            i = urls.index(writer)
+            wait_until(lambda: taken_task_configs(tmp_path, i).count("s") > taken[i], timeout=10,
+                       message=f"the forwarded request in {writer}'s log")
+            return True
+        wait_until(forwarded_by_a_follower, timeout=120, interval=0,
+                   message="task configs forwarded by a follower")
+        # every task config record of s is a commit's writer's, written by the leader
         recs = config_records(server, topic)
-        writers = {w for k, _, w in recs if k.startswith(("task-s-", "commit-s"))}
-        # the leader wrote them: the session key's writer, unless a rebalance moved it
-        assert writers == {writer} or (moved and len(writers) <= 2), (writers, writer)
+        writers = {"http://" + w for k, _, w in recs if k.startswith(("task-s-", "commit-s"))}
+        assert writers <= {w for _, w in commits()} <= set(urls), (writers, commits())
         # signed, for a connector that does not exist: 404 (the signature is checked first)
         r = post_tasks(leader, "nope", b"[]", signed(key, b"[]"))
         assert r.status_code == 404, r.text
@@ -143,8 +180,10 @@ def test_task_configs_reach_the_leader_across_key_rotations(server, tmp_path, to
     urls = [u for _, u in workers]
     topic = f"{group}-configs"
     try:
-        wait_for(lambda: all(get(u, "/connectors") == [] for u in urls), what="2 REST APIs")
-        first, writer = wait_for(lambda: session_keys(server, topic), what="a session key")[0]
+        wait_until(lambda: all(get(u, "/connectors") == [] for u in urls), timeout=60,
+                   message="2 REST APIs")
+        first, writer = wait_until(lambda: session_keys(server, topic), timeout=60,
+                                   message="a session key")[0]
         leader = "http://" + writer
         # connectors created through both workers over several key lifetimes: each is owned
         # by one of the two (two tasks each: the assignor puts connectors on both workers),
@@ -161,8 +200,8 @@ def test_task_configs_reach_the_leader_across_key_rotations(server, tmp_path, to
             time.sleep(ttl_ms / 1000 / 2)
         for u in urls:
             for name in names:
-                wait_for(lambda: task_files(u, name) == [str(tmp_path / f"{name}.txt")] * 2,
-                         what=f"{u}: {name}'s task configs")
+                wait_until(lambda: task_files(u, name) == [str(tmp_path / f"{name}.txt")] * 2,
+                           timeout=60, message=f"{u}: {name}'s task configs")
         keys = session_keys(server, topic)
         assert len(keys) >= 3, keys
         assert len({v["key"] for v, _ in keys}) == len(keys)      # each rotation: a new key
@@ -177,9 +216,9 @@ def test_task_configs_reach_the_leader_across_key_rotations(server, tmp_path, to
         assert r.status_code == 403 and r.json()["message"] == INVALID_SIGNATURE, r.text
 
         def with_newest():
-            newest = session_keys(server, topic, settle=0.2)[-1][0]
+            newest = session_keys(server, topic)[-1][0]
             return post_tasks(leader, "c0", body, signed(newest, body)).status_code == 204
-        wait_for(with_newest, what="a request signed with the newest key")
+        wait_until(with_newest, timeout=60, message="a request signed with the newest key")
 
         # every worker ends with the key the leader signs against: a config change of each
         # connector restarts it on its owner, whose new task configs reach the leader
@@ -193,8 +232,8 @@ def test_task_configs_reach_the_leader_across_key_rotations(server, tmp_path, to
             assert r.status_code == 200, r.text
         for u in urls:
             for name in names:
-                wait_for(lambda: task_files(u, name) == [str(tmp_path / f"{name}-v2.txt")] * 2,
-                         what=f"{u}: {name}'s new task configs")
+                wait_until(lambda: task_files(u, name) == [str(tmp_path / f"{name}-v2.txt")] * 2,
+                           timeout=60, message=f"{u}: {name}'s new task configs")
         recs = config_records(server, topic)
         assert all(len(records_of(recs, f"commit-{n}")) >= 2 for n in names)
         # the follower's connectors handed theirs to the leader, signed: twice each at least

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import time
 
-from connect_helpers import Connect, lines_of, wait_for
-from harness import create, read_all
+from connect_helpers import Connect, lines_of, read_to_end
+from harness import create, read_all, wait_until
 
 from kafkalite.client import AdminClient, Producer
 from kafkalite.connect.offsets import KafkaOffsetStore
@@ -23,7 +23,8 @@ def write(path, lines, mode="a"):
         f.writelines(f"{x}\n" for x in lines)
 
 
-def test_file_source_to_file_sink_through_the_rest_api(connect, server, topic_name, tmp_path):
+def test_file_source_to_file_sink_through_the_rest_api(connect, server, topic_name, sink_name,
+                                                       tmp_path):
     src, out = tmp_path / "in.txt", tmp_path / "out.txt"
     lines = [f"line {i} ünïcode" for i in range(500)]
     write(src, lines, "w")
@@ -33,17 +34,17 @@ def test_file_source_to_file_sink_through_the_rest_api(connect, server, topic_na
                                               "topic": topic_name, "value.converter": STR,
                                               "name": "src"},
                     "tasks": [{"connector": "src", "task": 0}], "type": "source"}
-    connect.create("sink", **{"connector.class": "FileStreamSink", "file": str(out),
+    connect.create(sink_name, **{"connector.class": "FileStreamSink", "file": str(out),
                               "topics": topic_name, "value.converter": STR})
-    wait_for(lambda: len(lines_of(out)) >= 500, what="the sink file")
+    wait_until(lambda: len(lines_of(out)) >= 500, timeout=60, message="the sink file")
     write(src, ["tail 1", "tail 2"])          # tailing: appended lines follow
-    wait_for(lambda: len(lines_of(out)) >= 502, what="the tailed lines")
+    wait_until(lambda: len(lines_of(out)) >= 502, timeout=60, message="the tailed lines")
     assert lines_of(out) == lines + ["tail 1", "tail 2"]
 
-    assert connect.http("GET", "/connectors").json() == ["sink", "src"]
+    assert connect.http("GET", "/connectors").json() == sorted([sink_name, "src"])
     expanded = connect.http("GET", "/connectors?expand=status&expand=info").json()
     assert expanded["src"]["status"]["connector"]["state"] == "RUNNING"
-    assert expanded["sink"]["info"]["type"] == "sink"
+    assert expanded[sink_name]["info"]["type"] == "sink"
     st = connect.state("src")
     assert st["connector"]["state"] == "RUNNING" and st["type"] == "source"
     assert [(t["id"], t["state"]) for t in st["tasks"]] == [(0, "RUNNING")]
@@ -54,16 +55,17 @@ def test_file_source_to_file_sink_through_the_rest_api(connect, server, topic_na
     assert connect.http("GET", "/connectors/src/config").json()["topic"] == topic_name
     assert connect.http("GET", "/connectors/src/topics").json() == {"src": {"topics": [topic_name]}}
     size = src.stat().st_size
-    wait_for(lambda: connect.http("GET", "/connectors/src/offsets").json() == {"offsets": [
-        {"partition": {"filename": str(src)}, "offset": {"position": size}}]},
-        what="the source offset at the file's end")
-    # the sink's group connect-sink committed after flush
-    wait_for(lambda: connect.http("GET", "/connectors/sink/offsets").json() == {"offsets": [
+    wait_until(lambda: connect.http("GET", "/connectors/src/offsets").json() == {"offsets": [
+        {"partition": {"filename": str(src)}, "offset": {"position": size}}]}, timeout=60,
+        message="the source offset at the file's end")
+    # the sink's group connect-<name> committed after flush
+    offsets = f"/connectors/{sink_name}/offsets"
+    wait_until(lambda: connect.http("GET", offsets).json() == {"offsets": [
         {"partition": {"kafka_topic": topic_name, "kafka_partition": 0},
-         "offset": {"kafka_offset": 502}}]}, what="the sink's committed offset")
+         "offset": {"kafka_offset": 502}}]}, timeout=60, message="the sink's committed offset")
     admin = AdminClient(server.config())
     try:
-        got = admin.list_consumer_group_offsets("connect-sink").result()
+        got = admin.list_consumer_group_offsets(f"connect-{sink_name}").result()
         assert [(tp.topic, tp.partition, tp.offset) for tp in got] == [(topic_name, 0, 502)]
     finally:
         admin.close()
@@ -77,17 +79,18 @@ def test_source_resumes_at_its_stored_position_after_a_restart(server, topic_nam
     c = Connect(server, offset_file=offsets)
     try:
         c.create("src", **cfg)
-        wait_for(lambda: c.http("GET", "/connectors/src/offsets").json()["offsets"],
-                 what="a stored offset")
+        wait_until(lambda: c.http("GET", "/connectors/src/offsets").json()["offsets"], timeout=60,
+                   message="a stored offset")
     finally:
         c.close()          # stopping commits the offsets of everything sent
     write(src, [f"b{i}" for i in range(50)])
     c = Connect(server, offset_file=offsets)
     try:
         c.create("src", **cfg)
-        got = read_all(server, topic_name, 1, 150, timeout=30)
-        time.sleep(1.0)     # nothing more may come
-        got += read_all(server, topic_name, 1, 10**9, timeout=0.5)[150:]
+        # a line sent again (not resumed at the stored position) would come before b49
+        wait_until(lambda: any(m.value() == b"b49" for m in read_to_end(server, topic_name)),
+                   timeout=60, message="the last line")
+        got = read_to_end(server, topic_name)
     finally:
         c.close()
     assert [m.value().decode() for m in got] == [f"a{i}" for i in range(100)] + \
@@ -148,16 +151,18 @@ def test_lifecycle_pause_resume_stop_offsets_restart_delete(connect, server, top
     connect.create("src", **cfg)
     assert connect.http("POST", "/connectors", json={"name": "src", "config": cfg}).status_code \
         == 409
-    wait_for(lambda: len(read_all(server, topic_name, 1, 2, timeout=2)) == 2, what="2 records")
+    wait_until(lambda: len(read_all(server, topic_name, 1, 2, timeout=2)) == 2, timeout=60,
+               message="2 records")
 
     assert connect.http("PUT", "/connectors/src/pause").status_code == 202
     st = connect.state("src")
     assert st["connector"]["state"] == "PAUSED" and st["tasks"][0]["state"] == "PAUSED"
     write(src, ["three"])
-    time.sleep(1.5)
-    assert len(read_all(server, topic_name, 1, 3, timeout=1)) == 2      # paused: nothing read
+    time.sleep(1.5)     # paused: nothing is read, however long (a running task would by now)
+    assert len(read_all(server, topic_name, 1, 3, timeout=1)) == 2
     assert connect.http("PUT", "/connectors/src/resume").status_code == 202
-    wait_for(lambda: len(read_all(server, topic_name, 1, 3, timeout=2)) == 3, what="resumed")
+    wait_until(lambda: len(read_all(server, topic_name, 1, 3, timeout=2)) == 3, timeout=60,
+               message="resumed")
     assert connect.state("src")["tasks"][0]["state"] == "RUNNING"
 
     # KIP-875: offsets change only while STOPPED
@@ -185,7 +190,8 @@ def test_lifecycle_pause_resume_stop_offsets_restart_delete(connect, server, top
         {"position": 4}
     assert connect.http("PUT", "/connectors/src/resume").status_code == 202
     # from byte 4 ("two\n" onwards) again: two, three once more
-    wait_for(lambda: len(read_all(server, topic_name, 1, 5, timeout=2)) == 5, what="re-read")
+    wait_until(lambda: len(read_all(server, topic_name, 1, 5, timeout=2)) == 5, timeout=60,
+               message="re-read")
     assert [m.value() for m in read_all(server, topic_name, 1, 5)] == \
         [b"one", b"two", b"three", b"two", b"three"]
     connect.http("PUT", "/connectors/src/stop")
@@ -193,7 +199,7 @@ def test_lifecycle_pause_resume_stop_offsets_restart_delete(connect, server, top
     assert r.json() == {"message": "The offsets for this connector have been reset successfully"}
     assert connect.http("GET", "/connectors/src/offsets").json() == {"offsets": []}
     connect.http("PUT", "/connectors/src/resume")
-    wait_for(lambda: connect.state("src")["tasks"], what="tasks again")
+    wait_until(lambda: connect.state("src")["tasks"], timeout=60, message="tasks again")
 
     r = connect.http("POST", "/connectors/src/restart?includeTasks=true")
     assert r.status_code == 202
@@ -204,7 +210,8 @@ def test_lifecycle_pause_resume_stop_offsets_restart_delete(connect, server, top
     assert connect.http("POST", "/connectors/src/restart").status_code == 204
     assert connect.http("POST", "/connectors/src/tasks/0/restart").status_code == 204
     assert connect.http("POST", "/connectors/src/tasks/7/restart").status_code == 404
-    wait_for(lambda: connect.state("src")["tasks"][0]["state"] == "RUNNING", what="RUNNING")
+    wait_until(lambda: connect.state("src")["tasks"][0]["state"] == "RUNNING", timeout=60,
+               message="RUNNING")
     # PUT config: update (200) keeps the name; a new name creates (201)
     r = connect.http("PUT", "/connectors/src/config", json={**cfg, "batch.size": "10"})
     assert r.status_code == 200 and r.json()["config"]["batch.size"] == "10"
@@ -215,7 +222,8 @@ def test_lifecycle_pause_resume_stop_offsets_restart_delete(connect, server, top
     assert connect.http("GET", "/connectors").json() == []
 
 
-def test_poison_record_goes_to_the_dlq_with_error_headers(connect, server, topic_name, tmp_path):
+def test_poison_record_goes_to_the_dlq_with_error_headers(connect, server, topic_name, sink_name,
+                                                          tmp_path):
     create(server, topic_name)
     p = Producer(server.config())
     good = [json.dumps({"n": i}).encode() for i in range(20)]
@@ -226,14 +234,14 @@ def test_poison_record_goes_to_the_dlq_with_error_headers(connect, server, topic
     p.flush(30)
     p.close()
     out = tmp_path / "out.txt"
-    connect.create("dlq-sink", **{
+    connect.create(sink_name, **{
         "connector.class": SINK, "file": str(out), "topics": topic_name,
         "value.converter": "org.apache.kafka.connect.json.JsonConverter",
         "value.converter.schemas.enable": "false",
         "key.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
         "errors.tolerance": "all", "errors.deadletterqueue.topic.name": f"{topic_name}-dlq",
         "errors.deadletterqueue.context.headers.enable": "true", "errors.log.enable": "true"})
-    wait_for(lambda: len(lines_of(out)) >= 20, what="the good records")
+    wait_until(lambda: len(lines_of(out)) >= 20, timeout=60, message="the good records")
     assert lines_of(out) == [str({"n": i}) for i in range(20)]
     dlq = read_all(server, f"{topic_name}-dlq", 1, 1, timeout=30)
     assert len(dlq) == 1 and dlq[0].value() == b"{poison" and dlq[0].key() == b"bad"
@@ -241,17 +249,19 @@ def test_poison_record_goes_to_the_dlq_with_error_headers(connect, server, topic
     assert h["h"] == "1"
     assert h["__connect.errors.topic"] == topic_name
     assert h["__connect.errors.partition"] == "0" and h["__connect.errors.offset"] == "10"
-    assert h["__connect.errors.connector.name"] == "dlq-sink" and h["__connect.errors.task.id"] == "0"
+    assert h["__connect.errors.connector.name"] == sink_name
+    assert h["__connect.errors.task.id"] == "0"
     assert h["__connect.errors.stage"] == "VALUE_CONVERTER"
     assert h["__connect.errors.class.name"].endswith("JsonConverter")
     assert h["__connect.errors.exception.class.name"].endswith("DataException")
     assert "serialization error" in h["__connect.errors.exception.message"]
     assert "Traceback" in h["__connect.errors.exception.stacktrace"]
-    assert connect.state("dlq-sink")["tasks"][0]["state"] == "RUNNING"
+    assert connect.state(sink_name)["tasks"][0]["state"] == "RUNNING"
     # the poison record counts as consumed: the committed offset passes it
-    wait_for(lambda: connect.http("GET", "/connectors/dlq-sink/offsets").json()["offsets"] == [
+    offsets = f"/connectors/{sink_name}/offsets"
+    wait_until(lambda: connect.http("GET", offsets).json()["offsets"] == [
         {"partition": {"kafka_topic": topic_name, "kafka_partition": 0},
-         "offset": {"kafka_offset": 21}}], what="offset past the poison record")
+         "offset": {"kafka_offset": 21}}], timeout=60, message="offset past the poison record")
 
 
 def test_without_tolerance_a_poison_record_fails_the_task(connect, server, topic_name, tmp_path):
@@ -265,8 +275,8 @@ def test_without_tolerance_a_poison_record_fails_the_task(connect, server, topic
                               "topics": topic_name,
                               "value.converter": "org.apache.kafka.connect.json.JsonConverter",
                               "value.converter.schemas.enable": "false"})
-    st = wait_for(lambda: (s := connect.state("fail-sink"))["tasks"][0]["state"] == "FAILED" and s,
-                  what="FAILED")
+    st = wait_until(lambda: (s := connect.state("fail-sink"))["tasks"][0]["state"] == "FAILED"
+                    and s, timeout=60, message="FAILED")
     assert "Tolerance exceeded" in st["tasks"][0]["trace"]
     r = connect.http("POST", "/connectors/fail-sink/restart?includeTasks=true&onlyFailed=true")
     assert r.status_code == 202
@@ -323,11 +333,12 @@ def test_source_offsets_never_run_ahead_of_acknowledged_records(own_server, topi
     try:
         c.create("src", **cfg)
         read_all(own_server, topic_name, 1, 10, timeout=30)
-        wait_for(lambda: c.http("GET", "/connectors/src/offsets").json()["offsets"],
-                 what="the first offsets")
+        wait_until(lambda: c.http("GET", "/connectors/src/offsets").json()["offsets"], timeout=60,
+                   message="the first offsets")
         own_server.stop()
         write(src, [f"b{i}" for i in range(10)])
-        wait_for(lambda: c.state("src")["tasks"][0]["state"] == "FAILED", what="FAILED")
+        wait_until(lambda: c.state("src")["tasks"][0]["state"] == "FAILED", timeout=60,
+                   message="FAILED")
         stored = c.worker.offsets.offsets_of("src")
         assert stored == [({"filename": str(src)}, {"position": len(
             "".join(f"a{i}\n" for i in range(10)))})]
@@ -356,22 +367,22 @@ def test_task_reconfiguration_restarts_tasks_only_when_their_configs_change(conn
     herder = connect.herder
     first = list(herder._connectors["sharded"].tasks)
     herder._connectors["sharded"].instance.context.request_task_reconfiguration()
-    time.sleep(1.0)
+    time.sleep(1.0)     # a restart of the tasks would have happened by now
     assert herder._connectors["sharded"].tasks == first        # same configs: same tasks
     connect_plugins.SHARDS["value"] = ["s0", "s1", "s2"]
     herder._connectors["sharded"].instance.context.request_task_reconfiguration()
-    tasks = wait_for(lambda: len(t := connect.http("GET", "/connectors/sharded/tasks").json())
-                     == 3 and t, what="3 tasks")
+    tasks = wait_until(lambda: len(t := connect.http("GET", "/connectors/sharded/tasks").json())
+                       == 3 and t, timeout=60, message="3 tasks")
     assert [t["config"]["shards"] for t in tasks] == ["s0", "s1", "s2"]
-    wait_for(lambda: [t["state"] for t in connect.state("sharded")["tasks"]] == ["RUNNING"] * 3,
-             what="3 RUNNING")
+    wait_until(lambda: [t["state"] for t in connect.state("sharded")["tasks"]] == ["RUNNING"] * 3,
+               timeout=60, message="3 RUNNING")
     got = sorted(m.value().decode() for m in read_all(server, topic_name, 1, 15, timeout=30))
     # s0 resumed at its stored offset: no repeats
     assert got == sorted(f"{s}-{n}" for s in ("s0", "s1", "s2") for n in range(5))
 
 
 def test_two_sink_tasks_share_the_partitions_of_their_group(connect, server, topic_name,
-                                                            tmp_path):
+                                                            sink_name, tmp_path):
     create(server, topic_name, 4)
     p = Producer(server.config())
     for i in range(400):
@@ -379,25 +390,27 @@ def test_two_sink_tasks_share_the_partitions_of_their_group(connect, server, top
     p.flush(30)
     p.close()
     out = tmp_path / "out.txt"
-    connect.create("two", **{"connector.class": SINK, "file": str(out), "topics": topic_name,
+    connect.create(sink_name, **{"connector.class": SINK, "file": str(out), "topics": topic_name,
                              "tasks.max": "2", "value.converter": STR})
-    wait_for(lambda: len(lines_of(out)) >= 400, what="400 lines")
+    wait_until(lambda: len(lines_of(out)) >= 400, timeout=60, message="400 lines")
     assert sorted(lines_of(out)) == sorted(f"v{i}" for i in range(400))
-    assert [t["state"] for t in connect.state("two")["tasks"]] == ["RUNNING", "RUNNING"]
+    assert [t["state"] for t in connect.state(sink_name)["tasks"]] == ["RUNNING", "RUNNING"]
     admin = AdminClient(server.config())
 
     def shared():
-        g = admin.describe_consumer_groups(["connect-two"])["connect-two"].result()
+        group = f"connect-{sink_name}"
+        g = admin.describe_consumer_groups([group])[group].result()
         owned = sorted((tp.topic, tp.partition) for m in g.members for tp in m.assignment)
         return g.state == "Stable" and len(g.members) == 2 and all(
             m.assignment for m in g.members) and owned == [(topic_name, i) for i in range(4)]
     try:
         # the second task may join after the first took (and drained) every partition
-        wait_for(shared, what="both tasks owning partitions")
+        wait_until(shared, timeout=60, message="both tasks owning partitions")
     finally:
         admin.close()
-    wait_for(lambda: sorted(o["offset"]["kafka_offset"] for o in connect.http(
-        "GET", "/connectors/two/offsets").json()["offsets"]) == [100] * 4, what="commits")
+    wait_until(lambda: sorted(o["offset"]["kafka_offset"] for o in connect.http(
+        "GET", f"/connectors/{sink_name}/offsets").json()["offsets"]) == [100] * 4, timeout=60,
+               message="commits")
 
 
 def test_a_sink_task_whose_partitions_are_lost_closes_them_before_they_open_again(
@@ -421,8 +434,8 @@ def test_a_sink_task_whose_partitions_are_lost_closes_them_before_they_open_agai
         "consumer.override.heartbeat.interval.ms": "200"})
     def calls():      # open/close of partitions (a rejoin may first assign none)
         return [e for e in lines_of(events) if e in ("open 0", "close 0")]
-    wait_for(lambda: calls().count("open 0") >= 2, timeout=60,
-             what=lambda: f"the partition opened again: {lines_of(events)}, "
+    wait_until(lambda: calls().count("open 0") >= 2, timeout=60,
+               message=lambda: f"the partition opened again: {lines_of(events)}, "
                           f"{connect.state('stall')}")
     assert calls()[:3] == ["open 0", "close 0", "open 0"], lines_of(events)
     # a commit the group refused (it had dropped the task) did not fail the task
@@ -430,7 +443,7 @@ def test_a_sink_task_whose_partitions_are_lost_closes_them_before_they_open_agai
 
 
 def test_a_sink_task_seeking_in_open_gets_no_record_from_before_the_seek(
-        connect, server, topic_name, tmp_path):
+        connect, server, topic_name, sink_name, tmp_path):
     """A sink task that keeps its own offsets (Iceberg's) seeks in open()
     to an offset behind the group's committed one: its first put starts at
     that offset and no record is put twice. (Seeking only after the consume
@@ -443,15 +456,16 @@ def test_a_sink_task_seeking_in_open_gets_no_record_from_before_the_seek(
         p.produce(topic_name, value=b"v%d" % i)
     p.flush(30)
     p.close()
-    c = Consumer(server.config(**{"group.id": "connect-seek"}))
+    c = Consumer(server.config(**{"group.id": f"connect-{sink_name}"}))
     try:
         c.commit(offsets=[TopicPartition(topic_name, 0, 10)], asynchronous=False)
     finally:
         c.close()
     events = tmp_path / "events.txt"
-    connect.create("seek", **{
+    connect.create(sink_name, **{
         "connector.class": "connect_plugins:SeekingSinkConnector", "topics": topic_name,
         "events.file": str(events), "seek.offset": "0", "value.converter": STR})
-    wait_for(lambda: len(set(lines_of(events))) >= 20, what=lambda: lines_of(events))
+    wait_until(lambda: len(set(lines_of(events))) >= 20, timeout=60,
+               message=lambda: lines_of(events))
     time.sleep(0.5)     # a repeat would follow the first delivery closely
     assert [int(o) for o in lines_of(events)] == list(range(20))

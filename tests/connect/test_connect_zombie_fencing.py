@@ -22,8 +22,7 @@ import uuid
 
 import pytest
 import requests
-from connect_helpers import wait_for
-from harness import create
+from harness import create, wait_until
 from test_connect_distributed import get, start_worker
 from test_connect_leader_writes import config_records, group_name, stop_all
 
@@ -103,7 +102,8 @@ def test_a_task_the_new_generation_drops_is_fenced_before_it_starts(server, tmp_
     configs_topic = f"{group}-configs"
     create(server, topic_name, partitions=3)
     try:
-        wait_for(lambda: all(get(u, "/connectors") == [] for u in urls), what="2 REST APIs")
+        wait_until(lambda: all(get(u, "/connectors") == [] for u in urls), timeout=60,
+                   message="2 REST APIs")
         r = requests.post(urls[0] + "/connectors", timeout=60, json={"name": "z", "config": {
             "connector.class": SOURCE, "topic": topic_name, "tag": "g1", "tasks.max": "3"}})
         assert r.status_code == 201, r.text
@@ -112,12 +112,12 @@ def test_a_task_the_new_generation_drops_is_fenced_before_it_starts(server, tmp_
             st = get(urls[1], "/connectors/z/status")
             return st and len(st["tasks"]) == n and all(t["state"] == "RUNNING"
                                                         for t in st["tasks"])
-        wait_for(lambda: tasks_running(3), what="3 tasks RUNNING")
+        wait_until(lambda: tasks_running(3), timeout=60, message="3 tasks RUNNING")
         # the first generation started after its (empty) predecessor was fenced
         assert task_count_order(config_records(server, configs_topic), "z") == \
             [("commit", 3), ("count", 3)]
-        wait_for(lambda: {v.rsplit("-", 1)[0] for v in committed_values(server, topic_name)} >=
-                 {"g1-0", "g1-1", "g1-2"}, what="every task's records")
+        wait_until(lambda: {v.rsplit("-", 1)[0] for v in committed_values(server, topic_name)} >=
+                   {"g1-0", "g1-1", "g1-2"}, timeout=60, message="every task's records")
 
         # the zombie: the latest holder of task 2's transactional id (as a worker that lost
         # its membership would be); it still writes before the new generation
@@ -132,12 +132,12 @@ def test_a_task_the_new_generation_drops_is_fenced_before_it_starts(server, tmp_
             "connector.class": SOURCE, "topic": topic_name, "tag": "g2", "tasks.max": "1"})
         assert r.status_code == 200, r.text
         # the new task configs are committed, then fenced and recorded, in that order
-        wait_for(lambda: task_count_order(config_records(server, configs_topic, 0.3), "z")[-2:]
-                 == [("commit", 1), ("count", 1)],
-                 what=lambda: task_count_order(config_records(server, configs_topic), "z"))
-        wait_for(lambda: tasks_running(1), what="the new generation RUNNING")
-        wait_for(lambda: any(v.startswith("g2-0-") for v in committed_values(server, topic_name)),
-                 what="the new generation's records")
+        wait_until(lambda: task_count_order(config_records(server, configs_topic), "z")[-2:]
+                   == [("commit", 1), ("count", 1)], timeout=60,
+                   message=lambda: task_count_order(config_records(server, configs_topic), "z"))
+        wait_until(lambda: tasks_running(1), timeout=60, message="the new generation RUNNING")
+        wait_until(lambda: any(v.startswith("g2-0-") for v in committed_values(server, topic_name)),
+                   timeout=60, message="the new generation's records")
         # ... and its first record was produced after the task count record (one host's clock)
         counted_at = config_timestamp(server, configs_topic, "task-count-record-z")
         first = min(ts for v, ts in committed_values(server, topic_name, timestamps=True)

@@ -13,9 +13,8 @@ import threading
 import time
 
 import pytest
-from connect_helpers import wait_for
 
-from harness import ServerProcess, child_env, create
+from harness import ServerProcess, child_env, create, wait_until
 from kafkalite.client import (OFFSET_BEGINNING, AdminClient, ConfigResource, Consumer,
                               NewPartitions, Producer, TopicPartition)
 from kafkalite.connect.connectors.mirror import (MIRROR_HEADER, OffsetSyncStore,
@@ -50,6 +49,7 @@ class Mirror:
                      "--target", target.bootstrap, "--topics", topics, "--interval", "1",
                      "--offset-flush-ms", "300", *args]
         self.proc = None
+        self.output = ""
         self.start()
 
     def start(self):
@@ -62,6 +62,7 @@ class Mirror:
         self.proc.stdout.read()
 
     def stop(self):
+        """Stop it (SIGTERM; once stopped, nothing more lands): its output."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -69,9 +70,10 @@ class Mirror:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
-        out = self.proc.stdout.read().decode(errors="replace")
-        self.proc.stdout.close()
-        return out
+        if not self.proc.stdout.closed:
+            self.output = self.proc.stdout.read().decode(errors="replace")
+            self.proc.stdout.close()
+        return self.output
 
 
 def produce(server, topic, partition, start, count, ts0=1_700_000_000_000):
@@ -157,8 +159,8 @@ def test_offset_sync_and_checkpoint_formats_and_translation(clusters):
     p.close(10)
     store = OffsetSyncStore(a.config(), "mm2-offset-syncs.fmt.internal")
     try:
-        wait_for(lambda: store.read(0.3) or store.syncs.get(("t", 0)) == [(0, 0), (100, 300)],
-                 30, lambda: f"the syncs read: {store.syncs}")
+        wait_until(lambda: store.read(0.3) or store.syncs.get(("t", 0)) == [(0, 0), (100, 300)],
+                   30, lambda: f"the syncs read: {store.syncs}")
         assert store.translate("t", 0, 100) == 300
         assert store.translate("t", 0, 150) == 301
         assert store.translate("t", 0, 50) == 1
@@ -177,8 +179,8 @@ def test_mirror_records_configs_partitions_and_group_offsets(clusters):
         "g1", [TopicPartition("orders", p, 170) for p in range(3)]).result()
     m = Mirror(a, b, "orders", "--groups", "g1", "--source-alias", "A")
     try:
-        wait_for(lambda: sum(end_offsets(b, "A.orders", 3).values()) == 900, 90,
-                 lambda: f"900 records on A.orders: {end_offsets(b, 'A.orders', 3)}")
+        wait_until(lambda: sum(end_offsets(b, "A.orders", 3).values()) == 900, 90,
+                   lambda: f"900 records on A.orders: {end_offsets(b, 'A.orders', 3)}")
         got = read_partitions(b, "A.orders", 3)
         src = values(read_partitions(a, "orders", 3))
         # the checker catches a dropped and a reordered record before its passing run counts
@@ -201,15 +203,15 @@ def test_mirror_records_configs_partitions_and_group_offsets(clusters):
         # the source grows a partition: the remote topic follows, its records arrive
         admin_a.create_partitions([NewPartitions("orders", 4)])["orders"].result()
         produce(a, "orders", 3, 0, 40)
-        wait_for(lambda: end_offsets(b, "A.orders", 4).get(("A.orders", 3)) == 40, 90,
-                 "the new partition mirrored")
+        wait_until(lambda: end_offsets(b, "A.orders", 4).get(("A.orders", 3)) == 40, 90,
+                   "the new partition mirrored")
 
         # checkpoints, and g1's offsets committed on the target (no member there)
         def translated():
             offs = {tp.partition: tp.offset for tp in
                     admin_b.list_consumer_group_offsets("g1").result() if tp.topic == "A.orders"}
             return offs if len(offs) == 3 else None
-        offs = wait_for(translated, 60, "g1's translated offsets on the target")
+        offs = wait_until(translated, 60, "g1's translated offsets on the target")
         cps = read_partitions(b, "A.checkpoints.internal", 1)[0]
         decoded = {decode_checkpoint(c.key(), c.value())[:4] for c in cps}
         assert {("g1", "orders", p, 170) for p in range(3)} <= decoded, decoded
@@ -259,8 +261,8 @@ def test_mirror_kill9_and_restart_loses_nothing(clusters):
     t.start()
     m = Mirror(a, b, "events", "--source-alias", "K")
     try:
-        wait_for(lambda: sum(end_offsets(b, "K.events", 2).values()) > 3000, 90,
-                 "the mirror under way")
+        wait_until(lambda: sum(end_offsets(b, "K.events", 2).values()) > 3000, 90,
+                   "the mirror under way")
         m.kill9()
         ends = end_offsets(b, "K.events", 2)
         store = KafkaOffsetStore(b.config(), "mm2-offsets.K.internal", 5)
@@ -273,13 +275,15 @@ def test_mirror_kill9_and_restart_loses_nothing(clusters):
             store.stop()
         window = sum(ends[("K.events", p)] - (stored[p] + 1) for p in range(2))
         m.start()
-        time.sleep(1.0)
+        # the restarted mirror copies while records are still produced
+        wait_until(lambda: sum(end_offsets(b, "K.events", 2).values()) > sum(ends.values()), 90,
+                   "the restarted mirror under way")
         stop.set()
         t.join(60)
         total = sum(counts)
-        wait_for(lambda: sum(end_offsets(b, "K.events", 2).values()) >= total, 120,
-                 lambda: f"{total} records mirrored: {end_offsets(b, 'K.events', 2)}")
-        time.sleep(1.0)     # any late duplicates land before the count
+        wait_until(lambda: sum(end_offsets(b, "K.events", 2).values()) >= total, 120,
+                   lambda: f"{total} records mirrored: {end_offsets(b, 'K.events', 2)}")
+        m.stop()            # any late duplicates land before the count
         src = values(read_partitions(a, "events", 2))
         got = values(read_partitions(b, "K.events", 2))
         planted = {p: [v for v in vs if v != src[0][len(src[0]) // 2]] for p, vs in got.items()}
@@ -311,19 +315,24 @@ def test_mirrored_topic_is_not_mirrored_back(clusters):
     ab = Mirror(a, b, "loop", "--source-alias", "A", "--target-alias", "B")
     ab_id = Mirror(a, b, "idt", "--source-alias", "A2", "--target-alias", "B", "--identity")
     try:
-        wait_for(lambda: end_offsets(b, "A.loop", 1).get(("A.loop", 0)) == 20, 90, "A.loop")
-        wait_for(lambda: end_offsets(b, "idt", 1).get(("idt", 0)) == 10, 90, "idt on B")
+        wait_until(lambda: end_offsets(b, "A.loop", 1).get(("A.loop", 0)) == 20, 90, "A.loop")
+        wait_until(lambda: end_offsets(b, "idt", 1).get(("idt", 0)) == 10, 90, "idt on B")
     finally:
         outs += [ab.stop(), ab_id.stop()]
     ba = Mirror(b, a, ".*", "--source-alias", "B", "--target-alias", "A")
     produce(b, "idt", 0, 10, 1)       # written on B: this one goes to A's idt
     ba_id = Mirror(b, a, "idt", "--source-alias", "B2", "--target-alias", "A2", "--identity")
     try:
-        wait_for(lambda: end_offsets(a, "B.local", 1).get(("B.local", 0)) == 5, 90,
-                 "B.local on A (the reverse mirror works)")
-        wait_for(lambda: end_offsets(a, "idt", 1).get(("idt", 0), 0) >= 11, 90,
-                 "B's own record of idt on A")
-        time.sleep(3)      # three refresh intervals
+        wait_until(lambda: end_offsets(a, "B.local", 1).get(("B.local", 0)) == 5, 90,
+                   "B.local on A (the reverse mirror works)")
+        wait_until(lambda: end_offsets(a, "idt", 1).get(("idt", 0), 0) >= 11, 90,
+                   "B's own record of idt on A")
+        # a topic made on B now is mirrored by a later refresh of B's topics than the
+        # one that found A.loop there
+        create(b, "late", 1)
+        produce(b, "late", 0, 0, 1)
+        wait_until(lambda: end_offsets(a, "B.late", 1).get(("B.late", 0)) == 1, 90,
+                   "B.late on A")
         admin = AdminClient(a.config())
         try:
             names = set(admin.list_topics(timeout=30).topics)
@@ -354,8 +363,8 @@ def test_mirror_from_a_source_reached_over_kafkas_protocol(clusters):
     m = Mirror(a, b, "payments", "--groups", "g2", "--source-alias", "K",
                "--source-protocol", "kafka", source_bootstrap=a.kafka_bootstrap)
     try:
-        wait_for(lambda: sum(end_offsets(b, "K.payments", 2).values()) == 400, 90,
-                 lambda: f"400 records on K.payments: {end_offsets(b, 'K.payments', 2)}")
+        wait_until(lambda: sum(end_offsets(b, "K.payments", 2).values()) == 400, 90,
+                   lambda: f"400 records on K.payments: {end_offsets(b, 'K.payments', 2)}")
         got = read_partitions(b, "K.payments", 2)
         assert check_mirror(values(read_partitions(a, "payments", 2)), values(got)) == {
             "missing": 0, "duplicates": 0, "out_of_order": []}
@@ -370,7 +379,7 @@ def test_mirror_from_a_source_reached_over_kafkas_protocol(clusters):
                     admin_b.list_consumer_group_offsets("g2").result()
                     if tp.topic == "K.payments"}
             return offs if len(offs) == 2 else None
-        offs = wait_for(translated, 60, "g2's translated offsets on the target")
+        offs = wait_until(translated, 60, "g2's translated offsets on the target")
         # MM2's rule through the syncs the task wrote over Kafka's protocol: at most
         # offset.lag.max (100) records before the committed 120, never after it
         assert all(20 <= o <= 120 for o in offs.values()), offs
