@@ -3,20 +3,13 @@ curve keygen`, a server with CURVE and the authorizer on, and a native
 client's key settings."""
 from __future__ import annotations
 
-import subprocess
-import sys
-
-from harness import ServerProcess
-
-from kafkalite.server.launcher import package_env
+from harness import ServerProcess, run_cli
 
 
 def keygen(directory, name: str) -> None:
-    r = subprocess.run([sys.executable, "-m", "kafkalite", "curve", "keygen", name,
-                        "--dir", str(directory)], capture_output=True, text=True,
-                       env=package_env(), timeout=60)
+    r = run_cli("curve", "keygen", name, "--dir", str(directory))
     assert r.returncode == 0, r.stderr
-    assert f"User:{name}" in r.stdout
+    assert f"User:{name}" in r.stdout.decode()
 
 
 def start_curve_server(keys, **kwargs) -> ServerProcess:

@@ -14,7 +14,8 @@ explicit mode, records stay acquired until the process dies),
 no more).
 Runs until stdin closes, then closes the consumer (which sends what is
 pending) and prints {"event": "closed"}.
-Usage: share_member.py BOOTSTRAP GROUP TOPIC MODE
+Usage: share_member.py BOOTSTRAP GROUP TOPIC MODE [CONFIG_JSON]
+(CONFIG_JSON: more ShareConsumer settings.)
 """
 import json
 import os
@@ -33,6 +34,7 @@ def emit(**event):
 
 def main():
     bootstrap, group, topic, mode = sys.argv[1:5]
+    extra = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
 
     def on_commit(offsets, error):
         emit(event="acked", items=[[tp[1], o, int(t)] for tp, got in offsets.items()
@@ -42,7 +44,8 @@ def main():
     c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
                        "client.id": f"share-member-{os.getpid()}", "on_commit": on_commit,
                        "fetch.max.wait.ms": 200,
-                       "share.acknowledgement.mode": "explicit" if mode == "hold" else "implicit"})
+                       "share.acknowledgement.mode": "explicit" if mode == "hold" else "implicit",
+                       **extra})
     c.subscribe([topic])
     emit(event="started", pid=os.getpid())
     assigned = False

@@ -22,6 +22,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "compat"))
 from compat_helpers import KafkaWire  # noqa: E402
+from harness import wait_until  # noqa: E402
 
 from kafkalite import errors  # noqa: E402
 from kafkalite.client import AdminClient, NewPartitions, NewTopic, Producer  # noqa: E402
@@ -111,15 +112,13 @@ def test_a_partition_a_restarted_worker_could_not_open_is_offline_and_says_so(sr
     pid = srv.worker_pid(0)
     os.kill(pid, signal.SIGKILL)
     new_pid = srv.wait_for_worker_restart(0, pid)
-    deadline = time.monotonic() + 20
-    offline = []
-    while not offline and time.monotonic() < deadline:
-        md = metadata(srv, "many")
-        offline = [p for p in md["partitions"] if p["offline_replicas"]]
-        time.sleep(0.2)
-    resource.prlimit(supervisor, NOFILE, old)
-    resource.prlimit(new_pid, NOFILE, old)          # room for the connection below
-    assert offline, "no partition of worker 0 was reported offline"
+    try:
+        offline = wait_until(lambda: [p for p in metadata(srv, "many")["partitions"]
+                                      if p["offline_replicas"]], 20,
+                             "a partition of worker 0 reported offline", interval=0.2)
+    finally:
+        resource.prlimit(supervisor, NOFILE, old)
+        resource.prlimit(new_pid, NOFILE, old)      # room for the connection below
     assert all(p["error_code"] == errors.LeaderNotAvailableError.code and p["leader_id"] == -1
                and p["offline_replicas"] == [0] and 0 not in p["isr_nodes"] for p in offline)
 
@@ -143,11 +142,8 @@ def test_a_partition_a_restarted_worker_could_not_open_is_offline_and_says_so(sr
     # With its limit back, the next start of the worker opens them all.
     os.kill(new_pid, signal.SIGKILL)
     srv.wait_for_worker_restart(0, new_pid)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        md = metadata(srv, "many")
-        if all(p["error_code"] == 0 and not p["offline_replicas"] for p in md["partitions"]):
-            break
-        time.sleep(0.2)
-    assert all(p["error_code"] == 0 and not p["offline_replicas"] for p in md["partitions"])
+    wait_until(lambda: all(p["error_code"] == 0 and not p["offline_replicas"]
+                           for p in metadata(srv, "many")["partitions"]), 20,
+               lambda: f"every partition online: {metadata(srv, 'many')['partitions']}",
+               interval=0.2)
     assert srv.stop() == 0

@@ -12,7 +12,7 @@ import pytest
 import zmq
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from harness import ServerProcess, create, pid_alive, read_all, shm_entries
+from harness import ServerProcess, create, pid_alive, read_all, shm_entries, wait_until
 from kafkalite import errors
 from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer,
                               TopicPartition)
@@ -179,10 +179,8 @@ def test_shared_memory_transport(server, topic_name):
     assert len(got) == 7000
     placed = {m.value(): (m.partition(), m.offset()) for m in got}
     assert all(placed[v] == (p_, o) for _, p_, o, v in acks)
-    deadline = time.monotonic() + 5
-    while shm_entries() - before and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not shm_entries() - before, "closing the producer removes its rings"
+    wait_until(lambda: not shm_entries() - before, 5,
+               lambda: f"closing the producer to remove its rings {shm_entries() - before}")
 
 
 def test_plain_zeromq_ingest_with_raw_pyzmq(server, topic_name):
@@ -250,7 +248,7 @@ def test_bad_input_gets_errors_and_the_server_keeps_serving(server, topic_name):
     p.close()
     c = Consumer(server.config())
     with pytest.raises(errors.UnknownTopicOrPartitionError):
-        c.assign([TopicPartition("never-created", 0, 0)])
+        c.assign([TopicPartition(topic_name + "-never-created", 0, 0)])
         c.consume(1, 2)
     c.close()
     admin = AdminClient(server.config())
@@ -394,7 +392,8 @@ def test_kill_9_a_worker_during_production_loses_no_acknowledged_record(tmp_path
         victim = srv.worker_pid(0)
         epochs_before = _leader_epochs(srv, "k9")
         i, t0, killed = 0, time.monotonic(), False
-        while time.monotonic() - t0 < 4.0:
+        # producing 1 s before the kill and 2 s after it, through the restart
+        while time.monotonic() - t0 < 3.0:
             p.produce("k9", b"v%d" % i, b"k%d" % i, on_delivery=report)
             i += 1
             if i % 200 == 0:
@@ -466,10 +465,8 @@ def test_workers_exit_when_the_supervisor_is_killed(tmp_path):
     pids = [w["pid"] for w in srv.refresh()["workers"]]
     srv.proc.kill()
     srv.proc.wait()
-    deadline = time.monotonic() + 10
-    while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not any(pid_alive(p) for p in pids), "orphaned workers"
+    wait_until(lambda: not any(pid_alive(p) for p in pids), 10,
+               lambda: f"the orphaned workers {[p for p in pids if pid_alive(p)]} to exit")
 
 
 def test_a_second_server_on_the_same_data_dir_is_refused(server):
@@ -509,7 +506,8 @@ def test_acks_0_fire_and_forget(server, topic_name):
     assert len(read_all(server, topic_name, 1, 100)) == 100
 
 
-def test_a_lone_group_member_takes_every_partition_of_matching_topics(server, topic_name):
+def test_a_lone_group_member_takes_every_partition_of_matching_topics(server, topic_name,
+                                                                    group_name):
     create(server, topic_name + "-a", 2)
     create(server, topic_name + "-b", 1)
     p = Producer(server.config())
@@ -518,7 +516,7 @@ def test_a_lone_group_member_takes_every_partition_of_matching_topics(server, to
     assert p.flush(10) == 0
     p.close()
     assigned = []
-    c = Consumer(server.config(**{"group.id": "g", "auto.offset.reset": "earliest"}))
+    c = Consumer(server.config(**{"group.id": group_name, "auto.offset.reset": "earliest"}))
     c.subscribe(["^" + topic_name.replace(".", r"\.") + "-[ab]$"],
                 on_assign=lambda consumer, parts: assigned.extend(parts))
     got, deadline = [], time.monotonic() + 10

@@ -15,7 +15,7 @@ import uuid
 import psycopg
 import pytest
 
-from harness import ServerProcess, pid_alive
+from harness import ServerProcess, pid_alive, wait_until
 from jepsen import History, check
 from postgres import PostgresServer, find_binaries
 from replicas import read_log, wait_for
@@ -115,7 +115,7 @@ def test_without_the_fence_a_deposed_controller_overwrites(db, monkeypatch):
     a.acquire()
     sa = PostgresMetadataStore(db, a)
     sa.create_topic("orders", 1, {}, workers=3, replication_factor=3)
-    time.sleep(1.3)
+    time.sleep(1.3)                                 # a's lease lapses
     assert b.acquire()
     a._valid_until = time.monotonic() + 60
     monkeypatch.setattr(PostgresMetadataStore, "_fence", lambda self, conn: None)
@@ -308,7 +308,7 @@ def test_unreachable_postgresql_refuses_changes_and_keeps_memory_as_stored(own_p
         store.create_topic("lost", 1, {}, workers=1)
     assert time.monotonic() - t0 < 0.5
     own_pg.resume()
-    time.sleep(cluster_store.RETRY_BACKOFF_S)
+    time.sleep(cluster_store.RETRY_BACKOFF_S)      # before it, the store does not try again
     assert lease.renew()
     store.create_topic("later", 1, {}, workers=1)
     store.reload()
@@ -409,11 +409,11 @@ def test_a_node_lives_through_a_postgresql_restart(own_pg, nodes):
     writer = threading.Thread(target=write)
     writer.start()
     try:
-        time.sleep(1.0)
+        wait_until(lambda: len(history.acked) >= 50, 30, "acknowledgements before the halt")
         own_pg.halt()
         acked_before = len(history.acked)
-        time.sleep(1.0)
-        assert len(history.acked) > acked_before    # records still go in
+        wait_until(lambda: len(history.acked) > acked_before, 10,
+                   "acknowledgements while PostgreSQL is away")     # records still go in
         # refused: KAFKA_STORAGE_ERROR while the lease lasts, NOT_CONTROLLER once
         # it ran out (on a loaded machine the answer can come after 1.5 s)
         with pytest.raises((errors.KafkaStorageError, errors.NotControllerError)) as refused:
@@ -423,7 +423,7 @@ def test_a_node_lives_through_a_postgresql_restart(own_pg, nodes):
             assert "PostgreSQL" in str(refused.value)
         victim = s.worker_pid(0)
         os.kill(victim, signal.SIGKILL)
-        time.sleep(2.5)                             # past the lease
+        time.sleep(2.5)                             # PostgreSQL away past the lease
         own_pg.resume()
         s.wait_for_worker_restart(0, victim, timeout=30)
         wait_for(lambda: _created(admin, "after"), timeout=30,

@@ -10,17 +10,22 @@ tests/server/test_replication.py shows catching a planted loss.
 
 ``KAFKALITE_CLUSTER_KILLS`` sets how many node kills the long run makes
 (default 2; 20 for a soak).
+
+One PostgreSQL for the module, a fresh database (a cluster of its own) per
+test.
 """
 import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
+import uuid
 
 import psycopg
 import pytest
 
-from harness import ServerProcess
+from harness import ServerProcess, wait_until
 from jepsen import History, check
 from postgres import PostgresServer, find_binaries
 from replicas import Traffic, create, read_log, state, wait_for
@@ -35,11 +40,26 @@ TIMEOUTS = ["--controller-lease-ms", "3000", "--broker-session-timeout-ms", "200
             "--replica-lag-time-max-ms", "2000"]
 
 
-@pytest.fixture
-def pg():
+class Database:
+    def __init__(self, dsn: str):
+        self.dsn = dsn
+
+
+@pytest.fixture(scope="module")
+def pg_server():
     srv = PostgresServer().start()
     yield srv
     srv.stop()
+
+
+@pytest.fixture
+def pg(pg_server):
+    """A database of the test's own on the module's PostgreSQL: a cluster
+    of its own."""
+    name = "t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(pg_server.dsn, autocommit=True) as c:
+        c.execute(f"CREATE DATABASE {name}")
+    return Database(pg_server.dsn.rsplit("/", 1)[0] + "/" + name)
 
 
 @pytest.fixture
@@ -51,15 +71,51 @@ def three_nodes(pg, tmp_path):
                           extra_args=["--cluster", pg.dsn, "--node-id", str(node_id), *TIMEOUTS])
         nodes[node_id] = s
         return s.start()
-    for n in (1, 2, 3):
-        start(n)
+    start(1)                    # the controller first; its broker nodes together
+    in_parallel(lambda: start(2), lambda: start(3))
     wait_for(lambda: live_brokers(nodes[1]) == 6, what="every node's workers registered")
     yield nodes, start
     # the controller (node 1) last: stopped first, it would leave the others
     # taking over from each other while they stop
-    for s in reversed(list(nodes.values())):
-        if s.proc is not None and s.proc.poll() is None:
-            s.stop()
+    in_parallel(*[s.stop for n, s in nodes.items()
+                  if n != 1 and s.proc is not None and s.proc.poll() is None])
+    if nodes[1].proc is not None and nodes[1].proc.poll() is None:
+        nodes[1].stop()
+
+
+def read_log_settled(server_of, topic, partitions, timeout=60.0) -> dict:
+    """replicas.read_log, asked again while a leader answers a retriable
+    error (NOT_LEADER_OR_FOLLOWER: a leadership moving, say back to its
+    preferred replica, just as the reader looks); ``server_of()`` gives the
+    node to ask each time."""
+    from kafkalite.errors import KafkaError
+
+    def attempt():
+        try:
+            return read_log(server_of(), topic, partitions)
+        except KafkaError as exc:
+            if not exc.retriable:
+                raise
+            return None
+    return wait_for(attempt, timeout=timeout, what=f"the whole of {topic} readable")
+
+
+def in_parallel(*calls) -> None:
+    """Run ``calls`` at once, each on a thread; the first exception raised."""
+    errors_ = []
+
+    def run(call):
+        try:
+            call()
+        except BaseException as exc:      # noqa: BLE001 (re-raised below)
+            errors_.append(exc)
+    threads = [threading.Thread(target=run, args=(c,)) for c in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors_:
+        raise errors_[0]
 
 
 def live_brokers(c) -> int:
@@ -139,6 +195,7 @@ def test_replicas_sit_on_distinct_nodes(pg, three_nodes):
     assert leaders == {1, 2, 3}                       # leaderships spread over the nodes
 
 
+@pytest.mark.slow
 def test_no_acknowledged_record_is_lost_through_node_kills(pg, three_nodes):
     nodes, start = three_nodes
     c = nodes[1]
@@ -152,7 +209,10 @@ def test_no_acknowledged_record_is_lost_through_node_kills(pg, three_nodes):
     where = node_of(pg.dsn)
     try:
         for k in range(KILLS):
-            time.sleep(1.0)
+            # traffic acknowledged since the last round, before the next kill
+            mark = len(history.acked)
+            wait_until(lambda: len(history.acked) >= mark + 300, 30,
+                       "acknowledgements before the kill")
             victim = 2 + k % 2
             led = [p for p, (leader, _, _) in state(c, "jep").items()
                    if where.get(leader) == victim]
@@ -168,7 +228,7 @@ def test_no_acknowledged_record_is_lost_through_node_kills(pg, three_nodes):
                      what=f"node {victim} back in every ISR")
     finally:
         traffic.stop()
-    report = check(history, read_log(c, "jep", partitions))
+    report = check(history, read_log_settled(lambda: c, "jep", partitions))
     assert report.ok, report
     assert len(history.acked) > 1000
     assert failovers and max(failovers) < 15, failovers
@@ -223,10 +283,12 @@ def test_kafka_clients_produce_and_consume_across_the_nodes(pg, three_nodes):
     def kafka_python():
         from kafka import KafkaConsumer
         cons = KafkaConsumer("kc", bootstrap_servers=c.kafka_bootstrap,
-                             auto_offset_reset="earliest", consumer_timeout_ms=10_000)
-        out = sorted(m.value for m in cons)
+                             auto_offset_reset="earliest")
+        out, deadline = [], time.monotonic() + 30
+        while len(out) < 90 and time.monotonic() < deadline:
+            out += [m.value for msgs in cons.poll(timeout_ms=500).values() for m in msgs]
         cons.close()
-        return out
+        return sorted(out)
 
     def aiokafka():
         from aiokafka import AIOKafkaConsumer

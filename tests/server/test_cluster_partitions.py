@@ -35,7 +35,8 @@ from harness import ServerProcess, child_env
 from jepsen import History, check
 from netns import Network, unusable
 from postgres import PostgresServer, find_binaries
-from replicas import read_log, segments, state, wait_for
+from replicas import segments, state, wait_for
+from test_cluster_nodes import in_parallel, read_log_settled
 from kafkalite.client import AdminClient, NewTopic
 from soak import setting
 
@@ -61,23 +62,30 @@ pytestmark = [
 # ``<writer>-<seq>`` (a writer name per round keeps values unique in the
 # run). It prints each outcome as it comes (``ack <partition> <offset>
 # <value>`` or ``err <value> <error>``), so that what it was told survives
-# even if it is killed.
+# even if it is killed. It writes until file STOP exists and it was told of
+# an error (or for at most SECONDS), and ends a moment later: what it was
+# not told of by then is neither acknowledged nor failed, which the checker
+# allows either way. Its timeouts are short: a record it sends after the
+# cut is failed DELIVERY_TIMEOUT_MS later.
+DELIVERY_TIMEOUT_MS = 4000
 ISOLATED_WRITER = r"""
-import sys, time
+import os, sys, time
 import confluent_kafka as ck
-bootstrap, topic, partitions, seconds, writer = sys.argv[1:6]
+bootstrap, topic, partitions, seconds, writer, stop, delivery_ms = sys.argv[1:8]
 seconds, writer = float(seconds), writer.encode()
 partitions = [int(p) for p in partitions.split(",")]
 p = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                 "delivery.timeout.ms": 8000, "request.timeout.ms": 5000, "linger.ms": 2,
-                 "socket.timeout.ms": 6000, "log_level": 2})
+                 "delivery.timeout.ms": int(delivery_ms), "request.timeout.ms": 2500,
+                 "linger.ms": 2, "socket.timeout.ms": 3000, "log_level": 2})
+errors = []
 def done(err, msg):
     if err is None:
         print("ack", msg.partition(), msg.offset(), msg.value().decode(), flush=True)
     else:
+        errors.append(err)
         print("err", msg.value().decode(), str(err).replace("\n", " "), flush=True)
 end, seq = time.monotonic() + seconds, 0
-while time.monotonic() < end:
+while time.monotonic() < end and not (errors and os.path.exists(stop)):
     try:
         p.produce(topic, b"%s-%d" % (writer, seq), partition=partitions[seq % len(partitions)],
                   on_delivery=done)
@@ -85,7 +93,7 @@ while time.monotonic() < end:
     except BufferError:
         pass
     p.poll(0.01)
-p.flush(15)
+p.flush(1)
 print("end", seq, flush=True)
 """
 
@@ -152,8 +160,8 @@ def cluster(tmp_path):
             net.add(f"node{n}")
         pg = PostgresServer(listen_on=f"{net.gateway}/24").start()
         c = Cluster(net, pg, str(tmp_path))
-        for n in (1, 2, 3):
-            c.start(n)
+        c.start(1)              # the controller first; its broker nodes together
+        in_parallel(lambda: c.start(2), lambda: c.start(3))
         wait_for(lambda: live_brokers(c.nodes[1]) == 6, what="every node's workers registered")
         yield c
     finally:
@@ -258,19 +266,28 @@ class Writer:
 
 
 class IsolatedWriter:
-    """ISOLATED_WRITER run in namespace ``ns`` for ``seconds``."""
+    """ISOLATED_WRITER run in namespace ``ns`` (for at most ``seconds``)."""
 
     def __init__(self, cluster: Cluster, ns: str, bootstrap: str, topic: str, partitions,
                  seconds: float, writer: str):
-        self.path = os.path.join(cluster.root, f"isolated-{ns}-{time.monotonic_ns()}.out")
+        stamp = time.monotonic_ns()
+        self.path = os.path.join(cluster.root, f"isolated-{ns}-{stamp}.out")
+        self.stop_path = os.path.join(cluster.root, f"isolated-{ns}-{stamp}.stop")
         self._out = open(self.path, "wb")
         self.proc = subprocess.Popen(
             cluster.net.argv(ns, [sys.executable, "-c", ISOLATED_WRITER, bootstrap, topic,
-                                  ",".join(map(str, partitions)), str(seconds), writer]),
+                                  ",".join(map(str, partitions)), str(seconds), writer,
+                                  self.stop_path, str(DELIVERY_TIMEOUT_MS)]),
             env=child_env(), stdout=self._out, stderr=subprocess.STDOUT)
 
+    def acks_so_far(self) -> int:
+        with open(self.path) as f:
+            return sum(line.startswith("ack ") for line in f.read().splitlines())
+
     def outcome(self, history: History) -> tuple[list, list]:
-        """Waits for its end; its acks go into ``history``; (acks, errors)."""
+        """Has it stop (once told of an error), waits for its end; its
+        acks go into ``history``; (acks, errors)."""
+        open(self.stop_path, "w").close()
         try:
             self.proc.wait(120)
         except subprocess.TimeoutExpired:
@@ -289,6 +306,11 @@ class IsolatedWriter:
                 errs.append(line)
         assert lines and lines[-1].startswith("end"), lines[-5:]
         return acks, errs
+
+
+def acked_by_both(writer, isolated, led) -> bool:
+    """Both writers acknowledged records of the cut-off node's partitions."""
+    return isolated.acks_so_far() > 0 and all(writer.acked_at.get(p) for p in led)
 
 
 def replicas_agree(c: Cluster, topic: str) -> bool:
@@ -314,6 +336,7 @@ def judge(history: History, final: dict, at_risk: list) -> None:
     assert report.ok, report
 
 
+@pytest.mark.slow
 def test_a_cut_off_broker_node_is_fenced_and_rejoins(cluster):
     """Node 2 (a broker node, not the controller) loses its link while
     both writers run. The controller stops hearing its workers: they are
@@ -341,8 +364,9 @@ def test_a_cut_off_broker_node_is_fenced_and_rejoins(cluster):
                    if where[leader] == victim]
             assert led, "the victim leads no partition"
             isolated = IsolatedWriter(c, f"node{victim}", ",".join(brokers[b] for b in mine),
-                                      "cut", led, seconds=14, writer=f"x{r}")
-            time.sleep(3)                 # both writers acknowledged before the cut
+                                      "cut", led, seconds=60, writer=f"x{r}")
+            wait_for(lambda: acked_by_both(writer, isolated, led), timeout=30,
+                     what="both writers acknowledged before the cut")
             c.net.cut(f"node{victim}")
             cut_at = time.monotonic()
             wait_for(lambda: all(leader >= 0 and leader not in mine and not set(isr) & set(mine)
@@ -360,9 +384,10 @@ def test_a_cut_off_broker_node_is_fenced_and_rejoins(cluster):
         writer.stop()
     assert len(history.acked) > 500, len(history.acked)
     wait_for(lambda: replicas_agree(c, "cut"), timeout=60, what="identical replicas")
-    judge(history, read_log(ctl, "cut", PARTITIONS), at_risk)
+    judge(history, read_log_settled(lambda: ctl, "cut", PARTITIONS), at_risk)
 
 
+@pytest.mark.slow
 def test_a_cut_off_controller_loses_its_lease_and_rejoins_as_a_broker_node(cluster):
     """Node 1, the controller, loses its link. Its lease runs out on
     PostgreSQL's clock and node 2 or 3 takes it over, fences node 1's
@@ -391,8 +416,9 @@ def test_a_cut_off_controller_loses_its_lease_and_rejoins_as_a_broker_node(clust
                    if where[leader] == victim]
             assert led, "the controller's node leads no partition"
             isolated = IsolatedWriter(c, f"node{victim}", ",".join(brokers[b] for b in mine),
-                                      "ctl", led, seconds=14, writer=f"x{r}")
-            time.sleep(3)
+                                      "ctl", led, seconds=60, writer=f"x{r}")
+            wait_for(lambda: acked_by_both(writer, isolated, led), timeout=30,
+                     what="both writers acknowledged before the cut")
             c.net.cut(f"node{victim}")
             cut_at = time.monotonic()
             new = c.controller(not_node=victim)
@@ -425,4 +451,4 @@ def test_a_cut_off_controller_loses_its_lease_and_rejoins_as_a_broker_node(clust
     for leader, replicas, isr in state(c.controller(), "ctl").values():
         assert leader in isr and set(isr) <= set(replicas) and len(isr) == 3
     wait_for(lambda: replicas_agree(c, "ctl"), timeout=60, what="identical replicas")
-    judge(history, read_log(c.controller(), "ctl", PARTITIONS), at_risk)
+    judge(history, read_log_settled(c.controller, "ctl", PARTITIONS), at_risk)

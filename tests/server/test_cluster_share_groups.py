@@ -19,7 +19,8 @@ import pytest
 from harness import ServerProcess
 from postgres import PostgresServer, find_binaries
 from replicas import create, state, wait_for
-from test_cluster_nodes import TIMEOUTS, controller_of, kill_node, live_brokers, node_of
+from test_cluster_nodes import (TIMEOUTS, controller_of, in_parallel, kill_node, live_brokers,
+                                node_of)
 from test_share_groups import Acks, exactly_once
 from kafkalite.client import AdminClient, Producer, ShareConsumer
 
@@ -38,13 +39,16 @@ def cluster(tmp_path):
         for n in (1, 2, 3):
             nodes[n] = ServerProcess(str(tmp_path / f"node{n}"), workers=1, extra_args=[
                 "--cluster", pg.dsn, "--node-id", str(n), "--config", str(config),
-                *TIMEOUTS]).start()
+                *TIMEOUTS])
+        nodes[1].start()        # the controller first; its broker nodes together
+        in_parallel(nodes[2].start, nodes[3].start)
         wait_for(lambda: live_brokers(nodes[1]) == 3, what="every node's worker registered")
         yield pg, nodes
     finally:
         for s in reversed(list(nodes.values())):     # the controller (node 1) last
             if s.proc is not None and s.proc.poll() is None:
                 s.stop()
+            s.kill()
         pg.stop()
 
 

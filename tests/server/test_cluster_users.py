@@ -10,6 +10,9 @@ with an ``admin`` user in its own file, which seeds the cluster's users;
 node 2 starts with none and gets them. Logins are checked on node 2's
 worker's own Kafka port (its broker id from ``kafkalite_brokers``), where
 only the mirror can have put the user.
+
+One PostgreSQL for the module, a fresh database per test; the test that
+stops PostgreSQL has one of its own.
 """
 import json
 import os
@@ -17,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 
 import confluent_kafka as ck
 import psycopg
@@ -27,7 +31,7 @@ from confluent_kafka.admin import (AdminClient, NewTopic, ScramCredentialInfo, S
 sys.path.insert(0, __file__.rsplit("/tests/", 1)[0] + "/tests/compat")
 
 from compat_helpers import KafkaWire  # noqa: E402
-from harness import ServerProcess, child_env  # noqa: E402
+from harness import ServerProcess, run_cli  # noqa: E402
 from postgres import PostgresServer, find_binaries  # noqa: E402
 from replicas import wait_for  # noqa: E402
 
@@ -41,8 +45,10 @@ TIMEOUTS = ["--controller-lease-ms", "3000", "--broker-session-timeout-ms", "200
 
 
 def kafkalite(*args, input=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kafkalite", *args], input=input,
-                          capture_output=True, text=True, env=child_env(), timeout=60)
+    """``kafkalite ARGS`` (in this process), its output as text."""
+    r = run_cli(*args, stdin=(input or "").encode())
+    return subprocess.CompletedProcess(r.args, r.returncode, r.stdout.decode(),
+                                       r.stderr.decode())
 
 
 class Cluster:
@@ -155,9 +161,21 @@ def mirrored(data_dir) -> dict:
         return json.load(f)
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    pg = PostgresServer().start()
+class Database:
+    """A database of its own on a shared PostgreSQL: a cluster of its own."""
+
+    def __init__(self, dsn: str):
+        self.dsn = dsn
+
+
+@pytest.fixture(scope="module")
+def pg_server():
+    srv = PostgresServer().start()
+    yield srv
+    srv.stop()
+
+
+def _cluster(pg, tmp_path):
     c = Cluster(pg, tmp_path)
     r = kafkalite("users", "add", ADMIN, "--data-dir", c.data_dir(1), "--mechanism",
                   "SCRAM-SHA-512", input=ADMIN_PASSWORD + "\n")
@@ -172,6 +190,28 @@ def cluster(tmp_path):
         for s in reversed(list(c.nodes.values())):   # the controller (node 1) last
             if s.proc is not None and s.proc.poll() is None:
                 s.stop()
+
+
+def new_database(pg_server) -> str:
+    """The DSN of a new database on ``pg_server``."""
+    name = "t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(pg_server.dsn, autocommit=True) as c:
+        c.execute(f"CREATE DATABASE {name}")
+    return pg_server.dsn.rsplit("/", 1)[0] + "/" + name
+
+
+@pytest.fixture
+def cluster(pg_server, tmp_path):
+    yield from _cluster(Database(new_database(pg_server)), tmp_path)
+
+
+@pytest.fixture
+def cluster_own_pg(tmp_path):
+    """A cluster whose PostgreSQL the test may stop and start."""
+    pg = PostgresServer().start()
+    try:
+        yield from _cluster(pg, tmp_path)
+    finally:
         pg.stop()
 
 
@@ -253,7 +293,8 @@ def test_the_users_command_on_a_cluster(cluster):
 
 
 @pytest.mark.timeout(120)
-def test_while_postgresql_is_away_logins_go_on_and_alterations_are_refused(cluster):
+def test_while_postgresql_is_away_logins_go_on_and_alterations_are_refused(cluster_own_pg):
+    cluster = cluster_own_pg
     other = cluster.kafka_port(2)
     upsert(cluster.admin(other), "heidi", "heidi-pw")
     wait_for(lambda: accepted(other, "heidi", "heidi-pw"), what="heidi's login on node 2")
@@ -281,38 +322,36 @@ def _stored(admin, user, password) -> bool:
         return False
 
 
-def test_concurrent_edits_of_the_cluster_users_are_all_kept(tmp_path):
+def test_concurrent_edits_of_the_cluster_users_are_all_kept(pg_server):
     """Two writers (the controller's AlterUserScramCredentials and ``kafkalite
     users --cluster``, say) change the row at once: the second waits on the
     first's row lock and changes what the first wrote, so neither edit is
     lost (without the lock it reads the row as it was and overwrites it:
     planted, this test fails)."""
     from kafkalite.server import cluster_store
-    pg = PostgresServer().start()
-    try:
-        conns = [cluster_store.connect(pg.dsn, 5.0, autocommit=i == 2) for i in range(3)]
-        cluster_store.create_schema(conns[0])
-        assert cluster_store.seed_users(conns[0], {})
-        second, threads = [], []
+    dsn = new_database(pg_server)
+    conns = [cluster_store.connect(dsn, 5.0, autocommit=i == 2) for i in range(3)]
+    cluster_store.create_schema(conns[0])
+    assert cluster_store.seed_users(conns[0], {})
+    second, threads = [], []
 
-        def waiting() -> bool:
-            return bool(second) or conns[2].execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-            ).fetchone()[0] == 1
+    def waiting() -> bool:
+        return bool(second) or conns[2].execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND datname = current_database()"
+        ).fetchone()[0] == 1
 
-        def first_change(users):
-            users["alice"] = {}
-            # the other writer comes while this one has read the row
-            threads.append(threading.Thread(target=lambda: second.append(
-                cluster_store.update_users(conns[1], lambda u: u.__setitem__("bob", {})))))
-            threads[0].start()
-            wait_for(waiting, what="the second writer waiting (or done)")
-        cluster_store.update_users(conns[0], first_change)
-        threads[0].join(10)
-        _, users, version = second[0]
-        assert set(users) == {"alice", "bob"}
-        assert cluster_store.read_users(conns[2]) == ({"alice": {}, "bob": {}}, version)
-        for c in conns:
-            c.close()
-    finally:
-        pg.stop()
+    def first_change(users):
+        users["alice"] = {}
+        # the other writer comes while this one has read the row
+        threads.append(threading.Thread(target=lambda: second.append(
+            cluster_store.update_users(conns[1], lambda u: u.__setitem__("bob", {})))))
+        threads[0].start()
+        wait_for(waiting, what="the second writer waiting (or done)")
+    cluster_store.update_users(conns[0], first_change)
+    threads[0].join(10)
+    _, users, version = second[0]
+    assert set(users) == {"alice", "bob"}
+    assert cluster_store.read_users(conns[2]) == ({"alice": {}, "bob": {}}, version)
+    for c in conns:
+        c.close()

@@ -219,9 +219,9 @@ def test_session_timeout_removes_a_silent_member(h):
     gen, a, b = stable_pair(h)
     for m in h.coord.groups["g"].members.values():
         m.session_timeout_ms = 1_000
-    time.sleep(0.6)
+    time.sleep(0.6)                              # within the 1 s session timeout
     assert heartbeat(h, "g", gen, a) == 0        # a stays alive, b goes silent
-    time.sleep(0.6)
+    time.sleep(0.6)                              # b's session timeout passed, not a's
     h.coord.tick()
     g = h.coord.groups["g"]
     assert set(g.members) == {a} and g.state == "PreparingRebalance"

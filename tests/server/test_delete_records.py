@@ -93,12 +93,13 @@ def test_native_admin_moves_the_log_start_and_refuses_what_kafka_refuses(server,
     # below the log start: nothing moves, the answer is the log start
     assert delete(server, TopicPartition(topic_name, 0, 2)) == {(topic_name, 0): 7}
     got = delete(server, TopicPartition(topic_name, 0, 21), TopicPartition(topic_name, 5, 1),
-                 TopicPartition("no-such-topic", 0, 1), TopicPartition("__consumer_offsets", 0, 1),
+                 TopicPartition(topic_name + "-none", 0, 1),
+                 TopicPartition("__consumer_offsets", 0, 1),
                  TopicPartition(topic_name + "-compacted", 0, 0))
     assert {k: type(v) for k, v in got.items()} == {
         (topic_name, 0): errors.OffsetOutOfRangeError,
         (topic_name, 5): errors.UnknownTopicOrPartitionError,
-        ("no-such-topic", 0): errors.UnknownTopicOrPartitionError,
+        (topic_name + "-none", 0): errors.UnknownTopicOrPartitionError,
         ("__consumer_offsets", 0): errors.InvalidTopicError,
         (topic_name + "-compacted", 0): errors.PolicyViolationError}
     assert earliest(server, topic_name, 0) == 7

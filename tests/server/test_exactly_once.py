@@ -7,8 +7,9 @@ of an output topic and commits its input offsets in the same transaction,
 aborting some transactions on purpose. Meanwhile the processor, the
 partition workers and the supervisor (the transaction and group
 coordinator's process) are killed with SIGKILL at random moments,
-``KAFKALITE_EOS_KILLS`` times (20 by default; set it to 200 for a long
-run, ``KAFKALITE_EOS_SEED`` picks the sequence).
+``KAFKALITE_EOS_KILLS`` times (tests/soak.py: 5 by default, one round of
+processor, worker, processor, worker, supervisor; 200 for a soak;
+``KAFKALITE_EOS_SEED`` picks the sequence).
 
 ``check`` then reads the output as a read_committed consumer would and
 reports every violation of:
@@ -34,7 +35,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 
-from harness import ServerProcess, child_env, free_port, pid_alive
+from harness import ServerProcess, child_env, free_port, pid_alive, wait_until
 from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer,
                               TopicPartition)
 from kafkalite.errors import KafkaError
@@ -117,7 +118,7 @@ class Feeder(threading.Thread):
                           on_delivery=lambda err, msg: err and self.errors.append(err))
                 if i % 100 == 99:
                     p.poll(0)
-                    time.sleep(0.04)
+                    time.sleep(0.04)        # paced: the input goes on through the kills
             p.flush(120)
         finally:
             p.close(5)
@@ -156,9 +157,8 @@ def test_exactly_once_through_kills_of_processor_workers_and_coordinator(tmp_pat
     def restart_server() -> None:
         pids = srv.worker_pids()
         srv.kill()
-        deadline = time.monotonic() + 15        # orphaned workers notice and exit
-        while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: not any(pid_alive(p) for p in pids), 15,
+                   "the orphaned workers to notice and exit")
         srv.start()
 
     try:
@@ -188,24 +188,27 @@ def test_exactly_once_through_kills_of_processor_workers_and_coordinator(tmp_pat
         feeder.join(240)
         assert not feeder.is_alive(), "the feeder did not finish"
         # let the processor catch up with every input record
-        ends = {}
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
+        seen = {}
+
+        def caught_up() -> bool:
+            nonlocal processor
             if processor.poll() is not None:
                 processor = start_processor()
             try:
                 c = Consumer({"bootstrap.servers": bootstrap, "group.id": "eos"})
-                ends = {p: c.get_watermark_offsets(TopicPartition(SOURCE, p))[1]
-                        for p in range(PARTITIONS)}
-                committed = {tp.partition: tp.offset for tp in c.committed(
-                    [TopicPartition(SOURCE, p) for p in range(PARTITIONS)])}
-                c.close()
+                try:
+                    seen["ends"] = {p: c.get_watermark_offsets(TopicPartition(SOURCE, p))[1]
+                                    for p in range(PARTITIONS)}
+                    seen["committed"] = {tp.partition: tp.offset for tp in c.committed(
+                        [TopicPartition(SOURCE, p) for p in range(PARTITIONS)])}
+                finally:
+                    c.close()
             except KafkaError:
-                time.sleep(0.5)
-                continue
-            if committed == ends:
-                break
-            time.sleep(0.5)
+                return False
+            return seen["committed"] == seen["ends"]
+        wait_until(caught_up, 180, lambda: f"the group's commits to reach the input's ends "
+                   f"({seen})", interval=0.3)
+        ends, committed = seen["ends"], seen["committed"]
         processor.kill()
         processor.wait()
 

@@ -10,7 +10,7 @@ import time
 import pytest
 import zmq
 
-from harness import create, read_all, reset_peak_rss, rss_mb, shm_entries
+from harness import create, read_all, reset_peak_rss, rss_mb, shm_entries, wait_until
 from kafkalite import errors
 from kafkalite.client import Producer
 from kafkalite.client.connection import Connection
@@ -18,6 +18,13 @@ from kafkalite.protocol import ApiKey, encode_request
 
 FETCHES = 150
 FETCH_BYTES = 10 << 20
+
+
+@pytest.fixture(scope="module")
+def server(module_server):
+    """Hostile clients grow, stop (SIGSTOP) and break rings of its workers,
+    whose memory the tests measure and whose log they read."""
+    return module_server
 
 
 def leader_endpoint(server, topic: str, partition: int = 0) -> tuple[int, str]:
@@ -42,12 +49,11 @@ def fetch_request(topic: str, correlation_id: int, max_bytes: int) -> bytes:
 
 def settle_rss(pid: int, target: float, timeout: float = 20.0) -> float:
     """RSS of ``pid`` once it is at most ``target`` MiB, or after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        now = rss_mb(pid)
-        if now <= target or time.monotonic() > deadline:
-            return now
-        time.sleep(0.2)
+    try:
+        return wait_until(lambda: (lambda now: now if now <= target else None)(rss_mb(pid)),
+                          timeout, interval=0.2)
+    except AssertionError:
+        return rss_mb(pid)
 
 
 def test_a_client_that_never_reads_its_fetches_cannot_grow_a_worker(server, topic_name):
@@ -59,7 +65,7 @@ def test_a_client_that_never_reads_its_fetches_cannot_grow_a_worker(server, topi
     p.close()
     index, endpoint = leader_endpoint(server, topic_name)
     pid = server.worker_pid(index)
-    start = settle_rss(pid, 0)                             # whatever it is now
+    start = rss_mb(pid)                                    # whatever it is now
     reset_peak_rss(pid)
 
     ctx = zmq.Context()
@@ -70,7 +76,7 @@ def test_a_client_that_never_reads_its_fetches_cannot_grow_a_worker(server, topi
     try:
         for cid in range(FETCHES):
             dealer.send(fetch_request(topic_name, cid, FETCH_BYTES))
-        time.sleep(3)
+        time.sleep(3)       # the time the hostile client has to make the worker buffer
         # a well-behaved client on another socket is served meanwhile
         got = read_all(server, topic_name, 1, 120, timeout=30)
         assert len(got) == 120
@@ -87,6 +93,7 @@ def test_a_client_that_never_reads_its_fetches_cannot_grow_a_worker(server, topi
 
 
 def test_an_oversized_frame_is_refused_before_it_is_buffered(server):
+    from zmq.utils.monitor import recv_monitor_message
     pids = {"supervisor": server.proc.pid, "worker": server.worker_pid(0)}
     endpoints = {"supervisor": server.info["native"],
                  "worker": server.info["workers"][0]["endpoint"]}
@@ -97,9 +104,18 @@ def test_an_oversized_frame_is_refused_before_it_is_buffered(server):
             start = rss_mb(pid)
             reset_peak_rss(pid)
             dealer = ctx.socket(zmq.DEALER)
+            monitor = dealer.get_monitor_socket(zmq.EVENT_DISCONNECTED)
             dealer.connect(endpoints[name])
             dealer.send(frame, copy=False)
-            time.sleep(3)
+            # ZMQ_MAXMSGSIZE: the process drops a sender whose frame says it
+            # is too long, before reading it; a process that buffered the
+            # frame instead shows it in its peak
+            wait_until(lambda: monitor.poll(0) or rss_mb(pid, "VmHWM") - start >= 100, 20,
+                       f"the {name} to drop the connection")
+            while monitor.poll(0):
+                recv_monitor_message(monitor)
+            dealer.disable_monitor()
+            monitor.close(0)
             dealer.close(0)
             peak = rss_mb(pid, "VmHWM")
             print(f"{name}: RSS {start:.0f} MiB, peak {peak:.0f} MiB after a 300 MB frame")
@@ -254,9 +270,8 @@ def test_a_producer_whose_ring_breaks_gets_the_error_then_a_new_ring(server, top
         os.kill(pid, signal.SIGSTOP)          # so that "second" is in the ring, not yet drained
         try:
             p.produce(topic_name, b"second", on_delivery=lambda err, msg: results.append(err))
-            deadline = time.monotonic() + 10
-            while raw.data_head() == head and time.monotonic() < deadline:
-                time.sleep(0.01)
+            wait_until(lambda: raw.data_head() != head, 10, "the record in the ring",
+                       interval=0.01)
             raw.write_data(head + 4, b"X")    # its entry's kind byte
         finally:
             os.kill(pid, signal.SIGCONT)

@@ -22,12 +22,14 @@ import time
 
 import pytest
 
+from harness import wait_until
 from kafkalite.client import OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer
 from kafkalite.client import TopicPartition
 from kafkalite.storage.checkpoint import PartitionCheckpoint
 
 TOPICS = 60
 PARTITIONS = 4
+CHECKPOINT_INTERVAL_S = 5.0     # kafkalite/server/worker.py's, not configurable
 
 
 @pytest.fixture
@@ -110,16 +112,21 @@ def test_idle_partitions_write_nothing_and_changed_ones_survive_kill_9(srv):
         assert p.flush(20) == 0
     finally:
         p.close()
-    time.sleep(7)                       # a checkpoint interval (5 s) and then some
-    lines = broker_lines(srv.data_dir)
-    assert len(lines) == TOPICS * PARTITIONS + 2
+    # each worker's next checkpoint (within an interval) writes its file
+    lines = wait_until(lambda: (lambda got: got if len(got) == TOPICS * PARTITIONS + 2 and all(
+        got.get(f"busy-{i}", (0,))[0] == 250 for i in (0, 1)) else None)(
+        broker_lines(srv.data_dir)), CHECKPOINT_INTERVAL_S + 10,
+        lambda: f"both workers' checkpoint files with every partition, busy's at 250 "
+                f"({len(broker_lines(srv.data_dir))} lines)", interval=0.2)
     assert [lines[f"busy-{i}"][0] for i in (0, 1)] == [250, 250]
     # the partitions' own files were written when they were created, not since
     for i in (0, 1):
         assert PartitionCheckpoint.read(os.path.join(srv.data_dir, f"busy-{i}")) in (
             None, PartitionCheckpoint())
     written = mtimes(srv.data_dir)
-    time.sleep(7)                       # idle: not one checkpoint may be rewritten
+    # idle for more than an interval: each worker's checkpoint ran and
+    # rewrote not one file
+    time.sleep(CHECKPOINT_INTERVAL_S + 1)
     assert mtimes(srv.data_dir) == written
 
     kill_all(srv)

@@ -12,13 +12,21 @@ import time
 import urllib.error
 import urllib.request
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness import ServerProcess, child_env
+from harness import ServerProcess, child_env, wait_until
 from kafkalite.client import OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer, \
     TopicPartition
 
 VALUE = b"v" * 100
+
+
+@pytest.fixture(scope="module")
+def server(module_server):
+    """Asserts node-wide gauges (offline and under-replicated partitions,
+    the Produce purgatory, every worker up) that other modules' tests move."""
+    return module_server
 
 
 def scrape(srv) -> dict:
@@ -33,13 +41,18 @@ def value(metrics: dict, name: str, **labels) -> float | None:
 
 
 def wait_for_metrics(srv, check, timeout: float = 15.0) -> dict:
-    """Scrape until ``check(metrics)`` is true; the last scrape either way."""
-    deadline = time.monotonic() + timeout
-    while True:
-        metrics = scrape(srv)
-        if check(metrics) or time.monotonic() > deadline:
-            return metrics
-        time.sleep(0.1)
+    """Scrape until ``check(metrics)`` is true; the last scrape either way
+    (the caller's assertions then say what is missing)."""
+    last = {}
+
+    def scraped():
+        last["metrics"] = scrape(srv)
+        return check(last["metrics"])
+    try:
+        wait_until(scraped, timeout, interval=0.1)
+    except AssertionError:
+        pass
+    return last["metrics"]
 
 
 def health(srv) -> tuple[int, bytes]:
@@ -158,18 +171,12 @@ def test_a_killed_worker_makes_health_503_until_it_is_back_and_its_metrics_recov
 
     old = srv.worker_pid(1)
     os.kill(old, signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    code, body = health(srv)
-    while code == 200 and time.monotonic() < deadline:
-        time.sleep(0.02)
-        code, body = health(srv)
+    code, body = wait_until(lambda: (lambda answer: answer if answer[0] != 200 else None)(
+        health(srv)), 10, "/health to say a worker is down", interval=0.02)
     assert code == 503 and b'"workers_down": [1]' in body, body
 
     srv.wait_for_worker_restart(1, old)
-    deadline = time.monotonic() + 20
-    while health(srv)[0] != 200 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert health(srv)[0] == 200
+    wait_until(lambda: health(srv)[0] == 200, 20, lambda: f"/health back at 200: {health(srv)}")
 
     # The restarted worker's partitions report their offsets again, and node
     # totals did not go down with the process that counted them.
@@ -188,10 +195,8 @@ def test_log_level_info_logs_a_created_topic(tmp_path, topic_name):
     srv = ServerProcess(str(tmp_path / "data"), extra_args=["--log-level", "INFO"]).start()
     try:
         make_topic(srv, topic_name, 3)
-        deadline = time.monotonic() + 10
-        while f"topic {topic_name} created: 3 partition(s)" not in srv.output():
-            assert time.monotonic() < deadline, srv.output()[-2000:]
-            time.sleep(0.05)
+        wait_until(lambda: f"topic {topic_name} created: 3 partition(s)" in srv.output(), 10,
+                   lambda: f"the INFO line of the created topic in {srv.output()[-2000:]}")
         assert srv.output().count(f"topic {topic_name} created") == 1     # once per event
     finally:
         srv.stop()

@@ -10,6 +10,7 @@ the two ROUTERs, and whatever answers come back are read as they arrive.
 """
 import time
 
+import pytest
 import zmq
 
 from fuzzing import (INPUTS, AckedRecords, Survival, base_native_requests, fuzz_rng, mutate,
@@ -19,6 +20,13 @@ from kafkalite.protocol import ApiKey, encode_request, native
 
 DEALERS_PER_ROUTER = 4
 GOOD_EVERY = 200
+
+
+@pytest.fixture(scope="module")
+def server(module_server):
+    """Fuzzed requests may change anything a native request can, and the
+    test counts the lines of the whole server log."""
+    return module_server
 
 
 def extension(rng, topic: str) -> list[bytes]:
@@ -57,6 +65,7 @@ def message(rng, bases: list[list[bytes]], topic: str) -> list[bytes]:
     return [frames[0][:rng.randrange(len(frames[0]))]]
 
 
+@pytest.mark.slow
 def test_fuzzed_native_requests_never_crash_grow_or_lose_records(server, topic_name):
     create(server, topic_name, 2)
     survival = Survival(server)

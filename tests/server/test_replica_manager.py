@@ -64,7 +64,7 @@ def test_acks_all_times_out_with_request_timed_out(broker):
     broker.lead("t", 0, replicas=[0, 1], isr=[0, 1])
     cid = broker.send(ApiKey.PRODUCE, 9, produce_body(-1, [("t", 0)], timeout_ms=50))
     assert cid not in broker.answers
-    time.sleep(0.06)
+    time.sleep(0.06)                             # past the request's 50 ms timeout
     broker.rm.expire()
     assert results(broker.answers.pop(cid)) == {("t", 0): (errors.RequestTimedOutError.code, 0)}
     # the records are in the leader's log all the same, as in Kafka

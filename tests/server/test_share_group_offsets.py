@@ -2,39 +2,54 @@
 AlterShareGroupOffsets (APIs 90, 91) through the AdminClient and the CLI,
 against a real server, with real share consumers reading what a reset
 hands them."""
-import subprocess
-import sys
 import time
 
 import pytest
 
-from harness import child_env, create
+from harness import create
 from kafkalite import errors
 from kafkalite.client import AdminClient, Producer, ShareConsumer
 from kafkalite.client.types import TopicPartition
 from test_share_groups import share_server, stopping  # noqa: F401 (a fixture)
 
-TP = TopicPartition("queue", 0)
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A server whose share groups start at the earliest offset (a setting
+    of the server's), for the module's tests, each with its own topic and
+    group."""
+    srv = share_server(tmp_path_factory.mktemp("share-offsets"), workers=2)
+    yield srv
+    if srv.proc.poll() is None:
+        srv.stop()
+    srv.kill()
 
 
-def produce(server, values):
+@pytest.fixture
+def queue(server, topic_name):
+    """The test's one-partition topic."""
+    create(server, topic_name, 1)
+    return topic_name
+
+
+def produce(server, topic, values):
     p = Producer(server.config())
     for v in values:
-        p.produce("queue", value=v, partition=0)
+        p.produce(topic, value=v, partition=0)
     p.flush()
 
 
-def consume(server, group, want, timeout=15.0):
+def consume(server, topic, group, want, timeout=15.0):
     """A share consumer of ``group`` accepts records until it has ``want``
     of them or ``timeout`` passes (then a little longer, to catch extras),
     and leaves: the values it got, in order."""
     c = ShareConsumer(server.config(**{"group.id": group, "fetch.max.wait.ms": 100}))
-    c.subscribe(["queue"])
+    c.subscribe([topic])
     got = []
     deadline = time.monotonic() + timeout
     while len(got) < want and time.monotonic() < deadline:
         got += [m.value() for m in c.consume(100, 0.2)]
-    extra_until = time.monotonic() + 0.5
+    extra_until = time.monotonic() + 0.5        # nothing more may come
     while time.monotonic() < extra_until:
         got += [m.value() for m in c.consume(100, 0.1)]
     c.commit_sync()
@@ -46,101 +61,99 @@ def offsets(admin, group, partitions=None):
     return admin.list_share_group_offsets({group: partitions})[group].result()
 
 
-def alter(admin, group, offset):
-    return admin.alter_share_group_offsets(group, {TP: offset})[TP].result()
-
-
-@pytest.fixture
-def server(tmp_path, stopping):  # noqa: F811
-    srv = share_server(tmp_path, workers=1)
-    stopping(srv)
-    create(srv, "queue", 1)
-    return srv
+def alter(admin, group, tp, offset):
+    return admin.alter_share_group_offsets(group, {tp: offset})[tp].result()
 
 
 def values(a, b):
     return [b"%d" % i for i in range(a, b)]
 
 
-def test_describe_then_reset_to_earliest_and_latest(server):
-    produce(server, values(0, 10))
-    assert consume(server, "g", 10) == values(0, 10)
+def test_describe_then_reset_to_earliest_and_latest(server, queue, group_name):
+    g, tp = group_name, TopicPartition(queue, 0)
+    produce(server, queue, values(0, 10))
+    assert consume(server, queue, g, 10) == values(0, 10)
     admin = AdminClient(server.config())
-    assert offsets(admin, "g") == {TP: 10}
-    assert offsets(admin, "g", [TP]) == {TP: 10}
+    assert offsets(admin, g) == {tp: 10}
+    assert offsets(admin, g, [tp]) == {tp: 10}
     # earliest: a new member gets every record again
-    alter(admin, "g", 0)
-    assert offsets(admin, "g") == {TP: 0}
-    assert consume(server, "g", 10) == values(0, 10)
+    alter(admin, g, tp, 0)
+    assert offsets(admin, g) == {tp: 0}
+    assert consume(server, queue, g, 10) == values(0, 10)
     # latest: only what comes after
-    produce(server, values(10, 15))
-    alter(admin, "g", 15)
-    produce(server, values(15, 18))
-    assert consume(server, "g", 3) == values(15, 18)
-    assert offsets(admin, "g") == {TP: 18}
+    produce(server, queue, values(10, 15))
+    alter(admin, g, tp, 15)
+    produce(server, queue, values(15, 18))
+    assert consume(server, queue, g, 3) == values(15, 18)
+    assert offsets(admin, g) == {tp: 18}
 
 
-def test_reset_refused_while_a_member_is_active(server):
-    produce(server, values(0, 5))
-    assert consume(server, "g", 5) == values(0, 5)
-    c = ShareConsumer(server.config(**{"group.id": "g", "fetch.max.wait.ms": 100}))
-    c.subscribe(["queue"])
+def test_reset_refused_while_a_member_is_active(server, queue, group_name):
+    g, tp = group_name, TopicPartition(queue, 0)
+    produce(server, queue, values(0, 5))
+    assert consume(server, queue, g, 5) == values(0, 5)
+    c = ShareConsumer(server.config(**{"group.id": g, "fetch.max.wait.ms": 100}))
+    c.subscribe([queue])
     try:
         c.consume(1, 1.0)          # joined: the group has a member
         admin = AdminClient(server.config())
         with pytest.raises(errors.NonEmptyGroupError):
-            alter(admin, "g", 0)
-        assert offsets(admin, "g") == {TP: 5}
+            alter(admin, g, tp, 0)
+        assert offsets(admin, g) == {tp: 5}
     finally:
         c.close()
 
 
-def test_offsets_survive_a_restart(tmp_path, server, stopping):  # noqa: F811
-    produce(server, values(0, 6))
-    assert consume(server, "g", 6) == values(0, 6)
-    admin = AdminClient(server.config())
-    alter(admin, "g", 2)
-    server.stop()
+def test_offsets_survive_a_restart(tmp_path, stopping):  # noqa: F811
+    srv = share_server(tmp_path, workers=1)
+    stopping(srv)
+    create(srv, "queue", 1)
+    tp = TopicPartition("queue", 0)
+    produce(srv, "queue", values(0, 6))
+    assert consume(srv, "queue", "g", 6) == values(0, 6)
+    admin = AdminClient(srv.config())
+    alter(admin, "g", tp, 2)
+    srv.stop()
     srv = share_server(tmp_path, workers=1)
     stopping(srv)
     admin = AdminClient(srv.config())
     # the coordinator forgot the group (membership is in memory); the
     # partition leader's snapshot file still has its start offset
-    assert offsets(admin, "g") == {TP: 2}
-    assert consume(srv, "g", 4) == values(2, 6)
+    assert offsets(admin, "g") == {tp: 2}
+    assert consume(srv, "queue", "g", 4) == values(2, 6)
 
 
-def test_bad_input_gets_kafka_errors(server):
+def test_bad_input_gets_kafka_errors(server, queue, group_name):
+    g, tp = group_name, TopicPartition(queue, 0)
+    missing = TopicPartition(queue + "-missing", 0)
     admin = AdminClient(server.config())
     with pytest.raises(errors.GroupIdNotFoundError):
-        offsets(admin, "nobody")
-    produce(server, values(0, 2))
-    consume(server, "g", 2)
+        offsets(admin, g + "-nobody")
+    produce(server, queue, values(0, 2))
+    consume(server, queue, g, 2)
     with pytest.raises(errors.UnknownTopicOrPartitionError):
-        offsets(admin, "g", [TopicPartition("missing", 0)])
+        offsets(admin, g, [missing])
     with pytest.raises(errors.UnknownTopicOrPartitionError):
-        offsets(admin, "g", [TopicPartition("queue", 7)])
+        offsets(admin, g, [TopicPartition(queue, 7)])
     with pytest.raises(errors.InvalidRequestError):
-        alter(admin, "g", -3)
+        alter(admin, g, tp, -3)
     with pytest.raises(errors.UnknownTopicOrPartitionError):
-        admin.alter_share_group_offsets("g", {TopicPartition("missing", 0): 0})[
-            TopicPartition("missing", 0)].result()
+        admin.alter_share_group_offsets(g, {missing: 0})[missing].result()
     with pytest.raises(errors.InvalidRequestError):
         offsets(admin, "")
-    assert offsets(admin, "g") == {TP: 2}
+    assert offsets(admin, g) == {tp: 2}
 
 
-def test_offsets_of_partitions_led_by_different_workers(tmp_path, stopping):  # noqa: F811
+def test_offsets_of_partitions_led_by_different_workers(server, topic_name, group_name):
     """Every worker leading some of the topic is asked, and each resets its own."""
-    srv = share_server(tmp_path, workers=2)
-    stopping(srv)
-    create(srv, "spread", 4)
+    srv, spread, g = server, topic_name, group_name
+    create(srv, spread, 4)
     p = Producer(srv.config())
     for i in range(8):
-        p.produce("spread", value=b"%d" % i, partition=i % 4)
+        p.produce(spread, value=b"%d" % i, partition=i % 4)
     p.flush()
-    c = ShareConsumer(srv.config(**{"group.id": "g", "fetch.max.wait.ms": 100}))
-    c.subscribe(["spread"])
+    c = ShareConsumer(srv.config(**{"group.id": g, "fetch.max.wait.ms": 100}))
+    c.subscribe([spread])
     got = []
     deadline = time.monotonic() + 15
     while len(got) < 8 and time.monotonic() < deadline:
@@ -149,10 +162,10 @@ def test_offsets_of_partitions_led_by_different_workers(tmp_path, stopping):  # 
     c.close()
     assert len(got) == 8
     admin = AdminClient(srv.config())
-    parts = [TopicPartition("spread", i) for i in range(4)]
-    leaders = {md.leader for md in admin.list_topics("spread").topics["spread"].partitions.values()}
+    parts = [TopicPartition(spread, i) for i in range(4)]
+    leaders = {md.leader for md in admin.list_topics(spread).topics[spread].partitions.values()}
     assert len(leaders) == 2
-    assert offsets(admin, "g") == {tp: 2 for tp in parts}
-    results = admin.alter_share_group_offsets("g", {tp: 1 for tp in parts})
+    assert offsets(admin, g) == {tp: 2 for tp in parts}
+    results = admin.alter_share_group_offsets(g, {tp: 1 for tp in parts})
     assert all(f.result() is None for f in results.values())
-    assert offsets(admin, "g", parts) == {tp: 1 for tp in parts}
+    assert offsets(admin, g, parts) == {tp: 1 for tp in parts}

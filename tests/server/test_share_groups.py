@@ -4,7 +4,10 @@ Every record must be accepted exactly once however the members come and
 go; ``exactly_once`` is the checker, and it is shown to catch a server that
 hands a record out twice or never (KAFKALITE_SHARE_FAULT, a fault probe in
 server/share_partition.py). The size of the five-member run is
-KAFKALITE_SHARE_RECORDS (default 3000; e.g. 200000 for a soak).
+KAFKALITE_SHARE_RECORDS (tests/soak.py).
+
+Tests that need no setting of their own share one server (``shared``),
+each with its own topic and group.
 """
 import collections
 import json
@@ -17,7 +20,7 @@ import time
 
 import pytest
 
-from harness import ServerProcess, child_env, create, read_all
+from harness import ServerProcess, child_env, create, read_all, wait_until
 from kafkalite.client import AcknowledgeType, AdminClient, Producer, ShareConsumer
 from soak import setting
 
@@ -48,8 +51,9 @@ def share_server(tmp_path, name="data", env=None, workers=2, extra=(), **setting
 class Member:
     """share_member.py in its own process; its events gathered by a thread."""
 
-    def __init__(self, server, group, topic, mode="accept"):
-        self.proc = subprocess.Popen([sys.executable, MEMBER, server.bootstrap, group, topic, mode],
+    def __init__(self, server, group, topic, mode="accept", **config):
+        self.proc = subprocess.Popen([sys.executable, MEMBER, server.bootstrap, group, topic, mode,
+                                      json.dumps(config)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      env=child_env(), text=True)
         self.events = []
@@ -96,30 +100,34 @@ def exactly_once(produced, accepted):
     return lost, duplicated
 
 
-def produce(server, topic, n, partitions):
-    p = Producer(server.config())
+def produce(server, topic, n, partitions, **config):
+    """``n`` records round-robin over the partitions (of a topic written
+    only this way); their (partition, offset)s."""
+    p = Producer(server.config(**config))
     for i in range(n):
         p.produce(topic, value=b"%d" % i, partition=i % partitions)
     p.flush()
-    p.close() if hasattr(p, "close") else None
+    p.close()
     return [(i % partitions, i // partitions) for i in range(n)]
 
 
-def wait_until(condition, timeout, step=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(step)
-    return condition()
-
-
-def run_group(server, topic, produced, members, timeout=60.0):
+def run_group(server, topic, produced, members, timeout=60.0, settle=None):
     """Wait until the members accepted as many records as were produced
-    (or the time is up), stop them, and give every acceptance."""
+    (or the time is up; with ``settle``, or once no record was accepted for
+    ``settle`` seconds), stop them, and give every acceptance."""
+    def done() -> bool:
+        accepted = [a for m in members for a in m.accepted()]
+        return len(set(accepted)) >= len(produced) and len(accepted) >= len(produced)
     try:
-        wait_until(lambda: len({a for m in members for a in m.accepted()}) >= len(produced)
-                   and len(sum((m.accepted() for m in members), [])) >= len(produced), timeout)
+        deadline = time.monotonic() + timeout
+        last, since = -1, time.monotonic()
+        while not done() and time.monotonic() < deadline:
+            count = sum(len(m.accepted()) for m in members)
+            if count != last:
+                last, since = count, time.monotonic()
+            elif settle is not None and count and time.monotonic() - since >= settle:
+                break
+            time.sleep(0.1)
         # a little longer: a record accepted twice would show now
         time.sleep(0.5)
     finally:
@@ -152,17 +160,34 @@ def stopping():
         srv.kill()
 
 
-def test_five_members_accept_every_record_exactly_once(tmp_path, stopping):
-    srv = share_server(tmp_path)
-    stopping(srv)
-    create(srv, "queue", 2)
-    members = [Member(srv, "workers", "queue") for _ in range(5)]
-    assert wait_until(lambda: all(m.assigned() for m in members), 30)
-    produced = produce(srv, "queue", RECORDS, 2)
-    accepted = run_group(srv, "queue", produced, members)
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """A share server (default settings) for the module's tests that need
+    none of their own; each has its own topic and group."""
+    srv = share_server(tmp_path_factory.mktemp("share-groups"))
+    yield srv
+    if srv.proc.poll() is None:
+        srv.stop()
+    srv.kill()
+
+
+@pytest.mark.slow
+def test_five_members_accept_every_record_exactly_once(shared, topic_name, group_name):
+    srv = shared
+    create(srv, topic_name, 2)
+    # a fetch acquires whole batches up to its bytes: one small batch each,
+    # so a partition's records go to whichever of its members fetch (one
+    # fetch could otherwise take a partition's records at once)
+    members = [Member(srv, group_name, topic_name, **{"max.partition.fetch.bytes": 1})
+               for _ in range(5)]
+    wait_until(lambda: all(m.assigned() for m in members), 30, "every member assigned")
+    produced = produce(srv, topic_name, RECORDS, 2, **{"batch.size": 256})
+    accepted = run_group(srv, topic_name, produced, members)
     lost, duplicated = exactly_once(produced, accepted)
     assert not lost and not duplicated, (lost[:20], duplicated[:20])
-    # the records were shared out: more than one member did work on each partition
+    # the records were shared out: members did work on each partition, and
+    # more than one on a partition (the assignor gives partition 0 three
+    # members, 1 two; both have more than one nearly always)
     workers = {p: sum(1 for m in members if any(a[0] == p for a in m.accepted())) for p in (0, 1)}
     assert all(n >= 1 for n in workers.values()) and sum(workers.values()) > 2, workers
     assert not any(m.ack_errors() for m in members)
@@ -176,7 +201,11 @@ def test_checker_catches_a_server_that_breaks_exactly_once(tmp_path, stopping, f
     create(srv, "queue", 2)
     members = [Member(srv, "workers", "queue") for _ in range(2)]
     produced = produce(srv, "queue", 400, 2)
-    accepted = run_group(srv, "queue", produced, members, timeout=10.0)
+    # "skip" never hands some records out: that run ends when acceptances
+    # stop; "duplicate" ends with every record accepted (a stall under load
+    # must not end it early: it would count as a loss)
+    accepted = run_group(srv, "queue", produced, members, timeout=10.0,
+                         settle=2.0 if fault == "skip" else None)
     lost, duplicated = exactly_once(produced, accepted)
     if fault == "duplicate":
         assert duplicated and not lost
@@ -191,10 +220,11 @@ def test_released_records_are_redelivered_to_another_member(tmp_path, stopping):
     stopping(srv)
     create(srv, "queue", 1)
     releaser = Member(srv, "workers", "queue", "release-then-idle")
-    assert wait_until(releaser.assigned, 30)
+    wait_until(releaser.assigned, 30, "the releaser assigned")
     # the releaser is alone first: it gets records, releases them and stays
     produced = produce(srv, "queue", 300, 1)
-    assert wait_until(lambda: any(e["event"] == "acked" for e in releaser.events), 20)
+    wait_until(lambda: any(e["event"] == "acked" for e in releaser.events), 20,
+               "the releaser's release answered")
     accepter = Member(srv, "workers", "queue")
     accepted = run_group(srv, "queue", produced, [accepter])
     releaser.stop()
@@ -206,14 +236,14 @@ def test_released_records_are_redelivered_to_another_member(tmp_path, stopping):
     assert released and all(redelivered[k] == 2 for k in released)
 
 
-def test_released_records_go_to_the_other_member_of_a_shared_partition(tmp_path, stopping):
-    srv = share_server(tmp_path)
-    stopping(srv)
-    create(srv, "queue", 1)
-    members = [Member(srv, "workers", "queue", "release-once") for _ in range(2)]
-    assert wait_until(lambda: all(m.assigned() for m in members), 30)
-    produced = produce(srv, "queue", 1000, 1)
-    accepted = run_group(srv, "queue", produced, members)
+def test_released_records_go_to_the_other_member_of_a_shared_partition(shared, topic_name,
+                                                                      group_name):
+    srv = shared
+    create(srv, topic_name, 1)
+    members = [Member(srv, group_name, topic_name, "release-once") for _ in range(2)]
+    wait_until(lambda: all(m.assigned() for m in members), 30, "both members assigned")
+    produced = produce(srv, topic_name, 1000, 1)
+    accepted = run_group(srv, topic_name, produced, members)
     lost, duplicated = exactly_once(produced, accepted)
     assert not lost and not duplicated
     first = {(p, o): i for i, m in enumerate(members) for p, o, n in m.delivered() if n == 1}
@@ -231,8 +261,7 @@ def test_records_of_a_killed_member_go_to_others_after_the_lock_duration(tmp_pat
     create(srv, "queue", 2)
     holder = Member(srv, "workers", "queue", "hold")
     produced = produce(srv, "queue", 400, 2)
-    assert wait_until(lambda: holder.delivered(), 20)
-    time.sleep(0.5)
+    wait_until(lambda: holder.delivered(), 20, "records delivered to the holder")
     held = {(p, o) for p, o, _ in holder.delivered()}
     acquired_at = min(e["t"] for e in holder.events if e["event"] == "records")
     holder.kill()
@@ -241,8 +270,8 @@ def test_records_of_a_killed_member_go_to_others_after_the_lock_duration(tmp_pat
     # the others left; the killed member is removed after its session timeout
     admin = AdminClient(srv.config())
     try:
-        assert wait_until(lambda: admin.describe_share_groups(["workers"])["workers"]
-                          .result()["members"] == [], 30, 0.5)
+        wait_until(lambda: admin.describe_share_groups(["workers"])["workers"]
+                   .result()["members"] == [], 30, "the killed member removed", interval=0.5)
     finally:
         admin.close()
 
@@ -261,8 +290,8 @@ def test_delivery_count_limit_and_reject_archive_records_to_the_dead_letter_topi
     rejecter = Member(srv, "g2", "rejected", "reject")
     produce(srv, "released", 50, 1)
     produce(srv, "rejected", 50, 2)
-    assert wait_until(lambda: len(releaser.delivered()) >= 150 and len(rejecter.delivered()) >= 50,
-                      30)
+    wait_until(lambda: len(releaser.delivered()) >= 150 and len(rejecter.delivered()) >= 50, 30,
+               "every delivery of the releaser's and the rejecter's records")
     time.sleep(1.5)         # anything redelivered past the limit would arrive now
     releaser.stop()
     rejecter.stop()
@@ -366,7 +395,7 @@ def test_share_state_survives_a_killed_server(tmp_path, stopping, fault):
         <= set(delivered_after)
 
 
-def test_bad_share_requests_get_kafka_errors(tmp_path, stopping):
+def test_bad_share_requests_get_kafka_errors(shared, topic_name, group_name):
     """Over the wire with our codec: wrong epochs, records not held, absurd
     ranges and unknown ids are answered with Kafka's error codes."""
     from kafkalite.client.connection import Connection, parse_bootstrap
@@ -376,16 +405,15 @@ def test_bad_share_requests_get_kafka_errors(tmp_path, stopping):
                                   InvalidShareSessionEpochError, ShareSessionNotFoundError,
                                   UnknownMemberIdError, UnknownTopicIdError)
     from kafkalite.protocol import ApiKey
-    srv = share_server(tmp_path)
-    stopping(srv)
-    create(srv, "queue", 1)
-    produce(srv, "queue", 10, 1)
+    srv, queue, g = shared, topic_name, group_name
+    create(srv, queue, 1)
+    produce(srv, queue, 10, 1)
     meta = Metadata(parse_bootstrap(srv.bootstrap), "hostile")
-    meta.refresh(["queue"])
-    tid = meta.topics["queue"].topic_id
+    meta.refresh([queue])
+    tid = meta.topics[queue].topic_id
     sup = meta.connection()
-    hb = {"group_id": "g", "member_id": "", "member_epoch": 0, "rack_id": None,
-          "subscribed_topic_names": ["queue"]}
+    hb = {"group_id": g, "member_id": "", "member_epoch": 0, "rack_id": None,
+          "subscribed_topic_names": [queue]}
     assert sup.request(ApiKey.SHARE_GROUP_HEARTBEAT, {**hb, "member_epoch": 3, "member_id": "x"},
                        version=0)["error_code"] == UnknownMemberIdError.code
     assert sup.request(ApiKey.SHARE_GROUP_HEARTBEAT, {**hb, "group_id": ""},
@@ -393,15 +421,15 @@ def test_bad_share_requests_get_kafka_errors(tmp_path, stopping):
     # one group id, one kind of group: a share group is no consumer group
     assert sup.request(ApiKey.SHARE_GROUP_HEARTBEAT, hb, version=0)["error_code"] == 0
     assert sup.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, {
-        "group_id": "g", "member_id": "", "member_epoch": 0, "instance_id": None,
-        "rack_id": None, "rebalance_timeout_ms": 10000, "subscribed_topic_names": ["queue"],
+        "group_id": g, "member_id": "", "member_epoch": 0, "instance_id": None,
+        "rack_id": None, "rebalance_timeout_ms": 10000, "subscribed_topic_names": [queue],
         "server_assignor": None, "topic_partitions": []},
         version=0)["error_code"] == GroupIdNotFoundError.code
-    worker = Connection(meta.brokers[meta.leader("queue", 0)], "hostile")
+    worker = Connection(meta.brokers[meta.leader(queue, 0)], "hostile")
     try:
         def fetch(member, epoch, acks=(), topic_id=tid):
             return worker.request(ApiKey.SHARE_FETCH, {
-                "group_id": "g", "member_id": member, "share_session_epoch": epoch,
+                "group_id": g, "member_id": member, "share_session_epoch": epoch,
                 "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
                 "topics": [{"topic_id": topic_id, "partitions": [{
                     "partition_index": 0, "partition_max_bytes": 1 << 20,
