@@ -5,6 +5,7 @@ kafkalite source registered; Spark's Python workers run this interpreter
 Without a Java runtime or pyspark every test module here is reported
 skipped, with the reason. (A module-level ``pytest.skip`` in a conftest is
 not a skip: pytest aborts the whole run with it.)"""
+import hashlib
 import importlib.util
 import os
 import shutil
@@ -62,11 +63,25 @@ def spark():
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.python.worker.reuse", "true")
+               # the JVM's sockets for its Python side (collect, local data, Python
+               # workers): Unix domain sockets, not loopback TCP ports from the ephemeral
+               # range, where a ZeroMQ client still reconnecting to a stopped server's
+               # port (any test process's) once connected first and Spark read its
+               # greeting (0xFF000000) as the length of the connection's secret
+               .config("spark.python.unix.domain.socket.enabled", "true")
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     kafkalite_spark.register(session)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module")
+def module_topic(request):
+    """A topic name of the module's own on the session's shared server, for
+    a module-scoped fixture's data (tests use ``topic_name``)."""
+    tag = hashlib.blake2s(request.node.nodeid.split("::")[0].encode(), digest_size=3).hexdigest()
+    return f"t{tag}-{request.module.__name__}"
 
 
 def create(server, name, partitions=1):

@@ -17,7 +17,8 @@ from kafkalite_spark import SCHEMA, read_with_history
 from kafkalite_spark.history import DRIVER_READ_MAX_BYTES
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "connect"))
-from connect_helpers import Connect, wait_for  # noqa: E402
+from connect_helpers import Connect  # noqa: E402
+from harness import wait_until  # noqa: E402
 
 pytest.importorskip("pyiceberg")
 ICEBERG = "org.apache.iceberg.connect.IcebergSinkConnector"
@@ -41,11 +42,20 @@ def catalog_props(tmp_path):
     return {"uri": f"sqlite:///{tmp_path}/catalog.db", "warehouse": f"file://{tmp_path}/warehouse"}
 
 
-def copy_topic(server, tmp_path, topic, expect: dict, name="ice"):
+def sink_of(topic):
+    """The sink connector that copies ``topic``: its consumer group
+    connect-<name> is the topic's alone on the session's shared server."""
+    return f"ice-{topic}"
+
+
+def copy_topic(server, tmp_path, topic, expect: dict):
     """The topic copied by the Iceberg sink in a Connect worker until the
     table's offsets are ``expect`` ({partition: next offset}); the worker
     then stopped, so that what follows stays in the topic only."""
     from kafkalite.connect.connectors.iceberg import sql_catalog, table_offsets
+    name = sink_of(topic)
+    # the catalog's tables made before the sink's catalog opens it
+    cat = sql_catalog("kafkalite", **catalog_props(tmp_path))
     connect = Connect(server, offset_file=tmp_path / "offsets.json")
     try:
         connect.create(name, **{"connector.class": ICEBERG, "topics": topic,
@@ -55,7 +65,6 @@ def copy_topic(server, tmp_path, topic, expect: dict, name="ice"):
                                 "iceberg.tables.record-format": "kafka",
                                 "key.converter": BYTES, "value.converter": BYTES,
                                 "flush.size": "40"})
-        cat = sql_catalog("kafkalite", **catalog_props(tmp_path))
         want = {(topic, p): off for p, off in expect.items()}
 
         def offsets():
@@ -63,7 +72,8 @@ def copy_topic(server, tmp_path, topic, expect: dict, name="ice"):
                 return table_offsets(cat.load_table(TABLE), f"connect-{name}")
             except Exception:  # noqa: BLE001 -- no table yet
                 return {}
-        wait_for(lambda: offsets() == want, what=lambda: f"table offsets {want}, have {offsets()}")
+        wait_until(lambda: offsets() == want, timeout=60,
+                   message=lambda: f"table offsets {want}, have {offsets()}")
     finally:
         connect.close()
 
@@ -91,11 +101,11 @@ def exactly_once_problems(got_rows, want_rows) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def copied(server, tmp_path_factory):
+def copied(server, tmp_path_factory, module_topic):
     """``topic`` (3 partitions): 300 records copied, then 45 more in the
     topic only; ``other`` (2 partitions, never copied): 20 records."""
     tmp_path = tmp_path_factory.mktemp("history")
-    topic, other = "history", "history-other"
+    topic, other = module_topic, f"{module_topic}-other"
     create(server, topic, 3)
     create(server, other, 2)
     produce(server, topic, 3, range(300))
@@ -134,7 +144,7 @@ def test_history_read_is_the_topic_read_exactly_once_mostly_from_parquet(spark, 
     # the whole copy is wanted and only the sink wrote the table: the Parquet
     # side is unfiltered, so count() can come from the footers
     assert "Filter" not in df._jdf.queryExecution().optimizedPlan().toString()
-    topic_rows = df.where("offset >= 100 OR topic = 'history-other'").count()
+    topic_rows = df.where(f"offset >= 100 OR topic = '{copied['other']}'").count()
     assert topic_rows == 45 + 20
     # Spark's filters apply to both sides of the union
     part = df.where("partition = 1 AND offset BETWEEN 90 AND 110").collect()
@@ -171,7 +181,7 @@ def test_checker_catches_a_union_whose_boundary_is_one_off(spark, server, copied
     from kafkalite.connect.connectors.iceberg import sql_catalog, table_offsets
     t = copied["topic"]
     table = sql_catalog("kafkalite", **copied["catalog"]).load_table(TABLE)
-    boundary = table_offsets(table, "connect-ice")
+    boundary = table_offsets(table, f"connect-{sink_of(t)}")
     files = [f.file.file_path for f in table.scan().plan_files()]
     want = reader(spark, server, subscribe=t).load().collect()
     cols = [f.name for f in SCHEMA.fields]
@@ -188,15 +198,16 @@ def test_checker_catches_a_union_whose_boundary_is_one_off(spark, server, copied
     assert exactly_once_problems(union(0, 0), want) == []
 
 
-def test_a_copy_older_than_the_topics_retention_is_returned(spark, server, tmp_path):
+def test_a_copy_older_than_the_topics_retention_is_returned(spark, server, topic_name,
+                                                            tmp_path):
     """The topic lost its first records (DeleteRecords, as retention
     would): reading from earliest returns them from the copy; the rest is
     the plain read of the topic, exactly once. A start past the loss reads
     exactly what the topic has."""
-    topic = "history-retained"
+    topic = topic_name
     create(server, topic, 2)
     produce(server, topic, 2, range(120))
-    copy_topic(server, tmp_path, topic, {0: 60, 1: 60}, name="ice-retained")
+    copy_topic(server, tmp_path, topic, {0: 60, 1: 60})
     produce(server, topic, 2, range(120, 140))
     admin = AdminClient(server.config())
     for f in admin.delete_records([TopicPartition(topic, p, 25) for p in range(2)]).values():
@@ -214,12 +225,13 @@ def test_a_copy_older_than_the_topics_retention_is_returned(spark, server, tmp_p
     assert len(got) == len({(r["partition"], r["offset"]) for r in got}) == 140
 
 
-def test_an_empty_table_reads_the_topic_and_bad_options_are_refused(spark, server, tmp_path):
+def test_an_empty_table_reads_the_topic_and_bad_options_are_refused(spark, server, topic_name,
+                                                                    tmp_path):
     import pyarrow as pa
 
     from kafkalite.connect.connectors.iceberg import sql_catalog
     from kafkalite_spark.source import ARROW_SCHEMA
-    topic = "history-empty"
+    topic = topic_name
     create(server, topic, 2)
     produce(server, topic, 2, range(30))
     catalog = catalog_props(tmp_path)
@@ -241,18 +253,19 @@ def test_an_empty_table_reads_the_topic_and_bad_options_are_refused(spark, serve
         read_with_history(spark, "lake.nope", catalog, subscribe=topic, **boot)
 
 
-def test_a_copy_that_starts_late_leaves_its_head_to_the_topic(spark, server, tmp_path):
+def test_a_copy_that_starts_late_leaves_its_head_to_the_topic(spark, server, topic_name,
+                                                              tmp_path):
     """The connector's group had committed offset 10 before the sink ever
     wrote (a copy that started mid-topic): offsets 0-9 are in no Parquet
     file, so they come from the topic, the copy's part from the copy."""
     from kafkalite.client import Consumer
-    topic = "history-late"
+    topic = topic_name
     create(server, topic, 2)
     produce(server, topic, 2, range(80))
-    c = Consumer(server.config(**{"group.id": "connect-ice-late"}))
+    c = Consumer(server.config(**{"group.id": f"connect-{sink_of(topic)}"}))
     c.commit(offsets=[TopicPartition(topic, p, 10) for p in range(2)], asynchronous=False)
     c.close()
-    copy_topic(server, tmp_path, topic, {0: 40, 1: 40}, name="ice-late")
+    copy_topic(server, tmp_path, topic, {0: 40, 1: 40})
     produce(server, topic, 2, range(80, 90))
     want = reader(spark, server, subscribe=topic).load().collect()
     assert len(want) == 90
@@ -267,19 +280,19 @@ def test_a_copy_that_starts_late_leaves_its_head_to_the_topic(spark, server, tmp
     assert sorted(copy["offset"].to_pylist()) == sorted(list(range(10, 40)) * 2)
 
 
-def test_expired_snapshots_leave_the_older_copy_to_the_topic(spark, server, tmp_path):
+def test_expired_snapshots_leave_the_older_copy_to_the_topic(spark, server, topic_name,
+                                                             tmp_path):
     """The copy made in three commits, the two oldest snapshots expired
     (their rows stay in the table): the oldest snapshot left names rows
     from offset 20 on, so offsets 0-19 come from the topic and the copy is
     filtered from 20 -- not taken whole, which would hold them twice."""
     from kafkalite.connect.connectors.iceberg import sql_catalog
     from pyiceberg.table.snapshots import ancestors_of
-    topic = "history-expired"
+    topic = topic_name
     create(server, topic, 2)
     for stage in range(3):
         produce(server, topic, 2, range(stage * 20, stage * 20 + 20))
-        copy_topic(server, tmp_path, topic, {0: 10 * stage + 10, 1: 10 * stage + 10},
-                   name="ice-expired")
+        copy_topic(server, tmp_path, topic, {0: 10 * stage + 10, 1: 10 * stage + 10})
     produce(server, topic, 2, range(60, 70))
     want = reader(spark, server, subscribe=topic).load().collect()
     assert len(want) == 70

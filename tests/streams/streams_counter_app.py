@@ -1,7 +1,7 @@
 """A kafkalite Streams application run as its own process by the streams
 tests (so that it can be killed with SIGKILL):
 
-    python streams_counter_app.py BOOTSTRAP APP_ID INPUT STATE_DIR GUARANTEE INSTANCE
+    python streams_counter_app.py BOOTSTRAP APP_ID INPUT STATE_DIR GUARANTEE INSTANCE [SESSION_MS]
 
 It counts the records per key of INPUT (a RocksDB store backed by
 ``<APP_ID>-counts-changelog``) into ``INPUT-counts`` (long values), and
@@ -9,7 +9,9 @@ copies every input record unchanged to ``INPUT-copy``, so that a checker
 can compare the copy with the input record for record. It prints
 ``started`` once running and stops cleanly (commit, leave) on SIGTERM,
 printing ``summary {json}`` first: the tasks it held then and the records it
-restored from changelogs over its life.
+restored from changelogs over its life. SESSION_MS (default 6000) is its
+consumer's session timeout: how long a killed instance's tasks wait for it
+(it is a static member) before they move.
 """
 from __future__ import annotations
 
@@ -30,12 +32,14 @@ def topology(input_topic: str):
     return b.build()
 
 
-def main(bootstrap, app_id, input_topic, state_dir, guarantee, instance) -> None:
+def main(bootstrap, app_id, input_topic, state_dir, guarantee, instance,
+         session_ms="6000") -> None:
+    session_ms = int(session_ms)
     streams = KafkaStreams(topology(input_topic), {
         "application.id": app_id, "bootstrap.servers": bootstrap,
         "processing.guarantee": guarantee, "state.dir": state_dir, "instance.id": instance,
-        "commit.interval.ms": 200, "consumer.session.timeout.ms": 6000,
-        "consumer.heartbeat.interval.ms": 1000})
+        "commit.interval.ms": 200, "consumer.session.timeout.ms": session_ms,
+        "consumer.heartbeat.interval.ms": max(100, session_ms // 6)})
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     streams.start()

@@ -12,8 +12,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_quick_run_reports_every_figure(tmp_path):
     out = tmp_path / "out"
+    # --quick with a tenth of its records: the peers' start-up is most of the run
     r = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_streams.py"),
-                        "--quick", "--output-dir", str(out), "--work-dir", str(tmp_path / "work")],
+                        "--quick", "--records", "5000", "--keys", "500", "--quix-records", "1000",
+                        "--faust-records", "300",
+                        "--output-dir", str(out), "--work-dir", str(tmp_path / "work")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     doc = json.loads((out / "results.json").read_text())
@@ -34,7 +37,8 @@ def test_restore_quick_run_reports_every_figure(tmp_path):
     """benchmarks/bench_streams_restore.py --quick: every figure, beside its ceiling."""
     out = tmp_path / "out"
     r = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_streams_restore.py"),
-                        "--quick", "--output-dir", str(out), "--work-dir", str(tmp_path / "work")],
+                        "--quick", "--records", "5000", "--keys", "500", "--tail", "200",
+                        "--output-dir", str(out), "--work-dir", str(tmp_path / "work")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     figures = json.loads((out / "results.json").read_text())["figures"]

@@ -9,13 +9,12 @@ one readable line and a non-zero exit.
 from __future__ import annotations
 
 import collections
-import os
 import subprocess
 import sys
 import time
 
-from harness import child_env, create
-from test_streams_runtime import config, long_of, produce, read, run_until_caught_up
+from harness import child_env, create, run_cli, wait_until
+from test_streams_runtime import config, long_of, produce, read, run_until_caught_up, wait_running
 
 from kafkalite.client import AdminClient
 from kafkalite.streams import KafkaStreams
@@ -33,10 +32,13 @@ def topology():
 
 
 def cli(tmp_path, *args):
-    env = child_env()
-    env["PYTHONPATH"] = f"{tmp_path}{os.pathsep}{env.get('PYTHONPATH', '')}"
-    return subprocess.run([sys.executable, "-m", "kafkalite", "streams", *args],
-                          capture_output=True, timeout=60, env=env)
+    """``kafkalite streams ARGS`` in this process (harness.run_cli), with the
+    test's topology module importable from ``tmp_path``."""
+    sys.path.insert(0, str(tmp_path))
+    try:
+        return run_cli("streams", *args)
+    finally:
+        sys.path.remove(str(tmp_path))
 
 
 def one_line_error(out) -> str:
@@ -98,10 +100,8 @@ def test_describe_and_reset_an_application(server, topic_name, tmp_path):
     running = KafkaStreams(cli_app.topology(), config(server, tmp_path, app))
     running.start()
     try:
-        deadline = time.monotonic() + 20
-        while running.state != KafkaStreams.RUNNING:
-            assert time.monotonic() < deadline and running.error is None
-            time.sleep(0.05)
+        wait_running(running, lambda: running.state == KafkaStreams.RUNNING,
+                     "the application to run", 20)
         assert "running member" in one_line_error(cli(tmp_path, "reset", app, *bs))
         members = cli(tmp_path, "describe", app, *bs).stdout.decode()
         assert "1 member(s)" in members and f"{app}-" in members
@@ -119,10 +119,9 @@ def test_describe_and_reset_an_application(server, topic_name, tmp_path):
         committed = {(tp.topic, tp.partition): tp.offset
                      for tp in admin.list_consumer_group_offsets(app).result()}
         assert {v for (t, _), v in committed.items() if t == src} == {0}
-        deadline = time.monotonic() + 20
-        while any(t.startswith(f"{app}-") for t in admin.list_topics(timeout=10).topics):
-            assert time.monotonic() < deadline, "internal topics still there"
-            time.sleep(0.1)
+        wait_until(lambda: not any(t.startswith(f"{app}-")
+                                   for t in admin.list_topics(timeout=10).topics), 20,
+                   "the internal topics to be deleted", interval=0.1)
     finally:
         admin.close()
     # run again from nothing (a new state dir is not needed: stores restore
@@ -146,6 +145,7 @@ def test_bad_input_is_one_line(server, topic_name, tmp_path):
     assert "do not exist" in one_line_error(
         cli(tmp_path, "reset", "x", "--input-topics", f"{topic_name},missing-topic", *bs))
     assert "nothing to reset" in one_line_error(cli(tmp_path, "reset", "nobody-home", *bs))
+    # the entry point itself, in a process of its own: an unknown command exits non-zero
     out = subprocess.run([sys.executable, "-m", "kafkalite", "streams", "frobnicate"],
                          capture_output=True, timeout=60, env=child_env())
     assert out.returncode != 0

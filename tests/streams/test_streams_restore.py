@@ -17,10 +17,11 @@ import os
 import time
 
 import pytest
-from harness import create
+from harness import create, wait_until
 from test_streams_exactly_once import (check, create_topics, outputs, start_app, stop_app,
                                        wait_caught_up)
-from test_streams_runtime import config, long_of, produce, read, run_until_caught_up
+from test_streams_runtime import (config, long_of, produce, read, run_until_caught_up,
+                                  wait_running)
 
 from kafkalite.client import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from kafkalite.streams import (Consumed, KafkaStreams, Materialized, Produced, Serdes,
@@ -169,11 +170,8 @@ def changelog_end(server, topic, partitions=4) -> int:
 def wait_changelog_past(server, topic, end, timeout=60.0) -> int:
     """Wait until the app's changelog went past ``end`` (it processed and
     committed): fixed sleeps were too short for a loaded machine."""
-    deadline = time.monotonic() + timeout
-    while (now := changelog_end(server, topic)) <= end:
-        assert time.monotonic() < deadline, f"{topic} still at {now} after {timeout} s"
-        time.sleep(0.2)
-    return now
+    return wait_until(lambda: (now := changelog_end(server, topic)) > end and now, timeout,
+                      f"{topic} to go past {end}", interval=0.2)
 
 
 def task_dirs(state, app) -> list:
@@ -248,15 +246,12 @@ def test_exactly_once_commit_leaves_rocksdb_to_the_checkpoint(server, topic_name
     app = streams()
     app.start()
     try:
-        deadline = time.monotonic() + 30
-        while app.metrics()["processed"] < len(records):
-            assert time.monotonic() < deadline and app.state != KafkaStreams.ERROR
-            time.sleep(0.05)
+        wait_running(app, lambda: app.metrics()["processed"] >= len(records),
+                     "every record processed", 30)
         group = Consumer(server.config(**{"group.id": f"{src}-app"}))
         try:       # the processed records committed (a commit after the last put)
-            while group.committed([TopicPartition(src, 0)])[0].offset < len(records):
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
+            wait_until(lambda: group.committed([TopicPartition(src, 0)])[0].offset
+                       >= len(records), 30, "the processed records committed")
         finally:
             group.close()
         assert app.metrics()["commits"] >= 1

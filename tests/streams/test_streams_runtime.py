@@ -11,7 +11,7 @@ import time
 
 import pyarrow.compute as pc
 import pytest
-from harness import create
+from harness import create, wait_until
 
 from kafkalite.client import (AdminClient, ConfigResource, Consumer, OFFSET_BEGINNING, Producer,
                               ResourceType, TopicPartition)
@@ -96,6 +96,15 @@ def run_until_caught_up(streams: KafkaStreams, server, timeout=30.0, started=Fal
         c.close()
         streams.close()
     assert streams.error is None
+
+
+def wait_running(streams, condition, what, timeout: float = 60.0):
+    """Until ``condition()`` holds (its value); fails at once, with the
+    error, if the application failed meanwhile."""
+    def check():
+        assert streams.state != KafkaStreams.ERROR, streams.error
+        return condition()
+    return wait_until(check, timeout, what)
 
 
 def config(server, tmp_path, app, **extra) -> dict:
@@ -214,10 +223,7 @@ def test_table_tombstone_through_a_real_server(server, topic_name, tmp_path):
     streams = KafkaStreams(b.build(), config(server, tmp_path, f"{src}-app"))
     streams.start()
     try:
-        deadline = time.monotonic() + 60
-        while streams.metrics()["processed"] < 4:
-            assert time.monotonic() < deadline and streams.state != KafkaStreams.ERROR
-            time.sleep(0.1)
+        wait_running(streams, lambda: streams.metrics()["processed"] >= 4, "4 records processed")
         assert streams.store("users").all() == [(b"u2", "bob"), (b"u3", "carol")]
         assert streams.store("users").get(b"u1") is None
     finally:
@@ -266,15 +272,12 @@ def run_through_one_abort(streams, server, src, records, planted: PlantedFailure
     produce(server, src, records[:200])
     streams.start()
     try:
-        deadline = time.monotonic() + timeout
-        while streams.metrics()["processed"] < 200:
-            assert time.monotonic() < deadline and streams.state != KafkaStreams.ERROR
-            time.sleep(0.05)
+        wait_running(streams, lambda: streams.metrics()["processed"] >= 200,
+                     "the first 200 records processed", timeout)
         produce(server, src, records[200:])
-        while streams.metrics()["aborts"] < 1 or len(planted.redone) < len(records):
-            assert time.monotonic() < deadline and streams.state != KafkaStreams.ERROR, \
-                streams.error
-            time.sleep(0.05)
+        wait_running(streams, lambda: streams.metrics()["aborts"] >= 1
+                     and len(planted.redone) >= len(records),
+                     "an abort, then every record redone", timeout)
     finally:
         streams.close()
     assert streams.error is None and planted.failed == [300]

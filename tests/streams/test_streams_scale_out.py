@@ -1,7 +1,8 @@
 """Scale-out (the issue's test): three instances of one Streams application
 (streams_counter_app.py, each its own process) share 6 input partitions
 while input keeps arriving; one is killed with SIGKILL mid-run. After its
-session times out its tasks move to the two left, which restore their counts
+session times out (3 s here: a static member's tasks wait that long) its
+tasks move to the two left, which restore their counts
 from the changelogs; the final output is checked against the model (the
 input itself): under exactly_once_v2, read read_committed, the copy holds
 every input record exactly once and each key's count ends at the model's;
@@ -16,15 +17,16 @@ on the moment: test_streams_exactly_once's kills do that reliably.)
 from __future__ import annotations
 
 import collections
-import time
 
+from harness import wait_until
 from test_streams_exactly_once import (InputFeed, check, create_topics, outputs, start_app,
                                        stop_app, wait_caught_up)
 
-from kafkalite.client import AdminClient
+from kafkalite.client import AdminClient, Consumer, TopicPartition
 
 PARTITIONS = 6
 VICTIM = "i2"
+SESSION_MS = 3000
 
 
 def assignment(server, app_id) -> dict:
@@ -45,14 +47,29 @@ def assignment(server, app_id) -> dict:
 
 def wait_assignment(server, app_id, members: int, timeout=60.0) -> dict:
     """Until ``members`` instances hold all the partitions, each some."""
-    deadline = time.monotonic() + timeout
-    while True:
+    def stable():
         got = assignment(server, app_id)
         held = sorted(p for ps in got.values() for p in ps)
-        if len(got) == members and held == list(range(PARTITIONS)) and all(got.values()):
-            return got
-        assert time.monotonic() < deadline, f"no stable assignment to {members}: {got}"
-        time.sleep(0.3)
+        ok = len(got) == members and held == list(range(PARTITIONS)) and all(got.values())
+        return got if ok else None
+    return wait_until(stable, timeout, f"a stable assignment to {members} instances",
+                      interval=0.3)
+
+
+def committed(server, app_id, topic) -> list[int]:
+    """The application's committed offset of each input partition (-1: none)."""
+    c = Consumer(server.config(**{"group.id": app_id}))
+    try:
+        return [tp.offset for tp in c.committed(
+            [TopicPartition(topic, p) for p in range(PARTITIONS)])]
+    finally:
+        c.close()
+
+
+def wait_committed_past(server, app_id, topic, floor: list[int]) -> None:
+    """Until the application committed past ``floor`` on every input partition."""
+    wait_until(lambda: all(o > f for o, f in zip(committed(server, app_id, topic), floor)), 60,
+               "commits on every input partition", interval=0.2)
 
 
 def planted_faults_caught(inputs, copy, counts) -> None:
@@ -77,12 +94,15 @@ def run_three_kill_one(server, topic, tmp_path, guarantee):
     feed = InputFeed(server, topic)
     try:
         for name in ("i1", "i2", "i3"):
-            procs[name] = start_app(server, app_id, topic, tmp_path / name, guarantee, name)
+            procs[name] = start_app(server, app_id, topic, tmp_path / name, guarantee, name,
+                                    SESSION_MS)
         before = wait_assignment(server, app_id, 3)
-        time.sleep(1.5)         # each instance has counted and committed some
+        # each instance has counted and committed some
+        wait_committed_past(server, app_id, topic, [0] * PARTITIONS)
         stop_app(procs.pop(VICTIM), kill=True)
         after = wait_assignment(server, app_id, 2)
-        time.sleep(1.0)
+        # the survivors go on with the victim's partitions while input arrives
+        wait_committed_past(server, app_id, topic, committed(server, app_id, topic))
     finally:
         inputs = feed.stop()
         if VICTIM in procs:

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from harness import create
 from test_streams_runtime import (PlantedFailure, config, long_of, produce, read,
-                                  run_through_one_abort, run_until_caught_up)
+                                  run_through_one_abort, run_until_caught_up, wait_running)
 
 from kafkalite.client import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from kafkalite.streams import (Consumed, JoinWindows, KafkaStreams, Materialized, Produced, Serdes,
@@ -87,20 +87,15 @@ def test_stream_table_and_stream_stream_joins(server, topic_name, tmp_path):
     streams = KafkaStreams(b.build(), config(server, tmp_path, f"{src}-app"))
     streams.start()
     try:
-        deadline = time.monotonic() + 60
-        while streams.metrics()["processed"] < len(users):
-            assert time.monotonic() < deadline and streams.state != KafkaStreams.ERROR, \
-                streams.error
-            time.sleep(0.05)
+        wait_running(streams, lambda: streams.metrics()["processed"] >= len(users),
+                     "the users table read")
         clicks_in = [(f"u{i % 11}", i, now + 37 * i) for i in range(120)]
         views_in = [(f"u{i % 11}", i, now + 41 * i) for i in range(110)]
         produce(server, f"{src}-clicks", clicks_in)
         produce(server, f"{src}-views", views_in)
         total = len(users) + len(clicks_in) + len(views_in)
-        while streams.metrics()["processed"] < total:
-            assert time.monotonic() < deadline and streams.state != KafkaStreams.ERROR, \
-                streams.error
-            time.sleep(0.05)
+        wait_running(streams, lambda: streams.metrics()["processed"] >= total,
+                     "every record processed")
     finally:
         streams.close()
     assert streams.error is None

@@ -8,7 +8,8 @@ from __future__ import annotations
 import time
 
 from harness import create
-from test_streams_runtime import config, long_of, produce, read, run_until_caught_up
+from test_streams_runtime import (config, long_of, produce, read, run_until_caught_up,
+                                  wait_running)
 from test_streams_sessions_driver import KINDS, model_sessions
 from test_streams_sliding_driver import model_sliding
 
@@ -86,30 +87,22 @@ def test_global_table_bootstrapped_and_kept_up_to_date(server, topic_name, tmp_p
     streams = KafkaStreams(b.build(), config(server, tmp_path, f"{topic_name}-app"))
     try:
         streams.start()
-        deadline = time.monotonic() + 60
-        while streams.global_records < 30:
-            assert time.monotonic() < deadline and streams.error is None, streams.error
-            time.sleep(0.05)
+        wait_running(streams, lambda: streams.global_records >= 30, "the global table read")
         assert streams.store("products").get(b"p7") == "name7"
         # while running: a rename, a delete, then orders that must see both
         send(products, [("p3", "renamed"), ("p4", None)])
-        while streams.global_records < 32:
-            assert time.monotonic() < deadline and streams.error is None, streams.error
-            time.sleep(0.05)
+        wait_running(streams, lambda: streams.global_records >= 32,
+                     "the rename and the delete read")
         send(orders, [(f"o{i}", f"p{i % 6}") for i in range(12)])
         names = {f"p{i}": f"name{i}" for i in range(30)}
         names["p3"], names["p4"] = "renamed", None
         want = {f"o{i}": f"p{i % 6}={names[f'p{i % 6}']}" for i in range(12)}
         want.update({f"early{i}": f"p{i}=name{i}" for i in range(6, 30, 3)})
-        deadline = time.monotonic() + 60
-        while True:
-            out = {k.decode(): v.decode() for k, v in
-                   latest_of(read(server, f"{topic_name}-out", 2)).items()}
-            if len(out) == len(want) or time.monotonic() > deadline:
-                break
-            assert streams.error is None, streams.error
-            time.sleep(0.2)
-        assert out == want
+        def output():
+            return {k.decode(): v.decode() for k, v in
+                    latest_of(read(server, f"{topic_name}-out", 2)).items()}
+        wait_running(streams, lambda: len(output()) == len(want), "every order joined")
+        assert output() == want
     finally:
         streams.close()
         p.close()

@@ -9,10 +9,9 @@ model over the two tables' final states.
 from __future__ import annotations
 
 import random
-import time
 
 from harness import create
-from test_streams_runtime import config, long_of, read, run_until_caught_up
+from test_streams_runtime import config, long_of, read, run_until_caught_up, wait_running
 
 from kafkalite.client import Producer
 from kafkalite.streams import (Consumed, Grouped, KafkaStreams, Materialized, Produced, Serdes,
@@ -47,6 +46,7 @@ def test_fk_join_and_grouped_count_equal_the_model(server, topic_name, tmp_path)
         "processing.guarantee": "exactly_once_v2"}))
     rnd = random.Random(5)
     tables = ({}, {})
+    sent = 0
     streams.start()
     try:
         for _ in range(6):
@@ -64,7 +64,10 @@ def test_fk_join_and_grouped_count_equal_the_model(server, topic_name, tmp_path)
                     tables[side].pop(k, None)
                 else:
                     tables[side][k] = v
-            time.sleep(0.3)
+            # the next round once this one is read: rounds, not one backlog
+            sent += len(batch)
+            wait_running(streams, lambda: streams.metrics()["processed"] >= sent,
+                         "the round processed")
     finally:
         run_until_caught_up(streams, server, timeout=60, started=True)
     orders_now, customers_now = tables

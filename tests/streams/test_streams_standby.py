@@ -14,7 +14,7 @@ import collections
 import time
 
 import pytest
-from harness import create
+from harness import create, wait_until
 from test_streams_runtime import config, long_of, produce, read, run_until_caught_up
 
 from kafkalite.client import Consumer, TopicPartition
@@ -24,13 +24,6 @@ from kafkalite.streams.restore import delete_checkpoint, read_checkpoint
 
 S, L = Serdes.string(), Serdes.long()
 PARTS = 4
-
-
-def wait_for(what, condition, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def committed(server, app, topic) -> int:
@@ -66,20 +59,22 @@ def test_migration_onto_a_standby_restores_only_the_tail(server, topic_name, tmp
     one.start()
     two.start()
     try:
-        wait_for("both instances active", lambda: len(one.tasks) == len(two.tasks) == 2)
-        wait_for("the input counted", lambda: committed(server, f"{src}-app", src) == 2000)
+        wait_until(lambda: len(one.tasks) == len(two.tasks) == 2, 60,
+                   "both instances active")
+        wait_until(lambda: committed(server, f"{src}-app", src) == 2000, 60,
+                   "the input counted")
         moved = set(one.tasks)
         kept = set(two.tasks)
         if replicas:
             # two's standbys of one's tasks have read their changelogs
-            wait_for("standbys", lambda: set(two.standbys) == moved)
-            wait_for("standbys fed", lambda: all(
+            wait_until(lambda: set(two.standbys) == moved, 60, "standbys")
+            wait_until(lambda: all(
                 offset > 0 for task in list(two.standbys.values())
-                for offset in (task.restored_to or {0: 0}).values()))
+                for offset in (task.restored_to or {0: 0}).values()), 60, "standbys fed")
             if store == "rocksdb":
                 # one may have checkpointed two's tasks when it gave them up
                 # at the first rebalance: only the standbys' own count here
-                wait_for("one's standbys", lambda: set(one.standbys) == kept)
+                wait_until(lambda: set(one.standbys) == kept, 60, "one's standbys")
                 for s, p in kept:
                     delete_checkpoint(str(tmp_path / "one" / f"{src}-app" / f"{s}_{p}"))
         else:

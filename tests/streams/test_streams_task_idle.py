@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from harness import create
+from harness import create, wait_until
 from test_streams_runtime import config, read
 
 from kafkalite.client import Consumer, Producer, TopicPartition
@@ -44,7 +44,9 @@ def committed(server, group, topic) -> int:
 
 
 @pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once_v2"])
-@pytest.mark.parametrize("idle_ms", [0, 8_000])
+# 5 s: time enough for the table's records to be written and fetched once
+# the stream's are buffered, on a loaded machine too
+@pytest.mark.parametrize("idle_ms", [0, 5_000])
 def test_join_waits_for_the_idle_partition(server, topic_name, tmp_path, guarantee, idle_ms):
     stream_t, table_t, out = topic_name, f"{topic_name}-t", f"{topic_name}-o"
     for t in (stream_t, table_t, out):
@@ -60,23 +62,28 @@ def test_join_waits_for_the_idle_partition(server, topic_name, tmp_path, guarant
     now = int(time.time() * 1000)      # not 1970: retention would delete the output
     produce(server, stream_t, [(f"k{i}", f"s{i}", now + i) for i in range(N)])
     streams.start()
+
+    def running(condition):
+        assert streams.state != KafkaStreams.ERROR, streams.error
+        return condition()
     try:
-        deadline = time.monotonic() + 30
-        while streams.state != KafkaStreams.RUNNING:
-            assert time.monotonic() < deadline and streams.state != KafkaStreams.ERROR
-            time.sleep(0.05)
-        time.sleep(2)       # polls that bring the stream's records, not the table's
         if idle_ms:
+            # polls brought the stream's records, not the table's: they wait
+            # (the consumer's buffers, read here as they are)
+            wait_until(lambda: running(lambda: any(
+                stream_t in held for held in list(streams._buffered.values()))), 30,
+                "the stream's records to be buffered")
             # waiting: nothing processed, nothing of the stream committed
             assert streams.metrics()["processed"] == 0
             assert committed(server, app_id, stream_t) in (-1, -1001, 0)
+        else:
+            wait_until(lambda: running(lambda: streams.metrics()["processed"] >= N), 30,
+                       "the stream's records to be processed")
         produce(server, table_t, [(f"k{i}", f"t{i}", now - 1_000) for i in range(N)])
-        while streams.metrics()["processed"] < 2 * N:
-            assert time.monotonic() < deadline and streams.state != KafkaStreams.ERROR
-            time.sleep(0.05)
-        while committed(server, app_id, stream_t) < N:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_until(lambda: running(lambda: streams.metrics()["processed"] >= 2 * N), 30,
+                   "every record to be processed")
+        wait_until(lambda: committed(server, app_id, stream_t) >= N, 30,
+                   "the stream's offsets to be committed")
     finally:
         streams.close()
     joined = sorted(v.decode() for _, _, v, _ in read(server, out, 1))

@@ -9,7 +9,8 @@ import collections
 import time
 
 from harness import create
-from test_streams_runtime import config, long_of, produce, read, run_until_caught_up
+from test_streams_runtime import (config, long_of, produce, read, run_until_caught_up,
+                                  wait_running)
 
 from kafkalite.streams import (Consumed, KafkaStreams, Materialized, Produced, Serdes,
                                StreamsBuilder)
@@ -33,13 +34,11 @@ def test_two_stream_threads_share_the_partitions(server, topic_name, tmp_path):
     model = collections.Counter(k for k, _, _ in records)
     streams.start()
     try:
-        deadline = time.monotonic() + 60
-        while not (len(streams.tasks) == 4 and all(len(t.tasks) == 2 for t in streams.threads)
-                   and dict(streams.store("counts").all()) ==
-                   {k.encode(): n for k, n in model.items()}):
-            assert streams.error is None and time.monotonic() < deadline, (
-                streams.error, {t.instance: sorted(t.tasks) for t in streams.threads})
-            time.sleep(0.1)
+        wait_running(streams, lambda: (
+            len(streams.tasks) == 4 and all(len(t.tasks) == 2 for t in streams.threads)
+            and dict(streams.store("counts").all()) == {k.encode(): n for k, n in model.items()}),
+            lambda: f"two tasks a thread, every record counted: "
+                    f"{ {t.instance: sorted(t.tasks) for t in streams.threads} }")
         assert streams.store("counts").get(b"k0") == model["k0"]
     finally:
         run_until_caught_up(streams, server, started=True)

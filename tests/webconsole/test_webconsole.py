@@ -25,7 +25,7 @@ import urllib.request
 import numpy as np
 import pytest
 
-from harness import ServerProcess
+from harness import ServerProcess, wait_until
 from kafkalite.client import (AdminClient, ConfigResource, Consumer, NewTopic, Producer,
                               TopicPartition)
 
@@ -36,6 +36,9 @@ from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 from PIL import Image  # noqa: E402
+
+# one browser for the module: its tests go to one xdist worker
+pytestmark = pytest.mark.xdist_group("webconsole")
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 SERIES_BLUE = (0x25, 0x63, 0xeb)       # console.js COLORS[0]: a chart's first series
@@ -236,10 +239,8 @@ def test_topic_created_altered_and_deleted_in_the_ui(browser, console, admin, to
     browser.find_element(By.ID, "delete-topic").click()
     WebDriverWait(browser, WAIT_S).until(lambda d: d.switch_to.alert).accept()
     wait_flash(browser, "ok: deleted topic")
-    deadline = time.monotonic() + 10
-    while topic_name in admin.list_topics().topics and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert topic_name not in admin.list_topics().topics
+    wait_until(lambda: topic_name not in admin.list_topics().topics, 10,
+               "the topic to be gone")
 
 
 def _browse(browser, **fields):
@@ -388,26 +389,29 @@ def _call(console, method, path, body=None, raw=None, ctype="application/json"):
 
 def test_api_answers_bad_input_with_a_4xx_and_a_message(server, console, admin, topic_name):
     admin.create_topics([NewTopic(topic_name, 1)])[topic_name].result()
+    # names of this test's own (the server is shared): none of them exists
+    ok_name, missing, csrf = topic_name + "-ok", topic_name + "-missing", topic_name + "-csrf"
+    nobody = "g" + topic_name[1:] + "-nobody"
     bad = [
         ("POST", "api/topics", None, b"{not json"),
         ("POST", "api/topics", None, b"[1, 2]"),
         ("POST", "api/topics", None, b"x" * (65 << 10)),
         ("POST", "api/topics", {"name": "has space"}, None),
         ("POST", "api/topics", {"name": topic_name}, None),
-        ("POST", "api/topics", {"name": "ok-name", "partitions": "many"}, None),
-        ("POST", "api/topics", {"name": "ok-name", "partitions": 0}, None),
+        ("POST", "api/topics", {"name": ok_name, "partitions": "many"}, None),
+        ("POST", "api/topics", {"name": ok_name, "partitions": 0}, None),
         ("GET", f"api/topics/{topic_name}/messages?limit=100000", None, None),
         ("GET", f"api/topics/{topic_name}/messages?offset=-5", None, None),
         ("GET", f"api/topics/{topic_name}/messages?partition=7", None, None),
         ("GET", f"api/topics/{topic_name}/messages?offset=1&timestamp=1", None, None),
         ("GET", f"api/topics/{topic_name}/messages?key_hex=zz", None, None),
-        ("GET", "api/topics/no-such-topic", None, None),
-        ("DELETE", "api/topics/no-such-topic", None, None),
+        ("GET", f"api/topics/{missing}", None, None),
+        ("DELETE", f"api/topics/{missing}", None, None),
         ("POST", f"api/topics/{topic_name}/configs", {}, None),
         ("POST", f"api/topics/{topic_name}/configs", {"set": {"no.such.config": "1"}}, None),
-        ("POST", "api/groups/nobody/reset-offsets", {"spec": "to-somewhere"}, None),
-        ("POST", "api/groups/nobody/reset-offsets", {"spec": "to-offset", "value": "x"}, None),
-        ("GET", "api/groups/nobody", None, None),
+        ("POST", f"api/groups/{nobody}/reset-offsets", {"spec": "to-somewhere"}, None),
+        ("POST", f"api/groups/{nobody}/reset-offsets", {"spec": "to-offset", "value": "x"}, None),
+        ("GET", f"api/groups/{nobody}", None, None),
         ("PUT", "api/topics", {}, None),
         ("GET", "api/nothing-here", None, None),
         ("GET", "../../etc/passwd", None, None),
@@ -418,14 +422,14 @@ def test_api_answers_bad_input_with_a_4xx_and_a_message(server, console, admin, 
         assert 400 <= status < 500, (method, path, status, answer)
         assert isinstance(answer.get("error"), str) and answer["error"], (method, path, answer)
     # a form another site's page could post without a CORS preflight is refused
-    status, answer = _call(console, "POST", "api/topics", {"name": "csrf-topic"},
+    status, answer = _call(console, "POST", "api/topics", {"name": csrf},
                            ctype="text/plain")
     assert status == 415 and "application/json" in answer["error"]
-    assert "csrf-topic" not in admin.list_topics().topics
+    assert csrf not in admin.list_topics().topics
     # the topic is untouched, asking about a missing topic did not create it
     # (auto.create.topics is on by default), and the console still serves
     assert topic_name in admin.list_topics().topics
-    assert "no-such-topic" not in admin.list_topics().topics
+    assert missing not in admin.list_topics().topics
     status, answer = _call(console, "GET", "api/cluster")
     assert status == 200 and len(answer["brokers"]) == 2
 
