@@ -24,6 +24,8 @@ SETTINGS: dict[str, tuple[float, float, str]] = {
                               "fuzzed native, ingest and ring inputs (tests/fuzzing.py)"),
     "KAFKALITE_FUZZ_FRAMES": (20_000, 1_000_000,
                               "fuzzed Kafka frames (tests/server/test_kafka_fuzz.py)"),
+    "KAFKALITE_CONTROL_FUZZ": (3000, 300_000,
+                               "fuzzed control-channel messages (tests/security/test_control_channel.py)"),
     "KAFKALITE_ACL_FUZZ_FRAMES": (1500, 50_000, "fuzzed frames under ACLs (tests/compat/test_acls.py)"),
     "KAFKALITE_EOS_KILLS": (5, 200,
                             "kills in the exactly-once pipeline (tests/server/test_exactly_once.py)"),

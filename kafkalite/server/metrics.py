@@ -434,6 +434,11 @@ class NodeMetrics:
         for (listener, reason), n in sorted(view.get("connections_rejected", {}).items()):
             rejected.add_metric([listener, reason], n)
         yield rejected
+        dropped = CounterMetricFamily(
+            "kafkalite_control_messages_dropped", "Malformed messages the supervisor's control "
+            "channel dropped (not a worker's: a stray or hostile local process)")
+        dropped.add_metric([], view.get("control_dropped", 0))
+        yield dropped
 
     @staticmethod
     def _quota_families(throttles: dict, rates: dict):
@@ -608,4 +613,4 @@ class NodeMetrics:
                 "requests": requests, "security": security, "topics": topics, "partitions": partitions,
                 "purgatory": purgatory, "brokers": brokers, "under_replicated": under,
                 "offline": offline, "topic_count": len(topics_md), "partition_count": count,
-                "groups": groups}
+                "groups": groups, "control_dropped": sup.control_dropped}

@@ -69,6 +69,7 @@ import zmq
 from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
+from kafkalite.ratelimit import RateLimitedLog
 from kafkalite.server.config import ServerConfig
 from kafkalite.server.controller import Controller
 from kafkalite.server.coordinator import GroupCoordinator
@@ -143,6 +144,8 @@ class Supervisor:
         self._changes = itertools.count(1)
         self._last_change = 0           # the last change sent (send)
         self._stop = False
+        self.control_dropped = 0        # malformed control messages dropped (_on_control_frames)
+        self._bad_control = RateLimitedLog(log)
         self._lock_fd = -1
         self._ingest_restart_at = 0.0
         self._next_leader_check = time.monotonic() + config.leader_imbalance_check_interval_seconds
@@ -511,6 +514,30 @@ class Supervisor:
                 del self.pending[change]
                 pend.on_done(pend.results, True)
 
+    def _on_control_frames(self, frames: list) -> None:
+        """One message off the control socket: [identity, a JSON object with
+        a "type" and the sender's "worker" index]. Anything else -- a local
+        process's stray frames, a truncated or hostile message -- is dropped,
+        logged (rate-limited) and counted, never fatal: every process of the
+        node depends on this loop."""
+        try:
+            if len(frames) != 2:
+                raise ValueError(f"{len(frames)} frames, not 2")
+            identity, raw = frames
+            msg = json.loads(raw)
+            if not isinstance(msg, dict) or not isinstance(msg.get("type"), str) \
+                    or type(msg.get("worker")) is not int:
+                raise ValueError("not an object with a type and a worker index")
+            self._on_control(identity, msg)
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError,
+                RecursionError) as exc:
+            # ValueError covers JSON and UTF-8 decoding, RecursionError JSON
+            # nested too deep; the others, a field of the wrong type met by
+            # the handler
+            self.control_dropped += 1
+            self._bad_control.warning("dropped a malformed control message (%d so far) %r: %s",
+                                      self.control_dropped, b"|".join(frames)[:200], exc)
+
     def _on_control(self, identity: bytes, msg: dict) -> None:
         kind = msg["type"]
         w = self._local.get(msg["worker"]) or self.remote.get(msg["worker"])
@@ -775,13 +802,10 @@ class Supervisor:
             if self.control in events:
                 while True:
                     try:
-                        identity, msg = self.control.recv_multipart(zmq.NOBLOCK)
+                        frames = self.control.recv_multipart(zmq.NOBLOCK)
                     except zmq.Again:
                         break
-                    try:
-                        self._on_control(identity, json.loads(msg))
-                    except (ValueError, KeyError, IndexError) as exc:
-                        log.error("bad control message %r: %s", msg[:200], exc)
+                    self._on_control_frames(frames)
             self.native.on_events(events)
             self.relay.on_events(events)
             for listener in self.kafka_listeners:

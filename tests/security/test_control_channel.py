@@ -1,0 +1,130 @@
+"""The supervisor's control channel against a local process that is not one
+of the server's: the endpoint is on every worker's command line, readable by
+any local user, and a ZeroMQ DEALER can send it anything. A malformed
+message is dropped, logged and counted (kafkalite_control_messages_dropped),
+never fatal: before, two frames (``hello``, ``world``) ended every process
+of the node. The fuzz sends structurally wrong messages only -- frame
+counts, bytes that are not JSON, JSON that is not a worker's object, fields
+of the wrong type -- under a worker index no worker has; which processes may
+speak on the channel at all is the authentication part of issue 40.
+
+A module server of its own: a regression stops it."""
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+import zmq
+
+from fuzzing import Survival, fuzz_rng
+from harness import create, read_all, wait_until
+from kafkalite.client import Producer
+from prometheus_client.parser import text_string_to_metric_families
+from soak import setting
+
+FUZZ = setting("KAFKALITE_CONTROL_FUZZ")
+
+# each one a message the old loop died on (unpacking, or a TypeError out of
+# the handler), or one it dropped, as DEALER frames (the ROUTER adds one)
+HOSTILE = [
+    [b"hello", b"world"],                       # the report: "too many values to unpack"
+    [b"a", b"b", b"c", b"d"],
+    [b"[]"],                                    # JSON, not an object
+    [b"null"],
+    [b'"heartbeat"'],
+    [b'{"type": "hello", "worker": [1]}'],      # an unhashable index
+    [b'{"type": "hello", "worker": {"a": 1}}'],
+    [b'{"type": ["hello"], "worker": 0}'],      # a type that is not a string
+    [b'{"type": "heartbeat", "worker": true}'],  # a bool is not an index
+    [b'{"type": "heartbeat"}'],                 # no worker
+    [b"\xff\xfe\xfd"],                          # not UTF-8
+    [b"{" * 100_000],                           # deeply nested: RecursionError is not fatal either
+    [b""],
+]
+
+
+@pytest.fixture(scope="module")
+def server(module_server):
+    return module_server
+
+
+def control_endpoint(srv) -> str:
+    with open(f"/proc/{srv.worker_pids()[0]}/cmdline") as f:
+        argv = f.read().split("\0")
+    return argv[argv.index("--control") + 1]
+
+
+def dropped(srv) -> float:
+    """kafkalite_control_messages_dropped, scraped (published every half second)."""
+    text = urllib.request.urlopen(srv.info["metrics"], timeout=5).read().decode()
+    return next((s.value for family in text_string_to_metric_families(text)
+                 for s in family.samples if s.name == "kafkalite_control_messages_dropped_total"),
+                0.0)
+
+
+def still_serves(srv, topic: str, n: int = 50) -> None:
+    p = Producer(srv.config(acks="all"))
+    for i in range(n):
+        p.produce(topic, b"%d" % i)
+    assert p.flush(30) == 0
+    p.close()
+    assert len(read_all(srv, topic, 2, n)) >= n
+
+
+def send_all(endpoint: str, messages) -> None:
+    ctx = zmq.Context()
+    try:
+        s = ctx.socket(zmq.DEALER)
+        s.setsockopt(zmq.LINGER, 5000)          # every message delivered before close
+        s.connect(endpoint)
+        for frames in messages:
+            s.send_multipart(frames)
+        s.close()
+    finally:
+        ctx.term()
+
+
+def test_malformed_control_messages_are_dropped_and_counted(server, topic_name):
+    create(server, topic_name, 2)
+    survival = Survival(server)
+    before = dropped(server)
+    send_all(control_endpoint(server), HOSTILE)
+    wait_until(lambda: dropped(server) >= before + len(HOSTILE), 20,
+               "the malformed messages counted")
+    survival.check("hostile control messages")
+    still_serves(server, topic_name)
+    assert "dropped a malformed control message" in server.output()
+
+
+def random_message(rng) -> list[bytes]:
+    junk = [None, True, 3.5, "x", "heartbeat", "hello", [], {}, [1, 2], {"a": [None]}, -1, 2**70]
+    kind = rng.randrange(5)
+    if kind == 0:                               # a wrong number of frames
+        return [rng.randbytes(rng.randrange(30)) for _ in range(rng.choice([2, 3, 5]))]
+    if kind == 1:                               # bytes
+        return [rng.randbytes(rng.randrange(200))]
+    if kind == 2:                               # JSON of any shape
+        return [json.dumps(rng.choice(junk)).encode()]
+    # an object with wrong fields, under an index no worker has
+    msg = {"type": rng.choice(["hello", "heartbeat", "metrics", "quota_usage", "done",
+                               "fenced", rng.choice(junk)]),
+           "worker": rng.choice([999_999, -7, "0", None, [0], 1.0])}
+    for _ in range(rng.randrange(4)):
+        msg[rng.choice(["port", "pid", "op", "rates", "kafka_listeners"])] = rng.choice(junk)
+    raw = json.dumps(msg).encode()
+    if kind == 4 and raw:                       # and cut short
+        raw = raw[:rng.randrange(len(raw))]
+    return [raw]
+
+
+def test_a_fuzz_of_the_control_channel_leaves_the_node_serving(server, topic_name):
+    create(server, topic_name, 2)
+    rng = fuzz_rng("control channel")
+    survival = Survival(server)
+    send_all(control_endpoint(server), (random_message(rng) for _ in range(FUZZ)))
+    # the last messages processed: the supervisor answered the metrics since
+    wait_until(lambda: server.proc.poll() is not None or dropped(server) > 0, 20,
+               "the fuzz's malformed messages counted")
+    survival.check("control channel fuzz")
+    still_serves(server, topic_name)
