@@ -18,6 +18,12 @@ given yet (the relay and the transaction coordinator) come with its first
 assign (worker.py ``join_supervisor``). Nothing here changes when the
 node is ready: that is still when every worker has opened its partitions.
 
+Each worker holds ``<data dir>/.workers/<index>.lock`` for its life
+(``lock_worker``); a server that takes the data directory's lock kills any
+worker of an earlier server still holding one (``fence_stale_workers``):
+one that was stopped when its supervisor died must not wake up beside the
+new workers, on the same partition files.
+
 A node of a cluster (``--cluster``) does not start early: whether it
 runs as the controller or as a broker node is known only once it has
 asked PostgreSQL. With CURVE (``native_curve_secret_key_file``) the control
@@ -37,6 +43,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import asdict, dataclass, field
 
 import zmq
@@ -45,6 +52,11 @@ from kafkalite import errors
 from kafkalite.server.config import ServerConfig
 
 LOCK_FILE = ".lock"
+# <data dir>/.workers/<index>.lock: held (flock) by each running worker, with
+# its pid in it, for as long as it lives
+WORKER_LOCKS = ".workers"
+# how long a server waits for a stale worker it killed to let go of its lock
+STALE_WORKER_WAIT_S = 10.0
 
 
 @dataclass
@@ -69,7 +81,8 @@ class WorkerProcess:
 
 def lock_data_dir(data_dir: str) -> int:
     """The open, exclusively locked ``<data_dir>/.lock``; KafkaStorageError
-    when another server holds it."""
+    when another server holds it. Workers of an earlier server that still
+    run there are killed first (``fence_stale_workers``)."""
     os.makedirs(data_dir, exist_ok=True)
     fd = os.open(os.path.join(data_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -77,6 +90,75 @@ def lock_data_dir(data_dir: str) -> int:
     except BlockingIOError:
         os.close(fd)
         raise errors.KafkaStorageError(f"another kafkalite server is using {data_dir}") from None
+    try:
+        fence_stale_workers(data_dir)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def fence_stale_workers(data_dir: str) -> None:
+    """Kill (SIGKILL) every worker of an earlier server that still holds its
+    lock in ``data_dir``, and wait until it let go. Such a worker outlived
+    its supervisor because it could not run (SIGSTOPped, or starved) when
+    the supervisor died; woken after this server's workers opened the same
+    partitions, it would append to their files and answer its old clients
+    with what it last knew. The data directory's lock (held by the caller)
+    makes every lock holder here an earlier server's worker."""
+    directory = os.path.join(data_dir, WORKER_LOCKS)
+    try:
+        names = sorted(os.listdir(directory))
+    except FileNotFoundError:
+        return
+    for name in names:
+        path = os.path.join(directory, name)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            deadline = None
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    pass
+                if deadline is None:
+                    pid = _lock_holder(fd)
+                    print(f"kafkalite: a worker of an earlier server (pid {pid}) still holds "
+                          f"{path}; killing it", file=sys.stderr, flush=True)
+                    if pid:
+                        try:
+                            os.kill(pid, signal.SIGKILL)
+                        except ProcessLookupError:
+                            pass
+                    deadline = time.monotonic() + STALE_WORKER_WAIT_S
+                elif time.monotonic() > deadline:
+                    raise errors.KafkaStorageError(
+                        f"a worker of an earlier server still holds {path} "
+                        f"(pid {_lock_holder(fd)}) after SIGKILL; stop it and start again")
+                time.sleep(0.02)
+        finally:
+            os.close(fd)        # closing drops the lock: the worker takes it next
+
+
+def _lock_holder(fd: int) -> int:
+    try:
+        return int(os.pread(fd, 32, 0).split()[0])
+    except (ValueError, IndexError, OSError):
+        return 0
+
+
+def lock_worker(data_dir: str, index: int) -> int:
+    """A worker's open, exclusively locked ``.workers/<index>.lock`` in
+    ``data_dir``, its pid written in it; kept until the process ends. A
+    worker of the same index that has not ended yet (the one a restart
+    replaces, still exiting) is waited for."""
+    directory = os.path.join(data_dir, WORKER_LOCKS)
+    os.makedirs(directory, exist_ok=True)
+    fd = os.open(os.path.join(directory, f"{index}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
 
 

@@ -63,6 +63,7 @@ from kafkalite.server.quotas import QuotaManager
 from kafkalite.server.security import listener_security, native_curve
 from kafkalite.server.broker_requests import BrokerRequests
 from kafkalite.server.native_listener import NativeListener
+from kafkalite.server.processes import lock_worker
 from kafkalite.server.listeners import kafka_listeners
 from kafkalite.server.relay import PendingRelay, RelayClient
 from kafkalite.server.replica_fetcher import ReplicaFetcher
@@ -471,6 +472,9 @@ def main(argv=None) -> int:
     config = ServerConfig(**json.loads(args.config_json))
     logging.basicConfig(level=config.effective_log_level,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # held until the process ends: a later server finds a worker of ours
+    # that outlived us by it, and kills it (processes.fence_stale_workers)
+    lock_worker(config.data_dir, args.index)
     worker = Worker(args.index, config, args.control, args.port, args.kafka_port, args.relay,
                     args.supervisor_pid, args.coordinator)
 
