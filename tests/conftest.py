@@ -101,13 +101,16 @@ def group_name(topic_name):
 
 @pytest.hookimpl(tryfirst=True)     # before xdist's, which reads the groups
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        # items that are not test functions (a module skipped at collection,
-        # as tests/spark is without Java) have no fixtures and no markers to add
-        if not isinstance(item, pytest.Function):
-            continue
-        if "spark" in item.fixturenames:
-            # one SparkSession (a JVM) for the run, not one per xdist worker
+    # items that are not test functions (a module skipped at collection, as
+    # tests/spark is without Java) have no fixtures and no markers to add
+    functions = [item for item in items if isinstance(item, pytest.Function)]
+    # one SparkSession (a JVM) for the run, not one per xdist worker: every
+    # test of a module where one test uses it goes to the "spark" group, so
+    # that the module's tests still run together (a module fixture set up
+    # twice in one process met its own topic)
+    spark_modules = {item.path for item in functions if "spark" in item.fixturenames}
+    for item in functions:
+        if item.path in spark_modules:
             item.add_marker(pytest.mark.xdist_group("spark"))
         elif item.get_closest_marker("xdist_group") is None:
             # a module's tests run in one xdist worker, in their order: its
