@@ -158,6 +158,9 @@ LEADER_WAIT_S = 15.0
 # a task config write the owner could not hand to the leader is tried again this often (and
 # the leader's duties, session key rotation and zombie fencing, run as often)
 TASK_CONFIG_RETRY_S = 0.5
+# How long a source task starting from new task configs waits for the tasks
+# of the earlier configs on other workers to stop (_predecessors_running)
+PREDECESSOR_WAIT_S = 5.0
 # the config topic's key of a connector's KIP-618 task count record (+ the connector's name)
 TASK_COUNT_PREFIX = "task-count-record-"
 # Kafka's defaults: how long a worker may take to read the config topic up to an
@@ -796,6 +799,7 @@ class _LocalTask:
         self.commit = None        # the view's task_commits of the connector when it started
         self.target = None
         self.generation = -1      # the group generation it started in (its status's)
+        self.waiting_since = None  # monotonic: since when its start waits for predecessors
 
 
 class DistributedHerder(Herder):
@@ -1107,7 +1111,7 @@ class DistributedHerder(Herder):
         self._start_assigned_connectors()
         with self._lock:
             for key in new_tasks:
-                self._start_local_task(self._tasks[key])
+                self._start_local_task(self._tasks[key], offsets_read=True)
         if revoked:
             self._rejoin.set()         # the revoked units go out in the next round
         delay = assignment.get("delay", 0)
@@ -1323,7 +1327,11 @@ class DistributedHerder(Herder):
         with self.internal._lock:
             return name in self.internal.pending_fencing
 
-    def _start_local_task(self, lt: _LocalTask) -> None:
+    def _start_local_task(self, lt: _LocalTask, offsets_read: bool = False) -> None:
+        """Start ``lt`` from the configs in the view. ``offsets_read``: the
+        offset store was read to its end since its predecessors stopped
+        (a rebalance's new tasks); otherwise a source task has it read
+        again first, for the offsets other workers' tasks committed."""
         from kafkalite.connect import plugins
         from kafkalite.connect.worker import FailedTask
         with self.internal._lock:
@@ -1340,6 +1348,14 @@ class DistributedHerder(Herder):
         except Exception as e:  # noqa: BLE001 -- a task that cannot be built is FAILED
             lt.running = FailedTask(lt.name, lt.id, e)
             return
+        if cls.TYPE == "source" and self._predecessors_running(lt, len(configs)):
+            return          # _reconcile tries again on its next round
+        lt.waiting_since = None
+        if cls.TYPE == "source" and not offsets_read and hasattr(self.worker.offsets, "refresh"):
+            # new task configs may have given it source partitions (tables,
+            # files) another worker's task read until now: their offsets are
+            # in the topic, not in this worker's view of it
+            self.worker.offsets.refresh()
         if self.exactly_once and cls.TYPE == "source" and self._pending_fencing(lt.name):
             # KIP-618: the earlier generation's producers are not fenced yet; _reconcile
             # starts it once the leader's task count record is in this worker's view
@@ -1349,6 +1365,37 @@ class DistributedHerder(Herder):
         lt.running = self.worker.start_task(cls.TYPE, lt.name, lt.id, config,
                                             dict(configs[lt.id]), task_class,
                                             paused=lt.target == "PAUSED")
+
+    def _predecessors_running(self, lt: _LocalTask, count: int) -> bool:
+        """Whether a source task of ``lt``'s connector that runs on another
+        worker still runs from an earlier set of task configs (its status
+        names an older commit): a new set may hand its source partitions
+        (tables, files) to ``lt``, and ``lt`` must read their offsets after
+        the old owner stopped and committed them, or it sends again what was
+        already sent. Kafka orders this through the rebalance that follows
+        new task configs; here each owner restarts its own tasks, so the
+        starting one waits, at most PREDECESSOR_WAIT_S (Kafka's
+        task.shutdown.graceful.timeout.ms), for each other task's status to
+        name the new commit or be removed."""
+        now = time.monotonic()
+        if lt.waiting_since is None:
+            lt.waiting_since = now
+        if now - lt.waiting_since >= PREDECESSOR_WAIT_S:
+            log.warning("connector %s task %d: starting although an earlier task still shows "
+                        "as running after %.0f s", lt.name, lt.id, PREDECESSOR_WAIT_S)
+            return False
+        local = {key[1] for key in self._tasks if key[0] == lt.name}
+        prefix = f"status-task-{lt.name}-"
+        with self.internal._lock:
+            others = [(key, value) for key, value in self.internal.status.items()
+                      if key.startswith(prefix)]
+        for key, value in others:
+            task = key[len(prefix):]
+            if not task.isdigit() or int(task) in local:
+                continue
+            if value.get("state") == "RUNNING" and value.get("commit") != lt.commit:
+                return True
+        return False
 
     def _stop_local_task(self, lt: _LocalTask) -> None:
         if lt.running is not None:
@@ -1419,7 +1466,8 @@ class DistributedHerder(Herder):
                 "generation": c.generation, "type": c.kind}) for n, c in self._connectors.items()]
             out += [(f"status-task-{lt.name}-{lt.id}", {
                 "state": lt.running.state, "trace": lt.running.trace,
-                "worker_id": self.worker.worker_id, "generation": lt.generation})
+                "worker_id": self.worker.worker_id, "generation": lt.generation,
+                "commit": lt.commit})
                 for lt in self._tasks.values() if lt.running is not None]
         for key, value in out:
             if self._published.get(key) != value and self._may_write_status(key, value):
