@@ -99,6 +99,17 @@ def group_name(topic_name):
     return "g" + topic_name[1:]
 
 
+# The xdist groups that take longest (a minute or more of one process in a
+# full run: the SparkSession's tests, clusters, kill loops, the benchmark
+# smokes that start peers), by prefix; `--durations=30` shows when to add one.
+LONGEST_GROUPS = (
+    "spark", "tests/server/test_replication.py", "tests/server/test_cluster_",
+    "tests/benchmarks/test_bench_spark_smoke.py", "tests/server/test_share_groups.py",
+    "tests/streams/test_bench_streams_smoke.py", "tests/server/test_quotas.py",
+    "tests/benchmarks/test_harness.py", "bench-harness", "share_confluent", "security",
+)
+
+
 @pytest.hookimpl(tryfirst=True)     # before xdist's, which reads the groups
 def pytest_collection_modifyitems(config, items):
     # items that are not test functions (a module skipped at collection, as
@@ -123,6 +134,13 @@ def pytest_collection_modifyitems(config, items):
             continue
         if (len(parts) > 1 and parts[0] in UNIT_PACKAGES) or "/".join(parts) in UNIT_MODULES:
             item.add_marker(pytest.mark.unit)
+    # xdist hands the groups out in this order as processes come free: the
+    # longest first, so that none of them starts last and holds up the end
+    def first(item):
+        group = item.get_closest_marker("xdist_group")
+        name = group.args[0] if group is not None and group.args else ""
+        return not any(name.startswith(prefix) for prefix in LONGEST_GROUPS)
+    items.sort(key=first)
 
 
 @pytest.fixture(autouse=True)
