@@ -212,9 +212,14 @@ def test_mirror_records_configs_partitions_and_group_offsets(clusters):
                     admin_b.list_consumer_group_offsets("g1").result() if tp.topic == "A.orders"}
             return offs if len(offs) == 3 else None
         offs = wait_until(translated, 60, "g1's translated offsets on the target")
-        cps = read_partitions(b, "A.checkpoints.internal", 1)[0]
-        decoded = {decode_checkpoint(c.key(), c.value())[:4] for c in cps}
-        assert {("g1", "orders", p, 170) for p in range(3)} <= decoded, decoded
+
+        # the same poll that returns the checkpoint records commits the
+        # translated offsets, before the worker has produced the records
+        def checkpointed():
+            cps = read_partitions(b, "A.checkpoints.internal", 1)[0]
+            decoded = {decode_checkpoint(c.key(), c.value())[:4] for c in cps}
+            return decoded if {("g1", "orders", p, 170) for p in range(3)} <= decoded else None
+        wait_until(checkpointed, 30, "g1's checkpoints of the three partitions")
         beats = read_partitions(b, "heartbeats", 1)[0]
         assert beats and beats[0].key() == encode_heartbeat("A", "target", 0)[0]
         # a consumer of g1 switched to the target resumes without a gap, re-reading at
