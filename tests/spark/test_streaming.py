@@ -27,8 +27,8 @@ def run_available_now(spark, server, topic, out, checkpoint, **options):
     return [p["numInputRows"] for p in q.recentProgress]
 
 
-def test_two_runs_from_one_checkpoint_lose_and_repeat_nothing(spark, server, tmp_path):
-    topic = "spark-stream"
+def test_two_runs_from_one_checkpoint_lose_and_repeat_nothing(spark, server, tmp_path, topic_name):
+    topic = topic_name          # the test's own on the shared server, run after run
     create(server, topic, 2)
     produce(server, topic, range(0, 150), 0)
     produce(server, topic, range(150, 300), 1)
