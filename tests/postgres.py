@@ -118,3 +118,22 @@ class PostgresServer:
 
     def remove(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Database:
+    """A database of its own on a shared PostgreSQL: a cluster of its own
+    (``dsn``, as PostgresServer has)."""
+
+    def __init__(self, dsn: str):
+        self.dsn = dsn
+
+
+def new_database(server) -> Database:
+    """A new, empty database on ``server`` (a PostgresServer)."""
+    import uuid
+
+    import psycopg
+    name = "t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(server.dsn, autocommit=True) as c:
+        c.execute(f"CREATE DATABASE {name}")
+    return Database(server.dsn.rsplit("/", 1)[0] + "/" + name)

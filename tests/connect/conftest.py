@@ -1,10 +1,8 @@
 """Fixtures of the Connect tests: a real PostgreSQL server for the session,
 a standalone worker with its REST API per test."""
-import signal
-import subprocess
 
 import pytest
-from connect_helpers import Connect
+from connect_helpers import Connect, stop_all
 
 from postgres import PostgresServer, find_binaries
 
@@ -43,12 +41,4 @@ def workers():
     the end (SIGTERM, then SIGKILL for one that does not stop in 60 s)."""
     procs = []
     yield procs
-    for p, _ in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    for p, _ in procs:
-        try:
-            p.wait(60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(10)
+    stop_all(procs)

@@ -2,6 +2,8 @@
 free port, a topic read up to its end, and the lines of a sink's file."""
 from __future__ import annotations
 
+import signal
+import subprocess
 import time
 
 import requests
@@ -76,3 +78,17 @@ def lines_of(path):
             return f.read().splitlines()
     except FileNotFoundError:
         return []
+
+
+def stop_all(workers):
+    """SIGTERM to each worker process still running, [(Popen, REST url)],
+    then wait for it (SIGKILL for one that does not stop within a minute)."""
+    for p, _ in workers:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p, _ in workers:
+        try:
+            p.wait(60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(10)

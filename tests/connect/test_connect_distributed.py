@@ -17,7 +17,7 @@ import time
 
 import requests
 from connect_cluster import get
-from connect_helpers import read_to_end
+from connect_helpers import read_to_end, stop_all  # noqa: F401 (imported from here too)
 from harness import child_env, create, free_port, read_all, wait_until
 
 SRC = "org.apache.kafka.connect.file.FileStreamSourceConnector"
@@ -42,21 +42,6 @@ def start_worker(server, tmp_path, i, group, **extra):
     proc = subprocess.Popen([sys.executable, "-m", "kafkalite", "connect", "distributed",
                              str(props)], env=child_env(), stdout=log, stderr=subprocess.STDOUT)
     return proc, f"http://127.0.0.1:{port}"
-
-
-
-def stop_all(workers):
-    """SIGTERM to each worker still running, then wait for it (SIGKILL for one
-    that does not stop within a minute)."""
-    for p, _ in workers:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    for p, _ in workers:
-        try:
-            p.wait(60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(10)
 
 
 def post_pg_source(url, postgres, table, topic_name):

@@ -20,14 +20,13 @@ import signal
 import subprocess
 import threading
 import time
-import uuid
 
 import psycopg
 import pytest
 
 from harness import ServerProcess, wait_until
 from jepsen import History, check
-from postgres import PostgresServer, find_binaries
+from postgres import PostgresServer, find_binaries, new_database
 from replicas import Traffic, create, read_log, state, wait_for
 from kafkalite.client import Consumer, Producer
 from soak import setting
@@ -38,11 +37,6 @@ pytestmark = pytest.mark.skipif(find_binaries() is None,
 KILLS = setting("KAFKALITE_CLUSTER_KILLS")
 TIMEOUTS = ["--controller-lease-ms", "3000", "--broker-session-timeout-ms", "2000",
             "--replica-lag-time-max-ms", "2000"]
-
-
-class Database:
-    def __init__(self, dsn: str):
-        self.dsn = dsn
 
 
 @pytest.fixture(scope="module")
@@ -56,10 +50,7 @@ def pg_server():
 def pg(pg_server):
     """A database of the test's own on the module's PostgreSQL: a cluster
     of its own."""
-    name = "t_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(pg_server.dsn, autocommit=True) as c:
-        c.execute(f"CREATE DATABASE {name}")
-    return Database(pg_server.dsn.rsplit("/", 1)[0] + "/" + name)
+    return new_database(pg_server)
 
 
 @pytest.fixture

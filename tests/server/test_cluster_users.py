@@ -20,7 +20,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 
 import confluent_kafka as ck
 import psycopg
@@ -32,7 +31,7 @@ sys.path.insert(0, __file__.rsplit("/tests/", 1)[0] + "/tests/compat")
 
 from compat_helpers import KafkaWire  # noqa: E402
 from harness import ServerProcess, run_cli  # noqa: E402
-from postgres import PostgresServer, find_binaries  # noqa: E402
+from postgres import PostgresServer, find_binaries, new_database  # noqa: E402
 from replicas import wait_for  # noqa: E402
 
 from kafkalite.protocol import ApiKey  # noqa: E402
@@ -161,13 +160,6 @@ def mirrored(data_dir) -> dict:
         return json.load(f)
 
 
-class Database:
-    """A database of its own on a shared PostgreSQL: a cluster of its own."""
-
-    def __init__(self, dsn: str):
-        self.dsn = dsn
-
-
 @pytest.fixture(scope="module")
 def pg_server():
     srv = PostgresServer().start()
@@ -192,17 +184,9 @@ def _cluster(pg, tmp_path):
                 s.stop()
 
 
-def new_database(pg_server) -> str:
-    """The DSN of a new database on ``pg_server``."""
-    name = "t_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(pg_server.dsn, autocommit=True) as c:
-        c.execute(f"CREATE DATABASE {name}")
-    return pg_server.dsn.rsplit("/", 1)[0] + "/" + name
-
-
 @pytest.fixture
 def cluster(pg_server, tmp_path):
-    yield from _cluster(Database(new_database(pg_server)), tmp_path)
+    yield from _cluster(new_database(pg_server), tmp_path)
 
 
 @pytest.fixture
@@ -329,7 +313,7 @@ def test_concurrent_edits_of_the_cluster_users_are_all_kept(pg_server):
     lost (without the lock it reads the row as it was and overwrites it:
     planted, this test fails)."""
     from kafkalite.server import cluster_store
-    dsn = new_database(pg_server)
+    dsn = new_database(pg_server).dsn
     conns = [cluster_store.connect(dsn, 5.0, autocommit=i == 2) for i in range(3)]
     cluster_store.create_schema(conns[0])
     assert cluster_store.seed_users(conns[0], {})

@@ -17,15 +17,6 @@ from harness import ServerProcess, create, pid_alive, read_all, wait_until
 from kafkalite.client import Producer
 
 
-def running(pid: int) -> bool:
-    """Alive and not a zombie (an orphan's zombie lasts until init reaps it)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def produce(srv, topic: str, values) -> None:
     p = Producer(srv.config(acks="all", **{"enable.idempotence": True}))
     for i, v in enumerate(values):
@@ -46,11 +37,11 @@ def test_a_stopped_worker_of_a_dead_server_is_killed_before_a_new_server_serves(
         os.kill(stopped, signal.SIGSTOP)
         os.kill(old.proc.pid, signal.SIGKILL)
         old.proc.wait(10)
-        wait_until(lambda: not running(other), 30, "the running worker to notice and exit")
-        assert running(stopped)
+        wait_until(lambda: not pid_alive(other), 30, "the running worker to notice and exit")
+        assert pid_alive(stopped)
 
         new = ServerProcess(data, log_path=str(tmp_path / "new.log")).start()
-        assert not running(stopped), "the stopped worker of the dead server still runs"
+        assert not pid_alive(stopped), "the stopped worker of the dead server still runs"
         assert f"(pid {stopped}) still holds" in new.output()
         produce(new, "t", [b"after-%d" % i for i in range(200)])
         values = sorted(m.value() for m in read_all(new, "t", 2, 400))
