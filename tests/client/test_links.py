@@ -187,9 +187,13 @@ def test_a_ring_carries_produce_only_and_queues_what_does_not_fit(server, topic_
     try:
         with pytest.raises(errors.UnsupportedVersionError, match="Produce only"):
             link.send(ApiKey.METADATA, {"topics": None})
-        # far more than the ring holds at once: the rest waits in the link
+        # far more than the ring holds at once: the rest waits in the link.
+        # The bodies are built first so that the sends follow each other
+        # faster than the worker drains (built between sends, a loaded test
+        # process let the worker keep the ring empty).
         big = [b"v" * 1000] * 20
-        cids = [link.send(ApiKey.PRODUCE, produce_body(topic_name, {0: big})) for _ in range(20)]
+        bodies = [produce_body(topic_name, {0: big}) for _ in range(20)]
+        cids = [link.send(ApiKey.PRODUCE, body) for body in bodies]
         assert not link.ready()
         answers = dict(wait_answers(link, 20, timeout=30))
         assert sorted(answers) == sorted(cids) and link.ready()
