@@ -1391,8 +1391,8 @@ class _Sender:
                 if now >= b.deadline:
                     queue.popleft()
                     self.p._report(b, errors.RequestTimedOutError(
-                        f"delivery.timeout.ms expired before {b.topic}-{b.partition} had a "
-                        f"leader"), -1)
+                        f"delivery.timeout.ms expired before {b.topic}-{b.partition} "
+                        f"{self._stalled_because(key, b)}"), -1)
                     continue
                 if now < b.retry_at:
                     break
@@ -1414,6 +1414,23 @@ class _Sender:
                     break
             if not queue and self.waiting.get(key) is queue:
                 del self.waiting[key]
+
+    def _stalled_because(self, key, b: _Batch) -> str:
+        """Why ``b`` still waits (the end of a delivery timeout's message)."""
+        held = self.retrying.get(key)
+        if held is not None and held is not b:
+            return (f"could be sent: it waits behind a retried batch (sequence {held.sequence}, "
+                    f"{held.attempts} attempts) that was never answered")
+        if self.p._idempotent and self.requests_out[key] >= self._appends_allowed(key):
+            return (f"could be sent: {self.requests_out[key]} requests carrying the partition "
+                    f"were never answered")
+        if self.p._idempotent and b.attempts and self.in_flight_batches[key]:
+            return (f"could be sent again: {self.in_flight_batches[key]} batches of the "
+                    f"partition were never answered")
+        leader = self._leader_of(b)
+        if leader >= 0:
+            return f"had a link to its leader, broker {leader}"
+        return "had a leader"
 
     def run(self) -> None:
         p = self.p
