@@ -38,7 +38,9 @@ channel and relay, which other nodes' workers join (server/processes.py,
 server/relay.py) -- are CURVE servers of another ZAP domain,
 ``NODE_ZAP_DOMAIN``, where the same handler accepts the server's own key
 and nothing else: a client key authorized for the native ports does not
-open them. Every node of a cluster holds the same key pair.
+open them. Every node of a cluster holds the same key pair; a single node
+without a key file makes one for the run (server/security.py node_curve),
+so those channels are closed to other local processes by default.
 
 Who may call: any thread; a ``KeyAuthenticator``'s map is swapped whole,
 so its thread reads a consistent one.

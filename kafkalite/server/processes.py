@@ -26,11 +26,17 @@ new workers, on the same partition files.
 
 A node of a cluster (``--cluster``) does not start early: whether it
 runs as the controller or as a broker node is known only once it has
-asked PostgreSQL. With CURVE (``native_curve_secret_key_file``) the control
-channel is a CURVE server (``bind_control``) whose ZAP handler
-(protocol/curve.py) must answer the workers' first handshake: it starts
-here (loading the protocol's codecs early, some 50 ms), and the supervisor
-adopts it with the rest (a context has one ZAP handler).
+asked PostgreSQL.
+
+The control channel is a CURVE server (``bind_control``) open to the
+node's key pair only: the native protocol's (``native_curve_secret_key_file``)
+or, without one, a pair made for this run that each worker reads from a
+pipe on its stdin (``spawn_worker``) -- not from its command line, which
+any local user can read. Its ZAP handler (protocol/curve.py, which loads
+the protocol's codecs, some 200 ms) starts once the workers are spawned,
+while they import; a handshake before it fails and the worker's socket
+tries again. The supervisor adopts it with the rest (a context has one ZAP
+handler).
 
 Who may call: ``kafkalite server`` (cli.py) before it imports the
 supervisor; the supervisor and broker nodes (``spawn_worker``, ``WorkerProcess``).
@@ -163,17 +169,28 @@ def lock_worker(data_dir: str, index: int) -> int:
 
 
 def spawn_worker(w: WorkerProcess, config: ServerConfig, control: str, relay: str | None,
-                 coordinator: str | None) -> None:
+                 coordinator: str | None, node_keys: tuple[bytes, bytes] | None = None) -> None:
     """Start ``w``'s process: broker ``w.index``, talking to the controller
     at ``control``, relaying to ``relay``, verifying transactions with the
-    coordinator at ``coordinator`` (either None: named by its first assign)."""
+    coordinator at ``coordinator`` (either None: named by its first assign).
+
+    ``node_keys`` (public, secret: Z85) is the node's own CURVE key pair,
+    the only one its control channel and relay take (``bind_control``):
+    it goes to the worker through a pipe on its stdin, never on its command
+    line, which every local user can read in /proc."""
     endpoints = [*(["--relay", relay] if relay else []),
                  *(["--coordinator", coordinator] if coordinator else [])]
     w.proc = subprocess.Popen(
         [sys.executable, "-m", "kafkalite.server.worker", "--index", str(w.index),
          "--control", control, "--port", str(w.port), "--kafka-port", str(w.kafka_port),
          "--supervisor-pid", str(os.getpid()), *endpoints,
-         "--config-json", json.dumps(asdict(config))])
+         *(["--node-keys-stdin"] if node_keys else []),
+         "--config-json", json.dumps(asdict(config))],
+        stdin=subprocess.PIPE if node_keys else None)
+    if node_keys:
+        # 82 bytes: far below a pipe's buffer, so this never waits for the worker
+        w.proc.stdin.write(b"%s %s\n" % node_keys)
+        w.proc.stdin.close()
     w.pid = w.proc.pid
 
 
@@ -192,18 +209,29 @@ def spawn_ingest(config: ServerConfig, native_port: int, port: int) -> subproces
         stdout=subprocess.PIPE)
 
 
+# protocol/curve.py's NODE_ZAP_DOMAIN (tests/server/test_node_channels.py
+# checks they agree): written out here because importing that module (and
+# the protocol's codecs with it) would delay the workers' early start
+NODE_ZAP_DOMAIN = "kafkalite-nodes"
+
+
 def bind_control(ctx: zmq.Context, bind_host: str, advertised_host: str,
-                 curve=None) -> tuple[zmq.Socket, str]:
+                 node_secret: bytes | None = None) -> tuple[zmq.Socket, str]:
     """The control channel's ROUTER, bound to any free port, and the
-    endpoint workers connect to. With ``curve`` (a protocol/curve.CurveServer)
-    it is a CURVE server that only the server's key pair may join: in a
-    cluster it listens where other nodes' workers reach it, and a stranger
-    who could say "hello" there would be taken for a broker."""
+    endpoint workers connect to. With ``node_secret`` (the secret key of the
+    node's CURVE key pair) it is a CURVE server that only that key pair may
+    join: a local process, or in a cluster a stranger who could reach it,
+    saying "hello" there would be taken for a worker. The caller starts the
+    ZAP handler that checks the key (protocol/curve.py CurveServer.start);
+    until it runs, handshakes fail and the workers' sockets retry them."""
     control = ctx.socket(zmq.ROUTER)
     control.setsockopt(zmq.LINGER, 0)
     control.setsockopt(zmq.ROUTER_HANDOVER, 1)
-    if curve is not None:
-        curve.secure_node_server(control, ctx)
+    if node_secret is not None:
+        control.setsockopt(zmq.CURVE_SERVER, 1)
+        control.setsockopt(zmq.CURVE_SECRETKEY, node_secret)
+        control.setsockopt_string(zmq.ZAP_DOMAIN, NODE_ZAP_DOMAIN)
+        control.setsockopt(zmq.ZAP_ENFORCE_DOMAIN, 1)
     bracketed = f"[{bind_host}]" if ":" in bind_host else bind_host
     port = control.bind_to_random_port(f"tcp://{bracketed}")
     return control, f"tcp://{advertised_host}:{port}"
@@ -218,7 +246,8 @@ class EarlyStart:
     workers: list[WorkerProcess]
     ingest: subprocess.Popen | None
     stop_requested: bool = False     # SIGTERM/SIGINT before the supervisor took over
-    curve: object = None             # the protocol/curve.CurveServer, its ZAP handler running
+    curve: object = None             # the native protocol's protocol/curve.CurveServer, or None
+    node_curve: object = None        # the node channels' CurveServer, its ZAP handler running
 
     def abandon(self) -> None:
         """The supervisor could not start: stop what was started, and let go
@@ -237,8 +266,8 @@ class EarlyStart:
         if self.ingest is not None and self.ingest.stdout is not None:
             self.ingest.stdout.close()
         self.control.close()
-        if self.curve is not None:
-            self.curve.stop()
+        if self.node_curve is not None:
+            self.node_curve.stop()
         os.close(self.lock_fd)
 
 
@@ -254,7 +283,10 @@ def start_early(config: ServerConfig) -> EarlyStart | None:
     if config.native_curve_secret_key_file:
         from kafkalite.server.security import native_curve
         curve = native_curve(config)
-    control, endpoint = bind_control(zmq.Context.instance(), "127.0.0.1", "127.0.0.1", curve)
+    # the node's channels take the native key pair, else one made for this run
+    node_keys = (curve.public, curve.secret) if curve is not None else zmq.curve_keypair()
+    ctx = zmq.Context.instance()
+    control, endpoint = bind_control(ctx, "127.0.0.1", "127.0.0.1", node_keys[1])
     early = EarlyStart(lock_fd, control, endpoint, [], None, curve=curve)
 
     def stop(signum, frame):
@@ -265,9 +297,15 @@ def start_early(config: ServerConfig) -> EarlyStart | None:
         port = config.worker_base_port + i if config.worker_base_port else 0
         kafka_port = config.kafka_worker_base_port + i if config.kafka_worker_base_port else 0
         early.workers.append(WorkerProcess(i, port, kafka_port))
-        spawn_worker(early.workers[-1], config, endpoint, None, None)
+        spawn_worker(early.workers[-1], config, endpoint, None, None,
+                     node_keys if curve is None else None)
     if config.ingest_port == 0 and config.port:
         # a gateway on a free port starts now: the node is ready once it said
         # which; one on a fixed port starts once the node is ready (supervisor.py)
         early.ingest = spawn_ingest(config, config.port, config.ingest_port)
+    # the ZAP handler (and the protocol's codecs it imports) only now, while
+    # the workers import: their first handshake waits for it
+    from kafkalite.server.security import node_curve
+    early.node_curve = node_curve(config, curve, node_keys)
+    early.node_curve.start(ctx)
     return early

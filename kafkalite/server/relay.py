@@ -5,12 +5,14 @@ listener also receives Metadata, group, admin and producer-id requests,
 which only the supervisor (controller and group coordinator) can answer.
 The worker passes such a request on, undecoded, over an internal ZeroMQ
 channel: a DEALER per worker to a ROUTER the supervisor binds on loopback
-for its own workers only (never the public native port, so no client can
-pose as a relay). In a cluster the ROUTER listens where other nodes'
-workers reach it; with CURVE (``native_curve_secret_key_file``) it is a
-CURVE server that only the server's key pair opens (protocol/curve.py
-``NODE_ZAP_DOMAIN``), and every worker connects with that pair, so no one
-else's request is relayed, let alone as the principal its header names.
+(never the public native port). The ROUTER is a CURVE server that only the
+node's key pair opens (protocol/curve.py ``NODE_ZAP_DOMAIN``): the one of
+``native_curve_secret_key_file``, else one the supervisor made for the run
+and handed its workers through a pipe (processes.spawn_worker). So no other
+local process's request is relayed, let alone as the principal its header
+names, and none takes over a worker's identity. In a cluster the ROUTER
+listens where other nodes' workers reach it, and is CURVE only with the
+key file (every node holds the same pair; security.warn_if_node_channels_open).
 The supervisor decodes it as a Kafka-wire request (``Listener.KAFKA``:
 answers name the Kafka listeners' node ids and ports), dispatches it like
 any other, and sends the encoded answer back; the worker writes it to the

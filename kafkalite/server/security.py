@@ -213,6 +213,24 @@ def native_curve(config) -> curve.CurveServer | None:
     return curve.CurveServer(public, secret, authorized, curve.BROKER_PRINCIPAL)
 
 
+def node_curve(config, native, keys: tuple[bytes, bytes] | None = None):
+    """The CURVE identity of the node's own channels (the control channel
+    and the relay, which only the server's processes may speak on): the
+    native protocol's (``native``, from the key file) when there is one,
+    else, on a single node, a key pair of this run -- ``keys`` (public,
+    secret), or a new one -- that the supervisor hands its workers through
+    a pipe (processes.spawn_worker). None for a cluster without a key file:
+    other nodes' workers could not know a key made here
+    (``warn_if_node_channels_open``)."""
+    if native is not None:
+        return native
+    if config.cluster:
+        return None
+    from kafkalite.protocol import curve
+    public, secret = keys or curve.zmq.curve_keypair()
+    return curve.CurveServer(public, secret, None, curve.BROKER_PRINCIPAL)
+
+
 def warn_if_node_channels_open(config) -> None:
     """One warning (the controller's, at start) when a cluster's control
     channel and relay listen beyond loopback without CURVE."""

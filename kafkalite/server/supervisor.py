@@ -76,7 +76,7 @@ from kafkalite.server.coordinator import GroupCoordinator
 from kafkalite.server.kafka_listener import KafkaListener
 from kafkalite.server.listeners import kafka_listeners
 from kafkalite.server.metrics import NodeMetrics
-from kafkalite.server.security import (listener_security, native_curve,
+from kafkalite.server.security import (listener_security, native_curve, node_curve,
                                        warn_if_node_channels_open)
 from kafkalite.server.metadata import (OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC,
                                       MetadataStore)
@@ -224,6 +224,8 @@ class Supervisor:
         # group and read its new state (share_partition.py)
         self.coordinator.share.state_reset = self.coordinator.share_group_deleted
         self.curve = early.curve if early is not None else native_curve(cfg)
+        # the control channel and the relay: the server's processes only
+        self.node_curve = early.node_curve if early is not None else node_curve(cfg, self.curve)
         self.markers = BrokerRequests(self.ctx, self.controller.native_endpoint,
                                       "kafkalite-txn-coordinator", curve=self.curve)
         self.txn_coordinator = TransactionCoordinator(
@@ -316,13 +318,17 @@ class Supervisor:
         if cfg.cluster:
             bind_host = cfg.host if cfg.host not in ("", "*") else "0.0.0.0"
             advertised = _bracket(cfg.public_host)
-        # With CURVE both open to the server's key pair only.
-        self.relay = RelayServer(self.ctx, self.dispatcher, bind_host, advertised, self.curve)
+        # Both open to the node's key pair only (but a cluster's without CURVE).
+        self.relay = RelayServer(self.ctx, self.dispatcher, bind_host, advertised,
+                                 self.node_curve)
         if early is not None:
             self.control, self.control_endpoint = early.control, early.control_endpoint
         else:
-            self.control, self.control_endpoint = bind_control(self.ctx, bind_host, advertised,
-                                                               self.curve)
+            if self.node_curve is not None:
+                self.node_curve.start(self.ctx)
+            self.control, self.control_endpoint = bind_control(
+                self.ctx, bind_host, advertised,
+                self.node_curve.secret if self.node_curve is not None else None)
         warn_if_node_channels_open(cfg)
         if self.lease is not None:
             self.lease.publish({"control": self.control_endpoint, "relay": self.relay.endpoint,
@@ -420,8 +426,12 @@ class Supervisor:
         return sorted(KAFKA_APIS)
 
     def _spawn(self, w: WorkerProcess) -> None:
+        # a key pair of this run goes to the worker; one from the key file it reads
+        keys = None
+        if self.node_curve is not None and self.node_curve is not self.curve:
+            keys = (self.node_curve.public, self.node_curve.secret)
         spawn_worker(w, self.config, self.control_endpoint, self.relay.endpoint,
-                     f"tcp://{self._local_host()}:{self.native.port}")
+                     f"tcp://{self._local_host()}:{self.native.port}", keys)
 
     def _local_host(self) -> str:
         """Where this host's own processes reach the supervisor's listeners."""
@@ -891,6 +901,8 @@ class Supervisor:
         self.relay.close()
         self.native.close()
         self.control.close()
+        if self.node_curve is not None:
+            self.node_curve.stop()      # the native listener stopped it if it is the same
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1

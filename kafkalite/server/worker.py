@@ -60,7 +60,7 @@ from kafkalite.server.metrics import WorkerMetrics
 from kafkalite.server.quota_control import quotas_from_json
 from kafkalite.server.connection_quotas import ConnectionQuotas
 from kafkalite.server.quotas import QuotaManager
-from kafkalite.server.security import listener_security, native_curve
+from kafkalite.server.security import listener_security, native_curve, node_curve
 from kafkalite.server.broker_requests import BrokerRequests
 from kafkalite.server.native_listener import NativeListener
 from kafkalite.server.processes import lock_worker
@@ -93,12 +93,17 @@ _VERIFY_RETRIABLE = {errors.CoordinatorNotAvailableError.code,
 class Worker:
     def __init__(self, index: int, config: ServerConfig, control_endpoint: str, port: int,
                  kafka_port: int = 0, relay_endpoint: str | None = None,
-                 supervisor_pid: int | None = None, coordinator_endpoint: str | None = None):
+                 supervisor_pid: int | None = None, coordinator_endpoint: str | None = None,
+                 node_keys: tuple[bytes, bytes] | None = None):
         self.index = index
         self.config = config
         self.ctx = zmq.Context.instance()
         self.poller = zmq.Poller()
         self.curve = native_curve(config)   # the server's keys, or None without CURVE
+        # the key pair the control channel and the relay take: the server's,
+        # else the one the supervisor made for this run (node_keys)
+        self.node_curve = node_curve(config, self.curve, node_keys) \
+            if self.curve is not None or node_keys else None
         self.coordinator = None             # BrokerRequests to the transaction coordinator
         self.relay = None                   # RelayClient to the supervisor
         self._pending_relay = PendingRelay()  # what waits for the relay to be known
@@ -171,8 +176,8 @@ class Worker:
         self.control = self.ctx.socket(zmq.DEALER)
         self.control.setsockopt(zmq.LINGER, 1000)
         self.control.setsockopt(zmq.IDENTITY, b"worker-%d" % index)
-        if self.curve is not None:      # the controller's channel opens to the server's keys only
-            self.curve.secure_client(self.control)
+        if self.node_curve is not None:     # the controller's channel opens to the node's keys only
+            self.node_curve.secure_client(self.control)
         self.control.connect(control_endpoint)
         self.poller.register(self.control, zmq.POLLIN)
         self._stop = False
@@ -213,7 +218,7 @@ class Worker:
                 self.coordinator.send(COORDINATOR, api, version, body, on_done)
         if relay_endpoint and self.relay is None:
             self.relay = RelayClient(self.ctx, relay_endpoint, b"worker-%d" % self.index,
-                                     curve=self.curve)
+                                     curve=self.node_curve)
             self.relay.attach(self.poller)
             for listener in self.kafka_listeners:      # what KafkaListener(relay=...) does
                 listener.relay = self.relay
@@ -468,7 +473,17 @@ def main(argv=None) -> int:
     parser.add_argument("--coordinator", help="the supervisor's native endpoint (the transaction "
                                               "coordinator, asked to verify transactional "
                                               "writes); without it, the first assign names it")
+    parser.add_argument("--node-keys-stdin", action="store_true",
+                        help="read the node's CURVE key pair (the control channel's and the "
+                             "relay's) from stdin: one line, public and secret key, Z85")
     args = parser.parse_args(argv)
+    node_keys = None
+    if args.node_keys_stdin:
+        words = sys.stdin.buffer.readline().split()
+        if len(words) != 2:
+            print(f"worker {args.index}: no node key pair on stdin", file=sys.stderr)
+            return 1
+        node_keys = (words[0], words[1])
     config = ServerConfig(**json.loads(args.config_json))
     logging.basicConfig(level=config.effective_log_level,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -476,7 +491,7 @@ def main(argv=None) -> int:
     # that outlived us by it, and kills it (processes.fence_stale_workers)
     lock_worker(config.data_dir, args.index)
     worker = Worker(args.index, config, args.control, args.port, args.kafka_port, args.relay,
-                    args.supervisor_pid, args.coordinator)
+                    args.supervisor_pid, args.coordinator, node_keys)
 
     def stop(signum, frame):
         worker._stop = True

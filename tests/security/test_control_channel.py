@@ -1,12 +1,14 @@
-"""The supervisor's control channel against a local process that is not one
-of the server's: the endpoint is on every worker's command line, readable by
-any local user, and a ZeroMQ DEALER can send it anything. A malformed
-message is dropped, logged and counted (kafkalite_control_messages_dropped),
-never fatal: before, two frames (``hello``, ``world``) ended every process
-of the node. The fuzz sends structurally wrong messages only -- frame
-counts, bytes that are not JSON, JSON that is not a worker's object, fields
-of the wrong type -- under a worker index no worker has; which processes may
-speak on the channel at all is the authentication part of issue 40.
+"""The supervisor's control channel against a malformed message from an
+insider: one holding the node's key pair (a worker gone wrong, or a bug).
+Only the server's processes can speak on the channel
+(test_node_channels.py), so the module's server runs with a key pair of
+the test's (``native_curve_secret_key_file``) and the messages are sent
+with it. A malformed message is dropped, logged and counted
+(kafkalite_control_messages_dropped), never fatal: before, two frames
+(``hello``, ``world``) ended every process of the node. The fuzz sends
+structurally wrong messages only -- frame counts, bytes that are not JSON,
+JSON that is not a worker's object, fields of the wrong type -- under a
+worker index no worker has.
 
 A module server of its own: a regression stops it."""
 from __future__ import annotations
@@ -18,8 +20,9 @@ import pytest
 import zmq
 
 from fuzzing import Survival, fuzz_rng
-from harness import create, read_all, wait_until
-from kafkalite.client import Producer
+from harness import ServerProcess, read_all, wait_until
+from kafkalite.client import AdminClient, NewTopic, Producer
+from kafkalite.protocol import curve
 from prometheus_client.parser import text_string_to_metric_families
 from soak import setting
 
@@ -45,8 +48,30 @@ HOSTILE = [
 
 
 @pytest.fixture(scope="module")
-def server(module_server):
-    return module_server
+def keys(tmp_path_factory):
+    """The server's key pair: (public, secret) Z85 and the key pair file's path."""
+    root = tmp_path_factory.mktemp("curve")
+    public_path, secret_path = curve.write_keypair(str(root), "server")
+    public, secret = curve.load_keypair_file(secret_path)
+    return public, secret, public_path, secret_path
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, keys):
+    srv = ServerProcess(str(tmp_path_factory.mktemp("server") / "data"), extra_args=[
+        "--native-curve-secret-key-file", keys[3]]).start()
+    try:
+        yield srv
+    finally:
+        if srv.proc.poll() is None:
+            srv.stop()
+        srv.kill()
+
+
+def insider(keys) -> dict:
+    """A native client's settings with the server's own key pair."""
+    return {"curve.server.key": keys[2], "curve.public.key": keys[2],
+            "curve.secret.key": keys[3]}
 
 
 def control_endpoint(srv) -> str:
@@ -63,20 +88,30 @@ def dropped(srv) -> float:
                 0.0)
 
 
-def still_serves(srv, topic: str, n: int = 50) -> None:
-    p = Producer(srv.config(acks="all"))
+def create_topic(srv, keys, name: str) -> None:
+    admin = AdminClient(srv.config(**insider(keys)))
+    try:
+        for f in admin.create_topics([NewTopic(name, 2)]).values():
+            f.result()
+    finally:
+        admin.close()
+
+
+def still_serves(srv, keys, topic: str, n: int = 50) -> None:
+    p = Producer(srv.config(acks="all", **insider(keys)))
     for i in range(n):
         p.produce(topic, b"%d" % i)
     assert p.flush(30) == 0
     p.close()
-    assert len(read_all(srv, topic, 2, n)) >= n
+    assert len(read_all(srv, topic, 2, n, **insider(keys))) >= n
 
 
-def send_all(endpoint: str, messages) -> None:
+def send_all(endpoint: str, keys, messages) -> None:
     ctx = zmq.Context()
     try:
         s = ctx.socket(zmq.DEALER)
         s.setsockopt(zmq.LINGER, 5000)          # every message delivered before close
+        curve.secure_client(s, keys[0], keys[0], keys[1])
         s.connect(endpoint)
         for frames in messages:
             s.send_multipart(frames)
@@ -85,15 +120,15 @@ def send_all(endpoint: str, messages) -> None:
         ctx.term()
 
 
-def test_malformed_control_messages_are_dropped_and_counted(server, topic_name):
-    create(server, topic_name, 2)
+def test_malformed_control_messages_are_dropped_and_counted(server, keys, topic_name):
+    create_topic(server, keys, topic_name)
     survival = Survival(server)
     before = dropped(server)
-    send_all(control_endpoint(server), HOSTILE)
+    send_all(control_endpoint(server), keys, HOSTILE)
     wait_until(lambda: dropped(server) >= before + len(HOSTILE), 20,
                "the malformed messages counted")
     survival.check("hostile control messages")
-    still_serves(server, topic_name)
+    still_serves(server, keys, topic_name)
     assert "dropped a malformed control message" in server.output()
 
 
@@ -118,13 +153,13 @@ def random_message(rng) -> list[bytes]:
     return [raw]
 
 
-def test_a_fuzz_of_the_control_channel_leaves_the_node_serving(server, topic_name):
-    create(server, topic_name, 2)
+def test_a_fuzz_of_the_control_channel_leaves_the_node_serving(server, keys, topic_name):
+    create_topic(server, keys, topic_name)
     rng = fuzz_rng("control channel")
     survival = Survival(server)
-    send_all(control_endpoint(server), (random_message(rng) for _ in range(FUZZ)))
+    send_all(control_endpoint(server), keys, (random_message(rng) for _ in range(FUZZ)))
     # the last messages processed: the supervisor answered the metrics since
     wait_until(lambda: server.proc.poll() is not None or dropped(server) > 0, 20,
                "the fuzz's malformed messages counted")
     survival.check("control channel fuzz")
-    still_serves(server, topic_name)
+    still_serves(server, keys, topic_name)
