@@ -62,7 +62,8 @@ class AclStore:
 
     def save(self, acls) -> None:
         data = json.dumps({"version": 1, "acls": acls_to_json(acls)}, indent=1)
-        write_atomically(self.path, data.encode())
+        # the owner's only: who may do what, and who is a target (issue 40)
+        write_atomically(self.path, data.encode(), mode=0o600)
 
 
 class PostgresAclStore:

@@ -231,6 +231,36 @@ def node_curve(config, native, keys: tuple[bytes, bytes] | None = None):
     return curve.CurveServer(public, secret, None, curve.BROKER_PRINCIPAL)
 
 
+# With security on, what the server creates is its owner's and group's only
+# (directories 0750, files 0640): the log segments hold the records the ACLs
+# protect, and a local user who could read them would need no listener.
+SECURE_UMASK = 0o027
+
+
+def security_enabled(config) -> bool:
+    """Security is on once the authorizer is, a Kafka listener
+    authenticates or encrypts, or the native protocol runs CURVE."""
+    return bool(config.authorizer_enabled or config.native_curve_secret_key_file
+                or any(spec.protocol != "PLAINTEXT" for spec in kafka_listeners(config)))
+
+
+def restrict_file_modes(config) -> None:
+    """With security on: the process's umask (the workers inherit it)
+    becomes SECURE_UMASK, and an existing data directory loses what other
+    users could do in it. Called by ``kafkalite server`` before it creates
+    anything."""
+    if not security_enabled(config):
+        return
+    old = os.umask(SECURE_UMASK)
+    os.umask(old | SECURE_UMASK)        # a stricter umask of the user's stays
+    try:
+        mode = os.stat(config.data_dir).st_mode & 0o777
+        if mode & 0o007:
+            os.chmod(config.data_dir, mode & ~0o007)
+    except FileNotFoundError:
+        pass                            # made under the umask
+
+
 def warn_if_node_channels_open(config) -> None:
     """One warning (the controller's, at start) when a cluster's control
     channel and relay listen beyond loopback without CURVE."""
