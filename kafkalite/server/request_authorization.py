@@ -22,7 +22,17 @@ Kafka's KafkaApis does around its handlers:
   DescribeCluster, DescribeGroups and DescribeTopicPartitions are filled in
   (with the authorizer off they keep answering "omitted").
 
-The checks per API are Kafka 3.x's (see ``_CHECKS``). Requests on the
+The checks per API are Kafka 3.x's (see ``_CHECKS``), and for the APIs
+of KIP-932 Kafka 4.x's: the share coordinator's (InitializeShareGroupState,
+ReadShareGroupState, WriteShareGroupState, DeleteShareGroupState,
+ReadShareGroupStateSummary) are brokers' APIs, as WriteTxnMarkers and a
+follower's Fetch are, and need ClusterAction on the cluster; denied, every
+partition named is answered CLUSTER_AUTHORIZATION_FAILED and the share
+coordinator never sees the request. Only the APIs of ``_NO_CHECK``
+(ApiVersions and the SASL APIs, answered before authentication) ask the
+authorizer nothing; an API in neither table is denied as a whole, so an
+API added without a rule is closed, not open (and
+tests/server/test_request_authorization_rules.py fails for it). Requests on the
 native ZeroMQ protocol are checked the same way when CURVE is on
 (``native_curve_secret_key_file``; protocol/curve.py): the ZAP handler
 maps each client's public key to its principal, which rides on the
@@ -71,7 +81,11 @@ class RequestGate:
         check = _CHECKS.get(ctx.api_key)
         if check is not None:
             return check(_Request(self, ctx), body)
-        return None
+        if ctx.api_key in _NO_CHECK:
+            return None
+        # an API nobody wrote a rule for: closed until someone does
+        raise errors.ClusterAuthorizationFailedError(
+            f"{ctx.principal} may not use API {ctx.api_key}: it has no authorization rule")
 
 
 class _Request:
@@ -621,6 +635,29 @@ def _describe_topic_partitions(r: _Request, body: dict):
         return {"throttle_time_ms": 0, "topics": [], "next_cursor": None}
 
 
+# ---- the share coordinator's (brokers' APIs) ---------------------------------------------------
+
+def _share_state(blank: dict):
+    """InitializeShareGroupState, ReadShareGroupState, WriteShareGroupState,
+    DeleteShareGroupState, ReadShareGroupStateSummary: ClusterAction on the
+    cluster, as Kafka asks of these brokers' APIs. The responses have no
+    top-level error_code: denied, each partition named is answered with the
+    error (and ``blank``, so that a read tells nothing of the state), as
+    Kafka's getErrorResponse does. The partition leaders' own requests come
+    with the server's principal, a super user (native_curve_secret_key_file),
+    or on the unchecked native path without CURVE."""
+    def check(r: _Request, body: dict) -> dict | None:
+        if r.may_cluster(Op.CLUSTER_ACTION):
+            return None
+        message = (f"{r.principal} may not read or change share-group state (a broker's "
+                   f"API: ClusterAction on the cluster)")
+        return {"results": [{"topic_id": t["topic_id"], "partitions": [
+            {"partition": p["partition"], "error_code": CLUSTER_DENIED,
+             "error_message": message, **blank} for p in t["partitions"]]}
+            for t in body.get("topics") or ()]}
+    return check
+
+
 # ---- the ACL APIs ------------------------------------------------------------------------------
 
 def _create_acls(r: _Request, body: dict) -> None:
@@ -670,9 +707,19 @@ def _alter_client_quotas(r: _Request, body: dict) -> None:
         body["entries"] = []
 
 
-# API -> its check. Not here, as in Kafka: ApiVersions and the SASL APIs
-# (answered before authentication). DescribeCluster checks nothing but
-# fills in its authorized operations when asked.
+# The APIs that ask the authorizer nothing, as in Kafka's KafkaApis: each is
+# answered before (or as) the client authenticates, by the Kafka listener
+# or the dispatcher, and never reaches RequestGate.check. Every other API
+# the server advertises has its check in _CHECKS (DescribeCluster's checks
+# nothing but fills in its authorized operations when asked); an API in
+# neither is denied (RequestGate.check).
+_NO_CHECK = frozenset({
+    ApiKey.API_VERSIONS,          # what a client asks first, before it logs in
+    ApiKey.SASL_HANDSHAKE,        # logging in itself
+    ApiKey.SASL_AUTHENTICATE,
+})
+
+# API -> its check.
 _CHECKS = {
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
@@ -733,4 +780,10 @@ _CHECKS = {
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_user_scram_credentials,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: _cluster(Op.DESCRIBE_CONFIGS),
     ApiKey.ALTER_CLIENT_QUOTAS: _alter_client_quotas,
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: _share_state({}),
+    ApiKey.READ_SHARE_GROUP_STATE: _share_state({"state_epoch": 0, "start_offset": -1,
+                                                 "state_batches": []}),
+    ApiKey.WRITE_SHARE_GROUP_STATE: _share_state({}),
+    ApiKey.DELETE_SHARE_GROUP_STATE: _share_state({}),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: _share_state({"state_epoch": 0, "start_offset": -1}),
 }
