@@ -27,22 +27,30 @@ process that serves Kafka requests, each of which decides with an
 ``Authorizer`` of its own.
 
 What each API checks is request_authorization.py's; this module knows
-only the model. Denials are logged (rate-limited, Kafka's authorizer log:
-principal, host, operation, resource) and counted per resource type and
-operation in the process's metrics.
+only the model. Denials are logged (Kafka's authorizer log: principal,
+host, operation, resource) and counted per resource type and operation in
+the process's metrics. The log is rate-limited (``AuditLog``): a burst of
+denials, a client retrying what it may not do, logs the first few lines of
+each interval; the rest are not lost without a trace: the next line logged
+says how many were left out since the one before it, and the process's
+metrics count them (kafkalite_authorizer_audit_lines_dropped).
 
 Who may call: the broker processes, on their event-loop thread.
 """
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 
 from kafkalite import errors
 from kafkalite.protocol.enums import AclOperation, AclPermissionType, PatternType, ResourceType
-from kafkalite.ratelimit import RateLimitedLog
 
 log = logging.getLogger("kafkalite.authorizer")
+
+# The audit log's rate limit (AuditLog): at most this many denial lines per interval.
+AUDIT_LINES_PER_INTERVAL = 5
+AUDIT_INTERVAL_S = 10.0
 
 WILDCARD = "*"                       # a literal resource name, principal name or host: any
 CLUSTER_NAME = "kafka-cluster"       # the one Cluster resource's name
@@ -176,16 +184,54 @@ def binding_from_request(c: dict) -> AclBinding:
     return AclBinding(rt, name, pt, principal, host, op, perm)
 
 
+class AuditLog:
+    """Kafka's authorizer log of denials, at most ``per_interval`` lines
+    each ``interval_s``. A denial beyond that is counted, not logged: in
+    ``dropped`` until the next line logged, which ends with "(N more denials
+    not logged)", and for good in ``stats.audit_lines_dropped`` (a
+    metrics.RequestStats, when the process has metrics). Denials left out
+    at the end of a burst are told by the next denial logged, however much
+    later; the metric has them at once."""
+
+    __slots__ = ("stats", "per_interval", "interval_s", "dropped", "_window_start", "_logged")
+
+    def __init__(self, stats=None, per_interval: int = AUDIT_LINES_PER_INTERVAL,
+                 interval_s: float = AUDIT_INTERVAL_S):
+        self.stats = stats
+        self.per_interval = per_interval
+        self.interval_s = interval_s
+        self.dropped = 0                 # since the last line logged
+        self._window_start = time.monotonic()
+        self._logged = 0
+
+    def denied(self, msg: str, *args) -> None:
+        now = time.monotonic()
+        if now - self._window_start >= self.interval_s:
+            self._window_start, self._logged = now, 0
+        if self._logged >= self.per_interval:
+            self.dropped += 1
+            if self.stats is not None:
+                self.stats.audit_lines_dropped += 1
+            return
+        self._logged += 1
+        if self.dropped:
+            log.warning(msg + " (%d more denials not logged)", *args, self.dropped)
+            self.dropped = 0
+        else:
+            log.warning(msg, *args)
+
+
 class Authorizer:
     """The ACLs in force in one process and the decisions over them.
-    ``stats`` (a metrics.RequestStats, or None) counts denials."""
+    ``stats`` (a metrics.RequestStats, or None) counts denials, and the
+    denials the audit log left out."""
 
     def __init__(self, super_users=(), allow_everyone_if_no_acl_found: bool = False,
                  acls=(), stats=None):
         self.super_users = frozenset(super_users)
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
         self.stats = stats
-        self._audit = RateLimitedLog(log)
+        self.audit = AuditLog(stats)
         self.acls: tuple[AclBinding, ...] = ()
         # A decision looks only at the ACLs that can match: literal ones by
         # (resource type, name) -- ``*`` included, under its own name --
@@ -264,9 +310,9 @@ class Authorizer:
                resource_type: ResourceType, name: str) -> None:
         """Kafka's authorizer log line for a denial, and its count."""
         rt = "Cluster" if resource_type == ResourceType.CLUSTER else _title(resource_type.name)
-        self._audit.warning("Principal = %s is Denied Operation = %s from host = %s on "
-                            "resource = %s:LITERAL:%s", principal, _title(operation.name), host,
-                            rt, name)
+        self.audit.denied("Principal = %s is Denied Operation = %s from host = %s on "
+                          "resource = %s:LITERAL:%s", principal, _title(operation.name), host,
+                          rt, name)
         if self.stats is not None:
             key = f"{rt}:{_title(operation.name)}"
             self.stats.denied[key] = self.stats.denied.get(key, 0) + 1

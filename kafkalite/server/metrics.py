@@ -89,17 +89,19 @@ def request_name(api_key: int) -> str:
 class RequestStats:
     """Per API key: [requests answered, total ms, histogram bucket counts];
     and the security audit's counts: requests denied by the authorizer per
-    "ResourceType:Operation" (``denied``, authorizer.py); failed
+    "ResourceType:Operation" (``denied``, authorizer.py) and the denials
+    its rate-limited log left out (``audit_lines_dropped``); failed
     authentications (``authentication_failures``), successful
     re-authentications and connections closed because their SASL session
     expired (KIP-368), all counted by the Kafka listener."""
 
-    __slots__ = ("by_api", "denied", "authentication_failures", "reauthentications",
-                 "expired_sessions_closed")
+    __slots__ = ("by_api", "denied", "audit_lines_dropped", "authentication_failures",
+                 "reauthentications", "expired_sessions_closed")
 
     def __init__(self):
         self.by_api: dict[int, list] = {}
         self.denied: dict[str, int] = {}
+        self.audit_lines_dropped = 0
         self.authentication_failures = 0
         self.reauthentications = 0
         self.expired_sessions_closed = 0
@@ -117,12 +119,14 @@ class RequestStats:
         return {request_name(k): [s[0], s[1], list(s[2])] for k, s in self.by_api.items()}
 
     def security_snapshot(self) -> dict:
-        return {"denied": dict(self.denied), "authentication_failures":
-                self.authentication_failures, "reauthentications": self.reauthentications,
+        return {"denied": dict(self.denied), "audit_lines_dropped": self.audit_lines_dropped,
+                "authentication_failures": self.authentication_failures,
+                "reauthentications": self.reauthentications,
                 "expired_sessions_closed": self.expired_sessions_closed}
 
 
-_SECURITY_COUNTS = ("authentication_failures", "reauthentications", "expired_sessions_closed")
+_SECURITY_COUNTS = ("audit_lines_dropped", "authentication_failures", "reauthentications",
+                    "expired_sessions_closed")
 
 
 def _add_security(into: dict, figures: dict) -> None:
@@ -473,6 +477,10 @@ class NodeMetrics:
                                      labels=["resource_type", "operation"])
         for key, n in sorted(security["denied"].items()):
             denied.add_metric(key.split(":", 1), n)
+        dropped = CounterMetricFamily("kafkalite_authorizer_audit_lines_dropped",
+                                      "Denials the authorizer's rate-limited log left out "
+                                      "(authorizer.py; each told by the next line logged)")
+        dropped.add_metric([], security["audit_lines_dropped"])
         failed = CounterMetricFamily("kafkalite_authentication_failures",
                                      "Failed SASL authentications on the Kafka listeners "
                                      "(Kafka's failed-authentication-total)")
@@ -486,7 +494,7 @@ class NodeMetrics:
                                       "without re-authentication (Kafka's "
                                       "expired-connections-killed-count)")
         expired.add_metric([], security["expired_sessions_closed"])
-        yield from (denied, failed, reauth, expired)
+        yield from (denied, dropped, failed, reauth, expired)
 
     @staticmethod
     def _request_families(requests: dict):
