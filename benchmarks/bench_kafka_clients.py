@@ -36,7 +36,9 @@ HEADERS = ["#", "Figure", "kafkalite", "Compared with", "Ratio", "Target", "Met"
 
 def create_topic(server, name: str) -> None:
     from kafkalite.client import AdminClient, NewTopic
-    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    from kafkalite.client.config import owner_config
+    # a server with security on takes the owner's key pair on its native port
+    admin = AdminClient({"bootstrap.servers": server.bootstrap, **owner_config(server.info)})
     try:
         admin.create_topics([NewTopic(name, 1)])[name].result()
     finally:

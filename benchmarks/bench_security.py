@@ -132,7 +132,9 @@ def start_native_server(work: str, curve: bool, workers: int) -> launcher.Server
 
 
 def native_conf(server, work: str, **extra) -> dict:
-    conf = {"bootstrap.servers": server.bootstrap, **extra}
+    from kafkalite.client.config import owner_config
+    # security on without CURVE keys of the bench's own: the owner's key pair
+    conf = {"bootstrap.servers": server.bootstrap, **owner_config(server.info), **extra}
     if server.curve:
         keys = os.path.join(work, "curve-keys")
         conf.update({"curve.server.key": os.path.join(keys, "server.key"),

@@ -52,6 +52,11 @@ def _client_config(args, **defaults) -> dict:
     cfg.update(_parse_kv(getattr(args, "property_x", None), "-X"))
     if args.bootstrap_server:
         cfg["bootstrap.servers"] = args.bootstrap_server
+    if "curve.server.key" not in cfg:
+        # the server's owner, on a server with security on: its key pair
+        from kafkalite.client.config import owner_config
+        data_dir = getattr(args, "data_dir", None) or DEFAULT_DATA_DIR
+        cfg.update(owner_config(_server_json(data_dir, cfg["bootstrap.servers"])))
     return cfg
 
 

@@ -19,7 +19,10 @@ from kafkalite.server.launcher import pid_alive  # noqa: F401 (used by tests)
 
 class ServerProcess(launcher.ServerProcess):
     def config(self, **extra) -> dict:
-        return {"bootstrap.servers": self.bootstrap, **extra}
+        """A kafkalite client's settings; on a server with security on and no
+        key file, the owner's key pair (client/config.py owner_config)."""
+        from kafkalite.client.config import owner_config
+        return {"bootstrap.servers": self.bootstrap, **owner_config(self.info), **extra}
 
     def stop(self, timeout: float = 30.0) -> int | None:
         code = super().stop(timeout)

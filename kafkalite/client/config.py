@@ -6,6 +6,8 @@ not silently fall back to a default.
 """
 from __future__ import annotations
 
+import os
+
 _BOOL = {"true": True, "false": False, "1": True, "0": False}
 
 
@@ -198,3 +200,15 @@ def resolve(config: dict | None, schema: dict, aliases: dict | None = None) -> d
         raise ValueError("configuration property 'bootstrap.servers' is required "
                          "(host:port of a kafkalite server)")
     return out
+
+
+def owner_config(server_info: dict) -> dict:
+    """The CURVE settings a tool of a server's owner connects with: with
+    security on and no key file the native ports take only the key pair the
+    server wrote, 0600, into its data directory, and its server.json names
+    (``owner.key_file``; server/security.py). {} when there is none, or it
+    cannot be read by this process (another user's server)."""
+    path = server_info.get("owner.key_file")
+    if not path or not os.access(path, os.R_OK):
+        return {}
+    return {"curve.server.key": path, "curve.public.key": path, "curve.secret.key": path}

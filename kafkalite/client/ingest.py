@@ -64,6 +64,11 @@ publishers back meanwhile. A PULL socket cannot read one publisher and
 leave another, so once a principal is that far behind, every publisher
 waits with it; below the bound the others are not slowed.
 
+With security on and no key file the supervisor hands the gateway the
+node's key pair of this run on its stdin (``--curve-keys-stdin``): it is a
+CURVE server that admits no publisher, as the native ports admit no client
+(server/security.py native_security).
+
 Without CURVE there are no principals: one Producer, principal ANONYMOUS
 on the broker, as for any native client.
 
@@ -183,7 +188,7 @@ def parse_message(frames: list[bytes]) -> tuple[str, bytes | None, bytes, list |
 
 class Gateway:
     def __init__(self, bootstrap: str, host: str, port: int, curve_secret_key_file: str = "",
-                 curve_authorized_keys: str = ""):
+                 curve_authorized_keys: str = "", curve_keys: tuple[bytes, bytes] | None = None):
         self.ctx = zmq.Context()
         self.pull = self.ctx.socket(zmq.PULL)
         self.pull.setsockopt(zmq.LINGER, 0)
@@ -192,8 +197,8 @@ class Gateway:
         self._config = {"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5,
                         "batch.size": BATCH_BYTES, "client.id": "kafkalite-ingest",
                         "kafkalite.transport": "zmq"}
-        if curve_secret_key_file:
-            public, secret = curve.load_keypair_file(curve_secret_key_file)
+        if curve_secret_key_file or curve_keys:
+            public, secret = curve_keys or curve.load_keypair_file(curve_secret_key_file)
             self.curve = curve.CurveServer(public, secret, curve_authorized_keys or None,
                                            curve.BROKER_PRINCIPAL)
             self.curve.start(self.ctx)
@@ -361,12 +366,21 @@ def main(argv=None) -> int:
                         help="CURVE: the server's key pair (publishers need its public key)")
     parser.add_argument("--curve-authorized-keys", default="",
                         help="CURVE: the publishers' public keys (native_curve_authorized_keys)")
+    parser.add_argument("--curve-keys-stdin", action="store_true",
+                        help="CURVE: the server's key pair of this run, one line on stdin "
+                             "(public and secret key, Z85); no publisher is admitted")
     args = parser.parse_args(argv)
+    keys = None
+    if args.curve_keys_stdin:
+        keys = tuple(sys.stdin.buffer.readline().split())
+        if len(keys) != 2:
+            print("kafkalite ingest: no key pair on stdin", file=sys.stderr, flush=True)
+            return 1
     logging.basicConfig(level=os.environ.get("KAFKALITE_LOG_LEVEL", "WARNING"),
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         gw = Gateway(args.bootstrap, args.host, args.port, args.curve_secret_key_file,
-                     args.curve_authorized_keys)
+                     args.curve_authorized_keys, keys)
     except curve.CurveKeyError as exc:
         print(f"kafkalite ingest: {exc}", file=sys.stderr, flush=True)
         return 1

@@ -122,6 +122,22 @@ def write_keypair(directory: str, name: str, principal: str | None = None) -> tu
     return paths[0], paths[1]
 
 
+def write_keypair_file(path: str, public: bytes, secret: bytes, why: str) -> None:
+    """Key pair ``public``/``secret`` as a certificate file at ``path``, mode
+    0600 (its owner only), replacing any file there; ``why`` goes in its
+    comment."""
+    tmp = f"{path}.tmp"
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(f"#   ZeroMQ CURVE secret key pair: {why}\n\nmetadata\ncurve\n"
+                f'    public-key = "{public.decode()}"\n    secret-key = "{secret.decode()}"\n')
+    os.replace(tmp, path)
+
+
 def load_authorized_keys(path: str) -> dict[bytes, str]:
     """{Z85 public key: principal} from a directory of .key files or a text file."""
     keys: dict[bytes, str] = {}

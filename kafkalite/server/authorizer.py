@@ -338,30 +338,17 @@ def _principals(value) -> list[str]:
     return [str(v).strip() for v in value or ()]
 
 
-_LOOPBACK = ("127.0.0.1", "::1", "localhost")
-
-
 def authorizer_from_config(config, stats=None) -> Authorizer | None:
     """The process's authorizer, None when ``authorizer_enabled`` is off."""
     if not config.authorizer_enabled:
         return None
     supers = _principals(config.super_users)
-    if config.native_curve_secret_key_file:     # the brokers' own native traffic
-        from kafkalite.protocol.curve import BROKER_PRINCIPAL
-        supers.append(BROKER_PRINCIPAL)
+    # the brokers' own native traffic, under CURVE (a key file, or security
+    # on: security.native_security); no one else can be it (SASL users may
+    # not take the name, credentials.py)
+    from kafkalite.protocol.curve import BROKER_PRINCIPAL
+    supers.append(BROKER_PRINCIPAL)
     return Authorizer(supers, config.allow_everyone_if_no_acl_found, stats=stats)
-
-
-def warn_if_native_exposed(config) -> None:
-    """One warning (the supervisor's) when ACLs are on and the unchecked
-    native ports listen beyond loopback."""
-    if config.authorizer_enabled and config.host not in _LOOPBACK \
-            and not config.native_curve_secret_key_file:
-        log.warning("authorizer_enabled checks the Kafka listeners only: without CURVE "
-                    "(native_curve_secret_key_file) the native ZeroMQ ports on %s (and the "
-                    "ingest gateway) are neither authenticated nor authorized, so anyone who "
-                    "reaches them may read and write every topic",
-                    config.host or "*")
 
 
 def validate(config) -> None:

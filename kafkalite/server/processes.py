@@ -194,19 +194,30 @@ def spawn_worker(w: WorkerProcess, config: ServerConfig, control: str, relay: st
     w.pid = w.proc.pid
 
 
-def spawn_ingest(config: ServerConfig, native_port: int, port: int) -> subprocess.Popen:
+def spawn_ingest(config: ServerConfig, native_port: int, port: int,
+                 node_keys: tuple[bytes, bytes] | None = None) -> subprocess.Popen:
     """Start the ingest gateway, a client of the native listener on
     ``native_port``. It prints ``ingest <port>`` on its stdout (a pipe) once
-    it listens: the configured ``port``, or any free one for 0."""
+    it listens: the configured ``port``, or any free one for 0. With
+    ``node_keys`` (security on without a key file: security.native_security)
+    its native connection and its socket take that key pair, read from a
+    pipe on its stdin, and it admits no publisher."""
     curve = []          # the gateway is a CURVE server too, and a client with our keys
     if config.native_curve_secret_key_file:
         curve = ["--curve-secret-key-file", config.native_curve_secret_key_file,
                  "--curve-authorized-keys", config.native_curve_authorized_keys]
-    return subprocess.Popen(
+    elif node_keys:
+        curve = ["--curve-keys-stdin"]
+    proc = subprocess.Popen(
         [sys.executable, "-m", "kafkalite.client.ingest", "--bootstrap",
          f"{config.public_host}:{native_port}", "--host", config.host, "--port", str(port),
          *curve],
-        stdout=subprocess.PIPE)
+        stdout=subprocess.PIPE, stdin=subprocess.PIPE if curve[:1] == ["--curve-keys-stdin"]
+        else None)
+    if proc.stdin is not None:
+        proc.stdin.write(b"%s %s\n" % node_keys)
+        proc.stdin.close()
+    return proc
 
 
 # protocol/curve.py's NODE_ZAP_DOMAIN (tests/server/test_node_channels.py
@@ -302,7 +313,10 @@ def start_early(config: ServerConfig) -> EarlyStart | None:
     if config.ingest_port == 0 and config.port:
         # a gateway on a free port starts now: the node is ready once it said
         # which; one on a fixed port starts once the node is ready (supervisor.py)
-        early.ingest = spawn_ingest(config, config.port, config.ingest_port)
+        from kafkalite.server.security import security_enabled
+        early.ingest = spawn_ingest(config, config.port, config.ingest_port,
+                                    node_keys if curve is None and security_enabled(config)
+                                    else None)
     # the ZAP handler (and the protocol's codecs it imports) only now, while
     # the workers import: their first handshake waits for it
     from kafkalite.server.security import node_curve

@@ -41,9 +41,11 @@ context as a Kafka listener's does, and the brokers' own native traffic
 key, whose principal (protocol/curve.py's BROKER_PRINCIPAL) is a super user;
 the ingest gateway's Produce requests, made with that key, name the
 publisher they forward for (``request_principal``), and the dispatcher
-(requests.py) makes that principal the request's before these checks. Without
-CURVE the native protocol has no principals and is not checked: with the
-authorizer on, bind it to loopback (``host``).
+(requests.py) makes that principal the request's before these checks. With
+the authorizer on (security on) the native ports are always CURVE: without
+a key file they take the node's key pair of the run only (the server's own
+processes and its owner's tools, a super user; server/security.py
+native_security). Only with security off is the native protocol unchecked.
 
 Who may call: the dispatcher, on its process's event-loop thread.
 """

@@ -43,8 +43,18 @@ authorizer. Client keys map to the principals of
 relay (processes.bind_control, relay.py) are CURVE servers with the same
 pair but open to the server's own key only (curve.NODE_ZAP_DOMAIN), and
 the workers of every node connect to them with it: in a cluster all nodes
-hold the same key pair. Without CURVE they are open, and a cluster that
-listens beyond loopback says so once at start (``warn_if_node_channels_open``).
+hold the same key pair.
+
+Without a key file a single node makes a key pair for the run
+(``node_curve``) that its control channel and relay take, always; and
+with security on (``security_enabled``: a listener other than PLAINTEXT,
+or the authorizer) its native ports and ingest gateway take it too
+(``native_security``), so that no door stays open beside authenticated
+Kafka listeners. The workers and the gateway read it from a pipe; the
+owner's tools from ``<data dir>/owner.key_secret`` (0600,
+``write_owner_keys``). A cluster without a key file leaves those channels
+open, and one that listens beyond loopback says so once at start
+(``warn_if_node_channels_open``).
 
 Who may call: the listener, on its process's one event-loop thread.
 """
@@ -211,6 +221,42 @@ def native_curve(config) -> curve.CurveServer | None:
     except curve.CurveKeyError as exc:
         raise InvalidConfigurationError(str(exc)) from None
     return curve.CurveServer(public, secret, authorized, curve.BROKER_PRINCIPAL)
+
+
+def native_security(config, native, node):
+    """The CURVE of the native ports (and the ingest gateway, and the rings
+    attached through them): ``native`` (the key file's) when there is one;
+    else, with security on (``security_enabled``), ``node`` -- the node's
+    key pair of this run, which admits the server's own processes and no
+    one else, so that no native door stays open beside authenticated Kafka
+    listeners; else None: open, as the embedded default is."""
+    if native is not None:
+        return native
+    return node if node is not None and security_enabled(config) else None
+
+
+# <data dir>/OWNER_KEY_FILE: the node's key pair of this run, when it is
+# the native ports' (security on without a key file), 0600. Whoever can
+# read it can read the data directory's segments too: the server's owner.
+# Their tools (the kafkalite CLI, the test harness) connect with it, as the
+# server's principal; server.json names it ("owner.key_file").
+OWNER_KEY_FILE = "owner.key_secret"
+
+
+def write_owner_keys(config, curve_server) -> str | None:
+    """Write the node's key pair of this run to OWNER_KEY_FILE when it is
+    what the native ports take; its path, or None (removed) when it is not."""
+    path = os.path.join(config.data_dir, OWNER_KEY_FILE)
+    if curve_server is None or config.native_curve_secret_key_file:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        return None
+    from kafkalite.protocol import curve
+    curve.write_keypair_file(path, curve_server.public, curve_server.secret,
+                             "this run's, for the server's owner (kafkalite server wrote it)")
+    return os.path.abspath(path)
 
 
 def node_curve(config, native, keys: tuple[bytes, bytes] | None = None):

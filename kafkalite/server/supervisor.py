@@ -76,7 +76,8 @@ from kafkalite.server.coordinator import GroupCoordinator
 from kafkalite.server.kafka_listener import KafkaListener
 from kafkalite.server.listeners import kafka_listeners
 from kafkalite.server.metrics import NodeMetrics
-from kafkalite.server.security import (listener_security, native_curve, node_curve,
+from kafkalite.server.security import (listener_security, native_curve, native_security,
+                                       node_curve, write_owner_keys,
                                        warn_if_node_channels_open)
 from kafkalite.server.metadata import (OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC,
                                       MetadataStore)
@@ -89,8 +90,7 @@ from kafkalite.server.scram_control import ClusterUsers, FileUsers, ScramControl
 from kafkalite.server.replica_manager import ReplicaManager
 from kafkalite.server.requests import KAFKA_APIS, Listener, RequestDispatcher
 from kafkalite.server.acl_control import AclControl, AclStore, PostgresAclStore
-from kafkalite.server.authorizer import (acls_to_json, authorizer_from_config,
-                                         warn_if_native_exposed)
+from kafkalite.server.authorizer import acls_to_json, authorizer_from_config
 from kafkalite.server.connection_quotas import ConnectionQuotas
 from kafkalite.server.quota_control import PostgresQuotaStore, QuotaControl, QuotaStore
 from kafkalite.server.quotas import NodeQuotaRates, QuotaManager
@@ -223,9 +223,11 @@ class Supervisor:
         # an AlterShareGroupOffsets: the leaders drop what they hold of the
         # group and read its new state (share_partition.py)
         self.coordinator.share.state_reset = self.coordinator.share_group_deleted
-        self.curve = early.curve if early is not None else native_curve(cfg)
+        native = early.curve if early is not None else native_curve(cfg)
         # the control channel and the relay: the server's processes only
-        self.node_curve = early.node_curve if early is not None else node_curve(cfg, self.curve)
+        self.node_curve = early.node_curve if early is not None else node_curve(cfg, native)
+        self.curve = native_security(cfg, native, self.node_curve)
+        self.owner_key_file = write_owner_keys(cfg, self.curve)
         self.markers = BrokerRequests(self.ctx, self.controller.native_endpoint,
                                       "kafkalite-txn-coordinator", curve=self.curve)
         self.txn_coordinator = TransactionCoordinator(
@@ -257,7 +259,6 @@ class Supervisor:
         self.metrics = NodeMetrics(self) if cfg.metrics_enabled else None
         stats = self.metrics and self.metrics.requests
         authorizer = authorizer_from_config(cfg, stats)
-        warn_if_native_exposed(cfg)
         acl_store = (PostgresAclStore(self.controller.metadata) if cfg.cluster
                      else AclStore(cfg.data_dir))
         self.acl_control = AclControl(acl_store, authorizer, self, lambda: [
@@ -427,11 +428,15 @@ class Supervisor:
 
     def _spawn(self, w: WorkerProcess) -> None:
         # a key pair of this run goes to the worker; one from the key file it reads
-        keys = None
-        if self.node_curve is not None and self.node_curve is not self.curve:
-            keys = (self.node_curve.public, self.node_curve.secret)
         spawn_worker(w, self.config, self.control_endpoint, self.relay.endpoint,
-                     f"tcp://{self._local_host()}:{self.native.port}", keys)
+                     f"tcp://{self._local_host()}:{self.native.port}", self._node_keys())
+
+    def _node_keys(self) -> tuple[bytes, bytes] | None:
+        """The node's key pair of this run, for a child to read from its
+        stdin; None when it is the key file's (the child reads the file)."""
+        if self.node_curve is None or self.config.native_curve_secret_key_file:
+            return None
+        return self.node_curve.public, self.node_curve.secret
 
     def _local_host(self) -> str:
         """Where this host's own processes reach the supervisor's listeners."""
@@ -441,7 +446,8 @@ class Supervisor:
     def _spawn_ingest(self) -> None:
         if self.config.ingest_port < 0:
             return
-        self.ingest = spawn_ingest(self.config, self.port, self.ingest_port)
+        self.ingest = spawn_ingest(self.config, self.port, self.ingest_port,
+                                   self._node_keys() if self.curve is not None else None)
         self._watch_ingest_port()
 
     def _watch_ingest_port(self) -> None:
@@ -503,7 +509,9 @@ class Supervisor:
                    if self.metrics is not None else {}),
                 "workers": [{"index": w.index, "pid": w.pid, "endpoint": f"tcp://{host}:{w.port}"}
                             for w in self.workers],
-                "data_dir": os.path.abspath(self.config.data_dir)}
+                "data_dir": os.path.abspath(self.config.data_dir),
+                # the key pair the native ports take, for the owner's tools
+                **({"owner.key_file": self.owner_key_file} if self.owner_key_file else {})}
 
     # ---- control channel: the controller's BrokerChannel -------------------------------------
 

@@ -60,7 +60,8 @@ from kafkalite.server.metrics import WorkerMetrics
 from kafkalite.server.quota_control import quotas_from_json
 from kafkalite.server.connection_quotas import ConnectionQuotas
 from kafkalite.server.quotas import QuotaManager
-from kafkalite.server.security import listener_security, native_curve, node_curve
+from kafkalite.server.security import (listener_security, native_curve, native_security,
+                                       node_curve)
 from kafkalite.server.broker_requests import BrokerRequests
 from kafkalite.server.native_listener import NativeListener
 from kafkalite.server.processes import lock_worker
@@ -99,11 +100,13 @@ class Worker:
         self.config = config
         self.ctx = zmq.Context.instance()
         self.poller = zmq.Poller()
-        self.curve = native_curve(config)   # the server's keys, or None without CURVE
+        native = native_curve(config)       # the key file's, or None
         # the key pair the control channel and the relay take: the server's,
         # else the one the supervisor made for this run (node_keys)
-        self.node_curve = node_curve(config, self.curve, node_keys) \
-            if self.curve is not None or node_keys else None
+        self.node_curve = node_curve(config, native, node_keys) \
+            if native is not None or node_keys else None
+        # the native ports' (security.native_security), or None: open
+        self.curve = native_security(config, native, self.node_curve)
         self.coordinator = None             # BrokerRequests to the transaction coordinator
         self.relay = None                   # RelayClient to the supervisor
         self._pending_relay = PendingRelay()  # what waits for the relay to be known

@@ -15,7 +15,6 @@ the others share the session's ``server`` on topics of their own.
 """
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import socket
@@ -28,7 +27,8 @@ import pytest
 from harness import ServerProcess, create, wait_answers, wait_until
 from jepsen import History, check
 from kafkalite.client import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-from kafkalite.client.connection import Connection, KafkaTimeoutError, PeerLostError
+from kafkalite.client.connection import (AuthenticationRefusedError, Connection, KafkaTimeoutError,
+                                        PeerLostError)
 from kafkalite.client import producer as producer_module
 from kafkalite import local_socket
 from kafkalite.client.tcp_link import TcpLink, kafka_endpoint_of, resolve_transport, tcp_link_or
@@ -254,7 +254,8 @@ def test_clients_left_to_their_default_use_tcp_links(server, topic_name):
 
 @pytest.fixture(scope="module")
 def sasl_server(tmp_path_factory):
-    """A server whose Kafka listeners want SASL (no plaintext TCP link)."""
+    """A server whose Kafka listeners want SASL: security on, so its native
+    ports take the owner's CURVE key pair only (server/security.py)."""
     srv = ServerProcess(str(tmp_path_factory.mktemp("sasl") / "data"),
                         extra_args=["--kafka-security-protocol", "SASL_PLAINTEXT"]).start()
     yield srv
@@ -262,17 +263,20 @@ def sasl_server(tmp_path_factory):
     srv.kill()
 
 
-@pytest.mark.parametrize("chosen", [False, True])
-def test_a_worker_without_a_plaintext_listener_is_reached_over_zmq(sasl_server, topic_name,
-                                                                   caplog, chosen):
-    """Workers whose Kafka listener wants SASL offer no plaintext TCP link:
-    the clients keep ZeroMQ and work. That is a warning when the user chose
-    ``tcp``, and only a debug line when it was the default."""
+def test_a_server_with_security_on_offers_native_clients_no_plaintext_path(sasl_server,
+                                                                          topic_name):
+    """With a SASL listener the workers offer no plaintext TCP link, and the
+    native ports no unauthenticated ZeroMQ: a client without keys is refused
+    at once; the owner's clients (the key pair the server wrote, which
+    ``srv.config()`` names) stay on ZeroMQ by default and work, and asking
+    for the plaintext TCP link with keys is refused as a contradiction."""
     srv = sasl_server
-    extra = TCP if chosen else {}
-    caplog.set_level(logging.DEBUG, logger="kafkalite.client.tcp_link")
+    with pytest.raises(AuthenticationRefusedError, match="requires CURVE"):
+        Producer({"bootstrap.servers": srv.bootstrap}).list_topics(timeout=10)
+    with pytest.raises(ValueError, match="plaintext"):
+        Producer(srv.config(**TCP))
     create(srv, topic_name, 1)
-    p = Producer(srv.config(**extra))
+    p = Producer(srv.config())
     try:
         for i in range(50):
             p.produce(topic_name, b"%d" % i, partition=0)
@@ -280,7 +284,7 @@ def test_a_worker_without_a_plaintext_listener_is_reached_over_zmq(sasl_server, 
         assert all(type(node.link) is Connection for node in p._sending.nodes.values())
     finally:
         p.close()
-    c = Consumer(srv.config(**extra))
+    c = Consumer(srv.config())
     try:
         c.assign([TopicPartition(topic_name, 0, OFFSET_BEGINNING)])
         got, deadline = [], time.monotonic() + 30
@@ -290,11 +294,6 @@ def test_a_worker_without_a_plaintext_listener_is_reached_over_zmq(sasl_server, 
         assert all(type(link) is Connection for link in c._conns.values())
     finally:
         c.close()
-    fell_back = [r for r in caplog.records if "offers no direct TCP link" in r.getMessage()]
-    assert fell_back, "neither client tried the TCP link"
-    want = logging.WARNING if chosen else logging.DEBUG
-    assert {r.levelno for r in fell_back} == {want}, [(r.levelname, r.getMessage())
-                                                      for r in fell_back]
 
 
 @pytest.fixture
