@@ -141,17 +141,20 @@ def _server(args) -> int:
     return serve(config, apps, early)
 
 
-def _console_app(bootstrap: str, registry):
+def _console_app(bootstrap: str, registry, owner_key_file: str | None = None):
     """The web console as a WSGI app that imports it (its client, pyarrow)
-    at its first request rather than before the server is ready."""
+    at its first request rather than before the server is ready; with
+    ``owner_key_file`` (security on) its clients connect with that key pair."""
     import threading
     lock, built = threading.Lock(), []
 
     def app(environ, start_response):
         with lock:          # the metrics server answers on several threads
             if not built:
+                from kafkalite.client.config import owner_config
                 from kafkalite.webconsole import make_app
-                built.append(make_app(bootstrap, registry))
+                built.append(make_app(bootstrap, registry,
+                                      owner_config({"owner.key_file": owner_key_file})))
         return built[0](environ, start_response)
 
     def close() -> None:

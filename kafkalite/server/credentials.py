@@ -249,6 +249,25 @@ class CredentialStore:
         return (_unb64(cred["salt"]), _unb64(cred["stored_key"]), _unb64(cred["server_key"]),
                 int(cred["iterations"]))
 
+    def verify_password(self, user: str, password: str) -> bool:
+        """Whether ``password`` is ``user``'s under any mechanism the file
+        holds for them: the PLAIN hash, or a SCRAM credential's StoredKey
+        recomputed from it (HTTP logins, http_login.py, take the same users
+        as the Kafka listeners)."""
+        if self.verify_plain(user, password):
+            return True
+        for mechanism in SCRAM_MECHANISMS:
+            cred = self.scram(mechanism, user)
+            if cred is None:
+                continue
+            salt, stored_key, _, iterations = cred
+            mine = scram_credential(mechanism, salt,
+                                    salted_password(mechanism, password, salt, iterations),
+                                    iterations)
+            if hmac.compare_digest(_unb64(mine["stored_key"]), stored_key):
+                return True
+        return False
+
     def verify_plain(self, user: str, password: str) -> bool:
         cred = self._current().get(user, {}).get("PLAIN") if user != RESERVED_USER else None
         if not cred:

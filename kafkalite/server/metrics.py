@@ -258,11 +258,12 @@ class NodeMetrics:
 
     # ---- the HTTP endpoint (its own thread) ------------------------------------------------
 
-    def serve(self, host: str, port: int, mounts=()) -> int:
+    def serve(self, host: str, port: int, mounts=(), login=None) -> int:
         """Listen on ``port`` (0: any free port; a taken one: any free port,
         with a warning, as workers do with theirs); return the port bound.
         ``mounts``: (path prefix, WSGI app) pairs served beside /metrics; an
-        app with a ``close()`` is closed with the server."""
+        app with a ``close()`` is closed with the server. ``login`` (an
+        http_login.HttpLogin, security on): /metrics and the mounts behind it."""
         from wsgiref.simple_server import WSGIRequestHandler, make_server
 
         from prometheus_client import make_wsgi_app
@@ -276,10 +277,16 @@ class NodeMetrics:
 
         metrics_app = make_wsgi_app(self.registry)
         self._mounts = [(prefix.rstrip("/"), mounted) for prefix, mounted in mounts]
+        routes = [(prefix, mounted) for prefix, mounted in self._mounts]
+        if login is not None:
+            metrics_app = login.wrap(metrics_app, login.may_scrape)
+            routes = [(prefix, login.wrap(mounted, lambda p, h: login.may_use_console(p),
+                                          console=True))
+                      for prefix, mounted in routes]
 
         def app(environ, start_response):
             path = environ.get("PATH_INFO", "")
-            for prefix, mounted in self._mounts:
+            for prefix, mounted in routes:
                 if path == prefix or path.startswith(prefix + "/"):
                     return mounted(environ, start_response)
             if path.rstrip("/") in ("/health", "/healthz"):

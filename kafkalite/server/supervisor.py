@@ -34,7 +34,9 @@ It runs, on one thread, everything of a node that is not a partition:
 - metrics and health (metrics.py): the workers' figures, summed, and the
   node's own, served over HTTP (``/metrics``, ``/health``) by a thread that
   only reads what this loop publishes; on the same port, the apps the
-  caller gives (``http_apps``: the web console, a client of this node).
+  caller gives (``http_apps``: the web console, a client of this node, each
+  a factory(bootstrap, registry, owner key file or None)); with security
+  on, behind a login (http_login.py).
 
 It is never on the data path: clients ask it who leads a partition and
 then talk to that worker.
@@ -76,8 +78,10 @@ from kafkalite.server.coordinator import GroupCoordinator
 from kafkalite.server.kafka_listener import KafkaListener
 from kafkalite.server.listeners import kafka_listeners
 from kafkalite.server.metrics import NodeMetrics
+from kafkalite.server.credentials import CredentialStore
+from kafkalite.server.http_login import HttpLogin
 from kafkalite.server.security import (listener_security, native_curve, native_security,
-                                       node_curve, write_owner_keys,
+                                       node_curve, security_enabled, write_owner_keys,
                                        warn_if_node_channels_open)
 from kafkalite.server.metadata import (OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC,
                                       MetadataStore)
@@ -310,9 +314,16 @@ class Supervisor:
             for spec, listener in zip(specs, self.kafka_listeners)}
         if self.metrics is not None:
             bootstrap = f"{_bracket(self._local_host())}:{self.native.port}"
+            login = None
+            if security_enabled(cfg):       # the HTTP port is a door too (http_login.py)
+                login = HttpLogin(CredentialStore(users_file(cfg.data_dir, cfg.sasl_users_file)),
+                                  authorizer)
             self.metrics.serve(cfg.host, cfg.metrics_port,
-                               [(prefix, factory(bootstrap, self.metrics.registry))
-                                for prefix, factory in self.http_apps])
+                               # the console reaches the native port as the
+                               # owner's tools do: with the owner's key pair
+                               [(prefix, factory(bootstrap, self.metrics.registry,
+                                                 self.owner_key_file))
+                                for prefix, factory in self.http_apps], login)
         # Other nodes' workers reach the control channel and the relay too
         # (--cluster): bound where the listeners are, not on loopback only.
         bind_host, advertised = "127.0.0.1", "127.0.0.1"

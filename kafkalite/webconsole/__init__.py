@@ -26,6 +26,12 @@ Imports: ``kafkalite.client``, ``kafkalite.errors`` and the standard
 library; never ``kafkalite.server`` (the server is given this package's
 ``make_app`` by the CLI, so the layers stay one-way).
 
+With security on the supervisor puts the app behind a login
+(server/http_login.py: the SASL users, super users only) and its clients
+connect with the owner's key pair (``make_app``'s ``client_config``); the
+page sends ``X-Kafkalite-Console`` with every API call, without which a
+change is refused there.
+
 Bad input to the API is answered 4xx with ``{"error": message}``; reads of
 records are bounded in count, bytes and time (api.py's limits).
 """

@@ -165,7 +165,8 @@ def alter_topic_configs(admin: AdminClient, topic: str, body: dict) -> dict:
 
 # ---- records ---------------------------------------------------------------------------------
 
-def read_records(admin: AdminClient, bootstrap: str, topic: str, params: dict) -> dict:
+def read_records(admin: AdminClient, bootstrap: str, topic: str, params: dict,
+                 client_config: dict | None = None) -> dict:
     """Records of ``topic`` from a start point, bounded (see the module).
 
     ``partition`` (default: every partition); where to start: ``offset``
@@ -210,7 +211,8 @@ def read_records(admin: AdminClient, bootstrap: str, topic: str, params: dict) -
     records, returned_bytes, scanned = [], 0, 0
     next_offsets = dict(begin)
     if todo:
-        consumer = Consumer({"bootstrap.servers": bootstrap, "client.id": "kafkalite-console",
+        consumer = Consumer({**(client_config or {}), "bootstrap.servers": bootstrap,
+                             "client.id": "kafkalite-console",
                              "enable.auto.commit": False, "request.timeout.ms": 10_000,
                              "max.partition.fetch.bytes": 1 << 20, "fetch.max.bytes": 8 << 20,
                              "fetch.max.wait.ms": 100})

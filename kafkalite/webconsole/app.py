@@ -75,8 +75,12 @@ def metric_values(registry) -> dict:
 
 
 class ConsoleApp:
-    def __init__(self, bootstrap: str, registry, prefix: str = "/console"):
+    def __init__(self, bootstrap: str, registry, prefix: str = "/console",
+                 client_config: dict | None = None):
         self.bootstrap = bootstrap
+        # its clients' settings beside the bootstrap: the owner's CURVE keys
+        # on a server with security on (client/config.py owner_config)
+        self.client_config = dict(client_config or {})
         self.registry = registry
         self.prefix = prefix
         self.history = History(registry)
@@ -90,7 +94,8 @@ class ConsoleApp:
         # made at the first request: the node is not serving yet when the app is made
         with self._admin_lock:
             if self._admin is None:
-                self._admin = AdminClient({"bootstrap.servers": self.bootstrap,
+                self._admin = AdminClient({**self.client_config,
+                                           "bootstrap.servers": self.bootstrap,
                                            "client.id": "kafkalite-console",
                                            "request.timeout.ms": 10_000})
             return self._admin
@@ -220,7 +225,8 @@ class ConsoleApp:
                 if not self._readers.acquire(blocking=False):
                     raise _HttpError(503, f"{MAX_READERS} reads are running; try again")
                 try:
-                    return api.read_records(self.admin, self.bootstrap, topic, query)
+                    return api.read_records(self.admin, self.bootstrap, topic, query,
+                                            self.client_config)
                 finally:
                     self._readers.release()
         if head == "groups":
@@ -255,6 +261,6 @@ class ConsoleApp:
         return {"families": families, "truncated": count >= MAX_METRIC_SAMPLES}
 
 
-def make_app(bootstrap: str, registry) -> ConsoleApp:
+def make_app(bootstrap: str, registry, client_config: dict | None = None) -> ConsoleApp:
     """The factory ``kafkalite server`` hands the supervisor (``http_apps``)."""
-    return ConsoleApp(bootstrap, registry)
+    return ConsoleApp(bootstrap, registry, client_config=client_config)

@@ -1,0 +1,114 @@
+"""The HTTP port -- /metrics, /health and the web console -- of a server
+with security on (issue 40, kafkalite/server/http_login.py).
+
+Before, without credentials, the console listed topics, returned a
+protected topic's records and created and deleted topics, and /metrics
+named every topic and group; with CURVE on, the console answered every API
+call 400. Now every path but /health asks for HTTP Basic credentials of
+the server's SASL users: /metrics for a principal with Describe on the
+cluster, the console for super users (it acts with the server's key pair),
+and a change through the console needs the header its own page sends and
+this host's origin, so that another site's page cannot make a logged-in
+browser change anything.
+
+One server for the module: SASL_PLAINTEXT listeners, the authorizer on,
+User:admin a super user, alice a user without ACLs; the console on.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
+                                   NewTopic, ResourcePatternType, ResourceType)
+
+from harness import ServerProcess, run_cli, wait_until
+
+PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret"}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("http")
+    data = root / "data"
+    data.mkdir()
+    for user, password in PASSWORDS.items():
+        r = run_cli("users", "add", user, "--mechanism", "SCRAM-SHA-256", "--data-dir",
+                    str(data), stdin=password.encode() + b"\n")
+        assert r.returncode == 0, r.stderr.decode()
+    config = root / "server.toml"
+    config.write_text('authorizer_enabled = true\nsuper_users = "User:admin"\n')
+    srv = ServerProcess(str(data), extra_args=[
+        "--config", str(config), "--kafka-security-protocol", "SASL_PLAINTEXT",
+        "--console"]).start()
+    yield srv
+    srv.stop()
+    srv.kill()
+
+
+def kafka_admin(srv, user: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": srv.kafka_bootstrap,
+                        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "SCRAM-SHA-256",
+                        "sasl.username": user, "sasl.password": PASSWORDS[user]})
+
+
+def call(url: str, user: str | None = None, password: str | None = None, method: str = "GET",
+         body: dict | None = None, headers: dict | None = None) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, method=method, headers=dict(headers or {}),
+                                     data=None if body is None else json.dumps(body).encode())
+    if body is not None:
+        request.add_header("Content-Type", "application/json")
+    if user is not None:
+        token = base64.b64encode(f"{user}:{password or PASSWORDS[user]}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=20) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def test_health_needs_no_login_and_metrics_need_describe_on_the_cluster(server, topic_name):
+    admin = kafka_admin(server, "admin")
+    for f in admin.create_topics([NewTopic(topic_name, 1, 1)]).values():
+        f.result(30)
+    metrics = server.info["metrics"]
+    assert call(server.info["health"])[0] == 200
+    status, _ = call(metrics)
+    assert status == 401
+    assert call(metrics, "alice", "not-her-password")[0] == 401
+    assert call(metrics, "mallory", "anything")[0] == 401
+    assert call(metrics, "alice")[0] == 403                 # logged in, no Describe on the cluster
+    status, text = call(metrics, "admin")
+    assert status == 200 and b"kafka_server_" in text
+    for f in admin.create_acls([AclBinding(
+            ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:alice", "*",
+            AclOperation.DESCRIBE, AclPermissionType.ALLOW)]).values():
+        f.result(30)
+    # the ACL reaches the supervisor's authorizer at once (the controller holds it)
+    wait_until(lambda: call(metrics, "alice")[0] == 200, 10, "alice scraping once allowed")
+
+
+def test_the_console_is_for_super_users_and_refuses_forged_changes(server, topic_name):
+    api = server.info["console"] + "api/topics"
+    assert call(api)[0] == 401
+    assert call(api, "alice")[0] == 403
+    status, body = call(api, "admin")
+    assert status == 200, body                              # under CURVE it answered 400
+    assert isinstance(json.loads(body), (list, dict))
+    create = {"name": topic_name, "partitions": 1}
+    status, body = call(api, "admin", method="POST", body=create)
+    assert status == 403 and b"X-Kafkalite-Console" in body
+    status, body = call(api, "admin", method="POST", body=create,
+                        headers={"X-Kafkalite-Console": "1", "Origin": "https://evil.example"})
+    assert status == 403 and b"another origin" in body
+    admin = kafka_admin(server, "admin")
+    assert topic_name not in admin.list_topics(timeout=10).topics
+    host = server.info["console"].split("/")[2]
+    status, body = call(api, "admin", method="POST", body=create,
+                        headers={"X-Kafkalite-Console": "1", "Origin": f"http://{host}"})
+    assert status == 200, body
+    assert topic_name in admin.list_topics(timeout=10).topics
