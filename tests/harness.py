@@ -257,3 +257,17 @@ def wait_answers(link, want, timeout=10.0):
     finally:
         link.unregister(poller)
     return got
+
+
+def scrape(server, user: str | None = None, password: str | None = None,
+           timeout: float = 10.0) -> str:
+    """The server's /metrics text; with ``user``, logged in as that SASL user
+    (a server with security on asks for it: server/http_login.py)."""
+    import base64
+    import urllib.request
+    request = urllib.request.Request(server.info["metrics"])
+    if user is not None:
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    with urllib.request.urlopen(request, timeout=timeout) as resp:
+        return resp.read().decode()

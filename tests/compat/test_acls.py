@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import time
-import urllib.request
 
 import confluent_kafka as ck
 import pytest
@@ -25,7 +24,7 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation,
                                    ConfigEntry, ConfigResource, NewPartitions,
                                    NewTopic, ResourcePatternType, ResourceType)
 
-from harness import ServerProcess, run_cli, wait_until
+from harness import ServerProcess, run_cli, scrape, wait_until
 
 from kafkalite.protocol import ApiKey
 from soak import setting
@@ -749,11 +748,10 @@ def test_denials_and_failed_logins_are_counted(srv, clean):
     produce(srv, "alice", "acl-audit")
     err = first_client_error({**conf(srv, "alice"), "sasl.password": "wrong"}, "acl-audit")
     assert err.code() == ck.KafkaError._AUTHENTICATION, err
-    url = srv.info["metrics"]
     seen = [""]
 
     def counted() -> bool:
-        seen[0] = text = urllib.request.urlopen(url, timeout=10).read().decode()
+        seen[0] = text = scrape(srv, "admin", password("admin"))
         denied = [line for line in text.splitlines()
                   if line.startswith("kafkalite_authorizer_denied_total{")
                   and 'resource_type="Topic"' in line]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import time
-import urllib.request
 
 import confluent_kafka as ck
 import pytest
@@ -23,7 +22,7 @@ import scramp
 from compat_helpers import KafkaWire
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness import ServerProcess, run_cli, wait_until
+from harness import ServerProcess, run_cli, scrape, wait_until
 
 from kafkalite.protocol import ApiKey
 
@@ -66,7 +65,8 @@ def conf(srv, user: str, mechanism: str = "SCRAM-SHA-512", **extra) -> dict:
 
 
 def security_counts(srv) -> dict:
-    text = urllib.request.urlopen(srv.info["metrics"], timeout=10).read().decode()
+    user = next(iter(USERS))     # security on: /metrics asks for a login (http_login.py)
+    text = scrape(srv, user, USERS[user])
     counts = {}
     for name in ("reauthentications", "expired_sessions_closed", "authentication_failures"):
         line = next(line for line in text.splitlines()

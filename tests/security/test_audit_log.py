@@ -15,12 +15,11 @@ from __future__ import annotations
 import os
 import re
 import sys
-import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness import ServerProcess, create, wait_until
+from harness import ServerProcess, create, scrape, wait_until
 from kafkalite import errors
 from kafkalite.protocol import ApiKey
 from kafkalite.record import RecordBatchBuilder
@@ -45,7 +44,8 @@ def srv(tmp_path_factory):
     root = tmp_path_factory.mktemp("audit")
     data = str(root / "data")
     os.makedirs(data, exist_ok=True)
-    add_user(data, "alice", password("alice"), "PLAIN")
+    for user in ("alice", "admin"):        # admin: /metrics asks for a login
+        add_user(data, user, password(user), "PLAIN")
     (root / "server.toml").write_text('authorizer_enabled = true\nsuper_users = "User:admin"\n'
                                       "allow_everyone_if_no_acl_found = false\n")
     s = ServerProcess(data, workers=1, extra_args=[
@@ -67,7 +67,7 @@ def alice(address: str) -> KafkaWire:
 
 
 def dropped(srv) -> float:
-    text = urllib.request.urlopen(srv.info["metrics"], timeout=5).read().decode()
+    text = scrape(srv, "admin", password("admin"), timeout=5)
     return next((s.value for family in text_string_to_metric_families(text)
                  for s in family.samples
                  if s.name == "kafkalite_authorizer_audit_lines_dropped_total"), -1.0)

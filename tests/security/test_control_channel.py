@@ -14,13 +14,12 @@ A module server of its own: a regression stops it."""
 from __future__ import annotations
 
 import json
-import urllib.request
 
 import pytest
 import zmq
 
 from fuzzing import Survival, fuzz_rng
-from harness import ServerProcess, read_all, wait_until
+from harness import ServerProcess, read_all, run_cli, scrape, wait_until
 from kafkalite.client import AdminClient, NewTopic, Producer
 from kafkalite.protocol import curve
 from prometheus_client.parser import text_string_to_metric_families
@@ -56,10 +55,16 @@ def keys(tmp_path_factory):
     return public, secret, public_path, secret_path
 
 
+# with CURVE on (security on) /metrics asks for a SASL user's login
+OPS, OPS_PASSWORD = "ops", "ops-metrics-pw"
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, keys):
-    srv = ServerProcess(str(tmp_path_factory.mktemp("server") / "data"), extra_args=[
-        "--native-curve-secret-key-file", keys[3]]).start()
+    data = str(tmp_path_factory.mktemp("server") / "data")
+    r = run_cli("users", "add", OPS, "--password", OPS_PASSWORD, "--data-dir", data)
+    assert r.returncode == 0, r.stderr
+    srv = ServerProcess(data, extra_args=["--native-curve-secret-key-file", keys[3]]).start()
     try:
         yield srv
     finally:
@@ -82,7 +87,7 @@ def control_endpoint(srv) -> str:
 
 def dropped(srv) -> float:
     """kafkalite_control_messages_dropped, scraped (published every half second)."""
-    text = urllib.request.urlopen(srv.info["metrics"], timeout=5).read().decode()
+    text = scrape(srv, OPS, OPS_PASSWORD, timeout=5)
     return next((s.value for family in text_string_to_metric_families(text)
                  for s in family.samples if s.name == "kafkalite_control_messages_dropped_total"),
                 0.0)

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from harness import ServerProcess, run_cli
 
+# a SASL user of the same name as the super user's key: /metrics, with
+# security on, asks for a login (server/http_login.py)
+ADMIN_PASSWORD = "admin-metrics-pw"
+
 
 def keygen(directory, name: str) -> None:
     r = run_cli("curve", "keygen", name, "--dir", str(directory))
@@ -17,6 +21,9 @@ def start_curve_server(keys, **kwargs) -> ServerProcess:
     ``keys/authorized``, with the authorizer on and User:admin a super user."""
     config = keys / "server.toml"
     config.write_text('authorizer_enabled = true\nsuper_users = "User:admin"\n')
+    r = run_cli("users", "add", "admin", "--password", ADMIN_PASSWORD,
+                "--data-dir", str(keys / "data"))
+    assert r.returncode == 0, r.stderr
     return ServerProcess(str(keys / "data"), extra_args=[
         "--config", str(config),
         "--native-curve-secret-key-file", str(keys / "server.key_secret"),

@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import re
 import time
-import urllib.request
 
 import pytest
 import zmq
 
-from curve_helpers import client_keys, keygen, start_curve_server
-from harness import child_pids, read_all, reset_peak_rss, rss_mb, wait_until
+from curve_helpers import ADMIN_PASSWORD, client_keys, keygen, start_curve_server
+from harness import child_pids, read_all, reset_peak_rss, rss_mb, scrape, wait_until
 
 from kafkalite import errors
 from kafkalite.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
@@ -200,7 +199,7 @@ def test_a_publisher_over_its_quota_is_held_near_it_and_another_is_not(srv, keys
         carol_landed = high_watermark(consumer, "ingest-carol") * size
         dave_landed = high_watermark(consumer, "ingest-dave")
         sent_bytes = sent * size
-        metrics = urllib.request.urlopen(srv.info["metrics"], timeout=10).read().decode()
+        metrics = scrape(srv, "admin", ADMIN_PASSWORD)
         # delayed, not dropped: with her quota lifted the rest of carol's
         # records land (at her quota they would take (sent - landed) / quota)
         set_quota(srv, keys, "carol", None)
