@@ -224,6 +224,17 @@ SETTINGS: dict[str, Setting] = {
         "answer saying so (nothing more is read from it), so that a client reads that answer "
         "before the close; as Kafka, which also slows a client retrying a wrong password.",
         ("connection.failed.authentication.delay.ms",)),
+    "connections_max_idle_ms": Setting(
+        "A Kafka connection with nothing read or written for this long is closed (a client "
+        "connects again when it next needs the broker); one whose request is still being "
+        "served is not idle. Negative (-1): never.", ("connections.max.idle.ms",)),
+    "authentication_timeout_ms": Setting(
+        "A connection to an SSL, SASL_PLAINTEXT or SASL_SSL Kafka listener that has not "
+        "authenticated (TLS handshake, then SASL login) this long after it was accepted is "
+        "closed, so that connections which never authenticate hold no descriptor for long. "
+        "0: no bound (`connections_max_idle_ms` still applies).",
+        kafka_note="kafkalite's own: Kafka leaves such connections to "
+                   "`connections.max.idle.ms`"),
     "authorizer_enabled": Setting("Check Kafka-listener requests against the ACLs "
                                   "(`kafkalite acls`; server/authorizer.py).", (),
                                   "authorizer.class.name (any authorizer class turns it on)"),
@@ -321,6 +332,8 @@ class ServerConfig:
     sasl_users_file: str = ""
     connections_max_reauth_ms: int = 0
     connection_failed_authentication_delay_ms: int = 100
+    connections_max_idle_ms: int = 600_000
+    authentication_timeout_ms: int = 10_000
     authorizer_enabled: bool = False
     super_users: str = ""
     allow_everyone_if_no_acl_found: bool = False
@@ -388,6 +401,15 @@ class ServerConfig:
             raise InvalidConfigurationError(
                 f"max_connection_creation_rate must be 0 (unlimited) or a positive integer, "
                 f"not {self.max_connection_creation_rate!r}")
+        # as Kafka's: negative turns the idle timeout off (0 would close every connection)
+        if type(self.connections_max_idle_ms) is not int or self.connections_max_idle_ms == 0:
+            raise InvalidConfigurationError(
+                f"connections_max_idle_ms must be a positive number of milliseconds or -1 "
+                f"(never), not {self.connections_max_idle_ms!r}")
+        if type(self.authentication_timeout_ms) is not int or self.authentication_timeout_ms < 0:
+            raise InvalidConfigurationError(
+                f"authentication_timeout_ms must be a whole number of milliseconds >= 0 "
+                f"(0: no bound), not {self.authentication_timeout_ms!r}")
         if not isinstance(self.cluster, str):
             raise InvalidConfigurationError(f"cluster must be a PostgreSQL DSN, not {self.cluster!r}")
         if self.cluster and not self.cluster.startswith(("postgresql://", "postgres://")):

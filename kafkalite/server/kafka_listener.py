@@ -85,6 +85,26 @@ after that answer is written, reading nothing more meanwhile (``_linger``).
 The authenticated principal (``User:<name>``, or the client
 certificate's DN under mutual TLS) goes on each request's context.
 
+Idle connections (Kafka's Selector): a connection that has had nothing
+read or written for ``connections_max_idle_ms`` (600000, Kafka's default;
+negative: never) is closed, as Kafka closes it; a client opens a new one
+when it next needs this broker. One with a request still being served (a
+deferred answer), muted by a quota or closing anyway is not idle, and a
+deferred answer counts as activity when it is sent. On an SSL or SASL
+listener a connection must also have authenticated -- finished its TLS
+handshake, and its SASL login on a SASL listener -- within
+``authentication_timeout_ms`` (kafkalite's own, 10 s) of being accepted,
+or it is closed: without that, connections that never start a handshake
+would hold a descriptor each until they went idle. Kafka has no such bound
+and leaves them to its idle timeout. Cost: no timer per connection and no
+scan. Connections are kept in last-activity order (``_by_activity``, an
+OrderedDict: an event moves its connection to the end) and unauthenticated
+ones in accept order (``_authenticating``), which is deadline order since
+every one has the same timeout; ``expire`` looks at the head of each and
+stops at the first connection not yet due, so each loop iteration costs two
+look-ups, each event one ``move_to_end``, and each close its own work.
+``next_deadline`` tells the loop when the head falls due.
+
 Re-authentication (KIP-368): with ``connections_max_reauth_ms`` > 0, a
 client that authenticated with SaslAuthenticate v1+ is told that lifetime
 (``session_lifetime_ms``); older clients are told 0 and never expire, as in
@@ -148,6 +168,11 @@ INLINE_ANSWER_BYTES = 1024 * 1024
 # What a SASL listener serves before authentication (Kafka's SaslServerAuthenticator).
 SASL_APIS = (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
 MIN_REAUTH_INTERVAL_S = 1.0     # Kafka's KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS
+# The defaults of connections_max_idle_ms (Kafka's connections.max.idle.ms)
+# and authentication_timeout_ms, as ServerConfig has them (config.py), for a
+# listener made without them
+CONNECTIONS_MAX_IDLE_MS = 600_000
+AUTHENTICATION_TIMEOUT_MS = 10_000
 _size = struct.Struct(">i")
 _pack_size = _size.pack
 _unpack_size = _size.unpack_from
@@ -202,7 +227,7 @@ class KafkaConnection:
     __slots__ = ("sock", "fd", "peer", "address", "rbuf", "waiting", "out", "closed", "interest",
                  "dispatching", "tls", "handshake_wants", "sasl", "sasl_raw", "principal",
                  "closing", "reauth", "session_expiry", "reauth_started", "throttled_until",
-                 "close_at")
+                 "close_at", "active_at", "auth_deadline")
 
     def __init__(self, sock: socket.socket, peer):
         self.sock = sock
@@ -228,20 +253,39 @@ class KafkaConnection:
         self.reauth_started = 0.0   # when the last re-authentication began
         self.throttled_until = 0.0  # muted by a quota until this time.monotonic()
         self.close_at = 0.0         # a failed login's answer is written: closed at this time
+        self.active_at = 0.0        # time.monotonic() of its last read or write event
+        self.auth_deadline = 0.0    # closed then unless authenticated; 0: nothing to wait for
 
     def __repr__(self):
         return f"KafkaConnection({self.peer})"
 
 
 class KafkaListener:
-    """A TCP listener serving Kafka clients through ``dispatcher``."""
+    """A TCP listener serving Kafka clients through ``dispatcher``.
+
+    ``connections_max_idle_ms`` and ``authentication_timeout_ms`` are the
+    server settings of those names ("Idle connections" above); the process
+    that makes the listener passes them, else Kafka's and kafkalite's
+    defaults hold."""
 
     def __init__(self, host: str, port: int, dispatcher: RequestDispatcher, *, relay=None,
                  name: str = "broker", max_request_bytes: int = MAX_REQUEST_BYTES,
                  fallback_to_any_port: bool = False, security: ListenerSecurity | None = None,
                  listener_name: str | None = None, connection_quotas=None,
-                 local_socket: bool = False):
+                 local_socket: bool = False,
+                 connections_max_idle_ms: int = CONNECTIONS_MAX_IDLE_MS,
+                 authentication_timeout_ms: int = AUTHENTICATION_TIMEOUT_MS):
         self.dispatcher = dispatcher
+        # 0.0: no bound (connections_max_idle_ms -1, authentication_timeout_ms 0)
+        self.idle_s = connections_max_idle_ms / 1000 if connections_max_idle_ms > 0 else 0.0
+        self.auth_timeout_s = (authentication_timeout_ms / 1000
+                               if authentication_timeout_ms > 0 else 0.0)
+        # fd -> connection, least recently active first (idle connections, above)
+        self._by_activity: collections.OrderedDict[int, KafkaConnection] = \
+            collections.OrderedDict()
+        # fd -> connection not authenticated yet, in accept order (= deadline order)
+        self._authenticating: collections.OrderedDict[int, KafkaConnection] = \
+            collections.OrderedDict()
         self.connection_quotas = connection_quotas     # a ConnectionQuotas, or None
         self._accept_paused_until = 0.0     # over max_connection_creation_rate (or EMFILE) until then
         self.listener_name = listener_name  # its name among the node's listeners (listeners.py)
@@ -296,6 +340,7 @@ class KafkaListener:
 
     def on_events(self, events: dict) -> None:
         """Serve whatever ``poller.poll()`` reported for this listener's fds."""
+        now = time.monotonic() if self.idle_s else 0.0
         for fd, ev in events.items():
             if type(fd) is not int:
                 continue
@@ -305,6 +350,9 @@ class KafkaListener:
             conn = self.connections.get(fd)
             if conn is None:
                 continue
+            if now:
+                conn.active_at = now
+                self._by_activity.move_to_end(fd)
             if conn.handshake_wants:
                 self._handshake(conn)
                 continue
@@ -378,6 +426,12 @@ class KafkaListener:
             if security is not None and security.sasl:
                 conn.sasl = security.sasl_server()
             self.connections[conn.fd] = conn
+            if self.idle_s:
+                conn.active_at = time.monotonic()
+                self._by_activity[conn.fd] = conn
+            if self.auth_timeout_s and (conn.tls or conn.sasl is not None):
+                conn.auth_deadline = time.monotonic() + self.auth_timeout_s
+                self._authenticating[conn.fd] = conn
             self._update_interest(conn)
 
     def _close(self, conn: KafkaConnection, reason: str | None) -> None:
@@ -389,6 +443,10 @@ class KafkaListener:
         conn.out.clear()
         conn.waiting.clear()
         self.connections.pop(conn.fd, None)
+        if self._by_activity.get(conn.fd) is conn:
+            del self._by_activity[conn.fd]
+        if self._authenticating.get(conn.fd) is conn:
+            del self._authenticating[conn.fd]
         if self._throttled.get(conn.fd) is conn:
             del self._throttled[conn.fd]
         if self._lingering.get(conn.fd) is conn:
@@ -436,11 +494,12 @@ class KafkaListener:
             return
         else:
             conn.handshake_wants = 0
-            if conn.sasl is None:
+            if conn.sasl is None:      # SSL: the handshake was the whole authentication
                 try:
                     conn.principal = certificate_principal(conn.sock.getpeercert()) or ANONYMOUS
                 except (OSError, ValueError):
                     pass
+                self._authenticating.pop(conn.fd, None)
             self._update_interest(conn)
             self._read(conn)       # the client may have sent its first request already
             return
@@ -666,6 +725,7 @@ class KafkaListener:
                 self.dispatcher.stats.reauthentications += 1
         conn.principal = sasl.principal
         conn.sasl_raw = False
+        self._authenticating.pop(conn.fd, None)
         conn.session_expiry = time.monotonic() + lifetime_ms / 1000 if lifetime_ms else 0.0
 
     def _auth_failed(self, conn: KafkaConnection, why: str) -> None:
@@ -735,16 +795,24 @@ class KafkaListener:
 
     def next_deadline(self) -> float | None:
         """When the next throttled connection may read again, the next
-        lingering one closes, or accepting resumes (None: none)."""
+        lingering one closes, accepting resumes, or the least recently active
+        or the oldest unauthenticated connection falls due (None: none)."""
         due = [c.throttled_until for c in self._throttled.values()]
         due += [c.close_at for c in self._lingering.values()]
         if self._accept_paused_until:
             due.append(self._accept_paused_until)
+        if self._by_activity:
+            due.append(next(iter(self._by_activity.values())).active_at + self.idle_s)
+        if self._authenticating:
+            due.append(next(iter(self._authenticating.values())).auth_deadline)
         return min(due) if due else None
 
     def expire(self) -> None:
         """Unmute the connections whose throttle is over; close the lingering
-        ones whose delay is; accept again once a connection-rate pause is."""
+        ones whose delay is, the idle ones and those that did not authenticate
+        in time; accept again once a connection-rate pause is."""
+        if self._by_activity or self._authenticating:
+            self._close_idle(time.monotonic())
         if self._accept_paused_until and self._accept_paused_until <= time.monotonic():
             self._accept_paused_until = 0.0
             if self.poller is not None:
@@ -764,6 +832,41 @@ class KafkaListener:
                 del self._throttled[fd]
                 conn.throttled_until = 0.0
                 self._process(conn)
+
+    def _close_idle(self, now: float) -> None:
+        """Close the connections idle for ``idle_s`` and those accepted
+        ``auth_timeout_s`` ago and not authenticated yet; each queue is
+        looked at from its head up to the first connection not due."""
+        pending = self._authenticating
+        timed_out = 0
+        while pending:
+            conn = next(iter(pending.values()))
+            if conn.auth_deadline > now:
+                break
+            timed_out += 1
+            self._close(conn, None)     # takes it out of ``pending``
+        if timed_out:
+            # a client that takes this long is stuck or hostile: logged, but
+            # as one line per batch (a scan opens hundreds at once)
+            self._auth_failures.warning(
+                "%s: closed %d connection(s) that had not authenticated %g s after they "
+                "were accepted (authentication_timeout_ms), the last from %s", self.name,
+                timed_out, self.auth_timeout_s, conn.address)
+        active = self._by_activity
+        horizon = now - self.idle_s
+        while active:
+            conn = next(iter(active.values()))
+            if conn.active_at > horizon:
+                break
+            if conn.waiting or conn.throttled_until or conn.closing:
+                # being served, muted by a quota, or closing anyway: not idle;
+                # looked at again one idle period from now
+                conn.active_at = now
+                active.move_to_end(conn.fd)
+                continue
+            log.debug("%s: closing connection from %s, idle for %g s (connections_max_idle_ms)",
+                      self.name, conn.address, now - conn.active_at)
+            self._close(conn, None)     # takes it out of ``active``
 
     # ---- responses ---------------------------------------------------------------------------
 
@@ -849,7 +952,13 @@ class KafkaListener:
             conn.out.extend(waiting.popleft()[2])
         self._flush(conn)
         if not conn.dispatching and not conn.closed:
-            self._process(conn)     # a deferred reply: serve what queued up meanwhile
+            # a deferred reply: the connection's idle time starts again from
+            # it (a reply while dispatching follows a read, which did that);
+            # then serve what queued up meanwhile
+            if self.idle_s:
+                conn.active_at = time.monotonic()
+                self._by_activity.move_to_end(conn.fd)
+            self._process(conn)
 
     def _flush(self, conn: KafkaConnection) -> None:
         queue, fd = conn.out, conn.fd

@@ -305,7 +305,9 @@ class Supervisor:
             KafkaListener(spec.host, spec.port, self.dispatcher,
                           name="supervisor" + (f" ({spec.name})" if i else ""),
                           security=listener_security(cfg, spec.protocol, spec.name),
-                          listener_name=spec.name, connection_quotas=self.connection_quotas)
+                          listener_name=spec.name, connection_quotas=self.connection_quotas,
+                          connections_max_idle_ms=cfg.connections_max_idle_ms,
+                          authentication_timeout_ms=cfg.authentication_timeout_ms)
             for i, spec in enumerate(specs)]
         self.kafka = self.kafka_listeners[0]
         self.controller.native_port, self.controller.kafka_port = self.native.port, self.kafka.port

@@ -170,7 +170,9 @@ class Worker:
                           security=listener_security(config, spec.protocol, spec.name),
                           listener_name=spec.name, connection_quotas=self.connection_quotas,
                           local_socket=(spec.name == first_plaintext and self.curve is None
-                                        and config.local_sockets))
+                                        and config.local_sockets),
+                          connections_max_idle_ms=config.connections_max_idle_ms,
+                          authentication_timeout_ms=config.authentication_timeout_ms)
             for i, spec in enumerate(specs)]
         self.kafka = self.kafka_listeners[0]
         for listener in self.kafka_listeners:

@@ -1,0 +1,310 @@
+"""Idle and unauthenticated connections on a Kafka listener
+(kafkalite/server/kafka_listener.py, "Idle connections").
+
+Listeners made in this process with short bounds, on real sockets, run by
+one event-loop thread as a broker process runs them (``on_events``, then
+``expire``, sleeping until ``next_deadline``): 500 connections that never
+start their TLS handshake on a SASL_SSL listener are all closed once
+``authentication_timeout_ms`` has passed, and the descriptors they held
+with them, while one that logged in meanwhile stays; so are a handshake
+begun and not finished and a SASL login dribbled out a byte at a time. A
+connection that says nothing is closed after ``connections_max_idle_ms``,
+one that keeps sending requests is not, and neither is one whose request
+is answered later than that. (tests/security/test_idle_connections.py does
+the same against a real server and Kafka's own client.)
+"""
+from __future__ import annotations
+
+import os
+import resource
+import select
+import socket
+import ssl
+import struct
+import threading
+import time
+
+import pytest
+import zmq
+
+from harness import wait_until
+from kafkalite.protocol import ApiKey, decode_response, encode_request
+from kafkalite.server.credentials import CredentialStore, make_credential, write_users
+from kafkalite.server.kafka_listener import KafkaListener
+from kafkalite.server.requests import DEFERRED, RequestDispatcher
+from kafkalite.server.security import ListenerSecurity
+from kafkalite.tools.dev_certs import make_certs
+
+AUTH_TIMEOUT_MS = 2000
+IDLE_MS = 600
+N = 500
+SLOW_ANSWER_S = 3 * IDLE_MS / 1000      # a deferred answer later than the idle bound
+USER, PASSWORD = "alice", "alice-pw"
+
+
+class Loop:
+    """Kafka listeners and their poll loop on a thread of this process."""
+
+    def __init__(self, **listener_args):
+        self.poller = zmq.Poller()
+        self.timers: list = []           # (due, callable), run by the loop
+        handlers = {ApiKey.LIST_GROUPS: self._slow}
+        self.listener = KafkaListener("127.0.0.1", 0, RequestDispatcher("test", handlers),
+                                      name="test", **listener_args)
+        self.listener.attach(self.poller)
+        self._stop = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    @property
+    def port(self) -> int:
+        return self.listener.port
+
+    def _slow(self, ctx, body):
+        answer = {"throttle_time_ms": 0, "error_code": 0, "groups": []}
+        self.timers.append((time.monotonic() + SLOW_ANSWER_S, lambda: ctx.respond(answer)))
+        return DEFERRED
+
+    def _run(self):
+        listener = self.listener
+        while not self._stop:
+            due = [t[0] for t in self.timers]
+            if listener.next_deadline() is not None:
+                due.append(listener.next_deadline())
+            timeout = min([50.0] + [max(0.0, (d - time.monotonic()) * 1000) + 1 for d in due])
+            events = dict(self.poller.poll(timeout))
+            listener.on_events(events)
+            listener.expire()
+            now = time.monotonic()
+            for timer in [t for t in self.timers if t[0] <= now]:
+                self.timers.remove(timer)
+                timer[1]()
+
+    def open_connections(self) -> int:
+        return len(self.listener.connections)
+
+    def close(self):
+        self._stop = True
+        self.thread.join(5)
+        self.listener.close()
+
+
+class Client:
+    """A blocking Kafka-protocol connection (over TLS when given a context)."""
+
+    def __init__(self, port: int, context: ssl.SSLContext | None = None):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.sock = context.wrap_socket(sock, server_hostname="localhost") if context else sock
+        self.correlation = 0
+
+    def request(self, api_key: int, version: int, body: dict) -> dict:
+        self.correlation += 1
+        frame = encode_request(api_key, version, self.correlation, "idle-test", body)
+        self.sock.sendall(struct.pack(">i", len(frame)) + frame)
+        size, = struct.unpack(">i", self._exact(4))
+        correlation, answer = decode_response(api_key, version, self._exact(size))
+        assert correlation == self.correlation
+        return answer
+
+    def login(self) -> None:
+        assert self.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        auth = self.request(ApiKey.SASL_AUTHENTICATE, 2,
+                            {"auth_bytes": f"\0{USER}\0{PASSWORD}".encode()})
+        assert auth["error_code"] == 0, auth
+
+    def _exact(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("the broker closed the connection")
+            buf += chunk
+        return bytes(buf)
+
+    def closed_by_server(self) -> bool:
+        """Whether the broker has closed this (plaintext) connection."""
+        return closed_by_server(self.sock)
+
+    def close(self):
+        self.sock.close()
+
+
+def closed_by_server(sock: socket.socket) -> bool:
+    """Whether the broker has closed ``sock``: EOF or a reset, after
+    whatever it sent before (read and dropped: a ServerHello, say)."""
+    while select.select([sock], [], [], 0)[0]:
+        try:
+            if not sock.recv(65536):
+                return True
+        except ConnectionResetError:
+            return True
+    return False
+
+
+def wait_for_closes(connected: dict, timeout: float) -> list[float]:
+    """Wait until the broker has closed every socket of ``connected``
+    (socket -> when it connected); how long each stayed open (to within the
+    polling interval)."""
+    lifetimes: dict = {}
+
+    def all_closed():
+        for s, at in connected.items():
+            if s not in lifetimes and closed_by_server(s):
+                lifetimes[s] = time.monotonic() - at
+        return len(lifetimes) == len(connected)
+    wait_until(all_closed, timeout, lambda: f"the broker to close every connection "
+                                            f"({len(lifetimes)} of {len(connected)} closed)")
+    return list(lifetimes.values())
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def raise_fd_limit(needed: int) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(needed, hard), hard))
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    return make_certs(str(tmp_path_factory.mktemp("certs")))
+
+
+@pytest.fixture
+def sasl_ssl(tmp_path, certs):
+    users = str(tmp_path / "users.json")
+    write_users(users, {USER: {"PLAIN": make_credential("PLAIN", PASSWORD)}})
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certs["server"], certs["server_key"])
+    loop = Loop(security=ListenerSecurity("SASL_SSL", context, ("PLAIN",),
+                                          CredentialStore(users)),
+                authentication_timeout_ms=AUTH_TIMEOUT_MS)
+    client_context = ssl.create_default_context(cafile=certs["ca"])
+    yield loop, client_context
+    loop.close()
+
+
+@pytest.fixture
+def plaintext():
+    loop = Loop(connections_max_idle_ms=IDLE_MS)
+    yield loop
+    loop.close()
+
+
+def test_connections_that_never_authenticate_are_closed_and_their_descriptors_freed(sasl_ssl):
+    loop, client_context = sasl_ssl
+    raise_fd_limit(open_fds() + 2 * N + 100)
+    before = open_fds()
+    connected: dict = {}        # socket -> when its connect returned
+    try:
+        for _ in range(N):
+            s = socket.create_connection(("127.0.0.1", loop.port), timeout=10)
+            connected[s] = time.monotonic()
+        # one that logs in within the bound is served, and kept, past it
+        good = Client(loop.port, client_context)
+        good.login()
+        lifetimes = wait_for_closes(connected, AUTH_TIMEOUT_MS / 1000 + 5)
+        bound = AUTH_TIMEOUT_MS / 1000
+        assert min(lifetimes) >= bound - 0.1, "closed before authentication_timeout_ms"
+        assert max(lifetimes) <= bound + 5
+        assert loop.open_connections() == 1
+        # the listener's ends are gone: what is left is the client sockets
+        assert open_fds() <= before + N + 1 + 5
+        answer = good.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t",
+                                                       "client_software_version": "1"})
+        assert answer["error_code"] == 0
+        good.close()
+    finally:
+        for s in connected:
+            s.close()
+
+
+def test_a_tls_handshake_started_and_not_finished_is_closed_too(sasl_ssl):
+    """A ClientHello and then nothing: the handshake waits for the client's
+    next flight, which never comes."""
+    loop, client_context = sasl_ssl
+    raw = socket.create_connection(("127.0.0.1", loop.port), timeout=10)
+    try:
+        tls = client_context.wrap_bio(ssl.MemoryBIO(), outgoing := ssl.MemoryBIO(),
+                                      server_hostname="localhost")
+        with pytest.raises(ssl.SSLWantReadError):
+            tls.do_handshake()
+        raw.sendall(outgoing.read())        # the ClientHello, never the Finished
+        wait_until(lambda: closed_by_server(raw), AUTH_TIMEOUT_MS / 1000 + 5,
+                   "the half-done handshake to be closed")
+    finally:
+        raw.close()
+
+
+def test_a_sasl_login_begun_and_never_finished_is_closed(sasl_ssl):
+    """TLS done, ApiVersions and SaslHandshake answered, then a byte of the
+    SaslAuthenticate frame now and then: activity, but no login."""
+    loop, client_context = sasl_ssl
+    c = Client(loop.port, client_context)
+    try:
+        started = time.monotonic()
+        assert c.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        c.sock.sendall(struct.pack(">i", 1000))    # a frame that never completes
+        c.sock.settimeout(0.3)
+        closed = False
+        while not closed and time.monotonic() - started < AUTH_TIMEOUT_MS / 1000 + 5:
+            try:
+                c.sock.sendall(b"\0")             # its body, a byte at a time
+                closed = c.sock.recv(1) == b""
+            except TimeoutError:
+                pass
+            except OSError:                         # a reset, or a send after the close
+                closed = True
+        assert closed, "the connection that never finished its login is still open"
+        assert time.monotonic() - started >= AUTH_TIMEOUT_MS / 1000 - 0.05
+    finally:
+        c.close()
+
+
+def test_an_idle_connection_is_closed_and_a_busy_one_is_not(plaintext):
+    idle, busy = Client(plaintext.port), Client(plaintext.port)
+    try:
+        versions = {"client_software_name": "t", "client_software_version": "1"}
+        for c in (idle, busy):
+            assert c.request(ApiKey.API_VERSIONS, 3, versions)["error_code"] == 0
+        quiet_since = time.monotonic()
+        end = quiet_since + 4 * IDLE_MS / 1000
+        while time.monotonic() < end:
+            assert busy.request(ApiKey.API_VERSIONS, 3, versions)["error_code"] == 0
+            time.sleep(IDLE_MS / 1000 / 4)
+        assert idle.closed_by_server()
+        assert not busy.closed_by_server()
+        assert plaintext.open_connections() == 1
+    finally:
+        idle.close()
+        busy.close()
+
+
+def test_a_connection_waiting_for_a_late_answer_is_not_idle(plaintext):
+    """A request served later than the idle bound (a long poll, a rebalance):
+    the connection is busy, not idle; its idle time starts at the answer."""
+    c = Client(plaintext.port)
+    try:
+        started = time.monotonic()
+        answer = c.request(ApiKey.LIST_GROUPS, 4, {"states_filter": []})
+        assert answer["error_code"] == 0
+        assert time.monotonic() - started >= SLOW_ANSWER_S - 0.05
+        assert not c.closed_by_server()
+        wait_until(c.closed_by_server, IDLE_MS / 1000 + 5, "the idle connection to be closed")
+    finally:
+        c.close()
+
+
+def test_negative_connections_max_idle_ms_keeps_idle_connections():
+    loop = Loop(connections_max_idle_ms=-1)
+    c = Client(loop.port)
+    try:
+        wait_until(lambda: loop.open_connections() == 1, message="the connection's accept")
+        assert loop.listener.next_deadline() is None    # nothing to wake the loop for
+        time.sleep(0.2)
+        assert not c.closed_by_server()
+    finally:
+        c.close()
+        loop.close()
