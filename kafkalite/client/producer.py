@@ -1162,6 +1162,13 @@ class _Sender:
         if later:
             node.queue = collections.deque(q for q in node.queue if (q.topic, q.partition) != key)
             self._landed(later)
+            if self.retrying.get(key) in later:
+                # the partition's retried batch goes back unsent: it is no
+                # longer out, so nothing may wait for its answer (it would
+                # never come: the partition stalled until delivery.timeout.ms);
+                # routed again at the head of the waiting ones, it is
+                # retrying once more
+                del self.retrying[key]
             for q in later:
                 q.node = None
                 self._wait(q)
@@ -1418,7 +1425,9 @@ class _Sender:
     def _stalled_because(self, key, b: _Batch) -> str:
         """Why ``b`` still waits (the end of a delivery timeout's message)."""
         held = self.retrying.get(key)
-        if held is not None and held is not b:
+        if held is b:
+            return "could be sent again: taken for out, its retry waited for its own answer"
+        if held is not None:
             return (f"could be sent: it waits behind a retried batch (sequence {held.sequence}, "
                     f"{held.attempts} attempts) that was never answered")
         if self.p._idempotent and self.requests_out[key] >= self._appends_allowed(key):
@@ -1428,6 +1437,8 @@ class _Sender:
             return (f"could be sent again: {self.in_flight_batches[key]} batches of the "
                     f"partition were never answered")
         leader = self._leader_of(b)
+        if leader >= 0 and self.meta.brokers.get(leader) is None:
+            return f"knew where its leader, broker {leader}, listens"
         if leader >= 0:
             return f"had a link to its leader, broker {leader}"
         return "had a leader"
