@@ -94,10 +94,13 @@ class KafkaWire:
     """A bare Kafka protocol connection (blocking socket) for tests that
     need exact requests: our codec on one side, the broker on the other."""
 
-    def __init__(self, address: str, timeout: float = 10.0):
+    def __init__(self, address: str, timeout: float = 10.0, context=None):
+        """``context``: an ssl.SSLContext, for a TLS listener (the server's
+        certificate names localhost)."""
         import socket
         host, port = address.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.sock = context.wrap_socket(sock, server_hostname="localhost") if context else sock
         self.correlation = 0
 
     def send_frame(self, frame: bytes) -> None:
@@ -126,8 +129,42 @@ class KafkaWire:
         assert correlation == self.correlation
         return response
 
+    def login_plain(self, user: str, password: str) -> None:
+        """SASL/PLAIN over this connection; AssertionError when refused."""
+        from kafkalite.protocol import ApiKey
+        assert self.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        auth = self.request(ApiKey.SASL_AUTHENTICATE, 2,
+                            {"auth_bytes": f"\0{user}\0{password}".encode()})
+        assert auth["error_code"] == 0, auth
+
+    def closed_by_server(self, wait: float = 0.0) -> bool:
+        return closed_by_server(self.sock, wait)
+
     def close(self) -> None:
         self.sock.close()
+
+
+def closed_by_server(sock, wait: float = 0.0) -> bool:
+    """Whether the broker closes ``sock`` within ``wait`` seconds: EOF or a
+    reset, after whatever it sent before (read and dropped: a ServerHello,
+    say)."""
+    import select
+    deadline = time.monotonic() + wait
+    while select.select([sock], [], [], max(0.0, deadline - time.monotonic()))[0]:
+        try:
+            if not sock.recv(65536):
+                return True
+        except OSError:             # a reset
+            return True
+    return False
+
+
+def raise_fd_limit(needed: int) -> None:
+    """This process's soft descriptor limit up to ``needed`` (at most the hard one)."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(needed, hard), hard))
 
 
 def kafka_conf(server, **extra) -> dict:

@@ -23,19 +23,20 @@ from __future__ import annotations
 
 import json
 import os
-import resource
-import select
 import socket
 import ssl
-import struct
+import sys
 import time
 
 import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+sys.path.insert(0, __file__.rsplit("/tests/", 1)[0] + "/tests/compat")
+
+from compat_helpers import KafkaWire, closed_by_server, raise_fd_limit  # noqa: E402
 from harness import ServerProcess, run_cli, wait_until
-from kafkalite.protocol import ApiKey, decode_response, encode_request
+from kafkalite.protocol import ApiKey
 from kafkalite.tools.dev_certs import make_certs
 
 AUTH_TIMEOUT_MS = 2000
@@ -101,68 +102,12 @@ def open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def raise_fd_limit(needed: int) -> None:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < needed:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(needed, hard), hard))
-
-
-def closed_by_server(sock: socket.socket) -> bool:
-    """Whether the server has closed ``sock``: EOF or a reset, after
-    whatever it sent before (read and dropped)."""
-    while select.select([sock], [], [], 0)[0]:
-        try:
-            if not sock.recv(65536):
-                return True
-        except ConnectionResetError:
-            return True
-    return False
-
-
-class Client:
+def logged_in(port: int, certs: dict) -> KafkaWire:
     """A blocking SASL_SSL Kafka-protocol connection, logged in with PLAIN."""
-
-    def __init__(self, port: int, certs: dict):
-        context = ssl.create_default_context(cafile=certs["ca"])
-        raw = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.sock = context.wrap_socket(raw, server_hostname="localhost")
-        self.correlation = 0
-        assert self.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
-        auth = self.request(ApiKey.SASL_AUTHENTICATE, 2,
-                            {"auth_bytes": f"\0{USER}\0{PASSWORD}".encode()})
-        assert auth["error_code"] == 0, auth
-
-    def request(self, api_key: int, version: int, body: dict) -> dict:
-        self.correlation += 1
-        frame = encode_request(api_key, version, self.correlation, "idle-test", body)
-        self.sock.sendall(struct.pack(">i", len(frame)) + frame)
-        size, = struct.unpack(">i", self._exact(4))
-        correlation, answer = decode_response(api_key, version, self._exact(size))
-        assert correlation == self.correlation
-        return answer
-
-    def _exact(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("the server closed the connection")
-            buf += chunk
-        return bytes(buf)
-
-    def closed_by_server(self, wait: float) -> bool:
-        """Whether the server closes the connection within ``wait`` seconds
-        (nothing else is due on it)."""
-        self.sock.settimeout(wait)
-        try:
-            return self.sock.recv(1) == b""
-        except TimeoutError:
-            return False
-        except OSError:         # a reset
-            return True
-
-    def close(self):
-        self.sock.close()
+    wire = KafkaWire(f"127.0.0.1:{port}",
+                     context=ssl.create_default_context(cafile=certs["ca"]))
+    wire.login_plain(USER, PASSWORD)
+    return wire
 
 
 @pytest.mark.timeout(120)
@@ -212,7 +157,7 @@ def test_500_connections_that_never_authenticate_are_closed(auth_server, certs):
 @pytest.mark.timeout(120)
 def test_an_idle_connection_is_closed_and_a_busy_one_is_not(idle_server, certs):
     port = kafka_ports(idle_server)[0]
-    idle, busy = Client(port, certs), Client(port, certs)
+    idle, busy = logged_in(port, certs), logged_in(port, certs)
     try:
         for c in (idle, busy):
             assert c.request(ApiKey.API_VERSIONS, 3, VERSIONS)["error_code"] == 0

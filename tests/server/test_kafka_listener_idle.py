@@ -16,10 +16,9 @@ the same against a real server and Kafka's own client.)
 from __future__ import annotations
 
 import os
-import resource
-import select
 import socket
 import ssl
+import sys
 import struct
 import threading
 import time
@@ -27,8 +26,11 @@ import time
 import pytest
 import zmq
 
+sys.path.insert(0, __file__.rsplit("/tests/", 1)[0] + "/tests/compat")
+
+from compat_helpers import KafkaWire, closed_by_server, raise_fd_limit  # noqa: E402
 from harness import wait_until
-from kafkalite.protocol import ApiKey, decode_response, encode_request
+from kafkalite.protocol import ApiKey
 from kafkalite.server.credentials import CredentialStore, make_credential, write_users
 from kafkalite.server.kafka_listener import KafkaListener
 from kafkalite.server.requests import DEFERRED, RequestDispatcher
@@ -89,58 +91,6 @@ class Loop:
         self.listener.close()
 
 
-class Client:
-    """A blocking Kafka-protocol connection (over TLS when given a context)."""
-
-    def __init__(self, port: int, context: ssl.SSLContext | None = None):
-        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.sock = context.wrap_socket(sock, server_hostname="localhost") if context else sock
-        self.correlation = 0
-
-    def request(self, api_key: int, version: int, body: dict) -> dict:
-        self.correlation += 1
-        frame = encode_request(api_key, version, self.correlation, "idle-test", body)
-        self.sock.sendall(struct.pack(">i", len(frame)) + frame)
-        size, = struct.unpack(">i", self._exact(4))
-        correlation, answer = decode_response(api_key, version, self._exact(size))
-        assert correlation == self.correlation
-        return answer
-
-    def login(self) -> None:
-        assert self.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
-        auth = self.request(ApiKey.SASL_AUTHENTICATE, 2,
-                            {"auth_bytes": f"\0{USER}\0{PASSWORD}".encode()})
-        assert auth["error_code"] == 0, auth
-
-    def _exact(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("the broker closed the connection")
-            buf += chunk
-        return bytes(buf)
-
-    def closed_by_server(self) -> bool:
-        """Whether the broker has closed this (plaintext) connection."""
-        return closed_by_server(self.sock)
-
-    def close(self):
-        self.sock.close()
-
-
-def closed_by_server(sock: socket.socket) -> bool:
-    """Whether the broker has closed ``sock``: EOF or a reset, after
-    whatever it sent before (read and dropped: a ServerHello, say)."""
-    while select.select([sock], [], [], 0)[0]:
-        try:
-            if not sock.recv(65536):
-                return True
-        except ConnectionResetError:
-            return True
-    return False
-
-
 def wait_for_closes(connected: dict, timeout: float) -> list[float]:
     """Wait until the broker has closed every socket of ``connected``
     (socket -> when it connected); how long each stayed open (to within the
@@ -159,12 +109,6 @@ def wait_for_closes(connected: dict, timeout: float) -> list[float]:
 
 def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
-
-
-def raise_fd_limit(needed: int) -> None:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < needed:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(needed, hard), hard))
 
 
 @pytest.fixture(scope="module")
@@ -203,8 +147,8 @@ def test_connections_that_never_authenticate_are_closed_and_their_descriptors_fr
             s = socket.create_connection(("127.0.0.1", loop.port), timeout=10)
             connected[s] = time.monotonic()
         # one that logs in within the bound is served, and kept, past it
-        good = Client(loop.port, client_context)
-        good.login()
+        good = KafkaWire(f"127.0.0.1:{loop.port}", context=client_context)
+        good.login_plain(USER, PASSWORD)
         lifetimes = wait_for_closes(connected, AUTH_TIMEOUT_MS / 1000 + 5)
         bound = AUTH_TIMEOUT_MS / 1000
         assert min(lifetimes) >= bound - 0.1, "closed before authentication_timeout_ms"
@@ -242,7 +186,7 @@ def test_a_sasl_login_begun_and_never_finished_is_closed(sasl_ssl):
     """TLS done, ApiVersions and SaslHandshake answered, then a byte of the
     SaslAuthenticate frame now and then: activity, but no login."""
     loop, client_context = sasl_ssl
-    c = Client(loop.port, client_context)
+    c = KafkaWire(f"127.0.0.1:{loop.port}", context=client_context)
     try:
         started = time.monotonic()
         assert c.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
@@ -264,7 +208,7 @@ def test_a_sasl_login_begun_and_never_finished_is_closed(sasl_ssl):
 
 
 def test_an_idle_connection_is_closed_and_a_busy_one_is_not(plaintext):
-    idle, busy = Client(plaintext.port), Client(plaintext.port)
+    idle, busy = KafkaWire(f"127.0.0.1:{plaintext.port}"), KafkaWire(f"127.0.0.1:{plaintext.port}")
     try:
         versions = {"client_software_name": "t", "client_software_version": "1"}
         for c in (idle, busy):
@@ -285,7 +229,7 @@ def test_an_idle_connection_is_closed_and_a_busy_one_is_not(plaintext):
 def test_a_connection_waiting_for_a_late_answer_is_not_idle(plaintext):
     """A request served later than the idle bound (a long poll, a rebalance):
     the connection is busy, not idle; its idle time starts at the answer."""
-    c = Client(plaintext.port)
+    c = KafkaWire(f"127.0.0.1:{plaintext.port}")
     try:
         started = time.monotonic()
         answer = c.request(ApiKey.LIST_GROUPS, 4, {"states_filter": []})
@@ -299,7 +243,7 @@ def test_a_connection_waiting_for_a_late_answer_is_not_idle(plaintext):
 
 def test_negative_connections_max_idle_ms_keeps_idle_connections():
     loop = Loop(connections_max_idle_ms=-1)
-    c = Client(loop.port)
+    c = KafkaWire(f"127.0.0.1:{loop.port}")
     try:
         wait_until(lambda: loop.open_connections() == 1, message="the connection's accept")
         assert loop.listener.next_deadline() is None    # nothing to wake the loop for
