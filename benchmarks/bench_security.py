@@ -18,6 +18,12 @@ kafkalite.tools.dev_certs):
 3. kafkalite Producer.produce_batch() records/s over the native protocol
    (ZeroMQ, not the shared-memory ring), plain and CURVE
 4. kafkalite Consumer.consume_batch() records/s, plain and CURVE
+5. kafkalite Producer.produce_batch() records/s over a shared-memory ring
+   (``kafkalite.transport`` shm), on the plain server and on a server with
+   security on and no key file (a SASL_PLAINTEXT listener: the ring is
+   attached over the native port's CURVE with the owner's key pair, issue
+   40; the records then travel the ring as before); issue 40's target is
+   within 10% of the plain server's figure
 
 For 3 and 4 a plain server and a CURVE server (``native_curve_*``, keys from
 ``kafkalite curve keygen``) run side by side and the rounds alternate
@@ -50,6 +56,7 @@ from kafkalite.tools.dev_certs import make_certs
 VALUE_BYTES = 1024
 USER, PASSWORD = "bench", "bench-password"
 TARGET = 0.7
+RING_TARGET = 0.9          # issue 40: a ring with security on within 10% of the plain one
 HEADERS = ["#", "Figure", "kafkalite", "Compared with", "Ratio", "Target", "Met"]
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_SSL")
 
@@ -113,10 +120,13 @@ def consume(server, protocol, certs, topic: str, n: int) -> float:
         c.close()
 
 
-def start_native_server(work: str, curve: bool, workers: int) -> launcher.ServerProcess:
-    name = "native-curve" if curve else "native-plain"
+def start_native_server(work: str, curve: bool, workers: int,
+                        secured: bool = False) -> launcher.ServerProcess:
+    """A server for figures 3-5: plain; with a CURVE key file (``curve``); or
+    with security on and no key file (``secured``: a SASL listener)."""
+    name = "native-curve" if curve else "native-secured" if secured else "native-plain"
     data = os.path.join(work, name, "data")
-    args = []
+    args = ["--kafka-security-protocol", "SASL_PLAINTEXT"] if secured else []
     if curve:
         keys = os.path.join(work, "curve-keys")
         if not os.path.exists(keys):
@@ -171,6 +181,26 @@ def native_produce(server, work: str, topic: str, n: int) -> float:
         p.close()
 
 
+def ring_produce(server, work: str, topic: str, n: int) -> float:
+    """produce_batch over a shared-memory ring (the native port only attaches it)."""
+    from kafkalite.client import Producer
+    p = Producer(native_conf(server, work, **{
+        "acks": 1, "linger.ms": 5, "kafkalite.transport": "shm",
+        "queue.buffering.max.messages": 1_000_000}))
+    chunk = [b"v" * VALUE_BYTES] * 10_000
+    try:
+        p.produce_batch(topic, chunk[:1], partition=0)      # attached before the clock
+        assert p.flush(30) == 0
+
+        def loop():
+            for i in range(0, n, len(chunk)):
+                p.produce_batch(topic, chunk[:min(len(chunk), n - i)], partition=0)
+            assert p.flush(120) == 0
+        return n / report.timed(loop)
+    finally:
+        p.close()
+
+
 def native_consume(server, work: str, topic: str, n: int) -> float:
     from kafkalite.client import OFFSET_BEGINNING, Consumer, TopicPartition
     c = Consumer(native_conf(server, work, **{"group.id": "bench", "enable.auto.commit": False}))
@@ -187,20 +217,29 @@ def native_consume(server, work: str, topic: str, n: int) -> float:
 
 
 def native_figures(work: str, records: int, runs: int, workers: int) -> dict:
-    """{"plain"|"curve": ([produce rec/s per round], [consume rec/s per round])},
-    rounds alternating between the two servers."""
+    """{"plain"|"curve": ([produce rec/s per round], [consume rec/s per round]),
+    "ring-plain"|"ring-secured": ([ring produce rec/s per round], [])}, rounds
+    alternating between the servers."""
     servers = {"plain": start_native_server(work, False, workers),
-               "curve": start_native_server(work, True, workers)}
-    out = {name: ([], []) for name in servers}
+               "curve": start_native_server(work, True, workers),
+               "secured": start_native_server(work, False, workers, secured=True)}
+    out = {name: ([], []) for name in ("plain", "curve", "ring-plain", "ring-secured")}
     try:
         for r in range(runs):
             for name, server in servers.items():
-                topic = f"native-{r}"
-                native_create_topic(server, work, topic)
-                out[name][0].append(native_produce(server, work, topic, records))
-                out[name][1].append(native_consume(server, work, topic, records))
-                say(f"  native {name:<5} round {r + 1}: produce {out[name][0][-1]:,.0f} rec/s, "
-                    f"consume {out[name][1][-1]:,.0f} rec/s")
+                if name != "secured":
+                    topic = f"native-{r}"
+                    native_create_topic(server, work, topic)
+                    out[name][0].append(native_produce(server, work, topic, records))
+                    out[name][1].append(native_consume(server, work, topic, records))
+                    say(f"  native {name:<5} round {r + 1}: produce {out[name][0][-1]:,.0f} "
+                        f"rec/s, consume {out[name][1][-1]:,.0f} rec/s")
+                if name != "curve":
+                    topic = f"ring-{r}"
+                    native_create_topic(server, work, topic)
+                    out[f"ring-{name}"][0].append(ring_produce(server, work, topic, records))
+                    say(f"  ring   {name:<7} round {r + 1}: produce "
+                        f"{out[f'ring-{name}'][0][-1]:,.0f} rec/s")
     except Exception:
         for server in servers.values():
             print(server.output()[-3000:], file=sys.stderr)
@@ -219,7 +258,7 @@ def parse_args(argv):
     p.add_argument("--native-runs", type=int, default=3,
                    help="alternating rounds of native plain/CURVE (median kept)")
     p.add_argument("--native-only", action="store_true",
-                   help="only the native plain/CURVE figures (3 and 4)")
+                   help="only the native figures: plain/CURVE and the rings (3 to 5)")
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--output-dir", default=None)
     p.add_argument("--work-dir", default=None)
@@ -298,6 +337,19 @@ def main(argv=None) -> int:
                     baseline_key=None if name == "plain" else f"native_plain_{kind}_records_per_s")
         ratio = statistics.median(native["curve"][index]) / statistics.median(native["plain"][index])
         say(f"  native {kind}: CURVE at {ratio:.2f}x of plain (median of {args.native_runs})")
+    for name in ("plain", "secured"):
+        rounds = native[f"ring-{name}"][0]
+        ratio = statistics.median(rounds) / statistics.median(native["ring-plain"][0])
+        res.add(f"ring_{name}_produce_records_per_s", 5,
+                f"kafkalite produce_batch, ring, {'security on' if name == 'secured' else 'plain'}",
+                statistics.median(rounds), "records/s", runs=rounds,
+                **({} if name == "plain" else {
+                    "baseline_key": "ring_plain_produce_records_per_s", "target": RING_TARGET,
+                    "target_text": f">= {RING_TARGET}x", "meets": ratio >= RING_TARGET}))
+    ring_ratio = (statistics.median(native["ring-secured"][0])
+                  / statistics.median(native["ring-plain"][0]))
+    say(f"  ring produce: security on at {ring_ratio:.2f}x of plain (median of "
+        f"{args.native_runs}; issue 40's target >= {RING_TARGET}x)")
     report.write_tables(out_dir, "kafkalite security: Kafka listener PLAINTEXT vs SSL vs "
                         "SASL_SSL; native plain vs CURVE", res,
                         HEADERS, elapsed=elapsed, info=info,

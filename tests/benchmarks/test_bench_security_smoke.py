@@ -1,6 +1,6 @@
 """Smoke test of benchmarks/bench_security.py: the --quick run starts a
-PLAINTEXT, an SSL and a SASL_SSL server, then a plain and a CURVE one for the
-native figures, completes, exits 0 and writes every figure. It checks that
+PLAINTEXT, an SSL and a SASL_SSL server, then a plain, a CURVE and a
+secured one (SASL listener, no key file) for the native and ring figures, completes, exits 0 and writes every figure. It checks that
 the benchmark works, not how fast anything is."""
 import json
 import subprocess
@@ -10,7 +10,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 FIGURES = [f"{p}_{k}_records_per_s" for k in ("produce", "consume")
            for p in ("plaintext", "ssl", "sasl_ssl")] + [
-    f"native_{p}_{k}_records_per_s" for k in ("produce", "consume") for p in ("plain", "curve")]
+    f"native_{p}_{k}_records_per_s" for k in ("produce", "consume") for p in ("plain", "curve")] + [
+    f"ring_{p}_produce_records_per_s" for p in ("plain", "secured")]
 
 
 def test_quick_run_reports_every_figure(tmp_path):
