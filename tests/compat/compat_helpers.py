@@ -147,10 +147,13 @@ class KafkaWire:
 def closed_by_server(sock, wait: float = 0.0) -> bool:
     """Whether the broker closes ``sock`` within ``wait`` seconds: EOF or a
     reset, after whatever it sent before (read and dropped: a ServerHello,
-    say)."""
+    say). poll(2), not select(2): a test holding hundreds of sockets has
+    descriptors past 1024, where select cannot go."""
     import select
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
     deadline = time.monotonic() + wait
-    while select.select([sock], [], [], max(0.0, deadline - time.monotonic()))[0]:
+    while poller.poll(max(0, int((deadline - time.monotonic()) * 1000))):
         try:
             if not sock.recv(65536):
                 return True
