@@ -48,7 +48,9 @@ MAX_HELD_REQUESTS per client (the client's requests in flight; beyond it a
 request is dropped with a rate-limited warning, as an unread answer is).
 The process's loop wakes for ``next_deadline``.
 
-Security (``curve``, a protocol/curve.CurveServer, None by default): the
+Security (``curve``, a protocol/curve.CurveServer: the key file's, or with
+security on the node's key pair of the run, server/security.py
+native_security; None by default): the
 ROUTER is a CURVE server, so only clients whose public key the ZAP handler
 accepts get a message through, encrypted; each message's ZAP User-Id is
 the request's ``principal`` (extension requests get it too: ``shm_attach``

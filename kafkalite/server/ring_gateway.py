@@ -41,7 +41,8 @@ a second of one-record batches), so the records were in the log and
 acknowledged long before any consumer had them. At most MAX_RINGS rings are attached at a time.
 
 Security: a ring is attached only through ``shm_attach`` on the worker's
-native ROUTER, so with CURVE on (``native_curve_secret_key_file``) only by an
+native ROUTER, so with CURVE on (``native_curve_secret_key_file``, or
+security on at all: server/security.py native_security) only by an
 authenticated client, and the ring remembers that client's principal. With
 the authorizer on as well, the attach is refused (TOPIC_AUTHORIZATION_FAILED)
 unless the principal may Write some topic (and every topic the attach names
