@@ -109,7 +109,15 @@ def _probe(endpoint: str, timeout: float, client_id: str, native_only: bool = Fa
             if native_only:
                 raise BootstrapError(f"{address} does not speak kafkalite's native protocol "
                                      f"(no ZeroMQ greeting within {timeout:.1f} s)")
-            return _ask_kafka(sock, address, timeout, client_id)
+            try:
+                return _ask_kafka(sock, address, timeout, client_id)
+            except (ConnectionResetError, BrokenPipeError):
+                # A native port whose greeting came after the question (a
+                # loaded host): libzmq takes the Kafka bytes for a bad
+                # greeting and resets the connection, and the reset drops
+                # the greeting that was on its way. Ask again, waiting for it.
+                pass
+        return _probe(endpoint, timeout, client_id, native_only=True)
     except socket.timeout:
         raise BootstrapError(f"{address} accepted the connection but answered nothing "
                              f"within {timeout:.1f} s") from None
