@@ -162,34 +162,16 @@ def native_create_topic(server, work: str, topic: str) -> None:
         admin.close()
 
 
-def native_produce(server, work: str, topic: str, n: int) -> float:
+def native_produce(server, work: str, topic: str, n: int, transport: str = "zmq") -> float:
+    """produce_batch records/s over ZeroMQ, or over a shared-memory ring
+    (``transport`` "shm": the native port only attaches it)."""
     from kafkalite.client import Producer
     p = Producer(native_conf(server, work, **{
-        "acks": 1, "linger.ms": 5, "kafkalite.transport": "zmq",
+        "acks": 1, "linger.ms": 5, "kafkalite.transport": transport,
         "queue.buffering.max.messages": 1_000_000}))
     chunk = [b"v" * VALUE_BYTES] * 10_000
     try:
         p.produce_batch(topic, chunk[:1], partition=0)      # connected before the clock
-        assert p.flush(30) == 0
-
-        def loop():
-            for i in range(0, n, len(chunk)):
-                p.produce_batch(topic, chunk[:min(len(chunk), n - i)], partition=0)
-            assert p.flush(120) == 0
-        return n / report.timed(loop)
-    finally:
-        p.close()
-
-
-def ring_produce(server, work: str, topic: str, n: int) -> float:
-    """produce_batch over a shared-memory ring (the native port only attaches it)."""
-    from kafkalite.client import Producer
-    p = Producer(native_conf(server, work, **{
-        "acks": 1, "linger.ms": 5, "kafkalite.transport": "shm",
-        "queue.buffering.max.messages": 1_000_000}))
-    chunk = [b"v" * VALUE_BYTES] * 10_000
-    try:
-        p.produce_batch(topic, chunk[:1], partition=0)      # attached before the clock
         assert p.flush(30) == 0
 
         def loop():
@@ -237,7 +219,8 @@ def native_figures(work: str, records: int, runs: int, workers: int) -> dict:
                 if name != "curve":
                     topic = f"ring-{r}"
                     native_create_topic(server, work, topic)
-                    out[f"ring-{name}"][0].append(ring_produce(server, work, topic, records))
+                    out[f"ring-{name}"][0].append(native_produce(server, work, topic, records,
+                                                                    "shm"))
                     say(f"  ring   {name:<7} round {r + 1}: produce "
                         f"{out[f'ring-{name}'][0][-1]:,.0f} rec/s")
     except Exception:

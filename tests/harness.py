@@ -271,3 +271,17 @@ def scrape(server, user: str | None = None, password: str | None = None,
         request.add_header("Authorization", f"Basic {token}")
     with urllib.request.urlopen(request, timeout=timeout) as resp:
         return resp.read().decode()
+
+
+def socket_inodes(pid: int) -> set[str]:
+    """The inodes of process ``pid``'s sockets (its /proc/<pid>/fd links),
+    to match against /proc/net/tcp{,6}."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    return inodes

@@ -13,7 +13,6 @@ connects to the server's native ports, so this check fails for the wrong
 transport (the standalone test's ``native`` case shows it does)."""
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -25,7 +24,7 @@ import requests
 from confluent_kafka.admin import AdminClient, NewTopic
 from connect_cluster import free_ports, get, group_name, start_worker
 from connect_helpers import lines_of
-from harness import child_env, run_cli, wait_until
+from harness import child_env, run_cli, socket_inodes, wait_until
 
 KAFKA = {"kafkalite.client.protocol": "kafka"}
 
@@ -53,14 +52,7 @@ def established_peers(pid: int, accepted_on=()) -> set[int]:
     """Remote ports of the process's established TCP connections, but those
     it accepted on a port of ``accepted_on`` (whose remote port is the
     client's ephemeral one)."""
-    inodes = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            link = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if link.startswith("socket:["):
-            inodes.add(link[8:-1])
+    inodes = socket_inodes(pid)
     peers = set()
     for table in ("tcp", "tcp6"):
         try:

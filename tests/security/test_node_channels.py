@@ -16,13 +16,12 @@ a topic of this test's name.
 """
 from __future__ import annotations
 
-import os
 import time
 
 import zmq
 import zmq.utils.monitor
 
-from harness import wait_until
+from harness import socket_inodes, wait_until
 from kafkalite.client import AdminClient
 from kafkalite.protocol import ApiKey, curve, encode_request
 from kafkalite.server import processes
@@ -47,14 +46,7 @@ def control_endpoint(srv) -> str:
 def listening_ports(pid: int) -> set[int]:
     """The TCP ports process ``pid`` listens on (its sockets' inodes in
     /proc/<pid>/fd, matched in /proc/net/tcp{,6})."""
-    inodes = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
+    inodes = socket_inodes(pid)
     ports = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         with open(table) as f:
