@@ -91,6 +91,18 @@ _VERIFY_RETRIABLE = {errors.CoordinatorNotAvailableError.code,
                      errors.ConcurrentTransactionsError.code, errors.RequestTimedOutError.code}
 
 
+def _produce_code(code: int) -> int:
+    """The Produce error for a partition the coordinator did not verify.
+    PRODUCER_FENCED is a transactional API's answer; on Produce Kafka's
+    brokers answer a fenced producer INVALID_PRODUCER_EPOCH, the one
+    code librdkafka treats as fatal fencing on that path."""
+    if code in _VERIFY_RETRIABLE:
+        return errors.NotEnoughReplicasError.code
+    if code == errors.ProducerFencedError.code:
+        return errors.InvalidProducerEpochError.code
+    return code
+
+
 class Worker:
     def __init__(self, index: int, config: ServerConfig, control_endpoint: str, port: int,
                  kafka_port: int = 0, relay_endpoint: str | None = None,
@@ -290,10 +302,8 @@ class Worker:
             for txn in result.get("results_by_transaction") or ():
                 for t in txn["topic_results"]:
                     for p in t["results_by_partition"]:
-                        code = p["partition_error_code"]
-                        codes[(t["name"], p["partition_index"])] = (
-                            errors.NotEnoughReplicasError.code if code in _VERIFY_RETRIABLE
-                            else code)
+                        codes[(t["name"], p["partition_index"])] = _produce_code(
+                            p["partition_error_code"])
             on_done(codes)
 
         self.coordinator.send(COORDINATOR, ApiKey.ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, {
