@@ -765,7 +765,10 @@ class ReplicaManager:
         def serve(name, topic, fp, out):
             part = self.partition(name, fp["partition"])
             part.check_leader_epoch(fp.get("current_leader_epoch", -1))
-            max_bytes = min(fp.get("partition_max_bytes", 1048576), state["budget"])
+            # KIP-74: the first partition with data may overrun the request's
+            # max_bytes by one whole batch; the budget left is then below
+            # zero, and every later partition gets an empty, error-free entry
+            max_bytes = max(0, min(fp.get("partition_max_bytes", 1048576), state["budget"]))
             try:
                 if replica >= 0:
                     # a follower: its fetch offset is its log end; it reads
