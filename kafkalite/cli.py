@@ -119,6 +119,7 @@ def _server(args) -> int:
         replica_lag_time_max_ms=args.replica_lag_time_max_ms,
         auto_leader_rebalance_enable=args.auto_leader_rebalance,
         leader_imbalance_check_interval_seconds=args.leader_imbalance_check_interval_seconds,
+        group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
         broker_session_timeout_ms=args.broker_session_timeout_ms, cluster=args.cluster,
         node_id=args.node_id, controller_lease_ms=args.controller_lease_ms,
         metrics_port=args.metrics_port, log_level=args.log_level,
@@ -265,6 +266,9 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
     server.add_argument("--broker-session-timeout-ms", type=int,
                         help="a worker whose loop is silent this long (hung, stopped) loses "
                              "its leaderships (default 6000)")
+    server.add_argument("--group-initial-rebalance-delay-ms", type=int,
+                        help="a new consumer group's first rebalance waits this long for more "
+                             "members (default 3000, as Kafka; test servers use 0)")
     server.add_argument("--leader-imbalance-check-interval-seconds", type=int,
                         help="how often leaderships are checked for that (default 30)")
     server.add_argument("--cluster", metavar="POSTGRESQL_URL",

@@ -118,7 +118,8 @@ SETTINGS: dict[str, Setting] = {
     "group_max_session_timeout_ms": Setting("Largest session timeout a member may ask.",
                                             ("group.max.session.timeout.ms",)),
     "group_initial_rebalance_delay_ms": Setting(
-        "How long a new group's first rebalance waits for more members (Kafka: 3000).",
+        "How long a new classic group's first rebalance waits for more members to join, "
+        "Kafka's default (test servers, `kafkalite.testing` and the launcher, set 0).",
         ("group.initial.rebalance.delay.ms",)),
     "group_consumer_session_timeout_ms": Setting(
         "KIP-848 groups: a member silent this long is removed.",
@@ -299,7 +300,7 @@ class ServerConfig:
     offsets_topic_num_partitions: int = 16
     group_min_session_timeout_ms: int = 1_000
     group_max_session_timeout_ms: int = 1_800_000
-    group_initial_rebalance_delay_ms: int = 0
+    group_initial_rebalance_delay_ms: int = 3000
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
     group_consumer_migration_policy: str = "bidirectional"

@@ -43,13 +43,19 @@ def package_env(**extra) -> dict:
 
 class ServerProcess:
     def __init__(self, data_dir: str, workers: int = 2, extra_args=(), log_path: str | None = None,
-                 program=None):
+                 program=None, group_initial_rebalance_delay_ms: int | None = 0):
+        """``group_initial_rebalance_delay_ms``: 0 unless given, as Kafka's
+        test brokers set it, so that a test's group does not wait Kafka's
+        3 s for members that will never come; None keeps the server's own."""
         # what runs the `server` subcommand: python -m kafkalite, or a
         # caller's wrapper around the same entry point (tests observe with one)
         self.program = list(program or [sys.executable, "-m", "kafkalite"])
         self.data_dir = data_dir
         self.workers = workers
         self.extra_args = list(extra_args)
+        if group_initial_rebalance_delay_ms is not None:
+            self.extra_args[:0] = ["--group-initial-rebalance-delay-ms",
+                                   str(group_initial_rebalance_delay_ms)]
         self.log_path = log_path or data_dir.rstrip("/") + ".log"
         self.proc: subprocess.Popen | None = None
         self.info: dict | None = None

@@ -1,11 +1,16 @@
 """Where Kafka's documented answer is the spec: the byte limits of Fetch,
-checked at the wire with exact requests (issue 48's conformance items)."""
+group defaults, fencing codes, checked at the wire with exact requests."""
 from __future__ import annotations
 
-from compat_helpers import KafkaWire, create_topic
+import time
 
+from compat_helpers import KafkaWire, create_topic
+from harness import ServerProcess
+
+from kafkalite import errors
 from kafkalite.protocol import ApiKey
 from kafkalite.record import RecordBatchBuilder
+from kafkalite.server.config import ServerConfig
 
 
 def metadata(server, topic: str) -> dict:
@@ -56,3 +61,40 @@ def test_a_fetch_whose_first_batch_overruns_max_bytes_answers_it_alone_and_the_r
     assert len(first["records"]) > 5000            # the whole batch, over max_bytes
     assert all(len(p["records"] or b"") == 0 for p in rest)
     assert all(p["high_watermark"] == 1 for p in answered)
+
+
+def first_join_seconds(server, group: str) -> float:
+    """How long a lone member's JoinGroup (v9, after its MEMBER_ID_REQUIRED
+    round) waits for its answer from a new group's coordinator."""
+    wire = KafkaWire(server.kafka_bootstrap, timeout=30.0)
+    try:
+        body = {"group_id": group, "session_timeout_ms": 10_000,
+                "rebalance_timeout_ms": 10_000, "member_id": "", "group_instance_id": None,
+                "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}],
+                "reason": None}
+        r = wire.request(ApiKey.JOIN_GROUP, 9, body)
+        assert r["error_code"] == errors.MemberIdRequiredError.code
+        started = time.monotonic()
+        r = wire.request(ApiKey.JOIN_GROUP, 9, {**body, "member_id": r["member_id"]})
+        took = time.monotonic() - started
+        assert r["error_code"] == 0 and r["leader"] == r["member_id"]
+        return took
+    finally:
+        wire.close()
+
+
+def test_a_new_group_waits_kafkas_initial_rebalance_delay_by_default(tmp_path, group_name):
+    """group.initial.rebalance.delay.ms is Kafka's 3000 unless configured;
+    test servers (the launcher, kafkalite.testing) set 0, as Kafka's own
+    test brokers do, and the shared server answers at once."""
+    assert ServerConfig().group_initial_rebalance_delay_ms == 3000
+    srv = ServerProcess(str(tmp_path / "data"), workers=1,
+                        group_initial_rebalance_delay_ms=None).start()
+    try:
+        assert first_join_seconds(srv, group_name) >= 2.9
+    finally:
+        srv.stop()
+
+
+def test_test_servers_start_groups_without_the_delay(server, group_name):
+    assert first_join_seconds(server, group_name) < 2.0
