@@ -136,6 +136,32 @@ cdef int _check_batch_records(const unsigned char *b, Py_ssize_t size, int32_t c
     return 0
 
 
+cdef list _keyless_records(const unsigned char *b, Py_ssize_t size, int32_t count, int codec):
+    """The indexes of the batch's records that have no key (KIP-467's
+    record_errors of a compacted topic's refused batch); the error path
+    only, once the batch is known to hold one. A record that does not
+    parse ends the walk: the framing error is reported on its own."""
+    cdef bytes section
+    cdef const unsigned char *p
+    cdef const unsigned char *end
+    cdef kl_record r
+    cdef int32_t i
+    cdef list out = []
+    if codec == KL_CODEC_NONE:
+        p, end = b + KL_BATCH_HEADER_SIZE, b + size
+    else:
+        section = decompressed_section(b, size, codec)
+        p = <const unsigned char *>PyBytes_AS_STRING(section)
+        end = p + PyBytes_GET_SIZE(section)
+    for i in range(count):
+        if kl_parse_record(p, end, &r) != KL_REC_OK:
+            break
+        if r.key_len < 0:
+            out.append(i)
+        p = r.end
+    return out
+
+
 cdef object _record_error(RecordCheck *c, int64_t position, int32_t count):
     where = f"batch at byte {position}"
     if c.error == ERR_FRAMING:
@@ -397,7 +423,12 @@ def validate_for_append(data, *, int64_t next_offset, int32_t leader_epoch=-1,
                 except CorruptRecordError as exc:
                     raise CorruptRecordError(f"batch at byte {pos}: {exc.message}") from None
                 if chk.error != ERR_NONE:
-                    raise _record_error(&chk, pos, count)
+                    exc = _record_error(&chk, pos, count)
+                    if chk.error == ERR_NO_KEY:
+                        exc.record_errors = [
+                            (k, "compacted topics require a key on every record")
+                            for k in _keyless_records(b, length + KL_LOG_OVERHEAD, count, codec)]
+                    raise exc
                 if not (attrs & KL_ATTR_TIMESTAMP_TYPE):
                     # The header's maxTimestamp is what the time index trusts;
                     # make it agree with the records, as Kafka's validator does.

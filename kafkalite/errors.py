@@ -22,6 +22,9 @@ class KafkaError(Exception):
     # open transaction is lost but abort_transaction() recovers.
     fatal: bool = False
     txn_requires_abort: bool = False
+    # KIP-467: the records of a refused batch that caused it, as (index in
+    # the batch, message); Produce answers them in record_errors.
+    record_errors: list = []
 
     def __init__(self, message: str | None = None):
         super().__init__(message or self.name)

@@ -589,7 +589,14 @@ class ReplicaManager:
                 raise errors.NotEnoughReplicasError(
                     f"{part.name} has {len(part.isr)} in-sync replica(s) {part.isr}; "
                     f"min.insync.replicas is {part.log.config.min_insync_replicas}")
-            info = self.append(part, pd["records"])
+            try:
+                info = self.append(part, pd["records"])
+            except KafkaError as exc:
+                # the whole batch is refused; which records caused it, when
+                # the validator knows, lets a client fail only those
+                out["record_errors"] = [{"batch_index": i, "batch_index_error_message": m}
+                                        for i, m in exc.record_errors]
+                raise
             out["base_offset"] = info.first_offset
             out["log_append_time_ms"] = info.log_append_time
             out["log_start_offset"] = part.log.log_start_offset

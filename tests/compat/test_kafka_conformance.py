@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import time
 
-from compat_helpers import KafkaWire, create_topic
+import pytest
+from compat_helpers import KafkaWire, create_topic, kafka_conf
+from confluent_kafka.admin import AdminClient, NewTopic
 from harness import ServerProcess
 
 from kafkalite import errors
 from kafkalite.protocol import ApiKey
 from kafkalite.record import RecordBatchBuilder
+from kafkalite.record import compression as comp
 from kafkalite.server.config import ServerConfig
 
 
@@ -98,3 +101,37 @@ def test_a_new_group_waits_kafkas_initial_rebalance_delay_by_default(tmp_path, g
 
 def test_test_servers_start_groups_without_the_delay(server, group_name):
     assert first_join_seconds(server, group_name) < 2.0
+
+
+@pytest.mark.parametrize("codec", [0, comp.GZIP, comp.ZSTD], ids=["none", "gzip", "zstd"])
+def test_a_batch_with_keyless_records_on_a_compacted_topic_names_each_in_record_errors(
+        server, topic_name, codec):
+    """KIP-467: the batch is refused whole (INVALID_RECORD, nothing stored)
+    and record_errors names every record that caused it, so that a client
+    can fail those records alone."""
+    admin = AdminClient(kafka_conf(server))
+    for f in admin.create_topics([NewTopic(topic_name, 1, config={
+            "cleanup.policy": "compact"})]).values():
+        f.result()
+    keyless = set(range(5, 100, 10))
+    b = RecordBatchBuilder(codec)
+    for i in range(100):
+        b.append(1_700_000_000_000 + i, None if i in keyless else b"k%d" % i, b"v%d" % i)
+    md = metadata(server, topic_name)
+    leader = md["topics"][0]["partitions"][0]["leader_id"]
+    broker = next(x for x in md["brokers"] if x["node_id"] == leader)
+    wire = KafkaWire(f"{broker['host']}:{broker['port']}")
+    try:
+        resp = wire.request(ApiKey.PRODUCE, 9, {"acks": -1, "timeout_ms": 5000, "topic_data": [
+            {"name": topic_name, "partition_data": [{"index": 0, "records": bytes(b.build())}]}]})
+        p = resp["responses"][0]["partition_responses"][0]
+        assert p["error_code"] == errors.InvalidRecordError.code, p
+        assert sorted(e["batch_index"] for e in p["record_errors"]) == sorted(keyless)
+        assert all("key" in e["batch_index_error_message"] for e in p["record_errors"])
+        assert p["error_message"]
+        offsets = wire.request(ApiKey.LIST_OFFSETS, 7, {
+            "replica_id": -1, "isolation_level": 0, "topics": [{"name": topic_name, "partitions": [
+                {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]})
+        assert offsets["topics"][0]["partitions"][0]["offset"] == 0      # nothing stored
+    finally:
+        wire.close()
