@@ -101,12 +101,18 @@ def flash(driver) -> str:
 
 
 def wait_flash(driver, starts) -> str:
-    """The message shown, once it starts with ``starts``; fails naming what is shown."""
+    """The message shown, once it starts with ``starts``; fails naming what is
+    shown. An "ok" message is shown as the view starts to be drawn again
+    (route() in app.js): wait for the view too, or a read of its tables may
+    find them empty (fresh-clone run N did)."""
     try:
         WebDriverWait(driver, WAIT_S).until(lambda d: flash(d).startswith(starts))
     except TimeoutException:
         raise AssertionError(f"waited for a message {starts!r}; shown: {flash(driver)!r}")
-    return flash(driver)
+    shown = flash(driver)
+    if starts.startswith("ok"):
+        wait_loaded(driver, lambda loaded: True)
+    return shown
 
 
 def fill(driver, form_id, **fields):
