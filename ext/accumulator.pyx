@@ -146,6 +146,8 @@ cdef class ProducerBatch:
     # sent at least once without a definite answer (the link died, the
     # request timed out): it may be in the log though never acknowledged
     cdef public bint maybe_written
+    # why its last attempt failed (a delivery timeout's message names it)
+    cdef public object last_error
     # bytes its records count against queue.buffering.max.kbytes (the
     # accumulator's queued_bytes), and of those, the bytes of records with
     # a callback: their key and value are held until poll() serves them
@@ -173,6 +175,7 @@ cdef class ProducerBatch:
         self.max_bytes = 0
         self.alone = False
         self.maybe_written = False
+        self.last_error = None
         self.nbytes = 0
         self.callback_bytes = 0
 

@@ -1191,6 +1191,7 @@ class _Sender:
             self.p._report(b, type(err)(f"{err.message} ({why})"), -1)
             return
         b.retry_at = now + self.backoff
+        b.last_error = err
         b.node = None
         self._wait(b)
         if self.p._idempotent:
@@ -1397,9 +1398,11 @@ class _Sender:
                 b = queue[0]
                 if now >= b.deadline:
                     queue.popleft()
+                    last = (f" ({b.attempts} attempts, the last failed: {b.last_error})"
+                            if b.last_error is not None else "")
                     self.p._report(b, errors.RequestTimedOutError(
                         f"delivery.timeout.ms expired before {b.topic}-{b.partition} "
-                        f"{self._stalled_because(key, b)}"), -1)
+                        f"{self._stalled_because(key, b)}{last}"), -1)
                     continue
                 if now < b.retry_at:
                     break
@@ -1439,6 +1442,8 @@ class _Sender:
         leader = self._leader_of(b)
         if leader >= 0 and self.meta.brokers.get(leader) is None:
             return f"knew where its leader, broker {leader}, listens"
+        if leader >= 0 and b.attempts:
+            return f"was taken by its leader, broker {leader}"     # each attempt refused
         if leader >= 0:
             return f"had a link to its leader, broker {leader}"
         return "had a leader"

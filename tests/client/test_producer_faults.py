@@ -225,3 +225,23 @@ def test_idempotent_producer_loses_nothing_under_faults(server, topic_name, tran
     print(f"{total} records ({too_large} too large), {len(failed)} failed, faults: "
           f"{ {a: done.count(a) for a in set(done)} }")
     assert problems == [], (len(problems), problems[:10])
+
+
+@pytest.mark.parametrize("transport", ["zmq", "tcp"])
+def test_a_record_that_times_out_names_why_its_last_attempt_failed(server, topic_name, transport):
+    """Every attempt refused with a retriable error (NOT_ENOUGH_REPLICAS:
+    min.insync.replicas 2 on one replica) until delivery.timeout.ms: the
+    report says the timeout expired and what the last attempt met, not only
+    where the batch was waiting."""
+    create(server, topic_name, 1, **{"min.insync.replicas": "2"})
+    reports = []
+    p = Producer(server.config(**{"acks": "all", "delivery.timeout.ms": 1500,
+                                  "request.timeout.ms": 500, "retry.backoff.ms": 50,
+                                  "kafkalite.transport": transport}))
+    p.produce(topic_name, b"v", partition=0, on_delivery=lambda err, msg: reports.append(err))
+    assert p.flush(30) == 0
+    p.close()
+    [err] = reports
+    assert isinstance(err, errors.RequestTimedOutError), err
+    assert "delivery.timeout.ms expired" in err.message, err.message
+    assert "NOT_ENOUGH_REPLICAS" in err.message, err.message
