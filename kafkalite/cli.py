@@ -567,7 +567,9 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
     _topic_arg(c, required=False, text="the topic (default: every topic)")
     c.add_argument("--all", action="store_true",
                    help="every config with its source: DYNAMIC_TOPIC_CONFIG (set on the topic), "
-                        "STATIC_BROKER_CONFIG (the server's topic default), DEFAULT_CONFIG")
+                        "DYNAMIC_DEFAULT_BROKER_CONFIG (the brokers' dynamic default, "
+                        "log.retention.ms and the like), STATIC_BROKER_CONFIG (the server's topic "
+                        "default), DEFAULT_CONFIG")
     _output_arg(c)
     c = csub.add_parser("alter", help="set or delete a topic's config overrides")
     _topic_arg(c)

@@ -37,6 +37,7 @@ class ApiKey(IntEnum):
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
@@ -50,6 +51,7 @@ class ApiKey(IntEnum):
     ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
+    DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
@@ -70,24 +72,30 @@ class ApiKey(IntEnum):
     ALTER_SHARE_GROUP_OFFSETS = 91
 
 
-# (min, max) version per API: what an Apache Kafka 3.7 broker advertises in
-# its ApiVersions response for these keys, except for transactions, which
-# are advertised as Kafka 4.0 does: Produce v12, InitProducerId v5,
-# AddPartitionsToTxn v5, AddOffsetsToTxn v4, EndTxn v5, TxnOffsetCommit v5
-# (KIP-890 parts 1 and 2; with the finalized feature transaction.version=2
-# in ApiVersions v3+, a client may use transactions v2), and ListTransactions
-# v1 (3.8, KIP-994). Clients infer the broker release from these ranges
-# (kafka-python: Fetch v16 => 3.7; librdkafka gates features on them), and
-# keep probing with low versions, so every range starts at 0 like Kafka
-# 3.x's.
+# (min, max) version per API. The maxima are an Apache Kafka 4.0 broker's
+# for the features kafkalite serves, since clients judge the release by them
+# (kafka-python: ListOffsets v10 => 4.0, Fetch v17 => 3.9, Fetch v16 => 3.7;
+# librdkafka gates features on them): ListOffsets v10 (KIP-1005, KIP-1075),
+# Fetch v17 (KIP-853), FindCoordinator v6 (KIP-932), ApiVersions v4
+# (KAFKA-17011), DescribeQuorum v2 and AlterReplicaLogDirs v2, and the
+# transactions v2 versions (KIP-890 parts 1 and 2: Produce v12,
+# InitProducerId v5, AddPartitionsToTxn v5, AddOffsetsToTxn v4, EndTxn v5,
+# TxnOffsetCommit v5; with the finalized feature transaction.version=2 in
+# ApiVersions v3+, a client may use transactions v2). An API whose next
+# version carries a feature kafkalite does not serve stops before it (Metadata
+# v13's REBOOTSTRAP_REQUIRED, KIP-1102). The share-group APIs are ahead of
+# 4.0 (their stable v1s are Kafka 4.1's, below). Every range starts at 0
+# like Kafka 3.x's (4.0 dropped the oldest, KIP-896): clients keep probing
+# with low versions. tests/protocol/test_spec_conformance.py holds every
+# range to Kafka's message specs.
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (0, 12),
-    ApiKey.FETCH: (0, 16),
-    ApiKey.LIST_OFFSETS: (0, 8),
+    ApiKey.FETCH: (0, 17),                        # v17: replica directory id (KIP-853)
+    ApiKey.LIST_OFFSETS: (0, 10),                 # v9: -5 (KIP-1005); v10: timeout_ms (KIP-1075)
     ApiKey.METADATA: (0, 12),
     ApiKey.OFFSET_COMMIT: (0, 9),
     ApiKey.OFFSET_FETCH: (0, 9),
-    ApiKey.FIND_COORDINATOR: (0, 4),
+    ApiKey.FIND_COORDINATOR: (0, 6),              # v6: share coordinator keys (KIP-932)
     ApiKey.JOIN_GROUP: (0, 9),
     ApiKey.HEARTBEAT: (0, 4),
     ApiKey.LEAVE_GROUP: (0, 5),
@@ -95,7 +103,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_GROUPS: (0, 5),
     ApiKey.LIST_GROUPS: (0, 5),                   # v5: group types (KIP-848)
     ApiKey.SASL_HANDSHAKE: (0, 1),
-    ApiKey.API_VERSIONS: (0, 3),
+    ApiKey.API_VERSIONS: (0, 4),                  # v4: features at level 0 (KAFKA-17011)
     ApiKey.CREATE_TOPICS: (0, 7),
     ApiKey.DELETE_TOPICS: (0, 6),
     ApiKey.DELETE_RECORDS: (0, 2),
@@ -111,6 +119,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_ACLS: (0, 3),
     ApiKey.DESCRIBE_CONFIGS: (0, 4),
     ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: (0, 2),        # one log dir per broker: moves nothing
     ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.CREATE_PARTITIONS: (0, 3),
@@ -124,6 +133,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),   # KIP-554
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.DESCRIBE_QUORUM: (0, 2),               # the controller lease as a one-voter quorum
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),

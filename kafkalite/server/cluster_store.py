@@ -21,6 +21,9 @@ together do not race)::
                           list form), written under the lease as the rest
     kafkalite_quotas     (id = 1, quotas jsonb: every client quota config,
                           quota_control.py's list form), likewise
+    kafkalite_broker_configs (resource PK: "" for the cluster-wide defaults or
+                          a broker id, configs jsonb: its dynamic broker
+                          configs, config_registry.py), likewise
     kafkalite_users      (id = 1, users jsonb: the SASL users, credentials.py's
                           "users" object; version bigint, +1 at each change)
     kafkalite_producer_ids (id = 1, block_end): the end of the last block of
@@ -139,6 +142,9 @@ CREATE TABLE IF NOT EXISTS kafkalite_acls (
 CREATE TABLE IF NOT EXISTS kafkalite_quotas (
     id int PRIMARY KEY CHECK (id = 1),
     quotas jsonb NOT NULL);
+CREATE TABLE IF NOT EXISTS kafkalite_broker_configs (
+    resource text PRIMARY KEY,
+    configs jsonb NOT NULL);
 CREATE TABLE IF NOT EXISTS kafkalite_users (
     id int PRIMARY KEY CHECK (id = 1),
     users jsonb NOT NULL,
@@ -443,6 +449,7 @@ class PostgresMetadataStore(MetadataStore):
         # no file paths: MetadataStore's methods only use topics and save()
         self.dsn, self.lease, self.timeout_s = dsn, lease, timeout_s
         self.topics = {}
+        self.broker_configs = {}
         self._persisted: dict[str, dict] = {}     # as PostgreSQL has each topic
         self._conn: psycopg.Connection | None = None
         self._failed_at = 0.0
@@ -490,6 +497,9 @@ class PostgresMetadataStore(MetadataStore):
         try:
             self.cluster_id = create_schema(conn)
             self.topics, self._persisted = self._read_all(conn)
+            self.broker_configs = {resource: dict(configs) for resource, configs in conn.execute(
+                "SELECT resource, configs FROM kafkalite_broker_configs").fetchall()}
+            conn.rollback()
         except psycopg.Error as exc:
             raise self._broken(exc) from None
 
@@ -548,6 +558,22 @@ class PostgresMetadataStore(MetadataStore):
                 self._persisted.pop(name, None)
             else:
                 self._persisted[name] = t
+
+    def _save_broker_configs(self, resource: str) -> None:
+        """One resource's dynamic broker configs, fenced by the controller
+        lease as topic changes are (MetadataStore.set_broker_configs puts
+        the memory back if this raises)."""
+        configs = self.broker_configs.get(resource)
+
+        def write(conn):
+            if configs:
+                conn.execute("INSERT INTO kafkalite_broker_configs (resource, configs) "
+                             "VALUES (%s, %s) ON CONFLICT (resource) DO UPDATE SET "
+                             "configs = EXCLUDED.configs", (resource, Jsonb(configs)))
+            else:
+                conn.execute("DELETE FROM kafkalite_broker_configs WHERE resource = %s",
+                             (resource,))
+        self._fenced_write(write)
 
     # ---- ACLs (acl_control.py) ---------------------------------------------------------------
 

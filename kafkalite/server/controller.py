@@ -2,9 +2,10 @@
 
 It holds the cluster metadata (topics, configs, partition -> broker, leader
 epochs; metadata.py) and answers Metadata, CreateTopics, DeleteTopics,
-CreatePartitions, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs
-and DescribeCluster. It also hands out producer ids (``producer_ids``),
-which the transaction coordinator gives to producers.
+CreatePartitions, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs,
+DescribeCluster and DescribeQuorum (its lease as a one-voter quorum). It
+also hands out producer ids (``producer_ids``), which the transaction
+coordinator gives to producers.
 
 It decides; the brokers act. A change that opens or closes partitions is
 sent to the brokers involved through the ``BrokerChannel`` the supervisor
@@ -60,6 +61,8 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import time
+import uuid
 import zlib
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
@@ -68,17 +71,19 @@ from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
 from kafkalite.protocol.enums import (AUTHORIZED_OPERATIONS_OMITTED, AlterConfigOp, ConfigResourceType,
-                                      ConfigSource, ConfigType, EndpointType)
+                                      EndpointType)
 from kafkalite.protocol.native import NATIVE_BOOTSTRAP_CONFIG
+from kafkalite.server import config_registry as registry
 from kafkalite.server.config import ServerConfig
+from kafkalite.server.listeners import kafka_listeners
 from kafkalite.server.metadata import (INTERNAL_TOPICS, MetadataStore, TopicMetadata,
                                        replica_dir, validate_topic_name)
 from kafkalite.server.per_partition import each_partition
 from kafkalite.server.producer_ids import ProducerIdManager
 from kafkalite.server.replica_manager import (DELETE_RECORDS, PRODUCE, _produce_blank,
+                                              alter_replica_log_dirs_response,
                                               delete_records_blank)
 from kafkalite.server.requests import DEFERRED, NO_RESPONSE, Listener, RequestContext
-from kafkalite.storage.config import LogConfig
 
 log = logging.getLogger("kafkalite.controller")
 
@@ -98,6 +103,11 @@ def _bracket(host: str) -> str:
 
 # DescribeTopicPartitions' page size cap (Kafka's max.request.partition.size.limit)
 MAX_DESCRIBED_PARTITIONS = 2000
+# DescribeQuorum describes KRaft's metadata log, this one partition (KIP-595).
+METADATA_LOG = ("__cluster_metadata", 0)
+# The controller's epoch on one host, where no lease is ever handed over
+# (with --cluster it is the lease's epoch, which every takeover bumps).
+SINGLE_HOST_CONTROLLER_EPOCH = 1
 
 
 @dataclass
@@ -184,6 +194,8 @@ class Controller:
             ApiKey.ALTER_CONFIGS: self._alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self._incremental_alter_configs,
             ApiKey.DESCRIBE_CLUSTER: self._describe_cluster,
+            ApiKey.DESCRIBE_QUORUM: self._describe_quorum,
+            ApiKey.ALTER_REPLICA_LOG_DIRS: self._alter_replica_log_dirs,
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: self._describe_topic_partitions,
             ApiKey.ELECT_LEADERS: self._elect_leaders,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: self._alter_reassignments,
@@ -304,8 +316,7 @@ class Controller:
         live = [b for b in p.replicas if b != exclude and not self.brokers[b].fenced]
         candidates = [b for b in live if b in p.isr]
         unclean = False
-        if not candidates and live and self.config.log_config(
-                topic.configs).unclean_leader_election_enable:
+        if not candidates and live and self.log_config(topic).unclean_leader_election_enable:
             candidates, unclean = live[:1], True
         if not candidates:
             log.error("%s-%d is offline: no in-sync replica of %s is alive", topic.name, index,
@@ -614,7 +625,10 @@ class Controller:
                 "leader": p.leader, "leader_epoch": p.leader_epoch,
                 "partition_epoch": p.partition_epoch, "replicas": p.replicas, "isr": p.isr,
                 "dir": replica_dir(topic.name, index, broker, p.per_broker_dir),
-                "configs": topic.configs}
+                # the dynamic broker-wide topic defaults of that broker under
+                # the topic's own configs (the worker puts its server's static
+                # defaults under both)
+                "configs": {**self._dynamic_topic_defaults(broker), **topic.configs}}
 
     def partition_count(self, topic: str) -> int | None:
         t = self.metadata.topics.get(topic)
@@ -949,15 +963,14 @@ class Controller:
             out.append(replicas)
         return out
 
-    def _validated_configs(self, configs: dict[str, str]) -> dict[str, str]:
-        try:
-            self.config.log_config(configs)
-        except KafkaError as exc:
-            raise errors.InvalidConfigurationError(exc.message) from None
-        return configs
+    def _validated_configs(self, configs: dict, topic: str) -> dict[str, str]:
+        """A new topic's configs, checked against every topic config Kafka
+        has (config_registry.py); INVALID_CONFIG names the one refused."""
+        return registry.check_topic_configs(configs, self.config.log_config(), topic)
 
     def _create_topics(self, ctx: RequestContext, body: dict):
         results, to_create = [], []
+        layers = self._layers(None)         # the cluster's view of new topics' defaults
         for t in body["topics"]:
             name = t["name"]
             out = {"name": name, "error_code": 0, "error_message": None,
@@ -987,12 +1000,18 @@ class Controller:
                     raise errors.InvalidPartitionsError(
                         f"number of partitions must be 1 to {MAX_PARTITIONS_PER_TOPIC}, not {n}")
                 configs = self._validated_configs(
-                    {c["name"]: c["value"] for c in t.get("configs") or [] if c["value"] is not None})
-                min_isr = self.config.log_config(configs).min_insync_replicas
-                if min_isr > rf:
+                    {c["name"]: c["value"] for c in t.get("configs") or []}, name)
+                effective = registry.effective_log_config(self.config, layers, configs)
+                if effective.min_insync_replicas > rf:
                     log.warning("topic %s: min.insync.replicas %d is more than its %d replicas; "
-                                "acks=all produces will be refused", name, min_isr, rf)
+                                "acks=all produces will be refused", name,
+                                effective.min_insync_replicas, rf)
                 out["num_partitions"], out["replication_factor"] = n, rf
+                # CreateTopics v5+: the new topic's configs, as DescribeConfigs has them
+                out["configs"] = [
+                    {k: e[k] for k in ("name", "value", "read_only", "config_source",
+                                       "is_sensitive")}
+                    for e in registry.describe_topic(configs, effective, layers)]
                 to_create.append((name, n, configs, out, rf, assignments))
             except KafkaError as exc:
                 out["error_code"], out["error_message"] = exc.code, exc.message
@@ -1011,6 +1030,7 @@ class Controller:
                     self._undo_create(name)
                     out["error_code"], out["error_message"] = exc.code, exc.message
                     out["num_partitions"] = out["replication_factor"] = -1
+                    out["configs"] = []
             if timed_out:
                 for out in results:
                     if out["error_code"] == 0:
@@ -1095,108 +1115,254 @@ class Controller:
         return self._send(ctx, by_broker, respond, body.get("timeout_ms", DEFAULT_ADMIN_TIMEOUT_MS))
 
     # ---- configs -----------------------------------------------------------------------------
+    #
+    # What each config is (type, default, scope, synonyms, sensitivity) and
+    # the rules of the three config APIs are config_registry.py's; here is
+    # where the values are: topics' own configs and the dynamic broker
+    # configs in the metadata (``broker_configs``: "" for the cluster-wide
+    # defaults, a broker id for its own), the server's settings, and what
+    # the brokers are (ids, listeners, racks).
 
-    def _config_entries(self, topic: TopicMetadata, keys) -> list[dict]:
-        effective = self.config.log_config(topic.configs).to_properties()
-        static = LogConfig.from_properties(self.config.topic_defaults).to_properties()
-        defaults = LogConfig().to_properties()
-        out = []
-        for name, value in effective.items():
-            if keys and name not in keys:
-                continue
-            if name in topic.configs:
-                source = ConfigSource.DYNAMIC_TOPIC_CONFIG
-            elif static[name] != defaults[name]:
-                source = ConfigSource.STATIC_BROKER_CONFIG
+    def _broker_info(self, broker_id: int) -> registry.BrokerInfo:
+        """One broker's own read-only configs: its listeners as it binds
+        and advertises them, its rack, and the node's native address."""
+        native = self.controller_node(Listener.NATIVE)
+        bind, told = [], []
+        for spec in kafka_listeners(self.config):
+            if broker_id == KAFKA_CONTROLLER_ID:
+                host, port = self.kafka_listeners.get(spec.name, (None, self.kafka_port))
+                endpoint = (host or self.config.public_host, port)
+                bind_host = spec.host
             else:
-                source = ConfigSource.DEFAULT_CONFIG
-            out.append({"name": name, "value": value, "read_only": False,
-                        "is_default": source == ConfigSource.DEFAULT_CONFIG,
-                        "config_source": source, "is_sensitive": False, "synonyms": [],
-                        "config_type": ConfigType.UNKNOWN, "documentation": None})
-        return out
+                b = self.brokers[broker_id]
+                endpoint = self._kafka_endpoint(b, spec.name if b.kafka_listeners else None)
+                bind_host = b.host or spec.host
+            if endpoint is None:
+                continue
+            bind.append(f"{spec.name}://{_bracket(bind_host)}:{endpoint[1]}")
+            told.append(f"{spec.name}://{_bracket(endpoint[0])}:{endpoint[1]}")
+        return registry.BrokerInfo(broker_id, ",".join(bind), ",".join(told),
+                                   self.racks.get(broker_id),
+                                   f"{_bracket(native['host'])}:{native['port']}")
 
-    def _broker_config_entries(self, resource_name: str, keys) -> list[dict]:
-        """A broker's described configs: the read-only ones a client may need,
-        today the native protocol's bootstrap address, by which kafkalite's
-        clients given a Kafka listener's address find the native port
-        (protocol/native.py, client/bootstrap.py). Every broker of the
-        cluster, the controller and "" (the cluster-wide default) answer the
-        same: it is the one address of this controller."""
-        known = {str(b.broker_id) for b in self.brokers} | {"", str(KAFKA_CONTROLLER_ID)}
-        if resource_name not in known:
-            raise errors.InvalidRequestError(f"unknown broker {resource_name!r}")
-        node = self.controller_node(Listener.NATIVE)
-        entries = {NATIVE_BOOTSTRAP_CONFIG: f"{_bracket(node['host'])}:{node['port']}"}
-        return [{"name": name, "value": value, "read_only": True, "is_default": False,
-                 "config_source": ConfigSource.STATIC_BROKER_CONFIG, "is_sensitive": False,
-                 "synonyms": [], "config_type": ConfigType.STRING, "documentation": None}
-                for name, value in entries.items() if not keys or name in keys]
-
-    @staticmethod
-    def _topic_resource(r: dict, verb: str) -> str:
-        if r["resource_type"] != ConfigResourceType.TOPIC:
+    def _broker_id(self, resource_name: str) -> int | None:
+        """A broker resource's id (None: "", the cluster-wide defaults);
+        INVALID_REQUEST for anything else than a broker of this cluster, as
+        Kafka answers a name that is not its own id."""
+        if resource_name == "":
+            return None
+        try:
+            broker_id = int(resource_name)
+        except ValueError:
             raise errors.InvalidRequestError(
-                f"only topic configs (resource type {int(ConfigResourceType.TOPIC)}) can be {verb}")
-        return r["resource_name"]
+                f"Broker id must be an integer, but it is: {resource_name}") from None
+        if broker_id != KAFKA_CONTROLLER_ID and not 0 <= broker_id < len(self.brokers):
+            raise errors.InvalidRequestError(
+                f"Unexpected broker id {resource_name}: the brokers are 0.."
+                f"{len(self.brokers) - 1} and {KAFKA_CONTROLLER_ID} (or \"\" for every broker)")
+        return broker_id
+
+    def _layers(self, broker_id: int | None) -> registry.Layers:
+        """Broker ``broker_id``'s config values by level (None: the cluster's
+        view, without any one broker's dynamic or own configs)."""
+        dynamic = self.metadata.broker_configs
+        info = None if broker_id is None else self._broker_info(broker_id)
+        return registry.Layers(
+            dict(dynamic.get(str(broker_id), {})) if broker_id is not None else {},
+            dict(dynamic.get("", {})), registry.static_configs(self.config, info))
+
+    def _dynamic_topic_defaults(self, broker_id: int | None) -> dict[str, str]:
+        """The topic configs the dynamic broker configs set on that broker."""
+        dynamic = self.metadata.broker_configs
+        if not dynamic:
+            return {}
+        return {**registry.dynamic_topic_defaults(dynamic.get("", {})),
+                **registry.dynamic_topic_defaults(
+                    dynamic.get(str(broker_id), {}) if broker_id is not None else {})}
+
+    def log_config(self, topic: TopicMetadata, broker_id: int | None = None):
+        """``topic``'s effective LogConfig (on ``broker_id``; None: as the
+        cluster-wide settings make it)."""
+        return self.config.log_config({**self._dynamic_topic_defaults(broker_id),
+                                       **topic.configs})
+
+    def _config_entries(self, topic: TopicMetadata, keys, broker_id: int | None,
+                        synonyms: bool, documentation: bool) -> list[dict]:
+        """A topic's configs as broker ``broker_id`` (the one the client
+        asked; None: the controller) has them, as Kafka's answering broker
+        describes them with its own dynamic configs."""
+        layers = self._layers(broker_id)
+        effective = registry.effective_log_config(self.config, layers, topic.configs)
+        return registry.describe_topic(topic.configs, effective, layers, keys, synonyms,
+                                       documentation)
+
+    def _broker_config_entries(self, resource_name: str, keys, synonyms: bool = False,
+                               documentation: bool = False) -> list[dict]:
+        """A broker's configs: every broker config with its source, as
+        Kafka's DescribeConfigs of a broker id; for "", the cluster-wide
+        dynamic defaults, as Kafka's. Both carry kafkalite's native
+        bootstrap address (``NATIVE_BOOTSTRAP_CONFIG``: every broker and the
+        controller answer the same, the one address of this controller), by
+        which kafkalite's clients given a Kafka listener's address find the
+        native port (protocol/native.py, client/bootstrap.py)."""
+        broker_id = self._broker_id(resource_name)
+        if broker_id is not None:
+            return registry.describe_broker(self._layers(broker_id), keys, synonyms,
+                                            documentation)
+        layers = self._layers(None)
+        entries = registry.describe_broker(layers, keys, synonyms, documentation,
+                                           cluster_default=True)
+        native = self._broker_info(KAFKA_CONTROLLER_ID).native_bootstrap
+        entries += registry.describe_broker(
+            registry.Layers({}, {}, {NATIVE_BOOTSTRAP_CONFIG: native}),
+            [NATIVE_BOOTSTRAP_CONFIG], synonyms, documentation)
+        return [e for e in entries if not keys or e["name"] in keys]
 
     def _describe_configs(self, ctx: RequestContext, body: dict):
+        synonyms = bool(body.get("include_synonyms"))
+        documentation = bool(body.get("include_documentation"))
+        # the broker the client addressed, whose dynamic configs a topic's
+        # values include (a request to this process: the cluster's defaults)
+        via = ctx.relayed_from if ctx.relayed_from is not None \
+            and 0 <= ctx.relayed_from < len(self.brokers) else None
         results = []
         for r in body["resources"]:
             out = {"error_code": 0, "error_message": None, "resource_type": r["resource_type"],
                    "resource_name": r["resource_name"], "configs": []}
             try:
+                keys = r.get("configuration_keys")
                 if r["resource_type"] == ConfigResourceType.BROKER:
-                    out["configs"] = self._broker_config_entries(r["resource_name"],
-                                                                 r.get("configuration_keys"))
+                    out["configs"] = self._broker_config_entries(r["resource_name"], keys,
+                                                                 synonyms, documentation)
+                elif r["resource_type"] == ConfigResourceType.TOPIC:
+                    topic = self.metadata.get(r["resource_name"])
+                    out["configs"] = self._config_entries(topic, keys, via, synonyms,
+                                                          documentation)
                 else:
-                    topic = self.metadata.get(self._topic_resource(r, "described"))
-                    out["configs"] = self._config_entries(topic, r.get("configuration_keys"))
+                    raise errors.InvalidRequestError(
+                        f"unsupported resource type {r['resource_type']}: kafkalite describes "
+                        f"topic ({int(ConfigResourceType.TOPIC)}) and broker "
+                        f"({int(ConfigResourceType.BROKER)}) configs")
             except KafkaError as exc:
                 out["error_code"], out["error_message"] = exc.code, exc.message
             results.append(out)
         return {"throttle_time_ms": 0, "results": results}
 
     def _apply_configs(self, ctx: RequestContext, body: dict, new_configs):
-        """``new_configs(resource, current) -> dict``; shared by both Alter APIs."""
-        responses, by_broker, changed = [], {}, []
+        """Both Alter APIs: ``new_configs(resource, current, is_topic,
+        default_of)`` -> the resource's configs as they become (``default_of``:
+        a config's value where the resource has none of its own). Topic
+        configs are checked as CreateTopics checks them (INVALID_CONFIG),
+        broker configs as Kafka's DynamicBrokerConfig does
+        (INVALID_REQUEST). Kafka's request-level rules first: a resource
+        named twice, or a config twice in one resource, is INVALID_REQUEST."""
+        responses, by_broker = [], {}
+        named = [(r["resource_type"], r["resource_name"]) for r in body["resources"]]
         for r in body["resources"]:
             out = {"error_code": 0, "error_message": None, "resource_type": r["resource_type"],
                    "resource_name": r["resource_name"]}
             responses.append(out)
             try:
-                name = self._topic_resource(r, "altered")
-                _refuse_internal(name, "alter")
-                topic = self.metadata.get(name)
-                configs = self._validated_configs(new_configs(r, dict(topic.configs)))
-                if not body.get("validate_only"):
-                    changed.append((topic, configs))
+                if named.count((r["resource_type"], r["resource_name"])) > 1:
+                    raise errors.InvalidRequestError("Each resource must appear at most once.")
+                names = [c["name"] for c in r["configs"]]
+                if len(set(names)) != len(names):
+                    raise errors.InvalidRequestError("Error due to duplicate config keys")
+                if r["resource_type"] == ConfigResourceType.TOPIC:
+                    self._alter_topic_configs(r, body.get("validate_only"), new_configs,
+                                              by_broker)
+                elif r["resource_type"] == ConfigResourceType.BROKER:
+                    self._alter_broker_configs(r, body.get("validate_only"), new_configs,
+                                               by_broker)
+                else:
+                    raise errors.InvalidRequestError(
+                        f"unsupported resource type {r['resource_type']}: kafkalite alters "
+                        f"topic ({int(ConfigResourceType.TOPIC)}) and broker "
+                        f"({int(ConfigResourceType.BROKER)}) configs")
             except KafkaError as exc:
                 out["error_code"], out["error_message"] = exc.code, exc.message
-        for topic, configs in changed:
-            before = dict(topic.configs)
-            self.metadata.set_configs(topic.name, configs)
-            log.info("topic %s: configs %s -> %s", topic.name, before or "{}", configs or "{}")
-            self._assign(by_broker, topic, range(len(topic.partitions)))
         return self._send(ctx, by_broker,
                           lambda _, timed_out: {"throttle_time_ms": 0, "responses": responses})
 
+    def _alter_topic_configs(self, r: dict, validate_only: bool, new_configs,
+                             by_broker: dict) -> None:
+        name = r["resource_name"]
+        _refuse_internal(name, "alter")
+        topic = self.metadata.get(name)
+        cluster_view = self.config.log_config(self._dynamic_topic_defaults(None)).to_properties()
+        configs = registry.check_topic_configs(
+            new_configs(r, dict(topic.configs), True, cluster_view.get), self.config.log_config(),
+            name, topic.configs)
+        if validate_only:
+            return
+        before = dict(topic.configs)
+        self.metadata.set_configs(topic.name, configs)
+        log.info("topic %s: configs %s -> %s", topic.name, before or "{}", configs or "{}")
+        self._assign(by_broker, topic, range(len(topic.partitions)))
+
+    def _alter_broker_configs(self, r: dict, validate_only: bool, new_configs,
+                              by_broker: dict) -> None:
+        """Dynamic broker configs of one broker or ("") of every broker.
+        Those that are topic defaults go to the brokers at once: every
+        partition of a topic without its own value of one that changed is
+        sent to its replicas on the brokers concerned with its new configs."""
+        broker_id = self._broker_id(r["resource_name"])
+        resource = "" if broker_id is None else str(broker_id)
+        before = dict(self.metadata.broker_configs.get(resource, {}))
+
+        def default_of(name: str):
+            return registry.broker_config(name).default if registry.broker_config(name) else None
+        configs = new_configs(r, dict(before), False, default_of)
+        registry.check_broker_configs(configs, per_broker=broker_id is not None)
+        if validate_only:
+            return
+        self.metadata.set_broker_configs(resource, configs)
+        log.info("dynamic configs of %s: %s -> %s",
+                 f"broker {broker_id}" if broker_id is not None else "every broker (default)",
+                 registry.loggable(before, False) or "{}",
+                 registry.loggable(configs, False) or "{}")
+        old, new = registry.dynamic_topic_defaults(before), registry.dynamic_topic_defaults(configs)
+        changed = {k for k in {*old, *new} if old.get(k) != new.get(k)}
+        if not changed:
+            return
+        for topic in self.metadata.topics.values():
+            if changed - set(topic.configs):
+                self._assign(by_broker, topic, range(len(topic.partitions)), only=broker_id)
+
     def _alter_configs(self, ctx: RequestContext, body: dict):
-        # Legacy AlterConfigs replaces the whole set of topic overrides.
-        return self._apply_configs(ctx, body, lambda r, current: {
-            c["name"]: c["value"] for c in r["configs"] if c["value"] is not None})
+        # Legacy AlterConfigs replaces the resource's whole set of configs.
+        def replace(r, current, is_topic, default_of):
+            nulls = [c["name"] for c in r["configs"] if c["value"] is None]
+            if nulls:
+                raise errors.InvalidRequestError(
+                    f"Null value not supported for : {', '.join(nulls)}")
+            return {c["name"]: c["value"] for c in r["configs"]}
+        return self._apply_configs(ctx, body, replace)
 
     def _incremental_alter_configs(self, ctx: RequestContext, body: dict):
-        def apply(r, current):
+        def apply(r, current, is_topic, default_of):
+            nulls = [c["name"] for c in r["configs"]
+                     if c["value"] is None and c["config_operation"] != AlterConfigOp.DELETE]
+            if nulls:
+                raise errors.InvalidRequestError(
+                    f"Null value not supported for : {', '.join(nulls)}")
             for c in r["configs"]:
                 op, name, value = c["config_operation"], c["name"], c["value"]
                 if op == AlterConfigOp.SET:
                     current[name] = value
                 elif op == AlterConfigOp.DELETE:
                     current.pop(name, None)
-                elif op in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):   # list configs
-                    items = [v for v in current.get(name, "").split(",") if v]
-                    for v in (value or "").split(","):
+                elif op in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
+                    if not registry.is_list(is_topic, name):
+                        raise errors.InvalidConfigurationError(
+                            f"Can't {AlterConfigOp(op).name} to key {name} because its type is "
+                            f"not LIST.")
+                    # from the resource's own value, else the one it has now
+                    # (a topic: the server's default; SUBTRACTing the last
+                    # cleanup.policy leaves an empty list, as Kafka 4 allows)
+                    start = current[name] if name in current else (default_of(name) or "")
+                    items = [v.strip() for v in start.split(",") if v.strip()]
+                    for v in (x.strip() for x in value.split(",")):
                         if op == AlterConfigOp.APPEND and v and v not in items:
                             items.append(v)
                         elif op == AlterConfigOp.SUBTRACT and v in items:
@@ -1217,6 +1383,84 @@ class Controller:
                              "rack": None}
                             for b in self.live_brokers(ctx.listener, ctx.listener_name)],
                 "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+
+    def _describe_quorum(self, ctx: RequestContext, body: dict):
+        """DescribeQuorum of the metadata log (KIP-595, KIP-853). kafkalite
+        has no KRaft quorum; its controller is the holder of the controller
+        lease (PostgreSQL's with --cluster, this process's alone on one
+        host), so the quorum it describes is that: this process (Metadata's
+        controller_id) its leader and only voter, at the lease's epoch, and
+        the live brokers its observers, as KRaft's brokers observe the
+        metadata log. There is no metadata log, so no offsets: the high
+        watermark and log end offsets are -1 ("unknown"), and only the
+        leader has fetch times (now, as KRaft reports for its leader). Any
+        other topic-partition is UNKNOWN_TOPIC_OR_PARTITION, and a process
+        that lost its lease answers NOT_LEADER_OR_FOLLOWER, as Kafka does."""
+        topics = body["topics"]
+        asked = [(t["topic_name"], p["partition_index"]) for t in topics for p in t["partitions"]]
+        lease = getattr(self.metadata, "lease", None)
+        if asked != [METADATA_LOG] or len(topics) != 1:
+            error = errors.UnknownTopicOrPartitionError(
+                "the metadata quorum is described as one partition, %s-%d" % METADATA_LOG)
+        elif lease is not None and not lease.held:
+            error = errors.NotLeaderOrFollowerError(
+                f"node {lease.node_id} no longer holds the controller lease")
+        else:
+            error = None
+        if error is not None:
+            return {"error_code": 0, "error_message": None, "nodes": [], "topics": [
+                {"topic_name": t["topic_name"], "partitions": [
+                    {"partition_index": p["partition_index"], "error_code": error.code,
+                     "error_message": error.message} for p in t["partitions"]]}
+                for t in topics]}
+        controller = self.controller_id(ctx.listener)
+        now_ms = int(time.time() * 1000)
+        no_dir = uuid.UUID(int=0)       # Kafka's "no directory id"
+        leader = {"replica_id": controller, "replica_directory_id": no_dir,
+                  "log_end_offset": -1, "last_fetch_timestamp": now_ms,
+                  "last_caught_up_timestamp": now_ms}
+        observers = [{"replica_id": b["node_id"], "replica_directory_id": no_dir,
+                      "log_end_offset": -1, "last_fetch_timestamp": -1,
+                      "last_caught_up_timestamp": -1}
+                     for b in self.live_brokers(ctx.listener, ctx.listener_name)
+                     if b["node_id"] != controller]
+        listeners = [{"name": name, "host": host or self.config.public_host, "port": port}
+                     for name, (host, port) in self.kafka_listeners.items()]
+        return {"error_code": 0, "error_message": None, "topics": [{
+            "topic_name": METADATA_LOG[0], "partitions": [{
+                "partition_index": METADATA_LOG[1], "error_code": 0, "error_message": None,
+                "leader_id": controller,
+                "leader_epoch": lease.epoch if lease is not None else SINGLE_HOST_CONTROLLER_EPOCH,
+                "high_watermark": -1, "current_voters": [leader], "observers": observers}]}],
+            "nodes": [{"node_id": controller, "listeners": listeners}]}
+
+    def _alter_replica_log_dirs(self, ctx: RequestContext, body: dict):
+        """AlterReplicaLogDirs sent to this process as a broker (node 1000),
+        which keeps the internal topics' replicas in its one log dir, the
+        data dir; the workers answer for theirs (replica_manager.py). As
+        Kafka answers: a path that is not the data dir, LOG_DIR_NOT_FOUND;
+        an internal topic's partition, NONE (it is in that dir already);
+        another topic's, REPLICA_NOT_AVAILABLE (its replicas are the
+        workers'); a partition that does not exist,
+        UNKNOWN_TOPIC_OR_PARTITION."""
+        log_dir = os.path.abspath(self.config.data_dir)
+        codes: dict[tuple[str, int], int] = {}   # a partition named twice: the last dir, as Kafka
+        for d in body["dirs"]:
+            for t in d["topics"]:
+                name = t["name"]
+                internal = self.internal_topics.get(name, 0)
+                meta = self.metadata.topics.get(name)
+                for index in t["partitions"]:
+                    if d["path"] != log_dir:
+                        code = errors.LogDirNotFoundError.code
+                    elif 0 <= index < internal:
+                        code = 0
+                    elif meta is not None and 0 <= index < len(meta.partitions):
+                        code = errors.ReplicaNotAvailableError.code
+                    else:
+                        code = errors.UnknownTopicOrPartitionError.code
+                    codes[(name, index)] = code
+        return alter_replica_log_dirs_response(codes)
 
     # ---- Produce -----------------------------------------------------------------------------
 

@@ -72,12 +72,14 @@ from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey, decode_assignment, decode_subscription
 from kafkalite.protocol import encode_assignment, encode_subscription
+from kafkalite.protocol.enums import CoordinatorType
 from kafkalite.protocol.errors import ProtocolError
 from kafkalite.server import consumer_group_log
 from kafkalite.server.config import MIGRATION_POLICIES
 from kafkalite.server.consumer_group import (ClassicMetadata, ConsumerGroup,
                                              ConsumerGroupCoordinator, ConsumerGroupMember)
 from kafkalite.server.share_group import ShareGroupCoordinator
+from kafkalite.server.share_state_log import parse_coordinator_key
 from kafkalite.server.group_log import GroupMetadataLog, OffsetAndMetadata
 from kafkalite.server.metadata import OFFSETS_TOPIC
 from kafkalite.server.requests import DEFERRED, RequestContext
@@ -104,6 +106,8 @@ MIGRATION_DISABLED, MIGRATION_UPGRADE, MIGRATION_DOWNGRADE, MIGRATION_BIDIRECTIO
     MIGRATION_POLICIES
 OFFSET_METADATA_MAX_BYTES = 4096
 NONE = 0
+NO_NODE = {"node_id": -1, "host": "", "port": -1}   # a FindCoordinator key not answered
+SHARE_COORDINATOR_KEYS_FROM = 6         # FindCoordinator's first version with key type 2
 
 
 def _now_ms() -> int:
@@ -616,12 +620,49 @@ class GroupCoordinator:
     # ---- FindCoordinator -----------------------------------------------------------------------
 
     def _find_coordinator(self, ctx: RequestContext, body: dict):
+        """Every coordinator is this process: the group coordinator (key
+        type 0; a share group's members ask for theirs so too), the
+        transaction coordinator (1) and, from v6, the share coordinator of
+        a share-partition (2, KIP-932), keyed "groupId:topicId:partition"
+        as partition leaders ask for it. A key type Kafka does not define, a
+        share key before v6 and a share key of another shape are answered
+        INVALID_REQUEST, as Kafka answers them. v5 (KIP-890) only tells
+        that the client takes TRANSACTION_ABORTABLE, which no lookup here
+        returns."""
         node = self.coordinator_node(ctx.listener, ctx.listener_name)
+        key_type = body.get("key_type", CoordinatorType.GROUP)
         if ctx.api_version >= 4:
-            return {"throttle_time_ms": 0, "coordinators": [
-                {"key": key, **node, "error_code": NONE, "error_message": None}
-                for key in body["coordinator_keys"]]}
+            coordinators = []
+            for key in body["coordinator_keys"]:
+                refused = self._refused_coordinator_key(ctx.api_version, key_type, key)
+                coordinators.append(
+                    {"key": key, **node, "error_code": NONE, "error_message": None}
+                    if refused is None else
+                    {"key": key, **NO_NODE, "error_code": refused.code,
+                     "error_message": refused.message})
+            return {"throttle_time_ms": 0, "coordinators": coordinators}
+        refused = self._refused_coordinator_key(ctx.api_version, key_type, body["key"])
+        if refused is not None:
+            return {"throttle_time_ms": 0, "error_code": refused.code,
+                    "error_message": refused.message, **NO_NODE}
         return {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, **node}
+
+    @staticmethod
+    def _refused_coordinator_key(api_version: int, key_type: int, key: str) -> KafkaError | None:
+        try:
+            key_type = CoordinatorType(key_type)
+        except ValueError:
+            return errors.InvalidRequestError(f"unknown coordinator key type {key_type}")
+        if key_type != CoordinatorType.SHARE:
+            return None
+        if api_version < SHARE_COORDINATOR_KEYS_FROM:
+            return errors.InvalidRequestError(
+                f"FindCoordinator v{api_version} has no share coordinator keys (v6+)")
+        try:
+            parse_coordinator_key(key)
+        except ValueError as exc:
+            return errors.InvalidRequestError(f"share coordinator key: {exc}")
+        return None
 
     # ---- JoinGroup -------------------------------------------------------------------------------
 

@@ -652,7 +652,7 @@ class KafkaListener:
             self._close(conn, str(exc))
             return
         if api_key == ApiKey.API_VERSIONS:
-            self.respond(conn, header, self._sasl_api_versions(0))
+            self.respond(conn, header, self._sasl_api_versions(0, header.api_version))
             return
         sasl = conn.reauth or conn.sasl
         if sasl.principal is not None:
@@ -756,9 +756,10 @@ class KafkaListener:
         self._lingering[conn.fd] = conn
         self._update_interest(conn)
 
-    def _sasl_api_versions(self, error_code: int) -> dict:
+    def _sasl_api_versions(self, error_code: int, api_version: int = 0) -> dict:
         return api_versions_body([*self.dispatcher.advertised(Listener.KAFKA),
-                                  ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE], error_code)
+                                  ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE], error_code,
+                                 api_version)
 
     # ---- Responder (requests.py) -------------------------------------------------------------
 

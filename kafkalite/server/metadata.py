@@ -7,7 +7,13 @@ atomically (write, fsync, rename)::
     {"version": 2, "cluster_id": "...",
      "topics": {"orders": {"topic_id": "<uuid>", "configs": {"retention.ms": "..."},
                            "partitions": [{"replicas": [0, 1, 2], "leader": 0, "isr": [0, 1],
-                                           "leader_epoch": 3, "partition_epoch": 7}, ...]}}}
+                                           "leader_epoch": 3, "partition_epoch": 7}, ...]}},
+     "broker_configs": {"": {"log.retention.ms": "..."}, "0": {...}}}
+
+``broker_configs`` are the dynamic broker configs (config_registry.py): the
+cluster-wide defaults under "", each broker's own under its id. They change
+rarely, so each change writes a new snapshot rather than a line of the log
+(and a version that predates them reads the file without them).
 
 and the changes since it, ``<data_dir>/cluster-metadata.log``: one JSON
 object a line, appended and fsynced before the change is acted on, each the
@@ -170,6 +176,8 @@ class MetadataStore:
         self.changes_path = os.path.join(data_dir, CHANGES_FILE)
         self.cluster_id = ""
         self.topics: dict[str, TopicMetadata] = {}
+        # dynamic broker configs: "" (cluster-wide default) or a broker id -> {name: value}
+        self.broker_configs: dict[str, dict[str, str]] = {}
         self._snapshot_bytes = 0
         self._changes_bytes = 0
         self._load()
@@ -199,6 +207,7 @@ class MetadataStore:
         else:
             self._snapshot_bytes = len(data)
             self.cluster_id = raw["cluster_id"]
+            self.broker_configs = {k: dict(v) for k, v in raw.get("broker_configs", {}).items()}
             for name, t in raw["topics"].items():
                 self.topics[name] = self._topic(name, t)
         replayed = self._replay_changes()
@@ -266,7 +275,8 @@ class MetadataStore:
             self._append_changes(lines)
             return
         raw = {"version": 2, "cluster_id": self.cluster_id, "topics": {
-            t.name: self._topic_json(t) for t in self.topics.values()}}
+            t.name: self._topic_json(t) for t in self.topics.values()},
+            **({"broker_configs": self.broker_configs} if self.broker_configs else {})}
         data = json.dumps(raw, indent=1, sort_keys=True).encode()
         write_atomically(self.path, data)
         self._snapshot_bytes = len(data)
@@ -373,6 +383,27 @@ class MetadataStore:
     def set_configs(self, name: str, configs: dict[str, str]) -> None:
         self.get(name).configs = dict(configs)
         self.save([name])
+
+    def set_broker_configs(self, resource: str, configs: dict[str, str]) -> None:
+        """Make ``configs`` the dynamic configs of broker ``resource`` (its
+        id, or "" for the cluster-wide defaults), durably; on failure
+        nothing changed."""
+        before = self.broker_configs.get(resource)
+        if configs:
+            self.broker_configs[resource] = dict(configs)
+        else:
+            self.broker_configs.pop(resource, None)
+        try:
+            self._save_broker_configs(resource)
+        except Exception:
+            if before is None:
+                self.broker_configs.pop(resource, None)
+            else:
+                self.broker_configs[resource] = before
+            raise
+
+    def _save_broker_configs(self, resource: str) -> None:
+        self.save()
 
     def start_leadership(self, worker: int) -> list[tuple[str, int, int]]:
         """Bump the leader epoch of every partition ``worker`` leads (it is

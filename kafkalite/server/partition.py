@@ -46,6 +46,14 @@ from kafkalite.storage import AppendOrigin
 from kafkalite.storage.log import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP,
                                    FetchDataInfo, LogAppendInfo, PartitionLog)
 
+# ListOffsets' specs for the ends of tiered storage: the first offset still
+# in local segments (KIP-405) and the last one copied to remote storage
+# (KIP-1005). kafkalite has no remote storage, so they are answered as Kafka
+# answers them for a topic without it: the local log starts at the log start
+# offset, and nothing is tiered (offset -1).
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
 
 class Partition:
     __slots__ = ("topic", "index", "topic_id", "log", "broker_id", "leader_epoch", "replicas",
@@ -286,13 +294,16 @@ class Partition:
                              read_committed: bool = False) -> tuple[int, int] | None:
         """ListOffsets: (offset, timestamp) for a timestamp or one of Kafka's
         special values (latest -- the LSO for read_committed --, earliest,
-        max timestamp), None when none."""
+        max timestamp, earliest local, latest tiered), None when none; an
+        offset of -1: none (nothing is tiered)."""
         if timestamp == LATEST_TIMESTAMP:
             if read_committed:
                 return self.log.last_stable_offset, -1
             return self.log.high_watermark, -1
-        if timestamp == EARLIEST_TIMESTAMP:
+        if timestamp == EARLIEST_TIMESTAMP or timestamp == EARLIEST_LOCAL_TIMESTAMP:
             return self.log.log_start_offset, -1
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return -1, -1
         if timestamp == MAX_TIMESTAMP or timestamp >= 0:
             return self.log.offset_for_timestamp(timestamp)
         raise errors.InvalidRequestError(f"unsupported ListOffsets timestamp {timestamp}")

@@ -23,6 +23,7 @@ serves, for those partitions and no others:
   passed (REQUEST_TIMED_OUT), as Kafka's delayed-delete purgatory does.
 - ShareFetch and ShareAcknowledge (share groups, KIP-932): the
   share-partitions of the partitions it leads (share_partition.py).
+- DescribeLogDirs and AlterReplicaLogDirs: its one log dir, the data dir.
 
 read_committed fetches and ListOffsets stop at the last stable offset, and
 fetches carry the aborted transactions their batches may belong to.
@@ -115,7 +116,8 @@ from kafkalite.protocol.enums import IsolationLevel
 from kafkalite.record import build_control_batch
 from kafkalite.record.layout import ATTR_TRANSACTIONAL, OFF_ATTRIBUTES, OFF_PRODUCER_ID, PRODUCER
 from kafkalite.server.metadata import INTERNAL_TOPICS
-from kafkalite.server.partition import Partition
+from kafkalite.server.partition import (EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP,
+                                        Partition)
 from kafkalite.server.per_partition import Shape, each_partition
 from kafkalite.server.purgatory import (DelayedDeleteRecords, DelayedFetch, DelayedProduce,
                                         Purgatory)
@@ -123,6 +125,7 @@ from kafkalite.server.requests import DEFERRED, NO_RESPONSE, RequestContext
 from kafkalite.server.share_partition import SharePartitionManager
 from kafkalite.storage import AppendOrigin, PartitionLog
 from kafkalite.storage.checkpoint import BROKER_CHECKPOINTS, CheckpointFile
+from kafkalite.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from kafkalite.storage.local_region import same_host
 
 log = logging.getLogger("kafkalite.replica_manager")
@@ -150,6 +153,18 @@ DESCRIBE_PRODUCERS = Shape("name", "partitions", "partition",
                            "name", "partitions", "partition_index", error_message=True)
 DELETE_RECORDS = Shape("name", "partitions", "partition_index",
                        "name", "partitions", "partition_index")
+# ListOffsets: the first version that takes each timestamp spec (a negative
+# timestamp), as Kafka's ReplicaManager checks; a partition asked for a spec
+# its request's version predates, or for one Kafka has not defined, is
+# answered UNSUPPORTED_VERSION. (v0 takes latest and earliest too: Kafka
+# serves v0 by its own path, which knows them.)
+LIST_OFFSETS_SPEC_VERSIONS = {
+    LATEST_TIMESTAMP: 0,
+    EARLIEST_TIMESTAMP: 0,
+    MAX_TIMESTAMP: 7,                   # KIP-734
+    EARLIEST_LOCAL_TIMESTAMP: 8,        # KIP-405
+    LATEST_TIERED_TIMESTAMP: 9,         # KIP-1005
+}
 
 
 def replica_key(key: tuple[str, int]) -> tuple:
@@ -165,6 +180,15 @@ def delete_records_key(key: tuple[str, int]) -> tuple:
 
 def delete_records_blank() -> dict:
     return {"error_code": 0, "low_watermark": -1}
+
+
+def alter_replica_log_dirs_response(codes: dict[tuple[str, int], int]) -> dict:
+    """AlterReplicaLogDirs' answer: {(topic, partition): error code}, by topic."""
+    by_topic: dict[str, list] = {}
+    for (name, index), code in codes.items():
+        by_topic.setdefault(name, []).append({"partition_index": index, "error_code": code})
+    return {"throttle_time_ms": 0, "results": [{"topic_name": name, "partitions": parts}
+                                                for name, parts in by_topic.items()]}
 
 
 def _indexed(topics: list, name_field: str, indexes_field: str) -> list:
@@ -197,6 +221,7 @@ class ReplicaManager:
         ApiKey.DESCRIBE_PRODUCERS: "describe_producers",
         ApiKey.DELETE_RECORDS: "delete_records",
         ApiKey.DESCRIBE_LOG_DIRS: "describe_log_dirs",
+        ApiKey.ALTER_REPLICA_LOG_DIRS: "alter_replica_log_dirs",
         ApiKey.SHARE_FETCH: "share_fetch",
         ApiKey.SHARE_ACKNOWLEDGE: "share_acknowledge",
     }
@@ -696,6 +721,33 @@ class ReplicaManager:
             "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()],
             "total_bytes": disk.total, "usable_bytes": disk.free}]}
 
+    def alter_replica_log_dirs(self, ctx: RequestContext, body: dict):
+        """Move replicas to another of this broker's log dirs (KIP-113), as
+        Kafka's ReplicaManager answers it. This broker has one, the data
+        dir (DescribeLogDirs names it), so nothing ever moves: a replica
+        named with that dir is where it is asked to be (NONE); a path that
+        is not it, exactly as given, is LOG_DIR_NOT_FOUND (Kafka compares
+        absolute paths); a replica whose log could not be opened,
+        KAFKA_STORAGE_ERROR; a partition this broker has no replica of,
+        REPLICA_NOT_AVAILABLE (Kafka answers UNKNOWN_TOPIC_OR_PARTITION
+        when its metadata has no such topic either; a worker keeps no
+        metadata of the topics it does not host)."""
+        log_dir = os.path.abspath(self.data_dir)
+        codes: dict[tuple[str, int], int] = {}   # a partition named twice: the last dir, as Kafka
+        for d in body["dirs"]:
+            for t in d["topics"]:
+                for index in t["partitions"]:
+                    key = (t["name"], index)
+                    if d["path"] != log_dir:
+                        codes[key] = errors.LogDirNotFoundError.code
+                    elif key in self.offline:
+                        codes[key] = errors.KafkaStorageError.code
+                    elif key not in self.partitions:
+                        codes[key] = errors.ReplicaNotAvailableError.code
+                    else:
+                        codes[key] = 0
+        return alter_replica_log_dirs_response(codes)
+
     def delete_records(self, ctx: RequestContext, body: dict):
         """Move each partition's log start offset (-1: to the high
         watermark); answer with the low watermark once the in-sync
@@ -862,15 +914,26 @@ class ReplicaManager:
         return self.shares.share_acknowledge(ctx, body)
 
     def list_offsets(self, ctx: RequestContext, body: dict):
+        """The offset of each partition's timestamp or timestamp spec. v10's
+        ``timeout_ms`` bounds lookups in remote storage (KIP-1075); kafkalite
+        has none, so every lookup is answered at once."""
         read_committed = body.get("isolation_level", 0) == IsolationLevel.READ_COMMITTED
+        version = ctx.api_version
 
         def serve(name, topic, lp, out):
+            timestamp = lp["timestamp"]
+            if timestamp < 0:
+                since = LIST_OFFSETS_SPEC_VERSIONS.get(timestamp)
+                if since is None or version < since:
+                    raise errors.UnsupportedVersionError(
+                        f"ListOffsets v{version} does not take the timestamp {timestamp}")
             part = self.partition(name, lp["partition_index"])
             part.check_leader_epoch(lp.get("current_leader_epoch", -1))
-            found = part.offset_for_timestamp(lp["timestamp"], read_committed)
+            found = part.offset_for_timestamp(timestamp, read_committed)
             if found is not None:
                 out["offset"], out["timestamp"] = found
-                out["leader_epoch"] = part.leader_epoch
+                # no offset (nothing tiered): no epoch either, as Kafka answers
+                out["leader_epoch"] = part.leader_epoch if found[0] >= 0 else -1
 
         return {"throttle_time_ms": 0,
                 "topics": each_partition(LIST_OFFSETS, body["topics"], serve, _list_offsets_blank)}

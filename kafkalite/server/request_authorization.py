@@ -56,7 +56,7 @@ import uuid
 from kafkalite import errors
 from kafkalite.protocol import ApiKey
 from kafkalite.protocol.enums import AclOperation as Op
-from kafkalite.protocol.enums import ConfigResourceType
+from kafkalite.protocol.enums import ConfigResourceType, CoordinatorType
 from kafkalite.protocol.enums import ResourceType as Res
 from kafkalite.server.authorizer import CLUSTER_NAME, Authorizer
 
@@ -351,6 +351,21 @@ def _cluster(op: Op):
     return check
 
 
+def _alter_replica_log_dirs(r: _Request, body: dict) -> dict | None:
+    """Alter on the cluster, as Kafka asks; the response has no top-level
+    error_code, so denied, every partition named is answered with the
+    error (Kafka's getErrorResponse) and the broker moves nothing."""
+    if r.may_cluster(Op.ALTER):
+        return None
+    results: dict[str, list] = {}
+    for d in body.get("dirs") or ():
+        for t in d["topics"]:
+            results.setdefault(t["name"], []).extend(
+                {"partition_index": p, "error_code": CLUSTER_DENIED} for p in t["partitions"])
+    return {"throttle_time_ms": 0, "results": [{"topic_name": name, "partitions": parts}
+                                                for name, parts in results.items()]}
+
+
 def _delete_records(r: _Request, body: dict) -> None:
     _topic_partitions(Op.DELETE, "topics", "name", "partitions", "partition_index", "topics",
                       "name", "partitions", "partition_index", low_watermark=-1)(r, body)
@@ -359,7 +374,21 @@ def _delete_records(r: _Request, body: dict) -> None:
 # ---- groups ------------------------------------------------------------------------------------
 
 def _find_coordinator(r: _Request, body: dict) -> None:
-    res = Res.TRANSACTIONAL_ID if body.get("key_type") == 1 else Res.GROUP
+    key_type = body.get("key_type")
+    if key_type == CoordinatorType.SHARE:
+        # a share-partition's share coordinator (v6+, KIP-932): the partition
+        # leaders' question, ClusterAction on the cluster as Kafka asks;
+        # before v6 (one key before v4) the handler refuses the key type
+        if r.ctx.api_version >= 6 and not r.may_cluster(Op.CLUSTER_ACTION):
+            message = f"{r.principal} may not look up share coordinators (ClusterAction)"
+            denied = r.split(body, "coordinator_keys", lambda k: False, lambda k: k)
+            r.add_to("coordinators", [{"key": k, "node_id": -1, "host": "", "port": -1,
+                                       "error_code": CLUSTER_DENIED, "error_message": message}
+                                      for k in denied])
+        return
+    if key_type not in (CoordinatorType.GROUP, CoordinatorType.TRANSACTION, None):
+        return                                   # the handler refuses the key type
+    res = Res.TRANSACTIONAL_ID if key_type == CoordinatorType.TRANSACTION else Res.GROUP
     if r.ctx.api_version < 4:                    # one key
         r.require(Op.DESCRIBE, res, body.get("key") or "")
         return
@@ -745,6 +774,8 @@ _CHECKS = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: _cluster(Op.ALTER),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: _cluster(Op.DESCRIBE),
     ApiKey.DESCRIBE_LOG_DIRS: _cluster(Op.DESCRIBE),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: _alter_replica_log_dirs,
+    ApiKey.DESCRIBE_QUORUM: _cluster(Op.DESCRIBE),
     ApiKey.WRITE_TXN_MARKERS: _cluster(Op.CLUSTER_ACTION),
     ApiKey.FIND_COORDINATOR: _find_coordinator,
     ApiKey.JOIN_GROUP: _group(Op.READ),

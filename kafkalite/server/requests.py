@@ -230,16 +230,26 @@ Handler = Callable[[RequestContext, dict], object]
 # The level never changes, so the finalized epoch is a constant.
 TRANSACTION_VERSION = 2
 FEATURES_EPOCH = 1
+SUPPORTED_FEATURES = {"transaction.version": (0, TRANSACTION_VERSION)}   # name -> (min, max)
+# ApiVersions below v4 leaves out a supported feature whose min_version is
+# 0, as Kafka does (KAFKA-17011: Java clients before 3.9 refuse to parse such
+# a range); a v4 client is told every feature. The finalized levels (what a
+# client decides by) are in every version from v3.
+FEATURES_FROM_LEVEL_0 = 4
 
 
-def api_versions_body(api_keys: Iterable[int], error_code: int = 0) -> dict:
-    """The ApiVersions response advertising ``api_keys`` (and ApiVersions)."""
+def api_versions_body(api_keys: Iterable[int], error_code: int = 0,
+                      api_version: int = FEATURES_FROM_LEVEL_0) -> dict:
+    """The ApiVersions response of ``api_version`` advertising ``api_keys``
+    (and ApiVersions)."""
     keys = sorted(set(api_keys) | {ApiKey.API_VERSIONS})
     return {"error_code": error_code, "throttle_time_ms": 0, "api_keys": [
         {"api_key": int(k), "min_version": SUPPORTED_VERSIONS[k][0],
          "max_version": SUPPORTED_VERSIONS[k][1]} for k in keys if k in SUPPORTED_VERSIONS],
-        "supported_features": [{"name": "transaction.version", "min_version": 0,
-                                "max_version": TRANSACTION_VERSION}],
+        "supported_features": [
+            {"name": name, "min_version": low, "max_version": high}
+            for name, (low, high) in SUPPORTED_FEATURES.items()
+            if low > 0 or api_version >= FEATURES_FROM_LEVEL_0],
         "finalized_features_epoch": FEATURES_EPOCH,
         "finalized_features": [{"name": "transaction.version",
                                 "max_version_level": TRANSACTION_VERSION,
@@ -313,8 +323,9 @@ class RequestDispatcher:
         """Whether this process answers ``api_key`` itself."""
         return api_key == ApiKey.API_VERSIONS or api_key in self.handlers
 
-    def api_versions_body(self, listener: Listener, error_code: int = 0) -> dict:
-        return api_versions_body(self.advertised(listener), error_code)
+    def api_versions_body(self, listener: Listener, error_code: int = 0,
+                          api_version: int = FEATURES_FROM_LEVEL_0) -> dict:
+        return api_versions_body(self.advertised(listener), error_code, api_version)
 
     def check_version(self, header: RequestHeader) -> None:
         versions = SUPPORTED_VERSIONS.get(header.api_key)
@@ -332,7 +343,7 @@ class RequestDispatcher:
         try:
             self.check_version(header)
             if header.api_key == ApiKey.API_VERSIONS:
-                ctx.respond(self.api_versions_body(ctx.listener))
+                ctx.respond(self.api_versions_body(ctx.listener, api_version=header.api_version))
                 return
             handler = self.handlers.get(header.api_key)
             if handler is None:

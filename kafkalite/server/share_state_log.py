@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import re
 import uuid
 
 from kafkalite.protocol.codec import decode_data, encode_data
@@ -49,6 +50,27 @@ def coordinator_key(group: str, topic_id: uuid.UUID, partition: int) -> str:
     """Kafka's SharePartitionKey as the share coordinator hashes it."""
     tid = base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
     return f"{group}:{tid}:{partition}"
+
+
+def parse_coordinator_key(key: str) -> tuple[str, uuid.UUID, int]:
+    """(group, topic id, partition) of a ``coordinator_key`` (what a share
+    FindCoordinator names, KIP-932); ValueError saying what is wrong with
+    any other string, as Kafka's SharePartitionKey.validate refuses it."""
+    parts = key.split(":")
+    if len(parts) != 3:
+        raise ValueError(f"expected groupId:topicId:partition, found {key!r}")
+    group, tid, partition = parts
+    if not group.strip():
+        raise ValueError(f"no group id in {key!r}")
+    try:
+        raw = base64.b64decode(tid + "=" * (-len(tid) % 4), altchars=b"-_", validate=True)
+    except ValueError:
+        raw = b""
+    if len(raw) != 16:
+        raise ValueError(f"{tid!r} is not a topic id (Kafka's base64 of 16 bytes)")
+    if not re.fullmatch(r"[+-]?[0-9]{1,10}", partition) or not -2**31 <= int(partition) < 2**31:
+        raise ValueError(f"{partition!r} is not a partition index")
+    return group, uuid.UUID(bytes=raw), int(partition)
 
 
 class ShareStateLog(InternalTopicLog):

@@ -1,12 +1,22 @@
-"""Per-topic log configuration, with Kafka's property names and defaults.
+"""Per-topic log configuration, with Kafka's property names, types and defaults.
 
 ``LogConfig.from_properties({"segment.bytes": "1048576", ...})`` accepts the
 same keys and value syntax as Kafka's topic configs (strings or numbers) and
 raises InvalidConfigurationError naming the key for anything it cannot use.
+
+Every topic config Kafka 4.x documents is a field here, so that any of them
+can be given, stored and described. The log acts on most; the others are
+kept and shown but have no effect, and their ``effect`` metadata says why
+(kafkalite never recompresses a batch, has no tiered storage, ...). The
+configs Kafka 3.x deprecated and 4.0 removed (``DEPRECATED``) are accepted
+too, checked and ignored, so that clients written for Kafka 3.x still
+create their topics. server/config_registry.py adds what a client is told
+about each (its ConfigType, synonyms, documentation) on top of this.
 """
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 
 from kafkalite.errors import InvalidConfigurationError
@@ -19,79 +29,184 @@ CLEANUP_COMPACT = "compact"
 TIMESTAMP_CREATE_TIME = "CreateTime"
 TIMESTAMP_LOG_APPEND_TIME = "LogAppendTime"
 COMPRESSION_TYPES = ("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd")
+# Kafka's codec levels: gzip's -1 is zlib's own default
+GZIP_LEVELS, LZ4_LEVELS, ZSTD_LEVELS = (1, 9), (1, 17), (-131072, 22)
+# leader/follower.replication.throttled.replicas: "*" or partition:broker pairs
+_THROTTLED = re.compile(r"^\s*(\*|\d+\s*:\s*\d+(\s*,\s*\d+\s*:\s*\d+)*)?\s*$")
+_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?(-IV\d+)?$")
+
+# Why a config has no effect here (the field's ``effect``); empty: the log acts on it.
+NO_RECOMPRESSION = ("kafkalite stores a batch as its producer compressed it and never "
+                    "recompresses it")
+NO_TIERED_STORAGE = "kafkalite has no tiered storage: the whole log is local"
+NO_TIMESTAMP_CHECK = ("kafkalite does not compare record timestamps with the broker's clock "
+                      "(no INVALID_TIMESTAMP)")
 
 
 def _prop(key: str, minimum: int | None = None, maximum: int | None = None, *, doc: str,
-          broker: dict[str, int] | None = None, **kw):
-    """A topic config: Kafka's name, its bounds, its documentation, and
-    Kafka's broker-wide default settings for it (``server.properties`` name ->
-    the factor that turns that setting's unit into this one's: 3600000 for
-    ``log.retention.hours``), which a server config file may set."""
+          kind: str, broker: dict[str, int] | None = None, effect: str = "", **kw):
+    """A topic config: Kafka's name, its Kafka type (``kind``: int, long,
+    double, boolean, string, list), its bounds, its documentation, Kafka's
+    broker-wide default settings for it in Kafka's order of precedence
+    (``server.properties`` name -> the factor that turns that setting's unit
+    into this one's: 3600000 for ``log.retention.hours``), which a server
+    config file may set, and why kafkalite does not act on it (``effect``;
+    empty when it does)."""
     return field(metadata={"key": key, "min": minimum, "max": maximum, "doc": doc,
-                           "broker": broker or {}}, **kw)
+                           "kind": kind, "broker": broker or {}, "effect": effect}, **kw)
+
+
+@dataclass(frozen=True)
+class Deprecated:
+    """A topic config Kafka deprecated and has since removed: accepted,
+    checked and ignored (``effect`` says what became of it)."""
+    kind: str
+    default: str
+    broker: str
+    doc: str
+    effect: str
 
 
 @dataclass(frozen=True)
 class LogConfig:
     """Settings of one partition log (Kafka topic-level configs)."""
 
-    segment_bytes: int = _prop("segment.bytes", 14, INT_MAX, default=1 << 30,
-        doc="Size at which the active segment is rolled.", broker={"log.segment.bytes": 1})
-    segment_ms: int = _prop("segment.ms", 1, LONG_MAX, default=7 * 24 * 3600 * 1000,
+    segment_bytes: int = _prop("segment.bytes", 14, INT_MAX, default=1 << 30, kind="int",
+        doc="Size at which the active segment is rolled (Kafka 4.0's minimum is 1 MiB; "
+            "kafkalite keeps Kafka 3's 14 bytes).", broker={"log.segment.bytes": 1})
+    segment_ms: int = _prop("segment.ms", 1, LONG_MAX, default=7 * 24 * 3600 * 1000, kind="long",
         doc="Age at which the active segment is rolled even if not full.",
         broker={"log.roll.ms": 1, "log.roll.hours": 3_600_000})
-    segment_jitter_ms: int = _prop("segment.jitter.ms", 0, LONG_MAX, default=0,
+    segment_jitter_ms: int = _prop("segment.jitter.ms", 0, LONG_MAX, default=0, kind="long",
         doc="Largest random amount taken off `segment.ms`, so that partitions do not all "
             "roll at once.", broker={"log.roll.jitter.ms": 1, "log.roll.jitter.hours": 3_600_000})
     segment_index_bytes: int = _prop("segment.index.bytes", 8, INT_MAX, default=10 * 1024 * 1024,
+        kind="int",
         doc="Size of a segment's offset and time indexes (a full index rolls the segment).",
         broker={"log.index.size.max.bytes": 1})
-    index_interval_bytes: int = _prop("index.interval.bytes", 0, INT_MAX, default=4096,
+    index_interval_bytes: int = _prop("index.interval.bytes", 0, INT_MAX, default=4096, kind="int",
         doc="Bytes of batches between two offset index entries.",
         broker={"log.index.interval.bytes": 1})
-    max_message_bytes: int = _prop("max.message.bytes", 0, INT_MAX, default=1048588,
+    max_message_bytes: int = _prop("max.message.bytes", 0, INT_MAX, default=1048588, kind="int",
         doc="Largest record batch a producer may append.", broker={"message.max.bytes": 1})
     retention_ms: int = _prop("retention.ms", -1, LONG_MAX, default=7 * 24 * 3600 * 1000,
+        kind="long",
         doc="Segments whose records are all older than this are deleted (-1: no limit).",
         broker={"log.retention.ms": 1, "log.retention.minutes": 60_000,
                 "log.retention.hours": 3_600_000})
-    retention_bytes: int = _prop("retention.bytes", -1, LONG_MAX, default=-1,
+    retention_bytes: int = _prop("retention.bytes", -1, LONG_MAX, default=-1, kind="long",
         doc="Oldest segments are deleted while a partition is larger than this (-1: no limit).",
         broker={"log.retention.bytes": 1})
-    cleanup_policy: tuple = _prop("cleanup.policy", default=(CLEANUP_DELETE,),
-        doc="`delete` (retention), `compact` (keep each key's latest record) or both.",
-        broker={"log.cleanup.policy": 1})
+    cleanup_policy: tuple = _prop("cleanup.policy", default=(CLEANUP_DELETE,), kind="list",
+        doc="`delete` (retention), `compact` (keep each key's latest record), both, or none "
+            "(an empty list: records are kept for ever, as Kafka 4.2's KIP-1161; DeleteRecords "
+            "is refused, as for `compact`).", broker={"log.cleanup.policy": 1})
     delete_retention_ms: int = _prop("delete.retention.ms", 0, LONG_MAX, default=24 * 3600 * 1000,
-        doc="How long compaction keeps tombstones (and transaction markers).",
+        kind="long", doc="How long compaction keeps tombstones (and transaction markers).",
         broker={"log.cleaner.delete.retention.ms": 1})
     min_compaction_lag_ms: int = _prop("min.compaction.lag.ms", 0, LONG_MAX, default=0,
-        doc="A record stays uncompacted at least this long.",
+        kind="long", doc="A record stays uncompacted at least this long.",
         broker={"log.cleaner.min.compaction.lag.ms": 1})
     max_compaction_lag_ms: int = _prop("max.compaction.lag.ms", 1, LONG_MAX, default=LONG_MAX,
+        kind="long",
         doc="A record is compacted at most this long after it was written, however clean "
             "the log.", broker={"log.cleaner.max.compaction.lag.ms": 1})
     min_cleanable_dirty_ratio: float = _prop("min.cleanable.dirty.ratio", 0, 1, default=0.5,
-        doc="Compaction starts when this share of the log is uncompacted.",
+        kind="double", doc="Compaction starts when this share of the log is uncompacted.",
         broker={"log.cleaner.min.cleanable.ratio": 1})
-    flush_messages: int = _prop("flush.messages", 1, LONG_MAX, default=LONG_MAX,
+    flush_messages: int = _prop("flush.messages", 1, LONG_MAX, default=LONG_MAX, kind="long",
         doc="fsync after this many records (default: leave it to the OS and replication).",
         broker={"log.flush.interval.messages": 1})
-    flush_ms: int = _prop("flush.ms", 0, LONG_MAX, default=LONG_MAX,
-        doc="fsync at least this often.", broker={"log.flush.interval.ms": 1})
+    flush_ms: int = _prop("flush.ms", 0, LONG_MAX, default=LONG_MAX, kind="long",
+        doc="fsync at least this often.",
+        broker={"log.flush.interval.ms": 1, "log.flush.scheduler.interval.ms": 1})
+    file_delete_delay_ms: int = _prop("file.delete.delay.ms", 0, LONG_MAX, default=60_000,
+        kind="long", doc="How long a deleted segment's files stay on disk.",
+        broker={"log.segment.delete.delay.ms": 1},
+        effect="kafkalite removes a segment's files as soon as retention, compaction or "
+               "DeleteRecords drops the segment")
+    preallocate: bool = _prop("preallocate", default=False, kind="boolean",
+        doc="Preallocate a new segment's file.", broker={"log.preallocate": 1},
+        effect="kafkalite's segment files grow as they are written")
     message_timestamp_type: str = _prop("message.timestamp.type", default=TIMESTAMP_CREATE_TIME,
+        kind="string",
         doc="`CreateTime` (the producer's) or `LogAppendTime` (the broker's, set on append).",
         broker={"log.message.timestamp.type": 1})
-    compression_type: str = _prop("compression.type", default="producer",
+    message_timestamp_before_max_ms: int = _prop(
+        "message.timestamp.before.max.ms", 0, LONG_MAX, default=LONG_MAX, kind="long",
+        doc="With CreateTime: how far behind the broker's clock a record's timestamp may be.",
+        broker={"log.message.timestamp.before.max.ms": 1}, effect=NO_TIMESTAMP_CHECK)
+    message_timestamp_after_max_ms: int = _prop(
+        "message.timestamp.after.max.ms", 0, LONG_MAX, default=3_600_000, kind="long",
+        doc="With CreateTime: how far ahead of the broker's clock a record's timestamp may be "
+            "(Kafka 4.0's default, one hour).",
+        broker={"log.message.timestamp.after.max.ms": 1}, effect=NO_TIMESTAMP_CHECK)
+    compression_type: str = _prop("compression.type", default="producer", kind="string",
         doc="`producer` (keep the producer's codec) or a codec to store batches in: "
-            "uncompressed, gzip, snappy, lz4, zstd.", broker={"compression.type": 1})
+            "uncompressed, gzip, snappy, lz4, zstd.", broker={"compression.type": 1},
+        effect=NO_RECOMPRESSION)
+    compression_gzip_level: int = _prop("compression.gzip.level", default=-1, kind="int",
+        doc="gzip level when `compression.type` is gzip: 1 to 9, or -1 (zlib's default).",
+        broker={"compression.gzip.level": 1}, effect=NO_RECOMPRESSION)
+    compression_lz4_level: int = _prop("compression.lz4.level", *LZ4_LEVELS, default=9, kind="int",
+        doc="lz4 level when `compression.type` is lz4.", broker={"compression.lz4.level": 1},
+        effect=NO_RECOMPRESSION)
+    compression_zstd_level: int = _prop("compression.zstd.level", *ZSTD_LEVELS, default=3,
+        kind="int", doc="zstd level when `compression.type` is zstd.",
+        broker={"compression.zstd.level": 1}, effect=NO_RECOMPRESSION)
     # Replication: an acks=all write needs this many in-sync replicas; a
     # partition whose in-sync replicas are all gone may elect an out-of-sync
     # one (losing what only the ISR had) only if this is true.
-    min_insync_replicas: int = _prop("min.insync.replicas", 1, INT_MAX, default=1,
+    min_insync_replicas: int = _prop("min.insync.replicas", 1, INT_MAX, default=1, kind="int",
         doc="In-sync replicas an acks=all write needs.", broker={"min.insync.replicas": 1})
     unclean_leader_election_enable: bool = _prop("unclean.leader.election.enable", default=False,
+        kind="boolean",
         doc="Elect an out-of-sync replica when no in-sync one is left (losing what only the "
             "ISR had).", broker={"unclean.leader.election.enable": 1})
+    leader_replication_throttled_replicas: tuple = _prop(
+        "leader.replication.throttled.replicas", default=(), kind="list",
+        doc="Replicas whose replication the leader throttles: `partition:broker` pairs, or "
+            "`*` for all.", effect="kafkalite does not throttle replication")
+    follower_replication_throttled_replicas: tuple = _prop(
+        "follower.replication.throttled.replicas", default=(), kind="list",
+        doc="Replicas whose fetching followers throttle: `partition:broker` pairs, or `*`.",
+        effect="kafkalite does not throttle replication")
+    remote_storage_enable: bool = _prop("remote.storage.enable", default=False, kind="boolean",
+        doc="Tier the topic's closed segments to remote storage; true is refused, as Kafka "
+            "refuses it on a broker without a remote log storage system.",
+        effect=NO_TIERED_STORAGE)
+    local_retention_ms: int = _prop("local.retention.ms", -2, LONG_MAX, default=-2, kind="long",
+        doc="With tiered storage: how long segments stay local (-2: `retention.ms`).",
+        broker={"log.local.retention.ms": 1}, effect=NO_TIERED_STORAGE)
+    local_retention_bytes: int = _prop("local.retention.bytes", -2, LONG_MAX, default=-2,
+        kind="long", doc="With tiered storage: local bytes kept (-2: `retention.bytes`).",
+        broker={"log.local.retention.bytes": 1}, effect=NO_TIERED_STORAGE)
+    remote_log_copy_disable: bool = _prop("remote.log.copy.disable", default=False,
+        kind="boolean", doc="With tiered storage: stop copying segments to remote storage.",
+        effect=NO_TIERED_STORAGE)
+    remote_log_delete_on_disable: bool = _prop("remote.log.delete.on.disable", default=False,
+        kind="boolean",
+        doc="With tiered storage: delete the remote copy when tiering is turned off.",
+        effect=NO_TIERED_STORAGE)
+
+    # Accepted and ignored: Kafka 3.x deprecated them, Kafka 4.0 removed them.
+    DEPRECATED = {
+        "message.format.version": Deprecated(
+            "string", "3.0-IV1", "log.message.format.version",
+            "The record format version for new batches.",
+            "ignored: every batch is RecordBatch v2 (Kafka ignores it since inter-broker "
+            "protocol 3.0 and removed it in 4.0, KIP-724)"),
+        "message.downconversion.enable": Deprecated(
+            "boolean", "true", "log.message.downconversion.enable",
+            "Down-convert batches for old consumers.",
+            "ignored: kafkalite serves Fetch v4 and later only, which read v2 batches (removed "
+            "in Kafka 4.0)"),
+        "message.timestamp.difference.max.ms": Deprecated(
+            "long", str(LONG_MAX), "log.message.timestamp.difference.max.ms",
+            "Largest difference between a record's timestamp and the broker's clock.",
+            "ignored: replaced by message.timestamp.before/after.max.ms (KIP-937), removed "
+            "in Kafka 4.0"),
+    }
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -100,11 +215,12 @@ class LogConfig:
             if lo is not None and not (lo <= value <= hi):
                 raise InvalidConfigurationError(
                     f"invalid value {value} for {f.metadata['key']}: must be between {lo} and {hi}")
+        # KIP-1161: an empty list is no cleanup at all (records kept for ever)
         bad = [p for p in self.cleanup_policy if p not in (CLEANUP_DELETE, CLEANUP_COMPACT)]
-        if bad or not self.cleanup_policy:
+        if bad:
             raise InvalidConfigurationError(
                 f"invalid value {','.join(self.cleanup_policy)!r} for cleanup.policy: "
-                f"expected delete, compact or both")
+                f"expected delete, compact, both, or none (empty)")
         if self.message_timestamp_type not in (TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME):
             raise InvalidConfigurationError(
                 f"invalid value {self.message_timestamp_type!r} for message.timestamp.type: "
@@ -113,6 +229,24 @@ class LogConfig:
             raise InvalidConfigurationError(
                 f"invalid value {self.compression_type!r} for compression.type: expected one of "
                 f"{', '.join(COMPRESSION_TYPES)}")
+        if self.compression_gzip_level != -1 and not (
+                GZIP_LEVELS[0] <= self.compression_gzip_level <= GZIP_LEVELS[1]):
+            raise InvalidConfigurationError(
+                f"invalid value {self.compression_gzip_level} for compression.gzip.level: "
+                f"must be between {GZIP_LEVELS[0]} and {GZIP_LEVELS[1]}, or -1")
+        for key, replicas in (("leader.replication.throttled.replicas",
+                               self.leader_replication_throttled_replicas),
+                              ("follower.replication.throttled.replicas",
+                               self.follower_replication_throttled_replicas)):
+            if not _THROTTLED.match(",".join(replicas)) or ("*" in replicas and len(replicas) > 1):
+                raise InvalidConfigurationError(
+                    f"invalid value {','.join(replicas)!r} for {key}: expected * or "
+                    f"partition:broker pairs, comma-separated")
+        if self.remote_storage_enable:
+            # what Kafka answers on a broker without remote.log.storage.system.enable
+            raise InvalidConfigurationError(
+                "invalid value true for remote.storage.enable: tiered storage is not enabled "
+                "on this cluster (kafkalite has none)")
 
     # derived views
     @property
@@ -141,14 +275,18 @@ class LogConfig:
 
     @classmethod
     def from_properties(cls, props: dict | None = None, base: "LogConfig | None" = None) -> "LogConfig":
-        """Build from Kafka topic-config properties, on top of ``base``."""
+        """Build from Kafka topic-config properties, on top of ``base``. The
+        ``DEPRECATED`` configs are checked and left out."""
         by_key = {f.metadata["key"]: f for f in dataclasses.fields(cls)}
         values = {}
         for key, raw in (props or {}).items():
             f = by_key.get(key)
-            if f is None:
+            if f is not None:
+                values[f.name] = _parse(key, f.type, raw)
+            elif key in cls.DEPRECATED:
+                _check_deprecated(key, cls.DEPRECATED[key].kind, raw)
+            else:
                 raise InvalidConfigurationError(f"unknown topic config {key!r}")
-            values[f.name] = _parse(key, f.type, raw)
         return dataclasses.replace(base or cls(), **values)
 
     def to_properties(self) -> dict[str, str]:
@@ -160,6 +298,16 @@ class LogConfig:
             else:
                 out[f.metadata["key"]] = ",".join(value) if isinstance(value, tuple) else str(value)
         return out
+
+
+def _check_deprecated(key: str, kind: str, raw) -> None:
+    """A deprecated config's value must still be one Kafka 3.x would take."""
+    if kind == "string":
+        if not _VERSION.match(str(raw).strip()):
+            raise InvalidConfigurationError(
+                f"invalid value {raw!r} for {key}: expected a Kafka version such as 3.0-IV1")
+        return
+    _parse(key, {"boolean": "bool", "long": "int"}[kind], raw)
 
 
 def _parse(key: str, kind: str, raw):

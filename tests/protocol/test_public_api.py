@@ -27,12 +27,14 @@ API_KEYS = dict(PRODUCE=0, FETCH=1, LIST_OFFSETS=2, METADATA=3, OFFSET_COMMIT=8,
                 DELETE_TOPICS=20, DELETE_RECORDS=21, INIT_PRODUCER_ID=22, OFFSET_FOR_LEADER_EPOCH=23,
                 ADD_PARTITIONS_TO_TXN=24, ADD_OFFSETS_TO_TXN=25, END_TXN=26, WRITE_TXN_MARKERS=27,
                 TXN_OFFSET_COMMIT=28, DESCRIBE_ACLS=29, CREATE_ACLS=30, DELETE_ACLS=31,
-                DESCRIBE_CONFIGS=32, ALTER_CONFIGS=33, DESCRIBE_LOG_DIRS=35, SASL_AUTHENTICATE=36,
+                DESCRIBE_CONFIGS=32, ALTER_CONFIGS=33, ALTER_REPLICA_LOG_DIRS=34,
+                DESCRIBE_LOG_DIRS=35, SASL_AUTHENTICATE=36,
                 CREATE_PARTITIONS=37, DELETE_GROUPS=42, ELECT_LEADERS=43, INCREMENTAL_ALTER_CONFIGS=44,
                 ALTER_PARTITION_REASSIGNMENTS=45, LIST_PARTITION_REASSIGNMENTS=46, OFFSET_DELETE=47,
                 DESCRIBE_CLIENT_QUOTAS=48, ALTER_CLIENT_QUOTAS=49,
                 DESCRIBE_USER_SCRAM_CREDENTIALS=50, ALTER_USER_SCRAM_CREDENTIALS=51,
-                DESCRIBE_CLUSTER=60, DESCRIBE_PRODUCERS=61, DESCRIBE_TRANSACTIONS=65,
+                DESCRIBE_QUORUM=55, DESCRIBE_CLUSTER=60, DESCRIBE_PRODUCERS=61,
+                DESCRIBE_TRANSACTIONS=65,
                 LIST_TRANSACTIONS=66, CONSUMER_GROUP_HEARTBEAT=68, CONSUMER_GROUP_DESCRIBE=69,
                 DESCRIBE_TOPIC_PARTITIONS=75, SHARE_GROUP_HEARTBEAT=76, SHARE_GROUP_DESCRIBE=77,
                 SHARE_FETCH=78, SHARE_ACKNOWLEDGE=79, INITIALIZE_SHARE_GROUP_STATE=83,
@@ -63,16 +65,18 @@ def test_api_keys_and_supported_versions():
     assert set(protocol.SUPPORTED_VERSIONS) == set(protocol.ApiKey)
     for low, high in protocol.SUPPORTED_VERSIONS.values():
         assert low == 0 <= high
-    # What Kafka 3.7 advertises for the versions clients key their behaviour
-    # on; transactions as Kafka 4.0 (KIP-890 parts 1 and 2).
+    # What Kafka 4.0 advertises for the versions clients key their behaviour
+    # on (kafka-python infers 4.0 from ListOffsets v10), transactions v2
+    # included (KIP-890 parts 1 and 2).
     versions = protocol.SUPPORTED_VERSIONS
     assert versions[protocol.ApiKey.PRODUCE] == (0, 12)
     assert versions[protocol.ApiKey.END_TXN] == (0, 5)
     assert versions[protocol.ApiKey.TXN_OFFSET_COMMIT] == (0, 5)
-    assert versions[protocol.ApiKey.FETCH] == (0, 16)
+    assert versions[protocol.ApiKey.FETCH] == (0, 17)
     assert versions[protocol.ApiKey.METADATA] == (0, 12)
-    assert versions[protocol.ApiKey.API_VERSIONS] == (0, 3)
-    assert versions[protocol.ApiKey.LIST_OFFSETS] == (0, 8)
+    assert versions[protocol.ApiKey.API_VERSIONS] == (0, 4)
+    assert versions[protocol.ApiKey.LIST_OFFSETS] == (0, 10)
+    assert versions[protocol.ApiKey.FIND_COORDINATOR] == (0, 6)
     # share groups (KIP-932): v0 as Kafka 4.0 defined them, v1 as Kafka 4.1
     # (librdkafka's ShareConsumer asks v1 only)
     for key in ("SHARE_GROUP_HEARTBEAT", "SHARE_GROUP_DESCRIBE", "SHARE_FETCH",

@@ -224,6 +224,30 @@ DescribeLogDirsResponse = Response(ApiKey.DESCRIBE_LOG_DIRS, "0-4", flexible="2+
     ]),
 ])
 
+# AlterReplicaLogDirs, API key 34: move replicas between a broker's log
+# directories (KIP-113). v1: as v0 (throttling). v2: flexible. A kafkalite
+# broker has one log dir, so a replica is always in the dir named or the dir
+# is not the broker's (server/replica_manager.py).
+AlterReplicaLogDirsRequest = Request(ApiKey.ALTER_REPLICA_LOG_DIRS, "0-2", flexible="2+", fields=[
+    Array("dirs", fields=[
+        Field("path", "string"),
+        Array("topics", fields=[
+            Field("name", "string"),
+            Field("partitions", "[]int32"),
+        ]),
+    ]),
+])
+AlterReplicaLogDirsResponse = Response(ApiKey.ALTER_REPLICA_LOG_DIRS, "0-2", flexible="2+", fields=[
+    Field("throttle_time_ms", "int32"),
+    Array("results", fields=[
+        Field("topic_name", "string"),
+        Array("partitions", fields=[
+            Field("partition_index", "int32"),
+            Field("error_code", "int16"),
+        ]),
+    ]),
+])
+
 
 # ElectLeaders, API key 43 (KIP-183, KIP-460). v1: election_type (0
 # preferred, 1 unclean) and a top-level error_code. v2: flexible.

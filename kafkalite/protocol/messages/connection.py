@@ -8,12 +8,14 @@ from kafkalite.protocol.schema import Array, Field, Request, Response
 # the client's software name and version (KIP-511). The response header stays
 # v0 in every version so a client can read the error of a version it guessed
 # wrong; on UNSUPPORTED_VERSION the broker answers with a v0 body listing its
-# versions.
-ApiVersionsRequest = Request(ApiKey.API_VERSIONS, "0-3", flexible="3+", fields=[
+# versions. v4: the body is v3's; a v4 client can read a supported feature
+# whose min_version is 0, which a v3 answer leaves out (KAFKA-17011: older
+# Java clients refuse such a range).
+ApiVersionsRequest = Request(ApiKey.API_VERSIONS, "0-4", flexible="3+", fields=[
     Field("client_software_name", "string", "3+"),
     Field("client_software_version", "string", "3+"),
 ])
-ApiVersionsResponse = Response(ApiKey.API_VERSIONS, "0-3", flexible="3+", fields=[
+ApiVersionsResponse = Response(ApiKey.API_VERSIONS, "0-4", flexible="3+", fields=[
     Field("error_code", "int16"),
     Array("api_keys", fields=[
         Field("api_key", "int16"),

@@ -26,8 +26,10 @@ from kafkalite.protocol.schema import OWN_TAGS_FROM, Array, Field, Request, Resp
 # last_fetched_epoch and diverging epochs (KIP-595). v13: topic ids replace
 # topic names (KIP-516). v14: may return OFFSET_MOVED_TO_TIERED_STORAGE. v15:
 # replica_state replaces replica_id (KIP-903). v16: node_endpoints for leader
-# discovery (KIP-951).
-FetchRequest = Request(ApiKey.FETCH, "0-16", flexible="12+", fields=[
+# discovery (KIP-951). v17: a follower names its log directory
+# (replica_directory_id, KIP-853); only KRaft's voters read it, so a broker
+# ignores it, as Kafka's does; the response is v16's.
+FetchRequest = Request(ApiKey.FETCH, "0-17", flexible="12+", fields=[
     Field("cluster_id", "string", "12+", nullable="12+", tag=0),
     Field("replica_id", "int32", "0-14", default=-1),
     Struct("replica_state", "15+", tag=1, fields=[
@@ -50,6 +52,7 @@ FetchRequest = Request(ApiKey.FETCH, "0-16", flexible="12+", fields=[
             Field("last_fetched_epoch", "int32", "12+", default=-1),
             Field("log_start_offset", "int64", "5+", default=-1),
             Field("partition_max_bytes", "int32"),
+            Field("replica_directory_id", "uuid", "17+", tag=0),
         ]),
     ]),
     Array("forgotten_topics_data", "7+", fields=[
@@ -60,7 +63,7 @@ FetchRequest = Request(ApiKey.FETCH, "0-16", flexible="12+", fields=[
     Field("rack_id", "string", "11+"),
     Field("local_host", "string", "12+", nullable="12+", tag=OWN_TAGS_FROM),
 ])
-FetchResponse = Response(ApiKey.FETCH, "0-16", flexible="12+", fields=[
+FetchResponse = Response(ApiKey.FETCH, "0-17", flexible="12+", fields=[
     Field("throttle_time_ms", "int32", "1+"),
     Field("error_code", "int16", "7+"),
     Field("session_id", "int32", "7+"),
@@ -112,8 +115,12 @@ FetchResponse = Response(ApiKey.FETCH, "0-16", flexible="12+", fields=[
 # old_style_offsets dropped), with its timestamp. v2: isolation_level,
 # throttle_time_ms. v4: current_leader_epoch and leader_epoch. v6: flexible.
 # v7: MAX_TIMESTAMP spec (KIP-734). v8: EARLIEST_LOCAL_TIMESTAMP spec
-# (KIP-405).
-ListOffsetsRequest = Request(ApiKey.LIST_OFFSETS, "0-8", flexible="6+", fields=[
+# (KIP-405). v9: LATEST_TIERED_TIMESTAMP spec (KIP-1005). v10: timeout_ms,
+# how long a lookup in remote storage may take (KIP-1075). Without tiered
+# storage every lookup is local: timeout_ms bounds nothing, and the tiered
+# specs answer as Kafka does for a topic without remote storage
+# (server/partition.py).
+ListOffsetsRequest = Request(ApiKey.LIST_OFFSETS, "0-10", flexible="6+", fields=[
     Field("replica_id", "int32"),
     Field("isolation_level", "int8", "2+"),
     Array("topics", fields=[
@@ -125,8 +132,9 @@ ListOffsetsRequest = Request(ApiKey.LIST_OFFSETS, "0-8", flexible="6+", fields=[
             Field("max_num_offsets", "int32", "0", default=1),
         ]),
     ]),
+    Field("timeout_ms", "int32", "10+"),
 ])
-ListOffsetsResponse = Response(ApiKey.LIST_OFFSETS, "0-8", flexible="6+", fields=[
+ListOffsetsResponse = Response(ApiKey.LIST_OFFSETS, "0-10", flexible="6+", fields=[
     Field("throttle_time_ms", "int32", "2+"),
     Array("topics", fields=[
         Field("name", "string"),

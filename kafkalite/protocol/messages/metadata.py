@@ -50,13 +50,16 @@ MetadataResponse = Response(ApiKey.METADATA, "0-12", flexible="9+", fields=[
 
 # FindCoordinator, API key 10. v1: key_type (group or transaction),
 # error_message. v3: flexible. v4: batched coordinator_keys / coordinators
-# replace key / node (KIP-699).
-FindCoordinatorRequest = Request(ApiKey.FIND_COORDINATOR, "0-4", flexible="3+", fields=[
+# replace key / node (KIP-699). v5: the client can take TRANSACTION_ABORTABLE
+# (KIP-890; the bodies are v4's). v6: key_type 2, the share coordinator of a
+# share-partition, keyed "groupId:topicId:partition" (KIP-932); below v6
+# that key type is INVALID_REQUEST.
+FindCoordinatorRequest = Request(ApiKey.FIND_COORDINATOR, "0-6", flexible="3+", fields=[
     Field("key", "string", "0-3"),
     Field("key_type", "int8", "1+"),
     Field("coordinator_keys", "[]string", "4+"),
 ])
-FindCoordinatorResponse = Response(ApiKey.FIND_COORDINATOR, "0-4", flexible="3+", fields=[
+FindCoordinatorResponse = Response(ApiKey.FIND_COORDINATOR, "0-6", flexible="3+", fields=[
     Field("throttle_time_ms", "int32", "1+"),
     Field("error_code", "int16", "0-3"),
     Field("error_message", "string", "1-3", nullable="1-3"),
@@ -93,6 +96,58 @@ DescribeClusterResponse = Response(ApiKey.DESCRIBE_CLUSTER, "0-1", flexible="0+"
         Field("rack", "string", nullable="0+"),
     ]),
     Field("cluster_authorized_operations", "int32", default=-2147483648),
+])
+
+
+def _replica_state() -> list:
+    # a voter or observer of the quorum (Kafka's common struct ReplicaState)
+    return [
+        Field("replica_id", "int32"),
+        Field("replica_directory_id", "uuid", "2+"),
+        Field("log_end_offset", "int64"),
+        Field("last_fetch_timestamp", "int64", "1+", default=-1),
+        Field("last_caught_up_timestamp", "int64", "1+", default=-1),
+    ]
+
+
+# DescribeQuorum, API key 55 (KIP-595): the metadata quorum, topic
+# __cluster_metadata partition 0, its leader, voters and observers. Flexible
+# from v0. v1: last_fetch_timestamp and last_caught_up_timestamp (KIP-836).
+# v2: error messages, each replica's directory id and the voters' listeners
+# (KIP-853). kafkalite has no KRaft quorum: its controller is the holder of
+# the controller lease (server/controller.py answers).
+DescribeQuorumRequest = Request(ApiKey.DESCRIBE_QUORUM, "0-2", flexible="0+", fields=[
+    Array("topics", fields=[
+        Field("topic_name", "string"),
+        Array("partitions", fields=[
+            Field("partition_index", "int32"),
+        ]),
+    ]),
+])
+DescribeQuorumResponse = Response(ApiKey.DESCRIBE_QUORUM, "0-2", flexible="0+", fields=[
+    Field("error_code", "int16"),
+    Field("error_message", "string", "2+", nullable="2+"),
+    Array("topics", fields=[
+        Field("topic_name", "string"),
+        Array("partitions", fields=[
+            Field("partition_index", "int32"),
+            Field("error_code", "int16"),
+            Field("error_message", "string", "2+", nullable="2+"),
+            Field("leader_id", "int32"),
+            Field("leader_epoch", "int32"),
+            Field("high_watermark", "int64"),
+            Array("current_voters", fields=_replica_state()),
+            Array("observers", fields=_replica_state()),
+        ]),
+    ]),
+    Array("nodes", "2+", fields=[
+        Field("node_id", "int32"),
+        Array("listeners", fields=[
+            Field("name", "string"),
+            Field("host", "string"),
+            Field("port", "uint16"),
+        ]),
+    ]),
 ])
 
 
