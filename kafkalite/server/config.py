@@ -73,7 +73,7 @@ SETTINGS: dict[str, Setting] = {
     "ingest_port": Setting("Plain ZeroMQ ingest gateway (PULL); 0: any free port; -1: off."),
     "worker_base_port": Setting("Worker *i*'s native ROUTER listens on this + *i*; "
                                 "0: any free ports."),
-    "kafka_port": Setting("Kafka wire protocol (TCP) of the supervisor, broker 1000, when "
+    "kafka_port": Setting("Kafka wire protocol (TCP) of the supervisor, the bootstrap address, when "
                           "`listeners` is empty; 0: any free port.", (),
                           "the port of `listeners`"),
     "kafka_worker_base_port": Setting("Worker *i* is Kafka broker *i* on this + *i*; "

@@ -75,9 +75,10 @@ from kafkalite.protocol.enums import (AUTHORIZED_OPERATIONS_OMITTED, AlterConfig
 from kafkalite.protocol.native import NATIVE_BOOTSTRAP_CONFIG
 from kafkalite.server import config_registry as registry
 from kafkalite.server.config import ServerConfig
+from kafkalite.server.internal_topic import partition_for
 from kafkalite.server.listeners import kafka_listeners
-from kafkalite.server.metadata import (INTERNAL_TOPICS, MetadataStore, TopicMetadata,
-                                       replica_dir, validate_topic_name)
+from kafkalite.server.metadata import (INTERNAL_TOPICS, OFFSETS_TOPIC, MetadataStore,
+                                       TopicMetadata, replica_dir, validate_topic_name)
 from kafkalite.server.per_partition import each_partition
 from kafkalite.server.producer_ids import ProducerIdManager
 from kafkalite.server.replica_manager import (DELETE_RECORDS, PRODUCE, _produce_blank,
@@ -88,8 +89,10 @@ from kafkalite.server.requests import DEFERRED, NO_RESPONSE, Listener, RequestCo
 log = logging.getLogger("kafkalite.controller")
 
 NATIVE_CONTROLLER_ID = -1
-# The supervisor's broker id on the Kafka wire (controller, group coordinator):
-# workers are brokers 0..n-1, and n never reaches 1000.
+# The supervisor's node id on the Kafka wire, where its own listener (the
+# bootstrap address) names itself; Metadata, DescribeCluster and
+# FindCoordinator name brokers only (workers 0..n-1, and n never reaches
+# 1000), which relay what they do not serve to it.
 KAFKA_CONTROLLER_ID = 1000
 DEFAULT_ADMIN_TIMEOUT_MS = 30_000
 # Each partition is a directory and open files in one worker; a bound keeps
@@ -648,19 +651,47 @@ class Controller:
             return None
         return f"tcp://{_bracket(b.host or self.config.public_host)}:{b.port}"
 
-    def controller_id(self, listener: Listener) -> int:
-        return KAFKA_CONTROLLER_ID if listener is Listener.KAFKA else NATIVE_CONTROLLER_ID
+    def controller_id(self, listener: Listener, listener_name: str | None = None) -> int:
+        """The controller id Metadata and DescribeCluster give. Kafka's
+        clients are told of brokers only (``live_brokers``), so on Kafka's
+        protocol it is a live broker's id, as a KRaft cluster names a
+        random broker: that broker relays what it does not serve (admin,
+        group and transaction requests) to this process (relay.py), as
+        Kafka's brokers forward to their controller. -1 while no broker is
+        up."""
+        if listener is not Listener.KAFKA:
+            return NATIVE_CONTROLLER_ID
+        live = self.live_brokers(listener, listener_name)
+        return live[0]["node_id"] if live else -1
 
     def controller_node(self, listener: Listener, listener_name: str | None = None) -> dict:
-        """This process as a node of ``listener``'s protocol (it is the group
-        coordinator too); on Kafka's, as the Kafka listener ``listener_name``
-        (None: the primary) has it."""
+        """This process as a node of ``listener``'s protocol: the native
+        protocol's controller and coordinator; on Kafka's, the bootstrap
+        address of the Kafka listener ``listener_name`` (None: the primary),
+        which answers every request but is not among Metadata's brokers."""
         if listener is not Listener.KAFKA:
-            return {"node_id": self.controller_id(listener), "host": self.config.public_host,
+            return {"node_id": NATIVE_CONTROLLER_ID, "host": self.config.public_host,
                     "port": self.native_port}
         host, port = self.kafka_listeners.get(listener_name, (None, self.kafka_port))
-        return {"node_id": self.controller_id(listener), "host": host or self.config.public_host,
+        return {"node_id": KAFKA_CONTROLLER_ID, "host": host or self.config.public_host,
                 "port": port}
+
+    def coordinator_node(self, listener: Listener, listener_name: str | None = None,
+                         key: str = "") -> dict | None:
+        """The node FindCoordinator names for ``key`` (a group or
+        transactional id). On the native protocol this process; on Kafka's,
+        the live broker that Metadata names the leader of the key's
+        ``__consumer_offsets`` partition (Kafka's choice of coordinator),
+        which relays the coordinator's requests here. None while no broker
+        is up (COORDINATOR_NOT_AVAILABLE)."""
+        if listener is not Listener.KAFKA:
+            return self.controller_node(listener, listener_name)
+        live = self.live_brokers(listener, listener_name)
+        if not live:
+            return None
+        partitions = self.internal_topics.get(OFFSETS_TOPIC) or 1
+        node = live[partition_for(key, partitions) % len(live)]
+        return {"node_id": node["node_id"], "host": node["host"], "port": node["port"]}
 
     def _kafka_endpoint(self, b: BrokerRegistration, listener_name: str | None):
         """(host, port) of broker ``b`` on the Kafka listener
@@ -678,8 +709,10 @@ class Controller:
 
     def live_brokers(self, listener: Listener, listener_name: str | None = None) -> list[dict]:
         """The nodes a client of ``listener`` may talk to: every unfenced
-        broker, and on Kafka's protocol this process as broker 1000, at
-        their endpoints of the Kafka listener ``listener_name``."""
+        broker, at its endpoint of the Kafka listener ``listener_name``; on
+        Kafka's protocol, not this process (it holds no replica: a tool that
+        places replicas on every broker Metadata lists would fail on it),
+        though its listener still answers the clients bootstrapping there."""
         if listener is not Listener.KAFKA:
             host = self.config.public_host
             return [{"node_id": b.broker_id, "host": b.host or host, "port": b.port,
@@ -690,7 +723,6 @@ class Controller:
             if endpoint is not None:
                 nodes.append({"node_id": b.broker_id, "host": endpoint[0], "port": endpoint[1],
                               "rack": b.rack})
-        nodes.append({**self.controller_node(listener, listener_name), "rack": None})
         return nodes
 
     def _send(self, ctx: RequestContext, by_broker: dict[int, dict], respond,
@@ -773,14 +805,27 @@ class Controller:
                 "is_internal": topic.is_internal, "partitions": parts,
                 "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
-    def _internal_entry(self, name: str, listener: Listener) -> dict:
-        """An internal topic, led by this node (its coordinator)."""
-        node = self.controller_id(listener)
-        return {"error_code": 0, "name": name, "is_internal": True,
-                "partitions": [{"error_code": 0, "partition_index": i, "leader_id": node,
-                                "leader_epoch": 0, "replica_nodes": [node], "isr_nodes": [node],
-                                "offline_replicas": []}
-                               for i in range(self.internal_topics[name])],
+    def _internal_entry(self, name: str, listener: Listener,
+                        listener_name: str | None = None) -> dict:
+        """An internal topic. This process keeps its partitions (its
+        coordinators' logs); on the native protocol it is named their
+        leader, on Kafka's, whose clients are told of brokers only, the
+        live brokers are, in turn (partition i: the i-th modulo their
+        count), as FindCoordinator names them for the keys of each: no
+        client may write or read these partitions (INVALID_TOPIC_EXCEPTION,
+        from any broker), as before."""
+        if listener is Listener.KAFKA:
+            live = [b["node_id"] for b in self.live_brokers(listener, listener_name)]
+        else:
+            live = [NATIVE_CONTROLLER_ID]
+        parts = []
+        for i in range(self.internal_topics[name]):
+            node = live[i % len(live)] if live else -1
+            parts.append({"error_code": 0 if live else errors.LeaderNotAvailableError.code,
+                          "partition_index": i, "leader_id": node, "leader_epoch": 0,
+                          "replica_nodes": [node] if live else [],
+                          "isr_nodes": [node] if live else [], "offline_replicas": []})
+        return {"error_code": 0, "name": name, "is_internal": True, "partitions": parts,
                 "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
     def _metadata_body(self, names, listener: Listener, failed: dict | None = None,
@@ -790,7 +835,7 @@ class Controller:
         for name in names:
             topic = self.metadata.topics.get(name)
             if name in self.internal_topics:
-                topics.append(self._internal_entry(name, listener))
+                topics.append(self._internal_entry(name, listener, listener_name))
             elif topic is None:
                 try:
                     validate_topic_name(name)
@@ -805,7 +850,7 @@ class Controller:
                 topics.append(self._topic_entry(topic))
         return {"throttle_time_ms": 0, "brokers": self.live_brokers(listener, listener_name),
                 "cluster_id": self.metadata.cluster_id,
-                "controller_id": self.controller_id(listener),
+                "controller_id": self.controller_id(listener, listener_name),
                 "topics": topics, "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
     def _metadata(self, ctx: RequestContext, body: dict):
@@ -1378,7 +1423,7 @@ class Controller:
     def _describe_cluster(self, ctx: RequestContext, body: dict):
         return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
                 "endpoint_type": EndpointType.BROKER, "cluster_id": self.metadata.cluster_id,
-                "controller_id": self.controller_id(ctx.listener),
+                "controller_id": self.controller_id(ctx.listener, ctx.listener_name),
                 "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
                              "rack": None}
                             for b in self.live_brokers(ctx.listener, ctx.listener_name)],
@@ -1413,7 +1458,9 @@ class Controller:
                     {"partition_index": p["partition_index"], "error_code": error.code,
                      "error_message": error.message} for p in t["partitions"]]}
                 for t in topics]}
-        controller = self.controller_id(ctx.listener)
+        # the quorum's leader is this process, the controller; KRaft's
+        # controllers are not among Metadata's brokers either
+        controller = KAFKA_CONTROLLER_ID if ctx.listener is Listener.KAFKA else NATIVE_CONTROLLER_ID
         now_ms = int(time.time() * 1000)
         no_dir = uuid.UUID(int=0)       # Kafka's "no directory id"
         leader = {"replica_id": controller, "replica_directory_id": no_dir,
@@ -1469,7 +1516,7 @@ class Controller:
         internal topics only, and no client may append to those (Kafka's
         replica manager answers INVALID_TOPIC_EXCEPTION); it leads nothing
         else (NOT_LEADER_OR_FOLLOWER sends a client back to Metadata)."""
-        node = self.controller_id(ctx.listener)
+        node = KAFKA_CONTROLLER_ID if ctx.listener is Listener.KAFKA else NATIVE_CONTROLLER_ID
 
         def serve(name, topic, pd, out):
             if name in INTERNAL_TOPICS:

@@ -188,7 +188,9 @@ class GroupCoordinator:
                  share_heartbeat_interval_ms: int = 5_000, internal_mirror=None,
                  migration_policy: str = MIGRATION_BIDIRECTIONAL):
         self.partition_count = partition_count    # topic -> partition count, or None if unknown
-        self.coordinator_node = coordinator_node  # (Listener, Kafka listener name) -> {"node_id", "host", "port"}
+        # (Listener, Kafka listener name, key) -> {"node_id", "host", "port"}, or
+        # None while no node can be named (controller.coordinator_node)
+        self.coordinator_node = coordinator_node
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
@@ -620,32 +622,32 @@ class GroupCoordinator:
     # ---- FindCoordinator -----------------------------------------------------------------------
 
     def _find_coordinator(self, ctx: RequestContext, body: dict):
-        """Every coordinator is this process: the group coordinator (key
-        type 0; a share group's members ask for theirs so too), the
-        transaction coordinator (1) and, from v6, the share coordinator of
-        a share-partition (2, KIP-932), keyed "groupId:topicId:partition"
-        as partition leaders ask for it. A key type Kafka does not define, a
+        """The coordinator of each key: the group coordinator (key type 0; a
+        share group's members ask for theirs so too), the transaction
+        coordinator (1) and, from v6, the share coordinator of a
+        share-partition (2, KIP-932), keyed "groupId:topicId:partition" as
+        partition leaders ask for it, are all this process; Kafka's clients
+        are named the broker that relays to it for the key
+        (controller.coordinator_node). A key type Kafka does not define, a
         share key before v6 and a share key of another shape are answered
         INVALID_REQUEST, as Kafka answers them. v5 (KIP-890) only tells
         that the client takes TRANSACTION_ABORTABLE, which no lookup here
         returns."""
-        node = self.coordinator_node(ctx.listener, ctx.listener_name)
         key_type = body.get("key_type", CoordinatorType.GROUP)
+
+        def answer(key: str) -> dict:
+            refused = self._refused_coordinator_key(ctx.api_version, key_type, key)
+            if refused is not None:
+                return {**NO_NODE, "error_code": refused.code, "error_message": refused.message}
+            node = self.coordinator_node(ctx.listener, ctx.listener_name, key)
+            if node is None:
+                return {**NO_NODE, "error_code": errors.CoordinatorNotAvailableError.code,
+                        "error_message": "no broker is up to be the coordinator"}
+            return {**node, "error_code": NONE, "error_message": None}
         if ctx.api_version >= 4:
-            coordinators = []
-            for key in body["coordinator_keys"]:
-                refused = self._refused_coordinator_key(ctx.api_version, key_type, key)
-                coordinators.append(
-                    {"key": key, **node, "error_code": NONE, "error_message": None}
-                    if refused is None else
-                    {"key": key, **NO_NODE, "error_code": refused.code,
-                     "error_message": refused.message})
-            return {"throttle_time_ms": 0, "coordinators": coordinators}
-        refused = self._refused_coordinator_key(ctx.api_version, key_type, body["key"])
-        if refused is not None:
-            return {"throttle_time_ms": 0, "error_code": refused.code,
-                    "error_message": refused.message, **NO_NODE}
-        return {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, **node}
+            return {"throttle_time_ms": 0, "coordinators": [
+                {"key": key, **answer(key)} for key in body["coordinator_keys"]]}
+        return {"throttle_time_ms": 0, **answer(body.get("key") or "")}
 
     @staticmethod
     def _refused_coordinator_key(api_version: int, key_type: int, key: str) -> KafkaError | None:
@@ -1174,16 +1176,22 @@ class GroupCoordinator:
                             for m in cg.members.values()]}
 
     def _list_groups(self, ctx: RequestContext, body: dict):
-        if ctx.relayed_from is not None:
-            # Kafka's ListGroups lists the groups of the broker asked, which
-            # clients ask one by one (list_consumer_groups asks every broker
-            # Metadata names); every group's coordinator is this process
-            # (FindCoordinator), so a worker that relayed the request has none
-            return {"throttle_time_ms": 0, "error_code": NONE, "groups": []}
+        # Kafka's ListGroups lists the groups of the broker asked, which
+        # clients ask one by one (list_consumer_groups asks every broker
+        # Metadata names): relayed by a worker, the groups FindCoordinator
+        # names that worker for; asked here directly (the bootstrap address,
+        # not among Metadata's brokers), every group
+        def listed(gid: str) -> bool:
+            if ctx.relayed_from is None:
+                return True
+            node = self.coordinator_node(ctx.listener, ctx.listener_name, gid)
+            return node is not None and node["node_id"] == ctx.relayed_from
         states = {s.lower() for s in body.get("states_filter") or ()}
         types = {s.lower() for s in body.get("types_filter") or ()}
         out = []
         for g in self.groups.values():
+            if not listed(g.group_id):
+                continue
             kind = CONSUMER_TYPE if g.consumer is not None else CLASSIC_TYPE
             state = g.consumer.state if g.consumer is not None else g.state
             if (states and state.lower() not in states) or (types and kind not in types):
@@ -1193,6 +1201,8 @@ class GroupCoordinator:
         # share groups only for clients that know group types (v5+): older
         # tools would take them for consumer groups
         for sg in self.share.groups.values() if ctx.api_version >= 5 else ():
+            if not listed(sg.group_id):
+                continue
             if (states and sg.state.lower() not in states) or (types and SHARE_TYPE not in types):
                 continue
             out.append({"group_id": sg.group_id, "protocol_type": SHARE_TYPE,

@@ -204,7 +204,7 @@ class Supervisor:
                                         if n == self.expired_controller)
         self.coordinator = GroupCoordinator(
             cfg.data_dir, partition_count=self.controller.partition_count,
-            coordinator_node=self.controller.controller_node,
+            coordinator_node=self.controller.coordinator_node,
             offsets_partitions=cfg.offsets_topic_num_partitions,
             min_session_timeout_ms=cfg.group_min_session_timeout_ms,
             max_session_timeout_ms=cfg.group_max_session_timeout_ms,

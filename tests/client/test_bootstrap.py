@@ -113,7 +113,7 @@ def test_a_kafka_client_finds_the_native_port_in_the_broker_configs(server):
     from confluent_kafka.admin import AdminClient as KafkaAdmin
     from confluent_kafka.admin import ConfigResource
     admin = KafkaAdmin({"bootstrap.servers": server.kafka_bootstrap})
-    for broker in ("1000", "0"):
+    for broker in ("0", "1"):
         resource = ConfigResource(ConfigResource.Type.BROKER, broker)
         configs = admin.describe_configs([resource])[resource].result(20)
         entry = configs[NATIVE_BOOTSTRAP_CONFIG]

@@ -135,3 +135,23 @@ def test_a_batch_with_keyless_records_on_a_compacted_topic_names_each_in_record_
         assert offsets["topics"][0]["partitions"][0]["offset"] == 0      # nothing stored
     finally:
         wire.close()
+
+
+def test_every_broker_metadata_names_can_hold_a_replica(server, topic_name):
+    """Tools place replicas on, and ask log dirs of, every broker Metadata
+    lists (kafka-python's own integration tests do): each must be a broker
+    with a log dir, so the supervisor, which holds none, is not listed."""
+    import kafka
+    from kafka.structs import TopicPartition as KpTopicPartition
+    admin = kafka.KafkaAdminClient(bootstrap_servers=server.kafka_bootstrap)
+    try:
+        brokers = sorted(b.node_id for b in admin._manager.cluster.brokers())
+        assert brokers == [0, 1]
+        dirs = {r["broker"]: r for r in admin.describe_log_dirs()}
+        for b in brokers:
+            assert dirs[b]["log_dirs"] and all(d["error_code"] == 0 for d in dirs[b]["log_dirs"])
+        admin.create_topics([kafka.admin.NewTopic(topic_name, 1, len(brokers))])
+        tp = KpTopicPartition(topic_name, 0)
+        assert admin.alter_partition_reassignments({tp: list(reversed(brokers))}) == {tp: None}
+    finally:
+        admin.close()

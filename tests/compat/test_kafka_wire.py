@@ -77,25 +77,54 @@ def test_oversized_and_malformed_frames_close_only_that_connection(server):
         with pytest.raises((ConnectionError, OSError)):
             bad.recv_frame()
         bad.close()
-        assert healthy.request(ApiKey.METADATA, 12, {"topics": None})["controller_id"] == 1000
+        assert healthy.request(ApiKey.METADATA, 12, {"topics": None})["controller_id"] in (0, 1)
     finally:
         healthy.close()
 
 
-def test_metadata_names_workers_and_the_supervisor_as_brokers(server, topic_name):
+def test_metadata_names_the_workers_as_brokers_and_they_relay_to_the_supervisor(server,
+                                                                                topic_name):
+    """Every broker Metadata lists can hold replicas: the workers. The
+    supervisor, which holds none, answers at the bootstrap address but is
+    not listed; the controller and the coordinators named are workers, and
+    a request only the supervisor serves, sent to one, is relayed."""
     create_topic(server, topic_name, partitions=4)
     wire = KafkaWire(server.kafka_bootstrap)
     try:
-        md = wire.request(ApiKey.METADATA, 12, {"topics": [{"name": topic_name}]})
-        coordinator = wire.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0,
-                                                                "coordinator_keys": ["g"]})
+        md = wire.request(ApiKey.METADATA, 12, {"topics": [
+            {"name": topic_name}, {"name": "__consumer_offsets"}]})
+        keys = [f"g{i}" for i in range(8)]
+        coordinators = wire.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0,
+                                                                 "coordinator_keys": keys})
+        cluster = wire.request(ApiKey.DESCRIBE_CLUSTER, 0, {
+            "include_cluster_authorized_operations": False})
     finally:
         wire.close()
-    assert {b["node_id"] for b in md["brokers"]} == {0, 1, 1000}
-    assert md["controller_id"] == 1000
-    assert {p["leader_id"] for p in md["topics"][0]["partitions"]} == {0, 1}
-    assert coordinator["coordinators"][0]["node_id"] == 1000
-    assert f"127.0.0.1:{coordinator['coordinators'][0]['port']}" == server.kafka_bootstrap
+    brokers = {b["node_id"]: f"{b['host']}:{b['port']}" for b in md["brokers"]}
+    assert set(brokers) == {0, 1}
+    assert md["controller_id"] in brokers
+    assert {b["broker_id"] for b in cluster["brokers"]} == {0, 1}
+    assert cluster["controller_id"] in brokers
+    topic, offsets = md["topics"]
+    assert {p["leader_id"] for p in topic["partitions"]} == {0, 1}
+    assert offsets["is_internal"] and {p["leader_id"] for p in offsets["partitions"]} <= {0, 1}
+    named = {c["node_id"] for c in coordinators["coordinators"]}
+    assert named <= {0, 1} and len(named) == 2        # spread over the brokers by key
+    for c in coordinators["coordinators"]:
+        assert c["error_code"] == 0 and f"{c['host']}:{c['port']}" == brokers[c["node_id"]]
+    # the coordinator named is a worker: it relays a group request to the supervisor
+    c = coordinators["coordinators"][0]
+    worker = KafkaWire(brokers[c["node_id"]])
+    try:
+        r = worker.request(ApiKey.OFFSET_FETCH, 8, {"groups": [
+            {"group_id": c["key"], "topics": None}], "require_stable": False})
+        assert r["groups"][0]["error_code"] == 0
+        created = worker.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
+            {"name": topic_name + "-via-worker", "num_partitions": 2, "replication_factor": 1,
+             "assignments": [], "configs": []}], "timeout_ms": 10000, "validate_only": False})
+        assert created["topics"][0]["error_code"] == 0
+    finally:
+        worker.close()
 
 
 def test_retried_batch_is_acknowledged_once_and_sequences_are_checked(server, topic_name):

@@ -31,7 +31,7 @@ class Harness:
     def _open(self, **kwargs):
         return GroupCoordinator(
             str(self.path), partition_count=TOPICS.get,
-            coordinator_node=lambda listener, name=None: {"node_id": 7, "host": "127.0.0.1",
+            coordinator_node=lambda listener, name=None, key="": {"node_id": 7, "host": "127.0.0.1",
                                                           "port": 9},
             offsets_partitions=4, clock=lambda: int(time.time() * 1000) + self.clock_offset_ms,
             **kwargs)

@@ -82,16 +82,17 @@ def metadata(wire: KafkaWire, names, auto_create=True) -> dict:
 def kafka_wire_attempts(server) -> None:
     wire = KafkaWire(server.kafka_bootstrap)
     try:
-        # Metadata names it only when asked for by name, internal, led by
-        # the coordinator (broker 1000); auto-creation never makes one.
+        # Metadata names it only when asked for by name, internal, led (as
+        # Kafka's clients are told) by the workers in turn, which relay to
+        # the coordinator; auto-creation never makes one.
         md = metadata(wire, [OFFSETS, TXN])
         by_name = {t["name"]: t for t in md["topics"]}
         assert by_name[OFFSETS]["error_code"] == 0 and by_name[OFFSETS]["is_internal"]
         assert len(by_name[OFFSETS]["partitions"]) == 16
-        assert {p["leader_id"] for p in by_name[OFFSETS]["partitions"]} == {1000}
+        assert {p["leader_id"] for p in by_name[OFFSETS]["partitions"]} == {0, 1}
         assert by_name[TXN]["error_code"] == 0 and by_name[TXN]["is_internal"]
         assert len(by_name[TXN]["partitions"]) == 4          # transaction_state_num_partitions
-        assert {p["leader_id"] for p in by_name[TXN]["partitions"]} == {1000}
+        assert {p["leader_id"] for p in by_name[TXN]["partitions"]} == {0, 1}
         assert not [t for t in metadata(wire, None)["topics"] if t["name"] in (OFFSETS, TXN)]
         # Produce to the leader Metadata named, and to every worker
         assert (wire.request(ApiKey.PRODUCE, 9, produce_body(OFFSETS))
@@ -221,7 +222,7 @@ def test_an_offsets_topic_created_by_an_older_version_is_not_a_user_topic(srv):
     wire = KafkaWire(srv.kafka_bootstrap)
     try:
         md = metadata(wire, [OFFSETS])["topics"][0]
-        assert md["is_internal"] and {p["leader_id"] for p in md["partitions"]} == {1000}
+        assert md["is_internal"] and {p["leader_id"] for p in md["partitions"]} == {0, 1}
     finally:
         wire.close()
     native_attempts(srv)                  # in particular: no worker hosts its partition 0
