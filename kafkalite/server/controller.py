@@ -712,7 +712,11 @@ class Controller:
         broker, at its endpoint of the Kafka listener ``listener_name``; on
         Kafka's protocol, not this process (it holds no replica: a tool that
         places replicas on every broker Metadata lists would fail on it),
-        though its listener still answers the clients bootstrapping there."""
+        though its listener still answers the clients bootstrapping there.
+        While no broker is up (the server starting, every worker restarting)
+        it is the one listed: a Metadata answer naming no broker at all made
+        librdkafka drop every broker handle, the bootstrap one too, and its
+        producers never asked again (compat/test_restarts.py, 2 runs in 6)."""
         if listener is not Listener.KAFKA:
             host = self.config.public_host
             return [{"node_id": b.broker_id, "host": b.host or host, "port": b.port,
@@ -723,6 +727,8 @@ class Controller:
             if endpoint is not None:
                 nodes.append({"node_id": b.broker_id, "host": endpoint[0], "port": endpoint[1],
                               "rack": b.rack})
+        if not nodes:
+            nodes.append({**self.controller_node(listener, listener_name), "rack": None})
         return nodes
 
     def _send(self, ctx: RequestContext, by_broker: dict[int, dict], respond,
