@@ -45,7 +45,11 @@ KAFKA_4_0 = (4, 0)
 
 
 def wire_to(server, node_id: int) -> KafkaWire:
-    """A bare connection to broker ``node_id``'s Kafka listener."""
+    """A bare connection to broker ``node_id``'s Kafka listener (the
+    supervisor's, node 1000, is the bootstrap address: Metadata lists the
+    workers only)."""
+    if node_id == CONTROLLER:
+        return KafkaWire(server.kafka_bootstrap)
     port = next(b["port"] for b in server.info["kafka_brokers"] if b["node_id"] == node_id)
     return KafkaWire(f"127.0.0.1:{port}")
 
@@ -262,15 +266,16 @@ def describe_quorum(wire: KafkaWire, version: int, topic: str = METADATA_LOG,
 
 
 def test_describe_quorum_names_the_controller_leader_and_voter_and_the_brokers_observers(server):
-    """KRaft's answer, from the controller lease: Metadata's controller (the
-    supervisor, node 1000) leads and is the only voter; the brokers (the
+    """KRaft's answer, from the controller lease: the controller (the
+    supervisor, node 1000, not among Metadata's brokers, as KRaft's
+    controllers are not) leads and is the only voter; the brokers (the
     workers) observe; v2 names the voter's listener, where a client reaches
     it. Asked of any broker (a worker relays it), the same answer."""
-    controller = metadata(server)["controller_id"]
-    assert controller == CONTROLLER
+    controller = CONTROLLER
+    assert metadata(server)["controller_id"] in node_ids(server)
     bootstrap_port = int(server.kafka_bootstrap.rsplit(":", 1)[1])
-    workers = sorted(n for n in node_ids(server) if n != CONTROLLER)
-    for node in node_ids(server):
+    workers = sorted(node_ids(server))
+    for node in [CONTROLLER, *node_ids(server)]:
         wire = wire_to(server, node)
         try:
             for version in (0, 1, 2):
@@ -316,7 +321,7 @@ def test_kafka_python_describes_the_metadata_quorum(server):
         admin.close()
     [p] = quorum["topics"][0]["partitions"]
     assert p["error"] is None
-    assert p["leader_id"] == cluster["controller_id"] == CONTROLLER
+    assert p["leader_id"] == CONTROLLER and cluster["controller_id"] in node_ids(server)
     assert [v["replica_id"] for v in p["current_voters"]] == [CONTROLLER]
     assert [n["node_id"] for n in quorum["nodes"]] == [CONTROLLER]
 
@@ -411,17 +416,20 @@ def test_find_coordinator_v6_finds_a_share_groups_coordinators(server, topic_nam
             group = wire.request(ApiKey.FIND_COORDINATOR, version, {
                 "key_type": 0, "coordinator_keys": [group_name]})
             [found] = group["coordinators"]
-            assert (found["error_code"], found["node_id"]) == (NONE, CONTROLLER), version
+            assert found["error_code"] == NONE and found["node_id"] in node_ids(server), version
         share = wire.request(ApiKey.FIND_COORDINATOR, 6, {"key_type": 2, "coordinator_keys": [
             *keys, group_name, f"{group_name}:not-a-topic-id:0", f"{keys[0]}:9"]})
         answers = {c["key"]: (c["error_code"], c["node_id"]) for c in share["coordinators"]}
-        assert answers == {keys[0]: (NONE, CONTROLLER), keys[1]: (NONE, CONTROLLER),
-                           group_name: (INVALID_REQUEST, -1),
-                           f"{group_name}:not-a-topic-id:0": (INVALID_REQUEST, -1),
-                           f"{keys[0]}:9": (INVALID_REQUEST, -1)}
+        brokers = set(node_ids(server))
+        assert {k: (code, node if node == -1 else node in brokers)
+                for k, (code, node) in answers.items()} == {
+            keys[0]: (NONE, True), keys[1]: (NONE, True), group_name: (INVALID_REQUEST, -1),
+            f"{group_name}:not-a-topic-id:0": (INVALID_REQUEST, -1),
+            f"{keys[0]}:9": (INVALID_REQUEST, -1)}
+        # the coordinator named is a worker (its Kafka listener), which relays to the supervisor
         [c] = share["coordinators"][:1]
-        assert (c["host"], c["port"]) == ("127.0.0.1",
-                                          int(server.kafka_bootstrap.rsplit(":", 1)[1]))
+        assert (c["host"], c["port"]) == ("127.0.0.1", next(
+            b["port"] for b in server.info["kafka_brokers"] if b["node_id"] == c["node_id"]))
         for version in (4, 5):
             early = wire.request(ApiKey.FIND_COORDINATOR, version, {
                 "key_type": 2, "coordinator_keys": keys[:1]})
@@ -535,7 +543,7 @@ def test_share_coordinator_keys_need_cluster_action(secured):
             r = wire.request(ApiKey.FIND_COORDINATOR, 6, {"key_type": 2,
                                                           "coordinator_keys": [key]})
             return r["coordinators"][0] if r["coordinators"][0]["error_code"] == NONE else None
-        assert wait_until(found, 10, "alice's CLUSTER_ACTION to take effect")["node_id"] == \
-            CONTROLLER
+        assert wait_until(found, 10, "alice's CLUSTER_ACTION to take effect")["node_id"] in \
+            node_ids(srv)
     finally:
         wire.close()

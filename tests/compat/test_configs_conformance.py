@@ -238,7 +238,7 @@ def test_create_topics_answers_the_new_topics_configs(server, topic_name):
 
 def test_a_broker_describes_every_config_with_its_source(server):
     endpoints = brokers(server)
-    for broker in (0, 1000):
+    for broker in (0, 1):           # Metadata's brokers; librdkafka asks each broker its own
         configs = describe(server, ConfigResource.Type.BROKER, str(broker))
         assert len(configs) > 100
         told = configs["advertised.listeners"]
