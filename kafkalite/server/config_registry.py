@@ -406,16 +406,19 @@ def _protocol_map(cfg: ServerConfig, broker) -> str:
 _FROM_SERVER: dict[str, tuple] = {
     "broker.id": ("int", -1, Scope.READ_ONLY,
                   lambda cfg, b: None if b is None else str(b.broker_id),
-                  "This broker's id: kafkalite's workers are brokers 0..n-1, the supervisor "
-                  "is broker 1000 (controller and group coordinator)."),
+                  "This broker's id: kafkalite's workers are brokers 0..n-1; the supervisor "
+                  "(controller and coordinators, not among Metadata's brokers) answers as "
+                  "1000 at the bootstrap address."),
     "node.id": ("int", -1, Scope.READ_ONLY,
                 lambda cfg, b: None if b is None else str(b.broker_id), "As `broker.id`."),
     "broker.rack": ("string", None, Scope.READ_ONLY, lambda cfg, b: b and b.rack,
                     "The broker's rack: its node (`node-<node_id>`) in a cluster."),
-    "listeners": ("string", "PLAINTEXT://:9092", _PB,
+    # read-only as in a KRaft broker (Kafka 4.x describes them so): listeners
+    # are not reconfigured at runtime
+    "listeners": ("string", "PLAINTEXT://:9092", Scope.READ_ONLY,
                   lambda cfg, b: b and b.listeners,
                   "The Kafka listeners this broker binds, with its own ports."),
-    "advertised.listeners": ("string", None, _PB,
+    "advertised.listeners": ("string", None, Scope.READ_ONLY,
                              lambda cfg, b: b and b.advertised_listeners,
                              "The endpoints this broker's clients are told."),
     "listener.security.protocol.map": (

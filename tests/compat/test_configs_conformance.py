@@ -242,7 +242,8 @@ def test_a_broker_describes_every_config_with_its_source(server):
         configs = describe(server, ConfigResource.Type.BROKER, str(broker))
         assert len(configs) > 100
         told = configs["advertised.listeners"]
-        assert told.value == f"PLAINTEXT://{endpoints[broker]}" and not told.is_read_only
+        # read-only, as a Kafka 4.x (KRaft) broker describes it
+        assert told.value == f"PLAINTEXT://{endpoints[broker]}" and told.is_read_only
         assert told.source == SOURCE.STATIC_BROKER_CONFIG
         assert (configs["broker.id"].value, configs["node.id"].value) == (str(broker),) * 2
         assert configs["broker.id"].is_read_only
@@ -270,8 +271,8 @@ def test_kafka_python_reads_a_brokers_dynamic_configs_and_types(server):
     finally:
         kp.close()
     assert {"log.retention.ms", "message.max.bytes", "log.cleanup.policy",
-            "advertised.listeners", "log.cleaner.threads"} <= set(got)
-    assert "num.partitions" not in got and "log.retention.hours" not in got     # read-only
+            "ssl.client.auth", "log.cleaner.threads"} <= set(got)
+    assert not {"num.partitions", "log.retention.hours", "advertised.listeners"} & set(got)
     assert got["message.max.bytes"]["config_type"] == "INT"
     assert got["log.cleanup.policy"]["config_type"] == "LIST"
 
@@ -282,7 +283,8 @@ def test_broker_alterations_kafka_refuses_answer_invalid_request_and_change_noth
         ("0", {"num.partitions": "3"}, "dynamically"),
         ("0", {"log.retention.hours": "1"}, "dynamically"),
         ("0", {"no.such.broker.config": "1"}, "Unknown"),
-        ("", {"advertised.listeners": "PLAINTEXT://h:1"}, "broker id must be specified"),
+        ("0", {"advertised.listeners": "PLAINTEXT://h:1"}, "dynamically"),    # KRaft's rule
+        ("", {"ssl.client.auth": "required"}, "broker id must be specified"),
         ("0", {"ssl.keystore.password": "s"}, "per-listener"),
         ("0", {"log.retention.ms": "-7"}, "log.retention.ms"),
         ("7", {"log.retention.ms": "1000"}, "Unexpected broker id"),

@@ -79,8 +79,8 @@ KAFKA_BROKER_CONFIGS = {
     "num.io.threads": (T.INT, "8", Scope.CLUSTER_WIDE),
     "max.connections": (T.INT, "2147483647", Scope.CLUSTER_WIDE),
     "max.connection.creation.rate": (T.INT, "2147483647", Scope.CLUSTER_WIDE),
-    "listeners": (T.STRING, "PLAINTEXT://:9092", Scope.PER_BROKER),
-    "advertised.listeners": (T.STRING, None, Scope.PER_BROKER),
+    "listeners": (T.STRING, "PLAINTEXT://:9092", Scope.READ_ONLY),        # as KRaft brokers
+    "advertised.listeners": (T.STRING, None, Scope.READ_ONLY),
     "ssl.keystore.password": (T.PASSWORD, None, Scope.PER_BROKER),
     "sasl.enabled.mechanisms": (T.LIST, "GSSAPI", Scope.PER_BROKER),
     "broker.id": (T.INT, "-1", Scope.READ_ONLY),
@@ -136,7 +136,7 @@ def test_which_dynamic_configs_act_and_which_are_accepted_only():
     assert {"log.retention.ms", "log.segment.bytes", "message.max.bytes", "log.cleanup.policy",
             "min.insync.replicas", "unclean.leader.election.enable"} <= applied
     assert all(registry.broker_config(n).topic for n in applied)
-    for name in ("compression.type", "log.cleaner.threads", "advertised.listeners",
+    for name in ("compression.type", "log.cleaner.threads", "ssl.enabled.protocols",
                  "log.preallocate"):
         assert not registry.broker_config(name).applied and registry.broker_config(name).effect
     for name in ("file.delete.delay.ms", "preallocate", "compression.type",
@@ -181,15 +181,16 @@ def test_broker_config_alterations_are_checked_as_kafka_checks_them():
     registry.check_broker_configs({"log.retention.ms": "3600000", "log.cleaner.threads": "2"},
                                   per_broker=False)
     registry.check_broker_configs(
-        {"listener.name.external.ssl.keystore.password": "secret", "advertised.listeners":
-         "PLAINTEXT://h:9092"}, per_broker=True)
+        {"listener.name.external.ssl.keystore.password": "secret", "ssl.client.auth":
+         "required"}, per_broker=True)
     refused = [
         ({"num.partitions": "3"}, True, "Cannot update these configs dynamically"),
         ({"log.retention.hours": "3"}, True, "Cannot update these configs dynamically"),
         ({"no.such.config": "1"}, True, "Unknown broker configs"),
         ({"listener.name.x.num.partitions": "1"}, True, "Unknown broker configs"),
         ({"ssl.keystore.password": "s"}, True, "only per-listener"),
-        ({"advertised.listeners": "PLAINTEXT://h:1"}, False, "broker id must be specified"),
+        ({"advertised.listeners": "PLAINTEXT://h:1"}, True, "Cannot update these configs dynamically"),
+        ({"ssl.client.auth": "required"}, False, "broker id must be specified"),
         ({"log.retention.ms": "-2"}, False, "log.retention.ms"),
         ({"log.cleaner.threads": "many"}, False, "log.cleaner.threads"),
         ({"message.max.bytes": "-1"}, True, "message.max.bytes"),
