@@ -161,6 +161,9 @@ TASK_CONFIG_RETRY_S = 0.5
 # How long a source task starting from new task configs waits for the tasks
 # of the earlier configs on other workers to stop (_predecessors_running)
 PREDECESSOR_WAIT_S = 5.0
+# how long an offsets change waits for the stopped connector's tasks to end
+# on their owners (their last offset commit) before going ahead anyway
+TASKS_STOPPED_WAIT_S = 10.0
 # the config topic's key of a connector's KIP-618 task count record (+ the connector's name)
 TASK_COUNT_PREFIX = "task-count-record-"
 # Kafka's defaults: how long a worker may take to read the config topic up to an
@@ -1404,10 +1407,14 @@ class DistributedHerder(Herder):
         key = f"status-task-{lt.name}-{lt.id}"
         self._forget_status(key)
         with self.internal._lock:
-            removed = lt.id >= len(self.internal.task_configs.get(lt.name, []))
+            removed = (lt.id >= len(self.internal.task_configs.get(lt.name, []))
+                       or self.internal.targets.get(lt.name) == "STOPPED")
             published = key in self.internal.status
         if removed and published:
-            # its connector has fewer tasks now: no stale RUNNING left behind
+            # its connector has fewer tasks now, or none (STOPPED): no stale
+            # RUNNING left behind; written after the task's thread ended, its
+            # last offset commit done, so the leader may change the offsets
+            # once these are gone (_modify_offsets)
             self.internal.write(self.internal.status_topic, key, None)
 
     def _forget_status(self, key):
@@ -1771,6 +1778,7 @@ class DistributedHerder(Herder):
             raise NotFoundException(f"Connector {name} not found")
         if target != "STOPPED" or tasks:
             raise not_stopped(name)
+        self._await_tasks_stopped(name)
         if self._kind(name, config) != "source":
             if pairs is None:
                 handled = ask_connector(name, config, self._sink_reset_map(name))
@@ -1793,6 +1801,27 @@ class DistributedHerder(Herder):
         else:
             store.put(name, pairs)
         return handled
+
+    def _await_tasks_stopped(self, name, timeout: float = TASKS_STOPPED_WAIT_S) -> None:
+        """No task configs left does not mean no task runs: each owner stops
+        its tasks when it reads the change, and a source task commits its
+        offsets once more as it ends, which would land over a reset done
+        meanwhile (a fresh-clone run saw {"n": 4} come back after DELETE
+        /offsets). Each owner removes its task's status once the task has
+        ended; wait for those to be gone. A status left by a worker that
+        died is not waited for past ``timeout`` (logged)."""
+        prefix = f"status-task-{name}-"
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.internal._lock:
+                left = sorted(k for k, v in self.internal.status.items()
+                              if k.startswith(prefix) and v is not None)
+            if not left or time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+        if left:
+            log.warning("connector %s: changing its offsets although %s still show a task "
+                        "(a worker that died?)", name, ", ".join(left))
 
     def _write_offsets_transactionally(self, name, pairs) -> None:
         from kafkalite.connect.clients import Producer
