@@ -50,9 +50,10 @@ live replica as an ``assign`` naming the leader, so followers follow the
 right broker and a deposed leader steps down.
 
 Node ids: on the native protocol the brokers are 0..n-1 and this process
-is node -1; on Kafka's protocol the brokers keep their ids and this
-process is broker 1000 (controller and group coordinator), each with its
-Kafka listener's port.
+is node -1; on Kafka's protocol the brokers keep their ids, each with its
+Kafka listener's port, and this process (controller and coordinators) is
+node 1000 at the bootstrap address only: Metadata, DescribeCluster and
+FindCoordinator name brokers, which relay to it.
 
 Who may call: the supervisor (supervisor.py), on its single thread.
 """

@@ -5,7 +5,7 @@ advertised hosts, from Kafka's ``listeners``, ``advertised.listeners`` and
 A node may serve Kafka clients on several listeners at once, say PLAINTEXT
 on loopback for its own host's applications and SASL_SSL on a public
 interface for everyone else. Every broker process of the node (the
-supervisor, broker 1000, and each worker) opens every listener; a client
+supervisor and each worker) opens every listener; a client
 is told, in Metadata, DescribeCluster and FindCoordinator answers, the
 endpoints of the listener its request arrived on, as Kafka does, so it
 stays on that listener (and that security) for every broker it talks to.

@@ -24,7 +24,8 @@ It runs, on one thread, everything of a node that is not a partition:
   ``__share_group_state``, which partition leaders read share-partition
   state from and write it to;
 - the request paths: the native ZeroMQ ROUTER, the Kafka TCP listener
-  (this process is Kafka broker 1000), and the relay that answers the
+  (this process answers as node 1000 at the bootstrap address; Metadata
+  names the workers), and the relay that answers the
   Kafka requests workers pass on (relay.py), all into one dispatcher;
 - the control channel to the workers: a ROUTER on loopback carrying JSON
   (assign / unassign / shutdown out; hello / done / heartbeat / metrics /
