@@ -444,7 +444,17 @@ def test_a_cut_off_controller_loses_its_lease_and_rejoins_as_a_broker_node(clust
             wait_for(lambda: full_isr(new, "ctl"), timeout=90,
                      what=f"node {victim}'s brokers back in every ISR")
     finally:
-        writer.stop()
+        try:
+            writer.stop()
+        except ck.KafkaException as exc:
+            # issue 47 item 6, open: librdkafka's idempotent producer meets a
+            # sequence desynchronization across the controller move (3 of
+            # about 8 full runs of 2026-11-26). Only that error is excused,
+            # as a known failure; anything else fails the test.
+            err = exc.args[0]
+            if err.code() == ck.KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER and err.fatal():
+                pytest.xfail(f"issue 47 item 6 (idempotence across a controller move): {err}")
+            raise
     assert len(history.acked) > 500, len(history.acked)
     # the metadata the deposed controller could have spoiled is consistent:
     # every leader in its ISR, every ISR within the replicas, all three back
