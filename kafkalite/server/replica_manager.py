@@ -616,6 +616,11 @@ class ReplicaManager:
                     f"min.insync.replicas is {part.log.config.min_insync_replicas}")
             try:
                 info = self.append(part, pd["records"])
+            except errors.OutOfOrderSequenceNumberError as exc:
+                # fatal to most clients: what the partition knew says why
+                log.info("broker %d: %s: %s (log end %d, leader epoch %d)", self.broker_id,
+                         part.name, exc, part.log.log_end_offset, part.leader_epoch)
+                raise
             except KafkaError as exc:
                 # the whole batch is refused; which records caused it, when
                 # the validator knows, lets a client fail only those

@@ -15,12 +15,18 @@ Format (Kafka's producer snapshot, version 1; big-endian)::
     entries, each 46 bytes:
       producer id                 int64
       producer epoch              int16
-      last sequence               int32   of the producer's last run of batches
-      last offset                 int64   of that batch
+      last sequence               int32   of one of the producer's cached runs of batches
+      last offset                 int64   of that run
       offset delta                int32   last offset - first offset of that run
       timestamp                   int64   its max timestamp
       coordinator epoch           int32   -1 until transactions
       current txn first offset    int64   -1: no open transaction
+
+Kafka writes one entry per producer, for its last batch. Here a producer
+has one entry per run of batches it has cached (up to five, oldest first;
+the other fields repeat), so that a log reopened or truncated still
+recognises a retry of any of them. A reader that keeps one entry per
+producer (the format allows more) keeps the last, Kafka's.
 
 A file whose CRC fails, or that does not parse, is not trusted: the reader
 raises ``CorruptSnapshotError`` and the caller deletes it and falls back

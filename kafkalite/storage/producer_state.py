@@ -44,7 +44,7 @@ the partition's first unstable offset, below which the last stable offset
 (LSO) stays.
 
 Persistence: snapshots (producer_snapshot.py). ``take_snapshot(offset)``
-writes the state as of a log end; the log takes one when a segment rolls
+writes the state as of a log end, every cached run of every producer; the log takes one when a segment rolls
 and when it closes. ``load`` restores the newest snapshot at or below the
 log end and reads the batch headers after it (``batches_read`` says how
 many), so opening a cleanly closed log reads none. Snapshots past the log
@@ -203,9 +203,10 @@ class ProducerStateManager:
                         f"{first_seq}")
             elif current_epoch != NO_PRODUCER_EPOCH and current_last >= 0 and not (
                     first_seq == current_last + 1 or (first_seq == 0 and current_last == INT32_MAX)):
+                cached = [(b[0], b[1]) for b in entry.batches] if entry is not None else []
                 raise OutOfOrderSequenceNumberError(
                     f"producer {pid} epoch {epoch}: sequence {first_seq} does not follow "
-                    f"{current_last}")
+                    f"{current_last} (the batches this partition knows it by: {cached})")
             pending[pid] = (epoch, last_seq)
         if duplicates:
             if fresh:
@@ -275,10 +276,17 @@ class ProducerStateManager:
                                              e.last_timestamp, e.coordinator_epoch,
                                              e.current_txn_first_offset))
                 continue
-            first_seq, last_seq, first_offset, last_offset = e.batches[-1]
-            entries.append(SnapshotEntry(pid, e.epoch, last_seq, last_offset,
-                                         last_offset - first_offset, e.last_timestamp,
-                                         e.coordinator_epoch, e.current_txn_first_offset))
+            # Every cached run, oldest first, one entry each (Kafka keeps
+            # only the last): a reopened or truncated log must still know
+            # each batch a client may retry. Broker nodes restart their
+            # workers when the controller moves, and a leader that forgot
+            # all but its producers' last run answered a retry of an
+            # earlier in-flight batch OUT_OF_ORDER_SEQUENCE_NUMBER, which
+            # librdkafka takes as fatal (issue 47 item 6).
+            for first_seq, last_seq, first_offset, last_offset in e.batches:
+                entries.append(SnapshotEntry(pid, e.epoch, last_seq, last_offset,
+                                             last_offset - first_offset, e.last_timestamp,
+                                             e.coordinator_epoch, e.current_txn_first_offset))
         path = producer_snapshot.write(self.directory, offset, entries)
         if offset not in self.snapshots:
             self.snapshots.append(offset)
@@ -291,7 +299,9 @@ class ProducerStateManager:
         self.producers.clear()
         self.ongoing.clear()
         for e in entries:
-            entry = self.producers[e.producer_id] = ProducerEntry(e.producer_epoch)
+            entry = self.producers.get(e.producer_id)
+            if entry is None:
+                entry = self.producers[e.producer_id] = ProducerEntry(e.producer_epoch)
             entry.last_written_offset = e.last_offset
             if e.last_sequence >= 0:
                 first_seq = e.last_sequence - e.offset_delta

@@ -155,6 +155,51 @@ def test_a_retry_of_any_batch_of_the_last_five_appends_is_recognised_also_after_
             reopened.close()
 
 
+def test_every_cached_batch_is_still_recognised_after_a_reopen_or_a_truncation(tmp_path):
+    """Two producers take turns, so none of producer 7's batches follow
+    one another in the log: five runs of one batch each. A log reopened
+    from its snapshot (a worker restarted, as a broker node's are when the
+    controller moves) or truncated to just above them (a follower) must
+    still answer a retry of any of the five as a duplicate: the snapshot
+    held only the last and the leader answered the client's retry of the
+    oldest in-flight batch OUT_OF_ORDER_SEQUENCE_NUMBER, fatal to
+    librdkafka (issue 47 item 6)."""
+    directory = tmp_path / "t-0"
+    plog = PartitionLog.open(str(directory), CONFIG)
+    offsets = {}
+    for i in range(5):
+        offsets[3 * i] = plog.append(idempotent(7, 0, 3 * i)).first_offset
+        plog.append(idempotent(8, 0, 3 * i))
+    end = plog.log_end_offset
+    plog.close()
+    assert snapshots(directory)[-1] == end
+
+    def retries_are_duplicates(log):
+        for seq, first in offsets.items():
+            retry = log.append(idempotent(7, 0, seq))
+            assert retry.duplicate and (retry.first_offset, retry.last_offset) == (first, first + 2)
+        assert log.log_end_offset == end
+
+    again = PartitionLog.open(str(directory), CONFIG)
+    try:
+        assert again.producer_state.batches_read == 0        # from the snapshot alone
+        retries_are_duplicates(again)
+        # a follower's truncation reloads from the snapshot at or below the
+        # new end: one more batch each, then truncated back
+        again.append(idempotent(8, 0, 15))
+        again.append(plain())
+        again.roll()
+        again.append(plain())
+        assert again.truncate_to(end)
+        retries_are_duplicates(again)
+        # the sixth append back is forgotten, as in Kafka
+        again.append(idempotent(7, 0, 15))
+        with pytest.raises(errors.OutOfOrderSequenceNumberError):
+            again.append(idempotent(7, 0, 0))
+    finally:
+        again.close()
+
+
 def test_replication_and_coordinator_appends_skip_the_checks_but_update_the_state(tmp_path):
     leader = PartitionLog.open(str(tmp_path / "leader-0"), CONFIG)
     follower = PartitionLog.open(str(tmp_path / "follower-0"), CONFIG)
