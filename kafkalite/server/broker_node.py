@@ -116,7 +116,15 @@ class BrokerNode:
         deadline = time.monotonic() + max(CONTROLLER_WAIT_S, 3 * self.config.controller_lease_ms
                                           / 1000.0)
         while True:
-            c = cluster_store.read_controller(self.config.cluster)
+            try:
+                c = cluster_store.read_controller(self.config.cluster)
+            except errors.KafkaStorageError:
+                # PostgreSQL away for a moment (this node may be coming
+                # back from a network partition): the wait goes on
+                if time.monotonic() > deadline or self._stop:
+                    raise
+                time.sleep(LOOP_S)
+                continue
             if c is not None and c["live"] and c["endpoints"]:
                 return c
             if c is not None and not c["live"]:

@@ -114,6 +114,7 @@ RESTART_BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 # the wait grows with the busiest worker's partitions.
 SHUTDOWN_TIMEOUT_S = 15.0
 SHUTDOWN_S_PER_PARTITION = 0.005
+REJOIN_RETRY_S = 1.0            # a node back from a partition, waiting for PostgreSQL
 POLL_INTERVAL_MS = 100
 RETRY_INTERVAL_S = 1.0   # a metadata action the store refused is tried again this often
 
@@ -158,6 +159,9 @@ class Supervisor:
         # themselves to this controller (_fence_absent_brokers)
         self._absent_check_at: float | None = None
         self.ready = False
+        # start() failed before binding a port or starting a thread but the
+        # lease's and the users mirror's: release() undoes it (serve() retries)
+        self.start_retryable = True
         self.handlers: dict = {}
         self.lease = None                 # the controller lease, with --cluster
         self.users_mirror = None          # this node's copy of the cluster's SASL users, likewise
@@ -298,6 +302,7 @@ class Supervisor:
                     (n for n, t in self.controller.metadata.topics.items()
                      if t.topic_id == topic_id), None),
                 topic_exists=lambda name: name in self.controller.metadata.topics)
+        self.start_retryable = False        # ports and threads from here on
         self.native = NativeListener(self.ctx, cfg.host, cfg.port, self.dispatcher,
                                      name="supervisor", curve=self.curve)
         # every Kafka listener of the node (listeners.py), the primary first
@@ -871,7 +876,19 @@ class Supervisor:
 
     def release(self) -> None:
         """Let go of what a start that did not happen took: the data
-        directory's lock and the lease connection."""
+        directory's lock, the lease connection and the users mirror (a
+        start that failed before ``start_retryable`` went False took
+        nothing else)."""
+        if self.users_mirror is not None:
+            self.users_mirror.close()
+            self.users_mirror = None
+        for name in ("markers", "txn_coordinator", "share_coordinator", "coordinator"):
+            part = self.__dict__.pop(name, None)     # as far as start() got
+            if part is not None:
+                part.close()
+        controller = self.__dict__.pop("controller", None)
+        if controller is not None and self.lease is not None:
+            controller.metadata.close()
         if self.lease is not None:
             self.lease.close(release=False)
             self.lease = None
@@ -986,11 +1003,32 @@ def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None) -
     signal.signal(signal.SIGINT, stop)
     if early is not None and early.stop_requested:
         stop()
+    rejoining = False       # this process was a node of the cluster already
     while True:
         sup = Supervisor(config, http_apps, early, expired)
         stop.hand_to(sup)
         try:
             sup.start()
+        except errors.KafkaStorageError as exc:
+            # A node that was in the cluster (deposed, or taking over from
+            # an expired controller) and finds PostgreSQL away -- often
+            # the tail of the very partition that deposed it -- keeps
+            # trying, as a Kafka broker keeps trying its quorum: ending
+            # the process took the node out of the cluster for good. A
+            # first start still fails at once with the reason (a wrong
+            # DSN should not hang), and so does a start that got as far
+            # as binding its listeners.
+            if not rejoining or stop.requested or not sup.start_retryable:
+                if early is not None:
+                    early.abandon()
+                raise
+            sup.release()
+            log.warning("node %d cannot rejoin the cluster yet (%s); trying again in %.0f s",
+                        config.node_id, exc, REJOIN_RETRY_S)
+            time.sleep(REJOIN_RETRY_S)
+            if stop.requested:
+                return 0
+            continue
         except AnotherController as other:
             sup.release()
             log.info("%s: node %d runs as one of its broker nodes", other, config.node_id)
@@ -1003,7 +1041,7 @@ def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None) -
                 return code
             # the controller's lease expired: try to become the controller
             # (the workers early started went with the broker node)
-            early, expired = None, node.expired_controller
+            early, expired, rejoining = None, node.expired_controller, True
             continue
         except BaseException:
             if early is not None:
@@ -1019,4 +1057,4 @@ def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None) -
         # over finds the new controller and joins it as a broker node.
         log.warning("node %d was deposed as the controller; it joins the new one",
                     config.node_id)
-        early, expired = None, None
+        early, expired, rejoining = None, None, True
