@@ -159,8 +159,9 @@ class Supervisor:
         # themselves to this controller (_fence_absent_brokers)
         self._absent_check_at: float | None = None
         self.ready = False
-        # start() failed before binding a port or starting a thread but the
-        # lease's and the users mirror's: release() undoes it (serve() retries)
+        # True until start() binds its first port: what a start that failed
+        # before then took (lease, users mirror, coordinators, metadata
+        # store), release() gives back, so serve() may try again
         self.start_retryable = True
         self.handlers: dict = {}
         self.lease = None                 # the controller lease, with --cluster

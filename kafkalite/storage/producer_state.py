@@ -44,8 +44,8 @@ the partition's first unstable offset, below which the last stable offset
 (LSO) stays.
 
 Persistence: snapshots (producer_snapshot.py). ``take_snapshot(offset)``
-writes the state as of a log end, every cached run of every producer; the log takes one when a segment rolls
-and when it closes. ``load`` restores the newest snapshot at or below the
+writes the state as of a log end, every cached run of every producer; the
+log takes one when a segment rolls and when it closes. ``load`` restores the newest snapshot at or below the
 log end and reads the batch headers after it (``batches_read`` says how
 many), so opening a cleanly closed log reads none. Snapshots past the log
 end (after a truncation or a crash that cut the tail) are deleted, as are
