@@ -997,6 +997,14 @@ class _Sender:
             if resp["error_code"]:
                 raise errors.error_for_code(resp["error_code"])("InitProducerId failed")
         except KafkaError as exc:
+            if not exc.retriable:
+                # refused for good (no IdempotentWrite, nor Write on any topic):
+                # the waiting records fail with why, as Kafka's producer's do,
+                # rather than wait out delivery.timeout.ms
+                refused, self.unstamped = self.unstamped, []
+                for b in refused:
+                    self.p._report(b, type(exc)(
+                        f"no producer id for {b.topic}-{b.partition}: {exc}"), -1)
             self.retry_log.warning("cannot get a producer id yet (%s); retrying", exc)
             self.init_at = now + max(self.backoff, 0.05)
             return False
