@@ -18,6 +18,17 @@ listener, serving the same protocol with the same quotas and ACLs; the
 peer's host is taken to be 127.0.0.1 (it is on this host and namespace,
 as a loopback TCP peer would be).
 
+With security on, the native ports (ZeroMQ, CURVE) have a door of this
+kind too, for same-host clients without keys: a ZeroMQ ``ipc://`` socket
+in the abstract namespace named after the TCP port it stands beside
+(``native_door_name``), whose peer's user id -- the kernel's SO_PEERCRED,
+which a client cannot forge -- is its principal (protocol/curve.py
+``local_principal``). Its name cannot be told over an authenticated
+channel (the client has no keys), and any local user can bind an abstract
+name, so a client takes the door only when the process behind it runs as
+the user whose process listens on that TCP port (``native_door``): a
+stranger who took the name first gets no one's records.
+
 It lives beside errors.py, below every layer: the server's listener binds
 these sockets and the client's link connects to them.
 """
@@ -25,6 +36,7 @@ from __future__ import annotations
 
 import os
 import socket
+import struct
 
 # What a connection from a Unix-domain socket counts as where a TCP peer's
 # address is used (ACL hosts, connection quotas, logs).
@@ -100,3 +112,56 @@ def connect(name: str, timeout: float) -> socket.socket:
         raise
     tune(sock)
     return sock
+
+
+# ---- the native ports' local doors -------------------------------------------------------------
+
+NATIVE_DOOR_PREFIX = "kafkalite-native-"
+LOOPBACK_HOSTS = ("localhost", "::1")
+_UCRED = struct.Struct("3i")        # struct ucred: pid, uid, gid
+
+
+def native_door_name(port: int) -> str:
+    """The abstract name of the local door beside native TCP port ``port``."""
+    return f"{NATIVE_DOOR_PREFIX}{port}"
+
+
+def native_door(endpoint: str) -> str | None:
+    """For a client without CURVE keys: the ``ipc://`` endpoint of the local
+    door of native endpoint ``tcp://<loopback host>:<port>``, when one
+    listens under its name and its process runs as the user whose process
+    listens on that TCP port in this network namespace; else None (no door:
+    the server has security off, or is not on this host)."""
+    host, _, port = endpoint.rpartition("/")[2].rpartition(":")
+    host = host.strip("[]")
+    if not port.isdigit() or not (host.startswith("127.") or host in LOOPBACK_HOSTS):
+        return None
+    name = native_door_name(int(port))
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(1.0)
+            sock.connect("\0" + name)
+            _pid, uid, _gid = _UCRED.unpack(
+                sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
+    except (OSError, AttributeError):      # nothing there; not Linux
+        return None
+    return f"ipc://@{name}" if uid in tcp_listener_uids(int(port)) else None
+
+
+def tcp_listener_uids(port: int) -> set[int]:
+    """The user ids of the sockets listening on TCP ``port`` in this
+    network namespace (/proc/net/tcp and tcp6: local address, state 0A is
+    LISTEN, the eighth field the owner's uid)."""
+    uids = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                lines = f.readlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 7 and fields[3] == "0A" and \
+                    int(fields[1].rsplit(":", 1)[1], 16) == port:
+                uids.add(int(fields[7]))
+    return uids

@@ -63,3 +63,64 @@ def test_identity_names_the_boot_and_the_network_namespace():
     assert local_socket.same_namespace(ident)
     assert not local_socket.same_namespace(ident + "0")
     assert not local_socket.same_namespace("") and not local_socket.same_namespace(None)
+
+
+# ---- the native ports' local doors ------------------------------------------------------------
+
+SQUATTER = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("\\0" + sys.argv[1])
+s.listen(8)
+print("bound", flush=True)
+sys.stdin.read()
+"""
+
+
+def _squat(name: str, user: str | None):
+    """A process of ``user`` (None: ours) listening on abstract ``name``."""
+    import os
+    import subprocess
+    import sys
+    # a system interpreter: another user may not be able to run ours
+    python = "/usr/bin/python3" if user and os.path.exists("/usr/bin/python3") else sys.executable
+    proc = subprocess.Popen([python, "-c", SQUATTER, name], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, user=user)
+    assert proc.stdout.readline() == b"bound\n"
+    return proc
+
+
+@pytest.mark.processes
+@pytest.mark.skipif(not hasattr(socket, "SO_PEERCRED"), reason="Linux's peer credentials")
+def test_a_door_is_taken_only_from_the_user_who_listens_on_its_tcp_port():
+    """Any local user can bind an abstract name: a keyless client must not
+    hand its records to whoever took the door's name first. It takes the
+    door only when the process behind it runs as the user listening on the
+    TCP port the door stands beside."""
+    import os
+    import pwd
+    tcp = socket.socket()
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen(1)
+    port = tcp.getsockname()[1]
+    endpoint = f"tcp://127.0.0.1:{port}"
+    name = local_socket.native_door_name(port)
+    try:
+        assert local_socket.native_door(endpoint) is None          # no door
+        if os.getuid() == 0:
+            stranger = _squat(name, pwd.getpwuid(65534).pw_name)   # nobody
+            try:
+                assert local_socket.native_door(endpoint) is None
+            finally:
+                stranger.kill()
+                stranger.wait()
+        ours = _squat(name, None)
+        try:
+            assert local_socket.native_door(endpoint) == f"ipc://@{name}"
+            # a door only for what is on this host
+            assert local_socket.native_door(f"tcp://10.1.2.3:{port}") is None
+        finally:
+            ours.kill()
+            ours.wait()
+    finally:
+        tcp.close()

@@ -24,6 +24,13 @@ workers, made after the metadata link to the same server succeeded with
 the same keys) does not wait for its handshake: a failed one makes
 ``alive()`` False, as a disconnect does.
 
+Without keys, a Connection to a server on this host whose native ports
+require CURVE goes through the port's local door instead (local_socket.py
+``native_door``: a Unix-domain ZeroMQ socket the server authenticates by
+the peer's user id), so a local client is ``User:unix:<its user>`` to the
+authorizer with no key file. ``endpoint`` stays the TCP one (messages, and
+the refused-connection probe: the door goes when its process does).
+
 A request waited on with ``request``/``extension``/``wait_for`` does not
 wait out its timeout for an answer that cannot come: a watched link's wait
 ends when ``alive()`` turns False; a non-watched one's, when its endpoint
@@ -53,7 +60,7 @@ import time
 
 import zmq
 
-from kafkalite import errors
+from kafkalite import errors, local_socket
 from kafkalite.client.link import Link
 from kafkalite.errors import KafkaError, error_for_code
 from kafkalite.protocol import ApiKey, decode_response, encode_request
@@ -270,7 +277,10 @@ class Connection(Link):
         self._monitor = _monitor_socket(self.sock, _HANDSHAKE_EVENTS)
         self._alive = True
         self._connected = False
-        self.sock.connect(endpoint)
+        # without keys, a server on this host with security on is reached by
+        # its local door, as the user this process runs as (local_socket.py)
+        self.door = local_socket.native_door(endpoint) if keys is None else None
+        self.sock.connect(self.door or endpoint)
         if not watch:
             try:
                 self._check_handshake(keys is not None)

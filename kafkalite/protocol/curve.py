@@ -42,6 +42,16 @@ open them. Every node of a cluster holds the same key pair; a single node
 without a key file makes one for the run (server/security.py node_curve),
 so those channels are closed to other local processes by default.
 
+With security on, each native port also has a local door (server/
+native_listener.py, local_socket.py): a ZeroMQ ``ipc://`` socket without
+CURVE in the domain ``LOCAL_ZAP_DOMAIN``, for clients on the same host
+that hold no keys. For a Unix-domain connection libzmq hands the ZAP
+handler the peer's SO_PEERCRED as the address's last three fields
+("…:uid:gid:pid"), which the kernel vouches for; ``local_principal``
+makes the uid ``User:unix:<user name>`` (LOCAL_PRINCIPAL_PREFIX), the
+principal the authorizer and quotas then see, as for a key. A NULL
+handshake in any other domain is refused.
+
 Who may call: any thread; a ``KeyAuthenticator``'s map is swapped whole,
 so its thread reads a consistent one.
 """
@@ -49,6 +59,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pwd
 import re
 import time
 
@@ -65,6 +76,9 @@ BROKER_PRINCIPAL = "User:kafkalite-broker"
 ZAP_DOMAIN = "kafkalite"
 # The domain of the brokers' own channels: the server's key only.
 NODE_ZAP_DOMAIN = "kafkalite-nodes"
+# The domain of the native ports' local doors: a same-host peer's user id.
+LOCAL_ZAP_DOMAIN = "kafkalite-local"
+LOCAL_PRINCIPAL_PREFIX = "User:unix:"
 # Authorized keys are read again at most this often, on a handshake.
 RELOAD_CHECK_S = 1.0
 # A refused key on the brokers' own channels is logged at most this often.
@@ -214,6 +228,21 @@ class KeyAuthenticator(ThreadAuthenticator):
         self._stamp = stamp
         self.principals = {**keys, **self._extra}     # swapped whole: the ZAP thread reads it
 
+    async def handle_zap_message(self, msg: list) -> None:
+        """A NULL handshake is a local door's: its principal is the peer's
+        user id, in LOCAL_ZAP_DOMAIN only (pyzmq's own handler would let any
+        NULL handshake in as "anonymous"); CURVE is pyzmq's handler, which
+        asks ``callback``."""
+        if len(msg) >= 6 and msg[0] == b"1.0" and msg[5] == b"NULL":
+            principal = (local_principal(msg[3].decode("utf-8", "replace"))
+                         if msg[2] == LOCAL_ZAP_DOMAIN.encode() else None)
+            if principal is None:
+                self._send_zap_reply(msg[1], b"400", b"not a local door's connection")
+            else:
+                self._send_zap_reply(msg[1], b"200", b"OK", principal)
+            return
+        await super().handle_zap_message(msg)
+
     def callback(self, domain: str, key: bytes) -> bool:
         """pyzmq's credentials provider: is this Z85 client key authorized?"""
         self.reload_if_changed()
@@ -288,12 +317,35 @@ class CurveServer:
     def secure_client(self, sock: zmq.Socket) -> None:
         secure_client(sock, self.public, self.public, self.secret)
 
+    def secure_local_server(self, sock: zmq.Socket, context: zmq.Context) -> None:
+        """Before bind: ``sock`` is a local door (an ipc:// socket without
+        CURVE), whose peers are their user ids (LOCAL_ZAP_DOMAIN); enforced,
+        so that no handshake passes if no ZAP handler answered."""
+        self.start(context)
+        sock.setsockopt_string(zmq.ZAP_DOMAIN, LOCAL_ZAP_DOMAIN)
+        sock.setsockopt(zmq.ZAP_ENFORCE_DOMAIN, 1)
+
 
 def secure_client(sock: zmq.Socket, server_key: bytes, public: bytes, secret: bytes) -> None:
     """Before connect: ``sock`` speaks CURVE to the server of ``server_key``."""
     sock.setsockopt(zmq.CURVE_SERVERKEY, server_key)
     sock.setsockopt(zmq.CURVE_PUBLICKEY, public)
     sock.setsockopt(zmq.CURVE_SECRETKEY, secret)
+
+
+def local_principal(address: str) -> str | None:
+    """``User:unix:<name>`` of the Unix-domain peer whose ZAP address is
+    ``address`` (libzmq: "<host>:uid:gid:pid"); None when it carries no
+    credentials (not a Unix-domain peer)."""
+    parts = address.rsplit(":", 3)
+    if len(parts) != 4 or not all(p.isdigit() for p in parts[1:]):
+        return None
+    uid = int(parts[1])
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:        # a uid without a passwd entry (a container's)
+        name = str(uid)
+    return LOCAL_PRINCIPAL_PREFIX + name
 
 
 def principal_of(frame: zmq.Frame) -> str | None:

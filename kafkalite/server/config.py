@@ -100,7 +100,10 @@ SETTINGS: dict[str, Setting] = {
     "local_sockets": Setting(
         "Each worker's first PLAINTEXT Kafka listener also accepts on a Unix-domain socket "
         "(Linux's abstract namespace), which kafkalite's own clients on this host use for "
-        "their direct links instead of loopback TCP.",
+        "their direct links instead of loopback TCP. With security on and the authorizer, each "
+        "native port also has a local door: a Unix-domain socket through which a client on "
+        "this host without CURVE keys is the principal User:unix:<its user name> (the "
+        "kernel's peer credentials), under the ACLs. False closes both.",
         kafka_note="kafkalite's own: Kafka's listeners are TCP only."),
     "broker_session_timeout_ms": Setting("A worker silent this long (hung, stopped) is fenced "
                                          "and loses its leaderships.",

@@ -58,6 +58,17 @@ checks it; a Produce made with the server's own key may name the
 principal it forwards for, see requests.py), and the dispatcher's
 authorization gate then checks native requests as it checks Kafka ones.
 
+The local door (``local_door``: CURVE and the authorizer on, and
+``local_sockets``; without the authorizer an identity would be full
+access, which the CURVE keys are there to refuse): same-host clients
+without keys reach the same dispatcher through a second ROUTER, a ZeroMQ
+``ipc://`` socket in the abstract namespace named after this port
+(local_socket.py ``native_door_name``), whose ZAP handler makes the peer's
+user id its principal (protocol/curve.py ``local_principal``,
+``User:unix:<name>``): a local producer needs no key file, and is
+authorized as that user. It is a listener of its own (``local``), which
+this one's loop calls pass on to.
+
 Who may call: the owning process's event loop (``attach``, ``on_events``,
 ``close``); nothing here is thread-safe.
 """
@@ -72,7 +83,7 @@ import time
 
 import zmq
 
-from kafkalite import errors
+from kafkalite import errors, local_socket
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey, ProtocolError, decode_request, encode_response
 from kafkalite.protocol import native
@@ -143,27 +154,11 @@ class _Client:
 class NativeListener:
     def __init__(self, zctx: zmq.Context, host: str, port: int, dispatcher: RequestDispatcher, *,
                  name: str, extensions: dict | None = None, fallback_to_any_port: bool = False,
-                 curve=None):
-        self.dispatcher = dispatcher
-        self.curve = curve
-        self.name = name
-        self.extensions = extensions or {}
-        self._bad_input = RateLimitedLog(log)
-        self._slow_client = RateLimitedLog(log)
-        self._clients: dict[bytes, _Client] = {}
-        self._released = 0
-        self._trim_at = 0.0
-        self.dropped_answers = 0
-        self.socket = zctx.socket(zmq.ROUTER)
-        self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
-        self.socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        self.socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+                 curve=None, local_door: bool = False):
+        self._setup(zctx, dispatcher, name, extensions, curve)
         if curve is not None:
             curve.start(zctx)
             curve.secure_server(self.socket)
-            # authenticated principals: native requests are authorized too
-            dispatcher.check_native = True
         self.port = 0
         if port:
             try:
@@ -176,13 +171,62 @@ class NativeListener:
                 log.warning("%s: port %d is taken (%s); using any free port", name, port, exc)
         if not self.port:
             self.port = self.socket.bind_to_random_port(f"tcp://{host}")
+        # under CURVE, same-host clients without keys come in by the local
+        # door, as the user they run as (curve.local_principal)
+        self.local = (self._local_door(zctx) if curve is not None and local_door else None)
+
+    def _setup(self, zctx, dispatcher, name, extensions, curve) -> None:
+        self.dispatcher = dispatcher
+        self.curve = curve
+        # every message carries its principal (a ZAP User-Id): CURVE's, or
+        # a local door's peer's
+        self.authenticated = curve is not None
+        if self.authenticated:
+            dispatcher.check_native = True     # native requests are authorized too
+        self.name = name
+        self.extensions = extensions or {}
+        self._bad_input = RateLimitedLog(log)
+        self._slow_client = RateLimitedLog(log)
+        self._clients: dict[bytes, _Client] = {}
+        self._released = 0
+        self._trim_at = 0.0
+        self.dropped_answers = 0
+        self.local = None
+        self.socket = zctx.socket(zmq.ROUTER)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        self.socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        self.socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+
+    def _local_door(self, zctx: zmq.Context) -> "NativeListener | None":
+        """A listener of its own (its clients' identities are another
+        ROUTER's) on the local door of this port (local_socket.py), or None
+        when its name is taken: then clients without keys stay refused."""
+        door = NativeListener.__new__(NativeListener)
+        door._setup(zctx, self.dispatcher, f"{self.name} (local door)", self.extensions,
+                    self.curve)
+        door.port = self.port
+        self.curve.secure_local_server(door.socket, zctx)
+        name = local_socket.native_door_name(self.port)
+        try:
+            door.socket.bind(f"ipc://@{name}")
+        except zmq.ZMQError as exc:
+            door.socket.close()
+            log.warning("%s: no local door for clients without keys: %s is taken (%s)",
+                        self.name, name, exc)
+            return None
+        return door
 
     # ---- poll loop integration ---------------------------------------------------------------
 
     def attach(self, poller: zmq.Poller) -> None:
         poller.register(self.socket, zmq.POLLIN)
+        if self.local is not None:
+            self.local.attach(poller)
 
     def on_events(self, events: dict) -> None:
+        if self.local is not None:
+            self.local.on_events(events)
         if self._clients or self._trim_at:
             self._catch_up()
         if self.socket not in events:
@@ -208,6 +252,8 @@ class NativeListener:
         client.held.append(frames)
 
     def close(self) -> None:
+        if self.local is not None:
+            self.local.socket.close()
         self.socket.close()
         if self.curve is not None:
             self.curve.stop()
@@ -216,7 +262,7 @@ class NativeListener:
 
     def _on_message(self, frames: list) -> None:
         identity, payload = frames[0].bytes, frames[1]
-        principal = (principal_of(payload) or ANONYMOUS) if self.curve is not None else ANONYMOUS
+        principal = (principal_of(payload) or ANONYMOUS) if self.authenticated else ANONYMOUS
         if native.is_extension_request(payload.buffer):
             self._on_extension(identity, payload.bytes, principal)
             return
@@ -285,6 +331,9 @@ class NativeListener:
     def next_deadline(self) -> float | None:
         """When held answers may go (None: none are held)."""
         due = [c.hold_until for c in self._clients.values() if c.hold_until]
+        door = self.local.next_deadline() if self.local is not None else None
+        if door is not None:
+            due.append(door)
         return min(due) if due else None
 
     def _send_error(self, identity: bytes, correlation_id: int, code: int, message: str) -> None:

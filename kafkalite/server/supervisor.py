@@ -305,7 +305,8 @@ class Supervisor:
                 topic_exists=lambda name: name in self.controller.metadata.topics)
         self.start_retryable = False        # ports and threads from here on
         self.native = NativeListener(self.ctx, cfg.host, cfg.port, self.dispatcher,
-                                     name="supervisor", curve=self.curve)
+                                     name="supervisor", curve=self.curve,
+                                     local_door=cfg.local_sockets and cfg.authorizer_enabled)
         # every Kafka listener of the node (listeners.py), the primary first
         specs = kafka_listeners(cfg)
         self.kafka_listeners = [

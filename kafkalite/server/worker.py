@@ -165,7 +165,8 @@ class Worker:
                                      name=f"worker {index}",
                                      extensions={"shm_attach": self.rings.attach,
                                                  "kafka_endpoint": self._kafka_endpoint},
-                                     fallback_to_any_port=True, curve=self.curve)
+                                     fallback_to_any_port=True, curve=self.curve,
+                                     local_door=config.local_sockets and config.authorizer_enabled)
         # rings are authorized as their native channel is: only under CURVE
         self.rings.authorizer = self.authorizer if self.curve is not None else None
         self.native.attach(self.poller)

@@ -7,37 +7,58 @@ Before, with the README's TLS/SASL + authorizer set-up, an anonymous
 a topic its user had no ACL for, an anonymous ingest PUSH landed records
 (auto-creating the topic) and an anonymous ring produce was delivered: the
 authorizer checked the Kafka listeners only. Now, once security is on (a
-listener other than PLAINTEXT, the authorizer, or CURVE), the native ports
-and the gateway are CURVE servers with the node's key pair of the run
-(server/security.py native_security), which admits the server's own
+listener other than PLAINTEXT, the authorizer, or CURVE), the native TCP
+ports and the gateway are CURVE servers with the node's key pair of the
+run (server/security.py native_security), which admits the server's own
 processes and the owner's tools -- the key pair is written 0600 into the
-data directory, named by server.json -- and no one else: a client without
-keys is refused at once (AuthenticationRefusedError), before any request.
+data directory, named by server.json -- and no one else: a ZeroMQ client
+without keys is refused at the handshake. A client on this host without
+keys comes in by the port's local door instead (local_socket.py,
+server/native_listener.py), as ``User:unix:<its user>``, which the
+kernel's peer credentials vouch for; the ACLs then decide, on the native
+port and a ring as on the Kafka listener.
 
-One server for the module: SASL_PLAINTEXT listeners and the authorizer on.
+One server for the module: SASL_PLAINTEXT listeners and the authorizer on,
+SCRAM users ``admin`` (a super user) and ``alice``.
 """
 from __future__ import annotations
 
 import os
+import pwd
 import stat
+import subprocess
+import sys
 import time
 
+import confluent_kafka
 import pytest
 import zmq
 import zmq.utils.monitor
 
-from harness import ServerProcess, wait_until
+from harness import ServerProcess, create, read_all, run_cli, wait_until
+from kafkalite import errors
+from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType,
+                                   ResourcePatternType, ResourceType)
 from kafkalite.client import AdminClient, NewTopic, Producer
-from kafkalite.client.connection import AuthenticationRefusedError, Connection
+from kafkalite.client.connection import Connection
 from kafkalite.client.ring_link import RingLink
-from kafkalite.errors import KafkaError
 
 REFUSED_WITHIN_S = 10.0      # "at once": far below the 30 s request timeout a hang would hit
+HANDSHAKE_OUTCOMES = (zmq.EVENT_HANDSHAKE_SUCCEEDED, zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL,
+                      zmq.EVENT_HANDSHAKE_FAILED_AUTH, zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL,
+                      zmq.EVENT_DISCONNECTED)
+ME = "User:unix:" + pwd.getpwuid(os.getuid()).pw_name
+PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret"}
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("doors")
+    (root / "data").mkdir()
+    for user, password in PASSWORDS.items():
+        r = run_cli("users", "add", user, "--mechanism", "SCRAM-SHA-256", "--data-dir",
+                    str(root / "data"), stdin=password.encode() + b"\n")
+        assert r.returncode == 0, r.stderr.decode()
     config = root / "server.toml"
     config.write_text('authorizer_enabled = true\nsuper_users = "User:admin"\n')
     srv = ServerProcess(str(root / "data"), extra_args=[
@@ -51,19 +72,42 @@ def native_endpoints(srv) -> list[str]:
     return [srv.info["native"], *(w["endpoint"] for w in srv.info["workers"])]
 
 
-def test_every_native_port_refuses_a_client_without_keys(server, topic_name):
+def stranger_handshake(endpoint: str) -> list[int]:
+    """The handshake events of a plain ZeroMQ DEALER (no keys) to ``endpoint``."""
+    ctx = zmq.Context()
+    try:
+        s = ctx.socket(zmq.DEALER)
+        s.setsockopt(zmq.LINGER, 0)
+        monitor = s.get_monitor_socket()
+        s.connect(endpoint)
+        s.send(b"anything", zmq.NOBLOCK)
+        events = []
+        deadline = time.monotonic() + REFUSED_WITHIN_S
+        while not any(e in HANDSHAKE_OUTCOMES for e in events) and time.monotonic() < deadline:
+            if monitor.poll(100):
+                events.append(zmq.utils.monitor.recv_monitor_message(monitor)["event"])
+        s.disable_monitor()
+        monitor.close()
+        s.close()
+        return events
+    finally:
+        ctx.destroy(linger=0)
+
+
+def test_every_native_tcp_port_refuses_a_client_without_keys(server, topic_name):
     for endpoint in native_endpoints(server):
-        began = time.monotonic()
-        with pytest.raises(AuthenticationRefusedError, match="requires CURVE"):
-            Connection(endpoint, "anonymous").close()
-        assert time.monotonic() - began < REFUSED_WITHIN_S
+        events = stranger_handshake(endpoint)
+        assert any(e in HANDSHAKE_OUTCOMES for e in events), (endpoint, events)
+        assert zmq.EVENT_HANDSHAKE_SUCCEEDED not in events, (endpoint, events)
+    # kafkalite's client without keys, on this host, comes in by the local
+    # door as its Unix user, whom the authorizer knows nothing of
     began = time.monotonic()
-    with pytest.raises(KafkaError):
-        admin = AdminClient({"bootstrap.servers": server.bootstrap, "request.timeout.ms": 5000})
-        try:
+    admin = AdminClient({"bootstrap.servers": server.bootstrap, "request.timeout.ms": 5000})
+    try:
+        with pytest.raises(errors.TopicAuthorizationFailedError, match=ME):
             admin.create_topics([NewTopic(topic_name, 1)])[topic_name].result()
-        finally:
-            admin.close()
+    finally:
+        admin.close()
     assert time.monotonic() - began < REFUSED_WITHIN_S
     owner = AdminClient(server.config())
     try:
@@ -72,15 +116,131 @@ def test_every_native_port_refuses_a_client_without_keys(server, topic_name):
         owner.close()
 
 
-def test_no_ring_is_handed_to_a_client_without_keys(server, topic_name):
+def test_no_ring_is_handed_to_a_local_user_who_may_not_write(server, topic_name):
     """A ring is attached through the worker's native port: refused there."""
     for endpoint in native_endpoints(server)[1:]:
-        with pytest.raises(AuthenticationRefusedError):
-            conn = Connection(endpoint, "anonymous")
-            try:
+        conn = Connection(endpoint, "keyless")
+        assert conn.door is not None
+        try:
+            with pytest.raises(errors.TopicAuthorizationFailedError, match="attach a ring"):
                 RingLink(conn, 1 << 16, 5.0).close()
-            finally:
-                conn.close()
+        finally:
+            conn.close()
+
+
+def kafka_producer(srv, user: str) -> confluent_kafka.Producer:
+    return confluent_kafka.Producer({
+        "bootstrap.servers": srv.kafka_bootstrap, "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanisms": "SCRAM-SHA-256", "sasl.username": user,
+        "sasl.password": PASSWORDS[user], "message.timeout.ms": 10000})
+
+
+def produce_errors(producer, topic: str, n: int) -> list:
+    """Produce ``n`` records; the delivery error of each (None: stored)."""
+    outcome = []
+    for i in range(n):
+        producer.produce(topic, b"%d" % i, on_delivery=lambda err, msg: outcome.append(err))
+    assert producer.flush(30) == 0
+    return outcome
+
+
+def grant(srv, principal: str, topic: str, *operations) -> None:
+    """ACLs made by the super user through Kafka's listener."""
+    admin = confluent_kafka.admin.AdminClient({
+        "bootstrap.servers": srv.kafka_bootstrap, "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanisms": "SCRAM-SHA-256", "sasl.username": "admin",
+        "sasl.password": PASSWORDS["admin"]})
+    for f in admin.create_acls([AclBinding(
+            ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal, "*", op,
+            AclPermissionType.ALLOW) for op in operations]).values():
+        f.result(30)
+
+
+@pytest.mark.parametrize("transport", ["zmq", "shm"])
+def test_a_local_client_without_keys_is_its_unix_user_on_every_door(server, topic_name,
+                                                                     transport):
+    """The same ACLs on every door: a write its principal may not make is
+    denied through Kafka's listener (a SASL user), the native port and a
+    ring (a local user, by the kernel's peer credentials) alike; granted,
+    the local user writes and reads with no key file."""
+    create(server, topic_name, 1)
+    kafka = kafka_producer(server, "alice")
+    try:
+        denied = produce_errors(kafka, topic_name, 3)
+        assert {e.code() for e in denied} == {confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED}
+    finally:
+        kafka.flush(5)
+    config = {"bootstrap.servers": server.bootstrap, "kafkalite.transport": transport,
+              "message.timeout.ms": 10000}
+    p = Producer(config)
+    try:    # the topic's metadata is denied (no Describe): produce() says so
+        with pytest.raises(errors.TopicAuthorizationFailedError):
+            produce_errors(p, topic_name, 3)
+    finally:
+        p.close()
+    grant(server, ME, topic_name, AclOperation.DESCRIBE)
+    p = Producer({**config, "enable.idempotence": False})
+    try:    # and with Describe but no Write, every record's delivery
+        denied = produce_errors(p, topic_name, 3)
+    finally:
+        p.close()
+    assert {e.code for e in denied} == {errors.TopicAuthorizationFailedError.code}, denied
+    p = Producer(config)
+    try:    # idempotent: the producer id first, refused while the user may write
+        began = time.monotonic()    # no topic (Kafka 3's rule), then the topic's write
+        denied = produce_errors(p, topic_name, 3)
+        assert time.monotonic() - began < REFUSED_WITHIN_S      # not delivery.timeout.ms
+    finally:
+        p.close()
+    assert len({e.code for e in denied}) == 1, denied
+    assert denied[0].code in (errors.ClusterAuthorizationFailedError.code,
+                              errors.TopicAuthorizationFailedError.code), denied
+    grant(server, ME, topic_name, AclOperation.WRITE, AclOperation.READ)
+    p = Producer(config)
+    try:
+        assert produce_errors(p, topic_name, 50) == [None] * 50
+    finally:
+        p.close()
+    values = [m.value() for m in read_all(server, topic_name, 1, 50, 20.0,
+                                          **{"bootstrap.servers": server.bootstrap})]
+    assert values == [b"%d" % i for i in range(50)]
+
+
+ANOTHER_USER = """
+import os, sys
+from kafkalite.client import Producer
+import zmq.utils.monitor
+import encodings.idna   # what the client imports lazily: nobody may not read our interpreter's
+os.setgid(65534)
+os.setuid(65534)    # nobody: from here on another local user
+p = Producer({"bootstrap.servers": sys.argv[1], "message.timeout.ms": 10000})
+for topic in sys.argv[2:]:
+    try:
+        out = []
+        p.produce(topic, b"x", on_delivery=lambda err, msg: out.append(err))
+        p.flush(30)
+        print(topic, out[0])
+    except Exception as exc:
+        print(topic, exc)
+p.close()
+"""
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="becoming another user needs root")
+def test_another_local_user_is_another_principal(server, topic_name):
+    """What this user may write, nobody (uid 65534) may not, and the other
+    way round: the door's principal is the peer's own user."""
+    ours, theirs = topic_name + "-ours", topic_name + "-nobodys"
+    create(server, ours, 1)
+    create(server, theirs, 1)
+    grant(server, ME, ours, AclOperation.WRITE, AclOperation.DESCRIBE)
+    grant(server, "User:unix:nobody", theirs, AclOperation.WRITE, AclOperation.DESCRIBE)
+    r = subprocess.run([sys.executable, "-c", ANOTHER_USER, server.bootstrap, ours, theirs],
+                       capture_output=True, timeout=60, cwd=os.getcwd())
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    outcome = dict(line.split(" ", 1) for line in r.stdout.decode().splitlines())
+    assert "TOPIC_AUTHORIZATION_FAILED" in outcome[ours], outcome
+    assert outcome[theirs] == "None", outcome
 
 
 def test_the_ingest_gateway_lands_nothing_from_an_anonymous_publisher(server, topic_name):

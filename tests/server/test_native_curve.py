@@ -121,13 +121,12 @@ def test_a_client_with_the_right_keys_produces_and_fetches(srv, keys):
     assert stored(srv, keys, "curve-ok", 3, 20.0) == [b"a", b"b", b"c"]
 
 
-@pytest.mark.parametrize("who", ["no keys", "unknown key", "wrong server key"])
+@pytest.mark.parametrize("who", ["unknown key", "wrong server key"])
 def test_a_refused_client_is_told_at_once_and_writes_nothing(srv, keys, who):
     topic = "curve-refused-" + who.replace(" ", "-")
     create_topic(srv, keys, topic)
     produce(as_user(srv, keys, "admin"), topic, [b"before"])
-    config = {"no keys": srv.config(),
-              "unknown key": as_user(srv, keys, "mallory"),
+    config = {"unknown key": as_user(srv, keys, "mallory"),
               "wrong server key": srv.config(**client_keys(
                   keys, "alice", server=keys / "strangers" / "mallory.key"))}[who]
     started = time.monotonic()
@@ -190,6 +189,18 @@ def test_a_principal_without_write_is_refused_over_the_native_path(srv, keys):
     assert stored_now(srv, keys, topic) == [b"allowed"]
 
 
+def test_a_client_without_keys_on_this_host_is_its_unix_user(srv, keys):
+    """The local door (server/native_listener.py): no handshake to refuse,
+    but a principal, User:unix:<name>, that the ACLs know nothing of here,
+    so it writes nothing; a key holder's records are untouched."""
+    topic = "curve-keyless"
+    create_topic(srv, keys, topic)
+    produce(as_user(srv, keys, "admin"), topic, [b"allowed"])
+    with pytest.raises(errors.TopicAuthorizationFailedError):
+        produce(srv.config(), topic, [b"intruder"])
+    assert stored_now(srv, keys, topic) == [b"allowed"]
+
+
 def test_ring_attach_needs_the_authenticated_channel_and_write(srv, keys):
     from kafkalite.shm.ring import ProducerRing
     before = shm_entries()
@@ -205,8 +216,15 @@ def test_ring_attach_needs_the_authenticated_channel_and_write(srv, keys):
         finally:
             bob.close()
             bob.sock.context.term()
-        with pytest.raises(AuthenticationRefusedError):
-            Connection(worker, "test-plain", zmq.Context.instance())
+        # without keys, on this host: the local door, as this Unix user, who
+        # may write nothing here
+        plain = Connection(worker, "test-plain", zmq.Context.instance())
+        try:
+            assert plain.door is not None
+            with pytest.raises(errors.TopicAuthorizationFailedError, match="attach a ring"):
+                plain.extension({"op": "shm_attach", "ring": ring.name}, 10)
+        finally:
+            plain.close()
         admin = native(srv, keys, "admin", worker)
         try:
             assert admin.extension({"op": "shm_attach", "ring": ring.name}, 10)["worker"] == 0
