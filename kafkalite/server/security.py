@@ -52,7 +52,9 @@ or the authorizer) its native ports and ingest gateway take it too
 (``native_security``), so that no door stays open beside authenticated
 Kafka listeners. The workers and the gateway read it from a pipe; the
 owner's tools from ``<data dir>/owner.key_secret`` (0600,
-``write_owner_keys``). A cluster without a key file leaves those channels
+``write_owner_keys``); with the authorizer on, other local users through
+each native port's local door, as ``User:unix:<name>``
+(native_listener.py). A cluster without a key file leaves those channels
 open, and one that listens beyond loopback says so once at start
 (``warn_if_node_channels_open``).
 
