@@ -24,6 +24,13 @@ kafkalite.tools.dev_certs):
    attached over the native port's CURVE with the owner's key pair, issue
    40; the records then travel the ring as before); issue 40's target is
    within 10% of the plain server's figure
+6. kafkalite Producer.produce_batch() records/s over the native protocol
+   (ZeroMQ) through the secured server's local door: a client without
+   keys on this host, authenticated by its Unix user id (``User:unix:``
+   and the bench's user name, allowed Write and Describe on every topic by
+   an ACL, so the authorizer's check is the one a user meets), against
+   figure 3's plain server; and figure 5's secured ring is attached
+   through that door too. Issue 40's target: within 10% of plain
 
 For 3 and 4 a plain server and a CURVE server (``native_curve_*``, keys from
 ``kafkalite curve keygen``) run side by side and the rounds alternate
@@ -126,7 +133,12 @@ def start_native_server(work: str, curve: bool, workers: int,
     with security on and no key file (``secured``: a SASL listener)."""
     name = "native-curve" if curve else "native-secured" if secured else "native-plain"
     data = os.path.join(work, name, "data")
-    args = ["--kafka-security-protocol", "SASL_PLAINTEXT"] if secured else []
+    args = []
+    if secured:     # the authorizer on: the native ports' local doors open
+        config = os.path.join(work, "secured.toml")
+        with open(config, "w") as f:
+            f.write("authorizer_enabled = true\n")
+        args = ["--kafka-security-protocol", "SASL_PLAINTEXT", "--config", config]
     if curve:
         keys = os.path.join(work, "curve-keys")
         if not os.path.exists(keys):
@@ -138,11 +150,39 @@ def start_native_server(work: str, curve: bool, workers: int,
                 "--native-curve-authorized-keys", os.path.join(keys, "clients")]
     server = launcher.ServerProcess(data, workers=workers, extra_args=args).start()
     server.curve = curve
+    if secured:
+        allow_local_user(server)
     return server
 
 
-def native_conf(server, work: str, **extra) -> dict:
+def allow_local_user(server) -> None:
+    """Write and Describe on every topic for this process's Unix user, made
+    with the owner's key pair over the native port."""
+    import pwd
     from kafkalite.client.config import owner_config
+    from kafkalite.client.connection import Connection, client_context
+    from kafkalite.protocol import ApiKey
+    from kafkalite.protocol.enums import (AclOperation, AclPermissionType, PatternType,
+                                          ResourceType)
+    principal = "User:unix:" + pwd.getpwuid(os.getuid()).pw_name
+    ctx = client_context(owner_config(server.info))
+    conn = Connection(server.info["native"], "bench-acls", ctx)
+    try:
+        resp = conn.request(ApiKey.CREATE_ACLS, {"creations": [
+            {"resource_type": ResourceType.TOPIC, "resource_name": "*",
+             "resource_pattern_type": PatternType.LITERAL, "principal": principal, "host": "*",
+             "operation": op, "permission_type": AclPermissionType.ALLOW}
+            for op in (AclOperation.WRITE, AclOperation.DESCRIBE)]}, 30, version=3)
+        assert all(r["error_code"] == 0 for r in resp["results"]), resp
+    finally:
+        conn.close()
+        ctx.term()
+
+
+def native_conf(server, work: str, door: bool = False, **extra) -> dict:
+    from kafkalite.client.config import owner_config
+    if door:    # no keys: the local door, as this Unix user
+        return {"bootstrap.servers": server.bootstrap, **extra}
     # security on without CURVE keys of the bench's own: the owner's key pair
     conf = {"bootstrap.servers": server.bootstrap, **owner_config(server.info), **extra}
     if server.curve:
@@ -162,11 +202,13 @@ def native_create_topic(server, work: str, topic: str) -> None:
         admin.close()
 
 
-def native_produce(server, work: str, topic: str, n: int, transport: str = "zmq") -> float:
+def native_produce(server, work: str, topic: str, n: int, transport: str = "zmq",
+                   door: bool = False) -> float:
     """produce_batch records/s over ZeroMQ, or over a shared-memory ring
-    (``transport`` "shm": the native port only attaches it)."""
+    (``transport`` "shm": the native port only attaches it); ``door``:
+    without keys, through the native ports' local doors."""
     from kafkalite.client import Producer
-    p = Producer(native_conf(server, work, **{
+    p = Producer(native_conf(server, work, door, **{
         "acks": 1, "linger.ms": 5, "kafkalite.transport": transport,
         "queue.buffering.max.messages": 1_000_000}))
     chunk = [b"v" * VALUE_BYTES] * 10_000
@@ -205,7 +247,7 @@ def native_figures(work: str, records: int, runs: int, workers: int) -> dict:
     servers = {"plain": start_native_server(work, False, workers),
                "curve": start_native_server(work, True, workers),
                "secured": start_native_server(work, False, workers, secured=True)}
-    out = {name: ([], []) for name in ("plain", "curve", "ring-plain", "ring-secured")}
+    out = {name: ([], []) for name in ("plain", "curve", "ring-plain", "ring-secured", "door")}
     try:
         for r in range(runs):
             for name, server in servers.items():
@@ -216,11 +258,18 @@ def native_figures(work: str, records: int, runs: int, workers: int) -> dict:
                     out[name][1].append(native_consume(server, work, topic, records))
                     say(f"  native {name:<5} round {r + 1}: produce {out[name][0][-1]:,.0f} "
                         f"rec/s, consume {out[name][1][-1]:,.0f} rec/s")
+                if name == "secured":
+                    topic = f"door-{r}"
+                    native_create_topic(server, work, topic)
+                    out["door"][0].append(native_produce(server, work, topic, records,
+                                                         door=True))
+                    say(f"  native local door round {r + 1}: produce "
+                        f"{out['door'][0][-1]:,.0f} rec/s")
                 if name != "curve":
                     topic = f"ring-{r}"
                     native_create_topic(server, work, topic)
-                    out[f"ring-{name}"][0].append(native_produce(server, work, topic, records,
-                                                                    "shm"))
+                    out[f"ring-{name}"][0].append(native_produce(
+                        server, work, topic, records, "shm", door=name == "secured"))
                     say(f"  ring   {name:<7} round {r + 1}: produce "
                         f"{out[f'ring-{name}'][0][-1]:,.0f} rec/s")
     except Exception:
@@ -329,6 +378,14 @@ def main(argv=None) -> int:
                 **({} if name == "plain" else {
                     "baseline_key": "ring_plain_produce_records_per_s", "target": RING_TARGET,
                     "target_text": f">= {RING_TARGET}x", "meets": ratio >= RING_TARGET}))
+    rounds = native["door"][0]
+    door_ratio = statistics.median(rounds) / statistics.median(native["plain"][0])
+    res.add("native_door_produce_records_per_s", 6,
+            "kafkalite produce_batch, native, local door (User:unix)", statistics.median(rounds),
+            "records/s", runs=rounds, baseline_key="native_plain_produce_records_per_s",
+            target=RING_TARGET, target_text=f">= {RING_TARGET}x", meets=door_ratio >= RING_TARGET)
+    say(f"  native produce through the local door at {door_ratio:.2f}x of plain (median of "
+        f"{args.native_runs}; issue 40's target >= {RING_TARGET}x)")
     ring_ratio = (statistics.median(native["ring-secured"][0])
                   / statistics.median(native["ring-plain"][0]))
     say(f"  ring produce: security on at {ring_ratio:.2f}x of plain (median of "
