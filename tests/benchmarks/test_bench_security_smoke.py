@@ -1,6 +1,8 @@
 """Smoke test of benchmarks/bench_security.py: the --quick run starts a
 PLAINTEXT, an SSL and a SASL_SSL server, then a plain, a CURVE and a
-secured one (SASL listener, no key file) for the native and ring figures, completes, exits 0 and writes every figure. It checks that
+secured one (SASL listener and the authorizer, no key file: its ring and the
+native local door's figures) for the native and ring figures, completes,
+exits 0 and writes every figure. It checks that
 the benchmark works, not how fast anything is."""
 import json
 import subprocess
@@ -11,7 +13,8 @@ REPO = Path(__file__).resolve().parents[2]
 FIGURES = [f"{p}_{k}_records_per_s" for k in ("produce", "consume")
            for p in ("plaintext", "ssl", "sasl_ssl")] + [
     f"native_{p}_{k}_records_per_s" for k in ("produce", "consume") for p in ("plain", "curve")] + [
-    f"ring_{p}_produce_records_per_s" for p in ("plain", "secured")]
+    f"ring_{p}_produce_records_per_s" for p in ("plain", "secured")] + [
+    "native_door_produce_records_per_s"]
 
 
 def test_quick_run_reports_every_figure(tmp_path):
