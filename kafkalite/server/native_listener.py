@@ -192,6 +192,7 @@ class NativeListener:
         self._trim_at = 0.0
         self.dropped_answers = 0
         self.local = None
+        self.peer_host = None       # None: the TCP peer's, from each message
         self.socket = zctx.socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
@@ -206,6 +207,10 @@ class NativeListener:
         door._setup(zctx, self.dispatcher, f"{self.name} (local door)", self.extensions,
                     self.curve)
         door.port = self.port
+        # its peers are on this host: their address, for ACL hosts, quotas
+        # and logs, is loopback's, as for the Kafka listeners' Unix sockets
+        # (libzmq's would be "localhost:<uid>:<gid>:<pid>")
+        door.peer_host = local_socket.PEER[0]
         self.curve.secure_local_server(door.socket, zctx)
         name = local_socket.native_door_name(self.port)
         try:
@@ -276,7 +281,8 @@ class NativeListener:
             return
         if header.api_key == ApiKey.FETCH and body.get("max_bytes", 0) > FETCH_MAX_BYTES:
             body["max_bytes"] = FETCH_MAX_BYTES
-        ctx = RequestContext(header, Listener.NATIVE, self, identity, peer=payload,
+        ctx = RequestContext(header, Listener.NATIVE, self, identity,
+                             peer=self.peer_host or payload,
                              principal=principal,
                              size=payload.buffer.nbytes + sum(f.buffer.nbytes for f in frames[2:]))
         self.dispatcher.dispatch(ctx, body)
