@@ -133,7 +133,8 @@ def _server(args) -> int:
         sasl_users_file=args.sasl_users_file,
         native_curve_secret_key_file=args.native_curve_secret_key_file,
         native_curve_authorized_keys=args.native_curve_authorized_keys)
-    from kafkalite.server.security import restrict_file_modes
+    from kafkalite.server.security import refuse_open_node_channels, restrict_file_modes
+    refuse_open_node_channels(config)
     restrict_file_modes(config)
     # The workers first: their start-up overlaps the supervisor's imports.
     early = start_early(config)

@@ -56,7 +56,8 @@ owner's tools from ``<data dir>/owner.key_secret`` (0600,
 each native port's local door, as ``User:unix:<name>``
 (native_listener.py). A cluster without a key file leaves those channels
 open, and one that listens beyond loopback says so once at start
-(``warn_if_node_channels_open``).
+(``warn_if_node_channels_open``); with security on it does not start
+(``refuse_open_node_channels``).
 
 Who may call: the listener, on its process's one event-loop thread.
 """
@@ -307,6 +308,20 @@ def restrict_file_modes(config) -> None:
             os.chmod(config.data_dir, mode & ~0o007)
     except FileNotFoundError:
         pass                            # made under the umask
+
+
+def refuse_open_node_channels(config) -> None:
+    """With security on, a cluster without a key file would leave its
+    control channel and relay -- which decide who leads, who is in sync and
+    what a relayed request's principal is -- open to anyone who reaches
+    them (a single node makes a key pair for the run; nodes cannot share
+    one made here): refused before anything starts, naming the fix."""
+    if config.cluster and security_enabled(config) and not config.native_curve_secret_key_file:
+        raise InvalidConfigurationError(
+            "with security on (a listener other than PLAINTEXT, or the authorizer) a cluster's "
+            "control channel and relay need CURVE: give every node the same key pair "
+            "(kafkalite curve keygen NAME --dir DIR; native_curve_secret_key_file = "
+            "\"DIR/NAME.key_secret\")")
 
 
 def warn_if_node_channels_open(config) -> None:

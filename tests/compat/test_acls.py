@@ -1047,11 +1047,15 @@ def test_acls_of_a_cluster_are_kept_in_postgresql(tmp_path):
     try:
         config = tmp_path / "server.toml"
         config.write_text('authorizer_enabled = true\nsuper_users = "User:ANONYMOUS"\n')
+        # with security on a cluster's own channels need the nodes' key pair
+        assert run_cli("curve", "keygen", "node", "--dir", str(tmp_path / "keys")).returncode == 0
 
         def node(name):
             return ServerProcess(str(tmp_path / name), extra_args=[
                 "--config", str(config), "--cluster", pg.dsn, "--node-id", "1",
-                "--controller-lease-ms", "1000"]).start()
+                "--controller-lease-ms", "1000",
+                "--native-curve-secret-key-file", str(tmp_path / "keys" / "node.key_secret")]
+                ).start()
         s = node("first")
         client = AdminClient(kafka_conf(s))
         binding = AclBinding(ResourceType.TOPIC, "pg-topic", ResourcePatternType.PREFIXED,

@@ -148,3 +148,27 @@ def test_a_stranger_cannot_have_a_request_relayed(server, topic_name):
         admin.close()
     assert server.proc.poll() is None
     wait_until(lambda: len(server.worker_pids()) == 2, 10, "both workers")
+
+
+def test_a_secured_cluster_without_a_key_pair_does_not_start(tmp_path):
+    """A single node makes its channels' key pair for the run; a cluster's
+    nodes cannot share one made so, and without a key file their control
+    channel and relay would be open. With security on that is refused
+    before anything starts, in one line naming the fix (the PostgreSQL
+    address is never tried: nothing listens on port 1)."""
+    from harness import run_cli
+    for security in (["--kafka-security-protocol", "SASL_PLAINTEXT"],
+                     ["--config", str(_authorizer_config(tmp_path))]):
+        r = run_cli("server", "--data-dir", str(tmp_path / "data"), "--cluster",
+                    "postgresql://nobody@127.0.0.1:1/kafkalite", "--node-id", "1", *security)
+        assert r.returncode == 1
+        lines = r.stderr.decode().strip().splitlines()
+        assert len(lines) == 1, lines
+        assert "control channel and relay need CURVE" in lines[0]
+        assert "kafkalite curve keygen" in lines[0]
+
+
+def _authorizer_config(tmp_path):
+    path = tmp_path / "server.toml"
+    path.write_text("authorizer_enabled = true\n")
+    return path

@@ -59,9 +59,14 @@ class Cluster:
         return str(self.root / f"node{node_id}")
 
     def start(self, node_id) -> ServerProcess:
+        # with security on a cluster's own channels need the nodes' key pair
+        keys = self.root / "keys"
+        if not keys.exists():
+            assert kafkalite("curve", "keygen", "node", "--dir", str(keys)).returncode == 0
         s = ServerProcess(self.data_dir(node_id), workers=1, extra_args=[
             "--cluster", self.pg.dsn, "--node-id", str(node_id),
-            "--kafka-security-protocol", "SASL_PLAINTEXT", *TIMEOUTS])
+            "--kafka-security-protocol", "SASL_PLAINTEXT", *TIMEOUTS,
+            "--native-curve-secret-key-file", str(keys / "node.key_secret")])
         self.nodes[node_id] = s
         return s.start()
 
