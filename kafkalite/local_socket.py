@@ -126,6 +126,13 @@ def native_door_name(port: int) -> str:
     return f"{NATIVE_DOOR_PREFIX}{port}"
 
 
+def ingest_door_name(port: int) -> str:
+    """The abstract name of the ingest gateway's local door beside its TCP
+    ``port`` (client/ingest.py): publishers in any language connect a PUSH
+    socket to ``ipc://@`` and this name."""
+    return f"kafkalite-ingest-{port}"
+
+
 def native_door(endpoint: str) -> str | None:
     """For a client without CURVE keys: the ``ipc://`` endpoint of the local
     door of native endpoint ``tcp://<loopback host>:<port>``, when one

@@ -66,8 +66,20 @@ waits with it; below the bound the others are not slowed.
 
 With security on and no key file the supervisor hands the gateway the
 node's key pair of this run on its stdin (``--curve-keys-stdin``): it is a
-CURVE server that admits no publisher, as the native ports admit no client
-(server/security.py native_security).
+CURVE server that admits no publisher over TCP, as the native ports admit
+no client (server/security.py native_security); with the authorizer on,
+publishers on this host come in by the local door (below).
+
+With the authorizer on as well (``--local-door``, as the native ports'
+local doors: server/native_listener.py), a second PULL socket takes
+publishers on this host without keys: a ZeroMQ ``ipc://`` socket in the
+abstract namespace, ``ipc://@kafkalite-ingest-<port>``
+(local_socket.py ``ingest_door_name``), whose ZAP handler makes the peer's
+user id, as the kernel tells it, the principal ``User:unix:<name>``; its
+messages go the same way as a key's. A publisher should check that the
+process behind that name runs as the server's user (SO_PEERCRED on a plain
+Unix socket connected to it, as local_socket.native_door does), since any
+local user can bind an abstract name that is free.
 
 Without CURVE there are no principals: one Producer, principal ANONYMOUS
 on the broker, as for any native client.
@@ -92,7 +104,7 @@ import time
 
 import zmq
 
-from kafkalite import errors
+from kafkalite import errors, local_socket
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import curve
 from kafkalite.protocol.curve import principal_of
@@ -188,11 +200,11 @@ def parse_message(frames: list[bytes]) -> tuple[str, bytes | None, bytes, list |
 
 class Gateway:
     def __init__(self, bootstrap: str, host: str, port: int, curve_secret_key_file: str = "",
-                 curve_authorized_keys: str = "", curve_keys: tuple[bytes, bytes] | None = None):
+                 curve_authorized_keys: str = "", curve_keys: tuple[bytes, bytes] | None = None,
+                 local_door: bool = False):
         self.ctx = zmq.Context()
-        self.pull = self.ctx.socket(zmq.PULL)
-        self.pull.setsockopt(zmq.LINGER, 0)
-        self.pull.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
+        self.pull = self._pull_socket()
+        self.door = None
         self.curve = None
         self._config = {"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5,
                         "batch.size": BATCH_BYTES, "client.id": "kafkalite-ingest",
@@ -213,6 +225,12 @@ class Gateway:
             self.port = port
         else:
             self.port = self.pull.bind_to_random_port(f"tcp://{host}")
+        if self.curve is not None and local_door:
+            self.door = self._local_door()
+        self.sockets = [self.pull] + ([self.door] if self.door is not None else [])
+        self.poller = zmq.Poller()
+        for sock in self.sockets:
+            self.poller.register(sock, zmq.POLLIN)
         self.received = self.dropped = self.failed = self.denied = 0
         self._bad_input = RateLimitedLog(log)
         self._unstored = RateLimitedLog(log)
@@ -225,6 +243,26 @@ class Gateway:
         self._backlog: dict = {}
         if self.curve is None:
             self._producer_for(None)
+
+    def _pull_socket(self) -> zmq.Socket:
+        sock = self.ctx.socket(zmq.PULL)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
+        return sock
+
+    def _local_door(self) -> zmq.Socket | None:
+        """The PULL socket of publishers on this host without keys, or None
+        (its name is taken: they stay refused)."""
+        door = self._pull_socket()
+        self.curve.secure_local_server(door, self.ctx)
+        name = local_socket.ingest_door_name(self.port)
+        try:
+            door.bind(f"ipc://@{name}")
+        except zmq.ZMQError as exc:
+            door.close()
+            log.warning("no local door for publishers without keys: %s is taken (%s)", name, exc)
+            return None
+        return door
 
     def _producer_for(self, principal: str | None):
         producer = self.producers.get(principal)
@@ -307,34 +345,35 @@ class Gateway:
         for producer in list(self.producers.values()):
             producer.poll(0)
 
-    def _receive(self):
+    def _receive(self, sock: zmq.Socket):
         """The next message's frames and principal; zmq.Again when none."""
         if self.curve is None:
-            return self.pull.recv_multipart(zmq.NOBLOCK), None
+            return sock.recv_multipart(zmq.NOBLOCK), None
         # the first frame as a zmq.Frame, for its ZAP User-Id (None only if
         # no ZAP handler answered: _accept drops it); the rest copied, which
         # costs less than a Frame each (a multipart message arrives whole)
-        first = self.pull.recv(zmq.NOBLOCK, copy=False)
+        first = sock.recv(zmq.NOBLOCK, copy=False)
         frames = [first.bytes]
         if first.more:
-            frames += self.pull.recv_multipart()
+            frames += sock.recv_multipart()
         return frames, principal_of(first)
 
     def _read(self, limit: int) -> int:
         n = 0
-        while n < limit:
-            try:
-                frames, principal = self._receive()
-            except zmq.Again:
-                break
-            self._accept(frames, principal)
-            n += 1
+        for sock in self.sockets:
+            while n < limit:
+                try:
+                    frames, principal = self._receive(sock)
+                except zmq.Again:
+                    break
+                self._accept(frames, principal)
+                n += 1
         return n
 
     def run(self) -> int:
         parent = os.getppid()
         while not self._stop:
-            if self.pull.poll(100):
+            if self.poller.poll(100):
                 self._read(MAX_MESSAGES_PER_WAKEUP)
             self._serve()
             if os.getppid() != parent:
@@ -342,12 +381,13 @@ class Gateway:
         # What ZeroMQ received before the stop is handed on too.
         deadline = time.monotonic() + DRAIN_ON_STOP_S
         while time.monotonic() < deadline:
-            if not self._read(MAX_MESSAGES_PER_WAKEUP) and not self.pull.poll(50):
+            if not self._read(MAX_MESSAGES_PER_WAKEUP) and not self.poller.poll(50):
                 break
         left = 0
         for producer in self.producers.values():
             left += producer.close(10) or 0
-        self.pull.close()
+        for sock in self.sockets:
+            sock.close()
         if self.curve is not None:
             self.curve.stop()
         self.ctx.term()
@@ -369,6 +409,10 @@ def main(argv=None) -> int:
     parser.add_argument("--curve-keys-stdin", action="store_true",
                         help="CURVE: the server's key pair of this run, one line on stdin "
                              "(public and secret key, Z85); no publisher is admitted")
+    parser.add_argument("--local-door", action="store_true",
+                        help="with CURVE: also take publishers on this host without keys, as "
+                             "their Unix user, on ipc://@kafkalite-ingest-<port> (the "
+                             "authorizer is on)")
     args = parser.parse_args(argv)
     keys = None
     if args.curve_keys_stdin:
@@ -380,7 +424,7 @@ def main(argv=None) -> int:
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         gw = Gateway(args.bootstrap, args.host, args.port, args.curve_secret_key_file,
-                     args.curve_authorized_keys, keys)
+                     args.curve_authorized_keys, keys, local_door=args.local_door)
     except curve.CurveKeyError as exc:
         print(f"kafkalite ingest: {exc}", file=sys.stderr, flush=True)
         return 1

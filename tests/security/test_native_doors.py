@@ -36,10 +36,10 @@ import zmq
 import zmq.utils.monitor
 
 from harness import ServerProcess, create, read_all, run_cli, wait_until
-from kafkalite import errors
+from kafkalite import errors, local_socket
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType,
                                    ResourcePatternType, ResourceType)
-from kafkalite.client import AdminClient, NewTopic, Producer
+from kafkalite.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from kafkalite.client.connection import Connection
 from kafkalite.client.ring_link import RingLink
 
@@ -144,14 +144,14 @@ def produce_errors(producer, topic: str, n: int) -> list:
     return outcome
 
 
-def grant(srv, principal: str, topic: str, *operations) -> None:
+def grant(srv, principal: str, topic: str, *operations, host: str = "*") -> None:
     """ACLs made by the super user through Kafka's listener."""
     admin = confluent_kafka.admin.AdminClient({
         "bootstrap.servers": srv.kafka_bootstrap, "security.protocol": "SASL_PLAINTEXT",
         "sasl.mechanisms": "SCRAM-SHA-256", "sasl.username": "admin",
         "sasl.password": PASSWORDS["admin"]})
     for f in admin.create_acls([AclBinding(
-            ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal, "*", op,
+            ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal, host, op,
             AclPermissionType.ALLOW) for op in operations]).values():
         f.result(30)
 
@@ -195,7 +195,9 @@ def test_a_local_client_without_keys_is_its_unix_user_on_every_door(server, topi
     assert len({e.code for e in denied}) == 1, denied
     assert denied[0].code in (errors.ClusterAuthorizationFailedError.code,
                               errors.TopicAuthorizationFailedError.code), denied
-    grant(server, ME, topic_name, AclOperation.WRITE, AclOperation.READ)
+    # an ACL for this host, as for a loopback TCP client (the door's peer
+    # address is loopback's, not libzmq's "localhost:<uid>:<gid>")
+    grant(server, ME, topic_name, AclOperation.WRITE, AclOperation.READ, host="127.0.0.1")
     p = Producer(config)
     try:
         assert produce_errors(p, topic_name, 50) == [None] * 50
@@ -292,3 +294,37 @@ def test_the_owners_key_pair_is_theirs_only_and_lets_their_tools_in(server, topi
     finally:
         p.close()
     wait_until(lambda: server.proc.poll() is None, 1, "the server running")
+
+
+def test_a_local_publisher_without_keys_is_its_unix_user_at_the_ingest_gateway(server,
+                                                                               topic_name):
+    """The gateway's local door (client/ingest.py): a PUSH on this host
+    without keys publishes as User:unix:<its user>, under the same ACLs:
+    what it may write lands, what it may not is dropped and counted."""
+    allowed, denied = topic_name + "-allowed", topic_name + "-denied"
+    create(server, allowed, 1)
+    create(server, denied, 1)
+    grant(server, ME, allowed, AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.READ)
+    grant(server, ME, denied, AclOperation.DESCRIBE, AclOperation.READ)
+    port = int(server.info["ingest"].rsplit(":", 1)[1])
+    ctx = zmq.Context()
+    try:
+        push = ctx.socket(zmq.PUSH)
+        push.setsockopt(zmq.LINGER, 2000)
+        push.setsockopt(zmq.SNDTIMEO, 10_000)     # no door: a PUSH without a peer waits
+        push.connect(f"ipc://@{local_socket.ingest_door_name(port)}")
+        for i in range(20):
+            push.send_multipart([denied.encode(), b"", b"%d" % i])
+            push.send_multipart([allowed.encode(), b"", b"%d" % i])
+    finally:
+        ctx.destroy(linger=2000)    # what is queued still goes
+    config = {"bootstrap.servers": server.bootstrap}
+    values = [m.value() for m in read_all(server, allowed, 1, 20, 20.0, **config)]
+    assert values == [b"%d" % i for i in range(20)]
+    # the denied topic's records were behind the allowed ones' on one socket:
+    # by now they were dropped, not stored
+    c = Consumer(server.config(**{"group.id": "doors-check"}))
+    try:
+        assert c.get_watermark_offsets(TopicPartition(denied, 0), timeout=10)[1] == 0
+    finally:
+        c.close()
