@@ -68,6 +68,7 @@ def server(tmp_path_factory):
         for i in range(RECORDS):
             producer.produce(topic, f"{topic}-{i}".encode())
     assert producer.flush(30) == 0
+    del producer
     for group, topic in ((GA, A), (GB, B)):
         for f in admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
                 group, [TopicPartition(topic, 0, RECORDS)])]).values():
