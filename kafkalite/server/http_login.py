@@ -11,16 +11,21 @@ PLAIN credentials of ``sasl_users_file``, credentials.py), so Prometheus's
 - ``/metrics`` (topic and group names are in its labels): a principal the
   authorizer allows Describe on the cluster, or, with the authorizer off,
   any user who logged in;
-- the web console, whose requests reach the node with the server's own
-  key pair (security.py ``write_owner_keys``): super users only, with the
-  authorizer on (the console does not yet act as each user, so a user it
-  let in would see and change what their ACLs deny); any user who logged
-  in with it off. A change (any method but GET and HEAD) must carry the
-  ``X-Kafkalite-Console`` header, which the console's own page sends and a
-  page of another origin cannot (a custom header needs a CORS preflight
-  this port never approves), and an ``Origin``, when the browser sends one,
-  of this host: a browser that remembers the login cannot be made to
-  change anything by another site (cross-site request forgery).
+- the web console: any user who logged in. Its clients reach the node
+  with the server's own key pair (security.py ``write_owner_keys``), so
+  with the authorizer on it is the console that acts as the user: ``wrap``
+  hands it ``environ["kafkalite.authorize"]``, ``(operation, resource
+  type, name, audit) -> bool`` for this principal and host with the
+  supervisor's authorizer, and each console action asks it what Kafka
+  would ask of the same Kafka request (webconsole/authorization.py): a
+  user who may not read a topic does not see its records, a topic they
+  may not describe is not listed. A change (any method but GET and HEAD)
+  must carry the ``X-Kafkalite-Console`` header, which the console's own
+  page sends and a page of another origin cannot (a custom header needs a
+  CORS preflight this port never approves), and an ``Origin``, when the
+  browser sends one, of this host: a browser that remembers the login
+  cannot be made to change anything by another site (cross-site request
+  forgery).
 
 Failed logins are answered 401 and counted, never told apart (an unknown
 user and a wrong password look the same); a login that passed is
@@ -90,12 +95,12 @@ class HttpLogin:
         return self.authorizer is None or self.authorizer.authorize(
             principal, host, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
 
-    def may_use_console(self, principal: str) -> bool:
-        return self.authorizer is None or principal in self.authorizer.super_users
-
-    def wrap(self, app, allowed, console: bool = False):
+    def wrap(self, app, allowed=None, console: bool = False):
         """``app`` behind the login: ``allowed(principal, host)`` says who
-        may use it; ``console``: changes need the CSRF header and origin."""
+        may use it (None: every user who logged in); ``console``: changes
+        need the CSRF header and origin. The app finds the principal in
+        ``environ["kafkalite.principal"]`` and, with the authorizer on, the
+        decisions for it in ``environ["kafkalite.authorize"]``."""
         def guarded(environ, start_response):
             principal = self.principal(environ)
             if principal is None:
@@ -105,7 +110,7 @@ class HttpLogin:
                     ("Content-Type", "text/plain; charset=utf-8")])
                 return [b"log in with a user of the server's SASL users\n"]
             host = environ.get("REMOTE_ADDR", "")
-            if not allowed(principal, host):
+            if allowed is not None and not allowed(principal, host):
                 start_response("403 Forbidden", [("Content-Type", "text/plain; charset=utf-8")])
                 return [f"{principal} may not use this\n".encode()]
             if console and environ.get("REQUEST_METHOD", "GET") not in SAFE_METHODS:
@@ -115,8 +120,18 @@ class HttpLogin:
                                    [("Content-Type", "text/plain; charset=utf-8")])
                     return [f"refused a change {why}\n".encode()]
             environ["kafkalite.principal"] = principal
+            if self.authorizer is not None:
+                environ["kafkalite.authorize"] = self._decisions(principal, host)
             return app(environ, start_response)
         return guarded
+
+    def _decisions(self, principal: str, host: str):
+        authorizer = self.authorizer
+
+        def authorize(operation, resource_type, name, audit=True) -> bool:
+            return authorizer.authorize(principal, host, operation, resource_type, name,
+                                        audit=audit)
+        return authorize
 
 
 def _forged(environ) -> str | None:

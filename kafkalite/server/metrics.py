@@ -280,9 +280,8 @@ class NodeMetrics:
         routes = [(prefix, mounted) for prefix, mounted in self._mounts]
         if login is not None:
             metrics_app = login.wrap(metrics_app, login.may_scrape)
-            routes = [(prefix, login.wrap(mounted, lambda p, h: login.may_use_console(p),
-                                          console=True))
-                      for prefix, mounted in routes]
+            # every user who logged in: the console decides each action as them
+            routes = [(prefix, login.wrap(mounted, console=True)) for prefix, mounted in routes]
 
         def app(environ, start_response):
             path = environ.get("PATH_INFO", "")

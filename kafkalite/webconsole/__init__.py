@@ -12,7 +12,9 @@ What is here:
   (kafkalite.client's AdminClient and Consumer against the node's own
   native endpoint);
 - ``history.py``: throughput and consumer-group lag over time, sampled
-  from the node's metrics registry.
+  from the node's metrics registry;
+- ``authorization.py``: what each action asks of the authorizer, as the
+  user logged in (one table, ``RULES``).
 
 Why a client and not a view of the supervisor's state: the app runs on the
 metrics HTTP server's threads, and the supervisor's controller and group
@@ -27,10 +29,14 @@ library; never ``kafkalite.server`` (the server is given this package's
 ``make_app`` by the CLI, so the layers stay one-way).
 
 With security on the supervisor puts the app behind a login
-(server/http_login.py: the SASL users, super users only) and its clients
-connect with the owner's key pair (``make_app``'s ``client_config``); the
-page sends ``X-Kafkalite-Console`` with every API call, without which a
-change is refused there.
+(server/http_login.py: any of the SASL users) and its clients connect
+with the owner's key pair (``make_app``'s ``client_config``), so the
+console itself acts as the user logged in: with the authorizer on, each
+action is decided by the supervisor's authorizer for that principal, as
+the same user's Kafka request would be (authorization.py), and what it
+denies is answered 403 or left out of lists. The page sends
+``X-Kafkalite-Console`` with every API call, without which a change is
+refused there.
 
 Bad input to the API is answered 4xx with ``{"error": message}``; reads of
 records are bounded in count, bytes and time (api.py's limits).

@@ -2,7 +2,11 @@
 
 Each function takes the shared ``AdminClient`` (thread-safe) or the
 bootstrap address (a reader makes its own ``Consumer``, which is not) and
-plain arguments, and returns something ``json.dumps`` takes. Bad input
+plain arguments, and returns something ``json.dumps`` takes. What the
+user may see is given, not decided, here: ``topic_visible`` and
+``group_visible`` (name -> bool, default everything) leave resources out
+of an answer, and ``before_change`` may refuse a change by raising
+(authorization.py decides both). Bad input
 raises ``BadRequest`` (answered 400), a missing topic or group
 ``NotFound`` (404); a client's ``KafkaError`` is answered by app.py.
 
@@ -58,6 +62,10 @@ def _int(params: dict, name: str, default=None, lo=None, hi=None):
     return value
 
 
+def _every(name: str) -> bool:
+    return True
+
+
 def _topic_partitions(admin: AdminClient, topic: str) -> dict:
     """{partition: PartitionMetadata} of an existing topic."""
     md = admin.list_topics(topic, timeout=10).topics.get(topic)
@@ -68,10 +76,12 @@ def _topic_partitions(admin: AdminClient, topic: str) -> dict:
 
 # ---- cluster ---------------------------------------------------------------------------------
 
-def cluster(admin: AdminClient, metric_values: dict) -> dict:
+def cluster(admin: AdminClient, metric_values: dict, topic_visible=_every,
+            group_visible=_every) -> dict:
     md = admin.list_topics(timeout=10)
-    topics = [t for t in md.topics.values() if t.error is None]
-    groups = admin.list_consumer_groups(request_timeout=10).result()
+    topics = [t for t in md.topics.values() if t.error is None and topic_visible(t.topic)]
+    groups = [g for g in admin.list_consumer_groups(request_timeout=10).result()
+              if group_visible(g.group_id)]
     up = metric_values.get("kafkalite_worker_up", {})
     return {"cluster_id": md.cluster_id, "controller_id": md.controller_id,
             "brokers": [{"id": b.id, "host": b.host, "port": b.port,
@@ -85,14 +95,14 @@ def cluster(admin: AdminClient, metric_values: dict) -> dict:
 
 # ---- topics ----------------------------------------------------------------------------------
 
-def list_topics(admin: AdminClient, metric_values: dict) -> list:
+def list_topics(admin: AdminClient, metric_values: dict, topic_visible=_every) -> list:
     md = admin.list_topics(timeout=10)
     sizes = metric_values.get("kafka_log_log_size", {})
     ends = metric_values.get("kafka_log_log_logendoffset", {})
     starts = metric_values.get("kafka_log_log_logstartoffset", {})
     out = []
     for name, t in sorted(md.topics.items()):
-        if t.error is not None:
+        if t.error is not None or not topic_visible(name):
             continue
         labels = [(("partition", str(p)), ("topic", name)) for p in t.partitions]
         out.append({"name": name, "internal": name.startswith("__"),
@@ -104,24 +114,28 @@ def list_topics(admin: AdminClient, metric_values: dict) -> list:
     return out
 
 
-def describe_topic(admin: AdminClient, topic: str, metric_values: dict) -> dict:
+def describe_topic(admin: AdminClient, topic: str, metric_values: dict,
+                   with_configs: bool = True) -> dict:
+    """Without ``with_configs`` (the user may not describe them) ``configs`` is null."""
     parts = _topic_partitions(admin, topic)
     keys = [(topic, p) for p in sorted(parts)]
     starts = admin.list_offsets({k: -2 for k in keys}, request_timeout=10)
     ends = admin.list_offsets({k: -1 for k in keys}, request_timeout=10)
     sizes = metric_values.get("kafka_log_log_size", {})
-    resource = ConfigResource("topic", topic)
-    configs = admin.describe_configs([resource], request_timeout=10)[resource].result()
+    configs = None
+    if with_configs:
+        resource = ConfigResource("topic", topic)
+        configs = admin.describe_configs([resource], request_timeout=10)[resource].result()
     return {"name": topic, "internal": topic.startswith("__"),
             "partitions": [{"partition": p, "leader": parts[p].leader,
                             "replicas": list(parts[p].replicas), "isr": list(parts[p].isrs),
                             "start_offset": starts[(topic, p)], "end_offset": ends[(topic, p)],
                             "size": sizes.get((("partition", str(p)), ("topic", topic)))}
                            for p in sorted(parts)],
-            "configs": [{"name": c.name, "value": None if c.is_sensitive else c.value,
-                         "source": c.source.name, "default": c.is_default,
-                         "read_only": c.is_read_only}
-                        for c in sorted(configs.values(), key=lambda c: c.name)]}
+            "configs": None if configs is None else
+            [{"name": c.name, "value": None if c.is_sensitive else c.value,
+              "source": c.source.name, "default": c.is_default, "read_only": c.is_read_only}
+             for c in sorted(configs.values(), key=lambda c: c.name)]}
 
 
 def create_topic(admin: AdminClient, body: dict) -> dict:
@@ -264,13 +278,18 @@ def _record(m) -> dict:
 
 # ---- consumer groups -------------------------------------------------------------------------
 
-def list_groups(admin: AdminClient, metric_values: dict) -> list:
+def list_groups(admin: AdminClient, metric_values: dict, group_visible=_every,
+                topic_visible=_every) -> list:
+    """Lag is summed over the partitions of the topics visible."""
     lag = metric_values.get("kafka_consumergroup_lag", {})
     totals: dict = {}
     for labels, value in lag.items():
-        group = dict(labels)["consumergroup"]
-        totals[group] = totals.get(group, 0) + value
-    groups = admin.list_consumer_groups(request_timeout=10).result()
+        labels = dict(labels)
+        if topic_visible(labels["topic"]):
+            group = labels["consumergroup"]
+            totals[group] = totals.get(group, 0) + value
+    groups = [g for g in admin.list_consumer_groups(request_timeout=10).result()
+              if group_visible(g.group_id)]
     described = admin.describe_consumer_groups([g.group_id for g in groups],
                                                request_timeout=10) if groups else {}
     out = []
@@ -284,7 +303,9 @@ def list_groups(admin: AdminClient, metric_values: dict) -> list:
     return out
 
 
-def describe_group(admin: AdminClient, group: str) -> dict:
+def describe_group(admin: AdminClient, group: str, topic_visible=_every) -> dict:
+    """Offsets and lag of the topics visible (Kafka's OffsetFetch of all a
+    group's topics leaves out the others); members' assignments in full."""
     try:
         desc = admin.describe_consumer_groups([group], request_timeout=10)[group].result()
     except errors.GroupIdNotFoundError:
@@ -297,22 +318,38 @@ def describe_group(admin: AdminClient, group: str) -> dict:
                         for m in desc.members],
             "offsets": [{"topic": o.topic, "partition": o.partition, "committed": o.committed,
                          "end_offset": o.log_end, "lag": o.lag, "member_id": o.member_id,
-                         "client_id": o.client_id} for o in offsets]}
+                         "client_id": o.client_id}
+                        for o in offsets if topic_visible(o.topic)]}
 
 
-def reset_group_offsets(admin: AdminClient, group: str, body: dict) -> dict:
-    """``{"spec": one of RESET_SPECS, "value": offset / shift / epoch ms,
-    "topics": [...] (default: those with committed offsets), "dry_run": bool}``;
-    refused (409) while the group has members, as Kafka's tool does."""
+# from-file is the command line's (a file of offsets), not the console's
+CONSOLE_RESET_SPECS = tuple(s for s in RESET_SPECS if s != "from-file")
+
+
+def reset_group_offsets(admin: AdminClient, group: str, body: dict, topic_visible=_every,
+                        before_change=None) -> dict:
+    """``{"spec": one of CONSOLE_RESET_SPECS, "value": offset / shift / epoch
+    ms / ms before now, "topics": [...] (default: those with committed
+    offsets that are visible), "dry_run": bool}``; refused (409) while the
+    group has members, as Kafka's tool does. ``before_change(topics)`` is
+    called with the topics to reset before anything is read or changed."""
     spec = body.get("spec")
-    if spec not in RESET_SPECS:
-        raise BadRequest(f"spec must be one of {', '.join(RESET_SPECS)}")
+    if spec not in CONSOLE_RESET_SPECS:
+        raise BadRequest(f"spec must be one of {', '.join(CONSOLE_RESET_SPECS)}")
     value = body.get("value")
-    if spec in ("to-offset", "shift-by", "to-datetime"):
+    if spec in ("to-offset", "shift-by", "to-datetime", "by-duration"):
         value = _int(body, "value", lo=None if spec == "shift-by" else 0)
     topics = body.get("topics") or []
-    if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
+    if not isinstance(topics, list) or not all(isinstance(t, str) and t for t in topics):
         raise BadRequest("topics must be a list of topic names")
+    if not topics:
+        committed = admin.list_consumer_group_offsets(group, request_timeout=10).result()
+        topics = sorted({tp.topic for tp in committed if topic_visible(tp.topic)})
+        if not topics:
+            raise BadRequest(f"group {group!r} has no committed offsets: name the topic(s) "
+                             f"to reset")
+    if before_change is not None:
+        before_change(topics)
     try:
         plan = admin.plan_offset_reset(group, topics, spec, value)
     except errors.UnknownTopicOrPartitionError as exc:

@@ -1,6 +1,7 @@
 """The console's WSGI app: static pages and the JSON API, mounted at /console.
 
-Routes (all under the mount prefix, ``/console``):
+Routes (all under the mount prefix, ``/console``; the table is ``ROUTES``,
+each route's action named after its ``authorization.RULES`` entry):
 
     GET    /                                the single page (index.html), and /static/<file>
     GET    /api/cluster                     brokers, controller, counts
@@ -16,14 +17,18 @@ Routes (all under the mount prefix, ``/console``):
     GET    /api/groups/<g>                  members, assignment, offsets and lag, lag over time
     POST   /api/groups/<g>/reset-offsets    {"spec", "value", "topics", "dry_run"}
 
-Errors are JSON ``{"error": message}``: 400 bad input, 404 unknown path,
-topic or group, 405 wrong method, 409 a Kafka refusal (the group has
-members, the topic exists), 413 a body over ``MAX_BODY``, 415 a body that
-is not ``application/json`` (so another site's page cannot post a form
-here: see ``_body``), 503 when
-``MAX_READERS`` record reads are already running; 500 only for a bug
-(logged, rate-limited). Every client call has a timeout, so no request
-hangs.
+Every action runs as the user logged in (authorization.py): with the
+authorizer on, what that user's ACLs deny is answered 403, or left out
+of lists, as Kafka answers the same user's Kafka requests.
+
+Errors are JSON ``{"error": message}``: 400 bad input, 403 an action the
+user's ACLs deny (with ``code``, ``operation`` and ``resource``), 404
+unknown path, topic or group, 405 wrong method, 409 a Kafka refusal (the
+group has members, the topic exists), 413 a body over ``MAX_BODY``, 415 a
+body that is not ``application/json`` (so another site's page cannot post
+a form here: see ``_body``), 503 when ``MAX_READERS`` record reads are
+already running; 500 only for a bug (logged, rate-limited). Every client
+call has a timeout, so no request hangs.
 
 Who may call: the metrics HTTP server, on its per-request threads.
 """
@@ -38,8 +43,10 @@ from importlib import resources
 
 from kafkalite import errors
 from kafkalite.client import AdminClient
+from kafkalite.protocol.enums import AclOperation as Op
+from kafkalite.protocol.enums import ResourceType as Res
 from kafkalite.ratelimit import RateLimitedLog
-from kafkalite.webconsole import api
+from kafkalite.webconsole import api, authorization
 from kafkalite.webconsole.history import History
 
 log = logging.getLogger("kafkalite.webconsole")
@@ -52,8 +59,32 @@ STATIC = ("index.html", "console.js", "console.css")
 # Kafka's refusals that are the caller's to fix, not the server's fault
 _CONFLICT = (errors.TopicAlreadyExistsError, errors.NonEmptyGroupError)
 _NOT_FOUND = (errors.UnknownTopicOrPartitionError, errors.GroupIdNotFoundError)
+_DENIED = (errors.TopicAuthorizationFailedError, errors.GroupAuthorizationFailedError,
+           errors.ClusterAuthorizationFailedError)
 
-_REASONS = {200: "OK", 302: "Found", 400: "Bad Request", 404: "Not Found",
+# (method, path under the prefix, action): the action is the ConsoleApp
+# method ``_<action>`` that answers it and the rule (authorization.RULES)
+# it runs under; ``<name>`` is one path segment, given to the method as
+# ``name``. HEAD is answered as GET.
+ROUTES = (
+    ("GET", "/", "page"),
+    ("GET", "/index.html", "page"),
+    ("GET", "/static/<file>", "page"),
+    ("GET", "/api/cluster", "cluster"),
+    ("GET", "/api/throughput", "throughput"),
+    ("GET", "/api/metrics", "metrics"),
+    ("GET", "/api/topics", "list_topics"),
+    ("POST", "/api/topics", "create_topic"),
+    ("GET", "/api/topics/<topic>", "describe_topic"),
+    ("DELETE", "/api/topics/<topic>", "delete_topic"),
+    ("POST", "/api/topics/<topic>/configs", "alter_topic_configs"),
+    ("GET", "/api/topics/<topic>/messages", "read_records"),
+    ("GET", "/api/groups", "list_groups"),
+    ("GET", "/api/groups/<group>", "describe_group"),
+    ("POST", "/api/groups/<group>/reset-offsets", "reset_offsets"),
+)
+
+_REASONS = {200: "OK", 302: "Found", 400: "Bad Request", 403: "Forbidden", 404: "Not Found",
             405: "Method Not Allowed", 409: "Conflict", 413: "Payload Too Large",
             415: "Unsupported Media Type",
             500: "Internal Server Error", 503: "Service Unavailable"}
@@ -116,13 +147,20 @@ class ConsoleApp:
             if path == "":
                 start_response("302 Found", [("Location", self.prefix + "/")])
                 return [b""]
-            if not path.startswith("/api/"):
-                return self._static(path, start_response)
+            action, params = _match(method, path)
+            access = authorization.Access(environ, action)
+            access.check_route(params)
+            if action == "page":
+                return self._static(params.get("file", "index.html"), start_response)
             self.history.touch()
             query = dict(urllib.parse.parse_qsl(environ.get("QUERY_STRING", "")))
             body = self._body(environ) if method in ("POST", "PUT") else {}
-            result = self._route(method, path[len("/api/"):], query, body)
+            result = getattr(self, "_" + action)(access, query, body, **params)
+            if access.unchecked():          # the action skipped its rule: a bug, say so
+                raise AssertionError(f"{action} did not check {access.unchecked()}")
             return self._json(start_response, 200, result)
+        except (authorization.Denied, authorization.NoRule) as exc:
+            return self._json(start_response, exc.status, exc.as_json())
         except _HttpError as exc:
             return self._json(start_response, exc.status, {"error": str(exc)})
         except (api.BadRequest, api.NotFound) as exc:
@@ -131,6 +169,8 @@ class ConsoleApp:
             return self._json(start_response, 404, {"error": str(exc), "code": exc.name})
         except _CONFLICT as exc:
             return self._json(start_response, 409, {"error": str(exc), "code": exc.name})
+        except _DENIED as exc:                           # the node refused the console itself
+            return self._json(start_response, 403, {"error": str(exc), "code": exc.name})
         except errors.KafkaError as exc:
             status = 503 if getattr(exc, "retriable", False) else 400
             return self._json(start_response, status, {"error": str(exc), "code": exc.name})
@@ -138,14 +178,9 @@ class ConsoleApp:
             self._errors.warning("console %s %s: %r", method, path, exc, exc_info=True)
             return self._json(start_response, 500, {"error": f"internal error: {exc!r}"})
 
-    def _static(self, path, start_response):
-        name = path.lstrip("/")
-        if name in ("", "index.html"):
-            name = "index.html"
-        elif name.startswith("static/"):
-            name = name[len("static/"):]
+    def _static(self, name, start_response):
         if name not in STATIC:
-            raise _HttpError(404, f"no page {path!r}")
+            raise _HttpError(404, f"no page {name!r}")
         data = resources.files("kafkalite.webconsole").joinpath("static", name).read_bytes()
         ctype = mimetypes.guess_type(name)[0] or "application/octet-stream"
         start_response("200 OK", [("Content-Type", f"{ctype}; charset=utf-8"),
@@ -186,64 +221,65 @@ class ConsoleApp:
                         ("Cache-Control", "no-store")])
         return [data]
 
-    # ---- the API --------------------------------------------------------------------------
+    # ---- the API: one method per action of ROUTES -----------------------------------------
+    # Each takes the request's Access (authorization.py), the query, the JSON
+    # body and the route's parameters; Access.check_route has already checked
+    # the rule's needs on the cluster and on the route's topic or group.
 
-    def _route(self, method: str, path: str, query: dict, body: dict):
-        parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/")]
-        head, rest = parts[0], parts[1:]
+    def _cluster(self, access, query, body):
+        return api.cluster(self.admin, metric_values(self.registry),
+                           topic_visible=access.sees(Op.DESCRIBE, Res.TOPIC),
+                           group_visible=access.sees(Op.DESCRIBE, Res.GROUP))
 
-        def allow(*methods):
-            if method not in methods:
-                raise _HttpError(405, f"{method} is not allowed on /api/{path}")
+    def _throughput(self, access, query, body):
+        return self.history.throughput()
 
-        if head == "cluster" and not rest:
-            allow("GET")
-            return api.cluster(self.admin, metric_values(self.registry))
-        if head == "throughput" and not rest:
-            allow("GET")
-            return self.history.throughput()
-        if head == "metrics" and not rest:
-            allow("GET")
-            return self._metrics(query.get("filter", ""))
-        if head == "topics":
-            if not rest:
-                allow("GET", "POST")
-                if method == "POST":
-                    return api.create_topic(self.admin, body)
-                return api.list_topics(self.admin, metric_values(self.registry))
-            topic = rest[0]
-            if len(rest) == 1:
-                allow("GET", "DELETE")
-                if method == "DELETE":
-                    return api.delete_topic(self.admin, topic)
-                return api.describe_topic(self.admin, topic, metric_values(self.registry))
-            if rest[1:] == ["configs"]:
-                allow("POST")
-                return api.alter_topic_configs(self.admin, topic, body)
-            if rest[1:] == ["messages"]:
-                allow("GET")
-                if not self._readers.acquire(blocking=False):
-                    raise _HttpError(503, f"{MAX_READERS} reads are running; try again")
-                try:
-                    return api.read_records(self.admin, self.bootstrap, topic, query,
-                                            self.client_config)
-                finally:
-                    self._readers.release()
-        if head == "groups":
-            if not rest:
-                allow("GET")
-                return api.list_groups(self.admin, metric_values(self.registry))
-            group = rest[0]
-            if len(rest) == 1:
-                allow("GET")
-                return {**api.describe_group(self.admin, group),
-                        "lag_history": self.history.lag(group)}
-            if rest[1:] == ["reset-offsets"]:
-                allow("POST")
-                return api.reset_group_offsets(self.admin, group, body)
-        raise _HttpError(404, f"no API /api/{path}")
+    def _metrics(self, access, query, body):
+        return self._metric_families(query.get("filter", ""))
 
-    def _metrics(self, needle: str) -> dict:
+    def _list_topics(self, access, query, body):
+        return api.list_topics(self.admin, metric_values(self.registry),
+                               topic_visible=access.sees(Op.DESCRIBE, Res.TOPIC))
+
+    def _create_topic(self, access, query, body):
+        name = body.get("name")
+        access.require(Op.CREATE, Res.TOPIC, [name] if isinstance(name, str) and name else [])
+        return api.create_topic(self.admin, body)
+
+    def _describe_topic(self, access, query, body, topic):
+        return api.describe_topic(self.admin, topic, metric_values(self.registry),
+                                  with_configs=access.sees(Op.DESCRIBE_CONFIGS, Res.TOPIC)(topic))
+
+    def _delete_topic(self, access, query, body, topic):
+        return api.delete_topic(self.admin, topic)
+
+    def _alter_topic_configs(self, access, query, body, topic):
+        return api.alter_topic_configs(self.admin, topic, body)
+
+    def _read_records(self, access, query, body, topic):
+        if not self._readers.acquire(blocking=False):
+            raise _HttpError(503, f"{MAX_READERS} reads are running; try again")
+        try:
+            return api.read_records(self.admin, self.bootstrap, topic, query, self.client_config)
+        finally:
+            self._readers.release()
+
+    def _list_groups(self, access, query, body):
+        return api.list_groups(self.admin, metric_values(self.registry),
+                               group_visible=access.sees(Op.DESCRIBE, Res.GROUP),
+                               topic_visible=access.sees(Op.DESCRIBE, Res.TOPIC))
+
+    def _describe_group(self, access, query, body, group):
+        topic_visible = access.sees(Op.DESCRIBE, Res.TOPIC)
+        return {**api.describe_group(self.admin, group, topic_visible=topic_visible),
+                "lag_history": self.history.lag(group, topic_visible)}
+
+    def _reset_offsets(self, access, query, body, group):
+        return api.reset_group_offsets(
+            self.admin, group, body, topic_visible=access.sees(Op.DESCRIBE, Res.TOPIC),
+            before_change=lambda topics: access.require(Op.READ, Res.TOPIC, topics))
+
+    def _metric_families(self, needle: str) -> dict:
         families, count = [], 0
         for family in self.registry.collect():
             if needle and needle not in family.name:
@@ -259,6 +295,37 @@ class ConsoleApp:
             families.append({"name": family.name, "type": family.type,
                              "help": family.documentation, "samples": samples})
         return {"families": families, "truncated": count >= MAX_METRIC_SAMPLES}
+
+
+def _match(method: str, path: str) -> tuple[str, dict]:
+    """(action, {parameter: value}) of the route ``path`` (under the
+    prefix) and ``method`` name; 404 for no route, 405 for another method."""
+    parts = path.split("/")
+    if path.startswith("/api/"):
+        parts = path.rstrip("/").split("/")       # /api/topics/ is /api/topics
+    method = "GET" if method == "HEAD" else method
+    allowed = []
+    for route_method, pattern, action in ROUTES:
+        names = pattern.split("/")
+        if len(names) != len(parts):
+            continue
+        params = {}
+        for name, part in zip(names, parts):
+            if name.startswith("<"):
+                if not part:
+                    break
+                params[name[1:-1]] = urllib.parse.unquote(part)
+            elif name != part:
+                break
+        else:
+            if route_method == method:
+                return action, params
+            allowed.append(route_method)
+    if allowed:
+        raise _HttpError(405, f"{method} is not allowed on {path} (only {', '.join(allowed)})")
+    if path.startswith("/api/"):
+        raise _HttpError(404, f"no API {path}")
+    raise _HttpError(404, f"no page {path!r}")
 
 
 def make_app(bootstrap: str, registry, client_config: dict | None = None) -> ConsoleApp:

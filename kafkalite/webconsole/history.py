@@ -102,11 +102,14 @@ class History:
                 out[name].append(max(0.0, b[name] - a[name]) / dt)
         return out
 
-    def lag(self, group: str) -> dict:
-        """{"t": [epoch s], "series": {"topic-partition": [lag or None]}}."""
+    def lag(self, group: str, topic_visible=lambda topic: True) -> dict:
+        """{"t": [epoch s], "series": {"topic-partition": [lag or None]}}:
+        the partitions of topics ``topic_visible`` keeps."""
         with self._lock:
             samples = list(self._samples)
         keys = sorted({(t, p) for _, _, lags in samples for g, t, p in lags if g == group})
+        visible = {t for t in {t for t, _ in keys} if topic_visible(t)}
+        keys = [(t, p) for t, p in keys if t in visible]
         series = {f"{t}-{p}": [lags.get((group, t, p)) for _, _, lags in samples]
                   for t, p in keys}
         return {"t": [round(t, 3) for t, _, _ in samples], "series": series}

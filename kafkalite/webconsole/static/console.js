@@ -46,7 +46,11 @@ async function api(method, path, body) {
   const resp = await fetch("api/" + path, init);
   let data = null;
   try { data = await resp.json(); } catch (e) { /* not JSON: reported below */ }
-  if (!resp.ok) throw new Error((data && data.error) || `${resp.status} ${resp.statusText}`);
+  if (!resp.ok) {
+    const err = new Error((data && data.error) || `${resp.status} ${resp.statusText}`);
+    err.status = resp.status;      // 403: the user's ACLs deny it (authorization.py)
+    throw err;
+  }
   return data;
 }
 
@@ -194,9 +198,15 @@ views.overview = async function (main) {
   let ticks = 0;
   const draw = async () => {
     if (++ticks % CARDS_EVERY === 0) cardBox.replaceChildren(...cards(await api("GET", "cluster")));
-    const h = await api("GET", "throughput");
     const box = document.getElementById("charts");
     if (!box) return;
+    let h;
+    try { h = await api("GET", "throughput"); } catch (e) {
+      // node-wide rates need Describe on the cluster: say so in place of the charts
+      if (e.status !== 403) throw e;
+      box.replaceChildren(el("p", {class: "muted", id: "charts-denied"}, e.message));
+      return;
+    }
     box.replaceChildren(
       lineChart("chart-bytes", "Bytes per second", h.t,
                 [{name: "in", values: h.bytes_in}, {name: "out", values: h.bytes_out}], fmtBytes),
@@ -263,7 +273,8 @@ views.topic = async function (main, name) {
     el("label", {}, "config", el("input", {name: "name", required: true, list: "config-names"})),
     el("label", {}, "value", el("input", {name: "value"})),
     el("button", {type: "submit"}, "Set"),
-    el("datalist", {id: "config-names"}, t.configs.map(c => el("option", {value: c.name}))));
+    el("datalist", {id: "config-names"},
+       (t.configs || []).map(c => el("option", {value: c.name}))));
   alter.addEventListener("submit", async ev => {
     ev.preventDefault();
     const f = new FormData(alter);
@@ -288,10 +299,12 @@ views.topic = async function (main, name) {
                              p.start_offset, p.end_offset, fmtBytes(p.size)]),
       {id: "partitions"}),
     el("h2", {}, "Configs"), alter,
-    table(["name", "value", "source", ""], t.configs.map(c =>
-      [c.name, c.value === null ? "(sensitive)" : c.value, c.source,
-       c.source === "DYNAMIC_TOPIC_CONFIG" || c.source === "TOPIC_CONFIG" ? reset(c) : ""]),
-      {id: "configs"}));
+    t.configs === null  // the user may not DescribeConfigs this topic
+      ? el("p", {class: "muted", id: "configs"}, "You may not describe this topic's configs.")
+      : table(["name", "value", "source", ""], t.configs.map(c =>
+          [c.name, c.value === null ? "(sensitive)" : c.value, c.source,
+           c.source === "DYNAMIC_TOPIC_CONFIG" || c.source === "TOPIC_CONFIG" ? reset(c) : ""]),
+          {id: "configs"}));
 };
 
 views.messages = async function (main, _, q) {
