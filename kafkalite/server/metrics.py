@@ -450,6 +450,11 @@ class NodeMetrics:
             "channel dropped (not a worker's: a stray or hostile local process)")
         dropped.add_metric([], view.get("control_dropped", 0))
         yield dropped
+        relay_dropped = CounterMetricFamily(
+            "kafkalite_relay_messages_dropped", "Malformed messages the supervisor's relay "
+            "dropped (not a worker's relay request: a bug, or a process with the node's keys)")
+        relay_dropped.add_metric([], view.get("relay_dropped", 0))
+        yield relay_dropped
 
     @staticmethod
     def _quota_families(throttles: dict, rates: dict):
@@ -628,4 +633,5 @@ class NodeMetrics:
                 "requests": requests, "security": security, "topics": topics, "partitions": partitions,
                 "purgatory": purgatory, "brokers": brokers, "under_replicated": under,
                 "offline": offline, "topic_count": len(topics_md), "partition_count": count,
-                "groups": groups, "control_dropped": sup.control_dropped}
+                "groups": groups, "control_dropped": sup.control_dropped,
+                "relay_dropped": sup.relay.dropped}
