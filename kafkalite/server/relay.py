@@ -135,6 +135,7 @@ class RelayServer:
         self.dispatcher = dispatcher
         self._bad_input = RateLimitedLog(log)
         self.dropped = 0                 # malformed messages dropped (see the module)
+        self._unencodable = RateLimitedLog(log)
         self._throttles: dict = {}       # (worker, relay id) -> ms, until the answer goes
         self.socket = zctx.socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
@@ -200,7 +201,10 @@ class RelayServer:
         try:
             frame = encode_response(h.api_key, h.api_version, h.correlation_id, body)
         except ProtocolError as exc:
-            log.error("cannot encode the relayed %r response: %s", h.api_key, exc)
+            # rate-limited: what a request names (its principal, a resource)
+            # can make the answer's message too long to encode, as often as
+            # it is sent
+            self._unencodable.warning("cannot encode the relayed %r response: %s", h.api_key, exc)
             self.send_error(ctx, errors.UnknownServerError.code, f"cannot encode the response: {exc}")
             return
         self.socket.send_multipart([worker, encode_relay_reply(

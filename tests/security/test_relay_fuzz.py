@@ -17,8 +17,8 @@ whose Kafka frame does not decode is answered CLOSE; the supervisor serves
 on, and a Kafka client (whose Metadata and group requests workers relay)
 produces with acks=all and reads afterwards.
 
-KAFKALITE_FUZZ_INPUTS sets the number of relay messages (tests/soak.py:
-20,000 by default, about 10 s here); KAFKALITE_FUZZ_SEED replays a run. A module server of its own: SASL_PLAINTEXT Kafka listeners, the
+KAFKALITE_FUZZ_INPUTS sets the size (tests/soak.py; ten relay messages an
+input, 200,000 at the default, about 8 s here); KAFKALITE_FUZZ_SEED replays a run. A module server of its own: SASL_PLAINTEXT Kafka listeners, the
 authorizer on, User:admin a super user.
 """
 from __future__ import annotations
@@ -35,6 +35,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from fuzzing import (INPUTS, AckedRecords, Survival, base_frames, fuzz_rng, mutate,
                      random_frame)
 from harness import ServerProcess, create, run_cli, scrape, socket_inodes, wait_until
+from kafkalite import errors
 from kafkalite.protocol import ApiKey, curve, encode_request
 from kafkalite.server.relay import (CLOSE, ERROR, NOTHING, RESPONSE, decode_relay_reply,
                                     encode_relay_request)
@@ -181,13 +182,43 @@ def test_malformed_relay_messages_are_dropped_and_counted(server, topic_name):
     still_serves(server, topic_name)
 
 
+def test_answers_that_cannot_be_encoded_are_logged_rate_limited(server, topic_name):
+    """Found by the fuzz: a principal of 32 KiB (the header's most) makes
+    the authorizer's refusal message longer than a Kafka string may be;
+    the relay answers the request UNKNOWN_SERVER_ERROR instead, and said
+    so on one log line per request, which a sender could repeat without end."""
+    request = encode_request(ApiKey.DESCRIBE_CONFIGS, 4, 7, "relay-fuzz", {"resources": [
+        {"resource_type": 2, "resource_name": topic_name, "configuration_keys": None}]})
+    relay_header = encode_relay_request(3, "127.0.0.1:1", "User:" + "u" * 0x8000)
+    logged_before = len(server.output())
+    n = 300
+    ctx = zmq.Context()
+    try:
+        s = dealer(ctx, server, b"relay-fuzz-long-principal")
+        for _ in range(n):
+            s.send_multipart([relay_header, request])
+        for _ in range(n):
+            assert s.poll(20_000), "the relay stopped answering"
+            relay_id, kind, code, message, _ = decode_relay_reply(s.recv_multipart()[0])
+            assert (relay_id, kind, code) == (3, ERROR, errors.UnknownServerError.code)
+            assert "cannot encode" in message
+        s.close()
+    finally:
+        ctx.term()
+    logged = server.output()[logged_before:].count("cannot encode the relayed")
+    assert 0 < logged < 20, f"{logged} lines for {n} answers that could not be encoded"
+
+
 def header(rng) -> bytes:
     """A relay header: well-formed with odd fields, or damaged."""
     junk_text = ["", "x", "User:", ":", "User:admin", "User:ANONYMOUS", "Group:g", "no-colon",
-                 "User:" + "u" * 40_000, "\udcff", "127.0.0.1", "[::1]:9", "a:b:c:d",
-                 "PLAINTEXT", "SASL_PLAINTEXT", "EXTERNAL", "unknown-listener", "é" * 20_000]
+                 "\udcff", "127.0.0.1", "[::1]:9", "a:b:c:d", "PLAINTEXT", "SASL_PLAINTEXT",
+                 "EXTERNAL", "unknown-listener"]
+    # now and then a field at the header's most (32 KiB): a few, as each
+    # one queued costs the supervisor that much until it is read
+    huge = ["User:" + "u" * 40_000, "é" * 20_000]
     relay_id = rng.choice([0, 1, -1, 0x7FFFFFFF, -0x80000000, rng.randrange(1 << 31)])
-    fields = [rng.choice(junk_text) for _ in range(3)]
+    fields = [rng.choice(huge if rng.random() < 0.01 else junk_text) for _ in range(3)]
     raw = encode_relay_request(relay_id, *fields)
     r = rng.random()
     if r < 0.5:
@@ -247,7 +278,7 @@ def test_a_fuzz_of_the_relay_leaves_the_node_serving(server, topic_name):
 
     started = time.monotonic()
     try:
-        for i in range(INPUTS):
+        for i in range(INPUTS * 10):
             sockets[i % DEALERS].send_multipart(message(rng, frames))
             if i % GOOD_EVERY == 0:
                 good.produce()
@@ -262,7 +293,7 @@ def test_a_fuzz_of_the_relay_leaves_the_node_serving(server, topic_name):
             s.close(linger=0)
         ctx.term()
     elapsed = time.monotonic() - started
-    print(f"{INPUTS} relay messages in {elapsed:.1f} s ({INPUTS / elapsed:.0f}/s), "
+    print(f"{INPUTS * 10} relay messages in {elapsed:.1f} s ({INPUTS * 10 / elapsed:.0f}/s), "
           f"{replies} replies read: {kinds}")
     assert server.proc.poll() is None, server.output()[-3000:]
     wait_until(lambda: dropped(server) > before, 20, "the fuzz's malformed messages counted")
