@@ -300,15 +300,20 @@ def describe_group(admin: AdminClient, group: str) -> dict:
                          "client_id": o.client_id} for o in offsets]}
 
 
+# from-file is the command line's (a file of offsets), not the console's
+CONSOLE_RESET_SPECS = tuple(s for s in RESET_SPECS if s != "from-file")
+
+
 def reset_group_offsets(admin: AdminClient, group: str, body: dict) -> dict:
-    """``{"spec": one of RESET_SPECS, "value": offset / shift / epoch ms,
-    "topics": [...] (default: those with committed offsets), "dry_run": bool}``;
-    refused (409) while the group has members, as Kafka's tool does."""
+    """``{"spec": one of CONSOLE_RESET_SPECS, "value": offset / shift / epoch
+    ms / ms before now, "topics": [...] (default: those with committed
+    offsets), "dry_run": bool}``; refused (409) while the group has
+    members, as Kafka's tool does."""
     spec = body.get("spec")
-    if spec not in RESET_SPECS:
-        raise BadRequest(f"spec must be one of {', '.join(RESET_SPECS)}")
+    if spec not in CONSOLE_RESET_SPECS:
+        raise BadRequest(f"spec must be one of {', '.join(CONSOLE_RESET_SPECS)}")
     value = body.get("value")
-    if spec in ("to-offset", "shift-by", "to-datetime"):
+    if spec in ("to-offset", "shift-by", "to-datetime", "by-duration"):
         value = _int(body, "value", lo=None if spec == "shift-by" else 0)
     topics = body.get("topics") or []
     if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
