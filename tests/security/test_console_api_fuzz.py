@@ -181,3 +181,14 @@ def test_a_reset_of_offsets_without_a_usable_value_is_a_bad_request(server, name
                  {"spec": "from-file", "value": 5}, {"spec": "from-file"}):
         status, answer = call(server, "POST", path, json.dumps({**body, "dry_run": True}).encode())
         assert status == 400 and answer["error"], (body, status, answer)
+
+
+def test_a_number_past_a_floats_range_is_a_bad_request(server, names):
+    """Found by the fuzz: JSON's 1e400 is a float infinity, which int()
+    refuses with an OverflowError; the API answered 500."""
+    status, answer = call(server, "POST", "/api/topics",
+                          b'{"name": "console-fuzz-inf", "partitions": 1e400}')
+    assert status == 400 and "partitions" in answer["error"], (status, answer)
+    status, answer = call(server, "POST", f"/api/groups/{names['group']}/reset-offsets",
+                          b'{"spec": "to-offset", "value": 1e400, "dry_run": true}')
+    assert status == 400 and "value" in answer["error"], (status, answer)
