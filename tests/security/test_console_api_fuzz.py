@@ -192,3 +192,30 @@ def test_a_number_past_a_floats_range_is_a_bad_request(server, names):
     status, answer = call(server, "POST", f"/api/groups/{names['group']}/reset-offsets",
                           b'{"spec": "to-offset", "value": 1e400, "dry_run": true}')
     assert status == 400 and "value" in answer["error"], (status, answer)
+
+
+def test_a_request_that_stops_short_is_let_go_within_the_bound(server, names):
+    """Found by the fuzz: a body shorter than its Content-Length (or a
+    connection that never sends its request) held an HTTP thread of the
+    supervisor, and the connection, for good; now a read waits at most
+    metrics.HTTP_IO_TIMEOUT_S and the request is answered 400."""
+    host, port = server.info["console"].split("/")[2].rsplit(":", 1)
+    head = (b"POST /console/api/topics HTTP/1.0\r\nHost: " + f"{host}:{port}".encode() +
+            b"\r\nAuthorization: " + LOGIN + b"\r\nX-Kafkalite-Console: 1\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n")
+    began = time.monotonic()
+    with socket.create_connection((host, int(port)), timeout=ANSWER_BOUND_S) as short, \
+            socket.create_connection((host, int(port)), timeout=ANSWER_BOUND_S) as silent:
+        short.sendall(head + b'{"name": ')
+        answer = b""
+        try:
+            while chunk := short.recv(65536):
+                answer += chunk
+        except TimeoutError:
+            raise AssertionError(f"no answer in {ANSWER_BOUND_S} s") from None
+        assert answer.startswith(b"HTTP/1.0 400") and b"Content-Length" in answer, answer[:300]
+        try:
+            assert silent.recv(1) == b"", "a silent connection closed"
+        except TimeoutError:
+            raise AssertionError(f"a silent connection held {ANSWER_BOUND_S} s") from None
+    assert time.monotonic() - began < ANSWER_BOUND_S
