@@ -106,7 +106,7 @@ def api_target(path: str, query: dict | None = None) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def names(server, tmp_path_factory):
+def names(server):
     """A topic with records, a group with committed offsets on it, and a
     topic whose configs the fuzz may change."""
     topic = "console-fuzz-records"
@@ -195,9 +195,10 @@ def test_a_number_past_a_floats_range_is_a_bad_request(server, names):
 
 
 def test_a_request_that_stops_short_is_let_go_within_the_bound(server, names):
-    """Found by the fuzz: a body shorter than its Content-Length (or a
-    connection that never sends its request) held an HTTP thread of the
-    supervisor, and the connection, for good; now a read waits at most
+    """Met writing the fuzz (whose every request is whole): a body shorter
+    than its Content-Length (or a connection that never sends its request)
+    held an HTTP thread of the supervisor, and the connection, for good;
+    now a read waits at most
     metrics.HTTP_IO_TIMEOUT_S and the request is answered 400."""
     host, port = server.info["console"].split("/")[2].rsplit(":", 1)
     head = (b"POST /console/api/topics HTTP/1.0\r\nHost: " + f"{host}:{port}".encode() +
@@ -219,3 +220,161 @@ def test_a_request_that_stops_short_is_let_go_within_the_bound(server, names):
         except TimeoutError:
             raise AssertionError(f"a silent connection held {ANSWER_BOUND_S} s") from None
     assert time.monotonic() - began < ANSWER_BOUND_S
+
+
+# ---- the fuzz ------------------------------------------------------------------------------
+
+TEXT = ["", "x", "-1", "0", "1", "1.5", "1e3", "0x10", " 7", "７", "NaN", "inf", "-0",
+        str(2**63), str(-2**63 - 1), str(10**40), "é", "\u202e", "\x00", "a" * 5000,
+        "%", "%ff", "../..", "//", "a/b", "__consumer_offsets"]
+JUNK = [None, True, False, 0, -1, 1.5, 2**63, -2**70, 10**30, "", "x", "é" * 300, [], {}, [1],
+        {"a": None}, ["a", "b"], "a" * 40_000, float("nan")]
+QUERY_NAMES = ["partition", "limit", "offset", "timestamp", "key", "key_hex", "filter", "x",
+               "partition[]", ""]
+
+
+def path_part(rng, names) -> str:
+    r = rng.random()
+    if r < 0.5:
+        return rng.choice([names["topic"], names["group"], names["configs_topic"]])
+    if r < 0.7:
+        return "console-fuzz-" + rng.choice(TEXT)
+    return rng.choice(TEXT + ["a" * 40_000, "%2F", "%00", "%e9", "%c3%28", "a%2Fb"])
+
+
+def fuzz_body(rng, path: str, names) -> bytes:
+    r = rng.random()
+    if r < 0.15:                                  # not JSON, or not an object
+        return rng.choice([b"{", b"[]", b"null", b"\xff\xfe", b'"s"', b"1", b"{'a': 1}",
+                           b"[" * 100_000 + b"]" * 100_000, b'{"a": ' * 50_000,
+                           b"{}" + b" " * (70 << 10), rng.randbytes(rng.randrange(100)),
+                           b'{"name": NaN}', b'{"partitions": Infinity}'])
+    if path.endswith("/configs"):
+        body = {"set": {"retention.ms": "3600000"}, "delete": ["segment.ms"]}
+        junk = {"set": JUNK + [{"retention.ms": rng.choice(JUNK)},
+                               {rng.choice(TEXT): rng.choice(TEXT)}],
+                "delete": JUNK + [[rng.choice(TEXT)], [rng.choice(JUNK)]]}
+    elif path.endswith("/reset-offsets"):
+        body = {"spec": rng.choice(["to-earliest", "to-latest", "to-current", "to-datetime",
+                                    "by-duration", "to-offset", "shift-by"]),
+                "value": rng.choice([0, 3, 10**12]), "topics": [names["topic"]],
+                "dry_run": True}
+        junk = {"spec": ["from-file", *JUNK], "value": JUNK + ["12", "-3"],
+                "topics": JUNK + [["no-such"], [names["topic"], 7]],
+                "dry_run": [False, None, "no", 1, [], {}]}
+    else:                                         # a topic to create: never a big one
+        body = {"name": "console-fuzz-" + rng.choice(TEXT), "partitions": rng.choice([1, 2]),
+                "replication_factor": rng.choice([1, -1]), "configs": {"retention.ms": "1000"}}
+        junk = {"name": JUNK, "partitions": JUNK + [0, 10_001, "2"],
+                "replication_factor": JUNK + [0, 33], "configs": JUNK + [
+                    {"retention.ms": rng.choice(JUNK)}, {rng.choice(TEXT): "1"}]}
+    for key in rng.sample(sorted(body), rng.randint(1, len(body))):
+        body[key] = rng.choice(junk[key])
+    if isinstance(body.get("partitions"), int) and 2 < body["partitions"] <= 10_000:
+        body["partitions"] = 2
+    for key in list(body):
+        if rng.random() < 0.2:
+            del body[key]
+    raw = json.dumps(body, allow_nan=True).encode()
+    if rng.random() < 0.1:                       # a number past a float's range: inf
+        raw = re.sub(rb"(?<=: )-?\d+", b"1e400", raw, count=1)
+    return raw
+
+
+def fuzz_request(rng, names) -> tuple[bytes, bytes, dict, bytes | None]:
+    method, path = rng.choice(ROUTES)
+    if rng.random() < 0.15:
+        method = rng.choice(["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS",
+                             "BREW", "get"])
+    for hole in ("<t>", "<g>"):
+        while hole in path:
+            part = path_part(rng, names)
+            if method == "DELETE" and part in (names["topic"], names["configs_topic"]):
+                part = "console-fuzz-" + part    # the module's own stay
+            if path.endswith("/configs") and part == names["topic"]:
+                part = names["configs_topic"]    # the records keep their configs
+            if part.startswith("__"):
+                part = "x" + part                # internal topics are not the fuzz's
+            quoted = part if "%" in part and rng.random() < 0.5 else urllib.parse.quote(part,
+                                                                                        safe="")
+            path = path.replace(hole, quoted, 1)
+    if rng.random() < 0.05:                      # a path of the API's that does not exist
+        path = rng.choice(["/api", "/api/", "/api//", "/api/topics//", "/api/x/y/z",
+                           "/api/groups/%2F/reset-offsets/x", "/api/topics/" + "a/" * 500,
+                           "/../../etc/passwd", "/static/../../app.py", ""])
+    query = {}
+    if path.endswith("/messages"):              # a valid read, a parameter or two damaged
+        query = rng.choice([{"limit": "5"}, {"partition": "1", "offset": "2"},
+                            {"timestamp": "0", "limit": "3"}, {"key": "key-1"},
+                            {"key_hex": "6b65792d31", "partition": "0"}])
+    for _ in range(rng.choice([0, 1, 1, 2, 4])):
+        query[rng.choice(QUERY_NAMES)] = rng.choice(TEXT)
+    target = ("/console" + path).encode()
+    if query:
+        target += b"?" + urllib.parse.urlencode(query).encode()
+    if rng.random() < 0.03:
+        target += rng.choice([b"?%", b"?a=%zz&&=&b", b"?" + b"&".join([b"a=1"] * 5000),
+                              b"#frag", "?é=é".encode()])
+    headers = {b"Authorization": LOGIN, b"X-Kafkalite-Console": b"1"}
+    body = None
+    if method in ("POST", "PUT", "PATCH") or rng.random() < 0.05:
+        body = fuzz_body(rng, path, names)
+        headers[b"Content-Type"] = rng.choice([b"application/json"] * 8 + [
+            b"text/plain", b"application/json; charset=latin-1", b"APPLICATION/JSON",
+            b"multipart/form-data; boundary=x", b"", b"\xff"])
+        if rng.random() < 0.05:
+            headers[b"Content-Length"] = rng.choice([b"-5", b"abc", b"0", b"99999999999999999999",
+                                                     b"%d" % (len(body) - 1)])
+    if rng.random() < 0.05:
+        del headers[b"X-Kafkalite-Console"]
+    return method.encode(), target, headers, body
+
+
+def fuzz_login(rng) -> bytes:
+    """An Authorization header that names no user with a right password."""
+    return rng.choice([
+        b"", b"Basic", b"Basic ", b"Basic !!!", b"Basic " + base64.b64encode(b"no colon"),
+        b"Basic " + base64.b64encode(b":"), b"Basic " + base64.b64encode(b":" + PASSWORD.encode()),
+        b"Basic " + base64.b64encode(b"\xff\xfe:\xff"), b"Basic " + base64.b64encode(b"admin:"),
+        b"Basic " + base64.b64encode(ADMIN.encode() + b":" + PASSWORD.encode() + b"x"),
+        b"Basic " + base64.b64encode(b"admin:" + PASSWORD.encode())[:-2],
+        b"Basic " + b"A" * 60_000, b"Bearer " + base64.b64encode(b"admin:admin-secret")[::-1],
+        b"basic\t" + base64.b64encode(b"admin:nope"), b"\xff\xfe\xfd", "Basic é".encode(),
+        b"Basic " + base64.b64encode(rng.randbytes(rng.randrange(1, 80))),
+        b"Digest username=admin", b"Basic =" * 3,
+    ])
+
+
+@pytest.mark.slow
+def test_fuzzed_console_api_calls_never_fail_500_nor_hang(server, names):
+    rng = fuzz_rng("console API")
+    survival = Survival(server)
+    statuses: dict = {}
+    failures: list = []
+    slowest = 0.0
+    started = time.monotonic()
+    for i in range(REQUESTS):
+        method, target, headers, body = fuzz_request(rng, names)
+        login_fuzzed = rng.random() < 0.1
+        if login_fuzzed:
+            headers[b"Authorization"] = fuzz_login(rng)
+        what = (method, target[:300], {k: v[:100] for k, v in headers.items()},
+                None if body is None else body[:300])
+        try:
+            status, fields, payload, took = http(server, method, target, headers, body)
+            check(status, fields, payload, took, what)
+            if login_fuzzed:
+                assert status in (400, 401, 431), f"{what}: {status} {payload[:200]!r}"
+        except (OSError, AssertionError) as exc:
+            failures.append(f"{exc!r}"[:1500])     # all of them: each may be its own bug
+            continue
+        statuses[status] = statuses.get(status, 0) + 1
+        slowest = max(slowest, took)
+    elapsed = time.monotonic() - started
+    print(f"{REQUESTS} console API calls in {elapsed:.1f} s, slowest {slowest:.2f} s; "
+          f"statuses {dict(sorted(statuses.items()))}, {len(failures)} failures")
+    assert not failures, "\n".join(failures[:10])
+    assert statuses.get(200, 0) > REQUESTS // 10, "the fuzz reached the API's work"
+    survival.check("console API fuzz")
+    status, _, payload, _ = http(server, b"GET", b"/console/api/topics", {b"Authorization": LOGIN})
+    assert status == 200 and names["topic"] in [t["name"] for t in json.loads(payload)]
