@@ -40,8 +40,8 @@ REQUESTS = max(INPUTS // 10, 100)
 # plus a client call's timeout (10 s), and slack for a loaded machine
 ANSWER_BOUND_S = 25.0
 # the routes as app.py's docstring lists them: "GET /api/topics/<t>  ..."
-ROUTES = [(m, p) for m, p in re.findall(r"^\s+(GET|POST|DELETE)\s+(/\S*)", console_app.__doc__,
-                                        re.MULTILINE)]
+ROUTES = [(m, p.split("?")[0]) for m, p in re.findall(r"^\s+(GET|POST|DELETE)\s+(/\S*)",
+                                                      console_app.__doc__, re.MULTILINE)]
 
 
 @pytest.fixture(scope="module")
