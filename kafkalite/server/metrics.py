@@ -70,6 +70,11 @@ from kafkalite.protocol import ApiKey
 log = logging.getLogger("kafkalite.metrics")
 
 PUBLISH_INTERVAL_S = 1.0      # how often the supervisor rebuilds the served view
+# The longest the HTTP port waits on one read or write of a connection:
+# a request that never comes, or a body that stops short of its
+# Content-Length, would otherwise hold one of its threads, and the
+# connection, for good.
+HTTP_IO_TIMEOUT_S = 10.0
 # Request latency buckets, in ms like Kafka's TotalTimeMs (upper bounds; +Inf is implied).
 LATENCY_BUCKETS_MS = (0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0,
                       2500.0, 5000.0, 10000.0, 30000.0)
@@ -272,6 +277,8 @@ class NodeMetrics:
         class _QuietHandler(WSGIRequestHandler):
             """No access log line per scrape on stderr."""
 
+            timeout = HTTP_IO_TIMEOUT_S
+
             def log_message(self, format, *args):
                 pass
 
@@ -449,6 +456,11 @@ class NodeMetrics:
             "channel dropped (not a worker's: a stray or hostile local process)")
         dropped.add_metric([], view.get("control_dropped", 0))
         yield dropped
+        relay_dropped = CounterMetricFamily(
+            "kafkalite_relay_messages_dropped", "Malformed messages the supervisor's relay "
+            "dropped (not a worker's relay request: a bug, or a process with the node's keys)")
+        relay_dropped.add_metric([], view.get("relay_dropped", 0))
+        yield relay_dropped
 
     @staticmethod
     def _quota_families(throttles: dict, rates: dict):
@@ -627,4 +639,5 @@ class NodeMetrics:
                 "requests": requests, "security": security, "topics": topics, "partitions": partitions,
                 "purgatory": purgatory, "brokers": brokers, "under_replicated": under,
                 "offline": offline, "topic_count": len(topics_md), "partition_count": count,
-                "groups": groups, "control_dropped": sup.control_dropped}
+                "groups": groups, "control_dropped": sup.control_dropped,
+                "relay_dropped": sup.relay.dropped}

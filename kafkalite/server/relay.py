@@ -39,6 +39,13 @@ The throttle is what the client's quotas (quotas.py) held it back by when
 the supervisor answered: the worker mutes the client's connection that
 long, as its own answers do (the response's throttle_time_ms says so too).
 
+A message that is not a relay request -- another frame count, a header
+that does not decode -- is dropped, logged (rate-limited) and counted
+(``RelayServer.dropped``, kafkalite_relay_messages_dropped): only the
+node's processes can send one (a worker gone wrong, or a bug), and the
+supervisor's loop, which every process of the node depends on, must not
+end on it.
+
 Kinds: RESPONSE; ERROR (a whole-request error: the worker answers it in the
 API's schema, exactly as for a request it served itself); NOTHING (the
 request gets no answer: unmute); CLOSE (the request could not be decoded:
@@ -127,6 +134,8 @@ class RelayServer:
                  bind_host: str = "127.0.0.1", advertised_host: str = "127.0.0.1", curve=None):
         self.dispatcher = dispatcher
         self._bad_input = RateLimitedLog(log)
+        self.dropped = 0                 # malformed messages dropped (see the module)
+        self._unencodable = RateLimitedLog(log)
         self._throttles: dict = {}       # (worker, relay id) -> ms, until the answer goes
         self.socket = zctx.socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
@@ -149,15 +158,22 @@ class RelayServer:
                 return
             if len(frames) == 3:
                 self._on_request(*frames)
+            else:
+                self._drop(frames[0], f"{len(frames) - 1} frames, not 2")
 
     def close(self) -> None:
         self.socket.close()
+
+    def _drop(self, worker: bytes, why: str) -> None:
+        self.dropped += 1
+        self._bad_input.warning("dropped a malformed relay message (%d so far) from %r: %s",
+                                self.dropped, bytes(worker)[:64], why)
 
     def _on_request(self, worker: bytes, relay_header: bytes, payload: bytes) -> None:
         try:
             relay_id, address, principal, listener_name = decode_relay_request(relay_header)
         except (ValueError, struct.error) as exc:
-            self._bad_input.warning("dropped a malformed relay header from %r: %s", worker, exc)
+            self._drop(worker, f"its header: {exc}")
             return
         try:
             # Kafka ignores bytes after a request body, and clients rely on it.
@@ -185,7 +201,10 @@ class RelayServer:
         try:
             frame = encode_response(h.api_key, h.api_version, h.correlation_id, body)
         except ProtocolError as exc:
-            log.error("cannot encode the relayed %r response: %s", h.api_key, exc)
+            # rate-limited: what a request names (its principal, a resource)
+            # can make the answer's message too long to encode, as often as
+            # it is sent
+            self._unencodable.warning("cannot encode the relayed %r response: %s", h.api_key, exc)
             self.send_error(ctx, errors.UnknownServerError.code, f"cannot encode the response: {exc}")
             return
         self.socket.send_multipart([worker, encode_relay_reply(

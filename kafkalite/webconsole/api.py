@@ -55,7 +55,7 @@ def _int(params: dict, name: str, default=None, lo=None, hi=None):
         return default
     try:
         value = int(raw)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):      # OverflowError: JSON's 1e400 is inf
         raise BadRequest(f"{name} must be an integer, not {raw!r}") from None
     if (lo is not None and value < lo) or (hi is not None and value > hi):
         raise BadRequest(f"{name} must be between {lo} and {hi}, not {value}")

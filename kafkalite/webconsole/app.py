@@ -202,7 +202,12 @@ class ConsoleApp:
             raise _HttpError(400, "Content-Length is not a number") from None
         if length > MAX_BODY:
             raise _HttpError(413, f"a request body may be at most {MAX_BODY} bytes")
-        raw = environ["wsgi.input"].read(length) if length > 0 else b""
+        try:
+            raw = environ["wsgi.input"].read(length) if length > 0 else b""
+        except OSError:          # the HTTP server's read timeout: the client stopped sending
+            raw = None
+        if raw is None or len(raw) < length:
+            raise _HttpError(400, f"the body ended before its Content-Length ({length} bytes)")
         if not raw:
             return {}
         try:
