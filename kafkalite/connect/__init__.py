@@ -20,7 +20,9 @@ records and source offsets in one transaction (worker.py).
 The worker's clients are kafkalite's native ones, or with
 ``kafkalite.client.protocol=kafka`` confluent-kafka's and a Kafka-protocol
 group client of its own, so a worker runs against any Kafka-speaking
-cluster (clients.py, kafka_group.py).
+cluster (clients.py, kafka_group.py). On a secured cluster the REST API
+asks for logins, checked by a SASL login to the brokers (rest_login.py),
+and a connector's clients log in as the user who created it (creator.py).
 
 What it may import: kafkalite.client (distributed.py also names the group
 requests by kafkalite.protocol's ApiKey, as the client's own group code

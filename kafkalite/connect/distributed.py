@@ -143,6 +143,7 @@ from kafkalite.connect.errors import (REBALANCE_CONFLICT, BadRequestException, C
                                       RebalanceNeededException)
 from kafkalite.connect.herder import (Herder, ask_connector, check_offsets, not_stopped,
                                       offsets_answer, restart_plan, sink_offsets_of)
+from kafkalite.connect.rest_login import CALLER
 from kafkalite.connect.signature import (ALGORITHMS, DEFAULT_ALGORITHM, DEFAULT_KEY_TTL_MS,
                                          SESSION_KEY, SessionKey, sign, verify)
 
@@ -1509,6 +1510,10 @@ class DistributedHerder(Herder):
             raise NotFoundException(f"Connector {name} not found")
         return config
 
+    def _connector_config_or_none(self, name):
+        with self.internal._lock:
+            return self.internal.configs.get(name)
+
     def connectors(self):
         with self.internal._lock:
             return sorted(self.internal.configs)
@@ -1653,7 +1658,10 @@ class DistributedHerder(Herder):
         what = ' task '.join(map(str, parse_unit(unit)))
         if owner is None:
             raise RebalanceNeededException(f"{REBALANCE_CONFLICT}: {what} has no owner yet")
-        return self._http(owner + path, method, body, f"{what}'s owner {owner}")
+        # on the caller's behalf: the owner checks the caller's login (rest_login.py)
+        caller = CALLER.get()
+        return self._http(owner + path, method, body, f"{what}'s owner {owner}",
+                          headers={"Authorization": caller} if caller else None)
 
     @staticmethod
     def _http(url, method, body, who, timeout=60, headers=None):
@@ -1678,6 +1686,10 @@ class DistributedHerder(Herder):
                 raise RebalanceNeededException(msg) from None
             if e.code == 403:
                 raise ForbiddenException(msg) from None
+            if e.code == 401:
+                # the owner refused the login this worker took (the password changed
+                # since): the caller's to fix, not a failure of the cluster
+                raise ForbiddenException(f"{who} refused the login: {msg}") from None
             raise ConnectException(msg) from None
         except OSError as e:
             # the worker is gone (killed, stopping): the group moves its units (or elects

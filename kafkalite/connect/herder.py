@@ -25,6 +25,7 @@ import traceback
 from kafkalite.connect import plugins
 from kafkalite.connect.config import (CLASS, INT, LIST, STRING, ConfigDef, ConfigException,
                                       at_least)
+from kafkalite.connect.creator import admin_config
 from kafkalite.connect.errors import (AlreadyExistsException, BadRequestException,
                                       ConnectException, NotFoundException)
 from kafkalite.connect.tolerance import CONFIG as ERRORS_CONFIG
@@ -535,6 +536,17 @@ class Herder:
     def _sink_group(self, name):
         return f"connect-{name}"
 
+    def _connector_config_or_none(self, name) -> dict | None:
+        c = self._connectors.get(name)
+        return None if c is None else c.config
+
+    def _admin_config(self, name) -> dict:
+        """The admin client of a connector's offsets endpoints: the worker's
+        settings with the connector's ``admin.override.*``, so it acts as the
+        connector's creator (creator.py), as Kafka's does."""
+        return admin_config(self.worker.client_config,
+                            self._connector_config_or_none(name) or {})
+
     def offsets(self, name) -> dict:
         with self._lock:
             c = self._get(name)
@@ -548,7 +560,7 @@ class Herder:
 
     def _sink_offsets(self, name) -> dict:
         from kafkalite.connect.clients import AdminClient
-        admin = AdminClient(self.worker.client_config)
+        admin = AdminClient(self._admin_config(name))
         try:
             tps = admin.list_consumer_group_offsets(self._sink_group(name)).result()
         except Exception:   # noqa: BLE001 -- no group yet: no offsets
@@ -584,7 +596,7 @@ class Herder:
         from kafkalite.client import TopicPartition
         from kafkalite.connect.clients import AdminClient
         tps = [TopicPartition(tp.topic, tp.partition, off) for tp, off in wanted.items()]
-        admin = AdminClient(self.worker.client_config)
+        admin = AdminClient(self._admin_config(name))
         try:
             admin.alter_consumer_group_offsets(self._sink_group(name), tps).result()
         except (NonEmptyGroupError, UnknownMemberIdError):
@@ -595,7 +607,7 @@ class Herder:
     def _reset_sink(self, name):
         """Kafka's reset of a sink connector's offsets: its consumer group deleted."""
         from kafkalite.connect.clients import AdminClient
-        admin = AdminClient(self.worker.client_config)
+        admin = AdminClient(self._admin_config(name))
         try:
             admin.delete_consumer_groups([self._sink_group(name)])[
                 self._sink_group(name)].result()

@@ -19,6 +19,14 @@ on the forwarded request; see distributed.py), and ``POST
 signed with the cluster's session key (KIP-507, signature.py: 400 without a
 signature, 403 with a wrong one).
 
+Logins (rest_login.py): on a worker whose ``security.protocol`` is SASL_*
+(or with ``rest.authentication=sasl``) every path but ``GET /`` and that
+signed internal call asks for HTTP Basic credentials, checked by a SASL
+login to the brokers (401 with ``WWW-Authenticate`` otherwise); a request
+forwarded to the leader carries its caller's ``Authorization``. A
+connector created or reconfigured then acts as its caller (creator.py);
+the REST API shows its client passwords as ``[hidden]``.
+
 Who calls: the ``kafkalite connect`` command and tests (RestServer).
 """
 from __future__ import annotations
@@ -34,14 +42,20 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.serving import make_server
 
 from kafkalite.connect import plugins
+from kafkalite.connect.clients import KAFKA, protocol_of
+from kafkalite.connect.creator import as_creator, hide_credentials
 from kafkalite.connect.errors import (REBALANCE_CONFLICT, AlreadyExistsException,
                                       BadRequestException, ConnectException, ForbiddenException,
                                       NotFoundException, NotLeaderException,
                                       RebalanceNeededException)
+from kafkalite.connect.rest_login import CALLER, REALM, BrokersUnreachable, broker_login
 from kafkalite.connect.signature import ALGORITHM_HEADER, SIGNATURE_HEADER
 
 log = logging.getLogger("kafkalite.connect")
 MAX_BODY = 8 << 20
+_FROM_WORKER_CONFIG = object()
+# Kafka's internal endpoint: signed with the session key instead of a login (signature.py)
+_SIGNED_ENDPOINTS = {("POST", "put_task_configs")}
 # a request forwarded to the leader may wait out a rebalance there, then its write: Kafka's
 # default REST request timeout
 FORWARD_TIMEOUT_S = 90
@@ -77,6 +91,9 @@ def _forward_to_leader(e: NotLeaderException):
     # an internal request keeps its signature: the leader checks it over the same body
     signed = {h: request.headers[h] for h in (SIGNATURE_HEADER, ALGORITHM_HEADER)
               if h in request.headers}
+    # the leader checks the caller's login again, and a create there acts as the caller
+    if "Authorization" in request.headers:
+        signed["Authorization"] = request.headers["Authorization"]
     req = urllib.request.Request(url, method=request.method, data=request.get_data() or None,
                                  headers={"Content-Type": request.content_type or
                                           "application/json", **signed})
@@ -94,11 +111,64 @@ def _forward_to_leader(e: NotLeaderException):
     return Response(body, status=status, content_type=ctype)
 
 
-def create_app(herder) -> Flask:
+def _unauthorized():
+    resp = _error(401, "log in with HTTP Basic credentials of a user of the Kafka cluster "
+                       "(curl -u USER)")
+    resp.headers["WWW-Authenticate"] = f'Basic realm="{REALM}", charset="UTF-8"'
+    return resp
+
+
+def create_app(herder, login=_FROM_WORKER_CONFIG) -> Flask:
+    """``login``: a rest_login.BrokerLogin, None for none; by default the
+    one ``rest.authentication`` of the herder's worker config asks for."""
     app = Flask("kafkalite.connect")
     app.json.sort_keys = False
     # bodies are configs: a few KB; a huge one is refused (413), not buffered
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
+    worker_config = herder.worker.config
+    if login is _FROM_WORKER_CONFIG:
+        login = broker_login(worker_config)
+    # kafkalite's native clients log in with the worker's key pair, not with SASL settings
+    acts_as_creator = login is not None and protocol_of(worker_config) == KAFKA
+    if login is not None and not acts_as_creator:
+        log.warning("REST logins are on, but the worker's clients are kafkalite's native ones: "
+                    "connectors act as the worker's principal, not as their creators "
+                    "(kafkalite.client.protocol=kafka makes them act as their creators)")
+
+    @app.before_request
+    def _login():
+        if login is None:
+            return None
+        endpoint = request.url_rule.endpoint if request.url_rule is not None else None
+        if (request.method, endpoint) in _SIGNED_ENDPOINTS or \
+                (request.method in ("GET", "HEAD") and endpoint == "root"):
+            return None
+        header = request.headers.get("Authorization")
+        try:
+            creds = login.login(header)
+        except BrokersUnreachable as e:
+            return _error(503, f"the credentials could not be checked: {e}")
+        if creds is None:
+            return _unauthorized()
+        request.environ["kafkalite.connect.caller"] = creds
+        request.environ["kafkalite.connect.caller_token"] = CALLER.set(header)
+        return None
+
+    @app.teardown_request
+    def _logout(_exc):
+        token = request.environ.pop("kafkalite.connect.caller_token", None)
+        if token is not None:
+            CALLER.reset(token)
+
+    def _as_caller(config: dict) -> dict:
+        creds = request.environ.get("kafkalite.connect.caller")
+        if not acts_as_creator or creds is None:
+            return config
+        return as_creator(config, creds.user, creds.password)
+
+    def _shown(info: dict) -> dict:
+        return {**info, "config": hide_credentials(info["config"])} if "config" in info \
+            else info
 
     @app.errorhandler(NotFoundException)
     def _nf(e):
@@ -159,7 +229,7 @@ def create_app(herder) -> Flask:
             if "status" in expand:
                 out[n]["status"] = herder.status(n)
             if "info" in expand:
-                out[n]["info"] = herder.connector_info(n)
+                out[n]["info"] = _shown(herder.connector_info(n))
         return out
 
     @app.post("/connectors")
@@ -174,13 +244,13 @@ def create_app(herder) -> Flask:
         if "name" in config and config["name"] != name:
             raise BadRequestException("Connector name configuration (" + str(config["name"]) +
                                       ") doesn't match connector name in the URL (" + name + ")")
-        _, info = herder.put_connector_config(name, {**config, "name": name}, False,
+        _, info = herder.put_connector_config(name, _as_caller({**config, "name": name}), False,
                                               body.get("initial_state"))
-        return info, 201
+        return _shown(info), 201
 
     @app.get("/connectors/<name>")
     def get_connector(name):
-        return herder.connector_info(name)
+        return _shown(herder.connector_info(name))
 
     @app.delete("/connectors/<name>")
     def delete_connector(name):
@@ -189,15 +259,15 @@ def create_app(herder) -> Flask:
 
     @app.get("/connectors/<name>/config")
     def get_config(name):
-        return herder.connector_config(name)
+        return hide_credentials(herder.connector_config(name))
 
     @app.put("/connectors/<name>/config")
     def put_config(name):
         body = _json_body()
         if not isinstance(body, dict):
             raise BadRequestException("the body is the connector's config object")
-        created, info = herder.put_connector_config(name, body, True)
-        return info, 201 if created else 200
+        created, info = herder.put_connector_config(name, _as_caller(body), True)
+        return _shown(info), 201 if created else 200
 
     @app.get("/connectors/<name>/status")
     def status(name):
@@ -209,7 +279,7 @@ def create_app(herder) -> Flask:
 
     @app.get("/connectors/<name>/tasks")
     def tasks(name):
-        return jsonify(herder.task_configs(name))
+        return jsonify([_shown(t) for t in herder.task_configs(name)])
 
     @app.post("/connectors/<name>/tasks")
     def put_task_configs(name):

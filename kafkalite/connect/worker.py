@@ -16,8 +16,10 @@ Connect's), converters, transforms, ``put(records)``; every
 are revoked and when it stops: ``pre_commit(offsets)`` (by default flush)
 and a synchronous commit of the offsets it returns. Partitions the group
 took away (``on_lost``) are closed without a commit, and a commit the
-group refuses in a rebalance is not the task's failure. Records skipped by the
-error tolerance count as consumed.
+group refuses in a rebalance is not the task's failure; a consumer refused
+by the brokers (an authorization or login error: a connector acting as a
+creator without READ on its topic, creator.py) fails the task, as Kafka's.
+Records skipped by the error tolerance count as consumed.
 
 Pause stops polling (a sink task's consumer pauses its partitions and
 keeps its group membership); stop asks the task to stop and joins the
@@ -55,8 +57,19 @@ log = logging.getLogger("kafkalite.connect")
 
 UNASSIGNED, RUNNING, PAUSED, FAILED, RESTARTING, STOPPED = (
     "UNASSIGNED", "RUNNING", "PAUSED", "FAILED", "RESTARTING", "STOPPED")
+# consumer errors no retry mends (TOPIC_, GROUP_, CLUSTER_AUTHORIZATION_FAILED,
+# SASL_AUTHENTICATION_FAILED, librdkafka's _AUTHENTICATION): the sink task fails, as Kafka's
+# does on its consumer's authorization and authentication exceptions, instead of polling on
+_DENIED_CODES = (29, 30, 31, 58, -169)
 _BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter"
 _JSON = "org.apache.kafka.connect.json.JsonConverter"
+
+
+def _denied(err) -> bool:
+    """Whether a consumer's error (confluent-kafka's KafkaError, or
+    kafkalite's) is a refused login or authorization."""
+    code = getattr(err, "code", None)
+    return (code() if callable(code) else code) in _DENIED_CODES
 
 
 class OffsetStorageReader:
@@ -466,6 +479,9 @@ class WorkerSinkTask(WorkerTask):
                 records = []
                 for m in msgs:
                     if m.error():
+                        if _denied(m.error()):
+                            raise ConnectException(f"the consumer of connector "
+                                                   f"{self.connector} was refused: {m.error()}")
                         continue
                     r = self._convert(m, handler)
                     if r is not None:

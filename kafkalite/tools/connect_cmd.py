@@ -11,6 +11,8 @@ The worker properties use Kafka's keys (``bootstrap.servers``,
 to the compacted ``offset.storage.topic`` (default ``connect-offsets``).
 ``kafkalite.client.protocol=kafka`` makes every client of the worker (the
 offsets topic's here too) speak Kafka's protocol (connect/clients.py).
+With a SASL ``security.protocol`` the REST API asks for HTTP Basic
+credentials of the cluster's users (``rest.authentication``, rest_login.py).
 Each connector file is Java properties or JSON (a config object, or
 ``{"name": ..., "config": {...}}``). The REST API then serves on
 ``rest.host.name:rest.port`` (default 127.0.0.1:8083) until SIGTERM or
@@ -27,7 +29,12 @@ import urllib.parse
 
 DESCRIPTION = ("Run a Kafka Connect worker: standalone (like connect-standalone.sh, connectors "
                "from properties/JSON files) or distributed (like connect-distributed.sh, a "
-               "worker of the group.id cluster); Kafka Connect's REST API on rest.port.")
+               "worker of the group.id cluster); Kafka Connect's REST API on rest.port. "
+               "Worker setting rest.authentication: sasl (the default when the worker's "
+               "security.protocol is SASL_PLAINTEXT or SASL_SSL) asks every REST call but GET / "
+               "for HTTP Basic credentials (curl -u USER), checked by a SASL login to the "
+               "brokers, and connectors act as the user who created them; none (the default "
+               "otherwise) asks for none.")
 
 
 def add_arguments(sub, client_args) -> None:

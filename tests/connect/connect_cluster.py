@@ -54,9 +54,11 @@ def call(method, url, path, **kw):
     return requests.request(method, url + path, timeout=60, **kw)
 
 
-def get(url, path):
+def get(url, path, auth=None):
+    """The JSON of a GET (None unless 200); ``auth`` (user, password) for a
+    worker whose REST API asks for logins."""
     try:
-        r = requests.get(url + path, timeout=10)
+        r = requests.get(url + path, timeout=10, auth=auth)
     except requests.ConnectionError:
         return None
     return r.json() if r.status_code == 200 else None

@@ -334,11 +334,15 @@ def test_distributed_worker_over_sasl_ssl(tmp_path, workers, mechanism):
         workers.append(start_worker(srv, tmp_path, 0, group, port, **KAFKA, **security,
                                     **{"bootstrap.servers": srv.kafka_bootstrap}))
         (p, u), = workers
-        wait_until(lambda: get(u, "/connectors") == [], timeout=90, message="the REST API")
-        r = requests.post(u + "/connectors", timeout=60, json={"name": "s-src", "config": {
-            "connector.class": "FileStreamSource", "file": str(src), "topic": "sasl-t"}})
+        # a SASL worker's REST API asks for a login of the cluster (rest_login.py)
+        login = ("alice", "alice-secret-1")
+        wait_until(lambda: get(u, "/connectors", login) == [], timeout=90,
+                   message="the REST API")
+        r = requests.post(u + "/connectors", timeout=60, auth=login, json={
+            "name": "s-src", "config": {"connector.class": "FileStreamSource",
+                                        "file": str(src), "topic": "sasl-t"}})
         assert r.status_code == 201, r.text
-        wait_until(lambda: (st := get(u, "/connectors/s-src/status")) and st["tasks"] and
+        wait_until(lambda: (st := get(u, "/connectors/s-src/status", login)) and st["tasks"] and
                    st["tasks"][0]["state"] == "RUNNING", timeout=60, message="the source RUNNING")
         c = confluent_kafka.Consumer({"bootstrap.servers": srv.kafka_bootstrap, **security,
                                       "group.id": "sasl-check", "auto.offset.reset": "earliest"})
