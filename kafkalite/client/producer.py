@@ -1194,9 +1194,16 @@ class _Sender:
         now = time.monotonic()
         if self.retrying.get((b.topic, b.partition)) is b:
             del self.retrying[(b.topic, b.partition)]
-        if b.attempts > self.retries or now >= b.deadline:
-            why = "delivery.timeout.ms expired" if now >= b.deadline else "retries exhausted"
-            self.p._report(b, type(err)(f"{err.message} ({why})"), -1)
+        if now >= b.deadline:
+            # told as when the batch expires waiting for its retry (the
+            # timing decides which comes first): the timeout, and what the
+            # last attempt met
+            self.p._report(b, errors.RequestTimedOutError(
+                f"delivery.timeout.ms expired before {b.topic}-{b.partition} was acknowledged "
+                f"({b.attempts} attempts, the last failed: {err})"), -1)
+            return
+        if b.attempts > self.retries:
+            self.p._report(b, type(err)(f"{err.message} (retries exhausted)"), -1)
             return
         b.retry_at = now + self.backoff
         b.last_error = err
