@@ -19,6 +19,8 @@ import struct
 import time
 import uuid
 
+import zmq
+
 from harness import read_all, rss_mb
 from kafkalite.protocol import ApiKey, encode_request
 from soak import setting
@@ -216,3 +218,31 @@ class AckedRecords:
               f"{len(self.acked)} acknowledged, {len(self.failed)} failed")
         assert not missing, f"{label}: {len(missing)} acknowledged records are not readable"
         assert len(self.acked) == self.sent, f"{label}: good records failed: {self.failed[:3]}"
+
+
+def read_answers(dealers) -> int:
+    """Read (and drop) what the DEALER sockets ``dealers`` have received; how many."""
+    n = 0
+    for d in dealers:
+        while True:
+            try:
+                d.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                break
+            n += 1
+    return n
+
+
+def fuzz_dealers(dealers, next_message, good: "AckedRecords", good_every: int) -> int:
+    """Send INPUTS messages (``next_message()``, a list of frames each),
+    round-robin over ``dealers``, with ``good``'s well-behaved produce and a
+    read of the answers every ``good_every``; the answers read."""
+    answers = 0
+    for i in range(INPUTS):
+        dealers[i % len(dealers)].send_multipart(next_message(), copy=True)
+        if i % good_every == 0:
+            good.produce()
+            answers += read_answers(dealers)
+        if i % 2000 == 0:
+            time.sleep(0.005)            # let the servers breathe: this is no load test
+    return answers

@@ -285,3 +285,50 @@ def socket_inodes(pid: int) -> set[str]:
         if target.startswith("socket:["):
             inodes.add(target[8:-1])
     return inodes
+
+
+def listening_ports(pid: int) -> set[int]:
+    """The TCP ports process ``pid`` listens on (its sockets' inodes in
+    /proc/<pid>/fd, matched in /proc/net/tcp{,6})."""
+    inodes = socket_inodes(pid)
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and fields[9] in inodes:      # LISTEN
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def secured_server(root, passwords: dict, extra_args=(), super_users: str = "User:admin",
+                   mechanism: str = "SCRAM-SHA-256") -> ServerProcess:
+    """A started server with security on as the security tests meet it:
+    SASL_PLAINTEXT Kafka listeners, the authorizer with ``super_users``, and
+    the users of ``passwords`` ({name: password}) added with the CLI (in
+    process) under ``mechanism``; its data directory is ``root``/data."""
+    data = root / "data"
+    data.mkdir(exist_ok=True)
+    for user, password in passwords.items():
+        r = run_cli("users", "add", user, "--mechanism", mechanism, "--data-dir", str(data),
+                    stdin=password.encode() + b"\n")
+        assert r.returncode == 0, r.stderr.decode()
+    config = root / "server.toml"
+    config.write_text(f'authorizer_enabled = true\nsuper_users = "{super_users}"\n')
+    return ServerProcess(str(data), extra_args=[
+        "--config", str(config), "--kafka-security-protocol", "SASL_PLAINTEXT",
+        *extra_args]).start()
+
+
+def sasl_config(server, user: str, password: str, mechanism: str = "SCRAM-SHA-256") -> dict:
+    """A Kafka client's settings for ``secured_server``'s listener as ``user``."""
+    return {"bootstrap.servers": server.kafka_bootstrap, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": mechanism, "sasl.username": user, "sasl.password": password}
+
+
+def stop_server(server) -> None:
+    """A module fixture's end: stopped if it still runs (a test may have
+    killed it), then whatever is left killed."""
+    if server.proc.poll() is None:
+        server.stop()
+    server.kill()

@@ -22,7 +22,7 @@ from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, 
                                    NewTopic, ResourcePatternType, ResourceType)
 from connect_cluster import free_ports, group_name, start_worker
 from connect_helpers import Connect, lines_of
-from harness import ServerProcess, run_cli, wait_until
+from harness import secured_server, stop_server, wait_until
 
 PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 MECHANISM = "SCRAM-SHA-256"
@@ -31,20 +31,10 @@ LINES = [f"line-{i}" for i in range(20)]
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("connect-auth")
-    data = root / "data"
-    data.mkdir()
-    for user, password in PASSWORDS.items():
-        r = run_cli("users", "add", user, "--mechanism", MECHANISM, "--data-dir", str(data),
-                    stdin=password.encode() + b"\n")
-        assert r.returncode == 0, r.stderr.decode()
-    config = root / "server.toml"
-    config.write_text('authorizer_enabled = true\nsuper_users = "User:admin"\n')
-    srv = ServerProcess(str(data), extra_args=[
-        "--config", str(config), "--kafka-security-protocol", "SASL_PLAINTEXT"]).start()
+    srv = secured_server(tmp_path_factory.mktemp("connect-auth"), PASSWORDS,
+                         mechanism=MECHANISM)
     yield srv
-    srv.stop()
-    srv.kill()
+    stop_server(srv)
 
 
 def sasl(user: str) -> dict:

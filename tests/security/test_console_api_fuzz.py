@@ -30,7 +30,7 @@ import urllib.parse
 import pytest
 
 from fuzzing import INPUTS, Survival, fuzz_rng
-from harness import ServerProcess, create, run_cli
+from harness import create, secured_server, stop_server
 from kafkalite.client import Consumer, Producer, TopicPartition
 from kafkalite.webconsole import app as console_app
 
@@ -46,22 +46,11 @@ ROUTES = [(m, p.split("?")[0]) for m, p in re.findall(r"^\s+(GET|POST|DELETE)\s+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("console")
-    (root / "data").mkdir()
-    r = run_cli("users", "add", ADMIN, "--mechanism", "SCRAM-SHA-256", "--data-dir",
-                str(root / "data"), stdin=PASSWORD.encode() + b"\n")
-    assert r.returncode == 0, r.stderr.decode()
-    config = root / "server.toml"
-    config.write_text(f'authorizer_enabled = true\nsuper_users = "User:{ADMIN}"\n')
-    srv = ServerProcess(str(root / "data"), extra_args=[
-        "--config", str(config), "--kafka-security-protocol", "SASL_PLAINTEXT",
-        "--console"]).start()
+    srv = secured_server(tmp_path_factory.mktemp("console"), {ADMIN: PASSWORD}, ["--console"])
     try:
         yield srv
     finally:
-        if srv.proc.poll() is None:
-            srv.stop()
-        srv.kill()
+        stop_server(srv)
 
 
 def basic(user: str, password: str) -> bytes:

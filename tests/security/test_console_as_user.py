@@ -26,7 +26,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartiti
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
                                    NewTopic, ResourcePatternType, ResourceType)
 
-from harness import ServerProcess, run_cli, wait_until
+from harness import sasl_config, secured_server, stop_server, wait_until
 
 PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret"}
 A, B, GA, GB = "team-a.orders", "team-b.payroll", "team-a.app", "team-b.app"
@@ -34,9 +34,7 @@ RECORDS = 3
 
 
 def sasl(srv, user: str) -> dict:
-    return {"bootstrap.servers": srv.kafka_bootstrap, "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanisms": "SCRAM-SHA-256", "sasl.username": user,
-            "sasl.password": PASSWORDS[user]}
+    return sasl_config(srv, user, PASSWORDS[user])
 
 
 def allow(admin: AdminClient, rtype, name: str, *operations) -> None:
@@ -48,18 +46,7 @@ def allow(admin: AdminClient, rtype, name: str, *operations) -> None:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("console-as-user")
-    data = root / "data"
-    data.mkdir()
-    for user, password in PASSWORDS.items():
-        r = run_cli("users", "add", user, "--mechanism", "SCRAM-SHA-256", "--data-dir",
-                    str(data), stdin=password.encode() + b"\n")
-        assert r.returncode == 0, r.stderr.decode()
-    config = root / "server.toml"
-    config.write_text('authorizer_enabled = true\nsuper_users = "User:admin"\n')
-    srv = ServerProcess(str(data), extra_args=[
-        "--config", str(config), "--kafka-security-protocol", "SASL_PLAINTEXT",
-        "--console"]).start()
+    srv = secured_server(tmp_path_factory.mktemp("console-as-user"), PASSWORDS, ["--console"])
     admin = AdminClient(sasl(srv, "admin"))
     for f in admin.create_topics([NewTopic(A, 1, 1), NewTopic(B, 1, 1)]).values():
         f.result(30)
@@ -77,8 +64,7 @@ def server(tmp_path_factory):
     allow(admin, ResourceType.GROUP, GA, AclOperation.READ)
     srv.admin = admin
     yield srv
-    srv.stop()
-    srv.kill()
+    stop_server(srv)
 
 
 def call(srv, path: str, user: str, method: str = "GET", body: dict | None = None):

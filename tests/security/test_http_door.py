@@ -26,34 +26,20 @@ import pytest
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
                                    NewTopic, ResourcePatternType, ResourceType)
 
-from harness import ServerProcess, run_cli, wait_until
+from harness import sasl_config, secured_server, stop_server, wait_until
 
 PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret"}
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("http")
-    data = root / "data"
-    data.mkdir()
-    for user, password in PASSWORDS.items():
-        r = run_cli("users", "add", user, "--mechanism", "SCRAM-SHA-256", "--data-dir",
-                    str(data), stdin=password.encode() + b"\n")
-        assert r.returncode == 0, r.stderr.decode()
-    config = root / "server.toml"
-    config.write_text('authorizer_enabled = true\nsuper_users = "User:admin"\n')
-    srv = ServerProcess(str(data), extra_args=[
-        "--config", str(config), "--kafka-security-protocol", "SASL_PLAINTEXT",
-        "--console"]).start()
+    srv = secured_server(tmp_path_factory.mktemp("http"), PASSWORDS, ["--console"])
     yield srv
-    srv.stop()
-    srv.kill()
+    stop_server(srv)
 
 
 def kafka_admin(srv, user: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": srv.kafka_bootstrap,
-                        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "SCRAM-SHA-256",
-                        "sasl.username": user, "sasl.password": PASSWORDS[user]})
+    return AdminClient(sasl_config(srv, user, PASSWORDS[user]))
 
 
 def call(url: str, user: str | None = None, password: str | None = None, method: str = "GET",

@@ -35,7 +35,7 @@ import pytest
 import zmq
 import zmq.utils.monitor
 
-from harness import ServerProcess, create, read_all, run_cli, wait_until
+from harness import create, read_all, sasl_config, secured_server, stop_server, wait_until
 from kafkalite import errors, local_socket
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType,
                                    ResourcePatternType, ResourceType)
@@ -53,19 +53,9 @@ PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret"}
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("doors")
-    (root / "data").mkdir()
-    for user, password in PASSWORDS.items():
-        r = run_cli("users", "add", user, "--mechanism", "SCRAM-SHA-256", "--data-dir",
-                    str(root / "data"), stdin=password.encode() + b"\n")
-        assert r.returncode == 0, r.stderr.decode()
-    config = root / "server.toml"
-    config.write_text('authorizer_enabled = true\nsuper_users = "User:admin"\n')
-    srv = ServerProcess(str(root / "data"), extra_args=[
-        "--config", str(config), "--kafka-security-protocol", "SASL_PLAINTEXT"]).start()
+    srv = secured_server(tmp_path_factory.mktemp("doors"), PASSWORDS)
     yield srv
-    srv.stop()
-    srv.kill()
+    stop_server(srv)
 
 
 def native_endpoints(srv) -> list[str]:
@@ -129,10 +119,8 @@ def test_no_ring_is_handed_to_a_local_user_who_may_not_write(server, topic_name)
 
 
 def kafka_producer(srv, user: str) -> confluent_kafka.Producer:
-    return confluent_kafka.Producer({
-        "bootstrap.servers": srv.kafka_bootstrap, "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanisms": "SCRAM-SHA-256", "sasl.username": user,
-        "sasl.password": PASSWORDS[user], "message.timeout.ms": 10000})
+    return confluent_kafka.Producer({**sasl_config(srv, user, PASSWORDS[user]),
+                                     "message.timeout.ms": 10000})
 
 
 def produce_errors(producer, topic: str, n: int) -> list:
@@ -146,10 +134,7 @@ def produce_errors(producer, topic: str, n: int) -> list:
 
 def grant(srv, principal: str, topic: str, *operations, host: str = "*") -> None:
     """ACLs made by the super user through Kafka's listener."""
-    admin = confluent_kafka.admin.AdminClient({
-        "bootstrap.servers": srv.kafka_bootstrap, "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanisms": "SCRAM-SHA-256", "sasl.username": "admin",
-        "sasl.password": PASSWORDS["admin"]})
+    admin = confluent_kafka.admin.AdminClient(sasl_config(srv, "admin", PASSWORDS["admin"]))
     for f in admin.create_acls([AclBinding(
             ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal, host, op,
             AclPermissionType.ALLOW) for op in operations]).values():

@@ -22,9 +22,9 @@ import time
 import pytest
 import zmq
 
-from fuzzing import (INPUTS, AckedRecords, Survival, base_native_requests, fuzz_rng, mutate,
-                     random_frame, record_batch)
-from harness import ServerProcess, create, run_cli
+from fuzzing import (INPUTS, AckedRecords, Survival, base_native_requests, fuzz_dealers, fuzz_rng,
+                     mutate, random_frame, read_answers, record_batch)
+from harness import create, secured_server, stop_server
 from kafkalite.local_socket import native_door
 from kafkalite.protocol import ApiKey, curve, encode_request
 
@@ -35,21 +35,11 @@ PRINCIPALS = ["User:admin", "User:nobody", "User:ANONYMOUS", "", "User:", ":", "
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("native-secured")
-    (root / "data").mkdir()
-    r = run_cli("users", "add", "admin", "--mechanism", "SCRAM-SHA-256", "--data-dir",
-                str(root / "data"), stdin=b"admin-secret\n")
-    assert r.returncode == 0, r.stderr.decode()
-    config = root / "server.toml"
-    config.write_text('authorizer_enabled = true\nsuper_users = "User:admin"\n')
-    srv = ServerProcess(str(root / "data"), extra_args=[
-        "--config", str(config), "--kafka-security-protocol", "SASL_PLAINTEXT"]).start()
+    srv = secured_server(tmp_path_factory.mktemp("native-secured"), {"admin": "admin-secret"})
     try:
         yield srv
     finally:
-        if srv.proc.poll() is None:
-            srv.stop()
-        srv.kill()
+        stop_server(srv)
 
 
 def produce_for(rng, topic: str) -> list[bytes]:
@@ -108,33 +98,15 @@ def test_fuzzed_native_requests_of_principals_never_crash_grow_or_lose_records(s
                 target = endpoint
             d.connect(target)
             dealers.append(d)
-    answers = 0
-
-    def read_answers() -> int:
-        n = 0
-        for d in dealers:
-            while True:
-                try:
-                    d.recv_multipart(zmq.NOBLOCK, copy=False)
-                except zmq.Again:
-                    break
-                n += 1
-        return n
-
     started = time.monotonic()
     try:
-        for i in range(INPUTS):
-            dealers[i % len(dealers)].send_multipart(message(rng, bases, topic_name))
-            if i % GOOD_EVERY == 0:
-                good.produce()
-                answers += read_answers()
-            if i % 2000 == 0:
-                time.sleep(0.005)            # let the servers breathe: this is no load test
+        answers = fuzz_dealers(dealers, lambda: message(rng, bases, topic_name), good,
+                               GOOD_EVERY)
         for d in dealers:                         # each door of each ROUTER still answers
-            answers += read_answers()
+            answers += read_answers(dealers)
             d.send(encode_request(ApiKey.API_VERSIONS, 0, 0x5EED, "probe", {}))
             assert d.poll(60_000), "a native port stopped answering"
-        answers += read_answers()
+        answers += read_answers(dealers)
     finally:
         for d in dealers:
             d.close(0)

@@ -21,7 +21,7 @@ import time
 import zmq
 import zmq.utils.monitor
 
-from harness import socket_inodes, wait_until
+from harness import listening_ports, wait_until
 from kafkalite.client import AdminClient
 from kafkalite.protocol import ApiKey, curve, encode_request
 from kafkalite.server import processes
@@ -41,20 +41,6 @@ def control_endpoint(srv) -> str:
     with open(f"/proc/{srv.worker_pids()[0]}/cmdline") as f:
         argv = f.read().split("\0")
     return argv[argv.index("--control") + 1]
-
-
-def listening_ports(pid: int) -> set[int]:
-    """The TCP ports process ``pid`` listens on (its sockets' inodes in
-    /proc/<pid>/fd, matched in /proc/net/tcp{,6})."""
-    inodes = socket_inodes(pid)
-    ports = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table) as f:
-            for line in f.readlines()[1:]:
-                fields = line.split()
-                if fields[3] == "0A" and fields[9] in inodes:      # LISTEN
-                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
-    return ports
 
 
 def stranger(ctx: zmq.Context, endpoint: str, with_keys: bool, identity: bytes | None = None):

@@ -13,8 +13,8 @@ import time
 import pytest
 import zmq
 
-from fuzzing import (INPUTS, AckedRecords, Survival, base_native_requests, fuzz_rng, mutate,
-                     random_frame)
+from fuzzing import (INPUTS, AckedRecords, Survival, base_native_requests, fuzz_dealers, fuzz_rng,
+                     mutate, random_frame, read_answers)
 from harness import create
 from kafkalite.protocol import ApiKey, encode_request, native
 
@@ -82,35 +82,17 @@ def test_fuzzed_native_requests_never_crash_grow_or_lose_records(server, topic_n
             d.setsockopt(zmq.LINGER, 0)
             d.connect(endpoint)
             dealers.append(d)
-    answers = 0
-
-    def read_answers() -> int:
-        n = 0
-        for d in dealers:
-            while True:
-                try:
-                    d.recv_multipart(zmq.NOBLOCK, copy=False)
-                except zmq.Again:
-                    break
-                n += 1
-        return n
-
     started = time.monotonic()
     try:
-        for i in range(INPUTS):
-            dealers[i % len(dealers)].send_multipart(message(rng, bases, topic_name), copy=True)
-            if i % GOOD_EVERY == 0:
-                good.produce()
-                answers += read_answers()
-            if i % 2000 == 0:
-                time.sleep(0.005)            # let the servers breathe: this is no load test
+        answers = fuzz_dealers(dealers, lambda: message(rng, bases, topic_name), good,
+                               GOOD_EVERY)
         for endpoint in endpoints:                # each ROUTER still answers
             probe = ctx.socket(zmq.DEALER)
             probe.connect(endpoint)
             probe.send(encode_request(ApiKey.API_VERSIONS, 0, 1, "probe", {}))
             assert probe.poll(60_000), f"{endpoint} stopped answering"
             probe.close(0)
-        answers += read_answers()
+        answers += read_answers(dealers)
     finally:
         for d in dealers:
             d.close(0)
