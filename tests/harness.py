@@ -260,16 +260,19 @@ def wait_answers(link, want, timeout=10.0):
 
 
 def scrape(server, user: str | None = None, password: str | None = None,
-           timeout: float = 10.0) -> str:
+           timeout: float = 10.0, cafile: str | None = None) -> str:
     """The server's /metrics text; with ``user``, logged in as that SASL user
-    (a server with security on asks for it: server/http_login.py)."""
+    (a server with security on asks for it: server/http_login.py); with
+    ``cafile``, trusting that CA (a server with ``http_tls``)."""
     import base64
+    import ssl
     import urllib.request
     request = urllib.request.Request(server.info["metrics"])
     if user is not None:
         token = base64.b64encode(f"{user}:{password}".encode()).decode()
         request.add_header("Authorization", f"Basic {token}")
-    with urllib.request.urlopen(request, timeout=timeout) as resp:
+    context = ssl.create_default_context(cafile=cafile) if cafile else None
+    with urllib.request.urlopen(request, timeout=timeout, context=context) as resp:
         return resp.read().decode()
 
 

@@ -80,6 +80,10 @@ SETTINGS: dict[str, Setting] = {
                                       "0: any free ports."),
     "metrics_port": Setting("HTTP port of Prometheus `/metrics` and `/health` (9404: the port "
                             "Strimzi gives Kafka's JMX exporter); 0: any free port; -1: off."),
+    "http_tls": Setting("Serve the HTTP port (`/metrics`, `/health`, the web console) over "
+                        "TLS with `ssl_certfile` and `ssl_keyfile`: https:// URLs, for "
+                        "Prometheus's `tls_config` and browsers.",
+                        kafka_note="kafkalite's own: Kafka exposes metrics through JMX."),
     "log_level": Setting("DEBUG, INFO, WARNING or ERROR (\"\": `$KAFKALITE_LOG_LEVEL`, "
                          "else WARNING).", (), "`log4j.rootLogger`"),
     "auto_create_topics": Setting("Create an unknown topic when a client asks for it.",
@@ -289,6 +293,7 @@ class ServerConfig:
     kafka_port: int = DEFAULT_KAFKA_PORT
     kafka_worker_base_port: int = DEFAULT_KAFKA_WORKER_BASE_PORT
     metrics_port: int = DEFAULT_METRICS_PORT
+    http_tls: bool = False
     log_level: str = ""
     auto_create_topics: bool = True
     default_partitions: int = 1
@@ -405,6 +410,10 @@ class ServerConfig:
             raise InvalidConfigurationError(
                 f"max_connection_creation_rate must be 0 (unlimited) or a positive integer, "
                 f"not {self.max_connection_creation_rate!r}")
+        if self.http_tls and not self.ssl_certfile:
+            raise InvalidConfigurationError(
+                "http_tls needs ssl_certfile (and ssl_keyfile unless the key is in it): the "
+                "certificate the HTTP port presents")
         # as Kafka's: negative turns the idle timeout off (0 would close every connection)
         if type(self.connections_max_idle_ms) is not int or self.connections_max_idle_ms == 0:
             raise InvalidConfigurationError(

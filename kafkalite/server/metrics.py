@@ -263,12 +263,16 @@ class NodeMetrics:
 
     # ---- the HTTP endpoint (its own thread) ------------------------------------------------
 
-    def serve(self, host: str, port: int, mounts=(), login=None) -> int:
+    def serve(self, host: str, port: int, mounts=(), login=None, tls=None) -> int:
         """Listen on ``port`` (0: any free port; a taken one: any free port,
         with a warning, as workers do with theirs); return the port bound.
         ``mounts``: (path prefix, WSGI app) pairs served beside /metrics; an
         app with a ``close()`` is closed with the server. ``login`` (an
-        http_login.HttpLogin, security on): /metrics and the mounts behind it."""
+        http_login.HttpLogin, security on): /metrics and the mounts behind it.
+        ``tls`` (an ssl.SSLContext, ``http_tls``): every connection is TLS;
+        its handshake runs in the connection's own thread, on its first
+        read, under the same HTTP_IO_TIMEOUT_S, so a client that never
+        finishes one holds no other connection up."""
         from wsgiref.simple_server import WSGIRequestHandler, make_server
 
         from prometheus_client import make_wsgi_app
@@ -322,6 +326,9 @@ class NodeMetrics:
                 raise
             log.warning("metrics port %d: %s; using any free port", port, exc)
             self._httpd = make_server(bind, 0, app, server_class, handler_class=_QuietHandler)
+        if tls is not None:
+            self._httpd.socket = tls.wrap_socket(self._httpd.socket, server_side=True,
+                                                 do_handshake_on_connect=False)
         self.port = self._httpd.server_port
         threading.Thread(target=self._httpd.serve_forever, name="metrics-http",
                          daemon=True).start()

@@ -336,6 +336,23 @@ def warn_if_node_channels_open(config) -> None:
                     "(kafkalite curve keygen)", config.host or "*")
 
 
+def http_tls_context(config) -> ssl.SSLContext | None:
+    """The TLS of the HTTP port (``http_tls``: /metrics, /health, the web
+    console), with the server's certificate and key; None when off. No
+    client certificates are asked for: the port's login is HTTP Basic
+    (http_login.py)."""
+    if not config.http_tls:
+        return None
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(config.ssl_certfile, config.ssl_keyfile or None)
+    except (OSError, ssl.SSLError) as exc:
+        raise InvalidConfigurationError(
+            f"cannot load the HTTP port's TLS certificate or key: {exc}") from None
+    return context
+
+
 def listener_security(config, protocol: str | None = None,
                       listener: str | None = None) -> ListenerSecurity | None:
     """The security of the Kafka listener named ``listener`` speaking

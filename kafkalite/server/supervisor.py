@@ -81,9 +81,9 @@ from kafkalite.server.listeners import kafka_listeners
 from kafkalite.server.metrics import NodeMetrics
 from kafkalite.server.credentials import CredentialStore
 from kafkalite.server.http_login import HttpLogin
-from kafkalite.server.security import (listener_security, native_curve, native_security,
-                                       node_curve, security_enabled, write_owner_keys,
-                                       warn_if_node_channels_open)
+from kafkalite.server.security import (http_tls_context, listener_security, native_curve,
+                                       native_security, node_curve, security_enabled,
+                                       write_owner_keys, warn_if_node_channels_open)
 from kafkalite.server.metadata import (OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC,
                                       MetadataStore)
 from kafkalite.server.native_listener import NativeListener
@@ -333,7 +333,8 @@ class Supervisor:
                                # owner's tools do: with the owner's key pair
                                [(prefix, factory(bootstrap, self.metrics.registry,
                                                  self.owner_key_file))
-                                for prefix, factory in self.http_apps], login)
+                                for prefix, factory in self.http_apps], login,
+                               http_tls_context(cfg))
         # Other nodes' workers reach the control channel and the relay too
         # (--cluster): bound where the listeners are, not on loopback only.
         bind_host, advertised = "127.0.0.1", "127.0.0.1"
@@ -510,6 +511,7 @@ class Supervisor:
     def endpoints(self) -> dict:
         host = self.config.public_host
         kafka = self.kafka_bootstraps()
+        scheme = "https" if self.config.http_tls else "http"
         return {"pid": os.getpid(), "native": f"tcp://{host}:{self.port}",
                 "bootstrap.servers": f"{host}:{self.port}",
                 "kafka.bootstrap.servers": kafka[0]["bootstrap.servers"],
@@ -522,9 +524,9 @@ class Supervisor:
                                   for b in self.controller.live_brokers(Listener.KAFKA)],
                 "ingest": (f"tcp://{host}:{self.ingest_port}"
                            if self.ingest or self.config.ingest_port > 0 else None),
-                **({"metrics": f"http://{_bracket(host)}:{self.metrics.port}/metrics",
-                    "health": f"http://{_bracket(host)}:{self.metrics.port}/health",
-                    **{prefix.strip("/"): f"http://{_bracket(host)}:{self.metrics.port}"
+                **({"metrics": f"{scheme}://{_bracket(host)}:{self.metrics.port}/metrics",
+                    "health": f"{scheme}://{_bracket(host)}:{self.metrics.port}/health",
+                    **{prefix.strip("/"): f"{scheme}://{_bracket(host)}:{self.metrics.port}"
                                           f"{prefix.rstrip('/')}/"
                        for prefix, _ in self.http_apps}}
                    if self.metrics is not None else {}),

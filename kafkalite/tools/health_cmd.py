@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import urllib.error
 import urllib.request
 
@@ -23,6 +24,9 @@ DEFAULT_DATA_DIR = "./kafkalite-data"
 def add_arguments(p, client_args) -> None:
     p.add_argument("--url", help="the health endpoint, e.g. http://127.0.0.1:9404/health "
                                  "(default: found as the other commands find the server)")
+    p.add_argument("--http-cafile", metavar="PEM",
+                   help="CA of the HTTP port's certificate, for an https:// endpoint "
+                        "(a server with http_tls)")
     p.add_argument("--data-dir", default=DEFAULT_DATA_DIR,
                    help="where to find server.json (default ./kafkalite-data)")
     client_args(p)
@@ -48,7 +52,9 @@ def health_url(args) -> str:
 def run(args) -> int:
     url = health_url(args)
     try:
-        with urllib.request.urlopen(url, timeout=args.timeout) as answer:
+        context = (ssl.create_default_context(cafile=args.http_cafile)
+                   if args.http_cafile else None)
+        with urllib.request.urlopen(url, timeout=args.timeout, context=context) as answer:
             code, body = answer.status, answer.read()
     except urllib.error.HTTPError as exc:       # 503: the server answered, unhealthy
         code, body = exc.code, exc.read()
