@@ -246,3 +246,18 @@ def fuzz_dealers(dealers, next_message, good: "AckedRecords", good_every: int) -
         if i % 2000 == 0:
             time.sleep(0.005)            # let the servers breathe: this is no load test
     return answers
+
+
+def end_of_fuzz(server, what: str, started: float, answers: int, good: "AckedRecords",
+                survival: "Survival") -> None:
+    """What every fuzz of a server's sockets ends with: its rate printed,
+    ``good``'s acknowledged records all readable, the same processes and
+    their memory back, and the bad input logged rate-limited."""
+    elapsed = time.monotonic() - started
+    print(f"{INPUTS} {what} messages in {elapsed:.1f} s ({INPUTS / elapsed:.0f}/s), "
+          f"{answers} answers read")
+    good.check(what)
+    survival.check(what)
+    log_lines = server.output().count("\n")
+    print(f"server log: {log_lines} lines")
+    assert log_lines < 500, "bad input is logged rate-limited"
