@@ -254,15 +254,10 @@ class Gateway:
         """The PULL socket of publishers on this host without keys, or None
         (its name is taken: they stay refused)."""
         door = self._pull_socket()
-        self.curve.secure_local_server(door, self.ctx)
-        name = local_socket.ingest_door_name(self.port)
-        try:
-            door.bind(f"ipc://@{name}")
-        except zmq.ZMQError as exc:
-            door.close()
-            log.warning("no local door for publishers without keys: %s is taken (%s)", name, exc)
-            return None
-        return door
+        bound = self.curve.bind_local_door(door, self.ctx,
+                                           local_socket.ingest_door_name(self.port),
+                                           "the ingest gateway")
+        return door if bound else None
 
     def _producer_for(self, principal: str | None):
         producer = self.producers.get(principal)

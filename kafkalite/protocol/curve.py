@@ -317,13 +317,25 @@ class CurveServer:
     def secure_client(self, sock: zmq.Socket) -> None:
         secure_client(sock, self.public, self.public, self.secret)
 
-    def secure_local_server(self, sock: zmq.Socket, context: zmq.Context) -> None:
-        """Before bind: ``sock`` is a local door (an ipc:// socket without
-        CURVE), whose peers are their user ids (LOCAL_ZAP_DOMAIN); enforced,
-        so that no handshake passes if no ZAP handler answered."""
+    def bind_local_door(self, sock: zmq.Socket, context: zmq.Context, name: str,
+                        owner: str) -> bool:
+        """Make ``sock`` a local door -- an ipc:// socket without CURVE in
+        Linux's abstract namespace, ``name``, whose peers are their user ids
+        (LOCAL_ZAP_DOMAIN; enforced, so that no handshake passes if no ZAP
+        handler answered) -- and bind it. False, ``sock`` closed and a
+        warning naming ``owner`` logged, when the name is taken: clients
+        without keys then stay refused."""
         self.start(context)
         sock.setsockopt_string(zmq.ZAP_DOMAIN, LOCAL_ZAP_DOMAIN)
         sock.setsockopt(zmq.ZAP_ENFORCE_DOMAIN, 1)
+        try:
+            sock.bind(f"ipc://@{name}")
+        except zmq.ZMQError as exc:
+            sock.close()
+            log.warning("%s: no local door for clients without keys: %s is taken (%s)",
+                        owner, name, exc)
+            return False
+        return True
 
 
 def secure_client(sock: zmq.Socket, server_key: bytes, public: bytes, secret: bytes) -> None:

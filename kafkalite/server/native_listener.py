@@ -211,16 +211,9 @@ class NativeListener:
         # and logs, is loopback's, as for the Kafka listeners' Unix sockets
         # (libzmq's would be "localhost:<uid>:<gid>:<pid>")
         door.peer_host = local_socket.PEER[0]
-        self.curve.secure_local_server(door.socket, zctx)
-        name = local_socket.native_door_name(self.port)
-        try:
-            door.socket.bind(f"ipc://@{name}")
-        except zmq.ZMQError as exc:
-            door.socket.close()
-            log.warning("%s: no local door for clients without keys: %s is taken (%s)",
-                        self.name, name, exc)
-            return None
-        return door
+        bound = self.curve.bind_local_door(door.socket, zctx,
+                                           local_socket.native_door_name(self.port), self.name)
+        return door if bound else None
 
     # ---- poll loop integration ---------------------------------------------------------------
 
