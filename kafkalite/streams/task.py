@@ -101,12 +101,14 @@ class StreamTask:
     # ---- what the runner calls ----
     def process(self, topic: str, consumer_batch) -> None:
         """Records of this task's partition of ``topic`` (a consumer batch)."""
-        self.metrics["processed"] += consumer_batch.num_rows
         self._input = (topic, consumer_batch)
         try:
             self.sources[topic].process_input(self, consumer_batch)
         finally:
             self._input = None
+            # counted once the batch is in the stores: a reader that waits for
+            # "processed" (interactive queries, the tests) then sees its writes
+            self.metrics["processed"] += consumer_batch.num_rows
 
     def punctuate(self, now_ms: int) -> None:
         """Wall-clock punctuators that are due (processor_api.py)."""
