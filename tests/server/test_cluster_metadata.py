@@ -74,17 +74,34 @@ def leases(db, *node_ids, ttl_ms=1000):
     return out[0] if len(out) == 1 else out
 
 
+def hold(lease) -> None:
+    """Take ``lease`` and keep renewing it while the test writes, as a
+    controller does: a 1 s lease taken once lapsed under the full suite's
+    load before the writes after it were done."""
+    assert lease.acquire()
+    lease.start()
+
+
+def lapse(old, new) -> None:
+    """``old`` stops renewing without letting go (its lease runs out, as a
+    cut-off node's does); ``new`` takes the lease once PostgreSQL says it
+    has expired."""
+    old.close(release=False)
+    wait_until(new.acquire, 10, f"node {new.node_id} to take the lapsed lease")
+
+
 # ---- the store ---------------------------------------------------------------------------
 
 
 def test_a_deposed_controller_cannot_write(db):
     a, b = leases(db, 1, 2)
-    assert a.acquire() and a.epoch == 1
+    hold(a)
+    assert a.epoch == 1
     sa = PostgresMetadataStore(db, a)
     sa.create_topic("orders", 2, {"retention.ms": "1000"}, workers=3, replication_factor=3)
     assert not b.acquire() and b.holder == 1        # a's lease is still running
-    time.sleep(1.3)                                 # a does not renew: it lapses
-    assert b.acquire() and b.epoch == 2
+    lapse(a, b)                                     # a stops renewing: it lapses
+    assert b.epoch == 2
     sb = PostgresMetadataStore(db, b)
     assert sb.get("orders").partitions == sa.get("orders").partitions
     assert sb.get("orders").configs == {"retention.ms": "1000"}
@@ -112,11 +129,10 @@ def test_without_the_fence_a_deposed_controller_overwrites(db, monkeypatch):
     same scenario corrupts the new controller's state, which is what the
     test above would then catch."""
     a, b = leases(db, 1, 2)
-    a.acquire()
+    hold(a)
     sa = PostgresMetadataStore(db, a)
     sa.create_topic("orders", 1, {}, workers=3, replication_factor=3)
-    time.sleep(1.3)                                 # a's lease lapses
-    assert b.acquire()
+    lapse(a, b)
     a._valid_until = time.monotonic() + 60
     monkeypatch.setattr(PostgresMetadataStore, "_fence", lambda self, conn: None)
     sa.create_topic("payments", 1, {}, workers=3)   # nothing refuses it
@@ -134,7 +150,7 @@ def test_coordinator_logs_and_producer_ids_follow_the_lease(db, tmp_path):
     every block reserved before. A deposed controller can write neither."""
     from kafkalite.server.group_log import GroupMetadataLog, OffsetAndMetadata
     a, b = leases(db, 1, 2)
-    assert a.acquire()
+    hold(a)
     sa = PostgresMetadataStore(db, a)
     assert sa.reserve_producer_ids(1000, 0) == 0
     assert sa.reserve_producer_ids(1000, 1000) == 1000
@@ -149,8 +165,7 @@ def test_coordinator_logs_and_producer_ids_follow_the_lease(db, tmp_path):
     again = GroupMetadataLog(str(tmp_path / "node1"), 4, sa)
     assert again.parts[index].leader_epoch == epoch
     again.close()
-    time.sleep(1.3)                                 # a's lease lapses
-    assert b.acquire()
+    lapse(a, b)
     sb = PostgresMetadataStore(db, b)
     assert sb.reserve_producer_ids(1000, 0) == 2000  # past a's blocks, not from 0
     theirs = GroupMetadataLog(str(tmp_path / "node2"), 4, sb)
@@ -185,7 +200,7 @@ def test_a_kip848_groups_records_follow_the_lease(db, tmp_path):
                                                  ConsumerGroupMember)
     from kafkalite.server.group_log import GroupMetadataLog
     a, b = leases(db, 1, 2)
-    assert a.acquire()
+    hold(a)
     sa = PostgresMetadataStore(db, a)
     mine = GroupMetadataLog(str(tmp_path / "node1"), 4, sa)
     tid = uuid_.uuid4()
@@ -203,8 +218,7 @@ def test_a_kip848_groups_records_follow_the_lease(db, tmp_path):
     assert len(changed) == 1                          # only the member's current assignment
     mine.write_records("g848", changed, 2)
     mine.close()
-    time.sleep(1.3)                                   # a's lease lapses
-    assert b.acquire()
+    lapse(a, b)
     sb = PostgresMetadataStore(db, b)
     theirs = GroupMetadataLog(str(tmp_path / "node2"), 4, sb)
     restored = consumer_group_log.restore("g848", theirs.load().consumer["g848"])
