@@ -35,6 +35,8 @@ in order; a soak runs 200, faults drawn at random with the seed printed).
 """
 from __future__ import annotations
 
+import collections
+import logging
 import os
 import random
 import signal
@@ -103,6 +105,11 @@ class Load:
     def __init__(self, srv: ServerProcess, topic: str):
         self.srv, self.topic = srv, topic
         self.history = History()
+        # librdkafka's own account of the idempotent producer's epoch and
+        # sequence decisions (debug "eos"), its last lines kept for a failed
+        # check: a duplicate once came from an epoch bump whose trigger the
+        # broker's log could not show
+        self.eos_log: collections.deque[str] = collections.deque(maxlen=300)
         self.progress: dict[str, int] = {}
         self.failures: list[str] = []
         self.committed: list[bytes] = []
@@ -139,6 +146,7 @@ class Load:
             p = ck.Producer({"bootstrap.servers": self.srv.kafka_bootstrap, "acks": "all",
                              "enable.idempotence": True, "linger.ms": 5,
                              "socket.timeout.ms": 5000, "delivery.timeout.ms": 120_000,
+                             "debug": "eos", "logger": self._eos_logger(),
                              **FAST_RECONNECTS})
             done, n = self._acked("ci"), 0
             while not self._stop.is_set():
@@ -153,6 +161,18 @@ class Load:
                 self.failures.append("ci: records unacknowledged 120 s after the end")
         except Exception as exc:        # noqa: BLE001 (the test reports it)
             self.failures.append(f"ci: {exc!r}")
+
+    def _eos_logger(self) -> logging.Logger:
+        lines = self.eos_log
+
+        class Keep(logging.Handler):
+            def emit(self, record):
+                lines.append(f"{record.created:.3f} {record.getMessage()}")
+        logger = logging.getLogger(f"restart-matrix-eos-{id(self)}")
+        logger.propagate = False
+        logger.setLevel(logging.DEBUG)
+        logger.addHandler(Keep())
+        return logger
 
     def _transactional(self) -> None:
         try:
@@ -371,7 +391,8 @@ def test_restart_matrix(matrix_server):
     assert check(idempotent, doubled).duplicates
     report = check(idempotent, writers)
     assert report.ok, (report, [line for line in srv.output().splitlines()
-                                if "sequence" in line or "epoch" in line][-30:])
+                                if "sequence" in line or "epoch" in line][-30:],
+                       list(load.eos_log)[-60:])
     assert report.acked > 1000, report
 
     committed = [v for recs in read_whole(srv, topic, "read_committed").values()
