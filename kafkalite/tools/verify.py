@@ -557,9 +557,12 @@ def _check_leader_epochs(path: str, log_end: int, report: Report) -> None:
             report.error(f"{file}: entry {i} (epoch {epoch}, start offset {offset}) does not "
                          f"increase on entry {i - 1} (epoch {entries[i - 1][0]}, start offset "
                          f"{entries[i - 1][1]})")
-        if offset >= log_end:
-            report.warn(f"{file}: epoch {epoch} starts at offset {offset}, at or past the log "
-                        f"end offset {log_end} (the next open drops it)")
+        # an epoch starting at the log end is a leader that has written
+        # nothing yet (the log keeps it: storage/leader_epoch.py); only one
+        # past the end speaks of a lost tail
+        if offset > log_end:
+            report.warn(f"{file}: epoch {epoch} starts at offset {offset}, past the log end "
+                        f"offset {log_end} (the next open drops it)")
 
 
 # ---- output -------------------------------------------------------------------------------

@@ -427,6 +427,19 @@ def test_leader_epochs_must_increase(capsys, partition):
     assert_fails(capsys, partition, "leader-epoch-checkpoint", "entry 1", "does not increase")
 
 
+def test_leader_epochs_at_and_past_the_log_end(capsys, partition):
+    """An epoch starting at the log end (a leader that wrote nothing yet) is
+    healthy; one past it says the log lost its tail."""
+    end = 40 * 3
+    (partition / "leader-epoch-checkpoint").write_text(f"0\n2\n0 0\n1 {end}\n")
+    rc, out, _ = run_verify(capsys, partition)
+    assert rc == 0 and "t-0: OK" in out and "WARN" not in out, out
+    (partition / "leader-epoch-checkpoint").write_text(f"0\n2\n0 0\n1 {end + 5}\n")
+    rc, out, _ = run_verify(capsys, partition)
+    assert rc == 0 and f"epoch 1 starts at offset {end + 5}, past the log end offset {end}" \
+        in out, out
+
+
 def test_deep_decodes_records(capsys, partition):
     """A batch whose CRC matches but whose records do not parse: only --deep sees it."""
     log = partition / seg(0)
@@ -485,3 +498,39 @@ def test_reader_gone_keeps_the_exit_code(data_dir):
     proc.stderr.close()
     assert proc.wait(timeout=60) == 1
     assert err == b""
+
+
+# ---- a server's own data directory --------------------------------------------------------
+
+def test_a_servers_data_verifies_without_warnings_after_a_clean_stop_and_after_kill_9(
+        capsys, tmp_path):
+    """What a user runs on healthy data must not alarm them: leaders elected
+    on an empty partition or one that took no write since (their epoch
+    starts at the log end, as Kafka's does) are no warning, after a clean
+    stop or after a kill -9 and a normal start."""
+    from harness import ServerProcess, read_all
+    from kafkalite.client import AdminClient, NewTopic, Producer
+    data = tmp_path / "data"
+    srv = ServerProcess(str(data), workers=2).start()
+    try:
+        admin = AdminClient(srv.config())
+        for f in admin.create_topics([NewTopic("written", 3, 1), NewTopic("empty", 2, 1)]).values():
+            f.result(30)
+        p = Producer(srv.config())
+        for i in range(300):
+            p.produce("written", b"v%d" % i, partition=i % 3)
+        assert p.flush(30) == 0
+        p.close()
+    finally:
+        srv.stop()
+    rc, out, _ = run_verify(capsys, data)
+    assert rc == 0 and "0 errors, 0 warnings" in out.splitlines()[-1], out
+    srv = ServerProcess(str(data), workers=2).start()
+    srv.kill()
+    srv = ServerProcess(str(data), workers=2).start()
+    try:
+        assert len(read_all(srv, "written", 3, 300)) == 300
+    finally:
+        srv.stop()
+    rc, out, _ = run_verify(capsys, data)
+    assert rc == 0 and "0 errors, 0 warnings" in out.splitlines()[-1], out
