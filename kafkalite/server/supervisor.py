@@ -709,8 +709,8 @@ class Supervisor:
             print(f"kafkalite server ready: bootstrap.servers={e['bootstrap.servers']} "
                   f"(native {e['native']}), Kafka clients "
                   f"{_kafka_summary(e['kafka_listeners'])}, "
-                  f"ingest {e['ingest'] or 'off'}, {len(self.workers)} "
-                  f"worker(s), data in {e['data_dir']}", flush=True)
+                  f"ingest {e['ingest'] or 'off'}, {_http_summary(e, self.http_apps)}"
+                  f"{len(self.workers)} worker(s), data in {e['data_dir']}", flush=True)
             if self.ingest is None and self.config.ingest_port > 0:
                 self._spawn_ingest()
 
@@ -965,6 +965,16 @@ def _kafka_summary(listeners: dict) -> str:
     if len(listeners) == 1:
         return next(iter(listeners.values()))["bootstrap.servers"]
     return " ".join(f"{name}={v['bootstrap.servers']}" for name, v in listeners.items())
+
+
+def _http_summary(endpoints: dict, http_apps) -> str:
+    """The ready line's HTTP part: where a user finds the console and the
+    metrics (a first-time user looked for the console's address in the
+    README), or nothing when the HTTP port is off."""
+    if "metrics" not in endpoints:
+        return ""
+    apps = [f"{prefix.strip('/')} {endpoints[prefix.strip('/')]}" for prefix, _ in http_apps]
+    return ", ".join([*apps, f"metrics {endpoints['metrics']}"]) + ", "
 
 
 def _bracket(host: str) -> str:

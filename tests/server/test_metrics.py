@@ -228,3 +228,14 @@ def test_a_mistyped_path_is_404_naming_the_paths_served_not_the_metrics(server):
         code, body = 200, ""
     assert code == 404
     assert "'/metrix'" in body and "/metrics" in body and "/health" in body
+
+
+def test_the_ready_line_names_every_endpoint(server):
+    """A first-time user finds the console and the metrics from the line the
+    server prints when it is ready, as they find the Kafka and native ports."""
+    ready = next(line for line in server.output().splitlines()
+                 if line.startswith("kafkalite server ready:"))
+    info = server.info
+    for url in (info["native"], info["kafka.bootstrap.servers"], info["console"],
+                info["metrics"], info["data_dir"]):
+        assert url in ready, (url, ready)
