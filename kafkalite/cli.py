@@ -44,7 +44,9 @@ ends the command quietly with exit 0.
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
+import re
 import sys
 import time
 
@@ -213,11 +215,35 @@ def _output_arg(p: argparse.ArgumentParser) -> None:
                    help="json: one JSON document per line (default: text)")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, with "did you mean" after a mistyped subcommand,
+    choice or flag (a first-time user's typo got only the whole list).
+    Subparsers are made of the same class (argparse's default)."""
+
+    def error(self, message: str):
+        super().error(message + _did_you_mean(self, message))
+
+
+def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
+    choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+    if choice:
+        word, candidates = choice[1], re.findall(r"'([^']*)'", choice[2])
+    elif message.startswith("unrecognized arguments: "):
+        flags = [a.split("=", 1)[0] for a in message.split()[2:] if a.startswith("--")]
+        if not flags:
+            return ""
+        word, candidates = flags[0], [o for o in parser._option_string_actions if o[:2] == "--"]
+    else:
+        return ""
+    close = difflib.get_close_matches(word, candidates, n=2, cutoff=0.6)
+    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+
+
 def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
     """The whole CLI; ``only_server``: the top level with the ``server``
     subcommand alone, which `kafkalite server` parses with so that its
     start-up imports none of the other commands' modules."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kafkalite", description="kafkalite: Kafka's model on one host. Run a broker, "
                                       "manage topics, produce and consume, inspect data files.")
     parser.add_argument("--version", action="version", version=f"kafkalite {__version__}")

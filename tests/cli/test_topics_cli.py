@@ -70,6 +70,17 @@ def test_a_bad_flag_prints_the_subcommands_usage():
         assert "unrecognized arguments: --bogus" in err
 
 
+def test_a_typo_gets_a_did_you_mean():
+    for args, hint in ((("topcs", "list"), "did you mean 'topics'?"),
+                       (("topics", "lst"), "did you mean 'list'?"),
+                       (("topics", "create", "t", "--partitons", "3"), "did you mean '--partitions'?"),
+                       (("consume", "t", "--from-begining"), "did you mean '--from-beginning'?")):
+        out = cli(*args)
+        err = out.stderr.decode()
+        assert out.returncode == 2 and err.rstrip().endswith(hint), (args, err)
+    assert "did you mean" not in cli("topics", "create", "t", "--zzz").stderr.decode()
+
+
 def test_produce_says_how_many_records_were_written_before_an_error(server, topic_name):
     bs = ["--bootstrap-server", server.bootstrap]
     assert cli("topics", "create", topic_name, *bs).returncode == 0
