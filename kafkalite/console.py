@@ -296,10 +296,13 @@ def produce(args) -> int:
     headers = list(_parse_kv(args.header, "--header").items()) or None
     producer = Producer(_client_config(args, **{
         "acks": args.acks, "compression.type": args.compression, "linger.ms": args.linger_ms}))
-    sent, stopped = 0, None
+    sent, read, stopped = 0, 0, None
     try:
         try:
             for line in sys.stdin.buffer:
+                # counted as read before it can fail: a line the producer
+                # refused (no server) is one of the records not written
+                read += 1
                 line = line.rstrip(b"\r\n")
                 key = None
                 if key_separator is not None:
@@ -331,7 +334,7 @@ def produce(args) -> int:
     finally:
         producer.close(0)
     if failures or left or stopped:
-        done = f"wrote {written[0]} of {sent} record(s) to topic {args.topic!r}"
+        done = f"wrote {written[0]} of {read} record(s) to topic {args.topic!r}"
         if failures:
             line_no, first = min(failures, key=lambda f: f[0])
             raise type(first)(f"{done}; {len(failures)} failed, the first (line {line_no}): "

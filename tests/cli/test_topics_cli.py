@@ -7,6 +7,7 @@ import json
 import os
 import re
 
+from harness import free_port
 from test_console import _one_line_error, cli
 
 from kafkalite.client import AdminClient, TopicPartition
@@ -70,6 +71,12 @@ def test_a_bad_flag_prints_the_subcommands_usage():
         assert "unrecognized arguments: --bogus" in err
 
 
+def test_produce_without_a_server_counts_the_line_it_could_not_write():
+    err = _one_line_error(cli("produce", "t", "--bootstrap-server", f"127.0.0.1:{free_port()}",
+                              "--timeout", "5", stdin=b"hello\n"))
+    assert "wrote 0 of 1 record(s)" in err and "is the server running?" in err, err
+
+
 def test_a_typo_gets_a_did_you_mean():
     for args, hint in ((("topcs", "list"), "did you mean 'topics'?"),
                        (("topics", "lst"), "did you mean 'list'?"),
@@ -94,7 +101,7 @@ def test_produce_says_how_many_records_were_written_before_an_error(server, topi
     # a line without its key separator: what came before it is written and counted
     err = _one_line_error(cli("produce", topic_name, "--key-separator", ":", *bs,
                               stdin=b"k:1\nk:2\nnone\nk:3\n"))
-    assert "wrote 2 of 2 record(s)" in err and "line 3 has no key separator" in err
+    assert "wrote 2 of 3 record(s)" in err and "line 3 has no key separator" in err
 
 
 def test_configs_describe_all_with_sources_and_alter(server, topic_name):
