@@ -193,6 +193,21 @@ def test_a_client_without_a_login_is_told_at_its_first_request(server, root):
     assert time.monotonic() - began < ANSWERED_WITHIN_S
 
 
+def test_the_cli_logs_in_with_a_kafka_client_properties_file(server, root, topic_name):
+    """The client.properties a Kafka user hands Kafka's tools, with the
+    server's public key, lists what its user may see."""
+    make_topic(server, topic_name)
+    grant(server, "User:alice", ResourceType.TOPIC, topic_name, AclOperation.DESCRIBE)
+    props = root / f"{topic_name}.properties"
+    props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
+                     "sasl.username=alice\nsasl.password=alice-secret\n"
+                     f"curve.server.key={root / 'server.key'}\n")
+    r = run_cli("topics", "list", "--bootstrap-server", server.bootstrap,
+                "--command-config", props)
+    assert r.returncode == 0, r.stderr.decode()
+    assert topic_name in r.stdout.decode().split()
+
+
 class RawClient:
     """A bare ZeroMQ DEALER with a throwaway CURVE key pair and the server's
     public key: what a client that skips (or fails) the login can send."""
