@@ -35,7 +35,11 @@ and a link made again after its process went away, is logged in as the
 first one was (server/native_login.py: the server binds this client's key
 to the user). A refused login raises SaslAuthenticationFailedError (or
 UnsupportedSaslMechanismError) with the server's message, from the
-Connection's constructor.
+Connection's constructor. A process restarted on the same address, which
+ZeroMQ reconnects a link to unseen, knows nothing of the login: a
+``request``/``extension`` answered "... before a SASL login"
+(curve.LOGIN_NEEDED) logs in again and is sent once more. (A watched link
+is dropped at the disconnect and made anew, logging in.)
 
 Without keys, a Connection to a server on this host whose native ports
 require CURVE goes through the port's local door instead (local_socket.py
@@ -344,13 +348,24 @@ class Connection(Link):
         self._ids = itertools.count(1)
         self._outstanding: dict[int, tuple[int, int]] = {}
         self._stash: dict[int, object] = {}
-        login = getattr(ctx, "login", None)
+        self._login = login = getattr(ctx, "login", None)
         if login is not None:
             try:
                 self._log_in(*login)
             except BaseException:
                 self.close()
                 raise
+
+    def _logged_in_again(self, result) -> bool:
+        """Whether ``result`` said this link's key has no session where it
+        logged in -- the process behind the endpoint restarted on the same
+        address, and ZeroMQ reconnected to it unseen -- and the link has
+        logged in again (the request is then sent once more)."""
+        if self._login is None or not isinstance(result, errors.SaslAuthenticationFailedError) \
+                or curve.LOGIN_NEEDED not in result.message:
+            return False
+        self._log_in(*self._login)
+        return True
 
     def _log_in(self, mechanism: str, user: str, password: str) -> None:
         """The SASL login of this link (server/native_login.py), before any
@@ -449,12 +464,17 @@ class Connection(Link):
     def request(self, api_key: int, body: dict, timeout: float = 30.0, version: int | None = None):
         """Send and wait; raises the KafkaError of an error reply."""
         result = self.wait_for(self.send(api_key, body, version=version), timeout)
+        if self._logged_in_again(result):
+            result = self.wait_for(self.send(api_key, body, version=version), timeout)
         if isinstance(result, KafkaError):
             raise result
         return result
 
     def extension(self, body: dict, timeout: float = 30.0) -> dict:
         result = self.wait_for(self.send_extension(body), timeout)
+        if isinstance(result, dict) and result.get("error_code") and self._logged_in_again(
+                error_for_code(result["error_code"])(result.get("message", ""))):
+            result = self.wait_for(self.send_extension(body), timeout)
         if isinstance(result, KafkaError):
             raise result
         if result.get("error_code"):

@@ -95,6 +95,11 @@ LOCAL_PRINCIPAL_PREFIX = "User:unix:"
 LOGIN_ZAP_DOMAIN = "kafkalite-login"
 # The User-Id of an unknown key there: this, then the key in Z85.
 PENDING_PRINCIPAL_PREFIX = "Pending:"
+# In the SASL_AUTHENTICATION_FAILED message of a request whose key has no
+# session in that broker process (server/native_login.py): a client that
+# had logged in (into a process since restarted on the same address, which
+# ZeroMQ reconnected to unseen) logs in again (client/connection.py).
+LOGIN_NEEDED = "before a SASL login"
 # Authorized keys are read again at most this often, on a handshake.
 RELOAD_CHECK_S = 1.0
 # A refused key on the brokers' own channels is logged at most this often.

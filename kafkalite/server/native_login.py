@@ -41,8 +41,10 @@ change principals during re-authentication").
 
 Bounds (a key costs its sender nothing to make): at most MAX_EXCHANGES
 logins in progress and MAX_SESSIONS sessions per process, the least
-recently used dropped first; a client whose session was dropped is told
-SASL_AUTHENTICATION_FAILED at its next request. Sessions do not expire
+recently used dropped first; a client whose session was dropped (or whose
+process restarted) is told SASL_AUTHENTICATION_FAILED "... before a SASL
+login" (curve.LOGIN_NEEDED) at its next request, and kafkalite's client
+logs in again on that link. Sessions do not expire
 (``session_lifetime_ms`` 0: no KIP-368 re-authentication here).
 
 ``native_login(config)`` is on (a ``NativeLogin``) when
@@ -60,6 +62,7 @@ import logging
 
 from kafkalite import errors
 from kafkalite.protocol import ApiKey
+from kafkalite.protocol.curve import LOGIN_NEEDED
 from kafkalite.ratelimit import RateLimitedLog
 from kafkalite.server.credentials import CredentialStore, users_file
 from kafkalite.server.listeners import kafka_listeners
@@ -70,7 +73,7 @@ log = logging.getLogger("kafkalite.native")
 LOGIN_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
 MAX_EXCHANGES = 4096
 MAX_SESSIONS = 65536
-NOT_LOGGED_IN = ("Authentication failed: {api} request before a SASL login on the native "
+NOT_LOGGED_IN = ("Authentication failed: {api} request " + LOGIN_NEEDED + " on the native "
                  "port (a client without an authorized CURVE key logs in first: "
                  "security.protocol SASL_PLAINTEXT or SASL_SSL, sasl.mechanism, "
                  "sasl.username, sasl.password)")

@@ -20,6 +20,8 @@ the Kafka listener, as ``admin``.
 """
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import confluent_kafka
@@ -28,10 +30,10 @@ import zmq
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType,
                                    ResourcePatternType, ResourceType)
 
-from harness import run_cli, sasl_config, secured_server, stop_server
+from harness import run_cli, sasl_config, secured_server, stop_server, wait_until
 from kafkalite import errors
 from kafkalite.client import AdminClient, Consumer, Producer
-from kafkalite.client.connection import Connection, client_context
+from kafkalite.client.connection import Connection, KafkaTimeoutError, client_context
 from kafkalite.client.ring_link import RingLink
 from kafkalite.protocol import ApiKey, decode_response, encode_request, native
 from kafkalite.record import RecordBatchBuilder
@@ -302,3 +304,32 @@ def _one_record_batch() -> bytes:
     b = RecordBatchBuilder()
     b.append(1_700_000_000_000, None, b"raw")
     return bytes(b.build())
+
+
+def test_a_link_logs_in_again_to_a_worker_restarted_on_its_address(server, root):
+    """ZeroMQ reconnects a link to a worker that restarted on the same port
+    without telling its owner; the new process has no session for the
+    link's key, so the link logs in again and its request is answered
+    (before, a non-watched link -- an AdminClient's to a worker -- was
+    refused for good). Last in the module: it kills a worker."""
+    worker = server.info["workers"][0]
+    ctx = client_context(native_config(server, root, "alice"))
+    conn = Connection(worker["endpoint"], "relogin", ctx)
+    body = {"replica_id": -1, "isolation_level": 0, "topics": []}
+    try:
+        conn.request(ApiKey.LIST_OFFSETS, body, 10)
+        os.kill(worker["pid"], signal.SIGKILL)
+        server.wait_for_worker_restart(0, worker["pid"], timeout=30)
+        assert server.refresh()["workers"][0]["endpoint"] == worker["endpoint"]
+        wait_until(lambda: _answered(conn, body), 30, "an answer from the restarted worker")
+    finally:
+        conn.close()
+        ctx.destroy(linger=0)
+
+
+def _answered(conn, body) -> bool:
+    try:
+        conn.request(ApiKey.LIST_OFFSETS, body, 5)
+    except (KafkaTimeoutError, errors.NetworkError):
+        return False            # not back yet
+    return True
