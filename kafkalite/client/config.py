@@ -50,6 +50,14 @@ COMMON = {
     "curve.server.key": ("str", None),
     "curve.public.key": ("str", None),
     "curve.secret.key": ("str", None),
+    # a SASL login on the native protocol, with the names Kafka's clients
+    # use for the Kafka listeners (client/connection.py): SASL_PLAINTEXT or
+    # SASL_SSL logs in (over CURVE, so curve.server.key is needed: the
+    # password is never sent in the clear); unset or PLAINTEXT: no login
+    "security.protocol": ("str", None),
+    "sasl.mechanism": ("str", None), "sasl.mechanisms": ("str", None),
+    "sasl.username": ("str", None),
+    "sasl.password": ("str", None),
 }
 
 PRODUCER = {

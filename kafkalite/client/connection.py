@@ -24,6 +24,23 @@ workers, made after the metadata link to the same server succeeded with
 the same keys) does not wait for its handshake: a failed one makes
 ``alive()`` False, as a disconnect does.
 
+A SASL login (``security.protocol`` SASL_PLAINTEXT or SASL_SSL,
+``sasl.mechanism``, ``sasl.username``, ``sasl.password``, as for a Kafka
+listener; ``client_context`` puts it on the context with the CURVE keys,
+which it needs: the server's public key, and this client's key pair or a
+throwaway one): every new Connection logs in before it is used --
+SaslHandshake and SaslAuthenticate, kafka_connection.py's ``sasl_login``,
+before any other request -- so a link to a worker the client is sent to,
+and a link made again after its process went away, is logged in as the
+first one was (server/native_login.py: the server binds this client's key
+to the user). A refused login raises SaslAuthenticationFailedError (or
+UnsupportedSaslMechanismError) with the server's message, from the
+Connection's constructor. A process restarted on the same address, which
+ZeroMQ reconnects a link to unseen, knows nothing of the login: a
+``request``/``extension`` answered "... before a SASL login"
+(curve.LOGIN_NEEDED) logs in again and is sent once more. (A watched link
+is dropped at the disconnect and made anew, logging in.)
+
 Without keys, a Connection to a server on this host whose native ports
 require CURVE goes through the port's local door instead (local_socket.py
 ``native_door``: a Unix-domain ZeroMQ socket the server authenticates by
@@ -61,9 +78,10 @@ import time
 import zmq
 
 from kafkalite import errors, local_socket
+from kafkalite.client.kafka_connection import sasl_login, sasl_mechanism
 from kafkalite.client.link import Link
 from kafkalite.errors import KafkaError, error_for_code
-from kafkalite.protocol import ApiKey, decode_response, encode_request
+from kafkalite.protocol import SUPPORTED_VERSIONS, ApiKey, decode_response, encode_request
 from kafkalite.protocol import curve, native
 
 # The versions kafkalite's clients speak (all within SUPPORTED_VERSIONS).
@@ -102,6 +120,8 @@ HANDSHAKE_WAIT_S = 5.0
 # requests waiting on it (a restart of a loaded node takes a few seconds;
 # a request sent meanwhile is answered once it is back).
 PEER_DOWN_GRACE_S = 3.0
+# A SASL login's each answer (a server that is gone is seen sooner, above).
+LOGIN_TIMEOUT_S = 15.0
 PROBE_EVERY_S = 1.0
 _WAIT_SLICE_MS = 250
 _HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_AUTH, zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL,
@@ -126,9 +146,11 @@ class AuthenticationRefusedError(errors.SaslAuthenticationFailedError):
 
 class ClientContext(zmq.Context):
     """A client's ZeroMQ context: its Connections use its CURVE keys,
-    (server key, public key, secret key) or None."""
+    (server key, public key, secret key) or None, and log in with its SASL
+    ``login``, (mechanism, user, password) or None."""
 
     curve: tuple[bytes, bytes, bytes] | None = None
+    login: tuple[str, str, str] | None = None
 
     def __del__(self, _finalizing=sys.is_finalizing, _thread=threading.Thread):
         """A client dropped without close(): pyzmq's own __del__ would
@@ -186,6 +208,16 @@ def client_context(config: dict) -> zmq.Context:
     ctx = ClientContext()
     names = ("curve.server.key", "curve.public.key", "curve.secret.key")
     given = [config.get(n) for n in names]
+    try:
+        ctx.login = _sasl_login(config)
+    except ValueError:
+        ctx.term()
+        raise
+    if ctx.login is not None and not given[0]:
+        ctx.term()
+        raise ValueError(f"security.protocol {config['security.protocol']} on the native "
+                         f"protocol needs curve.server.key (the server's public key, Z85 or its "
+                         f".key file): the login goes over CURVE, encrypted to the server")
     if not any(given):
         return ctx
     if not given[0]:
@@ -207,6 +239,28 @@ def client_context(config: dict) -> zmq.Context:
         raise ValueError(str(exc)) from None
     ctx.curve = (server, public, secret)
     return ctx
+
+
+SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", *SASL_PROTOCOLS)
+
+
+def _sasl_login(config: dict) -> tuple[str, str, str] | None:
+    """(mechanism, user, password) when ``security.protocol`` asks for a
+    SASL login, else None; ValueError naming a setting that cannot work."""
+    protocol = str(config.get("security.protocol") or "PLAINTEXT").upper()
+    if protocol not in SECURITY_PROTOCOLS:
+        raise ValueError(f"security.protocol {protocol!r}: one of {', '.join(SECURITY_PROTOCOLS)}")
+    if protocol not in SASL_PROTOCOLS:
+        return None
+    try:
+        mechanism = sasl_mechanism(config)
+    except errors.InvalidConfigurationError as exc:
+        raise ValueError(exc.message) from None
+    user, password = config.get("sasl.username"), config.get("sasl.password")
+    if not user or not password:
+        raise ValueError(f"security.protocol {protocol} needs sasl.username and sasl.password")
+    return mechanism, user, password
 
 
 def parse_bootstrap(servers: str) -> list[str]:
@@ -294,6 +348,31 @@ class Connection(Link):
         self._ids = itertools.count(1)
         self._outstanding: dict[int, tuple[int, int]] = {}
         self._stash: dict[int, object] = {}
+        self._login = login = getattr(ctx, "login", None)
+        if login is not None:
+            try:
+                self._log_in(*login)
+            except BaseException:
+                self.close()
+                raise
+
+    def _logged_in_again(self, result) -> bool:
+        """Whether ``result`` said this link's key has no session where it
+        logged in -- the process behind the endpoint restarted on the same
+        address, and ZeroMQ reconnected to it unseen -- and the link has
+        logged in again (the request is then sent once more)."""
+        if self._login is None or not isinstance(result, errors.SaslAuthenticationFailedError) \
+                or curve.LOGIN_NEEDED not in result.message:
+            return False
+        self._log_in(*self._login)
+        return True
+
+    def _log_in(self, mechanism: str, user: str, password: str) -> None:
+        """The SASL login of this link (server/native_login.py), before any
+        other request goes out on it."""
+        sasl_login(lambda api, version, body: self.request(api, body, LOGIN_TIMEOUT_S, version),
+                   mechanism, user, password, self.endpoint,
+                   SUPPORTED_VERSIONS[ApiKey.SASL_AUTHENTICATE][1])
 
     def send(self, api_key: int, body: dict, *, expect_response: bool = True,
              version: int | None = None) -> int:
@@ -385,12 +464,17 @@ class Connection(Link):
     def request(self, api_key: int, body: dict, timeout: float = 30.0, version: int | None = None):
         """Send and wait; raises the KafkaError of an error reply."""
         result = self.wait_for(self.send(api_key, body, version=version), timeout)
+        if self._logged_in_again(result):
+            result = self.wait_for(self.send(api_key, body, version=version), timeout)
         if isinstance(result, KafkaError):
             raise result
         return result
 
     def extension(self, body: dict, timeout: float = 30.0) -> dict:
         result = self.wait_for(self.send_extension(body), timeout)
+        if isinstance(result, dict) and result.get("error_code") and self._logged_in_again(
+                error_for_code(result["error_code"])(result.get("message", ""))):
+            result = self.wait_for(self.send_extension(body), timeout)
         if isinstance(result, KafkaError):
             raise result
         if result.get("error_code"):

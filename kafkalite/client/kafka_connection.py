@@ -78,6 +78,51 @@ def tls_context(config: dict) -> ssl.SSLContext:
     return ctx
 
 
+def sasl_mechanism(config: dict) -> str:
+    """``sasl.mechanism`` (or librdkafka's ``sasl.mechanisms``; GSSAPI when
+    unset, as librdkafka's default) upper-cased; InvalidConfigurationError
+    for one this client cannot speak."""
+    mechanism = str(config.get("sasl.mechanism") or config.get("sasl.mechanisms")
+                    or "GSSAPI").upper()
+    if mechanism not in MECHANISMS:
+        raise InvalidConfigurationError(
+            f"sasl.mechanism {mechanism}: this client supports {', '.join(MECHANISMS)}")
+    return mechanism
+
+
+def sasl_login(send, mechanism: str, user: str, password: str, where: str,
+               authenticate_version: int) -> None:
+    """A client's SASL login, SaslHandshake v1 then SaslAuthenticate in
+    ``authenticate_version``, over any link: ``send(api, version, body)``
+    returns the answer's body. This module's connections use it, and so do
+    the native protocol's (client/connection.py). Raises
+    UnsupportedSaslMechanismError or SaslAuthenticationFailedError naming
+    ``where`` and the server's message."""
+    hs = send(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism})
+    if hs["error_code"]:
+        raise errors.UnsupportedSaslMechanismError(
+            f"{where}: SASL mechanism {mechanism} refused "
+            f"(enabled: {', '.join(hs.get('mechanisms') or [])})")
+
+    def exchange(token: bytes) -> bytes:
+        auth = send(ApiKey.SASL_AUTHENTICATE, authenticate_version, {"auth_bytes": token})
+        if auth["error_code"]:
+            raise errors.SaslAuthenticationFailedError(
+                f"{where}: SASL authentication failed for {user!r}: "
+                f"{auth.get('error_message')}")
+        return bytes(auth.get("auth_bytes") or b"")
+    if mechanism == "PLAIN":
+        exchange(b"\0" + user.encode() + b"\0" + password.encode())
+        return
+    import scramp
+    client = scramp.ScramClient([mechanism], user, password)
+    client.set_server_first(exchange(client.get_client_first().encode()).decode())
+    try:
+        client.set_server_final(exchange(client.get_client_final().encode()).decode())
+    except scramp.ScramException as exc:
+        raise errors.SaslAuthenticationFailedError(f"{where}: SCRAM: {exc}") from None
+
+
 class KafkaConnection:
     """One Kafka-protocol connection (ApiVersions asked, TLS and SASL done)."""
 
@@ -119,38 +164,11 @@ class KafkaConnection:
         return min(ours[1], theirs[1])
 
     def _authenticate(self, config: dict, timeout: float) -> None:
-        mechanism = str(config.get("sasl.mechanism",
-                                   config.get("sasl.mechanisms", "GSSAPI"))).upper()
-        if mechanism not in MECHANISMS:
-            raise InvalidConfigurationError(
-                f"sasl.mechanism {mechanism}: this client supports {', '.join(MECHANISMS)}")
-        hs = self.send(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism}, timeout)
-        if hs["error_code"]:
-            raise errors.UnsupportedSaslMechanismError(
-                f"{self.address}: SASL mechanism {mechanism} refused "
-                f"(enabled: {', '.join(hs.get('mechanisms') or [])})")
-        user = str(config.get("sasl.username", ""))
-        password = str(config.get("sasl.password", ""))
-        version = self.version(ApiKey.SASL_AUTHENTICATE)
-
-        def exchange(token: bytes) -> bytes:
-            auth = self.send(ApiKey.SASL_AUTHENTICATE, version, {"auth_bytes": token}, timeout)
-            if auth["error_code"]:
-                raise errors.SaslAuthenticationFailedError(
-                    f"{self.address}: SASL authentication failed for {user!r}: "
-                    f"{auth.get('error_message')}")
-            return bytes(auth.get("auth_bytes") or b"")
-        if mechanism == "PLAIN":
-            exchange(b"\0" + user.encode() + b"\0" + password.encode())
-            return
-        import scramp
-        client = scramp.ScramClient([mechanism], user, password)
-        client.set_server_first(exchange(client.get_client_first().encode()).decode())
-        try:
-            client.set_server_final(exchange(client.get_client_final().encode()).decode())
-        except scramp.ScramException as exc:
-            raise errors.SaslAuthenticationFailedError(
-                f"{self.address}: SCRAM: {exc}") from None
+        mechanism = sasl_mechanism(config)
+        sasl_login(lambda api, version, body: self.send(api, version, body, timeout),
+                   mechanism, str(config.get("sasl.username", "")),
+                   str(config.get("sasl.password", "")), self.address,
+                   self.version(ApiKey.SASL_AUTHENTICATE))
 
     def send(self, api: ApiKey, version: int, body: dict, timeout: float) -> dict:
         """``api`` in ``version``; the response body."""

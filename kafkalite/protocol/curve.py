@@ -33,6 +33,17 @@ with ZAP status 400, which libzmq reports to the client as
 HANDSHAKE_FAILED_AUTH. The file is read again when it changed
 (``reload_if_changed``), so adding a client needs no restart.
 
+A native port that takes SASL logins (server/native_login.py: the server
+has SASL users and the native protocol runs CURVE) is a CURVE server of
+the domain ``LOGIN_ZAP_DOMAIN`` instead, where a key that is not
+authorized is accepted too -- a remote client that holds no key pair of
+its own makes a throwaway one -- and its User-Id is
+``PENDING_PRINCIPAL_PREFIX`` followed by the key (Z85): not a principal
+the authorizer knows (its type is not ``User``), only a name the listener
+keeps that connection's SASL session under. Such a connection is still
+encrypted to the server's key, so the password it sends is not in the
+clear; until its login succeeded the listener serves it nothing else.
+
 The channels between a cluster's own processes -- the controller's control
 channel and relay, which other nodes' workers join (server/processes.py,
 server/relay.py) -- are CURVE servers of another ZAP domain,
@@ -79,6 +90,16 @@ NODE_ZAP_DOMAIN = "kafkalite-nodes"
 # The domain of the native ports' local doors: a same-host peer's user id.
 LOCAL_ZAP_DOMAIN = "kafkalite-local"
 LOCAL_PRINCIPAL_PREFIX = "User:unix:"
+# The domain of native ports that take SASL logins: any key, unknown ones
+# pending their login.
+LOGIN_ZAP_DOMAIN = "kafkalite-login"
+# The User-Id of an unknown key there: this, then the key in Z85.
+PENDING_PRINCIPAL_PREFIX = "Pending:"
+# In the SASL_AUTHENTICATION_FAILED message of a request whose key has no
+# session in that broker process (server/native_login.py): a client that
+# had logged in (into a process since restarted on the same address, which
+# ZeroMQ reconnected to unseen) logs in again (client/connection.py).
+LOGIN_NEEDED = "before a SASL login"
 # Authorized keys are read again at most this often, on a handshake.
 RELOAD_CHECK_S = 1.0
 # A refused key on the brokers' own channels is logged at most this often.
@@ -166,7 +187,7 @@ def load_authorized_keys(path: str) -> dict[bytes, str]:
                     found = _PRINCIPAL.search(f.read())
                 keys[public] = (found.group(1).decode().strip() if found
                                 else "User:" + entry[:-len(".key")])
-            return keys
+            return _checked(path, keys)
         with open(path, "rb") as f:
             for number, line in enumerate(f, 1):
                 line = line.strip()      # Z85 has '#': only whole lines are comments
@@ -179,6 +200,13 @@ def load_authorized_keys(path: str) -> dict[bytes, str]:
                 keys[parts[0]] = parts[1].decode().strip()
     except OSError as exc:
         raise CurveKeyError(f"cannot read the authorized CURVE keys {path!r}: {exc}") from None
+    return _checked(path, keys)
+
+
+def _checked(path: str, keys: dict[bytes, str]) -> dict[bytes, str]:
+    for principal in keys.values():
+        if principal.startswith(PENDING_PRINCIPAL_PREFIX):   # would read as a login pending
+            raise CurveKeyError(f"{path}: {principal!r} is not a principal a key may have")
     return keys
 
 
@@ -231,8 +259,9 @@ class KeyAuthenticator(ThreadAuthenticator):
     async def handle_zap_message(self, msg: list) -> None:
         """A NULL handshake is a local door's: its principal is the peer's
         user id, in LOCAL_ZAP_DOMAIN only (pyzmq's own handler would let any
-        NULL handshake in as "anonymous"); CURVE is pyzmq's handler, which
-        asks ``callback``."""
+        NULL handshake in as "anonymous"). CURVE in LOGIN_ZAP_DOMAIN takes
+        every key, an unknown one pending its SASL login. Other CURVE is
+        pyzmq's handler, which asks ``callback``."""
         if len(msg) >= 6 and msg[0] == b"1.0" and msg[5] == b"NULL":
             principal = (local_principal(msg[3].decode("utf-8", "replace"))
                          if msg[2] == LOCAL_ZAP_DOMAIN.encode() else None)
@@ -240,6 +269,13 @@ class KeyAuthenticator(ThreadAuthenticator):
                 self._send_zap_reply(msg[1], b"400", b"not a local door's connection")
             else:
                 self._send_zap_reply(msg[1], b"200", b"OK", principal)
+            return
+        if len(msg) == 7 and msg[0] == b"1.0" and msg[5] == b"CURVE" \
+                and msg[2] == LOGIN_ZAP_DOMAIN.encode() and len(msg[6]) == 32:
+            self.reload_if_changed()
+            key = zmq.utils.z85.encode(msg[6])
+            self._send_zap_reply(msg[1], b"200", b"OK", self.principals.get(
+                key, PENDING_PRINCIPAL_PREFIX + key.decode("ascii")))
             return
         await super().handle_zap_message(msg)
 
@@ -298,10 +334,15 @@ class CurveServer:
             self.authenticator.stop()
             self.authenticator = None
 
-    def secure_server(self, sock: zmq.Socket) -> None:
+    def secure_server(self, sock: zmq.Socket, *, login: bool = False) -> None:
+        """Before bind: ``sock`` takes the authorized keys; with ``login``,
+        any key, an unknown one pending its SASL login (LOGIN_ZAP_DOMAIN,
+        enforced: with no ZAP handler answering, no handshake passes)."""
         sock.setsockopt(zmq.CURVE_SERVER, 1)
         sock.setsockopt(zmq.CURVE_SECRETKEY, self.secret)
-        sock.setsockopt_string(zmq.ZAP_DOMAIN, ZAP_DOMAIN)
+        sock.setsockopt_string(zmq.ZAP_DOMAIN, LOGIN_ZAP_DOMAIN if login else ZAP_DOMAIN)
+        if login:
+            sock.setsockopt(zmq.ZAP_ENFORCE_DOMAIN, 1)
 
     def secure_node_server(self, sock: zmq.Socket, context: zmq.Context) -> None:
         """Before bind: ``sock`` is a channel between the brokers' own
@@ -358,6 +399,14 @@ def local_principal(address: str) -> str | None:
     except KeyError:        # a uid without a passwd entry (a container's)
         name = str(uid)
     return LOCAL_PRINCIPAL_PREFIX + name
+
+
+def pending_key(principal: str) -> str | None:
+    """The Z85 key of a LOGIN_ZAP_DOMAIN User-Id that is pending its SASL
+    login; None for a principal."""
+    if principal.startswith(PENDING_PRINCIPAL_PREFIX):
+        return principal[len(PENDING_PRINCIPAL_PREFIX):]
+    return None
 
 
 def principal_of(frame: zmq.Frame) -> str | None:

@@ -270,6 +270,13 @@ SETTINGS: dict[str, Setting] = {
     "native_curve_authorized_keys": Setting(
         "With CURVE: the client public keys accepted and their principals: a directory of "
         "`.key` files or a file of `<Z85 key> User:<name>` lines (read again when it changes)."),
+    "native_sasl_enabled": Setting(
+        "With CURVE on the native ports and a SASL Kafka listener: a client without an "
+        "authorized key pair logs in on the native protocol with its SASL user and password "
+        "(the Kafka listeners' mechanisms and users), over CURVE with a throwaway key and the "
+        "server's public key; it is then that user under the ACLs (server/native_login.py). "
+        "False: only authorized keys (and the local door).",
+        kafka_note="kafkalite's own: Kafka has no native protocol"),
     "topic_defaults": Setting("A table of Kafka topic configs given to new topics (see the "
                               "topic configs); Kafka's broker-wide `log.*` defaults set "
                               "entries of it."),
@@ -351,6 +358,7 @@ class ServerConfig:
     max_connection_creation_rate: int = 0
     native_curve_secret_key_file: str = ""
     native_curve_authorized_keys: str = ""
+    native_sasl_enabled: bool = True
     topic_defaults: dict = field(default_factory=dict)
 
     def __post_init__(self):

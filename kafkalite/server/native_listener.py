@@ -69,6 +69,16 @@ user id its principal (protocol/curve.py ``local_principal``,
 authorized as that user. It is a listener of its own (``local``), which
 this one's loop calls pass on to.
 
+SASL logins (``login``, a server/native_login.NativeLogin: the server has
+SASL users and CURVE; None otherwise): the ROUTER then also takes CURVE
+keys that are not authorized, each pending its login (protocol/curve.py
+LOGIN_ZAP_DOMAIN). A request of a pending key goes to ``_pending``, never
+to the dispatcher: SaslHandshake and SaslAuthenticate are answered from
+the login, everything else refused SASL_AUTHENTICATION_FAILED until the
+key's login succeeded; from then on its requests are the logged-in
+principal's. A failed login holds that client's answers (``hold``) for
+the login's failed-authentication delay.
+
 Who may call: the owning process's event loop (``attach``, ``on_events``,
 ``close``); nothing here is thread-safe.
 """
@@ -85,9 +95,10 @@ import zmq
 
 from kafkalite import errors, local_socket
 from kafkalite.errors import KafkaError
-from kafkalite.protocol import ApiKey, ProtocolError, decode_request, encode_response
+from kafkalite.protocol import (ApiKey, ProtocolError, decode_request, encode_response,
+                                peek_request_header)
 from kafkalite.protocol import native
-from kafkalite.protocol.curve import principal_of
+from kafkalite.protocol.curve import pending_key, principal_of
 from kafkalite.ratelimit import RateLimitedLog
 from kafkalite.server.kafka_listener import MAX_REQUEST_BYTES
 from kafkalite.server.requests import ANONYMOUS, Listener, RequestContext, RequestDispatcher
@@ -154,11 +165,12 @@ class _Client:
 class NativeListener:
     def __init__(self, zctx: zmq.Context, host: str, port: int, dispatcher: RequestDispatcher, *,
                  name: str, extensions: dict | None = None, fallback_to_any_port: bool = False,
-                 curve=None, local_door: bool = False):
+                 curve=None, local_door: bool = False, login=None):
         self._setup(zctx, dispatcher, name, extensions, curve)
         if curve is not None:
             curve.start(zctx)
-            curve.secure_server(self.socket)
+            self.login = login
+            curve.secure_server(self.socket, login=login is not None)
         self.port = 0
         if port:
             try:
@@ -192,6 +204,7 @@ class NativeListener:
         self._trim_at = 0.0
         self.dropped_answers = 0
         self.local = None
+        self.login = None           # a NativeLogin: unknown keys may log in (CURVE only)
         self.peer_host = None       # None: the TCP peer's, from each message
         self.socket = zctx.socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
@@ -261,6 +274,12 @@ class NativeListener:
     def _on_message(self, frames: list) -> None:
         identity, payload = frames[0].bytes, frames[1]
         principal = (principal_of(payload) or ANONYMOUS) if self.authenticated else ANONYMOUS
+        if self.login is not None:
+            key = pending_key(principal)
+            if key is not None:
+                principal = self._pending(identity, key, frames)
+                if principal is None:
+                    return
         if native.is_extension_request(payload.buffer):
             self._on_extension(identity, payload.bytes, principal)
             return
@@ -279,6 +298,59 @@ class NativeListener:
                              principal=principal,
                              size=payload.buffer.nbytes + sum(f.buffer.nbytes for f in frames[2:]))
         self.dispatcher.dispatch(ctx, body)
+
+    def _pending(self, identity: bytes, key: str, frames: list) -> str | None:
+        """A request of a key pending its login (``key``, Z85): the principal
+        to serve it as, once that key has logged in; else None, the request
+        answered here (its login's SASL requests, or a refusal)."""
+        payload = frames[1]
+        if native.is_extension_request(payload.buffer):
+            principal = self.login.principal(key)
+            if principal is None:
+                try:
+                    correlation_id, body = native.decode_extension_request(payload.bytes)
+                except (ValueError, KeyError, struct.error):
+                    return None
+                exc = self.login.refusal(f"the {body.get('op')!r} extension")
+                self._answer(identity, _Answer(correlation_id, [native.encode_extension_response(
+                    correlation_id, {"error_code": exc.code, "message": exc.message})]))
+            return principal
+        header = peek_request_header(payload.buffer)
+        if header is None:
+            self._bad_input.warning("%s: dropped a malformed request of a client that has not "
+                                    "logged in", self.name)
+            return None
+        if header.api_key not in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
+            principal = self.login.principal(key)
+            if principal is None:
+                exc = self.login.refusal(header.api_key)
+                self._send_error(identity, header.correlation_id, exc.code, exc.message)
+            return principal
+        try:
+            header, body = decode_request(payload.buffer)
+        except ProtocolError as exc:
+            self._bad_input.warning("%s: malformed SASL request: %s", self.name, exc)
+            if exc.header is not None:
+                self._send_error(identity, exc.header.correlation_id, exc.code, exc.message)
+            return None
+        where = f"{self._peer_of(payload)} (key {key})"
+        answer, failed = self.login.exchange(key, header.api_key, body, where)
+        if failed:
+            if self.dispatcher.stats is not None:
+                self.dispatcher.stats.authentication_failures += 1
+            if self.login.failed_auth_delay_ms:
+                self.hold(identity, self.login.failed_auth_delay_ms)
+        self._answer(identity, _Answer(header.correlation_id, [encode_response(
+            header.api_key, header.api_version, header.correlation_id, answer)]))
+        return None
+
+    def _peer_of(self, payload) -> str:
+        if self.peer_host is not None:
+            return self.peer_host
+        try:
+            return payload.get("Peer-Address") or "?"
+        except zmq.ZMQError:
+            return "?"
 
     def _on_extension(self, identity: bytes, payload: bytes, principal: str) -> None:
         try:

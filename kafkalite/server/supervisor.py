@@ -87,6 +87,7 @@ from kafkalite.server.security import (http_tls_context, listener_security, nati
 from kafkalite.server.metadata import (OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC,
                                       MetadataStore)
 from kafkalite.server.native_listener import NativeListener
+from kafkalite.server.native_login import native_login
 from kafkalite.server.processes import (LOCK_FILE, EarlyStart, WorkerProcess,  # noqa: F401
                                         bind_control, lock_data_dir, spawn_ingest, spawn_worker)
 from kafkalite.server.credentials import users_file
@@ -306,7 +307,8 @@ class Supervisor:
         self.start_retryable = False        # ports and threads from here on
         self.native = NativeListener(self.ctx, cfg.host, cfg.port, self.dispatcher,
                                      name="supervisor", curve=self.curve,
-                                     local_door=cfg.local_sockets and cfg.authorizer_enabled)
+                                     local_door=cfg.local_sockets and cfg.authorizer_enabled,
+                                     login=native_login(cfg, self.curve))
         # every Kafka listener of the node (listeners.py), the primary first
         specs = kafka_listeners(cfg)
         self.kafka_listeners = [

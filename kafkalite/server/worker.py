@@ -64,6 +64,7 @@ from kafkalite.server.security import (listener_security, native_curve, native_s
                                        node_curve)
 from kafkalite.server.broker_requests import BrokerRequests
 from kafkalite.server.native_listener import NativeListener
+from kafkalite.server.native_login import native_login
 from kafkalite.server.processes import lock_worker
 from kafkalite.server.listeners import kafka_listeners
 from kafkalite.server.relay import PendingRelay, RelayClient
@@ -166,7 +167,8 @@ class Worker:
                                      extensions={"shm_attach": self.rings.attach,
                                                  "kafka_endpoint": self._kafka_endpoint},
                                      fallback_to_any_port=True, curve=self.curve,
-                                     local_door=config.local_sockets and config.authorizer_enabled)
+                                     local_door=config.local_sockets and config.authorizer_enabled,
+                                     login=native_login(config, self.curve))
         # rings are authorized as their native channel is: only under CURVE
         self.rings.authorizer = self.authorizer if self.curve is not None else None
         self.native.attach(self.poller)
