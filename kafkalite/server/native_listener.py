@@ -334,7 +334,14 @@ class NativeListener:
                 self._send_error(identity, exc.header.correlation_id, exc.code, exc.message)
             return None
         where = f"{self._peer_of(payload)} (key {key})"
-        answer, failed = self.login.exchange(key, header.api_key, body, where)
+        try:
+            answer, failed = self.login.exchange(key, header.api_key, body, where)
+        except Exception as exc:  # one client's login must not stop the broker process
+            self._bad_input.warning("%s: the SASL login of %s failed on the server: %r",
+                                    self.name, where, exc)
+            self._send_error(identity, header.correlation_id, errors.UnknownServerError.code,
+                             f"the login failed on the server: {type(exc).__name__}")
+            return None
         if failed:
             if self.dispatcher.stats is not None:
                 self.dispatcher.stats.authentication_failures += 1
