@@ -581,8 +581,15 @@ class KafkaListener:
     def _on_request(self, conn: KafkaConnection, payload: bytearray, header) -> None:
         """``header``: the request's, peeked (None for a raw SASL token or a
         frame too short to hold one)."""
-        if conn.sasl is not None and self._on_sasl_request(conn, payload):
-            return
+        if conn.sasl is not None:
+            try:
+                if self._on_sasl_request(conn, payload):
+                    return
+            except Exception as exc:  # one client's login must not stop the broker process
+                self._bad_input.warning("%s: the SASL login of %s failed on the server: %r",
+                                        self.name, conn.peer, exc)
+                self._close(conn, None)
+                return
         if (header is not None and self.relay is not None
                 and not self.dispatcher.serves(header.api_key)):
             self.relay.forward(self, conn, header, payload)
