@@ -9,6 +9,7 @@ import os
 import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 EXT_DIR = "ext"
 COMMON = dict(
@@ -28,9 +29,25 @@ extensions = [
     for name in MODULES
 ]
 
+
+
+class ParallelBuildExt(build_ext):
+    """Compile the extensions side by side, one per core, unless told
+    otherwise (``build_ext -j N``): one after another they made
+    ``pip install -e .`` take minutes on a small machine."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        if not self.parallel:
+            self.parallel = os.cpu_count() or 1
+
+
 setup(
+    cmdclass={"build_ext": ParallelBuildExt},
     ext_modules=cythonize(
         extensions,
+        # .pyx -> .c in parallel too (Cython only regenerates what changed)
+        nthreads=os.cpu_count() or 1,
         include_path=[EXT_DIR, "."],
         compiler_directives={
             "language_level": "3",
