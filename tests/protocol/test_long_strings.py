@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from kafkalite.protocol import ApiKey, ProtocolError, decode_response, encode_request, encode_response
+from kafkalite.protocol import (ApiKey, ProtocolError, decode_response, encode_request,
+                                encode_response)
 from kafkalite.protocol.compiler import MAX_STRING_BYTES, fit_response_string
 
 # a quoted config value: 'é' is two bytes, '😀' four, so cuts land inside characters

@@ -44,7 +44,8 @@ def srv(tmp_path_factory):
 
 def create_body(name: str) -> dict:
     return {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1,
-                        "assignments": [], "configs": [{"name": "cleanup.policy", "value": VALUE}]}],
+                        "assignments": [],
+                        "configs": [{"name": "cleanup.policy", "value": VALUE}]}],
             "timeout_ms": 5000, "validate_only": False}
 
 
@@ -57,7 +58,8 @@ def assert_cut(message: str) -> None:
 def test_the_kafka_listener_answers_invalid_config_with_the_message_cut(srv, version):
     wire = KafkaWire(srv.kafka_bootstrap)
     try:
-        topic = wire.request(ApiKey.CREATE_TOPICS, version, create_body(f"long-{version}"))["topics"][0]
+        answer = wire.request(ApiKey.CREATE_TOPICS, version, create_body(f"long-{version}"))
+        topic = answer["topics"][0]
         assert topic["error_code"] == errors.InvalidConfigurationError.code
         assert_cut(topic["error_message"])
         # the connection is still the client's
