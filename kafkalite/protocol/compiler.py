@@ -25,6 +25,14 @@ array indices), so the fast path pays nothing for good messages.
 Records mode ("frames"): a ``records`` field is written as an int32 index
 into ``records_out`` (which receives the value itself), and read back from
 ``records_in``, in flexible and non-flexible versions alike.
+
+Strings are at most ``MAX_STRING_BYTES`` (Kafka's cap, in compact form too).
+A request or embedded data string above it fails to encode: the caller
+asked for something Kafka cannot carry. A response string above it is cut
+to fit instead (``fit_response_string``): only the server writes one, and
+what makes it long is client input quoted in a message (a config value in
+an ``error_message``), so refusing it would turn a refused request into an
+answer that is never sent (the connection dropped, or the error code lost).
 """
 from __future__ import annotations
 
@@ -62,6 +70,26 @@ def _byte_length(value) -> int:
         raise
 
 
+# Kafka's cap on a STRING's UTF-8 bytes (its int16 length), compact strings included.
+MAX_STRING_BYTES = 32767
+# What ends a response string cut to fit, before the size it had.
+_CUT_MARKER = "\u2026 (cut from {} bytes)"
+
+
+def fit_response_string(encoded: bytes) -> bytes:
+    """``encoded`` (valid UTF-8) cut to at most MAX_STRING_BYTES on a
+    character boundary, ending with an ellipsis and the size it had."""
+    marker = _CUT_MARKER.format(len(encoded)).encode()
+    end = MAX_STRING_BYTES - len(marker)
+    while end > 0 and encoded[end] & 0xC0 == 0x80:     # inside a character: back to its start
+        end -= 1
+    return encoded[:end] + marker
+
+
+def _too_long(size: int) -> MalformedInput:
+    return MalformedInput(f"string of {size} bytes, at most {MAX_STRING_BYTES} allowed")
+
+
 def _past_end(what: str, size: int, end: int) -> MalformedInput:
     return MalformedInput(f"{what} of {size} bytes runs past the end of the input ({end} bytes)")
 
@@ -93,6 +121,8 @@ _BASE_NAMESPACE = {
     "_pack": struct.pack,
     "_Malformed": MalformedInput,
     "_past_end": _past_end,
+    "_too_long": _too_long,
+    "_fit": fit_response_string,
     "_bad_length": _bad_length,
     "_too_many": _too_many,
     "_unknown_keys": _unknown_keys,
@@ -361,8 +391,7 @@ class _DecoderWriter(_Writer):
             self.emit(depth, f"pos += {4 if four_bytes else 2}")
         low = "-1" if nullable else "0"
         if self.flexible and what == "string":
-            # Kafka caps strings at 32767 bytes in compact form too.
-            self.emit(depth, f"if n < {low} or n > 32767:")
+            self.emit(depth, f"if n < {low} or n > {MAX_STRING_BYTES}:")
         else:
             self.emit(depth, f"if n < {low}:")
         self.emit(depth + 1, f"raise _bad_length({what!r}, n)")
@@ -615,9 +644,11 @@ class _EncoderWriter(_Writer):
             d = depth + 1
         if name == "string":
             self.emit(d, f"{value} = {value}.encode()")
-            if self.flexible:
-                self.emit(d, f"if len({value}) > 32767:")
-                self.emit(d + 1, f"raise _Malformed(f'string of {{len({value})}} bytes, at most 32767 allowed')")
+            self.emit(d, f"if len({value}) > {MAX_STRING_BYTES}:")
+            if self.message.kind == "response":
+                self.emit(d + 1, f"{value} = _fit({value})")
+            else:
+                self.emit(d + 1, f"raise _too_long(len({value}))")
             self.length(d, f"len({value})", four_bytes)
         else:
             self.emit(d, f"size = len({value}) if type({value}) is bytes else _byte_length({value})")

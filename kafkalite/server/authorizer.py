@@ -35,11 +35,18 @@ each interval; the rest are not lost without a trace: the next line logged
 says how many were left out since the one before it, and the process's
 metrics count them (kafkalite_authorizer_audit_lines_dropped).
 
-Who may call: the broker processes, on their event-loop thread.
+Who may call: the broker processes, on their event-loop thread, and in
+the supervisor also the HTTP port's connection threads (http_login.py: the
+/metrics login and the web console's decisions), all on one Authorizer.
+So a decision reads the ACLs from one immutable index (``replace`` swaps
+it whole, in one store), and a denial's counts and audit-log state change
+under the authorizer's lock. An allowed decision takes no lock: it is the
+request path's common case, and it changes nothing.
 """
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass
 
@@ -191,7 +198,10 @@ class AuditLog:
     not logged)", and for good in ``stats.audit_lines_dropped`` (a
     metrics.RequestStats, when the process has metrics). Denials left out
     at the end of a burst are told by the next denial logged, however much
-    later; the metric has them at once."""
+    later; the metric has them at once.
+
+    Not locked itself: its one caller, ``Authorizer.denied``, calls it
+    under the authorizer's lock."""
 
     __slots__ = ("stats", "per_interval", "interval_s", "dropped", "_window_start", "_logged")
 
@@ -221,10 +231,43 @@ class AuditLog:
             log.warning(msg, *args)
 
 
+class _AclIndex:
+    """The ACLs in force, indexed for decisions; never changed once built
+    (``Authorizer.replace`` builds a new one), so a thread deciding reads
+    one consistent set however the ACLs change meanwhile.
+
+    A decision looks only at the ACLs that can match: literal ones by
+    (resource type, name) -- ``*`` included, under its own name -- and the
+    type's prefixed ones (few, in practice), so thousands of topic ACLs
+    cost a request two dict lookups."""
+
+    __slots__ = ("acls", "by_type", "literal", "prefixed")
+
+    def __init__(self, acls):
+        self.acls: tuple[AclBinding, ...] = tuple(dict.fromkeys(acls))
+        self.by_type: dict[int, list[AclBinding]] = {}
+        self.literal: dict[tuple[int, str], list[AclBinding]] = {}
+        self.prefixed: dict[int, list[AclBinding]] = {}
+        for acl in self.acls:
+            self.by_type.setdefault(acl.resource_type, []).append(acl)
+            if acl.pattern_type == PatternType.LITERAL:
+                self.literal.setdefault((acl.resource_type, acl.resource_name), []).append(acl)
+            else:
+                self.prefixed.setdefault(acl.resource_type, []).append(acl)
+
+    def matching(self, resource_type: int, name: str) -> list[AclBinding]:
+        found = self.literal.get((resource_type, name), [])
+        if name != WILDCARD:
+            found = found + self.literal.get((resource_type, WILDCARD), [])
+        return found + [a for a in self.prefixed.get(resource_type, ())
+                        if name.startswith(a.resource_name)]
+
+
 class Authorizer:
     """The ACLs in force in one process and the decisions over them.
     ``stats`` (a metrics.RequestStats, or None) counts denials, and the
-    denials the audit log left out."""
+    denials the audit log left out. Callable from several threads (the
+    module's docstring says how)."""
 
     def __init__(self, super_users=(), allow_everyone_if_no_acl_found: bool = False,
                  acls=(), stats=None):
@@ -232,35 +275,19 @@ class Authorizer:
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
         self.stats = stats
         self.audit = AuditLog(stats)
-        self.acls: tuple[AclBinding, ...] = ()
-        # A decision looks only at the ACLs that can match: literal ones by
-        # (resource type, name) -- ``*`` included, under its own name --
-        # and the type's prefixed ones (few, in practice), so thousands of
-        # topic ACLs cost a request two dict lookups.
-        self._by_type: dict[int, list[AclBinding]] = {}
-        self._literal: dict[tuple[int, str], list[AclBinding]] = {}
-        self._prefixed: dict[int, list[AclBinding]] = {}
+        # a denial's count is a read-modify-write of a dict entry, and the
+        # audit log's window a few fields: several threads lose updates
+        # without it (an allowed decision never takes it)
+        self._lock = threading.Lock()
+        self._index = _AclIndex(())
         self.replace(acls)
 
-    def replace(self, acls) -> None:
-        self.acls = tuple(dict.fromkeys(acls))
-        by_type: dict[int, list[AclBinding]] = {}
-        literal: dict[tuple[int, str], list[AclBinding]] = {}
-        prefixed: dict[int, list[AclBinding]] = {}
-        for acl in self.acls:
-            by_type.setdefault(acl.resource_type, []).append(acl)
-            if acl.pattern_type == PatternType.LITERAL:
-                literal.setdefault((acl.resource_type, acl.resource_name), []).append(acl)
-            else:
-                prefixed.setdefault(acl.resource_type, []).append(acl)
-        self._by_type, self._literal, self._prefixed = by_type, literal, prefixed
+    @property
+    def acls(self) -> tuple[AclBinding, ...]:
+        return self._index.acls
 
-    def _matching(self, resource_type: int, name: str) -> list[AclBinding]:
-        found = self._literal.get((resource_type, name), [])
-        if name != WILDCARD:
-            found = found + self._literal.get((resource_type, WILDCARD), [])
-        return found + [a for a in self._prefixed.get(resource_type, ())
-                        if name.startswith(a.resource_name)]
+    def replace(self, acls) -> None:
+        self._index = _AclIndex(acls)       # one store: a decision sees the old set or the new
 
     def authorize(self, principal: str, host: str, operation: AclOperation,
                   resource_type: ResourceType, name: str, *, audit: bool = True) -> bool:
@@ -275,7 +302,7 @@ class Authorizer:
     def _decide(self, principal, host, operation, resource_type, name) -> bool:
         if principal in self.super_users:
             return True
-        matching = self._matching(resource_type, name)
+        matching = self._index.matching(resource_type, name)
         if not matching:
             return self.allow_everyone_if_no_acl_found
         for a in matching:
@@ -295,7 +322,7 @@ class Authorizer:
         DENY on every resource (literal ``*``) takes back."""
         if principal in self.super_users:
             return True
-        acls = self._by_type.get(resource_type, ())
+        acls = self._index.by_type.get(resource_type, ())
         if not acls:
             return self.allow_everyone_if_no_acl_found
         for a in acls:
@@ -310,12 +337,15 @@ class Authorizer:
                resource_type: ResourceType, name: str) -> None:
         """Kafka's authorizer log line for a denial, and its count."""
         rt = "Cluster" if resource_type == ResourceType.CLUSTER else _title(resource_type.name)
-        self.audit.denied("Principal = %s is Denied Operation = %s from host = %s on "
-                          "resource = %s:LITERAL:%s", principal, _title(operation.name), host,
-                          rt, name)
-        if self.stats is not None:
-            key = f"{rt}:{_title(operation.name)}"
-            self.stats.denied[key] = self.stats.denied.get(key, 0) + 1
+        op = _title(operation.name)
+        with self._lock:
+            # at most a few lines logged per interval (AuditLog): holding
+            # the lock while one is written costs a burst nothing
+            self.audit.denied("Principal = %s is Denied Operation = %s from host = %s on "
+                              "resource = %s:LITERAL:%s", principal, op, host, rt, name)
+            if self.stats is not None:
+                key = f"{rt}:{op}"
+                self.stats.denied[key] = self.stats.denied.get(key, 0) + 1
 
 
 def acls_to_json(acls) -> list:

@@ -84,6 +84,12 @@ SETTINGS: dict[str, Setting] = {
                         "TLS with `ssl_certfile` and `ssl_keyfile`: https:// URLs, for "
                         "Prometheus's `tls_config` and browsers.",
                         kafka_note="kafkalite's own: Kafka exposes metrics through JMX."),
+    "http_max_connections": Setting(
+        "Connections the HTTP port serves at once, each on a thread of its own; one more is "
+        "answered `503 Service Unavailable` with `Retry-After` and closed at once (counted in "
+        "`kafkalite_http_connections_refused`; over `http_tls`, closed without an answer).",
+        kafka_note="kafkalite's own: Kafka's `max.connections` caps its listeners; it has "
+                   "no HTTP port."),
     "log_level": Setting("DEBUG, INFO, WARNING or ERROR (\"\": `$KAFKALITE_LOG_LEVEL`, "
                          "else WARNING).", (), "`log4j.rootLogger`"),
     "auto_create_topics": Setting("Create an unknown topic when a client asks for it.",
@@ -301,6 +307,7 @@ class ServerConfig:
     kafka_worker_base_port: int = DEFAULT_KAFKA_WORKER_BASE_PORT
     metrics_port: int = DEFAULT_METRICS_PORT
     http_tls: bool = False
+    http_max_connections: int = 64
     log_level: str = ""
     auto_create_topics: bool = True
     default_partitions: int = 1
@@ -409,7 +416,7 @@ class ServerConfig:
                      "transactional_id_expiration_ms",
                      "transaction_abort_timed_out_transaction_cleanup_interval_ms",
                      "node_id", "controller_lease_ms", "quota_window_num",
-                     "quota_window_size_seconds"):
+                     "quota_window_size_seconds", "http_max_connections"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise InvalidConfigurationError(f"{name} must be a positive integer, not {value!r}")

@@ -298,6 +298,9 @@ class KafkaListener:
         self.poller: zmq.Poller | None = None
         self._bad_input = RateLimitedLog(log)
         self._zmtp_peers = RateLimitedLog(log, per_interval=1, interval_s=60.0)
+        # a response that cannot be encoded is a server bug, but one a client
+        # may trigger as often as it sends the request: logged rate-limited
+        self._unencodable = RateLimitedLog(log)
         self._scratch = bytearray(RECV_CHUNK)
         self._throttled: dict[int, KafkaConnection] = {}
         self._lingering: dict[int, KafkaConnection] = {}   # fd -> closed at its close_at
@@ -886,7 +889,8 @@ class KafkaListener:
             parts, total = encode_response_parts(header.api_key, header.api_version,
                                                  header.correlation_id, body)
         except ProtocolError as exc:
-            log.error("%s: cannot encode the %r response: %s", self.name, header.api_key, exc)
+            self._unencodable.warning("%s: cannot encode the %r response: %s", self.name,
+                                      header.api_key, exc)
             self._close(conn, None)
             return
         queue = []

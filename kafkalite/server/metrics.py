@@ -29,6 +29,10 @@ Two halves, one per kind of process:
   can be mounted under a path prefix on the same port (the web console,
   kafkalite/webconsole/, mounted by ``kafkalite server``): they run on
   that server's threads and may read ``registry``, never the loop's state.
+  Each connection is served on a thread of its own, at most
+  ``http_max_connections`` at once: the accept thread answers one more
+  ``503`` itself and closes it, so idle connections cannot pile up
+  threads (each is bounded in time by ``HTTP_IO_TIMEOUT_S``, not in number).
 
 Counters survive worker restarts: when a worker's snapshot comes from a new
 process, the old process's last figures are kept as a base, so node totals
@@ -75,6 +79,20 @@ PUBLISH_INTERVAL_S = 1.0      # how often the supervisor rebuilds the served vie
 # Content-Length, would otherwise hold one of its threads, and the
 # connection, for good.
 HTTP_IO_TIMEOUT_S = 10.0
+# What a connection over the HTTP port's cap (http_max_connections) gets:
+# written by the accept thread into the fresh socket's empty send buffer, so
+# it never waits on the client, then the connection is closed.
+HTTP_RETRY_AFTER_S = 1
+_BUSY_BODY = b"the HTTP port serves as many connections as it may (http_max_connections)\n"
+HTTP_BUSY_ANSWER = (b"HTTP/1.1 503 Service Unavailable\r\n"
+                    b"Retry-After: %d\r\n"
+                    b"Content-Type: text/plain; charset=utf-8\r\n"
+                    b"Content-Length: %d\r\n"
+                    b"Connection: close\r\n\r\n" % (HTTP_RETRY_AFTER_S, len(_BUSY_BODY))
+                    + _BUSY_BODY)
+# Bytes of an early request read (and dropped) before a refused connection
+# closes: closing with unread input resets it, which can discard the 503.
+_BUSY_DRAIN_BYTES = 65536
 # Request latency buckets, in ms like Kafka's TotalTimeMs (upper bounds; +Inf is implied).
 LATENCY_BUCKETS_MS = (0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0,
                       2500.0, 5000.0, 10000.0, 30000.0)
@@ -254,6 +272,11 @@ class NodeMetrics:
         self._next_publish = 0.0
         self._httpd = None
         self._mounts: list[tuple[str, object]] = []
+        # connections over http_max_connections answered 503: written by the
+        # accept thread only, read by the connection threads' scrapes
+        self.http_refused = 0
+        from kafkalite.ratelimit import RateLimitedLog
+        self._refused_log = RateLimitedLog(log, per_interval=1, interval_s=60.0)
         from prometheus_client import CollectorRegistry, ProcessCollector
         # what /metrics serves; mounted apps may collect() it too (on their threads)
         self.registry = CollectorRegistry()
@@ -263,7 +286,8 @@ class NodeMetrics:
 
     # ---- the HTTP endpoint (its own thread) ------------------------------------------------
 
-    def serve(self, host: str, port: int, mounts=(), login=None, tls=None) -> int:
+    def serve(self, host: str, port: int, mounts=(), login=None, tls=None, *,
+              max_connections: int) -> int:
         """Listen on ``port`` (0: any free port; a taken one: any free port,
         with a warning, as workers do with theirs); return the port bound.
         ``mounts``: (path prefix, WSGI app) pairs served beside /metrics; an
@@ -272,7 +296,11 @@ class NodeMetrics:
         ``tls`` (an ssl.SSLContext, ``http_tls``): every connection is TLS;
         its handshake runs in the connection's own thread, on its first
         read, under the same HTTP_IO_TIMEOUT_S, so a client that never
-        finishes one holds no other connection up."""
+        finishes one holds no other connection up. ``max_connections``
+        (``http_max_connections``): connections served at once; one more
+        is answered 503 by the accept thread and closed (over TLS, closed:
+        an answer would need a handshake, which the accept thread must not
+        wait for)."""
         from wsgiref.simple_server import WSGIRequestHandler, make_server
 
         from prometheus_client import make_wsgi_app
@@ -315,7 +343,35 @@ class NodeMetrics:
             return [f"no such path {path!r}; this port serves {', '.join(served)}\n".encode()]
 
         bind = host if host not in ("", "*") else "0.0.0.0"
-        server_class = type("MetricsServer", (ThreadingWSGIServer,), {})
+        slots = threading.BoundedSemaphore(max_connections)
+        refuse = self._refuse_connection
+
+        class MetricsServer(ThreadingWSGIServer):
+            """A thread per connection, up to ``max_connections`` of them."""
+
+            # socketserver's 5 makes a burst of connections (a refused one's
+            # retries among them) wait out SYN retransmits of 1 s and more
+            request_queue_size = 128
+
+            def process_request(self, request, client_address):
+                # the accept thread: never waits here, on a slot or a client
+                if not slots.acquire(blocking=False):
+                    refuse(request, client_address, answer=tls is None)
+                    self.shutdown_request(request)
+                    return
+                try:
+                    super().process_request(request, client_address)
+                except BaseException:
+                    slots.release()          # no thread was started to release it
+                    raise
+
+            def process_request_thread(self, request, client_address):
+                try:
+                    super().process_request_thread(request, client_address)
+                finally:
+                    slots.release()
+
+        server_class = MetricsServer
         if ":" in bind:
             import socket
             server_class.address_family = socket.AF_INET6
@@ -334,6 +390,33 @@ class NodeMetrics:
                          daemon=True).start()
         return self.port
 
+    def _refuse_connection(self, sock, address, answer: bool) -> None:
+        """A connection over the cap, on the accept thread: a 503 into its
+        empty send buffer (never waiting on the client), counted and
+        logged rate-limited; the caller closes it."""
+        self.http_refused += 1
+        self._refused_log.warning(
+            "HTTP port: refused a connection from %s (%d so far): http_max_connections "
+            "are open", address[0], self.http_refused)
+        if not answer:
+            return
+        try:
+            sock.setblocking(False)
+            drained = 0
+            while drained < _BUSY_DRAIN_BYTES:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                drained += len(chunk)
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError:
+            return
+        try:
+            sock.send(HTTP_BUSY_ANSWER)
+        except OSError:
+            pass                   # gone already, or a full buffer: closed all the same
+
     def close(self) -> None:
         if self._httpd is not None:
             self._httpd.shutdown()
@@ -347,6 +430,12 @@ class NodeMetrics:
     def collect(self):
         """prometheus_client's collector interface, on the HTTP thread."""
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+        refused = CounterMetricFamily(
+            "kafkalite_http_connections_refused", "Connections the HTTP port closed at once, "
+            "answered 503 (over http_tls: without an answer), because http_max_connections "
+            "were open")
+        refused.add_metric([], self.http_refused)
+        yield refused
         with self._lock:
             view = self._view
         if not view:

@@ -199,6 +199,7 @@ class NativeListener:
         self.extensions = extensions or {}
         self._bad_input = RateLimitedLog(log)
         self._slow_client = RateLimitedLog(log)
+        self._unencodable = RateLimitedLog(log)     # as often as a client can trigger one
         self._clients: dict[bytes, _Client] = {}
         self._released = 0
         self._trim_at = 0.0
@@ -385,7 +386,8 @@ class NativeListener:
             payload = encode_response(header.api_key, header.api_version, header.correlation_id,
                                       body, records_out=records)
         except ProtocolError as exc:
-            log.error("%s: cannot encode the %r response: %s", self.name, header.api_key, exc)
+            self._unencodable.warning("%s: cannot encode the %r response: %s", self.name,
+                                      header.api_key, exc)
             self.send_error(ctx, errors.UnknownServerError.code, f"cannot encode the response: {exc}")
             return
         self._answer(ctx.reply_to, _Answer(header.correlation_id, [payload, *records]))

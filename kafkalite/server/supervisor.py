@@ -336,7 +336,8 @@ class Supervisor:
                                [(prefix, factory(bootstrap, self.metrics.registry,
                                                  self.owner_key_file))
                                 for prefix, factory in self.http_apps], login,
-                               http_tls_context(cfg))
+                               http_tls_context(cfg),
+                               max_connections=cfg.http_max_connections)
         # Other nodes' workers reach the control channel and the relay too
         # (--cluster): bound where the listeners are, not on loopback only.
         bind_host, advertised = "127.0.0.1", "127.0.0.1"

@@ -182,4 +182,4 @@ def test_indexed_decisions_agree_with_every_acl_scanned():
     for name in names + ["orders-us", "p", "zzz"]:
         for res in (Res.TOPIC, Res.GROUP):
             scanned = [b for b in acls if b.matches_resource(res, name)]
-            assert sorted(a._matching(res, name), key=acls.index) == scanned, (res, name)
+            assert sorted(a._index.matching(res, name), key=acls.index) == scanned, (res, name)
