@@ -65,6 +65,7 @@ import shutil
 import time
 import uuid
 import zlib
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -1023,12 +1024,18 @@ class Controller:
     def _create_topics(self, ctx: RequestContext, body: dict):
         results, to_create = [], []
         layers = self._layers(None)         # the cluster's view of new topics' defaults
+        named = Counter(t["name"] for t in body["topics"])
         for t in body["topics"]:
             name = t["name"]
             out = {"name": name, "error_code": 0, "error_message": None,
                    "num_partitions": -1, "replication_factor": -1, "configs": []}
             results.append(out)
             try:
+                if named[name] > 1:
+                    # Kafka refuses every entry of a name given twice and
+                    # creates none of them (KafkaApis, "Duplicate topic")
+                    raise errors.InvalidRequestError(f"topic {name!r} is named more than once "
+                                                      f"in the request")
                 validate_topic_name(name)
                 if name in INTERNAL_TOPICS:
                     # Kafka's answer for its own internal metadata topic

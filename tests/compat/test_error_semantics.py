@@ -890,16 +890,13 @@ KNOWN_DIFFERENCES: dict = {
     (ApiKey.OFFSET_DELETE, "empty group id"): EMPTY_GROUP,
     (ApiKey.API_VERSIONS, "an invalid client software name (KIP-511)"):
         "client_software_name/version are not checked against KIP-511's pattern",
-    (ApiKey.CREATE_TOPICS, "the same topic twice in one request"):
-        "the second entry is answered TOPIC_ALREADY_EXISTS (the first is created); Kafka "
-        "refuses both with INVALID_REQUEST and creates neither",
-    (ApiKey.DELETE_TOPICS, "unknown topic id"): "an unknown topic id is answered without error",
-    (ApiKey.DELETE_TOPICS, "a name and an id"):
-        "an entry with both a name and an id is served by name, not refused",
     (ApiKey.DESCRIBE_CLUSTER, "the controllers' endpoints of a broker"):
         "endpoint_type is not checked (KIP-919)",
     (ApiKey.CONSUMER_GROUP_HEARTBEAT, "a member epoch in a group that does not exist"):
         "answers UNKNOWN_MEMBER_ID; Kafka's getOrMaybeCreateConsumerGroup GROUP_ID_NOT_FOUND",
+    (ApiKey.DELETE_TOPICS, "unknown topic id"): "an unknown topic id is answered without error",
+    (ApiKey.DELETE_TOPICS, "a name and an id"):
+        "an entry with both a name and an id is served by name, not refused",
     (ApiKey.SHARE_GROUP_HEARTBEAT, "a member epoch in a group that does not exist"):
         "answers UNKNOWN_MEMBER_ID; Kafka's getOrMaybeCreateShareGroup GROUP_ID_NOT_FOUND",
     (ApiKey.READ_SHARE_GROUP_STATE, "a share-partition never initialized"):
