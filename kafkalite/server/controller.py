@@ -88,6 +88,8 @@ from kafkalite.server.replica_manager import (DELETE_RECORDS, PRODUCE, _produce_
                                               delete_records_blank)
 from kafkalite.server.requests import DEFERRED, NO_RESPONSE, Listener, RequestContext
 
+NO_TOPIC_ID = uuid.UUID(int=0)      # Kafka's Uuid.ZERO_UUID: a topic named by name
+
 log = logging.getLogger("kafkalite.controller")
 
 NATIVE_CONTROLLER_ID = -1
@@ -1100,13 +1102,27 @@ class Controller:
         return self._send(ctx, by_broker, respond, body.get("timeout_ms", DEFAULT_ADMIN_TIMEOUT_MS))
 
     def _delete_topics(self, ctx: RequestContext, body: dict):
-        names = list(body.get("topic_names") or []) + [
-            t["name"] for t in body.get("topics") or [] if t.get("name")]
+        # v6 names a topic by name or by id (KIP-516), never both
+        entries = [(name, None) for name in body.get("topic_names") or []] + [
+            (t.get("name"), t.get("topic_id")) for t in body.get("topics") or []]
+        by_id = {t.topic_id: t.name for t in self.metadata.topics.values()}
         results, by_broker = [], {}
-        for name in names:
+        for name, topic_id in entries:
+            given_id = topic_id is not None and topic_id != NO_TOPIC_ID
             out = {"name": name, "error_code": 0, "error_message": None}
+            if given_id:
+                out["topic_id"] = topic_id
             results.append(out)
             try:
+                if given_id and name:
+                    raise errors.InvalidRequestError("a topic name and a topic id can not both "
+                                                      "be given")
+                if given_id:
+                    name = out["name"] = by_id.get(topic_id)
+                    if name is None:
+                        raise errors.UnknownTopicIdError(f"no topic has id {topic_id}")
+                if not name:
+                    raise errors.InvalidRequestError("neither a topic name nor a topic id")
                 _refuse_internal(name, "delete")
                 topic = self.metadata.delete_topic(name)
                 log.info("topic %s deleted (%d partition(s))", name, len(topic.partitions))

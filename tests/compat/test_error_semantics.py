@@ -894,9 +894,6 @@ KNOWN_DIFFERENCES: dict = {
         "endpoint_type is not checked (KIP-919)",
     (ApiKey.CONSUMER_GROUP_HEARTBEAT, "a member epoch in a group that does not exist"):
         "answers UNKNOWN_MEMBER_ID; Kafka's getOrMaybeCreateConsumerGroup GROUP_ID_NOT_FOUND",
-    (ApiKey.DELETE_TOPICS, "unknown topic id"): "an unknown topic id is answered without error",
-    (ApiKey.DELETE_TOPICS, "a name and an id"):
-        "an entry with both a name and an id is served by name, not refused",
     (ApiKey.SHARE_GROUP_HEARTBEAT, "a member epoch in a group that does not exist"):
         "answers UNKNOWN_MEMBER_ID; Kafka's getOrMaybeCreateShareGroup GROUP_ID_NOT_FOUND",
     (ApiKey.READ_SHARE_GROUP_STATE, "a share-partition never initialized"):
@@ -1091,3 +1088,20 @@ def test_every_advertised_api_has_error_semantics(plain, secured, wires):
         advertised |= {k["api_key"] for k in r["api_keys"]}
     missing = sorted(ApiKey(k).name for k in advertised - {int(k) for k in ROWS})
     assert not missing, f"advertised APIs without error semantics: {missing}"
+
+
+def test_delete_topics_v6_deletes_a_topic_named_by_its_id(plain, wires):
+    """The other side of DELETE_TOPICS' id rows: an entry with the id alone
+    deletes that topic and names it in the answer (KIP-516)."""
+    name = World.missing("by-id")
+    wire = wires.to(plain, CONTROLLER, None, False)
+    [created] = wire.request(ApiKey.CREATE_TOPICS, 7, {"timeout_ms": 10_000,
+                                                       "topics": [new_topic(name)]})["topics"]
+    assert created["error_code"] == NONE, created
+    r = wire.request(ApiKey.DELETE_TOPICS, 6, {"timeout_ms": 10_000, "topics": [
+        {"name": None, "topic_id": created["topic_id"]}]})
+    assert [(t["name"], t["topic_id"], t["error_code"]) for t in r["responses"]] == \
+        [(name, created["topic_id"], NONE)]
+    [gone] = wire.request(ApiKey.METADATA, 12, {"topics": [{"name": name}],
+                                                "allow_auto_topic_creation": False})["topics"]
+    assert gone["error_code"] == E.UNKNOWN_TOPIC_OR_PARTITION
