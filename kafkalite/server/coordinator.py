@@ -106,6 +106,7 @@ MIGRATION_DISABLED, MIGRATION_UPGRADE, MIGRATION_DOWNGRADE, MIGRATION_BIDIRECTIO
     MIGRATION_POLICIES
 OFFSET_METADATA_MAX_BYTES = 4096
 NONE = 0
+INVALID_GROUP_ID = errors.InvalidGroupIdError.code     # an empty group id, in every group API
 NO_NODE = {"node_id": -1, "host": "", "port": -1}   # a FindCoordinator key not answered
 SHARE_COORDINATOR_KEYS_FROM = 6         # FindCoordinator's first version with key type 2
 
@@ -827,6 +828,9 @@ class GroupCoordinator:
         return NONE
 
     def _sync_group(self, ctx: RequestContext, body: dict):
+        if not body["group_id"]:            # Kafka's GroupCoordinatorService, every group API
+            return {"throttle_time_ms": 0, "error_code": INVALID_GROUP_ID, "protocol_type": None,
+                    "protocol_name": None, "assignment": b""}
         g = self.groups.get(body["group_id"])
         if g is not None and g.consumer is not None:
             return self.consumer.classic_sync(body, g.consumer)     # changes nothing kept
@@ -864,6 +868,8 @@ class GroupCoordinator:
         return DEFERRED
 
     def _heartbeat(self, ctx: RequestContext, body: dict):
+        if not body["group_id"]:
+            return {"throttle_time_ms": 0, "error_code": INVALID_GROUP_ID}
         g = self.groups.get(body["group_id"])
         if g is not None and g.consumer is not None:
             code = self.consumer.classic_heartbeat(body, g.consumer)
@@ -881,6 +887,8 @@ class GroupCoordinator:
         return {"throttle_time_ms": 0, "error_code": code}
 
     def _leave_group(self, ctx: RequestContext, body: dict):
+        if not body["group_id"]:
+            return {"throttle_time_ms": 0, "error_code": INVALID_GROUP_ID, "members": []}
         g = self.groups.get(body["group_id"])
         if ctx.api_version < 3:
             leaving = [{"member_id": body["member_id"], "group_instance_id": None}]
@@ -1083,10 +1091,19 @@ class GroupCoordinator:
             out = []
             for grp in body["groups"]:
                 code = self._check_fetch_member(grp) if ctx.api_version >= 9 else NONE
+                if not grp["group_id"]:
+                    code = INVALID_GROUP_ID
                 out.append({"group_id": grp["group_id"], "error_code": code,
                             "topics": [] if code else
                             self._fetch_offsets(grp["group_id"], grp["topics"], stable)})
             return {"throttle_time_ms": 0, "groups": out}
+        if not body["group_id"]:
+            # before v2 the response has no error_code: the partitions carry it
+            return {"throttle_time_ms": 0, "error_code": INVALID_GROUP_ID, "topics": [
+                {"name": t["name"], "partitions": [
+                    {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+                     "metadata": "", "error_code": INVALID_GROUP_ID}
+                    for p in t["partition_indexes"]]} for t in body["topics"] or []]}
         return {"throttle_time_ms": 0, "error_code": NONE,
                 "topics": self._fetch_offsets(body["group_id"], body["topics"], stable)}
 
@@ -1100,6 +1117,8 @@ class GroupCoordinator:
                                              grp.get("member_epoch", -1))
 
     def _offset_delete(self, ctx: RequestContext, body: dict):
+        if not body["group_id"]:
+            return {"error_code": INVALID_GROUP_ID, "throttle_time_ms": 0, "topics": []}
         g = self.groups.get(body["group_id"])
         if g is None:
             return {"error_code": errors.GroupIdNotFoundError.code, "throttle_time_ms": 0,
@@ -1132,6 +1151,10 @@ class GroupCoordinator:
         out = []
         for gid in body["groups"]:
             g = self.groups.get(gid)
+            if not gid:
+                out.append({"error_code": INVALID_GROUP_ID, "group_id": gid, "group_state": "",
+                            "protocol_type": "", "protocol_data": "", "members": []})
+                continue
             if g is None:
                 out.append({"error_code": NONE, "group_id": gid, "group_state": DEAD,
                             "protocol_type": "", "protocol_data": "", "members": []})
@@ -1213,7 +1236,9 @@ class GroupCoordinator:
         results = []
         for gid in body["groups_names"]:
             g = self.groups.get(gid)
-            if g is None:
+            if not gid:
+                code = INVALID_GROUP_ID
+            elif g is None:
                 code = self.share.delete(gid)
                 if code == NONE:
                     self.share_group_deleted(gid)

@@ -859,8 +859,6 @@ ROWS: dict[ApiKey, list[Row]] = {
 REPLICA_NOT_LEADER = ("a broker answers NOT_LEADER_OR_FOLLOWER for a partition it has no "
                       "replica of, where Kafka answers UNKNOWN_TOPIC_OR_PARTITION unless its "
                       "metadata has the partition")
-EMPTY_GROUP = ("the group coordinator does not refuse an empty group id with "
-               "INVALID_GROUP_ID (GroupCoordinatorService.isGroupIdNotEmpty)")
 CLOSES = ("denied as a whole, an API without a top-level error_code closes the connection; "
           "Kafka answers each partition with the error (getErrorResponse)")
 KNOWN_DIFFERENCES: dict = {
@@ -881,13 +879,6 @@ KNOWN_DIFFERENCES: dict = {
     (ApiKey.ELECT_LEADERS, "no ALTER on the cluster"): CLOSES + " (v0 has none)",
     (ApiKey.OFFSET_COMMIT, "unknown group with a generation"):
         "v9 answers ILLEGAL_GENERATION as v1-8 do; Kafka 4 answers GROUP_ID_NOT_FOUND from v9",
-    (ApiKey.OFFSET_FETCH, "empty group id"): EMPTY_GROUP,
-    (ApiKey.HEARTBEAT, "empty group id"): EMPTY_GROUP,
-    (ApiKey.LEAVE_GROUP, "empty group id"): EMPTY_GROUP,
-    (ApiKey.SYNC_GROUP, "empty group id"): EMPTY_GROUP,
-    (ApiKey.DESCRIBE_GROUPS, "empty group id"): EMPTY_GROUP,
-    (ApiKey.DELETE_GROUPS, "empty group id"): EMPTY_GROUP,
-    (ApiKey.OFFSET_DELETE, "empty group id"): EMPTY_GROUP,
     (ApiKey.API_VERSIONS, "an invalid client software name (KIP-511)"):
         "client_software_name/version are not checked against KIP-511's pattern",
     (ApiKey.DESCRIBE_CLUSTER, "the controllers' endpoints of a broker"):
