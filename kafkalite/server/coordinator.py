@@ -938,7 +938,9 @@ class GroupCoordinator:
             code = errors.InvalidGroupIdError.code
         elif g is None:
             if generation >= 0:
-                code = errors.IllegalGenerationError.code
+                # v9 (KIP-848) tells a group that is gone from a stale generation
+                code = errors.GroupIdNotFoundError.code if ctx.api_version >= 9 \
+                    else errors.IllegalGenerationError.code
         elif g.consumer is not None:
             code = self.consumer.validate_commit(g.consumer, member_id, generation)
             if (code == NONE and member_id and ctx.api_version < 9

@@ -877,8 +877,6 @@ KNOWN_DIFFERENCES: dict = {
     (ApiKey.OFFSET_FETCH, "no DESCRIBE on the group"): CLOSES + " (v1 has none)",
     (ApiKey.WRITE_TXN_MARKERS, "no CLUSTER_ACTION"): CLOSES,
     (ApiKey.ELECT_LEADERS, "no ALTER on the cluster"): CLOSES + " (v0 has none)",
-    (ApiKey.OFFSET_COMMIT, "unknown group with a generation"):
-        "v9 answers ILLEGAL_GENERATION as v1-8 do; Kafka 4 answers GROUP_ID_NOT_FOUND from v9",
     (ApiKey.API_VERSIONS, "an invalid client software name (KIP-511)"):
         "client_software_name/version are not checked against KIP-511's pattern",
     (ApiKey.DESCRIBE_CLUSTER, "the controllers' endpoints of a broker"):
