@@ -1451,6 +1451,20 @@ class Controller:
     # ---- cluster -----------------------------------------------------------------------------
 
     def _describe_cluster(self, ctx: RequestContext, body: dict):
+        # every Kafka listener of the node is a broker endpoint (KIP-919):
+        # a client asking it for the controllers' is told so, as Kafka's
+        # AuthHelper.computeDescribeClusterResponse tells it
+        wanted = body.get("endpoint_type", EndpointType.BROKER)
+        if wanted != EndpointType.BROKER:
+            known = wanted in tuple(EndpointType)
+            code = (errors.InvalidRequestError if ctx.api_version == 0 else
+                    errors.MismatchedEndpointTypeError if known else
+                    errors.UnsupportedEndpointTypeError).code
+            return {"throttle_time_ms": 0, "error_code": code,
+                    "error_message": f"this is a broker endpoint; endpoint type {wanted} was "
+                                     f"asked for", "endpoint_type": EndpointType.BROKER,
+                    "cluster_id": self.metadata.cluster_id, "controller_id": -1, "brokers": [],
+                    "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
         return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
                 "endpoint_type": EndpointType.BROKER, "cluster_id": self.metadata.cluster_id,
                 "controller_id": self.controller_id(ctx.listener, ctx.listener_name),

@@ -40,7 +40,6 @@ E = type("E", (), {cls.name: cls.code for cls in (getattr(errors, n) for n in er
                    if isinstance(cls, type) and issubclass(cls, errors.KafkaError)
                    and cls is not errors.KafkaError})
 NONE = 0
-MISMATCHED_ENDPOINT_TYPE = 114      # KIP-919; not among kafkalite's error classes
 CONTROLLER = 1000
 TOPIC, SMALL, SEEN = "errsem-topic", "errsem-small", "errsem-seen"
 USERS = {"admin": "admin-secret-1", "alice": "alice-secret-1", "bob": "bob-secret-1"}
@@ -699,7 +698,10 @@ ROWS: dict[ApiKey, list[Row]] = {
     ApiKey.DESCRIBE_CLUSTER: [
         Row("the controllers' endpoints of a broker", lambda w, v: {
             "include_cluster_authorized_operations": False, "endpoint_type": 2},
-            MISMATCHED_ENDPOINT_TYPE, versions=(1, 1), node="worker"),
+            E.MISMATCHED_ENDPOINT_TYPE, versions=(1, 1), node="worker"),
+        Row("an endpoint type Kafka does not define", lambda w, v: {
+            "include_cluster_authorized_operations": False, "endpoint_type": 9},
+            E.UNSUPPORTED_ENDPOINT_TYPE, versions=(1, 1)),
         Row("no DESCRIBE needed", lambda w, v: {
             "include_cluster_authorized_operations": False, "endpoint_type": 1}, NONE,
             user="alice"),
@@ -879,8 +881,6 @@ KNOWN_DIFFERENCES: dict = {
     (ApiKey.ELECT_LEADERS, "no ALTER on the cluster"): CLOSES + " (v0 has none)",
     (ApiKey.API_VERSIONS, "an invalid client software name (KIP-511)"):
         "client_software_name/version are not checked against KIP-511's pattern",
-    (ApiKey.DESCRIBE_CLUSTER, "the controllers' endpoints of a broker"):
-        "endpoint_type is not checked (KIP-919)",
     (ApiKey.CONSUMER_GROUP_HEARTBEAT, "a member epoch in a group that does not exist"):
         "answers UNKNOWN_MEMBER_ID; Kafka's getOrMaybeCreateConsumerGroup GROUP_ID_NOT_FOUND",
     (ApiKey.SHARE_GROUP_HEARTBEAT, "a member epoch in a group that does not exist"):
