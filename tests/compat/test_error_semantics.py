@@ -879,8 +879,6 @@ KNOWN_DIFFERENCES: dict = {
     (ApiKey.OFFSET_FETCH, "no DESCRIBE on the group"): CLOSES + " (v1 has none)",
     (ApiKey.WRITE_TXN_MARKERS, "no CLUSTER_ACTION"): CLOSES,
     (ApiKey.ELECT_LEADERS, "no ALTER on the cluster"): CLOSES + " (v0 has none)",
-    (ApiKey.API_VERSIONS, "an invalid client software name (KIP-511)"):
-        "client_software_name/version are not checked against KIP-511's pattern",
     (ApiKey.CONSUMER_GROUP_HEARTBEAT, "a member epoch in a group that does not exist"):
         "answers UNKNOWN_MEMBER_ID; Kafka's getOrMaybeCreateConsumerGroup GROUP_ID_NOT_FOUND",
     (ApiKey.SHARE_GROUP_HEARTBEAT, "a member epoch in a group that does not exist"):
