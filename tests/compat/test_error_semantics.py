@@ -861,8 +861,6 @@ ROWS: dict[ApiKey, list[Row]] = {
 REPLICA_NOT_LEADER = ("a broker answers NOT_LEADER_OR_FOLLOWER for a partition it has no "
                       "replica of, where Kafka answers UNKNOWN_TOPIC_OR_PARTITION unless its "
                       "metadata has the partition")
-CLOSES = ("denied as a whole, an API without a top-level error_code closes the connection; "
-          "Kafka answers each partition with the error (getErrorResponse)")
 KNOWN_DIFFERENCES: dict = {
     (ApiKey.PRODUCE, "unknown topic"): REPLICA_NOT_LEADER,
     (ApiKey.PRODUCE, "unknown partition index"): REPLICA_NOT_LEADER,
@@ -876,9 +874,6 @@ KNOWN_DIFFERENCES: dict = {
     (ApiKey.DESCRIBE_PRODUCERS, "unknown topic"): REPLICA_NOT_LEADER,
     (ApiKey.PRODUCE, "acks=2"): "acks other than -1, 0, 1 closes the connection (an "
                                 "exception in the handler) instead of INVALID_REQUIRED_ACKS",
-    (ApiKey.OFFSET_FETCH, "no DESCRIBE on the group"): CLOSES + " (v1 has none)",
-    (ApiKey.WRITE_TXN_MARKERS, "no CLUSTER_ACTION"): CLOSES,
-    (ApiKey.ELECT_LEADERS, "no ALTER on the cluster"): CLOSES + " (v0 has none)",
     (ApiKey.CONSUMER_GROUP_HEARTBEAT, "a member epoch in a group that does not exist"):
         "answers UNKNOWN_MEMBER_ID; Kafka's getOrMaybeCreateConsumerGroup GROUP_ID_NOT_FOUND",
     (ApiKey.SHARE_GROUP_HEARTBEAT, "a member epoch in a group that does not exist"):
