@@ -510,7 +510,14 @@ class ReplicaManager:
     def produce(self, ctx: RequestContext, body: dict):
         acks = body.get("acks", 1)
         if acks not in (0, 1, -1):
-            raise errors.InvalidRequiredAcksError(f"acks must be 0, 1 or -1, not {acks}")
+            # Kafka answers every partition (a Produce response has no
+            # top-level error) and appends nothing
+            message = f"acks must be 0, 1 or -1, not {acks}"
+            return {"throttle_time_ms": 0, "responses": [
+                {"name": t["name"], "partition_responses": [
+                    {**_produce_blank(), "index": pd["index"],
+                     "error_code": errors.InvalidRequiredAcksError.code, "error_message": message}
+                    for pd in t["partition_data"]]} for t in body.get("topic_data") or ()]}
         if self.verifier is None:
             return self._produce(ctx, body, {})
         starts = self._transaction_starts(body)

@@ -872,8 +872,6 @@ KNOWN_DIFFERENCES: dict = {
     (ApiKey.OFFSET_FOR_LEADER_EPOCH, "unknown topic"): REPLICA_NOT_LEADER,
     (ApiKey.WRITE_TXN_MARKERS, "unknown topic"): REPLICA_NOT_LEADER,
     (ApiKey.DESCRIBE_PRODUCERS, "unknown topic"): REPLICA_NOT_LEADER,
-    (ApiKey.PRODUCE, "acks=2"): "acks other than -1, 0, 1 closes the connection (an "
-                                "exception in the handler) instead of INVALID_REQUIRED_ACKS",
     (ApiKey.CONSUMER_GROUP_HEARTBEAT, "a member epoch in a group that does not exist"):
         "answers UNKNOWN_MEMBER_ID; Kafka's getOrMaybeCreateConsumerGroup GROUP_ID_NOT_FOUND",
     (ApiKey.SHARE_GROUP_HEARTBEAT, "a member epoch in a group that does not exist"):
