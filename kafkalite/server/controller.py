@@ -637,6 +637,21 @@ class Controller:
                 # defaults under both)
                 "configs": {**self._dynamic_topic_defaults(broker), **topic.configs}}
 
+    def partition_counts(self) -> dict[str, int]:
+        """Every topic's partition count: what a (re)started broker is told."""
+        return {name: len(t.partitions) for name, t in self.metadata.topics.items()}
+
+    def _tell_partition_counts(self, by_broker: dict, counts: dict[str, int]) -> None:
+        """Every live broker learns the new partition counts of ``counts``'
+        topics (0: deleted), as Kafka's brokers learn them from the metadata
+        log: a request for a partition the cluster does not have is
+        UNKNOWN_TOPIC_OR_PARTITION there, for one another broker has
+        NOT_LEADER_OR_FOLLOWER (replica_manager.py ``hosted``)."""
+        for registration in self.brokers:
+            if not registration.fenced:
+                msg = by_broker.setdefault(registration.broker_id, {"type": "topics"})
+                msg.setdefault("topic_partitions", {}).update(counts)
+
     def partition_count(self, topic: str) -> int | None:
         t = self.metadata.topics.get(topic)
         return None if t is None else len(t.partitions)
@@ -967,6 +982,7 @@ class Controller:
                  len(topic.partitions), len(topic.partitions[0].replicas) if topic.partitions else 0,
                  f", configs {configs}" if configs else "")
         self._assign(by_broker, topic, range(len(topic.partitions)))
+        self._tell_partition_counts(by_broker, {name: len(topic.partitions)})
         return topic
 
     def _rack_aware(self, name: str, partitions: int, rf: int) -> list[list[int]]:
@@ -1129,6 +1145,7 @@ class Controller:
                 out["topic_id"] = topic.topic_id
                 self.topic_deleted(topic.topic_id)
                 self._delete_replicas(by_broker, [(topic, i) for i in range(len(topic.partitions))])
+                self._tell_partition_counts(by_broker, {name: 0})
             except KafkaError as exc:
                 out["error_code"], out["error_message"] = exc.code, exc.message
         return self._send(ctx, by_broker,
@@ -1166,6 +1183,7 @@ class Controller:
                 self._assign(by_broker, topic,
                              self.metadata.add_partitions(t["name"], t["count"], len(self.brokers),
                                                           assignments))
+                self._tell_partition_counts(by_broker, {t["name"]: t["count"]})
                 log.info("topic %s: partitions %d -> %d", t["name"], before, t["count"])
                 grown[t["name"]] = (before, out)
             except KafkaError as exc:

@@ -858,20 +858,7 @@ ROWS: dict[ApiKey, list[Row]] = {
 # Where kafkalite answers otherwise today: (api, case) -> why it is not fixed yet.
 # Each is an xfail(strict=True): the row passes once the difference is fixed,
 # and then its entry must go.
-REPLICA_NOT_LEADER = ("a broker answers NOT_LEADER_OR_FOLLOWER for a partition it has no "
-                      "replica of, where Kafka answers UNKNOWN_TOPIC_OR_PARTITION unless its "
-                      "metadata has the partition")
 KNOWN_DIFFERENCES: dict = {
-    (ApiKey.PRODUCE, "unknown topic"): REPLICA_NOT_LEADER,
-    (ApiKey.PRODUCE, "unknown partition index"): REPLICA_NOT_LEADER,
-    (ApiKey.FETCH, "unknown topic"): REPLICA_NOT_LEADER,
-    (ApiKey.FETCH, "unknown partition index"): REPLICA_NOT_LEADER,
-    (ApiKey.LIST_OFFSETS, "unknown topic"): REPLICA_NOT_LEADER,
-    (ApiKey.LIST_OFFSETS, "unknown partition index"): REPLICA_NOT_LEADER,
-    (ApiKey.DELETE_RECORDS, "unknown topic"): REPLICA_NOT_LEADER,
-    (ApiKey.OFFSET_FOR_LEADER_EPOCH, "unknown topic"): REPLICA_NOT_LEADER,
-    (ApiKey.WRITE_TXN_MARKERS, "unknown topic"): REPLICA_NOT_LEADER,
-    (ApiKey.DESCRIBE_PRODUCERS, "unknown topic"): REPLICA_NOT_LEADER,
     (ApiKey.CONSUMER_GROUP_HEARTBEAT, "a member epoch in a group that does not exist"):
         "answers UNKNOWN_MEMBER_ID; Kafka's getOrMaybeCreateConsumerGroup GROUP_ID_NOT_FOUND",
     (ApiKey.SHARE_GROUP_HEARTBEAT, "a member epoch in a group that does not exist"):
