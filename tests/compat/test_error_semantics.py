@@ -859,10 +859,6 @@ ROWS: dict[ApiKey, list[Row]] = {
 # Each is an xfail(strict=True): the row passes once the difference is fixed,
 # and then its entry must go.
 KNOWN_DIFFERENCES: dict = {
-    (ApiKey.CONSUMER_GROUP_HEARTBEAT, "a member epoch in a group that does not exist"):
-        "answers UNKNOWN_MEMBER_ID; Kafka's getOrMaybeCreateConsumerGroup GROUP_ID_NOT_FOUND",
-    (ApiKey.SHARE_GROUP_HEARTBEAT, "a member epoch in a group that does not exist"):
-        "answers UNKNOWN_MEMBER_ID; Kafka's getOrMaybeCreateShareGroup GROUP_ID_NOT_FOUND",
     (ApiKey.READ_SHARE_GROUP_STATE, "a share-partition never initialized"):
         "a topic id the metadata does not have is answered as an empty state",
     (ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, "a share-partition never initialized"):
