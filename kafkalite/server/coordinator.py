@@ -106,7 +106,10 @@ MIGRATION_DISABLED, MIGRATION_UPGRADE, MIGRATION_DOWNGRADE, MIGRATION_BIDIRECTIO
     MIGRATION_POLICIES
 OFFSET_METADATA_MAX_BYTES = 4096
 NONE = 0
-INVALID_GROUP_ID = errors.InvalidGroupIdError.code     # an empty group id, in every group API
+# an empty group id: refused by the group APIs but those Kafka keeps it for
+# (OffsetCommit, OffsetFetch, DescribeGroups, DeleteGroups: its group
+# coordinator's "backwards compatibility", a group named "" is a group)
+INVALID_GROUP_ID = errors.InvalidGroupIdError.code
 NO_NODE = {"node_id": -1, "host": "", "port": -1}   # a FindCoordinator key not answered
 SHARE_COORDINATOR_KEYS_FROM = 6         # FindCoordinator's first version with key type 2
 
@@ -934,9 +937,7 @@ class GroupCoordinator:
         instance = body.get("group_instance_id")
         g = self.groups.get(gid)
         code = NONE
-        if not gid:
-            code = errors.InvalidGroupIdError.code
-        elif g is None:
+        if g is None:
             if generation >= 0:
                 # v9 (KIP-848) tells a group that is gone from a stale generation
                 code = errors.GroupIdNotFoundError.code if ctx.api_version >= 9 \
@@ -1093,19 +1094,10 @@ class GroupCoordinator:
             out = []
             for grp in body["groups"]:
                 code = self._check_fetch_member(grp) if ctx.api_version >= 9 else NONE
-                if not grp["group_id"]:
-                    code = INVALID_GROUP_ID
                 out.append({"group_id": grp["group_id"], "error_code": code,
                             "topics": [] if code else
                             self._fetch_offsets(grp["group_id"], grp["topics"], stable)})
             return {"throttle_time_ms": 0, "groups": out}
-        if not body["group_id"]:
-            # before v2 the response has no error_code: the partitions carry it
-            return {"throttle_time_ms": 0, "error_code": INVALID_GROUP_ID, "topics": [
-                {"name": t["name"], "partitions": [
-                    {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
-                     "metadata": "", "error_code": INVALID_GROUP_ID}
-                    for p in t["partition_indexes"]]} for t in body["topics"] or []]}
         return {"throttle_time_ms": 0, "error_code": NONE,
                 "topics": self._fetch_offsets(body["group_id"], body["topics"], stable)}
 
@@ -1153,10 +1145,6 @@ class GroupCoordinator:
         out = []
         for gid in body["groups"]:
             g = self.groups.get(gid)
-            if not gid:
-                out.append({"error_code": INVALID_GROUP_ID, "group_id": gid, "group_state": "",
-                            "protocol_type": "", "protocol_data": "", "members": []})
-                continue
             if g is None:
                 out.append({"error_code": NONE, "group_id": gid, "group_state": DEAD,
                             "protocol_type": "", "protocol_data": "", "members": []})
@@ -1238,9 +1226,7 @@ class GroupCoordinator:
         results = []
         for gid in body["groups_names"]:
             g = self.groups.get(gid)
-            if not gid:
-                code = INVALID_GROUP_ID
-            elif g is None:
+            if g is None:
                 code = self.share.delete(gid)
                 if code == NONE:
                     self.share_group_deleted(gid)

@@ -69,7 +69,8 @@ class Row:
     ``*error_code`` in it that is not NONE (``codes`` to pick others), and
     ``check(response)`` what else Kafka's answer says (a -1 offset, a Dead
     group). ``node``: "controller", "leader" (of the topic) or "worker";
-    ``user``: None on the plain server, else the secured server's user;
+    ``user``: None on the plain server, else the secured server's user (admin
+    is a super user);
     ``fresh``: on a connection of its own (the SASL APIs)."""
     case: str
     build: Callable
@@ -292,6 +293,9 @@ ROWS: dict[ApiKey, list[Row]] = {
             versions=(2, 9)),
         Row("unknown group with a generation", offset_commit(TOPIC, generation=5, member="m"),
             [(1, 8, E.ILLEGAL_GENERATION), (9, 9, E.GROUP_ID_NOT_FOUND)], versions=(1, 9)),
+        Row("the empty group id, kept for backwards compatibility: a simple group's",
+            offset_commit(TOPIC, group=""), NONE, versions=(2, 9),
+            user="admin"),        # the other server's: the shared one's "" stays unknown
         Row("metadata over offset.metadata.max.bytes", offset_commit(TOPIC, metadata="m" * 5000),
             E.OFFSET_METADATA_TOO_LARGE, versions=(2, 9)),
         Row("no READ on the group", offset_commit(TOPIC), E.GROUP_AUTHORIZATION_FAILED,
@@ -300,7 +304,8 @@ ROWS: dict[ApiKey, list[Row]] = {
     ApiKey.OFFSET_FETCH: [
         Row("unknown group: no error, offset -1", offset_fetch(), NONE, versions=(1, 9),
             check=lambda r: offsets_of(r) == [-1]),
-        Row("empty group id", offset_fetch(group=""), E.INVALID_GROUP_ID, versions=(1, 9)),
+        Row("the empty group id, kept for backwards compatibility: no error, offset -1",
+            offset_fetch(group=""), NONE, versions=(1, 9), check=lambda r: offsets_of(r) == [-1]),
         Row("no DESCRIBE on the group", offset_fetch(), E.GROUP_AUTHORIZATION_FAILED,
             versions=(1, 9), user="alice"),
     ],
@@ -364,7 +369,8 @@ ROWS: dict[ApiKey, list[Row]] = {
     ApiKey.DESCRIBE_GROUPS: [
         Row("unknown group: state Dead", lambda w, v: {"groups": [w.missing("group")]}, NONE,
             check=dead_group),
-        Row("empty group id", lambda w, v: {"groups": [""]}, E.INVALID_GROUP_ID),
+        Row("the empty group id, kept for backwards compatibility: state Dead",
+            lambda w, v: {"groups": [""]}, NONE, check=dead_group),
         Row("no DESCRIBE on the group", lambda w, v: {"groups": ["g"]},
             E.GROUP_AUTHORIZATION_FAILED, user="alice"),
     ],
@@ -597,7 +603,8 @@ ROWS: dict[ApiKey, list[Row]] = {
     ApiKey.DELETE_GROUPS: [
         Row("unknown group", lambda w, v: {"groups_names": [w.missing("group")]},
             E.GROUP_ID_NOT_FOUND),
-        Row("empty group id", lambda w, v: {"groups_names": [""]}, E.INVALID_GROUP_ID),
+        Row("the empty group id, kept for backwards compatibility: not found",
+            lambda w, v: {"groups_names": [""]}, E.GROUP_ID_NOT_FOUND),
         Row("no DELETE on the group", lambda w, v: {"groups_names": ["g"]},
             E.GROUP_AUTHORIZATION_FAILED, user="alice"),
     ],
