@@ -877,7 +877,9 @@ KNOWN_DIFFERENCES: dict = {
     (ApiKey.WRITE_SHARE_GROUP_STATE, "a topic the metadata does not have"): SHARE_STATE,
     (ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, "a topic the metadata does not have"): SHARE_STATE,
     (ApiKey.ALTER_SHARE_GROUP_OFFSETS, "unknown group"):
-        "a group that does not exist is not refused with GROUP_ID_NOT_FOUND",
+        "kafkalite makes the group (share_group.alter_offsets says Kafka's alter does); Kafka "
+        "4.1's GroupMetadataManager looks it up (shareGroup(groupId): GROUP_ID_NOT_FOUND), to "
+        "be confirmed against a 4.1 broker before changing either",
 }
 
 
