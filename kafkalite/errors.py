@@ -129,6 +129,8 @@ _ERRORS = [
     ("UnreleasedInstanceIdError", 111, "UNRELEASED_INSTANCE_ID", False),
     ("UnsupportedAssignorError", 112, "UNSUPPORTED_ASSIGNOR", False),
     ("StaleMemberEpochError", 113, "STALE_MEMBER_EPOCH", False),
+    ("MismatchedEndpointTypeError", 114, "MISMATCHED_ENDPOINT_TYPE", False),
+    ("UnsupportedEndpointTypeError", 115, "UNSUPPORTED_ENDPOINT_TYPE", False),
     ("TransactionalIdNotFoundError", 105, "TRANSACTIONAL_ID_NOT_FOUND", False),
     ("TransactionAbortableError", 120, "TRANSACTION_ABORTABLE", False),
     # share groups (KIP-932)

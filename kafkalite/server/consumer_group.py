@@ -321,7 +321,9 @@ class ConsumerGroupCoordinator:
                 f"{', '.join(ASSIGNORS)}.")
         cg = self.group_of(gid, create=epoch == JOIN_EPOCH)
         if cg is None:
-            raise errors.UnknownMemberIdError(f"Member {mid} is not a member of group {gid}.")
+            # Kafka's getOrMaybeCreateConsumerGroup / consumerGroup: only a
+            # join creates a group; any other epoch names one that is gone
+            raise errors.GroupIdNotFoundError(f"Consumer group {gid} not found.")
         if epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(cg, mid, instance, epoch)
         now = self._clock()

@@ -65,6 +65,7 @@ import shutil
 import time
 import uuid
 import zlib
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -86,6 +87,8 @@ from kafkalite.server.replica_manager import (DELETE_RECORDS, PRODUCE, _produce_
                                               alter_replica_log_dirs_response,
                                               delete_records_blank)
 from kafkalite.server.requests import DEFERRED, NO_RESPONSE, Listener, RequestContext
+
+NO_TOPIC_ID = uuid.UUID(int=0)      # Kafka's Uuid.ZERO_UUID: a topic named by name
 
 log = logging.getLogger("kafkalite.controller")
 
@@ -634,6 +637,21 @@ class Controller:
                 # defaults under both)
                 "configs": {**self._dynamic_topic_defaults(broker), **topic.configs}}
 
+    def partition_counts(self) -> dict[str, int]:
+        """Every topic's partition count: what a (re)started broker is told."""
+        return {name: len(t.partitions) for name, t in self.metadata.topics.items()}
+
+    def _tell_partition_counts(self, by_broker: dict, counts: dict[str, int]) -> None:
+        """Every live broker learns the new partition counts of ``counts``'
+        topics (0: deleted), as Kafka's brokers learn them from the metadata
+        log: a request for a partition the cluster does not have is
+        UNKNOWN_TOPIC_OR_PARTITION there, for one another broker has
+        NOT_LEADER_OR_FOLLOWER (replica_manager.py ``hosted``)."""
+        for registration in self.brokers:
+            if not registration.fenced:
+                msg = by_broker.setdefault(registration.broker_id, {"type": "topics"})
+                msg.setdefault("topic_partitions", {}).update(counts)
+
     def partition_count(self, topic: str) -> int | None:
         t = self.metadata.topics.get(topic)
         return None if t is None else len(t.partitions)
@@ -964,6 +982,7 @@ class Controller:
                  len(topic.partitions), len(topic.partitions[0].replicas) if topic.partitions else 0,
                  f", configs {configs}" if configs else "")
         self._assign(by_broker, topic, range(len(topic.partitions)))
+        self._tell_partition_counts(by_broker, {name: len(topic.partitions)})
         return topic
 
     def _rack_aware(self, name: str, partitions: int, rf: int) -> list[list[int]]:
@@ -1023,12 +1042,18 @@ class Controller:
     def _create_topics(self, ctx: RequestContext, body: dict):
         results, to_create = [], []
         layers = self._layers(None)         # the cluster's view of new topics' defaults
+        named = Counter(t["name"] for t in body["topics"])
         for t in body["topics"]:
             name = t["name"]
             out = {"name": name, "error_code": 0, "error_message": None,
                    "num_partitions": -1, "replication_factor": -1, "configs": []}
             results.append(out)
             try:
+                if named[name] > 1:
+                    # Kafka refuses every entry of a name given twice and
+                    # creates none of them (KafkaApis, "Duplicate topic")
+                    raise errors.InvalidRequestError(f"topic {name!r} is named more than once "
+                                                      f"in the request")
                 validate_topic_name(name)
                 if name in INTERNAL_TOPICS:
                     # Kafka's answer for its own internal metadata topic
@@ -1093,19 +1118,34 @@ class Controller:
         return self._send(ctx, by_broker, respond, body.get("timeout_ms", DEFAULT_ADMIN_TIMEOUT_MS))
 
     def _delete_topics(self, ctx: RequestContext, body: dict):
-        names = list(body.get("topic_names") or []) + [
-            t["name"] for t in body.get("topics") or [] if t.get("name")]
+        # v6 names a topic by name or by id (KIP-516), never both
+        entries = [(name, None) for name in body.get("topic_names") or []] + [
+            (t.get("name"), t.get("topic_id")) for t in body.get("topics") or []]
+        by_id = {t.topic_id: t.name for t in self.metadata.topics.values()}
         results, by_broker = [], {}
-        for name in names:
+        for name, topic_id in entries:
+            given_id = topic_id is not None and topic_id != NO_TOPIC_ID
             out = {"name": name, "error_code": 0, "error_message": None}
+            if given_id:
+                out["topic_id"] = topic_id
             results.append(out)
             try:
+                if given_id and name:
+                    raise errors.InvalidRequestError("a topic name and a topic id can not both "
+                                                      "be given")
+                if given_id:
+                    name = out["name"] = by_id.get(topic_id)
+                    if name is None:
+                        raise errors.UnknownTopicIdError(f"no topic has id {topic_id}")
+                if not name:
+                    raise errors.InvalidRequestError("neither a topic name nor a topic id")
                 _refuse_internal(name, "delete")
                 topic = self.metadata.delete_topic(name)
                 log.info("topic %s deleted (%d partition(s))", name, len(topic.partitions))
                 out["topic_id"] = topic.topic_id
                 self.topic_deleted(topic.topic_id)
                 self._delete_replicas(by_broker, [(topic, i) for i in range(len(topic.partitions))])
+                self._tell_partition_counts(by_broker, {name: 0})
             except KafkaError as exc:
                 out["error_code"], out["error_message"] = exc.code, exc.message
         return self._send(ctx, by_broker,
@@ -1143,6 +1183,7 @@ class Controller:
                 self._assign(by_broker, topic,
                              self.metadata.add_partitions(t["name"], t["count"], len(self.brokers),
                                                           assignments))
+                self._tell_partition_counts(by_broker, {t["name"]: t["count"]})
                 log.info("topic %s: partitions %d -> %d", t["name"], before, t["count"])
                 grown[t["name"]] = (before, out)
             except KafkaError as exc:
@@ -1428,6 +1469,20 @@ class Controller:
     # ---- cluster -----------------------------------------------------------------------------
 
     def _describe_cluster(self, ctx: RequestContext, body: dict):
+        # every Kafka listener of the node is a broker endpoint (KIP-919):
+        # a client asking it for the controllers' is told so, as Kafka's
+        # AuthHelper.computeDescribeClusterResponse tells it
+        wanted = body.get("endpoint_type", EndpointType.BROKER)
+        if wanted != EndpointType.BROKER:
+            known = wanted in tuple(EndpointType)
+            code = (errors.InvalidRequestError if ctx.api_version == 0 else
+                    errors.MismatchedEndpointTypeError if known else
+                    errors.UnsupportedEndpointTypeError).code
+            return {"throttle_time_ms": 0, "error_code": code,
+                    "error_message": f"this is a broker endpoint; endpoint type {wanted} was "
+                                     f"asked for", "endpoint_type": EndpointType.BROKER,
+                    "cluster_id": self.metadata.cluster_id, "controller_id": -1, "brokers": [],
+                    "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
         return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
                 "endpoint_type": EndpointType.BROKER, "cluster_id": self.metadata.cluster_id,
                 "controller_id": self.controller_id(ctx.listener, ctx.listener_name),

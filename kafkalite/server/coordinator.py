@@ -106,6 +106,10 @@ MIGRATION_DISABLED, MIGRATION_UPGRADE, MIGRATION_DOWNGRADE, MIGRATION_BIDIRECTIO
     MIGRATION_POLICIES
 OFFSET_METADATA_MAX_BYTES = 4096
 NONE = 0
+# an empty group id: refused by the group APIs but those Kafka keeps it for
+# (OffsetCommit, OffsetFetch, DescribeGroups, DeleteGroups: its group
+# coordinator's "backwards compatibility", a group named "" is a group)
+INVALID_GROUP_ID = errors.InvalidGroupIdError.code
 NO_NODE = {"node_id": -1, "host": "", "port": -1}   # a FindCoordinator key not answered
 SHARE_COORDINATOR_KEYS_FROM = 6         # FindCoordinator's first version with key type 2
 
@@ -827,6 +831,9 @@ class GroupCoordinator:
         return NONE
 
     def _sync_group(self, ctx: RequestContext, body: dict):
+        if not body["group_id"]:            # Kafka's GroupCoordinatorService, every group API
+            return {"throttle_time_ms": 0, "error_code": INVALID_GROUP_ID, "protocol_type": None,
+                    "protocol_name": None, "assignment": b""}
         g = self.groups.get(body["group_id"])
         if g is not None and g.consumer is not None:
             return self.consumer.classic_sync(body, g.consumer)     # changes nothing kept
@@ -864,6 +871,8 @@ class GroupCoordinator:
         return DEFERRED
 
     def _heartbeat(self, ctx: RequestContext, body: dict):
+        if not body["group_id"]:
+            return {"throttle_time_ms": 0, "error_code": INVALID_GROUP_ID}
         g = self.groups.get(body["group_id"])
         if g is not None and g.consumer is not None:
             code = self.consumer.classic_heartbeat(body, g.consumer)
@@ -881,6 +890,8 @@ class GroupCoordinator:
         return {"throttle_time_ms": 0, "error_code": code}
 
     def _leave_group(self, ctx: RequestContext, body: dict):
+        if not body["group_id"]:
+            return {"throttle_time_ms": 0, "error_code": INVALID_GROUP_ID, "members": []}
         g = self.groups.get(body["group_id"])
         if ctx.api_version < 3:
             leaving = [{"member_id": body["member_id"], "group_instance_id": None}]
@@ -926,11 +937,11 @@ class GroupCoordinator:
         instance = body.get("group_instance_id")
         g = self.groups.get(gid)
         code = NONE
-        if not gid:
-            code = errors.InvalidGroupIdError.code
-        elif g is None:
+        if g is None:
             if generation >= 0:
-                code = errors.IllegalGenerationError.code
+                # v9 (KIP-848) tells a group that is gone from a stale generation
+                code = errors.GroupIdNotFoundError.code if ctx.api_version >= 9 \
+                    else errors.IllegalGenerationError.code
         elif g.consumer is not None:
             code = self.consumer.validate_commit(g.consumer, member_id, generation)
             if (code == NONE and member_id and ctx.api_version < 9
@@ -1100,6 +1111,8 @@ class GroupCoordinator:
                                              grp.get("member_epoch", -1))
 
     def _offset_delete(self, ctx: RequestContext, body: dict):
+        if not body["group_id"]:
+            return {"error_code": INVALID_GROUP_ID, "throttle_time_ms": 0, "topics": []}
         g = self.groups.get(body["group_id"])
         if g is None:
             return {"error_code": errors.GroupIdNotFoundError.code, "throttle_time_ms": 0,

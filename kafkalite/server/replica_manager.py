@@ -248,6 +248,9 @@ class ReplicaManager:
         self.visited: list[tuple[str, int]] = []
         self.checkpoints = CheckpointFile(os.path.join(data_dir, BROKER_CHECKPOINTS % broker_id))
         self.topic_names: dict[uuid.UUID, str] = {}   # Fetch v13+ names topics by id
+        # the cluster's topics and their partition counts, as the controller
+        # tells them (learn_partition_counts); None until it has
+        self.partition_counts: dict[str, int] | None = None
         self.purgatory = Purgatory()
         # inside gathered_wakeups: purgatory key -> bytes appended since
         self._woken: dict | None = None
@@ -405,6 +408,17 @@ class ReplicaManager:
         return os.path.join(self.data_dir,
                             self._dirs.get((topic, partition)) or f"{topic}-{partition}")
 
+    def learn_partition_counts(self, counts: dict[str, int], replace: bool = False) -> None:
+        """The controller's word on how many partitions topics have (0: the
+        topic is gone); ``replace``: ``counts`` is every topic there is."""
+        if replace or self.partition_counts is None:
+            self.partition_counts = {}
+        for name, n in counts.items():
+            if n > 0:
+                self.partition_counts[name] = n
+            else:
+                self.partition_counts.pop(name, None)
+
     def partition(self, topic: str, index: int) -> Partition:
         """The partition, if this broker leads it (the data APIs' check)."""
         part = self.hosted(topic, index)
@@ -424,6 +438,15 @@ class ReplicaManager:
             why = self.offline.get((topic, index))
             if why is not None:
                 raise errors.KafkaStorageError(f"{topic}-{index} is offline: {why}")
+            # As Kafka's ReplicaManager.getPartitionOrError: a partition the
+            # cluster does not have is UNKNOWN_TOPIC_OR_PARTITION, one that
+            # another broker has NOT_LEADER_OR_FOLLOWER (the client's
+            # metadata is stale); before the controller told us, the latter
+            counts = self.partition_counts
+            if counts is not None and not 0 <= index < counts.get(topic, 0):
+                raise errors.UnknownTopicOrPartitionError(
+                    f"{topic}-{index} does not exist" if topic in counts
+                    else f"topic {topic!r} does not exist")
             raise errors.NotLeaderOrFollowerError(
                 f"broker {self.broker_id} does not lead {topic}-{index}")
         return part
@@ -510,7 +533,14 @@ class ReplicaManager:
     def produce(self, ctx: RequestContext, body: dict):
         acks = body.get("acks", 1)
         if acks not in (0, 1, -1):
-            raise errors.InvalidRequiredAcksError(f"acks must be 0, 1 or -1, not {acks}")
+            # Kafka answers every partition (a Produce response has no
+            # top-level error) and appends nothing
+            message = f"acks must be 0, 1 or -1, not {acks}"
+            return {"throttle_time_ms": 0, "responses": [
+                {"name": t["name"], "partition_responses": [
+                    {**_produce_blank(), "index": pd["index"],
+                     "error_code": errors.InvalidRequiredAcksError.code, "error_message": message}
+                    for pd in t["partition_data"]]} for t in body.get("topic_data") or ()]}
         if self.verifier is None:
             return self._produce(ctx, body, {})
         starts = self._transaction_starts(body)

@@ -366,6 +366,30 @@ def _alter_replica_log_dirs(r: _Request, body: dict) -> dict | None:
                                                 for name, parts in results.items()]}
 
 
+def _write_txn_markers(r: _Request, body: dict) -> dict | None:
+    """ClusterAction on the cluster (the transaction coordinator's API); the
+    response has no top-level error_code, so denied, every partition of
+    every marker is answered with the error, as Kafka's getErrorResponse."""
+    if r.may_cluster(Op.CLUSTER_ACTION):
+        return None
+    return {"markers": [{"producer_id": m["producer_id"], "topics": [
+        {"name": t["name"], "partitions": [{"partition_index": p, "error_code": CLUSTER_DENIED}
+                                           for p in t["partition_indexes"]]}
+        for t in m["topics"]]} for m in body.get("markers") or ()]}
+
+
+def _elect_leaders(r: _Request, body: dict) -> dict | None:
+    """Alter on the cluster; denied, the partitions named are each answered
+    with the error (v0 has no top-level error_code) and the top level too."""
+    if r.may_cluster(Op.ALTER):
+        return None
+    message = f"{r.principal} may not alter the cluster"
+    return {"throttle_time_ms": 0, "error_code": CLUSTER_DENIED, "replica_election_results": [
+        {"topic": t["topic"], "partition_result": [
+            {"partition_id": p, "error_code": CLUSTER_DENIED, "error_message": message}
+            for p in t["partitions"]]} for t in body.get("topic_partitions") or ()]}
+
+
 def _delete_records(r: _Request, body: dict) -> None:
     _topic_partitions(Op.DELETE, "topics", "name", "partitions", "partition_index", "topics",
                       "name", "partitions", "partition_index", low_watermark=-1)(r, body)
@@ -421,15 +445,22 @@ def _offset_commit(r: _Request, body: dict):
     return None
 
 
-def _offset_fetch(r: _Request, body: dict) -> None:
+def _offset_fetch(r: _Request, body: dict) -> dict | None:
     groups = body.get("groups")
     if groups:                                   # v8+: several groups
         denied = r.split(body, "groups", lambda g: r.may(Op.DESCRIBE, Res.GROUP, g),
                          lambda g: g["group_id"])
         r.add_to("groups", [{"group_id": g["group_id"], "topics": [],
                              "error_code": GROUP_DENIED} for g in denied])
-    else:
+    elif r.ctx.api_version >= 2:
         r.require(Op.DESCRIBE, Res.GROUP, body["group_id"])
+    elif not r.may(Op.DESCRIBE, Res.GROUP, body["group_id"]):
+        # before v2 the response has no error_code: each partition asked has it
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": t["name"], "partitions": [
+                {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+                 "metadata": "", "error_code": GROUP_DENIED} for p in t["partition_indexes"]]}
+            for t in body.get("topics") or ()]}
     asked = {}                                   # group -> topics named, or None: all
     for g in groups or [body]:
         asked[g.get("group_id")] = (None if g.get("topics") is None
@@ -770,13 +801,13 @@ _CHECKS = {
     ApiKey.DESCRIBE_CONFIGS: _configs(Op.DESCRIBE_CONFIGS, "results"),
     ApiKey.ALTER_CONFIGS: _configs(Op.ALTER_CONFIGS, "responses"),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: _configs(Op.ALTER_CONFIGS, "responses"),
-    ApiKey.ELECT_LEADERS: _cluster(Op.ALTER),
+    ApiKey.ELECT_LEADERS: _elect_leaders,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: _cluster(Op.ALTER),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: _cluster(Op.DESCRIBE),
     ApiKey.DESCRIBE_LOG_DIRS: _cluster(Op.DESCRIBE),
     ApiKey.ALTER_REPLICA_LOG_DIRS: _alter_replica_log_dirs,
     ApiKey.DESCRIBE_QUORUM: _cluster(Op.DESCRIBE),
-    ApiKey.WRITE_TXN_MARKERS: _cluster(Op.CLUSTER_ACTION),
+    ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
     ApiKey.FIND_COORDINATOR: _find_coordinator,
     ApiKey.JOIN_GROUP: _group(Op.READ),
     ApiKey.SYNC_GROUP: _group(Op.READ),

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import re
 import time
 from typing import Callable, Iterable, Mapping, Protocol
 
@@ -256,6 +257,16 @@ def api_versions_body(api_keys: Iterable[int], error_code: int = 0,
                                 "min_version_level": TRANSACTION_VERSION}]}
 
 
+# KIP-511: what a client may call itself in ApiVersions v3+; Kafka refuses
+# any other name or version INVALID_REQUEST (ApiVersionsRequest.isValid)
+_CLIENT_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+def valid_client_software(body: dict) -> bool:
+    return all(_CLIENT_SOFTWARE.fullmatch(body.get(f) or "") for f in
+               ("client_software_name", "client_software_version"))
+
+
 def unsupported(header: RequestHeader, what: str) -> KafkaError:
     return errors.UnsupportedVersionError(
         f"{what} does not serve {_api_name(header.api_key)} v{header.api_version}")
@@ -343,6 +354,10 @@ class RequestDispatcher:
         try:
             self.check_version(header)
             if header.api_key == ApiKey.API_VERSIONS:
+                if header.api_version >= 3 and not valid_client_software(body):
+                    ctx.respond(api_versions_body((), errors.InvalidRequestError.code,
+                                                  header.api_version) | {"api_keys": []})
+                    return
                 ctx.respond(self.api_versions_body(ctx.listener, api_version=header.api_version))
                 return
             handler = self.handlers.get(header.api_key)

@@ -165,7 +165,8 @@ class ShareGroupCoordinator:
             if self.taken(gid):
                 raise errors.GroupIdNotFoundError(f"Group {gid} is not a share group.")
             if epoch != JOIN_EPOCH:
-                raise errors.UnknownMemberIdError(f"Member {mid} is not a member of group {gid}.")
+                # as Kafka's getOrMaybeCreateShareGroup: only a join creates
+                raise errors.GroupIdNotFoundError(f"Share group {gid} not found.")
             sg = self.groups[gid] = ShareGroup(gid)
         now = self._clock()
         if epoch == LEAVE_EPOCH:

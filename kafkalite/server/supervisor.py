@@ -695,6 +695,7 @@ class Supervisor:
         self._send_worker(w.index, {"type": "assign", "op": f"start-{w.index}",
                                     "partitions": parts, **endpoints,
                                     "brokers": self.controller.broker_endpoints(),
+                                    "partition_counts": self.controller.partition_counts(),
                                     "acls": acls_to_json(self.acl_control.acls),
                                     "quotas": self.quota_control.as_json()})
 

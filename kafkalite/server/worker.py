@@ -254,13 +254,17 @@ class Worker:
 
     def _on_control(self, msg: dict) -> None:
         kind = msg["type"]
+        if "partition_counts" in msg:           # a (re)start's assign: every topic
+            self.replica_manager.learn_partition_counts(msg["partition_counts"], replace=True)
+        if "topic_partitions" in msg:           # topics created, grown or deleted
+            self.replica_manager.learn_partition_counts(msg["topic_partitions"])
         if kind in ("assign", "unassign") and self.metrics is not None:
             self.metrics.touched.update((p["topic"], p["partition"]) for p in msg["partitions"])
         if kind in ("assign", "acls") and "acls" in msg and self.authorizer is not None:
             self.authorizer.replace(acls_from_json(msg["acls"]))
         if kind in ("assign", "quotas") and "quotas" in msg:
             self.quotas.replace(quotas_from_json(msg["quotas"]))
-        if kind in ("acls", "quotas"):
+        if kind in ("acls", "quotas", "topics"):
             self._send_control({"type": "done", "op": msg.get("op"), "worker": self.index})
         elif kind == "quota_usage":
             self.quotas.set_others(msg["rates"])

@@ -403,7 +403,7 @@ def test_bad_share_requests_get_kafka_errors(shared, topic_name, group_name):
     from kafkalite.errors import (GroupIdNotFoundError, InvalidRecordStateError,
                                   InvalidRequestError,
                                   InvalidShareSessionEpochError, ShareSessionNotFoundError,
-                                  UnknownMemberIdError, UnknownTopicIdError)
+                                  UnknownTopicIdError)
     from kafkalite.protocol import ApiKey
     srv, queue, g = shared, topic_name, group_name
     create(srv, queue, 1)
@@ -414,8 +414,9 @@ def test_bad_share_requests_get_kafka_errors(shared, topic_name, group_name):
     sup = meta.connection()
     hb = {"group_id": g, "member_id": "", "member_epoch": 0, "rack_id": None,
           "subscribed_topic_names": [queue]}
+    # a group that does not exist yet: only a join (epoch 0) makes it
     assert sup.request(ApiKey.SHARE_GROUP_HEARTBEAT, {**hb, "member_epoch": 3, "member_id": "x"},
-                       version=0)["error_code"] == UnknownMemberIdError.code
+                       version=0)["error_code"] == GroupIdNotFoundError.code
     assert sup.request(ApiKey.SHARE_GROUP_HEARTBEAT, {**hb, "group_id": ""},
                        version=0)["error_code"] == InvalidRequestError.code
     # one group id, one kind of group: a share group is no consumer group
