@@ -646,7 +646,12 @@ class Controller:
         topics (0: deleted), as Kafka's brokers learn them from the metadata
         log: a request for a partition the cluster does not have is
         UNKNOWN_TOPIC_OR_PARTITION there, for one another broker has
-        NOT_LEADER_OR_FOLLOWER (replica_manager.py ``hosted``)."""
+        NOT_LEADER_OR_FOLLOWER (replica_manager.py ``hosted``). Called once
+        per request, after its assigns and unassigns: a broker that has a
+        message already gets the counts in it, the others a "topics" message
+        (one made earlier would take a later assign's partitions)."""
+        if not counts:
+            return
         for registration in self.brokers:
             if not registration.fenced:
                 msg = by_broker.setdefault(registration.broker_id, {"type": "topics"})
@@ -913,8 +918,9 @@ class Controller:
         if not creatable:
             return self._metadata_body(names, ctx.listener, listener_name=ctx.listener_name)
         by_broker: dict = {}
-        for name in creatable:
-            self._create(by_broker, name, self.config.default_partitions, {})
+        self._tell_partition_counts(by_broker, {
+            name: len(self._create(by_broker, name, self.config.default_partitions, {}).partitions)
+            for name in creatable})
 
         def respond(results: list, timed_out: bool) -> dict:
             failed = {}
@@ -982,7 +988,6 @@ class Controller:
                  len(topic.partitions), len(topic.partitions[0].replicas) if topic.partitions else 0,
                  f", configs {configs}" if configs else "")
         self._assign(by_broker, topic, range(len(topic.partitions)))
-        self._tell_partition_counts(by_broker, {name: len(topic.partitions)})
         return topic
 
     def _rack_aware(self, name: str, partitions: int, rf: int) -> list[list[int]]:
@@ -1097,6 +1102,8 @@ class Controller:
             for name, n, configs, out, rf, assignments in to_create:
                 out["topic_id"] = self._create(by_broker, name, n, configs, rf,
                                                assignments).topic_id
+            self._tell_partition_counts(by_broker, {name: self.partition_count(name)
+                                                    for name, *_ in to_create})
 
         def respond(results_of_brokers: list, timed_out: bool) -> dict:
             failed = _failed(results_of_brokers)
@@ -1122,7 +1129,7 @@ class Controller:
         entries = [(name, None) for name in body.get("topic_names") or []] + [
             (t.get("name"), t.get("topic_id")) for t in body.get("topics") or []]
         by_id = {t.topic_id: t.name for t in self.metadata.topics.values()}
-        results, by_broker = [], {}
+        results, by_broker, deleted = [], {}, {}
         for name, topic_id in entries:
             given_id = topic_id is not None and topic_id != NO_TOPIC_ID
             out = {"name": name, "error_code": 0, "error_message": None}
@@ -1145,9 +1152,10 @@ class Controller:
                 out["topic_id"] = topic.topic_id
                 self.topic_deleted(topic.topic_id)
                 self._delete_replicas(by_broker, [(topic, i) for i in range(len(topic.partitions))])
-                self._tell_partition_counts(by_broker, {name: 0})
+                deleted[name] = 0
             except KafkaError as exc:
                 out["error_code"], out["error_message"] = exc.code, exc.message
+        self._tell_partition_counts(by_broker, deleted)
         return self._send(ctx, by_broker,
                           lambda _, timed_out: {"throttle_time_ms": 0, "responses": results},
                           body.get("timeout_ms", DEFAULT_ADMIN_TIMEOUT_MS))
@@ -1183,11 +1191,11 @@ class Controller:
                 self._assign(by_broker, topic,
                              self.metadata.add_partitions(t["name"], t["count"], len(self.brokers),
                                                           assignments))
-                self._tell_partition_counts(by_broker, {t["name"]: t["count"]})
                 log.info("topic %s: partitions %d -> %d", t["name"], before, t["count"])
                 grown[t["name"]] = (before, out)
             except KafkaError as exc:
                 out["error_code"], out["error_message"] = exc.code, exc.message
+        self._tell_partition_counts(by_broker, {name: self.partition_count(name) for name in grown})
 
         def respond(results_of_brokers: list, timed_out: bool) -> dict:
             failed = _failed(results_of_brokers)

@@ -14,7 +14,8 @@ from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
 from harness import ServerProcess, create, pid_alive, read_all, shm_entries, wait_until
 from kafkalite import errors
-from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer,
+from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewPartitions, NewTopic,
+                              Producer,
                               TopicPartition)
 from kafkalite.protocol import ApiKey, encode_request
 
@@ -660,3 +661,33 @@ def test_a_consumer_polling_while_its_worker_restarts_fetches_again(tmp_path):
     finally:
         assert srv.stop() == 0
         srv.kill()
+
+
+def test_topics_created_grown_and_deleted_several_to_a_request(server, topic_name):
+    """One CreateTopics, CreatePartitions and DeleteTopics of several topics,
+    whose partitions land on every worker: each broker's one message carries
+    its partitions and the new partition counts (a counts message made for
+    the first topic once took the next topic's assignment: KeyError)."""
+    names = [f"{topic_name}-{i}" for i in range(4)]
+    admin = AdminClient(server.config())
+    try:
+        # each on one worker, alternating: a worker's first message of the
+        # request may come from any of the topics
+        for f in admin.create_topics([NewTopic(n, replica_assignment=[[i % 2]])
+                                      for i, n in enumerate(names)]).values():
+            f.result(30)
+        for f in admin.create_partitions([NewPartitions(n, 3, [[(i + 1) % 2], [i % 2]])
+                                          for i, n in enumerate(names)]).values():
+            f.result(30)
+        p = Producer(server.config())
+        for n in names:
+            for q in range(3):
+                p.produce(n, b"v", partition=q)
+        assert p.flush(30) == 0
+        p.close()
+        for f in admin.delete_topics(names).values():
+            f.result(30)
+        wait_until(lambda: not set(names) & set(admin.list_topics(timeout=10).topics), 20,
+                   "the topics gone")
+    finally:
+        admin.close()
