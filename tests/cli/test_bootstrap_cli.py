@@ -40,5 +40,7 @@ def test_a_server_that_is_down_is_one_line_at_once():
     assert run.stdout == ""
     assert run.stderr.count("\n") == 1, run.stderr
     assert f"cannot connect to {address}: connection refused" in run.stderr
-    # the old code waited out its 10 s request timeout
-    assert elapsed - startup < 1.0, (elapsed, startup)
+    # the old code waited out its 10 s request timeout; the margin is for a
+    # loaded machine, where two interpreter starts differ by seconds (a
+    # fresh-clone run measured 2.7 s for --help and 4.4 s for this)
+    assert elapsed - startup < 5.0, (elapsed, startup)
