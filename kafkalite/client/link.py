@@ -85,3 +85,9 @@ class Link(ABC):
     def arm(self) -> bool:
         """Before the owner's poller sleeps: False if answers already wait."""
         return True
+
+    def _logged_in_again(self, result) -> bool:
+        """Whether ``result`` was a refusal for a login this link had lost
+        and the link has logged in again (the request is then sent once
+        more). Only a native link that logs in (connection.py) ever does."""
+        return False

@@ -282,13 +282,9 @@ class TcpLink(Link):
             _wait_on(self.sock, True, bool(self._out), min(remaining, 0.25))
 
     # send and wait; raises the KafkaError of an error reply (only send,
-    # wait_for and _logged_in_again are used, which this link has in
+    # wait_for and Link._logged_in_again are used, which this link has in
     # Connection's shape)
     request = Connection.request
-
-    def _logged_in_again(self, result) -> bool:
-        """A TCP link never logs in on the native protocol: a refusal is final."""
-        return False
 
     # ---- Link --------------------------------------------------------------------------------
 
