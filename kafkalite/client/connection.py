@@ -116,6 +116,9 @@ CONNECT_TIMEOUT_MS = 3000
 # not reachable yet is left to the usual timeouts).
 HANDSHAKE_CONNECT_WAIT_S = 0.25
 HANDSHAKE_WAIT_S = 5.0
+# ... and, after the endpoint dropped a connection before its handshake, for
+# ZeroMQ's redial (reconnect_ivl 100 ms) and its outcome
+HANDSHAKE_REDIAL_WAIT_S = 1.0
 # A non-watched link's endpoint refusing connections this long fails the
 # requests waiting on it (a restart of a loaded node takes a few seconds;
 # a request sent meanwhile is answered once it is back).
@@ -382,15 +385,26 @@ class Connection(Link):
         records: list = []
         frame = encode_request(api_key, version, correlation_id, self.client_id, body,
                                records_out=records)
+        self._send_frames([frame, *records])
         if expect_response:
             self._outstanding[correlation_id] = (api_key, version)
-        self.sock.send_multipart([frame, *records], copy=False)
         return correlation_id
+
+    def _send_frames(self, frames: list) -> None:
+        """Queue ``frames`` for the peer, never blocking: with no send limit
+        (SNDHWM 0) ZeroMQ refuses a send only when the socket has no pipe to
+        the peer at all, which is what a peer that refused the ZMTP handshake
+        leaves (a socket of another type, as the ingest gateway's PULL:
+        ZeroMQ drops the connection, retries it and blocks a send for ever)."""
+        try:
+            self.sock.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
+        except zmq.Again:
+            raise errors.NetworkError(f"cannot send: {self._not_native_port()}") from None
 
     def send_extension(self, body: dict) -> int:
         correlation_id = next(self._ids) & 0x7FFFFFFF
+        self._send_frames([native.encode_extension_request(correlation_id, body)])
         self._outstanding[correlation_id] = (native.EXTENSION_API_KEY, 0)
-        self.sock.send(native.encode_extension_request(correlation_id, body))
         return correlation_id
 
     @property
@@ -484,7 +498,9 @@ class Connection(Link):
     # ---- Link --------------------------------------------------------------------------------
 
     def ready(self) -> bool:
-        return self.max_in_flight is None or len(self._outstanding) < self.max_in_flight
+        # POLLOUT: a socket with no pipe to its peer (see _send_frames) takes nothing
+        return ((self.max_in_flight is None or len(self._outstanding) < self.max_in_flight)
+                and not self.sock.closed and bool(self.sock.get(zmq.EVENTS) & zmq.POLLOUT))
 
     def receive(self) -> list:
         out = list(self._stash.items())
@@ -540,13 +556,19 @@ class Connection(Link):
 
     def _check_handshake(self, with_curve: bool) -> None:
         """Raise AuthenticationRefusedError when the server refuses the
-        handshake; return once it succeeded, or when no TCP connection came
-        within HANDSHAKE_CONNECT_WAIT_S (a server not up yet: not ours to
-        judge here)."""
+        handshake, NetworkError when the endpoint is not a native port (it
+        drops the ZMTP handshake of a client without CURVE, and then ZeroMQ
+        does not redial it, or the redial is dropped too; a server going
+        away is redialled and refused); return once it succeeded, or when
+        no TCP connection came within HANDSHAKE_CONNECT_WAIT_S (a server not
+        up yet: not ours to judge here)."""
         deadline = time.monotonic() + HANDSHAKE_CONNECT_WAIT_S
+        dropped = False
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not self._monitor.poll(int(remaining * 1000) + 1):
+                if dropped is True:     # not even redialled: ZeroMQ gave the peer up
+                    raise errors.NetworkError(self._not_native_port())
                 return
             from zmq.utils.monitor import recv_monitor_message   # lazily: see alive()
             event = recv_monitor_message(self._monitor)["event"]
@@ -557,14 +579,28 @@ class Connection(Link):
                 self._connected = True
                 deadline = time.monotonic() + HANDSHAKE_WAIT_S
             elif event == zmq.EVENT_CONNECT_RETRIED and not self._connected:
-                return                  # refused: alive() sees the next retry
+                if not dropped:
+                    return              # refused: alive() sees the next retry
+                dropped = None          # the redial after the drop; refused next time
+            elif event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL and not with_curve:
+                raise errors.NetworkError(self._not_native_port())
             elif event in _HANDSHAKE_FAILED:
                 raise AuthenticationRefusedError(self._refusal(event, with_curve))
             elif event == zmq.EVENT_DISCONNECTED:
                 if with_curve:          # a CURVE server drops a HELLO it cannot decrypt
                     raise AuthenticationRefusedError(self._refusal(event, with_curve))
-                self._connected = False     # the server went away: alive() will say so
-                return
+                if dropped is not False:
+                    raise errors.NetworkError(self._not_native_port())
+                # the server went away (alive() will say so), or the endpoint
+                # is a socket a DEALER cannot talk to: a redial tells which
+                dropped = True
+                self._connected = False
+                deadline = time.monotonic() + HANDSHAKE_REDIAL_WAIT_S
+
+    def _not_native_port(self) -> str:
+        return (f"{self.endpoint} closes every ZeroMQ handshake of this client: it is not a "
+                f"kafkalite native port (the ingest gateway? give the port `kafkalite server` "
+                f"prints as bootstrap.servers)")
 
     def _refusal(self, event: int, with_curve: bool) -> str:
         where = f"the server at {self.endpoint} refused this client's"
