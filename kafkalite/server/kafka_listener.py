@@ -311,8 +311,10 @@ class KafkaListener:
         except OSError as exc:
             if not (port and fallback_to_any_port):
                 self.sock.close()
-                raise errors.KafkaStorageError(
-                    f"cannot listen for Kafka clients on {host}:{port}: {exc.strerror or exc}") from None
+                # not a Kafka error: nothing was asked of a broker (the CLI prints it as is)
+                raise OSError(f"cannot listen for Kafka clients on {host}:{port}: "
+                              f"{exc.strerror or exc} (another kafkalite server or Kafka "
+                              f"broker? choose another port)") from None
             log.warning("%s: Kafka port %d is taken (%s); using any free port", name, port, exc)
             self.sock.bind((host, 0))
         self.sock.listen(LISTEN_BACKLOG)

@@ -179,7 +179,9 @@ class NativeListener:
             except zmq.ZMQError as exc:
                 if not fallback_to_any_port:
                     self.socket.close()
-                    raise errors.KafkaStorageError(f"cannot listen on {host}:{port}: {exc}") from None
+                    # not a Kafka error: nothing was asked of a broker (the CLI prints it as is)
+                    raise OSError(f"cannot listen on {host}:{port}: {exc} (another kafkalite "
+                                  f"server? choose another port)") from None
                 log.warning("%s: port %d is taken (%s); using any free port", name, port, exc)
         if not self.port:
             self.port = self.socket.bind_to_random_port(f"tcp://{host}")

@@ -267,9 +267,9 @@ def valid_client_software(body: dict) -> bool:
                ("client_software_name", "client_software_version"))
 
 
-def unsupported(header: RequestHeader, what: str) -> KafkaError:
+def unsupported(header: RequestHeader, what: str, hint: str = "") -> KafkaError:
     return errors.UnsupportedVersionError(
-        f"{what} does not serve {_api_name(header.api_key)} v{header.api_version}")
+        f"{what} does not serve {_api_name(header.api_key)} v{header.api_version}{hint}")
 
 
 def _act_for(ctx: RequestContext, principal: str) -> None:
@@ -316,8 +316,11 @@ class RequestDispatcher:
     path has no principals to check."""
 
     def __init__(self, name: str, handlers: Mapping[int, Handler], *,
-                 cluster_apis: Callable[[], Iterable[int]] | None = None, stats=None):
+                 cluster_apis: Callable[[], Iterable[int]] | None = None, stats=None,
+                 unserved_hint: str = ""):
         self.name = name
+        # added to the refusal of an API no handler serves: where it is served
+        self.unserved_hint = unserved_hint
         self.handlers = handlers
         self._cluster_apis = cluster_apis
         self.stats = stats
@@ -362,7 +365,7 @@ class RequestDispatcher:
                 return
             handler = self.handlers.get(header.api_key)
             if handler is None:
-                raise unsupported(header, self.name)
+                raise unsupported(header, self.name, self.unserved_hint)
             if header.api_key == ApiKey.PRODUCE and body.get("request_principal"):
                 _act_for(ctx, body.pop("request_principal"))
             result = None

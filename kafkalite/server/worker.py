@@ -104,6 +104,15 @@ def _produce_code(code: int) -> int:
     return code
 
 
+def _unserved_hint(server_port: str) -> str:
+    """What a native request for an API no worker serves is told: a user
+    who gave a worker's port as the bootstrap (seen in `ss` or a log) learns
+    where the node is served (the supervisor's native port, its relay's
+    address, is known from the first assign)."""
+    return (f" (a worker's port serves its partitions only: bootstrap from the server's "
+            f"native port, {server_port})")
+
+
 class Worker:
     def __init__(self, index: int, config: ServerConfig, control_endpoint: str, port: int,
                  kafka_port: int = 0, relay_endpoint: str | None = None,
@@ -143,7 +152,8 @@ class Worker:
         self.metrics = WorkerMetrics(index) if config.metrics_enabled else None
         self.dispatcher = RequestDispatcher(f"worker {index}", self.replica_manager.handlers(),
                                             cluster_apis=lambda: self.cluster_apis,
-                                            stats=self.metrics and self.metrics.requests)
+                                            stats=self.metrics and self.metrics.requests,
+                                            unserved_hint=_unserved_hint("its bootstrap.servers"))
         # the ACLs come from the controller (acl_control.py): none until the
         # first assign, so nothing is allowed before it but to super users
         self.authorizer = authorizer_from_config(config, self.metrics and self.metrics.requests)
@@ -221,6 +231,8 @@ class Worker:
         told them with its first assign; until then it serves nothing that
         needs them, having no partitions."""
         if coordinator_endpoint and self.coordinator is None:
+            self.dispatcher.unserved_hint = _unserved_hint(
+                coordinator_endpoint.removeprefix("tcp://"))
             self.coordinator = BrokerRequests(self.ctx, lambda _: coordinator_endpoint,
                                               f"worker-{self.index}", timeout_s=10.0,
                                               curve=self.curve)
