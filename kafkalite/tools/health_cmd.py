@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import ssl
-import urllib.error
-import urllib.request
 
 DESCRIPTION = ("Print one line on a running server's health (workers up, controller ready) "
                "from its /health endpoint; exit 0 if healthy, 1 if not or unreachable.")
@@ -50,6 +47,9 @@ def health_url(args) -> str:
 
 
 def run(args) -> int:
+    import ssl                  # here: the CLI's parser imports this module (its start time)
+    import urllib.error
+    import urllib.request
     url = health_url(args)
     try:
         context = (ssl.create_default_context(cafile=args.http_cafile)

@@ -29,8 +29,6 @@ import os
 import sys
 
 from kafkalite.errors import InvalidConfigurationError, KafkaError, error_for_code
-from kafkalite.client.kafka_connection import KafkaConnection, parse_servers
-from kafkalite.server import credentials
 from kafkalite.tools.acls_cmd import add_login_arguments
 
 DESCRIPTION = ("Add, list or delete the SASL users of a server's Kafka listeners "
@@ -95,6 +93,9 @@ def _password(args) -> str:
 
 
 def _in_file(args) -> int:
+    # imported here, not at the top: every `kafkalite` command imports this
+    # module to build its parser, and these take tens of ms
+    from kafkalite.server import credentials
     path = credentials.users_file(args.data_dir, args.users_file or "")
     if args.action != "list" and credentials.mirrored_cluster(path) is not None:
         raise InvalidConfigurationError(
@@ -136,6 +137,7 @@ def _in_cluster(args) -> int:
 def _edit(args, where: str, read, update) -> int:
     """list, delete or add on a store: ``read()`` the users, ``update(change)``
     them (credentials.update_users's contract)."""
+    from kafkalite.server import credentials
     if args.action == "list":
         users = read()
         for name in sorted(users):
@@ -164,6 +166,8 @@ def _edit(args, where: str, read, update) -> int:
 
 
 def _over_kafka(args) -> int:
+    from kafkalite.client.kafka_connection import KafkaConnection, parse_servers
+    from kafkalite.server import credentials
     from kafkalite.protocol import ApiKey
     from kafkalite.tools.acls_cmd import client_config
     chosen = getattr(args, "mechanism", None)       # list has no --mechanism

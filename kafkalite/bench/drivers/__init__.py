@@ -11,8 +11,10 @@ only matters to its own driver.
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
-from kafkalite.bench.drivers.base import Driver
+if TYPE_CHECKING:       # base imports numpy: not at `kafkalite --help`'s start
+    from kafkalite.bench.drivers.base import Driver
 
 # name -> (module, class)
 REGISTRY = {
