@@ -121,6 +121,8 @@ def _normalized_avro(obj, namespace):
         return [_normalized_avro(o, namespace) for o in obj]
     if not isinstance(obj, dict):
         return obj
+    if set(obj) == {"type"} and isinstance(obj["type"], str):
+        return obj["type"]            # {"type": "string"} is "string"
     out = dict(obj)
     if out.get("type") in ("record", "error", "enum", "fixed") and "name" in out:
         name = out["name"]

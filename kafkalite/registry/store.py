@@ -27,7 +27,8 @@ Invariants:
   acks=all, then the registry reads the topic up to its end before it
   answers, so it applies its own writes the way it applies a restart's
   replay (and is never behind them); before each write it reads to the
-  end too, so a decision is made on the latest state;
+  end too, so a decision is made on the latest state; reads are served
+  from memory once the topic was read at the first request;
 - one writer per node: every read and write holds ``lock``.
 
 Soft deletes rewrite each version's SCHEMA record with ``deleted: true``
@@ -60,6 +61,7 @@ SCHEMAS_TOPIC = "_schemas"
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 DEFAULT_MODE = "READWRITE"
 STORE_TIMEOUT_S = 30.0
+CATCH_UP_FETCH_WAIT_MS = 10
 
 
 @dataclass
@@ -96,9 +98,15 @@ class RegistryState:
         if kind == "SCHEMA":
             versions = self.subjects.setdefault(subject, {})
             if value is None:
-                versions.pop(key["version"], None)
+                gone = versions.pop(key["version"], None)
                 if not versions:
                     del self.subjects[subject]
+                if gone is not None and not any(v.id == gone.id for vs in self.subjects.values()
+                                                for v in vs.values()):
+                    # no subject names the id any more: it is gone (and never given again)
+                    stored = self.schemas_by_id.pop(gone.id)
+                    if stored.parsed is not None:
+                        self.ids_by_identity.pop(self._identity(stored.parsed), None)
                 return
             sid = int(value["id"])
             self.max_id = max(self.max_id, sid)
@@ -256,7 +264,10 @@ class SchemaStore:
         finally:
             admin.close()
         self._tp = TopicPartition(SCHEMAS_TOPIC, 0, OFFSET_BEGINNING)
-        self._consumer = Consumer({**self.client_config, "enable.auto.commit": False})
+        # a ListOffsets waits on the connection behind a long-polling fetch:
+        # a short fetch wait keeps catch_up's look at the end of the topic short
+        self._consumer = Consumer({**self.client_config, "enable.auto.commit": False,
+                                   "fetch.max.wait.ms": CATCH_UP_FETCH_WAIT_MS})
         self._consumer.assign([self._tp])
         self._producer = Producer({**self.client_config, "acks": "all",
                                    "enable.idempotence": True})
@@ -280,7 +291,7 @@ class SchemaStore:
                 if time.monotonic() > deadline:
                     raise RegistryError(STORE_TIMEOUT, f"reading {SCHEMAS_TOPIC} to offset "
                                                        f"{high} took over {STORE_TIMEOUT_S} s")
-                for msg in self._consumer.consume(1000, 0.5):
+                for msg in self._consumer.consume(min(high - self._position, 1000), 0.5):
                     if msg.error():
                         raise RegistryError(STORE_ERROR, f"{SCHEMAS_TOPIC}: {msg.error()}")
                     self._position = msg.offset() + 1
@@ -329,8 +340,12 @@ class SchemaStore:
     # ---- the registry's operations (each under the lock, after a catch-up) ------------------
 
     def read(self):
-        """The state, caught up, for a read: use it under ``lock``."""
-        self.catch_up()
+        """The state, for a read: use it under ``lock``. Read from the topic
+        at the first call; then served from memory, since every write of
+        it goes through this store (one registry per node) and is applied
+        before it is answered."""
+        if self._consumer is None:
+            self.catch_up()
         return self.state
 
     def _writable(self, subject: str | None, importing: bool = False) -> None:
