@@ -755,6 +755,13 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
     mirror_cmd.add_arguments(mirror)
     mirror.set_defaults(func=mirror_cmd.run)
 
+    from kafkalite.tools import schemas_cmd
+    schemas = sub.add_parser("schemas", help="register, list, get, check, delete schemas in "
+                                             "the schema registry",
+                             description=schemas_cmd.DESCRIPTION)
+    schemas_cmd.add_arguments(schemas)
+    schemas.set_defaults(func=schemas_cmd.run)
+
     from kafkalite.tools import acls_cmd
     acls = sub.add_parser("acls", help="add, list, remove ACLs (as kafka-acls.sh)",
                           description=acls_cmd.DESCRIPTION)
