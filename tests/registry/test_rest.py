@@ -268,3 +268,25 @@ def test_error_bodies(url, method, path, body, status, code):
 def test_a_body_that_is_not_json_is_400(url):
     status, answer, _ = call(f"{url}/subjects/x/versions", "POST", raw=b"{not json")
     assert status == 400 and answer["error_code"] == 400 and "JSON" in answer["message"]
+
+
+def test_the_ready_line_and_server_json_name_the_registry(module_server, url):
+    ready = next(line for line in module_server.output().splitlines()
+                 if line.startswith("kafkalite server ready:"))
+    assert f"schema registry {url}" in ready
+    assert url.startswith("http://127.0.0.1:")
+
+
+def test_schema_registry_port_minus_one_turns_it_off(tmp_path):
+    from harness import ServerProcess
+    from kafkalite.errors import InvalidConfigurationError
+    from kafkalite.server.config import ServerConfig
+    with pytest.raises(InvalidConfigurationError, match="schema_registry_port"):
+        ServerConfig(schema_registry_port=70000)
+    srv = ServerProcess(str(tmp_path / "data"), workers=1,
+                        extra_args=["--schema-registry-port", "-1"]).start()
+    try:
+        assert "schema_registry" not in srv.info
+        assert "schema registry" not in srv.output()
+    finally:
+        srv.stop()
