@@ -54,10 +54,17 @@ class ParsedSchema:
         self.identity = identity
         self.parsed = parsed          # the library's object: a dict, or a FileDescriptorProto
         self.references = references
+        # Protobuf: the .proto text served by default (Confluent's answer),
+        # as sent, or rendered from a descriptor sent in base64
+        self.proto_text = text if schema_type == PROTOBUF and not _is_base64(text) else None
 
     def formatted(self, fmt: str | None) -> str:
-        if fmt == "serialized" and self.schema_type == PROTOBUF:
-            return base64.standard_b64encode(self.parsed.SerializeToString()).decode("ascii")
+        if self.schema_type == PROTOBUF:
+            if fmt == "serialized":
+                return base64.standard_b64encode(self.parsed.SerializeToString()).decode("ascii")
+            if self.proto_text is None:
+                self.proto_text = proto_text(self.parsed)
+            return self.proto_text
         return self.text
 
 
@@ -167,11 +174,16 @@ LABEL_OPTIONAL, LABEL_REQUIRED, LABEL_REPEATED = 1, 2, 3
 TYPE_MESSAGE, TYPE_ENUM = 11, 14
 
 
+def _is_base64(text: str) -> bool:
+    """A descriptor in base64, not .proto text (which always has ';' or '{')."""
+    return "{" not in text and ";" not in text
+
+
 def _parse_protobuf(text: str, references: dict) -> ParsedSchema:
     from google.protobuf import descriptor_pb2
     proto = None
     stripped = text.strip()
-    if "{" not in stripped and ";" not in stripped:
+    if _is_base64(stripped):
         # a base64 FileDescriptorProto (confluent-kafka's Python serializer)
         try:
             proto = descriptor_pb2.FileDescriptorProto.FromString(
@@ -346,6 +358,63 @@ def _enum(out, enum) -> None:
     for value in enum.elements:
         if isinstance(value, ast.EnumValue):
             out.value.add(name=value.name, number=value.number)
+
+
+_SCALAR_NAMES = {number: name for name, number in _SCALARS.items()}
+
+
+def proto_text(fdp) -> str:
+    """A resolved FileDescriptorProto as .proto text (proto-schema-parser's
+    generator): messages, fields, maps, oneofs, enums, imports and the
+    package; options are not rendered."""
+    from proto_schema_parser import ast
+    from proto_schema_parser.generator import Generator
+    proto3 = fdp.syntax == "proto3"
+
+    def type_of(f) -> str:
+        return _SCALAR_NAMES.get(f.type) or f.type_name
+
+    def message(m):
+        entries = {f"{e.name}": e for e in m.nested_type if e.options.map_entry}
+        elements, oneofs = [], {}
+        for f in m.field:
+            entry = entries.get(f.type_name.rpartition(".")[2]) if f.type == TYPE_MESSAGE \
+                else None
+            if entry is not None and f.label == LABEL_REPEATED:
+                key, value = entry.field
+                elements.append(ast.MapField(f.name, f.number, type_of(key), type_of(value)))
+                continue
+            cardinality = {LABEL_REPEATED: ast.FieldCardinality.REPEATED,
+                           LABEL_REQUIRED: ast.FieldCardinality.REQUIRED}.get(f.label)
+            if f.proto3_optional or (not proto3 and f.label == LABEL_OPTIONAL
+                                     and not f.HasField("oneof_index")):
+                cardinality = ast.FieldCardinality.OPTIONAL
+            field = ast.Field(f.name, f.number, type_of(f), cardinality)
+            if f.HasField("oneof_index") and not f.proto3_optional:
+                if f.oneof_index not in oneofs:
+                    oneofs[f.oneof_index] = ast.OneOf(m.oneof_decl[f.oneof_index].name)
+                    elements.append(oneofs[f.oneof_index])
+                oneofs[f.oneof_index].elements.append(
+                    ast.Field(f.name, f.number, type_of(f)))
+            else:
+                elements.append(field)
+        elements += [message(n) for n in m.nested_type if not n.options.map_entry]
+        elements += [enum(e) for e in m.enum_type]
+        if m.reserved_name:
+            elements.append(ast.Reserved(names=list(m.reserved_name)))
+        return ast.Message(m.name, elements)
+
+    def enum(e):
+        return ast.Enum(e.name, [ast.EnumValue(v.name, v.number) for v in e.value])
+
+    elements = []
+    if fdp.package:
+        elements.append(ast.Package(fdp.package))
+    elements += [ast.Import(d) for d in fdp.dependency]
+    elements += [message(m) for m in fdp.message_type]
+    elements += [enum(e) for e in fdp.enum_type]
+    return Generator().generate(ast.File(syntax=fdp.syntax or "proto2",
+                                         file_elements=elements))
 
 
 def _camel(name: str) -> str:
