@@ -137,6 +137,8 @@ class RegistryApp:
             return {}
         try:
             body = json.loads(raw)
+        except RecursionError:
+            raise _HttpError(400, "the request body is JSON nested too deeply") from None
         except ValueError as exc:
             raise _HttpError(400, f"the request body is not JSON: {exc}") from None
         if not isinstance(body, dict):

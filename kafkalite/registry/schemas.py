@@ -76,12 +76,15 @@ def parse(schema_type: str | None, text, references: dict | None = None,
     if not isinstance(text, str) or not text.strip():
         raise invalid("'schema' must be a non-empty string")
     references = references or {}
-    if schema_type == AVRO:
-        return _parse_avro(text, references, normalize)
-    if schema_type == PROTOBUF:
-        return _parse_protobuf(text, references)
-    if schema_type == JSON:
-        return _parse_json_schema(text, references, normalize)
+    try:
+        if schema_type == AVRO:
+            return _parse_avro(text, references, normalize)
+        if schema_type == PROTOBUF:
+            return _parse_protobuf(text, references)
+        if schema_type == JSON:
+            return _parse_json_schema(text, references, normalize)
+    except RecursionError:
+        raise invalid("nested too deeply") from None
     raise RegistryError(INVALID_SCHEMA, f"Invalid schema type {schema_type!r}: "
                                         f"one of {', '.join(SCHEMA_TYPES)}")
 

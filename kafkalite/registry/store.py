@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 
 from kafkalite.registry import compatibility, schemas
 from kafkalite.registry.errors import (INVALID_COMPATIBILITY_LEVEL, INVALID_MODE,
-                                       OPERATION_NOT_PERMITTED, REFERENCE_EXISTS,
+                                       OPERATION_NOT_PERMITTED, REFERENCE_EXISTS, SCHEMA_VERSION_SOFT_DELETED,
                                        SCHEMA_VERSION_NOT_SOFT_DELETED, STORE_ERROR,
                                        STORE_TIMEOUT, SUBJECT_NOT_SOFT_DELETED,
                                        SUBJECT_SOFT_DELETED, INCOMPATIBLE_SCHEMA, RegistryError,
@@ -451,9 +451,12 @@ class SchemaStore:
         with self.lock:
             st = self.read()
             self._writable(subject)
-            v = st.version(subject, version, deleted=permanent)
-            if version == "latest" and not permanent:
-                v = st.version(subject, "latest")
+            v = st.version(subject, version, deleted=permanent or version != "latest")
+            if not permanent:
+                if v.deleted:
+                    raise RegistryError(SCHEMA_VERSION_SOFT_DELETED,
+                                        f"Subject '{subject}' Version {v.version} was soft "
+                                        f"deleted. Set permanent=true to delete permanently")
             self._refuse_referenced([v])
             if permanent:
                 if not v.deleted:

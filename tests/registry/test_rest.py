@@ -110,6 +110,7 @@ def test_soft_then_permanent_delete_of_a_version_and_a_subject(url):
     assert call(f"{url}/subjects/del-value/versions/1?permanent=true", "DELETE")[1][
         "error_code"] == 40407
     assert call(f"{url}/subjects/del-value/versions/1", "DELETE")[:2] == (200, 1)
+    assert call(f"{url}/subjects/del-value/versions/1", "DELETE")[1]["error_code"] == 40406
     assert call(f"{url}/subjects/del-value/versions")[1] == [2]
     assert call(f"{url}/subjects/del-value/versions?deleted=true")[1] == [1, 2]
     assert call(f"{url}/subjects/del-value/versions/1")[1]["error_code"] == 40402
@@ -268,6 +269,11 @@ def test_error_bodies(url, method, path, body, status, code):
 def test_a_body_that_is_not_json_is_400(url):
     status, answer, _ = call(f"{url}/subjects/x/versions", "POST", raw=b"{not json")
     assert status == 400 and answer["error_code"] == 400 and "JSON" in answer["message"]
+    status, answer, _ = call(f"{url}/subjects/x/versions", "POST", raw=b"[" * 100_000)
+    assert status == 400 and "nested too deeply" in answer["message"]
+    deep = '{"type": "array", "items": ' * 5000 + '"int"' + "}" * 5000
+    status, answer, _ = call(f"{url}/subjects/x/versions", "POST", {"schema": deep})
+    assert (status, answer["error_code"]) in ((422, 42201), (400, 400))
 
 
 def test_the_ready_line_and_server_json_name_the_registry(module_server, url):
