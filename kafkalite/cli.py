@@ -143,7 +143,8 @@ def _server(args) -> int:
     early = start_early(config)
     from kafkalite.server.supervisor import serve
     apps = [("/console", _console_app)] if args.console else []
-    return serve(config, apps, early)
+    from kafkalite.registry.rest import make_app as schema_registry
+    return serve(config, apps, early, schema_registry)
 
 
 def _console_app(bootstrap: str, registry, owner_key_file: str | None = None):

@@ -38,6 +38,16 @@ _STATUS = {200: "200 OK", 400: "400 Bad Request", 401: "401 Unauthorized",
            422: "422 Unprocessable Entity", 500: "500 Internal Server Error"}
 
 
+def make_app(bootstrap: str, owner_key_file: str | None = None) -> "RegistryApp":
+    """The registry of the node at ``bootstrap`` (its native port), whose
+    clients connect with the owner's key pair when security is on: what
+    ``kafkalite server`` hands the supervisor to serve. Nothing connects
+    before the first request."""
+    from kafkalite.client.config import owner_config
+    return RegistryApp(SchemaStore({**owner_config({"owner.key_file": owner_key_file}),
+                                    "bootstrap.servers": bootstrap}))
+
+
 class _HttpError(RegistryError):
     """An error whose HTTP status is its error_code (400, 404, 405, 413)."""
 

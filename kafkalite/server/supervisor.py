@@ -38,9 +38,10 @@ It runs, on one thread, everything of a node that is not a partition:
   caller gives (``http_apps``: the web console, a client of this node, each
   a factory(bootstrap, registry, owner key file or None)); with security
   on, behind a login (http_login.py);
-- the schema registry (kafkalite/registry/): on a port of its own
-  (``schema_registry_port``), served by the same HTTP server code and
-  login, a client of this node like the console.
+- the schema registry (kafkalite/registry/, given by the caller as the
+  console is): on a port of its own (``schema_registry_port``), served by
+  the same HTTP server code and login, a client of this node like the
+  console.
 
 It is never on the data path: clients ask it who leads a partition and
 then talk to that worker.
@@ -134,7 +135,7 @@ class PendingChange:
 
 class Supervisor:
     def __init__(self, config: ServerConfig, http_apps=(), early: EarlyStart | None = None,
-                 expired_controller: int | None = None):
+                 expired_controller: int | None = None, schema_registry=None):
         self.config = config
         self.early = early          # the lock, control socket and children start_early made
         # with --cluster: the node whose controller lease this node saw
@@ -144,7 +145,10 @@ class Supervisor:
         # apps served on the metrics port (the web console); given by the
         # caller, since this layer imports nothing above it
         self.http_apps = list(http_apps)
-        self.registry_http = None       # the schema registry's server (kafkalite/registry/)
+        # factory(bootstrap servers, owner key file or None) -> the schema
+        # registry's WSGI app (kafkalite/registry/), given by the caller too
+        self.schema_registry = schema_registry
+        self.registry_http = None       # its HTTP server, on schema_registry_port
         self.registry_app = None
         self.ctx = zmq.Context.instance()
         self.workers: list[WorkerProcess] = []      # this node's, children of this process
@@ -343,7 +347,7 @@ class Supervisor:
                                 for prefix, factory in self.http_apps], login,
                                http_tls_context(cfg),
                                max_connections=cfg.http_max_connections)
-        if cfg.schema_registry_enabled:
+        if cfg.schema_registry_enabled and self.schema_registry is not None:
             self._serve_schema_registry(bootstrap, login)
         # Other nodes' workers reach the control channel and the relay too
         # (--cluster): bound where the listeners are, not on loopback only.
@@ -396,14 +400,9 @@ class Supervisor:
         by the HTTP port's server code: its cap, TLS and login (any user
         who logged in; SUBJECT ACLs are not checked yet). It reaches this
         node as the owner's tools do, through its native port."""
-        from kafkalite.client.config import owner_config
-        from kafkalite.registry.rest import RegistryApp
-        from kafkalite.registry.store import SchemaStore
         from kafkalite.server.metrics import answer_busy, serve_http
         cfg = self.config
-        self.registry_app = RegistryApp(SchemaStore(
-            {**owner_config({"owner.key_file": self.owner_key_file}),
-             "bootstrap.servers": bootstrap}))
+        self.registry_app = self.schema_registry(bootstrap, self.owner_key_file)
         app = login.wrap(self.registry_app) if login is not None else self.registry_app
         refuse = (self.metrics._refuse_connection if self.metrics is not None else
                   lambda sock, address, answer: answer and answer_busy(sock))
@@ -1045,11 +1044,13 @@ class _StopRequest:
             target.request_stop()
 
 
-def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None) -> int:
+def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None,
+          schema_registry=None) -> int:
     """Run a server in this process until SIGTERM/SIGINT (the CLI's `server`):
     the supervisor of a node, or, in a cluster whose controller is another
-    node, a broker node (broker_node.py). ``http_apps``: see Supervisor;
-    ``early``: the children processes.start_early spawned."""
+    node, a broker node (broker_node.py). ``http_apps`` and
+    ``schema_registry``: see Supervisor; ``early``: the children
+    processes.start_early spawned."""
     logging.basicConfig(level=config.effective_log_level,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     expired = None
@@ -1060,7 +1061,7 @@ def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None) -
         stop()
     rejoining = False       # this process was a node of the cluster already
     while True:
-        sup = Supervisor(config, http_apps, early, expired)
+        sup = Supervisor(config, http_apps, early, expired, schema_registry)
         stop.hand_to(sup)
         try:
             sup.start()
