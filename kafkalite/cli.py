@@ -143,7 +143,7 @@ def _server(args) -> int:
     early = start_early(config)
     from kafkalite.server.supervisor import serve
     apps = [("/console", _console_app)] if args.console else []
-    from kafkalite.registry.rest import make_app as schema_registry
+    from kafkalite.registry import make_app as schema_registry
     return serve(config, apps, early, schema_registry)
 
 

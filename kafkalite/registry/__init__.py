@@ -14,8 +14,8 @@ layout, the topic being the source of truth.
 Which process runs it: the supervisor of ``kafkalite server`` (the process
 that already serves HTTP), on a port of its own (``schema_registry_port``,
 8081) served by metrics.py's HTTP server code (its connection cap, TLS and
-login); cli.py hands the supervisor ``rest.make_app``, as it hands it the
-web console, since the server layer imports nothing above it. The registry reaches the broker as any client does, through
+login); cli.py hands the supervisor ``make_app`` below, as it hands it
+the web console, since the server layer imports nothing above it. The registry reaches the broker as any client does, through
 kafkalite's own client over the node's native port: it never touches the
 supervisor's loop state.
 
@@ -24,3 +24,25 @@ kafkalite.errors, and the schema libraries (fastavro and avro, protobuf
 with proto-schema-parser, jsonschema); never kafkalite.server (the
 supervisor imports it, not the other way round).
 """
+
+
+def make_app(bootstrap: str, owner_key_file: str | None = None):
+    """The registry of the node at ``bootstrap`` as a WSGI app (with a
+    ``close()``) that imports the registry (rest.py and the modules under
+    it) at its first request, not on the server's way to ready: what
+    ``kafkalite server`` hands the supervisor."""
+    import threading
+    lock, built = threading.Lock(), []
+
+    def app(environ, start_response):
+        with lock:          # the HTTP server answers on several threads
+            if not built:
+                from kafkalite.registry import rest
+                built.append(rest.make_app(bootstrap, owner_key_file))
+        return built[0](environ, start_response)
+
+    def close() -> None:
+        if built:
+            built[0].close()
+    app.close = close
+    return app
