@@ -15,14 +15,15 @@ Which process runs it: the supervisor of ``kafkalite server`` (the process
 that already serves HTTP), on a port of its own (``schema_registry_port``,
 8081) served by metrics.py's HTTP server code (its connection cap, TLS and
 login); cli.py hands the supervisor ``make_app`` below, as it hands it
-the web console, since the server layer imports nothing above it. The registry reaches the broker as any client does, through
-kafkalite's own client over the node's native port: it never touches the
-supervisor's loop state.
+the web console, since the server layer imports nothing above it. The
+registry reaches the broker as any client does, through kafkalite's own
+client over the node's native port: it never touches the supervisor's
+loop state.
 
 What it may import: the standard library, kafkalite.client and
 kafkalite.errors, and the schema libraries (fastavro and avro, protobuf
 with proto-schema-parser, jsonschema); never kafkalite.server (the
-supervisor imports it, not the other way round).
+supervisor is handed it, and serves it).
 """
 
 

@@ -48,12 +48,13 @@ import time
 from dataclasses import dataclass, field
 
 from kafkalite.registry import compatibility, schemas
-from kafkalite.registry.errors import (INVALID_COMPATIBILITY_LEVEL, INVALID_MODE,
-                                       OPERATION_NOT_PERMITTED, REFERENCE_EXISTS, SCHEMA_VERSION_SOFT_DELETED,
-                                       SCHEMA_VERSION_NOT_SOFT_DELETED, STORE_ERROR,
-                                       STORE_TIMEOUT, SUBJECT_NOT_SOFT_DELETED,
-                                       SUBJECT_SOFT_DELETED, INCOMPATIBLE_SCHEMA, RegistryError,
-                                       schema_not_found, subject_not_found, version_not_found)
+from kafkalite.registry.errors import (INCOMPATIBLE_SCHEMA, INVALID_COMPATIBILITY_LEVEL,
+                                       INVALID_MODE, OPERATION_NOT_PERMITTED, REFERENCE_EXISTS,
+                                       SCHEMA_VERSION_NOT_SOFT_DELETED,
+                                       SCHEMA_VERSION_SOFT_DELETED, STORE_ERROR, STORE_TIMEOUT,
+                                       SUBJECT_NOT_SOFT_DELETED, SUBJECT_SOFT_DELETED,
+                                       RegistryError, schema_not_found, subject_not_found,
+                                       version_not_found)
 
 log = logging.getLogger("kafkalite.registry")
 

@@ -72,7 +72,8 @@ def test_normalize_qualifies_names_and_orders_keys():
     b = schemas.parse("AVRO", json.dumps({"type": "record", "name": "ns.R",
                                           "fields": [{"name": "x", "type": "int"}]}),
                       normalize=True)
-    assert a.text == b.text == '{"type":"record","name":"ns.R","fields":[{"type":"int","name":"x"}]}'
+    assert a.text == b.text == \
+        '{"type":"record","name":"ns.R","fields":[{"type":"int","name":"x"}]}'
     assert schemas.parse("AVRO", json.dumps({"namespace": "ns", "name": "R", "type": "record",
                                              "fields": []})).text != a.text
 
