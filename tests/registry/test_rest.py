@@ -159,6 +159,24 @@ def test_references_and_referencedby(url):
     assert register(url, "person2-value", person, references=missing)[1]["error_code"] == 42201
 
 
+def test_protobuf_imports_are_references(url):
+    money = 'syntax = "proto3";\npackage common;\nmessage Money { int64 cents = 1; }\n'
+    register(url, "money", money, schemaType="PROTOBUF")
+    order = ('syntax = "proto3";\npackage shop;\nimport "common/money.proto";\n'
+             'message Order { common.Money total = 1; }\n')
+    assert register(url, "order-value", order, schemaType="PROTOBUF")[1]["error_code"] == 42201
+    refs = [{"name": "common/money.proto", "subject": "money", "version": 1}]
+    status, answer, _ = register(url, "order-value", order, schemaType="PROTOBUF",
+                                 references=refs)
+    assert status == 200
+    assert call(f"{url}/subjects/money/versions/1/referencedby")[1] == [answer["id"]]
+    # a field of another message type in the same number: refused under BACKWARD
+    other = order.replace("common.Money total", "string total")
+    status, refused, _ = register(url, "order-value", other, schemaType="PROTOBUF",
+                                  references=refs)
+    assert status == 409 and "FIELD_KIND_CHANGED" in refused["message"]
+
+
 def test_protobuf_and_json_schema_types(url):
     proto = 'syntax = "proto3";\npackage p;\nmessage M { string a = 1; }\n'
     status, answer, _ = register(url, "proto-value", proto, schemaType="PROTOBUF")
