@@ -314,3 +314,22 @@ def test_schema_registry_port_minus_one_turns_it_off(tmp_path):
         assert "schema registry" not in srv.output()
     finally:
         srv.stop()
+
+
+def test_concurrent_registrations_give_one_id_per_schema(url):
+    """Eight clients at once: the same schema under one subject is one id
+    and one version; distinct schemas get distinct ids."""
+    import threading
+    same, distinct = [], []
+
+    def client(i: int) -> None:
+        same.append(register(url, "race-value", {**AVRO_V1, "name": "Race"})[1]["id"])
+        distinct.append(register(url, f"race-{i}", {**AVRO_V1, "name": f"Race{i}"})[1]["id"])
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(same) == 8 and len(set(same)) == 1
+    assert call(f"{url}/subjects/race-value/versions")[1] == [1]
+    assert len(set(distinct)) == 8 and same[0] not in distinct
