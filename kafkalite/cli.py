@@ -124,7 +124,8 @@ def _server(args) -> int:
         group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
         broker_session_timeout_ms=args.broker_session_timeout_ms, cluster=args.cluster,
         node_id=args.node_id, controller_lease_ms=args.controller_lease_ms,
-        metrics_port=args.metrics_port, log_level=args.log_level,
+        metrics_port=args.metrics_port, schema_registry_port=args.schema_registry_port,
+        log_level=args.log_level,
         kafka_security_protocol=args.kafka_security_protocol, listeners=args.listeners,
         advertised_listeners=args.advertised_listeners,
         listener_security_protocol_map=args.listener_security_protocol_map,
@@ -142,7 +143,8 @@ def _server(args) -> int:
     early = start_early(config)
     from kafkalite.server.supervisor import serve
     apps = [("/console", _console_app)] if args.console else []
-    return serve(config, apps, early)
+    from kafkalite.registry import make_app as schema_registry
+    return serve(config, apps, early, schema_registry)
 
 
 def _console_app(bootstrap: str, registry, owner_key_file: str | None = None):
@@ -285,6 +287,9 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
     server.add_argument("--metrics-port", type=int,
                         help="HTTP port of Prometheus metrics (/metrics) and health (/health) "
                              "(default 9404; 0: any free port; -1: off)")
+    server.add_argument("--schema-registry-port", type=int,
+                        help="HTTP port of the schema registry (Confluent's REST API; "
+                             "default 8081; 0: any free port; -1: off)")
     server.add_argument("--console", action=argparse.BooleanOptionalAction, default=True,
                         help="serve the web console on the metrics port, at /console/ "
                              "(default: on)")
@@ -765,6 +770,13 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
                                            "(MirrorMaker 2)", description=mirror_cmd.DESCRIPTION)
     mirror_cmd.add_arguments(mirror)
     mirror.set_defaults(func=mirror_cmd.run)
+
+    from kafkalite.tools import schemas_cmd
+    schemas = sub.add_parser("schemas", help="register, list, get, check, delete schemas in "
+                                             "the schema registry",
+                             description=schemas_cmd.DESCRIPTION)
+    schemas_cmd.add_arguments(schemas)
+    schemas.set_defaults(func=schemas_cmd.run)
 
     from kafkalite.tools import acls_cmd
     acls = sub.add_parser("acls", help="add, list, remove ACLs (as kafka-acls.sh)",

@@ -41,6 +41,7 @@ DEFAULT_KAFKA_PORT = 9092
 DEFAULT_KAFKA_WORKER_BASE_PORT = 9100
 DEFAULT_METRICS_PORT = 9404
 METRICS_OFF = -1
+DEFAULT_SCHEMA_REGISTRY_PORT = 8081   # Confluent Schema Registry's default listener port
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # group.consumer.migration.policy's values (server/coordinator.py acts on them)
 MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
@@ -90,6 +91,12 @@ SETTINGS: dict[str, Setting] = {
         "`kafkalite_http_connections_refused`; over `http_tls`, closed without an answer).",
         kafka_note="kafkalite's own: Kafka's `max.connections` caps its listeners; it has "
                    "no HTTP port."),
+    "schema_registry_port": Setting(
+        "HTTP port of the schema registry, Confluent Schema Registry's REST API "
+        "(docs/schema-registry.md), on `host`, under `http_tls` and `http_max_connections` "
+        "as the HTTP port and behind the same login; 0: any free port; -1: off.", (),
+        "kafkalite's own: Confluent Schema Registry's `listeners` (default 8081) is a "
+        "separate service beside Kafka"),
     "log_level": Setting("DEBUG, INFO, WARNING or ERROR (\"\": `$KAFKALITE_LOG_LEVEL`, "
                          "else WARNING).", (), "`log4j.rootLogger`"),
     "auto_create_topics": Setting("Create an unknown topic when a client asks for it.",
@@ -308,6 +315,7 @@ class ServerConfig:
     metrics_port: int = DEFAULT_METRICS_PORT
     http_tls: bool = False
     http_max_connections: int = 64
+    schema_registry_port: int = DEFAULT_SCHEMA_REGISTRY_PORT
     log_level: str = ""
     auto_create_topics: bool = True
     default_partitions: int = 1
@@ -381,7 +389,7 @@ class ServerConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or not 0 <= value <= 65535:
                 raise InvalidConfigurationError(f"{name} must be a port number 0-65535, not {value!r}")
-        for name in ("ingest_port", "metrics_port"):      # -1: that endpoint is not served
+        for name in ("ingest_port", "metrics_port", "schema_registry_port"):  # -1: not served
             value = getattr(self, name)
             if not isinstance(value, int) or not -1 <= value <= 65535:
                 raise InvalidConfigurationError(
@@ -463,6 +471,10 @@ class ServerConfig:
     @property
     def metrics_enabled(self) -> bool:
         return self.metrics_port != METRICS_OFF
+
+    @property
+    def schema_registry_enabled(self) -> bool:
+        return self.schema_registry_port != METRICS_OFF
 
     @property
     def effective_log_level(self) -> str:

@@ -249,6 +249,94 @@ def _add_topics(into: dict, topics: dict) -> None:
             have[i] += n
 
 
+def serve_http(host: str, port: int, app, tls=None, *, max_connections: int, refuse,
+               name: str):
+    """A WSGI ``app`` served on ``host``:``port`` (0: any free port; a taken
+    one: any free port, with a warning) by a thread of its own, a thread
+    per connection up to ``max_connections``; one more is handed to
+    ``refuse(sock, address, answer)`` on the accept thread and closed.
+    ``tls``: an ssl.SSLContext, each handshake on the connection's own
+    thread. The HTTP port (NodeMetrics.serve) and the schema registry's
+    port (kafkalite/registry/) are both served by it. Answers the server
+    (``server_port``; ``shutdown()`` and ``server_close()`` stop it)."""
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    from prometheus_client.exposition import ThreadingWSGIServer
+
+    class _QuietHandler(WSGIRequestHandler):
+        """No access log line per request on stderr."""
+
+        timeout = HTTP_IO_TIMEOUT_S
+
+        def log_message(self, format, *args):
+            pass
+
+    bind = host if host not in ("", "*") else "0.0.0.0"
+    slots = threading.BoundedSemaphore(max_connections)
+
+    class HttpServer(ThreadingWSGIServer):
+        """A thread per connection, up to ``max_connections`` of them."""
+
+        # socketserver's 5 makes a burst of connections (a refused one's
+        # retries among them) wait out SYN retransmits of 1 s and more
+        request_queue_size = 128
+
+        def process_request(self, request, client_address):
+            # the accept thread: never waits here, on a slot or a client
+            if not slots.acquire(blocking=False):
+                refuse(request, client_address, answer=tls is None)
+                self.shutdown_request(request)
+                return
+            try:
+                super().process_request(request, client_address)
+            except BaseException:
+                slots.release()          # no thread was started to release it
+                raise
+
+        def process_request_thread(self, request, client_address):
+            try:
+                super().process_request_thread(request, client_address)
+            finally:
+                slots.release()
+
+    if ":" in bind:
+        import socket
+        HttpServer.address_family = socket.AF_INET6
+    try:
+        httpd = make_server(bind, port, app, HttpServer, handler_class=_QuietHandler)
+    except OSError as exc:
+        if port == 0:
+            raise
+        log.warning("%s port %d: %s; using any free port", name, port, exc)
+        httpd = make_server(bind, 0, app, HttpServer, handler_class=_QuietHandler)
+    if tls is not None:
+        httpd.socket = tls.wrap_socket(httpd.socket, server_side=True,
+                                       do_handshake_on_connect=False)
+    threading.Thread(target=httpd.serve_forever, name=f"{name}-http", daemon=True).start()
+    return httpd
+
+
+def answer_busy(sock) -> None:
+    """A 503 into a refused connection's empty send buffer, on the accept
+    thread (never waiting on the client); the caller closes it."""
+    try:
+        sock.setblocking(False)
+        drained = 0
+        while drained < _BUSY_DRAIN_BYTES:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            drained += len(chunk)
+    except (BlockingIOError, InterruptedError):
+        pass
+    except OSError:
+        return
+    try:
+        sock.send(HTTP_BUSY_ANSWER)
+    except OSError:
+        pass                   # gone already, or a full buffer: closed all the same
+
+
 class NodeMetrics:
     """The supervisor's side: worker snapshots in, an HTTP endpoint out.
     ``supervisor`` is read on the loop thread only (``tick``)."""
@@ -301,18 +389,7 @@ class NodeMetrics:
         is answered 503 by the accept thread and closed (over TLS, closed:
         an answer would need a handshake, which the accept thread must not
         wait for)."""
-        from wsgiref.simple_server import WSGIRequestHandler, make_server
-
         from prometheus_client import make_wsgi_app
-        from prometheus_client.exposition import ThreadingWSGIServer
-
-        class _QuietHandler(WSGIRequestHandler):
-            """No access log line per scrape on stderr."""
-
-            timeout = HTTP_IO_TIMEOUT_S
-
-            def log_message(self, format, *args):
-                pass
 
         metrics_app = make_wsgi_app(self.registry)
         self._mounts = [(prefix.rstrip("/"), mounted) for prefix, mounted in mounts]
@@ -342,52 +419,9 @@ class NodeMetrics:
             served = ["/metrics", "/health"] + [prefix + "/" for prefix, _ in self._mounts]
             return [f"no such path {path!r}; this port serves {', '.join(served)}\n".encode()]
 
-        bind = host if host not in ("", "*") else "0.0.0.0"
-        slots = threading.BoundedSemaphore(max_connections)
-        refuse = self._refuse_connection
-
-        class MetricsServer(ThreadingWSGIServer):
-            """A thread per connection, up to ``max_connections`` of them."""
-
-            # socketserver's 5 makes a burst of connections (a refused one's
-            # retries among them) wait out SYN retransmits of 1 s and more
-            request_queue_size = 128
-
-            def process_request(self, request, client_address):
-                # the accept thread: never waits here, on a slot or a client
-                if not slots.acquire(blocking=False):
-                    refuse(request, client_address, answer=tls is None)
-                    self.shutdown_request(request)
-                    return
-                try:
-                    super().process_request(request, client_address)
-                except BaseException:
-                    slots.release()          # no thread was started to release it
-                    raise
-
-            def process_request_thread(self, request, client_address):
-                try:
-                    super().process_request_thread(request, client_address)
-                finally:
-                    slots.release()
-
-        server_class = MetricsServer
-        if ":" in bind:
-            import socket
-            server_class.address_family = socket.AF_INET6
-        try:
-            self._httpd = make_server(bind, port, app, server_class, handler_class=_QuietHandler)
-        except OSError as exc:
-            if port == 0:
-                raise
-            log.warning("metrics port %d: %s; using any free port", port, exc)
-            self._httpd = make_server(bind, 0, app, server_class, handler_class=_QuietHandler)
-        if tls is not None:
-            self._httpd.socket = tls.wrap_socket(self._httpd.socket, server_side=True,
-                                                 do_handshake_on_connect=False)
+        self._httpd = serve_http(host, port, app, tls, max_connections=max_connections,
+                                 refuse=self._refuse_connection, name="metrics")
         self.port = self._httpd.server_port
-        threading.Thread(target=self._httpd.serve_forever, name="metrics-http",
-                         daemon=True).start()
         return self.port
 
     def _refuse_connection(self, sock, address, answer: bool) -> None:
@@ -398,24 +432,8 @@ class NodeMetrics:
         self._refused_log.warning(
             "HTTP port: refused a connection from %s (%d so far): http_max_connections "
             "are open", address[0], self.http_refused)
-        if not answer:
-            return
-        try:
-            sock.setblocking(False)
-            drained = 0
-            while drained < _BUSY_DRAIN_BYTES:
-                chunk = sock.recv(4096)
-                if not chunk:
-                    break
-                drained += len(chunk)
-        except (BlockingIOError, InterruptedError):
-            pass
-        except OSError:
-            return
-        try:
-            sock.send(HTTP_BUSY_ANSWER)
-        except OSError:
-            pass                   # gone already, or a full buffer: closed all the same
+        if answer:
+            answer_busy(sock)
 
     def close(self) -> None:
         if self._httpd is not None:

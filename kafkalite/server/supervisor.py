@@ -37,7 +37,11 @@ It runs, on one thread, everything of a node that is not a partition:
   only reads what this loop publishes; on the same port, the apps the
   caller gives (``http_apps``: the web console, a client of this node, each
   a factory(bootstrap, registry, owner key file or None)); with security
-  on, behind a login (http_login.py).
+  on, behind a login (http_login.py);
+- the schema registry (kafkalite/registry/, given by the caller as the
+  console is): on a port of its own (``schema_registry_port``), served by
+  the same HTTP server code and login, a client of this node like the
+  console.
 
 It is never on the data path: clients ask it who leads a partition and
 then talk to that worker.
@@ -131,7 +135,7 @@ class PendingChange:
 
 class Supervisor:
     def __init__(self, config: ServerConfig, http_apps=(), early: EarlyStart | None = None,
-                 expired_controller: int | None = None):
+                 expired_controller: int | None = None, schema_registry=None):
         self.config = config
         self.early = early          # the lock, control socket and children start_early made
         # with --cluster: the node whose controller lease this node saw
@@ -141,6 +145,11 @@ class Supervisor:
         # apps served on the metrics port (the web console); given by the
         # caller, since this layer imports nothing above it
         self.http_apps = list(http_apps)
+        # factory(bootstrap servers, owner key file or None) -> the schema
+        # registry's WSGI app (kafkalite/registry/), given by the caller too
+        self.schema_registry = schema_registry
+        self.registry_http = None       # its HTTP server, on schema_registry_port
+        self.registry_app = None
         self.ctx = zmq.Context.instance()
         self.workers: list[WorkerProcess] = []      # this node's, children of this process
         self.remote: dict[int, WorkerProcess] = {}  # other nodes' (--cluster), by broker id
@@ -324,12 +333,12 @@ class Supervisor:
         self.controller.kafka_listeners = {
             spec.name: (spec.advertised_host, listener.port)
             for spec, listener in zip(specs, self.kafka_listeners)}
+        bootstrap = f"{_bracket(self._local_host())}:{self.native.port}"
+        login = None
+        if security_enabled(cfg):       # the HTTP ports are doors too (http_login.py)
+            login = HttpLogin(CredentialStore(users_file(cfg.data_dir, cfg.sasl_users_file)),
+                              authorizer)
         if self.metrics is not None:
-            bootstrap = f"{_bracket(self._local_host())}:{self.native.port}"
-            login = None
-            if security_enabled(cfg):       # the HTTP port is a door too (http_login.py)
-                login = HttpLogin(CredentialStore(users_file(cfg.data_dir, cfg.sasl_users_file)),
-                                  authorizer)
             self.metrics.serve(cfg.host, cfg.metrics_port,
                                # the console reaches the native port as the
                                # owner's tools do: with the owner's key pair
@@ -338,6 +347,8 @@ class Supervisor:
                                 for prefix, factory in self.http_apps], login,
                                http_tls_context(cfg),
                                max_connections=cfg.http_max_connections)
+        if cfg.schema_registry_enabled and self.schema_registry is not None:
+            self._serve_schema_registry(bootstrap, login)
         # Other nodes' workers reach the control channel and the relay too
         # (--cluster): bound where the listeners are, not on loopback only.
         bind_host, advertised = "127.0.0.1", "127.0.0.1"
@@ -383,6 +394,22 @@ class Supervisor:
         # a fixed port is known already: the gateway starts once the node is
         # ready (_check_ready), leaving the start's CPU to the workers; a
         # publisher's PUSH queues its messages until the gateway binds
+
+    def _serve_schema_registry(self, bootstrap: str, login) -> None:
+        """The schema registry (kafkalite/registry/) on a port of its own,
+        by the HTTP port's server code: its cap, TLS and login (any user
+        who logged in; SUBJECT ACLs are not checked yet). It reaches this
+        node as the owner's tools do, through its native port."""
+        from kafkalite.server.metrics import answer_busy, serve_http
+        cfg = self.config
+        self.registry_app = self.schema_registry(bootstrap, self.owner_key_file)
+        app = login.wrap(self.registry_app) if login is not None else self.registry_app
+        refuse = (self.metrics._refuse_connection if self.metrics is not None else
+                  lambda sock, address, answer: answer and answer_busy(sock))
+        self.registry_http = serve_http(cfg.host, cfg.schema_registry_port, app,
+                                        http_tls_context(cfg),
+                                        max_connections=cfg.http_max_connections,
+                                        refuse=refuse, name="schema registry")
 
     def _cluster_brokers(self) -> tuple[list[int], dict[int, int]]:
         """This node's workers' broker ids, and the node of every broker
@@ -533,6 +560,9 @@ class Supervisor:
                                           f"{prefix.rstrip('/')}/"
                        for prefix, _ in self.http_apps}}
                    if self.metrics is not None else {}),
+                **({"schema_registry": f"{scheme}://{_bracket(host)}:"
+                                       f"{self.registry_http.server_port}"}
+                   if self.registry_http is not None else {}),
                 "workers": [{"index": w.index, "pid": w.pid, "endpoint": f"tcp://{host}:{w.port}"}
                             for w in self.workers],
                 "data_dir": os.path.abspath(self.config.data_dir),
@@ -934,6 +964,10 @@ class Supervisor:
             pass
         if self.metrics is not None:
             self.metrics.close()
+        if self.registry_http is not None:
+            self.registry_http.shutdown()
+            self.registry_http.server_close()
+            self.registry_app.close()
         self.coordinator.close()
         if self.users_mirror is not None:
             self.users_mirror.close()
@@ -975,10 +1009,12 @@ def _http_summary(endpoints: dict, http_apps) -> str:
     """The ready line's HTTP part: where a user finds the console and the
     metrics (a first-time user looked for the console's address in the
     README), or nothing when the HTTP port is off."""
+    registry = ([f"schema registry {endpoints['schema_registry']}"]
+                if "schema_registry" in endpoints else [])
     if "metrics" not in endpoints:
-        return ""
+        return ", ".join(registry) + ", " if registry else ""
     apps = [f"{prefix.strip('/')} {endpoints[prefix.strip('/')]}" for prefix, _ in http_apps]
-    return ", ".join([*apps, f"metrics {endpoints['metrics']}"]) + ", "
+    return ", ".join([*apps, *registry, f"metrics {endpoints['metrics']}"]) + ", "
 
 
 def _bracket(host: str) -> str:
@@ -1008,11 +1044,13 @@ class _StopRequest:
             target.request_stop()
 
 
-def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None) -> int:
+def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None,
+          schema_registry=None) -> int:
     """Run a server in this process until SIGTERM/SIGINT (the CLI's `server`):
     the supervisor of a node, or, in a cluster whose controller is another
-    node, a broker node (broker_node.py). ``http_apps``: see Supervisor;
-    ``early``: the children processes.start_early spawned."""
+    node, a broker node (broker_node.py). ``http_apps`` and
+    ``schema_registry``: see Supervisor; ``early``: the children
+    processes.start_early spawned."""
     logging.basicConfig(level=config.effective_log_level,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     expired = None
@@ -1023,7 +1061,7 @@ def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None) -
         stop()
     rejoining = False       # this process was a node of the cluster already
     while True:
-        sup = Supervisor(config, http_apps, early, expired)
+        sup = Supervisor(config, http_apps, early, expired, schema_registry)
         stop.hand_to(sup)
         try:
             sup.start()

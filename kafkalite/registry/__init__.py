@@ -1,0 +1,49 @@
+"""A schema registry compatible with Confluent Schema Registry's REST API.
+
+What it holds: schemas (Avro, Protobuf, JSON Schema) registered under
+subjects with versions and global ids, compatibility levels and modes,
+kept in a compacted ``_schemas`` topic with Confluent's key/value record
+layout, the topic being the source of truth.
+
+- errors.py: Confluent's error codes as one exception type;
+- schemas.py: parsing and the stored and canonical form of each type;
+- compatibility.py: the seven compatibility levels and each type's rules;
+- store.py: the state rebuilt from ``_schemas`` and the one writer of it;
+- rest.py: the HTTP handlers (a WSGI app).
+
+Which process runs it: the supervisor of ``kafkalite server`` (the process
+that already serves HTTP), on a port of its own (``schema_registry_port``,
+8081) served by metrics.py's HTTP server code (its connection cap, TLS and
+login); cli.py hands the supervisor ``make_app`` below, as it hands it
+the web console, since the server layer imports nothing above it. The
+registry reaches the broker as any client does, through kafkalite's own
+client over the node's native port: it never touches the supervisor's
+loop state.
+
+What it may import: the standard library, kafkalite.client and
+kafkalite.errors, and the schema libraries (fastavro and avro, protobuf
+with proto-schema-parser, jsonschema); never kafkalite.server (the
+supervisor is handed it, and serves it).
+"""
+
+
+def make_app(bootstrap: str, owner_key_file: str | None = None):
+    """The registry of the node at ``bootstrap`` as a WSGI app (with a
+    ``close()``) that imports the registry (rest.py and the modules under
+    it) at its first request, not on the server's way to ready: what
+    ``kafkalite server`` hands the supervisor."""
+    import threading
+    lock, built = threading.Lock(), []
+
+    def app(environ, start_response):
+        with lock:          # the HTTP server answers on several threads
+            if not built:
+                from kafkalite.registry import rest
+                built.append(rest.make_app(bootstrap, owner_key_file))
+        return built[0](environ, start_response)
+
+    def close() -> None:
+        if built:
+            built[0].close()
+    app.close = close
+    return app

@@ -1,0 +1,62 @@
+"""Confluent Schema Registry's error codes, as one exception type.
+
+A REST answer's error body is ``{"error_code": N, "message": "..."}``
+with the HTTP status being N's first three digits (40401 -> 404), as
+Confluent's ``RestException`` subclasses answer.
+
+Who may call: every module of the registry; rest.py turns them into
+answers.
+"""
+from __future__ import annotations
+
+# error_code -> what Confluent's reference calls it (and so the HTTP status)
+SUBJECT_NOT_FOUND = 40401
+VERSION_NOT_FOUND = 40402
+SCHEMA_NOT_FOUND = 40403
+SUBJECT_SOFT_DELETED = 40404
+SUBJECT_NOT_SOFT_DELETED = 40405
+SCHEMA_VERSION_SOFT_DELETED = 40406
+SCHEMA_VERSION_NOT_SOFT_DELETED = 40407
+SUBJECT_LEVEL_COMPATIBILITY_NOT_CONFIGURED = 40408
+SUBJECT_LEVEL_MODE_NOT_CONFIGURED = 40409
+INCOMPATIBLE_SCHEMA = 409
+INVALID_SCHEMA = 42201
+INVALID_VERSION = 42202
+INVALID_COMPATIBILITY_LEVEL = 42203
+INVALID_MODE = 42204
+OPERATION_NOT_PERMITTED = 42205
+REFERENCE_EXISTS = 42206
+INTERNAL_ERROR = 50001
+STORE_TIMEOUT = 50002
+STORE_ERROR = 50003
+
+
+class RegistryError(Exception):
+    """An answer with Confluent's ``error_code`` and a readable message."""
+
+    def __init__(self, error_code: int, message: str):
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+    @property
+    def http_status(self) -> int:
+        code = self.error_code
+        while code >= 1000:
+            code //= 10
+        return code
+
+    def body(self) -> dict:
+        return {"error_code": self.error_code, "message": self.message}
+
+
+def subject_not_found(subject: str) -> RegistryError:
+    return RegistryError(SUBJECT_NOT_FOUND, f"Subject '{subject}' not found.")
+
+
+def version_not_found(subject: str, version) -> RegistryError:
+    return RegistryError(VERSION_NOT_FOUND, f"Version {version} not found in subject '{subject}'.")
+
+
+def schema_not_found(what: str = "Schema not found") -> RegistryError:
+    return RegistryError(SCHEMA_NOT_FOUND, what)

@@ -1,0 +1,377 @@
+"""Confluent Schema Registry's REST API, as a WSGI app.
+
+The paths, query parameters, bodies and error bodies of Confluent's API
+reference (docs.confluent.io, "Schema Registry API Reference"), as its
+clients (confluent-kafka's ``SchemaRegistryClient``, the Java serdes,
+curl) use them. Answers are ``application/vnd.schemaregistry.v1+json``;
+a request body may be that, ``application/json`` or untyped. An error is
+``{"error_code": N, "message": "..."}`` with N's HTTP status (errors.py);
+a path this API does not have is 404 (error_code 404), a method it has
+not for that path 405, a body that is not JSON 400.
+
+Who may call: metrics.py's HTTP server threads, any number at once (the
+store serializes them). With security on the server wraps this app in
+http_login.py's login; this module does not authenticate.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+from urllib.parse import parse_qs, unquote
+
+from kafkalite.registry import compatibility, schemas
+from kafkalite.registry.errors import (INTERNAL_ERROR, INVALID_VERSION,
+                                       SUBJECT_LEVEL_COMPATIBILITY_NOT_CONFIGURED,
+                                       SUBJECT_LEVEL_MODE_NOT_CONFIGURED, RegistryError,
+                                       schema_not_found)
+from kafkalite.registry.store import SchemaStore
+
+log = logging.getLogger("kafkalite.registry")
+
+CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+MAX_BODY_BYTES = 16 << 20
+MAX_VERSION = 2 ** 31 - 1
+_STATUS = {200: "200 OK", 400: "400 Bad Request", 401: "401 Unauthorized",
+           403: "403 Forbidden", 404: "404 Not Found", 405: "405 Method Not Allowed",
+           409: "409 Conflict", 413: "413 Payload Too Large",
+           422: "422 Unprocessable Entity", 500: "500 Internal Server Error"}
+
+
+def make_app(bootstrap: str, owner_key_file: str | None = None) -> "RegistryApp":
+    """The registry of the node at ``bootstrap`` (its native port), whose
+    clients connect with the owner's key pair when security is on: what
+    ``kafkalite server`` hands the supervisor to serve. Nothing connects
+    before the first request."""
+    from kafkalite.client.config import owner_config
+    return RegistryApp(SchemaStore({**owner_config({"owner.key_file": owner_key_file}),
+                                    "bootstrap.servers": bootstrap}))
+
+
+class _HttpError(RegistryError):
+    """An error whose HTTP status is its error_code (400, 404, 405, 413)."""
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").lower() == "true"
+
+
+class RegistryApp:
+    """The WSGI app over one SchemaStore."""
+
+    def __init__(self, store: SchemaStore):
+        self.store = store
+        # (method, compiled path, handler): the first match answers
+        self.routes = [(m, re.compile(p + "$"), h) for m, p, h in (
+            ("GET", r"/?", self.root),
+            ("GET", r"/schemas/types/?", self.schema_types),
+            ("GET", r"/schemas/ids/([^/]+)", self.schema_by_id),
+            ("GET", r"/schemas/ids/([^/]+)/schema", self.raw_schema_by_id),
+            ("GET", r"/schemas/ids/([^/]+)/subjects", self.subjects_by_id),
+            ("GET", r"/schemas/ids/([^/]+)/versions", self.versions_by_id),
+            ("GET", r"/subjects/?", self.list_subjects),
+            ("POST", r"/subjects/([^/]+)/versions", self.register),
+            ("GET", r"/subjects/([^/]+)/versions", self.list_versions),
+            ("GET", r"/subjects/([^/]+)/versions/([^/]+)", self.get_version),
+            ("DELETE", r"/subjects/([^/]+)/versions/([^/]+)", self.delete_version),
+            ("GET", r"/subjects/([^/]+)/versions/([^/]+)/schema", self.raw_version),
+            ("GET", r"/subjects/([^/]+)/versions/([^/]+)/referencedby", self.referenced_by),
+            ("POST", r"/subjects/([^/]+)", self.lookup),
+            ("DELETE", r"/subjects/([^/]+)", self.delete_subject),
+            ("GET", r"/config", self.get_config),
+            ("PUT", r"/config", self.put_config),
+            ("DELETE", r"/config", self.delete_config),
+            ("GET", r"/config/([^/]+)", self.get_config),
+            ("PUT", r"/config/([^/]+)", self.put_config),
+            ("DELETE", r"/config/([^/]+)", self.delete_config),
+            ("POST", r"/compatibility/subjects/([^/]+)/versions/([^/]+)", self.check),
+            ("POST", r"/compatibility/subjects/([^/]+)/versions", self.check),
+            ("GET", r"/mode", self.get_mode),
+            ("PUT", r"/mode", self.put_mode),
+            ("GET", r"/mode/([^/]+)", self.get_mode),
+            ("PUT", r"/mode/([^/]+)", self.put_mode),
+            ("DELETE", r"/mode/([^/]+)", self.delete_mode),
+            ("GET", r"/contexts", self.contexts),
+        )]
+
+    def close(self) -> None:
+        self.store.close()
+
+    # ---- WSGI ---------------------------------------------------------------------------------
+
+    def __call__(self, environ, start_response):
+        method = environ.get("REQUEST_METHOD", "GET")
+        path = environ.get("PATH_INFO", "") or "/"
+        try:
+            status, body = self._dispatch(method, path, environ)
+        except RegistryError as exc:
+            status, body = exc.http_status, exc.body()
+        except Exception:               # a bug: answered, logged, never a dropped connection
+            log.exception("schema registry: %s %s", method, path)
+            status, body = 500, {"error_code": INTERNAL_ERROR,
+                                 "message": "Internal Server Error (see the server's log)"}
+        raw = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+        start_response(_STATUS.get(status, f"{status} Error"),
+                       [("Content-Type", CONTENT_TYPE), ("Content-Length", str(len(raw)))])
+        return [raw] if method != "HEAD" else []
+
+    def _dispatch(self, method: str, path: str, environ):
+        query = {k: v[-1] for k, v in parse_qs(environ.get("QUERY_STRING", "")).items()}
+        allowed = []
+        for route_method, pattern, handler in self.routes:
+            m = pattern.match(path)
+            if m is None:
+                continue
+            if route_method != method and not (method == "HEAD" and route_method == "GET"):
+                allowed.append(route_method)
+                continue
+            args = [unquote(a) for a in m.groups()]
+            body = self._body(environ) if method in ("POST", "PUT") else None
+            return 200, handler(*args, query=query, body=body)
+        if allowed:
+            raise _HttpError(405, f"HTTP {method} is not supported on {path}; "
+                                  f"{', '.join(sorted(set(allowed)))} is")
+        raise _HttpError(404, f"HTTP 404 Not Found: no such path {path}")
+
+    @staticmethod
+    def _body(environ) -> dict:
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            raise _HttpError(400, "Content-Length is not a number") from None
+        if length > MAX_BODY_BYTES:
+            raise _HttpError(413, f"a request body of {length} bytes is over the "
+                                  f"{MAX_BODY_BYTES} bytes this registry takes")
+        raw = environ["wsgi.input"].read(length) if length > 0 else b""
+        if not raw.strip():
+            return {}
+        try:
+            body = json.loads(raw)
+        except RecursionError:
+            raise _HttpError(400, "the request body is JSON nested too deeply") from None
+        except ValueError as exc:
+            raise _HttpError(400, f"the request body is not JSON: {exc}") from None
+        if not isinstance(body, dict):
+            raise _HttpError(400, "the request body must be a JSON object")
+        return body
+
+    # ---- helpers ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _version(text: str):
+        if text == "latest":
+            return "latest"
+        try:
+            v = int(text)
+        except ValueError:
+            v = 0
+        if v == -1:
+            return "latest"
+        if not 1 <= v <= MAX_VERSION:
+            raise RegistryError(INVALID_VERSION,
+                                f"The specified version '{text}' is not a valid version id. "
+                                f"Allowed values are between [1, {MAX_VERSION}] and the string "
+                                f"\"latest\"")
+        return v
+
+    @staticmethod
+    def _id(text: str) -> int:
+        try:
+            return int(text)
+        except ValueError:
+            raise schema_not_found(f"Schema {text} not found") from None
+
+    @staticmethod
+    def _schema_json(stored, fmt: str | None) -> dict:
+        out = {}
+        if stored.schema_type != schemas.AVRO:
+            out["schemaType"] = stored.schema_type
+        out["schema"] = stored.parsed.formatted(fmt) if stored.parsed else stored.text
+        if stored.references:
+            out["references"] = stored.references
+        return out
+
+    def _version_json(self, st, v, fmt=None) -> dict:
+        return {"subject": v.subject, "version": v.version, "id": v.id,
+                **self._schema_json(st.schema(v.id), fmt)}
+
+    @staticmethod
+    def _schema_fields(body: dict):
+        schema = body.get("schema")
+        if schema is None:
+            raise RegistryError(schemas.INVALID_SCHEMA, "Invalid schema: 'schema' is missing")
+        refs = body.get("references") or []
+        if not isinstance(refs, list):
+            raise schemas.invalid("'references' must be a list")
+        return body.get("schemaType"), schema, refs
+
+    # ---- handlers -----------------------------------------------------------------------------
+
+    def root(self, query, body):
+        return {}
+
+    def contexts(self, query, body):
+        return [":.:"]
+
+    def schema_types(self, query, body):
+        return list(schemas.SCHEMA_TYPES)
+
+    def schema_by_id(self, sid, query, body):
+        with self.store.lock:
+            stored = self.store.read().schema(self._id(sid))
+            return self._schema_json(stored, query.get("format"))
+
+    def raw_schema_by_id(self, sid, query, body):
+        with self.store.lock:
+            stored = self.store.read().schema(self._id(sid))
+            return stored.parsed.formatted(query.get("format")) if stored.parsed else stored.text
+
+    def _uses(self, sid: int, deleted: bool):
+        st = self.store.read()
+        st.schema(sid)
+        return [v for s in sorted(st.subjects) for v in st.versions(s, deleted) if v.id == sid]
+
+    def subjects_by_id(self, sid, query, body):
+        with self.store.lock:
+            uses = self._uses(self._id(sid), _truthy(query.get("deleted")))
+            return sorted({v.subject for v in uses} & (
+                {query["subject"]} if "subject" in query else {v.subject for v in uses}))
+
+    def versions_by_id(self, sid, query, body):
+        with self.store.lock:
+            return [{"subject": v.subject, "version": v.version}
+                    for v in self._uses(self._id(sid), _truthy(query.get("deleted")))]
+
+    def list_subjects(self, query, body):
+        prefix = query.get("subjectPrefix", query.get("subject", ""))
+        deleted_only = _truthy(query.get("deleted_only"))
+        deleted = _truthy(query.get("deleted")) or deleted_only
+        with self.store.lock:
+            st = self.store.read()
+            out = []
+            for s in sorted(st.subjects):
+                if not s.startswith(prefix):
+                    continue
+                live = st.versions(s)
+                if deleted_only:
+                    if not live and st.versions(s, True):
+                        out.append(s)
+                elif live or (deleted and st.versions(s, True)):
+                    out.append(s)
+            return out
+
+    def register(self, subject, query, body):
+        schema_type, schema, refs = self._schema_fields(body)
+        sid = body.get("id")
+        version = body.get("version")
+        if sid is not None and (not isinstance(sid, int) or sid < 1):
+            raise schemas.invalid(f"'id' must be a positive integer, not {sid!r}")
+        if version is not None:
+            version = self._version(str(version))
+            if version == "latest":
+                version = None
+        sid, version, _ = self.store.register(subject, schema_type, schema, refs,
+                                              _truthy(query.get("normalize")), sid, version)
+        return {"id": sid}
+
+    def list_versions(self, subject, query, body):
+        deleted_only = _truthy(query.get("deleted_only"))
+        with self.store.lock:
+            st = self.store.read()
+            versions = st.live_subject(subject, _truthy(query.get("deleted")) or deleted_only)
+            return [v.version for v in versions if v.deleted or not deleted_only]
+
+    def get_version(self, subject, version, query, body):
+        version = self._version(version)
+        with self.store.lock:
+            st = self.store.read()
+            v = st.version(subject, version, _truthy(query.get("deleted")))
+            return self._version_json(st, v, query.get("format"))
+
+    def raw_version(self, subject, version, query, body):
+        version = self._version(version)
+        with self.store.lock:
+            st = self.store.read()
+            stored = st.schema(st.version(subject, version, _truthy(query.get("deleted"))).id)
+            return stored.parsed.formatted(query.get("format")) if stored.parsed else stored.text
+
+    def referenced_by(self, subject, version, query, body):
+        version = self._version(version)
+        with self.store.lock:
+            st = self.store.read()
+            v = st.version(subject, version)
+            return st.referenced_by(subject, v.version)
+
+    def lookup(self, subject, query, body):
+        schema_type, schema, refs = self._schema_fields(body)
+        with self.store.lock:
+            v = self.store.lookup(subject, schema_type, schema, refs,
+                                  _truthy(query.get("normalize")), _truthy(query.get("deleted")))
+            return self._version_json(self.store.state, v, query.get("format"))
+
+    def delete_subject(self, subject, query, body):
+        return self.store.delete_subject(subject, _truthy(query.get("permanent")))
+
+    def delete_version(self, subject, version, query, body):
+        return self.store.delete_version(subject, self._version(version),
+                                         _truthy(query.get("permanent")))
+
+    def get_config(self, subject=None, *, query, body):
+        with self.store.lock:
+            st = self.store.read()
+            if subject is not None and subject not in st.configs \
+                    and not _truthy(query.get("defaultToGlobal")):
+                raise RegistryError(SUBJECT_LEVEL_COMPATIBILITY_NOT_CONFIGURED,
+                                    f"Subject '{subject}' does not have subject-level "
+                                    f"compatibility configured")
+            return {"compatibilityLevel": st.level(subject)}
+
+    def put_config(self, subject=None, *, query, body):
+        level = body.get("compatibility", body.get("compatibilityLevel"))
+        return {"compatibility": self.store.set_config(subject, level)}
+
+    def delete_config(self, subject=None, *, query, body):
+        return {"compatibilityLevel": self.store.delete_config(subject)}
+
+    def check(self, subject, version=None, *, query, body):
+        schema_type, schema, refs = self._schema_fields(body)
+        verbose = _truthy(query.get("verbose"))
+        with self.store.lock:
+            st = self.store.read()
+            parsed = schemas.parse(schema_type, schema, st.resolve(refs),
+                                   _truthy(query.get("normalize")))
+            level = st.level(subject)
+            live = st.versions(subject)
+            if version is not None:
+                wanted = self._version(version)
+                if live or wanted != "latest":
+                    live = [st.version(subject, wanted)]
+                against = [st.schema(v.id).parsed for v in live]
+                # one version named: checked against it alone, in the level's direction
+                level = level.removesuffix("_TRANSITIVE")
+            else:
+                against = [st.schema(v.id).parsed for v in live]
+                if not level.endswith("_TRANSITIVE") and level != compatibility.NONE:
+                    level += "_TRANSITIVE"    # "all versions": each one, as Confluent does
+            reasons = compatibility.check(level, parsed, [a for a in against if a is not None])
+            out = {"is_compatible": not reasons}
+            if verbose:
+                out["messages"] = reasons
+            return out
+
+    def get_mode(self, subject=None, *, query, body):
+        with self.store.lock:
+            st = self.store.read()
+            if subject is not None and subject not in st.modes \
+                    and not _truthy(query.get("defaultToGlobal")):
+                raise RegistryError(SUBJECT_LEVEL_MODE_NOT_CONFIGURED,
+                                    f"Subject '{subject}' does not have subject-level mode "
+                                    f"configured")
+            return {"mode": st.mode(subject)}
+
+    def put_mode(self, subject=None, *, query, body):
+        return {"mode": self.store.set_mode(subject, body.get("mode"),
+                                            _truthy(query.get("force")))}
+
+    def delete_mode(self, subject, query, body):
+        return {"mode": self.store.delete_mode(subject)}

@@ -1,0 +1,525 @@
+"""The registry's state, rebuilt from the ``_schemas`` topic, and its one writer.
+
+The ``_schemas`` topic (one partition, ``cleanup.policy=compact``) is the
+source of truth; this module keeps what it says in memory and is the only
+thing that writes to it. Records use Confluent Schema Registry's layout,
+JSON keys and values (``magic`` as Confluent writes it)::
+
+    {"keytype":"SCHEMA","subject":S,"version":V,"magic":1}
+        -> {"subject":S,"version":V,"id":ID,"schemaType":T,"schema":"...",
+            "references":[...],"deleted":false}     (schemaType absent: AVRO)
+        -> null: version V of S permanently deleted (a tombstone)
+    {"keytype":"CONFIG","subject":S|null,"magic":0} -> {"compatibilityLevel":L} | null
+    {"keytype":"MODE","subject":S|null,"magic":0}   -> {"mode":M} | null
+    {"keytype":"DELETE_SUBJECT","subject":S,"magic":0} -> {"subject":S,"version":V}
+
+and one key of kafkalite's own, since compaction drops a permanently
+deleted schema's records and with them the proof that its id was given::
+
+    {"keytype":"MAX_ID","magic":0} -> {"id":N}  (written before a permanent
+        delete of the highest id: the next id is past it all the same)
+
+Invariants:
+
+- ids are never reused: the next id is one past the highest id any
+  record (or MAX_ID) of the topic names, also after permanent deletes;
+- the state is only ever what the topic says: a write is produced with
+  acks=all, then the registry reads the topic up to its end before it
+  answers, so it applies its own writes the way it applies a restart's
+  replay (and is never behind them); before each write it reads to the
+  end too, so a decision is made on the latest state; reads are served
+  from memory once the topic was read at the first request;
+- one writer per node: every read and write holds ``lock``.
+
+Soft deletes rewrite each version's SCHEMA record with ``deleted: true``
+(and a subject's also writes DELETE_SUBJECT, as Confluent does), so a
+replay of a compacted topic gives the same state.
+
+Who may call: rest.py's request threads (any number; the lock serializes
+them). The clients (producer, consumer, admin) are created on the first
+request, so a server answers its first HTTP request once its brokers are up.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from kafkalite.registry import compatibility, schemas
+from kafkalite.registry.errors import (INCOMPATIBLE_SCHEMA, INVALID_COMPATIBILITY_LEVEL,
+                                       INVALID_MODE, OPERATION_NOT_PERMITTED, REFERENCE_EXISTS,
+                                       SCHEMA_VERSION_NOT_SOFT_DELETED,
+                                       SCHEMA_VERSION_SOFT_DELETED, STORE_ERROR, STORE_TIMEOUT,
+                                       SUBJECT_NOT_SOFT_DELETED, SUBJECT_SOFT_DELETED,
+                                       RegistryError, schema_not_found, subject_not_found,
+                                       version_not_found)
+
+log = logging.getLogger("kafkalite.registry")
+
+SCHEMAS_TOPIC = "_schemas"
+MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
+DEFAULT_MODE = "READWRITE"
+STORE_TIMEOUT_S = 30.0
+CATCH_UP_FETCH_WAIT_MS = 10
+
+
+@dataclass
+class StoredSchema:
+    """One global id: its schema, and each (subject, version) that names it."""
+    id: int
+    schema_type: str
+    text: str
+    references: list               # [{"name", "subject", "version"}]
+    parsed: schemas.ParsedSchema | None
+
+
+@dataclass
+class SubjectVersion:
+    subject: str
+    version: int
+    id: int
+    deleted: bool = False
+
+
+@dataclass
+class RegistryState:
+    """What the topic says, applied record by record (``apply``)."""
+    schemas_by_id: dict = field(default_factory=dict)        # id -> StoredSchema
+    ids_by_identity: dict = field(default_factory=dict)      # (type, identity, refs) -> id
+    subjects: dict = field(default_factory=dict)             # subject -> {version: SubjectVersion}
+    configs: dict = field(default_factory=dict)              # subject | None -> level
+    modes: dict = field(default_factory=dict)                # subject | None -> mode
+    max_id: int = 0
+
+    def apply(self, key: dict, value: dict | None) -> None:
+        kind = key.get("keytype")
+        subject = key.get("subject")
+        if kind == "SCHEMA":
+            versions = self.subjects.setdefault(subject, {})
+            if value is None:
+                gone = versions.pop(key["version"], None)
+                if not versions:
+                    del self.subjects[subject]
+                if gone is not None and not any(v.id == gone.id for vs in self.subjects.values()
+                                                for v in vs.values()):
+                    # no subject names the id any more: it is gone (and never given again)
+                    stored = self.schemas_by_id.pop(gone.id)
+                    if stored.parsed is not None:
+                        self.ids_by_identity.pop(self._identity(stored.parsed), None)
+                return
+            sid = int(value["id"])
+            self.max_id = max(self.max_id, sid)
+            if sid not in self.schemas_by_id:
+                stored = StoredSchema(sid, value.get("schemaType") or schemas.AVRO,
+                                      value["schema"], value.get("references") or [], None)
+                stored.parsed = self._parse(stored)
+                self.schemas_by_id[sid] = stored
+                if stored.parsed is not None:
+                    self.ids_by_identity.setdefault(self._identity(stored.parsed), sid)
+            versions[int(value["version"])] = SubjectVersion(
+                subject, int(value["version"]), sid, bool(value.get("deleted", False)))
+        elif kind == "CONFIG":
+            if value is None:
+                self.configs.pop(subject, None)
+            else:
+                self.configs[subject] = value["compatibilityLevel"]
+        elif kind == "MODE":
+            if value is None:
+                self.modes.pop(subject, None)
+            else:
+                self.modes[subject] = value["mode"]
+        elif kind == "DELETE_SUBJECT" and value is not None:
+            for v in self.subjects.get(subject, {}).values():
+                if v.version <= int(value["version"]):
+                    v.deleted = True
+        elif kind == "MAX_ID" and value is not None:
+            self.max_id = max(self.max_id, int(value["id"]))
+
+    def _parse(self, stored: StoredSchema) -> schemas.ParsedSchema | None:
+        try:
+            return schemas.parse(stored.schema_type, stored.text, self.resolve(stored.references))
+        except RegistryError as exc:
+            log.warning("schema id %d in %s no longer parses: %s", stored.id, SCHEMAS_TOPIC,
+                        exc.message)
+            return None
+
+    @staticmethod
+    def _identity(parsed: schemas.ParsedSchema) -> tuple:
+        refs = tuple(sorted((name, r.identity) for name, r in parsed.references.items()))
+        return (parsed.schema_type, parsed.identity, refs)
+
+    def resolve(self, references: list) -> dict:
+        """Reference name -> ParsedSchema of each reference (with the
+        references' own references); 42201 for one that is not there."""
+        out = {}
+        for ref in references or []:
+            try:
+                name, subject, version = ref["name"], ref["subject"], int(ref["version"])
+            except (KeyError, TypeError, ValueError):
+                raise schemas.invalid(f"a reference needs name, subject and version: {ref}") \
+                    from None
+            v = self.subjects.get(subject, {}).get(version)
+            if v is None:
+                raise schemas.invalid(f"reference {name!r}: version {version} of subject "
+                                      f"{subject!r} does not exist")
+            stored = self.schemas_by_id[v.id]
+            if stored.parsed is None:
+                raise schemas.invalid(f"reference {name!r} does not parse")
+            out[name] = stored.parsed
+        return out
+
+    # ---- reads ----------------------------------------------------------------------------
+
+    def versions(self, subject: str, deleted: bool = False) -> list[SubjectVersion]:
+        return [v for _, v in sorted(self.subjects.get(subject, {}).items())
+                if deleted or not v.deleted]
+
+    def live_subject(self, subject: str, deleted: bool = False) -> list[SubjectVersion]:
+        """The subject's versions; 40401 when it has none (live, or at all
+        with ``deleted``)."""
+        versions = self.versions(subject, deleted)
+        if not versions:
+            raise subject_not_found(subject)
+        return versions
+
+    def version(self, subject: str, version, deleted: bool = False) -> SubjectVersion:
+        versions = self.live_subject(subject, deleted)
+        if version in ("latest", -1):
+            return versions[-1]
+        for v in versions:
+            if v.version == version:
+                return v
+        raise version_not_found(subject, version)
+
+    def schema(self, sid: int) -> StoredSchema:
+        stored = self.schemas_by_id.get(sid)
+        if stored is None:
+            raise schema_not_found()
+        return stored
+
+    def level(self, subject: str | None) -> str:
+        return self.configs.get(subject) or self.configs.get(None) or compatibility.DEFAULT_LEVEL
+
+    def mode(self, subject: str | None) -> str:
+        return self.modes.get(subject) or self.modes.get(None) or DEFAULT_MODE
+
+    def referenced_by(self, subject: str, version: int) -> list[int]:
+        return sorted({v.id for versions in self.subjects.values() for v in versions.values()
+                       if not v.deleted and any(
+                           r.get("subject") == subject and int(r.get("version", -1)) == version
+                           for r in self.schemas_by_id[v.id].references)})
+
+
+def _key(keytype: str, subject=None, version=None) -> dict:
+    if keytype == "SCHEMA":
+        return {"keytype": "SCHEMA", "subject": subject, "version": version, "magic": 1}
+    if keytype == "MAX_ID":
+        return {"keytype": "MAX_ID", "magic": 0}
+    return {"keytype": keytype, "subject": subject, "magic": 0}
+
+
+def _schema_value(subject: str, version: int, stored: StoredSchema, deleted: bool) -> dict:
+    value = {"subject": subject, "version": version, "id": stored.id, "schema": stored.text,
+             "deleted": deleted}
+    if stored.schema_type != schemas.AVRO:
+        value["schemaType"] = stored.schema_type
+    if stored.references:
+        value["references"] = stored.references
+    return value
+
+
+class SchemaStore:
+    """The state and the writer of ``_schemas``, for one node.
+
+    ``client_config``: the kafkalite client properties to reach the node
+    (``bootstrap.servers``, and the owner's key pair with security on)."""
+
+    def __init__(self, client_config: dict, replication_factor: int = -1):
+        self.client_config = dict(client_config)
+        self.replication_factor = replication_factor
+        self.state = RegistryState()
+        self.lock = threading.RLock()
+        self._producer = None
+        self._consumer = None
+        self._tp = None
+        self._position = 0
+
+    # ---- the topic --------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        from kafkalite.client import OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, \
+            Producer, TopicPartition
+        admin = AdminClient(self.client_config)
+        try:
+            futures = admin.create_topics([NewTopic(
+                SCHEMAS_TOPIC, 1, self.replication_factor,
+                config={"cleanup.policy": "compact"})])
+            try:
+                futures[SCHEMAS_TOPIC].result()
+            except Exception as exc:
+                if "already exists" not in str(exc).lower() and \
+                        "TOPIC_ALREADY_EXISTS" not in str(exc):
+                    raise
+        finally:
+            admin.close()
+        self._tp = TopicPartition(SCHEMAS_TOPIC, 0, OFFSET_BEGINNING)
+        # a ListOffsets waits on the connection behind a long-polling fetch:
+        # a short fetch wait keeps catch_up's look at the end of the topic short
+        self._consumer = Consumer({**self.client_config, "enable.auto.commit": False,
+                                   "fetch.max.wait.ms": CATCH_UP_FETCH_WAIT_MS})
+        self._consumer.assign([self._tp])
+        self._producer = Producer({**self.client_config, "acks": "all",
+                                   "enable.idempotence": True})
+
+    def catch_up(self) -> None:
+        """Read ``_schemas`` to its end (its high watermark now) and apply it."""
+        with self.lock:
+            if self._consumer is None:
+                try:
+                    self._start()
+                except Exception as exc:
+                    self._close_clients()
+                    raise RegistryError(STORE_ERROR, f"the {SCHEMAS_TOPIC} topic cannot be "
+                                                     f"read: {exc}") from None
+            try:
+                _, high = self._consumer.get_watermark_offsets(self._tp)
+            except Exception as exc:
+                raise RegistryError(STORE_ERROR, f"{SCHEMAS_TOPIC}: {exc}") from None
+            deadline = time.monotonic() + STORE_TIMEOUT_S
+            while self._position < high:
+                if time.monotonic() > deadline:
+                    raise RegistryError(STORE_TIMEOUT, f"reading {SCHEMAS_TOPIC} to offset "
+                                                       f"{high} took over {STORE_TIMEOUT_S} s")
+                for msg in self._consumer.consume(min(high - self._position, 1000), 0.5):
+                    if msg.error():
+                        raise RegistryError(STORE_ERROR, f"{SCHEMAS_TOPIC}: {msg.error()}")
+                    self._position = msg.offset() + 1
+                    try:
+                        key = json.loads(msg.key())
+                        value = json.loads(msg.value()) if msg.value() is not None else None
+                    except (TypeError, ValueError):
+                        log.warning("%s offset %d is not a registry record; skipped",
+                                    SCHEMAS_TOPIC, msg.offset())
+                        continue
+                    if isinstance(key, dict):
+                        self.state.apply(key, value)
+
+    def _write(self, records: list[tuple[dict, dict | None]]) -> None:
+        """Produce ``records`` with acks=all, then read them back."""
+        errors = []
+
+        def delivered(err, msg):
+            if err is not None:
+                errors.append(err)
+        for key, value in records:
+            self._producer.produce(
+                SCHEMAS_TOPIC, key=json.dumps(key, separators=(",", ":")).encode(),
+                value=None if value is None else json.dumps(value, separators=(",", ":")).encode(),
+                partition=0, on_delivery=delivered)
+        left = self._producer.flush(STORE_TIMEOUT_S)
+        if left or errors:
+            raise RegistryError(STORE_TIMEOUT if left else STORE_ERROR,
+                                f"writing to {SCHEMAS_TOPIC}: "
+                                f"{errors[0] if errors else f'{left} record(s) not acknowledged'}")
+        self.catch_up()
+
+    def _close_clients(self) -> None:
+        for client in (self._producer, self._consumer):
+            if client is not None:
+                try:
+                    client.close()
+                except Exception:
+                    pass
+        self._producer = self._consumer = None
+
+    def close(self) -> None:
+        with self.lock:
+            self._close_clients()
+
+    # ---- the registry's operations (each under the lock, after a catch-up) ------------------
+
+    def read(self):
+        """The state, for a read: use it under ``lock``. Read from the topic
+        at the first call; then served from memory, since every write of
+        it goes through this store (one registry per node) and is applied
+        before it is answered."""
+        if self._consumer is None:
+            self.catch_up()
+        return self.state
+
+    def _writable(self, subject: str | None, importing: bool = False) -> None:
+        mode = self.state.mode(subject)
+        if mode == "READONLY" or mode == "READONLY_OVERRIDE":
+            raise RegistryError(OPERATION_NOT_PERMITTED,
+                                f"Subject {subject or '(global)'} is in read-only mode")
+        if importing and mode != "IMPORT":
+            raise RegistryError(OPERATION_NOT_PERMITTED,
+                                f"Subject {subject} is not in import mode; a schema id may only "
+                                f"be given in IMPORT mode")
+
+    def register(self, subject: str, schema_type: str | None, text, references: list,
+                 normalize: bool = False, sid: int | None = None,
+                 version: int | None = None) -> tuple[int, int, schemas.ParsedSchema]:
+        """(id, version, schema): the same schema again under the subject
+        answers its existing id and version; 409 if incompatible."""
+        with self.lock:
+            self.catch_up()
+            st = self.state
+            self._writable(subject, importing=sid is not None)
+            parsed = schemas.parse(schema_type, text, st.resolve(references), normalize)
+            identity = st._identity(parsed)
+            live = st.versions(subject)
+            for v in live:
+                stored = st.schemas_by_id[v.id]
+                if stored.parsed is not None and st._identity(stored.parsed) == identity:
+                    if sid is not None and sid != v.id:
+                        break                  # an import may give the same schema another id
+                    return v.id, v.version, parsed
+            if st.mode(subject) != "IMPORT":
+                previous = [st.schemas_by_id[v.id].parsed for v in live
+                            if st.schemas_by_id[v.id].parsed is not None]
+                reasons = compatibility.check(st.level(subject), parsed, previous)
+                if reasons:
+                    raise RegistryError(INCOMPATIBLE_SCHEMA, _incompatible_message(
+                        st.level(subject), previous, reasons))
+            if sid is not None:
+                existing = st.schemas_by_id.get(sid)
+                if existing is not None and (existing.parsed is None
+                                             or st._identity(existing.parsed) != identity):
+                    raise RegistryError(OPERATION_NOT_PERMITTED,
+                                        f"Overwrite new schema with id {sid} is not permitted: "
+                                        f"the id names another schema")
+            else:
+                sid = st.ids_by_identity.get(identity) or st.max_id + 1
+            every = st.versions(subject, deleted=True)
+            if version is None:
+                version = (every[-1].version if every else 0) + 1
+            elif version in st.subjects.get(subject, {}):
+                raise RegistryError(OPERATION_NOT_PERMITTED,
+                                    f"Version {version} of subject {subject} exists already")
+            stored = st.schemas_by_id.get(sid) or StoredSchema(
+                sid, parsed.schema_type, parsed.text, list(references or []), parsed)
+            self._write([(_key("SCHEMA", subject, version),
+                          _schema_value(subject, version, stored, False))])
+            return sid, version, parsed
+
+    def lookup(self, subject: str, schema_type, text, references, normalize=False,
+               deleted=False) -> SubjectVersion:
+        with self.lock:
+            st = self.read()
+            versions = st.live_subject(subject, deleted)
+            parsed = schemas.parse(schema_type, text, st.resolve(references), normalize)
+            identity = st._identity(parsed)
+            for v in reversed(versions):
+                stored = st.schemas_by_id[v.id]
+                if stored.parsed is not None and st._identity(stored.parsed) == identity:
+                    return v
+            raise schema_not_found()
+
+    def delete_subject(self, subject: str, permanent: bool) -> list[int]:
+        with self.lock:
+            st = self.read()
+            self._writable(subject)
+            every = st.versions(subject, deleted=True)
+            if not every:
+                raise subject_not_found(subject)
+            live = [v for v in every if not v.deleted]
+            if permanent:
+                if live:
+                    raise RegistryError(SUBJECT_NOT_SOFT_DELETED,
+                                        f"Subject '{subject}' was not deleted first before "
+                                        f"being permanently deleted")
+                self._refuse_referenced(every)
+                self._write([(_key("MAX_ID"), {"id": st.max_id})]
+                            + [(_key("SCHEMA", subject, v.version), None) for v in every]
+                            + [(_key("CONFIG", subject), None), (_key("MODE", subject), None)])
+                return [v.version for v in every]
+            if not live:
+                raise RegistryError(SUBJECT_SOFT_DELETED,
+                                    f"Subject '{subject}' was soft deleted. Set permanent=true "
+                                    f"to delete permanently")
+            self._refuse_referenced(live)
+            self._write([(_key("SCHEMA", subject, v.version),
+                          _schema_value(subject, v.version, st.schemas_by_id[v.id], True))
+                         for v in live]
+                        + [(_key("DELETE_SUBJECT", subject),
+                            {"subject": subject, "version": live[-1].version})])
+            return [v.version for v in live]
+
+    def delete_version(self, subject: str, version, permanent: bool) -> int:
+        with self.lock:
+            st = self.read()
+            self._writable(subject)
+            v = st.version(subject, version, deleted=permanent or version != "latest")
+            if not permanent:
+                if v.deleted:
+                    raise RegistryError(SCHEMA_VERSION_SOFT_DELETED,
+                                        f"Subject '{subject}' Version {v.version} was soft "
+                                        f"deleted. Set permanent=true to delete permanently")
+            self._refuse_referenced([v])
+            if permanent:
+                if not v.deleted:
+                    raise RegistryError(SCHEMA_VERSION_NOT_SOFT_DELETED,
+                                        f"Subject '{subject}' Version {v.version} was not "
+                                        f"deleted first before being permanently deleted")
+                self._write([(_key("MAX_ID"), {"id": st.max_id}),
+                             (_key("SCHEMA", subject, v.version), None)])
+            else:
+                self._write([(_key("SCHEMA", subject, v.version),
+                              _schema_value(subject, v.version, st.schemas_by_id[v.id], True))])
+            return v.version
+
+    def _refuse_referenced(self, versions: list[SubjectVersion]) -> None:
+        for v in versions:
+            users = self.state.referenced_by(v.subject, v.version)
+            if users:
+                raise RegistryError(REFERENCE_EXISTS,
+                                    f"One or more references exist to the schema "
+                                    f"{{subject={v.subject}, version={v.version}}}: ids {users}")
+
+    def set_config(self, subject: str | None, level) -> str:
+        if level not in compatibility.LEVELS:
+            raise RegistryError(INVALID_COMPATIBILITY_LEVEL,
+                                f"Invalid compatibility level. Valid values are "
+                                f"{', '.join(compatibility.LEVELS)}")
+        with self.lock:
+            self.catch_up()
+            self._write([(_key("CONFIG", subject), {"compatibilityLevel": level})])
+            return level
+
+    def delete_config(self, subject: str | None) -> str:
+        with self.lock:
+            st = self.read()
+            if subject is not None and subject not in st.configs:
+                st.live_subject(subject)
+            level = st.level(subject)
+            self._write([(_key("CONFIG", subject), None)])
+            return level
+
+    def set_mode(self, subject: str | None, mode, force: bool = False) -> str:
+        if mode not in MODES:
+            raise RegistryError(INVALID_MODE, f"Invalid mode. Valid values are "
+                                              f"{', '.join(MODES)}")
+        with self.lock:
+            st = self.read()
+            if mode == "IMPORT" and not force and (
+                    st.versions(subject) if subject is not None
+                    else any(st.versions(s) for s in st.subjects)):
+                raise RegistryError(OPERATION_NOT_PERMITTED,
+                                    "Cannot import since found existing subjects")
+            self._write([(_key("MODE", subject), {"mode": mode})])
+            return mode
+
+    def delete_mode(self, subject: str) -> str:
+        with self.lock:
+            st = self.read()
+            mode = st.mode(subject)
+            self._write([(_key("MODE", subject), None)])
+            return mode
+
+
+def _incompatible_message(level: str, previous: list, reasons: list[str]) -> str:
+    return (f"Schema being registered is incompatible with an earlier schema for subject, "
+            f"details: [{', '.join(reasons)}, {{compatibility: '{level}'}}]")

@@ -1,0 +1,90 @@
+"""The schema registry of a server with security on: HTTP Basic with the
+server's SASL users (server/http_login.py, as on the HTTP port), no
+anonymous access, https with ``http_tls`` as the HTTP port, and the
+registry still reaching its own node (with the owner's key pair) to write
+and read ``_schemas``. SUBJECT ACLs are not checked yet: any user who
+logged in may use it.
+
+One server for the module: SASL_PLAINTEXT listeners, the authorizer on,
+User:admin a super user, alice a user without ACLs, ``http_tls`` with a
+dev CA's certificate (kafkalite.tools.dev_certs).
+"""
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import urllib.error
+import urllib.request
+
+import pytest
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+from harness import secured_server, stop_server
+from kafkalite.tools.dev_certs import make_certs
+
+PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret"}
+SCHEMA = json.dumps({"type": "record", "name": "Secured", "fields": [{"name": "a", "type": "int"}]})
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    return make_certs(str(tmp_path_factory.mktemp("registry-certs")))
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, certs):
+    root = tmp_path_factory.mktemp("registry-login")
+    tls = root / "tls.toml"
+    tls.write_text(f'http_tls = true\nssl_certfile = "{certs["server"]}"\n'
+                   f'ssl_keyfile = "{certs["server_key"]}"\n')
+    srv = secured_server(root, PASSWORDS, ["--config", str(tls)])
+    yield srv
+    stop_server(srv)
+
+
+def call(url, cafile, user=None, password=None, method="GET", body=None):
+    request = urllib.request.Request(url, method=method,
+                                     data=None if body is None else json.dumps(body).encode())
+    if user is not None:
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    try:
+        context = ssl.create_default_context(cafile=cafile)
+        with urllib.request.urlopen(request, timeout=20, context=context) as resp:
+            return resp.status, resp.headers, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers, exc.read()
+
+
+def test_anonymous_and_wrong_passwords_are_refused(server, certs):
+    url, ca = server.info["schema_registry"], certs["ca"]
+    status, headers, _ = call(f"{url}/subjects", ca)
+    assert status == 401 and headers["WWW-Authenticate"].startswith("Basic")
+    assert call(f"{url}/subjects", ca, "alice", "wrong")[0] == 401
+    assert call(f"{url}/subjects/x/versions", ca, method="POST", body={"schema": SCHEMA})[0] == 401
+
+
+def test_a_sasl_user_registers_and_reads_through_confluents_client(server, certs):
+    url = server.info["schema_registry"]
+    assert url.startswith("https://127.0.0.1:")
+    client = SchemaRegistryClient({"url": url, "basic.auth.user.info": "alice:alice-secret",
+                                   "ssl.ca.location": certs["ca"]})
+    sid = client.register_schema("secured-value", Schema(SCHEMA, "AVRO"))
+    assert client.get_schema(sid).schema_str == SCHEMA.replace(" ", "")
+    status, _, body = call(f"{url}/subjects", certs["ca"], "admin", "admin-secret")
+    assert status == 200 and "secured-value" in json.loads(body)
+    anonymous = SchemaRegistryClient({"url": url, "ssl.ca.location": certs["ca"]})
+    with pytest.raises(SchemaRegistryError) as refused:
+        anonymous.get_subjects()
+    assert refused.value.http_status_code == 401
+
+
+def test_plain_http_and_an_untrusted_certificate_get_nothing(server):
+    url = server.info["schema_registry"]
+    with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+        urllib.request.urlopen(f"{url}/subjects", timeout=10)
+    with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
+        urllib.request.urlopen(url.replace("https://", "http://") + "/subjects",
+                               timeout=10).read()
