@@ -335,3 +335,21 @@ def stop_server(server) -> None:
     if server.proc.poll() is None:
         server.stop()
     server.kill()
+
+
+def keep_for_diagnosis(path, name: str) -> str:
+    """A copy of ``path`` (a failed test's data directories and logs) under
+    ``$KAFKALITE_KEEP_DIR`` (default /tmp/kafkalite-kept), where pytest's
+    rotation of its temporary directories does not reach: a soak's failure
+    found after hours of other test runs must still be there to read."""
+    import shutil
+    root = os.environ.get("KAFKALITE_KEEP_DIR", "/tmp/kafkalite-kept")
+    target = os.path.join(root, f"{name}-{int(time.time())}")
+    import stat
+
+    def not_files(folder, names):        # the server's Unix sockets, fifos
+        return [n for n in names if not (stat.S_ISREG(m := os.lstat(os.path.join(folder, n))
+                                                      .st_mode) or stat.S_ISDIR(m))]
+    shutil.copytree(path, target, symlinks=True, ignore=not_files, dirs_exist_ok=True)
+    return target
+

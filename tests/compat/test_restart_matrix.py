@@ -50,7 +50,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import harness
-from harness import ServerProcess, free_port, pid_alive, wait_until
+from harness import ServerProcess, free_port, keep_for_diagnosis, pid_alive, wait_until
 from jepsen import History, check
 from soak import setting
 from test_restarts import FAST_RECONNECTS, fixed_ports
@@ -102,8 +102,11 @@ def fixed_port_numbers(srv: ServerProcess) -> list[int]:
 class Load:
     """The clients, each in a thread of its own, and what they were told."""
 
-    def __init__(self, srv: ServerProcess, topic: str):
+    def __init__(self, srv: ServerProcess, topic: str, eos_path: str | None = None):
         self.srv, self.topic = srv, topic
+        # every eos line, for a soak's failure: its trigger may be hours
+        # before the check (the deque below keeps the last ones only)
+        self.eos_file = open(eos_path, "a") if eos_path else None
         self.history = History()
         # librdkafka's own account of the idempotent producer's epoch and
         # sequence decisions (debug "eos"), its last lines kept for a failed
@@ -163,11 +166,13 @@ class Load:
             self.failures.append(f"ci: {exc!r}")
 
     def _eos_logger(self) -> logging.Logger:
-        lines = self.eos_log
+        lines, keep = self.eos_log, self.eos_file
 
         class Keep(logging.Handler):
             def emit(self, record):
-                lines.append(f"{record.created:.3f} {record.getMessage()}")
+                lines.append(line := f"{record.created:.3f} {record.getMessage()}")
+                if keep is not None:
+                    keep.write(line + "\n")
         logger = logging.getLogger(f"restart-matrix-eos-{id(self)}")
         logger.propagate = False
         logger.setLevel(logging.DEBUG)
@@ -260,6 +265,8 @@ class Load:
         self._stop.set()
         for t in self._threads:
             t.join(180)
+        if self.eos_file is not None:
+            self.eos_file.flush()
         alive = [t.name for t in self._threads if t.is_alive()]
         assert not alive, f"clients still running 180 s after the end: {alive}"
 
@@ -339,7 +346,7 @@ def fault(srv: ServerProcess, kind: str, rng: random.Random) -> None:
     os.kill(srv.proc.pid, signal.SIGCONT)
 
 
-def test_restart_matrix(matrix_server):
+def test_restart_matrix(matrix_server, tmp_path):
     srv, topic = matrix_server, "matrix"
     admin = AdminClient({"bootstrap.servers": srv.kafka_bootstrap})
     admin.create_topics([NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[
@@ -349,7 +356,7 @@ def test_restart_matrix(matrix_server):
     kinds = [FAULTS[r % len(FAULTS)] if ROUNDS <= len(FAULTS) else rng.choice(FAULTS)
              for r in range(ROUNDS)]
     print(f"restart matrix: seed {seed}, faults {kinds}")
-    load = Load(srv, topic)
+    load = Load(srv, topic, str(tmp_path / "eos.log"))
     figures = []
     try:
         wait_until(lambda: load.writable_again({}, load.producers + load.consumers)
@@ -390,9 +397,16 @@ def test_restart_matrix(matrix_server):
     doubled[some[0]].append((max(o for o, _ in doubled[some[0]]) + 1, some[2]))
     assert check(idempotent, doubled).duplicates
     report = check(idempotent, writers)
-    assert report.ok, (report, [line for line in srv.output().splitlines()
-                                if "sequence" in line or "epoch" in line][-30:],
-                       list(load.eos_log)[-60:])
+    if not report.ok:
+        # pytest cuts a long assertion message: the whole account is
+        # printed (captured output) and the data directory, the server's
+        # log and every eos line are kept for dump-log
+        kept = keep_for_diagnosis(tmp_path, f"restart-matrix-{seed}")
+        print(f"restart matrix failed: {report!r}\nkept in {kept}")
+        print("\n".join(line for line in srv.output().splitlines()
+                        if "sequence" in line or "epoch" in line))
+        print("\n".join(list(load.eos_log)[-60:]))
+    assert report.ok, (f"kept in {kept}", report)
     assert report.acked > 1000, report
 
     committed = [v for recs in read_whole(srv, topic, "read_committed").values()
