@@ -19,7 +19,7 @@ from kafkalite.protocol.enums import AclOperation as Op
 from kafkalite.protocol.enums import AclPermissionType as Perm
 from kafkalite.protocol.enums import PatternType as Pat
 from kafkalite.protocol.enums import ResourceType as Res
-from kafkalite.server.authorizer import AclBinding, Authorizer
+from kafkalite.server.auth.authorizer import AclBinding, Authorizer
 
 
 def rate(fn, n: int) -> float:

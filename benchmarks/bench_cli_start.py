@@ -28,7 +28,7 @@ import time
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 
-from kafkalite.server.launcher import ServerProcess  # noqa: E402
+from kafkalite.server.node.launcher import ServerProcess  # noqa: E402
 
 
 def _time(cmd: list[str], env: dict) -> float:

@@ -65,7 +65,7 @@ from postgres import PostgresServer  # noqa: E402
 
 from bench_replication import ck_throughput, native_throughput  # noqa: E402
 
-from kafkalite.server import launcher  # noqa: E402
+from kafkalite.server.node import launcher  # noqa: E402
 
 HEADERS = ["#", "Figure", "kafkalite", "Compared with", "Ratio", "Target", "Met"]
 
@@ -157,7 +157,7 @@ def controller_failovers(nodes, node_of, kills: int, dsn: str) -> list:
     """Seconds from the controller node's kill -9 to an acknowledged
     produce, through the node that took over, on a partition it led."""
     from kafkalite.client import Producer
-    from kafkalite.server import cluster_store
+    from kafkalite.server.controller import cluster_store
     out = []
     for _ in range(kills):
         ctl = cluster_store.read_controller(dsn)["node_id"]

@@ -42,7 +42,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
 from postgres import PostgresServer  # noqa: E402
 
-from kafkalite.server import launcher  # noqa: E402
+from kafkalite.server.node import launcher  # noqa: E402
 
 
 def fill(dsn: str, table: str, rows: int) -> None:

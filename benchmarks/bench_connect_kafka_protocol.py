@@ -35,7 +35,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from kafkalite.server import launcher  # noqa: E402
+from kafkalite.server.node import launcher  # noqa: E402
 
 STRING = "org.apache.kafka.connect.storage.StringConverter"
 

@@ -26,7 +26,7 @@ import tempfile
 import time
 
 from kafkalite.protocol import ApiKey, encode_request
-from kafkalite.server.launcher import ServerProcess
+from kafkalite.server.node.launcher import ServerProcess
 
 RATE = "connection_creation_rate"
 

@@ -28,7 +28,7 @@ import tempfile
 import time
 
 from kafkalite.protocol import ApiKey, decode_response, encode_request
-from kafkalite.server.launcher import ServerProcess
+from kafkalite.server.node.launcher import ServerProcess
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from report import machine_info  # noqa: E402

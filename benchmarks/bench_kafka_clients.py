@@ -28,7 +28,7 @@ import traceback
 import report
 from report import Results, say
 
-from kafkalite.server import launcher
+from kafkalite.server.node import launcher
 
 VALUE_BYTES = 100
 HEADERS = ["#", "Figure", "kafkalite", "Compared with", "Ratio", "Target", "Met"]

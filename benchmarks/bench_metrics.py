@@ -31,7 +31,7 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 from kafkalite.client import AdminClient, NewTopic, Producer
-from kafkalite.server import launcher
+from kafkalite.server.node import launcher
 
 VALUE = b"v" * 100
 TOPIC = "bench-metrics"

@@ -36,7 +36,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-from kafkalite.server import launcher  # noqa: E402
+from kafkalite.server.node import launcher  # noqa: E402
 
 
 def records(n: int, size: int, partitions: int):

@@ -5,7 +5,7 @@ against the same client alone (the baseline), in one run on one server.
     python benchmarks/bench_quotas.py                  # about a minute
     python benchmarks/bench_quotas.py --seconds 30 --quota 1048576
 
-A real 2-worker server (kafkalite.server.launcher) and confluent-kafka over
+A real 2-worker server (kafkalite.server.node.launcher) and confluent-kafka over
 the Kafka port; the topic's partitions are led by both workers, so the
 quota is the node's. The throttled rate is given over the whole run and
 from the first throttle librdkafka reported (before it, Kafka's sampled
@@ -23,7 +23,7 @@ import confluent_kafka as ck
 
 from kafkalite.client.admin import (AdminClient, ClientQuotaAlteration, ClientQuotaEntity,
                                     NewTopic)
-from kafkalite.server.launcher import ServerProcess
+from kafkalite.server.node.launcher import ServerProcess
 
 VALUE = b"b" * 1000
 WINDOWS_S = 11.0    # quota_window_num * quota_window_size_seconds (the defaults)

@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from report import markdown_table, say  # noqa: E402
 
 from kafkalite.client import AdminClient, NewTopic  # noqa: E402
-from kafkalite.server.launcher import ServerProcess  # noqa: E402
+from kafkalite.server.node.launcher import ServerProcess  # noqa: E402
 
 HEARTBEAT_MS = 100
 

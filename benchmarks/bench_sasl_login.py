@@ -33,7 +33,7 @@ import time
 import scramp
 
 from kafkalite.protocol import ApiKey, decode_response, encode_request
-from kafkalite.server import launcher
+from kafkalite.server.node import launcher
 
 USER, PASSWORD = "bench", "bench-password"
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")

@@ -34,7 +34,7 @@ import threading
 import time
 import urllib.parse
 
-from kafkalite.server import launcher
+from kafkalite.server.node import launcher
 
 SCHEMA = json.dumps({"type": "record", "name": "Reading", "namespace": "bench", "fields": [
     {"name": "sensor", "type": "string"}, {"name": "at", "type": "long"},

@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from report import machine_info, markdown_table, say, write_json  # noqa: E402
 
 from kafkalite.client import AdminClient, NewTopic, Producer  # noqa: E402
-from kafkalite.server.launcher import ServerProcess  # noqa: E402
+from kafkalite.server.node.launcher import ServerProcess  # noqa: E402
 
 VALUE = b"x" * 100
 

@@ -44,7 +44,7 @@ import numpy as np
 import report
 from report import Results, say
 
-from kafkalite.server import launcher
+from kafkalite.server.node import launcher
 
 HEADERS = ["#", "Figure", "kafkalite", "Compared with", "Ratio", "Target", "Met"]
 PARTITIONS = 4

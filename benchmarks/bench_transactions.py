@@ -35,7 +35,7 @@ import traceback
 import report
 from report import Results, say
 
-from kafkalite.server import launcher
+from kafkalite.server.node import launcher
 
 VALUE = b"v" * 100
 HEADERS = ["#", "Figure", "kafkalite", "Compared with", "Ratio", "Target", "Met"]

@@ -110,7 +110,7 @@ def _demo(args) -> int:
 
 def _server(args) -> int:
     from kafkalite.server.config import ServerConfig
-    from kafkalite.server.processes import start_early
+    from kafkalite.server.node.processes import start_early
     config = ServerConfig.load(
         args.config, data_dir=args.data_dir, host=args.host,
         advertised_host=args.advertised_host, workers=args.workers, port=args.port,
@@ -136,12 +136,12 @@ def _server(args) -> int:
         sasl_users_file=args.sasl_users_file,
         native_curve_secret_key_file=args.native_curve_secret_key_file,
         native_curve_authorized_keys=args.native_curve_authorized_keys)
-    from kafkalite.server.security import refuse_open_node_channels, restrict_file_modes
+    from kafkalite.server.auth.security import refuse_open_node_channels, restrict_file_modes
     refuse_open_node_channels(config)
     restrict_file_modes(config)
     # The workers first: their start-up overlaps the supervisor's imports.
     early = start_early(config)
-    from kafkalite.server.supervisor import serve
+    from kafkalite.server.node.supervisor import serve
     apps = [("/console", _console_app)] if args.console else []
     from kafkalite.registry import make_app as schema_registry
     return serve(config, apps, early, schema_registry)

@@ -1,6 +1,6 @@
 """Test harness: a real kafkalite server in its own processes.
 
-The launching itself is kafkalite.server.launcher's ServerProcess; tests add
+The launching itself is kafkalite.server.node.launcher's ServerProcess; tests add
 a client config helper and a stop() that fails when a worker outlived the
 server.
 """
@@ -12,9 +12,9 @@ import subprocess
 import sys
 import time
 
-from kafkalite.server import launcher
-from kafkalite.server.launcher import package_env as child_env  # noqa: F401 (used by tests)
-from kafkalite.server.launcher import pid_alive  # noqa: F401 (used by tests)
+from kafkalite.server.node import launcher
+from kafkalite.server.node.launcher import package_env as child_env  # noqa: F401 (used by tests)
+from kafkalite.server.node.launcher import pid_alive  # noqa: F401 (used by tests)
 
 
 class ServerProcess(launcher.ServerProcess):
@@ -262,7 +262,7 @@ def wait_answers(link, want, timeout=10.0):
 def scrape(server, user: str | None = None, password: str | None = None,
            timeout: float = 10.0, cafile: str | None = None) -> str:
     """The server's /metrics text; with ``user``, logged in as that SASL user
-    (a server with security on asks for it: server/http_login.py); with
+    (a server with security on asks for it: server/auth/http_login.py); with
     ``cafile``, trusting that CA (a server with ``http_tls``)."""
     import base64
     import ssl

@@ -214,7 +214,7 @@ def owner_config(server_info: dict) -> dict:
     """The CURVE settings a tool of a server's owner connects with: with
     security on and no key file the native ports take only the key pair the
     server wrote, 0600, into its data directory, and its server.json names
-    (``owner.key_file``; server/security.py). {} when there is none, or it
+    (``owner.key_file``; server/auth/security.py). {} when there is none, or it
     cannot be read by this process (another user's server)."""
     path = server_info.get("owner.key_file")
     if not path or not os.access(path, os.R_OK):

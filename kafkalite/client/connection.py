@@ -32,7 +32,7 @@ throwaway one): every new Connection logs in before it is used --
 SaslHandshake and SaslAuthenticate, kafka_connection.py's ``sasl_login``,
 before any other request -- so a link to a worker the client is sent to,
 and a link made again after its process went away, is logged in as the
-first one was (server/native_login.py: the server binds this client's key
+first one was (server/auth/native_login.py: the server binds this client's key
 to the user). A refused login raises SaslAuthenticationFailedError (or
 UnsupportedSaslMechanismError) with the server's message, from the
 Connection's constructor. A process restarted on the same address, which
@@ -371,7 +371,7 @@ class Connection(Link):
         return True
 
     def _log_in(self, mechanism: str, user: str, password: str) -> None:
-        """The SASL login of this link (server/native_login.py), before any
+        """The SASL login of this link (server/auth/native_login.py), before any
         other request goes out on it."""
         sasl_login(lambda api, version, body: self.request(api, body, LOGIN_TIMEOUT_S, version),
                    mechanism, user, password, self.endpoint,

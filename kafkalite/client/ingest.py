@@ -67,11 +67,11 @@ waits with it; below the bound the others are not slowed.
 With security on and no key file the supervisor hands the gateway the
 node's key pair of this run on its stdin (``--curve-keys-stdin``): it is a
 CURVE server that admits no publisher over TCP, as the native ports admit
-no client (server/security.py native_security); with the authorizer on,
+no client (server/auth/security.py native_security); with the authorizer on,
 publishers on this host come in by the local door (below).
 
 With the authorizer on as well (``--local-door``, as the native ports'
-local doors: server/native_listener.py), a second PULL socket takes
+local doors: server/network/native_listener.py), a second PULL socket takes
 publishers on this host without keys: a ZeroMQ ``ipc://`` socket in the
 abstract namespace, ``ipc://@kafkalite-ingest-<port>``
 (local_socket.py ``ingest_door_name``), whose ZAP handler makes the peer's

@@ -152,7 +152,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 0),
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
     # the share coordinator's (KIP-932): partition leaders read and write
-    # share-partition state (server/share_coordinator.py); brokers' APIs,
+    # share-partition state (server/share/share_coordinator.py); brokers' APIs,
     # CLUSTER_ACTION under an authorizer, as WriteTxnMarkers
     ApiKey.INITIALIZE_SHARE_GROUP_STATE: (0, 0),
     ApiKey.READ_SHARE_GROUP_STATE: (0, 0),

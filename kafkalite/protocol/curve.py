@@ -3,7 +3,7 @@
 The native protocol (and the plain ingest gateway) can run over CURVE
 (RFC 26, CurveZMQ): every connection encrypted, and every client
 authenticated by its public key before ZeroMQ hands its first message up.
-This module is shared by the server (``server/security.py`` builds a
+This module is shared by the server (``server/auth/security.py`` builds a
 ``CurveServer`` from the settings) and the clients (``client/connection.py``
 applies ``CurveClient`` keys), so it sits below both.
 
@@ -33,7 +33,7 @@ with ZAP status 400, which libzmq reports to the client as
 HANDSHAKE_FAILED_AUTH. The file is read again when it changed
 (``reload_if_changed``), so adding a client needs no restart.
 
-A native port that takes SASL logins (server/native_login.py: the server
+A native port that takes SASL logins (server/auth/native_login.py: the server
 has SASL users and the native protocol runs CURVE) is a CURVE server of
 the domain ``LOGIN_ZAP_DOMAIN`` instead, where a key that is not
 authorized is accepted too -- a remote client that holds no key pair of
@@ -45,12 +45,12 @@ encrypted to the server's key, so the password it sends is not in the
 clear; until its login succeeded the listener serves it nothing else.
 
 The channels between a cluster's own processes -- the controller's control
-channel and relay, which other nodes' workers join (server/processes.py,
-server/relay.py) -- are CURVE servers of another ZAP domain,
+channel and relay, which other nodes' workers join (server/node/processes.py,
+server/network/relay.py) -- are CURVE servers of another ZAP domain,
 ``NODE_ZAP_DOMAIN``, where the same handler accepts the server's own key
 and nothing else: a client key authorized for the native ports does not
 open them. Every node of a cluster holds the same key pair; a single node
-without a key file makes one for the run (server/security.py node_curve),
+without a key file makes one for the run (server/auth/security.py node_curve),
 so those channels are closed to other local processes by default.
 
 With security on, each native port also has a local door (server/
@@ -96,7 +96,7 @@ LOGIN_ZAP_DOMAIN = "kafkalite-login"
 # The User-Id of an unknown key there: this, then the key in Z85.
 PENDING_PRINCIPAL_PREFIX = "Pending:"
 # In the SASL_AUTHENTICATION_FAILED message of a request whose key has no
-# session in that broker process (server/native_login.py): a client that
+# session in that broker process (server/auth/native_login.py): a client that
 # had logged in (into a process since restarted on the same address, which
 # ZeroMQ reconnected to unseen) logs in again (client/connection.py).
 LOGIN_NEEDED = "before a SASL login"

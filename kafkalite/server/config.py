@@ -31,7 +31,7 @@ import tomllib
 from dataclasses import dataclass, field
 
 from kafkalite.errors import InvalidConfigurationError
-from kafkalite.server import security
+from kafkalite.server.auth import security
 from kafkalite.storage.config import LogConfig
 
 DEFAULT_PORT = 7092
@@ -43,7 +43,7 @@ DEFAULT_METRICS_PORT = 9404
 METRICS_OFF = -1
 DEFAULT_SCHEMA_REGISTRY_PORT = 8081   # Confluent Schema Registry's default listener port
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-# group.consumer.migration.policy's values (server/coordinator.py acts on them)
+# group.consumer.migration.policy's values (server/group/coordinator.py acts on them)
 MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 
 
@@ -257,7 +257,7 @@ SETTINGS: dict[str, Setting] = {
         kafka_note="kafkalite's own: Kafka leaves such connections to "
                    "`connections.max.idle.ms`"),
     "authorizer_enabled": Setting("Check Kafka-listener requests against the ACLs "
-                                  "(`kafkalite acls`; server/authorizer.py).", (),
+                                  "(`kafkalite acls`; server/auth/authorizer.py).", (),
                                   "authorizer.class.name (any authorizer class turns it on)"),
     "super_users": Setting("`;`-separated principals allowed everything (`User:admin`).",
                            ("super.users",)),
@@ -265,14 +265,14 @@ SETTINGS: dict[str, Setting] = {
                                               "that has no ACL at all.",
                                               ("allow.everyone.if.no.acl.found",)),
     "quota_window_num": Setting("Samples of a client quota's rate (`kafkalite client-quotas`; "
-                                "server/quotas.py): the rate is measured over this many windows.",
+                                "server/network/quotas.py): the rate is measured over this many windows.",
                                 ("quota.window.num",)),
     "quota_window_size_seconds": Setting("Length of each client quota sample window.",
                                          ("quota.window.size.seconds",)),
     "max_connection_creation_rate": Setting(
         "New connections per second each Kafka listener of each broker process accepts, "
         "over the quota windows; over it the listener waits before accepting more "
-        "(server/connection_quotas.py). 0: unlimited. Per-IP limits are `ip` client quotas "
+        "(server/network/connection_quotas.py). 0: unlimited. Per-IP limits are `ip` client quotas "
         "(`kafkalite client-quotas alter --ip`).", ("max.connection.creation.rate",),
         "Kafka's default is 2147483647 (unlimited)"),
     "native_curve_secret_key_file": Setting(
@@ -287,7 +287,7 @@ SETTINGS: dict[str, Setting] = {
         "With CURVE on the native ports and a SASL Kafka listener: a client without an "
         "authorized key pair logs in on the native protocol with its SASL user and password "
         "(the Kafka listeners' mechanisms and users), over CURVE with a throwaway key and the "
-        "server's public key; it is then that user under the ACLs (server/native_login.py). "
+        "server's public key; it is then that user under the ACLs (server/auth/native_login.py). "
         "False: only authorized keys (and the local door).",
         kafka_note="kafkalite's own: Kafka has no native protocol"),
     "topic_defaults": Setting("A table of Kafka topic configs given to new topics (see the "

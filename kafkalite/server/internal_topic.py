@@ -53,7 +53,7 @@ from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.record import RecordBatchBuilder, build_control_batch, iter_batches
 from kafkalite.record.layout import CONTROL_COMMIT
-from kafkalite.server.partition import Partition
+from kafkalite.server.replica.partition import Partition
 from kafkalite.storage import AppendOrigin
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.log import PartitionLog

@@ -43,7 +43,7 @@ O_EXCL and mode 0600 (whatever the umask), owned by the producer's user, so
 no other local user can open, read or write a ring; a worker of the same
 user attaches it only when the producer asks over the worker's native
 socket (``shm_attach``), which CURVE authenticates and the authorizer
-checks when they are on (server/ring_gateway.py).
+checks when they are on (server/replica/ring_gateway.py).
 
 Who may call: one thread per handle, in the process that created or attached
 it (see the core's contract for fork).

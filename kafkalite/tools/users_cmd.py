@@ -1,6 +1,6 @@
 """``kafkalite users add|list|delete``: the SASL users of a server's Kafka listeners.
 
-Three ways to the one store (server/credentials.py):
+Three ways to the one store (server/auth/credentials.py):
 
 - by default, the credentials file itself (``--data-dir``, ``--users-file``),
   edited under its lock (``credentials.update_users``), for PLAIN and SCRAM
@@ -95,7 +95,7 @@ def _password(args) -> str:
 def _in_file(args) -> int:
     # imported here, not at the top: every `kafkalite` command imports this
     # module to build its parser, and these take tens of ms
-    from kafkalite.server import credentials
+    from kafkalite.server.auth import credentials
     path = credentials.users_file(args.data_dir, args.users_file or "")
     if args.action != "list" and credentials.mirrored_cluster(path) is not None:
         raise InvalidConfigurationError(
@@ -109,7 +109,7 @@ def _in_file(args) -> int:
 def _in_cluster(args) -> int:
     try:
         import psycopg
-        from kafkalite.server import cluster_store
+        from kafkalite.server.controller import cluster_store
     except ImportError as exc:
         raise InvalidConfigurationError(
             f"--cluster needs psycopg 3 ({exc}): pip install 'kafkalite[cluster]'") from None
@@ -137,7 +137,7 @@ def _in_cluster(args) -> int:
 def _edit(args, where: str, read, update) -> int:
     """list, delete or add on a store: ``read()`` the users, ``update(change)``
     them (credentials.update_users's contract)."""
-    from kafkalite.server import credentials
+    from kafkalite.server.auth import credentials
     if args.action == "list":
         users = read()
         for name in sorted(users):
@@ -167,7 +167,7 @@ def _edit(args, where: str, read, update) -> int:
 
 def _over_kafka(args) -> int:
     from kafkalite.client.kafka_connection import KafkaConnection, parse_servers
-    from kafkalite.server import credentials
+    from kafkalite.server.auth import credentials
     from kafkalite.protocol import ApiKey
     from kafkalite.tools.acls_cmd import client_config
     chosen = getattr(args, "mechanism", None)       # list has no --mechanism

@@ -29,7 +29,7 @@ library; never ``kafkalite.server`` (the server is given this package's
 ``make_app`` by the CLI, so the layers stay one-way).
 
 With security on the supervisor puts the app behind a login
-(server/http_login.py: any of the SASL users) and its clients connect
+(server/auth/http_login.py: any of the SASL users) and its clients connect
 with the owner's key pair (``make_app``'s ``client_config``), so the
 console itself acts as the user logged in: with the authorizer on, each
 action is decided by the supervisor's authorizer for that principal, as

@@ -3,7 +3,7 @@
 The console's clients reach the node with the server's own key pair (a
 super user), so the ACLs are applied here, before an action runs, as
 Kafka applies them to the equivalent Kafka request
-(server/request_authorization.py is the broker's side of the same
+(server/auth/request_authorization.py is the broker's side of the same
 mapping):
 
 - ``RULES``: the one table, action -> what it needs. An action is a route
@@ -26,7 +26,7 @@ mapping):
   ListGroups with Describe on the cluster).
 
 Where the decision comes from: the login in front of the console
-(server/http_login.py) puts ``environ["kafkalite.authorize"]``, a callable
+(server/auth/http_login.py) puts ``environ["kafkalite.authorize"]``, a callable
 ``(operation, resource type, name, audit) -> bool`` deciding for the
 logged-in principal and host with the supervisor's authorizer, and
 ``environ["kafkalite.principal"]``. Without it (security off, or the
@@ -45,7 +45,7 @@ from kafkalite.protocol.enums import ResourceType as Res
 
 ENVIRON_AUTHORIZE = "kafkalite.authorize"
 ENVIRON_PRINCIPAL = "kafkalite.principal"
-CLUSTER_NAME = "kafka-cluster"        # the one Cluster resource (server/authorizer.py's)
+CLUSTER_NAME = "kafka-cluster"        # the one Cluster resource (server/auth/authorizer.py's)
 
 REFUSE = "refuse"       # the action's own resource: denied -> 403, nothing done
 FILTER = "filter"       # resources an answer lists: denied ones left out

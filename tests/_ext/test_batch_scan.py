@@ -12,7 +12,7 @@ from kafkalite.errors import (CorruptRecordError, InvalidRecordError, MessageToo
                               UnsupportedCompressionTypeError, UnsupportedForMessageFormatError)
 from kafkalite.record import (RecordBatch, RecordBatchBuilder, build_control_batch,
                               decode_columns, iter_batches)
-from kafkalite.server.launcher import package_env
+from kafkalite.server.node.launcher import package_env
 
 HEADER = 61
 
@@ -749,7 +749,7 @@ def test_scan_start_outside_buffer_is_rejected():
 def test_appends_do_not_import_numpy():
     """A worker that only appends never imports numpy (50-70 ms of its start-up)."""
     code = ("import sys; from kafkalite._ext.batch_scan import validate_for_append; "
-            "from kafkalite._ext.builder import RecordBatchBuilder; import kafkalite.server.worker; "
+            "from kafkalite._ext.builder import RecordBatchBuilder; import kafkalite.server.node.worker; "
             "b = RecordBatchBuilder(0); b.append(1, b'k', b'v'); "
             "validate_for_append(bytearray(b.build()), next_offset=0); "
             "print('numpy' in sys.modules)")

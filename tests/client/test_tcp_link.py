@@ -255,7 +255,7 @@ def test_clients_left_to_their_default_use_tcp_links(server, topic_name):
 @pytest.fixture(scope="module")
 def sasl_server(tmp_path_factory):
     """A server whose Kafka listeners want SASL: security on, so its native
-    ports take the owner's CURVE key pair only (server/security.py)."""
+    ports take the owner's CURVE key pair only (server/auth/security.py)."""
     srv = ServerProcess(str(tmp_path_factory.mktemp("sasl") / "data"),
                         extra_args=["--kafka-security-protocol", "SASL_PLAINTEXT"]).start()
     yield srv

@@ -21,7 +21,7 @@ from harness import ServerProcess, run_cli
 from kafkalite.protocol import ApiKey
 from kafkalite.protocol.curve import BROKER_PRINCIPAL
 from kafkalite.record import RecordBatchBuilder
-from kafkalite.server import credentials
+from kafkalite.server.auth import credentials
 
 RESERVED = BROKER_PRINCIPAL.split(":", 1)[1]
 USER, PASSWORD = "frank", "frank-secret-1"

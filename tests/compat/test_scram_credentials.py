@@ -29,7 +29,7 @@ from compat_helpers import add_user, first_client_error
 from harness import ServerProcess, run_cli
 
 from kafkalite.protocol import ApiKey
-from kafkalite.server.credentials import salted_password
+from kafkalite.server.auth.credentials import salted_password
 
 RESOURCE_NOT_FOUND, DUPLICATE_RESOURCE, UNACCEPTABLE_CREDENTIAL = 91, 92, 93
 UNSUPPORTED_SASL_MECHANISM, CLUSTER_DENIED = 33, 31

@@ -298,8 +298,8 @@ def test_when_epochs_run_out_a_v2_producer_moves_to_a_new_producer_id(tmp_path):
     old producer id at epoch 32767 and hands the producer a new id at epoch
     0, with which it carries on -- also after the server restarts."""
     from harness import ServerProcess
-    from kafkalite.server.txn_coordinator import TxnState
-    from kafkalite.server.txn_log import TransactionStateLog
+    from kafkalite.server.txn.txn_coordinator import TxnState
+    from kafkalite.server.txn.txn_log import TransactionStateLog
 
     data = str(tmp_path / "data")
     os.makedirs(data)

@@ -1,5 +1,5 @@
 """The schema registry of a server with security on: HTTP Basic with the
-server's SASL users (server/http_login.py, as on the HTTP port), no
+server's SASL users (server/auth/http_login.py, as on the HTTP port), no
 anonymous access, https with ``http_tls`` as the HTTP port, and the
 registry still reaching its own node (with the owner's key pair) to write
 and read ``_schemas``. SUBJECT ACLs are not checked yet: any user who

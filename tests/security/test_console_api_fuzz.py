@@ -1,6 +1,6 @@
 """Fuzz the web console's JSON API (webconsole/app.py, api.py) on a server
 with security on, where it sits behind the HTTP login
-(server/http_login.py): every route the app's docstring lists, called with
+(server/auth/http_login.py): every route the app's docstring lists, called with
 fuzzed path parts, query parameters, bodies, content types and methods,
 logged in as a super user with the console's header on changes, and now
 and then with a fuzzed Authorization header.

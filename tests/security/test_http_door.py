@@ -1,5 +1,5 @@
 """The HTTP port -- /metrics, /health and the web console -- of a server
-with security on (issue 40, kafkalite/server/http_login.py).
+with security on (issue 40, kafkalite/server/auth/http_login.py).
 
 Before, without credentials, the console listed topics, returned a
 protected topic's records and created and deleted topics, and /metrics

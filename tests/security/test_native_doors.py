@@ -9,12 +9,12 @@ a topic its user had no ACL for, an anonymous ingest PUSH landed records
 authorizer checked the Kafka listeners only. Now, once security is on (a
 listener other than PLAINTEXT, the authorizer, or CURVE), the native TCP
 ports and the gateway are CURVE servers with the node's key pair of the
-run (server/security.py native_security), which admits the server's own
+run (server/auth/security.py native_security), which admits the server's own
 processes and the owner's tools -- the key pair is written 0600 into the
 data directory, named by server.json -- and no one else: a ZeroMQ client
 without keys is refused at the handshake. A client on this host without
 keys comes in by the port's local door instead (local_socket.py,
-server/native_listener.py), as ``User:unix:<its user>``, which the
+server/network/native_listener.py), as ``User:unix:<its user>``, which the
 kernel's peer credentials vouch for; the ACLs then decide, on the native
 port and a ring as on the Kafka listener.
 

@@ -1,5 +1,5 @@
 """A SASL login on the native protocol for remote clients without a key pair
-(issue 40; server/native_login.py, client/connection.py).
+(issue 40; server/auth/native_login.py, client/connection.py).
 
 Before, a client that had only the SASL user and password it uses on the
 Kafka listeners could not use the native protocol at all: its CURVE key

@@ -24,8 +24,8 @@ import zmq.utils.monitor
 from harness import listening_ports, wait_until
 from kafkalite.client import AdminClient
 from kafkalite.protocol import ApiKey, curve, encode_request
-from kafkalite.server import processes
-from kafkalite.server.relay import encode_relay_request
+from kafkalite.server.node import processes
+from kafkalite.server.network.relay import encode_relay_request
 
 # How long a stranger's socket is watched for a handshake: libzmq reports
 # the failure (or, before, the success) within milliseconds on loopback.

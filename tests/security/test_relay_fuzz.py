@@ -1,4 +1,4 @@
-"""The supervisor's relay (server/relay.py) against malformed messages from
+"""The supervisor's relay (server/network/relay.py) against malformed messages from
 an insider: one holding the node's key pair (a worker gone wrong, or a
 bug), since only the server's processes can speak on it
 (test_node_channels.py). With security on and no key file the node's key
@@ -38,7 +38,7 @@ from fuzzing import (INPUTS, AckedRecords, Survival, base_frames, fuzz_rng, muta
 from harness import create, listening_ports, scrape, secured_server, stop_server, wait_until
 from kafkalite import errors
 from kafkalite.protocol import ApiKey, curve, decode_response, encode_request
-from kafkalite.server.relay import (CLOSE, ERROR, NOTHING, RESPONSE, decode_relay_reply,
+from kafkalite.server.network.relay import (CLOSE, ERROR, NOTHING, RESPONSE, decode_relay_reply,
                                     encode_relay_request)
 
 ADMIN, PASSWORD = "admin", "admin-secret"

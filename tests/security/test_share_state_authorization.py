@@ -32,7 +32,7 @@ from kafkalite import errors
 from kafkalite.client import AdminClient, NewTopic, Producer, ShareConsumer
 from kafkalite.protocol import ApiKey
 from kafkalite.protocol.enums import AclOperation, AclPermissionType, PatternType, ResourceType
-from kafkalite.server.authorizer import CLUSTER_NAME
+from kafkalite.server.auth.authorizer import CLUSTER_NAME
 
 for _helpers in ("compat", "server"):     # KafkaWire and add_user; the CURVE key helpers
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", _helpers))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from harness import ServerProcess, run_cli
 
 # a SASL user of the same name as the super user's key: /metrics, with
-# security on, asks for a login (server/http_login.py)
+# security on, asks for a login (server/auth/http_login.py)
 ADMIN_PASSWORD = "admin-metrics-pw"
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from kafkalite import errors
 from kafkalite.protocol import decode_request, decode_response, encode_request, encode_response
 from kafkalite.server.config import ServerConfig
-from kafkalite.server.replica_manager import ReplicaManager
-from kafkalite.server.requests import Listener, RequestContext, RequestDispatcher
+from kafkalite.server.replica.replica_manager import ReplicaManager
+from kafkalite.server.network.requests import Listener, RequestContext, RequestDispatcher
 from kafkalite.storage.segment import FileRegion
 
 

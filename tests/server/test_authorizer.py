@@ -1,4 +1,4 @@
-"""The ACL model's rules (kafkalite/server/authorizer.py), as Kafka's AclAuthorizer decides:
+"""The ACL model's rules (kafkalite/server/auth/authorizer.py), as Kafka's AclAuthorizer decides:
 literal, wildcard and prefixed patterns, deny over allow, ALL, implied
 operations, super users, allow.everyone.if.no.acl.found, and the filters of
 DescribeAcls / DeleteAcls; and the ACL file surviving a reload."""
@@ -11,8 +11,8 @@ from kafkalite.protocol.enums import AclOperation as Op
 from kafkalite.protocol.enums import AclPermissionType as Perm
 from kafkalite.protocol.enums import PatternType as Pat
 from kafkalite.protocol.enums import ResourceType as Res
-from kafkalite.server.acl_control import AclStore
-from kafkalite.server.authorizer import (AclBinding, AclFilter, Authorizer,
+from kafkalite.server.controller.acl_control import AclStore
+from kafkalite.server.auth.authorizer import (AclBinding, AclFilter, Authorizer,
                                          binding_from_request)
 from kafkalite.server.metrics import RequestStats
 

@@ -1,4 +1,4 @@
-"""The authorizer's audit log (kafkalite/server/authorizer.py's AuditLog)
+"""The authorizer's audit log (kafkalite/server/auth/authorizer.py's AuditLog)
 under a burst of denials: the first lines of each interval are logged, the
 rest are counted, never lost silently -- the next line logged says how many
 were left out, and RequestStats.audit_lines_dropped (the metric
@@ -10,7 +10,7 @@ import time
 
 from kafkalite.protocol.enums import AclOperation as Op
 from kafkalite.protocol.enums import ResourceType as Res
-from kafkalite.server.authorizer import AuditLog, Authorizer
+from kafkalite.server.auth.authorizer import AuditLog, Authorizer
 from kafkalite.server.metrics import RequestStats
 
 INTERVAL_S = 0.2

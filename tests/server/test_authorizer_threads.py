@@ -1,5 +1,5 @@
 """One Authorizer called from several threads at once (issue 40;
-kafkalite/server/authorizer.py), as the supervisor's is: its loop thread
+kafkalite/server/auth/authorizer.py), as the supervisor's is: its loop thread
 and the HTTP port's connection threads (the /metrics login, the web
 console's decisions).
 
@@ -28,7 +28,7 @@ from kafkalite.protocol.enums import AclOperation as Op
 from kafkalite.protocol.enums import AclPermissionType as Perm
 from kafkalite.protocol.enums import PatternType as Pat
 from kafkalite.protocol.enums import ResourceType as Res
-from kafkalite.server.authorizer import AclBinding, AuditLog, Authorizer
+from kafkalite.server.auth.authorizer import AclBinding, AuditLog, Authorizer
 from kafkalite.server.metrics import NodeMetrics, RequestStats
 
 THREADS = 8

@@ -55,8 +55,8 @@ from replicas import create, state, wait_for
 from kafkalite.client import AdminClient, Consumer, Producer, TopicPartition
 from kafkalite.protocol import ApiKey, encode_request
 from kafkalite.protocol.curve import load_keypair_file, secure_client
-from kafkalite.server import cluster_store
-from kafkalite.server.relay import RESPONSE, decode_relay_reply, encode_relay_request
+from kafkalite.server.controller import cluster_store
+from kafkalite.server.network.relay import RESPONSE, decode_relay_reply, encode_relay_request
 
 pytestmark = pytest.mark.skipif(find_binaries() is None,
                                 reason="PostgreSQL is not installed: run tools/install-system-deps")

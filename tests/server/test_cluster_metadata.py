@@ -21,8 +21,8 @@ from postgres import PostgresServer, find_binaries
 from replicas import read_log, wait_for
 from kafkalite import errors
 from kafkalite.client import AdminClient, NewTopic, Producer
-from kafkalite.server import cluster_store
-from kafkalite.server.cluster_store import (ControllerLease, MetadataWatcher,
+from kafkalite.server.controller import cluster_store
+from kafkalite.server.controller.cluster_store import (ControllerLease, MetadataWatcher,
                                             PostgresMetadataStore)
 
 pytestmark = pytest.mark.skipif(find_binaries() is None,
@@ -148,7 +148,7 @@ def test_coordinator_logs_and_producer_ids_follow_the_lease(db, tmp_path):
     with an empty data dir, starts from the same offsets, with the leader
     (coordinator) epoch one higher; producer id blocks continue past
     every block reserved before. A deposed controller can write neither."""
-    from kafkalite.server.group_log import GroupMetadataLog, OffsetAndMetadata
+    from kafkalite.server.group.group_log import GroupMetadataLog, OffsetAndMetadata
     a, b = leases(db, 1, 2)
     hold(a)
     sa = PostgresMetadataStore(db, a)
@@ -195,10 +195,10 @@ def test_a_kip848_groups_records_follow_the_lease(db, tmp_path):
     the rest of __consumer_offsets: the controller on another node restores
     the group with its members' epochs, assignments and target."""
     import uuid as uuid_
-    from kafkalite.server import consumer_group_log
-    from kafkalite.server.consumer_group import (UNREVOKED_PARTITIONS, ConsumerGroup,
+    from kafkalite.server.group import consumer_group_log
+    from kafkalite.server.group.consumer_group import (UNREVOKED_PARTITIONS, ConsumerGroup,
                                                  ConsumerGroupMember)
-    from kafkalite.server.group_log import GroupMetadataLog
+    from kafkalite.server.group.group_log import GroupMetadataLog
     a, b = leases(db, 1, 2)
     hold(a)
     sa = PostgresMetadataStore(db, a)
@@ -237,7 +237,7 @@ def test_a_kip848_groups_records_follow_the_lease(db, tmp_path):
 def test_without_the_copy_another_node_starts_from_nothing(db, tmp_path):
     """The planted fault for the test above: without PostgreSQL's copy the
     controller of another node loads no offsets, which it would catch."""
-    from kafkalite.server.group_log import GroupMetadataLog, OffsetAndMetadata
+    from kafkalite.server.group.group_log import GroupMetadataLog, OffsetAndMetadata
     mine = GroupMetadataLog(str(tmp_path / "node1"), 4)
     mine.write_offsets("g", {("t", 0): OffsetAndMetadata(42, -1, "", 1)}, 1)
     mine.close()

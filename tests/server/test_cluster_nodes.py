@@ -366,7 +366,7 @@ def test_named_listeners_across_the_nodes(pg, tmp_path):
 
 
 def controller_of(dsn) -> dict | None:
-    from kafkalite.server import cluster_store
+    from kafkalite.server.controller import cluster_store
     return cluster_store.read_controller(dsn)
 
 

@@ -118,7 +118,7 @@ class Cluster:
     def controller(self, not_node: int | None = None) -> ServerProcess:
         """The node holding the lease (not ``not_node``), once it published
         its endpoints."""
-        from kafkalite.server import cluster_store
+        from kafkalite.server.controller import cluster_store
         ctl = wait_for(lambda: (lambda c: c if c and c["live"] and c["endpoints"]
                                 and c["node_id"] != not_node else None)(
             cluster_store.read_controller(self.pg.dsn)), timeout=60, what="a live controller")

@@ -317,7 +317,7 @@ def test_concurrent_edits_of_the_cluster_users_are_all_kept(pg_server):
     first's row lock and changes what the first wrote, so neither edit is
     lost (without the lock it reads the row as it was and overwrites it:
     planted, this test fails)."""
-    from kafkalite.server import cluster_store
+    from kafkalite.server.controller import cluster_store
     dsn = new_database(pg_server).dsn
     conns = [cluster_store.connect(dsn, 5.0, autocommit=i == 2) for i in range(3)]
     cluster_store.create_schema(conns[0])

@@ -15,7 +15,7 @@ from kafkalite.protocol.enums import ConfigSource, ConfigType
 from kafkalite.server import config_registry as registry
 from kafkalite.server.config import SETTINGS, ServerConfig
 from kafkalite.server.config_registry import Layers, Scope
-from kafkalite.server.metadata import MetadataStore
+from kafkalite.server.controller.metadata import MetadataStore
 from kafkalite.storage.config import LogConfig
 
 pytestmark = pytest.mark.unit

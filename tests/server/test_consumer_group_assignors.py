@@ -1,4 +1,4 @@
-"""The KIP-848 server-side assignors (kafkalite/server/consumer_group.py):
+"""The KIP-848 server-side assignors (kafkalite/server/group/consumer_group.py):
 ``uniform`` balances and moves no more partitions than balance needs when a
 member joins or leaves; ``range`` gives each topic's subscribers consecutive
 ranges. Plain functions of members and topics: called directly."""
@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from kafkalite.server.consumer_group import ConsumerGroupMember, assign_range, assign_uniform
+from kafkalite.server.group.consumer_group import ConsumerGroupMember, assign_range, assign_uniform
 
 T, U = uuid.uuid4(), uuid.uuid4()
 

@@ -14,8 +14,8 @@ import pytest
 from kafkalite import errors
 from kafkalite.protocol import (ApiKey, decode_request, decode_response, encode_assignment,
                                 encode_request, encode_response, encode_subscription)
-from kafkalite.server.coordinator import GroupCoordinator
-from kafkalite.server.requests import Listener, RequestContext, RequestDispatcher
+from kafkalite.server.group.coordinator import GroupCoordinator
+from kafkalite.server.network.requests import Listener, RequestContext, RequestDispatcher
 
 TOPICS = {"orders": 6, "audit": 2}
 

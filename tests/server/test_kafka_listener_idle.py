@@ -1,5 +1,5 @@
 """Idle and unauthenticated connections on a Kafka listener
-(kafkalite/server/kafka_listener.py, "Idle connections").
+(kafkalite/server/network/kafka_listener.py, "Idle connections").
 
 Listeners made in this process with short bounds, on real sockets, run by
 one event-loop thread as a broker process runs them (``on_events``, then
@@ -31,10 +31,10 @@ sys.path.insert(0, __file__.rsplit("/tests/", 1)[0] + "/tests/compat")
 from compat_helpers import KafkaWire, closed_by_server, raise_fd_limit  # noqa: E402
 from harness import wait_until
 from kafkalite.protocol import ApiKey
-from kafkalite.server.credentials import CredentialStore, make_credential, write_users
-from kafkalite.server.kafka_listener import KafkaListener
-from kafkalite.server.requests import DEFERRED, RequestDispatcher
-from kafkalite.server.security import ListenerSecurity
+from kafkalite.server.auth.credentials import CredentialStore, make_credential, write_users
+from kafkalite.server.network.kafka_listener import KafkaListener
+from kafkalite.server.network.requests import DEFERRED, RequestDispatcher
+from kafkalite.server.auth.security import ListenerSecurity
 from kafkalite.tools.dev_certs import make_certs
 
 AUTH_TIMEOUT_MS = 2000

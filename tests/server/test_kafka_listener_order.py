@@ -1,5 +1,5 @@
 """The Kafka listener's answers keep request order while Produce requests
-are pipelined (kafkalite/server/kafka_listener.py, "Ordering").
+are pipelined (kafkalite/server/network/kafka_listener.py, "Ordering").
 
 A leader with two followers, both stopped (SIGSTOP) but still in the ISR:
 an acks=all produce is appended and waits for them. Requests sent behind
@@ -31,7 +31,7 @@ from replicas import create, state, wait_for  # noqa: E402
 
 from kafkalite.protocol import ApiKey, decode_response, encode_request  # noqa: E402
 from kafkalite.record import RecordBatchBuilder  # noqa: E402
-from kafkalite.server.kafka_listener import PIPELINED_PRODUCES  # noqa: E402
+from kafkalite.server.network.kafka_listener import PIPELINED_PRODUCES  # noqa: E402
 
 
 @pytest.fixture

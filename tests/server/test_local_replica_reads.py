@@ -23,8 +23,8 @@ import pytest
 from in_process_broker import Broker, Peers
 from kafkalite.protocol import ApiKey
 from kafkalite.record import RecordBatchBuilder
-from kafkalite.server import replica_fetcher
-from kafkalite.server.replica_fetcher import ReplicaFetcher
+from kafkalite.server.replica import replica_fetcher
+from kafkalite.server.replica.replica_fetcher import ReplicaFetcher
 
 
 def batch(base_offset, epoch, tag, n=10):

@@ -29,7 +29,7 @@ from kafkalite.storage.checkpoint import PartitionCheckpoint
 
 TOPICS = 60
 PARTITIONS = 4
-CHECKPOINT_INTERVAL_S = 5.0     # kafkalite/server/worker.py's, not configurable
+CHECKPOINT_INTERVAL_S = 5.0     # kafkalite/server/node/worker.py's, not configurable
 
 
 @pytest.fixture

@@ -190,7 +190,7 @@ def test_a_principal_without_write_is_refused_over_the_native_path(srv, keys):
 
 
 def test_a_client_without_keys_on_this_host_is_its_unix_user(srv, keys):
-    """The local door (server/native_listener.py): no handshake to refuse,
+    """The local door (server/network/native_listener.py): no handshake to refuse,
     but a principal, User:unix:<name>, that the ACLs know nothing of here,
     so it writes nothing; a key holder's records are untouched."""
     topic = "curve-keyless"

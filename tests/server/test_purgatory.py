@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from kafkalite.server.purgatory import DelayedFetch, Purgatory
+from kafkalite.server.replica.purgatory import DelayedFetch, Purgatory
 
 
 def test_operations_completed_by_one_event_complete_in_the_order_they_came():

@@ -188,7 +188,7 @@ def set_producer_quota(server, client_id: str, rate: float | None) -> None:
         admin.close()
 
 
-# What the broker guarantees a producer over its quota (server/quotas.py):
+# What the broker guarantees a producer over its quota (server/network/quotas.py):
 # each throttle brings the rate it counted back to the quota, and the rate
 # of a new client is taken over at least one window, so what it counted in
 # the first T seconds is at most quota * (T + one window); the topic's two

@@ -1,5 +1,5 @@
 """Every API the server serves has an authorization rule
-(kafkalite/server/request_authorization.py): a check in ``_CHECKS``, or a
+(kafkalite/server/auth/request_authorization.py): a check in ``_CHECKS``, or a
 place in ``_NO_CHECK``, the short list of APIs that ask the authorizer
 nothing (ApiVersions and the SASL APIs, as in Kafka's KafkaApis). An API
 added without a rule fails these tests; the server would deny it (a rule
@@ -22,10 +22,10 @@ import pytest
 from kafkalite import errors
 from kafkalite.client.connection import Connection, client_context
 from kafkalite.protocol import SUPPORTED_VERSIONS, ApiKey, RequestHeader
-from kafkalite.server import request_authorization
-from kafkalite.server.authorizer import Authorizer
-from kafkalite.server.request_authorization import _CHECKS, _NO_CHECK, RequestGate
-from kafkalite.server.requests import Listener, RequestContext
+from kafkalite.server.auth import request_authorization
+from kafkalite.server.auth.authorizer import Authorizer
+from kafkalite.server.auth.request_authorization import _CHECKS, _NO_CHECK, RequestGate
+from kafkalite.server.network.requests import Listener, RequestContext
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "compat"))
 from compat_helpers import KafkaWire  # noqa: E402

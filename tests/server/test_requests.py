@@ -1,4 +1,4 @@
-"""The request pipeline (kafkalite/server/requests.py) on its three paths.
+"""The request pipeline (kafkalite/server/network/requests.py) on its three paths.
 
 A supervisor-like node is assembled from the real parts -- a native ZeroMQ
 ROUTER, a Kafka TCP listener and a relay server around one dispatcher, and a
@@ -24,12 +24,12 @@ from kafkalite import errors
 from kafkalite.client.connection import Connection
 from kafkalite.protocol import ApiKey, decode_response, encode_request
 from kafkalite.protocol import native
-from kafkalite.server.kafka_listener import KafkaListener
-from kafkalite.server.native_listener import NativeListener
-from kafkalite.server.credentials import CredentialStore, make_credential, write_users
-from kafkalite.server.relay import RelayClient, RelayServer
-from kafkalite.server.requests import DEFERRED, RequestDispatcher
-from kafkalite.server.security import ListenerSecurity
+from kafkalite.server.network.kafka_listener import KafkaListener
+from kafkalite.server.network.native_listener import NativeListener
+from kafkalite.server.auth.credentials import CredentialStore, make_credential, write_users
+from kafkalite.server.network.relay import RelayClient, RelayServer
+from kafkalite.server.network.requests import DEFERRED, RequestDispatcher
+from kafkalite.server.auth.security import ListenerSecurity
 
 DEFER_S = 0.2
 

@@ -18,8 +18,8 @@ import zmq
 from harness import shm_entries
 from kafkalite.record import RecordBatchBuilder
 from kafkalite.server.config import ServerConfig
-from kafkalite.server.replica_manager import ReplicaManager
-from kafkalite.server.ring_gateway import RingGateway
+from kafkalite.server.replica.replica_manager import ReplicaManager
+from kafkalite.server.replica.ring_gateway import RingGateway
 from kafkalite.shm.ring import ProducerRing
 
 ENTRIES = 1000

@@ -28,7 +28,7 @@ from kafkalite.protocol.codec import encode_data  # noqa: E402
 from kafkalite.protocol.messages.share_records import (ACKNOWLEDGED, ARCHIVED,  # noqa: E402
                                                        AVAILABLE, ShareSnapshotKey,
                                                        ShareSnapshotValue)
-from kafkalite.server.share_coordinator import merge_batches  # noqa: E402
+from kafkalite.server.share.share_coordinator import merge_batches  # noqa: E402
 
 TOPIC_ID = uuid.UUID("6a1b1c3e-0000-4000-8000-00000000c0de")
 FENCED_STATE = errors.FencedStateEpochError.code

@@ -20,11 +20,11 @@ from kafkalite.client import AdminClient, Consumer, NewTopic, Producer
 # partition worker, which of the supervisor's heavy modules are loaded.
 WRAPPER = """
 import json, os, runpy, subprocess, sys
-HEAVY = ("numpy", "kafkalite.server.controller", "kafkalite.server.coordinator",
+HEAVY = ("numpy", "kafkalite.server.controller.controller", "kafkalite.server.group.coordinator",
          "kafkalite.storage.log", "kafkalite.protocol.codec")
 spawned = subprocess.Popen.__init__
 def init(self, args, *a, **kw):
-    if "kafkalite.server.worker" in args and not os.path.exists(os.environ["SPAWN_NOTE"]):
+    if "kafkalite.server.node.worker" in args and not os.path.exists(os.environ["SPAWN_NOTE"]):
         with open(os.environ["SPAWN_NOTE"], "w") as f:
             json.dump(sorted(m for m in HEAVY if m in sys.modules), f)
     spawned(self, args, *a, **kw)

@@ -1,4 +1,4 @@
-"""kafkalite.server.tls.TlsConnection against Python's own TLS client over
+"""kafkalite.server.network.tls.TlsConnection against Python's own TLS client over
 real loopback sockets: small records, big writes into a full socket
 buffer (ciphertext left ``unsent`` and flushed later), a client that is
 not speaking TLS, and ends of the stream with and without close_notify."""
@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from kafkalite.server.tls import TlsConnection
+from kafkalite.server.network.tls import TlsConnection
 from kafkalite.tools.dev_certs import make_certs
 
 

@@ -8,7 +8,7 @@ import pytest
 from kafkalite.protocol.enums import AclOperation as Op
 from kafkalite.protocol.enums import AclPermissionType, PatternType
 from kafkalite.protocol.enums import ResourceType as Res
-from kafkalite.server.authorizer import AclBinding, Authorizer
+from kafkalite.server.auth.authorizer import AclBinding, Authorizer
 from kafkalite.webconsole import app, authorization
 from kafkalite.webconsole.authorization import FILTER, REFUSE, Access, Denied, NoRule
 

@@ -227,7 +227,7 @@ DescribeLogDirsResponse = Response(ApiKey.DESCRIBE_LOG_DIRS, "0-4", flexible="2+
 # AlterReplicaLogDirs, API key 34: move replicas between a broker's log
 # directories (KIP-113). v1: as v0 (throttling). v2: flexible. A kafkalite
 # broker has one log dir, so a replica is always in the dir named or the dir
-# is not the broker's (server/replica_manager.py).
+# is not the broker's (server/replica/replica_manager.py).
 AlterReplicaLogDirsRequest = Request(ApiKey.ALTER_REPLICA_LOG_DIRS, "0-2", flexible="2+", fields=[
     Array("dirs", fields=[
         Field("path", "string"),

@@ -12,7 +12,7 @@ answers a follower's partition with ``local_region`` (the segment file's
 path, device, inode, and the byte range it would have sent) and empty
 ``records``. The follower checks the file and the bytes it reads before
 appending them, and fetches over the wire when anything does not match
-(server/replica_fetcher.py).
+(server/replica/replica_fetcher.py).
 """
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ FetchResponse = Response(ApiKey.FETCH, "0-17", flexible="12+", fields=[
 # how long a lookup in remote storage may take (KIP-1075). Without tiered
 # storage every lookup is local: timeout_ms bounds nothing, and the tiered
 # specs answer as Kafka does for a topic without remote storage
-# (server/partition.py).
+# (server/replica/partition.py).
 ListOffsetsRequest = Request(ApiKey.LIST_OFFSETS, "0-10", flexible="6+", fields=[
     Field("replica_id", "int32"),
     Field("isolation_level", "int8", "2+"),

@@ -115,7 +115,7 @@ def _replica_state() -> list:
 # from v0. v1: last_fetch_timestamp and last_caught_up_timestamp (KIP-836).
 # v2: error messages, each replica's directory id and the voters' listeners
 # (KIP-853). kafkalite has no KRaft quorum: its controller is the holder of
-# the controller lease (server/controller.py answers).
+# the controller lease (server/controller/controller.py answers).
 DescribeQuorumRequest = Request(ApiKey.DESCRIBE_QUORUM, "0-2", flexible="0+", fields=[
     Array("topics", fields=[
         Field("topic_name", "string"),

@@ -9,7 +9,7 @@ schema.OWN_TAGS_FROM, far above Kafka's tags) names the principal a
 proxy produces for, as the RequestPrincipal of Kafka's Envelope (KIP-590)
 does: the ingest gateway forwards its publishers' records with it. A broker
 takes it only from a connection authenticated as the server itself
-(server/requests.py); from anyone else the request is refused.
+(server/network/requests.py); from anyone else the request is refused.
 """
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
 """The record formats of share-partition state (Kafka's ``__share_group_state``).
 
 The share coordinator keeps each share-partition's state in
-``__share_group_state`` (server/share_state_log.py) in these formats: the key
+``__share_group_state`` (server/share/share_state_log.py) in these formats: the key
 names the share-partition, the value is a whole snapshot of its state
 (Kafka's ShareSnapshot records; kafkalite writes no ShareUpdate deltas, it
 writes the snapshot again). Each starts with an int16 version, as Kafka's
 do. Older kafkalite versions wrote the same records into a file beside the
-partition's log (server/share_partition.py takes such a file up).
+partition's log (server/share/share_partition.py takes such a file up).
 """
 from __future__ import annotations
 

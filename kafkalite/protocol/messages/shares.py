@@ -1,8 +1,8 @@
 """Share groups (KIP-932, Kafka's queues): membership, fetch and acknowledgement.
 
 ShareGroupHeartbeat and ShareGroupDescribe go to the group coordinator
-(server/share_group.py); ShareFetch and ShareAcknowledge to the leader of
-each partition (server/share_partition.py). Version 0 of each as Kafka 4.0
+(server/share/share_group.py); ShareFetch and ShareAcknowledge to the leader of
+each partition (server/share/share_partition.py). Version 0 of each as Kafka 4.0
 defined them (early access) and version 1, the stable versions of Kafka 4.1
 (librdkafka's ShareConsumer asks for v1 only): ShareGroupHeartbeat,
 ShareGroupDescribe and ShareAcknowledge v1 are v0 unchanged; ShareFetch v1

@@ -5,7 +5,7 @@ As in Kafka, every key and value starts with an int16 version:
     key v0    TransactionLogKey    -> value TransactionLogValue (v1 written), or null
 
 A null value (tombstone) forgets an expired transactional id. The status
-byte uses Kafka's numbering (``TransactionState`` in server/txn_coordinator.py).
+byte uses Kafka's numbering (``TransactionState`` in server/txn/txn_coordinator.py).
 """
 from __future__ import annotations
 

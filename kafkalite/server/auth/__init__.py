@@ -1,0 +1,1 @@
+"""kafkalite.server.auth: see kafkalite/server/__init__.py."""

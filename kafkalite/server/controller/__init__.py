@@ -1,0 +1,1 @@
+"""kafkalite.server.controller.controller: see kafkalite/server/__init__.py."""

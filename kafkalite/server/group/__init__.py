@@ -1,0 +1,1 @@
+"""kafkalite.server.group: see kafkalite/server/__init__.py."""

@@ -1,0 +1,1 @@
+"""kafkalite.server.network: see kafkalite/server/__init__.py."""

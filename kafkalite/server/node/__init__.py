@@ -1,0 +1,1 @@
+"""kafkalite.server.node: see kafkalite/server/__init__.py."""

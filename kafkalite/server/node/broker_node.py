@@ -1,0 +1,261 @@
+"""A broker node of a cluster: this host's workers, led by another node's
+controller (``kafkalite server --cluster DSN --node-id N`` while another
+node holds the controller lease).
+
+The controller node's supervisor is the cluster's controller and its group
+and transaction coordinator; a broker node runs only partition workers
+(brokers), whose broker ids PostgreSQL gives (cluster_store.broker_ids).
+They talk to the controller directly: its control channel (hello,
+heartbeats, assignments, ISR proposals), its relay (the Kafka requests a
+worker does not serve) and its coordinator, at the endpoints the
+controller published with its lease (with CURVE, the controller's public key
+too: a node whose key pair differs, or that has none, stops at start with
+a readable error, since its workers could not join). The controller sees
+them as it sees its own workers, except that it learns of a death from
+missing heartbeats (``broker_session_timeout_ms``), not from SIGCHLD.
+
+This process does what the supervisor does for workers and nothing else:
+the data directory's lock, spawning the workers, restarting any that dies
+(backing off), ``server.json``, a clean stop (SIGTERM to the workers); and
+it keeps the node's SASL users file a mirror of the cluster's users
+(cluster_store.UsersMirror), which its workers' Kafka listeners log in
+against.
+When the controller changes (a new lease epoch: its node restarted, or
+another took over) it restarts its workers, so that they introduce
+themselves to the new one. When the controller's lease expires (its node
+died, was cut off from PostgreSQL, or stopped), this node stops its
+workers and ends ``run`` with ``takeover`` set: serve() then starts a
+supervisor here, which takes the lease and becomes the controller (with
+these workers), or, if another node took it first, runs a broker node
+again under that one.
+
+Who may call: supervisor.serve(), single-threaded.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from kafkalite import errors
+from kafkalite.server.controller import cluster_store
+from kafkalite.server.config import ServerConfig
+from kafkalite.server.auth.credentials import users_file
+from kafkalite.server.auth.security import native_curve
+from kafkalite.server.node.supervisor import (LOCK_FILE, RESTART_BACKOFF_S, SERVER_FILE,
+                                         SHUTDOWN_TIMEOUT_S, WorkerProcess, spawn_worker)
+from kafkalite.storage.checkpoint import write_atomically
+
+log = logging.getLogger("kafkalite.broker_node")
+
+LOOP_S = 0.1
+CONTROLLER_CHECK_S = 1.0
+CONTROLLER_WAIT_S = 30.0
+
+
+class BrokerNode:
+    def __init__(self, config: ServerConfig):
+        self.config = config
+        self.workers: list[WorkerProcess] = []
+        self.controller: dict | None = None
+        self._stop = False
+        self.takeover = False   # the controller's lease expired: run() ends so that
+        #                         serve() can make this node the controller
+        self.expired_controller: int | None = None   # the node whose lease it was
+        self._lock_fd = -1
+        self._next_check = 0.0
+        self.users_mirror: cluster_store.UsersMirror | None = None
+
+    def request_stop(self) -> None:
+        self._stop = True
+
+    def start(self) -> None:
+        cfg = self.config
+        os.makedirs(cfg.data_dir, exist_ok=True)
+        self._lock_fd = os.open(os.path.join(cfg.data_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT,
+                                0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise errors.KafkaStorageError(
+                f"another kafkalite server is using {cfg.data_dir}") from None
+        self.controller = self._wait_for_controller()
+        if self.controller is None:
+            # none came: serve() tries to be it -- unless the wait ended
+            # because SIGTERM asked this node to stop (then serve() would
+            # start a supervisor, and the stop request would be lost)
+            self.takeover = not self._stop
+            self._stop = True
+            return
+        self._check_key_pair()
+        self.users_mirror = cluster_store.UsersMirror(
+            cfg.cluster, users_file(cfg.data_dir, cfg.sasl_users_file))
+        self.users_mirror.start()
+        ids = cluster_store.broker_ids(cfg.cluster, cfg.node_id, cfg.worker_count)
+        for i, broker_id in enumerate(ids):
+            port = cfg.worker_base_port + i if cfg.worker_base_port else 0
+            kafka_port = cfg.kafka_worker_base_port + i if cfg.kafka_worker_base_port else 0
+            self.workers.append(WorkerProcess(broker_id, port, kafka_port))
+            self._spawn(self.workers[-1])
+        self._write_server_file()
+        print(f"kafkalite broker node {cfg.node_id} ready: workers "
+              f"{', '.join(str(w.index) for w in self.workers)} under the controller on node "
+              f"{self.controller['node_id']} (bootstrap.servers="
+              f"{self.controller['endpoints'].get('bootstrap.servers')}), data in "
+              f"{cfg.data_dir}", flush=True)
+
+    def _wait_for_controller(self) -> dict | None:
+        """The controller, once it has published its endpoints (a node that
+        just took the lease binds them first: up to a lease's length); None
+        when its lease expired meanwhile, or none was published in time."""
+        deadline = time.monotonic() + max(CONTROLLER_WAIT_S, 3 * self.config.controller_lease_ms
+                                          / 1000.0)
+        while True:
+            try:
+                c = cluster_store.read_controller(self.config.cluster)
+            except errors.KafkaStorageError:
+                # PostgreSQL away for a moment (this node may be coming
+                # back from a network partition): the wait goes on
+                if time.monotonic() > deadline or self._stop:
+                    raise
+                time.sleep(LOOP_S)
+                continue
+            if c is not None and c["live"] and c["endpoints"]:
+                return c
+            if c is not None and not c["live"]:
+                self.expired_controller = c["node_id"]
+                return None
+            if time.monotonic() > deadline or self._stop:
+                return None
+            time.sleep(LOOP_S)
+
+    def _check_key_pair(self) -> None:
+        """The controller's control channel and relay take the cluster's
+        CURVE key pair only (processes.bind_control): workers started with
+        another, or without CURVE, would never join. One readable error
+        instead (the CLI's exit 1), before any worker starts."""
+        theirs = self.controller["endpoints"].get("curve.server.key")
+        curve = native_curve(self.config)
+        ours = curve.public.decode() if curve is not None else None
+        if theirs == ours:
+            return
+        node = self.controller["node_id"]
+        if ours is None:
+            why = (f"the controller (node {node}) runs CURVE between the nodes (server key "
+                   f"{theirs}): start node {self.config.node_id} with the same key pair "
+                   f"(native_curve_secret_key_file)")
+        elif theirs is None:
+            why = (f"the controller (node {node}) runs without CURVE, but node "
+                   f"{self.config.node_id} has a key pair (native_curve_secret_key_file)")
+        else:
+            why = (f"node {self.config.node_id}'s CURVE key pair (public key {ours}) is not "
+                   f"the cluster's (the controller, node {node}, has {theirs})")
+        raise errors.InvalidConfigurationError(
+            f"{why}; every node of a cluster needs the same CURVE settings and key pair")
+
+    def _spawn(self, w: WorkerProcess) -> None:
+        e = self.controller["endpoints"]
+        spawn_worker(w, self.config, e["control"], e["relay"], e["coordinator"])
+
+    def _write_server_file(self) -> None:
+        e = self.controller["endpoints"]
+        write_atomically(os.path.join(self.config.data_dir, SERVER_FILE), json.dumps({
+            "pid": os.getpid(), "node_id": self.config.node_id, "role": "broker",
+            "controller": self.controller["node_id"],
+            "bootstrap.servers": e.get("bootstrap.servers"),
+            "kafka.bootstrap.servers": e.get("kafka.bootstrap.servers"),
+            "workers": [{"index": w.index, "pid": w.pid} for w in self.workers],
+            "data_dir": os.path.abspath(self.config.data_dir)}, indent=1).encode())
+
+    def _check_controller(self) -> None:
+        now = time.monotonic()
+        if now < self._next_check:
+            return
+        self._next_check = now + CONTROLLER_CHECK_S
+        try:
+            c = cluster_store.read_controller(self.config.cluster)
+        except errors.KafkaError as exc:
+            log.warning("cannot read the controller: %s", exc)
+            return
+        if c is not None and not c["live"] and not self._stop:
+            # the controller's lease ran out (PostgreSQL's clock): its node is
+            # dead, cut off, or stopped. This node stops its workers and
+            # tries to take the lease (serve() starts a supervisor, which
+            # takes it or, if another node was faster, comes back here).
+            log.warning("the controller (node %d, epoch %d) let its lease expire; node %d "
+                        "tries to take over", c["node_id"], c["epoch"], self.config.node_id)
+            print(f"kafkalite: the controller node {c['node_id']} is gone; node "
+                  f"{self.config.node_id} tries to take over", file=sys.stderr, flush=True)
+            self.takeover = True
+            self.expired_controller = c["node_id"]
+            self._stop = True
+            return
+        if c is None or not c["endpoints"] or (
+                c["epoch"], c["endpoints"]) == (self.controller["epoch"],
+                                                self.controller["endpoints"]):
+            return   # no controller to join yet (it publishes once bound), or the same one
+        log.warning("the controller is now node %d (epoch %d); restarting this node's workers "
+                    "so they join it", c["node_id"], c["epoch"])
+        self.controller = c
+        self._stop_workers()
+        for w in self.workers:          # a planned restart: no backoff
+            w.proc, w.restart_at, w.crashes_in_a_row = None, 0.0, 0
+
+    def _watch_workers(self) -> None:
+        now = time.monotonic()
+        changed = False
+        for w in self.workers:
+            if w.proc is not None and w.proc.poll() is not None:
+                code = w.proc.returncode
+                log.error("worker %d (pid %d) exited with %s; restarting it", w.index, w.pid, code)
+                w.proc = None
+                delay = RESTART_BACKOFF_S[min(w.crashes_in_a_row, len(RESTART_BACKOFF_S) - 1)]
+                w.crashes_in_a_row += 1
+                w.restart_at = now + delay
+            if w.proc is None and not self._stop and now >= w.restart_at:
+                w.restarts += 1
+                self._spawn(w)
+                changed = True
+        if changed:
+            self._write_server_file()
+
+    def run(self) -> int:
+        signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+        while not self._stop:
+            time.sleep(LOOP_S)
+            self._check_controller()
+            self._watch_workers()
+        self.shutdown()
+        return 0
+
+    def shutdown(self) -> None:
+        self._stop_workers()
+        if self.users_mirror is not None:
+            self.users_mirror.close()
+        try:
+            os.unlink(os.path.join(self.config.data_dir, SERVER_FILE))
+        except FileNotFoundError:
+            pass
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def _stop_workers(self) -> None:
+        for w in self.workers:
+            if w.proc is not None and w.proc.poll() is None:
+                w.proc.terminate()      # the worker closes its logs (SIGTERM handler)
+        deadline = time.monotonic() + SHUTDOWN_TIMEOUT_S
+        for w in self.workers:
+            if w.proc is None:
+                continue
+            try:
+                w.proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.error("pid %d did not stop in time; killing it", w.proc.pid)
+                w.proc.kill()
+                w.proc.wait()

@@ -1,0 +1,327 @@
+"""A node's child processes: the partition workers and the ingest gateway,
+and the early start that overlaps their start-up with the supervisor's.
+
+A server is several Python processes, and each spends most of its start-up
+importing (zmq, numpy, the protocol's codecs, the storage engine). Started
+one after another -- the supervisor importing everything and binding its
+listeners, then spawning its workers -- those imports add up.
+``start_early`` is what ``kafkalite server`` runs first, having imported
+only this module, zmq and the config: it takes the data directory's lock,
+binds the control channel (the ROUTER the workers say hello on) and
+spawns the workers -- and the ingest gateway, when it is to bind a free
+port and the native port is a fixed one it can be told (a gateway on a
+fixed port starts once the node is ready) -- then returns the ``EarlyStart`` the supervisor
+adopts (supervisor.py). The supervisor's own imports and recovery run
+meanwhile; a worker's hello waits in the control socket until the
+supervisor's loop reads it, and the endpoints the worker could not be
+given yet (the relay and the transaction coordinator) come with its first
+assign (worker.py ``join_supervisor``). Nothing here changes when the
+node is ready: that is still when every worker has opened its partitions.
+
+Each worker holds ``<data dir>/.workers/<index>.lock`` for its life
+(``lock_worker``); a server that takes the data directory's lock kills any
+worker of an earlier server still holding one (``fence_stale_workers``):
+one that was stopped when its supervisor died must not wake up beside the
+new workers, on the same partition files.
+
+A node of a cluster (``--cluster``) does not start early: whether it
+runs as the controller or as a broker node is known only once it has
+asked PostgreSQL.
+
+The control channel is a CURVE server (``bind_control``) open to the
+node's key pair only: the native protocol's (``native_curve_secret_key_file``)
+or, without one, a pair made for this run that each worker reads from a
+pipe on its stdin (``spawn_worker``) -- not from its command line, which
+any local user can read. Its ZAP handler (protocol/curve.py, which loads
+the protocol's codecs, some 200 ms) starts once the workers are spawned,
+while they import; a handshake before it fails and the worker's socket
+tries again. The supervisor adopts it with the rest (a context has one ZAP
+handler).
+
+Who may call: ``kafkalite server`` (cli.py) before it imports the
+supervisor; the supervisor and broker nodes (``spawn_worker``, ``WorkerProcess``).
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+
+import zmq
+
+from kafkalite import errors
+from kafkalite.server.config import ServerConfig
+
+LOCK_FILE = ".lock"
+# <data dir>/.workers/<index>.lock: held (flock) by each running worker, with
+# its pid in it, for as long as it lives
+WORKER_LOCKS = ".workers"
+# how long a server waits for a stale worker it killed to let go of its lock
+STALE_WORKER_WAIT_S = 10.0
+
+
+@dataclass
+class WorkerProcess:
+    index: int
+    port: int
+    kafka_port: int = 0
+    proc: subprocess.Popen | None = None
+    pid: int = 0
+    restarts: int = 0
+    crashes_in_a_row: int = 0
+    restart_at: float = 0.0
+    last_heartbeat: float = 0.0
+    hung: bool = False              # alive but silent past the session timeout: fenced
+    remote: bool = False            # another node's (a cluster): not this process's child
+    host: str | None = None         # a remote worker's advertised host
+    rack: str | None = None         # a remote worker's node
+    start_covers: int = 0           # the last controller change its start assign carried
+    # {Kafka listener name: [advertised host or None, port]} (listeners.py)
+    kafka_listeners: dict = field(default_factory=dict)
+
+
+def lock_data_dir(data_dir: str) -> int:
+    """The open, exclusively locked ``<data_dir>/.lock``; KafkaStorageError
+    when another server holds it. Workers of an earlier server that still
+    run there are killed first (``fence_stale_workers``)."""
+    os.makedirs(data_dir, exist_ok=True)
+    fd = os.open(os.path.join(data_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise errors.KafkaStorageError(f"another kafkalite server is using {data_dir}") from None
+    try:
+        fence_stale_workers(data_dir)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def fence_stale_workers(data_dir: str) -> None:
+    """Kill (SIGKILL) every worker of an earlier server that still holds its
+    lock in ``data_dir``, and wait until it let go. Such a worker outlived
+    its supervisor because it could not run (SIGSTOPped, or starved) when
+    the supervisor died; woken after this server's workers opened the same
+    partitions, it would append to their files and answer its old clients
+    with what it last knew. The data directory's lock (held by the caller)
+    makes every lock holder here an earlier server's worker."""
+    directory = os.path.join(data_dir, WORKER_LOCKS)
+    try:
+        names = sorted(os.listdir(directory))
+    except FileNotFoundError:
+        return
+    for name in names:
+        path = os.path.join(directory, name)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            deadline = None
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    pass
+                if deadline is None:
+                    pid = _lock_holder(fd)
+                    print(f"kafkalite: a worker of an earlier server (pid {pid}) still holds "
+                          f"{path}; killing it", file=sys.stderr, flush=True)
+                    if pid:
+                        try:
+                            os.kill(pid, signal.SIGKILL)
+                        except ProcessLookupError:
+                            pass
+                    deadline = time.monotonic() + STALE_WORKER_WAIT_S
+                elif time.monotonic() > deadline:
+                    raise errors.KafkaStorageError(
+                        f"a worker of an earlier server still holds {path} "
+                        f"(pid {_lock_holder(fd)}) after SIGKILL; stop it and start again")
+                time.sleep(0.02)
+        finally:
+            os.close(fd)        # closing drops the lock: the worker takes it next
+
+
+def _lock_holder(fd: int) -> int:
+    try:
+        return int(os.pread(fd, 32, 0).split()[0])
+    except (ValueError, IndexError, OSError):
+        return 0
+
+
+def lock_worker(data_dir: str, index: int) -> int:
+    """A worker's open, exclusively locked ``.workers/<index>.lock`` in
+    ``data_dir``, its pid written in it; kept until the process ends. A
+    worker of the same index that has not ended yet (the one a restart
+    replaces, still exiting) is waited for."""
+    directory = os.path.join(data_dir, WORKER_LOCKS)
+    os.makedirs(directory, exist_ok=True)
+    fd = os.open(os.path.join(directory, f"{index}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def spawn_worker(w: WorkerProcess, config: ServerConfig, control: str, relay: str | None,
+                 coordinator: str | None, node_keys: tuple[bytes, bytes] | None = None) -> None:
+    """Start ``w``'s process: broker ``w.index``, talking to the controller
+    at ``control``, relaying to ``relay``, verifying transactions with the
+    coordinator at ``coordinator`` (either None: named by its first assign).
+
+    ``node_keys`` (public, secret: Z85) is the node's own CURVE key pair,
+    the only one its control channel and relay take (``bind_control``):
+    it goes to the worker through a pipe on its stdin, never on its command
+    line, which every local user can read in /proc."""
+    endpoints = [*(["--relay", relay] if relay else []),
+                 *(["--coordinator", coordinator] if coordinator else [])]
+    w.proc = subprocess.Popen(
+        [sys.executable, "-m", "kafkalite.server.node.worker", "--index", str(w.index),
+         "--control", control, "--port", str(w.port), "--kafka-port", str(w.kafka_port),
+         "--supervisor-pid", str(os.getpid()), *endpoints,
+         *(["--node-keys-stdin"] if node_keys else []),
+         "--config-json", json.dumps(asdict(config))],
+        stdin=subprocess.PIPE if node_keys else None)
+    if node_keys:
+        # 82 bytes: far below a pipe's buffer, so this never waits for the worker
+        w.proc.stdin.write(b"%s %s\n" % node_keys)
+        w.proc.stdin.close()
+    w.pid = w.proc.pid
+
+
+def spawn_ingest(config: ServerConfig, native_port: int, port: int,
+                 node_keys: tuple[bytes, bytes] | None = None) -> subprocess.Popen:
+    """Start the ingest gateway, a client of the native listener on
+    ``native_port``. It prints ``ingest <port>`` on its stdout (a pipe) once
+    it listens: the configured ``port``, or any free one for 0. With
+    ``node_keys`` (security on without a key file: security.native_security)
+    its native connection and its socket take that key pair, read from a
+    pipe on its stdin, and it admits no publisher."""
+    curve = []          # the gateway is a CURVE server too, and a client with our keys
+    if config.native_curve_secret_key_file:
+        curve = ["--curve-secret-key-file", config.native_curve_secret_key_file,
+                 "--curve-authorized-keys", config.native_curve_authorized_keys]
+    elif node_keys:
+        curve = ["--curve-keys-stdin"]
+    if curve and config.authorizer_enabled and config.local_sockets:
+        curve.append("--local-door")    # publishers on this host as their Unix user
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kafkalite.client.ingest", "--bootstrap",
+         f"{config.public_host}:{native_port}", "--host", config.host, "--port", str(port),
+         *curve],
+        stdout=subprocess.PIPE, stdin=subprocess.PIPE if curve[:1] == ["--curve-keys-stdin"]
+        else None)
+    if proc.stdin is not None:
+        proc.stdin.write(b"%s %s\n" % node_keys)
+        proc.stdin.close()
+    return proc
+
+
+# protocol/curve.py's NODE_ZAP_DOMAIN (tests/server/test_node_channels.py
+# checks they agree): written out here because importing that module (and
+# the protocol's codecs with it) would delay the workers' early start
+NODE_ZAP_DOMAIN = "kafkalite-nodes"
+
+
+def bind_control(ctx: zmq.Context, bind_host: str, advertised_host: str,
+                 node_secret: bytes | None = None) -> tuple[zmq.Socket, str]:
+    """The control channel's ROUTER, bound to any free port, and the
+    endpoint workers connect to. With ``node_secret`` (the secret key of the
+    node's CURVE key pair) it is a CURVE server that only that key pair may
+    join: a local process, or in a cluster a stranger who could reach it,
+    saying "hello" there would be taken for a worker. The caller starts the
+    ZAP handler that checks the key (protocol/curve.py CurveServer.start);
+    until it runs, handshakes fail and the workers' sockets retry them."""
+    control = ctx.socket(zmq.ROUTER)
+    control.setsockopt(zmq.LINGER, 0)
+    control.setsockopt(zmq.ROUTER_HANDOVER, 1)
+    if node_secret is not None:
+        control.setsockopt(zmq.CURVE_SERVER, 1)
+        control.setsockopt(zmq.CURVE_SECRETKEY, node_secret)
+        control.setsockopt_string(zmq.ZAP_DOMAIN, NODE_ZAP_DOMAIN)
+        control.setsockopt(zmq.ZAP_ENFORCE_DOMAIN, 1)
+    bracketed = f"[{bind_host}]" if ":" in bind_host else bind_host
+    port = control.bind_to_random_port(f"tcp://{bracketed}")
+    return control, f"tcp://{advertised_host}:{port}"
+
+
+@dataclass
+class EarlyStart:
+    """What ``start_early`` set going, for the supervisor to adopt."""
+    lock_fd: int
+    control: zmq.Socket
+    control_endpoint: str
+    workers: list[WorkerProcess]
+    ingest: subprocess.Popen | None
+    stop_requested: bool = False     # SIGTERM/SIGINT before the supervisor took over
+    curve: object = None             # the native protocol's protocol/curve.CurveServer, or None
+    node_curve: object = None        # the node channels' CurveServer, its ZAP handler running
+
+    def abandon(self) -> None:
+        """The supervisor could not start: stop what was started, and let go
+        of the lock, so that nothing outlives the failed start."""
+        procs = [w.proc for w in self.workers if w.proc is not None]
+        procs += [self.ingest] if self.ingest is not None else []
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self.ingest is not None and self.ingest.stdout is not None:
+            self.ingest.stdout.close()
+        self.control.close()
+        if self.node_curve is not None:
+            self.node_curve.stop()
+        os.close(self.lock_fd)
+
+
+def start_early(config: ServerConfig) -> EarlyStart | None:
+    """Lock the data directory, bind the control channel and spawn this
+    node's workers (and an ingest gateway on a free port when the native
+    port is fixed);
+    None for a node of a cluster, which starts in the old order."""
+    if config.cluster:
+        return None
+    lock_fd = lock_data_dir(config.data_dir)
+    curve = None
+    if config.native_curve_secret_key_file:
+        from kafkalite.server.auth.security import native_curve
+        curve = native_curve(config)
+    # the node's channels take the native key pair, else one made for this run
+    node_keys = (curve.public, curve.secret) if curve is not None else zmq.curve_keypair()
+    ctx = zmq.Context.instance()
+    control, endpoint = bind_control(ctx, "127.0.0.1", "127.0.0.1", node_keys[1])
+    early = EarlyStart(lock_fd, control, endpoint, [], None, curve=curve)
+
+    def stop(signum, frame):
+        early.stop_requested = True
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for i in range(config.worker_count):
+        port = config.worker_base_port + i if config.worker_base_port else 0
+        kafka_port = config.kafka_worker_base_port + i if config.kafka_worker_base_port else 0
+        early.workers.append(WorkerProcess(i, port, kafka_port))
+        spawn_worker(early.workers[-1], config, endpoint, None, None,
+                     node_keys if curve is None else None)
+    if config.ingest_port == 0 and config.port:
+        # a gateway on a free port starts now: the node is ready once it said
+        # which; one on a fixed port starts once the node is ready (supervisor.py)
+        from kafkalite.server.auth.security import security_enabled
+        early.ingest = spawn_ingest(config, config.port, config.ingest_port,
+                                    node_keys if curve is None and security_enabled(config)
+                                    else None)
+    # the ZAP handler (and the protocol's codecs it imports) only now, while
+    # the workers import: their first handshake waits for it
+    from kafkalite.server.auth.security import node_curve
+    early.node_curve = node_curve(config, curve, node_keys)
+    early.node_curve.start(ctx)
+    return early

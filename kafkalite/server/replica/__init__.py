@@ -1,0 +1,1 @@
+"""kafkalite.server.replica: see kafkalite/server/__init__.py."""

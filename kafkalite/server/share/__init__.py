@@ -1,0 +1,1 @@
+"""kafkalite.server.share: see kafkalite/server/__init__.py."""

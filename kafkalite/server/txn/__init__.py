@@ -1,0 +1,1 @@
+"""kafkalite.server.txn: see kafkalite/server/__init__.py."""
