@@ -64,8 +64,9 @@ def relay_endpoint(srv) -> str:
     known = {int(argv[argv.index("--control") + 1].rsplit(":", 1)[1]),
              int(srv.bootstrap.rsplit(":", 1)[1])}
     known |= {int(b.rsplit(":", 1)[1]) for b in srv.kafka_bootstrap.split(",")}
-    if srv.info.get("metrics"):
-        known.add(int(srv.info["metrics"].split(":")[2].split("/")[0]))
+    for http in ("metrics", "schema_registry"):
+        if srv.info.get(http):
+            known.add(int(srv.info[http].split(":")[2].split("/")[0]))
     (port,) = listening_ports(srv.proc.pid) - known
     return f"tcp://127.0.0.1:{port}"
 
