@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 
+from kafkalite.connect.config import BOOLEAN, STRING, ConfigDef
 from kafkalite.connect.data import (Schema, from_json_value, struct_decoder, struct_encoder,
                                     to_json_value)
 from kafkalite.connect.errors import DataException
@@ -29,6 +30,8 @@ _CLOSE = re.compile(r'\s*\}\s*\Z')
 
 
 class Converter:
+    CONFIG = ConfigDef()        # its keys, after the key.converter. / value.converter. prefix
+
     def configure(self, configs: dict, is_key: bool) -> None:
         self.is_key = is_key
 
@@ -56,6 +59,8 @@ class ByteArrayConverter(Converter):
 
 
 class StringConverter(Converter):
+    CONFIG = ConfigDef().define("converter.encoding", STRING, "UTF-8",
+                                doc="the character encoding of the text")
     def configure(self, configs, is_key):
         super().configure(configs, is_key)
         self.encoding = configs.get("converter.encoding", "UTF-8")
@@ -77,6 +82,9 @@ class StringConverter(Converter):
 
 
 class JsonConverter(Converter):
+    CONFIG = ConfigDef().define("schemas.enable", BOOLEAN, True,
+                                doc="the schema and payload in one envelope, or the payload "
+                                    "alone")
     def configure(self, configs, is_key):
         super().configure(configs, is_key)
         self.schemas_enable = str(configs.get("schemas.enable", "true")).lower() == "true"

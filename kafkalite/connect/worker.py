@@ -280,6 +280,7 @@ class WorkerSourceTask(WorkerTask):
             g[3].append([(k, v.encode() if isinstance(v, str) else v) for k, v in t.headers]
                         if t.headers else None)
         for (topic, partition), (keys, values, stamps, headers) in groups.items():
+            self.worker.topic_active(self.connector, topic, self.id)
             producer.produce_batch(
                 topic, values, keys=keys if any(k is not None for k in keys) else None,
                 partition=-1 if partition is None else partition, timestamp=stamps,
@@ -487,6 +488,8 @@ class WorkerSinkTask(WorkerTask):
                     if r is not None:
                         records.append(r)
                     self.current[(m.topic(), m.partition())] = m.offset() + 1
+                for topic in {m.topic() for m in msgs if not m.error()}:
+                    self.worker.topic_active(self.connector, topic, self.id)
                 if records:
                     self._put(records)
                 if dlq is not None:
@@ -600,6 +603,16 @@ class Worker:
         # what every client the worker makes gets, with its protocol (clients.py)
         self.client_config = worker_client_config(self.config)
         self.on_task_end = None
+        # KIP-558: connector -> the topics its tasks produced to or consumed from since the
+        # last reset; read without a lock on the hot path (a dict lookup), added under one
+        self.topic_tracking = str(self.config.get("topic.tracking.enable", "true")).lower() \
+            == "true"
+        self.topic_tracking_reset = str(self.config.get("topic.tracking.allow.reset",
+                                                        "true")).lower() == "true"
+        self.active_topics: dict[str, dict[str, dict]] = {}
+        self._topics_lock = threading.Lock()
+        # distributed.py: writes a newly active topic to the status topic
+        self.on_topic_active = None
 
     def start(self) -> None:
         self.offsets.start()
@@ -624,6 +637,28 @@ class Worker:
             return FailedTask(connector, task_id, e)
         t.start(paused)
         return t
+
+    def topic_active(self, connector: str, topic: str, task: int) -> None:
+        """A task used ``topic`` (KIP-558's recordActiveTopic): recorded once
+        until the connector's topics are reset."""
+        if not self.topic_tracking or topic in self.active_topics.get(connector, ()):
+            return
+        with self._topics_lock:
+            known = self.active_topics.setdefault(connector, {})
+            if topic in known:
+                return
+            status = known[topic] = {"name": topic, "connector": connector, "task": task,
+                                     "discoverTimestamp": int(time.time() * 1000)}
+        if self.on_topic_active is not None:
+            self.on_topic_active(status)
+
+    def forget_topics(self, connector: str, topics=None) -> None:
+        """Forget ``connector``'s active topics (all of them, or ``topics``):
+        the next record of one records it again."""
+        with self._topics_lock:
+            known = self.active_topics.get(connector, {})
+            for t in list(known) if topics is None else topics:
+                known.pop(t, None)
 
     def task_ended(self, task: WorkerTask) -> None:
         if self.on_task_end is not None:
