@@ -24,6 +24,8 @@ from kafkalite.connect.errors import DataException
 
 
 _DECODER = json.JSONDecoder()
+# json.dumps with separators makes an encoder per call: one, made once
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
 _SCHEMA_PREFIX = re.compile(r'\s*\{\s*"schema"\s*:\s*')
 _PAYLOAD_PREFIX = re.compile(r'\s*,\s*"payload"\s*:\s*')
 _CLOSE = re.compile(r'\s*\}\s*\Z')
@@ -41,6 +43,20 @@ class Converter:
     def to_connect_data(self, topic: str, data: bytes | None) -> tuple[Schema | None, object]:
         raise NotImplementedError
 
+    # The bulk path (api.py): a batch at a time. A converter that refuses one value raises
+    # DataException for the batch, and the worker converts that batch record by record (so
+    # the error tolerance sees the record). These defaults are the per-record loop.
+
+    def from_connect_batch(self, topic: str, schema: Schema | None, values: list) -> list:
+        """The bytes of every value of one schema."""
+        return [self.from_connect_data(topic, schema, v) for v in values]
+
+    def to_connect_batch(self, topic: str, column) -> tuple:
+        """(schema, or a list of one per record; values) of a pyarrow binary
+        column of keys or values."""
+        pairs = [self.to_connect_data(topic, d) for d in column.to_pylist()]
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+
 
 class ByteArrayConverter(Converter):
     def from_connect_data(self, topic, schema, value):
@@ -56,6 +72,15 @@ class ByteArrayConverter(Converter):
 
     def to_connect_data(self, topic, data):
         return Schema.OPTIONAL_BYTES, (None if data is None else bytes(data))
+
+    def from_connect_batch(self, topic, schema, values):
+        if schema is not None and schema.type != "bytes" or \
+                not all(v is None or type(v) is bytes for v in values):
+            return super().from_connect_batch(topic, schema, values)
+        return values
+
+    def to_connect_batch(self, topic, column):
+        return Schema.OPTIONAL_BYTES, column.to_pylist()
 
 
 class StringConverter(Converter):
@@ -80,6 +105,24 @@ class StringConverter(Converter):
         except UnicodeDecodeError as e:
             raise DataException(f"StringConverter: not {self.encoding} text: {e}") from None
 
+    def from_connect_batch(self, topic, schema, values):
+        enc = self.encoding
+        try:
+            # str values (a file source's lines): encoded in one comprehension
+            return [v.encode(enc) for v in values]
+        except (AttributeError, UnicodeEncodeError):
+            return super().from_connect_batch(topic, schema, values)
+
+    def to_connect_batch(self, topic, column):
+        if self.encoding.replace("-", "").upper() != "UTF8":
+            return super().to_connect_batch(topic, column)
+        import pyarrow as pa
+        try:
+            # Arrow checks the UTF-8 of the whole column in one pass
+            return Schema.OPTIONAL_STRING, column.cast(pa.string()).to_pylist()
+        except pa.ArrowInvalid as e:
+            raise DataException(f"StringConverter: not {self.encoding} text: {e}") from None
+
 
 class JsonConverter(Converter):
     CONFIG = ConfigDef().define("schemas.enable", BOOLEAN, True,
@@ -99,12 +142,27 @@ class JsonConverter(Converter):
         else:
             payload = to_json_value(schema, value)
         try:
-            body = json.dumps(payload, separators=(",", ":"))
+            body = _ENCODER.encode(payload)
         except (TypeError, ValueError) as e:
             raise DataException(f"JsonConverter: cannot serialize: {e}") from None
         if not self.schemas_enable:
             return body.encode()
         return f'{{"schema":{self._schema_json(schema)},"payload":{body}}}'.encode()
+
+    def from_connect_batch(self, topic, schema, values):
+        if schema is None or schema.type != "struct":
+            return super().from_connect_batch(topic, schema, values)
+        _, schema_json, encode = self._compiled(schema)
+        dumps = _ENCODER.encode
+        try:
+            if not self.schemas_enable:
+                return [dumps(encode(v)).encode() for v in values]
+            head = f'{{"schema":{schema_json},"payload":'
+            return [f"{head}{dumps(encode(v))}}}".encode() for v in values]
+        except (AttributeError, TypeError, ValueError):
+            # a null (tombstone) or a value that is no dict: record by record, which
+            # writes the first and names what is wrong with the second
+            return super().from_connect_batch(topic, schema, values)
 
     def _envelope_fast(self, data):
         """(schema, value) of an envelope laid out as Kafka's JsonConverter
