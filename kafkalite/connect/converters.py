@@ -24,8 +24,26 @@ from kafkalite.connect.errors import DataException
 
 
 _DECODER = json.JSONDecoder()
-# json.dumps with separators makes an encoder per call: one, made once
+# json.dumps with separators makes an encoder per call, and JSONEncoder.encode a C encoder
+# per call: one C encoder, made once (the same output as json.dumps(..., separators=(",",
+# ":")): ASCII escapes, float repr, NaN allowed; no circular check, which Connect values
+# never need)
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
+
+
+def _not_serializable(o):
+    raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
+
+
+_C_ENCODE = None if json.encoder.c_make_encoder is None else json.encoder.c_make_encoder(
+    None, _not_serializable, json.encoder.encode_basestring_ascii, None, ":", ",", False,
+    False, True)
+
+
+def _dumps(o) -> str:
+    if _C_ENCODE is None or isinstance(o, str):
+        return _ENCODER.encode(o)
+    return "".join(_C_ENCODE(o, 0))
 _SCHEMA_PREFIX = re.compile(r'\s*\{\s*"schema"\s*:\s*')
 _PAYLOAD_PREFIX = re.compile(r'\s*,\s*"payload"\s*:\s*')
 _CLOSE = re.compile(r'\s*\}\s*\Z')
@@ -142,7 +160,7 @@ class JsonConverter(Converter):
         else:
             payload = to_json_value(schema, value)
         try:
-            body = _ENCODER.encode(payload)
+            body = _dumps(payload)
         except (TypeError, ValueError) as e:
             raise DataException(f"JsonConverter: cannot serialize: {e}") from None
         if not self.schemas_enable:
@@ -153,7 +171,7 @@ class JsonConverter(Converter):
         if schema is None or schema.type != "struct":
             return super().from_connect_batch(topic, schema, values)
         _, schema_json, encode = self._compiled(schema)
-        dumps = _ENCODER.encode
+        dumps = _dumps
         try:
             if not self.schemas_enable:
                 return [dumps(encode(v)).encode() for v in values]
@@ -163,6 +181,71 @@ class JsonConverter(Converter):
             # a null (tombstone) or a value that is no dict: record by record, which
             # writes the first and names what is wrong with the second
             return super().from_connect_batch(topic, schema, values)
+
+    def to_connect_batch(self, topic, column):
+        datas = column.to_pylist()
+        if not self.schemas_enable or not datas or datas[0] is None:
+            return super().to_connect_batch(topic, column)
+        head = self._envelope_head(datas[0])
+        if head is None:
+            return super().to_connect_batch(topic, column)
+        prefix, schema, decode = head
+        k = len(prefix)
+        scan = _DECODER.scan_once       # the C scanner: one JSON value from an index
+        schemas, values, mixed = [], [], False
+        for d in datas:
+            # a record with the first one's schema text: only its payload is parsed, and
+            # it must be exactly one JSON value (the record is that envelope, or the
+            # general path decides)
+            if d is not None and d.startswith(prefix) and d.endswith(b"}"):
+                try:
+                    text = d[k:-1].decode()
+                    payload, end = scan(text, 0)
+                    if end == len(text):
+                        values.append(decode(payload))
+                        schemas.append(schema)
+                        continue
+                except (ValueError, StopIteration):
+                    pass
+            s, v = self.to_connect_data(topic, d)
+            mixed = mixed or s is not schema
+            schemas.append(s)
+            values.append(v)
+        return (schemas if mixed else schema), values
+
+    def _envelope_head(self, data):
+        """(the bytes of ``data`` up to its payload, its schema, the
+        schema's value decoder), for an envelope laid out as Kafka's
+        JsonConverter writes it; None otherwise."""
+        try:
+            text = bytes(data).decode()
+        except UnicodeDecodeError:
+            return None
+        m = _SCHEMA_PREFIX.match(text)
+        if m is None:
+            return None
+        try:
+            schema_doc, end = _DECODER.raw_decode(text, m.end())
+        except ValueError:
+            return None
+        m2 = _PAYLOAD_PREFIX.match(text, end)
+        if m2 is None or schema_doc is None:
+            return None
+        hit = self._parsed_schema(text[m.end():end], schema_doc)
+        return text[:m2.end()].encode(), hit[0], hit[1]
+
+    def _parsed_schema(self, raw: str, schema_doc):
+        hit = self._parsed.get(raw)
+        if hit is None:
+            try:
+                schema = Schema.from_json(schema_doc)
+            except (ValueError, KeyError, TypeError) as e:
+                raise DataException(f"JsonConverter: bad schema: {e}") from None
+            if len(self._parsed) > 1000:
+                self._parsed.clear()
+            hit = self._parsed[raw] = (schema, struct_decoder(schema) if schema.type == "struct"
+                                       else lambda v, s=schema: from_json_value(s, v))
+        return hit
 
     def _envelope_fast(self, data):
         """(schema, value) of an envelope laid out as Kafka's JsonConverter
@@ -188,17 +271,7 @@ class JsonConverter(Converter):
             return None
         if schema_doc is None:
             return None, payload
-        raw = text[m.end():end]
-        hit = self._parsed.get(raw)
-        if hit is None:
-            try:
-                schema = Schema.from_json(schema_doc)
-            except (ValueError, KeyError, TypeError) as e:
-                raise DataException(f"JsonConverter: bad schema: {e}") from None
-            if len(self._parsed) > 1000:
-                self._parsed.clear()
-            hit = self._parsed[raw] = (schema, struct_decoder(schema) if schema.type == "struct"
-                                       else lambda v, s=schema: from_json_value(s, v))
+        hit = self._parsed_schema(text[m.end():end], schema_doc)
         return hit[0], hit[1](payload)
 
     def _schema_json(self, schema) -> str:

@@ -281,6 +281,7 @@ class JdbcSourceTask(SourceTask):
 # ---- sink -----------------------------------------------------------------------------------
 
 KAFKA_PK = ("__connect_topic", "__connect_partition", "__connect_offset")
+_UTC = _dt.timezone.utc
 
 
 class JdbcSinkConnector(SinkConnector):
@@ -443,6 +444,69 @@ class JdbcSinkTask(SinkTask):
             self.tables.clear()      # a rolled-back CREATE/ALTER: read the table again
             self._staging.clear()
             raise
+
+    def put_batch(self, batch):
+        """The bulk path (api.py): a batch of one topic whose values are
+        structs of one schema, inserted or upserted on PostgreSQL (pk.mode
+        none or record_value) from its columns through COPY, with no record
+        object; anything else is ``put`` of its records."""
+        if not self._bulk_ok(batch):
+            self.put(batch.records())
+            return
+        from operator import itemgetter
+        values, vs = batch.values, batch.value_schema
+        wanted = self.c["fields.whitelist"]
+        fields = [f for f in vs.fields if not wanted or f.name in wanted]
+        names = tuple(f.name for f in fields)
+        schemas = {f.name: f.schema for f in fields}
+        pk = [] if self.c["pk.mode"] == "none" else (self.c["pk.fields"] or list(names))
+        if any(n not in schemas for n in pk):
+            self.put(batch.records())       # put names the missing key field
+            return
+        table = self.c["table.name.format"].replace(
+            "${topic}", batch.rows.column("topic").dictionary[0].as_py())
+        get = itemgetter(*names)
+        try:
+            rows = list(map(get, values)) if len(names) > 1 else [(get(v),) for v in values]
+        except KeyError:                    # a value without a field: as put reads it
+            self.put(batch.records())
+            return
+        try:
+            # only the columns whose values the driver cannot take as they are (timestamps
+            # made naive UTC, maps and arrays as JSON) are converted, a column at a time
+            convert = [i for i, f in enumerate(fields)
+                       if f.schema.name is not None or f.schema.type in ("map", "array",
+                                                                         "struct")]
+            if convert:
+                to_db = self.d.to_db
+                rows = [list(r) for r in rows]
+                for i in convert:
+                    if fields[i].schema.name == cdata.TIMESTAMP:
+                        # a UTC datetime goes as it is: a timestamp column takes its wall
+                        # clock (PostgreSQL ignores the +00:00), a timestamptz its instant
+                        for r in rows:
+                            x = r[i]
+                            if x is not None and x.tzinfo is not _UTC:
+                                r[i] = to_db(x)
+                        continue
+                    for r in rows:
+                        r[i] = to_db(r[i])
+            self._ensure_table(table, schemas, schemas, pk)
+            self._write(table, None, names, rows, tuple(pk))
+            self.conn.commit()
+        except Exception:
+            self.conn.rollback()
+            self.tables.clear()
+            self._staging.clear()
+            raise
+
+    def _bulk_ok(self, batch) -> bool:
+        vs = batch.value_schema
+        return (isinstance(self.d, PostgreSQL) and self.c["insert.mode"] in ("insert", "upsert")
+                and self.c["pk.mode"] in ("none", "record_value") and vs is not None
+                and not isinstance(vs, list) and vs.type == "struct"
+                and len(batch.rows.column("topic").dictionary) == 1
+                and all(type(v) is dict for v in batch.values))
 
     def _write(self, table, sql, names, rows, pk) -> None:
         """One run of rows of one statement: PostgreSQL's inserts through
