@@ -405,26 +405,26 @@ def main(argv=None) -> int:
                 figures[key] = rows / took
                 print(f"JDBC source -> topic, JsonConverter schemas.enable="
                       f"{str(schemas).lower()}: {rows:,} rows in {took:.2f} s = "
-                      f"{rows / took:,.0f} rows/s ({rows / took / figures['copy_to_rows_per_s']:.1%}"
-                      f" of COPY)")
+                      f"{rows / took:,.0f} rows/s "
+                      f"({rows / took / figures['copy_to_rows_per_s']:.1%} of COPY)")
         if "jdbc" in only:
             took, ceiling_topic = copy_out_produced(server, pg.dsn, "bench_rows")
             figures["jdbc_source_ceiling_rows_per_s"] = rows / took
+            ceiling = "jdbc_source_ceiling_rows_per_s"
             print(f"COPY ... TO STDOUT + produce_batch: {rows:,} rows in {took:.2f} s = "
                   f"{rows / took:,.0f} rows/s (the JDBC source's ceiling; the source above is "
-                  f"{ratio(figures, 'connect_json_schemas_rows_per_s', 'jdbc_source_ceiling_rows_per_s')}"
-                  f" with schemas, "
-                  f"{ratio(figures, 'connect_json_schemaless_rows_per_s', 'jdbc_source_ceiling_rows_per_s')}"
-                  f" without)")
+                  f"{ratio(figures, 'connect_json_schemas_rows_per_s', ceiling)} with schemas, "
+                  f"{ratio(figures, 'connect_json_schemaless_rows_per_s', ceiling)} without)")
             took = consume_copy_in(server, pg.dsn, ceiling_topic, rows)
             figures["jdbc_sink_ceiling_rows_per_s"] = rows / took
             print(f"consume_batch + COPY ... FROM STDIN: {rows:,} rows in {took:.2f} s = "
                   f"{rows / took:,.0f} rows/s (the JDBC sink's ceiling)")
             took = jdbc_sink(server, pg.dsn, "pg-s-bench_rows", rows, work)
+            ceiling = "jdbc_sink_ceiling_rows_per_s"
             figures["connect_jdbc_sink_rows_per_s"] = rows / took
             print(f"topic -> JDBC sink (insert): {rows:,} rows in {took:.2f} s = "
                   f"{rows / took:,.0f} rows/s "
-                  f"({ratio(figures, 'connect_jdbc_sink_rows_per_s', 'jdbc_sink_ceiling_rows_per_s')})")
+                  f"({ratio(figures, 'connect_jdbc_sink_rows_per_s', ceiling)})")
         if "parquet" in only:
             took = copy_to_parquet(pg.dsn, "bench_rows", work)
             figures["copy_to_parquet_rows_per_s"] = rows / took
