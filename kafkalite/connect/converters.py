@@ -40,6 +40,47 @@ _C_ENCODE = None if json.encoder.c_make_encoder is None else json.encoder.c_make
     False, True)
 
 
+def _struct_writer(schema: Schema):
+    """A function writing a struct value of ``schema`` (a dict) as JSON text,
+    made once per schema: each field's text straight from its value where it
+    is an int, a finite float, a bool, a str or a UTC timestamp, and through
+    to_json_value and the encoder otherwise, so its output is the general
+    path's (``_dumps(struct_encoder(schema)(v))``) byte for byte."""
+    from kafkalite.connect import data as cdata
+    esc = json.encoder.encode_basestring_ascii
+    env = {"int_repr": int.__repr__, "float_repr": float.__repr__, "esc": esc,
+           "datetime": cdata._dt.datetime, "UTC": cdata._dt.timezone.utc,
+           "EPOCH": cdata.EPOCH, "MS": cdata._dt.timedelta(milliseconds=1)}
+    reads, parts = [], []
+    for i, f in enumerate(schema.fields):
+        t, name = f.schema.type, f.schema.name
+        env[f"s{i}"] = (lambda x, fs=f.schema: _dumps(cdata.to_json_value(fs, x)))
+        x = f"x{i}"
+        if name is None and t in ("int8", "int16", "int32", "int64"):
+            fast = f"int_repr({x}) if type({x}) is int else "
+        elif name is None and t in ("float32", "float64"):
+            # x - x is 0.0 for a finite float only (NaN and infinities take the encoder)
+            fast = f"float_repr({x}) if type({x}) is float and {x} - {x} == 0.0 else "
+        elif name is None and t == "boolean":
+            fast = f"'true' if {x} is True else 'false' if {x} is False else "
+        elif name is None and t == "string":
+            fast = f"esc({x}) if type({x}) is str else "
+        elif name == cdata.TIMESTAMP:
+            fast = (f"int_repr(({x} - EPOCH) // MS) if type({x}) is datetime and "
+                    f"{x}.tzinfo is UTC else ")
+        else:
+            fast = ""
+        reads.append(f"{x} = g({f.name!r})")
+        key = ("{" if i == 0 else ",") + esc(f.name) + ":"
+        parts.append(f"{key!r} + ('null' if {x} is None else {fast}s{i}({x}))")
+    if not parts:
+        return lambda v: "{}"
+    src = ("def write(v):\n    g = v.get\n" + "".join(f"    {r}\n" for r in reads) +
+           "    return " + " + ".join(parts) + " + '}'\n")
+    exec(src, env)      # noqa: S102 -- source made above from the schema alone, names repr()'d
+    return env["write"]
+
+
 def _dumps(o) -> str:
     if _C_ENCODE is None or isinstance(o, str):
         return _ENCODER.encode(o)
@@ -151,6 +192,7 @@ class JsonConverter(Converter):
         self.schemas_enable = str(configs.get("schemas.enable", "true")).lower() == "true"
         self._schemas: dict = {}       # id(Schema) -> (schema, its JSON, struct encoder)
         self._parsed: dict = {}        # schema JSON text -> (Schema, its value decoder) (reading)
+        self._writers: dict = {}       # schema JSON text -> its _struct_writer (batches)
 
     def from_connect_data(self, topic, schema, value):
         if value is None and schema is None:
@@ -170,13 +212,17 @@ class JsonConverter(Converter):
     def from_connect_batch(self, topic, schema, values):
         if schema is None or schema.type != "struct":
             return super().from_connect_batch(topic, schema, values)
-        _, schema_json, encode = self._compiled(schema)
-        dumps = _dumps
+        _, schema_json, _ = self._compiled(schema)
+        write = self._writers.get(schema_json)
+        if write is None:
+            if len(self._writers) > 1000:
+                self._writers.clear()
+            write = self._writers[schema_json] = _struct_writer(schema)
         try:
             if not self.schemas_enable:
-                return [dumps(encode(v)).encode() for v in values]
+                return [write(v).encode() for v in values]
             head = f'{{"schema":{schema_json},"payload":'
-            return [f"{head}{dumps(encode(v))}}}".encode() for v in values]
+            return [f"{head}{write(v)}}}".encode() for v in values]
         except (AttributeError, TypeError, ValueError):
             # a null (tombstone) or a value that is no dict: record by record, which
             # writes the first and names what is wrong with the second
