@@ -1,17 +1,38 @@
-"""PostgreSQL -> topic through kafkalite Connect's JDBC-style source, against
-``COPY ... TO`` of the same rows in the same run; and topic -> Parquet
-through the Parquet sink, against ``COPY ... TO`` + a pyarrow Parquet write.
+"""kafkalite Connect's connectors, each beside its ceiling measured in the
+same run (issue 45's targets: at least 0.5x): a file through the file
+source and sink against ``kafkalite produce < file`` + ``kafkalite consume
+> file``; PostgreSQL -> topic through the JDBC source against ``COPY ...
+TO`` + ``produce_batch``; topic -> PostgreSQL through the JDBC sink
+against ``consume_batch`` + ``COPY ... FROM``; topic -> Parquet through
+the Parquet sink against ``COPY ... TO`` + a pyarrow Parquet write.
 
-    python benchmarks/bench_connect.py               # 200,000 rows
-    python benchmarks/bench_connect.py --quick       # 20,000 rows (the smoke test's size)
-    python benchmarks/bench_connect.py --rows 1000000
+    python benchmarks/bench_connect.py               # 200,000 rows and lines
+    python benchmarks/bench_connect.py --quick       # 20,000 (the smoke test's size)
+    python benchmarks/bench_connect.py --rows 1000000 --only file,jdbc
+
+File pipeline (``--lines``, default ``--rows``; ~100-byte lines, some of
+them not ASCII): ceiling: ``kafkalite produce TOPIC < in`` and ``kafkalite
+consume TOPIC --from-beginning -c N > out`` started together (two
+processes, as a user runs them), timed until both exit; connect: a
+standalone worker (StringConverter both ways) running the
+FileStreamSourceConnector and FileStreamSinkConnector at once, timed from
+their creation until the sink's file has every byte (then compared with
+the input: byte-identical or the run fails).
+
+JDBC sink: ceiling: ``consume_batch`` of the ceiling's topic (the COPY
+text lines of the source ceiling) and one ``COPY ... FROM STDIN`` of their
+values into an empty table; connect: the JdbcSinkConnector
+(``insert.mode=insert``, ``auto.create``) reading the schemaful topic of
+the JDBC source, timed from its creation until the table has every row
+(each put is a committed transaction).
 
 A throwaway PostgreSQL cluster (tests/postgres.py) and a kafkalite server
 (2 workers) are started; one table of ``--rows`` rows (id BIGSERIAL, a
 20-character text, a double, a timestamp) is filled. Figures, in rows/s:
 
 1. ceiling: ``COPY (SELECT ...) TO STDOUT`` read whole by psycopg (the
-   database's fastest way out, no broker);
+   database's fastest way out, no broker), and that with its lines
+   produced (``produce_batch`` per 10,000, acknowledged);
 2. connect: a standalone worker running the JdbcSourceConnector
    (``mode=incrementing``, ``batch.max.rows=--batch``) into a 1-partition
    topic, timed from the connector's creation until the topic's high
@@ -39,6 +60,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+# this checkout's kafkalite, not whichever one is installed
+sys.path.insert(0, os.path.join(HERE, ".."))
 
 from postgres import PostgresServer  # noqa: E402
 
@@ -85,6 +108,188 @@ def copy_to_parquet(dsn: str, table: str, out: str) -> float:
     return time.perf_counter() - start
 
 
+LINE_TAIL = "the quick brown fox jumps over the lazy dog, naïve café, ünïcode ✓ " \
+            "0123456789abcdef"
+
+
+def write_lines(path: str, n: int) -> int:
+    """``n`` lines of about 100 bytes into ``path``: its size."""
+    with open(path, "w", encoding="utf-8") as f:
+        for lo in range(0, n, 10_000):
+            f.write("".join(f"{i:010d} {LINE_TAIL}\n" for i in range(lo, min(n, lo + 10_000))))
+    return os.path.getsize(path)
+
+
+def create_topic(server, topic: str) -> None:
+    from kafkalite.client import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    try:
+        for f in admin.create_topics([NewTopic(topic, 1)]).values():
+            f.result()
+    finally:
+        admin.close()
+
+
+def file_ceiling(server, src: str, n: int, work: str) -> float:
+    """``kafkalite produce < src`` and ``kafkalite consume -c n > out``
+    together: seconds until both exit."""
+    import subprocess
+    from kafkalite.server.launcher import package_env
+    topic, out = "file-ceiling", os.path.join(work, "ceiling.out")
+    create_topic(server, topic)
+    cli = [sys.executable, "-m", "kafkalite"]
+    boot = ["--bootstrap-server", server.bootstrap]
+    env = package_env()
+    start = time.perf_counter()
+    with open(out, "wb") as o, open(src, "rb") as i:
+        cons = subprocess.Popen(cli + ["consume", topic, "--from-beginning", "-c", str(n)] +
+                                boot, stdout=o, env=env)
+        prod = subprocess.Popen(cli + ["produce", topic] + boot, stdin=i, env=env)
+        if prod.wait(600) or cons.wait(600):
+            raise RuntimeError("kafkalite produce/consume failed")
+    took = time.perf_counter() - start
+    if not same_file(src, out):
+        raise RuntimeError("kafkalite consume's output differs from the input")
+    return took
+
+
+def same_file(a: str, b: str) -> bool:
+    import filecmp
+    return filecmp.cmp(a, b, shallow=False)
+
+
+def file_connect(server, src: str, size: int, work: str) -> float:
+    """The file source and sink connectors together: seconds from their
+    creation until the sink's file has ``size`` bytes."""
+    from kafkalite.connect import Herder, Worker
+    from kafkalite.connect.offsets import FileOffsetStore
+    topic, out = "file-connect", os.path.join(work, "connect.out")
+    create_topic(server, topic)
+    conv = "org.apache.kafka.connect.storage.StringConverter"
+    worker = Worker({"bootstrap.servers": server.bootstrap, "offset.flush.interval.ms": 1000,
+                     "key.converter": conv, "value.converter": conv},
+                    FileOffsetStore(os.path.join(work, "offsets-file.json")))
+    worker.start()
+    herder = Herder(worker)
+    try:
+        start = time.perf_counter()
+        herder.put_connector_config("file-src", {
+            "connector.class": "FileStreamSource", "file": src, "topic": topic}, False)
+        herder.put_connector_config("file-sink", {
+            "connector.class": "FileStreamSink", "file": out, "topics": topic}, False)
+        while not os.path.exists(out) or os.path.getsize(out) < size:
+            for name in ("file-src", "file-sink"):
+                st = herder.status(name)
+                if any(t["state"] == "FAILED" for t in st["tasks"]):
+                    raise RuntimeError(st["tasks"][0]["trace"])
+            time.sleep(0.01)
+        took = time.perf_counter() - start
+    finally:
+        herder.stop()
+        worker.stop()
+    if not same_file(src, out):
+        raise RuntimeError("the file sink's output differs from the input")
+    return took
+
+
+def copy_out_produced(server, dsn: str, table: str) -> tuple[float, str]:
+    """``COPY (SELECT ...) TO STDOUT`` with its lines produced to a topic
+    by ``produce_batch`` (10,000 a call) and acknowledged: (seconds, topic)."""
+    import psycopg
+
+    from kafkalite.client import Producer
+    topic = "pg-ceiling"
+    create_topic(server, topic)
+    p = Producer({"bootstrap.servers": server.bootstrap})
+    try:
+        with psycopg.connect(dsn) as c:
+            start = time.perf_counter()
+            # psycopg hands COPY's output a row at a time: rows are gathered and split
+            # 10,000 at a time, so the ceiling does no Python work per row either
+            chunks: list = []
+
+            def send():
+                lines = b"".join(chunks).split(b"\n")[:-1]
+                chunks.clear()
+                p.produce_batch(topic, lines, partition=0)
+            with c.cursor().copy(f"COPY (SELECT * FROM {table} ORDER BY id) TO STDOUT") as cp:
+                for chunk in cp:
+                    chunks.append(chunk)
+                    if len(chunks) == 10_000:
+                        send()
+            if chunks:
+                send()
+            if p.flush(120):
+                raise RuntimeError("the ceiling's records were not acknowledged")
+            return time.perf_counter() - start, topic
+    finally:
+        p.close()
+
+
+def consume_copy_in(server, dsn: str, topic: str, rows: int) -> float:
+    """``consume_batch`` of ``topic`` and one ``COPY ... FROM STDIN`` of its
+    values into an empty table of the bench table's columns: seconds."""
+    import psycopg
+
+    from kafkalite.client import Consumer, TopicPartition
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("CREATE TABLE sink_ceiling (id BIGINT, name TEXT, amount DOUBLE PRECISION, "
+                  "modified TIMESTAMP)")
+    cons = Consumer({"bootstrap.servers": server.bootstrap})
+    try:
+        start = time.perf_counter()
+        cons.assign([TopicPartition(topic, 0, 0)])
+        with psycopg.connect(dsn) as c:
+            with c.cursor().copy("COPY sink_ceiling FROM STDIN") as cp:
+                got = 0
+                while got < rows:
+                    batch = cons.consume_batch(5)
+                    values = batch.column("value").to_pylist()
+                    if values:
+                        cp.write(b"\n".join(values) + b"\n")
+                    got += len(values)
+            c.commit()
+        return time.perf_counter() - start
+    finally:
+        cons.close()
+
+
+def jdbc_sink(server, dsn: str, topic: str, rows: int, work: str) -> float:
+    """The JdbcSinkConnector (insert, auto.create) from ``topic`` (the JDBC
+    source's schemaful JSON) into a new table: seconds until the table has
+    every row (a put is a committed transaction; the group's offsets follow
+    at the next offset flush, as the ceiling has none)."""
+    import psycopg
+    from kafkalite.connect import Herder, Worker
+    from kafkalite.connect.offsets import FileOffsetStore
+    worker = Worker({"bootstrap.servers": server.bootstrap, "offset.flush.interval.ms": 1000,
+                     "consumer.max.poll.records": 10_000},
+                    FileOffsetStore(os.path.join(work, "offsets-jdbc-sink.json")))
+    worker.start()
+    herder = Herder(worker)
+    try:
+        start = time.perf_counter()
+        herder.put_connector_config("pgsink", {
+            "connector.class": "io.confluent.connect.jdbc.JdbcSinkConnector",
+            "connection.url": "jdbc:" + dsn, "topics": topic, "insert.mode": "insert",
+            "table.name.format": "sink_connect", "auto.create": "true",
+            "batch.size": "10000"}, False)
+        with psycopg.connect(dsn, autocommit=True) as c:
+            while True:
+                try:
+                    if c.execute("SELECT count(*) FROM sink_connect").fetchone()[0] >= rows:
+                        return time.perf_counter() - start
+                except psycopg.errors.UndefinedTable:
+                    pass
+                st = herder.status("pgsink")
+                if any(t["state"] == "FAILED" for t in st["tasks"]):
+                    raise RuntimeError(st["tasks"][0]["trace"])
+                time.sleep(0.02)
+    finally:
+        herder.stop()
+        worker.stop()
+
+
 def parquet_sink(server, topic, rows, work) -> float:
     from kafkalite.client import AdminClient
     from kafkalite.connect import Herder, Worker
@@ -118,7 +323,9 @@ def through_connect(server, dsn, table, rows, batch, schemas: bool, work) -> flo
     from kafkalite.client import AdminClient, Consumer, NewTopic, TopicPartition
     from kafkalite.connect import Herder, Worker
     from kafkalite.connect.offsets import FileOffsetStore
-    topic = f"pg-{table}-{'s' if schemas else 'n'}"
+    # named by topic.prefix: no transform (a transform takes the per-record path)
+    prefix = f"pg-{'s' if schemas else 'n'}-"
+    topic = prefix + table
     admin = AdminClient({"bootstrap.servers": server.bootstrap})
     for f in admin.create_topics([NewTopic(topic, 1)]).values():
         f.result()
@@ -135,10 +342,8 @@ def through_connect(server, dsn, table, rows, batch, schemas: bool, work) -> flo
             "connector.class": "io.confluent.connect.jdbc.JdbcSourceConnector",
             "connection.url": "jdbc:" + dsn, "mode": "incrementing",
             "incrementing.column.name": "id", "table.whitelist": table,
-            "topic.prefix": "pg-", "batch.max.rows": str(batch), "poll.interval.ms": "100",
-            "transforms": "route", "transforms.route.type":
-                "org.apache.kafka.connect.transforms.RegexRouter",
-            "transforms.route.regex": ".*", "transforms.route.replacement": topic}, False)
+            "topic.prefix": prefix, "batch.max.rows": str(batch), "poll.interval.ms": "100"},
+                                    False)
         tp = TopicPartition(topic, 0)
         while c.get_watermark_offsets(tp)[1] < rows:
             st = herder.status("bench")
@@ -152,47 +357,93 @@ def through_connect(server, dsn, table, rows, batch, schemas: bool, work) -> flo
         worker.stop()
 
 
+def ratio(figures: dict, key: str, ceiling: str) -> str:
+    return f"{figures[key] / figures[ceiling]:.2f}x of the ceiling"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=200_000)
+    ap.add_argument("--lines", type=int, default=None, help="file lines (default: --rows)")
     ap.add_argument("--batch", type=int, default=10_000, help="batch.max.rows")
-    ap.add_argument("--quick", action="store_true", help="20,000 rows")
+    ap.add_argument("--quick", action="store_true", help="20,000 rows and lines")
+    ap.add_argument("--only", default="file,jdbc,parquet",
+                    help="comma-separated sections: file, jdbc (source and sink), parquet")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "connect"))
     args = ap.parse_args(argv)
     rows = 20_000 if args.quick else args.rows
+    lines = 20_000 if args.quick else (args.lines or rows)
+    only = set(args.only.split(","))
     work = tempfile.mkdtemp(prefix="bench-connect-")
-    pg = PostgresServer().start()
+    pg = PostgresServer().start() if only & {"jdbc", "parquet"} else None
     server = launcher.ServerProcess(os.path.join(work, "data"), workers=2).start()
+    figures: dict = {}
     try:
-        fill(pg.dsn, "bench_rows", rows)
-        took, nbytes = copy_out(pg.dsn, "bench_rows")
-        figures = {"copy_to_rows_per_s": rows / took}
-        print(f"COPY ... TO STDOUT: {rows:,} rows ({nbytes / 1e6:.1f} MB of text) in {took:.2f} s"
-              f" = {rows / took:,.0f} rows/s (the ceiling)")
-        for schemas in (True, False):
-            took = through_connect(server, pg.dsn, "bench_rows", rows, args.batch, schemas, work)
-            key = f"connect_json_{'schemas' if schemas else 'schemaless'}_rows_per_s"
-            figures[key] = rows / took
-            print(f"JDBC source -> topic, JsonConverter schemas.enable={str(schemas).lower()}: "
-                  f"{rows:,} rows in {took:.2f} s = {rows / took:,.0f} rows/s "
-                  f"({rows / took / figures['copy_to_rows_per_s']:.1%} of COPY)")
-        took = copy_to_parquet(pg.dsn, "bench_rows", work)
-        figures["copy_to_parquet_rows_per_s"] = rows / took
-        print(f"COPY ... TO (csv) + pyarrow Parquet write: {rows:,} rows in {took:.2f} s = "
-              f"{rows / took:,.0f} rows/s (the Parquet ceiling)")
-        took = parquet_sink(server, "pg-bench_rows-s", rows, work)
-        figures["connect_parquet_sink_rows_per_s"] = rows / took
-        print(f"topic -> ParquetSinkConnector: {rows:,} rows in {took:.2f} s = "
-              f"{rows / took:,.0f} rows/s ({rows / took / figures['copy_to_parquet_rows_per_s']:.1%}"
-              f" of COPY + Parquet)")
+        if "file" in only:
+            src = os.path.join(work, "in.txt")
+            size = write_lines(src, lines)
+            took = file_ceiling(server, src, lines, work)
+            figures["file_ceiling_lines_per_s"] = lines / took
+            print(f"kafkalite produce < file + kafkalite consume > file: {lines:,} lines "
+                  f"({size / 1e6:.1f} MB) in {took:.2f} s = {lines / took:,.0f} lines/s "
+                  f"(the ceiling)")
+            took = file_connect(server, src, size, work)
+            figures["connect_file_lines_per_s"] = lines / took
+            print(f"file source -> topic -> file sink: {lines:,} lines in {took:.2f} s = "
+                  f"{lines / took:,.0f} lines/s, byte-identical "
+                  f"({ratio(figures, 'connect_file_lines_per_s', 'file_ceiling_lines_per_s')})")
+        if only & {"jdbc", "parquet"}:
+            fill(pg.dsn, "bench_rows", rows)
+            took, nbytes = copy_out(pg.dsn, "bench_rows")
+            figures["copy_to_rows_per_s"] = rows / took
+            print(f"COPY ... TO STDOUT: {rows:,} rows ({nbytes / 1e6:.1f} MB of text) in "
+                  f"{took:.2f} s = {rows / took:,.0f} rows/s (no broker)")
+            for schemas in (True, False) if "jdbc" in only else (True,):
+                took = through_connect(server, pg.dsn, "bench_rows", rows, args.batch, schemas,
+                                       work)
+                key = f"connect_json_{'schemas' if schemas else 'schemaless'}_rows_per_s"
+                figures[key] = rows / took
+                print(f"JDBC source -> topic, JsonConverter schemas.enable="
+                      f"{str(schemas).lower()}: {rows:,} rows in {took:.2f} s = "
+                      f"{rows / took:,.0f} rows/s "
+                      f"({rows / took / figures['copy_to_rows_per_s']:.1%} of COPY)")
+        if "jdbc" in only:
+            took, ceiling_topic = copy_out_produced(server, pg.dsn, "bench_rows")
+            figures["jdbc_source_ceiling_rows_per_s"] = rows / took
+            ceiling = "jdbc_source_ceiling_rows_per_s"
+            print(f"COPY ... TO STDOUT + produce_batch: {rows:,} rows in {took:.2f} s = "
+                  f"{rows / took:,.0f} rows/s (the JDBC source's ceiling; the source above is "
+                  f"{ratio(figures, 'connect_json_schemas_rows_per_s', ceiling)} with schemas, "
+                  f"{ratio(figures, 'connect_json_schemaless_rows_per_s', ceiling)} without)")
+            took = consume_copy_in(server, pg.dsn, ceiling_topic, rows)
+            figures["jdbc_sink_ceiling_rows_per_s"] = rows / took
+            print(f"consume_batch + COPY ... FROM STDIN: {rows:,} rows in {took:.2f} s = "
+                  f"{rows / took:,.0f} rows/s (the JDBC sink's ceiling)")
+            took = jdbc_sink(server, pg.dsn, "pg-s-bench_rows", rows, work)
+            ceiling = "jdbc_sink_ceiling_rows_per_s"
+            figures["connect_jdbc_sink_rows_per_s"] = rows / took
+            print(f"topic -> JDBC sink (insert): {rows:,} rows in {took:.2f} s = "
+                  f"{rows / took:,.0f} rows/s "
+                  f"({ratio(figures, 'connect_jdbc_sink_rows_per_s', ceiling)})")
+        if "parquet" in only:
+            took = copy_to_parquet(pg.dsn, "bench_rows", work)
+            figures["copy_to_parquet_rows_per_s"] = rows / took
+            print(f"COPY ... TO (csv) + pyarrow Parquet write: {rows:,} rows in {took:.2f} s = "
+                  f"{rows / took:,.0f} rows/s (the Parquet ceiling)")
+            took = parquet_sink(server, "pg-s-bench_rows", rows, work)
+            figures["connect_parquet_sink_rows_per_s"] = rows / took
+            print(f"topic -> ParquetSinkConnector: {rows:,} rows in {took:.2f} s = "
+                  f"{rows / took:,.0f} rows/s "
+                  f"({rows / took / figures['copy_to_parquet_rows_per_s']:.1%} of COPY + Parquet)")
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "results.json"), "w") as f:
-            json.dump({"rows": rows, "batch.max.rows": args.batch, "figures": figures}, f,
-                      indent=2)
+            json.dump({"rows": rows, "lines": lines, "batch.max.rows": args.batch,
+                       "figures": figures}, f, indent=2)
     finally:
         server.stop()
         server.kill()
-        pg.stop()
+        if pg is not None:
+            pg.stop()
         shutil.rmtree(work, ignore_errors=True)
     return 0
 

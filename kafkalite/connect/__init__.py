@@ -15,7 +15,10 @@ after flush. Distributed mode (distributed.py): workers in a Connect group
 share the connectors and their tasks, with configs, task configs and status
 in compacted topics.
 Exactly-once source tasks (KIP-618, ``exactly.once.source.support``) write
-records and source offsets in one transaction (worker.py).
+records and source offsets in one transaction (worker.py). A source task
+may hand a SourceRecordBatch and a sink task take a SinkRecordBatch
+(``put_batch``): the worker's bulk path, with no object per record
+(api.py).
 
 The worker's clients are kafkalite's native ones, or with
 ``kafkalite.client.protocol=kafka`` confluent-kafka's and a Kafka-protocol
@@ -31,8 +34,9 @@ confluent_kafka (clients.py only, and the mirror's source), kafkalite.record,
 kafkalite.errors, kafkalite.ratelimit and libraries -- never kafkalite.server
 or kafkalite.storage (Connect is a client of the broker).
 """
-from kafkalite.connect.api import (ConnectRecord, Connector, SinkConnector, SinkRecord, SinkTask,
-                                   SourceConnector, SourceRecord, SourceTask, Task)
+from kafkalite.connect.api import (ConnectRecord, Connector, SinkConnector, SinkRecord,
+                                   SinkRecordBatch, SinkTask, SourceConnector, SourceRecord,
+                                   SourceRecordBatch, SourceTask, Task)
 from kafkalite.connect.config import ConfigDef, ConfigException
 from kafkalite.connect.data import Schema, SchemaBuilder
 from kafkalite.connect.errors import ConnectException, DataException, RetriableException
@@ -42,5 +46,6 @@ from kafkalite.connect.worker import Worker
 __all__ = [
     "ConfigDef", "ConfigException", "ConnectException", "ConnectRecord", "Connector",
     "DataException", "Herder", "RetriableException", "Schema", "SchemaBuilder", "SinkConnector",
-    "SinkRecord", "SinkTask", "SourceConnector", "SourceRecord", "SourceTask", "Task", "Worker",
+    "SinkRecord", "SinkRecordBatch", "SinkTask", "SourceConnector", "SourceRecord",
+    "SourceRecordBatch", "SourceTask", "Task", "Worker",
 ]

@@ -15,6 +15,16 @@ the worker runs each task in a thread of its own:
   ``pre_commit(offsets)`` (by default flush, then commit these offsets),
   ``open(partitions)``/``close(partitions)`` on rebalance, ``stop()``.
 
+The bulk path (ours, not Kafka's): a source task's ``poll()`` may return
+one SourceRecordBatch instead of a list, and a sink task may define
+``put_batch(batch)`` (a SinkRecordBatch) beside ``put``. Where the
+connector has no transforms the worker then converts the batch's values a
+batch at a time and hands them to the producer's ``produce_batch``, or
+takes the consumer's ``consume_batch`` and hands its converted columns to
+``put_batch``, with no object per record; otherwise (transforms, a value a
+converter refuses, a task without ``put_batch``, Kafka's clients) it makes
+the per-record objects (``records()``) and the per-record API runs as ever.
+
 ``version()``, ``config_def()`` (a ConfigDef) and ``validate(props)`` as
 Kafka's. A connector asks for new task configs with
 ``self.context.request_task_reconfiguration()`` and reports a failure with
@@ -66,6 +76,80 @@ class SinkRecord(ConnectRecord):
     original_topic: str | None = None        # before transforms (KIP-793)
     original_kafka_partition: int | None = None
     original_kafka_offset: int | None = None
+
+
+@dataclass
+class SourceRecordBatch:
+    """Records of one source partition to one topic with one value schema,
+    as columns: what a source task's ``poll()`` may return instead of a
+    list. ``source_offset`` is the offset after the last record (the one a
+    restart resumes from: the worker stores it once every record of the
+    batch is acknowledged, as it stores a list's last offset); ``keys`` (or
+    None: no keys), one ``timestamp`` (ms; None: now) for every record."""
+    topic: str
+    value_schema: Schema | None
+    values: list
+    source_partition: dict | None = None
+    source_offset: dict | None = None
+    kafka_partition: int | None = None
+    key_schema: Schema | None = None
+    keys: list | None = None
+    timestamp: int | None = None
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def records(self) -> list[SourceRecord]:
+        """The batch as SourceRecords, for the per-record path; only the last
+        carries the source offset (the worker stores a partition's latest)."""
+        keys = self.keys if self.keys is not None else [None] * len(self.values)
+        out = [SourceRecord(self.topic, self.kafka_partition, self.key_schema, k,
+                            self.value_schema, v, self.timestamp,
+                            source_partition=self.source_partition)
+               for k, v in zip(keys, self.values)]
+        if out:
+            out[-1].source_offset = self.source_offset
+        return out
+
+
+class SinkRecordBatch:
+    """Consumed records as columns, converted: what ``put_batch`` gets.
+    ``rows``: the consumer's pyarrow RecordBatch (kafkalite.client.arrow's
+    schema: topic, partition, offset, timestamp, key, value, headers);
+    ``keys`` and ``values``: the converted keys and values, a list each,
+    ``key_schema`` / ``value_schema``: one schema for the batch, or a list
+    of one per record. ``records()`` makes the SinkRecords (once)."""
+
+    def __init__(self, rows, key_schema, keys, value_schema, values):
+        self.rows = rows
+        self.key_schema, self.keys = key_schema, keys
+        self.value_schema, self.values = value_schema, values
+        self._records = None
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def records(self) -> list[SinkRecord]:
+        if self._records is None:
+            rows = self.rows
+            topics = rows.column("topic").to_pylist()
+            parts = rows.column("partition").to_numpy().tolist()
+            offs = rows.column("offset").to_numpy().tolist()
+            stamps = rows.column("timestamp").cast("int64").to_pylist()
+            types = rows.column("timestamp_type").to_numpy().tolist()
+            headers = rows.column("headers").to_pylist()
+            n = len(offs)
+            ks = self.key_schema if isinstance(self.key_schema, list) else [self.key_schema] * n
+            vs = self.value_schema if isinstance(self.value_schema, list) else \
+                [self.value_schema] * n
+            self._records = [
+                SinkRecord(t, p, ks[i], self.keys[i], vs[i], self.values[i],
+                           ts if ts is not None and ts >= 0 else None,
+                           [(h["key"], h["value"]) for h in hs] if hs else [], o,
+                           "LogAppendTime" if tt == 1 else "CreateTime", t, p, o)
+                for i, (t, p, o, ts, tt, hs) in enumerate(zip(topics, parts, offs, stamps,
+                                                              types, headers))]
+        return self._records
 
 
 class _Plugin:

@@ -17,18 +17,82 @@ from __future__ import annotations
 import json
 import re
 
+from kafkalite.connect.config import BOOLEAN, STRING, ConfigDef
 from kafkalite.connect.data import (Schema, from_json_value, struct_decoder, struct_encoder,
                                     to_json_value)
 from kafkalite.connect.errors import DataException
 
 
 _DECODER = json.JSONDecoder()
+# json.dumps with separators makes an encoder per call, and JSONEncoder.encode a C encoder
+# per call: one C encoder, made once (the same output as json.dumps(..., separators=(",",
+# ":")): ASCII escapes, float repr, NaN allowed; no circular check, which Connect values
+# never need)
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+
+
+def _not_serializable(o):
+    raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
+
+
+_C_ENCODE = None if json.encoder.c_make_encoder is None else json.encoder.c_make_encoder(
+    None, _not_serializable, json.encoder.encode_basestring_ascii, None, ":", ",", False,
+    False, True)
+
+
+def _struct_writer(schema: Schema):
+    """A function writing a struct value of ``schema`` (a dict) as JSON text,
+    made once per schema: each field's text straight from its value where it
+    is an int, a finite float, a bool, a str or a UTC timestamp, and through
+    to_json_value and the encoder otherwise, so its output is the general
+    path's (``_dumps(struct_encoder(schema)(v))``) byte for byte."""
+    from kafkalite.connect import data as cdata
+    esc = json.encoder.encode_basestring_ascii
+    env = {"int_repr": int.__repr__, "float_repr": float.__repr__, "esc": esc,
+           "datetime": cdata._dt.datetime, "UTC": cdata._dt.timezone.utc,
+           "EPOCH": cdata.EPOCH, "MS": cdata._dt.timedelta(milliseconds=1)}
+    reads, parts = [], []
+    for i, f in enumerate(schema.fields):
+        t, name = f.schema.type, f.schema.name
+        env[f"s{i}"] = (lambda x, fs=f.schema: _dumps(cdata.to_json_value(fs, x)))
+        x = f"x{i}"
+        if name is None and t in ("int8", "int16", "int32", "int64"):
+            fast = f"int_repr({x}) if type({x}) is int else "
+        elif name is None and t in ("float32", "float64"):
+            # x - x is 0.0 for a finite float only (NaN and infinities take the encoder)
+            fast = f"float_repr({x}) if type({x}) is float and {x} - {x} == 0.0 else "
+        elif name is None and t == "boolean":
+            fast = f"'true' if {x} is True else 'false' if {x} is False else "
+        elif name is None and t == "string":
+            fast = f"esc({x}) if type({x}) is str else "
+        elif name == cdata.TIMESTAMP:
+            fast = (f"int_repr(({x} - EPOCH) // MS) if type({x}) is datetime and "
+                    f"{x}.tzinfo is UTC else ")
+        else:
+            fast = ""
+        reads.append(f"{x} = g({f.name!r})")
+        key = ("{" if i == 0 else ",") + esc(f.name) + ":"
+        parts.append(f"{key!r} + ('null' if {x} is None else {fast}s{i}({x}))")
+    if not parts:
+        return lambda v: "{}"
+    src = ("def write(v):\n    g = v.get\n" + "".join(f"    {r}\n" for r in reads) +
+           "    return " + " + ".join(parts) + " + '}'\n")
+    exec(src, env)      # noqa: S102 -- source made above from the schema alone, names repr()'d
+    return env["write"]
+
+
+def _dumps(o) -> str:
+    if _C_ENCODE is None or isinstance(o, str):
+        return _ENCODER.encode(o)
+    return "".join(_C_ENCODE(o, 0))
 _SCHEMA_PREFIX = re.compile(r'\s*\{\s*"schema"\s*:\s*')
 _PAYLOAD_PREFIX = re.compile(r'\s*,\s*"payload"\s*:\s*')
 _CLOSE = re.compile(r'\s*\}\s*\Z')
 
 
 class Converter:
+    CONFIG = ConfigDef()        # its keys, after the key.converter. / value.converter. prefix
+
     def configure(self, configs: dict, is_key: bool) -> None:
         self.is_key = is_key
 
@@ -37,6 +101,20 @@ class Converter:
 
     def to_connect_data(self, topic: str, data: bytes | None) -> tuple[Schema | None, object]:
         raise NotImplementedError
+
+    # The bulk path (api.py): a batch at a time. A converter that refuses one value raises
+    # DataException for the batch, and the worker converts that batch record by record (so
+    # the error tolerance sees the record). These defaults are the per-record loop.
+
+    def from_connect_batch(self, topic: str, schema: Schema | None, values: list) -> list:
+        """The bytes of every value of one schema."""
+        return [self.from_connect_data(topic, schema, v) for v in values]
+
+    def to_connect_batch(self, topic: str, column) -> tuple:
+        """(schema, or a list of one per record; values) of a pyarrow binary
+        column of keys or values."""
+        pairs = [self.to_connect_data(topic, d) for d in column.to_pylist()]
+        return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
 class ByteArrayConverter(Converter):
@@ -54,8 +132,19 @@ class ByteArrayConverter(Converter):
     def to_connect_data(self, topic, data):
         return Schema.OPTIONAL_BYTES, (None if data is None else bytes(data))
 
+    def from_connect_batch(self, topic, schema, values):
+        if schema is not None and schema.type != "bytes" or \
+                not all(v is None or type(v) is bytes for v in values):
+            return super().from_connect_batch(topic, schema, values)
+        return values
+
+    def to_connect_batch(self, topic, column):
+        return Schema.OPTIONAL_BYTES, column.to_pylist()
+
 
 class StringConverter(Converter):
+    CONFIG = ConfigDef().define("converter.encoding", STRING, "UTF-8",
+                                doc="the character encoding of the text")
     def configure(self, configs, is_key):
         super().configure(configs, is_key)
         self.encoding = configs.get("converter.encoding", "UTF-8")
@@ -75,13 +164,35 @@ class StringConverter(Converter):
         except UnicodeDecodeError as e:
             raise DataException(f"StringConverter: not {self.encoding} text: {e}") from None
 
+    def from_connect_batch(self, topic, schema, values):
+        enc = self.encoding
+        try:
+            # str values (a file source's lines): encoded in one comprehension
+            return [v.encode(enc) for v in values]
+        except (AttributeError, UnicodeEncodeError):
+            return super().from_connect_batch(topic, schema, values)
+
+    def to_connect_batch(self, topic, column):
+        if self.encoding.replace("-", "").upper() != "UTF8":
+            return super().to_connect_batch(topic, column)
+        import pyarrow as pa
+        try:
+            # Arrow checks the UTF-8 of the whole column in one pass
+            return Schema.OPTIONAL_STRING, column.cast(pa.string()).to_pylist()
+        except pa.ArrowInvalid as e:
+            raise DataException(f"StringConverter: not {self.encoding} text: {e}") from None
+
 
 class JsonConverter(Converter):
+    CONFIG = ConfigDef().define("schemas.enable", BOOLEAN, True,
+                                doc="the schema and payload in one envelope, or the payload "
+                                    "alone")
     def configure(self, configs, is_key):
         super().configure(configs, is_key)
         self.schemas_enable = str(configs.get("schemas.enable", "true")).lower() == "true"
         self._schemas: dict = {}       # id(Schema) -> (schema, its JSON, struct encoder)
         self._parsed: dict = {}        # schema JSON text -> (Schema, its value decoder) (reading)
+        self._writers: dict = {}       # schema JSON text -> its _struct_writer (batches)
 
     def from_connect_data(self, topic, schema, value):
         if value is None and schema is None:
@@ -91,12 +202,96 @@ class JsonConverter(Converter):
         else:
             payload = to_json_value(schema, value)
         try:
-            body = json.dumps(payload, separators=(",", ":"))
+            body = _dumps(payload)
         except (TypeError, ValueError) as e:
             raise DataException(f"JsonConverter: cannot serialize: {e}") from None
         if not self.schemas_enable:
             return body.encode()
         return f'{{"schema":{self._schema_json(schema)},"payload":{body}}}'.encode()
+
+    def from_connect_batch(self, topic, schema, values):
+        if schema is None or schema.type != "struct":
+            return super().from_connect_batch(topic, schema, values)
+        _, schema_json, _ = self._compiled(schema)
+        write = self._writers.get(schema_json)
+        if write is None:
+            if len(self._writers) > 1000:
+                self._writers.clear()
+            write = self._writers[schema_json] = _struct_writer(schema)
+        try:
+            if not self.schemas_enable:
+                return [write(v).encode() for v in values]
+            head = f'{{"schema":{schema_json},"payload":'
+            return [f"{head}{write(v)}}}".encode() for v in values]
+        except (AttributeError, TypeError, ValueError):
+            # a null (tombstone) or a value that is no dict: record by record, which
+            # writes the first and names what is wrong with the second
+            return super().from_connect_batch(topic, schema, values)
+
+    def to_connect_batch(self, topic, column):
+        datas = column.to_pylist()
+        if not self.schemas_enable or not datas or datas[0] is None:
+            return super().to_connect_batch(topic, column)
+        head = self._envelope_head(datas[0])
+        if head is None:
+            return super().to_connect_batch(topic, column)
+        prefix, schema, decode = head
+        k = len(prefix)
+        scan = _DECODER.scan_once       # the C scanner: one JSON value from an index
+        schemas, values, mixed = [], [], False
+        for d in datas:
+            # a record with the first one's schema text: only its payload is parsed, and
+            # it must be exactly one JSON value (the record is that envelope, or the
+            # general path decides)
+            if d is not None and d.startswith(prefix) and d.endswith(b"}"):
+                try:
+                    text = d[k:-1].decode()
+                    payload, end = scan(text, 0)
+                    if end == len(text):
+                        values.append(decode(payload))
+                        schemas.append(schema)
+                        continue
+                except (ValueError, StopIteration):
+                    pass
+            s, v = self.to_connect_data(topic, d)
+            mixed = mixed or s is not schema
+            schemas.append(s)
+            values.append(v)
+        return (schemas if mixed else schema), values
+
+    def _envelope_head(self, data):
+        """(the bytes of ``data`` up to its payload, its schema, the
+        schema's value decoder), for an envelope laid out as Kafka's
+        JsonConverter writes it; None otherwise."""
+        try:
+            text = bytes(data).decode()
+        except UnicodeDecodeError:
+            return None
+        m = _SCHEMA_PREFIX.match(text)
+        if m is None:
+            return None
+        try:
+            schema_doc, end = _DECODER.raw_decode(text, m.end())
+        except ValueError:
+            return None
+        m2 = _PAYLOAD_PREFIX.match(text, end)
+        if m2 is None or schema_doc is None:
+            return None
+        hit = self._parsed_schema(text[m.end():end], schema_doc)
+        return text[:m2.end()].encode(), hit[0], hit[1]
+
+    def _parsed_schema(self, raw: str, schema_doc):
+        hit = self._parsed.get(raw)
+        if hit is None:
+            try:
+                schema = Schema.from_json(schema_doc)
+            except (ValueError, KeyError, TypeError) as e:
+                raise DataException(f"JsonConverter: bad schema: {e}") from None
+            if len(self._parsed) > 1000:
+                self._parsed.clear()
+            hit = self._parsed[raw] = (schema, struct_decoder(schema) if schema.type == "struct"
+                                       else lambda v, s=schema: from_json_value(s, v))
+        return hit
 
     def _envelope_fast(self, data):
         """(schema, value) of an envelope laid out as Kafka's JsonConverter
@@ -122,17 +317,7 @@ class JsonConverter(Converter):
             return None
         if schema_doc is None:
             return None, payload
-        raw = text[m.end():end]
-        hit = self._parsed.get(raw)
-        if hit is None:
-            try:
-                schema = Schema.from_json(schema_doc)
-            except (ValueError, KeyError, TypeError) as e:
-                raise DataException(f"JsonConverter: bad schema: {e}") from None
-            if len(self._parsed) > 1000:
-                self._parsed.clear()
-            hit = self._parsed[raw] = (schema, struct_decoder(schema) if schema.type == "struct"
-                                       else lambda v, s=schema: from_json_value(s, v))
+        hit = self._parsed_schema(text[m.end():end], schema_doc)
         return hit[0], hit[1](payload)
 
     def _schema_json(self, schema) -> str:

@@ -167,6 +167,13 @@ PREDECESSOR_WAIT_S = 5.0
 TASKS_STOPPED_WAIT_S = 10.0
 # the config topic's key of a connector's KIP-618 task count record (+ the connector's name)
 TASK_COUNT_PREFIX = "task-count-record-"
+# the config topic's key of a cluster-wide log level (KIP-976; + the logger's namespace),
+# value {"level": <Kafka's level name>}: any worker writes it, every worker applies it
+LOGGER_CLUSTER_PREFIX = "logger-cluster-"
+# the status topic's key of a connector's active topic (KIP-558): "topic-<topic>-connector-
+# <connector>" -> {"topic": {"name", "connector", "task", "discoverTimestamp"}}, written
+# by the worker whose task used the topic first; a reset writes tombstones
+TOPIC_STATUS_PREFIX, TOPIC_STATUS_SEPARATOR = "topic-", "-connector-"
 # Kafka's defaults: how long a worker may take to read the config topic up to an
 # assignment's config offset (and the leader to its end), and how long one that could
 # not waits, out of the group, before it rejoins
@@ -526,6 +533,7 @@ class InternalTopics:
         self._ends = None
         self._ends_lock = threading.Lock()
         self.on_config_change = on_config_change
+        self.on_topic_reset = None                # (connector, topic): a KIP-558 reset read
         self._lock = threading.Condition()
         self._seen = 0                            # records applied
         self._stop = threading.Event()
@@ -581,7 +589,11 @@ class InternalTopics:
                         if m.topic() == self.config_topic:
                             changed |= self._apply_config(key, value)
                         elif value is None:
-                            self.status.pop(key, None)
+                            gone = self.status.pop(key, None)
+                            if gone and key.startswith(TOPIC_STATUS_PREFIX) and \
+                                    self.on_topic_reset is not None:
+                                self.on_topic_reset(gone["topic"]["connector"],
+                                                    gone["topic"]["name"])
                         else:
                             self.status[key] = value
                         self._seen += 1
@@ -605,6 +617,14 @@ class InternalTopics:
                 self.session_key = SessionKey.from_record(value)
                 log.info("config topic: session key of %d (%s) read",
                          self.session_key.creation_timestamp, self.session_key.algorithm)
+            return False
+        if key.startswith(LOGGER_CLUSTER_PREFIX):
+            if value is not None:
+                from kafkalite.connect import loggers
+                try:
+                    loggers.set_level(key[len(LOGGER_CLUSTER_PREFIX):], value.get("level"))
+                except ConnectException as e:
+                    log.warning("config topic: %s: %s", key, e)
             return False
         if key.startswith(TASK_COUNT_PREFIX):
             # before "task-": a task count record is no task config
@@ -838,6 +858,9 @@ class DistributedHerder(Herder):
                                        self._config_changed,
                                        transactional_producer_id(group_id) if eos else None,
                                        self._fenced)
+        worker.on_topic_active = self._write_topic_status
+        self.internal.on_topic_reset = lambda connector, topic: worker.forget_topics(
+            connector, [topic])
         self.url = ""                             # this worker's REST URL (set by start)
         # the group leader's REST URL in the current generation; None while rebalancing
         self.leader_url: str | None = None
@@ -1610,6 +1633,8 @@ class DistributedHerder(Herder):
             lambda: name not in self.internal.configs))
         self.internal.write_config([(f"connector-{name}", None)])
         self.internal.wait(lambda: name not in self.internal.configs)
+        # as Kafka's onDeletion: a connector created again under the name starts afresh
+        self._write_topic_tombstones(name)
 
     def _target(self, name, state):
         self._config(name)
@@ -1858,7 +1883,38 @@ class DistributedHerder(Herder):
         log.info("connector %s: fenced the producers of its %d tasks; %d offsets written in "
                  "a transaction", name, count, len(pairs))
 
+    # ---- KIP-558 active topics, KIP-976 cluster log levels ----------------------------------
+
+    def _write_topic_status(self, status: dict) -> None:
+        key = f"{TOPIC_STATUS_PREFIX}{status['name']}{TOPIC_STATUS_SEPARATOR}" \
+              f"{status['connector']}"
+        self.internal.write(self.internal.status_topic, key, {"topic": status})
+
+    def _topic_keys(self, name) -> list[str]:
+        with self.internal._lock:
+            return [k for k, v in self.internal.status.items()
+                    if k.startswith(TOPIC_STATUS_PREFIX) and v["topic"]["connector"] == name]
+
+    def _write_topic_tombstones(self, name) -> None:
+        keys = self._topic_keys(name)
+        if keys:
+            self.internal.write_many(self.internal.status_topic, [(k, None) for k in keys])
+
     def topics(self, name):
-        config = self._config(name)
-        return sorted({t.strip() for t in config.get("topics", config.get("topic", ""))
-                       .split(",") if t.strip()})
+        self._tracking("Topic tracking is disabled.")
+        self._config(name)
+        with self.internal._lock:
+            return sorted(self.internal.status[k]["topic"]["name"] for k in self._topic_keys(name))
+
+    def reset_topics(self, name):
+        self._tracking("Topic tracking is disabled.")
+        if not self.worker.topic_tracking_reset:
+            from kafkalite.connect.errors import ForbiddenException
+            raise ForbiddenException("Topic tracking reset is disabled.")
+        self._config(name)
+        self._write_topic_tombstones(name)
+
+    def set_cluster_logger_level(self, namespace, level):
+        # any worker writes it, as Kafka's putLoggerLevel; each applies it as it reads it
+        self.internal.write(self.internal.config_topic, LOGGER_CLUSTER_PREFIX + namespace,
+                            {"level": str(level).upper()})

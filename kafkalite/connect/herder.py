@@ -27,7 +27,7 @@ from kafkalite.connect.config import (CLASS, INT, LIST, STRING, ConfigDef, Confi
                                       at_least)
 from kafkalite.connect.creator import admin_config
 from kafkalite.connect.errors import (AlreadyExistsException, BadRequestException,
-                                      ConnectException, NotFoundException)
+                                      ConnectException, ForbiddenException, NotFoundException)
 from kafkalite.connect.tolerance import CONFIG as ERRORS_CONFIG
 from kafkalite.connect.transforms import TransformationChain
 from kafkalite.connect.worker import FAILED, PAUSED, RESTARTING, RUNNING, STOPPED, UNASSIGNED
@@ -340,10 +340,64 @@ class Herder:
             return {"id": task_id, **self._state(t.state, t.trace)}
 
     def topics(self, name) -> list[str]:
+        """KIP-558: the topics the connector's tasks have produced to or
+        consumed from since its last reset (403 with tracking off)."""
+        self._tracking("Topic tracking is disabled.")
         with self._lock:
-            c = self._get(name)
-            return sorted({t.strip() for t in c.config.get("topics", c.config.get("topic", ""))
-                           .split(",") if t.strip()})
+            self._get(name)
+            return sorted(self.worker.active_topics.get(name, {}))
+
+    def reset_topics(self, name) -> None:
+        """KIP-558's reset: the connector's active topics forgotten (a topic
+        used again is recorded again)."""
+        self._tracking("Topic tracking is disabled.")
+        if not self.worker.topic_tracking_reset:
+            raise ForbiddenException("Topic tracking reset is disabled.")
+        with self._lock:
+            self._get(name)
+            self.worker.forget_topics(name)
+
+    def _tracking(self, message: str) -> None:
+        if not self.worker.topic_tracking:
+            raise ForbiddenException(message)
+
+    def plugin_config(self, plugin: str) -> list[dict]:
+        """KIP-769: the config definitions of a connector, transformation,
+        predicate or converter plugin (its own keys, as Kafka's answer)."""
+        from kafkalite.connect.converters import CONVERTERS
+        from kafkalite.connect.transforms import PREDICATES, TRANSFORMS
+        for known in (plugins.CONNECTORS, TRANSFORMS, PREDICATES, CONVERTERS):
+            try:
+                cls = plugins.load_class(plugin, known)
+            except plugins.ClassNotFound:
+                continue
+            except ConnectException:
+                break
+            # a connector's own keys (config_def()); a transformation's, predicate's or
+            # converter's CONFIG
+            defs = cls().config_def() if known is plugins.CONNECTORS else \
+                getattr(cls, "CONFIG", ConfigDef())
+            return [defs.definition(k) for k in defs.keys]
+        raise NotFoundException(f"Unknown plugin {plugin}.")
+
+    def cluster_id(self) -> str | None:
+        """The Kafka cluster's id (Metadata's cluster_id), asked once; None
+        while the brokers cannot be reached."""
+        if getattr(self, "_cluster_id", None) is None:
+            from kafkalite.connect.clients import AdminClient
+            admin = AdminClient(self.worker.client_config)
+            try:
+                self._cluster_id = admin.list_topics(timeout=10).cluster_id
+            except Exception as e:  # noqa: BLE001 -- GET / answers without it, as it can
+                log.warning("the Kafka cluster's id could not be read: %s", e)
+            finally:
+                admin.close()
+        return getattr(self, "_cluster_id", None)
+
+    def set_cluster_logger_level(self, namespace: str, level: str) -> None:
+        """KIP-976's cluster scope; a standalone worker is the whole cluster."""
+        from kafkalite.connect import loggers
+        loggers.set_level(namespace, level)
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -418,6 +472,17 @@ class Herder:
             c = self._get(name)
             self._shutdown(c)
             del self._connectors[name]
+            # as Kafka's onDeletion: a connector created again under the name starts afresh
+            self.worker.forget_topics(name)
+
+    def patch_connector_config(self, name: str, patch: dict) -> dict:
+        """KIP-477: the connector's config with ``patch`` merged in (a null
+        value removes its key), validated and applied as a PUT is; the new
+        connector info."""
+        current = self.connector_config(name)
+        merged = {k: v for k, v in {**current, **patch}.items() if v is not None}
+        _, info = self.put_connector_config(name, merged, True)
+        return info
 
     def reconfigure(self, name) -> None:
         """New task configs from the connector; tasks restarted if they changed."""

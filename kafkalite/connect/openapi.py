@@ -37,7 +37,15 @@ SPEC = {
     "info": {"title": "kafkalite Connect REST API", "version": "1",
              "description": "Kafka Connect's REST API, as served by `kafkalite connect`."},
     "paths": {
-        "/": {"get": _op("worker version", {"200": _json(OBJ)}, errors=(500,))},
+        "/": {"get": _op("worker version and the Kafka cluster's id", {"200": _json(OBJ)},
+                         errors=(500,))},
+        "/admin/loggers": {"get": _op("loggers with a level (KIP-495)", {"200": _json(OBJ)},
+                                      errors=(500,))},
+        "/admin/loggers/{name}": {
+            "get": _op("a logger's level", {"200": _json(OBJ)}, [N]),
+            "put": _op("set a namespace's level (scope=worker|cluster, KIP-976)",
+                       {"200": _json({"type": "array", "items": {"type": "string"}}),
+                        **NO_CONTENT}, [N, _p("scope", "query")], "Config")},
         "/connectors": {
             "get": _op("connector names (expand=status|info: objects by name)",
                        {"200": _json({"oneOf": [{"type": "array", "items": {"type": "string"}},
@@ -51,9 +59,14 @@ SPEC = {
             "get": _op("config", {"200": _json(OBJ)}, [N]),
             "put": _op("create or update", {"200": _json("ConnectorInfo", "updated"),
                                             "201": _json("ConnectorInfo", "created")}, [N],
-                       "Config")},
+                       "Config"),
+            "patch": _op("merge into the config, null removes a key (KIP-477)",
+                         {"200": _json("ConnectorInfo")}, [N], "Config")},
         "/connectors/{name}/status": {"get": _op("state", {"200": _json("Status")}, [N])},
-        "/connectors/{name}/topics": {"get": _op("topics", {"200": _json(OBJ)}, [N])},
+        "/connectors/{name}/topics": {"get": _op("active topics (KIP-558)", {"200": _json(OBJ)},
+                                                 [N], errors=(403, 404, 500))},
+        "/connectors/{name}/topics/reset": {"put": _op("forget the active topics", ACCEPTED, [N],
+                                                       errors=(403, 404, 500))},
         "/connectors/{name}/tasks": {"get": _op("task configs", {"200": _json(
             {"type": "array", "items": OBJ})}, [N])},
         "/connectors/{name}/tasks/{task}/status": {"get": _op("task state", {"200": _json(
@@ -74,6 +87,9 @@ SPEC = {
                           [N])},
         "/connector-plugins": {"get": _op("installed plugins", {"200": _json(
             {"type": "array", "items": OBJ})}, [_p("connectorsOnly", "query", "boolean")])},
+        "/connector-plugins/{plugin}/config": {"get": _op(
+            "the plugin's config definitions (KIP-769)", {"200": _json(
+                {"type": "array", "items": OBJ})}, [_p("plugin")])},
         "/connector-plugins/{plugin}/config/validate": {"put": _op(
             "validate a config", {"200": _json("ConfigInfos")}, [_p("plugin")], "Config")},
     },

@@ -58,13 +58,47 @@ def load_class(name: str, known: dict) -> type:
     if not sep:
         module, _, attr = hit.rpartition(".")
     try:
-        return getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError, ValueError) as e:
-        raise ConnectException(f"Failed to find any class that implements {name}: {e}") from None
+        imported = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        # the module named is not there at all (``com.example``), as opposed to a module
+        # that is there and fails on an import of its own, whose cause must show
+        if e.name and module.startswith(e.name):
+            raise ClassNotFound(name) from None
+        raise ConnectException(f"Failed to load {name}: {e}") from None
+    except (ImportError, ValueError) as e:
+        raise ConnectException(f"Failed to load {name}: {e}") from None
+    try:
+        return getattr(imported, attr)
+    except AttributeError:
+        raise ClassNotFound(name) from None
+
+
+class ClassNotFound(ConnectException):
+    """No plugin and no Python class of the name given."""
+
+    def __init__(self, name: str):
+        super().__init__(f"Failed to find any class that implements {name}")
+        self.name = name
+
+
+def plugin_desc(java: str, cls: type) -> str:
+    """One plugin as Kafka's PluginDesc.toString lists it."""
+    version = cls().version()
+    return (f"PluginDesc{{klass=class {java}, name='{java}', version='{version}', "
+            f"encodedVersion={version}, type={cls.TYPE}, typeName='{cls.TYPE}', "
+            f"location='{cls.__module__}'}}")
 
 
 def connector_class(name: str) -> type:
-    return load_class(name, CONNECTORS)
+    """The connector class of ``connector.class``; an unknown name raises
+    Kafka's message, which lists the connectors there are."""
+    try:
+        return load_class(name, CONNECTORS)
+    except ClassNotFound:
+        raise ConnectException(
+            f"Failed to find any class that implements Connector and which name matches "
+            f"{str(name).strip()}, available connectors are: "
+            + ", ".join(plugin_desc(java, cls) for java, cls in connector_plugins())) from None
 
 
 def connector_plugins() -> list[tuple[str, type]]:

@@ -3,12 +3,17 @@ thread of its own).
 
 Paths and bodies as Kafka Connect's: ``GET/POST /connectors`` (``?expand=
 status|info``; POST takes KIP-980's ``initial_state``), ``GET/DELETE /connectors/{name}``, ``GET/PUT
-/connectors/{name}/config``, ``/status``, ``/topics``, ``/tasks``,
+/connectors/{name}/config`` (and KIP-477's PATCH: merged, a null removes a
+key), ``/status``, ``/topics`` (KIP-558's active topics; ``PUT
+/topics/reset``), ``/tasks``,
 ``/tasks/{id}/status``, ``POST /tasks/{id}/restart``, ``POST
 /connectors/{name}/restart`` (``includeTasks``, ``onlyFailed``), ``PUT
 /pause``, ``/resume``, ``/stop``, ``GET/PATCH/DELETE /offsets`` (KIP-875),
-``GET /connector-plugins`` (``connectorsOnly``), ``PUT
-/connector-plugins/{plugin}/config/validate``, ``GET /`` (version).
+``GET /connector-plugins`` (``connectorsOnly``), ``GET
+/connector-plugins/{plugin}/config`` (KIP-769), ``PUT
+/connector-plugins/{plugin}/config/validate``, ``GET /`` (version and the
+Kafka cluster's id), ``GET/PUT /admin/loggers[/{name}]`` (KIP-495; ``PUT
+?scope=cluster``, KIP-976: every worker of the cluster; loggers.py).
 Errors answer Kafka's body ``{"error_code": <HTTP status>, "message":
 ...}``. The OpenAPI description is served at ``/openapi.json``
 (openapi.py). In distributed mode a config write or an offsets change
@@ -41,7 +46,7 @@ from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 from werkzeug.serving import make_server
 
-from kafkalite.connect import plugins
+from kafkalite.connect import loggers, plugins
 from kafkalite.connect.clients import KAFKA, protocol_of
 from kafkalite.connect.creator import as_creator, hide_credentials
 from kafkalite.connect.errors import (REBALANCE_CONFLICT, AlreadyExistsException,
@@ -166,6 +171,15 @@ def create_app(herder, login=_FROM_WORKER_CONFIG) -> Flask:
             return config
         return as_creator(config, creds.user, creds.password)
 
+    def _as_caller_patch(patch: dict) -> dict:
+        # the caller's login replaces the owned override keys, as a PUT's would
+        creds = request.environ.get("kafkalite.connect.caller")
+        if not acts_as_creator or creds is None:
+            return patch
+        out = as_creator({k: v for k, v in patch.items() if v is not None}, creds.user,
+                         creds.password)
+        return {**{k: None for k, v in patch.items() if v is None and k not in out}, **out}
+
     def _shown(info: dict) -> dict:
         return {**info, "config": hide_credentials(info["config"])} if "config" in info \
             else info
@@ -210,7 +224,33 @@ def create_app(herder, login=_FROM_WORKER_CONFIG) -> Flask:
     @app.get("/")
     def root():
         from kafkalite import __version__
-        return {"version": __version__, "commit": "kafkalite", "kafka_cluster_id": None}
+        return {"version": __version__, "commit": "kafkalite",
+                "kafka_cluster_id": herder.cluster_id()}
+
+    @app.get("/admin/loggers")
+    def all_loggers():
+        return loggers.all_levels()
+
+    @app.get("/admin/loggers/<name>")
+    def get_logger(name):
+        return loggers.level(name)
+
+    @app.put("/admin/loggers/<name>")
+    def set_logger(name):
+        body = _json_body()
+        if not isinstance(body, dict):
+            raise BadRequestException("the body is {\"level\": \"DEBUG\"}")
+        level = body.get("level")
+        loggers.level_of(level)         # 400 or 404 before anything changes, as Kafka's
+        scope = request.args.get("scope", "worker").lower()
+        if scope == "cluster":
+            herder.set_cluster_logger_level(name, level)
+            return "", 204
+        if scope != "worker":
+            # Kafka's LoggingResource: an unknown scope is the worker's, with a warning
+            log.warning("received invalid scope %r to adjust a logging level; the worker's "
+                        "scope applies", scope)
+        return jsonify(loggers.set_level(name, level))
 
     @app.get("/openapi.json")
     def openapi():
@@ -269,6 +309,17 @@ def create_app(herder, login=_FROM_WORKER_CONFIG) -> Flask:
         created, info = herder.put_connector_config(name, _as_caller(body), True)
         return _shown(info), 201 if created else 200
 
+    @app.patch("/connectors/<name>/config")
+    def patch_config(name):
+        body = _json_body()
+        if not isinstance(body, dict):
+            raise BadRequestException("the body is an object of config keys to set (null "
+                                      "removes one)")
+        if body.get("name") is not None and body["name"] != name:
+            raise BadRequestException("Connector name configuration (" + str(body["name"]) +
+                                      ") doesn't match connector name in the URL (" + name + ")")
+        return _shown(herder.patch_connector_config(name, _as_caller_patch(body)))
+
     @app.get("/connectors/<name>/status")
     def status(name):
         return herder.status(name)
@@ -276,6 +327,11 @@ def create_app(herder, login=_FROM_WORKER_CONFIG) -> Flask:
     @app.get("/connectors/<name>/topics")
     def topics(name):
         return {name: {"topics": herder.topics(name)}}
+
+    @app.put("/connectors/<name>/topics/reset")
+    def reset_topics(name):
+        herder.reset_topics(name)
+        return "", 202
 
     @app.get("/connectors/<name>/tasks")
     def tasks(name):
@@ -349,6 +405,10 @@ def create_app(herder, login=_FROM_WORKER_CONFIG) -> Flask:
             out += [{"class": n, "type": "converter", "version": __version__}
                     for n in CONVERTERS]
         return jsonify(out)
+
+    @app.get("/connector-plugins/<plugin>/config")
+    def plugin_config(plugin):
+        return jsonify(herder.plugin_config(plugin))
 
     @app.put("/connector-plugins/<plugin>/config/validate")
     def validate(plugin):

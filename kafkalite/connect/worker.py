@@ -46,10 +46,10 @@ import threading
 import time
 import traceback
 
-from kafkalite.connect.api import SinkRecord
+from kafkalite.connect.api import SinkRecord, SinkRecordBatch, SourceRecordBatch, SourceTask
 from kafkalite.connect.clients import worker_client_config
 from kafkalite.connect.converters import converter_from_config
-from kafkalite.connect.errors import ConnectException, RetriableException
+from kafkalite.connect.errors import ConnectException, DataException, RetriableException
 from kafkalite.connect.tolerance import SKIPPED, ErrorHandler
 from kafkalite.connect.transforms import TransformationChain
 
@@ -136,6 +136,8 @@ class WorkerTask:
         self.key_converter = converter_from_config(cfg, "key.converter", True, _JSON)
         self.value_converter = converter_from_config(cfg, "value.converter", False, _JSON)
         self.transforms = TransformationChain(connector_config)
+        # the bulk path (api.py) needs no record objects: none with transforms to run
+        self.bulk = not self.transforms.stages
         self.flush_interval = int(worker.config.get("offset.flush.interval.ms", 10_000)) / 1000
 
     def start(self, paused=False) -> None:
@@ -188,8 +190,14 @@ class WorkerTask:
 
 
 def track_offsets(records, pending: dict) -> None:
-    """The latest source offset of each source partition among ``records``,
-    into ``pending`` {json(partition): (partition, offset)}."""
+    """The latest source offset of each source partition among ``records``
+    (a list, or a SourceRecordBatch), into ``pending`` {json(partition):
+    (partition, offset)}."""
+    if isinstance(records, SourceRecordBatch):
+        if records.source_partition is not None and records.source_offset is not None:
+            pending[json.dumps(records.source_partition, sort_keys=True)] = (
+                records.source_partition, records.source_offset)
+        return
     last_part, last_key = None, None
     for r in records:
         part = r.source_partition
@@ -243,7 +251,10 @@ class WorkerSourceTask(WorkerTask):
                     records = None
                 if records:
                     self._send_all(records, producer, handler, on_delivery)
-                    sent.extend(records)
+                    if isinstance(records, SourceRecordBatch):
+                        sent.append(records)
+                    else:
+                        sent.extend(records)
                     track_offsets(records, pending)
                 producer.poll(0)
                 if failures:
@@ -258,7 +269,12 @@ class WorkerSourceTask(WorkerTask):
     def _send_all(self, records, producer, handler, on_delivery) -> None:
         """Transform and convert a poll's records, then hand them to the
         producer's bulk path: one produce_batch per (topic, partition given
-        or not), records in poll order within each."""
+        or not), records in poll order within each. A SourceRecordBatch
+        without transforms is converted a batch at a time (_send_batch)."""
+        if isinstance(records, SourceRecordBatch):
+            if self.bulk and self._send_batch(records, producer, on_delivery):
+                return
+            records = records.records()
         groups: dict = {}
         now = int(time.time() * 1000)
         for r in records:
@@ -280,11 +296,30 @@ class WorkerSourceTask(WorkerTask):
             g[3].append([(k, v.encode() if isinstance(v, str) else v) for k, v in t.headers]
                         if t.headers else None)
         for (topic, partition), (keys, values, stamps, headers) in groups.items():
+            self.worker.topic_active(self.connector, topic, self.id)
             producer.produce_batch(
                 topic, values, keys=keys if any(k is not None for k in keys) else None,
                 partition=-1 if partition is None else partition, timestamp=stamps,
                 headers=headers if any(h is not None for h in headers) else None,
                 on_delivery=on_delivery)
+
+    def _send_batch(self, batch, producer, on_delivery) -> bool:
+        """A SourceRecordBatch converted a batch at a time and produced;
+        False (nothing sent) when a converter refused a value: the caller
+        then goes record by record, through the error tolerance."""
+        try:
+            values = self.value_converter.from_connect_batch(batch.topic, batch.value_schema,
+                                                             batch.values)
+            keys = None if batch.keys is None else self.key_converter.from_connect_batch(
+                batch.topic, batch.key_schema, batch.keys)
+        except DataException:
+            return False
+        self.worker.topic_active(self.connector, batch.topic, self.id)
+        producer.produce_batch(
+            batch.topic, values, keys=keys,
+            partition=-1 if batch.kafka_partition is None else batch.kafka_partition,
+            timestamp=batch.timestamp or int(time.time() * 1000), on_delivery=on_delivery)
+        return True
 
     def _commit(self, producer, pending: dict, failures: list, sent: list) -> None:
         left = producer.flush(60)
@@ -295,10 +330,20 @@ class WorkerSourceTask(WorkerTask):
         if pending:
             self.worker.offsets.put(self.connector, list(pending.values()))
             pending.clear()
-        for r in sent:
-            self.task.commit_record(r, None)
+        commit_record(self.task, sent)
         sent.clear()
         self.task.commit()
+
+
+def commit_record(task, sent: list) -> None:
+    """``task.commit_record`` of each record polled (batches made into
+    records), where the task has its own: the default does nothing, and a
+    batch then needs no records made."""
+    if type(task).commit_record is SourceTask.commit_record:
+        return
+    for r in sent:
+        for one in (r.records() if isinstance(r, SourceRecordBatch) else (r,)):
+            task.commit_record(one, None)
 
 
 class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
@@ -381,6 +426,9 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
                     records = self.task.poll() or []
                 except RetriableException:
                     records = []
+                if isinstance(records, SourceRecordBatch):
+                    # transaction boundaries name records: the per-record path
+                    records = records.records()
                 if ctx is None:
                     send(records)
                     end("commit")
@@ -465,13 +513,25 @@ class WorkerSinkTask(WorkerTask):
             self.state = PAUSED if self._paused.is_set() else RUNNING
             next_commit = time.monotonic() + self.flush_interval
             paused = False
+            # the bulk path (api.py): kafkalite's consumer hands Arrow columns, converted a
+            # batch at a time; Kafka's clients' consumer, or transforms, go record by record
+            bulk = self.bulk and hasattr(consumer, "consume_batch")
             while not self._stopping.is_set():
                 if self._paused.is_set() != paused:
                     paused = self._paused.is_set()
                     tps = [TopicPartition(t, p) for t, p in self.assignment]
                     (consumer.pause if paused else consumer.resume)(tps)
                 self._seek_rewinds(consumer)
-                msgs = consumer.consume(batch, 0.2)
+                if bulk:
+                    rows = consumer.consume_batch(0.2)
+                    if paused:
+                        self._rewind_to_first_rows(rows)
+                        continue
+                    for lo in range(0, rows.num_rows, batch):
+                        self._put_rows(rows.slice(lo, batch), handler)
+                    msgs = ()
+                else:
+                    msgs = consumer.consume(batch, 0.2)
                 if paused:
                     # fetched before the pause took hold: read again after resume
                     self._rewind_to_first(msgs)
@@ -487,6 +547,8 @@ class WorkerSinkTask(WorkerTask):
                     if r is not None:
                         records.append(r)
                     self.current[(m.topic(), m.partition())] = m.offset() + 1
+                for topic in {m.topic() for m in msgs if not m.error()}:
+                    self.worker.topic_active(self.connector, topic, self.id)
                 if records:
                     self._put(records)
                 if dlq is not None:
@@ -513,6 +575,43 @@ class WorkerSinkTask(WorkerTask):
                 consumer.seek(TopicPartition(t, p, off))
                 self.current[(t, p)] = off
             del self.rewind[(t, p)]
+
+    def _put_rows(self, rows, handler) -> None:
+        """One slice of a consume_batch (at most max.poll.records): its keys
+        and values converted a column at a time, then ``put_batch`` (or
+        ``put`` of its SinkRecords); a converter's DataException sends the
+        slice record by record through the error tolerance."""
+        import numpy as np
+        n = rows.num_rows
+        if not n:
+            return
+        topic_col = rows.column("topic")
+        topics = topic_col.dictionary.to_pylist()
+        topic = topics[0] if len(topics) == 1 else None
+        try:
+            key_schema, keys = self.key_converter.to_connect_batch(topic, rows.column("key"))
+            value_schema, values = self.value_converter.to_connect_batch(topic,
+                                                                         rows.column("value"))
+            records = SinkRecordBatch(rows, key_schema, keys, value_schema, values)
+        except DataException:
+            records = [r for r in (self._convert(m, handler) for m in _row_messages(rows))
+                       if r is not None]
+        if len(records):
+            self._put(records)
+        # the next offset of each partition: its last record's + 1
+        idx = topic_col.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        parts = rows.column("partition").to_numpy(zero_copy_only=False)
+        offs = rows.column("offset").to_numpy(zero_copy_only=False)
+        key = (idx << 32) | parts.astype(np.int64)
+        uniq, first_from_end = np.unique(key[::-1], return_index=True)
+        for k, i in zip(uniq.tolist(), first_from_end.tolist()):
+            self.current[(topics[k >> 32], k & 0xFFFFFFFF)] = int(offs[n - 1 - i]) + 1
+        for t in topics:
+            self.worker.topic_active(self.connector, t, self.id)
+
+    def _rewind_to_first_rows(self, rows) -> None:
+        for m in _row_messages(rows):
+            self.rewind.setdefault((m.topic(), m.partition()), m.offset())
 
     def _rewind_to_first(self, msgs) -> None:
         first: dict = {}
@@ -541,10 +640,18 @@ class WorkerSinkTask(WorkerTask):
         return None if t is SKIPPED else t
 
     def _put(self, records) -> None:
+        """``put`` (of a list, or of a SinkRecordBatch's records when the
+        task has no ``put_batch``), redelivered after a RetriableException."""
         delay = 0.1
+        put_batch = getattr(self.task, "put_batch", None)
         while True:
             try:
-                self.task.put(records)
+                if not isinstance(records, SinkRecordBatch):
+                    self.task.put(records)
+                elif put_batch is not None:
+                    put_batch(records)
+                else:
+                    self.task.put(records.records())
                 return
             except RetriableException:
                 # Kafka redelivers the same batch after a backoff
@@ -571,6 +678,46 @@ class WorkerSinkTask(WorkerTask):
                 # on_revoke) and their next owner starts at the last committed offsets
                 log.warning("connector %s task %d: offsets not committed (%s); the group "
                             "is rebalancing", self.connector, self.id, e)
+
+
+class _RowMessage:
+    """One row of a consume_batch as the consumer's Message shows it: the
+    per-record path's input when a batch's conversion failed."""
+    __slots__ = ("_row",)
+
+    def __init__(self, row: dict):
+        self._row = row
+
+    def error(self):
+        return None
+
+    def topic(self):
+        return self._row["topic"]
+
+    def partition(self):
+        return self._row["partition"]
+
+    def offset(self):
+        return self._row["offset"]
+
+    def key(self):
+        return self._row["key"]
+
+    def value(self):
+        return self._row["value"]
+
+    def headers(self):
+        return [(h["key"], h["value"]) for h in self._row["headers"] or ()] or None
+
+    def timestamp(self):
+        # confluent-kafka's (type, ms): 1 CreateTime, 2 LogAppendTime
+        ts = self._row["timestamp"]
+        ms = -1 if ts is None else int(ts.timestamp() * 1000)
+        return (2 if self._row["timestamp_type"] == 1 else 1), ms
+
+
+def _row_messages(rows) -> list:
+    return [_RowMessage(r) for r in rows.to_pylist()]
 
 
 class FailedTask:
@@ -600,6 +747,16 @@ class Worker:
         # what every client the worker makes gets, with its protocol (clients.py)
         self.client_config = worker_client_config(self.config)
         self.on_task_end = None
+        # KIP-558: connector -> the topics its tasks produced to or consumed from since the
+        # last reset; read without a lock on the hot path (a dict lookup), added under one
+        self.topic_tracking = str(self.config.get("topic.tracking.enable", "true")).lower() \
+            == "true"
+        self.topic_tracking_reset = str(self.config.get("topic.tracking.allow.reset",
+                                                        "true")).lower() == "true"
+        self.active_topics: dict[str, dict[str, dict]] = {}
+        self._topics_lock = threading.Lock()
+        # distributed.py: writes a newly active topic to the status topic
+        self.on_topic_active = None
 
     def start(self) -> None:
         self.offsets.start()
@@ -624,6 +781,28 @@ class Worker:
             return FailedTask(connector, task_id, e)
         t.start(paused)
         return t
+
+    def topic_active(self, connector: str, topic: str, task: int) -> None:
+        """A task used ``topic`` (KIP-558's recordActiveTopic): recorded once
+        until the connector's topics are reset."""
+        if not self.topic_tracking or topic in self.active_topics.get(connector, ()):
+            return
+        with self._topics_lock:
+            known = self.active_topics.setdefault(connector, {})
+            if topic in known:
+                return
+            status = known[topic] = {"name": topic, "connector": connector, "task": task,
+                                     "discoverTimestamp": int(time.time() * 1000)}
+        if self.on_topic_active is not None:
+            self.on_topic_active(status)
+
+    def forget_topics(self, connector: str, topics=None) -> None:
+        """Forget ``connector``'s active topics (all of them, or ``topics``):
+        the next record of one records it again."""
+        with self._topics_lock:
+            known = self.active_topics.get(connector, {})
+            for t in list(known) if topics is None else topics:
+                known.pop(t, None)
 
     def task_ended(self, task: WorkerTask) -> None:
         if self.on_task_end is not None:

@@ -176,3 +176,70 @@ class SeekingSinkTask(SinkTask):
 
     def stop(self):
         pass
+
+
+class BatchSourceConnector(SourceConnector):
+    """The bulk path's source: ``batches`` SourceRecordBatches of ``size``
+    string values ``<batch>-<i>`` to ``topic``, resuming after its stored
+    ``{"batch": n}``."""
+
+    def start(self, props):
+        self.props = dict(props)
+
+    def task_class(self):
+        return BatchSourceTask
+
+    def task_configs(self, max_tasks):
+        return [dict(self.props)]
+
+
+class BatchSourceTask(SourceTask):
+    def start(self, props):
+        from kafkalite.connect import SourceRecordBatch
+        self.batch_class = SourceRecordBatch
+        self.topic = props["topic"]
+        self.batches, self.size = int(props["batches"]), int(props["size"])
+        off = self.context.offset_storage_reader().offset({"source": "batches"})
+        self.next = off["batch"] + 1 if off else 0
+
+    def poll(self):
+        if self.next >= self.batches:
+            time.sleep(0.05)
+            return None
+        b = self.next
+        self.next += 1
+        return self.batch_class(self.topic, Schema.STRING,
+                                [f"{b}-{i}" for i in range(self.size)],
+                                source_partition={"source": "batches"},
+                                source_offset={"batch": b})
+
+
+class BatchSinkConnector(SinkConnector):
+    """A sink with ``put_batch``: each call's record count and values, as a
+    JSON line in ``events.file``; a ``put`` (the per-record path) writes
+    ``{"put": count}``."""
+
+    def start(self, props):
+        self.props = dict(props)
+
+    def task_class(self):
+        return BatchSinkTask
+
+    def task_configs(self, max_tasks):
+        return [dict(self.props)]
+
+
+class BatchSinkTask(SinkTask):
+    def start(self, props):
+        self.events = props["events.file"]
+
+    def _log(self, doc):
+        with open(self.events, "a") as f:
+            f.write(json.dumps(doc) + "\n")
+
+    def put_batch(self, batch):
+        self._log({"put_batch": len(batch), "values": list(batch.values),
+                   "offsets": [r.kafka_offset for r in batch.records()]})
+
+    def put(self, records):
+        self._log({"put": len(records), "values": [r.value for r in records]})

@@ -19,9 +19,12 @@ def test_bench_connect_quick(tmp_path):
                          capture_output=True, text=True, timeout=300, env=child_env())
     assert out.returncode == 0, out.stderr + out.stdout
     doc = json.loads((tmp_path / "results.json").read_text())
-    assert doc["rows"] == 20_000
-    assert set(doc["figures"]) == {"copy_to_rows_per_s", "connect_json_schemas_rows_per_s",
+    assert doc["rows"] == 20_000 and doc["lines"] == 20_000
+    assert set(doc["figures"]) == {"file_ceiling_lines_per_s", "connect_file_lines_per_s",
+                                   "copy_to_rows_per_s", "connect_json_schemas_rows_per_s",
                                    "connect_json_schemaless_rows_per_s",
+                                   "jdbc_source_ceiling_rows_per_s",
+                                   "jdbc_sink_ceiling_rows_per_s", "connect_jdbc_sink_rows_per_s",
                                    "copy_to_parquet_rows_per_s",
                                    "connect_parquet_sink_rows_per_s"}
     assert all(v > 0 for v in doc["figures"].values())

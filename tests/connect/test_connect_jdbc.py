@@ -5,6 +5,7 @@ column evolution, batching and deletes, and PostgreSQL -> topic -> SQLite
 end to end with the same rows."""
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import itertools
 import json
@@ -194,6 +195,43 @@ def test_sink_upsert_auto_create_evolve_and_deletes(connect, server, postgres, t
         assert cols == [("id", "bigint", "NO"), ("name", "text", "YES"),
                         ("at", "timestamp without time zone", "YES"),
                         ("email", "text", "YES")]
+
+
+def test_postgres_insert_sink_through_copy_is_exact(connect, server, postgres, topic_name):
+    """insert.mode=insert writes through COPY FROM: text COPY escapes
+    (tabs, newlines, backslashes, \\N), unicode, NULLs, bytes, floats and
+    timestamps arrive as they were, in order."""
+    table = table_name("c")
+    create(server, topic_name)
+    f_bytes = {"field": "raw", "type": "bytes", "optional": True}
+    f_amount = {"field": "amount", "type": "float64", "optional": True}
+    texts = ["tab\there", "new\nline", "back\\slash \\N", "ünïcode ✓", None, "", "\\."]
+    p = Producer(server.config())
+    for i in range(700):
+        p.produce(topic_name, value=envelope([F_ID, F_NAME, F_AT, f_bytes, f_amount], {
+            "id": i, "name": texts[i % len(texts)],
+            "at": None if i % 5 == 0 else 1_700_000_000_000 + i,
+            "raw": None if i % 4 == 0 else base64.b64encode(bytes([i % 256, 0, 9])).decode(),
+            "amount": None if i % 6 == 0 else i / 3}))
+    assert p.flush(30) == 0
+    p.close()
+    connect.create("jsink-copy", **sink_config("jdbc:" + postgres, topic_name, **{
+        "table.name.format": table, "insert.mode": "insert", "pk.mode": "none",
+        "delete.enabled": "false"}))
+
+    def rows():
+        try:
+            return pg(postgres, f"SELECT id, name, at, raw, amount FROM {table} ORDER BY id")
+        except psycopg.errors.UndefinedTable:
+            return []
+    got = wait_until(lambda: len(r := rows()) == 700 and r, timeout=60,
+                     message=lambda: f"{len(rows())} rows: {connect.state('jsink-copy')}")
+    for i, name, at, raw, amount in got:
+        assert name == texts[i % len(texts)]
+        assert at == (None if i % 5 == 0 else
+                      dt.datetime(2023, 11, 14, 22, 13, 20, i * 1000))
+        assert raw == (None if i % 4 == 0 else bytes([i % 256, 0, 9]))
+        assert amount == (None if i % 6 == 0 else i / 3)
 
 
 def test_sink_refuses_missing_columns_without_auto_evolve(connect, server, tmp_path, topic_name):

@@ -59,6 +59,11 @@ class Dialect:
     def to_db(self, v):
         return v
 
+    def converts(self, schema: Schema, sample) -> bool:
+        """Whether from_db must see a column's values (False: the driver's
+        are Connect's already); ``sample``: one of them, maybe None."""
+        return True
+
 
 class SQLite(Dialect):
     name = "sqlite"
@@ -137,6 +142,10 @@ _PG_TYPES = {16: Schema.OPTIONAL_BOOLEAN, 17: Schema.OPTIONAL_BYTES, 20: Schema.
              1083: Schema.OPTIONAL_TIME}
 
 
+_PLAIN_TYPES = {"int16": int, "int32": int, "int64": int, "float32": float, "float64": float,
+                "boolean": bool, "string": str}
+
+
 class PostgreSQL(Dialect):
     name = "postgresql"
     placeholder = "%s"
@@ -176,6 +185,12 @@ class PostgreSQL(Dialect):
 
     def schema_for_oid(self, oid: int) -> Schema:
         return _PG_TYPES.get(oid, Schema.OPTIONAL_STRING)
+
+    def converts(self, schema: Schema, sample) -> bool:
+        # psycopg's ints, floats, text and booleans are Connect's as they are (a numeric
+        # column's Decimals, a uuid's UUIDs, a null sample: converted)
+        plain = _PLAIN_TYPES.get(schema.type) if schema.name is None else None
+        return plain is None or type(sample) is not plain
 
     def from_db(self, v, schema: Schema):
         if v is None:

@@ -2,15 +2,21 @@
 
 Source: tails ``file`` (or stdin when unset) and produces each line
 (without its newline) as a string value to ``topic``; ``batch.size`` lines
-per poll at most. Its source partition is ``{"filename": <file>}`` and its
-offset ``{"position": <byte offset after the last line sent>}``, so a
-restarted task resumes at the line after the last one whose offset was
-stored. A partial last line (no newline yet) waits for its newline.
+per poll at most, as one SourceRecordBatch (api.py: no object per line).
+Its source partition is ``{"filename": <file>}`` and its offset
+``{"position": <byte offset after the last line sent>}``, so a restarted
+task resumes at the line after the last one whose offset was stored. A
+partial last line (no newline yet) waits for its newline. The file is read
+``READ_SIZE`` bytes at a time, when the lines of the last read are all
+polled, and split once per read (a poll takes a slice of those lines, so a
+poll's cost is its own lines', whatever the file's size).
 
 Sink: appends each record's value (as text) and a newline to ``file``
 (``tasks.max`` tasks append to the same file, each put in one write);
-``flush`` fsyncs, so the offsets the worker commits after it are of lines
-on disk.
+``put_batch`` writes a batch's values as one join; ``flush`` fsyncs, so
+the offsets the worker commits after it are of lines on disk.
+
+Who calls: the worker's task threads (one task, one thread).
 """
 from __future__ import annotations
 
@@ -18,7 +24,8 @@ import os
 import sys
 import time
 
-from kafkalite.connect.api import SinkConnector, SinkTask, SourceConnector, SourceRecord, SourceTask
+from kafkalite.connect.api import (SinkConnector, SinkTask, SourceConnector, SourceRecordBatch,
+                                   SourceTask)
 from kafkalite.connect.config import INT, STRING, ConfigDef, at_least
 from kafkalite.connect.data import Schema
 from kafkalite.connect.errors import ConnectException
@@ -27,6 +34,8 @@ SOURCE_CONFIG = (ConfigDef()
                  .define("file", STRING, None, doc="the file to read (default: stdin)")
                  .define("topic", STRING, doc="the topic to write to")
                  .define("batch.size", INT, 2000, at_least(1), doc="lines per poll at most"))
+# the bytes read at a time: a few thousand lines of the usual length
+READ_SIZE = 1 << 20
 SINK_CONFIG = ConfigDef().define("file", STRING, None, doc="the file to append to (default: stdout)")
 
 
@@ -68,7 +77,12 @@ class FileStreamSourceTask(SourceTask):
         c = SOURCE_CONFIG.parse(props)
         self.filename, self.topic, self.batch = c["file"], c["topic"], c["batch.size"]
         self.partition = {"filename": self.filename or "stdin"}
-        self.stream, self.position, self.buffer = None, 0, b""
+        self.stream = None
+        # the complete lines of the last read (without newlines), the first not yet polled,
+        # and the bytes after the last read's last newline (a line still being written)
+        self.lines: list[bytes] = []
+        self.taken = 0
+        self.partial = b""
         stored = self.context.offset_storage_reader().offset(self.partition) \
             if self.filename else None
         self.position = int(stored["position"]) if stored else 0
@@ -84,28 +98,39 @@ class FileStreamSourceTask(SourceTask):
         self.stream.seek(self.position)
         return True
 
+    def _read(self) -> None:
+        """The next complete lines from the file into ``lines``."""
+        chunk = self.stream.read(READ_SIZE) if self.filename else self.stream.read1(READ_SIZE)
+        if not chunk:
+            return
+        data = self.partial + chunk if self.partial else chunk
+        end = data.rfind(b"\n")
+        if end < 0:
+            self.partial = data
+            return
+        self.lines, self.taken, self.partial = data[:end].split(b"\n"), 0, data[end + 1:]
+
     def poll(self):
         if self.stream is None and not self._open():
             time.sleep(0.1)
             return None
-        chunk = self.stream.read(1 << 20)
-        if chunk:
-            self.buffer += chunk
-        out = []
-        while len(out) < self.batch:
-            nl = self.buffer.find(b"\n")
-            if nl < 0:
-                break
-            line, self.buffer = self.buffer[:nl], self.buffer[nl + 1:]
-            self.position += nl + 1
-            out.append(SourceRecord(self.topic, None, None, None, Schema.STRING,
-                                    line.rstrip(b"\r").decode("utf-8", "replace"),
-                                    source_partition=self.partition,
-                                    source_offset={"position": self.position}))
-        if not out:
+        if self.taken >= len(self.lines):
+            self._read()
+        if self.taken >= len(self.lines):
             time.sleep(0.05)      # tailing: nothing new yet
             return None
-        return out
+        lines = self.lines[self.taken:self.taken + self.batch]
+        self.taken += len(lines)
+        self.position += sum(map(len, lines)) + len(lines)
+        # one decode for the poll: a newline byte is never part of a UTF-8 sequence, so
+        # the text splits back into the same lines, bad bytes replaced line by line alike
+        joined = b"\n".join(lines)
+        values = joined.decode("utf-8", "replace").split("\n")
+        if b"\r" in joined:
+            values = [v.rstrip("\r") for v in values]
+        return SourceRecordBatch(self.topic, Schema.STRING, values,
+                                 source_partition=self.partition,
+                                 source_offset={"position": self.position})
 
     def stop(self):
         if self.stream is not None and self.filename is not None:
@@ -144,6 +169,17 @@ class FileStreamSinkTask(SinkTask):
             lines.append(bytes(v) if isinstance(v, (bytes, bytearray)) else str(v).encode())
         if lines:
             self.out.write(b"\n".join(lines) + b"\n")
+
+    def put_batch(self, batch):
+        values = batch.values
+        if not values:
+            return
+        try:
+            text = "\n".join(values)
+        except TypeError:       # a null or a non-text value: as put writes each
+            self.put(batch.records())
+            return
+        self.out.write((text + "\n").encode())
 
     def flush(self, offsets):
         if self.filename:

@@ -15,7 +15,9 @@ or for one ``query``, every ``poll.interval.ms``:
   last_inc) OR ts > last_ts)`` ordered by (ts, inc): every insert and update,
   exactly once each, across restarts.
 
-Up to ``batch.max.rows`` rows per poll; a full batch polls again at once.
+Up to ``batch.max.rows`` rows per poll, as one SourceRecordBatch (api.py:
+no record object per row on the bulk path); a full batch polls again at
+once.
 Each row is a struct value (fields as the columns) written to
 ``topic.prefix`` + table (query mode: ``topic.prefix``), with no key (use
 the ValueToKey/ExtractField transforms, as with Confluent's). Source
@@ -30,8 +32,11 @@ update; ``pk.mode`` none, kafka (``__connect_topic``, ``__connect_partition``,
 ``auto.create`` makes the table (primary key as pk.mode says), ``auto.evolve``
 adds columns a record has and the table lacks (nullable); tombstones delete
 the row of their key with ``delete.enabled`` (needs pk.mode=record_key).
-A ``put`` is one transaction, written in ``batch.size`` statements batches;
-order between writes and deletes of one table is kept. Values may be
+A ``put`` is one transaction; on PostgreSQL its inserts go through ``COPY
+FROM`` and its upserts through COPY into a temporary staging table and one
+``INSERT ... SELECT ... ON CONFLICT`` (the last write of a key in a run
+wins), the rest (updates, deletes, SQLite) in ``batch.size`` statement
+batches; order between writes and deletes of one table is kept. Values may be
 schemaful structs or schemaless dicts (column types then come from the
 values).
 """
@@ -42,10 +47,11 @@ import threading
 import time
 
 from kafkalite.connect import data as cdata
-from kafkalite.connect.api import SinkConnector, SinkTask, SourceConnector, SourceRecord, SourceTask
+from kafkalite.connect.api import (SinkConnector, SinkTask, SourceConnector, SourceRecordBatch,
+                                   SourceTask)
 from kafkalite.connect.config import (BOOLEAN, INT, LIST, LONG, PASSWORD, STRING, ConfigDef,
                                       ConfigException, at_least, one_of)
-from kafkalite.connect.connectors.dialects import SQLite, dialect_for
+from kafkalite.connect.connectors.dialects import PostgreSQL, SQLite, dialect_for
 from kafkalite.connect.data import Field, Schema
 from kafkalite.connect.errors import ConnectException, DataException
 
@@ -203,35 +209,44 @@ class _TableQuerier:
         return Schema("struct", name=self.table or None, fields=tuple(
             Field(c.name, d.schema_for_oid(c.type_code)) for c in cur.description))
 
-    def poll(self, d, conn) -> list[SourceRecord]:
+    def poll(self, d, conn) -> SourceRecordBatch | None:
+        """The next rows as one SourceRecordBatch (api.py): one schema, one
+        source partition, and the offset after its last row."""
         sql, params = self.statement(d, d.now(conn))
         cur = conn.execute(sql, params)
         rows = cur.fetchall()
         conn.commit()           # end the read transaction: the next poll must see new rows
         if self.schema is None or len(self.schema.fields) != len(cur.description):
             self.schema = self._schema(d, conn, cur)
-        fields = self.schema.fields
-        out = []
-        for row in rows:
-            value = {f.name: d.from_db(v, f.schema) for f, v in zip(fields, row)}
-            offset = {}
-            if self.inc:
-                self.last_inc = value[self.inc]
-                offset["incrementing"] = self.last_inc
-            if self.ts and self.mode != "incrementing":
-                t = value[self.ts]
-                if t is None:
-                    raise DataException(f"{self.table}: null in timestamp column {self.ts}")
-                self.last_ts = t
-                offset["timestamp"] = cdata.timestamp_to_millis(t)
-                offset["timestamp_nanos"] = t.microsecond * 1000
-            out.append(SourceRecord(self.topic, None, None, None, self.schema, value,
-                                    source_partition=self.partition,
-                                    source_offset=offset or None))
         full = self.mode != "timestamp" and self.mode != "bulk" and \
             len(rows) >= self.task.c["batch.max.rows"]
         self.next_poll = 0.0 if full else time.monotonic() + self.task.c["poll.interval.ms"] / 1000
-        return out
+        if not rows:
+            return None
+        fields = self.schema.fields
+        names = [f.name for f in fields]
+        values = [dict(zip(names, row)) for row in rows]
+        # the driver's values as Connect's, a column at a time, only where a column's
+        # values need it (timestamps made UTC, decimals, bytes...)
+        for f in fields:
+            if d.converts(f.schema, values[0][f.name]):
+                name, schema, from_db = f.name, f.schema, d.from_db
+                for v in values:
+                    v[name] = from_db(v[name], schema)
+        last = values[-1]
+        offset = {}
+        if self.inc:
+            self.last_inc = last[self.inc]
+            offset["incrementing"] = self.last_inc
+        if self.ts and self.mode != "incrementing":
+            if any(v[self.ts] is None for v in values):
+                raise DataException(f"{self.table}: null in timestamp column {self.ts}")
+            t = self.last_ts = last[self.ts]
+            offset["timestamp"] = cdata.timestamp_to_millis(t)
+            offset["timestamp_nanos"] = t.microsecond * 1000
+        return SourceRecordBatch(self.topic, self.schema, values,
+                                 source_partition=self.partition,
+                                 source_offset=offset or None)
 
 
 class JdbcSourceTask(SourceTask):
@@ -266,6 +281,7 @@ class JdbcSourceTask(SourceTask):
 # ---- sink -----------------------------------------------------------------------------------
 
 KAFKA_PK = ("__connect_topic", "__connect_partition", "__connect_offset")
+_UTC = _dt.timezone.utc
 
 
 class JdbcSinkConnector(SinkConnector):
@@ -304,6 +320,8 @@ class JdbcSinkTask(SinkTask):
         self.d = _dialect(self.c)
         self.conn = self.d.connect()
         self.tables: dict[str, dict] = {}     # table -> {column: declared type}
+        # (table, columns) -> the session's temporary staging table of upserts through COPY
+        self._staging: dict[tuple, str] = {}
 
     def _table_of(self, r):
         return self.c["table.name.format"].replace("${topic}", r.topic)
@@ -406,7 +424,7 @@ class JdbcSinkTask(SinkTask):
                            " AND ".join(f"{self.d.quote(k)} = {self.d.placeholder}" for k in key))
                     if self.d.columns(self.conn, table) is not None or table in self.tables:
                         self._add(pending, table, sql, tuple(key),
-                                  [self.d.to_db(v) for v in key.values()])
+                                  [self.d.to_db(v) for v in key.values()], None)
                     continue
                 cols, schemas, pk = self._row(r)
                 self._ensure_table(table, cols, schemas, pk)
@@ -417,16 +435,130 @@ class JdbcSinkTask(SinkTask):
                     values = [self.d.to_db(cols[n]) for n in rest + pk]
                 else:
                     values = [self.d.to_db(cols[n]) for n in names]
-                self._add(pending, table, sql, names, values)
-            for _, sql, _, rows in pending:
-                batch = self.c["batch.size"]
-                for i in range(0, len(rows), batch):
-                    self._executemany(sql, rows[i:i + batch])
+                self._add(pending, table, sql, names, values, tuple(pk))
+            for table, sql, names, rows, pk in pending:
+                self._write(table, sql, names, rows, pk)
             self.conn.commit()
         except Exception:
             self.conn.rollback()
             self.tables.clear()      # a rolled-back CREATE/ALTER: read the table again
+            self._staging.clear()
             raise
+
+    def put_batch(self, batch):
+        """The bulk path (api.py): a batch of one topic whose values are
+        structs of one schema, inserted or upserted on PostgreSQL (pk.mode
+        none or record_value) from its columns through COPY, with no record
+        object; anything else is ``put`` of its records."""
+        if not self._bulk_ok(batch):
+            self.put(batch.records())
+            return
+        from operator import itemgetter
+        values, vs = batch.values, batch.value_schema
+        wanted = self.c["fields.whitelist"]
+        fields = [f for f in vs.fields if not wanted or f.name in wanted]
+        names = tuple(f.name for f in fields)
+        schemas = {f.name: f.schema for f in fields}
+        pk = [] if self.c["pk.mode"] == "none" else (self.c["pk.fields"] or list(names))
+        if any(n not in schemas for n in pk):
+            self.put(batch.records())       # put names the missing key field
+            return
+        table = self.c["table.name.format"].replace(
+            "${topic}", batch.rows.column("topic").dictionary[0].as_py())
+        get = itemgetter(*names)
+        try:
+            rows = list(map(get, values)) if len(names) > 1 else [(get(v),) for v in values]
+        except KeyError:                    # a value without a field: as put reads it
+            self.put(batch.records())
+            return
+        try:
+            # only the columns whose values the driver cannot take as they are (timestamps
+            # made naive UTC, maps and arrays as JSON) are converted, a column at a time
+            convert = [i for i, f in enumerate(fields)
+                       if f.schema.name is not None or f.schema.type in ("map", "array",
+                                                                         "struct")]
+            if convert:
+                to_db = self.d.to_db
+                rows = [list(r) for r in rows]
+                for i in convert:
+                    if fields[i].schema.name == cdata.TIMESTAMP:
+                        # a UTC datetime goes as it is: a timestamp column takes its wall
+                        # clock (PostgreSQL ignores the +00:00), a timestamptz its instant
+                        for r in rows:
+                            x = r[i]
+                            if x is not None and x.tzinfo is not _UTC:
+                                r[i] = to_db(x)
+                        continue
+                    for r in rows:
+                        r[i] = to_db(r[i])
+            self._ensure_table(table, schemas, schemas, pk)
+            self._write(table, None, names, rows, tuple(pk))
+            self.conn.commit()
+        except Exception:
+            self.conn.rollback()
+            self.tables.clear()
+            self._staging.clear()
+            raise
+
+    def _bulk_ok(self, batch) -> bool:
+        vs = batch.value_schema
+        return (isinstance(self.d, PostgreSQL) and self.c["insert.mode"] in ("insert", "upsert")
+                and self.c["pk.mode"] in ("none", "record_value") and vs is not None
+                and not isinstance(vs, list) and vs.type == "struct"
+                and len(batch.rows.column("topic").dictionary) == 1
+                and all(type(v) is dict for v in batch.values))
+
+    def _write(self, table, sql, names, rows, pk) -> None:
+        """One run of rows of one statement: PostgreSQL's inserts through
+        ``COPY FROM`` and its upserts through COPY into a staging table and
+        one ``INSERT ... SELECT ... ON CONFLICT``; the rest (updates,
+        deletes, SQLite) in ``batch.size`` statement batches."""
+        if isinstance(self.d, PostgreSQL) and pk is not None:
+            mode = self.c["insert.mode"]
+            if mode == "insert":
+                self._copy(self.d.qualified(table), names, rows)
+                return
+            if mode == "upsert":
+                self._copy_upsert(table, names, rows, pk)
+                return
+        batch = self.c["batch.size"]
+        for i in range(0, len(rows), batch):
+            self._executemany(sql, rows[i:i + batch])
+
+    def _copy(self, target: str, names, rows) -> None:
+        cols = ", ".join(map(self.d.quote, names))
+        with self.conn.cursor() as cur:
+            with cur.copy(f"COPY {target} ({cols}) FROM STDIN") as cp:
+                for row in rows:
+                    cp.write_row(row)
+
+    def _copy_upsert(self, table, names, rows, pk) -> None:
+        q = self.d.quote
+        # one INSERT ... ON CONFLICT may not touch a row twice: the last write of a key wins,
+        # as it would one statement at a time
+        at = [names.index(k) for k in pk]
+        rows = list({tuple(r[i] for i in at): r for r in rows}.values())
+        stage = self._staging.get((table, names))
+        if stage is None:
+            import hashlib
+            # named by its columns: a name made once is the same table for ever after
+            digest = hashlib.blake2s(repr((table, names)).encode(), digest_size=8).hexdigest()
+            stage = q(f"connect_stage_{digest}")
+            # the session's own table, emptied by every commit, of the run's columns alone
+            # (no constraints: the target checks them on the INSERT)
+            self.conn.execute(
+                f"CREATE TEMP TABLE IF NOT EXISTS {stage} ON COMMIT DELETE ROWS AS SELECT "
+                f"{', '.join(map(q, names))} FROM {self.d.qualified(table)} WITH NO DATA")
+            self._staging[(table, names)] = stage
+        else:
+            self.conn.execute(f"TRUNCATE {stage}")
+        self._copy(stage, names, rows)
+        cols = ", ".join(map(q, names))
+        rest = [n for n in names if n not in pk]
+        action = ("DO UPDATE SET " + ", ".join(f"{q(c)} = EXCLUDED.{q(c)}" for c in rest)) \
+            if rest else "DO NOTHING"
+        self.conn.execute(f"INSERT INTO {self.d.qualified(table)} ({cols}) SELECT {cols} FROM "
+                          f"{stage} ON CONFLICT ({', '.join(map(q, pk))}) {action}")
 
     def _executemany(self, sql, rows):
         if isinstance(self.d, SQLite):
@@ -436,11 +568,12 @@ class JdbcSinkTask(SinkTask):
                 cur.executemany(sql, rows)
 
     @staticmethod
-    def _add(pending, table, sql, names, values):
+    def _add(pending, table, sql, names, values, pk):
+        """``pk``: the write's key columns (None: a delete)."""
         if pending and pending[-1][1] == sql:
             pending[-1][3].append(values)
         else:
-            pending.append((table, sql, names, [values]))
+            pending.append((table, sql, names, [values], pk))
 
     def _write_sql(self, table, names, pk):
         d, q = self.d, self.d.quote
