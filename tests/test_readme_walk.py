@@ -1,0 +1,156 @@
+"""Every snippet of the README runs as pasted and does what its text says
+(issue 42): each section's walk (tests/readme_walk.py) in a network
+namespace and a directory of its own, against a fresh server started by the
+README's own command on its default ports.
+
+The walk's checks are first shown to catch what they are for: a snippet
+that fails, one whose thread dies while the process exits 0, one that does
+not print what it promises and one that never ends
+(``test_the_walk_catches_...``). Sections that need what this machine may
+lack (Spark and Java) are skipped saying so; the CI installs everything.
+"""
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+
+import readme_walk
+
+pytestmark = [pytest.mark.xdist_group("readme_walk"),
+              pytest.mark.skipif(readme_walk.unusable() is not None,
+                                 reason=str(readme_walk.unusable()))]
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+WALKS = readme_walk.walks(README.read_text())
+
+# What a block says it prints: a piece of its code -> regexes its output must
+# match (multi-line mode). Each key must name exactly one block.
+EXPECT = {
+    "kafkalite consume orders --from-beginning --print-key --max-messages 3":
+        [r"^alice\tpizza$", r"^bob\tsushi$", r"^alice\tsalad$", r"Partition: 3"],
+    'p.produce("orders", b"pizza", key=b"alice"': [r"^None \d+$"],
+    'print("got", tps)': [r"^got \[TopicPartition\('orders', 0"],
+    "kafkalite groups describe billing ": [r"^orders +\d +[1-9]\d* +[1-9]\d* +0 ",
+                                           r"Reset the offsets of 4 partition"],
+    "kafkalite cluster info": [r"^1 +127\.0\.0\.1 +7101$", r"^billing +- +- +Empty +0$",
+                               r"^orders +3 +Successful$"],
+    '"group.protocol": "consumer"': [r"^orders \d b'(pizza|sushi|salad|v\d+)'$"],
+    "print(p.flush(10))\"": [r"^0$"],
+    "kcat -b 127.0.0.1:9092 -X security.protocol=SASL_SSL": [r"^ 2 brokers:$"],
+    "from confluent_kafka import Producer\n": [r"^0$"],
+    '"curve.secret.key": "keys/clients/alice.key_secret"})': [r"^0$"],
+    "kafkalite acls list --topic orders --command-config": [r"GROUP:LITERAL:billing\tUser:alice"],
+    "kafkalite client-quotas describe": [r"client-id 'etl' are producer_byte_rate"],
+    "transactional.id\": \"copier-1\"": [r"^copied 10$"],
+    "kafkalite transactions describe copier-1": [r"^copier-1 +\d+ +\d+ +CompleteCommit"],
+    "worker.acknowledge(msg, AcknowledgeType.REJECT)": [r"^b'job 9' delivery 1$"],
+    "kafkalite share-groups describe workers": [r"^workers +jobs +0 +\d+ +0$",
+                                                r"Deleted share group workers"],
+    "kafkalite topics describe payments": [r"Partition: 5\tLeader: 2\tReplicas: 2,0,1\tIsr: 2,0,1",
+                                           r"Reassigning payments-0 to 2,0,1"],
+    "curl -s 127.0.0.1:9404/metrics": [r"^# TYPE kafka_server_brokertopicmetrics_bytesin_total",
+                                       r'"status": "ok"', r"kafkalite health: ok"],
+    "kafkalite schemas check users-value": [r'^\{"id": 1\}', r"^incompatible with users-value: "],
+    "while streams.state != KafkaStreams.RUNNING": [r"^RUNNING$"],
+    "kafkalite connect standalone worker.properties": [r"^pizza$", r"^sushi$",
+                                                        r'"tasks":\[\{"id":0,"state":"RUNNING"'],
+    "kafkalite_spark.register(spark)": [r"\|alice\| home\| +0\|"],
+    "log = PartitionLog.open": [r"^\[0\] \[b'value'\]$"],
+    "def test_orders_round_trip(kafkalite)": [r"^2 passed"],
+}
+
+# What a section needs beyond the base install, and how to tell it is there.
+NEEDS = {
+    "Spark": lambda: (None if importlib.util.find_spec("pyspark") and shutil.which("java")
+                      else "needs pyspark (pip install -e '.[spark]') and a Java runtime"),
+}
+
+
+def test_every_block_is_run_or_says_why_not():
+    """A block is a command (run), a file's contents (a language saying so)
+    or skipped with a reason; the test's expectations each name one block."""
+    blocks = [b for w in WALKS for b in w.blocks]
+    unlabelled = [b.name() for b in blocks if not b.language]
+    assert not unlabelled, f"blocks without a language: {unlabelled}"
+    unknown = [b.name() for b in blocks if b.language not in readme_walk.RUN_LANGUAGES
+               and b.language not in readme_walk.FILE_LANGUAGES]
+    assert not unknown, f"blocks in a language the walk does not know: {unknown}"
+    for key in EXPECT:
+        named = [b.name() for b in blocks if key in b.code]
+        assert len(named) == 1, f"EXPECT key {key!r} names {named}"
+    skipped = [f"{b.name()}: {b.skip}" for b in blocks if b.skip is not None]
+    assert all(s.split(": ", 1)[1].strip() for s in skipped), "a skip needs its reason"
+    print("\nnot run:\n" + "\n".join(skipped + [
+        f"{b.name()}: a {b.language} file's contents" for b in blocks
+        if b.language in readme_walk.FILE_LANGUAGES]))
+
+
+@pytest.mark.parametrize("walk", [w for w in WALKS if any(b.runs for b in w.blocks)],
+                         ids=lambda w: w.id)
+def test_readme_section_runs_as_pasted(walk, tmp_path):
+    need = NEEDS.get(walk.section)
+    if need is not None and need() is not None:
+        pytest.skip(f"{walk.section}: {need()}")
+    walker = readme_walk.Walker(tmp_path, WALKS)
+    failures = walker.walk(walk, EXPECT)
+    assert not failures, "\n\n".join(failures)
+
+
+PLANTED = """
+## Fails
+<!-- walk: no server: planted -->
+```sh
+echo before
+false
+echo after
+```
+
+## A thread dies
+<!-- walk: no server: planted -->
+```python
+import threading
+t = threading.Thread(target=lambda: 1 / 0)
+t.start(); t.join()
+print("the main thread carries on and exits 0")
+```
+
+## Promises
+<!-- walk: no server: planted -->
+```sh
+echo "something else"
+```
+
+## Never ends
+<!-- walk: no server: planted -->
+<!-- walk: timeout 2 -->
+```sh
+sleep 60
+```
+
+## A background server dies
+<!-- walk: no server: planted -->
+```sh
+python3 -c "import time; time.sleep(0.5); import no_such_module" &
+```
+
+```sh
+sleep 1.5       # the process the block before left behind dies meanwhile
+```
+"""
+
+
+@pytest.mark.parametrize("section,failure", [
+    ("Fails", "exit status 1, not 0"),
+    ("A thread dies", "printed a Python traceback (exit status 0)"),
+    ("Promises", r"printed nothing matching ['^the promised line$']"),
+    ("Never ends", "still running after 2 s"),
+    ("A background server dies", "a Python traceback:"),
+])
+def test_the_walk_catches_a_planted_fault(section, failure, tmp_path):
+    """Each check of the walk, shown to fail the snippet it is for."""
+    planted = readme_walk.walks(PLANTED)
+    walk = next(w for w in planted if w.section == section)
+    failures = readme_walk.Walker(tmp_path, planted).walk(
+        walk, {'echo "something else"': ["^the promised line$"]})
+    assert len(failures) == 1 and failure in failures[0], failures
