@@ -10,12 +10,14 @@ not print what it promises and one that never ends
 lack (Spark and Java) are skipped saying so; the CI installs everything.
 """
 import importlib.util
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
 import readme_walk
+from harness import child_env
 
 pytestmark = [pytest.mark.xdist_group("readme_walk"),
               pytest.mark.skipif(readme_walk.unusable() is not None,
@@ -154,3 +156,24 @@ def test_the_walk_catches_a_planted_fault(section, failure, tmp_path):
     failures = readme_walk.Walker(tmp_path, planted).walk(
         walk, {'echo "something else"': ["^the promised line$"]})
     assert len(failures) == 1 and failure in failures[0], failures
+
+
+def test_the_streams_walk_fails_when_its_threads_die(tmp_path):
+    """Issue 42's case: without rocksdict the Streams example's threads die
+    at their first task. The walk fails it: the process exits 1 with one
+    line saying why (on the old code it printed the threads' tracebacks and
+    exited 0, which the walk fails as a traceback)."""
+    hidden = tmp_path / "no-rocksdict" / "rocksdict"
+    hidden.mkdir(parents=True)
+    # what a base install without the streams extra has: no rocksdict
+    (hidden / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'rocksdict'\", name='rocksdict')\n")
+    env = child_env()
+    env["PYTHONPATH"] = f"{hidden.parent}{os.pathsep}{env['PYTHONPATH']}"
+    walk = next(w for w in WALKS if w.section == "Streams")
+    failures = readme_walk.Walker(tmp_path / "walk", WALKS, env=env).walk(walk, EXPECT)
+    assert len(failures) == 1, failures
+    assert "exit status 1, not 0" in failures[0], failures[0]
+    assert ("every stream thread died: ModuleNotFoundError: No module named 'rocksdict'"
+            in failures[0]), failures[0]
+    assert readme_walk.TRACEBACK not in failures[0]
