@@ -23,6 +23,9 @@ rendered, read by no one but this walk):
 - ``<!-- walk: file NAME; run: COMMAND -->``: the block is the file NAME
   (a test module, say), run by COMMAND.
 - ``<!-- walk: no server: REASON -->``: the walk starts no server for it.
+- ``<!-- walk: postgresql -->``: the block needs a PostgreSQL on
+  localhost:5432 whose superuser ``postgres`` logs in without a password:
+  the walk starts one in its namespace (tests/postgres.py's server).
 - ``<!-- walk: timeout SECONDS -->``: a block that may take longer than
   the walk's default (90 s).
 
@@ -59,6 +62,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import netns
+import postgres
 from harness import child_env
 
 SERVER_COMMAND = "kafkalite server"     # the README's first block starts it so
@@ -177,6 +181,22 @@ def unusable() -> str | None:
     return netns.unusable()
 
 
+class _Postgres(postgres.PostgresServer):
+    """tests/postgres.py's throwaway PostgreSQL, inside a walk's namespace on
+    PostgreSQL's default port, as the README's examples expect it."""
+
+    def __init__(self, ns: "_Namespace"):
+        super().__init__()
+        self.ns, self.port = ns, 5432
+
+    def _run(self, *cmd, check=True):
+        argv = [os.path.join(self.bindir, cmd[0]), *cmd[1:]]
+        if self.user:
+            argv = ["runuser", "-u", self.user, "--", *argv]
+        return subprocess.run(self.ns.argv(argv), check=check, capture_output=True, text=True,
+                              timeout=120)
+
+
 class _Namespace:
     """A network namespace with loopback only; closing it kills what still
     runs inside (servers a block left in the background)."""
@@ -238,11 +258,14 @@ class Walker:
         home = self.root / walk.id
         home.mkdir(parents=True, exist_ok=True)
         self._outputs = []
+        self._postgres = None
         ns = _Namespace(walk.id[-20:] + str(self._n))
         try:
             failure = self._walk(ns, home, todo, walk, expect or {})
         finally:
             ns.close()
+            if self._postgres is not None:
+                self._postgres.remove()
         if failure:
             return [failure]
         # what a server printed after its block ended, or the walk's own
@@ -261,6 +284,12 @@ class Walker:
                     continue
                 wanted = [e for key, es in expect.items() if key in block.code
                           for e in es] if w is walk else []
+                if block.marker("postgresql") is not None and self._postgres is None:
+                    self._postgres = _Postgres(ns)
+                    try:
+                        self._postgres.start()
+                    except RuntimeError as exc:
+                        return f"{block.name()}: {exc}"
                 for _ in range(2 if block.marker("twice") is not None else 1):
                     failure = self._block(ns, home, block, wanted)
                     if failure:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import postgres
 import readme_walk
 from harness import child_env
 
@@ -57,6 +58,7 @@ EXPECT = {
     "while streams.state != KafkaStreams.RUNNING": [r"^RUNNING$"],
     "kafkalite connect standalone worker.properties": [r"^pizza$", r"^sushi$",
                                                         r'"tasks":\[\{"id":0,"state":"RUNNING"'],
+    "kafkalite consume pg-orders": [r"pizza", r"sushi"],
     "kafkalite_spark.register(spark)": [r"\|alice\| home\| +0\|"],
     "log = PartitionLog.open": [r"^\[0\] \[b'value'\]$"],
     "def test_orders_round_trip(kafkalite)": [r"^2 passed"],
@@ -66,6 +68,8 @@ EXPECT = {
 NEEDS = {
     "Spark": lambda: (None if importlib.util.find_spec("pyspark") and shutil.which("java")
                       else "needs pyspark (pip install -e '.[spark]') and a Java runtime"),
+    "Connect": lambda: (None if postgres.find_binaries() and shutil.which("psql")
+                        else "needs PostgreSQL's server and psql (tools/install-system-deps)"),
 }
 
 
