@@ -193,22 +193,33 @@ class _Postgres(postgres.PostgresServer):
         argv = [os.path.join(self.bindir, cmd[0]), *cmd[1:]]
         if self.user:
             argv = ["runuser", "-u", self.user, "--", *argv]
-        return subprocess.run(self.ns.argv(argv), check=check, capture_output=True, text=True,
+        # its socket directory is in the host's /tmp
+        return subprocess.run(self.ns.argv(argv, own_tmp=False), check=check, capture_output=True, text=True,
                               timeout=120)
 
 
 class _Namespace:
     """A network namespace with loopback only; closing it kills what still
-    runs inside (servers a block left in the background)."""
+    runs inside (servers a block left in the background). ``argv`` runs a
+    command there with ``tmp`` mounted on /tmp: snippets write to /tmp
+    (Streams' state.dir, Spark, pytest), and two walks, or two test runs,
+    must not meet there."""
 
-    def __init__(self, tag: str):
+    def __init__(self, tag: str, tmp: Path):
+        self.tmp = tmp
+        tmp.mkdir(parents=True, exist_ok=True)
         self.name = f"kl-walk-{os.getpid()}-{tag}"[:60]
         subprocess.run(["ip", "netns", "add", self.name], check=True, capture_output=True)
         subprocess.run(["ip", "-n", self.name, "link", "set", "lo", "up"], check=True,
                        capture_output=True)
 
-    def argv(self, cmd: list) -> list:
-        return ["ip", "netns", "exec", self.name, *cmd]
+    def argv(self, cmd: list, own_tmp: bool = True) -> list:
+        if not own_tmp:
+            return ["ip", "netns", "exec", self.name, *cmd]
+        # `ip netns exec` gives each command a mount namespace of its own
+        # (a slave of the host's): the bind is its alone
+        return ["ip", "netns", "exec", self.name, "sh", "-c",
+                'mount --bind "$0" /tmp && exec "$@"', str(self.tmp), *cmd]
 
     def close(self) -> None:
         pids = subprocess.run(["ip", "netns", "pids", self.name], capture_output=True,
@@ -232,10 +243,14 @@ class Run:
 
 
 class Walker:
-    """Runs walks in ``root`` (a directory of its own per walk)."""
+    """Runs walks in ``root`` (a directory of its own per walk), which must
+    not be under /tmp: each walk has a /tmp of its own (``_Namespace``),
+    which would hide it."""
 
     def __init__(self, root: Path, sections: list[Walk], timeout: float = 90.0,
                  env: dict | None = None):
+        if Path("/tmp") in [root.resolve(), *root.resolve().parents]:
+            raise ValueError(f"{root}: a walk's own /tmp would hide it")
         self.root = root
         self.sections = sections
         self.timeout = timeout
@@ -259,7 +274,7 @@ class Walker:
         home.mkdir(parents=True, exist_ok=True)
         self._outputs = []
         self._postgres = None
-        ns = _Namespace(walk.id[-20:] + str(self._n))
+        ns = _Namespace(walk.id[-20:] + str(self._n), home / "tmp")
         try:
             failure = self._walk(ns, home, todo, walk, expect or {})
         finally:

@@ -12,6 +12,7 @@ lack (Spark and Java) are skipped saying so; the CI installs everything.
 import importlib.util
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,15 @@ NEEDS = {
 }
 
 
+@pytest.fixture
+def walk_root():
+    """The walks' directories: not under /tmp, which each walk has its own
+    of (a failure shows what each block printed; the files go with the test)."""
+    root = Path(tempfile.mkdtemp(prefix="kafkalite-readme-walk-", dir="/var/tmp"))
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def test_every_block_is_run_or_says_why_not():
     """A block is a command (run), a file's contents (a language saying so)
     or skipped with a reason; the test's expectations each name one block."""
@@ -94,11 +104,11 @@ def test_every_block_is_run_or_says_why_not():
 
 @pytest.mark.parametrize("walk", [w for w in WALKS if any(b.runs for b in w.blocks)],
                          ids=lambda w: w.id)
-def test_readme_section_runs_as_pasted(walk, tmp_path):
+def test_readme_section_runs_as_pasted(walk, walk_root):
     need = NEEDS.get(walk.section)
     if need is not None and need() is not None:
         pytest.skip(f"{walk.section}: {need()}")
-    walker = readme_walk.Walker(tmp_path, WALKS)
+    walker = readme_walk.Walker(walk_root, WALKS)
     failures = walker.walk(walk, EXPECT)
     assert not failures, "\n\n".join(failures)
 
@@ -153,21 +163,21 @@ sleep 1.5       # the process the block before left behind dies meanwhile
     ("Never ends", "still running after 2 s"),
     ("A background server dies", "a Python traceback:"),
 ])
-def test_the_walk_catches_a_planted_fault(section, failure, tmp_path):
+def test_the_walk_catches_a_planted_fault(section, failure, walk_root):
     """Each check of the walk, shown to fail the snippet it is for."""
     planted = readme_walk.walks(PLANTED)
     walk = next(w for w in planted if w.section == section)
-    failures = readme_walk.Walker(tmp_path, planted).walk(
+    failures = readme_walk.Walker(walk_root, planted).walk(
         walk, {'echo "something else"': ["^the promised line$"]})
     assert len(failures) == 1 and failure in failures[0], failures
 
 
-def test_the_streams_walk_fails_when_its_threads_die(tmp_path):
+def test_the_streams_walk_fails_when_its_threads_die(walk_root):
     """Issue 42's case: without rocksdict the Streams example's threads die
     at their first task. The walk fails it: the process exits 1 with one
     line saying why (on the old code it printed the threads' tracebacks and
     exited 0, which the walk fails as a traceback)."""
-    hidden = tmp_path / "no-rocksdict" / "rocksdict"
+    hidden = walk_root / "no-rocksdict" / "rocksdict"
     hidden.mkdir(parents=True)
     # what a base install without the streams extra has: no rocksdict
     (hidden / "__init__.py").write_text(
@@ -175,7 +185,7 @@ def test_the_streams_walk_fails_when_its_threads_die(tmp_path):
     env = child_env()
     env["PYTHONPATH"] = f"{hidden.parent}{os.pathsep}{env['PYTHONPATH']}"
     walk = next(w for w in WALKS if w.section == "Streams")
-    failures = readme_walk.Walker(tmp_path / "walk", WALKS, env=env).walk(walk, EXPECT)
+    failures = readme_walk.Walker(walk_root, WALKS, env=env).walk(walk, EXPECT)
     assert len(failures) == 1, failures
     assert "exit status 1, not 0" in failures[0], failures[0]
     assert ("every stream thread died: ModuleNotFoundError: No module named 'rocksdict'"
