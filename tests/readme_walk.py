@@ -35,7 +35,7 @@ as a file given to ``python``, with this checkout first on PYTHONPATH (the
 languages (toml, properties, text) are a file's contents or a listing:
 listed, not run; a block without a language is an error (say which it is).
 A walk whose blocks start no server gets the README's own ``kafkalite
-server`` (``SERVER_COMMAND``), started in its directory and waited for
+server`` (``server_command``: its opening block's), started in its directory and waited for
 until its ready line, as "with the server running" asks. A ``kafkalite
 server`` line a block runs in the foreground (no ``&``) is started in the
 background and waited for the same way: the user would have left it
@@ -177,6 +177,19 @@ def walks(text: str) -> list[Walk]:
     return out
 
 
+def server_command(text: str) -> str:
+    """The README's own command for a server with its defaults: the first
+    ``kafkalite server`` its blocks run (``pip install -e . && kafkalite
+    server``, in the opening block)."""
+    for b in blocks(text):
+        for line in logical_lines(b.code):
+            for part in line.split("&&"):
+                part = part.split("#")[0].strip()
+                if part.startswith(SERVER_COMMAND):
+                    return part
+    raise ValueError("no block runs a kafkalite server")
+
+
 def unusable() -> str | None:
     return netns.unusable()
 
@@ -248,11 +261,12 @@ class Walker:
     which would hide it."""
 
     def __init__(self, root: Path, sections: list[Walk], timeout: float = 90.0,
-                 env: dict | None = None):
+                 env: dict | None = None, server: str = SERVER_COMMAND):
         if Path("/tmp") in [root.resolve(), *root.resolve().parents]:
             raise ValueError(f"{root}: a walk's own /tmp would hide it")
         self.root = root
         self.sections = sections
+        self.server = server        # what a walk that starts no server of its own gets
         self.timeout = timeout
         self.env = env if env is not None else child_env()
         self.env.pop("KAFKALITE_LOG_LEVEL", None)
@@ -290,7 +304,7 @@ class Walker:
 
     def _walk(self, ns, home, todo: list[Walk], walk: Walk, expect: dict) -> str | None:
         if all(w.needs_server for w in todo):
-            failure = self._server(ns, home, SERVER_COMMAND)
+            failure = self._server(ns, home, self.server)
             if failure:
                 return failure
         for w in todo:

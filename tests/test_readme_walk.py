@@ -5,9 +5,11 @@ README's own command on its default ports.
 
 The walk's checks are first shown to catch what they are for: a snippet
 that fails, one whose thread dies while the process exits 0, one that does
-not print what it promises and one that never ends
-(``test_the_walk_catches_...``). Sections that need what this machine may
-lack (Spark and Java) are skipped saying so; the CI installs everything.
+not print what it promises, one that never ends and a background process
+that dies after its block (``test_the_walk_catches_a_planted_fault``), and
+the README's Streams example without rocksdict. Sections that need what
+this machine may lack (Spark and Java; PostgreSQL's server and psql) are
+skipped saying so; the CI installs everything.
 """
 import importlib.util
 import os
@@ -27,6 +29,7 @@ pytestmark = [pytest.mark.xdist_group("readme_walk"),
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 WALKS = readme_walk.walks(README.read_text())
+SERVER = readme_walk.server_command(README.read_text())
 
 # What a block says it prints: a piece of its code -> regexes its output must
 # match (multi-line mode). Each key must name exactly one block.
@@ -108,7 +111,7 @@ def test_readme_section_runs_as_pasted(walk, walk_root):
     need = NEEDS.get(walk.section)
     if need is not None and need() is not None:
         pytest.skip(f"{walk.section}: {need()}")
-    walker = readme_walk.Walker(walk_root, WALKS)
+    walker = readme_walk.Walker(walk_root, WALKS, server=SERVER)
     failures = walker.walk(walk, EXPECT)
     assert not failures, "\n\n".join(failures)
 
@@ -185,7 +188,7 @@ def test_the_streams_walk_fails_when_its_threads_die(walk_root):
     env = child_env()
     env["PYTHONPATH"] = f"{hidden.parent}{os.pathsep}{env['PYTHONPATH']}"
     walk = next(w for w in WALKS if w.section == "Streams")
-    failures = readme_walk.Walker(walk_root, WALKS, env=env).walk(walk, EXPECT)
+    failures = readme_walk.Walker(walk_root, WALKS, env=env, server=SERVER).walk(walk, EXPECT)
     assert len(failures) == 1, failures
     assert "exit status 1, not 0" in failures[0], failures[0]
     assert ("every stream thread died: ModuleNotFoundError: No module named 'rocksdict'"
