@@ -3,9 +3,9 @@ them (issue 42); tests/test_readme_walk.py walks the README with it.
 
 Reading: ``walks(text)`` splits a Markdown text into sections (``#`` to
 ``###`` headings) and each section's fenced blocks into walks. A walk is
-what one user session does: its blocks run in order, in one directory and
-one network namespace of their own, so the README's default ports are free
-and nothing is left over from another section. A block that starts a
+what one user session does: its blocks run in order, in one directory, one
+network namespace and one /tmp of their own, so the README's default ports
+are free and nothing is left over from another section or another run. A block that starts a
 ``kafkalite server`` begins a new walk unless it is the section's first
 (the Security section's TLS example is a second set-up, not a second server
 beside the first).
@@ -35,8 +35,9 @@ as a file given to ``python``, with this checkout first on PYTHONPATH (the
 languages (toml, properties, text) are a file's contents or a listing:
 listed, not run; a block without a language is an error (say which it is).
 A walk whose blocks start no server gets the README's own ``kafkalite
-server`` (``server_command``: its opening block's), started in its directory and waited for
-until its ready line, as "with the server running" asks. A ``kafkalite
+server`` (``server_command``: its opening block's), started in its
+directory and waited for until its ready line, as "with the server
+running" asks. A ``kafkalite
 server`` line a block runs in the foreground (no ``&``) is started in the
 background and waited for the same way: the user would have left it
 running in another terminal.
@@ -65,7 +66,7 @@ import netns
 import postgres
 from harness import child_env
 
-SERVER_COMMAND = "kafkalite server"     # the README's first block starts it so
+SERVER_COMMAND = "kafkalite server"     # how a line that starts a server begins
 READY_LINE = "kafkalite server ready"
 TRACEBACK = "Traceback (most recent call last)"
 RUN_LANGUAGES = {"sh": "bash", "bash": "bash", "shell": "bash", "python": "python"}
@@ -207,8 +208,8 @@ class _Postgres(postgres.PostgresServer):
         if self.user:
             argv = ["runuser", "-u", self.user, "--", *argv]
         # its socket directory is in the host's /tmp
-        return subprocess.run(self.ns.argv(argv, own_tmp=False), check=check, capture_output=True, text=True,
-                              timeout=120)
+        return subprocess.run(self.ns.argv(argv, own_tmp=False), check=check,
+                              capture_output=True, text=True, timeout=120)
 
 
 class _Namespace:
