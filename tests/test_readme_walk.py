@@ -105,6 +105,13 @@ def test_every_block_is_run_or_says_why_not():
         if b.language in readme_walk.FILE_LANGUAGES]))
 
 
+@pytest.mark.parametrize("block", [b for w in WALKS for b in w.blocks if b.skip is not None],
+                         ids=lambda b: f"{b.section}-{b.line}")
+def test_readme_block_not_walked(block):
+    """What the walk leaves out, and why: in the run's summary of skips (-ra)."""
+    pytest.skip(f"{block.name()}: {block.skip}")
+
+
 @pytest.mark.parametrize("walk", [w for w in WALKS if any(b.runs for b in w.blocks)],
                          ids=lambda w: w.id)
 def test_readme_section_runs_as_pasted(walk, walk_root):
