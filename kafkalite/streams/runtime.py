@@ -70,7 +70,11 @@ uninterrupted run would judge them.
 A record that fails deserialization or processing goes to the exception
 handlers and the dead-letter queue (errors.py); a DLQ record is produced
 with the outputs (in the transaction under exactly_once_v2). "fail" (the
-default) stops the stream thread: the instance goes to ERROR.
+default) stops the stream thread: the instance goes to ERROR. Once every
+stream thread of an instance has died, the handler set with
+``set_uncaught_exception_handler`` is told; without one the process exits
+with status 1 and one line on stderr saying why (an application whose
+threads died must not exit 0, or live on, doing nothing).
 
 Who may call: ``start``, ``close``, ``state``, ``store`` and ``metrics`` from
 any thread; the topology's functions run in the StreamThread.
@@ -81,6 +85,7 @@ import collections
 import json
 import logging
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -105,6 +110,12 @@ from kafkalite.streams.topology import Topology, TopologyException
 log = logging.getLogger(__name__)
 
 AT_LEAST_ONCE, EXACTLY_ONCE_V2 = "at_least_once", "exactly_once_v2"
+_DEATHS = threading.Lock()      # one report of an instance whose threads all died
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class StreamsConfig:
@@ -202,6 +213,9 @@ class KafkaStreams:
         # fetched, not processed yet}, and since when each waits (monotonic)
         self._buffered: dict[tuple[int, int], dict] = {}
         self._idle_since: dict[tuple[int, int], float] = {}
+        self._owner = None                  # the _ThreadedKafkaStreams this thread is one of
+        self._uncaught_handler = None
+        self._death_reported = False
 
     # ---- lifecycle ----
     def start(self) -> None:
@@ -357,7 +371,9 @@ class KafkaStreams:
                 self.tasks.clear()
                 self._suspended.clear()
         except BaseException as exc:     # noqa: BLE001 - the thread's error is the instance's
-            log.exception("%s stream thread failed", self.application_id)
+            # one line: the traceback is for whoever asked for DEBUG
+            log.error("%s: stream thread %s died: %s", self.application_id, self.instance,
+                      _one_line(exc), exc_info=log.isEnabledFor(logging.DEBUG))
             self.error = exc
             self.state = self.ERROR
             if self.eos and self._in_txn and self._producer is not None:
@@ -386,6 +402,43 @@ class KafkaStreams:
                         pass
             if self._producer is not None:
                 self._producer.close(5)
+        if self.error is not None:
+            # closing the consumer revoked its partitions, which set REBALANCING
+            self.state = self.ERROR
+            (self._owner or self)._thread_died()
+
+    def _thread_died(self) -> None:
+        """A stream thread ended with an error (its clients closed). Once no
+        thread of the instance is left the instance is dead: the handler
+        set by ``set_uncaught_exception_handler`` hears it; without one the
+        process ends with status 1 and one line saying why, since an
+        application whose every thread died would otherwise carry on
+        (or exit 0) doing nothing."""
+        threads = getattr(self, "threads", [self])
+        if any(t.error is None and t._thread is not None and t._thread.is_alive()
+               for t in threads):
+            return
+        with _DEATHS:
+            if self._death_reported:
+                return          # another thread, dying at the same time, did
+            self._death_reported = True
+        exc = next(t.error for t in threads if t.error is not None)
+        if self._uncaught_handler is not None:
+            self._uncaught_handler(exc)
+            return
+        logging.shutdown()
+        sys.stdout.flush()
+        print(f"kafkalite.streams: application {self.application_id!r}: every stream thread "
+              f"died: {_one_line(exc)}; exiting with status 1", file=sys.stderr, flush=True)
+        os._exit(1)
+
+    def set_uncaught_exception_handler(self, handler) -> None:
+        """Kafka's ``setUncaughtExceptionHandler``, for the instance as a
+        whole: ``handler(exc)`` is called (in the last stream thread) once
+        every stream thread has died, and the process carries on (the
+        instance is in ERROR, as Kafka's SHUTDOWN_CLIENT leaves it). Without
+        a handler the process exits with status 1."""
+        self._uncaught_handler = handler
 
     def _on_delivery(self, err, _msg) -> None:
         if err is not None:
@@ -869,7 +922,12 @@ class _ThreadedKafkaStreams(KafkaStreams):
                 "instance.id": f"{base['instance.id']}-{i}" if base["instance.id"] else None,
                 "state.dir": os.path.join(base["state.dir"], f"thread-{i}")})
             thread.instance = f"{self.instance}-{i}"
+            thread._owner = self
             self.threads.append(thread)
+        self._owner = None
+        self._uncaught_handler = None
+        self._death_reported = False
+        self._thread = None
 
     @property
     def state(self) -> str:

@@ -1,0 +1,203 @@
+"""Every snippet of the README runs as pasted and does what its text says
+(issue 42): each section's walk (tests/readme_walk.py) in a network
+namespace and a directory of its own, against a fresh server started by the
+README's own command on its default ports.
+
+The walk's checks are first shown to catch what they are for: a snippet
+that fails, one whose thread dies while the process exits 0, one that does
+not print what it promises, one that never ends and a background process
+that dies after its block (``test_the_walk_catches_a_planted_fault``), and
+the README's Streams example without rocksdict. Sections that need what
+this machine may lack (Spark and Java; PostgreSQL's server and psql) are
+skipped saying so; the CI installs everything.
+"""
+import importlib.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+import postgres
+import readme_walk
+from harness import child_env
+
+pytestmark = [pytest.mark.xdist_group("readme_walk"),
+              pytest.mark.skipif(readme_walk.unusable() is not None,
+                                 reason=str(readme_walk.unusable()))]
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+WALKS = readme_walk.walks(README.read_text())
+SERVER = readme_walk.server_command(README.read_text())
+
+# What a block says it prints: a piece of its code -> regexes its output must
+# match (multi-line mode). Each key must name exactly one block.
+EXPECT = {
+    "kafkalite consume orders --from-beginning --print-key --max-messages 3":
+        [r"^alice\tpizza$", r"^bob\tsushi$", r"^alice\tsalad$", r"Partition: 3"],
+    'p.produce("orders", b"pizza", key=b"alice"': [r"^None \d+$"],
+    'print("got", tps)': [r"^got \[TopicPartition\('orders', 0"],
+    "kafkalite groups describe billing ": [r"^orders +\d +[1-9]\d* +[1-9]\d* +0 ",
+                                           r"Reset the offsets of 4 partition"],
+    "kafkalite cluster info": [r"^1 +127\.0\.0\.1 +7101$", r"^billing +- +- +Empty +0$",
+                               r"^orders +3 +Successful$"],
+    '"group.protocol": "consumer"': [r"^orders \d b'(pizza|sushi|salad|v\d+)'$"],
+    "print(p.flush(10))\"": [r"^0$"],
+    "kcat -b 127.0.0.1:9092 -X security.protocol=SASL_SSL": [r"^ 2 brokers:$"],
+    "from confluent_kafka import Producer\n": [r"^0$"],
+    '"curve.secret.key": "keys/clients/alice.key_secret"})': [r"^0$"],
+    "kafkalite acls list --topic orders --command-config": [r"GROUP:LITERAL:billing\tUser:alice"],
+    "kafkalite client-quotas describe": [r"client-id 'etl' are producer_byte_rate"],
+    "transactional.id\": \"copier-1\"": [r"^copied 10$"],
+    "kafkalite transactions describe copier-1": [r"^copier-1 +\d+ +\d+ +CompleteCommit"],
+    "worker.acknowledge(msg, AcknowledgeType.REJECT)": [r"^b'job 9' delivery 1$"],
+    "kafkalite share-groups describe workers": [r"^workers +jobs +0 +\d+ +0$",
+                                                r"Deleted share group workers"],
+    "kafkalite topics describe payments": [r"Partition: 5\tLeader: 2\tReplicas: 2,0,1\tIsr: 2,0,1",
+                                           r"Reassigning payments-0 to 2,0,1"],
+    "curl -s 127.0.0.1:9404/metrics": [r"^# TYPE kafka_server_brokertopicmetrics_bytesin_total",
+                                       r'"status": "ok"', r"kafkalite health: ok"],
+    "kafkalite schemas check users-value": [r'^\{"id": 1\}', r"^incompatible with users-value: "],
+    "while streams.state != KafkaStreams.RUNNING": [r"^RUNNING$"],
+    "kafkalite connect standalone worker.properties": [r"^pizza$", r"^sushi$",
+                                                        r'"tasks":\[\{"id":0,"state":"RUNNING"'],
+    "kafkalite consume pg-orders": [r"pizza", r"sushi"],
+    "kafkalite_spark.register(spark)": [r"\|alice\| home\| +0\|"],
+    "log = PartitionLog.open": [r"^\[0\] \[b'value'\]$"],
+    "def test_orders_round_trip(kafkalite)": [r"^2 passed"],
+}
+
+# What a section needs beyond the base install, and how to tell it is there.
+NEEDS = {
+    "Spark": lambda: (None if importlib.util.find_spec("pyspark") and shutil.which("java")
+                      else "needs pyspark (pip install -e '.[spark]') and a Java runtime"),
+    "Connect": lambda: (None if postgres.find_binaries() and shutil.which("psql")
+                        else "needs PostgreSQL's server and psql (tools/install-system-deps)"),
+}
+
+
+@pytest.fixture
+def walk_root():
+    """The walks' directories: not under /tmp, which each walk has its own
+    of (a failure shows what each block printed; the files go with the test)."""
+    root = Path(tempfile.mkdtemp(prefix="kafkalite-readme-walk-", dir="/var/tmp"))
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_every_block_is_run_or_says_why_not():
+    """A block is a command (run), a file's contents (a language saying so)
+    or skipped with a reason; the test's expectations each name one block."""
+    blocks = [b for w in WALKS for b in w.blocks]
+    unlabelled = [b.name() for b in blocks if not b.language]
+    assert not unlabelled, f"blocks without a language: {unlabelled}"
+    unknown = [b.name() for b in blocks if b.language not in readme_walk.RUN_LANGUAGES
+               and b.language not in readme_walk.FILE_LANGUAGES]
+    assert not unknown, f"blocks in a language the walk does not know: {unknown}"
+    for key in EXPECT:
+        named = [b.name() for b in blocks if key in b.code]
+        assert len(named) == 1, f"EXPECT key {key!r} names {named}"
+    skipped = [f"{b.name()}: {b.skip}" for b in blocks if b.skip is not None]
+    assert all(s.split(": ", 1)[1].strip() for s in skipped), "a skip needs its reason"
+    print("\nnot run:\n" + "\n".join(skipped + [
+        f"{b.name()}: a {b.language} file's contents" for b in blocks
+        if b.language in readme_walk.FILE_LANGUAGES]))
+
+
+@pytest.mark.parametrize("block", [b for w in WALKS for b in w.blocks if b.skip is not None],
+                         ids=lambda b: f"{b.section}-{b.line}")
+def test_readme_block_not_walked(block):
+    """What the walk leaves out, and why: in the run's summary of skips (-ra)."""
+    pytest.skip(f"{block.name()}: {block.skip}")
+
+
+@pytest.mark.parametrize("walk", [w for w in WALKS if any(b.runs for b in w.blocks)],
+                         ids=lambda w: w.id)
+def test_readme_section_runs_as_pasted(walk, walk_root):
+    need = NEEDS.get(walk.section)
+    if need is not None and need() is not None:
+        pytest.skip(f"{walk.section}: {need()}")
+    walker = readme_walk.Walker(walk_root, WALKS, server=SERVER)
+    failures = walker.walk(walk, EXPECT)
+    assert not failures, "\n\n".join(failures)
+
+
+PLANTED = """
+## Fails
+<!-- walk: no server: planted -->
+```sh
+echo before
+false
+echo after
+```
+
+## A thread dies
+<!-- walk: no server: planted -->
+```python
+import threading
+t = threading.Thread(target=lambda: 1 / 0)
+t.start(); t.join()
+print("the main thread carries on and exits 0")
+```
+
+## Promises
+<!-- walk: no server: planted -->
+```sh
+echo "something else"
+```
+
+## Never ends
+<!-- walk: no server: planted -->
+<!-- walk: timeout 2 -->
+```sh
+sleep 60
+```
+
+## A background server dies
+<!-- walk: no server: planted -->
+```sh
+python3 -c "import time; time.sleep(0.5); import no_such_module" &
+```
+
+```sh
+sleep 1.5       # the process the block before left behind dies meanwhile
+```
+"""
+
+
+@pytest.mark.parametrize("section,failure", [
+    ("Fails", "exit status 1, not 0"),
+    ("A thread dies", "printed a Python traceback (exit status 0)"),
+    ("Promises", r"printed nothing matching ['^the promised line$']"),
+    ("Never ends", "still running after 2 s"),
+    ("A background server dies", "a Python traceback:"),
+])
+def test_the_walk_catches_a_planted_fault(section, failure, walk_root):
+    """Each check of the walk, shown to fail the snippet it is for."""
+    planted = readme_walk.walks(PLANTED)
+    walk = next(w for w in planted if w.section == section)
+    failures = readme_walk.Walker(walk_root, planted).walk(
+        walk, {'echo "something else"': ["^the promised line$"]})
+    assert len(failures) == 1 and failure in failures[0], failures
+
+
+def test_the_streams_walk_fails_when_its_threads_die(walk_root):
+    """Issue 42's case: without rocksdict the Streams example's threads die
+    at their first task. The walk fails it: the process exits 1 with one
+    line saying why (on the old code it printed the threads' tracebacks and
+    exited 0, which the walk fails as a traceback)."""
+    hidden = walk_root / "no-rocksdict" / "rocksdict"
+    hidden.mkdir(parents=True)
+    # what a base install without the streams extra has: no rocksdict
+    (hidden / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'rocksdict'\", name='rocksdict')\n")
+    env = child_env()
+    env["PYTHONPATH"] = f"{hidden.parent}{os.pathsep}{env['PYTHONPATH']}"
+    walk = next(w for w in WALKS if w.section == "Streams")
+    failures = readme_walk.Walker(walk_root, WALKS, env=env, server=SERVER).walk(walk, EXPECT)
+    assert len(failures) == 1, failures
+    assert "exit status 1, not 0" in failures[0], failures[0]
+    assert ("every stream thread died: ModuleNotFoundError: No module named 'rocksdict'"
+            in failures[0]), failures[0]
+    assert readme_walk.TRACEBACK not in failures[0]
