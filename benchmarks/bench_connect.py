@@ -134,7 +134,7 @@ def file_ceiling(server, src: str, n: int, work: str) -> float:
     """``kafkalite produce < src`` and ``kafkalite consume -c n > out``
     together: seconds until both exit."""
     import subprocess
-    from kafkalite.server.launcher import package_env
+    from kafkalite.server.node.launcher import package_env
     topic, out = "file-ceiling", os.path.join(work, "ceiling.out")
     create_topic(server, topic)
     cli = [sys.executable, "-m", "kafkalite"]
