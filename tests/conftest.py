@@ -107,6 +107,7 @@ LONGEST_GROUPS = (
     "tests/benchmarks/test_bench_spark_smoke.py", "tests/server/test_share_groups.py",
     "tests/streams/test_bench_streams_smoke.py", "tests/server/test_quotas.py",
     "tests/benchmarks/test_harness.py", "bench-harness", "share_confluent", "security",
+    "readme_walk",
 )
 
 
