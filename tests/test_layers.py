@@ -22,6 +22,8 @@ first use. Three rules, each a table below:
 
 An entry in an exception table that no import needs any more fails the
 test too, so the tables stay what they claim: the list of today's debts.
+docs/architecture.md ("Layers") says the same in prose; the docstring of
+each folder of server/ says what it may import.
 Each check was shown to fail on a planted violation: a client import in
 storage/ and a server import in webconsole/, a package in no layer, an
 import up server/'s folders, a folder pulled into a cycle by an import
