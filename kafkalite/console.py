@@ -40,7 +40,7 @@ def _read_properties(path: str) -> dict:
         raise ValueError(f"{path} is not a Java properties file: {exc}") from None
 
 
-def _client_config(args, **defaults) -> dict:
+def client_config(args, **defaults) -> dict:
     """The client's properties: the command's own ``defaults``, then
     ``--command-config FILE``, then ``-X name=value`` (later ones win, as in
     kcat); an explicit ``--bootstrap-server`` wins over them all. Unknown
@@ -99,7 +99,7 @@ def _topic_partitions(admin, args, only=None) -> list:
 
 def topics(args) -> int:
     from kafkalite.client import AdminClient, NewPartitions, NewTopic
-    admin = AdminClient(_client_config(args))
+    admin = AdminClient(client_config(args))
     try:
         if args.action == "create":
             try:
@@ -294,7 +294,7 @@ def produce(args) -> int:
             failures.append((line_no, err))
 
     headers = list(_parse_kv(args.header, "--header").items()) or None
-    producer = Producer(_client_config(args, **{
+    producer = Producer(client_config(args, **{
         "acks": args.acks, "compression.type": args.compression, "linger.ms": args.linger_ms}))
     sent, read, stopped = 0, 0, None
     try:
@@ -531,7 +531,7 @@ def consume(args) -> int:
         fmt = _json_format
     else:
         fmt = _console_format(args)
-    cfg = _client_config(args, **{
+    cfg = client_config(args, **{
         "auto.offset.reset": "latest",
         # Kafka's default: joins groups whose members chose either eager
         # range or cooperative-sticky
@@ -617,7 +617,7 @@ def _parse_datetime(text: str) -> int:
     return int(dt.timestamp() * 1000)
 
 
-def _table(rows: list[list], header: list[str]) -> None:
+def print_table(rows: list[list], header: list[str]) -> None:
     cells = [header] + [["-" if c is None else str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     for r in cells:
@@ -689,7 +689,7 @@ def _describe_group(admin, args, group_id: str) -> None:
         if args.output == "json":
             _print_json([row])
         else:
-            _table([list(row.values())], headers)
+            print_table([list(row.values())], headers)
         return
     if args.members:
         def names(tps):
@@ -718,7 +718,7 @@ def _describe_group(admin, args, group_id: str) -> None:
                          None if r["target_assignment"] is None
                          else ",".join(r["target_assignment"]) or "(none)",
                          None if r["upgraded"] is None else str(r["upgraded"]).lower()]
-        _table(table, headers)
+        print_table(table, headers)
         return
     lags = admin.describe_group_offsets(group_id)
     if args.output == "json":
@@ -730,10 +730,10 @@ def _describe_group(admin, args, group_id: str) -> None:
         return
     print(f"Group {desc.group_id}: state {desc.state}, assignor "
           f"{desc.partition_assignor or '-'}, {len(desc.members)} member(s)")
-    _table([[p.topic, p.partition, p.committed if p.committed >= 0 else None, p.log_end,
-             p.lag, p.member_id, p.client_id] for p in lags],
-           ["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
-            "CONSUMER-ID", "CLIENT-ID"])
+    print_table([[p.topic, p.partition, p.committed if p.committed >= 0 else None, p.log_end,
+                  p.lag, p.member_id, p.client_id] for p in lags],
+                ["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                 "CONSUMER-ID", "CLIENT-ID"])
     for m in desc.members:
         if not m.assignment:
             print(f"member {m.member_id} ({m.client_id}) has no partitions")
@@ -766,8 +766,8 @@ def _reset_offsets(admin, args) -> None:
         for tp in plan:
             print(f"{tp.topic},{tp.partition},{tp.offset}")
     else:
-        _table([[tp.topic, tp.partition, tp.offset] for tp in plan],
-               ["TOPIC", "PARTITION", "NEW-OFFSET"])
+        print_table([[tp.topic, tp.partition, tp.offset] for tp in plan],
+                    ["TOPIC", "PARTITION", "NEW-OFFSET"])
     if args.execute:
         admin.alter_consumer_group_offsets(args.group, plan).result()
         print(f"Reset the offsets of {len(plan)} partition(s) of group {args.group}.",
@@ -798,7 +798,7 @@ def _delete_offsets(admin, args) -> int:
         exc = fut.exception()
         failed += exc is not None
         rows.append([tp.topic, tp.partition, "Successful" if exc is None else str(exc)])
-    _table(rows, ["TOPIC", "PARTITION", "STATUS"])
+    print_table(rows, ["TOPIC", "PARTITION", "STATUS"])
     return 1 if failed else 0
 
 
@@ -806,7 +806,7 @@ def groups(args) -> int:
     """Like kafka-consumer-groups: list, describe, reset-offsets,
     delete-offsets, delete."""
     from kafkalite.client import AdminClient
-    admin = AdminClient(_client_config(args))
+    admin = AdminClient(client_config(args))
     try:
         if args.action == "list":
             listed = admin.list_consumer_groups().result()
@@ -836,7 +836,7 @@ def share_groups(args) -> int:
     """Like kafka-share-groups: list, describe (members, start offsets and
     lag), reset-offsets, delete."""
     from kafkalite.client import AdminClient
-    admin = AdminClient(_client_config(args))
+    admin = AdminClient(client_config(args))
     try:
         if args.action in ("describe", "reset-offsets"):
             args.group = _share_group_id(args)
@@ -905,16 +905,16 @@ def _describe_share_group(admin, args) -> None:
         if not rows:
             print(f"Share group {d['group_id']} has no members ({d['group_state']}).")
         else:
-            _table([[r["group"], r["state"], r["member_id"], r["member_epoch"],
-                     r["client_id"], r["host"], ",".join(r["assignment"]) or None]
-                    for r in rows], ["GROUP", "STATE", "MEMBER-ID", "MEMBER-EPOCH",
-                                     "CLIENT-ID", "HOST", "ASSIGNMENT"])
+            print_table([[r["group"], r["state"], r["member_id"], r["member_epoch"],
+                          r["client_id"], r["host"], ",".join(r["assignment"]) or None]
+                         for r in rows], ["GROUP", "STATE", "MEMBER-ID", "MEMBER-EPOCH",
+                                          "CLIENT-ID", "HOST", "ASSIGNMENT"])
     if not args.members:
         if not offsets:
             print(f"Share group {d['group_id']} has no partition state yet.")
         else:
-            _table([[d["group_id"], t, p, start, lag] for t, p, start, _, lag in offsets],
-                   ["GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LAG"])
+            print_table([[d["group_id"], t, p, start, lag] for t, p, start, _, lag in offsets],
+                        ["GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LAG"])
 
 
 def _reset_share_offsets(admin, args) -> int:
@@ -968,8 +968,8 @@ def _reset_share_offsets(admin, args) -> int:
         else:
             target = at[k] if at[k] >= 0 else ends[k]
         plan[TopicPartition(*k)] = min(max(target, starts[k]), ends[k])
-    _table([[args.group, tp.topic, tp.partition, off] for tp, off in plan.items()],
-           ["GROUP", "TOPIC", "PARTITION", "NEW-START-OFFSET"])
+    print_table([[args.group, tp.topic, tp.partition, off] for tp, off in plan.items()],
+                ["GROUP", "TOPIC", "PARTITION", "NEW-START-OFFSET"])
     if not args.execute:
         print("Dry run: nothing changed. Add --execute to apply these offsets.")
         return 0
@@ -989,7 +989,7 @@ def configs(args) -> int:
     each value's source) and alter (--add-config, --delete-config)."""
     from kafkalite.client import AdminClient, ConfigResource, ResourceType
     from kafkalite.protocol.enums import ConfigSource
-    admin = AdminClient(_client_config(args))
+    admin = AdminClient(client_config(args))
     try:
         if args.action == "describe":
             names = [args.topic] if args.topic else sorted(
@@ -1062,7 +1062,7 @@ def client_quotas(args) -> int:
     from kafkalite.client.admin import (AdminClient, ClientQuotaAlteration, ClientQuotaEntity,
                                         ClientQuotaFilterComponent)
     entity = _quota_entity(args)
-    admin = AdminClient(_client_config(args))
+    admin = AdminClient(client_config(args))
     try:
         if args.action == "describe":
             components = [ClientQuotaFilterComponent(kind, name, default=name is None)
@@ -1119,7 +1119,7 @@ def cluster(args) -> int:
     """``cluster info``: cluster id, controller, brokers (DescribeCluster)
     and, from the server's server.json when it is at hand, its listeners."""
     from kafkalite.client import AdminClient
-    cfg = _client_config(args)
+    cfg = client_config(args)
     admin = AdminClient(cfg)
     try:
         info = admin.describe_cluster()
@@ -1147,8 +1147,8 @@ def cluster(args) -> int:
         return 0
     print(f"Cluster ID: {info['cluster_id']}")
     print(f"Controller: {controller}")
-    _table([[b.id, b.host, b.port] for b in sorted(info["brokers"], key=lambda b: b.id)],
-           ["BROKER", "HOST", "PORT"])
+    print_table([[b.id, b.host, b.port] for b in sorted(info["brokers"], key=lambda b: b.id)],
+                ["BROKER", "HOST", "PORT"])
     for name, value in listeners.items():
         print(f"{name}: {value}")
     if not local:
@@ -1161,21 +1161,22 @@ def transactions(args) -> int:
     """Like kafka-transactions: list, describe, describe-producers,
     find-hanging, abort."""
     from kafkalite.client import AdminClient, TopicPartition
-    admin = AdminClient(_client_config(args))
+    admin = AdminClient(client_config(args))
     try:
         if args.action == "list":
-            _table([[t.transactional_id, t.producer_id, t.state]
-                    for t in admin.list_transactions(states=args.state).result()],
-                   ["TRANSACTIONAL-ID", "PRODUCER-ID", "STATE"])
+            print_table([[t.transactional_id, t.producer_id, t.state]
+                         for t in admin.list_transactions(states=args.state).result()],
+                        ["TRANSACTIONAL-ID", "PRODUCER-ID", "STATE"])
         elif args.action == "describe":
             d = admin.describe_transactions([args.transactional_id])[args.transactional_id].result()
             start = (time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(d.transaction_start_time_ms / 1000))
                      if d.transaction_start_time_ms >= 0 else None)
-            _table([[d.transactional_id, d.producer_id, d.producer_epoch, d.state,
-                     d.transaction_timeout_ms, start,
-                     ",".join(f"{tp.topic}-{tp.partition}" for tp in d.topic_partitions) or None]],
-                   ["TRANSACTIONAL-ID", "PRODUCER-ID", "PRODUCER-EPOCH", "STATE", "TIMEOUT-MS",
-                    "START-TIME", "PARTITIONS"])
+            print_table([[d.transactional_id, d.producer_id, d.producer_epoch, d.state,
+                          d.transaction_timeout_ms, start,
+                          ",".join(f"{tp.topic}-{tp.partition}"
+                                   for tp in d.topic_partitions) or None]],
+                        ["TRANSACTIONAL-ID", "PRODUCER-ID", "PRODUCER-EPOCH", "STATE", "TIMEOUT-MS",
+                         "START-TIME", "PARTITIONS"])
         elif args.action == "describe-producers":
             parts = args.partition or list(admin.list_topics(args.topic).topics[args.topic].partitions)
             rows = []
@@ -1186,15 +1187,15 @@ def transactions(args) -> int:
                                  st.last_sequence, st.last_timestamp,
                                  st.current_transaction_start_offset
                                  if st.current_transaction_start_offset >= 0 else None])
-            _table(rows, ["PARTITION", "PRODUCER-ID", "PRODUCER-EPOCH", "LAST-SEQUENCE",
-                          "LAST-TIMESTAMP", "CURRENT-TRANSACTION-START-OFFSET"])
+            print_table(rows, ["PARTITION", "PRODUCER-ID", "PRODUCER-EPOCH", "LAST-SEQUENCE",
+                               "LAST-TIMESTAMP", "CURRENT-TRANSACTION-START-OFFSET"])
         elif args.action == "find-hanging":
             hanging = admin.find_hanging_transactions(
                 args.topic, max_transaction_timeout_ms=args.max_transaction_timeout * 60_000)
-            _table([[h.topic, h.partition, h.producer_id, h.producer_epoch, h.start_offset,
-                     h.transactional_id, h.reason] for h in hanging],
-                   ["TOPIC", "PARTITION", "PRODUCER-ID", "PRODUCER-EPOCH", "START-OFFSET",
-                    "TRANSACTIONAL-ID", "WHY"])
+            print_table([[h.topic, h.partition, h.producer_id, h.producer_epoch, h.start_offset,
+                          h.transactional_id, h.reason] for h in hanging],
+                        ["TOPIC", "PARTITION", "PRODUCER-ID", "PRODUCER-EPOCH", "START-OFFSET",
+                         "TRANSACTIONAL-ID", "WHY"])
             if hanging:
                 print(f"{len(hanging)} hanging transaction(s); end one with `kafkalite "
                       f"transactions abort --topic T --partition P --start-offset O`")
@@ -1255,7 +1256,7 @@ def delete_records(args) -> int:
         raise ValueError("delete-records needs a topic and --offset (or --offset-json-file)")
     else:
         wanted = None
-    admin = AdminClient(_client_config(args))
+    admin = AdminClient(client_config(args))
     failed = 0
     try:
         if wanted is None:

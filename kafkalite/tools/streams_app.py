@@ -83,12 +83,12 @@ def _internal(app: str, name: str) -> bool:
 
 def run(args) -> int:
     from kafkalite.client import AdminClient
-    from kafkalite.console import _client_config, _table
-    admin = AdminClient(_client_config(args))
+    from kafkalite.console import client_config, print_table
+    admin = AdminClient(client_config(args))
     try:
         if args.action == "describe":
-            return describe(args, admin, _table)
-        return reset(args, admin, _table)
+            return describe(args, admin, print_table)
+        return reset(args, admin, print_table)
     finally:
         admin.close()
 

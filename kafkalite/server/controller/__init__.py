@@ -1,1 +1,30 @@
-"""kafkalite.server.controller.controller: see kafkalite/server/__init__.py."""
+"""The controller: cluster metadata and the admin APIs (Kafka's
+``controller`` and ``metadata`` modules, one ``*_control`` module per
+concern as Kafka has one ``*ControlManager``).
+
+What it holds:
+
+- controller.py: ``Controller``, topics and partitions, broker
+  registrations and fencing, leader elections and ISR changes,
+  reassignment, configs, Metadata and the admin APIs' handler table;
+- metadata.py: the metadata on disk (``cluster-metadata.json``) and the
+  internal topics' names;
+- cluster_store.py: the metadata and the controller lease in PostgreSQL
+  (``--cluster``), and the cluster's users mirrored to each node;
+- acl_control.py, scram_control.py, quota_control.py: ACLs, SCRAM
+  credentials and client quotas: their APIs, their store, and how they
+  reach the workers.
+
+Which process runs it: the supervisor (in a cluster, the supervisor of
+the node holding the controller lease), on its event loop. A broker node
+uses cluster_store.py (its broker ids, the users mirror); a worker reads
+metadata.py's topic names and quota_control.py's ``quotas_from_json``.
+
+What it may import: network/, auth/, replica/ (the Produce and
+DeleteRecords shapes and blank answers, for the partitions this process
+does not host), server/config.py, config_registry.py and internal_topic.py;
+kafkalite.protocol, kafkalite.storage and the bottom. One declared debt
+(tests/test_layers.py, SERVER_UPWARD): controller.py takes
+``ProducerIdManager`` from txn/producer_ids.py, which is the controller's
+in Kafka (ProducerIdControlManager).
+"""

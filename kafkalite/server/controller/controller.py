@@ -83,7 +83,7 @@ from kafkalite.server.controller.metadata import (INTERNAL_TOPICS, OFFSETS_TOPIC
                                        TopicMetadata, replica_dir, validate_topic_name)
 from kafkalite.server.network.per_partition import each_partition
 from kafkalite.server.txn.producer_ids import ProducerIdManager
-from kafkalite.server.replica.replica_manager import (DELETE_RECORDS, PRODUCE, _produce_blank,
+from kafkalite.server.replica.replica_manager import (DELETE_RECORDS, PRODUCE, produce_blank,
                                               alter_replica_log_dirs_response,
                                               delete_records_blank)
 from kafkalite.server.network.requests import DEFERRED, NO_RESPONSE, Listener, RequestContext
@@ -1594,7 +1594,7 @@ class Controller:
             raise errors.NotLeaderOrFollowerError(
                 f"node {node} leads no partition of {name}; ask Metadata for the leader")
 
-        topics = each_partition(PRODUCE, body["topic_data"], serve, _produce_blank)
+        topics = each_partition(PRODUCE, body["topic_data"], serve, produce_blank)
         if body.get("acks", 1) == 0:
             return NO_RESPONSE
         return {"responses": topics, "throttle_time_ms": 0}

@@ -1,1 +1,35 @@
-"""kafkalite.server.network: see kafkalite/server/__init__.py."""
+"""The network layer of a broker process: from bytes on a socket to a
+handler's answer, and the requests one broker process sends another
+(Kafka's ``network`` module and the request channel of ``KafkaApis``).
+
+What it holds:
+
+- requests.py: ``RequestContext`` and ``RequestDispatcher``, the one path
+  of every request whatever it came in on (a handler returns a body,
+  ``DEFERRED`` or ``NO_RESPONSE``);
+- native_listener.py: the native protocol's ZeroMQ ROUTER;
+- kafka_listener.py: Kafka's wire protocol over non-blocking TCP, with TLS
+  and the SASL exchange per connection;
+- listeners.py: the node's named Kafka listeners, read from ``listeners``,
+  ``advertised.listeners`` and ``listener.security.protocol.map``;
+- tls.py: TLS on a listener's socket through memory BIOs;
+- relay.py: Kafka requests a worker does not serve, passed to the supervisor;
+- broker_requests.py: requests between broker processes (WriteTxnMarkers,
+  AddPartitionsToTxn's verification);
+- per_partition.py: walking a request's topics and partitions into the
+  response's (``each_partition``);
+- quotas.py: client quotas and throttling; connection_quotas.py: the
+  connection-rate quotas (KIP-612).
+
+Which process runs it: every broker process, on its event loop: the
+supervisor and each partition worker (of the controller node or of a
+broker node of a cluster). The relay's server side runs in the supervisor,
+its client side in the workers.
+
+What it may import: server/ratelimit.py; kafkalite.protocol, kafkalite.storage
+(the ``FileRegion`` a fetch answer is sent from), kafkalite.local_socket and
+the bottom (errors, ratelimit, record). It sits at the bottom of server/'s
+folders (tests/test_layers.py, SERVER_FOLDERS): nothing of the other
+folders, but one declared debt: kafka_listener.py takes ``ListenerSecurity``
+from auth/security.py, which itself reads listeners.py.
+"""

@@ -1,1 +1,27 @@
-"""kafkalite.server.node: see kafkalite/server/__init__.py."""
+"""A node's processes: their main loops, their lives, and the wiring of
+every other folder of server/ into them.
+
+What it holds:
+
+- supervisor.py: the supervisor process (``kafkalite server``): spawning
+  and restarting the workers, ``server.json``, and the loop that runs the
+  controller, the coordinators, the relay's server and the HTTP port;
+- worker.py: a partition worker process (``python -m
+  kafkalite.server.node.worker``): the loop around one broker's replica
+  manager, fetcher and ring gateway;
+- broker_node.py: the main process of a broker node of a cluster, in
+  place of the supervisor when another node holds the controller lease:
+  this host's workers only;
+- processes.py: spawning the workers and the ingest gateway early, and
+  the workers' locks (used by the supervisor, a broker node and workers);
+- launcher.py: ``ServerProcess``, a server run in child processes and
+  waited for, for tests, benchmarks, ``kafkalite bench`` and
+  kafkalite.testing: it runs in their process, not a broker's.
+
+What it may import: every other folder of server/ (it sits at their top)
+and kafkalite.protocol, kafkalite.storage and the bottom. Nothing below it
+imports node/, except what the entry points and the benchmark driver take
+(launcher.py; tests/test_layers.py, LAYER_EXCEPTIONS). supervisor.py and
+broker_node.py import each other (a declared cycle, MODULE_CYCLES):
+``serve()`` turns into a broker node when another node holds the lease.
+"""

@@ -196,7 +196,7 @@ def _indexed(topics: list, name_field: str, indexes_field: str) -> list:
             for t in topics]
 
 
-def _produce_blank() -> dict:
+def produce_blank() -> dict:
     return {"error_code": 0, "base_offset": -1, "log_append_time_ms": -1,
             "log_start_offset": -1, "record_errors": [], "error_message": None}
 
@@ -538,7 +538,7 @@ class ReplicaManager:
             message = f"acks must be 0, 1 or -1, not {acks}"
             return {"throttle_time_ms": 0, "responses": [
                 {"name": t["name"], "partition_responses": [
-                    {**_produce_blank(), "index": pd["index"],
+                    {**produce_blank(), "index": pd["index"],
                      "error_code": errors.InvalidRequiredAcksError.code, "error_message": message}
                     for pd in t["partition_data"]]} for t in body.get("topic_data") or ()]}
         if self.verifier is None:
@@ -663,7 +663,7 @@ class ReplicaManager:
             appended[part.key] = (part, info.last_offset + 1)
 
         with self.gathered_wakeups():
-            topics = each_partition(PRODUCE, body["topic_data"], serve, _produce_blank)
+            topics = each_partition(PRODUCE, body["topic_data"], serve, produce_blank)
         if acks == 0:
             return NO_RESPONSE
         response = {"responses": topics, "throttle_time_ms": 0}
