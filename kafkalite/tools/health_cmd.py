@@ -24,6 +24,9 @@ def add_arguments(p, client_args) -> None:
     p.add_argument("--http-cafile", metavar="PEM",
                    help="CA of the HTTP port's certificate, for an https:// endpoint "
                         "(a server with http_tls)")
+    p.add_argument("--wait", action="store_true",
+                   help="ask again until the server is healthy or --timeout has passed (for "
+                        "scripts that start a server: a server not up yet is unreachable)")
     p.add_argument("--data-dir", default=DEFAULT_DATA_DIR,
                    help="where to find server.json (default ./kafkalite-data)")
     client_args(p)
@@ -47,6 +50,33 @@ def health_url(args) -> str:
 
 
 def run(args) -> int:
+    if not args.wait:
+        return _ask(args)[0]
+    import time
+    deadline = time.monotonic() + args.timeout
+    while True:
+        # quietly until the last answer: only that one is the command's
+        code, line = _ask(args, quiet=True)
+        if code == 0 or time.monotonic() + WAIT_STEP_S >= deadline:
+            print(line if code == 0 else f"{line} (not healthy within {args.timeout:g} s)")
+            return code
+        time.sleep(WAIT_STEP_S)
+
+
+# --wait: how often a server not healthy yet is asked again
+WAIT_STEP_S = 0.2
+
+
+def _ask(args, quiet: bool = False) -> tuple[int, str]:
+    """The exit code and the line of one look at /health (printed unless
+    ``quiet``)."""
+    code, line = _look(args)
+    if not quiet:
+        print(line)
+    return code, line
+
+
+def _look(args) -> tuple[int, str]:
     import ssl                  # here: the CLI's parser imports this module (its start time)
     import urllib.error
     import urllib.request
@@ -59,18 +89,16 @@ def run(args) -> int:
     except urllib.error.HTTPError as exc:       # 503: the server answered, unhealthy
         code, body = exc.code, exc.read()
     except (urllib.error.URLError, OSError) as exc:
-        print(f"kafkalite health: unreachable: no answer from {url}: "
-              f"{getattr(exc, 'reason', exc)}")
-        return 1
+        return 1, (f"kafkalite health: unreachable: no answer from {url}: "
+                   f"{getattr(exc, 'reason', exc)}")
     try:
         state = json.loads(body)
     except ValueError:
-        print(f"kafkalite health: unavailable: {url} answered {code} with no health report")
-        return 1
+        return 1, f"kafkalite health: unavailable: {url} answered {code} with no health report"
     up, total = state.get("workers_up", 0), state.get("workers", 0)
     ready = "controller ready" if state.get("controller_ready") else "controller not ready"
     down = state.get("workers_down") or []
     detail = f"{up}/{total} workers up, {ready}" + (
         f"; down: worker {', '.join(map(str, down))}" if down else "")
-    print(f"kafkalite health: {state.get('status', 'unavailable')}: {detail} ({url})")
-    return 0 if code == 200 else 1
+    return (0 if code == 200 else 1,
+            f"kafkalite health: {state.get('status', 'unavailable')}: {detail} ({url})")

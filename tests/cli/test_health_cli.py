@@ -67,3 +67,31 @@ def test_health_of_a_server_that_is_not_there_exits_1_at_once(tmp_path):
     assert run.returncode == 1
     assert run.stdout.count("\n") == 1 and "unreachable" in run.stdout, run.stdout + run.stderr
     assert time.monotonic() - started < 10
+
+
+def test_wait_asks_again_until_a_starting_server_is_healthy(tmp_path):
+    """``--wait`` is what a script that starts a server needs (the README's
+    snippets looped on `until kafkalite health`): unreachable at first, it
+    asks again until the server's /health answers 200, within --timeout."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/health"
+    started = time.monotonic()
+    run = health_cli("--wait", "--timeout", "2", "--url", url)
+    took = time.monotonic() - started
+    assert run.returncode == 1 and "not healthy within 2 s" in run.stdout, run.stdout
+    assert run.stdout.count("\n") == 1 and 1.5 < took < 10, (run.stdout, took)
+
+    srv = ServerProcess(str(tmp_path / "data"), extra_args=["--metrics-port", str(port)])
+    waiting = subprocess.Popen([sys.executable, "-m", "kafkalite", "health", "--wait",
+                                "--timeout", "60", "--url", url], env=child_env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        srv.start()
+        out, err = waiting.communicate(timeout=60)
+        assert waiting.returncode == 0, out + err
+        assert out.count("\n") == 1 and ": ok: 2/2 workers up" in out, out
+    finally:
+        waiting.kill()
+        srv.stop()
