@@ -55,10 +55,25 @@ from kafkalite.errors import KafkaError
 
 
 def _demo(args) -> int:
+    if args.data_dir is not None:
+        return _demo_in(args, args.data_dir)
+    # By default nowhere a user keeps data: it wrote 115 MB into
+    # ./kafkalite-data, the server's own default data directory.
+    import shutil
+    import tempfile
+    data_dir = tempfile.mkdtemp(prefix="kafkalite-demo-")
+    try:
+        return _demo_in(args, data_dir)
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+        print(f"removed {data_dir} (give --data-dir to keep the log)")
+
+
+def _demo_in(args, data_dir: str) -> int:
     from kafkalite.record import RecordBatchBuilder, decode_columns
     from kafkalite.storage import LogConfig, PartitionLog
 
-    directory = os.path.join(args.data_dir, f"{args.topic}-0")
+    directory = os.path.join(data_dir, f"{args.topic}-0")
     plog = PartitionLog.open(directory, LogConfig.from_properties({"segment.bytes": args.segment_bytes}))
     state = "recovered after an unclean stop" if not plog.had_clean_shutdown and plog.log_end_offset else "opened"
     print(f"{state} {directory}: offsets [{plog.log_start_offset}, {plog.log_end_offset}), "
@@ -103,8 +118,9 @@ def _demo(args) -> int:
           f"log end offset {plog.log_end_offset}; {plog.size_in_bytes:,} bytes on disk "
           f"in {len(plog.segments)} segment(s)")
     plog.close()
-    print(f"closed cleanly; run `kafkalite verify {args.data_dir}` to check every CRC "
-          f"and index entry, `kafkalite dump-log {directory}` to see the batches")
+    print("closed cleanly" + (f"; run `kafkalite verify {data_dir}` to check every CRC and "
+                              f"index entry, `kafkalite dump-log {directory}` to see the batches"
+                              if args.data_dir is not None else ""))
     return 0
 
 
@@ -724,8 +740,9 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="append records to a local partition log and read them "
                                        "back (no server needed)")
-    demo.add_argument("--data-dir", default="./kafkalite-data",
-                      help="data directory (default: ./kafkalite-data)")
+    demo.add_argument("--data-dir",
+                      help="where the log is kept (default: a temporary directory, removed "
+                           "at the end)")
     demo.add_argument("--topic", default="demo", help="topic name (default: demo)")
     demo.add_argument("--records", type=int, default=1_000_000,
                       help="records to append (default: 1,000,000)")
