@@ -111,8 +111,8 @@ class Metadata:
             resp = self.refresh([name], auto_create, timeout)
             entry = next((t for t in resp["topics"] if t["name"] == name), None)
             if entry is not None and entry["error_code"]:
-                raise error_for_code(entry["error_code"])(f"topic {name!r}: "
-                                                          f"{error_for_code(entry['error_code']).name}")
+                raise error_for_code(entry["error_code"])(topic_error_message(
+                    name, entry["error_code"]))
             info = self.topics.get(name)
             if info is None:
                 raise errors.UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
@@ -211,6 +211,16 @@ def cluster_metadata(meta: Metadata, topic: str | None = None, timeout: float = 
                  for p in t["partitions"]}
         # the error names its topic: a CLI or log line shows it on its own
         error = t["error_code"] and error_or_none(
-            t["error_code"], f"topic {t['name']!r}: {error_for_code(t['error_code']).name}")
+            t["error_code"], topic_error_message(t["name"], t["error_code"]))
         topics[t["name"]] = TopicMetadata(t["name"], parts, error or None)
     return ClusterMetadata(resp.get("cluster_id"), resp.get("controller_id", -1), brokers, topics)
+
+
+def topic_error_message(name: str, code: int) -> str:
+    """The message of a topic's Metadata error: it names the topic, and not
+    the code again (a KafkaError prints as ``[CODE] message``: the CLI said
+    "[UNKNOWN_TOPIC_OR_PARTITION] topic 'x': UNKNOWN_TOPIC_OR_PARTITION")."""
+    if code == errors.UnknownTopicOrPartitionError.code:
+        return f"topic {name!r} does not exist"
+    return f"topic {name!r}"
+

@@ -57,7 +57,9 @@ def test_if_not_exists_and_if_exists(server, topic_name):
 def test_errors_name_the_topic(server):
     bs = ["--bootstrap-server", server.bootstrap]
     for args in (("topics", "describe", "never-made"), ("consume", "never-made", "-e")):
-        assert "'never-made'" in _one_line_error(cli(*args, *bs))
+        line = _one_line_error(cli(*args, *bs))
+        assert "'never-made'" in line
+        assert line.count("UNKNOWN_TOPIC_OR_PARTITION") == 1, line     # the code once
 
 
 def test_a_bad_flag_prints_the_subcommands_usage():
