@@ -67,3 +67,43 @@ def test_a_taken_port_is_named_without_a_kafka_error_code(server):
     line = _one_line_error(out)
     assert f"cannot listen on 127.0.0.1:{native_port}" in line, line
     assert "choose another port" in line and "KAFKA_STORAGE_ERROR" not in line
+
+
+def test_every_command_ends_with_one_line_at_a_silent_server_and_at_the_http_port(server):
+    """No command waits past its timeout at a port that accepts and never
+    answers (a silent TCP server), nor at the HTTP port; each says what it
+    met in one line. (The bootstrap tries the native protocol, then Kafka's:
+    two waits of --timeout at most.)"""
+    import socket
+    import threading
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)
+    accepted = []
+    stop = threading.Event()
+
+    def accept():
+        silent.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                accepted.append(silent.accept()[0])
+            except OSError:
+                pass
+    threading.Thread(target=accept, daemon=True).start()
+    http = server.info["metrics"].split("//")[1].split("/")[0]
+    try:
+        for where in (f"127.0.0.1:{silent.getsockname()[1]}", http):
+            for args, stdin in ((("topics", "list"), b""), (("consume", "t", "-e"), b""),
+                                (("groups", "list"), b""), (("cluster", "info"), b""),
+                                (("produce", "t"), b"x\n")):
+                started = time.monotonic()
+                line = _one_line_error(cli(*args, "--bootstrap-server", where,
+                                           "--timeout", "2", stdin=stdin))
+                took = time.monotonic() - started
+                assert took < 2 * 2 + 3, (args, where, f"{took:.1f} s", line)
+                assert where in line, line
+    finally:
+        stop.set()
+        silent.close()
+        for c in accepted:
+            c.close()
