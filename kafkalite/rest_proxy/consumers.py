@@ -47,6 +47,7 @@ DEFAULT_MAX_BYTES = 64 << 20            # Confluent's consumer.request.max.bytes
 MAX_TIMEOUT_MS = 60_000
 FORMATS = {"binary": V2_BINARY, "json": V2_JSON}
 CONSUME_BATCH = 1000
+CLOSE_WAIT_S = 1.0
 
 
 class ConsumerInstance:
@@ -83,12 +84,21 @@ class ConsumerInstances:
         self._timer.start()
 
     def close(self) -> None:
+        """Every instance closed, waiting CLOSE_WAIT_S at most: the server
+        closes the proxy once its own loop (the group coordinator a
+        consumer's LeaveGroup goes to) has stopped, and a consumer's close
+        would wait its request timeout there; its membership ends with the
+        server."""
         self._stop.set()
         with self._lock:
             instances, self._instances = list(self._instances.values()), {}
-        for inst in instances:
-            with inst.lock:
-                inst.close()
+        closing = [threading.Thread(target=inst.close, name="rest-proxy-close", daemon=True)
+                   for inst in instances]
+        for t in closing:
+            t.start()
+        deadline = time.monotonic() + CLOSE_WAIT_S
+        for t in closing:
+            t.join(max(0.0, deadline - time.monotonic()))
 
     def _expire_idle(self) -> None:
         while not self._stop.wait(min(1.0, self.timeout_s / 4)):

@@ -137,8 +137,9 @@ class RecordProducer:
             return self._producer
 
     def close(self) -> None:
+        # bounded: the server closes the proxy after its workers stopped
         if self._producer is not None:
-            self._producer.close(5.0)
+            self._producer.close(1.0)
 
     def partitions(self, topic: str) -> int:
         """The topic's partition count; 40401 when it does not exist (no
