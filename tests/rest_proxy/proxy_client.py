@@ -41,7 +41,8 @@ def call(url: str, method: str = "GET", body=None, content_type: str = "applicat
 
 def stream_records(url: str, records, chunk_records: int = 500, headers=None):
     """POST ``records`` (dicts) to a v3 records ``url`` as one chunked body
-    of ``chunk_records`` records a chunk; (status line, [answers])."""
+    of ``chunk_records`` records a chunk; (status line, [answers]), or
+    (status line, the body's bytes) when the request was refused whole."""
     parts = urllib.parse.urlsplit(url)
     sock = socket.create_connection((parts.hostname, parts.port), timeout=120)
     head = (f"POST {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
@@ -51,6 +52,12 @@ def stream_records(url: str, records, chunk_records: int = 500, headers=None):
     sock.sendall((head + "\r\n").encode())
 
     def write() -> None:
+        try:
+            send()
+        except OSError:
+            pass            # refused before the body ended (a 401): the answer says why
+
+    def send() -> None:
         batch = []
         for i, r in enumerate(records, 1):
             batch.append(json.dumps(r))
@@ -74,4 +81,6 @@ def stream_records(url: str, records, chunk_records: int = 500, headers=None):
     sock.close()
     head, _, body = bytes(buf).partition(b"\r\n\r\n")
     status = head.split(b"\r\n")[0].decode()
+    if " 200 " not in status + " ":
+        return status, body                 # an error answered for the whole request
     return status, [json.loads(line) for line in body.splitlines() if line.strip()]
