@@ -102,3 +102,29 @@ def test_consumer_groups_and_lag_summary(proxy, module_server):
         consumer.close()
     assert call(f"{url}/v3/clusters/{cluster}/consumer-groups/nobody")[:2] == (
         404, {"error_code": 404, "message": "Consumer group nobody cannot be found."})
+
+
+def test_the_ready_line_and_server_json_name_the_proxy(module_server, proxy):
+    url, _ = proxy
+    ready = next(line for line in module_server.output().splitlines()
+                 if line.startswith("kafkalite server ready:"))
+    assert f"rest proxy {url}" in ready
+    assert url.startswith("http://127.0.0.1:")
+
+
+def test_rest_proxy_port_minus_one_turns_it_off(tmp_path):
+    from harness import ServerProcess
+    from kafkalite.errors import InvalidConfigurationError
+    from kafkalite.server.config import ServerConfig
+    with pytest.raises(InvalidConfigurationError, match="rest_proxy_port"):
+        ServerConfig(rest_proxy_port=70000)
+    with pytest.raises(InvalidConfigurationError,
+                       match="rest_proxy_consumer_instance_timeout_ms"):
+        ServerConfig(rest_proxy_consumer_instance_timeout_ms=0)
+    srv = ServerProcess(str(tmp_path / "data"), workers=1,
+                        extra_args=["--rest-proxy-port", "-1"]).start()
+    try:
+        assert "rest_proxy" not in srv.info
+        assert "rest proxy" not in srv.output()
+    finally:
+        srv.stop()
