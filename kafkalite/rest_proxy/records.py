@@ -254,7 +254,6 @@ class RecordProducer:
         count = self.partitions(topic)
         producer = self.producer
         pending: collections.deque[_Slot] = collections.deque()
-        text = ""
         utf8 = codecs.getincrementaldecoder("utf-8")("strict")
         line = _AnswerWriter(cluster_id, topic).line
 
@@ -264,7 +263,16 @@ class RecordProducer:
                 out.append(line(pending.popleft()))
             return ("\n".join(out) + "\n").encode() if out else b""
 
-        pieces = _read_ahead(chunks)
+        pieces = _ReadAhead(chunks)
+        try:
+            yield from self._stream(producer, topic, count, pieces, pending, utf8, ready)
+        finally:
+            pieces.stop()       # also when the client went away (the generator closed)
+
+    def _stream(self, producer, topic, count, pieces, pending, utf8, ready):
+        """produce_stream's loop: records parsed and sent as pieces come,
+        answers yielded as their reports come."""
+        text = ""
         failure = None
         while True:
             try:
@@ -319,20 +327,44 @@ class RecordProducer:
             yield (json.dumps(failure.body()) + "\n").encode()
 
 
-def _read_ahead(chunks) -> "queue.Queue":
-    """The body's pieces on a queue filled by a thread of their own (None at
+class _ReadAhead:
+    """The body's pieces on a queue filled by a thread of its own (None at
     the end, a ProxyError for a malformed body), so that answers go out
-    while the proxy waits for the client's next chunk."""
-    pieces: queue.Queue = queue.Queue(maxsize=64)
+    while the proxy waits for the client's next chunk. At most QUEUED
+    pieces wait (a client faster than the producer waits on its socket);
+    ``stop()``: the stream is over (its answer failed, the client went
+    away), and the thread ends instead of waiting on a full queue."""
 
-    def read() -> None:
+    QUEUED = 64
+
+    def __init__(self, chunks):
+        self.pieces: queue.Queue = queue.Queue(maxsize=self.QUEUED)
+        self.stopped = threading.Event()
+        threading.Thread(target=self._read, args=(chunks,), name="rest-proxy-body",
+                         daemon=True).start()
+
+    def _put(self, item) -> bool:
+        while not self.stopped.is_set():
+            try:
+                self.pieces.put(item, timeout=1.0)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def _read(self, chunks) -> None:
         try:
             for piece in chunks:
-                pieces.put(piece)
+                if not self._put(piece):
+                    return
         except ProxyError as exc:
-            pieces.put(exc)
+            self._put(exc)
         except OSError:
             pass                        # the client went away: what came is answered
-        pieces.put(None)
-    threading.Thread(target=read, name="rest-proxy-body", daemon=True).start()
-    return pieces
+        self._put(None)
+
+    def get(self, timeout):
+        return self.pieces.get(timeout=timeout)
+
+    def stop(self) -> None:
+        self.stopped.set()
