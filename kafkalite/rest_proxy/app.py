@@ -54,7 +54,7 @@ class ProxyApp:
             ("GET", c + r"/topics", v3.list_topics),
             ("POST", c + r"/topics", v3.create_topic),
             ("GET", c + r"/topics/([^/]+)", v3.get_topic),
-            ("DELETE", c + r"/topics/([^/]+)", v3.delete_topic),
+            ("DELETE", c + r"/topics/([^/]+)", self.delete_topic),
             ("GET", c + r"/topics/([^/]+)/partitions", v3.list_partitions),
             ("GET", c + r"/topics/([^/]+)/partitions/([^/]+)", v3.get_partition),
             ("GET", c + r"/topics/([^/]+)/configs", v3.list_topic_configs),
@@ -97,6 +97,11 @@ class ProxyApp:
         status, headers, raw = http.encode(answer.status, answer.body, answer.content_type)
         start_response(status, headers)
         return [raw]
+
+    def delete_topic(self, req, cluster_id, topic):
+        answer = self.v3.delete_topic(req, cluster_id, topic)
+        self.producer.forget(topic)
+        return answer
 
     # ---- producing ----------------------------------------------------------------------------
 

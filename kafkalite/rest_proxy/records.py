@@ -40,6 +40,7 @@ from kafkalite.rest_proxy.errors import (BAD_REQUEST, PARTITION_NOT_FOUND, Proxy
 
 MAX_IN_FLIGHT = 20_000
 TOPIC_CACHE_S = 5.0
+DELIVERY_TIMEOUT_MS = 30_000
 POLL_S = 0.02
 _DECODER = json.JSONDecoder()
 _WHITESPACE = " \t\r\n"
@@ -166,8 +167,12 @@ class RecordProducer:
         with self._lock:
             if self._producer is None:
                 from kafkalite.client import Producer
+                # a record whose topic went away (deleted by another client
+                # within TOPIC_CACHE_S) is answered an error within
+                # DELIVERY_TIMEOUT_MS, under an HTTP client's usual timeout
                 self._producer = Producer({**self.client_config, "acks": "all",
-                                           "enable.idempotence": True, "linger.ms": 2})
+                                           "enable.idempotence": True, "linger.ms": 2,
+                                           "delivery.timeout.ms": DELIVERY_TIMEOUT_MS})
             return self._producer
 
     def close(self) -> None:
@@ -191,6 +196,11 @@ class RecordProducer:
             raise topic_not_found(topic)
         self._topics[topic] = (len(t.partitions), now + TOPIC_CACHE_S)
         return len(t.partitions)
+
+    def forget(self, topic: str) -> None:
+        """A topic deleted through the proxy: produced to again, it is 40401
+        at once, not after TOPIC_CACHE_S (nor auto-created by the producer)."""
+        self._topics.pop(topic, None)
 
     def _send(self, topic: str, count: int, record) -> _Slot:
         """Produce one parsed record; its slot (already answered on an error)."""

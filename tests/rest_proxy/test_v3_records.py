@@ -132,6 +132,7 @@ def test_errors_are_confluents_bodies(proxy):
     assert call(f"{base}/missing/records", "POST", {"value": {"data": 1}})[:2] == (404, {
         "error_code": 40401, "message": "This server does not host this topic-partition. "
                                         "Topic not found: missing"})
+    assert "missing" not in [t["topic_name"] for t in call(base)[1]["data"]]   # not created
     status, answer, _ = call(f"{url}/v3/clusters/nope/topics/rec/records", "POST",
                              {"value": {"data": 1}})
     assert (status, answer["error_code"]) == (404, 404)

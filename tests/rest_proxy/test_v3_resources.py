@@ -58,7 +58,14 @@ def test_topic_create_get_list_partitions_configs_delete(proxy):
     assert configs["cleanup.policy"]["value"] == "compact"
     assert configs["cleanup.policy"]["is_default"] is False
     assert configs["retention.ms"]["kind"] == "KafkaTopicConfig"
+    # produced to once (a key: the topic is compacted), so that the proxy knows it; deleted
+    assert call(f"{base}/orders/records", "POST", {"key": {"data": 1},
+                                                    "value": {"data": 1}})[0] == 200
     assert call(f"{base}/orders", "DELETE")[0] == 204
+    # a deleted topic is not written to again (nor auto-created by the write)
+    assert call(f"{base}/orders/records", "POST", {"value": {"data": 1}})[1]["error_code"] == \
+        40401
+    assert "missing" not in [t["topic_name"] for t in call(base)[1]["data"]]
     assert call(f"{base}/orders")[:2] == (404, {
         "error_code": 40401,
         "message": "This server does not host this topic-partition. Topic not found: orders"})
