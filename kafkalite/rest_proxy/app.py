@@ -19,8 +19,8 @@ import logging
 
 from kafkalite.rest_proxy import http
 from kafkalite.rest_proxy.consumers import ConsumerInstances
-from kafkalite.rest_proxy.errors import (BAD_REQUEST, INTERNAL_ERROR, UNSUPPORTED_MEDIA_TYPE,
-                                         ProxyError)
+from kafkalite.rest_proxy.errors import (BAD_REQUEST, INTERNAL_ERROR, INVALID_BINARY_DATA,
+                                         UNSUPPORTED_MEDIA_TYPE, ProxyError)
 from kafkalite.rest_proxy.records import RecordProducer
 from kafkalite.rest_proxy.v3 import ClusterResources
 
@@ -142,7 +142,7 @@ class ProxyApp:
                         if r.get(f) is not None:
                             base64.b64decode(r[f], validate=True)
                     except (binascii.Error, ValueError, TypeError):
-                        raise ProxyError(42205, f"{f} is not base64") from None
+                        raise ProxyError(INVALID_BINARY_DATA, f"{f} is not base64") from None
         cluster_id = self.v3.cluster_id()
         chunks = [json.dumps({
             "partition_id": r.get("partition"),

@@ -37,8 +37,8 @@ import uuid
 
 from kafkalite.rest_proxy.errors import (BAD_REQUEST, CONSUMER_ALREADY_EXISTS,
                                          CONSUMER_FORMAT_MISMATCH, CONSUMER_INSTANCE_NOT_FOUND,
-                                         INVALID_CONSUMER_CONFIG, NOT_ACCEPTABLE, ProxyError,
-                                         from_kafka)
+                                         INVALID_CONSUMER_CONFIG, KAFKA_ERROR, NOT_ACCEPTABLE,
+                                         ProxyError, from_kafka)
 from kafkalite.rest_proxy.http import V2, V2_BINARY, V2_JSON, Answer
 
 DEFAULT_INSTANCE_TIMEOUT_MS = 300_000
@@ -268,7 +268,7 @@ class ConsumerInstances:
                 try:
                     return json.loads(b)
                 except ValueError:
-                    raise ProxyError(50002, f"the record at {m.topic()}-{m.partition()}@"
+                    raise ProxyError(KAFKA_ERROR, f"the record at {m.topic()}-{m.partition()}@"
                                             f"{m.offset()} is not JSON; read it with a "
                                             f"binary instance") from None
         return {"topic": m.topic(), "key": enc(key), "value": enc(value),

@@ -10,8 +10,9 @@ Who may call: the proxy's request threads (AdminClient serializes them).
 """
 from __future__ import annotations
 
-from kafkalite.rest_proxy.errors import (BAD_REQUEST, NOT_FOUND, TOPIC_ALREADY_EXISTS,
-                                         ProxyError, from_kafka, topic_not_found)
+from kafkalite.rest_proxy.errors import (BAD_REQUEST, NOT_FOUND, PARTITION_NOT_FOUND,
+                                         TOPIC_ALREADY_EXISTS, ProxyError, from_kafka,
+                                         topic_not_found)
 from kafkalite.rest_proxy.http import Answer
 
 
@@ -195,7 +196,8 @@ class ClusterResources:
         t = self._topic_meta(topic)
         p = t.partitions.get(int(partition)) if partition.isdigit() else None
         if p is None:
-            raise ProxyError(40402, "This server does not host this topic-partition.")
+            raise ProxyError(PARTITION_NOT_FOUND,
+                             "This server does not host this topic-partition.")
         return Answer(200, self._partition(req, cluster_id, topic, p))
 
     def list_topic_configs(self, req, cluster_id, topic) -> Answer:
