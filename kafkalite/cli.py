@@ -141,6 +141,7 @@ def _server(args) -> int:
         broker_session_timeout_ms=args.broker_session_timeout_ms, cluster=args.cluster,
         node_id=args.node_id, controller_lease_ms=args.controller_lease_ms,
         metrics_port=args.metrics_port, schema_registry_port=args.schema_registry_port,
+        rest_proxy_port=args.rest_proxy_port,
         log_level=args.log_level,
         kafka_security_protocol=args.kafka_security_protocol, listeners=args.listeners,
         advertised_listeners=args.advertised_listeners,
@@ -160,7 +161,8 @@ def _server(args) -> int:
     from kafkalite.server.node.supervisor import serve
     apps = [("/console", _console_app)] if args.console else []
     from kafkalite.registry import make_app as schema_registry
-    return serve(config, apps, early, schema_registry)
+    from kafkalite.rest_proxy import make_app as rest_proxy
+    return serve(config, apps, early, schema_registry, rest_proxy)
 
 
 def _console_app(bootstrap: str, registry, owner_key_file: str | None = None):
@@ -306,6 +308,9 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
     server.add_argument("--schema-registry-port", type=int,
                         help="HTTP port of the schema registry (Confluent's REST API; "
                              "default 8081; 0: any free port; -1: off)")
+    server.add_argument("--rest-proxy-port", type=int,
+                        help="HTTP port of the REST proxy (Confluent REST Proxy's v3 and v2 "
+                             "consumer API; default 8082; 0: any free port; -1: off)")
     server.add_argument("--console", action=argparse.BooleanOptionalAction, default=True,
                         help="serve the web console on the metrics port, at /console/ "
                              "(default: on)")

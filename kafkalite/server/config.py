@@ -42,6 +42,7 @@ DEFAULT_KAFKA_WORKER_BASE_PORT = 9100
 DEFAULT_METRICS_PORT = 9404
 METRICS_OFF = -1
 DEFAULT_SCHEMA_REGISTRY_PORT = 8081   # Confluent Schema Registry's default listener port
+DEFAULT_REST_PROXY_PORT = 8082        # Confluent REST Proxy's default listener port
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # group.consumer.migration.policy's values (server/group/coordinator.py acts on them)
 MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
@@ -97,6 +98,16 @@ SETTINGS: dict[str, Setting] = {
         "as the HTTP port and behind the same login; 0: any free port; -1: off.", (),
         "kafkalite's own: Confluent Schema Registry's `listeners` (default 8081) is a "
         "separate service beside Kafka"),
+    "rest_proxy_port": Setting(
+        "HTTP port of the REST proxy, Confluent REST Proxy's v3 and v2 consumer API "
+        "(docs/rest-proxy.md), on `host`, under `http_tls` and `http_max_connections` as the "
+        "HTTP port and behind the same login; 0: any free port; -1: off.", (),
+        "kafkalite's own: Confluent REST Proxy's `listeners` (default 8082) is a separate "
+        "service beside Kafka"),
+    "rest_proxy_consumer_instance_timeout_ms": Setting(
+        "How long a REST proxy v2 consumer instance may stay unused before it is closed "
+        "(leaving its group).", (),
+        "Confluent REST Proxy's `consumer.instance.timeout.ms`"),
     "log_level": Setting("DEBUG, INFO, WARNING or ERROR (\"\": `$KAFKALITE_LOG_LEVEL`, "
                          "else WARNING).", (), "`log4j.rootLogger`"),
     "auto_create_topics": Setting("Create an unknown topic when a client asks for it.",
@@ -316,6 +327,8 @@ class ServerConfig:
     http_tls: bool = False
     http_max_connections: int = 64
     schema_registry_port: int = DEFAULT_SCHEMA_REGISTRY_PORT
+    rest_proxy_port: int = DEFAULT_REST_PROXY_PORT
+    rest_proxy_consumer_instance_timeout_ms: int = 300_000
     log_level: str = ""
     auto_create_topics: bool = True
     default_partitions: int = 1
@@ -389,7 +402,8 @@ class ServerConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or not 0 <= value <= 65535:
                 raise InvalidConfigurationError(f"{name} must be a port number 0-65535, not {value!r}")
-        for name in ("ingest_port", "metrics_port", "schema_registry_port"):  # -1: not served
+        for name in ("ingest_port", "metrics_port", "schema_registry_port",
+                     "rest_proxy_port"):                                # -1: not served
             value = getattr(self, name)
             if not isinstance(value, int) or not -1 <= value <= 65535:
                 raise InvalidConfigurationError(
@@ -424,7 +438,8 @@ class ServerConfig:
                      "transactional_id_expiration_ms",
                      "transaction_abort_timed_out_transaction_cleanup_interval_ms",
                      "node_id", "controller_lease_ms", "quota_window_num",
-                     "quota_window_size_seconds", "http_max_connections"):
+                     "quota_window_size_seconds", "http_max_connections",
+                     "rest_proxy_consumer_instance_timeout_ms"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise InvalidConfigurationError(f"{name} must be a positive integer, not {value!r}")
@@ -475,6 +490,10 @@ class ServerConfig:
     @property
     def schema_registry_enabled(self) -> bool:
         return self.schema_registry_port != METRICS_OFF
+
+    @property
+    def rest_proxy_enabled(self) -> bool:
+        return self.rest_proxy_port != METRICS_OFF
 
     @property
     def effective_log_level(self) -> str:

@@ -41,7 +41,9 @@ It runs, on one thread, everything of a node that is not a partition:
 - the schema registry (kafkalite/registry/, given by the caller as the
   console is): on a port of its own (``schema_registry_port``), served by
   the same HTTP server code and login, a client of this node like the
-  console.
+  console;
+- the REST proxy (kafkalite/rest_proxy/, given by the caller too): on its
+  own port (``rest_proxy_port``), served as the schema registry is.
 
 It is never on the data path: clients ask it who leads a partition and
 then talk to that worker.
@@ -135,7 +137,8 @@ class PendingChange:
 
 class Supervisor:
     def __init__(self, config: ServerConfig, http_apps=(), early: EarlyStart | None = None,
-                 expired_controller: int | None = None, schema_registry=None):
+                 expired_controller: int | None = None, schema_registry=None,
+                 rest_proxy=None):
         self.config = config
         self.early = early          # the lock, control socket and children start_early made
         # with --cluster: the node whose controller lease this node saw
@@ -150,6 +153,11 @@ class Supervisor:
         self.schema_registry = schema_registry
         self.registry_http = None       # its HTTP server, on schema_registry_port
         self.registry_app = None
+        # factory(bootstrap servers, owner key file or None, consumer
+        # instance timeout ms) -> the REST proxy's WSGI app (kafkalite/rest_proxy/)
+        self.rest_proxy = rest_proxy
+        self.proxy_http = None          # its HTTP server, on rest_proxy_port
+        self.proxy_app = None
         self.ctx = zmq.Context.instance()
         self.workers: list[WorkerProcess] = []      # this node's, children of this process
         self.remote: dict[int, WorkerProcess] = {}  # other nodes' (--cluster), by broker id
@@ -349,6 +357,8 @@ class Supervisor:
                                max_connections=cfg.http_max_connections)
         if cfg.schema_registry_enabled and self.schema_registry is not None:
             self._serve_schema_registry(bootstrap, login)
+        if cfg.rest_proxy_enabled and self.rest_proxy is not None:
+            self._serve_rest_proxy(bootstrap, login)
         # Other nodes' workers reach the control channel and the relay too
         # (--cluster): bound where the listeners are, not on loopback only.
         bind_host, advertised = "127.0.0.1", "127.0.0.1"
@@ -410,6 +420,21 @@ class Supervisor:
                                         http_tls_context(cfg),
                                         max_connections=cfg.http_max_connections,
                                         refuse=refuse, name="schema registry")
+
+    def _serve_rest_proxy(self, bootstrap: str, login) -> None:
+        """The REST proxy (kafkalite/rest_proxy/) on a port of its own,
+        served as the schema registry is (any user who logged in; ACLs are
+        not checked yet), a client of this node through its native port."""
+        from kafkalite.server.metrics import answer_busy, serve_http
+        cfg = self.config
+        self.proxy_app = self.rest_proxy(bootstrap, self.owner_key_file,
+                                         cfg.rest_proxy_consumer_instance_timeout_ms)
+        app = login.wrap(self.proxy_app) if login is not None else self.proxy_app
+        refuse = (self.metrics._refuse_connection if self.metrics is not None else
+                  lambda sock, address, answer: answer and answer_busy(sock))
+        self.proxy_http = serve_http(cfg.host, cfg.rest_proxy_port, app, http_tls_context(cfg),
+                                     max_connections=cfg.http_max_connections,
+                                     refuse=refuse, name="rest proxy")
 
     def _cluster_brokers(self) -> tuple[list[int], dict[int, int]]:
         """This node's workers' broker ids, and the node of every broker
@@ -563,6 +588,8 @@ class Supervisor:
                 **({"schema_registry": f"{scheme}://{_bracket(host)}:"
                                        f"{self.registry_http.server_port}"}
                    if self.registry_http is not None else {}),
+                **({"rest_proxy": f"{scheme}://{_bracket(host)}:{self.proxy_http.server_port}"}
+                   if self.proxy_http is not None else {}),
                 "workers": [{"index": w.index, "pid": w.pid, "endpoint": f"tcp://{host}:{w.port}"}
                             for w in self.workers],
                 "data_dir": os.path.abspath(self.config.data_dir),
@@ -968,6 +995,10 @@ class Supervisor:
             self.registry_http.shutdown()
             self.registry_http.server_close()
             self.registry_app.close()
+        if self.proxy_http is not None:
+            self.proxy_http.shutdown()
+            self.proxy_http.server_close()
+            self.proxy_app.close()
         self.coordinator.close()
         if self.users_mirror is not None:
             self.users_mirror.close()
@@ -1010,7 +1041,8 @@ def _http_summary(endpoints: dict, http_apps) -> str:
     metrics (a first-time user looked for the console's address in the
     README), or nothing when the HTTP port is off."""
     registry = ([f"schema registry {endpoints['schema_registry']}"]
-                if "schema_registry" in endpoints else [])
+                if "schema_registry" in endpoints else []) + \
+        ([f"rest proxy {endpoints['rest_proxy']}"] if "rest_proxy" in endpoints else [])
     if "metrics" not in endpoints:
         return ", ".join(registry) + ", " if registry else ""
     apps = [f"{prefix.strip('/')} {endpoints[prefix.strip('/')]}" for prefix, _ in http_apps]
@@ -1045,11 +1077,11 @@ class _StopRequest:
 
 
 def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None,
-          schema_registry=None) -> int:
+          schema_registry=None, rest_proxy=None) -> int:
     """Run a server in this process until SIGTERM/SIGINT (the CLI's `server`):
     the supervisor of a node, or, in a cluster whose controller is another
-    node, a broker node (broker_node.py). ``http_apps`` and
-    ``schema_registry``: see Supervisor; ``early``: the children
+    node, a broker node (broker_node.py). ``http_apps``,
+    ``schema_registry`` and ``rest_proxy``: see Supervisor; ``early``: the children
     processes.start_early spawned."""
     logging.basicConfig(level=config.effective_log_level,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -1061,7 +1093,7 @@ def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None,
         stop()
     rejoining = False       # this process was a node of the cluster already
     while True:
-        sup = Supervisor(config, http_apps, early, expired, schema_registry)
+        sup = Supervisor(config, http_apps, early, expired, schema_registry, rest_proxy)
         stop.hand_to(sup)
         try:
             sup.start()

@@ -1,0 +1,51 @@
+"""An HTTP proxy speaking Confluent REST Proxy's API (v3 and v2's consumers).
+
+What it holds: the HTTP handlers of Confluent REST Proxy's documented API
+(docs.confluent.io, "API Reference for Confluent REST Proxy"):
+
+- errors.py: Confluent's error codes and JSON error bodies as one exception;
+- http.py: the WSGI plumbing (routes, bodies, chunked request bodies,
+  content types, answers);
+- records.py: v3's ``POST .../records`` (key and value of type BINARY,
+  JSON or STRING, headers, partition, timestamp; the streaming mode);
+- v3.py: clusters, brokers, topics, partitions, configs, consumer groups;
+- consumers.py: v2's consumer instances (create, subscribe, records,
+  offsets, delete) and their idle timer;
+- app.py: the WSGI app that routes to the three above.
+
+Which process runs it: the supervisor of ``kafkalite server``, on a port of
+its own (``rest_proxy_port``, 8082) served by metrics.py's HTTP server
+code (its connection cap, TLS and login); cli.py hands the supervisor
+``make_app`` below, as it hands it the schema registry, since the server
+layer imports nothing above it. The proxy reaches the node as any client
+does, through kafkalite's own clients over the node's native port.
+
+What it may import: the standard library, kafkalite.client and
+kafkalite.errors; never kafkalite.server (the supervisor is handed it,
+and serves it).
+"""
+
+
+def make_app(bootstrap: str, owner_key_file: str | None = None,
+             instance_timeout_ms: int | None = None):
+    """The proxy of the node at ``bootstrap`` as a WSGI app (with a
+    ``close()``) that imports the proxy's modules at its first request,
+    not on the server's way to ready: what ``kafkalite server`` hands the
+    supervisor. ``instance_timeout_ms``: how long a v2 consumer instance
+    may stay idle before it is closed (Confluent's
+    ``consumer.instance.timeout.ms``)."""
+    import threading
+    lock, built = threading.Lock(), []
+
+    def app(environ, start_response):
+        with lock:          # the HTTP server answers on several threads
+            if not built:
+                from kafkalite.rest_proxy import app as proxy
+                built.append(proxy.make_app(bootstrap, owner_key_file, instance_timeout_ms))
+        return built[0](environ, start_response)
+
+    def close() -> None:
+        if built:
+            built[0].close()
+    app.close = close
+    return app

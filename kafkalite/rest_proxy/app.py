@@ -1,0 +1,161 @@
+"""The proxy's WSGI app: routes v3 and v2 paths to their handlers.
+
+Answers ``application/json`` on v3 paths and ``application/vnd.kafka.v2+json``
+on v2's (or the embedded format's type, for records); an error is
+Confluent's body (errors.py) with its HTTP status; a bug is 500, logged,
+never a dropped connection. v3's ``POST .../records`` with a chunked body
+is the one streamed answer (records.py).
+
+Who may call: metrics.py's HTTP server threads, any number at once. With
+security on the server wraps this app in http_login.py's login; this
+module does not authenticate.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+
+from kafkalite.rest_proxy import http
+from kafkalite.rest_proxy.consumers import ConsumerInstances
+from kafkalite.rest_proxy.errors import (BAD_REQUEST, INTERNAL_ERROR, INVALID_BINARY_DATA,
+                                         UNSUPPORTED_MEDIA_TYPE, ProxyError)
+from kafkalite.rest_proxy.records import RecordProducer
+from kafkalite.rest_proxy.v3 import ClusterResources
+
+log = logging.getLogger("kafkalite.rest_proxy")
+
+
+def make_app(bootstrap: str, owner_key_file: str | None = None,
+             instance_timeout_ms: int | None = None) -> "ProxyApp":
+    """The proxy of the node at ``bootstrap`` (its native port), whose
+    clients connect with the owner's key pair when security is on."""
+    from kafkalite.client.config import owner_config
+    return ProxyApp({**owner_config({"owner.key_file": owner_key_file}),
+                     "bootstrap.servers": bootstrap}, instance_timeout_ms)
+
+
+class ProxyApp:
+    def __init__(self, client_config: dict, instance_timeout_ms: int | None = None):
+        from kafkalite.client import AdminClient
+        self.admin = AdminClient(client_config)
+        self.v3 = ClusterResources(self.admin)
+        self.producer = RecordProducer(client_config, self.admin)
+        self.consumers = ConsumerInstances(client_config, instance_timeout_ms)
+        c, v3, ci = r"/v3/clusters/([^/]+)", self.v3, self.consumers
+        inst = r"/consumers/([^/]+)/instances/([^/]+)"
+        self.router = http.Router([
+            ("GET", r"/", lambda req: http.Answer(200, {})),
+            ("GET", r"/v3/clusters", v3.list_clusters),
+            ("GET", c, v3.get_cluster),
+            ("GET", c + r"/brokers", v3.list_brokers),
+            ("GET", c + r"/brokers/([^/]+)", v3.get_broker),
+            ("GET", c + r"/topics", v3.list_topics),
+            ("POST", c + r"/topics", v3.create_topic),
+            ("GET", c + r"/topics/([^/]+)", v3.get_topic),
+            ("DELETE", c + r"/topics/([^/]+)", self.delete_topic),
+            ("GET", c + r"/topics/([^/]+)/partitions", v3.list_partitions),
+            ("GET", c + r"/topics/([^/]+)/partitions/([^/]+)", v3.get_partition),
+            ("GET", c + r"/topics/([^/]+)/configs", v3.list_topic_configs),
+            ("POST", c + r"/topics/([^/]+)/records", self.produce_v3),
+            ("GET", c + r"/consumer-groups", v3.list_groups),
+            ("GET", c + r"/consumer-groups/([^/]+)", v3.get_group),
+            ("GET", c + r"/consumer-groups/([^/]+)/lag-summary", v3.group_lag_summary),
+            ("POST", r"/topics/([^/]+)", self.produce_v2),
+            ("POST", r"/consumers/([^/]+)", ci.create),
+            ("DELETE", inst, ci.delete),
+            ("POST", inst + r"/subscription", ci.subscribe),
+            ("GET", inst + r"/subscription", ci.subscription),
+            ("DELETE", inst + r"/subscription", ci.unsubscribe),
+            ("GET", inst + r"/records", ci.records),
+            ("POST", inst + r"/offsets", ci.commit),
+            ("GET", inst + r"/offsets", ci.committed),
+        ])
+
+    def close(self) -> None:
+        self.consumers.close()
+        self.producer.close()
+        self.admin.close()
+
+    def __call__(self, environ, start_response):
+        req = http.Request(environ)
+        error_type = http.V2 if not req.path.startswith("/v3") else http.JSON
+        try:
+            handler, args = self.router.find(req.method, req.path)
+            answer = handler(req, *args)
+        except ProxyError as exc:
+            answer = http.Answer(exc.http_status, exc.body(), error_type)
+        except Exception:
+            log.exception("rest proxy: %s %s", req.method, req.path)
+            answer = http.Answer(500, {"error_code": INTERNAL_ERROR,
+                                       "message": "Internal Server Error (see the server's "
+                                                  "log)"}, error_type)
+        if not isinstance(answer, http.Answer):            # a streamed answer
+            start_response("200 OK", [("Content-Type", http.JSON)])
+            return answer
+        status, headers, raw = http.encode(answer.status, answer.body, answer.content_type)
+        start_response(status, headers)
+        return [raw]
+
+    def delete_topic(self, req, cluster_id, topic):
+        answer = self.v3.delete_topic(req, cluster_id, topic)
+        self.producer.forget(topic)
+        return answer
+
+    # ---- producing ----------------------------------------------------------------------------
+
+    def produce_v3(self, req, cluster_id, topic):
+        self.v3.check(cluster_id)
+        if req.content_type and not req.content_type.endswith("json"):
+            raise ProxyError(UNSUPPORTED_MEDIA_TYPE, f"HTTP 415 Unsupported Media Type: "
+                                                     f"{req.content_type}")
+        if req.chunked:
+            self.producer.partitions(topic)         # 40401 before the 200 of a stream
+            return self.producer.produce_stream(cluster_id, topic, req.stream())
+        record = req.json(None)
+        if record is None:
+            raise ProxyError(BAD_REQUEST, "the request body is empty: a record is expected")
+        answer = self.producer.produce_one(cluster_id, topic, record)
+        return http.Answer(answer["error_code"] if answer["error_code"] < 1000
+                           else int(str(answer["error_code"])[:3]), answer)
+
+    def produce_v2(self, req, topic):
+        """v2's ``POST /topics/{t}``: ``{"records": [{"key", "value",
+        "partition"}]}`` in the embedded format of the content type (json or
+        binary); answers ``{"offsets": [{"partition", "offset",
+        "error_code", "error"}]}``."""
+        fmt = {http.V2_JSON: "JSON", http.V2_BINARY: "BINARY"}.get(req.content_type)
+        if fmt is None:
+            raise ProxyError(UNSUPPORTED_MEDIA_TYPE, f"HTTP 415 Unsupported Media Type: "
+                                                     f"{req.content_type or 'none'}")
+        body = req.json({})
+        records = body.get("records") if isinstance(body, dict) else None
+        if not isinstance(records, list):
+            raise ProxyError(BAD_REQUEST, "records is a list of {key, value, partition}")
+        for r in records:
+            if not isinstance(r, dict):
+                raise ProxyError(BAD_REQUEST, "a record is a JSON object")
+            if fmt == "BINARY":
+                for f in ("key", "value"):
+                    try:
+                        if r.get(f) is not None:
+                            base64.b64decode(r[f], validate=True)
+                    except (binascii.Error, ValueError, TypeError):
+                        raise ProxyError(INVALID_BINARY_DATA, f"{f} is not base64") from None
+        cluster_id = self.v3.cluster_id()
+        chunks = [json.dumps({
+            "partition_id": r.get("partition"),
+            **({"key": {"type": fmt, "data": r["key"]}} if r.get("key") is not None else {}),
+            **({"value": {"type": fmt, "data": r["value"]}} if "value" in r else {}),
+        }).encode() for r in records]
+        answers = list(self.producer.produce_stream(cluster_id, topic, iter(chunks)))
+        offsets = []
+        for line in b"".join(answers).splitlines():
+            a = json.loads(line)
+            ok = a["error_code"] == 200
+            offsets.append({"partition": a.get("partition_id"), "offset": a.get("offset"),
+                            "error_code": None if ok else a["error_code"],
+                            "error": None if ok else a.get("message")})
+        return http.Answer(200, {"key_schema_id": None, "value_schema_id": None,
+                                 "offsets": offsets}, http.V2)

@@ -1,0 +1,318 @@
+"""v2's consumer instances: ``/consumers/{group}/instances/{name}/...``.
+
+An instance is one kafkalite Consumer, a member of ``group``, that a
+client drives over HTTP: create (``POST /consumers/{group}``: name,
+format binary|json, auto.offset.reset, auto.commit.enable), subscribe,
+fetch records (``GET .../records``, ``timeout`` and ``max_bytes``), commit
+and read offsets, delete. Answers are ``application/vnd.kafka.v2+json``;
+records are answered in the embedded format the instance was made with
+(``application/vnd.kafka.json.v2+json`` or ``...binary...``), and an
+Accept that names the other format is 40601, one that names neither 406.
+
+Offsets as Confluent's v2 has them: ``POST .../offsets`` with
+``{"offsets": [{"topic", "partition", "offset"}]}`` commits each
+partition at ``offset + 1`` (the offset named is the last record
+consumed); an empty body commits every partition up to the last record
+this instance answered. ``GET .../offsets`` answers the committed
+offsets (the next record to read).
+
+No record is lost to ``max_bytes``: records fetched past it wait in the
+instance's backlog for the next GET. An instance that nothing used for
+``instance_timeout_ms`` (Confluent's ``consumer.instance.timeout.ms``,
+300,000 by default) is closed by the idle timer, leaving its group; a
+later call on it is 40403.
+
+Who may call: the proxy's request threads; one request at a time per
+instance (its lock), any number of instances at once; the idle timer's
+thread closes instances no request holds.
+"""
+from __future__ import annotations
+
+import base64
+import collections
+import json
+import threading
+import time
+import uuid
+
+from kafkalite.rest_proxy.errors import (BAD_REQUEST, CONSUMER_ALREADY_EXISTS,
+                                         CONSUMER_FORMAT_MISMATCH, CONSUMER_INSTANCE_NOT_FOUND,
+                                         INVALID_CONSUMER_CONFIG, KAFKA_ERROR, NOT_ACCEPTABLE,
+                                         ProxyError, from_kafka)
+from kafkalite.rest_proxy.http import V2, V2_BINARY, V2_JSON, Answer
+
+DEFAULT_INSTANCE_TIMEOUT_MS = 300_000
+DEFAULT_REQUEST_TIMEOUT_MS = 1_000      # Confluent's consumer.request.timeout.ms
+DEFAULT_MAX_BYTES = 64 << 20            # Confluent's consumer.request.max.bytes
+MAX_TIMEOUT_MS = 60_000
+FORMATS = {"binary": V2_BINARY, "json": V2_JSON}
+CONSUME_BATCH = 1000
+CLOSE_WAIT_S = 1.0
+
+
+class ConsumerInstance:
+    def __init__(self, group: str, name: str, fmt: str, consumer):
+        self.group, self.name, self.format = group, name, fmt
+        self.consumer = consumer
+        self.lock = threading.Lock()
+        self.last_used = time.monotonic()
+        self.topics: list[str] = []
+        self.backlog: collections.deque = collections.deque()
+        self.consumed: dict[tuple[str, int], int] = {}     # last offset answered
+        self.closed = False
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            try:
+                self.consumer.close()
+            except Exception:
+                pass
+
+
+class ConsumerInstances:
+    """Every instance of the proxy, and their idle timer."""
+
+    def __init__(self, client_config: dict, instance_timeout_ms: int | None = None):
+        self.client_config = client_config
+        self.timeout_s = (instance_timeout_ms or DEFAULT_INSTANCE_TIMEOUT_MS) / 1000
+        self._instances: dict[tuple[str, str], ConsumerInstance] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._timer = threading.Thread(target=self._expire_idle, name="rest-proxy-idle",
+                                       daemon=True)
+        self._timer.start()
+
+    def close(self) -> None:
+        """Every instance closed, waiting CLOSE_WAIT_S at most: the server
+        closes the proxy once its own loop (the group coordinator a
+        consumer's LeaveGroup goes to) has stopped, and a consumer's close
+        would wait its request timeout there; its membership ends with the
+        server."""
+        self._stop.set()
+        with self._lock:
+            instances, self._instances = list(self._instances.values()), {}
+        closing = [threading.Thread(target=inst.close, name="rest-proxy-close", daemon=True)
+                   for inst in instances]
+        for t in closing:
+            t.start()
+        deadline = time.monotonic() + CLOSE_WAIT_S
+        for t in closing:
+            t.join(max(0.0, deadline - time.monotonic()))
+
+    def _expire_idle(self) -> None:
+        while not self._stop.wait(min(1.0, self.timeout_s / 4)):
+            now = time.monotonic()
+            with self._lock:
+                idle = [k for k, i in self._instances.items()
+                        if now - i.last_used > self.timeout_s]
+            for key in idle:
+                inst = self._instances.get(key)
+                if inst is None or not inst.lock.acquire(blocking=False):
+                    continue            # a request holds it: not idle
+                try:
+                    if time.monotonic() - inst.last_used > self.timeout_s:
+                        with self._lock:
+                            self._instances.pop(key, None)
+                        inst.close()
+                finally:
+                    inst.lock.release()
+
+    def _instance(self, group: str, name: str) -> ConsumerInstance:
+        inst = self._instances.get((group, name))
+        if inst is None:
+            raise ProxyError(CONSUMER_INSTANCE_NOT_FOUND, "Consumer instance not found.")
+        return inst
+
+    def _using(self, group: str, name: str, work):
+        """``work(instance)`` under the instance's lock, its idle clock reset."""
+        inst = self._instance(group, name)
+        with inst.lock:
+            if inst.closed:
+                raise ProxyError(CONSUMER_INSTANCE_NOT_FOUND, "Consumer instance not found.")
+            try:
+                return work(inst)
+            finally:
+                inst.last_used = time.monotonic()
+
+    # ---- handlers -----------------------------------------------------------------------------
+
+    def create(self, req, group) -> Answer:
+        from kafkalite.client import Consumer
+        body = req.json({}) or {}
+        if not isinstance(body, dict):
+            raise ProxyError(BAD_REQUEST, "the request body must be a JSON object")
+        name = body.get("name") or body.get("id") or f"rest-consumer-{uuid.uuid4()}"
+        fmt = str(body.get("format") or "binary").lower()
+        if fmt not in FORMATS:
+            raise ProxyError(INVALID_CONSUMER_CONFIG, f"format {fmt} is not one of binary, "
+                                                      f"json (avro, protobuf and jsonschema "
+                                                      f"are not served yet)")
+        config = {**self.client_config, "group.id": group, "client.id": str(name)}
+        reset = body.get("auto.offset.reset")
+        if reset is not None:
+            if reset not in ("earliest", "latest", "none", "smallest", "largest"):
+                raise ProxyError(INVALID_CONSUMER_CONFIG,
+                                 f"auto.offset.reset {reset!r} is not earliest or latest")
+            config["auto.offset.reset"] = {"smallest": "earliest",
+                                           "largest": "latest"}.get(reset, reset)
+        commit = body.get("auto.commit.enable")
+        if commit is not None:
+            config["enable.auto.commit"] = str(commit).lower() == "true"
+        for key in ("fetch.min.bytes",):
+            if body.get(key) is not None:
+                config[key] = int(body[key])
+        with self._lock:
+            if (group, name) in self._instances:
+                raise ProxyError(CONSUMER_ALREADY_EXISTS, "Consumer with specified consumer ID "
+                                                          "already exists in the specified "
+                                                          "consumer group.")
+            try:
+                consumer = Consumer(config)
+            except Exception as exc:
+                raise ProxyError(INVALID_CONSUMER_CONFIG, str(exc)) from None
+            self._instances[(group, name)] = ConsumerInstance(group, name, fmt, consumer)
+        return Answer(200, {"instance_id": name, "base_uri": f"{req.base_url}/consumers/"
+                                                             f"{group}/instances/{name}"}, V2)
+
+    def delete(self, req, group, name) -> Answer:
+        def work(inst):
+            with self._lock:
+                self._instances.pop((group, name), None)
+            inst.close()
+        self._using(group, name, work)
+        return Answer(204, None, V2)
+
+    def subscribe(self, req, group, name) -> Answer:
+        body = req.json({}) or {}
+        topics = body.get("topics") if isinstance(body, dict) else None
+        pattern = body.get("topic_pattern") if isinstance(body, dict) else None
+        if pattern is not None:
+            topics = [f"^{pattern}"]
+        if not isinstance(topics, list) or not topics or \
+                not all(isinstance(t, str) and t for t in topics):
+            raise ProxyError(BAD_REQUEST, "topics is a list of topic names")
+
+        def work(inst):
+            try:
+                inst.consumer.subscribe(topics)
+            except Exception as exc:
+                raise from_kafka(exc) from None
+            inst.topics = list(topics)
+        self._using(group, name, work)
+        return Answer(204, None, V2)
+
+    def subscription(self, req, group, name) -> Answer:
+        return Answer(200, {"topics": self._using(group, name, lambda i: list(i.topics))}, V2)
+
+    def unsubscribe(self, req, group, name) -> Answer:
+        def work(inst):
+            inst.consumer.unsubscribe()
+            inst.topics = []
+            inst.backlog.clear()
+        self._using(group, name, work)
+        return Answer(204, None, V2)
+
+    def records(self, req, group, name) -> Answer:
+        try:
+            timeout_ms = int(req.query.get("timeout", DEFAULT_REQUEST_TIMEOUT_MS))
+            max_bytes = int(req.query.get("max_bytes", DEFAULT_MAX_BYTES))
+        except ValueError:
+            raise ProxyError(BAD_REQUEST, "timeout and max_bytes are integers") from None
+        timeout_ms = min(max(timeout_ms, 0), MAX_TIMEOUT_MS)
+
+        def work(inst):
+            wanted = FORMATS[inst.format]
+            if req.accept:
+                offered = [a.split(";")[0].strip().lower() for a in req.accept.split(",")]
+                if wanted not in offered and not {"*/*", "application/*"} & set(offered):
+                    if any(a in FORMATS.values() for a in offered):
+                        raise ProxyError(CONSUMER_FORMAT_MISMATCH,
+                                         "The requested embedded data format does not match "
+                                         "the deserializer for this consumer instance")
+                    raise ProxyError(NOT_ACCEPTABLE, "HTTP 406 Not Acceptable")
+            deadline = time.monotonic() + timeout_ms / 1000
+            while not inst.backlog:
+                left = deadline - time.monotonic()
+                try:
+                    got = inst.consumer.consume(CONSUME_BATCH, max(left, 0.0))
+                except Exception as exc:
+                    raise from_kafka(exc) from None
+                for m in got:
+                    if m.error() is None:
+                        inst.backlog.append(m)
+                if left <= 0:
+                    break
+            out, size = [], 0
+            while inst.backlog:
+                m = inst.backlog[0]
+                n = len(m.value() or b"") + len(m.key() or b"")
+                if out and size + n > max_bytes:
+                    break
+                out.append(self._record(inst.format, m))     # may refuse: m stays
+                inst.backlog.popleft()
+                size += n
+                inst.consumed[(m.topic(), m.partition())] = m.offset()
+            return Answer(200, out, wanted)
+        return self._using(group, name, work)
+
+    @staticmethod
+    def _record(fmt: str, m) -> dict:
+        key, value = m.key(), m.value()
+        if fmt == "binary":
+            enc = (lambda b: None if b is None else base64.b64encode(b).decode())
+        else:
+            def enc(b):
+                if b is None:
+                    return None
+                try:
+                    return json.loads(b)
+                except ValueError:
+                    raise ProxyError(KAFKA_ERROR, f"the record at {m.topic()}-{m.partition()}@"
+                                            f"{m.offset()} is not JSON; read it with a "
+                                            f"binary instance") from None
+        return {"topic": m.topic(), "key": enc(key), "value": enc(value),
+                "partition": m.partition(), "offset": m.offset()}
+
+    def commit(self, req, group, name) -> Answer:
+        from kafkalite.client import TopicPartition
+        body = req.json({}) or {}
+        offsets = body.get("offsets") if isinstance(body, dict) else None
+
+        def work(inst):
+            if offsets:
+                try:
+                    tps = [TopicPartition(o["topic"], int(o["partition"]), int(o["offset"]) + 1)
+                           for o in offsets]
+                except (KeyError, TypeError, ValueError):
+                    raise ProxyError(BAD_REQUEST, "offsets is a list of {topic, partition, "
+                                                  "offset}") from None
+            else:
+                tps = [TopicPartition(t, p, o + 1) for (t, p), o in inst.consumed.items()]
+            if tps:
+                try:
+                    inst.consumer.commit(offsets=tps, asynchronous=False)
+                except Exception as exc:
+                    raise from_kafka(exc) from None
+        self._using(group, name, work)
+        return Answer(200, None, V2)
+
+    def committed(self, req, group, name) -> Answer:
+        from kafkalite.client import TopicPartition
+        body = req.json({}) or {}
+        parts = body.get("partitions") if isinstance(body, dict) else None
+        if not isinstance(parts, list):
+            raise ProxyError(BAD_REQUEST, "partitions is a list of {topic, partition}")
+
+        def work(inst):
+            try:
+                tps = [TopicPartition(p["topic"], int(p["partition"])) for p in parts]
+                got = inst.consumer.committed(tps, timeout=10.0) if tps else []
+            except (KeyError, TypeError, ValueError):
+                raise ProxyError(BAD_REQUEST, "partitions is a list of {topic, partition}") \
+                    from None
+            except Exception as exc:
+                raise from_kafka(exc) from None
+            return [{"topic": tp.topic, "partition": tp.partition, "offset": tp.offset,
+                     "metadata": tp.metadata or ""} for tp in got]
+        return Answer(200, {"offsets": self._using(group, name, work)}, V2)

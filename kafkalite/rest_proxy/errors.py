@@ -1,0 +1,61 @@
+"""Confluent REST Proxy's error codes and error bodies.
+
+An error answer is ``{"error_code": N, "message": "..."}``; its HTTP
+status is N itself when N is an HTTP status (404, 406, 415) and N's first
+three digits otherwise (40401 is a 404, 42201 a 422), as Confluent's
+``RestException`` does. In v3's streaming mode an error of one record is
+that record's answer and the HTTP status stays 200.
+
+Who may call: any module of the proxy, from any thread.
+"""
+from __future__ import annotations
+
+# Confluent's codes (kafka-rest's Errors and v3's error codes)
+BAD_REQUEST = 400
+NOT_FOUND = 404
+METHOD_NOT_ALLOWED = 405
+NOT_ACCEPTABLE = 406
+PAYLOAD_TOO_LARGE = 413
+UNSUPPORTED_MEDIA_TYPE = 415
+TOPIC_ALREADY_EXISTS = 40002
+TOPIC_NOT_FOUND = 40401
+PARTITION_NOT_FOUND = 40402
+CONSUMER_INSTANCE_NOT_FOUND = 40403
+CONSUMER_FORMAT_MISMATCH = 40601
+CONSUMER_ALREADY_EXISTS = 40902
+INVALID_CONSUMER_CONFIG = 42204
+INVALID_BINARY_DATA = 42205      # v2 produce: data not base64
+KAFKA_ERROR = 50002
+KAFKA_RETRIABLE_ERROR = 50003
+INTERNAL_ERROR = 500
+
+
+class ProxyError(Exception):
+    """An error answered as Confluent's body."""
+
+    def __init__(self, error_code: int, message: str):
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+    @property
+    def http_status(self) -> int:
+        return self.error_code if self.error_code < 1000 else int(str(self.error_code)[:3])
+
+    def body(self) -> dict:
+        return {"error_code": self.error_code, "message": self.message}
+
+
+def topic_not_found(topic: str) -> ProxyError:
+    return ProxyError(TOPIC_NOT_FOUND, f"This server does not host this topic-partition. "
+                                       f"Topic not found: {topic}")
+
+
+def from_kafka(exc: Exception) -> ProxyError:
+    """A kafkalite client error as Confluent answers it: retriable ones 50003,
+    the others 50002, an unknown topic 40401."""
+    name = type(exc).__name__
+    if name == "UnknownTopicOrPartitionError":
+        return ProxyError(TOPIC_NOT_FOUND, str(exc) or "Topic not found.")
+    retriable = bool(getattr(exc, "retriable", False))
+    return ProxyError(KAFKA_RETRIABLE_ERROR if retriable else KAFKA_ERROR, f"{name}: {exc}")

@@ -1,0 +1,176 @@
+"""The proxy's WSGI plumbing: routes, request bodies, content types, answers.
+
+A route is (method, path pattern, handler); a handler takes the Request
+and the path's groups and answers an Answer (status, JSON body or None,
+content type), or an iterable of bytes for a streamed answer (v3's
+streaming produce). A path no route has is 404, a method a path has not
+405, a body that is not JSON 400 (Confluent's codes, errors.py).
+
+Bodies: ``Content-Length`` or ``Transfer-Encoding: chunked`` (the
+streaming mode's), decoded here: wsgiref hands the app the raw socket
+file and decodes no chunks. A body over MAX_BODY_BYTES is 413, except a
+chunked one read as a stream (``Request.stream``), whose size is not
+bounded (records are answered as they come).
+
+Who may call: metrics.py's HTTP server threads, any number at once.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from urllib.parse import parse_qs, unquote
+
+from kafkalite.rest_proxy.errors import (BAD_REQUEST, METHOD_NOT_ALLOWED, NOT_ACCEPTABLE,
+                                         NOT_FOUND, PAYLOAD_TOO_LARGE, UNSUPPORTED_MEDIA_TYPE,
+                                         ProxyError)
+
+MAX_BODY_BYTES = 64 << 20
+READ_BYTES = 64 << 10
+JSON = "application/json"
+V2 = "application/vnd.kafka.v2+json"
+V2_JSON = "application/vnd.kafka.json.v2+json"
+V2_BINARY = "application/vnd.kafka.binary.v2+json"
+STATUS = {200: "200 OK", 201: "201 Created", 204: "204 No Content", 400: "400 Bad Request",
+          401: "401 Unauthorized", 403: "403 Forbidden", 404: "404 Not Found",
+          405: "405 Method Not Allowed", 406: "406 Not Acceptable", 409: "409 Conflict",
+          413: "413 Payload Too Large", 415: "415 Unsupported Media Type",
+          422: "422 Unprocessable Entity", 500: "500 Internal Server Error",
+          503: "503 Service Unavailable"}
+
+
+@dataclass
+class Answer:
+    status: int = 200
+    body: object = None
+    content_type: str = JSON
+
+
+class Request:
+    """One HTTP request as the handlers read it."""
+
+    def __init__(self, environ):
+        self.environ = environ
+        self.method = environ.get("REQUEST_METHOD", "GET")
+        self.path = environ.get("PATH_INFO", "") or "/"
+        self.query = {k: v[-1] for k, v in parse_qs(environ.get("QUERY_STRING", "")).items()}
+        self.content_type = (environ.get("CONTENT_TYPE") or "").split(";")[0].strip().lower()
+        self.accept = environ.get("HTTP_ACCEPT") or ""
+        self.chunked = "chunked" in (environ.get("HTTP_TRANSFER_ENCODING") or "").lower()
+        self.base_url = _base_url(environ)
+        self._read = False
+
+    def raw_body(self) -> bytes:
+        """The whole body (Content-Length or chunked), at most MAX_BODY_BYTES."""
+        if self.chunked:
+            out = bytearray()
+            for piece in self.stream():
+                out += piece
+                if len(out) > MAX_BODY_BYTES:
+                    raise ProxyError(PAYLOAD_TOO_LARGE, f"a request body over "
+                                                        f"{MAX_BODY_BYTES} bytes")
+            return bytes(out)
+        try:
+            length = int(self.environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            raise ProxyError(BAD_REQUEST, "Content-Length is not a number") from None
+        if length > MAX_BODY_BYTES:
+            raise ProxyError(PAYLOAD_TOO_LARGE, f"a request body of {length} bytes is over the "
+                                                f"{MAX_BODY_BYTES} bytes this proxy takes")
+        self._read = True
+        return self.environ["wsgi.input"].read(length) if length > 0 else b""
+
+    def stream(self):
+        """The body's bytes as they arrive: the chunks of a chunked body, or
+        pieces of a Content-Length one."""
+        self._read = True
+        rfile = self.environ["wsgi.input"]
+        if not self.chunked:
+            left = int(self.environ.get("CONTENT_LENGTH") or 0)
+            while left > 0:
+                piece = rfile.read(min(left, READ_BYTES))
+                if not piece:
+                    return
+                left -= len(piece)
+                yield piece
+            return
+        while True:
+            line = rfile.readline(1024)
+            if not line:
+                return                      # the client went away mid-body
+            try:
+                size = int(line.split(b";")[0].strip(), 16)
+            except ValueError:
+                raise ProxyError(BAD_REQUEST, "a malformed chunk size") from None
+            if size == 0:
+                while rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                    pass                    # trailers
+                return
+            data = rfile.read(size)
+            rfile.readline(8)               # the chunk's CRLF
+            if len(data) < size:
+                return
+            yield data
+
+    def json(self, default=None):
+        """The body as JSON (None or ``default`` when empty); 415 for a
+        content type that is not JSON."""
+        raw = self.raw_body()
+        if not raw.strip():
+            return default      # wsgiref calls a body-less request text/plain
+        if self.content_type and not self.content_type.endswith("json"):
+            raise ProxyError(UNSUPPORTED_MEDIA_TYPE, f"HTTP 415 Unsupported Media Type: "
+                                                     f"{self.content_type}")
+        try:
+            return json.loads(raw)
+        except RecursionError:
+            raise ProxyError(BAD_REQUEST, "the request body is JSON nested too deeply") from None
+        except ValueError as exc:
+            raise ProxyError(BAD_REQUEST, f"the request body is not JSON: {exc}") from None
+
+    def accepts(self, *types: str) -> str:
+        """The first of ``types`` the Accept header takes (the first when it
+        names none, or */*); 406 otherwise."""
+        if not self.accept:
+            return types[0]
+        offered = [a.split(";")[0].strip().lower() for a in self.accept.split(",")]
+        for a in offered:
+            if a in types:
+                return a
+        if "*/*" in offered or "application/*" in offered:
+            return types[0]
+        raise ProxyError(NOT_ACCEPTABLE, "HTTP 406 Not Acceptable")
+
+
+def _base_url(environ) -> str:
+    scheme = environ.get("wsgi.url_scheme", "http")
+    host = environ.get("HTTP_HOST") or \
+        f"{environ.get('SERVER_NAME', 'localhost')}:{environ.get('SERVER_PORT', '')}"
+    return f"{scheme}://{host}"
+
+
+class Router:
+    """(method, pattern, handler) routes; the first match answers."""
+
+    def __init__(self, routes):
+        self.routes = [(m, re.compile(p + "/?$"), h) for m, p, h in routes]
+
+    def find(self, method: str, path: str):
+        allowed = []
+        for route_method, pattern, handler in self.routes:
+            m = pattern.match(path)
+            if m is None:
+                continue
+            if route_method != method:
+                allowed.append(route_method)
+                continue
+            return handler, [unquote(a) for a in m.groups()]
+        if allowed:
+            raise ProxyError(METHOD_NOT_ALLOWED, "HTTP 405 Method Not Allowed")
+        raise ProxyError(NOT_FOUND, "HTTP 404 Not Found")
+
+
+def encode(status: int, body, content_type: str):
+    raw = b"" if body is None else json.dumps(body).encode()
+    return (STATUS.get(status, f"{status} Error"),
+            [("Content-Type", content_type), ("Content-Length", str(len(raw)))], raw)
