@@ -75,6 +75,7 @@ LAYERS: dict[str, frozenset[str]] = {
     "connect": CLIENT_SIDE,
     "streams": CLIENT_SIDE,
     "registry": CLIENT_SIDE,
+    "rest_proxy": CLIENT_SIDE,
     "webconsole": CLIENT_SIDE,
     "bench": CLIENT_SIDE,
     "spark": CLIENT_SIDE,
