@@ -60,8 +60,11 @@ def call(url, cafile, user=None, password=None, method="GET", body=None):
 
 def test_anonymous_and_wrong_passwords_are_refused(server, certs):
     url, ca = server.info["schema_registry"], certs["ca"]
-    status, headers, _ = call(f"{url}/subjects", ca)
+    status, headers, body = call(f"{url}/subjects", ca)
     assert status == 401 and headers["WWW-Authenticate"].startswith("Basic")
+    # Confluent's error body, which its clients parse
+    assert json.loads(body)["error_code"] == 401 and "application/json" in \
+        headers["Content-Type"]
     assert call(f"{url}/subjects", ca, "alice", "wrong")[0] == 401
     assert call(f"{url}/subjects/x/versions", ca, method="POST", body={"schema": SCHEMA})[0] == 401
 

@@ -31,8 +31,9 @@ def server(tmp_path_factory):
 
 def test_anonymous_and_wrong_passwords_are_refused(server):
     url = server.info["rest_proxy"]
-    status, _, _ = call(f"{url}/v3/clusters")
-    assert status == 401
+    status, answer, kind = call(f"{url}/v3/clusters")
+    # Confluent's error body, which its clients parse
+    assert status == 401 and answer["error_code"] == 401 and "application/json" in kind
     assert call(f"{url}/v3/clusters", headers=basic("alice", "wrong"))[0] == 401
     assert call(f"{url}/consumers/g", "POST", {"name": "x"}, content_type=V2)[0] == 401
     status, _ = stream_records(f"{url}/v3/clusters/c/topics/t/records",

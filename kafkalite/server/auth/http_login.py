@@ -39,6 +39,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 import os
 import threading
 import time
@@ -95,24 +96,33 @@ class HttpLogin:
         return self.authorizer is None or self.authorizer.authorize(
             principal, host, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
 
-    def wrap(self, app, allowed=None, console: bool = False):
+    def wrap(self, app, allowed=None, console: bool = False, json_errors: bool = False):
         """``app`` behind the login: ``allowed(principal, host)`` says who
         may use it (None: every user who logged in); ``console``: changes
-        need the CSRF header and origin. The app finds the principal in
+        need the CSRF header and origin; ``json_errors``: a refusal is
+        Confluent's JSON error body (``{"error_code": 401, "message": ...}``),
+        which the schema registry's and REST proxy's clients parse. The app finds the principal in
         ``environ["kafkalite.principal"]`` and, with the authorizer on, the
         decisions for it in ``environ["kafkalite.authorize"]``."""
+        def refuse(start_response, status: str, message: str, headers=()):
+            if json_errors:
+                body = json.dumps({"error_code": int(status[:3]), "message": message}).encode()
+                kind = "application/json"
+            else:
+                body, kind = f"{message}\n".encode(), "text/plain; charset=utf-8"
+            start_response(status, [*headers, ("Content-Type", kind)])
+            return [body]
+
         def guarded(environ, start_response):
             principal = self.principal(environ)
             if principal is None:
                 self.failures += 1
-                start_response("401 Unauthorized", [
-                    ("WWW-Authenticate", f'Basic realm="{REALM}", charset="UTF-8"'),
-                    ("Content-Type", "text/plain; charset=utf-8")])
-                return [b"log in with a user of the server's SASL users\n"]
+                return refuse(start_response, "401 Unauthorized",
+                              "log in with a user of the server's SASL users",
+                              [("WWW-Authenticate", f'Basic realm="{REALM}", charset="UTF-8"')])
             host = environ.get("REMOTE_ADDR", "")
             if allowed is not None and not allowed(principal, host):
-                start_response("403 Forbidden", [("Content-Type", "text/plain; charset=utf-8")])
-                return [f"{principal} may not use this\n".encode()]
+                return refuse(start_response, "403 Forbidden", f"{principal} may not use this")
             if console and environ.get("REQUEST_METHOD", "GET") not in SAFE_METHODS:
                 why = _forged(environ)
                 if why:

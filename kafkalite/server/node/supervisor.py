@@ -413,7 +413,8 @@ class Supervisor:
         from kafkalite.server.metrics import answer_busy, serve_http
         cfg = self.config
         self.registry_app = self.schema_registry(bootstrap, self.owner_key_file)
-        app = login.wrap(self.registry_app) if login is not None else self.registry_app
+        app = login.wrap(self.registry_app, json_errors=True) if login is not None \
+            else self.registry_app
         refuse = (self.metrics._refuse_connection if self.metrics is not None else
                   lambda sock, address, answer: answer and answer_busy(sock))
         self.registry_http = serve_http(cfg.host, cfg.schema_registry_port, app,
@@ -429,7 +430,8 @@ class Supervisor:
         cfg = self.config
         self.proxy_app = self.rest_proxy(bootstrap, self.owner_key_file,
                                          cfg.rest_proxy_consumer_instance_timeout_ms)
-        app = login.wrap(self.proxy_app) if login is not None else self.proxy_app
+        app = login.wrap(self.proxy_app, json_errors=True) if login is not None \
+            else self.proxy_app
         refuse = (self.metrics._refuse_connection if self.metrics is not None else
                   lambda sock, address, answer: answer and answer_busy(sock))
         self.proxy_http = serve_http(cfg.host, cfg.rest_proxy_port, app, http_tls_context(cfg),
