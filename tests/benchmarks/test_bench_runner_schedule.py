@@ -73,7 +73,10 @@ def test_messages_go_out_once_in_order_as_scheduled(distributor, stall_every):
     due = [t0 + i * interval for i in range(n)]
     # each carries its due time (numpy's path computes it in float64: 256 ns)
     assert max(abs(s - d) for s, d in zip(stamps, due)) <= 512
-    assert singles > n // 4               # the path without numpy ran
+    # the path without numpy ran (how often depends on the machine's load: a
+    # descheduled sender finds several messages due at once; a fresh-clone
+    # run at load 9-19 had 237 singles of 1,798, under the n // 4 once asked)
+    assert singles > 0
     if stall_every:
         assert any(count > 1 for _, _, count, _ in client.sent)   # and the numpy one
     assert 0 < out["measured"] <= n
