@@ -100,14 +100,20 @@ class LeaderEpochFileCache:
                 return e, nxt_offset
         raise AssertionError("unreachable: entries are sorted")
 
-    def truncate_from_end(self, end_offset: int) -> None:
+    def truncate_from_end(self, end_offset: int, keep_at_end: bool = True) -> None:
         """The log now ends at ``end_offset``: drop epochs that start after it.
 
-        An epoch starting exactly at the log end is kept: it was assigned
-        just before its first batch was written (or the log start was moved
-        up to the end), and forgetting it would let the leader epoch go back
-        to an older one on the next open."""
-        kept = [(e, o) for e, o in self._entries if o <= end_offset]
+        On an open (``keep_at_end``) an epoch starting exactly at the log end
+        is kept: it was assigned just before its first batch was written (or
+        the log start was moved up to the end), and forgetting it would let
+        the leader epoch go back to an older one on the next open. A
+        follower's truncation of a diverged tail drops it too, as Kafka's
+        truncateFromEnd does: the leader's batches appended from there carry
+        their own epochs, and a stale entry above them made the recovery
+        after a crash take them for damage and cut acknowledged records out
+        (a restart matrix soak lost 8)."""
+        kept = [(e, o) for e, o in self._entries
+                if o < end_offset or (keep_at_end and o == end_offset)]
         if kept != self._entries:
             self._entries = kept
             self._write()

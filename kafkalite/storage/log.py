@@ -662,6 +662,8 @@ class PartitionLog:
             # there, so the log end is ``offset`` now and after a reopen.
             self._log_end = offset
             self.roll()
+        # an epoch that started at ``offset`` began in the tail just removed
+        self.leader_epoch_cache.truncate_from_end(offset, keep_at_end=False)
         self._after_truncation(offset)
         return True
 

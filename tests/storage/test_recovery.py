@@ -221,3 +221,34 @@ def test_lost_checkpoint_files_fall_back_to_a_full_recovery(tmp_path):
     assert again.log_end_offset == 30 and len(read_all(again)) == 30
     assert again.leader_epoch_cache.entries == [(0, 0)]  # rebuilt from the batches
     again.close()
+
+
+def test_a_follower_truncation_forgets_the_epoch_its_tail_began_and_a_crash_keeps_what_follows(
+        tmp_path):
+    """A replica that led epoch 17 from offset 3 (one marker written) then
+    follows a leader whose log holds epoch-16 batches at 3..: it truncates
+    to 3 and appends them. The epoch entry (17, 3) must go with the tail:
+    kept, the recovery after a kill -9 took the epoch-16 batches for damage
+    ("epoch 17 was in effect there") and cut out 8 acknowledged records
+    (the restart matrix's soak, stop 55)."""
+    config = LogConfig.from_properties({"segment.bytes": 1 << 20, "retention.ms": -1})
+    leader = PartitionLog.open(str(tmp_path / "leader-0"), config)
+    leader.leader_epoch = 16
+    for i in range(6):
+        leader.append(batch([b"r%d" % i]))
+    follower = PartitionLog.open(str(tmp_path / "follower-0"), config)
+    follower.append_as_follower(bytes(leader.read(0, 1 << 20).read()))
+    follower.truncate_to(3)
+    follower.leader_epoch = 17                  # led epoch 17 from offset 3...
+    follower.leader_epoch_cache.assign(17, 3)
+    follower.append(batch([b"its own"]))        # ...and wrote one batch there
+    assert follower.truncate_to(3)              # then follows the epoch-16 log again
+    assert follower.leader_epoch_cache.entries == [(16, 0)]
+    follower.append_as_follower(bytes(leader.read(3, 1 << 20).read()))
+    follower._poll_flushes(wait=True)
+    del follower                                # kill -9: no close, no marker
+    follower = PartitionLog.open(str(tmp_path / "follower-0"), config)
+    assert not follower.had_clean_shutdown and follower.truncated_bytes == 0
+    assert [r[3] for r in read_all(follower)] == [b"r%d" % i for i in range(6)]
+    follower.close()
+    leader.close()
