@@ -420,11 +420,11 @@ class NodeMetrics:
             return [f"no such path {path!r}; this port serves {', '.join(served)}\n".encode()]
 
         self._httpd = serve_http(host, port, app, tls, max_connections=max_connections,
-                                 refuse=self._refuse_connection, name="metrics")
+                                 refuse=self.refuse_connection, name="metrics")
         self.port = self._httpd.server_port
         return self.port
 
-    def _refuse_connection(self, sock, address, answer: bool) -> None:
+    def refuse_connection(self, sock, address, answer: bool) -> None:
         """A connection over the cap, on the accept thread: a 503 into its
         empty send buffer (never waiting on the client), counted and
         logged rate-limited; the caller closes it."""

@@ -406,37 +406,31 @@ class Supervisor:
         # publisher's PUSH queues its messages until the gateway binds
 
     def _serve_schema_registry(self, bootstrap: str, login) -> None:
-        """The schema registry (kafkalite/registry/) on a port of its own,
-        by the HTTP port's server code: its cap, TLS and login (any user
-        who logged in; SUBJECT ACLs are not checked yet). It reaches this
-        node as the owner's tools do, through its native port."""
-        from kafkalite.server.metrics import answer_busy, serve_http
-        cfg = self.config
+        """The schema registry (kafkalite/registry/) on a port of its own."""
         self.registry_app = self.schema_registry(bootstrap, self.owner_key_file)
-        app = login.wrap(self.registry_app, json_errors=True) if login is not None \
-            else self.registry_app
-        refuse = (self.metrics._refuse_connection if self.metrics is not None else
-                  lambda sock, address, answer: answer and answer_busy(sock))
-        self.registry_http = serve_http(cfg.host, cfg.schema_registry_port, app,
-                                        http_tls_context(cfg),
-                                        max_connections=cfg.http_max_connections,
-                                        refuse=refuse, name="schema registry")
+        self.registry_http = self._serve_app(self.registry_app, self.config.schema_registry_port,
+                                             login, "schema registry")
 
     def _serve_rest_proxy(self, bootstrap: str, login) -> None:
-        """The REST proxy (kafkalite/rest_proxy/) on a port of its own,
-        served as the schema registry is (any user who logged in; ACLs are
-        not checked yet), a client of this node through its native port."""
+        """The REST proxy (kafkalite/rest_proxy/) on a port of its own."""
+        self.proxy_app = self.rest_proxy(bootstrap, self.owner_key_file,
+                                         self.config.rest_proxy_consumer_instance_timeout_ms)
+        self.proxy_http = self._serve_app(self.proxy_app, self.config.rest_proxy_port, login,
+                                          "rest proxy")
+
+    def _serve_app(self, app, port: int, login, name: str):
+        """A Confluent-style HTTP app (a client of this node through its
+        native port) by the HTTP port's server code: its connection cap, TLS
+        and login (any user who logged in; ACLs are not checked yet), with
+        Confluent's JSON error bodies for a refused login."""
         from kafkalite.server.metrics import answer_busy, serve_http
         cfg = self.config
-        self.proxy_app = self.rest_proxy(bootstrap, self.owner_key_file,
-                                         cfg.rest_proxy_consumer_instance_timeout_ms)
-        app = login.wrap(self.proxy_app, json_errors=True) if login is not None \
-            else self.proxy_app
-        refuse = (self.metrics._refuse_connection if self.metrics is not None else
+        if login is not None:
+            app = login.wrap(app, json_errors=True)
+        refuse = (self.metrics.refuse_connection if self.metrics is not None else
                   lambda sock, address, answer: answer and answer_busy(sock))
-        self.proxy_http = serve_http(cfg.host, cfg.rest_proxy_port, app, http_tls_context(cfg),
-                                     max_connections=cfg.http_max_connections,
-                                     refuse=refuse, name="rest proxy")
+        return serve_http(cfg.host, port, app, http_tls_context(cfg),
+                          max_connections=cfg.http_max_connections, refuse=refuse, name=name)
 
     def _cluster_brokers(self) -> tuple[list[int], dict[int, int]]:
         """This node's workers' broker ids, and the node of every broker
@@ -993,14 +987,12 @@ class Supervisor:
             pass
         if self.metrics is not None:
             self.metrics.close()
-        if self.registry_http is not None:
-            self.registry_http.shutdown()
-            self.registry_http.server_close()
-            self.registry_app.close()
-        if self.proxy_http is not None:
-            self.proxy_http.shutdown()
-            self.proxy_http.server_close()
-            self.proxy_app.close()
+        for http, app in ((self.registry_http, self.registry_app),
+                          (self.proxy_http, self.proxy_app)):
+            if http is not None:
+                http.shutdown()
+                http.server_close()
+                app.close()
         self.coordinator.close()
         if self.users_mirror is not None:
             self.users_mirror.close()
