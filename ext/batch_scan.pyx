@@ -527,7 +527,7 @@ def scan_log(data, *, Py_ssize_t start=0, int64_t min_offset=0, Py_ssize_t index
              Py_ssize_t bytes_since_last_index_entry=0, int64_t last_indexed_timestamp=-1,
              int64_t max_timestamp=-1, int64_t offset_of_max_timestamp=-1,
              bint verify_crc=True, bint deep=False, int32_t last_epoch=-1,
-             bint contiguous=False, list epoch_entries=None):
+             bint contiguous=False):
     """Walk batches in ``data`` from ``start``; stop at the first invalid one.
 
     A batch is valid when its header fits, its length is sane and fits the
@@ -536,10 +536,10 @@ def scan_log(data, *, Py_ssize_t start=0, int64_t min_offset=0, Py_ssize_t index
     (exactly the next offset, from ``min_offset`` on, with ``contiguous``:
     true of every log that was never compacted, and the only check that
     covers baseOffset, which the CRC does not), its leader epoch does not go
-    down -- and, given the leader-epoch cache's ``epoch_entries`` (a sorted
-    list of (epoch, start offset)), is exactly the epoch the cache says was
-    in effect at its base offset (partitionLeaderEpoch is not covered by the
-    CRC either) -- and (``deep``) its records decode. Index entries are produced exactly as
+    down, and (``deep``) its records decode. The leader epochs are not
+    checked against the epoch cache: a CRC-valid batch is what every replica
+    and consumer is served, so the cache is rebuilt from the batches
+    (``epoch_starts``), as Kafka's recovery does. Index entries are produced exactly as
     appends would have produced them, continuing from the given index state.
     """
     cdef Py_buffer view
@@ -559,8 +559,6 @@ def scan_log(data, *, Py_ssize_t start=0, int64_t min_offset=0, Py_ssize_t index
     cdef list idx_off = [], idx_pos = [], ti_ts = [], ti_off = [], epochs = [], aborts = []
     cdef object error = None
     cdef LogScan result
-    cdef Py_ssize_t n_entries = len(epoch_entries) if epoch_entries else 0, ei = -1
-    cdef int32_t expected_epoch
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     try:
         base = <const unsigned char *>view.buf
@@ -603,19 +601,6 @@ def scan_log(data, *, Py_ssize_t start=0, int64_t min_offset=0, Py_ssize_t index
                 error = (f"batch at position {pos} has leader epoch {epoch}, below the "
                          f"previous batch's {last_epoch}")
                 break
-            if n_entries:
-                while ei + 1 < n_entries and epoch_entries[ei + 1][1] <= base_offset:
-                    ei += 1
-                if ei >= 0:
-                    expected_epoch = epoch_entries[ei][0]
-                    if epoch != expected_epoch:
-                        error = (f"batch at position {pos} (offset {base_offset}) has leader "
-                                 f"epoch {epoch}, but epoch {expected_epoch} was in effect there")
-                        break
-                elif epoch > epoch_entries[0][0]:
-                    error = (f"batch at position {pos} (offset {base_offset}) has leader epoch "
-                             f"{epoch}, newer than the first recorded epoch")
-                    break
             attrs = <int16_t>kl_be16(b + KL_OFF_ATTRIBUTES)
             codec = attrs & KL_ATTR_COMPRESSION_MASK
             if deep and count > 0:

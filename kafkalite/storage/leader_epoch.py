@@ -12,8 +12,11 @@ consumer can detect and truncate a diverged log.
 
 Who may call: the partition's owner only. Every change is written through
 atomically before the call returns, and an epoch is assigned *before* the
-batches that carry it are written, so recovery can check each batch's
-partitionLeaderEpoch (which the CRC does not cover) against this file.
+batches that carry it are written. After an unclean shutdown the entries
+for the segments recovery scans are rebuilt from their batches (``rebuild``,
+as Kafka's LogSegment.recover does): the batches, which passed their CRC,
+are what replicas and consumers will be served, so a stale entry yields to
+them rather than the other way round.
 """
 from __future__ import annotations
 
@@ -86,6 +89,44 @@ class LeaderEpochFileCache:
         if changed:
             self._write()
         return changed
+
+    def rebuild(self, start: int, end: int, epoch_starts) -> bool:
+        """The batches in offsets [``start``, ``end``) were scanned and carry
+        ``epoch_starts`` (each (epoch, first offset) where the epoch goes up):
+        within that range they replace the entries. Entries before ``start``
+        that a batch contradicts (an epoch at least the batch's) go; entries
+        from ``end`` on -- later segments not yet scanned, or an epoch
+        assigned at the log end before its first batch was written -- are
+        kept while they stay newer than the batches. Cutting the batches
+        instead, as an earlier check against this file did, turned a stale
+        entry into the loss of acknowledged records. Returns whether
+        anything changed."""
+        rebuilt = [(e, o) for e, o in self._entries if o < start]
+
+        def add(epoch: int, offset: int, from_batches: bool) -> None:
+            if epoch < 0:
+                return
+            if from_batches:
+                while rebuilt and rebuilt[-1][0] > epoch:
+                    rebuilt.pop()
+            elif rebuilt and (rebuilt[-1][0] > epoch or rebuilt[-1][1] >= offset):
+                return                       # contradicted by the batches
+            if rebuilt and rebuilt[-1][0] == epoch:
+                return                       # the same epoch, started earlier
+            rebuilt.append((epoch, offset))
+
+        for epoch, offset in epoch_starts:
+            add(epoch, offset, True)
+        for epoch, offset in self._entries:
+            if offset >= end:
+                add(epoch, offset, False)
+        if rebuilt == self._entries:
+            return False
+        log.warning("%s: leader epochs rebuilt from the batches at offsets %d..%d: %s -> %s",
+                    self._path, start, end - 1, self._entries, rebuilt)
+        self._entries = rebuilt
+        self._write()
+        return True
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """Kafka's OffsetForLeaderEpoch answer: (largest epoch <= ``epoch``,

@@ -114,9 +114,9 @@ def load(directory: str, config: LogConfig, checkpoints=None) -> LoadedLog:
                 kept.append(seg)
                 continue
             log.warning("recovering %s: %s", seg.path, problem)
-        cut, scan, rescued = seg.recover(None if clean else epochs.entries)
+        cut, scan, rescued = seg.recover()
         if not clean:
-            epochs.assign_all(scan.epoch_starts)
+            epochs.rebuild(seg.base_offset, seg.next_offset, scan.epoch_starts)
         kept.append(seg)
         scanned.append(seg)
         seg.txn_index.truncate_to(seg.next_offset)

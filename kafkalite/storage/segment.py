@@ -273,11 +273,10 @@ class LogSegment:
         self.trusted_from = self._size        # what was there before this process is checked on read
         return self.time_index.sanity_check(self.next_offset)
 
-    def recover(self, epoch_entries: list | None = None,
-                salvage: bool = True) -> tuple[int, object, "LogSegment | None"]:
-        """Validate every batch (length, magic, CRC, offsets, and leader
-        epochs against the epoch cache's ``epoch_entries`` when given),
-        rebuild both indexes, and cut off what is not valid. Offsets must be
+    def recover(self, salvage: bool = True) -> tuple[int, object, "LogSegment | None"]:
+        """Validate every batch (length, magic, CRC, offsets, leader epochs
+        that never go down), rebuild both indexes, and cut off what is not
+        valid. The epoch cache is rebuilt from the batches by the caller. Offsets must be
         contiguous unless the topic is compacted (cleaned segments have gaps).
 
         When a sound batch follows the damage (``salvage``), only the
@@ -294,7 +293,7 @@ class LogSegment:
             data = mapped if mapped is not None else b""
             scan = scan_log(data, min_offset=self.base_offset,
                             index_interval_bytes=self.config.index_interval_bytes,
-                            epoch_entries=epoch_entries, contiguous=not self.config.compact)
+                            contiguous=not self.config.compact)
             resume = -1
             if salvage and scan.valid_bytes < self._size:
                 expected = scan.next_offset if scan.next_offset >= 0 else self.base_offset

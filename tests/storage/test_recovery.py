@@ -252,3 +252,42 @@ def test_a_follower_truncation_forgets_the_epoch_its_tail_began_and_a_crash_keep
     assert [r[3] for r in read_all(follower)] == [b"r%d" % i for i in range(6)]
     follower.close()
     leader.close()
+
+
+def _write_epoch_checkpoint(directory, entries):
+    with open(os.path.join(directory, "leader-epoch-checkpoint"), "w") as f:
+        f.write("0\n%d\n" % len(entries) + "".join(f"{e} {o}\n" for e, o in entries))
+
+
+def test_a_stale_epoch_entry_yields_to_the_batches_and_no_record_is_cut(tmp_path):
+    """Whatever left the epoch cache stale, a kill -9 recovery keeps every
+    CRC-valid batch and rebuilds the entries it scanned from them, as
+    Kafka's LogSegment.recover does: an entry saying epoch 17 began at
+    offset 3 over epoch-16 batches used to cut offsets 3.. out (the check
+    that turned the soak's stale entry into loss). An epoch assigned at the
+    log end before its first batch, newer than the batches, is kept."""
+    directory = str(tmp_path / "stale-0")
+    config = LogConfig.from_properties({"segment.bytes": 1 << 20, "retention.ms": -1})
+    plog = PartitionLog.open(directory, config)
+    plog.leader_epoch = 16
+    for i in range(6):
+        plog.append(batch([b"r%d" % i]))
+    plog._poll_flushes(wait=True)
+    del plog                                    # kill -9
+    _write_epoch_checkpoint(directory, [(16, 0), (17, 3), (19, 6)])
+    again = PartitionLog.open(directory, config)
+    assert not again.had_clean_shutdown and again.truncated_bytes == 0
+    assert [r[3] for r in read_all(again)] == [b"r%d" % i for i in range(6)]
+    assert again.leader_epoch_cache.entries == [(16, 0), (19, 6)]
+    again.close()
+    # entries the batches contradict go, whether newer or older than theirs
+    plog = PartitionLog.open(directory, config)
+    plog.leader_epoch = 19
+    plog.append(batch([b"r6"]))
+    plog._poll_flushes(wait=True)
+    del plog
+    _write_epoch_checkpoint(directory, [(15, 0), (18, 2)])
+    again = PartitionLog.open(directory, config)
+    assert again.truncated_bytes == 0 and len(read_all(again)) == 7
+    assert again.leader_epoch_cache.entries == [(16, 0), (19, 6)]
+    again.close()
