@@ -47,6 +47,9 @@ def _legends_outside(fig) -> None:
         assert fig.bbox.contains(box.x1 - 1, box.y0 + 1), "the legend is cut off"
 
 
+# matplotlib's first import on a machine builds its font cache by running
+# fc-list (a fresh clone's run failed the unit tier's no-process rule on it)
+@pytest.mark.processes
 @pytest.mark.parametrize("figure", [report.throughput_figure, report.latency_figure])
 def test_plots_use_log_axes_and_keep_the_legend_off_the_data(figure):
     plt = pyplot()
