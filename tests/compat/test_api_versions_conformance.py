@@ -326,6 +326,25 @@ def test_kafka_python_describes_the_metadata_quorum(server):
     assert [n["node_id"] for n in quorum["nodes"]] == [CONTROLLER]
 
 
+def test_the_metadata_quorum_high_watermark_is_the_metadata_changes_made(server, topic_name):
+    """KRaft's metadata log has a high watermark once its leader has
+    committed (kafka-python's own integration test asks it to be >= 0; -1 is
+    "unknown", a leader just elected): the changes the controller made
+    durable. It is the leader's log end offset (each change is committed
+    once written) and moves on when the metadata changes."""
+    admin = KafkaAdminClient(bootstrap_servers=server.kafka_bootstrap)
+    try:
+        [before] = admin.describe_metadata_quorum()["topics"][0]["partitions"]
+        create(server, topic_name)
+        [after] = admin.describe_metadata_quorum()["topics"][0]["partitions"]
+    finally:
+        admin.close()
+    for p in (before, after):
+        [leader] = p["current_voters"]
+        assert p["high_watermark"] >= 0 and leader["log_end_offset"] == p["high_watermark"]
+    assert after["high_watermark"] > before["high_watermark"]
+
+
 # ---- AlterReplicaLogDirs -------------------------------------------------------------------------
 
 def test_kafka_python_alter_replica_log_dirs_keeps_a_replica_in_its_one_log_dir(

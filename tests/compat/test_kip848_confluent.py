@@ -286,3 +286,99 @@ def committed_offsets(server, group, topic, protocol="classic") -> dict:
     finally:
         c.close()
     return {tp.partition: tp.offset for tp in committed}
+
+
+class Member:
+    """A confluent-kafka KIP-848 member in this process, polled by the test,
+    recording its rebalance callbacks as (kind, [partitions])."""
+
+    def __init__(self, server, group, **conf):
+        self.events: list = []
+        self.errors: list = []
+        self.consumer = ck.Consumer({"bootstrap.servers": server.kafka_bootstrap,
+                                     "group.id": group, "group.protocol": "consumer", **conf})
+
+    def subscribe(self, topic) -> None:
+        def record(kind):
+            return lambda c, parts: self.events.append((kind, [tp.partition for tp in parts]))
+        self.consumer.subscribe([topic], on_assign=record("A"), on_revoke=record("R"),
+                                on_lost=record("L"))
+
+    def poll(self, timeout=0.1) -> None:
+        m = self.consumer.poll(timeout)
+        if m is not None and m.error() is not None:
+            self.errors.append(m.error().code())
+
+    def owned(self) -> set:
+        return {tp.partition for tp in self.consumer.assignment()}
+
+
+def test_a_member_that_subscribes_and_unsubscribes_rapidly_gets_its_partitions(kip848_server,
+                                                                              topic_name):
+    """Issue 48's first KIP-848 edge case: a member that subscribes and
+    unsubscribes several times in quick succession (each unsubscribe a leave
+    heartbeat, each subscribe a join with the same member id, KIP-1082)
+    while another member holds the partitions still gets its share, within
+    30 s, and the two own every partition once."""
+    create_topic(kip848_server, topic_name, 4)
+    group = f"kip848-rapid-{uuid.uuid4().hex[:8]}"
+    steady, rapid = Member(kip848_server, group), Member(kip848_server, group)
+    try:
+        steady.subscribe(topic_name)
+        wait_until(lambda: steady.poll() or steady.owned() == {0, 1, 2, 3}, 20,
+                   "the first member to own every partition")
+        for _ in range(5):
+            rapid.subscribe(topic_name)
+            rapid.poll(0.05)
+            rapid.consumer.unsubscribe()
+            rapid.poll(0.05)
+        rapid.subscribe(topic_name)
+
+        def shared():
+            steady.poll(0.05)
+            rapid.poll(0.05)
+            mine, theirs = rapid.owned(), steady.owned()
+            return mine and not mine & theirs and mine | theirs == {0, 1, 2, 3}
+        wait_until(shared, 30, lambda: f"the rapid member's partitions: it owns {rapid.owned()}, "
+                   f"the other {steady.owned()}; its callbacks {rapid.events}")
+    finally:
+        rapid.consumer.close()
+        steady.consumer.close()
+
+
+def test_a_member_past_max_poll_interval_loses_its_partitions(kip848_server, topic_name):
+    """Issue 48's second KIP-848 edge case: a member that does not poll for
+    longer than max.poll.interval.ms leaves the group (librdkafka's leave
+    heartbeat); the other member gets its partitions, and its next polls
+    give the application _MAX_POLL_EXCEEDED and the "partitions lost"
+    callback for what it held, then it joins again and gets a share back."""
+    create_topic(kip848_server, topic_name, 2)
+    group = f"kip848-maxpoll-{uuid.uuid4().hex[:8]}"
+    slow = Member(kip848_server, group, **{"max.poll.interval.ms": 2000})
+    other = Member(kip848_server, group)
+    try:
+        slow.subscribe(topic_name)
+        other.subscribe(topic_name)
+
+        def split():
+            slow.poll(0.05)
+            other.poll(0.05)
+            return len(slow.owned()) == 1 and len(other.owned()) == 1
+        wait_until(split, 30, "each member to own one partition")
+        held = sorted(slow.owned())
+        # the slow member stops polling; the group hands its partition over
+        wait_until(lambda: other.poll() or other.owned() == {0, 1}, 30,
+                   "the other member to take the slow member's partition")
+        wait_until(lambda: slow.poll() or ("L", held) in slow.events, 10,
+                   lambda: f"the slow member's partitions-lost callback: {slow.events}")
+        assert ck.KafkaError._MAX_POLL_EXCEEDED in slow.errors
+        assert ("R", held) not in slow.events          # lost, not revoked: it was not asked
+
+        def rejoined():
+            slow.poll(0.05)
+            other.poll(0.05)
+            return slow.owned() and not slow.owned() & other.owned()
+        wait_until(rejoined, 30, "the slow member to get a partition again")
+    finally:
+        slow.consumer.close()
+        other.consumer.close()

@@ -124,6 +124,30 @@ def test_a_deposed_controller_cannot_write(db):
     sa.close()
 
 
+def test_the_metadata_offset_counts_fenced_writes_and_the_next_controller_goes_on(db):
+    """DescribeQuorum's high watermark with the metadata in PostgreSQL: one
+    per committed write, none for a refused one, and a new controller starts
+    from it (it never goes back)."""
+    a, b = leases(db, 1, 2)
+    hold(a)
+    sa = PostgresMetadataStore(db, a)
+    assert sa.offset == 0
+    sa.create_topic("orders", 1, {}, workers=3)
+    sa.set_configs("orders", {"retention.ms": "1000"})
+    assert sa.offset == 2
+    lapse(a, b)
+    a._valid_until = time.monotonic() + 60
+    with pytest.raises(errors.NotControllerError):
+        sa.create_topic("payments", 1, {}, workers=3)
+    assert sa.offset == 2
+    sb = PostgresMetadataStore(db, b)
+    assert sb.offset == 2
+    sb.create_topic("payments", 1, {}, workers=3)
+    assert sb.offset == 3
+    sb.close()
+    sa.close()
+
+
 def test_without_the_fence_a_deposed_controller_overwrites(db, monkeypatch):
     """The planted fault: with the lease check taken out of the write, the
     same scenario corrupts the new controller's state, which is what the

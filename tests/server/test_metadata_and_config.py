@@ -40,6 +40,30 @@ def test_metadata_survives_a_reload_and_epochs_only_grow(tmp_path):
     assert again.rebalance(1) > 0 and all(p.leader == 0 for p in again.get("orders").partitions)
 
 
+def test_the_metadata_offset_counts_changes_and_only_grows(tmp_path, monkeypatch):
+    """The metadata log's end offset (DescribeQuorum's high watermark): one
+    per change made durable, kept across a reload, across the snapshot that
+    empties the change log, and across a broker-config change (a snapshot)."""
+    store = MetadataStore(str(tmp_path))
+    start = store.offset
+    assert start == 0                                   # nothing written yet
+    store.create_topic("orders", 2, {}, workers=2)
+    store.set_configs("orders", {"retention.ms": "1000"})
+    assert store.offset == start + 2
+    assert MetadataStore(str(tmp_path)).offset == start + 2
+    store.set_broker_configs("", {"log.retention.ms": "5000"})
+    assert store.offset == start + 3 and MetadataStore(str(tmp_path)).offset == start + 3
+    # changes until the log outgrows the snapshot and a new snapshot empties it
+    monkeypatch.setattr("kafkalite.server.controller.metadata.MIN_COMPACTION_BYTES", 0)
+    changes = 0
+    while changes == 0 or (tmp_path / "cluster-metadata.log").stat().st_size:
+        store.set_configs("orders", {"retention.ms": str(changes)})
+        changes += 1
+    assert changes > 1
+    assert store.offset == start + 3 + changes
+    assert MetadataStore(str(tmp_path)).offset == start + 3 + changes
+
+
 def test_a_version_1_metadata_file_is_read_and_rewritten_as_version_2(tmp_path):
     # what servers before replicas and ISRs in the metadata wrote
     (tmp_path / "cluster-metadata.json").write_text(json.dumps({

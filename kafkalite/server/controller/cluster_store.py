@@ -8,7 +8,9 @@ metadata only; record data stays in each broker's segment files.
 Tables (created if missing, under an advisory lock so that nodes starting
 together do not race)::
 
-    kafkalite_cluster    (id = 1, cluster_id)
+    kafkalite_cluster    (id = 1, cluster_id, metadata_offset: +1 at each
+                          fenced write, the metadata log's end offset that
+                          DescribeQuorum answers, as metadata.py's offset)
     kafkalite_controller (id = 1, node_id, epoch, lease_until,
                           endpoints jsonb: where other nodes' workers reach it)
     kafkalite_brokers    (broker_id PK, node_id, idx): each node's workers'
@@ -115,6 +117,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS kafkalite_cluster (
     id int PRIMARY KEY CHECK (id = 1),
     cluster_id text NOT NULL);
+ALTER TABLE kafkalite_cluster ADD COLUMN IF NOT EXISTS metadata_offset bigint NOT NULL DEFAULT 0;
 CREATE TABLE IF NOT EXISTS kafkalite_controller (
     id int PRIMARY KEY CHECK (id = 1),
     node_id int NOT NULL,
@@ -450,6 +453,7 @@ class PostgresMetadataStore(MetadataStore):
         self.dsn, self.lease, self.timeout_s = dsn, lease, timeout_s
         self.topics = {}
         self.broker_configs = {}
+        self.offset = 0
         self._persisted: dict[str, dict] = {}     # as PostgreSQL has each topic
         self._conn: psycopg.Connection | None = None
         self._failed_at = 0.0
@@ -497,6 +501,7 @@ class PostgresMetadataStore(MetadataStore):
         try:
             self.cluster_id = create_schema(conn)
             self.topics, self._persisted = self._read_all(conn)
+            self.offset = self._read_offset(conn)
             self.broker_configs = {resource: dict(configs) for resource, configs in conn.execute(
                 "SELECT resource, configs FROM kafkalite_broker_configs").fetchall()}
             conn.rollback()
@@ -518,11 +523,19 @@ class PostgresMetadataStore(MetadataStore):
                 raw[name]["partitions"].append(state)
         return {name: self._topic(name, t) for name, t in raw.items()}, raw
 
+    @staticmethod
+    def _read_offset(conn) -> int:
+        return conn.execute("SELECT metadata_offset FROM kafkalite_cluster WHERE id = 1") \
+            .fetchone()[0]
+
     def reload(self, names=None) -> None:
         """Read the topics named (all if None) back from PostgreSQL: after
         a notification, or after a write was refused as stale."""
         try:
-            topics, raw = self._read_all(self._connection())
+            conn = self._connection()
+            topics, raw = self._read_all(conn)
+            self.offset = self._read_offset(conn)
+            conn.rollback()
         except psycopg.Error as exc:
             raise self._broken(exc) from None
         for name in (set(self.topics) | set(topics)) if names is None else names:
@@ -713,11 +726,15 @@ class PostgresMetadataStore(MetadataStore):
             with conn.transaction():
                 self._fence(conn)
                 work(conn)
+                offset = conn.execute("UPDATE kafkalite_cluster SET metadata_offset = "
+                                      "metadata_offset + 1 WHERE id = 1 "
+                                      "RETURNING metadata_offset").fetchone()[0]
         except _StaleWrite as exc:
             raise NotControllerError(f"metadata changed under node "
                                      f"{self.lease.node_id}: {exc}") from None
         except psycopg.Error as exc:
             raise self._broken(exc) from None
+        self.offset = offset
 
     def _fence(self, conn) -> None:
         row = conn.execute("SELECT node_id, epoch, lease_until > now() FROM kafkalite_controller "

@@ -1506,9 +1506,12 @@ class Controller:
         host), so the quorum it describes is that: this process (Metadata's
         controller_id) its leader and only voter, at the lease's epoch, and
         the live brokers its observers, as KRaft's brokers observe the
-        metadata log. There is no metadata log, so no offsets: the high
-        watermark and log end offsets are -1 ("unknown"), and only the
-        leader has fetch times (now, as KRaft reports for its leader). Any
+        metadata log. The metadata's changes made durable are that log's
+        offsets (the store's ``offset``: every change is committed once
+        written, so the high watermark is the leader's log end offset);
+        the brokers' ends are -1 ("unknown": they fetch no log, the
+        controller tells them), and only the leader has fetch times (now,
+        as KRaft reports for its leader). Any
         other topic-partition is UNKNOWN_TOPIC_OR_PARTITION, and a process
         that lost its lease answers NOT_LEADER_OR_FOLLOWER, as Kafka does."""
         topics = body["topics"]
@@ -1533,8 +1536,9 @@ class Controller:
         controller = KAFKA_CONTROLLER_ID if ctx.listener is Listener.KAFKA else NATIVE_CONTROLLER_ID
         now_ms = int(time.time() * 1000)
         no_dir = uuid.UUID(int=0)       # Kafka's "no directory id"
+        end = self.metadata.offset
         leader = {"replica_id": controller, "replica_directory_id": no_dir,
-                  "log_end_offset": -1, "last_fetch_timestamp": now_ms,
+                  "log_end_offset": end, "last_fetch_timestamp": now_ms,
                   "last_caught_up_timestamp": now_ms}
         observers = [{"replica_id": b["node_id"], "replica_directory_id": no_dir,
                       "log_end_offset": -1, "last_fetch_timestamp": -1,
@@ -1548,7 +1552,7 @@ class Controller:
                 "partition_index": METADATA_LOG[1], "error_code": 0, "error_message": None,
                 "leader_id": controller,
                 "leader_epoch": lease.epoch if lease is not None else SINGLE_HOST_CONTROLLER_EPOCH,
-                "high_watermark": -1, "current_voters": [leader], "observers": observers}]}],
+                "high_watermark": end, "current_voters": [leader], "observers": observers}]}],
             "nodes": [{"node_id": controller, "listeners": listeners}]}
 
     def _alter_replica_log_dirs(self, ctx: RequestContext, body: dict):

@@ -4,7 +4,7 @@ leader, in-sync replicas and leader epoch.
 On-disk format: a snapshot, ``<data_dir>/cluster-metadata.json``, replaced
 atomically (write, fsync, rename)::
 
-    {"version": 2, "cluster_id": "...",
+    {"version": 2, "cluster_id": "...", "offset": 41,
      "topics": {"orders": {"topic_id": "<uuid>", "configs": {"retention.ms": "..."},
                            "partitions": [{"replicas": [0, 1, 2], "leader": 0, "isr": [0, 1],
                                            "leader_epoch": 3, "partition_epoch": 7}, ...]}},
@@ -24,6 +24,14 @@ whole new state of one topic or its deletion::
 
 so that a change costs what the changed topic weighs, not what the whole
 cluster does (creating thousands of topics one at a time stays linear).
+
+``offset`` is the end offset of the metadata as KRaft's log would have it:
+how many changes were made durable over the cluster's life, each line of
+the log one and each snapshot written for a change one (the snapshot keeps
+the count so far, the lines replayed add theirs). DescribeQuorum answers it
+as the metadata log's high watermark. It only grows: a crash between a
+snapshot and the log's emptying replays lines the snapshot holds, which
+counts them twice, a gap but never a step back.
 Loading replays the log over the snapshot; a torn last line (a crash during
 an append) is dropped. When the log outgrows the snapshot (and at least
 ``MIN_COMPACTION_BYTES``), a new snapshot is written and the log emptied;
@@ -178,6 +186,7 @@ class MetadataStore:
         self.topics: dict[str, TopicMetadata] = {}
         # dynamic broker configs: "" (cluster-wide default) or a broker id -> {name: value}
         self.broker_configs: dict[str, dict[str, str]] = {}
+        self.offset = 0          # the changes made durable (module docstring)
         self._snapshot_bytes = 0
         self._changes_bytes = 0
         self._load()
@@ -207,10 +216,12 @@ class MetadataStore:
         else:
             self._snapshot_bytes = len(data)
             self.cluster_id = raw["cluster_id"]
+            self.offset = raw.get("offset", 0)
             self.broker_configs = {k: dict(v) for k, v in raw.get("broker_configs", {}).items()}
             for name, t in raw["topics"].items():
                 self.topics[name] = self._topic(name, t)
         replayed = self._replay_changes()
+        self.offset += replayed
         if raw is None and not replayed:
             return
         refused = [name for name in self.topics if name in INTERNAL_TOPICS]
@@ -272,20 +283,21 @@ class MetadataStore:
             lines = b"".join(json.dumps({"topic": name, "value": (
                 self._topic_json(self.topics[name]) if name in self.topics else None)},
                 sort_keys=True).encode() + b"\n" for name in changed)
-            self._append_changes(lines)
+            self._append_changes(lines, len(changed))
             return
-        raw = {"version": 2, "cluster_id": self.cluster_id, "topics": {
+        raw = {"version": 2, "cluster_id": self.cluster_id, "offset": self.offset + 1, "topics": {
             t.name: self._topic_json(t) for t in self.topics.values()},
             **({"broker_configs": self.broker_configs} if self.broker_configs else {})}
         data = json.dumps(raw, indent=1, sort_keys=True).encode()
         write_atomically(self.path, data)
+        self.offset += 1
         self._snapshot_bytes = len(data)
         if self._changes_bytes or os.path.exists(self.changes_path):
             # the snapshot holds every change: the log can start again
             write_atomically(self.changes_path, b"")
         self._changes_bytes = 0
 
-    def _append_changes(self, lines: bytes) -> None:
+    def _append_changes(self, lines: bytes, count: int) -> None:
         new = not os.path.exists(self.changes_path)
         try:
             fd = os.open(self.changes_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -304,6 +316,7 @@ class MetadataStore:
             self.save()
             return
         self._changes_bytes += len(lines)
+        self.offset += count
 
     def get(self, name: str) -> TopicMetadata:
         topic = self.topics.get(name)
