@@ -1,7 +1,12 @@
-"""Every snippet of the README runs as pasted and does what its text says
-(issue 42): each section's walk (tests/readme_walk.py) in a network
-namespace and a directory of its own, against a fresh server started by the
-README's own command on its default ports.
+"""Every snippet of the README and of the docs/ pages runs as pasted and
+does what its text says (issue 42): each section's walk (tests/readme_walk.py)
+in a network namespace and a directory of its own, against a fresh server
+started by the README's own command on its default ports. A section is
+walked alone, whatever page it is on: a reader arrives at it from the
+README's table of contents or a link, not from the section before, so a
+section starts what it needs (or names the section it follows, ``after``).
+The pages the code generates (``GENERATED``) hold usage text and tables, no
+session: they are left out, and the list is checked against the generator.
 
 The walk's checks are first shown to catch what they are for: a snippet
 that fails, one whose thread dies while the process exits 0, one that does
@@ -27,13 +32,21 @@ pytestmark = [pytest.mark.xdist_group("readme_walk"),
               pytest.mark.skipif(readme_walk.unusable() is not None,
                                  reason=str(readme_walk.unusable()))]
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-WALKS = readme_walk.walks(README.read_text())
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+# written by `python -m kafkalite.tools.gen_docs` from the code: every command's
+# usage and every setting, nothing to run (test_generated_pages_are_the_generators)
+GENERATED = {"docs/cli.md", "docs/configuration.md"}
+PAGES = ["README.md"] + sorted(
+    str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")
+    if str(p.relative_to(ROOT)) not in GENERATED)
+WALKS = [w for page in PAGES for w in readme_walk.walks((ROOT / page).read_text(), page)]
 SERVER = readme_walk.server_command(README.read_text())
 
-# What a block says it prints: a piece of its code -> regexes its output must
-# match (multi-line mode). Each key must name exactly one block.
-EXPECT = {
+# What a block says it prints, per page: a piece of its code -> regexes its
+# output must match (multi-line mode). Each key must name exactly one block
+# of its page.
+EXPECT = {"README.md": {
     "kafkalite consume orders --from-beginning --print-key --max-messages 3":
         [r"^alice\tpizza$", r"^bob\tsushi$", r"^alice\tsalad$", r"Partition: 3"],
     'p.produce("orders", b"pizza", key=b"alice"': [r"^None \d+$"],
@@ -66,13 +79,16 @@ EXPECT = {
     "kafkalite_spark.register(spark)": [r"\|alice\| home\| +0\|"],
     "log = PartitionLog.open": [r"^\[0\] \[b'value'\]$"],
     "def test_orders_round_trip(kafkalite)": [r"^2 passed"],
-}
+}, "docs/schema-registry.md": {
+    "curl -s http://127.0.0.1:8081/subjects/users-value/versions/latest; echo":
+        [r'^\{"id": 1\}', r'"subject": ?"users-value"', r"^users-value$"],
+}}
 
 # What a section needs beyond the base install, and how to tell it is there.
 NEEDS = {
-    "Spark": lambda: (None if importlib.util.find_spec("pyspark") and shutil.which("java")
+    ("README.md", "Spark"): lambda: (None if importlib.util.find_spec("pyspark") and shutil.which("java")
                       else "needs pyspark (pip install -e '.[spark]') and a Java runtime"),
-    "Connect": lambda: (None if postgres.find_binaries() and shutil.which("psql")
+    ("README.md", "Connect"): lambda: (None if postgres.find_binaries() and shutil.which("psql")
                         else "needs PostgreSQL's server and psql (tools/install-system-deps)"),
 }
 
@@ -95,9 +111,12 @@ def test_every_block_is_run_or_says_why_not():
     unknown = [b.name() for b in blocks if b.language not in readme_walk.RUN_LANGUAGES
                and b.language not in readme_walk.FILE_LANGUAGES]
     assert not unknown, f"blocks in a language the walk does not know: {unknown}"
-    for key in EXPECT:
-        named = [b.name() for b in blocks if key in b.code]
-        assert len(named) == 1, f"EXPECT key {key!r} names {named}"
+    assert set(EXPECT) <= set(PAGES), f"EXPECT names no such page: {set(EXPECT) - set(PAGES)}"
+    assert {page for page, _ in NEEDS} <= set(PAGES)
+    for page, expect in EXPECT.items():
+        for key in expect:
+            named = [b.name() for b in blocks if b.page == page and key in b.code]
+            assert len(named) == 1, f"EXPECT key {key!r} names {named}"
     skipped = [f"{b.name()}: {b.skip}" for b in blocks if b.skip is not None]
     assert all(s.split(": ", 1)[1].strip() for s in skipped), "a skip needs its reason"
     print("\nnot run:\n" + "\n".join(skipped + [
@@ -105,8 +124,14 @@ def test_every_block_is_run_or_says_why_not():
         if b.language in readme_walk.FILE_LANGUAGES]))
 
 
+def test_generated_pages_are_the_generators():
+    """The pages left out are exactly those the code writes."""
+    from kafkalite.tools import gen_docs
+    assert {str(p) for p in gen_docs.generated()} == GENERATED
+
+
 @pytest.mark.parametrize("block", [b for w in WALKS for b in w.blocks if b.skip is not None],
-                         ids=lambda b: f"{b.section}-{b.line}")
+                         ids=lambda b: f"{b.page}-{b.section}-{b.line}")
 def test_readme_block_not_walked(block):
     """What the walk leaves out, and why: in the run's summary of skips (-ra)."""
     pytest.skip(f"{block.name()}: {block.skip}")
@@ -115,11 +140,11 @@ def test_readme_block_not_walked(block):
 @pytest.mark.parametrize("walk", [w for w in WALKS if any(b.runs for b in w.blocks)],
                          ids=lambda w: w.id)
 def test_readme_section_runs_as_pasted(walk, walk_root):
-    need = NEEDS.get(walk.section)
+    need = NEEDS.get((walk.page, walk.section))
     if need is not None and need() is not None:
         pytest.skip(f"{walk.section}: {need()}")
     walker = readme_walk.Walker(walk_root, WALKS, server=SERVER)
-    failures = walker.walk(walk, EXPECT)
+    failures = walker.walk(walk, EXPECT.get(walk.page, {}))
     assert not failures, "\n\n".join(failures)
 
 
@@ -194,8 +219,9 @@ def test_the_streams_walk_fails_when_its_threads_die(walk_root):
         "raise ModuleNotFoundError(\"No module named 'rocksdict'\", name='rocksdict')\n")
     env = child_env()
     env["PYTHONPATH"] = f"{hidden.parent}{os.pathsep}{env['PYTHONPATH']}"
-    walk = next(w for w in WALKS if w.section == "Streams")
-    failures = readme_walk.Walker(walk_root, WALKS, env=env, server=SERVER).walk(walk, EXPECT)
+    walk = next(w for w in WALKS if (w.page, w.section) == ("README.md", "Streams"))
+    failures = readme_walk.Walker(walk_root, WALKS, env=env, server=SERVER).walk(
+        walk, EXPECT[walk.page])
     assert len(failures) == 1, failures
     assert "exit status 1, not 0" in failures[0], failures[0]
     assert ("every stream thread died: ModuleNotFoundError: No module named 'rocksdict'"
