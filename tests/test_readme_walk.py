@@ -12,7 +12,7 @@ The walk's checks are first shown to catch what they are for: a snippet
 that fails, one whose thread dies while the process exits 0, one that does
 not print what it promises, one that never ends and a background process
 that dies after its block (``test_the_walk_catches_a_planted_fault``), and
-the README's Streams example without rocksdict. Sections that need what
+the Streams example (docs/streams.md) without rocksdict. Sections that need what
 this machine may lack (Spark and Java; PostgreSQL's server and psql) are
 skipped saying so; the CI installs everything.
 """
@@ -50,45 +50,59 @@ EXPECT = {"README.md": {
     "kafkalite consume orders --from-beginning --print-key --max-messages 3":
         [r"^alice\tpizza$", r"^bob\tsushi$", r"^alice\tsalad$", r"Partition: 3"],
     'p.produce("orders", b"pizza", key=b"alice"': [r"^None \d+$"],
+}, "docs/quickstart.md": {
+    "kafkalite consume orders --from-beginning --print-key --max-messages 3":
+        [r"^alice\tpizza$", r"^bob\tsushi$", r"^alice\tsalad$", r"Partition: 3"],
+    'p.produce("orders", b"pizza", key=b"alice"': [r"^None \d+$"],
     'print("got", tps)': [r"^got \[TopicPartition\('orders', 0"],
     "kafkalite groups describe billing ": [r"^orders +\d +[1-9]\d* +[1-9]\d* +0 ",
                                            r"Reset the offsets of 4 partition"],
     "kafkalite cluster info": [r"^1 +127\.0\.0\.1 +7101$", r"^billing +- +- +Empty +0$",
                                r"^orders +3 +Successful$"],
     '"group.protocol": "consumer"': [r"^orders \d b'(pizza|sushi|salad|v\d+)'$"],
+}, "docs/security.md": {
     "print(p.flush(10))\"": [r"^0$"],
     "kcat -b 127.0.0.1:9092 -X security.protocol=SASL_SSL": [r"^ 2 brokers:$"],
     "from confluent_kafka import Producer\n": [r"^0$"],
     '"curve.secret.key": "keys/clients/alice.key_secret"})': [r"^0$"],
     "kafkalite acls list --topic orders --command-config": [r"GROUP:LITERAL:billing\tUser:alice"],
     "kafkalite client-quotas describe": [r"client-id 'etl' are producer_byte_rate"],
+}, "docs/transactions.md": {
     "transactional.id\": \"copier-1\"": [r"^copied 10$"],
     "kafkalite transactions describe copier-1": [r"^copier-1 +\d+ +\d+ +CompleteCommit"],
+}, "docs/share-groups.md": {
     "worker.acknowledge(msg, AcknowledgeType.REJECT)": [r"^b'job 9' delivery 1$"],
     "kafkalite share-groups describe workers": [r"^workers +jobs +0 +\d+ +0$",
                                                 r"Deleted share group workers"],
+}, "docs/replication.md": {
     "kafkalite topics describe payments": [r"Partition: 5\tLeader: 2\tReplicas: 2,0,1\tIsr: 2,0,1",
                                            r"Reassigning payments-0 to 2,0,1"],
+}, "docs/operations.md": {
     "curl -s 127.0.0.1:9404/metrics": [r"^# TYPE kafka_server_brokertopicmetrics_bytesin_total",
                                        r'"status": "ok"', r"kafkalite health: ok"],
-    "kafkalite schemas check users-value": [r'^\{"id": 1\}', r"^incompatible with users-value: "],
-    "while streams.state != KafkaStreams.RUNNING": [r"^RUNNING$"],
-    "kafkalite connect standalone worker.properties": [r"^pizza$", r"^sushi$",
-                                                        r'"tasks":\[\{"id":0,"state":"RUNNING"'],
-    "kafkalite consume pg-orders": [r"pizza", r"sushi"],
-    "kafkalite_spark.register(spark)": [r"\|alice\| home\| +0\|"],
-    "log = PartitionLog.open": [r"^\[0\] \[b'value'\]$"],
-    "def test_orders_round_trip(kafkalite)": [r"^2 passed"],
 }, "docs/schema-registry.md": {
     "curl -s http://127.0.0.1:8081/subjects/users-value/versions/latest; echo":
         [r'^\{"id": 1\}', r'"subject": ?"users-value"', r"^users-value$"],
+    "kafkalite schemas check users-value --schema '": [r'^\{"id": 1\}', r"^incompatible with users-value: "],
+}, "docs/streams.md": {
+    "while streams.state != KafkaStreams.RUNNING": [r"^RUNNING$"],
+}, "docs/connect.md": {
+    "kafkalite connect standalone worker.properties": [r"^pizza$", r"^sushi$",
+                                                        r'"tasks":\[\{"id":0,"state":"RUNNING"'],
+    "kafkalite consume pg-orders": [r"pizza", r"sushi"],
+}, "docs/spark.md": {
+    "kafkalite_spark.register(spark)": [r"\|alice\| home\| +0\|"],
+}, "docs/features.md": {
+    "log = PartitionLog.open": [r"^\[0\] \[b'value'\]$"],
+}, "docs/testing.md": {
+    "def test_orders_round_trip(kafkalite)": [r"^2 passed"],
 }}
 
 # What a section needs beyond the base install, and how to tell it is there.
 NEEDS = {
-    ("README.md", "Spark"): lambda: (None if importlib.util.find_spec("pyspark") and shutil.which("java")
+    ("docs/spark.md", "Spark"): lambda: (None if importlib.util.find_spec("pyspark") and shutil.which("java")
                       else "needs pyspark (pip install -e '.[spark]') and a Java runtime"),
-    ("README.md", "Connect"): lambda: (None if postgres.find_binaries() and shutil.which("psql")
+    ("docs/connect.md", "Connect"): lambda: (None if postgres.find_binaries() and shutil.which("psql")
                         else "needs PostgreSQL's server and psql (tools/install-system-deps)"),
 }
 
@@ -219,7 +233,7 @@ def test_the_streams_walk_fails_when_its_threads_die(walk_root):
         "raise ModuleNotFoundError(\"No module named 'rocksdict'\", name='rocksdict')\n")
     env = child_env()
     env["PYTHONPATH"] = f"{hidden.parent}{os.pathsep}{env['PYTHONPATH']}"
-    walk = next(w for w in WALKS if (w.page, w.section) == ("README.md", "Streams"))
+    walk = next(w for w in WALKS if (w.page, w.section) == ("docs/streams.md", "Streams"))
     failures = readme_walk.Walker(walk_root, WALKS, env=env, server=SERVER).walk(
         walk, EXPECT[walk.page])
     assert len(failures) == 1, failures
