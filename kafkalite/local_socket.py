@@ -5,7 +5,7 @@ host need not cross the loopback TCP stack. On the 2-core development VM a
 `send` of 1 KB on a loopback TCP connection costs the sender 12 µs of CPU
 (the whole TCP receive path runs in the sender's context) against 1.5 µs
 on a Unix-domain socket, and an idle round trip between two Python
-processes 56 µs against 42 µs (README, "Unix-domain links"). Every
+processes 56 µs against 42 µs (docs/performance.md, "Unix-domain links"). Every
 produce, its answer, every fetch and its answer is such a send.
 
 The worker binds a socket in Linux's abstract namespace (a name, no file:

@@ -37,7 +37,7 @@ Fixtures
 Start-up cost: a server is a supervisor process and its worker processes,
 each importing what it needs of kafkalite; the supervisor starts its
 workers first, so their start-ups overlap, and one worker keeps the server
-to two processes on the machine's cores (figures in README's "Testing your
+to two processes on the machine's cores (figures in docs/testing.md, "Testing your
 application"). It is paid once per session.
 
 Who may call: pytest, through the fixtures; one ``KafkaliteFixture`` per test.

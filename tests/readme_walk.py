@@ -1,8 +1,9 @@
-"""Test harness: the README's snippets, extracted and run as a user pastes
-them (issue 42); tests/test_readme_walk.py walks the README with it.
+"""Test harness: the snippets of the README and of the docs/ pages, extracted
+and run as a user pastes them (issue 42); tests/test_readme_walk.py walks
+every page with it.
 
-Reading: ``walks(text)`` splits a Markdown text into sections (``#`` to
-``###`` headings) and each section's fenced blocks into walks. A walk is
+Reading: ``walks(text, page)`` splits a Markdown page into sections (``#``
+to ``###`` headings) and each section's fenced blocks into walks. A walk is
 what one user session does: its blocks run in order, in one directory, one
 network namespace and one /tmp of their own, so the README's default ports
 are free and nothing is left over from another section or another run. A block that starts a
@@ -18,8 +19,8 @@ rendered, read by no one but this walk):
 - ``<!-- walk: twice -->``: run it again right after: a second run must
   work too (a snippet that creates what it needs).
 - ``<!-- walk: after SECTION -->``: the walk first runs SECTION's first
-  walk, as a reader who did that section is set up (its server, users,
-  files).
+  walk (a section of the same page), as a reader who did that section is
+  set up (its server, users, files).
 - ``<!-- walk: file NAME; run: COMMAND -->``: the block is the file NAME
   (a test module, say), run by COMMAND.
 - ``<!-- walk: no server: REASON -->``: the walk starts no server for it.
@@ -32,7 +33,7 @@ rendered, read by no one but this walk):
 Running: sh/bash/shell blocks through ``bash -euo pipefail``, python blocks
 as a file given to ``python``, with this checkout first on PYTHONPATH (the
 ``kafkalite`` console script then imports it too). Blocks in other
-languages (toml, properties, text) are a file's contents or a listing:
+languages (toml, properties, text, c) are a file's contents or a listing:
 listed, not run; a block without a language is an error (say which it is).
 A walk whose blocks start no server gets the README's own ``kafkalite
 server`` (``server_command``: its opening block's), started in its
@@ -70,7 +71,7 @@ SERVER_COMMAND = "kafkalite server"     # how a line that starts a server begins
 READY_LINE = "kafkalite server ready"
 TRACEBACK = "Traceback (most recent call last)"
 RUN_LANGUAGES = {"sh": "bash", "bash": "bash", "shell": "bash", "python": "python"}
-FILE_LANGUAGES = {"toml", "properties", "text", "ini", "json", "yaml"}
+FILE_LANGUAGES = {"toml", "properties", "text", "ini", "json", "yaml", "c"}
 MARKER = re.compile(r"<!--\s*walk:\s*(.*?)\s*-->")
 
 
@@ -81,6 +82,7 @@ class Block:
     language: str
     code: str
     markers: list[str] = field(default_factory=list)
+    page: str = "README.md"     # the file, relative to the checkout
 
     def marker(self, name: str) -> str | None:
         """The value of marker ``name`` ("" for a bare one), or None."""
@@ -103,7 +105,7 @@ class Block:
                                  for line in logical_lines(self.code))
 
     def name(self) -> str:
-        return f"{self.section} (README line {self.line})"
+        return f"{self.section} ({self.page} line {self.line})"
 
 
 @dataclass
@@ -112,16 +114,23 @@ class Walk:
     index: int                  # the section's walks, from 0
     blocks: list[Block]
     after: str | None = None    # a section whose first walk runs first
+    page: str = "README.md"
 
     @property
     def id(self) -> str:
-        slug = re.sub(r"[^a-z0-9]+", "-", self.section.lower()).strip("-")
+        """``<page>-<section>[-N]`` (``readme-acls``, ``docs-streams-streams``):
+        unique over the pages, a directory's name."""
+        slug = _slug(str(Path(self.page).with_suffix(""))) + "-" + _slug(self.section)
         return slug + (f"-{self.index + 1}" if self.index else "")
 
     @property
     def needs_server(self) -> bool:
         return not any(b.starts_server or b.marker("no server") is not None
                        for b in self.blocks)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
 def logical_lines(code: str) -> list[str]:
@@ -138,8 +147,9 @@ def logical_lines(code: str) -> list[str]:
     return out
 
 
-def blocks(text: str) -> list[Block]:
-    """Every fenced block, with its section and the markers right before it."""
+def blocks(text: str, page: str = "README.md") -> list[Block]:
+    """Every fenced block of ``page``, with its section and the markers
+    right before it."""
     found, section, markers = [], "", []
     lines = text.splitlines()
     i = 0
@@ -155,7 +165,8 @@ def blocks(text: str) -> list[Block]:
             while i < len(lines) and not lines[i].startswith("```"):
                 body.append(lines[i])
                 i += 1
-            found.append(Block(section, start, language, "\n".join(body) + "\n", markers))
+            found.append(Block(section, start, language, "\n".join(body) + "\n", markers,
+                               page))
             markers = []
         elif line.strip():
             markers = []        # a marker belongs to the block right after it
@@ -163,14 +174,14 @@ def blocks(text: str) -> list[Block]:
     return found
 
 
-def walks(text: str) -> list[Walk]:
-    """The README's walks, in order (see the module docstring)."""
+def walks(text: str, page: str = "README.md") -> list[Walk]:
+    """A page's walks, in order (see the module docstring)."""
     out: list[Walk] = []
-    for b in blocks(text):
+    for b in blocks(text, page):
         last = out[-1] if out else None
         same = last is not None and last.section == b.section
         if not same or (b.starts_server and any(x.runs for x in last.blocks)):
-            out.append(Walk(b.section, last.index + 1 if same else 0, []))
+            out.append(Walk(b.section, last.index + 1 if same else 0, [], page=page))
         walk = out[-1]
         walk.blocks.append(b)
         if b.marker("after") is not None and walk.after is None:
@@ -281,9 +292,11 @@ class Walker:
         ``expect``: a piece of a block's code -> regexes its output must match."""
         todo = [walk]
         if walk.after is not None:
-            first = next((w for w in self.sections if w.section == walk.after), None)
+            first = next((w for w in self.sections
+                          if w.page == walk.page and w.section == walk.after), None)
             if first is None:
-                return [f"{walk.section}: 'after {walk.after}' names no section"]
+                return [f"{walk.section} ({walk.page}): 'after {walk.after}' names no "
+                        f"section of its page"]
             todo.insert(0, first)
         home = self.root / walk.id
         home.mkdir(parents=True, exist_ok=True)

@@ -1,13 +1,18 @@
-"""Every snippet of the README runs as pasted and does what its text says
-(issue 42): each section's walk (tests/readme_walk.py) in a network
-namespace and a directory of its own, against a fresh server started by the
-README's own command on its default ports.
+"""Every snippet of the README and of the docs/ pages runs as pasted and
+does what its text says (issue 42): each section's walk (tests/readme_walk.py)
+in a network namespace and a directory of its own, against a fresh server
+started by the README's own command on its default ports. A section is
+walked alone, whatever page it is on: a reader arrives at it from the
+README's table of contents or a link, not from the section before, so a
+section starts what it needs (or names the section it follows, ``after``).
+The pages the code generates (``GENERATED``) hold usage text and tables, no
+session: they are left out, and the list is checked against the generator.
 
 The walk's checks are first shown to catch what they are for: a snippet
 that fails, one whose thread dies while the process exits 0, one that does
 not print what it promises, one that never ends and a background process
 that dies after its block (``test_the_walk_catches_a_planted_fault``), and
-the README's Streams example without rocksdict. Sections that need what
+the Streams example (docs/streams.md) without rocksdict. Sections that need what
 this machine may lack (Spark and Java; PostgreSQL's server and psql) are
 skipped saying so; the CI installs everything.
 """
@@ -27,13 +32,25 @@ pytestmark = [pytest.mark.xdist_group("readme_walk"),
               pytest.mark.skipif(readme_walk.unusable() is not None,
                                  reason=str(readme_walk.unusable()))]
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-WALKS = readme_walk.walks(README.read_text())
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+# written by `python -m kafkalite.tools.gen_docs` from the code: every command's
+# usage and every setting, nothing to run (test_generated_pages_are_the_generators)
+GENERATED = {"docs/cli.md", "docs/configuration.md"}
+PAGES = ["README.md"] + sorted(
+    str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")
+    if str(p.relative_to(ROOT)) not in GENERATED)
+WALKS = [w for page in PAGES for w in readme_walk.walks((ROOT / page).read_text(), page)]
 SERVER = readme_walk.server_command(README.read_text())
 
-# What a block says it prints: a piece of its code -> regexes its output must
-# match (multi-line mode). Each key must name exactly one block.
-EXPECT = {
+# What a block says it prints, per page: a piece of its code -> regexes its
+# output must match (multi-line mode). Each key must name exactly one block
+# of its page.
+EXPECT = {"README.md": {
+    "kafkalite consume orders --from-beginning --print-key --max-messages 3":
+        [r"^alice\tpizza$", r"^bob\tsushi$", r"^alice\tsalad$", r"Partition: 3"],
+    'p.produce("orders", b"pizza", key=b"alice"': [r"^None \d+$"],
+}, "docs/quickstart.md": {
     "kafkalite consume orders --from-beginning --print-key --max-messages 3":
         [r"^alice\tpizza$", r"^bob\tsushi$", r"^alice\tsalad$", r"Partition: 3"],
     'p.produce("orders", b"pizza", key=b"alice"': [r"^None \d+$"],
@@ -43,36 +60,49 @@ EXPECT = {
     "kafkalite cluster info": [r"^1 +127\.0\.0\.1 +7101$", r"^billing +- +- +Empty +0$",
                                r"^orders +3 +Successful$"],
     '"group.protocol": "consumer"': [r"^orders \d b'(pizza|sushi|salad|v\d+)'$"],
+}, "docs/security.md": {
     "print(p.flush(10))\"": [r"^0$"],
     "kcat -b 127.0.0.1:9092 -X security.protocol=SASL_SSL": [r"^ 2 brokers:$"],
     "from confluent_kafka import Producer\n": [r"^0$"],
     '"curve.secret.key": "keys/clients/alice.key_secret"})': [r"^0$"],
     "kafkalite acls list --topic orders --command-config": [r"GROUP:LITERAL:billing\tUser:alice"],
     "kafkalite client-quotas describe": [r"client-id 'etl' are producer_byte_rate"],
+}, "docs/transactions.md": {
     "transactional.id\": \"copier-1\"": [r"^copied 10$"],
     "kafkalite transactions describe copier-1": [r"^copier-1 +\d+ +\d+ +CompleteCommit"],
+}, "docs/share-groups.md": {
     "worker.acknowledge(msg, AcknowledgeType.REJECT)": [r"^b'job 9' delivery 1$"],
     "kafkalite share-groups describe workers": [r"^workers +jobs +0 +\d+ +0$",
                                                 r"Deleted share group workers"],
+}, "docs/replication.md": {
     "kafkalite topics describe payments": [r"Partition: 5\tLeader: 2\tReplicas: 2,0,1\tIsr: 2,0,1",
                                            r"Reassigning payments-0 to 2,0,1"],
+}, "docs/operations.md": {
     "curl -s 127.0.0.1:9404/metrics": [r"^# TYPE kafka_server_brokertopicmetrics_bytesin_total",
                                        r'"status": "ok"', r"kafkalite health: ok"],
-    "kafkalite schemas check users-value": [r'^\{"id": 1\}', r"^incompatible with users-value: "],
+}, "docs/schema-registry.md": {
+    "curl -s http://127.0.0.1:8081/subjects/users-value/versions/latest; echo":
+        [r'^\{"id": 1\}', r'"subject": ?"users-value"', r"^users-value$"],
+    "kafkalite schemas check users-value --schema '": [r'^\{"id": 1\}', r"^incompatible with users-value: "],
+}, "docs/streams.md": {
     "while streams.state != KafkaStreams.RUNNING": [r"^RUNNING$"],
+}, "docs/connect.md": {
     "kafkalite connect standalone worker.properties": [r"^pizza$", r"^sushi$",
                                                         r'"tasks":\[\{"id":0,"state":"RUNNING"'],
     "kafkalite consume pg-orders": [r"pizza", r"sushi"],
+}, "docs/spark.md": {
     "kafkalite_spark.register(spark)": [r"\|alice\| home\| +0\|"],
+}, "docs/features.md": {
     "log = PartitionLog.open": [r"^\[0\] \[b'value'\]$"],
+}, "docs/testing.md": {
     "def test_orders_round_trip(kafkalite)": [r"^2 passed"],
-}
+}}
 
 # What a section needs beyond the base install, and how to tell it is there.
 NEEDS = {
-    "Spark": lambda: (None if importlib.util.find_spec("pyspark") and shutil.which("java")
+    ("docs/spark.md", "Spark"): lambda: (None if importlib.util.find_spec("pyspark") and shutil.which("java")
                       else "needs pyspark (pip install -e '.[spark]') and a Java runtime"),
-    "Connect": lambda: (None if postgres.find_binaries() and shutil.which("psql")
+    ("docs/connect.md", "Connect"): lambda: (None if postgres.find_binaries() and shutil.which("psql")
                         else "needs PostgreSQL's server and psql (tools/install-system-deps)"),
 }
 
@@ -95,9 +125,12 @@ def test_every_block_is_run_or_says_why_not():
     unknown = [b.name() for b in blocks if b.language not in readme_walk.RUN_LANGUAGES
                and b.language not in readme_walk.FILE_LANGUAGES]
     assert not unknown, f"blocks in a language the walk does not know: {unknown}"
-    for key in EXPECT:
-        named = [b.name() for b in blocks if key in b.code]
-        assert len(named) == 1, f"EXPECT key {key!r} names {named}"
+    assert set(EXPECT) <= set(PAGES), f"EXPECT names no such page: {set(EXPECT) - set(PAGES)}"
+    assert {page for page, _ in NEEDS} <= set(PAGES)
+    for page, expect in EXPECT.items():
+        for key in expect:
+            named = [b.name() for b in blocks if b.page == page and key in b.code]
+            assert len(named) == 1, f"EXPECT key {key!r} names {named}"
     skipped = [f"{b.name()}: {b.skip}" for b in blocks if b.skip is not None]
     assert all(s.split(": ", 1)[1].strip() for s in skipped), "a skip needs its reason"
     print("\nnot run:\n" + "\n".join(skipped + [
@@ -105,8 +138,14 @@ def test_every_block_is_run_or_says_why_not():
         if b.language in readme_walk.FILE_LANGUAGES]))
 
 
+def test_generated_pages_are_the_generators():
+    """The pages left out are exactly those the code writes."""
+    from kafkalite.tools import gen_docs
+    assert {str(p) for p in gen_docs.generated()} == GENERATED
+
+
 @pytest.mark.parametrize("block", [b for w in WALKS for b in w.blocks if b.skip is not None],
-                         ids=lambda b: f"{b.section}-{b.line}")
+                         ids=lambda b: f"{b.page}-{b.section}-{b.line}")
 def test_readme_block_not_walked(block):
     """What the walk leaves out, and why: in the run's summary of skips (-ra)."""
     pytest.skip(f"{block.name()}: {block.skip}")
@@ -115,11 +154,11 @@ def test_readme_block_not_walked(block):
 @pytest.mark.parametrize("walk", [w for w in WALKS if any(b.runs for b in w.blocks)],
                          ids=lambda w: w.id)
 def test_readme_section_runs_as_pasted(walk, walk_root):
-    need = NEEDS.get(walk.section)
+    need = NEEDS.get((walk.page, walk.section))
     if need is not None and need() is not None:
         pytest.skip(f"{walk.section}: {need()}")
     walker = readme_walk.Walker(walk_root, WALKS, server=SERVER)
-    failures = walker.walk(walk, EXPECT)
+    failures = walker.walk(walk, EXPECT.get(walk.page, {}))
     assert not failures, "\n\n".join(failures)
 
 
@@ -194,8 +233,9 @@ def test_the_streams_walk_fails_when_its_threads_die(walk_root):
         "raise ModuleNotFoundError(\"No module named 'rocksdict'\", name='rocksdict')\n")
     env = child_env()
     env["PYTHONPATH"] = f"{hidden.parent}{os.pathsep}{env['PYTHONPATH']}"
-    walk = next(w for w in WALKS if w.section == "Streams")
-    failures = readme_walk.Walker(walk_root, WALKS, env=env, server=SERVER).walk(walk, EXPECT)
+    walk = next(w for w in WALKS if (w.page, w.section) == ("docs/streams.md", "Streams"))
+    failures = readme_walk.Walker(walk_root, WALKS, env=env, server=SERVER).walk(
+        walk, EXPECT[walk.page])
     assert len(failures) == 1, failures
     assert "exit status 1, not 0" in failures[0], failures[0]
     assert ("every stream thread died: ModuleNotFoundError: No module named 'rocksdict'"

@@ -4,7 +4,7 @@ Every message on a ZeroMQ link passes ZeroMQ's I/O thread on each side: a
 send queues the message and wakes that thread, which writes the socket;
 an arriving message wakes it, and it wakes the reader. On the 2-core
 development VM each such wake-up costs the sender 25-37 µs and an idle
-round trip through two of them 0.2 ms (README, "Direct TCP links"), against
+round trip through two of them 0.2 ms (docs/performance.md, "Direct TCP links"), against
 27 µs for a plain socket both of whose ends are Python. A ``TcpLink``
 writes requests to the socket from the calling thread and reads answers
 where the owner's poller woke, so the kernel wakes only the other end.
@@ -365,7 +365,7 @@ def resolve_transport(cfg: dict) -> bool:
     """Set ``cfg["kafkalite.transport"]`` when the user left it unset, and
     say whether the user chose it (True) or it was chosen here (False).
 
-    Unset means the direct TCP link, the faster one (README, "Direct TCP
+    Unset means the direct TCP link, the faster one (docs/performance.md, "Direct TCP
     links"), unless the config asks for what only ZeroMQ carries: CURVE keys
     (the TCP link is plaintext) or a proxy's ``kafkalite.request.principal``.
     A chosen ``tcp`` with CURVE keys is a ValueError: the user asked for

@@ -49,7 +49,7 @@ counted the same way (``connections_rejected``), per listener and reason.
 
 Metric names follow Kafka's JMX names as Prometheus' JMX exporter renders
 them (``kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec,topic=t``
--> ``kafka_server_brokertopicmetrics_bytesin_total{topic="t"}``); the README
+-> ``kafka_server_brokertopicmetrics_bytesin_total{topic="t"}``); docs/operations.md
 lists them.
 
 prometheus_client and the HTTP server are imported by ``NodeMetrics``

@@ -83,10 +83,10 @@ def test_a_group_consumer_joins_a_group_of_cooperative_sticky_members(server, to
 
 
 def test_the_readme_group_walk_through_works_as_written(server, tmp_path):
-    """README's consumer-group example, followed literally: its Python
-    member closes (leaves the group), so the CLI member and reset-offsets
-    that follow are not refused."""
-    readme = open("README.md").read()
+    """The tour's consumer-group example (docs/quickstart.md), followed
+    literally: its Python member closes (leaves the group), so the CLI member
+    and reset-offsets that follow are not refused."""
+    readme = open("docs/quickstart.md").read()
     section = readme[readme.index("Consumer groups share"):]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     shell = re.search(r"```sh\n(.*?)```", section, re.S).group(1)

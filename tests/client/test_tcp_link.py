@@ -229,7 +229,7 @@ def test_an_unset_transport_is_tcp_unless_only_zmq_carries_what_was_asked():
 
 def test_clients_left_to_their_default_use_tcp_links(server, topic_name):
     """A producer and a consumer given no transport reach the workers over
-    TCP links: what the default buys (README, "Direct TCP links")."""
+    TCP links: what the default buys (docs/performance.md, "Direct TCP links")."""
     create(server, topic_name, 2)
     p = Producer(server.config(**{"linger.ms": 1}))
     try:
