@@ -19,8 +19,16 @@ agree byte for byte at the end (segment files, as tests/server/
 test_replication.py compares them).
 
 ``KAFKALITE_PARTITION_ROUNDS`` sets how many cut/heal rounds each test
-makes (default 1; 10 for a soak). The tests skip when namespaces cannot be
-made (not root, no ``ip``) or PostgreSQL is not installed.
+makes (default 1; 10 for a soak); ``KAFKALITE_CLUSTER_TIMEOUTS=default``
+runs the nodes with the server's own lease and session timeouts instead of
+the short ones below. Each round prints how long the cut-off node's
+partitions took from the cut to new leaders (the server's part, polled
+through the controller's metadata) beside issue 47's target -- the broker
+session timeout + 1 s for a broker node, the controller lease + 2 s for the
+controller's node -- and to their first acknowledgement, which also waits
+out the writer's socket.timeout.ms.
+The tests skip when namespaces cannot be made (not root, no ``ip``) or
+PostgreSQL is not installed.
 """
 import os
 import subprocess
@@ -38,11 +46,18 @@ from postgres import PostgresServer, find_binaries
 from replicas import segments, state, wait_for
 from test_cluster_nodes import in_parallel, read_log_settled
 from kafkalite.client import AdminClient, NewTopic
+from kafkalite.server.config import ServerConfig
 from soak import setting
 
 ROUNDS = setting("KAFKALITE_PARTITION_ROUNDS")
-TIMEOUTS = ["--controller-lease-ms", "3000", "--broker-session-timeout-ms", "2000",
-            "--replica-lag-time-max-ms", "2000"]
+if os.environ.get("KAFKALITE_CLUSTER_TIMEOUTS") == "default":
+    TIMEOUTS = []
+    LEASE_S, SESSION_S = (ServerConfig.controller_lease_ms / 1000,
+                          ServerConfig.broker_session_timeout_ms / 1000)
+else:
+    TIMEOUTS = ["--controller-lease-ms", "3000", "--broker-session-timeout-ms", "2000",
+                "--replica-lag-time-max-ms", "2000"]
+    LEASE_S, SESSION_S = 3.0, 2.0
 PARTITIONS = 6
 # Fixed Kafka ports, as a deployment has them (each node has an address of
 # its own, so they cannot collide): a node whose workers restart under a
@@ -205,10 +220,13 @@ class Writer:
     change of controller), ``w-<seq>`` round-robin over the partitions,
     every acknowledgement and every read noted in ``history``."""
 
+    SOCKET_TIMEOUT_MS = 6000
+
     def __init__(self, bootstrap: str, topic: str, history: History):
         import confluent_kafka as ck
         self.topic, self.history = topic, history
         self.acked_at: dict[int, float] = {}      # partition -> its newest ack's time
+        self.first_ack_after: dict[int, float] = {}  # since mark(): partition -> first ack
         self.errors: list = []
         self.fatal: Exception | None = None
         self._stop = threading.Event()
@@ -219,7 +237,7 @@ class Writer:
         self.producer = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all",
                                      "enable.idempotence": True, "linger.ms": 2,
                                      "request.timeout.ms": 5000, "log_level": 2,
-                                     "socket.timeout.ms": 6000,
+                                     "socket.timeout.ms": self.SOCKET_TIMEOUT_MS,
                                      "error_cb": lambda e: self.errors.append(("client", e)),
                                      "delivery.timeout.ms": 120_000})
         self.consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "checker",
@@ -239,7 +257,8 @@ class Writer:
             def done(err, msg, value=value):
                 if err is None:
                     self.history.ack(msg.partition(), msg.offset(), value)
-                    self.acked_at[msg.partition()] = time.monotonic()
+                    self.acked_at[msg.partition()] = now = time.monotonic()
+                    self.first_ack_after.setdefault(msg.partition(), now)
                 else:
                     self.errors.append((value, err))
             try:
@@ -256,6 +275,23 @@ class Writer:
                 # cached batches, issue 47 item 6): the test fails with it
                 self.fatal = exc
                 return
+
+    def mark(self) -> float:
+        """From now on, note each partition's first acknowledgement."""
+        self.first_ack_after = {}
+        return time.monotonic()
+
+    def writable_after(self, cut_at: float, moved_s: float, partitions, what: str,
+                       target_s: float) -> None:
+        """Print how long ``partitions`` took to get new leaders (``moved_s``,
+        the server's part) and a write after ``cut_at``. The second also
+        waits out the client: a request in flight to the cut-off leader gets
+        no answer (no RST crosses a dead link) until socket.timeout.ms."""
+        took = {p: self.first_ack_after[p] - cut_at for p in partitions}
+        print(f"after {what}: new leaders named within {moved_s:.2f} s (target "
+              f"{target_s:.1f} s); first write acknowledged after {max(took.values()):.2f} s "
+              f"(socket.timeout.ms {self.SOCKET_TIMEOUT_MS / 1000:g} s); per partition " +
+              ", ".join(f"{p}: {t:.2f} s" for p, t in sorted(took.items())), flush=True)
 
     def _read(self) -> None:
         import confluent_kafka as ck
@@ -378,12 +414,15 @@ def test_a_cut_off_broker_node_is_fenced_and_rejoins(cluster):
             wait_for(lambda: acked_by_both(writer, isolated, led), timeout=30,
                      what="both writers acknowledged before the cut")
             c.net.cut(f"node{victim}")
-            cut_at = time.monotonic()
+            cut_at = writer.mark()
             wait_for(lambda: all(leader >= 0 and leader not in mine and not set(isr) & set(mine)
                                  for leader, _, isr in state(ctl, "cut").values()),
                      timeout=30, what=f"node {victim}'s brokers fenced: leaders moved, ISRs shrunk")
-            wait_for(lambda: all(writer.acked_at.get(p, 0) > cut_at for p in led), timeout=30,
+            moved_s = time.monotonic() - cut_at
+            wait_for(lambda: all(p in writer.first_ack_after for p in led), timeout=30,
                      what=f"acknowledgements on node {victim}'s partitions {led} after the cut")
+            writer.writable_after(cut_at, moved_s, led, f"cutting broker node {victim}",
+                                  SESSION_S + 1)
             acks, errs = isolated.outcome(history)
             at_risk += [a for a in acks if a[0] in led]
             assert errs, f"the writer cut off with node {victim} got no error"
@@ -430,13 +469,16 @@ def test_a_cut_off_controller_loses_its_lease_and_rejoins_as_a_broker_node(clust
             wait_for(lambda: acked_by_both(writer, isolated, led), timeout=30,
                      what="both writers acknowledged before the cut")
             c.net.cut(f"node{victim}")
-            cut_at = time.monotonic()
+            cut_at = writer.mark()
             new = c.controller(not_node=victim)
             wait_for(lambda: all(leader >= 0 and leader not in mine and not set(isr) & set(mine)
                                  for leader, _, isr in state(new, "ctl").values()),
                      timeout=60, what=f"node {victim}'s brokers fenced by the new controller")
-            wait_for(lambda: all(writer.acked_at.get(p, 0) > cut_at for p in led), timeout=60,
+            moved_s = time.monotonic() - cut_at
+            wait_for(lambda: all(p in writer.first_ack_after for p in led), timeout=60,
                      what=f"acknowledgements on node {victim}'s partitions {led} after the cut")
+            writer.writable_after(cut_at, moved_s, led, f"cutting the controller's node {victim}",
+                                  LEASE_S + 2)
             acks, errs = isolated.outcome(history)
             at_risk += [a for a in acks if a[0] in led]
             assert errs, f"the writer cut off with node {victim} got no error"
