@@ -2,7 +2,7 @@
 SASL users (server/auth/http_login.py, as on the HTTP port and the schema
 registry's), no anonymous access, and the proxy still reaching its own
 node (with the owner's key pair) to produce and consume, as the user
-logged in under the ACLs (test_acls.py has the denials).
+logged in under the ACLs (test_proxy_acls.py has the denials).
 
 One server for the module: SASL_PLAINTEXT listeners, the authorizer on;
 alice may create, write and read topic ``secured`` and read group ``gs``.
