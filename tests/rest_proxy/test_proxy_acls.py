@@ -175,6 +175,16 @@ def test_consumer_groups_are_listed_and_described_under_the_acls(server):
     assert GB in {g["consumer_group_id"] for g in call(url, headers=login("admin"))[1]["data"]}
     status, answer, _ = call(f"{url}/{GB}", headers=login("alice"))
     assert refused(answer, status, f"Not authorized to access group: {GB}")
+    # alice's own group (Read implies Describe), with its committed offsets
+    assert call(f"{server.info['rest_proxy']}/consumers/{GA}", "POST", {"name": "lag"},
+                content_type=V2, headers=login("alice"))[0] == 200
+    assert call(f"{server.info['rest_proxy']}/consumers/{GA}/instances/lag/offsets", "POST",
+                {"offsets": [{"topic": A, "partition": 0, "offset": 0}]}, content_type=V2,
+                headers=login("alice"))[0] == 200
+    assert GA in {g["consumer_group_id"] for g in call(url, headers=login("alice"))[1]["data"]}
+    assert call(f"{url}/{GA}", headers=login("alice"))[0] == 200
+    status, answer, _ = call(f"{url}/{GA}/lag-summary", headers=login("alice"))
+    assert status == 200 and answer["max_lag_topic_name"] == A, answer
     status, answer, _ = call(f"{url}/{GB}/lag-summary", headers=login("bob"))
     assert refused(answer, status, GB)
 
