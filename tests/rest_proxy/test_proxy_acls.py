@@ -21,8 +21,9 @@ from __future__ import annotations
 import base64
 
 import pytest
-from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
-                                   NewTopic, ResourcePatternType, ResourceType)
+from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation,
+                                   AclPermissionType, AdminClient, NewTopic,
+                                   ResourcePatternType, ResourceType)
 
 from harness import sasl_config, secured_server, stop_server, wait_until
 from proxy_client import V2, V2_JSON, call, stream_records
@@ -156,6 +157,25 @@ def test_a_consumer_instance_reads_and_commits_as_its_user(server):
         headers=login("alice"))
     assert refused(answer, status, OTHER)
     assert call(inst, "DELETE", headers=login("bob"))[0] == 403
+    assert call(inst, "DELETE", headers=login("alice"))[0] == 204
+
+
+def test_an_acl_removed_stops_the_next_fetch(server):
+    url, group = server.info["rest_proxy"], "team-a.brief"
+    allow(server.admin, ResourceType.GROUP, group, AclOperation.READ)
+    inst = f"{url}/consumers/{group}/instances/c"
+    assert call(f"{url}/consumers/{group}", "POST", {"name": "c", "format": "json"},
+                content_type=V2, headers=login("alice"))[0] == 200
+    assert call(f"{inst}/subscription", "POST", {"topics": [A]}, content_type=V2,
+                headers=login("alice"))[0] == 204
+    assert call(f"{inst}/records?timeout=200", accept=V2_JSON, headers=login("alice"))[0] == 200
+    for f in server.admin.delete_acls([AclBindingFilter(
+            ResourceType.GROUP, group, ResourcePatternType.LITERAL, "User:alice", "*",
+            AclOperation.READ, AclPermissionType.ALLOW)]).values():
+        assert len(f.result(30)) == 1
+    status, answer, _ = call(f"{inst}/records?timeout=200", accept=V2_JSON,
+                             headers=login("alice"))
+    assert refused(answer, status, f"Not authorized to access group: {group}")
     assert call(inst, "DELETE", headers=login("alice"))[0] == 204
 
 
