@@ -160,6 +160,27 @@ def test_a_consumer_instance_reads_and_commits_as_its_user(server):
     assert call(inst, "DELETE", headers=login("alice"))[0] == 204
 
 
+def test_a_pattern_subscription_reads_only_the_topics_the_user_may_read(server):
+    url = server.info["rest_proxy"]
+    for topic in (A, OTHER):
+        assert call(f"{server.topics}/{topic}/records", "POST", {"value": {"data": topic}},
+                    headers=login("admin"))[0] == 200
+    inst = f"{url}/consumers/{GA}/instances/p"
+    assert call(f"{url}/consumers/{GA}", "POST", {"name": "p", "format": "json",
+                                                  "auto.offset.reset": "earliest"},
+                content_type=V2, headers=login("alice"))[0] == 200
+    assert call(f"{inst}/subscription", "POST", {"topic_pattern": "(team-a\\.orders|other)"},
+                content_type=V2, headers=login("alice"))[0] == 204
+    got = []
+    wait_until(lambda: got.extend(call(f"{inst}/records?timeout=500", accept=V2_JSON,
+                                       headers=login("alice"))[1])
+               or any(r["value"] == A for r in got), timeout=30, message="team-a's record")
+    for _ in range(3):          # other's record was fetched by now too: never answered
+        got += call(f"{inst}/records?timeout=300", accept=V2_JSON, headers=login("alice"))[1]
+    assert {r["topic"] for r in got} == {A}
+    assert call(inst, "DELETE", headers=login("alice"))[0] == 204
+
+
 def test_an_acl_removed_stops_the_next_fetch(server):
     url, group = server.info["rest_proxy"], "team-a.brief"
     allow(server.admin, ResourceType.GROUP, group, AclOperation.READ)
