@@ -64,13 +64,15 @@ def refused(answer, status, what: str) -> bool:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     srv = secured_server(tmp_path_factory.mktemp("registry-acls"), PASSWORDS)
-    acls(srv, "--allow-principal", "User:alice", "--topic", "subject:alice-",
-         "--resource-pattern-type", "prefixed", "--operation", "Write", "--operation", "Read",
-         "--operation", "Delete", "--operation", "AlterConfigs")
-    acls(srv, "--allow-principal", "User:bob", "--topic", "subject:alice-value",
-         "--operation", "Read")
-    yield srv
-    stop_server(srv)
+    try:        # a setup that fails stops the server too
+        acls(srv, "--allow-principal", "User:alice", "--topic", "subject:alice-",
+             "--resource-pattern-type", "prefixed", "--operation", "Write", "--operation", "Read",
+             "--operation", "Delete", "--operation", "AlterConfigs")
+        acls(srv, "--allow-principal", "User:bob", "--topic", "subject:alice-value",
+             "--operation", "Read")
+        yield srv
+    finally:
+        stop_server(srv)
 
 
 def register(server, user, subject, schema=SCHEMA):
@@ -178,10 +180,12 @@ def open_server(tmp_path_factory):
     everyone.write_text('authorizer_enabled = true\nsuper_users = "User:admin"\n'
                         'allow_everyone_if_no_acl_found = true\n')
     srv = secured_server(root, PASSWORDS, ["--config", str(everyone)])
-    acls(srv, "--allow-principal", "User:alice", "--topic", "subject:alice-value",
-         "--operation", "Write")
-    yield srv
-    stop_server(srv)
+    try:        # a setup that fails stops the server too
+        acls(srv, "--allow-principal", "User:alice", "--topic", "subject:alice-value",
+             "--operation", "Write")
+        yield srv
+    finally:
+        stop_server(srv)
 
 
 def test_allow_everyone_if_no_acl_found(open_server):

@@ -48,20 +48,22 @@ def allow(admin: AdminClient, rtype, name: str, *operations, principal="User:ali
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     srv = secured_server(tmp_path_factory.mktemp("proxy-acls"), PASSWORDS)
-    admin = AdminClient(sasl_config(srv, "admin", PASSWORDS["admin"]))
-    for f in admin.create_topics([NewTopic(A, 1, 1), NewTopic(OTHER, 1, 1)]).values():
-        f.result(30)
-    allow(admin, ResourceType.TOPIC, "team-a.", AclOperation.WRITE, AclOperation.READ,
-          pattern=ResourcePatternType.PREFIXED)
-    allow(admin, ResourceType.TOPIC, "team-a.new.", AclOperation.CREATE, AclOperation.DELETE,
-          pattern=ResourcePatternType.PREFIXED)
-    allow(admin, ResourceType.GROUP, GA, AclOperation.READ)
-    srv.admin = admin
-    url = srv.info["rest_proxy"]
-    srv.cluster = call(f"{url}/v3/clusters", headers=login("admin"))[1]["data"][0]["cluster_id"]
-    srv.topics = f"{url}/v3/clusters/{srv.cluster}/topics"
-    yield srv
-    stop_server(srv)
+    try:        # a setup that fails stops the server too
+        admin = AdminClient(sasl_config(srv, "admin", PASSWORDS["admin"]))
+        for f in admin.create_topics([NewTopic(A, 1, 1), NewTopic(OTHER, 1, 1)]).values():
+            f.result(30)
+        allow(admin, ResourceType.TOPIC, "team-a.", AclOperation.WRITE, AclOperation.READ,
+              pattern=ResourcePatternType.PREFIXED)
+        allow(admin, ResourceType.TOPIC, "team-a.new.", AclOperation.CREATE, AclOperation.DELETE,
+              pattern=ResourcePatternType.PREFIXED)
+        allow(admin, ResourceType.GROUP, GA, AclOperation.READ)
+        srv.admin = admin
+        url = srv.info["rest_proxy"]
+        srv.cluster = call(f"{url}/v3/clusters", headers=login("admin"))[1]["data"][0]["cluster_id"]
+        srv.topics = f"{url}/v3/clusters/{srv.cluster}/topics"
+        yield srv
+    finally:
+        stop_server(srv)
 
 
 def refused(answer, status: int, what: str) -> bool:
@@ -238,12 +240,14 @@ def open_server(tmp_path_factory):
     everyone.write_text('authorizer_enabled = true\nsuper_users = "User:admin"\n'
                         'allow_everyone_if_no_acl_found = true\n')
     srv = secured_server(root, PASSWORDS, ["--config", str(everyone)])
-    admin = AdminClient(sasl_config(srv, "admin", PASSWORDS["admin"]))
-    for f in admin.create_topics([NewTopic(A, 1, 1), NewTopic(OTHER, 1, 1)]).values():
-        f.result(30)
-    allow(admin, ResourceType.TOPIC, A, AclOperation.WRITE)
-    yield srv
-    stop_server(srv)
+    try:        # a setup that fails stops the server too
+        admin = AdminClient(sasl_config(srv, "admin", PASSWORDS["admin"]))
+        for f in admin.create_topics([NewTopic(A, 1, 1), NewTopic(OTHER, 1, 1)]).values():
+            f.result(30)
+        allow(admin, ResourceType.TOPIC, A, AclOperation.WRITE)
+        yield srv
+    finally:
+        stop_server(srv)
 
 
 def test_allow_everyone_if_no_acl_found(open_server):
