@@ -84,6 +84,13 @@ EXPECT = {"README.md": {
     "curl -s http://127.0.0.1:8081/subjects/users-value/versions/latest; echo":
         [r'^\{"id": 1\}', r'"subject": ?"users-value"', r"^users-value$"],
     "kafkalite schemas check users-value --schema '": [r'^\{"id": 1\}', r"^incompatible with users-value: "],
+    "subjects/payments-value/versions; echo": [r'^\{"id": 1\}$', r'^\{"error_code": 40301, '
+                                               r'"message": "User:alice is denied operation '
+                                               r'Write on Subject: payments-value"\}$'],
+}, "docs/rest-proxy.md": {
+    'topics/payroll/records"; echo': [r'"topic_name": "orders", "partition_id": 0, "offset": 0',
+                                      r'^\{"error_code": 40301, "message": "Not authorized to '
+                                      r'access topics: \[payroll\]"\}$'],
 }, "docs/streams.md": {
     "while streams.state != KafkaStreams.RUNNING": [r"^RUNNING$"],
 }, "docs/connect.md": {

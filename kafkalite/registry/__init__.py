@@ -9,6 +9,8 @@ layout, the topic being the source of truth.
 - schemas.py: parsing and the stored and canonical form of each type;
 - compatibility.py: the seven compatibility levels and each type's rules;
 - store.py: the state rebuilt from ``_schemas`` and the one writer of it;
+- authorization.py: what each route asks of the server's ACLs for the
+  user logged in (a subject is the TOPIC resource ``subject:<name>``);
 - rest.py: the HTTP handlers (a WSGI app).
 
 Which process runs it: the supervisor of ``kafkalite server`` (the process
@@ -20,8 +22,9 @@ registry reaches the broker as any client does, through kafkalite's own
 client over the node's native port: it never touches the supervisor's
 loop state.
 
-What it may import: the standard library, kafkalite.client and
-kafkalite.errors, and the schema libraries (fastavro and avro, protobuf
+What it may import: the standard library, kafkalite.client,
+kafkalite.errors and kafkalite.protocol.enums (the ACL vocabulary), and the
+schema libraries (fastavro and avro, protobuf
 with proto-schema-parser, jsonschema); never kafkalite.server (the
 supervisor is handed it, and serves it).
 """

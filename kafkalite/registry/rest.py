@@ -11,7 +11,8 @@ not for that path 405, a body that is not JSON 400.
 
 Who may call: metrics.py's HTTP server threads, any number at once (the
 store serializes them). With security on the server wraps this app in
-http_login.py's login; this module does not authenticate.
+http_login.py's login; this module does not authenticate, and asks the
+user's ACLs what each route needs (authorization.py) before its handler.
 """
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ import logging
 import re
 from urllib.parse import parse_qs, unquote
 
+from kafkalite.protocol.enums import AclOperation as Op
 from kafkalite.registry import compatibility, schemas
+from kafkalite.registry.authorization import FILTERED, OPEN, Access, Rule
 from kafkalite.registry.errors import (INTERNAL_ERROR, INVALID_VERSION,
                                        SUBJECT_LEVEL_COMPATIBILITY_NOT_CONFIGURED,
                                        SUBJECT_LEVEL_MODE_NOT_CONFIGURED, RegistryError,
@@ -62,36 +65,40 @@ class RegistryApp:
     def __init__(self, store: SchemaStore):
         self.store = store
         # (method, compiled path, handler): the first match answers
-        self.routes = [(m, re.compile(p + "$"), h) for m, p, h in (
-            ("GET", r"/?", self.root),
-            ("GET", r"/schemas/types/?", self.schema_types),
-            ("GET", r"/schemas/ids/([^/]+)", self.schema_by_id),
-            ("GET", r"/schemas/ids/([^/]+)/schema", self.raw_schema_by_id),
-            ("GET", r"/schemas/ids/([^/]+)/subjects", self.subjects_by_id),
-            ("GET", r"/schemas/ids/([^/]+)/versions", self.versions_by_id),
-            ("GET", r"/subjects/?", self.list_subjects),
-            ("POST", r"/subjects/([^/]+)/versions", self.register),
-            ("GET", r"/subjects/([^/]+)/versions", self.list_versions),
-            ("GET", r"/subjects/([^/]+)/versions/([^/]+)", self.get_version),
-            ("DELETE", r"/subjects/([^/]+)/versions/([^/]+)", self.delete_version),
-            ("GET", r"/subjects/([^/]+)/versions/([^/]+)/schema", self.raw_version),
-            ("GET", r"/subjects/([^/]+)/versions/([^/]+)/referencedby", self.referenced_by),
-            ("POST", r"/subjects/([^/]+)", self.lookup),
-            ("DELETE", r"/subjects/([^/]+)", self.delete_subject),
-            ("GET", r"/config", self.get_config),
-            ("PUT", r"/config", self.put_config),
-            ("DELETE", r"/config", self.delete_config),
-            ("GET", r"/config/([^/]+)", self.get_config),
-            ("PUT", r"/config/([^/]+)", self.put_config),
-            ("DELETE", r"/config/([^/]+)", self.delete_config),
-            ("POST", r"/compatibility/subjects/([^/]+)/versions/([^/]+)", self.check),
-            ("POST", r"/compatibility/subjects/([^/]+)/versions", self.check),
-            ("GET", r"/mode", self.get_mode),
-            ("PUT", r"/mode", self.put_mode),
-            ("GET", r"/mode/([^/]+)", self.get_mode),
-            ("PUT", r"/mode/([^/]+)", self.put_mode),
-            ("DELETE", r"/mode/([^/]+)", self.delete_mode),
-            ("GET", r"/contexts", self.contexts),
+        # (method, compiled path, handler, what it needs: authorization.py);
+        # the first match answers
+        W, R, D = Rule(Op.WRITE), Rule(Op.READ), Rule(Op.DELETE)
+        DC, AC = Rule(Op.DESCRIBE_CONFIGS), Rule(Op.ALTER_CONFIGS)
+        self.routes = [(m, re.compile(p + "$"), h, rule) for m, p, h, rule in (
+            ("GET", r"/?", self.root, OPEN),
+            ("GET", r"/schemas/types/?", self.schema_types, OPEN),
+            ("GET", r"/schemas/ids/([^/]+)", self.schema_by_id, FILTERED),
+            ("GET", r"/schemas/ids/([^/]+)/schema", self.raw_schema_by_id, FILTERED),
+            ("GET", r"/schemas/ids/([^/]+)/subjects", self.subjects_by_id, FILTERED),
+            ("GET", r"/schemas/ids/([^/]+)/versions", self.versions_by_id, FILTERED),
+            ("GET", r"/subjects/?", self.list_subjects, FILTERED),
+            ("POST", r"/subjects/([^/]+)/versions", self.register, W),
+            ("GET", r"/subjects/([^/]+)/versions", self.list_versions, R),
+            ("GET", r"/subjects/([^/]+)/versions/([^/]+)", self.get_version, R),
+            ("DELETE", r"/subjects/([^/]+)/versions/([^/]+)", self.delete_version, D),
+            ("GET", r"/subjects/([^/]+)/versions/([^/]+)/schema", self.raw_version, R),
+            ("GET", r"/subjects/([^/]+)/versions/([^/]+)/referencedby", self.referenced_by, R),
+            ("POST", r"/subjects/([^/]+)", self.lookup, R),
+            ("DELETE", r"/subjects/([^/]+)", self.delete_subject, D),
+            ("GET", r"/config", self.get_config, DC),          # the global ones: the cluster
+            ("PUT", r"/config", self.put_config, AC),
+            ("DELETE", r"/config", self.delete_config, AC),
+            ("GET", r"/config/([^/]+)", self.get_config, DC),
+            ("PUT", r"/config/([^/]+)", self.put_config, AC),
+            ("DELETE", r"/config/([^/]+)", self.delete_config, AC),
+            ("POST", r"/compatibility/subjects/([^/]+)/versions/([^/]+)", self.check, R),
+            ("POST", r"/compatibility/subjects/([^/]+)/versions", self.check, R),
+            ("GET", r"/mode", self.get_mode, DC),
+            ("PUT", r"/mode", self.put_mode, AC),
+            ("GET", r"/mode/([^/]+)", self.get_mode, DC),
+            ("PUT", r"/mode/([^/]+)", self.put_mode, AC),
+            ("DELETE", r"/mode/([^/]+)", self.delete_mode, AC),
+            ("GET", r"/contexts", self.contexts, OPEN),
         )]
 
     def close(self) -> None:
@@ -118,7 +125,7 @@ class RegistryApp:
     def _dispatch(self, method: str, path: str, environ):
         query = {k: v[-1] for k, v in parse_qs(environ.get("QUERY_STRING", "")).items()}
         allowed = []
-        for route_method, pattern, handler in self.routes:
+        for route_method, pattern, handler, rule in self.routes:
             m = pattern.match(path)
             if m is None:
                 continue
@@ -126,7 +133,11 @@ class RegistryApp:
                 allowed.append(route_method)
                 continue
             args = [unquote(a) for a in m.groups()]
+            access = Access(environ)
+            access.apply(rule, args)            # before the body is read: 40301 costs nothing
             body = self._body(environ) if method in ("POST", "PUT") else None
+            if rule.filtered:
+                return 200, handler(*args, query=query, body=body, access=access)
             return 200, handler(*args, query=query, body=body)
         if allowed:
             raise _HttpError(405, f"HTTP {method} is not supported on {path}; "
@@ -216,33 +227,56 @@ class RegistryApp:
     def schema_types(self, query, body):
         return list(schemas.SCHEMA_TYPES)
 
-    def schema_by_id(self, sid, query, body):
+    def _readable_schema(self, sid: int, access):
+        """The schema of ``sid`` if the user may Read some subject it is
+        registered under (a super user: any schema); 40301 otherwise."""
+        stored = self.store.read().schema(sid)
+        subjects = sorted({v.subject for v in self._uses(sid, True)})
+        if any(access.may_subject(Op.READ, s, audit=False) for s in subjects):
+            return stored
+        # denied: audited once, under its first subject (the cluster when none has it)
+        if subjects:
+            access.require_subject(Op.READ, subjects[0])
+        else:
+            access.require_cluster(Op.DESCRIBE)
+        return stored
+
+    def schema_by_id(self, sid, query, body, access):
         with self.store.lock:
-            stored = self.store.read().schema(self._id(sid))
+            stored = self._readable_schema(self._id(sid), access)
             return self._schema_json(stored, query.get("format"))
 
-    def raw_schema_by_id(self, sid, query, body):
+    def raw_schema_by_id(self, sid, query, body, access):
         with self.store.lock:
-            stored = self.store.read().schema(self._id(sid))
+            stored = self._readable_schema(self._id(sid), access)
             return stored.parsed.formatted(query.get("format")) if stored.parsed else stored.text
 
-    def _uses(self, sid: int, deleted: bool):
+    def _uses(self, sid: int, deleted: bool, access=None):
+        """The versions registered with ``sid``; with ``access``, of the
+        subjects the user may describe (40301 when there were some, but
+        none such)."""
         st = self.store.read()
         st.schema(sid)
-        return [v for s in sorted(st.subjects) for v in st.versions(s, deleted) if v.id == sid]
+        uses = [v for s in sorted(st.subjects) for v in st.versions(s, deleted) if v.id == sid]
+        if access is None:
+            return uses
+        seen = [v for v in uses if access.sees(v.subject)]
+        if uses and not seen:
+            access.require_subject(Op.DESCRIBE, uses[0].subject)
+        return seen
 
-    def subjects_by_id(self, sid, query, body):
+    def subjects_by_id(self, sid, query, body, access):
         with self.store.lock:
-            uses = self._uses(self._id(sid), _truthy(query.get("deleted")))
+            uses = self._uses(self._id(sid), _truthy(query.get("deleted")), access)
             return sorted({v.subject for v in uses} & (
                 {query["subject"]} if "subject" in query else {v.subject for v in uses}))
 
-    def versions_by_id(self, sid, query, body):
+    def versions_by_id(self, sid, query, body, access):
         with self.store.lock:
             return [{"subject": v.subject, "version": v.version}
-                    for v in self._uses(self._id(sid), _truthy(query.get("deleted")))]
+                    for v in self._uses(self._id(sid), _truthy(query.get("deleted")), access)]
 
-    def list_subjects(self, query, body):
+    def list_subjects(self, query, body, access):
         prefix = query.get("subjectPrefix", query.get("subject", ""))
         deleted_only = _truthy(query.get("deleted_only"))
         deleted = _truthy(query.get("deleted")) or deleted_only
@@ -250,7 +284,7 @@ class RegistryApp:
             st = self.store.read()
             out = []
             for s in sorted(st.subjects):
-                if not s.startswith(prefix):
+                if not s.startswith(prefix) or not access.sees(s):
                     continue
                 live = st.versions(s)
                 if deleted_only:

@@ -11,6 +11,8 @@ What it holds: the HTTP handlers of Confluent REST Proxy's documented API
 - v3.py: clusters, brokers, topics, partitions, configs, consumer groups;
 - consumers.py: v2's consumer instances (create, subscribe, records,
   offsets, delete) and their idle timer;
+- authorization.py: what each request asks of the server's authorizer
+  for the user logged in (the proxy's clients are the server's own);
 - app.py: the WSGI app that routes to the three above.
 
 Which process runs it: the supervisor of ``kafkalite server``, on a port of
@@ -20,9 +22,9 @@ code (its connection cap, TLS and login); cli.py hands the supervisor
 layer imports nothing above it. The proxy reaches the node as any client
 does, through kafkalite's own clients over the node's native port.
 
-What it may import: the standard library, kafkalite.client and
-kafkalite.errors; never kafkalite.server (the supervisor is handed it,
-and serves it).
+What it may import: the standard library, kafkalite.client,
+kafkalite.errors and kafkalite.protocol.enums (the ACL vocabulary);
+never kafkalite.server (the supervisor is handed it, and serves it).
 """
 
 

@@ -8,7 +8,8 @@ is the one streamed answer (records.py).
 
 Who may call: metrics.py's HTTP server threads, any number at once. With
 security on the server wraps this app in http_login.py's login; this
-module does not authenticate.
+module does not authenticate. The handlers authorize each Kafka call as
+the user logged in (authorization.py).
 """
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ import binascii
 import json
 import logging
 
+from kafkalite.protocol.enums import AclOperation as Op
+from kafkalite.protocol.enums import ResourceType as Res
 from kafkalite.rest_proxy import http
 from kafkalite.rest_proxy.consumers import ConsumerInstances
 from kafkalite.rest_proxy.errors import (BAD_REQUEST, INTERNAL_ERROR, INVALID_BINARY_DATA,
@@ -107,6 +110,7 @@ class ProxyApp:
 
     def produce_v3(self, req, cluster_id, topic):
         self.v3.check(cluster_id)
+        req.access.require(Op.WRITE, Res.TOPIC, topic)         # Produce
         if req.content_type and not req.content_type.endswith("json"):
             raise ProxyError(UNSUPPORTED_MEDIA_TYPE, f"HTTP 415 Unsupported Media Type: "
                                                      f"{req.content_type}")
@@ -129,6 +133,7 @@ class ProxyApp:
         if fmt is None:
             raise ProxyError(UNSUPPORTED_MEDIA_TYPE, f"HTTP 415 Unsupported Media Type: "
                                                      f"{req.content_type or 'none'}")
+        req.access.require(Op.WRITE, Res.TOPIC, topic)         # Produce
         body = req.json({})
         records = body.get("records") if isinstance(body, dict) else None
         if not isinstance(records, list):

@@ -22,6 +22,16 @@ instance's backlog for the next GET. An instance that nothing used for
 300,000 by default) is closed by the idle timer, leaving its group; a
 later call on it is 40403.
 
+Authorization (authorization.py): an instance belongs to the principal
+that created it; another user's request for it is refused (40301). Its
+consumer is the server's, so each request asks the user's ACLs what the
+consumer's Kafka requests would: subscribe and records Read on the group
+and on each topic named (at every fetch: an ACL removed takes effect at
+the next one), commit Read on the group and each topic, committed
+offsets Describe on both. A ``topic_pattern`` subscription answers only
+the records of topics the user may read, as Kafka's Metadata would not
+have matched the others.
+
 Who may call: the proxy's request threads; one request at a time per
 instance (its lock), any number of instances at once; the idle timer's
 thread closes instances no request holds.
@@ -35,9 +45,12 @@ import threading
 import time
 import uuid
 
+from kafkalite.protocol.enums import AclOperation as Op
+from kafkalite.protocol.enums import ResourceType as Res
 from kafkalite.rest_proxy.errors import (BAD_REQUEST, CONSUMER_ALREADY_EXISTS,
                                          CONSUMER_FORMAT_MISMATCH, CONSUMER_INSTANCE_NOT_FOUND,
-                                         INVALID_CONSUMER_CONFIG, KAFKA_ERROR, NOT_ACCEPTABLE,
+                                         INVALID_CONSUMER_CONFIG, AUTHORIZATION_FAILED,
+                                         KAFKA_ERROR, NOT_ACCEPTABLE,
                                          ProxyError, from_kafka)
 from kafkalite.rest_proxy.http import V2, V2_BINARY, V2_JSON, Answer
 
@@ -51,8 +64,9 @@ CLOSE_WAIT_S = 1.0
 
 
 class ConsumerInstance:
-    def __init__(self, group: str, name: str, fmt: str, consumer):
+    def __init__(self, group: str, name: str, fmt: str, consumer, principal=None):
         self.group, self.name, self.format = group, name, fmt
+        self.principal = principal          # who created it (None: security off)
         self.consumer = consumer
         self.lock = threading.Lock()
         self.last_used = time.monotonic()
@@ -124,9 +138,14 @@ class ConsumerInstances:
             raise ProxyError(CONSUMER_INSTANCE_NOT_FOUND, "Consumer instance not found.")
         return inst
 
-    def _using(self, group: str, name: str, work):
-        """``work(instance)`` under the instance's lock, its idle clock reset."""
+    def _using(self, req, group: str, name: str, work):
+        """``work(instance)`` under the instance's lock, its idle clock reset;
+        40301 for a user other than the one who created it."""
         inst = self._instance(group, name)
+        if inst.principal != req.access.principal:
+            raise ProxyError(AUTHORIZATION_FAILED, f"{req.access.principal} may not use "
+                                                   f"consumer instance {name} of group "
+                                                   f"{group}: {inst.principal} created it")
         with inst.lock:
             if inst.closed:
                 raise ProxyError(CONSUMER_INSTANCE_NOT_FOUND, "Consumer instance not found.")
@@ -171,7 +190,8 @@ class ConsumerInstances:
                 consumer = Consumer(config)
             except Exception as exc:
                 raise ProxyError(INVALID_CONSUMER_CONFIG, str(exc)) from None
-            self._instances[(group, name)] = ConsumerInstance(group, name, fmt, consumer)
+            self._instances[(group, name)] = ConsumerInstance(group, name, fmt, consumer,
+                                                              req.access.principal)
         return Answer(200, {"instance_id": name, "base_uri": f"{req.base_url}/consumers/"
                                                              f"{group}/instances/{name}"}, V2)
 
@@ -180,7 +200,7 @@ class ConsumerInstances:
             with self._lock:
                 self._instances.pop((group, name), None)
             inst.close()
-        self._using(group, name, work)
+        self._using(req, group, name, work)
         return Answer(204, None, V2)
 
     def subscribe(self, req, group, name) -> Answer:
@@ -194,23 +214,27 @@ class ConsumerInstances:
             raise ProxyError(BAD_REQUEST, "topics is a list of topic names")
 
         def work(inst):
+            req.access.require(Op.READ, Res.GROUP, group)          # JoinGroup
+            if pattern is None:
+                req.access.require(Op.READ, Res.TOPIC, *topics)    # Fetch
             try:
                 inst.consumer.subscribe(topics)
             except Exception as exc:
                 raise from_kafka(exc) from None
             inst.topics = list(topics)
-        self._using(group, name, work)
+        self._using(req, group, name, work)
         return Answer(204, None, V2)
 
     def subscription(self, req, group, name) -> Answer:
-        return Answer(200, {"topics": self._using(group, name, lambda i: list(i.topics))}, V2)
+        return Answer(200, {"topics": self._using(req, group, name,
+                                                  lambda i: list(i.topics))}, V2)
 
     def unsubscribe(self, req, group, name) -> Answer:
         def work(inst):
             inst.consumer.unsubscribe()
             inst.topics = []
             inst.backlog.clear()
-        self._using(group, name, work)
+        self._using(req, group, name, work)
         return Answer(204, None, V2)
 
     def records(self, req, group, name) -> Answer:
@@ -222,6 +246,10 @@ class ConsumerInstances:
         timeout_ms = min(max(timeout_ms, 0), MAX_TIMEOUT_MS)
 
         def work(inst):
+            req.access.require(Op.READ, Res.GROUP, group)          # Heartbeat, OffsetCommit
+            named = [t for t in inst.topics if not t.startswith("^")]
+            req.access.require(Op.READ, Res.TOPIC, *named)         # Fetch
+            readable = req.access.sees(Op.READ, Res.TOPIC)
             wanted = FORMATS[inst.format]
             if req.accept:
                 offered = [a.split(";")[0].strip().lower() for a in req.accept.split(",")]
@@ -239,7 +267,8 @@ class ConsumerInstances:
                 except Exception as exc:
                     raise from_kafka(exc) from None
                 for m in got:
-                    if m.error() is None:
+                    # a pattern's topic the user may not read: as if not matched
+                    if m.error() is None and readable(m.topic()):
                         inst.backlog.append(m)
                 if left <= 0:
                     break
@@ -254,7 +283,7 @@ class ConsumerInstances:
                 size += n
                 inst.consumed[(m.topic(), m.partition())] = m.offset()
             return Answer(200, out, wanted)
-        return self._using(group, name, work)
+        return self._using(req, group, name, work)
 
     @staticmethod
     def _record(fmt: str, m) -> dict:
@@ -289,12 +318,14 @@ class ConsumerInstances:
                                                   "offset}") from None
             else:
                 tps = [TopicPartition(t, p, o + 1) for (t, p), o in inst.consumed.items()]
+            req.access.require(Op.READ, Res.GROUP, group)          # OffsetCommit
+            req.access.require(Op.READ, Res.TOPIC, *dict.fromkeys(tp.topic for tp in tps))
             if tps:
                 try:
                     inst.consumer.commit(offsets=tps, asynchronous=False)
                 except Exception as exc:
                     raise from_kafka(exc) from None
-        self._using(group, name, work)
+        self._using(req, group, name, work)
         return Answer(200, None, V2)
 
     def committed(self, req, group, name) -> Answer:
@@ -307,12 +338,15 @@ class ConsumerInstances:
         def work(inst):
             try:
                 tps = [TopicPartition(p["topic"], int(p["partition"])) for p in parts]
-                got = inst.consumer.committed(tps, timeout=10.0) if tps else []
             except (KeyError, TypeError, ValueError):
                 raise ProxyError(BAD_REQUEST, "partitions is a list of {topic, partition}") \
                     from None
+            req.access.require(Op.DESCRIBE, Res.GROUP, group)      # OffsetFetch
+            req.access.require(Op.DESCRIBE, Res.TOPIC, *dict.fromkeys(tp.topic for tp in tps))
+            try:
+                got = inst.consumer.committed(tps, timeout=10.0) if tps else []
             except Exception as exc:
                 raise from_kafka(exc) from None
             return [{"topic": tp.topic, "partition": tp.partition, "offset": tp.offset,
                      "metadata": tp.metadata or ""} for tp in got]
-        return Answer(200, {"offsets": self._using(group, name, work)}, V2)
+        return Answer(200, {"offsets": self._using(req, group, name, work)}, V2)

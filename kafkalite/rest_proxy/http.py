@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote
 
+from kafkalite.rest_proxy.authorization import Access
 from kafkalite.rest_proxy.errors import (BAD_REQUEST, METHOD_NOT_ALLOWED, NOT_ACCEPTABLE,
                                          NOT_FOUND, PAYLOAD_TOO_LARGE, UNSUPPORTED_MEDIA_TYPE,
                                          ProxyError)
@@ -58,6 +59,7 @@ class Request:
         self.accept = environ.get("HTTP_ACCEPT") or ""
         self.chunked = "chunked" in (environ.get("HTTP_TRANSFER_ENCODING") or "").lower()
         self.base_url = _base_url(environ)
+        self.access = Access(environ)      # the logged-in user's decisions (authorization.py)
         self._read = False
 
     def raw_body(self) -> bytes:

@@ -6,10 +6,15 @@ a list ``{"kind": "Kafka...List", "metadata": {"self", "next": null},
 "data": [...]}``. kafkalite serves one cluster, whose id is the node's
 (DescribeCluster); another id is 404.
 
+Each handler first asks the user's ACLs what the Kafka request it makes
+would ask (authorization.py): the AdminClient itself is the server's.
+
 Who may call: the proxy's request threads (AdminClient serializes them).
 """
 from __future__ import annotations
 
+from kafkalite.protocol.enums import AclOperation as Op
+from kafkalite.protocol.enums import ResourceType as Res
 from kafkalite.rest_proxy.errors import (BAD_REQUEST, NOT_FOUND, PARTITION_NOT_FOUND,
                                          TOPIC_ALREADY_EXISTS, ProxyError, from_kafka,
                                          topic_not_found)
@@ -56,7 +61,9 @@ class ClusterResources:
         except Exception as exc:
             raise from_kafka(exc) from None
 
-    def _topic_meta(self, topic: str):
+    def _topic_meta(self, req, topic: str, check: bool = True):
+        if check:                   # Metadata of a named topic
+            req.access.require(Op.DESCRIBE, Res.TOPIC, topic)
         t = self._metadata(topic).topics.get(topic)
         if t is None or t.error is not None:
             raise topic_not_found(topic)
@@ -125,13 +132,14 @@ class ClusterResources:
     def list_topics(self, req, cluster_id) -> Answer:
         self.check(cluster_id)
         topics = self._metadata().topics
+        sees = req.access.sees(Op.DESCRIBE, Res.TOPIC)   # Metadata of all topics filters so
         return Answer(200, self._list(req, "KafkaTopic", [
             self._topic(req, cluster_id, topics[n]) for n in sorted(topics)
-            if topics[n].error is None]))
+            if topics[n].error is None and sees(n)]))
 
     def get_topic(self, req, cluster_id, topic) -> Answer:
         self.check(cluster_id)
-        return Answer(200, self._topic(req, cluster_id, self._topic_meta(topic)))
+        return Answer(200, self._topic(req, cluster_id, self._topic_meta(req, topic)))
 
     def create_topic(self, req, cluster_id) -> Answer:
         from kafkalite.client import NewTopic
@@ -141,6 +149,7 @@ class ClusterResources:
                 or not body["topic_name"]:
             raise ProxyError(BAD_REQUEST, "topic_name is required")
         name = body["topic_name"]
+        req.access.require_topic_create(name)
         configs = body.get("configs") or []
         if not isinstance(configs, list) or not all(
                 isinstance(c, dict) and isinstance(c.get("name"), str) for c in configs):
@@ -161,10 +170,13 @@ class ClusterResources:
                                       "InvalidRequestError", "PolicyViolationError"):
                 raise ProxyError(BAD_REQUEST, str(exc)) from None
             raise from_kafka(exc) from None
-        return Answer(201, self._topic(req, cluster_id, self._topic_meta(name)))
+        # its answer needs no Describe, as CreateTopics' needs none
+        return Answer(201, self._topic(req, cluster_id,
+                                       self._topic_meta(req, name, check=False)))
 
     def delete_topic(self, req, cluster_id, topic) -> Answer:
         self.check(cluster_id)
+        req.access.require(Op.DELETE, Res.TOPIC, topic)
         try:
             self.admin.delete_topics([topic])[topic].result()
         except Exception as exc:
@@ -186,14 +198,14 @@ class ClusterResources:
 
     def list_partitions(self, req, cluster_id, topic) -> Answer:
         self.check(cluster_id)
-        t = self._topic_meta(topic)
+        t = self._topic_meta(req, topic)
         return Answer(200, self._list(req, "KafkaPartition", [
             self._partition(req, cluster_id, topic, t.partitions[i]) for i in sorted(
                 t.partitions)]))
 
     def get_partition(self, req, cluster_id, topic, partition) -> Answer:
         self.check(cluster_id)
-        t = self._topic_meta(topic)
+        t = self._topic_meta(req, topic)
         p = t.partitions.get(int(partition)) if partition.isdigit() else None
         if p is None:
             raise ProxyError(PARTITION_NOT_FOUND,
@@ -203,7 +215,8 @@ class ClusterResources:
     def list_topic_configs(self, req, cluster_id, topic) -> Answer:
         from kafkalite.client import ConfigResource
         self.check(cluster_id)
-        self._topic_meta(topic)
+        self._topic_meta(req, topic)
+        req.access.require(Op.DESCRIBE_CONFIGS, Res.TOPIC, topic)
         try:
             res = ConfigResource("TOPIC", topic)
             entries = self.admin.describe_configs([res])[res].result()
@@ -239,7 +252,8 @@ class ClusterResources:
         self.check(cluster_id)
         try:
             listed = self.admin.list_consumer_groups().result()
-            ids = sorted(g.group_id for g in getattr(listed, "valid", listed))
+            sees = req.access.sees(Op.DESCRIBE, Res.GROUP, or_cluster=True)   # ListGroups
+            ids = sorted(g.group_id for g in getattr(listed, "valid", listed) if sees(g.group_id))
             described = self.admin.describe_consumer_groups(ids) if ids else {}
             groups = [described[i].result() for i in ids]
         except Exception as exc:
@@ -247,7 +261,8 @@ class ClusterResources:
         return Answer(200, self._list(req, "KafkaConsumerGroup",
                                       [self._group(req, cluster_id, g) for g in groups]))
 
-    def _describe_group(self, group: str):
+    def _describe_group(self, req, group: str):
+        req.access.require(Op.DESCRIBE, Res.GROUP, group)
         try:
             return self.admin.describe_consumer_groups([group])[group].result()
         except Exception as exc:
@@ -258,16 +273,17 @@ class ClusterResources:
 
     def get_group(self, req, cluster_id, group) -> Answer:
         self.check(cluster_id)
-        return Answer(200, self._group(req, cluster_id, self._describe_group(group)))
+        return Answer(200, self._group(req, cluster_id, self._describe_group(req, group)))
 
     def group_lag_summary(self, req, cluster_id, group) -> Answer:
         self.check(cluster_id)
-        self._describe_group(group)
+        self._describe_group(req, group)
         try:
             lags = self.admin.describe_group_offsets(group)
         except Exception as exc:
             raise from_kafka(exc) from None
-        known = [x for x in lags if x.lag is not None]
+        sees = req.access.sees(Op.DESCRIBE, Res.TOPIC)   # OffsetFetch leaves the rest out
+        known = [x for x in lags if x.lag is not None and sees(x.topic)]
         top = max(known, key=lambda x: x.lag, default=None)
         c = cluster_id
         return Answer(200, {

@@ -2,12 +2,13 @@
 server's SASL users (server/auth/http_login.py, as on the HTTP port), no
 anonymous access, https with ``http_tls`` as the HTTP port, and the
 registry still reaching its own node (with the owner's key pair) to write
-and read ``_schemas``. SUBJECT ACLs are not checked yet: any user who
-logged in may use it.
+and read ``_schemas``, under the ACLs on subjects (test_subject_acls.py has the
+denials).
 
 One server for the module: SASL_PLAINTEXT listeners, the authorizer on,
-User:admin a super user, alice a user without ACLs, ``http_tls`` with a
-dev CA's certificate (kafkalite.tools.dev_certs).
+User:admin a super user, alice a user who may write and read subject
+``secured-value``, ``http_tls`` with a dev CA's certificate
+(kafkalite.tools.dev_certs).
 """
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ import urllib.error
 import urllib.request
 
 import pytest
+from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
+                                   ResourcePatternType, ResourceType)
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
-from harness import secured_server, stop_server
+from harness import sasl_config, secured_server, stop_server
 from kafkalite.tools.dev_certs import make_certs
 
 PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret"}
@@ -37,9 +40,17 @@ def certs(tmp_path_factory):
 def server(tmp_path_factory, certs):
     root = tmp_path_factory.mktemp("registry-login")
     tls = root / "tls.toml"
+    # the last --config is the one read: the authorizer's settings with the TLS ones
     tls.write_text(f'http_tls = true\nssl_certfile = "{certs["server"]}"\n'
-                   f'ssl_keyfile = "{certs["server_key"]}"\n')
+                   f'ssl_keyfile = "{certs["server_key"]}"\n'
+                   f'authorizer_enabled = true\nsuper_users = "User:admin"\n')
     srv = secured_server(root, PASSWORDS, ["--config", str(tls)])
+    admin = AdminClient(sasl_config(srv, "admin", PASSWORDS["admin"]))
+    for f in admin.create_acls([AclBinding(
+            ResourceType.TOPIC, "subject:secured-value", ResourcePatternType.LITERAL,
+            "User:alice", "*", op, AclPermissionType.ALLOW)
+            for op in (AclOperation.WRITE, AclOperation.READ)]).values():
+        f.result(30)
     yield srv
     stop_server(srv)
 

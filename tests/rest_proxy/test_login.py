@@ -1,18 +1,21 @@
 """The REST proxy of a server with security on: HTTP Basic with the server's
 SASL users (server/auth/http_login.py, as on the HTTP port and the schema
 registry's), no anonymous access, and the proxy still reaching its own
-node (with the owner's key pair) to produce and consume. ACLs are not
-checked yet: any user who logged in may use it.
+node (with the owner's key pair) to produce and consume, as the user
+logged in under the ACLs (test_proxy_acls.py has the denials).
 
-One server for the module: SASL_PLAINTEXT listeners, the authorizer on.
+One server for the module: SASL_PLAINTEXT listeners, the authorizer on;
+alice may create, write and read topic ``secured`` and read group ``gs``.
 """
 from __future__ import annotations
 
 import base64
 
 import pytest
+from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
+                                   ResourcePatternType, ResourceType)
 
-from harness import secured_server, stop_server
+from harness import sasl_config, secured_server, stop_server
 from proxy_client import V2, V2_JSON, call, stream_records
 
 PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret"}
@@ -25,6 +28,15 @@ def basic(user, password):
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     srv = secured_server(tmp_path_factory.mktemp("proxy-login"), PASSWORDS)
+    admin = AdminClient(sasl_config(srv, "admin", PASSWORDS["admin"]))
+    for f in admin.create_acls([
+            AclBinding(rtype, name, ResourcePatternType.LITERAL, "User:alice", "*", op,
+                       AclPermissionType.ALLOW)
+            for rtype, name, op in ((ResourceType.TOPIC, "secured", AclOperation.CREATE),
+                                    (ResourceType.TOPIC, "secured", AclOperation.WRITE),
+                                    (ResourceType.TOPIC, "secured", AclOperation.READ),
+                                    (ResourceType.GROUP, "gs", AclOperation.READ))]).values():
+        f.result(30)
     yield srv
     stop_server(srv)
 

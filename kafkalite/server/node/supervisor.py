@@ -421,8 +421,9 @@ class Supervisor:
     def _serve_app(self, app, port: int, login, name: str):
         """A Confluent-style HTTP app (a client of this node through its
         native port) by the HTTP port's server code: its connection cap, TLS
-        and login (any user who logged in; ACLs are not checked yet), with
-        Confluent's JSON error bodies for a refused login."""
+        and login (any user who logged in; the app asks the ACLs for that
+        user through ``environ["kafkalite.authorize"]``), with Confluent's
+        JSON error bodies for a refused login."""
         from kafkalite.server.metrics import answer_busy, serve_http
         cfg = self.config
         if login is not None:

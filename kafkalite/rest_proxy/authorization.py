@@ -1,0 +1,97 @@
+"""What each proxy request asks of the server's authorizer, as the user logged in.
+
+The proxy's clients reach the node with the server's own key pair (a
+super user), so the ACLs are applied here, before a Kafka call is made,
+as the broker applies them to the same Kafka request from that user
+(server/auth/request_authorization.py is the broker's side of the same
+rules; webconsole/authorization.py does the same for the console):
+
+- producing (v3 ``POST .../records``, v2 ``POST /topics/{t}``): Write on
+  the topic (Produce; it implies the Describe of the producer's Metadata
+  and the IdempotentWrite of its InitProducerId, as in Kafka 3.x);
+- topics: Describe to get one, its partitions (Metadata); the list
+  (Metadata of all topics) leaves out those not describable, unaudited;
+  Create on the cluster or the topic to create (CreateTopics), Delete to
+  delete (DeleteTopics); DescribeConfigs to read its configs;
+- consumer groups: the list (ListGroups) keeps those the user may
+  Describe (Describe on the cluster: all), one group and its lag summary
+  Describe on the group (DescribeGroups, OffsetFetch), the lag summed over
+  the topics the user may describe (OffsetFetch filters them so);
+- v2 consumer instances: an instance acts for the principal that made it
+  and no other (another user is refused, not told of it); subscribe and
+  records need Read on the group (JoinGroup, SyncGroup, Heartbeat) and on
+  each topic (Fetch), checked again at each fetch so that an ACL removed
+  takes effect at once; commit Read on the group and each topic
+  (OffsetCommit); committed offsets Describe on the group and each topic
+  (OffsetFetch).
+
+A denial is Confluent REST Proxy's: HTTP 403 with error_code 40301 and
+Kafka's message of the authorization exception ("Not authorized to access
+topics: [t]"), as its KafkaExceptionMapper answers an
+AuthorizationException; the authorizer logs and counts it as it does a
+Kafka request's. A super user and ``allow_everyone_if_no_acl_found`` are
+the authorizer's, so they act as on a Kafka listener.
+
+Where the decision comes from: the login in front of the proxy
+(server/auth/http_login.py) puts ``environ["kafkalite.authorize"]``,
+``(operation, resource type, name, audit) -> bool`` for the logged-in
+principal and host with the supervisor's authorizer. Without it (security
+off, or the authorizer off) everything is allowed, as before. This module
+never imports ``kafkalite.server``.
+
+Who may call: the proxy's request threads; an ``Access`` is one request's.
+"""
+from __future__ import annotations
+
+from kafkalite.protocol.enums import AclOperation as Op
+from kafkalite.protocol.enums import ResourceType as Res
+from kafkalite.rest_proxy.errors import AUTHORIZATION_FAILED, ProxyError
+
+ENVIRON_AUTHORIZE = "kafkalite.authorize"
+ENVIRON_PRINCIPAL = "kafkalite.principal"
+CLUSTER_NAME = "kafka-cluster"        # the one Cluster resource (server/auth/authorizer.py's)
+
+
+def denied(resource_type: Res, names) -> ProxyError:
+    """Confluent's 40301 with Kafka's message of the authorization exception."""
+    if resource_type == Res.TOPIC:
+        message = f"Not authorized to access topics: [{', '.join(names)}]"
+    elif resource_type == Res.GROUP:
+        message = f"Not authorized to access group: {', '.join(names)}"
+    else:
+        message = "Cluster authorization failed."
+    return ProxyError(AUTHORIZATION_FAILED, message)
+
+
+class Access:
+    """One request's decisions for the user of ``environ``."""
+
+    __slots__ = ("principal", "_authorize")
+
+    def __init__(self, environ: dict):
+        self.principal = environ.get(ENVIRON_PRINCIPAL)
+        self._authorize = environ.get(ENVIRON_AUTHORIZE)
+
+    def may(self, operation: Op, resource_type: Res, name: str, audit: bool = True) -> bool:
+        return self._authorize is None or bool(
+            self._authorize(operation, resource_type, name, audit))
+
+    def require(self, operation: Op, resource_type: Res, *names: str) -> None:
+        """403 (40301) unless the user may do ``operation`` on each of ``names``."""
+        refused = [n for n in names if not self.may(operation, resource_type, n)]
+        if refused:
+            raise denied(resource_type, refused)
+
+    def require_topic_create(self, topic: str) -> None:
+        """CreateTopics: Create on the cluster, or on the topic."""
+        if not self.may(Op.CREATE, Res.CLUSTER, CLUSTER_NAME, audit=False):
+            self.require(Op.CREATE, Res.TOPIC, topic)
+
+    def sees(self, operation: Op, resource_type: Res, or_cluster: bool = False):
+        """A predicate name -> bool: whether a listing keeps a resource (a
+        filter is not an attempt: not audited). ``or_cluster``: the
+        operation on the cluster keeps every one (ListGroups)."""
+        if self._authorize is None or (or_cluster and self.may(
+                operation, Res.CLUSTER, CLUSTER_NAME, audit=False)):
+            return lambda name: True
+        return lambda name: self.may(operation, resource_type, name, audit=False)
