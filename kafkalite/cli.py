@@ -290,7 +290,9 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
                                         "127.0.0.1:7092, ingest on 7091, workers on 7100+, "
                                         "Prometheus metrics and health on 9404, one "
                                         "worker per core. Flags override --config (TOML).")
-    server.add_argument("--config", metavar="FILE", help="TOML config file")
+    server.add_argument("--config", metavar="FILE", action="append",
+                        help="TOML config file (repeatable: a later file's settings override "
+                             "an earlier one's)")
     server.add_argument("--data-dir", help="where topics and metadata live (default ./kafkalite-data)")
     server.add_argument("--host", help="interface to bind (default 127.0.0.1)")
     server.add_argument("--advertised-host", help="host clients are told to connect to")

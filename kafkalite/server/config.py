@@ -510,10 +510,15 @@ class ServerConfig:
         return LogConfig.from_properties(overrides or {}, base=base)
 
     @classmethod
-    def load(cls, path: str | None = None, **overrides) -> "ServerConfig":
-        """Defaults, then the TOML file at ``path``, then ``overrides`` (flags; None = unset)."""
+    def load(cls, paths=None, **overrides) -> "ServerConfig":
+        """Defaults, then the TOML file(s) at ``paths`` (one path or a list: a
+        later file's settings override an earlier one's, key by key, also
+        within listener overrides and topic defaults), then ``overrides``
+        (flags; None = unset). Only the last of several files was read
+        before, silently: a test's second file dropped the authorizer its
+        first one turned on."""
         values: dict = {}
-        if path:
+        for path in [paths] if isinstance(paths, str) else (paths or ()):
             try:
                 with open(path, "rb") as f:
                     table = tomllib.load(f)
@@ -521,9 +526,20 @@ class ServerConfig:
                 raise InvalidConfigurationError(f"config file {path} does not exist") from None
             except tomllib.TOMLDecodeError as exc:
                 raise InvalidConfigurationError(f"config file {path}: {exc}") from None
-            values = _settings(table, f"config file {path}")
+            values = _merged(values, _settings(table, f"config file {path}"))
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
+
+
+def _merged(base: dict, later: dict) -> dict:
+    """``base`` with ``later``'s keys over it; tables (dicts) merged key by key."""
+    out = dict(base)
+    for key, value in later.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out
 
 
 TOPIC_DEFAULTS_PREFIX = "topic_defaults."

@@ -82,6 +82,22 @@ def test_a_version_1_metadata_file_is_read_and_rewritten_as_version_2(tmp_path):
                                                         "leader_epoch": 8, "partition_epoch": 1}
 
 
+def test_several_config_files_merge_in_order_and_the_cli_reads_every_one(tmp_path):
+    """``--config a --config b``: b's settings over a's, key by key, topic
+    defaults and listener overrides merged too (only b was read before, and
+    a test's TLS file silently dropped the authorizer its first file set)."""
+    a, b = tmp_path / "a.toml", tmp_path / "b.toml"
+    a.write_text('authorizer_enabled = true\nsuper_users = "User:admin"\nworkers = 3\n'
+                 '[topic_defaults]\n"retention.ms" = 1000\n"segment.bytes" = 2000000\n')
+    b.write_text('workers = 4\n[topic_defaults]\n"retention.ms" = 5\n')
+    cfg = ServerConfig.load([str(a), str(b)])
+    assert cfg.authorizer_enabled and cfg.super_users == "User:admin" and cfg.workers == 4
+    assert (cfg.log_config().retention_ms, cfg.log_config().segment_bytes) == (5, 2_000_000)
+    from kafkalite.cli import build_parser
+    args = build_parser().parse_args(["server", "--config", str(a), "--config", str(b)])
+    assert args.config == [str(a), str(b)]
+
+
 def test_server_config_from_toml_and_flags(tmp_path):
     path = tmp_path / "k.toml"
     path.write_text('workers = 3\nport = 9999\n[topic_defaults]\n"retention.ms" = 1000\n')
