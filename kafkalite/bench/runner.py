@@ -46,8 +46,9 @@ was due, its stamp: a producer or consumer that was behind at the end of
 the warm-up catches up on the warm-up's messages inside the test period,
 and counting those by when they went out or arrived gave rates above the
 one scheduled); in a closed loop the stamp is the send time. HdrHistograms
-of publish and end-to-end latency of the messages due during the test period; counts per time bucket for the
-throughput plots (warm-up included, marked on the plot).
+of publish and end-to-end latency of the messages due during the test
+period; counts per time bucket for the throughput plots (warm-up
+included, marked on the plot).
 
 Who calls: kafkalite.bench.run (the ``kafkalite bench`` CLI) in the parent;
 ``_producer_main`` / ``_consumer_main`` in the child processes.
