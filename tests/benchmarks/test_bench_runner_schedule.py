@@ -110,3 +110,93 @@ def test_add_one_folds_when_the_buffer_is_full(monkeypatch):
     assert rec.hist.get_total_count() == 20         # two full buffers folded
     rec.fold()
     assert rec.hist.get_total_count() == 25
+
+
+class StallingClient(RecordingClient):
+    """Sends nothing for ``stall`` s at the first send: the producer is
+    still behind when the warm-up ends."""
+
+    def __init__(self, stall):
+        super().__init__()
+        self.stall = stall
+
+    def send(self, topic, partition, block, count, keys, on_ack):
+        if self.stall:
+            time.sleep(self.stall)
+            self.stall = 0
+        super().send(topic, partition, block, count, keys, on_ack)
+
+
+def test_a_producer_behind_at_the_end_of_the_warm_up_is_not_credited_its_messages():
+    # issue 46: rates above the one scheduled. The warm-up's messages, sent
+    # late inside the test period, are not the test period's publish rate.
+    rate = 4_000.0
+    w = Workload(name="t", path="t.yaml", message_size=64, partitions_per_topic=1,
+                 key_distributor="NO_KEY", producer_rate=rate, warmup_seconds=0.05,
+                 test_seconds=0.4)
+    client = StallingClient(stall=0.15)
+    t0 = time.time_ns() + 20_000_000
+    out = runner._produce(client, w, 0, "t", rate, {"sent": [0]}, t0)
+    stamps = np.concatenate([stamps_of_block(b, 64) for _, b, _, _ in client.sent])
+    warm_end = t0 + int(w.warmup_seconds * 1e9)
+    due_in_test = int(np.count_nonzero(stamps >= warm_end))
+    assert out["sent"] - due_in_test >= 150          # the warm-up's, all sent after it ended
+    assert out["measured"] == due_in_test <= rate * w.test_seconds + 1
+
+
+class BacklogConsumer:
+    """Gets, once the warm-up is over, everything due since t0 in one
+    receive (a consumer that lagged through the warm-up catching up), then
+    stops the run."""
+    t0 = None
+
+    def __init__(self, shared, workload):
+        self.shared, self.workload, self.done = shared, workload, False
+
+    def receive(self, timeout):
+        if self.done:
+            time.sleep(0.01)
+            return np.zeros(0, dtype=np.int64), 0
+        t0 = self.shared["t0"].value
+        warm_end = t0 + int(self.workload.warmup_seconds * 1e9)
+        while time.time_ns() < warm_end + 10_000_000:
+            time.sleep(0.005)
+        self.done = True
+        self.shared["stop"].set()
+        stamps = t0 + np.arange(0, time.time_ns() - t0, 250_000, dtype=np.int64)  # 4,000 msg/s
+        return stamps, len(stamps) * self.workload.message_size
+
+    def close(self):
+        pass
+
+
+def test_a_consumer_catching_up_on_the_warm_up_is_not_credited_its_messages(monkeypatch):
+    # issue 46: 10,313 msg/s consumed of 10,000 published, each message
+    # received once: the warm-up's backlog, arriving in the test period,
+    # was counted as consumed in it
+    import multiprocessing
+    import queue
+    import threading
+
+    from kafkalite.bench import drivers
+    w = Workload(name="t", path="t.yaml", message_size=64, producer_rate=4_000.0,
+                 warmup_seconds=0.1, test_seconds=5.0)
+    shared = {"t0": multiprocessing.Value("q", 0, lock=False), "stop": threading.Event(),
+              "received": [0]}
+
+    class Driver:
+        @classmethod
+        def consumer(cls, endpoint, workload, assignment):
+            return BacklogConsumer(shared, workload)
+    monkeypatch.setattr(runner, "_child_signals", lambda: None)
+    monkeypatch.setattr(drivers, "driver_class", lambda name: Driver)
+    shared["t0"].value = t0 = time.time_ns() + 20_000_000
+    results = queue.Queue()
+    runner._consumer_main("test", {}, w, 0, [("t", 0)], shared, results)
+    reports = [results.get_nowait() for _ in range(results.qsize())]
+    done = [r[3] for r in reports if r[0] == "done"]
+    assert done, reports
+    warm_end = t0 + int(w.warmup_seconds * 1e9)
+    due_in_test = (time.time_ns() - warm_end) // 250_000     # at least those of the backlog
+    assert done[0]["received"] > 400                          # the warm-up's, and a few after
+    assert done[0]["measured"] < min(done[0]["received"] - 300, due_in_test + 1)

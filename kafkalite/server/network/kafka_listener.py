@@ -31,6 +31,11 @@ otherwise leave the leader idle for that round trip with the client's next
 requests unread in the socket (a producer keeps up to five in flight); they
 are appended in the order sent, as they would be one at a time. Produce with
 acks=0 is the one request that is never answered; its slot goes at once.
+The answers given while the requests of one read are served go out
+together once they all are, in one ``sendmsg``: a producer that sends a
+request per message (linger.ms 0) and finds the broker a little behind has
+a burst of them read at once, and a write (and a wake-up of the client)
+per answer was what kept the broker behind (issue 46).
 
 Quotas (quotas.py): a request that put its client over a quota is
 answered at once with ``throttle_time_ms`` and its connection then stays
@@ -180,6 +185,8 @@ _unpack_size = _size.unpack_from
 # answers (ordering, above): a producer's in-flight requests (Kafka's
 # max.in.flight.requests.per.connection, 5 at most with idempotence)
 PIPELINED_PRODUCES = 5
+# answers written by one sendmsg at most (well under the kernel's IOV_MAX, 1024)
+GATHERED_WRITES = 64
 
 
 # pyzmq's poll flags as plain ints: they are enum.Flag members, and every
@@ -579,7 +586,10 @@ class KafkaListener:
                 self._on_request(conn, payload, header)
         finally:
             conn.dispatching = False
-        self._update_interest(conn)
+        if conn.out and not conn.closed:
+            self._flush(conn)       # the answers given meanwhile (_answered)
+        else:
+            self._update_interest(conn)
 
     # ---- requests ----------------------------------------------------------------------------
 
@@ -964,8 +974,13 @@ class KafkaListener:
             return
         while waiting and waiting[0][2] is not None:
             conn.out.extend(waiting.popleft()[2])
+        if conn.dispatching:
+            # an answer to a request of the bytes just read: written with
+            # the others' once they are all served (_process), one write
+            # and one wake-up of the client for a burst of requests
+            return
         self._flush(conn)
-        if not conn.dispatching and not conn.closed:
+        if not conn.closed:
             # a deferred reply: the connection's idle time starts again from
             # it (a reply while dispatching follows a read, which did that);
             # then serve what queued up meanwhile
@@ -973,6 +988,27 @@ class KafkaListener:
                 conn.active_at = time.monotonic()
                 self._by_activity.move_to_end(conn.fd)
             self._process(conn)
+
+    @staticmethod
+    def _write_gathered(conn: KafkaConnection) -> bool:
+        """Write the bytes items at the head of ``conn``'s queue (up to
+        ``GATHERED_WRITES``, the next file region's header with MSG_MORE)
+        in one sendmsg; whether all of them went."""
+        queue = conn.out
+        run = []
+        for item in queue:
+            if type(item) is list or len(run) == GATHERED_WRITES:
+                break
+            run.append(item)
+        more = len(queue) > len(run) and type(queue[len(run)]) is list
+        n = conn.sock.sendmsg(run, (), socket.MSG_MORE if more else 0)
+        for item in run:
+            if n < len(item):
+                queue[0] = memoryview(item)[n:]
+                return False
+            n -= len(item)
+            queue.popleft()
+        return True
 
     def _flush(self, conn: KafkaConnection) -> None:
         queue, fd = conn.out, conn.fd
@@ -997,6 +1033,12 @@ class KafkaListener:
                             raise OSError(f"segment {region.file.name} ended before the region did")
                         sent += n
                         item[1] = sent
+                elif not conn.tls and len(queue) > 1 and type(queue[1]) is not list:
+                    # answers to requests read together (a producer's
+                    # pipelined Produce requests): one write for all of them
+                    if not self._write_gathered(conn):
+                        break
+                    continue
                 else:
                     # A fetch answer's header followed by its file region:
                     # MSG_MORE lets the kernel put both in one segment, so

@@ -436,13 +436,19 @@ class Worker:
                     except zmq.Again:
                         break
                     self._on_control(json.loads(msg))
-            self.native.on_events(events)
-            if self.relay is not None:
-                self.relay.on_events(events)
-            self.rings.on_events(events)
-            for listener in self.kafka_listeners:
-                listener.on_events(events)
-                listener.expire()
+            # what waits in the purgatory on a partition is looked at once
+            # for all the requests this poll returned, not after each: a
+            # consumer's fetch is answered with every record a producer's
+            # burst of Produce requests appended, not with the first
+            # request's alone while the others wait for its next fetch
+            with self.replica_manager.gathered_wakeups():
+                self.native.on_events(events)
+                if self.relay is not None:
+                    self.relay.on_events(events)
+                self.rings.on_events(events)
+                for listener in self.kafka_listeners:
+                    listener.on_events(events)
+                    listener.expire()
             self.quotas.tick()
             if self.coordinator is not None:
                 self.coordinator.on_events(events)
