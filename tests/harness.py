@@ -305,11 +305,13 @@ def listening_ports(pid: int) -> set[int]:
 
 
 def secured_server(root, passwords: dict, extra_args=(), super_users: str = "User:admin",
-                   mechanism: str = "SCRAM-SHA-256") -> ServerProcess:
+                   mechanism: str = "SCRAM-SHA-256",
+                   allow_everyone: bool = False) -> ServerProcess:
     """A started server with security on as the security tests meet it:
-    SASL_PLAINTEXT Kafka listeners, the authorizer with ``super_users``, and
-    the users of ``passwords`` ({name: password}) added with the CLI (in
-    process) under ``mechanism``; its data directory is ``root``/data."""
+    SASL_PLAINTEXT Kafka listeners, the authorizer with ``super_users`` (and
+    ``allow_everyone_if_no_acl_found`` as ``allow_everyone``), and the users
+    of ``passwords`` ({name: password}) added with the CLI (in process)
+    under ``mechanism``; its data directory is ``root``/data."""
     data = root / "data"
     data.mkdir(exist_ok=True)
     for user, password in passwords.items():
@@ -317,7 +319,8 @@ def secured_server(root, passwords: dict, extra_args=(), super_users: str = "Use
                     stdin=password.encode() + b"\n")
         assert r.returncode == 0, r.stderr.decode()
     config = root / "server.toml"
-    config.write_text(f'authorizer_enabled = true\nsuper_users = "{super_users}"\n')
+    config.write_text(f'authorizer_enabled = true\nsuper_users = "{super_users}"\n'
+                      f'allow_everyone_if_no_acl_found = {str(allow_everyone).lower()}\n')
     return ServerProcess(str(data), extra_args=[
         "--config", str(config), "--kafka-security-protocol", "SASL_PLAINTEXT",
         *extra_args]).start()

@@ -175,11 +175,7 @@ def test_config_and_mode_per_subject_and_global(server):
 @pytest.fixture(scope="module")
 def open_server(tmp_path_factory):
     root = tmp_path_factory.mktemp("registry-acls-open")
-    everyone = root / "everyone.toml"
-    # the last --config is the one read: the whole authorizer's settings
-    everyone.write_text('authorizer_enabled = true\nsuper_users = "User:admin"\n'
-                        'allow_everyone_if_no_acl_found = true\n')
-    srv = secured_server(root, PASSWORDS, ["--config", str(everyone)])
+    srv = secured_server(root, PASSWORDS, allow_everyone=True)
     try:        # a setup that fails stops the server too
         acls(srv, "--allow-principal", "User:alice", "--topic", "subject:alice-value",
              "--operation", "Write")

@@ -235,11 +235,7 @@ def test_consumer_groups_are_listed_and_described_under_the_acls(server):
 @pytest.fixture(scope="module")
 def open_server(tmp_path_factory):
     root = tmp_path_factory.mktemp("proxy-acls-open")
-    everyone = root / "everyone.toml"
-    # the last --config is the one read: the whole authorizer's settings
-    everyone.write_text('authorizer_enabled = true\nsuper_users = "User:admin"\n'
-                        'allow_everyone_if_no_acl_found = true\n')
-    srv = secured_server(root, PASSWORDS, ["--config", str(everyone)])
+    srv = secured_server(root, PASSWORDS, allow_everyone=True)
     try:        # a setup that fails stops the server too
         admin = AdminClient(sasl_config(srv, "admin", PASSWORDS["admin"]))
         for f in admin.create_topics([NewTopic(A, 1, 1), NewTopic(OTHER, 1, 1)]).values():
