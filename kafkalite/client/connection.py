@@ -568,7 +568,7 @@ class Connection(Link):
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not self._monitor.poll(int(remaining * 1000) + 1):
                 if dropped is True:     # not even redialled: ZeroMQ gave the peer up
-                    raise errors.NetworkError(self._not_native_port())
+                    raise self._dropped_without_keys()
                 return
             from zmq.utils.monitor import recv_monitor_message   # lazily: see alive()
             event = recv_monitor_message(self._monitor)["event"]
@@ -583,19 +583,47 @@ class Connection(Link):
                     return              # refused: alive() sees the next retry
                 dropped = None          # the redial after the drop; refused next time
             elif event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL and not with_curve:
-                raise errors.NetworkError(self._not_native_port())
+                raise self._dropped_without_keys()
             elif event in _HANDSHAKE_FAILED:
                 raise AuthenticationRefusedError(self._refusal(event, with_curve))
             elif event == zmq.EVENT_DISCONNECTED:
                 if with_curve:          # a CURVE server drops a HELLO it cannot decrypt
                     raise AuthenticationRefusedError(self._refusal(event, with_curve))
                 if dropped is not False:
-                    raise errors.NetworkError(self._not_native_port())
+                    raise self._dropped_without_keys()
                 # the server went away (alive() will say so), or the endpoint
                 # is a socket a DEALER cannot talk to: a redial tells which
                 dropped = True
                 self._connected = False
                 deadline = time.monotonic() + HANDSHAKE_REDIAL_WAIT_S
+
+    def _dropped_without_keys(self) -> KafkaError:
+        """What a handshake of a client without CURVE keys that the peer
+        dropped means. A native port that requires CURVE drops it too, and
+        whether libzmq reports that as a mechanism mismatch or, when the
+        server's close comes first, as a failure with no detail (or a drop)
+        is a race: the peer's own greeting, read over a plain socket, names
+        its mechanism and tells the two apart."""
+        if self.door is None and self._peer_mechanism() == "CURVE":
+            return AuthenticationRefusedError(
+                self._refusal(zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL, False))
+        return errors.NetworkError(self._not_native_port())
+
+    def _peer_mechanism(self) -> str | None:
+        """The security mechanism the endpoint's ZMTP greeting names, or None
+        (no answer within a short while, or not ZMTP 3)."""
+        try:
+            with socket.create_connection(endpoint_host_port(self.endpoint), timeout=0.5) as s:
+                s.sendall(native.GREETING_START)
+                greeting = b""
+                while len(greeting) < native.ZMTP_GREETING_SIZE:
+                    chunk = s.recv(native.ZMTP_GREETING_SIZE - len(greeting))
+                    if not chunk:
+                        break
+                    greeting += chunk
+        except (OSError, ValueError):
+            return None
+        return native.zmtp_mechanism(greeting)
 
     def _not_native_port(self) -> str:
         return (f"{self.endpoint} closes every ZeroMQ handshake of this client: it is not a "

@@ -61,6 +61,24 @@ def zmtp_signature(buf) -> bool | None:
     return bool(buf[9] & 0x01)
 
 
+# The whole ZMTP 3 greeting: signature, version (3.x), the security mechanism's
+# name padded to 20 bytes, as-server, filler. A peer sends the rest of its own
+# once it has read another's signature and major version (GREETING_START):
+# sent alone, they ask a peer its mechanism without offering one (libzmq,
+# reading a whole greeting whose mechanism differs from its own at once,
+# closes before its own greeting's rest is out).
+ZMTP_GREETING_SIZE = 64
+GREETING_START = b"\xff" + bytes(8) + b"\x7f" + b"\x03"
+
+
+def zmtp_mechanism(greeting) -> str | None:
+    """The security mechanism a ZMTP 3 peer's ``greeting`` names ("NULL",
+    "PLAIN", "CURVE"), or None if it is not a whole ZMTP 3 greeting."""
+    if len(greeting) < ZMTP_GREETING_SIZE or not zmtp_signature(greeting) or greeting[10] < 3:
+        return None
+    return bytes(greeting[12:32]).rstrip(b"\x00").decode("ascii", "replace")
+
+
 def encode_error(correlation_id: int, code: int, message: str = "") -> bytes:
     return _ERROR_HEADER.pack(correlation_id, code) + message.encode("utf-8", "replace")
 
