@@ -46,8 +46,10 @@ PACKAGES = {"kafkalite": ROOT / "kafkalite", "kafkalite_spark": ROOT / "spark" /
 
 # (a) The layers. The bottom, which every layer may import: the byte format
 # (record/, the Cython codec in _ext/), Kafka's errors, the rate-limited
-# log, the lazy-export helper, and the package root (its version only).
-BOTTOM = frozenset({"kafkalite", "_ext", "_lazy", "errors", "ratelimit", "record"})
+# log, the lazy-export helper, Confluent's HTTP error body and lazy app (the
+# registry and the REST proxy share it), and the package root (its version only).
+BOTTOM = frozenset({"kafkalite", "_ext", "_lazy", "errors", "ratelimit", "record",
+                    "confluent_http"})
 # What a client of the broker may import: kafkalite's own clients and the
 # protocol they speak (Connect's group client and the Spark sink's
 # transactions name Kafka's APIs), never server/ or storage/.
@@ -60,6 +62,7 @@ LAYERS: dict[str, frozenset[str]] = {
     "_lazy": frozenset(),
     "errors": frozenset(),
     "ratelimit": frozenset(),
+    "confluent_http": frozenset(),    # the registry's and the REST proxy's error body
     "record": frozenset({"_ext", "_lazy", "errors"}),
     # transports shared by client/ and server/: the shared-memory rings and
     # the Unix-domain sockets beside a worker's Kafka listener

@@ -30,23 +30,15 @@ supervisor is handed it, and serves it).
 """
 
 
+from kafkalite.confluent_http import lazy_app
+
+
 def make_app(bootstrap: str, owner_key_file: str | None = None):
     """The registry of the node at ``bootstrap`` as a WSGI app (with a
     ``close()``) that imports the registry (rest.py and the modules under
     it) at its first request, not on the server's way to ready: what
     ``kafkalite server`` hands the supervisor."""
-    import threading
-    lock, built = threading.Lock(), []
-
-    def app(environ, start_response):
-        with lock:          # the HTTP server answers on several threads
-            if not built:
-                from kafkalite.registry import rest
-                built.append(rest.make_app(bootstrap, owner_key_file))
-        return built[0](environ, start_response)
-
-    def close() -> None:
-        if built:
-            built[0].close()
-    app.close = close
-    return app
+    def build():
+        from kafkalite.registry import rest
+        return rest.make_app(bootstrap, owner_key_file)
+    return lazy_app(build)

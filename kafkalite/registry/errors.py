@@ -1,13 +1,15 @@
 """Confluent Schema Registry's error codes, as one exception type.
 
-A REST answer's error body is ``{"error_code": N, "message": "..."}``
-with the HTTP status being N's first three digits (40401 -> 404), as
-Confluent's ``RestException`` subclasses answer.
+A REST answer's error body is ``{"error_code": N, "message": "..."}``,
+its HTTP status N's first three digits (40401 -> 404): the body and the
+status are confluent_http.ConfluentError's, shared with the REST proxy.
 
 Who may call: every module of the registry; rest.py turns them into
 answers.
 """
 from __future__ import annotations
+
+from kafkalite.confluent_http import ConfluentError
 
 # error_code -> what Confluent's reference calls it (and so the HTTP status)
 SUBJECT_NOT_FOUND = 40401
@@ -31,23 +33,8 @@ STORE_TIMEOUT = 50002
 STORE_ERROR = 50003
 
 
-class RegistryError(Exception):
+class RegistryError(ConfluentError):
     """An answer with Confluent's ``error_code`` and a readable message."""
-
-    def __init__(self, error_code: int, message: str):
-        super().__init__(message)
-        self.error_code = error_code
-        self.message = message
-
-    @property
-    def http_status(self) -> int:
-        code = self.error_code
-        while code >= 1000:
-            code //= 10
-        return code
-
-    def body(self) -> dict:
-        return {"error_code": self.error_code, "message": self.message}
 
 
 def subject_not_found(subject: str) -> RegistryError:

@@ -28,6 +28,9 @@ never kafkalite.server (the supervisor is handed it, and serves it).
 """
 
 
+from kafkalite.confluent_http import lazy_app
+
+
 def make_app(bootstrap: str, owner_key_file: str | None = None,
              instance_timeout_ms: int | None = None):
     """The proxy of the node at ``bootstrap`` as a WSGI app (with a
@@ -36,18 +39,7 @@ def make_app(bootstrap: str, owner_key_file: str | None = None,
     supervisor. ``instance_timeout_ms``: how long a v2 consumer instance
     may stay idle before it is closed (Confluent's
     ``consumer.instance.timeout.ms``)."""
-    import threading
-    lock, built = threading.Lock(), []
-
-    def app(environ, start_response):
-        with lock:          # the HTTP server answers on several threads
-            if not built:
-                from kafkalite.rest_proxy import app as proxy
-                built.append(proxy.make_app(bootstrap, owner_key_file, instance_timeout_ms))
-        return built[0](environ, start_response)
-
-    def close() -> None:
-        if built:
-            built[0].close()
-    app.close = close
-    return app
+    def build():
+        from kafkalite.rest_proxy import app as proxy
+        return proxy.make_app(bootstrap, owner_key_file, instance_timeout_ms)
+    return lazy_app(build)

@@ -3,12 +3,15 @@
 An error answer is ``{"error_code": N, "message": "..."}``; its HTTP
 status is N itself when N is an HTTP status (404, 406, 415) and N's first
 three digits otherwise (40401 is a 404, 42201 a 422), as Confluent's
-``RestException`` does. In v3's streaming mode an error of one record is
+``RestException`` does (confluent_http.ConfluentError, shared with the
+schema registry). In v3's streaming mode an error of one record is
 that record's answer and the HTTP status stays 200.
 
 Who may call: any module of the proxy, from any thread.
 """
 from __future__ import annotations
+
+from kafkalite.confluent_http import ConfluentError
 
 # Confluent's codes (kafka-rest's Errors and v3's error codes)
 BAD_REQUEST = 400
@@ -31,20 +34,8 @@ KAFKA_RETRIABLE_ERROR = 50003
 INTERNAL_ERROR = 500
 
 
-class ProxyError(Exception):
+class ProxyError(ConfluentError):
     """An error answered as Confluent's body."""
-
-    def __init__(self, error_code: int, message: str):
-        super().__init__(message)
-        self.error_code = error_code
-        self.message = message
-
-    @property
-    def http_status(self) -> int:
-        return self.error_code if self.error_code < 1000 else int(str(self.error_code)[:3])
-
-    def body(self) -> dict:
-        return {"error_code": self.error_code, "message": self.message}
 
 
 def topic_not_found(topic: str) -> ProxyError:
