@@ -82,29 +82,9 @@ def stream(url: str, bodies: list[bytes], chunk: int) -> list[dict]:
     return [json.loads(line) for line in body.splitlines() if line.strip()]
 
 
-def kafkalite_produce(bootstrap: str, topic: str, keys, values) -> float:
-    from kafkalite.client import Producer
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
-                         "enable.idempotence": True, "linger.ms": 2})
-    started = time.perf_counter()
-    for k, v in zip(keys, values):
-        while True:
-            try:
-                producer.produce(topic, v, k)
-                break
-            except BufferError:
-                producer.poll(0.01)
-    if producer.flush(60) != 0:
-        raise RuntimeError("records left unsent")
-    rate = len(values) / (time.perf_counter() - started)
-    producer.close()
-    return rate
-
-
-def confluent_produce(bootstrap: str, topic: str, keys, values) -> float:
-    from confluent_kafka import Producer
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
-                         "enable.idempotence": True, "linger.ms": 5})
+def produce_per_s(producer, topic: str, keys, values) -> float:
+    """Records a second through ``producer`` (kafkalite's or confluent-kafka's:
+    the same calls), waiting out a full queue as an application does."""
     started = time.perf_counter()
     for k, v in zip(keys, values):
         while True:
@@ -167,8 +147,17 @@ def one_run(root: str, args) -> dict:
         if len(answers) != args.records or bad:
             raise RuntimeError(f"{len(answers)} answers, {len(bad)} errors: {bad[:1]}")
         keys = [json.dumps(k).encode() for k in keys]      # the bytes the proxy wrote
-        native = kafkalite_produce(server.bootstrap, "native", keys, values)
-        confluent = confluent_produce(server.kafka_bootstrap, "confluent", keys, values)
+        from confluent_kafka import Producer as ConfluentProducer
+        from kafkalite.client import Producer
+        settings = {"acks": "all", "enable.idempotence": True}
+        producer = Producer({"bootstrap.servers": server.bootstrap, "linger.ms": 2, **settings})
+        try:
+            native = produce_per_s(producer, "native", keys, values)
+        finally:
+            producer.close()
+        confluent = produce_per_s(ConfluentProducer({
+            "bootstrap.servers": server.kafka_bootstrap, "linger.ms": 5, **settings}),
+            "confluent", keys, values)
         produced = {(a["partition_id"], a["offset"]): d for a, d in zip(answers, docs)}
         trip = round_trip(url, "rest", produced)
         return {"rest_v3_streaming_per_s": rest, "kafkalite_producer_per_s": native,
