@@ -117,7 +117,12 @@ class ReplicaFetcher:
     # ---- what to follow ----------------------------------------------------------------------
 
     def set_endpoints(self, endpoints: dict) -> None:
-        self.endpoints = {int(b): e for b, e in endpoints.items()}
+        """Learn the brokers' endpoints ({broker id: endpoint}). Merged
+        into what is known, not in place of it: a controller that has just
+        started (a supervisor adopting running workers) names only the
+        brokers that have registered with it so far, and a follower told
+        that its leader has no endpoint would stop fetching from it."""
+        self.endpoints.update({int(b): e for b, e in endpoints.items()})
 
     def endpoint_of(self, broker_id: int) -> str | None:
         return self.endpoints.get(broker_id)
