@@ -50,6 +50,8 @@ UNIT_MODULES = (
 def _stop(srv: ServerProcess) -> None:
     if srv.proc.poll() is None:
         assert srv.stop() == 0
+    else:
+        srv.stop()          # the workers a killed server left for the next one to adopt
     srv.kill()
 
 
@@ -78,8 +80,7 @@ def own_server(tmp_path):
     starve it; stopped (if still running) at the end."""
     srv = ServerProcess(str(tmp_path / "data")).start()
     yield srv
-    if srv.proc.poll() is None:
-        srv.stop()
+    srv.stop()              # (a killed server's workers too)
     srv.kill()
 
 

@@ -136,6 +136,11 @@ SETTINGS: dict[str, Setting] = {
     "broker_session_timeout_ms": Setting("A worker silent this long (hung, stopped) is fenced "
                                          "and loses its leaderships.",
                                          ("broker.session.timeout.ms",)),
+    "worker_orphan_timeout_ms": Setting(
+        "A worker whose supervisor died (kill -9, a crash) serves its partitions on and waits "
+        "this long for a new supervisor on the same data directory to adopt it, then exits. "
+        "0: it exits at once. A node of a cluster's workers always exit with it.",
+        kafka_note="kafkalite's own: a Kafka broker is one process."),
     "auto_leader_rebalance_enable": Setting("Give leaderships back to preferred replicas.",
                                             ("auto.leader.rebalance.enable",)),
     "leader_imbalance_check_interval_seconds": Setting(
@@ -338,6 +343,7 @@ class ServerConfig:
     replica_local_reads: bool = True
     local_sockets: bool = True
     broker_session_timeout_ms: int = 6_000
+    worker_orphan_timeout_ms: int = 15_000
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 30
     offsets_topic_num_partitions: int = 16
@@ -443,6 +449,10 @@ class ServerConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise InvalidConfigurationError(f"{name} must be a positive integer, not {value!r}")
+        if type(self.worker_orphan_timeout_ms) is not int or self.worker_orphan_timeout_ms < 0:
+            raise InvalidConfigurationError(
+                f"worker_orphan_timeout_ms must be a whole number of milliseconds >= 0 "
+                f"(0: exit at once), not {self.worker_orphan_timeout_ms!r}")
         if (not isinstance(self.max_connection_creation_rate, int)
                 or self.max_connection_creation_rate < 0):
             raise InvalidConfigurationError(

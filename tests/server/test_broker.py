@@ -461,13 +461,22 @@ def test_restart_keeps_topics_and_records_and_shuts_down_cleanly(tmp_path):
         srv2.kill()
 
 
-def test_workers_exit_when_the_supervisor_is_killed(tmp_path):
-    srv = ServerProcess(str(tmp_path / "data")).start()
+def test_workers_no_supervisor_adopts_exit_after_the_orphan_timeout(tmp_path):
+    """A killed supervisor's workers wait worker_orphan_timeout_ms for the
+    next one (tests/server/test_adoption.py), then exit: none is left
+    behind when no server comes back."""
+    config = tmp_path / "server.toml"
+    config.write_text("worker_orphan_timeout_ms = 1500\n")
+    srv = ServerProcess(str(tmp_path / "data"), extra_args=["--config", str(config)]).start()
     pids = [w["pid"] for w in srv.refresh()["workers"]]
     srv.proc.kill()
     srv.proc.wait()
-    wait_until(lambda: not any(pid_alive(p) for p in pids), 10,
+    killed = time.monotonic()
+    wait_until(lambda: not any(pid_alive(p) for p in pids), 15,
                lambda: f"the orphaned workers {[p for p in pids if pid_alive(p)]} to exit")
+    # they waited their timeout first (the supervisor's death is seen
+    # within 0.1 s; the timeout counts from then)
+    assert time.monotonic() - killed > 1.2
 
 
 def test_a_second_server_on_the_same_data_dir_is_refused(server):

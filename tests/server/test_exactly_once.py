@@ -9,7 +9,9 @@ partition workers and the supervisor (the transaction and group
 coordinator's process) are killed with SIGKILL at random moments,
 ``KAFKALITE_EOS_KILLS`` times (tests/soak.py: 5 by default, one round of
 processor, worker, processor, worker, supervisor; 200 for a soak;
-``KAFKALITE_EOS_SEED`` picks the sequence).
+``KAFKALITE_EOS_SEED`` picks the sequence). The first supervisor kill
+leaves the workers running, for the restarted supervisor to adopt; every
+second one kills the node's workers with it, as a machine's crash would.
 
 ``check`` then reads the output as a read_committed consumer would and
 reports every violation of:
@@ -154,11 +156,15 @@ def test_exactly_once_through_kills_of_processor_workers_and_coordinator(tmp_pat
         procs.append(proc)
         return proc
 
-    def restart_server() -> None:
+    def restart_server(whole_node: bool) -> None:
+        """kill -9 of the supervisor, which the next one adopts the workers
+        of, or of every process of the node (a machine's crash)."""
         pids = srv.worker_pids()
         srv.kill()
-        wait_until(lambda: not any(pid_alive(p) for p in pids), 15,
-                   "the orphaned workers to notice and exit")
+        if whole_node:
+            for p in pids:
+                os.kill(p, signal.SIGKILL)
+            wait_until(lambda: not any(pid_alive(p) for p in pids), 15, "the workers to die")
         srv.start()
 
     try:
@@ -181,7 +187,7 @@ def test_exactly_once_through_kills_of_processor_workers_and_coordinator(tmp_pat
             elif victim == "worker":
                 kill_a_worker(srv, rnd)
             else:
-                restart_server()
+                restart_server(whole_node=done[victim] % 2 == 1)
             done[victim] += 1
             if processor.poll() is not None:
                 processor = start_processor()

@@ -4,8 +4,10 @@ started on the same data directory: it would append to the partitions the
 new server's workers opened, and answer its old connections with what it
 last knew (issue 47, item 5: 25 acknowledged records missing from a first
 read, an OUT_OF_ORDER_SEQUENCE_NUMBER). Each worker holds a lock file in
-the data directory for its life; a new server kills what still holds one
-before its own workers open anything (processes.fence_stale_workers).
+the data directory for its life. A new server adopts the running workers
+of the dead one (tests/server/test_adoption.py); one that does not say
+hello within processes.ADOPT_WAIT_S (stopped) is killed and replaced
+before the new server is ready.
 
 Servers of the test's own: it kills them."""
 from __future__ import annotations
@@ -37,12 +39,13 @@ def test_a_stopped_worker_of_a_dead_server_is_killed_before_a_new_server_serves(
         os.kill(stopped, signal.SIGSTOP)
         os.kill(old.proc.pid, signal.SIGKILL)
         old.proc.wait(10)
-        wait_until(lambda: not pid_alive(other), 30, "the running worker to notice and exit")
         assert pid_alive(stopped)
 
         new = ServerProcess(data, log_path=str(tmp_path / "new.log")).start()
         assert not pid_alive(stopped), "the stopped worker of the dead server still runs"
-        assert f"(pid {stopped}) still holds" in new.output()
+        assert f"worker 0 (pid {stopped}) of the previous supervisor did not say hello" \
+            in new.output()
+        assert new.worker_pids()[1] == other, "the running worker is adopted"
         produce(new, "t", [b"after-%d" % i for i in range(200)])
         values = sorted(m.value() for m in read_all(new, "t", 2, 400))
         assert values == sorted([b"before-%d" % i for i in range(200)]
@@ -69,3 +72,30 @@ def test_a_restarted_worker_takes_over_its_lock(own_server, topic_name):
                == [str(own_server.worker_pids()[0])], 30, "the new worker's pid in its lock")
     produce(own_server, topic_name, [b"%d" % i for i in range(50)])
     assert len(read_all(own_server, topic_name, 2, 50)) == 50
+
+
+def test_a_worker_the_new_configuration_has_no_place_for_is_killed(tmp_path):
+    """Three workers of a dead server, a new one with two: the third is
+    killed before the new server starts anything
+    (processes.fence_stale_workers); the first two run another
+    configuration (three workers) and are replaced too
+    (tests/server/test_adoption.py)."""
+    data = str(tmp_path / "data")
+    old = ServerProcess(data, workers=3, log_path=str(tmp_path / "old.log")).start()
+    new = None
+    pids = old.worker_pids()
+    try:
+        old.kill()
+        new = ServerProcess(data, workers=2, log_path=str(tmp_path / "new.log")).start()
+        assert not pid_alive(pids[2])
+        assert f"(pid {pids[2]}) still holds" in new.output()
+        assert not set(new.worker_pids()) & set(pids)
+    finally:
+        for pid in pids:
+            if pid_alive(pid) and (new is None or pid not in new.worker_pids()):
+                os.kill(pid, signal.SIGKILL)
+        for srv in (new, old):
+            if srv is not None and srv.proc is not None:
+                if srv.proc.poll() is None:
+                    srv.stop()
+                srv.kill()

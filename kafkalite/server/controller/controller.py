@@ -229,16 +229,24 @@ class Controller:
 
     def register_broker(self, broker_id: int, port: int, kafka_port: int,
                         host: str | None = None, rack: str | None = None,
-                        kafka_listeners: dict | None = None) -> list[dict]:
+                        kafka_listeners: dict | None = None, adopted: bool = False) -> list[dict]:
         """A broker's process is up: it starts a new leadership of every
-        partition it hosts. Returns the partitions to send it."""
+        partition it hosts. Returns the partitions to send it.
+
+        ``adopted``: the process is not new but a running one that a
+        restarted supervisor adopted (processes.take_workers). It holds
+        its partitions as the metadata says (or learns the newer epochs
+        from this answer), its followers follow it: its leaderships go on
+        at their epochs, as a Kafka broker's survive a controller
+        failover. A new epoch would make every follower truncate and
+        fetch again and every client refresh its metadata, for nothing."""
         b = self.add_broker(broker_id)
         b.port, b.kafka_port, b.fenced = port, kafka_port, True
         b.kafka_listeners = dict(kafka_listeners or {})
         b.host, b.rack = host, rack
         if rack is not None:
             self.racks[broker_id] = rack
-        started = self.metadata.start_leadership(broker_id)
+        started = [] if adopted else self.metadata.start_leadership(broker_id)
         log.info("broker %d registered on port %d; leading %d partitions", broker_id, port,
                  len(started))
         # The other live replicas of what it leads again follow its new epoch.

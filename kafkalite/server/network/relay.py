@@ -275,6 +275,11 @@ class RelayClient:
                 listener.close_connection(conn, f"the supervisor could not decode the "
                                                      f"{header.api_key!r} request: {message}")
 
+    def waiting(self) -> list[tuple]:
+        """(listener, connection, request header) of each request sent and
+        not answered yet."""
+        return list(self._pending.values())
+
     def close(self) -> None:
         self.socket.close()
 

@@ -19,17 +19,11 @@ import sys
 import time
 
 import kafkalite
+from kafkalite.server.node.processes import pid_alive  # noqa: F401  (tests import it from here)
 
 SERVER_FILE = "server.json"
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether ``pid`` runs (an exited, unreaped zombie does not count)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def package_env(**extra) -> dict:
@@ -131,7 +125,8 @@ class ServerProcess:
     def stop(self, timeout: float = 30.0) -> int | None:
         """SIGTERM and wait; returns the exit code (None if it had to be
         killed). Workers still alive 5 s later are killed and listed in
-        ``survivors``."""
+        ``survivors``; those of a server already dead (killed -9: its
+        workers wait for the next one to adopt them) are killed at once."""
         if self.proc is None:
             return None
         try:
@@ -139,6 +134,7 @@ class ServerProcess:
         except (OSError, ValueError, KeyError):
             pids = []
         code = self.proc.poll()
+        was_running = code is None
         if code is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -146,6 +142,14 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.kill()
                 code = None
+        if not was_running:
+            # killed before: its workers wait for the next server to adopt
+            # them, which is no fault of theirs; they are killed now
+            for p in pids:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
         deadline = time.monotonic() + 5
         while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -19,10 +19,16 @@ assign (worker.py ``join_supervisor``). Nothing here changes when the
 node is ready: that is still when every worker has opened its partitions.
 
 Each worker holds ``<data dir>/.workers/<index>.lock`` for its life
-(``lock_worker``); a server that takes the data directory's lock kills any
-worker of an earlier server still holding one (``fence_stale_workers``):
-one that was stopped when its supervisor died must not wake up beside the
-new workers, on the same partition files.
+(``lock_worker``). A worker whose supervisor died (kill -9, a crash) serves
+on -- its Kafka clients keep producing and fetching -- and waits
+``worker_orphan_timeout_ms`` for a new supervisor to adopt it
+(``take_workers``): the new supervisor finds it by its lock, writes where
+its control channel is (``SUPERVISOR_FILE``) and starts only the workers
+that are not running. A worker it finds that does not say hello within
+``ADOPT_WAIT_S`` (stopped, starved) or runs another configuration is killed
+and replaced; so is one of an index the new configuration does not have
+(``fence_stale_workers``): a worker stopped when its supervisor died must
+not wake up beside new workers, on the same partition files.
 
 A node of a cluster (``--cluster``) does not start early: whether it
 runs as the controller or as a broker node is known only once it has
@@ -30,9 +36,11 @@ asked PostgreSQL.
 
 The control channel is a CURVE server (``bind_control``) open to the
 node's key pair only: the native protocol's (``native_curve_secret_key_file``)
-or, without one, a pair made for this run that each worker reads from a
-pipe on its stdin (``spawn_worker``) -- not from its command line, which
-any local user can read. Its ZAP handler (protocol/curve.py, which loads
+or, without one, a pair made once for the data directory
+(``node_key_pair``: ``<data dir>/.node-keys``, the owner's only, so that a
+later supervisor can adopt the workers of one that died) that each worker
+reads from a pipe on its stdin (``spawn_worker``) -- not from its command
+line, which any local user can read. Its ZAP handler (protocol/curve.py, which loads
 the protocol's codecs, some 200 ms) starts once the workers are spawned,
 while they import; a handshake before it fails and the worker's socket
 tries again. The supervisor adopts it with the rest (a context has one ZAP
@@ -43,7 +51,9 @@ supervisor; the supervisor and broker nodes (``spawn_worker``, ``WorkerProcess``
 """
 from __future__ import annotations
 
+import base64
 import fcntl
+import hashlib
 import json
 import os
 import signal
@@ -63,6 +73,17 @@ LOCK_FILE = ".lock"
 WORKER_LOCKS = ".workers"
 # how long a server waits for a stale worker it killed to let go of its lock
 STALE_WORKER_WAIT_S = 10.0
+# <data dir>/.supervisor: the running supervisor's pid and control endpoint,
+# where an orphaned worker looks for the supervisor that adopts it
+SUPERVISOR_FILE = ".supervisor"
+# <data dir>/.node-keys: the node channels' CURVE key pair (Z85), when no key
+# file gives one
+NODE_KEYS_FILE = ".node-keys"
+# how long a new supervisor waits for a running worker of the dead one to
+# say hello before it kills and replaces it. An orphan looks for a new
+# supervisor every HEARTBEAT_INTERVAL_S (worker.py), so a live one answers in a
+# fraction of this; one that does not is stopped or starved.
+ADOPT_WAIT_S = 3.0
 
 
 @dataclass
@@ -81,14 +102,23 @@ class WorkerProcess:
     host: str | None = None         # a remote worker's advertised host
     rack: str | None = None         # a remote worker's node
     start_covers: int = 0           # the last controller change its start assign carried
+    # a running worker of a supervisor that died, which this one adopts
+    # (take_workers): not its child, so watched by pid; until its hello,
+    # ``adopt_by`` is when it is given up and replaced (0 once it said hello)
+    adopted: bool = False
+    adopt_by: float = 0.0
+    pidfd: int | None = None        # an adopted worker's, polled for its exit
+    adopted_hello: bool = False     # its hello is an adopted worker's first (_register)
     # {Kafka listener name: [advertised host or None, port]} (listeners.py)
     kafka_listeners: dict = field(default_factory=dict)
 
 
-def lock_data_dir(data_dir: str) -> int:
-    """The open, exclusively locked ``<data_dir>/.lock``; KafkaStorageError
-    when another server holds it. Workers of an earlier server that still
-    run there are killed first (``fence_stale_workers``)."""
+def lock_data_dir(data_dir: str, adopt: int = 0) -> tuple[int, dict[int, int]]:
+    """The open, exclusively locked ``<data_dir>/.lock`` and {index: pid} of
+    the workers of an earlier server that still run there with an index
+    below ``adopt``, for the caller to adopt (``take_workers``); the other
+    workers still running there are killed first (``fence_stale_workers``).
+    KafkaStorageError when another server holds the lock."""
     os.makedirs(data_dir, exist_ok=True)
     fd = os.open(os.path.join(data_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -97,27 +127,68 @@ def lock_data_dir(data_dir: str) -> int:
         os.close(fd)
         raise errors.KafkaStorageError(f"another kafkalite server is using {data_dir}") from None
     try:
-        fence_stale_workers(data_dir)
+        running = {i: pid for i, pid in running_workers(data_dir).items() if i < adopt}
+        fence_stale_workers(data_dir, running)
     except BaseException:
         os.close(fd)
         raise
-    return fd
+    return fd, running
 
 
-def fence_stale_workers(data_dir: str) -> None:
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (an exited, unreaped zombie does not count)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def running_workers(data_dir: str) -> dict[int, int]:
+    """{index: pid} of the workers of an earlier server that still hold
+    their locks in ``data_dir`` (the caller holds the data directory's
+    lock, so every holder is an earlier server's)."""
+    found = {}
+    directory = os.path.join(data_dir, WORKER_LOCKS)
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return found
+    for name in names:
+        index = name.removesuffix(".lock")
+        if not index.isdigit():
+            continue
+        fd = os.open(os.path.join(directory, name), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = _lock_holder(fd)
+            if pid:
+                found[int(index)] = pid
+        finally:
+            os.close(fd)
+    return found
+
+
+def fence_stale_workers(data_dir: str, keep=()) -> None:
     """Kill (SIGKILL) every worker of an earlier server that still holds its
-    lock in ``data_dir``, and wait until it let go. Such a worker outlived
-    its supervisor because it could not run (SIGSTOPped, or starved) when
-    the supervisor died; woken after this server's workers opened the same
-    partitions, it would append to their files and answer its old clients
-    with what it last knew. The data directory's lock (held by the caller)
-    makes every lock holder here an earlier server's worker."""
+    lock in ``data_dir`` but those of the indexes in ``keep``, and wait
+    until it let go. Such a worker outlived its supervisor because it could
+    not run (SIGSTOPped, or starved) when the supervisor died, or is one
+    the new configuration has no place for; woken after this server's
+    workers opened the same partitions, it would append to their files and
+    answer its old clients with what it last knew. The data directory's
+    lock (held by the caller) makes every lock holder here an earlier
+    server's worker."""
     directory = os.path.join(data_dir, WORKER_LOCKS)
     try:
         names = sorted(os.listdir(directory))
     except FileNotFoundError:
         return
+    kept = {f"{index}.lock" for index in keep}
     for name in names:
+        if name in kept:
+            continue
         path = os.path.join(directory, name)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
@@ -166,6 +237,82 @@ def lock_worker(data_dir: str, index: int) -> int:
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
+
+
+def node_key_pair(data_dir: str) -> tuple[bytes, bytes]:
+    """The node channels' CURVE key pair (public, secret: Z85) when no key
+    file gives one: made the first time, kept in ``<data_dir>/.node-keys``
+    (mode 0600). One pair per data directory rather than per run, so that
+    the workers a dead supervisor left running can say hello to the next
+    one (a local user who could read the file could read the partitions
+    beside it too)."""
+    path = os.path.join(data_dir, NODE_KEYS_FILE)
+    try:
+        with open(path, "rb") as f:
+            words = f.read().split()
+        if len(words) == 2 and all(len(w) == 40 for w in words):
+            return words[0], words[1]
+    except FileNotFoundError:
+        pass
+    public, secret = zmq.curve_keypair()
+    os.makedirs(data_dir, exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, b"%s %s\n" % (public, secret))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    return public, secret
+
+
+def config_digest(config: ServerConfig) -> str:
+    """What a worker's hello names its configuration by: a supervisor
+    adopts only a worker that runs the configuration it would start."""
+    raw = json.dumps(asdict(config), sort_keys=True).encode()
+    return base64.b32encode(hashlib.sha256(raw).digest()[:10]).decode().lower()
+
+
+def advertise_supervisor(data_dir: str, control_endpoint: str) -> None:
+    """Write ``SUPERVISOR_FILE``: this process's pid and its control
+    channel, for orphaned workers to find (atomically: a reader never sees
+    half of it)."""
+    path = os.path.join(data_dir, SUPERVISOR_FILE)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump({"pid": os.getpid(), "control": control_endpoint}, f)
+    os.replace(tmp, path)
+
+
+def read_supervisor(data_dir: str) -> dict | None:
+    """``SUPERVISOR_FILE``'s {pid, control}, or None."""
+    try:
+        with open(os.path.join(data_dir, SUPERVISOR_FILE)) as f:
+            found = json.load(f)
+        return found if isinstance(found, dict) and isinstance(found.get("pid"), int) \
+            and isinstance(found.get("control"), str) else None
+    except (OSError, ValueError):
+        return None
+
+
+def take_workers(config: ServerConfig, running: dict[int, int]) -> list[WorkerProcess]:
+    """This node's workers: those of ``running`` ({index: pid}, from
+    ``running_workers``) the supervisor adopts, waiting ADOPT_WAIT_S for
+    their hello, and new ones (not spawned yet: ``w.pid`` is 0) for the
+    other indexes."""
+    workers = []
+    adopt_by = time.monotonic() + ADOPT_WAIT_S
+    for i in range(config.worker_count):
+        port = config.worker_base_port + i if config.worker_base_port else 0
+        kafka_port = config.kafka_worker_base_port + i if config.kafka_worker_base_port else 0
+        w = WorkerProcess(i, port, kafka_port)
+        if i in running:
+            w.pid, w.adopted, w.adopt_by = running[i], True, adopt_by
+            print(f"kafkalite: worker {i} (pid {running[i]}) of the previous supervisor still "
+                  f"runs; adopting it", file=sys.stderr, flush=True)
+        workers.append(w)
+    return workers
 
 
 def spawn_worker(w: WorkerProcess, config: ServerConfig, control: str, relay: str | None,
@@ -291,27 +438,27 @@ def start_early(config: ServerConfig) -> EarlyStart | None:
     None for a node of a cluster, which starts in the old order."""
     if config.cluster:
         return None
-    lock_fd = lock_data_dir(config.data_dir)
+    lock_fd, running = lock_data_dir(config.data_dir, adopt=config.worker_count)
     curve = None
     if config.native_curve_secret_key_file:
         from kafkalite.server.auth.security import native_curve
         curve = native_curve(config)
-    # the node's channels take the native key pair, else one made for this run
-    node_keys = (curve.public, curve.secret) if curve is not None else zmq.curve_keypair()
+    # the node's channels take the native key pair, else the data directory's
+    node_keys = (curve.public, curve.secret) if curve is not None \
+        else node_key_pair(config.data_dir)
     ctx = zmq.Context.instance()
     control, endpoint = bind_control(ctx, "127.0.0.1", "127.0.0.1", node_keys[1])
-    early = EarlyStart(lock_fd, control, endpoint, [], None, curve=curve)
+    advertise_supervisor(config.data_dir, endpoint)
+    early = EarlyStart(lock_fd, control, endpoint, take_workers(config, running), None,
+                       curve=curve)
 
     def stop(signum, frame):
         early.stop_requested = True
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    for i in range(config.worker_count):
-        port = config.worker_base_port + i if config.worker_base_port else 0
-        kafka_port = config.kafka_worker_base_port + i if config.kafka_worker_base_port else 0
-        early.workers.append(WorkerProcess(i, port, kafka_port))
-        spawn_worker(early.workers[-1], config, endpoint, None, None,
-                     node_keys if curve is None else None)
+    for w in early.workers:
+        if not w.adopted:
+            spawn_worker(w, config, endpoint, None, None, node_keys if curve is None else None)
     if config.ingest_port == 0 and config.port:
         # a gateway on a free port starts now: the node is ready once it said
         # which; one on a fixed port starts once the node is ready (supervisor.py)

@@ -94,8 +94,10 @@ from kafkalite.server.controller.metadata import (OFFSETS_TOPIC, SHARE_STATE_TOP
                                       MetadataStore)
 from kafkalite.server.network.native_listener import NativeListener
 from kafkalite.server.auth.native_login import native_login
-from kafkalite.server.node.processes import (LOCK_FILE, EarlyStart, WorkerProcess,  # noqa: F401
-                                        bind_control, lock_data_dir, spawn_ingest, spawn_worker)
+from kafkalite.server.node.processes import (ADOPT_WAIT_S, LOCK_FILE, EarlyStart,  # noqa: F401
+                                             WorkerProcess, advertise_supervisor, bind_control,
+                                             config_digest, lock_data_dir, node_key_pair,
+                                             pid_alive, spawn_ingest, spawn_worker, take_workers)
 from kafkalite.server.auth.credentials import users_file
 from kafkalite.server.network.relay import RelayServer
 from kafkalite.server.controller.scram_control import ClusterUsers, FileUsers, ScramControl
@@ -199,7 +201,13 @@ class Supervisor:
     def start(self) -> None:
         cfg = self.config
         early = self.early
-        self._lock_fd = early.lock_fd if early is not None else lock_data_dir(cfg.data_dir)
+        running: dict[int, int] = {}    # workers of a dead supervisor this one adopts
+        if early is not None:
+            self._lock_fd = early.lock_fd
+        else:
+            # a cluster's node adopts none: its workers stop with the process
+            self._lock_fd, running = lock_data_dir(
+                cfg.data_dir, adopt=0 if cfg.cluster else cfg.worker_count)
         broker_ids, nodes = list(range(cfg.worker_count)), {}
         if cfg.cluster:
             broker_ids, nodes = self._cluster_brokers()
@@ -253,7 +261,9 @@ class Supervisor:
         self.coordinator.share.state_reset = self.coordinator.share_group_deleted
         native = early.curve if early is not None else native_curve(cfg)
         # the control channel and the relay: the server's processes only
-        self.node_curve = early.node_curve if early is not None else node_curve(cfg, native)
+        self.node_curve = early.node_curve if early is not None else node_curve(
+            cfg, native, None if cfg.cluster or native is not None
+            else node_key_pair(cfg.data_dir))
         self.curve = native_security(cfg, native, self.node_curve)
         self.owner_key_file = write_owner_keys(cfg, self.curve)
         self.markers = BrokerRequests(self.ctx, self.controller.native_endpoint,
@@ -376,6 +386,8 @@ class Supervisor:
             self.control, self.control_endpoint = bind_control(
                 self.ctx, bind_host, advertised,
                 self.node_curve.secret if self.node_curve is not None else None)
+            if not cfg.cluster:
+                advertise_supervisor(cfg.data_dir, self.control_endpoint)
         warn_if_node_channels_open(cfg)
         if self.lease is not None:
             self.lease.publish({"control": self.control_endpoint, "relay": self.relay.endpoint,
@@ -388,6 +400,11 @@ class Supervisor:
                                    if self.curve is not None else {})})
         if early is not None:
             self.workers = early.workers
+        elif not cfg.cluster:
+            self.workers = take_workers(cfg, running)
+            for w in self.workers:
+                if not w.adopted:
+                    self._spawn(w)
         else:
             for i, broker_id in enumerate(broker_ids):
                 port = cfg.worker_base_port + i if cfg.worker_base_port else 0
@@ -395,6 +412,10 @@ class Supervisor:
                 self.workers.append(WorkerProcess(broker_id, port, kafka_port))
                 self._spawn(self.workers[-1])
         self._local = {w.index: w for w in self.workers}
+        self._config_digest = config_digest(cfg)
+        for w in self.workers:
+            if w.adopted:
+                self._watch_adopted(w)
         self.ingest_port = cfg.ingest_port
         if early is not None and early.ingest is not None:
             self.ingest = early.ingest
@@ -668,6 +689,21 @@ class Supervisor:
             self._send_worker(w.index, {"type": "quota_usage", "rates":
                                         self.node_quota_rates.on_report(w.index, msg["rates"])})
             return
+        if kind == "hello" and not w.remote and msg["pid"] != w.pid:
+            # a process this supervisor does not run: one of the dead
+            # supervisor's it gave up on (killed), its hello already queued
+            log.warning("ignored a hello from pid %s as worker %d (pid %d runs it)",
+                        msg["pid"], w.index, w.pid)
+            return
+        if kind == "hello" and w.adopted and w.adopt_by:
+            if msg.get("config") != self._config_digest:
+                log.warning("worker %d (pid %d) of the previous supervisor runs another "
+                            "configuration; replacing it", w.index, w.pid)
+                self._replace_adopted(w)
+                return
+            w.adopt_by = 0.0
+            w.adopted_hello = True
+            log.info("adopted worker %d (pid %d) of the previous supervisor", w.index, w.pid)
         if kind == "hello":
             w.port, w.pid = msg["port"], msg["pid"]
             w.kafka_port = msg.get("kafka_port", 0)
@@ -736,9 +772,13 @@ class Supervisor:
     def _register(self, w: WorkerProcess, pid: int) -> None:
         if w.pid != pid:                 # that process died while this waited
             return
+        # the first hello of a worker this supervisor adopted keeps its
+        # leaderships' epochs (a hung one rejoining starts new ones)
         parts = self.controller.register_broker(
             w.index, w.port, w.kafka_port, w.host, None if w.rack is None else f"node-{w.rack}",
-            {name: tuple(entry) for name, entry in w.kafka_listeners.items()})
+            {name: tuple(entry) for name, entry in w.kafka_listeners.items()},
+            adopted=w.adopted_hello)
+        w.adopted_hello = False
         log.info("worker %d (pid %d) is up on port %d", w.index, w.pid, w.port)
         # a worker start_early spawned learns here where the relay and the
         # transaction coordinator are (one that knows them ignores these)
@@ -786,23 +826,35 @@ class Supervisor:
                 w.hung = True
                 self._fence(w)
         for w in self.workers:
-            if (w.proc is not None and not w.hung and not self.controller.brokers[w.index].fenced
+            running = w.proc is not None or w.adopted
+            if (running and not w.hung and not self.controller.brokers[w.index].fenced
                     and w.last_heartbeat and now - w.last_heartbeat > timeout):
                 log.error("worker %d (pid %d) sent no heartbeat for %.1f s; fencing it",
                           w.index, w.pid, now - w.last_heartbeat)
                 w.hung = True
                 self._fence(w)
+            if w.adopted and w.adopt_by and now > w.adopt_by and not self._stop:
+                print(f"kafkalite: worker {w.index} (pid {w.pid}) of the previous supervisor "
+                      f"did not say hello in {ADOPT_WAIT_S:.0f} s; killing it and starting "
+                      f"another", file=sys.stderr, flush=True)
+                self._replace_adopted(w)
+                continue
+            code = None
             if w.proc is not None and w.proc.poll() is not None:
                 code = w.proc.returncode
+            elif w.adopted and not pid_alive(w.pid):
+                code = "exit of a process this supervisor adopted"
+            if code is not None:
                 log.error("worker %d (pid %d) exited with %s; restarting it", w.index, w.pid, code)
                 print(f"kafkalite: worker {w.index} (pid {w.pid}) died ({code}); restarting",
                       file=sys.stderr, flush=True)
                 w.proc = None
+                self._forget_adopted(w)
                 self._fence(w)
                 delay = RESTART_BACKOFF_S[min(w.crashes_in_a_row, len(RESTART_BACKOFF_S) - 1)]
                 w.crashes_in_a_row += 1
                 w.restart_at = now + delay
-            if w.proc is None and not self._stop and now >= w.restart_at:
+            if w.proc is None and not w.adopted and not self._stop and now >= w.restart_at:
                 w.restarts += 1
                 log.info("starting worker %d again (restart %d)", w.index, w.restarts)
                 self._spawn(w)
@@ -813,6 +865,40 @@ class Supervisor:
             elif now >= self._ingest_restart_at:
                 self._ingest_restart_at = 0.0
                 self._spawn_ingest()
+
+    def _watch_adopted(self, w: WorkerProcess) -> None:
+        """Wake the loop the moment adopted worker ``w`` exits: it is not
+        this process's child, so no SIGCHLD comes; a pidfd (Linux 5.3)
+        turns readable instead. Without one, the loop's poll interval
+        finds it (``_watch_children``)."""
+        try:
+            w.pidfd = os.pidfd_open(w.pid)
+        except (AttributeError, OSError):
+            w.pidfd = None
+            return
+        self.poller.register(w.pidfd, zmq.POLLIN)
+
+    def _forget_adopted(self, w: WorkerProcess) -> None:
+        if w.pidfd is not None:
+            self.poller.unregister(w.pidfd)
+            os.close(w.pidfd)
+            w.pidfd = None
+        w.adopted, w.adopt_by = False, 0.0
+
+    def _replace_adopted(self, w: WorkerProcess) -> None:
+        """Kill adopted ``w`` (stopped, starved, or of another
+        configuration) and start another worker in its place; the new one
+        takes the worker's lock once the old process let go of it
+        (processes.lock_worker)."""
+        try:
+            os.kill(w.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self._forget_adopted(w)
+        if self.controller.brokers[w.index].fenced is False:
+            self._fence(w)
+        w.restarts += 1
+        self._spawn(w)
 
     def _fence_absent_brokers(self) -> None:
         """A new controller of a cluster (its node restarted, or it took
@@ -964,7 +1050,7 @@ class Supervisor:
                           default=0)
             timeout = SHUTDOWN_TIMEOUT_S + SHUTDOWN_S_PER_PARTITION * busiest
         for w in self.workers:
-            if w.proc is not None and w.proc.poll() is None:
+            if (w.proc is not None and w.proc.poll() is None) or w.adopted:
                 try:
                     self._send_worker(w.index, {"type": "shutdown"})
                 except zmq.ZMQError:
@@ -982,6 +1068,19 @@ class Supervisor:
                 log.error("pid %d did not stop in time; killing it", proc.pid)
                 proc.kill()
                 proc.wait()
+        for w in self.workers:
+            if not w.adopted:
+                continue
+            # not a child: its exit is waited for by its pid
+            while pid_alive(w.pid) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            if pid_alive(w.pid):
+                log.error("pid %d did not stop in time; killing it", w.pid)
+                try:
+                    os.kill(w.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            self._forget_adopted(w)
         try:
             os.unlink(os.path.join(self.config.data_dir, SERVER_FILE))
         except FileNotFoundError:

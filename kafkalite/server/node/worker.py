@@ -65,7 +65,8 @@ from kafkalite.server.auth.security import (listener_security, native_curve, nat
 from kafkalite.server.network.broker_requests import BrokerRequests
 from kafkalite.server.network.native_listener import NativeListener
 from kafkalite.server.auth.native_login import native_login
-from kafkalite.server.node.processes import lock_worker
+from kafkalite.server.node.processes import (config_digest, lock_worker, pid_alive,
+                                             read_supervisor)
 from kafkalite.server.network.listeners import kafka_listeners
 from kafkalite.server.network.relay import PendingRelay, RelayClient
 from kafkalite.server.replica.replica_fetcher import ReplicaFetcher
@@ -77,7 +78,10 @@ log = logging.getLogger("kafkalite.worker")
 
 HOUSEKEEPING_INTERVAL_S = 1.0
 ISR_CHECK_INTERVAL_S = 0.25
-HEARTBEAT_INTERVAL_S = 0.25      # the supervisor fences a worker whose loop stops beating
+# the supervisor fences a worker whose loop stops beating; as often, the
+# worker checks that its supervisor lives and, once it is an orphan, looks
+# for the next one (processes.SUPERVISOR_FILE)
+HEARTBEAT_INTERVAL_S = 0.25
 PEER_TIMEOUT_S = 5.0             # a replica fetch the leader did not answer is sent again
 CHECKPOINT_INTERVAL_S = 5.0
 CHORE_WARNING_S = 30.0          # a housekeeping chore that keeps failing is logged this often
@@ -130,6 +134,7 @@ class Worker:
         # the native ports' (security.native_security), or None: open
         self.curve = native_security(config, native, self.node_curve)
         self.coordinator = None             # BrokerRequests to the transaction coordinator
+        self._relay_endpoint = None         # self.relay's
         self.relay = None                   # RelayClient to the supervisor
         self._pending_relay = PendingRelay()  # what waits for the relay to be known
         self.replica_manager = ReplicaManager(index, config.data_dir, config.log_config)
@@ -203,13 +208,8 @@ class Worker:
         for listener in self.kafka_listeners:
             listener.attach(self.poller)
         self.join_supervisor(relay_endpoint, coordinator_endpoint)
-        self.control = self.ctx.socket(zmq.DEALER)
-        self.control.setsockopt(zmq.LINGER, 1000)
-        self.control.setsockopt(zmq.IDENTITY, b"worker-%d" % index)
-        if self.node_curve is not None:     # the controller's channel opens to the node's keys only
-            self.node_curve.secure_client(self.control)
-        self.control.connect(control_endpoint)
-        self.poller.register(self.control, zmq.POLLIN)
+        self.control = None
+        self._connect_control(control_endpoint)
         self._stop = False
         self._next_housekeeping = time.monotonic() + HOUSEKEEPING_INTERVAL_S
         self._next_checkpoint = time.monotonic() + CHECKPOINT_INTERVAL_S
@@ -218,10 +218,27 @@ class Worker:
         # just as its supervisor died may already be an orphan here, and
         # os.getppid() would then name init, which never goes away.
         self._parent = supervisor_pid or os.getppid()
+        self._adopted = False           # by a supervisor that is not our parent (_rehome)
+        self._orphaned_at: float | None = None   # when the supervisor was found gone
+        self._config_digest = config_digest(config)
 
     @property
     def port(self) -> int:
         return self.native.port
+
+    def _connect_control(self, endpoint: str) -> None:
+        """The control channel's DEALER, connected to ``endpoint`` (a new
+        one replaces the old: a supervisor that adopted this worker)."""
+        if self.control is not None:
+            self.poller.unregister(self.control)
+            self.control.close(linger=0)
+        self.control = self.ctx.socket(zmq.DEALER)
+        self.control.setsockopt(zmq.LINGER, 1000)
+        self.control.setsockopt(zmq.IDENTITY, b"worker-%d" % self.index)
+        if self.node_curve is not None:     # the controller's channel opens to the node's keys only
+            self.node_curve.secure_client(self.control)
+        self.control.connect(endpoint)
+        self.poller.register(self.control, zmq.POLLIN)
 
     def join_supervisor(self, relay_endpoint: str | None, coordinator_endpoint: str | None) -> None:
         """Connect to the supervisor's relay and its transaction coordinator.
@@ -229,7 +246,10 @@ class Worker:
         A worker the supervisor started before binding them (at start-up it
         starts its workers first, so that their imports overlap its own) is
         told them with its first assign; until then it serves nothing that
-        needs them, having no partitions."""
+        needs them, having no partitions. A worker a new supervisor adopted
+        is told the new supervisor's with its first assign too."""
+        if self.relay is not None and relay_endpoint and relay_endpoint != self._relay_endpoint:
+            self._drop_relay("the supervisor changed")
         if coordinator_endpoint and self.coordinator is None:
             self.dispatcher.unserved_hint = _unserved_hint(
                 coordinator_endpoint.removeprefix("tcp://"))
@@ -241,14 +261,13 @@ class Worker:
             # share groups' dead letters: the controller names the topic's
             # leaders, the leading worker takes the records
             dead_letters = self.replica_manager.shares.dead_letter_writer
-            dead_letters.ask_controller = lambda api, version, body, on_done: \
-                self.coordinator.send(COORDINATOR, api, version, body, on_done)
+            dead_letters.ask_controller = self._ask_coordinator
             dead_letters.ask_broker = self.peers.send
             # share-partition state: read from and written to the share
             # coordinator (share_coordinator.py) over the same endpoint
-            self.replica_manager.shares.persister = lambda api, version, body, on_done: \
-                self.coordinator.send(COORDINATOR, api, version, body, on_done)
+            self.replica_manager.shares.persister = self._ask_coordinator
         if relay_endpoint and self.relay is None:
+            self._relay_endpoint = relay_endpoint
             self.relay = RelayClient(self.ctx, relay_endpoint, b"worker-%d" % self.index,
                                      curve=self.node_curve)
             self.relay.attach(self.poller)
@@ -259,9 +278,74 @@ class Worker:
             for listener in self.kafka_listeners:      # until the first assign names it
                 listener.relay = self._pending_relay
 
+    def _drop_relay(self, why: str) -> None:
+        """Stop relaying to a supervisor that is gone: the connections
+        waiting for its answers are closed (the client reconnects and
+        retries, as after any lost broker), and what the listeners forward
+        from now on waits for the next supervisor (PendingRelay)."""
+        self.poller.unregister(self.relay.socket)
+        for listener, conn, _ in list(self.relay.waiting()):
+            listener.close_connection(conn, f"its request was relayed to the supervisor: {why}")
+        self.relay.close()
+        self.relay = None
+        self._pending_relay = PendingRelay()
+        for listener in self.kafka_listeners:
+            listener.relay = self._pending_relay
+
+    # ---- the supervisor's life -------------------------------------------------------------
+
+    def _check_supervisor(self, now: float) -> None:
+        """Is the supervisor alive? A worker whose supervisor died serves
+        on and waits ``worker_orphan_timeout_ms`` for a new one to adopt it
+        (processes.take_workers): its clients keep producing and fetching
+        meanwhile, and the next supervisor has nothing to reopen. A
+        cluster's node stops with its workers (broker_node.py restarts
+        them)."""
+        if self._orphaned_at is None:
+            alive = pid_alive(self._parent) if self._adopted else os.getppid() == self._parent
+            if alive:
+                return
+            timeout_s = self.config.worker_orphan_timeout_ms / 1000.0
+            if self.config.cluster or timeout_s <= 0:
+                log.error("worker %d: the supervisor is gone; shutting down", self.index)
+                self._stop = True
+                return
+            log.warning("worker %d: the supervisor (pid %d) is gone; serving on and waiting "
+                        "%.0f s for a new one", self.index, self._parent, timeout_s)
+            self._orphaned_at = now
+            if self.relay is not None:
+                self._drop_relay("the supervisor is gone")
+            if self.coordinator is not None:
+                # what waits on the dead coordinator is answered now (as
+                # retriable) rather than at its timeout; the next one may
+                # listen at the same address, which would leave a request
+                # sent to the dead one waiting there for ever
+                self.coordinator.close()
+                self.coordinator = None
+        found = read_supervisor(self.config.data_dir)
+        if found is not None and found["pid"] != self._parent and pid_alive(found["pid"]):
+            self._rehome(found["pid"], found["control"])
+        elif now - self._orphaned_at > self.config.worker_orphan_timeout_ms / 1000.0:
+            log.error("worker %d: no supervisor adopted it in %.0f s; shutting down",
+                      self.index, now - self._orphaned_at)
+            self._stop = True
+
+    def _rehome(self, pid: int, control_endpoint: str) -> None:
+        """Say hello to the supervisor ``pid`` that took the data
+        directory; it adopts this worker (or kills it: stopped too long,
+        or of another configuration) and sends its first assign, which
+        names its relay and coordinator (``join_supervisor``)."""
+        log.warning("worker %d: the new supervisor (pid %d) adopts it", self.index, pid)
+        self._parent, self._adopted, self._orphaned_at = pid, True, None
+        self._connect_control(control_endpoint)
+        self._say_hello()
+        self._next_heartbeat = time.monotonic() + HEARTBEAT_INTERVAL_S
+
     # ---- control channel -----------------------------------------------------------------
 
     def _send_control(self, msg: dict) -> None:
+        if self._orphaned_at is not None:
+            return          # no supervisor: the next one gets a hello, then the news
         self.control.send(json.dumps(msg).encode())
 
     def _on_control(self, msg: dict) -> None:
@@ -325,20 +409,26 @@ class Worker:
                             p["partition_error_code"])
             on_done(codes)
 
-        self.coordinator.send(COORDINATOR, ApiKey.ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, {
+        self._ask_coordinator(ApiKey.ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, {
             "transactions": [{"transactional_id": transactional_id, "producer_id": producer_id,
                               "producer_epoch": epoch, "verify_only": not add,
                               "topics": [{"name": t, "partitions": ps}
                                          for t, ps in topics.items()]}]}, answered)
 
+    def _ask_coordinator(self, api, version: int, body: dict, on_done) -> None:
+        """Send a request to the supervisor's coordinators; with no
+        supervisor (it died, and the next one has not adopted this worker
+        yet) ``on_done`` gets COORDINATOR_NOT_AVAILABLE at once, which
+        every caller answers with a retriable error."""
+        if self.coordinator is None:
+            on_done(errors.CoordinatorNotAvailableError("the supervisor is restarting"))
+            return
+        self.coordinator.send(COORDINATOR, api, version, body, on_done)
+
     # ---- housekeeping ----------------------------------------------------------------------
 
     def _housekeeping(self) -> None:
         now = time.monotonic()
-        if os.getppid() != self._parent:
-            log.error("worker %d: the supervisor is gone; shutting down", self.index)
-            self._stop = True
-            return
         self._next_housekeeping = now + HOUSEKEEPING_INTERVAL_S
         # Each chore on its own: one that cannot have a file (EMFILE at the
         # descriptor limit, ENOSPC) is skipped until the next round and the
@@ -394,13 +484,17 @@ class Worker:
 
     # ---- main loop -------------------------------------------------------------------------
 
-    def run(self) -> int:
+    def _say_hello(self) -> None:
         cluster = bool(self.config.cluster)   # then the controller may be on another node
         self._send_control({"type": "hello", "worker": self.index, "pid": os.getpid(),
                             "port": self.port, "kafka_port": self.kafka.port,
                             "kafka_listeners": self._advertised_listeners(cluster),
                             "host": self.config.public_host if cluster else None,
-                            "node": self.config.node_id if cluster else None})
+                            "node": self.config.node_id if cluster else None,
+                            "config": self._config_digest})
+
+    def run(self) -> int:
+        self._say_hello()
         while not self._stop:
             self.rings.arm()
             deadline = self._next_housekeeping
@@ -459,6 +553,7 @@ class Worker:
             self.replica_manager.expire()
             now = time.monotonic()
             if now >= self._next_heartbeat:
+                self._check_supervisor(now)
                 # from the loop itself: a loop that is stuck (or a process
                 # stopped) stops beating, and its leaderships move
                 self._send_control({"type": "heartbeat", "worker": self.index})
