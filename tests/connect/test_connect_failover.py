@@ -170,7 +170,7 @@ def test_a_killed_workers_source_runs_elsewhere_within_3_s_resending_one_flush_i
         if kill == "after-commits":
             # ... and that offset was committed at most one flush interval (plus its own
             # flush) before the kill: a kill re-sends at most one interval's lines
-            assert age <= flush_ms / 1000 + 0.5, age
+            assert age <= flush_ms / 1000 + 1.0, age
         else:
             assert resume == first and stamp < killed_ms
         # Kafka's target is 3 s; asserted loosely (a loaded machine stalls the workers),
