@@ -406,11 +406,13 @@ class PostgresCdcSourceConnector(SourceConnector):
     def validate(self, props: dict) -> list[dict]:
         values = super().validate(props)
         try:
-            _connection(CONFIG.parse(props))
+            c = CONFIG.parse(props)
+        except ConfigException:
+            return values           # a bad value: its own key's error says so
+        try:
+            _connection(c)
         except ConfigException as e:
             next(v for v in values if v["name"] == "connection.url")["errors"].append(str(e))
-        except Exception:      # noqa: BLE001 -- a bad value: its own key's error says so
-            pass
         return values
 
     def start(self, props):
