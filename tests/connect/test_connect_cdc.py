@@ -697,3 +697,67 @@ def test_cdc_worker_killed_mid_snapshot_snapshots_again_and_misses_nothing(serve
         "the snapshot reached the rows deleted after the kill: make the table larger"
     print(f"snapshot records: {len(snap)} for {rows} rows ({len(first)} before the kill)")
     assert len(snap) > rows - 5 and snap[-1]["source"]["snapshot"] == "last"
+
+
+def test_a_debezium_configuration_from_its_documentation_runs_unchanged(connect, server,
+                                                                          pglogical):
+    """Debezium's PostgreSQL connector example (its documentation's
+    "fulfillment-connector", with this test's server, table, slot and
+    publication): database.* keys instead of connection.url, topic.prefix
+    naming <prefix>.<schema>.<table>, plugin.name=pgoutput, and the worker's
+    converters (JSON with schemas): Debezium's envelope, schema names and
+    source block."""
+    import urllib.parse
+    dsn = urllib.parse.urlsplit(pglogical)
+    table, slot = unique("inventory"), unique("dbz")
+    pg(pglogical, f"CREATE TABLE {table} (id INT PRIMARY KEY, item TEXT, qty INT)")
+    pg(pglogical, f"INSERT INTO {table} VALUES (1, 'bolt', 10)")
+    topic = f"fulfillment{slot}.public.{table}"
+    create(server, topic)
+    config = {
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "database.hostname": dsn.hostname,
+        "database.port": str(dsn.port),
+        "database.user": dsn.username,
+        "database.password": "postgres",
+        "database.dbname": dsn.path.lstrip("/"),
+        "topic.prefix": f"fulfillment{slot}",
+        "table.include.list": f"public.{table}",
+        "plugin.name": "pgoutput",
+        "slot.name": slot,
+        "publication.name": slot + "_pub",
+    }
+    # neither connection.url nor database.hostname: the validation names the keys
+    bare = {k: v for k, v in config.items() if not k.startswith("database.")}
+    r = connect.http("PUT", "/connector-plugins/PostgresConnector/config/validate", json=bare)
+    errs = {c["value"]["name"]: c["value"]["errors"] for c in r.json()["configs"]}
+    assert "database.hostname" in " ".join(errs["connection.url"]), errs["connection.url"]
+    r = connect.http("POST", "/connectors", json={"name": "dbz", "config": {
+        **config, "plugin.name": "decoderbufs"}})
+    assert r.status_code == 400 and "plugin.name" in r.text, r.text
+
+    connect.create("dbz", **config)
+    wait_until(lambda: connect.state("dbz")["tasks"] and
+               connect.state("dbz")["tasks"][0]["state"] == "RUNNING", timeout=60,
+               message=lambda: f"the task RUNNING: {connect.state('dbz')}")
+    pg(pglogical, f"UPDATE {table} SET qty = 9 WHERE id = 1")
+    pg(pglogical, f"DELETE FROM {table} WHERE id = 1")
+    reader = TopicReader(server, [topic])
+    try:
+        recs = wait_until(lambda: len(reader.poll()) >= 4 and reader.records, timeout=60,
+                          message=lambda: f"4 records on {topic}: {reader.records}")
+    finally:
+        reader.close()
+    ops = [v and v["payload"]["op"] for _, _, v in recs]
+    assert ops == ["r", "u", "d", None], ops             # snapshot, update, delete, tombstone
+    key, value = recs[1][1], recs[1][2]
+    assert key["schema"]["name"] == f"{topic}.Key" and key["payload"] == {"id": 1}
+    assert value["schema"]["name"] == f"{topic}.Envelope"
+    assert [f["field"] for f in value["schema"]["fields"]] == [
+        "before", "after", "source", "op", "ts_ms"]
+    assert value["payload"]["after"] == {"id": 1, "item": "bolt", "qty": 9}
+    src = value["payload"]["source"]
+    assert (src["connector"], src["name"], src["db"], src["schema"], src["table"]) == (
+        "postgresql", f"fulfillment{slot}", dsn.path.lstrip("/"), "public", table)
+    connect.http("DELETE", "/connectors/dbz")
+    drop_slot(pglogical, slot)

@@ -329,3 +329,40 @@ def test_kafka_record_format_without_byte_array_converters_is_a_400(connect, top
     r = connect.http("POST", "/connectors", json={"name": "bad", "config": sink_config(
         tmp_path, topic_name, "lake.bad", **{"iceberg.tables.record-format": "avro"})})
     assert r.status_code == 400 and "iceberg.tables.record-format" in r.json()["message"]
+
+
+def test_the_table_is_filed_under_the_catalog_name_iceberg_s_keys_give(
+        connect, server, topic_name, sink_name, tmp_path):
+    """Apache Iceberg's sink keys for a JDBC catalog: ``iceberg.catalog`` names
+    the catalog (a reader's catalog of that name finds the table; one named
+    otherwise, such as the default ``kafkalite``, does not), ``catalog-impl``
+    JdbcCatalog with a JDBC ``uri`` (pyiceberg's SqlCatalog shares its tables);
+    a catalog type other than a SQL one is refused naming the key."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from kafkalite.connect.connectors.iceberg import catalog_properties
+    create(server, topic_name, 2)
+    produce_rows(server, topic_name, range(50))
+    uri, warehouse = f"sqlite:///{tmp_path}/catalog.db", f"file://{tmp_path}/warehouse"
+    lake = sql_catalog("lake", uri=uri, warehouse=warehouse)
+    config = {"connector.class": ICEBERG, "topics": topic_name, "iceberg.tables": "db.orders",
+              "iceberg.catalog": "lake",
+              "iceberg.catalog.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
+              "iceberg.catalog.uri": f"jdbc:sqlite:{tmp_path}/catalog.db",
+              "iceberg.catalog.warehouse": warehouse, "flush.size": "50"}
+    r = connect.http("POST", "/connectors", json={"name": sink_name, "config": {
+        **config, "iceberg.catalog.type": "rest"}})
+    assert r.status_code == 400 and "iceberg.catalog.type" in r.text, r.text
+    connect.create(sink_name, **config)
+    wait_until(lambda: len(table_rows(lake, "db.orders")) >= 50, timeout=60,
+               message=lambda: f"50 rows under the catalog lake: {connect.state(sink_name)}")
+    assert as_tuples(table_rows(lake, "db.orders")) == topic_rows(server, topic_name, 50)
+    with pytest.raises(NoSuchTableError):
+        sql_catalog("kafkalite", uri=uri, warehouse=warehouse).load_table("db.orders")
+    # Iceberg's JdbcCatalog settings on PostgreSQL, as SqlCatalog takes them
+    assert catalog_properties({
+        "iceberg.catalog.uri": "jdbc:postgresql://db.example:5433/lake?sslmode=require",
+        "iceberg.catalog.jdbc.user": "ice", "iceberg.catalog.jdbc.password": "p@ss",
+        "iceberg.catalog.type": "jdbc", "iceberg.catalog.warehouse": "s3://w"}) == {
+        "uri": "postgresql+psycopg://ice:p%40ss@db.example:5433/lake?sslmode=require",
+        "warehouse": "s3://w"}

@@ -7,6 +7,7 @@ unique per record), first copies in source order, and duplicates counted;
 each test first shows it catches a planted fault.
 """
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -17,10 +18,12 @@ import pytest
 from harness import ServerProcess, child_env, create, wait_until
 from kafkalite.client import (OFFSET_BEGINNING, AdminClient, ConfigResource, Consumer,
                               NewPartitions, Producer, TopicPartition)
-from kafkalite.connect.connectors.mirror import (MIRROR_HEADER, OffsetSyncStore,
+from kafkalite.connect.connectors.mirror import (MIRROR_HEADER, DefaultReplicationPolicy,
+                                                 MirrorCheckpointTask, OffsetSyncStore,
                                                  decode_checkpoint, decode_offset_sync,
                                                  encode_checkpoint, encode_heartbeat,
                                                  encode_offset_sync)
+from kafkalite.connect.mirror_client import translate_offsets
 from kafkalite.connect.offsets import KafkaOffsetStore
 
 
@@ -147,8 +150,16 @@ def test_offset_sync_and_checkpoint_formats_and_translation(clusters):
     k, v = encode_offset_sync("orders", 2, 170, 101)
     assert k == b"\x00\x06orders\x00\x00\x00\x02" and len(v) == 16
     assert decode_offset_sync(k, v) == ("orders", 2, 170, 101)
-    k, v = encode_checkpoint("g1", "orders", 2, 170, 101)
-    assert decode_checkpoint(k, v) == ("g1", "orders", 2, 170, 101)
+    k, v = encode_checkpoint("g1", "east.orders", 2, 170, 101)
+    assert decode_checkpoint(k, v) == ("g1", "east.orders", 2, 170, 101)
+    # checkpoints name the topic as the target has it (renameTopicPartition): a source
+    # topic gets the source's prefix, one that came from the target its original name
+    task = MirrorCheckpointTask()
+    task.source_alias, task.target_alias = "east", "west"
+    task.policy = DefaultReplicationPolicy()
+    assert task.rename_topic("orders") == "east.orders"
+    assert task.rename_topic("west.orders") == "orders"
+    assert task.rename_topic("other.orders") == "east.other.orders"
     a, _ = clusters
     create(a, "mm2-offset-syncs.fmt.internal", 1)
     p = Producer(a.config())
@@ -214,12 +225,39 @@ def test_mirror_records_configs_partitions_and_group_offsets(clusters):
         offs = wait_until(translated, 60, "g1's translated offsets on the target")
 
         # the same poll that returns the checkpoint records commits the
-        # translated offsets, before the worker has produced the records
+        # translated offsets, before the worker has produced the records. Read
+        # back in Kafka's Checkpoint layout (key: group, topic as int16-length
+        # strings, partition int32; value: version int16, upstream and downstream
+        # offsets int64, metadata), keyed by the topic as named on the target
+        # (MirrorCheckpointTask.renameTopicPartition)
+        def kafka_checkpoint(key, value):
+            glen = struct.unpack_from(">h", key)[0]
+            tlen = struct.unpack_from(">h", key, 2 + glen)[0]
+            topic = key[4 + glen:4 + glen + tlen].decode()
+            version, up, down = struct.unpack_from(">hqq", value)
+            assert version == 0 and len(key) == 8 + glen + tlen
+            return (key[2:2 + glen].decode(), topic,
+                    struct.unpack_from(">i", key, 4 + glen + tlen)[0], up, down)
+
         def checkpointed():
             cps = read_partitions(b, "A.checkpoints.internal", 1)[0]
-            decoded = {decode_checkpoint(c.key(), c.value())[:4] for c in cps}
-            return decoded if {("g1", "orders", p, 170) for p in range(3)} <= decoded else None
-        wait_until(checkpointed, 30, "g1's checkpoints of the three partitions")
+            latest = {}
+            for c in cps:
+                g, t, p, up, down = kafka_checkpoint(c.key(), c.value())
+                latest[(g, t, p)] = (up, down)
+            want = {("g1", "A.orders", p) for p in range(3)}
+            return latest if want <= set(latest) and \
+                all(latest[w][0] == 170 for w in want) else None
+        latest = wait_until(checkpointed, 30, "g1's checkpoints of A.orders' three partitions")
+        assert not any(t == "orders" for _, t, _ in latest), latest
+        # RemoteClusterUtils.translateOffsets: the latest checkpoint of each partition
+        translated_here = translate_offsets(b.config(), "A", "g1")
+        got_cps = {(tp.topic, tp.partition): tp.offset for tp in translated_here}
+        want_cps = {(t, p): down for (g, t, p), (_, down) in latest.items() if g == "g1"}
+        assert got_cps == want_cps and {("A.orders", p) for p in range(3)} <= set(got_cps)
+        assert got_cps[("A.orders", 0)] == offs[0]
+        assert translate_offsets(b.config(), "A", "no-such-group") == []
+        assert translate_offsets(b.config(), "nowhere", "g1") == []
         beats = read_partitions(b, "heartbeats", 1)[0]
         assert beats and beats[0].key() == encode_heartbeat("A", "target", 0)[0]
         # a consumer of g1 switched to the target resumes without a gap, re-reading at

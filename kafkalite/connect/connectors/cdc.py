@@ -43,7 +43,11 @@ numeric as a string (exact; ``decimal.handling.mode=double`` for float64);
 timestamp/timestamptz as Connect Timestamp (ms, UTC), date as Date;
 json/jsonb, uuid and every other type as their text form.
 
-Setup: ``connection.url`` as the JDBC connectors' (jdbc:postgresql://...);
+Setup: ``connection.url`` as the JDBC connectors' (jdbc:postgresql://...),
+or Debezium's keys: ``database.hostname``, ``database.port`` (5432),
+``database.dbname``, ``database.user``, ``database.password``, with
+``plugin.name`` (``pgoutput``, the default here; Debezium's default
+``decoderbufs`` is refused), so a Debezium configuration runs as written;
 the connector checks ``wal_level`` is ``logical`` (a clear failure if not),
 creates ``publication.name`` (for ``table.include.list``, else FOR ALL
 TABLES) and, with ``snapshot.mode=never``, ``slot.name`` if missing: the
@@ -83,7 +87,8 @@ import struct
 import threading
 
 from kafkalite.connect.api import SourceConnector, SourceRecord, SourceTask
-from kafkalite.connect.config import BOOLEAN, INT, LIST, STRING, ConfigDef, at_least, one_of
+from kafkalite.connect.config import (BOOLEAN, INT, LIST, PASSWORD, STRING, ConfigDef,
+                                      ConfigException, at_least, one_of)
 from kafkalite.connect.connectors.dialects import PostgreSQL, dialect_for
 from kafkalite.connect.connectors.jdbc import CONN
 from kafkalite.connect.data import Field, Schema
@@ -93,6 +98,17 @@ log = logging.getLogger("kafkalite.connect")
 
 CONFIG = CONN.merge(
     ConfigDef()
+    # Debezium's connection keys, the other way to say connection.url (_connection)
+    .define("connection.url", STRING, None, group="Database",
+            doc="jdbc:postgresql://host:port/db; or Debezium's database.* keys")
+    .define("database.hostname", STRING, None, group="Database")
+    .define("database.port", INT, 5432, at_least(1), group="Database")
+    .define("database.user", STRING, None, group="Database")
+    .define("database.password", PASSWORD, None, group="Database")
+    .define("database.dbname", STRING, None, group="Database")
+    .define("plugin.name", STRING, "pgoutput", one_of("pgoutput"), group="Replication",
+            doc="the logical decoding plugin: pgoutput (PostgreSQL's own) only; "
+                "Debezium's default decoderbufs is a server extension not read here")
     .define("topic.prefix", STRING, group="Connector",
             doc="topics are <topic.prefix>.<schema>.<table>")
     .define("slot.name", STRING, "kafkalite", group="Replication")
@@ -311,11 +327,33 @@ class _ValueLoader:
 
 # ---- connector ------------------------------------------------------------------------------
 
+NO_CONNECTION = ("connection.url or Debezium's database.hostname and database.dbname must be "
+                 "set")
+
+
+def _connection(c) -> tuple[str, str | None, str | None]:
+    """(JDBC URL, user, password) of the configured database: ``connection.url``
+    (with ``connection.user``/``connection.password``), or Debezium's
+    ``database.hostname``, ``database.port``, ``database.dbname``,
+    ``database.user``, ``database.password``; ConfigException when neither."""
+    user = c.get("connection.user") or c.get("database.user")
+    password = c.get("connection.password") or c.get("database.password")
+    if c.get("connection.url"):
+        return c["connection.url"], user, password
+    host, db = c.get("database.hostname"), c.get("database.dbname")
+    if not host or not db:
+        raise ConfigException("connection.url", NO_CONNECTION)
+    import urllib.parse
+    host = f"[{host}]" if ":" in host else host       # an IPv6 address
+    return (f"jdbc:postgresql://{host}:{c['database.port']}/{urllib.parse.quote(db)}",
+            user, password)
+
+
 def _connect(c, autocommit=True, **kwargs):
     """A connection to the configured database; with ``replication="database"``
     a replication connection, which takes only the simple query protocol
     (``pgconn.exec_``), so nothing is run on it here."""
-    d = dialect_for(c["connection.url"], c.get("connection.user"), c.get("connection.password"))
+    d = dialect_for(*_connection(c))
     if not isinstance(d, PostgreSQL):
         raise ConnectException("connection.url: change data capture needs PostgreSQL "
                                "(jdbc:postgresql://host:port/db)")
@@ -364,6 +402,18 @@ def ensure_slot(c, create_slot: bool = True) -> None:
 class PostgresCdcSourceConnector(SourceConnector):
     def config_def(self):
         return CONFIG
+
+    def validate(self, props: dict) -> list[dict]:
+        values = super().validate(props)
+        try:
+            c = CONFIG.parse(props)
+        except ConfigException:
+            return values           # a bad value: its own key's error says so
+        try:
+            _connection(c)
+        except ConfigException as e:
+            next(v for v in values if v["name"] == "connection.url")["errors"].append(str(e))
+        return values
 
     def start(self, props):
         self.props = dict(props)

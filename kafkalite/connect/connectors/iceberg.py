@@ -49,9 +49,13 @@ columns (``update_schema().union_by_name``) in the same transaction as the
 append; with evolution off, fields the table lacks are left out. One table
 (``iceberg.tables``) takes every topic of the connector; offsets are kept
 per topic, but no column names the topic. Keys as Apache Iceberg's Kafka
-Connect sink names them; ``iceberg.catalog.*`` are the SQL catalog's
-properties (``uri``: a SQLAlchemy URL such as ``sqlite:////path/catalog.db``
-or ``postgresql+psycopg://user@host/db``; ``warehouse``: where data files go).
+Connect sink names them; ``iceberg.catalog`` is the catalog's name
+(``kafkalite`` by default: readers find the table under it) and
+``iceberg.catalog.*`` are the SQL catalog's properties (``uri``: a
+SQLAlchemy URL such as ``sqlite:////path/catalog.db`` or
+``postgresql+psycopg://user@host/db``, or Iceberg's JdbcCatalog's JDBC URL
+with ``jdbc.user``/``jdbc.password``; ``warehouse``: where data files go):
+catalog_name, catalog_properties.
 
 Who calls: the Connect worker (plugins.py names the class). Tables grow a
 snapshot per commit: expiring old snapshots and compacting small files is
@@ -87,7 +91,11 @@ CONFIG = (ConfigDef()
                   doc="the SQL catalog's SQLAlchemy URL (sqlite:///..., postgresql+psycopg://...)")
           .define("iceberg.catalog.warehouse", STRING,
                   doc="where new tables' files go (file://...)")
-          .define("iceberg.catalog.name", STRING, "kafkalite", doc="the catalog's name")
+          .define("iceberg.catalog", STRING, None,
+                  doc="the catalog's name (Apache Iceberg's sink's key): readers find the "
+                      "table under it; default kafkalite")
+          .define("iceberg.catalog.name", STRING, None,
+                  doc="the catalog's name, kafkalite's earlier key for iceberg.catalog")
           .define("iceberg.tables.auto-create-enabled", BOOLEAN, True,
                   doc="create the table from the first batch's schema")
           .define("iceberg.tables.evolve-schema-enabled", BOOLEAN, True,
@@ -153,10 +161,62 @@ def sql_catalog(name: str, **props):
             time.sleep(0.05 * (attempt + 1))
 
 
+DEFAULT_CATALOG_NAME = "kafkalite"
+CATALOG_PREFIX = "iceberg.catalog."
+# Apache Iceberg's JDBC catalog, whose tables pyiceberg's SqlCatalog shares
+JDBC_CATALOG = "org.apache.iceberg.jdbc.JdbcCatalog"
+
+
+def catalog_name(c: dict) -> str:
+    """``iceberg.catalog`` (Iceberg's key), or ``iceberg.catalog.name``, or
+    ``kafkalite``: the name a SQL catalog files the table under (its
+    ``catalog_name`` column), which a reader's catalog must be given."""
+    name, old = c.get("iceberg.catalog"), c.get("iceberg.catalog.name")
+    if name and old and name != old:
+        raise ConfigException("iceberg.catalog", f"Invalid value {name} for configuration "
+                              f"iceberg.catalog: iceberg.catalog.name names another catalog "
+                              f"({old}); set one of them", name)
+    return name or old or DEFAULT_CATALOG_NAME
+
+
+def catalog_properties(props: dict) -> dict:
+    """The SQL catalog's properties from the ``iceberg.catalog.*`` keys, as
+    Apache Iceberg's sink passes them to its catalog. A JDBC URL
+    (``jdbc:postgresql://host:port/db``, ``jdbc:sqlite:<path>``) with
+    ``jdbc.user``/``jdbc.password``, as Iceberg's JdbcCatalog takes, becomes
+    the SQLAlchemy URL pyiceberg's SqlCatalog takes; ``type`` and
+    ``catalog-impl`` may name only a JDBC/SQL catalog."""
+    import urllib.parse
+    out = {k[len(CATALOG_PREFIX):]: v for k, v in props.items()
+           if k.startswith(CATALOG_PREFIX) and k != "iceberg.catalog.name"}
+    kind, impl = out.pop("type", None), out.pop("catalog-impl", None)
+    if kind and kind.strip().lower() not in ("jdbc", "sql"):
+        raise ConfigException("iceberg.catalog.type", f"Invalid value {kind} for configuration "
+                              f"iceberg.catalog.type: only a SQL catalog (jdbc or sql)", kind)
+    if impl and impl.strip() != JDBC_CATALOG:
+        raise ConfigException("iceberg.catalog.catalog-impl", f"Invalid value {impl} for "
+                              f"configuration iceberg.catalog.catalog-impl: only "
+                              f"{JDBC_CATALOG}", impl)
+    user, password = out.pop("jdbc.user", None), out.pop("jdbc.password", None)
+    uri = out.get("uri") or ""
+    if uri.startswith("jdbc:sqlite:"):
+        path = uri[len("jdbc:sqlite:"):]
+        out["uri"] = "sqlite:///" + (path[2:] if path.startswith("//") else path)
+    elif uri.startswith("jdbc:postgresql:"):
+        u = urllib.parse.urlsplit(uri[len("jdbc:"):])
+        query = dict(urllib.parse.parse_qsl(u.query))
+        user = user or query.pop("user", None)
+        password = password or query.pop("password", None)
+        auth = "" if not user else urllib.parse.quote(user, safe="") + (
+            ":" + urllib.parse.quote(password, safe="") if password else "") + "@"
+        out["uri"] = urllib.parse.urlunsplit((
+            "postgresql+psycopg", auth + u.netloc.rpartition("@")[2], u.path,
+            urllib.parse.urlencode(query), ""))
+    return out
+
+
 def catalog_of(c: dict, props: dict):
-    return sql_catalog(c["iceberg.catalog.name"], **{
-        k[len("iceberg.catalog."):]: v for k, v in props.items()
-        if k.startswith("iceberg.catalog.") and k != "iceberg.catalog.name"})
+    return sql_catalog(catalog_name(c), **catalog_properties(props))
 
 
 def table_offsets(table, group: str) -> dict:
@@ -195,18 +255,22 @@ class IcebergSinkConnector(SinkConnector):
 
     def validate(self, props):
         values = super().validate(props)
-        try:
-            check_converters(props)
-        except ConfigException as e:
-            for v in values:
-                if v["name"] == RECORD_FORMAT:
-                    v["errors"].append(str(e))
+        by_name = {v["name"]: v for v in values}
+        for check in (lambda: check_converters(props), lambda: catalog_properties(props),
+                      lambda: catalog_name(props)):
+            try:
+                check()
+            except ConfigException as e:
+                # a catalog property has no definition of its own: the uri's carries it
+                by_name.get(e.name, by_name["iceberg.catalog.uri"])["errors"].append(str(e))
         return values
 
     def start(self, props):
         self.props = dict(props)
         partition_fields(CONFIG.parse(props)[PARTITION_BY])
         check_converters(props)
+        catalog_name(props)
+        catalog_properties(props)
 
     def task_class(self):
         return IcebergSinkTask

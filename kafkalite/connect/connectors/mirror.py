@@ -26,7 +26,10 @@ whose ``bootstrap.servers`` is the TARGET cluster; the source cluster is
   the offset syncs (MM2's rule: a sync at exactly the committed offset maps
   to its downstream offset, otherwise to the downstream offset + 1 of the
   latest sync below it) and writes Checkpoint records to
-  ``<source alias>.checkpoints.internal`` on the target; with
+  ``<source alias>.checkpoints.internal`` on the target, keyed by the
+  topic's name there (``east.orders``; a topic that came from the target
+  by its original name), as MM2's; ``translate_offsets`` (mirror_client.py)
+  reads them back as RemoteClusterUtils.translateOffsets does; with
   ``sync.group.offsets.enabled`` it also commits them for the same group on
   the target when that group has no active members there, only forwards.
 - MirrorHeartbeatConnector: a Heartbeat record to ``heartbeats`` on the
@@ -92,6 +95,12 @@ class DefaultReplicationPolicy:
         _, sep, rest = topic.partition(self.separator)
         return rest if sep else None
 
+    def original_topic(self, topic: str) -> str:
+        """The topic's name on the cluster it was first written to
+        (ReplicationPolicy.originalTopic): ``us-west.topic1`` -> ``topic1``."""
+        up = self.upstream_topic(topic)
+        return topic if up is None else self.original_topic(up)
+
 
 class IdentityReplicationPolicy(DefaultReplicationPolicy):
     """Remote topics keep their names; loops are stopped by the header only."""
@@ -101,6 +110,9 @@ class IdentityReplicationPolicy(DefaultReplicationPolicy):
 
     def topic_source(self, topic: str) -> str | None:
         return None
+
+    def original_topic(self, topic: str) -> str:
+        return topic
 
 
 def replication_policy(props: dict):
@@ -261,7 +273,13 @@ def offset_syncs_topic(props: dict) -> str:
 
 
 def checkpoints_topic(props: dict) -> str:
-    return f"{_aliases(props)[0]}.checkpoints.internal"
+    return checkpoints_topic_of(_aliases(props)[0])
+
+
+def checkpoints_topic_of(source_alias: str) -> str:
+    """Where the checkpoints of the groups of cluster ``source_alias`` go on
+    the target (ReplicationPolicy.checkpointsTopic)."""
+    return f"{source_alias}.checkpoints.internal"
 
 
 def ensure_topic(admin, name: str, partitions: int = 1, config: dict | None = None) -> None:
@@ -299,17 +317,26 @@ def decode_offset_sync(key: bytes, value: bytes) -> tuple[str, int, int, int]:
 
 def encode_checkpoint(group, topic, partition, upstream, downstream, metadata=""):
     """Checkpoint: key {group, topic, partition}; value version 0 + {upstreamOffset,
-    downstreamOffset, metadata}. ``topic`` is the upstream (source) topic, as MM2's."""
+    downstreamOffset, metadata}. ``topic`` is the topic on the target cluster (the
+    renamed one, ``east.orders``: MirrorCheckpointTask.renameTopicPartition), the one a
+    consumer switched over reads and RemoteClusterUtils.translateOffsets answers for."""
     return (_str(group) + _str(topic) + struct.pack(">i", partition),
             struct.pack(">hqq", 0, upstream, downstream) + _str(metadata or ""))
 
 
 def decode_checkpoint(key: bytes, value: bytes) -> tuple[str, str, int, int, int]:
+    return decode_checkpoint_with_metadata(key, value)[:5]
+
+
+def decode_checkpoint_with_metadata(key: bytes, value: bytes) -> tuple[str, str, int, int,
+                                                                       int, str]:
+    """(group, topic, partition, upstream offset, downstream offset, metadata)."""
     group, pos = _read_str(key, 0)
     topic, pos = _read_str(key, pos)
     (partition,) = struct.unpack_from(">i", key, pos)
     _, upstream, downstream = struct.unpack_from(">hqq", value)
-    return group, topic, partition, upstream, downstream
+    metadata = _read_str(value, 18)[0] if len(value) >= 20 else ""
+    return group, topic, partition, upstream, downstream, metadata
 
 
 def encode_heartbeat(source_alias, target_alias, timestamp_ms) -> tuple[bytes, bytes]:
@@ -608,26 +635,36 @@ class MirrorCheckpointTask(SourceTask):
         self.next_emit = time.monotonic()
         self.next_sync = time.monotonic()
 
+    def rename_topic(self, topic: str) -> str:
+        """A source topic's name on the target, as MirrorCheckpointTask's
+        renameTopicPartition: a topic that came from the target goes back to
+        its original name (``west.orders`` -> ``orders``), any other gets
+        the source's prefix (``orders`` -> ``east.orders``)."""
+        if self.policy.topic_source(topic) == self.target_alias:
+            return self.policy.original_topic(topic)
+        return self.policy.format_remote_topic(self.source_alias, topic)
+
     def _group_ok(self, g: str) -> bool:
         return (self.groups is not None and bool(self.groups.fullmatch(g))
                 and not (self.groups_exclude and self.groups_exclude.fullmatch(g)))
 
     def checkpoints(self) -> dict:
-        """{group: {(remote topic, partition): (upstream, downstream)}}."""
+        """{group: {(remote topic, partition, upstream topic): (upstream, downstream)}}."""
         self.store.read(0.2)
         out: dict = {}
         for g in self.source.groups():
             if not self._group_ok(g):
                 continue
             for topic, partition, offset in self.source.group_offsets(g):
+                # a topic that came from the target is checkpointed too (renamed back):
+                # it has offset syncs only where something mirrored it here
                 if offset < 0 or is_internal(topic) or \
-                        not (self.topics and self.topics.fullmatch(topic)) or \
-                        self.policy.topic_source(topic) == self.target_alias:
+                        not (self.topics and self.topics.fullmatch(topic)):
                     continue
                 down = self.store.translate(topic, partition, offset)
                 if down is not None:
-                    remote = self.policy.format_remote_topic(self.source_alias, topic)
-                    out.setdefault(g, {})[(remote, partition, topic)] = (offset, down)
+                    out.setdefault(g, {})[(self.rename_topic(topic), partition, topic)] = (
+                        offset, down)
         return out
 
     def poll(self) -> list[SourceRecord] | None:
@@ -641,8 +678,8 @@ class MirrorCheckpointTask(SourceTask):
             self.next_emit = now + self.interval
             stamp = int(time.time() * 1000)
             for g, parts in cps.items():
-                for (_, p, upstream_topic), (up, down) in parts.items():
-                    key, value = encode_checkpoint(g, upstream_topic, p, up, down)
+                for (remote, p, _), (up, down) in parts.items():
+                    key, value = encode_checkpoint(g, remote, p, up, down)
                     out.append(SourceRecord(self.topic, 0, None, key, None, value, stamp))
         if self.sync_groups and now >= self.next_sync:
             self.next_sync = now + self.sync_interval
