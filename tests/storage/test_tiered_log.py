@@ -1,0 +1,153 @@
+"""A tiered partition log (KIP-405) over the local-directory remote store:
+rolled segments copied, local copies deleted past local retention, reads
+below the local log start served from the remote copy, total retention
+deleting remote segments, and what a crash mid-copy leaves."""
+import os
+
+import pytest
+
+from kafkalite.errors import OffsetOutOfRangeError
+from kafkalite.storage import LogConfig, PartitionLog
+from kafkalite.storage.remote.metadata import (RemoteLogMetadataFile, RemoteLogSegmentMetadata,
+                                               RemoteLogSegmentState)
+from kafkalite.storage.remote.storage_manager import LocalDirectoryRemoteStorage
+from storage_helpers import batch, read_all
+
+TIERED = {"remote.storage.enable": "true", "segment.bytes": "1200",
+          "local.retention.bytes": "2000"}
+
+
+@pytest.fixture
+def tiered(tmp_path, clock):
+    """tiered(**topic configs) -> an open tiered PartitionLog over one store."""
+    store = LocalDirectoryRemoteStorage(str(tmp_path / "remote"))
+    opened = []
+
+    def _open(**props):
+        cfg = LogConfig.from_properties({**TIERED, **props})
+        plog = PartitionLog.open(str(tmp_path / "t-0"), cfg, clock=clock, remote_storage=store)
+        opened.append(plog)
+        return plog
+
+    _open.store = store
+    yield _open
+    for plog in opened:
+        if not plog.closed:
+            plog.close()
+
+
+def _raw(plog, start=0):
+    """Every batch from ``start`` to the end, as the bytes a fetch sends."""
+    out, offset = [], start
+    while offset < plog.log_end_offset:
+        data = plog.read(offset, 100_000)
+        assert data.region is not None, f"nothing read at {offset}"
+        out.append(data.read())
+        offset = read_all_next(data.read())
+    return b"".join(out)
+
+
+def read_all_next(chunk: bytes) -> int:
+    from kafkalite.record import decode_columns
+    return decode_columns(chunk).next_offset
+
+
+def _fill(plog, clock, n=40):
+    for i in range(n):
+        plog.append(batch([b"record-%03d" % i * 20], timestamp=clock.now + i))
+    plog.high_watermark = plog.log_end_offset       # committed: copies stop at the LSO
+
+
+def test_copied_segments_leave_the_disk_and_read_back_identical_from_offset_0(tiered, clock):
+    plog = tiered()
+    _fill(plog, clock)
+    before = _raw(plog)
+    rolled = len(plog.segments) - 1
+    assert rolled >= 8
+    assert plog.delete_old_segments() == 0, "nothing is deleted locally before it is copied"
+    assert plog.copy_to_remote() == rolled
+    assert plog.highest_remote_offset == plog.segments[-1].base_offset - 1
+    deleted = plog.delete_old_segments()
+    assert deleted > 0
+    assert plog.log_start_offset == 0, "the log start stays the remote start"
+    assert plog.local_log_start_offset == plog.segments[0].base_offset > 0
+    assert sum(s.size for s in plog.segments[:-1]) <= 2000
+    assert _raw(plog) == before, "the remote segments read back byte for byte"
+    values = [v for _, _, _, v, _ in read_all(plog, start=0)]
+    assert values == [b"record-%03d" % i * 20 for i in range(40)]
+    # by timestamp, in a remote segment
+    assert plog.offset_for_timestamp(clock.now + 3) == (3, clock.now + 3)
+
+
+def test_a_reopened_tiered_log_keeps_its_remote_start(tiered, clock):
+    plog = tiered()
+    _fill(plog, clock)
+    before = _raw(plog)
+    plog.copy_to_remote()
+    plog.delete_old_segments()
+    local_start = plog.local_log_start_offset
+    plog.close()
+    again = tiered()
+    assert (again.log_start_offset, again.local_log_start_offset) == (0, local_start)
+    assert _raw(again) == before
+    again.append(batch([b"after"]))
+    assert again.log_end_offset == 41
+
+
+def test_total_retention_deletes_remote_segments_and_moves_the_log_start(tiered, clock):
+    plog = tiered(**{"retention.bytes": "5000"})
+    _fill(plog, clock)
+    plog.copy_to_remote()
+    plog.delete_old_segments()
+    remote = RemoteLogMetadataFile(plog.directory).segments
+    total = sum(s.size for s in remote if s.end_offset < plog.local_log_start_offset) \
+        + plog.size_in_bytes
+    assert total <= 5000 + remote[0].size
+    assert plog.log_start_offset == remote[0].base_offset > 0
+    assert len(tiered.store.list_segments("t-0")) == len(remote)
+    with pytest.raises(OffsetOutOfRangeError):
+        plog.read(0, 1000)
+    assert read_all(plog)[0][0] == plog.log_start_offset
+
+
+def test_delete_records_and_topic_deletion_reach_the_remote_store(tiered, clock):
+    plog = tiered()
+    _fill(plog, clock)
+    plog.copy_to_remote()
+    plog.delete_old_segments()
+    second = RemoteLogMetadataFile(plog.directory).segments[1]
+    plog.delete_records(second.base_offset + 1)
+    assert plog.log_start_offset == second.base_offset + 1
+    assert RemoteLogMetadataFile(plog.directory).segments[0].id == second.id
+    assert read_all(plog)[0][0] == second.base_offset + 1
+    plog.delete()
+    assert tiered.store.list_segments("t-0") == []
+
+
+def test_a_copy_a_crash_left_unfinished_is_deleted_and_copied_again(tiered, clock):
+    plog = tiered()
+    _fill(plog, clock)
+    before = _raw(plog)
+    plog.close()
+    # what a kill between COPY_SEGMENT_STARTED and the rename leaves
+    metadata = RemoteLogMetadataFile(plog.directory)
+    metadata.add_copy_started(RemoteLogSegmentMetadata(
+        "deadbeef", 0, 3, 0, ((0, 0),), 500, RemoteLogSegmentState.COPY_SEGMENT_STARTED, 1))
+    orphan = os.path.join(tiered.store.root, "t-0", ".%020d-deadbeef.tmp" % 0)
+    os.makedirs(orphan)
+    again = tiered()
+    assert RemoteLogMetadataFile(again.directory).all == ()
+    assert not os.path.exists(orphan)
+    assert again.copy_to_remote() == len(again.segments) - 1
+    again.delete_old_segments()
+    names = tiered.store.list_segments("t-0")
+    assert len(names) == len({n.split("-")[0] for n in names}), "no segment listed twice"
+    assert _raw(again) == before
+
+
+def test_nothing_above_the_last_stable_offset_is_copied(tiered, clock):
+    plog = tiered()
+    _fill(plog, clock)
+    plog.high_watermark = plog.segments[3].base_offset
+    assert plog.copy_to_remote() == 3, "only the segments wholly committed"
+    assert plog.highest_remote_offset == plog.segments[3].base_offset - 1
