@@ -669,12 +669,21 @@ class PartitionLog:
         if move_log_start:
             new_start = max(self._log_start, self._segments[0].base_offset)
             self._set_log_start(new_start)
+        else:
+            # a tiered log: the snapshots went to the remote store with their segments
+            self.producer_state.delete_snapshots(below=self.local_log_start_offset)
         for seg in victims:
             seg.delete()
         log.info("%s: deleted %d segment(s); log start offset is now %d, local log start "
                  "offset %d", self.name, count, self._log_start, self.local_log_start_offset)
 
     # ---- tiered storage (KIP-405) -----------------------------------------------------------
+
+    def enable_remote_storage(self, remote_storage) -> None:
+        """``remote.storage.enable`` turned on for an open log: tier it from now on."""
+        if self.remote is None and self.config.remote_storage_enable:
+            from kafkalite.storage.remote.remote_log import RemoteLog
+            self.remote = RemoteLog(self.directory, self.name, remote_storage, self._clock)
 
     def copy_to_remote(self) -> int:
         """The leader's copy of its rolled segments to remote storage (see

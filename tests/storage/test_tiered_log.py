@@ -151,3 +151,12 @@ def test_nothing_above_the_last_stable_offset_is_copied(tiered, clock):
     plog.high_watermark = plog.segments[3].base_offset
     assert plog.copy_to_remote() == 3, "only the segments wholly committed"
     assert plog.highest_remote_offset == plog.segments[3].base_offset - 1
+
+
+def test_local_deletion_takes_the_producer_snapshots_below_the_local_start(tiered, clock):
+    from kafkalite.storage.producer_snapshot import list_snapshots
+    plog = tiered()
+    _fill(plog, clock)
+    plog.copy_to_remote()
+    plog.delete_old_segments()
+    assert min(list_snapshots(plog.directory)) >= plog.local_log_start_offset

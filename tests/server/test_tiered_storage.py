@@ -1,0 +1,119 @@
+"""Tiered storage (KIP-405) end to end: a server with
+``remote.log.storage.system.enable`` and a local-directory remote store, a
+topic with ``remote.storage.enable=true`` and small segments whose local
+copies are deleted past ``local.retention.bytes``, read from offset 0 by
+confluent-kafka across the remote/local boundary; ListOffsets' earliest-local
+(-4) and latest-tiered (-5); Kafka's refusals. The module starts its own
+server (the shared one has no tiered storage)."""
+import glob
+import os
+import time
+
+import confluent_kafka as ck
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from compat.compat_helpers import KafkaWire
+from harness import ServerProcess, wait_until
+from kafkalite.protocol import ApiKey
+
+EARLIEST, EARLIEST_LOCAL, LATEST_TIERED = -2, -4, -5
+COUNT = 3000
+
+
+@pytest.fixture(scope="module")
+def tiered_server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiered")
+    config = root / "tiered.toml"
+    config.write_text('"remote.log.storage.system.enable" = true\n'
+                      f'remote_log_storage_dir = "{root / "remote"}"\n')
+    srv = ServerProcess(str(root / "data"), workers=1,
+                        extra_args=["--config", str(config)]).start()
+    srv.remote_dir = str(root / "remote")
+    try:
+        yield srv
+    finally:
+        if srv.proc.poll() is None:
+            srv.stop()
+        srv.kill()
+
+
+def _create(server, topic, **configs):
+    admin = AdminClient({"bootstrap.servers": server.kafka_bootstrap})
+    futures = admin.create_topics([NewTopic(topic, 1, 1, config=configs)])
+    return futures[topic].result(30)
+
+
+def _list_offsets(server, topic, *specs):
+    [broker] = server.info["kafka_brokers"]
+    wire = KafkaWire(f"127.0.0.1:{broker['port']}")
+    try:
+        r = wire.request(ApiKey.LIST_OFFSETS, 9, {
+            "replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
+                {"partition_index": 0, "current_leader_epoch": -1, "timestamp": ts}
+                for ts in specs]}]})
+    finally:
+        wire.close()
+    return [p["offset"] for p in r["topics"][0]["partitions"]]
+
+
+def test_confluent_kafka_reads_from_offset_0_across_the_remote_boundary(tiered_server,
+                                                                          topic_name):
+    _create(tiered_server, topic_name, **{
+        "remote.storage.enable": "true", "segment.bytes": "16384",
+        "local.retention.bytes": "32768"})
+    producer = ck.Producer({"bootstrap.servers": tiered_server.kafka_bootstrap,
+                            "linger.ms": 5, "compression.type": "lz4", "batch.size": 4096})
+    sent, failed = [], []
+    now = int(time.time() * 1000)       # within retention.ms, which applies to the remote copies
+    for i in range(COUNT):
+        key, value = b"k%d" % (i % 7), b"value-%05d-" % i + os.urandom(40)
+        headers = [("h", b"%d" % i)]
+        producer.produce(topic_name, value, key, headers=headers, timestamp=now + i,
+                         on_delivery=lambda err, msg: err and failed.append(err))
+        sent.append((key, value, headers, now + i))
+    assert producer.flush(30) == 0
+    assert failed == []
+
+    # the leader copies rolled segments and deletes the local ones past 32 KiB
+    def tiered_offsets():
+        earliest, local, tiered = _list_offsets(tiered_server, topic_name, EARLIEST,
+                                                EARLIEST_LOCAL, LATEST_TIERED)
+        return (earliest, local, tiered) if local > COUNT // 2 else None
+    earliest, local, tiered = wait_until(tiered_offsets, 30, "local segments deleted")
+    assert earliest == 0, "the log start stays the remote start"
+    assert local - 1 <= tiered < COUNT
+    [partition_dir] = glob.glob(os.path.join(tiered_server.data_dir, f"{topic_name}-0*"))
+    assert "00000000000000000000.log" not in os.listdir(partition_dir)
+    assert glob.glob(os.path.join(tiered_server.remote_dir, "*", "00000000000000000000-*"))
+
+    consumer = ck.Consumer({"bootstrap.servers": tiered_server.kafka_bootstrap,
+                            "group.id": topic_name, "enable.auto.commit": False})
+    try:
+        consumer.assign([ck.TopicPartition(topic_name, 0, 0)])
+        got = []
+        while len(got) < COUNT:
+            batch = consumer.consume(1000, 10)
+            assert batch, f"no records after {len(got)}"
+            for m in batch:
+                assert m.error() is None, m.error()
+                got.append((m.offset(), m.key(), m.value(), m.headers(), m.timestamp()[1]))
+    finally:
+        consumer.close()
+    assert [g[0] for g in got] == list(range(COUNT))
+    assert [(k, v, h, ts) for _, k, v, h, ts in got] == sent
+
+
+def test_a_tiered_compacted_topic_is_refused_as_kafka_refuses_it(tiered_server, topic_name):
+    with pytest.raises(ck.KafkaException) as exc:
+        _create(tiered_server, topic_name, **{"remote.storage.enable": "true",
+                                              "cleanup.policy": "compact"})
+    assert exc.value.args[0].code() == ck.KafkaError.INVALID_CONFIG
+    assert "unsupported for the compacted topics" in exc.value.args[0].str()
+
+
+def test_without_tiered_storage_on_the_broker_the_topic_is_refused(server, topic_name):
+    with pytest.raises(ck.KafkaException) as exc:
+        _create(server, topic_name, **{"remote.storage.enable": "true"})
+    assert exc.value.args[0].code() == ck.KafkaError.INVALID_CONFIG
+    assert "Tiered Storage functionality is disabled in the broker" in exc.value.args[0].str()
