@@ -75,6 +75,14 @@ SETTINGS: dict[str, Setting] = {
         "The remote store of tiered segments, a directory (a second disk, a mounted share); "
         "\"\": `<data_dir>/remote-storage`.",
         kafka_note="Kafka's `remote.log.storage.manager.class.name` names a plug-in instead"),
+    "remote_log_storage_s3_bucket": Setting(
+        "Keep tiered segments in this S3 bucket instead of `remote_log_storage_dir` "
+        "(boto3, `pip install kafkalite[s3]`; credentials and region from the AWS "
+        "environment variables or ~/.aws, as any AWS client); \"\": the directory.",
+        kafka_note="a RemoteStorageManager plug-in for S3 (Aiven's, for one)"),
+    "remote_log_storage_s3_endpoint": Setting(
+        "The S3 API's URL, for object storage other than AWS's (MinIO, Ceph, ...); "
+        "\"\": AWS's."),
     "host": Setting("Interface every listener binds to, and the host advertised unless "
                     "`advertised_host` is set.", (), "the host of `listeners`"),
     "advertised_host": Setting("Host clients are told to connect to (\"\": `host`).", (),
@@ -326,6 +334,8 @@ class ServerConfig:
     data_dir: str = "./kafkalite-data"
     remote_log_storage_system_enable: bool = False
     remote_log_storage_dir: str = ""
+    remote_log_storage_s3_bucket: str = ""
+    remote_log_storage_s3_endpoint: str = ""
     host: str = "127.0.0.1"
     advertised_host: str = ""
     workers: int = 0
@@ -502,6 +512,10 @@ class ServerConfig:
         """The broker's RemoteStorageManager, None without tiered storage."""
         if not self.remote_log_storage_system_enable:
             return None
+        if self.remote_log_storage_s3_bucket:
+            from kafkalite.storage.remote.s3_storage import S3RemoteStorage
+            return S3RemoteStorage(self.remote_log_storage_s3_bucket,
+                                   endpoint_url=self.remote_log_storage_s3_endpoint or None)
         from kafkalite.storage.remote.storage_manager import LocalDirectoryRemoteStorage
         return LocalDirectoryRemoteStorage(self.remote_storage_root)
 

@@ -1,10 +1,12 @@
 """Tiered storage (KIP-405) end to end: a server with
-``remote.log.storage.system.enable`` and a local-directory remote store, a
+``remote.log.storage.system.enable`` and a remote store (a directory, or a
+bucket on moto's S3 server, which the module starts), a
 topic with ``remote.storage.enable=true`` and small segments whose local
 copies are deleted past ``local.retention.bytes``, read from offset 0 by
 confluent-kafka across the remote/local boundary; ListOffsets' earliest-local
 (-4) and latest-tiered (-5); Kafka's refusals. The module starts its own
 server (the shared one has no tiered storage)."""
+import contextlib
 import glob
 import os
 import time
@@ -15,27 +17,41 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat.compat_helpers import KafkaWire
 from harness import ServerProcess, wait_until
+from moto_s3 import moto_s3
 from kafkalite.protocol import ApiKey
+from kafkalite.storage.remote.s3_storage import S3RemoteStorage
+from kafkalite.storage.remote.storage_manager import LocalDirectoryRemoteStorage
 
 EARLIEST, EARLIEST_LOCAL, LATEST_TIERED = -2, -4, -5
 COUNT = 3000
 
 
-@pytest.fixture(scope="module")
-def tiered_server(tmp_path_factory):
+@pytest.fixture(scope="module", params=["directory", "s3"])
+def tiered_server(request, tmp_path_factory):
+    """A 1-worker server whose remote store is a directory or an S3 bucket;
+    ``srv.remote_segments(partition)`` lists the copies the store holds."""
     root = tmp_path_factory.mktemp("tiered")
     config = root / "tiered.toml"
-    config.write_text('"remote.log.storage.system.enable" = true\n'
-                      f'remote_log_storage_dir = "{root / "remote"}"\n')
-    srv = ServerProcess(str(root / "data"), workers=1,
-                        extra_args=["--config", str(config)]).start()
-    srv.remote_dir = str(root / "remote")
-    try:
-        yield srv
-    finally:
-        if srv.proc.poll() is None:
-            srv.stop()
-        srv.kill()
+    with contextlib.ExitStack() as stack:
+        if request.param == "s3":
+            endpoint = stack.enter_context(moto_s3("tiered"))
+            config.write_text('"remote.log.storage.system.enable" = true\n'
+                              'remote_log_storage_s3_bucket = "tiered"\n'
+                              f'remote_log_storage_s3_endpoint = "{endpoint}"\n')
+            store = S3RemoteStorage("tiered", endpoint_url=endpoint)
+        else:
+            config.write_text('"remote.log.storage.system.enable" = true\n'
+                              f'remote_log_storage_dir = "{root / "remote"}"\n')
+            store = LocalDirectoryRemoteStorage(str(root / "remote"))
+        srv = ServerProcess(str(root / "data"), workers=1,
+                            extra_args=["--config", str(config)]).start()
+        srv.remote_segments = store.list_segments
+        try:
+            yield srv
+        finally:
+            if srv.proc.poll() is None:
+                srv.stop()
+            srv.kill()
 
 
 def _create(server, topic, **configs):
@@ -85,7 +101,8 @@ def test_confluent_kafka_reads_from_offset_0_across_the_remote_boundary(tiered_s
     assert local - 1 <= tiered < COUNT
     [partition_dir] = glob.glob(os.path.join(tiered_server.data_dir, f"{topic_name}-0*"))
     assert "00000000000000000000.log" not in os.listdir(partition_dir)
-    assert glob.glob(os.path.join(tiered_server.remote_dir, "*", "00000000000000000000-*"))
+    copies = tiered_server.remote_segments(os.path.basename(partition_dir))
+    assert copies[0].startswith("00000000000000000000-") and len(copies) >= 8
 
     consumer = ck.Consumer({"bootstrap.servers": tiered_server.kafka_bootstrap,
                             "group.id": topic_name, "enable.auto.commit": False})

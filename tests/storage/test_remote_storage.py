@@ -1,11 +1,15 @@
-"""The local-directory remote store (KIP-405's RemoteStorageManager) and the
-per-partition remote log metadata, on real segments in real directories."""
+"""The remote stores (KIP-405's RemoteStorageManager: a local directory, and
+S3 through boto3 against moto's S3 server) and the per-partition remote log
+metadata, on real segments in real directories."""
 import os
 
 import pytest
 
+from moto_s3 import moto_s3
+
 from kafkalite.storage.remote.metadata import (RemoteLogMetadataFile, RemoteLogSegmentMetadata,
                                                RemoteLogSegmentState)
+from kafkalite.storage.remote.s3_storage import S3RemoteStorage
 from kafkalite.storage.remote.storage_manager import (LocalDirectoryRemoteStorage, LogSegmentData,
                                                       RemoteLogSegmentId, RemoteStorageError)
 from kafkalite.storage.segment import INDEX_SUFFIX, TIME_INDEX_SUFFIX, segment_path
@@ -13,6 +17,25 @@ from storage_helpers import batch
 
 STARTED = RemoteLogSegmentState.COPY_SEGMENT_STARTED
 FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint():
+    with moto_s3("tiered") as endpoint:
+        yield endpoint
+
+
+@pytest.fixture(params=["directory", "s3"])
+def store(request, tmp_path):
+    """Each store, empty: a directory, or a bucket of its own on moto's S3 server."""
+    if request.param == "directory":
+        return LocalDirectoryRemoteStorage(str(tmp_path / "remote"))
+    endpoint = request.getfixturevalue("s3_endpoint")
+    store = S3RemoteStorage("tiered", endpoint_url=endpoint)
+    bucket = "b" + os.urandom(6).hex()
+    store.s3.create_bucket(Bucket=bucket)
+    store.bucket = bucket
+    return store
 
 
 def _rolled_segment(open_log):
@@ -30,9 +53,8 @@ def _data(seg, **kw):
                           kw.get("txn"), kw.get("snapshot"), b"0\n1\n0 0\n")
 
 
-def test_a_copied_segment_reads_back_byte_for_byte_by_range(open_log, tmp_path):
+def test_a_copied_segment_reads_back_byte_for_byte_by_range(open_log, store):
     _, seg = _rolled_segment(open_log)
-    store = LocalDirectoryRemoteStorage(str(tmp_path / "remote"))
     sid = RemoteLogSegmentId.generate("t-0")
     store.copy_log_segment_data(sid, seg.base_offset, _data(seg))
     with open(seg.path, "rb") as f:
@@ -51,20 +73,30 @@ def test_a_copied_segment_reads_back_byte_for_byte_by_range(open_log, tmp_path):
         store.fetch_log_segment(sid, seg.base_offset, 0)
 
 
-def test_a_copy_that_fails_midway_leaves_nothing_listed(open_log, tmp_path):
-    """The copy is written under a hidden temporary name and renamed: a
-    failure after the .log was copied (here, a snapshot file that is gone)
-    lists no half copy, and so does a temporary directory a kill left."""
+def test_a_copy_that_fails_midway_leaves_nothing_listed(open_log, store, tmp_path):
+    """A failure after some files were copied (here, a snapshot file that is
+    gone) lists no half copy and leaves none of its files behind."""
     _, seg = _rolled_segment(open_log)
-    store = LocalDirectoryRemoteStorage(str(tmp_path / "remote"))
     sid = RemoteLogSegmentId.generate("t-0")
     with pytest.raises(RemoteStorageError):
         store.copy_log_segment_data(sid, seg.base_offset,
                                     _data(seg, snapshot=str(tmp_path / "gone.snapshot")))
     assert store.list_segments("t-0") == []
-    assert os.listdir(tmp_path / "remote" / "t-0") == []
+    if isinstance(store, S3RemoteStorage):
+        assert "Contents" not in store.s3.list_objects_v2(Bucket=store.bucket)
+    else:
+        assert os.listdir(tmp_path / "remote" / "t-0") == []
+
+
+def test_a_copy_a_kill_left_in_a_directory_store_is_never_listed(open_log, tmp_path):
+    """The directory store writes a copy under a hidden temporary name and
+    renames it: what a kill leaves is not listed, and the delete by id
+    (the clean-up at the next open) removes it."""
+    _, seg = _rolled_segment(open_log)
+    store = LocalDirectoryRemoteStorage(str(tmp_path / "remote"))
+    sid = RemoteLogSegmentId.generate("t-0")
     killed = tmp_path / "remote" / "t-0" / (".%020d-%s.tmp" % (seg.base_offset, sid.id))
-    killed.mkdir()
+    killed.mkdir(parents=True)
     (killed / "segment.log").write_bytes(b"half")
     assert store.list_segments("t-0") == []
     store.delete_log_segment_data(sid, seg.base_offset)      # the orphan's clean-up
