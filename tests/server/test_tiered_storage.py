@@ -73,11 +73,14 @@ def _list_offsets(server, topic, *specs):
     return [p["offset"] for p in r["topics"][0]["partitions"]]
 
 
-def test_confluent_kafka_reads_from_offset_0_across_the_remote_boundary(tiered_server,
-                                                                          topic_name):
-    _create(tiered_server, topic_name, **{
+def _produce_tiered(server, topic_name):
+    """A tiered topic of 16 KiB segments with COUNT records, 32 KiB of them
+    kept local: what was sent, once the local segments below the first half
+    are gone, and the (earliest, earliest-local, latest-tiered) offsets."""
+    _create(server, topic_name, **{
         "remote.storage.enable": "true", "segment.bytes": "16384",
         "local.retention.bytes": "32768"})
+    tiered_server = server
     producer = ck.Producer({"bootstrap.servers": tiered_server.kafka_bootstrap,
                             "linger.ms": 5, "compression.type": "lz4", "batch.size": 4096})
     sent, failed = [], []
@@ -96,7 +99,12 @@ def test_confluent_kafka_reads_from_offset_0_across_the_remote_boundary(tiered_s
         earliest, local, tiered = _list_offsets(tiered_server, topic_name, EARLIEST,
                                                 EARLIEST_LOCAL, LATEST_TIERED)
         return (earliest, local, tiered) if local > COUNT // 2 else None
-    earliest, local, tiered = wait_until(tiered_offsets, 30, "local segments deleted")
+    return sent, wait_until(tiered_offsets, 30, "local segments deleted")
+
+
+def test_confluent_kafka_reads_from_offset_0_across_the_remote_boundary(tiered_server,
+                                                                          topic_name):
+    sent, (earliest, local, tiered) = _produce_tiered(tiered_server, topic_name)
     assert earliest == 0, "the log start stays the remote start"
     assert local - 1 <= tiered < COUNT
     [partition_dir] = glob.glob(os.path.join(tiered_server.data_dir, f"{topic_name}-0*"))
@@ -119,6 +127,39 @@ def test_confluent_kafka_reads_from_offset_0_across_the_remote_boundary(tiered_s
         consumer.close()
     assert [g[0] for g in got] == list(range(COUNT))
     assert [(k, v, h, ts) for _, k, v, h, ts in got] == sent
+
+
+def test_a_group_resumes_in_the_remote_part_after_a_restart_with_kafka_python(tiered_server,
+                                                                              topic_name):
+    """A group's committed offset below the local log start, the server
+    restarted (the log start comes back from the broker's checkpoint and
+    the remote metadata), and kafka-python resuming the group there."""
+    from kafka import KafkaConsumer
+    sent, (_, local, _) = _produce_tiered(tiered_server, topic_name)
+    committed = local // 3
+    consumer = ck.Consumer({"bootstrap.servers": tiered_server.kafka_bootstrap,
+                            "group.id": topic_name, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[ck.TopicPartition(topic_name, 0, committed)], asynchronous=False)
+    finally:
+        consumer.close()
+    assert tiered_server.stop() == 0
+    tiered_server.start()
+    earliest, local_after = _list_offsets(tiered_server, topic_name, EARLIEST, EARLIEST_LOCAL)
+    assert (earliest, local_after) == (0, local)
+    kp = KafkaConsumer(bootstrap_servers=tiered_server.kafka_bootstrap, group_id=topic_name,
+                       enable_auto_commit=False, consumer_timeout_ms=10_000)
+    try:
+        kp.subscribe([topic_name])
+        got = []
+        for m in kp:
+            got.append((m.offset, m.key, m.value, m.timestamp))
+            if len(got) == COUNT - committed:
+                break
+    finally:
+        kp.close()
+    assert [g[0] for g in got] == list(range(committed, COUNT))
+    assert [(k, v, ts) for _, k, v, ts in got] == [(k, v, ts) for k, v, _, ts in sent[committed:]]
 
 
 def test_a_tiered_compacted_topic_is_refused_as_kafka_refuses_it(tiered_server, topic_name):
