@@ -110,7 +110,8 @@ def test_confluent_kafka_reads_from_offset_0_across_the_remote_boundary(tiered_s
     [partition_dir] = glob.glob(os.path.join(tiered_server.data_dir, f"{topic_name}-0*"))
     assert "00000000000000000000.log" not in os.listdir(partition_dir)
     copies = tiered_server.remote_segments(os.path.basename(partition_dir))
-    assert copies[0].startswith("00000000000000000000-") and len(copies) >= 8
+    # the local start is past the first half, and only copied segments go: 5 or more copies
+    assert copies[0].startswith("00000000000000000000-") and len(copies) >= 5
 
     consumer = ck.Consumer({"bootstrap.servers": tiered_server.kafka_bootstrap,
                             "group.id": topic_name, "enable.auto.commit": False})
@@ -133,7 +134,8 @@ def test_a_group_resumes_in_the_remote_part_after_a_restart_with_kafka_python(ti
                                                                               topic_name):
     """A group's committed offset below the local log start, the server
     restarted (the log start comes back from the broker's checkpoint and
-    the remote metadata), and kafka-python resuming the group there."""
+    the remote metadata, not from the first local segment), and
+    kafka-python resuming the group there."""
     from kafka import KafkaConsumer
     sent, (_, local, _) = _produce_tiered(tiered_server, topic_name)
     committed = local // 3
@@ -146,7 +148,7 @@ def test_a_group_resumes_in_the_remote_part_after_a_restart_with_kafka_python(ti
     assert tiered_server.stop() == 0
     tiered_server.start()
     earliest, local_after = _list_offsets(tiered_server, topic_name, EARLIEST, EARLIEST_LOCAL)
-    assert (earliest, local_after) == (0, local)
+    assert earliest == 0 and local_after >= local       # copies may have gone on meanwhile
     kp = KafkaConsumer(bootstrap_servers=tiered_server.kafka_bootstrap, group_id=topic_name,
                        enable_auto_commit=False, consumer_timeout_ms=10_000)
     try:

@@ -10,7 +10,8 @@ from kafkalite.errors import OffsetOutOfRangeError
 from kafkalite.storage import LogConfig, PartitionLog
 from kafkalite.storage.remote.metadata import (RemoteLogMetadataFile, RemoteLogSegmentMetadata,
                                                RemoteLogSegmentState)
-from kafkalite.storage.remote.storage_manager import LocalDirectoryRemoteStorage
+from kafkalite.storage.remote.storage_manager import (LocalDirectoryRemoteStorage,
+                                                      RemoteStorageError)
 from soak import setting
 from storage_helpers import batch, read_all
 
@@ -217,3 +218,77 @@ def test_kill_9_while_copying_loses_no_segment_and_lists_none_twice(tmp_path):
         finally:
             plog.close()
     assert len(RemoteLogMetadataFile(directory).all) >= 3
+
+
+def test_the_broker_copies_off_its_thread(tiered, clock):
+    """copy_to_remote(wait=False), as the broker's housekeeping calls it:
+    the copies run on the copier thread and later calls finish them (a
+    segment stays local, and is not read from the store, until then);
+    close waits for the copies in flight."""
+    from harness import wait_until
+    plog = tiered()
+    _fill(plog, clock)
+    rolled = len(plog.segments) - 1
+    assert plog.copy_to_remote(wait=False) == 0, "started, not finished"
+    assert plog.remote.copy_in_flight and plog.highest_remote_offset == -1
+    assert plog.delete_old_segments() == 0, "nothing local goes before its copy is finished"
+    finished = [0]
+
+    def all_finished():
+        finished[0] += plog.copy_to_remote(wait=False)
+        return finished[0] == rolled
+    wait_until(all_finished, message=lambda: f"{finished[0]} of {rolled} copies finished")
+    assert plog.highest_remote_offset == plog.segments[-1].base_offset - 1
+    plog.copy_to_remote(wait=False)
+    assert not plog.remote.copy_in_flight, "nothing left to copy"
+    plog.roll()                                 # one more segment to copy
+    plog.append(batch([b"after the roll"]))
+    plog.high_watermark = plog.log_end_offset
+    plog.copy_to_remote(wait=False)
+    assert plog.remote.copy_in_flight
+    plog.close()
+    again = tiered()
+    assert again.highest_remote_offset == again.segments[-1].base_offset - 1
+
+
+class _FailingOnce(LocalDirectoryRemoteStorage):
+    """A directory store whose copy of one segment fails the first time (a
+    full disk, an S3 outage)."""
+
+    def __init__(self, root, base_offset):
+        super().__init__(root)
+        self.fail_at = base_offset
+
+    def copy_log_segment_data(self, segment_id, base_offset, data):
+        if base_offset == self.fail_at:
+            self.fail_at = None
+            raise RemoteStorageError(f"no space left for segment {base_offset}")
+        super().copy_log_segment_data(segment_id, base_offset, data)
+
+
+def test_a_failed_copy_drops_the_ones_queued_behind_it_and_is_retried(tmp_path, clock):
+    """No gap: the copies after a failed one are not finished (local
+    retention would take the failed segment for copied and delete it),
+    and the next call copies them all again under new ids."""
+    base = LogConfig.from_properties(TIERED)
+    probe = PartitionLog.open(str(tmp_path / "probe-0"), base, clock=clock)
+    _fill(probe, clock)
+    third = probe.segments[2].base_offset
+    probe.close()
+    store = _FailingOnce(str(tmp_path / "remote"), third)
+    plog = PartitionLog.open(str(tmp_path / "t-0"), base, clock=clock, remote_storage=store)
+    try:
+        _fill(plog, clock)
+        before = _raw(plog)
+        with pytest.raises(RemoteStorageError, match="no space left"):
+            plog.copy_to_remote()
+        assert plog.highest_remote_offset == third - 1, "the two before it are copied"
+        assert len(store.list_segments("t-0")) == 2, "those queued after it are deleted"
+        plog.delete_old_segments()
+        assert plog.local_log_start_offset == third, "only the two copied went"
+        assert plog.copy_to_remote() == len(plog.segments) - 1, "the rest, from the failed one"
+        plog.delete_old_segments()
+        assert _raw(plog) == before
+        assert len(store.list_segments("t-0")) == len(RemoteLogMetadataFile(plog.directory).all)
+    finally:
+        plog.close()

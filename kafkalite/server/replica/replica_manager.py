@@ -1035,7 +1035,11 @@ class ReplicaManager:
             self._dirty.add(key)
             try:
                 if part.log.remote is not None and part.is_leader:
-                    part.log.copy_to_remote()       # KIP-405: the leader copies
+                    # KIP-405: the leader copies, on the copier thread; the
+                    # partition is looked at each tick until the copy is done
+                    part.log.copy_to_remote(wait=False)
+                    if part.log.remote.copy_in_flight:
+                        self._active[key] = max(self._active.get(key, 0), 2)
                 part.log.housekeeping()
             except KafkaError as exc:
                 log.error("broker %d: housekeeping of %s failed: %s", self.broker_id, part.name, exc)

@@ -25,18 +25,26 @@ from ``housekeeping`` and ``read``:
   loses nothing: the local segment is still there and is copied again),
   a DELETE_SEGMENT_STARTED is deleted again.
 
-Who may call: the owner of the partition log, from its thread. Copies and
-remote reads run on that thread in this first slice (the local-directory
-store is a disk); see docs/tiered-storage.md.
+Who may call: the owner of the partition log, from its thread. The copies
+themselves run on one background thread per process (``kafkalite-remote-copy``):
+the owner writes COPY_SEGMENT_STARTED for the segments it hands over and,
+at later calls, takes their outcomes in offset order and writes
+COPY_SEGMENT_FINISHED (or drops the entries). The copier only reads the rolled
+segment's files, which nothing changes and which retention keeps until the
+copy is finished; ``close`` and ``delete_all`` wait for it. Remote reads
+run on the owner's thread (see docs/tiered-storage.md).
 """
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import logging
 import os
 import shutil
+import threading
 from typing import Callable
 
+from kafkalite.errors import KafkaStorageError
 from kafkalite.storage import producer_snapshot
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.remote.metadata import (RemoteLogMetadataFile, RemoteLogSegmentMetadata,
@@ -52,8 +60,21 @@ log = logging.getLogger(__name__)
 REMOTE_CACHE_DIR = "remote-log-cache"
 CACHED_SEGMENTS = 4             # remote segments kept fetched for reads
 _FETCH_CHUNK = 8 << 20          # bytes per ranged fetch when filling the cache
+COPIES_QUEUED = 16              # segments of a partition handed to the copier at once
 
 S = RemoteLogSegmentState
+
+_copier_lock = threading.Lock()
+_copier: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _copy_executor() -> concurrent.futures.ThreadPoolExecutor:
+    global _copier
+    with _copier_lock:
+        if _copier is None:
+            _copier = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="kafkalite-remote-copy")
+        return _copier
 
 
 class RemoteLog:
@@ -66,6 +87,10 @@ class RemoteLog:
         self.metadata = RemoteLogMetadataFile(directory)
         self._cache_dir = os.path.join(directory, REMOTE_CACHE_DIR)
         self._cache: collections.OrderedDict[str, LogSegment] = collections.OrderedDict()
+        # the copies handed to the copier, oldest first: futures and metadata
+        # (COPY_SEGMENT_STARTED), finished in this order
+        self._copying: collections.deque[tuple[concurrent.futures.Future,
+                                               RemoteLogSegmentMetadata]] = collections.deque()
         shutil.rmtree(self._cache_dir, ignore_errors=True)
         self._finish_interrupted()
 
@@ -99,21 +124,81 @@ class RemoteLog:
 
     # ---- copy -----------------------------------------------------------------------------
 
-    def copy_segments(self, segments, last_stable_offset: int, epoch_entries) -> int:
-        """Copy the rolled ``segments`` (the log's, active one excluded) not
-        yet remote and wholly below ``last_stable_offset``; returns how many."""
-        copied = 0
-        for seg in segments:
-            end = seg.next_offset - 1
-            if end <= self.highest_offset or seg.is_empty:
-                continue
-            if seg.next_offset > last_stable_offset:
-                break
-            self._copy(seg, epoch_entries)
-            copied += 1
-        return copied
+    @property
+    def copy_in_flight(self) -> bool:
+        return bool(self._copying)
 
-    def _copy(self, seg: LogSegment, epoch_entries) -> None:
+    def copy_segments(self, segments, last_stable_offset: int, epoch_entries, *,
+                      wait: bool = False) -> int:
+        """Copy the rolled ``segments`` (the log's, active one excluded) not
+        yet remote and wholly below ``last_stable_offset``, oldest first:
+        finish the copies done (or, with ``wait``, all of them), and when
+        none is left in flight, hand the copier the next ones (at most
+        COPIES_QUEUED). With ``wait``, every such segment is copied before
+        the call returns. Returns how many copies finished. A failed copy
+        raises RemoteStorageError: its entry is dropped, and so are the
+        copies queued behind it (finishing them would leave a gap that
+        local retention takes for copied); they are copied again under new
+        ids at a later call."""
+        finished = 0
+        while True:
+            finished += self._finish_copies(wait)
+            if self._copying:
+                return finished
+            todo = []
+            for seg in segments:
+                if seg.next_offset - 1 <= self.highest_offset or seg.is_empty:
+                    continue
+                if seg.next_offset > last_stable_offset or len(todo) == COPIES_QUEUED:
+                    break
+                todo.append(seg)
+            if not todo:
+                return finished
+            for seg in todo:
+                self._start_copy(seg, epoch_entries)
+            if not wait:
+                return finished
+
+    def _finish_copies(self, wait: bool) -> int:
+        finished = 0
+        while self._copying and (wait or self._copying[0][0].done()):
+            future, meta = self._copying.popleft()
+            try:
+                future.result()
+            except BaseException:
+                self._drop(meta, delete_copy=False)     # the store cleaned up after itself
+                for later, later_meta in self._copying:
+                    later.cancel()
+                    concurrent.futures.wait([later])
+                    self._drop(later_meta, delete_copy=True)
+                self._copying.clear()
+                raise
+            self.metadata.update_state(meta.id, S.COPY_SEGMENT_FINISHED, self._clock())
+            log.info("%s: copied segment %d..%d (%d bytes) to remote storage", self.name,
+                     meta.base_offset, meta.end_offset, meta.size)
+            finished += 1
+        return finished
+
+    def _drop(self, meta: RemoteLogSegmentMetadata, delete_copy: bool) -> None:
+        """An unfinished copy's entry goes (and its objects, with ``delete_copy``)."""
+        self.metadata.update_state(meta.id, S.DELETE_SEGMENT_STARTED, self._clock())
+        if delete_copy:
+            try:
+                self.storage.delete_log_segment_data(self._segment_id(meta), meta.base_offset)
+            except KafkaStorageError as exc:
+                log.warning("%s: the remote copy of segment %d stays for the next open to "
+                            "delete: %s", self.name, meta.base_offset, exc)
+                return
+        self.metadata.update_state(meta.id, S.DELETE_SEGMENT_FINISHED, self._clock())
+
+    def _wait_for_copy(self) -> None:
+        """Let the copies in flight end (close, delete_all), whatever their outcome."""
+        try:
+            self._finish_copies(wait=True)
+        except Exception as exc:
+            log.warning("%s: a copy to remote storage failed: %s", self.name, exc)
+
+    def _start_copy(self, seg: LogSegment, epoch_entries) -> None:
         end = seg.next_offset - 1
         sid = RemoteLogSegmentId.generate(os.path.basename(os.path.normpath(self.directory)))
         in_segment = [(e, o) for e, o in epoch_entries if seg.base_offset < o <= end]
@@ -133,17 +218,9 @@ class RemoteLog:
             txn if os.path.exists(txn) and os.path.getsize(txn) else None,
             snapshot if os.path.exists(snapshot) else None,
             ("\n".join(lines) + "\n").encode("ascii"))
-        try:
-            self.storage.copy_log_segment_data(sid, seg.base_offset, data)
-        except BaseException:
-            # the store cleans up after itself; the entry goes, and the
-            # segment is copied again under a new id at the next try
-            self.metadata.update_state(sid.id, S.DELETE_SEGMENT_STARTED, self._clock())
-            self.metadata.update_state(sid.id, S.DELETE_SEGMENT_FINISHED, self._clock())
-            raise
-        self.metadata.update_state(sid.id, S.COPY_SEGMENT_FINISHED, self._clock())
-        log.info("%s: copied segment %d..%d (%d bytes) to remote storage", self.name,
-                 seg.base_offset, end, seg.size)
+        future = _copy_executor().submit(self.storage.copy_log_segment_data, sid,
+                                         seg.base_offset, data)
+        self._copying.append((future, meta))
 
     # ---- retention ------------------------------------------------------------------------
 
@@ -184,6 +261,7 @@ class RemoteLog:
 
     def delete_all(self) -> None:
         """Every remote segment (the topic is deleted)."""
+        self._wait_for_copy()
         for meta in self.metadata.segments:
             self.delete(meta)
         self.close()
@@ -263,6 +341,7 @@ class RemoteLog:
         return None
 
     def close(self) -> None:
+        self._wait_for_copy()
         for seg in self._cache.values():
             seg.delete()
         self._cache.clear()
