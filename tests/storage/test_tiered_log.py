@@ -292,3 +292,30 @@ def test_a_failed_copy_drops_the_ones_queued_behind_it_and_is_retried(tmp_path, 
         assert len(store.list_segments("t-0")) == len(RemoteLogMetadataFile(plog.directory).all)
     finally:
         plog.close()
+
+
+def test_read_committed_below_the_local_start_drops_the_aborted_transactions(tiered, clock):
+    """The transaction indexes go with their segments: a read_committed read
+    of the remote part is told of the aborted transactions there (one whose
+    marker is in a later remote segment, too) and drops them."""
+    from test_log_transactions import Txn, committed_values, plain
+    plog = tiered()
+    aborted, kept = Txn(plog, pid=7), Txn(plog, pid=8)
+    expected = []
+    for i in range(12):
+        plain(plog, b"plain %d" % i + b"." * 200)
+        expected.append(b"plain %d" % i + b"." * 200)
+        aborted.send(b"aborted %d" % i + b"." * 200)
+        kept.send(b"kept %d" % i + b"." * 200)
+        expected.append(b"kept %d" % i + b"." * 200)
+        if i % 3 == 2:
+            aborted.end(commit=False)
+            kept.end(commit=True)
+    plain(plog, b"tail")
+    expected.append(b"tail")
+    plog.high_watermark = plog.log_end_offset
+    assert committed_values(plog) == expected
+    plog.copy_to_remote()
+    plog.delete_old_segments()
+    assert plog.local_log_start_offset > plog.log_end_offset // 2
+    assert committed_values(plog) == expected
