@@ -609,10 +609,14 @@ class PartitionLog:
         if timestamp == LATEST_TIMESTAMP:
             return self._log_end, -1
         if timestamp == MAX_TIMESTAMP:
-            best = max(self._segments, key=lambda s: s.max_timestamp)
-            if best.max_timestamp < 0:
+            best = max(self._segments, key=lambda s: s.max_timestamp).max_timestamp
+            if self.remote is not None:
+                # the remote segments no longer local count too
+                best = max([best] + [m.max_timestamp for m in self.remote.metadata.segments
+                                     if m.end_offset < self.local_log_start_offset])
+            if best < 0:
                 return None
-            timestamp = best.max_timestamp
+            timestamp = best
         elif timestamp < 0:
             raise InvalidRequestError(f"invalid timestamp {timestamp} for ListOffsets")
         if self.remote is not None:

@@ -8,6 +8,7 @@ import pytest
 
 from kafkalite.errors import OffsetOutOfRangeError
 from kafkalite.storage import LogConfig, PartitionLog
+from kafkalite.storage.log import MAX_TIMESTAMP
 from kafkalite.storage.remote.metadata import (RemoteLogMetadataFile, RemoteLogSegmentMetadata,
                                                RemoteLogSegmentState)
 from kafkalite.storage.remote.storage_manager import (LocalDirectoryRemoteStorage,
@@ -79,6 +80,17 @@ def test_copied_segments_leave_the_disk_and_read_back_identical_from_offset_0(ti
     assert values == [b"record-%03d" % i * 20 for i in range(40)]
     # by timestamp, in a remote segment
     assert plog.offset_for_timestamp(clock.now + 3) == (3, clock.now + 3)
+
+
+def test_the_largest_timestamp_may_be_in_a_remote_segment(tiered, clock):
+    plog = tiered()
+    _fill(plog, clock)                          # timestamps now+0 .. now+39
+    plog.append(batch([b"from the future"], timestamp=clock.now + 10 ** 9))    # offset 40
+    _fill(plog, clock)                          # now+0 .. now+39 again
+    plog.copy_to_remote()
+    plog.delete_old_segments()
+    assert plog.local_log_start_offset > 40
+    assert plog.offset_for_timestamp(MAX_TIMESTAMP) == (40, clock.now + 10 ** 9)
 
 
 def test_a_reopened_tiered_log_keeps_its_remote_start(tiered, clock):
