@@ -28,7 +28,7 @@ COUNT = 3000
 
 @pytest.fixture(scope="module", params=["directory", "s3"])
 def tiered_server(request, tmp_path_factory):
-    """A 1-worker server whose remote store is a directory or an S3 bucket;
+    """A 2-worker server whose remote store is a directory or an S3 bucket;
     ``srv.remote_segments(partition)`` lists the copies the store holds."""
     root = tmp_path_factory.mktemp("tiered")
     config = root / "tiered.toml"
@@ -43,8 +43,7 @@ def tiered_server(request, tmp_path_factory):
             config.write_text('"remote.log.storage.system.enable" = true\n'
                               f'remote_log_storage_dir = "{root / "remote"}"\n')
             store = LocalDirectoryRemoteStorage(str(root / "remote"))
-        srv = ServerProcess(str(root / "data"), workers=1,
-                            extra_args=["--config", str(config)]).start()
+        srv = ServerProcess(str(root / "data"), extra_args=["--config", str(config)]).start()
         srv.remote_segments = store.list_segments
         try:
             yield srv
@@ -54,30 +53,35 @@ def tiered_server(request, tmp_path_factory):
             srv.kill()
 
 
-def _create(server, topic, **configs):
+def _create(server, topic, replication_factor=1, **configs):
     admin = AdminClient({"bootstrap.servers": server.kafka_bootstrap})
-    futures = admin.create_topics([NewTopic(topic, 1, 1, config=configs)])
+    futures = admin.create_topics([NewTopic(topic, 1, replication_factor, config=configs)])
     return futures[topic].result(30)
 
 
 def _list_offsets(server, topic, *specs):
-    [broker] = server.info["kafka_brokers"]
-    wire = KafkaWire(f"127.0.0.1:{broker['port']}")
-    try:
-        r = wire.request(ApiKey.LIST_OFFSETS, 9, {
-            "replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
-                {"partition_index": 0, "current_leader_epoch": -1, "timestamp": ts}
-                for ts in specs]}]})
-    finally:
-        wire.close()
-    return [p["offset"] for p in r["topics"][0]["partitions"]]
+    """Partition 0's offsets for each ListOffsets spec, from its leader."""
+    for broker in server.info["kafka_brokers"]:
+        wire = KafkaWire(f"127.0.0.1:{broker['port']}")
+        try:
+            r = wire.request(ApiKey.LIST_OFFSETS, 9, {
+                "replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
+                    {"partition_index": 0, "current_leader_epoch": -1, "timestamp": ts}
+                    for ts in specs]}]})
+        finally:
+            wire.close()
+        answers = r["topics"][0]["partitions"]
+        if all(p["error_code"] == 0 for p in answers):
+            return [p["offset"] for p in answers]
+    raise AssertionError(f"no broker leads {topic}-0")
 
 
-def _produce_tiered(server, topic_name):
+def _produce_tiered(server, topic_name, replication_factor=1):
     """A tiered topic of 16 KiB segments with COUNT records, 32 KiB of them
-    kept local: what was sent, once the local segments below the first half
-    are gone, and the (earliest, earliest-local, latest-tiered) offsets."""
-    _create(server, topic_name, **{
+    kept local: what was sent, once the leader's local segments below the
+    first half are gone, and the (earliest, earliest-local, latest-tiered)
+    offsets."""
+    _create(server, topic_name, replication_factor, **{
         "remote.storage.enable": "true", "segment.bytes": "16384",
         "local.retention.bytes": "32768"})
     tiered_server = server
@@ -107,7 +111,7 @@ def test_confluent_kafka_reads_from_offset_0_across_the_remote_boundary(tiered_s
     sent, (earliest, local, tiered) = _produce_tiered(tiered_server, topic_name)
     assert earliest == 0, "the log start stays the remote start"
     assert local - 1 <= tiered < COUNT
-    [partition_dir] = glob.glob(os.path.join(tiered_server.data_dir, f"{topic_name}-0*"))
+    [partition_dir] = glob.glob(os.path.join(tiered_server.data_dir, f"{topic_name}-0"))
     assert "00000000000000000000.log" not in os.listdir(partition_dir)
     copies = tiered_server.remote_segments(os.path.basename(partition_dir))
     # the local start is past the first half, and only copied segments go: 5 or more copies
@@ -128,6 +132,29 @@ def test_confluent_kafka_reads_from_offset_0_across_the_remote_boundary(tiered_s
         consumer.close()
     assert [g[0] for g in got] == list(range(COUNT))
     assert [(k, v, h, ts) for _, k, v, h, ts in got] == sent
+
+
+def test_a_replicated_tiered_topic_is_read_whole_from_offset_0(tiered_server, topic_name):
+    """Replication factor 2: the leader copies and deletes its local
+    segments; the follower (which reads no remote metadata in this first
+    slice) keeps its whole log, and a consumer reads every record from 0."""
+    sent, (earliest, local, _) = _produce_tiered(tiered_server, topic_name, 2)
+    assert earliest == 0 and local > 0
+    firsts = sorted(min(os.listdir(d)) for d in glob.glob(
+        os.path.join(tiered_server.data_dir, "broker-*", f"{topic_name}-0")))
+    assert len(firsts) == 2 and firsts[0] == "00000000000000000000.index" < firsts[1], firsts
+    consumer = ck.Consumer({"bootstrap.servers": tiered_server.kafka_bootstrap,
+                            "group.id": topic_name})
+    try:
+        consumer.assign([ck.TopicPartition(topic_name, 0, 0)])
+        got = []
+        while len(got) < COUNT:
+            batch = consumer.consume(1000, 10)
+            assert batch, f"no records after {len(got)}"
+            got += [(m.offset(), m.value()) for m in batch if m.error() is None]
+    finally:
+        consumer.close()
+    assert got == [(i, v) for i, (_, v, _, _) in enumerate(sent)]
 
 
 def test_a_group_resumes_in_the_remote_part_after_a_restart_with_kafka_python(tiered_server,
