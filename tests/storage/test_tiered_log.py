@@ -331,3 +331,16 @@ def test_read_committed_below_the_local_start_drops_the_aborted_transactions(tie
     plog.delete_old_segments()
     assert plog.local_log_start_offset > plog.log_end_offset // 2
     assert committed_values(plog) == expected
+
+
+def test_kafkalite_verify_takes_the_remote_start_for_the_log_start(tiered, clock):
+    """`kafkalite verify` reported a tiered partition's log start below its
+    first local segment as damage."""
+    from storage_helpers import verify_segments
+    plog = tiered()
+    _fill(plog, clock)
+    plog.copy_to_remote()
+    plog.delete_old_segments()
+    plog.read(0, 100)               # the remote segment fetched into the cache
+    plog.close()
+    assert verify_segments(plog.directory) == []
