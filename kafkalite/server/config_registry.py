@@ -700,6 +700,13 @@ def check_topic_configs(configs: dict, base: LogConfig, topic: str | None = None
         raise errors.InvalidConfigurationError(
             "Tiered Storage functionality is disabled in the broker. Topic cannot be configured "
             "with remote log storage.")
+    was_tiered = LogConfig.from_properties(before or {}, base=base).remote_storage_enable
+    if was_tiered and not config.remote_storage_enable:
+        # Kafka turns it off only with remote.log.copy.disable and
+        # remote.log.delete.on.disable, which kafkalite does not act on yet
+        raise errors.InvalidConfigurationError(
+            "It is invalid to disable remote storage without deleting remote data: kafkalite "
+            "cannot turn remote.storage.enable off on a topic yet")
     return {name: str(value) for name, value in configs.items()}
 
 

@@ -183,6 +183,9 @@ def test_topic_config_checks_are_kafkas():
         registry.check_topic_configs({"remote.storage.enable": "true"}, LogConfig())
     registry.check_topic_configs({"remote.storage.enable": "true"}, LogConfig(),
                                  tiered_storage=True)
+    with pytest.raises(errors.InvalidConfigurationError, match="invalid to disable remote storage"):
+        registry.check_topic_configs({}, LogConfig(), before={"remote.storage.enable": "true"},
+                                     tiered_storage=True)
     for bad, why in (({"cleanup.policy": "compact"}, "unsupported for the compacted topics"),
                      ({"retention.ms": "1000", "local.retention.ms": "2000"},
                       "must not be more than retention.ms"),

@@ -191,6 +191,36 @@ def test_a_group_resumes_in_the_remote_part_after_a_restart_with_kafka_python(ti
     assert [(k, v, ts) for _, k, v, ts in got] == [(k, v, ts) for k, v, _, ts in sent[committed:]]
 
 
+def test_tiering_turned_on_for_a_topic_with_records_and_refused_off(tiered_server,
+                                                                     topic_name):
+    """remote.storage.enable set on an existing topic (kafka-configs --alter):
+    its rolled segments are copied and the local ones trimmed from then on;
+    turning it off again is refused (Kafka asks for the remote data's deletion
+    with it, which kafkalite does not do yet)."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+    _create(tiered_server, topic_name, **{"segment.bytes": "16384"})
+    producer = ck.Producer({"bootstrap.servers": tiered_server.kafka_bootstrap,
+                            "batch.size": 4096})
+    for i in range(COUNT):
+        producer.produce(topic_name, b"value-%05d" % i + b"." * 40)
+    assert producer.flush(30) == 0
+    assert _list_offsets(tiered_server, topic_name, EARLIEST_LOCAL, LATEST_TIERED) == [0, -1]
+    admin = AdminClient({"bootstrap.servers": tiered_server.kafka_bootstrap})
+
+    def alter(**configs):
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic_name, incremental_configs=[
+            ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
+            for k, v in configs.items()])
+        admin.incremental_alter_configs([resource])[resource].result(30)
+    alter(remote_storage_enable="true", local_retention_bytes="32768")
+    wait_until(lambda: _list_offsets(tiered_server, topic_name, EARLIEST_LOCAL)[0] > COUNT // 2,
+               30, "local segments deleted once the topic is tiered")
+    assert _list_offsets(tiered_server, topic_name, EARLIEST)[0] == 0
+    with pytest.raises(ck.KafkaException) as exc:
+        alter(remote_storage_enable="false")
+    assert exc.value.args[0].code() == ck.KafkaError.INVALID_CONFIG
+
+
 def test_a_tiered_compacted_topic_is_refused_as_kafka_refuses_it(tiered_server, topic_name):
     with pytest.raises(ck.KafkaException) as exc:
         _create(tiered_server, topic_name, **{"remote.storage.enable": "true",
