@@ -689,17 +689,19 @@ class PartitionLog:
             from kafkalite.storage.remote.remote_log import RemoteLog
             self.remote = RemoteLog(self.directory, self.name, remote_storage, self._clock)
 
-    def copy_to_remote(self, wait: bool = True) -> int:
+    def copy_to_remote(self, wait: bool = True, start: bool = True) -> int:
         """The leader's copy of its rolled segments to remote storage (see
         remote/remote_log.py): all of them before returning, or, without
-        ``wait`` (the broker's housekeeping), one at a time on the copier
-        thread, this call finishing the last and starting the next.
-        Returns how many copies finished."""
+        ``wait`` (the broker's housekeeping), on the copier thread, each
+        call finishing the copies done and starting the next ones (none
+        without ``start``: a replica that no longer leads only finishes
+        what it started). Returns how many copies finished."""
         self._check_open()
         if self.remote is None:
             return 0
         return self.remote.copy_segments(self._segments[:-1], self.last_stable_offset,
-                                         self.leader_epoch_cache.entries, wait=wait)
+                                         self.leader_epoch_cache.entries, wait=wait,
+                                         start=start)
 
     def _delete_tiered_segments(self) -> int:
         """A tiered log's retention: local segments go once copied and past

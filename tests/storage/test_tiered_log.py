@@ -263,6 +263,25 @@ def test_the_broker_copies_off_its_thread(tiered, clock):
     assert again.highest_remote_offset == again.segments[-1].base_offset - 1
 
 
+def test_a_former_leader_finishes_its_copies_and_starts_none(tiered, clock):
+    from harness import wait_until
+    plog = tiered()
+    _fill(plog, clock, n=20)
+    assert plog.copy_to_remote(wait=False) == 0
+    copied = len(plog.segments) - 1
+    _fill(plog, clock, n=20)                    # more rolled segments, not handed over
+    finished = [0]
+
+    def done():
+        finished[0] += plog.copy_to_remote(wait=False, start=False)
+        return not plog.remote.copy_in_flight
+    wait_until(done)
+    assert finished[0] == copied, "what was started is finished"
+    assert plog.highest_remote_offset == plog.segments[copied].base_offset - 1
+    assert plog.copy_to_remote(wait=False, start=False) == 0
+    assert not plog.remote.copy_in_flight, "nothing new is started"
+
+
 class _FailingOnce(LocalDirectoryRemoteStorage):
     """A directory store whose copy of one segment fails the first time (a
     full disk, an S3 outage)."""

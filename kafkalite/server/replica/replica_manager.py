@@ -1034,11 +1034,13 @@ class ReplicaManager:
                 self._active[key] = ticks
             self._dirty.add(key)
             try:
-                if part.log.remote is not None and part.is_leader:
+                remote = part.log.remote
+                if remote is not None and (part.is_leader or remote.copy_in_flight):
                     # KIP-405: the leader copies, on the copier thread; the
-                    # partition is looked at each tick until the copy is done
-                    part.log.copy_to_remote(wait=False)
-                    if part.log.remote.copy_in_flight:
+                    # partition is looked at each tick until the copies are
+                    # done (finished by a former leader too, none started)
+                    part.log.copy_to_remote(wait=False, start=part.is_leader)
+                    if remote.copy_in_flight:
                         self._active[key] = max(self._active.get(key, 0), 2)
                 part.log.housekeeping()
             except KafkaError as exc:

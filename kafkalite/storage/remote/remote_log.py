@@ -129,13 +129,14 @@ class RemoteLog:
         return bool(self._copying)
 
     def copy_segments(self, segments, last_stable_offset: int, epoch_entries, *,
-                      wait: bool = False) -> int:
+                      wait: bool = False, start: bool = True) -> int:
         """Copy the rolled ``segments`` (the log's, active one excluded) not
         yet remote and wholly below ``last_stable_offset``, oldest first:
         finish the copies done (or, with ``wait``, all of them), and when
         none is left in flight, hand the copier the next ones (at most
         COPIES_QUEUED). With ``wait``, every such segment is copied before
-        the call returns. Returns how many copies finished. A failed copy
+        the call returns; without ``start`` (a leader no more), none is
+        started. Returns how many copies finished. A failed copy
         raises RemoteStorageError: its entry is dropped, and so are the
         copies queued behind it (finishing them would leave a gap that
         local retention takes for copied); they are copied again under new
@@ -143,7 +144,7 @@ class RemoteLog:
         finished = 0
         while True:
             finished += self._finish_copies(wait)
-            if self._copying:
+            if self._copying or not start:
                 return finished
             todo = []
             for seg in segments:
