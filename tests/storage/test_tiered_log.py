@@ -363,3 +363,16 @@ def test_kafkalite_verify_takes_the_remote_start_for_the_log_start(tiered, clock
     plog.read(0, 100)               # the remote segment fetched into the cache
     plog.close()
     assert verify_segments(plog.directory) == []
+
+
+def test_the_remote_read_cache_keeps_within_its_bytes(tiered, clock, monkeypatch):
+    from kafkalite.storage.remote import remote_log
+    monkeypatch.setattr(remote_log, "CACHED_BYTES", 1500, raising=False)   # one ~1 KB segment
+    plog = tiered()
+    _fill(plog, clock)
+    before = _raw(plog)
+    plog.copy_to_remote()
+    plog.delete_old_segments()
+    assert _raw(plog) == before                 # reads every remote segment in turn
+    cache = os.path.join(plog.directory, remote_log.REMOTE_CACHE_DIR)
+    assert len([n for n in os.listdir(cache) if n.endswith(".log")]) == 1

@@ -18,7 +18,8 @@ from ``housekeeping`` and ``read``:
   DELETE_SEGMENT_STARTED, the store's delete, DELETE_SEGMENT_FINISHED.
 - ``read`` below the local log start offset: the remote segment holding the
   offset is fetched (by ranges) into ``remote-log-cache/`` in the partition
-  directory, a few at most, and read as a local segment is: a FileRegion
+  directory (CACHED_SEGMENTS and CACHED_BYTES at most, the one being read
+  always kept), and read as a local segment is: a FileRegion
   for sendfile, CRCs checked, whole batches. The cache is emptied at open.
 - at open, what a crash left half done is finished: a copy STARTED and not
   FINISHED is deleted from the store and from the metadata (a kill mid-copy
@@ -58,7 +59,8 @@ from kafkalite.storage.txn_index import TXN_INDEX_SUFFIX
 log = logging.getLogger(__name__)
 
 REMOTE_CACHE_DIR = "remote-log-cache"
-CACHED_SEGMENTS = 4             # remote segments kept fetched for reads
+CACHED_SEGMENTS = 4             # remote segments kept fetched for reads, at most,
+CACHED_BYTES = 1 << 30          # and their bytes (the segment being read is always kept)
 _FETCH_CHUNK = 8 << 20          # bytes per ranged fetch when filling the cache
 COPIES_QUEUED = 16              # segments of a partition handed to the copier at once
 
@@ -291,7 +293,8 @@ class RemoteLog:
             return seg
         seg = self._fetch(meta)
         self._cache[meta.id] = seg
-        while len(self._cache) > CACHED_SEGMENTS:
+        while len(self._cache) > 1 and (len(self._cache) > CACHED_SEGMENTS or sum(
+                s.size for s in self._cache.values()) > CACHED_BYTES):
             _, old = self._cache.popitem(last=False)
             old.delete()        # a FileRegion read from it keeps its file open
         return seg
