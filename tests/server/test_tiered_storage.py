@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat.compat_helpers import KafkaWire
-from harness import ServerProcess, wait_until
+from harness import ServerProcess, read_all, wait_until
 from moto_s3 import moto_s3
 from kafkalite.protocol import ApiKey
 from kafkalite.storage.remote.s3_storage import S3RemoteStorage
@@ -132,6 +132,10 @@ def test_confluent_kafka_reads_from_offset_0_across_the_remote_boundary(tiered_s
         consumer.close()
     assert [g[0] for g in got] == list(range(COUNT))
     assert [(k, v, h, ts) for _, k, v, h, ts in got] == sent
+    # and kafkalite's own client, over the native protocol
+    native = read_all(tiered_server, topic_name, 1, COUNT)
+    assert [(m.offset(), m.value()) for m in native] == [
+        (i, v) for i, (_, v, _, _) in enumerate(sent)]
 
 
 def test_a_replicated_tiered_topic_is_read_whole_from_offset_0(tiered_server, topic_name):
