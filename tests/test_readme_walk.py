@@ -46,7 +46,9 @@ SERVER = readme_walk.server_command(README.read_text())
 # What a block says it prints, per page: a piece of its code -> regexes its
 # output must match (multi-line mode). Each key must name exactly one block
 # of its page.
-EXPECT = {"README.md": {
+EXPECT = {"docs/tiered-storage.md": {
+    'print("offsets", low': [r"^offsets 0 to 3000 - first record: 0 b'event 0'$"],
+}, "README.md": {
     "kafkalite consume orders --from-beginning --print-key --max-messages 3":
         [r"^alice\tpizza$", r"^bob\tsushi$", r"^alice\tsalad$", r"Partition: 3"],
     'p.produce("orders", b"pizza", key=b"alice"': [r"^None \d+$"],

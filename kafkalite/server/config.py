@@ -66,6 +66,23 @@ SETTINGS: dict[str, Setting] = {
     "data_dir": Setting(
         "Where topics' partition logs and the metadata live.", ("log.dirs", "log.dir"),
         "kafkalite keeps one directory; Kafka's `log.dirs` may list several"),
+    "remote_log_storage_system_enable": Setting(
+        "Tiered storage (KIP-405): topics with `remote.storage.enable=true` copy their rolled "
+        "segments to the remote store and keep only `local.retention.*` on disk; without it, "
+        "such a topic is refused, as Kafka refuses it (docs/tiered-storage.md).",
+        ("remote.log.storage.system.enable",)),
+    "remote_log_storage_dir": Setting(
+        "The remote store of tiered segments, a directory (a second disk, a mounted share); "
+        "\"\": `<data_dir>/remote-storage`.",
+        kafka_note="Kafka's `remote.log.storage.manager.class.name` names a plug-in instead"),
+    "remote_log_storage_s3_bucket": Setting(
+        "Keep tiered segments in this S3 bucket instead of `remote_log_storage_dir` "
+        "(boto3, `pip install kafkalite[s3]`; credentials and region from the AWS "
+        "environment variables or ~/.aws, as any AWS client); \"\": the directory.",
+        kafka_note="a RemoteStorageManager plug-in for S3 (Aiven's, for one)"),
+    "remote_log_storage_s3_endpoint": Setting(
+        "The S3 API's URL, for object storage other than AWS's (MinIO, Ceph, ...); "
+        "\"\": AWS's."),
     "host": Setting("Interface every listener binds to, and the host advertised unless "
                     "`advertised_host` is set.", (), "the host of `listeners`"),
     "advertised_host": Setting("Host clients are told to connect to (\"\": `host`).", (),
@@ -320,6 +337,10 @@ SERVER_ALIASES: dict[str, str] = {alias: name for name, s in SETTINGS.items()
 @dataclass
 class ServerConfig:
     data_dir: str = "./kafkalite-data"
+    remote_log_storage_system_enable: bool = False
+    remote_log_storage_dir: str = ""
+    remote_log_storage_s3_bucket: str = ""
+    remote_log_storage_s3_endpoint: str = ""
     host: str = "127.0.0.1"
     advertised_host: str = ""
     workers: int = 0
@@ -487,7 +508,26 @@ class ServerConfig:
             raise InvalidConfigurationError(
                 "group_min_session_timeout_ms must not exceed group_max_session_timeout_ms")
         # Fails early, naming the key, if a topic default is not a valid topic config.
-        self.log_config()
+        if self.log_config().remote_storage_enable and not self.remote_log_storage_system_enable:
+            raise InvalidConfigurationError(
+                "topic_defaults: remote.storage.enable is true, but tiered storage is not "
+                "enabled (remote_log_storage_system_enable)")
+
+    @property
+    def remote_storage_root(self) -> str:
+        """Where the local-directory remote store keeps tiered segments."""
+        return self.remote_log_storage_dir or os.path.join(self.data_dir, "remote-storage")
+
+    def remote_storage_manager(self):
+        """The broker's RemoteStorageManager, None without tiered storage."""
+        if not self.remote_log_storage_system_enable:
+            return None
+        if self.remote_log_storage_s3_bucket:
+            from kafkalite.storage.remote.s3_storage import S3RemoteStorage
+            return S3RemoteStorage(self.remote_log_storage_s3_bucket,
+                                   endpoint_url=self.remote_log_storage_s3_endpoint or None)
+        from kafkalite.storage.remote.storage_manager import LocalDirectoryRemoteStorage
+        return LocalDirectoryRemoteStorage(self.remote_storage_root)
 
     @property
     def worker_count(self) -> int:

@@ -137,7 +137,7 @@ _TOPIC_CHOICES = {
     "compression.gzip.level": "[1,...,9] or -1",
     "leader.replication.throttled.replicas": "[partitionId]:[brokerId],... or *",
     "follower.replication.throttled.replicas": "[partitionId]:[brokerId],... or *",
-    "remote.storage.enable": "false (no tiered storage)",
+    "remote.storage.enable": "true only with remote.log.storage.system.enable",
 }
 
 
@@ -254,6 +254,8 @@ def _key(name: str, kind: str, default, doc: str, scope: Scope, valid: str = "",
 
 
 _ACCEPTED = "stored and described; kafkalite does not act on it"
+_NO_REMOTE_TUNING = ("kafkalite's tiered storage copies and reads on the partition's own thread, "
+                     "without a separate cache, pool or rate limit")
 _THREADS = ("stored and described; kafkalite runs a worker process per broker and sizes "
             "its threads itself")
 _LISTENER_EFFECT = ("stored and described; kafkalite's listeners, TLS and SASL settings are "
@@ -312,16 +314,16 @@ _OTHER_DYNAMIC = [
          effect="kafkalite keeps one log directory"),
     _key("remote.log.index.file.cache.total.size.bytes", "long", 1073741824,
          "Disk space of the remote log index cache.", _CW, lo=1,
-         effect="kafkalite has no tiered storage"),
+         effect=_NO_REMOTE_TUNING),
     _key("remote.fetch.max.wait.ms", "int", 500, "Longest wait of a remote fetch.", _CW, lo=1,
-         effect="kafkalite has no tiered storage"),
+         effect=_NO_REMOTE_TUNING),
     _key("remote.log.manager.copy.max.bytes.per.second", "long", LONG_MAX,
-         "Copy rate to remote storage.", _CW, lo=1, effect="kafkalite has no tiered storage"),
+         "Copy rate to remote storage.", _CW, lo=1, effect=_NO_REMOTE_TUNING),
     _key("remote.log.manager.fetch.max.bytes.per.second", "long", LONG_MAX,
-         "Fetch rate from remote storage.", _CW, lo=1, effect="kafkalite has no tiered storage"),
+         "Fetch rate from remote storage.", _CW, lo=1, effect=_NO_REMOTE_TUNING),
     _key("remote.list.offsets.request.timeout.ms", "long", 30000,
          "Timeout of ListOffsets on remote storage.", _CW, lo=1,
-         effect="kafkalite has no tiered storage"),
+         effect=_NO_REMOTE_TUNING),
 ]
 
 # Kafka's dynamic listener and security configs: per broker. The SSL stores
@@ -453,6 +455,7 @@ _FROM_SERVER: dict[str, tuple] = {
 _SERVER_SETTINGS = {
     "num.partitions": ("int", 1, 1), "default.replication.factor": ("int", 1, None),
     "auto.create.topics.enable": ("boolean", "true", None),
+    "remote.log.storage.system.enable": ("boolean", "false", None),
     "replica.lag.time.max.ms": ("long", 30000, None),
     "replica.fetch.wait.max.ms": ("int", 500, None),
     "broker.session.timeout.ms": ("int", 9000, None),
@@ -671,11 +674,13 @@ def describe_broker(layers: Layers, keys=None, include_synonyms: bool = False,
 # ---- validation ---------------------------------------------------------------------------
 
 def check_topic_configs(configs: dict, base: LogConfig, topic: str | None = None,
-                        before: dict | None = None) -> dict:
+                        before: dict | None = None, *, tiered_storage: bool = False) -> dict:
     """The configs a topic is created or altered with (``before``: those it
     had), checked against every topic config Kafka has; returns them to
     store. A deprecated one newly given is logged (what becomes of it) and
-    kept, as Kafka 3.x keeps it."""
+    kept, as Kafka 3.x keeps it. ``tiered_storage``: the brokers have a
+    remote store (``remote.log.storage.system.enable``); without it
+    ``remote.storage.enable=true`` is refused with Kafka's message."""
     nulls = sorted(n for n, v in configs.items() if v is None)
     if nulls:
         raise errors.InvalidConfigurationError(
@@ -688,9 +693,20 @@ def check_topic_configs(configs: dict, base: LogConfig, topic: str | None = None
             log.warning("topic %s: config %s=%s is deprecated and %s", topic or "?", name,
                         configs[name], key.effect)
     try:
-        LogConfig.from_properties(configs, base=base)
+        config = LogConfig.from_properties(configs, base=base)
     except errors.KafkaError as exc:
         raise errors.InvalidConfigurationError(exc.message) from None
+    if config.remote_storage_enable and not tiered_storage:
+        raise errors.InvalidConfigurationError(
+            "Tiered Storage functionality is disabled in the broker. Topic cannot be configured "
+            "with remote log storage.")
+    was_tiered = LogConfig.from_properties(before or {}, base=base).remote_storage_enable
+    if was_tiered and not config.remote_storage_enable:
+        # Kafka turns it off only with remote.log.copy.disable and
+        # remote.log.delete.on.disable, which kafkalite does not act on yet
+        raise errors.InvalidConfigurationError(
+            "It is invalid to disable remote storage without deleting remote data: kafkalite "
+            "cannot turn remote.storage.enable off on a topic yet")
     return {name: str(value) for name, value in configs.items()}
 
 

@@ -7,7 +7,7 @@ raises InvalidConfigurationError naming the key for anything it cannot use.
 Every topic config Kafka 4.x documents is a field here, so that any of them
 can be given, stored and described. The log acts on most; the others are
 kept and shown but have no effect, and their ``effect`` metadata says why
-(kafkalite never recompresses a batch, has no tiered storage, ...). The
+(kafkalite never recompresses a batch, ...). The
 configs Kafka 3.x deprecated and 4.0 removed (``DEPRECATED``) are accepted
 too, checked and ignored, so that clients written for Kafka 3.x still
 create their topics. server/config_registry.py adds what a client is told
@@ -38,7 +38,6 @@ _VERSION = re.compile(r"^\d+\.\d+(\.\d+)?(-IV\d+)?$")
 # Why a config has no effect here (the field's ``effect``); empty: the log acts on it.
 NO_RECOMPRESSION = ("kafkalite stores a batch as its producer compressed it and never "
                     "recompresses it")
-NO_TIERED_STORAGE = "kafkalite has no tiered storage: the whole log is local"
 NO_TIMESTAMP_CHECK = ("kafkalite does not compare record timestamps with the broker's clock "
                       "(no INVALID_TIMESTAMP)")
 
@@ -172,22 +171,21 @@ class LogConfig:
         doc="Replicas whose fetching followers throttle: `partition:broker` pairs, or `*`.",
         effect="kafkalite does not throttle replication")
     remote_storage_enable: bool = _prop("remote.storage.enable", default=False, kind="boolean",
-        doc="Tier the topic's closed segments to remote storage; true is refused, as Kafka "
-            "refuses it on a broker without a remote log storage system.",
-        effect=NO_TIERED_STORAGE)
+        doc="Tier the topic's rolled segments to the broker's remote store (KIP-405); refused "
+            "on a broker without `remote.log.storage.system.enable`, as Kafka refuses it.")
     local_retention_ms: int = _prop("local.retention.ms", -2, LONG_MAX, default=-2, kind="long",
-        doc="With tiered storage: how long segments stay local (-2: `retention.ms`).",
-        broker={"log.local.retention.ms": 1}, effect=NO_TIERED_STORAGE)
+        doc="With tiered storage: how long segments stay local once copied (-2: "
+            "`retention.ms`).", broker={"log.local.retention.ms": 1})
     local_retention_bytes: int = _prop("local.retention.bytes", -2, LONG_MAX, default=-2,
-        kind="long", doc="With tiered storage: local bytes kept (-2: `retention.bytes`).",
-        broker={"log.local.retention.bytes": 1}, effect=NO_TIERED_STORAGE)
+        kind="long", doc="With tiered storage: local bytes kept once copied (-2: "
+                         "`retention.bytes`).", broker={"log.local.retention.bytes": 1})
     remote_log_copy_disable: bool = _prop("remote.log.copy.disable", default=False,
         kind="boolean", doc="With tiered storage: stop copying segments to remote storage.",
-        effect=NO_TIERED_STORAGE)
+        effect="kafkalite's tiered storage copies while remote.storage.enable is true")
     remote_log_delete_on_disable: bool = _prop("remote.log.delete.on.disable", default=False,
         kind="boolean",
         doc="With tiered storage: delete the remote copy when tiering is turned off.",
-        effect=NO_TIERED_STORAGE)
+        effect="kafkalite's tiered storage cannot be turned off on a topic yet")
 
     # Accepted and ignored: Kafka 3.x deprecated them, Kafka 4.0 removed them.
     DEPRECATED = {
@@ -243,10 +241,29 @@ class LogConfig:
                     f"invalid value {','.join(replicas)!r} for {key}: expected * or "
                     f"partition:broker pairs, comma-separated")
         if self.remote_storage_enable:
-            # what Kafka answers on a broker without remote.log.storage.system.enable
+            self._check_tiered()
+
+    def _check_tiered(self) -> None:
+        """Kafka's LogConfig checks of a tiered topic's values (whether the
+        broker has a remote store is the config registry's check)."""
+        if self.compact:
             raise InvalidConfigurationError(
-                "invalid value true for remote.storage.enable: tiered storage is not enabled "
-                "on this cluster (kafkalite has none)")
+                "invalid value true for remote.storage.enable: Remote log storage is "
+                "unsupported for the compacted topics")
+        for key, local, total, total_key in (
+                ("local.retention.bytes", self.local_retention_bytes, self.retention_bytes,
+                 "retention.bytes"),
+                ("local.retention.ms", self.local_retention_ms, self.retention_ms,
+                 "retention.ms")):
+            if total > -1 and local != -2:
+                if local == -1:
+                    raise InvalidConfigurationError(
+                        f"invalid value -1 for {key}: Value must not be -1 as {total_key} value "
+                        f"is set as {total}.")
+                if local > total:
+                    raise InvalidConfigurationError(
+                        f"invalid value {local} for {key}: Value must not be more than "
+                        f"{total_key} property value: {total}")
 
     # derived views
     @property
@@ -256,6 +273,16 @@ class LogConfig:
     @property
     def delete(self) -> bool:
         return CLEANUP_DELETE in self.cleanup_policy
+
+    @property
+    def effective_local_retention_ms(self) -> int:
+        """``local.retention.ms``, its -2 resolved to ``retention.ms``."""
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def effective_local_retention_bytes(self) -> int:
+        return (self.retention_bytes if self.local_retention_bytes == -2
+                else self.local_retention_bytes)
 
     @property
     def log_append_time(self) -> bool:

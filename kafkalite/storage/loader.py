@@ -77,9 +77,12 @@ def _remove_leftovers(directory: str) -> None:
             os.unlink(path)
 
 
-def load(directory: str, config: LogConfig, checkpoints=None) -> LoadedLog:
+def load(directory: str, config: LogConfig, checkpoints=None,
+         remote_span: tuple[int, int] | None = None) -> LoadedLog:
     """``checkpoints``: the owner's CheckpointFile, if it keeps the
-    partition's checkpoint (checkpoint.py)."""
+    partition's checkpoint (checkpoint.py). ``remote_span``: a tiered log's
+    first and last remote offsets; when they reach the first local
+    segment, the log start may lie below it (down to the remote start)."""
     os.makedirs(directory, exist_ok=True)
     marker = os.path.join(directory, CLEAN_SHUTDOWN_MARKER)
     clean = os.path.exists(marker)
@@ -148,7 +151,10 @@ def load(directory: str, config: LogConfig, checkpoints=None) -> LoadedLog:
         segments = [LogSegment(directory, start_from_checkpoint, config, create=True)]
         recovery_point = start_from_checkpoint
     log_end = segments[-1].next_offset
-    log_start = max(start_from_checkpoint, segments[0].base_offset)
+    first_local = segments[0].base_offset
+    if remote_span is not None and remote_span[0] <= first_local <= remote_span[1] + 1:
+        first_local = remote_span[0]
+    log_start = max(start_from_checkpoint, first_local)
     if log_start > log_end:
         log_start = log_end
     epochs.truncate_from_end(log_end)

@@ -159,6 +159,7 @@ class PartitionLog:
         self._checkpoints = None                   # the owner's CheckpointFile, if any
         self._closed = False
         self.name = "%s-%d" % tp if (tp := parse_topic_partition(directory)) else directory
+        self.remote = None          # a tiered log's RemoteLog (remote/remote_log.py)
         self.producer_state = ProducerStateManager(directory)
         rebuild_from = state.txn_index_rebuild_from
         self.producer_state.load(
@@ -169,14 +170,28 @@ class PartitionLog:
     @classmethod
     def open(cls, directory: str, config: LogConfig | None = None, *,
              clock: Callable[[], int] | None = None,
-             checkpoints: CheckpointFile | None = None) -> "PartitionLog":
+             checkpoints: CheckpointFile | None = None,
+             remote_storage=None) -> "PartitionLog":
         """Open (creating if needed) the partition in ``directory``, running
         recovery if it was not closed cleanly. ``checkpoints``: the owner's
         CheckpointFile, where the checkpoint is kept while the log is open
-        (default: partition.checkpoint, written at every change)."""
+        (default: partition.checkpoint, written at every change).
+        ``remote_storage``: the broker's RemoteStorageManager; the log is
+        tiered when it is given and ``remote.storage.enable`` is true."""
         config = config or LogConfig()
-        state = loader.load(directory, config, checkpoints)
-        plog = cls(directory, config, state, clock or _wall_clock_ms)
+        clock = clock or _wall_clock_ms
+        remote = None
+        if remote_storage is not None and config.remote_storage_enable:
+            from kafkalite.storage.remote.remote_log import RemoteLog
+            os.makedirs(directory, exist_ok=True)
+            name = "%s-%d" % tp if (tp := parse_topic_partition(directory)) else directory
+            remote = RemoteLog(directory, name, remote_storage, clock)
+        span = None
+        if remote is not None and remote.log_start_offset is not None:
+            span = (remote.log_start_offset, remote.highest_offset)
+        state = loader.load(directory, config, checkpoints, remote_span=span)
+        plog = cls(directory, config, state, clock)
+        plog.remote = remote
         plog._checkpoints = checkpoints
         plog.maybe_checkpoint()
         return plog
@@ -198,6 +213,18 @@ class PartitionLog:
     @property
     def log_end_offset(self) -> int:
         return self._log_end
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """The first offset in a local segment (KIP-405's earliest-local):
+        the log start offset, unless the log is tiered and the segments
+        below it are only remote."""
+        return max(self._log_start, self._segments[0].base_offset)
+
+    @property
+    def highest_remote_offset(self) -> int:
+        """The last offset copied to remote storage (KIP-1005's latest-tiered), -1 for none."""
+        return -1 if self.remote is None else self.remote.highest_offset
 
     @property
     def recovery_point(self) -> int:
@@ -500,6 +527,13 @@ class PartitionLog:
                               lso, [] if collect_aborted else None)
         if offset >= limit:
             return empty
+        if self.remote is not None and offset < self.local_log_start_offset:
+            remote = self._read_remote(offset, max_bytes, limit, min_one_message,
+                                       collect_aborted)
+            if remote is not None:
+                return remote._replace(log_start_offset=self._log_start,
+                                       high_watermark=self._high_watermark,
+                                       log_end_offset=self._log_end, last_stable_offset=lso)
         limit_index = self._segment_index(limit) if limit < self._log_end else None
         limit_position = None
         if limit_index is not None:
@@ -520,6 +554,31 @@ class PartitionLog:
                 break
             i += 1  # offset is past this segment's data (a compacted gap)
         return empty
+
+    def _read_remote(self, offset: int, max_bytes: int, limit: int, min_one_message: bool,
+                     collect_aborted: bool) -> FetchDataInfo | None:
+        """A read below the local log start, from the remote segment holding
+        ``offset`` (whole batches, all below the LSO: only those are copied);
+        None when no remote segment holds it."""
+        seg = self.remote.segment_for(offset)
+        if seg is None:
+            return None
+        region = seg.read(offset, max_bytes, None, min_one_message)
+        if region is None:
+            return None
+        aborted = None
+        if collect_aborted:
+            upper = min(limit, seg.next_offset)
+            aborted, complete = [], False
+            for _, remote_seg in self.remote.segments_from(offset):
+                entries, complete = remote_seg.txn_index.collect(offset, upper)
+                aborted += entries
+                if complete:
+                    break
+            if not complete:
+                aborted += self.aborted_transactions(self.local_log_start_offset, upper)
+        return FetchDataInfo(offset, region, self._log_start, self._high_watermark,
+                             self._log_end, -1, aborted)
 
     def aborted_transactions(self, start: int, upper_bound: int) -> list[AbortedTxn]:
         """The aborted transactions a read of [start, upper_bound) may meet:
@@ -550,12 +609,21 @@ class PartitionLog:
         if timestamp == LATEST_TIMESTAMP:
             return self._log_end, -1
         if timestamp == MAX_TIMESTAMP:
-            best = max(self._segments, key=lambda s: s.max_timestamp)
-            if best.max_timestamp < 0:
+            best = max(self._segments, key=lambda s: s.max_timestamp).max_timestamp
+            if self.remote is not None:
+                # the remote segments no longer local count too
+                best = max([best] + [m.max_timestamp for m in self.remote.metadata.segments
+                                     if m.end_offset < self.local_log_start_offset])
+            if best < 0:
                 return None
-            timestamp = best.max_timestamp
+            timestamp = best
         elif timestamp < 0:
             raise InvalidRequestError(f"invalid timestamp {timestamp} for ListOffsets")
+        if self.remote is not None:
+            found = self.remote.offset_for_timestamp(timestamp, self._log_start,
+                                                     self.local_log_start_offset)
+            if found is not None:
+                return found
         for seg in self._segments:
             if seg.max_timestamp >= timestamp and seg.next_offset > self._log_start:
                 found = seg.find_offset_by_timestamp(timestamp, self._log_start)
@@ -574,6 +642,8 @@ class PartitionLog:
         ``retention.ms``, beyond ``retention.bytes``, or wholly below the log
         start offset. The active segment is never deleted. Returns how many."""
         self._check_open()
+        if self.remote is not None:
+            return self._delete_tiered_segments()
         closed = self._segments[:-1]
         doomed = 0
         # below the log start offset (after delete_records)
@@ -595,17 +665,82 @@ class PartitionLog:
             self._delete_segments(doomed)
         return doomed
 
-    def _delete_segments(self, count: int) -> None:
+    def _delete_segments(self, count: int, move_log_start: bool = True) -> None:
         self._poll_flushes(wait=True)
         victims = self._segments[:count]
         self._segments = self._segments[count:]
         self._bases = self._bases[count:]
-        new_start = max(self._log_start, self._segments[0].base_offset)
-        self._set_log_start(new_start)
+        if move_log_start:
+            new_start = max(self._log_start, self._segments[0].base_offset)
+            self._set_log_start(new_start)
+        else:
+            # a tiered log: the snapshots went to the remote store with their segments
+            self.producer_state.delete_snapshots(below=self.local_log_start_offset)
         for seg in victims:
             seg.delete()
-        log.info("%s: deleted %d segment(s); log start offset is now %d",
-                 self.name, count, self._log_start)
+        log.info("%s: deleted %d segment(s); log start offset is now %d, local log start "
+                 "offset %d", self.name, count, self._log_start, self.local_log_start_offset)
+
+    # ---- tiered storage (KIP-405) -----------------------------------------------------------
+
+    def enable_remote_storage(self, remote_storage) -> None:
+        """``remote.storage.enable`` turned on for an open log: tier it from now on."""
+        if self.remote is None and self.config.remote_storage_enable:
+            from kafkalite.storage.remote.remote_log import RemoteLog
+            self.remote = RemoteLog(self.directory, self.name, remote_storage, self._clock)
+
+    def copy_to_remote(self, wait: bool = True, start: bool = True) -> int:
+        """The leader's copy of its rolled segments to remote storage (see
+        remote/remote_log.py): all of them before returning, or, without
+        ``wait`` (the broker's housekeeping), on the copier thread, each
+        call finishing the copies done and starting the next ones (none
+        without ``start``: a replica that no longer leads only finishes
+        what it started). Returns how many copies finished."""
+        self._check_open()
+        if self.remote is None:
+            return 0
+        return self.remote.copy_segments(self._segments[:-1], self.last_stable_offset,
+                                         self.leader_epoch_cache.entries, wait=wait,
+                                         start=start)
+
+    def _delete_tiered_segments(self) -> int:
+        """A tiered log's retention: local segments go once copied and past
+        ``local.retention.*`` (or below the log start), without moving the
+        log start offset; remote ones by the total ``retention.*`` or below
+        the log start, which then moves to the first one left."""
+        closed = self._segments[:-1]
+        highest = self.remote.highest_offset
+        doomed = 0
+        while doomed < len(closed) and self._segments[doomed + 1].base_offset <= self._log_start:
+            doomed += 1
+        cfg = self.config
+        if cfg.delete:
+            now = self._clock()
+            local_ms, local_bytes = cfg.effective_local_retention_ms, cfg.effective_local_retention_bytes
+            if local_ms >= 0:
+                while (doomed < len(closed) and closed[doomed].next_offset - 1 <= highest
+                       and now - closed[doomed].largest_timestamp > local_ms):
+                    doomed += 1
+            if local_bytes >= 0:
+                excess = self.size_in_bytes - local_bytes - sum(s.size for s in closed[:doomed])
+                while (doomed < len(closed) and closed[doomed].next_offset - 1 <= highest
+                       and excess >= closed[doomed].size):
+                    excess -= closed[doomed].size
+                    doomed += 1
+        if doomed:
+            self._delete_segments(doomed, move_log_start=False)
+        expired = self.remote.expire(
+            self._log_start, self.local_log_start_offset, self.size_in_bytes,
+            cfg.retention_ms if cfg.delete else -1, cfg.retention_bytes if cfg.delete else -1)
+        if expired:
+            remote_start = self.remote.log_start_offset
+            local_start = self.local_log_start_offset
+            new_start = local_start if remote_start is None else min(remote_start, local_start)
+            if new_start > self._log_start:
+                self._set_log_start(new_start)
+            log.info("%s: deleted %d remote segment(s); log start offset is now %d",
+                     self.name, expired, self._log_start)
+        return doomed + expired
 
     def _set_log_start(self, offset: int) -> None:
         self._log_start = offset
@@ -724,11 +859,16 @@ class PartitionLog:
         write_atomically(os.path.join(self.directory, loader.CLEAN_SHUTDOWN_MARKER), b"")
         for seg in self._segments:
             seg.close()
+        if self.remote is not None:
+            self.remote.close()
         self._closed = True
 
     def delete(self) -> None:
-        """Remove the partition's directory (topic deletion)."""
+        """Remove the partition's directory (topic deletion), and its remote
+        segments when it is tiered."""
         self._poll_flushes(wait=True)
+        if self.remote is not None:
+            self.remote.delete_all()
         for seg in self._segments:
             seg.close()
         self._closed = True

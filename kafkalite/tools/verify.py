@@ -45,11 +45,13 @@ import sys
 from dataclasses import dataclass, field
 
 from kafkalite._ext.batch_scan import find_next_batch, scan_log
+from kafkalite.errors import KafkaStorageError
 from kafkalite.record import layout
 from kafkalite.storage.checkpoint import PARTITION_CHECKPOINT
 from kafkalite.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from kafkalite.storage.loader import CLEAN_SHUTDOWN_MARKER
 from kafkalite.storage.log import parse_topic_partition
+from kafkalite.storage.remote.metadata import RemoteLogMetadataFile
 from kafkalite.storage.segment import parse_segment_file, segment_name
 from kafkalite.tools.dump_log import (OFFSET_INDEX, TIME_INDEX, silence_stdout,
                                       describe_os_error, read_index_entries, tool_main)
@@ -506,7 +508,12 @@ def _check_partition_checkpoint(path: str, first_base: int, log_end: int,
         report.error(f"{file} is malformed ({exc}); the next open ignores it and recovers "
                      f"every segment")
         return
-    bounds = f"the log's offsets [{first_base} (first segment), {log_end} (log end)]"
+    first = "first segment"
+    remote = _remote_span(path, report)
+    if remote is not None and remote[0] <= first_base <= remote[1] + 1:
+        # a tiered log (KIP-405): its log start may lie in the remote segments
+        first_base, first = remote[0], "first remote segment"
+    bounds = f"the log's offsets [{first_base} ({first}), {log_end} (log end)]"
     for key in _CHECKPOINT_FIELDS:
         value = values[key]
         if value > log_end:
@@ -520,6 +527,19 @@ def _check_partition_checkpoint(path: str, first_base: int, log_end: int,
     if values["high-watermark"] < values["log-start-offset"] <= log_end:
         report.error(f"{file}: high-watermark {values['high-watermark']} is below "
                      f"log-start-offset {values['log-start-offset']}")
+
+
+def _remote_span(path: str, report: Report) -> tuple[int, int] | None:
+    """A tiered partition's first and last remote offsets (its
+    remote-log-metadata), None when none are remote."""
+    try:
+        metadata = RemoteLogMetadataFile(path)
+    except KafkaStorageError as exc:
+        report.error(str(exc))
+        return None
+    if metadata.log_start_offset is None:
+        return None
+    return metadata.log_start_offset, metadata.highest_offset
 
 
 def _check_leader_epochs(path: str, log_end: int, report: Report) -> None:

@@ -140,8 +140,10 @@ def test_which_dynamic_configs_act_and_which_are_accepted_only():
                  "log.preallocate"):
         assert not registry.broker_config(name).applied and registry.broker_config(name).effect
     for name in ("file.delete.delay.ms", "preallocate", "compression.type",
-                 "remote.storage.enable", "leader.replication.throttled.replicas"):
+                 "remote.log.copy.disable", "leader.replication.throttled.replicas"):
         assert registry.topic_config(name).effect, name     # the docs say why
+    for name in ("remote.storage.enable", "local.retention.ms", "local.retention.bytes"):
+        assert not registry.topic_config(name).effect, name     # tiered storage acts on them
 
 
 def test_deprecated_topic_configs_are_accepted_with_a_warning_and_ignored(caplog):
@@ -171,10 +173,27 @@ def test_topic_config_checks_are_kafkas():
     assert not config.delete and not config.compact         # KIP-1161: kept for ever
     for name, value in (("compression.gzip.level", "0"), ("compression.lz4.level", "18"),
                         ("leader.replication.throttled.replicas", "0-1"),
-                        ("local.retention.ms", "-3"), ("remote.storage.enable", "true"),
+                        ("local.retention.ms", "-3"),
                         ("preallocate", "yes"), ("cleanup.policy", "delete,shred")):
         with pytest.raises(errors.InvalidConfigurationError, match=name):
             registry.check_topic_configs({name: value}, LogConfig())
+    # tiered storage: Kafka's refusal on a broker without it, and its value checks with it
+    with pytest.raises(errors.InvalidConfigurationError,
+                       match="Tiered Storage functionality is disabled in the broker"):
+        registry.check_topic_configs({"remote.storage.enable": "true"}, LogConfig())
+    registry.check_topic_configs({"remote.storage.enable": "true"}, LogConfig(),
+                                 tiered_storage=True)
+    with pytest.raises(errors.InvalidConfigurationError, match="invalid to disable remote storage"):
+        registry.check_topic_configs({}, LogConfig(), before={"remote.storage.enable": "true"},
+                                     tiered_storage=True)
+    for bad, why in (({"cleanup.policy": "compact"}, "unsupported for the compacted topics"),
+                     ({"retention.ms": "1000", "local.retention.ms": "2000"},
+                      "must not be more than retention.ms"),
+                     ({"retention.bytes": "1000", "local.retention.bytes": "-1"},
+                      "must not be -1 as retention.bytes")):
+        with pytest.raises(errors.InvalidConfigurationError, match=why):
+            registry.check_topic_configs({"remote.storage.enable": "true", **bad}, LogConfig(),
+                                         tiered_storage=True)
 
 
 def test_broker_config_alterations_are_checked_as_kafka_checks_them():

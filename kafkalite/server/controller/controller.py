@@ -1050,7 +1050,9 @@ class Controller:
     def _validated_configs(self, configs: dict, topic: str) -> dict[str, str]:
         """A new topic's configs, checked against every topic config Kafka
         has (config_registry.py); INVALID_CONFIG names the one refused."""
-        return registry.check_topic_configs(configs, self.config.log_config(), topic)
+        return registry.check_topic_configs(
+            configs, self.config.log_config(), topic,
+            tiered_storage=self.config.remote_log_storage_system_enable)
 
     def _create_topics(self, ctx: RequestContext, body: dict):
         results, to_create = [], []
@@ -1401,7 +1403,7 @@ class Controller:
         cluster_view = self.config.log_config(self._dynamic_topic_defaults(None)).to_properties()
         configs = registry.check_topic_configs(
             new_configs(r, dict(topic.configs), True, cluster_view.get), self.config.log_config(),
-            name, topic.configs)
+            name, topic.configs, tiered_storage=self.config.remote_log_storage_system_enable)
         if validate_only:
             return
         before = dict(topic.configs)

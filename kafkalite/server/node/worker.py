@@ -137,7 +137,8 @@ class Worker:
         self._relay_endpoint = None         # self.relay's
         self.relay = None                   # RelayClient to the supervisor
         self._pending_relay = PendingRelay()  # what waits for the relay to be known
-        self.replica_manager = ReplicaManager(index, config.data_dir, config.log_config)
+        self.replica_manager = ReplicaManager(index, config.data_dir, config.log_config,
+                                              remote_storage=config.remote_storage_manager())
         self.peers = BrokerRequests(self.ctx, lambda b: self.fetcher.endpoint_of(b),
                                     f"replica-{index}", timeout_s=PEER_TIMEOUT_S
                                     + config.replica_fetch_wait_max_ms / 1000.0, curve=self.curve)

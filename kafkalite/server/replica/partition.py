@@ -48,9 +48,9 @@ from kafkalite.storage.log import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIM
 
 # ListOffsets' specs for the ends of tiered storage: the first offset still
 # in local segments (KIP-405) and the last one copied to remote storage
-# (KIP-1005). kafkalite has no remote storage, so they are answered as Kafka
-# answers them for a topic without it: the local log starts at the log start
-# offset, and nothing is tiered (offset -1).
+# (KIP-1005). For a topic that is not tiered they are answered as Kafka
+# answers them: the local log starts at the log start offset, and nothing
+# is tiered (offset -1).
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
@@ -300,10 +300,12 @@ class Partition:
             if read_committed:
                 return self.log.last_stable_offset, -1
             return self.log.high_watermark, -1
-        if timestamp == EARLIEST_TIMESTAMP or timestamp == EARLIEST_LOCAL_TIMESTAMP:
+        if timestamp == EARLIEST_TIMESTAMP:
             return self.log.log_start_offset, -1
+        if timestamp == EARLIEST_LOCAL_TIMESTAMP:
+            return self.log.local_log_start_offset, -1
         if timestamp == LATEST_TIERED_TIMESTAMP:
-            return -1, -1
+            return self.log.highest_remote_offset, -1
         if timestamp == MAX_TIMESTAMP or timestamp >= 0:
             return self.log.offset_for_timestamp(timestamp)
         raise errors.InvalidRequestError(f"unsupported ListOffsets timestamp {timestamp}")

@@ -182,6 +182,12 @@ def delete_records_blank() -> dict:
     return {"error_code": 0, "low_watermark": -1}
 
 
+def offset_is_local(part: Partition, data) -> bool:
+    """Whether a read came from a local segment (not a tiered log's remote
+    copy, fetched into a cache a follower on this host cannot rely on)."""
+    return part.log.remote is None or data.fetch_offset >= part.log.local_log_start_offset
+
+
 def alter_replica_log_dirs_response(codes: dict[tuple[str, int], int]) -> dict:
     """AlterReplicaLogDirs' answer: {(topic, partition): error code}, by topic."""
     by_topic: dict[str, list] = {}
@@ -227,7 +233,8 @@ class ReplicaManager:
     }
     API_KEYS = frozenset(API_HANDLERS)
 
-    def __init__(self, broker_id: int, data_dir: str, log_config, verifier=None):
+    def __init__(self, broker_id: int, data_dir: str, log_config, verifier=None,
+                 remote_storage=None):
         self.broker_id = broker_id
         # (transactional id, producer id, epoch, [(topic, partition)], on_done({tp: code}))
         # asks the transaction coordinator; None: no verification
@@ -236,6 +243,8 @@ class ReplicaManager:
         self._verifying: dict[int, list] = {}
         self.data_dir = data_dir
         self.log_config = log_config            # topic configs dict -> LogConfig
+        # the broker's RemoteStorageManager (KIP-405), None without tiered storage
+        self.remote_storage = remote_storage
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.offline: dict[tuple[str, int], str] = {}  # could not be opened: why
         # housekeeping: partitions that changed lately -> ticks left, the
@@ -294,7 +303,8 @@ class ReplicaManager:
                 try:
                     plog = PartitionLog.open(self._directory(*key),
                                              self.log_config(spec.get("configs")),
-                                             checkpoints=self.checkpoints)
+                                             checkpoints=self.checkpoints,
+                                             remote_storage=self.remote_storage)
                     if spec.get("leader", self.broker_id) == self.broker_id:
                         # the leader epoch's checkpoint fsyncs here, in
                         # parallel, rather than one by one in make_leader
@@ -327,12 +337,15 @@ class ReplicaManager:
                 if opened is None:
                     self.checkpoints.bind(self._directory(*key), spec.get("topic_id"))
                     opened = PartitionLog.open(self._directory(*key), config,
-                                               checkpoints=self.checkpoints)
+                                               checkpoints=self.checkpoints,
+                                               remote_storage=self.remote_storage)
                 plog = opened
                 part = Partition(key[0], key[1], spec.get("topic_id"), plog, self.broker_id)
                 self.partitions[key] = part
             else:
                 part.log.config = config
+                if config.remote_storage_enable and self.remote_storage is not None:
+                    part.log.enable_remote_storage(self.remote_storage)
             if spec.get("topic_id"):
                 self.topic_names[uuid.UUID(str(spec["topic_id"]))] = key[0]
             leader = spec.get("leader", self.broker_id)
@@ -896,7 +909,7 @@ class ReplicaManager:
                     {"producer_id": t.producer_id, "first_offset": t.first_offset}
                     for t in data.aborted_transactions]
             if data.region is not None:
-                if local and data.region.length:
+                if local and data.region.length and offset_is_local(part, data):
                     # a follower on this host reads the region itself
                     # (storage/local_region.py): where it is, not its bytes
                     st = os.fstat(data.region.fd)
@@ -950,8 +963,8 @@ class ReplicaManager:
 
     def list_offsets(self, ctx: RequestContext, body: dict):
         """The offset of each partition's timestamp or timestamp spec. v10's
-        ``timeout_ms`` bounds lookups in remote storage (KIP-1075); kafkalite
-        has none, so every lookup is answered at once."""
+        ``timeout_ms`` bounds lookups in remote storage (KIP-1075); kafkalite's
+        are made at once, on this thread."""
         read_committed = body.get("isolation_level", 0) == IsolationLevel.READ_COMMITTED
         version = ctx.api_version
 
@@ -967,7 +980,7 @@ class ReplicaManager:
             found = part.offset_for_timestamp(timestamp, read_committed)
             if found is not None:
                 out["offset"], out["timestamp"] = found
-                # no offset (nothing tiered): no epoch either, as Kafka answers
+                # no offset (nothing tiered yet): no epoch either, as Kafka answers
                 out["leader_epoch"] = part.leader_epoch if found[0] >= 0 else -1
 
         return {"throttle_time_ms": 0,
@@ -1021,6 +1034,14 @@ class ReplicaManager:
                 self._active[key] = ticks
             self._dirty.add(key)
             try:
+                remote = part.log.remote
+                if remote is not None and (part.is_leader or remote.copy_in_flight):
+                    # KIP-405: the leader copies, on the copier thread; the
+                    # partition is looked at each tick until the copies are
+                    # done (finished by a former leader too, none started)
+                    part.log.copy_to_remote(wait=False, start=part.is_leader)
+                    if remote.copy_in_flight:
+                        self._active[key] = max(self._active.get(key, 0), 2)
                 part.log.housekeeping()
             except KafkaError as exc:
                 log.error("broker %d: housekeeping of %s failed: %s", self.broker_id, part.name, exc)

@@ -1,0 +1,12 @@
+"""Tiered storage (KIP-405): a partition's rolled segments copied to a
+remote store and read back from it once their local copies are gone.
+
+- storage_manager.py: Kafka's RemoteStorageManager, the store itself (copy a
+  segment's files under a unique id, fetch a byte range, delete), with the
+  local-directory implementation;
+- metadata.py: Kafka's RemoteLogSegmentMetadata and the per-partition record
+  of which segments are remote, in what state;
+- remote_log.py: the partition's side of Kafka's RemoteLogManager: what to
+  copy, what remote segments total retention deletes, reads below the local
+  log start offset.
+"""

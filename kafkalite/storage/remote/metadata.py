@@ -1,0 +1,157 @@
+"""Which of a partition's segments are remote, and in what state (Kafka's
+RemoteLogSegmentMetadata and its RemoteLogMetadataManager).
+
+Kafka keeps these as events in the ``__remote_log_metadata`` topic. This
+first slice keeps them per partition in ``remote-log-metadata``, a JSON
+file in the partition's log directory written atomically (checkpoint.py's
+``write_atomically``: a temporary file, fsync, rename) at every change of
+state, so what a crash leaves is the file before or after the change:
+
+    {"version": 1, "segments": [
+        {"id": "<hex>", "base_offset": 0, "end_offset": 99, "max_timestamp": 1700000000000,
+         "leader_epochs": [[0, 0], [3, 57]], "size": 104857, "state": "COPY_SEGMENT_FINISHED",
+         "event_timestamp": 1700000000123}, ...]}
+
+``end_offset`` is inclusive, as Kafka's; ``leader_epochs`` are the epochs
+the segment's batches carry, each with its first offset in it. States
+follow Kafka's RemoteLogSegmentState: COPY_SEGMENT_STARTED (written before
+the copy: a crash leaves the id, whose partial copy is then deleted),
+COPY_SEGMENT_FINISHED (readable), DELETE_SEGMENT_STARTED (written before
+the delete: it is finished after a crash), DELETE_SEGMENT_FINISHED (the
+entry is then dropped from the file). Only COPY_SEGMENT_FINISHED segments
+are read from or counted; they never overlap, and lie in offset order.
+
+Who may call: the partition's owner, from its thread.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, replace
+from enum import Enum
+
+from kafkalite.errors import KafkaStorageError
+from kafkalite.storage.checkpoint import write_atomically
+
+REMOTE_LOG_METADATA_FILE = "remote-log-metadata"
+_VERSION = 1
+
+
+class RemoteLogSegmentState(str, Enum):
+    COPY_SEGMENT_STARTED = "COPY_SEGMENT_STARTED"
+    COPY_SEGMENT_FINISHED = "COPY_SEGMENT_FINISHED"
+    DELETE_SEGMENT_STARTED = "DELETE_SEGMENT_STARTED"
+    DELETE_SEGMENT_FINISHED = "DELETE_SEGMENT_FINISHED"
+
+
+# Kafka's RemoteLogSegmentState.isValidTransition
+_TRANSITIONS = {
+    RemoteLogSegmentState.COPY_SEGMENT_STARTED: {RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
+                                                 RemoteLogSegmentState.DELETE_SEGMENT_STARTED},
+    RemoteLogSegmentState.COPY_SEGMENT_FINISHED: {RemoteLogSegmentState.DELETE_SEGMENT_STARTED},
+    RemoteLogSegmentState.DELETE_SEGMENT_STARTED: {RemoteLogSegmentState.DELETE_SEGMENT_FINISHED},
+    RemoteLogSegmentState.DELETE_SEGMENT_FINISHED: set(),
+}
+
+
+@dataclass(frozen=True)
+class RemoteLogSegmentMetadata:
+    id: str
+    base_offset: int
+    end_offset: int                 # inclusive
+    max_timestamp: int
+    leader_epochs: tuple            # ((epoch, first offset), ...)
+    size: int
+    state: RemoteLogSegmentState
+    event_timestamp: int
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["state"] = self.state.value
+        out["leader_epochs"] = [list(e) for e in self.leader_epochs]
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict) -> "RemoteLogSegmentMetadata":
+        return cls(d["id"], int(d["base_offset"]), int(d["end_offset"]), int(d["max_timestamp"]),
+                   tuple((int(e), int(o)) for e, o in d["leader_epochs"]), int(d["size"]),
+                   RemoteLogSegmentState(d["state"]), int(d["event_timestamp"]))
+
+
+class RemoteLogMetadataFile:
+    """The remote segments of one partition (see the module docstring)."""
+
+    def __init__(self, directory: str):
+        self.path = os.path.join(directory, REMOTE_LOG_METADATA_FILE)
+        self._segments: list[RemoteLogSegmentMetadata] = self._read()
+
+    def _read(self) -> list[RemoteLogSegmentMetadata]:
+        try:
+            with open(self.path, "rb") as f:
+                doc = json.loads(f.read())
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError) as exc:
+            # never guessed at: the remote copies it names would be lost
+            raise KafkaStorageError(f"cannot read {self.path}: {exc}") from exc
+        if doc.get("version") != _VERSION:
+            raise KafkaStorageError(f"{self.path}: unknown version {doc.get('version')!r}")
+        return [RemoteLogSegmentMetadata.from_json(d) for d in doc["segments"]]
+
+    def _write(self) -> None:
+        doc = {"version": _VERSION, "segments": [s.to_json() for s in self._segments]}
+        write_atomically(self.path, json.dumps(doc, separators=(",", ":")).encode())
+
+    @property
+    def all(self) -> tuple[RemoteLogSegmentMetadata, ...]:
+        """Every entry, whatever its state."""
+        return tuple(self._segments)
+
+    @property
+    def segments(self) -> list[RemoteLogSegmentMetadata]:
+        """The readable (COPY_SEGMENT_FINISHED) segments, by offset."""
+        return [s for s in self._segments if s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED]
+
+    def add_copy_started(self, metadata: RemoteLogSegmentMetadata) -> None:
+        if metadata.state is not RemoteLogSegmentState.COPY_SEGMENT_STARTED:
+            raise ValueError(f"a new remote segment starts as COPY_SEGMENT_STARTED, "
+                             f"not {metadata.state.value}")
+        self._segments.append(metadata)
+        self._segments.sort(key=lambda s: s.base_offset)
+        self._write()
+
+    def update_state(self, segment_id: str, state: RemoteLogSegmentState,
+                     event_timestamp: int) -> None:
+        for i, s in enumerate(self._segments):
+            if s.id == segment_id:
+                if state not in _TRANSITIONS[s.state]:
+                    raise ValueError(f"remote segment {segment_id}: {s.state.value} cannot "
+                                     f"become {state.value}")
+                if state is RemoteLogSegmentState.DELETE_SEGMENT_FINISHED:
+                    del self._segments[i]
+                else:
+                    self._segments[i] = replace(s, state=state, event_timestamp=event_timestamp)
+                self._write()
+                return
+        raise KeyError(f"no remote segment {segment_id}")
+
+    # ---- derived offsets and sizes --------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int | None:
+        """The first remote offset, None when nothing is remote."""
+        segs = self.segments
+        return segs[0].base_offset if segs else None
+
+    @property
+    def highest_offset(self) -> int:
+        """Kafka's highest offset in remote storage: the last offset copied, -1 for none."""
+        segs = self.segments
+        return segs[-1].end_offset if segs else -1
+
+    def find(self, offset: int) -> RemoteLogSegmentMetadata | None:
+        """The readable segment holding ``offset``."""
+        for s in self.segments:
+            if s.base_offset <= offset <= s.end_offset:
+                return s
+        return None

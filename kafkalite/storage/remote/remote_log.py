@@ -1,0 +1,352 @@
+"""A tiered partition's remote side (the per-partition part of Kafka's
+RemoteLogManager: its copy task, its expiration task and its reads).
+
+The partition log (log.py) owns one RemoteLog when its topic has
+``remote.storage.enable=true`` and the broker a remote store, and calls it
+from ``housekeeping`` and ``read``:
+
+- ``copy_segments``: every rolled segment past the highest offset already
+  remote whose records are all below the last stable offset (Kafka copies
+  nothing a reader could not yet see) is copied, oldest first, with its
+  indexes, the producer snapshot taken at its end, the leader epochs up to
+  its end and its transaction index. The metadata says COPY_SEGMENT_STARTED
+  before the copy and COPY_SEGMENT_FINISHED after it; only then may the
+  log delete the local copy (past ``local.retention.*``).
+- ``expire``: total retention (``retention.ms``/``retention.bytes``, over
+  the remote segments no longer local plus the local log) and the log start
+  offset (DeleteRecords) delete remote segments, oldest first:
+  DELETE_SEGMENT_STARTED, the store's delete, DELETE_SEGMENT_FINISHED.
+- ``read`` below the local log start offset: the remote segment holding the
+  offset is fetched (by ranges) into ``remote-log-cache/`` in the partition
+  directory (CACHED_SEGMENTS and CACHED_BYTES at most, the one being read
+  always kept), and read as a local segment is: a FileRegion
+  for sendfile, CRCs checked, whole batches. The cache is emptied at open.
+- at open, what a crash left half done is finished: a copy STARTED and not
+  FINISHED is deleted from the store and from the metadata (a kill mid-copy
+  loses nothing: the local segment is still there and is copied again),
+  a DELETE_SEGMENT_STARTED is deleted again.
+
+Who may call: the owner of the partition log, from its thread. The copies
+themselves run on one background thread per process (``kafkalite-remote-copy``):
+the owner writes COPY_SEGMENT_STARTED for the segments it hands over and,
+at later calls, takes their outcomes in offset order and writes
+COPY_SEGMENT_FINISHED (or drops the entries). The copier only reads the rolled
+segment's files, which nothing changes and which retention keeps until the
+copy is finished; ``close`` and ``delete_all`` wait for it. Remote reads
+run on the owner's thread (see docs/tiered-storage.md).
+"""
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import logging
+import os
+import shutil
+import threading
+from typing import Callable
+
+from kafkalite.errors import KafkaStorageError
+from kafkalite.storage import producer_snapshot
+from kafkalite.storage.config import LogConfig
+from kafkalite.storage.remote.metadata import (RemoteLogMetadataFile, RemoteLogSegmentMetadata,
+                                               RemoteLogSegmentState)
+from kafkalite.storage.remote.storage_manager import (LogSegmentData, RemoteLogSegmentId,
+                                                      RemoteStorageManager)
+from kafkalite.storage.segment import (INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment,
+                                       segment_path)
+from kafkalite.storage.txn_index import TXN_INDEX_SUFFIX
+
+log = logging.getLogger(__name__)
+
+REMOTE_CACHE_DIR = "remote-log-cache"
+CACHED_SEGMENTS = 4             # remote segments kept fetched for reads, at most,
+CACHED_BYTES = 1 << 30          # and their bytes (the segment being read is always kept)
+_FETCH_CHUNK = 8 << 20          # bytes per ranged fetch when filling the cache
+COPIES_QUEUED = 16              # segments of a partition handed to the copier at once
+
+S = RemoteLogSegmentState
+
+_copier_lock = threading.Lock()
+_copier: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _copy_executor() -> concurrent.futures.ThreadPoolExecutor:
+    global _copier
+    with _copier_lock:
+        if _copier is None:
+            _copier = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="kafkalite-remote-copy")
+        return _copier
+
+
+class RemoteLog:
+    def __init__(self, directory: str, name: str, storage: RemoteStorageManager,
+                 clock: Callable[[], int]):
+        self.directory = directory
+        self.name = name
+        self.storage = storage
+        self._clock = clock
+        self.metadata = RemoteLogMetadataFile(directory)
+        self._cache_dir = os.path.join(directory, REMOTE_CACHE_DIR)
+        self._cache: collections.OrderedDict[str, LogSegment] = collections.OrderedDict()
+        # the copies handed to the copier, oldest first: futures and metadata
+        # (COPY_SEGMENT_STARTED), finished in this order
+        self._copying: collections.deque[tuple[concurrent.futures.Future,
+                                               RemoteLogSegmentMetadata]] = collections.deque()
+        shutil.rmtree(self._cache_dir, ignore_errors=True)
+        self._finish_interrupted()
+
+    # ---- state ----------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int | None:
+        return self.metadata.log_start_offset
+
+    @property
+    def highest_offset(self) -> int:
+        """The last offset copied (Kafka's highest offset in remote storage), -1 for none."""
+        return self.metadata.highest_offset
+
+    def size_below(self, offset: int) -> int:
+        """Bytes of the remote segments wholly below ``offset`` (the local log start)."""
+        return sum(s.size for s in self.metadata.segments if s.end_offset < offset)
+
+    def _segment_id(self, meta: RemoteLogSegmentMetadata) -> RemoteLogSegmentId:
+        return RemoteLogSegmentId(os.path.basename(os.path.normpath(self.directory)), meta.id)
+
+    def _finish_interrupted(self) -> None:
+        for meta in self.metadata.all:
+            if meta.state is S.COPY_SEGMENT_STARTED:
+                log.warning("%s: deleting the remote copy of segment %d that a crash left "
+                            "unfinished", self.name, meta.base_offset)
+                self.metadata.update_state(meta.id, S.DELETE_SEGMENT_STARTED, self._clock())
+            if meta.state in (S.COPY_SEGMENT_STARTED, S.DELETE_SEGMENT_STARTED):
+                self.storage.delete_log_segment_data(self._segment_id(meta), meta.base_offset)
+                self.metadata.update_state(meta.id, S.DELETE_SEGMENT_FINISHED, self._clock())
+
+    # ---- copy -----------------------------------------------------------------------------
+
+    @property
+    def copy_in_flight(self) -> bool:
+        return bool(self._copying)
+
+    def copy_segments(self, segments, last_stable_offset: int, epoch_entries, *,
+                      wait: bool = False, start: bool = True) -> int:
+        """Copy the rolled ``segments`` (the log's, active one excluded) not
+        yet remote and wholly below ``last_stable_offset``, oldest first:
+        finish the copies done (or, with ``wait``, all of them), and when
+        none is left in flight, hand the copier the next ones (at most
+        COPIES_QUEUED). With ``wait``, every such segment is copied before
+        the call returns; without ``start`` (a leader no more), none is
+        started. Returns how many copies finished. A failed copy
+        raises RemoteStorageError: its entry is dropped, and so are the
+        copies queued behind it (finishing them would leave a gap that
+        local retention takes for copied); they are copied again under new
+        ids at a later call."""
+        finished = 0
+        while True:
+            finished += self._finish_copies(wait)
+            if self._copying or not start:
+                return finished
+            todo = []
+            for seg in segments:
+                if seg.next_offset - 1 <= self.highest_offset or seg.is_empty:
+                    continue
+                if seg.next_offset > last_stable_offset or len(todo) == COPIES_QUEUED:
+                    break
+                todo.append(seg)
+            if not todo:
+                return finished
+            for seg in todo:
+                self._start_copy(seg, epoch_entries)
+            if not wait:
+                return finished
+
+    def _finish_copies(self, wait: bool) -> int:
+        finished = 0
+        while self._copying and (wait or self._copying[0][0].done()):
+            future, meta = self._copying.popleft()
+            try:
+                future.result()
+            except BaseException:
+                self._drop(meta, delete_copy=False)     # the store cleaned up after itself
+                for later, later_meta in self._copying:
+                    later.cancel()
+                    concurrent.futures.wait([later])
+                    self._drop(later_meta, delete_copy=True)
+                self._copying.clear()
+                raise
+            self.metadata.update_state(meta.id, S.COPY_SEGMENT_FINISHED, self._clock())
+            log.info("%s: copied segment %d..%d (%d bytes) to remote storage", self.name,
+                     meta.base_offset, meta.end_offset, meta.size)
+            finished += 1
+        return finished
+
+    def _drop(self, meta: RemoteLogSegmentMetadata, delete_copy: bool) -> None:
+        """An unfinished copy's entry goes (and its objects, with ``delete_copy``)."""
+        self.metadata.update_state(meta.id, S.DELETE_SEGMENT_STARTED, self._clock())
+        if delete_copy:
+            try:
+                self.storage.delete_log_segment_data(self._segment_id(meta), meta.base_offset)
+            except KafkaStorageError as exc:
+                log.warning("%s: the remote copy of segment %d stays for the next open to "
+                            "delete: %s", self.name, meta.base_offset, exc)
+                return
+        self.metadata.update_state(meta.id, S.DELETE_SEGMENT_FINISHED, self._clock())
+
+    def _wait_for_copy(self) -> None:
+        """Let the copies in flight end (close, delete_all), whatever their outcome."""
+        try:
+            self._finish_copies(wait=True)
+        except Exception as exc:
+            log.warning("%s: a copy to remote storage failed: %s", self.name, exc)
+
+    def _start_copy(self, seg: LogSegment, epoch_entries) -> None:
+        end = seg.next_offset - 1
+        sid = RemoteLogSegmentId.generate(os.path.basename(os.path.normpath(self.directory)))
+        in_segment = [(e, o) for e, o in epoch_entries if seg.base_offset < o <= end]
+        before = [(e, o) for e, o in epoch_entries if o <= seg.base_offset]
+        epochs = ([(before[-1][0], seg.base_offset)] if before else []) + in_segment
+        meta = RemoteLogSegmentMetadata(sid.id, seg.base_offset, end, seg.max_timestamp,
+                                        tuple(epochs), seg.size, S.COPY_SEGMENT_STARTED,
+                                        self._clock())
+        self.metadata.add_copy_started(meta)
+        txn = segment_path(seg.directory, seg.base_offset, TXN_INDEX_SUFFIX)
+        snapshot = producer_snapshot.snapshot_path(seg.directory, seg.next_offset)
+        checkpoint = [(e, o) for e, o in epoch_entries if o <= end]
+        lines = ["0", str(len(checkpoint))] + [f"{e} {o}" for e, o in checkpoint]
+        data = LogSegmentData(
+            seg.path, segment_path(seg.directory, seg.base_offset, INDEX_SUFFIX),
+            segment_path(seg.directory, seg.base_offset, TIME_INDEX_SUFFIX),
+            txn if os.path.exists(txn) and os.path.getsize(txn) else None,
+            snapshot if os.path.exists(snapshot) else None,
+            ("\n".join(lines) + "\n").encode("ascii"))
+        future = _copy_executor().submit(self.storage.copy_log_segment_data, sid,
+                                         seg.base_offset, data)
+        self._copying.append((future, meta))
+
+    # ---- retention ------------------------------------------------------------------------
+
+    def expire(self, log_start_offset: int, local_log_start_offset: int, local_size: int,
+               retention_ms: int, retention_bytes: int) -> int:
+        """Delete the remote segments wholly below ``log_start_offset`` and,
+        with retention ``retention_ms``/``retention_bytes`` >= 0, those past
+        it; returns how many."""
+        now = self._clock()
+        remote = [s for s in self.metadata.segments if s.end_offset < local_log_start_offset]
+        excess = (sum(s.size for s in remote) + local_size - retention_bytes
+                  if retention_bytes >= 0 else -1)
+        doomed = []
+        for seg in self.metadata.segments:
+            if seg.end_offset < log_start_offset:
+                doomed.append(seg)
+            elif seg.end_offset < local_log_start_offset and (
+                    (retention_ms >= 0 and now - seg.max_timestamp > retention_ms)
+                    or (retention_bytes >= 0 and excess >= seg.size)):
+                doomed.append(seg)
+            else:
+                break
+            if seg.end_offset < local_log_start_offset:
+                excess -= seg.size
+        for seg in doomed:
+            self.delete(seg)
+        return len(doomed)
+
+    def delete(self, meta: RemoteLogSegmentMetadata) -> None:
+        self.metadata.update_state(meta.id, S.DELETE_SEGMENT_STARTED, self._clock())
+        cached = self._cache.pop(meta.id, None)
+        if cached is not None:
+            cached.delete()     # a FileRegion read from it keeps its file open
+        self.storage.delete_log_segment_data(self._segment_id(meta), meta.base_offset)
+        self.metadata.update_state(meta.id, S.DELETE_SEGMENT_FINISHED, self._clock())
+        log.info("%s: deleted remote segment %d..%d", self.name, meta.base_offset,
+                 meta.end_offset)
+
+    def delete_all(self) -> None:
+        """Every remote segment (the topic is deleted)."""
+        self._wait_for_copy()
+        for meta in self.metadata.segments:
+            self.delete(meta)
+        self.close()
+
+    # ---- read -----------------------------------------------------------------------------
+
+    def segment_for(self, offset: int) -> LogSegment | None:
+        """The remote segment holding ``offset`` as a readable local segment
+        (fetched into the cache if it is not there), None when no remote
+        segment holds it."""
+        meta = self.metadata.find(offset)
+        if meta is None:
+            return None
+        return self._cached(meta)
+
+    def segments_from(self, offset: int):
+        """The remote segments from the one holding ``offset`` on, fetched as needed."""
+        for meta in self.metadata.segments:
+            if meta.end_offset >= offset:
+                yield meta, self._cached(meta)
+
+    def _cached(self, meta: RemoteLogSegmentMetadata) -> LogSegment:
+        seg = self._cache.get(meta.id)
+        if seg is not None:
+            self._cache.move_to_end(meta.id)
+            return seg
+        seg = self._fetch(meta)
+        self._cache[meta.id] = seg
+        while len(self._cache) > 1 and (len(self._cache) > CACHED_SEGMENTS or sum(
+                s.size for s in self._cache.values()) > CACHED_BYTES):
+            _, old = self._cache.popitem(last=False)
+            old.delete()        # a FileRegion read from it keeps its file open
+        return seg
+
+    def _fetch(self, meta: RemoteLogSegmentMetadata) -> LogSegment:
+        sid = self._segment_id(meta)
+        os.makedirs(self._cache_dir, exist_ok=True)
+        base = meta.base_offset
+        try:
+            with open(segment_path(self._cache_dir, base, LOG_SUFFIX), "wb") as f:
+                position = 0
+                while position < meta.size:
+                    chunk = self.storage.fetch_log_segment(
+                        sid, base, position, min(position + _FETCH_CHUNK, meta.size))
+                    if not chunk:
+                        break
+                    f.write(chunk)
+                    position += len(chunk)
+            for kind, suffix in (("OFFSET", INDEX_SUFFIX), ("TIMESTAMP", TIME_INDEX_SUFFIX),
+                                 ("TRANSACTION", TXN_INDEX_SUFFIX)):
+                data = self.storage.fetch_index(sid, base, kind)
+                if data is not None:
+                    with open(segment_path(self._cache_dir, base, suffix), "wb") as f:
+                        f.write(data)
+            seg = LogSegment(self._cache_dir, base, LogConfig())
+        except BaseException:
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+                try:
+                    os.unlink(segment_path(self._cache_dir, base, suffix))
+                except FileNotFoundError:
+                    pass
+            raise
+        if seg.load_state() is not None:
+            seg.recover(salvage=False)
+        return seg
+
+    def offset_for_timestamp(self, timestamp: int, log_start_offset: int,
+                             below: int) -> tuple[int, int] | None:
+        """ListOffsets by timestamp over the remote segments below ``below``
+        (the local log start): the first record at or after the timestamp."""
+        for meta in self.metadata.segments:
+            if meta.base_offset >= below:
+                break
+            if meta.max_timestamp >= timestamp and meta.end_offset >= log_start_offset:
+                found = self._cached(meta).find_offset_by_timestamp(timestamp, log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    def close(self) -> None:
+        self._wait_for_copy()
+        for seg in self._cache.values():
+            seg.delete()
+        self._cache.clear()
+        shutil.rmtree(self._cache_dir, ignore_errors=True)

@@ -1,0 +1,117 @@
+"""A RemoteStorageManager over S3-compatible object storage, through boto3.
+
+Layout in the bucket (the same names as the local-directory store, see
+storage_manager.py):
+
+    <topic>-<partition>/<base offset %020d>-<id>/segment.log
+                                               /offset.index, time.index, ...
+
+Each object is one PUT (boto3's managed transfer: a multipart upload for a
+large segment, which S3 shows only once completed), so no object is ever
+half written. A copy is several objects: ``segment.log`` is uploaded last,
+and a copy is complete (``list_segments``) once it is there; whether a
+reader may use it is still the remote log metadata's word
+(COPY_SEGMENT_FINISHED). A failed copy deletes what it uploaded; one a
+kill interrupted is deleted by id when the partition reopens.
+
+Credentials and region come from boto3's own chain (AWS_ACCESS_KEY_ID and
+AWS_SECRET_ACCESS_KEY, ~/.aws, an instance role); kafkalite keeps no secret
+of its own. ``endpoint_url`` points at any S3 API (MinIO, moto's server).
+Errors are RemoteStorageError. boto3 is imported when a store is made, so
+a broker without an S3 store never needs it (``pip install kafkalite[s3]``).
+"""
+from __future__ import annotations
+
+import os
+
+from kafkalite.storage.remote.storage_manager import (
+    INDEX_FILES, LEADER_EPOCH_FILE, OFFSET_INDEX_FILE, PRODUCER_SNAPSHOT_FILE, SEGMENT_FILE,
+    TIME_INDEX_FILE, TRANSACTION_INDEX_FILE, LogSegmentData, RemoteLogSegmentId,
+    RemoteStorageError, object_name)
+
+_OPTIONAL = ("TRANSACTION", "PRODUCER_SNAPSHOT")
+
+
+class S3RemoteStorage:
+    def __init__(self, bucket: str, *, endpoint_url: str | None = None,
+                 region: str | None = None, client=None):
+        try:
+            import boto3
+            from botocore.exceptions import BotoCoreError, ClientError
+        except ImportError as exc:
+            raise RemoteStorageError(
+                "an S3 remote store needs boto3 (pip install kafkalite[s3])") from exc
+        self._errors = (BotoCoreError, ClientError)
+        self.bucket = bucket
+        self.s3 = client or boto3.client(
+            "s3", endpoint_url=endpoint_url or None,
+            region_name=region or os.environ.get("AWS_REGION")
+            or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1")
+
+    def _prefix(self, segment_id: RemoteLogSegmentId, base_offset: int) -> str:
+        return f"{segment_id.partition}/{object_name(base_offset, segment_id)}/"
+
+    def _fail(self, what: str, exc: Exception) -> RemoteStorageError:
+        return RemoteStorageError(f"s3://{self.bucket}/{what}: {exc}")
+
+    def copy_log_segment_data(self, segment_id: RemoteLogSegmentId, base_offset: int,
+                              data: LogSegmentData) -> None:
+        prefix = self._prefix(segment_id, base_offset)
+        try:
+            for source, name in ((data.offset_index, OFFSET_INDEX_FILE),
+                                 (data.time_index, TIME_INDEX_FILE),
+                                 (data.transaction_index, TRANSACTION_INDEX_FILE),
+                                 (data.producer_snapshot, PRODUCER_SNAPSHOT_FILE)):
+                if source is not None:
+                    self.s3.upload_file(source, self.bucket, prefix + name)
+            self.s3.put_object(Bucket=self.bucket, Key=prefix + LEADER_EPOCH_FILE,
+                               Body=data.leader_epochs)
+            self.s3.upload_file(data.log_segment, self.bucket, prefix + SEGMENT_FILE)
+        except (*self._errors, OSError) as exc:
+            try:
+                self.delete_log_segment_data(segment_id, base_offset)
+            except RemoteStorageError:
+                pass            # deleted by id at the next open
+            raise self._fail(prefix, exc) from exc
+
+    def fetch_log_segment(self, segment_id: RemoteLogSegmentId, base_offset: int,
+                          start_position: int, end_position: int | None = None) -> bytes:
+        key = self._prefix(segment_id, base_offset) + SEGMENT_FILE
+        if end_position is not None and end_position <= start_position:
+            return b""
+        span = f"bytes={start_position}-" + ("" if end_position is None else str(end_position - 1))
+        try:
+            return self.s3.get_object(Bucket=self.bucket, Key=key, Range=span)["Body"].read()
+        except self._errors as exc:
+            raise self._fail(key, exc) from exc
+
+    def fetch_index(self, segment_id: RemoteLogSegmentId, base_offset: int,
+                    index_type: str) -> bytes | None:
+        key = self._prefix(segment_id, base_offset) + INDEX_FILES[index_type]
+        try:
+            return self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        except self._errors as exc:
+            code = getattr(exc, "response", {}).get("Error", {}).get("Code")
+            if code in ("NoSuchKey", "404") and index_type in _OPTIONAL:
+                return None
+            raise self._fail(key, exc) from exc
+
+    def delete_log_segment_data(self, segment_id: RemoteLogSegmentId, base_offset: int) -> None:
+        prefix = self._prefix(segment_id, base_offset)
+        try:
+            listed = self.s3.list_objects_v2(Bucket=self.bucket, Prefix=prefix)
+            keys = [{"Key": o["Key"]} for o in listed.get("Contents", ())]
+            if keys:
+                self.s3.delete_objects(Bucket=self.bucket, Delete={"Objects": keys})
+        except self._errors as exc:
+            raise self._fail(prefix, exc) from exc
+
+    def list_segments(self, partition: str) -> list[str]:
+        """The complete copies of ``partition`` (object names), for tools and tests."""
+        try:
+            pages = self.s3.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=partition + "/")
+            keys = [o["Key"] for page in pages for o in page.get("Contents", ())]
+        except self._errors as exc:
+            raise self._fail(partition, exc) from exc
+        return sorted(k.split("/")[1] for k in keys if k.endswith("/" + SEGMENT_FILE))

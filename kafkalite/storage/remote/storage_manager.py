@@ -1,0 +1,202 @@
+"""The remote store of tiered segments (Kafka's RemoteStorageManager).
+
+Contract (Kafka's, KIP-405): the store keeps a segment's files under a
+``RemoteLogSegmentId`` that is unique per copy (a topic-partition and a
+random id), so a copy retried after a crash never overwrites or mixes with
+an earlier attempt. It knows nothing of offsets: which copies exist and
+which are complete is the remote log metadata's business (metadata.py),
+which records COPY_SEGMENT_STARTED before ``copy_log_segment_data`` and
+COPY_SEGMENT_FINISHED after it; a copy started and never finished is
+deleted by id. ``delete_log_segment_data`` of a copy that is not there (or
+only partly there) succeeds. Errors are RemoteStorageError.
+
+Who may call: the partition's owner (its RemoteLog), from its thread; an
+implementation keeps no per-partition state of its own.
+
+LocalDirectoryRemoteStorage layout (``<root>``, a second disk or any
+directory; kafkalite's embedded default is ``<data_dir>/remote-storage``):
+
+    <root>/<topic>-<partition>/<base offset %020d>-<id>/
+        segment.log          the segment's batches, as in the local log
+        offset.index         its offset index (index.py's format)
+        time.index           its time index
+        transaction.index    its aborted transactions (txn_index.py), if any
+        producer.snapshot    producer state at the segment's end, if taken
+        leader-epoch-checkpoint  the epochs up to the segment's end
+
+A copy is written into ``.<name>.tmp`` beside it, fsynced, and renamed to
+its name: a kill mid-copy leaves a hidden ``.tmp`` directory that is never
+listed and that ``delete_log_segment_data`` or ``remove_orphans`` removes.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from typing import Protocol
+
+from kafkalite.errors import KafkaStorageError
+from kafkalite.storage.checkpoint import fsync_dir
+
+SEGMENT_FILE = "segment.log"
+OFFSET_INDEX_FILE = "offset.index"
+TIME_INDEX_FILE = "time.index"
+TRANSACTION_INDEX_FILE = "transaction.index"
+PRODUCER_SNAPSHOT_FILE = "producer.snapshot"
+LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
+# Kafka's RemoteStorageManager.IndexType, by the file each is kept in
+INDEX_FILES = {"OFFSET": OFFSET_INDEX_FILE, "TIMESTAMP": TIME_INDEX_FILE,
+               "TRANSACTION": TRANSACTION_INDEX_FILE, "PRODUCER_SNAPSHOT": PRODUCER_SNAPSHOT_FILE,
+               "LEADER_EPOCH": LEADER_EPOCH_FILE}
+_TMP_SUFFIX = ".tmp"
+_COPY_CHUNK = 1 << 20
+
+
+class RemoteStorageError(KafkaStorageError):
+    """A remote store failed (Kafka's RemoteStorageException): the copy or
+    read is retried later or answered KAFKA_STORAGE_ERROR."""
+
+
+@dataclass(frozen=True)
+class RemoteLogSegmentId:
+    """Kafka's RemoteLogSegmentId: the partition (its log directory's name,
+    ``topic-N``) and an id unique to this copy."""
+    partition: str
+    id: str
+
+    @classmethod
+    def generate(cls, partition: str) -> "RemoteLogSegmentId":
+        return cls(partition, uuid.uuid4().hex)
+
+
+@dataclass(frozen=True)
+class LogSegmentData:
+    """The local files of one rolled segment to copy (Kafka's
+    LogSegmentData). ``transaction_index`` and ``producer_snapshot`` are
+    None when the segment has none; ``leader_epochs`` is the checkpoint's
+    text, cut at the segment's end."""
+    log_segment: str
+    offset_index: str
+    time_index: str
+    transaction_index: str | None
+    producer_snapshot: str | None
+    leader_epochs: bytes
+
+
+class RemoteStorageManager(Protocol):
+    """What a remote store does; see the module docstring for the contract."""
+
+    def copy_log_segment_data(self, segment_id: RemoteLogSegmentId, base_offset: int,
+                              data: LogSegmentData) -> None:
+        """Store the segment's files under ``segment_id``, all or nothing."""
+
+    def fetch_log_segment(self, segment_id: RemoteLogSegmentId, base_offset: int,
+                          start_position: int, end_position: int | None = None) -> bytes:
+        """Bytes [start_position, end_position) of the segment's ``.log``
+        (to its end when ``end_position`` is None)."""
+
+    def fetch_index(self, segment_id: RemoteLogSegmentId, base_offset: int,
+                    index_type: str) -> bytes | None:
+        """One of INDEX_FILES' files whole; None for an optional one not copied."""
+
+    def delete_log_segment_data(self, segment_id: RemoteLogSegmentId, base_offset: int) -> None:
+        """Remove the copy (idempotent)."""
+
+
+def object_name(base_offset: int, segment_id: RemoteLogSegmentId) -> str:
+    return "%020d-%s" % (base_offset, segment_id.id)
+
+
+class LocalDirectoryRemoteStorage:
+    """A RemoteStorageManager over a directory (see the module docstring)."""
+
+    def __init__(self, root: str):
+        self.root = root
+
+    def _dir(self, segment_id: RemoteLogSegmentId, base_offset: int) -> str:
+        return os.path.join(self.root, segment_id.partition, object_name(base_offset, segment_id))
+
+    def copy_log_segment_data(self, segment_id: RemoteLogSegmentId, base_offset: int,
+                              data: LogSegmentData) -> None:
+        final = self._dir(segment_id, base_offset)
+        parent = os.path.dirname(final)
+        tmp = os.path.join(parent, "." + os.path.basename(final) + _TMP_SUFFIX)
+        try:
+            os.makedirs(parent, exist_ok=True)
+            shutil.rmtree(tmp, ignore_errors=True)
+            os.mkdir(tmp)
+            for source, name in ((data.log_segment, SEGMENT_FILE),
+                                 (data.offset_index, OFFSET_INDEX_FILE),
+                                 (data.time_index, TIME_INDEX_FILE),
+                                 (data.transaction_index, TRANSACTION_INDEX_FILE),
+                                 (data.producer_snapshot, PRODUCER_SNAPSHOT_FILE)):
+                if source is not None:
+                    _copy_file(source, os.path.join(tmp, name))
+            _write_file(os.path.join(tmp, LEADER_EPOCH_FILE), data.leader_epochs)
+            fsync_dir(tmp)
+            os.rename(tmp, final)
+            fsync_dir(parent)
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise RemoteStorageError(
+                f"cannot copy segment {base_offset} of {segment_id.partition} to {final}: "
+                f"{exc.strerror or exc}") from exc
+
+    def fetch_log_segment(self, segment_id: RemoteLogSegmentId, base_offset: int,
+                          start_position: int, end_position: int | None = None) -> bytes:
+        path = os.path.join(self._dir(segment_id, base_offset), SEGMENT_FILE)
+        try:
+            with open(path, "rb") as f:
+                f.seek(start_position)
+                return f.read(-1 if end_position is None else max(end_position - start_position, 0))
+        except OSError as exc:
+            raise RemoteStorageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+    def fetch_index(self, segment_id: RemoteLogSegmentId, base_offset: int,
+                    index_type: str) -> bytes | None:
+        path = os.path.join(self._dir(segment_id, base_offset), INDEX_FILES[index_type])
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            if index_type in ("TRANSACTION", "PRODUCER_SNAPSHOT"):
+                return None
+            raise RemoteStorageError(f"{path} is not in the remote store") from None
+        except OSError as exc:
+            raise RemoteStorageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+    def delete_log_segment_data(self, segment_id: RemoteLogSegmentId, base_offset: int) -> None:
+        final = self._dir(segment_id, base_offset)
+        tmp = os.path.join(os.path.dirname(final),
+                           "." + os.path.basename(final) + _TMP_SUFFIX)
+        for path in (final, tmp):
+            try:
+                shutil.rmtree(path)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise RemoteStorageError(f"cannot delete {path}: {exc.strerror or exc}") from exc
+
+    def list_segments(self, partition: str) -> list[str]:
+        """The complete copies of ``partition`` (object names), for tools and tests."""
+        try:
+            names = os.listdir(os.path.join(self.root, partition))
+        except FileNotFoundError:
+            return []
+        return sorted(n for n in names if not n.startswith("."))
+
+
+def _copy_file(source: str, target: str) -> None:
+    with open(source, "rb") as src, open(target, "wb") as dst:
+        while chunk := src.read(_COPY_CHUNK):
+            dst.write(chunk)
+        dst.flush()
+        os.fsync(dst.fileno())
+
+
+def _write_file(target: str, data: bytes) -> None:
+    with open(target, "wb") as dst:
+        dst.write(data)
+        dst.flush()
+        os.fsync(dst.fileno())

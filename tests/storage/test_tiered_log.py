@@ -1,0 +1,378 @@
+"""A tiered partition log (KIP-405) over the local-directory remote store:
+rolled segments copied, local copies deleted past local retention, reads
+below the local log start served from the remote copy, total retention
+deleting remote segments, and what a crash mid-copy leaves."""
+import os
+
+import pytest
+
+from kafkalite.errors import OffsetOutOfRangeError
+from kafkalite.storage import LogConfig, PartitionLog
+from kafkalite.storage.log import MAX_TIMESTAMP
+from kafkalite.storage.remote.metadata import (RemoteLogMetadataFile, RemoteLogSegmentMetadata,
+                                               RemoteLogSegmentState)
+from kafkalite.storage.remote.storage_manager import (LocalDirectoryRemoteStorage,
+                                                      RemoteStorageError)
+from soak import setting
+from storage_helpers import batch, read_all
+
+TIERED = {"remote.storage.enable": "true", "segment.bytes": "1200",
+          "local.retention.bytes": "2000"}
+
+
+@pytest.fixture
+def tiered(tmp_path, clock):
+    """tiered(**topic configs) -> an open tiered PartitionLog over one store."""
+    store = LocalDirectoryRemoteStorage(str(tmp_path / "remote"))
+    opened = []
+
+    def _open(**props):
+        cfg = LogConfig.from_properties({**TIERED, **props})
+        plog = PartitionLog.open(str(tmp_path / "t-0"), cfg, clock=clock, remote_storage=store)
+        opened.append(plog)
+        return plog
+
+    _open.store = store
+    yield _open
+    for plog in opened:
+        if not plog.closed:
+            plog.close()
+
+
+def _raw(plog, start=0):
+    """Every batch from ``start`` to the end, as the bytes a fetch sends."""
+    out, offset = [], start
+    while offset < plog.log_end_offset:
+        data = plog.read(offset, 100_000)
+        assert data.region is not None, f"nothing read at {offset}"
+        out.append(data.read())
+        offset = read_all_next(data.read())
+    return b"".join(out)
+
+
+def read_all_next(chunk: bytes) -> int:
+    from kafkalite.record import decode_columns
+    return decode_columns(chunk).next_offset
+
+
+def _fill(plog, clock, n=40):
+    for i in range(n):
+        plog.append(batch([b"record-%03d" % i * 20], timestamp=clock.now + i))
+    plog.high_watermark = plog.log_end_offset       # committed: copies stop at the LSO
+
+
+def test_copied_segments_leave_the_disk_and_read_back_identical_from_offset_0(tiered, clock):
+    plog = tiered()
+    _fill(plog, clock)
+    before = _raw(plog)
+    rolled = len(plog.segments) - 1
+    assert rolled >= 8
+    assert plog.delete_old_segments() == 0, "nothing is deleted locally before it is copied"
+    assert plog.copy_to_remote() == rolled
+    assert plog.highest_remote_offset == plog.segments[-1].base_offset - 1
+    deleted = plog.delete_old_segments()
+    assert deleted > 0
+    assert plog.log_start_offset == 0, "the log start stays the remote start"
+    assert plog.local_log_start_offset == plog.segments[0].base_offset > 0
+    assert sum(s.size for s in plog.segments[:-1]) <= 2000
+    assert _raw(plog) == before, "the remote segments read back byte for byte"
+    values = [v for _, _, _, v, _ in read_all(plog, start=0)]
+    assert values == [b"record-%03d" % i * 20 for i in range(40)]
+    # by timestamp, in a remote segment
+    assert plog.offset_for_timestamp(clock.now + 3) == (3, clock.now + 3)
+
+
+def test_the_largest_timestamp_may_be_in_a_remote_segment(tiered, clock):
+    plog = tiered()
+    _fill(plog, clock)                          # timestamps now+0 .. now+39
+    plog.append(batch([b"from the future"], timestamp=clock.now + 10 ** 9))    # offset 40
+    _fill(plog, clock)                          # now+0 .. now+39 again
+    plog.copy_to_remote()
+    plog.delete_old_segments()
+    assert plog.local_log_start_offset > 40
+    assert plog.offset_for_timestamp(MAX_TIMESTAMP) == (40, clock.now + 10 ** 9)
+
+
+def test_a_reopened_tiered_log_keeps_its_remote_start(tiered, clock):
+    plog = tiered()
+    _fill(plog, clock)
+    before = _raw(plog)
+    plog.copy_to_remote()
+    plog.delete_old_segments()
+    local_start = plog.local_log_start_offset
+    plog.close()
+    again = tiered()
+    assert (again.log_start_offset, again.local_log_start_offset) == (0, local_start)
+    assert _raw(again) == before
+    again.append(batch([b"after"]))
+    assert again.log_end_offset == 41
+
+
+def test_total_retention_deletes_remote_segments_and_moves_the_log_start(tiered, clock):
+    plog = tiered(**{"retention.bytes": "5000"})
+    _fill(plog, clock)
+    plog.copy_to_remote()
+    plog.delete_old_segments()
+    remote = RemoteLogMetadataFile(plog.directory).segments
+    total = sum(s.size for s in remote if s.end_offset < plog.local_log_start_offset) \
+        + plog.size_in_bytes
+    assert total <= 5000 + remote[0].size
+    assert plog.log_start_offset == remote[0].base_offset > 0
+    assert len(tiered.store.list_segments("t-0")) == len(remote)
+    with pytest.raises(OffsetOutOfRangeError):
+        plog.read(0, 1000)
+    assert read_all(plog)[0][0] == plog.log_start_offset
+
+
+def test_delete_records_and_topic_deletion_reach_the_remote_store(tiered, clock):
+    plog = tiered()
+    _fill(plog, clock)
+    plog.copy_to_remote()
+    plog.delete_old_segments()
+    second = RemoteLogMetadataFile(plog.directory).segments[1]
+    plog.delete_records(second.base_offset + 1)
+    assert plog.log_start_offset == second.base_offset + 1
+    assert RemoteLogMetadataFile(plog.directory).segments[0].id == second.id
+    assert read_all(plog)[0][0] == second.base_offset + 1
+    plog.delete()
+    assert tiered.store.list_segments("t-0") == []
+
+
+def test_a_copy_a_crash_left_unfinished_is_deleted_and_copied_again(tiered, clock):
+    plog = tiered()
+    _fill(plog, clock)
+    before = _raw(plog)
+    plog.close()
+    # what a kill between COPY_SEGMENT_STARTED and the rename leaves
+    metadata = RemoteLogMetadataFile(plog.directory)
+    metadata.add_copy_started(RemoteLogSegmentMetadata(
+        "deadbeef", 0, 3, 0, ((0, 0),), 500, RemoteLogSegmentState.COPY_SEGMENT_STARTED, 1))
+    orphan = os.path.join(tiered.store.root, "t-0", ".%020d-deadbeef.tmp" % 0)
+    os.makedirs(orphan)
+    again = tiered()
+    assert RemoteLogMetadataFile(again.directory).all == ()
+    assert not os.path.exists(orphan)
+    assert again.copy_to_remote() == len(again.segments) - 1
+    again.delete_old_segments()
+    names = tiered.store.list_segments("t-0")
+    assert len(names) == len({n.split("-")[0] for n in names}), "no segment listed twice"
+    assert _raw(again) == before
+
+
+def test_nothing_above_the_last_stable_offset_is_copied(tiered, clock):
+    plog = tiered()
+    _fill(plog, clock)
+    plog.high_watermark = plog.segments[3].base_offset
+    assert plog.copy_to_remote() == 3, "only the segments wholly committed"
+    assert plog.highest_remote_offset == plog.segments[3].base_offset - 1
+
+
+def test_local_deletion_takes_the_producer_snapshots_below_the_local_start(tiered, clock):
+    from kafkalite.storage.producer_snapshot import list_snapshots
+    plog = tiered()
+    _fill(plog, clock)
+    plog.copy_to_remote()
+    plog.delete_old_segments()
+    assert min(list_snapshots(plog.directory)) >= plog.local_log_start_offset
+
+
+@pytest.mark.processes
+@pytest.mark.slow
+def test_kill_9_while_copying_loses_no_segment_and_lists_none_twice(tmp_path):
+    """KAFKALITE_TIERED_KILLS kills (tests/soak.py: 3, 50 under tools/soak)
+    of a child appending, copying and deleting local copies at random
+    moments (6 of 20 landed between COPY_SEGMENT_STARTED and FINISHED in a
+    run of 20, the rest elsewhere in the loop). After
+    each: every acknowledged record reads back from offset 0, the remote
+    copies are exactly the finished metadata entries (what the kill left half
+    done deleted at the open), one per offset range, contiguous."""
+    import random
+    import subprocess
+    import sys
+    import time
+
+    import crash_writer
+    import tiered_copier
+    from storage_helpers import child_env
+    directory, store_dir = str(tmp_path / "tiered-0"), str(tmp_path / "remote")
+    store = LocalDirectoryRemoteStorage(store_dir)
+    rng = random.Random(20261127)
+    acked = -1
+    for kill in range(setting("KAFKALITE_TIERED_KILLS")):
+        proc = subprocess.Popen(
+            [sys.executable, os.path.join(os.path.dirname(__file__), "tiered_copier.py"),
+             directory, store_dir, str(kill)], stdout=subprocess.PIPE, env=child_env())
+        try:
+            ready = proc.stdout.readline().split()
+            assert ready and ready[0] == b"ready", ready
+            time.sleep(rng.uniform(0.2, 0.6))
+        finally:
+            proc.kill()
+            rest = proc.stdout.read()
+            proc.wait()
+        acks = [int(line.split()[1]) for line in rest.split(b"\n")[:-1] if line.startswith(b"ack ")]
+        acked = max([acked, *acks])
+        plog = PartitionLog.open(directory, tiered_copier.CONFIG, remote_storage=store)
+        try:
+            remote = RemoteLogMetadataFile(directory)
+            assert all(s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED for s in remote.all)
+            assert store.list_segments("tiered-0") == sorted(
+                "%020d-%s" % (s.base_offset, s.id) for s in remote.all)
+            for before, after in zip(remote.all, remote.all[1:]):
+                assert after.base_offset == before.end_offset + 1
+            assert plog.log_start_offset == 0
+            assert plog.local_log_start_offset <= plog.highest_remote_offset + 1
+            records = read_all(plog, start=0)
+            assert [r[0] for r in records] == list(range(len(records)))
+            assert len(records) > acked, "an acknowledged record was lost"
+            for offset, _, k, v, _ in records:
+                assert (k, v) == (crash_writer.key(offset), crash_writer.value(offset))
+        finally:
+            plog.close()
+    assert len(RemoteLogMetadataFile(directory).all) >= 3
+
+
+def test_the_broker_copies_off_its_thread(tiered, clock):
+    """copy_to_remote(wait=False), as the broker's housekeeping calls it:
+    the copies run on the copier thread and later calls finish them (a
+    segment stays local, and is not read from the store, until then);
+    close waits for the copies in flight."""
+    from harness import wait_until
+    plog = tiered()
+    _fill(plog, clock)
+    rolled = len(plog.segments) - 1
+    assert plog.copy_to_remote(wait=False) == 0, "started, not finished"
+    assert plog.remote.copy_in_flight and plog.highest_remote_offset == -1
+    assert plog.delete_old_segments() == 0, "nothing local goes before its copy is finished"
+    finished = [0]
+
+    def all_finished():
+        finished[0] += plog.copy_to_remote(wait=False)
+        return finished[0] == rolled
+    wait_until(all_finished, message=lambda: f"{finished[0]} of {rolled} copies finished")
+    assert plog.highest_remote_offset == plog.segments[-1].base_offset - 1
+    plog.copy_to_remote(wait=False)
+    assert not plog.remote.copy_in_flight, "nothing left to copy"
+    plog.roll()                                 # one more segment to copy
+    plog.append(batch([b"after the roll"]))
+    plog.high_watermark = plog.log_end_offset
+    plog.copy_to_remote(wait=False)
+    assert plog.remote.copy_in_flight
+    plog.close()
+    again = tiered()
+    assert again.highest_remote_offset == again.segments[-1].base_offset - 1
+
+
+def test_a_former_leader_finishes_its_copies_and_starts_none(tiered, clock):
+    from harness import wait_until
+    plog = tiered()
+    _fill(plog, clock, n=20)
+    assert plog.copy_to_remote(wait=False) == 0
+    copied = len(plog.segments) - 1
+    _fill(plog, clock, n=20)                    # more rolled segments, not handed over
+    finished = [0]
+
+    def done():
+        finished[0] += plog.copy_to_remote(wait=False, start=False)
+        return not plog.remote.copy_in_flight
+    wait_until(done)
+    assert finished[0] == copied, "what was started is finished"
+    assert plog.highest_remote_offset == plog.segments[copied].base_offset - 1
+    assert plog.copy_to_remote(wait=False, start=False) == 0
+    assert not plog.remote.copy_in_flight, "nothing new is started"
+
+
+class _FailingOnce(LocalDirectoryRemoteStorage):
+    """A directory store whose copy of one segment fails the first time (a
+    full disk, an S3 outage)."""
+
+    def __init__(self, root, base_offset):
+        super().__init__(root)
+        self.fail_at = base_offset
+
+    def copy_log_segment_data(self, segment_id, base_offset, data):
+        if base_offset == self.fail_at:
+            self.fail_at = None
+            raise RemoteStorageError(f"no space left for segment {base_offset}")
+        super().copy_log_segment_data(segment_id, base_offset, data)
+
+
+def test_a_failed_copy_drops_the_ones_queued_behind_it_and_is_retried(tmp_path, clock):
+    """No gap: the copies after a failed one are not finished (local
+    retention would take the failed segment for copied and delete it),
+    and the next call copies them all again under new ids."""
+    base = LogConfig.from_properties(TIERED)
+    probe = PartitionLog.open(str(tmp_path / "probe-0"), base, clock=clock)
+    _fill(probe, clock)
+    third = probe.segments[2].base_offset
+    probe.close()
+    store = _FailingOnce(str(tmp_path / "remote"), third)
+    plog = PartitionLog.open(str(tmp_path / "t-0"), base, clock=clock, remote_storage=store)
+    try:
+        _fill(plog, clock)
+        before = _raw(plog)
+        with pytest.raises(RemoteStorageError, match="no space left"):
+            plog.copy_to_remote()
+        assert plog.highest_remote_offset == third - 1, "the two before it are copied"
+        assert len(store.list_segments("t-0")) == 2, "those queued after it are deleted"
+        plog.delete_old_segments()
+        assert plog.local_log_start_offset == third, "only the two copied went"
+        assert plog.copy_to_remote() == len(plog.segments) - 1, "the rest, from the failed one"
+        plog.delete_old_segments()
+        assert _raw(plog) == before
+        assert len(store.list_segments("t-0")) == len(RemoteLogMetadataFile(plog.directory).all)
+    finally:
+        plog.close()
+
+
+def test_read_committed_below_the_local_start_drops_the_aborted_transactions(tiered, clock):
+    """The transaction indexes go with their segments: a read_committed read
+    of the remote part is told of the aborted transactions there (one whose
+    marker is in a later remote segment, too) and drops them."""
+    from test_log_transactions import Txn, committed_values, plain
+    plog = tiered()
+    aborted, kept = Txn(plog, pid=7), Txn(plog, pid=8)
+    expected = []
+    for i in range(12):
+        plain(plog, b"plain %d" % i + b"." * 200)
+        expected.append(b"plain %d" % i + b"." * 200)
+        aborted.send(b"aborted %d" % i + b"." * 200)
+        kept.send(b"kept %d" % i + b"." * 200)
+        expected.append(b"kept %d" % i + b"." * 200)
+        if i % 3 == 2:
+            aborted.end(commit=False)
+            kept.end(commit=True)
+    plain(plog, b"tail")
+    expected.append(b"tail")
+    plog.high_watermark = plog.log_end_offset
+    assert committed_values(plog) == expected
+    plog.copy_to_remote()
+    plog.delete_old_segments()
+    assert plog.local_log_start_offset > plog.log_end_offset // 2
+    assert committed_values(plog) == expected
+
+
+def test_kafkalite_verify_takes_the_remote_start_for_the_log_start(tiered, clock):
+    """`kafkalite verify` reported a tiered partition's log start below its
+    first local segment as damage."""
+    from storage_helpers import verify_segments
+    plog = tiered()
+    _fill(plog, clock)
+    plog.copy_to_remote()
+    plog.delete_old_segments()
+    plog.read(0, 100)               # the remote segment fetched into the cache
+    plog.close()
+    assert verify_segments(plog.directory) == []
+
+
+def test_the_remote_read_cache_keeps_within_its_bytes(tiered, clock, monkeypatch):
+    from kafkalite.storage.remote import remote_log
+    monkeypatch.setattr(remote_log, "CACHED_BYTES", 1500, raising=False)   # one ~1 KB segment
+    plog = tiered()
+    _fill(plog, clock)
+    before = _raw(plog)
+    plog.copy_to_remote()
+    plog.delete_old_segments()
+    assert _raw(plog) == before                 # reads every remote segment in turn
+    cache = os.path.join(plog.directory, remote_log.REMOTE_CACHE_DIR)
+    assert len([n for n in os.listdir(cache) if n.endswith(".log")]) == 1
