@@ -267,7 +267,10 @@ def copy_to_iceberg(server, args, work: str, copied: int) -> dict:
     catalog = {"uri": f"sqlite:///{work}/catalog.db", "warehouse": f"file://{work}/warehouse"}
     cat = sql_catalog("kafkalite", **catalog)
     want = {(TOPIC, p): copied for p in range(args.partitions)}
-    worker = Worker({"bootstrap.servers": server.bootstrap, "offset.flush.interval.ms": 5000,
+    # the sink commits on the worker's offset flush: --quick's few records
+    # would wait most of a 5 s interval for it
+    worker = Worker({"bootstrap.servers": server.bootstrap,
+                     "offset.flush.interval.ms": 500 if args.quick else 5000,
                      "consumer.max.poll.records": 10_000},
                     FileOffsetStore(os.path.join(work, "connect-offsets.json")))
     worker.start()

@@ -21,11 +21,34 @@ Tiers (markers, see pyproject.toml):
 """
 import hashlib
 import os
+import shutil
 import subprocess
+import sys
+import tempfile
 
 import pytest
 
 from harness import ServerProcess
+
+# Bytecode: with PYTHONDONTWRITEBYTECODE (which some environments set) every
+# process the suite starts (servers and their workers, CLI commands, client
+# processes, the xdist workers' rewritten test modules) compiles its modules
+# from source each time: minutes of CPU over a run on a small machine. The
+# run gets a bytecode cache of its own instead, outside the tree (as
+# benchmarks/bench_startup.py does), removed at the end; a PYTHONPYCACHEPREFIX
+# already set is kept. Here at import, in the controlling process: xdist's
+# workers and every child inherit the environment.
+_PYCACHE = None
+if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
+    _PYCACHE = tempfile.mkdtemp(prefix="kafkalite-test-pycache-")
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
+    os.environ["PYTHONPYCACHEPREFIX"] = _PYCACHE
+    sys.dont_write_bytecode, sys.pycache_prefix = False, _PYCACHE    # -n 0: this process too
+
+
+def pytest_unconfigure(config):
+    if _PYCACHE is not None and not hasattr(config, "workerinput"):
+        shutil.rmtree(_PYCACHE, ignore_errors=True)
 
 # The unit tier: packages and modules whose tests run in this process only
 # (a test among them that starts processes is marked ``processes``).
