@@ -102,8 +102,9 @@ class SegmentFile:
 
     def __init__(self, path: str, create: bool):
         flags = os.O_RDWR | os.O_CLOEXEC | ((os.O_CREAT | os.O_EXCL) if create else 0)
-        self._fd = os.open(path, flags, 0o644)
+        self._fd = -1       # until the open succeeds: __del__ of a failed one (EMFILE) has none
         self.name = path
+        self._fd = os.open(path, flags, 0o644)
 
     def fileno(self) -> int:
         if self._fd < 0:

@@ -65,3 +65,23 @@ def test_append_past_the_file_size_limit_fails_cleanly(tmp_path):
     plog.append(batch([b"more room"]))
     assert read_all(plog)[-1][3] == b"more room"
     plog.close()
+
+
+def test_a_segment_file_that_could_not_be_opened_is_dropped_quietly(tmp_path):
+    """A .log whose open failed (EMFILE at the descriptor limit, a file
+    gone) is garbage at once; its __del__ found no descriptor attribute and
+    printed an AttributeError traceback into the worker's log (seen by
+    tests/server/test_resource_limits.py's no-traceback check)."""
+    import gc
+    import sys
+
+    from kafkalite.storage.segment import SegmentFile
+    unraisable = []
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        with pytest.raises(FileNotFoundError):
+            SegmentFile(str(tmp_path / "missing.log"), create=False)
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    assert not unraisable, unraisable[0].exc_value
