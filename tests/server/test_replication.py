@@ -311,7 +311,7 @@ def test_a_reassignment_can_be_cancelled_and_a_single_replica_can_move(cluster):
     wait_for(lambda: not os.path.exists(os.path.join(s.data_dir, "broker-2", "cancel-0")),
              what="the cancelled replica's log to go")
     # a topic created with one replica keeps its log in the shared layout:
-    # it may move to another worker, not gain replicas
+    # it may move to another worker, and gain replicas
     create(s, "single", partitions=1, rf=1)
     acked, _ = produce(s, "single", [b"s-%d" % i for i in range(100)], partition=0)
     leader = state(s, "single")[0][0]
@@ -323,9 +323,24 @@ def test_a_reassignment_can_be_cancelled_and_a_single_replica_can_move(cluster):
              what="the move")
     report = check(History(acked=acked), read_log(s, "single", 1))
     assert report.ok, report
-    out = run_cli("topics", "reassign", "single", "--partition", "0", "--replicas", "0,1",
-                  "--bootstrap-server", s.bootstrap)
-    assert out.returncode == 1 and b"INVALID_REPLICA_ASSIGNMENT" in out.stderr, out.stderr
+    # gaining a replica (Kafka allows it; this answered INVALID_REPLICA_ASSIGNMENT):
+    # the moved log stays in the shared layout, the new replica copies it
+    # into broker-<id>/ and joins the ISR
+    third = (other + 1) % 3
+    topics_cli(s, "reassign", "single", "--partition", "0", "--replicas", f"{other},{third}")
+    wait_for(lambda: state(s, "single")[0] == (other, [other, third], sorted([other, third])),
+             what="the new replica in sync")
+    more, _ = produce(s, "single", [b"t-%d" % i for i in range(100)], partition=0)
+    assert len(more) == 100
+    wait_for(lambda: segments(s.data_dir, third, "single", 0), what="the new replica's log")
+    # and dropping the replica whose log is the shared one: the new one leads
+    topics_cli(s, "reassign", "single", "--partition", "0", "--replicas", str(third))
+    wait_for(lambda: state(s, "single")[0] == (third, [third], [third])
+             and serving(s, "single", 1), what="the move to the new replica")
+    wait_for(lambda: not os.path.exists(os.path.join(s.data_dir, "single-0")),
+             what="the shared log of the dropped replica to go")
+    report = check(History(acked=acked + more), read_log(s, "single", 1))
+    assert report.ok and report.acked == 200, report
 
 
 def serving(s, topic, partitions) -> bool:

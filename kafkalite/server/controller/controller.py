@@ -459,14 +459,14 @@ class Controller:
                 f"{[b for b in p.replicas if b not in p.removing]}); cancel it first")
         if target == p.replicas:
             return
+        if not p.per_broker_dir and len(target) > 1:
+            # created with one replica, its log is <topic>-<partition>, and
+            # it gains replicas: that log stays where it is, the joining
+            # replicas' logs go in their own directories
+            p.per_broker_dir, p.shared_owner = True, p.replicas[0]
         if not p.per_broker_dir:
-            # created with one replica: its log is <topic>-<partition>, which
-            # any worker can open, so it can move but not gain replicas
-            if len(target) != 1:
-                raise errors.InvalidReplicaAssignmentError(
-                    f"{topic.name}-{i} was created with one replica in the shared layout; it "
-                    f"can move to another broker but not gain replicas (create the topic with "
-                    f"a replication factor instead)")
+            # created with one replica and kept at one: its log,
+            # <topic>-<partition>, any worker can open, so it moves whole
             old = p.leader
             self._move_leader(topic, i, target[0])
             p.replicas, p.isr = list(target), list(target)
@@ -511,7 +511,9 @@ class Controller:
                  p.isr)
         self._assign(by_broker, topic, [i], fenced_too=True)
         for b in removed:
-            where = replica_dir(topic.name, i, b, p.per_broker_dir)
+            where = replica_dir(topic.name, i, b, p.per_broker_dir, p.shared_owner)
+            if b == p.shared_owner:
+                p.shared_owner = None       # its log is deleted: no replica has it
             if self.brokers[b].fenced:
                 shutil.rmtree(os.path.join(self.config.data_dir, where), ignore_errors=True)
                 continue
@@ -530,7 +532,7 @@ class Controller:
         p.partition_epoch += 1
         self._assign(by_broker, topic, [i], fenced_too=True)
         for b in dropped:
-            where = replica_dir(topic.name, i, b, p.per_broker_dir)
+            where = replica_dir(topic.name, i, b, p.per_broker_dir, p.shared_owner)
             by_broker.setdefault(b, {"type": "unassign", "delete": True, "partitions": []})[
                 "partitions"].append({"topic": topic.name, "partition": i, "dir": where})
 
@@ -639,7 +641,8 @@ class Controller:
         return {"topic": topic.name, "partition": index, "topic_id": str(topic.topic_id),
                 "leader": p.leader, "leader_epoch": p.leader_epoch,
                 "partition_epoch": p.partition_epoch, "replicas": p.replicas, "isr": p.isr,
-                "dir": replica_dir(topic.name, index, broker, p.per_broker_dir),
+                "dir": replica_dir(topic.name, index, broker, p.per_broker_dir,
+                                   p.shared_owner),
                 # the dynamic broker-wide topic defaults of that broker under
                 # the topic's own configs (the worker puts its server's static
                 # defaults under both)
@@ -792,7 +795,7 @@ class Controller:
             p = topic.partitions[i]
             self.offline.pop((topic.name, i), None)
             for b in p.replicas:
-                where = replica_dir(topic.name, i, b, p.per_broker_dir)
+                where = replica_dir(topic.name, i, b, p.per_broker_dir, p.shared_owner)
                 if self.brokers[b].fenced and b != p.leader:
                     shutil.rmtree(os.path.join(self.config.data_dir, where), ignore_errors=True)
                     continue

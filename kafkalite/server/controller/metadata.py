@@ -63,7 +63,9 @@ partition created with one replica (as before replication), and
 ``<data_dir>/broker-<id>/<topic>-<partition>`` for each replica of one
 created replicated (``per_broker_dir``; ``replica_dir``), since several
 workers hold a copy. The choice stays with the partition, so its logs are
-found again whatever happens to its replica set.
+found again whatever happens to its replica set. A partition created with
+one replica that gains replicas by reassignment keeps that replica's log
+where it is (``shared_owner``) and gives the new ones their own.
 
 Who may call: the supervisor only (single thread); workers learn what they
 own through the control channel.
@@ -115,9 +117,12 @@ def validate_topic_name(name) -> str:
     return name
 
 
-def replica_dir(topic: str, partition: int, broker: int, per_broker_dir: bool) -> str:
-    """A replica's log directory, relative to the data directory."""
-    if not per_broker_dir:
+def replica_dir(topic: str, partition: int, broker: int, per_broker_dir: bool,
+                shared_owner: int | None = None) -> str:
+    """A replica's log directory, relative to the data directory.
+    ``shared_owner``: the broker of a partition created with one replica
+    that gained more by reassignment; its log stays where it was."""
+    if not per_broker_dir or broker == shared_owner:
         return f"{topic}-{partition}"
     return os.path.join(f"broker-{broker}", f"{topic}-{partition}")
 
@@ -130,6 +135,9 @@ class PartitionAssignment:
     leader_epoch: int = 0
     partition_epoch: int = 0
     per_broker_dir: bool = False
+    # a partition created with one replica (in the shared layout) that gained
+    # replicas by reassignment: the broker whose log is still <topic>-<n>
+    shared_owner: int | None = None
     # a reassignment under way (KIP-455): replicas joining, replicas to drop
     # once the joining ones are in sync; ``replicas`` holds both meanwhile
     adding: list[int] = field(default_factory=list)
@@ -154,6 +162,7 @@ class PartitionAssignment:
         p.leader_epoch = raw["leader_epoch"]
         p.partition_epoch = raw.get("partition_epoch", 0)
         p.per_broker_dir = raw.get("per_broker_dir", False)
+        p.shared_owner = raw.get("shared_owner")
         p.adding = list(raw.get("adding", ()))
         p.removing = list(raw.get("removing", ()))
         return p
@@ -162,6 +171,7 @@ class PartitionAssignment:
         return {"replicas": self.replicas, "leader": self.leader, "isr": self.isr,
                 "leader_epoch": self.leader_epoch, "partition_epoch": self.partition_epoch,
                 **({"per_broker_dir": True} if self.per_broker_dir else {}),
+                **({"shared_owner": self.shared_owner} if self.shared_owner is not None else {}),
                 **({"adding": self.adding, "removing": self.removing}
                    if self.adding or self.removing else {})}
 
@@ -447,8 +457,9 @@ class MetadataStore:
                         # a replicated partition keeps its remaining replicas
                         # (and their logs); one of them leads
                         isr = [b for b in p.isr if b < workers] or kept[:1]
-                        topic.partitions[i] = PartitionAssignment(kept, isr[0], isr,
-                                                                  per_broker_dir=True)
+                        topic.partitions[i] = PartitionAssignment(
+                            kept, isr[0], isr, per_broker_dir=True,
+                            shared_owner=p.shared_owner if p.shared_owner in kept else None)
                     else:
                         topic.partitions[i] = self._replicas(topic.name, i, workers,
                                                              min(len(p.replicas), workers))
