@@ -43,6 +43,7 @@ import os
 import random
 import signal
 import socket
+import statistics
 import subprocess
 import threading
 import time
@@ -267,9 +268,10 @@ class Load:
     def writable_again(self, before: dict, names) -> bool:
         return all(self.progress.get(n, 0) > before.get(n, 0) for n in names)
 
-    def slowest(self, before: dict, names, started: float, timeout: float) -> tuple[str, float]:
-        """Wait until each of ``names`` progressed past ``before``; the one
-        that took longest and its time from ``started``."""
+    def writable_times(self, before: dict, names, started: float,
+                       timeout: float) -> dict[str, float]:
+        """Wait until each of ``names`` progressed past ``before``; each
+        one's time from ``started``."""
         seen: dict[str, float] = {}
         deadline = time.monotonic() + timeout
         while len(seen) < len(names) and not self.failures:
@@ -280,7 +282,7 @@ class Load:
                 f"not acknowledged again: {sorted(set(names) - set(seen))}; "
                 f"{before} -> {self.progress}")
             time.sleep(0.01)
-        return max(seen.items(), key=lambda kv: kv[1]) if seen else ("", 0.0)
+        return seen
 
     def stop(self) -> None:
         self._stop.set()
@@ -401,18 +403,29 @@ def test_restart_matrix(matrix_server, tmp_path):
             # from the fault's start: a partition whose leader it took
             # stands still until its new (or restarted) leader acknowledges
             try:
-                last, took = load.slowest(before, load.producers, started, WRITABLE_WITHIN_S)
+                times = load.writable_times(before, load.producers, started, WRITABLE_WITHIN_S)
             except AssertionError as exc:
                 kept = keep_for_diagnosis(tmp_path, f"restart-matrix-{seed}")
                 raise AssertionError(f"after {kind} (kept in {kept}): {exc}") from None
-            figures.append((kind, over - started, took, last))
+            # per client: its slowest partition
+            by_client = {c: max(t for n, t in times.items() if n.startswith(c + "/"))
+                         for c in ("ci", "tx", "nt", "sh")}
+            figures.append((kind, over - started, by_client))
             wait_until(lambda: load.writable_again(before, load.consumers) or load.failures,
                        WRITABLE_WITHIN_S, lambda: f"every consumer reading again after {kind}")
     finally:
         load.stop()
-    print("fault (how long it lasted): time from its start until every producer was "
-          "acknowledged on every partition (the last one): " + ", ".join(
-              f"{k} ({length:.2f} s): {s:.2f} s ({last})" for k, length, s, last in figures))
+    print("time from each fault's start until each producer was acknowledged again on "
+          "every partition (ci idempotent, tx transactional, nt native TCP, sh native ring):")
+    for k, length, by_client in figures:
+        print(f"  {k} (lasted {length:.2f} s): " + ", ".join(
+            f"{c} {t:.2f} s" for c, t in by_client.items()))
+    for k in FAULTS:
+        rows = [by_client for kind, _, by_client in figures if kind == k]
+        if len(rows) > 1:
+            print(f"  {k} x{len(rows)}: " + ", ".join(
+                f"{c} median {statistics.median(r[c] for r in rows):.2f} s, "
+                f"max {max(r[c] for r in rows):.2f} s" for c in rows[0]))
     assert not load.failures, load.failures[:5]
 
     final = read_whole(srv, topic, "read_uncommitted")

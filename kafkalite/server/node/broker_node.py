@@ -21,8 +21,11 @@ it keeps the node's SASL users file a mirror of the cluster's users
 (cluster_store.UsersMirror), which its workers' Kafka listeners log in
 against.
 When the controller changes (a new lease epoch: its node restarted, or
-another took over) it restarts its workers, so that they introduce
-themselves to the new one. When the controller's lease expires (its node
+another took over) it writes the new one's endpoints to
+``<data dir>/.controller`` (processes.CONTROLLER_FILE); its workers, which
+look there as often as they beat, say hello to the new controller and
+serve on, as KRaft brokers re-register with a new controller: nothing is
+restarted or reopened. When the controller's lease expires (its node
 died, was cut off from PostgreSQL, or stopped), this node stops its
 workers and ends ``run`` with ``takeover`` set: serve() then starts a
 supervisor here, which takes the lease and becomes the controller (with
@@ -47,6 +50,7 @@ from kafkalite.server.controller import cluster_store
 from kafkalite.server.config import ServerConfig
 from kafkalite.server.auth.credentials import users_file
 from kafkalite.server.auth.security import native_curve
+from kafkalite.server.node.processes import advertise_controller
 from kafkalite.server.node.supervisor import (LOCK_FILE, RESTART_BACKOFF_S, SERVER_FILE,
                                          SHUTDOWN_TIMEOUT_S, WorkerProcess, spawn_worker)
 from kafkalite.storage.checkpoint import write_atomically
@@ -96,6 +100,8 @@ class BrokerNode:
         self.users_mirror = cluster_store.UsersMirror(
             cfg.cluster, users_file(cfg.data_dir, cfg.sasl_users_file))
         self.users_mirror.start()
+        advertise_controller(cfg.data_dir, self.controller["epoch"],
+                             self.controller["endpoints"])
         ids = cluster_store.broker_ids(cfg.cluster, cfg.node_id, cfg.worker_count)
         for i, broker_id in enumerate(ids):
             port = cfg.worker_base_port + i if cfg.worker_base_port else 0
@@ -199,12 +205,11 @@ class BrokerNode:
                 c["epoch"], c["endpoints"]) == (self.controller["epoch"],
                                                 self.controller["endpoints"]):
             return   # no controller to join yet (it publishes once bound), or the same one
-        log.warning("the controller is now node %d (epoch %d); restarting this node's workers "
-                    "so they join it", c["node_id"], c["epoch"])
+        log.warning("the controller is now node %d (epoch %d); this node's workers join it",
+                    c["node_id"], c["epoch"])
         self.controller = c
-        self._stop_workers()
-        for w in self.workers:          # a planned restart: no backoff
-            w.proc, w.restart_at, w.crashes_in_a_row = None, 0.0, 0
+        advertise_controller(self.config.data_dir, c["epoch"], c["endpoints"])
+        self._write_server_file()
 
     def _watch_workers(self) -> None:
         now = time.monotonic()

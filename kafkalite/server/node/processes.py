@@ -76,6 +76,10 @@ STALE_WORKER_WAIT_S = 10.0
 # <data dir>/.supervisor: the running supervisor's pid and control endpoint,
 # where an orphaned worker looks for the supervisor that adopts it
 SUPERVISOR_FILE = ".supervisor"
+# <data dir>/.controller: in a cluster, the controller a broker node's
+# workers belong to (its lease epoch and endpoints), written by the broker
+# node; a worker that finds another epoch there joins that controller
+CONTROLLER_FILE = ".controller"
 # <data dir>/.node-keys: the node channels' CURVE key pair (Z85), when no key
 # file gives one
 NODE_KEYS_FILE = ".node-keys"
@@ -283,6 +287,29 @@ def advertise_supervisor(data_dir: str, control_endpoint: str) -> None:
     with open(tmp, "w") as f:
         json.dump({"pid": os.getpid(), "control": control_endpoint}, f)
     os.replace(tmp, path)
+
+
+def advertise_controller(data_dir: str, epoch: int, endpoints: dict) -> None:
+    """Write ``CONTROLLER_FILE``: the cluster's controller this node's
+    workers are to join (a broker node's, when the controller changes)."""
+    path = os.path.join(data_dir, CONTROLLER_FILE)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump({"epoch": epoch, "control": endpoints["control"],
+                   "relay": endpoints["relay"], "coordinator": endpoints["coordinator"]}, f)
+    os.replace(tmp, path)
+
+
+def read_controller_file(data_dir: str) -> dict | None:
+    """``CONTROLLER_FILE``'s {epoch, control, relay, coordinator}, or None."""
+    try:
+        with open(os.path.join(data_dir, CONTROLLER_FILE)) as f:
+            found = json.load(f)
+        return found if isinstance(found, dict) and all(
+            isinstance(found.get(k), str) for k in ("control", "relay", "coordinator")) \
+            else None
+    except (OSError, ValueError):
+        return None
 
 
 def read_supervisor(data_dir: str) -> dict | None:

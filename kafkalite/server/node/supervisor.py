@@ -94,10 +94,11 @@ from kafkalite.server.controller.metadata import (OFFSETS_TOPIC, SHARE_STATE_TOP
                                       MetadataStore)
 from kafkalite.server.network.native_listener import NativeListener
 from kafkalite.server.auth.native_login import native_login
-from kafkalite.server.node.processes import (ADOPT_WAIT_S, LOCK_FILE, EarlyStart,  # noqa: F401
-                                             WorkerProcess, advertise_supervisor, bind_control,
-                                             config_digest, lock_data_dir, node_key_pair,
-                                             pid_alive, spawn_ingest, spawn_worker, take_workers)
+from kafkalite.server.node.processes import (ADOPT_WAIT_S, CONTROLLER_FILE, LOCK_FILE,  # noqa: F401
+                                             EarlyStart, WorkerProcess, advertise_supervisor,
+                                             bind_control, config_digest, lock_data_dir,
+                                             node_key_pair, pid_alive, spawn_ingest,
+                                             spawn_worker, take_workers)
 from kafkalite.server.auth.credentials import users_file
 from kafkalite.server.network.relay import RelayServer
 from kafkalite.server.controller.scram_control import ClusterUsers, FileUsers, ScramControl
@@ -214,10 +215,15 @@ class Supervisor:
         broker_count = max(nodes) + 1 if nodes else cfg.worker_count
         metadata = self._open_metadata()
         if cfg.cluster:
-            # broker nodes restart their workers when they see a new
-            # controller (broker_node.py): give them a lease's length more
+            # broker nodes learn of a new controller by the lease, checked
+            # once a second (broker_node.py): give their workers a lease's
+            # length more to say hello
             self._absent_check_at = time.monotonic() + (cfg.broker_session_timeout_ms
                                                         + cfg.controller_lease_ms) / 1000.0
+            try:        # a broker node's word from this node's earlier life
+                os.unlink(os.path.join(cfg.data_dir, CONTROLLER_FILE))
+            except FileNotFoundError:
+                pass
         users_path = users_file(cfg.data_dir, cfg.sasl_users_file)
         if cfg.cluster:
             # the cluster's SASL users, mirrored into this node's file

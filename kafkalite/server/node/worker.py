@@ -65,8 +65,8 @@ from kafkalite.server.auth.security import (listener_security, native_curve, nat
 from kafkalite.server.network.broker_requests import BrokerRequests
 from kafkalite.server.network.native_listener import NativeListener
 from kafkalite.server.auth.native_login import native_login
-from kafkalite.server.node.processes import (config_digest, lock_worker, pid_alive,
-                                             read_supervisor)
+from kafkalite.server.node.processes import (CONTROLLER_FILE, config_digest, lock_worker,
+                                             pid_alive, read_controller_file, read_supervisor)
 from kafkalite.server.network.listeners import kafka_listeners
 from kafkalite.server.network.relay import PendingRelay, RelayClient
 from kafkalite.server.replica.replica_fetcher import ReplicaFetcher
@@ -222,6 +222,13 @@ class Worker:
         self._adopted = False           # by a supervisor that is not our parent (_rehome)
         self._orphaned_at: float | None = None   # when the supervisor was found gone
         self._config_digest = config_digest(config)
+        # in a cluster, the controller this worker joined, as its broker
+        # node last named it (_check_controller_file)
+        self._controller_file = os.path.join(config.data_dir, CONTROLLER_FILE)
+        self._controller_seen = self._controller_file_stamp()
+        known = read_controller_file(config.data_dir) if config.cluster else None
+        self._controller_epoch = known["epoch"] if known else None
+        self._rejoined = False      # its next start assign is a new controller's (_on_control)
 
     @property
     def port(self) -> int:
@@ -305,6 +312,8 @@ class Worker:
         if self._orphaned_at is None:
             alive = pid_alive(self._parent) if self._adopted else os.getppid() == self._parent
             if alive:
+                if self.config.cluster:
+                    self._check_controller_file()
                 return
             timeout_s = self.config.worker_orphan_timeout_ms / 1000.0
             if self.config.cluster or timeout_s <= 0:
@@ -330,6 +339,38 @@ class Worker:
             log.error("worker %d: no supervisor adopted it in %.0f s; shutting down",
                       self.index, now - self._orphaned_at)
             self._stop = True
+
+    def _controller_file_stamp(self):
+        try:
+            st = os.stat(self._controller_file)
+            return st.st_mtime_ns, st.st_ino
+        except OSError:
+            return None
+
+    def _check_controller_file(self) -> None:
+        """A cluster's broker node names a new controller (its lease moved:
+        its node restarted, or another took over) in CONTROLLER_FILE: join
+        it -- a hello on its control channel, its relay and coordinator --
+        and serve on, rather than be restarted to introduce itself."""
+        stamp = self._controller_file_stamp()
+        if stamp == self._controller_seen:
+            return
+        self._controller_seen = stamp
+        found = read_controller_file(self.config.data_dir)
+        if found is None or found.get("epoch") == self._controller_epoch:
+            return
+        log.warning("worker %d: joins the new controller (epoch %s)", self.index,
+                    found.get("epoch"))
+        self._controller_epoch = found.get("epoch")
+        self._connect_control(found["control"])
+        if self.relay is not None:
+            self._drop_relay("the controller changed")
+        if self.coordinator is not None:
+            self.coordinator.close()        # what waits there: retriable errors now
+            self.coordinator = None
+        self.join_supervisor(found["relay"], found["coordinator"])
+        self._rejoined = True
+        self._say_hello()
 
     def _rehome(self, pid: int, control_endpoint: str) -> None:
         """Say hello to the supervisor ``pid`` that took the data
@@ -369,6 +410,17 @@ class Worker:
             self.join_supervisor(msg.get("relay"), msg.get("coordinator"))
             if "brokers" in msg:
                 self.fetcher.set_endpoints(msg["brokers"])
+            if self._rejoined and str(msg.get("op", "")).startswith("start-"):
+                # a new controller's first word: everything this broker
+                # hosts. What it held under the old one and no longer
+                # hosts (moved or deleted meanwhile) is closed, as a
+                # restarted process would not have opened it.
+                self._rejoined = False
+                hosted = {(p["topic"], p["partition"]) for p in msg["partitions"]}
+                for key in [k for k in self.replica_manager.partitions if k not in hosted]:
+                    log.warning("worker %d: %s-%d is no longer hosted here; closing it",
+                                self.index, *key)
+                    self.replica_manager.stop_replica(*key, delete=False)
             results = self.replica_manager.assign(msg["partitions"])
             self._send_control({"type": "done", "op": msg.get("op"), "worker": self.index,
                                 "results": results})
