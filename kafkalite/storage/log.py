@@ -51,7 +51,6 @@ import concurrent.futures
 import logging
 import os
 import shutil
-import threading
 import time
 from typing import Callable, NamedTuple
 
@@ -59,6 +58,7 @@ from kafkalite._ext.batch_scan import validate_for_append
 from kafkalite.errors import (CorruptRecordError, InvalidRequestError, KafkaStorageError,
                               OffsetOutOfRangeError, RecordListTooLargeError)
 from kafkalite.storage import loader
+from kafkalite.storage.background import BackgroundThread
 from kafkalite.storage.checkpoint import (CheckpointFile, PartitionCheckpoint, fsync_dir,
                                           write_atomically)
 from kafkalite.storage import producer_snapshot
@@ -76,17 +76,7 @@ MAX_TIMESTAMP = -3
 
 _INT32_MAX = 0x7FFFFFFF
 
-_flusher_lock = threading.Lock()
-_flusher: concurrent.futures.ThreadPoolExecutor | None = None
-
-
-def _flush_executor() -> concurrent.futures.ThreadPoolExecutor:
-    global _flusher
-    with _flusher_lock:
-        if _flusher is None:
-            _flusher = concurrent.futures.ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix="kafkalite-flush")
-        return _flusher
+_flusher = BackgroundThread("kafkalite-flush")
 
 
 def _wall_clock_ms() -> int:
@@ -416,7 +406,7 @@ class PartitionLog:
         self._segments.append(new)
         self._bases.append(new.base_offset)
         snapshot = self.producer_state.take_snapshot(new.base_offset, sync=False)
-        future = _flush_executor().submit(_flush_rolled, old, snapshot)
+        future = _flusher.submit(_flush_rolled, old, snapshot)
         self._pending_flushes.append((future, new.base_offset))
         return new
 

@@ -42,11 +42,11 @@ import concurrent.futures
 import logging
 import os
 import shutil
-import threading
 from typing import Callable
 
 from kafkalite.errors import KafkaStorageError
 from kafkalite.storage import producer_snapshot
+from kafkalite.storage.background import BackgroundThread
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.remote.metadata import (RemoteLogMetadataFile, RemoteLogSegmentMetadata,
                                                RemoteLogSegmentState)
@@ -66,17 +66,7 @@ COPIES_QUEUED = 16              # segments of a partition handed to the copier a
 
 S = RemoteLogSegmentState
 
-_copier_lock = threading.Lock()
-_copier: concurrent.futures.ThreadPoolExecutor | None = None
-
-
-def _copy_executor() -> concurrent.futures.ThreadPoolExecutor:
-    global _copier
-    with _copier_lock:
-        if _copier is None:
-            _copier = concurrent.futures.ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix="kafkalite-remote-copy")
-        return _copier
+_copier = BackgroundThread("kafkalite-remote-copy")
 
 
 class RemoteLog:
@@ -221,7 +211,7 @@ class RemoteLog:
             txn if os.path.exists(txn) and os.path.getsize(txn) else None,
             snapshot if os.path.exists(snapshot) else None,
             ("\n".join(lines) + "\n").encode("ascii"))
-        future = _copy_executor().submit(self.storage.copy_log_segment_data, sid,
+        future = _copier.submit(self.storage.copy_log_segment_data, sid,
                                          seg.base_offset, data)
         self._copying.append((future, meta))
 
