@@ -53,6 +53,7 @@ class BrokerRequests:
         # correlation id -> (broker id, api key, version, deadline, on_done)
         self._waiting: dict[int, tuple] = {}
         self._ids = itertools.count(1)
+        self._closed = False
 
     def attach(self, poller: zmq.Poller) -> None:
         self._poller = poller
@@ -63,6 +64,11 @@ class BrokerRequests:
              on_done: Callable[[object], None]) -> None:
         """Send a request to ``broker_id``; ``on_done`` gets the response
         body or a KafkaError."""
+        if self._closed:
+            # a callback of close() sending again: nothing would ever answer
+            # it (the owner no longer polls this), so it fails now
+            on_done(errors.BrokerNotAvailableError("this process is stopping"))
+            return
         endpoint = self.endpoint_of(broker_id)
         if endpoint is None:
             on_done(errors.BrokerNotAvailableError(f"broker {broker_id} is not available"))
@@ -156,5 +162,8 @@ class BrokerRequests:
         return min((w[3] for w in self._waiting.values()), default=None)
 
     def close(self) -> None:
+        """Fail what waits (BROKER_NOT_AVAILABLE) and close every socket. A
+        callback that sends again is failed at once too (``send``)."""
+        self._closed = True
         for broker_id in list(self._sockets):
             self._drop(broker_id, errors.BrokerNotAvailableError("this process is stopping"))

@@ -329,9 +329,14 @@ class Worker:
                 # what waits on the dead coordinator is answered now (as
                 # retriable) rather than at its timeout; the next one may
                 # listen at the same address, which would leave a request
-                # sent to the dead one waiting there for ever
-                self.coordinator.close()
-                self.coordinator = None
+                # sent to the dead one waiting there for ever. None before
+                # the close: its callbacks re-run the produce requests
+                # queued behind a verification, which must find no
+                # coordinator (a request sent on the closing one was never
+                # answered, and the producer's later requests queued behind
+                # it for good: the restart matrix's soak)
+                coordinator, self.coordinator = self.coordinator, None
+                coordinator.close()
         found = read_supervisor(self.config.data_dir)
         if found is not None and found["pid"] != self._parent and pid_alive(found["pid"]):
             self._rehome(found["pid"], found["control"])
@@ -365,9 +370,9 @@ class Worker:
         self._connect_control(found["control"])
         if self.relay is not None:
             self._drop_relay("the controller changed")
-        if self.coordinator is not None:
-            self.coordinator.close()        # what waits there: retriable errors now
-            self.coordinator = None
+        if self.coordinator is not None:    # what waits there: retriable errors now
+            coordinator, self.coordinator = self.coordinator, None      # (_check_supervisor)
+            coordinator.close()
         self.join_supervisor(found["relay"], found["coordinator"])
         self._rejoined = True
         self._say_hello()
