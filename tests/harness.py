@@ -333,9 +333,9 @@ def sasl_config(server, user: str, password: str, mechanism: str = "SCRAM-SHA-25
 
 
 def stop_server(server) -> None:
-    """A module fixture's end: stopped if it still runs (a test may have
-    killed it), then whatever is left killed."""
-    if server.proc.poll() is None:
+    """A fixture's end: stopped if it still runs; if a test killed it, the
+    workers it left for the next server to adopt are killed (ServerProcess.stop)."""
+    if server.proc is not None:
         server.stop()
     server.kill()
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import signal
 
-from harness import ServerProcess, create, pid_alive, read_all, wait_until
+from harness import ServerProcess, create, pid_alive, read_all, stop_server, wait_until
 from kafkalite.client import Producer
 
 
@@ -54,10 +54,8 @@ def test_a_stopped_worker_of_a_dead_server_is_killed_before_a_new_server_serves(
         if stopped is not None and pid_alive(stopped):
             os.kill(stopped, signal.SIGKILL)
         for srv in (new, old):
-            if srv is not None and srv.proc is not None:
-                if srv.proc.poll() is None:
-                    srv.stop()
-                srv.kill()
+            if srv is not None:
+                stop_server(srv)
 
 
 def test_a_restarted_worker_takes_over_its_lock(own_server, topic_name):
@@ -95,7 +93,5 @@ def test_a_worker_the_new_configuration_has_no_place_for_is_killed(tmp_path):
             if pid_alive(pid) and (new is None or pid not in new.worker_pids()):
                 os.kill(pid, signal.SIGKILL)
         for srv in (new, old):
-            if srv is not None and srv.proc is not None:
-                if srv.proc.poll() is None:
-                    srv.stop()
-                srv.kill()
+            if srv is not None:
+                stop_server(srv)

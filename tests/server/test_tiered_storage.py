@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat.compat_helpers import KafkaWire
-from harness import ServerProcess, read_all, wait_until
+from harness import ServerProcess, read_all, stop_server, wait_until
 from moto_s3 import moto_s3
 from kafkalite.protocol import ApiKey
 from kafkalite.storage.remote.s3_storage import S3RemoteStorage
@@ -48,9 +48,25 @@ def tiered_server(request, tmp_path_factory):
         try:
             yield srv
         finally:
-            if srv.proc.poll() is None:
-                srv.stop()
-            srv.kill()
+            stop_server(srv)
+
+
+def _read_from_zero(server, topic) -> list:
+    """COUNT records of partition 0 from offset 0, read by confluent-kafka."""
+    consumer = ck.Consumer({"bootstrap.servers": server.kafka_bootstrap,
+                            "group.id": topic, "enable.auto.commit": False})
+    try:
+        consumer.assign([ck.TopicPartition(topic, 0, 0)])
+        got = []
+        while len(got) < COUNT:
+            batch = consumer.consume(1000, 10)
+            assert batch, f"no records after {len(got)}"
+            for m in batch:
+                assert m.error() is None, m.error()
+                got.append(m)
+        return got
+    finally:
+        consumer.close()
 
 
 def _create(server, topic, replication_factor=1, **configs):
@@ -117,19 +133,8 @@ def test_confluent_kafka_reads_from_offset_0_across_the_remote_boundary(tiered_s
     # the local start is past the first half, and only copied segments go: 5 or more copies
     assert copies[0].startswith("00000000000000000000-") and len(copies) >= 5
 
-    consumer = ck.Consumer({"bootstrap.servers": tiered_server.kafka_bootstrap,
-                            "group.id": topic_name, "enable.auto.commit": False})
-    try:
-        consumer.assign([ck.TopicPartition(topic_name, 0, 0)])
-        got = []
-        while len(got) < COUNT:
-            batch = consumer.consume(1000, 10)
-            assert batch, f"no records after {len(got)}"
-            for m in batch:
-                assert m.error() is None, m.error()
-                got.append((m.offset(), m.key(), m.value(), m.headers(), m.timestamp()[1]))
-    finally:
-        consumer.close()
+    got = [(m.offset(), m.key(), m.value(), m.headers(), m.timestamp()[1])
+           for m in _read_from_zero(tiered_server, topic_name)]
     assert [g[0] for g in got] == list(range(COUNT))
     assert [(k, v, h, ts) for _, k, v, h, ts in got] == sent
     # and kafkalite's own client, over the native protocol
@@ -147,17 +152,7 @@ def test_a_replicated_tiered_topic_is_read_whole_from_offset_0(tiered_server, to
     firsts = sorted(min(os.listdir(d)) for d in glob.glob(
         os.path.join(tiered_server.data_dir, "broker-*", f"{topic_name}-0")))
     assert len(firsts) == 2 and firsts[0] == "00000000000000000000.index" < firsts[1], firsts
-    consumer = ck.Consumer({"bootstrap.servers": tiered_server.kafka_bootstrap,
-                            "group.id": topic_name})
-    try:
-        consumer.assign([ck.TopicPartition(topic_name, 0, 0)])
-        got = []
-        while len(got) < COUNT:
-            batch = consumer.consume(1000, 10)
-            assert batch, f"no records after {len(got)}"
-            got += [(m.offset(), m.value()) for m in batch if m.error() is None]
-    finally:
-        consumer.close()
+    got = [(m.offset(), m.value()) for m in _read_from_zero(tiered_server, topic_name)]
     assert got == [(i, v) for i, (_, v, _, _) in enumerate(sent)]
 
 

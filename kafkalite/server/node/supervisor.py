@@ -901,7 +901,7 @@ class Supervisor:
         except ProcessLookupError:
             pass
         self._forget_adopted(w)
-        if self.controller.brokers[w.index].fenced is False:
+        if not self.controller.brokers[w.index].fenced:
             self._fence(w)
         w.restarts += 1
         self._spawn(w)

@@ -134,7 +134,6 @@ class Worker:
         # the native ports' (security.native_security), or None: open
         self.curve = native_security(config, native, self.node_curve)
         self.coordinator = None             # BrokerRequests to the transaction coordinator
-        self._relay_endpoint = None         # self.relay's
         self.relay = None                   # RelayClient to the supervisor
         self._pending_relay = PendingRelay()  # what waits for the relay to be known
         self.replica_manager = ReplicaManager(index, config.data_dir, config.log_config,
@@ -255,9 +254,8 @@ class Worker:
         starts its workers first, so that their imports overlap its own) is
         told them with its first assign; until then it serves nothing that
         needs them, having no partitions. A worker a new supervisor adopted
-        is told the new supervisor's with its first assign too."""
-        if self.relay is not None and relay_endpoint and relay_endpoint != self._relay_endpoint:
-            self._drop_relay("the supervisor changed")
+        is told the new supervisor's with its first assign too (it dropped
+        the dead one's relay and coordinator when it found it gone)."""
         if coordinator_endpoint and self.coordinator is None:
             self.dispatcher.unserved_hint = _unserved_hint(
                 coordinator_endpoint.removeprefix("tcp://"))
@@ -275,7 +273,6 @@ class Worker:
             # coordinator (share_coordinator.py) over the same endpoint
             self.replica_manager.shares.persister = self._ask_coordinator
         if relay_endpoint and self.relay is None:
-            self._relay_endpoint = relay_endpoint
             self.relay = RelayClient(self.ctx, relay_endpoint, b"worker-%d" % self.index,
                                      curve=self.node_curve)
             self.relay.attach(self.poller)
