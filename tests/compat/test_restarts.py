@@ -113,6 +113,36 @@ def test_a_restarted_worker_advertises_every_api_from_its_first_connection(fixed
         fixed_server.wait_for_worker_restart(0, old)
 
 
+def test_a_restarting_worker_stays_in_metadata_leading_nothing(fixed_server, topic_name):
+    """While a killed worker is started again, Metadata moves its
+    leaderships to the other in-sync replicas and still lists it among the
+    brokers: an answer that dropped it made librdkafka decommission the
+    broker's handle, which took the moved partitions back to no broker
+    until the client's next leader query (0.5-1 s of a producer's stall
+    after a worker kill)."""
+    fixed_server.start()
+    admin = AdminClient({"bootstrap.servers": fixed_server.kafka_bootstrap})
+    admin.create_topics([NewTopic(topic_name, 2, 2)])[topic_name].result(30)
+    wire = KafkaWire(fixed_server.kafka_bootstrap)
+
+    def metadata() -> tuple[set, dict]:
+        md = wire.request(ApiKey.METADATA, 12, {"topics": [{"name": topic_name}]})
+        return ({b["node_id"] for b in md["brokers"]},
+                {p["partition_index"]: p["leader_id"] for p in md["topics"][0]["partitions"]})
+    wait_until(lambda: set(metadata()[1].values()) == {0, 1}, 30, "a leader on each worker")
+    old = fixed_server.worker_pid(0)
+    os.kill(old, signal.SIGKILL)
+    # the answers of the window: worker 0 dead (fenced: its leadership
+    # moved) and not registered again (server.json names its new pid then)
+    moved, deadline = [], time.monotonic() + 30
+    while not moved or fixed_server.worker_pid(0) == old:
+        brokers, leaders = metadata()
+        if set(leaders.values()) == {1}:
+            moved.append(brokers)
+        assert time.monotonic() < deadline, "worker 0 restarted, its leadership moved"
+    assert all(brokers == {0, 1} for brokers in moved), moved
+
+
 def test_transactional_and_idempotent_producers_live_through_restarts(fixed_server, topic_name):
     """Transactional producers and an idempotent one write while a worker is
     killed -9 twice and then the whole server is stopped and started again on

@@ -123,6 +123,10 @@ class BrokerRegistration:
     port: int = 0                 # native ZeroMQ ROUTER
     kafka_port: int = 0           # Kafka TCP listener
     fenced: bool = True
+    # fenced because its process died, and its supervisor is starting it
+    # again at the same endpoints, until it serves: Metadata still lists it
+    # (live_brokers)
+    restarting: bool = False
     host: str | None = None       # another node's (advertised) host; None: this node's
     rack: str | None = None       # its node, as Kafka's broker.rack
     # {listener name: (advertised host or None, port)} of each of its Kafka
@@ -260,7 +264,7 @@ class Controller:
                 for t, i, _ in self.metadata.hosted_by(broker_id)]
 
     def unfence_broker(self, broker_id: int) -> None:
-        self.brokers[broker_id].fenced = False
+        self.brokers[broker_id].fenced = self.brokers[broker_id].restarting = False
         self.gone.discard(broker_id)
 
     def elect_offline(self, broker_id: int) -> None:
@@ -294,11 +298,14 @@ class Controller:
             elif self.offline.pop(key, None) is not None:
                 log.info("%s-%d is online again", *key)
 
-    def fence_broker(self, broker_id: int, elect: bool = True) -> None:
+    def fence_broker(self, broker_id: int, elect: bool = True, restarting: bool = False) -> None:
         """``broker_id``'s process is gone: elect new leaders for what it
         led and take it out of the ISRs it was in (unless ``elect`` is
-        False: the whole node is stopping)."""
+        False: the whole node is stopping). ``restarting``: it died and its
+        supervisor is starting it again (live_brokers says why that
+        matters)."""
         self.brokers[broker_id].fenced = True
+        self.brokers[broker_id].restarting = restarting
         if not elect:
             return
         self.gone.add(broker_id)
@@ -742,7 +749,8 @@ class Controller:
         host = entry[0] or b.host or self.kafka_listeners.get(listener_name, (None, 0))[0]
         return host or self.config.public_host, entry[1]
 
-    def live_brokers(self, listener: Listener, listener_name: str | None = None) -> list[dict]:
+    def live_brokers(self, listener: Listener, listener_name: str | None = None,
+                     restarting: bool = False) -> list[dict]:
         """The nodes a client of ``listener`` may talk to: every unfenced
         broker, at its endpoint of the Kafka listener ``listener_name``; on
         Kafka's protocol, not this process (it holds no replica: a tool that
@@ -751,18 +759,33 @@ class Controller:
         While no broker is up (the server starting, every worker restarting)
         it is the one listed: a Metadata answer naming no broker at all made
         librdkafka drop every broker handle, the bootstrap one too, and its
-        producers never asked again (compat/test_restarts.py, 2 runs in 6)."""
+        producers never asked again (compat/test_restarts.py, 2 runs in 6).
+
+        A broker whose process died and is being started again at the
+        same endpoints stays in Metadata's brokers (``restarting``), leading
+        nothing, until it registers; it is never named controller or
+        coordinator (those take the unfenced only). A Metadata answer that
+        dropped it made librdkafka decommission its broker handle, and that
+        handle, terminating, took back the partitions the same answer had
+        just moved to their new leaders and parked them on no broker until
+        the client's next leader query, 0.5-1 s later (the restart
+        matrix's slowest worker kills). Kafka fences a dead broker only
+        after its session timeout, so its clients meet this only when a
+        broker leaves for good.
+        """
         if listener is not Listener.KAFKA:
             host = self.config.public_host
             return [{"node_id": b.broker_id, "host": b.host or host, "port": b.port,
                      "rack": b.rack} for b in self.brokers if not b.fenced]
-        nodes = []
+        nodes, serving = [], False
         for b in self.brokers:
-            endpoint = None if b.fenced else self._kafka_endpoint(b, listener_name)
+            endpoint = (None if b.fenced and not (restarting and b.restarting)
+                        else self._kafka_endpoint(b, listener_name))
             if endpoint is not None:
                 nodes.append({"node_id": b.broker_id, "host": endpoint[0], "port": endpoint[1],
                               "rack": b.rack})
-        if not nodes:
+                serving = serving or not b.fenced
+        if not serving:
             nodes.append({**self.controller_node(listener, listener_name), "rack": None})
         return nodes
 
@@ -889,7 +912,8 @@ class Controller:
                                "partitions": []})
             else:
                 topics.append(self._topic_entry(topic))
-        return {"throttle_time_ms": 0, "brokers": self.live_brokers(listener, listener_name),
+        return {"throttle_time_ms": 0,
+                "brokers": self.live_brokers(listener, listener_name, restarting=True),
                 "cluster_id": self.metadata.cluster_id,
                 "controller_id": self.controller_id(listener, listener_name),
                 "topics": topics, "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}

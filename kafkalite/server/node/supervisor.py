@@ -750,14 +750,15 @@ class Supervisor:
             # them over
             self._fence(w, elect=not self._stop)
 
-    def _fence(self, w: WorkerProcess, elect: bool = True) -> None:
+    def _fence(self, w: WorkerProcess, elect: bool = True, restarting: bool = False) -> None:
         """``w``'s process is gone or silent: the controller fences it, and
         transaction markers waiting on its answer are sent again at once
-        (to the new leader) instead of after their timeout."""
+        (to the new leader) instead of after their timeout. ``restarting``:
+        it died and is started again here."""
         self.markers.broker_gone(w.index)
         self._release_pending(w.index, [])
         self._metadata_action(f"fence worker {w.index}", self.controller.fence_broker,
-                              w.index, elect)
+                              w.index, elect, restarting)
 
     def _release_pending(self, index: int, results: list, up_to: int | None = None) -> None:
         """Changes sent to worker ``index`` that its process will never
@@ -856,7 +857,7 @@ class Supervisor:
                       file=sys.stderr, flush=True)
                 w.proc = None
                 self._forget_adopted(w)
-                self._fence(w)
+                self._fence(w, restarting=True)
                 delay = RESTART_BACKOFF_S[min(w.crashes_in_a_row, len(RESTART_BACKOFF_S) - 1)]
                 w.crashes_in_a_row += 1
                 w.restart_at = now + delay
