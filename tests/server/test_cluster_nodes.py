@@ -376,8 +376,8 @@ def controller_of(dsn) -> dict | None:
 
 def test_the_controller_fails_over_to_another_node(pg, three_nodes):
     """kill -9 of the controller node, which is not started again: once its
-    lease expires a broker node takes it over, moves the dead node's
-    leaderships to live in-sync replicas, and serves producers, consumers
+    lease expires a broker node takes it over with its workers as they run,
+    moves the dead node's leaderships to live in-sync replicas, and serves producers, consumers
     and the group's committed offsets (which the coordinators' logs keep in
     PostgreSQL too). The dead node, started later, joins as a broker node."""
     nodes, start = three_nodes
@@ -387,6 +387,7 @@ def test_the_controller_fails_over_to_another_node(pg, three_nodes):
     produce_acked(c, "fo", "a")
     assert len(consume_in_group(c, "fo", "fo", commit=True)) == 30
     dead = {b for b, n in node_of(pg.dsn).items() if n == 1}
+    workers = {n: [w["pid"] for w in nodes[n].refresh()["workers"]] for n in (2, 3)}
     kill_node(c)
     taken = wait_for(lambda: (lambda ctl: ctl if ctl and ctl["live"] and ctl["node_id"] != 1
                               and ctl["endpoints"] else None)(controller_of(pg.dsn)),
@@ -396,6 +397,10 @@ def test_the_controller_fails_over_to_another_node(pg, three_nodes):
              and new.refresh().get("role") != "broker", timeout=60,
              what="the new controller's server.json")
     wait_for(lambda: live_brokers(new) == 4, timeout=60, what="the live nodes' workers joined")
+    # neither the node that took over nor the other broker node restarted
+    # its workers: they joined the new controller as they were
+    # (broker_node.py hands its workers to the supervisor it starts)
+    assert {n: [w["pid"] for w in nodes[n].refresh()["workers"]] for n in (2, 3)} == workers
     wait_for(lambda: all(leader >= 0 and leader not in dead
                          for leader, _, _ in state(new, "fo").values()), timeout=60,
              what="the dead node's leaderships moved")

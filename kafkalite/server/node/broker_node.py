@@ -41,7 +41,6 @@ import json
 import logging
 import os
 import signal
-import subprocess
 import sys
 import time
 
@@ -50,7 +49,7 @@ from kafkalite.server.controller import cluster_store
 from kafkalite.server.config import ServerConfig
 from kafkalite.server.auth.credentials import users_file
 from kafkalite.server.auth.security import native_curve
-from kafkalite.server.node.processes import advertise_controller
+from kafkalite.server.node.processes import RunningWorkers, advertise_controller, stop_children
 from kafkalite.server.node.supervisor import (LOCK_FILE, RESTART_BACKOFF_S, SERVER_FILE,
                                          SHUTDOWN_TIMEOUT_S, WorkerProcess, spawn_worker)
 from kafkalite.storage.checkpoint import write_atomically
@@ -63,8 +62,11 @@ CONTROLLER_WAIT_S = 30.0
 
 
 class BrokerNode:
-    def __init__(self, config: ServerConfig):
+    def __init__(self, config: ServerConfig, handed: RunningWorkers | None = None):
         self.config = config
+        # the lock and workers of this process's supervisor, which found
+        # another node holding the lease: they join its controller as they are
+        self.handed = handed
         self.workers: list[WorkerProcess] = []
         self.controller: dict | None = None
         self._stop = False
@@ -72,27 +74,34 @@ class BrokerNode:
         #                         serve() can make this node the controller
         self.expired_controller: int | None = None   # the node whose lease it was
         self._lock_fd = -1
+        self._stop_requested = False    # SIGTERM/SIGINT: the workers stop with the node
         self._next_check = 0.0
         self.users_mirror: cluster_store.UsersMirror | None = None
 
     def request_stop(self) -> None:
-        self._stop = True
+        self._stop = self._stop_requested = True
 
     def start(self) -> None:
         cfg = self.config
         os.makedirs(cfg.data_dir, exist_ok=True)
-        self._lock_fd = os.open(os.path.join(cfg.data_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT,
-                                0o644)
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise errors.KafkaStorageError(
-                f"another kafkalite server is using {cfg.data_dir}") from None
+        handed, self.handed = self.handed, None
+        if handed is not None:
+            self._lock_fd, handed.lock_fd = handed.lock_fd, -1
+        else:
+            self._lock_fd = os.open(os.path.join(cfg.data_dir, LOCK_FILE),
+                                    os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise errors.KafkaStorageError(
+                    f"another kafkalite server is using {cfg.data_dir}") from None
+        running = handed.running() if handed is not None else {}
         self.controller = self._wait_for_controller()
         if self.controller is None:
             # none came: serve() tries to be it -- unless the wait ended
             # because SIGTERM asked this node to stop (then serve() would
             # start a supervisor, and the stop request would be lost)
+            self.workers = list(running.values())   # handed on again
             self.takeover = not self._stop
             self._stop = True
             return
@@ -104,10 +113,14 @@ class BrokerNode:
                              self.controller["endpoints"])
         ids = cluster_store.broker_ids(cfg.cluster, cfg.node_id, cfg.worker_count)
         for i, broker_id in enumerate(ids):
+            if broker_id in running:        # it joins the controller named above
+                self.workers.append(running.pop(broker_id))
+                continue
             port = cfg.worker_base_port + i if cfg.worker_base_port else 0
             kafka_port = cfg.kafka_worker_base_port + i if cfg.kafka_worker_base_port else 0
             self.workers.append(WorkerProcess(broker_id, port, kafka_port))
             self._spawn(self.workers[-1])
+        stop_children(list(running.values()), SHUTDOWN_TIMEOUT_S)   # none of this node's now
         self._write_server_file()
         print(f"kafkalite broker node {cfg.node_id} ready: workers "
               f"{', '.join(str(w.index) for w in self.workers)} under the controller on node "
@@ -230,18 +243,31 @@ class BrokerNode:
             self._write_server_file()
 
     def run(self) -> int:
+        """Until SIGTERM, or until the controller's lease expires
+        (``takeover``): then the workers are left running for serve() to
+        hand to the supervisor it starts (``hand_over``)."""
         signal.signal(signal.SIGCHLD, lambda signum, frame: None)
         while not self._stop:
             time.sleep(LOOP_S)
             self._check_controller()
             self._watch_workers()
-        self.shutdown()
+        if not self.takeover or self._stop_requested:
+            self.shutdown()
         return 0
+
+    def hand_over(self) -> RunningWorkers:
+        """The lock and the running workers, for the supervisor serve()
+        starts next on this node; this node lets go of the rest."""
+        handed = RunningWorkers(self._lock_fd, self.workers)
+        self._lock_fd, self.workers = -1, []
+        self.shutdown()
+        return handed
 
     def shutdown(self) -> None:
         self._stop_workers()
         if self.users_mirror is not None:
             self.users_mirror.close()
+            self.users_mirror = None
         try:
             os.unlink(os.path.join(self.config.data_dir, SERVER_FILE))
         except FileNotFoundError:
@@ -251,16 +277,4 @@ class BrokerNode:
             self._lock_fd = -1
 
     def _stop_workers(self) -> None:
-        for w in self.workers:
-            if w.proc is not None and w.proc.poll() is None:
-                w.proc.terminate()      # the worker closes its logs (SIGTERM handler)
-        deadline = time.monotonic() + SHUTDOWN_TIMEOUT_S
-        for w in self.workers:
-            if w.proc is None:
-                continue
-            try:
-                w.proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                log.error("pid %d did not stop in time; killing it", w.proc.pid)
-                w.proc.kill()
-                w.proc.wait()
+        stop_children(self.workers, SHUTDOWN_TIMEOUT_S)

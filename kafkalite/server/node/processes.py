@@ -55,6 +55,7 @@ import base64
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -66,6 +67,8 @@ import zmq
 
 from kafkalite import errors
 from kafkalite.server.config import ServerConfig
+
+log = logging.getLogger("kafkalite.processes")
 
 LOCK_FILE = ".lock"
 # <data dir>/.workers/<index>.lock: held (flock) by each running worker, with
@@ -422,6 +425,50 @@ def bind_control(ctx: zmq.Context, bind_host: str, advertised_host: str,
     bracketed = f"[{bind_host}]" if ":" in bind_host else bind_host
     port = control.bind_to_random_port(f"tcp://{bracketed}")
     return control, f"tcp://{advertised_host}:{port}"
+
+
+def stop_children(workers: list[WorkerProcess], timeout: float) -> None:
+    """SIGTERM to the running ``workers`` (children of this process: each
+    closes its logs in its handler), then wait up to ``timeout`` for them
+    all, killing whichever is still there."""
+    for w in workers:
+        if w.proc is not None and w.proc.poll() is None:
+            w.proc.terminate()
+    deadline = time.monotonic() + timeout
+    for w in workers:
+        if w.proc is None:
+            continue
+        try:
+            w.proc.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            log.error("pid %d did not stop in time; killing it", w.proc.pid)
+            w.proc.kill()
+            w.proc.wait()
+
+
+@dataclass
+class RunningWorkers:
+    """A cluster node's data directory lock and its running workers, handed
+    between the broker node that ran them and the supervisor this process
+    starts when the controller's lease expires (and back, if another node
+    took the lease first): the workers serve on and join whichever
+    controller comes through CONTROLLER_FILE, as they do when the
+    controller changes under a live lease, instead of being stopped and
+    started again -- which left this node's partitions unwritable until
+    every worker had started and recovered its logs."""
+    lock_fd: int
+    workers: list[WorkerProcess]
+
+    def running(self) -> dict[int, WorkerProcess]:
+        """{broker id: worker} of those still alive."""
+        return {w.index: w for w in self.workers if w.proc is not None and w.proc.poll() is None}
+
+    def stop(self, timeout: float) -> None:
+        """Nobody takes them: stop the workers and let go of the lock."""
+        stop_children(self.workers, timeout)
+        if self.lock_fd >= 0:
+            os.close(self.lock_fd)
+            self.lock_fd = -1
 
 
 @dataclass

@@ -95,10 +95,11 @@ from kafkalite.server.controller.metadata import (OFFSETS_TOPIC, SHARE_STATE_TOP
 from kafkalite.server.network.native_listener import NativeListener
 from kafkalite.server.auth.native_login import native_login
 from kafkalite.server.node.processes import (ADOPT_WAIT_S, CONTROLLER_FILE, LOCK_FILE,  # noqa: F401
-                                             EarlyStart, WorkerProcess, advertise_supervisor,
+                                             EarlyStart, RunningWorkers, WorkerProcess,
+                                             advertise_controller, advertise_supervisor,
                                              bind_control, config_digest, lock_data_dir,
                                              node_key_pair, pid_alive, spawn_ingest,
-                                             spawn_worker, take_workers)
+                                             spawn_worker, stop_children, take_workers)
 from kafkalite.server.auth.credentials import users_file
 from kafkalite.server.network.relay import RelayServer
 from kafkalite.server.controller.scram_control import ClusterUsers, FileUsers, ScramControl
@@ -141,9 +142,14 @@ class PendingChange:
 class Supervisor:
     def __init__(self, config: ServerConfig, http_apps=(), early: EarlyStart | None = None,
                  expired_controller: int | None = None, schema_registry=None,
-                 rest_proxy=None):
+                 rest_proxy=None, handed: RunningWorkers | None = None):
         self.config = config
         self.early = early          # the lock, control socket and children start_early made
+        # with --cluster: the lock and running workers of the broker node
+        # this process ran until the lease expired; they join this
+        # controller as they are (broker_node.py). Its own once start()
+        # got past binding; until then serve() keeps them.
+        self.handed = handed
         # with --cluster: the node whose controller lease this node saw
         # expire (it takes over): its brokers are taken as gone at once
         self.expired_controller = expired_controller
@@ -205,8 +211,12 @@ class Supervisor:
         running: dict[int, int] = {}    # workers of a dead supervisor this one adopts
         if early is not None:
             self._lock_fd = early.lock_fd
+        elif self.handed is not None:
+            self._lock_fd = self.handed.lock_fd
         else:
-            # a cluster's node adopts none: its workers stop with the process
+            # a cluster's node adopts no orphans: its workers stop with the
+            # process (but those of its broker node, which this process ran,
+            # are handed over)
             self._lock_fd, running = lock_data_dir(
                 cfg.data_dir, adopt=0 if cfg.cluster else cfg.worker_count)
         broker_ids, nodes = list(range(cfg.worker_count)), {}
@@ -412,15 +422,33 @@ class Supervisor:
                 if not w.adopted:
                     self._spawn(w)
         else:
+            handed, self.handed = self.handed, None
+            running_here = handed.running() if handed is not None else {}
             for i, broker_id in enumerate(broker_ids):
+                w = running_here.pop(broker_id, None)
+                if w is not None:
+                    # the broker node's worker: adopted, it keeps its
+                    # leaderships' epochs (or is replaced if it does not
+                    # say hello in time)
+                    w.adopted, w.adopt_by = True, time.monotonic() + ADOPT_WAIT_S
+                    self.workers.append(w)
+                    continue
                 port = cfg.worker_base_port + i if cfg.worker_base_port else 0
                 kafka_port = cfg.kafka_worker_base_port + i if cfg.kafka_worker_base_port else 0
                 self.workers.append(WorkerProcess(broker_id, port, kafka_port))
                 self._spawn(self.workers[-1])
+            if handed is not None:
+                handed.lock_fd = -1                 # this supervisor's now
+                stop_children(list(running_here.values()), SHUTDOWN_TIMEOUT_S)
+                # the running ones join this controller (worker.py
+                # _check_controller_file), under its lease's epoch
+                advertise_controller(cfg.data_dir, self.lease.epoch, {
+                    "control": self.control_endpoint, "relay": self.relay.endpoint,
+                    "coordinator": f"tcp://{advertised}:{self.native.port}"})
         self._local = {w.index: w for w in self.workers}
         self._config_digest = config_digest(cfg)
         for w in self.workers:
-            if w.adopted:
+            if w.adopted and w.proc is None:    # not a child: no SIGCHLD
                 self._watch_adopted(w)
         self.ingest_port = cfg.ingest_port
         if early is not None and early.ingest is not None:
@@ -901,6 +929,9 @@ class Supervisor:
             os.kill(w.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        if w.proc is not None:      # a handed-over child (broker_node.py): reaped here
+            w.proc.wait()
+            w.proc = None
         self._forget_adopted(w)
         if not self.controller.brokers[w.index].fenced:
             self._fence(w)
@@ -1047,9 +1078,9 @@ class Supervisor:
         if self.lease is not None:
             self.lease.close(release=False)
             self.lease = None
-        if self._lock_fd >= 0:
+        if self._lock_fd >= 0 and self.handed is None:     # (a handed lock: serve()'s)
             os.close(self._lock_fd)
-            self._lock_fd = -1
+        self._lock_fd = -1
 
     def shutdown(self, timeout: float | None = None) -> None:
         if timeout is None:
@@ -1193,8 +1224,9 @@ def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None,
     if early is not None and early.stop_requested:
         stop()
     rejoining = False       # this process was a node of the cluster already
+    handed = None           # a broker node's lock and running workers (RunningWorkers)
     while True:
-        sup = Supervisor(config, http_apps, early, expired, schema_registry, rest_proxy)
+        sup = Supervisor(config, http_apps, early, expired, schema_registry, rest_proxy, handed)
         stop.hand_to(sup)
         try:
             sup.start()
@@ -1210,32 +1242,43 @@ def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None,
             if not rejoining or stop.requested or not sup.start_retryable:
                 if early is not None:
                     early.abandon()
+                if handed is not None:
+                    handed.stop(SHUTDOWN_TIMEOUT_S)
                 raise
             sup.release()
             log.warning("node %d cannot rejoin the cluster yet (%s); trying again in %.0f s",
                         config.node_id, exc, REJOIN_RETRY_S)
             time.sleep(REJOIN_RETRY_S)
             if stop.requested:
+                if handed is not None:
+                    handed.stop(SHUTDOWN_TIMEOUT_S)
                 return 0
             continue
         except AnotherController as other:
             sup.release()
             log.info("%s: node %d runs as one of its broker nodes", other, config.node_id)
             from kafkalite.server.node.broker_node import BrokerNode
-            node = BrokerNode(config)
+            node = BrokerNode(config, handed)
+            handed = None
             stop.hand_to(node)
             node.start()
             code = node.run()
             if not node.takeover or stop.requested:
+                node.shutdown()
                 return code
-            # the controller's lease expired: try to become the controller
-            # (the workers early started went with the broker node)
+            # the controller's lease expired: try to become the controller,
+            # with the broker node's workers, which serve on meanwhile (the
+            # workers early started went with the broker node)
             early, expired, rejoining = None, node.expired_controller, True
+            handed = node.hand_over()
             continue
         except BaseException:
             if early is not None:
                 early.abandon()    # no worker outlives a supervisor that could not start
+            if handed is not None:
+                handed.stop(SHUTDOWN_TIMEOUT_S)
             raise
+        handed = None              # the supervisor's now (it stops them with itself)
         code = sup.run()
         if not sup.deposed or stop.requested:    # (SIGTERM while it shut down)
             return code
