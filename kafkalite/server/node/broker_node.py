@@ -26,11 +26,12 @@ another took over) it writes the new one's endpoints to
 look there as often as they beat, say hello to the new controller and
 serve on, as KRaft brokers re-register with a new controller: nothing is
 restarted or reopened. When the controller's lease expires (its node
-died, was cut off from PostgreSQL, or stopped), this node stops its
-workers and ends ``run`` with ``takeover`` set: serve() then starts a
-supervisor here, which takes the lease and becomes the controller (with
-these workers), or, if another node took it first, runs a broker node
-again under that one.
+died, was cut off from PostgreSQL, or stopped), this node ends ``run``
+with ``takeover`` set and its workers running: serve() then starts a
+supervisor here and hands it the lock and the workers (``hand_over``,
+processes.RunningWorkers); it takes the lease and becomes the controller,
+adopting them, or, if another node took it first, serve() runs a broker
+node again under that one with the same workers.
 
 Who may call: supervisor.serve(), single-threaded.
 """
