@@ -298,6 +298,30 @@ def test_a_partition_change_from_a_stale_epoch_is_refused(db):
     fresh.close()
 
 
+def test_a_node_starting_takes_no_lock_a_controller_write_holds(db):
+    """A node that starts (or loses the race for an expired lease and
+    becomes a broker node) asks for its broker ids while the controller
+    writes metadata. The schema being there already, it takes no table
+    lock: ``ADD COLUMN IF NOT EXISTS`` locked kafkalite_cluster and
+    kafkalite_controller exclusively, in the order opposite to the
+    controller's write, and PostgreSQL failed one of them as a deadlock
+    (the losing node's process ended with its workers)."""
+    assert cluster_store.broker_ids(db, 1, 1) == [0]        # the schema, made once
+    with psycopg.connect(db) as writer:                    # a metadata write under way
+        writer.execute("UPDATE kafkalite_cluster SET metadata_offset = metadata_offset + 1 "
+                       "WHERE id = 1")
+        got = []
+        t = threading.Thread(target=lambda: got.append(cluster_store.broker_ids(db, 2, 1)),
+                             daemon=True)
+        t.start()
+        t.join(5)
+        done = not t.is_alive()
+        writer.rollback()
+    t.join(10)
+    assert done, "broker_ids waited for the controller's write to end"
+    assert got == [[1]]
+
+
 def test_the_same_node_takes_its_lease_back_at_once(db):
     first = leases(db, 4, ttl_ms=60_000)
     assert first.acquire()

@@ -92,6 +92,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 import uuid
@@ -203,9 +204,44 @@ def _reason(exc: Exception) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
+# what _SCHEMA makes: its tables and the columns it adds to older ones
+_SCHEMA_TABLES = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
+_SCHEMA_COLUMNS = tuple(re.findall(r"ALTER TABLE (\w+) ADD COLUMN IF NOT EXISTS (\w+)", _SCHEMA))
+
+
+def _schema_in_place(conn: psycopg.Connection) -> str | None:
+    """The cluster id if every table and column of _SCHEMA exists and the
+    id was made; None if something is missing. Reads the catalog only:
+    no table lock is taken."""
+    tables = conn.execute("SELECT count(*) FROM unnest(%s::text[]) AS t "
+                          "WHERE to_regclass(t) IS NOT NULL", (list(_SCHEMA_TABLES),)).fetchone()[0]
+    if tables != len(_SCHEMA_TABLES):
+        return None
+    columns = conn.execute(
+        "SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() "
+        "AND (table_name, column_name) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
+        ([t for t, _ in _SCHEMA_COLUMNS], [c for _, c in _SCHEMA_COLUMNS])).fetchone()[0]
+    if columns != len(_SCHEMA_COLUMNS):
+        return None
+    row = conn.execute("SELECT cluster_id FROM kafkalite_cluster WHERE id = 1").fetchone()
+    return None if row is None else row[0]
+
+
 def create_schema(conn: psycopg.Connection) -> str:
-    """The tables, and the cluster id (made by the first node); returns it."""
+    """The tables, and the cluster id (made by the first node); returns it.
+
+    Once they exist (every start but the cluster's first), nothing is
+    run but reads of the catalog: ``ALTER TABLE ... ADD COLUMN IF NOT
+    EXISTS`` takes an ACCESS EXCLUSIVE lock on its table even when the
+    column is there. Run by a node losing the race for an expired lease
+    while the winner's first metadata writes held the lease row and then
+    wanted kafkalite_cluster (its metadata offset), it locked the two
+    tables in the other order: PostgreSQL found a deadlock and failed one
+    of them, and the losing node's process ended with its workers."""
     with conn.transaction():
+        found = _schema_in_place(conn)
+        if found is not None:
+            return found
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
         conn.execute(_SCHEMA)
         conn.execute("INSERT INTO kafkalite_cluster (id, cluster_id) VALUES (1, %s) "
