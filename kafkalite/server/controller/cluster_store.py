@@ -291,10 +291,13 @@ def cluster_brokers(dsn: str, timeout_s: float = 2.0) -> dict[int, int]:
 
 def read_controller(dsn: str, timeout_s: float = 2.0) -> dict | None:
     """The controller as PostgreSQL has it: node_id, epoch, live (the lease
-    unexpired), endpoints; None before any node took the lease."""
+    unexpired), endpoints, and the lease's remaining seconds by
+    PostgreSQL's clock (``remaining_s``, negative once expired); None
+    before any node took the lease."""
     conn = connect(dsn, timeout_s, autocommit=True)
     try:
-        row = conn.execute("SELECT node_id, epoch, lease_until > now(), endpoints "
+        row = conn.execute("SELECT node_id, epoch, lease_until > now(), endpoints, "
+                           "EXTRACT(EPOCH FROM lease_until - now())::float8 "
                            "FROM kafkalite_controller WHERE id = 1").fetchone()
     except psycopg.errors.UndefinedTable:
         return None
@@ -305,7 +308,8 @@ def read_controller(dsn: str, timeout_s: float = 2.0) -> dict | None:
         conn.close()
     if row is None:
         return None
-    return {"node_id": row[0], "epoch": row[1], "live": row[2], "endpoints": row[3] or {}}
+    return {"node_id": row[0], "epoch": row[1], "live": row[2], "endpoints": row[3] or {},
+            "remaining_s": row[4]}
 
 
 def read_users(conn: psycopg.Connection) -> tuple[dict, int] | None:
