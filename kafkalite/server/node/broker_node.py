@@ -97,12 +97,14 @@ class BrokerNode:
                 raise errors.KafkaStorageError(
                     f"another kafkalite server is using {cfg.data_dir}") from None
         running = handed.running() if handed is not None else {}
+        # this node's from here: handed on again (hand_over) if the start
+        # ends without a controller to join, or fails
+        self.workers = list(running.values())
         self.controller = self._wait_for_controller()
         if self.controller is None:
             # none came: serve() tries to be it -- unless the wait ended
             # because SIGTERM asked this node to stop (then serve() would
             # start a supervisor, and the stop request would be lost)
-            self.workers = list(running.values())   # handed on again
             self.takeover = not self._stop
             self._stop = True
             return
@@ -113,6 +115,7 @@ class BrokerNode:
         advertise_controller(cfg.data_dir, self.controller["epoch"],
                              self.controller["endpoints"])
         ids = cluster_store.broker_ids(cfg.cluster, cfg.node_id, cfg.worker_count)
+        self.workers = []
         for i, broker_id in enumerate(ids):
             if broker_id in running:        # it joins the controller named above
                 self.workers.append(running.pop(broker_id))

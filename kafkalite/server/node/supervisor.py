@@ -1261,7 +1261,24 @@ def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None,
             node = BrokerNode(config, handed)
             handed = None
             stop.hand_to(node)
-            node.start()
+            try:
+                node.start()
+            except errors.KafkaStorageError as exc:
+                # PostgreSQL away (or refusing) as this node, which was in
+                # the cluster, joins the controller that beat it to the
+                # lease: it tries again, its workers serving on, rather
+                # than end and take them with it
+                handed = node.hand_over()
+                if not rejoining or stop.requested:
+                    handed.stop(SHUTDOWN_TIMEOUT_S)
+                    raise
+                log.warning("node %d cannot join the controller yet (%s); trying again in "
+                            "%.0f s", config.node_id, exc, REJOIN_RETRY_S)
+                time.sleep(REJOIN_RETRY_S)
+                if stop.requested:
+                    handed.stop(SHUTDOWN_TIMEOUT_S)
+                    return 0
+                continue
             code = node.run()
             if not node.takeover or stop.requested:
                 node.shutdown()
