@@ -948,7 +948,11 @@ class UsersMirror:
                 self._stop.wait(RETRY_BACKOFF_S)
         watcher.close()
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """Stop following the row; ``wait=False``: without waiting for
+        the thread, which ends within a second (its poll), for a node
+        handing over to a supervisor that starts a mirror of its own
+        (the versioned writes keep the two from putting an older copy back)."""
         self._stop.set()
-        if self._thread is not None:
+        if self._thread is not None and wait:
             self._thread.join(self.timeout_s + 2)

@@ -271,6 +271,11 @@ class BrokerNode:
         starts next on this node; this node lets go of the rest."""
         handed = RunningWorkers(self._lock_fd, self.workers)
         self._lock_fd, self.workers = -1, []
+        if self.users_mirror is not None:
+            # not waited for: its thread's poll took up to a second of
+            # every takeover, before the lease was even asked for
+            self.users_mirror.close(wait=False)
+            self.users_mirror = None
         self.shutdown()
         return handed
 

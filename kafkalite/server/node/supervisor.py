@@ -186,6 +186,10 @@ class Supervisor:
         # themselves to this controller (_fence_absent_brokers)
         self._absent_check_at: float | None = None
         self.ready = False
+        # on a takeover: when to serve the HTTP ports at the latest, if the
+        # node's workers are not all serving by then (_serve_http)
+        self._http_after: float | None = None
+        self._http_authorizer = None
         # True until start() binds its first port: what a start that failed
         # before then took (lease, users mirror, coordinators, metadata
         # store), release() gives back, so serve() may try again
@@ -367,24 +371,6 @@ class Supervisor:
         self.controller.kafka_listeners = {
             spec.name: (spec.advertised_host, listener.port)
             for spec, listener in zip(specs, self.kafka_listeners)}
-        bootstrap = f"{_bracket(self._local_host())}:{self.native.port}"
-        login = None
-        if security_enabled(cfg):       # the HTTP ports are doors too (http_login.py)
-            login = HttpLogin(CredentialStore(users_file(cfg.data_dir, cfg.sasl_users_file)),
-                              authorizer)
-        if self.metrics is not None:
-            self.metrics.serve(cfg.host, cfg.metrics_port,
-                               # the console reaches the native port as the
-                               # owner's tools do: with the owner's key pair
-                               [(prefix, factory(bootstrap, self.metrics.registry,
-                                                 self.owner_key_file))
-                                for prefix, factory in self.http_apps], login,
-                               http_tls_context(cfg),
-                               max_connections=cfg.http_max_connections)
-        if cfg.schema_registry_enabled and self.schema_registry is not None:
-            self._serve_schema_registry(bootstrap, login)
-        if cfg.rest_proxy_enabled and self.rest_proxy is not None:
-            self._serve_rest_proxy(bootstrap, login)
         # Other nodes' workers reach the control channel and the relay too
         # (--cluster): bound where the listeners are, not on loopback only.
         bind_host, advertised = "127.0.0.1", "127.0.0.1"
@@ -439,6 +425,7 @@ class Supervisor:
                 self._spawn(self.workers[-1])
             if handed is not None:
                 handed.lock_fd = -1                 # this supervisor's now
+                self._http_after = time.monotonic() + ADOPT_WAIT_S
                 stop_children(list(running_here.values()), SHUTDOWN_TIMEOUT_S)
                 # the running ones join this controller (worker.py
                 # _check_controller_file), under its lease's epoch
@@ -459,6 +446,40 @@ class Supervisor:
         # a fixed port is known already: the gateway starts once the node is
         # ready (_check_ready), leaving the start's CPU to the workers; a
         # publisher's PUSH queues its messages until the gateway binds
+        if self._http_after is None:
+            self._serve_http(authorizer)
+        else:                   # a takeover: once the node's workers serve (run)
+            self._http_authorizer = authorizer
+
+    def _serve_http(self, authorizer) -> None:
+        """The HTTP ports: metrics and the web console, the schema registry,
+        the REST proxy. Last in start(), and on a takeover (the workers
+        handed over by this process's broker node) only once those workers
+        serve, from run(): importing their apps took a second or more in a
+        process that had been a broker node (it had never imported them),
+        and it came before the control channel and the relay, so before
+        the node's workers could join and the dead controller's partitions
+        could move. The node is not ready (server.json) before."""
+        self._http_after = None
+        cfg = self.config
+        bootstrap = f"{_bracket(self._local_host())}:{self.native.port}"
+        login = None
+        if security_enabled(cfg):       # the HTTP ports are doors too (http_login.py)
+            login = HttpLogin(CredentialStore(users_file(cfg.data_dir, cfg.sasl_users_file)),
+                              authorizer)
+        if self.metrics is not None:
+            self.metrics.serve(cfg.host, cfg.metrics_port,
+                               # the console reaches the native port as the
+                               # owner's tools do: with the owner's key pair
+                               [(prefix, factory(bootstrap, self.metrics.registry,
+                                                 self.owner_key_file))
+                                for prefix, factory in self.http_apps], login,
+                               http_tls_context(cfg),
+                               max_connections=cfg.http_max_connections)
+        if cfg.schema_registry_enabled and self.schema_registry is not None:
+            self._serve_schema_registry(bootstrap, login)
+        if cfg.rest_proxy_enabled and self.rest_proxy is not None:
+            self._serve_rest_proxy(bootstrap, login)
 
     def _serve_schema_registry(self, bootstrap: str, login) -> None:
         """The schema registry (kafkalite/registry/) on a port of its own."""
@@ -834,7 +855,7 @@ class Supervisor:
 
     def _check_ready(self) -> None:
         # this node's workers: other nodes' come and go on their own
-        if (not self.ready and self._ingest_out is None
+        if (not self.ready and self._ingest_out is None and self._http_after is None
                 and not any(self.controller.brokers[w.index].fenced for w in self.workers)):
             self.ready = True
             self._write_server_file()
@@ -1043,6 +1064,11 @@ class Supervisor:
             self.share_coordinator.tick()
             self._watch_children()
             self._run_retries()
+            if self._http_after is not None and (
+                    time.monotonic() > self._http_after
+                    or not any(self.controller.brokers[w.index].fenced for w in self.workers)):
+                self._serve_http(self._http_authorizer)
+                self._check_ready()
             self._maybe_rebalance_leaders()
             self._fence_absent_brokers()
             if self.metrics is not None:
