@@ -1195,9 +1195,9 @@ class DistributedHerder(Herder):
                     self._start_local_task(lt)
 
     def _start_local(self, name, config, target):
-        from kafkalite.connect.herder import _Connector
+        from kafkalite.connect.herder import WorkerConnector
         from kafkalite.connect.worker import STOPPED
-        c = self._connectors[name] = _Connector(name, config)
+        c = self._connectors[name] = WorkerConnector(name, config)
         c.target = target
         c.generation = self.generation
         if target == "STOPPED":
@@ -1608,9 +1608,9 @@ class DistributedHerder(Herder):
                 f"within {int(self.sync_timeout_s * 1000)} ms")
 
     def put_connector_config(self, name, config, allow_replace, initial_state=None):
-        from kafkalite.connect.herder import _initial_target
+        from kafkalite.connect.herder import initial_target
         config = self._checked(name, config)          # a 400 here, leader or not
-        target = _initial_target(initial_state)
+        target = initial_target(initial_state)
         with self.internal._lock:
             existed = name in self.internal.configs
         if existed and not allow_replace:
