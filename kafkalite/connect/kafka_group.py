@@ -3,8 +3,8 @@ worker whose cluster is reached that way (``kafkalite.client.protocol=kafka``,
 clients.py).
 
 confluent-kafka's clients cannot join a group of protocol type
-``connect``, so ConnectGroup (distributed.py) sends its JoinGroup,
-SyncGroup, Heartbeat and LeaveGroup through ``KafkaCoordinatorLink``, over
+``connect``, so WorkerGroupMember (distributed/group_member.py) sends its
+JoinGroup, SyncGroup, Heartbeat and LeaveGroup through ``KafkaCoordinatorLink``, over
 a client/kafka_connection.KafkaConnection to the group's coordinator (TLS
 and SASL as the worker's ``security.protocol``, ``ssl.*`` and ``sasl.*``
 say; each request in the highest version both sides know; a settings
@@ -17,8 +17,8 @@ COORDINATOR_LOAD_IN_PROGRESS, or a connection that broke, makes the link
 find the coordinator again and send the request again, until the
 request's timeout.
 
-Who calls: ConnectGroup, from the herder's membership thread (one thread:
-no locking).
+Who calls: WorkerGroupMember, from the herder's membership thread (one
+thread: no locking).
 """
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ def unit_connector(unit: str) -> str:
     return json.loads(unit)[0]
 
 
-class CooperativeAssignor:
+class IncrementalCooperativeAssignor:
     """The leader's incremental cooperative assignment (Kafka's KIP-415
     IncrementalCooperativeAssignor); its units are opaque strings (the
     herder's are connectors and tasks: connector_unit, task_unit).

@@ -2,7 +2,7 @@
 group of protocol type ``connect`` and three compacted internal topics, as
 Kafka Connect's DistributedHerder.
 
-- Membership (ConnectGroup): each worker joins the group ``group.id``
+- Membership (WorkerGroupMember): each worker joins the group ``group.id``
   through the broker's classic JoinGroup/SyncGroup/Heartbeat (protocol
   ``compatible``; over kafkalite's native protocol, or Kafka's with
   ``kafkalite.client.protocol=kafka``: kafka_group.py), with its REST URL
@@ -11,9 +11,9 @@ Kafka Connect's DistributedHerder.
   task_unit), assigned separately: a connector runs its
   ``start``/``task_configs`` on one worker, each of its tasks wherever it
   is assigned, a connector's tasks spread over the workers. Assignment
-  is incremental and cooperative as Kafka's KIP-415 (CooperativeAssignor):
-  a rebalance stops only the units it revokes; the others keep running
-  through it. A newcomer gets its share in two rounds
+  is incremental and cooperative as Kafka's KIP-415
+  (IncrementalCooperativeAssignor): a rebalance stops only the units it
+  revokes; the others keep running through it. A newcomer gets its share in two rounds
   (the loaded members revoke, then the freed units go to it). A worker
   that dies stops heartbeating; after ``session.timeout.ms`` the group
   rebalances, and after ``scheduled.rebalance.max.delay.ms`` more (Kafka's
@@ -137,9 +137,10 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from kafkalite.connect.distributed.assignor import (CooperativeAssignor, connector_unit,
-                                                    parse_unit, task_unit, unit_connector)
-from kafkalite.connect.distributed.group_member import ConnectGroup
+from kafkalite.connect.distributed.assignor import (IncrementalCooperativeAssignor,
+                                                    connector_unit, parse_unit, task_unit,
+                                                    unit_connector)
+from kafkalite.connect.distributed.group_member import WorkerGroupMember
 from kafkalite.connect.distributed.internal_topics import (LOGGER_CLUSTER_PREFIX,
                                                            TASK_COUNT_PREFIX,
                                                            TOPIC_STATUS_PREFIX,
@@ -233,8 +234,8 @@ class DistributedHerder(Herder):
         if scheduled_rebalance_max_delay_ms is None:
             scheduled_rebalance_max_delay_ms = int(worker.config.get(
                 "scheduled.rebalance.max.delay.ms", 300_000))
-        self.assignor = CooperativeAssignor(scheduled_rebalance_max_delay_ms,
-                                            group_of=unit_connector)
+        self.assignor = IncrementalCooperativeAssignor(scheduled_rebalance_max_delay_ms,
+                                                       group_of=unit_connector)
         eos = str(worker.config.get("exactly.once.source.support", "disabled")).lower() == \
             "enabled"
         self.exactly_once = eos
@@ -378,8 +379,8 @@ class DistributedHerder(Herder):
 
     def _membership(self):
         from kafkalite import errors
-        group = ConnectGroup(self.worker.client_config, self.group_id, self.url,
-                             self.session_timeout_ms)
+        group = WorkerGroupMember(self.worker.client_config, self.group_id, self.url,
+                                  self.session_timeout_ms)
         try:
             while not self._stopping.is_set():
                 # no leader while the group rebalances: config writes wait for the next

@@ -53,7 +53,7 @@ class _NativeCoordinatorLink:
         self._ctx.term()
 
 
-class ConnectGroup:
+class WorkerGroupMember:
     """A worker's membership in the Connect group (synchronous calls, one
     thread), through its cluster's protocol: kafkalite's native one, or
     Kafka's (``kafkalite.client.protocol=kafka``: kafka_group.py)."""
