@@ -1,3 +1,16 @@
+"""The leader's assignment of connectors and tasks to the workers of a
+Connect group: the assignment units (Kafka's ConnectorTaskId, as JSON
+strings) and the incremental cooperative assignor of KIP-415 (Kafka's
+IncrementalCooperativeAssignor).
+
+Which process runs it: a ``kafkalite connect distributed`` worker, on its
+membership thread when the group makes it leader (every member keeps the
+last round it was sent, should it lead the next).
+
+What it may import: the standard library only: the assignor is pure
+computation over the members' metadata, tested on its own
+(tests/connect/test_connect_cooperative.py).
+"""
 from __future__ import annotations
 
 import json

@@ -1,131 +1,29 @@
-"""Distributed mode: workers sharing connectors and their tasks through a
-group of protocol type ``connect`` and three compacted internal topics, as
-Kafka Connect's DistributedHerder.
+"""The distributed herder (Kafka's DistributedHerder): a Herder
+(connect/herder.py, whose standalone herder keeps a worker's connectors to
+itself) whose connectors and tasks are those the Connect group assigned
+to this worker. It runs the membership loop (group_member.py; the leader
+assigns with assignor.py), reads configs and statuses from the internal
+topics' views (internal_topics.py), sends config writes through the
+group's leader, hands a connector's task configs to the leader, and on the
+leader runs its duties (session key rotation, KIP-618 zombie fencing,
+offsets changes). The design, record by record and thread by thread:
+docs/connect-distributed.md.
 
-- Membership (WorkerGroupMember): each worker joins the group ``group.id``
-  through the broker's classic JoinGroup/SyncGroup/Heartbeat (protocol
-  ``compatible``; over kafkalite's native protocol, or Kafka's with
-  ``kafkalite.client.protocol=kafka``: kafka_group.py), with its REST URL
-  and the units it runs as member metadata (JSON). The units are
-  connectors and tasks (Kafka's ConnectorTaskId; connector_unit,
-  task_unit), assigned separately: a connector runs its
-  ``start``/``task_configs`` on one worker, each of its tasks wherever it
-  is assigned, a connector's tasks spread over the workers. Assignment
-  is incremental and cooperative as Kafka's KIP-415
-  (IncrementalCooperativeAssignor): a rebalance stops only the units it
-  revokes; the others keep running through it. A newcomer gets its share in two rounds
-  (the loaded members revoke, then the freed units go to it). A worker
-  that dies stops heartbeating; after ``session.timeout.ms`` the group
-  rebalances, and after ``scheduled.rebalance.max.delay.ms`` more (Kafka's
-  default 300000; the time a restarting worker has to come back to its
-  units) its connectors and tasks start on the others, source tasks at the
-  offsets their previous owner stored in ``offset.storage.topic`` (a moved
-  sink task rejoins its connector's consumer group, which waits out the
-  dead task's ``consumer.session.timeout.ms``; an exactly-once source task
-  keeps its ``transactional.id`` ``<group.id>-<connector>-<task>``, so its
-  new owner's init_transactions fences the old one). A worker the group
-  expelled (its session expired while it lived) stops everything before it
-  rejoins.
-- ``config.storage.topic`` (default ``connect-configs``): Kafka's keys and
-  values: ``connector-<name>`` -> ``{"properties": {...}}`` (null: deleted),
-  ``target-state-<name>`` -> ``{"state": "STARTED"|"PAUSED"|"STOPPED"}``,
-  ``task-<name>-<n>`` -> ``{"properties": {...}}`` then ``commit-<name>`` ->
-  ``{"tasks": <count>}``, ``task-count-record-<name>`` -> ``{"task-count":
-  <count>}`` and ``session-key`` (both below). Only the group's leader writes this topic
-  (below). The connector's owner makes its task configs (task records
-  first, then the commit record, written by the leader) when it starts, when the
-  connector asks for a reconfiguration and they changed, always after its
-  config changed (the tasks then restart with the new connector config),
-  and none when it is STOPPED (KIP-875). A reader applies a connector's
-  task configs only on their commit record, so no worker starts half a
-  set. Every worker tails the topic; a change of the connectors or of a
-  task count makes the workers rejoin, so the group rebalances; a changed
-  connector config restarts the connector where it runs, new task configs
-  restart each task where it runs, and each owner applies the target
-  state to what it runs (the connector, or its tasks).
-- ``status.storage.topic`` (default ``connect-status``):
-  ``status-connector-<name>`` -> ``{"state", "trace", "worker_id",
-  "generation", "type"}``, ``status-task-<name>-<id>`` -> ``{"state",
-  "trace", "worker_id", "generation"}``, written by the unit's worker when
-  its state changes (``generation``: the group generation it started in;
-  a unit running on through rebalances keeps its record); a task its
-  connector no longer has gets a tombstone from the worker that stopped
-  it. Every worker's REST API answers from it and from the task configs.
+Which process runs it: a ``kafkalite connect distributed`` worker
+(tools/connect_cmd.py); threads: ``connect-membership`` (join, heartbeat,
+apply assignments), ``connect-internal-requests`` (task configs to the
+leader, the leader's duties) and the REST API's.
 
-Config writes go through the leader, as Kafka's DistributedHerder: the
-assignment names the leader's REST URL; a create, config update, delete,
-pause, resume or stop that reaches another worker is validated there (a 400
-names the field, as the leader's would), then forwarded to the leader's REST
-API marked ``forward=false`` (rest.py), whose answer passes through
-unchanged; a connector's owner hands its task configs to the leader (Kafka's
-``POST /connectors/{name}/tasks``). While the group rebalances a write waits
-for the next leader (``LEADER_WAIT_S``), then answers 409; a forwarded
-request reaching a worker that no longer leads answers 409 (no second hop).
-With ``exactly.once.source.support=enabled`` the leader writes config
-records in transactions of the producer ``connect-cluster-<group.id>``,
-claimed when its leadership starts (KIP-618's leader fencing): a deposed
-leader's write is fenced, never lands, and answers 409; the fenced worker
-rejoins (and claims again if the group still makes it leader). Every
-internal-topic record carries the header ``kafkalite.connect.writer``: the
-worker that wrote it.
+What it may import: the rest of connect/distributed/, connect/ (herder.py,
+worker.py, errors.py, signature.py, rest_login.py, clients.py, plugins.py,
+config.py), kafkalite.errors and the standard library.
 
-Offsets changes (KIP-875 ``PATCH``/``DELETE /connectors/{name}/offsets``)
-go through the leader too, as Kafka's modifyConnectorOffsets: forwarded as
-the config writes are (409 during a rebalance), processed by the leader
-after it read the config topic to its end, only for a connector whose
-target state is STOPPED and that has no task configs left (else 400 naming
-its ``/stop`` endpoint). A source connector's offsets are written to the
-offsets topic (under exactly-once support: after fencing the producers of
-every task it had, in a transaction of its task 0's transactional id, as
-Kafka's Worker.modifySourceConnectorOffsets); a sink connector's are its
-consumer group's ``connect-<name>``, altered (or the group deleted) with
-the admin client. ``GET /offsets`` answers on any worker, from the offsets
-topic read to its end or the group's committed offsets.
-
-The config offset (Kafka's configOffset in ConnectProtocol's assignment):
-the leader reads the config topic to its end (bounded by
-``worker.sync.timeout.ms``, Kafka's default 3000) before it computes an
-assignment and before every config write (409 when it cannot), and puts
-the offset its view has read up to into each assignment. A member whose
-view is behind it reads up to it (heartbeating, bounded by the same
-timeout) before it stops or starts anything of the assignment; one that
-cannot stops all it runs, leaves the group, waits
-``worker.unsync.backoff.ms`` (Kafka's default 300000) and rejoins, so no
-worker starts a task from the task configs its lagging view still has.
-Fault hook for its tests: ``KAFKALITE_CONNECT_FAULT=tail-paused-by:<path>``
-(the tail thread reads nothing while ``<path>`` exists); never set outside
-them.
-
-REST calls that act on a running connector (restart) go to its owner's REST
-API, and a task's restart to the task's owner, when another worker runs it;
-a restart with ``includeTasks`` restarts each task on its own worker.
-
-Who calls: the ``kafkalite connect distributed`` command and tests. Thread
-safety: the membership thread and the tail thread change the local herder
-under its lock; the sender thread hands task configs to the leader; REST
-threads wait for a leader under ``_leadership``; the sender thread also
-runs the leader's duties below. Left out from Kafka: no ``PUT
-/connectors/{name}/fence-zombies`` (the leader fences on its own); members
-do not send their config offsets in their metadata, so a leader that could
-not read the config topic to its end assigns from what it has read instead
-of answering CONFIG_MISMATCH; a sink partition's offset cannot be
-reset alone (a null offset: DELETE resets them all).
-
-Signed internal requests (KIP-507, signature.py): the leader writes a
-session key to the config topic (``session-key``) when there is none and
-every ``inter.worker.key.ttl.ms``; a connector's owner signs the task
-configs it hands to the leader with it (``inter.worker.signature.algorithm``),
-and the leader refuses them unsigned (400) or signed with another key
-(403); the owner then signs them again once it has read the new key.
-
-Zombie fencing (KIP-618, ``exactly.once.source.support=enabled``): a
-source connector's committed task configs are "pending fencing" until a
-``task-count-record-<name>`` ``{"task-count": N}`` follows them in the
-config topic; no task of that generation starts while they are. The leader
-writes that record after fencing the producers (``fence_producers``) of the
-transactional ids ``<group.id>-<name>-<task>`` of every task of the
-earlier generations, so a task the new generation no longer has (the count
-shrank: no new incarnation of it will ever fence it) cannot commit again.
+Longer than 900 lines: ``DistributedHerder`` is one class as Kafka's is,
+its state (the local connectors and tasks, the leadership, the pending
+task configs) guarded by the herder's lock and ``_leadership`` together;
+what could stand alone (membership, assignment, the internal topics) is
+in the sibling modules, and cutting the class into mixins would spread
+one lock's invariants over several files.
 """
 from __future__ import annotations
 

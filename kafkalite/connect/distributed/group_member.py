@@ -1,3 +1,16 @@
+"""A worker's membership in the Connect group (Kafka's WorkerGroupMember):
+JoinGroup, SyncGroup, Heartbeat and LeaveGroup of protocol type
+``connect``, with the worker's REST URL and the units it runs as its
+member metadata (JSON), the leader's assignment computed by a callback
+(the herder's, over assignor.py).
+
+Which process runs it: a ``kafkalite connect distributed`` worker, on its
+herder's membership thread (synchronous calls, one thread).
+
+What it may import: kafkalite.client (the native protocol's Metadata and
+Connection), kafkalite.protocol (the group APIs' ApiKey), kafka_group.py
+(the same requests over Kafka's protocol) and connect/errors.py.
+"""
 from __future__ import annotations
 
 import json

@@ -1,3 +1,20 @@
+"""The config and status topics of a Connect cluster (Kafka's
+KafkaConfigBackingStore and KafkaStatusBackingStore in one class,
+``InternalTopics``): their record keys, the writes (the config topic's by
+the group's leader, in transactions under exactly-once support), and one
+tail thread that reads both into this worker's views. One class for both
+topics because one read_committed consumer tails them and the herder reads
+both views under one lock. The offsets topic is connect/offsets.py's.
+Their formats: docs/connect-distributed.md.
+
+Which process runs it: a ``kafkalite connect distributed`` worker; the
+tail thread ``connect-tail`` applies what it reads, any thread writes.
+
+What it may import: kafkalite.client (its types; the producers and
+consumers of the worker's protocol through connect/clients.py), kafkalite.errors,
+connect/errors.py, connect/signature.py (the session key record) and
+connect/loggers.py (a cluster-wide log level it reads).
+"""
 from __future__ import annotations
 
 import json
