@@ -1,0 +1,3 @@
+from kafkalite.client.producer.api import Producer, idempotence
+
+__all__ = ["Producer", "idempotence"]
