@@ -70,15 +70,10 @@ from kafkalite.client.config import PRODUCER, PRODUCER_ALIASES, resolve
 from kafkalite.client.connection import client_context, parse_bootstrap
 from kafkalite.client.metadata import Metadata, cluster_metadata
 from kafkalite.client.producer.sender import _Batch, _Sender
-from kafkalite.client.producer.transaction_manager import (_FATAL, _FENCED, _IN_TXN, _READY,
-                                                           _TXN_RETRIABLE, _UNINITIALIZED,
-                                                           SHORT_TXN_BACKOFF_S,
-                                                           TXN_V2_END_TXN_VERSION,
-                                                           TXN_V2_OFFSET_COMMIT_VERSION)
+from kafkalite.client.producer.transaction_manager import IN_TXN, READY, TransactionManager
 from kafkalite.client.tcp_link import resolve_transport
 from kafkalite.client.types import BatchDelivery
 from kafkalite.errors import KafkaError
-from kafkalite.protocol import ApiKey
 from kafkalite.record import codec_id
 
 log = logging.getLogger(__name__)
@@ -169,10 +164,7 @@ class Producer:
         # the producer id and epoch batches are stamped with (idempotence);
         # ``_pid_generation`` tells the sender to restart its sequences
         self._pid, self._epoch, self._pid_generation = -1, -1, 0
-        self._txn_state = _READY if self._transactional_id is None else _UNINITIALIZED
-        self._txn_generation = 0        # one per begin_transaction: the sender's partition set
-        self._txn_added = False         # the coordinator knows partitions of this transaction
-        self._txn_error: KafkaError | None = None   # a failure that dooms the transaction
+        self._txn = TransactionManager(self, self._transactional_id, self._txn_v2)
         # produce() is the accumulator's (one C call per record); its count
         # of queued records is _queued
         self._acc = Accumulator(
@@ -242,9 +234,10 @@ class Producer:
     def _check_can_produce(self) -> None:
         if self._closed:
             raise RuntimeError("the producer is closed")
-        if self._txn_state != _READY and self._txn_state != _IN_TXN:
-            raise self._state_error("produce")
-        if self._transactional_id is not None and self._txn_state != _IN_TXN:
+        state = self._txn.state
+        if state != READY and state != IN_TXN:
+            raise self._txn.state_error("produce")
+        if self._transactional_id is not None and state != IN_TXN:
             raise errors.InvalidTxnStateError(
                 "a transactional producer produces inside a transaction: call "
                 "begin_transaction() first")
@@ -423,185 +416,31 @@ class Producer:
         with self._meta_lock:
             return cluster_metadata(self._meta, topic, timeout)
 
-    # ---- transactions -------------------------------------------------------------------------
-
-    def _state_error(self, what: str) -> KafkaError:
-        if self._txn_state == _FATAL:
-            err = errors.ProducerFencedError(
-                f"{what}: the producer is fenced or failed fatally ({self._txn_error}); "
-                f"close it and create a new one")
-            err.fatal = True
-            return err
-        return errors.InvalidTxnStateError(f"{what} is not possible in state {self._txn_state}")
-
-    def _coordinator(self, api_key: int, body: dict, deadline: float, what: str,
-                     version: int | None = None) -> dict:
-        """A request to the transaction (or group) coordinator, asked again
-        while it answers "not now"; returns the body, whose ``error_code``
-        the caller checks (for APIs that have one)."""
-        backoff = self.config["retry.backoff.ms"] / 1000.0
-        wait = SHORT_TXN_BACKOFF_S
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                err = errors.RequestTimedOutError(f"{what} did not complete in time")
-                err.retriable = True
-                raise err
-            try:
-                with self._meta_lock:
-                    resp = self._meta.admin_request(
-                        api_key, body, min(remaining, self.config["request.timeout.ms"] / 1000.0),
-                        version)
-            except KafkaError as exc:
-                if not exc.retriable:
-                    raise
-                time.sleep(min(backoff, max(remaining, 0)))
-                continue
-            code = resp.get("error_code", 0)
-            # TxnOffsetCommit has no top-level error: its partitions' say "not now"
-            partition_codes = {p["error_code"] for t in resp.get("topics") or ()
-                               for p in t.get("partitions") or ()} - {0} \
-                if api_key == ApiKey.TXN_OFFSET_COMMIT else set()
-            if code in _TXN_RETRIABLE or (partition_codes and partition_codes <= _TXN_RETRIABLE):
-                # usually the previous transaction's markers, a few ms away
-                time.sleep(min(wait, max(remaining, 0)))
-                wait = min(wait * 2, backoff)
-                continue
-            return resp
-
-    def _txn_failure(self, code: int, what: str, abortable: bool = True) -> KafkaError:
-        err = errors.error_for_code(code)(f"{what} failed: {errors.error_for_code(code).name}")
-        if code in _FENCED:
-            self._txn_state = _FATAL
-            self._txn_error = err
-            err.fatal = True
-        else:
-            err.txn_requires_abort = abortable
-        return err
-
-    def _deadline(self, timeout) -> float:
-        return time.monotonic() + (self.config["transaction.timeout.ms"] / 1000.0
-                                   if timeout is None or timeout < 0 else timeout)
+    # ---- transactions (transaction_manager.py) -------------------------------------------------
 
     def init_transactions(self, timeout: float | None = None) -> None:
         """Take the transactional id: a producer id and a new epoch, which
         fences every older producer of the id (a transaction one left open
         is aborted first)."""
-        if self._transactional_id is None:
-            raise errors.InvalidTxnStateError("init_transactions() needs transactional.id")
-        if self._txn_state not in (_UNINITIALIZED, _READY):
-            raise self._state_error("init_transactions")
-        resp = self._coordinator(ApiKey.INIT_PRODUCER_ID, {
-            "transactional_id": self._transactional_id,
-            "transaction_timeout_ms": self.config["transaction.timeout.ms"],
-            "producer_id": -1, "producer_epoch": -1}, self._deadline(timeout), "init_transactions")
-        if resp["error_code"]:
-            raise self._txn_failure(resp["error_code"], "init_transactions", abortable=False)
-        with self._lock:
-            self._pid, self._epoch = resp["producer_id"], resp["producer_epoch"]
-            self._pid_generation += 1
-        self._txn_state = _READY
+        self._txn.init_transactions(timeout)
 
     def begin_transaction(self) -> None:
-        if self._transactional_id is None or self._txn_state != _READY:
-            raise self._state_error("begin_transaction")
-        self._txn_error = None
-        self._txn_added = False
-        self._txn_generation += 1
-        self._txn_state = _IN_TXN
+        self._txn.begin_transaction()
 
     def send_offsets_to_transaction(self, positions, group_metadata, timeout: float | None = None):
         """Commit a consumer's ``positions`` (TopicPartitions with the next
         offset to read) to its group as part of this transaction."""
-        if self._txn_state != _IN_TXN:
-            raise self._state_error("send_offsets_to_transaction")
-        deadline = self._deadline(timeout)
-        tid, pid, epoch = self._transactional_id, self._pid, self._epoch
-        if not self._txn_v2:
-            resp = self._coordinator(ApiKey.ADD_OFFSETS_TO_TXN, {
-                "transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
-                "group_id": group_metadata.group_id}, deadline, "send_offsets_to_transaction")
-            if resp["error_code"]:
-                raise self._txn_failure(resp["error_code"], "AddOffsetsToTxn")
-            self._txn_added = True
-        topics: dict[str, list] = {}
-        for tp in positions:
-            if tp.offset < 0:
-                continue
-            topics.setdefault(tp.topic, []).append({
-                "partition_index": tp.partition, "committed_offset": tp.offset,
-                "committed_leader_epoch": -1, "committed_metadata": tp.metadata or ""})
-        if not topics:
-            return
-        resp = self._coordinator(ApiKey.TXN_OFFSET_COMMIT, {
-            "transactional_id": tid, "group_id": group_metadata.group_id, "producer_id": pid,
-            "producer_epoch": epoch, "generation_id": group_metadata.generation_id,
-            "member_id": group_metadata.member_id,
-            "group_instance_id": group_metadata.group_instance_id,
-            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]},
-            deadline, "send_offsets_to_transaction",
-            TXN_V2_OFFSET_COMMIT_VERSION if self._txn_v2 else None)
-        self._txn_added = True      # v2: the commit itself added the offsets
-        for t in resp["topics"]:
-            for p in t["partitions"]:
-                if p["error_code"]:
-                    raise self._txn_failure(p["error_code"], f"TxnOffsetCommit of {t['name']}-"
-                                                             f"{p['partition_index']}")
+        self._txn.send_offsets_to_transaction(positions, group_metadata, timeout)
 
     def commit_transaction(self, timeout: float | None = None) -> None:
         """Deliver what the transaction produced, then commit it: all of it
         becomes visible to read_committed consumers at once."""
-        if self._txn_state != _IN_TXN:
-            raise self._state_error("commit_transaction")
-        deadline = self._deadline(timeout)
-        left = self.flush(max(deadline - time.monotonic(), 0))
-        if left:
-            err = errors.RequestTimedOutError(
-                f"commit_transaction: {left} message(s) still undelivered; call it again, or "
-                f"abort_transaction()")
-            err.retriable = True
-            raise err
-        if self._txn_error is not None:
-            err = self._txn_error
-            err.txn_requires_abort = self._txn_state != _FATAL
-            raise err
-        self._end_transaction(True, deadline)
+        self._txn.commit_transaction(timeout)
 
     def abort_transaction(self, timeout: float | None = None) -> None:
         """Abort the transaction: nothing it produced or committed becomes
         visible to read_committed consumers."""
-        if self._txn_state != _IN_TXN:
-            raise self._state_error("abort_transaction")
-        deadline = self._deadline(timeout)
-        self.flush(max(deadline - time.monotonic(), 0))     # failures are expected here
-        self._end_transaction(False, deadline)
-
-    def _end_transaction(self, commit: bool, deadline: float) -> None:
-        what = "commit_transaction" if commit else "abort_transaction"
-        if self._txn_added:
-            resp = self._coordinator(ApiKey.END_TXN, {
-                "transactional_id": self._transactional_id, "producer_id": self._pid,
-                "producer_epoch": self._epoch, "committed": commit}, deadline, what,
-                TXN_V2_END_TXN_VERSION if self._txn_v2 else None)
-            if resp["error_code"]:
-                raise self._txn_failure(resp["error_code"], what, abortable=commit)
-            if self._txn_v2:
-                # the next transaction's producer id and epoch: sequences
-                # start again at 0
-                with self._lock:
-                    self._pid, self._epoch = resp["producer_id"], resp["producer_epoch"]
-                    self._pid_generation += 1
-        self._txn_state = _READY
-
-    def _txn_batch_failed(self, err: KafkaError) -> None:
-        """Sender side: a batch of the open transaction failed for good."""
-        if self._transactional_id is None or self._txn_state != _IN_TXN:
-            return
-        if err.code in _FENCED:
-            self._txn_state = _FATAL
-            err.fatal = True
-        if self._txn_error is None:
-            self._txn_error = err
+        self._txn.abort_transaction(timeout)
 
     def close(self, timeout: float | None = 30.0) -> int:
         """Flush, stop the sender thread and release sockets and rings."""
@@ -637,7 +476,7 @@ class Producer:
     def _report(self, b: _Batch, err: KafkaError | None, base_offset: int) -> None:
         """Sender side: queue the delivery reports of a batch for poll()."""
         if err is not None:
-            self._txn_batch_failed(err)
+            self._txn.batch_failed(err)
         # the batch's bytes leave queue.buffering.max.kbytes now, but for
         # records whose callback still holds their key and value (released
         # as poll() serves them)

@@ -13,7 +13,7 @@ from kafkalite._ext.accumulator import CALLBACK_FIELDS, ProducerBatch
 from kafkalite.client.buffer_pool import BufferPool
 from kafkalite.client.connection import Connection, endpoint_host_port
 from kafkalite.client.metadata import Metadata
-from kafkalite.client.producer.transaction_manager import (_TXN_RETRIABLE, SHORT_TXN_BACKOFF_S,
+from kafkalite.client.producer.transaction_manager import (SHORT_TXN_BACKOFF_S, TXN_RETRIABLE,
                                                            TXN_V2_PRODUCE_VERSION)
 from kafkalite.client.tcp_link import tcp_link_or
 from kafkalite.errors import KafkaError
@@ -302,7 +302,7 @@ class _Sender:
         if p._transactional_id is None and p._pid < 0 and not self._init_producer_id(now):
             return False
         if p._txn_v2:
-            p._txn_added = True         # its writes add the partitions
+            p._txn.added = True         # its writes add the partitions
         elif p._transactional_id is not None and not self._add_partitions(now):
             return False
         transactional = p._transactional_id is not None
@@ -345,8 +345,8 @@ class _Sender:
         the transaction. A refusal fails those batches (and dooms the
         transaction); "not now" retries after the backoff."""
         p = self.p
-        if p._txn_generation != self.txn_generation:
-            self.txn_generation = p._txn_generation
+        if p._txn.generation != self.txn_generation:
+            self.txn_generation = p._txn.generation
             self.txn_partitions = set()
         new = {(b.topic, b.partition) for b in self.unstamped} - self.txn_partitions
         if not new:
@@ -368,7 +368,7 @@ class _Sender:
             return False
         codes = {(t["name"], r["partition_index"]): r["partition_error_code"]
                  for t in resp["results_by_topic_v3_and_below"] for r in t["results_by_partition"]}
-        if any(c in _TXN_RETRIABLE for c in codes.values()):
+        if any(c in TXN_RETRIABLE for c in codes.values()):
             self.txn_retry_at = now + self.txn_backoff
             self.txn_backoff = min(self.txn_backoff * 2, max(self.backoff, SHORT_TXN_BACKOFF_S))
             return False
@@ -385,7 +385,7 @@ class _Sender:
                         f"{b.topic}-{b.partition} could not join the transaction"), -1)
             self.unstamped = keep
         self.txn_partitions |= {k for k, c in codes.items() if not c}
-        p._txn_added = p._txn_added or bool(self.txn_partitions)
+        p._txn.added = p._txn.added or bool(self.txn_partitions)
         return True
 
     def _leader_of(self, b: _Batch) -> int:
