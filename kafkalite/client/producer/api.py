@@ -52,6 +52,10 @@ Thread safety: ``produce``, ``produce_batch``, ``poll``, ``flush`` and
 ``len()`` may be called from any thread; callbacks run in the thread that
 calls ``poll``/``flush``. The transaction calls belong to one thread at a
 time. ``close`` once, when done.
+
+This module holds ``Producer`` (and ``idempotence``, its configuration's
+rule); the sender thread is sender.py's, the transactions
+transaction_manager.py's.
 """
 from __future__ import annotations
 
@@ -64,12 +68,12 @@ import threading
 import time
 
 from kafkalite import errors
-from kafkalite._ext.accumulator import Accumulator, FastLock
+from kafkalite._ext.accumulator import Accumulator, FastLock, ProducerBatch
 from kafkalite._ext.partitioner import partition_for_key, partitions_for_keys
 from kafkalite.client.config import PRODUCER, PRODUCER_ALIASES, resolve
 from kafkalite.client.connection import client_context, parse_bootstrap
 from kafkalite.client.metadata import Metadata, cluster_metadata
-from kafkalite.client.producer.sender import _Batch, _Sender
+from kafkalite.client.producer.sender import Sender
 from kafkalite.client.producer.transaction_manager import IN_TXN, READY, TransactionManager
 from kafkalite.client.tcp_link import resolve_transport
 from kafkalite.client.types import BatchDelivery
@@ -150,8 +154,8 @@ class Producer:
         self._meta = Metadata(self._bootstrap, cfg["client.id"], self._ctx)   # caller threads
         self._meta_lock = threading.Lock()
         self._lock = FastLock()         # a threading.Lock, with a C fast path for produce()
-        self._open: dict[tuple[str, int], _Batch] = {}
-        self._ready: list[_Batch] = []
+        self._open: dict[tuple[str, int], ProducerBatch] = {}
+        self._ready: list[ProducerBatch] = []
         self._sticky: dict[str, int] = {}
         # delivery reports for poll(): ProducerBatch (one callback per record
         # with one) or (callback, error, BatchDelivery) entries
@@ -330,7 +334,7 @@ class Producer:
                                                   max_bytes=cap, headers=headers)
                 done += count
                 # built by the sender, which stamps it first when idempotent
-                b = _Batch(topic, p, builder, time.monotonic())
+                b = ProducerBatch(topic, p, builder, time.monotonic())
                 b.count = count
                 b.nbytes = builder.size_in_bytes
                 nbytes += b.nbytes
@@ -361,7 +365,7 @@ class Producer:
         return self._queued > 0 and (self._queued + n > self._max_queued or
                                      self._acc.queued_bytes + nbytes > self._max_queued_bytes)
 
-    def _close_batch(self, b: _Batch) -> None:
+    def _close_batch(self, b: ProducerBatch) -> None:
         """Caller holds the lock."""
         del self._open[(b.topic, b.partition)]
         b.closed = True          # the accumulator appends to it no more
@@ -473,7 +477,7 @@ class Producer:
         if nbytes < caps.get(topic, self._batch_bytes):
             caps[topic] = nbytes
 
-    def _report(self, b: _Batch, err: KafkaError | None, base_offset: int) -> None:
+    def _report(self, b: ProducerBatch, err: KafkaError | None, base_offset: int) -> None:
         """Sender side: queue the delivery reports of a batch for poll()."""
         if err is not None:
             self._txn.batch_failed(err)
@@ -505,7 +509,7 @@ class Producer:
 
     def _run(self) -> None:
         try:
-            self._sending = _Sender(self)     # its state, for tests to look at
+            self._sending = Sender(self)     # its state, for tests to look at
             self._sending.run()
         except Exception:
             log.exception("kafkalite producer sender thread failed")

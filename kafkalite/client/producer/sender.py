@@ -1,3 +1,25 @@
+"""The producer's sender thread (Kafka's Sender): it takes the batches the
+accumulator closed (or that lingered ``linger.ms``), gives an idempotent
+producer's their producer id, epoch and sequences (asking InitProducerId,
+and with transactions v1 AddPartitionsToTxn, first), routes each to the
+leader of its partition over a link (link.py: a TCP link, ZeroMQ or a
+shared-memory ring; ``Sender._link``), and turns the answers into delivery
+reports for api.Producer's ``poll()``: retries with backoff until
+``delivery.timeout.ms``, at most five requests of a partition out at once
+under idempotence (a retried batch alone, the later ones behind it),
+batches refused as too large split in halves, a refused batch's sequence
+gap closed (KIP-360).
+
+Which process runs it: the application's, on the producer's
+``kafkalite-producer`` thread, which alone touches the links; it takes
+batches from the producer under the producer's lock.
+
+What it may import: client/ (connection.py, metadata.py, tcp_link.py,
+ring_link.py, buffer_pool.py), transaction_manager.py's constants,
+kafkalite._ext (the batches), kafkalite.record, kafkalite.protocol and
+kafkalite.errors; never api.py (the producer is handed in: the sender
+runs on it, it does not build one).
+"""
 from __future__ import annotations
 
 import collections
@@ -86,13 +108,14 @@ def _restamp(raw: bytes, sequence: int) -> bytes:
     return bytes(buf)
 
 
-class _Sender:
-    """The producer's background thread: owns every socket and ring."""
+class Sender:
+    """The producer's background thread (Kafka's Sender): owns every socket
+    and ring. ``producer``: the api.Producer whose batches it sends."""
 
     RETRIABLE_REFRESH = {errors.NotLeaderOrFollowerError.code, errors.LeaderNotAvailableError.code,
                          errors.UnknownTopicOrPartitionError.code, errors.KafkaStorageError.code}
 
-    def __init__(self, producer: Producer):
+    def __init__(self, producer):
         self.p = producer
         cfg = producer.config
         self.meta = Metadata(producer._bootstrap, cfg["client.id"], producer._ctx)
