@@ -29,8 +29,8 @@ A SASL login (``security.protocol`` SASL_PLAINTEXT or SASL_SSL,
 listener; ``client_context`` puts it on the context with the CURVE keys,
 which it needs: the server's public key, and this client's key pair or a
 throwaway one): every new Connection logs in before it is used --
-SaslHandshake and SaslAuthenticate, kafka_connection.py's ``sasl_login``,
-before any other request -- so a link to a worker the client is sent to,
+SaslHandshake and SaslAuthenticate, blocking_kafka_client.py's
+``sasl_login``, before any other request -- so a link to a worker the client is sent to,
 and a link made again after its process went away, is logged in as the
 first one was (server/auth/native_login.py: the server binds this client's key
 to the user). A refused login raises SaslAuthenticationFailedError (or
@@ -78,7 +78,7 @@ import time
 import zmq
 
 from kafkalite import errors, local_socket
-from kafkalite.client.kafka_connection import sasl_login, sasl_mechanism
+from kafkalite.client.blocking_kafka_client import sasl_login, sasl_mechanism
 from kafkalite.client.link import Link
 from kafkalite.errors import KafkaError, error_for_code
 from kafkalite.protocol import SUPPORTED_VERSIONS, ApiKey, decode_response, encode_request

@@ -11,7 +11,7 @@ with Kafka's keys (``key.converter``, ``transforms=...``), with Kafka's error
 tolerance and dead-letter queue (tolerance.py). Source offsets live in a
 local file (standalone mode) or a compacted ``connect-offsets`` topic
 (offsets.py); sink tasks commit their consumer group ``connect-<name>``
-after flush. Distributed mode (distributed.py): workers in a Connect group
+after flush. Distributed mode (distributed/): workers in a Connect group
 share the connectors and their tasks, with configs, task configs and status
 in compacted topics.
 Exactly-once source tasks (KIP-618, ``exactly.once.source.support``) write
@@ -27,7 +27,7 @@ cluster (clients.py, kafka_group.py). On a secured cluster the REST API
 asks for logins, checked by a SASL login to the brokers (rest_login.py),
 and a connector's clients log in as the user who created it (creator.py).
 
-What it may import: kafkalite.client (distributed.py also names the group
+What it may import: kafkalite.client (distributed/ also names the group
 requests by kafkalite.protocol's ApiKey, as the client's own group code
 does; kafka_group.py encodes them with kafkalite.protocol's codecs),
 confluent_kafka (clients.py only, and the mirror's source), kafkalite.record,

@@ -37,7 +37,7 @@ then ``producer.``/``consumer.``/``admin.`` prefixed settings to that kind
 client (kafka_group.py): confluent-kafka cannot join a group of protocol
 type ``connect``.
 
-Who calls: worker.py, offsets.py, distributed.py, herder.py. Thread safety:
+Who calls: worker.py, offsets.py, distributed/, herder.py. Thread safety:
 as the wrapped clients (one consumer per thread).
 """
 from __future__ import annotations

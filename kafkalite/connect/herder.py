@@ -49,7 +49,7 @@ SINK = (ConfigDef().define("topics", LIST, [], group="Common")
         .define("topics.regex", STRING, "", group="Common"))
 
 
-def _initial_target(initial_state: str | None) -> str:
+def initial_target(initial_state: str | None) -> str:
     """KIP-980's initial_state as a target state."""
     targets = {None: "STARTED", "RUNNING": "STARTED", "PAUSED": "PAUSED", "STOPPED": "STOPPED"}
     if initial_state not in targets:
@@ -169,7 +169,10 @@ class BadConfig(BadRequestException):
         self.errors = errors
 
 
-class _Connector:
+class WorkerConnector:
+    """A connector this herder runs (Kafka's WorkerConnector): its instance,
+    state, target state, task configs and tasks."""
+
     def __init__(self, name, config):
         self.name, self.config = name, config
         self.instance = None
@@ -196,7 +199,7 @@ class Herder:
     def __init__(self, worker):
         self.worker = worker
         self._lock = threading.RLock()
-        self._connectors: dict[str, _Connector] = {}
+        self._connectors: dict[str, WorkerConnector] = {}
         worker.on_task_end = lambda task: None
 
     # ---- validation -----------------------------------------------------------------------
@@ -291,7 +294,7 @@ class Herder:
 
     # ---- reads ----------------------------------------------------------------------------
 
-    def _get(self, name) -> _Connector:
+    def _get(self, name) -> WorkerConnector:
         c = self._connectors.get(name)
         if c is None:
             raise NotFoundException(f"Connector {name} not found")
@@ -407,7 +410,7 @@ class Herder:
         restarted with the new config, in its target state; a new one starts
         in ``initial_state`` (KIP-980: RUNNING, PAUSED or STOPPED)."""
         config = self._checked(name, config)
-        target = _initial_target(initial_state)
+        target = initial_target(initial_state)
         with self._lock:
             old = self._connectors.get(name)
             if old is not None and not allow_replace:
@@ -415,7 +418,7 @@ class Herder:
             if old is not None:
                 target = old.target
                 self._shutdown(old)
-            c = self._connectors[name] = _Connector(name, config)
+            c = self._connectors[name] = WorkerConnector(name, config)
             c.target = target
             if target != "STOPPED":
                 self._start_connector(c)
@@ -424,7 +427,7 @@ class Herder:
                 c.kind = plugins.connector_class(config["connector.class"]).TYPE
             return old is None, self.connector_info(name)
 
-    def _start_connector(self, c: _Connector) -> None:
+    def _start_connector(self, c: WorkerConnector) -> None:
         cls = plugins.connector_class(c.config["connector.class"])
         c.kind = cls.TYPE
         c.instance = cls()
@@ -439,7 +442,7 @@ class Herder:
         c.state, c.trace = (PAUSED if c.target == "PAUSED" else RUNNING), None
         self._start_tasks(c)
 
-    def _start_tasks(self, c: _Connector) -> None:
+    def _start_tasks(self, c: WorkerConnector) -> None:
         task_class = c.instance.task_class()
         c.tasks = [self._start_task(c, i, tc, task_class) for i, tc in enumerate(c.task_configs)]
 
@@ -447,11 +450,11 @@ class Herder:
         return self.worker.start_task(c.kind, c.name, i, c.config, dict(tc), task_class,
                                       paused=c.target == "PAUSED")
 
-    def _stop_tasks(self, c: _Connector) -> None:
+    def _stop_tasks(self, c: WorkerConnector) -> None:
         for t in c.tasks:
             t.stop()
 
-    def _shutdown(self, c: _Connector) -> None:
+    def _shutdown(self, c: WorkerConnector) -> None:
         self._stop_tasks(c)
         c.tasks = []
         if c.instance is not None:

@@ -3,10 +3,10 @@ worker whose cluster is reached that way (``kafkalite.client.protocol=kafka``,
 clients.py).
 
 confluent-kafka's clients cannot join a group of protocol type
-``connect``, so ConnectGroup (distributed.py) sends its JoinGroup,
-SyncGroup, Heartbeat and LeaveGroup through ``KafkaCoordinatorLink``, over
-a client/kafka_connection.KafkaConnection to the group's coordinator (TLS
-and SASL as the worker's ``security.protocol``, ``ssl.*`` and ``sasl.*``
+``connect``, so WorkerGroupMember (distributed/group_member.py) sends its
+JoinGroup, SyncGroup, Heartbeat and LeaveGroup through ``KafkaCoordinatorLink``,
+over a client/blocking_kafka_client.BlockingKafkaClient to the group's
+coordinator (TLS and SASL as the worker's ``security.protocol``, ``ssl.*`` and ``sasl.*``
 say; each request in the highest version both sides know; a settings
 problem or a refused login is a KafkaError naming the broker, not a silent
 fallback).
@@ -17,14 +17,14 @@ COORDINATOR_LOAD_IN_PROGRESS, or a connection that broke, makes the link
 find the coordinator again and send the request again, until the
 request's timeout.
 
-Who calls: ConnectGroup, from the herder's membership thread (one thread:
-no locking).
+Who calls: WorkerGroupMember, from the herder's membership thread (one
+thread: no locking).
 """
 from __future__ import annotations
 
 import time
 
-from kafkalite.client.kafka_connection import KafkaConnection, parse_servers
+from kafkalite.client.blocking_kafka_client import BlockingKafkaClient, parse_servers
 from kafkalite.protocol import ApiKey
 
 # error codes that mean: ask FindCoordinator again
@@ -40,13 +40,14 @@ class KafkaCoordinatorLink:
     def __init__(self, client_config: dict, group_id: str, client_id: str):
         self.config, self.group_id, self.client_id = client_config, group_id, client_id
         self.servers = parse_servers(client_config["bootstrap.servers"])
-        self._conn: KafkaConnection | None = None
+        self._conn: BlockingKafkaClient | None = None
 
-    def _find_coordinator(self, timeout: float) -> KafkaConnection:
+    def _find_coordinator(self, timeout: float) -> BlockingKafkaClient:
         errors = []
         for host, port in self.servers:
             try:
-                conn = KafkaConnection(host, port, self.config, self.client_id, min(timeout, 10))
+                conn = BlockingKafkaClient(host, port, self.config, self.client_id,
+                                           min(timeout, 10))
             except (OSError, ConnectionError) as e:
                 errors.append(f"{host}:{port}: {e}")
                 continue
@@ -64,8 +65,8 @@ class KafkaCoordinatorLink:
             if node["error_code"]:
                 errors.append(f"{host}:{port}: FindCoordinator error {node['error_code']}")
                 continue
-            return KafkaConnection(node["host"], node["port"], self.config, self.client_id,
-                                   min(timeout, 10))
+            return BlockingKafkaClient(node["host"], node["port"], self.config, self.client_id,
+                                       min(timeout, 10))
         raise ConnectionError(f"no coordinator found for group {self.group_id}: "
                               f"{'; '.join(errors)}")
 

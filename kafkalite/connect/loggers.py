@@ -10,10 +10,10 @@ logger of that name and every logger below it (``kafkalite.connect`` sets
 stamps each with the time (``last_modified``, ms; null for a level nobody
 set through the API). Nothing is persisted: a restarted worker has the
 levels of its logging configuration again, except those the config topic
-holds for the whole cluster (distributed.py applies them as it reads them).
+holds for the whole cluster (distributed/ applies them as it reads them).
 
 Who calls: rest.py (worker scope; the standalone herder's cluster scope)
-and distributed.py (a ``logger-cluster-<namespace>`` record). Thread
+and distributed/ (a ``logger-cluster-<namespace>`` record). Thread
 safety: one lock around every change and read.
 """
 from __future__ import annotations

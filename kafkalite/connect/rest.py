@@ -19,7 +19,7 @@ Errors answer Kafka's body ``{"error_code": <HTTP status>, "message":
 (openapi.py). In distributed mode a config write or an offsets change
 (PATCH/DELETE) that reaches a worker other than the group's leader is
 forwarded to the leader (``forward=false``
-on the forwarded request; see distributed.py), and ``POST
+on the forwarded request; see distributed/), and ``POST
 /connectors/{name}/tasks`` is Kafka's internal call of a connector's owner,
 signed with the cluster's session key (KIP-507, signature.py: 400 without a
 signature, 403 with a wrong one).

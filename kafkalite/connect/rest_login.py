@@ -6,7 +6,7 @@ A Connect worker is a process of its own: it cannot read the brokers'
 credential store, but it can ask the brokers whether a user's credentials
 are good by logging in with them. So a REST request's HTTP Basic
 credentials are checked by a SASL login to the worker's bootstrap servers
-(client/kafka_connection.KafkaConnection: the worker's
+(client/blocking_kafka_client.BlockingKafkaClient: the worker's
 ``security.protocol``, ``sasl.mechanism`` and ``ssl.*``, the request's user
 name and password); the principal is ``User:<name>``, as the brokers see it.
 
@@ -48,7 +48,7 @@ import time
 from dataclasses import dataclass
 
 from kafkalite import errors
-from kafkalite.client.kafka_connection import KafkaConnection, parse_servers
+from kafkalite.client.blocking_kafka_client import BlockingKafkaClient, parse_servers
 
 log = logging.getLogger("kafkalite.connect")
 
@@ -162,7 +162,7 @@ class BrokerLogin:
         unreachable = []
         for host, port in self.servers:
             try:
-                KafkaConnection(host, port, config, self._client_id, LOGIN_TIMEOUT_S).close()
+                BlockingKafkaClient(host, port, config, self._client_id, LOGIN_TIMEOUT_S).close()
                 return True
             except (errors.SaslAuthenticationFailedError, errors.UnsupportedSaslMechanismError):
                 return False

@@ -755,7 +755,7 @@ class Worker:
                                                         "true")).lower() == "true"
         self.active_topics: dict[str, dict[str, dict]] = {}
         self._topics_lock = threading.Lock()
-        # distributed.py: writes a newly active topic to the status topic
+        # distributed/: writes a newly active topic to the status topic
         self.on_topic_active = None
 
     def start(self) -> None:

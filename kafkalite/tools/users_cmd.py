@@ -166,7 +166,8 @@ def _edit(args, where: str, read, update) -> int:
 
 
 def _over_kafka(args) -> int:
-    from kafkalite.client.kafka_connection import KafkaConnection, parse_servers
+    from kafkalite.client.blocking_kafka_client import (BlockingKafkaClient as KafkaConnection,
+                                                        parse_servers)
     from kafkalite.server.auth import credentials
     from kafkalite.protocol import ApiKey
     from kafkalite.tools.acls_cmd import client_config

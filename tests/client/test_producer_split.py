@@ -4,8 +4,8 @@ A topic may allow smaller batches than the producer's batch.size (a topic
 config of 2,000 bytes against the default batch.size of 1 MB). The worker
 refuses such a batch whole (MESSAGE_TOO_LARGE, nothing written); the
 producer then sends it again as halves, in its place in the partition's
-order, and closes that topic's later batches smaller (producer.py
-``_Sender._split``). Before, every record of such a batch failed, however
+order, and closes that topic's later batches smaller (producer/sender.py
+``Sender._split``). Before, every record of such a batch failed, however
 small. Checked here against a real server: every record is delivered once,
 in produce order, at the offset its delivery report names, on the
 idempotent and plain paths, per record and in bulk, compressed; a single

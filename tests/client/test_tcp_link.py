@@ -29,7 +29,7 @@ from jepsen import History, check
 from kafkalite.client import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from kafkalite.client.connection import (AuthenticationRefusedError, Connection, KafkaTimeoutError,
                                         PeerLostError)
-from kafkalite.client import producer as producer_module
+from kafkalite.client.producer import sender as producer_module
 from kafkalite import local_socket
 from kafkalite.client.tcp_link import TcpLink, kafka_endpoint_of, resolve_transport, tcp_link_or
 from kafkalite.protocol import ApiKey, encode_response

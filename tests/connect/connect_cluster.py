@@ -2,7 +2,7 @@
 ``kafkalite connect distributed`` workers whose REST ports the test picks
 (the group's member ids start with the worker's URL, so the port order is
 the member id order the assignor breaks ties with), this folder importable
-(connect_plugins), and an optional fault (distributed.py's FAULT_ENV)."""
+(connect_plugins), and an optional fault (distributed/internal_topics.py's FAULT_ENV)."""
 from __future__ import annotations
 
 import os

@@ -1,4 +1,4 @@
-"""The config offset in the Connect group's assignment (distributed.py, as
+"""The config offset in the Connect group's assignment (connect/distributed/, as
 Kafka's configOffset): a worker whose view of the config topic lags starts
 nothing of an assignment before it has read the topic up to the offset
 the leader had read; one that cannot within ``worker.sync.timeout.ms``

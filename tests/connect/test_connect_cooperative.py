@@ -1,6 +1,6 @@
 """Incremental cooperative rebalancing of distributed mode (KIP-415,
-distributed.py's CooperativeAssignor): the assignor's rounds on their own,
-then worker processes on a real server (connectors and their tasks are
+distributed/assignor.py's IncrementalCooperativeAssignor): the assignor's
+rounds on their own, then worker processes on a real server (connectors and their tasks are
 the units): a fourth worker joining three restarts only the tasks that
 move to it; kill -9 of a worker moves its connectors and tasks after
 ``scheduled.rebalance.max.delay.ms`` while the others' keep running, and
@@ -23,8 +23,8 @@ from harness import child_env, free_port, wait_until
 
 from kafkalite.connect import SourceConnector, SourceRecord, SourceTask
 from kafkalite.connect.data import Schema
-from kafkalite.connect.distributed import (CooperativeAssignor, connector_unit, task_unit,
-                                           unit_connector)
+from kafkalite.connect.distributed import (IncrementalCooperativeAssignor, connector_unit,
+                                           task_unit, unit_connector)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -75,7 +75,7 @@ def runs(a: dict) -> dict:
 
 
 def test_assignor_newcomer_gets_its_share_in_two_rounds_and_nothing_else_moves():
-    asg = CooperativeAssignor(max_delay_ms=1000)
+    asg = IncrementalCooperativeAssignor(max_delay_ms=1000)
     units = [f"c{i}" for i in range(6)]
     first = asg.assign(members({"a": [], "b": [], "c": []}), units, now=0)
     assert sorted(len(x) for x in runs(first).values()) == [2, 2, 2]
@@ -98,7 +98,7 @@ def test_assignor_newcomer_gets_its_share_in_two_rounds_and_nothing_else_moves()
 
 
 def test_assignor_holds_a_departed_members_units_for_the_delay():
-    asg = CooperativeAssignor(max_delay_ms=5000)
+    asg = IncrementalCooperativeAssignor(max_delay_ms=5000)
     units = ["c0", "c1", "c2", "c3"]
     owned = runs(asg.assign(members({"a": [], "b": []}), units, now=0))
     gone = owned.pop("b")
@@ -110,21 +110,21 @@ def test_assignor_holds_a_departed_members_units_for_the_delay():
     after = asg.assign(members(owned), units, now=15)
     assert after["a"]["units"] == sorted(owned["a"] + gone) and after["a"]["delay"] == 0
     # the leader itself departed: the next leader remembers the round it was sent
-    asg1 = CooperativeAssignor(max_delay_ms=5000)
+    asg1 = IncrementalCooperativeAssignor(max_delay_ms=5000)
     first = asg1.assign(members({"a": [], "b": []}), units, now=0)
-    successor = CooperativeAssignor(max_delay_ms=5000)
+    successor = IncrementalCooperativeAssignor(max_delay_ms=5000)
     successor.remember(first["b"])
     left = successor.assign(members({"b": runs(first)["b"]}), units, now=1)
     assert left["b"]["units"] == runs(first)["b"] and left["b"]["delay"] == 5000
     # no delay configured: dealt out at once
-    asg0 = CooperativeAssignor(max_delay_ms=0)
+    asg0 = IncrementalCooperativeAssignor(max_delay_ms=0)
     o = runs(asg0.assign(members({"a": [], "b": []}), units, now=0))
     o.pop("b")
     assert asg0.assign(members(o), units, now=1)["a"]["units"] == units
 
 
 def test_assignor_revokes_deleted_and_doubly_claimed_units():
-    asg = CooperativeAssignor(max_delay_ms=0)
+    asg = IncrementalCooperativeAssignor(max_delay_ms=0)
     a = asg.assign(members({"a": ["c0", "gone"], "b": ["c0", "c1"]}), ["c0", "c1", "c2"], now=0)
     assert a["a"]["revoked"] == ["gone"] and a["b"]["revoked"] == ["c0"]
     assert a["a"]["units"] == ["c0", "c2"] and a["b"]["units"] == ["c1"]
@@ -132,7 +132,7 @@ def test_assignor_revokes_deleted_and_doubly_claimed_units():
 
 
 def test_assignor_spreads_a_connectors_tasks_over_the_members():
-    asg = CooperativeAssignor(max_delay_ms=0, group_of=unit_connector)
+    asg = IncrementalCooperativeAssignor(max_delay_ms=0, group_of=unit_connector)
     units = [connector_unit("pg")] + [task_unit("pg", i) for i in range(3)]
     first = asg.assign(members({"a": [], "b": [], "c": []}), units, now=0)
     where = {u: m for m, x in first.items() for u in x["units"]}

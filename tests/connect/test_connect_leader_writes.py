@@ -1,4 +1,4 @@
-"""Config writes go through the Connect group's leader (distributed.py, as
+"""Config writes go through the Connect group's leader (connect/distributed/, as
 Kafka's DistributedHerder): ``kafkalite connect distributed`` workers on a
 real server, driven over their REST APIs, the config topic read back with
 Kafka's own client (confluent-kafka, read_committed).

@@ -1,5 +1,5 @@
 """KIP-875 offsets changes in distributed mode go through the Connect
-group's leader (distributed.py, as Kafka's DistributedHerder): two
+group's leader (connect/distributed/, as Kafka's DistributedHerder): two
 ``kafkalite connect distributed`` workers on a real server, the first one
 started the leader, every change sent to the other (the follower).
 

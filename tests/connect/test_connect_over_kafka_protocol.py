@@ -279,17 +279,17 @@ def test_exactly_once_source_and_sink_offsets_over_the_kafka_listener(server, tm
 
 
 def test_group_membership_over_kafka_protocol_survives_a_dropped_connection(server):
-    """ConnectGroup over kafka_group.py: join as the only member (its own
+    """WorkerGroupMember over kafka_group.py: join as the only member (its own
     assignment), a heartbeat after the coordinator's connection broke finds
     the coordinator again, leave; and a bootstrap address nobody listens on
     is an error naming it, within the request's timeout."""
     import socket
 
-    from kafkalite.connect.distributed import ConnectGroup
+    from kafkalite.connect.distributed import WorkerGroupMember
     from kafkalite.connect.kafka_group import KafkaCoordinatorLink
     from kafkalite.protocol import ApiKey
-    g = ConnectGroup({"bootstrap.servers": server.kafka_bootstrap, **KAFKA},
-                     group_name("kgroup"), "http://127.0.0.1:1", 6000, 10000)
+    g = WorkerGroupMember({"bootstrap.servers": server.kafka_bootstrap, **KAFKA},
+                          group_name("kgroup"), "http://127.0.0.1:1", 6000, 10000)
     try:
         got = g.join(lambda members: {m: {"members": [x for x, _ in members]}
                                       for m, _ in members})
@@ -315,7 +315,7 @@ def test_distributed_worker_over_sasl_ssl(tmp_path, workers, mechanism):
     with a wrong password the group client's error says authentication
     failed."""
     from harness import ServerProcess
-    from kafkalite.connect.distributed import ConnectGroup
+    from kafkalite.connect.distributed import WorkerGroupMember
     from kafkalite.tools.dev_certs import make_certs
     certs = make_certs(str(tmp_path / "certs"))
     data = str(tmp_path / "data")
@@ -355,8 +355,8 @@ def test_distributed_worker_over_sasl_ssl(tmp_path, workers, mechanism):
             c.close()
         assert sorted(got) == sorted(b"s-%d" % i for i in range(10))
 
-        g = ConnectGroup({"bootstrap.servers": srv.kafka_bootstrap, **KAFKA, **security,
-                          "sasl.password": "wrong"}, group, "http://127.0.0.1:1", 6000, 10000)
+        g = WorkerGroupMember({"bootstrap.servers": srv.kafka_bootstrap, **KAFKA, **security,
+                               "sasl.password": "wrong"}, group, "http://127.0.0.1:1", 6000, 10000)
         try:
             with pytest.raises(Exception, match="authentication failed"):
                 g.join(lambda members: {})

@@ -1,4 +1,4 @@
-"""Zombie fencing by task count (KIP-618, distributed.py): two ``kafkalite
+"""Zombie fencing by task count (KIP-618, connect/distributed/): two ``kafkalite
 connect distributed`` workers with ``exactly.once.source.support=enabled``
 on a real server; the zombie is Kafka's own client (confluent-kafka)
 holding a task's transactional id, the topic and the config topic read

@@ -1,4 +1,4 @@
-"""kafkalite.client.kafka_connection: a blocking Kafka-protocol connection
+"""kafkalite.client.blocking_kafka_client: a blocking Kafka-protocol connection
 (TLS, SASL PLAIN/SCRAM through scramp, ApiVersions negotiated) against a
 real server's SASL_PLAINTEXT listener."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 from harness import ServerProcess, run_cli
 
 from kafkalite import errors
-from kafkalite.client.kafka_connection import KafkaConnection, parse_servers
+from kafkalite.client.blocking_kafka_client import BlockingKafkaClient, parse_servers
 from kafkalite.errors import InvalidConfigurationError
 from kafkalite.protocol import ApiKey
 
@@ -31,11 +31,11 @@ def server(tmp_path_factory):
         srv.kill()
 
 
-def connect(srv, **conf) -> KafkaConnection:
+def connect(srv, **conf) -> BlockingKafkaClient:
     host, port = parse_servers(srv.kafka_bootstrap)[0]
-    return KafkaConnection(host, port, {"security.protocol": "SASL_PLAINTEXT",
-                                        "sasl.username": USER, "sasl.password": PASSWORD,
-                                        **conf}, "test", 10)
+    return BlockingKafkaClient(host, port, {"security.protocol": "SASL_PLAINTEXT",
+                                            "sasl.username": USER, "sasl.password": PASSWORD,
+                                            **conf}, "test", 10)
 
 
 def test_parse_servers():

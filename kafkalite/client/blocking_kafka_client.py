@@ -1,11 +1,29 @@
-"""A blocking connection that speaks Kafka's protocol over TCP, for the few
-callers that must send Kafka requests themselves rather than through
-confluent-kafka: the Connect group's membership over Kafka's protocol
-(connect/kafka_group.py: confluent-kafka cannot join a group of protocol
-type ``connect``) and ``kafkalite users --bootstrap-server``
-(tools/users_cmd.py: librdkafka mishandles one of the SCRAM answers).
+"""A blocking client of one broker that speaks Kafka's protocol over TCP
+(``BlockingKafkaClient``), for the few callers that must send Kafka
+requests themselves rather than through confluent-kafka:
 
-``KafkaConnection(host, port, config, client_id, timeout)`` connects,
+- the Connect group's membership over Kafka's protocol
+  (connect/kafka_group.py: confluent-kafka cannot join a group of protocol
+  type ``connect``);
+- the Connect REST API's login check (connect/rest_login.py: a SASL login
+  with a request's credentials, then the connection is closed);
+- ``kafkalite users --bootstrap-server`` (tools/users_cmd.py: librdkafka
+  mishandles one of the SCRAM answers).
+
+client/connection.py takes its SASL exchange (``sasl_login``,
+``sasl_mechanism``) for the native protocol's logins.
+
+Why blocking, and outside the client's ``Link`` seam (link.py): a Link is
+for a client's hot path, many requests in flight, answers collected by a
+poll loop on the owner's thread (the producer's sender, the consumer).
+These callers send one request at a time and wait for its answer on
+their own thread (the Connect herder's membership thread, a REST request's
+thread, a command), so a socket they block on, with a timeout per
+request, is all they need. (Not the server's KafkaConnection,
+server/network/kafka_listener.py: that is a broker's end of a client's
+connection.)
+
+``BlockingKafkaClient(host, port, config, client_id, timeout)`` connects,
 wraps TLS and logs in as librdkafka's settings in ``config`` say:
 
 - ``security.protocol``: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL;
@@ -123,8 +141,9 @@ def sasl_login(send, mechanism: str, user: str, password: str, where: str,
         raise errors.SaslAuthenticationFailedError(f"{where}: SCRAM: {exc}") from None
 
 
-class KafkaConnection:
-    """One Kafka-protocol connection (ApiVersions asked, TLS and SASL done)."""
+class BlockingKafkaClient:
+    """One blocking Kafka-protocol connection to a broker (ApiVersions
+    asked, TLS and SASL done)."""
 
     def __init__(self, host: str, port: int, config: dict, client_id: str, timeout: float):
         self.address = f"{host}:{port}"

@@ -1,143 +1,49 @@
-"""Distributed mode: workers sharing connectors and their tasks through a
-group of protocol type ``connect`` and three compacted internal topics, as
-Kafka Connect's DistributedHerder.
+"""The distributed herder (Kafka's DistributedHerder): a Herder
+(connect/herder.py, whose standalone herder keeps a worker's connectors to
+itself) whose connectors and tasks are those the Connect group assigned
+to this worker. It runs the membership loop (group_member.py; the leader
+assigns with assignor.py), reads configs and statuses from the internal
+topics' views (internal_topics.py), sends config writes through the
+group's leader, hands a connector's task configs to the leader, and on the
+leader runs its duties (session key rotation, KIP-618 zombie fencing,
+offsets changes). The design, record by record and thread by thread:
+docs/connect-distributed.md.
 
-- Membership (ConnectGroup): each worker joins the group ``group.id``
-  through the broker's classic JoinGroup/SyncGroup/Heartbeat (protocol
-  ``compatible``; over kafkalite's native protocol, or Kafka's with
-  ``kafkalite.client.protocol=kafka``: kafka_group.py), with its REST URL
-  and the units it runs as member metadata (JSON). The units are
-  connectors and tasks (Kafka's ConnectorTaskId; connector_unit,
-  task_unit), assigned separately: a connector runs its
-  ``start``/``task_configs`` on one worker, each of its tasks wherever it
-  is assigned, a connector's tasks spread over the workers. Assignment
-  is incremental and cooperative as Kafka's KIP-415 (CooperativeAssignor):
-  a rebalance stops only the units it revokes; the others keep running
-  through it. A newcomer gets its share in two rounds
-  (the loaded members revoke, then the freed units go to it). A worker
-  that dies stops heartbeating; after ``session.timeout.ms`` the group
-  rebalances, and after ``scheduled.rebalance.max.delay.ms`` more (Kafka's
-  default 300000; the time a restarting worker has to come back to its
-  units) its connectors and tasks start on the others, source tasks at the
-  offsets their previous owner stored in ``offset.storage.topic`` (a moved
-  sink task rejoins its connector's consumer group, which waits out the
-  dead task's ``consumer.session.timeout.ms``; an exactly-once source task
-  keeps its ``transactional.id`` ``<group.id>-<connector>-<task>``, so its
-  new owner's init_transactions fences the old one). A worker the group
-  expelled (its session expired while it lived) stops everything before it
-  rejoins.
-- ``config.storage.topic`` (default ``connect-configs``): Kafka's keys and
-  values: ``connector-<name>`` -> ``{"properties": {...}}`` (null: deleted),
-  ``target-state-<name>`` -> ``{"state": "STARTED"|"PAUSED"|"STOPPED"}``,
-  ``task-<name>-<n>`` -> ``{"properties": {...}}`` then ``commit-<name>`` ->
-  ``{"tasks": <count>}``, ``task-count-record-<name>`` -> ``{"task-count":
-  <count>}`` and ``session-key`` (both below). Only the group's leader writes this topic
-  (below). The connector's owner makes its task configs (task records
-  first, then the commit record, written by the leader) when it starts, when the
-  connector asks for a reconfiguration and they changed, always after its
-  config changed (the tasks then restart with the new connector config),
-  and none when it is STOPPED (KIP-875). A reader applies a connector's
-  task configs only on their commit record, so no worker starts half a
-  set. Every worker tails the topic; a change of the connectors or of a
-  task count makes the workers rejoin, so the group rebalances; a changed
-  connector config restarts the connector where it runs, new task configs
-  restart each task where it runs, and each owner applies the target
-  state to what it runs (the connector, or its tasks).
-- ``status.storage.topic`` (default ``connect-status``):
-  ``status-connector-<name>`` -> ``{"state", "trace", "worker_id",
-  "generation", "type"}``, ``status-task-<name>-<id>`` -> ``{"state",
-  "trace", "worker_id", "generation"}``, written by the unit's worker when
-  its state changes (``generation``: the group generation it started in;
-  a unit running on through rebalances keeps its record); a task its
-  connector no longer has gets a tombstone from the worker that stopped
-  it. Every worker's REST API answers from it and from the task configs.
+Which process runs it: a ``kafkalite connect distributed`` worker
+(tools/connect_cmd.py); threads: ``connect-membership`` (join, heartbeat,
+apply assignments), ``connect-internal-requests`` (task configs to the
+leader, the leader's duties) and the REST API's.
 
-Config writes go through the leader, as Kafka's DistributedHerder: the
-assignment names the leader's REST URL; a create, config update, delete,
-pause, resume or stop that reaches another worker is validated there (a 400
-names the field, as the leader's would), then forwarded to the leader's REST
-API marked ``forward=false`` (rest.py), whose answer passes through
-unchanged; a connector's owner hands its task configs to the leader (Kafka's
-``POST /connectors/{name}/tasks``). While the group rebalances a write waits
-for the next leader (``LEADER_WAIT_S``), then answers 409; a forwarded
-request reaching a worker that no longer leads answers 409 (no second hop).
-With ``exactly.once.source.support=enabled`` the leader writes config
-records in transactions of the producer ``connect-cluster-<group.id>``,
-claimed when its leadership starts (KIP-618's leader fencing): a deposed
-leader's write is fenced, never lands, and answers 409; the fenced worker
-rejoins (and claims again if the group still makes it leader). Every
-internal-topic record carries the header ``kafkalite.connect.writer``: the
-worker that wrote it.
+What it may import: the rest of connect/distributed/, connect/ (herder.py,
+worker.py, errors.py, signature.py, rest_login.py, clients.py, plugins.py,
+config.py), kafkalite.errors and the standard library.
 
-Offsets changes (KIP-875 ``PATCH``/``DELETE /connectors/{name}/offsets``)
-go through the leader too, as Kafka's modifyConnectorOffsets: forwarded as
-the config writes are (409 during a rebalance), processed by the leader
-after it read the config topic to its end, only for a connector whose
-target state is STOPPED and that has no task configs left (else 400 naming
-its ``/stop`` endpoint). A source connector's offsets are written to the
-offsets topic (under exactly-once support: after fencing the producers of
-every task it had, in a transaction of its task 0's transactional id, as
-Kafka's Worker.modifySourceConnectorOffsets); a sink connector's are its
-consumer group's ``connect-<name>``, altered (or the group deleted) with
-the admin client. ``GET /offsets`` answers on any worker, from the offsets
-topic read to its end or the group's committed offsets.
-
-The config offset (Kafka's configOffset in ConnectProtocol's assignment):
-the leader reads the config topic to its end (bounded by
-``worker.sync.timeout.ms``, Kafka's default 3000) before it computes an
-assignment and before every config write (409 when it cannot), and puts
-the offset its view has read up to into each assignment. A member whose
-view is behind it reads up to it (heartbeating, bounded by the same
-timeout) before it stops or starts anything of the assignment; one that
-cannot stops all it runs, leaves the group, waits
-``worker.unsync.backoff.ms`` (Kafka's default 300000) and rejoins, so no
-worker starts a task from the task configs its lagging view still has.
-Fault hook for its tests: ``KAFKALITE_CONNECT_FAULT=tail-paused-by:<path>``
-(the tail thread reads nothing while ``<path>`` exists); never set outside
-them.
-
-REST calls that act on a running connector (restart) go to its owner's REST
-API, and a task's restart to the task's owner, when another worker runs it;
-a restart with ``includeTasks`` restarts each task on its own worker.
-
-Who calls: the ``kafkalite connect distributed`` command and tests. Thread
-safety: the membership thread and the tail thread change the local herder
-under its lock; the sender thread hands task configs to the leader; REST
-threads wait for a leader under ``_leadership``; the sender thread also
-runs the leader's duties below. Left out from Kafka: no ``PUT
-/connectors/{name}/fence-zombies`` (the leader fences on its own); members
-do not send their config offsets in their metadata, so a leader that could
-not read the config topic to its end assigns from what it has read instead
-of answering CONFIG_MISMATCH; a sink partition's offset cannot be
-reset alone (a null offset: DELETE resets them all).
-
-Signed internal requests (KIP-507, signature.py): the leader writes a
-session key to the config topic (``session-key``) when there is none and
-every ``inter.worker.key.ttl.ms``; a connector's owner signs the task
-configs it hands to the leader with it (``inter.worker.signature.algorithm``),
-and the leader refuses them unsigned (400) or signed with another key
-(403); the owner then signs them again once it has read the new key.
-
-Zombie fencing (KIP-618, ``exactly.once.source.support=enabled``): a
-source connector's committed task configs are "pending fencing" until a
-``task-count-record-<name>`` ``{"task-count": N}`` follows them in the
-config topic; no task of that generation starts while they are. The leader
-writes that record after fencing the producers (``fence_producers``) of the
-transactional ids ``<group.id>-<name>-<task>`` of every task of the
-earlier generations, so a task the new generation no longer has (the count
-shrank: no new incarnation of it will ever fence it) cannot commit again.
+Longer than 900 lines: ``DistributedHerder`` is one class as Kafka's is,
+its state (the local connectors and tasks, the leadership, the pending
+task configs) guarded by the herder's lock and ``_leadership`` together;
+what could stand alone (membership, assignment, the internal topics) is
+in the sibling modules, and cutting the class into mixins would spread
+one lock's invariants over several files.
 """
 from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 
+from kafkalite.connect.distributed.assignor import (IncrementalCooperativeAssignor,
+                                                    connector_unit, parse_unit, task_unit,
+                                                    unit_connector)
+from kafkalite.connect.distributed.group_member import WorkerGroupMember
+from kafkalite.connect.distributed.internal_topics import (LOGGER_CLUSTER_PREFIX,
+                                                           TASK_COUNT_PREFIX,
+                                                           TOPIC_STATUS_PREFIX,
+                                                           TOPIC_STATUS_SEPARATOR,
+                                                           InternalTopics)
 from kafkalite.connect.errors import (REBALANCE_CONFLICT, BadRequestException, ConnectException,
                                       ForbiddenException, NotFoundException, NotLeaderException,
                                       RebalanceNeededException)
@@ -149,11 +55,6 @@ from kafkalite.connect.signature import (ALGORITHMS, DEFAULT_ALGORITHM, DEFAULT_
 
 log = logging.getLogger("kafkalite.connect")
 
-# Kafka Connect's name of its cooperative protocol (KIP-415); the metadata is ours (JSON)
-PROTOCOL = "compatible"
-# the header on every internal-topic record naming the worker that wrote it (ours: Kafka
-# writes none; readers that do not know it ignore it)
-WRITER_HEADER = "kafkalite.connect.writer"
 # how long a config write waits out a rebalance for a leader before its 409
 LEADER_WAIT_S = 15.0
 # a task config write the owner could not hand to the leader is tried again this often (and
@@ -165,25 +66,11 @@ PREDECESSOR_WAIT_S = 5.0
 # how long an offsets change waits for the stopped connector's tasks to end
 # on their owners (their last offset commit) before going ahead anyway
 TASKS_STOPPED_WAIT_S = 10.0
-# the config topic's key of a connector's KIP-618 task count record (+ the connector's name)
-TASK_COUNT_PREFIX = "task-count-record-"
-# the config topic's key of a cluster-wide log level (KIP-976; + the logger's namespace),
-# value {"level": <Kafka's level name>}: any worker writes it, every worker applies it
-LOGGER_CLUSTER_PREFIX = "logger-cluster-"
-# the status topic's key of a connector's active topic (KIP-558): "topic-<topic>-connector-
-# <connector>" -> {"topic": {"name", "connector", "task", "discoverTimestamp"}}, written
-# by the worker whose task used the topic first; a reset writes tombstones
-TOPIC_STATUS_PREFIX, TOPIC_STATUS_SEPARATOR = "topic-", "-connector-"
 # Kafka's defaults: how long a worker may take to read the config topic up to an
 # assignment's config offset (and the leader to its end), and how long one that could
 # not waits, out of the group, before it rejoins
 DEFAULT_WORKER_SYNC_TIMEOUT_MS = 3_000
 DEFAULT_WORKER_UNSYNC_BACKOFF_MS = 300_000
-# Fault injection for the config offset's own tests: "tail-paused-by:<path>" makes the
-# tail thread read nothing while the file <path> exists (this worker's view of the config
-# and status topics lags). Never set outside those tests.
-FAULT_ENV = "KAFKALITE_CONNECT_FAULT"
-TAIL_PAUSE_FAULT = "tail-paused-by:"
 
 
 def transactional_producer_id(group_id: str) -> str:
@@ -211,605 +98,6 @@ def fence_producers(client_config: dict, transactional_ids: list[str]) -> None:
 def _algorithms(value) -> list[str]:
     return [a.strip() for a in (value.split(",") if isinstance(value, str) else value)
             if a.strip()]
-
-
-class _NativeCoordinatorLink:
-    """Requests to a group's coordinator over kafkalite's native protocol
-    (ZeroMQ); kafka_group.KafkaCoordinatorLink is the same over Kafka's."""
-
-    def __init__(self, client_config: dict, group_id: str, client_id: str):
-        import zmq
-
-        from kafkalite.client.connection import parse_bootstrap
-        from kafkalite.client.metadata import Metadata
-        self.group_id, self.client_id = group_id, client_id
-        self._ctx = zmq.Context()
-        self._meta = Metadata(parse_bootstrap(client_config["bootstrap.servers"]),
-                              client_id, self._ctx)
-        self._conn = None
-
-    def _coordinator(self):
-        from kafkalite.client.connection import Connection
-        from kafkalite.protocol import ApiKey
-        if self._conn is None:
-            resp = self._meta.admin_request(ApiKey.FIND_COORDINATOR, {
-                "key": self.group_id, "key_type": 0, "coordinator_keys": [self.group_id]}, 10)
-            node = resp["coordinators"][0] if resp.get("coordinators") else resp
-            if node.get("error_code"):
-                raise ConnectException(f"FindCoordinator({self.group_id}): error "
-                                       f"{node['error_code']}")
-            self._conn = Connection(f"tcp://{node['host']}:{node['port']}",
-                                    self.client_id, self._ctx)
-        return self._conn
-
-    def request(self, api, body, timeout):
-        try:
-            return self._coordinator().request(api, body, timeout=timeout)
-        except Exception:
-            if self._conn is not None:
-                self._conn.close()
-            self._conn = None
-            raise
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-        self._meta.close()
-        self._ctx.term()
-
-
-class ConnectGroup:
-    """A worker's membership in the Connect group (synchronous calls, one
-    thread), through its cluster's protocol: kafkalite's native one, or
-    Kafka's (``kafkalite.client.protocol=kafka``: kafka_group.py)."""
-
-    def __init__(self, client_config: dict, group_id: str, url: str,
-                 session_timeout_ms: int = 10_000, rebalance_timeout_ms: int = 60_000):
-        from kafkalite.connect.clients import KAFKA, protocol_of
-        self.group_id, self.url = group_id, url
-        self.session_timeout_ms = session_timeout_ms
-        self.rebalance_timeout_ms = rebalance_timeout_ms
-        if protocol_of(client_config) == KAFKA:
-            from kafkalite.connect.kafka_group import KafkaCoordinatorLink
-            self._link = KafkaCoordinatorLink(client_config, group_id, f"connect-{url}")
-        else:
-            self._link = _NativeCoordinatorLink(client_config, group_id, f"connect-{url}")
-        self.member_id, self.generation = "", -1
-
-    def _request(self, api, body, timeout):
-        return self._link.request(api, body, timeout)
-
-    def join(self, assign, metadata=None, on_expelled=None) -> dict:
-        """Join and sync; ``assign(members)`` runs on the leader with
-        [(member_id, metadata dict)] and returns {member_id: assignment dict}.
-        ``metadata()`` adds to this member's metadata (asked at each JoinGroup);
-        ``on_expelled()`` runs when the coordinator no longer knows this member
-        (its session expired: what it ran may be someone else's by now).
-        Returns this member's assignment."""
-        from kafkalite import errors
-        from kafkalite.protocol import ApiKey
-        while True:
-            meta = json.dumps({"url": self.url, **(metadata() if metadata else {})}).encode()
-            body = self._request(ApiKey.JOIN_GROUP, {
-                "group_id": self.group_id, "session_timeout_ms": self.session_timeout_ms,
-                "rebalance_timeout_ms": self.rebalance_timeout_ms, "member_id": self.member_id,
-                "group_instance_id": None, "protocol_type": "connect",
-                "protocols": [{"name": PROTOCOL, "metadata": meta}], "reason": None},
-                self.rebalance_timeout_ms / 1000 + 10)
-            code = body["error_code"]
-            if code == errors.MemberIdRequiredError.code:
-                self.member_id = body["member_id"]
-                continue
-            if code in (errors.UnknownMemberIdError.code, errors.IllegalGenerationError.code):
-                self.member_id = ""
-                if on_expelled is not None:
-                    on_expelled()
-                continue
-            if code:
-                raise errors.error_for_code(code)(f"JoinGroup {self.group_id}")
-            self.member_id, self.generation = body["member_id"], body["generation_id"]
-            assignments = []
-            if body["leader"] == self.member_id:
-                members = [(m["member_id"], json.loads(bytes(m["metadata"])))
-                           for m in body["members"]]
-                assignments = [{"member_id": m, "assignment": json.dumps(a).encode()}
-                               for m, a in assign(members).items()]
-            sync = self._request(ApiKey.SYNC_GROUP, {
-                "group_id": self.group_id, "generation_id": self.generation,
-                "member_id": self.member_id, "group_instance_id": None,
-                "protocol_type": "connect", "protocol_name": PROTOCOL,
-                "assignments": assignments}, self.rebalance_timeout_ms / 1000 + 10)
-            if sync["error_code"] == errors.RebalanceInProgressError.code:
-                continue
-            if sync["error_code"] in (errors.UnknownMemberIdError.code,
-                                      errors.IllegalGenerationError.code):
-                self.member_id = ""
-                if on_expelled is not None:
-                    on_expelled()
-                continue
-            if sync["error_code"]:
-                raise errors.error_for_code(sync["error_code"])(f"SyncGroup {self.group_id}")
-            return json.loads(bytes(sync["assignment"]) or b"{}")
-
-    def heartbeat(self) -> int:
-        """The Heartbeat's error code: 0 while the generation stands,
-        REBALANCE_IN_PROGRESS when the group rebalances, UNKNOWN_MEMBER_ID or
-        ILLEGAL_GENERATION when this member was expelled."""
-        from kafkalite.protocol import ApiKey
-        body = self._request(ApiKey.HEARTBEAT, {
-            "group_id": self.group_id, "generation_id": self.generation,
-            "member_id": self.member_id, "group_instance_id": None}, 10)
-        return body["error_code"]
-
-    def leave(self) -> None:
-        from kafkalite.protocol import ApiKey
-        if not self.member_id:
-            return
-        try:
-            self._request(ApiKey.LEAVE_GROUP, {
-                "group_id": self.group_id, "member_id": self.member_id,
-                "members": [{"member_id": self.member_id, "group_instance_id": None,
-                             "reason": "worker stopping"}]}, 5)
-        except Exception:       # noqa: BLE001 -- the session timeout ends it anyway
-            pass
-        self.member_id, self.generation = "", -1      # a rejoin is a new member
-
-    def close(self) -> None:
-        self._link.close()
-
-
-def connector_unit(name: str) -> str:
-    """The assignment unit of a connector instance (JSON: no connector name can
-    make it collide with a task's)."""
-    return json.dumps([name])
-
-
-def task_unit(name: str, task: int) -> str:
-    """The assignment unit of a connector's task (Kafka's ConnectorTaskId)."""
-    return json.dumps([name, task])
-
-
-def parse_unit(unit: str) -> tuple:
-    """(name,) for a connector, (name, task) for a task."""
-    return tuple(json.loads(unit))
-
-
-def unit_connector(unit: str) -> str:
-    """The connector a unit belongs to (the assignor's group: tasks spread)."""
-    return json.loads(unit)[0]
-
-
-class CooperativeAssignor:
-    """The leader's incremental cooperative assignment (Kafka's KIP-415
-    IncrementalCooperativeAssignor); its units are opaque strings (the
-    herder's are connectors and tasks: connector_unit, task_unit).
-
-    Each member's metadata says what it runs (``owned``). A round:
-    units no longer configured are revoked; units of members that left
-    (known from this leader's previous round) are held for
-    ``scheduled.rebalance.max.delay.ms`` in case the member comes back
-    (members rejoin when the delay ends), then dealt out like new units;
-    a member above its fair share (total / members, the remainder to the
-    members that hold most) revokes the excess; units nobody runs go to
-    the members furthest below their share, and among those to the one
-    running fewest units of the same group (``group_of``: a task's
-    connector), so a connector's tasks spread over the workers. A unit
-    revoked in a round is given to no one in the same round: its member
-    stops it and rejoins, and the next round hands it out, so a unit never
-    runs on two members at once. Units that stay put are in no list and
-    keep running.
-
-    Assignment per member: ``{"units": [what it runs after this round],
-    "assigned": [of those, the new ones: to start], "revoked": [to stop],
-    "delay": ms until a rejoin is due (0: none), "owners": {unit: owner
-    url}, "previous": {unit: url} (what the next leader compares with)}``.
-    A new leader starts the delay afresh."""
-
-    def __init__(self, max_delay_ms: int, group_of=None):
-        self.max_delay_ms = max_delay_ms
-        self.group_of = group_of or (lambda unit: unit)
-        # unit -> its owner's url after the last round: every member keeps the one it was
-        # sent (``remember``), so a new leader still knows what a departed member ran
-        self.previous: dict[str, str] = {}
-        self.lost_deadline: float | None = None   # monotonic s when held units are dealt out
-
-    def assign(self, members: list, units: list[str], now: float | None = None) -> dict:
-        now = time.monotonic() if now is None else now
-        units_set = set(units)
-        ids = sorted(m for m, _ in members)
-        meta = dict(members)
-        owned: dict[str, list] = {m: [] for m in ids}
-        revoked: dict[str, list] = {m: [] for m in ids}
-        taken = set()
-        for m in ids:
-            for u in sorted(meta[m].get("owned", [])):
-                if u not in units_set or u in taken:      # deleted, or claimed twice
-                    revoked[m].append(u)
-                else:
-                    owned[m].append(u)
-                    taken.add(u)
-        present = {meta[m]["url"] for m in ids}
-        lost = {u for u, url in self.previous.items()
-                if url not in present and u in units_set and u not in taken}
-        delay = 0
-        if lost and self.max_delay_ms > 0:
-            if self.lost_deadline is None:
-                self.lost_deadline = now + self.max_delay_ms / 1000
-            if now < self.lost_deadline:
-                delay = max(1, int((self.lost_deadline - now) * 1000))
-            else:
-                lost = set()                  # the delay is over: dealt out as new units
-                self.lost_deadline = None
-        else:
-            lost = set()
-            self.lost_deadline = None
-        held = lost
-        total = len(units_set - held)
-        n = len(ids)
-        base, extra = divmod(total, n) if n else (0, 0)
-        # who keeps one above the base share: those holding most already (fewest moves)
-        by_load = sorted(ids, key=lambda m: (-len(owned[m]), m))
-        share = {m: base + (1 if i < extra else 0) for i, m in enumerate(by_load)}
-        for m in ids:
-            excess = len(owned[m]) - share[m]
-            if excess > 0:
-                revoked[m] += owned[m][-excess:]
-                owned[m] = owned[m][:-excess]
-        revoked_now = {u for r in revoked.values() for u in r}
-        free = sorted(units_set - taken - held)
-        free = [u for u in free if u not in revoked_now]
-        group_of = self.group_of
-        for u in free:
-            g = group_of(u)
-            m = min(ids, key=lambda x: (len(owned[x]) - share[x],
-                                        sum(1 for o in owned[x] if group_of(o) == g),
-                                        len(owned[x]), x))
-            owned[m].append(u)
-        owners = {u: meta[m]["url"] for m in ids for u in owned[m]}
-        # held units stay their departed member's, and a unit being revoked its member's
-        # until it rejoins: lost if that member goes before then
-        previous = {**{u: self.previous[u] for u in held},
-                    **{u: meta[m]["url"] for m in ids for u in revoked[m] if u in units_set},
-                    **owners}
-        self.previous = previous
-        return {m: {"units": sorted(owned[m]),
-                    "assigned": sorted(set(owned[m]) - set(meta[m].get("owned", []))),
-                    "revoked": sorted(revoked[m]), "delay": delay, "owners": owners,
-                    "previous": previous} for m in ids}
-
-    def remember(self, assignment: dict) -> None:
-        """A member's copy of the round it was sent, should it lead the next."""
-        self.previous = dict(assignment.get("previous", {}))
-
-
-class InternalTopics:
-    """The config and status topics: produced to, and tailed into views
-    (read_committed: a config write of a fenced leader never shows).
-
-    Config records are written by the group's leader only (``write_config``).
-    With ``transactional_id`` (exactly-once source support) the leader
-    writes them in transactions of a producer it claims when it becomes
-    leader (``claim_write_privileges``, Kafka's KafkaConfigBackingStore):
-    the claim bumps the id's epoch, so a deposed leader still writing is
-    fenced and its records never land; ``on_fenced()`` then tells the herder.
-    Every record carries the header ``WRITER_HEADER``: the worker that wrote
-    it. Thread safety: writes from any thread; the leader's transactional
-    producer is used under ``_write_lock`` (one transaction at a time)."""
-
-    def __init__(self, client_config, config_topic, status_topic, on_config_change,
-                 transactional_id: str | None = None, on_fenced=None):
-        self.client_config = client_config
-        self.transactional_id = transactional_id
-        self.on_fenced = on_fenced
-        self.writer = ""                          # this worker's id, for WRITER_HEADER
-        self._write_lock = threading.Lock()
-        self._leader_producer = None              # transactional: while write privileges last
-        self.config_topic, self.status_topic = config_topic, status_topic
-        self.configs: dict[str, dict] = {}       # connector -> properties
-        self.targets: dict[str, str] = {}        # connector -> target state
-        # connector -> its committed task configs; task configs are applied only when
-        # their commit record arrives (``_staged`` until then), so no one starts half a set
-        self.task_configs: dict[str, list[dict]] = {}
-        self._staged: dict[str, dict[int, dict]] = {}
-        # connector -> how many task config commits this view applied: a task whose
-        # connector's count moved on since it started runs an outdated config
-        self.task_commits: dict[str, int] = {}
-        self.status: dict[str, dict] = {}        # status key -> value
-        # KIP-507: the cluster's session key (signature.py), None until the leader wrote one
-        self.session_key: SessionKey | None = None
-        # KIP-618 zombie fencing: connector -> its last ``task-count-record`` (the task count
-        # of the generation that started after its predecessors were fenced), and the
-        # connectors whose task configs were committed after it (pending fencing) -> the
-        # largest task count of the generations those configs replaced (whose producers the
-        # leader fences before the new generation may start)
-        self.task_count_records: dict[str, int] = {}
-        self.pending_fencing: dict[str, int] = {}
-        # connector -> the most task configs any of its commits had (whose producers an
-        # exactly-once offsets change fences)
-        self.max_task_counts: dict[str, int] = {}
-        # the config topic's offset this view has read up to (Kafka's config offset: the
-        # next one to read), and a consumer of our own for the topic's end offset
-        self.config_position = 0
-        self._ends = None
-        self._ends_lock = threading.Lock()
-        self.on_config_change = on_config_change
-        self.on_topic_reset = None                # (connector, topic): a KIP-558 reset read
-        self._lock = threading.Condition()
-        self._seen = 0                            # records applied
-        self._stop = threading.Event()
-        self._producer = None
-        # the REST API serves before start() has made the topics and the producer
-        self._ready = threading.Event()
-        self._thread = None
-
-    def start(self):
-        from kafkalite.client import NewTopic
-        from kafkalite.connect.clients import AdminClient, Producer
-        from kafkalite.errors import TopicAlreadyExistsError
-        admin = AdminClient(self.client_config)
-        try:
-            for t in (self.config_topic, self.status_topic):
-                try:
-                    admin.create_topics([NewTopic(t, 1, config={"cleanup.policy": "compact"})])[
-                        t].result()
-                except TopicAlreadyExistsError:
-                    pass
-        finally:
-            admin.close()
-        self._producer = Producer({**self.client_config, "linger.ms": 0})
-        from kafkalite.connect.clients import Consumer
-        self._ends = Consumer({**self.client_config, "enable.auto.commit": False,
-                               "isolation.level": "read_committed"})
-        self._ready.set()
-        self._thread = threading.Thread(target=self._tail, daemon=True, name="connect-tail")
-        self._thread.start()
-
-    def _tail(self):
-        from kafkalite.client import OFFSET_BEGINNING, TopicPartition
-        from kafkalite.connect.clients import Consumer
-        c = Consumer({**self.client_config, "enable.auto.commit": False,
-                      "fetch.max.wait.ms": 100, "isolation.level": "read_committed"})
-        c.assign([TopicPartition(self.config_topic, 0, OFFSET_BEGINNING),
-                  TopicPartition(self.status_topic, 0, OFFSET_BEGINNING)])
-        config_tp = TopicPartition(self.config_topic, 0)
-        fault = os.environ.get(FAULT_ENV, "")
-        paused_by = fault[len(TAIL_PAUSE_FAULT):] if fault.startswith(TAIL_PAUSE_FAULT) else ""
-        try:
-            while not self._stop.is_set():
-                if paused_by and os.path.exists(paused_by):
-                    self._stop.wait(0.1)
-                    continue
-                changed = False
-                for m in c.consume(1000, 0.2):
-                    if m.error():
-                        continue
-                    key = m.key().decode()
-                    value = None if m.value() is None else json.loads(m.value())
-                    with self._lock:
-                        if m.topic() == self.config_topic:
-                            changed |= self._apply_config(key, value)
-                        elif value is None:
-                            gone = self.status.pop(key, None)
-                            if gone and key.startswith(TOPIC_STATUS_PREFIX) and \
-                                    self.on_topic_reset is not None:
-                                self.on_topic_reset(gone["topic"]["connector"],
-                                                    gone["topic"]["name"])
-                        else:
-                            self.status[key] = value
-                        self._seen += 1
-                        self._lock.notify_all()
-                # by position, not by the last record: transaction markers take offsets too
-                position = c.position([config_tp])[0].offset
-                if position > self.config_position:
-                    with self._lock:
-                        self.config_position = position
-                        self._lock.notify_all()
-                if changed:
-                    self.on_config_change()
-        finally:
-            c.close()
-
-    def _apply_config(self, key, value) -> bool:
-        """Apply one config topic record; True when the set of assignment units
-        (connectors and their task counts) may have changed."""
-        if key == SESSION_KEY:
-            if value is not None:
-                self.session_key = SessionKey.from_record(value)
-                log.info("config topic: session key of %d (%s) read",
-                         self.session_key.creation_timestamp, self.session_key.algorithm)
-            return False
-        if key.startswith(LOGGER_CLUSTER_PREFIX):
-            if value is not None:
-                from kafkalite.connect import loggers
-                try:
-                    loggers.set_level(key[len(LOGGER_CLUSTER_PREFIX):], value.get("level"))
-                except ConnectException as e:
-                    log.warning("config topic: %s: %s", key, e)
-            return False
-        if key.startswith(TASK_COUNT_PREFIX):
-            # before "task-": a task count record is no task config
-            name = key[len(TASK_COUNT_PREFIX):]
-            if value is not None:
-                self.task_count_records[name] = int(value["task-count"])
-                self.pending_fencing.pop(name, None)
-            return False
-        if key.startswith("connector-"):
-            name = key[len("connector-"):]
-            if value is None:
-                self.configs.pop(name, None)
-                self.targets.pop(name, None)
-                self.task_configs.pop(name, None)
-                self._staged.pop(name, None)
-                self.task_count_records.pop(name, None)
-                self.pending_fencing.pop(name, None)
-                self.max_task_counts.pop(name, None)
-            else:
-                self.configs[name] = value["properties"]
-            return True
-        if key.startswith("target-state-"):
-            # the owner applies a target state between heartbeats: no rebalance
-            name = key[len("target-state-"):]
-            self.targets[name] = value["state"] if value else "STARTED"
-            return False
-        if key.startswith("task-"):
-            name, _, task = key[len("task-"):].rpartition("-")
-            if value is not None and task.isdigit():
-                self._staged.setdefault(name, {})[int(task)] = value["properties"]
-            return False
-        if key.startswith("commit-"):
-            name = key[len("commit-"):]
-            count = int(value.get("tasks", 0)) if value else 0
-            staged = self._staged.pop(name, {})
-            if any(i not in staged for i in range(count)):
-                # a compacted topic keeps each task's latest record before the commit
-                # that follows it: a gap is a writer that died mid-set; the old set stands
-                log.warning("config topic: commit of %d task configs for %s without all of "
-                            "them; ignored", count, name)
-                return False
-            before = len(self.task_configs.get(name, []))
-            self.pending_fencing[name] = max(self.pending_fencing.get(name, 0), before)
-            self.task_configs[name] = [staged[i] for i in range(count)]
-            self.max_task_counts[name] = max(self.max_task_counts.get(name, 0), count)
-            self.task_commits[name] = self.task_commits.get(name, 0) + 1
-            return count != before
-        return False
-
-    def write(self, topic, key, value) -> None:
-        self.write_many(topic, [(key, value)])
-
-    def write_many(self, topic, records) -> None:
-        """Produce [(key, value)] in this order (one partition) and wait for all."""
-        if not self._ready.wait(30):
-            raise ConnectException("the worker is still starting: its internal topics are not "
-                                   "ready")
-        for key, value in records:
-            self._producer.produce(topic, key=key.encode(), headers=self._headers(),
-                                   value=None if value is None else json.dumps(value).encode())
-        if self._producer.flush(30):
-            raise ConnectException(f"{topic}: write of {records[-1][0]} not acknowledged in "
-                                   f"30 s")
-
-    def _headers(self):
-        return [(WRITER_HEADER, self.writer.encode())]
-
-    def write_config(self, records) -> None:
-        """The leader's write of config records [(key, value)]: one
-        transaction under exactly-once support (refused once another worker
-        claimed the leader's transactional id), plain writes otherwise."""
-        if self.transactional_id is None:
-            self.write_many(self.config_topic, records)
-            return
-        from kafkalite.errors import KafkaError
-        with self._write_lock:
-            p = self._leader_producer
-            if p is None:
-                raise RebalanceNeededException(
-                    f"{REBALANCE_CONFLICT}: this worker holds no write privileges on the "
-                    f"config topic")
-            try:
-                p.begin_transaction()
-                for key, value in records:
-                    p.produce(self.config_topic, key=key.encode(), headers=self._headers(),
-                              value=None if value is None else json.dumps(value).encode())
-                p.commit_transaction(30)
-            except KafkaError as e:
-                if not getattr(e, "fatal", False):
-                    try:
-                        p.abort_transaction(10)
-                    except KafkaError:
-                        self._drop_leader_producer()
-                    raise ConnectException(f"{self.config_topic}: write of {records[-1][0]} "
-                                           f"failed: {e}") from None
-                # fenced: another worker claimed the leader's transactional id
-                self._drop_leader_producer()
-                log.warning("config topic: this worker's write privileges were fenced (%s); "
-                            "it no longer writes as the leader", e)
-                if self.on_fenced is not None:
-                    self.on_fenced()
-                raise RebalanceNeededException(
-                    f"{REBALANCE_CONFLICT}: this worker's write privileges on the config topic "
-                    f"were fenced by a newer leader") from None
-
-    def claim_write_privileges(self) -> None:
-        """At the start of a leadership (exactly-once support only): a new
-        transactional producer of the group's id, whose init_transactions
-        fences every earlier leader's."""
-        if self.transactional_id is None:
-            return
-        from kafkalite.connect.clients import Producer
-        with self._write_lock:
-            self._drop_leader_producer()
-            p = Producer({**self.client_config, "transactional.id": self.transactional_id,
-                          "linger.ms": 0})
-            try:
-                p.init_transactions(30)
-            except Exception:
-                p.close(5)
-                raise
-            self._leader_producer = p
-
-    def release_write_privileges(self) -> None:
-        with self._write_lock:
-            self._drop_leader_producer()
-
-    def _drop_leader_producer(self):
-        if self._leader_producer is not None:
-            try:
-                self._leader_producer.close(5)
-            except Exception:       # noqa: BLE001 -- a fenced producer may refuse to flush
-                log.debug("config topic: closing the leader's producer", exc_info=True)
-            self._leader_producer = None
-
-    def config_end(self, timeout: float) -> int:
-        """The config topic's end (its last stable offset: what a read_committed
-        reader can reach)."""
-        from kafkalite.client import TopicPartition
-        with self._ends_lock:
-            return self._ends.get_watermark_offsets(TopicPartition(self.config_topic, 0),
-                                                    timeout)[1]
-
-    def read_to(self, offset: int, timeout: float) -> bool:
-        """Wait (at most ``timeout`` s) until this view has read the config
-        topic up to ``offset``; whether it has."""
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            while self.config_position < offset:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._lock.wait(left)
-        return True
-
-    def read_to_end(self, timeout: float) -> bool:
-        """Kafka's readConfigToEnd: this view reads the config topic up to the
-        end it has now (bounded); whether it got there."""
-        deadline = time.monotonic() + timeout
-        try:
-            end = self.config_end(timeout)
-        except Exception as e:  # noqa: BLE001 -- the broker is not answering: not read
-            log.warning("config topic: its end offset is unknown: %s", e)
-            return False
-        return self.read_to(end, max(0.0, deadline - time.monotonic()))
-
-    def wait(self, cond, timeout=30.0):
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            while not cond():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise ConnectException("timed out waiting for the config topic")
-                self._lock.wait(left)
-
-    def stop(self):
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
-        if self._producer is not None:
-            self._producer.close(10)
-        if self._ends is not None:
-            with self._ends_lock:
-                self._ends.close()
-        self.release_write_privileges()
 
 
 class _LocalTask:
@@ -844,8 +132,8 @@ class DistributedHerder(Herder):
         if scheduled_rebalance_max_delay_ms is None:
             scheduled_rebalance_max_delay_ms = int(worker.config.get(
                 "scheduled.rebalance.max.delay.ms", 300_000))
-        self.assignor = CooperativeAssignor(scheduled_rebalance_max_delay_ms,
-                                            group_of=unit_connector)
+        self.assignor = IncrementalCooperativeAssignor(scheduled_rebalance_max_delay_ms,
+                                                       group_of=unit_connector)
         eos = str(worker.config.get("exactly.once.source.support", "disabled")).lower() == \
             "enabled"
         self.exactly_once = eos
@@ -989,8 +277,8 @@ class DistributedHerder(Herder):
 
     def _membership(self):
         from kafkalite import errors
-        group = ConnectGroup(self.worker.client_config, self.group_id, self.url,
-                             self.session_timeout_ms)
+        group = WorkerGroupMember(self.worker.client_config, self.group_id, self.url,
+                                  self.session_timeout_ms)
         try:
             while not self._stopping.is_set():
                 # no leader while the group rebalances: config writes wait for the next
@@ -1195,9 +483,9 @@ class DistributedHerder(Herder):
                     self._start_local_task(lt)
 
     def _start_local(self, name, config, target):
-        from kafkalite.connect.herder import _Connector
+        from kafkalite.connect.herder import WorkerConnector
         from kafkalite.connect.worker import STOPPED
-        c = self._connectors[name] = _Connector(name, config)
+        c = self._connectors[name] = WorkerConnector(name, config)
         c.target = target
         c.generation = self.generation
         if target == "STOPPED":
@@ -1608,9 +896,9 @@ class DistributedHerder(Herder):
                 f"within {int(self.sync_timeout_s * 1000)} ms")
 
     def put_connector_config(self, name, config, allow_replace, initial_state=None):
-        from kafkalite.connect.herder import _initial_target
+        from kafkalite.connect.herder import initial_target
         config = self._checked(name, config)          # a 400 here, leader or not
-        target = _initial_target(initial_state)
+        target = initial_target(initial_state)
         with self.internal._lock:
             existed = name in self.internal.configs
         if existed and not allow_replace:
