@@ -1,19 +1,56 @@
+"""The group admin APIs over every kind of group: DescribeGroups,
+ListGroups and DeleteGroups (Kafka's group coordinator answers them for
+classic, consumer and share groups alike).
+
+- DescribeGroups describes a consumer group (KIP-848) in the classic shape
+  too, for tools that do not speak ConsumerGroupDescribe.
+- ListGroups lists classic and consumer groups, and share groups (type
+  "share") to clients that know group types (v5+); relayed by a worker, it
+  lists the groups FindCoordinator names that worker for.
+- DeleteGroups deletes empty groups of any kind, their offsets with them;
+  a share group's deletion is passed on (``share_group_deleted``) so the
+  partition leaders drop its state.
+
+Which process runs it: the supervisor, on its event loop, through
+coordinator.py's handler table.
+
+What it may import: groups.py, consumer_group.py, group_log.py, share/
+(the share groups), network/, kafkalite.protocol and the bottom.
+"""
 from __future__ import annotations
 
 from kafkalite import errors
 from kafkalite.protocol import encode_assignment, encode_subscription
-from kafkalite.server.group.consumer_group import ConsumerGroup
-from kafkalite.server.group.groups import CONSUMER_PROTOCOL, DEAD, NONE, STABLE, _now_ms
+from kafkalite.server.group.consumer_group import ConsumerGroup, ConsumerGroupCoordinator
+from kafkalite.server.group.group_log import GroupMetadataLog
+from kafkalite.server.group.groups import (CONSUMER_PROTOCOL, DEAD, NONE, STABLE,
+                                           ConsumerGroupRecords, Group, now_ms)
 from kafkalite.server.network.requests import RequestContext
+from kafkalite.server.share.share_group import ShareGroupCoordinator
 
 CLASSIC_TYPE, CONSUMER_TYPE, SHARE_TYPE = "classic", "consumer", "share"   # ListGroups v5 types
 
 
+class GroupAdmin:
+    """Describes, lists and deletes the groups of the group table
+    ``groups`` and ``share``'s share groups."""
 
-class GroupAdminMixin:
-    # ---- admin ----------------------------------------------------------------------------------
+    def __init__(self, groups: dict[str, Group], store: GroupMetadataLog,
+                 consumer: ConsumerGroupCoordinator, consumer_records: ConsumerGroupRecords,
+                 share: ShareGroupCoordinator, coordinator_node):
+        self.groups = groups
+        self.store = store
+        self.consumer = consumer
+        self.consumer_records = consumer_records
+        self.share = share
+        # (Listener, Kafka listener name, key) -> {"node_id", "host", "port"}, or
+        # None while no node can be named (controller.coordinator_node)
+        self.coordinator_node = coordinator_node
+        # group id -> None: the supervisor has the partition leaders drop
+        # the deleted share group's state
+        self.share_group_deleted = lambda gid: None
 
-    def _describe_groups(self, ctx: RequestContext, body: dict):
+    def describe_groups(self, ctx: RequestContext, body: dict):
         out = []
         for gid in body["groups"]:
             g = self.groups.get(gid)
@@ -60,7 +97,7 @@ class GroupAdminMixin:
                              "member_assignment": assignment(m.assigned)}
                             for m in cg.members.values()]}
 
-    def _list_groups(self, ctx: RequestContext, body: dict):
+    def list_groups(self, ctx: RequestContext, body: dict):
         # Kafka's ListGroups lists the groups of the broker asked, which
         # clients ask one by one (list_consumer_groups asks every broker
         # Metadata names): relayed by a worker, the groups FindCoordinator
@@ -94,7 +131,7 @@ class GroupAdminMixin:
                         "group_state": sg.state, "group_type": SHARE_TYPE})
         return {"throttle_time_ms": 0, "error_code": NONE, "groups": out}
 
-    def _delete_groups(self, ctx: RequestContext, body: dict):
+    def delete_groups(self, ctx: RequestContext, body: dict):
         results = []
         for gid in body["groups_names"]:
             g = self.groups.get(gid)
@@ -106,8 +143,8 @@ class GroupAdminMixin:
                 code = errors.NonEmptyGroupError.code
             else:
                 code = NONE
-                self.store.write_group(gid, None, _now_ms(), offsets_deleted=list(g.offsets))
-                self._drop_consumer_group(g)
+                self.store.write_group(gid, None, now_ms(), offsets_deleted=list(g.offsets))
+                self.consumer_records.drop(g)
                 del self.groups[gid]
             results.append({"group_id": gid, "error_code": code})
         return {"throttle_time_ms": 0, "results": results}

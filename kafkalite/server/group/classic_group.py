@@ -1,6 +1,5 @@
-"""The group coordinator: consumer group membership and committed offsets.
-
-Kafka's classic group protocol, served by the supervisor for every group:
+"""The classic group protocol: membership, rebalances and generations (the
+classic half of Kafka's ``GroupMetadataManager``, its ``ClassicGroup``).
 
 - JoinGroup / SyncGroup / Heartbeat / LeaveGroup with member ids and
   generations. A rebalance (state PreparingRebalance) starts when a member
@@ -17,49 +16,26 @@ Kafka's classic group protocol, served by the supervisor for every group:
 - New dynamic members are first answered MEMBER_ID_REQUIRED (KIP-394).
 - Cooperative rebalancing needs nothing here: members keep what they own
   and revoke only what the new assignment takes away (client side).
-- OffsetCommit / OffsetFetch / OffsetDelete, DescribeGroups, ListGroups,
-  DeleteGroups, FindCoordinator.
-- Groups of the next-generation protocol (KIP-848, ``group.protocol=consumer``)
-  live in consumer_group.py: this module routes ConsumerGroupHeartbeat and
-  ConsumerGroupDescribe there and keeps such a group's committed offsets
-  here like any group's (``Group.consumer`` holds its membership). An
-  empty group changes type on the first member of the other kind. A group
-  in use migrates online as Kafka 4's does (``group.consumer.migration.policy``):
-  a ConsumerGroupHeartbeat joining a Stable classic group turns it into a
-  consumer group whose members are the classic ones, with their
-  assignments (``_upgrade``); classic JoinGroup, SyncGroup, Heartbeat and
-  LeaveGroup to a consumer group go to its classic members there; when its
-  last consumer-protocol member leaves, the rest become a classic group
-  again and rebalance (``_downgrade``). Where the policy forbids it, a
-  classic JoinGroup to a consumer group gets INCONSISTENT_GROUP_PROTOCOL
-  and a ConsumerGroupHeartbeat to a classic group in use (or rebalancing)
-  GROUP_ID_NOT_FOUND.
-- Share groups (KIP-932) live in share_group.py: ShareGroupHeartbeat,
-  ShareGroupDescribe and Describe/AlterShareGroupOffsets go there;
-  ListGroups lists them (type "share") and DeleteGroups deletes empty
-  ones. They have no committed offsets here: their records' state (and
-  start offsets) is kept by the partition leaders (share_partition.py).
-- TxnOffsetCommit: offsets committed inside a producer's transaction
-  (checked with the transaction coordinator through ``verify_txn``; v5,
-  transactions v2, adds the group's offsets to the transaction there) are
-  written as part of that transaction and stay pending, invisible to
-  OffsetFetch, until ``complete_transaction`` -- the transaction
-  coordinator's marker for this partition -- commits or discards them.
-  While offsets are pending for a partition, OffsetFetch with
-  ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for it (KIP-447).
+- The classic members of a consumer group (KIP-848's online migration,
+  migration.py) are the consumer group's: their JoinGroup, SyncGroup,
+  Heartbeat and LeaveGroup go to consumer_group.py; where the policy
+  forbids it, a classic JoinGroup to a consumer group gets
+  INCONSISTENT_GROUP_PROTOCOL.
 
-State is kept in memory and written to ``__consumer_offsets`` (group_log.py)
-at each new generation and each commit; after a restart the coordinator
-replays it and members carry on in their generation. Offsets of an empty
-group expire ``offsets_retention_minutes`` after the group became empty
-(after their commit, for groups that never had members).
+A classic group's membership is written to ``__consumer_offsets``
+(group_log.py) at each new generation; after a restart ``load`` takes it
+back and members carry on in their generation.
 
-Who may call: the supervisor (supervisor.py), on its single thread: it
-registers ``handlers()``, calls ``tick()`` from its poll loop and
-``on_partitions_changed()`` after CreatePartitions. JoinGroup and SyncGroup
-answers that must wait are DEFERRED: the member keeps the request's
-context and the answer goes out through ``ctx.respond`` when the group
-gets there.
+Which process runs it: the supervisor, on its event loop, through
+coordinator.py: the handlers, ``tick()`` from its poll loop and
+``on_partitions_changed()`` after CreatePartitions. JoinGroup and
+SyncGroup answers that must wait are DEFERRED: the member keeps the
+request's context and the answer goes out through ``ctx.respond`` when the
+group gets there.
+
+What it may import: groups.py (the group table), consumer_group.py,
+group_log.py, share/ (the share groups, whose ids a classic group may not
+take), network/, kafkalite.protocol and the bottom.
 """
 from __future__ import annotations
 
@@ -68,17 +44,60 @@ import time
 import uuid
 
 from kafkalite import errors
+from kafkalite.server.group.consumer_group import ConsumerGroupCoordinator
+from kafkalite.server.group.group_log import GroupMetadataLog
 from kafkalite.server.group.groups import (COMPLETING_REBALANCE, DEAD, EMPTY, INVALID_GROUP_ID,
-                                           NONE, PREPARING_REBALANCE, STABLE, Group, Member,
-                                           _now_ms)
-from kafkalite.server.group.migration import MIGRATION_DISABLED
+                                           MIGRATION_DISABLED, NONE, PREPARING_REBALANCE, STABLE,
+                                           ConsumerGroupRecords, Group, Member, now_ms)
 from kafkalite.server.network.requests import DEFERRED, RequestContext
+from kafkalite.server.share.share_group import ShareGroupCoordinator
 
 log = logging.getLogger("kafkalite.coordinator")
 
 
-class ClassicGroupMixin:
-    def _persist(self, g: Group) -> None:
+class ClassicGroupManager:
+    """The classic groups of the group table ``groups``: their members,
+    rebalances and generations. A consumer group's classic members are
+    handed to ``consumer``; ``share``'s group ids are taken."""
+
+    def __init__(self, groups: dict[str, Group], store: GroupMetadataLog,
+                 consumer: ConsumerGroupCoordinator, consumer_records: ConsumerGroupRecords,
+                 share: ShareGroupCoordinator, *, min_session_timeout_ms: int,
+                 max_session_timeout_ms: int, initial_rebalance_delay_ms: int,
+                 migration_policy: str):
+        self.groups = groups
+        self.store = store
+        self.consumer = consumer
+        self.consumer_records = consumer_records
+        self.share = share
+        self.min_session_timeout_ms = min_session_timeout_ms
+        self.max_session_timeout_ms = max_session_timeout_ms
+        self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
+        self.migration_policy = migration_policy
+
+    def load(self, stored_groups: dict) -> None:
+        """The classic groups replayed from ``__consumer_offsets``: each
+        member back with its assignment, its session starting now."""
+        now = time.monotonic()
+        for gid, value in stored_groups.items():
+            g = self.groups[gid] = Group(gid)
+            g.generation_id = value["generation"]
+            g.protocol_type = value["protocol_type"] or None
+            g.protocol_name = value["protocol"]
+            g.leader_id = value["leader"]
+            g.state_timestamp = value["current_state_timestamp"]
+            for mv in value["members"]:
+                m = Member(mv["member_id"], mv["group_instance_id"], mv["client_id"],
+                           mv["client_host"], mv["session_timeout"], mv["rebalance_timeout"],
+                           g.protocol_type or "", [(g.protocol_name, mv["subscription"])],
+                           mv["assignment"], last_heartbeat=now)
+                g.members[m.member_id] = m
+                if m.group_instance_id:
+                    g.static[m.group_instance_id] = m.member_id
+            g.state = STABLE if g.members else EMPTY
+
+    def persist(self, g: Group) -> None:
+        """Write ``g``'s membership and generation (GroupMetadataValue)."""
         self.store.write_group(g.group_id, {
             "protocol_type": g.protocol_type or "", "generation": g.generation_id,
             "protocol": g.protocol_name, "leader": g.leader_id,
@@ -88,11 +107,11 @@ class ClassicGroupMixin:
                          "rebalance_timeout": m.rebalance_timeout_ms,
                          "session_timeout": m.session_timeout_ms,
                          "subscription": m.metadata(g.protocol_name),
-                         "assignment": m.assignment} for m in g.members.values()]}, _now_ms())
+                         "assignment": m.assignment} for m in g.members.values()]}, now_ms())
 
     # ---- the rebalance state machine ----------------------------------------------------------
 
-    def _prepare_rebalance(self, g: Group, reason: str) -> None:
+    def prepare_rebalance(self, g: Group, reason: str) -> None:
         if g.state == COMPLETING_REBALANCE:
             for m in g.members.values():
                 m.assignment = b""
@@ -126,9 +145,9 @@ class ClassicGroupMixin:
             g.protocol_name = None
             g.leader_id = None
             g.set_state(EMPTY)
-            self._persist(g)
+            self.persist(g)
             return
-        g.protocol_name = self._select_protocol(g)
+        g.protocol_name = self.select_protocol(g)
         if g.leader_id not in g.members:
             g.leader_id = next(iter(g.members))
         g.set_state(COMPLETING_REBALANCE)
@@ -142,7 +161,7 @@ class ClassicGroupMixin:
                 g, m.member_id, everyone if m.member_id == g.leader_id else []))
 
     @staticmethod
-    def _select_protocol(g: Group) -> str:
+    def select_protocol(g: Group) -> str:
         members = list(g.members.values())
         candidates = set(name for name, _ in members[0].protocols)
         for m in members[1:]:
@@ -191,19 +210,38 @@ class ClassicGroupMixin:
     def _member_left(self, g: Group, member_id: str, reason: str) -> None:
         self._remove_member(g, member_id)
         if g.state in (STABLE, COMPLETING_REBALANCE):
-            self._prepare_rebalance(g, reason)
+            self.prepare_rebalance(g, reason)
         elif g.state == PREPARING_REBALANCE:
             self._maybe_complete_join(g)
+
+    def tick(self, now: float) -> None:
+        """Expire sessions and pending members and finish timed-out
+        rebalances (``now``: time.monotonic())."""
+        for g in list(self.groups.values()):
+            for mid, expiry in list(g.pending.items()):
+                if now >= expiry:
+                    del g.pending[mid]
+                    self._maybe_complete_join(g)
+            for mid, m in list(g.members.items()):
+                if m.join is None and now - m.last_heartbeat > m.session_timeout_ms / 1000.0:
+                    log.info("group %s: member %s missed its session timeout (%d ms)",
+                             g.group_id, mid, m.session_timeout_ms)
+                    self._member_left(g, mid, f"member {mid} left: session timeout")
+            if g.state == PREPARING_REBALANCE:
+                if now >= g.rebalance_deadline:
+                    self._complete_join(g)
+                else:
+                    self._maybe_complete_join(g)
 
     def on_partitions_changed(self, topic: str) -> None:
         """A topic gained partitions: rebalance the groups that consume it."""
         for g in self.groups.values():
             if g.state in (STABLE, COMPLETING_REBALANCE) and topic in g.subscribed_topics():
-                self._prepare_rebalance(g, f"topic {topic} gained partitions")
+                self.prepare_rebalance(g, f"topic {topic} gained partitions")
 
     # ---- JoinGroup -------------------------------------------------------------------------------
 
-    def _join_group(self, ctx: RequestContext, body: dict):
+    def join_group(self, ctx: RequestContext, body: dict):
         gid = body["group_id"]
         member_id = body["member_id"]
         instance = body.get("group_instance_id")
@@ -228,14 +266,14 @@ class ClassicGroupMixin:
                     return self._join_error(member_id,
                                             errors.InconsistentGroupProtocolError.code)
                 resp = self.consumer.classic_join(ctx, body, g.consumer)
-                self._persist_consumer(gid)
+                self.consumer_records.persist(gid)
                 return resp
-            self._drop_consumer_group(g)          # an empty consumer group becomes classic
+            self.consumer_records.drop(g)          # an empty consumer group becomes classic
         if g is None:
             if member_id:
                 return self._join_error(member_id, errors.UnknownMemberIdError.code)
             g = self.groups[gid] = Group(gid)
-            g.state_timestamp = _now_ms()
+            g.state_timestamp = now_ms()
         if g.members and (g.protocol_type != body["protocol_type"] or not self._supports_common(
                 g, protocols, exclude=member_id)):
             return self._join_error(member_id, errors.InconsistentGroupProtocolError.code)
@@ -283,7 +321,7 @@ class ClassicGroupMixin:
         if g.state == STABLE and not changed and member_id != g.leader_id:
             return self._join_response(g, member_id, [])
         self._await_join(m, ctx)
-        self._prepare_rebalance(g, f"member {member_id} rejoined"
+        self.prepare_rebalance(g, f"member {member_id} rejoined"
                                    + (" with a new subscription" if changed else ""))
         return DEFERRED
 
@@ -313,7 +351,7 @@ class ClassicGroupMixin:
         if g.state == PREPARING_REBALANCE:
             self._maybe_complete_join(g)
         else:
-            self._prepare_rebalance(g, reason)
+            self.prepare_rebalance(g, reason)
         return DEFERRED
 
     def _static_rejoin(self, g: Group, ctx: RequestContext, old_id, new_id, protocols, session,
@@ -338,18 +376,18 @@ class ClassicGroupMixin:
         log.info("group %s: static member %s came back as %s", g.group_id,
                  old.group_instance_id, new_id)
         if g.state == STABLE and not changed:
-            self._persist(g)
+            self.persist(g)
             return self._join_response(g, new_id, [])
         old.join = ctx
         if g.state == PREPARING_REBALANCE:
             self._maybe_complete_join(g)
         else:
-            self._prepare_rebalance(g, f"static member {old.group_instance_id} rejoined")
+            self.prepare_rebalance(g, f"static member {old.group_instance_id} rejoined")
         return DEFERRED
 
     # ---- SyncGroup / Heartbeat / LeaveGroup ------------------------------------------------------
 
-    def _check_member(self, g: Group | None, member_id: str, instance: str | None,
+    def check_member(self, g: Group | None, member_id: str, instance: str | None,
                       generation: int) -> int:
         if g is None or g.state == DEAD:
             return errors.UnknownMemberIdError.code
@@ -361,7 +399,7 @@ class ClassicGroupMixin:
             return errors.IllegalGenerationError.code
         return NONE
 
-    def _sync_group(self, ctx: RequestContext, body: dict):
+    def sync_group(self, ctx: RequestContext, body: dict):
         if not body["group_id"]:            # Kafka's GroupCoordinatorService, every group API
             return {"throttle_time_ms": 0, "error_code": INVALID_GROUP_ID, "protocol_type": None,
                     "protocol_name": None, "assignment": b""}
@@ -369,7 +407,7 @@ class ClassicGroupMixin:
         if g is not None and g.consumer is not None:
             return self.consumer.classic_sync(body, g.consumer)     # changes nothing kept
         member_id = body["member_id"]
-        code = self._check_member(g, member_id, body.get("group_instance_id"),
+        code = self.check_member(g, member_id, body.get("group_instance_id"),
                                   body["generation_id"])
         if code == NONE:
             # below v5 the fields do not exist (they decode as "")
@@ -393,7 +431,7 @@ class ClassicGroupMixin:
             for mid, member in g.members.items():
                 member.assignment = given.get(mid, b"")
             g.set_state(STABLE)
-            self._persist(g)
+            self.persist(g)
             log.info("group %s: generation %d is stable with %d member(s), protocol %s",
                      g.group_id, g.generation_id, len(g.members), g.protocol_name)
             for member in g.members.values():
@@ -401,16 +439,16 @@ class ClassicGroupMixin:
                     self._answer_sync(member, NONE, member.assignment, g)
         return DEFERRED
 
-    def _heartbeat(self, ctx: RequestContext, body: dict):
+    def heartbeat(self, ctx: RequestContext, body: dict):
         if not body["group_id"]:
             return {"throttle_time_ms": 0, "error_code": INVALID_GROUP_ID}
         g = self.groups.get(body["group_id"])
         if g is not None and g.consumer is not None:
             code = self.consumer.classic_heartbeat(body, g.consumer)
-            self._persist_consumer(g.group_id)          # a new target, maybe
+            self.consumer_records.persist(g.group_id)          # a new target, maybe
             return {"throttle_time_ms": 0, "error_code": code}
         member_id = body["member_id"]
-        code = self._check_member(g, member_id, body.get("group_instance_id"),
+        code = self.check_member(g, member_id, body.get("group_instance_id"),
                                   body["generation_id"])
         if code == NONE:
             g.members[member_id].last_heartbeat = time.monotonic()
@@ -420,7 +458,7 @@ class ClassicGroupMixin:
             code = errors.UnknownMemberIdError.code
         return {"throttle_time_ms": 0, "error_code": code}
 
-    def _leave_group(self, ctx: RequestContext, body: dict):
+    def leave_group(self, ctx: RequestContext, body: dict):
         if not body["group_id"]:
             return {"throttle_time_ms": 0, "error_code": INVALID_GROUP_ID, "members": []}
         g = self.groups.get(body["group_id"])
@@ -434,7 +472,7 @@ class ClassicGroupMixin:
             code = NONE
             if g is not None and g.consumer is not None:
                 mid, code = self.consumer.classic_leave(g.consumer, mid, instance)
-                self._persist_consumer(g.group_id)
+                self.consumer_records.persist(g.group_id)
                 results.append({"member_id": mid, "group_instance_id": instance,
                                 "error_code": code})
                 continue

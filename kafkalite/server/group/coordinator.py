@@ -1,3 +1,34 @@
+"""The group coordinator's front: the handler table of every group API,
+routed to the manager of its concern (Kafka's ``GroupCoordinatorService``
+and ``GroupCoordinatorShard``, which route to ``GroupMetadataManager`` and
+``OffsetMetadataManager``).
+
+- classic_group.py: JoinGroup, SyncGroup, Heartbeat, LeaveGroup;
+- offsets.py: OffsetCommit, OffsetFetch, OffsetDelete, TxnOffsetCommit;
+- consumer_group.py: ConsumerGroupHeartbeat and ConsumerGroupDescribe
+  (KIP-848); migration.py converts between the two protocols;
+- share/share_group.py: ShareGroupHeartbeat, ShareGroupDescribe,
+  Describe/AlterShareGroupOffsets (KIP-932);
+- admin.py: DescribeGroups, ListGroups, DeleteGroups;
+- FindCoordinator is answered here: every coordinator is this process.
+
+The managers share the group table (groups.py), the ``__consumer_offsets``
+log (group_log.py) and each other's public methods, all handed to them
+here; none keeps a copy of another's state. State is kept in memory and
+written to ``__consumer_offsets`` at each new generation and each commit;
+after a restart the coordinator replays it (classic groups, then offsets,
+then consumer groups) and members carry on in their generation.
+
+Which process runs it: the supervisor (supervisor.py; in a cluster, the
+controller node's), on its single thread: it registers ``handlers()``,
+calls ``tick()`` from its poll loop, ``on_partitions_changed()`` after
+CreatePartitions, and sets ``verify_txn`` and ``share_group_deleted``; the
+transaction coordinator calls ``complete_transaction`` with its markers.
+
+What it may import: the modules of group/, share/ (the share-group
+coordinator it routes to), server/config.py, network/ and the folders below
+them; kafkalite.protocol and the bottom.
+"""
 from __future__ import annotations
 
 import logging
@@ -7,86 +38,86 @@ from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
 from kafkalite.protocol.enums import CoordinatorType
-from kafkalite.server.group import consumer_group_log
-from kafkalite.server.group.admin import GroupAdminMixin
-from kafkalite.server.group.classic_group import ClassicGroupMixin
+from kafkalite.server.group.admin import GroupAdmin
+from kafkalite.server.group.classic_group import ClassicGroupManager
 from kafkalite.server.group.consumer_group import ConsumerGroupCoordinator
-from kafkalite.server.group.groups import (CONSUMER_PROTOCOL, EMPTY, NONE, PREPARING_REBALANCE,
-                                           STABLE, Group, GroupsMixin, Member, _now_ms)
-from kafkalite.server.group.migration import MIGRATION_BIDIRECTIONAL, MigrationMixin
-from kafkalite.server.group.offsets import OffsetsMixin
+from kafkalite.server.group.group_log import GroupMetadataLog
+from kafkalite.server.group.groups import (MIGRATION_BIDIRECTIONAL, NONE, ConsumerGroupRecords,
+                                           Group, now_ms)
+from kafkalite.server.group.migration import GroupMigration
+from kafkalite.server.group.offsets import OffsetMetadataManager
+from kafkalite.server.network.requests import RequestContext
 from kafkalite.server.share.share_group import ShareGroupCoordinator
 from kafkalite.server.share.share_state_log import parse_coordinator_key
-from kafkalite.server.group.group_log import GroupMetadataLog
-from kafkalite.server.network.requests import RequestContext
 
 log = logging.getLogger("kafkalite.coordinator")
 NO_NODE = {"node_id": -1, "host": "", "port": -1}   # a FindCoordinator key not answered
 SHARE_COORDINATOR_KEYS_FROM = 6         # FindCoordinator's first version with key type 2
+EXPIRY_CHECK_S = 5.0                    # how often tick() expires offsets
 
 
-class GroupCoordinator(ClassicGroupMixin, OffsetsMixin, MigrationMixin, GroupAdminMixin,
-                       GroupsMixin):
+class GroupCoordinator:
     def __init__(self, data_dir: str, *, partition_count, coordinator_node,
                  offsets_partitions: int = 16, min_session_timeout_ms: int = 1_000,
                  max_session_timeout_ms: int = 1_800_000, initial_rebalance_delay_ms: int = 0,
-                 offsets_retention_minutes: int = 10_080, clock=_now_ms, topics=dict,
+                 offsets_retention_minutes: int = 10_080, clock=now_ms, topics=dict,
                  consumer_session_timeout_ms: int = 45_000,
                  consumer_heartbeat_interval_ms: int = 5_000,
                  share_session_timeout_ms: int = 45_000,
                  share_heartbeat_interval_ms: int = 5_000, internal_mirror=None,
                  migration_policy: str = MIGRATION_BIDIRECTIONAL):
-        self.partition_count = partition_count    # topic -> partition count, or None if unknown
         # (Listener, Kafka listener name, key) -> {"node_id", "host", "port"}, or
         # None while no node can be named (controller.coordinator_node)
         self.coordinator_node = coordinator_node
-        self.min_session_timeout_ms = min_session_timeout_ms
-        self.max_session_timeout_ms = max_session_timeout_ms
-        self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
-        self.offsets_retention_ms = offsets_retention_minutes * 60_000
-        self.migration_policy = migration_policy
-        self._clock = clock                       # wall-clock ms: commit times and expiry
         # internal_mirror: PostgreSQL's copy of __consumer_offsets in a cluster
         self.store = GroupMetadataLog(data_dir, offsets_partitions, internal_mirror)
+        # the group table: group id -> Group, whatever its protocol (groups.py)
         self.groups: dict[str, Group] = {}
-        # group id -> the consumer group records last written (consumer_group_log)
-        self._consumer_records: dict[str, dict] = {}
-        self._consumer_rendering = consumer_group_log.GroupRecords()
-        # producer id -> group -> {(topic, partition): OffsetAndMetadata} awaiting its marker
-        self.pending_txn_offsets: dict[int, dict[str, dict]] = {}
-        # (transactional id, producer id, epoch, group) -> error code; set by the supervisor
-        self.verify_txn = lambda tid, pid, epoch, group, add=False: \
-            errors.CoordinatorNotAvailableError.code
-        self._next_expiry_check = 0.0
-        # topics: () -> {name: TopicMetadata}, for KIP-848's topic ids
+        # topics: () -> {name: TopicMetadata}, for KIP-848's topic ids. Its
+        # groups are the table's: migration makes and converts them
         self.consumer = ConsumerGroupCoordinator(
-            topics=topics, group_of=self._consumer_group,
+            topics=topics,
+            group_of=lambda gid, create: self.migration.consumer_group(gid, create),
             session_timeout_ms=consumer_session_timeout_ms,
             heartbeat_interval_ms=consumer_heartbeat_interval_ms)
-        self.consumer.only_classic_left = self._downgrade
-        # group id -> None: the supervisor has the partition leaders drop
-        # the deleted share group's state
-        self.share_group_deleted = lambda gid: None
         self.share = ShareGroupCoordinator(
             topics=topics, taken=lambda gid: gid in self.groups,
             session_timeout_ms=share_session_timeout_ms,
             heartbeat_interval_ms=share_heartbeat_interval_ms)
+        self.consumer_records = ConsumerGroupRecords(self.groups, self.store, self.consumer,
+                                                     clock)
+        self.classic = ClassicGroupManager(
+            self.groups, self.store, self.consumer, self.consumer_records, self.share,
+            min_session_timeout_ms=min_session_timeout_ms,
+            max_session_timeout_ms=max_session_timeout_ms,
+            initial_rebalance_delay_ms=initial_rebalance_delay_ms,
+            migration_policy=migration_policy)
+        self.migration = GroupMigration(self.groups, self.classic, self.consumer,
+                                        self.consumer_records, self.share, migration_policy)
+        self.consumer.only_classic_left = self.migration.downgrade
+        self.offsets = OffsetMetadataManager(
+            self.groups, self.store, self.classic, self.consumer, self.consumer_records,
+            partition_count=partition_count,
+            offsets_retention_ms=offsets_retention_minutes * 60_000, clock=clock)
+        self.admin = GroupAdmin(self.groups, self.store, self.consumer, self.consumer_records,
+                                self.share, coordinator_node)
+        self._next_expiry_check = 0.0
         self._load()
 
     def handlers(self) -> dict:
         return {
             ApiKey.FIND_COORDINATOR: self._find_coordinator,
-            ApiKey.JOIN_GROUP: self._join_group,
-            ApiKey.SYNC_GROUP: self._sync_group,
-            ApiKey.HEARTBEAT: self._heartbeat,
-            ApiKey.LEAVE_GROUP: self._leave_group,
-            ApiKey.OFFSET_COMMIT: self._offset_commit,
-            ApiKey.TXN_OFFSET_COMMIT: self._txn_offset_commit,
-            ApiKey.OFFSET_FETCH: self._offset_fetch,
-            ApiKey.OFFSET_DELETE: self._offset_delete,
-            ApiKey.DESCRIBE_GROUPS: self._describe_groups,
-            ApiKey.LIST_GROUPS: self._list_groups,
-            ApiKey.DELETE_GROUPS: self._delete_groups,
+            ApiKey.JOIN_GROUP: self.classic.join_group,
+            ApiKey.SYNC_GROUP: self.classic.sync_group,
+            ApiKey.HEARTBEAT: self.classic.heartbeat,
+            ApiKey.LEAVE_GROUP: self.classic.leave_group,
+            ApiKey.OFFSET_COMMIT: self.offsets.offset_commit,
+            ApiKey.TXN_OFFSET_COMMIT: self.offsets.txn_offset_commit,
+            ApiKey.OFFSET_FETCH: self.offsets.offset_fetch,
+            ApiKey.OFFSET_DELETE: self.offsets.offset_delete,
+            ApiKey.DESCRIBE_GROUPS: self.admin.describe_groups,
+            ApiKey.LIST_GROUPS: self.admin.list_groups,
+            ApiKey.DELETE_GROUPS: self.admin.delete_groups,
             ApiKey.CONSUMER_GROUP_HEARTBEAT: self._consumer_group_heartbeat,
             ApiKey.CONSUMER_GROUP_DESCRIBE: self._consumer_group_describe,
             ApiKey.SHARE_GROUP_HEARTBEAT: self.share.heartbeat,
@@ -95,10 +126,31 @@ class GroupCoordinator(ClassicGroupMixin, OffsetsMixin, MigrationMixin, GroupAdm
             ApiKey.ALTER_SHARE_GROUP_OFFSETS: self.share.alter_offsets,
         }
 
+    # The hooks the supervisor sets, kept by the managers that call them.
+
+    @property
+    def verify_txn(self):
+        """(transactional id, producer id, epoch, group, add) -> error code:
+        the transaction coordinator's check of a TxnOffsetCommit."""
+        return self.offsets.verify_txn
+
+    @verify_txn.setter
+    def verify_txn(self, verify) -> None:
+        self.offsets.verify_txn = verify
+
+    @property
+    def share_group_deleted(self):
+        """group id -> None: has the partition leaders drop a deleted share
+        group's state."""
+        return self.admin.share_group_deleted
+
+    @share_group_deleted.setter
+    def share_group_deleted(self, deleted) -> None:
+        self.admin.share_group_deleted = deleted
 
     def _consumer_group_heartbeat(self, ctx: RequestContext, body: dict):
         resp = self.consumer.heartbeat(ctx, body)
-        code = self._persist_consumer(body["group_id"])
+        code = self.consumer_records.persist(body["group_id"])
         if code != NONE and resp["error_code"] == NONE:
             # not written: the member retries, as after a lost answer
             resp = {**resp, "error_code": errors.CoordinatorNotAvailableError.code,
@@ -109,47 +161,14 @@ class GroupCoordinator(ClassicGroupMixin, OffsetsMixin, MigrationMixin, GroupAdm
     def _consumer_group_describe(self, ctx: RequestContext, body: dict):
         resp = self.consumer.describe(ctx, body)       # may compute a new target
         for gid in body["group_ids"]:
-            self._persist_consumer(gid)
+            self.consumer_records.persist(gid)
         return resp
-
-    # ---- persistence ------------------------------------------------------------------------
 
     def _load(self) -> None:
         loaded = self.store.load()
-        stored_groups, stored_offsets = loaded.groups, loaded.offsets
-        self.pending_txn_offsets = loaded.pending
-        now = time.monotonic()
-        for gid, value in stored_groups.items():
-            g = self.groups[gid] = Group(gid)
-            g.generation_id = value["generation"]
-            g.protocol_type = value["protocol_type"] or None
-            g.protocol_name = value["protocol"]
-            g.leader_id = value["leader"]
-            g.state_timestamp = value["current_state_timestamp"]
-            for mv in value["members"]:
-                m = Member(mv["member_id"], mv["group_instance_id"], mv["client_id"],
-                           mv["client_host"], mv["session_timeout"], mv["rebalance_timeout"],
-                           g.protocol_type or "", [(g.protocol_name, mv["subscription"])],
-                           mv["assignment"], last_heartbeat=now)
-                g.members[m.member_id] = m
-                if m.group_instance_id:
-                    g.static[m.group_instance_id] = m.member_id
-            g.state = STABLE if g.members else EMPTY
-        for gid, offsets in stored_offsets.items():
-            g = self.groups.get(gid) or self.groups.setdefault(gid, Group(gid))
-            g.offsets.update(offsets)
-        for gid, stored in loaded.consumer.items():
-            cg = consumer_group_log.restore(gid, stored)
-            if cg is None:
-                continue
-            g = self.groups.get(gid) or self.groups.setdefault(gid, Group(gid))
-            g.members.clear()
-            g.static.clear()
-            g.protocol_type, g.protocol_name, g.leader_id = CONSUMER_PROTOCOL, None, None
-            g.state = EMPTY
-            cg.subscription_metadata = self.consumer._subscription_metadata(cg)[0]
-            g.consumer = self.consumer.groups[gid] = cg
-            self._consumer_records[gid] = stored["records"]
+        self.classic.load(loaded.groups)
+        self.offsets.load(loaded.offsets, loaded.pending)
+        self.consumer_records.load(loaded.consumer)
         if self.groups:
             log.info("coordinator loaded %d group(s) from __consumer_offsets", len(self.groups))
 
@@ -160,28 +179,25 @@ class GroupCoordinator(ClassicGroupMixin, OffsetsMixin, MigrationMixin, GroupAdm
         """Expire sessions and pending members, finish timed-out rebalances,
         and expire offsets; called often from the supervisor's loop."""
         now = time.monotonic()
-        for g in list(self.groups.values()):
-            for mid, expiry in list(g.pending.items()):
-                if now >= expiry:
-                    del g.pending[mid]
-                    self._maybe_complete_join(g)
-            for mid, m in list(g.members.items()):
-                if m.join is None and now - m.last_heartbeat > m.session_timeout_ms / 1000.0:
-                    log.info("group %s: member %s missed its session timeout (%d ms)",
-                             g.group_id, mid, m.session_timeout_ms)
-                    self._member_left(g, mid, f"member {mid} left: session timeout")
-            if g.state == PREPARING_REBALANCE:
-                if now >= g.rebalance_deadline:
-                    self._complete_join(g)
-                else:
-                    self._maybe_complete_join(g)
+        self.classic.tick(now)
         for gid in self.consumer.tick():
-            self._persist_consumer(gid)
+            self.consumer_records.persist(gid)
         self.share.tick()
         if now >= self._next_expiry_check:
-            self._next_expiry_check = now + 5.0
-            self.expire_offsets()
+            self._next_expiry_check = now + EXPIRY_CHECK_S
+            self.offsets.expire_offsets()
             self.store.housekeeping()
+
+    def expire_offsets(self) -> None:
+        self.offsets.expire_offsets()
+
+    def complete_transaction(self, partition: int, producer_id: int, producer_epoch: int,
+                             commit: bool, coordinator_epoch: int) -> None:
+        self.offsets.complete_transaction(partition, producer_id, producer_epoch, commit,
+                                          coordinator_epoch)
+
+    def on_partitions_changed(self, topic: str) -> None:
+        self.classic.on_partitions_changed(topic)
 
     # ---- FindCoordinator -----------------------------------------------------------------------
 

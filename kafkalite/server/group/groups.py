@@ -1,3 +1,29 @@
+"""The group table every part of the group coordinator shares: one
+``Group`` per group id, whatever its protocol, and the writing of its
+KIP-848 membership to ``__consumer_offsets``.
+
+What it holds:
+
+- ``Group`` and ``Member``: a group's classic membership and generation
+  (classic_group.py runs it), its committed offsets (offsets.py) and, for a
+  consumer group (KIP-848), its ``ConsumerGroup`` (consumer_group.py; a
+  group id names one group of either protocol, migration.py converts);
+- the classic group states (Kafka's ``ClassicGroupState``) and the codes
+  every part answers with;
+- ``ConsumerGroupRecords``: writes what changed in a consumer group since
+  its last write (consumer_group_log.py renders the records), the one way
+  any part persists one, and detaches a consumer group from its ``Group``.
+
+The table itself is a plain dict (group id -> Group) that coordinator.py
+makes and hands to each manager: they change it only through the group
+objects and these methods, never through another manager's state.
+
+Which process runs it: the supervisor, on its event loop (single thread).
+
+What it may import: the rest of group/ below the managers
+(consumer_group.py, consumer_group_log.py, group_log.py), network/,
+kafkalite.protocol and the bottom.
+"""
 from __future__ import annotations
 
 import logging
@@ -8,8 +34,10 @@ from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import decode_subscription
 from kafkalite.protocol.errors import ProtocolError
+from kafkalite.server.config import MIGRATION_POLICIES
 from kafkalite.server.group import consumer_group_log
-from kafkalite.server.group.consumer_group import ConsumerGroup
+from kafkalite.server.group.consumer_group import ConsumerGroup, ConsumerGroupCoordinator
+from kafkalite.server.group.group_log import GroupMetadataLog
 from kafkalite.server.network.requests import RequestContext
 
 log = logging.getLogger("kafkalite.coordinator")
@@ -20,6 +48,10 @@ COMPLETING_REBALANCE = "CompletingRebalance"
 STABLE = "Stable"
 DEAD = "Dead"
 CONSUMER_PROTOCOL = "consumer"
+# group.consumer.migration.policy: which online conversions between a
+# classic group and a consumer group are allowed (Kafka 4's default: both)
+MIGRATION_DISABLED, MIGRATION_UPGRADE, MIGRATION_DOWNGRADE, MIGRATION_BIDIRECTIONAL = \
+    MIGRATION_POLICIES
 NONE = 0
 # an empty group id: refused by the group APIs but those Kafka keeps it for
 # (OffsetCommit, OffsetFetch, DescribeGroups, DeleteGroups: its group
@@ -27,8 +59,7 @@ NONE = 0
 INVALID_GROUP_ID = errors.InvalidGroupIdError.code
 
 
-
-def _now_ms() -> int:
+def now_ms() -> int:
     return int(time.time() * 1000)
 
 
@@ -79,7 +110,7 @@ class Group:
 
     def set_state(self, state: str) -> None:
         self.state = state
-        self.state_timestamp = _now_ms()
+        self.state_timestamp = now_ms()
 
     def subscribed_topics(self) -> set[str]:
         """Topics the members subscribe to (consumer protocol groups only)."""
@@ -95,15 +126,32 @@ class Group:
         return topics
 
 
+class ConsumerGroupRecords:
+    """Writes the consumer groups of ``groups`` to ``store``: each write
+    appends the records that changed since the group's last write (a diff
+    of consumer_group_log snapshots), so every path that changes a
+    consumer group -- heartbeats, its classic members' requests, timeouts,
+    migrations, deletion -- persists it the same way."""
 
-class GroupsMixin:
-    def _drop_consumer_group(self, g: Group) -> None:
+    def __init__(self, groups: dict[str, Group], store: GroupMetadataLog,
+                 consumer: ConsumerGroupCoordinator, clock):
+        self.groups = groups
+        self.store = store
+        self.consumer = consumer
+        self._clock = clock                       # wall-clock ms, the records' timestamps
+        # group id -> the consumer group records last written (consumer_group_log)
+        self._consumer_records: dict[str, dict] = {}
+        self._consumer_rendering = consumer_group_log.GroupRecords()
+
+    def drop(self, g: Group) -> None:
+        """``g`` is a consumer group no longer (deleted, expired, or classic
+        now): forget its ConsumerGroup and write its records' tombstones."""
         if g.consumer is not None:
             self.consumer.groups.pop(g.group_id, None)
             g.consumer = None
-            self._persist_consumer(g.group_id)
+            self.persist(g.group_id)
 
-    def _persist_consumer(self, gid: str) -> int:
+    def persist(self, gid: str) -> int:
         """Write what changed in consumer group ``gid`` since its last write
         (tombstones if it is gone or classic now); the error code of a
         failed write (the next write retries the difference)."""
@@ -124,3 +172,18 @@ class GroupsMixin:
             self._consumer_rendering.forget(gid)
         return NONE
 
+    def load(self, stored_groups: dict) -> None:
+        """The consumer groups replayed from ``__consumer_offsets`` (after
+        the classic groups and offsets, whose Group they take over)."""
+        for gid, stored in stored_groups.items():
+            cg = consumer_group_log.restore(gid, stored)
+            if cg is None:
+                continue
+            g = self.groups.get(gid) or self.groups.setdefault(gid, Group(gid))
+            g.members.clear()
+            g.static.clear()
+            g.protocol_type, g.protocol_name, g.leader_id = CONSUMER_PROTOCOL, None, None
+            g.state = EMPTY
+            cg.subscription_metadata = self.consumer.subscription_metadata(cg)[0]
+            g.consumer = self.consumer.groups[gid] = cg
+            self._consumer_records[gid] = stored["records"]

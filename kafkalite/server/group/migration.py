@@ -1,3 +1,30 @@
+"""Online migration between the classic protocol and KIP-848's consumer
+protocol, as Kafka 4's group coordinator does it
+(``group.consumer.migration.policy``; Kafka's ``GroupMetadataManager``
+conversions).
+
+- An empty group changes type on the first member of the other kind; a
+  consumer group's committed offsets are kept in its ``Group`` like any
+  group's (``Group.consumer`` holds its membership).
+- Upgrade: a ConsumerGroupHeartbeat joining a Stable classic group turns it
+  into a consumer group whose members are the classic ones, with their
+  assignments; classic JoinGroup, SyncGroup, Heartbeat and LeaveGroup to a
+  consumer group then go to its classic members (classic_group.py hands
+  them to consumer_group.py).
+- Downgrade: when a consumer group's last consumer-protocol member leaves,
+  the rest become a classic group again and rebalance.
+- Where the policy forbids it, a ConsumerGroupHeartbeat to a classic group
+  in use (or rebalancing) gets GROUP_ID_NOT_FOUND (and a classic JoinGroup
+  to a consumer group INCONSISTENT_GROUP_PROTOCOL, in classic_group.py).
+
+Which process runs it: the supervisor, on its event loop: consumer_group.py
+asks ``consumer_group`` for a group (its ``group_of``) and calls
+``downgrade`` (its ``only_classic_left``).
+
+What it may import: groups.py, classic_group.py, consumer_group.py, share/
+(the share groups, whose ids a consumer group may not take),
+kafkalite.protocol and the bottom.
+"""
 from __future__ import annotations
 
 import logging
@@ -6,21 +33,32 @@ import time
 from kafkalite import errors
 from kafkalite.protocol import decode_assignment, decode_subscription
 from kafkalite.protocol.errors import ProtocolError
-from kafkalite.server.config import MIGRATION_POLICIES
+from kafkalite.server.group.classic_group import ClassicGroupManager
 from kafkalite.server.group.consumer_group import (ClassicMetadata, ConsumerGroup,
-                                                   ConsumerGroupMember)
-from kafkalite.server.group.groups import CONSUMER_PROTOCOL, EMPTY, STABLE, Group, Member
+                                                   ConsumerGroupCoordinator, ConsumerGroupMember)
+from kafkalite.server.group.groups import (CONSUMER_PROTOCOL, EMPTY, MIGRATION_BIDIRECTIONAL,
+                                           MIGRATION_DOWNGRADE, MIGRATION_UPGRADE, STABLE,
+                                           ConsumerGroupRecords, Group, Member)
+from kafkalite.server.share.share_group import ShareGroupCoordinator
 
 log = logging.getLogger("kafkalite.coordinator")
-# group.consumer.migration.policy: which online conversions between a
-# classic group and a consumer group are allowed (Kafka 4's default: both)
-MIGRATION_DISABLED, MIGRATION_UPGRADE, MIGRATION_DOWNGRADE, MIGRATION_BIDIRECTIONAL = \
-    MIGRATION_POLICIES
 
 
+class GroupMigration:
+    """Makes, hands out and converts the consumer groups of the group table
+    ``groups``, under ``migration_policy``."""
 
-class MigrationMixin:
-    def _consumer_group(self, gid: str, create: bool) -> ConsumerGroup | None:
+    def __init__(self, groups: dict[str, Group], classic: ClassicGroupManager,
+                 consumer: ConsumerGroupCoordinator, consumer_records: ConsumerGroupRecords,
+                 share: ShareGroupCoordinator, migration_policy: str):
+        self.groups = groups
+        self.classic = classic
+        self.consumer = consumer
+        self.consumer_records = consumer_records
+        self.share = share
+        self.migration_policy = migration_policy
+
+    def consumer_group(self, gid: str, create: bool) -> ConsumerGroup | None:
         """The KIP-848 group ``gid`` (made, or converted from an empty classic
         group keeping its offsets, if ``create``); None if there is none."""
         g = self.groups.get(gid)
@@ -40,8 +78,6 @@ class MigrationMixin:
         g.protocol_type, g.protocol_name, g.leader_id = CONSUMER_PROTOCOL, None, None
         g.set_state(EMPTY)
         return g.consumer
-
-    # ---- online migration between the protocols (KIP-848) ------------------------------------
 
     def _may_upgrade(self, g: Group) -> bool:
         """A classic group in use may become a consumer group when the
@@ -66,7 +102,7 @@ class MigrationMixin:
         for m in g.members.values():
             try:
                 subscription = decode_subscription(m.metadata(g.protocol_name))[1]
-                assigned = (self.consumer._named_partitions(
+                assigned = (self.consumer.named_partitions(
                     decode_assignment(m.assignment)[1]["assigned_partitions"])
                     if m.assignment else frozenset())
             except ProtocolError:
@@ -84,7 +120,7 @@ class MigrationMixin:
             cg.target[cm.member_id] = assigned
             for tp in assigned:
                 cg.owners[tp] = cm.member_id
-        cg.subscription_metadata = self.consumer._subscription_metadata(cg)[0]
+        cg.subscription_metadata = self.consumer.subscription_metadata(cg)[0]
         g.members.clear()
         g.static.clear()
         for mid in list(g.pending):
@@ -92,12 +128,12 @@ class MigrationMixin:
         g.consumer = self.consumer.groups[g.group_id] = cg
         g.protocol_type, g.protocol_name, g.leader_id = CONSUMER_PROTOCOL, None, None
         g.set_state(EMPTY)
-        self._persist(g)          # a restart finds an empty group, not the classic members
+        self.classic.persist(g)     # a restart finds an empty group, not the classic members
         log.info("group %s: upgraded from a classic group (generation %d, %d member(s)) to a "
                  "consumer group", g.group_id, g.generation_id, len(cg.members))
         return cg
 
-    def _downgrade(self, cg: ConsumerGroup) -> bool:
+    def downgrade(self, cg: ConsumerGroup) -> bool:
         """The last consumer-protocol member of ``cg`` left: its classic
         members become a classic group again (True), with their assignments,
         at the group epoch as generation -- the leave does not bump it, so
@@ -114,7 +150,7 @@ class MigrationMixin:
                      cg.group_id)
             return False
         g = self.groups[cg.group_id]
-        self._drop_consumer_group(g)
+        self.consumer_records.drop(g)
         g.protocol_type, g.generation_id = CONSUMER_PROTOCOL, cg.group_epoch
         now = time.monotonic()
         for cm in cg.members.values():
@@ -125,11 +161,11 @@ class MigrationMixin:
             g.members[m.member_id] = m
             if m.group_instance_id:
                 g.static[m.group_instance_id] = m.member_id
-        g.protocol_name = self._select_protocol(g)
+        g.protocol_name = self.classic.select_protocol(g)
         g.leader_id = next(iter(g.members))
         g.set_state(STABLE)
-        self._persist(g)          # its consumer records become tombstones (_drop_consumer_group)
+        self.classic.persist(g)     # its consumer records are tombstones (dropped above)
         log.info("group %s: downgraded to a classic group (%d member(s))", g.group_id,
                  len(g.members))
-        self._prepare_rebalance(g, "the last consumer-protocol member left")
+        self.classic.prepare_rebalance(g, "the last consumer-protocol member left")
         return True

@@ -1,17 +1,51 @@
+"""Committed offsets (Kafka's ``OffsetMetadataManager``): OffsetCommit,
+OffsetFetch, OffsetDelete, TxnOffsetCommit and the transaction markers
+that settle it, and offset expiry, for the groups of the group table
+whatever their protocol.
+
+- A commit is checked against the committing member's group (its
+  generation, or a consumer group's member epoch) and written to
+  ``__consumer_offsets`` (group_log.py) before it is answered; a commit
+  from outside any group is taken for an empty group.
+- TxnOffsetCommit: offsets committed inside a producer's transaction
+  (checked with the transaction coordinator through ``verify_txn``; v5,
+  transactions v2, adds the group's offsets to the transaction there) are
+  written as part of that transaction and stay pending, invisible to
+  OffsetFetch, until ``complete_transaction`` -- the transaction
+  coordinator's marker for this partition -- commits or discards them.
+  While offsets are pending for a partition, OffsetFetch with
+  ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for it (KIP-447).
+- Offsets of an empty group expire ``offsets_retention_minutes`` after the
+  group became empty (after their commit, for groups that never had
+  members); a group with none left is deleted.
+
+Share groups have no committed offsets here: their records' state (and
+start offsets) is kept by the partition leaders (share/share_partition.py).
+
+Which process runs it: the supervisor, on its event loop, through
+coordinator.py (the handlers, ``tick()``) and the transaction coordinator
+(``complete_transaction``).
+
+What it may import: groups.py, classic_group.py (a classic member's
+generation), consumer_group.py (a consumer group member's epoch),
+group_log.py, network/, kafkalite.protocol and the bottom.
+"""
 from __future__ import annotations
 
 import logging
 
 from kafkalite import errors
 from kafkalite.errors import KafkaError
-from kafkalite.server.group.group_log import OffsetAndMetadata
+from kafkalite.server.group.classic_group import ClassicGroupManager
+from kafkalite.server.group.consumer_group import ConsumerGroupCoordinator
+from kafkalite.server.group.group_log import GroupMetadataLog, OffsetAndMetadata
 from kafkalite.server.group.groups import (COMPLETING_REBALANCE, EMPTY, INVALID_GROUP_ID, NONE,
-                                           Group, _now_ms)
+                                           ConsumerGroupRecords, Group, now_ms)
 from kafkalite.server.network.requests import RequestContext
 
 log = logging.getLogger("kafkalite.coordinator")
 # Transaction verification answers a TxnOffsetCommit turns into
-# COORDINATOR_LOAD_IN_PROGRESS (see _txn_offset_commit).
+# COORDINATOR_LOAD_IN_PROGRESS (see txn_offset_commit).
 _VERIFY_RETRIABLE = frozenset({errors.ConcurrentTransactionsError.code,
                                errors.CoordinatorLoadInProgressError.code,
                                errors.CoordinatorNotAvailableError.code,
@@ -20,8 +54,37 @@ _VERIFY_RETRIABLE = frozenset({errors.ConcurrentTransactionsError.code,
 OFFSET_METADATA_MAX_BYTES = 4096
 
 
+class OffsetMetadataManager:
+    """The committed offsets of the group table ``groups`` and the
+    transactional ones awaiting their markers."""
 
-class OffsetsMixin:
+    def __init__(self, groups: dict[str, Group], store: GroupMetadataLog,
+                 classic: ClassicGroupManager, consumer: ConsumerGroupCoordinator,
+                 consumer_records: ConsumerGroupRecords, *, partition_count,
+                 offsets_retention_ms: int, clock):
+        self.groups = groups
+        self.store = store
+        self.classic = classic
+        self.consumer = consumer
+        self.consumer_records = consumer_records
+        self.partition_count = partition_count    # topic -> partition count, or None if unknown
+        self.offsets_retention_ms = offsets_retention_ms
+        self._clock = clock                       # wall-clock ms: commit times and expiry
+        # producer id -> group -> {(topic, partition): OffsetAndMetadata} awaiting its marker
+        self.pending_txn_offsets: dict[int, dict[str, dict]] = {}
+        # (transactional id, producer id, epoch, group) -> error code; set by the supervisor
+        self.verify_txn = lambda tid, pid, epoch, group, add=False: \
+            errors.CoordinatorNotAvailableError.code
+
+    def load(self, stored_offsets: dict, pending: dict) -> None:
+        """The offsets replayed from ``__consumer_offsets`` (after the
+        classic groups: a group with offsets only is made Empty) and the
+        transactional ones still awaiting their marker."""
+        self.pending_txn_offsets = pending
+        for gid, offsets in stored_offsets.items():
+            g = self.groups.get(gid) or self.groups.setdefault(gid, Group(gid))
+            g.offsets.update(offsets)
+
     def expire_offsets(self) -> None:
         """Drop the committed offsets of empty groups older than the
         retention (and such groups once they have none left)."""
@@ -41,12 +104,10 @@ class OffsetsMixin:
                 log.info("group %s: %d committed offset(s) expired", g.group_id, len(expired))
             if not g.offsets:
                 self.store.write_group(g.group_id, None, now, offsets_deleted=expired)
-                self._drop_consumer_group(g)
+                self.consumer_records.drop(g)
                 del self.groups[g.group_id]
 
-    # ---- offsets -------------------------------------------------------------------------------
-
-    def _offset_commit(self, ctx: RequestContext, body: dict):
+    def offset_commit(self, ctx: RequestContext, body: dict):
         gid = body["group_id"]
         generation = body.get("generation_id_or_member_epoch", -1)
         member_id = body.get("member_id", "")
@@ -68,7 +129,7 @@ class OffsetsMixin:
         elif g.state == COMPLETING_REBALANCE:
             code = errors.RebalanceInProgressError.code
         else:
-            code = self._check_member(g, member_id, instance, generation)
+            code = self.classic.check_member(g, member_id, instance, generation)
         topics_out, accepted = self._write_offsets(gid, code, body["topics"])
         if accepted:
             self._group_for_commit(gid).offsets.update(accepted)
@@ -119,7 +180,7 @@ class OffsetsMixin:
             g.state_timestamp = self._clock()
         return g
 
-    def _txn_offset_commit(self, ctx: RequestContext, body: dict):
+    def txn_offset_commit(self, ctx: RequestContext, body: dict):
         gid = body["group_id"]
         pid, epoch = body["producer_id"], body["producer_epoch"]
         generation = body.get("generation_id", -1)
@@ -147,7 +208,7 @@ class OffsetsMixin:
             elif generation >= 0 or member_id:
                 # KIP-447: a consumer's group metadata fences zombies of
                 # earlier generations; without it, the commit is a producer's
-                code = self._check_member(g, member_id, body.get("group_instance_id"),
+                code = self.classic.check_member(g, member_id, body.get("group_instance_id"),
                                           generation)
         topics_out, accepted = self._write_offsets(gid, code, body["topics"], pid, epoch)
         if accepted:
@@ -204,7 +265,7 @@ class OffsetsMixin:
             out.append({"name": t["name"], "partitions": parts})
         return out
 
-    def _offset_fetch(self, ctx: RequestContext, body: dict):
+    def offset_fetch(self, ctx: RequestContext, body: dict):
         stable = bool(body.get("require_stable"))
         if ctx.api_version >= 8:
             out = []
@@ -226,7 +287,7 @@ class OffsetsMixin:
         return self.consumer.validate_commit(g.consumer, grp["member_id"],
                                              grp.get("member_epoch", -1))
 
-    def _offset_delete(self, ctx: RequestContext, body: dict):
+    def offset_delete(self, ctx: RequestContext, body: dict):
         if not body["group_id"]:
             return {"error_code": INVALID_GROUP_ID, "throttle_time_ms": 0, "topics": []}
         g = self.groups.get(body["group_id"])
@@ -250,7 +311,7 @@ class OffsetsMixin:
                 parts.append({"partition_index": p["partition_index"], "error_code": code})
             topics_out.append({"name": t["name"], "partitions": parts})
         if deleted:
-            self.store.write_offsets(g.group_id, deleted, _now_ms())
+            self.store.write_offsets(g.group_id, deleted, now_ms())
             for tp in deleted:
                 del g.offsets[tp]
         return {"error_code": NONE, "throttle_time_ms": 0, "topics": topics_out}
