@@ -1,3 +1,57 @@
+"""Share-partitions (KIP-932): which member holds which records of a partition.
+
+A share group reads a partition through its *share-partition*, kept by the
+partition's leader (this worker), since the state follows the data:
+
+- the share-partition start offset (SPSO): every record below it is done
+  (acknowledged or archived);
+- the in-flight records from the SPSO up to ``next_offset`` (the offset
+  after the last record ever acquired), as **ranges** of offsets sharing
+  one state, delivery count and holder -- a fetched batch becomes one
+  range, split only where acknowledgements differ -- never one object per
+  record. A range is AVAILABLE (to be redelivered), ACQUIRED by a member
+  until its lock deadline, ACKNOWLEDGED, or ARCHIVED (rejected, past the
+  delivery count limit, or a gap).
+
+ShareFetch acquires for the member: from the first AVAILABLE offset (an
+earlier release or expired lock) or ``next_offset``, it reads the log like
+a consumer's fetch (committed batches, whole batches) and acquires every
+offset of those batches that is AVAILABLE or new, counting one more
+delivery, locked for ``group.share.record.lock.duration.ms``. The answer
+carries the batches and the acquired ranges; the client drops the records
+it does not hold. Acknowledgements (in ShareFetch or ShareAcknowledge)
+move the member's ACQUIRED records to ACKNOWLEDGED (ACCEPT), ARCHIVED
+(REJECT, GAP) or back to AVAILABLE (RELEASE) -- or ARCHIVED when it has had
+``group.share.delivery.count.limit`` deliveries; an acknowledgement of a
+record the member does not hold is INVALID_RECORD_STATE and changes
+nothing in that partition. A lock that expires releases the record the
+same way, so a member that dies loses its records to the others. The SPSO
+then moves past the leading done ranges. At most
+``group.share.partition.max.record.locks`` records are in flight: past
+that, only AVAILABLE records are handed out until the SPSO moves.
+
+The SPSOs the group coordinator reports (DescribeShareGroupOffsets) and
+sets (AlterShareGroupOffsets) are the share coordinator's: a reset there
+starts a new state epoch, the workers drop the group's share-partitions
+(``delete_group``) and read them again.
+
+A state file of an older kafkalite (``share-<hex of the group id>.state``
+in the partition's directory: magic "KLSS" | crc32c | key length | key |
+value, Kafka's ShareSnapshot formats) is taken up when the coordinator has
+no state for the share-partition, and removed once written there.
+
+Who may call: the share-partition manager (share_partition_manager.py),
+on the worker's event-loop thread: it makes the share-partitions of the
+partitions this worker leads, applies the state it read, calls
+``acquire``, ``acknowledge``, ``expire`` and the rest for its requests,
+and writes ``state()``. Nothing here does I/O but reading the older state
+file once.
+
+Which process runs it: each partition worker.
+
+What it may import: kafkalite.protocol (the state's record formats),
+kafkalite.record, the bottom.
+"""
 from __future__ import annotations
 
 import bisect
@@ -375,5 +429,7 @@ def _runs(first: int, types) -> list:
     return out
 
 
-def _legacy_name(group: str) -> str:
+def legacy_state_name(group: str) -> str:
+    """The name of an older kafkalite's state file of ``group`` in a
+    partition's directory."""
     return "share-" + group.encode().hex() + STATE_SUFFIX

@@ -1,39 +1,7 @@
-"""Share-partitions (KIP-932): which member holds which records of a partition.
-
-A share group reads a partition through its *share-partition*, kept by the
-partition's leader (this worker), since the state follows the data:
-
-- the share-partition start offset (SPSO): every record below it is done
-  (acknowledged or archived);
-- the in-flight records from the SPSO up to ``next_offset`` (the offset
-  after the last record ever acquired), as **ranges** of offsets sharing
-  one state, delivery count and holder -- a fetched batch becomes one
-  range, split only where acknowledgements differ -- never one object per
-  record. A range is AVAILABLE (to be redelivered), ACQUIRED by a member
-  until its lock deadline, ACKNOWLEDGED, or ARCHIVED (rejected, past the
-  delivery count limit, or a gap).
-
-ShareFetch acquires for the member: from the first AVAILABLE offset (an
-earlier release or expired lock) or ``next_offset``, it reads the log like
-a consumer's fetch (committed batches, whole batches) and acquires every
-offset of those batches that is AVAILABLE or new, counting one more
-delivery, locked for ``group.share.record.lock.duration.ms``. The answer
-carries the batches and the acquired ranges; the client drops the records
-it does not hold. Acknowledgements (in ShareFetch or ShareAcknowledge)
-move the member's ACQUIRED records to ACKNOWLEDGED (ACCEPT), ARCHIVED
-(REJECT, GAP) or back to AVAILABLE (RELEASE) -- or ARCHIVED when it has had
-``group.share.delivery.count.limit`` deliveries; an acknowledgement of a
-record the member does not hold is INVALID_RECORD_STATE and changes
-nothing in that partition. A lock that expires releases the record the
-same way, so a member that dies loses its records to the others. The SPSO
-then moves past the leading done ranges. At most
-``group.share.partition.max.record.locks`` records are in flight: past
-that, only AVAILABLE records are handed out until the SPSO moves.
-
-The SPSOs the group coordinator reports (DescribeShareGroupOffsets) and
-sets (AlterShareGroupOffsets) are the share coordinator's: a reset there
-starts a new state epoch, the workers drop the group's share-partitions
-(``delete_group``) and read them again.
+"""The share-partition manager (Kafka's ``SharePartitionManager``): ShareFetch
+and ShareAcknowledge for the share-partitions (share_partition.py) of the
+partitions this worker leads, the members' share sessions, and the reading
+and writing of each share-partition's state at the share coordinator.
 
 A share session (the share_session_epoch of ShareFetch/ShareAcknowledge,
 per member on this broker) opens with epoch 0 and counts up; a wrong
@@ -64,15 +32,15 @@ coordinator endpoint, Kafka's share coordinator APIs):
   acquired record is AVAILABLE again with its delivery count as last
   written: none lost, none accepted twice.
 
-A state file of an older kafkalite (``share-<hex of the group id>.state``
-in the partition's directory: magic "KLSS" | crc32c | key length | key |
-value, Kafka's ShareSnapshot formats) is taken up when the coordinator has
-no state for the share-partition, and removed once written there.
-
 Who may call: the replica manager (replica_manager.py), on the worker's
 event-loop thread: it routes ShareFetch and ShareAcknowledge here and
 calls ``expire()`` at ``next_deadline()``; the worker (worker.py) sets
 ``persister`` and calls ``delete_group`` for the supervisor.
+
+Which process runs it: each partition worker.
+
+What it may import: share_partition.py, share_dead_letters.py, replica/
+(the purgatory), network/, kafkalite.protocol and the bottom.
 """
 from __future__ import annotations
 
@@ -86,7 +54,7 @@ from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages.share_records import ACKNOWLEDGED, AVAILABLE
 from kafkalite.server.replica.purgatory import DelayedFetch
 from kafkalite.server.share.share_dead_letters import DeadLetterWriter
-from kafkalite.server.share.share_partition import InFlight, SharePartition, _legacy_name
+from kafkalite.server.share.share_partition import InFlight, SharePartition, legacy_state_name
 from kafkalite.server.network.requests import DEFERRED
 
 log = logging.getLogger("kafkalite.share_partition")
@@ -165,7 +133,7 @@ class SharePartitionManager:
         key = (group, name, index)
         sp = self.shares.get(key)
         if sp is None or sp.part is not part:
-            legacy = os.path.join(part.log.directory, _legacy_name(group))
+            legacy = os.path.join(part.log.directory, legacy_state_name(group))
             sp = self.shares[key] = SharePartition(group, part, topic_id, self, legacy)
         return sp
 
@@ -659,8 +627,6 @@ def _by_topic(sps: list, entry) -> list:
     for sp in sps:
         by.setdefault(sp.topic_id, []).append(entry(sp))
     return [{"topic_id": tid, "partitions": parts} for tid, parts in by.items()]
-
-
 
 
 def _unlink(path: str) -> None:
