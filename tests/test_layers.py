@@ -127,7 +127,8 @@ SERVER_UPWARD: dict[tuple[str, str], str] = {
     ("kafkalite/server/replica/replica_manager.py", "kafkalite.server.controller.metadata"):
         "the replica manager refuses client writes to the internal topics, whose names "
         "(INTERNAL_TOPICS) metadata.py defines; they belong in a module below replica/",
-    ("kafkalite/server/replica/replica_manager.py", "kafkalite.server.share.share_partition"):
+    ("kafkalite/server/replica/replica_manager.py",
+     "kafkalite.server.share.share_partition_manager"):
         "the worker-side share partitions (SharePartitionManager, on the replica manager's "
         "purgatory) were moved to share/ with the share coordinator; issue 41 puts them in "
         "replica/",

@@ -50,13 +50,14 @@ A member that says it owns none of the partitions taken from it (an eager
 member revokes everything before rejoining) moves on at once. Its own
 session timeout applies; its commits are checked against its member epoch
 with ILLEGAL_GENERATION. When the last consumer-protocol member leaves,
-``only_classic_left`` lets the classic coordinator turn the group back.
+``only_classic_left`` lets migration.py turn the group back.
 
-The state lives here, in memory; the classic coordinator writes what each
+The state lives here, in memory; the group coordinator writes what each
 request or tick changed to ``__consumer_offsets`` in Kafka's ConsumerGroup*
-records (consumer_group_log.py) and restores the groups from them after a
-restart, so members carry on at their epochs. Committed offsets go through
-the classic coordinator's offsets log (group_log.py) like any group's.
+records (groups.py's ConsumerGroupRecords, consumer_group_log.py) and
+restores the groups from them after a restart, so members carry on at their
+epochs. Committed offsets go through offsets.py and its log (group_log.py)
+like any group's.
 Regular-expression subscriptions (ConsumerGroupHeartbeat v1) are evaluated
 here, as Kafka does, against the non-internal topic names (a full match,
 with the ``regex`` package and a time limit per match instead of Kafka's
@@ -260,8 +261,9 @@ def _error(code: int, message: str | None = None, member_id: str | None = None,
 
 class ConsumerGroupCoordinator:
     """ConsumerGroupHeartbeat and ConsumerGroupDescribe over the consumer
-    groups ``group_of`` hands out (the classic coordinator owns the group
-    table and the offsets)."""
+    groups ``group_of`` hands out (the group coordinator owns the group
+    table, migration.py makes and converts its consumer groups, offsets.py
+    keeps the offsets)."""
 
     def __init__(self, *, topics, group_of, session_timeout_ms: int = 45_000,
                  heartbeat_interval_ms: int = 5_000, clock=time.monotonic):
@@ -273,8 +275,8 @@ class ConsumerGroupCoordinator:
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self._clock = clock
         self.groups: dict[str, ConsumerGroup] = {}
-        # cg -> bool: the group's last consumer-protocol member left; the
-        # classic coordinator may turn it back into a classic group (True)
+        # cg -> bool: the group's last consumer-protocol member left;
+        # migration.py may turn it back into a classic group (True)
         self.only_classic_left = lambda cg: False
 
     # ---- ConsumerGroupHeartbeat ------------------------------------------------------------------
@@ -504,7 +506,7 @@ class ConsumerGroupCoordinator:
             self._bump(cg, f"classic member {mid} changed its subscription")
         self._refresh_target(cg)
         # an eager member revoked everything before it rejoined and owns nothing
-        self._reconcile(cg, m, self._named_partitions(subscription.get("owned_partitions")), now)
+        self._reconcile(cg, m, self.named_partitions(subscription.get("owned_partitions")), now)
         return {"throttle_time_ms": 0, "error_code": NONE, "generation_id": m.member_epoch,
                 "protocol_type": CONSUMER_PROTOCOL, "protocol_name": protocols[0][0],
                 "leader": "", "skip_assignment": False, "member_id": mid, "members": []}
@@ -587,7 +589,7 @@ class ConsumerGroupCoordinator:
             {"topic": t, "partitions": sorted(ps)} for t, ps in sorted(by.items())],
             "user_data": None})
 
-    def _named_partitions(self, named) -> frozenset:
+    def named_partitions(self, named) -> frozenset:
         """[{"topic", "partitions"}] as (topic id, partition); unknown topics dropped."""
         topics = self.topics()
         return frozenset((topics[t["topic"]].topic_id, p) for t in named or ()
@@ -615,7 +617,7 @@ class ConsumerGroupCoordinator:
         if (m.classic is None and cg.members and self.groups.get(cg.group_id) is cg
                 and all(other.classic is not None for other in cg.members.values())
                 and self.only_classic_left(cg)):
-            return              # a classic group now, at this group epoch (see _downgrade)
+            return      # a classic group now, at this group epoch (migration.py's downgrade)
         self._bump(cg, reason)
 
     @staticmethod
@@ -654,7 +656,7 @@ class ConsumerGroupCoordinator:
             m.topics = frozenset(found)
         return changed
 
-    def _subscription_metadata(self, cg: ConsumerGroup) -> tuple[dict, bool]:
+    def subscription_metadata(self, cg: ConsumerGroup) -> tuple[dict, bool]:
         """{topic: (topic id, partitions)} of what the group subscribes to,
         and whether a member's subscribed topics changed."""
         topics = self.topics()
@@ -669,7 +671,7 @@ class ConsumerGroupCoordinator:
     def _refresh_target(self, cg: ConsumerGroup) -> None:
         """Bump the group epoch if the subscribed topics changed, and compute
         a new target assignment when the group epoch is ahead of it."""
-        metadata, changed = self._subscription_metadata(cg)
+        metadata, changed = self.subscription_metadata(cg)
         if changed or metadata != cg.subscription_metadata:
             cg.subscription_metadata = metadata
             if cg.group_epoch == cg.assignment_epoch:     # else bumped already
