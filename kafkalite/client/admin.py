@@ -4,6 +4,12 @@ for transactions, which confluent-kafka lacks, the Java Admin's:
 list/describe transactions, describe producers, abort a hanging
 transaction, find hanging transactions).
 
+One module of about 1,000 lines, with reason: AdminClient is one class
+whose methods are one per admin call (a request and its futures), and
+the result types are what those calls return; split by API family, the
+one client a user imports would be spread over modules sharing its
+connection and error handling.
+
 Every method returns ``{topic or resource: concurrent.futures.Future}``
 like confluent-kafka's AdminClient; here the request is made before the
 method returns (against the supervisor), so the futures are already

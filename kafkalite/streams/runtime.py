@@ -1,6 +1,11 @@
 """KafkaStreams: a topology run by one instance of an application, in a
 consumer group with the application's other instances.
 
+One module of about 1,000 lines, with reason: KafkaStreams and its
+threaded variant share one life cycle (states, rebalance callbacks,
+task creation and closing, exactly-once commits) that the task, store
+and restore modules beside it plug into.
+
 ``application.id`` is the group id and the prefix of the internal topics.
 At start the instance checks co-partitioning, creates the repartition topics
 and the changelog topics (cleanup.policy=compact, the partition count of the

@@ -1,5 +1,10 @@
 """Kafka's own wire protocol over TCP, for Kafka's own clients.
 
+One module of about 1,050 lines, with reason: a connection's states
+(reading, TLS handshake, SASL, answers kept in order, throttled,
+closing) and the listener's poll-loop hooks act on the same socket and
+buffers; the TLS and SASL logic itself lives in auth/.
+
 Every broker process (the supervisor and each partition worker) runs one
 ``KafkaListener`` inside its single-threaded poll loop: the listening socket
 and every connection are plain non-blocking sockets whose descriptors sit in

@@ -1,5 +1,11 @@
 """The supervisor process: the worker processes' lives, and the wiring of the node.
 
+One module of about 1,300 lines, with reason: the Supervisor is the
+node's one loop, and what it wires (controller, coordinators,
+listeners, the workers' lives, adoption, takeover) meets in its start
+and its loop; each part's logic lives in its own folder (controller/,
+group/, txn/, network/), the process helpers in processes.py.
+
 It runs, on one thread, everything of a node that is not a partition:
 
 - process management (this module): the data directory's lock file,

@@ -1,5 +1,10 @@
 """The replica manager: the data APIs for the partitions one broker hosts.
 
+One module of about 1,100 lines, with reason: ReplicaManager is Kafka's
+class of that name, where a worker's data APIs meet its partitions,
+purgatory and fetchers; each API's handler is short, and the
+per-partition work is in partition.py, purgatory.py and the fetchers.
+
 A worker process is one broker. Its replica manager holds a ``Partition``
 (partition.py) for every topic-partition the controller gave it, and
 serves, for those partitions and no others:
