@@ -391,8 +391,9 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
     if only_server:
         return parser
 
-    console = _Commands("kafkalite.console")
-    from kafkalite.tools import dump_log, streams_app, verify
+    console = _Commands("kafkalite.cli.consume")
+    from kafkalite.cli import streams as streams_app
+    from kafkalite.tools import dump_log, verify
 
     curve = sub.add_parser(
         "curve", help="make CURVE key pairs (native protocol encryption and authentication)",
@@ -409,7 +410,7 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
                                        "(default User:NAME)")
     curve.set_defaults(func=_curve)
 
-    from kafkalite.tools import users_cmd
+    from kafkalite.cli import users as users_cmd
     users = sub.add_parser(
         "users", help="add, list, delete SASL users (PLAIN, SCRAM-SHA-256/512)",
         description=users_cmd.DESCRIPTION)
@@ -777,38 +778,38 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
     streams_app.add_arguments(streams, _client_args)
     streams.set_defaults(func=streams_app.run)
 
-    from kafkalite.tools import health_cmd
+    from kafkalite.cli import health as health_cmd
     health = sub.add_parser("health", help=health_cmd.DESCRIPTION,
                             description=health_cmd.DESCRIPTION)
     health_cmd.add_arguments(health, _client_args)
     health.set_defaults(func=health_cmd.run)
 
-    from kafkalite.tools import connect_cmd
+    from kafkalite.cli import connect as connect_cmd
     conn = sub.add_parser("connect", help="run a Kafka Connect worker (standalone or distributed)",
                           description=connect_cmd.DESCRIPTION)
     connect_cmd.add_arguments(conn, _client_args)
     conn.set_defaults(func=connect_cmd.run)
 
-    from kafkalite.tools import mirror_cmd
+    from kafkalite.cli import mirror as mirror_cmd
     mirror = sub.add_parser("mirror", help="mirror topics and group offsets to another cluster "
                                            "(MirrorMaker 2)", description=mirror_cmd.DESCRIPTION)
     mirror_cmd.add_arguments(mirror)
     mirror.set_defaults(func=mirror_cmd.run)
 
-    from kafkalite.tools import schemas_cmd
+    from kafkalite.cli import schemas as schemas_cmd
     schemas = sub.add_parser("schemas", help="register, list, get, check, delete schemas in "
                                              "the schema registry",
                              description=schemas_cmd.DESCRIPTION)
     schemas_cmd.add_arguments(schemas)
     schemas.set_defaults(func=schemas_cmd.run)
 
-    from kafkalite.tools import acls_cmd
+    from kafkalite.cli import acls as acls_cmd
     acls = sub.add_parser("acls", help="add, list, remove ACLs (as kafka-acls.sh)",
                           description=acls_cmd.DESCRIPTION)
     acls_cmd.add_arguments(acls)
     acls.set_defaults(func=acls_cmd.run)
 
-    from kafkalite.bench import cli as bench_cli
+    from kafkalite.cli import bench as bench_cli
     bench = sub.add_parser("bench", help=bench_cli.DESCRIPTION, description=bench_cli.DESCRIPTION)
     bench_cli.add_arguments(bench)
     bench.set_defaults(func=bench_cli.run)

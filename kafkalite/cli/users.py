@@ -29,7 +29,7 @@ import os
 import sys
 
 from kafkalite.errors import InvalidConfigurationError, KafkaError, error_for_code
-from kafkalite.tools.acls_cmd import add_login_arguments
+from kafkalite.cli.acls import add_login_arguments
 
 DESCRIPTION = ("Add, list or delete the SASL users of a server's Kafka listeners "
                "(--kafka-security-protocol SASL_PLAINTEXT or SASL_SSL). SCRAM users are kept as "
@@ -169,7 +169,7 @@ def _over_kafka(args) -> int:
     from kafkalite.client.kafka_connection import KafkaConnection, parse_servers
     from kafkalite.server.auth import credentials
     from kafkalite.protocol import ApiKey
-    from kafkalite.tools.acls_cmd import client_config
+    from kafkalite.cli.acls import client_config
     chosen = getattr(args, "mechanism", None)       # list has no --mechanism
     mechanisms = chosen or list(credentials.SCRAM_MECHANISMS)
     if "PLAIN" in mechanisms:
