@@ -48,191 +48,13 @@ import difflib
 import os
 import re
 import sys
-import time
 
 from kafkalite import __version__
+from kafkalite.cli.arguments import _client_args, _client_properties, _output_arg, _topic_arg
+from kafkalite.cli.curve import _curve
+from kafkalite.cli.demo import _demo
+from kafkalite.cli.server import _server
 from kafkalite.errors import KafkaError
-
-
-def _demo(args) -> int:
-    if args.data_dir is not None:
-        return _demo_in(args, args.data_dir)
-    # By default nowhere a user keeps data: it wrote 115 MB into
-    # ./kafkalite-data, the server's own default data directory.
-    import shutil
-    import tempfile
-    data_dir = tempfile.mkdtemp(prefix="kafkalite-demo-")
-    try:
-        return _demo_in(args, data_dir)
-    finally:
-        shutil.rmtree(data_dir, ignore_errors=True)
-        print(f"removed {data_dir} (give --data-dir to keep the log)")
-
-
-def _demo_in(args, data_dir: str) -> int:
-    from kafkalite.record import RecordBatchBuilder, decode_columns
-    from kafkalite.storage import LogConfig, PartitionLog
-
-    directory = os.path.join(data_dir, f"{args.topic}-0")
-    plog = PartitionLog.open(directory, LogConfig.from_properties({"segment.bytes": args.segment_bytes}))
-    state = "recovered after an unclean stop" if not plog.had_clean_shutdown and plog.log_end_offset else "opened"
-    print(f"{state} {directory}: offsets [{plog.log_start_offset}, {plog.log_end_offset}), "
-          f"{len(plog.segments)} segment(s)")
-    first = plog.log_end_offset
-    value = b"x" * args.value_bytes
-    started = time.perf_counter()
-    remaining, batches = args.records, 0
-    builder = RecordBatchBuilder(args.compression)
-    while remaining > 0:
-        n = min(args.batch_size, remaining)
-        builder.reset()
-        base = plog.log_end_offset
-        keys = [b"key-%d" % ((base + i) % 16) for i in range(n)]
-        builder.append_values([value] * n, keys=keys)
-        plog.append(builder.build())
-        remaining -= n
-        batches += 1
-    plog.high_watermark = plog.log_end_offset
-    took = time.perf_counter() - started
-    print(f"appended {args.records:,} records of {args.value_bytes} bytes in {batches:,} "
-          f"{args.compression} batches: offsets {first}..{plog.log_end_offset - 1} "
-          f"({args.records / took:,.0f} records/s)")
-
-    started = time.perf_counter()
-    offset, read, sample = first, 0, None
-    while offset < plog.log_end_offset:
-        fetched = plog.read(offset, 4 << 20)
-        if fetched.region is None:
-            break
-        cols = decode_columns(fetched.read(), verify_crc=True)
-        if sample is None and len(cols):
-            sample = (int(cols.offsets[0]), cols.key(0), cols.value(0)[:16])
-        read += int((cols.offsets >= first).sum())
-        offset = cols.next_offset
-    took = time.perf_counter() - started
-    print(f"read back {read:,} records from offset {first} with CRCs checked "
-          f"({read / took:,.0f} records/s); first: offset {sample[0]}, key {sample[1]!r}, "
-          f"value {sample[2]!r}...")
-    found = plog.offset_for_timestamp(0)
-    print(f"offset for timestamp 0 (earliest record): {found[0] if found else None}; "
-          f"log end offset {plog.log_end_offset}; {plog.size_in_bytes:,} bytes on disk "
-          f"in {len(plog.segments)} segment(s)")
-    plog.close()
-    print("closed cleanly" + (f"; run `kafkalite verify {data_dir}` to check every CRC and "
-                              f"index entry, `kafkalite dump-log {directory}` to see the batches"
-                              if args.data_dir is not None else ""))
-    return 0
-
-
-def _server(args) -> int:
-    from kafkalite.server.config import ServerConfig
-    from kafkalite.server.node.processes import start_early
-    config = ServerConfig.load(
-        args.config, data_dir=args.data_dir, host=args.host,
-        advertised_host=args.advertised_host, workers=args.workers, port=args.port,
-        ingest_port=args.ingest_port, worker_base_port=args.worker_base_port,
-        kafka_port=args.kafka_port, kafka_worker_base_port=args.kafka_worker_base_port,
-        auto_create_topics=args.auto_create_topics, default_partitions=args.default_partitions,
-        default_replication_factor=args.default_replication_factor,
-        replica_lag_time_max_ms=args.replica_lag_time_max_ms,
-        auto_leader_rebalance_enable=args.auto_leader_rebalance,
-        leader_imbalance_check_interval_seconds=args.leader_imbalance_check_interval_seconds,
-        group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
-        broker_session_timeout_ms=args.broker_session_timeout_ms, cluster=args.cluster,
-        node_id=args.node_id, controller_lease_ms=args.controller_lease_ms,
-        metrics_port=args.metrics_port, schema_registry_port=args.schema_registry_port,
-        rest_proxy_port=args.rest_proxy_port,
-        log_level=args.log_level,
-        kafka_security_protocol=args.kafka_security_protocol, listeners=args.listeners,
-        advertised_listeners=args.advertised_listeners,
-        listener_security_protocol_map=args.listener_security_protocol_map,
-        ssl_certfile=args.ssl_certfile,
-        ssl_keyfile=args.ssl_keyfile, ssl_cafile=args.ssl_cafile,
-        ssl_client_auth=args.ssl_client_auth,
-        sasl_enabled_mechanisms=args.sasl_enabled_mechanisms,
-        sasl_users_file=args.sasl_users_file,
-        native_curve_secret_key_file=args.native_curve_secret_key_file,
-        native_curve_authorized_keys=args.native_curve_authorized_keys)
-    from kafkalite.server.auth.security import refuse_open_node_channels, restrict_file_modes
-    refuse_open_node_channels(config)
-    restrict_file_modes(config)
-    # The workers first: their start-up overlaps the supervisor's imports.
-    early = start_early(config)
-    from kafkalite.server.node.supervisor import serve
-    apps = [("/console", _console_app)] if args.console else []
-    from kafkalite.registry import make_app as schema_registry
-    from kafkalite.rest_proxy import make_app as rest_proxy
-    return serve(config, apps, early, schema_registry, rest_proxy)
-
-
-def _console_app(bootstrap: str, registry, owner_key_file: str | None = None):
-    """The web console as a WSGI app that imports it (its client, pyarrow)
-    at its first request rather than before the server is ready; with
-    ``owner_key_file`` (security on) its clients connect with that key pair."""
-    import threading
-    lock, built = threading.Lock(), []
-
-    def app(environ, start_response):
-        with lock:          # the metrics server answers on several threads
-            if not built:
-                from kafkalite.client.config import owner_config
-                from kafkalite.webconsole import make_app
-                built.append(make_app(bootstrap, registry,
-                                      owner_config({"owner.key_file": owner_key_file})))
-        return built[0](environ, start_response)
-
-    def close() -> None:
-        if built and hasattr(built[0], "close"):
-            built[0].close()
-    app.close = close
-    return app
-
-
-def _curve(args) -> int:
-    """kafkalite curve keygen: a CURVE key pair, NAME.key and NAME.key_secret."""
-    from kafkalite.protocol import curve
-    principal = args.principal or f"User:{args.name}"
-    try:
-        public, secret = curve.write_keypair(args.dir, args.name, principal)
-    except FileExistsError as exc:
-        print(f"kafkalite curve: {exc.filename} exists; not overwritten", file=sys.stderr)
-        return 1
-    key = curve.load_key(public).decode()
-    print(f"public key {key} ({principal})\n  {public}\n  {secret}  (secret: mode 0600)")
-    return 0
-
-
-def _client_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap-server", metavar="HOST:PORT",
-                   help="the server's native endpoint (default: from ./kafkalite-data/server.json, "
-                        "else 127.0.0.1:7092)")
-    p.add_argument("--timeout", type=float, default=10.0,
-                   help="seconds to wait for the server (default: 10)")
-
-
-def _client_properties(p: argparse.ArgumentParser, alias: str | None = None) -> None:
-    """Client property pass-through: kcat's -X and Kafka's --command-config
-    (and the console tools' --producer-property / --consumer-property)."""
-    names = ["-X"] + ([alias] if alias else [])
-    p.add_argument(*names, dest="property_x", action="append", metavar="NAME=VALUE",
-                   help="a client configuration property, e.g. -X fetch.max.bytes=1048576 "
-                        "(repeatable; overrides --command-config)")
-    p.add_argument("--command-config", metavar="FILE",
-                   help="client configuration properties from a Java properties file")
-
-
-def _topic_arg(p: argparse.ArgumentParser, required: bool = True, text: str | None = None) -> None:
-    """The topic as a positional or as -t/--topic (Kafka's tools and kcat
-    name it with a flag); main() makes them one ``args.topic``."""
-    p.add_argument("topic", nargs="?", help=text or "the topic (or give --topic)")
-    p.add_argument("-t", "--topic", dest="topic_flag", metavar="TOPIC",
-                   help="the topic, as the positional")
-    p.set_defaults(topic_required=required)
-
-
-def _output_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--output", choices=["text", "json"], default="text",
-                   help="json: one JSON document per line (default: text)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -391,7 +213,6 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
     if only_server:
         return parser
 
-    console = _Commands("kafkalite.cli.consume")
     from kafkalite.cli import streams as streams_app
     from kafkalite.tools import dump_log, verify
 
@@ -470,7 +291,7 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
     for p in tsub.choices.values():
         _client_args(p)
         _client_properties(p)
-    topics.set_defaults(func=console.topics)
+    topics.set_defaults(func=_Commands("kafkalite.cli.topics").topics)
 
     prod = sub.add_parser("produce", help="send stdin lines to a topic, one record per line",
                           description="Send stdin lines to a topic, one record per line, like "
@@ -490,7 +311,7 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
     prod.add_argument("--header", action="append", metavar="NAME=VALUE", help="repeatable")
     _client_args(prod)
     _client_properties(prod, "--producer-property")
-    prod.set_defaults(func=console.produce)
+    prod.set_defaults(func=_Commands("kafkalite.cli.produce").produce)
 
     cons = sub.add_parser(
         "consume", help="print a topic's records",
@@ -531,7 +352,7 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
     cons.add_argument("--print-offset", action="store_true")
     _client_args(cons)
     _client_properties(cons, "--consumer-property")
-    cons.set_defaults(func=console.consume)
+    cons.set_defaults(func=_Commands("kafkalite.cli.consume").consume)
 
     groups = sub.add_parser("groups", help="list, describe, reset offsets of, delete consumer groups",
                             description="Consumer groups, like kafka-consumer-groups.")
@@ -586,7 +407,7 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
     for p in gsub.choices.values():
         _client_args(p)
         _client_properties(p)
-    groups.set_defaults(func=console.groups)
+    groups.set_defaults(func=_Commands("kafkalite.cli.groups").groups)
 
     shares = sub.add_parser("share-groups",
                             help="list, describe, reset offsets of, delete share groups",
@@ -628,7 +449,7 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
     for p in ssub.choices.values():
         _client_args(p)
         _client_properties(p)
-    shares.set_defaults(func=console.share_groups)
+    shares.set_defaults(func=_Commands("kafkalite.cli.share_groups").share_groups)
 
     configs = sub.add_parser("configs", help="describe and alter topic configs",
                              description="Topic configs, like kafka-configs --entity-type topics.")
@@ -651,7 +472,7 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
     for p in csub.choices.values():
         _client_args(p)
         _client_properties(p)
-    configs.set_defaults(func=console.configs)
+    configs.set_defaults(func=_Commands("kafkalite.cli.configs").configs)
 
     quotas = sub.add_parser(
         "client-quotas", help="describe and alter client quotas per user, client id and IP",
@@ -684,7 +505,7 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
         _client_args(p)
         _client_properties(p)
     _output_arg(q_describe)
-    quotas.set_defaults(func=console.client_quotas)
+    quotas.set_defaults(func=_Commands("kafkalite.cli.client_quotas").client_quotas)
 
     clus = sub.add_parser("cluster", help="cluster id, controller, brokers and listeners")
     clsub = clus.add_subparsers(dest="action", required=True)
@@ -696,7 +517,7 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
     _output_arg(c)
     _client_args(c)
     _client_properties(c)
-    clus.set_defaults(func=console.cluster)
+    clus.set_defaults(func=_Commands("kafkalite.cli.cluster").cluster)
 
     txns = sub.add_parser("transactions", help="list, describe, find hanging and abort "
                                                "transactions",
@@ -728,7 +549,7 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
     x.add_argument("--coordinator-epoch", type=int, default=0)
     for p in xsub.choices.values():
         _client_args(p)
-    txns.set_defaults(func=console.transactions)
+    txns.set_defaults(func=_Commands("kafkalite.cli.transactions").transactions)
 
     dr = sub.add_parser("delete-records", help="delete a partition's records before an offset "
                                                "(move its log start offset)",
@@ -744,7 +565,7 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
                     help='kafka-delete-records.sh\'s format: {"partitions": [{"topic": "t", '
                          '"partition": 0, "offset": 5}], "version": 1}')
     _client_args(dr)
-    dr.set_defaults(func=console.delete_records)
+    dr.set_defaults(func=_Commands("kafkalite.cli.delete_records").delete_records)
 
     demo = sub.add_parser("demo", help="append records to a local partition log and read them "
                                        "back (no server needed)")

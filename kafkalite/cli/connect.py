@@ -75,7 +75,7 @@ def run(args) -> int:
     from kafkalite.connect import Herder, Worker
     from kafkalite.connect.offsets import FileOffsetStore, KafkaOffsetStore
     from kafkalite.connect.rest import RestServer
-    from kafkalite.cli.consume import default_bootstrap
+    from kafkalite.cli.client_config import default_bootstrap
     cfg = read_config(args.worker_config)
     if args.bootstrap_server or "bootstrap.servers" not in cfg:
         cfg["bootstrap.servers"] = args.bootstrap_server or default_bootstrap()

@@ -83,7 +83,8 @@ def _internal(app: str, name: str) -> bool:
 
 def run(args) -> int:
     from kafkalite.client import AdminClient
-    from kafkalite.cli.consume import client_config, print_table
+    from kafkalite.cli.client_config import client_config
+    from kafkalite.cli.output import print_table
     admin = AdminClient(client_config(args))
     try:
         if args.action == "describe":

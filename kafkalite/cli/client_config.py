@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+import json
+import os
+
+from kafkalite.server.config import DEFAULT_PORT
+
+
+DEFAULT_DATA_DIR = "./kafkalite-data"
+
+
+def default_bootstrap() -> str:
+    try:
+        with open(os.path.join(DEFAULT_DATA_DIR, "server.json")) as f:
+            return json.load(f)["bootstrap.servers"]
+    except (OSError, ValueError, KeyError):
+        return f"127.0.0.1:{DEFAULT_PORT}"
+
+
+def _read_properties(path: str) -> dict:
+    """A Java properties file (Kafka's --command-config, --consumer.config)."""
+    import javaproperties
+    try:
+        with open(path, encoding="utf-8") as f:
+            return javaproperties.load(f)
+    except ValueError as exc:
+        raise ValueError(f"{path} is not a Java properties file: {exc}") from None
+
+
+def client_config(args, **defaults) -> dict:
+    """The client's properties: the command's own ``defaults``, then
+    ``--command-config FILE``, then ``-X name=value`` (later ones win, as in
+    kcat); an explicit ``--bootstrap-server`` wins over them all. Unknown
+    names are refused by the client (config.py), naming the property."""
+    cfg = {"bootstrap.servers": default_bootstrap(),
+           "request.timeout.ms": int(args.timeout * 1000), **defaults}
+    if getattr(args, "command_config", None):
+        cfg.update(_read_properties(args.command_config))
+    cfg.update(_parse_kv(getattr(args, "property_x", None), "-X"))
+    if args.bootstrap_server:
+        cfg["bootstrap.servers"] = args.bootstrap_server
+    if "curve.server.key" not in cfg:
+        # the server's owner, on a server with security on: its key pair
+        from kafkalite.client.config import owner_config
+        data_dir = getattr(args, "data_dir", None) or DEFAULT_DATA_DIR
+        cfg.update(owner_config(_server_json(data_dir, cfg["bootstrap.servers"])))
+    return cfg
+
+
+def _parse_kv(items, what: str) -> dict:
+    out = {}
+    for item in items or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise ValueError(f"{what} {item!r} is not name=value")
+        out[key] = value
+    return out
+
+
+def _properties(args, known) -> dict:
+    props = _parse_kv(args.property, "--property")
+    unknown = sorted(set(props) - set(known))
+    if unknown:
+        raise ValueError(f"unknown --property {unknown[0]!r}: use {', '.join(known)}")
+    return props
+
+
+def _true(value: str) -> bool:
+    return value.strip().lower() == "true"
+
+
+def _server_json(data_dir: str, bootstrap: str) -> dict:
+    """The server.json of the server at ``bootstrap``, if it is the one
+    whose data dir is ``data_dir`` (its listeners are written there)."""
+    try:
+        with open(os.path.join(data_dir, "server.json")) as f:
+            info = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return info if bootstrap in (info.get("bootstrap.servers"),
+                                 info.get("kafka.bootstrap.servers")) else {}
