@@ -3,9 +3,6 @@ from __future__ import annotations
 import json
 import os
 
-from kafkalite.server.config import DEFAULT_PORT
-
-
 DEFAULT_DATA_DIR = "./kafkalite-data"
 
 
@@ -14,6 +11,9 @@ def default_bootstrap() -> str:
         with open(os.path.join(DEFAULT_DATA_DIR, "server.json")) as f:
             return json.load(f)["bootstrap.servers"]
     except (OSError, ValueError, KeyError):
+        # here, not at the top: every command's parser imports this module,
+        # and server.config (with storage.config) takes tens of ms to import
+        from kafkalite.server.config import DEFAULT_PORT
         return f"127.0.0.1:{DEFAULT_PORT}"
 
 
