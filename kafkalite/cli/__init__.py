@@ -50,7 +50,7 @@ import re
 import sys
 
 from kafkalite import __version__
-from kafkalite.cli.arguments import _client_args, _client_properties, _output_arg, _topic_arg
+from kafkalite.cli.arguments import client_args, client_properties, output_arg, topic_arg
 from kafkalite.cli.curve import _curve
 from kafkalite.cli.demo import _demo
 from kafkalite.cli.server import _server
@@ -242,14 +242,14 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
                                            "leaders, reassign replicas")
     tsub = topics.add_subparsers(dest="action", required=True)
     t = tsub.add_parser("create", help="create a topic")
-    _topic_arg(t)
+    topic_arg(t)
     t.add_argument("--if-not-exists", action="store_true",
                    help="succeed quietly if the topic exists already")
     t.add_argument("--partitions", type=int, default=-1, help="default: the server's default")
     t.add_argument("--replication-factor", type=int, default=-1)
     t.add_argument("--config", action="append", metavar="NAME=VALUE", help="topic config (repeatable)")
     t = tsub.add_parser("list", help="list topic names")
-    _output_arg(t)
+    output_arg(t)
     t = tsub.add_parser("describe", help="partitions, leaders, replicas, in-sync replicas, "
                                          "config overrides, and per partition the log start "
                                          "offset, the end offset (high watermark), the records "
@@ -257,47 +257,47 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
                         description="Records counts the offsets between the start and end "
                                     "offsets: records removed by compaction and transaction "
                                     "markers are counted too.")
-    _topic_arg(t, required=False, text="the topic (default: every topic)")
-    _output_arg(t)
+    topic_arg(t, required=False, text="the topic (default: every topic)")
+    output_arg(t)
     t.add_argument("--under-replicated-partitions", action="store_true",
                    help="only partitions whose in-sync replicas are fewer than their replicas")
     t.add_argument("--unavailable-partitions", action="store_true",
                    help="only partitions without a live leader")
     t = tsub.add_parser("elect-leaders", help="elect the preferred (or, unclean, any live) "
                                               "replica as leader, as kafka-leader-election.sh")
-    _topic_arg(t, required=False, text="default: every topic")
+    topic_arg(t, required=False, text="default: every topic")
     t.add_argument("--partition", type=int, action="append",
                    help="partition to elect for (repeatable; default: all of the topic)")
     t.add_argument("--election-type", choices=["preferred", "unclean"], default="preferred")
     t = tsub.add_parser("reassign", help="move a partition's replicas to other workers (the "
                                           "data is copied before the old replicas are dropped)")
-    _topic_arg(t)
+    topic_arg(t)
     t.add_argument("--partition", type=int, required=True)
     group = t.add_mutually_exclusive_group(required=True)
     group.add_argument("--replicas", help="the new replicas, comma-separated broker ids, "
                                           "the preferred leader first")
     group.add_argument("--cancel", action="store_true", help="cancel a reassignment under way")
     t = tsub.add_parser("reassignments", help="reassignments under way")
-    _topic_arg(t, required=False, text="default: every topic")
+    topic_arg(t, required=False, text="default: every topic")
     t = tsub.add_parser("alter", help="add partitions or change configs")
-    _topic_arg(t)
+    topic_arg(t)
     t.add_argument("--partitions", type=int, help="new total partition count")
     t.add_argument("--config", action="append", metavar="NAME=VALUE")
     t.add_argument("--delete-config", action="append", metavar="NAME")
     t = tsub.add_parser("delete", help="delete a topic and its data")
-    _topic_arg(t)
+    topic_arg(t)
     t.add_argument("--if-exists", action="store_true",
                    help="succeed quietly if there is no such topic")
     for p in tsub.choices.values():
-        _client_args(p)
-        _client_properties(p)
+        client_args(p)
+        client_properties(p)
     topics.set_defaults(func=_Commands("kafkalite.cli.topics").topics)
 
     prod = sub.add_parser("produce", help="send stdin lines to a topic, one record per line",
                           description="Send stdin lines to a topic, one record per line, like "
                                       "kafka-console-producer. On an error, the records written "
                                       "before it are counted in the error line.")
-    _topic_arg(prod)
+    topic_arg(prod)
     prod.add_argument("--key-separator", help="split each line into key and value at this string")
     prod.add_argument("--property", action="append", metavar="NAME=VALUE",
                       help="kafka-console-producer's: parse.key=true (key and value split at "
@@ -309,8 +309,8 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
                       choices=["none", "gzip", "snappy", "lz4", "zstd"])
     prod.add_argument("--linger-ms", type=int, default=5)
     prod.add_argument("--header", action="append", metavar="NAME=VALUE", help="repeatable")
-    _client_args(prod)
-    _client_properties(prod, "--producer-property")
+    client_args(prod)
+    client_properties(prod, "--producer-property")
     prod.set_defaults(func=_Commands("kafkalite.cli.produce").produce)
 
     cons = sub.add_parser(
@@ -318,7 +318,7 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
         description="Print a topic's records, like kafka-console-consumer and kcat -C. SIGINT "
                     "and SIGTERM close the consumer (a group member commits and leaves its "
                     "group) and exit 0.")
-    _topic_arg(cons)
+    topic_arg(cons)
     cons.add_argument("--from-beginning", action="store_true",
                       help="start at the log start (as -o earliest); with --group, where the "
                            "group has no committed offset")
@@ -340,7 +340,7 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
                            "size, %%t topic, %%p partition, %%o offset, %%T timestamp (ms), "
                            "%%h headers (k=v,...), %%%%; \\n \\t \\r escapes; no newline "
                            "is added, e.g. -f '%%k %%s %%o\\n'")
-    _output_arg(cons)
+    output_arg(cons)
     cons.add_argument("--property", action="append", metavar="NAME=VALUE",
                       help="kafka-console-consumer's: print.key, print.timestamp, print.offset, "
                            "print.partition, print.headers, print.value (true|false), "
@@ -350,15 +350,15 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
     cons.add_argument("--print-timestamp", action="store_true")
     cons.add_argument("--print-partition", action="store_true")
     cons.add_argument("--print-offset", action="store_true")
-    _client_args(cons)
-    _client_properties(cons, "--consumer-property")
+    client_args(cons)
+    client_properties(cons, "--consumer-property")
     cons.set_defaults(func=_Commands("kafkalite.cli.consume").consume)
 
     groups = sub.add_parser("groups", help="list, describe, reset offsets of, delete consumer groups",
                             description="Consumer groups, like kafka-consumer-groups.")
     gsub = groups.add_subparsers(dest="action", required=True)
     g = gsub.add_parser("list", help="group ids and states")
-    _output_arg(g)
+    output_arg(g)
     g = gsub.add_parser("describe", help="committed offset, log end and lag per partition "
                                          "(or --members, --state)")
     g.add_argument("group", nargs="?")
@@ -372,7 +372,7 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
                         "KIP-848 groups, its epoch and target assignment epoch; with "
                         "--members: each member's epoch, current and target assignment, and "
                         "whether it speaks the consumer protocol (UPGRADED)")
-    _output_arg(g)
+    output_arg(g)
     g = gsub.add_parser("reset-offsets", help="set a group's committed offsets (dry run unless "
                                               "--execute; refused while it has members)")
     g.add_argument("group")
@@ -405,8 +405,8 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
                                        "it has members)")
     g.add_argument("group")
     for p in gsub.choices.values():
-        _client_args(p)
-        _client_properties(p)
+        client_args(p)
+        client_properties(p)
     groups.set_defaults(func=_Commands("kafkalite.cli.groups").groups)
 
     shares = sub.add_parser("share-groups",
@@ -414,7 +414,7 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
                             description="Share groups (KIP-932), like kafka-share-groups.")
     ssub = shares.add_subparsers(dest="action", required=True)
     g = ssub.add_parser("list", help="share group ids and states")
-    _output_arg(g)
+    output_arg(g)
     g = ssub.add_parser("describe", help="the group's members with their partitions, and per "
                                          "partition its start offset and lag")
     g.add_argument("group", nargs="?")
@@ -425,7 +425,7 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
                       help="only the partitions: START-OFFSET (the share-partition start "
                            "offset: every record before it is done) and LAG (log end - start); "
                            "with --output json, these rows instead of the members")
-    _output_arg(g)
+    output_arg(g)
     g = ssub.add_parser("reset-offsets", help="set the share-partitions' start offsets (dry run "
                                               "unless --execute; refused while the group has "
                                               "members)")
@@ -447,8 +447,8 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
                                        "(refused while it has members)")
     g.add_argument("group")
     for p in ssub.choices.values():
-        _client_args(p)
-        _client_properties(p)
+        client_args(p)
+        client_properties(p)
     shares.set_defaults(func=_Commands("kafkalite.cli.share_groups").share_groups)
 
     configs = sub.add_parser("configs", help="describe and alter topic configs",
@@ -456,22 +456,22 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
     csub = configs.add_subparsers(dest="action", required=True)
     c = csub.add_parser("describe", help="a topic's config overrides, or --all its configs with "
                                          "their sources")
-    _topic_arg(c, required=False, text="the topic (default: every topic)")
+    topic_arg(c, required=False, text="the topic (default: every topic)")
     c.add_argument("--all", action="store_true",
                    help="every config with its source: DYNAMIC_TOPIC_CONFIG (set on the topic), "
                         "DYNAMIC_DEFAULT_BROKER_CONFIG (the brokers' dynamic default, "
                         "log.retention.ms and the like), STATIC_BROKER_CONFIG (the server's topic "
                         "default), DEFAULT_CONFIG")
-    _output_arg(c)
+    output_arg(c)
     c = csub.add_parser("alter", help="set or delete a topic's config overrides")
-    _topic_arg(c)
+    topic_arg(c)
     c.add_argument("--add-config", action="append", metavar="K=V[,K=V]",
                    help="set these overrides (repeatable)")
     c.add_argument("--delete-config", action="append", metavar="K[,K]",
                    help="delete these overrides: back to the default (repeatable)")
     for p in csub.choices.values():
-        _client_args(p)
-        _client_properties(p)
+        client_args(p)
+        client_properties(p)
     configs.set_defaults(func=_Commands("kafkalite.cli.configs").configs)
 
     quotas = sub.add_parser(
@@ -502,9 +502,9 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
         p.add_argument("--client-defaults", action="store_true", help="the default client id")
         p.add_argument("--ip", metavar="ADDRESS", help="a client IP address (IPv4 or IPv6)")
         p.add_argument("--ip-defaults", action="store_true", help="the default IP")
-        _client_args(p)
-        _client_properties(p)
-    _output_arg(q_describe)
+        client_args(p)
+        client_properties(p)
+    output_arg(q_describe)
     quotas.set_defaults(func=_Commands("kafkalite.cli.client_quotas").client_quotas)
 
     clus = sub.add_parser("cluster", help="cluster id, controller, brokers and listeners")
@@ -514,9 +514,9 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
     c.add_argument("--data-dir", default="./kafkalite-data",
                    help="where to find the server's server.json for its listeners "
                         "(default ./kafkalite-data)")
-    _output_arg(c)
-    _client_args(c)
-    _client_properties(c)
+    output_arg(c)
+    client_args(c)
+    client_properties(c)
     clus.set_defaults(func=_Commands("kafkalite.cli.cluster").cluster)
 
     txns = sub.add_parser("transactions", help="list, describe, find hanging and abort "
@@ -548,14 +548,14 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
     x.add_argument("--producer-epoch", type=int)
     x.add_argument("--coordinator-epoch", type=int, default=0)
     for p in xsub.choices.values():
-        _client_args(p)
+        client_args(p)
     txns.set_defaults(func=_Commands("kafkalite.cli.transactions").transactions)
 
     dr = sub.add_parser("delete-records", help="delete a partition's records before an offset "
                                                "(move its log start offset)",
                         description="Delete records, like kafka-delete-records: every record "
                                     "before --offset becomes unreadable and its segments go.")
-    _topic_arg(dr, required=False, text="the topic (or give --offset-json-file)")
+    topic_arg(dr, required=False, text="the topic (or give --offset-json-file)")
     dr.add_argument("--partition", type=int, action="append",
                     help="partition (repeatable; default: all of the topic's)")
     dr.add_argument("--offset", type=int,
@@ -564,7 +564,7 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
     dr.add_argument("--offset-json-file", metavar="FILE",
                     help='kafka-delete-records.sh\'s format: {"partitions": [{"topic": "t", '
                          '"partition": 0, "offset": 5}], "version": 1}')
-    _client_args(dr)
+    client_args(dr)
     dr.set_defaults(func=_Commands("kafkalite.cli.delete_records").delete_records)
 
     demo = sub.add_parser("demo", help="append records to a local partition log and read them "
@@ -596,19 +596,19 @@ def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
 
     streams = sub.add_parser("streams", help="describe or reset a Streams application",
                              description=streams_app.DESCRIPTION)
-    streams_app.add_arguments(streams, _client_args)
+    streams_app.add_arguments(streams, client_args)
     streams.set_defaults(func=streams_app.run)
 
     from kafkalite.cli import health as health_cmd
     health = sub.add_parser("health", help=health_cmd.DESCRIPTION,
                             description=health_cmd.DESCRIPTION)
-    health_cmd.add_arguments(health, _client_args)
+    health_cmd.add_arguments(health, client_args)
     health.set_defaults(func=health_cmd.run)
 
     from kafkalite.cli import connect as connect_cmd
     conn = sub.add_parser("connect", help="run a Kafka Connect worker (standalone or distributed)",
                           description=connect_cmd.DESCRIPTION)
-    connect_cmd.add_arguments(conn, _client_args)
+    connect_cmd.add_arguments(conn, client_args)
     conn.set_defaults(func=connect_cmd.run)
 
     from kafkalite.cli import mirror as mirror_cmd

@@ -3,7 +3,7 @@ from __future__ import annotations
 import argparse
 
 
-def _client_args(p: argparse.ArgumentParser) -> None:
+def client_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap-server", metavar="HOST:PORT",
                    help="the server's native endpoint (default: from ./kafkalite-data/server.json, "
                         "else 127.0.0.1:7092)")
@@ -11,7 +11,7 @@ def _client_args(p: argparse.ArgumentParser) -> None:
                    help="seconds to wait for the server (default: 10)")
 
 
-def _client_properties(p: argparse.ArgumentParser, alias: str | None = None) -> None:
+def client_properties(p: argparse.ArgumentParser, alias: str | None = None) -> None:
     """Client property pass-through: kcat's -X and Kafka's --command-config
     (and the console tools' --producer-property / --consumer-property)."""
     names = ["-X"] + ([alias] if alias else [])
@@ -22,7 +22,7 @@ def _client_properties(p: argparse.ArgumentParser, alias: str | None = None) -> 
                    help="client configuration properties from a Java properties file")
 
 
-def _topic_arg(p: argparse.ArgumentParser, required: bool = True, text: str | None = None) -> None:
+def topic_arg(p: argparse.ArgumentParser, required: bool = True, text: str | None = None) -> None:
     """The topic as a positional or as -t/--topic (Kafka's tools and kcat
     name it with a flag); main() makes them one ``args.topic``."""
     p.add_argument("topic", nargs="?", help=text or "the topic (or give --topic)")
@@ -31,6 +31,6 @@ def _topic_arg(p: argparse.ArgumentParser, required: bool = True, text: str | No
     p.set_defaults(topic_required=required)
 
 
-def _output_arg(p: argparse.ArgumentParser) -> None:
+def output_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", choices=["text", "json"], default="text",
                    help="json: one JSON document per line (default: text)")

@@ -36,18 +36,18 @@ def client_config(args, **defaults) -> dict:
            "request.timeout.ms": int(args.timeout * 1000), **defaults}
     if getattr(args, "command_config", None):
         cfg.update(_read_properties(args.command_config))
-    cfg.update(_parse_kv(getattr(args, "property_x", None), "-X"))
+    cfg.update(parse_kv(getattr(args, "property_x", None), "-X"))
     if args.bootstrap_server:
         cfg["bootstrap.servers"] = args.bootstrap_server
     if "curve.server.key" not in cfg:
         # the server's owner, on a server with security on: its key pair
         from kafkalite.client.config import owner_config
         data_dir = getattr(args, "data_dir", None) or DEFAULT_DATA_DIR
-        cfg.update(owner_config(_server_json(data_dir, cfg["bootstrap.servers"])))
+        cfg.update(owner_config(server_json(data_dir, cfg["bootstrap.servers"])))
     return cfg
 
 
-def _parse_kv(items, what: str) -> dict:
+def parse_kv(items, what: str) -> dict:
     out = {}
     for item in items or []:
         key, eq, value = item.partition("=")
@@ -57,19 +57,19 @@ def _parse_kv(items, what: str) -> dict:
     return out
 
 
-def _properties(args, known) -> dict:
-    props = _parse_kv(args.property, "--property")
+def property_flags(args, known) -> dict:
+    props = parse_kv(args.property, "--property")
     unknown = sorted(set(props) - set(known))
     if unknown:
         raise ValueError(f"unknown --property {unknown[0]!r}: use {', '.join(known)}")
     return props
 
 
-def _true(value: str) -> bool:
+def is_true(value: str) -> bool:
     return value.strip().lower() == "true"
 
 
-def _server_json(data_dir: str, bootstrap: str) -> dict:
+def server_json(data_dir: str, bootstrap: str) -> dict:
     """The server.json of the server at ``bootstrap``, if it is the one
     whose data dir is ``data_dir`` (its listeners are written there)."""
     try:

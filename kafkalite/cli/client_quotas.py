@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from kafkalite.cli.client_config import _parse_kv, client_config
-from kafkalite.cli.output import _print_json
+from kafkalite.cli.client_config import client_config, parse_kv
+from kafkalite.cli.output import print_json
 
 
 def _quota_entity(args) -> dict:
@@ -54,7 +54,7 @@ def client_quotas(args) -> int:
             rows = [{"entity": e.as_dict(), "quotas": values}
                     for e, values in sorted(found.items(), key=lambda kv: repr(kv[0]))]
             if args.output == "json":
-                _print_json(rows)
+                print_json(rows)
                 return 0
             for r in rows:
                 values = ", ".join(f"{k}={v:g}" for k, v in sorted(r["quotas"].items()))
@@ -65,7 +65,7 @@ def client_quotas(args) -> int:
                              "--client-defaults, --ip or --ip-defaults")
         ops = {}
         for item in args.add_config or []:
-            for k, v in _parse_kv(item.split(","), "--add-config").items():
+            for k, v in parse_kv(item.split(","), "--add-config").items():
                 try:
                     ops[k] = float(v)
                 except ValueError:

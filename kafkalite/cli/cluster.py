@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from kafkalite.cli.client_config import _server_json, client_config
-from kafkalite.cli.output import _print_json, print_table
+from kafkalite.cli.client_config import client_config, server_json
+from kafkalite.cli.output import print_json, print_table
 
 
 def cluster(args) -> int:
@@ -14,7 +14,7 @@ def cluster(args) -> int:
         info = admin.describe_cluster()
     finally:
         admin.close()
-    local = _server_json(args.data_dir, cfg["bootstrap.servers"])
+    local = server_json(args.data_dir, cfg["bootstrap.servers"])
     listeners = {name: local[key] for name, key in (
         ("native", "native"), ("kafka", "kafka.bootstrap.servers"), ("ingest", "ingest"),
         ("metrics", "metrics"), ("health", "health")) if local.get(key)}
@@ -28,7 +28,7 @@ def cluster(args) -> int:
     controller = ("the supervisor at " + cfg["bootstrap.servers"]
                   if info["controller_id"] < 0 else info["controller_id"])
     if args.output == "json":
-        _print_json([{"cluster_id": info["cluster_id"], "controller": info["controller_id"],
+        print_json([{"cluster_id": info["cluster_id"], "controller": info["controller_id"],
                       "bootstrap": cfg["bootstrap.servers"],
                       "brokers": [{"id": b.id, "host": b.host, "port": b.port}
                                   for b in info["brokers"]],

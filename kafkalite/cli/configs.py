@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from kafkalite.cli.client_config import _parse_kv, client_config
-from kafkalite.cli.output import _print_json
-from kafkalite.cli.topics import _alter_topic_configs
+from kafkalite.cli.client_config import client_config, parse_kv
+from kafkalite.cli.output import print_json
+from kafkalite.cli.topics import alter_topic_configs
 
 
 def configs(args) -> int:
@@ -22,7 +22,7 @@ def configs(args) -> int:
                          "source": ConfigSource(int(e.source)).name}
                         for k, e in sorted(entries.items()) if args.all or int(e.source) == 1]
                 if args.output == "json":
-                    _print_json(rows)
+                    print_json(rows)
                     continue
                 print(f"{'All' if args.all else 'Dynamic'} configs for topic {name} are:")
                 for r in rows:
@@ -30,10 +30,10 @@ def configs(args) -> int:
         else:
             add = {}
             for item in args.add_config or []:
-                add.update(_parse_kv(item.split(","), "--add-config"))
+                add.update(parse_kv(item.split(","), "--add-config"))
             if not add and not args.delete_config:
                 raise ValueError("configs alter needs --add-config or --delete-config")
-            _alter_topic_configs(admin, args.topic, add,
+            alter_topic_configs(admin, args.topic, add,
                                  [k for item in args.delete_config or []
                                   for k in item.split(",") if k])
             print(f"Completed updating config for topic {args.topic}.")

@@ -5,7 +5,7 @@ import sys
 import time
 
 from kafkalite import errors
-from kafkalite.cli.client_config import _properties, _true, client_config
+from kafkalite.cli.client_config import client_config, is_true, property_flags
 
 
 # kafka-console-consumer's --property names (DefaultMessageFormatter)
@@ -95,10 +95,10 @@ def _console_format(args):
     """kafka-console-consumer's DefaultMessageFormatter: timestamp,
     partition, offset, headers, key, value, each as chosen by --print-* or
     --property print.*=true, separated by key.separator."""
-    props = _properties(args, _CONSUMER_PROPERTIES)
-    show = {name: getattr(args, "print_" + name) or _true(props.get("print." + name, "false"))
+    props = property_flags(args, _CONSUMER_PROPERTIES)
+    show = {name: getattr(args, "print_" + name) or is_true(props.get("print." + name, "false"))
             for name in ("timestamp", "partition", "offset", "headers", "key")}
-    show_value = _true(props.get("print.value", "true"))
+    show_value = is_true(props.get("print.value", "true"))
     sep = props.get("key.separator", "\t").encode()
     end = props.get("line.separator", "\n").encode()
     hsep = props.get("headers.separator", ",").encode()

@@ -5,7 +5,7 @@ import sys
 
 from kafkalite import errors
 from kafkalite.cli.client_config import client_config
-from kafkalite.cli.topics import _topic_partitions
+from kafkalite.cli.topics import topic_partitions
 
 
 def _offsets_from_json(path: str) -> list:
@@ -49,7 +49,7 @@ def delete_records(args) -> int:
     try:
         if wanted is None:
             wanted = [TopicPartition(tp.topic, tp.partition, args.offset)
-                      for tp in _topic_partitions(admin, args, args.partition)]
+                      for tp in topic_partitions(admin, args, args.partition)]
         for tp, fut in admin.delete_records(wanted, operation_timeout=args.timeout).items():
             try:
                 print(f"partition: {tp.topic}-{tp.partition}\t"

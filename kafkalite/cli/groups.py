@@ -3,10 +3,10 @@ from __future__ import annotations
 import sys
 
 from kafkalite.cli.client_config import client_config
-from kafkalite.cli.output import _print_json, print_table
+from kafkalite.cli.output import print_json, print_table
 
 
-def _parse_datetime(text: str) -> int:
+def parse_datetime(text: str) -> int:
     """Epoch ms from an ISO 8601 date-time (kafka-consumer-groups' --to-datetime);
     without a zone it is UTC."""
     from datetime import datetime, timezone
@@ -83,7 +83,7 @@ def _describe_group(admin, args, group_id: str) -> None:
                        target_assignment_epoch=desc.target_assignment_epoch)
             headers += ["TYPE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]
         if args.output == "json":
-            _print_json([row])
+            print_json([row])
         else:
             print_table([list(row.values())], headers)
         return
@@ -99,7 +99,7 @@ def _describe_group(admin, args, group_id: str) -> None:
                  "target_assignment": names(m.target_assignment), "upgraded": m.upgraded}
                 for m in desc.members]
         if args.output == "json":
-            _print_json(rows)
+            print_json(rows)
             return
         headers = ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID",
                    "#PARTITIONS", "ASSIGNMENT"]
@@ -118,7 +118,7 @@ def _describe_group(admin, args, group_id: str) -> None:
         return
     lags = admin.describe_group_offsets(group_id)
     if args.output == "json":
-        _print_json([{"group": group_id, "state": desc.state, "topic": p.topic,
+        print_json([{"group": group_id, "state": desc.state, "topic": p.topic,
                       "partition": p.partition,
                       "current_offset": p.committed if p.committed >= 0 else None,
                       "log_end_offset": p.log_end, "lag": p.lag, "consumer_id": p.member_id,
@@ -146,7 +146,7 @@ def _reset_offsets(admin, args) -> None:
                          "--from-file")
     spec, value = chosen[0]
     if spec == "to-datetime":
-        value = _parse_datetime(value)
+        value = parse_datetime(value)
     elif spec == "by-duration":
         value = _parse_duration(value)
     elif spec == "from-file":
@@ -207,7 +207,7 @@ def groups(args) -> int:
         if args.action == "list":
             listed = admin.list_consumer_groups().result()
             if args.output == "json":
-                _print_json([{"group": g.group_id, "state": g.state} for g in listed])
+                print_json([{"group": g.group_id, "state": g.state} for g in listed])
             else:
                 for g in listed:
                     print(f"{g.group_id}\t{g.state}")

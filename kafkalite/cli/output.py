@@ -4,7 +4,7 @@ import json
 import sys
 
 
-def _print_json(rows) -> None:
+def print_json(rows) -> None:
     """``--output json``: one JSON document per line (a record, a topic, a
     group...), as rpk and jq pipelines take them."""
     for row in rows:

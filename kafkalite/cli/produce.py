@@ -3,7 +3,7 @@ from __future__ import annotations
 import sys
 
 from kafkalite import errors
-from kafkalite.cli.client_config import _parse_kv, _properties, _true, client_config
+from kafkalite.cli.client_config import client_config, is_true, parse_kv, property_flags
 
 
 # kafka-console-producer's --property names (LineMessageReader)
@@ -15,9 +15,9 @@ def produce(args) -> int:
     (a refused record, a line without its key separator) the records
     written before it are flushed and counted in the one-line error."""
     from kafkalite.client import Producer
-    props = _properties(args, _PRODUCER_PROPERTIES)
+    props = property_flags(args, _PRODUCER_PROPERTIES)
     key_separator = args.key_separator
-    if _true(props.get("parse.key", "false")):
+    if is_true(props.get("parse.key", "false")):
         key_separator = props.get("key.separator", "\t")
     failures: list = []         # (line number, error)
     written = [0]
@@ -28,7 +28,7 @@ def produce(args) -> int:
         else:
             failures.append((line_no, err))
 
-    headers = list(_parse_kv(args.header, "--header").items()) or None
+    headers = list(parse_kv(args.header, "--header").items()) or None
     producer = Producer(client_config(args, **{
         "acks": args.acks, "compression.type": args.compression, "linger.ms": args.linger_ms}))
     sent, read, stopped = 0, 0, None

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 from kafkalite.cli.client_config import client_config
-from kafkalite.cli.groups import _parse_datetime
-from kafkalite.cli.output import _print_json, print_table
+from kafkalite.cli.groups import parse_datetime
+from kafkalite.cli.output import print_json, print_table
 
 
 def share_groups(args) -> int:
@@ -16,7 +16,7 @@ def share_groups(args) -> int:
         if args.action == "list":
             listed = admin.list_share_groups().result()
             if args.output == "json":
-                _print_json([{"group": g, "state": s} for g, s in listed])
+                print_json([{"group": g, "state": s} for g, s in listed])
             else:
                 for g, s in listed:
                     print(f"{g}\t{s}")
@@ -67,11 +67,11 @@ def _describe_share_group(admin, args) -> None:
     offsets = [] if args.members else _share_offsets(admin, args.group)
     if args.output == "json":
         if args.offsets:
-            _print_json([{"group": d["group_id"], "topic": t, "partition": p,
+            print_json([{"group": d["group_id"], "topic": t, "partition": p,
                           "start_offset": start, "log_end_offset": end, "lag": lag}
                          for t, p, start, end, lag in offsets])
         else:
-            _print_json(rows or [{"group": d["group_id"], "state": d["group_state"],
+            print_json(rows or [{"group": d["group_id"], "state": d["group_state"],
                                   "group_epoch": d["group_epoch"]}])
         return
     if not args.offsets:
@@ -129,7 +129,7 @@ def _reset_share_offsets(admin, args) -> int:
     starts = admin.list_offsets({k: -2 for k in keys})
     ends = admin.list_offsets({k: -1 for k in keys})
     if args.to_datetime is not None:
-        at = admin.list_offsets({k: _parse_datetime(args.to_datetime) for k in keys})
+        at = admin.list_offsets({k: parse_datetime(args.to_datetime) for k in keys})
     plan = {}
     for k in keys:
         if args.to_earliest:

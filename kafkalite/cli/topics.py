@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 from kafkalite import errors
-from kafkalite.cli.client_config import _parse_kv, client_config
-from kafkalite.cli.output import _print_json
+from kafkalite.cli.client_config import client_config, parse_kv
+from kafkalite.cli.output import print_json
 
 
-def _alter_topic_configs(admin, topic: str, set_configs: dict, delete_keys) -> None:
+def alter_topic_configs(admin, topic: str, set_configs: dict, delete_keys) -> None:
     """One IncrementalAlterConfigs of a topic: SET each of ``set_configs``, DELETE
     (back to the default) each of ``delete_keys``; the first error is raised."""
     from kafkalite.client import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
@@ -22,7 +22,7 @@ def _raise_first(futures: dict) -> None:
         f.result()
 
 
-def _topic_partitions(admin, args, only=None) -> list:
+def topic_partitions(admin, args, only=None) -> list:
     """[TopicPartition] of ``args.topic``: ``only`` those numbers, or all of its
     partitions (raising the topic's error if it has one)."""
     from kafkalite.client import TopicPartition
@@ -40,7 +40,7 @@ def topics(args) -> int:
             try:
                 _raise_first(admin.create_topics([NewTopic(
                     args.topic, args.partitions, args.replication_factor,
-                    config=_parse_kv(args.config, "--config"))], operation_timeout=args.timeout))
+                    config=parse_kv(args.config, "--config"))], operation_timeout=args.timeout))
             except errors.TopicAlreadyExistsError:
                 if not args.if_not_exists:
                     raise
@@ -57,7 +57,7 @@ def topics(args) -> int:
         elif args.action == "list":
             md = admin.list_topics(timeout=args.timeout)
             if args.output == "json":
-                _print_json([{"topic": name, "partitions": len(md.topics[name].partitions)}
+                print_json([{"topic": name, "partitions": len(md.topics[name].partitions)}
                              for name in sorted(md.topics)])
             for name in sorted(md.topics) if args.output != "json" else ():
                 print(name)
@@ -80,7 +80,7 @@ def topics(args) -> int:
                   f"{args.topic}-{args.partition}"
                   f"{'' if args.cancel else ' to ' + ','.join(map(str, replicas))}.")
         elif args.action == "reassignments":
-            parts = _topic_partitions(admin, args) if args.topic else None
+            parts = topic_partitions(admin, args) if args.topic else None
             ongoing = admin.list_partition_reassignments(parts).result()
             for tp, r in sorted(ongoing.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
                 print(f"Topic: {tp.topic}\tPartition: {tp.partition}\t"
@@ -88,7 +88,7 @@ def topics(args) -> int:
                       f"Adding: {','.join(map(str, r['adding_replicas']))}\t"
                       f"Removing: {','.join(map(str, r['removing_replicas']))}")
         elif args.action == "elect-leaders":
-            parts = _topic_partitions(admin, args, args.partition) if args.topic else None
+            parts = topic_partitions(admin, args, args.partition) if args.topic else None
             if not args.topic and args.partition:
                 raise ValueError("--partition needs a topic")
             results = admin.elect_leaders(0 if args.election_type == "preferred" else 1,
@@ -109,7 +109,7 @@ def topics(args) -> int:
                                                      operation_timeout=args.timeout))
                 print(f"Topic {args.topic} now has {args.partitions} partitions.")
             if args.config or args.delete_config:
-                _alter_topic_configs(admin, args.topic, _parse_kv(args.config, "--config"),
+                alter_topic_configs(admin, args.topic, parse_kv(args.config, "--config"),
                                      args.delete_config or [])
                 print(f"Updated the configs of topic {args.topic}.")
     finally:
@@ -162,7 +162,7 @@ def _describe_topics(admin, args) -> None:
             overrides = {k: e.value for k, e in next(iter(configs.values())).result().items()
                          if e.source == 1}
         if args.output == "json":
-            _print_json([{"topic": name, "partition_count": len(t.partitions),
+            print_json([{"topic": name, "partition_count": len(t.partitions),
                           "replication_factor": max((len(p.replicas) for p in
                                                      t.partitions.values()), default=0),
                           "configs": overrides, "partitions": rows}])
