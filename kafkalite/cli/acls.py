@@ -20,6 +20,7 @@ import sys
 
 DESCRIPTION = ("Add, list or remove ACLs on a server with authorizer_enabled, over the Kafka "
                "protocol, with kafka-acls.sh's flags.")
+HELP = "add, list, remove ACLs (as kafka-acls.sh)"
 DEFAULT_DATA_DIR = "./kafkalite-data"
 OPERATIONS = ("All", "Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction",
               "DescribeConfigs", "AlterConfigs", "IdempotentWrite")

@@ -1,7 +1,45 @@
 from __future__ import annotations
 
+import argparse
+
+from kafkalite.cli.arguments import client_args, client_properties, output_arg
 from kafkalite.cli.client_config import client_config, parse_kv
 from kafkalite.cli.output import print_json
+
+
+HELP = "describe and alter client quotas per user, client id and IP"
+DESCRIPTION = ("Client quotas, like kafka-configs --entity-type users/clients/ips: "
+               "producer_byte_rate and consumer_byte_rate (bytes/s) and request_percentage "
+               "(percent of one broker thread), for a user, a client id, both, or their "
+               "defaults. The most specific quota set for a client applies (Kafka's order: "
+               "user+client, user+default client, user, default user+client, ..., default "
+               "client). connection_creation_rate (new connections/s each broker accepts from "
+               "one IP; KIP-612) for an IP (--ip) or every IP without its own (--ip-defaults); "
+               "an IP entity has no user or client part.")
+
+
+def add_arguments(quotas: argparse.ArgumentParser) -> None:
+    qsub = quotas.add_subparsers(dest="action", required=True)
+    q_describe = qsub.add_parser("describe", help="the quotas of the entity named (exactly), "
+                                                  "or of every entity")
+    q_alter = qsub.add_parser("alter", help="set or delete an entity's quotas")
+    q_alter.add_argument("--add-config", action="append", metavar="K=V[,K=V]",
+                         help="set these quotas, e.g. producer_byte_rate=1048576 (repeatable)")
+    q_alter.add_argument("--delete-config", action="append", metavar="K[,K]",
+                         help="delete these quotas (repeatable)")
+    q_alter.add_argument("--validate-only", action="store_true",
+                         help="check the change with the server, change nothing")
+    for p in (q_describe, q_alter):
+        p.add_argument("--user", metavar="NAME", help="a user (a principal's name: alice for "
+                                                      "User:alice)")
+        p.add_argument("--user-defaults", action="store_true", help="the default user")
+        p.add_argument("--client", metavar="CLIENT_ID", help="a client id")
+        p.add_argument("--client-defaults", action="store_true", help="the default client id")
+        p.add_argument("--ip", metavar="ADDRESS", help="a client IP address (IPv4 or IPv6)")
+        p.add_argument("--ip-defaults", action="store_true", help="the default IP")
+        client_args(p)
+        client_properties(p)
+    output_arg(q_describe)
 
 
 def _quota_entity(args) -> dict:
@@ -39,7 +77,7 @@ def _entity_text(entity: dict) -> str:
     return ", ".join(parts)
 
 
-def client_quotas(args) -> int:
+def run(args) -> int:
     """Like kafka-configs --entity-type users/clients/ips: describe and alter
     client quotas (DescribeClientQuotas, AlterClientQuotas)."""
     from kafkalite.client.admin import (AdminClient, ClientQuotaAlteration, ClientQuotaEntity,

@@ -1,10 +1,29 @@
 from __future__ import annotations
 
+import argparse
+
+from kafkalite.cli.arguments import client_args, client_properties, output_arg
 from kafkalite.cli.client_config import client_config, server_json
 from kafkalite.cli.output import print_json, print_table
 
 
-def cluster(args) -> int:
+HELP = "cluster id, controller, brokers and listeners"
+DESCRIPTION = None
+
+
+def add_arguments(clus: argparse.ArgumentParser) -> None:
+    clsub = clus.add_subparsers(dest="action", required=True)
+    c = clsub.add_parser("info", help="cluster id, controller, brokers (DescribeCluster) and the "
+                                      "server's listeners (from its server.json)")
+    c.add_argument("--data-dir", default="./kafkalite-data",
+                   help="where to find the server's server.json for its listeners "
+                        "(default ./kafkalite-data)")
+    output_arg(c)
+    client_args(c)
+    client_properties(c)
+
+
+def run(args) -> int:
     """``cluster info``: cluster id, controller, brokers (DescribeCluster)
     and, from the server's server.json when it is at hand, its listeners."""
     from kafkalite.client import AdminClient

@@ -27,6 +27,8 @@ import signal
 import threading
 import urllib.parse
 
+from kafkalite.cli.arguments import client_args
+
 DESCRIPTION = ("Run a Kafka Connect worker: standalone (like connect-standalone.sh, connectors "
                "from properties/JSON files) or distributed (like connect-distributed.sh, a "
                "worker of the group.id cluster); Kafka Connect's REST API on rest.port. "
@@ -35,9 +37,10 @@ DESCRIPTION = ("Run a Kafka Connect worker: standalone (like connect-standalone.
                "for HTTP Basic credentials (curl -u USER), checked by a SASL login to the "
                "brokers, and connectors act as the user who created them; none (the default "
                "otherwise) asks for none.")
+HELP = "run a Kafka Connect worker (standalone or distributed)"
 
 
-def add_arguments(sub, client_args) -> None:
+def add_arguments(sub) -> None:
     csub = sub.add_subparsers(dest="mode", required=True)
     s = csub.add_parser("standalone", help="one worker, offsets in a local file")
     s.add_argument("worker_config", metavar="WORKER.properties")

@@ -1,11 +1,56 @@
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
 
 from kafkalite import errors
+from kafkalite.cli.arguments import client_args, client_properties, output_arg, topic_arg
 from kafkalite.cli.client_config import client_config, is_true, property_flags
+
+
+HELP = "print a topic's records"
+DESCRIPTION = ("Print a topic's records, like kafka-console-consumer and kcat -C. SIGINT and "
+               "SIGTERM close the consumer (a group member commits and leaves its group) and "
+               "exit 0.")
+
+
+def add_arguments(cons: argparse.ArgumentParser) -> None:
+    topic_arg(cons)
+    cons.add_argument("--from-beginning", action="store_true",
+                      help="start at the log start (as -o earliest); with --group, where the "
+                           "group has no committed offset")
+    cons.add_argument("--group", help="consume as a member of this consumer group (resumes from "
+                                      "its committed offsets, commits as it goes; assignors "
+                                      "range,cooperative-sticky, as Kafka's consumer)")
+    cons.add_argument("-p", "--partition", type=int, help="only this partition")
+    cons.add_argument("-o", "--offset", metavar="OFFSET",
+                      help="where to start: earliest, latest, N (absolute; needs --partition), -N (N records before the end of each "
+                           "partition), @MS (the first record at or after this timestamp, "
+                           "ms since the epoch)")
+    cons.add_argument("-e", "--exit", dest="exit_at_end", action="store_true",
+                      help="exit once every partition was read to the end offset it had "
+                           "when the command started reading it (kcat -e)")
+    cons.add_argument("-c", "--max-messages", type=int, help="exit after this many records")
+    cons.add_argument("--timeout-ms", type=int, help="exit after this long without a message")
+    cons.add_argument("-f", "--format", metavar="FORMAT",
+                      help="kcat's format string: %%s value, %%S value size, %%k key, %%K key "
+                           "size, %%t topic, %%p partition, %%o offset, %%T timestamp (ms), "
+                           "%%h headers (k=v,...), %%%%; \\n \\t \\r escapes; no newline "
+                           "is added, e.g. -f '%%k %%s %%o\\n'")
+    output_arg(cons)
+    cons.add_argument("--property", action="append", metavar="NAME=VALUE",
+                      help="kafka-console-consumer's: print.key, print.timestamp, print.offset, "
+                           "print.partition, print.headers, print.value (true|false), "
+                           "key.separator, line.separator, headers.separator, null.literal")
+    cons.add_argument("--print-key", action="store_true")
+    cons.add_argument("--print-headers", action="store_true")
+    cons.add_argument("--print-timestamp", action="store_true")
+    cons.add_argument("--print-partition", action="store_true")
+    cons.add_argument("--print-offset", action="store_true")
+    client_args(cons)
+    client_properties(cons, "--consumer-property")
 
 
 # kafka-console-consumer's --property names (DefaultMessageFormatter)
@@ -180,7 +225,7 @@ class _Stop:
             self._signal.signal(s, old)
 
 
-def consume(args) -> int:
+def run(args) -> int:
     from kafkalite.client import Consumer
     if args.group and (args.partition is not None or args.offset is not None):
         raise ValueError("--group shares the topic's partitions among the group's members: it "

@@ -1,9 +1,27 @@
 from __future__ import annotations
 
+import argparse
 import sys
 
 
-def _curve(args) -> int:
+HELP = "make CURVE key pairs (native protocol encryption and authentication)"
+DESCRIPTION = ("Make a CURVE key pair with zmq.curve_keypair: NAME.key (the public key, to hand "
+               "out; the server's goes to its clients as curve.server.key, a client's into the "
+               "server's --native-curve-authorized-keys directory) and NAME.key_secret (the "
+               "pair, mode 0600: the server's --native-curve-secret-key-file, or a client's "
+               "curve.secret.key).")
+
+
+def add_arguments(curve: argparse.ArgumentParser) -> None:
+    csub = curve.add_subparsers(dest="action", required=True)
+    k = csub.add_parser("keygen", help="write NAME.key and NAME.key_secret")
+    k.add_argument("name", help="the key's name (file names; default principal User:NAME)")
+    k.add_argument("--dir", default=".", help="where to write them (default .)")
+    k.add_argument("--principal", help="the principal the server maps the key to "
+                                       "(default User:NAME)")
+
+
+def run(args) -> int:
     """kafkalite curve keygen: a CURVE key pair, NAME.key and NAME.key_secret."""
     from kafkalite.protocol import curve
     principal = args.principal or f"User:{args.name}"

@@ -1,11 +1,31 @@
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
 from kafkalite import errors
+from kafkalite.cli.arguments import client_args, topic_arg
 from kafkalite.cli.client_config import client_config
 from kafkalite.cli.topics import topic_partitions
+
+
+HELP = "delete a partition's records before an offset (move its log start offset)"
+DESCRIPTION = ("Delete records, like kafka-delete-records: every record before --offset becomes "
+               "unreadable and its segments go.")
+
+
+def add_arguments(dr: argparse.ArgumentParser) -> None:
+    topic_arg(dr, required=False, text="the topic (or give --offset-json-file)")
+    dr.add_argument("--partition", type=int, action="append",
+                    help="partition (repeatable; default: all of the topic's)")
+    dr.add_argument("--offset", type=int,
+                    help="delete the records before this offset (-1: all, up to the high "
+                         "watermark)")
+    dr.add_argument("--offset-json-file", metavar="FILE",
+                    help='kafka-delete-records.sh\'s format: {"partitions": [{"topic": "t", '
+                         '"partition": 0, "offset": 5}], "version": 1}')
+    client_args(dr)
 
 
 def _offsets_from_json(path: str) -> list:
@@ -31,7 +51,7 @@ def _offsets_from_json(path: str) -> list:
     return out
 
 
-def delete_records(args) -> int:
+def run(args) -> int:
     """Like kafka-delete-records: move partitions' log start offsets (delete
     every record before ``--offset``; -1: up to the high watermark) and
     print each partition's new low watermark."""

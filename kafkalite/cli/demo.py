@@ -1,10 +1,32 @@
 from __future__ import annotations
 
+import argparse
 import os
 import time
 
 
-def _demo(args) -> int:
+HELP = "append records to a local partition log and read them back (no server needed)"
+DESCRIPTION = None
+
+
+def add_arguments(demo: argparse.ArgumentParser) -> None:
+    demo.add_argument("--data-dir",
+                      help="where the log is kept (default: a temporary directory, removed "
+                           "at the end)")
+    demo.add_argument("--topic", default="demo", help="topic name (default: demo)")
+    demo.add_argument("--records", type=int, default=1_000_000,
+                      help="records to append (default: 1,000,000)")
+    demo.add_argument("--batch-size", type=int, default=1000,
+                      help="records per batch (default: 1000)")
+    demo.add_argument("--value-bytes", type=int, default=100,
+                      help="bytes per record value (default: 100)")
+    demo.add_argument("--compression", default="none",
+                      choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    demo.add_argument("--segment-bytes", type=int, default=64 << 20,
+                      help="segment.bytes of the demo topic (default: 64 MiB)")
+
+
+def run(args) -> int:
     if args.data_dir is not None:
         return _demo_in(args, args.data_dir)
     # By default nowhere a user keeps data: it wrote 115 MB into

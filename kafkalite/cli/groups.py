@@ -1,9 +1,69 @@
 from __future__ import annotations
 
+import argparse
 import sys
 
+from kafkalite.cli.arguments import client_args, client_properties, output_arg
 from kafkalite.cli.client_config import client_config
 from kafkalite.cli.output import print_json, print_table
+
+
+HELP = "list, describe, reset offsets of, delete consumer groups"
+DESCRIPTION = "Consumer groups, like kafka-consumer-groups."
+
+
+def add_arguments(groups: argparse.ArgumentParser) -> None:
+    gsub = groups.add_subparsers(dest="action", required=True)
+    g = gsub.add_parser("list", help="group ids and states")
+    output_arg(g)
+    g = gsub.add_parser("describe", help="committed offset, log end and lag per partition "
+                                         "(or --members, --state)")
+    g.add_argument("group", nargs="?")
+    g.add_argument("--all-groups", action="store_true", help="every group")
+    g.add_argument("--members", action="store_true",
+                   help="the members: id, instance id, host, client id, partitions")
+    g.add_argument("--state", action="store_true",
+                   help="the group: coordinator, assignment strategy, state, member count")
+    g.add_argument("--verbose", action="store_true",
+                   help="with --state: the group's type (classic or consumer) and, for "
+                        "KIP-848 groups, its epoch and target assignment epoch; with "
+                        "--members: each member's epoch, current and target assignment, and "
+                        "whether it speaks the consumer protocol (UPGRADED)")
+    output_arg(g)
+    g = gsub.add_parser("reset-offsets", help="set a group's committed offsets (dry run unless "
+                                              "--execute; refused while it has members)")
+    g.add_argument("group")
+    g.add_argument("--topic", action="append", metavar="TOPIC",
+                   help="topic to reset (repeatable; default: every topic with committed offsets)")
+    how = g.add_mutually_exclusive_group(required=True)
+    how.add_argument("--to-earliest", action="store_true", help="to each partition's log start")
+    how.add_argument("--to-latest", action="store_true", help="to each partition's log end")
+    how.add_argument("--to-current", action="store_true",
+                     help="to the committed offset (the log end where none is)")
+    how.add_argument("--to-datetime", metavar="ISO8601",
+                     help="to the first offset at or after this time (UTC unless a zone is given)")
+    how.add_argument("--by-duration", metavar="DURATION",
+                     help="to the first offset at or after this long ago (ISO 8601: PT1H, P1D)")
+    how.add_argument("--to-offset", type=int, metavar="N", help="to offset N (clamped to the log)")
+    how.add_argument("--shift-by", type=int, metavar="N",
+                     help="move the committed offset by N (negative: back)")
+    how.add_argument("--from-file", metavar="CSV",
+                     help="to the offsets in a file of topic,partition,offset lines (as "
+                          "--export prints)")
+    g.add_argument("--export", action="store_true",
+                   help="print the plan as topic,partition,offset lines")
+    g.add_argument("--execute", action="store_true", help="apply (default: only show the plan)")
+    g = gsub.add_parser("delete-offsets", help="delete a group's committed offsets of topics "
+                                               "it no longer consumes")
+    g.add_argument("group")
+    g.add_argument("--topic", action="append", required=True, metavar="TOPIC[:P,P]",
+                   help="topic (or TOPIC:0,1 for some partitions; repeatable)")
+    g = gsub.add_parser("delete", help="delete a group and its committed offsets (refused while "
+                                       "it has members)")
+    g.add_argument("group")
+    for p in gsub.choices.values():
+        client_args(p)
+        client_properties(p)
 
 
 def parse_datetime(text: str) -> int:
@@ -198,7 +258,7 @@ def _delete_offsets(admin, args) -> int:
     return 1 if failed else 0
 
 
-def groups(args) -> int:
+def run(args) -> int:
     """Like kafka-consumer-groups: list, describe, reset-offsets,
     delete-offsets, delete."""
     from kafkalite.client import AdminClient

@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 import os
 
+from kafkalite.cli.arguments import client_args
+
 DESCRIPTION = ("Print one line on a running server's health (workers up, controller ready) "
                "from its /health endpoint; exit 0 if healthy, 1 if not or unreachable.")
 DEFAULT_DATA_DIR = "./kafkalite-data"
 
 
-def add_arguments(p, client_args) -> None:
+def add_arguments(p) -> None:
     p.add_argument("--url", help="the health endpoint, e.g. http://127.0.0.1:9404/health "
                                  "(default: found as the other commands find the server)")
     p.add_argument("--http-cafile", metavar="PEM",

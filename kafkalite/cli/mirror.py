@@ -19,6 +19,7 @@ import threading
 DESCRIPTION = ("Mirror topics (records, partition counts, configs) and consumer-group offsets "
                "from a source cluster to a target cluster, like Kafka's MirrorMaker 2: remote "
                "topics are named <source-alias>.<topic>.")
+HELP = "mirror topics and group offsets to another cluster (MirrorMaker 2)"
 
 
 def add_arguments(p) -> None:

@@ -1,16 +1,40 @@
 from __future__ import annotations
 
+import argparse
 import sys
 
 from kafkalite import errors
+from kafkalite.cli.arguments import client_args, client_properties, topic_arg
 from kafkalite.cli.client_config import client_config, is_true, parse_kv, property_flags
+
+
+HELP = "send stdin lines to a topic, one record per line"
+DESCRIPTION = ("Send stdin lines to a topic, one record per line, like kafka-console-producer. "
+               "On an error, the records written before it are counted in the error line.")
+
+
+def add_arguments(prod: argparse.ArgumentParser) -> None:
+    topic_arg(prod)
+    prod.add_argument("--key-separator", help="split each line into key and value at this string")
+    prod.add_argument("--property", action="append", metavar="NAME=VALUE",
+                      help="kafka-console-producer's: parse.key=true (key and value split at "
+                           "key.separator, default a tab), key.separator=SEP")
+    prod.add_argument("-p", "--partition", type=int, default=-1,
+                      help="the partition (default: by key, else spread)")
+    prod.add_argument("--acks", default="1", choices=["0", "1", "-1", "all"])
+    prod.add_argument("--compression", default="none",
+                      choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    prod.add_argument("--linger-ms", type=int, default=5)
+    prod.add_argument("--header", action="append", metavar="NAME=VALUE", help="repeatable")
+    client_args(prod)
+    client_properties(prod, "--producer-property")
 
 
 # kafka-console-producer's --property names (LineMessageReader)
 _PRODUCER_PROPERTIES = ("parse.key", "key.separator")
 
 
-def produce(args) -> int:
+def run(args) -> int:
     """Lines of stdin -> records. Every record is accounted for: on an error
     (a refused record, a line without its key separator) the records
     written before it are flushed and counted in the one-line error."""

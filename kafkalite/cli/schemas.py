@@ -20,6 +20,7 @@ import sys
 
 DESCRIPTION = ("Register, list, get, check and delete schemas in the schema registry "
                "kafkalite server serves (Confluent Schema Registry's REST API).")
+HELP = "register, list, get, check, delete schemas in the schema registry"
 DEFAULT_DATA_DIR = "./kafkalite-data"
 DEFAULT_URL = "http://127.0.0.1:8081"
 TYPES = ("AVRO", "PROTOBUF", "JSON")

@@ -1,7 +1,116 @@
 from __future__ import annotations
 
+import argparse
 
-def _server(args) -> int:
+
+HELP = "run a broker (supervisor + partition workers)"
+DESCRIPTION = ("Run a kafkalite broker until SIGTERM or Ctrl-C. With no options: data in "
+               "./kafkalite-data, native protocol on 127.0.0.1:7092, ingest on 7091, workers on "
+               "7100+, Prometheus metrics and health on 9404, one worker per core. Flags "
+               "override --config (TOML).")
+
+
+def add_arguments(server: argparse.ArgumentParser) -> None:
+    server.add_argument("--config", metavar="FILE", action="append",
+                        help="TOML config file (repeatable: a later file's settings override "
+                             "an earlier one's)")
+    server.add_argument("--data-dir", help="where topics and metadata live (default ./kafkalite-data)")
+    server.add_argument("--host", help="interface to bind (default 127.0.0.1)")
+    server.add_argument("--advertised-host", help="host clients are told to connect to")
+    server.add_argument("--workers", type=int, help="partition worker processes (0: one per core)")
+    server.add_argument("--port", type=int, help="native protocol port (0: any free port)")
+    server.add_argument("--ingest-port", type=int, help="plain ZeroMQ ingest port (0: any; -1: off)")
+    server.add_argument("--worker-base-port", type=int, help="worker i listens on this + i (0: any)")
+    server.add_argument("--kafka-port", type=int,
+                        help="Kafka wire protocol port of the supervisor (0: any free port)")
+    server.add_argument("--kafka-worker-base-port", type=int,
+                        help="worker i serves Kafka clients on this + i (0: any)")
+    server.add_argument("--metrics-port", type=int,
+                        help="HTTP port of Prometheus metrics (/metrics) and health (/health) "
+                             "(default 9404; 0: any free port; -1: off)")
+    server.add_argument("--schema-registry-port", type=int,
+                        help="HTTP port of the schema registry (Confluent's REST API; "
+                             "default 8081; 0: any free port; -1: off)")
+    server.add_argument("--rest-proxy-port", type=int,
+                        help="HTTP port of the REST proxy (Confluent REST Proxy's v3 and v2 "
+                             "consumer API; default 8082; 0: any free port; -1: off)")
+    server.add_argument("--console", action=argparse.BooleanOptionalAction, default=True,
+                        help="serve the web console on the metrics port, at /console/ "
+                             "(default: on)")
+    server.add_argument("--log-level", metavar="LEVEL",
+                        help="DEBUG, INFO (topic, config, group, worker and recovery events), "
+                             "WARNING or ERROR (default: $KAFKALITE_LOG_LEVEL, else WARNING)")
+    server.add_argument("--auto-create-topics", action=argparse.BooleanOptionalAction, default=None,
+                        help="create unknown topics when a client asks for them (default: on)")
+    server.add_argument("--default-partitions", type=int,
+                        help="partitions of auto-created topics and of topics created without a "
+                             "count (default 1)")
+    server.add_argument("--default-replication-factor", type=int,
+                        help="replicas (on distinct workers) of topics created without a "
+                             "replication factor (default 1)")
+    server.add_argument("--replica-lag-time-max-ms", type=int,
+                        help="a follower not caught up for this long leaves the ISR "
+                             "(default 30000)")
+    server.add_argument("--auto-leader-rebalance", action=argparse.BooleanOptionalAction,
+                        default=None, help="give leaderships back to the preferred replicas "
+                                           "(default: on)")
+    server.add_argument("--broker-session-timeout-ms", type=int,
+                        help="a worker whose loop is silent this long (hung, stopped) loses "
+                             "its leaderships (default 6000)")
+    server.add_argument("--group-initial-rebalance-delay-ms", type=int,
+                        help="a new consumer group's first rebalance waits this long for more "
+                             "members (default 3000, as Kafka; test servers use 0)")
+    server.add_argument("--leader-imbalance-check-interval-seconds", type=int,
+                        help="how often leaderships are checked for that (default 30)")
+    server.add_argument("--cluster", metavar="POSTGRESQL_URL",
+                        help="keep cluster metadata (topics, leaders, ISR) and the controller "
+                             "lease in this PostgreSQL database instead of the data dir, e.g. "
+                             "postgresql://user@host/db; nodes given the same one form a "
+                             "cluster (the first is its controller, the others broker nodes)")
+    server.add_argument("--node-id", type=int, help="this node's id in the cluster (default 1)")
+    server.add_argument("--controller-lease-ms", type=int,
+                        help="with --cluster: the controller lease's length; a node that cannot "
+                             "renew it for this long loses it (default 10000)")
+    server.add_argument("--kafka-security-protocol",
+                        choices=["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"],
+                        help="security of the Kafka listener (supervisor and workers) when "
+                             "--listeners is not given, as Kafka's security.protocol (default "
+                             "PLAINTEXT)")
+    server.add_argument("--listeners", metavar="NAME://HOST:PORT,...",
+                        help="named Kafka listeners, as Kafka's listeners (e.g. "
+                             "PLAINTEXT://127.0.0.1:9092,SASL_SSL://0.0.0.0:9093); the port is "
+                             "the supervisor's, workers take --kafka-worker-base-port + i on the "
+                             "first and any free port on the others; clients are told the "
+                             "endpoints of the listener they connected to")
+    server.add_argument("--advertised-listeners", metavar="NAME://HOST:PORT,...",
+                        help="the host told to each listener's clients (the port told is the one "
+                             "listened on)")
+    server.add_argument("--listener-security-protocol-map", metavar="NAME:PROTOCOL,...",
+                        help="each listener's protocol (default: a listener named after a "
+                             "protocol speaks it)")
+    server.add_argument("--ssl-certfile", metavar="PEM",
+                        help="the listeners' TLS certificate (chain), PEM (ssl.keystore)")
+    server.add_argument("--ssl-keyfile", metavar="PEM",
+                        help="its private key, PEM (default: in --ssl-certfile)")
+    server.add_argument("--ssl-cafile", metavar="PEM",
+                        help="CA certificates clients' certificates are checked against "
+                             "(ssl.truststore), for --ssl-client-auth")
+    server.add_argument("--ssl-client-auth", choices=["required", "requested", "none"],
+                        help="mutual TLS: ask for client certificates (default none)")
+    server.add_argument("--sasl-enabled-mechanisms", metavar="LIST",
+                        help="comma-separated: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (default all)")
+    server.add_argument("--sasl-users-file", metavar="FILE",
+                        help="SASL credentials, written by `kafkalite users` "
+                             "(default <data-dir>/sasl-users.json)")
+    server.add_argument("--native-curve-secret-key-file", metavar="FILE",
+                        help="CURVE on the native ports and the ingest gateway: this server's "
+                             "key pair, a .key_secret file of `kafkalite curve keygen`")
+    server.add_argument("--native-curve-authorized-keys", metavar="PATH",
+                        help="with CURVE: the clients' public keys and principals, a directory "
+                             "of .key files or a file of '<Z85 key> User:<name>' lines")
+
+
+def run(args) -> int:
     from kafkalite.server.config import ServerConfig
     from kafkalite.server.node.processes import start_early
     config = ServerConfig.load(

@@ -1,11 +1,58 @@
 from __future__ import annotations
 
+import argparse
+
+from kafkalite.cli.arguments import client_args, client_properties, output_arg
 from kafkalite.cli.client_config import client_config
 from kafkalite.cli.groups import parse_datetime
 from kafkalite.cli.output import print_json, print_table
 
 
-def share_groups(args) -> int:
+HELP = "list, describe, reset offsets of, delete share groups"
+DESCRIPTION = "Share groups (KIP-932), like kafka-share-groups."
+
+
+def add_arguments(shares: argparse.ArgumentParser) -> None:
+    ssub = shares.add_subparsers(dest="action", required=True)
+    g = ssub.add_parser("list", help="share group ids and states")
+    output_arg(g)
+    g = ssub.add_parser("describe", help="the group's members with their partitions, and per "
+                                         "partition its start offset and lag")
+    g.add_argument("group", nargs="?")
+    g.add_argument("--group", dest="group_opt", metavar="GROUP", help="the group (or positional)")
+    show = g.add_mutually_exclusive_group()
+    show.add_argument("--members", action="store_true", help="only the members")
+    show.add_argument("--offsets", action="store_true",
+                      help="only the partitions: START-OFFSET (the share-partition start "
+                           "offset: every record before it is done) and LAG (log end - start); "
+                           "with --output json, these rows instead of the members")
+    output_arg(g)
+    g = ssub.add_parser("reset-offsets", help="set the share-partitions' start offsets (dry run "
+                                              "unless --execute; refused while the group has "
+                                              "members)")
+    g.add_argument("group", nargs="?")
+    g.add_argument("--group", dest="group_opt", metavar="GROUP", help="the group (or positional)")
+    g.add_argument("--topic", action="append", metavar="TOPIC[:P,P]",
+                   help="topic to reset, or TOPIC:0,1 for some partitions (repeatable; "
+                        "default: every partition the group has state for)")
+    how = g.add_mutually_exclusive_group(required=True)
+    how.add_argument("--to-earliest", action="store_true", help="to each partition's log start")
+    how.add_argument("--to-latest", action="store_true", help="to each partition's log end")
+    how.add_argument("--to-offset", type=int, metavar="N", help="to offset N (clamped to the log)")
+    how.add_argument("--to-datetime", metavar="ISO8601",
+                     help="to the first offset at or after this time (UTC unless a zone is given)")
+    run = g.add_mutually_exclusive_group()
+    run.add_argument("--dry-run", action="store_true", help="only show the plan (the default)")
+    run.add_argument("--execute", action="store_true", help="apply the plan")
+    g = ssub.add_parser("delete", help="delete a share group and the state of its partitions "
+                                       "(refused while it has members)")
+    g.add_argument("group")
+    for p in ssub.choices.values():
+        client_args(p)
+        client_properties(p)
+
+
+def run(args) -> int:
     """Like kafka-share-groups: list, describe (members, start offsets and
     lag), reset-offsets, delete."""
     from kafkalite.client import AdminClient

@@ -31,11 +31,14 @@ from __future__ import annotations
 import importlib
 import sys
 
+from kafkalite.cli.arguments import client_args
+
 DESCRIPTION = ("A Kafka Streams application on the broker: describe its topology, tasks, lag and "
                "internal topics, or reset it (like kafka-streams-application-reset).")
+HELP = "describe or reset a Streams application"
 
 
-def add_arguments(sub, client_args) -> None:
+def add_arguments(sub) -> None:
     """The ``describe`` and ``reset`` actions under a ``streams`` parser."""
     ssub = sub.add_subparsers(dest="action", required=True)
     d = ssub.add_parser("describe", help="topology, members, tasks with lag, internal topics")

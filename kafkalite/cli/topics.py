@@ -1,8 +1,69 @@
 from __future__ import annotations
 
+import argparse
+
 from kafkalite import errors
+from kafkalite.cli.arguments import client_args, client_properties, output_arg, topic_arg
 from kafkalite.cli.client_config import client_config, parse_kv
 from kafkalite.cli.output import print_json
+
+
+HELP = "create, list, describe, alter, delete topics; elect leaders, reassign replicas"
+DESCRIPTION = None
+
+
+def add_arguments(topics: argparse.ArgumentParser) -> None:
+    tsub = topics.add_subparsers(dest="action", required=True)
+    t = tsub.add_parser("create", help="create a topic")
+    topic_arg(t)
+    t.add_argument("--if-not-exists", action="store_true",
+                   help="succeed quietly if the topic exists already")
+    t.add_argument("--partitions", type=int, default=-1, help="default: the server's default")
+    t.add_argument("--replication-factor", type=int, default=-1)
+    t.add_argument("--config", action="append", metavar="NAME=VALUE", help="topic config (repeatable)")
+    t = tsub.add_parser("list", help="list topic names")
+    output_arg(t)
+    t = tsub.add_parser("describe", help="partitions, leaders, replicas, in-sync replicas, "
+                                         "config overrides, and per partition the log start "
+                                         "offset, the end offset (high watermark), the records "
+                                         "between them and the leader's size on disk in bytes",
+                        description="Records counts the offsets between the start and end "
+                                    "offsets: records removed by compaction and transaction "
+                                    "markers are counted too.")
+    topic_arg(t, required=False, text="the topic (default: every topic)")
+    output_arg(t)
+    t.add_argument("--under-replicated-partitions", action="store_true",
+                   help="only partitions whose in-sync replicas are fewer than their replicas")
+    t.add_argument("--unavailable-partitions", action="store_true",
+                   help="only partitions without a live leader")
+    t = tsub.add_parser("elect-leaders", help="elect the preferred (or, unclean, any live) "
+                                              "replica as leader, as kafka-leader-election.sh")
+    topic_arg(t, required=False, text="default: every topic")
+    t.add_argument("--partition", type=int, action="append",
+                   help="partition to elect for (repeatable; default: all of the topic)")
+    t.add_argument("--election-type", choices=["preferred", "unclean"], default="preferred")
+    t = tsub.add_parser("reassign", help="move a partition's replicas to other workers (the "
+                                          "data is copied before the old replicas are dropped)")
+    topic_arg(t)
+    t.add_argument("--partition", type=int, required=True)
+    group = t.add_mutually_exclusive_group(required=True)
+    group.add_argument("--replicas", help="the new replicas, comma-separated broker ids, "
+                                          "the preferred leader first")
+    group.add_argument("--cancel", action="store_true", help="cancel a reassignment under way")
+    t = tsub.add_parser("reassignments", help="reassignments under way")
+    topic_arg(t, required=False, text="default: every topic")
+    t = tsub.add_parser("alter", help="add partitions or change configs")
+    topic_arg(t)
+    t.add_argument("--partitions", type=int, help="new total partition count")
+    t.add_argument("--config", action="append", metavar="NAME=VALUE")
+    t.add_argument("--delete-config", action="append", metavar="NAME")
+    t = tsub.add_parser("delete", help="delete a topic and its data")
+    topic_arg(t)
+    t.add_argument("--if-exists", action="store_true",
+                   help="succeed quietly if there is no such topic")
+    for p in tsub.choices.values():
+        client_args(p)
+        client_properties(p)
 
 
 def alter_topic_configs(admin, topic: str, set_configs: dict, delete_keys) -> None:
@@ -32,7 +93,7 @@ def topic_partitions(admin, args, only=None) -> list:
     return [TopicPartition(args.topic, i) for i in (only or sorted(md.topics[args.topic].partitions))]
 
 
-def topics(args) -> int:
+def run(args) -> int:
     from kafkalite.client import AdminClient, NewPartitions, NewTopic
     admin = AdminClient(client_config(args))
     try:

@@ -1,12 +1,48 @@
 from __future__ import annotations
 
+import argparse
 import time
 
+from kafkalite.cli.arguments import client_args
 from kafkalite.cli.client_config import client_config
 from kafkalite.cli.output import print_table
 
 
-def transactions(args) -> int:
+HELP = "list, describe, find hanging and abort transactions"
+DESCRIPTION = "Transactions, like kafka-transactions."
+
+
+def add_arguments(txns: argparse.ArgumentParser) -> None:
+    xsub = txns.add_subparsers(dest="action", required=True)
+    x = xsub.add_parser("list", help="transactional ids, their producer ids and states")
+    x.add_argument("--state", action="append", metavar="STATE",
+                   help="only this state (repeatable): Empty, Ongoing, PrepareCommit, ...")
+    x = xsub.add_parser("describe", help="a transactional id's state, producer and partitions")
+    x.add_argument("transactional_id")
+    x = xsub.add_parser("describe-producers", help="the producers with state in partitions "
+                                                   "(and their open transactions)")
+    x.add_argument("--topic", required=True)
+    x.add_argument("--partition", type=int, action="append",
+                   help="partition (repeatable; default: all)")
+    x = xsub.add_parser("find-hanging", help="open transactions no coordinator will end")
+    x.add_argument("--topic", action="append", help="topic to search (repeatable; default: all)")
+    x.add_argument("--max-transaction-timeout", type=int, default=15, metavar="MINUTES",
+                   help="transactions open longer than this are suspects (default: 15, "
+                        "the server's transaction_max_timeout_ms)")
+    x = xsub.add_parser("abort", help="end a hanging transaction in one partition with an "
+                                      "ABORT marker")
+    x.add_argument("--topic", required=True)
+    x.add_argument("--partition", type=int, required=True)
+    x.add_argument("--start-offset", type=int,
+                   help="the open transaction's first offset (finds its producer)")
+    x.add_argument("--producer-id", type=int)
+    x.add_argument("--producer-epoch", type=int)
+    x.add_argument("--coordinator-epoch", type=int, default=0)
+    for p in xsub.choices.values():
+        client_args(p)
+
+
+def run(args) -> int:
     """Like kafka-transactions: list, describe, describe-producers,
     find-hanging, abort."""
     from kafkalite.client import AdminClient, TopicPartition

@@ -39,6 +39,7 @@ DESCRIPTION = ("Add, list or delete the SASL users of a server's Kafka listeners
                "protocol (AlterUserScramCredentials, like kafka-configs --entity-type users). A "
                "cluster's users (kafkalite server --cluster) live in its PostgreSQL: manage them "
                "with --bootstrap-server or --cluster DSN; a node's file only mirrors them.")
+HELP = "add, list, delete SASL users (PLAIN, SCRAM-SHA-256/512)"
 
 
 def add_arguments(users) -> None:
