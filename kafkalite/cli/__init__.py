@@ -111,16 +111,19 @@ COMMANDS = (
 )
 
 
-def build_parser(only_server: bool = False) -> argparse.ArgumentParser:
-    """The whole CLI; ``only_server``: the top level with the ``server``
-    subcommand alone, which `kafkalite server` parses with so that its
-    start-up imports none of the other commands' modules."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole CLI; ``only``: the top level with that one subcommand,
+    which `kafkalite <command> ...` parses with so that its start-up
+    imports none of the other commands' modules (`kafkalite server` starts
+    its workers sooner; a client command imports no storage/ module)."""
     parser = _Parser(
         prog="kafkalite", description="kafkalite: Kafka's model on one host. Run a broker, "
                                       "manage topics, produce and consume, inspect data files.")
     parser.add_argument("--version", action="version", version=f"kafkalite {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, module in COMMANDS[:1] if only_server else COMMANDS:
+    for name, module in COMMANDS:
+        if only is not None and name != only:
+            continue
         command = importlib.import_module(module)
         p = sub.add_parser(name, help=getattr(command, "HELP", command.DESCRIPTION),
                            description=command.DESCRIPTION)
@@ -160,7 +163,10 @@ def _quiet_broken_pipe() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser(only_server=(sys.argv[1:] if argv is None else argv)[:1] == ["server"])
+    first = (sys.argv[1:] if argv is None else argv)[:1]
+    # a first word that is no command (a typo, --help, --version): the
+    # whole parser, which lists the commands and suggests the nearest
+    parser = build_parser(only=first[0] if first and first[0] in dict(COMMANDS) else None)
     args, extra = parser.parse_known_args(argv)
     leaf = _leaf_parser(parser, args)
     if extra:
