@@ -1,4 +1,23 @@
-"""The ``kafkalite`` command line.
+"""The ``kafkalite`` command line: one module per subcommand.
+
+Each command module (topics.py, produce.py, consume.py, groups.py,
+users.py, acls.py, server.py, bench.py, ...; COMMANDS below lists them)
+has one shape: HELP (its line in ``kafkalite --help``), DESCRIPTION (the
+top of its own --help), ``add_arguments(parser)`` and ``run(args)`` -> exit
+status. Here: the parser, a loop over those modules, and ``main`` (the
+``kafkalite`` console script and ``python -m kafkalite``), which turns a
+command's errors into one line. The helpers several commands share:
+arguments.py (arguments), client_config.py (finding the server, the
+client's properties), output.py (JSON lines, tables). dump-log and verify
+are operator tools of kafkalite/tools/ in the same shape.
+
+Which process runs it: the short-lived ``kafkalite`` process of the
+user's shell; ``kafkalite server`` becomes the broker's supervisor. A
+command module imports only light modules at its top (the parser imports
+each one: kafkalite.client, confluent-kafka, numpy, the bench harness are
+imported in ``run``), and `kafkalite <command>` imports only that
+command's module. What it may import: anything, as an entry point
+(tests/test_layers.py); nothing but another entry point imports it.
 
 Subcommands:
   server      run a broker: a supervisor and partition worker processes
@@ -26,6 +45,7 @@ Subcommands:
   connect     run a Kafka Connect worker (connectors, REST API), standalone or in a
               cluster, like connect-standalone.sh / connect-distributed.sh
   mirror      mirror topics and group offsets between clusters (MirrorMaker 2)
+  schemas     register, list, get, check, delete schemas in the schema registry
   users       add, list, delete the SASL users (PLAIN, SCRAM) of a server's Kafka
               listeners (like kafka-configs --alter --entity-type users)
   acls        add, list, remove ACLs over the Kafka protocol (like kafka-acls.sh)

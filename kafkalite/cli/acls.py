@@ -9,7 +9,7 @@ librdkafka setting) or the ``--security-protocol`` / ``--sasl-*`` flags. The
 server answers only a principal with Alter on the Cluster (Describe to
 list), or a super user.
 
-Who calls: cli.py.
+Who calls: the ``kafkalite`` process (cli/__init__.py's parser and main).
 """
 from __future__ import annotations
 

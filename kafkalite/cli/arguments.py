@@ -1,3 +1,12 @@
+"""The arguments several commands share, and how each is added to a parser:
+how a client command finds the server (``--bootstrap-server``,
+``--timeout``), client properties (``-X``, ``--command-config``), the topic
+(a positional or ``-t/--topic``, made one ``args.topic`` by the package's
+main) and ``--output text|json``.
+
+Runs in the ``kafkalite`` process while its parser is built, so it imports
+argparse alone.
+"""
 from __future__ import annotations
 
 import argparse

@@ -1,3 +1,17 @@
+"""How a client command reaches the server and configures its client.
+
+The server is found with ``--bootstrap-server`` or, by default, from
+``./kafkalite-data/server.json`` (written by a server started here) or
+127.0.0.1:7092. The client's properties are the command's own defaults,
+then ``--command-config FILE``, then ``-X name=value``; with security on,
+the server's owner key pair from its server.json. Also the name=value
+arguments' parsing (``parse_kv``) and kafka-console-producer/consumer's
+``--property`` flags (``property_flags``).
+
+Runs in the ``kafkalite`` process of a client command. Every command's
+parser imports this module, so it imports the standard library alone at
+the top (kafkalite.client and server.config where they are used).
+"""
 from __future__ import annotations
 
 import json

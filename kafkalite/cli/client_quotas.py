@@ -1,3 +1,9 @@
+"""``kafkalite client-quotas describe|alter``: client quotas per user, client
+id and IP, like kafka-configs --entity-type users/clients/ips
+(DescribeClientQuotas, AlterClientQuotas).
+
+Runs in the ``kafkalite`` process; kafkalite.client only in ``run``.
+"""
 from __future__ import annotations
 
 import argparse

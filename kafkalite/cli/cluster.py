@@ -1,3 +1,9 @@
+"""``kafkalite cluster info``: cluster id, controller and brokers
+(DescribeCluster) and, from the server's server.json when it is at hand,
+its listeners.
+
+Runs in the ``kafkalite`` process; kafkalite.client only in ``run``.
+"""
 from __future__ import annotations
 
 import argparse

@@ -1,3 +1,9 @@
+"""``kafkalite configs describe|alter``: topic configs, like kafka-configs
+--entity-type topics: overrides, or ``--all`` with each value's source;
+``--add-config`` and ``--delete-config`` (IncrementalAlterConfigs).
+
+Runs in the ``kafkalite`` process; kafkalite.client only in ``run``.
+"""
 from __future__ import annotations
 
 import argparse

@@ -18,7 +18,8 @@ Each connector file is Java properties or JSON (a config object, or
 ``rest.host.name:rest.port`` (default 127.0.0.1:8083) until SIGTERM or
 Ctrl-C, when connectors stop and their offsets are committed.
 
-Who calls: cli.py. This module stays light to import (Flask only when run).
+Who calls: the ``kafkalite`` process (cli/__init__.py). This module stays light to
+import (Flask only when run).
 """
 from __future__ import annotations
 

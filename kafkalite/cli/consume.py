@@ -1,3 +1,13 @@
+"""``kafkalite consume``: print a topic's records, like kafka-console-consumer
+and kcat -C: from an offset (earliest, latest, N, -N, @timestamp) or as a
+member of a consumer group; kafka-console-consumer's formatter
+(``--print-*``, ``--property``), kcat's ``-f`` format or ``--output json``;
+``-e``, ``-c``, ``--timeout-ms`` to end. SIGINT and SIGTERM close the
+consumer (a group member commits and leaves its group) before the exit.
+
+Runs in the ``kafkalite`` process; kafkalite.client's Consumer is imported
+in ``run``.
+"""
 from __future__ import annotations
 
 import argparse

@@ -1,3 +1,9 @@
+"""``kafkalite curve keygen``: a CURVE key pair (NAME.key, NAME.key_secret) for
+the native protocol's encryption and authentication, server or client.
+
+Runs in the ``kafkalite`` process; kafkalite.protocol.curve (zmq) is
+imported when it runs.
+"""
 from __future__ import annotations
 
 import argparse

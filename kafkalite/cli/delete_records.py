@@ -1,3 +1,9 @@
+"""``kafkalite delete-records``: move partitions' log start offsets (every
+record before ``--offset`` becomes unreadable), like kafka-delete-records,
+with its ``--offset-json-file`` format too.
+
+Runs in the ``kafkalite`` process; kafkalite.client only in the functions.
+"""
 from __future__ import annotations
 
 import argparse

@@ -1,3 +1,9 @@
+"""``kafkalite demo``: append records to a local partition log and read them
+back, CRCs checked, without a server: the storage layer on its own.
+
+Runs in the ``kafkalite`` process; kafkalite.record and kafkalite.storage
+are imported when it runs.
+"""
 from __future__ import annotations
 
 import argparse

@@ -1,3 +1,11 @@
+"""``kafkalite groups list|describe|reset-offsets|delete-offsets|delete``, like
+kafka-consumer-groups: committed offsets, lag, members, state; offsets reset
+(earliest, latest, current, a time, a duration ago, an offset, a shift, a
+CSV file; a dry run unless ``--execute``, refused while the group has
+members). Also parse_datetime, which share_groups.py uses too.
+
+Runs in the ``kafkalite`` process; kafkalite.client only in the functions.
+"""
 from __future__ import annotations
 
 import argparse

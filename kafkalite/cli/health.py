@@ -6,7 +6,7 @@ entry of ``<data dir>/server.json`` (default ./kafkalite-data) when that
 server is the one ``--bootstrap-server`` names (or none is named); else the
 default metrics port (9404) on the ``--bootstrap-server`` host.
 
-Who calls: cli.py.
+Who calls: the ``kafkalite`` process (cli/__init__.py's parser and main).
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ topic, so a mirror restarted after a crash resumes where its last offset
 commit was (at least once). Runs until SIGTERM or Ctrl-C, when the tasks
 stop and commit their offsets.
 
-Who calls: cli.py. Light to import.
+Who calls: the ``kafkalite`` process (cli/__init__.py). Light to import.
 """
 from __future__ import annotations
 

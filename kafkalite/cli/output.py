@@ -1,3 +1,5 @@
+"""How the client commands print: ``--output json`` (one JSON document per
+line) and aligned text tables. Standard library only."""
 from __future__ import annotations
 
 import json

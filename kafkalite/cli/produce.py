@@ -1,3 +1,11 @@
+"""``kafkalite produce``: lines of stdin to records of a topic, like
+kafka-console-producer (``--key-separator``, ``--property parse.key=true``,
+headers, acks, compression, linger). Every record is accounted for: on an
+error the ones written before it are counted in the error line.
+
+Runs in the ``kafkalite`` process; kafkalite.client's Producer is imported
+in ``run``.
+"""
 from __future__ import annotations
 
 import argparse

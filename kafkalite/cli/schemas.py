@@ -10,7 +10,7 @@ Basic (``--user``, ``--password`` or ``$KAFKALITE_SASL_PASSWORD``). An
 error answer is one line, the registry's message and error code, and
 exit status 1; ``check`` exits 1 for an incompatible schema too.
 
-Who calls: cli.py.
+Who calls: the ``kafkalite`` process (cli/__init__.py's parser and main).
 """
 from __future__ import annotations
 

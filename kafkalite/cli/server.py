@@ -1,3 +1,14 @@
+"""``kafkalite server``: run a broker (the supervisor and its partition
+workers) until SIGTERM or Ctrl-C, its settings from ``--config`` files and
+the flags.
+
+The ``kafkalite`` process becomes the supervisor. It starts the workers
+before it imports the supervisor's own parts (server/node/processes.py),
+and hands the supervisor the apps server/ may not import: the web console
+(imported at its first request), the schema registry and the REST proxy.
+Its parser is the only one `kafkalite server` builds, so this module
+imports argparse alone at the top.
+"""
 from __future__ import annotations
 
 import argparse

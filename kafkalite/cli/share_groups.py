@@ -1,3 +1,10 @@
+"""``kafkalite share-groups list|describe|reset-offsets|delete`` (KIP-932),
+like kafka-share-groups: members, share-partition start offsets and lag,
+start offsets reset (a dry run unless ``--execute``, refused while the group
+has members).
+
+Runs in the ``kafkalite`` process; kafkalite.client only in the functions.
+"""
 from __future__ import annotations
 
 import argparse

@@ -22,9 +22,10 @@ the plan is printed. Local state needs no cleaning: a task rebuilds its
 stores from the changelog (now empty) when it starts, since a checkpoint
 beyond a changelog's end is not trusted.
 
-Who calls: cli.py. Errors raise (ValueError, KafkaError): cli.py prints one
-line and exits non-zero. This module stays light to import (no pyarrow
-unless ``--topology`` is given).
+Who calls: the ``kafkalite`` process (cli/__init__.py). Errors raise
+(ValueError, KafkaError): the package's main prints one line and exits
+non-zero. This module stays light to import (no pyarrow unless
+``--topology`` is given).
 """
 from __future__ import annotations
 

@@ -1,3 +1,12 @@
+"""``kafkalite topics create|list|describe|alter|delete|elect-leaders|reassign|reassignments``,
+like kafka-topics, kafka-leader-election and kafka-reassign-partitions:
+an AdminClient of kafkalite.client against a running server. Also the
+topic helpers configs.py and delete_records.py use (alter_topic_configs,
+topic_partitions).
+
+Runs in the ``kafkalite`` process; imports kafkalite.client only in its
+functions (the parser imports this module).
+"""
 from __future__ import annotations
 
 import argparse

@@ -1,3 +1,8 @@
+"""``kafkalite transactions list|describe|describe-producers|find-hanging|abort``,
+like kafka-transactions.
+
+Runs in the ``kafkalite`` process; kafkalite.client only in ``run``.
+"""
 from __future__ import annotations
 
 import argparse

@@ -21,7 +21,7 @@ Three ways to the one store (server/auth/credentials.py):
   ``--security-protocol`` / ``--sasl-*``); with the authorizer on, the
   principal needs Alter on the Cluster (Describe to list).
 
-Who calls: cli.py.
+Who calls: the ``kafkalite`` process (cli/__init__.py's parser and main).
 """
 from __future__ import annotations
 
