@@ -102,8 +102,8 @@ def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
 # of each: its HELP (the line in that list; DESCRIPTION when it has none),
 # DESCRIPTION (the top of its own --help), add_arguments(parser) and
 # run(args) -> exit status. dump-log and verify are operator tools that
-# also run on their own (python -m kafkalite.tools.dump_log), so they stay
-# in tools/ and are listed from there.
+# also run on their own (the repository's tools/dump-log and
+# tools/verify-data-dir), so they stay in tools/ and are listed from there.
 COMMANDS = (
     ("server", "kafkalite.cli.server"),
     ("curve", "kafkalite.cli.curve"),
