@@ -5,7 +5,7 @@ import os
 import shutil
 import time
 
-from test_console import _one_line_error, cli
+from test_cli import _one_line_error, cli
 
 from harness import ServerProcess
 from kafkalite.client import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
