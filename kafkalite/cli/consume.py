@@ -72,10 +72,6 @@ _CONSUMER_PROPERTIES = ("print.timestamp", "print.key", "print.offset", "print.p
 _ESCAPES = {"n": b"\n", "t": b"\t", "r": b"\r", "\\": b"\\", "0": b"\0"}
 
 
-def _text(b):
-    return None if b is None else b.decode("utf-8", "surrogateescape")
-
-
 def _headers_csv(m) -> bytes:
     return b",".join(k.encode() + b"=" + (v if v is not None else b"")
                      for k, v in (m.headers() or []))
