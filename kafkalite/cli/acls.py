@@ -18,10 +18,11 @@ import os
 import re
 import sys
 
+from kafkalite.cli.client_config import DEFAULT_DATA_DIR
+
 DESCRIPTION = ("Add, list or remove ACLs on a server with authorizer_enabled, over the Kafka "
                "protocol, with kafka-acls.sh's flags.")
 HELP = "add, list, remove ACLs (as kafka-acls.sh)"
-DEFAULT_DATA_DIR = "./kafkalite-data"
 OPERATIONS = ("All", "Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction",
               "DescribeConfigs", "AlterConfigs", "IdempotentWrite")
 

@@ -14,10 +14,10 @@ import json
 import os
 
 from kafkalite.cli.arguments import client_args
+from kafkalite.cli.client_config import DEFAULT_DATA_DIR
 
 DESCRIPTION = ("Print one line on a running server's health (workers up, controller ready) "
                "from its /health endpoint; exit 0 if healthy, 1 if not or unreachable.")
-DEFAULT_DATA_DIR = "./kafkalite-data"
 
 
 def add_arguments(p) -> None:

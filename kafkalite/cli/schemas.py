@@ -18,10 +18,11 @@ import json
 import os
 import sys
 
+from kafkalite.cli.client_config import DEFAULT_DATA_DIR
+
 DESCRIPTION = ("Register, list, get, check and delete schemas in the schema registry "
                "kafkalite server serves (Confluent Schema Registry's REST API).")
 HELP = "register, list, get, check, delete schemas in the schema registry"
-DEFAULT_DATA_DIR = "./kafkalite-data"
 DEFAULT_URL = "http://127.0.0.1:8081"
 TYPES = ("AVRO", "PROTOBUF", "JSON")
 LEVELS = ("BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL",
