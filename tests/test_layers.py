@@ -11,7 +11,7 @@ first use. Three rules, each a table below:
     one way: the capabilities (Connect, Streams, ...) and client/ use
     protocol/; server/ uses protocol/ and storage/; everything may use the
     bottom (record/, _ext/, errors, ...); nothing imports the entry points
-    (cli, console, tools, testing) but another entry point.
+    (cli, tools, testing) but another entry point.
 (b) SERVER_FOLDERS: server/'s folders from the bottom up. An import from a
     folder to one above it needs its line in SERVER_UPWARD, with the reason;
     the cycles between folders those lines make are SERVER_FOLDER_CYCLES,
@@ -54,7 +54,7 @@ BOTTOM = frozenset({"kafkalite", "_ext", "_lazy", "errors", "ratelimit", "record
 # protocol they speak (Connect's group client and the Spark sink's
 # transactions name Kafka's APIs), never server/ or storage/.
 CLIENT_SIDE = BOTTOM | {"client", "protocol"}
-ENTRY_POINTS = frozenset({"cli", "__main__", "console", "tools", "testing"})
+ENTRY_POINTS = frozenset({"cli", "__main__", "tools", "testing"})
 LAYERS: dict[str, frozenset[str]] = {
     # the bottom
     "kafkalite": frozenset(),
@@ -82,7 +82,7 @@ LAYERS: dict[str, frozenset[str]] = {
     "webconsole": CLIENT_SIDE,
     "bench": CLIENT_SIDE,
     "spark": CLIENT_SIDE,
-    # the entry points put the layers together (cli.py hands the supervisor
+    # the entry points put the layers together (cli/server.py hands the supervisor
     # the web console and the registry, so that server/ need not import them)
     **{name: frozenset() for name in ENTRY_POINTS},
 }

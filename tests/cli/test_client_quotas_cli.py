@@ -3,7 +3,7 @@ shape) against a real server, as a user runs it: set, read back, delete,
 validate-only, and one readable line with a non-zero exit for bad input."""
 import json
 
-from test_console import _one_line_error, cli
+from test_cli import _one_line_error, cli
 
 
 def test_alter_describe_delete_and_errors(server):

@@ -11,7 +11,7 @@ import threading
 import time
 
 from harness import child_env
-from test_console import _one_line_error, cli
+from test_cli import _one_line_error, cli
 
 from kafkalite.client import AdminClient, Consumer, NewTopic, Producer
 

@@ -4,7 +4,7 @@ each partition's new low watermark; partitions the server refuses and bad
 arguments give one line each on stderr and exit 1."""
 import json
 
-from test_console import _one_line_error, cli
+from test_cli import _one_line_error, cli
 
 from harness import create
 from replicas import produce

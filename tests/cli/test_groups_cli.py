@@ -2,7 +2,7 @@
 import json
 import time
 
-from test_console import _one_line_error, cli
+from test_cli import _one_line_error, cli
 
 from kafkalite.client import Consumer
 

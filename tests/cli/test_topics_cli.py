@@ -8,7 +8,7 @@ import os
 import re
 
 from harness import free_port
-from test_console import _one_line_error, cli
+from test_cli import _one_line_error, cli
 
 from kafkalite.client import AdminClient, TopicPartition
 

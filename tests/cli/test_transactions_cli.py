@@ -5,9 +5,9 @@ import os
 import shutil
 import time
 
-from test_console import _one_line_error, cli
+from test_cli import _one_line_error, cli
 
-from harness import ServerProcess
+from harness import ServerProcess, wait_until
 from kafkalite.client import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 
@@ -43,8 +43,11 @@ def test_list_and_describe_a_transactional_producer(server, topic_name):
         (row,) = rows(desc)
         assert row[3] == "Ongoing" and row[-1] == f"{topic_name}-0"
         p.commit_transaction(15)
-        (row,) = rows(cli("transactions", "describe", f"{topic_name}-tx", *bs))
-        assert row[3] == "CompleteCommit"
+        # as in Kafka, EndTxn is answered once PrepareCommit is logged; the
+        # coordinator completes the commit after writing the markers
+        wait_until(lambda: rows(cli("transactions", "describe", f"{topic_name}-tx",
+                                    *bs))[0][3] == "CompleteCommit",
+                   message="the transaction's state CompleteCommit")
     finally:
         p.close()
     missing = cli("transactions", "describe", "no-such-id", *bs)

@@ -9,7 +9,7 @@ KAFKA_STORAGE_ERROR."""
 import time
 
 from harness import free_port
-from test_console import _one_line_error, cli, cli_process
+from test_cli import _one_line_error, cli, cli_process
 
 from kafkalite import errors
 from kafkalite.client.connection import Connection

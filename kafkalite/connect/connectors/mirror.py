@@ -50,7 +50,7 @@ listener); ``_NativeSource``/``_KafkaSource`` hide which. The target is the
 worker's cluster (native).
 
 Who calls: the worker (by ``connector.class`` names listed in plugins.py)
-and ``kafkalite mirror`` (tools/mirror_cmd.py).
+and ``kafkalite mirror`` (cli/mirror.py).
 """
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ What it holds:
 Which process runs it: every broker process (the supervisor and each
 worker; a broker node of a cluster keeps the users file its workers read);
 http_login.py only in the supervisor, which serves HTTP. ``kafkalite
-users`` (cli.py, tools/) writes the users file through credentials.py.
+users`` (cli/users.py) writes the users file through credentials.py.
 
 What it may import: network/ (listeners.py, the listener table) and
 server/ratelimit.py; kafkalite.protocol, kafkalite.storage (its atomic

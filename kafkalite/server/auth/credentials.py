@@ -1,6 +1,6 @@
 """SASL users: the credentials file the Kafka listeners authenticate against.
 
-``kafkalite users add|list|delete`` (cli.py) writes the file; every broker
+``kafkalite users add|list|delete`` (cli/users.py) writes the file; every broker
 process (the supervisor and each worker) reads it through one
 ``CredentialStore``, which re-reads it when its modification time changes,
 so a user added while the server runs can log in at once.

@@ -46,7 +46,7 @@ while they import; a handshake before it fails and the worker's socket
 tries again. The supervisor adopts it with the rest (a context has one ZAP
 handler).
 
-Who may call: ``kafkalite server`` (cli.py) before it imports the
+Who may call: ``kafkalite server`` (cli/server.py) before it imports the
 supervisor; the supervisor and broker nodes (``spawn_worker``, ``WorkerProcess``).
 """
 from __future__ import annotations

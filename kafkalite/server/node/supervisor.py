@@ -65,7 +65,7 @@ before this module was imported (processes.py ``start_early``): the
 supervisor adopts them, and tells them the endpoints they lack with their
 first assign.
 
-Who may call: ``kafkalite server`` (cli.py), single-threaded.
+Who may call: ``kafkalite server`` (cli/server.py), single-threaded.
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ librdkafka setting) or the ``--security-protocol`` / ``--sasl-*`` flags. The
 server answers only a principal with Alter on the Cluster (Describe to
 list), or a super user.
 
-Who calls: cli.py.
+Who calls: the ``kafkalite`` process (cli/__init__.py's parser and main).
 """
 from __future__ import annotations
 
@@ -18,9 +18,11 @@ import os
 import re
 import sys
 
+from kafkalite.cli.client_config import DEFAULT_DATA_DIR
+
 DESCRIPTION = ("Add, list or remove ACLs on a server with authorizer_enabled, over the Kafka "
                "protocol, with kafka-acls.sh's flags.")
-DEFAULT_DATA_DIR = "./kafkalite-data"
+HELP = "add, list, remove ACLs (as kafka-acls.sh)"
 OPERATIONS = ("All", "Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction",
               "DescribeConfigs", "AlterConfigs", "IdempotentWrite")
 

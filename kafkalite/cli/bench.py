@@ -1,6 +1,6 @@
 """The ``kafkalite bench`` subcommand: arguments and entry point.
 
-kafkalite/cli.py registers it with ``add_arguments`` and ``run``; this
+kafkalite/cli/__init__.py registers it with ``add_arguments`` and ``run``; this
 module imports nothing heavy until ``run`` is called, so ``kafkalite
 --help`` stays fast. Exit status: 0 when every driver that could run did;
 1 when a workload file is bad (one line naming the field) or a driver run

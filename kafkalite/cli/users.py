@@ -21,7 +21,7 @@ Three ways to the one store (server/auth/credentials.py):
   ``--security-protocol`` / ``--sasl-*``); with the authorizer on, the
   principal needs Alter on the Cluster (Describe to list).
 
-Who calls: cli.py.
+Who calls: the ``kafkalite`` process (cli/__init__.py's parser and main).
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ import os
 import sys
 
 from kafkalite.errors import InvalidConfigurationError, KafkaError, error_for_code
-from kafkalite.tools.acls_cmd import add_login_arguments
+from kafkalite.cli.acls import add_login_arguments
 
 DESCRIPTION = ("Add, list or delete the SASL users of a server's Kafka listeners "
                "(--kafka-security-protocol SASL_PLAINTEXT or SASL_SSL). SCRAM users are kept as "
@@ -39,6 +39,7 @@ DESCRIPTION = ("Add, list or delete the SASL users of a server's Kafka listeners
                "protocol (AlterUserScramCredentials, like kafka-configs --entity-type users). A "
                "cluster's users (kafkalite server --cluster) live in its PostgreSQL: manage them "
                "with --bootstrap-server or --cluster DSN; a node's file only mirrors them.")
+HELP = "add, list, delete SASL users (PLAIN, SCRAM-SHA-256/512)"
 
 
 def add_arguments(users) -> None:
@@ -170,7 +171,7 @@ def _over_kafka(args) -> int:
                                                         parse_servers)
     from kafkalite.server.auth import credentials
     from kafkalite.protocol import ApiKey
-    from kafkalite.tools.acls_cmd import client_config
+    from kafkalite.cli.acls import client_config
     chosen = getattr(args, "mechanism", None)       # list has no --mechanism
     mechanisms = chosen or list(credentials.SCRAM_MECHANISMS)
     if "PLAIN" in mechanisms:

@@ -10,7 +10,7 @@ Basic (``--user``, ``--password`` or ``$KAFKALITE_SASL_PASSWORD``). An
 error answer is one line, the registry's message and error code, and
 exit status 1; ``check`` exits 1 for an incompatible schema too.
 
-Who calls: cli.py.
+Who calls: the ``kafkalite`` process (cli/__init__.py's parser and main).
 """
 from __future__ import annotations
 
@@ -18,9 +18,11 @@ import json
 import os
 import sys
 
+from kafkalite.cli.client_config import DEFAULT_DATA_DIR
+
 DESCRIPTION = ("Register, list, get, check and delete schemas in the schema registry "
                "kafkalite server serves (Confluent Schema Registry's REST API).")
-DEFAULT_DATA_DIR = "./kafkalite-data"
+HELP = "register, list, get, check, delete schemas in the schema registry"
 DEFAULT_URL = "http://127.0.0.1:8081"
 TYPES = ("AVRO", "PROTOBUF", "JSON")
 LEVELS = ("BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL",

@@ -22,20 +22,24 @@ the plan is printed. Local state needs no cleaning: a task rebuilds its
 stores from the changelog (now empty) when it starts, since a checkpoint
 beyond a changelog's end is not trusted.
 
-Who calls: cli.py. Errors raise (ValueError, KafkaError): cli.py prints one
-line and exits non-zero. This module stays light to import (no pyarrow
-unless ``--topology`` is given).
+Who calls: the ``kafkalite`` process (cli/__init__.py). Errors raise
+(ValueError, KafkaError): the package's main prints one line and exits
+non-zero. This module stays light to import (no pyarrow unless
+``--topology`` is given).
 """
 from __future__ import annotations
 
 import importlib
 import sys
 
+from kafkalite.cli.arguments import client_args
+
 DESCRIPTION = ("A Kafka Streams application on the broker: describe its topology, tasks, lag and "
                "internal topics, or reset it (like kafka-streams-application-reset).")
+HELP = "describe or reset a Streams application"
 
 
-def add_arguments(sub, client_args) -> None:
+def add_arguments(sub) -> None:
     """The ``describe`` and ``reset`` actions under a ``streams`` parser."""
     ssub = sub.add_subparsers(dest="action", required=True)
     d = ssub.add_parser("describe", help="topology, members, tasks with lag, internal topics")
@@ -83,7 +87,8 @@ def _internal(app: str, name: str) -> bool:
 
 def run(args) -> int:
     from kafkalite.client import AdminClient
-    from kafkalite.console import client_config, print_table
+    from kafkalite.cli.client_config import client_config
+    from kafkalite.cli.output import print_table
     admin = AdminClient(client_config(args))
     try:
         if args.action == "describe":

@@ -18,7 +18,8 @@ Each connector file is Java properties or JSON (a config object, or
 ``rest.host.name:rest.port`` (default 127.0.0.1:8083) until SIGTERM or
 Ctrl-C, when connectors stop and their offsets are committed.
 
-Who calls: cli.py. This module stays light to import (Flask only when run).
+Who calls: the ``kafkalite`` process (cli/__init__.py). This module stays light to
+import (Flask only when run).
 """
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ import json
 import signal
 import threading
 import urllib.parse
+
+from kafkalite.cli.arguments import client_args
 
 DESCRIPTION = ("Run a Kafka Connect worker: standalone (like connect-standalone.sh, connectors "
                "from properties/JSON files) or distributed (like connect-distributed.sh, a "
@@ -35,9 +38,10 @@ DESCRIPTION = ("Run a Kafka Connect worker: standalone (like connect-standalone.
                "for HTTP Basic credentials (curl -u USER), checked by a SASL login to the "
                "brokers, and connectors act as the user who created them; none (the default "
                "otherwise) asks for none.")
+HELP = "run a Kafka Connect worker (standalone or distributed)"
 
 
-def add_arguments(sub, client_args) -> None:
+def add_arguments(sub) -> None:
     csub = sub.add_subparsers(dest="mode", required=True)
     s = csub.add_parser("standalone", help="one worker, offsets in a local file")
     s.add_argument("worker_config", metavar="WORKER.properties")
@@ -75,7 +79,7 @@ def run(args) -> int:
     from kafkalite.connect import Herder, Worker
     from kafkalite.connect.offsets import FileOffsetStore, KafkaOffsetStore
     from kafkalite.connect.rest import RestServer
-    from kafkalite.console import default_bootstrap
+    from kafkalite.cli.client_config import default_bootstrap
     cfg = read_config(args.worker_config)
     if args.bootstrap_server or "bootstrap.servers" not in cfg:
         cfg["bootstrap.servers"] = args.bootstrap_server or default_bootstrap()

@@ -1,4 +1,4 @@
-"""``kafkalite schemas`` (kafkalite/tools/schemas_cmd.py) against the shared
+"""``kafkalite schemas`` (kafkalite/cli/schemas.py) against the shared
 server's schema registry: register, list, versions, get, check, config,
 delete, each printing one readable answer, and an error being one line
 with the registry's message and a non-zero exit.

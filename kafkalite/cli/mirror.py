@@ -9,7 +9,7 @@ topic, so a mirror restarted after a crash resumes where its last offset
 commit was (at least once). Runs until SIGTERM or Ctrl-C, when the tasks
 stop and commit their offsets.
 
-Who calls: cli.py. Light to import.
+Who calls: the ``kafkalite`` process (cli/__init__.py). Light to import.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import threading
 DESCRIPTION = ("Mirror topics (records, partition counts, configs) and consumer-group offsets "
                "from a source cluster to a target cluster, like Kafka's MirrorMaker 2: remote "
                "topics are named <source-alias>.<topic>.")
+HELP = "mirror topics and group offsets to another cluster (MirrorMaker 2)"
 
 
 def add_arguments(p) -> None:

@@ -4,6 +4,7 @@
 with its output captured), as the tests of tests/cli do; ``cli_process``
 runs the installed entry point as a user does, for what only a real process
 shows (the entry point itself, the exit code through the interpreter)."""
+import json
 import subprocess
 import sys
 
@@ -68,3 +69,42 @@ def test_errors_are_one_readable_line(server, topic_name):
 def test_server_flags_are_checked():
     out = cli_process("server", "--workers", "-1", "--data-dir", "/tmp/never-used-kafkalite")
     assert "workers" in _one_line_error(out)
+
+
+# Run as `python -c PROBE ARGS...`: the CLI's main on ARGS, then which of
+# the modules named in $PROBE_MODULES it had imported, as JSON on stderr.
+PROBE = """
+import json, os, sys
+from kafkalite.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+names = os.environ["PROBE_MODULES"].split(",")
+print(json.dumps(sorted(m for m in names if m in sys.modules)), file=sys.stderr)
+"""
+# what a command's parser must not import: the other commands' modules,
+# and the heavy libraries only a command's run may import
+OTHER_COMMANDS = ("kafkalite.cli.groups", "kafkalite.cli.consume", "kafkalite.cli.users",
+                  "kafkalite.tools.verify", "kafkalite.tools.dump_log")
+HEAVY = ("numpy", "pyarrow", "zmq", "confluent_kafka", "kafkalite.bench", "kafkalite.client",
+         "kafkalite.server.config")
+# what dump-log's and verify's modules import at their top, to read segments
+STORAGE = ("kafkalite.storage.log", "kafkalite.storage.segment")
+
+
+def _imported(*args) -> set[str]:
+    env = {**child_env(), "PROBE_MODULES": ",".join(OTHER_COMMANDS + HEAVY + STORAGE)}
+    run = subprocess.run([sys.executable, "-c", PROBE, *args], env=env, capture_output=True,
+                         text=True, timeout=60)
+    return set(json.loads(run.stderr.strip().splitlines()[-1]))
+
+
+def test_a_command_imports_its_own_module_and_nothing_heavy():
+    # `kafkalite topics ...` builds the topics parser alone (its start-up:
+    # scripts call it in loops); the code before built every command's,
+    # importing dump-log's and verify's storage modules
+    assert _imported("topics", "--help") == set()
+    # the whole parser (--help, a typo) imports every command module, and
+    # none imports a heavy library at its top
+    assert _imported("--help") == set(OTHER_COMMANDS + STORAGE)

@@ -6,19 +6,21 @@ entry of ``<data dir>/server.json`` (default ./kafkalite-data) when that
 server is the one ``--bootstrap-server`` names (or none is named); else the
 default metrics port (9404) on the ``--bootstrap-server`` host.
 
-Who calls: cli.py.
+Who calls: the ``kafkalite`` process (cli/__init__.py's parser and main).
 """
 from __future__ import annotations
 
 import json
 import os
 
+from kafkalite.cli.arguments import client_args
+from kafkalite.cli.client_config import DEFAULT_DATA_DIR
+
 DESCRIPTION = ("Print one line on a running server's health (workers up, controller ready) "
                "from its /health endpoint; exit 0 if healthy, 1 if not or unreachable.")
-DEFAULT_DATA_DIR = "./kafkalite-data"
 
 
-def add_arguments(p, client_args) -> None:
+def add_arguments(p) -> None:
     p.add_argument("--url", help="the health endpoint, e.g. http://127.0.0.1:9404/health "
                                  "(default: found as the other commands find the server)")
     p.add_argument("--http-cafile", metavar="PEM",
