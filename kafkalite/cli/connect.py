@@ -2,7 +2,7 @@
 a standalone Connect worker, like Kafka's connect-standalone.sh;
 ``kafkalite connect distributed WORKER.properties``: a worker of a Connect
 cluster (``group.id``, ``config.storage.topic``, ``status.storage.topic``,
-``offset.storage.topic``), like connect-distributed.sh (distributed.py).
+``offset.storage.topic``), like connect-distributed.sh (connect/distributed/).
 
 The worker properties use Kafka's keys (``bootstrap.servers``,
 ``key.converter``, ``value.converter``, ``offset.storage.file.filename``,

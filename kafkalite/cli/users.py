@@ -15,7 +15,7 @@ Three ways to the one store (server/auth/credentials.py):
 - with ``--bootstrap-server``, over Kafka's protocol, as ``kafka-configs
   --entity-type users --alter --add-config 'SCRAM-SHA-256=[password=...]'``
   does: AlterUserScramCredentials / DescribeUserScramCredentials (KIP-554)
-  on a connection of its own (client/kafka_connection.py), sending a salt and the
+  on a connection of its own (client/blocking_kafka_client.py), sending a salt and the
   salted password, never the password. SCRAM only (Kafka has no API for PLAIN
   users). It logs in as ``kafkalite acls`` does (``--command-config``, or
   ``--security-protocol`` / ``--sasl-*``); with the authorizer on, the
@@ -167,8 +167,7 @@ def _edit(args, where: str, read, update) -> int:
 
 
 def _over_kafka(args) -> int:
-    from kafkalite.client.blocking_kafka_client import (BlockingKafkaClient as KafkaConnection,
-                                                        parse_servers)
+    from kafkalite.client.blocking_kafka_client import BlockingKafkaClient, parse_servers
     from kafkalite.server.auth import credentials
     from kafkalite.protocol import ApiKey
     from kafkalite.cli.acls import client_config
@@ -184,7 +183,7 @@ def _over_kafka(args) -> int:
     # (what Kafka answers a principal without Describe on the Cluster)
     conf = client_config(args)
     host, port = parse_servers(conf["bootstrap.servers"])[0]
-    conn = KafkaConnection(host, port, conf, "kafkalite-users", args.timeout)
+    conn = BlockingKafkaClient(host, port, conf, "kafkalite-users", args.timeout)
     timeout = args.timeout
     try:
         if args.action == "list" or (args.action == "delete" and not chosen):

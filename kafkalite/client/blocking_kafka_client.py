@@ -7,7 +7,7 @@ requests themselves rather than through confluent-kafka:
   type ``connect``);
 - the Connect REST API's login check (connect/rest_login.py: a SASL login
   with a request's credentials, then the connection is closed);
-- ``kafkalite users --bootstrap-server`` (tools/users_cmd.py: librdkafka
+- ``kafkalite users --bootstrap-server`` (cli/users.py: librdkafka
   mishandles one of the SCRAM answers).
 
 client/connection.py takes its SASL exchange (``sasl_login``,

@@ -1,5 +1,5 @@
 """Distributed mode assigns tasks, not only connectors (KIP-415 with
-ConnectorTaskId units, distributed.py): three ``kafkalite connect
+ConnectorTaskId units, connect/distributed/): three ``kafkalite connect
 distributed`` workers and a PostgreSQL source with ``tasks.max=3`` over
 three tables (one table per task). Each worker runs one task; kill -9 of a
 worker moves only its units (its task and, here, the connector itself),

@@ -15,7 +15,7 @@ What it holds:
   (Kafka's KafkaConfigBackingStore and KafkaStatusBackingStore).
 
 Which process runs it: a ``kafkalite connect distributed`` worker
-(tools/connect_cmd.py).
+(cli/connect.py).
 
 What it may import: connect/ (it is part of Connect's layer),
 kafkalite.client, kafkalite.protocol's ApiKey, kafkalite.errors and the

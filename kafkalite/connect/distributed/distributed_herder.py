@@ -10,7 +10,7 @@ offsets changes). The design, record by record and thread by thread:
 docs/connect-distributed.md.
 
 Which process runs it: a ``kafkalite connect distributed`` worker
-(tools/connect_cmd.py); threads: ``connect-membership`` (join, heartbeat,
+(cli/connect.py); threads: ``connect-membership`` (join, heartbeat,
 apply assignments), ``connect-internal-requests`` (task configs to the
 leader, the leader's duties) and the REST API's.
 
