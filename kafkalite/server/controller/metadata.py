@@ -79,6 +79,7 @@ import uuid
 import zlib
 from dataclasses import dataclass, field
 
+from kafkalite import errors
 from kafkalite.errors import (InvalidPartitionsError, InvalidRequestError, InvalidTopicError,
                               KafkaStorageError, TopicAlreadyExistsError,
                               UnknownTopicOrPartitionError)
@@ -116,6 +117,11 @@ def validate_topic_name(name) -> str:
                                 f"letters, digits, '.', '_' and '-' are allowed")
     return name
 
+
+def _refuse_internal(name: str, verb: str) -> None:
+    if name in INTERNAL_TOPICS:
+        raise errors.TopicAuthorizationFailedError(
+            f"{name} is an internal topic: only the broker may {verb} it")
 
 def replica_dir(topic: str, partition: int, broker: int, per_broker_dir: bool,
                 shared_owner: int | None = None) -> str:

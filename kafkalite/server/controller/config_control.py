@@ -1,0 +1,284 @@
+from __future__ import annotations
+
+import logging
+
+from kafkalite import errors
+from kafkalite.errors import KafkaError
+from kafkalite.protocol.enums import AlterConfigOp, ConfigResourceType
+from kafkalite.protocol.native import NATIVE_BOOTSTRAP_CONFIG
+from kafkalite.server import config_registry as registry
+from kafkalite.server.controller.cluster_control import KAFKA_CONTROLLER_ID, _bracket
+from kafkalite.server.controller.metadata import TopicMetadata, _refuse_internal
+from kafkalite.server.network.listeners import kafka_listeners
+from kafkalite.server.network.requests import Listener, RequestContext
+
+log = logging.getLogger("kafkalite.controller")
+
+
+class ConfigurationControl:
+
+    def _validated_configs(self, configs: dict, topic: str) -> dict[str, str]:
+        """A new topic's configs, checked against every topic config Kafka
+        has (config_registry.py); INVALID_CONFIG names the one refused."""
+        return registry.check_topic_configs(
+            configs, self.config.log_config(), topic,
+            tiered_storage=self.config.remote_log_storage_system_enable)
+
+    # ---- configs -----------------------------------------------------------------------------
+    #
+    # What each config is (type, default, scope, synonyms, sensitivity) and
+    # the rules of the three config APIs are config_registry.py's; here is
+    # where the values are: topics' own configs and the dynamic broker
+    # configs in the metadata (``broker_configs``: "" for the cluster-wide
+    # defaults, a broker id for its own), the server's settings, and what
+    # the brokers are (ids, listeners, racks).
+
+    def _broker_info(self, broker_id: int) -> registry.BrokerInfo:
+        """One broker's own read-only configs: its listeners as it binds
+        and advertises them, its rack, and the node's native address."""
+        native = self.controller_node(Listener.NATIVE)
+        bind, told = [], []
+        for spec in kafka_listeners(self.config):
+            if broker_id == KAFKA_CONTROLLER_ID:
+                host, port = self.kafka_listeners.get(spec.name, (None, self.kafka_port))
+                endpoint = (host or self.config.public_host, port)
+                bind_host = spec.host
+            else:
+                b = self.brokers[broker_id]
+                endpoint = self._kafka_endpoint(b, spec.name if b.kafka_listeners else None)
+                bind_host = b.host or spec.host
+            if endpoint is None:
+                continue
+            bind.append(f"{spec.name}://{_bracket(bind_host)}:{endpoint[1]}")
+            told.append(f"{spec.name}://{_bracket(endpoint[0])}:{endpoint[1]}")
+        return registry.BrokerInfo(broker_id, ",".join(bind), ",".join(told),
+                                   self.racks.get(broker_id),
+                                   f"{_bracket(native['host'])}:{native['port']}")
+
+    def _broker_id(self, resource_name: str) -> int | None:
+        """A broker resource's id (None: "", the cluster-wide defaults);
+        INVALID_REQUEST for anything else than a broker of this cluster, as
+        Kafka answers a name that is not its own id."""
+        if resource_name == "":
+            return None
+        try:
+            broker_id = int(resource_name)
+        except ValueError:
+            raise errors.InvalidRequestError(
+                f"Broker id must be an integer, but it is: {resource_name}") from None
+        if broker_id != KAFKA_CONTROLLER_ID and not 0 <= broker_id < len(self.brokers):
+            raise errors.InvalidRequestError(
+                f"Unexpected broker id {resource_name}: the brokers are 0.."
+                f"{len(self.brokers) - 1} and {KAFKA_CONTROLLER_ID} (or \"\" for every broker)")
+        return broker_id
+
+    def _layers(self, broker_id: int | None) -> registry.Layers:
+        """Broker ``broker_id``'s config values by level (None: the cluster's
+        view, without any one broker's dynamic or own configs)."""
+        dynamic = self.metadata.broker_configs
+        info = None if broker_id is None else self._broker_info(broker_id)
+        return registry.Layers(
+            dict(dynamic.get(str(broker_id), {})) if broker_id is not None else {},
+            dict(dynamic.get("", {})), registry.static_configs(self.config, info))
+
+    def _dynamic_topic_defaults(self, broker_id: int | None) -> dict[str, str]:
+        """The topic configs the dynamic broker configs set on that broker."""
+        dynamic = self.metadata.broker_configs
+        if not dynamic:
+            return {}
+        return {**registry.dynamic_topic_defaults(dynamic.get("", {})),
+                **registry.dynamic_topic_defaults(
+                    dynamic.get(str(broker_id), {}) if broker_id is not None else {})}
+
+    def log_config(self, topic: TopicMetadata, broker_id: int | None = None):
+        """``topic``'s effective LogConfig (on ``broker_id``; None: as the
+        cluster-wide settings make it)."""
+        return self.config.log_config({**self._dynamic_topic_defaults(broker_id),
+                                       **topic.configs})
+
+    def _config_entries(self, topic: TopicMetadata, keys, broker_id: int | None,
+                        synonyms: bool, documentation: bool) -> list[dict]:
+        """A topic's configs as broker ``broker_id`` (the one the client
+        asked; None: the controller) has them, as Kafka's answering broker
+        describes them with its own dynamic configs."""
+        layers = self._layers(broker_id)
+        effective = registry.effective_log_config(self.config, layers, topic.configs)
+        return registry.describe_topic(topic.configs, effective, layers, keys, synonyms,
+                                       documentation)
+
+    def _broker_config_entries(self, resource_name: str, keys, synonyms: bool = False,
+                               documentation: bool = False) -> list[dict]:
+        """A broker's configs: every broker config with its source, as
+        Kafka's DescribeConfigs of a broker id; for "", the cluster-wide
+        dynamic defaults, as Kafka's. Both carry kafkalite's native
+        bootstrap address (``NATIVE_BOOTSTRAP_CONFIG``: every broker and the
+        controller answer the same, the one address of this controller), by
+        which kafkalite's clients given a Kafka listener's address find the
+        native port (protocol/native.py, client/bootstrap.py)."""
+        broker_id = self._broker_id(resource_name)
+        if broker_id is not None:
+            return registry.describe_broker(self._layers(broker_id), keys, synonyms,
+                                            documentation)
+        layers = self._layers(None)
+        entries = registry.describe_broker(layers, keys, synonyms, documentation,
+                                           cluster_default=True)
+        native = self._broker_info(KAFKA_CONTROLLER_ID).native_bootstrap
+        entries += registry.describe_broker(
+            registry.Layers({}, {}, {NATIVE_BOOTSTRAP_CONFIG: native}),
+            [NATIVE_BOOTSTRAP_CONFIG], synonyms, documentation)
+        return [e for e in entries if not keys or e["name"] in keys]
+
+    def _describe_configs(self, ctx: RequestContext, body: dict):
+        synonyms = bool(body.get("include_synonyms"))
+        documentation = bool(body.get("include_documentation"))
+        # the broker the client addressed, whose dynamic configs a topic's
+        # values include (a request to this process: the cluster's defaults)
+        via = ctx.relayed_from if ctx.relayed_from is not None \
+            and 0 <= ctx.relayed_from < len(self.brokers) else None
+        results = []
+        for r in body["resources"]:
+            out = {"error_code": 0, "error_message": None, "resource_type": r["resource_type"],
+                   "resource_name": r["resource_name"], "configs": []}
+            try:
+                keys = r.get("configuration_keys")
+                if r["resource_type"] == ConfigResourceType.BROKER:
+                    out["configs"] = self._broker_config_entries(r["resource_name"], keys,
+                                                                 synonyms, documentation)
+                elif r["resource_type"] == ConfigResourceType.TOPIC:
+                    topic = self.metadata.get(r["resource_name"])
+                    out["configs"] = self._config_entries(topic, keys, via, synonyms,
+                                                          documentation)
+                else:
+                    raise errors.InvalidRequestError(
+                        f"unsupported resource type {r['resource_type']}: kafkalite describes "
+                        f"topic ({int(ConfigResourceType.TOPIC)}) and broker "
+                        f"({int(ConfigResourceType.BROKER)}) configs")
+            except KafkaError as exc:
+                out["error_code"], out["error_message"] = exc.code, exc.message
+            results.append(out)
+        return {"throttle_time_ms": 0, "results": results}
+
+    def _apply_configs(self, ctx: RequestContext, body: dict, new_configs):
+        """Both Alter APIs: ``new_configs(resource, current, is_topic,
+        default_of)`` -> the resource's configs as they become (``default_of``:
+        a config's value where the resource has none of its own). Topic
+        configs are checked as CreateTopics checks them (INVALID_CONFIG),
+        broker configs as Kafka's DynamicBrokerConfig does
+        (INVALID_REQUEST). Kafka's request-level rules first: a resource
+        named twice, or a config twice in one resource, is INVALID_REQUEST."""
+        responses, by_broker = [], {}
+        named = [(r["resource_type"], r["resource_name"]) for r in body["resources"]]
+        for r in body["resources"]:
+            out = {"error_code": 0, "error_message": None, "resource_type": r["resource_type"],
+                   "resource_name": r["resource_name"]}
+            responses.append(out)
+            try:
+                if named.count((r["resource_type"], r["resource_name"])) > 1:
+                    raise errors.InvalidRequestError("Each resource must appear at most once.")
+                names = [c["name"] for c in r["configs"]]
+                if len(set(names)) != len(names):
+                    raise errors.InvalidRequestError("Error due to duplicate config keys")
+                if r["resource_type"] == ConfigResourceType.TOPIC:
+                    self._alter_topic_configs(r, body.get("validate_only"), new_configs,
+                                              by_broker)
+                elif r["resource_type"] == ConfigResourceType.BROKER:
+                    self._alter_broker_configs(r, body.get("validate_only"), new_configs,
+                                               by_broker)
+                else:
+                    raise errors.InvalidRequestError(
+                        f"unsupported resource type {r['resource_type']}: kafkalite alters "
+                        f"topic ({int(ConfigResourceType.TOPIC)}) and broker "
+                        f"({int(ConfigResourceType.BROKER)}) configs")
+            except KafkaError as exc:
+                out["error_code"], out["error_message"] = exc.code, exc.message
+        return self._send(ctx, by_broker,
+                          lambda _, timed_out: {"throttle_time_ms": 0, "responses": responses})
+
+    def _alter_topic_configs(self, r: dict, validate_only: bool, new_configs,
+                             by_broker: dict) -> None:
+        name = r["resource_name"]
+        _refuse_internal(name, "alter")
+        topic = self.metadata.get(name)
+        cluster_view = self.config.log_config(self._dynamic_topic_defaults(None)).to_properties()
+        configs = registry.check_topic_configs(
+            new_configs(r, dict(topic.configs), True, cluster_view.get), self.config.log_config(),
+            name, topic.configs, tiered_storage=self.config.remote_log_storage_system_enable)
+        if validate_only:
+            return
+        before = dict(topic.configs)
+        self.metadata.set_configs(topic.name, configs)
+        log.info("topic %s: configs %s -> %s", topic.name, before or "{}", configs or "{}")
+        self._assign(by_broker, topic, range(len(topic.partitions)))
+
+    def _alter_broker_configs(self, r: dict, validate_only: bool, new_configs,
+                              by_broker: dict) -> None:
+        """Dynamic broker configs of one broker or ("") of every broker.
+        Those that are topic defaults go to the brokers at once: every
+        partition of a topic without its own value of one that changed is
+        sent to its replicas on the brokers concerned with its new configs."""
+        broker_id = self._broker_id(r["resource_name"])
+        resource = "" if broker_id is None else str(broker_id)
+        before = dict(self.metadata.broker_configs.get(resource, {}))
+
+        def default_of(name: str):
+            return registry.broker_config(name).default if registry.broker_config(name) else None
+        configs = new_configs(r, dict(before), False, default_of)
+        registry.check_broker_configs(configs, per_broker=broker_id is not None)
+        if validate_only:
+            return
+        self.metadata.set_broker_configs(resource, configs)
+        log.info("dynamic configs of %s: %s -> %s",
+                 f"broker {broker_id}" if broker_id is not None else "every broker (default)",
+                 registry.loggable(before, False) or "{}",
+                 registry.loggable(configs, False) or "{}")
+        old, new = registry.dynamic_topic_defaults(before), registry.dynamic_topic_defaults(configs)
+        changed = {k for k in {*old, *new} if old.get(k) != new.get(k)}
+        if not changed:
+            return
+        for topic in self.metadata.topics.values():
+            if changed - set(topic.configs):
+                self._assign(by_broker, topic, range(len(topic.partitions)), only=broker_id)
+
+    def _alter_configs(self, ctx: RequestContext, body: dict):
+        # Legacy AlterConfigs replaces the resource's whole set of configs.
+        def replace(r, current, is_topic, default_of):
+            nulls = [c["name"] for c in r["configs"] if c["value"] is None]
+            if nulls:
+                raise errors.InvalidRequestError(
+                    f"Null value not supported for : {', '.join(nulls)}")
+            return {c["name"]: c["value"] for c in r["configs"]}
+        return self._apply_configs(ctx, body, replace)
+
+    def _incremental_alter_configs(self, ctx: RequestContext, body: dict):
+        def apply(r, current, is_topic, default_of):
+            nulls = [c["name"] for c in r["configs"]
+                     if c["value"] is None and c["config_operation"] != AlterConfigOp.DELETE]
+            if nulls:
+                raise errors.InvalidRequestError(
+                    f"Null value not supported for : {', '.join(nulls)}")
+            for c in r["configs"]:
+                op, name, value = c["config_operation"], c["name"], c["value"]
+                if op == AlterConfigOp.SET:
+                    current[name] = value
+                elif op == AlterConfigOp.DELETE:
+                    current.pop(name, None)
+                elif op in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
+                    if not registry.is_list(is_topic, name):
+                        raise errors.InvalidConfigurationError(
+                            f"Can't {AlterConfigOp(op).name} to key {name} because its type is "
+                            f"not LIST.")
+                    # from the resource's own value, else the one it has now
+                    # (a topic: the server's default; SUBTRACTing the last
+                    # cleanup.policy leaves an empty list, as Kafka 4 allows)
+                    start = current[name] if name in current else (default_of(name) or "")
+                    items = [v.strip() for v in start.split(",") if v.strip()]
+                    for v in (x.strip() for x in value.split(",")):
+                        if op == AlterConfigOp.APPEND and v and v not in items:
+                            items.append(v)
+                        elif op == AlterConfigOp.SUBTRACT and v in items:
+                            items.remove(v)
+                    current[name] = ",".join(items)
+                else:
+                    raise errors.InvalidRequestError(f"unknown config operation {op}")
+            return current
+        return self._apply_configs(ctx, body, apply)
