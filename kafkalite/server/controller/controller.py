@@ -75,6 +75,7 @@ from kafkalite.server.controller.cluster_control import (KAFKA_CONTROLLER_ID, NA
 from kafkalite.server.controller.config_control import ConfigurationControl
 from kafkalite.server.controller.metadata import (INTERNAL_TOPICS, OFFSETS_TOPIC, MetadataStore,
                                                   TopicMetadata, validate_topic_name)
+from kafkalite.server.controller.placement import ReplicaPlacement
 from kafkalite.server.controller.replication_control import BrokerChannel, ReplicationControl
 from kafkalite.server.controller.topic_control import TopicControl, _failed, _open_error
 from kafkalite.server.internal_topic import partition_for
@@ -96,7 +97,8 @@ METADATA_LOG = ("__cluster_metadata", 0)
 SINGLE_HOST_CONTROLLER_EPOCH = 1
 
 
-class Controller(ClusterControl, ReplicationControl, TopicControl, ConfigurationControl):
+class Controller(ClusterControl, ReplicationControl, ReplicaPlacement, TopicControl,
+                 ConfigurationControl):
     def __init__(self, config: ServerConfig, metadata: MetadataStore, channel: BrokerChannel,
                  broker_count: int, *, partitions_added: Callable[[str], None] = lambda topic: None):
         self.config = config

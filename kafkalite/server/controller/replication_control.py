@@ -3,7 +3,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import zlib
 from typing import Callable, Protocol
 
 from kafkalite import errors
@@ -495,52 +494,3 @@ class ReplicationControl:
                 msg = by_broker.setdefault(b, {"type": "assign", "partitions": [],
                                                "brokers": self.broker_endpoints()})
                 msg["partitions"].append(self.partition_spec(topic, i, b))
-
-    def _rack_aware(self, name: str, partitions: int, rf: int) -> list[list[int]]:
-        """Replicas on distinct racks (a cluster's nodes) where there are
-        enough: the brokers are taken alternating between racks (the first
-        of each rack, then the second of each, ...), and each partition's
-        replicas are consecutive in that order, starting where the
-        single-rack placement would start."""
-        by_rack: dict = {}
-        for b in range(len(self.brokers)):
-            by_rack.setdefault(self.racks.get(b), []).append(b)
-        order = [b for k in range(max(len(v) for v in by_rack.values()))
-                 for rack in sorted(by_rack, key=str) for b in by_rack[rack][k:k + 1]]
-        n = len(order)
-        return [[order[(zlib.crc32(name.encode()) + p + k) % n] for k in range(rf)]
-                for p in range(partitions)]
-
-    def _replication_factor(self, rf: int) -> int:
-        rf = self.config.default_replication_factor if rf == -1 else rf
-        if not 1 <= rf <= len(self.brokers):
-            raise errors.InvalidReplicationFactorError(
-                f"replication factor must be 1 to {len(self.brokers)} (the number of brokers), "
-                f"not {rf}")
-        return rf
-
-    def _assignments(self, given: list[dict], first_index: int) -> list[list[int]]:
-        """CreateTopics / CreatePartitions replica assignments, checked as
-        Kafka checks them: consecutive partitions, the same number of
-        replicas each, distinct existing brokers."""
-        out = []
-        for n, a in enumerate(given):
-            index = a.get("partition_index", first_index + n)
-            replicas = list(a.get("broker_ids") or ())
-            if index != first_index + n:
-                raise errors.InvalidReplicaAssignmentError(
-                    f"partitions in the assignment must be consecutive from {first_index}, "
-                    f"not {index}")
-            if not replicas or len(set(replicas)) != len(replicas):
-                raise errors.InvalidReplicaAssignmentError(
-                    f"partition {index}: replicas {replicas} must be distinct and not empty")
-            bad = [b for b in replicas if not 0 <= b < len(self.brokers)]
-            if bad:
-                raise errors.InvalidReplicaAssignmentError(
-                    f"partition {index}: brokers {bad} do not exist (brokers are "
-                    f"0..{len(self.brokers) - 1})")
-            if out and len(replicas) != len(out[0]):
-                raise errors.InvalidReplicaAssignmentError(
-                    "every partition must have the same number of replicas")
-            out.append(replicas)
-        return out
