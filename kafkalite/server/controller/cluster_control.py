@@ -1,3 +1,26 @@
+"""The brokers of the cluster: their registrations, fencing, and where
+clients and followers reach them (Kafka's ClusterControlManager).
+
+A broker (a partition worker) is registered when its process is up
+(``register_broker``) and fenced until it confirms its first assign
+(``unfence_broker``); a broker whose process died is fenced
+(``fence_broker``) and, unless its whole node is stopping, counted as gone
+(``gone``) until it serves again, so that the partitions it left offline
+come back with it (replication_control.py ``elect_offline``). Only
+unfenced brokers are named to clients (``live_brokers``).
+
+Node ids: on the native protocol the brokers are 0..n-1 and this process
+is node -1 (``NATIVE_CONTROLLER_ID``); on Kafka's protocol the brokers keep
+their ids, each with its Kafka listener's port, and this process
+(controller and coordinators) is node 1000 (``KAFKA_CONTROLLER_ID``) at the
+bootstrap address only: Metadata, DescribeCluster and FindCoordinator name
+brokers, which relay to it.
+
+Which process runs it: the supervisor holding the controller (lease), on
+its single thread, through controller.py's ``Controller``. It imports
+network/ (the listener kinds) and nothing else of the controller: the
+other managers read it, it reads none of them.
+"""
 from __future__ import annotations
 
 import logging
@@ -15,7 +38,7 @@ NATIVE_CONTROLLER_ID = -1
 KAFKA_CONTROLLER_ID = 1000
 
 
-def _bracket(host: str) -> str:
+def bracket(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
@@ -37,8 +60,22 @@ class BrokerRegistration:
 
 
 class ClusterControl:
+    """The broker registrations (``brokers``, by id) and this process's own
+    endpoints (``native_port``, ``kafka_port``, ``kafka_listeners``: set by
+    the supervisor once bound)."""
 
-    # ---- brokers -----------------------------------------------------------------------------
+    def __init__(self, config, broker_count: int):
+        self.config = config
+        self.brokers = [BrokerRegistration(i) for i in range(broker_count)]
+        # broker id -> rack (its node, in a cluster); replicas go to distinct
+        # racks where there are several
+        self.racks: dict[int, str] = {}
+        # this process's own endpoints, set by the supervisor once bound
+        self.native_port = 0
+        self.kafka_port = 0
+        self.kafka_listeners: dict = {}   # {name: (advertised host or None, port)}
+        # brokers fenced as gone (dead, silent, absent), until they serve again
+        self.gone: set[int] = set()
 
     def add_broker(self, broker_id: int) -> BrokerRegistration:
         """A broker of another node of the cluster, known from its first
@@ -49,39 +86,30 @@ class ClusterControl:
 
     def register_broker(self, broker_id: int, port: int, kafka_port: int,
                         host: str | None = None, rack: str | None = None,
-                        kafka_listeners: dict | None = None, adopted: bool = False) -> list[dict]:
-        """A broker's process is up: it starts a new leadership of every
-        partition it hosts. Returns the partitions to send it.
-
-        ``adopted``: the process is not new but a running one that a
-        restarted supervisor adopted (processes.take_workers). It holds
-        its partitions as the metadata says (or learns the newer epochs
-        from this answer), its followers follow it: its leaderships go on
-        at their epochs, as a Kafka broker's survive a controller
-        failover. A new epoch would make every follower truncate and
-        fetch again and every client refresh its metadata, for nothing."""
+                        kafka_listeners: dict | None = None) -> BrokerRegistration:
+        """A broker's process is up, at these endpoints: registered, and
+        fenced until it confirms its partitions."""
         b = self.add_broker(broker_id)
         b.port, b.kafka_port, b.fenced = port, kafka_port, True
         b.kafka_listeners = dict(kafka_listeners or {})
         b.host, b.rack = host, rack
         if rack is not None:
             self.racks[broker_id] = rack
-        started = [] if adopted else self.metadata.start_leadership(broker_id)
-        log.info("broker %d registered on port %d; leading %d partitions", broker_id, port,
-                 len(started))
-        # The other live replicas of what it leads again follow its new epoch.
-        by_broker: dict = {}
-        for name, i, _ in started:
-            topic = self.metadata.topics[name]
-            if len(topic.partitions[i].replicas) > 1:
-                self._assign(by_broker, topic, [i], skip=broker_id, fenced_too=True)
-        self._notify(by_broker)
-        return [self.partition_spec(t, i, broker_id)
-                for t, i, _ in self.metadata.hosted_by(broker_id)]
+        return b
 
     def unfence_broker(self, broker_id: int) -> None:
         self.brokers[broker_id].fenced = self.brokers[broker_id].restarting = False
         self.gone.discard(broker_id)
+
+    def fence_broker(self, broker_id: int, gone: bool, restarting: bool = False) -> None:
+        """``broker_id``'s process is gone; ``gone`` False: its whole node
+        is stopping, so it is not counted among the brokers gone.
+        ``restarting``: it died and its supervisor is starting it again
+        (``live_brokers`` says why that matters)."""
+        self.brokers[broker_id].fenced = True
+        self.brokers[broker_id].restarting = restarting
+        if gone:
+            self.gone.add(broker_id)
 
     def broker_endpoints(self) -> dict:
         """The brokers' native endpoints, for followers to fetch from (a
@@ -89,14 +117,14 @@ class ClusterControl:
         followers are told of it before)."""
         host = self.config.host
         host = "127.0.0.1" if host in ("", "0.0.0.0", "*") else host
-        return {str(b.broker_id): f"tcp://{_bracket(b.host or host)}:{b.port}"
+        return {str(b.broker_id): f"tcp://{bracket(b.host or host)}:{b.port}"
                 for b in self.brokers if b.port}
 
     def native_endpoint(self, broker_id: int) -> str | None:
         b = self.brokers[broker_id] if 0 <= broker_id < len(self.brokers) else None
         if b is None or b.fenced or not b.port:
             return None
-        return f"tcp://{_bracket(b.host or self.config.public_host)}:{b.port}"
+        return f"tcp://{bracket(b.host or self.config.public_host)}:{b.port}"
 
     def controller_id(self, listener: Listener, listener_name: str | None = None) -> int:
         """The controller id Metadata and DescribeCluster give. Kafka's
@@ -123,7 +151,7 @@ class ClusterControl:
         return {"node_id": KAFKA_CONTROLLER_ID, "host": host or self.config.public_host,
                 "port": port}
 
-    def _kafka_endpoint(self, b: BrokerRegistration, listener_name: str | None):
+    def kafka_endpoint(self, b: BrokerRegistration, listener_name: str | None):
         """(host, port) of broker ``b`` on the Kafka listener
         ``listener_name``; None when it has no listener of that name (a node
         of a cluster configured with other listeners): clients of that
@@ -168,7 +196,7 @@ class ClusterControl:
         nodes, serving = [], False
         for b in self.brokers:
             endpoint = (None if b.fenced and not (restarting and b.restarting)
-                        else self._kafka_endpoint(b, listener_name))
+                        else self.kafka_endpoint(b, listener_name))
             if endpoint is not None:
                 nodes.append({"node_id": b.broker_id, "host": endpoint[0], "port": endpoint[1],
                               "rack": b.rack})

@@ -1,3 +1,26 @@
+"""Topic and broker configs: where their values are, DescribeConfigs,
+AlterConfigs and IncrementalAlterConfigs (Kafka's
+ConfigurationControlManager).
+
+What each config is (type, default, scope, synonyms, sensitivity) and the
+rules of the three config APIs are config_registry.py's; here is where the
+values are: topics' own configs and the dynamic broker configs in the
+metadata (``broker_configs``: "" for the cluster-wide defaults, a broker id
+for its own), the server's settings, and what the brokers are (ids,
+listeners, racks: cluster_control.py).
+
+A change is stored here and answered by the controller once the brokers
+have the partitions it touches with their new configs: the Alter APIs
+return the partitions to send (``(topic, broker or None)``), as Kafka's
+manager returns records that the brokers then read from the metadata log,
+and controller.py sends them (replication_control.py's assigns).
+
+Which process runs it: the supervisor holding the controller, on its
+single thread, through controller.py's ``Controller``. It imports
+cluster_control.py and metadata.py of the controller, config_registry.py
+and network/ (the listeners); replication_control.py imports its
+``log_config`` and ``dynamic_topic_defaults``.
+"""
 from __future__ import annotations
 
 import logging
@@ -7,53 +30,68 @@ from kafkalite.errors import KafkaError
 from kafkalite.protocol.enums import AlterConfigOp, ConfigResourceType
 from kafkalite.protocol.native import NATIVE_BOOTSTRAP_CONFIG
 from kafkalite.server import config_registry as registry
-from kafkalite.server.controller.cluster_control import KAFKA_CONTROLLER_ID, _bracket
-from kafkalite.server.controller.metadata import TopicMetadata, _refuse_internal
+from kafkalite.server.controller.cluster_control import KAFKA_CONTROLLER_ID, bracket
+from kafkalite.server.controller.metadata import TopicMetadata, refuse_internal
 from kafkalite.server.network.listeners import kafka_listeners
 from kafkalite.server.network.requests import Listener, RequestContext
 
 log = logging.getLogger("kafkalite.controller")
 
 
-class ConfigurationControl:
+def dynamic_topic_defaults(broker_configs: dict, broker_id: int | None) -> dict[str, str]:
+    """The topic configs the dynamic broker configs (the metadata's
+    ``broker_configs``) set on that broker (None: cluster-wide only)."""
+    if not broker_configs:
+        return {}
+    return {**registry.dynamic_topic_defaults(broker_configs.get("", {})),
+            **registry.dynamic_topic_defaults(
+                broker_configs.get(str(broker_id), {}) if broker_id is not None else {})}
 
-    def _validated_configs(self, configs: dict, topic: str) -> dict[str, str]:
+
+def log_config(config, broker_configs: dict, topic: TopicMetadata, broker_id: int | None = None):
+    """``topic``'s effective LogConfig (on ``broker_id``; None: as the
+    cluster-wide settings make it)."""
+    return config.log_config({**dynamic_topic_defaults(broker_configs, broker_id),
+                              **topic.configs})
+
+
+class ConfigurationControl:
+    """``cluster`` the ClusterControl, whose brokers' listeners and racks
+    are their read-only configs."""
+
+    def __init__(self, config, metadata, cluster):
+        self.config = config
+        self.metadata = metadata
+        self.cluster = cluster
+
+    def validated_configs(self, configs: dict, topic: str) -> dict[str, str]:
         """A new topic's configs, checked against every topic config Kafka
         has (config_registry.py); INVALID_CONFIG names the one refused."""
         return registry.check_topic_configs(
             configs, self.config.log_config(), topic,
             tiered_storage=self.config.remote_log_storage_system_enable)
 
-    # ---- configs -----------------------------------------------------------------------------
-    #
-    # What each config is (type, default, scope, synonyms, sensitivity) and
-    # the rules of the three config APIs are config_registry.py's; here is
-    # where the values are: topics' own configs and the dynamic broker
-    # configs in the metadata (``broker_configs``: "" for the cluster-wide
-    # defaults, a broker id for its own), the server's settings, and what
-    # the brokers are (ids, listeners, racks).
-
     def _broker_info(self, broker_id: int) -> registry.BrokerInfo:
         """One broker's own read-only configs: its listeners as it binds
         and advertises them, its rack, and the node's native address."""
-        native = self.controller_node(Listener.NATIVE)
+        native = self.cluster.controller_node(Listener.NATIVE)
         bind, told = [], []
         for spec in kafka_listeners(self.config):
             if broker_id == KAFKA_CONTROLLER_ID:
-                host, port = self.kafka_listeners.get(spec.name, (None, self.kafka_port))
+                host, port = self.cluster.kafka_listeners.get(spec.name, (None, self.cluster.kafka_port))
                 endpoint = (host or self.config.public_host, port)
                 bind_host = spec.host
             else:
-                b = self.brokers[broker_id]
-                endpoint = self._kafka_endpoint(b, spec.name if b.kafka_listeners else None)
+                b = self.cluster.brokers[broker_id]
+                endpoint = self.cluster.kafka_endpoint(b, spec.name if b.kafka_listeners else None)
                 bind_host = b.host or spec.host
             if endpoint is None:
                 continue
-            bind.append(f"{spec.name}://{_bracket(bind_host)}:{endpoint[1]}")
-            told.append(f"{spec.name}://{_bracket(endpoint[0])}:{endpoint[1]}")
+            bind.append(f"{spec.name}://{bracket(bind_host)}:{endpoint[1]}")
+            told.append(f"{spec.name}://{bracket(endpoint[0])}:{endpoint[1]}")
         return registry.BrokerInfo(broker_id, ",".join(bind), ",".join(told),
-                                   self.racks.get(broker_id),
-                                   f"{_bracket(native['host'])}:{native['port']}")
+                                   self.cluster.racks.get(broker_id),
+                                   f"{bracket(native['host'])}:{native['port']}")
 
     def _broker_id(self, resource_name: str) -> int | None:
         """A broker resource's id (None: "", the cluster-wide defaults);
@@ -66,13 +104,13 @@ class ConfigurationControl:
         except ValueError:
             raise errors.InvalidRequestError(
                 f"Broker id must be an integer, but it is: {resource_name}") from None
-        if broker_id != KAFKA_CONTROLLER_ID and not 0 <= broker_id < len(self.brokers):
+        if broker_id != KAFKA_CONTROLLER_ID and not 0 <= broker_id < len(self.cluster.brokers):
             raise errors.InvalidRequestError(
                 f"Unexpected broker id {resource_name}: the brokers are 0.."
-                f"{len(self.brokers) - 1} and {KAFKA_CONTROLLER_ID} (or \"\" for every broker)")
+                f"{len(self.cluster.brokers) - 1} and {KAFKA_CONTROLLER_ID} (or \"\" for every broker)")
         return broker_id
 
-    def _layers(self, broker_id: int | None) -> registry.Layers:
+    def layers(self, broker_id: int | None) -> registry.Layers:
         """Broker ``broker_id``'s config values by level (None: the cluster's
         view, without any one broker's dynamic or own configs)."""
         dynamic = self.metadata.broker_configs
@@ -81,27 +119,12 @@ class ConfigurationControl:
             dict(dynamic.get(str(broker_id), {})) if broker_id is not None else {},
             dict(dynamic.get("", {})), registry.static_configs(self.config, info))
 
-    def _dynamic_topic_defaults(self, broker_id: int | None) -> dict[str, str]:
-        """The topic configs the dynamic broker configs set on that broker."""
-        dynamic = self.metadata.broker_configs
-        if not dynamic:
-            return {}
-        return {**registry.dynamic_topic_defaults(dynamic.get("", {})),
-                **registry.dynamic_topic_defaults(
-                    dynamic.get(str(broker_id), {}) if broker_id is not None else {})}
-
-    def log_config(self, topic: TopicMetadata, broker_id: int | None = None):
-        """``topic``'s effective LogConfig (on ``broker_id``; None: as the
-        cluster-wide settings make it)."""
-        return self.config.log_config({**self._dynamic_topic_defaults(broker_id),
-                                       **topic.configs})
-
     def _config_entries(self, topic: TopicMetadata, keys, broker_id: int | None,
                         synonyms: bool, documentation: bool) -> list[dict]:
         """A topic's configs as broker ``broker_id`` (the one the client
         asked; None: the controller) has them, as Kafka's answering broker
         describes them with its own dynamic configs."""
-        layers = self._layers(broker_id)
+        layers = self.layers(broker_id)
         effective = registry.effective_log_config(self.config, layers, topic.configs)
         return registry.describe_topic(topic.configs, effective, layers, keys, synonyms,
                                        documentation)
@@ -117,9 +140,9 @@ class ConfigurationControl:
         native port (protocol/native.py, client/bootstrap.py)."""
         broker_id = self._broker_id(resource_name)
         if broker_id is not None:
-            return registry.describe_broker(self._layers(broker_id), keys, synonyms,
+            return registry.describe_broker(self.layers(broker_id), keys, synonyms,
                                             documentation)
-        layers = self._layers(None)
+        layers = self.layers(None)
         entries = registry.describe_broker(layers, keys, synonyms, documentation,
                                            cluster_default=True)
         native = self._broker_info(KAFKA_CONTROLLER_ID).native_bootstrap
@@ -128,13 +151,13 @@ class ConfigurationControl:
             [NATIVE_BOOTSTRAP_CONFIG], synonyms, documentation)
         return [e for e in entries if not keys or e["name"] in keys]
 
-    def _describe_configs(self, ctx: RequestContext, body: dict):
+    def describe_configs(self, ctx: RequestContext, body: dict):
         synonyms = bool(body.get("include_synonyms"))
         documentation = bool(body.get("include_documentation"))
         # the broker the client addressed, whose dynamic configs a topic's
         # values include (a request to this process: the cluster's defaults)
         via = ctx.relayed_from if ctx.relayed_from is not None \
-            and 0 <= ctx.relayed_from < len(self.brokers) else None
+            and 0 <= ctx.relayed_from < len(self.cluster.brokers) else None
         results = []
         for r in body["resources"]:
             out = {"error_code": 0, "error_message": None, "resource_type": r["resource_type"],
@@ -158,15 +181,17 @@ class ConfigurationControl:
             results.append(out)
         return {"throttle_time_ms": 0, "results": results}
 
-    def _apply_configs(self, ctx: RequestContext, body: dict, new_configs):
+    def _apply_configs(self, body: dict, new_configs) -> tuple[list[dict], list[tuple]]:
         """Both Alter APIs: ``new_configs(resource, current, is_topic,
         default_of)`` -> the resource's configs as they become (``default_of``:
-        a config's value where the resource has none of its own). Topic
+        a config's value where the resource has none of its own). Returns
+        the responses and the partitions to send their brokers again:
+        ``(topic, broker)`` (broker None: every replica of the topic). Topic
         configs are checked as CreateTopics checks them (INVALID_CONFIG),
         broker configs as Kafka's DynamicBrokerConfig does
         (INVALID_REQUEST). Kafka's request-level rules first: a resource
         named twice, or a config twice in one resource, is INVALID_REQUEST."""
-        responses, by_broker = [], {}
+        responses, resend = [], []
         named = [(r["resource_type"], r["resource_name"]) for r in body["resources"]]
         for r in body["resources"]:
             out = {"error_code": 0, "error_message": None, "resource_type": r["resource_type"],
@@ -180,10 +205,10 @@ class ConfigurationControl:
                     raise errors.InvalidRequestError("Error due to duplicate config keys")
                 if r["resource_type"] == ConfigResourceType.TOPIC:
                     self._alter_topic_configs(r, body.get("validate_only"), new_configs,
-                                              by_broker)
+                                              resend)
                 elif r["resource_type"] == ConfigResourceType.BROKER:
                     self._alter_broker_configs(r, body.get("validate_only"), new_configs,
-                                               by_broker)
+                                               resend)
                 else:
                     raise errors.InvalidRequestError(
                         f"unsupported resource type {r['resource_type']}: kafkalite alters "
@@ -191,15 +216,14 @@ class ConfigurationControl:
                         f"({int(ConfigResourceType.BROKER)}) configs")
             except KafkaError as exc:
                 out["error_code"], out["error_message"] = exc.code, exc.message
-        return self._send(ctx, by_broker,
-                          lambda _, timed_out: {"throttle_time_ms": 0, "responses": responses})
+        return responses, resend
 
     def _alter_topic_configs(self, r: dict, validate_only: bool, new_configs,
-                             by_broker: dict) -> None:
+                             resend: list) -> None:
         name = r["resource_name"]
-        _refuse_internal(name, "alter")
+        refuse_internal(name, "alter")
         topic = self.metadata.get(name)
-        cluster_view = self.config.log_config(self._dynamic_topic_defaults(None)).to_properties()
+        cluster_view = self.config.log_config(dynamic_topic_defaults(self.metadata.broker_configs, None)).to_properties()
         configs = registry.check_topic_configs(
             new_configs(r, dict(topic.configs), True, cluster_view.get), self.config.log_config(),
             name, topic.configs, tiered_storage=self.config.remote_log_storage_system_enable)
@@ -208,10 +232,10 @@ class ConfigurationControl:
         before = dict(topic.configs)
         self.metadata.set_configs(topic.name, configs)
         log.info("topic %s: configs %s -> %s", topic.name, before or "{}", configs or "{}")
-        self._assign(by_broker, topic, range(len(topic.partitions)))
+        resend.append((topic, None))
 
     def _alter_broker_configs(self, r: dict, validate_only: bool, new_configs,
-                              by_broker: dict) -> None:
+                              resend: list) -> None:
         """Dynamic broker configs of one broker or ("") of every broker.
         Those that are topic defaults go to the brokers at once: every
         partition of a topic without its own value of one that changed is
@@ -237,9 +261,9 @@ class ConfigurationControl:
             return
         for topic in self.metadata.topics.values():
             if changed - set(topic.configs):
-                self._assign(by_broker, topic, range(len(topic.partitions)), only=broker_id)
+                resend.append((topic, broker_id))
 
-    def _alter_configs(self, ctx: RequestContext, body: dict):
+    def alter_configs(self, body: dict) -> tuple[list[dict], list[tuple]]:
         # Legacy AlterConfigs replaces the resource's whole set of configs.
         def replace(r, current, is_topic, default_of):
             nulls = [c["name"] for c in r["configs"] if c["value"] is None]
@@ -247,9 +271,9 @@ class ConfigurationControl:
                 raise errors.InvalidRequestError(
                     f"Null value not supported for : {', '.join(nulls)}")
             return {c["name"]: c["value"] for c in r["configs"]}
-        return self._apply_configs(ctx, body, replace)
+        return self._apply_configs(body, replace)
 
-    def _incremental_alter_configs(self, ctx: RequestContext, body: dict):
+    def incremental_alter_configs(self, body: dict) -> tuple[list[dict], list[tuple]]:
         def apply(r, current, is_topic, default_of):
             nulls = [c["name"] for c in r["configs"]
                      if c["value"] is None and c["config_operation"] != AlterConfigOp.DELETE]
@@ -281,4 +305,4 @@ class ConfigurationControl:
                 else:
                     raise errors.InvalidRequestError(f"unknown config operation {op}")
             return current
-        return self._apply_configs(ctx, body, apply)
+        return self._apply_configs(body, apply)

@@ -1,61 +1,48 @@
-"""The controller: cluster metadata, broker registrations, and the admin APIs.
+"""The controller: the admin APIs' handler table, the Metadata answer, and
+the managers that hold the cluster metadata (Kafka's QuorumController and
+its *ControlManager classes).
 
 It holds the cluster metadata (topics, configs, partition -> broker, leader
-epochs; metadata.py) and answers Metadata, CreateTopics, DeleteTopics,
-CreatePartitions, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs,
-DescribeCluster and DescribeQuorum (its lease as a one-voter quorum). It
-also hands out producer ids (``producer_ids``), which the transaction
-coordinator gives to producers.
+epochs; metadata.py) and answers Metadata, DescribeTopicPartitions,
+DescribeCluster and DescribeQuorum (its lease as a one-voter quorum) here;
+each other API is a manager's, and ``handlers`` is the one table of them:
+
+- cluster_control.py ``ClusterControl``: broker registrations, fencing,
+  the brokers' endpoints and which are live;
+- replication_control.py ``ReplicationControl``: leaders, ISRs,
+  elections, reassignment, and the assigns that tell the brokers;
+- placement.py ``ReplicaPlacer``: where new replicas go;
+- topic_control.py ``TopicControl``: CreateTopics, DeleteTopics,
+  CreatePartitions;
+- config_control.py ``ConfigurationControl``: the config APIs (their
+  changes are sent to the brokers here, as Kafka's controller publishes
+  the records its manager returns).
+
+The managers share state through the objects this class passes them (the
+metadata store, the ClusterControl, the BrokerChannel), never through each
+other's private names. It also hands out producer ids (``producer_ids``),
+which the transaction coordinator gives to producers.
 
 It decides; the brokers act. A change that opens or closes partitions is
 sent to the brokers involved through the ``BrokerChannel`` the supervisor
 provides (its control channel to the workers), and the request is answered
-only when every broker involved has confirmed, so a client that creates a
-topic can produce to it at once. The brokers confirm with a result per
-partition: a topic (or new partitions) that a broker could not open (out of
-file descriptors, disk) is answered with that error and undone, so that
-CreateTopics and CreatePartitions never report a success that is not there.
-A partition that a broker could not open when it (re)started is offline:
-Metadata answers LEADER_NOT_AVAILABLE with the broker in
-``offline_replicas``, as Kafka does for a replica in an offline log
-directory, until a later assignment opens it.
+only when every broker involved has confirmed. A partition that a broker
+could not open when it (re)started is offline: Metadata answers
+LEADER_NOT_AVAILABLE with the broker in ``offline_replicas``, as Kafka does
+for a replica in an offline log directory, until a later assignment opens it.
 
 Internal topics (metadata.INTERNAL_TOPICS) are the broker's: their
 coordinators register them (``register_internal_topic``); Metadata lists
 them only when asked for by name, with ``is_internal``, led by this node;
-no client may create them (INVALID_REQUEST, as Kafka answers for its own
-metadata topic), delete, grow or alter them (TOPIC_AUTHORIZATION_FAILED), or
-produce to them (INVALID_TOPIC_EXCEPTION, as Kafka's replica manager
-answers an append to an internal topic).
+no client may produce to them (INVALID_TOPIC_EXCEPTION, as Kafka's replica
+manager answers an append to an internal topic). Metadata names only
+unfenced brokers and answers LEADER_NOT_AVAILABLE for partitions of fenced
+ones.
 
-Brokers (the partition workers) register when their process is up
-(``register_broker``: every partition the broker hosts gets a new leader
-epoch, and the broker is sent its partitions) and are unfenced once they
-confirm; a broker whose process died is fenced (``fence_broker``) and
-leads nothing until it registers again. Metadata names only unfenced
-brokers and answers LEADER_NOT_AVAILABLE for partitions of fenced ones.
-
-Replication (one host): a partition may have several replicas on distinct
-brokers; the controller decides who leads and who is in sync, the brokers
-replicate (replica_fetcher.py). When a broker's process dies
-(``fence_broker``) every partition it led gets a new leader from the
-in-sync replicas still alive (a new leader epoch; with
-``unclean.leader.election.enable`` any live replica when none in sync is
-left, else the partition stays offline until an in-sync one returns), and
-it leaves the ISR of the partitions it followed. A leader proposes ISR
-changes (``alter_partition``: a follower fell behind, or caught up) against
-the partition epoch it knows; a proposal against an older one is refused
-and the leader is sent the current state. Every decision goes to every
-live replica as an ``assign`` naming the leader, so followers follow the
-right broker and a deposed leader steps down.
-
-Node ids: on the native protocol the brokers are 0..n-1 and this process
-is node -1; on Kafka's protocol the brokers keep their ids, each with its
-Kafka listener's port, and this process (controller and coordinators) is
-node 1000 at the bootstrap address only: Metadata, DescribeCluster and
-FindCoordinator name brokers, which relay to it.
-
-Who may call: the supervisor (supervisor.py), on its single thread.
+Who may call: the supervisor (supervisor.py), on its single thread. Its
+public API (``register_broker``, ``fence_broker``, ``brokers``, ...) is what
+the supervisor, the coordinators and metrics.py use; the managers stay
+behind it.
 """
 from __future__ import annotations
 
@@ -75,9 +62,10 @@ from kafkalite.server.controller.cluster_control import (KAFKA_CONTROLLER_ID, NA
 from kafkalite.server.controller.config_control import ConfigurationControl
 from kafkalite.server.controller.metadata import (INTERNAL_TOPICS, OFFSETS_TOPIC, MetadataStore,
                                                   TopicMetadata, validate_topic_name)
-from kafkalite.server.controller.placement import ReplicaPlacement
+from kafkalite.server.controller.placement import ReplicaPlacer
 from kafkalite.server.controller.replication_control import BrokerChannel, ReplicationControl
-from kafkalite.server.controller.topic_control import TopicControl, _failed, _open_error
+from kafkalite.server.controller.topic_control import (TopicControl, failed_partitions,
+                                                       open_error)
 from kafkalite.server.internal_topic import partition_for
 from kafkalite.server.network.per_partition import each_partition
 from kafkalite.server.network.requests import NO_RESPONSE, Listener, RequestContext
@@ -97,50 +85,62 @@ METADATA_LOG = ("__cluster_metadata", 0)
 SINGLE_HOST_CONTROLLER_EPOCH = 1
 
 
-class Controller(ClusterControl, ReplicationControl, ReplicaPlacement, TopicControl,
-                 ConfigurationControl):
+def _managed(manager: str, name: str, doc: str) -> property:
+    """Controller attribute ``name`` as it is ``manager``'s: the supervisor
+    reads and sets these on the controller, the managers own them."""
+    return property(lambda self: getattr(getattr(self, manager), name),
+                    lambda self, value: setattr(getattr(self, manager), name, value), doc=doc)
+
+
+class Controller:
     def __init__(self, config: ServerConfig, metadata: MetadataStore, channel: BrokerChannel,
                  broker_count: int, *, partitions_added: Callable[[str], None] = lambda topic: None):
         self.config = config
         self.metadata = metadata
         self.channel = channel
-        self.brokers = [BrokerRegistration(i) for i in range(broker_count)]
-        # broker id -> rack (its node, in a cluster); replicas go to distinct
-        # racks where there are several
-        self.racks: dict[int, str] = {}
+        self.cluster_control = ClusterControl(config, broker_count)
+        self.placer = ReplicaPlacer(config, self.cluster_control)
+        self.replication_control = ReplicationControl(config, metadata, self.cluster_control,
+                                                      self.placer, channel)
+        self.config_control = ConfigurationControl(config, metadata, self.cluster_control)
+        self.topic_control = TopicControl(config, metadata, self.cluster_control, self.placer,
+                                          self.replication_control, self.config_control,
+                                          partitions_added=partitions_added)
         # in a cluster the blocks of ids come from PostgreSQL (producer_ids.py)
         self.producer_ids = ProducerIdManager(
             config.data_dir, getattr(metadata, "reserve_producer_ids", None))
-        self.partitions_added = partitions_added
-        # a topic was deleted (its id): the share coordinator drops its state
-        self.topic_deleted: Callable[[object], None] = lambda topic_id: None
         # internal topic -> partition count, registered by its coordinator
         self.internal_topics: dict[str, int] = {}
-        # (topic, partition) -> why its broker could not open it
-        self.offline: dict[tuple[str, int], str] = {}
-        # this process's own endpoints, set by the supervisor once bound
-        self.native_port = 0
-        self.kafka_port = 0
-        self.kafka_listeners: dict = {}   # {name: (advertised host or None, port)}
-        # brokers fenced as gone (dead, silent, absent), until they serve again
-        self.gone: set[int] = set()
+
+    brokers = _managed("cluster_control", "brokers", "the BrokerRegistrations, by id")
+    racks = _managed("cluster_control", "racks", "broker id -> rack (its node, in a cluster)")
+    gone = _managed("cluster_control", "gone", "the brokers fenced as gone")
+    native_port = _managed("cluster_control", "native_port", "this process's native port")
+    kafka_port = _managed("cluster_control", "kafka_port", "this process's Kafka port")
+    kafka_listeners = _managed("cluster_control", "kafka_listeners",
+                               "this process's Kafka listeners: {name: (host or None, port)}")
+    partitions_added = _managed("topic_control", "partitions_added",
+                                "called with a topic once the brokers serve its new partitions")
+    topic_deleted = _managed("topic_control", "topic_deleted",
+                             "called with a deleted topic's id")
 
     def handlers(self) -> dict:
+        replication, topics = self.replication_control, self.topic_control
         return {
             ApiKey.METADATA: self._metadata,
-            ApiKey.CREATE_TOPICS: self._create_topics,
-            ApiKey.DELETE_TOPICS: self._delete_topics,
-            ApiKey.CREATE_PARTITIONS: self._create_partitions,
-            ApiKey.DESCRIBE_CONFIGS: self._describe_configs,
+            ApiKey.CREATE_TOPICS: topics.create_topics,
+            ApiKey.DELETE_TOPICS: topics.delete_topics,
+            ApiKey.CREATE_PARTITIONS: topics.create_partitions,
+            ApiKey.DESCRIBE_CONFIGS: self.config_control.describe_configs,
             ApiKey.ALTER_CONFIGS: self._alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self._incremental_alter_configs,
             ApiKey.DESCRIBE_CLUSTER: self._describe_cluster,
             ApiKey.DESCRIBE_QUORUM: self._describe_quorum,
             ApiKey.ALTER_REPLICA_LOG_DIRS: self._alter_replica_log_dirs,
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: self._describe_topic_partitions,
-            ApiKey.ELECT_LEADERS: self._elect_leaders,
-            ApiKey.ALTER_PARTITION_REASSIGNMENTS: self._alter_reassignments,
-            ApiKey.LIST_PARTITION_REASSIGNMENTS: self._list_reassignments,
+            ApiKey.ELECT_LEADERS: replication.elect_leaders,
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: replication.alter_partition_reassignments,
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: replication.list_partition_reassignments,
             ApiKey.PRODUCE: self._produce,
             ApiKey.DELETE_RECORDS: self._delete_records,
         }
@@ -151,6 +151,96 @@ class Controller(ClusterControl, ReplicationControl, ReplicaPlacement, TopicCont
         if name not in INTERNAL_TOPICS:
             raise ValueError(f"{name} is not one of the internal topics {sorted(INTERNAL_TOPICS)}")
         self.internal_topics[name] = partitions
+
+    # ---- brokers: the supervisor's calls, each one manager's or two -------------------------
+
+    def add_broker(self, broker_id: int) -> BrokerRegistration:
+        return self.cluster_control.add_broker(broker_id)
+
+    def register_broker(self, broker_id: int, port: int, kafka_port: int,
+                        host: str | None = None, rack: str | None = None,
+                        kafka_listeners: dict | None = None, adopted: bool = False) -> list[dict]:
+        """A broker's process is up: it starts a new leadership of every
+        partition it hosts. Returns the partitions to send it.
+
+        ``adopted``: the process is not new but a running one that a
+        restarted supervisor adopted (processes.take_workers). It holds
+        its partitions as the metadata says (or learns the newer epochs
+        from this answer), its followers follow it: its leaderships go on
+        at their epochs, as a Kafka broker's survive a controller
+        failover. A new epoch would make every follower truncate and
+        fetch again and every client refresh its metadata, for nothing."""
+        self.cluster_control.register_broker(broker_id, port, kafka_port, host, rack,
+                                             kafka_listeners)
+        return self.replication_control.broker_registered(broker_id, adopted)
+
+    def unfence_broker(self, broker_id: int) -> None:
+        self.cluster_control.unfence_broker(broker_id)
+
+    def fence_broker(self, broker_id: int, elect: bool = True, restarting: bool = False) -> None:
+        """``broker_id``'s process is gone: elect new leaders for what it
+        led and take it out of the ISRs it was in (unless ``elect`` is
+        False: the whole node is stopping). ``restarting``: it died and its
+        supervisor is starting it again (live_brokers says why that
+        matters)."""
+        self.cluster_control.fence_broker(broker_id, gone=elect, restarting=restarting)
+        if elect:
+            self.replication_control.broker_fenced(broker_id)
+
+    def elect_offline(self, broker_id: int) -> None:
+        self.replication_control.elect_offline(broker_id)
+
+    def partitions_opened(self, results: list) -> None:
+        self.replication_control.partitions_opened(results)
+
+    def alter_partition(self, broker_id: int, items: list[dict]) -> None:
+        self.replication_control.alter_partition(broker_id, items)
+
+    def resend(self, broker_id: int, items: list[dict]) -> None:
+        self.replication_control.resend(broker_id, items)
+
+    def rebalance_leaders(self) -> int:
+        return self.replication_control.rebalance_leaders()
+
+    def broker_endpoints(self) -> dict:
+        return self.cluster_control.broker_endpoints()
+
+    def native_endpoint(self, broker_id: int) -> str | None:
+        return self.cluster_control.native_endpoint(broker_id)
+
+    def controller_node(self, listener: Listener, listener_name: str | None = None) -> dict:
+        return self.cluster_control.controller_node(listener, listener_name)
+
+    def live_brokers(self, listener: Listener, listener_name: str | None = None,
+                     restarting: bool = False) -> list[dict]:
+        return self.cluster_control.live_brokers(listener, listener_name, restarting)
+
+    def partition_counts(self) -> dict[str, int]:
+        return self.replication_control.partition_counts()
+
+    def partition_count(self, topic: str) -> int | None:
+        return self.replication_control.partition_count(topic)
+
+    def leader_of(self, tp: tuple[str, int]) -> int | None:
+        return self.replication_control.leader_of(tp)
+
+    # ---- configs: the Alter APIs' changes reach the brokers ---------------------------------
+
+    def _alter_configs(self, ctx: RequestContext, body: dict):
+        return self._publish_configs(ctx, *self.config_control.alter_configs(body))
+
+    def _incremental_alter_configs(self, ctx: RequestContext, body: dict):
+        return self._publish_configs(ctx, *self.config_control.incremental_alter_configs(body))
+
+    def _publish_configs(self, ctx: RequestContext, responses: list, resend: list):
+        """Send each ``(topic, broker)`` of ``resend`` (broker None: every
+        replica) with its new configs, and answer once the brokers confirm."""
+        by_broker: dict = {}
+        for topic, only in resend:
+            self.replication_control.assign(by_broker, topic, range(len(topic.partitions)),
+                                            only=only)
+        return self.replication_control.send(
+            ctx, by_broker, lambda _, timed_out: {"throttle_time_ms": 0, "responses": responses})
 
     def coordinator_node(self, listener: Listener, listener_name: str | None = None,
                          key: str = "") -> dict | None:
@@ -174,7 +264,7 @@ class Controller(ClusterControl, ReplicationControl, ReplicaPlacement, TopicCont
     def _topic_entry(self, topic: TopicMetadata) -> dict:
         parts = []
         for i, p in enumerate(topic.partitions):
-            opened = (topic.name, i) not in self.offline
+            opened = (topic.name, i) not in self.replication_control.offline
             live = opened and not self.brokers[p.leader].fenced
             offline = [b for b in p.replicas if self.brokers[b].fenced
                        or (not opened and b == p.leader)]
@@ -233,7 +323,7 @@ class Controller(ClusterControl, ReplicationControl, ReplicaPlacement, TopicCont
         return {"throttle_time_ms": 0,
                 "brokers": self.live_brokers(listener, listener_name, restarting=True),
                 "cluster_id": self.metadata.cluster_id,
-                "controller_id": self.controller_id(listener, listener_name),
+                "controller_id": self.cluster_control.controller_id(listener, listener_name),
                 "topics": topics, "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
     def _metadata(self, ctx: RequestContext, body: dict):
@@ -271,19 +361,19 @@ class Controller(ClusterControl, ReplicationControl, ReplicaPlacement, TopicCont
         if not creatable:
             return self._metadata_body(names, ctx.listener, listener_name=ctx.listener_name)
         by_broker: dict = {}
-        self._tell_partition_counts(by_broker, {
-            name: len(self._create(by_broker, name, self.config.default_partitions, {}).partitions)
+        self.replication_control.tell_partition_counts(by_broker, {
+            name: len(self.topic_control.create(by_broker, name, self.config.default_partitions, {}).partitions)
             for name in creatable})
 
         def respond(results: list, timed_out: bool) -> dict:
             failed = {}
-            for name, parts in _failed(results).items():
+            for name, parts in failed_partitions(results).items():
                 if name in creatable and name in self.metadata.topics:
-                    failed[name] = _open_error(parts, self.config.default_partitions)
+                    failed[name] = open_error(parts, self.config.default_partitions)
                     log.error("auto-creating %s failed: %s", name, failed[name].message)
-                    self._undo_create(name)
+                    self.topic_control.undo_create(name)
             return self._metadata_body(names, ctx.listener, failed, ctx.listener_name)
-        return self._send(ctx, by_broker, respond)
+        return self.replication_control.send(ctx, by_broker, respond)
 
     def _describe_topic_partitions(self, ctx: RequestContext, body: dict):
         """DescribeTopicPartitions (KIP-966): Metadata's description of the
@@ -345,7 +435,7 @@ class Controller(ClusterControl, ReplicationControl, ReplicaPlacement, TopicCont
                     "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
         return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
                 "endpoint_type": EndpointType.BROKER, "cluster_id": self.metadata.cluster_id,
-                "controller_id": self.controller_id(ctx.listener, ctx.listener_name),
+                "controller_id": self.cluster_control.controller_id(ctx.listener, ctx.listener_name),
                 "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
                              "rack": None}
                             for b in self.live_brokers(ctx.listener, ctx.listener_name)],

@@ -118,7 +118,8 @@ def validate_topic_name(name) -> str:
     return name
 
 
-def _refuse_internal(name: str, verb: str) -> None:
+def refuse_internal(name: str, verb: str) -> None:
+    """No client may delete, grow or alter an internal topic (``verb``: what it asked)."""
     if name in INTERNAL_TOPICS:
         raise errors.TopicAuthorizationFailedError(
             f"{name} is an internal topic: only the broker may {verb} it")

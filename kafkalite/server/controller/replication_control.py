@@ -1,3 +1,37 @@
+"""Partitions: who leads, who is in sync, where the replicas are, and
+how the brokers hear of it (Kafka's ReplicationControlManager).
+
+Replication (one host): a partition may have several replicas on distinct
+brokers; the controller decides who leads and who is in sync, the brokers
+replicate (replica_fetcher.py). When a broker's process dies
+(``broker_fenced``) every partition it led gets a new leader from the
+in-sync replicas still alive (a new leader epoch; with
+``unclean.leader.election.enable`` any live replica when none in sync is
+left, else the partition stays offline until an in-sync one returns), and
+it leaves the ISR of the partitions it followed. A leader proposes ISR
+changes (``alter_partition``: a follower fell behind, or caught up) against
+the partition epoch it knows; a proposal against an older one is refused
+and the leader is sent the current state. Every decision goes to every
+live replica as an ``assign`` naming the leader, so followers follow the
+right broker and a deposed leader steps down. ElectLeaders, Kafka's
+auto.leader.rebalance (``rebalance_leaders``) and reassignment (KIP-455:
+AlterPartitionReassignments, ListPartitionReassignments) are here too.
+
+The brokers hear of decisions through the ``BrokerChannel`` the supervisor
+provides (its control channel to the workers): ``assign``, ``unassign``
+and ``topics`` messages, built per broker (``by_broker``) by ``assign``,
+``delete_replicas`` and ``tell_partition_counts`` and sent by ``notify``
+(no one waits) or ``send`` (a request is answered once the brokers
+confirm). A partition that a broker could not open is offline
+(``offline``, from ``partitions_opened``) until a later assign opens it.
+
+Which process runs it: the supervisor holding the controller, on its
+single thread, through controller.py's ``Controller``. It reads the broker
+registrations (cluster_control.py, passed in), places replicas with
+placement.py's ``ReplicaPlacer`` (passed in), and imports
+config_control.py's read side (a topic's effective configs) and
+metadata.py.
+"""
 from __future__ import annotations
 
 import logging
@@ -7,6 +41,7 @@ from typing import Callable, Protocol
 
 from kafkalite import errors
 from kafkalite.errors import KafkaError
+from kafkalite.server.controller.config_control import dynamic_topic_defaults, log_config
 from kafkalite.server.controller.metadata import INTERNAL_TOPICS, TopicMetadata, replica_dir
 from kafkalite.server.network.requests import DEFERRED, RequestContext
 
@@ -27,6 +62,35 @@ class BrokerChannel(Protocol):
 
 
 class ReplicationControl:
+    """``cluster`` the ClusterControl (which brokers are fenced, their
+    endpoints), ``placer`` the ReplicaPlacer, ``channel`` the BrokerChannel."""
+
+    def __init__(self, config, metadata, cluster, placer, channel: BrokerChannel):
+        self.config = config
+        self.metadata = metadata
+        self.cluster = cluster
+        self.placer = placer
+        self.channel = channel
+        # (topic, partition) -> why its broker could not open it
+        self.offline: dict[tuple[str, int], str] = {}
+
+    def broker_registered(self, broker_id: int, adopted: bool) -> list[dict]:
+        """Broker ``broker_id`` registered (controller.py
+        ``register_broker``): unless ``adopted``, it starts a new leadership
+        of every partition it hosts, which the partitions' other live
+        replicas follow. Returns the partitions to send it."""
+        started = [] if adopted else self.metadata.start_leadership(broker_id)
+        log.info("broker %d registered on port %d; leading %d partitions", broker_id,
+                 self.cluster.brokers[broker_id].port, len(started))
+        # The other live replicas of what it leads again follow its new epoch.
+        by_broker: dict = {}
+        for name, i, _ in started:
+            topic = self.metadata.topics[name]
+            if len(topic.partitions[i].replicas) > 1:
+                self.assign(by_broker, topic, [i], skip=broker_id, fenced_too=True)
+        self.notify(by_broker)
+        return [self.partition_spec(t, i, broker_id)
+                for t, i, _ in self.metadata.hosted_by(broker_id)]
 
     def elect_offline(self, broker_id: int) -> None:
         """``broker_id`` serves again: partitions left offline by a broker
@@ -38,13 +102,13 @@ class ReplicationControl:
         for topic in self.metadata.topics.values():
             for i, p in enumerate(topic.partitions):
                 old = p.leader
-                if (old in self.gone and broker_id in p.isr and len(p.replicas) > 1
+                if (old in self.cluster.gone and broker_id in p.isr and len(p.replicas) > 1
                         and self._elect(topic, i, exclude=old)):
                     changed.add(topic.name)
-                    self._assign(by_broker, topic, [i], skip=old, fenced_too=True)
+                    self.assign(by_broker, topic, [i], skip=old, fenced_too=True)
         if changed:
             self.metadata.save(sorted(changed))
-        self._notify(by_broker)
+        self.notify(by_broker)
 
     def partitions_opened(self, results: list) -> None:
         """A broker's per-partition results of an assign: a partition it
@@ -59,17 +123,10 @@ class ReplicationControl:
             elif self.offline.pop(key, None) is not None:
                 log.info("%s-%d is online again", *key)
 
-    def fence_broker(self, broker_id: int, elect: bool = True, restarting: bool = False) -> None:
-        """``broker_id``'s process is gone: elect new leaders for what it
-        led and take it out of the ISRs it was in (unless ``elect`` is
-        False: the whole node is stopping). ``restarting``: it died and its
-        supervisor is starting it again (live_brokers says why that
-        matters)."""
-        self.brokers[broker_id].fenced = True
-        self.brokers[broker_id].restarting = restarting
-        if not elect:
-            return
-        self.gone.add(broker_id)
+    def broker_fenced(self, broker_id: int) -> None:
+        """``broker_id``'s process is gone (cluster_control.py fenced it):
+        elect new leaders for what it led and take it out of the ISRs it
+        was in."""
         by_broker: dict = {}
         changed = set()
         for topic in self.metadata.topics.values():
@@ -79,15 +136,15 @@ class ReplicationControl:
                 if p.leader == broker_id:
                     if self._elect(topic, i, exclude=broker_id):
                         changed.add(topic.name)
-                        self._assign(by_broker, topic, [i], skip=broker_id, fenced_too=True)
+                        self.assign(by_broker, topic, [i], skip=broker_id, fenced_too=True)
                 elif broker_id in p.isr:
                     p.isr = [b for b in p.isr if b != broker_id]
                     p.partition_epoch += 1
                     changed.add(topic.name)
-                    self._assign(by_broker, topic, [i], skip=broker_id, fenced_too=True)
+                    self.assign(by_broker, topic, [i], skip=broker_id, fenced_too=True)
         if changed:
             self.metadata.save(sorted(changed))
-        self._notify(by_broker)
+        self.notify(by_broker)
 
     def _elect(self, topic: TopicMetadata, index: int, exclude: int = -1) -> bool:
         """Move the leadership of a partition whose leader is gone to a live
@@ -96,10 +153,10 @@ class ReplicationControl:
         partition keeps its dead leader and ISR: it is offline until one of
         them comes back, which then leads with everything it had."""
         p = topic.partitions[index]
-        live = [b for b in p.replicas if b != exclude and not self.brokers[b].fenced]
+        live = [b for b in p.replicas if b != exclude and not self.cluster.brokers[b].fenced]
         candidates = [b for b in live if b in p.isr]
         unclean = False
-        if not candidates and live and self.log_config(topic).unclean_leader_election_enable:
+        if not candidates and live and log_config(self.config, self.metadata.broker_configs, topic).unclean_leader_election_enable:
             candidates, unclean = live[:1], True
         if not candidates:
             log.error("%s-%d is offline: no in-sync replica of %s is alive", topic.name, index,
@@ -125,19 +182,19 @@ class ReplicationControl:
         p = topic.partitions[index]
         if election_type == 0:
             preferred = p.replicas[0]
-            if p.leader == preferred and not self.brokers[preferred].fenced:
+            if p.leader == preferred and not self.cluster.brokers[preferred].fenced:
                 raise errors.ElectionNotNeededError(
                     f"{topic.name}-{index}: broker {preferred} leads already")
-            if self.brokers[preferred].fenced or preferred not in p.isr:
+            if self.cluster.brokers[preferred].fenced or preferred not in p.isr:
                 raise errors.PreferredLeaderNotAvailableError(
                     f"{topic.name}-{index}: preferred replica {preferred} is "
-                    f"{'down' if self.brokers[preferred].fenced else 'not in sync'}")
+                    f"{'down' if self.cluster.brokers[preferred].fenced else 'not in sync'}")
             self._move_leader(topic, index, preferred)
         elif election_type == 1:
-            if not self.brokers[p.leader].fenced:
+            if not self.cluster.brokers[p.leader].fenced:
                 raise errors.ElectionNotNeededError(
                     f"{topic.name}-{index}: broker {p.leader} leads it")
-            live = [b for b in p.replicas if not self.brokers[b].fenced]
+            live = [b for b in p.replicas if not self.cluster.brokers[b].fenced]
             if not live:
                 raise errors.EligibleLeadersNotAvailableError(
                     f"{topic.name}-{index}: no replica of {p.replicas} is alive")
@@ -146,7 +203,7 @@ class ReplicationControl:
         else:
             raise errors.InvalidRequestError(f"unknown election type {election_type}")
 
-    def _elect_leaders(self, ctx: RequestContext, body: dict):
+    def elect_leaders(self, ctx: RequestContext, body: dict):
         """ElectLeaders: preferred or unclean elections, for the partitions
         named (all when none are), answered once decided; the brokers take
         the new leaderships from the assigns that follow."""
@@ -171,17 +228,17 @@ class ReplicationControl:
                             f"{entry['topic']}-{i} does not exist")
                     self._elect_one(topic, i, election_type)
                     changed.add(topic.name)
-                    self._assign(by_broker, topic, [i], fenced_too=True)
+                    self.assign(by_broker, topic, [i], fenced_too=True)
                 except KafkaError as exc:
                     r["error_code"], r["error_message"] = exc.code, exc.message
         if changed:
             self.metadata.save(sorted(changed))
-        self._notify(by_broker)
+        self.notify(by_broker)
         return {"throttle_time_ms": 0, "error_code": 0, "replica_election_results": results}
 
     # ---- reassignment (KIP-455) --------------------------------------------------------------
 
-    def _alter_reassignments(self, ctx: RequestContext, body: dict):
+    def alter_partition_reassignments(self, ctx: RequestContext, body: dict):
         """AlterPartitionReassignments: the new replicas join as followers
         (their logs copied from the leader by replication); once all of them
         are in sync the partition takes the target replica set, leadership
@@ -207,14 +264,14 @@ class ReplicationControl:
                     if entry["replicas"] is None:
                         self._cancel_reassignment(by_broker, topic, i)
                     else:
-                        target = self._assignments([{"broker_ids": entry["replicas"]}], 0)[0]
+                        target = self.placer.assignments([{"broker_ids": entry["replicas"]}], 0)[0]
                         self._start_reassignment(by_broker, topic, i, target)
                     changed.add(topic.name)
                 except KafkaError as exc:
                     r["error_code"], r["error_message"] = exc.code, exc.message
         if changed:
             self.metadata.save(sorted(changed))
-        self._notify(by_broker)
+        self.notify(by_broker)
         return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
                 "responses": responses}
 
@@ -241,15 +298,15 @@ class ReplicationControl:
             # the new broker opens the log only once the old one closed it:
             # two writers of one directory would corrupt it
             then: dict = {}
-            self._assign(then, topic, [i], fenced_too=True)
-            if self.brokers[old].fenced:
-                self._notify(then)
+            self.assign(then, topic, [i], fenced_too=True)
+            if self.cluster.brokers[old].fenced:
+                self.notify(then)
             else:
                 self.channel.send(
                     {old: {"type": "unassign", "delete": False, "partitions": [
                         {"topic": topic.name, "partition": i,
                          "dir": replica_dir(topic.name, i, old, False)}]}},
-                    lambda results, timed_out: self._notify(then), DEFAULT_ADMIN_TIMEOUT_MS)
+                    lambda results, timed_out: self.notify(then), DEFAULT_ADMIN_TIMEOUT_MS)
             return
         p.adding = [b for b in target if b not in p.replicas]
         p.removing = [b for b in p.replicas if b not in target]
@@ -258,7 +315,7 @@ class ReplicationControl:
         log.info("%s-%d: reassigning to %s (adding %s, removing %s)", topic.name, i, target,
                  p.adding, p.removing)
         if not self._complete_reassignment(by_broker, topic, i):
-            self._assign(by_broker, topic, [i], fenced_too=True)
+            self.assign(by_broker, topic, [i], fenced_too=True)
 
     def _complete_reassignment(self, by_broker: dict, topic: TopicMetadata, i: int) -> bool:
         """Finish a reassignment whose joining replicas are all in sync;
@@ -273,16 +330,16 @@ class ReplicationControl:
         p.adding, p.removing = [], []
         p.partition_epoch += 1
         if p.leader not in target:
-            live = [b for b in target if b in p.isr and not self.brokers[b].fenced]
+            live = [b for b in target if b in p.isr and not self.cluster.brokers[b].fenced]
             self._move_leader(topic, i, live[0] if live else target[0])
         log.info("%s-%d: reassignment done: replicas %s, isr %s", topic.name, i, p.replicas,
                  p.isr)
-        self._assign(by_broker, topic, [i], fenced_too=True)
+        self.assign(by_broker, topic, [i], fenced_too=True)
         for b in removed:
             where = replica_dir(topic.name, i, b, p.per_broker_dir, p.shared_owner)
             if b == p.shared_owner:
                 p.shared_owner = None       # its log is deleted: no replica has it
-            if self.brokers[b].fenced:
+            if self.cluster.brokers[b].fenced:
                 shutil.rmtree(os.path.join(self.config.data_dir, where), ignore_errors=True)
                 continue
             by_broker.setdefault(b, {"type": "unassign", "delete": True, "partitions": []})[
@@ -298,13 +355,13 @@ class ReplicationControl:
         p.isr = [b for b in p.isr if b not in p.adding]
         p.adding, p.removing = [], []
         p.partition_epoch += 1
-        self._assign(by_broker, topic, [i], fenced_too=True)
+        self.assign(by_broker, topic, [i], fenced_too=True)
         for b in dropped:
             where = replica_dir(topic.name, i, b, p.per_broker_dir, p.shared_owner)
             by_broker.setdefault(b, {"type": "unassign", "delete": True, "partitions": []})[
                 "partitions"].append({"topic": topic.name, "partition": i, "dir": where})
 
-    def _list_reassignments(self, ctx: RequestContext, body: dict):
+    def list_partition_reassignments(self, ctx: RequestContext, body: dict):
         wanted = body.get("topics")
         names = [t["name"] for t in wanted] if wanted is not None else sorted(self.metadata.topics)
         only = {t["name"]: set(t["partition_indexes"]) for t in wanted or ()}
@@ -333,14 +390,14 @@ class ReplicationControl:
             for i, p in enumerate(topic.partitions):
                 preferred = p.replicas[0]
                 if (len(p.replicas) > 1 and p.leader != preferred and preferred in p.isr
-                        and not self.brokers[preferred].fenced):
+                        and not self.cluster.brokers[preferred].fenced):
                     self._move_leader(topic, i, preferred)
-                    self._assign(by_broker, topic, [i], fenced_too=True)
+                    self.assign(by_broker, topic, [i], fenced_too=True)
                     changed.add(topic.name)
                     moved += 1
         if changed:
             self.metadata.save(sorted(changed))
-        self._notify(by_broker)
+        self.notify(by_broker)
         return moved
 
     def alter_partition(self, broker_id: int, items: list[dict]) -> None:
@@ -359,7 +416,7 @@ class ReplicationControl:
             joining = set(isr) - set(p.isr)
             if (p.leader == broker_id and item["leader_epoch"] == p.leader_epoch
                     and item["partition_epoch"] == p.partition_epoch and broker_id in isr
-                    and not any(self.brokers[b].fenced for b in joining)):
+                    and not any(self.cluster.brokers[b].fenced for b in joining)):
                 if isr != p.isr:
                     log.info("%s-%d: isr %s -> %s", topic.name, i, p.isr, isr)
                     p.isr = isr
@@ -371,10 +428,10 @@ class ReplicationControl:
                 log.info("%s-%d: refused broker %d's isr %s at epochs %d/%d (leader %d, epochs "
                          "%d/%d)", topic.name, i, broker_id, isr, item["leader_epoch"],
                          item["partition_epoch"], p.leader, p.leader_epoch, p.partition_epoch)
-            self._assign(by_broker, topic, [i], only=broker_id)
+            self.assign(by_broker, topic, [i], only=broker_id)
         if changed:
             self.metadata.save(sorted(changed))
-        self._notify(by_broker)
+        self.notify(by_broker)
 
     def resend(self, broker_id: int, items: list[dict]) -> None:
         """A broker asks again for partitions it believes stale (its leader
@@ -384,11 +441,11 @@ class ReplicationControl:
             topic = self.metadata.topics.get(item["topic"])
             if topic is not None and 0 <= item["partition"] < len(topic.partitions) \
                     and broker_id in topic.partitions[item["partition"]].replicas:
-                self._assign(by_broker, topic, [item["partition"]], only=broker_id,
+                self.assign(by_broker, topic, [item["partition"]], only=broker_id,
                              fenced_too=True)
-        self._notify(by_broker)
+        self.notify(by_broker)
 
-    def _notify(self, by_broker: dict) -> None:
+    def notify(self, by_broker: dict) -> None:
         """Send decisions no request waits for (elections, ISR changes)."""
         if by_broker:
             self.channel.send(by_broker, lambda results, timed_out: None,
@@ -405,13 +462,13 @@ class ReplicationControl:
                 # the dynamic broker-wide topic defaults of that broker under
                 # the topic's own configs (the worker puts its server's static
                 # defaults under both)
-                "configs": {**self._dynamic_topic_defaults(broker), **topic.configs}}
+                "configs": {**dynamic_topic_defaults(self.metadata.broker_configs, broker), **topic.configs}}
 
     def partition_counts(self) -> dict[str, int]:
         """Every topic's partition count: what a (re)started broker is told."""
         return {name: len(t.partitions) for name, t in self.metadata.topics.items()}
 
-    def _tell_partition_counts(self, by_broker: dict, counts: dict[str, int]) -> None:
+    def tell_partition_counts(self, by_broker: dict, counts: dict[str, int]) -> None:
         """Every live broker learns the new partition counts of ``counts``'
         topics (0: deleted), as Kafka's brokers learn them from the metadata
         log: a request for a partition the cluster does not have is
@@ -422,7 +479,7 @@ class ReplicationControl:
         (one made earlier would take a later assign's partitions)."""
         if not counts:
             return
-        for registration in self.brokers:
+        for registration in self.cluster.brokers:
             if not registration.fenced:
                 msg = by_broker.setdefault(registration.broker_id, {"type": "topics"})
                 msg.setdefault("topic_partitions", {}).update(counts)
@@ -437,9 +494,9 @@ class ReplicationControl:
         if t is None or not 0 <= tp[1] < len(t.partitions):
             return None
         leader = t.partitions[tp[1]].leader
-        return None if self.brokers[leader].fenced else leader
+        return None if self.cluster.brokers[leader].fenced else leader
 
-    def _send(self, ctx: RequestContext, by_broker: dict[int, dict], respond,
+    def send(self, ctx: RequestContext, by_broker: dict[int, dict], respond,
               timeout_ms: int = DEFAULT_ADMIN_TIMEOUT_MS):
         """Send changes to brokers and answer ``ctx`` with ``respond(results,
         timed_out)`` once they confirm (``results``: the per-partition
@@ -453,13 +510,13 @@ class ReplicationControl:
         self.channel.send(by_broker, done, timeout_ms)
         return DEFERRED
 
-    def _unassign(self, partitions: list[tuple[TopicMetadata, int]]) -> None:
+    def unassign(self, partitions: list[tuple[TopicMetadata, int]]) -> None:
         """Tell the replicas to close and delete ``partitions`` (no one waits)."""
         by_broker: dict = {}
-        self._delete_replicas(by_broker, partitions)
-        self._notify(by_broker)
+        self.delete_replicas(by_broker, partitions)
+        self.notify(by_broker)
 
-    def _delete_replicas(self, by_broker: dict, partitions) -> None:
+    def delete_replicas(self, by_broker: dict, partitions) -> None:
         """Unassign-and-delete messages for every replica of ``partitions``;
         the logs of replicas on brokers that are down are removed here (their
         process is gone, and it is sent only the partitions that exist when
@@ -469,14 +526,14 @@ class ReplicationControl:
             self.offline.pop((topic.name, i), None)
             for b in p.replicas:
                 where = replica_dir(topic.name, i, b, p.per_broker_dir, p.shared_owner)
-                if self.brokers[b].fenced and b != p.leader:
+                if self.cluster.brokers[b].fenced and b != p.leader:
                     shutil.rmtree(os.path.join(self.config.data_dir, where), ignore_errors=True)
                     continue
                 msg = by_broker.setdefault(b, {"type": "unassign", "delete": True,
                                                "partitions": []})
                 msg["partitions"].append({"topic": topic.name, "partition": i, "dir": where})
 
-    def _assign(self, by_broker: dict, topic: TopicMetadata, indexes, *, skip: int = -1,
+    def assign(self, by_broker: dict, topic: TopicMetadata, indexes, *, skip: int = -1,
                 only: int | None = None, fenced_too: bool = False) -> None:
         """Assign messages for ``indexes`` to their leader and their live
         followers (or ``only`` that broker; never ``skip``). A dead follower
@@ -489,8 +546,8 @@ class ReplicationControl:
             for b in p.replicas:
                 if b == skip or (only is not None and b != only):
                     continue
-                if b != p.leader and self.brokers[b].fenced and not fenced_too:
+                if b != p.leader and self.cluster.brokers[b].fenced and not fenced_too:
                     continue
                 msg = by_broker.setdefault(b, {"type": "assign", "partitions": [],
-                                               "brokers": self.broker_endpoints()})
+                                               "brokers": self.cluster.broker_endpoints()})
                 msg["partitions"].append(self.partition_spec(topic, i, b))
