@@ -55,6 +55,13 @@ def log_config(config, broker_configs: dict, topic: TopicMetadata, broker_id: in
                               **topic.configs})
 
 
+def _unsupported(resource_type: int, verb: str) -> KafkaError:
+    return errors.InvalidRequestError(
+        f"unsupported resource type {resource_type}: kafkalite {verb} "
+        f"topic ({int(ConfigResourceType.TOPIC)}) and broker "
+        f"({int(ConfigResourceType.BROKER)}) configs")
+
+
 class ConfigurationControl:
     """``cluster`` the ClusterControl, whose brokers' listeners and racks
     are their read-only configs."""
@@ -172,10 +179,7 @@ class ConfigurationControl:
                     out["configs"] = self._config_entries(topic, keys, via, synonyms,
                                                           documentation)
                 else:
-                    raise errors.InvalidRequestError(
-                        f"unsupported resource type {r['resource_type']}: kafkalite describes "
-                        f"topic ({int(ConfigResourceType.TOPIC)}) and broker "
-                        f"({int(ConfigResourceType.BROKER)}) configs")
+                    raise _unsupported(r["resource_type"], "describes")
             except KafkaError as exc:
                 out["error_code"], out["error_message"] = exc.code, exc.message
             results.append(out)
@@ -210,10 +214,7 @@ class ConfigurationControl:
                     self._alter_broker_configs(r, body.get("validate_only"), new_configs,
                                                resend)
                 else:
-                    raise errors.InvalidRequestError(
-                        f"unsupported resource type {r['resource_type']}: kafkalite alters "
-                        f"topic ({int(ConfigResourceType.TOPIC)}) and broker "
-                        f"({int(ConfigResourceType.BROKER)}) configs")
+                    raise _unsupported(r["resource_type"], "alters")
             except KafkaError as exc:
                 out["error_code"], out["error_message"] = exc.code, exc.message
         return responses, resend
