@@ -85,7 +85,8 @@ class ConfigurationControl:
         bind, told = [], []
         for spec in kafka_listeners(self.config):
             if broker_id == KAFKA_CONTROLLER_ID:
-                host, port = self.cluster.kafka_listeners.get(spec.name, (None, self.cluster.kafka_port))
+                host, port = self.cluster.kafka_listeners.get(spec.name,
+                                                              (None, self.cluster.kafka_port))
                 endpoint = (host or self.config.public_host, port)
                 bind_host = spec.host
             else:
@@ -114,7 +115,8 @@ class ConfigurationControl:
         if broker_id != KAFKA_CONTROLLER_ID and not 0 <= broker_id < len(self.cluster.brokers):
             raise errors.InvalidRequestError(
                 f"Unexpected broker id {resource_name}: the brokers are 0.."
-                f"{len(self.cluster.brokers) - 1} and {KAFKA_CONTROLLER_ID} (or \"\" for every broker)")
+                f"{len(self.cluster.brokers) - 1} and {KAFKA_CONTROLLER_ID} "
+                f"(or \"\" for every broker)")
         return broker_id
 
     def layers(self, broker_id: int | None) -> registry.Layers:
@@ -224,7 +226,8 @@ class ConfigurationControl:
         name = r["resource_name"]
         refuse_internal(name, "alter")
         topic = self.metadata.get(name)
-        cluster_view = self.config.log_config(dynamic_topic_defaults(self.metadata.broker_configs, None)).to_properties()
+        cluster_view = self.config.log_config(
+            dynamic_topic_defaults(self.metadata.broker_configs, None)).to_properties()
         configs = registry.check_topic_configs(
             new_configs(r, dict(topic.configs), True, cluster_view.get), self.config.log_config(),
             name, topic.configs, tiered_storage=self.config.remote_log_storage_system_enable)

@@ -362,7 +362,8 @@ class Controller:
             return self._metadata_body(names, ctx.listener, listener_name=ctx.listener_name)
         by_broker: dict = {}
         self.replication_control.tell_partition_counts(by_broker, {
-            name: len(self.topic_control.create(by_broker, name, self.config.default_partitions, {}).partitions)
+            name: len(self.topic_control.create(by_broker, name, self.config.default_partitions,
+                                                {}).partitions)
             for name in creatable})
 
         def respond(results: list, timed_out: bool) -> dict:

@@ -47,7 +47,8 @@ class ReplicaPlacer:
         rf = self.config.default_replication_factor if rf == -1 else rf
         if not 1 <= rf <= len(self.cluster.brokers):
             raise errors.InvalidReplicationFactorError(
-                f"replication factor must be 1 to {len(self.cluster.brokers)} (the number of brokers), "
+                f"replication factor must be 1 to {len(self.cluster.brokers)} (the number of "
+                f"brokers), "
                 f"not {rf}")
         return rf
 

@@ -156,7 +156,8 @@ class ReplicationControl:
         live = [b for b in p.replicas if b != exclude and not self.cluster.brokers[b].fenced]
         candidates = [b for b in live if b in p.isr]
         unclean = False
-        if not candidates and live and log_config(self.config, self.metadata.broker_configs, topic).unclean_leader_election_enable:
+        if not candidates and live and log_config(self.config, self.metadata.broker_configs,
+                                                  topic).unclean_leader_election_enable:
             candidates, unclean = live[:1], True
         if not candidates:
             log.error("%s-%d is offline: no in-sync replica of %s is alive", topic.name, index,
@@ -442,7 +443,7 @@ class ReplicationControl:
             if topic is not None and 0 <= item["partition"] < len(topic.partitions) \
                     and broker_id in topic.partitions[item["partition"]].replicas:
                 self.assign(by_broker, topic, [item["partition"]], only=broker_id,
-                             fenced_too=True)
+                            fenced_too=True)
         self.notify(by_broker)
 
     def notify(self, by_broker: dict) -> None:
@@ -462,7 +463,8 @@ class ReplicationControl:
                 # the dynamic broker-wide topic defaults of that broker under
                 # the topic's own configs (the worker puts its server's static
                 # defaults under both)
-                "configs": {**dynamic_topic_defaults(self.metadata.broker_configs, broker), **topic.configs}}
+                "configs": {**dynamic_topic_defaults(self.metadata.broker_configs, broker),
+                            **topic.configs}}
 
     def partition_counts(self) -> dict[str, int]:
         """Every topic's partition count: what a (re)started broker is told."""
@@ -497,7 +499,7 @@ class ReplicationControl:
         return None if self.cluster.brokers[leader].fenced else leader
 
     def send(self, ctx: RequestContext, by_broker: dict[int, dict], respond,
-              timeout_ms: int = DEFAULT_ADMIN_TIMEOUT_MS):
+             timeout_ms: int = DEFAULT_ADMIN_TIMEOUT_MS):
         """Send changes to brokers and answer ``ctx`` with ``respond(results,
         timed_out)`` once they confirm (``results``: the per-partition
         results of assigns, already applied to ``offline``)."""
@@ -534,7 +536,7 @@ class ReplicationControl:
                 msg["partitions"].append({"topic": topic.name, "partition": i, "dir": where})
 
     def assign(self, by_broker: dict, topic: TopicMetadata, indexes, *, skip: int = -1,
-                only: int | None = None, fenced_too: bool = False) -> None:
+               only: int | None = None, fenced_too: bool = False) -> None:
         """Assign messages for ``indexes`` to their leader and their live
         followers (or ``only`` that broker; never ``skip``). A dead follower
         is sent its partitions when it registers again -- but decisions no

@@ -91,7 +91,7 @@ class TopicControl:
     # ---- topics ------------------------------------------------------------------------------
 
     def create(self, by_broker: dict, name: str, partitions: int, configs: dict,
-                replication_factor: int | None = None, assignments=None) -> TopicMetadata:
+               replication_factor: int | None = None, assignments=None) -> TopicMetadata:
         rf = self.config.default_replication_factor if replication_factor is None \
             else replication_factor
         rf = min(rf, len(self.cluster.brokers))
@@ -162,9 +162,10 @@ class TopicControl:
         if not body.get("validate_only"):
             for name, n, configs, out, rf, assignments in to_create:
                 out["topic_id"] = self.create(by_broker, name, n, configs, rf,
-                                               assignments).topic_id
-            self.replication.tell_partition_counts(by_broker, {name: self.replication.partition_count(name)
-                                                    for name, *_ in to_create})
+                                              assignments).topic_id
+            self.replication.tell_partition_counts(
+                by_broker, {name: self.replication.partition_count(name)
+                            for name, *_ in to_create})
 
         def respond(results_of_brokers: list, timed_out: bool) -> dict:
             failed = failed_partitions(results_of_brokers)
@@ -183,7 +184,8 @@ class TopicControl:
                         out["error_message"] = "the workers did not confirm in time"
             return {"throttle_time_ms": 0, "topics": results}
 
-        return self.replication.send(ctx, by_broker, respond, body.get("timeout_ms", DEFAULT_ADMIN_TIMEOUT_MS))
+        return self.replication.send(ctx, by_broker, respond,
+                                     body.get("timeout_ms", DEFAULT_ADMIN_TIMEOUT_MS))
 
     def delete_topics(self, ctx: RequestContext, body: dict):
         # v6 names a topic by name or by id (KIP-516), never both
@@ -212,14 +214,15 @@ class TopicControl:
                 log.info("topic %s deleted (%d partition(s))", name, len(topic.partitions))
                 out["topic_id"] = topic.topic_id
                 self.topic_deleted(topic.topic_id)
-                self.replication.delete_replicas(by_broker, [(topic, i) for i in range(len(topic.partitions))])
+                self.replication.delete_replicas(
+                    by_broker, [(topic, i) for i in range(len(topic.partitions))])
                 deleted[name] = 0
             except KafkaError as exc:
                 out["error_code"], out["error_message"] = exc.code, exc.message
         self.replication.tell_partition_counts(by_broker, deleted)
-        return self.replication.send(ctx, by_broker,
-                          lambda _, timed_out: {"throttle_time_ms": 0, "responses": results},
-                          body.get("timeout_ms", DEFAULT_ADMIN_TIMEOUT_MS))
+        return self.replication.send(
+            ctx, by_broker, lambda _, timed_out: {"throttle_time_ms": 0, "responses": results},
+            body.get("timeout_ms", DEFAULT_ADMIN_TIMEOUT_MS))
 
     def create_partitions(self, ctx: RequestContext, body: dict):
         results, by_broker, grown = [], {}, {}
@@ -249,14 +252,15 @@ class TopicControl:
                 if body.get("validate_only"):
                     continue
                 before = len(topic.partitions)
-                self.replication.assign(by_broker, topic,
-                             self.metadata.add_partitions(t["name"], t["count"], len(self.cluster.brokers),
-                                                          assignments))
+                self.replication.assign(
+                    by_broker, topic, self.metadata.add_partitions(
+                        t["name"], t["count"], len(self.cluster.brokers), assignments))
                 log.info("topic %s: partitions %d -> %d", t["name"], before, t["count"])
                 grown[t["name"]] = (before, out)
             except KafkaError as exc:
                 out["error_code"], out["error_message"] = exc.code, exc.message
-        self.replication.tell_partition_counts(by_broker, {name: self.replication.partition_count(name) for name in grown})
+        self.replication.tell_partition_counts(
+            by_broker, {name: self.replication.partition_count(name) for name in grown})
 
         def respond(results_of_brokers: list, timed_out: bool) -> dict:
             failed = failed_partitions(results_of_brokers)
@@ -266,7 +270,8 @@ class TopicControl:
                 if new and topic is not None:
                     exc = open_error(new, len(topic.partitions) - before)
                     log.error("adding partitions to %s failed: %s", name, exc.message)
-                    self.replication.unassign([(topic, i) for i in range(before, len(topic.partitions))])
+                    self.replication.unassign(
+                        [(topic, i) for i in range(before, len(topic.partitions))])
                     self.metadata.remove_partitions(name, before)
                     out["error_code"], out["error_message"] = exc.code, exc.message
                 else:
@@ -274,4 +279,5 @@ class TopicControl:
                     self.partitions_added(name)
             return {"throttle_time_ms": 0, "results": results}
 
-        return self.replication.send(ctx, by_broker, respond, body.get("timeout_ms", DEFAULT_ADMIN_TIMEOUT_MS))
+        return self.replication.send(ctx, by_broker, respond,
+                                     body.get("timeout_ms", DEFAULT_ADMIN_TIMEOUT_MS))
