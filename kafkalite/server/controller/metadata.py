@@ -56,7 +56,7 @@ others follow it. The leader epoch goes up every time a leadership
 the partition epoch goes up at every change of leader or ISR, and a change
 proposed against an older partition epoch is refused (the role of Kafka's
 AlterPartition partition epoch). The ISR changes only through the
-controller (controller.py), which decides elections.
+controller (replication_control.py), which decides elections.
 
 Where a replica's log lives: ``<data_dir>/<topic>-<partition>`` for a
 partition created with one replica (as before replication), and
