@@ -4,9 +4,17 @@ concern as Kafka has one ``*ControlManager``).
 
 What it holds:
 
-- controller.py: ``Controller``, topics and partitions, broker
-  registrations and fencing, leader elections and ISR changes,
-  reassignment, configs, Metadata and the admin APIs' handler table;
+- controller.py: ``Controller`` (Kafka's QuorumController), the admin
+  APIs' handler table, Metadata, DescribeCluster, DescribeQuorum and the
+  wiring of the managers below;
+- cluster_control.py: broker registrations, fencing, the brokers'
+  endpoints (ClusterControlManager);
+- replication_control.py: leaders, ISR changes, elections, reassignment,
+  and the assigns that tell the brokers (ReplicationControlManager);
+- placement.py: where new replicas go (ReplicaPlacer);
+- topic_control.py: CreateTopics, DeleteTopics, CreatePartitions;
+- config_control.py: topic and broker configs and their APIs
+  (ConfigurationControlManager);
 - metadata.py: the metadata on disk (``cluster-metadata.json``) and the
   internal topics' names;
 - cluster_store.py: the metadata and the controller lease in PostgreSQL

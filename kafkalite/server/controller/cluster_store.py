@@ -5,6 +5,16 @@ kafkalite does not write a consensus protocol: nodes that form a cluster
 share an engine users already run with high availability. PostgreSQL holds
 metadata only; record data stays in each broker's segment files.
 
+Why one file (over 900 lines): its one job is the cluster's PostgreSQL
+schema. Every class and function here reads or writes its tables and
+depends on rules written once in it: the schema and its advisory lock,
+``connect``'s timeouts, the failure backoff, and the lease fence that the
+metadata, ACL, quota, producer-id and internal-batch writes all take.
+``PostgresMetadataStore`` is most of it (about 350 lines); the lease
+(about 130), the watcher and the users' mirror (under 100 each) are small,
+and split apart each would import those rules back from a shared module
+while the rules below described code in several files.
+
 Tables (created if missing, under an advisory lock so that nodes starting
 together do not race)::
 

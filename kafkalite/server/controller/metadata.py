@@ -56,7 +56,7 @@ others follow it. The leader epoch goes up every time a leadership
 the partition epoch goes up at every change of leader or ISR, and a change
 proposed against an older partition epoch is refused (the role of Kafka's
 AlterPartition partition epoch). The ISR changes only through the
-controller (controller.py), which decides elections.
+controller (replication_control.py), which decides elections.
 
 Where a replica's log lives: ``<data_dir>/<topic>-<partition>`` for a
 partition created with one replica (as before replication), and
@@ -79,6 +79,7 @@ import uuid
 import zlib
 from dataclasses import dataclass, field
 
+from kafkalite import errors
 from kafkalite.errors import (InvalidPartitionsError, InvalidRequestError, InvalidTopicError,
                               KafkaStorageError, TopicAlreadyExistsError,
                               UnknownTopicOrPartitionError)
@@ -116,6 +117,12 @@ def validate_topic_name(name) -> str:
                                 f"letters, digits, '.', '_' and '-' are allowed")
     return name
 
+
+def refuse_internal(name: str, verb: str) -> None:
+    """No client may delete, grow or alter an internal topic (``verb``: what it asked)."""
+    if name in INTERNAL_TOPICS:
+        raise errors.TopicAuthorizationFailedError(
+            f"{name} is an internal topic: only the broker may {verb} it")
 
 def replica_dir(topic: str, partition: int, broker: int, per_broker_dir: bool,
                 shared_owner: int | None = None) -> str:
