@@ -276,7 +276,9 @@ class BrokerNode:
             # every takeover, before the lease was even asked for
             self.users_mirror.close(wait=False)
             self.users_mirror = None
-        self.shutdown()
+        # server.json stays: its workers run on, and the supervisor (or
+        # the next broker node) writes its own over it. Removed here, the
+        # node had none for a moment (a tool reading it then failed)
         return handed
 
     def shutdown(self) -> None:
