@@ -42,6 +42,7 @@ import collections
 import logging
 import os
 import random
+import re
 import signal
 import socket
 import statistics
@@ -92,6 +93,27 @@ def bindable(port: int) -> bool:
             return True
         except OSError:
             return False
+
+
+def holders(ports: list[int]) -> str:
+    """What still holds those of ``ports`` that cannot be bound: the
+    sockets on them, with their processes (``ss``), and each process's
+    command line. (The whole of ``ss``'s output was cut before the rows
+    that mattered.)"""
+    busy = [p for p in ports if not bindable(p)]
+    rows = [row for row in subprocess.run(["ss", "-tanp"], capture_output=True,
+                                          text=True).stdout.splitlines()
+            if any(f":{p} " in row for p in busy)]
+    pids = sorted({int(pid) for row in rows for pid in re.findall(r"pid=(\d+)", row)})
+    procs = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                command = f.read().replace(b"\0", b" ").decode()
+            procs.append(f"{pid}: {command[:200]}")
+        except OSError:
+            procs.append(f"{pid}: gone")
+    return f"the dead server's ports free; busy {busy}:\n" + "\n".join(rows + procs)
 
 
 def fixed_port_numbers(srv: ServerProcess, workers: bool = True) -> list[int]:
@@ -390,10 +412,9 @@ def fault(srv: ServerProcess, kind: str, rng: random.Random) -> None:
         # found; the test waits for the ports and names the holder if one
         # stays
         # (a supervisor-kill's workers keep theirs: they are adopted)
-        wait_until(lambda: all(bindable(p) for p in fixed_port_numbers(
-                       srv, workers=kind == "node-kill")), 30,
-                   lambda: "the dead server's ports free: " + subprocess.run(
-                       ["ss", "-tanp"], capture_output=True, text=True).stdout[-3000:])
+        ports = fixed_port_numbers(srv, workers=kind == "node-kill")
+        wait_until(lambda: all(bindable(p) for p in ports), 30,
+                   lambda: holders(ports))
         srv.start()
         if kind == "supervisor-kill":
             assert srv.worker_pids() == workers, "the new supervisor adopts the running " \
