@@ -8,7 +8,11 @@ offset, value) they were served while the run went on. At the end the
 whole log is read once more. ``check`` then reports:
 
 - ``lost``: acknowledged values missing from the final log;
-- ``moved``: acknowledged values found at another offset than acknowledged;
+- ``moved``: acknowledged values found at another offset than acknowledged
+  (an acknowledgement without an offset -- librdkafka's implicit ack of an
+  idempotent producer's earlier batches, whose response was lost, once a
+  later batch of the partition is acknowledged -- must be found in its
+  partition);
 - ``duplicates``: values stored more than once;
 - ``reordered``: a writer's values in a partition out of their seq order;
 - ``phantom_reads``: values a reader was served that the final log does
@@ -93,7 +97,8 @@ def check(history: History, final: dict[int, list]) -> Report:
         found = where.get(value)
         if not found:
             lost.append((partition, offset, value))
-        elif (partition, offset) not in found:
+        elif (partition, offset) not in found if offset is not None else \
+                all(p != partition for p, _ in found):
             moved.append((partition, offset, value, found))
     duplicates = [(v, places) for v, places in where.items() if len(places) > 1]
     phantom = [(p, o, v) for (p, o), v in history.reads.items() if at.get((p, o)) != v]
