@@ -145,10 +145,6 @@ SERVER_FOLDER_CYCLES = (
 )
 # Cycles between modules: the set of modules -> why.
 MODULE_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"kafkalite.server.node.supervisor", "kafkalite.server.node.broker_node"}):
-        "serve() runs a broker node when another node holds the controller lease, and "
-        "broker_node.py takes the worker spawning and the lock and server files from "
-        "supervisor.py (issue 41: the shared part belongs in a module of its own)",
     frozenset({"kafkalite_spark", "kafkalite_spark.history"}):
         "register() is defined in the package's __init__, which re-exports "
         "read_with_history; history.py registers the source at call time",

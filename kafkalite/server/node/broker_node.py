@@ -50,9 +50,9 @@ from kafkalite.server.controller import cluster_store
 from kafkalite.server.config import ServerConfig
 from kafkalite.server.auth.credentials import users_file
 from kafkalite.server.auth.security import native_curve
-from kafkalite.server.node.processes import RunningWorkers, advertise_controller, stop_children
-from kafkalite.server.node.supervisor import (LOCK_FILE, RESTART_BACKOFF_S, SERVER_FILE,
-                                         SHUTDOWN_TIMEOUT_S, WorkerProcess, spawn_worker)
+from kafkalite.server.node.processes import (LOCK_FILE, RESTART_BACKOFF_S, SERVER_FILE,
+                                             SHUTDOWN_TIMEOUT_S, RunningWorkers, WorkerProcess,
+                                             advertise_controller, spawn_worker, stop_children)
 from kafkalite.storage.checkpoint import write_atomically
 
 log = logging.getLogger("kafkalite.broker_node")

@@ -71,6 +71,14 @@ from kafkalite.server.config import ServerConfig
 log = logging.getLogger("kafkalite.processes")
 
 LOCK_FILE = ".lock"
+SERVER_FILE = "server.json"
+# a worker that keeps dying is started again after these, one more each time
+RESTART_BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)
+# How long a clean stop waits for the workers before killing them: a worker
+# closes every log it hosts (a few fsyncs each, on a small thread pool), so
+# the supervisor's wait grows with the busiest worker's partitions
+# (supervisor.SHUTDOWN_S_PER_PARTITION).
+SHUTDOWN_TIMEOUT_S = 15.0
 # <data dir>/.workers/<index>.lock: held (flock) by each running worker, with
 # its pid in it, for as long as it lives
 WORKER_LOCKS = ".workers"

@@ -101,6 +101,8 @@ from kafkalite.server.controller.metadata import (OFFSETS_TOPIC, SHARE_STATE_TOP
 from kafkalite.server.network.native_listener import NativeListener
 from kafkalite.server.auth.native_login import native_login
 from kafkalite.server.node.processes import (ADOPT_WAIT_S, CONTROLLER_FILE, LOCK_FILE,  # noqa: F401
+                                             RESTART_BACKOFF_S, SERVER_FILE,
+                                             SHUTDOWN_TIMEOUT_S,
                                              EarlyStart, RunningWorkers, WorkerProcess,
                                              advertise_controller, advertise_supervisor,
                                              bind_control, config_digest, lock_data_dir,
@@ -124,13 +126,7 @@ from kafkalite.storage.checkpoint import write_atomically
 
 log = logging.getLogger("kafkalite.supervisor")
 
-SERVER_FILE = "server.json"
-RESTART_BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)
-# How long a clean stop waits for the workers before killing them: a worker
-# closes every log it hosts (a few fsyncs each, on a small thread pool), so
-# the wait grows with the busiest worker's partitions.
-SHUTDOWN_TIMEOUT_S = 15.0
-SHUTDOWN_S_PER_PARTITION = 0.005
+SHUTDOWN_S_PER_PARTITION = 0.005     # beside processes.SHUTDOWN_TIMEOUT_S
 REJOIN_RETRY_S = 1.0            # a node back from a partition, waiting for PostgreSQL
 POLL_INTERVAL_MS = 100
 RETRY_INTERVAL_S = 1.0   # a metadata action the store refused is tried again this often
