@@ -1,7 +1,5 @@
 """`kafkalite share-groups` against a running server."""
-import glob
 import json
-import os
 import time
 
 from test_cli import _one_line_error, cli

@@ -100,9 +100,8 @@ from kafkalite.server.controller.metadata import (OFFSETS_TOPIC, SHARE_STATE_TOP
                                       MetadataStore)
 from kafkalite.server.network.native_listener import NativeListener
 from kafkalite.server.auth.native_login import native_login
-from kafkalite.server.node.processes import (ADOPT_WAIT_S, CONTROLLER_FILE, LOCK_FILE,  # noqa: F401
-                                             RESTART_BACKOFF_S, SERVER_FILE,
-                                             SHUTDOWN_TIMEOUT_S,
+from kafkalite.server.node.processes import (ADOPT_WAIT_S, CONTROLLER_FILE, RESTART_BACKOFF_S,
+                                             SERVER_FILE, SHUTDOWN_TIMEOUT_S,
                                              EarlyStart, RunningWorkers, WorkerProcess,
                                              advertise_controller, advertise_supervisor,
                                              bind_control, config_digest, lock_data_dir,
@@ -191,7 +190,6 @@ class Supervisor:
         # on a takeover: when to serve the HTTP ports at the latest, if the
         # node's workers are not all serving by then (_serve_http)
         self._http_after: float | None = None
-        self._http_authorizer = None
         # True until start() binds its first port: what a start that failed
         # before then took (lease, users mirror, coordinators, metadata
         # store), release() gives back, so serve() may try again
@@ -448,12 +446,10 @@ class Supervisor:
         # a fixed port is known already: the gateway starts once the node is
         # ready (_check_ready), leaving the start's CPU to the workers; a
         # publisher's PUSH queues its messages until the gateway binds
-        if self._http_after is None:
-            self._serve_http(authorizer)
-        else:                   # a takeover: once the node's workers serve (run)
-            self._http_authorizer = authorizer
+        if self._http_after is None:    # (a takeover: once the node's workers serve, run())
+            self._serve_http()
 
-    def _serve_http(self, authorizer) -> None:
+    def _serve_http(self) -> None:
         """The HTTP ports: metrics and the web console, the schema registry,
         the REST proxy. Last in start(), and on a takeover (the workers
         handed over by this process's broker node) only once those workers
@@ -468,7 +464,7 @@ class Supervisor:
         login = None
         if security_enabled(cfg):       # the HTTP ports are doors too (http_login.py)
             login = HttpLogin(CredentialStore(users_file(cfg.data_dir, cfg.sasl_users_file)),
-                              authorizer)
+                              self.acl_control.authorizer)
         if self.metrics is not None:
             self.metrics.serve(cfg.host, cfg.metrics_port,
                                # the console reaches the native port as the
@@ -1069,7 +1065,7 @@ class Supervisor:
             if self._http_after is not None and (
                     time.monotonic() > self._http_after
                     or not any(self.controller.brokers[w.index].fenced for w in self.workers)):
-                self._serve_http(self._http_authorizer)
+                self._serve_http()
                 self._check_ready()
             self._maybe_rebalance_leaders()
             self._fence_absent_brokers()
