@@ -42,9 +42,9 @@ cdef object _numpy = None
 
 
 cdef object _np():
-    """numpy, imported by the first recovery scan rather than with this
-    module: appends need none of it, and a worker that starts on a clean log
-    should not pay numpy's 50-70 ms for it."""
+    """numpy, imported by the first producer_batches call rather than with
+    this module: appends and recovery scans need none of it, and a worker
+    that starts should not pay numpy's 50-70 ms for it."""
     global _numpy
     if _numpy is None:
         import numpy
@@ -500,7 +500,7 @@ cdef class LogScan:
     ``valid_bytes``: end of the valid prefix (the file should be truncated
     there); ``error``: why the scan stopped early (None if it reached the
     end); ``next_offset``: offset after the last valid batch (-1 if none);
-    index entries as parallel int64 arrays (``index_offsets``,
+    index entries as parallel ``array.array("q")`` (``index_offsets``,
     ``index_positions``; ``time_index_timestamps``, ``time_index_offsets``)
     following the segment's index.interval.bytes rule; ``epoch_starts``: a
     list of (leader epoch, first offset) where the epoch changes;
@@ -658,10 +658,13 @@ def scan_log(data, *, Py_ssize_t start=0, int64_t min_offset=0, Py_ssize_t index
     result.offset_of_max_timestamp = offset_of_max_timestamp
     result.first_batch_timestamp = first_ts
     result.bytes_since_last_index_entry = since
-    result.index_offsets = _np().array(idx_off, dtype=_np().int64)
-    result.index_positions = _np().array(idx_pos, dtype=_np().int64)
-    result.time_index_timestamps = _np().array(ti_ts, dtype=_np().int64)
-    result.time_index_offsets = _np().array(ti_off, dtype=_np().int64)
+    # array.array, not numpy: the caller walks them as lists, and numpy's
+    # import (0.1-0.4 s on a loaded 2-core machine) was most of the time a
+    # restarted supervisor or worker took to recover its logs and serve
+    result.index_offsets = array.array("q", idx_off)
+    result.index_positions = array.array("q", idx_pos)
+    result.time_index_timestamps = array.array("q", ti_ts)
+    result.time_index_offsets = array.array("q", ti_off)
     result.epoch_starts = epochs
     result.abort_markers = aborts
     return result
