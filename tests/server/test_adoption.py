@@ -7,6 +7,10 @@ processes.take_workers, worker.py ``_check_supervisor``).
 Servers of the tests' own: they kill them."""
 from __future__ import annotations
 
+import os
+import signal
+import socket
+import struct
 import threading
 import time
 
@@ -14,6 +18,7 @@ import confluent_kafka as ck
 
 from harness import ServerProcess, create, pid_alive, read_all, wait_until
 from kafkalite.client import AdminClient, NewTopic
+from kafkalite.protocol import ApiKey, decode_response, encode_request
 
 
 class Writer(threading.Thread):
@@ -122,6 +127,50 @@ def test_a_worker_running_another_configuration_is_replaced(tmp_path):
         assert not any(pid_alive(p) for p in workers)
         assert "runs another configuration; replacing it" in srv.output()
         assert len(read_all(srv, "t", 2, 0)) == 0
+    finally:
+        srv.stop()
+        srv.kill()
+
+
+def _read_frame(sock: socket.socket) -> bytes:
+    """One size-prefixed Kafka frame; b"" if the connection closed first."""
+    buf = b""
+    while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return b""
+        buf += chunk
+    return buf[4:]
+
+
+def test_a_request_relayed_to_a_supervisor_that_dies_is_answered_by_the_next(tmp_path):
+    """A request a worker relayed to its supervisor (here Metadata) and the
+    supervisor died before answering is sent again to the next supervisor,
+    and the client gets its answer on the same connection. The old worker
+    closed such connections: librdkafka then took its transaction
+    coordinator for down and waited out its 500 ms coordinator query timer
+    (the transactional producer's stall after a supervisor kill, issue 47)."""
+    srv = ServerProcess(str(tmp_path / "data"), workers=1).start()
+    try:
+        port = srv.info["kafka_brokers"][0]["port"]
+        sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        # the supervisor stopped: the request waits in it, unanswered
+        os.kill(srv.proc.pid, signal.SIGSTOP)
+        frame = encode_request(ApiKey.METADATA, 12, 4242, "t", {"topics": None})
+        sock.sendall(struct.pack(">i", len(frame)) + frame)
+        # (nothing to wait for: an answer cannot come from a stopped
+        # supervisor; the worker relays the request as soon as it reads it)
+        time.sleep(0.3)
+        srv.kill()
+        wait_until(lambda: "is gone; serving on" in srv.output(), 15,
+                   "the worker to notice its supervisor's death")
+        srv.start()
+        answer = _read_frame(sock)
+        assert answer, "the worker closed the connection instead of sending the request again"
+        correlation_id, body = decode_response(ApiKey.METADATA, 12, answer)
+        assert correlation_id == 4242
+        assert [b["node_id"] for b in body["brokers"]] == [0]
+        sock.close()
     finally:
         srv.stop()
         srv.kill()

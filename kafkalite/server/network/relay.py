@@ -233,15 +233,18 @@ class RelayClient:
         if curve is not None:
             curve.secure_client(self.socket)
         self.socket.connect(endpoint)
-        self._pending: dict[int, tuple] = {}  # relay id -> (listener, connection, request header)
+        # relay id -> (listener, connection, request header, request, times
+        # sent before): the request kept to send again if this supervisor
+        # goes (unanswered)
+        self._pending: dict[int, tuple] = {}
         self._ids = itertools.count(1)
 
     def attach(self, poller: zmq.Poller) -> None:
         poller.register(self.socket, zmq.POLLIN)
 
-    def forward(self, listener, conn, header, payload) -> None:
+    def forward(self, listener, conn, header, payload, resent: int = 0) -> None:
         relay_id = next(self._ids) & 0x7FFFFFFF
-        self._pending[relay_id] = (listener, conn, header)
+        self._pending[relay_id] = (listener, conn, header, bytes(payload), resent)
         self.socket.send_multipart([encode_relay_request(relay_id, conn.address, conn.principal,
                                                          listener.listener_name),
                                     payload], copy=False)
@@ -262,7 +265,7 @@ class RelayClient:
             pending = self._pending.pop(relay_id, None)
             if pending is None:
                 continue
-            listener, conn, header = pending
+            listener, conn, header, _, _ = pending
             if throttle_ms > 0:
                 listener.mute_for(conn, throttle_ms)    # before the answer: the next request waits
             if kind == RESPONSE and len(frames) == 2:
@@ -275,9 +278,12 @@ class RelayClient:
                 listener.close_connection(conn, f"the supervisor could not decode the "
                                                      f"{header.api_key!r} request: {message}")
 
-    def waiting(self) -> list[tuple]:
-        """(listener, connection, request header) of each request sent and
-        not answered yet."""
+    def unanswered(self) -> list[tuple]:
+        """(listener, connection, request header, request, times sent
+        before) of each request sent and not answered yet, in the order they were sent, after
+        taking the answers that arrived: what a supervisor that is gone
+        leaves, to be sent to the next one."""
+        self.on_events({self.socket: zmq.POLLIN})
         return list(self._pending.values())
 
     def close(self) -> None:
@@ -304,17 +310,36 @@ class PendingRelay:
     def __len__(self) -> int:
         return len(self._waiting)
 
-    def forward(self, listener, conn, header, payload) -> None:
+    def forward(self, listener, conn, header, payload, resent: int = 0) -> None:
         if len(self._waiting) >= self.MAX_WAITING:
             listener.close_connection(conn, "the broker is starting and holds too many "
                                             "requests for the supervisor")
             return
-        self._waiting.append((listener, conn, header, bytes(payload)))
+        self._waiting.append((listener, conn, header, bytes(payload), resent))
+
+    def forward_again(self, unanswered: list[tuple]) -> None:
+        """Hold the requests a supervisor that is gone left unanswered
+        (RelayClient.unanswered), ahead of any later one, for the next: as
+        a Kafka client retries a request its broker's disconnect left
+        without an answer. Closing their connections instead made
+        librdkafka take its coordinator for down and wait out its 500 ms
+        coordinator query timer (issue 47: a transactional producer's stall
+        after a supervisor kill). Once only: a request two supervisors in
+        turn left unanswered may be what stops them, and its connection is
+        closed instead."""
+        for listener, conn, header, payload, resent in unanswered:
+            if conn.closed:
+                continue
+            if resent:
+                listener.close_connection(conn, f"its {header.api_key!r} request was left "
+                                                f"unanswered by two supervisors in turn")
+            else:
+                self.forward(listener, conn, header, payload, 1)
 
     def hand_over(self, relay: RelayClient) -> None:
         """Forward what waited, in the order it came (the listener answers
         a connection's requests in order)."""
         waiting, self._waiting = self._waiting, []
-        for listener, conn, header, payload in waiting:
-            relay.forward(listener, conn, header, payload)
+        for listener, conn, header, payload, resent in waiting:
+            relay.forward(listener, conn, header, payload, resent)
 

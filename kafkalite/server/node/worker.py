@@ -284,16 +284,19 @@ class Worker:
                 listener.relay = self._pending_relay
 
     def _drop_relay(self, why: str) -> None:
-        """Stop relaying to a supervisor that is gone: the connections
-        waiting for its answers are closed (the client reconnects and
-        retries, as after any lost broker), and what the listeners forward
-        from now on waits for the next supervisor (PendingRelay)."""
+        """Stop relaying to a supervisor that is gone: the requests it left
+        unanswered and what the listeners forward from now on wait for the
+        next supervisor (PendingRelay), which gets them in the order they
+        came."""
         self.poller.unregister(self.relay.socket)
-        for listener, conn, _ in list(self.relay.waiting()):
-            listener.close_connection(conn, f"its request was relayed to the supervisor: {why}")
+        unanswered = self.relay.unanswered()
+        if unanswered:
+            log.warning("worker %d: %d request(s) relayed to the supervisor unanswered (%s): "
+                        "sent again to the next one", self.index, len(unanswered), why)
         self.relay.close()
         self.relay = None
         self._pending_relay = PendingRelay()
+        self._pending_relay.forward_again(unanswered)
         for listener in self.kafka_listeners:
             listener.relay = self._pending_relay
 
