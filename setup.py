@@ -5,7 +5,10 @@ missing, the build fails here, loudly, instead of producing a package whose
 hot path silently runs at a hundredth of the speed.
 """
 import os
+import shutil
+import sysconfig
 
+import Cython
 import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
@@ -31,20 +34,75 @@ extensions = [
 
 
 
+# Compiled extensions kept in the source tree between builds. pip builds
+# each install (`pip install -e '.[spark]'` after `pip install -e .`) in a
+# new temporary directory, so without this every install recompiled all the
+# extensions (a minute or more on 2 cores) though nothing in ext/ changed.
+# Keyed by what else goes into them: the interpreter, numpy's headers, Cython.
+CACHE_DIR = os.path.join("build", "ext-cache", f"{sysconfig.get_config_var('SOABI')}"
+                         f"-numpy-{numpy.__version__}-cython-{Cython.__version__}")
+
+
+def _inputs_mtime() -> float:
+    """The newest time any of our inputs changed: the .pyx, .pxd and
+    header files under ext/ (a shared .pxd or header can change them all)
+    and this file (flags). Not the generated .c files: Cython writes them
+    again in every isolated build, as numpy's .pxd it depends on is
+    installed afresh there. One stamp for all rebuilds everything on any
+    change, which is rare; a finer one could miss a header."""
+    newest = os.path.getmtime(os.path.abspath(__file__))
+    for root, _dirs, files in os.walk(EXT_DIR):
+        for name in files:
+            if name.endswith((".pyx", ".pxd", ".pxi", ".h")):
+                newest = max(newest, os.path.getmtime(os.path.join(root, name)))
+    return newest
+
+
+INPUTS_MTIME = _inputs_mtime()
+
+
+def _cached(ext_file: str) -> str | None:
+    """The cached build of an extension file name, if it is newer than
+    every input."""
+    path = os.path.join(CACHE_DIR, ext_file)
+    return path if os.path.exists(path) and os.path.getmtime(path) >= INPUTS_MTIME else None
+
+
 class ParallelBuildExt(build_ext):
     """Compile the extensions side by side, one per core, unless told
     otherwise (``build_ext -j N``): one after another they made
-    ``pip install -e .`` take minutes on a small machine."""
+    ``pip install -e .`` take minutes on a small machine. An extension
+    compiled from the same inputs before is copied from CACHE_DIR."""
 
     def finalize_options(self):
         super().finalize_options()
         if not self.parallel:
             self.parallel = os.cpu_count() or 1
 
+    def build_extension(self, ext):
+        target = self.get_ext_fullpath(ext.name)
+        cached = None if self.force else _cached(os.path.basename(target))
+        if cached:
+            os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+            shutil.copy2(cached, target)
+            return
+        super().build_extension(ext)
+        os.makedirs(CACHE_DIR, exist_ok=True)
+        cached = os.path.join(CACHE_DIR, os.path.basename(target))
+        # copied under a temporary name and renamed: a build killed halfway
+        # leaves no truncated extension in the cache
+        shutil.copy2(target, cached + ".tmp")
+        os.replace(cached + ".tmp", cached)
+
+
+SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
+# every extension cached: nothing to translate (Cython would write every .c
+# again, see _inputs_mtime) and nothing to compile
+ALL_CACHED = all(_cached(name + SUFFIX) for name in MODULES)
 
 setup(
     cmdclass={"build_ext": ParallelBuildExt},
-    ext_modules=cythonize(
+    ext_modules=extensions if ALL_CACHED else cythonize(
         extensions,
         # .pyx -> .c in parallel too (Cython only regenerates what changed)
         nthreads=os.cpu_count() or 1,
