@@ -77,3 +77,52 @@ def test_importing_the_spark_connector_without_pyspark_names_the_extra():
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("ModuleNotFoundError: kafkalite_spark needs pyspark")
     assert "kafkalite[spark]" in last
+
+
+def test_an_install_takes_unchanged_extensions_from_the_build_cache(tmp_path):
+    """pip builds every install in a new temporary directory, so each
+    `pip install -e '.[extra]'` compiled all the extensions again (issue
+    42): setup.py copies those whose inputs have not changed since from
+    build/ext-cache/. Here the cache holds stand-ins newer than every input:
+    they are what the build puts in place, and none is translated or
+    compiled (that would take minutes and fail on the stand-ins)."""
+    import sysconfig
+
+    import Cython
+    import numpy
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    shutil.copy(REPO / "setup.py", tree)
+    # with the .c files Cython wrote in this checkout, if it was built here
+    # (they keep their times: only a changed .pyx is translated again)
+    shutil.copytree(REPO / "ext", tree / "ext", ignore=shutil.ignore_patterns("*.html", "*.o"))
+    translated = {p: p.stat().st_mtime_ns for p in (tree / "ext").glob("*.c")}
+    cache = (tree / "build" / "ext-cache" /
+             f"{sysconfig.get_config_var('SOABI')}-numpy-{numpy.__version__}-cython-"
+             f"{Cython.__version__}")
+    cache.mkdir(parents=True)
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    names = [p.stem for p in (tree / "ext").glob("*.pyx")]
+    assert len(names) >= 12
+    for name in names:
+        (cache / f"{name}{suffix}").write_bytes(b"cached " + name.encode())
+    r = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--build-lib", "lib",
+                        "--build-temp", "tmp"], cwd=tree, env=child_env(),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    for name in names:
+        assert (tree / "lib" / "kafkalite" / "_ext" / f"{name}{suffix}").read_bytes() == \
+            b"cached " + name.encode()
+    assert {p: p.stat().st_mtime_ns for p in (tree / "ext").glob("*.c")} == translated, \
+        "nothing is translated when all is cached"
+    # a changed input makes the stand-ins stale: the build does not take them
+    # (it translates and compiles; stopped here by a compiler that fails at once)
+    smallest = min(names, key=lambda n: (tree / "ext" / f"{n}.pyx").stat().st_size)
+    later = os.path.getmtime(cache / f"{smallest}{suffix}") + 10
+    os.utime(tree / "ext" / f"{smallest}.pyx", (later, later))
+    shutil.rmtree(tree / "lib")
+    r = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--build-lib", "lib",
+                        "--build-temp", "tmp"], cwd=tree, env=child_env(CC="false", LDSHARED="false"),
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode != 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert not (tree / "lib" / "kafkalite" / "_ext" / f"{smallest}{suffix}").exists()
