@@ -67,6 +67,21 @@ def test_a_taken_port_is_named_without_a_kafka_error_code(server):
     line = _one_line_error(out)
     assert f"cannot listen on 127.0.0.1:{native_port}" in line, line
     assert "choose another port" in line and "KAFKA_STORAGE_ERROR" not in line
+    # the process holding it is named: the running server's supervisor
+    assert f"held by pid {server.info['pid']} (" in line and "kafkalite" in line, line
+
+
+def test_a_taken_kafka_port_names_its_holder(server):
+    kafka_port = server.kafka_bootstrap.rsplit(":", 1)[1]
+    started = time.monotonic()
+    out = cli_process("server", "--data-dir", "/nonexistent-not-used", "--port", str(free_port()),
+                      "--kafka-port", kafka_port, "--ingest-port", "-1",
+                      "--metrics-port", "-1", "--worker-base-port", "0",
+                      "--kafka-worker-base-port", "0")
+    line = _one_line_error(out)
+    assert f"cannot listen for Kafka clients on 127.0.0.1:{kafka_port}" in line, line
+    assert f"held by pid {server.info['pid']} (" in line, line
+    print(f"refused in {time.monotonic() - started:.2f} s")
 
 
 def test_every_command_ends_with_one_line_at_a_silent_server_and_at_the_http_port(server):

@@ -19,7 +19,8 @@ What it holds:
 - per_partition.py: walking a request's topics and partitions into the
   response's (``each_partition``);
 - quotas.py: client quotas and throttling; connection_quotas.py: the
-  connection-rate quotas (KIP-612).
+  connection-rate quotas (KIP-612);
+- port_holder.py: which process holds a port a listener cannot bind.
 
 Which process runs it: every broker process, on its event loop: the
 supervisor and each partition worker (of the controller node or of a

@@ -154,6 +154,7 @@ from kafkalite.protocol import (
 from kafkalite.protocol.messages import RESPONSES
 from kafkalite.protocol.native import zmtp_signature
 from kafkalite.server.ratelimit import RateLimitedLog
+from kafkalite.server.network.port_holder import held_by
 from kafkalite.server.network.requests import (
     ANONYMOUS,
     Listener,
@@ -325,8 +326,8 @@ class KafkaListener:
                 self.sock.close()
                 # not a Kafka error: nothing was asked of a broker (the CLI prints it as is)
                 raise OSError(f"cannot listen for Kafka clients on {host}:{port}: "
-                              f"{exc.strerror or exc} (another kafkalite server or Kafka "
-                              f"broker? choose another port)") from None
+                              f"{exc.strerror or exc} ({held_by(port)}another kafkalite server "
+                              f"or Kafka broker? choose another port)") from None
             log.warning("%s: Kafka port %d is taken (%s); using any free port", name, port, exc)
             self.sock.bind((host, 0))
         self.sock.listen(LISTEN_BACKLOG)

@@ -101,6 +101,7 @@ from kafkalite.protocol import native
 from kafkalite.protocol.curve import pending_key, principal_of
 from kafkalite.ratelimit import RateLimitedLog
 from kafkalite.server.network.kafka_listener import MAX_REQUEST_BYTES
+from kafkalite.server.network.port_holder import held_by
 from kafkalite.server.network.requests import ANONYMOUS, Listener, RequestContext, RequestDispatcher
 from kafkalite.storage.segment import FileRegion
 
@@ -180,8 +181,8 @@ class NativeListener:
                 if not fallback_to_any_port:
                     self.socket.close()
                     # not a Kafka error: nothing was asked of a broker (the CLI prints it as is)
-                    raise OSError(f"cannot listen on {host}:{port}: {exc} (another kafkalite "
-                                  f"server? choose another port)") from None
+                    raise OSError(f"cannot listen on {host}:{port}: {exc} ({held_by(port)}"
+                                  f"another kafkalite server? choose another port)") from None
                 log.warning("%s: port %d is taken (%s); using any free port", name, port, exc)
         if not self.port:
             self.port = self.socket.bind_to_random_port(f"tcp://{host}")
