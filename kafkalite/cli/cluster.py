@@ -1,6 +1,7 @@
 """``kafkalite cluster info``: cluster id, controller and brokers
-(DescribeCluster) and, from the server's server.json when it is at hand,
-its listeners.
+(DescribeCluster) and the addresses the server serves, asked of the server
+(AdminClient.server_endpoints), so that it works away from the server's
+host and data directory.
 
 Runs in the ``kafkalite`` process; kafkalite.client only in ``run``.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from kafkalite.cli.arguments import client_args, client_properties, output_arg
-from kafkalite.cli.client_config import client_config, server_json
+from kafkalite.cli.client_config import client_config
 from kafkalite.cli.output import print_json, print_table
 
 
@@ -20,10 +21,10 @@ DESCRIPTION = None
 def add_arguments(clus: argparse.ArgumentParser) -> None:
     clsub = clus.add_subparsers(dest="action", required=True)
     c = clsub.add_parser("info", help="cluster id, controller, brokers (DescribeCluster) and the "
-                                      "server's listeners (from its server.json)")
+                                      "server's listeners (asked of the server)")
     c.add_argument("--data-dir", default="./kafkalite-data",
-                   help="where to find the server's server.json for its listeners "
-                        "(default ./kafkalite-data)")
+                   help="the server's data directory, whose server.json names the owner's key "
+                        "pair on a server with security on (default ./kafkalite-data)")
     output_arg(c)
     client_args(c)
     client_properties(c)
@@ -31,15 +32,15 @@ def add_arguments(clus: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     """``cluster info``: cluster id, controller, brokers (DescribeCluster)
-    and, from the server's server.json when it is at hand, its listeners."""
+    and the server's listeners (its server_endpoints extension)."""
     from kafkalite.client import AdminClient
     cfg = client_config(args)
     admin = AdminClient(cfg)
     try:
         info = admin.describe_cluster()
+        local = admin.server_endpoints()
     finally:
         admin.close()
-    local = server_json(args.data_dir, cfg["bootstrap.servers"])
     listeners = {name: local[key] for name, key in (
         ("native", "native"), ("kafka", "kafka.bootstrap.servers"), ("ingest", "ingest"),
         ("metrics", "metrics"), ("health", "health")) if local.get(key)}
@@ -65,7 +66,4 @@ def run(args) -> int:
                 ["BROKER", "HOST", "PORT"])
     for name, value in listeners.items():
         print(f"{name}: {value}")
-    if not local:
-        print(f"(listeners: no server.json for {cfg['bootstrap.servers']} in {args.data_dir}; "
-              f"give --data-dir)")
     return 0

@@ -687,6 +687,17 @@ class AdminClient:
                 "brokers": [BrokerMetadata(b["broker_id"], b["host"], b["port"])
                             for b in resp["brokers"]]}
 
+    def server_endpoints(self, request_timeout: float | None = None) -> dict:
+        """kafkalite's own, not a Kafka API: every address the server
+        serves, as its ready line names them ("native", "kafka.bootstrap.servers",
+        "kafka.security.protocol", "kafka_listeners", "ingest", "metrics",
+        "health", the HTTP apps', "schema_registry", "rest_proxy"), asked
+        of the server rather than read from its server.json, which only a
+        process on its host and with its data directory can."""
+        with self._lock:
+            return self._meta.extension({"op": "server_endpoints"},
+                                        request_timeout or self._timeout)["endpoints"]
+
     def _connection_to(self, node: int) -> Connection:
         endpoint = self._meta.brokers.get(node)
         if endpoint is None:

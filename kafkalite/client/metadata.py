@@ -70,6 +70,11 @@ class Metadata:
         return self._with_failover(lambda conn: conn.request(api_key, body, timeout, version),
                                    timeout)
 
+    def extension(self, body: dict, timeout: float = 30.0) -> dict:
+        """A kafkalite extension request to the server (the native
+        protocol's extension frame, not a Kafka API)."""
+        return self._with_failover(lambda conn: conn.extension(body, timeout), timeout)
+
     def _with_failover(self, fn, timeout: float):
         last = None
         for _ in self.bootstrap:

@@ -129,14 +129,14 @@ def test_configs_describe_all_with_sources_and_alter(server, topic_name):
 
 def test_cluster_info(server):
     bs = ["--bootstrap-server", server.bootstrap]
-    out = cli("cluster", "info", "--data-dir", server.data_dir, *bs)
+    out = cli("cluster", "info", *bs)
     assert out.returncode == 0, out.stderr
     text = out.stdout.decode()
     assert re.search(r"^Cluster ID: \S+$", text, re.M)
     brokers = re.findall(r"^(\d+)\s+(\S+)\s+(\d+)$", text, re.M)
     assert sorted(int(b[0]) for b in brokers) == [0, 1]
     assert f"kafka: {server.info['kafka.bootstrap.servers']}" in text
-    doc = json.loads(cli("cluster", "info", "--data-dir", server.data_dir, "--output", "json",
+    doc = json.loads(cli("cluster", "info", "--output", "json",
                          *bs).stdout)
     assert doc["listeners"]["native"] == server.info["native"]
     assert len(doc["brokers"]) == 2

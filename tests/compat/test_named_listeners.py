@@ -172,6 +172,8 @@ def test_bad_listener_settings_are_one_line_and_a_non_zero_exit(tmp_path, args, 
 
 
 def test_cluster_info_shows_each_listener(server):
+    # (--data-dir: its server.json names the owner's key pair, the CURVE
+    # keys this secured server's native port asks for)
     r = run_cli("cluster", "info", "--data-dir", server.data_dir, "--bootstrap-server",
                 server.bootstrap)
     assert r.returncode == 0, r.stderr

@@ -354,6 +354,7 @@ class Supervisor:
         self.start_retryable = False        # ports and threads from here on
         self.native = NativeListener(self.ctx, cfg.host, cfg.port, self.dispatcher,
                                      name="supervisor", curve=self.curve,
+                                     extensions={"server_endpoints": self._served_endpoints},
                                      local_door=cfg.local_sockets and cfg.authorizer_enabled,
                                      login=native_login(cfg, self.curve))
         # every Kafka listener of the node (listeners.py), the primary first
@@ -666,6 +667,14 @@ class Supervisor:
                 "data_dir": os.path.abspath(self.config.data_dir),
                 # the key pair the native ports take, for the owner's tools
                 **({"owner.key_file": self.owner_key_file} if self.owner_key_file else {})}
+
+    def _served_endpoints(self, body: dict, principal: str) -> dict:
+        """The native ``server_endpoints`` extension (AdminClient.server_endpoints,
+        ``kafkalite cluster info`` away from the data directory): the
+        addresses of endpoints(), not this host's process id, data
+        directory or key file."""
+        return {"endpoints": {k: v for k, v in self.endpoints().items()
+                              if k not in ("pid", "data_dir", "owner.key_file", "workers")}}
 
     # ---- control channel: the controller's BrokerChannel -------------------------------------
 
