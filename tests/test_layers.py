@@ -132,16 +132,13 @@ SERVER_UPWARD: dict[tuple[str, str], str] = {
         "the worker-side share partitions (SharePartitionManager, on the replica manager's "
         "purgatory) were moved to share/ with the share coordinator; issue 41 puts them in "
         "replica/",
-    ("kafkalite/server/controller/controller.py", "kafkalite.server.txn.producer_ids"):
-        "the controller hands out producer ids (Kafka's ProducerIdControlManager); "
-        "producer_ids.py moved to txn/ with the transaction coordinator that also uses it",
 }
 # The cycles between server/'s folders that SERVER_UPWARD's imports make
 # today (each folder reaches every other of its set); a new import may not
 # add a folder to one, or make another.
 SERVER_FOLDER_CYCLES = (
     frozenset({"network", "auth"}),
-    frozenset({"replica", "internal_topic", "controller", "share", "txn"}),
+    frozenset({"replica", "internal_topic", "controller", "share"}),
 )
 # Cycles between modules: the set of modules -> why.
 MODULE_CYCLES: dict[frozenset[str], str] = {

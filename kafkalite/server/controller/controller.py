@@ -72,7 +72,7 @@ from kafkalite.server.network.requests import NO_RESPONSE, Listener, RequestCont
 from kafkalite.server.replica.replica_manager import (DELETE_RECORDS, PRODUCE, produce_blank,
                                                       alter_replica_log_dirs_response,
                                                       delete_records_blank)
-from kafkalite.server.txn.producer_ids import ProducerIdManager
+from kafkalite.server.controller.producer_ids import ProducerIdManager
 
 log = logging.getLogger("kafkalite.controller")
 

@@ -60,7 +60,7 @@ from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
 from kafkalite.server.controller.metadata import OFFSETS_TOPIC
-from kafkalite.server.txn.producer_ids import ProducerIdManager
+from kafkalite.server.controller.producer_ids import ProducerIdManager
 from kafkalite.server.network.requests import DEFERRED, RequestContext
 from kafkalite.server.txn.txn_log import TransactionStateLog
 
