@@ -21,7 +21,9 @@ What it holds:
   (``--cluster``), and the cluster's users mirrored to each node;
 - acl_control.py, scram_control.py, quota_control.py: ACLs, SCRAM
   credentials and client quotas: their APIs, their store, and how they
-  reach the workers.
+  reach the workers;
+- producer_ids.py: producer id blocks (``ProducerIdManager``, Kafka's
+  ProducerIdControlManager), also used by the transaction coordinator.
 
 Which process runs it: the supervisor (in a cluster, the supervisor of
 the node holding the controller lease), on its event loop. A broker node
@@ -31,8 +33,5 @@ metadata.py's topic names and quota_control.py's ``quotas_from_json``.
 What it may import: network/, auth/, replica/ (the Produce and
 DeleteRecords shapes and blank answers, for the partitions this process
 does not host), server/config.py, config_registry.py and internal_topic.py;
-kafkalite.protocol, kafkalite.storage and the bottom. One declared debt
-(tests/test_layers.py, SERVER_UPWARD): controller.py takes
-``ProducerIdManager`` from txn/producer_ids.py, which is the controller's
-in Kafka (ProducerIdControlManager).
+kafkalite.protocol, kafkalite.storage and the bottom.
 """
