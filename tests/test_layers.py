@@ -103,6 +103,7 @@ LAYER_EXCEPTIONS: dict[tuple[str, str], str] = {
 # own. The order is the one today's imports allow with the fewest exceptions.
 SERVER_FOLDERS = (
     "ratelimit",        # the listeners' rate-limited log
+    "topic",            # topic names: the internal topics, the naming rules
     "network",          # dispatcher, listeners, relay, TLS, broker requests, quotas
     "auth",             # SASL and TLS per listener, credentials, the authorizer
     "config",           # ServerConfig (validated by auth/security.py when it is made)
@@ -124,9 +125,6 @@ SERVER_UPWARD: dict[tuple[str, str], str] = {
         "the Kafka listener runs TLS and the SASL exchange on its own connections "
         "(ListenerSecurity), while auth/security.py reads the listener table from "
         "network/listeners.py: listeners.py, a reading of the config, belongs below both",
-    ("kafkalite/server/replica/replica_manager.py", "kafkalite.server.controller.metadata"):
-        "the replica manager refuses client writes to the internal topics, whose names "
-        "(INTERNAL_TOPICS) metadata.py defines; they belong in a module below replica/",
     ("kafkalite/server/replica/replica_manager.py",
      "kafkalite.server.share.share_partition_manager"):
         "the worker-side share partitions (SharePartitionManager, on the replica manager's "
@@ -138,7 +136,7 @@ SERVER_UPWARD: dict[tuple[str, str], str] = {
 # add a folder to one, or make another.
 SERVER_FOLDER_CYCLES = (
     frozenset({"network", "auth"}),
-    frozenset({"replica", "internal_topic", "controller", "share"}),
+    frozenset({"replica", "internal_topic", "share"}),
 )
 # Cycles between modules: the set of modules -> why.
 MODULE_CYCLES: dict[frozenset[str], str] = {

@@ -6,7 +6,8 @@ import pytest
 from kafkalite.errors import (InvalidConfigurationError, InvalidPartitionsError, InvalidTopicError,
                               TopicAlreadyExistsError)
 from kafkalite.server.config import ServerConfig
-from kafkalite.server.controller.metadata import MetadataStore, validate_topic_name
+from kafkalite.server.controller.metadata import MetadataStore
+from kafkalite.server.topic import validate_topic_name
 
 
 @pytest.mark.parametrize("name,why", [

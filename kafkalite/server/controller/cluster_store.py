@@ -113,7 +113,8 @@ from psycopg.types.json import Jsonb
 from kafkalite.errors import InvalidConfigurationError, KafkaStorageError, NotControllerError
 from kafkalite.ratelimit import RateLimitedLog
 from kafkalite.server.auth import credentials
-from kafkalite.server.controller.metadata import INTERNAL_TOPICS, MetadataStore
+from kafkalite.server.controller.metadata import MetadataStore
+from kafkalite.server.topic import INTERNAL_TOPICS
 
 log = logging.getLogger("kafkalite.cluster")
 

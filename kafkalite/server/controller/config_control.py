@@ -31,7 +31,8 @@ from kafkalite.protocol.enums import AlterConfigOp, ConfigResourceType
 from kafkalite.protocol.native import NATIVE_BOOTSTRAP_CONFIG
 from kafkalite.server import config_registry as registry
 from kafkalite.server.controller.cluster_control import KAFKA_CONTROLLER_ID, bracket
-from kafkalite.server.controller.metadata import TopicMetadata, refuse_internal
+from kafkalite.server.controller.metadata import TopicMetadata
+from kafkalite.server.topic import refuse_internal
 from kafkalite.server.network.listeners import kafka_listeners
 from kafkalite.server.network.requests import Listener, RequestContext
 

@@ -60,8 +60,8 @@ from kafkalite.server.config import ServerConfig
 from kafkalite.server.controller.cluster_control import (KAFKA_CONTROLLER_ID, NATIVE_CONTROLLER_ID,
                                                          BrokerRegistration, ClusterControl)
 from kafkalite.server.controller.config_control import ConfigurationControl
-from kafkalite.server.controller.metadata import (INTERNAL_TOPICS, OFFSETS_TOPIC, MetadataStore,
-                                                  TopicMetadata, validate_topic_name)
+from kafkalite.server.controller.metadata import MetadataStore, TopicMetadata
+from kafkalite.server.topic import INTERNAL_TOPICS, OFFSETS_TOPIC, validate_topic_name
 from kafkalite.server.controller.placement import ReplicaPlacer
 from kafkalite.server.controller.replication_control import BrokerChannel, ReplicationControl
 from kafkalite.server.controller.topic_control import (TopicControl, failed_partitions,

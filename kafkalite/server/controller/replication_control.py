@@ -42,7 +42,8 @@ from typing import Callable, Protocol
 from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.server.controller.config_control import dynamic_topic_defaults, log_config
-from kafkalite.server.controller.metadata import INTERNAL_TOPICS, TopicMetadata, replica_dir
+from kafkalite.server.controller.metadata import TopicMetadata, replica_dir
+from kafkalite.server.topic import INTERNAL_TOPICS
 from kafkalite.server.network.requests import DEFERRED, RequestContext
 
 log = logging.getLogger("kafkalite.controller")

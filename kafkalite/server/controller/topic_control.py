@@ -32,8 +32,8 @@ from typing import Callable
 from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.server import config_registry as registry
-from kafkalite.server.controller.metadata import (INTERNAL_TOPICS, TopicMetadata,
-                                                  refuse_internal, validate_topic_name)
+from kafkalite.server.controller.metadata import TopicMetadata
+from kafkalite.server.topic import INTERNAL_TOPICS, refuse_internal, validate_topic_name
 from kafkalite.server.controller.replication_control import DEFAULT_ADMIN_TIMEOUT_MS
 from kafkalite.server.network.requests import RequestContext
 

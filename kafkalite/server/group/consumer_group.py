@@ -83,7 +83,7 @@ from kafkalite.errors import KafkaError
 from kafkalite.protocol import decode_subscription, encode_assignment
 from kafkalite.protocol.errors import ProtocolError
 from kafkalite.protocol.messages.groups import partitions_by_topic_id, topic_id_partitions
-from kafkalite.server.controller.metadata import INTERNAL_TOPICS
+from kafkalite.server.topic import INTERNAL_TOPICS
 
 log = logging.getLogger("kafkalite.consumer_group")
 

@@ -49,7 +49,7 @@ from kafkalite.protocol.messages.group_records import (
 )
 from kafkalite.server.group import consumer_group_log
 from kafkalite.server.internal_topic import InternalTopicLog
-from kafkalite.server.controller.metadata import OFFSETS_TOPIC
+from kafkalite.server.topic import OFFSETS_TOPIC
 
 log = logging.getLogger("kafkalite.coordinator")
 

@@ -96,8 +96,8 @@ from kafkalite.server.auth.http_login import HttpLogin
 from kafkalite.server.auth.security import (http_tls_context, listener_security, native_curve,
                                        native_security, node_curve, security_enabled,
                                        write_owner_keys, warn_if_node_channels_open)
-from kafkalite.server.controller.metadata import (OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC,
-                                      MetadataStore)
+from kafkalite.server.controller.metadata import MetadataStore
+from kafkalite.server.topic import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 from kafkalite.server.network.native_listener import NativeListener
 from kafkalite.server.auth.native_login import native_login
 from kafkalite.server.node.processes import (ADOPT_WAIT_S, CONTROLLER_FILE, RESTART_BACKOFF_S,

@@ -120,7 +120,7 @@ from kafkalite.protocol import ApiKey
 from kafkalite.protocol.enums import IsolationLevel
 from kafkalite.record import build_control_batch
 from kafkalite.record.layout import ATTR_TRANSACTIONAL, OFF_ATTRIBUTES, OFF_PRODUCER_ID, PRODUCER
-from kafkalite.server.controller.metadata import INTERNAL_TOPICS
+from kafkalite.server.topic import INTERNAL_TOPICS
 from kafkalite.server.replica.partition import (EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP,
                                         Partition)
 from kafkalite.server.network.per_partition import Shape, each_partition

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 
 from kafkalite import errors
 from kafkalite.errors import KafkaError
-from kafkalite.server.controller.metadata import INTERNAL_TOPICS
+from kafkalite.server.topic import INTERNAL_TOPICS
 
 log = logging.getLogger("kafkalite.share_group")
 

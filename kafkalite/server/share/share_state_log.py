@@ -32,7 +32,7 @@ from kafkalite.protocol.codec import decode_data, encode_data
 from kafkalite.protocol.errors import ProtocolError
 from kafkalite.protocol.messages.share_records import ShareSnapshotKey, ShareSnapshotValue
 from kafkalite.server.internal_topic import InternalTopicLog
-from kafkalite.server.controller.metadata import SHARE_STATE_TOPIC
+from kafkalite.server.topic import SHARE_STATE_TOPIC
 
 log = logging.getLogger("kafkalite.share_coordinator")
 

@@ -59,7 +59,7 @@ from typing import Callable
 from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
-from kafkalite.server.controller.metadata import OFFSETS_TOPIC
+from kafkalite.server.topic import OFFSETS_TOPIC
 from kafkalite.server.controller.producer_ids import ProducerIdManager
 from kafkalite.server.network.requests import DEFERRED, RequestContext
 from kafkalite.server.txn.txn_log import TransactionStateLog

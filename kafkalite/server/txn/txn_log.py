@@ -27,7 +27,7 @@ from kafkalite.protocol.messages.txn_records import (TRANSACTION_LOG_KEY_VERSION
                                                      TRANSACTION_LOG_VALUE_VERSION,
                                                      TransactionLogKey, TransactionLogValue)
 from kafkalite.server.internal_topic import InternalTopicLog
-from kafkalite.server.controller.metadata import TRANSACTION_STATE_TOPIC
+from kafkalite.server.topic import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger("kafkalite.txn")
 
