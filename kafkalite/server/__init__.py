@@ -19,13 +19,14 @@ says what it holds, which process runs it and what it may import):
   share-partitions (the workers).
 - group/: the group coordinator, classic and KIP-848 groups, their logs.
   The supervisor.
-- txn/: the transaction coordinator, its log, producer ids. The supervisor.
+- txn/: the transaction coordinator and its log. The supervisor.
 - node/: the processes' main loops and lives (supervisor, worker, broker
   node, the early spawn) and the launcher tests and tools start a server
   with; it wires the other folders together.
 
 At this top, modules shared by several folders: ratelimit.py (the name
-the listeners import RateLimitedLog by), config.py (``ServerConfig`` and
+the listeners import RateLimitedLog by), topic.py (the internal topics'
+names and the rules of a topic's name, Kafka's ``Topic``), config.py (``ServerConfig`` and
 ``SETTINGS``: every process reads it), config_registry.py (the dynamic
 configs' rules, the controller's), internal_topic.py (the coordinators'
 internal topics on a ``Partition``, the supervisor's) and metrics.py

@@ -15,8 +15,7 @@ What it holds:
 - topic_control.py: CreateTopics, DeleteTopics, CreatePartitions;
 - config_control.py: topic and broker configs and their APIs
   (ConfigurationControlManager);
-- metadata.py: the metadata on disk (``cluster-metadata.json``) and the
-  internal topics' names;
+- metadata.py: the metadata on disk (``cluster-metadata.json``);
 - cluster_store.py: the metadata and the controller lease in PostgreSQL
   (``--cluster``), and the cluster's users mirrored to each node;
 - acl_control.py, scram_control.py, quota_control.py: ACLs, SCRAM
@@ -28,7 +27,7 @@ What it holds:
 Which process runs it: the supervisor (in a cluster, the supervisor of
 the node holding the controller lease), on its event loop. A broker node
 uses cluster_store.py (its broker ids, the users mirror); a worker reads
-metadata.py's topic names and quota_control.py's ``quotas_from_json``.
+quota_control.py's ``quotas_from_json``.
 
 What it may import: network/, auth/, replica/ (the Produce and
 DeleteRecords shapes and blank answers, for the partitions this process

@@ -22,7 +22,7 @@ Which process runs it: the supervisor (in a cluster, the controller
 node's), on its event loop.
 
 What it may import: share/ (the share-group coordinator it routes to),
-controller/ (the internal topics' names), internal_topic.py,
+server/topic.py (the internal topics' names), internal_topic.py,
 server/config.py, network/ and the folders below them; kafkalite.protocol,
 kafkalite.storage and the bottom.
 """

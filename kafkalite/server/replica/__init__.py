@@ -20,10 +20,10 @@ loop, of the controller node or of a broker node. The supervisor keeps a
 (internal_topic.py) and reads ``ReplicaManager.API_KEYS`` to advertise
 them.
 
-What it may import: network/, auth/, server/config.py and
-config_registry.py; kafkalite.protocol, kafkalite.storage, kafkalite.shm
-and the bottom. Two declared debts (tests/test_layers.py, SERVER_UPWARD):
-replica_manager.py reads the internal topics' names from
-controller/metadata.py, and runs the worker-side share partitions of
-share/share_partition.py (issue 41 places those here).
+What it may import: network/, auth/, server/topic.py (the internal topics'
+names), server/config.py and config_registry.py; kafkalite.protocol,
+kafkalite.storage, kafkalite.shm and the bottom. One declared debt
+(tests/test_layers.py, SERVER_UPWARD): replica_manager.py runs the
+worker-side share partitions of share/share_partition.py (issue 41 places
+those here).
 """

@@ -22,7 +22,7 @@ share_state_log.py run in the supervisor (the controller node's);
 share_partition.py, share_partition_manager.py and share_dead_letters.py in
 each partition worker, run by its replica manager.
 
-What it may import: controller/ (the internal topics' names),
+What it may import: server/topic.py (the internal topics' names),
 internal_topic.py, replica/ (the purgatory), network/ and the folders below
 them; kafkalite.protocol, kafkalite.storage, kafkalite.record and the
 bottom. Never group/ or txn/, which sit above it.

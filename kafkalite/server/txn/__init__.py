@@ -11,7 +11,8 @@ What it holds:
 Which process runs it: the supervisor (in a cluster, the controller
 node's), on its event loop.
 
-What it may import: controller/ (the internal topics' names, producer ids),
+What it may import: controller/ (producer ids), server/topic.py (the
+internal topics' names),
 internal_topic.py, network/ (the request context, WriteTxnMarkers) and the
 folders below them; kafkalite.protocol, kafkalite.storage and the bottom.
 """
