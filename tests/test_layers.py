@@ -125,18 +125,12 @@ SERVER_UPWARD: dict[tuple[str, str], str] = {
         "the Kafka listener runs TLS and the SASL exchange on its own connections "
         "(ListenerSecurity), while auth/security.py reads the listener table from "
         "network/listeners.py: listeners.py, a reading of the config, belongs below both",
-    ("kafkalite/server/replica/replica_manager.py",
-     "kafkalite.server.share.share_partition_manager"):
-        "the worker-side share partitions (SharePartitionManager, on the replica manager's "
-        "purgatory) were moved to share/ with the share coordinator; issue 41 puts them in "
-        "replica/",
 }
 # The cycles between server/'s folders that SERVER_UPWARD's imports make
 # today (each folder reaches every other of its set); a new import may not
 # add a folder to one, or make another.
 SERVER_FOLDER_CYCLES = (
     frozenset({"network", "auth"}),
-    frozenset({"replica", "internal_topic", "share"}),
 )
 # Cycles between modules: the set of modules -> why.
 MODULE_CYCLES: dict[frozenset[str], str] = {

@@ -127,7 +127,7 @@ from kafkalite.server.network.per_partition import Shape, each_partition
 from kafkalite.server.replica.purgatory import (DelayedDeleteRecords, DelayedFetch, DelayedProduce,
                                         Purgatory)
 from kafkalite.server.network.requests import DEFERRED, NO_RESPONSE, RequestContext
-from kafkalite.server.share.share_partition_manager import SharePartitionManager
+from kafkalite.server.replica.share_partition_manager import SharePartitionManager
 from kafkalite.storage import AppendOrigin, PartitionLog
 from kafkalite.storage.checkpoint import BROKER_CHECKPOINTS, CheckpointFile
 from kafkalite.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP

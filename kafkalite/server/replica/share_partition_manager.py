@@ -53,8 +53,8 @@ from kafkalite.errors import KafkaError
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages.share_records import ACKNOWLEDGED, AVAILABLE
 from kafkalite.server.replica.purgatory import DelayedFetch
-from kafkalite.server.share.share_dead_letters import DeadLetterWriter
-from kafkalite.server.share.share_partition import InFlight, SharePartition, legacy_state_name
+from kafkalite.server.replica.share_dead_letters import DeadLetterWriter
+from kafkalite.server.replica.share_partition import InFlight, SharePartition, legacy_state_name
 from kafkalite.server.network.requests import DEFERRED
 
 log = logging.getLogger("kafkalite.share_partition")
