@@ -12,11 +12,10 @@ says what it holds, which process runs it and what it may import):
 - auth/: SASL and TLS per listener, the users, logins, the ACL
   authorizer. Every broker process.
 - replica/: the replica manager, partitions, the purgatory, the replica
-  fetcher, the ring gateway. The workers.
+  fetcher, the ring gateway, the share-partitions. The workers.
 - controller/: the controller, the metadata (on disk or in PostgreSQL),
   the ACL, SCRAM and quota managers. The supervisor.
-- share/: share groups: the coordinator side (the supervisor) and the
-  share-partitions (the workers).
+- share/: share groups, the coordinator side. The supervisor.
 - group/: the group coordinator, classic and KIP-848 groups, their logs.
   The supervisor.
 - txn/: the transaction coordinator and its log. The supervisor.

@@ -3,7 +3,7 @@
 Every record must be accepted exactly once however the members come and
 go; ``exactly_once`` is the checker, and it is shown to catch a server that
 hands a record out twice or never (KAFKALITE_SHARE_FAULT, a fault probe in
-server/share/share_partition.py). The size of the five-member run is
+server/replica/share_partition.py). The size of the five-member run is
 KAFKALITE_SHARE_RECORDS (tests/soak.py).
 
 Tests that need no setting of their own share one server (``shared``),

@@ -6,7 +6,7 @@ names the share-partition, the value is a whole snapshot of its state
 (Kafka's ShareSnapshot records; kafkalite writes no ShareUpdate deltas, it
 writes the snapshot again). Each starts with an int16 version, as Kafka's
 do. Older kafkalite versions wrote the same records into a file beside the
-partition's log (server/share/share_partition.py takes such a file up).
+partition's log (server/replica/share_partition.py takes such a file up).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The share coordinator's APIs (KIP-932): share-partition state, leader to coordinator.
 
 A partition's leader keeps its share groups' share-partitions
-(server/share/share_partition.py) and has their state kept by the share
+(server/replica/share_partition.py) and has their state kept by the share
 coordinator (server/share/share_coordinator.py) in ``__share_group_state``:
 
 - InitializeShareGroupState (83): a share-partition starts afresh at a

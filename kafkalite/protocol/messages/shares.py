@@ -2,7 +2,7 @@
 
 ShareGroupHeartbeat and ShareGroupDescribe go to the group coordinator
 (server/share/share_group.py); ShareFetch and ShareAcknowledge to the leader of
-each partition (server/share/share_partition.py). Version 0 of each as Kafka 4.0
+each partition (server/replica/share_partition.py). Version 0 of each as Kafka 4.0
 defined them (early access) and version 1, the stable versions of Kafka 4.1
 (librdkafka's ShareConsumer asks for v1 only): ShareGroupHeartbeat,
 ShareGroupDescribe and ShareAcknowledge v1 are v0 unchanged; ShareFetch v1

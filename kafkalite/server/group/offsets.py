@@ -20,7 +20,7 @@ whatever their protocol.
   members); a group with none left is deleted.
 
 Share groups have no committed offsets here: their records' state (and
-start offsets) is kept by the partition leaders (share/share_partition.py).
+start offsets) is kept by the partition leaders (replica/share_partition.py).
 
 Which process runs it: the supervisor, on its event loop, through
 coordinator.py (the handlers, ``tick()``) and the transaction coordinator

@@ -12,7 +12,15 @@ What it holds:
   record deletions);
 - replica_fetcher.py: the follower side of replication;
 - ring_gateway.py: same-host producers' shared-memory rings, drained into
-  the replica manager.
+  the replica manager;
+- share_partition.py: a share-partition (KIP-932), one share group's view
+  of a partition its leader keeps: which member acquired which records,
+  acknowledgements, delivery counts;
+- share_partition_manager.py: the share-partitions of the partitions a
+  worker leads, its members' share sessions (ShareFetch, ShareAcknowledge)
+  and their state's reads and writes at the share coordinator (share/);
+- share_dead_letters.py: copies of rejected records in the dead-letter
+  topic.
 
 Which process runs it: each partition worker (one broker), on its event
 loop, of the controller node or of a broker node. The supervisor keeps a
@@ -22,8 +30,5 @@ them.
 
 What it may import: network/, auth/, server/topic.py (the internal topics'
 names), server/config.py and config_registry.py; kafkalite.protocol,
-kafkalite.storage, kafkalite.shm and the bottom. One declared debt
-(tests/test_layers.py, SERVER_UPWARD): replica_manager.py runs the
-worker-side share partitions of share/share_partition.py (issue 41 places
-those here).
+kafkalite.storage, kafkalite.shm and the bottom.
 """
