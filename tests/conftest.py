@@ -21,6 +21,7 @@ Tiers (markers, see pyproject.toml):
 """
 import hashlib
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -38,6 +39,10 @@ from harness import ServerProcess
 # benchmarks/bench_startup.py does), removed at the end; a PYTHONPYCACHEPREFIX
 # already set is kept. Here at import, in the controlling process: xdist's
 # workers and every child inherit the environment.
+# A run's own turn of harness.free_port's port slices (see there), for the
+# xdist workers and every child to inherit.
+os.environ.setdefault("KAFKALITE_TEST_PORT_OFFSET", str(random.randrange(8)))
+
 _PYCACHE = None
 if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
     _PYCACHE = tempfile.mkdtemp(prefix="kafkalite-test-pycache-")

@@ -35,12 +35,21 @@ _PORTS_GIVEN: set[int] = set()
 # outgoing connection's local port or bind(0) takes one between our check
 # and the child's bind; each pytest-xdist worker draws from its own slice,
 # so two workers of a run never hand out the same port.
+# Which slices a run takes turns with another run on the same machine (two
+# developers' runs, a run beside a benchmark): KAFKALITE_TEST_PORT_OFFSET,
+# drawn once per run by its controlling process (conftest.py) and inherited
+# by its xdist workers and children. Without it every run's gw0 drew from
+# the same slice, and a port one run's server had just let go (a node
+# killed, to be restarted on the same ports) could be handed to another
+# run's server: the restart then found it taken (the restart matrix, now
+# and then, when runs overlapped).
 _PORT_BASE, _PORT_SLICE, _PORT_SLICES = 20000, 1500, 8
 
 
 def _port_slice() -> range:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     n = int(worker[2:]) if worker[2:].isdigit() else 0
+    n += int(os.environ.get("KAFKALITE_TEST_PORT_OFFSET", "0"))
     start = _PORT_BASE + (n % _PORT_SLICES) * _PORT_SLICE
     return range(start, start + _PORT_SLICE)
 
