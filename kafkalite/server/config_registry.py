@@ -64,7 +64,7 @@ from kafkalite import errors
 from kafkalite.protocol.enums import ConfigSource, ConfigType
 from kafkalite.protocol.native import NATIVE_BOOTSTRAP_CONFIG
 from kafkalite.server.config import SETTINGS, ServerConfig
-from kafkalite.server.network.listeners import kafka_listeners
+from kafkalite.server.listeners import kafka_listeners
 from kafkalite.storage.config import INT_MAX, LONG_MAX, LogConfig
 
 log = logging.getLogger("kafkalite.configs")

@@ -1,4 +1,4 @@
-"""kafkalite.server.network.listeners: the node's Kafka listeners from its settings
+"""kafkalite.server.listeners: the node's Kafka listeners from its settings
 (flags, TOML with our names or Kafka's), each listener's own TLS and SASL
 settings (security.listener_settings), and the refusals of bad ones."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from kafkalite.errors import InvalidConfigurationError
 from kafkalite.server.config import ServerConfig
-from kafkalite.server.network.listeners import ListenerSpec, kafka_listeners
+from kafkalite.server.listeners import ListenerSpec, kafka_listeners
 from kafkalite.server.auth.security import listener_settings
 
 

@@ -65,7 +65,7 @@ from kafkalite.protocol import ApiKey
 from kafkalite.protocol.curve import LOGIN_NEEDED
 from kafkalite.ratelimit import RateLimitedLog
 from kafkalite.server.auth.credentials import CredentialStore, users_file
-from kafkalite.server.network.listeners import kafka_listeners
+from kafkalite.server.listeners import kafka_listeners
 from kafkalite.server.auth.security import SaslServer, _split, listener_settings
 
 log = logging.getLogger("kafkalite.native")

@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING
 from kafkalite import errors
 from kafkalite.errors import InvalidConfigurationError
 from kafkalite.server.auth.credentials import MECHANISMS, CredentialStore, users_file
-from kafkalite.server.network.listeners import SECURITY_PROTOCOLS, kafka_listeners
+from kafkalite.server.listeners import SECURITY_PROTOCOLS, kafka_listeners
 
 if TYPE_CHECKING:
     from kafkalite.protocol import curve

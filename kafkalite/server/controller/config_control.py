@@ -33,7 +33,7 @@ from kafkalite.server import config_registry as registry
 from kafkalite.server.controller.cluster_control import KAFKA_CONTROLLER_ID, bracket
 from kafkalite.server.controller.metadata import TopicMetadata
 from kafkalite.server.topic import refuse_internal
-from kafkalite.server.network.listeners import kafka_listeners
+from kafkalite.server.listeners import kafka_listeners
 from kafkalite.server.network.requests import Listener, RequestContext
 
 log = logging.getLogger("kafkalite.controller")

@@ -89,7 +89,7 @@ from kafkalite.server.config import ServerConfig
 from kafkalite.server.controller.controller import Controller
 from kafkalite.server.group.coordinator import GroupCoordinator
 from kafkalite.server.network.kafka_listener import KafkaListener
-from kafkalite.server.network.listeners import kafka_listeners
+from kafkalite.server.listeners import kafka_listeners
 from kafkalite.server.metrics import NodeMetrics
 from kafkalite.server.auth.credentials import CredentialStore
 from kafkalite.server.auth.http_login import HttpLogin

@@ -67,7 +67,7 @@ from kafkalite.server.network.native_listener import NativeListener
 from kafkalite.server.auth.native_login import native_login
 from kafkalite.server.node.processes import (CONTROLLER_FILE, config_digest, lock_worker,
                                              pid_alive, read_controller_file, read_supervisor)
-from kafkalite.server.network.listeners import kafka_listeners
+from kafkalite.server.listeners import kafka_listeners
 from kafkalite.server.network.relay import PendingRelay, RelayClient
 from kafkalite.server.replica.replica_fetcher import ReplicaFetcher
 from kafkalite.server.replica.replica_manager import ReplicaManager
