@@ -6,11 +6,11 @@ The folders, one job each, from the bottom up (the order
 tests/test_layers.py checks, SERVER_FOLDERS; each folder's ``__init__``
 says what it holds, which process runs it and what it may import):
 
+- auth/: SASL and TLS per listener, the users, logins, the ACL
+  authorizer. Every broker process.
 - network/: the request pipeline (``RequestDispatcher``), the native and
   Kafka listeners, TLS, the relay, requests between broker processes,
   quotas. Every broker process.
-- auth/: SASL and TLS per listener, the users, logins, the ACL
-  authorizer. Every broker process.
 - replica/: the replica manager, partitions, the purgatory, the replica
   fetcher, the ring gateway, the share-partitions. The workers.
 - controller/: the controller, the metadata (on disk or in PostgreSQL),
@@ -25,7 +25,9 @@ says what it holds, which process runs it and what it may import):
 
 At this top, modules shared by several folders: ratelimit.py (the name
 the listeners import RateLimitedLog by), topic.py (the internal topics'
-names and the rules of a topic's name, Kafka's ``Topic``), config.py (``ServerConfig`` and
+names and the rules of a topic's name, Kafka's ``Topic``), listeners.py
+(the node's named Kafka listeners, read from ``listeners``,
+``advertised.listeners`` and ``listener.security.protocol.map``), config.py (``ServerConfig`` and
 ``SETTINGS``: every process reads it), config_registry.py (the dynamic
 configs' rules, the controller's), internal_topic.py (the coordinators'
 internal topics on a ``Partition``, the supervisor's) and metrics.py

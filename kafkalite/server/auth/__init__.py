@@ -21,8 +21,8 @@ worker; a broker node of a cluster keeps the users file its workers read);
 http_login.py only in the supervisor, which serves HTTP. ``kafkalite
 users`` (cli/users.py) writes the users file through credentials.py.
 
-What it may import: network/ (listeners.py, the listener table) and
-server/ratelimit.py; kafkalite.protocol, kafkalite.storage (its atomic
+What it may import: server/listeners.py (the listener table) and
+server/ratelimit.py (nothing of network/, which sits above it); kafkalite.protocol, kafkalite.storage (its atomic
 file writes) and the bottom. Never the controller, replica/ or the
 coordinators: the ACLs reach it as data (controller/acl_control.py sends
 them, the authorizer holds them).

@@ -10,8 +10,6 @@ What it holds:
 - native_listener.py: the native protocol's ZeroMQ ROUTER;
 - kafka_listener.py: Kafka's wire protocol over non-blocking TCP, with TLS
   and the SASL exchange per connection;
-- listeners.py: the node's named Kafka listeners, read from ``listeners``,
-  ``advertised.listeners`` and ``listener.security.protocol.map``;
 - tls.py: TLS on a listener's socket through memory BIOs;
 - relay.py: Kafka requests a worker does not serve, passed to the supervisor;
 - broker_requests.py: requests between broker processes (WriteTxnMarkers,
@@ -27,10 +25,9 @@ supervisor and each partition worker (of the controller node or of a
 broker node of a cluster). The relay's server side runs in the supervisor,
 its client side in the workers.
 
-What it may import: server/ratelimit.py; kafkalite.protocol, kafkalite.storage
-(the ``FileRegion`` a fetch answer is sent from), kafkalite.local_socket and
-the bottom (errors, ratelimit, record). It sits at the bottom of server/'s
-folders (tests/test_layers.py, SERVER_FOLDERS): nothing of the other
-folders, but one declared debt: kafka_listener.py takes ``ListenerSecurity``
-from auth/security.py, which itself reads listeners.py.
+What it may import: auth/ (the Kafka listener's TLS and SASL,
+``ListenerSecurity``), server/listeners.py, server/topic.py and
+server/ratelimit.py; kafkalite.protocol, kafkalite.storage (the
+``FileRegion`` a fetch answer is sent from), kafkalite.local_socket and the
+bottom (errors, ratelimit, record).
 """
