@@ -130,9 +130,6 @@ SERVER_FOLDER_CYCLES = (
 )
 # Cycles between modules: the set of modules -> why.
 MODULE_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"kafkalite_spark", "kafkalite_spark.history"}):
-        "register() is defined in the package's __init__, which re-exports "
-        "read_with_history; history.py registers the source at call time",
 }
 
 # (c) Private names taken across folders: (importing file, module, name) -> why.

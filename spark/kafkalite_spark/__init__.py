@@ -25,16 +25,9 @@ except ModuleNotFoundError:
         "(tools/install-system-deps)", name="pyspark") from None
 
 from kafkalite_spark.history import read_with_history  # noqa: E402
-from kafkalite_spark.source import SCHEMA, SCHEMA_WITH_HEADERS, KafkaLiteDataSource  # noqa: E402
+from kafkalite_spark.source import (SCHEMA, SCHEMA_WITH_HEADERS, KafkaLiteDataSource,  # noqa: E402
+                                    register)
 
 __all__ = ["KafkaLiteDataSource", "SCHEMA", "SCHEMA_WITH_HEADERS", "read_with_history",
            "register"]
 
-
-def register(spark) -> None:
-    """Make ``format("kafkalite")`` available in this SparkSession, with
-    filter pushdown: Spark hands a Python source its filters only with
-    spark.sql.python.filterPushdown.enabled (off by default), and refuses to
-    read from a source that takes filters while it is off."""
-    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    spark.dataSource.register(KafkaLiteDataSource)

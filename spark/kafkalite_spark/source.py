@@ -669,3 +669,12 @@ class KafkaLiteDataSource(DataSource):
     def streamWriter(self, schema, overwrite):
         from kafkalite_spark.sink import KafkaLiteStreamWriter
         return KafkaLiteStreamWriter(opt.parse_sink(self.options), schema)
+
+
+def register(spark) -> None:
+    """Make ``format("kafkalite")`` available in this SparkSession, with
+    filter pushdown: Spark hands a Python source its filters only with
+    spark.sql.python.filterPushdown.enabled (off by default), and refuses to
+    read from a source that takes filters while it is off."""
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    spark.dataSource.register(KafkaLiteDataSource)
