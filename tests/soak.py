@@ -54,6 +54,9 @@ SETTINGS: dict[str, tuple[float, float, str]] = {
                             "records through the Iceberg sink's crashes "
                             "(tests/connect/test_connect_iceberg_exactly_once.py)"),
     "ICEBERG_EOS_CRASHES": (2, 20, "Iceberg sink crashes (tests/connect/test_connect_iceberg_exactly_once.py)"),
+    "KAFKALITE_PROXY_ROUND_TRIP": (10_000, 100_000,
+                                   "JSON records produced over REST v3 and read back over v2 "
+                                   "(tests/rest_proxy/test_v2_consumers.py)"),
     "QUOTA_TEST_SECONDS": (6, 60, "seconds a quota is measured over (tests/compat/test_client_quotas.py)"),
 }
 
