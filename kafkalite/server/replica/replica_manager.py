@@ -124,8 +124,9 @@ from kafkalite.protocol.enums import IsolationLevel
 from kafkalite.record import build_control_batch
 from kafkalite.record.layout import ATTR_TRANSACTIONAL, OFF_ATTRIBUTES, OFF_PRODUCER_ID, PRODUCER
 from kafkalite.server.topic import INTERNAL_TOPICS
-from kafkalite.server.replica.partition import (EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP,
-                                        Partition)
+from kafkalite.server.replica.partition import (EARLIEST_LOCAL_TIMESTAMP,
+                                                EARLIEST_PENDING_UPLOAD_TIMESTAMP,
+                                                LATEST_TIERED_TIMESTAMP, Partition)
 from kafkalite.server.network.per_partition import Shape, each_partition
 from kafkalite.server.replica.purgatory import (DelayedDeleteRecords, DelayedFetch, DelayedProduce,
                                         DelayedRemoteFetch, Purgatory)
@@ -175,6 +176,7 @@ LIST_OFFSETS_SPEC_VERSIONS = {
     MAX_TIMESTAMP: 7,                   # KIP-734
     EARLIEST_LOCAL_TIMESTAMP: 8,        # KIP-405
     LATEST_TIERED_TIMESTAMP: 9,         # KIP-1005
+    EARLIEST_PENDING_UPLOAD_TIMESTAMP: 11,  # KIP-1023
 }
 
 
