@@ -51,6 +51,7 @@ import contextlib
 import logging
 import os
 import shutil
+import threading
 from typing import Callable
 
 from kafkalite.errors import KafkaStorageError
@@ -88,6 +89,38 @@ S = RemoteLogSegmentState
 _copier = BackgroundThread("kafkalite-remote-copy")
 
 
+class RemoteTopicStats:
+    """Kafka's tiered-storage BrokerTopicMetrics, per topic, as this
+    process's RemoteLogs counted them since it started: bytes of segments
+    copied and copies failed (RemoteCopyBytesPerSec, RemoteCopyErrorsPerSec),
+    bytes of segments read from the store and reads failed
+    (RemoteFetchBytesPerSec, RemoteFetchErrorsPerSec). A process-wide
+    object, as Kafka's BrokerTopicStats is broker-wide: a partition's counts
+    stay when its log closes (leadership moved), as counters must. Any
+    thread may add (a log closes on a pool thread); the metrics snapshot
+    reads."""
+
+    COPY_BYTES, COPY_ERRORS, FETCH_BYTES, FETCH_ERRORS = range(4)
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._topics: dict[str, list[int]] = {}
+
+    def add(self, topic: str, which: int, n: int = 1) -> None:
+        with self._lock:
+            counts = self._topics.get(topic)
+            if counts is None:
+                counts = self._topics[topic] = [0, 0, 0, 0]
+            counts[which] += n
+
+    def snapshot(self) -> dict[str, list[int]]:
+        with self._lock:
+            return {t: list(c) for t, c in self._topics.items()}
+
+
+REMOTE_TOPIC_STATS = RemoteTopicStats()
+
+
 class _IndexOnly:
     """What segments_from yields for a segment: its transaction index."""
     __slots__ = ("txn_index",)
@@ -104,6 +137,9 @@ class RemoteLog:
         self.storage = storage
         self._clock = clock
         self.metadata = RemoteLogMetadataFile(directory)
+        # what its metrics are counted under: the topic of its ``<topic>-<n>`` directory
+        topic, _, index = os.path.basename(os.path.normpath(directory)).rpartition("-")
+        self.topic = topic if topic and index.isdigit() else name
         self._cache_dir = os.path.join(directory, REMOTE_CACHE_DIR)
         self._cache: collections.OrderedDict[str, LogSegment] = collections.OrderedDict()
         # the copies handed to the copier, oldest first: futures and metadata
@@ -195,6 +231,7 @@ class RemoteLog:
             try:
                 future.result()
             except BaseException:
+                REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.COPY_ERRORS)
                 self._drop(meta, delete_copy=False)     # the store cleaned up after itself
                 for later, later_meta in self._copying:
                     later.cancel()
@@ -203,6 +240,7 @@ class RemoteLog:
                 self._copying.clear()
                 raise
             self.metadata.update_state(meta.id, S.COPY_SEGMENT_FINISHED, self._clock())
+            REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.COPY_BYTES, meta.size)
             log.info("%s: copied segment %d..%d (%d bytes) to remote storage", self.name,
                      meta.base_offset, meta.end_offset, meta.size)
             finished += 1
@@ -250,6 +288,21 @@ class RemoteLog:
         future = _copier.submit(self.storage.copy_log_segment_data, sid,
                                          seg.base_offset, data)
         self._copying.append((future, meta))
+
+    def copy_lag(self, segments, last_stable_offset: int) -> tuple[int, int]:
+        """Kafka's RemoteCopyLagBytes and RemoteCopyLagSegments: the bytes
+        and number of the rolled ``segments`` (active one excluded) due for
+        a copy (as ``copy_segments`` picks them) and not finished yet."""
+        nbytes = count = 0
+        highest = self.highest_offset
+        for seg in segments:
+            if seg.next_offset - 1 <= highest or seg.is_empty:
+                continue
+            if seg.next_offset > last_stable_offset:
+                break
+            nbytes += seg.size
+            count += 1
+        return nbytes, count
 
     # ---- retention ------------------------------------------------------------------------
 
@@ -372,7 +425,17 @@ class RemoteLog:
             if failed is not None:
                 raise failed
             return
-        install(meta, fetch(meta))
+        try:
+            result = fetch(meta)
+        except Exception:
+            REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.FETCH_ERRORS)
+            raise
+        self._count_read(result)
+        install(meta, result)
+
+    def _count_read(self, result) -> None:
+        if isinstance(result, LogSegment):      # a transaction index alone is not counted
+            REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.FETCH_BYTES, result.size)
 
     def finish_read(self, key: tuple) -> None:
         """A reader's download ended (owner's thread): its result is put in
@@ -386,9 +449,11 @@ class RemoteLog:
             return
         exc = future.exception()
         if exc is not None:
+            REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.FETCH_ERRORS)
             self._read_failed[key] = exc if isinstance(exc, KafkaStorageError) else \
                 KafkaStorageError(f"{self.name}: a remote read failed: {exc}")
             return
+        self._count_read(future.result())
         if all(s.id != meta.id for s in self.metadata.segments):
             future.result().delete()
         else:
