@@ -84,14 +84,18 @@ class ApiKey(IntEnum):
 # ApiVersions v3+, a client may use transactions v2). An API whose next
 # version carries a feature kafkalite does not serve stops before it (Metadata
 # v13's REBOOTSTRAP_REQUIRED, KIP-1102). The share-group APIs are ahead of
-# 4.0 (their stable v1s are Kafka 4.1's, below). Every range starts at 0
+# 4.0 (their stable v1s are Kafka 4.1's, below), and so is ListOffsets v11
+# (KIP-1023's earliest-pending-upload spec, Kafka 4.2), which tiered storage
+# serves: kafka-python infers 4.2 from it, a release it gates nothing on (it
+# picks each request's version from the ranges advertised). Every range starts at 0
 # like Kafka 3.x's (4.0 dropped the oldest, KIP-896): clients keep probing
 # with low versions. tests/protocol/test_spec_conformance.py holds every
 # range to Kafka's message specs.
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (0, 12),
     ApiKey.FETCH: (0, 17),                        # v17: replica directory id (KIP-853)
-    ApiKey.LIST_OFFSETS: (0, 10),                 # v9: -5 (KIP-1005); v10: timeout_ms (KIP-1075)
+    ApiKey.LIST_OFFSETS: (0, 11),                 # v9: -5 (KIP-1005); v10: timeout_ms (KIP-1075);
+                                                  # v11: -6 (KIP-1023)
     ApiKey.METADATA: (0, 12),
     ApiKey.OFFSET_COMMIT: (0, 9),
     ApiKey.OFFSET_FETCH: (0, 9),

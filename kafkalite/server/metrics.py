@@ -180,6 +180,8 @@ class WorkerMetrics:
         self.touched: set[tuple[str, int]] = set()
         self._full = True                  # the first snapshot of a process: every partition
         self._sent: dict[tuple[str, int], tuple] = {}
+        # tiered partitions led here -> (copy lag bytes, segments), as last looked at
+        self._copy_lag: dict[tuple[str, int], tuple[int, int]] = {}
 
     def snapshot(self, replica_manager) -> dict:
         """The control message; call after ``replica_manager.housekeeping()``."""
@@ -191,25 +193,45 @@ class WorkerMetrics:
         for key in keys:
             part = partitions.get(key)
             if part is None or not part.is_leader:
+                self._copy_lag.pop(key, None)
                 if self._sent.pop(key, None) is not None:
                     gone.append(list(key))
                 continue
             plog = part.log
+            if plog.remote is not None and not plog.closed:
+                self._copy_lag[key] = plog.remote.copy_lag(plog.segments[:-1],
+                                                           plog.last_stable_offset)
+            else:
+                self._copy_lag.pop(key, None)
             figures = (plog.log_end_offset, plog.high_watermark, plog.size_in_bytes,
                        plog.log_start_offset)
             if self._sent.get(key) != figures:
                 self._sent[key] = figures
                 changed.append([key[0], key[1], *figures])
+        copy_lag: dict[str, list[int]] = {}
+        for (topic, _), (nbytes, count) in self._copy_lag.items():
+            lag = copy_lag.setdefault(topic, [0, 0])
+            lag[0] += nbytes
+            lag[1] += count
         usage = resource.getrusage(resource.RUSAGE_SELF)
         return {"type": "metrics", "worker": self.index, "pid": os.getpid(),
                 "requests": self.requests.snapshot(),
                 "security": self.requests.security_snapshot(),
                 "topics": {t: list(s) for t, s in replica_manager.topic_stats.items()},
+                "remote": _remote_topic_stats(), "copy_lag": copy_lag,
                 "full": full, "partitions": changed, "gone": gone,
                 "partition_count": len(partitions),
                 "leader_count": len(self._sent), "purgatory": replica_manager.purgatory.sizes(),
                 "cpu_seconds": usage.ru_utime + usage.ru_stime, "rss_bytes": _rss_bytes(),
                 "replica_fetch": dict(getattr(replica_manager.fetcher, "fetched_bytes", {}))}
+
+
+def _remote_topic_stats() -> dict:
+    """This process's tiered-storage counters per topic (none without a
+    tiered topic: storage/remote is then not even imported)."""
+    import sys
+    remote_log = sys.modules.get("kafkalite.storage.remote.remote_log")
+    return {} if remote_log is None else remote_log.REMOTE_TOPIC_STATS.snapshot()
 
 
 # ---- in the supervisor -------------------------------------------------------------------------
@@ -242,11 +264,34 @@ _QUOTA_GROUPS = {"producer_byte_rate": ("produce", "byte_rate", "Bytes/s of prod
                                         "Handler time, in percent of one broker thread")}
 
 
-def _add_topics(into: dict, topics: dict) -> None:
+def _add_topics(into: dict, topics: dict, width: int = 3) -> None:
     for topic, figures in topics.items():
-        have = into.setdefault(topic, [0, 0, 0])
-        for i, n in enumerate(figures[:3]):
+        have = into.setdefault(topic, [0] * width)
+        for i, n in enumerate(figures[:width]):
             have[i] += n
+
+
+# Kafka's tiered-storage BrokerTopicMetrics (KIP-405, KIP-963): the counters
+# in the order of a snapshot's "remote" figures, then the gauges of its
+# "copy_lag" ones, as (Prometheus name, help)
+_REMOTE_COUNTERS = (
+    ("kafka_server_brokertopicmetrics_remotecopybytes",
+     "Bytes of segments copied to remote storage (Kafka's RemoteCopyBytesPerSec)"),
+    ("kafka_server_brokertopicmetrics_remotecopyerrors",
+     "Copies to remote storage that failed (Kafka's RemoteCopyErrorsPerSec)"),
+    ("kafka_server_brokertopicmetrics_remotefetchbytes",
+     "Bytes of segments read from remote storage (Kafka's RemoteFetchBytesPerSec)"),
+    ("kafka_server_brokertopicmetrics_remotefetcherrors",
+     "Reads from remote storage that failed (Kafka's RemoteFetchErrorsPerSec)"),
+)
+_REMOTE_LAG = (
+    ("kafka_server_brokertopicmetrics_remotecopylagbytes",
+     "Bytes of rolled segments due for a copy to remote storage and not copied yet "
+     "(Kafka's RemoteCopyLagBytes): what the local disk holds for want of uploads"),
+    ("kafka_server_brokertopicmetrics_remotecopylagsegments",
+     "Rolled segments due for a copy to remote storage and not copied yet "
+     "(Kafka's RemoteCopyLagSegments)"),
+)
 
 
 def serve_http(host: str, port: int, app, tls=None, *, max_connections: int, refuse,
@@ -352,6 +397,7 @@ class NodeMetrics:
         self._retired_requests: dict = {}       # counters of workers' earlier processes
         self._retired_security: dict = _no_security()
         self._retired_topics: dict = {}
+        self._retired_remote: dict = {}
         self._retired_throttles: dict = {}      # (quota key, user, client) -> ms
         self._retired_rejected: dict = {}       # (listener, reason) -> connections refused
         self._view: dict = {}                   # replaced whole, never changed: the HTTP thread's
@@ -474,6 +520,7 @@ class NodeMetrics:
             messages_in.add_metric([topic], m_in)
             bytes_out.add_metric([topic], b_out)
         yield from (bytes_in, messages_in, bytes_out)
+        yield from self._remote_families(view.get("remote", {}), view.get("copy_lag", {}))
 
         size = GaugeMetricFamily("kafka_log_log_size", "Bytes of a partition's log on disk "
                                  "(the leader's)", labels=["topic", "partition"])
@@ -577,6 +624,21 @@ class NodeMetrics:
         yield relay_dropped
 
     @staticmethod
+    def _remote_families(remote: dict, copy_lag: dict):
+        """Tiered storage's per-topic figures (only topics that have them)."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+        for i, (name, doc) in enumerate(_REMOTE_COUNTERS):
+            family = CounterMetricFamily(name, doc, labels=["topic"])
+            for topic, figures in sorted(remote.items()):
+                family.add_metric([topic], figures[i])
+            yield family
+        for i, (name, doc) in enumerate(_REMOTE_LAG):
+            family = GaugeMetricFamily(name, doc, labels=["topic"])
+            for topic, figures in sorted(copy_lag.items()):
+                family.add_metric([topic], figures[i])
+            yield family
+
+    @staticmethod
     def _quota_families(throttles: dict, rates: dict):
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
         families = {}
@@ -656,6 +718,7 @@ class NodeMetrics:
             _add_requests(self._retired_requests, old.get("requests", {}))
             _add_security(self._retired_security, old.get("security", {}))
             _add_topics(self._retired_topics, old.get("topics", {}))
+            _add_topics(self._retired_remote, old.get("remote", {}), len(_REMOTE_COUNTERS))
             _add_throttles(self._retired_throttles, old.get("quota_throttles", ()))
             _add_rejected(self._retired_rejected, old.get("connections_rejected", ()))
         changed, gone = snapshot.pop("partitions", ()), snapshot.pop("gone", ())
@@ -700,6 +763,9 @@ class NodeMetrics:
         _add_security(security, self.requests.security_snapshot())
         topics: dict = {}
         _add_topics(topics, self._retired_topics)
+        remote: dict = {}
+        _add_topics(remote, self._retired_remote, len(_REMOTE_COUNTERS))
+        copy_lag: dict = {}
         partitions: dict = {}                   # worker index -> its partitions' figures
         purgatory = {"Produce": 0, "Fetch": 0}
         brokers = {}
@@ -712,8 +778,10 @@ class NodeMetrics:
             _add_requests(requests, snap.get("requests", {}))
             _add_security(security, snap.get("security", {}))
             _add_topics(topics, snap.get("topics", {}))
+            _add_topics(remote, snap.get("remote", {}), len(_REMOTE_COUNTERS))
             if index not in live or pids.get(index, snap["pid"]) != snap["pid"]:
                 continue                 # fenced, or restarted and not heard from yet: old figures
+            _add_topics(copy_lag, snap.get("copy_lag", {}), len(_REMOTE_LAG))
             for op, n in snap.get("purgatory", {}).items():
                 purgatory[op] = purgatory.get(op, 0) + n
             partitions[index] = self._partitions.get(index, {})
@@ -742,6 +810,8 @@ class NodeMetrics:
                 groups.append((gid, topic, index, om.offset, behind))
         # a deleted topic's counters go with it, as Kafka removes its metrics
         topics = {t: figures for t, figures in topics.items() if t in topics_md}
+        remote = {t: figures for t, figures in remote.items() if t in topics_md}
+        copy_lag = {t: figures for t, figures in copy_lag.items() if t in topics_md}
         throttles: dict = dict(self._retired_throttles)
         _add_throttles(throttles, sup.quotas.throttle_rows())
         rejected: dict = dict(self._retired_rejected)
@@ -751,6 +821,7 @@ class NodeMetrics:
             _add_rejected(rejected, snap.get("connections_rejected", ()))
         return {"quota_throttles": throttles, "connections_rejected": rejected, "quota_rates": sup.node_quota_rates.node_rates(),
                 "requests": requests, "security": security, "topics": topics, "partitions": partitions,
+                "remote": remote, "copy_lag": copy_lag,
                 "purgatory": purgatory, "brokers": brokers, "under_replicated": under,
                 "offline": offline, "topic_count": len(topics_md), "partition_count": count,
                 "groups": groups, "control_dropped": sup.control_dropped,

@@ -7,9 +7,10 @@ KIP-1075 timeout), Fetch v17 (KIP-853 directory id), FindCoordinator v6
 (KIP-932 share coordinator keys), ApiVersions v4 (KAFKA-17011), and the APIs
 a Kafka 4.0 broker serves that kafkalite answered with nothing before:
 DescribeQuorum (its controller lease as the metadata quorum) and
-AlterReplicaLogDirs (one log dir per broker). kafka-python infers the
-broker's release from those ranges (4.0 from ListOffsets v10, where it used
-to say 3.8) and picks its request versions by it.
+AlterReplicaLogDirs (one log dir per broker), and ListOffsets v11 (KIP-1023,
+Kafka 4.2) for tiered storage. kafka-python infers the broker's release
+from those ranges (4.2 from ListOffsets v11; 4.0 from v10, where it used to
+say 3.8) and picks its request versions by them.
 
 Each test speaks to the shared server with a Kafka client where one exposes
 the call (kafka-python's KafkaAdminClient and KafkaConsumer) and with exact
@@ -41,7 +42,9 @@ CONTROLLER = 1000                   # the supervisor's node id on Kafka's wire
 METADATA_LOG = "__cluster_metadata"
 # ListOffsets' timestamp specs
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
-KAFKA_4_0 = (4, 0)
+# what kafka-python infers since ListOffsets v11 (KIP-1023's -6, Kafka 4.2) is
+# advertised for tiered storage; it gates nothing on 4.1 or 4.2
+KAFKA_PYTHON_INFERS = (4, 2)
 
 
 def wire_to(server, node_id: int) -> KafkaWire:
@@ -91,23 +94,24 @@ def list_offsets(wire: KafkaWire, version: int, topic: str, *timestamps: int,
 def test_kafka_python_infers_kafka_4_0_from_every_broker_and_reads_with_its_versions(
         server, topic_name):
     """kafka-python picks the broker's release from ApiVersions (ListOffsets
-    v10 => 4.0); then its consumer lists offsets with v10 and fetches with
-    v17, and reads what was written."""
+    v10 => 4.0, v11 => 4.2); then its consumer lists offsets with v11 and
+    fetches with v17, and reads what was written."""
     create(server, topic_name)
     values = [b"v%d" % i for i in range(20)]
     native_produce(server, topic_name, [(None, v, []) for v in values])
     admin = KafkaAdminClient(bootstrap_servers=server.kafka_bootstrap)
     try:
         for node in node_ids(server):
-            assert admin.get_broker_version_data(node).broker_version == KAFKA_4_0, node
+            assert admin.get_broker_version_data(node).broker_version == KAFKA_PYTHON_INFERS, \
+                node
     finally:
         admin.close()
     consumer = KafkaConsumer(bootstrap_servers=server.kafka_bootstrap, enable_auto_commit=False)
     try:
         tp = TopicPartition(topic_name, 0)
-        assert consumer.end_offsets([tp]) == {tp: 20}            # ListOffsets v10, latest
+        assert consumer.end_offsets([tp]) == {tp: 20}            # ListOffsets v11, latest
         assert consumer.beginning_offsets([tp]) == {tp: 0}       # ... earliest
-        assert consumer.config["api_version"] == KAFKA_4_0
+        assert consumer.config["api_version"] == KAFKA_PYTHON_INFERS
         consumer.assign([tp])
         consumer.seek_to_beginning(tp)
         got: list = []
@@ -126,7 +130,7 @@ def test_every_broker_advertises_the_kafka_4_0_versions(server):
     """The same ranges from the supervisor and each worker: a client may ask
     any broker and must hear one release. A version past our newest gets a
     v0 answer with UNSUPPORTED_VERSION and the list (KIP-511)."""
-    newest = {ApiKey.LIST_OFFSETS: 10, ApiKey.FETCH: 17, ApiKey.FIND_COORDINATOR: 6,
+    newest = {ApiKey.LIST_OFFSETS: 11, ApiKey.FETCH: 17, ApiKey.FIND_COORDINATOR: 6,
               ApiKey.API_VERSIONS: 4, ApiKey.DESCRIBE_QUORUM: 2,
               ApiKey.ALTER_REPLICA_LOG_DIRS: 2, ApiKey.PRODUCE: 12}
     for node in node_ids(server):

@@ -40,6 +40,7 @@ pytestmark = pytest.mark.skipif(SPEC_DIR is None, reason="Kafka's JSON message s
 # a claim no Kafka release makes, and fails.
 AHEAD_OF_SPEC = {
     0: (12, "KIP-890, Kafka 4.0: Produce v12, transactions v2"),
+    2: (11, "KIP-1023, Kafka 4.2: ListOffsets v11, the earliest-pending-upload spec"),
     28: (5, "KIP-890: TxnOffsetCommit v5 adds the group to the transaction"),
     69: (1, "KIP-1099, Kafka 4.0: ConsumerGroupDescribe v1, members' types"),
     76: (1, "KIP-932, Kafka 4.1: ShareGroupHeartbeat v1"),

@@ -75,7 +75,7 @@ def test_api_keys_and_supported_versions():
     assert versions[protocol.ApiKey.FETCH] == (0, 17)
     assert versions[protocol.ApiKey.METADATA] == (0, 12)
     assert versions[protocol.ApiKey.API_VERSIONS] == (0, 4)
-    assert versions[protocol.ApiKey.LIST_OFFSETS] == (0, 10)
+    assert versions[protocol.ApiKey.LIST_OFFSETS] == (0, 11)    # v11: KIP-1023, Kafka 4.2
     assert versions[protocol.ApiKey.FIND_COORDINATOR] == (0, 6)
     # share groups (KIP-932): v0 as Kafka 4.0 defined them, v1 as Kafka 4.1
     # (librdkafka's ShareConsumer asks v1 only)

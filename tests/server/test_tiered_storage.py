@@ -22,7 +22,8 @@ from kafkalite.protocol import ApiKey
 from kafkalite.storage.remote.s3_storage import S3RemoteStorage
 from kafkalite.storage.remote.storage_manager import LocalDirectoryRemoteStorage
 
-EARLIEST, EARLIEST_LOCAL, LATEST_TIERED = -2, -4, -5
+EARLIEST, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -2, -4, -5, -6
+UNSUPPORTED_VERSION = 35
 COUNT = 3000
 
 
@@ -75,20 +76,27 @@ def _create(server, topic, replication_factor=1, **configs):
     return futures[topic].result(30)
 
 
-def _list_offsets(server, topic, *specs):
-    """Partition 0's offsets for each ListOffsets spec, from its leader."""
+def _list_offsets(server, topic, *specs, version=9, answers=False):
+    """Partition 0's offsets for each ListOffsets spec, from its leader (its
+    whole answers, with ``answers``)."""
     for broker in server.info["kafka_brokers"]:
         wire = KafkaWire(f"127.0.0.1:{broker['port']}")
         try:
-            r = wire.request(ApiKey.LIST_OFFSETS, 9, {
-                "replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
-                    {"partition_index": 0, "current_leader_epoch": -1, "timestamp": ts}
-                    for ts in specs]}]})
+            body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic,
+                    "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                    "timestamp": ts} for ts in specs]}]}
+            if version >= 10:
+                body["timeout_ms"] = 30_000
+            r = wire.request(ApiKey.LIST_OFFSETS, version, body)
         finally:
             wire.close()
-        answers = r["topics"][0]["partitions"]
-        if all(p["error_code"] == 0 for p in answers):
-            return [p["offset"] for p in answers]
+        got = r["topics"][0]["partitions"]
+        if any(p["error_code"] == 6 for p in got):      # NOT_LEADER_OR_FOLLOWER
+            continue
+        if answers:
+            return got
+        assert all(p["error_code"] == 0 for p in got), got
+        return [p["offset"] for p in got]
     raise AssertionError(f"no broker leads {topic}-0")
 
 
@@ -141,6 +149,37 @@ def test_confluent_kafka_reads_from_offset_0_across_the_remote_boundary(tiered_s
     native = read_all(tiered_server, topic_name, 1, COUNT)
     assert [(m.offset(), m.value()) for m in native] == [
         (i, v) for i, (_, v, _, _) in enumerate(sent)]
+
+
+def test_earliest_pending_upload_follows_the_copies_as_kafka_answers_it(tiered_server,
+                                                                      topic_name):
+    """ListOffsets v11's earliest-pending-upload (-6, KIP-1023), by Kafka's
+    rules: the offset after the last one copied once copies are made; the
+    log start while nothing is copied yet; -1 (no offset, no epoch) for a
+    topic that is not tiered; UNSUPPORTED_VERSION before v11."""
+    _create(tiered_server, topic_name, **{"remote.storage.enable": "true"})
+    producer = ck.Producer({"bootstrap.servers": tiered_server.kafka_bootstrap})
+    producer.produce(topic_name, b"not copied")
+    assert producer.flush(30) == 0
+    assert _list_offsets(tiered_server, topic_name, EARLIEST_PENDING_UPLOAD, LATEST_TIERED,
+                         version=11) == [0, -1], "nothing copied: the log start"
+
+    plain = topic_name[:200] + "-plain"
+    _create(tiered_server, plain)
+    [answer] = _list_offsets(tiered_server, plain, EARLIEST_PENDING_UPLOAD, version=11,
+                             answers=True)
+    assert (answer["error_code"], answer["offset"], answer["timestamp"],
+            answer["leader_epoch"]) == (0, -1, -1, -1)
+    [refused] = _list_offsets(tiered_server, plain, EARLIEST_PENDING_UPLOAD, version=10,
+                              answers=True)
+    assert refused["error_code"] == UNSUPPORTED_VERSION
+
+    tiered = topic_name[:200] + "-tiered"
+    _, (earliest, local, last_tiered) = _produce_tiered(tiered_server, tiered)
+    [pending, latest_tiered] = _list_offsets(tiered_server, tiered, EARLIEST_PENDING_UPLOAD,
+                                             LATEST_TIERED, version=11, answers=True)
+    assert pending["error_code"] == 0 and pending["leader_epoch"] >= 0
+    assert pending["offset"] == latest_tiered["offset"] + 1 >= last_tiered + 1 > local - 1
 
 
 def test_a_replicated_tiered_topic_is_read_whole_from_offset_0(tiered_server, topic_name):

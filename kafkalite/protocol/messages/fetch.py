@@ -116,11 +116,12 @@ FetchResponse = Response(ApiKey.FETCH, "0-17", flexible="12+", fields=[
 # throttle_time_ms. v4: current_leader_epoch and leader_epoch. v6: flexible.
 # v7: MAX_TIMESTAMP spec (KIP-734). v8: EARLIEST_LOCAL_TIMESTAMP spec
 # (KIP-405). v9: LATEST_TIERED_TIMESTAMP spec (KIP-1005). v10: timeout_ms,
-# how long a lookup in remote storage may take (KIP-1075). Without tiered
-# storage every lookup is local: timeout_ms bounds nothing, and the tiered
+# how long a lookup in remote storage may take (KIP-1075). v11: the
+# EARLIEST_PENDING_UPLOAD_TIMESTAMP spec (KIP-1023), no new field. Without
+# tiered storage every lookup is local: timeout_ms bounds nothing, and the tiered
 # specs answer as Kafka does for a topic without remote storage
 # (server/replica/partition.py).
-ListOffsetsRequest = Request(ApiKey.LIST_OFFSETS, "0-10", flexible="6+", fields=[
+ListOffsetsRequest = Request(ApiKey.LIST_OFFSETS, "0-11", flexible="6+", fields=[
     Field("replica_id", "int32"),
     Field("isolation_level", "int8", "2+"),
     Array("topics", fields=[
@@ -134,7 +135,7 @@ ListOffsetsRequest = Request(ApiKey.LIST_OFFSETS, "0-10", flexible="6+", fields=
     ]),
     Field("timeout_ms", "int32", "10+"),
 ])
-ListOffsetsResponse = Response(ApiKey.LIST_OFFSETS, "0-10", flexible="6+", fields=[
+ListOffsetsResponse = Response(ApiKey.LIST_OFFSETS, "0-11", flexible="6+", fields=[
     Field("throttle_time_ms", "int32", "2+"),
     Array("topics", fields=[
         Field("name", "string"),

@@ -150,6 +150,9 @@ class Worker:
         self._next_isr_check = time.monotonic() + ISR_CHECK_INTERVAL_S
         self._next_heartbeat = time.monotonic()
         self.rings = RingGateway(self.replica_manager, self.poller, index)
+        if self.replica_manager.remote_reader is not None:
+            # remote segment downloads end on the reader's threads (KIP-405)
+            self.poller.register(self.replica_manager.remote_reader.wakeup_fd, zmq.POLLIN)
         # The APIs Kafka clients are told this broker serves: the whole
         # node's from the first connection, since what the worker does not
         # serve it relays (held until it knows the relay: PendingRelay).
@@ -598,6 +601,9 @@ class Worker:
                 if self.relay is not None:
                     self.relay.on_events(events)
                 self.rings.on_events(events)
+                if (self.replica_manager.remote_reader is not None
+                        and self.replica_manager.remote_reader.wakeup_fd in events):
+                    self.replica_manager.remote_reads_completed()
                 for listener in self.kafka_listeners:
                     listener.on_events(events)
                     listener.expire()

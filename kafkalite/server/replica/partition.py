@@ -47,12 +47,14 @@ from kafkalite.storage.log import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIM
                                    FetchDataInfo, LogAppendInfo, PartitionLog)
 
 # ListOffsets' specs for the ends of tiered storage: the first offset still
-# in local segments (KIP-405) and the last one copied to remote storage
-# (KIP-1005). For a topic that is not tiered they are answered as Kafka
-# answers them: the local log starts at the log start offset, and nothing
-# is tiered (offset -1).
+# in local segments (KIP-405), the last one copied to remote storage
+# (KIP-1005) and the first one not copied yet (KIP-1023). For a topic that
+# is not tiered they are answered as Kafka answers them: the local log
+# starts at the log start offset, and nothing is tiered or pending upload
+# (offset -1).
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
 
 
 class Partition:
@@ -294,8 +296,8 @@ class Partition:
                              read_committed: bool = False) -> tuple[int, int] | None:
         """ListOffsets: (offset, timestamp) for a timestamp or one of Kafka's
         special values (latest -- the LSO for read_committed --, earliest,
-        max timestamp, earliest local, latest tiered), None when none; an
-        offset of -1: none (nothing is tiered)."""
+        max timestamp, earliest local, latest tiered, earliest pending
+        upload), None when none; an offset of -1: none (nothing is tiered)."""
         if timestamp == LATEST_TIMESTAMP:
             if read_committed:
                 return self.log.last_stable_offset, -1
@@ -306,9 +308,27 @@ class Partition:
             return self.log.local_log_start_offset, -1
         if timestamp == LATEST_TIERED_TIMESTAMP:
             return self.log.highest_remote_offset, -1
+        if timestamp == EARLIEST_PENDING_UPLOAD_TIMESTAMP:
+            return self._earliest_pending_upload(), -1
         if timestamp == MAX_TIMESTAMP or timestamp >= 0:
             return self.log.offset_for_timestamp(timestamp)
         raise errors.InvalidRequestError(f"unsupported ListOffsets timestamp {timestamp}")
+
+    def _earliest_pending_upload(self) -> int:
+        """KIP-1023's earliest-pending-upload, by Kafka's rules
+        (UnifiedLog.fetchEarliestPendingUploadOffset): the offset after the
+        last one copied (not below the log start); with nothing copied yet,
+        the log start offset, unless segments below the local log start are
+        remote already and this replica's metadata does not know them (-1);
+        -1 for a topic that is not tiered."""
+        log = self.log
+        if log.remote is None:
+            return -1
+        highest = log.highest_remote_offset
+        if highest == -1:
+            return log.log_start_offset if log.local_log_start_offset == log.log_start_offset \
+                else -1
+        return max(highest + 1, log.log_start_offset)
 
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (largest epoch <= leader_epoch, its end offset)."""

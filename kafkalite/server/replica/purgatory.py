@@ -1,10 +1,11 @@
 """Requests that wait: delayed fetches, produces and record deletions (Kafka's purgatory).
 
 A fetch that cannot be answered yet (fewer than ``fetch.min.bytes``
-committed bytes to read), an acks=all produce whose records are not yet
-below the high watermark, and a DeleteRecords whose new log start the
-in-sync followers have not taken yet (the low watermark) wait here,
-watched by the partitions they touch, until their condition holds or
+committed bytes to read, or a remote segment to download first), an
+acks=all produce whose records are not yet below the high watermark, and
+a DeleteRecords whose new log start the in-sync followers have not taken
+yet (the low watermark) wait here, watched by the partitions they touch
+(or the downloads they need), until their condition holds or
 their deadline passes. Each is completed exactly once: by ``check(partition
 key)`` when the partition makes progress (an append, a high watermark
 move, a follower's new log start), by ``expire()`` at the deadline, or by
@@ -68,6 +69,30 @@ class DelayedFetch(DelayedOperation):
 
     def on_complete(self) -> None:
         self.respond()
+
+
+class DelayedRemoteFetch(DelayedOperation):
+    """A fetch waiting for the remote segments it reads to be downloaded
+    (Kafka's DelayedRemoteFetch): ``keys`` are the downloads' purgatory
+    keys (RemoteLog.read_key), each checked once when its download ends.
+    Complete when all have, or at ``remote.fetch.max.wait.ms``; completing
+    reads again and answers (what is still not downloaded: no records)."""
+
+    __slots__ = ("waiting", "respond")
+
+    def __init__(self, ctx, deadline: float, keys, respond):
+        super().__init__(ctx, deadline, keys)
+        self.waiting = set(self.keys)
+        # (all downloaded: bool) -> None: read again and answer, or wait for
+        # the next downloads when all were (not at the deadline or shutdown)
+        self.respond = respond
+
+    def ready(self, key, progress) -> bool:
+        self.waiting.discard(key)
+        return not self.waiting
+
+    def on_complete(self) -> None:
+        self.respond(not self.waiting)
 
 
 class DelayedProduce(DelayedOperation):

@@ -16,6 +16,9 @@ serves, for those partitions and no others:
 - Fetch: reads committed batches (below the high watermark) as file
   regions; a fetch that finds fewer than ``min_bytes`` waits as a
   ``DelayedFetch`` until appends bring enough or ``max_wait_ms`` passes;
+  one below a tiered partition's local log start waits as a
+  ``DelayedRemoteFetch`` while the remote reader's threads download the
+  segment (storage/remote/remote_log_reader.py), off this thread;
 - ListOffsets and OffsetForLeaderEpoch;
 - WriteTxnMarkers: the transaction coordinator's COMMIT/ABORT markers,
   appended as control batches (``AppendOrigin.COORDINATOR``) and answered,
@@ -121,17 +124,20 @@ from kafkalite.protocol.enums import IsolationLevel
 from kafkalite.record import build_control_batch
 from kafkalite.record.layout import ATTR_TRANSACTIONAL, OFF_ATTRIBUTES, OFF_PRODUCER_ID, PRODUCER
 from kafkalite.server.topic import INTERNAL_TOPICS
-from kafkalite.server.replica.partition import (EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP,
-                                        Partition)
+from kafkalite.server.replica.partition import (EARLIEST_LOCAL_TIMESTAMP,
+                                                EARLIEST_PENDING_UPLOAD_TIMESTAMP,
+                                                LATEST_TIERED_TIMESTAMP, Partition)
 from kafkalite.server.network.per_partition import Shape, each_partition
 from kafkalite.server.replica.purgatory import (DelayedDeleteRecords, DelayedFetch, DelayedProduce,
-                                        Purgatory)
+                                        DelayedRemoteFetch, Purgatory)
 from kafkalite.server.network.requests import DEFERRED, NO_RESPONSE, RequestContext
 from kafkalite.server.replica.share_partition_manager import SharePartitionManager
 from kafkalite.storage import AppendOrigin, PartitionLog
 from kafkalite.storage.checkpoint import BROKER_CHECKPOINTS, CheckpointFile
 from kafkalite.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from kafkalite.storage.local_region import same_host
+from kafkalite.storage.remote.remote_log import RemoteReadPending
+from kafkalite.storage.remote.remote_log_reader import RemoteLogReader
 
 log = logging.getLogger("kafkalite.replica_manager")
 
@@ -141,6 +147,7 @@ SWEEP_S = 30.0             # every partition's housekeeping (retention) runs at 
 IO_THREADS = 16            # opening or closing many logs at once: they wait on fsyncs
 TRANSACTIONS_V2_PRODUCE = 12   # Produce v12+: a transactional write adds its partition (KIP-890)
 PROPOSAL_TIMEOUT_S = 5.0   # an ISR proposal the controller did not answer is made again
+REMOTE_FETCH_MAX_WAIT_MS = 500   # Kafka's remote.fetch.max.wait.ms default (KIP-1018)
 
 PRODUCE = Shape("name", "partition_data", "index",
                 "name", "partition_responses", "index", error_message=True)
@@ -169,6 +176,7 @@ LIST_OFFSETS_SPEC_VERSIONS = {
     MAX_TIMESTAMP: 7,                   # KIP-734
     EARLIEST_LOCAL_TIMESTAMP: 8,        # KIP-405
     LATEST_TIERED_TIMESTAMP: 9,         # KIP-1005
+    EARLIEST_PENDING_UPLOAD_TIMESTAMP: 11,  # KIP-1023
 }
 
 
@@ -250,6 +258,9 @@ class ReplicaManager:
         self.log_config = log_config            # topic configs dict -> LogConfig
         # the broker's RemoteStorageManager (KIP-405), None without tiered storage
         self.remote_storage = remote_storage
+        # downloads of remote segments for fetches, off the event loop; the
+        # worker polls its wakeup_fd and calls remote_reads_completed
+        self.remote_reader = RemoteLogReader() if remote_storage is not None else None
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.offline: dict[tuple[str, int], str] = {}  # could not be opened: why
         # housekeeping: partitions that changed lately -> ticks left, the
@@ -843,14 +854,17 @@ class ReplicaManager:
 
     # ---- reads -------------------------------------------------------------------------------
 
-    def _read_fetch(self, body: dict) -> tuple[list, int, list, dict]:
+    def _read_fetch(self, body: dict) -> tuple[list, int, list, dict, list]:
         """Read every partition of a fetch: (response topics, bytes, partition
-        keys, {topic: bytes read for a consumer})."""
+        keys, {topic: bytes read for a consumer}, the purgatory keys of the
+        remote segment downloads it waits for: those partitions have no
+        records yet)."""
         budget = body.get("max_bytes", DEFAULT_FETCH_MAX_BYTES) or DEFAULT_FETCH_MAX_BYTES
         read_committed = body.get("isolation_level", 0) == IsolationLevel.READ_COMMITTED
         state = {"budget": budget, "total": 0, "first": True}
         keys: list = []
         sent: dict = {}
+        downloads: list = []
 
         def blank() -> dict:
             # Kafka answers an erroneous partition with empty records, not null.
@@ -896,12 +910,18 @@ class ReplicaManager:
                     # at least one whole batch for every partition, or a
                     # follower could never get past a batch larger than its
                     # share of the fetch
-                    data = part.log.read(offset, max_bytes, min_one_message=True)
+                    data = self._read_remote_in_background(
+                        part, lambda: part.log.read(offset, max_bytes, min_one_message=True))
                 else:
                     keys.append(part.key)
-                    data = part.read(fp["fetch_offset"], max_bytes,
-                                     min_one_message=state["first"],
-                                     read_committed=read_committed)
+                    data = self._read_remote_in_background(part, lambda: part.read(
+                        fp["fetch_offset"], max_bytes, min_one_message=state["first"],
+                        read_committed=read_committed))
+            except RemoteReadPending as pending:
+                downloads.append(pending.key)
+                out["high_watermark"] = part.high_watermark
+                out["log_start_offset"] = part.log.log_start_offset
+                return
             except errors.OffsetOutOfRangeError:
                 out["high_watermark"] = part.high_watermark
                 out["log_start_offset"] = part.log.log_start_offset
@@ -934,7 +954,22 @@ class ReplicaManager:
 
         topics = each_partition(FETCH, body["topics"], serve, blank, resolve=resolve,
                                 topic_fields=lambda topic: {"topic_id": topic.get("topic_id")})
-        return topics, state["total"], keys, sent
+        return topics, state["total"], keys, sent, downloads
+
+    def _read_remote_in_background(self, part: Partition, read):
+        """``read()``, with what it needs from a tiered log's remote store
+        downloaded on the remote reader's threads (RemoteReadPending meanwhile)."""
+        remote = part.log.remote
+        if remote is None or self.remote_reader is None:
+            return read()
+        with remote.reading_in_background(self.remote_reader):
+            return read()
+
+    def remote_reads_completed(self) -> None:
+        """The worker's loop saw the remote reader's wakeup: the fetches
+        waiting on the downloads that ended read again."""
+        for key in self.remote_reader.completed():
+            self.purgatory.check(key, None)
 
     def _fetch_response(self, topics: list, sent: dict) -> dict:
         """The Fetch response; what it carries to consumers counts as bytes
@@ -947,18 +982,38 @@ class ReplicaManager:
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics}
 
     def fetch(self, ctx: RequestContext, body: dict):
-        topics, total, keys, sent = self._read_fetch(body)
+        topics, total, keys, sent, downloads = self._read_fetch(body)
+        if downloads:
+            # as Kafka's DelayedRemoteFetch: whatever min_bytes says, the
+            # answer waits for the remote reads, up to remote.fetch.max.wait.ms
+            self._await_remote_reads(
+                ctx, body, time.monotonic() + REMOTE_FETCH_MAX_WAIT_MS / 1000.0, downloads)
+            return DEFERRED
         min_bytes = max(body.get("min_bytes", 1), 1)
         wait_ms = body.get("max_wait_ms", 0)
         if total >= min_bytes or wait_ms <= 0 or not keys:
             return self._fetch_response(topics, sent)
 
         def complete() -> None:
-            topics, _, _, sent = self._read_fetch(body)
+            topics, _, _, sent, _ = self._read_fetch(body)
             ctx.respond(self._fetch_response(topics, sent))
         self.purgatory.watch(DelayedFetch(
             ctx, time.monotonic() + wait_ms / 1000.0, keys, min_bytes, total, complete))
         return DEFERRED
+
+    def _await_remote_reads(self, ctx: RequestContext, body: dict, deadline: float,
+                            downloads: list) -> None:
+        """Park a fetch until its remote downloads end, then read again: a
+        read that needs the next download (the next transaction index of a
+        read_committed read) parks again until ``deadline``; at the
+        deadline, what is not downloaded goes without records."""
+        def complete(downloaded: bool) -> None:
+            topics, _, _, sent, more = self._read_fetch(body)
+            if more and downloaded and time.monotonic() < deadline:
+                self._await_remote_reads(ctx, body, deadline, more)
+            else:
+                ctx.respond(self._fetch_response(topics, sent))
+        self.purgatory.watch(DelayedRemoteFetch(ctx, deadline, downloads, complete))
 
     def share_fetch(self, ctx: RequestContext, body: dict):
         return self.shares.share_fetch(ctx, body)
@@ -1083,6 +1138,8 @@ class ReplicaManager:
                 list(pool.map(close, parts))
         self.partitions.clear()
         self.checkpoints.close()
+        if self.remote_reader is not None:
+            self.remote_reader.close()
 
 
 def _with_errors(response: dict, failed: dict) -> dict:

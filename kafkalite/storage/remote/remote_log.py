@@ -32,16 +32,26 @@ the owner writes COPY_SEGMENT_STARTED for the segments it hands over and,
 at later calls, takes their outcomes in offset order and writes
 COPY_SEGMENT_FINISHED (or drops the entries). The copier only reads the rolled
 segment's files, which nothing changes and which retention keeps until the
-copy is finished; ``close`` and ``delete_all`` wait for it. Remote reads
-run on the owner's thread (see docs/tiered-storage.md).
+copy is finished; ``close`` and ``delete_all`` wait for it.
+
+Downloads into the cache run on the owner's thread, unless the owner reads
+within ``reading_in_background(reader)`` (the replica manager's fetches): a
+segment not cached is then downloaded by the reader's threads
+(remote_log_reader.py) and the read raises RemoteReadPending; the finished
+download goes into the cache at ``finish_read``, on the owner's thread. A
+reader thread only writes the segment's own files in the cache directory,
+which nothing else touches while its download is under way (one per
+segment); ``close`` waits for the downloads.
 """
 from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
 import logging
 import os
 import shutil
+import threading
 from typing import Callable
 
 from kafkalite.errors import KafkaStorageError
@@ -54,19 +64,69 @@ from kafkalite.storage.remote.storage_manager import (LogSegmentData, RemoteLogS
                                                       RemoteStorageManager)
 from kafkalite.storage.segment import (INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment,
                                        segment_path)
-from kafkalite.storage.txn_index import TXN_INDEX_SUFFIX
+from kafkalite.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger(__name__)
+
+
+class RemoteReadPending(Exception):
+    """A read needs a remote segment that is being downloaded in the
+    background; ``key`` is the purgatory key its completion wakes."""
+
+    def __init__(self, key):
+        super().__init__(key)
+        self.key = key
 
 REMOTE_CACHE_DIR = "remote-log-cache"
 CACHED_SEGMENTS = 4             # remote segments kept fetched for reads, at most,
 CACHED_BYTES = 1 << 30          # and their bytes (the segment being read is always kept)
+CACHED_TXN_INDEXES = 1024      # remote segments' transaction indexes kept fetched alone
 _FETCH_CHUNK = 8 << 20          # bytes per ranged fetch when filling the cache
 COPIES_QUEUED = 16              # segments of a partition handed to the copier at once
 
 S = RemoteLogSegmentState
 
 _copier = BackgroundThread("kafkalite-remote-copy")
+
+
+class RemoteTopicStats:
+    """Kafka's tiered-storage BrokerTopicMetrics, per topic, as this
+    process's RemoteLogs counted them since it started: bytes of segments
+    copied and copies failed (RemoteCopyBytesPerSec, RemoteCopyErrorsPerSec),
+    bytes of segments read from the store and reads failed
+    (RemoteFetchBytesPerSec, RemoteFetchErrorsPerSec). A process-wide
+    object, as Kafka's BrokerTopicStats is broker-wide: a partition's counts
+    stay when its log closes (leadership moved), as counters must. Any
+    thread may add (a log closes on a pool thread); the metrics snapshot
+    reads."""
+
+    COPY_BYTES, COPY_ERRORS, FETCH_BYTES, FETCH_ERRORS = range(4)
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._topics: dict[str, list[int]] = {}
+
+    def add(self, topic: str, which: int, n: int = 1) -> None:
+        with self._lock:
+            counts = self._topics.get(topic)
+            if counts is None:
+                counts = self._topics[topic] = [0, 0, 0, 0]
+            counts[which] += n
+
+    def snapshot(self) -> dict[str, list[int]]:
+        with self._lock:
+            return {t: list(c) for t, c in self._topics.items()}
+
+
+REMOTE_TOPIC_STATS = RemoteTopicStats()
+
+
+class _IndexOnly:
+    """What segments_from yields for a segment: its transaction index."""
+    __slots__ = ("txn_index",)
+
+    def __init__(self, txn_index: TransactionIndex):
+        self.txn_index = txn_index
 
 
 class RemoteLog:
@@ -77,12 +137,24 @@ class RemoteLog:
         self.storage = storage
         self._clock = clock
         self.metadata = RemoteLogMetadataFile(directory)
+        # what its metrics are counted under: the topic of its ``<topic>-<n>`` directory
+        topic, _, index = os.path.basename(os.path.normpath(directory)).rpartition("-")
+        self.topic = topic if topic and index.isdigit() else name
         self._cache_dir = os.path.join(directory, REMOTE_CACHE_DIR)
         self._cache: collections.OrderedDict[str, LogSegment] = collections.OrderedDict()
         # the copies handed to the copier, oldest first: futures and metadata
         # (COPY_SEGMENT_STARTED), finished in this order
         self._copying: collections.deque[tuple[concurrent.futures.Future,
                                                RemoteLogSegmentMetadata]] = collections.deque()
+        # downloads under way on a reader's threads (segment id -> future), the
+        # reader while the owner reads in the background, and the downloads
+        # that failed since (their error goes to the next read of the segment)
+        self._reading: dict[tuple, tuple] = {}    # key -> (future, metadata, install)
+        self._reader = None
+        self._read_failed: dict[tuple, Exception] = {}
+        # transaction indexes of remote segments not cached whole (read_committed reads)
+        self._txn_indexes: collections.OrderedDict[str, TransactionIndex] = \
+            collections.OrderedDict()
         shutil.rmtree(self._cache_dir, ignore_errors=True)
         self._finish_interrupted()
 
@@ -159,6 +231,7 @@ class RemoteLog:
             try:
                 future.result()
             except BaseException:
+                REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.COPY_ERRORS)
                 self._drop(meta, delete_copy=False)     # the store cleaned up after itself
                 for later, later_meta in self._copying:
                     later.cancel()
@@ -167,6 +240,7 @@ class RemoteLog:
                 self._copying.clear()
                 raise
             self.metadata.update_state(meta.id, S.COPY_SEGMENT_FINISHED, self._clock())
+            REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.COPY_BYTES, meta.size)
             log.info("%s: copied segment %d..%d (%d bytes) to remote storage", self.name,
                      meta.base_offset, meta.end_offset, meta.size)
             finished += 1
@@ -215,6 +289,21 @@ class RemoteLog:
                                          seg.base_offset, data)
         self._copying.append((future, meta))
 
+    def copy_lag(self, segments, last_stable_offset: int) -> tuple[int, int]:
+        """Kafka's RemoteCopyLagBytes and RemoteCopyLagSegments: the bytes
+        and number of the rolled ``segments`` (active one excluded) due for
+        a copy (as ``copy_segments`` picks them) and not finished yet."""
+        nbytes = count = 0
+        highest = self.highest_offset
+        for seg in segments:
+            if seg.next_offset - 1 <= highest or seg.is_empty:
+                continue
+            if seg.next_offset > last_stable_offset:
+                break
+            nbytes += seg.size
+            count += 1
+        return nbytes, count
+
     # ---- retention ------------------------------------------------------------------------
 
     def expire(self, log_start_offset: int, local_log_start_offset: int, local_size: int,
@@ -247,6 +336,9 @@ class RemoteLog:
         cached = self._cache.pop(meta.id, None)
         if cached is not None:
             cached.delete()     # a FileRegion read from it keeps its file open
+        index = self._txn_indexes.pop(meta.id, None)
+        if index is not None:
+            index.delete()
         self.storage.delete_log_segment_data(self._segment_id(meta), meta.base_offset)
         self.metadata.update_state(meta.id, S.DELETE_SEGMENT_FINISHED, self._clock())
         log.info("%s: deleted remote segment %d..%d", self.name, meta.base_offset,
@@ -268,28 +360,165 @@ class RemoteLog:
         meta = self.metadata.find(offset)
         if meta is None:
             return None
-        return self._cached(meta)
+        seg = self._cached(meta)
+        if self._reader is not None:
+            self._read_ahead(meta)
+        return seg
+
+    def _read_ahead(self, meta: RemoteLogSegmentMetadata) -> None:
+        """A read served from ``meta``'s segment, in the background: start
+        downloading the next remote segment too, so that a consumer reading
+        on finds it there (or under way) instead of waiting a whole
+        download at each segment boundary. One ahead: the cache keeps four."""
+        following = next((s for s in self.metadata.segments if s.base_offset > meta.end_offset),
+                         None)
+        if following is None or following.id in self._cache:
+            return
+        key = ("remote-read", self.directory, "segment", following.id)
+        if key not in self._reading and key not in self._read_failed:
+            future = self._reader.submit(self, key, self.fetch_segment, following)
+            if future is not None:
+                self._reading[key] = (future, following, self._put_segment)
 
     def segments_from(self, offset: int):
-        """The remote segments from the one holding ``offset`` on, fetched as needed."""
+        """The remote segments from the one holding ``offset`` on, each with
+        an object whose ``txn_index`` is its transaction index (for the
+        aborted transactions of a read: the index alone is fetched, unless
+        the segment is cached whole)."""
         for meta in self.metadata.segments:
             if meta.end_offset >= offset:
-                yield meta, self._cached(meta)
+                yield meta, _IndexOnly(self._txn_index(meta))
+
+    @contextlib.contextmanager
+    def reading_in_background(self, reader):
+        """Reads made within download what they need on ``reader``'s threads
+        (a RemoteLogReader), raising RemoteReadPending meanwhile."""
+        self._reader = reader
+        try:
+            yield
+        finally:
+            self._reader = None
 
     def _cached(self, meta: RemoteLogSegmentMetadata) -> LogSegment:
         seg = self._cache.get(meta.id)
+        if seg is None:
+            self._download(("segment", meta.id), self.fetch_segment, self._put_segment, meta)
+            seg = self._cache[meta.id]      # the newest entry: never the one evicted
+        self._cache.move_to_end(meta.id)
+        return seg
+
+    def _txn_index(self, meta: RemoteLogSegmentMetadata) -> TransactionIndex:
+        seg = self._cache.get(meta.id)
         if seg is not None:
-            self._cache.move_to_end(meta.id)
-            return seg
-        seg = self._fetch(meta)
+            return seg.txn_index
+        index = self._txn_indexes.get(meta.id)
+        if index is None:
+            self._download(("txn", meta.id), self.fetch_txn_index, self._put_txn_index, meta)
+            index = self._txn_indexes[meta.id]
+        self._txn_indexes.move_to_end(meta.id)
+        return index
+
+    def _download(self, what: tuple, fetch, install, meta: RemoteLogSegmentMetadata) -> None:
+        """Have ``fetch(meta)`` (a download) made and its result put in place
+        by ``install(meta, result)``: now, on this thread, or, reading in
+        the background, on the reader's threads (RemoteReadPending until
+        ``finish_read``). One download of ``what`` at a time; a failed
+        background one raises at the next read that needs it."""
+        key = ("remote-read", self.directory, *what)
+        entry = self._reading.get(key)
+        failed = self._read_failed.pop(key, None)
+        if failed is not None:
+            raise failed
+        if self._reader is not None:
+            if entry is None:
+                future = self._reader.submit(self, key, fetch, meta)
+                if future is not None:      # else the reader is full: the read waits it out
+                    self._reading[key] = (future, meta, install)
+            raise RemoteReadPending(key)
+        if entry is not None:
+            # a reader's download of it: waited for, not made twice
+            concurrent.futures.wait([entry[0]])
+            self.finish_read(key)
+            failed = self._read_failed.pop(key, None)
+            if failed is not None:
+                raise failed
+            return
+        try:
+            result = fetch(meta)
+        except Exception:
+            REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.FETCH_ERRORS)
+            raise
+        self._count_read(result)
+        install(meta, result)
+
+    def _count_read(self, result) -> None:
+        if isinstance(result, LogSegment):      # a transaction index alone is not counted
+            REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.FETCH_BYTES, result.size)
+
+    def finish_read(self, key: tuple) -> None:
+        """A reader's download ended (owner's thread): its result is put in
+        place, unless the segment was deleted meanwhile; a failure is kept
+        for the next read that needs it. Once per download."""
+        entry = self._reading.pop(key, None)
+        if entry is None:
+            return
+        future, meta, install = entry
+        if future.cancelled():
+            return
+        exc = future.exception()
+        if exc is not None:
+            REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.FETCH_ERRORS)
+            self._read_failed[key] = exc if isinstance(exc, KafkaStorageError) else \
+                KafkaStorageError(f"{self.name}: a remote read failed: {exc}")
+            return
+        self._count_read(future.result())
+        if all(s.id != meta.id for s in self.metadata.segments):
+            future.result().delete()
+        else:
+            install(meta, future.result())
+
+    def _put_segment(self, meta: RemoteLogSegmentMetadata, seg: LogSegment) -> None:
+        if meta.id in self._cache:
+            seg.delete()
+            return
         self._cache[meta.id] = seg
         while len(self._cache) > 1 and (len(self._cache) > CACHED_SEGMENTS or sum(
                 s.size for s in self._cache.values()) > CACHED_BYTES):
             _, old = self._cache.popitem(last=False)
             old.delete()        # a FileRegion read from it keeps its file open
-        return seg
 
-    def _fetch(self, meta: RemoteLogSegmentMetadata) -> LogSegment:
+    def _put_txn_index(self, meta: RemoteLogSegmentMetadata, index: TransactionIndex) -> None:
+        if meta.id in self._txn_indexes:
+            index.delete()
+            return
+        self._txn_indexes[meta.id] = index
+        while len(self._txn_indexes) > CACHED_TXN_INDEXES:
+            _, old = self._txn_indexes.popitem(last=False)
+            old.delete()
+
+    def _wait_for_reads(self) -> None:
+        for key, (future, _, _) in list(self._reading.items()):
+            future.cancel()
+            concurrent.futures.wait([future])
+            self._reading.pop(key, None)
+            if not future.cancelled() and future.exception() is None:
+                future.result().delete()
+
+    def fetch_txn_index(self, meta: RemoteLogSegmentMetadata) -> TransactionIndex:
+        """Download ``meta``'s transaction index alone (empty when it has
+        none) into the cache directory (any thread: only its own file)."""
+        data = self.storage.fetch_index(self._segment_id(meta), meta.base_offset, "TRANSACTION")
+        directory = os.path.join(self._cache_dir, "txn")
+        path = os.path.join(directory, meta.id + TXN_INDEX_SUFFIX)
+        if data:
+            os.makedirs(directory, exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
+        return TransactionIndex(path, meta.base_offset)
+
+    def fetch_segment(self, meta: RemoteLogSegmentMetadata) -> LogSegment:
+        """Download ``meta``'s segment into the cache directory and open it
+        (on the owner's thread or a reader's: it touches only its own files)."""
         sid = self._segment_id(meta)
         os.makedirs(self._cache_dir, exist_ok=True)
         base = meta.base_offset
@@ -336,7 +565,9 @@ class RemoteLog:
 
     def close(self) -> None:
         self._wait_for_copy()
+        self._wait_for_reads()
         for seg in self._cache.values():
             seg.delete()
         self._cache.clear()
+        self._txn_indexes.clear()
         shutil.rmtree(self._cache_dir, ignore_errors=True)

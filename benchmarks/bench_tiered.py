@@ -1,0 +1,366 @@
+#!/usr/bin/env python
+"""Tiered storage benchmark (KIP-405): the offload of rolled segments and
+the read of a topic's remote part, each beside a plain transfer of the same
+files to or from the same store, in the same run.
+
+    python benchmarks/bench_tiered.py                     # both stores, 3 runs (2-3 minutes)
+    python benchmarks/bench_tiered.py --store directory   # one store
+    python benchmarks/bench_tiered.py --quick             # seconds
+
+1. Offload: a PartitionLog with --segments rolled segments of
+   --segment-bytes (1,000-byte random values, 100 to a batch) copied by
+   ``PartitionLog.copy_to_remote``, the leader's copy (the copier thread,
+   the remote log metadata's COPY_SEGMENT_STARTED and FINISHED writes,
+   the leader-epoch text, the store's own files), against a plain copy of
+   the same files (the segment's .log, .index and .timeindex) to the same
+   store: each file copied and fsynced into a directory beside the store's
+   (directory store), one ``upload_file`` each into the same bucket (S3).
+2. Remote read: a kafkalite server (one worker) with the store and a
+   tiered topic of --segments segments whose local copies are deleted; a
+   confluent-kafka consumer reads from offset 0 to the local log start,
+   every byte of it from the store (the worker's reader threads download
+   each segment into its cache; the cache keeps 4, so each run downloads
+   them all again), against the same consumer reading the same records
+   from a topic kept local, and a plain read of the same segment objects:
+   open and read of the store's ``segment.log`` files (directory), one
+   ``get_object`` each (S3).
+
+The S3 store is moto's server, on a thread of this process (as the tests
+run it): its CPU is this process's, on both sides of each comparison.
+Each figure is measured --runs times, the two sides of a comparison
+taking turns going first, the page cache synced before each; every run
+is printed with the load average, then the range. A benchmark never fails
+on timing: the exit status is 0 whenever the run completed.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import glob
+import json
+import logging
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+for path in (REPO, REPO / "tests"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+from report import quiesce, say  # noqa: E402
+
+from kafkalite.record import RecordBatchBuilder  # noqa: E402
+from kafkalite.storage import LogConfig, PartitionLog  # noqa: E402
+from kafkalite.storage.remote.storage_manager import LocalDirectoryRemoteStorage  # noqa: E402
+from kafkalite.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX  # noqa: E402
+
+MiB = 1 << 20
+LOCAL_TOPIC = "bench-local"     # the same records, not tiered: a consumer's local read
+VALUE_BYTES = 1000
+BATCH_RECORDS = 100
+QUICK = dict(segments=6, segment_bytes=1 * MiB)
+LOG_FILES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)     # what the store copies of a segment
+
+
+def load() -> str:
+    return "%.2f %.2f %.2f" % os.getloadavg()
+
+
+# ---- the stores ------------------------------------------------------------------------
+
+class DirectoryStore:
+    name = "directory"
+
+    def __init__(self, root: str):
+        self.root = root
+        self.manager = LocalDirectoryRemoteStorage(os.path.join(root, "store"))
+        self.server_config = f'remote_log_storage_dir = "{self.manager.root}"\n'
+
+    def plain_copy(self, files: list[str], run: int) -> None:
+        target = os.path.join(self.root, f"plain-{run}")
+        os.makedirs(target)
+        for path in files:
+            with open(path, "rb") as src, open(os.path.join(target, os.path.basename(path)),
+                                               "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+                dst.flush()
+                os.fsync(dst.fileno())
+
+    def plain_read(self, partition: str) -> int:
+        """Read every segment.log of ``partition`` in the store; bytes read."""
+        total = 0
+        for path in sorted(glob.glob(os.path.join(self.manager.root, partition, "*",
+                                                  "segment.log"))):
+            with open(path, "rb") as f:
+                while chunk := f.read(8 << 20):
+                    total += len(chunk)
+        return total
+
+
+class S3Store:
+    name = "s3"
+
+    def __init__(self, root: str, endpoint: str, bucket: str):
+        import boto3
+        from kafkalite.storage.remote.s3_storage import S3RemoteStorage
+        self.bucket = bucket
+        self.s3 = boto3.client("s3", endpoint_url=endpoint)
+        self.manager = S3RemoteStorage(bucket, endpoint_url=endpoint)
+        self.server_config = (f'remote_log_storage_s3_bucket = "{bucket}"\n'
+                              f'remote_log_storage_s3_endpoint = "{endpoint}"\n')
+
+    def plain_copy(self, files: list[str], run: int) -> None:
+        for path in files:
+            self.s3.upload_file(path, self.bucket, f"plain-{run}/{os.path.basename(path)}")
+
+    def plain_read(self, partition: str) -> int:
+        total = 0
+        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket,
+                                                                   Prefix=partition + "/")
+        keys = sorted(o["Key"] for page in pages for o in page.get("Contents", ())
+                      if o["Key"].endswith("/segment.log"))
+        for key in keys:
+            total += len(self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read())
+        return total
+
+
+# ---- 1. offload ------------------------------------------------------------------------
+
+def fill_log(directory: str, store, segments: int, segment_bytes: int) -> PartitionLog:
+    config = LogConfig.from_properties({"remote.storage.enable": "true",
+                                        "segment.bytes": str(segment_bytes)})
+    plog = PartitionLog.open(directory, config, remote_storage=store.manager)
+    builder = RecordBatchBuilder(0)
+    values = [os.urandom(VALUE_BYTES) for _ in range(BATCH_RECORDS)]
+    now = int(time.time() * 1000)
+    while len(plog.segments) <= segments:
+        builder.reset()
+        builder.append_values(values, timestamp=now)
+        plog.append(builder.build())
+    plog.high_watermark = plog.log_end_offset
+    plog.flush()
+    return plog
+
+
+def offload_run(work: str, store, args, run: int, first: str) -> dict:
+    """One run of both sides, ``first`` first: {side: (seconds, bytes)}."""
+    plog = fill_log(os.path.join(work, f"offload-{run}-0"), store, args.segments,
+                    args.segment_bytes)
+    try:
+        rolled = plog.segments[:-1]
+        files = [os.path.join(plog.directory, "%020d%s" % (s.base_offset, suffix))
+                 for s in rolled for suffix in LOG_FILES]
+        nbytes = sum(os.path.getsize(f) for f in files)
+        out = {}
+        for side in (("offload", "plain") if first == "offload" else ("plain", "offload")):
+            quiesce()
+            t0 = time.perf_counter()
+            if side == "offload":
+                copied = plog.copy_to_remote()
+                assert copied == len(rolled), (copied, len(rolled))
+            else:
+                store.plain_copy(files, run)
+            out[side] = (time.perf_counter() - t0, nbytes)
+        return out
+    finally:
+        plog.close()
+
+
+# ---- 2. remote read ---------------------------------------------------------------------
+
+def list_offsets(server, topic: str, *specs: int) -> list[int]:
+    from compat.compat_helpers import KafkaWire
+    from kafkalite.protocol import ApiKey
+    [broker] = server.info["kafka_brokers"]
+    wire = KafkaWire(f"127.0.0.1:{broker['port']}")
+    try:
+        r = wire.request(ApiKey.LIST_OFFSETS, 9, {
+            "replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
+                {"partition_index": 0, "current_leader_epoch": -1, "timestamp": ts}
+                for ts in specs]}]})
+    finally:
+        wire.close()
+    return [p["offset"] for p in r["topics"][0]["partitions"]]
+
+
+def tiered_topic(server, topic: str, args, tiered: bool = True) -> int:
+    """A tiered topic of --segments segments, all but the newest only
+    remote; returns its local log start offset (the remote part's end).
+    Not ``tiered``: the same records in a topic kept local; returns its end."""
+    import confluent_kafka as ck
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": server.kafka_bootstrap})
+    configs = {"segment.bytes": str(args.segment_bytes)}
+    if tiered:
+        configs.update({"remote.storage.enable": "true", "local.retention.bytes": "1"})
+    admin.create_topics([NewTopic(topic, 1, 1, config=configs)])[topic].result(30)
+    producer = ck.Producer({"bootstrap.servers": server.kafka_bootstrap, "linger.ms": 20,
+                            "batch.size": 256 * 1024, "queue.buffering.max.kbytes": 256 * 1024})
+    value = os.urandom(VALUE_BYTES)
+    records = (args.segments + 1) * args.segment_bytes // (VALUE_BYTES + 70)
+    for _ in range(records):
+        while True:
+            try:
+                producer.produce(topic, value)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    if producer.flush(120):
+        raise RuntimeError("the producer could not deliver every record")
+    if not tiered:
+        return records
+    # every rolled segment copied and deleted: the local log is the active
+    # segment, less than two segments' worth of records from the end
+    per_segment = args.segment_bytes // (VALUE_BYTES + 10)
+    deadline = time.monotonic() + 300
+    while True:
+        local, tiered = list_offsets(server, topic, -4, -5)
+        if local > 0 and tiered == local - 1 and local >= records - 2 * per_segment:
+            return local
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the topic was not offloaded: local start {local}, "
+                               f"latest tiered {tiered}")
+        time.sleep(0.2)
+
+
+def consume_remote(server, topic: str, end: int) -> tuple[float, int, int]:
+    """(seconds, bytes of values, records) of a consumer reading [0, end)."""
+    import confluent_kafka as ck
+    consumer = ck.Consumer({"bootstrap.servers": server.kafka_bootstrap, "group.id": "bench",
+                            "enable.auto.commit": False, "fetch.max.bytes": 64 * MiB,
+                            "max.partition.fetch.bytes": 16 * MiB})
+    try:
+        consumer.assign([ck.TopicPartition(topic, 0, 0)])
+        n = nbytes = 0
+        t0 = time.perf_counter()
+        deadline = time.monotonic() + 300
+        while n < end:
+            for m in consumer.consume(min(10_000, end - n), 1):
+                if m.error() is None and m.offset() < end:
+                    n += 1
+                    nbytes += len(m.value())
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the consumer read {n} of {end} records in 300 s")
+        return time.perf_counter() - t0, nbytes, n
+    finally:
+        consumer.close()
+
+
+def read_run(server, store, topic: str, partition: str, end: int, run: int) -> dict:
+    """One run of the three sides, each run starting with the next one."""
+    out = {}
+    sides = ["remote", "local", "plain"]
+    for side in sides[run % 3:] + sides[:run % 3]:
+        quiesce()
+        if side in ("remote", "local"):
+            out[side] = consume_remote(server, topic if side == "remote" else LOCAL_TOPIC, end)
+        else:
+            t0 = time.perf_counter()
+            nbytes = store.plain_read(partition)
+            out[side] = (time.perf_counter() - t0, nbytes, end)
+    return out
+
+
+# ---- the run ---------------------------------------------------------------------------
+
+def spread(values: list[float]) -> str:
+    return "%.2f-%.2f (median %.2f)" % (min(values), max(values), statistics.median(values))
+
+
+def bench_store(store, work: str, args) -> dict:
+    from kafkalite.server.node.launcher import ServerProcess
+    say(f"\n== {store.name} store ==")
+    figures: dict = {"offload": [], "read": []}
+    for run in range(args.runs):
+        first = "offload" if run % 2 == 0 else "plain"
+        say(f"  offload run {run + 1}: load {load()}")
+        r = offload_run(work, store, args, run, first)
+        (t_off, nbytes), (t_plain, _) = r["offload"], r["plain"]
+        ratio = t_plain / t_off
+        figures["offload"].append({"bytes": nbytes, "offload_s": t_off, "plain_s": t_plain,
+                                   "ratio": ratio, "load": load()})
+        say(f"    {nbytes / MiB:.0f} MiB: offload {nbytes / MiB / t_off:.1f} MiB/s, plain copy "
+            f"{nbytes / MiB / t_plain:.1f} MiB/s: {ratio:.2f}x")
+    config = os.path.join(work, f"{store.name}.toml")
+    with open(config, "w") as f:
+        f.write('"remote.log.storage.system.enable" = true\n' + store.server_config)
+    server = ServerProcess(os.path.join(work, f"server-{store.name}"), workers=1,
+                           extra_args=["--config", config]).start()
+    try:
+        topic = "bench-tiered"
+        end = tiered_topic(server, topic, args)
+        tiered_topic(server, LOCAL_TOPIC, args, tiered=False)
+        for run in range(args.runs):
+            say(f"  remote read run {run + 1}: load {load()}")
+            r = read_run(server, store, topic, f"{topic}-0", end, run)
+            (t_remote, vbytes, records), (t_plain, pbytes, _) = r["remote"], r["plain"]
+            t_local = r["local"][0]
+            figures["read"].append({
+                "records": records, "value_bytes": vbytes, "segment_bytes": pbytes,
+                "remote_s": t_remote, "local_s": t_local, "plain_s": t_plain, "load": load(),
+                "ratio": t_plain / t_remote, "vs_local": t_local / t_remote})
+            say(f"    {records:,} records from 0 to {end:,} ({pbytes / MiB:.0f} MiB of "
+                f"segments): consumer from the store {records / t_remote:,.0f} records/s "
+                f"({pbytes / MiB / t_remote:.1f} MiB/s of segments), from local segments "
+                f"{records / t_local:,.0f} records/s ({t_local / t_remote:.2f}x), plain "
+                f"{'read' if store.name == 'directory' else 'GET'} of the store's segments "
+                f"{pbytes / MiB / t_plain:.1f} MiB/s ({t_plain / t_remote:.2f}x)")
+    finally:
+        server.stop()
+    say(f"  offload / plain copy:       {spread([f['ratio'] for f in figures['offload']])}")
+    say(f"  remote read / plain:        {spread([f['ratio'] for f in figures['read']])}")
+    say(f"  remote read / local read:   {spread([f['vs_local'] for f in figures['read']])}")
+    return figures
+
+
+@contextlib.contextmanager
+def the_store(kind: str, work: str):
+    if kind == "directory":
+        yield DirectoryStore(work)
+        return
+    from moto_s3 import moto_s3
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)     # moto's request log
+    with moto_s3("bench") as endpoint:
+        yield S3Store(work, endpoint, "bench")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--store", choices=("directory", "s3", "both"), default="both")
+    parser.add_argument("--segments", type=int, default=8)
+    parser.add_argument("--segment-bytes", type=int, default=8 * MiB)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="6 segments of 1 MiB")
+    parser.add_argument("--work-dir", default=None)
+    parser.add_argument("--output", default=None, help="write the figures as JSON here")
+    args = parser.parse_args(argv)
+    if args.quick:
+        given = {a.split("=")[0] for a in (argv if argv is not None else sys.argv[1:])}
+        for k, v in QUICK.items():
+            if "--" + k.replace("_", "-") not in given:
+                setattr(args, k, v)
+    say(f"bench_tiered: {args.segments} segments of {args.segment_bytes / MiB:g} MiB, "
+        f"{args.runs} runs; load average {load()} ({os.cpu_count()} CPUs)")
+    results = {}
+    work = tempfile.mkdtemp(prefix="kafkalite-bench-tiered-", dir=args.work_dir)
+    try:
+        for kind in (("directory", "s3") if args.store == "both" else (args.store,)):
+            store_work = os.path.join(work, kind)
+            os.makedirs(store_work)
+            with the_store(kind, store_work) as store:
+                results[kind] = bench_store(store, store_work, args)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if args.output:
+        with open(args.output, "w") as f:
+            json.dump({"settings": vars(args), "results": results}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
