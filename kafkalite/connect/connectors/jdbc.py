@@ -52,6 +52,7 @@ from kafkalite.connect.api import (SinkConnector, SinkTask, SourceConnector, Sou
 from kafkalite.connect.config import (BOOLEAN, INT, LIST, LONG, PASSWORD, STRING, ConfigDef,
                                       ConfigException, at_least, one_of)
 from kafkalite.connect.connectors.dialects import PostgreSQL, SQLite, dialect_for
+from kafkalite.connect.converters import ColumnarValues
 from kafkalite.connect.data import Field, Schema
 from kafkalite.connect.errors import ConnectException, DataException
 
@@ -282,6 +283,12 @@ class JdbcSourceTask(SourceTask):
 
 KAFKA_PK = ("__connect_topic", "__connect_partition", "__connect_offset")
 _UTC = _dt.timezone.utc
+# the column types (information_schema's names, or sql_type's of a table made here) that
+# read a value's CSV text and psycopg's as one value (not numeric: it keeps the scale of
+# the text, 1.0 from psycopg and 1 from pyarrow)
+_FLOAT_COLUMNS = {"REAL", "DOUBLE PRECISION"}
+_TIMESTAMP_COLUMNS = {"TIMESTAMP", "TIMESTAMP WITHOUT TIME ZONE", "TIMESTAMP WITH TIME ZONE"}
+_TIME_COLUMNS = {"TIME", "TIME WITHOUT TIME ZONE", "TIME WITH TIME ZONE"}
 
 
 class JdbcSinkConnector(SinkConnector):
@@ -449,7 +456,10 @@ class JdbcSinkTask(SinkTask):
         """The bulk path (api.py): a batch of one topic whose values are
         structs of one schema, inserted or upserted on PostgreSQL (pk.mode
         none or record_value) from its columns through COPY, with no record
-        object; anything else is ``put`` of its records."""
+        object; anything else is ``put`` of its records. Values the
+        converter gave as Arrow columns (ColumnarValues) are inserted as the
+        CSV pyarrow writes of them, with no Python object per value, where
+        that CSV is what the rows would have been (_csv_of)."""
         if not self._bulk_ok(batch):
             self.put(batch.records())
             return
@@ -465,34 +475,25 @@ class JdbcSinkTask(SinkTask):
             return
         table = self.c["table.name.format"].replace(
             "${topic}", batch.rows.column("topic").dictionary[0].as_py())
+        columnar = isinstance(values, ColumnarValues) and self.c["insert.mode"] == "insert"
         get = itemgetter(*names)
+        rows = None
+        if not columnar:
+            try:
+                rows = list(map(get, values)) if len(names) > 1 else [(get(v),) for v in values]
+            except KeyError:                # a value without a field: as put reads it
+                self.put(batch.records())
+                return
         try:
-            rows = list(map(get, values)) if len(names) > 1 else [(get(v),) for v in values]
-        except KeyError:                    # a value without a field: as put reads it
-            self.put(batch.records())
-            return
-        try:
-            # only the columns whose values the driver cannot take as they are (timestamps
-            # made naive UTC, maps and arrays as JSON) are converted, a column at a time
-            convert = [i for i, f in enumerate(fields)
-                       if f.schema.name is not None or f.schema.type in ("map", "array",
-                                                                         "struct")]
-            if convert:
-                to_db = self.d.to_db
-                rows = [list(r) for r in rows]
-                for i in convert:
-                    if fields[i].schema.name == cdata.TIMESTAMP:
-                        # a UTC datetime goes as it is: a timestamp column takes its wall
-                        # clock (PostgreSQL ignores the +00:00), a timestamptz its instant
-                        for r in rows:
-                            x = r[i]
-                            if x is not None and x.tzinfo is not _UTC:
-                                r[i] = to_db(x)
-                        continue
-                    for r in rows:
-                        r[i] = to_db(r[i])
             self._ensure_table(table, schemas, schemas, pk)
-            self._write(table, None, names, rows, tuple(pk))
+            csv = self._csv_of(table, values.table, fields) if columnar else None
+            if csv is not None:
+                self._copy_csv(self.d.qualified(table), names, csv)
+            else:
+                if rows is None:            # the converter's dicts hold every field
+                    rows = list(map(get, values)) if len(names) > 1 else \
+                        [(get(v),) for v in values]
+                self._write(table, None, names, self._db_rows(table, fields, rows), tuple(pk))
             self.conn.commit()
         except Exception:
             self.conn.rollback()
@@ -500,13 +501,86 @@ class JdbcSinkTask(SinkTask):
             self._staging.clear()
             raise
 
+    def _db_rows(self, table, fields, rows) -> list:
+        """``rows`` with the columns whose values the driver cannot take as
+        they are (timestamps made naive UTC, maps and arrays as JSON)
+        converted, a column at a time, as ``put`` converts them."""
+        convert = [i for i, f in enumerate(fields)
+                   if f.schema.name is not None or f.schema.type in ("map", "array", "struct")]
+        if not convert:
+            return rows
+        to_db = self.d.to_db
+        known = self.tables[table]
+        rows = [list(r) for r in rows]
+        for i in convert:
+            if fields[i].schema.name == cdata.TIMESTAMP and \
+                    known.get(fields[i].name) in _TIMESTAMP_COLUMNS:
+                # a UTC datetime goes as it is into a timestamp column: it takes the wall
+                # clock (PostgreSQL ignores the +00:00), a timestamptz the instant; into
+                # any other column, the text put writes
+                for r in rows:
+                    x = r[i]
+                    if x is not None and x.tzinfo is not _UTC:
+                        r[i] = to_db(x)
+                continue
+            for r in rows:
+                r[i] = to_db(r[i])
+        return rows
+
+    def _csv_of(self, table, columns, fields):
+        """The CSV of ``fields``' Arrow columns that ``COPY ... (FORMAT csv)``
+        reads as the rows ``_copy`` would write of the same values, or None.
+        Every string is quoted (so an empty one is not NULL and ``\.`` is no
+        end of data), a null is an unquoted empty field. Ints, strings and
+        dates are the text psycopg writes; booleans are written as its
+        ``t``/``f``; the rest differ in text from psycopg's and are written
+        only into columns that read both texts as one value: floats (finite:
+        the converter keeps NaN and infinities per record) into float columns, timestamps as their UTC wall clock into timestamp
+        columns (the session is UTC: a timestamptz takes the same instant),
+        times into time columns."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.csv as pcsv
+        known = self.tables[table]
+        out = []
+        for f in fields:
+            col, s = columns.column(f.name), f.schema
+            decl = known.get(f.name, "")
+            t = col.type
+            if pa.types.is_boolean(t):
+                col = pc.if_else(col, "t", "f")
+            elif pa.types.is_floating(t):
+                if decl not in _FLOAT_COLUMNS:
+                    return None
+            elif pa.types.is_timestamp(t):
+                if decl not in _TIMESTAMP_COLUMNS:
+                    return None
+                col = col.cast(pa.timestamp("ms"))      # the UTC wall clock
+            elif pa.types.is_time(t):
+                if decl not in _TIME_COLUMNS:
+                    return None
+            elif not (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_date(t)):
+                return None
+            out.append(col)
+        sink = pa.BufferOutputStream()
+        pcsv.write_csv(pa.Table.from_arrays(out, names=[f.name for f in fields]), sink,
+                       pcsv.WriteOptions(include_header=False, quoting_style="needed"))
+        return sink.getvalue()
+
+    def _copy_csv(self, target: str, names, csv) -> None:
+        cols = ", ".join(map(self.d.quote, names))
+        with self.conn.cursor() as cur:
+            with cur.copy(f"COPY {target} ({cols}) FROM STDIN (FORMAT csv)") as cp:
+                cp.write(csv)
+
     def _bulk_ok(self, batch) -> bool:
         vs = batch.value_schema
         return (isinstance(self.d, PostgreSQL) and self.c["insert.mode"] in ("insert", "upsert")
                 and self.c["pk.mode"] in ("none", "record_value") and vs is not None
                 and not isinstance(vs, list) and vs.type == "struct"
                 and len(batch.rows.column("topic").dictionary) == 1
-                and all(type(v) is dict for v in batch.values))
+                and (isinstance(batch.values, ColumnarValues)      # dicts, every one
+                     or all(type(v) is dict for v in batch.values)))
 
     def _write(self, table, sql, names, rows, pk) -> None:
         """One run of rows of one statement: PostgreSQL's inserts through
