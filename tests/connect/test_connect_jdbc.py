@@ -417,8 +417,8 @@ def test_postgres_insert_from_arrow_columns_writes_what_the_per_record_path_writ
     types (numeric, timestamptz, timetz), into text columns (where the CSV's
     text of a float, a timestamp or a time is not psycopg's: the rows then go
     as rows), and into text columns for the rest (a boolean's text is
-    psycopg's t/f). A batch PostgreSQL refuses (a NUL in a text)
-    leaves nothing of itself in the table."""
+    psycopg's t/f). A batch PostgreSQL refuses (a NUL in a text) fails its
+    put or the flush after it, and leaves nothing of itself in the table."""
     from kafkalite.connect.converters import ColumnarValues
     create(server, topic_name)
     p = Producer(server.config())
@@ -438,6 +438,7 @@ def test_postgres_insert_from_arrow_columns_writes_what_the_per_record_path_writ
         for batch in batches:
             a.put_batch(batch)
             b.put(batch.records())
+        a.flush({})         # the last CSV COPY is committed on after its put returns
         got, want = _typed_rows(postgres, columnar), _typed_rows(postgres, per_record)
         assert len(got) == n and got == want
         # a NUL in a text: refused by PostgreSQL on both paths, nothing of the batch kept
@@ -451,6 +452,7 @@ def test_postgres_insert_from_arrow_columns_writes_what_the_per_record_path_writ
         assert isinstance(rest.values, ColumnarValues)
         with pytest.raises(psycopg.Error):
             a.put_batch(rest)
+            a.flush({})     # where a CSV COPY's failure is raised, if not in its put
         with pytest.raises(psycopg.Error):
             b.put(rest.records())
         assert _typed_rows(postgres, columnar) == got
@@ -458,3 +460,39 @@ def test_postgres_insert_from_arrow_columns_writes_what_the_per_record_path_writ
     finally:
         a.stop()
         b.stop()
+
+
+def test_a_copy_refused_after_its_put_returned_fails_the_task_with_nothing_of_it_kept(
+        connect, server, postgres, topic_name):
+    """The CSV COPY of a put ends (PostgreSQL answers once every row is in)
+    and commits while the worker fetches the next records: a batch
+    PostgreSQL refuses fails the task with PostgreSQL's error, none of its
+    rows in the table, and the group's offset not past the rows that are."""
+    table = table_name("f")
+    create(server, topic_name)
+    p = Producer(server.config())
+    p.produce_batch(topic_name, [envelope(COLUMNAR["fields"], columnar_payload(i))
+                                 for i in range(500)], partition=0)
+    assert p.flush(30) == 0
+    connect.create("jsink-nul", **sink_config("jdbc:" + postgres, topic_name, **{
+        "table.name.format": table, "insert.mode": "insert", "pk.mode": "none",
+        "delete.enabled": "false"}))
+
+    def count():
+        try:
+            return pg(postgres, f"SELECT count(*) FROM {table}")[0][0]
+        except psycopg.errors.UndefinedTable:
+            return 0
+    wait_until(lambda: count() == 500, timeout=60,
+               message=lambda: f"{count()} rows: {connect.state('jsink-nul')}")
+    p.produce_batch(topic_name, [envelope(COLUMNAR["fields"], {
+        **columnar_payload(500 + i), "name": "a\u0000b" if i == 3 else "fine"})
+        for i in range(10)], partition=0)
+    assert p.flush(30) == 0
+    p.close()
+    st = wait_until(lambda: (s := connect.state("jsink-nul"))["tasks"][0]["state"] == "FAILED"
+                    and s, timeout=60, message="the task FAILED")
+    assert "0x00" in st["tasks"][0]["trace"]
+    assert count() == 500
+    offsets = connect.http("GET", "/connectors/jsink-nul/offsets").json()["offsets"]
+    assert all(o["offset"]["kafka_offset"] <= 500 for o in offsets), offsets

@@ -36,13 +36,20 @@ A ``put`` is one transaction; on PostgreSQL its inserts go through ``COPY
 FROM`` and its upserts through COPY into a temporary staging table and one
 ``INSERT ... SELECT ... ON CONFLICT`` (the last write of a key in a run
 wins), the rest (updates, deletes, SQLite) in ``batch.size`` statement
-batches; order between writes and deletes of one table is kept. Values may be
+batches; order between writes and deletes of one table is kept. A batch
+the converter gave as Arrow columns is inserted by one ``COPY ... (FORMAT
+csv)`` of them whose end and commit run on a thread of the task's own
+after ``put_batch`` returns, while the worker fetches the next records:
+the next put, ``flush`` (so before the worker commits offsets) or
+``stop`` waits for it, and a failure of it fails that call and every one
+after (nothing of that put is kept, and no offset after it committed). Values may be
 schemaful structs or schemaless dicts (column types then come from the
 values).
 """
 from __future__ import annotations
 
 import datetime as _dt
+import logging
 import threading
 import time
 
@@ -281,6 +288,7 @@ class JdbcSourceTask(SourceTask):
 
 # ---- sink -----------------------------------------------------------------------------------
 
+log = logging.getLogger(__name__)
 KAFKA_PK = ("__connect_topic", "__connect_partition", "__connect_offset")
 _UTC = _dt.timezone.utc
 # the column types (information_schema's names, or sql_type's of a table made here) that
@@ -329,6 +337,12 @@ class JdbcSinkTask(SinkTask):
         self.tables: dict[str, dict] = {}     # table -> {column: declared type}
         # (table, columns) -> the session's temporary staging table of upserts through COPY
         self._staging: dict[tuple, str] = {}
+        # the last CSV COPY's end and commit, run by a thread of the task's own while the
+        # worker fetches and converts the next records (PostgreSQL takes in the rows
+        # meanwhile); whatever uses the connection next waits for it first (_settle)
+        self._committing = None
+        self._committer = None
+        self._copy_failed = None
 
     def _table_of(self, r):
         return self.c["table.name.format"].replace("${topic}", r.topic)
@@ -417,6 +431,7 @@ class JdbcSinkTask(SinkTask):
                 known[n] = d.sql_type(schemas[n])
 
     def put(self, records):
+        self._settle()
         if not records:
             return
         try:
@@ -459,7 +474,9 @@ class JdbcSinkTask(SinkTask):
         object; anything else is ``put`` of its records. Values the
         converter gave as Arrow columns (ColumnarValues) are inserted as the
         CSV pyarrow writes of them, with no Python object per value, where
-        that CSV is what the rows would have been (_csv_of)."""
+        that CSV is what the rows would have been (_csv_of); that COPY's end
+        and commit run on while the worker fetches the next records."""
+        self._settle()
         if not self._bulk_ok(batch):
             self.put(batch.records())
             return
@@ -488,12 +505,11 @@ class JdbcSinkTask(SinkTask):
             self._ensure_table(table, schemas, schemas, pk)
             csv = self._csv_of(table, values.table, fields) if columnar else None
             if csv is not None:
-                self._copy_csv(self.d.qualified(table), names, csv)
-            else:
-                if rows is None:            # the converter's dicts hold every field
-                    rows = list(map(get, values)) if len(names) > 1 else \
-                        [(get(v),) for v in values]
-                self._write(table, None, names, self._db_rows(table, fields, rows), tuple(pk))
+                self._copy_csv(self.d.qualified(table), names, csv)    # committed on
+                return
+            if rows is None:                # the converter's dicts hold every field
+                rows = list(map(get, values)) if len(names) > 1 else [(get(v),) for v in values]
+            self._write(table, None, names, self._db_rows(table, fields, rows), tuple(pk))
             self.conn.commit()
         except Exception:
             self.conn.rollback()
@@ -568,10 +584,48 @@ class JdbcSinkTask(SinkTask):
         return sink.getvalue()
 
     def _copy_csv(self, target: str, names, csv) -> None:
+        """``COPY ... (FORMAT csv)`` of ``csv``, sent; its end (PostgreSQL's
+        answer once every row is in) and the commit left to the committer
+        thread."""
         cols = ", ".join(map(self.d.quote, names))
-        with self.conn.cursor() as cur:
-            with cur.copy(f"COPY {target} ({cols}) FROM STDIN (FORMAT csv)") as cp:
-                cp.write(csv)
+        copying = self.conn.cursor().copy(f"COPY {target} ({cols}) FROM STDIN (FORMAT csv)")
+        cp = copying.__enter__()
+        try:
+            cp.write(csv)
+        except BaseException as e:
+            copying.__exit__(type(e), e, e.__traceback__)
+            raise
+        if self._committer is None:
+            from concurrent.futures import ThreadPoolExecutor
+            self._committer = ThreadPoolExecutor(1, thread_name_prefix="jdbc-sink-commit")
+        self._committing = self._committer.submit(self._end_copy, copying)
+
+    def _end_copy(self, copying) -> None:
+        copying.__exit__(None, None, None)
+        self.conn.commit()
+
+    def _settle(self) -> None:
+        """Wait for the last COPY's commit. Its failure is raised here, with
+        its transaction rolled back (nothing of that put is kept), and again
+        by every later call: the worker took that put as done, so no flush
+        may succeed after it (the offsets after its records would be
+        committed)."""
+        if self._copy_failed is not None:
+            raise ConnectException(f"an earlier put's COPY failed: {self._copy_failed}")
+        committing, self._committing = self._committing, None
+        if committing is None:
+            return
+        try:
+            committing.result()
+        except Exception as e:
+            self._copy_failed = e
+            self.conn.rollback()
+            self.tables.clear()
+            self._staging.clear()
+            raise
+
+    def flush(self, current_offsets):
+        self._settle()
 
     def _bulk_ok(self, batch) -> bool:
         vs = batch.value_schema
@@ -664,6 +718,14 @@ class JdbcSinkTask(SinkTask):
 
     def stop(self):
         try:
-            self.conn.close()
-        except Exception:       # noqa: BLE001
-            pass
+            self._settle()
+        except Exception as e:      # noqa: BLE001 -- stopping anyway; its offsets were not
+            # committed (no flush succeeded), so its records come again
+            log.warning("JDBC sink: the last put's COPY failed at stop: %s", e)
+        finally:
+            if self._committer is not None:
+                self._committer.shutdown()
+            try:
+                self.conn.close()
+            except Exception:       # noqa: BLE001
+                pass
