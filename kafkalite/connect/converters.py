@@ -17,7 +17,8 @@ schema of flat fields (numbers, booleans, strings, Timestamp, Date, Time)
 with pyarrow's JSON reader into Arrow columns at once, and hands them on as
 ColumnarValues: a sink that writes columns (jdbc.py's COPY) takes the
 columns, and the dicts every other sink reads are decoded, by the
-per-record decoder, only when one is read. A batch the Arrow reader does
+per-record decoder, only when one is read (a sink that reads the dicts
+alone gets no columns after its first batch). A batch the Arrow reader does
 not take exactly as the per-record decoder would (see _payload_columns)
 is decoded by that decoder alone.
 """
@@ -203,6 +204,7 @@ class JsonConverter(Converter):
         self._schemas: dict = {}       # id(Schema) -> (schema, its JSON, struct encoder)
         self._parsed: dict = {}        # schema JSON text -> (Schema, its value decoder) (reading)
         self._writers: dict = {}       # schema JSON text -> its _struct_writer (batches)
+        self._columns_read = True      # whether batches are read as Arrow columns too
 
     def from_connect_data(self, topic, schema, value):
         if value is None and schema is None:
@@ -249,11 +251,17 @@ class JsonConverter(Converter):
         if head is None:
             return super().to_connect_batch(topic, column)
         schema = head[1]
-        table = _payload_columns(column, head[0], schema)
+        # columns while the sink reads them: one that read a batch's dicts alone (a sink
+        # without put_batch, an upsert) gets dicts alone from then on
+        table = _payload_columns(column, head[0], schema) if self._columns_read else None
         if table is not None:
             return schema, ColumnarValues(
-                table, lambda: self._decode_envelopes(topic, column.to_pylist(), head)[1])
+                table, lambda: self._decode_envelopes(topic, column.to_pylist(), head)[1],
+                self._columns_unused)
         return self._decode_envelopes(topic, column.to_pylist(), head)
+
+    def _columns_unused(self) -> None:
+        self._columns_read = False
 
     def _decode_envelopes(self, topic, datas, head):
         """(schema, or one per record; values) of ``datas``: the payload
@@ -395,20 +403,30 @@ class ColumnarValues(Sequence):
     is a Python float; bool, string, Timestamp as timestamp[ms, UTC], Date
     as date32, Time as time32[ms]). The dicts are decoded on the first read
     of one, from the records' bytes: a sink that takes ``table`` never
-    pays for them."""
+    pays for them. ``unused`` is called if the dicts are read and the table
+    never was (the converter then stops making tables for that sink)."""
 
-    def __init__(self, table, decode):
-        self.table = table
+    def __init__(self, table, decode, unused=None):
+        self._table = table
         self._decode = decode
+        self._unused = unused
+        self._table_read = False
         self._values = None
+
+    @property
+    def table(self):
+        self._table_read = True
+        return self._table
 
     def _list(self) -> list:
         if self._values is None:
             self._values = self._decode()
+            if not self._table_read and self._unused is not None:
+                self._unused()
         return self._values
 
     def __len__(self):
-        return self.table.num_rows
+        return self._table.num_rows
 
     def __getitem__(self, i):
         return self._list()[i]
