@@ -341,8 +341,8 @@ COLUMNAR = {"type": "struct", "optional": False, "name": "flat", "fields": [
      "name": "org.apache.kafka.connect.data.Date", "version": 1},
     {"field": "clock", "type": "int32", "optional": True,
      "name": "org.apache.kafka.connect.data.Time", "version": 1}]}
-NASTY = ["", "a,b", 'q"q', "l\nl", "\r\n", "\\.", "x\\y", "\\N", "tab\there", "NULL", "ünïcode ✓ 😀",
-         " ", '"', ",", "\\", "\u2028"]
+NASTY = ["", "a,b", 'q"q', "l\nl", "\r\n", "\\.", "x\\y", "\\N", "tab\there", "NULL",
+         "ünïcode ✓ 😀", " ", '"', ",", "\\", "\u2028"]
 
 
 def columnar_payload(i):

@@ -42,9 +42,9 @@ csv)`` of them whose end and commit run on a thread of the task's own
 after ``put_batch`` returns, while the worker fetches the next records:
 the next put, ``flush`` (so before the worker commits offsets) or
 ``stop`` waits for it, and a failure of it fails that call and every one
-after (nothing of that put is kept, and no offset after it committed). Values may be
-schemaful structs or schemaless dicts (column types then come from the
-values).
+after (nothing of that put is kept, and no offset after it committed).
+Values may be schemaful structs or schemaless dicts (column types then
+come from the values).
 """
 from __future__ import annotations
 
@@ -546,21 +546,22 @@ class JdbcSinkTask(SinkTask):
     def _csv_of(self, table, columns, fields):
         """The CSV of ``fields``' Arrow columns that ``COPY ... (FORMAT csv)``
         reads as the rows ``_copy`` would write of the same values, or None.
-        Every string is quoted (so an empty one is not NULL and ``\.`` is no
+        Every string is quoted (so an empty one is not NULL and ``\\.`` is no
         end of data), a null is an unquoted empty field. Ints, strings and
         dates are the text psycopg writes; booleans are written as its
         ``t``/``f``; the rest differ in text from psycopg's and are written
         only into columns that read both texts as one value: floats (finite:
-        the converter keeps NaN and infinities per record) into float columns, timestamps as their UTC wall clock into timestamp
-        columns (the session is UTC: a timestamptz takes the same instant),
-        times into time columns."""
+        the converter keeps NaN and infinities per record) into float
+        columns, timestamps as their UTC wall clock into timestamp columns
+        (the session is UTC: a timestamptz takes the same instant), times
+        into time columns."""
         import pyarrow as pa
         import pyarrow.compute as pc
         import pyarrow.csv as pcsv
         known = self.tables[table]
         out = []
         for f in fields:
-            col, s = columns.column(f.name), f.schema
+            col = columns.column(f.name)
             decl = known.get(f.name, "")
             t = col.type
             if pa.types.is_boolean(t):
