@@ -24,7 +24,10 @@ text lines of the source ceiling) and one ``COPY ... FROM STDIN`` of their
 values into an empty table; connect: the JdbcSinkConnector
 (``insert.mode=insert``, ``auto.create``) reading the schemaful topic of
 the JDBC source, timed from its creation until the table has every row
-(each put is a committed transaction).
+(each put is a committed transaction), its consumer with
+``max.poll.records`` 10,000 and ``max.partition.fetch.bytes`` 10 MB (a
+put of up to 10,000 records; with the 1 MB default a put is one fetch,
+~2,000 records).
 
 A throwaway PostgreSQL cluster (tests/postgres.py) and a kafkalite server
 (2 workers) are started; one table of ``--rows`` rows (id BIGSERIAL, a
@@ -254,6 +257,9 @@ def consume_copy_in(server, dsn: str, topic: str, rows: int) -> float:
         cons.close()
 
 
+SINK_FETCH_BYTES = 10 * 1024 * 1024
+
+
 def jdbc_sink(server, dsn: str, topic: str, rows: int, work: str) -> float:
     """The JdbcSinkConnector (insert, auto.create) from ``topic`` (the JDBC
     source's schemaful JSON) into a new table: seconds until the table has
@@ -262,8 +268,12 @@ def jdbc_sink(server, dsn: str, topic: str, rows: int, work: str) -> float:
     import psycopg
     from kafkalite.connect import Herder, Worker
     from kafkalite.connect.offsets import FileOffsetStore
+    # a put of up to 10,000 records, and fetches that hold as many (~470-byte envelopes;
+    # with the 1 MB default a fetch, and so a put, is ~2,000 of them): the consumer
+    # settings Kafka Connect's JDBC sink is tuned with
     worker = Worker({"bootstrap.servers": server.bootstrap, "offset.flush.interval.ms": 1000,
-                     "consumer.max.poll.records": 10_000},
+                     "consumer.max.poll.records": 10_000,
+                     "consumer.max.partition.fetch.bytes": SINK_FETCH_BYTES},
                     FileOffsetStore(os.path.join(work, "offsets-jdbc-sink.json")))
     worker.start()
     herder = Herder(worker)
@@ -357,6 +367,11 @@ def through_connect(server, dsn, table, rows, batch, schemas: bool, work) -> flo
         worker.stop()
 
 
+def load_average() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
 def ratio(figures: dict, key: str, ceiling: str) -> str:
     return f"{figures[key] / figures[ceiling]:.2f}x of the ceiling"
 
@@ -374,6 +389,9 @@ def main(argv=None) -> int:
     rows = 20_000 if args.quick else args.rows
     lines = 20_000 if args.quick else (args.lines or rows)
     only = set(args.only.split(","))
+    # the machine's load beside the figures: the ratios to the same run's ceilings are
+    # what compare across runs
+    print(f"load average: {load_average()}")
     work = tempfile.mkdtemp(prefix="bench-connect-")
     pg = PostgresServer().start() if only & {"jdbc", "parquet"} else None
     server = launcher.ServerProcess(os.path.join(work, "data"), workers=2).start()
@@ -435,6 +453,7 @@ def main(argv=None) -> int:
             print(f"topic -> ParquetSinkConnector: {rows:,} rows in {took:.2f} s = "
                   f"{rows / took:,.0f} rows/s "
                   f"({rows / took / figures['copy_to_parquet_rows_per_s']:.1%} of COPY + Parquet)")
+        print(f"load average: {load_average()}")
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "results.json"), "w") as f:
             json.dump({"rows": rows, "lines": lines, "batch.max.rows": args.batch,

@@ -19,7 +19,13 @@ filled (id, a 20-character text, a double, a timestamp). Figures, rows/s:
    creation until the sink's group committed every row (committed = in a
    table snapshot);
 3. topic -> Iceberg alone: a second Iceberg sink reading the topic of 2.,
-   already full, into another table.
+   already full, into another table;
+4. the Iceberg sink's ceiling (issue 45's: at least 0.5x): the same rows
+   as one Arrow table of the sink's columns and types (read by COPY +
+   pyarrow.csv beforehand, not timed), written by one pyiceberg append
+   (pyarrow's Parquet writer) into a new table of the same catalog and
+   partition spec, timed from the table's creation to the append's commit;
+   3. is compared with it.
 
 Timing never fails anything: figures are printed and written with
 report.write_tables (results.json, results.md) under ``--output-dir``.
@@ -51,6 +57,46 @@ def wait_committed(admin, herder, connector, rows):
             if any(t["state"] == "FAILED" for t in st["tasks"]):
                 raise RuntimeError(st["tasks"][0]["trace"])
         time.sleep(0.05)
+
+
+def pyiceberg_append(dsn: str, work: str, catalog_uri: str) -> float:
+    """The Iceberg sink's ceiling: seconds to create a table (partitioned by
+    day of ``modified``) and append the bench table's rows to it in one
+    pyiceberg append, the rows already one Arrow table of the columns and
+    types the sink writes (its ``__kafka_partition``, timestamps in
+    microseconds, UTC)."""
+    import io
+
+    import psycopg
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+    from pyiceberg.transforms import DayTransform
+
+    from kafkalite.connect.connectors.iceberg import iceberg_ready, sql_catalog
+    buf = io.BytesIO()
+    with psycopg.connect(dsn) as c:
+        with c.cursor().copy("COPY (SELECT * FROM bench_rows ORDER BY id) TO STDOUT "
+                             "(FORMAT csv, HEADER true)") as cp:
+            for chunk in cp:
+                buf.write(chunk)
+    buf.seek(0)
+    rows = pcsv.read_csv(buf, convert_options=pcsv.ConvertOptions(column_types={
+        "id": pa.int64(), "name": pa.string(), "amount": pa.float64(),
+        "modified": pa.timestamp("ms")}))
+    rows = rows.set_column(3, "modified", rows.column("modified").cast(
+        pa.timestamp("ms", tz="UTC")))
+    rows = iceberg_ready(rows.add_column(0, "__kafka_partition",
+                                         pa.array([0] * rows.num_rows, pa.int32())))
+    catalog = sql_catalog("kafkalite", uri=catalog_uri,
+                          warehouse="file://" + os.path.join(work, "warehouse"))
+    catalog.create_namespace_if_not_exists("ceiling")
+    start = time.perf_counter()
+    tx = catalog.create_table_transaction("ceiling.rows", schema=rows.schema)
+    with tx.update_spec() as spec:
+        spec.add_field("modified", DayTransform(), "modified_day")
+    tx.commit_transaction()
+    catalog.load_table("ceiling.rows").append(rows)
+    return time.perf_counter() - start
 
 
 def run_connect(server, dsn, rows, args, work, catalog_uri) -> tuple[float, float]:
@@ -137,6 +183,12 @@ def main(argv=None) -> int:
                 "rows/s", baseline_key="copy_to_parquet_rows_per_s")
         res.add("connect_topic_to_iceberg_rows_per_s", 3, "topic -> Iceberg (sink alone)",
                 round(rows / sink_only), "rows/s", baseline_key="copy_to_parquet_rows_per_s")
+        ceiling_append = rows / pyiceberg_append(pg.dsn, work, uri)
+        res.add("pyiceberg_append_rows_per_s", 4, "Arrow table + one pyiceberg append",
+                round(ceiling_append), "rows/s")
+        res.add("connect_sink_to_append_ratio", 4, "sink alone / pyiceberg append",
+                round(rows / sink_only / ceiling_append, 3), "ratio", target=0.5,
+                target_text=">= 0.5x", meets=rows / sink_only / ceiling_append >= 0.5)
     finally:
         server.stop()
         server.kill()

@@ -11,15 +11,26 @@ A null value is a tombstone both ways (None <-> None). Bytes that do not
 parse raise DataException (the worker's error tolerance decides what
 follows). Configured with the keys after the ``key.converter.`` /
 ``value.converter.`` prefix; ``is_key`` says which side.
+
+The JsonConverter's batch path reads a batch of envelopes of one struct
+schema of flat fields (numbers, booleans, strings, Timestamp, Date, Time)
+with pyarrow's JSON reader into Arrow columns at once, and hands them on as
+ColumnarValues: a sink that writes columns (jdbc.py's COPY) takes the
+columns, and the dicts every other sink reads are decoded, by the
+per-record decoder, only when one is read (a sink that reads the dicts
+alone gets no columns after its first batch). A batch the Arrow reader does
+not take exactly as the per-record decoder would (see _payload_columns)
+is decoded by that decoder alone.
 """
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 
 from kafkalite.connect.config import BOOLEAN, STRING, ConfigDef
-from kafkalite.connect.data import (Schema, from_json_value, struct_decoder, struct_encoder,
-                                    to_json_value)
+from kafkalite.connect.data import (DATE, TIME, TIMESTAMP, Schema, from_json_value,
+                                    struct_decoder, struct_encoder, to_json_value)
 from kafkalite.connect.errors import DataException
 
 
@@ -193,6 +204,7 @@ class JsonConverter(Converter):
         self._schemas: dict = {}       # id(Schema) -> (schema, its JSON, struct encoder)
         self._parsed: dict = {}        # schema JSON text -> (Schema, its value decoder) (reading)
         self._writers: dict = {}       # schema JSON text -> its _struct_writer (batches)
+        self._columns_read = True      # whether batches are read as Arrow columns too
 
     def from_connect_data(self, topic, schema, value):
         if value is None and schema is None:
@@ -229,12 +241,32 @@ class JsonConverter(Converter):
             return super().from_connect_batch(topic, schema, values)
 
     def to_connect_batch(self, topic, column):
-        datas = column.to_pylist()
-        if not self.schemas_enable or not datas or datas[0] is None:
+        n = len(column)
+        if column.null_count == n:
+            # every key (or value) null: what to_connect_data makes of each, without a call
+            return None, [None] * n
+        if not self.schemas_enable or column[0].as_py() is None:
             return super().to_connect_batch(topic, column)
-        head = self._envelope_head(datas[0])
+        head = self._envelope_head(column[0].as_py())
         if head is None:
             return super().to_connect_batch(topic, column)
+        schema = head[1]
+        # columns while the sink reads them: one that read a batch's dicts alone (a sink
+        # without put_batch, an upsert) gets dicts alone from then on
+        table = _payload_columns(column, head[0], schema) if self._columns_read else None
+        if table is not None:
+            return schema, ColumnarValues(
+                table, lambda: self._decode_envelopes(topic, column.to_pylist(), head)[1],
+                self._columns_unused)
+        return self._decode_envelopes(topic, column.to_pylist(), head)
+
+    def _columns_unused(self) -> None:
+        self._columns_read = False
+
+    def _decode_envelopes(self, topic, datas, head):
+        """(schema, or one per record; values) of ``datas``: the payload
+        alone decoded where a record has the first one's schema text,
+        ``to_connect_data`` for any other."""
         prefix, schema, decode = head
         k = len(prefix)
         scan = _DECODER.scan_once       # the C scanner: one JSON value from an index
@@ -361,6 +393,152 @@ class JsonConverter(Converter):
         except (ValueError, KeyError, TypeError) as e:
             raise DataException(f"JsonConverter: bad schema: {e}") from None
         return schema, from_json_value(schema, doc["payload"])
+
+
+class ColumnarValues(Sequence):
+    """The struct values of a batch (dicts, as the per-record decoder makes
+    them) with the same values as Arrow columns: ``table``, a pyarrow Table
+    of one column per field, in the schema's order, each of its field's
+    Arrow type (int8..int64, float64 for float32 too: the per-record value
+    is a Python float; bool, string, Timestamp as timestamp[ms, UTC], Date
+    as date32, Time as time32[ms]). The dicts are decoded on the first read
+    of one, from the records' bytes: a sink that takes ``table`` never
+    pays for them. ``unused`` is called if the dicts are read and the table
+    never was (the converter then stops making tables for that sink)."""
+
+    def __init__(self, table, decode, unused=None):
+        self._table = table
+        self._decode = decode
+        self._unused = unused
+        self._table_read = False
+        self._values = None
+
+    @property
+    def table(self):
+        self._table_read = True
+        return self._table
+
+    def _list(self) -> list:
+        if self._values is None:
+            self._values = self._decode()
+            if not self._table_read and self._unused is not None:
+                self._unused()
+        return self._values
+
+    def __len__(self):
+        return self._table.num_rows
+
+    def __getitem__(self, i):
+        return self._list()[i]
+
+    def __iter__(self):
+        return iter(self._list())
+
+
+# A field's Arrow type when the JSON reader parses it (ints, and the logical types' ints,
+# parsed as int64 and range-checked before the cast: Arrow's own narrowing is not the
+# per-record decoder's error) and once checked; fields of any other type or with a
+# default keep a batch on the per-record decoder.
+def _arrow_types():
+    import pyarrow as pa
+    ints = {"int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(), "int64": pa.int64()}
+    plain = {**ints, "float32": pa.float64(), "float64": pa.float64(), "boolean": pa.bool_(),
+             "string": pa.string()}
+    logical = {TIMESTAMP: ("int64", pa.timestamp("ms", tz="UTC")),
+               DATE: ("int32", pa.date32()), TIME: ("int32", pa.time32("ms"))}
+    return plain, logical
+
+
+# the values the per-record decoder takes for each: ints by their width, the logical
+# types as Python's datetime, date and time hold them (years 1..9999; a Time within its
+# day: the decoder wraps or refuses the rest)
+_RANGES = {"int8": (-(1 << 7), (1 << 7) - 1), "int16": (-(1 << 15), (1 << 15) - 1),
+           "int32": (-(1 << 31), (1 << 31) - 1),
+           TIMESTAMP: (-62_135_596_800_000, 253_402_300_799_999),
+           DATE: (-719_162, 2_932_896), TIME: (0, 86_399_999)}
+# JSON tokens Arrow's reader takes and Python's refuses (Inf, -NaN), or takes with
+# another meaning: a batch holding any of them, even inside a string, is decoded per record
+_NON_FINITE = "Inf|NaN"
+
+
+def _payload_columns(column, prefix: bytes, schema: Schema):
+    """The payloads of ``column`` (envelopes that all begin with ``prefix``,
+    the bytes up to the first one's payload) as a pyarrow Table, one column
+    per field of ``schema`` (ColumnarValues' types), or None where the
+    per-record decoder could decide otherwise than this reading: a field
+    type it does not take, a null record or one of another layout, text
+    that is not UTF-8, a payload that is not one object on one line, JSON
+    Arrow reads and Python does not, a null in a required field, a number
+    out of its field's range, a float -0.0 (``-0`` is 0.0 per record)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.json as pj
+    plain, logical = _arrow_types()
+    if schema.type != "struct" or not schema.fields:
+        return None
+    names = [f.name for f in schema.fields]
+    if len(set(names)) != len(names):
+        return None
+    read, want = [], []
+    for f in schema.fields:
+        fs = f.schema
+        if fs.default is not None:
+            return None
+        if fs.name is None and fs.type in plain:
+            t = plain[fs.type]
+            read.append(pa.int64() if fs.type in _RANGES or fs.type == "int64" else t)
+        elif fs.name in logical and logical[fs.name][0] == fs.type:
+            read.append(pa.int64())
+            t = logical[fs.name][1]
+        else:
+            return None
+        want.append(t)
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    n = len(column)
+    try:
+        if column.null_count or not pa.types.is_binary(column.type):
+            return None
+        if not pc.all(pc.starts_with(column, pattern=prefix)).as_py() or \
+                not pc.all(pc.ends_with(column, pattern=b"}")).as_py():
+            return None
+        column.cast(pa.string())          # UTF-8, as the per-record decode() checks it
+        payloads = pc.binary_slice(column, len(prefix), -1)
+        # one object per line: a payload that begins with "{" is one row or more (Arrow's
+        # reader crashes on a first line of null), and n rows from n of them is one each
+        if not pc.all(pc.starts_with(payloads, pattern=b"{")).as_py() or \
+                pc.any(pc.match_substring_regex(payloads, r"[\r\n]|" + _NON_FINITE)).as_py():
+            return None
+        lines = pc.binary_join_element_wise(payloads, pa.scalar(b""), pa.scalar(b"\n"))
+        at = np.frombuffer(lines.buffers()[1], dtype=np.int32)[lines.offset:lines.offset + n + 1]
+        text = lines.buffers()[2][int(at[0]):int(at[-1])]
+        table = pj.read_json(pa.BufferReader(text), parse_options=pj.ParseOptions(
+            explicit_schema=pa.schema(list(zip(names, read))),
+            unexpected_field_behavior="ignore"))
+        if table.num_rows != n:
+            return None
+        cols = []
+        for f, col, t in zip(schema.fields, table.columns, want):
+            fs = f.schema
+            if col.null_count and not fs.optional:
+                return None
+            bounds = _RANGES.get(fs.name or fs.type)
+            if bounds is not None and col.null_count < n:
+                lo, hi = pc.min_max(col).values()
+                if lo.as_py() < bounds[0] or hi.as_py() > bounds[1]:
+                    return None
+            if t == pa.float64():
+                x = col.to_numpy()
+                if np.any(np.signbit(x) & (x == 0.0)):
+                    return None
+            if fs.name in (DATE, TIME):
+                col = col.cast(pa.int32())      # Arrow casts to date32 / time32 from int32
+            cols.append(col.cast(t))
+        return pa.Table.from_arrays(cols, names=names)
+    except (pa.ArrowException, ValueError):
+        # what Arrow refuses, the per-record decoder reads or names the error of
+        return None
 
 
 CONVERTERS = {

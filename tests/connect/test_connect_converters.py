@@ -183,3 +183,183 @@ def test_a_batch_is_written_and_read_as_its_records_one_by_one():
     one_by_one = [c.to_connect_data("t", d) for d in data]
     assert schemas == [s for s, _ in one_by_one]
     assert repr(got) == repr([v for _, v in one_by_one])     # NaN != NaN: compared as text
+
+
+# ---- the JsonConverter's Arrow batch path ------------------------------------------------
+
+FLAT = {"type": "struct", "optional": False, "name": "flat", "fields": [
+    {"field": "id", "type": "int64", "optional": False},
+    {"field": "small", "type": "int8", "optional": True},
+    {"field": "mid", "type": "int32", "optional": True},
+    {"field": "name", "type": "string", "optional": True},
+    {"field": "amount", "type": "float64", "optional": True},
+    {"field": "ratio", "type": "float32", "optional": True},
+    {"field": "ok", "type": "boolean", "optional": True},
+    {"field": "at", "type": "int64", "optional": True,
+     "name": "org.apache.kafka.connect.data.Timestamp", "version": 1},
+    {"field": "day", "type": "int32", "optional": True,
+     "name": "org.apache.kafka.connect.data.Date", "version": 1},
+    {"field": "clock", "type": "int32", "optional": True,
+     "name": "org.apache.kafka.connect.data.Time", "version": 1}]}
+NASTY_TEXT = ["", "a,b", 'q"q', "l\nl", "\r\n", "\\.", "x\\y", "\\N", "tab\t", "NULL",
+              "ünïcode ✓ 😀", " ", '"', "\u2028", "\x7f"]
+
+
+def flat_payload(i):
+    return {"id": i, "small": (i % 256) - 128, "mid": i * 1000 - 5, "name":
+            None if i % 7 == 0 else NASTY_TEXT[i % len(NASTY_TEXT)],
+            "amount": None if i % 5 == 0 else (i / 3 if i % 2 else -i * 1e300),
+            "ratio": i * 0.1, "ok": None if i % 3 == 0 else i % 2 == 0,
+            "at": None if i % 4 == 0 else 1_700_000_000_000 + i * 86_400_017 - 10 ** 12,
+            "day": i * 1000 - 700_000, "clock": i * 3_600_001 % 86_400_000}
+
+
+def envelope_bytes(payload: str, schema=FLAT) -> bytes:
+    return ('{"schema":' + json.dumps(schema, separators=(",", ":")) + ',"payload":' + payload +
+            '}').encode()
+
+
+# text spliced into a payload where a value or a field goes: JSON Python and Arrow read
+# differently, values out of a field's range, layouts one path takes and the other not
+MUTATIONS = ["-0", "-0.0", "1.0", "1e2", "true", "null", '"7"', "NaN", "Infinity", "-Infinity",
+             "Inf", "-NaN", "9223372036854775808", "128", "-129", "2147483648", '"\\ud800"',
+             '"\\u0000"', '"a\x01b"', "1e400", "[1]", "{}", "-62135596800001",
+             "253402300800000", "2932897", "86400000", "-1", "0.5", "\n1", "\r1", " 1 ",
+             "1/*c*/", "01", "+1", ".5", "1.", "'x'", '"\\/\\b\\f"', "nul", "tru"]
+
+
+def _mutated(rng, i):
+    """The i-th payload, maybe mutated: (payload text, whole-record text or None)."""
+    p = json.dumps(flat_payload(i), separators=(",", ":"), ensure_ascii=rng.random() < 0.5)
+    roll = rng.random()
+    if roll < 0.55:
+        return p, None
+    if roll < 0.8:
+        # a value replaced: the text after one "field": up to its next , or }
+        field = rng.choice(FLAT["fields"])["field"]
+        key = f'"{field}":'
+        at = p.index(key) + len(key)
+        end = at
+        depth, in_str = 0, False
+        while end < len(p):
+            ch = p[end]
+            if in_str:
+                in_str = ch != '"' or p[end - 1] == "\\"
+            elif ch == '"':
+                in_str = True
+            elif ch in ",}" and depth == 0:
+                break
+            end += 1
+        return p[:at] + rng.choice(MUTATIONS) + p[end:], None
+    if roll < 0.86:
+        extra = rng.choice(['"id":1', '"zz":[1,{"a":null}]', '"zz":NaN', '"zz":Inf',
+                            '"zz":"\\ud83d\\ude00"'])
+        return "{" + extra + "," + p[1:], None
+    if roll < 0.9:
+        return p.replace('"id":', '"ID":'), None            # a required field missing
+    if roll < 0.94:
+        return rng.choice(["null", "[]", '"x"', p + p, p + " x", p + "null", " " + p,
+                           p + " ", "{", ""]), None
+    if roll < 0.97:
+        return p, envelope_bytes(p).replace(b'"payload":', b'"payload" :')
+    return p, envelope_bytes(p)[:-1] + b" }"
+
+
+def _per_record(c, datas):
+    """What the per-record path makes of each record: (schema, value) or the
+    DataException's type."""
+    out = []
+    for d in datas:
+        try:
+            out.append(c.to_connect_data("t", d))
+        except (DataException, OverflowError, ValueError) as e:
+            out.append(type(e))
+    return out
+
+
+def exact(values):
+    """Struct values compared with floats by their repr: 0.0 == -0.0, and the
+    sign is what a float column stores."""
+    return [{k: repr(x) if isinstance(x, float) else x for k, x in v.items()}
+            if isinstance(v, dict) else v for v in values]
+
+
+def test_a_json_batch_read_as_arrow_columns_is_what_the_per_record_path_reads():
+    """The JsonConverter reads a batch of flat structs with pyarrow's JSON
+    reader into columns (ColumnarValues) only where that reading is the
+    per-record path's: over batches of nasty and mutated payloads, either
+    the batch's values (and its columns, value for value) are what each
+    record alone reads as, or the batch falls back and fails or reads
+    exactly as the records one by one do."""
+    import random
+
+    import pyarrow as pa
+
+    from kafkalite.connect.converters import ColumnarValues
+    c = conv(JsonConverter)
+    rng = random.Random(45)
+    columnar = 0
+    ok = json.dumps(flat_payload(1))
+
+    def raw(field, text):        # flat_payload(1) with ``text`` as the field's JSON
+        return json.dumps({**flat_payload(1), field: "@"}).replace('"@"', text)
+    # besides the random ones: two objects in one record, a -0 where a float goes
+    # (Python's 0.0), a lone surrogate, a null payload, text that is not UTF-8
+    batches = [[ok, ok + ok], [ok, ok + ok, "{}"], [ok, raw("amount", "-0")],
+               [ok, raw("ratio", "-0")], [ok, raw("name", '"\\ud800"')], ["null", ok],
+               [ok, envelope_bytes(ok).replace(b"a,b", b"a\xff,b")],
+               [ok, envelope_bytes(ok).replace(b"a,b", b"a\xc3")]]
+    for b in range(400):
+        batch = []
+        for i in range(rng.choice([1, 3, 20])):
+            payload, whole = _mutated(rng, b * 20 + i)
+            batch.append(whole if whole is not None else payload)
+        batches.append(batch)
+    for b, batch in enumerate(batches):
+        datas = [x if isinstance(x, bytes) else envelope_bytes(x) for x in batch]
+        want = _per_record(c, datas)
+        try:
+            schema, values = c.to_connect_batch("t", pa.array(datas, pa.binary()))
+        except (DataException, OverflowError, ValueError):
+            assert any(isinstance(w, type) for w in want), (b, datas)
+            continue
+        assert all(not isinstance(w, type) for w in want), (b, datas, want)
+        if isinstance(values, ColumnarValues):
+            columnar += 1
+            # the table read first, as a sink that takes it does (one that reads the dicts
+            # alone gets no more tables)
+            assert exact(values.table.to_pylist()) == exact([w[1] for w in want]), (b, datas)
+        assert exact(list(values)) == exact([w[1] for w in want]), (b, datas)
+    # the nasty but valid batches took the Arrow path (a batch of 20 is mutated somewhere
+    # nearly always: most columnar batches are the shorter ones)
+    assert columnar >= 40, columnar
+
+
+def test_a_json_batch_of_flat_structs_is_columnar_and_decoded_only_when_read():
+    import pyarrow as pa
+
+    from kafkalite.connect.converters import ColumnarValues
+    c = conv(JsonConverter)
+    datas = [envelope_bytes(json.dumps(flat_payload(i))) for i in range(1, 500)]
+    schema, values = c.to_connect_batch("t", pa.array(datas, pa.binary()))
+    assert isinstance(values, ColumnarValues) and values._values is None
+    assert values.table.column_names == [f["field"] for f in FLAT["fields"]]
+    assert str(values.table.schema.field("at").type) == "timestamp[ms, tz=UTC]"
+    assert values[3] == c.to_connect_data("t", datas[3])[1]
+    assert len(values) == 499
+    # a sink that read the table: the next batch has one too; one that read the dicts
+    # alone: no table after it (the Arrow reading would be work for nothing)
+    _, values = c.to_connect_batch("t", pa.array(datas, pa.binary()))
+    assert isinstance(values, ColumnarValues)
+    assert values[0] == c.to_connect_data("t", datas[0])[1]
+    schema, values = c.to_connect_batch("t", pa.array(datas, pa.binary()))
+    assert type(values) is list and values == [c.to_connect_data("t", d)[1] for d in datas]
+    c = conv(JsonConverter)
+    # a field type the columns do not hold (bytes): the per-record decoder's list
+    with_bytes = {**FLAT, "fields": FLAT["fields"] + [
+        {"field": "raw", "type": "bytes", "optional": True}]}
+    datas = [envelope_bytes(json.dumps(flat_payload(i)), with_bytes) for i in range(1, 50)]
+    schema, values = c.to_connect_batch("t", pa.array(datas, pa.binary()))
+    assert type(values) is list
+    # all keys null: no converter call per record
+    assert c.to_connect_batch("t", pa.array([None] * 3, pa.binary())) == (None, [None] * 3)

@@ -26,5 +26,7 @@ def test_bench_connect_iceberg_quick(tmp_path):
     assert doc["settings"]["rows"] == 20_000
     assert set(doc["figures"]) == {"copy_to_parquet_rows_per_s",
                                    "connect_pg_to_iceberg_rows_per_s",
-                                   "connect_topic_to_iceberg_rows_per_s"}
+                                   "connect_topic_to_iceberg_rows_per_s",
+                                   "pyiceberg_append_rows_per_s",
+                                   "connect_sink_to_append_ratio"}
     assert all(f["value"] > 0 for f in doc["figures"].values())

@@ -330,3 +330,169 @@ def test_jdbc_source_configs_refused_with_the_field_named(connect, postgres):
         "connector.class": SINK, "connection.url": "jdbc:" + postgres, "topics": "x",
         "insert.mode": "upsert"}})
     assert r.status_code == 400 and "pk.mode" in r.json()["message"]
+
+
+COLUMNAR = {"type": "struct", "optional": False, "name": "flat", "fields": [
+    F_ID, {"field": "small", "type": "int8", "optional": True}, F_NAME,
+    {"field": "amount", "type": "float64", "optional": True},
+    {"field": "ratio", "type": "float32", "optional": True},
+    {"field": "ok", "type": "boolean", "optional": True}, F_AT,
+    {"field": "day", "type": "int32", "optional": True,
+     "name": "org.apache.kafka.connect.data.Date", "version": 1},
+    {"field": "clock", "type": "int32", "optional": True,
+     "name": "org.apache.kafka.connect.data.Time", "version": 1}]}
+NASTY = ["", "a,b", 'q"q', "l\nl", "\r\n", "\\.", "x\\y", "\\N", "tab\there", "NULL",
+         "ünïcode ✓ 😀", " ", '"', ",", "\\", "\u2028"]
+
+
+def columnar_payload(i):
+    return {"id": i, "small": (i % 256) - 128, "name": None if i % 7 == 0 else
+            NASTY[i % len(NASTY)], "amount": None if i % 5 == 0 else (i / 3 if i % 2 else
+                                                                       -i * 1.5e300),
+            "ratio": i * 0.1, "ok": None if i % 3 == 0 else i % 2 == 0,
+            "at": None if i % 4 == 0 else 1_700_000_000_000 + i * 86_400_017 - 10 ** 12,
+            "day": None if i % 6 == 0 else i * 1000 - 700_000,
+            "clock": i * 3_600_001 % 86_400_000}
+
+
+def _sink_batches(server, topic, n, start=0):
+    """The topic's n records from ``start`` as the worker hands them to
+    put_batch: consume_batch slices, keys and values converted a batch at a
+    time by the JsonConverter."""
+    from kafkalite.client import Consumer, TopicPartition
+    from kafkalite.connect.api import SinkRecordBatch
+    from kafkalite.connect.converters import JsonConverter
+    keys, values = JsonConverter(), JsonConverter()
+    keys.configure({}, True)
+    values.configure({}, False)
+    c = Consumer(server.config())
+    out, got = [], 0
+    try:
+        c.assign([TopicPartition(topic, 0, start)])
+        deadline = dt.datetime.now() + dt.timedelta(seconds=30)
+        while got < n and dt.datetime.now() < deadline:
+            rows = c.consume_batch(1)
+            if rows.num_rows:
+                out.append(SinkRecordBatch(
+                    rows, *keys.to_connect_batch(topic, rows.column("key")),
+                    *values.to_connect_batch(topic, rows.column("value"))))
+                got += rows.num_rows
+    finally:
+        c.close()
+    assert got == n
+    return out
+
+
+def _sink_task(postgres, table, **extra):
+    from kafkalite.connect.connectors.jdbc import JdbcSinkTask
+    t = JdbcSinkTask()
+    t.start({"connection.url": "jdbc:" + postgres, "insert.mode": "insert", "pk.mode": "none",
+             "auto.create": "true", "table.name.format": table, **extra})
+    return t
+
+
+def _typed_rows(postgres, table):
+    """Each row as its columns' text and values (floats by repr: -0.0 is not 0.0)."""
+    cols = [f["field"] for f in COLUMNAR["fields"]]
+    rows = pg(postgres, f"SELECT {', '.join(f'{c}::text AS {c}_text' for c in cols)}, "
+                        f"{', '.join(cols)} FROM {table} ORDER BY id")
+    return [tuple(repr(x) if isinstance(x, float) else x for x in r) for r in rows]
+
+
+@pytest.mark.parametrize("columns", [
+    None,                                       # auto.create: the sink's own column types
+    "id BIGINT, small SMALLINT, name TEXT, amount NUMERIC, ratio REAL, ok BOOLEAN, "
+    "at TIMESTAMPTZ, day DATE, clock TIME WITH TIME ZONE",
+    "id BIGINT, small TEXT, name TEXT, amount TEXT, ratio TEXT, ok TEXT, at TEXT, day TEXT, "
+    "clock TEXT",
+    "id TEXT, small TEXT, name TEXT, amount DOUBLE PRECISION, ratio REAL, ok TEXT, "
+    "at TIMESTAMP, day TEXT, clock TIME"])
+def test_postgres_insert_from_arrow_columns_writes_what_the_per_record_path_writes(
+        server, postgres, topic_name, columns):
+    """A batch the JsonConverter hands over as Arrow columns is inserted by
+    COPY of the CSV pyarrow writes: the table is the one ``put`` of the same
+    records writes, text and values (quotes, commas, newlines, backslashes,
+    ``\\.``, empty strings and NULLs, unicode, -1e300 and 1/3, booleans,
+    timestamps, dates and times), into the sink's own columns, into wider
+    types (numeric, timestamptz, timetz), into text columns (where the CSV's
+    text of a float, a timestamp or a time is not psycopg's: the rows then go
+    as rows), and into text columns for the rest (a boolean's text is
+    psycopg's t/f). A batch PostgreSQL refuses (a NUL in a text) fails its
+    put or the flush after it, and leaves nothing of itself in the table."""
+    from kafkalite.connect.converters import ColumnarValues
+    create(server, topic_name)
+    p = Producer(server.config())
+    n = 600
+    p.produce_batch(topic_name, [envelope(COLUMNAR["fields"], columnar_payload(i))
+                                 for i in range(n)], partition=0)
+    assert p.flush(30) == 0
+    p.close()
+    batches = _sink_batches(server, topic_name, n)
+    assert all(isinstance(b.values, ColumnarValues) for b in batches)
+    columnar, per_record = table_name("col"), table_name("rec")
+    if columns:
+        for t in (columnar, per_record):
+            pg(postgres, f"CREATE TABLE {t} ({columns})")
+    a, b = _sink_task(postgres, columnar), _sink_task(postgres, per_record)
+    try:
+        for batch in batches:
+            a.put_batch(batch)
+            b.put(batch.records())
+        a.flush({})         # the last CSV COPY is committed on after its put returns
+        got, want = _typed_rows(postgres, columnar), _typed_rows(postgres, per_record)
+        assert len(got) == n and got == want
+        # a NUL in a text: refused by PostgreSQL on both paths, nothing of the batch kept
+        p = Producer(server.config())
+        bad = [envelope(COLUMNAR["fields"], {**columnar_payload(n + i), "name": "a\u0000b"
+                                             if i == 7 else "fine"}) for i in range(10)]
+        p.produce_batch(topic_name, bad, partition=0)
+        assert p.flush(30) == 0
+        p.close()
+        [rest] = _sink_batches(server, topic_name, 10, start=n)     # one produce_batch
+        assert isinstance(rest.values, ColumnarValues)
+        with pytest.raises(psycopg.Error):
+            a.put_batch(rest)
+            a.flush({})     # where a CSV COPY's failure is raised, if not in its put
+        with pytest.raises(psycopg.Error):
+            b.put(rest.records())
+        assert _typed_rows(postgres, columnar) == got
+        assert _typed_rows(postgres, per_record) == got
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_a_copy_refused_after_its_put_returned_fails_the_task_with_nothing_of_it_kept(
+        connect, server, postgres, topic_name):
+    """The CSV COPY of a put ends (PostgreSQL answers once every row is in)
+    and commits while the worker fetches the next records: a batch
+    PostgreSQL refuses fails the task with PostgreSQL's error, none of its
+    rows in the table, and the group's offset not past the rows that are."""
+    table = table_name("f")
+    create(server, topic_name)
+    p = Producer(server.config())
+    p.produce_batch(topic_name, [envelope(COLUMNAR["fields"], columnar_payload(i))
+                                 for i in range(500)], partition=0)
+    assert p.flush(30) == 0
+    connect.create("jsink-nul", **sink_config("jdbc:" + postgres, topic_name, **{
+        "table.name.format": table, "insert.mode": "insert", "pk.mode": "none",
+        "delete.enabled": "false"}))
+
+    def count():
+        try:
+            return pg(postgres, f"SELECT count(*) FROM {table}")[0][0]
+        except psycopg.errors.UndefinedTable:
+            return 0
+    wait_until(lambda: count() == 500, timeout=60,
+               message=lambda: f"{count()} rows: {connect.state('jsink-nul')}")
+    p.produce_batch(topic_name, [envelope(COLUMNAR["fields"], {
+        **columnar_payload(500 + i), "name": "a\u0000b" if i == 3 else "fine"})
+        for i in range(10)], partition=0)
+    assert p.flush(30) == 0
+    p.close()
+    st = wait_until(lambda: (s := connect.state("jsink-nul"))["tasks"][0]["state"] == "FAILED"
+                    and s, timeout=60, message="the task FAILED")
+    assert "0x00" in st["tasks"][0]["trace"]
+    assert count() == 500
+    offsets = connect.http("GET", "/connectors/jsink-nul/offsets").json()["offsets"]
+    assert all(o["offset"]["kafka_offset"] <= 500 for o in offsets), offsets

@@ -36,13 +36,20 @@ A ``put`` is one transaction; on PostgreSQL its inserts go through ``COPY
 FROM`` and its upserts through COPY into a temporary staging table and one
 ``INSERT ... SELECT ... ON CONFLICT`` (the last write of a key in a run
 wins), the rest (updates, deletes, SQLite) in ``batch.size`` statement
-batches; order between writes and deletes of one table is kept. Values may be
-schemaful structs or schemaless dicts (column types then come from the
-values).
+batches; order between writes and deletes of one table is kept. A batch
+the converter gave as Arrow columns is inserted by one ``COPY ... (FORMAT
+csv)`` of them whose end and commit run on a thread of the task's own
+after ``put_batch`` returns, while the worker fetches the next records:
+the next put, ``flush`` (so before the worker commits offsets) or
+``stop`` waits for it, and a failure of it fails that call and every one
+after (nothing of that put is kept, and no offset after it committed).
+Values may be schemaful structs or schemaless dicts (column types then
+come from the values).
 """
 from __future__ import annotations
 
 import datetime as _dt
+import logging
 import threading
 import time
 
@@ -52,6 +59,7 @@ from kafkalite.connect.api import (SinkConnector, SinkTask, SourceConnector, Sou
 from kafkalite.connect.config import (BOOLEAN, INT, LIST, LONG, PASSWORD, STRING, ConfigDef,
                                       ConfigException, at_least, one_of)
 from kafkalite.connect.connectors.dialects import PostgreSQL, SQLite, dialect_for
+from kafkalite.connect.converters import ColumnarValues
 from kafkalite.connect.data import Field, Schema
 from kafkalite.connect.errors import ConnectException, DataException
 
@@ -280,8 +288,15 @@ class JdbcSourceTask(SourceTask):
 
 # ---- sink -----------------------------------------------------------------------------------
 
+log = logging.getLogger(__name__)
 KAFKA_PK = ("__connect_topic", "__connect_partition", "__connect_offset")
 _UTC = _dt.timezone.utc
+# the column types (information_schema's names, or sql_type's of a table made here) that
+# read a value's CSV text and psycopg's as one value (not numeric: it keeps the scale of
+# the text, 1.0 from psycopg and 1 from pyarrow)
+_FLOAT_COLUMNS = {"REAL", "DOUBLE PRECISION"}
+_TIMESTAMP_COLUMNS = {"TIMESTAMP", "TIMESTAMP WITHOUT TIME ZONE", "TIMESTAMP WITH TIME ZONE"}
+_TIME_COLUMNS = {"TIME", "TIME WITHOUT TIME ZONE", "TIME WITH TIME ZONE"}
 
 
 class JdbcSinkConnector(SinkConnector):
@@ -322,6 +337,12 @@ class JdbcSinkTask(SinkTask):
         self.tables: dict[str, dict] = {}     # table -> {column: declared type}
         # (table, columns) -> the session's temporary staging table of upserts through COPY
         self._staging: dict[tuple, str] = {}
+        # the last CSV COPY's end and commit, run by a thread of the task's own while the
+        # worker fetches and converts the next records (PostgreSQL takes in the rows
+        # meanwhile); whatever uses the connection next waits for it first (_settle)
+        self._committing = None
+        self._committer = None
+        self._copy_failed = None
 
     def _table_of(self, r):
         return self.c["table.name.format"].replace("${topic}", r.topic)
@@ -410,6 +431,7 @@ class JdbcSinkTask(SinkTask):
                 known[n] = d.sql_type(schemas[n])
 
     def put(self, records):
+        self._settle()
         if not records:
             return
         try:
@@ -449,7 +471,12 @@ class JdbcSinkTask(SinkTask):
         """The bulk path (api.py): a batch of one topic whose values are
         structs of one schema, inserted or upserted on PostgreSQL (pk.mode
         none or record_value) from its columns through COPY, with no record
-        object; anything else is ``put`` of its records."""
+        object; anything else is ``put`` of its records. Values the
+        converter gave as Arrow columns (ColumnarValues) are inserted as the
+        CSV pyarrow writes of them, with no Python object per value, where
+        that CSV is what the rows would have been (_csv_of); that COPY's end
+        and commit run on while the worker fetches the next records."""
+        self._settle()
         if not self._bulk_ok(batch):
             self.put(batch.records())
             return
@@ -465,34 +492,24 @@ class JdbcSinkTask(SinkTask):
             return
         table = self.c["table.name.format"].replace(
             "${topic}", batch.rows.column("topic").dictionary[0].as_py())
+        columnar = isinstance(values, ColumnarValues) and self.c["insert.mode"] == "insert"
         get = itemgetter(*names)
+        rows = None
+        if not columnar:
+            try:
+                rows = list(map(get, values)) if len(names) > 1 else [(get(v),) for v in values]
+            except KeyError:                # a value without a field: as put reads it
+                self.put(batch.records())
+                return
         try:
-            rows = list(map(get, values)) if len(names) > 1 else [(get(v),) for v in values]
-        except KeyError:                    # a value without a field: as put reads it
-            self.put(batch.records())
-            return
-        try:
-            # only the columns whose values the driver cannot take as they are (timestamps
-            # made naive UTC, maps and arrays as JSON) are converted, a column at a time
-            convert = [i for i, f in enumerate(fields)
-                       if f.schema.name is not None or f.schema.type in ("map", "array",
-                                                                         "struct")]
-            if convert:
-                to_db = self.d.to_db
-                rows = [list(r) for r in rows]
-                for i in convert:
-                    if fields[i].schema.name == cdata.TIMESTAMP:
-                        # a UTC datetime goes as it is: a timestamp column takes its wall
-                        # clock (PostgreSQL ignores the +00:00), a timestamptz its instant
-                        for r in rows:
-                            x = r[i]
-                            if x is not None and x.tzinfo is not _UTC:
-                                r[i] = to_db(x)
-                        continue
-                    for r in rows:
-                        r[i] = to_db(r[i])
             self._ensure_table(table, schemas, schemas, pk)
-            self._write(table, None, names, rows, tuple(pk))
+            csv = self._csv_of(table, values.table, fields) if columnar else None
+            if csv is not None:
+                self._copy_csv(self.d.qualified(table), names, csv)    # committed on
+                return
+            if rows is None:                # the converter's dicts hold every field
+                rows = list(map(get, values)) if len(names) > 1 else [(get(v),) for v in values]
+            self._write(table, None, names, self._db_rows(table, fields, rows), tuple(pk))
             self.conn.commit()
         except Exception:
             self.conn.rollback()
@@ -500,13 +517,125 @@ class JdbcSinkTask(SinkTask):
             self._staging.clear()
             raise
 
+    def _db_rows(self, table, fields, rows) -> list:
+        """``rows`` with the columns whose values the driver cannot take as
+        they are (timestamps made naive UTC, maps and arrays as JSON)
+        converted, a column at a time, as ``put`` converts them."""
+        convert = [i for i, f in enumerate(fields)
+                   if f.schema.name is not None or f.schema.type in ("map", "array", "struct")]
+        if not convert:
+            return rows
+        to_db = self.d.to_db
+        known = self.tables[table]
+        rows = [list(r) for r in rows]
+        for i in convert:
+            if fields[i].schema.name == cdata.TIMESTAMP and \
+                    known.get(fields[i].name) in _TIMESTAMP_COLUMNS:
+                # a UTC datetime goes as it is into a timestamp column: it takes the wall
+                # clock (PostgreSQL ignores the +00:00), a timestamptz the instant; into
+                # any other column, the text put writes
+                for r in rows:
+                    x = r[i]
+                    if x is not None and x.tzinfo is not _UTC:
+                        r[i] = to_db(x)
+                continue
+            for r in rows:
+                r[i] = to_db(r[i])
+        return rows
+
+    def _csv_of(self, table, columns, fields):
+        """The CSV of ``fields``' Arrow columns that ``COPY ... (FORMAT csv)``
+        reads as the rows ``_copy`` would write of the same values, or None.
+        Every string is quoted (so an empty one is not NULL and ``\\.`` is no
+        end of data), a null is an unquoted empty field. Ints, strings and
+        dates are the text psycopg writes; booleans are written as its
+        ``t``/``f``; the rest differ in text from psycopg's and are written
+        only into columns that read both texts as one value: floats (finite:
+        the converter keeps NaN and infinities per record) into float
+        columns, timestamps as their UTC wall clock into timestamp columns
+        (the session is UTC: a timestamptz takes the same instant), times
+        into time columns."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.csv as pcsv
+        known = self.tables[table]
+        out = []
+        for f in fields:
+            col = columns.column(f.name)
+            decl = known.get(f.name, "")
+            t = col.type
+            if pa.types.is_boolean(t):
+                col = pc.if_else(col, "t", "f")
+            elif pa.types.is_floating(t):
+                if decl not in _FLOAT_COLUMNS:
+                    return None
+            elif pa.types.is_timestamp(t):
+                if decl not in _TIMESTAMP_COLUMNS:
+                    return None
+                col = col.cast(pa.timestamp("ms"))      # the UTC wall clock
+            elif pa.types.is_time(t):
+                if decl not in _TIME_COLUMNS:
+                    return None
+            elif not (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_date(t)):
+                return None
+            out.append(col)
+        sink = pa.BufferOutputStream()
+        pcsv.write_csv(pa.Table.from_arrays(out, names=[f.name for f in fields]), sink,
+                       pcsv.WriteOptions(include_header=False, quoting_style="needed"))
+        return sink.getvalue()
+
+    def _copy_csv(self, target: str, names, csv) -> None:
+        """``COPY ... (FORMAT csv)`` of ``csv``, sent; its end (PostgreSQL's
+        answer once every row is in) and the commit left to the committer
+        thread."""
+        cols = ", ".join(map(self.d.quote, names))
+        copying = self.conn.cursor().copy(f"COPY {target} ({cols}) FROM STDIN (FORMAT csv)")
+        cp = copying.__enter__()
+        try:
+            cp.write(csv)
+        except BaseException as e:
+            copying.__exit__(type(e), e, e.__traceback__)
+            raise
+        if self._committer is None:
+            from concurrent.futures import ThreadPoolExecutor
+            self._committer = ThreadPoolExecutor(1, thread_name_prefix="jdbc-sink-commit")
+        self._committing = self._committer.submit(self._end_copy, copying)
+
+    def _end_copy(self, copying) -> None:
+        copying.__exit__(None, None, None)
+        self.conn.commit()
+
+    def _settle(self) -> None:
+        """Wait for the last COPY's commit. Its failure is raised here, with
+        its transaction rolled back (nothing of that put is kept), and again
+        by every later call: the worker took that put as done, so no flush
+        may succeed after it (the offsets after its records would be
+        committed)."""
+        if self._copy_failed is not None:
+            raise ConnectException(f"an earlier put's COPY failed: {self._copy_failed}")
+        committing, self._committing = self._committing, None
+        if committing is None:
+            return
+        try:
+            committing.result()
+        except Exception as e:
+            self._copy_failed = e
+            self.conn.rollback()
+            self.tables.clear()
+            self._staging.clear()
+            raise
+
+    def flush(self, current_offsets):
+        self._settle()
+
     def _bulk_ok(self, batch) -> bool:
         vs = batch.value_schema
         return (isinstance(self.d, PostgreSQL) and self.c["insert.mode"] in ("insert", "upsert")
                 and self.c["pk.mode"] in ("none", "record_value") and vs is not None
                 and not isinstance(vs, list) and vs.type == "struct"
                 and len(batch.rows.column("topic").dictionary) == 1
-                and all(type(v) is dict for v in batch.values))
+                and (isinstance(batch.values, ColumnarValues)      # dicts, every one
+                     or all(type(v) is dict for v in batch.values)))
 
     def _write(self, table, sql, names, rows, pk) -> None:
         """One run of rows of one statement: PostgreSQL's inserts through
@@ -590,6 +719,14 @@ class JdbcSinkTask(SinkTask):
 
     def stop(self):
         try:
-            self.conn.close()
-        except Exception:       # noqa: BLE001
-            pass
+            self._settle()
+        except Exception as e:      # noqa: BLE001 -- stopping anyway; its offsets were not
+            # committed (no flush succeeded), so its records come again
+            log.warning("JDBC sink: the last put's COPY failed at stop: %s", e)
+        finally:
+            if self._committer is not None:
+                self._committer.shutdown()
+            try:
+                self.conn.close()
+            except Exception:       # noqa: BLE001
+                pass
