@@ -253,9 +253,17 @@ class SchemaStore:
             Producer, TopicPartition
         admin = AdminClient(self.client_config)
         try:
+            rf = self.replication_factor
+            if rf < 0:
+                # Confluent's kafkastore.topic.replication.factor (3), on the
+                # brokers there are: at the broker default (one replica) a
+                # cluster lost every schema with the node holding _schemas
+                rf = min(3, len(admin.describe_cluster()["brokers"]) or 1)
             futures = admin.create_topics([NewTopic(
-                SCHEMAS_TOPIC, 1, self.replication_factor,
-                config={"cleanup.policy": "compact"})])
+                SCHEMAS_TOPIC, 1, rf,
+                config={"cleanup.policy": "compact",
+                        # an acknowledged registration is on a second replica
+                        "min.insync.replicas": str(min(2, rf))})])
             try:
                 futures[SCHEMAS_TOPIC].result()
             except Exception as exc:
