@@ -6,10 +6,10 @@ fast anything is).
 quixstreams is not in the test environment (it pins confluent-kafka below
 2.13): bench_streams.py runs its peer with the python of the virtualenv
 tests/venvs.py builds, found in the test cache. The ``quix_python`` fixture
-builds it first when it is missing, so that the build is not timed as the
-run, and the run makes ``import quixstreams`` fail in the benchmark's own
-process (``sys.modules["quixstreams"] = None``, as when it is not installed)
-to show it needs none there."""
+builds it first when it is missing, so that the build does not count
+against the run's timeout, and the run makes ``import quixstreams`` fail in
+the benchmark's own process (``sys.modules["quixstreams"] = None``, as when
+it is not installed) to show it needs none there."""
 import json
 import subprocess
 import sys
