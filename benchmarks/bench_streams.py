@@ -31,14 +31,17 @@ kafkalite Streams per record (Python lambdas; the count as
 ``aggregate(lambda: 0, lambda k, v, a: a + 1)``), quixstreams (through
 the Kafka listener, its default RocksDB state, ``app.run(count=...)`` over
 the first ``--quix-records`` records of the same topic: it is about 100x
-slower, and the rate is what is compared) and faust (faust-streaming,
-through the Kafka listener with aiokafka, in its own process because a
-faust worker owns its event loop and signals: one agent, a RocksDB
-(rocksdict) table for the count, ``processing_guarantee`` at_least_once or
-exactly_once; timed from the worker's start until it has processed
-``--faust-records`` records, flushed its producer and committed; debug
-logging turned off, which faust's worker leaves on; the producer lingers
-5 ms like librdkafka's, not aiokafka's 0).
+slower, and the rate is what is compared; in its own process,
+quixstreams_peer.py, with the python of a virtualenv holding quixstreams,
+built on first use under ``--venv-cache`` and kept, or ``--quix-python``:
+quixstreams pins confluent-kafka below 2.13, the project does not) and
+faust (faust-streaming, through the Kafka listener with aiokafka, in its
+own process because a faust worker owns its event loop and signals: one
+agent, a RocksDB (rocksdict) table for the count, ``processing_guarantee``
+at_least_once or exactly_once; timed from the worker's start until it has
+processed ``--faust-records`` records, flushed its producer and committed;
+debug logging turned off, which faust's worker leaves on; the producer
+lingers 5 ms like librdkafka's, not aiokafka's 0).
 Targets (issue 20): columnar >= 20x quixstreams on the stateful count,
 per record >= 2x.
 
@@ -62,6 +65,13 @@ import report
 from report import Results, say
 
 from kafkalite.server.node import launcher
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# tests/venvs.py: the quixstreams virtualenv, the same one its tests use
+sys.path.append(os.path.join(HERE, "..", "tests"))
+from venvs import CACHE, QUIXSTREAMS, VenvBuildFailed, VenvUnavailable, venv_python  # noqa: E402
+
+QUIX_PEER = os.path.join(HERE, "quixstreams_peer.py")
 
 HEADERS = ["#", "Figure", "kafkalite", "Compared with", "Ratio", "Target", "Met"]
 PARTITIONS = 4
@@ -157,30 +167,37 @@ def run_kafkalite(server, work, source, records, kind, columnar, guarantee, tag,
     return records / (time.perf_counter() - start)
 
 
-def run_quix(server, work, source, records, kind, guarantee, tag) -> float:
-    from quixstreams import Application
-    from quixstreams.models import TopicConfig
-    app = Application(
-        broker_address=server.kafka_bootstrap, consumer_group=f"bench-{tag}",
-        auto_offset_reset="earliest", processing_guarantee=GUARANTEES[guarantee],
-        state_dir=os.path.join(work, f"quix-{tag}"), loglevel="WARNING",
-        commit_interval=0.1 if guarantee == "exactly_once_v2" else 1.0)
-    sdf = app.dataframe(app.topic(source, value_deserializer="bytes",
-                                  key_deserializer="bytes"))
-    if kind == "stateless":
-        sdf = sdf.filter(lambda v: v[0] < 110).apply(lambda v: v[:50])
-    else:
-        def count(value, state):
-            n = state.get("count", 0) + 1
-            state.set("count", n)
-            return n
-        sdf = sdf.apply(count, stateful=True)
-    sdf.to_topic(app.topic(f"out-{tag}", value_serializer="json" if kind != "stateless"
-                           else "bytes", key_serializer="bytes",
-                           config=TopicConfig(num_partitions=PARTITIONS, replication_factor=1)))
-    start = time.perf_counter()
-    app.run(count=records, timeout=60)
-    return records / (time.perf_counter() - start)
+def run_quix(server, work, source, records, kind, guarantee, tag, python) -> float:
+    """quixstreams' rate: quixstreams_peer.py run with ``python``."""
+    spec = dict(broker=server.kafka_bootstrap, source=source, sink=f"out-{tag}", kind=kind,
+                guarantee=GUARANTEES[guarantee], records=records, consumer_group=f"bench-{tag}",
+                state_dir=os.path.join(work, f"quix-{tag}"),
+                commit_interval=0.1 if guarantee == "exactly_once_v2" else 1.0,
+                partitions=PARTITIONS, result=os.path.join(work, f"quix-{tag}.json"))
+    log_path = os.path.join(work, f"quix-{tag}.log")
+    with open(log_path, "w") as log:
+        proc = subprocess.run([str(python), QUIX_PEER, json.dumps(spec)], stdout=log,
+                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                              timeout=120 + records / 100)
+    if proc.returncode != 0 or not os.path.exists(spec["result"]):
+        with open(log_path) as f:
+            tail = f.read()[-3000:]
+        raise RuntimeError(f"quixstreams {tag} exited {proc.returncode}:\n{tail}")
+    with open(spec["result"]) as f:
+        return records / json.load(f)["seconds"]
+
+
+def quix_python(args) -> tuple[str, str]:
+    """The python that runs the quixstreams peer (``--quix-python``, or that
+    of the virtualenv built on first use under ``--venv-cache``) and the
+    version of quixstreams it has."""
+    python = args.quix_python or str(venv_python(QUIXSTREAMS, args.venv_cache))
+    r = subprocess.run([python, "-c", "import importlib.metadata as m; "
+                        "print(m.version('quixstreams'))"],
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise VenvBuildFailed(f"{python} has no quixstreams: {r.stderr.strip()[-500:]}")
+    return python, r.stdout.strip()
 
 
 def run_faust(server, work, source, records, kind, guarantee, tag) -> float:
@@ -273,6 +290,12 @@ def parse_args(argv):
                         "and in results.json)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--no-quix", action="store_true", help="no quixstreams figures")
+    p.add_argument("--quix-python", default=None,
+                   help="a python with quixstreams to run its peer with, instead of that of "
+                        "the virtualenv built on first use under --venv-cache")
+    p.add_argument("--venv-cache", default=str(CACHE),
+                   help="where quixstreams' virtualenv is built on first use and kept "
+                        "(the tests' cache, $KAFKALITE_TEST_CACHE or ~/.cache/kafkalite-tests)")
     p.add_argument("--no-faust", action="store_true", help="no faust figures")
     p.add_argument("--output-dir", default=None)
     p.add_argument("--work-dir", default=None)
@@ -296,7 +319,8 @@ def parse_args(argv):
 
 def run_figure(server, work, args, kind, guarantee, impl, tag) -> float:
     if impl == "quix":
-        return run_quix(server, work, "input", args.quix_records, kind, guarantee, tag)
+        return run_quix(server, work, "input", args.quix_records, kind, guarantee, tag,
+                        args.quix_python)
     if impl == "faust":
         return run_faust(server, work, "input", args.faust_records, kind, guarantee, tag)
     return run_kafkalite(server, work, "input", args.records, kind, impl == "columnar",
@@ -314,9 +338,16 @@ def main(argv=None) -> int:
     say("kafkalite Streams benchmark")
     say(f"  CPU        {info['cpu_model']} ({info['logical_cores']} logical cores)")
     if "quix" in args.impls:
-        import quixstreams
-        say(f"  peer       quixstreams {quixstreams.__version__} (Kafka listener), "
-            f"over the first {args.quix_records:,} records")
+        try:
+            args.quix_python, quix_version = quix_python(args)
+        except (VenvUnavailable, VenvBuildFailed) as exc:
+            # a peer that cannot run is a finding to print, not the end of
+            # kafkalite's figures
+            report.warn(f"no quixstreams figures: {exc}")
+            args.impls.remove("quix")
+        else:
+            say(f"  peer       quixstreams {quix_version} (Kafka listener, its own process: "
+                f"{args.quix_python}), over the first {args.quix_records:,} records")
     if "faust" in args.impls:
         from importlib.metadata import version
         say(f"  peer       faust-streaming {version('faust-streaming')} (Kafka listener, "

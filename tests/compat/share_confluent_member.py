@@ -1,8 +1,6 @@
 """One share-group member written with confluent-kafka's ShareConsumer
-(librdkafka's KIP-932 client), in its own process: run by
-test_share_confluent.py with the python of a separate virtualenv that has
-confluent-kafka 2.16 (the project's own pin is older), so it imports
-nothing of kafkalite.
+(librdkafka's KIP-932 client, confluent-kafka 2.16 or later), in its own
+process: run by test_share_confluent.py. It imports nothing of kafkalite.
 
     python share_confluent_member.py BOOTSTRAP GROUP TOPIC MODE
 

@@ -3,13 +3,11 @@ ShareConsumer (librdkafka's, which speaks ShareGroupHeartbeat, ShareFetch
 and ShareAcknowledge v1 only, Kafka 4.1's stable versions) against a real
 server.
 
-The project pins confluent-kafka below 2.13 (quixstreams needs it), so the
-``ck216`` fixture builds a separate virtualenv with confluent-kafka 2.16 on
-first use, under ~/.cache/kafkalite-tests/ck216 (KAFKALITE_TEST_CACHE moves
-it), and the members run in that virtualenv's python as their own processes
-(share_confluent_member.py), printing what they got and what the broker
-acknowledged. It skips only when this python cannot make a virtualenv; a
-pip install that fails is a failure (as test_kafkajs.py's npm ci).
+The members run as their own processes (share_confluent_member.py), with
+this python: the test environment's confluent-kafka (2.16 or later,
+pyproject.toml's test extra) has the ShareConsumer; an older one fails the
+``ck_python`` fixture, naming the install that brings it. They print what
+they got and what the broker acknowledged.
 
 The checks are those of tests/server/test_share_groups.py, whose member
 harness, exactly-once checker and fault probe (KAFKALITE_SHARE_FAULT) they
@@ -24,10 +22,8 @@ each on its own topics and groups.
 from __future__ import annotations
 
 import collections
-import fcntl
+import importlib.metadata
 import os
-import pathlib
-import shutil
 import signal
 import subprocess
 import sys
@@ -44,55 +40,29 @@ from test_share_groups import (Member, exactly_once, produce, share_server,  # n
 
 from kafkalite.client import AdminClient, TopicPartition  # noqa: E402
 
-pytestmark = pytest.mark.xdist_group("share_confluent")    # one module server, one ck216 check
+pytestmark = pytest.mark.xdist_group("share_confluent")    # one module server
 
-CK_VERSION = "2.16.0"
-CACHE = pathlib.Path(os.environ.get("KAFKALITE_TEST_CACHE",
-                                    "~/.cache/kafkalite-tests")).expanduser()
-VENV = CACHE / "ck216"
+# librdkafka's ShareConsumer came in 2.15 (preview); these members are
+# written against 2.16's
+CK_SHARE_VERSION = (2, 16)
 MEMBER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "share_confluent_member.py")
 
 
-def _installed(python: pathlib.Path) -> bool:
-    if not python.exists():
-        return False
-    r = subprocess.run([str(python), "-c", "import confluent_kafka, importlib.metadata as m; "
-                        "print(m.version('confluent-kafka'))"],
-                       capture_output=True, text=True, timeout=60)
-    return r.returncode == 0 and r.stdout.strip() == CK_VERSION
-
-
 @pytest.fixture(scope="session")
-def ck216() -> pathlib.Path:
-    """The python of a virtualenv with confluent-kafka 2.16, made once (under
-    a lock: parallel sessions wait for the first) and kept in the cache."""
-    python = VENV / "bin" / "python"
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / "ck216.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if _installed(python):
-            return python
-        building = CACHE / f"ck216.building-{os.getpid()}"
-        shutil.rmtree(building, ignore_errors=True)
-        r = subprocess.run([sys.executable, "-m", "venv", str(building)],
-                           capture_output=True, text=True, timeout=120)
-        if r.returncode != 0:
-            pytest.skip(f"cannot make a virtualenv with {sys.executable}: {r.stderr.strip()}")
-        # the venv's own pip installs into it, whatever made the venv
-        r = subprocess.run([str(building / "bin" / "python"), "-m", "pip", "install", "-q",
-                            "--disable-pip-version-check", f"confluent-kafka=={CK_VERSION}"],
-                           capture_output=True, text=True, timeout=600)
-        assert r.returncode == 0, f"pip install confluent-kafka=={CK_VERSION} failed:\n{r.stderr}"
-        shutil.rmtree(VENV, ignore_errors=True)
-        # a venv's python finds its packages from where it is (pyvenv.cfg
-        # beside it): the renamed venv works as built
-        building.rename(VENV)
-        assert _installed(python), f"{python} does not import confluent-kafka {CK_VERSION}"
-        return python
+def ck_python() -> str:
+    """The python the confluent members run in: this one, whose
+    confluent-kafka must have the ShareConsumer."""
+    import confluent_kafka
+    version = importlib.metadata.version("confluent-kafka")
+    have = tuple(int(n) for n in version.split(".")[:2])
+    assert have >= CK_SHARE_VERSION and hasattr(confluent_kafka, "ShareConsumer"), (
+        f"confluent-kafka {version} has no ShareConsumer (2.16 or later): "
+        f"pip install -e '.[test]'")
+    return sys.executable
 
 
 class CkMember(Member):
-    """share_confluent_member.py in the ck216 virtualenv's python; the same
+    """share_confluent_member.py in its own process; the same
     events as share_member.py's (Member), read by the same thread."""
 
     def __init__(self, python, server, group, topic, mode="accept"):
@@ -204,11 +174,11 @@ def redelivered_after_lock(srv, group, topic, produced, held, acquired_at, other
     assert min(redelivered[k][1] for k in held) >= acquired_at + lock_s - 0.3
 
 
-def test_confluent_share_consumers_accept_every_record_exactly_once(shared, ck216, topic_name,
+def test_confluent_share_consumers_accept_every_record_exactly_once(shared, ck_python, topic_name,
                                                                     group_name):
     srv = shared
     create(srv, topic_name, 2)
-    members = accepting_members(ck216, srv, 5, group_name, topic_name)
+    members = accepting_members(ck_python, srv, 5, group_name, topic_name)
     produced = produce(srv, topic_name, 2000, 2)
     accepted = run_group(srv, group_name, topic_name, produced, members)
     lost, duplicated = exactly_once(produced, accepted)
@@ -224,11 +194,11 @@ def test_confluent_share_consumers_accept_every_record_exactly_once(shared, ck21
 
 
 @pytest.mark.parametrize("fault", ["duplicate", "skip"])
-def test_checker_catches_a_broker_that_breaks_exactly_once(tmp_path, stopping, ck216, fault):
+def test_checker_catches_a_broker_that_breaks_exactly_once(tmp_path, stopping, ck_python, fault):
     srv = share_server(tmp_path, env={"KAFKALITE_SHARE_FAULT": fault})
     stopping(srv)
     create(srv, "queue", 2)
-    members = accepting_members(ck216, srv, 2, "workers", "queue")
+    members = accepting_members(ck_python, srv, 2, "workers", "queue")
     produced = produce(srv, "queue", 400, 2)
     accepted = run_group(srv, "workers", "queue", produced, members)
     lost, duplicated = exactly_once(produced, accepted)
@@ -239,7 +209,7 @@ def test_checker_catches_a_broker_that_breaks_exactly_once(tmp_path, stopping, c
 
 
 def test_released_records_are_redelivered_and_rejected_ones_dead_lettered(
-        shared, ck216, topic_name, group_name):
+        shared, ck_python, topic_name, group_name):
     srv = shared
     queue, rejected, released = topic_name, topic_name + "-rejected", topic_name + "-released"
     workers, g2, g3 = group_name, group_name + "-2", group_name + "-3"
@@ -248,10 +218,10 @@ def test_released_records_are_redelivered_and_rejected_ones_dead_lettered(
     create(srv, released, 1)
     # explicit acknowledgement: each record released on its first delivery,
     # accepted on its second (by whichever member gets it)
-    releasers = [CkMember(ck216, srv, workers, queue, "release-once") for _ in range(2)]
-    rejecter = CkMember(ck216, srv, g2, rejected, "reject")
+    releasers = [CkMember(ck_python, srv, workers, queue, "release-once") for _ in range(2)]
+    rejecter = CkMember(ck_python, srv, g2, rejected, "reject")
     # and one that releases everything: delivered 3 times (the limit), then archived
-    always = CkMember(ck216, srv, g3, released, "release")
+    always = CkMember(ck_python, srv, g3, released, "release")
     joined(srv, workers, 2)
     joined(srv, g2, 1)
     joined(srv, g3, 1)
@@ -294,12 +264,12 @@ def test_released_records_are_redelivered_and_rejected_ones_dead_lettered(
 
 
 def test_records_of_a_killed_member_are_redelivered_after_the_lock_duration(
-        tmp_path, stopping, ck216):
+        tmp_path, stopping, ck_python):
     srv = share_server(tmp_path, group_share_record_lock_duration_ms=2000,
                        group_share_session_timeout_ms=3000)
     stopping(srv)
     create(srv, "queue", 2)
-    holder = CkMember(ck216, srv, "workers", "queue", "hold")
+    holder = CkMember(ck_python, srv, "workers", "queue", "hold")
     joined(srv, "workers", 1)
     produced = produce(srv, "queue", 400, 2)
     wait_until(holder.delivered, 20, "the holder's first records")
@@ -307,19 +277,19 @@ def test_records_of_a_killed_member_are_redelivered_after_the_lock_duration(
     acquired_at = min(e["t"] for e in holder.events if e["event"] == "records")
     holder.proc.send_signal(signal.SIGKILL)
     holder.proc.wait(10)
-    others = [CkMember(ck216, srv, "workers", "queue") for _ in range(2)]
+    others = [CkMember(ck_python, srv, "workers", "queue") for _ in range(2)]
     redelivered_after_lock(srv, "workers", "queue", produced, held, acquired_at, others, 2.0)
     # the killed member is expelled after its session timeout
     wait_until(lambda: members_of(srv, "workers") == [], 30, "the killed member's expulsion",
                interval=0.5)
 
 
-def test_a_group_mixing_native_and_confluent_share_consumers(shared, ck216, topic_name,
+def test_a_group_mixing_native_and_confluent_share_consumers(shared, ck_python, topic_name,
                                                              group_name):
     srv = shared
     create(srv, topic_name, 2)
     native = [Member(srv, group_name, topic_name) for _ in range(2)]
-    confluent = [CkMember(ck216, srv, group_name, topic_name) for _ in range(2)]
+    confluent = [CkMember(ck_python, srv, group_name, topic_name) for _ in range(2)]
     joined(srv, group_name, 4)
     members = native + confluent
     # Whoever fetches first may take a whole wave (the native members
@@ -343,7 +313,7 @@ def test_a_group_mixing_native_and_confluent_share_consumers(shared, ck216, topi
 
 
 @pytest.mark.parametrize("fault", [None, "amnesia"])
-def test_confluent_members_resume_after_a_killed_server(tmp_path, stopping, ck216, fault):
+def test_confluent_members_resume_after_a_killed_server(tmp_path, stopping, ck_python, fault):
     """kill -9 of every server process mid-stream: the share coordinator's
     state (``__share_group_state``) brings back what was accepted, and
     confluent members after the restart accept the rest, none twice. With
@@ -352,7 +322,7 @@ def test_confluent_members_resume_after_a_killed_server(tmp_path, stopping, ck21
     srv = share_server(tmp_path)
     stopping(srv)
     create(srv, "queue", 2)
-    before = accepting_members(ck216, srv, 2, "workers", "queue")
+    before = accepting_members(ck_python, srv, 2, "workers", "queue")
     produced = produce(srv, "queue", 3000, 2)
     wait_until(lambda: sum(len(m.accepted()) for m in before) >= 600, 30,
                "600 records accepted before the kill")
@@ -368,7 +338,7 @@ def test_confluent_members_resume_after_a_killed_server(tmp_path, stopping, ck21
     # the same data directory
     srv = share_server(tmp_path, env={"KAFKALITE_SHARE_FAULT": fault} if fault else None)
     stopping(srv)
-    after = accepting_members(ck216, srv, 2, "workers", "queue")
+    after = accepting_members(ck_python, srv, 2, "workers", "queue")
     accepted_after = run_group(srv, "workers", "queue", produced, after)
     lost, duplicated = exactly_once(set(produced) - in_doubt, accepted_before + accepted_after)
     if fault:
