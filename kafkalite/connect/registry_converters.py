@@ -25,6 +25,8 @@ Settings (after ``key.converter.`` / ``value.converter.``), as Confluent
 documents them: ``schema.registry.url`` (required; the first of a comma
 list), ``basic.auth.credentials.source`` (``URL``: user info in the URL,
 ``USER_INFO``: ``basic.auth.user.info`` = ``user:password``),
+``schema.registry.ssl.*`` (confluent-kafka's client's ``ssl.*``, e.g.
+``schema.registry.ssl.ca.location`` for an https registry),
 ``auto.register.schemas`` (default true: a new schema is registered under
 the subject), ``use.latest.version`` (with auto.register.schemas=false:
 write with the subject's latest schema and its id). The subject is the
@@ -104,6 +106,9 @@ class RegistryConverter(Converter):
         conf = {"url": str(url).split(",")[0].strip()}
         if str(configs.get("basic.auth.credentials.source", "URL")).upper() == "USER_INFO":
             conf["basic.auth.user.info"] = configs.get("basic.auth.user.info", "")
+        # schema.registry.ssl.ca.location and the like: the client's ssl.* settings
+        conf.update({k[len("schema.registry."):]: v for k, v in configs.items()
+                     if k.startswith("schema.registry.ssl.")})
         self.registry = SchemaRegistryClient(conf)
         self.auto_register = _bool(configs.get("auto.register.schemas", True))
         self.use_latest = _bool(configs.get("use.latest.version", False))
