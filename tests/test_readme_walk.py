@@ -88,6 +88,7 @@ EXPECT = {"docs/tiered-storage.md": {
     "kafkalite schemas check users-value --schema '": [r'^\{"id": 1\}', r"^incompatible with users-value: "],
     'print("dish:", deserialize(': [r"^dish: pizza$", r"^dish: sushi$"],
     'print("person:", msg.value())': [r"^person: \{'name': 'ada'\}$"],
+    'print("big click:", msg.value())': [r"^big click: \{'user': 'bob', 'count': 5\}$"],
     "subjects/payments-value/versions; echo": [r'^\{"id": 1\}$', r'^\{"error_code": 40301, '
                                                r'"message": "User:alice is denied operation '
                                                r'Write on Subject: payments-value"\}$'],
