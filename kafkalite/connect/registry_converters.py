@@ -177,10 +177,10 @@ class RegistryConverter(Converter):
             except Exception as e:  # noqa: BLE001 -- unknown id (40403) or no registry
                 raise DataException(f"{type(self).__name__}: Error retrieving {self.SCHEMA_TYPE} "
                                     f"schema for id {schema_id} (topic {topic}): {e}") from None
-            if registry_schema.schema_type not in (self.SCHEMA_TYPE, None) and not (
-                    self.SCHEMA_TYPE == "AVRO" and registry_schema.schema_type is None):
+            schema_type = registry_schema.schema_type or "AVRO"    # the API's default
+            if schema_type != self.SCHEMA_TYPE:
                 raise DataException(f"{type(self).__name__}: schema id {schema_id} is a "
-                                    f"{registry_schema.schema_type} schema")
+                                    f"{schema_type} schema, not {self.SCHEMA_TYPE}")
             if len(self._readers) > 1000:
                 self._readers.clear()
             reader = self._readers[schema_id] = self._reader(registry_schema)

@@ -138,6 +138,19 @@ def test_auto_register_off_looks_the_schema_up_and_use_latest_version_writes_the
     assert schema == v2 and value == {"id": 3, "note": None}
 
 
+def test_a_key_converter_writes_under_the_key_subject_and_formats_are_not_mixed(
+        server, registry, topic_name):
+    config = {"key.converter": CONVERTERS["json"],
+              "key.converter.schema.registry.url": server.info["schema_registry"]}
+    key = converter_from_config(config, "key.converter", True, "")
+    data = key.from_connect_data(topic_name, Schema.STRING, "k1")
+    assert registry.get_latest_version(f"{topic_name}-key").schema_id == \
+        int.from_bytes(data[1:5], "big")
+    assert registry.get_subjects().count(f"{topic_name}-value") == 0
+    with pytest.raises(DataException, match="is a JSON schema, not AVRO"):
+        converter(server, "avro").to_connect_data(topic_name, data)
+
+
 def test_bytes_not_in_confluents_wire_format_are_refused(server):
     c = converter(server, "avro")
     for data in (b"", b"\x01\x00\x00\x00\x01x", b"\x00\x00"):
