@@ -78,3 +78,21 @@ def test_a_value_the_registry_cannot_explain_fails_the_query(spark, server):
     with pytest.raises(Exception, match="subject no-such-topic-value"):
         reader(spark, server, subscribe="no-such-topic", **{
             "value.format": "avro", "schema.registry.url": server.info["schema_registry"]}).load()
+
+
+def test_a_streaming_query_decodes_the_values_too(spark, server, tmp_path):
+    topic = "spark-registry-stream"
+    create(server, topic)
+    produce(server, topic, V1, [order(i) for i in range(4)])
+    q = (spark.readStream.format("kafkalite")
+         .option("kafkalite.bootstrap.servers", server.bootstrap).option("subscribe", topic)
+         .option("startingOffsets", "earliest").option("value.format", "avro")
+         .option("schema.registry.url", server.info["schema_registry"]).load()
+         .select("offset", "value.item", "value.count", "value.price")
+         .writeStream.format("parquet").option("path", str(tmp_path / "out"))
+         .option("checkpointLocation", str(tmp_path / "checkpoint"))
+         .trigger(availableNow=True).start())
+    assert q.awaitTermination(120) and q.exception() is None
+    rows = sorted(spark.read.parquet(str(tmp_path / "out")).collect())
+    assert [(r["item"], r["count"], r["price"]) for r in rows] == [
+        (f"i{i}", i, decimal.Decimal(f"{i}.25")) for i in range(4)]
