@@ -239,14 +239,19 @@ def to_avro_value(s: Schema, v):
     return v
 
 
-def needs_conversion(s: Schema) -> bool:
+def needs_conversion(s: Schema, writing: bool = False) -> bool:
+    """Whether values of ``s`` need to_avro_value (``writing``) or
+    from_avro_value, or are fastavro's as they are (the per-record walk
+    skipped: fastavro takes Connect's dicts, lists, datetimes and Decimals,
+    a naive datetime as UTC as Connect does)."""
     if s.type == "map":
-        return True
+        return not writing or s.key_schema.type != "string" or s.key_schema.optional or \
+            needs_conversion(s.value_schema, writing)
     if s.type == "struct":
-        return any(needs_conversion(f.schema) for f in s.fields)
+        return any(needs_conversion(f.schema, writing) for f in s.fields)
     if s.type == "array":
-        return needs_conversion(s.value_schema)
-    return s.type == "string" or s.name in (TIME, TIMESTAMP)
+        return needs_conversion(s.value_schema, writing)
+    return not writing and (s.type == "string" or s.name in (TIME, TIMESTAMP))
 
 
 def from_avro_value(s: Schema, v):

@@ -222,7 +222,7 @@ class AvroConverter(RegistryConverter):
         parsed = fastavro.parse_schema(json.loads(registry_schema.schema_str),
                                        _write_hint=False)
         write = fastavro.schemaless_writer
-        convert = needs_conversion(schema)
+        convert = needs_conversion(schema, writing=True)
 
         def encode(value):
             out = io.BytesIO()
