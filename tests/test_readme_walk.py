@@ -86,6 +86,10 @@ EXPECT = {"docs/tiered-storage.md": {
     "curl -s http://127.0.0.1:8081/subjects/users-value/versions/latest; echo":
         [r'^\{"id": 1\}', r'"subject": ?"users-value"', r"^users-value$"],
     "kafkalite schemas check users-value --schema '": [r'^\{"id": 1\}', r"^incompatible with users-value: "],
+    'print("dish:", deserialize(': [r"^dish: pizza$", r"^dish: sushi$"],
+    'print("person:", msg.value())': [r"^person: \{'name': 'ada'\}$"],
+    'df.select("value.item", "value.count").show()': [r"\|pizza\| +2\|", r"\|sushi\| +5\|"],
+    'print("big click:", msg.value())': [r"^big click: \{'user': 'bob', 'count': 5\}$"],
     "subjects/payments-value/versions; echo": [r'^\{"id": 1\}$', r'^\{"error_code": 40301, '
                                                r'"message": "User:alice is denied operation '
                                                r'Write on Subject: payments-value"\}$'],
@@ -110,6 +114,8 @@ EXPECT = {"docs/tiered-storage.md": {
 # What a section needs beyond the base install, and how to tell it is there.
 NEEDS = {
     ("docs/spark.md", "Spark"): lambda: (None if importlib.util.find_spec("pyspark") and shutil.which("java")
+                      else "needs pyspark (pip install -e '.[spark]') and a Java runtime"),
+    ("docs/schema-registry.md", "Spark"): lambda: (None if importlib.util.find_spec("pyspark") and shutil.which("java")
                       else "needs pyspark (pip install -e '.[spark]') and a Java runtime"),
     ("docs/connect.md", "Connect"): lambda: (None if postgres.find_binaries() and shutil.which("psql")
                         else "needs PostgreSQL's server and psql (tools/install-system-deps)"),

@@ -36,7 +36,7 @@ import zmq
 
 from kafkalite import errors
 from kafkalite._ext.messages import batch_messages
-from kafkalite.client import arrow
+from kafkalite.client import arrow, serialization
 from kafkalite.client.config import (CONSUMER, CONSUMER_ALIASES, OFFSET_RESETS,
                                      check_group_protocol, resolve)
 from kafkalite.client.connection import Connection, client_context, parse_bootstrap
@@ -101,6 +101,8 @@ class _Chunk:
 class Consumer:
     def __init__(self, config: dict | None = None, **kwargs):
         given = {**(config or {}), **kwargs}
+        # confluent-kafka's deserializer objects (serialization.py): not settings
+        deserializers = serialization.take(given, serialization.DESERIALIZERS)
         cfg = resolve(given, CONSUMER, CONSUMER_ALIASES)
         check_group_protocol(given, cfg)
         reset = OFFSET_RESETS.get(str(cfg["auto.offset.reset"]).lower())
@@ -134,6 +136,10 @@ class Consumer:
             # fails here, naming the property, rather than at the first rebalance
             from kafkalite.client.assignors import parse_strategies
             parse_strategies(cfg["partition.assignment.strategy"])
+        self._deserializers = deserializers
+        if deserializers != (None, None):
+            # only then a Python call per message after the plain poll/consume
+            self.poll, self.consume = self._poll_deserialized, self._consume_deserialized
 
     # ---- assignment --------------------------------------------------------------------------
 
@@ -645,6 +651,34 @@ class Consumer:
             self._fill(min(remaining, 0.5) if deadline is None else remaining)
             if deadline is not None and time.monotonic() >= deadline and not self._chunks:
                 return []
+
+    def _poll_deserialized(self, timeout: float | None = None) -> Message | None:
+        """poll() with ``key.deserializer`` / ``value.deserializer``: a
+        deserializer's failure raises with the message (consumed: the
+        position is past it), as confluent-kafka's DeserializingConsumer."""
+        got = self._consume_deserialized(1, -1 if timeout is None else timeout)
+        return got[0] if got else None
+
+    def _consume_deserialized(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
+        """consume() with the deserializers. A message they refuse ends the
+        batch: the messages before it are returned and the next call raises
+        for it (its position past it), the ones after it come again (each
+        partition sought back to them)."""
+        msgs = type(self).consume(self, num_messages, timeout)
+        for i, msg in enumerate(msgs):
+            try:
+                serialization.deserialize(msg, *self._deserializers)
+            except serialization.SerializationError:
+                again = msgs[i:] if i else msgs[1:]
+                first: dict = {}
+                for m in again:
+                    first.setdefault((m.topic(), m.partition()), m.offset())
+                for (topic, partition), offset in first.items():
+                    self.seek(TopicPartition(topic, partition, offset))
+                if i:
+                    return msgs[:i]
+                raise
+        return msgs
 
     def consume_batch(self, timeout: float = -1):
         """Every buffered record (fetching if none) as one pyarrow

@@ -545,6 +545,7 @@ CONVERTERS = {
     "org.apache.kafka.connect.converters.ByteArrayConverter": ByteArrayConverter,
     "org.apache.kafka.connect.storage.StringConverter": StringConverter,
     "org.apache.kafka.connect.json.JsonConverter": JsonConverter,
+    **{f"io.confluent.connect.{n}": "kafkalite.connect.registry_converters:" + n.split(".")[1] for n in ("avro.AvroConverter", "protobuf.ProtobufConverter", "json.JsonSchemaConverter")},  # noqa: E501 -- Confluent's, in registry_converters.py
 }
 
 

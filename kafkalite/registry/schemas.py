@@ -260,6 +260,10 @@ def _is_builtin(name: str) -> bool:
 def _import_well_known(dep: str) -> None:
     import importlib
     module = dep[:-len(".proto")].replace("/", ".") + "_pb2"
+    if dep.startswith("confluent/"):
+        # Confluent's own (confluent/types/decimal.proto, confluent/meta.proto) ship with
+        # confluent-kafka's Python package
+        module = "confluent_kafka.schema_registry." + module
     try:
         importlib.import_module(module)
     except ImportError:

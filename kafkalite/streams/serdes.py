@@ -10,7 +10,9 @@ bytes, string and long (8-byte big-endian, Kafka's LongSerde) are vectorised
 slow serde: one ``json.loads`` / ``json.dumps`` per record, values become
 Arrow structs, lists or scalars by pyarrow's inference; so are avro (a given
 schema, fastavro; optionally Confluent's framing with a schema id) and
-protobuf (a given message class; messages as dicts).
+protobuf (a given message class; messages as dicts). avro and protobuf
+also speak Confluent's wire format through a schema registry
+(``schema_registry_url=``), by confluent-kafka's own serializers.
 """
 from __future__ import annotations
 
@@ -209,6 +211,106 @@ class _ProtobufSerde(Serde):
         return pa.array(out, pa.binary())
 
 
+class _RegistrySerde(Serde):
+    """Confluent's wire format through a schema registry (kafkalite's or
+    any with Confluent's API), by confluent-kafka's own serializer and
+    deserializer objects (AvroSerializer/AvroDeserializer,
+    ProtobufSerializer/ProtobufDeserializer), so what a topology writes is
+    what confluent-kafka and Confluent's Java serdes read, and the other way
+    round. Serializing registers the schema under ``subject`` (or looks it
+    up, or takes the subject's latest: Confluent's ``auto.register.schemas``
+    and ``use.latest.version``); deserializing fetches each writer's schema
+    by the id in the record (cached). A serde has no topic: the subject is
+    given (Confluent's TopicNameStrategy names it ``<topic>-value``).
+    ``to_value``/``from_value``: the serializer's objects <-> the column's
+    (Protobuf messages <-> dicts). Per record: the slow path."""
+
+    arrow_type = None
+
+    def __init__(self, name, make_serializer, make_deserializer, url, subject,
+                 registry_config, auto_register, use_latest, to_value, from_value):
+        from confluent_kafka.schema_registry import SchemaRegistryClient
+        self.name, self.subject = name, subject
+        self.registry = SchemaRegistryClient({**(registry_config or {}), "url": url})
+        conf = {"subject.name.strategy": lambda ctx, record_name: subject,
+                "auto.register.schemas": bool(auto_register),
+                "use.latest.version": bool(use_latest)}
+        self._make_serializer = lambda: make_serializer(self.registry, conf)
+        self._serializer = None         # made at the first serialize: it may need the subject
+        self._deserializer = make_deserializer(self.registry, {
+            "subject.name.strategy": lambda ctx, record_name: None})
+        self._to_value, self._from_value = to_value, from_value
+
+    def deserialize(self, data):
+        from confluent_kafka.serialization import MessageField, SerializationContext
+        ctx = SerializationContext(self.subject, MessageField.VALUE)
+        out = []
+        for v in data.to_pylist():
+            if v is None:
+                out.append(None)
+                continue
+            if len(v) < 5 or v[0] != 0:
+                raise SerializationException(f"not Confluent's wire format (magic byte 0, a "
+                                             f"schema id): {v[:5]!r}")
+            try:
+                out.append(self._to_value(self._deserializer(v, ctx)))
+            except Exception as exc:     # noqa: BLE001 - an unknown id, bytes of another schema
+                raise SerializationException(
+                    f"not {self.name} of schema id {int.from_bytes(v[1:5], 'big')}: "
+                    f"{exc}") from None
+        try:
+            return pa.array(out)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise SerializationException(f"{self.name} values Arrow cannot hold: "
+                                         f"{exc}") from None
+
+    def serialize(self, column):
+        from confluent_kafka.serialization import MessageField, SerializationContext
+        if self.subject is None:
+            raise SerializationException(f"Serdes.{self.name}(schema_registry_url=...) writes "
+                                         f"under a subject: give subject=")
+        if self._serializer is None:
+            self._serializer = self._make_serializer()
+        ctx = SerializationContext(self.subject, MessageField.VALUE)
+        out = []
+        for v in column.to_pylist():
+            if v is None:
+                out.append(None)
+                continue
+            try:
+                out.append(self._serializer(self._from_value(v), ctx))
+            except Exception as exc:     # noqa: BLE001 - a value its schema refuses, a registry's no
+                raise SerializationException(f"{v!r} cannot be written as {self.name} under "
+                                             f"{self.subject}: {exc}") from None
+        return pa.array(out, pa.binary())
+
+
+def _avro_registry_serde(schema, url, subject, registry_config, auto_register, use_latest):
+    from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+    text = None if schema is None else schema if isinstance(schema, str) else json.dumps(schema)
+    return _RegistrySerde(
+        "avro", lambda registry, conf: AvroSerializer(registry, text, conf=conf),
+        # the given schema, if any, is the reader's (Avro's schema resolution)
+        lambda registry, conf: AvroDeserializer(registry, text, conf=conf),
+        url, subject, registry_config, auto_register, use_latest,
+        lambda v: v, lambda v: v)
+
+
+def _protobuf_registry_serde(message_class, url, subject, registry_config, auto_register,
+                             use_latest):
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+    from google.protobuf import json_format
+    return _RegistrySerde(
+        "protobuf", lambda registry, conf: ProtobufSerializer(
+            message_class, registry, {**conf, "use.deprecated.format": False}),
+        lambda registry, conf: ProtobufDeserializer(
+            message_class, {**conf, "use.deprecated.format": False}, registry),
+        url, subject, registry_config, auto_register, use_latest,
+        lambda m: json_format.MessageToDict(m, preserving_proto_field_name=True,
+                                            always_print_fields_with_no_presence=True),
+        lambda d: json_format.ParseDict(d, message_class()))
+
+
 class _TypedSerde(Serde):
     """The default serde of repartition topics when the DSL was given none:
     a one-byte tag naming the inner serde (B bytes, S string, L long, J json),
@@ -362,14 +464,37 @@ class Serdes:
         return _SessionWindowedSerde(inner)
 
     @staticmethod
-    def avro(schema, schema_id: int | None = None) -> Serde:
+    def avro(schema=None, schema_id: int | None = None, *, schema_registry_url: str | None = None,
+             subject: str | None = None, registry_config: dict | None = None,
+             auto_register_schemas: bool = True, use_latest_version: bool = False) -> Serde:
         """Avro with ``schema`` (a dict or JSON text); ``schema_id``: Confluent's
-        framing (magic byte, schema id) around it."""
+        framing (magic byte, schema id) around it. With ``schema_registry_url``:
+        Confluent's wire format through the registry (_RegistrySerde): written
+        with ``schema`` under ``subject``, read with each record's writer's
+        schema (resolved to ``schema`` when given); ``registry_config``:
+        confluent-kafka's SchemaRegistryClient settings (basic.auth.user.info,
+        ssl.ca.location)."""
+        if schema_registry_url is not None:
+            if schema_id is not None:
+                raise ValueError("schema_id or schema_registry_url, not both: the registry "
+                                 "gives the id")
+            return _avro_registry_serde(schema, schema_registry_url, subject, registry_config,
+                                        auto_register_schemas, use_latest_version)
+        if schema is None:
+            raise ValueError("Serdes.avro needs a schema, or schema_registry_url")
         return _AvroSerde(schema, schema_id)
 
     @staticmethod
-    def protobuf(message_class) -> Serde:
-        """Protocol Buffers messages of ``message_class``, as dicts."""
+    def protobuf(message_class, *, schema_registry_url: str | None = None,
+                 subject: str | None = None, registry_config: dict | None = None,
+                 auto_register_schemas: bool = True, use_latest_version: bool = False) -> Serde:
+        """Protocol Buffers messages of ``message_class``, as dicts. With
+        ``schema_registry_url``: Confluent's wire format (the schema id, the
+        message indexes) through the registry, as Serdes.avro."""
+        if schema_registry_url is not None:
+            return _protobuf_registry_serde(message_class, schema_registry_url, subject,
+                                            registry_config, auto_register_schemas,
+                                            use_latest_version)
         return _ProtobufSerde(message_class)
 
     @staticmethod

@@ -91,6 +91,7 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
+    value_format: object = None   # registry.ValueFormat: values decoded through a schema registry
 
     @property
     def read_committed(self) -> bool:
@@ -300,8 +301,13 @@ def parse_source(options, *, streaming: bool | None) -> SourceOptions:
             if stray:
                 raise OptionError(spec.option, f"names topics {stray} that the query does not "
                                                f"read")
+    from kafkalite_spark import registry
+    try:
+        value_format = registry.parse(opts, kw.get("topics", ()))
+    except registry.RegistryOptionError as exc:
+        raise OptionError("value.format", str(exc)) from None
     return SourceOptions(
-        client_config=cfg, starting=starting, ending=ending,
+        client_config=cfg, starting=starting, ending=ending, value_format=value_format,
         min_partitions=_int(opts, "minpartitions", minimum=1),
         max_records_per_partition=_int(opts, "maxrecordsperpartition", minimum=1),
         max_offsets_per_trigger=_int(opts, "maxoffsetspertrigger", minimum=1),

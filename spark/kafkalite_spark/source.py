@@ -371,11 +371,14 @@ _COLUMNS = {
 ALL_COLUMNS = tuple(f.name for f in SCHEMA.fields)
 
 
-def columns_of(schema: StructType) -> tuple:
+def columns_of(schema: StructType, value_type=None) -> tuple:
     """The Kafka columns a schema asks for. A user-given schema
     (``spark.read.schema(...)``) may select some of the columns of Spark's
-    Kafka schema, with their types; only those are built and sent to Spark."""
+    Kafka schema, with their types; only those are built and sent to Spark.
+    ``value_type``: the value column's, with ``value.format`` (registry.py)."""
     kafka = {f.name: f.dataType for f in SCHEMA_WITH_HEADERS.fields}
+    if value_type is not None:
+        kafka["value"] = value_type
     names = []
     for f in schema.fields:
         if f.name not in kafka or f.dataType != kafka[f.name]:
@@ -424,10 +427,15 @@ def to_spark(batch: pa.RecordBatch, columns=ALL_COLUMNS) -> pa.RecordBatch:
         schema=pa.schema([(c, _COLUMNS[c][1]) for c in columns]))
 
 
-def read_range(o: opt.SourceOptions, r: OffsetRange, columns=ALL_COLUMNS):
+def read_range(o: opt.SourceOptions, r: OffsetRange, columns=ALL_COLUMNS, value_type=None):
     """Yield the records of ``r`` as Spark Arrow batches of ``columns``
-    (sockets live only here)."""
+    (sockets live only here); with ``value.format``, the value column
+    decoded into ``value_type`` (registry.py)."""
     tp = TopicPartition(r.topic, r.partition)
+    decoder = None
+    if o.value_format is not None and "value" in columns:
+        from kafkalite_spark import registry
+        decoder = registry.Decoder(o.value_format, value_type)
     consumer = _consumer(o)
     try:
         try:
@@ -480,7 +488,12 @@ def read_range(o: opt.SourceOptions, r: OffsetRange, columns=ALL_COLUMNS):
                 batch = batch.slice(0, int(np.searchsorted(offsets.to_numpy(), end)))
                 if not batch.num_rows:
                     break
-            yield to_spark(batch, columns)
+            out = to_spark(batch, columns)
+            if decoder is not None:
+                i = columns.index("value")
+                out = out.set_column(i, pa.field("value", decoder.arrow_type), decoder.column(
+                    out.column(i), batch.column(2), f"{r.topic}-{r.partition}"))
+            yield out
     finally:
         consumer.close()
 
@@ -499,9 +512,10 @@ def _wait_for_stable(consumer: Consumer, tp: TopicPartition, end: int, timeout: 
 # ---- batch --------------------------------------------------------------------------------------
 
 class KafkaLiteBatchReader(DataSourceReader):
-    def __init__(self, o: opt.SourceOptions, columns=ALL_COLUMNS):
+    def __init__(self, o: opt.SourceOptions, columns=ALL_COLUMNS, value_type=None):
         self.options = o
         self.columns = columns
+        self.value_type = value_type
         self.pushed = Pushed()
 
     def pushFilters(self, filters):
@@ -537,7 +551,7 @@ class KafkaLiteBatchReader(DataSourceReader):
     def read(self, partition: OffsetRange):
         if partition.partition < 0:
             return iter(())   # the placeholder of an empty plan (Spark wants one partition)
-        return read_range(self.options, partition, self.columns)
+        return read_range(self.options, partition, self.columns, self.value_type)
 
 
 # ---- streaming ------------------------------------------------------------------------------
@@ -554,9 +568,10 @@ def _from_json(doc: dict) -> dict:
 
 
 class KafkaLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, o: opt.SourceOptions, columns=ALL_COLUMNS):
+    def __init__(self, o: opt.SourceOptions, columns=ALL_COLUMNS, value_type=None):
         self.options = o
         self.columns = columns
+        self.value_type = value_type
         self._target: dict | None = None   # Trigger.AvailableNow: the log ends when it began
 
     def initialOffset(self) -> dict:
@@ -614,7 +629,7 @@ class KafkaLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                             self.options.max_records_per_partition)
 
     def read(self, partition: OffsetRange):
-        return read_range(self.options, partition, self.columns)
+        return read_range(self.options, partition, self.columns, self.value_type)
 
     def commit(self, end: dict) -> None:
         # Spark's checkpoint is the record of progress; kafkalite has no
@@ -639,6 +654,14 @@ def _rate_limit(begin: dict, end: dict, max_rows: int) -> dict:
 
 # ---- the data source ------------------------------------------------------------------------
 
+def _value_type(o: opt.SourceOptions, schema: StructType):
+    """The value column's type with ``value.format`` (the schema's, as
+    schema() gave it), None without."""
+    if o.value_format is None or "value" not in schema.fieldNames():
+        return None
+    return schema["value"].dataType
+
+
 class KafkaLiteDataSource(DataSource):
     """``spark.read.format("kafkalite")`` / ``readStream`` / ``write`` /
     ``writeStream``; Spark reserves the name ``kafka``."""
@@ -650,17 +673,28 @@ class KafkaLiteDataSource(DataSource):
     def schema(self):
         # Called at load(): bad options fail there, for readStream too (the
         # stream reader itself is made only when the query runs).
-        opt.parse_source(self.options, streaming=None)
+        o = opt.parse_source(self.options, streaming=None)
         include = str(self.options.get("includeHeaders", "false")).strip().lower() == "true"
-        return SCHEMA_WITH_HEADERS if include else SCHEMA
+        schema = SCHEMA_WITH_HEADERS if include else SCHEMA
+        if o.value_format is not None:
+            from kafkalite_spark import registry
+            try:
+                value_type = registry.value_type(o.value_format)
+            except registry.RegistryOptionError as exc:
+                raise opt.OptionError("value.format", str(exc)) from None
+            schema = StructType([StructField("value", value_type) if f.name == "value" else f
+                                 for f in schema.fields])
+        return schema
 
     def reader(self, schema):
-        return KafkaLiteBatchReader(opt.parse_source(self.options, streaming=False),
-                                    columns_of(schema))
+        o = opt.parse_source(self.options, streaming=False)
+        value_type = _value_type(o, schema)
+        return KafkaLiteBatchReader(o, columns_of(schema, value_type), value_type)
 
     def streamReader(self, schema):
-        return KafkaLiteStreamReader(opt.parse_source(self.options, streaming=True),
-                                     columns_of(schema))
+        o = opt.parse_source(self.options, streaming=True)
+        value_type = _value_type(o, schema)
+        return KafkaLiteStreamReader(o, columns_of(schema, value_type), value_type)
 
     def writer(self, schema, overwrite):
         from kafkalite_spark.sink import KafkaLiteBatchWriter

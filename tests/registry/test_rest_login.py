@@ -102,3 +102,36 @@ def test_plain_http_and_an_untrusted_certificate_get_nothing(server):
     with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
         urllib.request.urlopen(url.replace("https://", "http://") + "/subjects",
                                timeout=10).read()
+
+
+def test_connects_avro_converter_logs_in_with_user_info_or_the_url(server, certs):
+    """Kafka Connect's AvroConverter (kafkalite/connect/registry_converters.py)
+    with Confluent's ``basic.auth.credentials.source``: USER_INFO and
+    ``basic.auth.user.info``, or the user info in the URL; a wrong password
+    is the registry's 401 in the converter's DataException."""
+    from kafkalite.connect.converters import converter_from_config
+    from kafkalite.connect.data import Field
+    from kafkalite.connect.data import Schema as ConnectSchema
+    from kafkalite.connect.errors import DataException
+    url = server.info["schema_registry"]
+    row = ConnectSchema("struct", name="Secured", fields=(Field("a", ConnectSchema.INT32),))
+
+    def converter(**settings):
+        config = {"value.converter": "io.confluent.connect.avro.AvroConverter",
+                  "value.converter.schema.registry.ssl.ca.location": certs["ca"],
+                  **{f"value.converter.{k}": v for k, v in settings.items()}}
+        return converter_from_config(config, "value.converter", False, "")
+
+    by_user_info = converter(**{"schema.registry.url": url,
+                                "basic.auth.credentials.source": "USER_INFO",
+                                "basic.auth.user.info": "alice:alice-secret"})
+    data = by_user_info.from_connect_data("secured", row, {"a": 7})
+    by_url = converter(**{"schema.registry.url": url.replace("https://",
+                                                             "https://alice:alice-secret@")})
+    assert by_url.to_connect_data("secured", data) == (row, {"a": 7})
+    wrong = converter(**{"schema.registry.url": url, "basic.auth.credentials.source": "USER_INFO",
+                         "basic.auth.user.info": "alice:wrong"})
+    with pytest.raises(DataException, match="401"):
+        wrong.to_connect_data("secured", data)
+    with pytest.raises(DataException, match="401"):
+        converter(**{"schema.registry.url": url}).from_connect_data("secured", row, {"a": 8})

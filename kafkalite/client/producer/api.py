@@ -70,6 +70,7 @@ import time
 from kafkalite import errors
 from kafkalite._ext.accumulator import Accumulator, FastLock, ProducerBatch
 from kafkalite._ext.partitioner import partition_for_key, partitions_for_keys
+from kafkalite.client import serialization
 from kafkalite.client.config import PRODUCER, PRODUCER_ALIASES, resolve
 from kafkalite.client.connection import client_context, parse_bootstrap
 from kafkalite.client.metadata import Metadata, cluster_metadata
@@ -111,6 +112,9 @@ def idempotence(cfg: dict, given: dict) -> bool:
 class Producer:
     def __init__(self, config: dict | None = None, **kwargs):
         given = {**(config or {}), **kwargs}
+        # confluent-kafka's serializer objects (serialization.py): not settings
+        self._key_serializer, self._value_serializer = serialization.take(
+            given, serialization.SERIALIZERS)
         cfg = resolve(given, PRODUCER, PRODUCER_ALIASES)
         self._idempotent = idempotence(cfg, given)
         self._transactional_id = cfg.get("transactional.id") or None
@@ -178,6 +182,10 @@ class Producer:
             self._transactional_id is None)
         if type(self).produce is Producer.produce:
             self.produce = self._acc.produce
+        if self._key_serializer is not None or self._value_serializer is not None:
+            # only then a Python call per record before the accumulator's
+            self.produce = serialization.serializing_produce(
+                self.produce, self._key_serializer, self._value_serializer)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -253,7 +261,9 @@ class Producer:
         str), UnknownTopicOrPartitionError for a partition the topic does
         not have, MessageTooLargeError for a record that cannot fit
         max.request.size, BufferError when queue.buffering.max.messages
-        records, or queue.buffering.max.kbytes of them, wait. An instance
+        records, or queue.buffering.max.kbytes of them, wait. With
+        ``key.serializer`` / ``value.serializer`` (serialization.py) the key
+        and value go through them first. An instance
         calls the accumulator directly (see __init__); this is for
         subclasses and the docs."""
         self._acc.produce(topic, value, key, partition, on_delivery, timestamp, headers, callback)

@@ -1,0 +1,135 @@
+"""Serializers and deserializers on kafkalite's Producer and Consumer, with
+confluent-kafka's calling convention (its SerializingProducer and
+DeserializingConsumer), so confluent-kafka's AvroSerializer,
+ProtobufSerializer, JSONSerializer (and their deserializers, and
+StringSerializer & co.) work unchanged against kafkalite and its schema
+registry.
+
+A serializer is any callable ``serializer(obj, ctx) -> bytes | None``, a
+deserializer ``deserializer(data, ctx) -> object``, where ``ctx`` is a
+SerializationContext: ``topic``, ``field`` (MessageField.KEY or .VALUE;
+equal to confluent-kafka's, which are the strings "key" and "value") and
+``headers`` (the record's, which a serializer may append to). They are
+given as the settings ``key.serializer`` / ``value.serializer`` (Producer)
+and ``key.deserializer`` / ``value.deserializer`` (Consumer), as
+confluent-kafka names them, or as the keyword arguments ``key_serializer=``
+& co.; a producer or consumer without them runs no per-record Python code
+for them (its produce and poll are the plain ones).
+
+Errors: a serializer's exception is raised from produce() as
+KeySerializationError / ValueSerializationError (nothing queued); a
+deserializer's from poll() / consume() as KeyDeserializationError /
+ValueDeserializationError with ``kafka_message`` (the raw message, its
+offset consumed, as confluent-kafka's DeserializingConsumer does).
+"""
+from __future__ import annotations
+
+from enum import Enum
+
+from kafkalite.errors import KafkaError
+
+SERIALIZERS = ("key.serializer", "value.serializer")
+DESERIALIZERS = ("key.deserializer", "value.deserializer")
+
+
+class MessageField(str, Enum):
+    NONE = "none"
+    KEY = "key"
+    VALUE = "value"
+
+
+class SerializationContext:
+    """What a serializer is told about the record (confluent-kafka's)."""
+
+    __slots__ = ("topic", "field", "headers")
+
+    def __init__(self, topic: str, field: MessageField, headers=None):
+        self.topic, self.field, self.headers = topic, field, headers
+
+
+class SerializationError(KafkaError):
+    """A serializer or deserializer refused a record (``__cause__`` is its
+    exception)."""
+
+    def __init__(self, exception: BaseException | None = None, kafka_message=None):
+        super().__init__(f"{type(exception).__name__}: {exception}" if exception else "")
+        self.exception, self.kafka_message = exception, kafka_message
+
+
+class KeySerializationError(SerializationError):
+    pass
+
+
+class ValueSerializationError(SerializationError):
+    pass
+
+
+class KeyDeserializationError(SerializationError):
+    pass
+
+
+class ValueDeserializationError(SerializationError):
+    pass
+
+
+def take(given: dict, names: tuple) -> tuple:
+    """The (key, value) objects named ``names`` (or their ``key_serializer``
+    spelling) in a client's ``given`` settings, taken out of them (the
+    settings proper hold no objects)."""
+    out = []
+    for name in names:
+        obj = given.pop(name, None)
+        alias = given.pop(name.replace(".", "_"), None)
+        obj = obj if obj is not None else alias
+        if obj is not None and not callable(obj):
+            raise ValueError(f"{name} must be callable (confluent-kafka's calling convention: "
+                             f"obj, SerializationContext)")
+        out.append(obj)
+    return tuple(out)
+
+
+def serializing_produce(produce, key_serializer, value_serializer):
+    """A Producer's produce() that runs the serializers first, then ``produce``
+    (the plain one), as confluent-kafka's SerializingProducer does."""
+
+    def produce_serialized(topic, value=None, key=None, partition=-1, on_delivery=None,
+                           timestamp=0, headers=None, callback=None):
+        ctx = SerializationContext(topic, MessageField.KEY, headers)
+        if key_serializer is not None:
+            try:
+                key = key_serializer(key, ctx)
+            except Exception as e:      # noqa: BLE001 -- any serializer's failure is the record's
+                raise KeySerializationError(e) from e
+        ctx.field = MessageField.VALUE
+        if value_serializer is not None:
+            try:
+                value = value_serializer(value, ctx)
+            except Exception as e:      # noqa: BLE001 -- as above
+                raise ValueSerializationError(e) from e
+        produce(topic, value, key, partition, on_delivery, timestamp, ctx.headers, callback)
+    return produce_serialized
+
+
+def deserialize(msg, key_deserializer, value_deserializer):
+    """``msg`` with its key and value replaced by the deserializers'
+    (confluent-kafka's DeserializingConsumer order: the value first); a
+    message that carries an error is left as it is."""
+    if msg.error() is not None:
+        return msg
+    ctx = SerializationContext(msg.topic(), MessageField.VALUE, msg.headers())
+    if value_deserializer is not None:
+        try:
+            value = value_deserializer(msg.value(), ctx)
+        except Exception as e:          # noqa: BLE001 -- any deserializer's failure is the record's
+            raise ValueDeserializationError(e, msg) from e
+    else:
+        value = msg.value()
+    if key_deserializer is not None:
+        ctx.field = MessageField.KEY
+        try:
+            key = key_deserializer(msg.key(), ctx)
+        except Exception as e:          # noqa: BLE001 -- as above
+            raise KeyDeserializationError(e, msg) from e
+        msg.set_key(key)
+    msg.set_value(value)
+    return msg
