@@ -545,7 +545,14 @@ CONVERTERS = {
     "org.apache.kafka.connect.converters.ByteArrayConverter": ByteArrayConverter,
     "org.apache.kafka.connect.storage.StringConverter": StringConverter,
     "org.apache.kafka.connect.json.JsonConverter": JsonConverter,
-    **{f"io.confluent.connect.{n}": "kafkalite.connect.registry_converters:" + n.split(".")[1] for n in ("avro.AvroConverter", "protobuf.ProtobufConverter", "json.JsonSchemaConverter")},  # noqa: E501 -- Confluent's, in registry_converters.py
+    # Confluent's, through the schema registry (registry_converters.py, loaded
+    # when a connector names one: "module:Class")
+    "io.confluent.connect.avro.AvroConverter":
+        "kafkalite.connect.registry_converters:AvroConverter",
+    "io.confluent.connect.protobuf.ProtobufConverter":
+        "kafkalite.connect.registry_converters:ProtobufConverter",
+    "io.confluent.connect.json.JsonSchemaConverter":
+        "kafkalite.connect.registry_converters:JsonSchemaConverter",
 }
 
 

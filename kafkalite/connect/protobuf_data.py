@@ -34,13 +34,25 @@ def _split_name(full: str) -> tuple[str | None, str]:
 _PROTO_LOGICAL = {TIMESTAMP: (".google.protobuf.Timestamp", "google/protobuf/timestamp.proto"),
                   DATE: (".google.type.Date", "google/type/date.proto"),
                   TIME: (".google.type.TimeOfDay", "google/type/timeofday.proto"),
-                  DECIMAL: (".confluent.type.Decimal", "confluent/types/decimal.proto")}
+                  DECIMAL: (".confluent.type.Decimal", "confluent/type/decimal.proto")}
+
+
+def _decimal_pb2():
+    """confluent.type.Decimal's module: confluent/type/decimal.proto, the
+    path Confluent's serializers and registry use, in confluent-kafka 2.13
+    and later; confluent/types/decimal.proto before (the same message)."""
+    try:
+        from confluent_kafka.schema_registry.confluent.type import decimal_pb2
+    except ImportError:
+        from confluent_kafka.schema_registry.confluent.types import decimal_pb2
+        _PROTO_LOGICAL[DECIMAL] = (".confluent.type.Decimal", decimal_pb2.DESCRIPTOR.name)
+    return decimal_pb2
 
 
 def proto_pool():
     """A descriptor pool holding the well-known files a converted schema may
     import."""
-    from confluent_kafka.schema_registry.confluent.types import decimal_pb2
+    decimal_pb2 = _decimal_pb2()
     from google.protobuf import descriptor_pool, timestamp_pb2
     from google.type import date_pb2, timeofday_pb2
     pool = descriptor_pool.DescriptorPool()

@@ -78,13 +78,9 @@ def produce(server, topic, values, serialize):
 
 
 def message_class(file_proto, name):
-    from google.protobuf import descriptor_pool, message_factory
-    from google.protobuf import timestamp_pb2
-    from google.type import date_pb2
-    from confluent_kafka.schema_registry.confluent.types import decimal_pb2
-    pool = descriptor_pool.DescriptorPool()
-    for mod in (timestamp_pb2, date_pb2, decimal_pb2):
-        pool.AddSerializedFile(mod.DESCRIPTOR.serialized_pb)
+    from google.protobuf import message_factory
+    from kafkalite.connect.protobuf_data import proto_pool
+    pool = proto_pool()     # the well-known files (confluent.type.Decimal's as this version has it)
     pool.Add(file_proto)
     return message_factory.GetMessageClass(pool.FindMessageTypeByName(name))
 
