@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import struct
+import sys
 import threading
 import time
 
@@ -171,6 +172,50 @@ def test_a_request_relayed_to_a_supervisor_that_dies_is_answered_by_the_next(tmp
         assert correlation_id == 4242
         assert [b["node_id"] for b in body["brokers"]] == [0]
         sock.close()
+    finally:
+        srv.stop()
+        srv.kill()
+
+
+def test_a_transactional_produce_verified_while_no_supervisor_runs_waits_for_the_next(tmp_path):
+    """A transactional Produce needs the transaction coordinator, in the
+    supervisor, to verify (KIP-890; Produce v12 adds the partition). One
+    that arrives while there is no supervisor waits for the next (up to
+    worker.AWAIT_COORDINATOR_S) and is written. The old worker answered it
+    at once with a retriable error (NOT_ENOUGH_REPLICAS), over and over
+    while the supervisor restarted, and librdkafka's growing backoff held
+    its first retry up to 0.45 s past the restart (issue 47)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "compat"))
+    from compat_helpers import KafkaWire
+    from kafkalite.record import RecordBatchBuilder
+    srv = ServerProcess(str(tmp_path / "data"), workers=1).start()
+    try:
+        create(srv, "t", 1)
+        coord = KafkaWire(srv.kafka_bootstrap)
+        init = coord.request(ApiKey.INIT_PRODUCER_ID, 5, {
+            "transactional_id": "tx", "transaction_timeout_ms": 60000, "producer_id": -1,
+            "producer_epoch": -1})
+        coord.close()
+        assert init["error_code"] == 0
+        builder = RecordBatchBuilder(producer_id=init["producer_id"],
+                                     producer_epoch=init["producer_epoch"], base_sequence=0,
+                                     transactional=True)
+        builder.append(None, None, b"v")
+        leader = KafkaWire(f"127.0.0.1:{srv.info['kafka_brokers'][0]['port']}", timeout=60)
+        srv.kill()
+        wait_until(lambda: "is gone; serving on" in srv.output(), 15,
+                   "the worker to notice its supervisor's death")
+        leader.send_frame(encode_request(ApiKey.PRODUCE, 12, 9, "t", {
+            "transactional_id": "tx", "acks": -1, "timeout_ms": 30000, "topic_data": [
+                {"name": "t", "partition_data": [{"index": 0,
+                                                   "records": bytes(builder.build())}]}]}))
+        started = time.monotonic()
+        srv.start()
+        correlation_id, body = decode_response(ApiKey.PRODUCE, 12, leader.recv_frame())
+        answered = body["responses"][0]["partition_responses"][0]
+        print(f"next supervisor ready in {time.monotonic() - started:.2f} s; answer {answered}")
+        assert correlation_id == 9 and answered["error_code"] == 0, answered
+        leader.close()
     finally:
         srv.stop()
         srv.kill()

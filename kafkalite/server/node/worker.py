@@ -88,6 +88,10 @@ CHORE_WARNING_S = 30.0          # a housekeeping chore that keeps failing is log
 FAILED = object()               # what _chore gives for a chore that failed
 COORDINATOR = -1                 # the supervisor, as BrokerRequests' peer id
 VERIFY_VERSION = 5               # AddPartitionsToTxn with verify_only (false: add, for v2)
+# How long a request for the supervisor's coordinators waits for a new
+# supervisor when there is none (it died; the next adopts this worker): less
+# than a client's shortest socket timeout in our tests (5 s)
+AWAIT_COORDINATOR_S = 3.0
 # Answers that mean "the coordinator cannot tell now": the producer is told
 # to retry (NOT_ENOUGH_REPLICAS, which every client retries, as Kafka does
 # for clients that predate KIP-890).
@@ -134,6 +138,8 @@ class Worker:
         # the native ports' (security.native_security), or None: open
         self.curve = native_security(config, native, self.node_curve)
         self.coordinator = None             # BrokerRequests to the transaction coordinator
+        # (deadline, api, version, body, on_done) of requests for it while there is none
+        self._awaiting_coordinator: list[tuple] = []
         self.relay = None                   # RelayClient to the supervisor
         self._pending_relay = PendingRelay()  # what waits for the relay to be known
         self.replica_manager = ReplicaManager(index, config.data_dir, config.log_config,
@@ -267,6 +273,10 @@ class Worker:
                                               curve=self.curve)
             self.coordinator.attach(self.poller)
             self.replica_manager.verifier = self.verify_transaction
+            # what waited for a supervisor goes to this one, in the order it came
+            awaiting, self._awaiting_coordinator = self._awaiting_coordinator, []
+            for _, api, version, body, on_done in awaiting:
+                self.coordinator.send(COORDINATOR, api, version, body, on_done)
             # share groups' dead letters: the controller names the topic's
             # leaders, the leading worker takes the records
             dead_letters = self.replica_manager.shares.dead_letter_writer
@@ -477,14 +487,33 @@ class Worker:
                                          for t, ps in topics.items()]}]}, answered)
 
     def _ask_coordinator(self, api, version: int, body: dict, on_done) -> None:
-        """Send a request to the supervisor's coordinators; with no
+        """Send a request to the supervisor's coordinators. With no
         supervisor (it died, and the next one has not adopted this worker
-        yet) ``on_done`` gets COORDINATOR_NOT_AVAILABLE at once, which
-        every caller answers with a retriable error."""
+        yet) it waits for the next one up to AWAIT_COORDINATOR_S, then
+        ``on_done`` gets COORDINATOR_NOT_AVAILABLE, which every caller
+        answers with a retriable error. Answered at once, a transactional
+        producer's produce (verified here, KIP-890) failed over and over
+        while the supervisor restarted, and librdkafka's growing retry
+        backoff held its first retry up to 0.45 s past the new supervisor's
+        start (issue 47)."""
         if self.coordinator is None:
-            on_done(errors.CoordinatorNotAvailableError("the supervisor is restarting"))
+            self._awaiting_coordinator.append(
+                (time.monotonic() + AWAIT_COORDINATOR_S, api, version, body, on_done))
             return
         self.coordinator.send(COORDINATOR, api, version, body, on_done)
+
+    def _expire_awaiting_coordinator(self, now: float, all_of_them: bool = False) -> None:
+        """COORDINATOR_NOT_AVAILABLE for what waited for a supervisor past
+        its deadline (or for everything, at the worker's end)."""
+        if not self._awaiting_coordinator:
+            return
+        keep = []
+        for item in self._awaiting_coordinator:
+            if all_of_them or now >= item[0]:
+                item[4](errors.CoordinatorNotAvailableError("the supervisor is restarting"))
+            else:
+                keep.append(item)
+        self._awaiting_coordinator = keep
 
     # ---- housekeeping ----------------------------------------------------------------------
 
@@ -566,6 +595,8 @@ class Worker:
                 asked = self.coordinator.next_deadline()
                 if asked is not None:
                     deadline = min(deadline, asked)
+            if self._awaiting_coordinator:
+                deadline = min(deadline, self._awaiting_coordinator[0][0])
             for due in (self.peers.next_deadline(), self.fetcher.next_deadline()):
                 if due is not None:
                     deadline = min(deadline, due)
@@ -611,6 +642,7 @@ class Worker:
             if self.coordinator is not None:
                 self.coordinator.on_events(events)
                 self.coordinator.expire()
+            self._expire_awaiting_coordinator(time.monotonic())
             self.peers.on_events(events)
             self.peers.expire()
             self.fetcher.tick()
@@ -652,6 +684,7 @@ class Worker:
         self.fetcher.close()
         if self.coordinator is not None:
             self.coordinator.close()
+        self._expire_awaiting_coordinator(time.monotonic(), all_of_them=True)
         if self.relay is not None:
             self.relay.close()
         self.native.close()
