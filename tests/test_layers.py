@@ -47,9 +47,11 @@ PACKAGES = {"kafkalite": ROOT / "kafkalite", "kafkalite_spark": ROOT / "spark" /
 # (a) The layers. The bottom, which every layer may import: the byte format
 # (record/, the Cython codec in _ext/), Kafka's errors, the rate-limited
 # log, the lazy-export helper, Confluent's HTTP error body and lazy app (the
-# registry and the REST proxy share it), and the package root (its version only).
+# registry and the REST proxy share it), pyiceberg's SQL catalog made safely
+# (Connect's Iceberg sink and Spark's history read share it), and the package
+# root (its version only).
 BOTTOM = frozenset({"kafkalite", "_ext", "_lazy", "errors", "ratelimit", "record",
-                    "confluent_http"})
+                    "confluent_http", "iceberg_catalog"})
 # What a client of the broker may import: kafkalite's own clients and the
 # protocol they speak (Connect's group client and the Spark sink's
 # transactions name Kafka's APIs), never server/ or storage/.
@@ -63,6 +65,7 @@ LAYERS: dict[str, frozenset[str]] = {
     "errors": frozenset(),
     "ratelimit": frozenset(),
     "confluent_http": frozenset(),    # the registry's and the REST proxy's error body
+    "iceberg_catalog": frozenset(),   # pyiceberg's SQL catalog: Connect's sink, Spark's history
     "record": frozenset({"_ext", "_lazy", "errors"}),
     # transports shared by client/ and server/: the shared-memory rings and
     # the Unix-domain sockets beside a worker's Kafka listener
@@ -93,9 +96,6 @@ LAYER_EXCEPTIONS: dict[tuple[str, str], str] = {
     ("kafkalite/bench/drivers/kafkalite_zmq.py", "kafkalite.server.node.launcher"):
         "the kafkalite drivers start the server they measure, as the Redis and NATS "
         "drivers start theirs; the launcher is the one way to start a node and wait for it",
-    ("spark/kafkalite_spark/history.py", "kafkalite.connect.connectors.iceberg"):
-        "read_with_history opens the Iceberg catalog the Connect Iceberg sink wrote its "
-        "copy to, with the sink's own reading of the catalog options (sql_catalog)",
 }
 
 # (b) server/'s folders, from the bottom up: a folder may import those below

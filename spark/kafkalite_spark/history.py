@@ -210,7 +210,7 @@ def read_with_history(spark, table: str, catalog: dict, connector: str | None = 
     Python data source to plan and no Python worker to start (0.2 s less
     for a 20,000-record tail, measured). Larger ones (the read stops at
     the limit), and all with 0, go through the ``kafkalite`` source."""
-    from kafkalite.connect.connectors.iceberg import sql_catalog
+    from kafkalite.iceberg_catalog import sql_catalog
     from kafkalite_spark.source import register
     given = _check_options(options)
     o = opt.parse_source(given, streaming=False)

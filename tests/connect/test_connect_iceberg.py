@@ -18,7 +18,7 @@ import pytest
 from harness import create, read_all, wait_until
 
 from kafkalite.client import Producer
-from kafkalite.connect.connectors.iceberg import sql_catalog
+from kafkalite.iceberg_catalog import sql_catalog
 
 pytest.importorskip("pyiceberg")
 ICEBERG = "org.apache.iceberg.connect.IcebergSinkConnector"

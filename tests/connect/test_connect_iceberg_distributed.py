@@ -25,7 +25,7 @@ import requests
 from harness import create, read_all, wait_until
 from test_connect_distributed import get, post_pg_source, sink_victim, start_worker, stop_all
 
-from kafkalite.connect.connectors.iceberg import sql_catalog
+from kafkalite.iceberg_catalog import sql_catalog
 from soak import setting
 
 pytest.importorskip("pyiceberg")

@@ -29,7 +29,8 @@ from test_connect_iceberg import envelope, sink_config, table_rows
 
 from kafkalite.client import AdminClient, Producer
 from kafkalite.connect.connectors.iceberg import (IcebergSinkConnector, IcebergSinkTask,
-                                                  sql_catalog, table_offsets)
+                                                  table_offsets)
+from kafkalite.iceberg_catalog import sql_catalog
 from soak import setting
 
 pytest.importorskip("pyiceberg")

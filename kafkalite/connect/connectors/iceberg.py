@@ -74,6 +74,7 @@ from kafkalite.connect.config import (BOOLEAN, INT, STRING, ConfigDef, ConfigExc
                                       one_of)
 from kafkalite.connect.connectors.parquet import arrow_table
 from kafkalite.connect.errors import ConnectException
+from kafkalite.iceberg_catalog import sql_catalog
 
 log = logging.getLogger("kafkalite.connect.iceberg")
 
@@ -141,24 +142,6 @@ def check_converters(props: dict) -> None:
                                   f"record's bytes, so {key} must be {BYTES_CONVERTER} in the "
                                   f"connector's config (it is {props.get(key) or 'not set'})",
                                   "kafka")
-
-
-def sql_catalog(name: str, **props):
-    """pyiceberg's SqlCatalog; it creates its own tables on first use, one
-    after the other, and a second process doing the same at once fails on
-    whichever table the other created first: it tries again (twice was not
-    always enough: the second try met the other process's next table)."""
-    import time
-
-    from pyiceberg.catalog.sql import SqlCatalog
-    from sqlalchemy.exc import DatabaseError
-    for attempt in range(5):
-        try:
-            return SqlCatalog(name, **props)
-        except DatabaseError:
-            if attempt == 4:
-                raise
-            time.sleep(0.05 * (attempt + 1))
 
 
 DEFAULT_CATALOG_NAME = "kafkalite"
