@@ -585,8 +585,9 @@ class PostgresCdcSourceTask(SourceTask):
         self.txns: list[_Txn] = []          # decoded, not yet known committed, commit order
         self.tracked = -1                   # commit LSN of the last transaction put in txns
         # rows each read decodes again (handed over, not yet committed): asked for on top
-        # of max(max.batch.size, the backlog), so a backlog awaiting the offset commit
-        # neither stalls reading nor is decoded once per max.batch.size
+        # of max(max.batch.size, the backlog) (at most 16 times max.batch.size), so a
+        # backlog awaiting the offset commit neither stalls reading nor is decoded once
+        # per max.batch.size
         self.backlog_rows = 0
         self.buffer: list[SourceRecord] = []
         self.values = _ValueLoader(self.c["decimal.handling.mode"],
@@ -634,12 +635,22 @@ class PostgresCdcSourceTask(SourceTask):
         return out
 
     def _read(self):
+        # a read cut by its limit with nothing new in it reads on at once (the backlog
+        # was larger than counted: an offset commit advanced the slot past only part of
+        # what was handed over, the rest still in the buffer), not after poll.interval.ms
+        while self._read_once() and not self.buffer:
+            pass
+
+    def _read_once(self) -> bool:
+        """One read of the slot into the buffer: whether it was cut by its limit."""
         import psycopg
-        # a read decodes the backlog again before anything new: asking for at least as
-        # many new rows as the backlog holds keeps the reads between two offset commits
+        # a read decodes the backlog again before anything new: asking for as many new
+        # rows as the backlog holds keeps the reads between two offset commits
         # logarithmic in the changes made meanwhile (with max.batch.size more each, the
-        # decoding grew with their square: 3,100 changes/s at most)
-        limit = self.backlog_rows + max(self.c["max.batch.size"], self.backlog_rows)
+        # decoding grew with their square: 3,100 changes/s at most); up to 16 times
+        # max.batch.size, as the new rows' records wait in the buffer
+        batch = self.c["max.batch.size"]
+        limit = self.backlog_rows + min(max(batch, self.backlog_rows), 16 * batch)
         try:
             rows = self.conn.execute(
                 "SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes("
@@ -648,11 +659,11 @@ class PostgresCdcSourceTask(SourceTask):
         except psycopg.errors.ObjectInUse:
             # the slot is still held by a previous owner's session (a killed worker's
             # backend ends when it sees the socket closed)
-            return
+            return False
         except psycopg.OperationalError:
             self.conn.close()
             self.conn = _connect(self.c)
-            return
+            return False
         txn = None
         handed = False      # txn was wholly handed to the worker and is tracked
         # the next read comes once the buffer is empty: every row read now is handed
@@ -690,6 +701,7 @@ class PostgresCdcSourceTask(SourceTask):
                     continue            # handed to the worker already
                 self.position = (txn["final_lsn"], i)
                 self.buffer.extend(self._records(msg, txn, i, lsn_int(lsn)))
+        return len(rows) >= limit
 
     def _primary_key(self, relid: int, conn=None) -> list[str]:
         pk = self._pk.get(relid)
