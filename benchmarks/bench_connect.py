@@ -4,7 +4,10 @@ source and sink against ``kafkalite produce < file`` + ``kafkalite consume
 > file``; PostgreSQL -> topic through the JDBC source against ``COPY ...
 TO`` + ``produce_batch``; topic -> PostgreSQL through the JDBC sink
 against ``consume_batch`` + ``COPY ... FROM``; topic -> Parquet through
-the Parquet sink against ``COPY ... TO`` + a pyarrow Parquet write.
+the Parquet sink against ``COPY ... TO`` + a pyarrow Parquet write;
+PostgreSQL changes -> topic through the CDC source (``--only cdc``)
+against the same changes read straight from a replication slot +
+``produce_batch`` (and issue 45's 20,000 changes/s).
 
     python benchmarks/bench_connect.py               # 200,000 rows and lines
     python benchmarks/bench_connect.py --quick       # 20,000 (the smoke test's size)
@@ -47,6 +50,24 @@ A throwaway PostgreSQL cluster (tests/postgres.py) and a kafkalite server
 4. connect parquet: the ParquetSinkConnector (``flush.size`` 50,000)
    reading the schemaful topic of 2. into Parquet files, timed from its
    creation until its group committed every record (committed = in files).
+
+CDC (``--only cdc``, ``--changes``, default ``--rows`` / 2; a PostgreSQL
+with ``wal_level=logical``): a table of 5,000 rows (the bench table's
+columns) is snapshotted by the PostgresCdcSourceConnector (Debezium's
+envelope, JsonConverter with schemas, the worker's default offset flush
+interval); then ``--changes`` changes are committed in transactions of 500
+(each a DELETE of 100 rows, an UPDATE of 250, an INSERT of 150, in that
+order: one change per row), timed from the first change until the topic's
+high watermark holds every change event (an insert or update one record, a
+delete two: its event and the tombstone). The writer's own rate is printed
+beside it (the connector cannot go faster). Ceiling: a second slot
+(pgoutput, the same publication) created before the changes, read after
+the connector's run by ``pg_logical_slot_get_binary_changes`` 10,000
+messages a call (the SQL interface cdc.py reads through) with each call's
+pgoutput messages produced as they are by ``produce_batch`` (acknowledged).
+Nothing applies the events to a mirror table: the repo has no sink of
+Debezium's envelope (no ExtractNewRecordState), so the figure stops at the
+topic.
 
 Timing never fails anything: this prints figures and writes results.json
 under ``--out`` (default benchmarks/results/connect).
@@ -367,6 +388,125 @@ def through_connect(server, dsn, table, rows, batch, schemas: bool, work) -> flo
         worker.stop()
 
 
+CDC_TABLE, CDC_BASE_ROWS, CDC_TXN = "cdc_rows", 5_000, 500
+CDC_PREFIX = "cdcbench"
+
+
+def cdc_events(changes: int) -> int:
+    """The records ``changes`` changes make (write_cdc_changes' mix): a
+    delete's event and its tombstone, one record for the others."""
+    txns = changes // CDC_TXN
+    return txns * (100 * 2 + 250 + 150)
+
+
+def write_cdc_changes(dsn: str, changes: int) -> float:
+    """``changes`` changes in transactions of 500 (100 deletes, 250 updates,
+    150 inserts of the table of CDC_BASE_ROWS rows, ids kept a sliding
+    window): seconds."""
+    import psycopg
+    lo, hi = 1, CDC_BASE_ROWS + 1      # the live ids: [lo, hi)
+    start = time.perf_counter()
+    with psycopg.connect(dsn) as c:
+        for _ in range(changes // CDC_TXN):
+            c.execute(f"DELETE FROM {CDC_TABLE} WHERE id >= %s::bigint AND id < %s::bigint",
+                      (lo, lo + 100))
+            lo += 100
+            c.execute(f"UPDATE {CDC_TABLE} SET amount = amount + 1, name = md5(id::text || "
+                      f"amount::text)::varchar(20), modified = modified + INTERVAL '1 second' "
+                      f"WHERE id >= %s::bigint AND id < %s::bigint", (lo, lo + 250))
+            c.execute(f"INSERT INTO {CDC_TABLE} (id, name, amount, modified) SELECT g, "
+                      f"md5(g::text)::varchar(20), g * 0.25, TIMESTAMP '2024-01-01' + g * "
+                      f"INTERVAL '1 millisecond' FROM generate_series(%s::bigint, %s::bigint) g",
+                      (hi, hi + 149))
+            hi += 150
+            c.commit()
+    return time.perf_counter() - start
+
+
+def cdc_setup(server, dsn: str) -> str:
+    """The table (CDC_BASE_ROWS rows), its publication, the ceiling's slot
+    and the connector's topic: the ceiling's slot name."""
+    import psycopg
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute(f"CREATE TABLE {CDC_TABLE} (id BIGINT PRIMARY KEY, name TEXT, amount DOUBLE "
+                  f"PRECISION, modified TIMESTAMP)")
+        c.execute(f"INSERT INTO {CDC_TABLE} SELECT g, md5(g::text)::varchar(20), g * 0.25, "
+                  f"TIMESTAMP '2024-01-01' + g * INTERVAL '1 millisecond' FROM "
+                  f"generate_series(1, %s) g", (CDC_BASE_ROWS,))
+        c.execute(f"CREATE PUBLICATION cdc_pub FOR TABLE {CDC_TABLE}")
+        c.execute("SELECT pg_create_logical_replication_slot('cdc_ceiling', 'pgoutput')")
+    create_topic(server, f"{CDC_PREFIX}.public.{CDC_TABLE}")
+    return "cdc_ceiling"
+
+
+def cdc_connect(server, dsn: str, changes: int, work: str) -> tuple[float, float]:
+    """The PostgresCdcSourceConnector: its snapshot, then ``changes``
+    changes written: (seconds from the first change until the topic holds
+    every event, seconds the writer took)."""
+    from kafkalite.client import Consumer, TopicPartition
+    from kafkalite.connect import Herder, Worker
+    from kafkalite.connect.offsets import FileOffsetStore
+    worker = Worker({"bootstrap.servers": server.bootstrap},
+                    FileOffsetStore(os.path.join(work, "offsets-cdc.json")))
+    worker.start()
+    herder = Herder(worker)
+    c = Consumer({"bootstrap.servers": server.bootstrap})
+    tp = TopicPartition(f"{CDC_PREFIX}.public.{CDC_TABLE}", 0)
+
+    def until(n):
+        while c.get_watermark_offsets(tp)[1] < n:
+            st = herder.status("cdc")
+            if any(t["state"] == "FAILED" for t in st["tasks"]):
+                raise RuntimeError(st["tasks"][0]["trace"])
+            time.sleep(0.02)
+    try:
+        herder.put_connector_config("cdc", {
+            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+            "connection.url": "jdbc:" + dsn, "topic.prefix": CDC_PREFIX,
+            "slot.name": "cdc_connect", "publication.name": "cdc_pub"}, False)
+        until(CDC_BASE_ROWS)                # the snapshot
+        start = time.perf_counter()
+        wrote = write_cdc_changes(dsn, changes)
+        until(CDC_BASE_ROWS + cdc_events(changes))
+        return time.perf_counter() - start, wrote
+    finally:
+        c.close()
+        herder.stop()
+        worker.stop()
+
+
+def cdc_ceiling(server, dsn: str, slot: str, changes: int) -> float:
+    """The changes read from ``slot`` by pg_logical_slot_get_binary_changes,
+    10,000 messages a call, each call's pgoutput messages produced by
+    ``produce_batch`` and acknowledged: seconds."""
+    import psycopg
+
+    from kafkalite.client import Producer
+    topic = "cdc-ceiling"
+    create_topic(server, topic)
+    p = Producer({"bootstrap.servers": server.bootstrap})
+    try:
+        with psycopg.connect(dsn, autocommit=True) as c:
+            start = time.perf_counter()
+            got = 0
+            while True:
+                rows = c.execute("SELECT data FROM pg_logical_slot_get_binary_changes(%s, NULL, "
+                                 "10000, 'proto_version', '1', 'publication_names', 'cdc_pub')",
+                                 (slot,)).fetchall()
+                if not rows:
+                    break
+                got += len(rows)
+                p.produce_batch(topic, [r[0] for r in rows], partition=0)
+            if p.flush(120):
+                raise RuntimeError("the ceiling's records were not acknowledged")
+            took = time.perf_counter() - start
+        if got < changes:
+            raise RuntimeError(f"the ceiling's slot held {got} messages, not {changes} changes")
+        return took
+    finally:
+        p.close()
+
+
 def load_average() -> str:
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
@@ -382,18 +522,24 @@ def main(argv=None) -> int:
     ap.add_argument("--lines", type=int, default=None, help="file lines (default: --rows)")
     ap.add_argument("--batch", type=int, default=10_000, help="batch.max.rows")
     ap.add_argument("--quick", action="store_true", help="20,000 rows and lines")
+    ap.add_argument("--changes", type=int, default=None,
+                    help="CDC changes (default: --rows / 2; a multiple of 500)")
     ap.add_argument("--only", default="file,jdbc,parquet",
-                    help="comma-separated sections: file, jdbc (source and sink), parquet")
+                    help="comma-separated sections: file, jdbc (source and sink), parquet, cdc")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "connect"))
     args = ap.parse_args(argv)
     rows = 20_000 if args.quick else args.rows
     lines = 20_000 if args.quick else (args.lines or rows)
+    changes = 10_000 if args.quick else (args.changes or rows // 2)
+    changes -= changes % CDC_TXN
     only = set(args.only.split(","))
     # the machine's load beside the figures: the ratios to the same run's ceilings are
     # what compare across runs
     print(f"load average: {load_average()}")
     work = tempfile.mkdtemp(prefix="bench-connect-")
-    pg = PostgresServer().start() if only & {"jdbc", "parquet"} else None
+    pg = None
+    if only & {"jdbc", "parquet", "cdc"}:
+        pg = PostgresServer(wal_level="logical" if "cdc" in only else None).start()
     server = launcher.ServerProcess(os.path.join(work, "data"), workers=2).start()
     figures: dict = {}
     try:
@@ -453,11 +599,25 @@ def main(argv=None) -> int:
             print(f"topic -> ParquetSinkConnector: {rows:,} rows in {took:.2f} s = "
                   f"{rows / took:,.0f} rows/s "
                   f"({rows / took / figures['copy_to_parquet_rows_per_s']:.1%} of COPY + Parquet)")
+        if "cdc" in only:
+            slot = cdc_setup(server, pg.dsn)
+            took, wrote = cdc_connect(server, pg.dsn, changes, work)
+            figures["connect_cdc_changes_per_s"] = changes / took
+            print(f"PostgreSQL -> CDC source -> topic: {changes:,} changes "
+                  f"({cdc_events(changes):,} records) in {took:.2f} s = "
+                  f"{changes / took:,.0f} changes/s (the writer alone: {changes / wrote:,.0f} "
+                  f"changes/s; target 20,000 changes/s)")
+            took = cdc_ceiling(server, pg.dsn, slot, changes)
+            figures["cdc_ceiling_changes_per_s"] = changes / took
+            print(f"pg_logical_slot_get_binary_changes + produce_batch: {changes:,} changes in "
+                  f"{took:.2f} s = {changes / took:,.0f} changes/s (the CDC ceiling; the source "
+                  f"above is "
+                  f"{ratio(figures, 'connect_cdc_changes_per_s', 'cdc_ceiling_changes_per_s')})")
         print(f"load average: {load_average()}")
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "results.json"), "w") as f:
-            json.dump({"rows": rows, "lines": lines, "batch.max.rows": args.batch,
-                       "figures": figures}, f, indent=2)
+            json.dump({"rows": rows, "lines": lines, "changes": changes,
+                       "batch.max.rows": args.batch, "figures": figures}, f, indent=2)
     finally:
         server.stop()
         server.kill()
