@@ -92,6 +92,26 @@ def test_producing_needs_write_on_the_topic(server):
                 headers=login("admin"))[0] == 200
 
 
+def test_registering_a_schema_through_the_proxy_needs_the_callers_rights_on_the_subject(server):
+    """v2 avro produce registers under <topic>-value as the caller, not as
+    the server: Write on the topic is not enough without Write on the
+    subject's resource (TOPIC ``subject:<topic>-value``)."""
+    schema = '{"type": "record", "name": "R", "fields": [{"name": "n", "type": "long"}]}'
+    body = {"value_schema": schema, "records": [{"value": {"n": 1}}]}
+    avro = "application/vnd.kafka.avro.v2+json"
+    topic = "team-a.avro"           # its own: the other tests read A as JSON
+    for f in server.admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        f.result(30)
+    url = f"{server.info['rest_proxy']}/topics/{topic}"
+    status, answer, _ = call(url, "POST", body, content_type=avro, headers=login("alice"))
+    assert refused(answer, status, f"{topic}-value"), answer
+    allow(server.admin, ResourceType.TOPIC, f"subject:{topic}-value", AclOperation.WRITE,
+          AclOperation.READ)
+    status, answer, _ = call(url, "POST", body, content_type=avro, headers=login("alice"))
+    assert status == 200 and answer["value_schema_id"] >= 1, answer
+    assert answer["offsets"][0]["error_code"] is None
+
+
 def test_topics_are_listed_described_created_and_deleted_under_the_acls(server):
     def listed(user):
         return {t["topic_name"] for t in call(server.topics, headers=login(user))[1]["data"]}
