@@ -26,7 +26,7 @@ from kafkalite.rest_proxy.errors import (BAD_REQUEST, INTERNAL_ERROR, INVALID_BI
                                          UNSUPPORTED_MEDIA_TYPE, ProxyError)
 from kafkalite.rest_proxy.records import RecordProducer
 from kafkalite.rest_proxy.schemas import (KEY_SCHEMA_MISSING, VALUE_SCHEMA_MISSING,
-                                          SchemaFormats)
+                                          SchemaFormats, subject_of)
 from kafkalite.rest_proxy.v3 import ClusterResources
 
 log = logging.getLogger("kafkalite.rest_proxy")
@@ -171,7 +171,8 @@ class ProxyApp:
 
         # every record encoded before any is produced: one that does not fit
         # its schema fails the request (42203), as Confluent's v2 does
-        writers = {f: self.schemas.writer(req, fmt, i) for f, i in ids.items() if i is not None}
+        writers = {f: self.schemas.writer(req, fmt, i, subject_of(topic, f == "key"))
+                   for f, i in ids.items() if i is not None}
         encoded = [{f: base64.b64encode(writers[f](r[f], topic, f == "key")).decode()
                     for f in writers if r.get(f) is not None} for r in records]
 

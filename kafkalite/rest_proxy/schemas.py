@@ -21,7 +21,11 @@ registry client's ``basic.auth.user.info``), so registering a schema, or
 reading one by id, needs what the registry's ACLs give that user
 (registry/authorization.py: Write on ``subject:<topic>-value`` to
 register), never the server's rights. Security off: no credentials, as
-any client of the registry.
+any client of the registry. Registering is asked of the proxy's own
+authorizer too (Write on ``subject:<subject>``, the same decision): the
+client answers a schema it registered before from its cache, and an ACL
+removed since must still refuse it. A schema read by id is the client's
+cache's once fetched (per caller's credentials).
 
 Where the registry is: the node's ``schema_registry`` endpoint, asked of
 the node once through the proxy's admin client (the proxy is a client of
@@ -46,6 +50,8 @@ import decimal
 import threading
 import uuid
 
+from kafkalite.protocol.enums import AclOperation as Op
+from kafkalite.protocol.enums import ResourceType as Res
 from kafkalite.rest_proxy.errors import (AUTHORIZATION_FAILED, BAD_REQUEST, ProxyError)
 
 # Confluent REST Proxy's codes for the schema-based formats
@@ -57,6 +63,7 @@ SCHEMA_REGISTRY_ERROR = 40801       # "Schema registration or lookup failed"
 
 # embedded format -> the registry's schemaType
 SCHEMA_TYPES = {"avro": "AVRO", "protobuf": "PROTOBUF", "jsonschema": "JSON"}
+SUBJECT_PREFIX = "subject:"        # a subject's ACL resource (registry/authorization.py)
 CACHED_CLIENTS = 64                 # registry clients kept, one per caller's credentials
 
 
@@ -209,7 +216,11 @@ class SchemaFormats:
                 if ca and conf["url"].startswith("https"):
                     conf["ssl.ca.location"] = ca
                 if len(self._clients) >= CACHED_CLIENTS:
+                    # the serializers are keyed by their client's id(): they
+                    # go with it, so that no id is reused while one is kept
                     self._clients.clear()
+                    self._writers.clear()
+                    self._readers.clear()
                 client = self._clients[(credentials, serialized)] = SchemaRegistryClient(conf)
             return client
 
@@ -232,6 +243,9 @@ class SchemaFormats:
             if schema is not None:
                 if not isinstance(schema, str):
                     raise ProxyError(INVALID_SCHEMA, "Invalid schema: a schema is text")
+                # asked here too: the client answers a schema it registered
+                # before from its cache, without asking the registry again
+                req.access.require(Op.WRITE, Res.TOPIC, SUBJECT_PREFIX + subject)
                 return client.register_schema(subject, Schema(schema, SCHEMA_TYPES[fmt]))
             if version is None or version == "latest" or version == -1:
                 return client.get_latest_version(subject).schema_id
@@ -261,7 +275,7 @@ class SchemaFormats:
         schema_id = self.schema_id(req, fmt or "avro", topic, is_key, schema=schema,
                                    schema_id=spec.get("schema_id"), subject=subject,
                                    version=spec.get("schema_version"))
-        encode, fmt = self.writer(req, fmt, schema_id, with_format=True)
+        encode, fmt = self.writer(req, fmt, schema_id, subject, with_format=True)
         raw = encode(spec.get("data"), topic, is_key)
         return raw, {"type": {"avro": "AVRO", "protobuf": "PROTOBUF",
                               "jsonschema": "JSONSCHEMA"}[fmt], "size": len(raw),
@@ -290,15 +304,20 @@ class SchemaFormats:
                                       f"TOPIC_NAME, and for RECORD_NAME and "
                                       f"TOPIC_RECORD_NAME with an Avro schema's text")
 
-    def writer(self, req, fmt: str | None, schema_id: int, with_format: bool = False):
+    def writer(self, req, fmt: str | None, schema_id: int, subject: str,
+               with_format: bool = False):
         """``encode(data, topic, is_key) -> bytes`` for data in the schema
         of ``schema_id``, by confluent-kafka's serializer of ``fmt`` (None:
-        the schema's own type; ``with_format``: (encode, the format))."""
+        the schema's own type; ``with_format``: (encode, the format)).
+        The serializer finds the id under a subject: ``subject`` when the
+        schema is one of its versions, else the first subject the registry
+        names for the id (an id is usable on any topic, as Confluent's
+        proxy has it)."""
         from confluent_kafka.schema_registry.error import SchemaRegistryError
         from confluent_kafka.serialization import (MessageField, SerializationContext,
                                                    SerializationError)
         client = self.client(req)
-        key = (id(client), fmt, schema_id)
+        key = (id(client), fmt, schema_id, subject)
         hit = self._writers.get(key)
         if hit is None:
             try:
@@ -313,6 +332,12 @@ class SchemaFormats:
                 if found == "protobuf":
                     registered = self.client(req, serialized=True).get_schema(
                         schema_id, fmt="serialized")
+                subjects = client.get_subjects_by_schema_id(schema_id)
+                if not subjects:
+                    raise ProxyError(SCHEMA_REGISTRY_ERROR, f"Schema registration or lookup "
+                                                            f"failed: schema {schema_id} is "
+                                                            f"under no subject")
+                chosen = subject if subject in subjects else subjects[0]
             except SchemaRegistryError as exc:
                 raise _registry_error(exc) from None
             except ProxyError:
@@ -323,7 +348,7 @@ class SchemaFormats:
                                                         f"{exc}") from None
             hit = self._writers[key] = (self._serializer(
                 self.client(req, serialized=True) if found == "protobuf" else client,
-                found, schema_id, registered), found)
+                found, schema_id, registered, chosen), found)
         encode, fmt = hit
 
         def encode_checked(data, topic: str, is_key: bool) -> bytes:
@@ -340,8 +365,9 @@ class SchemaFormats:
         return (encode_checked, fmt) if with_format else encode_checked
 
     @staticmethod
-    def _serializer(client, fmt: str, schema_id: int, registered):
-        conf = {"auto.register.schemas": False, "use.schema.id": schema_id}
+    def _serializer(client, fmt: str, schema_id: int, registered, subject: str):
+        conf = {"auto.register.schemas": False, "use.schema.id": schema_id,
+                "subject.name.strategy": lambda ctx, record_name: subject}
         if fmt == "avro":
             from confluent_kafka.schema_registry.avro import AvroSerializer
             return AvroSerializer(client, registered, conf=conf)
