@@ -216,3 +216,51 @@ def test_confluent_error_codes_of_the_registry_formats(proxy):
                              accept="application/vnd.kafka.json.v2+json")
     assert (status, answer["error_code"]) == (406, 40601), answer
     call(base, "DELETE", content_type=V2)
+
+
+def test_bad_schema_input_is_a_confluent_error_never_a_500(proxy):
+    url, cluster, _, server = proxy
+    for name in ("bad-proto", "bad-js", "bad-read"):      # a subject each: no evolution
+        assert call(f"{url}/v3/clusters/{cluster}/topics", "POST",
+                    {"topic_name": name, "partitions_count": 1})[0] == 201
+    topic, records = f"{url}/topics/bad", f"{url}/v3/clusters/{cluster}/topics/bad/records"
+    answers = [
+        call(topic, "POST", {"value_schema_id": "one", "records": [{"value": {}}]},
+             content_type=AVRO),
+        call(topic, "POST", {"value_schema": 12, "records": [{"value": {}}]},
+             content_type=AVRO),
+        call(topic, "POST", {"value_schema": "message {", "records": [{"value": {}}]},
+             content_type=PROTOBUF),
+        call(topic, "POST", {"value_schema": '{"type": 5}', "records": [{"value": {}}]},
+             content_type=JSONSCHEMA),
+        call(f"{url}/topics/bad-proto", "POST", {"value_schema": ORDER_PROTO,
+                                                 "records": [{"value": {"id": "x"}}]},
+             content_type=PROTOBUF),
+        call(f"{url}/topics/bad-js", "POST", {"value_schema": ORDER_JSON,
+                                              "records": [{"value": {"id": 1}}]},
+             content_type=JSONSCHEMA),
+        call(records, "POST", {"value": {"schema_id": "x", "data": {}}}),
+        call(records, "POST", {"value": {"type": "PROTOBUF", "schema": "garbage", "data": {}}}),
+        call(records, "POST", {"value": {"subject": "bad-value", "schema_version": "x",
+                                         "data": {}}}),
+        call(records, "POST", {"value": {"schema": ORDER, "data": {}}}),
+    ]
+    codes = [(status, answer.get("error_code")) for status, answer, _ in answers]
+    assert codes == [(400, 400), (422, 42205), (422, 42205), (422, 42205), (422, 42203),
+                     (422, 42203), (400, 400), (422, 42205), (400, 400), (400, 400)], answers
+    # JSON records read by an avro instance: 50002 naming the record, not a 500
+    produce_raw(server, "bad-read", [b'{"plain": "json"}'])
+    assert call(f"{url}/consumers/g-bad2", "POST", {"name": "i", "format": "avro",
+                                                     "auto.offset.reset": "earliest"},
+                content_type=V2)[0] == 200
+    base = f"{url}/consumers/g-bad2/instances/i"
+    assert call(f"{base}/subscription", "POST", {"topics": ["bad-read"]},
+                content_type=V2)[0] == 204
+    deadline, answer = time.monotonic() + 30, None
+    while time.monotonic() < deadline:
+        status, answer, _ = call(f"{base}/records?timeout=1000", accept=AVRO)
+        if status != 200 or answer:
+            break
+    assert (status, answer["error_code"]) == (500, 50002) and "bad-read-0@0" in answer["message"], \
+        answer
+    call(base, "DELETE", content_type=V2)
