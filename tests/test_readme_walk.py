@@ -97,6 +97,11 @@ EXPECT = {"docs/tiered-storage.md": {
     'topics/payroll/records"; echo': [r'"topic_name": "orders", "partition_id": 0, "offset": 0',
                                       r'^\{"error_code": 40301, "message": "Not authorized to '
                                       r'access topics: \[payroll\]"\}$'],
+    "instances/p1/records?timeout=1000'": [r'^\{"key_schema_id": null, "value_schema_id": 1, ',
+                                           r'"value": \{"type": "AVRO", "size": 13, '
+                                           r'"subject": null, "schema_id": 1\}',
+                                           r'"value": \{"amount": 9\.5\}.*'
+                                           r'"value": \{"amount": 12\.0\}'],
 }, "docs/streams.md": {
     "while streams.state != KafkaStreams.RUNNING": [r"^RUNNING$"],
 }, "docs/connect.md": {

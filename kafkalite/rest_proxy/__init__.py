@@ -8,6 +8,9 @@ What it holds: the HTTP handlers of Confluent REST Proxy's documented API
   content types, answers);
 - records.py: v3's ``POST .../records`` (key and value of type BINARY,
   JSON or STRING, headers, partition, timestamp; the streaming mode);
+- schemas.py: the registry's embedded formats (Avro, Protobuf, JSON
+  Schema) for v2 and v3 produce and v2's consumer instances, by
+  confluent-kafka's serializers on the node's own schema registry;
 - v3.py: clusters, brokers, topics, partitions, configs, consumer groups;
 - consumers.py: v2's consumer instances (create, subscribe, records,
   offsets, delete) and their idle timer;
@@ -23,7 +26,8 @@ layer imports nothing above it. The proxy reaches the node as any client
 does, through kafkalite's own clients over the node's native port.
 
 What it may import: the standard library, kafkalite.client,
-kafkalite.errors and kafkalite.protocol.enums (the ACL vocabulary);
+kafkalite.errors and kafkalite.protocol.enums (the ACL vocabulary),
+confluent-kafka's schema registry client and serializers;
 never kafkalite.server (the supervisor is handed it, and serves it).
 """
 

@@ -25,6 +25,8 @@ from kafkalite.rest_proxy.consumers import ConsumerInstances
 from kafkalite.rest_proxy.errors import (BAD_REQUEST, INTERNAL_ERROR, INVALID_BINARY_DATA,
                                          UNSUPPORTED_MEDIA_TYPE, ProxyError)
 from kafkalite.rest_proxy.records import RecordProducer
+from kafkalite.rest_proxy.schemas import (KEY_SCHEMA_MISSING, VALUE_SCHEMA_MISSING,
+                                          SchemaFormats, subject_of)
 from kafkalite.rest_proxy.v3 import ClusterResources
 
 log = logging.getLogger("kafkalite.rest_proxy")
@@ -44,8 +46,9 @@ class ProxyApp:
         from kafkalite.client import AdminClient
         self.admin = AdminClient(client_config)
         self.v3 = ClusterResources(self.admin)
-        self.producer = RecordProducer(client_config, self.admin)
-        self.consumers = ConsumerInstances(client_config, instance_timeout_ms)
+        self.schemas = SchemaFormats(self.admin, client_config)
+        self.producer = RecordProducer(client_config, self.admin, self.schemas)
+        self.consumers = ConsumerInstances(client_config, instance_timeout_ms, self.schemas)
         c, v3, ci = r"/v3/clusters/([^/]+)", self.v3, self.consumers
         inst = r"/consumers/([^/]+)/instances/([^/]+)"
         self.router = http.Router([
@@ -116,20 +119,23 @@ class ProxyApp:
                                                      f"{req.content_type}")
         if req.chunked:
             self.producer.partitions(topic)         # 40401 before the 200 of a stream
-            return self.producer.produce_stream(cluster_id, topic, req.stream())
+            return self.producer.produce_stream(cluster_id, topic, req.stream(), req)
         record = req.json(None)
         if record is None:
             raise ProxyError(BAD_REQUEST, "the request body is empty: a record is expected")
-        answer = self.producer.produce_one(cluster_id, topic, record)
+        answer = self.producer.produce_one(cluster_id, topic, record, req)
         return http.Answer(answer["error_code"] if answer["error_code"] < 1000
                            else int(str(answer["error_code"])[:3]), answer)
 
     def produce_v2(self, req, topic):
         """v2's ``POST /topics/{t}``: ``{"records": [{"key", "value",
-        "partition"}]}`` in the embedded format of the content type (json or
-        binary); answers ``{"offsets": [{"partition", "offset",
+        "partition"}]}`` in the embedded format of the content type (json,
+        binary, or avro, protobuf, jsonschema with ``key_schema`` /
+        ``key_schema_id`` and ``value_schema`` / ``value_schema_id``, the
+        registry's formats, schemas.py); answers ``{"key_schema_id",
+        "value_schema_id", "offsets": [{"partition", "offset",
         "error_code", "error"}]}``."""
-        fmt = {http.V2_JSON: "JSON", http.V2_BINARY: "BINARY"}.get(req.content_type)
+        fmt = V2_PRODUCE_FORMATS.get(req.content_type)
         if fmt is None:
             raise ProxyError(UNSUPPORTED_MEDIA_TYPE, f"HTTP 415 Unsupported Media Type: "
                                                      f"{req.content_type or 'none'}")
@@ -148,13 +154,39 @@ class ProxyApp:
                             base64.b64decode(r[f], validate=True)
                     except (binascii.Error, ValueError, TypeError):
                         raise ProxyError(INVALID_BINARY_DATA, f"{f} is not base64") from None
+        ids = {"key": None, "value": None}
+        if fmt in ("avro", "protobuf", "jsonschema"):
+            self.producer.partitions(topic)         # 40401 before a schema is registered
+            for field, missing in (("key", KEY_SCHEMA_MISSING), ("value", VALUE_SCHEMA_MISSING)):
+                text, given = body.get(f"{field}_schema"), body.get(f"{field}_schema_id")
+                if text is None and given is None:
+                    if any(r.get(field) is not None for r in records):
+                        raise ProxyError(missing, f"Request includes {field}s and uses a "
+                                                  f"format that requires schemas, but does "
+                                                  f"not include the {field}_schema or "
+                                                  f"{field}_schema_id fields")
+                    continue
+                ids[field] = self.schemas.schema_id(req, fmt, topic, field == "key",
+                                                    schema=text, schema_id=given)
+
+        # every record encoded before any is produced: one that does not fit
+        # its schema fails the request (42203), as Confluent's v2 does
+        writers = {f: self.schemas.writer(req, fmt, i, subject_of(topic, f == "key"))
+                   for f, i in ids.items() if i is not None}
+        encoded = [{f: base64.b64encode(writers[f](r[f], topic, f == "key")).decode()
+                    for f in writers if r.get(f) is not None} for r in records]
+
+        def data(field, r, i):
+            if field in encoded[i]:
+                return {"type": "BINARY", "data": encoded[i][field]}
+            return {"type": fmt if fmt in ("JSON", "BINARY") else "JSON", "data": r[field]}
         cluster_id = self.v3.cluster_id()
         chunks = [json.dumps({
             "partition_id": r.get("partition"),
-            **({"key": {"type": fmt, "data": r["key"]}} if r.get("key") is not None else {}),
-            **({"value": {"type": fmt, "data": r["value"]}} if "value" in r else {}),
-        }).encode() for r in records]
-        answers = list(self.producer.produce_stream(cluster_id, topic, iter(chunks)))
+            **({"key": data("key", r, i)} if r.get("key") is not None else {}),
+            **({"value": data("value", r, i)} if "value" in r else {}),
+        }).encode() for i, r in enumerate(records)]
+        answers = list(self.producer.produce_stream(cluster_id, topic, iter(chunks), req))
         offsets = []
         for line in b"".join(answers).splitlines():
             a = json.loads(line)
@@ -162,5 +194,10 @@ class ProxyApp:
             offsets.append({"partition": a.get("partition_id"), "offset": a.get("offset"),
                             "error_code": None if ok else a["error_code"],
                             "error": None if ok else a.get("message")})
-        return http.Answer(200, {"key_schema_id": None, "value_schema_id": None,
+        return http.Answer(200, {"key_schema_id": ids["key"], "value_schema_id": ids["value"],
                                  "offsets": offsets}, http.V2)
+
+
+# v2 produce's content types -> the embedded format
+V2_PRODUCE_FORMATS = {http.V2_JSON: "JSON", http.V2_BINARY: "BINARY", http.V2_AVRO: "avro",
+                      http.V2_PROTOBUF: "protobuf", http.V2_JSONSCHEMA: "jsonschema"}

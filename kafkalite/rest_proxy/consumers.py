@@ -2,12 +2,14 @@
 
 An instance is one kafkalite Consumer, a member of ``group``, that a
 client drives over HTTP: create (``POST /consumers/{group}``: name,
-format binary|json, auto.offset.reset, auto.commit.enable), subscribe,
+format binary|json|avro|protobuf|jsonschema, auto.offset.reset, auto.commit.enable), subscribe,
 fetch records (``GET .../records``, ``timeout`` and ``max_bytes``), commit
 and read offsets, delete. Answers are ``application/vnd.kafka.v2+json``;
 records are answered in the embedded format the instance was made with
-(``application/vnd.kafka.json.v2+json`` or ``...binary...``), and an
-Accept that names the other format is 40601, one that names neither 406.
+(``application/vnd.kafka.json.v2+json``, ``...binary...``, ``...avro...``,
+``...protobuf...``, ``...jsonschema...``: the last three decoded through
+the registry as JSON, schemas.py), and an Accept that names another of
+these formats is 40601, one that names none 406.
 
 Offsets as Confluent's v2 has them: ``POST .../offsets`` with
 ``{"offsets": [{"topic", "partition", "offset"}]}`` commits each
@@ -52,13 +54,16 @@ from kafkalite.rest_proxy.errors import (BAD_REQUEST, CONSUMER_ALREADY_EXISTS,
                                          INVALID_CONSUMER_CONFIG, AUTHORIZATION_FAILED,
                                          KAFKA_ERROR, NOT_ACCEPTABLE,
                                          ProxyError, from_kafka)
-from kafkalite.rest_proxy.http import V2, V2_BINARY, V2_JSON, Answer
+from kafkalite.rest_proxy.http import (V2, V2_AVRO, V2_BINARY, V2_JSON, V2_JSONSCHEMA,
+                                       V2_PROTOBUF, Answer)
 
 DEFAULT_INSTANCE_TIMEOUT_MS = 300_000
 DEFAULT_REQUEST_TIMEOUT_MS = 1_000      # Confluent's consumer.request.timeout.ms
 DEFAULT_MAX_BYTES = 64 << 20            # Confluent's consumer.request.max.bytes
 MAX_TIMEOUT_MS = 60_000
-FORMATS = {"binary": V2_BINARY, "json": V2_JSON}
+FORMATS = {"binary": V2_BINARY, "json": V2_JSON, "avro": V2_AVRO, "protobuf": V2_PROTOBUF,
+           "jsonschema": V2_JSONSCHEMA}
+REGISTRY_FORMATS = ("avro", "protobuf", "jsonschema")     # decoded through schemas.py
 CONSUME_BATCH = 1000
 CLOSE_WAIT_S = 1.0
 
@@ -87,8 +92,10 @@ class ConsumerInstance:
 class ConsumerInstances:
     """Every instance of the proxy, and their idle timer."""
 
-    def __init__(self, client_config: dict, instance_timeout_ms: int | None = None):
+    def __init__(self, client_config: dict, instance_timeout_ms: int | None = None,
+                 schemas=None):
         self.client_config = client_config
+        self.schemas = schemas          # schemas.SchemaFormats, for avro, protobuf, jsonschema
         self.timeout_s = (instance_timeout_ms or DEFAULT_INSTANCE_TIMEOUT_MS) / 1000
         self._instances: dict[tuple[str, str], ConsumerInstance] = {}
         self._lock = threading.Lock()
@@ -165,8 +172,7 @@ class ConsumerInstances:
         fmt = str(body.get("format") or "binary").lower()
         if fmt not in FORMATS:
             raise ProxyError(INVALID_CONSUMER_CONFIG, f"format {fmt} is not one of binary, "
-                                                      f"json (avro, protobuf and jsonschema "
-                                                      f"are not served yet)")
+                                                      f"json, avro, protobuf, jsonschema")
         config = {**self.client_config, "group.id": group, "client.id": str(name)}
         reset = body.get("auto.offset.reset")
         if reset is not None:
@@ -273,12 +279,15 @@ class ConsumerInstances:
                 if left <= 0:
                     break
             out, size = [], 0
+            # the writer's schemas fetched as the caller (schemas.py)
+            decode = (self.schemas.reader(req, inst.format) if inst.format in REGISTRY_FORMATS
+                      and inst.backlog else None)
             while inst.backlog:
                 m = inst.backlog[0]
                 n = len(m.value() or b"") + len(m.key() or b"")
                 if out and size + n > max_bytes:
                     break
-                out.append(self._record(inst.format, m))     # may refuse: m stays
+                out.append(self._record(inst.format, m, decode))     # may refuse: m stays
                 inst.backlog.popleft()
                 size += n
                 inst.consumed[(m.topic(), m.partition())] = m.offset()
@@ -286,8 +295,23 @@ class ConsumerInstances:
         return self._using(req, group, name, work)
 
     @staticmethod
-    def _record(fmt: str, m) -> dict:
+    def _record(fmt: str, m, decode=None) -> dict:
         key, value = m.key(), m.value()
+        if decode is not None:
+            def enc(b, is_key=False):
+                if b is None:
+                    return None
+                try:
+                    return decode(b, m.topic(), is_key)
+                except ProxyError:
+                    raise
+                except Exception as exc:
+                    raise ProxyError(KAFKA_ERROR, f"the record at {m.topic()}-{m.partition()}@"
+                                                  f"{m.offset()} is not {fmt} in Confluent's "
+                                                  f"wire format ({exc}); read it with a "
+                                                  f"binary instance") from None
+            return {"topic": m.topic(), "key": enc(key, True), "value": enc(value),
+                    "partition": m.partition(), "offset": m.offset()}
         if fmt == "binary":
             enc = (lambda b: None if b is None else base64.b64encode(b).decode())
         else:

@@ -32,6 +32,9 @@ JSON = "application/json"
 V2 = "application/vnd.kafka.v2+json"
 V2_JSON = "application/vnd.kafka.json.v2+json"
 V2_BINARY = "application/vnd.kafka.binary.v2+json"
+V2_AVRO = "application/vnd.kafka.avro.v2+json"
+V2_PROTOBUF = "application/vnd.kafka.protobuf.v2+json"
+V2_JSONSCHEMA = "application/vnd.kafka.jsonschema.v2+json"
 STATUS = {200: "200 OK", 201: "201 Created", 204: "204 No Content", 400: "400 Bad Request",
           401: "401 Unauthorized", 403: "403 Forbidden", 404: "404 Not Found",
           405: "405 Method Not Allowed", 406: "406 Not Acceptable", 409: "409 Conflict",

@@ -4,7 +4,13 @@ A record is ``{"partition_id", "headers": [{"name", "value": base64}],
 "key": {"type", "data"}, "value": {"type", "data"}, "timestamp"}``, every
 field optional; a key's or value's type is BINARY (``data`` base64),
 JSON (``data`` any JSON, written as its compact text) or STRING
-(``data`` a string, written as UTF-8); without a type, JSON. Its answer
+(``data`` a string, written as UTF-8); without a type, JSON. A key or
+value with a schema (Confluent's ProduceRequestData: ``schema_id``; or
+``type`` AVRO, PROTOBUF or JSONSCHEMA with ``schema`` text, registered
+under the subject; or ``subject`` / ``subject_name_strategy`` with
+``schema_version``, the latest without) is written in Confluent's wire
+format by schemas.py, and answered with its ``subject`` and
+``schema_id``. Its answer
 is ``{"error_code": 200, "cluster_id", "topic_name", "partition_id",
 "offset", "timestamp", "key": {"type", "size"}, "value": ...}``, or
 ``{"error_code", "message"}``.
@@ -39,6 +45,10 @@ from kafkalite.rest_proxy.errors import (BAD_REQUEST, PARTITION_NOT_FOUND, Proxy
                                          from_kafka, topic_not_found)
 
 MAX_IN_FLIGHT = 20_000
+# what makes a v3 key or value one with a schema (Confluent's ProduceRequestData)
+SCHEMA_FIELDS = frozenset(("schema_id", "schema", "subject", "schema_version",
+                           "subject_name_strategy"))
+SCHEMA_TYPES = ("AVRO", "PROTOBUF", "JSONSCHEMA")
 TOPIC_CACHE_S = 5.0
 DELIVERY_TIMEOUT_MS = 30_000
 POLL_S = 0.02
@@ -77,7 +87,9 @@ def iso_timestamp(ms: int) -> str:
 
 
 def _info(kind_size) -> dict | None:
-    return None if kind_size is None else {"type": kind_size[0], "size": kind_size[1]}
+    if kind_size is None or isinstance(kind_size, dict):    # a dict: a schema's (schemas.py)
+        return kind_size
+    return {"type": kind_size[0], "size": kind_size[1]}
 
 
 class _AnswerWriter:
@@ -103,6 +115,8 @@ class _AnswerWriter:
 
 
 def _info_text(kind_size) -> str:
+    if isinstance(kind_size, dict):
+        return json.dumps(kind_size)
     return f'{{"type": "{kind_size[0]}", "size": {kind_size[1]}}}'
 
 
@@ -133,7 +147,7 @@ def _data(field: str, spec):
         raw = _COMPACT(data).encode()
     else:
         raise ProxyError(BAD_REQUEST, f"{field}.type {kind} is not one of BINARY, JSON, "
-                                      f"STRING (schemas are not served by this proxy yet)")
+                                      f"STRING, AVRO, PROTOBUF, JSONSCHEMA")
     return raw, (kind, len(raw))
 
 
@@ -155,9 +169,10 @@ def _timestamp_ms(value) -> int:
 class RecordProducer:
     """The proxy's one producer and the topics it has seen."""
 
-    def __init__(self, client_config: dict, admin):
+    def __init__(self, client_config: dict, admin, schemas=None):
         self.client_config = client_config
         self.admin = admin
+        self.schemas = schemas          # schemas.SchemaFormats: keys and values with a schema
         self._producer = None
         self._lock = threading.Lock()
         self._topics: dict[str, tuple[int, float]] = {}     # topic -> (partitions, until)
@@ -202,7 +217,7 @@ class RecordProducer:
         at once, not after TOPIC_CACHE_S (nor auto-created by the producer)."""
         self._topics.pop(topic, None)
 
-    def _send(self, topic: str, count: int, record) -> _Slot:
+    def _send(self, topic: str, count: int, record, req=None) -> _Slot:
         """Produce one parsed record; its slot (already answered on an error)."""
         try:
             if not isinstance(record, dict):
@@ -214,8 +229,8 @@ class RecordProducer:
                     or not 0 <= partition < count:
                 raise ProxyError(PARTITION_NOT_FOUND, f"This server does not host this "
                                                       f"topic-partition: {topic}-{partition}")
-            key, key_info = _data("key", record.get("key"))
-            value, value_info = _data("value", record.get("value"))
+            key, key_info = self._data(req, topic, "key", record.get("key"))
+            value, value_info = self._data(req, topic, "value", record.get("value"))
             headers = []
             for h in record.get("headers") or ():
                 if not isinstance(h, dict) or not isinstance(h.get("name"), str):
@@ -243,10 +258,20 @@ class RecordProducer:
             except Exception as exc:
                 return _Slot(from_kafka(exc).body())
 
-    def produce_one(self, cluster_id: str, topic: str, record) -> dict:
-        """A body of one record: its answer once delivered."""
+    def _data(self, req, topic: str, field: str, spec):
+        """(bytes or None, the answer's key or value info) of a key or value:
+        one naming a schema goes through the registry (schemas.py)."""
+        if self.schemas is not None and isinstance(spec, dict) and \
+                (SCHEMA_FIELDS & spec.keys() or
+                 str(spec.get("type") or "").upper() in SCHEMA_TYPES):
+            return self.schemas.encode_v3(req, topic, field == "key", spec)
+        return _data(field, spec)
+
+    def produce_one(self, cluster_id: str, topic: str, record, req=None) -> dict:
+        """A body of one record: its answer once delivered. ``req``: the
+        request, whose caller the registry is asked as."""
         count = self.partitions(topic)
-        slot = self._send(topic, count, record)
+        slot = self._send(topic, count, record, req)
         producer = self.producer
         while slot.answer is None:
             producer.poll(POLL_S)
@@ -257,7 +282,7 @@ class RecordProducer:
                 "partition_id": partition, "offset": offset, "timestamp": iso_timestamp(ms),
                 "key": _info(slot.key), "value": _info(slot.value)}
 
-    def produce_stream(self, cluster_id: str, topic: str, chunks):
+    def produce_stream(self, cluster_id: str, topic: str, chunks, req=None):
         """The streaming mode: ``chunks`` (the body's bytes as they come)
         parsed as concatenated JSON, each record produced at once; yields
         the answers, one line each, in the records' order."""
@@ -275,11 +300,11 @@ class RecordProducer:
 
         pieces = _ReadAhead(chunks)
         try:
-            yield from self._stream(producer, topic, count, pieces, pending, utf8, ready)
+            yield from self._stream(producer, topic, count, pieces, pending, utf8, ready, req)
         finally:
             pieces.stop()       # also when the client went away (the generator closed)
 
-    def _stream(self, producer, topic, count, pieces, pending, utf8, ready):
+    def _stream(self, producer, topic, count, pieces, pending, utf8, ready, req):
         """produce_stream's loop: records parsed and sent as pieces come,
         answers yielded as their reports come."""
         text = ""
@@ -316,7 +341,7 @@ class RecordProducer:
                 except ValueError:
                     break           # an object cut by the chunk's end: wait for more
                 pos = nxt
-                pending.append(self._send(topic, count, record))
+                pending.append(self._send(topic, count, record, req))
                 while len(pending) >= MAX_IN_FLIGHT and pending[0].answer is None:
                     producer.poll(POLL_S)
             text = text[pos:]

@@ -1,4 +1,8 @@
-"""kafkajs (Node.js, from the npm registry) against kafkalite's Kafka listener.
+"""kafkajs (Node.js, from the npm registry) against kafkalite's Kafka listener,
+and @kafkajs/confluent-schema-registry, kafkajs' registry client, against
+kafkalite's schema registry (schema_registry.js: an Avro schema registered
+and a value encoded by it read back by confluent-kafka's AvroDeserializer,
+and the reverse; a registry that does not answer is the script's failure).
 
 tests/compat/js/ holds the pinned package (package.json, package-lock.json)
 and transactions.js, a transactional producer and a consumer group written
@@ -13,10 +17,12 @@ broker that ignored the isolation level would answer): the assertions on
 """
 from __future__ import annotations
 
+import base64
 import fcntl
 import json
 import pathlib
 import shutil
+import socket
 import subprocess
 import tempfile
 
@@ -33,11 +39,15 @@ pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed "
 
 
 def _installed() -> bool:
-    installed = JS / "node_modules" / "kafkajs" / "package.json"
-    pinned = json.loads((JS / "package-lock.json").read_text())[
-        "packages"]["node_modules/kafkajs"]["version"]
+    """Every package of package.json installed at package-lock.json's version."""
+    lock = json.loads((JS / "package-lock.json").read_text())["packages"]
     try:
-        return json.loads(installed.read_text())["version"] == pinned
+        for name in json.loads((JS / "package.json").read_text())["dependencies"]:
+            installed = JS / "node_modules" / name / "package.json"
+            if json.loads(installed.read_text())["version"] != \
+                    lock[f"node_modules/{name}"]["version"]:
+                return False
+        return True
     except (OSError, ValueError, KeyError):
         return False
 
@@ -57,7 +67,7 @@ def kafkajs() -> pathlib.Path:
             r = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=JS,
                                capture_output=True, text=True, timeout=240)
             assert r.returncode == 0, f"npm ci failed:\n{r.stdout}\n{r.stderr}"
-            assert _installed(), "npm ci left no kafkajs of the pinned version"
+            assert _installed(), "npm ci left a package.json package not at its pinned version"
     return JS
 
 
@@ -99,3 +109,48 @@ def test_kafkajs_transactions_and_a_read_committed_consumer_group(server, topic_
     everything = [rec[3].decode() for rec in native_read(server, topic_name, PARTITIONS,
                                                          4 * PER_TXN)]
     assert sorted(everything) == expected("c1", "ab", "c2", "c3")
+
+
+AVRO_CLICK = json.dumps({"type": "record", "name": "Click", "namespace": "web", "fields": [
+    {"name": "user", "type": "string"}, {"name": "count", "type": "int"}]})
+
+
+def registry_js(kafkajs, url: str, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([NODE, str(kafkajs / "schema_registry.js"), url, *args],
+                          capture_output=True, text=True, timeout=50)
+
+
+def test_kafkajs_registry_client_registers_and_encodes_for_confluent_kafka(server, topic_name,
+                                                                           kafkajs):
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    url = server.info["schema_registry"]
+    subject = f"{topic_name}-value"
+    r = registry_js(kafkajs, url, "encode", subject, AVRO_CLICK,
+                    json.dumps({"user": "ada", "count": 3}))
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    registry = SchemaRegistryClient({"url": url})
+    assert registry.get_latest_version(subject).schema_id == out["id"]
+    payload = base64.b64decode(out["payload"])
+    assert payload[:5] == b"\x00" + out["id"].to_bytes(4, "big")     # Confluent's wire format
+    ctx = SerializationContext(topic_name, MessageField.VALUE)
+    assert AvroDeserializer(registry)(payload, ctx) == {"user": "ada", "count": 3}
+    # the reverse: confluent-kafka's serializer, kafkajs' client decodes
+    written = AvroSerializer(registry, AVRO_CLICK)({"user": "bob", "count": 5}, ctx)
+    r = registry_js(kafkajs, url, "decode", base64.b64encode(written).decode())
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == {"value": {"user": "bob",
+                                                                      "count": 5}}
+
+
+def test_kafkajs_registry_client_fails_without_a_registry(kafkajs):
+    """The script is not a pass by default: with nothing answering at the
+    registry's address it exits 1 naming the failure."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]       # closed again: nothing listens there
+    r = registry_js(kafkajs, f"http://127.0.0.1:{port}", "encode", "x-value", AVRO_CLICK,
+                    json.dumps({"user": "ada", "count": 3}))
+    assert r.returncode == 1 and "schema registry client failed" in r.stderr, r

@@ -92,6 +92,62 @@ def test_producing_needs_write_on_the_topic(server):
                 headers=login("admin"))[0] == 200
 
 
+def test_registering_a_schema_through_the_proxy_needs_the_callers_rights_on_the_subject(server):
+    """v2 avro produce registers under <topic>-value as the caller, not as
+    the server: Write on the topic is not enough without Write on the
+    subject's resource (TOPIC ``subject:<topic>-value``)."""
+    schema = '{"type": "record", "name": "R", "fields": [{"name": "n", "type": "long"}]}'
+    body = {"value_schema": schema, "records": [{"value": {"n": 1}}]}
+    avro = "application/vnd.kafka.avro.v2+json"
+    topic = "team-a.avro"           # its own: the other tests read A as JSON
+    for f in server.admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        f.result(30)
+    url = f"{server.info['rest_proxy']}/topics/{topic}"
+    status, answer, _ = call(url, "POST", body, content_type=avro, headers=login("alice"))
+    assert refused(answer, status, f"{topic}-value"), answer
+    # a schema by id is fetched from the registry with alice's own login:
+    # one registered by admin under a subject she may not read is refused
+    # by the registry itself
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    admin_registry = SchemaRegistryClient({"url": server.info["schema_registry"],
+                                           "basic.auth.user.info": "admin:admin-secret"})
+    other = admin_registry.register_schema("team-b-value", Schema(
+        '{"type": "record", "name": "S", "fields": [{"name": "s", "type": "string"}]}', "AVRO"))
+    status, answer, _ = call(url, "POST", {"value_schema_id": other, "records": [
+        {"value": {"s": "x"}}]}, content_type=avro, headers=login("alice"))
+    assert status == 403 and answer["error_code"] == 40301, answer
+    status, answer, _ = call(url, "POST", {"value_schema_id": other, "records": [
+        {"value": {"s": "x"}}]}, content_type=avro, headers=login("admin"))
+    assert status == 200, answer
+    allow(server.admin, ResourceType.TOPIC, f"subject:{topic}-value", AclOperation.WRITE,
+          AclOperation.READ)
+    status, answer, _ = call(url, "POST", body, content_type=avro, headers=login("alice"))
+    assert status == 200 and answer["value_schema_id"] >= 1, answer
+    assert answer["offsets"][0]["error_code"] is None
+    # Write removed: the same schema again is refused at once (not
+    # answered from the registry client's cache of what it registered)
+    for f in server.admin.delete_acls([AclBindingFilter(
+            ResourceType.TOPIC, f"subject:{topic}-value", ResourcePatternType.LITERAL,
+            "User:alice", "*", AclOperation.WRITE, AclPermissionType.ALLOW)]).values():
+        assert len(f.result(30)) == 1
+    status, answer, _ = call(url, "POST", body, content_type=avro, headers=login("alice"))
+    assert refused(answer, status, f"{topic}-value"), answer
+    # a schema by id is fetched from the registry with alice's own login:
+    # one registered by admin under a subject she may not read is refused
+    # by the registry itself
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    admin_registry = SchemaRegistryClient({"url": server.info["schema_registry"],
+                                           "basic.auth.user.info": "admin:admin-secret"})
+    other = admin_registry.register_schema("team-b-value", Schema(
+        '{"type": "record", "name": "S", "fields": [{"name": "s", "type": "string"}]}', "AVRO"))
+    status, answer, _ = call(url, "POST", {"value_schema_id": other, "records": [
+        {"value": {"s": "x"}}]}, content_type=avro, headers=login("alice"))
+    assert status == 403 and answer["error_code"] == 40301, answer
+    status, answer, _ = call(url, "POST", {"value_schema_id": other, "records": [
+        {"value": {"s": "x"}}]}, content_type=avro, headers=login("admin"))
+    assert status == 200, answer
+
+
 def test_topics_are_listed_described_created_and_deleted_under_the_acls(server):
     def listed(user):
         return {t["topic_name"] for t in call(server.topics, headers=login(user))[1]["data"]}

@@ -107,7 +107,7 @@ def test_a_binary_instance_reads_bytes_as_base64(proxy):
     assert call(f"{url}/topics/v2", "POST", {"records": []},
                 content_type="text/plain")[1]["error_code"] == 415
     assert create(url, "g-bin", "b1", "binary")[0] == 200
-    assert create(url, "g-bin", "b2", "avro")[1]["error_code"] == 42204
+    assert create(url, "g-bin", "b2", "thrift")[1]["error_code"] == 42204
     inst = f"{url}/consumers/g-bin/instances/b1"
     assert call(f"{inst}/subscription", "POST", {"topics": ["v2"]}, content_type=V2)[0] == 204
     records = read_all(url, "g-bin", "b1", V2_BINARY, 7)

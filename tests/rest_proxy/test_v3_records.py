@@ -143,9 +143,13 @@ def test_errors_are_confluents_bodies(proxy):
     status, answer, _ = call(f"{base}/rec/records", "POST",
                              {"partition_id": 5, "value": {"data": 1}})
     assert (status, answer["error_code"]) == (404, 40402)
-    status, answer, _ = call(f"{base}/rec/records", "POST", {"value": {"type": "AVRO",
+    status, answer, _ = call(f"{base}/rec/records", "POST", {"value": {"type": "THRIFT",
                                                                         "data": 1}})
     assert (status, answer["error_code"]) == (400, 400)
+    # AVRO with no schema: the subject's latest, and rec-value has none
+    status, answer, _ = call(f"{base}/rec/records", "POST", {"value": {"type": "AVRO",
+                                                                        "data": 1}})
+    assert (status, answer["error_code"]) == (408, 40801)
     assert call(f"{base}/rec/records", "PUT", {"value": {"data": 1}})[:2] == (
         405, {"error_code": 405, "message": "HTTP 405 Method Not Allowed"})
     assert call(f"{url}/v3/nothing")[1]["error_code"] == 404
