@@ -69,6 +69,10 @@ STOPPED_S = SESSION_TIMEOUT_MS / 1000.0 + 1.0
 # a producer not acknowledged again within this of a fault's end has
 # stalled: every client timeout below is shorter
 WRITABLE_WITHIN_S = 45.0
+# a kill's stall past this is kept for diagnosis (the first of a run): the
+# soak of 2026-11-27 had two (5.3 and 6.3 s after worker kills) that its
+# figures could not explain
+OUTLIER_S = 3.0
 
 
 def native_ports() -> list[str]:
@@ -438,6 +442,7 @@ def test_restart_matrix(matrix_server, tmp_path):
     print(f"restart matrix: seed {seed}, faults {kinds}")
     load = Load(srv, topic, str(tmp_path / "eos.log"))
     figures = []
+    outlier = None
     try:
         wait_until(lambda: load.writable_again({}, load.producers + load.consumers)
                    or load.failures, 60, "every client under way")
@@ -460,6 +465,12 @@ def test_restart_matrix(matrix_server, tmp_path):
             by_client = {c: max(t for n, t in times.items() if n.startswith(c + "/"))
                          for c in ("ci", "tx", "nt", "sh")}
             figures.append((kind, over - started, by_client))
+            if kind.endswith("-kill") and max(by_client.values()) > OUTLIER_S and not outlier:
+                # a soak's stall far past the restart's length, kept to be
+                # explained (eos trace, server log): a passing run keeps nothing
+                outlier = keep_for_diagnosis(tmp_path, f"restart-matrix-{seed}-stall")
+                print(f"{kind} at {time.strftime('%H:%M:%S', time.localtime(started))} "
+                      f"stalled {by_client}: kept in {outlier}")
             wait_until(lambda: load.writable_again(before, load.consumers) or load.failures,
                        WRITABLE_WITHIN_S, lambda: f"every consumer reading again after {kind}")
     finally:
