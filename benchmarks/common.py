@@ -1,0 +1,204 @@
+"""The shape the benchmark scripts share: their arguments, their rounds and
+the table that puts each figure beside its peer or ceiling.
+
+- Arguments: ``parser(__doc__)``, then ``add_quick`` / ``add_rounds`` /
+  ``add_json`` with the script's own spelling and default, and
+  ``parse(p, argv, quick={...})``: --quick sets the values in ``quick`` of
+  the options not given on the command line (an option given still wins,
+  as in bench_storage.py).
+- Rounds: ``alternating(sides, rounds, run)`` calls ``run(side)`` for each
+  side in each round, the sides taking turns going first (rotated one
+  place a round), so that a machine getting busier or quieter during the
+  run, or the first side's leftovers (dirty pages, a warm cache, a GC),
+  weigh on every side alike. Each round keeps the load average it started
+  under: a round that ran beside other work can be told from the figures.
+- The table: ``comparison_table(rows)`` prints one row a figure, "figure |
+  ours | peer or ceiling | which | ratio | target | met"; ``write_json`` writes a
+  run's document with the machine and the rounds' load beside it.
+
+Scripts run as ``python benchmarks/<script>.py``: benchmarks/ is
+sys.path[0] and ``import common`` finds this file (tests/harness.py is
+the test suite's, hence not that name). Timing never fails a
+run: a missed target prints NO.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from dataclasses import dataclass
+
+import report  # noqa: F401  (the re-exports below)
+from report import apply_quick, loadavg, say  # noqa: F401
+
+
+# ---- arguments -------------------------------------------------------------------------
+
+def parser(doc: str, **kwargs) -> argparse.ArgumentParser:
+    """A parser described by the first paragraph of the script's docstring."""
+    return argparse.ArgumentParser(description=doc.strip().split("\n\n")[0], **kwargs)
+
+
+def add_quick(p: argparse.ArgumentParser, help: str) -> None:
+    p.add_argument("--quick", action="store_true", help=help)
+
+
+def add_rounds(p: argparse.ArgumentParser, default: int, *, flag: str = "--rounds",
+               help: str = "rounds; the sides take turns going first") -> None:
+    """The count of rounds or runs, under the script's own spelling
+    (--rounds, --runs, --repeats)."""
+    p.add_argument(flag, type=int, default=default, help=help)
+
+
+def add_json(p: argparse.ArgumentParser, flag: str = "--json",
+             help: str = "also write the figures here") -> None:
+    p.add_argument(flag, metavar="FILE", help=help)
+
+
+def parse(p: argparse.ArgumentParser, argv=None, quick: dict | None = None):
+    """The arguments; with --quick, the ``quick`` values of the options not given."""
+    args = p.parse_args(argv)
+    if quick and getattr(args, "quick", False):
+        apply_quick(args, sys.argv[1:] if argv is None else argv, quick)
+    return args
+
+
+# ---- rounds ----------------------------------------------------------------------------
+
+class Rounds:
+    """What ``run(side)`` returned for each side, round by round, and the
+    load average each round started under."""
+
+    def __init__(self, sides):
+        self.sides = list(sides)
+        self.values: dict = {side: [] for side in self.sides}
+        self.orders: list[list] = []
+        self.loads: list = []
+
+    def median(self, side, key=None):
+        return statistics.median(self._of(side, key))
+
+    def best(self, side, key=None, *, fastest=max):
+        """The best round's value (``fastest=min`` for times); with ``key``,
+        the whole value whose ``key(value)`` is best."""
+        values = self.values[side]
+        return fastest(values, key=key) if key else fastest(values)
+
+    def _of(self, side, key):
+        return [key(v) for v in self.values[side]] if key else self.values[side]
+
+    def as_dict(self) -> dict:
+        """For results.json: each side's values by round, the order of each
+        round and its load average."""
+        return {"values": {str(s): v for s, v in self.values.items()},
+                "orders": [[str(s) for s in o] for o in self.orders],
+                "load_average_at_round_start": self.loads}
+
+
+def alternating(sides, rounds: int, run, *, before=None) -> Rounds:
+    """``run(side)`` for every side in each of ``rounds`` rounds, the side
+    going first rotated one place a round (two sides: swapped). ``before()``,
+    when given, runs before each call (report.quiesce, a quota reset ...)."""
+    result = Rounds(sides)
+    n = len(result.sides)
+    for r in range(rounds):
+        order = result.sides[r % n:] + result.sides[:r % n]
+        result.orders.append(order)
+        result.loads.append(loadavg())
+        for side in order:
+            if before is not None:
+                before()
+            result.values[side].append(run(side))
+    return result
+
+
+def say_load(rounds: Rounds) -> None:
+    """One line: the 1-minute load average each round started under."""
+    loads = [f"{la[0]:.2f}" if la else "?" for la in rounds.loads]
+    say(f"load average (1 min) at the start of each round: {', '.join(loads)}")
+
+
+# ---- the comparison table --------------------------------------------------------------
+
+@dataclass
+class Row:
+    """One figure: ours, beside a peer or ceiling measured in the same run
+    (``peer_name`` says which), and the target it is held to, if any."""
+    figure: str
+    ours: float | None
+    unit: str = ""
+    peer: float | None = None
+    peer_name: str = ""
+    target: str = ""
+    met: bool | None = None
+    fmt: str | None = None          # a format spec for both values, else by size
+
+    def cells(self) -> list[str]:
+        ratio = ""
+        if self.peer and self.ours is not None:
+            r = self.ours / self.peer
+            ratio = f"{r:.2f}x" if r >= 0.1 else f"{r:.2g}x"
+        peer = "" if self.peer is None else self._value(self.peer)
+        met = "" if self.met is None else ("yes" if self.met else "NO")
+        return [self.figure, self._value(self.ours), peer, self.peer_name, ratio, self.target,
+                met]
+
+    def _value(self, v) -> str:
+        if v is None:
+            return "n/a"
+        if self.fmt:
+            text = format(v, self.fmt)
+        elif abs(v) >= 100 or v == int(v):
+            text = f"{v:,.0f}"
+        else:
+            text = f"{v:.3g}"
+        return f"{text} {self.unit}".rstrip()
+
+
+HEADERS = ["figure", "ours", "peer or ceiling", "which", "ratio", "target", "met"]
+NUMERIC = {"ours", "peer or ceiling", "ratio"}      # right-aligned
+
+
+def comparison_table(rows: list[Row]) -> str:
+    """The rows as a text table; a column empty in every row is left out."""
+    cells = [r.cells() for r in rows]
+    keep = [i for i in range(len(HEADERS)) if i < 2 or any(c[i] for c in cells)]
+    headers = [HEADERS[i] for i in keep]
+    table = [headers] + [[c[i] for i in keep] for c in cells]
+    widths = [max(len(r[j]) for r in table) for j in range(len(keep))]
+    lines = []
+    for n, r in enumerate(table):
+        line = "  ".join(c.rjust(w) if headers[j] in NUMERIC else c.ljust(w)
+                         for j, (c, w) in enumerate(zip(r, widths)))
+        lines.append(line.rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def say_table(rows: list[Row]) -> None:
+    say(comparison_table(rows))
+
+
+def row_dicts(rows: list[Row]) -> list[dict]:
+    return [{"figure": r.figure, "value": r.ours, "unit": r.unit, "peer": r.peer,
+             "peer_name": r.peer_name, "target": r.target, "meets_target": r.met}
+            for r in rows]
+
+
+def write_json(path: str, doc: dict, *, rounds: Rounds | None = None) -> None:
+    """``doc`` at ``path`` with the load average at the end (and each
+    round's, given ``rounds``) beside the script's own keys."""
+    doc = dict(doc)
+    if rounds is not None:
+        doc.setdefault("rounds_load", rounds.as_dict())
+    doc.setdefault("load_average_at_end", loadavg())
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1, default=str)
+        f.write("\n")
+
+
+__all__ = ["Row", "Rounds", "add_json", "add_quick", "add_rounds", "alternating",
+           "comparison_table", "parse", "parser", "report", "row_dicts", "say_load",
+           "say_table", "write_json"]
