@@ -89,11 +89,10 @@ class Rounds:
         return [key(v) for v in self.values[side]] if key else self.values[side]
 
     def as_dict(self) -> dict:
-        """For results.json: each side's values by round, the order of each
-        round and its load average."""
-        return {"values": {str(s): v for s, v in self.values.items()},
-                "orders": [[str(s) for s in o] for o in self.orders],
-                "load_average_at_round_start": self.loads}
+        """For results.json, beside the script's own figures: the order of
+        each round and the load average it started under."""
+        return {"orders": [[str(s) for s in o] for o in self.orders],
+                "load_average_at_start": self.loads}
 
 
 def alternating(sides, rounds: int, run, *, before=None) -> Rounds:
@@ -192,7 +191,7 @@ def write_json(path: str, doc: dict, *, rounds: Rounds | None = None) -> None:
     round's, given ``rounds``) beside the script's own keys."""
     doc = dict(doc)
     if rounds is not None:
-        doc.setdefault("rounds_load", rounds.as_dict())
+        doc.setdefault("round_orders_and_load", rounds.as_dict())
     doc.setdefault("load_average_at_end", loadavg())
     with open(path, "w") as f:
         json.dump(doc, f, indent=1, default=str)
