@@ -140,8 +140,8 @@ class Row:
             ratio = f"{r:.2f}x" if r >= 0.1 else f"{r:.2g}x"
         peer = "" if self.peer is None else self._value(self.peer)
         met = "" if self.met is None else ("yes" if self.met else "NO")
-        return [self.figure, self._value(self.ours), peer, self.peer_name, ratio, self.target,
-                met]
+        which = "" if self.peer is None else self.peer_name
+        return [self.figure, self._value(self.ours), peer, which, ratio, self.target, met]
 
     def _value(self, v) -> str:
         if v is None:
