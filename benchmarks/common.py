@@ -112,6 +112,17 @@ def alternating(sides, rounds: int, run, *, before=None) -> Rounds:
     return result
 
 
+def spread(values) -> float:
+    """(max - min) / median of a figure's runs, in %: how far to trust its median."""
+    return (max(values) - min(values)) / statistics.median(values) * 100
+
+
+def say_runs(label: str, values, unit: str = "") -> None:
+    """One line: a figure's value in each run and their spread."""
+    say(f"  {label}: runs {', '.join(f'{v:,.0f}' for v in values)}{unit}; "
+        f"spread {spread(values):.0f}%")
+
+
 def say_load(rounds: Rounds) -> None:
     """One line: the 1-minute load average each round started under."""
     loads = [f"{la[0]:.2f}" if la else "?" for la in rounds.loads]
@@ -200,4 +211,4 @@ def write_json(path: str, doc: dict, *, rounds: Rounds | None = None) -> None:
 
 __all__ = ["Row", "Rounds", "add_json", "add_quick", "add_rounds", "alternating",
            "comparison_table", "parse", "parser", "report", "row_dicts", "say_load",
-           "say_table", "write_json"]
+           "say_runs", "say_table", "spread", "write_json"]
