@@ -117,9 +117,9 @@ def spread(values) -> float:
     return (max(values) - min(values)) / statistics.median(values) * 100
 
 
-def say_runs(label: str, values, unit: str = "") -> None:
-    """One line: a figure's value in each run and their spread."""
-    say(f"  {label}: runs {', '.join(f'{v:,.0f}' for v in values)}{unit}; "
+def say_runs(label: str, values, unit: str = "", fmt: str = ",.0f") -> None:
+    """One line: a figure's value in each run or round and their spread."""
+    say(f"  {label}: {', '.join(format(v, fmt) for v in values)}{unit}; "
         f"spread {spread(values):.0f}%")
 
 
