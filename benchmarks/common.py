@@ -95,16 +95,19 @@ class Rounds:
                 "load_average_at_start": self.loads}
 
 
-def alternating(sides, rounds: int, run, *, before=None) -> Rounds:
+def alternating(sides, rounds: int, run, *, before=None, each_round=None) -> Rounds:
     """``run(side)`` for every side in each of ``rounds`` rounds, the side
     going first rotated one place a round (two sides: swapped). ``before()``,
-    when given, runs before each call (report.quiesce, a quota reset ...)."""
+    when given, runs before each call (report.quiesce, a quota reset ...);
+    ``each_round(r)`` at the start of round ``r`` (its topics, say)."""
     result = Rounds(sides)
     n = len(result.sides)
     for r in range(rounds):
         order = result.sides[r % n:] + result.sides[:r % n]
         result.orders.append(order)
         result.loads.append(loadavg())
+        if each_round is not None:
+            each_round(r)
         for side in order:
             if before is not None:
                 before()
