@@ -151,7 +151,8 @@ class Row:
         ratio = ""
         if self.peer and self.ours is not None:
             r = self.ours / self.peer
-            ratio = f"{r:.2f}x" if r >= 0.1 else f"{r:.2g}x"
+            ratio = (f"{r:.2f}x" if abs(r) >= 0.1 else f"{r:.3f}x" if abs(r) >= 0.001
+                     else "<0.001x")
         peer = "" if self.peer is None else self._value(self.peer)
         met = "" if self.met is None else ("yes" if self.met else "NO")
         which = "" if self.peer is None else self.peer_name
