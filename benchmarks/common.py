@@ -51,6 +51,14 @@ def add_rounds(p: argparse.ArgumentParser, default: int, *, flag: str = "--round
     p.add_argument(flag, type=int, default=default, help=help)
 
 
+def add_dirs(p: argparse.ArgumentParser, *,
+             output_help: str = "where results go (default: benchmarks/results/<name>-<time>)",
+             work_help: str = "parent of the temporary data directory") -> None:
+    """--output-dir and --work-dir, as report.make_dirs takes them."""
+    p.add_argument("--output-dir", default=None, help=output_help)
+    p.add_argument("--work-dir", default=None, help=work_help)
+
+
 def add_json(p: argparse.ArgumentParser, flag: str = "--json",
              help: str = "also write the figures here") -> None:
     p.add_argument(flag, metavar="FILE", help=help)
@@ -213,6 +221,6 @@ def write_json(path: str, doc: dict, *, rounds: Rounds | None = None) -> None:
         f.write("\n")
 
 
-__all__ = ["Row", "Rounds", "add_json", "add_quick", "add_rounds", "alternating",
+__all__ = ["Row", "Rounds", "add_dirs", "add_json", "add_quick", "add_rounds", "alternating",
            "comparison_table", "parse", "parser", "report", "row_dicts", "say_load",
            "say_runs", "say_table", "spread", "write_json"]
