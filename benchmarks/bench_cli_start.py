@@ -5,7 +5,8 @@ the bare interpreter in the same rounds (issue 42: `kafkalite --help` took
     python benchmarks/bench_cli_start.py                     # 9 rounds, about 30 s
     python benchmarks/bench_cli_start.py --before /work/old  # also another tree, turn by turn
 
-Each round runs, in turn (the one going first rotated each round): ``python -c pass`` (the interpreter's floor),
+Each round runs, in turn (the one going first rotated each round):
+``python -c pass`` (the interpreter's floor),
 ``python -m kafkalite --help``, ``python -m kafkalite topics list`` against
 a server the benchmark starts (free ports), and ``kcat -L`` against the
 same server's Kafka listener (the peer: a C client's metadata listing).

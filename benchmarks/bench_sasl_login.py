@@ -10,10 +10,10 @@ socket (our protocol codec, scramp's SCRAM client) opens a connection,
 logs in (SaslHandshake v1, SaslAuthenticate v2) and closes it, over and
 over, for --seconds per mechanism; the mechanisms take turns (the one
 going first rotated each round) for --rounds rounds and the best round
-of each is kept, so load on a shared machine falls on all alike. Figures: logins/s, and each mechanism's login time
-beside PLAIN's. The client's own share of a SCRAM login (its PBKDF2 of
-the password, 4096 HMACs) is measured apart and printed, so the server's
-share can be told. PLAIN's server side is a PBKDF2-HMAC-SHA-512 of 4096 iterations
+of each is kept, so load on a shared machine falls on all alike.
+Figures: logins/s, and each mechanism's login time beside PLAIN's. The
+client's own share of a SCRAM login (its PBKDF2 of the password, 4096
+HMACs) is measured apart and printed, so the server's share can be told. PLAIN's server side is a PBKDF2-HMAC-SHA-512 of 4096 iterations
 (credentials.py: the password arrives, its hash is checked); SCRAM's
 server does a few HMACs against StoredKey/ServerKey, the 4096 iterations
 being the client's work. Timing never fails anything.
