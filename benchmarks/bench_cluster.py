@@ -222,8 +222,8 @@ def throughput(nodes, seconds: float, rounds: int = 1) -> dict:
         acks = "1" if rf == "rf1" else "all"
         return {f"{client}_{rf}": fn(c, f"{rf}-{client}", acks, seconds)
                 for client, fn in (("native", native_throughput), ("ck", ck_throughput))}
-    # each the median of ``rounds`` runs (report.alternating_medians)
-    return report.alternating_medians(rounds, ("rf1", "rf3"), run)
+    # each the median of ``rounds`` runs (common.alternating_medians)
+    return common.alternating_medians(rounds, ("rf1", "rf3"), run)
 
 
 def commit_rate(server, n: int) -> float:

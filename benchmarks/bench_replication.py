@@ -136,7 +136,7 @@ def ck_throughput(server, topic: str, acks: str, seconds: float) -> float:
 
 def throughput_rounds(server, args, fig: dict) -> None:
     """Figure 1, each figure the median of ``--rounds`` runs
-    (report.alternating_medians)."""
+    (common.alternating_medians)."""
     for name, rf in (("rf1", 1), ("rf3", 3)):
         for client in ("tp", "ck"):
             create_topic(server, f"{client}-{name}", rf)
@@ -150,7 +150,7 @@ def throughput_rounds(server, args, fig: dict) -> None:
         for client in ("native", "ck"):
             say(f"  {client} {name} acks={acks}: {out[(client, name)]:,.0f} rec/s")
         return out
-    fig.update(report.alternating_medians(args.rounds, (("rf1", "1"), ("rf3", "all")), run))
+    fig.update(common.alternating_medians(args.rounds, (("rf1", "1"), ("rf3", "all")), run))
 
 
 # ---- 2. latency ----------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ import sys
 from dataclasses import dataclass
 
 import report  # noqa: F401  (the re-exports below)
-from report import apply_quick, loadavg, say  # noqa: F401
+from report import loadavg, quiesce, say
 
 
 # ---- arguments -------------------------------------------------------------------------
@@ -65,10 +65,15 @@ def add_json(p: argparse.ArgumentParser, flag: str = "--json",
 
 
 def parse(p: argparse.ArgumentParser, argv=None, quick: dict | None = None):
-    """The arguments; with --quick, the ``quick`` values of the options not given."""
+    """The arguments; with --quick, the ``quick`` values of the options not
+    given on the command line (``argv``, else sys.argv)."""
     args = p.parse_args(argv)
     if quick and getattr(args, "quick", False):
-        apply_quick(args, sys.argv[1:] if argv is None else argv, quick)
+        given = {a.split("=")[0] for a in (sys.argv[1:] if argv is None else argv)
+                 if a.startswith("--")}
+        for name, value in quick.items():
+            if "--" + name.replace("_", "-") not in given:
+                setattr(args, name, value)
     return args
 
 
@@ -132,6 +137,21 @@ def say_runs(label: str, values, unit: str = "", fmt: str = ",.0f") -> None:
     """One line: a figure's value in each run or round and their spread."""
     say(f"  {label}: {', '.join(format(v, fmt) for v in values)}{unit}; "
         f"spread {spread(values):.0f}%")
+
+
+def alternating_medians(rounds: int, sides: tuple, run) -> dict:
+    """Rounds of ``run(side)`` (a dict of figures) whose two ``sides`` take
+    turns going first, the page cache synced before each (report.quiesce);
+    the median of each figure. Run once in a fixed order, the second side
+    started with the first's dirty pages still being written back, and a
+    comparison of the two depended on the order."""
+    result = alternating(sides, rounds, run, before=quiesce)
+    runs: dict = {}
+    for side in result.sides:
+        for figures in result.values[side]:
+            for key, value in figures.items():
+                runs.setdefault(key, []).append(value)
+    return {key: statistics.median(values) for key, values in runs.items()}
 
 
 def say_load(rounds: Rounds) -> None:
@@ -222,5 +242,6 @@ def write_json(path: str, doc: dict, *, rounds: Rounds | None = None) -> None:
 
 
 __all__ = ["Row", "Rounds", "add_dirs", "add_json", "add_quick", "add_rounds", "alternating",
+           "alternating_medians",
            "comparison_table", "parse", "parser", "report", "row_dicts", "say_load",
            "say_runs", "say_table", "spread", "write_json"]
