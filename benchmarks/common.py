@@ -2,24 +2,28 @@
 the table that puts each figure beside its peer or ceiling.
 
 - Arguments: ``parser(__doc__)``, then ``add_quick`` / ``add_rounds`` /
-  ``add_json`` with the script's own spelling and default, and
-  ``parse(p, argv, quick={...})``: --quick sets the values in ``quick`` of
-  the options not given on the command line (an option given still wins,
-  as in bench_storage.py).
+  ``add_json`` / ``add_dirs`` with the script's own spelling and default,
+  and ``parse(p, argv, quick={...})``: --quick sets the values in ``quick``
+  of the options not given on the command line (an option given still
+  wins).
 - Rounds: ``alternating(sides, rounds, run)`` calls ``run(side)`` for each
   side in each round, the sides taking turns going first (rotated one
   place a round), so that a machine getting busier or quieter during the
   run, or the first side's leftovers (dirty pages, a warm cache, a GC),
   weigh on every side alike. Each round keeps the load average it started
   under: a round that ran beside other work can be told from the figures.
-- The table: ``comparison_table(rows)`` prints one row a figure, "figure |
-  ours | peer or ceiling | which | ratio | target | met"; ``write_json`` writes a
-  run's document with the machine and the rounds' load beside it.
+  ``alternating_medians`` is the same for two sides returning dicts of
+  figures, the page cache synced before each.
+- The table: ``comparison_table(rows)`` of ``Row``s, one a figure: "figure
+  | ours | peer or ceiling | which | ratio | target | met" (report.Results
+  and write_tables remain for the scripts that plot and write results.md);
+  ``write_json`` writes a script's own document with the load average at
+  the end and each round's order and load beside it.
 
 Scripts run as ``python benchmarks/<script>.py``: benchmarks/ is
 sys.path[0] and ``import common`` finds this file (tests/harness.py is
-the test suite's, hence not that name). Timing never fails a
-run: a missed target prints NO.
+the test suite's, hence not that name). Timing never fails a run: a
+missed target prints NO.
 """
 from __future__ import annotations
 
@@ -29,7 +33,6 @@ import statistics
 import sys
 from dataclasses import dataclass
 
-import report  # noqa: F401  (the re-exports below)
 from report import loadavg, quiesce, say
 
 
@@ -223,12 +226,6 @@ def say_table(rows: list[Row]) -> None:
     say(comparison_table(rows))
 
 
-def row_dicts(rows: list[Row]) -> list[dict]:
-    return [{"figure": r.figure, "value": r.ours, "unit": r.unit, "peer": r.peer,
-             "peer_name": r.peer_name, "target": r.target, "meets_target": r.met}
-            for r in rows]
-
-
 def write_json(path: str, doc: dict, *, rounds: Rounds | None = None) -> None:
     """``doc`` at ``path`` with the load average at the end (and each
     round's, given ``rounds``) beside the script's own keys."""
@@ -242,6 +239,5 @@ def write_json(path: str, doc: dict, *, rounds: Rounds | None = None) -> None:
 
 
 __all__ = ["Row", "Rounds", "add_dirs", "add_json", "add_quick", "add_rounds", "alternating",
-           "alternating_medians",
-           "comparison_table", "parse", "parser", "report", "row_dicts", "say_load",
-           "say_runs", "say_table", "spread", "write_json"]
+           "alternating_medians", "comparison_table", "parse", "parser", "say_load", "say_runs",
+           "say_table", "spread", "write_json"]
