@@ -12,8 +12,9 @@ never fails anything: this prints figures.
 """
 from __future__ import annotations
 
-import argparse
 import time
+
+import common
 
 from kafkalite.protocol.enums import AclOperation as Op
 from kafkalite.protocol.enums import AclPermissionType as Perm
@@ -30,11 +31,11 @@ def rate(fn, n: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--acls", type=int, default=10_000)
     parser.add_argument("--prefixed", type=int, default=20)
     parser.add_argument("--decisions", type=int, default=20_000)
-    args = parser.parse_args()
+    args = common.parse(parser)
     acls = [AclBinding(Res.TOPIC, f"topic-{i}", Pat.LITERAL, f"User:u{i % 100}", "*", Op.READ,
                        Perm.ALLOW) for i in range(args.acls)]
     acls += [AclBinding(Res.TOPIC, f"team-{i}.", Pat.PREFIXED, "User:alice", "*", Op.WRITE,
@@ -44,9 +45,11 @@ def main() -> None:
                                                 "topic-5"), args.decisions)
     scans = max(10, args.decisions // max(1, args.acls // 100))
     scanned = rate(lambda: [a for a in acls if a.matches_resource(Res.TOPIC, "topic-5")], scans)
-    print(f"{len(acls):,} ACLs: authorize {indexed:,.0f} decisions/s "
-          f"({1e6 / indexed:.1f} us each); scanning every ACL (baseline) {scanned:,.0f}/s "
-          f"({1e6 / scanned:.1f} us each)")
+    common.say(f"{len(acls):,} ACLs, one topic's Read a decision")
+    common.say_table([
+        common.Row("authorize", indexed, "decisions/s", scanned, "scanning every ACL"),
+        common.Row("time a decision", 1e6 / indexed, "us", 1e6 / scanned, "scanning every ACL",
+                   fmt=".1f")])
 
 
 if __name__ == "__main__":

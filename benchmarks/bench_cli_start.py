@@ -5,21 +5,22 @@ the bare interpreter in the same rounds (issue 42: `kafkalite --help` took
     python benchmarks/bench_cli_start.py                     # 9 rounds, about 30 s
     python benchmarks/bench_cli_start.py --before /work/old  # also another tree, turn by turn
 
-Each round runs, in turn: ``python -c pass`` (the interpreter's floor),
+Each round runs, in turn (the one going first rotated each round):
+``python -c pass`` (the interpreter's floor),
 ``python -m kafkalite --help``, ``python -m kafkalite topics list`` against
 a server the benchmark starts (free ports), and ``kcat -L`` against the
 same server's Kafka listener (the peer: a C client's metadata listing).
 With ``--before DIR`` the two kafkalite commands also run with DIR's
 kafkalite first on PYTHONPATH, turn by turn with this tree's, so that load
-from elsewhere falls on both. Figures are medians with min and max; timing
-never fails anything.
+from elsewhere falls on both. Figures are medians, each beside the same
+command from --before, else beside kcat (topics list) or the bare
+interpreter (--help), with every round's time below; timing never fails
+anything.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,6 +29,7 @@ import time
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 
+import common  # noqa: E402
 from kafkalite.server.node.launcher import ServerProcess  # noqa: E402
 
 
@@ -48,10 +50,10 @@ def _env(tree: str) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=9)
+    ap = common.parser(__doc__)
+    common.add_rounds(ap, 9)
     ap.add_argument("--before", metavar="DIR", help="another kafkalite tree, measured alike")
-    args = ap.parse_args()
+    args = common.parse(ap)
     trees = {"this tree": HERE}
     if args.before:
         trees["before"] = os.path.abspath(args.before)
@@ -72,18 +74,26 @@ def main() -> int:
                 cases["kcat -L"] = (["kcat", "-L", "-b", kafka], dict(os.environ))
             for cmd, env in cases.values():      # untimed: bytecode caches, page cache
                 _time(cmd, env)
-            times: dict[str, list[float]] = {name: [] for name in cases}
-            for _ in range(args.rounds):
-                for name, (cmd, env) in cases.items():
-                    times[name].append(_time(cmd, env))
+            rounds = common.alternating(list(cases), args.rounds, lambda name: _time(*cases[name]))
         finally:
             server.stop()
-    load = os.getloadavg()[0]
-    print(f"CLI start, exec to exit, {args.rounds} rounds (load average {load:.2f}, "
-          f"{os.cpu_count()} CPUs)")
-    print(f"{'command':42} {'median s':>9} {'min':>7} {'max':>7}")
-    for name, ts in times.items():
-        print(f"{name:42} {statistics.median(ts):9.3f} {min(ts):7.3f} {max(ts):7.3f}")
+    common.say(f"CLI start, exec to exit, median of {args.rounds} rounds ({os.cpu_count()} CPUs)")
+    rows = []
+    for name in cases:
+        if "(this tree)" in name and args.before:
+            peer, which = name.replace("(this tree)", "(before)"), "before"
+        elif "topics list" in name and "kcat -L" in cases:
+            peer, which = "kcat -L", "kcat -L"
+        elif name.startswith("kafkalite"):
+            peer, which = "python -c pass", "python -c pass"
+        else:
+            peer, which = None, ""
+        rows.append(common.Row(name, rounds.median(name), "s",
+                               peer and rounds.median(peer), which, fmt=".3f"))
+    common.say_table(rows)
+    for name in cases:
+        common.say_runs(name, rounds.values[name], " s", fmt=".3f")
+    common.say_load(rounds)
     return 0
 
 

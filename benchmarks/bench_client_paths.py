@@ -32,7 +32,6 @@ writes results.json / results.md under benchmarks/results/.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -223,18 +222,21 @@ FIGURES = [  # (key, label)
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    import common      # here: a --phase child imports only the kafkalite it measures
+    p = common.parser(__doc__)
     p.add_argument("--records", type=int, default=None,
                    help="records per figure (default 500,000; --quick: 20,000)")
-    p.add_argument("--rounds", type=int, default=3, help="rounds (figures are medians)")
+    common.add_rounds(p, 3, help="rounds (figures are medians)")
     p.add_argument("--before", default=None,
                    help="a checkout of the code to compare with (e.g. /work/main)")
-    p.add_argument("--output-dir", default=None)
-    p.add_argument("--work-dir", default=None)
-    p.add_argument("--quick", action="store_true", help="20,000 records, 1 round")
+    common.add_dirs(p)
+    common.add_quick(p, "20,000 records, 1 round")
     p.add_argument("--transport", choices=("tcp", "zmq"), default="tcp",
                    help="kafkalite's links, for every checkout (default tcp, the clients' default)")
-    return p.parse_args(argv)
+    args = common.parse(p, argv, quick={"records": 20_000, "rounds": 1})
+    if args.records is None:
+        args.records = 500_000
+    return args
 
 
 def main(argv=None) -> int:
@@ -243,10 +245,6 @@ def main(argv=None) -> int:
         print(json.dumps(kafkalite_phase(argv[1], argv[2], int(argv[3]), argv[4])))
         return 0
     args = parse_args(argv)
-    if args.quick:
-        args.rounds = 1
-    if args.records is None:
-        args.records = 20_000 if args.quick else 500_000
     import report
     from report import say
 

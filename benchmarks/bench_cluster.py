@@ -57,6 +57,7 @@ import threading
 import time
 import traceback
 
+import common
 import report
 from report import Results, say
 
@@ -221,8 +222,8 @@ def throughput(nodes, seconds: float, rounds: int = 1) -> dict:
         acks = "1" if rf == "rf1" else "all"
         return {f"{client}_{rf}": fn(c, f"{rf}-{client}", acks, seconds)
                 for client, fn in (("native", native_throughput), ("ck", ck_throughput))}
-    # each the median of ``rounds`` runs (report.alternating_medians)
-    return report.alternating_medians(rounds, ("rf1", "rf3"), run)
+    # each the median of ``rounds`` runs (common.alternating_medians)
+    return common.alternating_medians(rounds, ("rf1", "rf3"), run)
 
 
 def commit_rate(server, n: int) -> float:
@@ -260,8 +261,7 @@ def victim_and_partitions(c, node_of, prefer: int) -> tuple[int, list]:
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = common.parser(__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--kills", type=int, default=4, help="kills timed per fault")
     p.add_argument("--session-timeout-ms", type=int, default=2000,
                    help="--broker-session-timeout-ms of the nodes")
@@ -269,14 +269,11 @@ def parse_args(argv):
                    help="--controller-lease-ms of the nodes")
     p.add_argument("--commits", type=int, default=500, help="commits timed per server")
     p.add_argument("--seconds", type=float, default=5.0, help="seconds per throughput run")
-    p.add_argument("--rounds", type=int, default=3,
-                   help="throughput runs per figure 5 figure (their median; the order alternates)")
-    p.add_argument("--output-dir", default=None)
-    p.add_argument("--work-dir", default=None)
-    p.add_argument("--quick", action="store_true", help="1 kill per fault")
-    args = p.parse_args(argv)
-    if args.quick:
-        report.apply_quick(args, argv, {"kills": 1, "commits": 100, "seconds": 1.0, "rounds": 1})
+    common.add_rounds(p, 3, help="throughput runs per figure 5 figure (their median; the order "
+                                 "alternates)")
+    common.add_dirs(p)
+    common.add_quick(p, "1 kill per fault")
+    args = common.parse(p, argv, quick={"kills": 1, "commits": 100, "seconds": 1.0, "rounds": 1})
     return args
 
 

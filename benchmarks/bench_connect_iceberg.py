@@ -32,12 +32,12 @@ report.write_tables (results.json, results.md) under ``--output-dir``.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
 import time
 
+import common
 import report
 from bench_connect import copy_to_parquet, fill
 from postgres import PostgresServer
@@ -147,7 +147,7 @@ def run_connect(server, dsn, rows, args, work, catalog_uri) -> tuple[float, floa
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = common.parser(__doc__)
     ap.add_argument("--rows", type=int, default=200_000)
     ap.add_argument("--batch", type=int, default=10_000, help="the source's batch.max.rows")
     ap.add_argument("--flush-size", type=int, default=100_000, help="the sink's flush.size")
@@ -156,12 +156,10 @@ def main(argv=None) -> int:
                          "snapshot) at least this often, and the figures are timed to the "
                          "commit that holds the last row, so they move in steps of it")
     ap.add_argument("--catalog", choices=("sqlite", "postgresql"), default="sqlite")
-    ap.add_argument("--quick", action="store_true", help="20,000 rows")
+    common.add_quick(ap, "20,000 rows")
     ap.add_argument("--output-dir")
     ap.add_argument("--work-dir")
-    args = ap.parse_args(argv)
-    if args.quick:
-        report.apply_quick(args, argv, {"rows": 20_000})
+    args = common.parse(ap, argv, quick={"rows": 20_000})
     out_dir, work = report.make_dirs("connect-iceberg", args.output_dir, args.work_dir)
     info = report.machine_info(work)
     report.say_load(info)

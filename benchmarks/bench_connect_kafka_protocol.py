@@ -24,8 +24,6 @@ under ``--out`` (default benchmarks/results/connect_kafka_protocol).
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import shutil
 import sys
@@ -35,6 +33,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+import common  # noqa: E402
 from kafkalite.server.node import launcher  # noqa: E402
 
 STRING = "org.apache.kafka.connect.storage.StringConverter"
@@ -125,10 +124,10 @@ def through_connect(server, protocol, path, lines, work) -> tuple[float, float]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = common.parser(__doc__)
     ap.add_argument("--lines", type=int, default=200_000)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "connect_kafka_protocol"))
-    args = ap.parse_args(argv)
+    args = common.parse(ap, argv)
     n = args.lines
     work = tempfile.mkdtemp(prefix="bench-connect-kp-")
     path = os.path.join(work, "in.txt")
@@ -140,18 +139,23 @@ def main(argv=None) -> int:
     try:
         produced, consumed = ceiling(server, path, n)
         figures.update(ceiling_produce=n / produced, ceiling_consume=n / consumed)
-        print(f"confluent-kafka alone: produce {n / produced:,.0f}/s, consume "
-              f"{n / consumed:,.0f}/s ({n:,} lines; the Kafka path's ceiling)")
         for protocol in ("native", "kafka"):
             source, sink = through_connect(server, protocol, path, n, work)
             figures[f"{protocol}_source"], figures[f"{protocol}_sink"] = n / source, n / sink
-            print(f"worker, kafkalite.client.protocol={protocol}: FileStreamSource -> topic "
-                  f"{n / source:,.0f}/s ({n / source / figures['ceiling_produce']:.0%} of the "
-                  f"produce ceiling), topic -> FileStreamSink {n / sink:,.0f}/s "
-                  f"({n / sink / figures['ceiling_consume']:.0%} of the consume ceiling)")
+        common.say(f"{n:,} lines; ceilings: confluent-kafka alone on the Kafka listener")
+        rows = []
+        for protocol in ("native", "kafka"):
+            where = f"worker, kafkalite.client.protocol={protocol}"
+            rows += [common.Row(f"{where}: FileStreamSource -> topic",
+                                figures[f"{protocol}_source"], "lines/s",
+                                figures["ceiling_produce"], "confluent-kafka produce"),
+                     common.Row(f"{where}: topic -> FileStreamSink",
+                                figures[f"{protocol}_sink"], "lines/s",
+                                figures["ceiling_consume"], "confluent-kafka consume")]
+        common.say_table(rows)
         os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "results.json"), "w") as f:
-            json.dump({"lines": n, "figures": figures}, f, indent=2)
+        common.write_json(os.path.join(args.out, "results.json"), {"lines": n,
+                                                                    "figures": figures})
     finally:
         server.stop()
         server.kill()

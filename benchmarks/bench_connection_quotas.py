@@ -10,16 +10,15 @@ built; skipped when not given).
     python benchmarks/bench_connection_quotas.py --baseline-tree /tmp/base --seconds 2
 
 Each figure is the supervisor's Kafka port; rounds alternate between the
-servers (and the quota off and on) so that a loaded machine weighs on all
-of them alike, and the best round of each is printed with the median.
+servers (and the quota off and on), the one going first rotated each
+round, so that a loaded machine weighs on all of them alike, and the
+best round of each is printed with the median.
 Timing never fails anything: this prints figures.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import socket
-import statistics
 import struct
 import sys
 import tempfile
@@ -28,7 +27,11 @@ import time
 from kafkalite.protocol import ApiKey, encode_request
 from kafkalite.server.node.launcher import ServerProcess
 
+import common
+
 RATE = "connection_creation_rate"
+NO_QUOTA, IP_QUOTA = "no quota", "ip quota on 127.0.0.1 (never reached)"
+BEFORE = "before (baseline)"
 
 
 def api_versions(correlation: int) -> bytes:
@@ -75,43 +78,46 @@ def baseline_program(tree: str) -> list:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--seconds", type=float, default=1.5, help="length of each round")
-    parser.add_argument("--rounds", type=int, default=5)
+    common.add_rounds(parser, 5)
     parser.add_argument("--baseline-tree", metavar="DIR",
                         help="a kafkalite checkout from before connection quotas (built)")
-    args = parser.parse_args()
+    args = common.parse(parser)
     tmp = tempfile.mkdtemp(prefix="bench-connquota-")
-    servers = {"this branch": ServerProcess(os.path.join(tmp, "branch"), workers=1)}
+    branch_server = ServerProcess(os.path.join(tmp, "branch"), workers=1)
+    servers = [branch_server]
     if args.baseline_tree:
-        servers["before (baseline)"] = ServerProcess(os.path.join(tmp, "base"), workers=1,
-                                                     program=baseline_program(args.baseline_tree))
-    for srv in servers.values():
+        servers.append(ServerProcess(os.path.join(tmp, "base"), workers=1,
+                                     program=baseline_program(args.baseline_tree)))
+    for srv in servers:
         srv.start()
-    branch = servers["this branch"].kafka_bootstrap
-    figures: dict[str, list] = {}
-    try:
-        for _ in range(args.rounds):
-            for name, srv in servers.items():
-                if name == "this branch":
-                    set_ip_quota(branch, None)
-                    figures.setdefault("no quota", []).append(
-                        connections_per_second(branch, args.seconds))
-                    set_ip_quota(branch, 1_000_000)
-                    figures.setdefault("ip quota on 127.0.0.1 (never reached)", []).append(
-                        connections_per_second(branch, args.seconds))
-                    set_ip_quota(branch, None)
-                else:
-                    figures.setdefault(name, []).append(
-                        connections_per_second(srv.kafka_bootstrap, args.seconds))
-    finally:
-        for srv in servers.values():
-            srv.stop()
-    print(f"connect + ApiVersions + close, one at a time, {args.rounds} rounds of "
-          f"{args.seconds:g} s each:")
-    for name, rounds in figures.items():
-        print(f"  {name:42s} best {max(rounds):8.0f}/s   median {statistics.median(rounds):8.0f}/s")
+    branch = branch_server.kafka_bootstrap
+    sides = [NO_QUOTA, IP_QUOTA] + [BEFORE] * bool(args.baseline_tree)
 
+    def round_of(side: str) -> float:
+        if side == BEFORE:
+            return connections_per_second(servers[1].kafka_bootstrap, args.seconds)
+        set_ip_quota(branch, 1_000_000 if side == IP_QUOTA else None)
+        try:
+            return connections_per_second(branch, args.seconds)
+        finally:
+            set_ip_quota(branch, None)
+    try:
+        rounds = common.alternating(sides, args.rounds, round_of)
+    finally:
+        for srv in servers:
+            srv.stop()
+    common.say(f"connect + ApiVersions + close, one at a time, {args.rounds} rounds of "
+               f"{args.seconds:g} s each:")
+    rows = []
+    for what, figure in (("best", rounds.best), ("median", rounds.median)):
+        peer = figure(BEFORE) if args.baseline_tree else None
+        rows += [common.Row(f"{NO_QUOTA}, {what}", figure(NO_QUOTA), "/s", peer, BEFORE),
+                 common.Row(f"{IP_QUOTA}, {what}", figure(IP_QUOTA), "/s", figure(NO_QUOTA),
+                            NO_QUOTA)]
+    common.say_table(rows)
+    common.say_load(rounds)
 
 if __name__ == "__main__":
     main()

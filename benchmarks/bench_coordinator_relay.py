@@ -13,15 +13,14 @@ plain socket, in the same run and against the same server:
 - direct: to the supervisor's own listener (the bootstrap address), the
   ceiling: the same request without the relay hop.
 
-Rounds alternate between the two; the first round counts. Prints
-commits/s per round and the relayed/direct ratio. Nothing fails on timing.
+Rounds alternate between the two, taking turns going first; the first
+round counts. Prints commits/s per round, the medians and the
+relayed/direct ratio. Nothing fails on timing.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import socket
-import statistics
 import struct
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from kafkalite.protocol import ApiKey, decode_response, encode_request
 from kafkalite.server.node.launcher import ServerProcess
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 from report import machine_info  # noqa: E402
 
 
@@ -83,13 +83,11 @@ def commits_per_second(address: str, group: str, topic: str, n: int) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = common.parser(__doc__)
     ap.add_argument("--commits", type=int, default=2000)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="200 commits, 1 round")
-    args = ap.parse_args()
-    if args.quick:
-        args.commits, args.rounds = 200, 1
+    common.add_rounds(ap, 3)
+    common.add_quick(ap, "200 commits, 1 round")
+    args = common.parse(ap, quick={"commits": 200, "rounds": 1})
     with tempfile.TemporaryDirectory() as work:
         info = machine_info(work)
         print(f"{info['logical_cores']} cores, load average at start "
@@ -106,20 +104,20 @@ def main() -> None:
                 "key_type": 0, "coordinator_keys": [group]})["coordinators"]
             boot.sock.close()
             relayed_at = f"{found['host']}:{found['port']}"
-            figures = {"relayed": [], "direct": []}
-            for _ in range(args.rounds):
-                figures["relayed"].append(
-                    commits_per_second(relayed_at, group, topic, args.commits))
-                figures["direct"].append(
-                    commits_per_second(srv.kafka_bootstrap, group, topic, args.commits))
+            address = {"relayed": relayed_at, "direct": srv.kafka_bootstrap}
+            rounds = common.alternating(("relayed", "direct"), args.rounds, lambda side:
+                                        commits_per_second(address[side], group, topic,
+                                                           args.commits))
         finally:
             srv.stop()
     print(f"coordinator: worker {found['node_id']} (relays to the supervisor)")
-    for name, values in figures.items():
-        print(f"{name:8} commits/s per round: {', '.join(f'{v:,.0f}' for v in values)}"
-              f"  (median {statistics.median(values):,.0f})")
-    ratio = [r / d for r, d in zip(figures["relayed"], figures["direct"])]
+    for name, values in rounds.values.items():
+        print(f"{name:8} commits/s per round: {', '.join(f'{v:,.0f}' for v in values)}")
+    ratio = [r / d for r, d in zip(rounds.values["relayed"], rounds.values["direct"])]
     print(f"relayed/direct per round: {', '.join(f'{x:.2f}' for x in ratio)}")
+    common.say_table([common.Row("OffsetCommit, median", rounds.median("relayed"), "commits/s",
+                                 rounds.median("direct"), "direct: the supervisor")])
+    common.say_load(rounds)
 
 
 if __name__ == "__main__":

@@ -18,8 +18,6 @@ Markdown, PNG). Nothing here fails on timing.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import multiprocessing
 import os
 import shutil
@@ -29,6 +27,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 import report  # noqa: E402
 from report import machine_info, markdown_table, say  # noqa: E402
 
@@ -37,6 +36,7 @@ from kafkalite.server.node.launcher import ServerProcess  # noqa: E402
 
 # spawn, not fork: ZeroMQ contexts and client threads do not survive a fork
 mp = multiprocessing.get_context("spawn")
+STRATEGIES = ("range", "cooperative-sticky")
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "groups")
 
 
@@ -155,14 +155,12 @@ def throughput(bootstrap, topic, total, members) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = common.parser(__doc__)
     ap.add_argument("--members", type=int, default=10, help="largest group size before the join")
     ap.add_argument("--records", type=int, default=2_000_000, help="records for the throughput test")
-    ap.add_argument("--quick", action="store_true", help="small run (smoke test)")
+    common.add_quick(ap, "small run (smoke test)")
     ap.add_argument("--out", default=RESULTS)
-    args = ap.parse_args(argv)
-    if args.quick:
-        args.members, args.records = 2, 50_000
+    args = common.parse(ap, argv, quick={"members": 2, "records": 50_000})
     os.makedirs(args.out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="kafkalite-bench-groups-")
     try:
@@ -184,14 +182,20 @@ def measure(args, work: str) -> int:
         stop = mp.Event()
         prod = mp.Process(target=_keep_producing, args=(boot, "rebalance", 100, stop))
         prod.start()
+        now = {}
+
+        def join(strategy: str) -> dict:
+            n = now["n"]
+            r = rebalance_time(boot, "rebalance", n, strategy, 100)
+            took = "timeout" if r["seconds"] is None else f"{r['seconds']:.3f} s"
+            say(f"  {n:2d} member(s) + 1 joining, {strategy:18s}: {took}  (longest "
+                f"pause of a member {r['max_pause_s'] * 1000:.0f} ms)")
+            return r
         try:
-            for n in range(1, args.members + 1):
-                for strategy in ("range", "cooperative-sticky"):
-                    r = rebalance_time(boot, "rebalance", n, strategy, 100)
-                    results["rebalance"].append(r)
-                    took = "timeout" if r["seconds"] is None else f"{r['seconds']:.3f} s"
-                    say(f"  {n:2d} member(s) + 1 joining, {strategy:18s}: {took}  (longest "
-                        f"pause of a member {r['max_pause_s'] * 1000:.0f} ms)")
+            # a round a group size; the assignor going first swapped each round
+            rounds = common.alternating(STRATEGIES, args.members, join,
+                                        each_round=lambda r: now.update(n=r + 1))
+            results["rebalance"] = [r for pair in zip(*rounds.values.values()) for r in pair]
         finally:
             stop.set()
             prod.join(30)
@@ -227,8 +231,7 @@ def measure(args, work: str) -> int:
                           for r in results["throughput"]], ["consumers", "records/s", "time"])]
     doc = {"benchmark": "groups", "machine": machine_info(work), "results": results,
            "settings": vars(args)}
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump(doc, f, indent=1)
+    common.write_json(os.path.join(args.out, "results.json"), doc, rounds=rounds)
     with open(os.path.join(args.out, "results.md"), "w") as f:
         f.write("\n".join(md) + "\n")
     plt = report.pyplot()
@@ -244,9 +247,28 @@ def measure(args, work: str) -> int:
         ax.set_title("Rebalance time, 100 partitions")
         ax.legend()
         report.save_figure(plt, fig, os.path.join(args.out, "rebalance.png"))
-    say("\n".join(md))
+    say("\nrebalance: a member joins a group on a 100-partition topic, until all consume "
+        "again; consume throughput: 8 partitions, 100-byte records")
+    ms = {"fmt": ",.0f", "unit": "ms"}
+    table = []
+    for eager, sticky in zip(*rounds.values.values()):
+        n = f"{eager['members_before']} + 1"
+        table += [common.Row(f"{n} members, cooperative-sticky", _ms(sticky["seconds"]),
+                             peer=_ms(eager["seconds"]), peer_name="eager (range)", **ms),
+                  common.Row(f"{n} members, cooperative-sticky: longest pause",
+                             _ms(sticky["max_pause_s"]), peer=_ms(eager["max_pause_s"]),
+                             peer_name="eager (range)", **ms)]
+    one, four = results["throughput"]
+    table.append(common.Row("consume, 4 consumers", four["records_per_s"], "records/s",
+                            one["records_per_s"], "1 consumer"))
+    common.say_table(table)
+    common.say_load(rounds)
     say(f"results in {args.out}")
     return 0
+
+
+def _ms(seconds):
+    return None if seconds is None else seconds * 1000
 
 
 if __name__ == "__main__":

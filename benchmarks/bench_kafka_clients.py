@@ -25,6 +25,7 @@ import sys
 import time
 import traceback
 
+import common
 import report
 from report import Results, say
 
@@ -126,17 +127,13 @@ def best_of(runs: int, server, name: str, produce, consume, n: int) -> tuple[flo
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = common.parser(__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--records", type=int, default=1_000_000, help="records per run")
-    p.add_argument("--runs", type=int, default=2, help="runs per figure (best is kept)")
+    common.add_rounds(p, 2, flag="--runs", help="runs per figure (best is kept)")
     p.add_argument("--workers", type=int, default=1)
-    p.add_argument("--output-dir", default=None)
-    p.add_argument("--work-dir", default=None)
-    p.add_argument("--quick", action="store_true", help="20,000 records, 1 run")
-    args = p.parse_args(argv)
-    if args.quick:
-        report.apply_quick(args, argv, {"records": 20_000, "runs": 1})
+    common.add_dirs(p)
+    common.add_quick(p, "20,000 records, 1 run")
+    args = common.parse(p, argv, quick={"records": 20_000, "runs": 1})
     return args
 
 

@@ -30,7 +30,6 @@ seconds.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import signal
@@ -38,6 +37,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 import report  # noqa: E402
 from report import Results, machine_info, markdown_table, say, text_table  # noqa: E402
 
@@ -150,7 +150,7 @@ def stop_timed(srv: ServerProcess) -> tuple[float, int | None, int]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = common.parser(__doc__)
     ap.add_argument("--topics", type=int, default=500, help="topics to create (default 500)")
     ap.add_argument("--partitions", type=int, default=4, help="partitions per topic")
     ap.add_argument("--topics-per-request", type=int, default=10)
@@ -158,13 +158,10 @@ def main(argv=None) -> int:
     ap.add_argument("--idle-seconds", type=float, default=10.0)
     ap.add_argument("--latency-seconds", type=float, default=12.0,
                     help="produce for this long on each server (covers checkpoint intervals)")
-    ap.add_argument("--quick", action="store_true",
-                    help="25 topics, 2 s idle, 2 s of produce (a smoke run)")
+    common.add_quick(ap, "25 topics, 2 s idle, 2 s of produce (a smoke run)")
     ap.add_argument("--work-dir", help="where the temporary data directories go")
     ap.add_argument("--output-dir", help="where results go")
-    args = ap.parse_args(argv)
-    if args.quick:
-        report.apply_quick(args, argv if argv is not None else sys.argv[1:], QUICK)
+    args = common.parse(ap, argv, quick=QUICK)
     out_dir, work = report.make_dirs("many-partitions", args.output_dir, args.work_dir)
     info = machine_info(work)
     started = time.perf_counter()

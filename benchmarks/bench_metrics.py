@@ -18,11 +18,8 @@ also timed in-process. Timing never fails anything: this prints figures
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -32,6 +29,8 @@ import urllib.request
 from prometheus_client.parser import text_string_to_metric_families
 from kafkalite.client import AdminClient, NewTopic, Producer
 from kafkalite.server.node import launcher
+
+import common
 
 VALUE = b"v" * 100
 TOPIC = "bench-metrics"
@@ -64,23 +63,29 @@ def produce_requests(server) -> float:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--seconds", type=float, default=5.0, help="length of a round")
-    parser.add_argument("--rounds", type=int, default=5, help="rounds per server")
+    common.add_rounds(parser, 5, help="rounds per server")
     parser.add_argument("--batch", type=int, default=10, help="values per produce_batch call")
-    parser.add_argument("--quick", action="store_true", help="2 rounds of 1 s")
-    parser.add_argument("--json", metavar="FILE", help="also write the figures here")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.seconds, args.rounds = 1.0, 2
+    common.add_quick(parser, "2 rounds of 1 s")
+    common.add_json(parser)
+    args = common.parse(parser, argv, quick={"seconds": 1.0, "rounds": 2})
     root = tempfile.mkdtemp(prefix="kafkalite-bench-metrics-")
     servers = {
         "metrics on": launcher.ServerProcess(os.path.join(root, "on"), workers=1),
         "metrics off": launcher.ServerProcess(os.path.join(root, "off"), workers=1,
                                               extra_args=["--metrics-port", "-1"]),
     }
-    rates: dict[str, list[float]] = {name: [] for name in servers}
-    records = requests = 0.0
+    counted = {"records": 0.0, "requests": 0.0}
+
+    def round_of(name: str) -> float:
+        if name == "metrics on":
+            before = produce_requests(servers[name])
+        rate = produce_for(servers[name], args.seconds, args.batch)
+        if name == "metrics on":
+            counted["requests"] += produce_requests(servers[name]) - before
+            counted["records"] += rate * args.seconds
+        return rate
     try:
         for server in servers.values():
             server.start()
@@ -88,39 +93,34 @@ def main(argv=None) -> int:
             admin.create_topics([NewTopic(TOPIC, 1)])[TOPIC].result()
             admin.close()
             produce_for(server, 0.5, args.batch)        # warm-up: connections, metadata
-        for r in range(args.rounds):
-            order = list(servers) if r % 2 == 0 else list(reversed(servers))
-            for name in order:
-                if name == "metrics on":
-                    before = produce_requests(servers[name])
-                rate = produce_for(servers[name], args.seconds, args.batch)
-                rates[name].append(rate)
-                if name == "metrics on":
-                    requests += produce_requests(servers[name]) - before
-                    records += rate * args.seconds
+        rounds = common.alternating(list(servers), args.rounds, round_of)
     finally:
         for server in servers.values():
             server.stop()
         shutil.rmtree(root, ignore_errors=True)
-    figures = {name: statistics.median(r) for name, r in rates.items()}
-    print(f"produce, {args.batch} x 100-byte values a produce_batch call, acks=1, one partition; "
-          f"median of {args.rounds} rounds of {args.seconds:g} s")
-    for name, rate in figures.items():
-        print(f"  {name:12} {rate:12,.0f} records/s  (rounds: "
-              f"{', '.join(f'{x:,.0f}' for x in rates[name])})")
-    print(f"  on/off       {figures['metrics on'] / figures['metrics off']:.3f}")
+    rates = rounds.values
+    figures = {name: rounds.median(name) for name in servers}
+    common.say(f"produce, {args.batch} x 100-byte values a produce_batch call, acks=1, "
+               f"one partition; median of {args.rounds} rounds of {args.seconds:g} s")
+    for name, rate in rates.items():
+        common.say(f"  {name:12} rounds: {', '.join(f'{x:,.0f}' for x in rate)} records/s")
     per_request = timeit.timeit(
         "ctx_started = perf_counter(); stats.observe(0, perf_counter() - ctx_started)",
         setup="from time import perf_counter\nfrom kafkalite.server.metrics import RequestStats\n"
               "stats = RequestStats()", number=200_000) / 200_000
-    print(f"  per request: timing and histogram {per_request * 1e6:.2f} us in-process")
-    if requests:
+    rows = [common.Row("produce, median round", figures["metrics on"], "records/s",
+                       figures["metrics off"], "metrics off"),
+            common.Row("per request: timing and histogram, in-process", per_request * 1e6, "us",
+                       fmt=".2f")]
+    if counted["requests"]:
         # read from the metrics-on server's own counter (a second behind: a rough figure)
-        print(f"  about {records / requests:,.0f} records per Produce request")
+        rows.append(common.Row("records per Produce request (about)",
+                               counted["records"] / counted["requests"]))
+    common.say_table(rows)
+    common.say_load(rounds)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"settings": vars(args), "records_per_s": figures, "rounds": rates}, f,
-                      indent=1)
+        common.write_json(args.json, {"settings": vars(args), "records_per_s": figures,
+                                      "rounds": rates}, rounds=rounds)
     return 0
 
 

@@ -24,8 +24,6 @@ under ``--out`` (default benchmarks/results/mirror).
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import shutil
 import signal
@@ -36,6 +34,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+import common  # noqa: E402
 from kafkalite.server.node import launcher  # noqa: E402
 
 
@@ -120,14 +119,14 @@ def mirror(source, target, topic, partitions, n) -> tuple[float, float]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = common.parser(__doc__)
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--size", type=int, default=512, help="value bytes")
     ap.add_argument("--partitions", type=int, default=4)
-    ap.add_argument("--quick", action="store_true", help="20,000 records")
+    common.add_quick(ap, "20,000 records")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "mirror"))
-    args = ap.parse_args(argv)
-    n = 20_000 if args.quick else args.records
+    args = common.parse(ap, argv, quick={"records": 20_000})
+    n = args.records
     work = tempfile.mkdtemp(prefix="bench-mirror-")
     source = launcher.ServerProcess(os.path.join(work, "a"), workers=2).start()
     target = None
@@ -140,19 +139,22 @@ def main(argv=None) -> int:
         create(target, "ceiling", args.partitions)
         took = produce_all(target, "ceiling", data)
         figures = {"produce_ceiling_mb_per_s": mb / took}
-        print(f"produce_batch into the target: {n:,} records ({mb:.1f} MB) in {took:.2f} s = "
-              f"{mb / took:.1f} MB/s (the ceiling)")
         total, steady = mirror(source, target, "bench", args.partitions, n)
         figures["mirror_mb_per_s"] = mb / total
         figures["mirror_steady_mb_per_s"] = mb / steady if steady > 0 else 0.0
-        print(f"kafkalite mirror: {n:,} records in {total:.2f} s from its start = "
-              f"{mb / total:.1f} MB/s ({mb / total / figures['produce_ceiling_mb_per_s']:.1%} of "
-              f"the ceiling); {steady:.2f} s from the first record = "
-              f"{figures['mirror_steady_mb_per_s']:.1f} MB/s")
+        ceiling = "produce_batch into the target"
+        common.say(f"{n:,} records ({mb:.1f} MB); the mirror from its start took {total:.2f} s, "
+                   f"from the first record {steady:.2f} s; the ceiling {took:.2f} s")
+        common.say_table([
+            common.Row("kafkalite mirror, from its start", figures["mirror_mb_per_s"], "MB/s",
+                       figures["produce_ceiling_mb_per_s"], ceiling, fmt=".1f"),
+            common.Row("kafkalite mirror, from the first record",
+                       figures["mirror_steady_mb_per_s"], "MB/s",
+                       figures["produce_ceiling_mb_per_s"], ceiling, fmt=".1f")])
         os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "results.json"), "w") as f:
-            json.dump({"records": n, "value.size": args.size, "partitions": args.partitions,
-                       "figures": figures}, f, indent=2)
+        common.write_json(os.path.join(args.out, "results.json"), {
+            "records": n, "value.size": args.size, "partitions": args.partitions,
+            "figures": figures})
     finally:
         for s in (source, target):
             if s is not None:

@@ -19,7 +19,6 @@ Prints a table and writes results.json and results.md to ``--output-dir``
 """
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -27,6 +26,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 import report  # noqa: E402
 from report import Results, machine_info, say  # noqa: E402
 
@@ -95,18 +95,16 @@ def run(make, srv: ServerProcess, linger_ms: float, partitions: int, rate: int,
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = common.parser(__doc__)
     ap.add_argument("--partitions", type=int, default=100)
     ap.add_argument("--rate", type=int, default=5000, help="records/s (default 5000)")
     ap.add_argument("--seconds", type=float, default=5.0, help="per producer and linger.ms")
     ap.add_argument("--value-bytes", type=int, default=1024)
     ap.add_argument("--lingers", default="1,5", help="linger.ms values (default 1,5)")
-    ap.add_argument("--quick", action="store_true", help="1 s at 2,000 records/s (a smoke run)")
+    common.add_quick(ap, "1 s at 2,000 records/s (a smoke run)")
     ap.add_argument("--work-dir", help="where the temporary data directory goes")
     ap.add_argument("--output-dir", help="where results go")
-    args = ap.parse_args(argv)
-    if args.quick:
-        report.apply_quick(args, argv if argv is not None else sys.argv[1:], QUICK)
+    args = common.parse(ap, argv, quick=QUICK)
     out_dir, work = report.make_dirs("produce-requests", args.output_dir, args.work_dir)
     info = machine_info(work)
     started = time.perf_counter()

@@ -14,7 +14,6 @@ worth). Timing never fails anything: this prints figures.
 """
 from __future__ import annotations
 
-import argparse
 import tempfile
 import threading
 import time
@@ -24,6 +23,8 @@ import confluent_kafka as ck
 from kafkalite.client.admin import (AdminClient, ClientQuotaAlteration, ClientQuotaEntity,
                                     NewTopic)
 from kafkalite.server.node.launcher import ServerProcess
+
+import common
 
 VALUE = b"b" * 1000
 WINDOWS_S = 11.0    # quota_window_num * quota_window_size_seconds (the defaults)
@@ -57,11 +58,11 @@ def rate(run: dict, since: float | None = None) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--seconds", type=float, default=30.0, help="the throttled run")
     parser.add_argument("--baseline-seconds", type=float, default=5.0)
     parser.add_argument("--quota", type=int, default=500_000, help="producer_byte_rate, bytes/s")
-    args = parser.parse_args()
+    args = common.parse(parser)
     with tempfile.TemporaryDirectory() as tmp:
         server = ServerProcess(f"{tmp}/data").start()
         try:
@@ -87,18 +88,21 @@ def main() -> None:
             server.stop()
     limited, beside = runs["limited"], runs["unlimited"]
     first = limited["throttles"][0][0] if limited["throttles"] else None
-    print(f"throttled producer, quota {args.quota:,} B/s, {args.seconds:g} s: "
-          f"{rate(limited):,.0f} B/s over the run ({rate(limited) / args.quota:.3f}x), "
-          + (f"{rate(limited, first):,.0f} B/s from its first throttle at "
-             f"{first - limited['start']:.1f} s ({rate(limited, first) / args.quota:.3f}x); "
-             f"{rate(limited, first + WINDOWS_S):,.0f} B/s once the windows rolled past "
-             f"the burst ({rate(limited, first + WINDOWS_S) / args.quota:.3f}x); "
-             f"{len(limited['throttles'])} throttles reported"
-             if first is not None else "never throttled"))
-    print(f"unthrottled producer beside it: {rate(beside):,.0f} B/s; the same producer alone "
-          f"(baseline, same run): {rate(alone):,.0f} B/s ({rate(beside) / rate(alone):.2f}x); "
-          f"throttles reported to it: {len(beside['throttles'])}")
-
+    common.say(f"throttled producer, quota {args.quota:,} B/s, {args.seconds:g} s; "
+               + (f"first throttle at {first - limited['start']:.1f} s, "
+                  f"{len(limited['throttles'])} throttles reported" if first is not None
+                  else "never throttled")
+               + f"; throttles reported to the unthrottled one: {len(beside['throttles'])}")
+    quota = f"quota {args.quota:,} B/s"
+    rows = [common.Row("throttled, over the run", rate(limited), "B/s", args.quota, quota)]
+    if first is not None:
+        rows += [common.Row("throttled, from its first throttle", rate(limited, first), "B/s",
+                            args.quota, quota),
+                 common.Row("throttled, once the windows rolled past the burst",
+                            rate(limited, first + WINDOWS_S), "B/s", args.quota, quota)]
+    rows.append(common.Row("unthrottled, beside it", rate(beside), "B/s", rate(alone),
+                           "alone (baseline, same run)"))
+    common.say_table(rows)
 
 if __name__ == "__main__":
     main()

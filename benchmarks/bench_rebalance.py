@@ -25,7 +25,6 @@ timing; figures print as a table.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -35,7 +34,8 @@ import time
 import confluent_kafka as ck
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report import markdown_table, say  # noqa: E402
+import common  # noqa: E402
+from report import say  # noqa: E402
 
 from kafkalite.client import AdminClient, NewTopic  # noqa: E402
 from kafkalite.server.node.launcher import ServerProcess  # noqa: E402
@@ -154,15 +154,18 @@ def run_case(bootstrap, topic, partitions, n, protocol, timeout, client="conflue
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = common.parser(__doc__)
     ap.add_argument("--members", default="1,10,50")
     ap.add_argument("--partitions", type=int, default=100)
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--client", choices=("confluent", "native"), default="confluent",
                     help="confluent-kafka's consumers (Kafka listener) or kafkalite's own "
                          "(native protocol)")
-    args = ap.parse_args()
+    args = common.parse(ap)
     counts = [int(x) for x in args.members.split(",")]
+    prefix = "native " if args.client == "native" else ""
+    names = {"consumer": prefix + "KIP-848 (uniform)",
+             "classic": prefix + "classic cooperative-sticky"}
     with tempfile.TemporaryDirectory() as tmp:
         conf = os.path.join(tmp, "server.toml")
         with open(conf, "w") as f:
@@ -175,31 +178,40 @@ def main():
             admin.close()
             producing = Producing(srv.kafka_bootstrap, "rebalance", args.partitions)
             producing.start()
-            rows = []
-            for n in counts:
-                for protocol in ("consumer", "classic"):
-                    joined, plus_one, pause, kept = run_case(
-                        srv.bootstrap if args.client == "native" else srv.kafka_bootstrap,
-                        "rebalance", args.partitions, n, protocol, args.timeout, args.client)
-                    name = ("KIP-848 (uniform)" if protocol == "consumer"
-                            else "classic cooperative-sticky")
-                    if args.client == "native":
-                        name = "native " + name
+            now = {}
 
-                    def fmt(x):
-                        return "timeout" if x is None else f"{x:.2f}"
-                    rows.append([n, name, fmt(joined), fmt(plus_one), fmt(pause), kept])
-                    say(f"{n:>3} members, {name}: join {fmt(joined)} s, +1 {fmt(plus_one)} s, "
-                        f"longest pause of a kept partition {fmt(pause)} s ({kept} kept)")
+            def case(protocol: str) -> tuple:
+                n = now["n"]
+                joined, plus_one, pause, kept = run_case(
+                    srv.bootstrap if args.client == "native" else srv.kafka_bootstrap,
+                    "rebalance", args.partitions, n, protocol, args.timeout, args.client)
+                say(f"{n:>3} members, {names[protocol]}: join {fmt(joined)} s, "
+                    f"+1 {fmt(plus_one)} s, longest pause of a kept partition {fmt(pause)} s "
+                    f"({kept} kept)")
+                return joined, plus_one, pause, kept
+            # a round a member count; the protocol going first swapped each round
+            rounds = common.alternating(("consumer", "classic"), len(counts), case,
+                                        each_round=lambda r: now.update(n=counts[r]))
             producing.stop.set()
             producing.join(30)
         finally:
             srv.stop()
     print()
-    print(markdown_table([[str(c) for c in r] for r in rows],
-                         ["members", "protocol", "join s", "+1 member s",
-                          "longest pause, kept partitions s", "kept partitions"]))
+    rows = []
+    for r, n in enumerate(counts):
+        ours, peer = rounds.values["consumer"][r], rounds.values["classic"][r]
+        for i, what in enumerate(("join", "+1 member", "longest pause, kept partitions")):
+            rows.append(common.Row(f"{n} members, {what}", ours[i], "s", peer[i],
+                                   names["classic"], fmt=".2f"))
+        rows.append(common.Row(f"{n} members, kept partitions", ours[3], "", peer[3],
+                               names["classic"]))
+    say(f"{names['consumer']} beside {names['classic']} (n/a: timed out)")
+    common.say_table(rows)
+    common.say_load(rounds)
 
+
+def fmt(x) -> str:
+    return "timeout" if x is None else f"{x:.2f}"
 
 if __name__ == "__main__":
     main()

@@ -49,6 +49,7 @@ import threading
 import time
 import traceback
 
+import common
 import report
 from report import Results, say
 
@@ -135,7 +136,7 @@ def ck_throughput(server, topic: str, acks: str, seconds: float) -> float:
 
 def throughput_rounds(server, args, fig: dict) -> None:
     """Figure 1, each figure the median of ``--rounds`` runs
-    (report.alternating_medians)."""
+    (common.alternating_medians)."""
     for name, rf in (("rf1", 1), ("rf3", 3)):
         for client in ("tp", "ck"):
             create_topic(server, f"{client}-{name}", rf)
@@ -149,7 +150,7 @@ def throughput_rounds(server, args, fig: dict) -> None:
         for client in ("native", "ck"):
             say(f"  {client} {name} acks={acks}: {out[(client, name)]:,.0f} rec/s")
         return out
-    fig.update(report.alternating_medians(args.rounds, (("rf1", "1"), ("rf3", "all")), run))
+    fig.update(common.alternating_medians(args.rounds, (("rf1", "1"), ("rf3", "all")), run))
 
 
 # ---- 2. latency ----------------------------------------------------------------------------------
@@ -282,11 +283,9 @@ def catch_up(server, data_dir: str, topic: str, megabytes: int, work: str) -> tu
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = common.parser(__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--seconds", type=float, default=6.0, help="seconds per throughput run")
-    p.add_argument("--rounds", type=int, default=3,
-                   help="throughput runs per figure (their median; the order alternates)")
+    common.add_rounds(p, 3, help="throughput runs per figure (their median; the order alternates)")
     p.add_argument("--rate", type=int, default=10_000, help="records/s of the latency figure")
     p.add_argument("--latency-seconds", type=float, default=8.0)
     p.add_argument("--kills", type=int, default=5, help="leader kills timed for failover")
@@ -297,14 +296,10 @@ def parse_args(argv):
     p.add_argument("--network-fetch", action="store_true",
                    help="followers fetch over the network although they share the leader's "
                         "host (replica_local_reads = false), to compare with the default")
-    p.add_argument("--output-dir", default=None)
-    p.add_argument("--work-dir", default=None)
-    p.add_argument("--quick", action="store_true",
-                   help="1 s figures, 1 s of latency, 1 kill, 20 MB of catch-up")
-    args = p.parse_args(argv)
-    if args.quick:
-        report.apply_quick(args, argv, {"seconds": 1.0, "rounds": 1, "latency_seconds": 1.0, "kills": 1,
-                                        "catchup_mb": 20, "rate": 2_000})
+    common.add_dirs(p)
+    common.add_quick(p, "1 s figures, 1 s of latency, 1 kill, 20 MB of catch-up")
+    args = common.parse(p, argv, quick={"seconds": 1.0, "rounds": 1, "latency_seconds": 1.0,
+                                        "kills": 1, "catchup_mb": 20, "rate": 2_000})
     return args
 
 

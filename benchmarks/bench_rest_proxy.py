@@ -25,7 +25,6 @@ a round trip that lost or repeated a record does.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -39,6 +38,8 @@ import urllib.parse
 import urllib.request
 
 from kafkalite.server.node import launcher
+
+import common
 
 V2 = "application/vnd.kafka.v2+json"
 V2_JSON = "application/vnd.kafka.json.v2+json"
@@ -168,15 +169,13 @@ def one_run(root: str, args) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=3, help="runs, each from a fresh server")
+    parser = common.parser(__doc__)
+    common.add_rounds(parser, 3, flag="--runs", help="runs, each from a fresh server")
     parser.add_argument("--records", type=int, default=100_000, help="records per kind per run")
     parser.add_argument("--chunk", type=int, default=500, help="records a chunk of the body")
-    parser.add_argument("--quick", action="store_true", help="one short run")
-    parser.add_argument("--json", metavar="FILE", help="also write the figures here")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.runs, args.records = 1, 5000
+    common.add_quick(parser, "one short run")
+    common.add_json(parser)
+    args = common.parse(parser, argv, quick={"runs": 1, "records": 5000})
     runs = []
     for _ in range(args.runs):
         root = tempfile.mkdtemp(prefix="kafkalite-bench-proxy-")
@@ -184,22 +183,23 @@ def main(argv=None) -> int:
             runs.append(one_run(os.path.join(root, "data"), args))
         finally:
             shutil.rmtree(root, ignore_errors=True)
-    print(f"rest proxy, {args.runs} run(s), each from a fresh server (2 workers), "
-          f"{args.records:,} JSON records a kind of {runs[0]['value_bytes']} bytes, "
-          f"3 partitions, acks=all")
-    rows = [("REST v3 produce, streaming mode", "rest_v3_streaming_per_s"),
-            ("kafkalite Producer (native protocol)", "kafkalite_producer_per_s"),
-            ("confluent-kafka Producer (Kafka protocol)", "confluent_kafka_per_s"),
-            ("REST v2 consumer instance, read back", "v2_round_trip_read_per_s")]
-    for label, key in rows:
-        values = [r[key] for r in runs]
-        spread = (max(values) - min(values)) / statistics.median(values) * 100
-        print(f"  {label:42} median {statistics.median(values):10,.0f} records/s  "
-              f"(runs: {', '.join(f'{v:,.0f}' for v in values)}; spread {spread:.0f}%)")
-    print(f"  round trip: {args.records:,} records a run read back exactly once, in order")
+    common.say(f"rest proxy, {args.runs} run(s), each from a fresh server (2 workers), "
+               f"{args.records:,} JSON records a kind of {runs[0]['value_bytes']} bytes, "
+               f"3 partitions, acks=all; medians of the runs")
+    figures = [("REST v3 produce, streaming mode", "rest_v3_streaming_per_s"),
+               ("kafkalite Producer (native protocol)", "kafkalite_producer_per_s"),
+               ("confluent-kafka Producer (Kafka protocol)", "confluent_kafka_per_s"),
+               ("REST v2 consumer instance, read back", "v2_round_trip_read_per_s")]
+    median = {key: statistics.median(r[key] for r in runs) for _, key in figures}
+    peer = {"rest_v3_streaming_per_s": "confluent_kafka_per_s",
+            "kafkalite_producer_per_s": "confluent_kafka_per_s"}
+    common.say_table([common.Row(label, median[key], "records/s", median.get(peer.get(key)),
+                                 "confluent-kafka") for label, key in figures])
+    for label, key in figures:
+        common.say_runs(label, [r[key] for r in runs])
+    common.say(f"  round trip: {args.records:,} records a run read back exactly once, in order")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"settings": vars(args), "runs": runs}, f, indent=1)
+        common.write_json(args.json, {"settings": vars(args), "runs": runs})
     return 0
 
 

@@ -8,19 +8,18 @@ One server (SASL_PLAINTEXT, one worker), one user with every mechanism at
 the default 4096 iterations (``kafkalite users add``). A client on a raw
 socket (our protocol codec, scramp's SCRAM client) opens a connection,
 logs in (SaslHandshake v1, SaslAuthenticate v2) and closes it, over and
-over, for --seconds per mechanism; the mechanisms take turns for --rounds
-rounds and the best round of each is kept, so load on a shared machine
-falls on all alike. Figures: logins/s, and each mechanism's login time
-beside PLAIN's. The client's own share of a SCRAM login (its PBKDF2 of
-the password, 4096 HMACs) is measured apart and printed, so the server's
-share can be told. PLAIN's server side is a PBKDF2-HMAC-SHA-512 of 4096 iterations
+over, for --seconds per mechanism; the mechanisms take turns (the one
+going first rotated each round) for --rounds rounds and the best round
+of each is kept, so load on a shared machine falls on all alike.
+Figures: logins/s, and each mechanism's login time beside PLAIN's. The
+client's own share of a SCRAM login (its PBKDF2 of the password, 4096
+HMACs) is measured apart and printed, so the server's share can be told. PLAIN's server side is a PBKDF2-HMAC-SHA-512 of 4096 iterations
 (credentials.py: the password arrives, its hash is checked); SCRAM's
 server does a few HMACs against StoredKey/ServerKey, the 4096 iterations
 being the client's work. Timing never fails anything.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import socket
@@ -32,6 +31,7 @@ import time
 
 import scramp
 
+import common
 from kafkalite.protocol import ApiKey, decode_response, encode_request
 from kafkalite.server.node import launcher
 
@@ -97,10 +97,10 @@ def round_of(host: str, port: int, mechanism: str, seconds: float) -> tuple[floa
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = common.parser(__doc__)
     ap.add_argument("--seconds", type=float, default=3.0, help="per mechanism and round")
-    ap.add_argument("--rounds", type=int, default=3)
-    args = ap.parse_args(argv)
+    common.add_rounds(ap, 3)
+    args = common.parse(ap, argv)
     work = tempfile.mkdtemp(prefix="kafkalite-bench-login-")
     data = os.path.join(work, "data")
     subprocess.run([sys.executable, "-m", "kafkalite", "users", "add", USER, "--password",
@@ -110,25 +110,26 @@ def main(argv=None) -> int:
         "--kafka-security-protocol", "SASL_PLAINTEXT"]).start()
     try:
         host, port = server.kafka_bootstrap.rsplit(":", 1)
-        best: dict[str, tuple[float, float]] = {}
-        for _ in range(args.rounds):
-            for mechanism in MECHANISMS:
-                rate, client = round_of(host, int(port), mechanism, args.seconds)
-                if rate > best.get(mechanism, (0.0, 0.0))[0]:
-                    best[mechanism] = (rate, client)
+        rounds = common.alternating(MECHANISMS, args.rounds, lambda mechanism: round_of(
+            host, int(port), mechanism, args.seconds))
     finally:
         server.stop()
         shutil.rmtree(work, ignore_errors=True)
-    plain_ms = 1000 / best["PLAIN"][0]
-    print(f"SASL logins on one connection each (best of {args.rounds} rounds of "
-          f"{args.seconds:g} s, 4096 iterations)")
-    print(f"{'mechanism':<15}{'logins/s':>10}{'ms/login':>10}{'client ms':>11}"
-          f"{'vs PLAIN':>10}")
+    best = {m: rounds.best(m, key=lambda r: r[0]) for m in MECHANISMS}
+    plain_rate = best["PLAIN"][0]
+    common.say(f"SASL logins on one connection each (best of {args.rounds} rounds of "
+               f"{args.seconds:g} s, 4096 iterations)")
+    rows = []
     for mechanism in MECHANISMS:
         rate, client = best[mechanism]
-        ms = 1000 / rate
-        print(f"{mechanism:<15}{rate:>10.0f}{ms:>10.2f}{client * 1000:>11.2f}"
-              f"{ms / plain_ms:>9.2f}x")
+        rows += [common.Row(f"{mechanism} login", 1000 / rate, "ms", 1000 / plain_rate, "PLAIN",
+                            fmt=".2f"),
+                 common.Row(f"{mechanism} logins/s", rate, "/s", plain_rate, "PLAIN")]
+        if client:
+            rows.append(common.Row(f"{mechanism} client's PBKDF2", client * 1000, "ms",
+                                   fmt=".2f"))
+    common.say_table(rows)
+    common.say_load(rounds)
     return 0
 
 

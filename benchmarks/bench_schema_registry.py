@@ -22,7 +22,6 @@ this prints figures (and ``--json``).
 """
 from __future__ import annotations
 
-import argparse
 import http.client
 import json
 import os
@@ -35,6 +34,8 @@ import time
 import urllib.parse
 
 from kafkalite.server.node import launcher
+
+import common
 
 SCHEMA = json.dumps({"type": "record", "name": "Reading", "namespace": "bench", "fields": [
     {"name": "sensor", "type": "string"}, {"name": "at", "type": "long"},
@@ -126,17 +127,15 @@ def one_run(root: str, args) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=3, help="runs, each from a fresh server")
+    parser = common.parser(__doc__)
+    common.add_rounds(parser, 3, flag="--runs", help="runs, each from a fresh server")
     parser.add_argument("--gets", type=int, default=3000, help="GETs of each kind per run")
     parser.add_argument("--clients", type=int, default=4, help="client threads for the GETs")
     parser.add_argument("--records", type=int, default=100_000,
                         help="records of each kind produced per run")
-    parser.add_argument("--quick", action="store_true", help="one short run")
-    parser.add_argument("--json", metavar="FILE", help="also write the figures here")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.runs, args.gets, args.records = 1, 200, 2000
+    common.add_quick(parser, "one short run")
+    common.add_json(parser)
+    args = common.parse(parser, argv, quick={"runs": 1, "gets": 200, "records": 2000})
     runs = []
     for _ in range(args.runs):
         root = tempfile.mkdtemp(prefix="kafkalite-bench-registry-")
@@ -144,22 +143,23 @@ def main(argv=None) -> int:
             runs.append(one_run(os.path.join(root, "data"), args))
         finally:
             shutil.rmtree(root, ignore_errors=True)
-    print(f"schema registry, {args.runs} run(s), each from a fresh server (1 worker)")
-    rows = [("lookups by id (GET /schemas/ids/{id})", "lookups_per_s", "/s"),
-            ("trivial GET / (the HTTP server's ceiling)", "trivial_gets_per_s", "/s"),
-            ("produce, AvroSerializer", "avro_records_per_s", " records/s"),
-            ("produce, raw bytes", "raw_records_per_s", " records/s")]
-    for label, key, unit in rows:
-        values = [r[key] for r in runs]
-        spread = (max(values) - min(values)) / statistics.median(values) * 100
-        print(f"  {label:44} median {statistics.median(values):10,.0f}{unit}  "
-              f"(runs: {', '.join(f'{v:,.0f}' for v in values)}; spread {spread:.0f}%)")
-    print(f"  {args.gets} GETs a kind, {args.clients} client threads, a connection each; "
-          f"{args.records:,} records a kind of {runs[0]['value_bytes']} bytes, "
-          f"confluent-kafka to the Kafka listener, linger.ms 5")
+    common.say(f"schema registry, {args.runs} run(s), each from a fresh server (1 worker); "
+               f"medians of the runs")
+    median = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+    common.say_table([
+        common.Row("lookups by id (GET /schemas/ids/{id})", median["lookups_per_s"], "/s",
+                   median["trivial_gets_per_s"], "trivial GET /: the HTTP server's ceiling"),
+        common.Row("produce, AvroSerializer", median["avro_records_per_s"], "records/s",
+                   median["raw_records_per_s"], "raw bytes")])
+    for label, key in (("lookups by id", "lookups_per_s"), ("trivial GET /", "trivial_gets_per_s"),
+                       ("produce, AvroSerializer", "avro_records_per_s"),
+                       ("produce, raw bytes", "raw_records_per_s")):
+        common.say_runs(label, [r[key] for r in runs])
+    common.say(f"  {args.gets} GETs a kind, {args.clients} client threads, a connection each; "
+               f"{args.records:,} records a kind of {runs[0]['value_bytes']} bytes, "
+               f"confluent-kafka to the Kafka listener, linger.ms 5")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"settings": vars(args), "runs": runs}, f, indent=1)
+        common.write_json(args.json, {"settings": vars(args), "runs": runs})
     return 0
 
 

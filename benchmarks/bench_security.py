@@ -53,6 +53,7 @@ import sys
 import time
 import traceback
 
+import common
 import report
 from bench_kafka_clients import create_topic
 from report import Results, say
@@ -283,21 +284,17 @@ def native_figures(work: str, records: int, runs: int, workers: int) -> dict:
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = common.parser(__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--records", type=int, default=200_000, help="records per run")
-    p.add_argument("--runs", type=int, default=2, help="runs per figure (best is kept)")
+    common.add_rounds(p, 2, flag="--runs", help="runs per figure (best is kept)")
     p.add_argument("--native-runs", type=int, default=3,
                    help="alternating rounds of native plain/CURVE (median kept)")
     p.add_argument("--native-only", action="store_true",
                    help="only the native figures: plain/CURVE and the rings (3 to 5)")
     p.add_argument("--workers", type=int, default=1)
-    p.add_argument("--output-dir", default=None)
-    p.add_argument("--work-dir", default=None)
-    p.add_argument("--quick", action="store_true", help="5,000 records, 1 run")
-    args = p.parse_args(argv)
-    if args.quick:
-        report.apply_quick(args, argv, {"records": 5_000, "runs": 1, "native_runs": 1})
+    common.add_dirs(p)
+    common.add_quick(p, "5,000 records, 1 run")
+    args = common.parse(p, argv, quick={"records": 5_000, "runs": 1, "native_runs": 1})
     return args
 
 

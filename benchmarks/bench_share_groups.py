@@ -26,16 +26,15 @@ timing; figures print as a table, and results.json is written to --out.
 """
 from __future__ import annotations
 
-import argparse
 import multiprocessing as mp
 import os
-import statistics
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report import machine_info, markdown_table, say, write_json  # noqa: E402
+import common  # noqa: E402
+from report import machine_info, say  # noqa: E402
 
 from kafkalite.client import AdminClient, NewTopic, Producer  # noqa: E402
 from kafkalite.server.node.launcher import ServerProcess  # noqa: E402
@@ -109,16 +108,15 @@ def produce(bootstrap, topic, n):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = common.parser(__doc__)
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--consumers", type=int, default=4)
-    ap.add_argument("--rounds", type=int, default=3)
+    common.add_rounds(ap, 3)
     ap.add_argument("--max-record-locks", type=int, default=2000,
                     help="the server's group_share_partition_max_record_locks: records in "
                          "flight per share-partition (Kafka's default 2000)")
     ap.add_argument("--out", default=None, help="directory for results.json")
-    args = ap.parse_args()
-    rows, share_rates, classic_rates = [], [], []
+    args = common.parse(ap)
     with tempfile.TemporaryDirectory() as tmp:
         conf = os.path.join(tmp, "server.toml")
         with open(conf, "w") as f:
@@ -127,52 +125,55 @@ def main():
         srv = ServerProcess(os.path.join(tmp, "data"), extra_args=["--config", conf]).start()
         try:
             admin = AdminClient({"bootstrap.servers": srv.bootstrap})
-            for r in range(args.rounds):
-                topics = {"share": f"share-{r}", "classic": f"classic-{r}"}
-                for fut in admin.create_topics([NewTopic(t, 1) for t in topics.values()]).values():
+            now = {}
+
+            def each_round(r: int) -> None:
+                now.update(r=r, topics={"share": f"share-{r}", "classic": f"classic-{r}"})
+                for fut in admin.create_topics([NewTopic(t, 1)
+                                                for t in now["topics"].values()]).values():
                     fut.result()
-                order = ("share", "classic") if r % 2 == 0 else ("classic", "share")
-                rates = {}
-                for kind in order:
-                    topic = topics[kind]
-                    if kind == "share":
-                        counter = mp.get_context("spawn").Value("q", 0)
-                        # the share group joins an empty topic ("earliest" then
-                        # starts at 0); the records are written before the clock
-                        seconds = run(share_member,
-                                      (srv.bootstrap, f"g-{r}", topic, args.records, counter),
-                                      args.consumers,
-                                      lambda: produce(srv.bootstrap, topic, args.records))
-                    else:
-                        produce(srv.bootstrap, topic, args.records)
-                        seconds = run(classic_member, (srv.bootstrap, f"c-{r}", topic,
-                                                       args.records), 1, lambda: None)
-                    rates[kind] = args.records / seconds
-                    say(f"round {r + 1}, {kind}: {args.records} records in {seconds:.2f} s, "
-                        f"{rates[kind]:,.0f} records/s")
-                share_rates.append(rates["share"])
-                classic_rates.append(rates["classic"])
-                rows.append([str(r + 1), f"{rates['share']:,.0f}", f"{rates['classic']:,.0f}",
-                             f"{rates['share'] / rates['classic']:.2f}"])
+
+            def round_of(kind: str) -> float:
+                r, topic = now["r"], now["topics"][kind]
+                if kind == "share":
+                    counter = mp.get_context("spawn").Value("q", 0)
+                    # the share group joins an empty topic ("earliest" then
+                    # starts at 0); the records are written before the clock
+                    seconds = run(share_member,
+                                  (srv.bootstrap, f"g-{r}", topic, args.records, counter),
+                                  args.consumers,
+                                  lambda: produce(srv.bootstrap, topic, args.records))
+                else:
+                    produce(srv.bootstrap, topic, args.records)
+                    seconds = run(classic_member, (srv.bootstrap, f"c-{r}", topic,
+                                                   args.records), 1, lambda: None)
+                say(f"round {r + 1}, {kind}: {args.records} records in {seconds:.2f} s, "
+                    f"{args.records / seconds:,.0f} records/s")
+                return args.records / seconds
+            rounds = common.alternating(("share", "classic"), args.rounds, round_of,
+                                        each_round=each_round)
             admin.close()
         finally:
             srv.stop()
-    share_median = statistics.median(share_rates)
-    classic_median = statistics.median(classic_rates)
-    rows.append(["median", f"{share_median:,.0f}", f"{classic_median:,.0f}",
-                 f"{share_median / classic_median:.2f}"])
+    share_rates, classic_rates = rounds.values["share"], rounds.values["classic"]
+    share_median, classic_median = rounds.median("share"), rounds.median("classic")
+    classic = "classic group, 1 consumer"
     print()
-    print(markdown_table(rows, ["round", f"share group, {args.consumers} consumers, records/s",
-                                "classic group, 1 consumer, records/s", "share / classic"]))
+    say(f"share group of {args.consumers} consumers, records/s")
+    common.say_table([common.Row(f"round {r + 1}", share, "records/s", other, classic)
+                      for r, (share, other) in enumerate(zip(share_rates, classic_rates))]
+                     + [common.Row("median", share_median, "records/s", classic_median,
+                                   classic)])
+    common.say_load(rounds)
     if args.out:
         os.makedirs(args.out, exist_ok=True)
-        write_json(args.out, {"benchmark": "share_groups", "settings": vars(args),
-                              "machine": machine_info(args.out),
-                              "results": {"share_records_per_s": share_rates,
-                                          "classic_records_per_s": classic_rates,
-                                          "share_median": share_median,
-                                          "classic_median": classic_median}})
-
+        common.write_json(os.path.join(args.out, "results.json"), {
+            "benchmark": "share_groups", "settings": vars(args),
+            "machine": machine_info(args.out),
+            "results": {"share_records_per_s": share_rates,
+                        "classic_records_per_s": classic_rates,
+                        "share_median": share_median,
+                        "classic_median": classic_median}}, rounds=rounds)
 
 if __name__ == "__main__":
     main()

@@ -44,6 +44,7 @@ if str(REPO) not in sys.path:
 
 from kafkalite.record import RecordBatchBuilder  # noqa: E402
 from kafkalite.shm import ProducerRing, WorkerRing  # noqa: E402
+import common  # noqa: E402
 from report import cpu_model  # noqa: E402
 
 RECORDS_PER_BATCH = 1000
@@ -210,15 +211,15 @@ def best_of(repeats: int, fn, *args) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = common.parser(__doc__)
     ap.add_argument("--batches", type=int, default=20000, help="batches per run")
-    ap.add_argument("--repeats", type=int, default=5, help="runs per row; the best is shown")
+    common.add_rounds(ap, 5, flag="--repeats", help="runs per row; the best is shown")
     ap.add_argument("--pool", type=int, default=64, help="distinct prebuilt batches")
     ap.add_argument("--capacity-mib", type=int, default=64, help="ring data region, MiB")
-    ap.add_argument("--quick", action="store_true", help="2,000 batches, 1 run per row")
-    ap.add_argument("--json", help="also write the figures to this file")
+    common.add_quick(ap, "2,000 batches, 1 run per row")
+    common.add_json(ap, help="also write the figures to this file")
     ap.add_argument("--role", nargs="+", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = common.parse(ap, quick={"batches": 2000, "repeats": 1})
 
     if args.role:
         role, *rest = args.role
@@ -228,8 +229,6 @@ def main() -> int:
             role_zmq_pull(rest[0], int(rest[1]))
         return 0
 
-    if args.quick:
-        args.batches, args.repeats = 2000, 1
     pool = make_pool(args.pool)
     batch_bytes = len(pool[0])
     ipc_path = f"/tmp/kafkalite-bench-{os.getpid()}.ipc"
@@ -265,11 +264,14 @@ def main() -> int:
         if os.path.exists(ipc_path):
             os.unlink(ipc_path)
     print("\nCPU columns: process CPU seconds of the timed section (best run). ring rows "
-          "include acks; zmq rows have none.")
+          "include acks; zmq rows have none.\n")
+    peer = "zmq PUSH/PULL ipc://"
+    common.say_table([common.Row(label, r["gb_per_s"], "GB/s", results[peer]["gb_per_s"], peer,
+                                 fmt=".2f")
+                      for label, r in results.items() if label != peer])
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"batch_bytes": batch_bytes, "batches": args.batches,
-                       "repeats": args.repeats, "results": results}, f, indent=2)
+        common.write_json(args.json, {"batch_bytes": batch_bytes, "batches": args.batches,
+                                      "repeats": args.repeats, "results": results})
     return 0
 
 

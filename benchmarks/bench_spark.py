@@ -73,6 +73,7 @@ if str(REPO) not in sys.path:
 if str(REPO / "spark") not in sys.path:   # kafkalite_spark from a checkout that is not installed
     sys.path.insert(0, str(REPO / "spark"))
 
+import common  # noqa: E402
 import report  # noqa: E402
 from report import Results, human_bytes, say  # noqa: E402
 
@@ -518,8 +519,7 @@ def parse_args(argv):
     p.add_argument("--partitions", type=int, default=4, help="partitions of the topic")
     p.add_argument("--value-bytes", type=int, default=100, help="bytes per record value")
     p.add_argument("--keys", type=int, default=10_000, help="distinct keys")
-    p.add_argument("--rounds", type=int, default=3,
-                   help="rounds of the side-by-side queries; medians are reported")
+    common.add_rounds(p, 3, help="rounds of the side-by-side queries; medians are reported")
     p.add_argument("--naive-records", type=int, default=1_000_000,
                    help="records the naive source reads (its rows/s is what counts, so a "
                         "smaller share keeps the run short; 0 skips it)")
@@ -533,15 +533,12 @@ def parse_args(argv):
                         "that read_with_history reads (-1 skips the history read)")
     p.add_argument("--history-flush-size", type=int, default=500_000,
                    help="the Iceberg sink's flush.size (records a table commit holds at most)")
-    p.add_argument("--quick", action="store_true",
-                   help="tiny sizes and no warm-up: shows that every step runs (the smoke "
-                        "test); no figure to quote")
+    common.add_quick(p, "tiny sizes and no warm-up: shows that every step runs (the smoke "
+                     "test); no figure to quote")
     p.add_argument("--work-dir", default=None, help="parent of the temporary data directory")
     p.add_argument("--output-dir", default=None,
                    help="where results go (default benchmarks/results/spark-<timestamp>)")
-    args = p.parse_args(argv)
-    if args.quick:
-        report.apply_quick(args, argv, QUICK)
+    args = common.parse(p, argv, quick=QUICK)
     if args.records < args.partitions or args.partitions < 1:
         p.error("need --records >= --partitions >= 1")
     args.records -= args.records % args.partitions

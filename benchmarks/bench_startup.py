@@ -35,13 +35,13 @@ start. ``--environment-as-is`` measures with the environment unchanged. `kafkali
 defaults listens on the fixed ports 7091-7093, 7100+, 9404: nothing else
 may hold them meanwhile (the other settings use free ports). With
 ``--before DIR`` every setting runs also with the kafkalite of DIR (its
-PYTHONPATH), turn by turn with this tree's, so that load from elsewhere on
-the machine falls on both. Figures are medians (min and max beside).
+PYTHONPATH), turn by turn with this tree's and the ceilings (the one
+going first rotated each round), so that load from elsewhere on the
+machine falls on all. Figures are medians (min and max beside).
 Timing never fails anything: this prints figures (and ``--json``).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -53,6 +53,7 @@ import tempfile
 import threading
 import time
 
+import common
 import kafkalite
 from kafkalite.client import Consumer, Producer, TopicPartition
 from kafkalite.testing import DEFAULT_SERVER_ARGS
@@ -226,14 +227,14 @@ def _summary(values: list) -> dict | None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=5)
+    parser = common.parser(__doc__)
+    common.add_rounds(parser, 5)
     parser.add_argument("--before", metavar="DIR",
                         help="also run the kafkalite of this tree (e.g. /work/main), turn by turn")
     parser.add_argument("--environment-as-is", action="store_true",
                         help="no bytecode cache of the benchmark's own (see above)")
-    parser.add_argument("--json", help="write the figures here")
-    args = parser.parse_args()
+    common.add_json(parser, help="write the figures here")
+    args = common.parse(parser)
     global PYCACHE
     if not args.environment_as_is:
         PYCACHE = tempfile.mkdtemp(prefix="kafkalite-bench-pycache-")
@@ -245,24 +246,26 @@ def main() -> None:
     if PYCACHE is not None:
         for root in trees.values():
             subprocess.run([sys.executable, "-c", WARM_UP], env=_env(root), check=True)
-    for _ in range(args.rounds):
-        for name, code in ceilings.items():
-            exec_times[name].append(exec_s(code))
-        for tree, root in trees.items():
-            directory = tempfile.mkdtemp(prefix="kafkalite-bench-startup-")
-            try:
-                for setting, server_args in _settings(directory, root).items():
-                    if not server_args and not _ports_free():
-                        skipped.add(setting)
-                        continue
-                    cwd = tempfile.mkdtemp(dir=directory)
-                    runs.setdefault((setting, tree), []).append(start_once(root, server_args, cwd))
-            finally:
-                shutil.rmtree(directory, ignore_errors=True)
+    def round_of(side: str) -> None:
+        if side in ceilings:
+            exec_times[side].append(exec_s(ceilings[side]))
+            return
+        directory = tempfile.mkdtemp(prefix="kafkalite-bench-startup-")
+        try:
+            for setting, server_args in _settings(directory, trees[side]).items():
+                if not server_args and not _ports_free():
+                    skipped.add(setting)
+                    continue
+                cwd = tempfile.mkdtemp(dir=directory)
+                runs.setdefault((setting, side), []).append(
+                    start_once(trees[side], server_args, cwd))
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+    rounds = common.alternating([*ceilings, *trees], args.rounds, round_of)
     if PYCACHE is not None:
         shutil.rmtree(PYCACHE, ignore_errors=True)
     out = {"rounds": args.rounds, "cores": os.cpu_count(), "loadavg_end": os.getloadavg(),
-           "bytecode_cache": PYCACHE is not None,
+           "bytecode_cache": PYCACHE is not None, "round_orders_and_load": rounds.as_dict(),
            "trees": trees, "exec_s": {k: _summary(v) for k, v in exec_times.items()},
            "starts": [{"setting": s, "tree": t, **{k: _summary([r[k] for r in rs])
                                                   for k in rs[0]}}
@@ -287,8 +290,7 @@ def main() -> None:
     print("(ready and produce+fetch: median (min), from exec; CPU: the server's processes' "
           "user + system time at ready; RSS/PSS: summed over them after the first fetch)")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=2)
+        common.write_json(args.json, out)
 
 
 if __name__ == "__main__":

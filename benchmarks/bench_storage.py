@@ -39,6 +39,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+import common  # noqa: E402
 import report  # noqa: E402
 from report import (GB, MB, GiB, KiB, MiB, Progress, Results, human_bytes,  # noqa: E402
                     parse_size, quiesce, say, timed, timed_both, warn)
@@ -649,18 +650,15 @@ def parse_args(argv):
                    help="memory of distinct prebuilt batches, cycled through")
     p.add_argument("--decode-memory-bytes", type=parse_size, default=2 * GiB,
                    help="at most this much fetched data is kept in memory for decode-only")
-    p.add_argument("--repeats", type=int, default=3, help="runs per measurement (best kept)")
-    p.add_argument("--quick", action="store_true",
-                   help="tiny sizes for CI smoke tests (200k records, 4 MiB big log)")
+    common.add_rounds(p, 3, flag="--repeats", help="runs per measurement (best kept)")
+    common.add_quick(p, "tiny sizes for CI smoke tests (200k records, 4 MiB big log)")
     p.add_argument("--skip-big-log", action="store_true", help="skip test 4")
     p.add_argument("--work-dir", default=None,
                    help="parent of the temporary data directory (default: the system temp "
                         "dir if it is on the repository's disk and not tmpfs, else benchmarks/)")
     p.add_argument("--output-dir", default=None,
                    help="where results go (default benchmarks/results/storage-<timestamp>)")
-    args = p.parse_args(argv)
-    if args.quick:
-        report.apply_quick(args, argv, QUICK)
+    args = common.parse(p, argv, quick=QUICK)
     if args.batch_records < 1 or args.value_bytes < 0 or args.records < args.batch_records:
         p.error("need --records >= --batch-records >= 1 and --value-bytes >= 0")
     if args.repeats < 1:

@@ -61,6 +61,7 @@ import traceback
 
 import numpy as np
 
+import common
 import report
 from report import Results, say
 
@@ -277,17 +278,15 @@ def faust_worker(spec: dict) -> None:
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = common.parser(__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--records", type=int, default=1_000_000, help="input records")
     p.add_argument("--keys", type=int, default=100_000, help="distinct keys")
     p.add_argument("--quix-records", type=int, default=100_000,
                    help="records quixstreams processes (a prefix of the same input)")
     p.add_argument("--faust-records", type=int, default=50_000,
                    help="records faust processes (a prefix of the same input)")
-    p.add_argument("--repeat", type=int, default=1,
-                   help="runs of each figure (the table gives the best; the range is printed "
-                        "and in results.json)")
+    common.add_rounds(p, 1, flag="--repeat", help="runs of each figure (the table gives the "
+                      "best; the range is printed and in results.json)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--no-quix", action="store_true", help="no quixstreams figures")
     p.add_argument("--quix-python", default=None,
@@ -297,21 +296,17 @@ def parse_args(argv):
                    help="where quixstreams' virtualenv is built on first use and kept "
                         "(the tests' cache, $KAFKALITE_TEST_CACHE or ~/.cache/kafkalite-tests)")
     p.add_argument("--no-faust", action="store_true", help="no faust figures")
-    p.add_argument("--output-dir", default=None)
-    p.add_argument("--work-dir", default=None)
-    p.add_argument("--quick", action="store_true",
-                   help="50,000 records, 5,000 keys, quixstreams over 10,000, faust over 3,000")
+    common.add_dirs(p)
+    common.add_quick(p, "50,000 records, 5,000 keys, quixstreams over 10,000, faust over 3,000")
     p.add_argument("--kinds", default=",".join(KINDS), help="which applications")
     p.add_argument("--guarantees", default=",".join(GUARANTEES), help="which guarantees")
     p.add_argument("--impls", default=",".join(IMPLS), help="which implementations")
-    args = p.parse_args(argv)
+    args = common.parse(p, argv, quick={"records": 50_000, "keys": 5_000,
+                                        "quix_records": 10_000, "faust_records": 3_000})
     args.kinds = [k for k in KINDS if k in args.kinds.split(",")]
     args.guarantees = [g for g in GUARANTEES if g in args.guarantees.split(",")]
     args.impls = [i for i in IMPLS if i in args.impls.split(",")
                   and not (i == "quix" and args.no_quix) and not (i == "faust" and args.no_faust)]
-    if args.quick:
-        report.apply_quick(args, argv, {"records": 50_000, "keys": 5_000,
-                                        "quix_records": 10_000, "faust_records": 3_000})
     args.quix_records = min(args.quix_records, args.records)
     args.faust_records = min(args.faust_records, args.records)
     return args

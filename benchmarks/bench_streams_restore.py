@@ -41,6 +41,7 @@ import traceback
 
 import numpy as np
 
+import common
 import report
 from report import Results, say
 
@@ -229,20 +230,15 @@ def resume_after_kill(server, work, keys) -> tuple[float, list]:
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = common.parser(__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--records", type=int, default=1_000_000, help="changelog records")
     p.add_argument("--keys", type=int, default=100_000, help="distinct keys")
     p.add_argument("--tail", type=int, default=20_000,
                    help="changelog records written after the checkpoint")
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--output-dir", default=None)
-    p.add_argument("--work-dir", default=None)
-    p.add_argument("--quick", action="store_true",
-                   help="50,000 changelog records, 5,000 keys, a 2,000-record tail")
-    args = p.parse_args(argv)
-    if args.quick:
-        report.apply_quick(args, argv, {"records": 50_000, "keys": 5_000, "tail": 2_000})
+    common.add_dirs(p)
+    common.add_quick(p, "50,000 changelog records, 5,000 keys, a 2,000-record tail")
+    args = common.parse(p, argv, quick={"records": 50_000, "keys": 5_000, "tail": 2_000})
     return args
 
 

@@ -34,10 +34,8 @@ on timing: the exit status is 0 whenever the run completed.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import glob
-import json
 import logging
 import os
 import shutil
@@ -52,6 +50,7 @@ for path in (REPO, REPO / "tests"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
+import common  # noqa: E402
 from report import quiesce, say  # noqa: E402
 
 from kafkalite.record import RecordBatchBuilder  # noqa: E402
@@ -312,6 +311,21 @@ def bench_store(store, work: str, args) -> dict:
                 f"{pbytes / MiB / t_plain:.1f} MiB/s ({t_plain / t_remote:.2f}x)")
     finally:
         server.stop()
+    med = statistics.median
+    off, rd = figures["offload"], figures["read"]
+    plain = "plain " + ("read" if store.name == "directory" else "GET")
+    common.say_table([
+        common.Row(f"{store.name}: offload", med(f["bytes"] / MiB / f["offload_s"] for f in off),
+                   "MiB/s", med(f["bytes"] / MiB / f["plain_s"] for f in off), "plain copy",
+                   fmt=".1f"),
+        common.Row(f"{store.name}: consumer from the store",
+                   med(f["records"] / f["remote_s"] for f in rd), "records/s",
+                   med(f["records"] / f["local_s"] for f in rd), "from local segments"),
+        common.Row(f"{store.name}: consumer from the store, segments",
+                   med(f["segment_bytes"] / MiB / f["remote_s"] for f in rd), "MiB/s",
+                   med(f["segment_bytes"] / MiB / f["plain_s"] for f in rd),
+                   f"{plain} of the store's segments", fmt=".1f")])
+    say("  ratios of each run (median, min-max):")
     say(f"  offload / plain copy:       {spread([f['ratio'] for f in figures['offload']])}")
     say(f"  remote read / plain:        {spread([f['ratio'] for f in figures['read']])}")
     say(f"  remote read / local read:   {spread([f['vs_local'] for f in figures['read']])}")
@@ -330,20 +344,16 @@ def the_store(kind: str, work: str):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--store", choices=("directory", "s3", "both"), default="both")
     parser.add_argument("--segments", type=int, default=8)
     parser.add_argument("--segment-bytes", type=int, default=8 * MiB)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="6 segments of 1 MiB")
+    common.add_rounds(parser, 3, flag="--runs",
+                      help="runs; ours and the plain copy take turns going first")
+    common.add_quick(parser, "6 segments of 1 MiB")
     parser.add_argument("--work-dir", default=None)
-    parser.add_argument("--output", default=None, help="write the figures as JSON here")
-    args = parser.parse_args(argv)
-    if args.quick:
-        given = {a.split("=")[0] for a in (argv if argv is not None else sys.argv[1:])}
-        for k, v in QUICK.items():
-            if "--" + k.replace("_", "-") not in given:
-                setattr(args, k, v)
+    common.add_json(parser, "--output", help="write the figures as JSON here")
+    args = common.parse(parser, argv, quick=QUICK)
     say(f"bench_tiered: {args.segments} segments of {args.segment_bytes / MiB:g} MiB, "
         f"{args.runs} runs; load average {load()} ({os.cpu_count()} CPUs)")
     results = {}
@@ -357,8 +367,7 @@ def main(argv=None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if args.output:
-        with open(args.output, "w") as f:
-            json.dump({"settings": vars(args), "results": results}, f, indent=1)
+        common.write_json(args.output, {"settings": vars(args), "results": results})
     return 0
 
 

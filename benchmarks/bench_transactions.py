@@ -32,6 +32,7 @@ import sys
 import time
 import traceback
 
+import common
 import report
 from report import Results, say
 
@@ -218,19 +219,15 @@ def percentile(values, q) -> float:
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = common.parser(__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--seconds", type=float, default=8.0, help="seconds per produce figure")
     p.add_argument("--records", type=int, default=1_000_000,
                    help="records of the consume log (10%% aborted)")
     p.add_argument("--commits", type=int, default=300, help="transactions timed for latency")
     p.add_argument("--workers", type=int, default=1)
-    p.add_argument("--output-dir", default=None)
-    p.add_argument("--work-dir", default=None)
-    p.add_argument("--quick", action="store_true", help="1 s figures, 20,000 records, 20 commits")
-    args = p.parse_args(argv)
-    if args.quick:
-        report.apply_quick(args, argv, {"seconds": 1.0, "records": 20_000, "commits": 20})
+    common.add_dirs(p)
+    common.add_quick(p, "1 s figures, 20,000 records, 20 commits")
+    args = common.parse(p, argv, quick={"seconds": 1.0, "records": 20_000, "commits": 20})
     return args
 
 

@@ -6,9 +6,10 @@ sizes), ``gc_paused``, ``machine_info``, the text and Markdown tables and
 the plot setup -- live in kafkalite.bench.measure (``kafkalite bench`` uses
 them from an installed package) and are re-exported here. This file adds
 what only the scripts use: timing loops (``timed``, ``timed_both``,
-``quiesce``), their directories and --quick, progress (``Progress``), the
-figures of a run (``Results``) and how they are written out (the table rows,
-``results.json`` and the plot).
+``quiesce``), their directories, progress (``Progress``), the figures of a
+run (``Results``) and how they are written out (the table rows,
+``results.json`` and the plot). Arguments, rounds and the comparison table
+are common.py's.
 
 The scripts run as ``python benchmarks/<script>.py``, so benchmarks/ is
 sys.path[0] and ``import report`` finds this file.
@@ -18,7 +19,6 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -100,21 +100,6 @@ def quiesce() -> None:
         os.sync()
 
 
-def alternating_medians(rounds: int, sides: tuple, run) -> dict:
-    """Run ``run(side)`` (a dict of figures) ``rounds`` times for each of
-    the two ``sides``, which take turns going first, the page cache synced
-    before each; the median of each figure. Run once in a fixed order, the
-    second side started with the first's dirty pages still being written
-    back, and a comparison of the two depended on the order."""
-    runs: dict = {}
-    for r in range(rounds):
-        for side in (sides if r % 2 == 0 else sides[::-1]):
-            quiesce()
-            for key, value in run(side).items():
-                runs.setdefault(key, []).append(value)
-    return {key: statistics.median(values) for key, values in runs.items()}
-
-
 def produce_when_room(producer, send, give_up_s: float = 60.0) -> None:
     """``send()`` once librdkafka's local queue has room: called after a
     ``BufferError``, it polls until delivery reports make room, as an
@@ -159,14 +144,6 @@ def make_dirs(name: str, output_dir: str | None, work_dir: str | None) -> tuple[
     os.makedirs(out_dir, exist_ok=True)
     work = tempfile.mkdtemp(prefix=f"kafkalite-bench-{name}-", dir=work_parent)
     return out_dir, work
-
-
-def apply_quick(args, argv, quick: dict) -> None:
-    """--quick: set the ``quick`` values of the options not given explicitly in ``argv``."""
-    given = {a.split("=")[0] for a in (argv or []) if a.startswith("--")}
-    for k, v in quick.items():
-        if "--" + k.replace("_", "-") not in given:
-            setattr(args, k, v)
 
 
 def say_memory(info: dict) -> None:
