@@ -71,7 +71,9 @@ UNIT_MODULES = (
     "streams/test_streams_sessions_driver.py", "streams/test_streams_sliding_driver.py",
     "streams/test_streams_table_join_driver.py", "streams/test_streams_windows_driver.py",
     "tools/test_gen_docs.py", "test_local_socket.py", "benchmarks/test_bench_recorder.py",
-    "benchmarks/test_bench_report.py", "benchmarks/test_bench_runner_schedule.py", "test_layers.py", "test_module_sizes.py", "test_jepsen.py",
+    "benchmarks/test_bench_report.py", "benchmarks/test_bench_runner_schedule.py",
+    "benchmarks/test_bench_common.py", "test_layers.py", "test_module_sizes.py", "test_jepsen.py",
+    "test_extras.py",
 )
 
 
