@@ -132,3 +132,32 @@ def test_partitions_of_a_topic_keep_each_others_offsets_in_the_summary(tmp_path)
     assert offsets == {0: 10, 1: 20, 2: 30}
     assert sorted((r[0], r[1]) for r in rows) == [(p, o) for p in range(3)
                                                    for o in range(10 * (p + 1))]
+
+
+def _records(partition, start, stop):
+    from kafkalite.record import decode_columns
+    from kafkalite.storage.iceberg.topic_table import columns_to_table
+    b = RecordBatchBuilder(base_offset=start)
+    for o in range(start, stop):
+        b.append(1_700_000_000_000, b"k", b"v%d" % o)
+    return columns_to_table(decode_columns(b.build()), partition)
+
+
+def test_a_commit_that_loses_a_race_starts_over_from_the_new_summary(tmp_path):
+    """Partition 1's leader (another worker) commits between partition 0's
+    read of the summary and its append: partition 0's commit is refused by
+    the catalog and redone on the new summary, keeping partition 1's
+    offset (pyiceberg's own retry would append with the stale summary)."""
+    root = str(tmp_path / "iceberg")
+    ours, theirs = TopicTable(root, "events"), TopicTable(root, "events")
+    raced = []
+
+    def records_from(committed):
+        if not raced:
+            raced.append(theirs.commit(1, lambda c: _records(1, c, 10), lambda c: 10))
+        return _records(0, committed, 5)
+    assert ours.commit(0, records_from, lambda committed: 5) == 5
+    rows, offsets = _rows(root, "events")
+    assert offsets == {0: 5, 1: 10}
+    assert sorted((r[0], r[1]) for r in rows) == [(0, o) for o in range(5)] + \
+        [(1, o) for o in range(10)]

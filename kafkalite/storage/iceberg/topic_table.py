@@ -37,6 +37,12 @@ CATALOG_FILE = "catalog.db"
 WAREHOUSE_DIR = "warehouse"
 NEXT_OFFSET = "kafkalite.next-offset."      # + partition, in the snapshot summary
 COMMIT_ATTEMPTS = 5                          # a commit that lost a race is redone this often
+# pyiceberg retries a failed append by itself, onto whatever the table has
+# become, with the snapshot summary it was given: the records another
+# leader committed meanwhile would be written again, and the summary's
+# offsets go stale. The table's commits are never retried by pyiceberg:
+# TopicTable.commit starts over from the new summary instead.
+NO_RETRIES = {"commit.retry.num-retries": "0"}
 
 
 def _arrow():
@@ -127,9 +133,13 @@ class TopicTable:
                 pass
             try:
                 self._table = self._catalog.create_table(
-                    self.identifier, schema=iceberg_schema(), partition_spec=_partition_spec())
+                    self.identifier, schema=iceberg_schema(), partition_spec=_partition_spec(),
+                    properties=NO_RETRIES)
             except TableAlreadyExistsError:
                 self._table = self._catalog.load_table(self.identifier)
+            if any(self._table.properties.get(k) != v for k, v in NO_RETRIES.items()):
+                with self._table.transaction() as tx:
+                    tx.set_properties(NO_RETRIES)
         else:
             self._table = self._table.refresh()
         return self._table
