@@ -68,7 +68,11 @@ those partitions only, into the broker's one CheckpointFile
 background thread writes when anything changed: one fsync per interval
 however many partitions changed, none on the event loop. Logs are opened
 (a worker's start: thousands at once) and closed (its stop) on a small
-thread pool, since each mostly waits for fsyncs of its own files.
+thread pool, since each mostly waits for fsyncs of its own files. The
+leader of an Iceberg topic's partition (``iceberg.mode=key_value``) hands
+its committed records to the topic's table from the same tick
+(storage/iceberg/partition_writer.py decides what is due; the commits run
+on its own thread).
 
 The controller's decisions arrive through ``assign`` (open the log if
 needed; lead, or follow the named leader, at the new leader epoch; take

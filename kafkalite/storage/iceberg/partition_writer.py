@@ -17,9 +17,9 @@ Where a partition resumes: on its first tick here the thread reads the
 partition's next offset from the table's latest snapshot summary. Each
 commit reads it again (topic_table.TopicTable.commit) and writes only the
 records from it on; a commit that finds the table behind where this
-writer read from (another writer lost records? never: but a deposed
-leader's view may be stale) writes nothing and the writer starts again
-from the table's offset. Records below the log start offset (deleted by
+writer read from (this writer's idea of the table was stale; it never
+writes past a hole) writes nothing and the writer starts again from the
+table's offset. Records below the log start offset (deleted by
 retention before they were committed) cannot be written: the table starts
 at the log start then.
 
