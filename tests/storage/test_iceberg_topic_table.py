@@ -161,3 +161,22 @@ def test_a_commit_that_loses_a_race_starts_over_from_the_new_summary(tmp_path):
     assert offsets == {0: 5, 1: 10}
     assert sorted((r[0], r[1]) for r in rows) == [(0, o) for o in range(5)] + \
         [(1, o) for o in range(10)]
+
+
+def test_a_commit_waits_for_the_target_lag_or_a_segment_roll(plog, tmp_path):
+    root = str(tmp_path / "iceberg")
+    writer, key, hour = IcebergTopicWriter(root), ("events", 0), 3_600_000
+    _append(plog, [b"first"])
+    _drain(writer, key, plog)                   # the first records go at once
+    _append(plog, [b"second"])
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:          # an hour's target lag: nothing due
+        assert writer.maybe_commit(key, plog, hour)
+        time.sleep(0.01)
+    assert writer.committed_offset(key) == 1
+    plog.roll()                                 # a roll is due at once
+    deadline = time.monotonic() + 30
+    while writer.maybe_commit(key, plog, hour):
+        assert time.monotonic() < deadline, "the roll did not commit"
+        time.sleep(0.01)
+    assert _rows(root, "events")[1] == {0: 2}
