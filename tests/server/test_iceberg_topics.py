@@ -16,7 +16,7 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from harness import child_env, wait_until
+from harness import ServerProcess, child_env, stop_server, wait_until
 
 pytest.importorskip("pyiceberg")
 
@@ -135,3 +135,29 @@ def test_key_value_is_refused_where_pyiceberg_cannot_be_imported():
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith(f"{INVALID_CONFIG} ")
     assert "need pyiceberg" in out.stdout and "cannot import pyiceberg" in out.stdout
+
+
+def test_a_tiered_iceberg_topic_keeps_its_table_files_in_the_remote_store(tmp_path):
+    """With tiered storage in a directory, the table's files go to that
+    store; the catalog stays in the data directory."""
+    remote = tmp_path / "remote"
+    config = tmp_path / "tiered.toml"
+    config.write_text('"remote.log.storage.system.enable" = true\n'
+                      f'remote_log_storage_dir = "{remote}"\n')
+    srv = ServerProcess(str(tmp_path / "data"), extra_args=["--config", str(config)]).start()
+    try:
+        topic = "tiered-events"
+        _create(srv, topic, **{"iceberg.mode": "key_value", "iceberg.target.lag.ms": "200",
+                               "remote.storage.enable": "true", "segment.bytes": "8192"})
+        _produce(srv, topic, 300)
+        ends = _ends(srv, topic, 2)
+        wait_until(lambda: table_offsets(srv.data_dir, topic) == ends, 60,
+                   lambda: f"the table's offsets {table_offsets(srv.data_dir, topic)} "
+                           f"short of the log's {ends}")
+        table = pyiceberg_rows(srv.data_dir, topic)
+        assert check_exactly_once(table, topic_rows(srv.kafka_bootstrap, topic, ends)) == []
+        parquet = list((remote / "iceberg").rglob("*.parquet"))
+        assert parquet, f"no data file under {remote / 'iceberg'}"
+        assert not list((tmp_path / "data" / "iceberg").rglob("*.parquet"))
+    finally:
+        stop_server(srv)
