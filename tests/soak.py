@@ -19,6 +19,9 @@ SETTINGS: dict[str, tuple[float, float, str]] = {
     "KAFKALITE_CLEANER_KILLS": (3, 100, "kill -9 during cleaning (tests/storage/test_cleaner.py)"),
     "KAFKALITE_TIERED_KILLS": (3, 50,
                                "kill -9 while copying to remote storage (tests/storage/test_tiered_log.py)"),
+    "KAFKALITE_ICEBERG_TOPIC_KILLS": (3, 50,
+                                      "kill -9 of the workers committing an Iceberg topic's table "
+                                      "(tests/server/test_iceberg_topics_kills.py)"),
     "KAFKALITE_PRODUCER_CRASHES": (3, 100,
                                    "kill -9 of six idempotent writers (tests/storage/test_producer_state.py)"),
     "KAFKALITE_RING_KILL_ROUNDS": (2, 50, "kill -9 of a ring's worker (tests/shm/test_ring.py)"),

@@ -110,6 +110,9 @@ EXPECT = {"docs/tiered-storage.md": {
     "kafkalite consume pg-orders": [r"pizza", r"sushi"],
 }, "docs/spark.md": {
     "kafkalite_spark.register(spark)": [r"\|alice\| home\| +0\|"],
+}, "docs/iceberg-topics.md": {
+    'print(rows.num_rows, "rows;"': [r"^1000 rows; \[\s*1000: redpanda_timestamp_hour: hour\(5\)"],
+    "FROM read_parquet($files) GROUP BY ALL": [r"user-\d+ +│ +20 │"],
 }, "docs/features.md": {
     "log = PartitionLog.open": [r"^\[0\] \[b'value'\]$"],
 }, "docs/testing.md": {

@@ -65,7 +65,8 @@ from kafkalite.protocol.enums import ConfigSource, ConfigType
 from kafkalite.protocol.native import NATIVE_BOOTSTRAP_CONFIG
 from kafkalite.server.config import SETTINGS, ServerConfig
 from kafkalite.server.listeners import kafka_listeners
-from kafkalite.storage.config import INT_MAX, LONG_MAX, LogConfig
+from kafkalite.storage.config import ICEBERG_KEY_VALUE, INT_MAX, LONG_MAX, LogConfig
+from kafkalite.storage.iceberg import iceberg_unavailable
 
 log = logging.getLogger("kafkalite.configs")
 
@@ -138,6 +139,7 @@ _TOPIC_CHOICES = {
     "leader.replication.throttled.replicas": "[partitionId]:[brokerId],... or *",
     "follower.replication.throttled.replicas": "[partitionId]:[brokerId],... or *",
     "remote.storage.enable": "true only with remote.log.storage.system.enable",
+    "iceberg.mode": "[off, key_value]",
 }
 
 
@@ -680,7 +682,8 @@ def check_topic_configs(configs: dict, base: LogConfig, topic: str | None = None
     store. A deprecated one newly given is logged (what becomes of it) and
     kept, as Kafka 3.x keeps it. ``tiered_storage``: the brokers have a
     remote store (``remote.log.storage.system.enable``); without it
-    ``remote.storage.enable=true`` is refused with Kafka's message."""
+    ``remote.storage.enable=true`` is refused with Kafka's message.
+    ``iceberg.mode=key_value`` is refused where pyiceberg cannot be imported."""
     nulls = sorted(n for n, v in configs.items() if v is None)
     if nulls:
         raise errors.InvalidConfigurationError(
@@ -700,6 +703,12 @@ def check_topic_configs(configs: dict, base: LogConfig, topic: str | None = None
         raise errors.InvalidConfigurationError(
             "Tiered Storage functionality is disabled in the broker. Topic cannot be configured "
             "with remote log storage.")
+    if config.iceberg_mode == ICEBERG_KEY_VALUE:
+        missing = iceberg_unavailable()
+        if missing:
+            raise errors.InvalidConfigurationError(
+                f"invalid value key_value for iceberg.mode: Iceberg topics need pyiceberg on "
+                f"the broker ({missing}; pip install 'kafkalite[connect]')")
     was_tiered = LogConfig.from_properties(before or {}, base=base).remote_storage_enable
     if was_tiered and not config.remote_storage_enable:
         # Kafka turns it off only with remote.log.copy.disable and

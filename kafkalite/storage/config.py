@@ -38,6 +38,11 @@ _VERSION = re.compile(r"^\d+\.\d+(\.\d+)?(-IV\d+)?$")
 # Why a config has no effect here (the field's ``effect``); empty: the log acts on it.
 NO_RECOMPRESSION = ("kafkalite stores a batch as its producer compressed it and never "
                     "recompresses it")
+# iceberg.mode: what kafkalite does, and Redpanda's modes it does not do yet
+ICEBERG_OFF = "off"
+ICEBERG_KEY_VALUE = "key_value"
+ICEBERG_MODES = (ICEBERG_OFF, ICEBERG_KEY_VALUE)
+ICEBERG_MODES_LATER = ("value_schema_id_prefix", "value_schema_latest")
 NO_TIMESTAMP_CHECK = ("kafkalite does not compare record timestamps with the broker's clock "
                       "(no INVALID_TIMESTAMP)")
 
@@ -186,6 +191,16 @@ class LogConfig:
         kind="boolean",
         doc="With tiered storage: delete the remote copy when tiering is turned off.",
         effect="kafkalite's tiered storage cannot be turned off on a topic yet")
+    # Iceberg topics (Redpanda's redpanda.iceberg.mode and iceberg.target.lag.ms)
+    iceberg_mode: str = _prop("iceberg.mode", default=ICEBERG_OFF, kind="string",
+        doc="`key_value`: the partition leaders keep the topic's committed records in an "
+            "Iceberg table named after the topic (Redpanda's key_value layout: a `redpanda` "
+            "struct of partition, offset, timestamp, headers and key, and the value as "
+            "binary); `off`: no table.")
+    iceberg_target_lag_ms: int = _prop("iceberg.target.lag.ms", 1, LONG_MAX, default=60_000,
+        kind="long", doc="With `iceberg.mode`: how often the leader commits the records "
+                         "below the last stable offset to the table (and at each segment "
+                         "roll).")
 
     # Accepted and ignored: Kafka 3.x deprecated them, Kafka 4.0 removed them.
     DEPRECATED = {
@@ -240,6 +255,11 @@ class LogConfig:
                 raise InvalidConfigurationError(
                     f"invalid value {','.join(replicas)!r} for {key}: expected * or "
                     f"partition:broker pairs, comma-separated")
+        if self.iceberg_mode not in ICEBERG_MODES:
+            later = " (not supported yet)" if self.iceberg_mode in ICEBERG_MODES_LATER else ""
+            raise InvalidConfigurationError(
+                f"invalid value {self.iceberg_mode!r} for iceberg.mode{later}: kafkalite "
+                f"supports {' and '.join(ICEBERG_MODES)}")
         if self.remote_storage_enable:
             self._check_tiered()
 

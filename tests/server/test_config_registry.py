@@ -60,6 +60,12 @@ KAFKA_TOPIC_CONFIGS = {
     "unclean.leader.election.enable": (T.BOOLEAN, "false"),
 }
 
+# Topic configs that are not Kafka's: Redpanda's Iceberg topics (test_iceberg_topics.py).
+OWN_TOPIC_CONFIGS = {
+    "iceberg.mode": (T.STRING, "off"),
+    "iceberg.target.lag.ms": (T.LONG, "60000"),
+}
+
 # A sample of Kafka's broker configs: type, default, update mode.
 KAFKA_BROKER_CONFIGS = {
     "log.retention.ms": (T.LONG, None, Scope.CLUSTER_WIDE),
@@ -99,8 +105,8 @@ KAFKA_BROKER_CONFIGS = {
 def test_every_topic_config_kafka_documents_is_known_with_its_type_and_default():
     known = {n: (k.type, k.default) for n, k in registry.TOPIC_CONFIGS.items()
              if not k.deprecated}
-    assert known == KAFKA_TOPIC_CONFIGS
-    assert set(LogConfig.keys()) == set(KAFKA_TOPIC_CONFIGS)
+    assert known == {**KAFKA_TOPIC_CONFIGS, **OWN_TOPIC_CONFIGS}
+    assert set(LogConfig.keys()) == set(KAFKA_TOPIC_CONFIGS) | set(OWN_TOPIC_CONFIGS)
 
 
 @pytest.mark.parametrize("name", sorted(KAFKA_BROKER_CONFIGS))

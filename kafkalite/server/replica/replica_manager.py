@@ -68,7 +68,11 @@ those partitions only, into the broker's one CheckpointFile
 background thread writes when anything changed: one fsync per interval
 however many partitions changed, none on the event loop. Logs are opened
 (a worker's start: thousands at once) and closed (its stop) on a small
-thread pool, since each mostly waits for fsyncs of its own files.
+thread pool, since each mostly waits for fsyncs of its own files. The
+leader of an Iceberg topic's partition (``iceberg.mode=key_value``) hands
+its committed records to the topic's table from the same tick
+(storage/iceberg/partition_writer.py decides what is due; the commits run
+on its own thread).
 
 The controller's decisions arrive through ``assign`` (open the log if
 needed; lead, or follow the named leader, at the new leader epoch; take
@@ -136,6 +140,8 @@ from kafkalite.storage import AppendOrigin, PartitionLog
 from kafkalite.storage.checkpoint import BROKER_CHECKPOINTS, CheckpointFile
 from kafkalite.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from kafkalite.storage.local_region import same_host
+from kafkalite.storage.config import ICEBERG_KEY_VALUE
+from kafkalite.storage.iceberg.partition_writer import ICEBERG_DIR, IcebergTopicWriter
 from kafkalite.storage.remote.remote_log import RemoteReadPending
 from kafkalite.storage.remote.remote_log_reader import RemoteLogReader
 
@@ -261,6 +267,8 @@ class ReplicaManager:
         # downloads of remote segments for fetches, off the event loop; the
         # worker polls its wakeup_fd and calls remote_reads_completed
         self.remote_reader = RemoteLogReader() if remote_storage is not None else None
+        # Iceberg topics: the tables of the partitions led here (made at first use)
+        self._iceberg: IcebergTopicWriter | None = None
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.offline: dict[tuple[str, int], str] = {}  # could not be opened: why
         # housekeeping: partitions that changed lately -> ticks left, the
@@ -419,6 +427,8 @@ class ReplicaManager:
         self.purgatory.complete_watchers_of(replica_key((topic, partition)))
         self.purgatory.complete_watchers_of(delete_records_key((topic, partition)))
         self.shares.forget((topic, partition))
+        if self._iceberg is not None:
+            self._iceberg.forget((topic, partition))
         if delete:
             self.checkpoints.forget(self._directory(topic, partition))
         where = self._directory(topic, partition)
@@ -1102,9 +1112,29 @@ class ReplicaManager:
                     part.log.copy_to_remote(wait=False, start=part.is_leader)
                     if remote.copy_in_flight:
                         self._active[key] = max(self._active.get(key, 0), 2)
+                if part.is_leader and part.log.config.iceberg_mode == ICEBERG_KEY_VALUE:
+                    # the leader commits to the topic's table, on the Iceberg thread;
+                    # looked at each tick while records are not in the table yet
+                    if self.iceberg.maybe_commit(key, part.log,
+                                                 part.log.config.iceberg_target_lag_ms):
+                        self._active[key] = max(self._active.get(key, 0), 2)
+                elif self._iceberg is not None:
+                    self._iceberg.forget(key)
                 part.log.housekeeping()
             except KafkaError as exc:
                 log.error("broker %d: housekeeping of %s failed: %s", self.broker_id, part.name, exc)
+
+    @property
+    def iceberg(self) -> IcebergTopicWriter:
+        """The Iceberg topics' writer: its catalog under the data directory, its
+        tables' files in the remote store's directory where tiered storage
+        keeps one there."""
+        if self._iceberg is None:
+            root = getattr(self.remote_storage, "root", None)
+            self._iceberg = IcebergTopicWriter(
+                os.path.join(self.data_dir, ICEBERG_DIR),
+                os.path.join(root, ICEBERG_DIR) if root else None)
+        return self._iceberg
 
     def checkpoint(self) -> None:
         """Checkpoint the logs whose checkpoint may have changed (each takes

@@ -1,0 +1,218 @@
+"""The Iceberg table of a topic: catalog, schema, Arrow columns, commit.
+
+Layout (Redpanda's ``key_value`` mode), table ``kafkalite.<topic>``:
+
+    redpanda  struct
+      partition  int          the Kafka partition
+      offset     long         the record's offset
+      timestamp  timestamptz  the record's timestamp (microseconds, UTC)
+      headers    list<struct<key string, value binary>>
+      key        binary       null: no key
+    value     binary          null: a tombstone
+
+partitioned by ``hour(redpanda.timestamp)``.
+
+Snapshot summary: every commit's summary carries
+``kafkalite.next-offset.<partition>`` for every partition the table has
+records of (the commit copies the others from the snapshot before it), so
+the latest snapshot alone says where each partition's leader resumes.
+
+Catalog: pyiceberg's SqlCatalog on ``<root>/catalog.db`` (SQLite), data
+and metadata under ``<root>/warehouse``. The workers of a node share it;
+SQLite serializes their commits and the catalog's update of the metadata
+location is a compare-and-swap, so two leaders of a partition (one
+deposed, one new) cannot both commit the same offsets.
+
+Who may call: any one thread at a time per ``TopicTable`` (the worker's
+Iceberg thread).
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+NAMESPACE = "kafkalite"
+CATALOG_FILE = "catalog.db"
+WAREHOUSE_DIR = "warehouse"
+NEXT_OFFSET = "kafkalite.next-offset."      # + partition, in the snapshot summary
+COMMIT_ATTEMPTS = 5                          # a commit that lost a race is redone this often
+# pyiceberg retries a failed append by itself, onto whatever the table has
+# become, with the snapshot summary it was given: the records another
+# leader committed meanwhile would be written again, and the summary's
+# offsets go stale. The table's commits are never retried by pyiceberg:
+# TopicTable.commit starts over from the new summary instead.
+NO_RETRIES = {"commit.retry.num-retries": "0"}
+
+
+def _arrow():
+    import pyarrow as pa
+    return pa
+
+
+def arrow_schema():
+    """The Arrow schema of the records appended (field names and types as
+    the table's, which pyiceberg maps by name)."""
+    pa = _arrow()
+    header = pa.struct([("key", pa.string()), ("value", pa.binary())])
+    return pa.schema([
+        ("redpanda", pa.struct([
+            ("partition", pa.int32()), ("offset", pa.int64()),
+            ("timestamp", pa.timestamp("us", tz="UTC")), ("headers", pa.list_(header)),
+            ("key", pa.binary())])),
+        ("value", pa.binary()),
+    ])
+
+
+def iceberg_schema():
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import (BinaryType, IntegerType, ListType, LongType, NestedField,
+                                 StringType, StructType, TimestamptzType)
+    header = StructType(NestedField(9, "key", StringType(), required=False),
+                        NestedField(10, "value", BinaryType(), required=False))
+    return Schema(
+        NestedField(1, "redpanda", StructType(
+            NestedField(3, "partition", IntegerType(), required=False),
+            NestedField(4, "offset", LongType(), required=False),
+            NestedField(5, "timestamp", TimestamptzType(), required=False),
+            NestedField(6, "headers", ListType(8, header, element_required=False),
+                        required=False),
+            NestedField(7, "key", BinaryType(), required=False)), required=False),
+        NestedField(2, "value", BinaryType(), required=False))
+
+
+def _partition_spec():
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.transforms import HourTransform
+    return PartitionSpec(PartitionField(source_id=5, field_id=1000, transform=HourTransform(),
+                                        name="redpanda_timestamp_hour"))
+
+
+def open_catalog(root: str, warehouse: str | None = None):
+    """The SQL catalog under ``root``; tables' files under ``warehouse``
+    (default ``<root>/warehouse``). Made through iceberg_catalog.sql_catalog:
+    the node's workers share the catalog and open it at once when they lead
+    partitions of Iceberg topics, and pyiceberg's first use of a new catalog
+    file races another process's."""
+    from kafkalite.iceberg_catalog import sql_catalog
+    warehouse = os.path.abspath(warehouse or os.path.join(root, WAREHOUSE_DIR))
+    os.makedirs(warehouse, exist_ok=True)
+    return sql_catalog(NAMESPACE, uri=f"sqlite:///{os.path.abspath(os.path.join(root, CATALOG_FILE))}",
+                       warehouse=f"file://{warehouse}")
+
+
+def committed_offsets(table) -> dict[int, int]:
+    """partition -> next offset, from the table's latest snapshot summary."""
+    snapshot = table.current_snapshot()
+    if snapshot is None or snapshot.summary is None:
+        return {}
+    out = {}
+    for name, value in snapshot.summary.additional_properties.items():
+        if name.startswith(NEXT_OFFSET):
+            out[int(name[len(NEXT_OFFSET):])] = int(value)
+    return out
+
+
+class TopicTable:
+    """The table of one topic, created at first use."""
+
+    def __init__(self, root: str, topic: str, warehouse: str | None = None):
+        self.root = root
+        self.warehouse = warehouse
+        self.topic = topic
+        self.identifier = (NAMESPACE, topic)
+        self._catalog = None
+        self._table = None
+
+    def load(self):
+        """The table as the catalog has it now (created if it is not there)."""
+        from pyiceberg.exceptions import NamespaceAlreadyExistsError, TableAlreadyExistsError
+        if self._catalog is None:
+            self._catalog = open_catalog(self.root, self.warehouse)
+        if self._table is None:
+            try:
+                self._catalog.create_namespace(NAMESPACE)
+            except NamespaceAlreadyExistsError:
+                pass
+            try:
+                self._table = self._catalog.create_table(
+                    self.identifier, schema=iceberg_schema(), partition_spec=_partition_spec(),
+                    properties=NO_RETRIES)
+            except TableAlreadyExistsError:
+                self._table = self._catalog.load_table(self.identifier)
+            if any(self._table.properties.get(k) != v for k, v in NO_RETRIES.items()):
+                with self._table.transaction() as tx:
+                    tx.set_properties(NO_RETRIES)
+        else:
+            self._table = self._table.refresh()
+        return self._table
+
+    def committed_offset(self, partition: int) -> int | None:
+        """The next offset of ``partition`` the table holds up to (None: none of it)."""
+        return committed_offsets(self.load()).get(partition)
+
+    def commit(self, partition: int, records_from, next_offset_of) -> int:
+        """Append what ``records_from(committed)`` gives (an Arrow table of
+        the partition's records from the committed offset on) and record
+        ``next_offset_of(committed)`` as the partition's next offset, in one
+        snapshot; redone from the new committed offset when another commit
+        came first. Returns the partition's next offset as committed."""
+        from pyiceberg.exceptions import CommitFailedException
+        for attempt in range(COMMIT_ATTEMPTS):
+            table = self.load()
+            offsets = committed_offsets(table)
+            committed = offsets.get(partition, 0)
+            records = records_from(committed)
+            next_offset = next_offset_of(committed)
+            if next_offset <= committed:
+                return committed
+            offsets[partition] = next_offset
+            summary = {f"{NEXT_OFFSET}{p}": str(o) for p, o in sorted(offsets.items())}
+            try:
+                if records.num_rows:
+                    table.append(records, snapshot_properties=summary)
+                else:   # only aborted records or markers: a snapshot of no files moves the offset
+                    with table.transaction() as tx:
+                        with tx.update_snapshot(snapshot_properties=summary).fast_append():
+                            pass
+                return next_offset
+            except CommitFailedException:
+                self._table = None
+                if attempt == COMMIT_ATTEMPTS - 1:
+                    raise
+        return committed
+
+
+def columns_to_table(cols, partition: int, keep: np.ndarray | None = None):
+    """A RecordColumns (``decode_columns``) as an Arrow table of the layout
+    above; ``keep``: a boolean mask of the records to take."""
+    pa = _arrow()
+    n = len(cols)
+    schema = arrow_schema()
+    rp = schema.field("redpanda").type
+    header_type = rp.field("headers").type
+
+    def binary(offsets, data, valid, stop):
+        bitmap = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+        return pa.Array.from_buffers(pa.binary(), stop, [bitmap, pa.py_buffer(offsets),
+                                                         pa.py_buffer(data)])
+    h = int(cols.header_offsets[n]) if n else 0
+    entries = pa.StructArray.from_arrays([
+        binary(cols.header_key_offsets[:h + 1], cols.header_key_data,
+               np.ones(h, dtype=bool), h).cast(pa.string()),
+        binary(cols.header_value_offsets[:h + 1], cols.header_value_data,
+               cols.header_value_valid[:h], h)], names=["key", "value"])
+    headers = pa.ListArray.from_arrays(pa.array(cols.header_offsets, pa.int32()), entries,
+                                       type=header_type)
+    micros = cols.timestamps.astype(np.int64) * 1000
+    struct = pa.StructArray.from_arrays([
+        pa.array(np.full(n, partition, dtype=np.int32)),
+        pa.array(cols.offsets, pa.int64()),
+        pa.array(micros, rp.field("timestamp").type),
+        headers,
+        binary(cols.key_offsets, cols.key_data, cols.key_valid, n),
+    ], fields=list(rp))
+    table = pa.Table.from_arrays(
+        [struct, binary(cols.value_offsets, cols.value_data, cols.value_valid, n)],
+        schema=schema)
+    return table if keep is None or keep.all() else table.filter(pa.array(keep))

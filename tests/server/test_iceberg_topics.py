@@ -1,0 +1,163 @@
+"""Iceberg topics end to end (Redpanda's ``iceberg.mode``): a topic created
+with ``iceberg.mode=key_value`` on the shared server, records produced by
+confluent-kafka (keys, headers, a tombstone, an aborted and a committed
+transaction), and the table the partition leaders keep read back with
+pyiceberg and DuckDB: every record a read_committed consumer sees, once,
+with its key, value, timestamp and headers. The configs' refusals, and
+the checker the kill test (test_iceberg_topics_kills.py) relies on, shown
+to catch a planted duplicate and a planted loss."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import confluent_kafka as ck
+import pytest
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+from harness import ServerProcess, child_env, stop_server, wait_until
+
+pytest.importorskip("pyiceberg")
+
+from iceberg_tables import (check_exactly_once, duckdb_rows, pyiceberg_rows,  # noqa: E402
+                            table_offsets, topic_rows)
+
+INVALID_CONFIG = ck.KafkaError.INVALID_CONFIG
+
+
+def _create(server, topic, partitions=2, **configs):
+    admin = AdminClient({"bootstrap.servers": server.kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1, config=configs)])[topic].result(30)
+    return admin
+
+
+def _ends(server, topic, partitions):
+    consumer = ck.Consumer({"bootstrap.servers": server.kafka_bootstrap, "group.id": topic})
+    try:
+        return {p: consumer.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=10)[1]
+                for p in range(partitions)}
+    finally:
+        consumer.close()
+
+
+def _produce(server, topic, count):
+    producer = ck.Producer({"bootstrap.servers": server.kafka_bootstrap,
+                            "enable.idempotence": True, "linger.ms": 5})
+    for i in range(count):
+        producer.produce(topic, b"value-%d" % i, key=b"key-%d" % (i % 7), partition=i % 2,
+                         headers=[("n", b"%d" % i)] if i % 3 == 0 else None)
+    producer.produce(topic, None, key=b"gone", partition=0)        # a tombstone
+    producer.produce(topic, b"no key", partition=1)
+    assert producer.flush(30) == 0
+
+
+def _transaction(server, topic, commit: bool, tid: str):
+    producer = ck.Producer({"bootstrap.servers": server.kafka_bootstrap,
+                            "transactional.id": tid})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for p in (0, 1):
+        producer.produce(topic, b"txn %s" % (b"kept" if commit else b"aborted"), partition=p)
+    producer.flush(30)
+    (producer.commit_transaction if commit else producer.abort_transaction)(30)
+
+
+def test_a_key_value_topic_is_kept_as_an_iceberg_table_exactly_once(server, topic_name):
+    _create(server, topic_name, **{"iceberg.mode": "key_value",
+                                   "iceberg.target.lag.ms": "200", "segment.bytes": "8192"})
+    _produce(server, topic_name, 400)
+    _transaction(server, topic_name, False, f"{topic_name}-a")
+    _transaction(server, topic_name, True, f"{topic_name}-c")
+    _produce(server, topic_name, 10)       # the log ends on records, not a marker
+    ends = _ends(server, topic_name, 2)
+    wait_until(lambda: table_offsets(server.data_dir, topic_name) == ends, 60,
+               lambda: f"the table's offsets {table_offsets(server.data_dir, topic_name)} "
+                       f"short of the log's {ends}")
+    topic = topic_rows(server.kafka_bootstrap, topic_name, ends)
+    # 400 + 10 records, a tombstone and a keyless one each time, the committed transaction's
+    # two: not the aborted one's
+    assert len(topic) == 410 + 2 * 2 + 2
+    table = pyiceberg_rows(server.data_dir, topic_name)
+    assert check_exactly_once(table, topic) == []
+    assert not [r for r in table if r[4] == b"txn aborted"]
+    duck = duckdb_rows(server.data_dir, topic_name)
+    if duck is not None:
+        assert sorted(duck) == sorted(table)
+
+
+def test_the_checker_catches_a_planted_duplicate_and_a_planted_loss():
+    topic = [(p, o, 1_700_000_000_000 + o, b"k", b"v%d" % o, ()) for p in (0, 1)
+             for o in range(50)]
+    assert check_exactly_once(list(topic), topic) == []
+    duplicated = topic + [topic[17]]
+    assert any("more than once" in p for p in check_exactly_once(duplicated, topic))
+    lost = topic[:30] + topic[31:]
+    assert any("not in the table" in p for p in check_exactly_once(lost, topic))
+    changed = topic[:5] + [topic[5][:4] + (b"other",) + topic[5][5:]] + topic[6:]
+    assert any("differ" in p for p in check_exactly_once(changed, topic))
+
+
+def test_iceberg_mode_is_described_and_other_modes_are_refused(server, topic_name):
+    admin = _create(server, topic_name, 1, **{"iceberg.mode": "key_value"})
+    described = admin.describe_configs([ConfigResource("topic", topic_name)])
+    entries = list(described.values())[0].result(30)
+    assert entries["iceberg.mode"].value == "key_value"
+    assert entries["iceberg.target.lag.ms"].value == "60000"
+    for mode, why in (("value_schema_id_prefix", "not supported yet"),
+                      ("value_schema_latest", "not supported yet"), ("json", "supports off")):
+        with pytest.raises(ck.KafkaException) as exc:
+            _create(server, f"{topic_name}-{mode}", 1, **{"iceberg.mode": mode})
+        assert exc.value.args[0].code() == INVALID_CONFIG
+        assert why in exc.value.args[0].str() and "key_value" in exc.value.args[0].str()
+    with pytest.raises(ck.KafkaException) as exc:
+        _create(server, f"{topic_name}-lag", 1, **{"iceberg.target.lag.ms": "0"})
+    assert exc.value.args[0].code() == INVALID_CONFIG
+
+
+def test_key_value_is_refused_where_pyiceberg_cannot_be_imported():
+    """The controller checks a topic's configs (config_registry); without
+    pyiceberg there it refuses key_value, naming what is missing."""
+    code = textwrap.dedent("""
+        import sys
+        sys.modules["pyiceberg"] = None          # what an install without it gives
+        from kafkalite import errors
+        from kafkalite.server.config_registry import check_topic_configs
+        from kafkalite.storage.config import LogConfig
+        check_topic_configs({"iceberg.mode": "off"}, LogConfig())
+        try:
+            check_topic_configs({"iceberg.mode": "key_value"}, LogConfig())
+        except errors.InvalidConfigurationError as exc:
+            print(exc.code, exc.message)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"{INVALID_CONFIG} ")
+    assert "need pyiceberg" in out.stdout and "cannot import pyiceberg" in out.stdout
+
+
+def test_a_tiered_iceberg_topic_keeps_its_table_files_in_the_remote_store(tmp_path):
+    """With tiered storage in a directory, the table's files go to that
+    store; the catalog stays in the data directory."""
+    remote = tmp_path / "remote"
+    config = tmp_path / "tiered.toml"
+    config.write_text('"remote.log.storage.system.enable" = true\n'
+                      f'remote_log_storage_dir = "{remote}"\n')
+    srv = ServerProcess(str(tmp_path / "data"), extra_args=["--config", str(config)]).start()
+    try:
+        topic = "tiered-events"
+        _create(srv, topic, **{"iceberg.mode": "key_value", "iceberg.target.lag.ms": "200",
+                               "remote.storage.enable": "true", "segment.bytes": "8192"})
+        _produce(srv, topic, 300)
+        ends = _ends(srv, topic, 2)
+        wait_until(lambda: table_offsets(srv.data_dir, topic) == ends, 60,
+                   lambda: f"the table's offsets {table_offsets(srv.data_dir, topic)} "
+                           f"short of the log's {ends}")
+        table = pyiceberg_rows(srv.data_dir, topic)
+        assert check_exactly_once(table, topic_rows(srv.kafka_bootstrap, topic, ends)) == []
+        parquet = list((remote / "iceberg").rglob("*.parquet"))
+        assert parquet, f"no data file under {remote / 'iceberg'}"
+        assert not list((tmp_path / "data" / "iceberg").rglob("*.parquet"))
+    finally:
+        stop_server(srv)

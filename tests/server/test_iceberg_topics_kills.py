@@ -1,0 +1,119 @@
+"""An Iceberg topic's table under kill -9 (issue 44): records produced by
+an idempotent producer to a two-partition ``iceberg.mode=key_value`` topic
+while the server's workers, which lead the partitions and commit their
+records to the table, are killed at random moments
+(``KAFKALITE_ICEBERG_TOPIC_KILLS`` times; tests/soak.py) and restarted by
+the supervisor. Afterwards the table, read with pyiceberg and DuckDB, holds
+every offset of every partition exactly once, with the key, value and
+timestamp a read of the topic gives (tests/server/iceberg_tables.py's
+checker, which test_iceberg_topics.py shows catching a planted duplicate
+and a planted loss). ``KAFKALITE_ICEBERG_SEED`` picks the kill moments."""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+import time
+
+import confluent_kafka as ck
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from harness import ServerProcess, stop_server, wait_until
+from soak import setting
+
+pytest.importorskip("pyiceberg")
+
+from iceberg_tables import (check_exactly_once, duckdb_rows, pyiceberg_rows,  # noqa: E402
+                            table_offsets, topic_rows)
+
+KILLS = setting("KAFKALITE_ICEBERG_TOPIC_KILLS")
+SEED = int(os.environ.get("KAFKALITE_ICEBERG_SEED", random.randrange(1 << 30)))
+
+
+def _produce(bootstrap, topic, stop: threading.Event, produced: list, failed: list):
+    """Records to both partitions, a steady stream until ``stop``; their
+    count into ``produced``."""
+    producer = ck.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                            "linger.ms": 5, "batch.size": 8192,
+                            "message.timeout.ms": 120_000})
+    errors = []
+
+    def delivered(err, msg):
+        if err is not None:
+            errors.append(err)
+    i = 0
+    try:
+        while not stop.is_set():
+            for _ in range(20):
+                try:
+                    producer.produce(topic, b"value-%d" % i, key=b"key-%d" % i,
+                                     partition=i % 2, on_delivery=delivered)
+                    i += 1
+                except BufferError:
+                    producer.poll(0.1)
+            producer.poll(0)
+            time.sleep(0.02)         # a stream over the kills, not one burst
+        left = producer.flush(120)
+        if left or errors:
+            failed.append(f"{left} records undelivered, errors {errors[:3]}")
+    except Exception as exc:
+        failed.append(repr(exc))
+    finally:
+        produced.append(i)
+
+
+def _ends(consumer, topic, count) -> dict | None:
+    ends = {p: consumer.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=10)[1]
+            for p in (0, 1)}
+    return ends if sum(ends.values()) >= count else None
+
+
+def test_the_table_holds_every_record_once_through_kills_of_its_writers(tmp_path):
+    rnd = random.Random(SEED)
+    srv = ServerProcess(str(tmp_path / "data")).start()
+    try:
+        topic = "events"
+        admin = AdminClient({"bootstrap.servers": srv.kafka_bootstrap})
+        admin.create_topics([NewTopic(topic, 2, 1, config={
+            "iceberg.mode": "key_value", "iceberg.target.lag.ms": "100",
+            "segment.bytes": "32768"})])[topic].result(30)
+        stop, produced, failed = threading.Event(), [], []
+        producer = threading.Thread(target=_produce, args=(srv.kafka_bootstrap, topic, stop,
+                                                           produced, failed), daemon=True)
+        producer.start()
+        for kill in range(KILLS):
+            # each kill lands while the table grows: after a commit, before the next ones
+            before = sum(table_offsets(srv.data_dir, topic).values())
+            wait_until(lambda: sum(table_offsets(srv.data_dir, topic).values()) > before, 60,
+                       f"a commit to the table before kill {kill + 1}")
+            time.sleep(rnd.uniform(0, 0.5))
+            index = rnd.randrange(srv.workers)
+            pid = srv.worker_pid(index)
+            os.kill(pid, signal.SIGKILL)
+            srv.wait_for_worker_restart(index, pid, 30)
+        stop.set()
+        producer.join(180)
+        assert produced and not producer.is_alive(), "the producer did not finish"
+        assert not failed, failed
+        count = produced[0]
+        consumer = ck.Consumer({"bootstrap.servers": srv.kafka_bootstrap, "group.id": "ends"})
+        try:
+            ends = wait_until(lambda: _ends(consumer, topic, count), 30,
+                              "the log's end offsets to count every record")
+        finally:
+            consumer.close()
+        wait_until(lambda: table_offsets(srv.data_dir, topic) == ends, 120,
+                   lambda: f"the table's offsets {table_offsets(srv.data_dir, topic)} short "
+                           f"of the log's {ends} (seed {SEED})")
+        records = topic_rows(srv.kafka_bootstrap, topic, ends)
+        table = pyiceberg_rows(srv.data_dir, topic)
+        assert check_exactly_once(table, records) == [], f"seed {SEED}"
+        assert sorted((r[0], r[1]) for r in table) == [(p, o) for p in (0, 1)
+                                                        for o in range(ends[p])]
+        duck = duckdb_rows(srv.data_dir, topic)
+        if duck is not None:
+            assert check_exactly_once(duck, records) == [], f"DuckDB's read, seed {SEED}"
+    finally:
+        stop_server(srv)
