@@ -133,3 +133,31 @@ def deserialize(msg, key_deserializer, value_deserializer):
         msg.set_key(key)
     msg.set_value(value)
     return msg
+
+
+def protobuf_message_indexes(buf: bytes, pos: int = 0) -> tuple[list[int], int]:
+    """(message indexes, where the message starts) of Confluent's Protobuf
+    wire format from ``pos`` (after the magic byte and the schema id): a
+    count, then each index, zigzag varints; a count of 0 stands for the
+    first message, [0]. ValueError for bytes that are not that: read by
+    Connect's ProtobufConverter and the REST proxy alike."""
+    def varint() -> int:
+        nonlocal pos
+        shift = result = 0
+        while True:
+            if pos >= len(buf):
+                raise ValueError("the message indexes end early")
+            b = buf[pos]
+            pos += 1
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return (result >> 1) ^ -(result & 1)
+            shift += 7
+            if shift > 63:
+                raise ValueError("a message index is not a varint")
+    count = varint()
+    if count == 0:
+        return [0], pos
+    if not 0 < count <= 100:
+        raise ValueError(f"{count} message indexes")
+    return [varint() for _ in range(count)], pos

@@ -289,30 +289,10 @@ def _proto_scalar(fd, v):
     return v
 
 
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        if pos >= len(buf):
-            raise DataException("ProtobufConverter: the message indexes end early")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (result >> 1) ^ -(result & 1), pos     # zig-zag
-        shift += 7
-        if shift > 63:
-            raise DataException("ProtobufConverter: a message index is not a varint")
-
-
 def read_message_indexes(payload: bytes) -> tuple[list, int]:
     """(the message indexes, where the message starts) of a Protobuf payload."""
-    count, pos = _read_varint(payload, 0)
-    if count == 0:
-        return [0], pos
-    if not 0 < count <= 100:
-        raise DataException(f"ProtobufConverter: {count} message indexes")
-    indexes = []
-    for _ in range(count):
-        i, pos = _read_varint(payload, pos)
-        indexes.append(i)
-    return indexes, pos
+    from kafkalite.client.serialization import protobuf_message_indexes
+    try:
+        return protobuf_message_indexes(payload)
+    except ValueError as exc:
+        raise DataException(f"ProtobufConverter: {exc}") from None

@@ -50,6 +50,7 @@ import decimal
 import threading
 import uuid
 
+from kafkalite.client.serialization import protobuf_message_indexes
 from kafkalite.protocol.enums import AclOperation as Op
 from kafkalite.protocol.enums import ResourceType as Res
 from kafkalite.rest_proxy.errors import (AUTHORIZATION_FAILED, BAD_REQUEST, ProxyError)
@@ -433,7 +434,7 @@ class SchemaFormats:
         from google.protobuf import json_format
         from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
         schema_id = int.from_bytes(payload[1:5], "big")
-        indexes = tuple(message_indexes(payload, 5)) or (0,)
+        indexes = tuple(protobuf_message_indexes(payload, 5)[0])
         key = (id(client), "protobuf", schema_id, indexes)
         hit = self._readers.get(key)
         if hit is None:
@@ -443,24 +444,6 @@ class SchemaFormats:
                 cls, {"use.deprecated.format": False}, schema_registry_client=client)
         msg = hit(payload, ctx)
         return json_format.MessageToDict(msg, always_print_fields_with_no_presence=True)
-
-
-def message_indexes(payload: bytes, pos: int) -> list[int]:
-    """Protobuf's message indexes after the schema id: a count, then each
-    index, zigzag varints; a count of 0 is the first message ([0])."""
-    def varint():
-        nonlocal pos
-        shift = result = 0
-        while True:
-            if pos >= len(payload):
-                raise ValueError("the message indexes end early")
-            b = payload[pos]
-            pos += 1
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return (result >> 1) ^ -(result & 1)
-            shift += 7
-    return [varint() for _ in range(varint())]
 
 
 def _basic_credentials(environ: dict) -> str | None:
