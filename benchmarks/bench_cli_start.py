@@ -30,7 +30,7 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 
 import common  # noqa: E402
-from kafkalite.server.node.launcher import ServerProcess  # noqa: E402
+from kafkalite.launcher import ServerProcess  # noqa: E402
 
 
 def _time(cmd: list[str], env: dict) -> float:

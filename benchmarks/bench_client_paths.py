@@ -248,7 +248,7 @@ def main(argv=None) -> int:
     import report
     from report import say
 
-    from kafkalite.server.node import launcher
+    from kafkalite import launcher
     out_dir, work = report.make_dirs("client-paths", args.output_dir, args.work_dir)
     info = report.machine_info(work)
     import confluent_kafka

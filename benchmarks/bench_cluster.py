@@ -66,7 +66,7 @@ from postgres import PostgresServer  # noqa: E402
 
 from bench_replication import ck_throughput, native_throughput  # noqa: E402
 
-from kafkalite.server.node import launcher  # noqa: E402
+from kafkalite import launcher  # noqa: E402
 
 HEADERS = ["#", "Figure", "kafkalite", "Compared with", "Ratio", "Target", "Met"]
 

@@ -89,7 +89,7 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 
 from postgres import PostgresServer  # noqa: E402
 
-from kafkalite.server.node import launcher  # noqa: E402
+from kafkalite import launcher  # noqa: E402
 
 
 def fill(dsn: str, table: str, rows: int) -> None:
@@ -158,7 +158,7 @@ def file_ceiling(server, src: str, n: int, work: str) -> float:
     """``kafkalite produce < src`` and ``kafkalite consume -c n > out``
     together: seconds until both exit."""
     import subprocess
-    from kafkalite.server.node.launcher import package_env
+    from kafkalite.launcher import package_env
     topic, out = "file-ceiling", os.path.join(work, "ceiling.out")
     create_topic(server, topic)
     cli = [sys.executable, "-m", "kafkalite"]

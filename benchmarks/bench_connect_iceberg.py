@@ -42,7 +42,7 @@ import report
 from bench_connect import copy_to_parquet, fill
 from postgres import PostgresServer
 
-from kafkalite.server.node import launcher
+from kafkalite import launcher
 
 HEADERS = ["#", "Figure", "kafkalite", "Compared with", "Ratio", "Target", "Met"]
 

@@ -34,7 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 import common  # noqa: E402
-from kafkalite.server.node import launcher  # noqa: E402
+from kafkalite import launcher  # noqa: E402
 
 STRING = "org.apache.kafka.connect.storage.StringConverter"
 

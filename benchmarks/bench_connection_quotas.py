@@ -25,7 +25,7 @@ import tempfile
 import time
 
 from kafkalite.protocol import ApiKey, encode_request
-from kafkalite.server.node.launcher import ServerProcess
+from kafkalite.launcher import ServerProcess
 
 import common
 

@@ -27,7 +27,7 @@ import tempfile
 import time
 
 from kafkalite.protocol import ApiKey, decode_response, encode_request
-from kafkalite.server.node.launcher import ServerProcess
+from kafkalite.launcher import ServerProcess
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402

@@ -32,7 +32,7 @@ import report  # noqa: E402
 from report import machine_info, markdown_table, say  # noqa: E402
 
 from kafkalite.client import AdminClient, Consumer, NewTopic, Producer  # noqa: E402
-from kafkalite.server.node.launcher import ServerProcess  # noqa: E402
+from kafkalite.launcher import ServerProcess  # noqa: E402
 
 # spawn, not fork: ZeroMQ contexts and client threads do not survive a fork
 mp = multiprocessing.get_context("spawn")

@@ -29,7 +29,7 @@ import common
 import report
 from report import Results, say
 
-from kafkalite.server.node import launcher
+from kafkalite import launcher
 
 VALUE_BYTES = 100
 HEADERS = ["#", "Figure", "kafkalite", "Compared with", "Ratio", "Target", "Met"]

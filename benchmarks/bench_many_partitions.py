@@ -42,7 +42,7 @@ import report  # noqa: E402
 from report import Results, machine_info, markdown_table, say, text_table  # noqa: E402
 
 from kafkalite.client import AdminClient, NewTopic, Producer  # noqa: E402
-from kafkalite.server.node.launcher import ServerProcess, pid_alive  # noqa: E402
+from kafkalite.launcher import ServerProcess, pid_alive  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 LATENCY_TOPIC = "latency"

@@ -28,7 +28,7 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 from kafkalite.client import AdminClient, NewTopic, Producer
-from kafkalite.server.node import launcher
+from kafkalite import launcher
 
 import common
 

@@ -35,7 +35,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 import common  # noqa: E402
-from kafkalite.server.node import launcher  # noqa: E402
+from kafkalite import launcher  # noqa: E402
 
 
 def records(n: int, size: int, partitions: int):

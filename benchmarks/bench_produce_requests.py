@@ -31,7 +31,7 @@ import report  # noqa: E402
 from report import Results, machine_info, say  # noqa: E402
 
 from kafkalite.client import AdminClient, NewTopic, Producer  # noqa: E402
-from kafkalite.server.node.launcher import ServerProcess  # noqa: E402
+from kafkalite.launcher import ServerProcess  # noqa: E402
 
 TOPIC = "produce-requests"
 QUICK = {"seconds": 1.0, "rate": 2000}

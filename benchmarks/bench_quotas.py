@@ -5,7 +5,7 @@ against the same client alone (the baseline), in one run on one server.
     python benchmarks/bench_quotas.py                  # about a minute
     python benchmarks/bench_quotas.py --seconds 30 --quota 1048576
 
-A real 2-worker server (kafkalite.server.node.launcher) and confluent-kafka over
+A real 2-worker server (kafkalite.launcher) and confluent-kafka over
 the Kafka port; the topic's partitions are led by both workers, so the
 quota is the node's. The throttled rate is given over the whole run and
 from the first throttle librdkafka reported (before it, Kafka's sampled
@@ -22,7 +22,7 @@ import confluent_kafka as ck
 
 from kafkalite.client.admin import (AdminClient, ClientQuotaAlteration, ClientQuotaEntity,
                                     NewTopic)
-from kafkalite.server.node.launcher import ServerProcess
+from kafkalite.launcher import ServerProcess
 
 import common
 

@@ -38,7 +38,7 @@ import common  # noqa: E402
 from report import say  # noqa: E402
 
 from kafkalite.client import AdminClient, NewTopic  # noqa: E402
-from kafkalite.server.node.launcher import ServerProcess  # noqa: E402
+from kafkalite.launcher import ServerProcess  # noqa: E402
 
 HEARTBEAT_MS = 100
 

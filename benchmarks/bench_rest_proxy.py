@@ -37,7 +37,7 @@ import time
 import urllib.parse
 import urllib.request
 
-from kafkalite.server.node import launcher
+from kafkalite import launcher
 
 import common
 

@@ -33,7 +33,7 @@ import scramp
 
 import common
 from kafkalite.protocol import ApiKey, decode_response, encode_request
-from kafkalite.server.node import launcher
+from kafkalite import launcher
 
 USER, PASSWORD = "bench", "bench-password"
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")

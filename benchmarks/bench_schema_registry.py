@@ -33,7 +33,7 @@ import threading
 import time
 import urllib.parse
 
-from kafkalite.server.node import launcher
+from kafkalite import launcher
 
 import common
 

@@ -58,7 +58,7 @@ import report
 from bench_kafka_clients import create_topic
 from report import Results, say
 
-from kafkalite.server.node import launcher
+from kafkalite import launcher
 from kafkalite.tools.dev_certs import make_certs
 
 VALUE_BYTES = 1024

@@ -37,7 +37,7 @@ import common  # noqa: E402
 from report import machine_info, say  # noqa: E402
 
 from kafkalite.client import AdminClient, NewTopic, Producer  # noqa: E402
-from kafkalite.server.node.launcher import ServerProcess  # noqa: E402
+from kafkalite.launcher import ServerProcess  # noqa: E402
 
 VALUE = b"x" * 100
 

@@ -566,7 +566,7 @@ def main(argv=None) -> int:
             raise
         print(f"bench_spark: {exc}", file=sys.stderr)
         return 2
-    from kafkalite.server.node.launcher import ServerProcess
+    from kafkalite.launcher import ServerProcess
 
     out_dir, work = report.make_dirs("spark", args.output_dir, args.work_dir)
     info = report.machine_info(work, extra={"pyspark": pyspark.__version__})

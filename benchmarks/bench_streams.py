@@ -65,7 +65,7 @@ import common
 import report
 from report import Results, say
 
-from kafkalite.server.node import launcher
+from kafkalite import launcher
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # tests/venvs.py: the quixstreams virtualenv, the same one its tests use

@@ -45,7 +45,7 @@ import common
 import report
 from report import Results, say
 
-from kafkalite.server.node import launcher
+from kafkalite import launcher
 
 HEADERS = ["#", "Figure", "kafkalite", "Compared with", "Ratio", "Target", "Met"]
 PARTITIONS = 4

@@ -272,7 +272,7 @@ def spread(values: list[float]) -> str:
 
 
 def bench_store(store, work: str, args) -> dict:
-    from kafkalite.server.node.launcher import ServerProcess
+    from kafkalite.launcher import ServerProcess
     say(f"\n== {store.name} store ==")
     figures: dict = {"offload": [], "read": []}
     for run in range(args.runs):

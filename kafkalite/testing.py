@@ -15,7 +15,7 @@ Fixtures
     ``kafkalite_server`` (session): one embedded server for the whole run,
     started once on free loopback ports (native protocol, Kafka listener,
     metrics) in a temporary data dir, stopped at the end of the session.
-    It is ``kafkalite.server.node.launcher.ServerProcess``: ``bootstrap``,
+    It is ``kafkalite.launcher.ServerProcess``: ``bootstrap``,
     ``kafka_bootstrap``, ``info`` (server.json), ``output()`` (its log).
     Its arguments come from the ``kafkalite_server_args`` fixture (override
     it in your conftest to change them; the default is one partition
@@ -48,7 +48,7 @@ import os
 
 import pytest
 
-from kafkalite.server.node.launcher import ServerProcess
+from kafkalite.launcher import ServerProcess
 
 # What ``kafkalite_server`` passes to ``kafkalite server`` besides the free
 # ports: one worker (each worker is a process to start), no ingest gateway

@@ -121,7 +121,7 @@ def main(argv=None) -> int:
     work = tempfile.mkdtemp(prefix="kafkalite-windowed-counts-")
     server = None
     if args.bootstrap is None:
-        from kafkalite.server.node.launcher import ServerProcess
+        from kafkalite.launcher import ServerProcess
         server = ServerProcess(os.path.join(work, "data")).start()
         bootstrap = server.bootstrap
         fill(bootstrap, args.users, args.clicks)

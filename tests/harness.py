@@ -1,6 +1,6 @@
 """Test harness: a real kafkalite server in its own processes.
 
-The launching itself is kafkalite.server.node.launcher's ServerProcess; tests add
+The launching itself is kafkalite.launcher's ServerProcess; tests add
 a client config helper and a stop() that fails when a worker outlived the
 server.
 """
@@ -12,9 +12,9 @@ import subprocess
 import sys
 import time
 
-from kafkalite.server.node import launcher
-from kafkalite.server.node.launcher import package_env as child_env  # noqa: F401 (used by tests)
-from kafkalite.server.node.launcher import pid_alive  # noqa: F401 (used by tests)
+from kafkalite import launcher
+from kafkalite.launcher import package_env as child_env  # noqa: F401 (used by tests)
+from kafkalite.launcher import pid_alive  # noqa: F401 (used by tests)
 
 
 class ServerProcess(launcher.ServerProcess):

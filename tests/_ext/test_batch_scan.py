@@ -12,7 +12,7 @@ from kafkalite.errors import (CorruptRecordError, InvalidRecordError, MessageToo
                               UnsupportedCompressionTypeError, UnsupportedForMessageFormatError)
 from kafkalite.record import (RecordBatch, RecordBatchBuilder, build_control_batch,
                               decode_columns, iter_batches)
-from kafkalite.server.node.launcher import package_env
+from kafkalite.launcher import package_env
 
 HEADER = 61
 

@@ -14,7 +14,7 @@ import requests
 
 from harness import free_port
 
-from kafkalite.server.node.launcher import package_env
+from kafkalite.launcher import package_env
 
 
 def free_ports(n: int) -> list[int]:

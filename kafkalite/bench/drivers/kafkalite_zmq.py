@@ -1,6 +1,6 @@
 """kafkalite over its native protocol on ZeroMQ (``kafkalite.transport: zmq``).
 
-The parent starts a server with kafkalite.server.node.launcher.ServerProcess
+The parent starts a server with kafkalite.launcher.ServerProcess
 (supervisor + 2 partition workers, free loopback ports, data in the run's
 temporary directory) and creates the topics with the AdminClient. Producers
 use ``Producer.produce_batch`` with the values as rows of one array (one
@@ -33,7 +33,7 @@ class KafkaliteServer:
 
     def start(self, workload, topics, work_dir: str, extra_args=()) -> dict:
         from kafkalite.client import AdminClient, NewTopic
-        from kafkalite.server.node.launcher import ServerProcess
+        from kafkalite.launcher import ServerProcess
         self.server = ServerProcess(os.path.join(work_dir, "kafkalite-data"), workers=WORKERS,
                                     extra_args=extra_args,
                                     log_path=os.path.join(work_dir, "kafkalite-server.log"))

@@ -66,6 +66,7 @@ from dataclasses import asdict, dataclass, field
 import zmq
 
 from kafkalite import errors
+from kafkalite.launcher import pid_alive  # noqa: F401 (the node's modules take it from here)
 from kafkalite.server.config import ServerConfig
 
 log = logging.getLogger("kafkalite.processes")
@@ -148,15 +149,6 @@ def lock_data_dir(data_dir: str, adopt: int = 0) -> tuple[int, dict[int, int]]:
         os.close(fd)
         raise
     return fd, running
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether ``pid`` runs (an exited, unreaped zombie does not count)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def running_workers(data_dir: str) -> dict[int, int]:

@@ -7,7 +7,11 @@ SIGTERM, waits, and kills anything that outlived it, recording which pids
 had to be killed in ``survivors``. The server's output goes to a file, never
 to a pipe nobody drains (a full pipe would block the server).
 
-Who may call: any process; one ServerProcess per server.
+Who may call: any process; one ServerProcess per server. It imports
+nothing of kafkalite but the package root (where it is), so that a client
+of the broker (``kafkalite bench``'s drivers, tests, tools) starts a node
+without importing the broker; the broker's own processes take ``pid_alive``
+from here (server/node/processes.py).
 """
 from __future__ import annotations
 
@@ -19,11 +23,17 @@ import sys
 import time
 
 import kafkalite
-from kafkalite.server.node.processes import pid_alive  # noqa: F401  (tests import it from here)
 
 SERVER_FILE = "server.json"
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (an exited, unreaped zombie does not count)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def package_env(**extra) -> dict:
