@@ -20,8 +20,7 @@ says what it holds, which process runs it and what it may import):
   The supervisor.
 - txn/: the transaction coordinator and its log. The supervisor.
 - node/: the processes' main loops and lives (supervisor, worker, broker
-  node, the early spawn) and the launcher tests and tools start a server
-  with; it wires the other folders together.
+  node, the early spawn); it wires the other folders together.
 
 At this top, modules shared by several folders: ratelimit.py (the name
 the listeners import RateLimitedLog by), topic.py (the internal topics'

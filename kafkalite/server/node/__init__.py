@@ -13,15 +13,14 @@ What it holds:
   place of the supervisor when another node holds the controller lease:
   this host's workers only;
 - processes.py: spawning the workers and the ingest gateway early, and
-  the workers' locks (used by the supervisor, a broker node and workers);
-- launcher.py: ``ServerProcess``, a server run in child processes and
-  waited for, for tests, benchmarks, ``kafkalite bench`` and
-  kafkalite.testing: it runs in their process, not a broker's.
+  the workers' locks (used by the supervisor, a broker node and workers).
+
+(The launcher that starts a server in child processes for tests, benchmarks
+and tools is kafkalite/launcher.py, outside the broker.)
 
 What it may import: every other folder of server/ (it sits at their top)
 and kafkalite.protocol, kafkalite.storage and the bottom. Nothing below it
-imports node/, except what the entry points and the benchmark driver take
-(launcher.py; tests/test_layers.py, LAYER_EXCEPTIONS). supervisor.py and
-broker_node.py import each other (a declared cycle, MODULE_CYCLES):
-``serve()`` turns into a broker node when another node holds the lease.
+imports node/ (the entry points do). broker_node.py takes what it shares
+with supervisor.py from processes.py; supervisor.py's ``serve()`` turns
+into a broker node when another node holds the lease.
 """
