@@ -74,7 +74,6 @@ under ``--out`` (default benchmarks/results/connect).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -517,20 +516,21 @@ def ratio(figures: dict, key: str, ceiling: str) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    import common
+    ap = common.parser(__doc__)
     ap.add_argument("--rows", type=int, default=200_000)
     ap.add_argument("--lines", type=int, default=None, help="file lines (default: --rows)")
     ap.add_argument("--batch", type=int, default=10_000, help="batch.max.rows")
-    ap.add_argument("--quick", action="store_true", help="20,000 rows and lines")
+    common.add_quick(ap, "20,000 rows and lines, 10,000 CDC changes (an option given wins)")
     ap.add_argument("--changes", type=int, default=None,
                     help="CDC changes (default: --rows / 2; a multiple of 500)")
     ap.add_argument("--only", default="file,jdbc,parquet",
                     help="comma-separated sections: file, jdbc (source and sink), parquet, cdc")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "connect"))
-    args = ap.parse_args(argv)
-    rows = 20_000 if args.quick else args.rows
-    lines = 20_000 if args.quick else (args.lines or rows)
-    changes = 10_000 if args.quick else (args.changes or rows // 2)
+    args = common.parse(ap, argv, quick={"rows": 20_000, "lines": 20_000, "changes": 10_000})
+    rows = args.rows
+    lines = args.lines or rows
+    changes = args.changes or rows // 2
     changes -= changes % CDC_TXN
     only = set(args.only.split(","))
     # the machine's load beside the figures: the ratios to the same run's ceilings are
