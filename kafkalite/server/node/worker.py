@@ -92,6 +92,7 @@ VERIFY_VERSION = 5               # AddPartitionsToTxn with verify_only (false: a
 # supervisor when there is none (it died; the next adopts this worker): less
 # than a client's shortest socket timeout in our tests (5 s)
 AWAIT_COORDINATOR_S = 3.0
+AWAIT_COORDINATOR_MAX = 10_000  # past this many waiting, COORDINATOR_NOT_AVAILABLE at once
 # Answers that mean "the coordinator cannot tell now": the producer is told
 # to retry (NOT_ENOUGH_REPLICAS, which every client retries, as Kafka does
 # for clients that predate KIP-890).
@@ -497,6 +498,9 @@ class Worker:
         backoff held its first retry up to 0.45 s past the new supervisor's
         start (issue 47)."""
         if self.coordinator is None:
+            if len(self._awaiting_coordinator) >= AWAIT_COORDINATOR_MAX:
+                on_done(errors.CoordinatorNotAvailableError("the supervisor is restarting"))
+                return
             self._awaiting_coordinator.append(
                 (time.monotonic() + AWAIT_COORDINATOR_S, api, version, body, on_done))
             return
