@@ -76,6 +76,11 @@ def rest_address(cfg: dict) -> tuple[str, int]:
 
 
 def run(args) -> int:
+    import faulthandler
+    # SIGUSR1 prints every thread's stack to stderr (the worker's log), as
+    # jstack does for Kafka's Connect worker: what a worker that will not
+    # stop is waiting on can be read without stopping it
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     from kafkalite.connect import Herder, Worker
     from kafkalite.connect.offsets import FileOffsetStore, KafkaOffsetStore
     from kafkalite.connect.rest import RestServer

@@ -80,15 +80,26 @@ def lines_of(path):
         return []
 
 
+STOP_WAIT_S = 20.0        # a worker stops in 1-2 s; one that has not in 20 s is stuck
+
+
 def stop_all(workers):
     """SIGTERM to each worker process still running, [(Popen, REST url)],
-    then wait for it (SIGKILL for one that does not stop within a minute)."""
+    then wait for it. One that does not stop within STOP_WAIT_S is asked
+    for its threads' stacks (SIGUSR1: faulthandler, into its log), which
+    are kept for diagnosis with the test's files, then killed: now and then
+    under the full suite's load a distributed worker outlived the old 60 s
+    wait, cause unknown (2026-11-27)."""
     for p, _ in workers:
         if p.poll() is None:
             p.send_signal(signal.SIGTERM)
     for p, _ in workers:
         try:
-            p.wait(60)
+            p.wait(STOP_WAIT_S)
         except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGUSR1)
+            time.sleep(1.0)     # faulthandler writes the stacks at once
             p.kill()
             p.wait(10)
+            print(f"a Connect worker (pid {p.pid}, {p.args}) did not stop in "
+                  f"{STOP_WAIT_S:.0f} s: its threads' stacks are in its log")
