@@ -99,7 +99,7 @@ class PostgresServer:
         opts = (f"-p {self.port} -k {self.dir} -c listen_addresses={listen} -c fsync=off "
                 f"-c synchronous_commit=off -c full_page_writes=off")
         if self.wal_level:
-            opts += f" -c wal_level={self.wal_level} -c max_replication_slots=10"
+            opts += f" -c wal_level={self.wal_level} -c max_replication_slots=32"
         self._run("pg_ctl", "-D", self.data, "-o", opts, "-l",
                   os.path.join(self.dir, "server.log"), "-w", "-t", "60", "start")
 

@@ -35,10 +35,22 @@ def postgres():
     srv.stop()
 
 
+@pytest.fixture(scope="session")
+def pglogical():
+    """A PostgreSQL server with wal_level=logical for the session (the CDC
+    tests' modules share it, each on slots and tables of its own): its DSN."""
+    if find_binaries() is None:
+        pytest.skip("PostgreSQL is not installed: run tools/install-system-deps")
+    srv = PostgresServer(wal_level="logical").start()
+    yield srv.dsn
+    srv.stop()
+
+
 @pytest.fixture
 def workers():
     """The worker processes a test starts, [(Popen, REST url)]: stopped at
-    the end (SIGTERM, then SIGKILL for one that does not stop in 60 s)."""
+    the end (SIGTERM, then SIGKILL for one that does not stop in 20 s:
+    connect_helpers.stop_all)."""
     procs = []
     yield procs
     stop_all(procs)

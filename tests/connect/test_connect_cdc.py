@@ -27,23 +27,12 @@ import pytest
 from harness import child_env, create, free_port, wait_until
 
 from kafkalite.client import OFFSET_BEGINNING, Consumer, TopicPartition
-from postgres import PostgresServer, find_binaries
 from soak import setting
 
 CDC = "io.debezium.connector.postgresql.PostgresConnector"
 JSON = "org.apache.kafka.connect.json.JsonConverter"
 UTC = dt.timezone.utc
 _n = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def pglogical():
-    """A PostgreSQL server with wal_level=logical, for this module: its DSN."""
-    if find_binaries() is None:
-        pytest.skip("PostgreSQL is not installed: run tools/install-system-deps")
-    srv = PostgresServer(wal_level="logical").start()
-    yield srv.dsn
-    srv.stop()
 
 
 def pg(dsn, sql, params=None):

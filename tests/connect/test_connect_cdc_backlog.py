@@ -12,24 +12,12 @@ decoding is counted by PostgreSQL itself (``pg_stat_replication_slots``)."""
 from __future__ import annotations
 
 import psycopg
-import pytest
 from harness import create, wait_until
 
 from kafkalite.client import Consumer, TopicPartition
-from postgres import PostgresServer, find_binaries
 
 CDC = "io.debezium.connector.postgresql.PostgresConnector"
 TXNS, CHANGES_PER_TXN = 100, 50
-
-
-@pytest.fixture(scope="module")
-def pglogical():
-    """A PostgreSQL server with wal_level=logical, for this module: its DSN."""
-    if find_binaries() is None:
-        pytest.skip("PostgreSQL is not installed: run tools/install-system-deps")
-    srv = PostgresServer(wal_level="logical").start()
-    yield srv.dsn
-    srv.stop()
 
 
 def pg(dsn, sql, params=None):
