@@ -58,12 +58,12 @@ def run(workloads: list[Workload], out_dir: str, drivers: list[str] | None = Non
         driver_class(n)  # unknown names fail before anything starts
     if work_dir:
         os.makedirs(work_dir, exist_ok=True)
-    machine = measure.machine_info(work_dir or os.path.abspath(os.getcwd()))
     if warm_memory:
         warmed = measure.warm_memory(warm_memory)
-        machine["warm_memory"] = warmed
         say(f"warmed {measure.human_bytes(warmed['bytes'])} of memory in "
             f"{warmed['seconds']:.2f} s" + ("" if warmed["ok"] else f" (failed: {warmed['error']})"))
+    machine = measure.machine_info(work_dir or os.path.abspath(os.getcwd()))
+    machine["warm_memory"] = warmed if warm_memory else None    # None: a cold start
     started = time.monotonic()
     runs = []
     for w in workloads:

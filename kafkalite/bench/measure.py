@@ -173,6 +173,7 @@ def machine_info(work_dir: str, *, sse4_2: bool = False, extra: dict | None = No
         "pressure_avg60_at_start": pressure(),
         "free_page_reporting": free_page_reporting(),
         "page_reporting_parameters": page_reporting_parameters(),
+        "warm_memory": _warmed,
         "work_dir": work_dir,
         "work_dir_mount": mnt,
         "work_dir_fstype": fstype,
@@ -360,6 +361,14 @@ def machine_summary(change: dict) -> str:
     return ", ".join(parts) or "machine state not readable here"
 
 
+_warmed: dict | None = None       # the last warm_memory of this process, for machine_info
+
+
+def last_warm_memory() -> dict | None:
+    """What the last ``warm_memory`` of this process did, or None (a cold start)."""
+    return _warmed
+
+
 def warm_memory(size: int) -> dict:
     """Writes ``size`` bytes of fresh memory, one byte a page, in a child
     process that then exits, so that a VM whose host took free memory back
@@ -367,14 +376,17 @@ def warm_memory(size: int) -> dict:
     otherwise the run's first write into each such page costs a host fault.
     The memory is free again afterwards and is reported back to the host
     after the kernel's delay, so this helps only right before a run.
-    Returns what was done, for results.json."""
+    Returns what was done, for results.json (machine_info records it too,
+    as ``warm_memory``)."""
+    global _warmed
     started = time.monotonic()
     # b"\1" * size is one memset: every page written at C speed
     proc = subprocess.run([sys.executable, "-c", "import sys; b'\\1' * int(sys.argv[1])",
                            str(size)], capture_output=True, text=True)
-    return {"bytes": size, "seconds": round(time.monotonic() - started, 3),
-            "ok": proc.returncode == 0,
-            **({} if proc.returncode == 0 else {"error": proc.stderr.strip()[-300:]})}
+    _warmed = {"bytes": size, "seconds": round(time.monotonic() - started, 3),
+               "ok": proc.returncode == 0,
+               **({} if proc.returncode == 0 else {"error": proc.stderr.strip()[-300:]})}
+    return _warmed
 
 
 def text_table(rows, headers) -> str:
