@@ -11,7 +11,9 @@ the table that puts each figure beside its peer or ceiling.
   place a round), so that a machine getting busier or quieter during the
   run, or the first side's leftovers (dirty pages, a warm cache, a GC),
   weigh on every side alike. Each round keeps the load average it started
-  under: a round that ran beside other work can be told from the figures.
+  under and the machine's state over it (measure.machine_change: load,
+  steal, faults, free memory, ...), one line of it on stderr: a round that
+  ran beside other work can be told from the figures.
   ``alternating_medians`` is the same for two sides returning dicts of
   figures, the page cache synced before each.
 - The table: ``comparison_table(rows)`` of ``Row``s, one a figure: "figure
@@ -34,6 +36,8 @@ import sys
 from dataclasses import dataclass
 
 from report import loadavg, quiesce, say
+
+from kafkalite.bench import measure
 
 
 # ---- arguments -------------------------------------------------------------------------
@@ -70,7 +74,16 @@ def add_json(p: argparse.ArgumentParser, flag: str = "--json",
 def parse(p: argparse.ArgumentParser, argv=None, quick: dict | None = None):
     """The arguments; with --quick, the ``quick`` values of the options not
     given on the command line (``argv``, else sys.argv)."""
+    if not any("--warm-memory" in a.option_strings for a in p._actions):
+        p.add_argument("--warm-memory", metavar="SIZE", type=measure.parse_size,
+                       help="before measuring, write SIZE of memory (e.g. 4G) in a child "
+                            "process and free it, so that a VM's host backs it again; off "
+                            "by default, so that figures show a cold start")
     args = p.parse_args(argv)
+    if args.warm_memory:
+        warmed = measure.warm_memory(args.warm_memory)
+        say(f"warmed {measure.human_bytes(warmed['bytes'])} of memory in "
+            f"{warmed['seconds']:.2f} s" + ("" if warmed["ok"] else " (it failed)"))
     if quick and getattr(args, "quick", False):
         given = {a.split("=")[0] for a in (sys.argv[1:] if argv is None else argv)
                  if a.startswith("--")}
@@ -83,14 +96,15 @@ def parse(p: argparse.ArgumentParser, argv=None, quick: dict | None = None):
 # ---- rounds ----------------------------------------------------------------------------
 
 class Rounds:
-    """What ``run(side)`` returned for each side, round by round, and the
-    load average each round started under."""
+    """What ``run(side)`` returned for each side, round by round, the load
+    average each round started under and the machine's state over it."""
 
     def __init__(self, sides):
         self.sides = list(sides)
         self.values: dict = {side: [] for side in self.sides}
         self.orders: list[list] = []
         self.loads: list = []
+        self.machine: list[dict] = []
 
     def median(self, side, key=None):
         return statistics.median(self._of(side, key))
@@ -106,9 +120,10 @@ class Rounds:
 
     def as_dict(self) -> dict:
         """For results.json, beside the script's own figures: the order of
-        each round and the load average it started under."""
+        each round, the load average it started under and the machine's
+        state over it (measure.machine_change)."""
         return {"orders": [[str(s) for s in o] for o in self.orders],
-                "load_average_at_start": self.loads}
+                "load_average_at_start": self.loads, "machine": self.machine}
 
 
 def alternating(sides, rounds: int, run, *, before=None, each_round=None) -> Rounds:
@@ -122,12 +137,17 @@ def alternating(sides, rounds: int, run, *, before=None, each_round=None) -> Rou
         order = result.sides[r % n:] + result.sides[:r % n]
         result.orders.append(order)
         result.loads.append(loadavg())
+        start = measure.machine_state()
         if each_round is not None:
             each_round(r)
         for side in order:
             if before is not None:
                 before()
             result.values[side].append(run(side))
+        change = measure.machine_change(start, measure.machine_state())
+        result.machine.append(change)
+        print(f"  round {r + 1} of {rounds}, machine: {measure.machine_summary(change)}",
+              file=sys.stderr, flush=True)
     return result
 
 
@@ -227,12 +247,15 @@ def say_table(rows: list[Row]) -> None:
 
 
 def write_json(path: str, doc: dict, *, rounds: Rounds | None = None) -> None:
-    """``doc`` at ``path`` with the load average at the end (and each
-    round's, given ``rounds``) beside the script's own keys."""
+    """``doc`` at ``path`` with the load average at the end, the memory
+    warmed before measuring (None: a cold start) and, given ``rounds``,
+    each round's order, load and machine state beside the script's own
+    keys."""
     doc = dict(doc)
     if rounds is not None:
         doc.setdefault("round_orders_and_load", rounds.as_dict())
     doc.setdefault("load_average_at_end", loadavg())
+    doc.setdefault("warm_memory", measure.last_warm_memory())
     with open(path, "w") as f:
         json.dump(doc, f, indent=1, default=str)
         f.write("\n")

@@ -5,7 +5,10 @@ benchmarks/report.py, which re-exports these).
 
 Output (``say``, ``warn``, sizes), GC-paused timing, the machine a run is on
 (``machine_info``: CPU, cores, memory, load and pressure, the data
-directory's filesystem), text and Markdown tables, and matplotlib on the Agg
+directory's filesystem), the state it was in over one measured run
+(``machine_state`` at its start and end, ``machine_change`` between them,
+``machine_summary`` in one line), warming memory before a run
+(``warm_memory``), text and Markdown tables, and matplotlib on the Agg
 backend (``pyplot``, ``save_figure``). Nothing here knows about a broker.
 """
 from __future__ import annotations
@@ -16,7 +19,9 @@ import gc
 import glob
 import os
 import platform
+import subprocess
 import sys
+import time
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 MB, GB = 1e6, 1e9          # throughput units are decimal (1 MB/s = 10^6 bytes/s)
@@ -167,6 +172,8 @@ def machine_info(work_dir: str, *, sse4_2: bool = False, extra: dict | None = No
         "load_average_at_start": loadavg(),
         "pressure_avg60_at_start": pressure(),
         "free_page_reporting": free_page_reporting(),
+        "page_reporting_parameters": page_reporting_parameters(),
+        "warm_memory": _warmed,
         "work_dir": work_dir,
         "work_dir_mount": mnt,
         "work_dir_fstype": fstype,
@@ -202,6 +209,184 @@ def machine_info_at_end(info: dict) -> None:
     """Adds the load average and pressure at the end of the run to ``info``."""
     info["load_average_at_end"] = loadavg()
     info["pressure_avg60_at_end"] = pressure()
+
+
+# ---- the machine's state over one measured run ----------------------------------------
+
+# /proc/stat's "cpu" line, in order (jiffies since boot); guest time is
+# already counted in user and nice, so it is left out of the total.
+_CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+# /proc/vmstat counters kept: faults, and the balloon's (a VM's host taking
+# memory back or giving it). Absent ones (other kernels) are left out.
+_VMSTAT_FIELDS = ("pgfault", "pgmajfault", "thp_fault_alloc", "nr_balloon_pages",
+                  "balloon_inflate", "balloon_deflate")
+PAGE_REPORTING = "/sys/module/page_reporting/parameters"
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _cpu_jiffies() -> dict | None:
+    text = _read("/proc/stat")
+    if not text or not text.startswith("cpu "):
+        return None
+    values = [int(v) for v in text.split("\n", 1)[0].split()[1:]]
+    return dict(zip(_CPU_FIELDS, values))
+
+
+def _meminfo(*keys: str) -> dict:
+    out = {}
+    for line in (_read("/proc/meminfo") or "").splitlines():
+        name, _, rest = line.partition(":")
+        if name in keys and rest.split():
+            out[name] = int(rest.split()[0]) * 1024
+    return out
+
+
+def _vmstat() -> dict:
+    out = {}
+    for line in (_read("/proc/vmstat") or "").splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] in _VMSTAT_FIELDS:
+            out[parts[0]] = int(parts[1])
+    return out
+
+
+def _pressure_totals() -> dict:
+    """PSI "some" total (µs any task waited) for cpu, io and memory."""
+    out = {}
+    for kind in ("cpu", "io", "memory"):
+        line = (_read(f"/proc/pressure/{kind}") or "").split("\n", 1)[0].split()
+        fields = dict(kv.split("=", 1) for kv in line[1:] if "=" in kv)
+        if "total" in fields:
+            out[kind] = int(fields["total"])
+    return out
+
+
+def page_reporting_parameters() -> dict | None:
+    """The free-page-reporting module's parameters as this kernel exposes
+    them (upstream: ``page_reporting_order``; some kernels add counters
+    such as ``reported_kib`` and delays such as ``min_free_ms``), or None."""
+    try:
+        names = sorted(os.listdir(PAGE_REPORTING))
+    except OSError:
+        return None
+    out = {}
+    for name in names:
+        text = (_read(f"{PAGE_REPORTING}/{name}") or "").strip()
+        out[name] = int(text) if text.lstrip("-").isdigit() else text
+    return out
+
+
+def machine_state() -> dict:
+    """A snapshot of what weighs on a measurement, taken at the start and
+    at the end of each measured run (a few small file reads; a file this
+    OS does not have leaves its fields out): load average, CPU time by
+    kind, free memory, fault and balloon counters, free page reporting's
+    counter, PSI totals."""
+    reporting = page_reporting_parameters() or {}
+    return {"time": time.time(), "load_average": loadavg(), "cpu_jiffies": _cpu_jiffies(),
+            "memory": _meminfo("MemAvailable", "MemFree"), "vmstat": _vmstat(),
+            "reported_kib": reporting.get("reported_kib"), "pressure_us": _pressure_totals()}
+
+
+def machine_change(start: dict, end: dict) -> dict:
+    """What the machine did between two ``machine_state`` snapshots: load
+    at each end; steal and iowait as a share (%) of the CPU time that
+    passed (every core's); faults and major faults, and the memory they
+    brought in at one page each (a transparent huge page fault brings in
+    more, so this is a floor); free memory at each end; memory the kernel
+    reported free to the host (free page reporting, when its counter is
+    exposed); the share of the run's wall time some task waited on cpu,
+    io or memory (PSI). A figure whose input is missing is None."""
+    def delta(a, b, key):
+        if not a or not b or a.get(key) is None or b.get(key) is None:
+            return None
+        return b[key] - a[key]
+
+    seconds = end["time"] - start["time"]
+    out = {"seconds": round(seconds, 3), "load_average_start": start["load_average"],
+           "load_average_end": end["load_average"]}
+    cpu0, cpu1 = start.get("cpu_jiffies"), end.get("cpu_jiffies")
+    total = sum(cpu1.values()) - sum(cpu0.values()) if cpu0 and cpu1 else 0
+    for kind in ("steal", "iowait"):
+        d = delta(cpu0, cpu1, kind)
+        out[f"{kind}_pct"] = round(100.0 * d / total, 2) if d is not None and total > 0 else None
+    page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+    for key in ("pgfault", "pgmajfault", "thp_fault_alloc", "balloon_inflate",
+                "balloon_deflate"):
+        out[key] = delta(start.get("vmstat"), end.get("vmstat"), key)
+    out["faulted_bytes"] = None if out["pgfault"] is None else out["pgfault"] * page
+    for edge, state in (("start", start), ("end", end)):
+        for key in ("MemAvailable", "MemFree"):
+            out[f"{key}_{edge}"] = (state.get("memory") or {}).get(key)
+    reported = delta(start, end, "reported_kib")
+    out["reported_to_host_bytes"] = None if reported is None else reported * 1024
+    out["pressure_some_pct"] = {
+        kind: round(100.0 * (end["pressure_us"][kind] - start["pressure_us"][kind])
+                    / (seconds * 1e6), 2)
+        for kind in start.get("pressure_us", {})
+        if kind in end.get("pressure_us", {}) and seconds > 0} or None
+    return out
+
+
+def machine_summary(change: dict) -> str:
+    """One line: "load 0.40 -> 2.10, steal 0.3%, iowait 1.0%, 1.20 GiB
+    faulted in (312,000 faults, 3 major), MemAvailable 21.9 GiB, ..."."""
+    parts = []
+    la0, la1 = change.get("load_average_start"), change.get("load_average_end")
+    if la0 and la1:
+        parts.append(f"load {la0[0]:.2f} -> {la1[0]:.2f}")
+    for kind in ("steal", "iowait"):
+        if change.get(f"{kind}_pct") is not None:
+            parts.append(f"{kind} {change[f'{kind}_pct']:.1f}%")
+    if change.get("pgfault") is not None:
+        parts.append(f"{human_bytes(change['faulted_bytes'])} faulted in "
+                     f"({change['pgfault']:,} faults, {change.get('pgmajfault') or 0:,} major)")
+    if change.get("MemAvailable_end") is not None:
+        parts.append(f"MemAvailable {human_bytes(change['MemAvailable_end'])}")
+    if change.get("reported_to_host_bytes") is not None:
+        parts.append(f"{human_bytes(change['reported_to_host_bytes'])} reported free to the host")
+    if change.get("balloon_inflate"):
+        parts.append(f"balloon inflated {change['balloon_inflate']:,} pages")
+    psi = change.get("pressure_some_pct") or {}
+    waited = [f"{k} {v:.1f}%" for k, v in psi.items() if v >= 0.1]
+    if waited:
+        parts.append("waited on " + ", ".join(waited))
+    return ", ".join(parts) or "machine state not readable here"
+
+
+_warmed: dict | None = None       # the last warm_memory of this process, for machine_info
+
+
+def last_warm_memory() -> dict | None:
+    """What the last ``warm_memory`` of this process did, or None (a cold start)."""
+    return _warmed
+
+
+def warm_memory(size: int) -> dict:
+    """Writes ``size`` bytes of fresh memory, one byte a page, in a child
+    process that then exits, so that a VM whose host took free memory back
+    (free page reporting, a balloon) has it backed again before a run:
+    otherwise the run's first write into each such page costs a host fault.
+    The memory is free again afterwards and is reported back to the host
+    after the kernel's delay, so this helps only right before a run.
+    Returns what was done, for results.json (machine_info records it too,
+    as ``warm_memory``)."""
+    global _warmed
+    started = time.monotonic()
+    # b"\1" * size is one memset: every page written at C speed
+    proc = subprocess.run([sys.executable, "-c", "import sys; b'\\1' * int(sys.argv[1])",
+                           str(size)], capture_output=True, text=True)
+    _warmed = {"bytes": size, "seconds": round(time.monotonic() - started, 3),
+               "ok": proc.returncode == 0,
+               **({} if proc.returncode == 0 else {"error": proc.stderr.strip()[-300:]})}
+    return _warmed
 
 
 def text_table(rows, headers) -> str:

@@ -1,10 +1,16 @@
 """The outputs of ``kafkalite bench``: results.json, results.md and the plots.
 
-results.json holds the machine (measure.machine_info), the command, and per
-workload its settings and one result per driver (status, rates, latency
-summaries in ms, counts, throughput-over-time series). results.md holds one
-table per workload, one row per driver (skipped and failed drivers say
-why), and, for a workload with targets, whether each driver met them. Per workload, ``<slug>-throughput.png`` draws publish and consume
+results.json holds the machine (measure.machine_info, and the memory
+warmed before the first run if it was), the command, and per workload its
+settings, the order of the drivers in each round and one result per driver
+run (status, rates, latency summaries in ms, counts, throughput-over-time
+series, its round, and the machine's state over it: measure.machine_change).
+results.md holds one table per workload, one row per driver run (skipped
+and failed drivers say why) with the machine's state over each run below
+it; over several rounds, the median and min-max of consume rate and
+end-to-end p50 / p99 per driver; and, for a workload with targets, whether
+each driver met them (its median over the rounds). Per workload,
+``<slug>-throughput.png`` draws publish and consume
 rate over time (warm-up shaded) and ``<slug>-latency.png`` the publish and
 end-to-end p50 / p99 / p99.9 / max of each driver; both on log axes with the
 legend outside the data.
@@ -17,9 +23,11 @@ import dataclasses
 import datetime
 import json
 import os
+import statistics
 import sys
 
-from kafkalite.bench.measure import markdown_table, pyplot, save_figure
+from kafkalite.bench.measure import human_bytes, machine_summary, markdown_table, pyplot, \
+    save_figure
 
 HEADERS = ["Driver", "Publish msg/s", "Publish MB/s", "Consume msg/s", "Consume MB/s",
            "Publish ms p50 / p99 / p99.9 / max", "End-to-end ms p50 / p99 / p99.9 / max",
@@ -35,15 +43,18 @@ def workload_settings(w) -> dict:
 
 
 def document(runs: list[tuple], machine: dict, elapsed: float) -> dict:
-    """``runs``: (workload, [driver result]) in run order."""
+    """``runs``: (workload, [driver result], [each round's driver order]),
+    the results in run order."""
     return {
         "harness": "kafkalite bench",
         "timestamp": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "elapsed_s": round(elapsed, 1),
         "command": " ".join(["kafkalite"] + sys.argv[1:]) if sys.argv else "kafkalite bench",
         "machine": machine,
-        "workloads": [{"workload": workload_settings(w), "results": results}
-                      for w, results in runs],
+        "rounds": max((len(orders) for _w, _r, orders in runs), default=1),
+        "workloads": [{"workload": workload_settings(w), "round_orders": orders,
+                       "results": results}
+                      for w, results, orders in runs],
     }
 
 
@@ -61,13 +72,19 @@ def _quantiles(lat: dict) -> str:
     return " / ".join(_fmt(lat[k]) for k, _ in QUANTILES)
 
 
-def rows(results: list[dict]) -> list[list[str]]:
+def run_label(r: dict, rounds: int = 1) -> str:
+    """The driver, and its round when there are several."""
+    return r["driver"] if rounds <= 1 else f"{r['driver']} (round {r.get('round', 0) + 1})"
+
+
+def rows(results: list[dict], rounds: int = 1) -> list[list[str]]:
     out = []
     for r in results:
         if r["status"] != "ok":
-            out.append([r["driver"], f"{r['status']}: {r['reason']}"] + [""] * (len(HEADERS) - 2))
+            out.append([run_label(r, rounds), f"{r['status']}: {r['reason']}"]
+                       + [""] * (len(HEADERS) - 2))
             continue
-        out.append([r["driver"], f"{r['publish_rate']:,.0f}", _fmt(r["publish_mb_s"], 1),
+        out.append([run_label(r, rounds), f"{r['publish_rate']:,.0f}", _fmt(r["publish_mb_s"], 1),
                     f"{r['consume_rate']:,.0f}", _fmt(r["consume_mb_s"], 1),
                     _quantiles(r["publish_latency_ms"]), _quantiles(r["e2e_latency_ms"]),
                     f"{r['missing']:,}"])
@@ -80,17 +97,59 @@ TARGET_FIGURES = {"publish_rate": ("publish rate", "msg/s", lambda r: r["publish
                                  "<=")}
 
 
+# The figures of the rounds table (and of docs/performance.md's headline):
+# (heading, how to get it from a result).
+ROUND_FIGURES = (("Consume msg/s", lambda r: r["consume_rate"]),
+                 ("End-to-end p50 ms", lambda r: r["e2e_latency_ms"].get("p50")),
+                 ("End-to-end p99 ms", lambda r: r["e2e_latency_ms"].get("p99")))
+
+
+def over_rounds(results: list[dict]) -> dict:
+    """Per driver (in first-run order), per figure of ROUND_FIGURES: the
+    values of its rounds that ran, as (median, min, max, [values]), or None
+    when no round of it ran."""
+    out: dict = {}
+    for r in results:
+        out.setdefault(r["driver"], [])
+        if r["status"] == "ok":
+            out[r["driver"]].append(r)
+    spread = {}
+    for driver, ok in out.items():
+        figures = {}
+        for heading, get in ROUND_FIGURES:
+            values = [v for v in (get(r) for r in ok) if v is not None]
+            figures[heading] = ((statistics.median(values), min(values), max(values), values)
+                                if values else None)
+        spread[driver] = figures
+    return spread
+
+
+def median_and_spread(figure) -> str:
+    """"50,020 (49,800-50,100)": the median, then the lowest and highest round."""
+    if figure is None:
+        return "-"
+    median, low, high, _values = figure
+    return f"{_fmt(median)} ({_fmt(low)}-{_fmt(high)})"
+
+
+def round_rows(results: list[dict]) -> list[list[str]]:
+    return [[driver, str(len((figs["Consume msg/s"] or (0, 0, 0, []))[3]))]
+            + [median_and_spread(figs[h]) for h, _get in ROUND_FIGURES]
+            for driver, figs in over_rounds(results).items()]
+
+
 def target_rows(workload: dict, results: list[dict]) -> list[list[str]]:
-    """Driver, figure, target, measured, met: one row per target of the workload."""
-    by_driver = {r["driver"]: r for r in results}
+    """Driver, figure, target, measured, met: one row per target of the
+    workload; over several rounds the measured figure is their median."""
     out = []
     for driver, wanted in (workload.get("targets") or {}).items():
-        r = by_driver.get(driver)
+        ok = [r for r in results if r["driver"] == driver and r["status"] == "ok"]
         for key, target in wanted.items():
             name, unit, get, sense = TARGET_FIGURES[key]
-            measured = get(r) if r is not None and r["status"] == "ok" else None
+            values = [v for v in (get(r) for r in ok) if v is not None]
+            measured = statistics.median(values) if values else None
             if measured is None:
-                met = "not run" if r is None or r["status"] != "ok" else "n/a"
+                met = "not run" if not ok else "n/a"
                 shown = "-"
             else:
                 met = "yes" if (measured >= target if sense == ">=" else measured <= target) else "NO"
@@ -99,13 +158,30 @@ def target_rows(workload: dict, results: list[dict]) -> list[list[str]]:
     return out
 
 
+def warmed_text(m: dict) -> str:
+    warmed = m.get("warm_memory")
+    if not warmed:
+        return "memory not warmed before the first run (a cold start)"
+    return (f"{human_bytes(warmed['bytes'])} of memory warmed before the first run, in "
+            f"{warmed['seconds']:.2f} s" + ("" if warmed.get("ok") else " (it failed)"))
+
+
+def machine_rows(results: list[dict], rounds: int = 1) -> list[str]:
+    """One bullet per driver run: the machine's state over it."""
+    return [f"- {run_label(r, rounds)}: {machine_summary(r['machine'])}"
+            for r in results if r.get("machine") and r["status"] != "skipped"]
+
+
 def markdown(doc: dict) -> str:
     m = doc["machine"]
     cores = m.get("logical_cores")
+    rounds = doc.get("rounds", 1)
     lines = [f"# kafkalite bench: {doc['timestamp']}", "",
              f"Machine: {m.get('cpu_model')}, {cores} logical core(s), Python {m.get('python')}; "
              f"load average at start {m.get('load_average_at_start')}, at end "
-             f"{m.get('load_average_at_end')}. Command: `{doc['command']}`.", ""]
+             f"{m.get('load_average_at_end')}; free page reporting "
+             f"{m.get('free_page_reporting') or 'none'}; {warmed_text(m)}. "
+             f"Command: `{doc['command']}`.", ""]
     for entry in doc["workloads"]:
         w = entry["workload"]
         rate = "max rate (closed loop)" if w["producer_rate"] == 0 else \
@@ -120,7 +196,18 @@ def markdown(doc: dict) -> str:
                   f"{w['message_size']} B messages, {w['key_distributor']}, "
                   f"{w['producers']} producer(s), {w['consumers']} consumer(s), {rate}; "
                   f"{phases}.", "",
-                  markdown_table(rows(entry["results"]), HEADERS), ""]
+                  markdown_table(rows(entry["results"], rounds), HEADERS), ""]
+        if rounds > 1:
+            order = "; ".join(f"round {i + 1}: {', '.join(o)}"
+                              for i, o in enumerate(entry.get("round_orders", [])))
+            lines += [f"Over {rounds} rounds (each a fresh server per driver, the driver going "
+                      f"first rotated a round: {order}): median (lowest-highest round).", "",
+                      markdown_table(round_rows(entry["results"]),
+                                     ["Driver", "Rounds"] + [h for h, _g in ROUND_FIGURES]),
+                      ""]
+        machine = machine_rows(entry["results"], rounds)
+        if machine:
+            lines += ["The machine over each run (start -> end):", "", *machine, ""]
         targets = target_rows(w, entry["results"])
         if targets:
             lines += ["Targets (DESIGN.md; information, never a failure):", "",
@@ -142,6 +229,7 @@ _LEGEND_OUTSIDE = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderax
 def throughput_figure(plt, workload: dict, results: list[dict]):
     """Publish and consume rate over time, one colour per driver (warm-up shaded)."""
     fig, ax = plt.subplots(figsize=(11, 4.2), layout="constrained")
+    rounds = 1 + max((r.get("round", 0) for r in results), default=0)
     for i, r in enumerate(x for x in results if x["status"] == "ok"):
         s = r["series"]
         w = s["bucket_s"]
@@ -153,7 +241,7 @@ def throughput_figure(plt, workload: dict, results: list[dict]):
                 # logarithm: a gap in the line, not a plunge to the axis
                 ax.plot([(j + 0.5) * w for j in range(len(ys))],
                         [y if y > 0 else float("nan") for y in ys], style, color=color,
-                        label=f"{r['driver']} {what}", linewidth=1.3)
+                        label=f"{run_label(r, rounds)} {what}", linewidth=1.3)
     if workload["warmup_seconds"]:
         ax.axvspan(0, workload["warmup_seconds"], color="0.9", zorder=0, label="warm-up")
     ax.set_yscale("log")
@@ -168,6 +256,7 @@ def throughput_figure(plt, workload: dict, results: list[dict]):
 def latency_figure(plt, workload: dict, results: list[dict]):
     """Publish and end-to-end p50 / p99 / p99.9 / max of each driver, side by side."""
     ok = [r for r in results if r["status"] == "ok"]
+    rounds = 1 + max((r.get("round", 0) for r in results), default=0)
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True, layout="constrained")
     width = 0.8 / len(QUANTILES)
     for ax, key, title in ((axes[0], "publish_latency_ms", "publish latency"),
@@ -177,7 +266,7 @@ def latency_figure(plt, workload: dict, results: list[dict]):
             ys = [(r[key].get(q) or 0) for r in ok]
             ax.bar(xs, [max(y, 1e-3) for y in ys], width, label=label, color=f"C{qi}")
         ax.set_xticks(range(len(ok)))
-        ax.set_xticklabels([r["driver"] for r in ok], rotation=30, ha="right", fontsize=8)
+        ax.set_xticklabels([run_label(r, rounds) for r in ok], rotation=30, ha="right", fontsize=8)
         ax.set_yscale("log")
         ax.set_title(title)
         ax.grid(axis="y", alpha=0.3, which="both")

@@ -33,6 +33,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--work-dir", metavar="DIR",
                    help="where the servers' temporary data directories are made "
                         "(default: the system temp dir); removed after each run")
+    p.add_argument("--rounds", type=int, default=1, metavar="N",
+                   help="run each workload's drivers N times, a fresh server each run, the "
+                        "driver going first rotated a round; every round counts and results.md "
+                        "gives the median and min-max over them (default: 1)")
+    p.add_argument("--warm-memory", metavar="SIZE",
+                   help="before the first run, write SIZE of memory (e.g. 4G) in a child "
+                        "process and free it, so that a VM's host backs it again (free page "
+                        "reporting); off by default, so that figures show a cold start; "
+                        "recorded in results.json")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.add_argument("--list-drivers", action="store_true",
                    help="list the drivers and whether each can run here, then exit")
@@ -57,6 +66,18 @@ def run(args) -> int:
         raise ValueError(f"--duration must be > 0, not {args.duration:g}")
     if args.warmup is not None and args.warmup < 0:
         raise ValueError(f"--warmup must be >= 0, not {args.warmup:g}")
+    if args.rounds < 1:
+        raise ValueError(f"--rounds must be >= 1, not {args.rounds}")
+    warm = None
+    if args.warm_memory is not None:
+        from kafkalite.bench.measure import parse_size
+        try:
+            warm = parse_size(args.warm_memory)
+        except ValueError:
+            raise ValueError(f"--warm-memory takes a size such as 512M or 4G, "
+                             f"not {args.warm_memory!r}") from None
+        if warm <= 0:
+            raise ValueError(f"--warm-memory must be > 0, not {args.warm_memory}")
     drivers = [d.strip() for d in args.drivers.split(",") if d.strip()] if args.drivers else None
     for d in drivers or ():
         driver_class(d)
@@ -64,7 +85,7 @@ def run(args) -> int:
                  for p in args.workloads]
     out = args.out or f"kafkalite-bench-{datetime.datetime.now():%Y%m%d-%H%M%S}"
     doc = run_bench(workloads, out, drivers=drivers, work_dir=args.work_dir,
-                    progress=not args.no_progress)
+                    progress=not args.no_progress, rounds=args.rounds, warm_memory=warm)
     failed = [f"{e['workload']['name']}/{r['driver']}" for e in doc["workloads"]
               for r in e["results"] if r["status"] == "failed"]
     if failed:

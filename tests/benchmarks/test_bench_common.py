@@ -4,6 +4,7 @@ of a round take turns going first, each round keeps its load average,
 puts a figure beside its peer with the ratio. No process, no timing."""
 import importlib.util
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -65,3 +66,28 @@ def test_table_puts_a_figure_beside_its_peer_with_the_ratio(common):
                                               met=True)])
     assert met.splitlines()[0].split()[-2:] == ["target", "met"]
     assert met.splitlines()[2].split()[-3:] == ["<=", "peer", "yes"]
+
+
+def test_each_round_keeps_the_machine_state_over_it(common, capsys):
+    def run(side):
+        block = bytearray(4 << 20)
+        block[::4096] = b"\1" * len(block[::4096])     # fresh pages written: faults
+        until = time.monotonic() + 0.05                 # CPU time passes: steal has a share
+        while time.monotonic() < until:
+            pass
+        return side
+    rounds = common.alternating(("ours", "peer"), 2, run)
+    assert len(rounds.machine) == 2
+    for change in rounds.machine:
+        assert change["pgfault"] > 0 and 0 <= change["steal_pct"] <= 100
+        assert change["MemAvailable_end"] > 0 and len(change["load_average_end"]) == 3
+    assert rounds.as_dict()["machine"] == rounds.machine
+    assert capsys.readouterr().err.count("machine: load ") == 2
+
+
+def test_every_script_takes_warm_memory_off_by_default(common):
+    p = common.parser("A benchmark.")
+    common.add_rounds(p, 3)
+    args = common.parse(p, [])
+    assert args.warm_memory is None       # a cold start unless asked (given, it starts a child)
+    assert "--warm-memory SIZE" in p.format_help()
