@@ -9,6 +9,8 @@ layout, the topic being the source of truth.
 - schemas.py: parsing and the stored and canonical form of each type;
 - compatibility.py: the seven compatibility levels and each type's rules;
 - store.py: the state rebuilt from ``_schemas`` and the one writer of it;
+- leader.py: which of the cluster's registries writes, and the others'
+  forwarding of writes to it;
 - authorization.py: what each route asks of the server's ACLs for the
   user logged in (a subject is the TOPIC resource ``subject:<name>``);
 - rest.py: the HTTP handlers (a WSGI app).
@@ -35,10 +37,21 @@ from kafkalite.confluent_http import lazy_app
 
 def make_app(bootstrap: str, owner_key_file: str | None = None):
     """The registry of the node at ``bootstrap`` as a WSGI app (with a
-    ``close()``) that imports the registry (rest.py and the modules under
-    it) at its first request, not on the server's way to ready: what
-    ``kafkalite server`` hands the supervisor."""
+    ``close()``, and ``advertise(url)``: where it is served, once bound)
+    that imports the registry (rest.py and the modules under it) at its
+    first request, not on the server's way to ready: what ``kafkalite
+    server`` hands the supervisor."""
+    where: dict = {}
+
     def build():
         from kafkalite.registry import rest
-        return rest.make_app(bootstrap, owner_key_file)
-    return lazy_app(build)
+        where["app"] = rest.make_app(bootstrap, owner_key_file, where.get("url"))
+        return where["app"]
+
+    def advertise(url: str) -> None:
+        where["url"] = url
+        if "app" in where:
+            where["app"].store.url = url
+    app = lazy_app(build)
+    app.advertise = advertise
+    return app

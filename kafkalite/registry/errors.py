@@ -28,9 +28,11 @@ INVALID_COMPATIBILITY_LEVEL = 42203
 INVALID_MODE = 42204
 OPERATION_NOT_PERMITTED = 42205
 REFERENCE_EXISTS = 42206
-INTERNAL_ERROR = 50001
+STORE_ERROR = 50001
 STORE_TIMEOUT = 50002
-STORE_ERROR = 50003
+FORWARDING_ERROR = 50003           # "Error while forwarding the request to the primary"
+UNKNOWN_LEADER = 50004             # the write reached a registry that no longer leads
+INTERNAL_ERROR = 500               # rest-utils' answer to an unexpected exception
 
 
 class RegistryError(ConfluentError):

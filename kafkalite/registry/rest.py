@@ -9,6 +9,10 @@ a request body may be that, ``application/json`` or untyped. An error is
 a path this API does not have is 404 (error_code 404), a method it has
 not for that path 405, a body that is not JSON 400.
 
+A write (register, a delete, a config or mode change) is made by the
+registry that leads, the others forwarding it (leader.py); reads are
+answered here.
+
 Who may call: metrics.py's HTTP server threads, any number at once (the
 store serializes them). With security on the server wraps this app in
 http_login.py's login; this module does not authenticate, and asks the
@@ -22,7 +26,7 @@ import re
 from urllib.parse import parse_qs, unquote
 
 from kafkalite.protocol.enums import AclOperation as Op
-from kafkalite.registry import compatibility, schemas
+from kafkalite.registry import compatibility, leader, schemas
 from kafkalite.registry.authorization import FILTERED, OPEN, Access, Rule
 from kafkalite.registry.errors import (INTERNAL_ERROR, INVALID_VERSION,
                                        SUBJECT_LEVEL_COMPATIBILITY_NOT_CONFIGURED,
@@ -41,14 +45,16 @@ _STATUS = {200: "200 OK", 400: "400 Bad Request", 401: "401 Unauthorized",
            422: "422 Unprocessable Entity", 500: "500 Internal Server Error"}
 
 
-def make_app(bootstrap: str, owner_key_file: str | None = None) -> "RegistryApp":
+def make_app(bootstrap: str, owner_key_file: str | None = None,
+             url: str | None = None) -> "RegistryApp":
     """The registry of the node at ``bootstrap`` (its native port), whose
-    clients connect with the owner's key pair when security is on: what
-    ``kafkalite server`` hands the supervisor to serve. Nothing connects
-    before the first request."""
+    clients connect with the owner's key pair when security is on, served
+    at ``url`` (where the other registries forward writes to it while it
+    leads): what ``kafkalite server`` hands the supervisor to serve.
+    Nothing connects before the first request."""
     from kafkalite.client.config import owner_config
     return RegistryApp(SchemaStore({**owner_config({"owner.key_file": owner_key_file}),
-                                    "bootstrap.servers": bootstrap}))
+                                    "bootstrap.servers": bootstrap}, url=url))
 
 
 class _HttpError(RegistryError):
@@ -69,6 +75,8 @@ class RegistryApp:
         # the first match answers
         W, R, D = Rule(Op.WRITE), Rule(Op.READ), Rule(Op.DELETE)
         DC, AC = Rule(Op.DESCRIBE_CONFIGS), Rule(Op.ALTER_CONFIGS)
+        self.writes = {self.register, self.delete_version, self.delete_subject,
+                       self.put_config, self.delete_config, self.put_mode, self.delete_mode}
         self.routes = [(m, re.compile(p + "$"), h, rule) for m, p, h, rule in (
             ("GET", r"/?", self.root, OPEN),
             ("GET", r"/schemas/types/?", self.schema_types, OPEN),
@@ -117,7 +125,9 @@ class RegistryApp:
             log.exception("schema registry: %s %s", method, path)
             status, body = 500, {"error_code": INTERNAL_ERROR,
                                  "message": "Internal Server Error (see the server's log)"}
-        raw = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+        # bytes: a leader's answer to a forwarded write, as it gave it
+        raw = body if isinstance(body, bytes) else \
+            body.encode() if isinstance(body, str) else json.dumps(body).encode()
         start_response(_STATUS.get(status, f"{status} Error"),
                        [("Content-Type", CONTENT_TYPE), ("Content-Length", str(len(raw)))])
         return [raw] if method != "HEAD" else []
@@ -135,7 +145,11 @@ class RegistryApp:
             args = [unquote(a) for a in m.groups()]
             access = Access(environ)
             access.apply(rule, args)            # before the body is read: 40301 costs nothing
-            body = self._body(environ) if method in ("POST", "PUT") else None
+            raw = self._raw_body(environ) if method in ("POST", "PUT") else b""
+            body = self._parse(raw) if method in ("POST", "PUT") else None
+            if handler in self.writes:
+                return leader.serve_write(self.store, environ, raw,
+                                          lambda: handler(*args, query=query, body=body))
             if rule.filtered:
                 return 200, handler(*args, query=query, body=body, access=access)
             return 200, handler(*args, query=query, body=body)
@@ -145,7 +159,7 @@ class RegistryApp:
         raise _HttpError(404, f"HTTP 404 Not Found: no such path {path}")
 
     @staticmethod
-    def _body(environ) -> dict:
+    def _raw_body(environ) -> bytes:
         try:
             length = int(environ.get("CONTENT_LENGTH") or 0)
         except ValueError:
@@ -153,7 +167,10 @@ class RegistryApp:
         if length > MAX_BODY_BYTES:
             raise _HttpError(413, f"a request body of {length} bytes is over the "
                                   f"{MAX_BODY_BYTES} bytes this registry takes")
-        raw = environ["wsgi.input"].read(length) if length > 0 else b""
+        return environ["wsgi.input"].read(length) if length > 0 else b""
+
+    @staticmethod
+    def _parse(raw: bytes) -> dict:
         if not raw.strip():
             return {}
         try:

@@ -19,6 +19,12 @@ deleted schema's records and with them the proof that its id was given::
     {"keytype":"MAX_ID","magic":0} -> {"id":N}  (written before a permanent
         delete of the highest id: the next id is past it all the same)
 
+and one more, naming the registry that writes (leader.py says how one
+becomes it and how the others forward to it)::
+
+    {"keytype":"LEADER","magic":0} -> {"url":U,"instance":I}  (U: where the
+        others forward writes; I: the process, so a restart is told apart)
+
 Invariants:
 
 - ids are never reused: the next id is one past the highest id any
@@ -27,16 +33,26 @@ Invariants:
   acks=all, then the registry reads the topic up to its end before it
   answers, so it applies its own writes the way it applies a restart's
   replay (and is never behind them); before each write it reads to the
-  end too, so a decision is made on the latest state; reads are served
-  from memory once the topic was read at the first request;
-- one writer per node: every read and write holds ``lock``.
+  end too, so a decision is made on the latest state;
+- one writer among every registry on the topic: writes go through a
+  transactional producer of one transactional id (LEADER_TRANSACTIONAL_ID),
+  which a registry takes (``take_over``: InitProducerId, the broker bumps
+  the epoch and aborts what the previous holder left open) before it reads
+  the topic to its end and decides anything. A registry that lost the id
+  (another took it: a leader move, a cut) has its next commit refused by
+  the broker (fenced), so no two registries ever decide the same next id
+  on the same state; the topic is read ``read_committed``, so a fenced
+  writer's aborted records are never applied;
+- the leader serves reads from memory (every write is its own); any other
+  registry reads the topic to its end before it answers (``read``);
+- within a process every read and write holds ``lock``.
 
 Soft deletes rewrite each version's SCHEMA record with ``deleted: true``
 (and a subject's also writes DELETE_SUBJECT, as Confluent does), so a
 replay of a compacted topic gives the same state.
 
 Who may call: rest.py's request threads (any number; the lock serializes
-them). The clients (producer, consumer, admin) are created on the first
+them), after leader.py routed a write here. The clients (producer, consumer, admin) are created on the first
 request, so a server answers its first HTTP request once its brokers are up.
 """
 from __future__ import annotations
@@ -45,6 +61,7 @@ import json
 import logging
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 
 from kafkalite.registry import compatibility, schemas
@@ -53,7 +70,7 @@ from kafkalite.registry.errors import (INCOMPATIBLE_SCHEMA, INVALID_COMPATIBILIT
                                        SCHEMA_VERSION_NOT_SOFT_DELETED,
                                        SCHEMA_VERSION_SOFT_DELETED, STORE_ERROR, STORE_TIMEOUT,
                                        SUBJECT_NOT_SOFT_DELETED, SUBJECT_SOFT_DELETED,
-                                       RegistryError, schema_not_found, subject_not_found,
+                                       UNKNOWN_LEADER, RegistryError, schema_not_found, subject_not_found,
                                        version_not_found)
 
 log = logging.getLogger("kafkalite.registry")
@@ -63,6 +80,17 @@ MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 DEFAULT_MODE = "READWRITE"
 STORE_TIMEOUT_S = 30.0
 CATCH_UP_FETCH_WAIT_MS = 10
+# the one transactional id every registry on the cluster writes _schemas with:
+# whoever took it last is the leader, and the broker fences the one before
+LEADER_TRANSACTIONAL_ID = "_schemas-leader"
+
+
+class NotLeader(RegistryError):
+    """This registry's write was fenced: another registry took the
+    transactional id (it leads now). Nothing of the write was applied."""
+
+    def __init__(self, message: str):
+        super().__init__(UNKNOWN_LEADER, message)
 
 
 @dataclass
@@ -92,6 +120,7 @@ class RegistryState:
     configs: dict = field(default_factory=dict)              # subject | None -> level
     modes: dict = field(default_factory=dict)                # subject | None -> mode
     max_id: int = 0
+    leader: dict | None = None                               # {"url", "instance"}
 
     def apply(self, key: dict, value: dict | None) -> None:
         kind = key.get("keytype")
@@ -136,6 +165,8 @@ class RegistryState:
                     v.deleted = True
         elif kind == "MAX_ID" and value is not None:
             self.max_id = max(self.max_id, int(value["id"]))
+        elif kind == "LEADER":
+            self.leader = value
 
     def _parse(self, stored: StoredSchema) -> schemas.ParsedSchema | None:
         try:
@@ -215,8 +246,8 @@ class RegistryState:
 def _key(keytype: str, subject=None, version=None) -> dict:
     if keytype == "SCHEMA":
         return {"keytype": "SCHEMA", "subject": subject, "version": version, "magic": 1}
-    if keytype == "MAX_ID":
-        return {"keytype": "MAX_ID", "magic": 0}
+    if keytype in ("MAX_ID", "LEADER"):
+        return {"keytype": keytype, "magic": 0}
     return {"keytype": keytype, "subject": subject, "magic": 0}
 
 
@@ -231,17 +262,24 @@ def _schema_value(subject: str, version: int, stored: StoredSchema, deleted: boo
 
 
 class SchemaStore:
-    """The state and the writer of ``_schemas``, for one node.
+    """The state of ``_schemas`` for one registry, and its writer while
+    this registry leads.
 
     ``client_config``: the kafkalite client properties to reach the node
-    (``bootstrap.servers``, and the owner's key pair with security on)."""
+    (``bootstrap.servers``, and the owner's key pair with security on).
+    ``url``: where the other registries reach this one (set once it is
+    served: the port may be chosen at bind time)."""
 
-    def __init__(self, client_config: dict, replication_factor: int = -1):
+    def __init__(self, client_config: dict, replication_factor: int = -1,
+                 url: str | None = None):
         self.client_config = dict(client_config)
         self.replication_factor = replication_factor
+        self.url = url
+        self.instance = uuid.uuid4().hex
         self.state = RegistryState()
         self.lock = threading.RLock()
-        self._producer = None
+        self.leading = False            # this process holds the transactional id
+        self._producer = None           # transactional, created by take_over
         self._consumer = None
         self._tp = None
         self._position = 0
@@ -276,13 +314,14 @@ class SchemaStore:
         # a ListOffsets waits on the connection behind a long-polling fetch:
         # a short fetch wait keeps catch_up's look at the end of the topic short
         self._consumer = Consumer({**self.client_config, "enable.auto.commit": False,
+                                   "isolation.level": "read_committed",
                                    "fetch.max.wait.ms": CATCH_UP_FETCH_WAIT_MS})
         self._consumer.assign([self._tp])
-        self._producer = Producer({**self.client_config, "acks": "all",
-                                   "enable.idempotence": True})
 
     def catch_up(self) -> None:
-        """Read ``_schemas`` to its end (its high watermark now) and apply it."""
+        """Read ``_schemas`` to its end (its last stable offset now) and
+        apply it; a LEADER record naming another process ends this one's
+        leading."""
         with self.lock:
             if self._consumer is None:
                 try:
@@ -303,7 +342,6 @@ class SchemaStore:
                 for msg in self._consumer.consume(min(high - self._position, 1000), 0.5):
                     if msg.error():
                         raise RegistryError(STORE_ERROR, f"{SCHEMAS_TOPIC}: {msg.error()}")
-                    self._position = msg.offset() + 1
                     try:
                         key = json.loads(msg.key())
                         value = json.loads(msg.value()) if msg.value() is not None else None
@@ -313,34 +351,90 @@ class SchemaStore:
                         continue
                     if isinstance(key, dict):
                         self.state.apply(key, value)
+                # past the records and the transactions' markers read so far
+                self._position = max(self._position,
+                                     self._consumer.position([self._tp])[0].offset)
+            leader = self.state.leader
+            if self.leading and (leader is None or leader.get("instance") != self.instance):
+                self._lose_leadership()
+
+    def take_over(self) -> None:
+        """Become the leader: take the transactional id (the broker fences
+        the previous holder and aborts what it left open), read the topic
+        to its end (now everything the previous leader committed), and
+        name this registry in a LEADER record."""
+        from kafkalite.client import Producer
+        with self.lock:
+            self.catch_up()                 # the consumer (and _schemas) exist
+            self._lose_leadership()
+            producer = Producer({**self.client_config, "acks": "all",
+                                 "enable.idempotence": True,
+                                 "transactional.id": LEADER_TRANSACTIONAL_ID})
+            try:
+                producer.init_transactions(STORE_TIMEOUT_S)
+            except Exception as exc:
+                producer.close(1)
+                raise RegistryError(STORE_ERROR, f"taking the {SCHEMAS_TOPIC} writer's "
+                                                 f"transactional id: {exc}") from None
+            self._producer = producer
+            self.catch_up()
+            self.leading = True
+            self._write([(_key("LEADER"), {"url": self.url, "instance": self.instance})])
+            log.info("schema registry %s leads (writes %s)", self.url or "(no url)",
+                     SCHEMAS_TOPIC)
+
+    def _lose_leadership(self) -> None:
+        self.leading = False
+        if self._producer is not None:
+            try:
+                self._producer.close(1)
+            except Exception:
+                pass
+            self._producer = None
 
     def _write(self, records: list[tuple[dict, dict | None]]) -> None:
-        """Produce ``records`` with acks=all, then read them back."""
+        """Produce ``records`` in one transaction with acks=all, then read
+        them back. NotLeader when the broker fenced this registry."""
+        if not self.leading:
+            raise NotLeader(f"this registry does not lead: {SCHEMAS_TOPIC} is written by "
+                            f"{(self.state.leader or {}).get('url')}")
         errors = []
 
         def delivered(err, msg):
             if err is not None:
                 errors.append(err)
-        for key, value in records:
-            self._producer.produce(
-                SCHEMAS_TOPIC, key=json.dumps(key, separators=(",", ":")).encode(),
-                value=None if value is None else json.dumps(value, separators=(",", ":")).encode(),
-                partition=0, on_delivery=delivered)
-        left = self._producer.flush(STORE_TIMEOUT_S)
-        if left or errors:
-            raise RegistryError(STORE_TIMEOUT if left else STORE_ERROR,
-                                f"writing to {SCHEMAS_TOPIC}: "
-                                f"{errors[0] if errors else f'{left} record(s) not acknowledged'}")
+        producer = self._producer
+        try:
+            producer.begin_transaction()
+            for key, value in records:
+                producer.produce(
+                    SCHEMAS_TOPIC, key=json.dumps(key, separators=(",", ":")).encode(),
+                    value=(None if value is None
+                           else json.dumps(value, separators=(",", ":")).encode()),
+                    partition=0, on_delivery=delivered)
+            producer.commit_transaction(STORE_TIMEOUT_S)
+        except Exception as exc:
+            if getattr(exc, "fatal", False) or "fenced" in str(exc).lower():
+                self._lose_leadership()
+                raise NotLeader(f"another registry took over {SCHEMAS_TOPIC}: {exc}") from None
+            try:
+                producer.abort_transaction(STORE_TIMEOUT_S)
+            except Exception:
+                self._lose_leadership()     # a writer in doubt takes the id again
+            raise RegistryError(STORE_ERROR, f"writing to {SCHEMAS_TOPIC}: {exc}") from None
+        if errors:
+            raise RegistryError(STORE_ERROR, f"writing to {SCHEMAS_TOPIC}: {errors[0]}")
         self.catch_up()
 
     def _close_clients(self) -> None:
-        for client in (self._producer, self._consumer):
+        self._lose_leadership()
+        for client in (self._consumer,):
             if client is not None:
                 try:
                     client.close()
                 except Exception:
                     pass
-        self._producer = self._consumer = None
+        self._consumer = None
 
     def close(self) -> None:
         with self.lock:
@@ -349,11 +443,11 @@ class SchemaStore:
     # ---- the registry's operations (each under the lock, after a catch-up) ------------------
 
     def read(self):
-        """The state, for a read: use it under ``lock``. Read from the topic
-        at the first call; then served from memory, since every write of
-        it goes through this store (one registry per node) and is applied
-        before it is answered."""
-        if self._consumer is None:
+        """The state, for a read: use it under ``lock``. The leader's is
+        served from memory (every write of the topic is its own, applied
+        before it is answered); any other registry's is the topic read to
+        its end first, so it answers what the leader wrote."""
+        if self._consumer is None or not self.leading:
             self.catch_up()
         return self.state
 

@@ -485,6 +485,10 @@ class Supervisor:
         self.registry_app = self.schema_registry(bootstrap, self.owner_key_file)
         self.registry_http = self._serve_app(self.registry_app, self.config.schema_registry_port,
                                              login, "schema registry")
+        # where the cluster's other registries forward writes while this one leads
+        self.registry_app.advertise(f"{'https' if self.config.http_tls else 'http'}://"
+                                    f"{_bracket(self.config.public_host)}:"
+                                    f"{self.registry_http.server_port}")
 
     def _serve_rest_proxy(self, bootstrap: str, login) -> None:
         """The REST proxy (kafkalite/rest_proxy/) on a port of its own."""
