@@ -288,7 +288,7 @@ class SchemaStore:
 
     def _start(self) -> None:
         from kafkalite.client import OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, \
-            Producer, TopicPartition
+            TopicPartition
         admin = AdminClient(self.client_config)
         try:
             rf = self.replication_factor

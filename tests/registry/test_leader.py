@@ -9,7 +9,6 @@ One server for the module; each test starts its own registries.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
