@@ -4,7 +4,12 @@ answer reads from their own replay. The registries are the node's own and
 standalone ones (``python -m kafkalite.registry``), real processes on real
 ports; kill -9 is SIGKILL of the leader's process.
 
-One server for the module; each test starts its own registries.
+One server for the module; each test starts its own registries. The tests
+run in one xdist group, in this file's order, the node's own registry
+written to only by the last: the first two assert which of their own
+registries leads, and a leader another test left running (the node's)
+would keep the lead. A stopped registry's lead passes on at the next
+write, as a killed one's does.
 """
 from __future__ import annotations
 
@@ -20,6 +25,8 @@ import pytest
 
 from harness import ServerProcess, read_all, wait_until
 from kafkalite.registry.store import SCHEMAS_TOPIC
+
+pytestmark = pytest.mark.xdist_group("registry-leader")
 
 
 @pytest.fixture(scope="module")
@@ -99,42 +106,6 @@ def leader_url(srv) -> str | None:
     return named[-1] if named else None
 
 
-def test_concurrent_registrations_over_every_registry_give_distinct_ids(srv, registries):
-    """Distinct schemas registered at once through four registries (the
-    node's and three standalone ones, eight threads): each gets an id of
-    its own, and every registry answers every id with its schema. Before
-    the leader, each registry decided the next id on its own replay and
-    two of them gave the same id to different schemas."""
-    urls = [srv.info["schema_registry"]] + [r.url for r in registries(3)]
-    given: dict[str, int] = {}
-    failures = []
-
-    def register(thread: int) -> None:
-        for i in range(10):
-            name = f"Race{thread}x{i}"
-            status, answer = call(urls[(thread + i) % len(urls)],
-                                  f"/subjects/race-{thread}-{i}-value/versions",
-                                  {"schema": schema(name)})
-            if status != 200:
-                failures.append((name, status, answer))
-            else:
-                given[name] = answer["id"]
-    threads = [threading.Thread(target=register, args=(t,)) for t in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not failures, failures[:3]
-    assert len(given) == 80
-    reused = {sid: [n for n, s in given.items() if s == sid] for sid in set(given.values())}
-    assert len(set(given.values())) == 80, {s: n for s, n in reused.items() if len(n) > 1}
-    for name, sid in given.items():
-        for url in urls:
-            status, answer = call(url, f"/schemas/ids/{sid}")
-            assert status == 200 and json.loads(answer["schema"])["name"] == name, \
-                (url, sid, name, answer)
-
-
 def test_kill_9_of_the_leader_then_a_survivor_registers_past_every_id(srv, registries):
     """SIGKILL of the leading registry's process: a registration through
     another registry succeeds (it finds the leader gone and takes over)
@@ -188,3 +159,39 @@ def test_a_forwarded_write_carries_the_leaders_error_back_unchanged(srv, registr
     status, answer = call(follower.url, "/subjects/fwd-value/versions", incompatible)
     assert status == 200 and answer["id"] > 0, answer
     assert call(leader.url, "/config/fwd-value") == (200, {"compatibilityLevel": "NONE"})
+
+
+def test_concurrent_registrations_over_every_registry_give_distinct_ids(srv, registries):
+    """Distinct schemas registered at once through four registries (the
+    node's and three standalone ones, eight threads): each gets an id of
+    its own, and every registry answers every id with its schema. Before
+    the leader, each registry decided the next id on its own replay and
+    two of them gave the same id to different schemas."""
+    urls = [srv.info["schema_registry"]] + [r.url for r in registries(3)]
+    given: dict[str, int] = {}
+    failures = []
+
+    def register(thread: int) -> None:
+        for i in range(10):
+            name = f"Race{thread}x{i}"
+            status, answer = call(urls[(thread + i) % len(urls)],
+                                  f"/subjects/race-{thread}-{i}-value/versions",
+                                  {"schema": schema(name)})
+            if status != 200:
+                failures.append((name, status, answer))
+            else:
+                given[name] = answer["id"]
+    threads = [threading.Thread(target=register, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not failures, failures[:3]
+    assert len(given) == 80
+    reused = {sid: [n for n, s in given.items() if s == sid] for sid in set(given.values())}
+    assert len(set(given.values())) == 80, {s: n for s, n in reused.items() if len(n) > 1}
+    for name, sid in given.items():
+        for url in urls:
+            status, answer = call(url, f"/schemas/ids/{sid}")
+            assert status == 200 and json.loads(answer["schema"])["name"] == name, \
+                (url, sid, name, answer)
