@@ -221,8 +221,10 @@ class RemoteLog:
         new ids at a later call."""
         finished = 0
         while True:
-            finished += self._finish_copies(wait)
-            self._delete_abandoned(wait)
+            try:
+                finished += self._finish_copies(wait)
+            finally:
+                self._delete_abandoned(wait)
             if self._copying or not start:
                 return finished
             todo = []
@@ -256,7 +258,6 @@ class RemoteLog:
                     later.cancel()
                     self._abandon(later_meta)
                 self._copying.clear()
-                self._delete_abandoned(wait)
                 raise
             self.metadata.update_state(meta.id, S.COPY_SEGMENT_FINISHED, self._clock())
             REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.COPY_BYTES, meta.size)
@@ -604,6 +605,9 @@ class RemoteLog:
 
     def close(self) -> None:
         self._wait_for_copy()
+        for future in self._deleting.values():
+            future.cancel()     # not waited for: the entries stay listed, the next open deletes
+        self._deleting.clear()
         self._wait_for_reads()
         for seg in self._cache.values():
             seg.delete()
