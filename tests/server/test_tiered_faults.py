@@ -169,9 +169,16 @@ def _stored_copies(partition) -> dict[str, set[str]]:
 
 
 def _local_segments(directory) -> list[tuple[int, int]]:
-    """(base offset, bytes) of each local segment's .log, the active one last."""
-    return sorted((int(n[:-4]), os.path.getsize(os.path.join(directory, n)))
-                  for n in os.listdir(directory) if n.endswith(".log") and n[:-4].isdigit())
+    """(base offset, bytes) of each local segment's .log, the active one last
+    (one that local retention deletes meanwhile is left out)."""
+    found = []
+    for name in os.listdir(directory):
+        if name.endswith(".log") and name[:-4].isdigit():
+            try:
+                found.append((int(name[:-4]), os.path.getsize(os.path.join(directory, name))))
+            except FileNotFoundError:
+                pass
+    return sorted(found)
 
 
 def _scrape(srv, topic) -> dict:
@@ -338,7 +345,7 @@ def test_kill_9_of_the_copying_worker_loses_no_segment_and_leaves_no_orphan(tmp_
             producer.start()
             directory = _partition_dir(srv, topic)
             partition = os.path.basename(directory)
-            landed = {"putting": 0, "put": 0}
+            landed = {"putting": 0, "put": 0}      # unfinished copies a kill found
             for kill in range(KILL_ROUNDS):
                 started = wait_until(
                     lambda: [e for e in _metadata(directory)
@@ -366,8 +373,9 @@ def test_kill_9_of_the_copying_worker_loses_no_segment_and_leaves_no_orphan(tmp_
                     {e["id"] for e in _metadata(directory)}
                     for name in _bucket_copies(s3, partition)), 30,
                     f"the copies kill {kill + 1} interrupted cleaned up (seed {SEED})")
-            print(f"{KILL_ROUNDS} kills: {landed['putting']} copies killed while putting "
-                  f"their objects, {landed['put']} put and not yet finished (seed {SEED})")
+            print(f"{KILL_ROUNDS} kills found {landed['putting']} copies unfinished without "
+                  f"their segment.log in the bucket (being put or queued) and {landed['put']} "
+                  f"put but not yet COPY_SEGMENT_FINISHED (seed {SEED})")
             producer.finish()
             _check_whole(srv, topic, producer, s3)
         finally:
