@@ -345,7 +345,7 @@ def test_kill_9_of_the_copying_worker_loses_no_segment_and_leaves_no_orphan(tmp_
             producer.start()
             directory = _partition_dir(srv, topic)
             partition = os.path.basename(directory)
-            landed = {"putting": 0, "put": 0}      # unfinished copies a kill found
+            landed = {"queued": 0, "partly put": 0, "put": 0}  # unfinished copies a kill found
             for kill in range(KILL_ROUNDS):
                 started = wait_until(
                     lambda: [e for e in _metadata(directory)
@@ -363,7 +363,9 @@ def test_kill_9_of_the_copying_worker_loses_no_segment_and_leaves_no_orphan(tmp_
                 copies = _bucket_copies(s3, partition)
                 for e in unfinished:
                     name = "%020d-%s" % (e["base_offset"], e["id"])
-                    landed["put" if SEGMENT_FILE in copies.get(name, ()) else "putting"] += 1
+                    files = copies.get(name, set())
+                    landed["put" if SEGMENT_FILE in files else "partly put" if files
+                           else "queued"] += 1
                 srv.wait_for_worker_restart(leader, pid, 30)
                 gone = {e["id"] for e in unfinished} | {e["id"] for e in started}
                 wait_until(lambda: not any(
@@ -373,9 +375,10 @@ def test_kill_9_of_the_copying_worker_loses_no_segment_and_leaves_no_orphan(tmp_
                     {e["id"] for e in _metadata(directory)}
                     for name in _bucket_copies(s3, partition)), 30,
                     f"the copies kill {kill + 1} interrupted cleaned up (seed {SEED})")
-            print(f"{KILL_ROUNDS} kills found {landed['putting']} copies unfinished without "
-                  f"their segment.log in the bucket (being put or queued) and {landed['put']} "
-                  f"put but not yet COPY_SEGMENT_FINISHED (seed {SEED})")
+            print(f"{KILL_ROUNDS} kills found unfinished copies: {landed['partly put']} "
+                  f"partly put (objects in the bucket, not segment.log), {landed['queued']} "
+                  f"queued (nothing put), {landed['put']} put but not yet "
+                  f"COPY_SEGMENT_FINISHED (seed {SEED})")
             producer.finish()
             _check_whole(srv, topic, producer, s3)
         finally:
