@@ -19,6 +19,9 @@ SETTINGS: dict[str, tuple[float, float, str]] = {
     "KAFKALITE_CLEANER_KILLS": (3, 100, "kill -9 during cleaning (tests/storage/test_cleaner.py)"),
     "KAFKALITE_TIERED_KILLS": (3, 50,
                                "kill -9 while copying to remote storage (tests/storage/test_tiered_log.py)"),
+    "KAFKALITE_TIERED_KILL_ROUNDS": (3, 50,
+                                    "kill -9 of the worker copying a tiered partition to S3 "
+                                    "(tests/server/test_tiered_faults.py)"),
     "KAFKALITE_ICEBERG_TOPIC_KILLS": (3, 50,
                                       "kill -9 of the workers committing an Iceberg topic's table "
                                       "(tests/server/test_iceberg_topics_kills.py)"),

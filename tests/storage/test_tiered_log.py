@@ -325,6 +325,88 @@ def test_a_failed_copy_drops_the_ones_queued_behind_it_and_is_retried(tmp_path, 
         plog.close()
 
 
+class _GoingDown(LocalDirectoryRemoteStorage):
+    """A directory store that, while ``down``, takes a copy's offset index
+    and then fails (an S3 endpoint lost midway: the objects put stay, and
+    the store cannot delete them), and fails every delete."""
+
+    down = False
+
+    def copy_log_segment_data(self, segment_id, base_offset, data):
+        if self.down:
+            final = self._dir(segment_id, base_offset)
+            os.makedirs(final, exist_ok=True)
+            with open(os.path.join(final, "offset.index"), "wb") as f:
+                f.write(b"put before the outage")
+            raise RemoteStorageError(f"the store went down copying segment {base_offset}")
+        super().copy_log_segment_data(segment_id, base_offset, data)
+
+    def delete_log_segment_data(self, segment_id, base_offset):
+        if self.down:
+            raise RemoteStorageError(f"the store is down deleting segment {base_offset}")
+        super().delete_log_segment_data(segment_id, base_offset)
+
+
+def test_what_a_failed_copy_put_is_deleted_once_the_store_is_back(tmp_path, clock):
+    """A copy that fails midway leaves objects the store could not delete:
+    its entry stays (DELETE_SEGMENT_STARTED) until a later call, with the
+    store back, deletes them; the store then holds exactly the listed
+    segments, each once. (Dropping the entry at the failure left them in
+    the store for good, named by no metadata.)"""
+    store = _GoingDown(str(tmp_path / "remote"))
+    plog = PartitionLog.open(str(tmp_path / "t-0"), LogConfig.from_properties(TIERED),
+                             clock=clock, remote_storage=store)
+    try:
+        _fill(plog, clock)
+        before = _raw(plog)
+        store.down = True
+        with pytest.raises(RemoteStorageError, match="went down"):
+            plog.copy_to_remote()
+        assert plog.highest_remote_offset == -1
+        abandoned = RemoteLogMetadataFile(plog.directory).all
+        assert [s.base_offset for s in abandoned] == [
+            seg.base_offset for seg in plog.segments[:-1]], "kept until the store confirms"
+        assert {s.state for s in abandoned} == {RemoteLogSegmentState.DELETE_SEGMENT_STARTED}
+        assert plog.remote.copy_in_flight, "the owner comes back for it"
+        store.down = False
+        assert plog.copy_to_remote() == len(plog.segments) - 1
+        listed = RemoteLogMetadataFile(plog.directory).all
+        assert store.list_segments("t-0") == sorted(
+            "%020d-%s" % (s.base_offset, s.id) for s in listed)
+        assert not plog.remote.copy_in_flight
+        plog.delete_old_segments()
+        assert _raw(plog) == before
+    finally:
+        plog.close()
+
+
+def test_a_partition_opens_while_the_store_is_down(tmp_path, clock):
+    """A copy a kill left unfinished is deleted at the open; with the store
+    down then (a worker restarted during an S3 outage), the partition still
+    opens and serves, the entry kept for a later call to delete."""
+    store = _GoingDown(str(tmp_path / "remote"))
+    config = LogConfig.from_properties(TIERED)
+    plog = PartitionLog.open(str(tmp_path / "t-0"), config, clock=clock, remote_storage=store)
+    _fill(plog, clock)
+    plog.close()
+    RemoteLogMetadataFile(plog.directory).add_copy_started(RemoteLogSegmentMetadata(
+        "deadbeef", 0, 3, 0, ((0, 0),), 500, RemoteLogSegmentState.COPY_SEGMENT_STARTED, 1))
+    os.makedirs(os.path.join(store.root, "t-0", "%020d-deadbeef" % 0))
+    store.down = True
+    again = PartitionLog.open(plog.directory, config, clock=clock, remote_storage=store)
+    try:
+        assert [s.state for s in RemoteLogMetadataFile(again.directory).all] == [
+            RemoteLogSegmentState.DELETE_SEGMENT_STARTED]
+        assert read_all(again, start=0)[0][0] == 0, "the local log serves"
+        store.down = False
+        again.copy_to_remote()
+        assert "%020d-deadbeef" % 0 not in store.list_segments("t-0")
+        assert all(s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+                   for s in RemoteLogMetadataFile(again.directory).all)
+    finally:
+        again.close()
+
+
 def test_read_committed_below_the_local_start_drops_the_aborted_transactions(tiered, clock):
     """The transaction indexes go with their segments: a read_committed read
     of the remote part is told of the aborted transactions there (one whose

@@ -25,6 +25,13 @@ from ``housekeeping`` and ``read``:
   FINISHED is deleted from the store and from the metadata (a kill mid-copy
   loses nothing: the local segment is still there and is copied again),
   a DELETE_SEGMENT_STARTED is deleted again.
+- a copy that fails (the store down, a full disk) is abandoned with those
+  queued behind it: DELETE_SEGMENT_STARTED, and the store's delete of
+  whatever each put, on the copier thread; an entry goes once the store
+  confirms its delete, and a delete that fails (or one the open could not
+  make) is tried again at each later ``copy_segments``, so the store keeps
+  no object the metadata does not name. No store call of a copy or of its
+  clean-up runs on the owner's thread but at the open.
 
 Who may call: the owner of the partition log, from its thread. The copies
 themselves run on one background thread per process (``kafkalite-remote-copy``):
@@ -146,6 +153,9 @@ class RemoteLog:
         # (COPY_SEGMENT_STARTED), finished in this order
         self._copying: collections.deque[tuple[concurrent.futures.Future,
                                                RemoteLogSegmentMetadata]] = collections.deque()
+        # the store's deletes of abandoned copies under way on the copier thread,
+        # by segment id (their entries are DELETE_SEGMENT_STARTED meanwhile)
+        self._deleting: dict[str, concurrent.futures.Future] = {}
         # downloads under way on a reader's threads (segment id -> future), the
         # reader while the owner reads in the background, and the downloads
         # that failed since (their error goes to the next read of the segment)
@@ -182,15 +192,18 @@ class RemoteLog:
                 log.warning("%s: deleting the remote copy of segment %d that a crash left "
                             "unfinished", self.name, meta.base_offset)
                 self.metadata.update_state(meta.id, S.DELETE_SEGMENT_STARTED, self._clock())
-            if meta.state in (S.COPY_SEGMENT_STARTED, S.DELETE_SEGMENT_STARTED):
-                self.storage.delete_log_segment_data(self._segment_id(meta), meta.base_offset)
-                self.metadata.update_state(meta.id, S.DELETE_SEGMENT_FINISHED, self._clock())
+        # a store that is down does not keep the partition from opening: what
+        # it could not delete stays listed, and is deleted at a later copy call
+        self._delete_abandoned(wait=True)
 
     # ---- copy -----------------------------------------------------------------------------
 
     @property
     def copy_in_flight(self) -> bool:
-        return bool(self._copying)
+        """Copies under way, or abandoned copies whose objects are still to
+        be deleted: the owner calls ``copy_segments`` again soon."""
+        return bool(self._copying or self._deleting) or any(
+            m.state is S.DELETE_SEGMENT_STARTED for m in self.metadata.all)
 
     def copy_segments(self, segments, last_stable_offset: int, epoch_entries, *,
                       wait: bool = False, start: bool = True) -> int:
@@ -201,13 +214,17 @@ class RemoteLog:
         COPIES_QUEUED). With ``wait``, every such segment is copied before
         the call returns; without ``start`` (a leader no more), none is
         started. Returns how many copies finished. A failed copy
-        raises RemoteStorageError: its entry is dropped, and so are the
-        copies queued behind it (finishing them would leave a gap that
-        local retention takes for copied); they are copied again under new
-        ids at a later call."""
+        raises RemoteStorageError: it is abandoned, and so are the copies
+        queued behind it (finishing them would leave a gap that local
+        retention takes for copied), their objects deleted in the
+        background (see ``_delete_abandoned``); they are copied again under
+        new ids at a later call."""
         finished = 0
         while True:
-            finished += self._finish_copies(wait)
+            try:
+                finished += self._finish_copies(wait)
+            finally:
+                self._delete_abandoned(wait)
             if self._copying or not start:
                 return finished
             todo = []
@@ -232,11 +249,14 @@ class RemoteLog:
                 future.result()
             except BaseException:
                 REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.COPY_ERRORS)
-                self._drop(meta, delete_copy=False)     # the store cleaned up after itself
+                # the failed copy may have put some of its objects (a store lost
+                # midway cannot delete them), and those queued behind it may be
+                # under way: all are abandoned, their objects deleted by id on the
+                # copier thread, after them, without holding up this thread
+                self._abandon(meta)
                 for later, later_meta in self._copying:
                     later.cancel()
-                    concurrent.futures.wait([later])
-                    self._drop(later_meta, delete_copy=True)
+                    self._abandon(later_meta)
                 self._copying.clear()
                 raise
             self.metadata.update_state(meta.id, S.COPY_SEGMENT_FINISHED, self._clock())
@@ -246,17 +266,36 @@ class RemoteLog:
             finished += 1
         return finished
 
-    def _drop(self, meta: RemoteLogSegmentMetadata, delete_copy: bool) -> None:
-        """An unfinished copy's entry goes (and its objects, with ``delete_copy``)."""
+    def _abandon(self, meta: RemoteLogSegmentMetadata) -> None:
+        """An unfinished copy will not be finished: DELETE_SEGMENT_STARTED,
+        and ``_delete_abandoned`` deletes whatever of it the store holds."""
         self.metadata.update_state(meta.id, S.DELETE_SEGMENT_STARTED, self._clock())
-        if delete_copy:
+
+    def _delete_abandoned(self, wait: bool) -> None:
+        """The store's deletes of the copies whose entries say
+        DELETE_SEGMENT_STARTED (abandoned, or a delete that a crash or the
+        store interrupted), on the copier thread (behind any copy of the
+        same segment still under way there: one thread, in order); an entry
+        goes (DELETE_SEGMENT_FINISHED) once its delete succeeded, and one
+        that failed is tried again at the next call, so no object the
+        metadata no longer names is left in the store. With ``wait``, the
+        deletes end before the call returns."""
+        for meta in self.metadata.all:
+            if meta.state is S.DELETE_SEGMENT_STARTED and meta.id not in self._deleting:
+                self._deleting[meta.id] = _copier.submit(
+                    self.storage.delete_log_segment_data, self._segment_id(meta),
+                    meta.base_offset)
+        for segment_id, future in list(self._deleting.items()):
+            if not (wait or future.done()):
+                continue
+            del self._deleting[segment_id]
             try:
-                self.storage.delete_log_segment_data(self._segment_id(meta), meta.base_offset)
-            except KafkaStorageError as exc:
-                log.warning("%s: the remote copy of segment %d stays for the next open to "
-                            "delete: %s", self.name, meta.base_offset, exc)
-                return
-        self.metadata.update_state(meta.id, S.DELETE_SEGMENT_FINISHED, self._clock())
+                future.result()
+            except Exception as exc:
+                log.warning("%s: the remote copy %s stays listed for deletion, tried again "
+                            "later: %s", self.name, segment_id, exc)
+                continue
+            self.metadata.update_state(segment_id, S.DELETE_SEGMENT_FINISHED, self._clock())
 
     def _wait_for_copy(self) -> None:
         """Let the copies in flight end (close, delete_all), whatever their outcome."""
@@ -347,6 +386,7 @@ class RemoteLog:
     def delete_all(self) -> None:
         """Every remote segment (the topic is deleted)."""
         self._wait_for_copy()
+        self._delete_abandoned(wait=True)
         for meta in self.metadata.segments:
             self.delete(meta)
         self.close()
@@ -565,6 +605,9 @@ class RemoteLog:
 
     def close(self) -> None:
         self._wait_for_copy()
+        for future in self._deleting.values():
+            future.cancel()     # not waited for: the entries stay listed, the next open deletes
+        self._deleting.clear()
         self._wait_for_reads()
         for seg in self._cache.values():
             seg.delete()

@@ -1,0 +1,471 @@
+"""Tiered storage (KIP-405) under faults, at the server level: real
+``kafkalite server`` processes copying a tiered partition to moto's S3
+server (tests/moto_s3.py), confluent-kafka producing with acks=all the
+whole time.
+
+- The worker leading the partition is killed -9 while its copies are under
+  way (``KAFKALITE_TIERED_KILL_ROUNDS`` rounds, tests/soak.py; the moment
+  in each round from ``KAFKALITE_TIERED_KILL_SEED``, printed) and the
+  supervisor restarts it. Afterwards every acknowledged record reads back
+  from offset 0 once, in order, byte for byte; the remote log metadata
+  lists no segment twice and no two offset ranges overlap; and no copy in
+  the bucket is one the metadata does not name (a killed copy's objects are
+  deleted).
+- The S3 server stops for a while (its listener and open connections
+  closed, started again on the same port with its objects), the outage
+  beginning as a copy has put all of its objects but ``segment.log``:
+  acknowledgements keep coming; copies fail and wait
+  (RemoteCopyErrorsPerSec counts them) while the local disk grows by the
+  rolled segments not copied, which RemoteCopyLagBytes/Segments show on
+  the metrics port; once the store is back the copies resume, the lag
+  goes to 0, the local disk shrinks back, the half copy's objects are
+  deleted, and every record reads back from offset 0.
+
+Each run's checkers (``check_read_back``, ``check_remote_listing``) are
+first shown to catch faults planted in that run's own data."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import random
+import signal
+import threading
+import time
+import urllib.request
+
+import confluent_kafka as ck
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from harness import ServerProcess, stop_server, wait_until
+from moto_s3 import moto_s3_server
+from soak import setting
+
+KILL_ROUNDS = setting("KAFKALITE_TIERED_KILL_ROUNDS")
+SEED = int(os.environ.get("KAFKALITE_TIERED_KILL_SEED", random.randrange(1 << 30)))
+BUCKET = "tiered-faults"
+SEGMENT_BYTES = 16384
+LOCAL_RETENTION_BYTES = 32768
+SEGMENT_FILE = "segment.log"
+ACK_STALL_S = 10.0      # the longest the acknowledgements may stop while the store is down
+
+
+# ---- checkers -----------------------------------------------------------------------------
+
+def check_read_back(acked: dict[int, bytes], read: list[tuple[int, bytes]]) -> list[str]:
+    """What is wrong with ``read`` ((offset, value) from offset 0 to the
+    end) given ``acked`` (offset -> value of each acknowledged record,
+    values unique and starting with their produce sequence number):
+    offsets not 0, 1, 2, ...; a value read twice; an acknowledged record
+    missing or different at its offset; values out of produce order."""
+    problems = []
+    offsets = [o for o, _ in read]
+    if offsets != list(range(len(read))):
+        gap = next((i for i, o in enumerate(offsets) if o != i), len(offsets))
+        problems.append(f"offsets are not 0..{len(read) - 1}: at index {gap} "
+                        f"{offsets[gap:gap + 3]}")
+    seen: dict[bytes, int] = {}
+    for offset, value in read:
+        if value in seen:
+            problems.append(f"{value[:12]!r} read twice, at {seen[value]} and {offset}")
+        seen[value] = offset
+    by_offset = dict(read)
+    for offset, value in sorted(acked.items()):
+        if by_offset.get(offset) != value:
+            problems.append(f"acknowledged offset {offset} ({value[:12]!r}) reads back as "
+                            f"{by_offset.get(offset, b'nothing')[:12]!r}")
+    sequence = [int(v.split(b":", 1)[0]) for _, v in read]
+    if any(b <= a for a, b in zip(sequence, sequence[1:])):
+        problems.append("values out of produce order")
+    return problems[:20]
+
+
+def check_remote_listing(entries: list[dict], copies: dict[str, set[str]]) -> list[str]:
+    """What is wrong with a partition's remote log metadata ``entries``
+    (its file's segments) and the ``copies`` in the bucket (copy name
+    ``<base offset>-<id>`` -> its objects' names): an id listed twice; two
+    readable (COPY_SEGMENT_FINISHED) segments whose offset ranges overlap;
+    a readable segment without its ``segment.log`` in the bucket; a copy in
+    the bucket that no entry names (an orphan)."""
+    problems = []
+    ids = [e["id"] for e in entries]
+    problems += [f"segment {i} listed twice" for i in sorted({i for i in ids if ids.count(i) > 1})]
+    finished = sorted((e for e in entries if e["state"] == "COPY_SEGMENT_FINISHED"),
+                      key=lambda e: e["base_offset"])
+    for before, after in zip(finished, finished[1:]):
+        if after["base_offset"] <= before["end_offset"]:
+            problems.append(f"segments {before['base_offset']}..{before['end_offset']} and "
+                            f"{after['base_offset']}..{after['end_offset']} overlap")
+    names = {"%020d-%s" % (e["base_offset"], e["id"]) for e in entries}
+    for e in finished:
+        name = "%020d-%s" % (e["base_offset"], e["id"])
+        if SEGMENT_FILE not in copies.get(name, ()):
+            problems.append(f"readable segment {name} has no {SEGMENT_FILE} in the bucket")
+    problems += [f"orphaned copy {name} in the bucket: {sorted(files)}"
+                 for name, files in sorted(copies.items()) if name not in names]
+    return problems
+
+
+def _checkers_catch_planted_faults(acked, read, entries, copies) -> None:
+    """Each checker flags a fault planted in this run's data, before its
+    clean verdict on the data counts."""
+    assert check_read_back(acked, read[:5] + read[6:]), "a dropped record"
+    assert check_read_back(acked, read[:6] + read[5:]), "a record read twice"
+    assert check_read_back(acked, read[:5] + [(5, read[6][1]), (6, read[5][1])] + read[7:]), \
+        "two records swapped"
+    assert check_remote_listing(entries + [entries[0]], copies), "an entry listed twice"
+    shifted = dict(entries[1], id="planted", base_offset=entries[0]["end_offset"])
+    planted = {**copies, "%020d-planted" % shifted["base_offset"]: {SEGMENT_FILE}}
+    assert check_remote_listing(entries + [shifted], planted), "overlapping ranges"
+    assert check_remote_listing(entries, {**copies, "%020d-orphan" % 0: {"offset.index"}}), \
+        "an orphaned copy"
+    assert check_remote_listing(entries, {n: f - {SEGMENT_FILE} for n, f in copies.items()}), \
+        "segments missing from the bucket"
+
+
+# ---- what the tests look at ---------------------------------------------------------------
+
+def _partition_dir(srv, topic) -> str:
+    [directory] = glob.glob(os.path.join(srv.data_dir, "**", f"{topic}-0"), recursive=True)
+    return directory
+
+
+def _metadata(directory) -> list[dict]:
+    """The partition's remote log metadata entries (an atomically replaced file)."""
+    try:
+        with open(os.path.join(directory, "remote-log-metadata")) as f:
+            return json.load(f)["segments"]
+    except FileNotFoundError:
+        return []
+
+
+def _highest_remote(entries) -> int:
+    return max((e["end_offset"] for e in entries if e["state"] == "COPY_SEGMENT_FINISHED"),
+               default=-1)
+
+
+def _bucket_copies(s3, partition) -> dict[str, set[str]]:
+    """copy name -> the names of its objects, for every object of ``partition``."""
+    copies: dict[str, set[str]] = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET,
+                                                             Prefix=partition + "/"):
+        for o in page.get("Contents", ()):
+            _, name, file = o["Key"].split("/", 2)
+            copies.setdefault(name, set()).add(file)
+    return copies
+
+
+def _stored_copies(partition) -> dict[str, set[str]]:
+    """_bucket_copies, read from moto's memory in this process (the store's
+    contents while its endpoint is down)."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+    copies: dict[str, set[str]] = {}
+    for key in list(s3_backends[DEFAULT_ACCOUNT_ID]["global"].buckets[BUCKET].keys):
+        if key.startswith(partition + "/"):
+            _, name, file = key.split("/", 2)
+            copies.setdefault(name, set()).add(file)
+    return copies
+
+
+def _local_segments(directory) -> list[tuple[int, int]]:
+    """(base offset, bytes) of each local segment's .log, the active one last
+    (one that local retention deletes meanwhile is left out)."""
+    found = []
+    for name in os.listdir(directory):
+        if name.endswith(".log") and name[:-4].isdigit():
+            try:
+                found.append((int(name[:-4]), os.path.getsize(os.path.join(directory, name))))
+            except FileNotFoundError:
+                pass
+    return sorted(found)
+
+
+def _scrape(srv, topic) -> dict:
+    """{metric name: value} of ``topic``'s tiered-storage metrics on /metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+    text = urllib.request.urlopen(srv.info["metrics"], timeout=5).read().decode()
+    prefix = "kafka_server_brokertopicmetrics_remote"
+    return {s.name[len(prefix):]: s.value for family in text_string_to_metric_families(text)
+            for s in family.samples
+            if s.name.startswith(prefix) and s.labels.get("topic") == topic}
+
+
+def _s3_client(endpoint):
+    import boto3
+    from botocore.config import Config
+    return boto3.client("s3", endpoint_url=endpoint,
+                        config=Config(retries={"max_attempts": 2}, connect_timeout=5))
+
+
+def _server(root, endpoint, workers) -> ServerProcess:
+    config = root / "tiered.toml"
+    config.write_text('"remote.log.storage.system.enable" = true\n'
+                      f'remote_log_storage_s3_bucket = "{BUCKET}"\n'
+                      f'remote_log_storage_s3_endpoint = "{endpoint}"\n')
+    return ServerProcess(str(root / "data"), workers=workers,
+                         extra_args=["--config", str(config)]).start()
+
+
+def _create(srv, topic) -> int:
+    """The tiered topic, one partition; returns its leader's worker index."""
+    admin = AdminClient({"bootstrap.servers": srv.kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={
+        "remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES),
+        "local.retention.bytes": str(LOCAL_RETENTION_BYTES)})])[topic].result(30)
+    return admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader
+
+
+class Producer(threading.Thread):
+    """confluent-kafka, idempotent, acks=all: a steady stream of unique
+    values (``<sequence>:<random bytes>``) until ``stop``; ``acked`` maps
+    each acknowledged offset to its value, ``ack_times`` when each came.
+    ``paused`` holds the stream (what is in flight still completes)."""
+
+    def __init__(self, bootstrap, topic, rng: random.Random):
+        super().__init__(daemon=True)
+        self.topic = topic
+        self.rng = rng
+        self.stopping = threading.Event()
+        self.paused = threading.Event()
+        self.acked: dict[int, bytes] = {}
+        self.ack_times: list[float] = []
+        self.errors: list = []
+        self.sent = 0
+        self.producer = ck.Producer({
+            "bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+            "linger.ms": 5, "batch.size": 4096, "message.timeout.ms": 120_000})
+
+    def _delivered(self, err, msg) -> None:
+        if err is not None:
+            self.errors.append(err)
+        else:
+            self.acked[msg.offset()] = msg.value()
+            self.ack_times.append(time.monotonic())
+
+    def run(self) -> None:
+        try:
+            while not self.stopping.is_set():
+                if self.paused.is_set():
+                    self.producer.poll(0.05)
+                    continue
+                for _ in range(5):
+                    value = b"%08d:" % self.sent + self.rng.randbytes(48)
+                    try:
+                        self.producer.produce(self.topic, value, partition=0,
+                                              on_delivery=self._delivered)
+                        self.sent += 1
+                    except BufferError:
+                        self.producer.poll(0.1)
+                self.producer.poll(0.02)     # a stream over the faults, not one burst
+        except Exception as exc:
+            self.errors.append(repr(exc))
+
+    def finish(self) -> None:
+        self.stopping.set()
+        self.join(30)
+        left = self.producer.flush(120)
+        assert not left and not self.errors, f"{left} undelivered, errors {self.errors[:3]}"
+        assert len(self.acked) == self.sent
+
+    def acks_since(self, moment: float) -> int:
+        return sum(1 for t in list(self.ack_times) if t >= moment)
+
+    def stalled(self, since: float, longest: float) -> bool:
+        """Whether the acknowledgements stopped for more than ``longest``
+        seconds after ``since`` (the stream not paused meanwhile)."""
+        times = [since] + [t for t in list(self.ack_times) if t >= since] + [time.monotonic()]
+        return any(b - a > longest for a, b in zip(times, times[1:]))
+
+
+def _read_from_zero(srv, topic, count) -> list[tuple[int, bytes]]:
+    consumer = ck.Consumer({"bootstrap.servers": srv.kafka_bootstrap, "group.id": topic,
+                            "enable.auto.commit": False, "check.crcs": True})
+    try:
+        consumer.assign([ck.TopicPartition(topic, 0, 0)])
+        got: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + 60
+        while len(got) < count and time.monotonic() < deadline:
+            for m in consumer.consume(1000, 1):
+                assert m.error() is None, m.error()
+                got.append((m.offset(), m.value()))
+        return got
+    finally:
+        consumer.close()
+
+
+def _copies_done(directory) -> bool:
+    """Every rolled local segment is copied and no copy is under way."""
+    entries = _metadata(directory)
+    local = _local_segments(directory)
+    return (all(e["state"] == "COPY_SEGMENT_FINISHED" for e in entries)
+            and len(local) >= 1 and _highest_remote(entries) == local[-1][0] - 1)
+
+
+def _check_whole(srv, topic, producer, s3) -> None:
+    """After the producer finished: every copy made, then the checkers,
+    shown to catch planted faults first, find nothing wrong."""
+    directory = _partition_dir(srv, topic)
+    wait_until(lambda: _copies_done(directory), 60, "every rolled segment copied")
+    partition = os.path.basename(directory)
+    copies = wait_until(lambda: (c := _bucket_copies(s3, partition)) and
+                        not check_remote_listing(_metadata(directory), c) and c, 30,
+                        lambda: f"a clean remote listing: "
+                                f"{check_remote_listing(_metadata(directory), _bucket_copies(s3, partition))} (seed {SEED})")
+    entries = _metadata(directory)
+    read = _read_from_zero(srv, topic, len(producer.acked))
+    _checkers_catch_planted_faults(producer.acked, read, entries, copies)
+    assert check_read_back(producer.acked, read) == [], f"seed {SEED}"
+    assert check_remote_listing(entries, copies) == [], f"seed {SEED}"
+    bases = [e["base_offset"] for e in sorted(entries, key=lambda e: e["base_offset"])]
+    assert bases[0] == 0 and _local_segments(directory)[0][0] > 0, \
+        "the read from offset 0 started in the remote part"
+
+
+# ---- the tests ----------------------------------------------------------------------------
+
+def test_kill_9_of_the_copying_worker_loses_no_segment_and_leaves_no_orphan(tmp_path):
+    """KAFKALITE_TIERED_KILL_ROUNDS kills -9 of the leader's worker, each at
+    a random moment up to 0.3 s after a copy's COPY_SEGMENT_STARTED was
+    written: while its objects are being put (each PUT held 30 ms, so a
+    copy takes a while) or after, before COPY_SEGMENT_FINISHED. After each
+    restart the killed copies' objects are deleted; at the end the checkers
+    find every record and a clean listing."""
+    print(f"KAFKALITE_TIERED_KILL_SEED={SEED}")
+    rng = random.Random(SEED)
+    with moto_s3_server(BUCKET) as s3_server:
+        s3_server.put_delay = 0.03
+        s3 = _s3_client(s3_server.endpoint)
+        srv = _server(tmp_path, s3_server.endpoint, workers=2)
+        producer = None
+        try:
+            topic = "tiered-kills"
+            leader = _create(srv, topic)
+            producer = Producer(srv.kafka_bootstrap, topic, rng)
+            producer.start()
+            directory = _partition_dir(srv, topic)
+            partition = os.path.basename(directory)
+            landed = {"queued": 0, "partly put": 0, "put": 0}  # unfinished copies a kill found
+            for kill in range(KILL_ROUNDS):
+                started = wait_until(
+                    lambda: [e for e in _metadata(directory)
+                             if e["state"] == "COPY_SEGMENT_STARTED"], 60,
+                    f"a copy under way before kill {kill + 1} (seed {SEED})", interval=0.01)
+                time.sleep(rng.uniform(0, 0.3))     # the random point, not a wait for a state
+                pid = srv.worker_pid(leader)
+                os.kill(pid, signal.SIGKILL)
+                wait_until(lambda: not os.path.exists(f"/proc/{pid}") or
+                           open(f"/proc/{pid}/stat").read().split()[2] == "Z", 10,
+                           "the killed worker gone")
+                # what the kill interrupted, before the restarted worker cleans it up
+                unfinished = [e for e in _metadata(directory)
+                              if e["state"] == "COPY_SEGMENT_STARTED"]
+                copies = _bucket_copies(s3, partition)
+                for e in unfinished:
+                    name = "%020d-%s" % (e["base_offset"], e["id"])
+                    files = copies.get(name, set())
+                    landed["put" if SEGMENT_FILE in files else "partly put" if files
+                           else "queued"] += 1
+                srv.wait_for_worker_restart(leader, pid, 30)
+                gone = {e["id"] for e in unfinished} | {e["id"] for e in started}
+                wait_until(lambda: not any(
+                    e["id"] in gone and e["state"] != "COPY_SEGMENT_FINISHED"
+                    for e in _metadata(directory)) and not any(
+                    name.split("-", 1)[1] in gone and name.split("-", 1)[1] not in
+                    {e["id"] for e in _metadata(directory)}
+                    for name in _bucket_copies(s3, partition)), 30,
+                    f"the copies kill {kill + 1} interrupted cleaned up (seed {SEED})")
+            print(f"{KILL_ROUNDS} kills found unfinished copies: {landed['partly put']} "
+                  f"partly put (objects in the bucket, not segment.log), {landed['queued']} "
+                  f"queued (nothing put), {landed['put']} put but not yet "
+                  f"COPY_SEGMENT_FINISHED (seed {SEED})")
+            producer.finish()
+            _check_whole(srv, topic, producer, s3)
+        finally:
+            if producer is not None and producer.is_alive():
+                producer.stopping.set()
+            stop_server(srv)
+
+
+def test_an_s3_outage_holds_the_copies_and_produce_goes_on(tmp_path):
+    """The store down from the moment a copy is about to put its
+    segment.log until the lag shows 5 segments waiting and a failed copy
+    is counted (botocore's own retries decide how long a copy takes to
+    fail), then started again on its port."""
+    print(f"seed {SEED}")
+    with moto_s3_server(BUCKET) as s3_server:
+        s3 = _s3_client(s3_server.endpoint)
+        srv = _server(tmp_path, s3_server.endpoint, workers=1)
+        producer = None
+        try:
+            topic = "tiered-outage"
+            _create(srv, topic)
+            producer = Producer(srv.kafka_bootstrap, topic, random.Random(SEED))
+            producer.start()
+            directory = _partition_dir(srv, topic)
+            partition = os.path.basename(directory)
+            wait_until(lambda: len([e for e in _metadata(directory)
+                                    if e["state"] == "COPY_SEGMENT_FINISHED"]) >= 1, 60,
+                       "a segment copied before the outage")
+
+            # the store goes down as a copy is about to put its segment.log
+            s3_server.stop_before = lambda method, path: (method == "PUT"
+                                                          and path.endswith("/" + SEGMENT_FILE))
+            wait_until(lambda: not s3_server.running, 30, "the outage to begin")
+            down = time.monotonic()
+            highest_at_outage = _highest_remote(_metadata(directory))
+            # what the store holds meanwhile (moto's memory, in this process): the
+            # half copy, its objects put but segment.log
+            half = [n for n, files in _stored_copies(partition).items()
+                    if SEGMENT_FILE not in files]
+            assert len(half) == 1, _stored_copies(partition)
+            # produce goes on: acknowledgements come while the store is down, and
+            # the copies fail and wait, the local disk holding what they could not take
+            def lag_grown():
+                assert not producer.stalled(down, ACK_STALL_S), \
+                    f"no acknowledgement for {ACK_STALL_S} s while the store is down"
+                m = _scrape(srv, topic)
+                return m.get("copylagsegments", 0) >= 5 and m.get("copyerrors_total", 0) >= 1 and m
+            lag = wait_until(lag_grown, 60, "the upload lag to grow and the failed copies counted")
+            assert producer.acks_since(down) >= 200, "acknowledgements during the outage"
+            assert _highest_remote(_metadata(directory)) == highest_at_outage, "nothing copied"
+            assert lag.get("copybytes_total") == sum(
+                e["size"] for e in _metadata(directory) if e["state"] == "COPY_SEGMENT_FINISHED")
+
+            # with the stream paused, the lag on the metrics port is exactly the
+            # rolled local segments above the last one copied
+            producer.paused.set()
+            producer.producer.flush(30)
+
+            def lag_matches():
+                local = _local_segments(directory)
+                highest = _highest_remote(_metadata(directory))
+                waiting = [size for base, size in local[:-1] if base > highest]
+                m = _scrape(srv, topic)
+                return (m.get("copylagbytes") == sum(waiting)
+                        and m.get("copylagsegments") == len(waiting) and (m, local))
+            lag, local = wait_until(lag_matches, 30, "the lag metric to match the local disk")
+            local_bytes = sum(size for _, size in local)
+            assert lag["copylagbytes"] >= 5 * SEGMENT_BYTES * 0.9
+            assert local_bytes >= lag["copylagbytes"] > LOCAL_RETENTION_BYTES, \
+                "the local disk holds what could not be uploaded, past local.retention.bytes"
+            producer.paused.clear()
+
+            s3_server.start()
+            back = time.monotonic()
+            wait_until(lambda: producer.acks_since(back) >= 200, 30, "acks after the outage")
+            producer.finish()
+            after = wait_until(lambda: (m := _scrape(srv, topic)).get("copylagsegments") == 0
+                               and _copies_done(directory) and m, 60,
+                               "the copies to resume and catch up")
+            assert after["copylagbytes"] == 0
+            wait_until(lambda: not set(half) & set(_bucket_copies(s3, partition)), 30,
+                       f"the half copy {half} deleted from the bucket")
+            assert after["copybytes_total"] > lag["copybytes_total"]
+            assert sum(size for _, size in _local_segments(directory)) < local_bytes, \
+                "the local disk shrinks back once the copies are made"
+            _check_whole(srv, topic, producer, s3)
+        finally:
+            if producer is not None and producer.is_alive():
+                producer.stopping.set()
+            stop_server(srv)
