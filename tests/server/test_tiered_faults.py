@@ -387,12 +387,15 @@ def test_kill_9_of_the_copying_worker_loses_no_segment_and_leaves_no_orphan(tmp_
             stop_server(srv)
 
 
-def test_an_s3_outage_holds_the_copies_and_produce_goes_on(tmp_path):
+def test_an_s3_outage_holds_the_copies_and_produce_goes_on(tmp_path, monkeypatch):
     """The store down from the moment a copy is about to put its
     segment.log until the lag shows 5 segments waiting and a failed copy
     is counted (botocore's own retries decide how long a copy takes to
-    fail), then started again on its port."""
+    fail: the server is given boto3's AWS_MAX_ATTEMPTS=2, not its default
+    5, so the outage lasts seconds, not half a minute), then started
+    again on its port."""
     print(f"seed {SEED}")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")
     with moto_s3_server(BUCKET) as s3_server:
         s3 = _s3_client(s3_server.endpoint)
         srv = _server(tmp_path, s3_server.endpoint, workers=1)
