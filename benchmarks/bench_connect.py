@@ -12,6 +12,7 @@ against the same changes read straight from a replication slot +
     python benchmarks/bench_connect.py               # 200,000 rows and lines
     python benchmarks/bench_connect.py --quick       # 20,000 (the smoke test's size)
     python benchmarks/bench_connect.py --rows 1000000 --only file,jdbc
+    python benchmarks/bench_connect.py --only mirror --records 200000
 
 File pipeline (``--lines``, default ``--rows``; ~100-byte lines, some of
 them not ASCII): ceiling: ``kafkalite produce TOPIC < in`` and ``kafkalite
@@ -68,6 +69,18 @@ pgoutput messages produced as they are by ``produce_batch`` (acknowledged).
 Nothing applies the events to a mirror table: the repo has no sink of
 Debezium's envelope (no ExtractNewRecordState), so the figure stops at the
 topic.
+
+MirrorMaker 2 (``--only mirror``, ``--records``, default ``--rows``): a
+second kafkalite server (2 workers) is the target cluster; ``--records``
+records (a 16-byte key, a value of 100 to 1,000 bytes) are produced into a
+1-partition topic of the bench's server, the source. Ceiling: a Python loop
+of ``consume_batch`` on the source with each batch's keys, values and
+timestamps handed to ``produce_batch`` into a topic of the target, timed
+until acknowledged; connect: a standalone worker on the target running the
+MirrorSourceConnector as ``kafkalite mirror`` configures it (one task,
+ByteArrayConverter, the alias ``src``), timed from its creation until
+``src.mirrored``'s high watermark holds every record. Issue 45's target:
+0.5x of the ceiling.
 
 Timing never fails anything: this prints figures and writes results.json
 under ``--out`` (default benchmarks/results/connect).
@@ -506,6 +519,104 @@ def cdc_ceiling(server, dsn: str, slot: str, changes: int) -> float:
         p.close()
 
 
+MIRROR_TOPIC, MIRROR_ALIAS = "mirrored", "src"
+
+
+def mirror_value_size(i: int) -> int:
+    """Record i's value bytes: 100 to 1,000, spread evenly (mean 550)."""
+    return 100 + (i * 7919) % 901
+
+
+def fill_mirror_source(server, records: int) -> int:
+    """``records`` records (a 16-byte key, a 100-1,000-byte value) produced
+    into a 1-partition topic and acknowledged: their key and value bytes."""
+    from kafkalite.client import Producer
+    create_topic(server, MIRROR_TOPIC)
+    p = Producer({"bootstrap.servers": server.bootstrap})
+    nbytes = 0
+    try:
+        for lo in range(0, records, 10_000):
+            idx = range(lo, min(records, lo + 10_000))
+            keys = [f"key-{i:012d}".encode() for i in idx]
+            values = [f"{i:012d}".encode().ljust(mirror_value_size(i), b"v") for i in idx]
+            nbytes += sum(map(len, keys)) + sum(map(len, values))
+            p.produce_batch(MIRROR_TOPIC, values, keys=keys, partition=0)
+            p.poll(0)
+        if p.flush(120):
+            raise RuntimeError("the mirror source's records were not acknowledged")
+        return nbytes
+    finally:
+        p.close()
+
+
+def mirror_ceiling(source, target, records: int) -> float:
+    """``consume_batch`` of the source topic with each batch's keys, values
+    and timestamps handed to ``produce_batch`` into a topic of the target,
+    until ``records`` are acknowledged there: seconds."""
+    from kafkalite.client import Consumer, Producer, TopicPartition
+    topic = "mirror-ceiling"
+    create_topic(target, topic)
+    cons = Consumer({"bootstrap.servers": source.bootstrap})
+    p = Producer({"bootstrap.servers": target.bootstrap})
+    try:
+        start = time.perf_counter()
+        cons.assign([TopicPartition(MIRROR_TOPIC, 0, 0)])
+        got = 0
+        while got < records:
+            batch = cons.consume_batch(5)
+            if not batch.num_rows:
+                continue
+            stamps = batch.column("timestamp").cast("int64").to_numpy()
+            p.produce_batch(topic, batch.column("value").to_pylist(),
+                            keys=batch.column("key").to_pylist(), partition=0, timestamp=stamps)
+            p.poll(0)
+            got += batch.num_rows
+        if p.flush(120):
+            raise RuntimeError("the ceiling's records were not acknowledged")
+        return time.perf_counter() - start
+    finally:
+        cons.close()
+        p.close()
+
+
+def mirror_connect(source, target, records: int, work: str) -> float:
+    """The MirrorSourceConnector in a standalone worker whose cluster is the
+    target (as ``kafkalite mirror`` runs it, one task): seconds from its
+    creation until the remote topic's high watermark reaches ``records``."""
+    from kafkalite.client import Consumer, TopicPartition
+    from kafkalite.connect import Herder, Worker
+    from kafkalite.connect.connectors.mirror import connector_configs
+    from kafkalite.connect.offsets import FileOffsetStore
+    name, config = next((n, c) for n, c in connector_configs(
+        source.bootstrap, target.bootstrap, MIRROR_TOPIC, source_alias=MIRROR_ALIAS,
+        target_alias="dst").items() if c["connector.class"] == "MirrorSourceConnector")
+    worker = Worker({"bootstrap.servers": target.bootstrap, "offset.flush.interval.ms": 5000},
+                    FileOffsetStore(os.path.join(work, "offsets-mirror.json")))
+    worker.start()
+    herder = Herder(worker)
+    c = Consumer({"bootstrap.servers": target.bootstrap})
+    tp = TopicPartition(f"{MIRROR_ALIAS}.{MIRROR_TOPIC}", 0)
+
+    def copied() -> int:
+        try:
+            return c.get_watermark_offsets(tp)[1]
+        except Exception:       # noqa: BLE001 -- the remote topic is not created yet
+            return 0
+    try:
+        start = time.perf_counter()
+        herder.put_connector_config(name, config, False)
+        while copied() < records:
+            st = herder.status(name)
+            if any(t["state"] == "FAILED" for t in st["tasks"]):
+                raise RuntimeError(st["tasks"][0]["trace"])
+            time.sleep(0.02)
+        return time.perf_counter() - start
+    finally:
+        c.close()
+        herder.stop()
+        worker.stop()
+
+
 def load_average() -> str:
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
@@ -524,14 +635,18 @@ def main(argv=None) -> int:
     common.add_quick(ap, "20,000 rows and lines, 10,000 CDC changes (an option given wins)")
     ap.add_argument("--changes", type=int, default=None,
                     help="CDC changes (default: --rows / 2; a multiple of 500)")
+    ap.add_argument("--records", type=int, default=None,
+                    help="records mirrored (--only mirror; default: --rows)")
     ap.add_argument("--only", default="file,jdbc,parquet",
-                    help="comma-separated sections: file, jdbc (source and sink), parquet, cdc")
+                    help="comma-separated sections: file, jdbc (source and sink), parquet, cdc, "
+                         "mirror")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "connect"))
     args = common.parse(ap, argv, quick={"rows": 20_000, "lines": 20_000, "changes": 10_000})
     rows = args.rows
     lines = args.lines or rows
     changes = args.changes or rows // 2
     changes -= changes % CDC_TXN
+    records = args.records or rows
     only = set(args.only.split(","))
     # the machine's load beside the figures: the ratios to the same run's ceilings are
     # what compare across runs
@@ -541,6 +656,7 @@ def main(argv=None) -> int:
     if only & {"jdbc", "parquet", "cdc"}:
         pg = PostgresServer(wal_level="logical" if "cdc" in only else None).start()
     server = launcher.ServerProcess(os.path.join(work, "data"), workers=2).start()
+    target = None
     figures: dict = {}
     try:
         if "file" in only:
@@ -613,14 +729,34 @@ def main(argv=None) -> int:
                   f"{took:.2f} s = {changes / took:,.0f} changes/s (the CDC ceiling; the source "
                   f"above is "
                   f"{ratio(figures, 'connect_cdc_changes_per_s', 'cdc_ceiling_changes_per_s')})")
+        if "mirror" in only:
+            # the source is the bench's server; the target a second one, as two clusters
+            target = launcher.ServerProcess(os.path.join(work, "target"), workers=2).start()
+            nbytes = fill_mirror_source(server, records)
+            mb = nbytes / 1e6
+            print(f"load average: {load_average()}")
+            took = mirror_ceiling(server, target, records)
+            figures["mirror_ceiling_records_per_s"] = records / took
+            print(f"consume_batch (source) + produce_batch (target): {records:,} records "
+                  f"({mb:.1f} MB of keys and values) in {took:.2f} s = {records / took:,.0f} "
+                  f"records/s, {mb / took:.1f} MB/s (the mirror's ceiling)")
+            print(f"load average: {load_average()}")
+            took = mirror_connect(server, target, records, work)
+            figures["connect_mirror_records_per_s"] = records / took
+            print(f"source -> MirrorSourceConnector -> target: {records:,} records in "
+                  f"{took:.2f} s = {records / took:,.0f} records/s, {mb / took:.1f} MB/s "
+                  f"({ratio(figures, 'connect_mirror_records_per_s', 'mirror_ceiling_records_per_s')}"
+                  f"; target 0.5x)")
         print(f"load average: {load_average()}")
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "results.json"), "w") as f:
-            json.dump({"rows": rows, "lines": lines, "changes": changes,
+            json.dump({"rows": rows, "lines": lines, "changes": changes, "records": records,
                        "batch.max.rows": args.batch, "figures": figures}, f, indent=2)
     finally:
-        server.stop()
-        server.kill()
+        for srv in (server, target):
+            if srv is not None:
+                srv.stop()
+                srv.kill()
         if pg is not None:
             pg.stop()
         shutil.rmtree(work, ignore_errors=True)

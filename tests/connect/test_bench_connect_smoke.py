@@ -28,3 +28,18 @@ def test_bench_connect_quick(tmp_path):
                                    "copy_to_parquet_rows_per_s",
                                    "connect_parquet_sink_rows_per_s"}
     assert all(v > 0 for v in doc["figures"].values())
+
+
+def test_bench_connect_mirror_quick(tmp_path):
+    """``--only mirror``: the MirrorSourceConnector between two servers and
+    its ceiling (consume_batch + produce_batch) in the same run."""
+    out = subprocess.run([sys.executable, SCRIPT, "--quick", "--only", "mirror", "--records",
+                          "5000", "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300, env=child_env())
+    assert out.returncode == 0, out.stderr + out.stdout
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert doc["records"] == 5000
+    assert set(doc["figures"]) == {"mirror_ceiling_records_per_s",
+                                   "connect_mirror_records_per_s"}
+    assert all(v > 0 for v in doc["figures"].values())
+    assert "of the ceiling; target 0.5x" in out.stdout

@@ -496,3 +496,94 @@ def test_a_copy_refused_after_its_put_returned_fails_the_task_with_nothing_of_it
     assert count() == 500
     offsets = connect.http("GET", "/connectors/jsink-nul/offsets").json()["offsets"]
     assert all(o["offset"]["kafka_offset"] <= 500 for o in offsets), offsets
+
+
+def _poll_all(postgres, tmp_path, table, batch, **extra):
+    """Every row of ``table`` through a JdbcSourceTask (incrementing on id,
+    ``batch`` rows a poll), as the values of its batches in order."""
+    from kafkalite.connect.connectors.jdbc import JdbcSourceTask
+    from kafkalite.connect.offsets import FileOffsetStore
+    from kafkalite.connect.worker import OffsetStorageReader, SourceTaskContext
+    props = {"connection.url": "jdbc:" + postgres, "mode": "incrementing",
+             "incrementing.column.name": "id", "topic.prefix": "p-", "tables": table,
+             "batch.max.rows": str(batch), "poll.interval.ms": "10", **extra}
+    task = JdbcSourceTask()
+    task.initialize(SourceTaskContext(props, OffsetStorageReader(
+        FileOffsetStore(str(tmp_path / "offsets.json")), "src")))
+    task.start(props)
+    got, polls = [], 0
+    try:
+        while True:
+            batch_ = task.poll()
+            if batch_ is None:
+                if polls and task.queriers[0].next_poll:
+                    return got, polls
+                continue
+            polls += 1
+            got += batch_.values
+    finally:
+        task.stop()
+
+
+def test_postgres_source_timestamps_are_utc_exactly_in_every_poll(postgres, tmp_path):
+    """Timestamps without a time zone (read as UTC: the session's zone) and
+    with one (written at other offsets), microseconds, before 1970, year 1
+    and 9999 and NULLs (a column's first value too) come out as the same
+    UTC datetimes in the first poll (text) and in the later ones (binary),
+    beside numerics, chars and text as they were."""
+    import decimal
+    tbl = table_name("tsu")
+    pg(postgres, f"CREATE TABLE {tbl} (id INT PRIMARY KEY, ts TIMESTAMP, tz TIMESTAMPTZ, "
+                 f"n NUMERIC(10, 3), c CHAR(3), name TEXT, d DOUBLE PRECISION)")
+    rows = [
+        (1, None, None, "1.500", "ab", "naïve ✓", 0.1),
+        (2, "2024-01-01 00:00:00.000001", "2024-01-01 05:30:00.5+05:30", "-2.250", "x", None,
+         None),
+        (3, "1969-12-31 23:59:59.999999", "1969-12-31 20:00:00.000001-04", None, None, "", -3.3),
+        (4, "1900-02-28 12:34:56.789", "1900-01-01 00:00:00+00", "0.001", "abc", "a", 1e-300),
+        (5, "0001-01-01 00:00:00", "0001-01-01 00:00:00+00", "99.999", "z", "b", 2.5),
+        (6, "9999-12-31 23:59:59.999999", "9999-12-31 23:59:59.999999+00", "1", "q", "c", 0.3),
+        (7, None, None, "0.300", "w", "d", 7.0),
+        (8, "2038-01-19 03:14:08.123456", "2038-01-19 04:14:08.123456+01", "5.000", "e", "e",
+         1.1),
+    ]
+    with psycopg.connect(postgres, autocommit=True) as c:
+        # written from a session in another zone: a timestamptz is an instant whatever
+        # the writer's zone, a timestamp the wall clock as written
+        c.execute("SET TIME ZONE 'America/New_York'")
+        c.cursor().executemany(f"INSERT INTO {tbl} VALUES (%s, %s, %s, %s, %s, %s, %s)", rows)
+    got, polls = _poll_all(postgres, tmp_path, tbl, 2)
+    assert polls == 4
+    want_ts = [None, dt.datetime(2024, 1, 1, 0, 0, 0, 1, UTC),
+               dt.datetime(1969, 12, 31, 23, 59, 59, 999999, UTC),
+               dt.datetime(1900, 2, 28, 12, 34, 56, 789000, UTC), dt.datetime(1, 1, 1, tzinfo=UTC),
+               dt.datetime(9999, 12, 31, 23, 59, 59, 999999, UTC), None,
+               dt.datetime(2038, 1, 19, 3, 14, 8, 123456, UTC)]
+    want_tz = [None, dt.datetime(2024, 1, 1, 0, 0, 0, 500000, UTC),
+               dt.datetime(1970, 1, 1, 0, 0, 0, 1, UTC), dt.datetime(1900, 1, 1, tzinfo=UTC),
+               dt.datetime(1, 1, 1, tzinfo=UTC), dt.datetime(9999, 12, 31, 23, 59, 59, 999999, UTC),
+               None, dt.datetime(2038, 1, 19, 3, 14, 8, 123456, UTC)]
+    assert [v["ts"] for v in got] == want_ts
+    assert [v["tz"] for v in got] == want_tz
+    # equal is not enough: the same instant at another offset compares equal
+    assert all(v[k].tzinfo is UTC for v in got for k in ("ts", "tz") if v[k] is not None)
+    assert [v["n"] for v in got] == [float(decimal.Decimal(r[3])) if r[3] else None for r in rows]
+    assert [v["c"] for v in got] == ["ab ", "x  ", None, "abc", "z  ", "q  ", "w  ", "e  "]
+    assert [v["name"] for v in got] == [r[5] for r in rows]
+    assert [v["d"] for v in got] == [r[6] for r in rows]
+
+
+def test_postgres_source_real_columns_keep_their_text_in_every_poll(postgres, tmp_path):
+    """A real (float4) column's values are its text's (0.1, not the float32's
+    0.10000000149011612) in every poll, as Kafka Connect's JDBC source reads
+    a REAL into a FLOAT32 schema and writes its text."""
+    tbl = table_name("real")
+    pg(postgres, f"CREATE TABLE {tbl} (id INT PRIMARY KEY, r REAL, ts TIMESTAMP)")
+    values = [0.1, 3.3, None, -0.7, 1e-7, 2.5]
+    pg(postgres, f"INSERT INTO {tbl} SELECT g, (ARRAY[{', '.join(map(repr, values[:2]))}, NULL, "
+                 f"{', '.join(map(repr, values[3:]))}]::real[])[g], TIMESTAMP '1960-01-01' + "
+                 f"g * INTERVAL '1 microsecond' FROM generate_series(1, 6) g")
+    got, polls = _poll_all(postgres, tmp_path, tbl, 2)
+    assert polls == 3
+    assert [v["r"] for v in got] == values
+    assert [v["ts"] for v in got] == [dt.datetime(1960, 1, 1, 0, 0, 0, g, UTC) for g in range(1, 7)]

@@ -9,6 +9,13 @@ connection. PostgreSQL sessions run with ``TimeZone=UTC`` so that timestamp
 columns without a time zone are read and compared as UTC (the JDBC
 connectors' ``db.timezone`` default).
 
+PostgreSQL results come in binary once a query's column types are known
+and each is one whose binary value psycopg loads as it loads its text
+(``query``): there a timestamp column without a time zone is loaded as
+UTC datetimes by psycopg's own (compiled) timestamptz loader -- both are
+microseconds since 2000-01-01 on the wire -- so no value is made UTC one
+at a time in Python.
+
 Who calls: jdbc.py, from one task's thread per connection.
 """
 from __future__ import annotations
@@ -63,6 +70,11 @@ class Dialect:
         """Whether from_db must see a column's values (False: the driver's
         are Connect's already); ``sample``: one of them, maybe None."""
         return True
+
+    def query(self, conn, sql: str, params, oids: tuple | None):
+        """A cursor over ``sql``'s rows; ``oids``: the column types of its
+        last run (None: not run yet)."""
+        return conn.execute(sql, params)
 
 
 class SQLite(Dialect):
@@ -142,6 +154,15 @@ _PG_TYPES = {16: Schema.OPTIONAL_BOOLEAN, 17: Schema.OPTIONAL_BYTES, 20: Schema.
              1083: Schema.OPTIONAL_TIME}
 
 
+# the column types whose binary values psycopg loads as their text: booleans, bytea,
+# integers, text, varchar, char, double precision, numeric (a Decimal of the same digits
+# and scale), timestamp (UTC datetimes here, through the timestamptz loader), timestamptz,
+# date, time. Not real (float4): its binary is the float32 itself (0.1 is
+# 0.10000000149011612), its text the shortest decimal that reads back as it (0.1).
+_BINARY_AS_TEXT = frozenset((16, 17, 20, 21, 23, 25, 1043, 1042, 701, 1700, 1114, 1184, 1082,
+                             1083))
+
+
 _PLAIN_TYPES = {"int16": int, "int32": int, "int64": int, "float32": float, "float64": float,
                 "boolean": bool, "string": str}
 
@@ -158,10 +179,21 @@ class PostgreSQL(Dialect):
 
     def connect(self):
         import psycopg
+        from psycopg.types.datetime import TimestamptzBinaryLoader
         conn = psycopg.connect(self.conninfo, autocommit=False)
         conn.execute("SET TIME ZONE 'UTC'")
         conn.commit()
+        # binary results only (a loader is registered for one format): a timestamp
+        # without a time zone is the UTC wall clock in this session, and on the wire the
+        # same microseconds since 2000-01-01 UTC as a timestamptz, which this loader
+        # makes UTC datetimes of in C
+        conn.adapters.register_loader("timestamp", TimestamptzBinaryLoader)
         return conn
+
+    def query(self, conn, sql: str, params, oids: tuple | None):
+        # the first run in text: the column types are not known before it
+        binary = oids is not None and _BINARY_AS_TEXT.issuperset(oids)
+        return conn.cursor(binary=binary).execute(sql, params)
 
     def columns(self, conn, table) -> dict | None:
         schema, _, name = table.rpartition(".")
@@ -189,6 +221,9 @@ class PostgreSQL(Dialect):
     def converts(self, schema: Schema, sample) -> bool:
         # psycopg's ints, floats, text and booleans are Connect's as they are (a numeric
         # column's Decimals, a uuid's UUIDs, a null sample: converted)
+        if schema.name == cdata.TIMESTAMP:
+            # a binary result's: UTC already
+            return type(sample) is not _dt.datetime or sample.tzinfo is not UTC
         plain = _PLAIN_TYPES.get(schema.type) if schema.name is None else None
         return plain is None or type(sample) is not plain
 

@@ -186,6 +186,7 @@ class _TableQuerier:
             self.last_ts = cdata.EPOCH
         self.next_poll = 0.0
         self.schema = None
+        self.oids = None        # the column types of the last poll's result
 
     def statement(self, d, now):
         q = d.quote
@@ -221,9 +222,10 @@ class _TableQuerier:
         """The next rows as one SourceRecordBatch (api.py): one schema, one
         source partition, and the offset after its last row."""
         sql, params = self.statement(d, d.now(conn))
-        cur = conn.execute(sql, params)
+        cur = d.query(conn, sql, params, self.oids)
         rows = cur.fetchall()
         conn.commit()           # end the read transaction: the next poll must see new rows
+        self.oids = tuple(c[1] for c in cur.description)
         if self.schema is None or len(self.schema.fields) != len(cur.description):
             self.schema = self._schema(d, conn, cur)
         full = self.mode != "timestamp" and self.mode != "bulk" and \
@@ -237,8 +239,11 @@ class _TableQuerier:
         # the driver's values as Connect's, a column at a time, only where a column's
         # values need it (timestamps made UTC, decimals, bytes...)
         for f in fields:
-            if d.converts(f.schema, values[0][f.name]):
-                name, schema, from_db = f.name, f.schema, d.from_db
+            name = f.name
+            # the column's first value that is not NULL: NULLs say nothing of the others
+            sample = next((v[name] for v in values if v[name] is not None), None)
+            if d.converts(f.schema, sample):
+                schema, from_db = f.schema, d.from_db
                 for v in values:
                     v[name] = from_db(v[name], schema)
         last = values[-1]
