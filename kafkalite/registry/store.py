@@ -80,6 +80,9 @@ MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 DEFAULT_MODE = "READWRITE"
 STORE_TIMEOUT_S = 30.0
 CATCH_UP_FETCH_WAIT_MS = 10
+# short: a fetch that carries only a transaction's marker moves the position
+# past it but hands over no message, so poll() would sit out its timeout
+CATCH_UP_POLL_S = 0.02
 # the one transactional id every registry on the cluster writes _schemas with:
 # whoever took it last is the leader, and the broker fences the one before
 LEADER_TRANSACTIONAL_ID = "_schemas-leader"
@@ -318,10 +321,10 @@ class SchemaStore:
                                    "fetch.max.wait.ms": CATCH_UP_FETCH_WAIT_MS})
         self._consumer.assign([self._tp])
 
-    def catch_up(self) -> None:
-        """Read ``_schemas`` to its end (its last stable offset now) and
-        apply it; a LEADER record naming another process ends this one's
-        leading."""
+    def catch_up(self, through: int = -1) -> None:
+        """Read ``_schemas`` to its end (its last stable offset now, and at
+        least past offset ``through``) and apply it; a LEADER record naming
+        another process ends this one's leading."""
         with self.lock:
             if self._consumer is None:
                 try:
@@ -334,12 +337,18 @@ class SchemaStore:
                 _, high = self._consumer.get_watermark_offsets(self._tp)
             except Exception as exc:
                 raise RegistryError(STORE_ERROR, f"{SCHEMAS_TOPIC}: {exc}") from None
+            high = max(high, through + 1)
             deadline = time.monotonic() + STORE_TIMEOUT_S
             while self._position < high:
                 if time.monotonic() > deadline:
                     raise RegistryError(STORE_TIMEOUT, f"reading {SCHEMAS_TOPIC} to offset "
                                                        f"{high} took over {STORE_TIMEOUT_S} s")
-                for msg in self._consumer.consume(min(high - self._position, 1000), 0.5):
+                # one message as soon as it comes, then what else is there: a
+                # consume() of the offsets left would sit out its timeout when
+                # some of them are transaction markers, never handed over
+                first = self._consumer.poll(CATCH_UP_POLL_S)
+                batch = [] if first is None else [first, *self._consumer.consume(999, 0)]
+                for msg in batch:
                     if msg.error():
                         raise RegistryError(STORE_ERROR, f"{SCHEMAS_TOPIC}: {msg.error()}")
                     try:
@@ -399,10 +408,13 @@ class SchemaStore:
             raise NotLeader(f"this registry does not lead: {SCHEMAS_TOPIC} is written by "
                             f"{(self.state.leader or {}).get('url')}")
         errors = []
+        written = []
 
         def delivered(err, msg):
             if err is not None:
                 errors.append(err)
+            else:
+                written.append(msg.offset())
         producer = self._producer
         try:
             producer.begin_transaction()
@@ -424,7 +436,13 @@ class SchemaStore:
             raise RegistryError(STORE_ERROR, f"writing to {SCHEMAS_TOPIC}: {exc}") from None
         if errors:
             raise RegistryError(STORE_ERROR, f"writing to {SCHEMAS_TOPIC}: {errors[0]}")
-        self.catch_up()
+        # through the records just written: the transaction's commit marker may
+        # land after commit_transaction returns (the coordinator writes it), and
+        # until then the topic's end as a read_committed reader sees it (the
+        # last stable offset) is before them. Answering before they are
+        # applied would serve the old state, and the next write would take
+        # the id just given again.
+        self.catch_up(through=max(written, default=-1))
 
     def _close_clients(self) -> None:
         self._lose_leadership()

@@ -333,3 +333,22 @@ def test_concurrent_registrations_give_one_id_per_schema(url):
     assert len(same) == 8 and len(set(same)) == 1
     assert call(f"{url}/subjects/race-value/versions")[1] == [1]
     assert len(set(distinct)) == 8 and same[0] not in distinct
+
+
+def test_each_registration_is_served_at_once_and_never_gives_its_id_again(url):
+    """Register, then read the id back, fifty times in a row: every id is
+    new and answered at once. The registry writes _schemas in
+    transactions, and their commit markers can land after
+    commit_transaction returns; a registry that read the topic only to its
+    last stable offset then answered 404 for the id it had just given
+    (seen in a CI rehearsal) and could give that id again."""
+    given = {}
+    for i in range(50):
+        schema = {"type": "record", "name": f"Served{i}",
+                  "fields": [{"name": "f", "type": "int"}]}
+        status, answer, _ = register(url, f"served-{i}-value", schema)
+        assert status == 200, answer
+        assert answer["id"] not in given, (i, answer["id"], given[answer["id"]])
+        given[answer["id"]] = i
+        status, got, _ = call(f"{url}/schemas/ids/{answer['id']}")
+        assert status == 200 and json.loads(got["schema"])["name"] == f"Served{i}", (i, got)
