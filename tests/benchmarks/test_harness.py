@@ -72,7 +72,11 @@ def test_every_available_driver_runs_the_workload(tiny_run):
         assert r["status"] == "ok", (name, r.get("reason"))
         # everything sent arrived, and the measured period was measured
         assert r["sent"] > 0 and r["missing"] == 0 and r["received"] == r["sent"], (name, r)
-        assert r["publish_rate"] > 0 and r["consume_rate"] > 0, (name, r)
+        # the consume rate counts only what arrived inside the 0.5 s test
+        # period: a consumer a loaded machine holds back past its end has 0
+        # there, a figure and not a fault (kafkalite-tcp did under load 9 in
+        # a CI rehearsal); every measured message arriving is the e2e count
+        assert r["publish_rate"] > 0 and r["consume_rate"] >= 0, (name, r)
         for key in ("publish_latency_ms", "e2e_latency_ms"):
             lat = r[key]
             assert lat["count"] > 0, (name, key)
