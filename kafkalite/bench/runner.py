@@ -16,7 +16,8 @@ falling behind is charged to the messages it delays: publish latency (ack
 time - t_i) and end-to-end latency (arrival time - t_i) are measured from
 the intended send time, never from when the producer got round to it (no
 coordinated omission). With ``producerPacingMs`` P > 0 a producer wakes
-only at t0 + k * P and sends what was due by then: one wake-up per P ms
+only at t0 + k * P (and at the end of the run, for what fell due after the
+last of those) and sends what was due by then: one wake-up per P ms
 instead of one per message (a sleep and a wake-up cost about 21 µs of CPU
 on the 2-core VM, on the cores the system under test needs), every
 message still stamped with its t_i, so the up to P ms it waited are in
