@@ -5,7 +5,8 @@ warmed before the first run if it was), the command, and per workload its
 settings, the order of the drivers in each round and one result per driver
 run (status, rates, latency summaries in ms, counts, throughput-over-time
 series, its round, and the machine's state over it: measure.machine_change).
-results.md holds one table per workload, one row per driver run (skipped
+results.md holds per workload its settings (the rate and the producers'
+pacing among them), one table, one row per driver run (skipped
 and failed drivers say why) with the machine's state over each run below
 it; over several rounds, the median and min-max of consume rate and
 end-to-end p50 / p99 per driver; and, for a workload with targets, whether
@@ -166,6 +167,17 @@ def warmed_text(m: dict) -> str:
             f"{warmed['seconds']:.2f} s" + ("" if warmed.get("ok") else " (it failed)"))
 
 
+def pacing_text(w: dict) -> str:
+    """How often the producers of a fixed-rate workload woke up to send
+    (results of before producerPacingMs have none: they sent each message
+    when it was due)."""
+    pacing = w.get("producer_pacing_ms") or 0
+    if not pacing:
+        return "each message sent when due"
+    return (f"sent every {pacing:g} ms (producerPacingMs: each message measured from when "
+            f"it was due)")
+
+
 def machine_rows(results: list[dict], rounds: int = 1) -> list[str]:
     """One bullet per driver run: the machine's state over it."""
     return [f"- {run_label(r, rounds)}: {machine_summary(r['machine'])}"
@@ -185,7 +197,7 @@ def markdown(doc: dict) -> str:
     for entry in doc["workloads"]:
         w = entry["workload"]
         rate = "max rate (closed loop)" if w["producer_rate"] == 0 else \
-            f"{w['producer_rate']:,.0f} msg/s"
+            f"{w['producer_rate']:,.0f} msg/s, {pacing_text(w)}"
         if w.get("backlog_gb"):
             phases = (f"a {w['backlog_gb']:g} GB backlog written, then drained: publish = the "
                       f"fill, consume = the drain, each from its first message to its last")

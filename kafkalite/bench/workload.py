@@ -37,6 +37,15 @@ kafkalite's own additions (OMB puts such things in driver files):
                              -shm, -tcp, -records), e.g. linger.ms; the Kafka-protocol
                              drivers keep librdkafka's defaults or tuned settings
     consumerConfig           the same for their consumers (e.g. fetch.max.bytes)
+    producerPacingMs         number >= 0 (default 0): how often a producer at a fixed
+                             rate wakes up to send. 0 = when each message is due (a
+                             sleep and a wake-up per message); P > 0 = at most every
+                             P ms, sending everything due by then in one go. Each
+                             message still carries, and is measured from, its own
+                             due time, so up to P ms of waiting is in its latency.
+                             For workloads whose paced producers would otherwise
+                             take the cores the system under test needs (four or
+                             more on 2 cores); it needs producerRate > 0
     targets                  optional mapping: driver name -> {publish_rate,
                              consume_rate (msg/s, at least), e2e_p99_ms (at most)};
                              the report says for each whether it was met. Targets are
@@ -78,6 +87,7 @@ class Workload:
     subscriptions_per_topic: int = 1
     consumers_per_subscription: int = 1
     producer_rate: float = 0.0
+    producer_pacing_ms: float = 0.0
     test_seconds: float = 60.0
     warmup_seconds: float = 0.0
     backlog_gb: float = 0.0
@@ -130,6 +140,8 @@ class Workload:
 
     def describe(self) -> str:
         rate = "max rate" if self.max_rate else f"{self.producer_rate:,.0f} msg/s"
+        if self.producer_pacing_ms:
+            rate += f" sent every {self.producer_pacing_ms:g} ms"
         phases = (f"a {self.backlog_gb:g} GB backlog written, then drained" if self.backlog else
                   f"{self.warmup_seconds:g} s warm-up + {self.test_seconds:g} s test")
         return (f"{self.topics} topic(s) x {self.partitions_per_topic} partition(s), "
@@ -173,7 +185,7 @@ FIELDS = ("name", "topics", "partitionsPerTopic", "messageSize", "payloadFile", 
           "producersPerTopic", "subscriptionsPerTopic", "consumerPerSubscription", "producerRate",
           "testDurationMinutes", "testDurationSeconds", "warmupDurationMinutes",
           "warmupDurationSeconds", "consumerBacklogSizeGB", "drivers", "producerConfig",
-          "consumerConfig", "targets")
+          "consumerConfig", "producerPacingMs", "targets")
 TARGET_KEYS = ("publish_rate", "consume_rate", "e2e_p99_ms")
 
 
@@ -214,6 +226,11 @@ def parse(data, path: str = "<workload>", known_drivers=None) -> Workload:
     if "producerRate" not in data:
         raise WorkloadError(path, "producerRate", "is required (messages/s; 0: the maximum rate)")
     w.producer_rate = _number(path, data, "producerRate", 0)
+    if "producerPacingMs" in data:
+        w.producer_pacing_ms = _number(path, data, "producerPacingMs", 0)
+        if w.producer_pacing_ms and w.max_rate:
+            raise WorkloadError(path, "producerPacingMs", "paces a fixed rate: needs "
+                                                          "producerRate > 0 (0 is a closed loop)")
     w.test_seconds = _seconds(path, data, "testDuration", 60.0, strict=True)
     w.warmup_seconds = _seconds(path, data, "warmupDuration", 0.0, strict=False)
     if "consumerBacklogSizeGB" in data:

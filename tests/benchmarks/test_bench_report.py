@@ -1,10 +1,12 @@
 """``kafkalite bench``'s report: the plots are readable when drivers run orders
-of magnitude apart (log value axes, legend outside the data), and every
-package the harness imports comes with kafkalite's own install."""
+of magnitude apart (log value axes, legend outside the data), every
+package the harness imports comes with kafkalite's own install, and
+results.json and results.md say how each workload paced its producers."""
 from __future__ import annotations
 
 import ast
 import importlib.metadata
+import json
 import re
 import sys
 import tomllib
@@ -98,3 +100,23 @@ def test_every_package_the_harness_imports_is_a_dependency():
     assert not missing, (f"kafkalite/bench imports {missing} (module: distribution), which "
                          f"`pip install kafkalite` does not install: add to [project] "
                          f"dependencies in pyproject.toml")
+
+
+def test_the_report_says_how_each_workload_paced_its_producers(tmp_path):
+    from kafkalite.bench.workload import parse
+    base = {"name": "w", "messageSize": 64, "producerRate": 1000}
+    paced = parse({**base, "name": "paced", "producerPacingMs": 2}, "paced.yaml")
+    unpaced = parse(base, "w.yaml")
+    closed = parse({**base, "name": "closed", "producerRate": 0}, "closed.yaml")
+    doc = report.document([(paced, [], []), (unpaced, [], []), (closed, [], [])],
+                          {"logical_cores": 2}, 0.0)
+    report.write(str(tmp_path), doc)
+    written = json.loads((tmp_path / "results.json").read_text())
+    settings = [e["workload"] for e in written["workloads"]]
+    assert [s["producer_pacing_ms"] for s in settings] == [2, 0, 0]
+    md = (tmp_path / "results.md").read_text()
+    sections = {s.split("\n", 1)[0]: s for s in md.split("\n## ")[1:]}
+    assert "1,000 msg/s, sent every 2 ms" in sections["paced"]
+    assert "1,000 msg/s, each message sent when due" in sections["w"]
+    assert "max rate (closed loop);" in sections["closed"]
+    assert "sent every" not in sections["closed"] and "when due" not in sections["closed"]

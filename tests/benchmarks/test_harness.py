@@ -133,3 +133,26 @@ def test_cli_refuses_a_bad_workload_with_one_line(tmp_path):
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("kafkalite bench: workload ") and "'messageSize'" in lines[0]
     assert not (tmp_path / "out").exists()       # nothing ran
+
+
+def test_producer_pacing_is_read_and_checked(tmp_path):
+    path = tmp_path / "paced.yaml"
+    path.write_text(TINY + "producerPacingMs: 1.5\n")
+    w = load_workload(str(path))
+    assert w.producer_pacing_ms == 1.5 and "sent every 1.5 ms" in w.describe()
+    path.write_text(TINY)
+    assert load_workload(str(path)).producer_pacing_ms == 0
+    for text, problem in ((TINY + "producerPacingMs: -1\n", "must be >= 0"),
+                          (TINY.replace("producerRate: 2000", "producerRate: 0")
+                           + "producerPacingMs: 1\n", "needs producerRate > 0")):
+        path.write_text(text)
+        with pytest.raises(WorkloadError) as info:
+            load_workload(str(path))
+        assert info.value.field == "producerPacingMs" and problem in info.value.problem
+    # the shipped workloads with several paced producer processes or a
+    # message due every 20 µs pace at 1 ms; the sub-millisecond latency one
+    # sends each message when due
+    shipped = REPO / "benchmarks" / "workloads"
+    assert {f: load_workload(str(shipped / f)).producer_pacing_ms
+            for f in ("100p-4-producers.yaml", "16p-1kb-50k.yaml", "latency-10k-1kb.yaml")} \
+        == {"100p-4-producers.yaml": 1, "16p-1kb-50k.yaml": 1, "latency-10k-1kb.yaml": 0}
