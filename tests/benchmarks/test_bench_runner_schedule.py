@@ -236,27 +236,27 @@ def _paced_run(tmp_path, pacing_ms, distributor="NO_KEY", parts=4, rate=4_000.0)
     return w, client, out, t0, 1e9 / rate
 
 
-def _bursts(calls) -> int:
-    """Runs of send calls less than 100 µs apart (at 4,000 msg/s, messages
-    sent when due are 250 µs apart)."""
-    times = np.array([at for at, *_ in calls])
-    return 1 + int(np.count_nonzero(np.diff(times) > 100_000))
-
-
 @pytest.mark.parametrize("distributor, parts", [("NO_KEY", 4), ("KEY_ROUND_ROBIN", 100)])
 @pytest.mark.parametrize("pacing_ms", [1, 10])
 def test_a_paced_producer_sends_at_most_every_pacing_ms_each_message_stamped_when_due(
-        tmp_path, pacing_ms, distributor, parts):
+        tmp_path, monkeypatch, pacing_ms, distributor, parts):
     from kafkalite.bench.recorder import merge, summary_ms
+    # its wake-ups counted as its sleeps (the producer's one sleep is until
+    # the next message, or with pacing the next wake-up point, is due): not
+    # by the gaps between send calls, which a loaded machine's preemptions
+    # split (a CI rehearsal at load 9 counted 73 bursts for 57 wake-ups)
+    sleeps = []
+    real_sleep = runner.time.sleep
+    monkeypatch.setattr(runner.time, "sleep", lambda s: (sleeps.append(s), real_sleep(s)))
     w, client, out, t0, interval = _paced_run(tmp_path, pacing_ms, distributor, parts)
+    monkeypatch.setattr(runner.time, "sleep", real_sleep)
     span_ms = (w.warmup_seconds + w.test_seconds) * 1e3
     wake_ups = span_ms / pacing_ms + 2
-    # a burst per wake-up point (4,000 msg/s: 4 resp. 40 messages), where
-    # sending each message when due made 2,200 calls
+    # one sleep per wake-up point (4,000 msg/s: 4 resp. 40 messages each),
+    # where sending each message when due slept about 2,200 times
+    assert len(sleeps) <= wake_ups, len(sleeps)
     if distributor == "NO_KEY":       # the burst in one call
         assert len(client.calls) <= wake_ups, len(client.calls)
-    else:                              # a call per message, each its own partition
-        assert _bursts(client.calls) <= wake_ups * 1.2, _bursts(client.calls)
     sent_at = np.concatenate([np.full(len(s), at) for at, _p, _k, s in client.calls])
     stamps = np.concatenate([s for *_, s in client.calls])
     n = out["sent"]
