@@ -240,7 +240,9 @@ def test_at_least_once_through_kill_9_repeats_but_never_loses(server, topic_name
     inputs, views = run_with_kills(server, topic_name, tmp_path, "at_least_once")
     copy, counts = views["read_uncommitted"]
     problems = check(inputs, copy, counts)
-    assert problems and "extra (duplicates), 0 missing" in problems[0], problems
+    # a kill right after a commit repeats nothing: duplicates are likely, not
+    # certain (a CI rehearsal's kills made none); a loss never
+    assert not problems or "extra (duplicates), 0 missing" in problems[0], problems
     final = {}
     for _, k, v in counts:
         final[k] = int.from_bytes(v, "big")
