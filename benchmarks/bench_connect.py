@@ -104,6 +104,17 @@ from postgres import PostgresServer  # noqa: E402
 from kafkalite import launcher  # noqa: E402
 
 
+def wait_for_connectors(herder, names, done, step: float = 0.02) -> None:
+    """Until ``done()``, looking at the connectors' task states between
+    looks: a FAILED task raises its trace instead of waiting forever."""
+    while not done():
+        for name in names:
+            st = herder.status(name)
+            if any(t["state"] == "FAILED" for t in st["tasks"]):
+                raise RuntimeError(st["tasks"][0]["trace"])
+        time.sleep(step)
+
+
 def fill(dsn: str, table: str, rows: int) -> None:
     import psycopg
     with psycopg.connect(dsn, autocommit=True) as c:
@@ -213,12 +224,8 @@ def file_connect(server, src: str, size: int, work: str) -> float:
             "connector.class": "FileStreamSource", "file": src, "topic": topic}, False)
         herder.put_connector_config("file-sink", {
             "connector.class": "FileStreamSink", "file": out, "topics": topic}, False)
-        while not os.path.exists(out) or os.path.getsize(out) < size:
-            for name in ("file-src", "file-sink"):
-                st = herder.status(name)
-                if any(t["state"] == "FAILED" for t in st["tasks"]):
-                    raise RuntimeError(st["tasks"][0]["trace"])
-            time.sleep(0.01)
+        wait_for_connectors(herder, ("file-src", "file-sink"),
+                            lambda: os.path.exists(out) and os.path.getsize(out) >= size, 0.01)
         took = time.perf_counter() - start
     finally:
         herder.stop()
@@ -388,11 +395,7 @@ def through_connect(server, dsn, table, rows, batch, schemas: bool, work) -> flo
             "topic.prefix": prefix, "batch.max.rows": str(batch), "poll.interval.ms": "100"},
                                     False)
         tp = TopicPartition(topic, 0)
-        while c.get_watermark_offsets(tp)[1] < rows:
-            st = herder.status("bench")
-            if any(t["state"] == "FAILED" for t in st["tasks"]):
-                raise RuntimeError(st["tasks"][0]["trace"])
-            time.sleep(0.02)
+        wait_for_connectors(herder, ("bench",), lambda: c.get_watermark_offsets(tp)[1] >= rows)
         return time.perf_counter() - start
     finally:
         c.close()
@@ -466,11 +469,7 @@ def cdc_connect(server, dsn: str, changes: int, work: str) -> tuple[float, float
     tp = TopicPartition(f"{CDC_PREFIX}.public.{CDC_TABLE}", 0)
 
     def until(n):
-        while c.get_watermark_offsets(tp)[1] < n:
-            st = herder.status("cdc")
-            if any(t["state"] == "FAILED" for t in st["tasks"]):
-                raise RuntimeError(st["tasks"][0]["trace"])
-            time.sleep(0.02)
+        wait_for_connectors(herder, ("cdc",), lambda: c.get_watermark_offsets(tp)[1] >= n)
     try:
         herder.put_connector_config("cdc", {
             "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
@@ -605,11 +604,7 @@ def mirror_connect(source, target, records: int, work: str) -> float:
     try:
         start = time.perf_counter()
         herder.put_connector_config(name, config, False)
-        while copied() < records:
-            st = herder.status(name)
-            if any(t["state"] == "FAILED" for t in st["tasks"]):
-                raise RuntimeError(st["tasks"][0]["trace"])
-            time.sleep(0.02)
+        wait_for_connectors(herder, (name,), lambda: copied() >= records)
         return time.perf_counter() - start
     finally:
         c.close()
