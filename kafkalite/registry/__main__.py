@@ -4,7 +4,10 @@
 It serves the same app as a node's (rest.py) against the cluster at
 ``--bootstrap`` (kafkalite's native port), and joins the cluster's other
 registries: one leads, the others forward writes to it (leader.py). Plain
-HTTP without login (a node's registry has TLS and login: docs/schema-registry.md);
+HTTP without login (a node's registry has TLS and login: docs/schema-registry.md),
+so not for a server with security on: every HTTP caller may do anything, and
+on the server's host its writes reach the native port through the local door
+as its Unix user (a guard that refuses a secured server is still to come);
 ``--port 0`` takes a free port. Once it serves it prints one line,
 ``schema registry <url>``, to stdout; SIGTERM or SIGINT stops it.
 """
