@@ -5,9 +5,9 @@ It serves the same app as a node's (rest.py) against the cluster at
 ``--bootstrap`` (kafkalite's native port), and joins the cluster's other
 registries: one leads, the others forward writes to it (leader.py). Plain
 HTTP without login (a node's registry has TLS and login: docs/schema-registry.md),
-so not for a server with security on: every HTTP caller may do anything, and
-on the server's host its writes reach the native port through the local door
-as its Unix user (a guard that refuses a secured server is still to come);
+so it refuses a server with security on (one line, exit 2): every HTTP caller
+could do anything, and on the server's host its writes would reach the
+native port through the local door as its Unix user;
 ``--port 0`` takes a free port. Once it serves it prints one line,
 ``schema registry <url>``, to stdout; SIGTERM or SIGINT stops it.
 """
@@ -31,6 +31,25 @@ class _QuietHandler(WSGIRequestHandler):
         pass
 
 
+def _secured(bootstrap: str) -> str | None:
+    """Why this registry may not serve the server at ``bootstrap``, or
+    None: it has no login, so it serves only a server whose doors do not
+    ask who calls (on the server's host its client would otherwise take the
+    native port's local door as this Unix user, for every HTTP caller)."""
+    from kafkalite.client import AdminClient
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        endpoints = admin.server_endpoints(10.0)
+    except Exception as exc:        # noqa: BLE001 -- said in one line, exit 2
+        return f"cannot ask the server at {bootstrap} about itself: {exc}"
+    finally:
+        admin.close()
+    if endpoints.get("security"):
+        return (f"the server at {bootstrap} has security on, and a standalone registry has "
+                f"no login: use the node's registry (docs/schema-registry.md)")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kafkalite.registry")
     parser.add_argument("--bootstrap", required=True, help="the cluster's native HOST:PORT")
@@ -39,6 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    refused = _secured(args.bootstrap)
+    if refused:
+        print(f"python -m kafkalite.registry: {refused}", file=sys.stderr)
+        return 2
     from kafkalite.registry import make_app
     app = make_app(args.bootstrap)
     server = make_server(args.host, args.port, app, server_class=_Server,

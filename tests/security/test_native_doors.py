@@ -35,7 +35,8 @@ import pytest
 import zmq
 import zmq.utils.monitor
 
-from harness import create, read_all, sasl_config, secured_server, stop_server, wait_until
+from harness import (child_env, create, read_all, sasl_config, secured_server, stop_server,
+                     wait_until)
 from kafkalite import errors, local_socket
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType,
                                    ResourcePatternType, ResourceType)
@@ -313,3 +314,17 @@ def test_a_local_publisher_without_keys_is_its_unix_user_at_the_ingest_gateway(s
         assert c.get_watermark_offsets(TopicPartition(denied, 0), timeout=10)[1] == 0
     finally:
         c.close()
+
+
+def test_a_standalone_registry_refuses_a_secured_server(server):
+    """``python -m kafkalite.registry`` has no login: against a server with
+    security on it would let every HTTP caller write as its own Unix user
+    (its client takes the native port's local door). It says so in one
+    line and exits 2 instead of serving."""
+    proc = subprocess.run([sys.executable, "-m", "kafkalite.registry", "--bootstrap",
+                           server.info["native"], "--port", "0"],
+                          capture_output=True, text=True, timeout=60, env=child_env())
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert proc.stdout == ""            # never served: no "schema registry <url>" line
+    line, = [x for x in proc.stderr.splitlines() if x.startswith("python -m kafkalite.registry")]
+    assert "security on" in line and "no login" in line, line

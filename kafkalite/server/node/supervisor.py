@@ -677,8 +677,11 @@ class Supervisor:
         ``kafkalite cluster info`` away from the data directory): the
         addresses of endpoints(), not this host's process id, data
         directory or key file."""
-        return {"endpoints": {k: v for k, v in self.endpoints().items()
-                              if k not in ("pid", "data_dir", "owner.key_file", "workers")}}
+        # "security": whether the doors ask who is calling, for a client that
+        # would otherwise serve others without asking (a standalone registry)
+        return {"endpoints": {**{k: v for k, v in self.endpoints().items()
+                                 if k not in ("pid", "data_dir", "owner.key_file", "workers")},
+                              "security": security_enabled(self.config)}}
 
     # ---- control channel: the controller's BrokerChannel -------------------------------------
 
