@@ -39,7 +39,7 @@ from kafkalite._ext.messages import batch_messages
 from kafkalite.client import arrow, serialization
 from kafkalite.client.config import (CONSUMER, CONSUMER_ALIASES, OFFSET_RESETS,
                                      check_group_protocol, resolve)
-from kafkalite.client.connection import Connection, client_context, parse_bootstrap
+from kafkalite.client.connection import Connection, PeerLostError, client_context, parse_bootstrap
 from kafkalite.client.link import Link
 from kafkalite.client.metadata import Metadata, cluster_metadata, list_offsets
 from kafkalite.client.tcp_link import fetch_answer_bound, resolve_transport, tcp_link_or
@@ -320,8 +320,18 @@ class Consumer:
         return out
 
     def _list_offsets(self, requests: dict[tuple[str, int], int]) -> dict:
-        """ListOffsets for {(topic, partition): timestamp}; -> {key: (offset, ts)}."""
-        return list_offsets(self._meta, self._conn, requests, self._isolation(), self._timeout)
+        """ListOffsets for {(topic, partition): timestamp}; -> {key: (offset, ts)}.
+        Asked once more on a new link when the first one turned out dead as
+        the request was written (an idle link the broker had closed looks
+        alive until then), as Kafka's consumer retries a disconnect."""
+        try:
+            return list_offsets(self._meta, self._conn, requests, self._isolation(),
+                                self._timeout)
+        except PeerLostError:
+            for node in [n for n, c in self._conns.items() if not c.alive()]:
+                self._worker_lost(node)
+            return list_offsets(self._meta, self._conn, requests, self._isolation(),
+                                self._timeout)
 
     def get_watermark_offsets(self, partition: TopicPartition, timeout: float | None = None,
                               cached: bool = False) -> tuple[int, int]:
@@ -384,7 +394,11 @@ class Consumer:
         if endpoint is None:
             raise errors.LeaderNotAvailableError(f"worker {node} is not available")
         conn = self._conns.get(node)
-        if conn is None or conn.endpoint != endpoint:
+        # a link the worker closed is made anew: the broker closes a
+        # connection idle for connections.max.idle.ms, and a consumer that
+        # only asks ListOffsets between long pauses (the schema registry's)
+        # would otherwise meet that dead link at every call
+        if conn is None or conn.endpoint != endpoint or not conn.alive():
             if conn is not None:
                 self._drop_conn(node)
             conn = Connection(endpoint, self.config["client.id"], self._ctx, watch=True)
