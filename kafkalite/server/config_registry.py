@@ -684,7 +684,8 @@ def check_topic_configs(configs: dict, base: LogConfig, topic: str | None = None
     kept, as Kafka 3.x keeps it. ``tiered_storage``: the brokers have a
     remote store (``remote.log.storage.system.enable``); without it
     ``remote.storage.enable=true`` is refused with Kafka's message.
-    ``iceberg.mode=key_value`` is refused where pyiceberg cannot be imported."""
+    an ``iceberg.mode`` other than off is refused where pyiceberg (or, decoding, fastavro)
+    cannot be imported."""
     nulls = sorted(n for n, v in configs.items() if v is None)
     if nulls:
         raise errors.InvalidConfigurationError(
