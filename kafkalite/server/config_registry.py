@@ -65,7 +65,7 @@ from kafkalite.protocol.enums import ConfigSource, ConfigType
 from kafkalite.protocol.native import NATIVE_BOOTSTRAP_CONFIG
 from kafkalite.server.config import SETTINGS, ServerConfig
 from kafkalite.server.listeners import kafka_listeners
-from kafkalite.storage.config import ICEBERG_KEY_VALUE, INT_MAX, LONG_MAX, LogConfig
+from kafkalite.storage.config import ICEBERG_OFF, INT_MAX, LONG_MAX, LogConfig
 from kafkalite.storage.iceberg import iceberg_unavailable
 
 log = logging.getLogger("kafkalite.configs")
@@ -139,7 +139,8 @@ _TOPIC_CHOICES = {
     "leader.replication.throttled.replicas": "[partitionId]:[brokerId],... or *",
     "follower.replication.throttled.replicas": "[partitionId]:[brokerId],... or *",
     "remote.storage.enable": "true only with remote.log.storage.system.enable",
-    "iceberg.mode": "[off, key_value]",
+    "iceberg.mode": "[off, key_value, value_schema_id_prefix, value_schema_latest"
+                    "[:subject=<subject>]]",
 }
 
 
@@ -683,7 +684,8 @@ def check_topic_configs(configs: dict, base: LogConfig, topic: str | None = None
     kept, as Kafka 3.x keeps it. ``tiered_storage``: the brokers have a
     remote store (``remote.log.storage.system.enable``); without it
     ``remote.storage.enable=true`` is refused with Kafka's message.
-    ``iceberg.mode=key_value`` is refused where pyiceberg cannot be imported."""
+    an ``iceberg.mode`` other than off is refused where pyiceberg (or, decoding, fastavro)
+    cannot be imported."""
     nulls = sorted(n for n, v in configs.items() if v is None)
     if nulls:
         raise errors.InvalidConfigurationError(
@@ -703,11 +705,12 @@ def check_topic_configs(configs: dict, base: LogConfig, topic: str | None = None
         raise errors.InvalidConfigurationError(
             "Tiered Storage functionality is disabled in the broker. Topic cannot be configured "
             "with remote log storage.")
-    if config.iceberg_mode == ICEBERG_KEY_VALUE:
-        missing = iceberg_unavailable()
+    if config.iceberg_mode != ICEBERG_OFF:
+        missing = iceberg_unavailable(config.iceberg_mode)
         if missing:
             raise errors.InvalidConfigurationError(
-                f"invalid value key_value for iceberg.mode: Iceberg topics need pyiceberg on "
+                f"invalid value {config.iceberg_mode} for iceberg.mode: Iceberg topics need "
+                f"pyiceberg (and fastavro to decode values) on "
                 f"the broker ({missing}; pip install 'kafkalite[connect]')")
     was_tiered = LogConfig.from_properties(before or {}, base=base).remote_storage_enable
     if was_tiered and not config.remote_storage_enable:

@@ -38,11 +38,33 @@ _VERSION = re.compile(r"^\d+\.\d+(\.\d+)?(-IV\d+)?$")
 # Why a config has no effect here (the field's ``effect``); empty: the log acts on it.
 NO_RECOMPRESSION = ("kafkalite stores a batch as its producer compressed it and never "
                     "recompresses it")
-# iceberg.mode: what kafkalite does, and Redpanda's modes it does not do yet
+# iceberg.mode: Redpanda's modes. value_schema_latest may name its subject
+# as Redpanda's does (``value_schema_latest:subject=<subject>``; default
+# ``<topic>-value``, the TopicNameStrategy)
 ICEBERG_OFF = "off"
 ICEBERG_KEY_VALUE = "key_value"
-ICEBERG_MODES = (ICEBERG_OFF, ICEBERG_KEY_VALUE)
-ICEBERG_MODES_LATER = ("value_schema_id_prefix", "value_schema_latest")
+ICEBERG_VALUE_SCHEMA_ID_PREFIX = "value_schema_id_prefix"
+ICEBERG_VALUE_SCHEMA_LATEST = "value_schema_latest"
+ICEBERG_MODES = (ICEBERG_OFF, ICEBERG_KEY_VALUE, ICEBERG_VALUE_SCHEMA_ID_PREFIX,
+                 ICEBERG_VALUE_SCHEMA_LATEST)
+
+
+def iceberg_mode_parts(mode: str) -> tuple[str, dict[str, str]]:
+    """``iceberg.mode`` as (mode, options): ``value_schema_latest:subject=s``
+    gives ("value_schema_latest", {"subject": "s"}). Raises ValueError on
+    options another mode has, or options it does not know."""
+    name, _, rest = mode.partition(":")
+    options = {}
+    if rest:
+        if name != ICEBERG_VALUE_SCHEMA_LATEST:
+            raise ValueError(f"{name} takes no options")
+        for item in rest.split(","):
+            k, sep, v = item.partition("=")
+            if not sep or k.strip() != "subject" or not v.strip():
+                raise ValueError(f"unknown option {item!r} (value_schema_latest takes "
+                                 f"subject=<subject>)")
+            options["subject"] = v.strip()
+    return name, options
 NO_TIMESTAMP_CHECK = ("kafkalite does not compare record timestamps with the broker's clock "
                       "(no INVALID_TIMESTAMP)")
 
@@ -196,7 +218,11 @@ class LogConfig:
         doc="`key_value`: the partition leaders keep the topic's committed records in an "
             "Iceberg table named after the topic (Redpanda's key_value layout: a `redpanda` "
             "struct of partition, offset, timestamp, headers and key, and the value as "
-            "binary); `off`: no table.")
+            "binary); `value_schema_id_prefix`: the values, in the schema registry's wire "
+            "format, decoded into columns beside `redpanda` (Avro); `value_schema_latest`"
+            "[:subject=<subject>]: plain Avro values decoded by the latest schema of "
+            "`<topic>-value` (or the subject named); records that do not decode go to the "
+            "table `<topic>~dlq`; `off`: no table.")
     iceberg_target_lag_ms: int = _prop("iceberg.target.lag.ms", 1, LONG_MAX, default=60_000,
         kind="long", doc="With `iceberg.mode`: how often the leader commits the records "
                          "below the last stable offset to the table (and at each segment "
@@ -255,11 +281,14 @@ class LogConfig:
                 raise InvalidConfigurationError(
                     f"invalid value {','.join(replicas)!r} for {key}: expected * or "
                     f"partition:broker pairs, comma-separated")
-        if self.iceberg_mode not in ICEBERG_MODES:
-            later = " (not supported yet)" if self.iceberg_mode in ICEBERG_MODES_LATER else ""
+        try:
+            mode, _ = iceberg_mode_parts(self.iceberg_mode)
+            why = "" if mode in ICEBERG_MODES else f"kafkalite supports {', '.join(ICEBERG_MODES)}"
+        except ValueError as exc:
+            why = str(exc)
+        if why:
             raise InvalidConfigurationError(
-                f"invalid value {self.iceberg_mode!r} for iceberg.mode{later}: kafkalite "
-                f"supports {' and '.join(ICEBERG_MODES)}")
+                f"invalid value {self.iceberg_mode!r} for iceberg.mode: {why}")
         if self.remote_storage_enable:
             self._check_tiered()
 

@@ -104,12 +104,13 @@ def test_iceberg_mode_is_described_and_other_modes_are_refused(server, topic_nam
     entries = list(described.values())[0].result(30)
     assert entries["iceberg.mode"].value == "key_value"
     assert entries["iceberg.target.lag.ms"].value == "60000"
-    for mode, why in (("value_schema_id_prefix", "not supported yet"),
-                      ("value_schema_latest", "not supported yet"), ("json", "supports off")):
+    for i, (mode, why) in enumerate((("value_schema_latest:subject=", "unknown option"),
+                                     ("key_value:subject=s", "takes no options"),
+                                     ("json", "supports off"))):
         with pytest.raises(ck.KafkaException) as exc:
-            _create(server, f"{topic_name}-{mode}", 1, **{"iceberg.mode": mode})
+            _create(server, f"{topic_name}-{i}", 1, **{"iceberg.mode": mode})
         assert exc.value.args[0].code() == INVALID_CONFIG
-        assert why in exc.value.args[0].str() and "key_value" in exc.value.args[0].str()
+        assert why in exc.value.args[0].str(), exc.value.args[0].str()
     with pytest.raises(ck.KafkaException) as exc:
         _create(server, f"{topic_name}-lag", 1, **{"iceberg.target.lag.ms": "0"})
     assert exc.value.args[0].code() == INVALID_CONFIG

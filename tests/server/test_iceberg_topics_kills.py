@@ -25,16 +25,18 @@ from soak import setting
 
 pytest.importorskip("pyiceberg")
 
-from iceberg_tables import (check_exactly_once, duckdb_rows, pyiceberg_rows,  # noqa: E402
-                            table_offsets, topic_rows)
+from iceberg_tables import (check_exactly_once, duckdb_rows, load_table,  # noqa: E402
+                            pyiceberg_rows, table_offsets, topic_rows)
 
 KILLS = setting("KAFKALITE_ICEBERG_TOPIC_KILLS")
 SEED = int(os.environ.get("KAFKALITE_ICEBERG_SEED", random.randrange(1 << 30)))
 
 
-def _produce(bootstrap, topic, stop: threading.Event, produced: list, failed: list):
+def _produce(bootstrap, topic, stop: threading.Event, produced: list, failed: list,
+             serialize=None):
     """Records to both partitions, a steady stream until ``stop``; their
-    count into ``produced``."""
+    count into ``produced``. ``serialize``: the value of record i as bytes
+    (default ``value-i``)."""
     producer = ck.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                             "linger.ms": 5, "batch.size": 8192,
                             "message.timeout.ms": 120_000})
@@ -48,7 +50,8 @@ def _produce(bootstrap, topic, stop: threading.Event, produced: list, failed: li
         while not stop.is_set():
             for _ in range(20):
                 try:
-                    producer.produce(topic, b"value-%d" % i, key=b"key-%d" % i,
+                    value = serialize(i) if serialize else b"value-%d" % i
+                    producer.produce(topic, value, key=b"key-%d" % i,
                                      partition=i % 2, on_delivery=delivered)
                     i += 1
                 except BufferError:
@@ -70,18 +73,37 @@ def _ends(consumer, topic, count) -> dict | None:
     return ends if sum(ends.values()) >= count else None
 
 
-def test_the_table_holds_every_record_once_through_kills_of_its_writers(tmp_path):
+def _avro_serializer(srv, topic):
+    """Record i as the schema registry's wire format (AvroSerializer), every
+    25th as bytes that do not decode (for the dead-letter table)."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    serializer = AvroSerializer(SchemaRegistryClient({"url": srv.info["schema_registry"]}),
+                                AVRO_SCHEMA)
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    return lambda i: b"not avro %d" % i if i % 25 == 0 else serializer({"n": i}, ctx)
+
+
+AVRO_SCHEMA = '{"type": "record", "name": "Event", "fields": [{"name": "n", "type": "long"}]}'
+
+
+@pytest.mark.parametrize("mode", ["key_value", "value_schema_id_prefix"])
+def test_the_table_holds_every_record_once_through_kills_of_its_writers(tmp_path, mode):
     rnd = random.Random(SEED)
     srv = ServerProcess(str(tmp_path / "data")).start()
     try:
         topic = "events"
         admin = AdminClient({"bootstrap.servers": srv.kafka_bootstrap})
         admin.create_topics([NewTopic(topic, 2, 1, config={
-            "iceberg.mode": "key_value", "iceberg.target.lag.ms": "100",
+            "iceberg.mode": mode, "iceberg.target.lag.ms": "100",
             "segment.bytes": "32768"})])[topic].result(30)
+        decoded = mode != "key_value"
+        serialize = _avro_serializer(srv, topic) if decoded else None
         stop, produced, failed = threading.Event(), [], []
         producer = threading.Thread(target=_produce, args=(srv.kafka_bootstrap, topic, stop,
-                                                           produced, failed), daemon=True)
+                                                           produced, failed, serialize),
+                                    daemon=True)
         producer.start()
         for kill in range(KILLS):
             # each kill lands while the table grows: after a commit, before the next ones
@@ -108,6 +130,9 @@ def test_the_table_holds_every_record_once_through_kills_of_its_writers(tmp_path
                    lambda: f"the table's offsets {table_offsets(srv.data_dir, topic)} short "
                            f"of the log's {ends} (seed {SEED})")
         records = topic_rows(srv.kafka_bootstrap, topic, ends)
+        if decoded:
+            _check_decoded(srv, topic, records, ends)
+            return
         table = pyiceberg_rows(srv.data_dir, topic)
         assert check_exactly_once(table, records) == [], f"seed {SEED}"
         assert sorted((r[0], r[1]) for r in table) == [(p, o) for p in (0, 1)
@@ -117,3 +142,21 @@ def test_the_table_holds_every_record_once_through_kills_of_its_writers(tmp_path
             assert check_exactly_once(duck, records) == [], f"DuckDB's read, seed {SEED}"
     finally:
         stop_server(srv)
+
+
+def _check_decoded(srv, topic, records, ends):
+    """The decoded table and its dead-letter table: every offset in exactly
+    one of them, the decoded ``n`` that of the value produced, the
+    dead-letter rows' values the bytes produced."""
+    main = load_table(srv.data_dir, topic).scan().to_arrow().to_pylist()
+    dlq = load_table(srv.data_dir, topic + "~dlq").scan().to_arrow().to_pylist()
+    at = {(r[0], r[1]): r for r in records}
+    main_keys = [(r["redpanda"]["partition"], r["redpanda"]["offset"]) for r in main]
+    dlq_keys = [(r["redpanda"]["partition"], r["redpanda"]["offset"]) for r in dlq]
+    assert sorted(main_keys + dlq_keys) == [(p, o) for p in (0, 1) for o in range(ends[p])], \
+        f"seed {SEED}: main + dead-letter offsets are not every offset once"
+    assert dlq_keys, "no record reached the dead-letter table"
+    for r, k in zip(dlq, dlq_keys):
+        assert r["value"] == at[k][4] and at[k][4].startswith(b"not avro"), (k, SEED)
+    for r, k in zip(main, main_keys):
+        assert at[k][4][5:] and r["n"] == int(at[k][3][4:]), (k, SEED)   # key-i has value n=i

@@ -140,7 +140,7 @@ from kafkalite.storage import AppendOrigin, PartitionLog
 from kafkalite.storage.checkpoint import BROKER_CHECKPOINTS, CheckpointFile
 from kafkalite.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from kafkalite.storage.local_region import same_host
-from kafkalite.storage.config import ICEBERG_KEY_VALUE
+from kafkalite.storage.config import ICEBERG_OFF
 from kafkalite.storage.iceberg.partition_writer import ICEBERG_DIR, IcebergTopicWriter
 from kafkalite.storage.remote.remote_log import RemoteReadPending
 from kafkalite.storage.remote.remote_log_reader import RemoteLogReader
@@ -1112,11 +1112,12 @@ class ReplicaManager:
                     part.log.copy_to_remote(wait=False, start=part.is_leader)
                     if remote.copy_in_flight:
                         self._active[key] = max(self._active.get(key, 0), 2)
-                if part.is_leader and part.log.config.iceberg_mode == ICEBERG_KEY_VALUE:
+                if part.is_leader and part.log.config.iceberg_mode != ICEBERG_OFF:
                     # the leader commits to the topic's table, on the Iceberg thread;
                     # looked at each tick while records are not in the table yet
                     if self.iceberg.maybe_commit(key, part.log,
-                                                 part.log.config.iceberg_target_lag_ms):
+                                                 part.log.config.iceberg_target_lag_ms,
+                                                 part.log.config.iceberg_mode):
                         self._active[key] = max(self._active.get(key, 0), 2)
                 elif self._iceberg is not None:
                     self._iceberg.forget(key)

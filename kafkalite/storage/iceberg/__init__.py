@@ -1,11 +1,16 @@
 """Iceberg topics: a topic's committed records kept as an Iceberg table
-(Redpanda's Iceberg Topics, ``iceberg.mode=key_value``).
+(Redpanda's Iceberg Topics, ``iceberg.mode``: ``key_value``,
+``value_schema_id_prefix``, ``value_schema_latest``).
 
 - ``topic_table.py``: the table of a topic -- its catalog (pyiceberg's SQL
   catalog on SQLite under the data directory), Redpanda's key_value
   schema partitioned by hour(redpanda.timestamp), record columns as Arrow,
   and the commit that records, in the snapshot summary, the next offset of
   every partition the table holds.
+- ``registry_lookup.py``: the value schemas, asked of the node's schema
+  registry over its HTTP API (by id, or a subject's latest).
+- ``avro_values.py``: an Avro schema as Arrow columns (Redpanda's
+  translation) and its values decoded into them.
 - ``partition_writer.py``: the leader's side: which records of a partition
   are due (below the last stable offset, at most every
   ``iceberg.target.lag.ms`` or at a segment roll), read and committed on a
@@ -23,12 +28,14 @@ here imports it at module level.
 from __future__ import annotations
 
 
-def iceberg_unavailable() -> str | None:
-    """Why Iceberg topics cannot work in this process (pyiceberg or pyarrow
-    missing), or None."""
+def iceberg_unavailable(mode: str = "key_value") -> str | None:
+    """Why Iceberg topics of ``mode`` cannot work in this process (pyiceberg
+    or pyarrow missing; fastavro too for the modes that decode values), or None."""
     try:
         import pyarrow  # noqa: F401
         import pyiceberg.catalog.sql  # noqa: F401
+        if mode.startswith("value_schema"):
+            import fastavro  # noqa: F401
     except ImportError as exc:
         return f"cannot import {exc.name or 'pyiceberg'}"
     return None

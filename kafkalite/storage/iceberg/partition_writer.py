@@ -23,6 +23,22 @@ table's offset. Records below the log start offset (deleted by
 retention before they were committed) cannot be written: the table starts
 at the log start then.
 
+Decoded modes (``value_schema_id_prefix``, ``value_schema_latest``): each
+value is decoded through its schema (registry_lookup.py, avro_values.py);
+the records that decode go to the topic's table, the others (no magic
+byte, an id the registry has not, a schema that cannot be columns, a body
+that is not one datum, a tombstone) to the dead-letter table
+``<topic>~dlq``, their value as it was. The two tables cannot be
+committed in one transaction, so the dead-letter table is committed first
+and the topic's table second, and the topic's table's summary is where the
+partition resumes. Each table's summary says up to where it holds the
+partition; where the dead-letter table is ahead (a commit that ended
+between the two, or a deposed leader's), the records it already holds
+from the topic table's offset on are read from it and left out of both
+tables on the next commit: every offset lands in exactly one of the two.
+Each append is a compare-and-swap on its table; a lost one starts the
+whole commit over from both summaries.
+
 Contract: ``maybe_commit``, ``forget`` on the log owner's thread; the
 commits on the Iceberg thread, one at a time per worker.
 """
@@ -33,6 +49,8 @@ import os
 import time
 
 from kafkalite.storage.background import BackgroundThread
+from kafkalite.storage.config import (ICEBERG_KEY_VALUE, ICEBERG_VALUE_SCHEMA_ID_PREFIX,
+                                      iceberg_mode_parts)
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +59,9 @@ MAX_COMMIT_BYTES = 64 << 20     # bytes of the log read for one commit
 READ_CHUNK = 16 << 20           # decoded at a time
 # how long after a failed commit the writer tries again
 RETRY_S = 1.0
+DLQ_SUFFIX = "~dlq"             # the dead-letter table: <topic>~dlq (Redpanda's name)
+MAGIC_BYTE = 0                  # the schema registry's wire format: 0, a 4-byte id, the body
+PREFIX_BYTES = 5
 
 _iceberg_thread = BackgroundThread("kafkalite-iceberg")
 
@@ -74,12 +95,26 @@ class IcebergTopicWriter:
         self.warehouse = warehouse
         self._partitions: dict[tuple[str, int], _PartitionState] = {}
         self._tables: dict = {}
+        self._lookup = None
 
-    def _table(self, topic: str):
+    def _table(self, topic: str, mode: str):
+        """The topic's TopicTable (key_value), or its _DecodedTables."""
         from kafkalite.storage.iceberg.topic_table import TopicTable
-        table = self._tables.get(topic)
+        table = self._tables.get((topic, mode))
         if table is None:
-            table = self._tables[topic] = TopicTable(self.root, topic, self.warehouse)
+            name, options = iceberg_mode_parts(mode)
+            if name == ICEBERG_KEY_VALUE:
+                table = TopicTable(self.root, topic, self.warehouse)
+            else:
+                if self._lookup is None:
+                    from kafkalite.storage.iceberg.registry_lookup import RegistryLookup
+                    self._lookup = RegistryLookup(os.path.dirname(os.path.abspath(self.root)))
+                table = _DecodedTables(
+                    TopicTable(self.root, topic, self.warehouse, decoded=True),
+                    TopicTable(self.root, topic, self.warehouse, name=topic + DLQ_SUFFIX),
+                    self._lookup, name == ICEBERG_VALUE_SCHEMA_ID_PREFIX,
+                    options.get("subject", f"{topic}-value"))
+            self._tables[(topic, mode)] = table
         return table
 
     def committed_offset(self, key: tuple[str, int]) -> int | None:
@@ -87,7 +122,8 @@ class IcebergTopicWriter:
         state = self._partitions.get(key)
         return None if state is None else state.next_offset
 
-    def maybe_commit(self, key: tuple[str, int], plog, lag_ms: int) -> bool:
+    def maybe_commit(self, key: tuple[str, int], plog, lag_ms: int,
+                     mode: str = ICEBERG_KEY_VALUE) -> bool:
         """Start the partition's commit if one is due; True while the
         partition has records not in the table or a commit under way (the
         caller keeps calling)."""
@@ -108,7 +144,7 @@ class IcebergTopicWriter:
                 return True
         if now - state.failed_at < RETRY_S:
             return True
-        table = self._table(key[0])
+        table = self._table(key[0], mode)
         if state.next_offset is None:
             state.future = _iceberg_thread.submit(_learn, table, key[1])
             return True
@@ -126,7 +162,8 @@ class IcebergTopicWriter:
         regions = _plan(plog, start, lso)
         if not regions:
             return True
-        state.future = _iceberg_thread.submit(_commit, table, key[1], regions, start,
+        commit = _commit_decoded if isinstance(table, _DecodedTables) else _commit
+        state.future = _iceberg_thread.submit(commit, table, key[1], regions, start,
                                               start <= log_start, lso)
         return True
 
@@ -158,6 +195,8 @@ def _plan(plog, start: int, lso: int) -> list[tuple]:
 
 
 def _learn(table, partition: int) -> tuple[int, bool]:
+    if isinstance(table, _DecodedTables):
+        table = table.main
     committed = table.committed_offset(partition)
     return (0 if committed is None else committed), False
 
@@ -208,7 +247,7 @@ def _commit(table, partition: int, regions, start: int, from_log_start: bool,
     offsets = np.concatenate([cols.offsets for cols in decoded if len(cols)]) if parts \
         else np.empty(0, dtype=np.int64)
 
-    def records_from(committed: int):
+    def records_from(committed: int, schema=None):
         if committed < start and not from_log_start:
             raise _Gap(committed)
         lowest = max(committed, start)
@@ -221,3 +260,125 @@ def _commit(table, partition: int, regions, start: int, from_log_start: bool,
     except _Gap as gap:
         return gap.committed, True
     return next_offset, next_offset < lso
+
+
+class _DecodedTables:
+    """A decoded topic's two tables and how its values are decoded."""
+
+    def __init__(self, main, dlq, lookup, id_prefix: bool, subject: str):
+        self.main = main
+        self.dlq = dlq
+        self.lookup = lookup
+        self.id_prefix = id_prefix      # value_schema_id_prefix; else value_schema_latest
+        self.subject = subject
+
+    def _codec(self, schema):
+        """The AvroValues of a registry schema, or None: it cannot be columns."""
+        if schema is None or schema.schema_type != "AVRO":
+            return None
+        if schema.codec is None:
+            from kafkalite.storage.iceberg.avro_values import AvroValues
+            try:
+                schema.codec = AvroValues(schema.text)
+            except Exception as exc:        # Unsupported, or fastavro refusing it
+                log.warning("schema id %d cannot be Iceberg columns: %s", schema.id, exc)
+                schema.codec = False
+        return schema.codec or None
+
+    def decode(self, values: list) -> tuple[list, dict]:
+        """Each value's columns (None: it does not decode) and the codecs
+        used, by schema id. RegistryUnavailable propagates (the commit is
+        tried again, nothing goes to the dead-letter table for it)."""
+        rows, used = [], {}
+        latest = None if self.id_prefix else self.lookup.latest(self.subject)
+        for value in values:
+            if value is None:
+                rows.append(None)
+                continue
+            if self.id_prefix:
+                if len(value) < PREFIX_BYTES or value[0] != MAGIC_BYTE:
+                    rows.append(None)
+                    continue
+                schema = self.lookup.by_id(int.from_bytes(value[1:PREFIX_BYTES], "big"))
+                body = value[PREFIX_BYTES:]
+            else:
+                schema, body = latest, value
+            codec = self._codec(schema)
+            if codec is None:
+                rows.append(None)
+                continue
+            try:
+                rows.append(codec.decode(body))
+            except Exception:       # not one datum of the schema
+                rows.append(None)
+                continue
+            used[schema.id] = codec
+        return rows, used
+
+
+def _commit_decoded(tables: _DecodedTables, partition: int, regions, start: int,
+                    from_log_start: bool, lso: int) -> tuple[int, bool]:
+    """_commit for a decoded topic: the records that decode into the topic's
+    table, the others into its dead-letter table (the module's docstring
+    says in which order and why every offset lands once)."""
+    import numpy as np
+    import pyarrow as pa
+    from pyiceberg.exceptions import CommitFailedException
+
+    from kafkalite.storage.iceberg.topic_table import (COMMIT_ATTEMPTS, arrow_schema,
+                                                       columns_to_table, committed_offsets)
+    try:
+        decoded, scanned = _decode(regions)
+    finally:
+        for fd, *_ in regions:
+            os.close(fd)
+    if scanned < 0:
+        return start, True
+    parts = [columns_to_table(cols, partition) for cols in decoded if len(cols)]
+    records = pa.concat_tables(parts) if parts else arrow_schema().empty_table()
+    offsets = records.column("redpanda").combine_chunks().field("offset").to_numpy() \
+        if records.num_rows else np.empty(0, dtype=np.int64)
+    rows, used = tables.decode(records.column("value").to_pylist())
+    decodes = np.array([r is not None for r in rows], dtype=bool)
+    evolve = [pa.schema(used[sid].fields) for sid in sorted(used)]
+
+    def main_records(mask):
+        def build(schema):
+            taken = np.flatnonzero(mask)
+            columns = [records.column("redpanda").take(pa.array(taken))
+                       .cast(schema.field("redpanda").type)]
+            names = [f.name for f in schema if f.name != "redpanda"]
+            if names:
+                values = pa.Table.from_pylist([rows[i] for i in taken],
+                                              schema=pa.schema([schema.field(n) for n in names]))
+                columns += values.columns
+            return pa.Table.from_arrays(columns, schema=schema)
+        return build
+
+    for attempt in range(COMMIT_ATTEMPTS):
+        main = tables.main.load()
+        committed = committed_offsets(main).get(partition, 0)
+        if committed < start and not from_log_start:
+            return committed, True
+        if committed >= scanned:
+            return committed, committed < lso
+        dlq = tables.dlq.load()
+        dlq_committed = committed_offsets(dlq).get(partition, 0)
+        lowest = max(committed, start)
+        held = tables.dlq.offsets_between(partition, lowest, dlq_committed) \
+            if dlq_committed > lowest else set()
+        fresh = offsets >= lowest
+        if held:
+            fresh &= ~np.isin(offsets, np.fromiter(held, dtype=np.int64))
+        try:
+            if (fresh & ~decodes).any():
+                tables.dlq.append(dlq, partition, max(dlq_committed, scanned),
+                                  lambda schema: records.filter(pa.array(fresh & ~decodes)))
+            tables.main.append(main, partition, scanned, main_records(fresh & decodes), evolve)
+            return scanned, scanned < lso
+        except CommitFailedException:
+            tables.main.reload()
+            tables.dlq.reload()
+            if attempt == COMMIT_ATTEMPTS - 1:
+                raise
+    return start, True

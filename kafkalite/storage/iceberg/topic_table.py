@@ -12,6 +12,15 @@ Layout (Redpanda's ``key_value`` mode), table ``kafkalite.<topic>``:
 
 partitioned by ``hour(redpanda.timestamp)``.
 
+With ``value_schema_id_prefix`` and ``value_schema_latest`` (``decoded``
+tables) there is no ``value`` column: the value's fields are columns beside
+``redpanda`` (avro_values.py), added by the commit that first writes a
+record with them (``update_schema().union_by_name`` in the same
+transaction as the append: no data file is rewritten, older rows read the
+new column as null). The dead-letter table ``<topic>~dlq`` (Redpanda's
+name) has the key_value layout: the records that did not decode, their
+value as it was.
+
 Snapshot summary: every commit's summary carries
 ``kafkalite.next-offset.<partition>`` for every partition the table has
 records of (the commit copies the others from the snapshot before it), so
@@ -81,6 +90,13 @@ def iceberg_schema():
         NestedField(2, "value", BinaryType(), required=False))
 
 
+def decoded_iceberg_schema():
+    """The schema a decoded table starts with: ``redpanda`` alone, the
+    value's columns come with the records."""
+    from pyiceberg.schema import Schema
+    return Schema(iceberg_schema().find_field("redpanda"))
+
+
 def _partition_spec():
     from pyiceberg.partitioning import PartitionField, PartitionSpec
     from pyiceberg.transforms import HourTransform
@@ -116,11 +132,13 @@ def committed_offsets(table) -> dict[int, int]:
 class TopicTable:
     """The table of one topic, created at first use."""
 
-    def __init__(self, root: str, topic: str, warehouse: str | None = None):
+    def __init__(self, root: str, topic: str, warehouse: str | None = None,
+                 name: str | None = None, decoded: bool = False):
         self.root = root
         self.warehouse = warehouse
         self.topic = topic
-        self.identifier = (NAMESPACE, topic)
+        self.identifier = (NAMESPACE, name or topic)
+        self.decoded = decoded
         self._catalog = None
         self._table = None
 
@@ -136,7 +154,9 @@ class TopicTable:
                 pass
             try:
                 self._table = self._catalog.create_table(
-                    self.identifier, schema=iceberg_schema(), partition_spec=_partition_spec(),
+                    self.identifier,
+                    schema=decoded_iceberg_schema() if self.decoded else iceberg_schema(),
+                    partition_spec=_partition_spec(),
                     properties=NO_RETRIES)
             except TableAlreadyExistsError:
                 self._table = self._catalog.load_table(self.identifier)
@@ -147,40 +167,98 @@ class TopicTable:
             self._table = self._table.refresh()
         return self._table
 
+    def reload(self) -> None:
+        """Load the table from the catalog again at the next ``load``
+        (after a lost compare-and-swap)."""
+        self._table = None
+
     def committed_offset(self, partition: int) -> int | None:
         """The next offset of ``partition`` the table holds up to (None: none of it)."""
         return committed_offsets(self.load()).get(partition)
 
     def commit(self, partition: int, records_from, next_offset_of) -> int:
-        """Append what ``records_from(committed)`` gives (an Arrow table of
-        the partition's records from the committed offset on) and record
+        """Append what ``records_from(committed, arrow_schema)`` gives (an
+        Arrow table of the partition's records from the committed offset on,
+        in the table's ``arrow_schema``) and record
         ``next_offset_of(committed)`` as the partition's next offset, in one
         snapshot; redone from the new committed offset when another commit
         came first. Returns the partition's next offset as committed."""
         from pyiceberg.exceptions import CommitFailedException
         for attempt in range(COMMIT_ATTEMPTS):
             table = self.load()
-            offsets = committed_offsets(table)
-            committed = offsets.get(partition, 0)
-            records = records_from(committed)
+            committed = committed_offsets(table).get(partition, 0)
             next_offset = next_offset_of(committed)
             if next_offset <= committed:
                 return committed
-            offsets[partition] = next_offset
-            summary = {f"{NEXT_OFFSET}{p}": str(o) for p, o in sorted(offsets.items())}
             try:
-                if records.num_rows:
-                    table.append(records, snapshot_properties=summary)
-                else:   # only aborted records or markers: a snapshot of no files moves the offset
-                    with table.transaction() as tx:
-                        with tx.update_snapshot(snapshot_properties=summary).fast_append():
-                            pass
+                self.append(table, partition, next_offset,
+                            lambda schema: records_from(committed, schema))
                 return next_offset
             except CommitFailedException:
                 self._table = None
                 if attempt == COMMIT_ATTEMPTS - 1:
                     raise
         return committed
+
+    def append(self, table, partition: int, next_offset: int, records_of,
+               evolve=()) -> None:
+        """One snapshot on ``table`` as loaded: the columns of the Arrow
+        schemas ``evolve`` added where the table has not got them, the
+        records ``records_of(arrow_schema)`` gives (in the table's schema
+        after that) appended, and ``next_offset`` recorded as the partition's
+        (the others' copied). Raises CommitFailedException when the table
+        changed since it was loaded."""
+        offsets = committed_offsets(table)
+        offsets[partition] = max(next_offset, offsets.get(partition, 0))
+        summary = {f"{NEXT_OFFSET}{p}": str(o) for p, o in sorted(offsets.items())}
+        with table.transaction() as tx:
+            current = tx.table_metadata.schema()
+            new = [s for s in evolve if _adds_columns(current.as_arrow(), s)]
+            if new:
+                with tx.update_schema() as update:
+                    for schema in new:
+                        update.union_by_name(schema)
+            records = records_of(tx.table_metadata.schema().as_arrow())
+            if records.num_rows:
+                tx.append(records, snapshot_properties=summary)
+            else:   # only aborted records or markers: a snapshot of no files moves the offset
+                with tx.update_snapshot(snapshot_properties=summary).fast_append():
+                    pass
+
+    def offsets_between(self, partition: int, low: int, high: int) -> set[int]:
+        """The offsets of ``partition`` in [low, high) the table holds."""
+        from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual, LessThan
+        rows = self.load().scan(
+            row_filter=And(EqualTo("redpanda.partition", partition),
+                           And(GreaterThanOrEqual("redpanda.offset", low),
+                               LessThan("redpanda.offset", high))),
+            selected_fields=("redpanda.partition", "redpanda.offset")).to_arrow()
+        out = set()
+        for r in rows.column("redpanda").to_pylist():
+            if r["partition"] == partition and low <= r["offset"] < high:
+                out.add(r["offset"])
+        return out
+
+
+def _adds_columns(current, schema) -> bool:
+    """Whether the Arrow ``schema`` has a field (at any depth) ``current`` has not."""
+    pa = _arrow()
+
+    def missing(have, want) -> bool:
+        if pa.types.is_struct(want):
+            if not pa.types.is_struct(have):
+                return False
+            names = {have.field(i).name: have.field(i).type for i in range(have.num_fields)}
+            return any(want.field(i).name not in names
+                       or missing(names[want.field(i).name], want.field(i).type)
+                       for i in range(want.num_fields))
+        if (pa.types.is_list(want) or pa.types.is_large_list(want)) and \
+                (pa.types.is_list(have) or pa.types.is_large_list(have)):
+            return missing(have.value_type, want.value_type)
+        if pa.types.is_map(want) and pa.types.is_map(have):
+            return missing(have.item_type, want.item_type)
+        return False
+    return missing(pa.struct(list(current)), pa.struct(list(schema)))
 
 
 def columns_to_table(cols, partition: int, keep: np.ndarray | None = None):

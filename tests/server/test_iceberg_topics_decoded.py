@@ -1,0 +1,205 @@
+"""Iceberg topics whose values are decoded through the schema registry
+(Redpanda's ``value_schema_id_prefix`` and ``value_schema_latest``): records
+produced by confluent-kafka's AvroSerializer (SchemaRegistryClient against
+kafkalite's own registry) to the shared server, and the tables the
+partition leaders keep read back with pyiceberg: the value's fields as
+columns beside ``redpanda``, a newer schema's field added as a column
+without rewriting the earlier data files, and the records that do not
+decode in ``<topic>~dlq`` with their raw bytes, main and dead-letter
+tables covering every offset once."""
+from __future__ import annotations
+
+import io
+import json
+
+import confluent_kafka as ck
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from harness import wait_until
+
+pytest.importorskip("pyiceberg")
+fastavro = pytest.importorskip("fastavro")
+
+from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: E402
+from confluent_kafka.schema_registry.avro import AvroSerializer  # noqa: E402
+from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
+from iceberg_tables import load_table, table_offsets  # noqa: E402
+
+CLICK_V1 = {"type": "record", "name": "Click", "namespace": "demo", "fields": [
+    {"name": "user_id", "type": "int"},
+    {"name": "page", "type": "string"},
+    {"name": "referrer", "type": ["null", "string"], "default": None},
+    {"name": "device", "type": {"type": "record", "name": "Device", "fields": [
+        {"name": "os", "type": {"type": "enum", "name": "Os", "symbols": ["LINUX", "MAC"]}},
+        {"name": "screen", "type": {"type": "array", "items": "int"}}]}},
+    {"name": "tags", "type": {"type": "map", "values": "long"}},
+    {"name": "score", "type": ["int", "string"]},
+]}
+# v2 adds a field with a default (BACKWARD compatible)
+CLICK_V2 = {**CLICK_V1, "fields": CLICK_V1["fields"] + [
+    {"name": "session", "type": "string", "default": "none"}]}
+
+
+def _create(server, topic, mode, partitions=2):
+    admin = AdminClient({"bootstrap.servers": server.kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1, config={
+        "iceberg.mode": mode, "iceberg.target.lag.ms": "100"})])[topic].result(30)
+
+
+def _click(i: int, v2: bool = False) -> dict:
+    out = {"user_id": i, "page": f"/p/{i % 5}", "referrer": None if i % 3 else f"r{i}",
+           "device": {"os": "MAC" if i % 2 else "LINUX", "screen": [i, i + 1]},
+           "tags": {"n": i}, "score": i if i % 2 else f"s{i}"}
+    if v2:
+        out["session"] = f"sess-{i}"
+    return out
+
+
+def _serializer(server, schema):
+    registry = SchemaRegistryClient({"url": server.info["schema_registry"]})
+    return AvroSerializer(registry, json.dumps(schema))
+
+
+def _produce(server, topic, values: list[tuple[int, bytes]]) -> None:
+    producer = ck.Producer({"bootstrap.servers": server.kafka_bootstrap,
+                            "enable.idempotence": True, "linger.ms": 5})
+    for partition, value in values:
+        producer.produce(topic, value, key=b"k", partition=partition)
+    assert producer.flush(30) == 0
+
+
+def _ends(server, topic, partitions=2):
+    consumer = ck.Consumer({"bootstrap.servers": server.kafka_bootstrap, "group.id": topic})
+    try:
+        return {p: consumer.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=10)[1]
+                for p in range(partitions)}
+    finally:
+        consumer.close()
+
+
+def _wait_covered(server, topic, ends):
+    """Until the topic's table holds every partition up to ``ends``."""
+    wait_until(lambda: table_offsets(server.data_dir, topic) == ends, 60,
+               lambda: f"the table's offsets {table_offsets(server.data_dir, topic)} "
+                       f"short of the log's {ends}")
+
+
+def _expected(row: dict) -> dict:
+    """A Click as the table's columns hold it."""
+    out = dict(row)
+    out["tags"] = list(row["tags"].items())
+    out["score"] = {"0": row["score"], "1": None} if isinstance(row["score"], int) \
+        else {"0": None, "1": row["score"]}
+    return out
+
+
+def _rows(server, table: str) -> dict[tuple[int, int], dict]:
+    rows = load_table(server.data_dir, table).scan().to_arrow().to_pylist()
+    return {(r["redpanda"]["partition"], r["redpanda"]["offset"]): r for r in rows}
+
+
+def _value_columns(row: dict) -> dict:
+    return {k: v for k, v in row.items() if k != "redpanda"}
+
+
+def test_values_are_decoded_into_columns_by_their_schema_id(server, topic_name):
+    _create(server, topic_name, "value_schema_id_prefix")
+    serialize = _serializer(server, CLICK_V1)
+    ctx = SerializationContext(topic_name, MessageField.VALUE)
+    clicks = [_click(i) for i in range(40)]
+    _produce(server, topic_name, [(i % 2, serialize(c, ctx)) for i, c in enumerate(clicks)])
+    ends = _ends(server, topic_name)
+    _wait_covered(server, topic_name, ends)
+    table = load_table(server.data_dir, topic_name)
+    assert [f.name for f in table.schema().fields] == [
+        "redpanda", "user_id", "page", "referrer", "device", "tags", "score"]
+    rows = _rows(server, topic_name)
+    # partition i % 2, offset i // 2
+    assert {k: _value_columns(v) for k, v in rows.items()} == \
+        {(i % 2, i // 2): _expected(c) for i, c in enumerate(clicks)}
+
+
+def _data_files(server, table: str) -> set[str]:
+    return {t.file.file_path for t in load_table(server.data_dir, table).scan().plan_files()}
+
+
+def test_a_newer_schema_adds_a_column_without_rewriting_the_data_files(server, topic_name):
+    _create(server, topic_name, "value_schema_id_prefix", partitions=1)
+    ctx = SerializationContext(topic_name, MessageField.VALUE)
+    v1 = _serializer(server, CLICK_V1)
+    _produce(server, topic_name, [(0, v1(_click(i), ctx)) for i in range(10)])
+    _wait_covered(server, topic_name, {0: 10})
+    before = _data_files(server, topic_name)
+    v2 = _serializer(server, CLICK_V2)
+    _produce(server, topic_name, [(0, v2(_click(i, v2=True), ctx)) for i in range(10, 20)])
+    _wait_covered(server, topic_name, {0: 20})
+    table = load_table(server.data_dir, topic_name)
+    assert [f.name for f in table.schema().fields][-1] == "session"
+    assert before < _data_files(server, topic_name), "the earlier data files were rewritten"
+    rows = _rows(server, topic_name)
+    assert [rows[(0, o)]["session"] for o in range(20)] == \
+        [None] * 10 + [f"sess-{i}" for i in range(10, 20)]
+    assert [rows[(0, o)]["user_id"] for o in range(20)] == list(range(20))
+
+
+def test_records_that_do_not_decode_land_in_the_dead_letter_table(server, topic_name):
+    _create(server, topic_name, "value_schema_id_prefix")
+    ctx = SerializationContext(topic_name, MessageField.VALUE)
+    good = _serializer(server, CLICK_V1)(_click(7), ctx)
+    bad = {
+        "no magic byte": b'{"user_id": 1}',
+        "unknown id": b"\x00\x7f\xff\xff\xf0" + good[5:],
+        "bad body": good[:5] + b"\xff",
+        "bytes left over": good + b"\x00",
+        "too short": b"\x00\x00",
+    }
+    values = []
+    for i in range(30):
+        values.append((i % 2, good))
+        if i % 6 == 0:
+            values.append((i % 2, list(bad.values())[(i // 6) % len(bad)]))
+    values.append((1, None))        # a tombstone has no value to decode
+    _produce(server, topic_name, values)
+    ends = _ends(server, topic_name)
+    _wait_covered(server, topic_name, ends)
+    wait_until(lambda: table_offsets(server.data_dir, topic_name + "~dlq"), 30,
+               "the dead-letter table")
+    main = _rows(server, topic_name)
+    dlq = _rows(server, topic_name + "~dlq")
+    assert not set(main) & set(dlq), "offsets in both tables"
+    assert sorted(set(main) | set(dlq)) == [(p, o) for p in (0, 1) for o in range(ends[p])]
+    produced = {}
+    for p in (0, 1):
+        for o, (_, v) in enumerate([x for x in values if x[0] == p]):
+            produced[(p, o)] = v
+    assert {k: r["value"] for k, r in dlq.items()} == \
+        {k: v for k, v in produced.items() if v != good}
+    assert all(_value_columns(r) == _expected(_click(7)) for r in main.values())
+    assert len(main) == 30
+
+
+def test_value_schema_latest_decodes_plain_avro_by_the_subjects_latest_schema(server,
+                                                                                topic_name):
+    SchemaRegistryClient({"url": server.info["schema_registry"]}).register_schema(
+        f"{topic_name}-value",
+        __import__("confluent_kafka.schema_registry", fromlist=["Schema"]).Schema(
+            json.dumps(CLICK_V1), "AVRO"))
+    _create(server, topic_name, "value_schema_latest", partitions=1)
+    parsed = fastavro.parse_schema(CLICK_V1)
+
+    def plain(row):
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, parsed, row)
+        return out.getvalue()
+    framed = _serializer(server, CLICK_V1)(_click(3), SerializationContext(
+        topic_name, MessageField.VALUE))
+    _produce(server, topic_name, [(0, plain(_click(i))) for i in range(5)] + [(0, framed)])
+    _wait_covered(server, topic_name, {0: 6})
+    rows = _rows(server, topic_name)
+    assert {o: _value_columns(rows[(0, o)]) for o in range(5)} == \
+        {i: _expected(_click(i)) for i in range(5)}
+    # the wire format's prefix is not plain Avro: Redpanda's value_schema_latest refuses it
+    wait_until(lambda: table_offsets(server.data_dir, topic_name + "~dlq"), 30,
+               "the dead-letter table")
+    assert [r["value"] for r in _rows(server, topic_name + "~dlq").values()] == [framed]
