@@ -28,8 +28,9 @@ controller on its own loop; the only thing read in-process is the metrics
 registry, which the metrics module already serves to its HTTP thread.
 
 Imports: ``kafkalite.client``, ``kafkalite.errors``, the standard
-library, and fastavro and protobuf (schemas.py's decoding); never ``kafkalite.server`` (the server is given this package's
-``make_app`` by the CLI, so the layers stay one-way).
+library, and fastavro and protobuf (schemas.py's decoding); never
+``kafkalite.server`` (the server is given this package's ``make_app`` by
+the CLI, so the layers stay one-way).
 
 With security on the supervisor puts the app behind a login
 (server/auth/http_login.py: any of the SASL users) and its clients connect

@@ -12,8 +12,9 @@ each route's action named after its ``authorization.RULES`` entry):
     GET    /api/topics/<t>                  partitions (leader, ISR, offsets, size), configs
     DELETE /api/topics/<t>
     POST   /api/topics/<t>/configs          {"set": {k: v}, "delete": [k]}
-    GET    /api/topics/<t>/messages?...     records (api.read_records' parameters)
-    GET    /api/topics/<t>/schemas          its subjects (<t>-key, <t>-value): versions, compatibility
+    GET    /api/topics/<t>/messages?...     records (api.read_records' parameters; those in
+                                            Confluent's wire format decoded, unless decode=0)
+    GET    /api/topics/<t>/schemas          its subjects, <t>-key and <t>-value (schemas.py)
     GET    /api/schemas                     every subject of the schema registry
     GET    /api/groups                      every group: state, members, lag
     GET    /api/groups/<g>                  members, assignment, offsets and lag, lag over time
