@@ -47,6 +47,8 @@ import base64
 import binascii
 import datetime
 import decimal
+import io
+import json
 import threading
 import uuid
 
@@ -85,10 +87,43 @@ def _registry_error(exc) -> ProxyError:
                                              f"{message}")
 
 
+def from_avro_json(data, parsed_schema):
+    """A value given in Avro's JSON encoding (the Avro specification's
+    "JSON Encoding", which Confluent's proxy reads with Avro's JsonDecoder):
+    a union's non-null value as ``{"<branch type>": value}`` (a named
+    type's full name), bytes and fixed as strings of code points 0-255,
+    as the Python object the serializer writes; 42203 when it is not."""
+    # fastavro's json_reader without its wrapper, for return_record_name: a
+    # union's record branch comes back as (name, value), so the serializer
+    # writes the branch named, not the first whose fields fit
+    from fastavro._read_py import reader
+    from fastavro.io.json_decoder import AvroJSONDecoder
+    try:
+        return next(reader(AvroJSONDecoder(io.StringIO(json.dumps(data))), parsed_schema,
+                           return_record_name=True))
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError,
+            StopIteration) as exc:
+        raise ProxyError(JSON_CONVERSION, f"Conversion of JSON to Avro failed: "
+                                          f"{type(exc).__name__}: {exc} (Avro's JSON "
+                                          f"encoding is expected: a union's value as "
+                                          f'{{"<type>": value}} or null)') from None
+
+
+def to_avro_json(value, parsed_schema):
+    """A deserialized Avro value in Avro's JSON encoding, as Confluent's
+    proxy renders it (Avro's JsonEncoder over the writer's schema): a
+    union's non-null value as ``{"<branch type>": value}``, bytes and
+    fixed as strings of code points, logical types as their underlying
+    type's (a decimal's bytes, a timestamp's long)."""
+    import fastavro
+    out = io.StringIO()
+    fastavro.json_writer(out, parsed_schema, [value])
+    return json.loads(out.getvalue())
+
+
 def jsonable(value):
-    """A deserialized Avro or JSON Schema value as JSON: bytes as Avro's
-    JSON encoding of bytes (one char per byte), decimals as text, dates
-    and times in ISO 8601, UUIDs as text."""
+    """A deserialized JSON Schema value as JSON: bytes as one char per
+    byte, decimals as text, dates and times in ISO 8601, UUIDs as text."""
     if isinstance(value, dict):
         return {k: jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -291,7 +326,6 @@ class SchemaFormats:
         if strategy == "TOPIC_NAME":
             return subject_of(topic, is_key)
         if strategy in ("RECORD_NAME", "TOPIC_RECORD_NAME") and fmt == "avro" and schema:
-            import json
             try:
                 parsed = json.loads(schema)
                 name = parsed["name"]
@@ -371,7 +405,13 @@ class SchemaFormats:
                 "subject.name.strategy": lambda ctx, record_name: subject}
         if fmt == "avro":
             from confluent_kafka.schema_registry.avro import AvroSerializer
-            return AvroSerializer(client, registered, conf=conf)
+            serializer = AvroSerializer(client, registered, conf=conf)
+            # the schema the serializer writes with, its references resolved
+            parsed = serializer._get_parsed_schema(registered)
+
+            def encode_avro(data, ctx):
+                return serializer(from_avro_json(data, parsed), ctx)
+            return encode_avro
         if fmt == "jsonschema":
             from confluent_kafka.schema_registry.json_schema import JSONSerializer
             return JSONSerializer(registered, client, conf=conf)
@@ -416,8 +456,13 @@ class SchemaFormats:
             hit = self._readers.get((id(client), fmt))
             if hit is None:
                 from confluent_kafka.schema_registry.avro import AvroDeserializer
-                hit = self._readers[(id(client), fmt)] = AvroDeserializer(client)
-            return jsonable(hit(payload, ctx))
+                # union branches of named types come back as (name, value),
+                # so that the JSON names the branch written, not a guess
+                hit = self._readers[(id(client), fmt)] = AvroDeserializer(
+                    client, return_record_name=True)
+            writer = hit._get_parsed_schema(client.get_schema(int.from_bytes(payload[1:5],
+                                                                             "big")))
+            return to_avro_json(hit(payload, ctx), writer)
         if fmt == "jsonschema":
             hit = self._readers.get((id(client), fmt))
             if hit is None:

@@ -11,6 +11,9 @@ What is here:
 - ``api.py``: what the API does, as an ordinary client of the broker
   (kafkalite.client's AdminClient and Consumer against the node's own
   native endpoint);
+- ``schemas.py``: the schema registry as the console shows it (a topic's
+  subjects, every subject, records in Confluent's wire format decoded),
+  asked over HTTP with the user's own login;
 - ``history.py``: throughput and consumer-group lag over time, sampled
   from the node's metrics registry;
 - ``authorization.py``: what each action asks of the authorizer, as the
@@ -24,9 +27,10 @@ client sees (and the same errors), with every change made by the
 controller on its own loop; the only thing read in-process is the metrics
 registry, which the metrics module already serves to its HTTP thread.
 
-Imports: ``kafkalite.client``, ``kafkalite.errors`` and the standard
-library; never ``kafkalite.server`` (the server is given this package's
-``make_app`` by the CLI, so the layers stay one-way).
+Imports: ``kafkalite.client``, ``kafkalite.errors``, the standard
+library, and fastavro and protobuf (schemas.py's decoding); never
+``kafkalite.server`` (the server is given this package's ``make_app`` by
+the CLI, so the layers stay one-way).
 
 With security on the supervisor puts the app behind a login
 (server/auth/http_login.py: any of the SASL users) and its clients connect

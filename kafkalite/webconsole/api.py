@@ -180,7 +180,7 @@ def alter_topic_configs(admin: AdminClient, topic: str, body: dict) -> dict:
 # ---- records ---------------------------------------------------------------------------------
 
 def read_records(admin: AdminClient, bootstrap: str, topic: str, params: dict,
-                 client_config: dict | None = None) -> dict:
+                 client_config: dict | None = None, decoder=None) -> dict:
     """Records of ``topic`` from a start point, bounded (see the module).
 
     ``partition`` (default: every partition); where to start: ``offset``
@@ -188,7 +188,10 @@ def read_records(admin: AdminClient, bootstrap: str, topic: str, params: dict,
     at or after it) or neither (the log start); ``key`` or ``key_hex``: only
     records whose key is these bytes (UTF-8, or hex digits; a scan of at
     most MAX_SCAN records);
-    ``limit``: at most this many records (MAX_RECORDS)."""
+    ``limit``: at most this many records (MAX_RECORDS). ``decoder``
+    (schemas.RecordDecoder): a key or value in Confluent's wire format
+    gets ``key_schema`` / ``value_schema`` beside its bytes: the schema
+    and the decoded JSON, or why it did not decode."""
     parts = _topic_partitions(admin, topic)
     partition = params.get("partition")
     if partition not in (None, ""):
@@ -251,6 +254,11 @@ def read_records(admin: AdminClient, bootstrap: str, topic: str, params: dict,
                     if want_key is not None and m.key() != want_key:
                         continue
                     record = _record(m)
+                    if decoder is not None:
+                        for kind, data in (("key", m.key()), ("value", m.value())):
+                            decoded = decoder.decode(data, topic, kind)
+                            if decoded is not None:
+                                record[kind + "_schema"] = decoded
                     records.append(record)
                     returned_bytes += record.pop("_bytes")
                     if len(records) >= limit or returned_bytes >= MAX_BYTES:

@@ -12,7 +12,10 @@ each route's action named after its ``authorization.RULES`` entry):
     GET    /api/topics/<t>                  partitions (leader, ISR, offsets, size), configs
     DELETE /api/topics/<t>
     POST   /api/topics/<t>/configs          {"set": {k: v}, "delete": [k]}
-    GET    /api/topics/<t>/messages?...     records (api.read_records' parameters)
+    GET    /api/topics/<t>/messages?...     records (api.read_records' parameters; those in
+                                            Confluent's wire format decoded, unless decode=0)
+    GET    /api/topics/<t>/schemas          its subjects, <t>-key and <t>-value (schemas.py)
+    GET    /api/schemas                     every subject of the schema registry
     GET    /api/groups                      every group: state, members, lag
     GET    /api/groups/<g>                  members, assignment, offsets and lag, lag over time
     POST   /api/groups/<g>/reset-offsets    {"spec", "value", "topics", "dry_run"}
@@ -48,10 +51,12 @@ from kafkalite.protocol.enums import ResourceType as Res
 from kafkalite.ratelimit import RateLimitedLog
 from kafkalite.webconsole import api, authorization
 from kafkalite.webconsole.history import History
+from kafkalite.webconsole.schemas import SchemaView
 
 log = logging.getLogger("kafkalite.webconsole")
 
 MAX_BODY = 64 << 10
+SUBJECT_PREFIX = "subject:"   # a subject's ACL resource: TOPIC subject:<name> (the registry's)
 MAX_READERS = 4               # record reads at once (each holds a Consumer)
 MAX_METRIC_SAMPLES = 5000     # samples in one /api/metrics answer
 STATIC = ("index.html", "console.js", "console.css")
@@ -79,6 +84,8 @@ ROUTES = (
     ("DELETE", "/api/topics/<topic>", "delete_topic"),
     ("POST", "/api/topics/<topic>/configs", "alter_topic_configs"),
     ("GET", "/api/topics/<topic>/messages", "read_records"),
+    ("GET", "/api/topics/<topic>/schemas", "topic_subjects"),
+    ("GET", "/api/schemas", "list_subjects"),
     ("GET", "/api/groups", "list_groups"),
     ("GET", "/api/groups/<group>", "describe_group"),
     ("POST", "/api/groups/<group>/reset-offsets", "reset_offsets"),
@@ -119,6 +126,7 @@ class ConsoleApp:
         self._admin_lock = threading.Lock()
         self._readers = threading.BoundedSemaphore(MAX_READERS)
         self._errors = RateLimitedLog(log)
+        self.schemas = SchemaView(lambda: self.admin, self.client_config)
 
     @property
     def admin(self) -> AdminClient:
@@ -265,9 +273,19 @@ class ConsoleApp:
         if not self._readers.acquire(blocking=False):
             raise _HttpError(503, f"{MAX_READERS} reads are running; try again")
         try:
-            return api.read_records(self.admin, self.bootstrap, topic, query, self.client_config)
+            decoder = None
+            if query.get("decode", "1") != "0":
+                decoder = self.schemas.decoder(access.environ, _may_read_subject(access))
+            return api.read_records(self.admin, self.bootstrap, topic, query, self.client_config,
+                                    decoder)
         finally:
             self._readers.release()
+
+    def _topic_subjects(self, access, query, body, topic):
+        return self.schemas.topic_subjects(access.environ, topic, _may_read_subject(access))
+
+    def _list_subjects(self, access, query, body):
+        return self.schemas.list_subjects(access.environ, _may_read_subject(access))
 
     def _list_groups(self, access, query, body):
         return api.list_groups(self.admin, metric_values(self.registry),
@@ -300,6 +318,13 @@ class ConsoleApp:
             families.append({"name": family.name, "type": family.type,
                              "help": family.documentation, "samples": samples})
         return {"families": families, "truncated": count >= MAX_METRIC_SAMPLES}
+
+
+def _may_read_subject(access):
+    """subject -> whether the user may Read it (a subject's ACLs are on the
+    TOPIC ``subject:<name>``, registry/authorization.py)."""
+    sees = access.sees(Op.READ, Res.TOPIC)
+    return lambda subject: sees(SUBJECT_PREFIX + subject)
 
 
 def _match(method: str, path: str) -> tuple[str, dict]:

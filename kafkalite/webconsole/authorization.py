@@ -82,8 +82,16 @@ RULES: dict[str, tuple[Need, ...]] = {
     "delete_topic": (Need(Op.DELETE, Res.TOPIC, REFUSE),),
     # IncrementalAlterConfigs
     "alter_topic_configs": (Need(Op.ALTER_CONFIGS, Res.TOPIC, REFUSE),),
-    # Fetch (ListOffsets' Describe is implied by Read)
-    "read_records": (Need(Op.READ, Res.TOPIC, REFUSE),),
+    # Fetch (ListOffsets' Describe is implied by Read); a record is shown
+    # decoded through the registry only when the user may Read its schema's
+    # subject (the registry's TOPIC ``subject:<name>``), else as bytes
+    "read_records": (Need(Op.READ, Res.TOPIC, REFUSE),
+                     Need(Op.READ, Res.TOPIC, FILTER)),
+    # the registry's subjects of a topic, of all topics: those the user may
+    # Read (the registry itself also decides, asked as the user)
+    "topic_subjects": (Need(Op.DESCRIBE, Res.TOPIC, REFUSE),
+                       Need(Op.READ, Res.TOPIC, FILTER)),
+    "list_subjects": (Need(Op.READ, Res.TOPIC, FILTER),),
     # ListGroups + DescribeGroups; lag summed over topics the user may describe
     "list_groups": (Need(Op.DESCRIBE, Res.GROUP, FILTER, or_cluster=True),
                     Need(Op.DESCRIBE, Res.TOPIC, FILTER)),
@@ -147,6 +155,7 @@ class Access:
             raise NoRule(f"the console's {action!r} has no authorization rule")
         self.action = action
         self.needs = RULES[action]
+        self.environ = environ
         self.principal = environ.get(ENVIRON_PRINCIPAL)
         self._authorize = environ.get(ENVIRON_AUTHORIZE)
         self._unchecked = {(n.operation, n.resource_type) for n in self.needs

@@ -54,7 +54,7 @@ def order_class():
 def proxy(module_server):
     url = module_server.info["rest_proxy"]
     cluster = call(f"{url}/v3/clusters")[1]["data"][0]["cluster_id"]
-    for name in ("avro", "avro-in", "proto", "proto-in", "js", "js-in", "v3", "bad"):
+    for name in ("avro", "avro-in", "proto", "proto-in", "js", "js-in", "v3", "bad", "unions"):
         assert call(f"{url}/v3/clusters/{cluster}/topics", "POST",
                     {"topic_name": name, "partitions_count": 1})[0] == 201
     registry = SchemaRegistryClient({"url": module_server.info["schema_registry"]})
@@ -179,6 +179,59 @@ def test_v3_records_with_a_schema_id_and_with_a_schema_text(proxy):
     decode = AvroDeserializer(registry)
     ctx = SerializationContext("v3", MessageField.VALUE)
     assert [decode(m.value(), ctx)["id"] for m in raw_records(server, "v3", 3)] == [1, 2, 3]
+
+
+# unions of a primitive and of two records, bytes: what Avro's JSON encoding spells differently
+PARCEL = json.dumps({"type": "record", "name": "Parcel", "namespace": "shop", "fields": [
+    {"name": "id", "type": "long"},
+    {"name": "note", "type": ["null", "string"], "default": None},
+    {"name": "to", "type": ["null",
+                            {"type": "record", "name": "Home", "fields": [
+                                {"name": "street", "type": "string"}]},
+                            {"type": "record", "name": "Shop", "fields": [
+                                {"name": "street", "type": "string"}]}]},
+    {"name": "tag", "type": "bytes"}]})
+
+
+def test_avro_is_read_and_written_in_avros_json_encoding(proxy):
+    """Confluent's proxy reads and writes Avro data as Avro's JSON encoding
+    (Avro's JsonDecoder/JsonEncoder): a union's non-null value as
+    {"<type>": value} (a record's full name), bytes as a string of code
+    points 0-255. A plain union value is refused (42203), as Confluent's
+    is ("Expected start-union")."""
+    url, cluster, registry, server = proxy
+    topic = f"{url}/topics/unions"
+    given = [{"id": 1, "note": {"string": "fragile"}, "to": {"shop.Shop": {"street": "Main"}},
+              "tag": "\u00ff\u0000A"},
+             {"id": 2, "note": None, "to": None, "tag": ""}]
+    status, answer, _ = call(topic, "POST", {"value_schema": PARCEL,
+                                             "records": [{"value": v} for v in given]},
+                             content_type=AVRO)
+    assert status == 200, answer
+    # v3 takes the same encoding
+    status, answer, _ = call(f"{url}/v3/clusters/{cluster}/topics/unions/records", "POST",
+                             {"value": {"type": "AVRO", "schema": PARCEL, "data": {
+                                 "id": 3, "note": {"string": "v3"},
+                                 "to": {"shop.Home": {"street": "Elm"}}, "tag": "\u0001"}}})
+    assert status == 200, answer
+    decode = AvroDeserializer(registry, return_record_name=True)
+    ctx = SerializationContext("unions", MessageField.VALUE)
+    assert [decode(m.value(), ctx) for m in raw_records(server, "unions", 3)] == [
+        {"id": 1, "note": "fragile", "to": ("shop.Shop", {"street": "Main"}),
+         "tag": b"\xff\x00A"},
+        {"id": 2, "note": None, "to": None, "tag": b""},
+        {"id": 3, "note": "v3", "to": ("shop.Home", {"street": "Elm"}), "tag": b"\x01"}]
+    # read back through a v2 avro instance: the same encoding, the branch written named
+    got = read_instance(url, "g-unions", "avro", "unions", 3)
+    assert [r["value"] for r in got] == given + [
+        {"id": 3, "note": {"string": "v3"}, "to": {"shop.Home": {"street": "Elm"}},
+         "tag": "\u0001"}]
+    # a union's value given plainly is not Avro's JSON encoding: refused, nothing produced
+    status, answer, _ = call(topic, "POST", {"value_schema": PARCEL, "records": [
+        {"value": {"id": 4, "note": "plain", "to": None, "tag": ""}}]}, content_type=AVRO)
+    assert (status, answer["error_code"]) == (422, 42203), answer
+    assert "union" in answer["message"]
+    assert len(raw_records(server, "unions", 4, deadline_s=2)) == 3
 
 
 def test_confluent_error_codes_of_the_registry_formats(proxy):

@@ -476,3 +476,88 @@ def test_no_console_flag_leaves_only_metrics_and_health(tmp_path):
     finally:
         assert srv.stop() == 0
         srv.kill()
+
+
+# ---- records through the schema registry ------------------------------------------------------
+
+READING = json.dumps({"type": "record", "name": "Reading", "namespace": "lab", "fields": [
+    {"name": "sensor", "type": "string"}, {"name": "celsius", "type": ["null", "double"]}]})
+READING_KEY = json.dumps({"type": "object", "properties": {"site": {"type": "string"}},
+                          "required": ["site"]})
+
+
+def _order_class():
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    fdp = descriptor_pb2.FileDescriptorProto(name="order.proto", package="shop", syntax="proto3")
+    m = fdp.message_type.add(name="Order")
+    m.field.add(name="item", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
+                label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL, json_name="item")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+
+
+def test_records_in_confluents_wire_format_are_shown_decoded_beside_their_schema(
+        server, browser, console, admin, topic_name):
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from confluent_kafka.schema_registry import topic_record_subject_name_strategy
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    registry = SchemaRegistryClient({"url": server.info["schema_registry"]})
+    admin.create_topics([NewTopic(topic_name, 1)])[topic_name].result()
+    value_ctx = SerializationContext(topic_name, MessageField.VALUE)
+    key_ctx = SerializationContext(topic_name, MessageField.KEY)
+    avro = AvroSerializer(registry, READING)(
+        {"sensor": "s1", "celsius": 21.5}, value_ctx)
+    key = JSONSerializer(READING_KEY, registry)({"site": "north"}, key_ctx)
+    cls = _order_class()
+    proto = ProtobufSerializer(cls, registry, {
+        "use.deprecated.format": False,
+        "subject.name.strategy": topic_record_subject_name_strategy})(cls(item="bolt"), value_ctx)
+    registry.set_compatibility(f"{topic_name}-value", "FULL")
+    value_id = registry.get_latest_version(f"{topic_name}-value").schema_id
+    key_id = registry.get_latest_version(f"{topic_name}-key").schema_id
+    produce(server, topic_name, [
+        (key, avro, None, 0),
+        (None, proto, None, 0),
+        (None, b"\x00\x7f\xff\xff\xf0not-registry", None, 0),    # magic 0, no such schema
+        (None, avro[:6], None, 0),                               # its schema, cut short
+        (None, b"plain text", None, 0)])
+
+    goto(browser, console, "#/messages?topic=" + topic_name)
+    got = _browse(browser, partition=0, mode="offset", at=0, limit=10, key="")
+    assert [r[1] for r in got] == ["0", "1", "2", "3", "4"]
+    # Avro in Avro's JSON encoding (the union's branch named), the key's JSON Schema
+    value, schema_line = got[0][4].rsplit("\n", 1)
+    assert json.loads(value) == {"sensor": "s1", "celsius": {"double": 21.5}}
+    assert schema_line == f"schema {value_id} · {topic_name}-value v1 · AVRO"
+    key_text, key_schema = got[0][3].rsplit("\n", 1)
+    assert json.loads(key_text) == {"site": "north"}
+    assert key_schema == f"schema {key_id} · {topic_name}-key v1 · JSON"
+    # Protobuf under its record-name subject (the one the registry names for the id)
+    value, schema_line = got[1][4].rsplit("\n", 1)
+    assert json.loads(value) == {"item": "bolt"}
+    assert schema_line.endswith(f"· {topic_name}-shop.Order v1 · PROTOBUF")
+    # what does not decode is shown as its bytes, with why; the page still serves
+    assert "not decoded: schema 2147483632 is not in the registry" in got[2][4]
+    assert "not-registry" in got[2][4]
+    assert f"not decoded: does not decode with schema {value_id}" in got[3][4]
+    assert got[4][4] == "plain text"
+    # as hex: the bytes, wire format and all
+    got = _browse(browser, vfmt="hex")
+    assert got[0][4].startswith("000000  00 " + " ".join(
+        f"{b:02x}" for b in value_id.to_bytes(4, "big")))
+
+    # the topic's page: its subjects, versions and compatibility level (and whose)
+    goto(browser, console, "#/topic/" + topic_name)
+    level = registry.get_compatibility()
+    assert rows(browser, "topic-subjects") == [
+        [f"{topic_name}-key", "JSON", "1", str(key_id), f"{level} (global)"],
+        [f"{topic_name}-value", "AVRO", "1", str(value_id), "FULL (subject)"]]
+    # the Schemas page: every subject
+    goto(browser, console, "#/schemas")
+    listed = {r[0]: r for r in rows(browser, "subjects")}
+    assert listed[f"{topic_name}-shop.Order"][1:3] == ["PROTOBUF", "1"]
+    assert listed[f"{topic_name}-value"][4] == "FULL (subject)"

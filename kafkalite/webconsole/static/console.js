@@ -1,6 +1,6 @@
 // kafkalite's web console: one page, views chosen by the URL's hash
-// (#/, #/topics, #/topic/<t>, #/messages?topic=..., #/groups, #/group/<g>,
-// #/metrics), each drawn from the JSON API under ./api/ (app.py). Charts
+// (#/, #/topics, #/topic/<t>, #/messages?topic=..., #/schemas, #/groups,
+// #/group/<g>, #/metrics), each drawn from the JSON API under ./api/ (app.py). Charts
 // are SVG drawn here (lineChart); nothing is loaded from the network.
 "use strict";
 
@@ -120,6 +120,38 @@ function render(b64, format) {
     catch (e) { return el("pre", {class: "json invalid", title: "not JSON: " + e.message}, text); }
   }
   return el("pre", {class: "text"}, text);
+}
+
+// A key or value the API decoded through the schema registry (its
+// key_schema / value_schema): the JSON, with the schema beside it; one that
+// did not decode: its bytes as chosen, and why. Hex always shows the bytes.
+function renderField(b64, decoded, format) {
+  if (!decoded || format === "hex") return render(b64, format);
+  const s = decoded.schema || {};
+  const which = s.subject ? `${s.subject} v${s.version} · ${s.type}` : "";
+  if ("decoded" in decoded) {
+    return el("div", {class: "decoded"},
+      el("pre", {class: "json"}, JSON.stringify(decoded.decoded, null, 2)),
+      el("span", {class: "schema"}, `schema ${s.id}` + (which ? ` · ${which}` : "")));
+  }
+  return el("div", {class: "undecoded"}, render(b64, format),
+            el("span", {class: "reason"}, "not decoded: " + decoded.error));
+}
+
+// A subject's row: versions, latest id and type, compatibility (and whose),
+// or why it is not shown.
+function subjectRow(s) {
+  if (s.denied) return [s.subject, el("span", {class: "muted"}, s.denied), "", "", ""];
+  const level = s.compatibility === null ? el("span", {class: "muted"}, s.compatibility_source)
+    : `${s.compatibility} (${s.compatibility_source})`;
+  return [s.subject, s.type, s.versions.join(", "), s.id, level];
+}
+
+function subjectsTable(r, id) {
+  if (r.error) return el("p", {class: "muted", id}, "No schemas shown: " + r.error);
+  if (!r.subjects.length) return el("p", {class: "muted", id}, "No subjects.");
+  return table(["subject", "type", "versions", "latest id#", "compatibility"],
+               r.subjects.map(subjectRow), {id});
 }
 
 // ---- an SVG line chart -------------------------------------------------------------------------
@@ -262,6 +294,7 @@ views.topics = async function (main) {
 
 views.topic = async function (main, name) {
   const t = await api("GET", "topics/" + encodeURIComponent(name));
+  const schemasBox = el("div", {id: "topic-schemas"});
   const del = el("button", {class: "danger", id: "delete-topic", onclick: async () => {
     if (!confirm(`Delete topic ${name} and all its records?`)) return;
     try {
@@ -298,6 +331,7 @@ views.topic = async function (main, name) {
       t.partitions.map(p => [p.partition, p.leader, p.replicas.join(","), p.isr.join(","),
                              p.start_offset, p.end_offset, fmtBytes(p.size)]),
       {id: "partitions"}),
+    el("h2", {}, "Schemas"), schemasBox,
     el("h2", {}, "Configs"), alter,
     t.configs === null  // the user may not DescribeConfigs this topic
       ? el("p", {class: "muted", id: "configs"}, "You may not describe this topic's configs.")
@@ -305,6 +339,17 @@ views.topic = async function (main, name) {
           [c.name, c.value === null ? "(sensitive)" : c.value, c.source,
            c.source === "DYNAMIC_TOPIC_CONFIG" || c.source === "TOPIC_CONFIG" ? reset(c) : ""]),
           {id: "configs"}));
+  // its subjects by TopicNameStrategy, from the schema registry
+  const subjects = await api("GET", `topics/${encodeURIComponent(name)}/schemas`);
+  schemasBox.replaceChildren(subjectsTable(subjects, "topic-subjects"));
+};
+
+views.schemas = async function (main) {
+  const r = await api("GET", "schemas");
+  main.append(el("h1", {}, "Schemas"),
+    el("p", {class: "muted"}, r.registry ? `schema registry ${r.registry}` : ""),
+    subjectsTable(r, "subjects"),
+    r.truncated ? el("p", {class: "muted"}, "only the first subjects are shown") : "");
 };
 
 views.messages = async function (main, _, q) {
@@ -375,7 +420,8 @@ views.messages = async function (main, _, q) {
     el("p", {class: "muted", id: "summary"}, summary, " ", next),
     table(["partition#", "offset#", "timestamp", "key", "value", "headers"],
       r.records.map(m => [m.partition, m.offset, fmtTime(m.timestamp),
-                          render(m.key, q.kfmt || "text"), render(m.value, q.vfmt || "text"),
+                          renderField(m.key, m.key_schema, q.kfmt || "text"),
+                          renderField(m.value, m.value_schema, q.vfmt || "text"),
                           headers(m.headers)]), {id: "records"}));
 };
 
