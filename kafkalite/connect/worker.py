@@ -333,10 +333,20 @@ class WorkerSourceTask(WorkerTask):
             stamps = batch.timestamp or int(time.time() * 1000)
         elif isinstance(stamps, list) and None in stamps:
             stamps = [-1 if t is None else t for t in stamps]    # the producer's "now"
-        producer.produce_batch(
-            batch.topic, values, keys=keys,
-            partition=-1 if batch.kafka_partition is None else batch.kafka_partition,
-            timestamp=stamps, headers=batch.headers, on_delivery=on_delivery)
+        partition = -1 if batch.kafka_partition is None else batch.kafka_partition
+        try:
+            producer.produce_batch(batch.topic, values, keys=keys, partition=partition,
+                                   timestamp=stamps, headers=batch.headers,
+                                   on_delivery=on_delivery)
+        except TypeError:
+            if batch.headers is None:
+                raise
+            # a str header value (the native producer takes bytes; it refuses the call
+            # before queueing any of it): encoded here, not checked per record each time
+            headers = [[(k, v.encode() if isinstance(v, str) else v) for k, v in h] if h
+                       else None for h in batch.headers]
+            producer.produce_batch(batch.topic, values, keys=keys, partition=partition,
+                                   timestamp=stamps, headers=headers, on_delivery=on_delivery)
         return True
 
     def _commit(self, producer, pending: dict, failures: list, sent: list) -> None:
