@@ -16,10 +16,12 @@ the worker runs each task in a thread of its own:
   ``open(partitions)``/``close(partitions)`` on rebalance, ``stop()``.
 
 The bulk path (ours, not Kafka's): a source task's ``poll()`` may return
-one SourceRecordBatch instead of a list, and a sink task may define
+one SourceRecordBatch (or a list of them) instead of a list of records,
+acknowledged through ``commit_batch(batch)``, and a sink task may define
 ``put_batch(batch)`` (a SinkRecordBatch) beside ``put``. Where the
-connector has no transforms the worker then converts the batch's values a
-batch at a time and hands them to the producer's ``produce_batch``, or
+connector has no transforms the worker then converts the batch's keys and
+values a batch at a time and hands them, with its timestamps and headers,
+to the producer's ``produce_batch``, or
 takes the consumer's ``consume_batch`` and hands its converted columns to
 ``put_batch``, with no object per record; otherwise (transforms, a value a
 converter refuses, a task without ``put_batch``, Kafka's clients) it makes
@@ -80,12 +82,19 @@ class SinkRecord(ConnectRecord):
 
 @dataclass
 class SourceRecordBatch:
-    """Records of one source partition to one topic with one value schema,
-    as columns: what a source task's ``poll()`` may return instead of a
-    list. ``source_offset`` is the offset after the last record (the one a
-    restart resumes from: the worker stores it once every record of the
-    batch is acknowledged, as it stores a list's last offset); ``keys`` (or
-    None: no keys), one ``timestamp`` (ms; None: now) for every record."""
+    """Records of one source partition to one topic (and one partition, or
+    the producer's choice) with one key and one value schema, as columns:
+    what a source task's ``poll()`` may return instead of a list (or a list
+    of them, one per source partition). ``source_offset`` is the offset
+    after the last record (the one a restart resumes from: the worker
+    stores it once every record of the batch is acknowledged, as it stores
+    a list's last offset). ``keys``: one per record, or None (no keys).
+    ``timestamps``: one per record in ms (a list or an int64 array; a
+    negative one, or None in a list: now), else ``timestamp`` for every
+    record (None: now). ``headers``: one header list ([(name, bytes | str
+    | None)], or None) per record, or None (no headers); the lists are
+    only read. A task may subclass it to carry what its ``commit_batch``
+    needs (the mirror's upstream offsets)."""
     topic: str
     value_schema: Schema | None
     values: list
@@ -95,6 +104,8 @@ class SourceRecordBatch:
     key_schema: Schema | None = None
     keys: list | None = None
     timestamp: int | None = None
+    timestamps: object = None
+    headers: list | None = None
 
     def __len__(self) -> int:
         return len(self.values)
@@ -102,11 +113,21 @@ class SourceRecordBatch:
     def records(self) -> list[SourceRecord]:
         """The batch as SourceRecords, for the per-record path; only the last
         carries the source offset (the worker stores a partition's latest)."""
-        keys = self.keys if self.keys is not None else [None] * len(self.values)
+        n = len(self.values)
+        keys = self.keys if self.keys is not None else [None] * n
+        if self.timestamps is not None:
+            stamps = [t if t is not None and t >= 0 else None
+                      for t in (self.timestamps.tolist() if hasattr(self.timestamps, "tolist")
+                                else self.timestamps)]
+        else:
+            stamps = [self.timestamp] * n
+        # each record its own header list: a transform may change one in place
+        headers = [list(h) if h else [] for h in self.headers] if self.headers is not None \
+            else [[] for _ in range(n)]
         out = [SourceRecord(self.topic, self.kafka_partition, self.key_schema, k,
-                            self.value_schema, v, self.timestamp,
+                            self.value_schema, v, ts, hs,
                             source_partition=self.source_partition)
-               for k, v in zip(keys, self.values)]
+               for k, v, ts, hs in zip(keys, self.values, stamps, headers)]
         if out:
             out[-1].source_offset = self.source_offset
         return out
@@ -229,6 +250,16 @@ class SourceTask(Task):
         """Called for each polled record once it was acknowledged (or dropped
         by a transform or the error tolerance), at the worker's next offset
         commit; ``metadata`` is None (no per-record offsets on the bulk path)."""
+
+    def commit_batch(self, batch: SourceRecordBatch) -> None:
+        """Called for each polled SourceRecordBatch once its records were
+        acknowledged (or dropped), at the worker's next offset commit: by
+        default ``commit_record`` of each of its records, made only when the
+        task has a ``commit_record`` of its own. A task that returns batches
+        overrides this to take a batch's columns whole."""
+        if type(self).commit_record is not SourceTask.commit_record:
+            for r in batch.records():
+                self.commit_record(r, None)
 
 
 class SinkTask(Task):

@@ -219,9 +219,12 @@ class KafkaProducer:
     def produce_batch(self, topic, values, keys=None, partition=-1, timestamp=None,
                       headers=None, on_delivery=None):
         report = self._delivery(on_delivery)
+        if hasattr(timestamp, "tolist"):
+            timestamp = timestamp.tolist()      # an int64 array: one per record
         for i, value in enumerate(values):
+            ts = timestamp[i] if isinstance(timestamp, (list, tuple)) else timestamp
             self._produce(topic, value, None if keys is None else keys[i], partition, report,
-                          timestamp[i] if isinstance(timestamp, (list, tuple)) else timestamp,
+                          ts if ts is not None and ts >= 0 else None,     # negative: now
                           None if headers is None else headers[i])
 
     def poll(self, timeout=0):

@@ -189,6 +189,19 @@ class WorkerTask:
         return out
 
 
+def poll_units(records) -> list:
+    """What a source task's ``poll()`` returned, as the units the worker sends
+    one at a time: [] for nothing, [batch] for a SourceRecordBatch, the
+    batches of a list of them, [records] for a list of SourceRecords."""
+    if not records:
+        return []
+    if isinstance(records, SourceRecordBatch):
+        return [records] if len(records) else []
+    if isinstance(records[0], SourceRecordBatch):
+        return [b for b in records if len(b)]
+    return [records]
+
+
 def track_offsets(records, pending: dict) -> None:
     """The latest source offset of each source partition among ``records``
     (a list, or a SourceRecordBatch), into ``pending`` {json(partition):
@@ -249,13 +262,13 @@ class WorkerSourceTask(WorkerTask):
                     records = self.task.poll()
                 except RetriableException:
                     records = None
-                if records:
-                    self._send_all(records, producer, handler, on_delivery)
-                    if isinstance(records, SourceRecordBatch):
-                        sent.append(records)
+                for unit in poll_units(records):
+                    self._send_all(unit, producer, handler, on_delivery)
+                    if isinstance(unit, SourceRecordBatch):
+                        sent.append(unit)
                     else:
-                        sent.extend(records)
-                    track_offsets(records, pending)
+                        sent.extend(unit)
+                    track_offsets(unit, pending)
                 producer.poll(0)
                 if failures:
                     raise failures[0]
@@ -315,10 +328,25 @@ class WorkerSourceTask(WorkerTask):
         except DataException:
             return False
         self.worker.topic_active(self.connector, batch.topic, self.id)
-        producer.produce_batch(
-            batch.topic, values, keys=keys,
-            partition=-1 if batch.kafka_partition is None else batch.kafka_partition,
-            timestamp=batch.timestamp or int(time.time() * 1000), on_delivery=on_delivery)
+        stamps = batch.timestamps
+        if stamps is None:
+            stamps = batch.timestamp or int(time.time() * 1000)
+        elif isinstance(stamps, list) and None in stamps:
+            stamps = [-1 if t is None else t for t in stamps]    # the producer's "now"
+        partition = -1 if batch.kafka_partition is None else batch.kafka_partition
+        try:
+            producer.produce_batch(batch.topic, values, keys=keys, partition=partition,
+                                   timestamp=stamps, headers=batch.headers,
+                                   on_delivery=on_delivery)
+        except TypeError:
+            if batch.headers is None:
+                raise
+            # a str header value (the native producer takes bytes; it refuses the call
+            # before queueing any of it): encoded here, not checked per record each time
+            headers = [[(k, v.encode() if isinstance(v, str) else v) for k, v in h] if h
+                       else None for h in batch.headers]
+            producer.produce_batch(batch.topic, values, keys=keys, partition=partition,
+                                   timestamp=stamps, headers=headers, on_delivery=on_delivery)
         return True
 
     def _commit(self, producer, pending: dict, failures: list, sent: list) -> None:
@@ -336,14 +364,18 @@ class WorkerSourceTask(WorkerTask):
 
 
 def commit_record(task, sent: list) -> None:
-    """``task.commit_record`` of each record polled (batches made into
-    records), where the task has its own: the default does nothing, and a
-    batch then needs no records made."""
-    if type(task).commit_record is SourceTask.commit_record:
+    """``task.commit_record`` of each record polled and ``task.commit_batch``
+    of each batch, where the task has its own: the defaults do nothing, and
+    a batch then needs no records made."""
+    own_record = type(task).commit_record is not SourceTask.commit_record
+    own_batch = type(task).commit_batch is not SourceTask.commit_batch
+    if not (own_record or own_batch):
         return
     for r in sent:
-        for one in (r.records() if isinstance(r, SourceRecordBatch) else (r,)):
-            task.commit_record(one, None)
+        if isinstance(r, SourceRecordBatch):
+            task.commit_batch(r)
+        elif own_record:
+            task.commit_record(r, None)
 
 
 class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
@@ -388,7 +420,10 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
                 producer.begin_transaction()
                 in_txn = True
             self._send_all(records, producer, handler, on_delivery)
-            sent.extend(records)
+            if isinstance(records, SourceRecordBatch):
+                sent.append(records)
+            else:
+                sent.extend(records)
             track_offsets(records, pending)
 
         def end(action):
@@ -403,8 +438,7 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
                 if failures:
                     raise failures[0]
                 store.remember(self.connector, entries)
-                for r in sent:
-                    self.task.commit_record(r, None)
+                commit_record(self.task, sent)
                 self.task.commit()
             else:
                 producer.abort_transaction(60)
@@ -423,16 +457,17 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
                     self._stopping.wait(0.05)
                     continue
                 try:
-                    records = self.task.poll() or []
+                    units = poll_units(self.task.poll())
                 except RetriableException:
-                    records = []
-                if isinstance(records, SourceRecordBatch):
-                    # transaction boundaries name records: the per-record path
-                    records = records.records()
+                    units = []
                 if ctx is None:
-                    send(records)
+                    for unit in units:
+                        send(unit)
                     end("commit")
                     continue
+                # transaction boundaries name records: batches go the per-record path
+                records = [r for u in units
+                           for r in (u.records() if isinstance(u, SourceRecordBatch) else u)]
                 requests, ctx.requests = ctx.requests, []
                 done = 0
                 for action, record in requests:

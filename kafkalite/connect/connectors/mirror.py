@@ -60,8 +60,9 @@ import re
 import struct
 import threading
 import time
+from dataclasses import dataclass
 
-from kafkalite.connect.api import SourceConnector, SourceRecord, SourceTask
+from kafkalite.connect.api import SourceConnector, SourceRecord, SourceRecordBatch, SourceTask
 from kafkalite.connect.config import HIGH, STRING, ConfigDef, one_of
 from kafkalite.connect.errors import ConnectException
 
@@ -506,6 +507,41 @@ class MirrorSourceConnector(_MirrorConnector):
         self.target.close()
 
 
+def sync_points(upstream, lag_max: int) -> list[int]:
+    """Which of the upstream offsets copied since the last commit (ascending)
+    get an offset sync, by index: the first, then each one at least
+    ``lag_max`` above the last synced one, and the last (MM2's rule)."""
+    import numpy as np
+    n = len(upstream)
+    if not n:
+        return []
+    out = [0]
+    while True:
+        nxt = int(np.searchsorted(upstream, upstream[out[-1]] + lag_max, side="left"))
+        if nxt >= n:
+            break
+        out.append(nxt)
+    if out[-1] != n - 1:
+        out.append(n - 1)
+    return out
+
+
+@dataclass
+class MirrorRecordBatch(SourceRecordBatch):
+    """A source partition's records for the target, with their upstream
+    offsets (an int64 array): the task's offset syncs are made from them
+    once the batch is acknowledged (commit_batch)."""
+    upstream_offsets: object = None
+
+    def records(self) -> list[SourceRecord]:
+        # per record its own source offset: commit_record and a transaction the
+        # connector bounds at a record need them
+        out = super().records()
+        for r, off in zip(out, self.upstream_offsets.tolist()):
+            r.source_offset = {"offset": off}
+        return out
+
+
 class MirrorSourceTask(SourceTask):
     """Consumes its assigned source partitions (from the stored source
     offsets, else the beginning) and hands the records to the worker."""
@@ -532,16 +568,82 @@ class MirrorSourceTask(SourceTask):
         self.consumer = self.source.consumer(f"mm2-{self.source_alias}-task", assign)
         self.loop_header = (MIRROR_HEADER, self.target_alias.encode())
         self.source_header = (MIRROR_HEADER, self.source_alias.encode())
-        self.committed: dict = {}     # (source topic, partition) -> [upstream offsets copied]
+        # (source topic, partition) -> upstream offsets copied since the last commit: int64
+        # arrays (batches) and lists (records)
+        self.committed: dict = {}
+        self.source_partitions: dict = {}
         self.lag_max = int(props.get("offset.lag.max", 100))
 
     def _partition(self, topic: str, partition: int) -> dict:
         return {"cluster": self.source_alias, "topic": topic, "partition": partition}
 
-    def poll(self) -> list[SourceRecord] | None:
-        msgs = self.consumer.consume(self.batch, 0.2)
+    def poll(self) -> list[MirrorRecordBatch] | None:
+        """A MirrorRecordBatch per source partition (at most ``batch``
+        records each) of what the consumer had: kafkalite's consumer hands
+        its Arrow columns (consume_batch), Kafka's client its messages."""
+        if hasattr(self.consumer, "consume_batch"):
+            rows = self.consumer.consume_batch(0.2)
+            out = [b for lo in range(0, rows.num_rows, self.batch)
+                   for b in self._batches_of_rows(rows.slice(lo, self.batch))]
+        else:
+            out = self._batches_of_messages(self.consumer.consume(self.batch, 0.2))
+        return out or None
+
+    def _batches_of_rows(self, rows) -> list:
+        import numpy as np
+        n = rows.num_rows
+        if not n:
+            return []
+        topic_col = rows.column("topic")
+        topics = topic_col.dictionary.to_pylist()
+        parts = rows.column("partition").to_numpy(zero_copy_only=False)
+        if len(topics) == 1 and (parts == parts[0]).all():
+            return [self._batch_of_rows(topics[0], int(parts[0]), rows)]
+        # records of several partitions: one batch each, in offset order
+        idx = topic_col.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        key = (idx << 32) | parts.astype(np.int64)
         out = []
-        parts: dict = {}
+        for k in np.unique(key).tolist():
+            out.append(self._batch_of_rows(topics[k >> 32], k & 0xFFFFFFFF,
+                                           rows.take(np.flatnonzero(key == k))))
+        return [b for b in out if b is not None]
+
+    def _batch_of_rows(self, topic: str, partition: int, rows):
+        """One source partition's rows as a batch: the loop header's records
+        dropped, the source header added, key, value and timestamp as read."""
+        import pyarrow as pa
+        n = rows.num_rows
+        header_col = rows.column("headers")
+        if len(header_col.flatten()):
+            # some records have headers: per record, to drop those from the target
+            hs = [[(h["key"], h["value"]) for h in r] if r else []
+                  for r in header_col.to_pylist()]
+            keep = [self.loop_header not in h for h in hs]
+            if not all(keep):
+                rows = rows.filter(pa.array(keep))
+                hs = [h for h, k in zip(hs, keep) if k]
+                n = rows.num_rows
+                if not n:
+                    return None
+            for h in hs:
+                h.append(self.source_header)
+        else:
+            # no record has headers (the usual case): one shared list, only read
+            hs = [[self.source_header]] * n
+        key_col = rows.column("key")
+        keys = None if key_col.null_count == n else key_col.to_pylist()
+        # a record without a timestamp (-1): the producer stamps it
+        stamps = rows.column("timestamp").cast(pa.int64()).fill_null(-1).to_numpy()
+        offsets = rows.column("offset").to_numpy()
+        return MirrorRecordBatch(
+            self.remote[topic], None, rows.column("value").to_pylist(),
+            source_partition=self._source_partition(topic, partition),
+            source_offset={"offset": int(offsets[-1])}, kafka_partition=partition,
+            keys=keys, timestamps=stamps, headers=hs, upstream_offsets=offsets)
+
+    def _batches_of_messages(self, msgs) -> list:
+        import numpy as np
+        cols: dict = {}     # (topic, partition) -> (keys, values, stamps, headers, offsets)
         for m in msgs:
             if m.error():
                 continue
@@ -550,23 +652,47 @@ class MirrorSourceTask(SourceTask):
             if headers and self.loop_header in headers:
                 continue        # it came from the target: never send it back (loop)
             headers.append(self.source_header)
-            topic, p = m.topic(), m.partition()
-            sp = parts.get((topic, p))
-            if sp is None:
-                sp = parts[(topic, p)] = self._partition(topic, p)
-            _, ts = m.timestamp()
-            out.append(SourceRecord(self.remote[topic], p, None, m.key(), None, m.value(),
-                                    ts if ts >= 0 else None, headers, sp,
-                                    {"offset": m.offset()}))
-        return out or None
+            c = cols.get((m.topic(), m.partition()))
+            if c is None:
+                c = cols[(m.topic(), m.partition())] = ([], [], [], [], [])
+            c[0].append(m.key())
+            c[1].append(m.value())
+            c[2].append(m.timestamp()[1])
+            c[3].append(headers)
+            c[4].append(m.offset())
+        return [MirrorRecordBatch(
+            self.remote[t], None, values, source_partition=self._source_partition(t, p),
+            source_offset={"offset": offsets[-1]}, kafka_partition=p, keys=keys,
+            timestamps=np.array(stamps, dtype=np.int64), headers=headers,
+            upstream_offsets=np.array(offsets, dtype=np.int64))
+            for (t, p), (keys, values, stamps, headers, offsets) in cols.items()]
+
+    def _source_partition(self, topic: str, partition: int) -> dict:
+        """The partition's source-partition dict, one object for the task's
+        life (the worker keys its pending offsets by it)."""
+        sp = self.source_partitions.get((topic, partition))
+        if sp is None:
+            sp = self.source_partitions[(topic, partition)] = self._partition(topic, partition)
+        return sp
+
+    def _copied(self, topic: str, partition: int) -> list:
+        chunks = self.committed.get((topic, partition))
+        if chunks is None:
+            chunks = self.committed[(topic, partition)] = []
+        return chunks
+
+    def commit_batch(self, batch) -> None:
+        sp = batch.source_partition
+        self._copied(sp["topic"], sp["partition"]).append(batch.upstream_offsets)
 
     def commit_record(self, record, metadata) -> None:
+        # a record of a batch the worker sent record by record (transforms, or a
+        # transaction boundary the connector set)
         sp = record.source_partition
-        key = (sp["topic"], sp["partition"])
-        sent = self.committed.get(key)
-        if sent is None:
-            sent = self.committed[key] = []
-        sent.append(record.source_offset["offset"])
+        chunks = self._copied(sp["topic"], sp["partition"])
+        if not chunks or not isinstance(chunks[-1], list):
+            chunks.append([])
+        chunks[-1].append(record.source_offset["offset"])
 
     def commit(self) -> None:
         """The worker flushed and stored offsets: every record handed over so
@@ -574,20 +700,21 @@ class MirrorSourceTask(SourceTask):
         its producer is idempotent, so the i-th of the n records copied since
         the last commit is at log end - n + i. Syncs: the first and last of
         them and one every ``offset.lag.max`` upstream offsets (as MM2)."""
+        import numpy as np
         if not self.committed:
             return
         sent, self.committed = self.committed, {}
         ends = self.target_admin.list_offsets({(self.remote[t], p): -1 for (t, p) in sent})
-        for (t, p), ups in sent.items():
+        for (t, p), chunks in sent.items():
+            ups = np.concatenate([np.asarray(c, dtype=np.int64) for c in chunks])
+            n = len(ups)
             end = ends.get((self.remote[t], p), -1)
-            if end < len(ups):
+            if end < n:
                 continue        # not where expected (the topic was recreated?): no sync
-            base, last_up = end - len(ups), None
-            for i, up in enumerate(ups):
-                if i == len(ups) - 1 or last_up is None or up - last_up >= self.lag_max:
-                    key, value = encode_offset_sync(t, p, up, base + i)
-                    self.sync_producer.produce(self.syncs_topic, key=key, value=value)
-                    last_up = up
+            base = end - n
+            for i in sync_points(ups, self.lag_max):
+                key, value = encode_offset_sync(t, p, int(ups[i]), base + i)
+                self.sync_producer.produce(self.syncs_topic, key=key, value=value)
         self.sync_producer.flush(30)
 
     def stop(self) -> None:
