@@ -85,7 +85,7 @@ class ServerProcess:
             [*self.program, "server", "--data-dir", self.data_dir,
              "--port", "0", "--ingest-port", "0", "--worker-base-port", "0",
              "--kafka-port", "0", "--kafka-worker-base-port", "0", "--metrics-port", "0",
-             "--schema-registry-port", "0", "--rest-proxy-port", "0",
+             "--schema-registry-port", "0", "--rest-proxy-port", "0", "--iceberg-rest-port", "0",
              "--workers", str(self.workers), *self.extra_args],
             env=package_env(), stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout

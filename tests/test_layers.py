@@ -84,6 +84,7 @@ LAYERS: dict[str, frozenset[str]] = {
     "streams": CLIENT_SIDE,
     "registry": CLIENT_SIDE,
     "rest_proxy": CLIENT_SIDE,
+    "iceberg_rest": CLIENT_SIDE,      # reads the node's SQL catalog file, never the broker
     "webconsole": CLIENT_SIDE,
     "bench": CLIENT_SIDE,
     "spark": CLIENT_SIDE,

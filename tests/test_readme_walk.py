@@ -113,6 +113,11 @@ EXPECT = {"docs/tiered-storage.md": {
 }, "docs/iceberg-topics.md": {
     'print(rows.num_rows, "rows;"': [r"^1000 rows; \[\s*1000: redpanda_timestamp_hour: hour\(5\)"],
     "FROM read_parquet($files) GROUP BY ALL": [r"user-\d+ +│ +20 │"],
+    "print(catalog.list_namespaces(), catalog.list_tables": [
+        r"^\[\('kafkalite',\)\] \[\('kafkalite', 'clicks'\)\]$", r"^1000 rows at file://"],
+    "SELECT count(*) AS records FROM read_parquet": [r"│ +1000 │"],
+    "curl -s http://127.0.0.1:8181/v1/namespaces/kafkalite/tables/no-such-topic": [
+        r'"type": "NoSuchTableException", "code": 404'],
 }, "docs/features.md": {
     "log = PartitionLog.open": [r"^\[0\] \[b'value'\]$"],
 }, "docs/testing.md": {

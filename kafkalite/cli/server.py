@@ -5,7 +5,8 @@ the flags.
 The ``kafkalite`` process becomes the supervisor. It starts the workers
 before it imports the supervisor's own parts (server/node/processes.py),
 and hands the supervisor the apps server/ may not import: the web console
-(imported at its first request), the schema registry and the REST proxy.
+(imported at its first request), the schema registry, the REST proxy and
+the Iceberg REST catalog.
 Its parser is the only one `kafkalite server` builds, so this module
 imports argparse alone at the top.
 """
@@ -45,6 +46,9 @@ def add_arguments(server: argparse.ArgumentParser) -> None:
     server.add_argument("--rest-proxy-port", type=int,
                         help="HTTP port of the REST proxy (Confluent REST Proxy's v3 and v2 "
                              "consumer API; default 8082; 0: any free port; -1: off)")
+    server.add_argument("--iceberg-rest-port", type=int,
+                        help="HTTP port of the Iceberg REST catalog of the Iceberg topics' "
+                             "tables (read-only; default 8181; 0: any free port; -1: off)")
     server.add_argument("--console", action=argparse.BooleanOptionalAction, default=True,
                         help="serve the web console on the metrics port, at /console/ "
                              "(default: on)")
@@ -138,7 +142,7 @@ def run(args) -> int:
         broker_session_timeout_ms=args.broker_session_timeout_ms, cluster=args.cluster,
         node_id=args.node_id, controller_lease_ms=args.controller_lease_ms,
         metrics_port=args.metrics_port, schema_registry_port=args.schema_registry_port,
-        rest_proxy_port=args.rest_proxy_port,
+        rest_proxy_port=args.rest_proxy_port, iceberg_rest_port=args.iceberg_rest_port,
         log_level=args.log_level,
         kafka_security_protocol=args.kafka_security_protocol, listeners=args.listeners,
         advertised_listeners=args.advertised_listeners,
@@ -158,8 +162,9 @@ def run(args) -> int:
     from kafkalite.server.node.supervisor import serve
     apps = [("/console", _console_app)] if args.console else []
     from kafkalite.registry import make_app as schema_registry
+    from kafkalite.iceberg_rest import make_app as iceberg_rest
     from kafkalite.rest_proxy import make_app as rest_proxy
-    return serve(config, apps, early, schema_registry, rest_proxy)
+    return serve(config, apps, early, schema_registry, rest_proxy, iceberg_rest)
 
 
 def _console_app(bootstrap: str, registry, owner_key_file: str | None = None):

@@ -43,6 +43,7 @@ DEFAULT_METRICS_PORT = 9404
 METRICS_OFF = -1
 DEFAULT_SCHEMA_REGISTRY_PORT = 8081   # Confluent Schema Registry's default listener port
 DEFAULT_REST_PROXY_PORT = 8082        # Confluent REST Proxy's default listener port
+DEFAULT_ICEBERG_REST_PORT = 8181      # the Iceberg REST catalog's conventional port
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # group.consumer.migration.policy's values (server/group/coordinator.py acts on them)
 MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
@@ -121,6 +122,12 @@ SETTINGS: dict[str, Setting] = {
         "HTTP port and behind the same login; 0: any free port; -1: off.", (),
         "kafkalite's own: Confluent REST Proxy's `listeners` (default 8082) is a separate "
         "service beside Kafka"),
+    "iceberg_rest_port": Setting(
+        "HTTP port of the Iceberg REST catalog of the node's Iceberg topics' tables, read-only "
+        "(docs/iceberg-topics.md), on `host`, under `http_tls` and `http_max_connections` as "
+        "the HTTP port and behind the same login; 0: any free port; -1: off.", (),
+        "kafkalite's own: Redpanda serves no catalog itself (its Iceberg Topics use an external "
+        "REST catalog); 8181 is the port Iceberg's REST catalog images listen on"),
     "rest_proxy_consumer_instance_timeout_ms": Setting(
         "How long a REST proxy v2 consumer instance may stay unused before it is closed "
         "(leaving its group).", (),
@@ -354,6 +361,7 @@ class ServerConfig:
     http_max_connections: int = 64
     schema_registry_port: int = DEFAULT_SCHEMA_REGISTRY_PORT
     rest_proxy_port: int = DEFAULT_REST_PROXY_PORT
+    iceberg_rest_port: int = DEFAULT_ICEBERG_REST_PORT
     rest_proxy_consumer_instance_timeout_ms: int = 300_000
     log_level: str = ""
     auto_create_topics: bool = True
@@ -430,7 +438,7 @@ class ServerConfig:
             if not isinstance(value, int) or not 0 <= value <= 65535:
                 raise InvalidConfigurationError(f"{name} must be a port number 0-65535, not {value!r}")
         for name in ("ingest_port", "metrics_port", "schema_registry_port",
-                     "rest_proxy_port"):                                # -1: not served
+                     "rest_proxy_port", "iceberg_rest_port"):           # -1: not served
             value = getattr(self, name)
             if not isinstance(value, int) or not -1 <= value <= 65535:
                 raise InvalidConfigurationError(
@@ -544,6 +552,10 @@ class ServerConfig:
     @property
     def rest_proxy_enabled(self) -> bool:
         return self.rest_proxy_port != METRICS_OFF
+
+    @property
+    def iceberg_rest_enabled(self) -> bool:
+        return self.iceberg_rest_port != METRICS_OFF
 
     @property
     def effective_log_level(self) -> str:

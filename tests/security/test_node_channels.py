@@ -105,7 +105,8 @@ def test_a_stranger_cannot_have_a_request_relayed(server, topic_name):
     does not exist."""
     public = {int(server.bootstrap.rsplit(":", 1)[1])}
     public |= {int(b.rsplit(":", 1)[1]) for b in server.kafka_bootstrap.split(",")}
-    for http in ("metrics", "schema_registry", "rest_proxy"):  # HTTP: waits for a request line
+    # HTTP: waits for a request line
+    for http in ("metrics", "schema_registry", "rest_proxy", "iceberg_rest"):
         if server.info.get(http):
             public.add(int(server.info[http].split(":")[2].split("/")[0]))
     ports = listening_ports(server.proc.pid) - public

@@ -64,7 +64,7 @@ def relay_endpoint(srv) -> str:
     known = {int(argv[argv.index("--control") + 1].rsplit(":", 1)[1]),
              int(srv.bootstrap.rsplit(":", 1)[1])}
     known |= {int(b.rsplit(":", 1)[1]) for b in srv.kafka_bootstrap.split(",")}
-    for http in ("metrics", "schema_registry", "rest_proxy"):
+    for http in ("metrics", "schema_registry", "rest_proxy", "iceberg_rest"):
         if srv.info.get(http):
             known.add(int(srv.info[http].split(":")[2].split("/")[0]))
     (port,) = listening_ports(srv.proc.pid) - known

@@ -96,16 +96,22 @@ class HttpLogin:
         return self.authorizer is None or self.authorizer.authorize(
             principal, host, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
 
-    def wrap(self, app, allowed=None, console: bool = False, json_errors: bool = False):
+    def wrap(self, app, allowed=None, console: bool = False, json_errors: bool = False,
+             error_body=None):
         """``app`` behind the login: ``allowed(principal, host)`` says who
         may use it (None: every user who logged in); ``console``: changes
         need the CSRF header and origin; ``json_errors``: a refusal is
         Confluent's JSON error body (``{"error_code": 401, "message": ...}``),
-        which the schema registry's and REST proxy's clients parse. The app finds the principal in
+        which the schema registry's and REST proxy's clients parse, or
+        ``error_body(status code, message)``'s when given (the Iceberg REST
+        catalog's error model). The app finds the principal in
         ``environ["kafkalite.principal"]`` and, with the authorizer on, the
         decisions for it in ``environ["kafkalite.authorize"]``."""
         def refuse(start_response, status: str, message: str, headers=()):
-            if json_errors:
+            if error_body is not None:
+                body = json.dumps(error_body(int(status[:3]), message)).encode()
+                kind = "application/json"
+            elif json_errors:
                 body = json.dumps({"error_code": int(status[:3]), "message": message}).encode()
                 kind = "application/json"
             else:

@@ -49,7 +49,11 @@ It runs, on one thread, everything of a node that is not a partition:
   the same HTTP server code and login, a client of this node like the
   console;
 - the REST proxy (kafkalite/rest_proxy/, given by the caller too): on its
-  own port (``rest_proxy_port``), served as the schema registry is.
+  own port (``rest_proxy_port``), served as the schema registry is;
+- the Iceberg REST catalog (kafkalite/iceberg_rest/, given by the caller
+  too): on its own port (``iceberg_rest_port``), served as the schema
+  registry is, reading the SQL catalog of the node's Iceberg topics
+  (storage/iceberg/) read-only.
 
 It is never on the data path: clients ask it who leads a partition and
 then talk to that worker.
@@ -143,7 +147,7 @@ class PendingChange:
 class Supervisor:
     def __init__(self, config: ServerConfig, http_apps=(), early: EarlyStart | None = None,
                  expired_controller: int | None = None, schema_registry=None,
-                 rest_proxy=None, handed: RunningWorkers | None = None):
+                 rest_proxy=None, handed: RunningWorkers | None = None, iceberg_rest=None):
         self.config = config
         self.early = early          # the lock, control socket and children start_early made
         # with --cluster: the lock and running workers of the broker node
@@ -168,6 +172,11 @@ class Supervisor:
         self.rest_proxy = rest_proxy
         self.proxy_http = None          # its HTTP server, on rest_proxy_port
         self.proxy_app = None
+        # factory(catalog file, catalog name) -> the Iceberg REST catalog's
+        # WSGI app (kafkalite/iceberg_rest/), given by the caller too
+        self.iceberg_rest = iceberg_rest
+        self.iceberg_http = None        # its HTTP server, on iceberg_rest_port
+        self.iceberg_app = None
         self.ctx = zmq.Context.instance()
         self.workers: list[WorkerProcess] = []      # this node's, children of this process
         self.remote: dict[int, WorkerProcess] = {}  # other nodes' (--cluster), by broker id
@@ -452,7 +461,7 @@ class Supervisor:
 
     def _serve_http(self) -> None:
         """The HTTP ports: metrics and the web console, the schema registry,
-        the REST proxy. Last in start(), and on a takeover (the workers
+        the REST proxy, the Iceberg REST catalog. Last in start(), and on a takeover (the workers
         handed over by this process's broker node) only once those workers
         serve, from run(): importing their apps took a second or more in a
         process that had been a broker node (it had never imported them),
@@ -479,6 +488,8 @@ class Supervisor:
             self._serve_schema_registry(bootstrap, login)
         if cfg.rest_proxy_enabled and self.rest_proxy is not None:
             self._serve_rest_proxy(bootstrap, login)
+        if cfg.iceberg_rest_enabled and self.iceberg_rest is not None:
+            self._serve_iceberg_rest(login)
 
     def _serve_schema_registry(self, bootstrap: str, login) -> None:
         """The schema registry (kafkalite/registry/) on a port of its own."""
@@ -497,6 +508,17 @@ class Supervisor:
         self.proxy_http = self._serve_app(self.proxy_app, self.config.rest_proxy_port, login,
                                           "rest proxy")
 
+    def _serve_iceberg_rest(self, login) -> None:
+        """The Iceberg REST catalog (kafkalite/iceberg_rest/) on a port of its
+        own, over the SQL catalog the partition leaders commit to (the data
+        directory's, wherever the tables' files are: replica_manager.py)."""
+        from kafkalite.storage.iceberg.partition_writer import ICEBERG_DIR
+        from kafkalite.storage.iceberg.topic_table import CATALOG_FILE, NAMESPACE
+        self.iceberg_app = self.iceberg_rest(
+            os.path.join(self.config.data_dir, ICEBERG_DIR, CATALOG_FILE), NAMESPACE)
+        self.iceberg_http = self._serve_app(self.iceberg_app, self.config.iceberg_rest_port,
+                                            login, "iceberg rest catalog")
+
     def _serve_app(self, app, port: int, login, name: str):
         """A Confluent-style HTTP app (a client of this node through its
         native port) by the HTTP port's server code: its connection cap, TLS
@@ -506,7 +528,8 @@ class Supervisor:
         from kafkalite.server.metrics import answer_busy, serve_http
         cfg = self.config
         if login is not None:
-            app = login.wrap(app, json_errors=True)
+            app = login.wrap(app, json_errors=True,
+                             error_body=getattr(app, "login_error_body", None))
         refuse = (self.metrics.refuse_connection if self.metrics is not None else
                   lambda sock, address, answer: answer and answer_busy(sock))
         return serve_http(cfg.host, port, app, http_tls_context(cfg),
@@ -666,6 +689,9 @@ class Supervisor:
                    if self.registry_http is not None else {}),
                 **({"rest_proxy": f"{scheme}://{_bracket(host)}:{self.proxy_http.server_port}"}
                    if self.proxy_http is not None else {}),
+                **({"iceberg_rest": f"{scheme}://{_bracket(host)}:"
+                                    f"{self.iceberg_http.server_port}"}
+                   if self.iceberg_http is not None else {}),
                 "workers": [{"index": w.index, "pid": w.pid, "endpoint": f"tcp://{host}:{w.port}"}
                             for w in self.workers],
                 "data_dir": os.path.abspath(self.config.data_dir),
@@ -1166,7 +1192,8 @@ class Supervisor:
         if self.metrics is not None:
             self.metrics.close()
         for http, app in ((self.registry_http, self.registry_app),
-                          (self.proxy_http, self.proxy_app)):
+                          (self.proxy_http, self.proxy_app),
+                          (self.iceberg_http, self.iceberg_app)):
             if http is not None:
                 http.shutdown()
                 http.server_close()
@@ -1214,7 +1241,9 @@ def _http_summary(endpoints: dict, http_apps) -> str:
     README), or nothing when the HTTP port is off."""
     registry = ([f"schema registry {endpoints['schema_registry']}"]
                 if "schema_registry" in endpoints else []) + \
-        ([f"rest proxy {endpoints['rest_proxy']}"] if "rest_proxy" in endpoints else [])
+        ([f"rest proxy {endpoints['rest_proxy']}"] if "rest_proxy" in endpoints else []) + \
+        ([f"iceberg rest catalog {endpoints['iceberg_rest']}"]
+         if "iceberg_rest" in endpoints else [])
     if "metrics" not in endpoints:
         return ", ".join(registry) + ", " if registry else ""
     apps = [f"{prefix.strip('/')} {endpoints[prefix.strip('/')]}" for prefix, _ in http_apps]
@@ -1249,11 +1278,11 @@ class _StopRequest:
 
 
 def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None,
-          schema_registry=None, rest_proxy=None) -> int:
+          schema_registry=None, rest_proxy=None, iceberg_rest=None) -> int:
     """Run a server in this process until SIGTERM/SIGINT (the CLI's `server`):
     the supervisor of a node, or, in a cluster whose controller is another
     node, a broker node (broker_node.py). ``http_apps``,
-    ``schema_registry`` and ``rest_proxy``: see Supervisor; ``early``: the children
+    ``schema_registry``, ``rest_proxy`` and ``iceberg_rest``: see Supervisor; ``early``: the children
     processes.start_early spawned."""
     logging.basicConfig(level=config.effective_log_level,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -1266,7 +1295,8 @@ def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None,
     rejoining = False       # this process was a node of the cluster already
     handed = None           # a broker node's lock and running workers (RunningWorkers)
     while True:
-        sup = Supervisor(config, http_apps, early, expired, schema_registry, rest_proxy, handed)
+        sup = Supervisor(config, http_apps, early, expired, schema_registry, rest_proxy, handed,
+                         iceberg_rest)
         stop.hand_to(sup)
         try:
             sup.start()

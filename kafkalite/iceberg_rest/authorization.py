@@ -1,0 +1,69 @@
+"""What each REST catalog request asks of the server's authorizer, as the user logged in.
+
+A table of the catalog is an Iceberg topic's (``kafkalite.<topic>``), and
+holds what a read_committed consumer of the topic reads, so it is guarded
+as the topic is, with the operations Kafka asks of the nearest Kafka
+request:
+
+- the list of a namespace's tables keeps the tables whose topic the user
+  may Describe, the others left out unaudited (Metadata of all topics);
+- whether a table exists (HEAD): Describe on its topic (Metadata of one
+  topic), asked before the catalog is: a user who may not describe the
+  topic learns nothing of whether its table exists;
+- loading a table (its metadata, which names every data file): Read on its
+  topic (Fetch), which implies Describe;
+- the config and the namespaces: any user who logged in (the one
+  namespace is ``kafkalite``, the name of no resource);
+- a write: refused to every user, super users included (app.py), since
+  the partition leaders own the tables.
+
+A denial is the spec's 403 ForbiddenException with Kafka's message of the
+authorization exception ("Not authorized to access topics: [t]"), logged
+and counted by the authorizer as a Kafka request's is. A super user and
+``allow_everyone_if_no_acl_found`` are the authorizer's.
+
+Where the decision comes from: the login in front of the catalog
+(server/auth/http_login.py) puts ``environ["kafkalite.authorize"]``,
+``(operation, resource type, name, audit) -> bool`` for the logged-in
+principal and host with the supervisor's authorizer. Without it (security
+off: anonymous access; or the authorizer off) everything is allowed. This
+module never imports ``kafkalite.server``.
+
+Who may call: app.py, on the HTTP server's threads; an ``Access`` is one
+request's.
+"""
+from __future__ import annotations
+
+from kafkalite.iceberg_rest.errors import FORBIDDEN, IcebergError
+from kafkalite.protocol.enums import AclOperation as Op
+from kafkalite.protocol.enums import ResourceType as Res
+
+ENVIRON_AUTHORIZE = "kafkalite.authorize"
+
+
+class Access:
+    """One request's decisions for the user of ``environ``."""
+
+    __slots__ = ("_authorize",)
+
+    def __init__(self, environ: dict):
+        self._authorize = environ.get(ENVIRON_AUTHORIZE)
+
+    def may(self, operation: Op, topic: str, audit: bool = True) -> bool:
+        return self._authorize is None or bool(
+            self._authorize(operation, Res.TOPIC, topic, audit))
+
+    def require(self, operation: Op, topic: str) -> None:
+        """403 unless the user may do ``operation`` on ``topic``."""
+        if not self.may(operation, topic):
+            raise IcebergError(FORBIDDEN, f"Not authorized to access topics: [{topic}]")
+
+    def require_describe(self, table: str) -> None:
+        self.require(Op.DESCRIBE, table)
+
+    def require_read(self, table: str) -> None:
+        self.require(Op.READ, table)
+
+    def sees(self, table: str) -> bool:
+        """Whether a list keeps ``table`` (a filter is not an attempt: not audited)."""
+        return self.may(Op.DESCRIBE, table, audit=False)
