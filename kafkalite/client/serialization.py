@@ -161,3 +161,78 @@ def protobuf_message_indexes(buf: bytes, pos: int = 0) -> tuple[list[int], int]:
     if not 0 < count <= 100:
         raise ValueError(f"{count} message indexes")
     return [varint() for _ in range(count)], pos
+
+
+def protobuf_schema_classes(schema: str, references, fetch, file_name: str = "schema.proto"):
+    """The message classes of a registered Protobuf schema, given in the
+    registry's ``serialized`` format (a base64 FileDescriptorProto): a
+    function of the message indexes (protobuf_message_indexes) giving that
+    message's class. ``references`` are (name, subject, version) triples,
+    resolved through ``fetch(subject, version) -> (schema, references)``
+    in the same format, or protobuf's own well-known types for
+    ``google/protobuf/...``. ValueError for a schema that is not a
+    serialized descriptor or has no message. Shared by the REST proxy and
+    the web console."""
+    import base64
+    import binascii
+    import importlib
+
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    pool = descriptor_pool.DescriptorPool()
+    added: set = set()
+
+    def parse(text: str):
+        fdp = descriptor_pb2.FileDescriptorProto()
+        try:
+            fdp.ParseFromString(base64.b64decode(text, validate=True))
+        except (binascii.Error, ValueError):
+            raise ValueError("the registry answered .proto text where a serialized "
+                             "descriptor was asked") from None
+        return fdp
+
+    def add_file(name: str, fdp) -> None:
+        for dep in fdp.dependency:
+            if dep.startswith("google/protobuf/") and dep not in added:
+                add_builtin(dep)
+        fdp.name = name
+        added.add(name)
+        pool.Add(fdp)
+
+    def add_builtin(dep: str) -> None:
+        added.add(dep)
+        module = importlib.import_module(
+            "google.protobuf." + dep[len("google/protobuf/"):-len(".proto")] + "_pb2")
+        fdp = descriptor_pb2.FileDescriptorProto()
+        module.DESCRIPTOR.CopyToProto(fdp)
+        add_file(dep, fdp)
+
+    def add_references(refs) -> None:
+        for name, subject, version in refs:
+            if name in added:
+                continue
+            if name.startswith("google/protobuf/"):
+                add_builtin(name)
+                continue
+            added.add(name)         # before its own references: a cycle ends here
+            text, sub_references = fetch(subject, version)
+            add_references(sub_references)
+            add_file(name, parse(text))
+
+    add_references(references)
+    fdp = parse(schema)
+    if not fdp.message_type:
+        raise ValueError("the Protobuf schema has no message")
+    add_file(fdp.name or file_name, fdp)
+    prefix = fdp.package + "." if fdp.package else ""
+    classes: dict = {}
+
+    def message_class(indexes=(0,)):
+        indexes = tuple(indexes) or (0,)
+        cls = classes.get(indexes)
+        if cls is None:
+            desc = pool.FindMessageTypeByName(prefix + fdp.message_type[indexes[0]].name)
+            for i in indexes[1:]:
+                desc = desc.nested_types[i]
+            cls = classes[indexes] = message_factory.GetMessageClass(desc)
+        return cls
+    return message_class

@@ -52,7 +52,8 @@ import json
 import threading
 import uuid
 
-from kafkalite.client.serialization import protobuf_message_indexes
+from kafkalite.client.serialization import (protobuf_message_indexes,
+                                            protobuf_schema_classes)
 from kafkalite.protocol.enums import AclOperation as Op
 from kafkalite.protocol.enums import ResourceType as Res
 from kafkalite.rest_proxy.errors import (AUTHORIZATION_FAILED, BAD_REQUEST, ProxyError)
@@ -139,68 +140,28 @@ def jsonable(value):
     return value
 
 
-class _Protobuf:
-    """A registry Protobuf schema's first message as a class (Confluent's
-    proxy writes the schema's first message), its imports resolved
-    through the registry (references) or protobuf's own well-known types."""
-
-    @staticmethod
-    def message_class(client, registered, indexes=(0,)):
-        from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-        pool = descriptor_pool.DescriptorPool()
-        seen: set = set()
-
-        def add_file(name: str, fdp) -> None:
-            for dep in fdp.dependency:
-                if dep not in seen and dep.startswith("google/protobuf/"):
-                    seen.add(dep)
-                    add_builtin(dep)
-            fdp.name = name
-            pool.Add(fdp)
-
-        def add_builtin(dep: str) -> None:
-            import importlib
-            module = importlib.import_module(
-                "google.protobuf." + dep[len("google/protobuf/"):-len(".proto")] + "_pb2")
-            fdp = descriptor_pb2.FileDescriptorProto()
-            module.DESCRIPTOR.CopyToProto(fdp)
-            add_file(dep, fdp)
-
-        def add_references(refs) -> None:
-            for ref in refs or ():
-                if ref.name in seen:
-                    continue
-                seen.add(ref.name)
-                if ref.name.startswith("google/protobuf/"):
-                    add_builtin(ref.name)
-                    continue
-                sub = client.get_version(ref.subject, ref.version, fmt="serialized")
-                add_references(sub.schema.references)
-                add_file(ref.name, _parse_fdp(sub.schema.schema_str))
-
-        add_references(registered.references)
-        fdp = _parse_fdp(registered.schema_str)
-        if not fdp.message_type:
-            raise ProxyError(INVALID_SCHEMA, "Invalid schema: the Protobuf schema has no "
-                                             "message")
-        add_file(fdp.name or "proxy.proto", fdp)
-        desc = pool.FindMessageTypeByName(
-            (fdp.package + "." if fdp.package else "") + fdp.message_type[indexes[0]].name)
-        for i in indexes[1:]:
-            desc = desc.nested_types[i]
-        return message_factory.GetMessageClass(desc)
-
-
-def _parse_fdp(text: str):
-    from google.protobuf import descriptor_pb2
-    fdp = descriptor_pb2.FileDescriptorProto()
+def _protobuf_class(client, registered, indexes=(0,)):
+    """A registry Protobuf schema's message as a class (the first one by
+    default: Confluent's proxy writes the schema's first message), its
+    imports resolved through the registry (references) or protobuf's own
+    well-known types."""
+    def fetch(subject, version):
+        sub = client.get_version(subject, version, fmt="serialized")
+        return sub.schema.schema_str, _triples(sub.schema.references)
     try:
-        fdp.ParseFromString(base64.b64decode(text, validate=True))
-    except (binascii.Error, ValueError):
-        raise ProxyError(SCHEMA_REGISTRY_ERROR, "Schema registration or lookup failed: the "
-                                                "registry answered .proto text where a "
-                                                "serialized descriptor was asked") from None
-    return fdp
+        classes = protobuf_schema_classes(registered.schema_str,
+                                          _triples(registered.references), fetch,
+                                          "proxy.proto")
+    except ValueError as exc:
+        if "no message" in str(exc):
+            raise ProxyError(INVALID_SCHEMA, f"Invalid schema: {exc}") from None
+        raise ProxyError(SCHEMA_REGISTRY_ERROR,
+                         f"Schema registration or lookup failed: {exc}") from None
+    return classes(indexes)
+
+
+def _triples(references) -> list:
+    return [(ref.name, ref.subject, ref.version) for ref in references or ()]
 
 
 class SchemaFormats:
@@ -417,7 +378,7 @@ class SchemaFormats:
             return JSONSerializer(registered, client, conf=conf)
         from google.protobuf import json_format
         from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
-        cls = _Protobuf.message_class(client, registered)
+        cls = _protobuf_class(client, registered)
         serializer = ProtobufSerializer(cls, client, conf={**conf, "skip.known.types": True})
 
         def encode(data, ctx):
@@ -484,7 +445,7 @@ class SchemaFormats:
         hit = self._readers.get(key)
         if hit is None:
             registered = client.get_schema(schema_id, fmt="serialized")
-            cls = _Protobuf.message_class(client, registered, indexes)
+            cls = _protobuf_class(client, registered, indexes)
             hit = self._readers[key] = ProtobufDeserializer(
                 cls, {"use.deprecated.format": False}, schema_registry_client=client)
         msg = hit(payload, ctx)

@@ -35,8 +35,6 @@ Who may call: app.py, on the HTTP server's request threads.
 """
 from __future__ import annotations
 
-import base64
-import binascii
 import io
 import json
 import ssl
@@ -45,7 +43,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from kafkalite.client.serialization import protobuf_message_indexes
+from kafkalite.client.serialization import protobuf_message_indexes, protobuf_schema_classes
 
 MAGIC = 0
 HEADER = 5                      # magic byte + 4-byte schema id
@@ -319,61 +317,23 @@ class RecordDecoder:
         return decode
 
     def _protobuf(self, schema: dict):
-        from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
-        pool = descriptor_pool.DescriptorPool()
-        added: set = set()
+        from google.protobuf import json_format
 
-        def fdp_of(text: str):
-            fdp = descriptor_pb2.FileDescriptorProto()
-            try:
-                fdp.ParseFromString(base64.b64decode(text, validate=True))
-            except (binascii.Error, ValueError):
-                raise NotDecoded("the registry answered .proto text where a descriptor "
-                                 "was asked") from None
-            return fdp
+        def triples(refs) -> list:
+            return [(r["name"], r["subject"], r["version"]) for r in refs or ()]
 
-        def add_file(name: str, fdp) -> None:
-            for dep in fdp.dependency:
-                if dep.startswith("google/protobuf/") and dep not in added:
-                    add_builtin(dep)
-            fdp.name = name
-            added.add(name)
-            pool.Add(fdp)
-
-        def add_builtin(dep: str) -> None:
-            import importlib
-            module = importlib.import_module(
-                "google.protobuf." + dep[len("google/protobuf/"):-len(".proto")] + "_pb2")
-            fdp = descriptor_pb2.FileDescriptorProto()
-            module.DESCRIPTOR.CopyToProto(fdp)
-            add_file(dep, fdp)
-
-        def add_references(refs) -> None:
-            for ref in refs or ():
-                if ref["name"] in added:
-                    continue
-                if ref["name"].startswith("google/protobuf/"):
-                    add_builtin(ref["name"])
-                    continue
-                version = self._referenced(ref, "serialized")
-                add_references(version.get("references"))
-                add_file(ref["name"], fdp_of(version["schema"]))
-        add_references(schema.get("references"))
-        fdp = fdp_of(schema["schema"])
-        add_file(fdp.name or "console.proto", fdp)
-        prefix = fdp.package + "." if fdp.package else ""
-        classes: dict = {}
+        def fetch(subject, version):
+            got = self._referenced({"subject": subject, "version": version}, "serialized")
+            return got["schema"], triples(got.get("references"))
+        try:
+            classes = protobuf_schema_classes(schema["schema"], triples(schema.get("references")),
+                                              fetch, "console.proto")
+        except ValueError as exc:
+            raise NotDecoded(str(exc)) from None
 
         def decode(data: bytes):
             indexes, pos = protobuf_message_indexes(data, HEADER)
-            indexes = tuple(indexes) or (0,)
-            cls = classes.get(indexes)
-            if cls is None:
-                desc = pool.FindMessageTypeByName(prefix + fdp.message_type[indexes[0]].name)
-                for i in indexes[1:]:
-                    desc = desc.nested_types[i]
-                cls = classes[indexes] = message_factory.GetMessageClass(desc)
-            msg = cls()
+            msg = classes(indexes)()
             msg.ParseFromString(data[pos:])
             return json_format.MessageToDict(msg, always_print_fields_with_no_presence=True)
         return decode
