@@ -54,7 +54,8 @@ def order_class():
 def proxy(module_server):
     url = module_server.info["rest_proxy"]
     cluster = call(f"{url}/v3/clusters")[1]["data"][0]["cluster_id"]
-    for name in ("avro", "avro-in", "proto", "proto-in", "js", "js-in", "v3", "bad", "unions"):
+    for name in ("avro", "avro-in", "proto", "proto-in", "js", "js-in", "v3", "bad", "unions",
+                 "proto-refs"):
         assert call(f"{url}/v3/clusters/{cluster}/topics", "POST",
                     {"topic_name": name, "partitions_count": 1})[0] == 201
     registry = SchemaRegistryClient({"url": module_server.info["schema_registry"]})
@@ -179,6 +180,40 @@ def test_v3_records_with_a_schema_id_and_with_a_schema_text(proxy):
     decode = AvroDeserializer(registry)
     ctx = SerializationContext("v3", MessageField.VALUE)
     assert [decode(m.value(), ctx)["id"] for m in raw_records(server, "v3", 3)] == [1, 2, 3]
+
+
+MONEY_PROTO = 'syntax = "proto3";\npackage shop;\nmessage Money {\n  int64 cents = 1;\n}\n'
+PAYMENT_PROTO = ('syntax = "proto3";\npackage shop;\nimport "money.proto";\n'
+                 'import "google/protobuf/timestamp.proto";\n'
+                 'message Payment {\n  Money amount = 1;\n  google.protobuf.Timestamp at = 2;\n'
+                 '  message Note {\n    string text = 1;\n  }\n  Note note = 3;\n}\n')
+
+
+def test_protobuf_with_a_reference_and_a_well_known_type(proxy):
+    """A Protobuf schema importing another registered schema (a reference)
+    and google/protobuf/timestamp.proto: written through v3 by its id and
+    read back through a v2 protobuf instance, the imports resolved through
+    the registry and protobuf's own types."""
+    url, cluster, registry, server = proxy
+    headers = {"Content-Type": "application/vnd.schemaregistry.v1+json"}
+    reg = server.info["schema_registry"]
+    status, money, _ = call(f"{reg}/subjects/money/versions", "POST",
+                            {"schemaType": "PROTOBUF", "schema": MONEY_PROTO}, headers=headers)
+    assert status == 200, money
+    status, payment, _ = call(f"{reg}/subjects/proto-refs-value/versions", "POST", {
+        "schemaType": "PROTOBUF", "schema": PAYMENT_PROTO,
+        "references": [{"name": "money.proto", "subject": "money", "version": 1}]},
+        headers=headers)
+    assert status == 200, payment
+    records = f"{url}/v3/clusters/{cluster}/topics/proto-refs/records"
+    data = [{"amount": {"cents": str(100 + i)}, "at": f"2026-11-28T0{i}:00:00Z",
+             "note": {"text": f"n{i}"}} for i in range(3)]
+    for d in data:
+        status, answer, _ = call(records, "POST", {"value": {"schema_id": payment["id"],
+                                                             "data": d}})
+        assert status == 200 and answer["value"]["schema_id"] == payment["id"], answer
+    got = read_instance(url, "g-proto-refs", "protobuf", "proto-refs", 3)
+    assert [r["value"] for r in got] == data
 
 
 # unions of a primitive and of two records, bytes: what Avro's JSON encoding spells differently
