@@ -25,6 +25,9 @@ SETTINGS: dict[str, tuple[float, float, str]] = {
     "KAFKALITE_ICEBERG_TOPIC_KILLS": (3, 50,
                                       "kill -9 of the workers committing an Iceberg topic's table "
                                       "(tests/server/test_iceberg_topics_kills.py)"),
+    "KAFKALITE_ICEBERG_TOPIC_KILL_MODES": (1, 2,
+                                           "iceberg.modes the Iceberg topic kill test covers: 1, "
+                                           "one chosen by KAFKALITE_ICEBERG_SEED; 2, both"),
     "KAFKALITE_PRODUCER_CRASHES": (3, 100,
                                    "kill -9 of six idempotent writers (tests/storage/test_producer_state.py)"),
     "KAFKALITE_RING_KILL_ROUNDS": (2, 50, "kill -9 of a ring's worker (tests/shm/test_ring.py)"),
