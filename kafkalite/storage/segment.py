@@ -437,7 +437,9 @@ class LogSegment:
 
     def on_become_inactive(self) -> None:
         """The segment was rolled: index its largest timestamp so that time
-        lookups and retention never need to scan it."""
+        lookups and retention never need to scan it. Its last batches are no
+        longer kept in memory: only the active segment's are read that often."""
+        del self._tail[:], self._tail_lasts[:]
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
