@@ -66,10 +66,11 @@ log = logging.getLogger(__name__)
 
 # Bytes read at once when stepping through batch headers after an index hit.
 _HEADER_SCAN_CHUNK = 64 * 1024
-# Batches appended by this process whose places the segment keeps in memory
-# (the newest, between _TAIL_BATCHES and twice as many): a consumer at the
-# log end finds its batch there, with no index lookup and no header read.
-_TAIL_BATCHES = 64
+# Batches appended by this process whose places the active segment keeps in
+# memory (the newest, between _TAIL_BATCHES and twice as many; about 6 KB a
+# partition at most): a consumer at the log end finds its batch there, with
+# no index lookup and no header read. One further behind reads the index.
+_TAIL_BATCHES = 16
 
 
 def _cut_short(data, at: int) -> bool:
