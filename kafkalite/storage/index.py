@@ -41,6 +41,10 @@ class _IndexFile:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size // self.entry_size)
+        self._full_size = self.max_entries * self.entry_size
+        # the last entry as ``entry`` gives it, kept: the append path asks for
+        # it each time (None: not known, read it from _data)
+        self._last = None
         try:
             self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             size = os.fstat(self._fd).st_size
@@ -61,7 +65,13 @@ class _IndexFile:
         return len(self._data)
 
     def is_full(self) -> bool:
-        return self.entries >= self.max_entries
+        return len(self._data) >= self._full_size
+
+    def _last_entry(self):
+        """The last entry (``entry``'s tuple), None when there is none."""
+        if self._last is None and self._data:
+            self._last = self.entry(len(self._data) // self.entry_size - 1)
+        return self._last
 
     def _relative(self, offset: int) -> int:
         rel = offset - self.base_offset
@@ -70,11 +80,13 @@ class _IndexFile:
                              f"{self.base_offset}")
         return rel
 
-    def _append_raw(self, entry: bytes) -> None:
+    def _append_raw(self, entry: bytes, value: tuple) -> None:
         self._data += entry
+        self._last = value
 
     def _truncate_entries(self, entries: int) -> None:
         size = entries * self.entry_size
+        self._last = None
         if size < len(self._data):
             del self._data[size:]
         if size < self._persisted:
@@ -132,13 +144,14 @@ class OffsetIndex(_IndexFile):
 
     @property
     def last_offset(self) -> int:
-        return self.entry(self.entries - 1)[0] if self.entries else self.base_offset
+        last = self._last_entry()
+        return self.base_offset if last is None else last[0]
 
     def append(self, offset: int, position: int) -> None:
-        if self.entries and offset <= self.last_offset:
-            raise ValueError(f"offset index entries must increase: {offset} after "
-                             f"{self.last_offset}")
-        self._append_raw(OFFSET_ENTRY.pack(self._relative(offset), position))
+        last = self._last_entry()
+        if last is not None and offset <= last[0]:
+            raise ValueError(f"offset index entries must increase: {offset} after {last[0]}")
+        self._append_raw(OFFSET_ENTRY.pack(self._relative(offset), position), (offset, position))
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """The last entry at or below ``offset`` as (offset, position), or
@@ -174,7 +187,8 @@ class TimeIndex(_IndexFile):
 
     @property
     def last_entry(self) -> tuple[int, int]:
-        return self.entry(self.entries - 1) if self.entries else (-1, self.base_offset)
+        last = self._last_entry()
+        return (-1, self.base_offset) if last is None else last
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Add (timestamp, offset) if it raises the largest timestamp indexed."""
@@ -183,7 +197,8 @@ class TimeIndex(_IndexFile):
             if self.entries and offset < last_off:
                 raise ValueError(f"time index offsets must not decrease: {offset} after "
                                  f"{last_off}")
-            self._append_raw(TIME_ENTRY.pack(timestamp, self._relative(offset)))
+            self._append_raw(TIME_ENTRY.pack(timestamp, self._relative(offset)),
+                             (timestamp, offset))
 
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """The last entry with a timestamp strictly below ``timestamp`` as

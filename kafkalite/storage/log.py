@@ -513,10 +513,8 @@ class PartitionLog:
             raise InvalidRequestError(f"max_bytes must be >= 0, not {max_bytes}")
         limit = self._log_end if max_offset is None else min(max_offset, self._log_end)
         lso = self.last_stable_offset
-        empty = FetchDataInfo(offset, None, self._log_start, self._high_watermark, self._log_end,
-                              lso, [] if collect_aborted else None)
         if offset >= limit:
-            return empty
+            return self._nothing_read(offset, lso, collect_aborted)
         if self.remote is not None and offset < self.local_log_start_offset:
             remote = self._read_remote(offset, max_bytes, limit, min_one_message,
                                        collect_aborted)
@@ -543,7 +541,11 @@ class PartitionLog:
             if i == limit_index:
                 break
             i += 1  # offset is past this segment's data (a compacted gap)
-        return empty
+        return self._nothing_read(offset, lso, collect_aborted)
+
+    def _nothing_read(self, offset: int, lso: int, collect_aborted: bool) -> FetchDataInfo:
+        return FetchDataInfo(offset, None, self._log_start, self._high_watermark, self._log_end,
+                             lso, [] if collect_aborted else None)
 
     def _read_remote(self, offset: int, max_bytes: int, limit: int, min_one_message: bool,
                      collect_aborted: bool) -> FetchDataInfo | None:

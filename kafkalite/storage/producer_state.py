@@ -144,26 +144,37 @@ class ProducerStateManager:
         self.ongoing: dict[int, int] = {}         # producer id -> first offset of its open txn
         self.batches_read = 0                     # batch headers the last load read
         self.snapshots: list[int] = producer_snapshot.list_snapshots(directory)
+        self._rows_of = None                      # the scan whose _batches are in _rows
+        self._rows: list[tuple] = []
 
     # ---- the append path ---------------------------------------------------------------------
 
-    @staticmethod
-    def _batches(scan):
+    def _batches(self, scan) -> list[tuple]:
         """(pid, epoch, first_seq, last_seq, first_offset, last_offset, max_ts,
         attributes, control type) of the scan's batches that carry a producer
-        id, in order."""
-        pids = scan.producer_ids.tolist()
-        epochs = scan.producer_epochs.tolist()
-        seqs = scan.base_sequences.tolist()
-        firsts = scan.base_offsets.tolist()
-        lasts = scan.last_offsets.tolist()
-        stamps = scan.max_timestamps.tolist()
-        attrs = scan.attributes.tolist()
-        controls = scan.control_types.tolist()
-        for i, pid in enumerate(pids):
+        id, in order. Read from the scan's one table (a row per batch, its
+        columns in the order AppendScan documents) in a single copy, and
+        kept for the scan: ``check`` and ``update`` of one append read it
+        once (a column each, materialised twice, cost 3.5 us of an append's
+        20 at 100 partitions of one-record batches)."""
+        if scan is self._rows_of:
+            return self._rows
+        if not scan.batch_count:
+            return []
+        table = scan.table.tolist()
+        width = len(table) // scan.batch_count
+        rows = []
+        for at in range(0, len(table), width):
+            # position, size, base offset, last offset, max timestamp, leader
+            # epoch, producer id, producer epoch, base sequence, attributes,
+            # record count, control type
+            (_, _, first, last, max_ts, _, pid, epoch, seq, attrs, _,
+             control) = table[at:at + width]
             if pid >= 0:
-                yield (pid, epochs[i], seqs[i], _last_sequence(seqs[i], lasts[i] - firsts[i]),
-                       firsts[i], lasts[i], stamps[i], attrs[i], controls[i])
+                rows.append((pid, epoch, seq, _last_sequence(seq, last - first), first, last,
+                             max_ts, attrs, control))
+        self._rows_of, self._rows = scan, rows
+        return rows
 
     def check(self, scan) -> tuple[int, int] | None:
         """Validate a client's append before it is written. Returns (first
@@ -235,6 +246,7 @@ class ProducerStateManager:
             done = self._record(*batch)
             if done is not None:
                 completed.append(done)
+        self._rows_of, self._rows = None, []
         return completed
 
     def first_unstable_offset(self) -> int | None:

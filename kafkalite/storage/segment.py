@@ -38,6 +38,7 @@ afterwards; it is bounded by the bytes that existed when it was made.
 """
 from __future__ import annotations
 
+import bisect
 import logging
 import mmap
 import os
@@ -65,6 +66,11 @@ log = logging.getLogger(__name__)
 
 # Bytes read at once when stepping through batch headers after an index hit.
 _HEADER_SCAN_CHUNK = 64 * 1024
+# Batches appended by this process whose places the active segment keeps in
+# memory (the newest, between _TAIL_BATCHES and twice as many; about 6 KB a
+# partition at most): a consumer at the log end finds its batch there, with
+# no index lookup and no header read. One further behind reads the index.
+_TAIL_BATCHES = 16
 
 
 def _cut_short(data, at: int) -> bool:
@@ -198,6 +204,12 @@ class LogSegment:
         self.verified_end = 0
         self.trusted_from = 0
         self.damaged: str | None = None         # why a read found a bad batch
+        # The last batches appended, up to the end of the file: their last
+        # offsets ascending, and (base offset, last offset, position, size)
+        # of each; valid while _tail_end is the file's size.
+        self._tail_lasts: list[int] = []
+        self._tail: list[tuple[int, int, int, int]] = []
+        self._tail_end = 0
         if create:
             self.offset_index.reset()
             self.time_index.reset()
@@ -366,8 +378,21 @@ class LogSegment:
         since = self._bytes_since_last_index_entry
         interval = self.config.index_interval_bytes
         max_ts, max_off = self.max_timestamp, self.offset_of_max_timestamp
-        for pos, size, last, bmax in zip(scan.positions.tolist(), scan.sizes.tolist(),
-                                         scan.last_offsets.tolist(), scan.max_timestamps.tolist()):
+        if scan.batch_count == 1:
+            # one batch (a producer's batch per partition per request): its
+            # figures are the scan's own, without five columns copied out
+            batches = ((0, scan.size_in_bytes, scan.first_offset, scan.last_offset,
+                        scan.max_timestamp),)
+        else:
+            batches = zip(scan.positions.tolist(), scan.sizes.tolist(),
+                          scan.base_offsets.tolist(), scan.last_offsets.tolist(),
+                          scan.max_timestamps.tolist())
+        tail, lasts = self._tail, self._tail_lasts
+        if self._tail_end != start:
+            del tail[:], lasts[:]          # what they held no longer ends at the file's end
+        for pos, size, base, last, bmax in batches:
+            tail.append((base, last, start + pos, size))
+            lasts.append(last)
             if bmax > max_ts:
                 max_ts, max_off = bmax, last
             # Kafka's rule (LogSegment.append), also applied by scan_log when
@@ -380,8 +405,12 @@ class LogSegment:
             since += size
         self._bytes_since_last_index_entry = since
         self.max_timestamp, self.offset_of_max_timestamp = max_ts, max_off
+        if len(tail) > 2 * _TAIL_BATCHES:
+            del tail[:-_TAIL_BATCHES], lasts[:-_TAIL_BATCHES]
+        self._tail_end = self._size
         if start == 0:
-            self.first_batch_timestamp = int(scan.max_timestamps[0])
+            self.first_batch_timestamp = (scan.max_timestamp if scan.batch_count == 1
+                                          else int(scan.max_timestamps[0]))
         self.next_offset = scan.last_offset + 1
 
     def _write_at(self, data, position: int) -> None:
@@ -399,6 +428,7 @@ class LogSegment:
         self._size = position + len(view)
 
     def _truncate_file(self, size: int) -> None:
+        self._tail_end = -1         # the batches kept in memory may be gone
         try:
             os.ftruncate(self.file.fileno(), size)
         except OSError as exc:
@@ -408,7 +438,9 @@ class LogSegment:
 
     def on_become_inactive(self) -> None:
         """The segment was rolled: index its largest timestamp so that time
-        lookups and retention never need to scan it."""
+        lookups and retention never need to scan it. Its last batches are no
+        longer kept in memory: only the active segment's are read that often."""
+        del self._tail[:], self._tail_lasts[:]
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
@@ -454,6 +486,12 @@ class LogSegment:
     def translate_offset(self, offset: int, start_position: int = 0):
         """(base offset, last offset, position, size) of the first batch whose
         last offset is >= ``offset``, or None if the segment has no such batch."""
+        tail = self._tail
+        if (tail and self._tail_end == self._size and offset >= tail[0][0]
+                and start_position <= tail[0][2]):
+            # at the log end: the batches appended last, in memory
+            at = bisect.bisect_left(self._tail_lasts, offset)
+            return tail[at] if at < len(tail) else None
         pos = self._start_position(offset)
         for base, last, position, size, _ in self._headers_from(max(pos, start_position)):
             if last >= offset:

@@ -314,3 +314,43 @@ def test_closed_log_refuses_work(open_log):
     plog.close()
     with pytest.raises(Exception, match="closed"):
         plog.append(batch([b"b"]))
+
+
+def _regions(plog, offsets, max_bytes):
+    out = []
+    for o in offsets:
+        r = plog.read(o, max_bytes).region
+        out.append(None if r is None else (os.path.basename(r.file.name), r.position, r.length))
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_reads_near_the_log_end_find_the_batches_a_reopened_log_finds(open_log, seed):
+    # A read at the log end finds its batch among the segment's last
+    # appends, kept in memory; a reopened log has none kept and reads the
+    # index and batch headers. Both must serve the same bytes from every
+    # offset: across one- and many-batch appends, more appends than are
+    # kept, a truncation, a compacted (gapped) segment and rolls.
+    rng = random.Random(seed)
+    plog = open_log(segment_bytes=60_000, index_interval_bytes=300, cleanup_policy="compact")
+    for n in range(400):
+        parts = [batch([b"v" * rng.randrange(1, 400)] * rng.randrange(1, 4),
+                       keys=[b"k%d" % rng.randrange(20)] * 3) for _ in range(rng.choice([1, 1, 3]))]
+        plog.append(b"".join(parts))
+        if n == 150:
+            assert plog.truncate_to(plog.log_end_offset - 7)
+        if n == 300:
+            plog.roll()
+            plog.high_watermark = plog.log_end_offset
+            plog.compact()
+    offsets = range(plog.log_start_offset, plog.log_end_offset + 1)
+    live = _regions(plog, offsets, 1) + _regions(plog, offsets, 5000)
+    found = [plog.active_segment.translate_offset(o) for o in offsets]
+    directory = plog.directory
+    plog.close()
+    reopened = PartitionLog.open(directory, plog.config)
+    try:
+        assert live == _regions(reopened, offsets, 1) + _regions(reopened, offsets, 5000)
+        assert found == [reopened.active_segment.translate_offset(o) for o in offsets]
+    finally:
+        reopened.close()

@@ -113,7 +113,6 @@ one event-loop thread.
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
@@ -287,6 +286,7 @@ class ReplicaManager:
         self.purgatory = Purgatory()
         # inside gathered_wakeups: purgatory key -> bytes appended since
         self._woken: dict | None = None
+        self._gathered = _GatheredWakeups(self)
         # topic -> [bytes in, records in, bytes out]: producers' appends and
         # consumers' fetch responses (metrics.py; Kafka's BrokerTopicMetrics)
         self.topic_stats: dict[str, list] = {}
@@ -517,20 +517,11 @@ class ReplicaManager:
         else:
             woken[key] = woken.get(key, 0) + appended
 
-    @contextlib.contextmanager
-    def gathered_wakeups(self):
-        """Appends made inside wake what waits on their partitions at the
-        end, once per partition (nested: at the end of the outermost)."""
-        if self._woken is not None:
-            yield
-            return
-        self._woken = {}
-        try:
-            yield
-        finally:
-            woken, self._woken = self._woken, None
-            for key, appended in woken.items():
-                self.purgatory.check(key, appended)
+    def gathered_wakeups(self) -> "_GatheredWakeups":
+        """Appends made inside (``with``) wake what waits on their
+        partitions at the end, once per partition (nested: at the end of
+        the outermost)."""
+        return self._gathered
 
     def update_follower_end(self, part: Partition, broker_id: int, log_end_offset: int,
                             now: float, log_start_offset: int = -1) -> None:
@@ -622,10 +613,13 @@ class ReplicaManager:
         None for other records."""
         if records is None or len(records) < OFF_PRODUCER_ID + PRODUCER.size:
             return None
-        view = memoryview(records)
-        attributes = int.from_bytes(view[OFF_ATTRIBUTES:OFF_ATTRIBUTES + 2], "big")
-        pid, epoch, _ = PRODUCER.unpack_from(view, OFF_PRODUCER_ID)
-        if pid < 0 or not attributes & ATTR_TRANSACTIONAL:
+        # the transactional bit is in the attributes' low byte: most batches
+        # are not, and are told by that byte alone (every partition of
+        # every Produce request is asked)
+        if not records[OFF_ATTRIBUTES + 1] & ATTR_TRANSACTIONAL:
+            return None
+        pid, epoch, _ = PRODUCER.unpack_from(records, OFF_PRODUCER_ID)
+        if pid < 0:
             return None
         part = self.partitions.get((topic, index))
         if part is None:
@@ -1171,6 +1165,31 @@ class ReplicaManager:
         self.checkpoints.close()
         if self.remote_reader is not None:
             self.remote_reader.close()
+
+
+class _GatheredWakeups:
+    """``ReplicaManager.gathered_wakeups``: a class, not a generator, since
+    every Produce request (and every poll of the worker) enters it."""
+
+    __slots__ = ("_rm", "_depth")
+
+    def __init__(self, rm: ReplicaManager):
+        self._rm = rm
+        self._depth = 0
+
+    def __enter__(self) -> None:
+        if not self._depth:
+            self._rm._woken = {}
+        self._depth += 1
+
+    def __exit__(self, *exc) -> bool:
+        self._depth -= 1
+        if not self._depth:
+            rm = self._rm
+            woken, rm._woken = rm._woken, None
+            for key, appended in woken.items():
+                rm.purgatory.check(key, appended)
+        return False
 
 
 def _with_errors(response: dict, failed: dict) -> dict:
