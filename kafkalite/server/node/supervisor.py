@@ -513,7 +513,7 @@ class Supervisor:
         own, over the SQL catalog the partition leaders commit to (the data
         directory's, wherever the tables' files are: replica_manager.py)."""
         from kafkalite.storage.iceberg.partition_writer import ICEBERG_DIR
-        from kafkalite.storage.iceberg.topic_table import CATALOG_FILE, NAMESPACE
+        from kafkalite.storage.iceberg import CATALOG_FILE, NAMESPACE
         self.iceberg_app = self.iceberg_rest(
             os.path.join(self.config.data_dir, ICEBERG_DIR, CATALOG_FILE), NAMESPACE)
         self.iceberg_http = self._serve_app(self.iceberg_app, self.config.iceberg_rest_port,

@@ -27,6 +27,12 @@ here imports it at module level.
 """
 from __future__ import annotations
 
+# the SQL catalog's file in the Iceberg directory and the tables' namespace:
+# here, not in topic_table.py (numpy and pyarrow), for the supervisor's REST
+# catalog, which must not load them before the server is ready
+NAMESPACE = "kafkalite"
+CATALOG_FILE = "catalog.db"
+
 
 def iceberg_unavailable(mode: str = "key_value") -> str | None:
     """Why Iceberg topics of ``mode`` cannot work in this process (pyiceberg

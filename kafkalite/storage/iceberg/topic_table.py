@@ -41,8 +41,7 @@ import os
 
 import numpy as np
 
-NAMESPACE = "kafkalite"
-CATALOG_FILE = "catalog.db"
+from kafkalite.storage.iceberg import CATALOG_FILE, NAMESPACE  # noqa: F401 (its names too)
 WAREHOUSE_DIR = "warehouse"
 NEXT_OFFSET = "kafkalite.next-offset."      # + partition, in the snapshot summary
 COMMIT_ATTEMPTS = 5                          # a commit that lost a race is redone this often
