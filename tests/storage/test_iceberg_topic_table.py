@@ -152,9 +152,9 @@ def test_a_commit_that_loses_a_race_starts_over_from_the_new_summary(tmp_path):
     ours, theirs = TopicTable(root, "events"), TopicTable(root, "events")
     raced = []
 
-    def records_from(committed):
+    def records_from(committed, schema):
         if not raced:
-            raced.append(theirs.commit(1, lambda c: _records(1, c, 10), lambda c: 10))
+            raced.append(theirs.commit(1, lambda c, _: _records(1, c, 10), lambda c: 10))
         return _records(0, committed, 5)
     assert ours.commit(0, records_from, lambda committed: 5) == 5
     rows, offsets = _rows(root, "events")
