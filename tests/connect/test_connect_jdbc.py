@@ -479,13 +479,13 @@ def _b64(b: bytes) -> str:
 
 def _fallback_batch(case, n):
     """``n`` envelopes the JsonConverter cannot hand over as Arrow columns."""
-    if case == "bytes and decimals":
-        return [envelope([F_ID, F_NAME, F_BLOB, F_PRICE], {
+    if case == "bytes":
+        return [envelope([F_ID, F_NAME, F_BLOB], {
             "id": i, "name": NASTY[i % len(NASTY)], "blob": None if i % 3 == 0 else
-            _b64(bytes([i % 256, 0, 255, 10, 44, 34]) + "ü,\n".encode()),
-            "price": None if i % 4 == 0 else _b64((i * 12345 - 99999).to_bytes(4, "big",
-                                                                               signed=True))})
-            for i in range(n)]
+            _b64(bytes([i % 256, 0, 255, 10, 44, 34]) + "ü,\\n".encode())}) for i in range(n)]
+    if case == "decimals":
+        return [envelope([F_ID, F_PRICE], {"id": i, "price": None if i % 4 == 0 else _b64(
+            (i * 12345 - 99999).to_bytes(4, "big", signed=True))}) for i in range(n)]
     if case == "arrays and maps":
         return [envelope([F_ID, F_NAME, F_TAGS, F_ATTRS], {
             "id": i, "name": f"n{i}", "tags": None if i % 5 == 0 else ["a,b", 'q"', str(i)],
@@ -501,7 +501,7 @@ def _fallback_batch(case, n):
         for i in range(n)]
 
 
-@pytest.mark.parametrize("case", ["bytes and decimals", "arrays and maps",
+@pytest.mark.parametrize("case", ["bytes", "decimals", "arrays and maps",
                                   "a schema change within the batch", "a NaN"])
 def test_a_batch_the_arrow_columns_cannot_hold_is_written_as_the_per_record_path_writes_it(
         server, postgres, topic_name, case):
@@ -532,9 +532,9 @@ def test_a_batch_the_arrow_columns_cannot_hold_is_written_as_the_per_record_path
         got = pg(postgres, f"SELECT t::text FROM {via_batch} t ORDER BY id")
         want = pg(postgres, f"SELECT t::text FROM {per_record} t ORDER BY id")
         assert len(got) == n and got == want
-        if case == "bytes and decimals":     # the bytes themselves, not their base64 text
+        if case == "bytes":     # the bytes themselves, not their base64 text
             assert pg(postgres, f"SELECT blob FROM {via_batch} WHERE id = 1") == [
-                (bytes([1, 0, 255, 10, 44, 34]) + "ü,\n".encode(),)]
+                (bytes([1, 0, 255, 10, 44, 34]) + "ü,\\n".encode(),)]
     finally:
         a.stop()
         b.stop()
