@@ -458,7 +458,7 @@ _RANGES = {"int8": (-(1 << 7), (1 << 7) - 1), "int16": (-(1 << 15), (1 << 15) - 
            DATE: (-719_162, 2_932_896), TIME: (0, 86_399_999)}
 # JSON tokens Arrow's reader takes and Python's refuses (Inf, -NaN), or takes with
 # another meaning: a batch holding any of them, even inside a string, is decoded per record
-_NON_FINITE = "Inf|NaN"
+_NON_FINITE_TOKENS = (b"Inf", b"NaN")
 
 
 def _payload_columns(column, prefix: bytes, schema: Schema):
@@ -503,16 +503,24 @@ def _payload_columns(column, prefix: bytes, schema: Schema):
         if not pc.all(pc.starts_with(column, pattern=prefix)).as_py() or \
                 not pc.all(pc.ends_with(column, pattern=b"}")).as_py():
             return None
-        column.cast(pa.string())          # UTF-8, as the per-record decode() checks it
         payloads = pc.binary_slice(column, len(prefix), -1)
+        # UTF-8, as the per-record decode() checks it: the prefix is the first record's
+        # decoded text and the last byte "}", so the payloads alone are left to check
+        payloads.cast(pa.string())
         # one object per line: a payload that begins with "{" is one row or more (Arrow's
         # reader crashes on a first line of null), and n rows from n of them is one each
-        if not pc.all(pc.starts_with(payloads, pattern=b"{")).as_py() or \
-                pc.any(pc.match_substring_regex(payloads, r"[\r\n]|" + _NON_FINITE)).as_py():
+        if not pc.all(pc.starts_with(payloads, pattern=b"{")).as_py():
             return None
         lines = pc.binary_join_element_wise(payloads, pa.scalar(b""), pa.scalar(b"\n"))
         at = np.frombuffer(lines.buffers()[1], dtype=np.int32)[lines.offset:lines.offset + n + 1]
         text = lines.buffers()[2][int(at[0]):int(at[-1])]
+        # no line break within a payload (the n after each are the join's) and no
+        # token of _NON_FINITE_TOKENS: bytes' own searches over the joined text (a regex
+        # per payload took about 2 ms of the 16 ms this reading took for 10,000 payloads)
+        raw = text.to_pybytes()
+        if raw.count(b"\n") != n or b"\r" in raw or \
+                any(t in raw for t in _NON_FINITE_TOKENS):
+            return None
         table = pj.read_json(pa.BufferReader(text), parse_options=pj.ParseOptions(
             explicit_schema=pa.schema(list(zip(names, read))),
             unexpected_field_behavior="ignore"))
