@@ -131,14 +131,16 @@ def group_name(topic_name):
 
 
 # The xdist groups that take longest (a minute or more of one process in a
-# full run: the SparkSession's tests, clusters, kill loops, the benchmark
-# smokes that start peers), by prefix; `--durations=30` shows when to add one.
+# full run: the README walk, the SparkSession's tests, clusters, kill loops,
+# the benchmark smokes that start peers), by prefix, the longest first (a
+# full run of 2026-11-28: the walk 5.4 minutes of one process, Spark's 4,
+# the Spark benchmark's smoke 2); `--durations=30` shows when to add one.
 LONGEST_GROUPS = (
-    "spark", "tests/server/test_replication.py", "tests/server/test_cluster_",
-    "tests/benchmarks/test_bench_spark_smoke.py", "tests/server/test_share_groups.py",
-    "tests/streams/test_bench_streams_smoke.py", "tests/server/test_quotas.py",
-    "tests/benchmarks/test_harness.py", "bench-harness", "share_confluent", "security",
-    "readme_walk",
+    "readme_walk", "spark", "tests/server/test_cluster_",
+    "tests/benchmarks/test_bench_spark_smoke.py", "tests/server/test_replication.py",
+    "tests/streams/test_bench_streams_smoke.py", "tests/server/test_share_groups.py",
+    "tests/benchmarks/test_harness.py", "bench-harness", "tests/benchmarks/test_bench_",
+    "share_confluent", "acls", "security", "tests/server/test_quotas.py",
 )
 
 
@@ -167,11 +169,13 @@ def pytest_collection_modifyitems(config, items):
         if (len(parts) > 1 and parts[0] in UNIT_PACKAGES) or "/".join(parts) in UNIT_MODULES:
             item.add_marker(pytest.mark.unit)
     # xdist hands the groups out in this order as processes come free: the
-    # longest first, so that none of them starts last and holds up the end
+    # longest first, in LONGEST_GROUPS' order, so that none of them starts
+    # last and holds up the end
     def first(item):
         group = item.get_closest_marker("xdist_group")
         name = group.args[0] if group is not None and group.args else ""
-        return not any(name.startswith(prefix) for prefix in LONGEST_GROUPS)
+        return next((i for i, prefix in enumerate(LONGEST_GROUPS) if name.startswith(prefix)),
+                    len(LONGEST_GROUPS))
     items.sort(key=first)
 
 
