@@ -206,7 +206,12 @@ def to_json_value(schema: Schema | None, v):
             return ((v.hour * 60 + v.minute) * 60 + v.second) * 1000 + v.microsecond // 1000
         return int(v)
     if schema.name == DECIMAL:
-        return float(v)
+        # Kafka's JsonConverter (decimal.format BASE64, its default): the
+        # unscaled value's two's-complement bytes, as BigInteger.toByteArray
+        # gives them, in base64; a float would lose digits
+        if not isinstance(v, (bytes, bytearray)):
+            v = decimal_unscaled_bytes(v, decimal_scale(schema))
+        return base64.b64encode(v).decode()
     if schema.type == "bytes":
         return base64.b64encode(v).decode()
     if schema.type == "struct":
@@ -221,6 +226,40 @@ def to_json_value(schema: Schema | None, v):
 _INT_RANGES = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 
 
+def decimal_scale(schema: Schema) -> int:
+    return int((schema.parameters or {}).get("scale", 0))
+
+
+def decimal_unscaled_bytes(v, scale: int) -> bytes:
+    """A Decimal's value at ``scale`` as Java's BigInteger.toByteArray gives
+    its unscaled value: big-endian two's complement, the fewest bytes that
+    keep the sign bit."""
+    import decimal
+    unscaled = int(decimal.Decimal(v).scaleb(scale).to_integral_value(decimal.ROUND_HALF_EVEN))
+    size = (unscaled if unscaled >= 0 else ~unscaled).bit_length() // 8 + 1
+    return unscaled.to_bytes(size, "big", signed=True)
+
+
+def _decimal_from_json(schema: Schema, v):
+    """A Decimal as Kafka's JsonConverter reads one: base64 of the unscaled
+    bytes (decimal.format BASE64), or a JSON number (NUMERIC)."""
+    import base64
+    import binascii
+    import decimal
+
+    from kafkalite.connect.errors import DataException
+    scale = decimal_scale(schema)
+    if isinstance(v, str):
+        try:
+            raw = base64.b64decode(v, validate=True)
+        except (binascii.Error, ValueError):
+            raise DataException(f"Decimal schema, value {v!r} is not base64") from None
+        return decimal.Decimal(int.from_bytes(raw, "big", signed=True)).scaleb(-scale)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise DataException(f"Decimal schema, value {v!r} is neither base64 nor a number")
+    return decimal.Decimal(str(v)).quantize(decimal.Decimal(1).scaleb(-scale))
+
+
 def from_json_value(schema: Schema, v):
     """The inverse of to_json_value under ``schema``; a value that does not
     fit raises DataException naming the schema type."""
@@ -232,6 +271,8 @@ def from_json_value(schema: Schema, v):
             raise DataException(f"null value for a required {schema.type} schema")
         return schema.default
     t = schema.type
+    if schema.name == DECIMAL:
+        return _decimal_from_json(schema, v)
     if schema.name in (TIMESTAMP, DATE, TIME):
         try:
             n = int(v)

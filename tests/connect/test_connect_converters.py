@@ -66,6 +66,31 @@ def test_json_converter_reads_an_envelope_written_by_kafka():
     assert value == {"n": 9007199254740993, "s": None}
 
 
+def test_json_converter_decimals_are_kafkas_base64_of_the_unscaled_bytes():
+    """Kafka's JsonConverter (decimal.format BASE64, its default) writes a
+    Decimal as its unscaled value's two's-complement bytes in base64 (12.34
+    at scale 2: 1234, 0x04D2, "BNI="), and reads that or a JSON number
+    (NUMERIC); a float would lose digits past the 16th."""
+    import decimal
+    price = Schema("bytes", name="org.apache.kafka.connect.data.Decimal", version=1,
+                   parameters={"scale": "2"}, optional=True)
+    row = SchemaBuilder.struct().name("p").field("price", price).build()
+    c = conv(JsonConverter)
+    for text, payload in (("12.34", "BNI="), ("-0.01", "/w=="), ("0.00", "AA=="),
+                          ("1.28", "AIA="), ("-99999999999999999999.99", "/eHmHzZFTcAAAQ==")):
+        doc = json.loads(c.from_connect_data("t", row, {"price": decimal.Decimal(text)}))
+        assert doc["payload"] == {"price": payload}, text
+        _, back = c.to_connect_data("t", json.dumps(doc).encode())
+        assert back == {"price": decimal.Decimal(text)} and isinstance(back["price"],
+                                                                         decimal.Decimal)
+    doc["payload"] = {"price": 12.5}
+    assert c.to_connect_data("t", json.dumps(doc).encode())[1] == {
+        "price": decimal.Decimal("12.50")}
+    doc["payload"] = {"price": "not base64!"}
+    with pytest.raises(DataException):
+        c.to_connect_data("t", json.dumps(doc).encode())
+
+
 def test_json_converter_schemaless_and_tombstones():
     c = conv(JsonConverter, **{"schemas.enable": "false"})
     assert c.from_connect_data("t", None, {"a": [1, 2.5, None]}) == b'{"a":[1,2.5,null]}'

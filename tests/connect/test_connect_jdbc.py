@@ -535,6 +535,9 @@ def test_a_batch_the_arrow_columns_cannot_hold_is_written_as_the_per_record_path
         if case == "bytes":     # the bytes themselves, not their base64 text
             assert pg(postgres, f"SELECT blob FROM {via_batch} WHERE id = 1") == [
                 (bytes([1, 0, 255, 10, 44, 34]) + "ü,\\n".encode(),)]
+        if case == "decimals":  # numbers in a DECIMAL column, not their unscaled bytes
+            assert pg(postgres, f"SELECT price::text FROM {via_batch} WHERE id IN (1, 4) "
+                                f"ORDER BY id") == [("-876.54",), (None,)]
     finally:
         a.stop()
         b.stop()

@@ -58,6 +58,8 @@ class Dialect:
             return "DATE"
         if s.name == cdata.TIME:
             return "TIME"
+        if s.name == cdata.DECIMAL:
+            return "DECIMAL"        # Kafka's dialects': the value's own precision and scale
         t = self.TYPES.get(s.type)
         if t is None:
             raise ConnectException(f"no {self.name} column type for a {s.type} field")
@@ -142,6 +144,8 @@ class SQLite(Dialect):
             return v.isoformat()
         if isinstance(v, (dict, list)):
             return json.dumps(v)
+        if isinstance(v, decimal.Decimal):
+            return str(v)           # sqlite3 takes no Decimal; a DECIMAL column reads the text
         return v
 
 
