@@ -610,3 +610,45 @@ def test_delete_topics_in_an_s3_outage_holds_up_nothing_and_leaves_no_orphan(
             if producer is not None and producer.is_alive():
                 producer.stopping.set()
             stop_server(srv)
+
+
+def test_a_deleted_topics_remote_deletes_survive_a_kill_9_of_the_worker(tmp_path, monkeypatch):
+    """A tiered topic deleted while the store is stopped, then its worker
+    killed -9 before the store is back: the restarted worker (leading no
+    tiered partition) takes up the deletes kept in remote-log-deletes/ and
+    makes them once the store is back; the bucket keeps nothing of the
+    topic."""
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")
+    with moto_s3_server(BUCKET) as s3_server:
+        s3 = _s3_client(s3_server.endpoint)
+        srv = _server(tmp_path, s3_server.endpoint, workers=1)
+        try:
+            topic = "tiered-deleted-then-killed"
+            _create(srv, topic)
+            filler = Producer(srv.kafka_bootstrap, topic, random.Random(SEED))
+            filler.start()
+            directory = _partition_dir(srv, topic)
+            partition = os.path.basename(directory)
+            wait_until(lambda: len([e for e in _metadata(directory)
+                                    if e["state"] == "COPY_SEGMENT_FINISHED"]) >= 3, 60,
+                       "segments copied")
+            filler.finish()
+            wait_until(lambda: _copies_done(directory), 60, "its rolled segments copied")
+            assert _bucket_copies(s3, partition)
+
+            s3_server.stop()
+            admin = AdminClient({"bootstrap.servers": srv.kafka_bootstrap})
+            admin.delete_topics([topic], operation_timeout=30)[topic].result(60)
+            wait_until(lambda: not os.path.exists(directory), 30, "the partition's directory removed")
+            pending = os.path.join(srv.data_dir, "remote-log-deletes")
+            assert os.listdir(pending), "its remote deletes kept on disk"
+            pid = srv.worker_pid(0)
+            os.kill(pid, signal.SIGKILL)
+            srv.wait_for_worker_restart(0, pid, 30)
+
+            s3_server.start()
+            wait_until(lambda: not _bucket_copies(s3, partition) and not os.listdir(pending),
+                       60, lambda: f"the deleted topic's copies gone from the bucket: "
+                                   f"{sorted(_bucket_copies(s3, partition))}")
+        finally:
+            stop_server(srv)
