@@ -43,7 +43,9 @@ the owner writes COPY_SEGMENT_STARTED for the segments it hands over and,
 at later calls, takes their outcomes in offset order and writes
 COPY_SEGMENT_FINISHED (or drops the entries). The copier only reads the rolled
 segment's files, which nothing changes and which retention keeps until the
-copy is finished; ``close`` and ``delete_all`` wait for it.
+copy is finished; ``close`` waits for it (``delete_all`` cancels the
+queued copies and has the node's deleter wait for the running one, which
+may fail as the topic's files go under it: its objects are deleted after).
 
 Downloads into the cache run on the owner's thread, unless the owner reads
 within ``reading_in_background(reader)`` (the replica manager's fetches): a
@@ -306,7 +308,7 @@ class RemoteLog:
             self.metadata.update_state(segment_id, S.DELETE_SEGMENT_FINISHED, self._clock())
 
     def _wait_for_copy(self) -> None:
-        """Let the copies in flight end (close, delete_all), whatever their outcome."""
+        """Let the copies in flight end (close), whatever their outcome."""
         try:
             self._finish_copies(wait=True)
         except Exception as exc:
