@@ -7,7 +7,8 @@ an object store that goes down for a while: ``stop`` closes the listening
 socket and every open connection (a client's next request is refused, one
 on a kept-alive connection is reset), ``start`` serves again with the same
 buckets and objects (moto keeps them in this process's memory, as S3 keeps
-them through an outage of its endpoint)."""
+them through an outage of its endpoint). ``hold`` and ``release`` make
+an outage of another kind: the endpoint stops answering, requests wait."""
 import contextlib
 import os
 import socket
@@ -16,6 +17,9 @@ import time
 
 TEST_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                     "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+HOLD_MAX_S = 120.0      # the longest ``hold`` keeps a request unanswered
 
 
 class MotoS3Server:
@@ -31,6 +35,7 @@ class MotoS3Server:
         self.put_delay = 0.0
         self.stop_before = None
         self.requests = 0
+        self._held: threading.Event | None = None
         self._server = None
         self._thread = None
         self._lock = threading.Lock()
@@ -64,6 +69,11 @@ class MotoS3Server:
         def gate(environ, start_response):
             method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
             self.requests += 1
+            held = self._held
+            if held is not None:
+                held.wait(HOLD_MAX_S)   # no answer until release(), then a failure
+                start_response("503 Service Unavailable", [("Content-Length", "0")])
+                return [b""]
             if self.stop_before is not None and self.stop_before(method, path):
                 self.stop_before = None
                 self.stop()         # this request's connection too: it goes unanswered
@@ -87,6 +97,18 @@ class MotoS3Server:
         self._thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
         return self
+
+    def hold(self) -> None:
+        """The store stops answering (a network partition, not a refused
+        connection): each request from now on waits, unanswered, until
+        ``release``, and then fails (503), as a client's requests to an
+        unreachable endpoint time out."""
+        self._held = threading.Event()
+
+    def release(self) -> None:
+        held, self._held = self._held, None
+        if held is not None:
+            held.set()
 
     def stop(self) -> None:
         server, self._server = self._server, None
@@ -116,6 +138,7 @@ def moto_s3_server(bucket: str = "tiered"):
         yield server
     finally:
         server.stop_before = None
+        server.release()
         server.stop()
         for k, v in saved.items():
             if v is None:

@@ -48,6 +48,7 @@ SEGMENT_BYTES = 16384
 LOCAL_RETENTION_BYTES = 32768
 SEGMENT_FILE = "segment.log"
 ACK_STALL_S = 10.0      # the longest the acknowledgements may stop while the store is down
+RETENTION_STALL_S = 5.0  # ... while remote deletes wait on it (no store call on the worker's loop)
 
 
 # ---- checkers -----------------------------------------------------------------------------
@@ -207,12 +208,13 @@ def _server(root, endpoint, workers) -> ServerProcess:
                          extra_args=["--config", str(config)]).start()
 
 
-def _create(srv, topic) -> int:
-    """The tiered topic, one partition; returns its leader's worker index."""
+def _create(srv, topic, **configs) -> int:
+    """The tiered topic, one partition (``configs`` added to its topic
+    configs); returns its leader's worker index."""
     admin = AdminClient({"bootstrap.servers": srv.kafka_bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1, config={
         "remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES),
-        "local.retention.bytes": str(LOCAL_RETENTION_BYTES)})])[topic].result(30)
+        "local.retention.bytes": str(LOCAL_RETENTION_BYTES), **configs})])[topic].result(30)
     return admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader
 
 
@@ -471,4 +473,182 @@ def test_an_s3_outage_holds_the_copies_and_produce_goes_on(tmp_path, monkeypatch
         finally:
             if producer is not None and producer.is_alive():
                 producer.stopping.set()
+            stop_server(srv)
+
+
+def _not_fenced(srv, pid) -> None:
+    """The worker that was ``pid`` still serves: never fenced nor restarted."""
+    assert srv.worker_pid(0) == pid, "the worker was restarted"
+    assert "fencing it" not in srv.output(), "the supervisor fenced the worker"
+
+
+def test_retention_past_remote_segments_in_an_s3_outage_holds_up_no_acknowledgement(
+        tmp_path, monkeypatch):
+    """Total retention (retention.bytes) deleting remote segments while the
+    store does not answer (requests held, MotoS3Server.hold: a partition
+    from the store, where a request waits out its timeout; a stopped one
+    refuses at once): the deletes wait on the copier thread,
+    DELETE_SEGMENT_STARTED meanwhile, and the worker's loop goes on:
+    acknowledgements keep coming (no gap past RETENTION_STALL_S), the
+    supervisor fences nothing. Once the store answers again the deletes are
+    confirmed and the bucket holds exactly what the metadata lists. (Each
+    delete used to run on the worker's loop, holding it for as long as the
+    store's request did.)"""
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")
+    with moto_s3_server(BUCKET) as s3_server:
+        s3 = _s3_client(s3_server.endpoint)
+        srv = _server(tmp_path, s3_server.endpoint, workers=1)
+        producer = None
+        try:
+            topic = "tiered-retention-outage"
+            _create(srv, topic, **{"retention.bytes": str(6 * SEGMENT_BYTES)})
+            pid = srv.worker_pid(0)
+            producer = Producer(srv.kafka_bootstrap, topic, random.Random(SEED))
+            producer.start()
+            directory = _partition_dir(srv, topic)
+            partition = os.path.basename(directory)
+            wait_until(lambda: min((e["base_offset"] for e in _metadata(directory)
+                                    if e["state"] == "COPY_SEGMENT_FINISHED"), default=0) > 0,
+                       60, "total retention deleting remote segments before the outage")
+
+            s3_server.hold()
+            down = time.monotonic()
+
+            def deletes_waiting():
+                assert not producer.stalled(down, RETENTION_STALL_S), \
+                    f"no acknowledgement for {RETENTION_STALL_S} s while the store is down"
+                return (time.monotonic() - down > 3 * RETENTION_STALL_S
+                        and producer.acks_since(down) >= 200
+                        and [e for e in _metadata(directory)
+                             if e["state"] == "DELETE_SEGMENT_STARTED"])
+            waiting = wait_until(deletes_waiting, 90, "retention deletes started in the outage")
+            assert not producer.stalled(down, RETENTION_STALL_S)
+            _not_fenced(srv, pid)
+
+            s3_server.release()
+            back = time.monotonic()
+            producer.finish()
+            wait_until(lambda: not {e["id"] for e in waiting} & {
+                e["id"] for e in _metadata(directory)}, 60,
+                "the deletes started in the outage confirmed")
+            wait_until(lambda: _copies_done(directory), 60, "every rolled segment copied")
+            problems = wait_until(
+                lambda: not check_remote_listing(_metadata(directory),
+                                                 _bucket_copies(s3, partition)), 30,
+                lambda: "the bucket to hold what the metadata lists: "
+                        f"{check_remote_listing(_metadata(directory), _bucket_copies(s3, partition))}")
+            assert problems
+            print(f"the outage's {len(waiting)} retention deletes confirmed "
+                  f"{time.monotonic() - back:.1f} s after the store came back")
+            _not_fenced(srv, pid)
+        finally:
+            if producer is not None and producer.is_alive():
+                producer.stopping.set()
+            stop_server(srv)
+
+
+def test_delete_topics_in_an_s3_outage_holds_up_nothing_and_leaves_no_orphan(
+        tmp_path, monkeypatch):
+    """A tiered topic deleted while the store is down: DeleteTopics answers,
+    the partition's directory goes, and another topic's acknowledgements
+    on the same worker keep coming; its remote deletes, kept by the node's
+    deleter (remote-log-deletes/ in the data directory), are made once the
+    store is back: the bucket keeps no object of it. (delete_all used to
+    delete each segment on the worker's loop, each waiting on boto3's
+    retries, and one that failed left the rest in the bucket for good.)"""
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")
+    with moto_s3_server(BUCKET) as s3_server:
+        s3 = _s3_client(s3_server.endpoint)
+        srv = _server(tmp_path, s3_server.endpoint, workers=1)
+        producer = None
+        try:
+            doomed, live = "tiered-doomed", "tiered-live"
+            _create(srv, doomed)
+            _create(srv, live)
+            pid = srv.worker_pid(0)
+            filler = Producer(srv.kafka_bootstrap, doomed, random.Random(SEED))
+            filler.start()
+            directory = _partition_dir(srv, doomed)
+            partition = os.path.basename(directory)
+            wait_until(lambda: len([e for e in _metadata(directory)
+                                    if e["state"] == "COPY_SEGMENT_FINISHED"]) >= 4, 60,
+                       "segments of the doomed topic copied")
+            filler.finish()
+            wait_until(lambda: _copies_done(directory), 60, "its rolled segments copied")
+            assert len(_bucket_copies(s3, partition)) >= 4
+            producer = Producer(srv.kafka_bootstrap, live, random.Random(SEED + 1))
+            producer.start()
+            wait_until(lambda: len(producer.acked) >= 100, 30, "acks on the live topic")
+
+            s3_server.stop()
+            down = time.monotonic()
+            admin = AdminClient({"bootstrap.servers": srv.kafka_bootstrap})
+            admin.delete_topics([doomed], operation_timeout=30)[doomed].result(60)
+            wait_until(lambda: not os.path.exists(directory), 30,
+                       "the doomed partition's directory removed")
+            pending = os.path.join(srv.data_dir, "remote-log-deletes")
+            assert os.listdir(pending), "its remote deletes kept on disk"
+
+            def outage_long_enough():
+                assert not producer.stalled(down, RETENTION_STALL_S), \
+                    f"no acknowledgement for {RETENTION_STALL_S} s while the store is down"
+                return time.monotonic() - down > 3 * RETENTION_STALL_S
+            wait_until(outage_long_enough, 60, "the outage to last")
+            assert producer.acks_since(down) >= 200, "acknowledgements during the outage"
+            _not_fenced(srv, pid)
+
+            s3_server.start()
+            back = time.monotonic()
+            wait_until(lambda: not _bucket_copies(s3, partition) and not os.listdir(pending),
+                       60, lambda: f"the deleted topic's copies gone from the bucket: "
+                                   f"{sorted(_bucket_copies(s3, partition))}")
+            print(f"the deleted topic's remote copies deleted {time.monotonic() - back:.1f} s "
+                  f"after the store came back")
+            producer.finish()
+            _not_fenced(srv, pid)
+        finally:
+            if producer is not None and producer.is_alive():
+                producer.stopping.set()
+            stop_server(srv)
+
+
+def test_a_deleted_topics_remote_deletes_survive_a_kill_9_of_the_worker(tmp_path, monkeypatch):
+    """A tiered topic deleted while the store is stopped, then its worker
+    killed -9 before the store is back: the restarted worker (leading no
+    tiered partition) takes up the deletes kept in remote-log-deletes/ and
+    makes them once the store is back; the bucket keeps nothing of the
+    topic."""
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")
+    with moto_s3_server(BUCKET) as s3_server:
+        s3 = _s3_client(s3_server.endpoint)
+        srv = _server(tmp_path, s3_server.endpoint, workers=1)
+        try:
+            topic = "tiered-deleted-then-killed"
+            _create(srv, topic)
+            filler = Producer(srv.kafka_bootstrap, topic, random.Random(SEED))
+            filler.start()
+            directory = _partition_dir(srv, topic)
+            partition = os.path.basename(directory)
+            wait_until(lambda: len([e for e in _metadata(directory)
+                                    if e["state"] == "COPY_SEGMENT_FINISHED"]) >= 3, 60,
+                       "segments copied")
+            filler.finish()
+            wait_until(lambda: _copies_done(directory), 60, "its rolled segments copied")
+            assert _bucket_copies(s3, partition)
+
+            s3_server.stop()
+            admin = AdminClient({"bootstrap.servers": srv.kafka_bootstrap})
+            admin.delete_topics([topic], operation_timeout=30)[topic].result(60)
+            wait_until(lambda: not os.path.exists(directory), 30, "the partition's directory removed")
+            pending = os.path.join(srv.data_dir, "remote-log-deletes")
+            assert os.listdir(pending), "its remote deletes kept on disk"
+            pid = srv.worker_pid(0)
+            os.kill(pid, signal.SIGKILL)
+            srv.wait_for_worker_restart(0, pid, 30)
+
+            s3_server.start()
+            wait_until(lambda: not _bucket_copies(s3, partition) and not os.listdir(pending),
+                       60, lambda: f"the deleted topic's copies gone from the bucket: "
+                                   f"{sorted(_bucket_copies(s3, partition))}")
+        finally:
             stop_server(srv)

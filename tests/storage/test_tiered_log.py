@@ -13,6 +13,7 @@ from kafkalite.storage.remote.metadata import (RemoteLogMetadataFile, RemoteLogS
                                                RemoteLogSegmentState)
 from kafkalite.storage.remote.storage_manager import (LocalDirectoryRemoteStorage,
                                                       RemoteStorageError)
+from harness import wait_until
 from soak import setting
 from storage_helpers import batch, read_all
 
@@ -113,6 +114,7 @@ def test_total_retention_deletes_remote_segments_and_moves_the_log_start(tiered,
     _fill(plog, clock)
     plog.copy_to_remote()
     plog.delete_old_segments()
+    plog.copy_to_remote()   # waits for the store's deletes, made on the copier thread
     remote = RemoteLogMetadataFile(plog.directory).segments
     total = sum(s.size for s in remote if s.end_offset < plog.local_log_start_offset) \
         + plog.size_in_bytes
@@ -135,7 +137,9 @@ def test_delete_records_and_topic_deletion_reach_the_remote_store(tiered, clock)
     assert RemoteLogMetadataFile(plog.directory).segments[0].id == second.id
     assert read_all(plog)[0][0] == second.base_offset + 1
     plog.delete()
-    assert tiered.store.list_segments("t-0") == []
+    # the node's deleter makes the store's deletes, off the caller's thread
+    wait_until(lambda: tiered.store.list_segments("t-0") == [], 10, "the remote copies deleted")
+    assert not os.listdir(os.path.join(os.path.dirname(plog.directory), "remote-log-deletes"))
 
 
 def test_a_copy_a_crash_left_unfinished_is_deleted_and_copied_again(tiered, clock):
@@ -150,6 +154,8 @@ def test_a_copy_a_crash_left_unfinished_is_deleted_and_copied_again(tiered, cloc
     orphan = os.path.join(tiered.store.root, "t-0", ".%020d-deadbeef.tmp" % 0)
     os.makedirs(orphan)
     again = tiered()
+    # the open's delete runs on the copier thread: waited for, no copy started
+    again.copy_to_remote(start=False)
     assert RemoteLogMetadataFile(again.directory).all == ()
     assert not os.path.exists(orphan)
     assert again.copy_to_remote() == len(again.segments) - 1
@@ -214,6 +220,7 @@ def test_kill_9_while_copying_loses_no_segment_and_lists_none_twice(tmp_path):
         acked = max([acked, *acks])
         plog = PartitionLog.open(directory, tiered_copier.CONFIG, remote_storage=store)
         try:
+            plog.copy_to_remote(start=False)    # the open's deletes, on the copier thread
             remote = RemoteLogMetadataFile(directory)
             assert all(s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED for s in remote.all)
             assert store.list_segments("tiered-0") == sorted(
@@ -237,7 +244,6 @@ def test_the_broker_copies_off_its_thread(tiered, clock):
     the copies run on the copier thread and later calls finish them (a
     segment stays local, and is not read from the store, until then);
     close waits for the copies in flight."""
-    from harness import wait_until
     plog = tiered()
     _fill(plog, clock)
     rolled = len(plog.segments) - 1
@@ -264,7 +270,6 @@ def test_the_broker_copies_off_its_thread(tiered, clock):
 
 
 def test_a_former_leader_finishes_its_copies_and_starts_none(tiered, clock):
-    from harness import wait_until
     plog = tiered()
     _fill(plog, clock, n=20)
     assert plog.copy_to_remote(wait=False) == 0
@@ -458,3 +463,122 @@ def test_the_remote_read_cache_keeps_within_its_bytes(tiered, clock, monkeypatch
     assert _raw(plog) == before                 # reads every remote segment in turn
     cache = os.path.join(plog.directory, remote_log.REMOTE_CACHE_DIR)
     assert len([n for n in os.listdir(cache) if n.endswith(".log")]) == 1
+
+
+class _Unreachable(LocalDirectoryRemoteStorage):
+    """A store whose deletes, while ``reachable`` is clear, hang as an S3
+    client's retries against a store that is down do, then fail."""
+
+    HANG_S = 3.0
+
+    def __init__(self, root):
+        super().__init__(root)
+        import threading
+        self.reachable = threading.Event()
+        self.reachable.set()
+
+    def delete_log_segment_data(self, segment_id, base_offset):
+        if not self.reachable.wait(self.HANG_S):
+            raise RemoteStorageError(f"the store is down deleting segment {base_offset}")
+        super().delete_log_segment_data(segment_id, base_offset)
+
+
+def _listed(store, plog_directory, partition="t-0") -> tuple[list, list]:
+    names = ["%020d-%s" % (s.base_offset, s.id) for s in RemoteLogMetadataFile(plog_directory).all]
+    return store.list_segments(partition), sorted(names)
+
+
+def test_retention_deletes_wait_on_the_store_off_the_owners_thread(tmp_path, clock):
+    """Retention past remote segments with the store unreachable returns at
+    once (the store's deletes run on the copier thread; before, each delete
+    held the owner's thread through the store's retries, HANG_S each): the
+    log start moves past them, nothing is read from them, their entries stay
+    DELETE_SEGMENT_STARTED until the store, back, confirms the deletes."""
+    import time
+    store = _Unreachable(str(tmp_path / "remote"))
+    config = LogConfig.from_properties({**TIERED, "retention.bytes": "4000"})
+    plog = PartitionLog.open(str(tmp_path / "t-0"), config, clock=clock, remote_storage=store)
+    try:
+        _fill(plog, clock)
+        plog.copy_to_remote()
+        store.reachable.clear()
+        started = time.monotonic()
+        plog.delete_old_segments()
+        took = time.monotonic() - started
+        assert took < 1.0, f"retention waited {took:.1f} s on the store"
+        doomed = [s for s in RemoteLogMetadataFile(plog.directory).all
+                  if s.state is RemoteLogSegmentState.DELETE_SEGMENT_STARTED]
+        assert doomed and plog.log_start_offset > doomed[-1].end_offset
+        with pytest.raises(OffsetOutOfRangeError):
+            plog.read(doomed[0].base_offset, 1000)
+        assert plog.remote.copy_in_flight, "the owner comes back for the deletes"
+        store.reachable.set()
+        plog.copy_to_remote()       # the deletes' outcomes taken (waited for here)
+        listed, named = _listed(store, plog.directory)
+        assert listed == named and not {s.id for s in doomed} & {n[21:] for n in named}
+        assert not plog.remote.copy_in_flight
+    finally:
+        store.reachable.set()
+        plog.close()
+
+
+def test_a_partition_opens_at_once_while_its_deletes_wait_on_the_store(tmp_path, clock):
+    """An entry left DELETE_SEGMENT_STARTED (a stop during an outage): the
+    open hands its delete to the copier thread instead of waiting on the
+    store's retries."""
+    import time
+    store = _Unreachable(str(tmp_path / "remote"))
+    config = LogConfig.from_properties({**TIERED, "retention.bytes": "4000"})
+    plog = PartitionLog.open(str(tmp_path / "t-0"), config, clock=clock, remote_storage=store)
+    _fill(plog, clock)
+    plog.copy_to_remote()
+    plog.close()
+    # what a stop during an outage leaves: a delete started, not confirmed
+    metadata = RemoteLogMetadataFile(plog.directory)
+    metadata.update_state(metadata.segments[0].id, RemoteLogSegmentState.DELETE_SEGMENT_STARTED, 1)
+    store.reachable.clear()
+    started = time.monotonic()
+    again = PartitionLog.open(plog.directory, config, clock=clock, remote_storage=store)
+    try:
+        took = time.monotonic() - started
+        assert took < 1.0, f"the open waited {took:.1f} s on the store"
+        store.reachable.set()
+        again.copy_to_remote(start=False)
+        listed, named = _listed(store, again.directory)
+        assert listed == named
+        assert all(s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+                   for s in RemoteLogMetadataFile(again.directory).all)
+    finally:
+        store.reachable.set()
+        again.close()
+
+
+def test_a_deleted_partitions_remote_deletes_outlive_it(tmp_path, clock):
+    """Topic deletion with the store unreachable: the partition goes at once,
+    its deletes kept on disk by the node's deleter, made once the store is
+    back; a deleter started later (a restarted worker) takes up what one
+    stopped before finishing left. The store is left with nothing of it."""
+    import time
+    store = _Unreachable(str(tmp_path / "remote"))
+    plog = PartitionLog.open(str(tmp_path / "t-0"), LogConfig.from_properties(TIERED),
+                             clock=clock, remote_storage=store)
+    _fill(plog, clock)
+    plog.copy_to_remote()
+    plog.delete_old_segments()
+    assert store.list_segments("t-0")
+    store.reachable.clear()
+    started = time.monotonic()
+    plog.delete()
+    took = time.monotonic() - started
+    assert took < 1.0, f"the topic deletion waited {took:.1f} s on the store"
+    assert not os.path.exists(plog.directory)
+    from kafkalite.storage.remote.remote_log_deleter import PENDING_DIR, RemoteLogDeleter
+    pending = os.path.join(str(tmp_path), PENDING_DIR)
+    assert len(os.listdir(pending)) == 1, "the deletes kept on disk"
+    # what a process stopped before the store came back leaves: a second
+    # deleter, as a restarted worker's, takes it up
+    later = RemoteLogDeleter()
+    store.reachable.set()
+    later.resume(str(tmp_path), store)
+    wait_until(lambda: store.list_segments("t-0") == [] and not os.listdir(pending), 10,
+               "the deleted partition's remote copies deleted")

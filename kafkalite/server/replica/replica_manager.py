@@ -142,6 +142,7 @@ from kafkalite.storage.local_region import same_host
 from kafkalite.storage.config import ICEBERG_OFF
 from kafkalite.storage.iceberg.partition_writer import ICEBERG_DIR, IcebergTopicWriter
 from kafkalite.storage.remote.remote_log import RemoteReadPending
+from kafkalite.storage.remote.remote_log_deleter import NODE_DELETER
 from kafkalite.storage.remote.remote_log_reader import RemoteLogReader
 
 log = logging.getLogger("kafkalite.replica_manager")
@@ -266,6 +267,9 @@ class ReplicaManager:
         # downloads of remote segments for fetches, off the event loop; the
         # worker polls its wakeup_fd and calls remote_reads_completed
         self.remote_reader = RemoteLogReader() if remote_storage is not None else None
+        if remote_storage is not None:
+            # the remote deletes of partitions deleted before a stop, made off this thread
+            NODE_DELETER.resume(data_dir, remote_storage)
         # Iceberg topics: the tables of the partitions led here (made at first use)
         self._iceberg: IcebergTopicWriter | None = None
         self.partitions: dict[tuple[str, int], Partition] = {}

@@ -15,7 +15,11 @@ from ``housekeeping`` and ``read``:
 - ``expire``: total retention (``retention.ms``/``retention.bytes``, over
   the remote segments no longer local plus the local log) and the log start
   offset (DeleteRecords) delete remote segments, oldest first:
-  DELETE_SEGMENT_STARTED, the store's delete, DELETE_SEGMENT_FINISHED.
+  DELETE_SEGMENT_STARTED (no read is served from it from then on), the
+  store's delete on the copier thread, DELETE_SEGMENT_FINISHED once the
+  store confirms it (a failed delete is tried again at later calls).
+- ``delete_all`` (DeleteTopics): the partition's deletes are handed over to
+  the node's deleter (remote_log_deleter.py), which outlives the partition.
 - ``read`` below the local log start offset: the remote segment holding the
   offset is fetched (by ranges) into ``remote-log-cache/`` in the partition
   directory (CACHED_SEGMENTS and CACHED_BYTES at most, the one being read
@@ -30,8 +34,8 @@ from ``housekeeping`` and ``read``:
   whatever each put, on the copier thread; an entry goes once the store
   confirms its delete, and a delete that fails (or one the open could not
   make) is tried again at each later ``copy_segments``, so the store keeps
-  no object the metadata does not name. No store call of a copy or of its
-  clean-up runs on the owner's thread but at the open.
+  no object the metadata does not name. No store call of a copy or of a
+  delete runs on the owner's thread (at the open neither).
 
 Who may call: the owner of the partition log, from its thread. The copies
 themselves run on one background thread per process (``kafkalite-remote-copy``):
@@ -39,7 +43,9 @@ the owner writes COPY_SEGMENT_STARTED for the segments it hands over and,
 at later calls, takes their outcomes in offset order and writes
 COPY_SEGMENT_FINISHED (or drops the entries). The copier only reads the rolled
 segment's files, which nothing changes and which retention keeps until the
-copy is finished; ``close`` and ``delete_all`` wait for it.
+copy is finished; ``close`` waits for it (``delete_all`` cancels the
+queued copies and has the node's deleter wait for the running one, which
+may fail as the topic's files go under it: its objects are deleted after).
 
 Downloads into the cache run on the owner's thread, unless the owner reads
 within ``reading_in_background(reader)`` (the replica manager's fetches): a
@@ -67,6 +73,7 @@ from kafkalite.storage.background import BackgroundThread
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.remote.metadata import (RemoteLogMetadataFile, RemoteLogSegmentMetadata,
                                                RemoteLogSegmentState)
+from kafkalite.storage.remote.remote_log_deleter import NODE_DELETER
 from kafkalite.storage.remote.storage_manager import (LogSegmentData, RemoteLogSegmentId,
                                                       RemoteStorageManager)
 from kafkalite.storage.segment import (INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment,
@@ -192,9 +199,12 @@ class RemoteLog:
                 log.warning("%s: deleting the remote copy of segment %d that a crash left "
                             "unfinished", self.name, meta.base_offset)
                 self.metadata.update_state(meta.id, S.DELETE_SEGMENT_STARTED, self._clock())
-        # a store that is down does not keep the partition from opening: what
-        # it could not delete stays listed, and is deleted at a later copy call
-        self._delete_abandoned(wait=True)
+        # the store's deletes go on the copier thread: a store that is down
+        # (each try waiting on the client's retries) does not hold up the open;
+        # what it could not delete stays listed, and is deleted at a later call
+        self._delete_abandoned(wait=False)
+        # and those of partitions deleted here before a stop (delete_all)
+        NODE_DELETER.resume(os.path.dirname(os.path.normpath(self.directory)), self.storage)
 
     # ---- copy -----------------------------------------------------------------------------
 
@@ -298,7 +308,7 @@ class RemoteLog:
             self.metadata.update_state(segment_id, S.DELETE_SEGMENT_FINISHED, self._clock())
 
     def _wait_for_copy(self) -> None:
-        """Let the copies in flight end (close, delete_all), whatever their outcome."""
+        """Let the copies in flight end (close), whatever their outcome."""
         try:
             self._finish_copies(wait=True)
         except Exception as exc:
@@ -371,6 +381,11 @@ class RemoteLog:
         return len(doomed)
 
     def delete(self, meta: RemoteLogSegmentMetadata) -> None:
+        """Delete a remote segment (retention, DeleteRecords): no more read
+        from the moment its DELETE_SEGMENT_STARTED is written; the store's
+        delete runs on the copier thread and the entry goes once the store
+        confirms it (``_delete_abandoned``), so a store that is down never
+        holds up the owner's thread."""
         self.metadata.update_state(meta.id, S.DELETE_SEGMENT_STARTED, self._clock())
         cached = self._cache.pop(meta.id, None)
         if cached is not None:
@@ -378,18 +393,31 @@ class RemoteLog:
         index = self._txn_indexes.pop(meta.id, None)
         if index is not None:
             index.delete()
-        self.storage.delete_log_segment_data(self._segment_id(meta), meta.base_offset)
-        self.metadata.update_state(meta.id, S.DELETE_SEGMENT_FINISHED, self._clock())
-        log.info("%s: deleted remote segment %d..%d", self.name, meta.base_offset,
+        log.info("%s: deleting remote segment %d..%d", self.name, meta.base_offset,
                  meta.end_offset)
+        self._delete_abandoned(wait=False)
 
     def delete_all(self) -> None:
-        """Every remote segment (the topic is deleted)."""
-        self._wait_for_copy()
-        self._delete_abandoned(wait=True)
-        for meta in self.metadata.segments:
-            self.delete(meta)
-        self.close()
+        """Every remote segment (the topic is deleted), without waiting on
+        the store: the partition's directory goes now, so its deletes are
+        handed over to the node's deleter (remote_log_deleter.py), which
+        keeps them on disk until the store confirms each, after the copies
+        still running on the copier thread (queued ones are cancelled)."""
+        running = []
+        for future, _ in self._copying:
+            if not future.cancel():
+                running.append(future)
+        self._copying.clear()
+        for future in self._deleting.values():
+            if not future.cancel():
+                running.append(future)
+        self._deleting.clear()
+        entries = self.metadata.all
+        if entries:
+            NODE_DELETER.hand_over(os.path.dirname(os.path.normpath(self.directory)),
+                                   self.storage, self._segment_id(entries[0]).partition,
+                                   entries, running)
+        self._release()
 
     # ---- read -----------------------------------------------------------------------------
 
@@ -608,6 +636,10 @@ class RemoteLog:
         for future in self._deleting.values():
             future.cancel()     # not waited for: the entries stay listed, the next open deletes
         self._deleting.clear()
+        self._release()
+
+    def _release(self) -> None:
+        """Let go of the reads and the cache (close, delete_all)."""
         self._wait_for_reads()
         for seg in self._cache.values():
             seg.delete()

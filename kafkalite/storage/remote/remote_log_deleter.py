@@ -1,0 +1,166 @@
+"""The remote deletes of deleted partitions (DeleteTopics of a tiered topic).
+
+A deleted partition's directory goes at once, but the store's deletes of
+its remote segments may not be made yet (the store down: each try waits on
+the client's retries, seconds). They outlive the partition, so no RemoteLog
+owns them: ``RemoteLog.delete_all`` hands them over here, to one deleter per
+process, which keeps them in a file under the data directory until the
+store confirms every delete, tries again later while it fails, and takes up
+at the next start what a stopped process left:
+
+    <data_dir>/remote-log-deletes/<partition directory>.<random hex>
+        {"partition": "t-0", "segments": [{"id": "<hex>", "base_offset": 0}, ...]}
+
+Written (atomically) before the partition's directory is removed, so a
+crash leaves the deletes on disk; the file goes once its last delete is
+confirmed. A delete of a copy not there succeeds (the store's contract), so
+a delete made twice (a crash after the store's delete, two processes of a
+node picking up the same file) does no harm; a pass over a file holds an
+exclusive lock on it, so the workers sharing a data directory do not make
+the same deletes at once.
+
+Who may call: any thread. The deletes run on this module's own thread
+(``kafkalite-remote-delete``), started when there is work and ending when
+none is left; the worker's loop never waits on the store.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import fcntl
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+
+from kafkalite.storage.checkpoint import write_atomically
+from kafkalite.storage.remote.storage_manager import RemoteLogSegmentId
+
+log = logging.getLogger(__name__)
+
+PENDING_DIR = "remote-log-deletes"
+RETRY_MIN_S = 1.0       # a failed pass is tried again after this,
+RETRY_MAX_S = 30.0      # doubling up to this (a store down for long is not hammered)
+
+
+class _Pending:
+    __slots__ = ("path", "storage", "after", "due", "backoff")
+
+    def __init__(self, path, storage, after):
+        self.path = path
+        self.storage = storage
+        self.after = after          # copies still running on the copier thread: deleted after
+        self.due = 0.0
+        self.backoff = RETRY_MIN_S
+
+
+class RemoteLogDeleter:
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._pending: dict[str, _Pending] = {}
+        self._resumed: set[str] = set()
+        self._thread: threading.Thread | None = None
+
+    def hand_over(self, data_dir: str, storage, partition: str, segments, after=()) -> str:
+        """Delete ``segments`` (metadata entries: id and base offset) of the
+        deleted ``partition`` (its directory's name) from ``storage``, once
+        the copies ``after`` (futures) have ended; returns the file that
+        keeps them meanwhile."""
+        directory = os.path.join(data_dir, PENDING_DIR)
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, f"{partition}.{uuid.uuid4().hex}")
+        doc = {"partition": partition,
+               "segments": [{"id": s.id, "base_offset": s.base_offset} for s in segments]}
+        write_atomically(path, json.dumps(doc, separators=(",", ":")).encode())
+        self._add(path, storage, list(after))
+        return path
+
+    def resume(self, data_dir: str, storage) -> None:
+        """Take up the deletes a stopped process left under ``data_dir``
+        (once per data directory and process)."""
+        directory = os.path.join(data_dir, PENDING_DIR)
+        with self._lock:
+            if directory in self._resumed:
+                return
+            self._resumed.add(directory)
+        try:
+            names = os.listdir(directory)
+        except FileNotFoundError:
+            return
+        for name in names:
+            if not name.endswith(".tmp"):
+                self._add(os.path.join(directory, name), storage, [])
+
+    def pending(self) -> int:
+        """Files of deletes not all confirmed yet, in this process."""
+        with self._lock:
+            return len(self._pending)
+
+    def _add(self, path, storage, after) -> None:
+        with self._lock:
+            if path not in self._pending:
+                self._pending[path] = _Pending(path, storage, after)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True,
+                                                name="kafkalite-remote-delete")
+                self._thread.start()
+            self._wake.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if not self._pending:
+                    self._thread = None
+                    return
+                now = time.monotonic()
+                due = [p for p in self._pending.values() if p.due <= now]
+                if not due:
+                    self._wake.wait(min(p.due for p in self._pending.values()) - now)
+                    continue
+            for p in due:
+                done = self._delete(p)
+                with self._lock:
+                    if done:
+                        self._pending.pop(p.path, None)
+                    else:
+                        p.due = time.monotonic() + p.backoff
+                        p.backoff = min(p.backoff * 2, RETRY_MAX_S)
+
+    def _delete(self, p: _Pending) -> bool:
+        """One pass over ``p``'s file: True once every delete is confirmed
+        (the file then removed) or another process has it done."""
+        concurrent.futures.wait(p.after)
+        try:
+            f = open(p.path, "rb")
+        except FileNotFoundError:
+            return True         # done by another process of the node
+        with f:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False    # another process is at it: looked at again later
+            if os.fstat(f.fileno()).st_nlink == 0:
+                return True
+            try:
+                doc = json.loads(f.read())
+            except ValueError as exc:
+                log.error("%s: unreadable, its remote deletes are left: %s", p.path, exc)
+                return True
+            partition = doc["partition"]
+            for s in doc["segments"]:
+                try:
+                    p.storage.delete_log_segment_data(RemoteLogSegmentId(partition, s["id"]),
+                                                      int(s["base_offset"]))
+                except Exception as exc:
+                    log.warning("deleted partition %s: the remote delete of segment %s "
+                                "failed, tried again later: %s", partition, s["id"], exc)
+                    return False
+            os.unlink(p.path)
+            log.info("deleted partition %s: its %d remote segment(s) deleted", partition,
+                     len(doc["segments"]))
+            return True
+
+
+NODE_DELETER = RemoteLogDeleter()
