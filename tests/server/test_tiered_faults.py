@@ -517,7 +517,7 @@ def test_retention_past_remote_segments_in_an_s3_outage_holds_up_no_acknowledgem
             def deletes_waiting():
                 assert not producer.stalled(down, RETENTION_STALL_S), \
                     f"no acknowledgement for {RETENTION_STALL_S} s while the store is down"
-                return (time.monotonic() - down > 3 * RETENTION_STALL_S
+                return (time.monotonic() - down > 2 * RETENTION_STALL_S
                         and producer.acks_since(down) >= 200
                         and [e for e in _metadata(directory)
                              if e["state"] == "DELETE_SEGMENT_STARTED"])
@@ -592,7 +592,7 @@ def test_delete_topics_in_an_s3_outage_holds_up_nothing_and_leaves_no_orphan(
             def outage_long_enough():
                 assert not producer.stalled(down, RETENTION_STALL_S), \
                     f"no acknowledgement for {RETENTION_STALL_S} s while the store is down"
-                return time.monotonic() - down > 3 * RETENTION_STALL_S
+                return time.monotonic() - down > 2 * RETENTION_STALL_S
             wait_until(outage_long_enough, 60, "the outage to last")
             assert producer.acks_since(down) >= 200, "acknowledgements during the outage"
             _not_fenced(srv, pid)
