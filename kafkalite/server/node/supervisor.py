@@ -46,7 +46,8 @@ It runs, on one thread, everything of a node that is not a partition:
   on, behind a login (http_login.py);
 - the schema registry (kafkalite/registry/, given by the caller as the
   console is): on a port of its own (``schema_registry_port``), served by
-  the same HTTP server code and login, a client of this node like the
+  the same HTTP server code and login (http_apps.py, which a cluster's
+  broker nodes serve theirs with too), a client of this node like the
   console;
 - the REST proxy (kafkalite/rest_proxy/, given by the caller too): on its
   own port (``rest_proxy_port``), served as the schema registry is;
