@@ -171,3 +171,61 @@ def test_a_broker_nodes_registry_follows_the_controller_and_takes_over_its_port(
             assert json.loads(wait_for(lambda url=url, sid=sid: schema_at(url, sid),
                                        timeout=60, what=f"schema {sid} at {url}")) \
                 == json.loads(before)
+
+
+def _as(user: str, password: str, url: str, path: str, body: dict | None = None):
+    """(status, answer) of a registry's REST API, logged in with HTTP Basic."""
+    import base64
+    import urllib.error
+    import urllib.request
+    request = urllib.request.Request(
+        url + path, method="POST" if body is not None else "GET",
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"Content-Type": "application/vnd.schemaregistry.v1+json",
+                 "Authorization": "Basic " + base64.b64encode(
+                     f"{user}:{password}".encode()).decode()})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_a_broker_nodes_registry_asks_the_clusters_users(pg, tmp_path):
+    """With security on (SASL listeners, the nodes' CURVE key pair) a broker
+    node's registry asks for a login as the controller node's does, against
+    the cluster's users (its node's mirror of them): no login is a 401; the
+    admin registers through it, and through the other node's registry (the
+    write forwarded with the caller's Authorization header), and reads
+    each schema on both."""
+    from test_cluster_users import ADMIN, ADMIN_PASSWORD, Cluster, kafkalite
+    c = Cluster(pg, tmp_path)
+    r = kafkalite("users", "add", ADMIN, "--data-dir", c.data_dir(1), "--mechanism",
+                  "SCRAM-SHA-512", input=ADMIN_PASSWORD + "\n")
+    assert r.returncode == 0, r.stderr
+    try:
+        c.start(1)
+        c.start(2)
+        wait_for(lambda: c.registered() == 2, what="both nodes' workers registered")
+        urls = {n: c.nodes[n].info["schema_registry"] for n in (1, 2)}
+        status, answer = _registry(urls[2], "/subjects/secured-value/versions",
+                                   {"schema": schema("Secured")})
+        assert status == 401, answer
+        ids = {}
+        for n in (2, 1):
+            status, answer = _as(ADMIN, ADMIN_PASSWORD, urls[n], f"/subjects/s{n}-value/versions",
+                                 {"schema": schema(f"S{n}")})
+            assert status == 200, (n, answer)
+            ids[n] = answer["id"]
+        assert ids[1] != ids[2]
+        for n, sid in ids.items():
+            for url in urls.values():
+                status, answer = _as(ADMIN, ADMIN_PASSWORD, url, f"/schemas/ids/{sid}")
+                assert status == 200 and json.loads(answer["schema"]) == json.loads(
+                    schema(f"S{n}")), (url, answer)
+        status, answer = _as(ADMIN, "wrong", urls[2], "/subjects")
+        assert status == 401, answer
+    finally:
+        for s in reversed(list(c.nodes.values())):   # the controller (node 1) last
+            if s.proc is not None and s.proc.poll() is None:
+                s.stop()

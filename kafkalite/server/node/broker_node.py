@@ -60,7 +60,7 @@ from kafkalite.server.config import ServerConfig
 from kafkalite.server.auth.authorizer import acls_from_json, authorizer_from_config
 from kafkalite.server.auth.credentials import users_file
 from kafkalite.server.auth.security import native_curve
-from kafkalite.server.node.http_apps import SchemaRegistryDoor, http_login
+from kafkalite.server.node.http_apps import SchemaRegistryDoor, client_key_file, http_login
 from kafkalite.server.node.processes import (LOCK_FILE, RESTART_BACKOFF_S, SERVER_FILE,
                                              SHUTDOWN_TIMEOUT_S, RunningWorkers, WorkerProcess,
                                              advertise_controller, spawn_worker, stop_children)
@@ -158,9 +158,11 @@ class BrokerNode:
 
     def _serve_schema_registry(self) -> None:
         """The node's schema registry, as the controller's node serves it
-        (http_apps.py), over the controller's native port. No owner key
-        file: a cluster's native ports take the key file's pair or none,
-        as they do for the controller's registry."""
+        (http_apps.py), over the controller's native port: with the
+        cluster's CURVE key pair when its native ports take one (every
+        node has the same, _check_key_pair), as the node's own processes
+        do; the controller's port is on another host, where no local door
+        lets it in without."""
         cfg = self.config
         if not cfg.schema_registry_enabled or self.schema_registry is None:
             return
@@ -169,10 +171,14 @@ class BrokerNode:
         self._login = http_login(cfg, self.authorizer)
         bootstrap = self.controller["endpoints"]["bootstrap.servers"]
         if self.registry is not None:
-            self.registry.adopt(bootstrap, None, self._login)
+            self.registry.adopt(bootstrap, self._key_file, self._login)
         else:
-            self.registry = SchemaRegistryDoor(cfg, self.schema_registry, bootstrap, None,
-                                               self._login)
+            self.registry = SchemaRegistryDoor(cfg, self.schema_registry, bootstrap,
+                                               self._key_file, self._login)
+
+    @property
+    def _key_file(self) -> str | None:
+        return client_key_file(self.config, None)
 
     def _refresh_acls(self) -> None:
         if self.authorizer is None or time.monotonic() < self._next_acls:
@@ -286,7 +292,8 @@ class BrokerNode:
         self.controller = c
         advertise_controller(self.config.data_dir, c["epoch"], c["endpoints"])
         if self.registry is not None and c["endpoints"].get("bootstrap.servers"):
-            self.registry.adopt(c["endpoints"]["bootstrap.servers"], None, self._login)
+            self.registry.adopt(c["endpoints"]["bootstrap.servers"], self._key_file,
+                                self._login)
         self._write_server_file()
 
     def _watch_workers(self) -> None:

@@ -65,6 +65,14 @@ def http_url(config, port: int) -> str:
     return f"{'https' if config.http_tls else 'http'}://{host}:{port}"
 
 
+def client_key_file(config, owner_key_file: str | None) -> str | None:
+    """The key pair an app's clients reach the native ports with: the
+    owner's key file of this run (security on without a key file), else
+    the native ports' own key file (on a cluster, every node's: the
+    controller's port may be on another host); None when they take none."""
+    return owner_key_file or config.native_curve_secret_key_file or None
+
+
 class SchemaRegistryDoor:
     """The node's schema registry on ``schema_registry_port``: ``factory(
     bootstrap, owner key file)`` (kafkalite/registry/ make_app), a client

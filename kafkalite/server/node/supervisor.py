@@ -103,7 +103,8 @@ from kafkalite.server.controller.metadata import MetadataStore
 from kafkalite.server.topic import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 from kafkalite.server.network.native_listener import NativeListener
 from kafkalite.server.auth.native_login import native_login
-from kafkalite.server.node.http_apps import SchemaRegistryDoor, http_login, serve_app
+from kafkalite.server.node.http_apps import (SchemaRegistryDoor, client_key_file, http_login,
+                                            serve_app)
 from kafkalite.server.node.processes import (ADOPT_WAIT_S, CONTROLLER_FILE, RESTART_BACKOFF_S,
                                              SERVER_FILE, SHUTDOWN_TIMEOUT_S,
                                              EarlyStart, RunningWorkers, WorkerProcess,
@@ -495,11 +496,14 @@ class Supervisor:
     def _serve_schema_registry(self, bootstrap: str, login) -> None:
         """The schema registry (kafkalite/registry/) on a port of its own."""
         door, self.handed_registry = self.handed_registry, None
+        # with the native ports' key file when there is no owner key file:
+        # without one it could not read _schemas on a node with a key file
+        key_file = client_key_file(self.config, self.owner_key_file)
         if door is not None:
-            door.adopt(bootstrap, self.owner_key_file, login, self._refuse_http)
+            door.adopt(bootstrap, key_file, login, self._refuse_http)
         else:
-            door = SchemaRegistryDoor(self.config, self.schema_registry, bootstrap,
-                                      self.owner_key_file, login, self._refuse_http)
+            door = SchemaRegistryDoor(self.config, self.schema_registry, bootstrap, key_file,
+                                      login, self._refuse_http)
         self.registry_app, self.registry_http = door.app, door.http
 
     def _serve_rest_proxy(self, bootstrap: str, login) -> None:
