@@ -191,41 +191,75 @@ def _as(user: str, password: str, url: str, path: str, body: dict | None = None)
         return exc.code, json.loads(exc.read())
 
 
-def test_a_broker_nodes_registry_asks_the_clusters_users(pg, tmp_path):
-    """With security on (SASL listeners, the nodes' CURVE key pair) a broker
-    node's registry asks for a login as the controller node's does, against
-    the cluster's users (its node's mirror of them): no login is a 401; the
-    admin registers through it, and through the other node's registry (the
-    write forwarded with the caller's Authorization header), and reads
-    each schema on both."""
-    from test_cluster_users import ADMIN, ADMIN_PASSWORD, Cluster, kafkalite
-    c = Cluster(pg, tmp_path)
-    r = kafkalite("users", "add", ADMIN, "--data-dir", c.data_dir(1), "--mechanism",
-                  "SCRAM-SHA-512", input=ADMIN_PASSWORD + "\n")
-    assert r.returncode == 0, r.stderr
+def test_a_broker_nodes_registry_asks_the_clusters_users_and_acls(pg, tmp_path):
+    """With security on (SASL listeners, the nodes' CURVE key pair, the
+    authorizer with no access unless granted) a broker node's registry asks
+    for a login as the controller node's does, against the cluster's users
+    (its node's mirror of them), and the cluster's ACLs (a subject is the
+    TOPIC resource ``subject:<name>``), granted after it started: no login
+    is a 401; the admin registers through both nodes' registries (one write
+    forwarded with the caller's Authorization header) and reads each schema
+    on both; alice may register under ``alice-`` through the broker node's
+    registry once her ACL is granted, and nowhere else (40301)."""
+    from harness import run_cli
+    passwords = {"admin": "admin-secret-1", "alice": "alice-secret-1"}
+    for user, password in passwords.items():
+        r = run_cli("users", "add", user, "--mechanism", "SCRAM-SHA-256", "--data-dir",
+                    str(tmp_path / "node1"), stdin=password.encode() + b"\n")
+        assert r.returncode == 0, r.stderr.decode()
+    keys = tmp_path / "keys"
+    assert run_cli("curve", "keygen", "node", "--dir", str(keys)).returncode == 0
+    config = tmp_path / "server.toml"
+    config.write_text('authorizer_enabled = true\nsuper_users = "User:admin"\n'
+                      'allow_everyone_if_no_acl_found = false\n')
+    nodes = {}
     try:
-        c.start(1)
-        c.start(2)
-        wait_for(lambda: c.registered() == 2, what="both nodes' workers registered")
-        urls = {n: c.nodes[n].info["schema_registry"] for n in (1, 2)}
+        for n in (1, 2):
+            nodes[n] = ServerProcess(str(tmp_path / f"node{n}"), workers=1, extra_args=[
+                "--cluster", pg.dsn, "--node-id", str(n), "--config", str(config),
+                "--kafka-security-protocol", "SASL_PLAINTEXT", *TIMEOUTS,
+                "--native-curve-secret-key-file", str(keys / "node.key_secret")]).start()
+        assert nodes[2].info["role"] == "broker"
+        urls = {n: nodes[n].info["schema_registry"] for n in (1, 2)}
+
+        def as_(user, url, path, body=None):
+            return _as(user, passwords[user], url, path, body)
         status, answer = _registry(urls[2], "/subjects/secured-value/versions",
                                    {"schema": schema("Secured")})
         assert status == 401, answer
+        status, answer = _as("admin", "wrong", urls[2], "/subjects")
+        assert status == 401, answer
         ids = {}
         for n in (2, 1):
-            status, answer = _as(ADMIN, ADMIN_PASSWORD, urls[n], f"/subjects/s{n}-value/versions",
+            status, answer = as_("admin", urls[n], f"/subjects/s{n}-value/versions",
                                  {"schema": schema(f"S{n}")})
             assert status == 200, (n, answer)
             ids[n] = answer["id"]
         assert ids[1] != ids[2]
         for n, sid in ids.items():
             for url in urls.values():
-                status, answer = _as(ADMIN, ADMIN_PASSWORD, url, f"/schemas/ids/{sid}")
+                status, answer = as_("admin", url, f"/schemas/ids/{sid}")
                 assert status == 200 and json.loads(answer["schema"]) == json.loads(
                     schema(f"S{n}")), (url, answer)
-        status, answer = _as(ADMIN, "wrong", urls[2], "/subjects")
-        assert status == 401, answer
+
+        status, answer = as_("alice", urls[2], "/subjects/alice-value/versions",
+                             {"schema": schema("Alice")})
+        assert status == 403 and answer["error_code"] == 40301, answer
+        r = run_cli("acls", "add", "--bootstrap-server", nodes[1].kafka_bootstrap,
+                    "--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism",
+                    "SCRAM-SHA-256", "--sasl-username", "admin", "--sasl-password",
+                    passwords["admin"], "--allow-principal", "User:alice", "--topic",
+                    "subject:alice-", "--resource-pattern-type", "prefixed",
+                    "--operation", "Write", "--operation", "Read")
+        assert r.returncode == 0, r.stderr.decode()
+        status, answer = wait_for(lambda: (lambda r: r if r[0] != 403 else None)(as_(
+            "alice", urls[2], "/subjects/alice-value/versions", {"schema": schema("Alice")})),
+            timeout=15, what="alice's ACL at the broker node's registry")
+        assert status == 200 and answer["id"] not in ids.values(), answer
+        status, answer = as_("alice", urls[2], "/subjects/other-value/versions",
+                             {"schema": schema("Other")})
+        assert status == 403 and answer["error_code"] == 40301, answer
     finally:
-        for s in reversed(list(c.nodes.values())):   # the controller (node 1) last
-            if s.proc is not None and s.proc.poll() is None:
-                s.stop()
+        for n in sorted(nodes, reverse=True):       # the controller (node 1) last
+            if nodes[n].proc is not None and nodes[n].proc.poll() is None:
+                nodes[n].stop()
