@@ -323,6 +323,23 @@ def read_controller(dsn: str, timeout_s: float = 2.0) -> dict | None:
             "remaining_s": row[4]}
 
 
+def read_acls(dsn: str, timeout_s: float = 2.0) -> list:
+    """Every ACL of the cluster, in authorizer.acls_to_json's form, for a
+    node that is not the controller (a broker node's HTTP login asks them,
+    broker_node.py); the controller reads them through its metadata store."""
+    conn = connect(dsn, timeout_s, autocommit=True)
+    try:
+        row = conn.execute("SELECT acls FROM kafkalite_acls WHERE id = 1").fetchone()
+    except psycopg.errors.UndefinedTable:
+        return []
+    except psycopg.Error as exc:
+        raise KafkaStorageError(f"cannot reach the cluster's PostgreSQL: {_reason(exc)}") \
+            from None
+    finally:
+        conn.close()
+    return [] if row is None else row[0]
+
+
 def read_users(conn: psycopg.Connection) -> tuple[dict, int] | None:
     """(users, version) of the ``kafkalite_users`` row; None before any
     node seeded it."""

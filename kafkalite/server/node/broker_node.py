@@ -19,7 +19,16 @@ the data directory's lock, spawning the workers, restarting any that dies
 (backing off), ``server.json``, a clean stop (SIGTERM to the workers); and
 it keeps the node's SASL users file a mirror of the cluster's users
 (cluster_store.UsersMirror), which its workers' Kafka listeners log in
-against.
+against. It serves the node's schema registry too (``schema_registry_port``,
+http_apps.py, as the controller's node serves its own): every node's
+registry takes requests, one of them leads and the others forward writes
+to it (kafkalite/registry/leader.py), so a cluster needs no standalone
+registry. The registry is a client of the cluster through the
+controller's native port, built again over the new controller's when it
+changes; it goes with the workers to the supervisor of a takeover
+(http_apps.SchemaRegistryDoor: one registry on the port, at one URL); its
+login asks the cluster's ACLs, read from PostgreSQL every ACL_REFRESH_S
+(the controller's node has them at once).
 When the controller changes (a new lease epoch: its node restarted, or
 another took over) it writes the new one's endpoints to
 ``<data dir>/.controller`` (processes.CONTROLLER_FILE); its workers, which
@@ -48,8 +57,10 @@ import time
 from kafkalite import errors
 from kafkalite.server.controller import cluster_store
 from kafkalite.server.config import ServerConfig
+from kafkalite.server.auth.authorizer import acls_from_json, authorizer_from_config
 from kafkalite.server.auth.credentials import users_file
 from kafkalite.server.auth.security import native_curve
+from kafkalite.server.node.http_apps import SchemaRegistryDoor, client_key_file, http_login
 from kafkalite.server.node.processes import (LOCK_FILE, RESTART_BACKOFF_S, SERVER_FILE,
                                              SHUTDOWN_TIMEOUT_S, RunningWorkers, WorkerProcess,
                                              advertise_controller, spawn_worker, stop_children)
@@ -60,11 +71,22 @@ log = logging.getLogger("kafkalite.broker_node")
 LOOP_S = 0.1
 CONTROLLER_CHECK_S = 1.0
 CONTROLLER_WAIT_S = 30.0
+ACL_REFRESH_S = 2.0      # how stale a broker node's registry login's ACLs may be
 
 
 class BrokerNode:
-    def __init__(self, config: ServerConfig, handed: RunningWorkers | None = None):
+    def __init__(self, config: ServerConfig, handed: RunningWorkers | None = None,
+                 schema_registry=None, registry: SchemaRegistryDoor | None = None):
         self.config = config
+        # the registry's WSGI app factory (kafkalite/registry/ make_app), as
+        # the supervisor is given it; None: the node serves no registry
+        self.schema_registry = schema_registry
+        # the node's registry as it serves: a supervisor's that found
+        # another controller first hands it here (serve())
+        self.registry = registry
+        self._login = None
+        self.authorizer = None          # the registry login's (None: the authorizer is off)
+        self._next_acls = 0.0
         # the lock and workers of this process's supervisor, which found
         # another node holding the lease: they join its controller as they are
         self.handed = handed
@@ -125,12 +147,47 @@ class BrokerNode:
             self.workers.append(WorkerProcess(broker_id, port, kafka_port))
             self._spawn(self.workers[-1])
         stop_children(list(running.values()), SHUTDOWN_TIMEOUT_S)   # none of this node's now
+        self._serve_schema_registry()
         self._write_server_file()
+        registry = f"schema registry {self.registry.url}, " if self.registry is not None else ""
         print(f"kafkalite broker node {cfg.node_id} ready: workers "
               f"{', '.join(str(w.index) for w in self.workers)} under the controller on node "
               f"{self.controller['node_id']} (bootstrap.servers="
-              f"{self.controller['endpoints'].get('bootstrap.servers')}), data in "
+              f"{self.controller['endpoints'].get('bootstrap.servers')}), {registry}data in "
               f"{cfg.data_dir}", flush=True)
+
+    def _serve_schema_registry(self) -> None:
+        """The node's schema registry, as the controller's node serves it
+        (http_apps.py), over the controller's native port: with the
+        cluster's CURVE key pair when its native ports take one (every
+        node has the same, _check_key_pair), as the node's own processes
+        do; the controller's port is on another host, where no local door
+        lets it in without."""
+        cfg = self.config
+        if not cfg.schema_registry_enabled or self.schema_registry is None:
+            return
+        self.authorizer = authorizer_from_config(cfg)
+        self._refresh_acls()
+        self._login = http_login(cfg, self.authorizer)
+        bootstrap = self.controller["endpoints"]["bootstrap.servers"]
+        if self.registry is not None:
+            self.registry.adopt(bootstrap, self._key_file, self._login)
+        else:
+            self.registry = SchemaRegistryDoor(cfg, self.schema_registry, bootstrap,
+                                               self._key_file, self._login)
+
+    @property
+    def _key_file(self) -> str | None:
+        return client_key_file(self.config, None)
+
+    def _refresh_acls(self) -> None:
+        if self.authorizer is None or time.monotonic() < self._next_acls:
+            return
+        self._next_acls = time.monotonic() + ACL_REFRESH_S
+        try:
+            self.authorizer.replace(acls_from_json(cluster_store.read_acls(self.config.cluster)))
+        except errors.KafkaError as exc:
+            log.warning("cannot read the cluster's ACLs: %s", exc)
 
     def _wait_for_controller(self) -> dict | None:
         """The controller, once it has published its endpoints (a node that
@@ -192,6 +249,7 @@ class BrokerNode:
             "controller": self.controller["node_id"],
             "bootstrap.servers": e.get("bootstrap.servers"),
             "kafka.bootstrap.servers": e.get("kafka.bootstrap.servers"),
+            **({"schema_registry": self.registry.url} if self.registry is not None else {}),
             "workers": [{"index": w.index, "pid": w.pid} for w in self.workers],
             "data_dir": os.path.abspath(self.config.data_dir)}, indent=1).encode())
 
@@ -233,6 +291,9 @@ class BrokerNode:
                     c["node_id"], c["epoch"])
         self.controller = c
         advertise_controller(self.config.data_dir, c["epoch"], c["endpoints"])
+        if self.registry is not None and c["endpoints"].get("bootstrap.servers"):
+            self.registry.adopt(c["endpoints"]["bootstrap.servers"], self._key_file,
+                                self._login)
         self._write_server_file()
 
     def _watch_workers(self) -> None:
@@ -262,6 +323,7 @@ class BrokerNode:
             time.sleep(LOOP_S)
             self._check_controller()
             self._watch_workers()
+            self._refresh_acls()
         if not self.takeover or self._stop_requested:
             self.shutdown()
         return 0
@@ -281,7 +343,19 @@ class BrokerNode:
         # node had none for a moment (a tool reading it then failed)
         return handed
 
+    def hand_over_registry(self) -> SchemaRegistryDoor | None:
+        """The node's registry as it serves, for the supervisor serve()
+        starts next on this node (hand_over)."""
+        registry, self.registry = self.registry, None
+        return registry
+
+    def _close_registry(self) -> None:
+        if self.registry is not None:
+            self.registry.close()
+            self.registry = None
+
     def shutdown(self) -> None:
+        self._close_registry()
         self._stop_workers()
         if self.users_mirror is not None:
             self.users_mirror.close()

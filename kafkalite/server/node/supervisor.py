@@ -46,7 +46,8 @@ It runs, on one thread, everything of a node that is not a partition:
   on, behind a login (http_login.py);
 - the schema registry (kafkalite/registry/, given by the caller as the
   console is): on a port of its own (``schema_registry_port``), served by
-  the same HTTP server code and login, a client of this node like the
+  the same HTTP server code and login (http_apps.py, which a cluster's
+  broker nodes serve theirs with too), a client of this node like the
   console;
 - the REST proxy (kafkalite/rest_proxy/, given by the caller too): on its
   own port (``rest_proxy_port``), served as the schema registry is;
@@ -95,8 +96,6 @@ from kafkalite.server.group.coordinator import GroupCoordinator
 from kafkalite.server.network.kafka_listener import KafkaListener
 from kafkalite.server.listeners import kafka_listeners
 from kafkalite.server.metrics import NodeMetrics
-from kafkalite.server.auth.credentials import CredentialStore
-from kafkalite.server.auth.http_login import HttpLogin
 from kafkalite.server.auth.security import (http_tls_context, listener_security, native_curve,
                                        native_security, node_curve, security_enabled,
                                        write_owner_keys, warn_if_node_channels_open)
@@ -104,6 +103,8 @@ from kafkalite.server.controller.metadata import MetadataStore
 from kafkalite.server.topic import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 from kafkalite.server.network.native_listener import NativeListener
 from kafkalite.server.auth.native_login import native_login
+from kafkalite.server.node.http_apps import (SchemaRegistryDoor, client_key_file, http_login,
+                                            serve_app)
 from kafkalite.server.node.processes import (ADOPT_WAIT_S, CONTROLLER_FILE, RESTART_BACKOFF_S,
                                              SERVER_FILE, SHUTDOWN_TIMEOUT_S,
                                              EarlyStart, RunningWorkers, WorkerProcess,
@@ -147,7 +148,8 @@ class PendingChange:
 class Supervisor:
     def __init__(self, config: ServerConfig, http_apps=(), early: EarlyStart | None = None,
                  expired_controller: int | None = None, schema_registry=None,
-                 rest_proxy=None, handed: RunningWorkers | None = None, iceberg_rest=None):
+                 rest_proxy=None, handed: RunningWorkers | None = None, iceberg_rest=None,
+                 registry: SchemaRegistryDoor | None = None):
         self.config = config
         self.early = early          # the lock, control socket and children start_early made
         # with --cluster: the lock and running workers of the broker node
@@ -167,6 +169,9 @@ class Supervisor:
         self.schema_registry = schema_registry
         self.registry_http = None       # its HTTP server, on schema_registry_port
         self.registry_app = None
+        # the node's registry as its broker node served it (a takeover):
+        # adopted by _serve_http, so that the port keeps one registry and its URL
+        self.handed_registry = registry
         # factory(bootstrap servers, owner key file or None, consumer
         # instance timeout ms) -> the REST proxy's WSGI app (kafkalite/rest_proxy/)
         self.rest_proxy = rest_proxy
@@ -471,10 +476,7 @@ class Supervisor:
         self._http_after = None
         cfg = self.config
         bootstrap = f"{_bracket(self._local_host())}:{self.native.port}"
-        login = None
-        if security_enabled(cfg):       # the HTTP ports are doors too (http_login.py)
-            login = HttpLogin(CredentialStore(users_file(cfg.data_dir, cfg.sasl_users_file)),
-                              self.acl_control.authorizer)
+        login = http_login(cfg, self.acl_control.authorizer)
         if self.metrics is not None:
             self.metrics.serve(cfg.host, cfg.metrics_port,
                                # the console reaches the native port as the
@@ -493,13 +495,16 @@ class Supervisor:
 
     def _serve_schema_registry(self, bootstrap: str, login) -> None:
         """The schema registry (kafkalite/registry/) on a port of its own."""
-        self.registry_app = self.schema_registry(bootstrap, self.owner_key_file)
-        self.registry_http = self._serve_app(self.registry_app, self.config.schema_registry_port,
-                                             login, "schema registry")
-        # where the cluster's other registries forward writes while this one leads
-        self.registry_app.advertise(f"{'https' if self.config.http_tls else 'http'}://"
-                                    f"{_bracket(self.config.public_host)}:"
-                                    f"{self.registry_http.server_port}")
+        door, self.handed_registry = self.handed_registry, None
+        # with the native ports' key file when there is no owner key file:
+        # without one it could not read _schemas on a node with a key file
+        key_file = client_key_file(self.config, self.owner_key_file)
+        if door is not None:
+            door.adopt(bootstrap, key_file, login, self._refuse_http)
+        else:
+            door = SchemaRegistryDoor(self.config, self.schema_registry, bootstrap, key_file,
+                                      login, self._refuse_http)
+        self.registry_app, self.registry_http = door.app, door.http
 
     def _serve_rest_proxy(self, bootstrap: str, login) -> None:
         """The REST proxy (kafkalite/rest_proxy/) on a port of its own."""
@@ -525,15 +530,13 @@ class Supervisor:
         and login (any user who logged in; the app asks the ACLs for that
         user through ``environ["kafkalite.authorize"]``), with Confluent's
         JSON error bodies for a refused login."""
-        from kafkalite.server.metrics import answer_busy, serve_http
-        cfg = self.config
-        if login is not None:
-            app = login.wrap(app, json_errors=True,
-                             error_body=getattr(app, "login_error_body", None))
-        refuse = (self.metrics.refuse_connection if self.metrics is not None else
-                  lambda sock, address, answer: answer and answer_busy(sock))
-        return serve_http(cfg.host, port, app, http_tls_context(cfg),
-                          max_connections=cfg.http_max_connections, refuse=refuse, name=name)
+        return serve_app(self.config, app, port, login, name, self._refuse_http)
+
+    @property
+    def _refuse_http(self):
+        """A connection over an HTTP port's cap: counted by the node's
+        metrics when they are on (http_apps.serve_app answers it either way)."""
+        return self.metrics.refuse_connection if self.metrics is not None else None
 
     def _cluster_brokers(self) -> tuple[list[int], dict[int, int]]:
         """This node's workers' broker ids, and the node of every broker
@@ -1191,6 +1194,9 @@ class Supervisor:
             pass
         if self.metrics is not None:
             self.metrics.close()
+        if self.handed_registry is not None:       # stopped before it served HTTP
+            self.handed_registry.close(wait=False)
+            self.handed_registry = None
         for http, app in ((self.registry_http, self.registry_app),
                           (self.proxy_http, self.proxy_app),
                           (self.iceberg_http, self.iceberg_app)):
@@ -1294,9 +1300,17 @@ def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None,
         stop()
     rejoining = False       # this process was a node of the cluster already
     handed = None           # a broker node's lock and running workers (RunningWorkers)
+    registry = None         # the node's schema registry as it serves (http_apps.py)
+
+    def let_go() -> None:
+        """Stop what the last role handed on: this process ends."""
+        if handed is not None:
+            handed.stop(SHUTDOWN_TIMEOUT_S)
+        if registry is not None:
+            registry.close(wait=False)
     while True:
         sup = Supervisor(config, http_apps, early, expired, schema_registry, rest_proxy, handed,
-                         iceberg_rest)
+                         iceberg_rest, registry)
         stop.hand_to(sup)
         try:
             sup.start()
@@ -1312,24 +1326,22 @@ def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None,
             if not rejoining or stop.requested or not sup.start_retryable:
                 if early is not None:
                     early.abandon()
-                if handed is not None:
-                    handed.stop(SHUTDOWN_TIMEOUT_S)
+                let_go()
                 raise
             sup.release()
             log.warning("node %d cannot rejoin the cluster yet (%s); trying again in %.0f s",
                         config.node_id, exc, REJOIN_RETRY_S)
             time.sleep(REJOIN_RETRY_S)
             if stop.requested:
-                if handed is not None:
-                    handed.stop(SHUTDOWN_TIMEOUT_S)
+                let_go()
                 return 0
             continue
         except AnotherController as other:
             sup.release()
             log.info("%s: node %d runs as one of its broker nodes", other, config.node_id)
             from kafkalite.server.node.broker_node import BrokerNode
-            node = BrokerNode(config, handed)
-            handed = None
+            node = BrokerNode(config, handed, schema_registry, registry)
+            handed = registry = None
             stop.hand_to(node)
             try:
                 node.start()
@@ -1338,15 +1350,15 @@ def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None,
                 # the cluster, joins the controller that beat it to the
                 # lease: it tries again, its workers serving on, rather
                 # than end and take them with it
-                handed = node.hand_over()
+                handed, registry = node.hand_over(), node.hand_over_registry()
                 if not rejoining or stop.requested:
-                    handed.stop(SHUTDOWN_TIMEOUT_S)
+                    let_go()
                     raise
                 log.warning("node %d cannot join the controller yet (%s); trying again in "
                             "%.0f s", config.node_id, exc, REJOIN_RETRY_S)
                 time.sleep(REJOIN_RETRY_S)
                 if stop.requested:
-                    handed.stop(SHUTDOWN_TIMEOUT_S)
+                    let_go()
                     return 0
                 continue
             code = node.run()
@@ -1357,15 +1369,14 @@ def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None,
             # with the broker node's workers, which serve on meanwhile (the
             # workers early started went with the broker node)
             early, expired, rejoining = None, node.expired_controller, True
-            handed = node.hand_over()
+            handed, registry = node.hand_over(), node.hand_over_registry()
             continue
         except BaseException:
             if early is not None:
                 early.abandon()    # no worker outlives a supervisor that could not start
-            if handed is not None:
-                handed.stop(SHUTDOWN_TIMEOUT_S)
+            let_go()
             raise
-        handed = None              # the supervisor's now (it stops them with itself)
+        handed = registry = None   # the supervisor's now (it stops them with itself)
         code = sup.run()
         if not sup.deposed or stop.requested:    # (SIGTERM while it shut down)
             return code
