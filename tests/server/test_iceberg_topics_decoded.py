@@ -247,3 +247,27 @@ def test_records_of_a_schema_the_table_cannot_take_go_to_the_dead_letter_table(s
             for _, rows in sorted(main.items())] == \
         [(i, 10 * i, None) for i in range(13)
          if not 6 <= i < 10] + [(i, 10 * i, f"n{i}") for i in range(13, 16)]
+
+
+STOCK_V1 = {"type": "record", "name": "Stock", "namespace": "demo", "fields": [
+    {"name": "qty", "type": "int"}]}
+# int -> long: Avro's and Iceberg's promotion (BACKWARD compatible), no column added
+STOCK_V2 = {**STOCK_V1, "fields": [{"name": "qty", "type": "long"}]}
+
+
+def test_a_newer_schema_that_widens_int_to_long_widens_the_column(server, topic_name):
+    _create(server, topic_name, "value_schema_id_prefix", partitions=1)
+    ctx = SerializationContext(topic_name, MessageField.VALUE)
+    v1 = _serializer(server, STOCK_V1)
+    _produce(server, topic_name, [(0, v1({"qty": i}, ctx)) for i in range(3)])
+    _wait_covered(server, topic_name, {0: 3})
+    v2 = _serializer(server, STOCK_V2)
+    big = [1 << 40, -(1 << 33)]
+    _produce(server, topic_name, [(0, v2({"qty": q}, ctx)) for q in big])
+    # the old code added columns only, and a long past int's range stopped the partition
+    _wait_covered(server, topic_name, {0: 5})
+    assert load_table(server.data_dir, topic_name).schema().find_field("qty") \
+        .field_type.__class__.__name__ == "LongType"
+    rows = _rows(server, topic_name)
+    assert [rows[(0, o)]["qty"] for o in range(5)] == [0, 1, 2] + big
+    assert not table_offsets(server.data_dir, topic_name + "~dlq")
