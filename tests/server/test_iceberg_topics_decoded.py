@@ -203,3 +203,71 @@ def test_value_schema_latest_decodes_plain_avro_by_the_subjects_latest_schema(se
     wait_until(lambda: table_offsets(server.data_dir, topic_name + "~dlq"), 30,
                "the dead-letter table")
     assert [r["value"] for r in _rows(server, topic_name + "~dlq").values()] == [framed]
+
+
+ORDER_V1 = {"type": "record", "name": "Order", "namespace": "demo", "fields": [
+    {"name": "order_id", "type": "long"},
+    {"name": "amount", "type": "long"}]}
+# amount long -> string: no Iceberg promotion takes it (registered under NONE)
+ORDER_V2 = {**ORDER_V1, "fields": [ORDER_V1["fields"][0], {"name": "amount", "type": "string"}]}
+# a field added with a default: the table takes it
+ORDER_V3 = {**ORDER_V1, "fields": ORDER_V1["fields"] + [
+    {"name": "note", "type": "string", "default": ""}]}
+
+
+def test_records_of_a_schema_the_table_cannot_take_go_to_the_dead_letter_table(server,
+                                                                                  topic_name):
+    _create(server, topic_name, "value_schema_id_prefix", partitions=1)
+    ctx = SerializationContext(topic_name, MessageField.VALUE)
+    v1 = _serializer(server, ORDER_V1)
+    first = [(0, v1({"order_id": i, "amount": 10 * i}, ctx)) for i in range(6)]
+    _produce(server, topic_name, first)
+    _wait_covered(server, topic_name, {0: 6})
+    SchemaRegistryClient({"url": server.info["schema_registry"]}).set_compatibility(
+        f"{topic_name}-value", "NONE")
+    v2 = _serializer(server, ORDER_V2)
+    v3 = _serializer(server, ORDER_V3)
+    incompatible = [(0, v2({"order_id": i, "amount": f"${i}"}, ctx)) for i in range(6, 10)]
+    later = [(0, v1({"order_id": i, "amount": 10 * i}, ctx)) for i in range(10, 13)] + \
+        [(0, v3({"order_id": i, "amount": 10 * i, "note": f"n{i}"}, ctx)) for i in range(13, 16)]
+    _produce(server, topic_name, incompatible + later)
+    # the old code failed this commit for ever (union_by_name refusing long -> string):
+    # the table stayed at offset 6
+    # (each commit writes the dead-letter table first: it is complete once the table is)
+    _wait_covered(server, topic_name, {0: 16})
+    main = _rows(server, topic_name)
+    dlq = _rows(server, topic_name + "~dlq")
+    assert not set(main) & set(dlq), "offsets in both tables"
+    assert sorted(set(main) | set(dlq)) == [(0, o) for o in range(16)]
+    values = [v for _, v in first + incompatible + later]
+    assert {k: r["value"] for k, r in dlq.items()} == {(0, o): values[o] for o in range(6, 10)}
+    assert load_table(server.data_dir, topic_name).schema().find_field("amount") \
+        .field_type.__class__.__name__ == "LongType"
+    assert [(rows["order_id"], rows["amount"], rows["note"])
+            for _, rows in sorted(main.items())] == \
+        [(i, 10 * i, None) for i in range(13)
+         if not 6 <= i < 10] + [(i, 10 * i, f"n{i}") for i in range(13, 16)]
+
+
+STOCK_V1 = {"type": "record", "name": "Stock", "namespace": "demo", "fields": [
+    {"name": "qty", "type": "int"}]}
+# int -> long: Avro's and Iceberg's promotion (BACKWARD compatible), no column added
+STOCK_V2 = {**STOCK_V1, "fields": [{"name": "qty", "type": "long"}]}
+
+
+def test_a_newer_schema_that_widens_int_to_long_widens_the_column(server, topic_name):
+    _create(server, topic_name, "value_schema_id_prefix", partitions=1)
+    ctx = SerializationContext(topic_name, MessageField.VALUE)
+    v1 = _serializer(server, STOCK_V1)
+    _produce(server, topic_name, [(0, v1({"qty": i}, ctx)) for i in range(3)])
+    _wait_covered(server, topic_name, {0: 3})
+    v2 = _serializer(server, STOCK_V2)
+    big = [1 << 40, -(1 << 33)]
+    _produce(server, topic_name, [(0, v2({"qty": q}, ctx)) for q in big])
+    # the old code added columns only, and a long past int's range stopped the partition
+    _wait_covered(server, topic_name, {0: 5})
+    assert load_table(server.data_dir, topic_name).schema().find_field("qty") \
+        .field_type.__class__.__name__ == "LongType"
+    rows = _rows(server, topic_name)
+    assert [rows[(0, o)]["qty"] for o in range(5)] == [0, 1, 2] + big
+    assert not table_offsets(server.data_dir, topic_name + "~dlq")

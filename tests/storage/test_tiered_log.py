@@ -582,3 +582,61 @@ def test_a_deleted_partitions_remote_deletes_outlive_it(tmp_path, clock):
     later.resume(str(tmp_path), store)
     wait_until(lambda: store.list_segments("t-0") == [] and not os.listdir(pending), 10,
                "the deleted partition's remote copies deleted")
+
+
+class _CountingDown(LocalDirectoryRemoteStorage):
+    """A directory store whose deletes fail at once while ``down`` (an S3
+    endpoint refusing connections), counting every delete tried, by segment."""
+
+    down = False
+
+    def __init__(self, root):
+        super().__init__(root)
+        self.deletes: dict[str, int] = {}
+
+    def delete_log_segment_data(self, segment_id, base_offset):
+        self.deletes[segment_id.id] = self.deletes.get(segment_id.id, 0) + 1
+        if self.down:
+            raise RemoteStorageError(f"the store is down deleting segment {base_offset}")
+        super().delete_log_segment_data(segment_id, base_offset)
+
+
+def test_failed_retention_deletes_back_off_and_complete_once_the_store_is_back(tmp_path,
+                                                                              clock):
+    """During an outage the broker's housekeeping (``copy_to_remote(wait=False)``,
+    every few ms here) tries each failed delete again only after a backoff
+    (1 s, doubling): at most 2 tries per segment in 2 s. (Before, every call
+    resubmitted every failed delete: hundreds of tries, the copier thread
+    busy with them and copies queued behind.) Once the store is back, every
+    delete completes and the store holds exactly the listed segments."""
+    import time
+    store = _CountingDown(str(tmp_path / "remote"))
+    config = LogConfig.from_properties({**TIERED, "retention.bytes": "4000"})
+    plog = PartitionLog.open(str(tmp_path / "t-0"), config, clock=clock, remote_storage=store)
+    try:
+        _fill(plog, clock)
+        plog.copy_to_remote()
+        store.down = True
+        plog.delete_old_segments()
+        doomed = {s.id for s in RemoteLogMetadataFile(plog.directory).all
+                  if s.state is RemoteLogSegmentState.DELETE_SEGMENT_STARTED}
+        assert len(doomed) >= 2
+        started = time.monotonic()
+        while time.monotonic() - started < 2.0:
+            plog.copy_to_remote(wait=False)
+            time.sleep(0.005)       # the housekeeping's pace, not a wait for an outcome
+        tries = {sid: store.deletes.get(sid, 0) for sid in doomed}
+        assert all(1 <= n <= 2 for n in tries.values()), f"delete tries in 2 s: {tries}"
+        store.down = False
+
+        def done():
+            plog.copy_to_remote(wait=False)
+            return not any(s.state is RemoteLogSegmentState.DELETE_SEGMENT_STARTED
+                           for s in RemoteLogMetadataFile(plog.directory).all)
+        wait_until(done, 10, "the deletes once the store is back")
+        listed, named = _listed(store, plog.directory)
+        assert listed == named and not doomed & {n[21:] for n in named}
+        assert not plog.remote.copy_in_flight
+    finally:
+        store.down = False
+        plog.close()

@@ -27,7 +27,9 @@ Decoded modes (``value_schema_id_prefix``, ``value_schema_latest``): each
 value is decoded through its schema (registry_lookup.py, avro_values.py);
 the records that decode go to the topic's table, the others (no magic
 byte, an id the registry has not, a schema that cannot be columns, a body
-that is not one datum, a tombstone) to the dead-letter table
+that is not one datum, a tombstone, a schema the table's cannot be merged
+with: a type Iceberg cannot promote -- appending them would fail every
+retry and stop the partition) to the dead-letter table
 ``<topic>~dlq``, their value as it was. The two tables cannot be
 committed in one transaction, so the dead-letter table is committed first
 and the topic's table second, and the topic's table's summary is where the
@@ -271,6 +273,7 @@ class _DecodedTables:
         self.lookup = lookup
         self.id_prefix = id_prefix      # value_schema_id_prefix; else value_schema_latest
         self.subject = subject
+        self._refused: set[int] = set()     # schema ids logged as not mergeable
 
     def _codec(self, schema):
         """The AvroValues of a registry schema, or None: it cannot be columns."""
@@ -285,13 +288,37 @@ class _DecodedTables:
                 schema.codec = False
         return schema.codec or None
 
-    def decode(self, values: list) -> tuple[list, dict]:
-        """Each value's columns (None: it does not decode) and the codecs
-        used, by schema id. RegistryUnavailable propagates (the commit is
-        tried again, nothing goes to the dead-letter table for it)."""
-        rows, used = [], {}
+    def mergeable(self, main, value_schemas: dict) -> tuple[list, set]:
+        """Of ``value_schemas`` (schema id -> Arrow schema), the ones the
+        topic's table as loaded (``main``) can take, in id order, each
+        merged onto the ones before it, and the ids of those it cannot:
+        their records go to the dead-letter table (a type Iceberg cannot
+        promote, say long to string, registered under compatibility NONE)."""
+        from kafkalite.storage.iceberg.topic_table import SchemaMismatch, merged_schema
+        schema, taken, refused = main.schema(), [], set()
+        for sid, arrow in value_schemas.items():
+            try:
+                schema = merged_schema(main, schema, arrow)
+            except SchemaMismatch as exc:
+                refused.add(sid)
+                if sid not in self._refused:
+                    self._refused.add(sid)
+                    log.warning("%s: schema id %d cannot be merged into the table's "
+                                "schema, its records go to %s: %s", self.main.topic, sid,
+                                self.dlq.identifier[1], exc)
+                continue
+            taken.append(arrow)
+        return taken, refused
+
+    def decode(self, values: list) -> tuple[list, list, dict]:
+        """Each value's columns (None: it does not decode), each value's
+        schema id (None: it does not decode) and the codecs used, by schema
+        id. RegistryUnavailable propagates (the commit is tried again,
+        nothing goes to the dead-letter table for it)."""
+        rows, ids, used = [], [], {}
         latest = None if self.id_prefix else self.lookup.latest(self.subject)
         for value in values:
+            ids.append(None)
             if value is None:
                 rows.append(None)
                 continue
@@ -312,8 +339,9 @@ class _DecodedTables:
             except Exception:       # not one datum of the schema
                 rows.append(None)
                 continue
+            ids[-1] = schema.id
             used[schema.id] = codec
-        return rows, used
+        return rows, ids, used
 
 
 def _commit_decoded(tables: _DecodedTables, partition: int, regions, start: int,
@@ -338,9 +366,10 @@ def _commit_decoded(tables: _DecodedTables, partition: int, regions, start: int,
     records = pa.concat_tables(parts) if parts else arrow_schema().empty_table()
     offsets = records.column("redpanda").combine_chunks().field("offset").to_numpy() \
         if records.num_rows else np.empty(0, dtype=np.int64)
-    rows, used = tables.decode(records.column("value").to_pylist())
+    rows, ids, used = tables.decode(records.column("value").to_pylist())
     decodes = np.array([r is not None for r in rows], dtype=bool)
-    evolve = [pa.schema(used[sid].fields) for sid in sorted(used)]
+    ids = np.array([-1 if i is None else i for i in ids], dtype=np.int64)
+    value_schemas = {sid: pa.schema(used[sid].fields) for sid in sorted(used)}
 
     def main_records(mask):
         def build(schema):
@@ -362,6 +391,9 @@ def _commit_decoded(tables: _DecodedTables, partition: int, regions, start: int,
             return committed, True
         if committed >= scanned:
             return committed, committed < lso
+        evolve, refused = tables.mergeable(main, value_schemas)
+        fits = decodes & ~np.isin(ids, np.fromiter(refused, dtype=np.int64)) if refused \
+            else decodes
         dlq = tables.dlq.load()
         dlq_committed = committed_offsets(dlq).get(partition, 0)
         lowest = max(committed, start)
@@ -371,10 +403,10 @@ def _commit_decoded(tables: _DecodedTables, partition: int, regions, start: int,
         if held:
             fresh &= ~np.isin(offsets, np.fromiter(held, dtype=np.int64))
         try:
-            if (fresh & ~decodes).any():
+            if (fresh & ~fits).any():
                 tables.dlq.append(dlq, partition, max(dlq_committed, scanned),
-                                  lambda schema: records.filter(pa.array(fresh & ~decodes)))
-            tables.main.append(main, partition, scanned, main_records(fresh & decodes), evolve)
+                                  lambda schema: records.filter(pa.array(fresh & ~fits)))
+            tables.main.append(main, partition, scanned, main_records(fresh & fits), evolve)
             return scanned, scanned < lso
         except CommitFailedException:
             tables.main.reload()

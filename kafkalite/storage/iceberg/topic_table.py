@@ -212,7 +212,8 @@ class TopicTable:
         summary = {f"{NEXT_OFFSET}{p}": str(o) for p, o in sorted(offsets.items())}
         with table.transaction() as tx:
             current = tx.table_metadata.schema()
-            new = [s for s in evolve if _adds_columns(current.as_arrow(), s)]
+            new = [s for s in evolve if _adds_columns(current.as_arrow(), s)
+                   or merged_schema(table, current, s).as_struct() != current.as_struct()]
             if new:
                 with tx.update_schema() as update:
                     for schema in new:
@@ -237,6 +238,28 @@ class TopicTable:
             if r["partition"] == partition and low <= r["offset"] < high:
                 out.add(r["offset"])
         return out
+
+
+class SchemaMismatch(Exception):
+    """A value schema the table's schema cannot take (a column's type
+    changed to one Iceberg cannot promote to, a struct become a list...)."""
+
+
+def merged_schema(table, current, schema):
+    """The Iceberg schema ``current`` (a schema of ``table``) becomes with
+    the Arrow ``schema``'s columns unioned by name, worked out without
+    committing anything; SchemaMismatch when Iceberg refuses the change.
+    Why ask before appending: a refused ``union_by_name`` (or a value that
+    does not fit the column's old type) fails the whole commit, and the
+    same records would fail every retry of it: the partition would stop."""
+    from pyiceberg.exceptions import ResolveError, ValidationError
+    from pyiceberg.table.update.schema import UpdateSchema
+    update = UpdateSchema(table.transaction(), schema=current)
+    try:
+        update.union_by_name(schema)
+        return update._apply()
+    except (ValidationError, ResolveError, ValueError, TypeError) as exc:
+        raise SchemaMismatch(str(exc)) from None
 
 
 def _adds_columns(current, schema) -> bool:

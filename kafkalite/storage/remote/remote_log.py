@@ -17,7 +17,8 @@ from ``housekeeping`` and ``read``:
   offset (DeleteRecords) delete remote segments, oldest first:
   DELETE_SEGMENT_STARTED (no read is served from it from then on), the
   store's delete on the copier thread, DELETE_SEGMENT_FINISHED once the
-  store confirms it (a failed delete is tried again at later calls).
+  store confirms it (a failed delete is tried again at later calls, after
+  a backoff).
 - ``delete_all`` (DeleteTopics): the partition's deletes are handed over to
   the node's deleter (remote_log_deleter.py), which outlives the partition.
 - ``read`` below the local log start offset: the remote segment holding the
@@ -33,7 +34,8 @@ from ``housekeeping`` and ``read``:
   queued behind it: DELETE_SEGMENT_STARTED, and the store's delete of
   whatever each put, on the copier thread; an entry goes once the store
   confirms its delete, and a delete that fails (or one the open could not
-  make) is tried again at each later ``copy_segments``, so the store keeps
+  make) is tried again at a later ``copy_segments`` (after a backoff, per
+  entry, ended once the store answers), so the store keeps
   no object the metadata does not name. No store call of a copy or of a
   delete runs on the owner's thread (at the open neither).
 
@@ -65,6 +67,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 from typing import Callable
 
 from kafkalite.errors import KafkaStorageError
@@ -73,7 +76,7 @@ from kafkalite.storage.background import BackgroundThread
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.remote.metadata import (RemoteLogMetadataFile, RemoteLogSegmentMetadata,
                                                RemoteLogSegmentState)
-from kafkalite.storage.remote.remote_log_deleter import NODE_DELETER
+from kafkalite.storage.remote.remote_log_deleter import NODE_DELETER, RETRY_MAX_S, RETRY_MIN_S
 from kafkalite.storage.remote.storage_manager import (LogSegmentData, RemoteLogSegmentId,
                                                       RemoteStorageManager)
 from kafkalite.storage.segment import (INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment,
@@ -163,6 +166,13 @@ class RemoteLog:
         # the store's deletes of abandoned copies under way on the copier thread,
         # by segment id (their entries are DELETE_SEGMENT_STARTED meanwhile)
         self._deleting: dict[str, concurrent.futures.Future] = {}
+        # the deletes that failed: segment id -> (not tried again before this
+        # time.monotonic(), the wait after the next failure); why: a store
+        # that is down fails every delete, and resubmitting them at every
+        # housekeeping kept the copier thread busy with them, the copies
+        # queued behind. Emptied once the store answers (a delete or a copy
+        # succeeds): the others are tried again at once.
+        self._delete_retry: dict[str, tuple[float, float]] = {}
         # downloads under way on a reader's threads (segment id -> future), the
         # reader while the owner reads in the background, and the downloads
         # that failed since (their error goes to the next read of the segment)
@@ -270,6 +280,7 @@ class RemoteLog:
                 self._copying.clear()
                 raise
             self.metadata.update_state(meta.id, S.COPY_SEGMENT_FINISHED, self._clock())
+            self._delete_retry.clear()      # the store answers again
             REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.COPY_BYTES, meta.size)
             log.info("%s: copied segment %d..%d (%d bytes) to remote storage", self.name,
                      meta.base_offset, meta.end_offset, meta.size)
@@ -287,11 +298,18 @@ class RemoteLog:
         store interrupted), on the copier thread (behind any copy of the
         same segment still under way there: one thread, in order); an entry
         goes (DELETE_SEGMENT_FINISHED) once its delete succeeded, and one
-        that failed is tried again at the next call, so no object the
-        metadata no longer names is left in the store. With ``wait``, the
-        deletes end before the call returns."""
+        that failed is tried again at a later call, RETRY_MIN_S after its
+        failure, doubling at each failure up to RETRY_MAX_S (as the node's
+        deleter backs off), so no object the metadata no longer names is
+        left in the store. With ``wait`` (a caller that waits for the
+        store), every delete is made now, backing off or not, and ends
+        before the call returns."""
+        now = time.monotonic()
         for meta in self.metadata.all:
             if meta.state is S.DELETE_SEGMENT_STARTED and meta.id not in self._deleting:
+                retry = self._delete_retry.get(meta.id)
+                if retry is not None and now < retry[0] and not wait:
+                    continue
                 self._deleting[meta.id] = _copier.submit(
                     self.storage.delete_log_segment_data, self._segment_id(meta),
                     meta.base_offset)
@@ -302,9 +320,13 @@ class RemoteLog:
             try:
                 future.result()
             except Exception as exc:
+                backoff = self._delete_retry.get(segment_id, (0.0, RETRY_MIN_S))[1]
+                self._delete_retry[segment_id] = (time.monotonic() + backoff,
+                                                  min(backoff * 2, RETRY_MAX_S))
                 log.warning("%s: the remote copy %s stays listed for deletion, tried again "
-                            "later: %s", self.name, segment_id, exc)
+                            "in %.0f s: %s", self.name, segment_id, backoff, exc)
                 continue
+            self._delete_retry.clear()      # the store answers again: no more waiting
             self.metadata.update_state(segment_id, S.DELETE_SEGMENT_FINISHED, self._clock())
 
     def _wait_for_copy(self) -> None:
