@@ -228,12 +228,11 @@ def _decode(regions) -> tuple[list, int]:
     return tables, next_offset
 
 
-def _commit(table, partition: int, regions, start: int, from_log_start: bool,
-            lso: int) -> tuple[int, bool]:
-    """Runs on the Iceberg thread: decode ``regions`` and commit them from
-    the partition's committed offset; returns (the next offset, whether
-    records below ``lso`` are left for another commit)."""
-    import numpy as np
+def _read(regions, partition: int):
+    """Runs on the Iceberg thread: ``regions`` decoded (read_committed, their
+    descriptors closed) as (one Arrow table of the partition's records, the
+    decoded columns, the offset the scan reached); None when it stopped short
+    of them."""
     import pyarrow as pa
 
     from kafkalite.storage.iceberg.topic_table import arrow_schema, columns_to_table
@@ -243,11 +242,26 @@ def _commit(table, partition: int, regions, start: int, from_log_start: bool,
         for fd, *_ in regions:
             os.close(fd)
     if scanned < 0:
-        return start, True
+        return None
     parts = [columns_to_table(cols, partition) for cols in decoded if len(cols)]
     records = pa.concat_tables(parts) if parts else arrow_schema().empty_table()
-    offsets = np.concatenate([cols.offsets for cols in decoded if len(cols)]) if parts \
-        else np.empty(0, dtype=np.int64)
+    return records, decoded, scanned
+
+
+def _commit(table, partition: int, regions, start: int, from_log_start: bool,
+            lso: int) -> tuple[int, bool]:
+    """Runs on the Iceberg thread: decode ``regions`` and commit them from
+    the partition's committed offset; returns (the next offset, whether
+    records below ``lso`` are left for another commit)."""
+    import numpy as np
+    import pyarrow as pa
+
+    read = _read(regions, partition)
+    if read is None:
+        return start, True
+    records, decoded, scanned = read
+    offsets = np.concatenate([cols.offsets for cols in decoded if len(cols)]) \
+        if records.num_rows else np.empty(0, dtype=np.int64)
 
     def records_from(committed: int, schema=None):
         if committed < start and not from_log_start:
@@ -353,17 +367,11 @@ def _commit_decoded(tables: _DecodedTables, partition: int, regions, start: int,
     import pyarrow as pa
     from pyiceberg.exceptions import CommitFailedException
 
-    from kafkalite.storage.iceberg.topic_table import (COMMIT_ATTEMPTS, arrow_schema,
-                                                       columns_to_table, committed_offsets)
-    try:
-        decoded, scanned = _decode(regions)
-    finally:
-        for fd, *_ in regions:
-            os.close(fd)
-    if scanned < 0:
+    from kafkalite.storage.iceberg.topic_table import COMMIT_ATTEMPTS, committed_offsets
+    read = _read(regions, partition)
+    if read is None:
         return start, True
-    parts = [columns_to_table(cols, partition) for cols in decoded if len(cols)]
-    records = pa.concat_tables(parts) if parts else arrow_schema().empty_table()
+    records, _, scanned = read
     offsets = records.column("redpanda").combine_chunks().field("offset").to_numpy() \
         if records.num_rows else np.empty(0, dtype=np.int64)
     rows, ids, used = tables.decode(records.column("value").to_pylist())
