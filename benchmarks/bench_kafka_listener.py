@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """The Kafka listener's own CPU per Produce request, shaped as librdkafka sends them.
 
-    python benchmarks/bench_kafka_listener.py [--requests 20000] [--partitions 2] [--rounds 3] [--quick]
+    python benchmarks/bench_kafka_listener.py [--requests 20000] [--partitions 2] [--rounds 3]
+        [--quick] [--json FILE]
 
 A KafkaListener on loopback in this process, its dispatcher's one handler
 answering each Produce request at once (no log: what is measured is the
@@ -115,6 +116,7 @@ def main(argv=None) -> int:
     p.add_argument("--batch-bytes", type=int, default=1024, help="bytes of each partition's batch")
     common.add_rounds(p, 3)
     common.add_quick(p, "a few hundred requests, one round: a smoke run")
+    common.add_json(p)
     args = common.parse(p, argv, QUICK)
     listener, ceiling = [], []
     for _ in range(args.rounds):
@@ -127,6 +129,11 @@ def main(argv=None) -> int:
         f"({min(listener):.1f}-{max(listener):.1f})")
     say(f"  codec alone (decode + answer + encode): median {statistics.median(ceiling):.1f} µs "
         f"({min(ceiling):.1f}-{max(ceiling):.1f})")
+    if args.json:
+        common.write_json(args.json, {
+            "partitions": args.partitions, "batch_bytes": args.batch_bytes,
+            "requests": args.requests, "listener_cpu_us_per_request": listener,
+            "codec_cpu_us_per_request": ceiling})
     return 0
 
 
