@@ -224,10 +224,9 @@ def encode_response_wire(api_key: int, api_version: int, correlation_id: int, bo
 
 
 def _part_length(part) -> int:
-    try:
-        return memoryview(part).nbytes
-    except TypeError:
-        return part.length  # a file region
+    if hasattr(part, "sendfile"):   # a file region: no exception raised per region to tell
+        return part.length
+    return memoryview(part).nbytes
 
 
 def decode_response(api_key: int, api_version: int, buf, *,
