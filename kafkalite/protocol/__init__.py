@@ -37,7 +37,9 @@ Records and frames
     (the very object given: a zmq.Frame buffer stays uncopied).
     ``encode_response_parts`` keeps records inline but unjoined, and also
     accepts a file region (``length`` + ``sendfile``) as a records value, so
-    a TCP transport can sendfile fetched batches straight from the log.
+    a TCP transport can sendfile fetched batches straight from the log;
+    ``encode_response_wire`` gives the same with the TCP wire's size
+    prefix, joined into one buffer when no records value is a file region.
 
 Frames
     Encoders return the header followed by the body, without the int32 size
@@ -67,6 +69,7 @@ from kafkalite.protocol.codec import (
     encode_request,
     encode_response,
     encode_response_parts,
+    encode_response_wire,
     encode_subscription,
     peek_request_header,
 )
@@ -82,6 +85,7 @@ __all__ = [
     "peek_request_header",
     "encode_response",
     "encode_response_parts",
+    "encode_response_wire",
     "decode_response",
     "request_header_version",
     "response_header_version",

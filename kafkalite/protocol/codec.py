@@ -34,6 +34,8 @@ _unpack_request_prefix = _REQUEST_PREFIX.unpack_from
 _unpack_prefix = struct.Struct(">hhi").unpack_from
 _pack_int16 = struct.Struct(">h").pack
 _pack_int32 = struct.Struct(">i").pack
+_pack_int32_into = struct.Struct(">i").pack_into
+_SIZE_PLACEHOLDER = b"\0\0\0\0"     # encode_response_wire writes the size there
 _unpack_int16 = struct.Struct(">h").unpack_from
 _unpack_int32 = struct.Struct(">i").unpack_from
 
@@ -196,11 +198,35 @@ def encode_response_parts(api_key: int, api_version: int, correlation_id: int,
     return out, total
 
 
-def _part_length(part) -> int:
+def encode_response_wire(api_key: int, api_version: int, correlation_id: int, body: dict) -> list:
+    """A response as the TCP wire carries it: the int32 size, then the
+    response header and body, records inline.
+
+    When no records value is a file region -- every response but a fetch
+    served from segment files -- it is one ``bytearray``, joined in a
+    single copy with its size written in place: a broker answering many
+    small requests (librdkafka's Produce requests carry a few partitions
+    each) spends nothing per part in Python. Otherwise the parts are as
+    ``encode_response_parts`` gives them, after the size prefix.
+    """
+    out = [_SIZE_PLACEHOLDER]
+    out += _response_parts(api_key, api_version, correlation_id, body, None)
     try:
-        return memoryview(part).nbytes
-    except TypeError:
-        return part.length  # a file region
+        frame = bytearray().join(out)
+    except TypeError:       # a file region: not bytes-like, left to the transport
+        total = 0
+        for part in out:
+            total += len(part) if type(part) is bytes else _part_length(part)
+        out[0] = _pack_int32(total - 4)
+        return out
+    _pack_int32_into(frame, 0, len(frame) - 4)
+    return [frame]
+
+
+def _part_length(part) -> int:
+    if hasattr(part, "sendfile"):   # a file region: no exception raised per region to tell
+        return part.length
+    return memoryview(part).nbytes
 
 
 def decode_response(api_key: int, api_version: int, buf, *,

@@ -12,6 +12,7 @@ SIGNATURES = {
     "peek_request_header": "(buf)",
     "encode_response": "(api_key, api_version, correlation_id, body, *, records_out=None)",
     "encode_response_parts": "(api_key, api_version, correlation_id, body)",
+    "encode_response_wire": "(api_key, api_version, correlation_id, body)",
     "decode_response": "(api_key, api_version, buf, *, records_in=None)",
     "request_header_version": "(api_key, api_version)",
     "response_header_version": "(api_key, api_version)",

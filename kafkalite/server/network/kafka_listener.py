@@ -148,7 +148,7 @@ from kafkalite.protocol import (
     ProtocolError,
     decode_request,
     encode_response,
-    encode_response_parts,
+    encode_response_wire,
     peek_request_header,
 )
 from kafkalite.protocol.messages import RESPONSES
@@ -191,6 +191,7 @@ _unpack_size = _size.unpack_from
 # answers (ordering, above): a producer's in-flight requests (Kafka's
 # max.in.flight.requests.per.connection, 5 at most with idempotence)
 PIPELINED_PRODUCES = 5
+_PRODUCE = ApiKey.PRODUCE
 # answers written by one sendmsg at most (well under the kernel's IOV_MAX, 1024)
 GATHERED_WRITES = 64
 
@@ -207,8 +208,15 @@ def _reads(conn: "KafkaConnection") -> bool:
     if conn.closed or conn.closing or conn.throttled_until:
         return False
     waiting = conn.waiting
-    return not waiting or (len(waiting) < PIPELINED_PRODUCES
-                           and all(slot[1] == ApiKey.PRODUCE for slot in waiting))
+    if not waiting:
+        return True
+    if len(waiting) >= PIPELINED_PRODUCES:
+        return False
+    # a loop, not all() over a generator: this runs for every request read
+    for slot in waiting:
+        if slot[1] != _PRODUCE:
+            return False
+    return True
 
 
 def _correlation_id(frame) -> int:
@@ -904,18 +912,21 @@ class KafkaListener:
         if conn.closed:
             return
         try:
-            parts, total = encode_response_parts(header.api_key, header.api_version,
-                                                 header.correlation_id, body)
+            parts = encode_response_wire(header.api_key, header.api_version,
+                                         header.correlation_id, body)
         except ProtocolError as exc:
             self._unencodable.warning("%s: cannot encode the %r response: %s", self.name,
                                       header.api_key, exc)
             self._close(conn, None)
             return
+        if len(parts) == 1:     # no file region: already one buffer, size prefix and all
+            self._answered(conn, header.correlation_id, parts)
+            return
         queue = []
-        pending = [_pack_size(total)]
+        pending = []
         inline = 0
         for part in parts:
-            if hasattr(part, "sendfile"):
+            if type(part) is not bytes and hasattr(part, "sendfile"):
                 if part.length <= INLINE_REGION_BYTES and inline + part.length <= INLINE_ANSWER_BYTES:
                     try:
                         pending.append(part.read())
