@@ -119,7 +119,10 @@ def test_acknowledged_records_survive_a_killed_worker_over_tcp_links(own_server,
                           on_delivery=delivered)
             p.poll(0)
             if seq == 4_000:
-                assert made and all(type(link) is TcpLink and link.sock.family == FAMILIES[family]
+                # the sender makes its links as it first sends: on a loaded machine
+                # that can come after these 16,000 records were queued
+                wait_until(lambda: made, 30, "the producer's links to the workers")
+                assert all(type(link) is TcpLink and link.sock.family == FAMILIES[family]
                                     for link in made), made
                 leader = p.list_topics(topic_name).topics[topic_name].partitions[0].leader
                 os.kill(own_server.worker_pids()[leader], signal.SIGKILL)
