@@ -140,6 +140,12 @@ def _metadata(directory) -> list[dict]:
         return []
 
 
+def _wait_copied(directory: str, count: int, what: str) -> None:
+    """Until ``count`` segments of the partition in ``directory`` are copied."""
+    wait_until(lambda: len([e for e in _metadata(directory)
+                            if e["state"] == "COPY_SEGMENT_FINISHED"]) >= count, 60, what)
+
+
 def _highest_remote(entries) -> int:
     return max((e["end_offset"] for e in entries if e["state"] == "COPY_SEGMENT_FINISHED"),
                default=-1)
@@ -409,9 +415,7 @@ def test_an_s3_outage_holds_the_copies_and_produce_goes_on(tmp_path, monkeypatch
             producer.start()
             directory = _partition_dir(srv, topic)
             partition = os.path.basename(directory)
-            wait_until(lambda: len([e for e in _metadata(directory)
-                                    if e["state"] == "COPY_SEGMENT_FINISHED"]) >= 1, 60,
-                       "a segment copied before the outage")
+            _wait_copied(directory, 1, "a segment copied before the outage")
 
             # the store goes down as a copy is about to put its segment.log
             s3_server.stop_before = lambda method, path: (method == "PUT"
@@ -570,9 +574,7 @@ def test_delete_topics_in_an_s3_outage_holds_up_nothing_and_leaves_no_orphan(
             filler.start()
             directory = _partition_dir(srv, doomed)
             partition = os.path.basename(directory)
-            wait_until(lambda: len([e for e in _metadata(directory)
-                                    if e["state"] == "COPY_SEGMENT_FINISHED"]) >= 4, 60,
-                       "segments of the doomed topic copied")
+            _wait_copied(directory, 4, "segments of the doomed topic copied")
             filler.finish()
             wait_until(lambda: _copies_done(directory), 60, "its rolled segments copied")
             assert len(_bucket_copies(s3, partition)) >= 4
@@ -629,9 +631,7 @@ def test_a_deleted_topics_remote_deletes_survive_a_kill_9_of_the_worker(tmp_path
             filler.start()
             directory = _partition_dir(srv, topic)
             partition = os.path.basename(directory)
-            wait_until(lambda: len([e for e in _metadata(directory)
-                                    if e["state"] == "COPY_SEGMENT_FINISHED"]) >= 3, 60,
-                       "segments copied")
+            _wait_copied(directory, 3, "segments copied")
             filler.finish()
             wait_until(lambda: _copies_done(directory), 60, "its rolled segments copied")
             assert _bucket_copies(s3, partition)
