@@ -111,7 +111,8 @@ def kill_a_worker_under_load(server, tmp_path, topic_name, postgres, victim_runs
         assert r.status_code == 201, r.text
         wait_until(lambda: len(ids_in_table()) >= wave, timeout=60,
                    message=f"{wave} rows in the table")
-        wait_until(lambda: sink_tasks(urls[2]), timeout=60, message="2 sink tasks RUNNING")
+        wait_until(lambda: sink_tasks(urls[2]), timeout=60,
+                   message=lambda: f"2 sink tasks RUNNING; status: {get(urls[2], f'/connectors/{sink}/status')}")
         if eos:
             victim_url = "http://" + wait_until(
                 lambda: (t := running_tasks(urls[2], "pg", 1)) and t[0], timeout=60,
