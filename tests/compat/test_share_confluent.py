@@ -299,7 +299,12 @@ def test_a_group_mixing_native_and_confluent_share_consumers(shared, ck_python, 
     for wave in range(10):
         produced += [(p, o + wave * 1000) for p, o in produce(srv, topic_name, 2000, 2)]
         wait_until(lambda: len({a for m in members for a in m.accepted()}) >= len(produced), 30,
-                   f"wave {wave}'s records accepted")
+                   lambda: f"wave {wave}'s {len(produced)} records accepted; each member's "
+                           f"delivered / accepted: "
+                           f"{[(len(m.delivered()), len(m.accepted())) for m in members]}, "
+                           f"acknowledgement errors {[m.ack_errors()[-2:] for m in members]}, the "
+                           f"confluent members' exit codes {[m.proc.poll() for m in confluent]} "
+                           f"and errors {[m.errors()[-2:] for m in confluent]}")
         if any(m.accepted() for m in native) and any(m.accepted() for m in confluent):
             break
     accepted = run_group(srv, group_name, topic_name, produced, members)
