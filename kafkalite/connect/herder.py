@@ -195,6 +195,12 @@ class ConnectorContext:
         self._herder._connector_failed(self._name, exc)
 
 
+# KIP-1017's WorkerStatus messages, as Kafka's worker words them
+HEALTHY = "Worker has completed startup and is ready to handle requests."
+STARTING = "Worker is still starting up."
+UNHEALTHY = "Worker was unable to handle this request and may be unable to handle other requests."
+
+
 class Herder:
     def __init__(self, worker):
         self.worker = worker
@@ -382,6 +388,11 @@ class Herder:
                 getattr(cls, "CONFIG", ConfigDef())
             return [defs.definition(k) for k in defs.keys]
         raise NotFoundException(f"Unknown plugin {plugin}.")
+
+    def health(self) -> tuple[int, dict]:
+        """KIP-1017's ``GET /health``: (HTTP status, Kafka's WorkerStatus). A
+        standalone worker has started by the time its REST API serves: healthy."""
+        return 200, {"status": "healthy", "message": HEALTHY}
 
     def cluster_id(self) -> str | None:
         """The Kafka cluster's id (Metadata's cluster_id), asked once; None

@@ -39,6 +39,9 @@ SPEC = {
     "paths": {
         "/": {"get": _op("worker version and the Kafka cluster's id", {"200": _json(OBJ)},
                          errors=(500,))},
+        "/health": {"get": _op("the worker's health (KIP-1017): healthy (200), starting (503) "
+                               "or unhealthy (500), with a message",
+                               {c: _json(OBJ) for c in ("200", "500", "503")}, errors=())},
         "/admin/loggers": {"get": _op("loggers with a level (KIP-495)", {"200": _json(OBJ)},
                                       errors=(500,))},
         "/admin/loggers/{name}": {

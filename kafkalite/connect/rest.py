@@ -227,6 +227,11 @@ def create_app(herder, login=_FROM_WORKER_CONFIG) -> Flask:
         return {"version": __version__, "commit": "kafkalite",
                 "kafka_cluster_id": herder.cluster_id()}
 
+    @app.get("/health")
+    def health():
+        code, body = herder.health()
+        return jsonify(body), code
+
     @app.get("/admin/loggers")
     def all_loggers():
         return loggers.all_levels()

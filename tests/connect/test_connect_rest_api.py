@@ -1,6 +1,6 @@
 """The Connect REST endpoints Kafka 4.x documents beyond connectors'
 lifecycle, over real HTTP against a real worker and server: ``GET /`` with
-the cluster's id, ``/admin/loggers`` (KIP-495, KIP-976's cluster scope),
+the cluster's id, ``GET /health`` (KIP-1017), ``/admin/loggers`` (KIP-495, KIP-976's cluster scope),
 ``PATCH /connectors/{name}/config`` (KIP-477), ``GET
 /connector-plugins/{plugin}/config`` (KIP-769), ``/connectors/{name}/topics``
 and its reset (KIP-558), and Kafka's message for an unknown connector
@@ -9,12 +9,15 @@ worker's config and status topics."""
 from __future__ import annotations
 
 import logging
+import threading
 
 import pytest
+import requests
 from connect_helpers import Connect, lines_of, stop_all
 from harness import create, wait_until
 
 from kafkalite.client import AdminClient
+from kafkalite.connect.api import SourceConnector, SourceTask
 
 SRC = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
@@ -211,3 +214,91 @@ def test_cluster_scope_and_active_topics_across_distributed_workers(distributed,
         f.write("z\n")
     wait_until(lambda: get(a, "/connectors/src/topics") == {"src": {"topics": [topic_name]}},
                timeout=60, message="the topic recorded again after the reset")
+
+
+def test_health_of_a_standalone_worker(connect):
+    r = connect.http("GET", "/health")
+    assert r.status_code == 200 and r.json() == {
+        "status": "healthy",
+        "message": "Worker has completed startup and is ready to handle requests."}
+
+
+# what a SlowStartConnector's start() waits for: the test holds it to block the
+# distributed worker's membership thread (Kafka's tick thread), as a connector
+# whose start() hangs on an unreachable system does
+RELEASE = threading.Event()
+
+
+class SlowStartConnector(SourceConnector):
+    def start(self, props):
+        RELEASE.wait(30)
+        self.props = dict(props)
+
+    def task_class(self):
+        return SlowStartTask
+
+    def task_configs(self, max_tasks):
+        return []
+
+
+class SlowStartTask(SourceTask):
+    def start(self, props):
+        pass
+
+    def poll(self):
+        return []
+
+    def stop(self):
+        pass
+
+
+def test_health_of_a_distributed_worker_starting_healthy_and_stuck(server, topic_name):
+    """KIP-1017: 503 "starting" between the REST API's start and the
+    worker's first assignment (the CLI starts the REST API first, as Kafka's
+    worker does), 200 once it runs, 500 "unhealthy" naming the step while a
+    connector's start() holds the membership thread past the health check's
+    bound, and 200 again once it returns."""
+    from kafkalite.connect import Worker
+    from kafkalite.connect.distributed import DistributedHerder
+    from kafkalite.connect.offsets import KafkaOffsetStore
+    from kafkalite.connect.rest import RestServer
+    group = f"health-{topic_name[:30]}"
+    cfg = {**server.config(), "group.id": group}
+    worker = Worker(cfg, KafkaOffsetStore(server.config(), f"{group}-offsets", 1))
+    worker.start()
+    herder = DistributedHerder(worker, group, f"{group}-configs", f"{group}-status",
+                               3000, 300)
+    rest = RestServer(herder, port=0)
+    worker.worker_id = f"127.0.0.1:{rest.port}"
+    rest.start()
+    url = rest.url
+    RELEASE.clear()
+    try:
+        r = requests.get(url + "/health", timeout=30)
+        assert r.status_code == 503 and r.json()["status"] == "starting", r.text
+        assert r.json()["message"].startswith("Worker is still starting up. The worker is "
+                                              "currently starting, which began at ")
+        herder.start()
+        wait_until(lambda: requests.get(url + "/health", timeout=30).status_code == 200,
+                   timeout=60, message="the worker healthy after its first assignment")
+        assert requests.get(url + "/health", timeout=30).json()["status"] == "healthy"
+
+        herder.health_check_timeout_s = 1.0
+        r = requests.post(url + "/connectors", timeout=60, json={"name": "slow", "config": {
+            "connector.class": "test_connect_rest_api:SlowStartConnector"}})
+        assert r.status_code == 201, r.text
+        stuck = wait_until(lambda: (r := requests.get(url + "/health", timeout=30)).status_code
+                           == 500 and r.json(), timeout=30,
+                           message="the worker unhealthy while the connector's start() blocks")
+        assert stuck["status"] == "unhealthy"
+        assert stuck["message"].startswith(
+            "Worker was unable to handle this request and may be unable to handle other "
+            "requests. The worker is currently "), stuck
+        RELEASE.set()
+        wait_until(lambda: requests.get(url + "/health", timeout=30).status_code == 200,
+                   timeout=30, message="the worker healthy again once start() returned")
+    finally:
+        RELEASE.set()
+        rest.stop()
+        herder.stop()
+        worker.stop()

@@ -47,8 +47,9 @@ from kafkalite.connect.distributed.internal_topics import (LOGGER_CLUSTER_PREFIX
 from kafkalite.connect.errors import (REBALANCE_CONFLICT, BadRequestException, ConnectException,
                                       ForbiddenException, NotFoundException, NotLeaderException,
                                       RebalanceNeededException)
-from kafkalite.connect.herder import (Herder, ask_connector, check_offsets, not_stopped,
-                                      offsets_answer, restart_plan, sink_offsets_of)
+from kafkalite.connect.herder import (HEALTHY, STARTING, UNHEALTHY, Herder, ask_connector,
+                                      check_offsets, not_stopped, offsets_answer, restart_plan,
+                                      sink_offsets_of)
 from kafkalite.connect.rest_login import CALLER
 from kafkalite.connect.signature import (ALGORITHMS, DEFAULT_ALGORITHM, DEFAULT_KEY_TTL_MS,
                                          SESSION_KEY, SessionKey, sign, verify)
@@ -69,6 +70,10 @@ TASKS_STOPPED_WAIT_S = 10.0
 # Kafka's defaults: how long a worker may take to read the config topic up to an
 # assignment's config offset (and the leader to its end), and how long one that could
 # not waits, out of the group, before it rejoins
+# GET /health's bound (Kafka's RestRequestTimeout: 10 s): a step of the membership thread
+# (its tick thread) running longer than this, other than a wait on the group coordinator,
+# makes the worker unhealthy
+HEALTH_CHECK_TIMEOUT_S = 10.0
 DEFAULT_WORKER_SYNC_TIMEOUT_MS = 3_000
 DEFAULT_WORKER_UNSYNC_BACKOFF_MS = 300_000
 
@@ -172,6 +177,11 @@ class DistributedHerder(Herder):
         self._published: dict = {}
         self.generation = -1
         self._rejoin_at: float | None = None      # a scheduled rebalance (held units' delay)
+        # what the membership thread is doing, for GET /health (Kafka's tick thread Stage):
+        # (description, began at (epoch s), began (monotonic), completed, a coordinator wait)
+        self._stage = ("starting", time.time(), time.monotonic(), False, True)
+        self._started = False                     # the first assignment is applied
+        self.health_check_timeout_s = HEALTH_CHECK_TIMEOUT_S
 
     def _session_key_config(self, config: dict) -> None:
         """KIP-507's worker keys, checked as Kafka's DistributedConfig does
@@ -285,29 +295,35 @@ class DistributedHerder(Herder):
                 self._set_leader(None)
                 try:
                     self._rejoin.clear()
+                    self._enter("ensuring membership in the cluster", waits=True)
                     assignment = group.join(self._assign, self._owned, self._expelled)
                 except Exception as e:  # noqa: BLE001 -- coordinator moved or not ready
                     log.warning("connect group %s: join failed: %s", self.group_id, e)
                     self._stopping.wait(1.0)
                     continue
                 self.generation = group.generation
+                self._enter("reading to the end of the config topic")
                 caught_up = self._catch_up(group, assignment)
                 if caught_up is None:
                     continue            # the group rebalances meanwhile: rejoin
                 if not caught_up:
                     self._fall_behind(group)
                     continue
+                self._enter("starting and stopping what the assignment names")
                 self._apply(assignment)
+                self._started = True
                 while not self._stopping.is_set():
                     # at least once per assignment: what it started shows in the status
                     # topic even when a config change makes this worker rejoin at once
                     try:
+                        self._enter("following the config topic's connectors and tasks")
                         self._reconcile()
                         self._apply_targets()
                         self._publish_status()
                     except Exception:  # noqa: BLE001 -- keep the membership alive
                         log.exception("connect group %s: status/target update failed",
                                       self.group_id)
+                    self._complete()
                     if self._rejoin.is_set():
                         break
                     if self._rejoin_at is not None and time.monotonic() >= self._rejoin_at:
@@ -316,6 +332,7 @@ class DistributedHerder(Herder):
                     if self._stopping.wait(self.heartbeat_interval):
                         break
                     try:
+                        self._enter("sending a heartbeat to the group coordinator", waits=True)
                         code = group.heartbeat()
                     except Exception as e:  # noqa: BLE001
                         log.warning("connect group %s: heartbeat failed: %s", self.group_id, e)
@@ -333,6 +350,41 @@ class DistributedHerder(Herder):
         finally:
             self._stop_all()
             group.close()
+
+    def _enter(self, description: str, waits: bool = False) -> None:
+        self._stage = (description, time.time(), time.monotonic(), False, waits)
+
+    def _complete(self) -> None:
+        self._stage = self._stage[:3] + (True, self._stage[4])
+
+    def _stage_summary(self) -> str:
+        description, began, _, completed, _ = self._stage
+        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(began))
+        if completed:
+            return (f"The last operation the worker completed was {description}, which began "
+                    f"at {at}.")
+        return f"The worker is currently {description}, which began at {at}."
+
+    def health(self) -> tuple[int, dict]:
+        """KIP-1017's GET /health, as Kafka's distributed herder answers it:
+        503 until the worker has joined its group, read the config topic and
+        started its first assignment; then 200 while the membership thread
+        (Kafka's tick thread) finishes each step within the health check's
+        bound, and 500 with the step it is stuck in when it does not (a
+        connector whose start() blocks, a config topic that cannot be read).
+        Waits on the group coordinator (a join, a heartbeat) are bounded by
+        the group's own timeouts and count as healthy, as Kafka's tick thread
+        is woken from them to answer."""
+        if self._thread is not None and not self._thread.is_alive() and \
+                not self._stopping.is_set():
+            return 500, {"status": "unhealthy",
+                         "message": f"{UNHEALTHY} Its group membership thread has ended."}
+        if not self._started:
+            return 503, {"status": "starting", "message": f"{STARTING} {self._stage_summary()}"}
+        _, _, began, completed, waits = self._stage
+        if completed or waits or time.monotonic() - began < self.health_check_timeout_s:
+            return 200, {"status": "healthy", "message": HEALTHY}
+        return 500, {"status": "unhealthy", "message": f"{UNHEALTHY} {self._stage_summary()}"}
 
     def _catch_up(self, group, assignment) -> bool | None:
         """Read the config topic up to the assignment's config offset (Kafka's
