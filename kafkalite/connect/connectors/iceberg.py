@@ -80,10 +80,10 @@ import random
 import re
 import time
 
+from kafkalite.connect import data as cdata
 from kafkalite.connect.api import SinkConnector, SinkTask
 from kafkalite.connect.config import (BOOLEAN, INT, STRING, ConfigDef, ConfigException, at_least,
                                       one_of)
-from kafkalite.connect import data as cdata
 from kafkalite.connect.connectors.parquet import arrow_table, arrow_type
 from kafkalite.connect.converters import ColumnarValues
 from kafkalite.connect.errors import ConnectException
