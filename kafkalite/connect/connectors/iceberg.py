@@ -57,6 +57,17 @@ SQLAlchemy URL such as ``sqlite:////path/catalog.db`` or
 with ``jdbc.user``/``jdbc.password``; ``warehouse``: where data files go):
 catalog_name, catalog_properties.
 
+The batch path (``put_batch``, api.py's bulk path): a batch whose values
+the JsonConverter gave as Arrow columns (ColumnarValues: one struct schema,
+no tombstones, no Time field) is buffered as the Arrow table the
+per-record path would build of its records (the same column types,
+nulls, timestamps and offsets), one per topic partition, with no
+SinkRecord made; in the ``kafka`` format every batch is, from the
+consumer's own columns. Anything else (values decoded per record, a
+schema that changes within the batch, transforms: the worker then calls
+``put``) goes record by record. Both kinds sit in a partition's buffer in
+offset order and are committed alike.
+
 Who calls: the Connect worker (plugins.py names the class). Tables grow a
 snapshot per commit: expiring old snapshots and compacting small files is
 left to the table's owner (Spark's or pyiceberg's maintenance).
@@ -69,10 +80,12 @@ import random
 import re
 import time
 
+from kafkalite.connect import data as cdata
 from kafkalite.connect.api import SinkConnector, SinkTask
 from kafkalite.connect.config import (BOOLEAN, INT, STRING, ConfigDef, ConfigException, at_least,
                                       one_of)
-from kafkalite.connect.connectors.parquet import arrow_table
+from kafkalite.connect.connectors.parquet import arrow_table, arrow_type
+from kafkalite.connect.converters import ColumnarValues
 from kafkalite.connect.errors import ConnectException
 from kafkalite.iceberg_catalog import sql_catalog
 
@@ -232,6 +245,35 @@ def iceberg_ready(table):
     return table.cast(pa.schema(fields))
 
 
+class _Rows:
+    """Rows of one topic partition taken whole from a batch's columns
+    (put_batch): the Arrow table ``_batch`` would have made of their
+    records, without ``__kafka_partition``, and the offset of the last."""
+
+    __slots__ = ("table", "kafka_offset")
+
+    def __init__(self, table, kafka_offset: int):
+        self.table, self.kafka_offset = table, kafka_offset
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+
+def _last_offset(run) -> int:
+    """The Kafka offset of the last record of a buffered run."""
+    return run.kafka_offset if isinstance(run, _Rows) else run[-1].kafka_offset
+
+
+def _record_stamps(rows):
+    """The rows' timestamps as the per-record path has them: null where the
+    record has none (the consumer's -1)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    stamps = rows.column("timestamp")
+    return pc.if_else(pc.less(stamps.cast(pa.int64()), 0),
+                      pa.scalar(None, stamps.type), stamps)
+
+
 class IcebergSinkConnector(SinkConnector):
     def config_def(self):
         return CONFIG
@@ -273,7 +315,8 @@ class IcebergSinkTask(SinkTask):
         check_converters(props)
         self.kafka_format = c[RECORD_FORMAT].strip().lower() == "kafka"
         self.table = None
-        self.buffers: dict = {}    # (topic, partition) -> [records]
+        # (topic, partition) -> runs in offset order: [records] (put) or _Rows (put_batch)
+        self.buffers: dict = {}
         self.buffered = 0
         self.base: dict = {}       # (topic, partition) -> next offset, as the table has it
         self.commit_retries = 0    # commits that lost a race and were redone
@@ -347,23 +390,101 @@ class IcebergSinkTask(SinkTask):
 
     def close(self, partitions):
         for tp in partitions:
-            self.buffered -= len(self.buffers.pop((tp.topic, tp.partition), ()))
+            self.buffers.pop((tp.topic, tp.partition), None)
             self.base.pop((tp.topic, tp.partition), None)
+        self._count()
+
+    def _count(self) -> None:
+        self.buffered = sum(len(run) for b in self.buffers.values() for run in b)
 
     def put(self, records):
         buffers, base = self.buffers, self.base
         tombstones = self.kafka_format    # a row in the kafka format, skipped in the value one
+        runs: dict = {}                   # (topic, partition) -> the run this call appends to
         for r in records:
             key = (r.topic, r.kafka_partition)
             if (r.value is None and not tombstones) or r.kafka_offset < base.get(key, -1):
                 continue    # a tombstone, or in the table already (redelivered before the seek)
-            buf = buffers.get(key)
-            if buf is None:
-                buf = buffers[key] = []
-            buf.append(r)
-        self.buffered = sum(len(b) for b in buffers.values())
+            run = runs.get(key)
+            if run is None:
+                buf = buffers.setdefault(key, [])
+                if not buf or isinstance(buf[-1], _Rows):
+                    buf.append([])
+                run = runs[key] = buf[-1]
+            run.append(r)
+        self._count()
         if self.buffered >= self.flush_size:
             self._commit()
+
+    def put_batch(self, batch):
+        """The batch path (module docstring): the batch's columns buffered
+        per topic partition, or ``put`` of its records where they cannot be."""
+        table = self._kafka_columns(batch) if self.kafka_format else self._value_columns(batch)
+        if table is None:
+            self.put(batch.records())
+            return
+        import numpy as np
+        import pyarrow as pa
+        rows = batch.rows
+        topic_col = rows.column("topic")
+        topics = topic_col.dictionary.to_pylist()
+        idx = topic_col.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        parts = rows.column("partition").to_numpy(zero_copy_only=False).astype(np.int64)
+        offsets = rows.column("offset").to_numpy(zero_copy_only=False)
+        tp = (idx << 32) | parts
+        for k in np.unique(tp).tolist():
+            key = (topics[k >> 32], k & 0xFFFFFFFF)
+            mine = tp == k
+            # in the table already (redelivered before the seek): left out, as put does
+            mine &= offsets >= self.base.get(key, -1)
+            if not mine.any():
+                continue
+            piece = table if mine.all() else table.filter(pa.array(mine))
+            self.buffers.setdefault(key, []).append(_Rows(piece, int(offsets[mine][-1])))
+        self._count()
+        if self.buffered >= self.flush_size:
+            self._commit()
+
+    def _value_columns(self, batch):
+        """The ``value`` format's table of ``batch`` (arrow_table's columns
+        and types) from the converter's Arrow columns, or None where the
+        batch has none or a field they do not hold as the per-record path
+        writes it (Time: a time of day per record, which arrow_table refuses)."""
+        import pyarrow as pa
+        values, schema = batch.values, batch.value_schema
+        if not isinstance(values, ColumnarValues) or isinstance(schema, list) or \
+                schema is None or schema.type != "struct" or \
+                any(f.schema.name == cdata.TIME for f in schema.fields):
+            return None
+        got, rows = values.table, batch.rows
+        cols = [got.column(f.name).cast(arrow_type(f.schema)) for f in schema.fields]
+        cols += [pa.chunked_array([rows.column("offset")]),
+                 pa.chunked_array([_record_stamps(rows)])]
+        return pa.Table.from_arrays(cols, names=[f.name for f in schema.fields] +
+                                    ["__kafka_offset", "__kafka_timestamp"])
+
+    def _kafka_columns(self, batch):
+        """The ``kafka`` format's table of ``batch``, _kafka_batch's columns
+        from the consumer's: the key and value columns are the log's bytes,
+        what ByteArrayConverter (which check_converters requires) hands on."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        if getattr(batch.key_schema, "type", None) != "bytes" or \
+                getattr(batch.value_schema, "type", None) != "bytes":
+            return None
+        rows = batch.rows
+        stamps = _record_stamps(rows)
+        kind = pc.if_else(pc.equal(rows.column("timestamp_type"), 1), 1, 0).cast(pa.int32())
+        return pa.table({
+            "key": rows.column("key"),
+            "value": rows.column("value"),
+            "topic": rows.column("topic").cast(pa.string()),
+            "partition": rows.column("partition"),
+            "offset": rows.column("offset"),
+            "timestamp": stamps.cast(pa.timestamp("us", tz="UTC")),
+            # -1 (none) where the record had no timestamp, as Kafka's
+            "timestampType": pc.if_else(stamps.is_null(), -1, kind).cast(pa.int32()),
+        })
 
     def pre_commit(self, current_offsets):
         self._commit()
@@ -372,42 +493,48 @@ class IcebergSinkTask(SinkTask):
     # -- one commit -------------------------------------------------------------------
 
     def _batch(self, keys):
-        """The Arrow table of the buffered records of ``keys``: one piece per
-        run of records sharing a value schema, concatenated (columns unified)."""
+        """The Arrow table of the buffered runs of ``keys``: a taken batch's
+        table as it is, records one piece per run sharing a value schema,
+        concatenated (columns unified)."""
         import pyarrow as pa
-        if self.kafka_format:
-            return self._kafka_batch(keys)
         pieces = []
         for topic, partition in keys:
-            recs = self.buffers[(topic, partition)]
-            start = 0
-            for i in range(1, len(recs) + 1):
-                if i == len(recs) or recs[i].value_schema != recs[start].value_schema:
-                    t = arrow_table(recs[start:i], f"{topic}-{partition}", "the Iceberg sink")
+            for run in self.buffers[(topic, partition)]:
+                if self.kafka_format:
+                    pieces.append(run.table if isinstance(run, _Rows) else
+                                  self._kafka_batch(topic, partition, run))
+                    continue
+                for t in [run.table] if isinstance(run, _Rows) else \
+                        self._value_tables(topic, partition, run):
                     pieces.append(t.add_column(0, "__kafka_partition",
                                                pa.array([partition] * t.num_rows, pa.int32())))
-                    start = i
         table = pieces[0] if len(pieces) == 1 else \
             pa.concat_tables(pieces, promote_options="permissive")
-        return iceberg_ready(table)
+        return table if self.kafka_format else iceberg_ready(table)
 
-    def _kafka_batch(self, keys):
-        """The ``kafka`` record format: one column list per field over all
-        the buffered records, each made an Arrow array at once."""
+    @staticmethod
+    def _value_tables(topic, partition, recs) -> list:
+        """arrow_table of each run of ``recs`` sharing a value schema."""
+        tables, start = [], 0
+        for i in range(1, len(recs) + 1):
+            if i == len(recs) or recs[i].value_schema != recs[start].value_schema:
+                tables.append(arrow_table(recs[start:i], f"{topic}-{partition}",
+                                          "the Iceberg sink"))
+                start = i
+        return tables
+
+    def _kafka_batch(self, topic, partition, recs):
+        """The ``kafka`` record format of records of one topic partition:
+        one column list per field, each made an Arrow array at once."""
         import pyarrow as pa
-        recs = [r for k in keys for r in self.buffers[k]]
         kinds = TIMESTAMP_TYPES
-        topics, parts = [], []
-        for (topic, partition) in keys:
-            n = len(self.buffers[(topic, partition)])
-            topics.append(pa.array([topic] * n, pa.string()))
-            parts.append(pa.array([partition] * n, pa.int32()))
+        n = len(recs)
         # timestampType -1 (none) where the record had no timestamp, as Kafka's
         return pa.table({
             "key": pa.array([r.key for r in recs], pa.binary()),
             "value": pa.array([r.value for r in recs], pa.binary()),
-            "topic": pa.concat_arrays(topics),
-            "partition": pa.concat_arrays(parts),
+            "topic": pa.array([topic] * n, pa.string()),
+            "partition": pa.array([partition] * n, pa.int32()),
             "offset": pa.array([r.kafka_offset for r in recs], pa.int64()),
             "timestamp": pa.array([r.timestamp for r in recs], pa.int64())
                            .cast(pa.timestamp("ms", tz="UTC")).cast(pa.timestamp("us", tz="UTC")),
@@ -455,7 +582,7 @@ class IcebergSinkTask(SinkTask):
                 batch = self._batch(keys)
             merged = dict(stored)
             for k in keys:
-                merged[k] = self.buffers[k][-1].kafka_offset + 1
+                merged[k] = _last_offset(self.buffers[k][-1]) + 1
             doc: dict = {}
             for (t, p), off in sorted(merged.items()):
                 doc.setdefault(t, {})[str(p)] = off
@@ -480,4 +607,4 @@ class IcebergSinkTask(SinkTask):
             break
         for k in keys:
             self.buffers.pop(k, None)
-        self.buffered = sum(len(b) for b in self.buffers.values())
+        self._count()
