@@ -229,8 +229,8 @@ def table_offsets(table, group: str) -> dict:
 
 
 def iceberg_ready(table):
-    """``table`` with Arrow types Iceberg has: timestamps in microseconds,
-    8/16-bit integers widened to int."""
+    """``table`` with Arrow types Iceberg has: timestamps and times in
+    microseconds, 8/16-bit integers widened to int."""
     import pyarrow as pa
     fields = []
     for f in table.schema:
@@ -239,6 +239,8 @@ def iceberg_ready(table):
             t = pa.timestamp("us", tz=t.tz)
         elif pa.types.is_int8(t) or pa.types.is_int16(t):
             t = pa.int32()
+        elif pa.types.is_time(t):
+            t = pa.time64("us")             # Iceberg's time is in microseconds
         elif pa.types.is_null(t):
             t = pa.string()
         fields.append(pa.field(f.name, t, True))

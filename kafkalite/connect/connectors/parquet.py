@@ -42,6 +42,16 @@ def arrow_type(s):
         return pa.timestamp("ms", tz="UTC")
     if s.name == cdata.DATE:
         return pa.date32()
+    # the converters decode these logical types to datetime.time and decimal.Decimal
+    if s.name == cdata.TIME:
+        return pa.time32("ms")
+    if s.name == cdata.DECIMAL:
+        scale = cdata.decimal_scale(s)
+        # Connect's precision parameter (Avro's and Debezium's) where there is one, else
+        # the widest 128-bit decimal, which is also Iceberg's bound
+        precision = int((s.parameters or {}).get("connect.decimal.precision", 38))
+        if 0 <= scale <= 38:
+            return pa.decimal128(min(max(precision, scale, 1), 38), scale)
     return {"int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(), "int64": pa.int64(),
             "float32": pa.float32(), "float64": pa.float64(), "boolean": pa.bool_(),
             "string": pa.string(), "bytes": pa.binary()}.get(s.type) or pa.string()
