@@ -36,7 +36,8 @@ from kafkalite.confluent_http import lazy_app
 def make_app(catalog_file: str, catalog_name: str):
     """The REST catalog of the SQL catalog in ``catalog_file`` (SQLite,
     made by the partition leaders' first commit: until then the catalog is
-    empty), whose rows are under ``catalog_name``, as a WSGI app (with a
+    empty; or a cluster's catalog's SQLAlchemy URL, its PostgreSQL's),
+    whose rows are under ``catalog_name``, as a WSGI app (with a
     ``close()``) that imports pyiceberg at its first request, not on the
     server's way to ready: what ``kafkalite server`` hands the supervisor."""
     from kafkalite.iceberg_rest.errors import login_error_body
