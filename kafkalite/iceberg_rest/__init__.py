@@ -9,7 +9,8 @@ find those tables by a URL alone, with no catalog service of their own:
 - errors.py: the spec's error model, ``{"error": {"message", "type",
   "code"}}``, as one exception;
 - catalog.py: the node's SQL catalog opened read-only (SQLite's own
-  read-only mode: this process can never write the tables);
+  read-only mode, or on a cluster PostgreSQL's read-only transactions:
+  this process can never write the tables);
 - authorization.py: what each request asks of the server's authorizer for
   the user logged in (a table is its topic's);
 - app.py: the WSGI app: config, namespaces, tables, load table, and the
@@ -20,8 +21,8 @@ its own (``iceberg_rest_port``, 8181, Iceberg's conventional REST catalog
 port) served by metrics.py's HTTP server code (its connection cap, TLS and
 login), as the schema registry and the REST proxy are; cli/server.py hands
 the supervisor ``make_app`` below, and the supervisor tells it where the
-catalog is. It reads the catalog's SQLite file and the tables' metadata
-files, never the broker.
+catalog is. It reads the catalog (the SQLite file, or a cluster's
+PostgreSQL) and the tables' metadata files, never the broker.
 
 What it may import: the standard library, kafkalite.errors and
 kafkalite.protocol.enums (the ACL vocabulary), pyiceberg (imported at the
@@ -36,7 +37,8 @@ from kafkalite.confluent_http import lazy_app
 def make_app(catalog_file: str, catalog_name: str):
     """The REST catalog of the SQL catalog in ``catalog_file`` (SQLite,
     made by the partition leaders' first commit: until then the catalog is
-    empty), whose rows are under ``catalog_name``, as a WSGI app (with a
+    empty; or a cluster's catalog's SQLAlchemy URL, its PostgreSQL's),
+    whose rows are under ``catalog_name``, as a WSGI app (with a
     ``close()``) that imports pyiceberg at its first request, not on the
     server's way to ready: what ``kafkalite server`` hands the supervisor."""
     from kafkalite.iceberg_rest.errors import login_error_body

@@ -2,7 +2,9 @@
 metadata the REST catalog answers with.
 
 The catalog is pyiceberg's SqlCatalog on the SQLite file the partition
-leaders commit to (storage/iceberg/topic_table.py). It is opened here
+leaders commit to (storage/iceberg/topic_table.py), or on a cluster the
+one in the cluster's PostgreSQL, opened with every transaction read-only
+(PostgreSQL's ``default_transaction_read_only``). It is opened here
 through SQLite's read-only mode (``mode=ro``), so that nothing this process
 does can change a table, and without pyiceberg's creation of the
 catalog's own tables: the file and its tables appear with the leaders'
@@ -28,33 +30,41 @@ from kafkalite.iceberg_rest.errors import NO_SUCH_NAMESPACE, NO_SUCH_TABLE, Iceb
 
 
 class NodeCatalog:
-    def __init__(self, catalog_file: str, name: str):
-        self.catalog_file = os.path.abspath(catalog_file)
+    """``catalog``: the SQLite file, or the SQLAlchemy URL of a cluster's
+    catalog in its PostgreSQL (``postgresql+psycopg://``, every transaction
+    read-only: the supervisor's URL says so), which every node's catalog
+    reads: each serves the cluster's tables."""
+
+    def __init__(self, catalog: str, name: str):
+        self.url = catalog if "://" in catalog else None
+        self.catalog_file = None if self.url else os.path.abspath(catalog)
         self.name = name
         self._catalog = None
         self._lock = threading.Lock()
 
     def _sql(self):
-        """pyiceberg's SqlCatalog on the file, None while it does not exist."""
+        """pyiceberg's SqlCatalog, None while its SQLite file does not exist."""
         with self._lock:
-            if self._catalog is None and os.path.exists(self.catalog_file):
+            if self._catalog is None and (self.url or os.path.exists(self.catalog_file)):
                 from pyiceberg.catalog.sql import SqlCatalog
                 self._catalog = SqlCatalog(
-                    self.name, uri=f"sqlite:///file:{self.catalog_file}?mode=ro&uri=true",
+                    self.name,
+                    uri=self.url or f"sqlite:///file:{self.catalog_file}?mode=ro&uri=true",
                     init_catalog_tables="false")
             return self._catalog
 
     def _read(self, call, default):
         """``call(catalog)``, or ``default`` while the catalog or its tables
         do not exist yet (the file made, the first commit not finished)."""
-        from sqlalchemy.exc import OperationalError
+        from sqlalchemy.exc import OperationalError, ProgrammingError
         catalog = self._sql()
         if catalog is None:
             return default
         try:
             return call(catalog)
-        except OperationalError as exc:
-            if "no such table" in str(exc):
+        except (OperationalError, ProgrammingError) as exc:
+            # SQLite's words, and PostgreSQL's (UndefinedTable)
+            if "no such table" in str(exc) or "UndefinedTable" in type(exc.orig).__name__:
                 return default
             raise
 

@@ -128,6 +128,14 @@ SETTINGS: dict[str, Setting] = {
         "the HTTP port and behind the same login; 0: any free port; -1: off.", (),
         "kafkalite's own: Redpanda serves no catalog itself (its Iceberg Topics use an external "
         "REST catalog); 8181 is the port Iceberg's REST catalog images listen on"),
+    "iceberg_warehouse_dir": Setting(
+        "Where Iceberg topics' tables keep their data and metadata files: a directory every "
+        "node of a `cluster` reaches (a mounted share), the catalog being in the cluster's "
+        "PostgreSQL. \"\": `<remote_log_storage_dir>/iceberg` when tiered storage keeps "
+        "one there, else `<data_dir>/iceberg/warehouse`, which only one node reaches: a "
+        "cluster with Iceberg topics and neither is refused at start "
+        "(docs/iceberg-topics.md).", (),
+        "Redpanda keeps Iceberg topics' files in its tiered storage bucket"),
     "rest_proxy_consumer_instance_timeout_ms": Setting(
         "How long a REST proxy v2 consumer instance may stay unused before it is closed "
         "(leaving its group).", (),
@@ -362,6 +370,7 @@ class ServerConfig:
     schema_registry_port: int = DEFAULT_SCHEMA_REGISTRY_PORT
     rest_proxy_port: int = DEFAULT_REST_PROXY_PORT
     iceberg_rest_port: int = DEFAULT_ICEBERG_REST_PORT
+    iceberg_warehouse_dir: str = ""
     rest_proxy_consumer_instance_timeout_ms: int = 300_000
     log_level: str = ""
     auto_create_topics: bool = True
@@ -525,6 +534,37 @@ class ServerConfig:
     def remote_storage_root(self) -> str:
         """Where the local-directory remote store keeps tiered segments."""
         return self.remote_log_storage_dir or os.path.join(self.data_dir, "remote-storage")
+
+    @property
+    def iceberg_warehouse(self) -> str | None:
+        """The directory of Iceberg topics' table files every node of a
+        cluster reaches (``iceberg_warehouse_dir``, else the tiered store's
+        directory when one is named), None: none is (the catalog's own
+        directory then, one node's)."""
+        if self.iceberg_warehouse_dir:
+            return os.path.abspath(self.iceberg_warehouse_dir)
+        if self.remote_log_storage_system_enable and not self.remote_log_storage_s3_bucket \
+                and (self.remote_log_storage_dir or not self.cluster):
+            return os.path.join(self.remote_storage_root, "iceberg")
+        return None
+
+    @property
+    def iceberg_catalog_uri(self) -> str | None:
+        """The SQLAlchemy URL of Iceberg topics' catalog: a cluster's
+        PostgreSQL; None: the SQLite file in the data directory."""
+        if not self.cluster:
+            return None
+        from kafkalite.storage.iceberg import cluster_catalog_uri
+        return cluster_catalog_uri(self.cluster)
+
+    @property
+    def iceberg_unshared(self) -> str | None:
+        """Why this cluster's nodes cannot keep Iceberg topics' tables (no
+        warehouse they all reach), None: they can (or it is one node)."""
+        if self.cluster and self.iceberg_warehouse is None:
+            return ("a cluster's Iceberg topics need a warehouse every node reaches: set "
+                    "iceberg_warehouse_dir (or remote_log_storage_dir with tiered storage)")
+        return None
 
     def remote_storage_manager(self):
         """The broker's RemoteStorageManager, None without tiered storage."""

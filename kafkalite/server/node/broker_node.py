@@ -28,7 +28,10 @@ controller's native port, built again over the new controller's when it
 changes; it goes with the workers to the supervisor of a takeover
 (http_apps.SchemaRegistryDoor: one registry on the port, at one URL); its
 login asks the cluster's ACLs, read from PostgreSQL every ACL_REFRESH_S
-(the controller's node has them at once).
+(the controller's node has them at once). It serves the Iceberg REST
+catalog too (``iceberg_rest_port``) over the cluster's Iceberg catalog in
+PostgreSQL, read-only: every node's lists the same tables (a takeover's
+supervisor serves its own instead, this one closed at the hand-over).
 When the controller changes (a new lease epoch: its node restarted, or
 another took over) it writes the new one's endpoints to
 ``<data dir>/.controller`` (processes.CONTROLLER_FILE); its workers, which
@@ -60,7 +63,8 @@ from kafkalite.server.config import ServerConfig
 from kafkalite.server.auth.authorizer import acls_from_json, authorizer_from_config
 from kafkalite.server.auth.credentials import users_file
 from kafkalite.server.auth.security import native_curve
-from kafkalite.server.node.http_apps import SchemaRegistryDoor, client_key_file, http_login
+from kafkalite.server.node.http_apps import (SchemaRegistryDoor, client_key_file, http_login,
+                                             http_url, serve_app)
 from kafkalite.server.node.processes import (LOCK_FILE, RESTART_BACKOFF_S, SERVER_FILE,
                                              SHUTDOWN_TIMEOUT_S, RunningWorkers, WorkerProcess,
                                              advertise_controller, spawn_worker, stop_children)
@@ -76,8 +80,14 @@ ACL_REFRESH_S = 2.0      # how stale a broker node's registry login's ACLs may b
 
 class BrokerNode:
     def __init__(self, config: ServerConfig, handed: RunningWorkers | None = None,
-                 schema_registry=None, registry: SchemaRegistryDoor | None = None):
+                 schema_registry=None, registry: SchemaRegistryDoor | None = None,
+                 iceberg_rest=None):
         self.config = config
+        # the Iceberg REST catalog's app factory (kafkalite/iceberg_rest/
+        # make_app), as the supervisor is given it; its app and HTTP server
+        self.iceberg_rest = iceberg_rest
+        self.iceberg_app = None
+        self.iceberg_http = None
         # the registry's WSGI app factory (kafkalite/registry/ make_app), as
         # the supervisor is given it; None: the node serves no registry
         self.schema_registry = schema_registry
@@ -148,6 +158,7 @@ class BrokerNode:
             self._spawn(self.workers[-1])
         stop_children(list(running.values()), SHUTDOWN_TIMEOUT_S)   # none of this node's now
         self._serve_schema_registry()
+        self._serve_iceberg_rest()
         self._write_server_file()
         registry = f"schema registry {self.registry.url}, " if self.registry is not None else ""
         print(f"kafkalite broker node {cfg.node_id} ready: workers "
@@ -175,6 +186,30 @@ class BrokerNode:
         else:
             self.registry = SchemaRegistryDoor(cfg, self.schema_registry, bootstrap,
                                                self._key_file, self._login)
+
+    def _serve_iceberg_rest(self) -> None:
+        """The Iceberg REST catalog over the cluster's catalog (the same
+        tables as every node's), behind the node's login."""
+        cfg = self.config
+        if not cfg.iceberg_rest_enabled or self.iceberg_rest is None:
+            return
+        from kafkalite.storage.iceberg import NAMESPACE, cluster_catalog_uri
+        if self.authorizer is None:
+            self.authorizer = authorizer_from_config(cfg)
+            self._refresh_acls()
+        if self._login is None:
+            self._login = http_login(cfg, self.authorizer)
+        self.iceberg_app = self.iceberg_rest(cluster_catalog_uri(cfg.cluster, read_only=True),
+                                             NAMESPACE)
+        self.iceberg_http = serve_app(cfg, self.iceberg_app, cfg.iceberg_rest_port,
+                                      self._login, "iceberg rest catalog")
+
+    def _close_iceberg_rest(self) -> None:
+        if self.iceberg_http is not None:
+            self.iceberg_http.shutdown()
+            self.iceberg_http.server_close()
+            self.iceberg_app.close()
+            self.iceberg_http = self.iceberg_app = None
 
     @property
     def _key_file(self) -> str | None:
@@ -250,6 +285,8 @@ class BrokerNode:
             "bootstrap.servers": e.get("bootstrap.servers"),
             "kafka.bootstrap.servers": e.get("kafka.bootstrap.servers"),
             **({"schema_registry": self.registry.url} if self.registry is not None else {}),
+            **({"iceberg_rest": http_url(self.config, self.iceberg_http.server_port)}
+               if self.iceberg_http is not None else {}),
             "workers": [{"index": w.index, "pid": w.pid} for w in self.workers],
             "data_dir": os.path.abspath(self.config.data_dir)}, indent=1).encode())
 
@@ -333,6 +370,7 @@ class BrokerNode:
         starts next on this node; this node lets go of the rest."""
         handed = RunningWorkers(self._lock_fd, self.workers)
         self._lock_fd, self.workers = -1, []
+        self._close_iceberg_rest()      # its port is the next supervisor's to bind
         if self.users_mirror is not None:
             # not waited for: its thread's poll took up to a second of
             # every takeover, before the lease was even asked for
@@ -356,6 +394,7 @@ class BrokerNode:
 
     def shutdown(self) -> None:
         self._close_registry()
+        self._close_iceberg_rest()
         self._stop_workers()
         if self.users_mirror is not None:
             self.users_mirror.close()

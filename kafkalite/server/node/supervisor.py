@@ -54,7 +54,7 @@ It runs, on one thread, everything of a node that is not a partition:
 - the Iceberg REST catalog (kafkalite/iceberg_rest/, given by the caller
   too): on its own port (``iceberg_rest_port``), served as the schema
   registry is, reading the SQL catalog of the node's Iceberg topics
-  (storage/iceberg/) read-only.
+  (storage/iceberg/; a cluster's, in its PostgreSQL) read-only.
 
 It is never on the data path: clients ask it who leads a partition and
 then talk to that worker.
@@ -243,6 +243,7 @@ class Supervisor:
         broker_count = max(nodes) + 1 if nodes else cfg.worker_count
         metadata = self._open_metadata()
         if cfg.cluster:
+            self._check_iceberg_warehouse(metadata)
             # broker nodes learn of a new controller by the lease, checked
             # once a second (broker_node.py): give their workers a lease's
             # length more to say hello
@@ -518,9 +519,10 @@ class Supervisor:
         own, over the SQL catalog the partition leaders commit to (the data
         directory's, wherever the tables' files are: replica_manager.py)."""
         from kafkalite.storage.iceberg.partition_writer import ICEBERG_DIR
-        from kafkalite.storage.iceberg import CATALOG_FILE, NAMESPACE
+        from kafkalite.storage.iceberg import CATALOG_FILE, NAMESPACE, cluster_catalog_uri
         self.iceberg_app = self.iceberg_rest(
-            os.path.join(self.config.data_dir, ICEBERG_DIR, CATALOG_FILE), NAMESPACE)
+            cluster_catalog_uri(self.config.cluster, read_only=True) if self.config.cluster
+            else os.path.join(self.config.data_dir, ICEBERG_DIR, CATALOG_FILE), NAMESPACE)
         self.iceberg_http = self._serve_app(self.iceberg_app, self.config.iceberg_rest_port,
                                             login, "iceberg rest catalog")
 
@@ -545,6 +547,30 @@ class Supervisor:
         cfg = self.config
         ids = cluster_store.broker_ids(cfg.cluster, cfg.node_id, cfg.worker_count)
         return ids, cluster_store.cluster_brokers(cfg.cluster)
+
+    def _check_iceberg_warehouse(self, metadata) -> None:
+        """A cluster with Iceberg topics and no warehouse every node reaches
+        (ServerConfig.iceberg_unshared) is refused at start: each node would
+        keep table files only it can read. On a takeover (workers handed
+        over, the node serving already) it is said in the log instead: the
+        node must not stop for it, and its workers commit nothing."""
+        why = self.config.iceberg_unshared
+        if why is None:
+            return
+        from kafkalite.storage.config import ICEBERG_OFF
+        default = self.config.log_config().iceberg_mode
+        topics = sorted(name for name, t in metadata.topics.items()
+                        if t.configs.get("iceberg.mode", default) != ICEBERG_OFF)
+        if not topics:
+            return
+        message = f"{why} (Iceberg topics: {', '.join(topics[:5])})"
+        if self.handed is None:
+            # the lease let go at once: a node set up right need not wait it out
+            metadata.close()
+            self.lease.close(release=True)
+            self.lease = None
+            raise errors.InvalidConfigurationError(message)
+        log.error("%s", message)
 
     def _open_metadata(self) -> MetadataStore:
         """The data dir's metadata files, or with ``--cluster`` PostgreSQL
@@ -1340,7 +1366,7 @@ def serve(config: ServerConfig, http_apps=(), early: EarlyStart | None = None,
             sup.release()
             log.info("%s: node %d runs as one of its broker nodes", other, config.node_id)
             from kafkalite.server.node.broker_node import BrokerNode
-            node = BrokerNode(config, handed, schema_registry, registry)
+            node = BrokerNode(config, handed, schema_registry, registry, iceberg_rest)
             handed = registry = None
             stop.hand_to(node)
             try:

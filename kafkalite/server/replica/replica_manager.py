@@ -272,6 +272,9 @@ class ReplicaManager:
             NODE_DELETER.resume(data_dir, remote_storage)
         # Iceberg topics: the tables of the partitions led here (made at first use)
         self._iceberg: IcebergTopicWriter | None = None
+        # a cluster's: (catalog URL, warehouse, why none can be kept), the
+        # worker's config's; None: one node's (the data directory's catalog)
+        self.iceberg_cluster: tuple[str, str | None, str | None] | None = None
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.offline: dict[tuple[str, int], str] = {}  # could not be opened: why
         # housekeeping: partitions that changed lately -> ticks left, the
@@ -1127,12 +1130,18 @@ class ReplicaManager:
     def iceberg(self) -> IcebergTopicWriter:
         """The Iceberg topics' writer: its catalog under the data directory, its
         tables' files in the remote store's directory where tiered storage
-        keeps one there."""
+        keeps one there; on a cluster (``iceberg_cluster``), the catalog in
+        the cluster's PostgreSQL and the files in the warehouse every node
+        reaches, so that a partition's leader on any node keeps one table."""
         if self._iceberg is None:
-            root = getattr(self.remote_storage, "root", None)
-            self._iceberg = IcebergTopicWriter(
-                os.path.join(self.data_dir, ICEBERG_DIR),
-                os.path.join(root, ICEBERG_DIR) if root else None)
+            root = os.path.join(self.data_dir, ICEBERG_DIR)
+            if self.iceberg_cluster is not None:
+                uri, warehouse, refused = self.iceberg_cluster
+                self._iceberg = IcebergTopicWriter(root, warehouse, uri, refused)
+            else:
+                remote = getattr(self.remote_storage, "root", None)
+                self._iceberg = IcebergTopicWriter(
+                    root, os.path.join(remote, ICEBERG_DIR) if remote else None)
         return self._iceberg
 
     def checkpoint(self) -> None:

@@ -3,7 +3,8 @@
 ``value_schema_id_prefix``, ``value_schema_latest``).
 
 - ``topic_table.py``: the table of a topic -- its catalog (pyiceberg's SQL
-  catalog on SQLite under the data directory), Redpanda's key_value
+  catalog on SQLite under the data directory; on a cluster, in the
+  cluster's PostgreSQL), Redpanda's key_value
   schema partitioned by hour(redpanda.timestamp), record columns as Arrow,
   and the commit that records, in the snapshot summary, the next offset of
   every partition the table holds.
@@ -32,6 +33,22 @@ from __future__ import annotations
 # catalog, which must not load them before the server is ready
 NAMESPACE = "kafkalite"
 CATALOG_FILE = "catalog.db"
+
+
+def cluster_catalog_uri(dsn: str, read_only: bool = False) -> str:
+    """The SQLAlchemy URL of the Iceberg catalog of the cluster whose
+    PostgreSQL is ``dsn`` (``postgresql://...``, the ``cluster`` setting):
+    pyiceberg's catalog tables (``iceberg_tables``,
+    ``iceberg_namespace_properties``) beside the cluster's own, through
+    psycopg 3 (the cluster's driver). Every node's workers commit there, so
+    a partition's new leader on another node finds the table its old one
+    kept. ``read_only``: every transaction of the connection is read-only
+    (the REST catalog's, which must never change a table)."""
+    rest = dsn.split("://", 1)[1]
+    uri = f"postgresql+psycopg://{rest}"
+    if read_only:
+        uri += ("&" if "?" in rest else "?") + "options=-c%20default_transaction_read_only%3Don"
+    return uri
 
 
 def iceberg_unavailable(mode: str = "key_value") -> str | None:

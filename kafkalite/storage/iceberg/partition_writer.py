@@ -90,14 +90,22 @@ class _PartitionState:
 
 class IcebergTopicWriter:
     """The Iceberg commits of the partitions a worker leads, into the
-    catalog under ``root`` and the warehouse (default: under ``root`` too)."""
+    catalog at ``uri`` (a cluster's PostgreSQL; default the SQLite catalog
+    under ``root``) and the warehouse (default: under ``root`` too).
+    ``refused``: why this worker cannot keep tables (a cluster with no
+    warehouse every node reaches): no commit is made, and the partitions
+    it leads say why in the log, once each."""
 
-    def __init__(self, root: str, warehouse: str | None = None):
+    def __init__(self, root: str, warehouse: str | None = None, uri: str | None = None,
+                 refused: str | None = None):
         self.root = root
         self.warehouse = warehouse
+        self.uri = uri
+        self.refused = refused
         self._partitions: dict[tuple[str, int], _PartitionState] = {}
         self._tables: dict = {}
         self._lookup = None
+        self._told: set[tuple[str, int]] = set()    # partitions told of ``refused``
 
     def _table(self, topic: str, mode: str):
         """The topic's TopicTable (key_value), or its _DecodedTables."""
@@ -106,14 +114,15 @@ class IcebergTopicWriter:
         if table is None:
             name, options = iceberg_mode_parts(mode)
             if name == ICEBERG_KEY_VALUE:
-                table = TopicTable(self.root, topic, self.warehouse)
+                table = TopicTable(self.root, topic, self.warehouse, uri=self.uri)
             else:
                 if self._lookup is None:
                     from kafkalite.storage.iceberg.registry_lookup import RegistryLookup
                     self._lookup = RegistryLookup(os.path.dirname(os.path.abspath(self.root)))
                 table = _DecodedTables(
-                    TopicTable(self.root, topic, self.warehouse, decoded=True),
-                    TopicTable(self.root, topic, self.warehouse, name=topic + DLQ_SUFFIX),
+                    TopicTable(self.root, topic, self.warehouse, decoded=True, uri=self.uri),
+                    TopicTable(self.root, topic, self.warehouse, name=topic + DLQ_SUFFIX,
+                               uri=self.uri),
                     self._lookup, name == ICEBERG_VALUE_SCHEMA_ID_PREFIX,
                     options.get("subject", f"{topic}-value"))
             self._tables[(topic, mode)] = table
@@ -129,6 +138,11 @@ class IcebergTopicWriter:
         """Start the partition's commit if one is due; True while the
         partition has records not in the table or a commit under way (the
         caller keeps calling)."""
+        if self.refused is not None:
+            if key not in self._told:
+                self._told.add(key)
+                log.error("%s-%d: no Iceberg commit: %s", *key, self.refused)
+            return False
         state = self._partitions.get(key)
         if state is None:
             state = self._partitions[key] = _PartitionState()

@@ -27,10 +27,15 @@ records of (the commit copies the others from the snapshot before it), so
 the latest snapshot alone says where each partition's leader resumes.
 
 Catalog: pyiceberg's SqlCatalog on ``<root>/catalog.db`` (SQLite), data
-and metadata under ``<root>/warehouse``. The workers of a node share it;
-SQLite serializes their commits and the catalog's update of the metadata
-location is a compare-and-swap, so two leaders of a partition (one
-deposed, one new) cannot both commit the same offsets.
+and metadata under ``<root>/warehouse``; on a cluster, the catalog is in
+the cluster's PostgreSQL (``uri``, storage/iceberg/__init__.py's
+cluster_catalog_uri) and the warehouse a directory every node reaches, so
+that a partition's leader on any node commits to the one table. The
+workers (of a node, or of every node) share it; the catalog's update of
+the metadata location is a compare-and-swap (SQLite serializes it, and
+PostgreSQL's UPDATE of the row re-checks the old location after waiting
+for a concurrent one), so two leaders of a partition (one deposed, one
+new, perhaps on different nodes) cannot both commit the same offsets.
 
 Who may call: any one thread at a time per ``TopicTable`` (the worker's
 Iceberg thread).
@@ -103,17 +108,19 @@ def _partition_spec():
                                         name="redpanda_timestamp_hour"))
 
 
-def open_catalog(root: str, warehouse: str | None = None):
-    """The SQL catalog under ``root``; tables' files under ``warehouse``
-    (default ``<root>/warehouse``). Made through iceberg_catalog.sql_catalog:
-    the node's workers share the catalog and open it at once when they lead
-    partitions of Iceberg topics, and pyiceberg's first use of a new catalog
-    file races another process's."""
+def open_catalog(root: str, warehouse: str | None = None, uri: str | None = None):
+    """The SQL catalog at ``uri`` (a cluster's PostgreSQL), default the
+    SQLite file under ``root``; tables' files under ``warehouse`` (default
+    ``<root>/warehouse``). Made through iceberg_catalog.sql_catalog: the
+    workers share the catalog and open it at once when they lead
+    partitions of Iceberg topics, and pyiceberg's first use of a new
+    catalog races another process's."""
     from kafkalite.iceberg_catalog import sql_catalog
     warehouse = os.path.abspath(warehouse or os.path.join(root, WAREHOUSE_DIR))
     os.makedirs(warehouse, exist_ok=True)
-    return sql_catalog(NAMESPACE, uri=f"sqlite:///{os.path.abspath(os.path.join(root, CATALOG_FILE))}",
-                       warehouse=f"file://{warehouse}")
+    return sql_catalog(
+        NAMESPACE, uri=uri or f"sqlite:///{os.path.abspath(os.path.join(root, CATALOG_FILE))}",
+        warehouse=f"file://{warehouse}")
 
 
 def committed_offsets(table) -> dict[int, int]:
@@ -132,9 +139,10 @@ class TopicTable:
     """The table of one topic, created at first use."""
 
     def __init__(self, root: str, topic: str, warehouse: str | None = None,
-                 name: str | None = None, decoded: bool = False):
+                 name: str | None = None, decoded: bool = False, uri: str | None = None):
         self.root = root
         self.warehouse = warehouse
+        self.uri = uri
         self.topic = topic
         self.identifier = (NAMESPACE, name or topic)
         self.decoded = decoded
@@ -145,7 +153,7 @@ class TopicTable:
         """The table as the catalog has it now (created if it is not there)."""
         from pyiceberg.exceptions import NamespaceAlreadyExistsError, TableAlreadyExistsError
         if self._catalog is None:
-            self._catalog = open_catalog(self.root, self.warehouse)
+            self._catalog = open_catalog(self.root, self.warehouse, self.uri)
         if self._table is None:
             try:
                 self._catalog.create_namespace(NAMESPACE)
