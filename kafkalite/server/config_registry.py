@@ -677,7 +677,8 @@ def describe_broker(layers: Layers, keys=None, include_synonyms: bool = False,
 # ---- validation ---------------------------------------------------------------------------
 
 def check_topic_configs(configs: dict, base: LogConfig, topic: str | None = None,
-                        before: dict | None = None, *, tiered_storage: bool = False) -> dict:
+                        before: dict | None = None, *, tiered_storage: bool = False,
+                        iceberg_unshared: str | None = None) -> dict:
     """The configs a topic is created or altered with (``before``: those it
     had), checked against every topic config Kafka has; returns them to
     store. A deprecated one newly given is logged (what becomes of it) and
@@ -685,7 +686,8 @@ def check_topic_configs(configs: dict, base: LogConfig, topic: str | None = None
     remote store (``remote.log.storage.system.enable``); without it
     ``remote.storage.enable=true`` is refused with Kafka's message.
     an ``iceberg.mode`` other than off is refused where pyiceberg (or, decoding, fastavro)
-    cannot be imported."""
+    cannot be imported, and on a cluster whose nodes share no warehouse
+    (``iceberg_unshared``: why, ServerConfig.iceberg_unshared)."""
     nulls = sorted(n for n, v in configs.items() if v is None)
     if nulls:
         raise errors.InvalidConfigurationError(
@@ -712,6 +714,11 @@ def check_topic_configs(configs: dict, base: LogConfig, topic: str | None = None
                 f"invalid value {config.iceberg_mode} for iceberg.mode: Iceberg topics need "
                 f"pyiceberg (and fastavro to decode values) on "
                 f"the broker ({missing}; pip install 'kafkalite[connect]')")
+        if iceberg_unshared and LogConfig.from_properties(
+                before or {}, base=base).iceberg_mode == ICEBERG_OFF:
+            # a topic made Iceberg here would have no table any node could keep
+            raise errors.InvalidConfigurationError(
+                f"invalid value {config.iceberg_mode} for iceberg.mode: {iceberg_unshared}")
     was_tiered = LogConfig.from_properties(before or {}, base=base).remote_storage_enable
     if was_tiered and not config.remote_storage_enable:
         # Kafka turns it off only with remote.log.copy.disable and

@@ -17,6 +17,7 @@ import json
 import urllib.request
 
 import confluent_kafka as ck
+import confluent_kafka.admin  # noqa: F401 (ck.admin)
 import pytest
 
 from harness import ServerProcess, wait_until
@@ -176,15 +177,41 @@ def test_the_table_keeps_every_record_once_through_a_leader_node_kill(cluster):
 def test_a_cluster_with_iceberg_topics_and_no_shared_warehouse_is_refused_at_start(pg_server,
                                                                                    tmp_path):
     """Each node would keep the table's files in its own data directory,
-    where the others cannot read them: the node names the setting instead."""
+    where the others cannot read them: without a shared warehouse a topic is
+    not made Iceberg (INVALID_CONFIG, created or altered), and a node whose
+    cluster has an Iceberg topic from before names the setting instead of
+    starting."""
     pg = new_database(pg_server)
+    config = tmp_path / "node.toml"
+    config.write_text(f'iceberg_warehouse_dir = "{tmp_path / "warehouse"}"\n')
     node = ServerProcess(str(tmp_path / "node1"), workers=2,
-                         extra_args=["--cluster", pg.dsn, "--node-id", "1", *TIMEOUTS])
+                         extra_args=["--cluster", pg.dsn, "--node-id", "1", "--config",
+                                     str(config), *TIMEOUTS])
     node.start()
     try:
         create(node, TOPIC, partitions=1, rf=1, **{"iceberg.mode": "key_value"})
     finally:
         node.stop()
+    bare = ServerProcess(str(tmp_path / "node2"), workers=2,
+                         extra_args=["--cluster", new_database(pg_server).dsn, "--node-id", "1",
+                                     *TIMEOUTS])
+    bare.start()
+    admin = ck.admin.AdminClient({"bootstrap.servers": bare.kafka_bootstrap})
+    try:
+        fut = admin.create_topics([ck.admin.NewTopic(
+            "lake", 1, 1, config={"iceberg.mode": "key_value"})])["lake"]
+        with pytest.raises(ck.KafkaException, match="iceberg_warehouse_dir") as refused:
+            fut.result(30)
+        assert refused.value.args[0].code() == ck.KafkaError.INVALID_CONFIG
+        create(bare, "plain", partitions=1, rf=1)
+        fut = admin.incremental_alter_configs([ck.admin.ConfigResource(
+            "topic", "plain", incremental_configs=[ck.admin.ConfigEntry(
+                "iceberg.mode", "key_value",
+                incremental_operation=ck.admin.AlterConfigOpType.SET)])])
+        with pytest.raises(ck.KafkaException, match="iceberg_warehouse_dir"):
+            list(fut.values())[0].result(30)
+    finally:
+        bare.stop()
     again = ServerProcess(str(tmp_path / "node1"), workers=2,
                           extra_args=["--cluster", pg.dsn, "--node-id", "1", *TIMEOUTS])
     try:

@@ -77,7 +77,8 @@ class ConfigurationControl:
         has (config_registry.py); INVALID_CONFIG names the one refused."""
         return registry.check_topic_configs(
             configs, self.config.log_config(), topic,
-            tiered_storage=self.config.remote_log_storage_system_enable)
+            tiered_storage=self.config.remote_log_storage_system_enable,
+            iceberg_unshared=self.config.iceberg_unshared)
 
     def _broker_info(self, broker_id: int) -> registry.BrokerInfo:
         """One broker's own read-only configs: its listeners as it binds
@@ -231,7 +232,8 @@ class ConfigurationControl:
             dynamic_topic_defaults(self.metadata.broker_configs, None)).to_properties()
         configs = registry.check_topic_configs(
             new_configs(r, dict(topic.configs), True, cluster_view.get), self.config.log_config(),
-            name, topic.configs, tiered_storage=self.config.remote_log_storage_system_enable)
+            name, topic.configs, tiered_storage=self.config.remote_log_storage_system_enable,
+            iceberg_unshared=self.config.iceberg_unshared)
         if validate_only:
             return
         before = dict(topic.configs)
