@@ -196,8 +196,8 @@ def test_a_cluster_with_iceberg_topics_and_no_shared_warehouse_is_refused_at_sta
                          extra_args=["--cluster", new_database(pg_server).dsn, "--node-id", "1",
                                      *TIMEOUTS])
     bare.start()
-    admin = ck.admin.AdminClient({"bootstrap.servers": bare.kafka_bootstrap})
     try:
+        admin = ck.admin.AdminClient({"bootstrap.servers": bare.kafka_bootstrap})
         fut = admin.create_topics([ck.admin.NewTopic(
             "lake", 1, 1, config={"iceberg.mode": "key_value"})])["lake"]
         with pytest.raises(ck.KafkaException, match="iceberg_warehouse_dir") as refused:
