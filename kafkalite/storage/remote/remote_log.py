@@ -10,8 +10,9 @@ from ``housekeeping`` and ``read``:
   nothing a reader could not yet see) is copied, oldest first, with its
   indexes, the producer snapshot taken at its end, the leader epochs up to
   its end and its transaction index. The metadata says COPY_SEGMENT_STARTED
-  before the copy and COPY_SEGMENT_FINISHED after it; only then may the
-  log delete the local copy (past ``local.retention.*``).
+  before the copy and COPY_SEGMENT_FINISHED after it (one write for the
+  copies handed over together, one for those found finished together);
+  only then may the log delete the local copy (past ``local.retention.*``).
 - ``expire``: total retention (``retention.ms``/``retention.bytes``, over
   the remote segments no longer local plus the local log) and the log start
   offset (DeleteRecords) delete remote segments, oldest first:
@@ -256,36 +257,43 @@ class RemoteLog:
                 todo.append(seg)
             if not todo:
                 return finished
-            for seg in todo:
-                self._start_copy(seg, epoch_entries)
+            self._start_copies(todo, epoch_entries)
             if not wait:
                 return finished
 
     def _finish_copies(self, wait: bool) -> int:
-        finished = 0
-        while self._copying and (wait or self._copying[0][0].done()):
-            future, meta = self._copying.popleft()
-            try:
-                future.result()
-            except BaseException:
-                REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.COPY_ERRORS)
-                # the failed copy may have put some of its objects (a store lost
-                # midway cannot delete them), and those queued behind it may be
-                # under way: all are abandoned, their objects deleted by id on the
-                # copier thread, after them, without holding up this thread
-                self._abandon(meta)
-                for later, later_meta in self._copying:
-                    later.cancel()
-                    self._abandon(later_meta)
-                self._copying.clear()
-                raise
-            self.metadata.update_state(meta.id, S.COPY_SEGMENT_FINISHED, self._clock())
-            self._delete_retry.clear()      # the store answers again
-            REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.COPY_BYTES, meta.size)
-            log.info("%s: copied segment %d..%d (%d bytes) to remote storage", self.name,
-                     meta.base_offset, meta.end_offset, meta.size)
-            finished += 1
-        return finished
+        """Finish the copies done, in offset order, up to the first one not
+        done (with ``wait``: all), their COPY_SEGMENT_FINISHED in one write."""
+        done = []
+        try:
+            while self._copying and (wait or self._copying[0][0].done()):
+                future, meta = self._copying.popleft()
+                try:
+                    future.result()
+                except BaseException:
+                    REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.COPY_ERRORS)
+                    # the failed copy may have put some of its objects (a store lost
+                    # midway cannot delete them), and those queued behind it may be
+                    # under way: all are abandoned, their objects deleted by id on the
+                    # copier thread, after them, without holding up this thread
+                    self._abandon(meta)
+                    for later, later_meta in self._copying:
+                        later.cancel()
+                        self._abandon(later_meta)
+                    self._copying.clear()
+                    raise
+                done.append(meta)
+        finally:
+            # those that succeeded before a failure are finished all the same
+            if done:
+                self.metadata.update_states([m.id for m in done], S.COPY_SEGMENT_FINISHED,
+                                            self._clock())
+                self._delete_retry.clear()      # the store answers again
+                for meta in done:
+                    REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.COPY_BYTES, meta.size)
+                    log.info("%s: copied segment %d..%d (%d bytes) to remote storage",
+                             self.name, meta.base_offset, meta.end_offset, meta.size)
+        return len(done)
 
     def _abandon(self, meta: RemoteLogSegmentMetadata) -> None:
         """An unfinished copy will not be finished: DELETE_SEGMENT_STARTED,
@@ -336,7 +344,17 @@ class RemoteLog:
         except Exception as exc:
             log.warning("%s: a copy to remote storage failed: %s", self.name, exc)
 
-    def _start_copy(self, seg: LogSegment, epoch_entries) -> None:
+    def _start_copies(self, segments, epoch_entries) -> None:
+        """Hand ``segments`` to the copier, their COPY_SEGMENT_STARTED written
+        first, in one write: no object is put before its id is listed."""
+        copies = [self._prepare_copy(seg, epoch_entries) for seg in segments]
+        self.metadata.add_copy_started(*(meta for meta, _, _ in copies))
+        for meta, sid, data in copies:
+            future = _copier.submit(self.storage.copy_log_segment_data, sid,
+                                    meta.base_offset, data)
+            self._copying.append((future, meta))
+
+    def _prepare_copy(self, seg: LogSegment, epoch_entries):
         end = seg.next_offset - 1
         sid = RemoteLogSegmentId.generate(os.path.basename(os.path.normpath(self.directory)))
         in_segment = [(e, o) for e, o in epoch_entries if seg.base_offset < o <= end]
@@ -345,7 +363,6 @@ class RemoteLog:
         meta = RemoteLogSegmentMetadata(sid.id, seg.base_offset, end, seg.max_timestamp,
                                         tuple(epochs), seg.size, S.COPY_SEGMENT_STARTED,
                                         self._clock())
-        self.metadata.add_copy_started(meta)
         txn = segment_path(seg.directory, seg.base_offset, TXN_INDEX_SUFFIX)
         snapshot = producer_snapshot.snapshot_path(seg.directory, seg.next_offset)
         checkpoint = [(e, o) for e, o in epoch_entries if o <= end]
@@ -356,9 +373,7 @@ class RemoteLog:
             txn if os.path.exists(txn) and os.path.getsize(txn) else None,
             snapshot if os.path.exists(snapshot) else None,
             ("\n".join(lines) + "\n").encode("ascii"))
-        future = _copier.submit(self.storage.copy_log_segment_data, sid,
-                                         seg.base_offset, data)
-        self._copying.append((future, meta))
+        return meta, sid, data
 
     def copy_lag(self, segments, last_stable_offset: int) -> tuple[int, int]:
         """Kafka's RemoteCopyLagBytes and RemoteCopyLagSegments: the bytes
