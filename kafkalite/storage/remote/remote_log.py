@@ -23,10 +23,13 @@ from ``housekeeping`` and ``read``:
 - ``delete_all`` (DeleteTopics): the partition's deletes are handed over to
   the node's deleter (remote_log_deleter.py), which outlives the partition.
 - ``read`` below the local log start offset: the remote segment holding the
-  offset is fetched (by ranges) into ``remote-log-cache/`` in the partition
-  directory (CACHED_SEGMENTS and CACHED_BYTES at most, the one being read
-  always kept), and read as a local segment is: a FileRegion
-  for sendfile, CRCs checked, whole batches. The cache is emptied at open.
+  offset is brought into ``remote-log-cache/`` in the partition directory
+  (CACHED_SEGMENTS and CACHED_BYTES at most, the one being read always
+  kept): its ``.log`` linked to the store's file where the store can
+  (a directory store on the same file system: read in place, no byte
+  copied), else fetched by ranges; its indexes fetched. It is read as a
+  local segment is: a FileRegion for sendfile, CRCs checked, whole
+  batches. The cache is emptied at open.
 - at open, what a crash left half done is finished: a copy STARTED and not
   FINISHED is deleted from the store and from the metadata (a kill mid-copy
   loses nothing: the local segment is still there and is copied again),
@@ -99,6 +102,7 @@ REMOTE_CACHE_DIR = "remote-log-cache"
 CACHED_SEGMENTS = 4             # remote segments kept fetched for reads, at most,
 CACHED_BYTES = 1 << 30          # and their bytes (the segment being read is always kept)
 CACHED_TXN_INDEXES = 1024      # remote segments' transaction indexes kept fetched alone
+READ_AHEAD_SEGMENTS = 2         # remote segments downloaded ahead of a background read
 _FETCH_CHUNK = 8 << 20          # bytes per ranged fetch when filling the cache
 COPIES_QUEUED = 16              # segments of a partition handed to the copier at once
 
@@ -472,17 +476,26 @@ class RemoteLog:
 
     def _read_ahead(self, meta: RemoteLogSegmentMetadata) -> None:
         """A read served from ``meta``'s segment, in the background: start
-        downloading the next remote segment too, so that a consumer reading
-        on finds it there (or under way) instead of waiting a whole
-        download at each segment boundary. One ahead: the cache keeps four."""
-        following = next((s for s in self.metadata.segments if s.base_offset > meta.end_offset),
-                         None)
-        if following is None or following.id in self._cache:
-            return
-        key = ("remote-read", self.directory, "segment", following.id)
-        if key not in self._reading and key not in self._read_failed:
-            future = self._reader.submit(self, key, self.fetch_segment, following)
-            if future is not None:
+        downloading the next READ_AHEAD_SEGMENTS remote segments too, so
+        that a consumer reading on finds them there (or under way) instead
+        of waiting a whole download at each segment boundary. Two, not
+        one: a download from S3 takes longer than the consumer's read of a
+        cached segment, and the reader's threads make two at once; the
+        cache keeps four (the one read, the one before, two ahead)."""
+        ahead = 0
+        for following in self.metadata.segments:
+            if following.base_offset <= meta.end_offset:
+                continue
+            if ahead == READ_AHEAD_SEGMENTS:
+                return
+            ahead += 1
+            if following.id in self._cache:
+                continue
+            key = ("remote-read", self.directory, "segment", following.id)
+            if key not in self._reading and key not in self._read_failed:
+                future = self._reader.submit(self, key, self.fetch_segment, following)
+                if future is None:
+                    return          # the reader is full: reads first
                 self._reading[key] = (future, following, self._put_segment)
 
     def segments_from(self, offset: int):
@@ -623,20 +636,21 @@ class RemoteLog:
 
     def fetch_segment(self, meta: RemoteLogSegmentMetadata) -> LogSegment:
         """Download ``meta``'s segment into the cache directory and open it
-        (on the owner's thread or a reader's: it touches only its own files)."""
+        (on the owner's thread or a reader's: it touches only its own files).
+        A store that can link its file there (a directory store on the same
+        file system) is read in place: no byte of the ``.log`` is copied, and
+        the link keeps the file whole if the store deletes the copy while it
+        is read; the indexes, small, are fetched."""
         sid = self._segment_id(meta)
         os.makedirs(self._cache_dir, exist_ok=True)
         base = meta.base_offset
+        log_path = segment_path(self._cache_dir, base, LOG_SUFFIX)
+        link = getattr(self.storage, "link_log_segment", None)
+        seg = None
         try:
-            with open(segment_path(self._cache_dir, base, LOG_SUFFIX), "wb") as f:
-                position = 0
-                while position < meta.size:
-                    chunk = self.storage.fetch_log_segment(
-                        sid, base, position, min(position + _FETCH_CHUNK, meta.size))
-                    if not chunk:
-                        break
-                    f.write(chunk)
-                    position += len(chunk)
+            linked = link is not None and link(sid, base, log_path)
+            if not linked:
+                self._fetch_log(sid, meta, log_path)
             for kind, suffix in (("OFFSET", INDEX_SUFFIX), ("TIMESTAMP", TIME_INDEX_SUFFIX),
                                  ("TRANSACTION", TXN_INDEX_SUFFIX)):
                 data = self.storage.fetch_index(sid, base, kind)
@@ -644,16 +658,39 @@ class RemoteLog:
                     with open(segment_path(self._cache_dir, base, suffix), "wb") as f:
                         f.write(data)
             seg = LogSegment(self._cache_dir, base, LogConfig())
+            if seg.load_state() is not None:
+                if linked:
+                    # recovery cuts a damaged tail off the file, which is the
+                    # store's: it works on a copy of its own
+                    seg.close()
+                    seg = None
+                    _unshare(log_path)
+                    seg = LogSegment(self._cache_dir, base, LogConfig())
+                seg.recover(salvage=False)
         except BaseException:
-            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            if seg is not None:
+                seg.close()
+            for path in (log_path, log_path + ".copy", *(
+                    segment_path(self._cache_dir, base, suffix)
+                    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))):
                 try:
-                    os.unlink(segment_path(self._cache_dir, base, suffix))
+                    os.unlink(path)
                 except FileNotFoundError:
                     pass
             raise
-        if seg.load_state() is not None:
-            seg.recover(salvage=False)
         return seg
+
+    def _fetch_log(self, sid: RemoteLogSegmentId, meta: RemoteLogSegmentMetadata,
+                   path: str) -> None:
+        with open(path, "wb") as f:
+            position = 0
+            while position < meta.size:
+                chunk = self.storage.fetch_log_segment(
+                    sid, meta.base_offset, position, min(position + _FETCH_CHUNK, meta.size))
+                if not chunk:
+                    break
+                f.write(chunk)
+                position += len(chunk)
 
     def offset_for_timestamp(self, timestamp: int, log_start_offset: int,
                              below: int) -> tuple[int, int] | None:
@@ -683,3 +720,10 @@ class RemoteLog:
         self._cache.clear()
         self._txn_indexes.clear()
         shutil.rmtree(self._cache_dir, ignore_errors=True)
+
+
+def _unshare(path: str) -> None:
+    """Replace ``path``, a link to a file of the store, by a copy of it."""
+    tmp = path + ".copy"
+    shutil.copyfile(path, tmp)
+    os.replace(tmp, path)

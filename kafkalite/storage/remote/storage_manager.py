@@ -24,12 +24,19 @@ directory; kafkalite's embedded default is ``<data_dir>/remote-storage``):
         producer.snapshot    producer state at the segment's end, if taken
         leader-epoch-checkpoint  the epochs up to the segment's end
 
-A copy is written into ``.<name>.tmp`` beside it, fsynced, and renamed to
+A copy is written into ``.<name>.tmp`` beside it (the bytes copied in the
+kernel, every file written before any is fsynced), fsynced, and renamed to
 its name: a kill mid-copy leaves a hidden ``.tmp`` directory that is never
-listed and that ``delete_log_segment_data`` or ``remove_orphans`` removes.
+listed and that ``delete_log_segment_data`` removes (the copy's id is
+COPY_SEGMENT_STARTED in the metadata before any file is written). A
+reader on the same file system links ``segment.log`` into its cache
+(``link_log_segment``) instead of copying it: the store never writes to
+a file once it is renamed into place, and deletes by unlinking, so a read
+from the link sees the whole file whatever the store does meanwhile.
 """
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import uuid
@@ -164,6 +171,23 @@ class LocalDirectoryRemoteStorage:
                 return f.read(-1 if end_position is None else max(end_position - start_position, 0))
         except OSError as exc:
             raise RemoteStorageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+    def link_log_segment(self, segment_id: RemoteLogSegmentId, base_offset: int,
+                         target: str) -> bool:
+        """Make ``target`` a hard link to the copy's ``segment.log``, for a
+        read in place: no byte copied, and a delete of the copy meanwhile
+        only removes the store's name, so a read from the link is never cut
+        short. False where no link can be made (``target`` on another file
+        system): the caller fetches the bytes instead. The file is the
+        store's: whoever holds the link never writes to it."""
+        path = os.path.join(self._dir(segment_id, base_offset), SEGMENT_FILE)
+        try:
+            os.link(path, target)
+        except OSError as exc:
+            if exc.errno in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EROFS):
+                return False
+            raise RemoteStorageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        return True
 
     def fetch_index(self, segment_id: RemoteLogSegmentId, base_offset: int,
                     index_type: str) -> bytes | None:
