@@ -12,15 +12,19 @@ files to or from the same store, in the same run.
    ``PartitionLog.copy_to_remote``, the leader's copy (the copier thread,
    the remote log metadata's COPY_SEGMENT_STARTED and FINISHED writes,
    the leader-epoch text, the store's own files), against a plain copy of
-   the same files (the segment's .log, .index and .timeindex) to the same
-   store: each file copied and fsynced into a directory beside the store's
-   (directory store), one ``upload_file`` each into the same bucket (S3).
+   the same files (the segment's .log, .index, .timeindex, the producer
+   snapshot at its end, the leader-epoch checkpoint, and its transaction
+   index when it has one: what the offload copies) to the same store:
+   each file copied in the kernel (``shutil.copyfile``, sendfile) and
+   fsynced, into a directory per segment beside the store's (directory
+   store), one ``upload_file`` each into the same bucket (S3).
 2. Remote read: a kafkalite server (one worker) with the store and a
    tiered topic of --segments segments whose local copies are deleted; a
    confluent-kafka consumer reads from offset 0 to the local log start,
-   every byte of it from the store (the worker's reader threads download
-   each segment into its cache; the cache keeps 4, so each run downloads
-   them all again), against the same consumer reading the same records
+   every byte of it from the store (the worker's reader threads bring
+   each segment into its cache: a link to the store's file for a directory
+   store on the same file system, a download from S3; the cache keeps 4,
+   so each run brings them all in again), against the same consumer reading the same records
    from a topic kept local, and a plain read of the same segment objects:
    open and read of the store's ``segment.log`` files (directory), one
    ``get_object`` each (S3).
@@ -55,15 +59,18 @@ from report import quiesce, say  # noqa: E402
 
 from kafkalite.record import RecordBatchBuilder  # noqa: E402
 from kafkalite.storage import LogConfig, PartitionLog  # noqa: E402
+from kafkalite.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT  # noqa: E402
+from kafkalite.storage.producer_snapshot import snapshot_path  # noqa: E402
 from kafkalite.storage.remote.storage_manager import LocalDirectoryRemoteStorage  # noqa: E402
-from kafkalite.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX  # noqa: E402
+from kafkalite.storage.segment import (INDEX_SUFFIX, LOG_SUFFIX,  # noqa: E402
+                                       TIME_INDEX_SUFFIX, segment_path)
+from kafkalite.storage.txn_index import TXN_INDEX_SUFFIX  # noqa: E402
 
 MiB = 1 << 20
 LOCAL_TOPIC = "bench-local"     # the same records, not tiered: a consumer's local read
 VALUE_BYTES = 1000
 BATCH_RECORDS = 100
 QUICK = dict(segments=6, segment_bytes=1 * MiB)
-LOG_FILES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)     # what the store copies of a segment
 
 
 def load() -> str:
@@ -80,15 +87,18 @@ class DirectoryStore:
         self.manager = LocalDirectoryRemoteStorage(os.path.join(root, "store"))
         self.server_config = f'remote_log_storage_dir = "{self.manager.root}"\n'
 
-    def plain_copy(self, files: list[str], run: int) -> None:
-        target = os.path.join(self.root, f"plain-{run}")
-        os.makedirs(target)
-        for path in files:
-            with open(path, "rb") as src, open(os.path.join(target, os.path.basename(path)),
-                                               "wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
-                dst.flush()
-                os.fsync(dst.fileno())
+    def plain_copy(self, segments: list[list[str]], run: int) -> None:
+        for i, files in enumerate(segments):
+            target = os.path.join(self.root, f"plain-{run}", str(i))
+            os.makedirs(target)
+            for path in files:
+                copy = os.path.join(target, os.path.basename(path))
+                shutil.copyfile(path, copy)
+                fd = os.open(copy, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
 
     def plain_read(self, partition: str) -> int:
         """Read every segment.log of ``partition`` in the store; bytes read."""
@@ -113,9 +123,11 @@ class S3Store:
         self.server_config = (f'remote_log_storage_s3_bucket = "{bucket}"\n'
                               f'remote_log_storage_s3_endpoint = "{endpoint}"\n')
 
-    def plain_copy(self, files: list[str], run: int) -> None:
-        for path in files:
-            self.s3.upload_file(path, self.bucket, f"plain-{run}/{os.path.basename(path)}")
+    def plain_copy(self, segments: list[list[str]], run: int) -> None:
+        for i, files in enumerate(segments):
+            for path in files:
+                self.s3.upload_file(path, self.bucket,
+                                    f"plain-{run}/{i}/{os.path.basename(path)}")
 
     def plain_read(self, partition: str) -> int:
         total = 0
@@ -146,15 +158,27 @@ def fill_log(directory: str, store, segments: int, segment_bytes: int) -> Partit
     return plog
 
 
+def segment_files(directory: str, seg) -> list[str]:
+    """The local files of a rolled segment that the offload copies."""
+    files = [segment_path(directory, seg.base_offset, suffix)
+             for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)]
+    txn = segment_path(directory, seg.base_offset, TXN_INDEX_SUFFIX)
+    if os.path.exists(txn) and os.path.getsize(txn):
+        files.append(txn)
+    snapshot = snapshot_path(directory, seg.next_offset)
+    if os.path.exists(snapshot):
+        files.append(snapshot)
+    return files + [os.path.join(directory, LEADER_EPOCH_CHECKPOINT)]
+
+
 def offload_run(work: str, store, args, run: int, first: str) -> dict:
     """One run of both sides, ``first`` first: {side: (seconds, bytes)}."""
     plog = fill_log(os.path.join(work, f"offload-{run}-0"), store, args.segments,
                     args.segment_bytes)
     try:
         rolled = plog.segments[:-1]
-        files = [os.path.join(plog.directory, "%020d%s" % (s.base_offset, suffix))
-                 for s in rolled for suffix in LOG_FILES]
-        nbytes = sum(os.path.getsize(f) for f in files)
+        files = [segment_files(plog.directory, s) for s in rolled]
+        nbytes = sum(os.path.getsize(f) for fs in files for f in fs)
         out = {}
         for side in (("offload", "plain") if first == "offload" else ("plain", "offload")):
             quiesce()

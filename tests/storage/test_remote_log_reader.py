@@ -98,3 +98,16 @@ def test_a_read_downloads_the_next_segment_ahead(tiered_log):
     wait_until(lambda: reader.completed() or reader.pending == 0, 10, "the read-ahead")
     data, waited = _in_background(plog, reader, lambda: plog.read(remote[1].base_offset, 100_000))
     assert waited == [] and data.region is not None, "the next segment was there already"
+
+
+def test_a_read_downloads_two_segments_ahead(tiered_log):
+    """READ_AHEAD_SEGMENTS: the two segments after the one read are
+    downloaded in the background, so a consumer that reads a cached segment
+    faster than the store serves the next one finds it under way earlier."""
+    plog, reader, _ = tiered_log
+    remote = plog.remote.metadata.segments
+    assert len(remote) >= 3
+    _in_background(plog, reader, lambda: plog.read(0, 100_000))
+    wait_until(lambda: reader.completed() or reader.pending == 0, 10, "the read-ahead")
+    data, waited = _in_background(plog, reader, lambda: plog.read(remote[2].base_offset, 100_000))
+    assert waited == [] and data.region is not None, "the segment two ahead was there already"

@@ -126,3 +126,32 @@ def test_remote_log_metadata_survives_a_reopen_and_follows_kafkas_states(tmp_pat
     again.update_state("a", RemoteLogSegmentState.DELETE_SEGMENT_FINISHED, 4)
     assert [s.id for s in RemoteLogMetadataFile(str(tmp_path)).all] == ["b"]
     assert not os.path.exists(again.path + ".tmp")
+
+
+def test_a_states_change_of_many_entries_is_one_write_all_or_none(tmp_path):
+    md = RemoteLogMetadataFile(str(tmp_path))
+    md.add_copy_started(_meta("a", 0, 99), _meta("b", 100, 199), _meta("c", 200, 299))
+    assert [s.id for s in RemoteLogMetadataFile(str(tmp_path)).all] == ["a", "b", "c"]
+    with pytest.raises(KeyError):
+        md.update_states(["a", "nope"], FINISHED, 2)
+    assert RemoteLogMetadataFile(str(tmp_path)).segments == [], "nothing changed"
+    assert md.segments == []
+    md.update_states(["a", "b"], FINISHED, 2)
+    assert [s.id for s in RemoteLogMetadataFile(str(tmp_path)).segments] == ["a", "b"]
+
+
+def test_a_directory_stores_link_outlives_the_copys_delete(open_log, tmp_path):
+    """link_log_segment, the directory store's read in place: the link
+    reads the whole segment after the store deleted the copy."""
+    _, seg = _rolled_segment(open_log)
+    store = LocalDirectoryRemoteStorage(str(tmp_path / "remote"))
+    sid = RemoteLogSegmentId.generate("t-0")
+    store.copy_log_segment_data(sid, seg.base_offset, _data(seg))
+    link = str(tmp_path / "linked.log")
+    assert store.link_log_segment(sid, seg.base_offset, link)
+    store.delete_log_segment_data(sid, seg.base_offset)
+    assert store.list_segments("t-0") == []
+    with open(seg.path, "rb") as f, open(link, "rb") as linked:
+        assert linked.read() == f.read()
+    with pytest.raises(RemoteStorageError):
+        store.link_log_segment(sid, seg.base_offset, str(tmp_path / "again.log"))

@@ -640,3 +640,57 @@ def test_failed_retention_deletes_back_off_and_complete_once_the_store_is_back(t
     finally:
         store.down = False
         plog.close()
+
+
+def _stored_log(store, plog_directory, meta) -> str:
+    return os.path.join(store.root, os.path.basename(plog_directory),
+                        "%020d-%s" % (meta.base_offset, meta.id), "segment.log")
+
+
+def test_a_directory_store_is_read_in_place_and_its_delete_cuts_no_read_short(tiered, clock):
+    """A remote segment of a directory store is read from the store's own
+    file (linked into the cache: no byte copied), and the store deleting
+    the copy (DeleteRecords past it) while a fetch's region is still to be
+    sent cuts nothing short: the region sends every byte it names."""
+    import socket
+    plog = tiered()
+    _fill(plog, clock)
+    before = _raw(plog)
+    plog.copy_to_remote()
+    plog.delete_old_segments()
+    first = RemoteLogMetadataFile(plog.directory).segments[0]
+    stored = _stored_log(tiered.store, plog.directory, first)
+    data = plog.read(0, 100_000)
+    assert os.fstat(data.region.fd).st_ino == os.stat(stored).st_ino, "read in place"
+    plog.delete_records(first.end_offset + 1)
+    plog.copy_to_remote(start=False)            # waits for the store's delete
+    assert not os.path.exists(stored)
+    out, into = socket.socketpair()
+    with out, into:
+        assert data.region.sendfile(out.fileno()) == data.region.length
+        got = b""
+        while len(got) < data.region.length:
+            got += into.recv(1 << 16)
+    assert got == before[:data.region.length]
+
+
+def test_a_damaged_remote_segment_is_recovered_on_a_copy_not_in_the_store(tiered, clock):
+    """A remote segment whose file ends inside a batch is read up to the
+    damage as a local one is; the recovery that cuts the torn batch off
+    works on a copy of its own, never on the store's file it is linked to."""
+    plog = tiered()
+    _fill(plog, clock)
+    before = _raw(plog)
+    plog.copy_to_remote()
+    plog.delete_old_segments()
+    first = RemoteLogMetadataFile(plog.directory).segments[0]
+    stored = _stored_log(tiered.store, plog.directory, first)
+    with open(stored, "r+b") as f:
+        f.truncate(os.path.getsize(stored) - 5)
+    with open(stored, "rb") as f:
+        damaged = f.read()
+    data = plog.read(0, 100_000)
+    assert data.region is not None and 0 < data.region.length < len(damaged)
+    assert data.read() == before[:data.region.length]
+    with open(stored, "rb") as f:
+        assert f.read() == damaged, "the store's file was changed by the read"

@@ -112,28 +112,40 @@ class RemoteLogMetadataFile:
         """The readable (COPY_SEGMENT_FINISHED) segments, by offset."""
         return [s for s in self._segments if s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED]
 
-    def add_copy_started(self, metadata: RemoteLogSegmentMetadata) -> None:
-        if metadata.state is not RemoteLogSegmentState.COPY_SEGMENT_STARTED:
-            raise ValueError(f"a new remote segment starts as COPY_SEGMENT_STARTED, "
-                             f"not {metadata.state.value}")
-        self._segments.append(metadata)
+    def add_copy_started(self, *metadata: RemoteLogSegmentMetadata) -> None:
+        """New entries, COPY_SEGMENT_STARTED, in one write: a batch of copies
+        handed over together costs one fsynced write, not one each."""
+        for m in metadata:
+            if m.state is not RemoteLogSegmentState.COPY_SEGMENT_STARTED:
+                raise ValueError(f"a new remote segment starts as COPY_SEGMENT_STARTED, "
+                                 f"not {m.state.value}")
+        self._segments.extend(metadata)
         self._segments.sort(key=lambda s: s.base_offset)
         self._write()
 
     def update_state(self, segment_id: str, state: RemoteLogSegmentState,
                      event_timestamp: int) -> None:
-        for i, s in enumerate(self._segments):
-            if s.id == segment_id:
-                if state not in _TRANSITIONS[s.state]:
-                    raise ValueError(f"remote segment {segment_id}: {s.state.value} cannot "
-                                     f"become {state.value}")
-                if state is RemoteLogSegmentState.DELETE_SEGMENT_FINISHED:
-                    del self._segments[i]
-                else:
-                    self._segments[i] = replace(s, state=state, event_timestamp=event_timestamp)
-                self._write()
-                return
-        raise KeyError(f"no remote segment {segment_id}")
+        self.update_states((segment_id,), state, event_timestamp)
+
+    def update_states(self, segment_ids, state: RemoteLogSegmentState,
+                      event_timestamp: int) -> None:
+        """Move each of ``segment_ids`` to ``state``, in one write (all or
+        none: a bad transition or an unknown id changes nothing)."""
+        segments = list(self._segments)
+        for segment_id in segment_ids:
+            for i, s in enumerate(segments):
+                if s.id == segment_id:
+                    if state not in _TRANSITIONS[s.state]:
+                        raise ValueError(f"remote segment {segment_id}: {s.state.value} cannot "
+                                         f"become {state.value}")
+                    segments[i] = replace(s, state=state, event_timestamp=event_timestamp)
+                    break
+            else:
+                raise KeyError(f"no remote segment {segment_id}")
+        if state is RemoteLogSegmentState.DELETE_SEGMENT_FINISHED:
+            segments = [s for s in segments if s.state is not state]
+        self._segments = segments
+        self._write()
 
     # ---- derived offsets and sizes --------------------------------------------------------
 

@@ -10,8 +10,9 @@ from ``housekeeping`` and ``read``:
   nothing a reader could not yet see) is copied, oldest first, with its
   indexes, the producer snapshot taken at its end, the leader epochs up to
   its end and its transaction index. The metadata says COPY_SEGMENT_STARTED
-  before the copy and COPY_SEGMENT_FINISHED after it; only then may the
-  log delete the local copy (past ``local.retention.*``).
+  before the copy and COPY_SEGMENT_FINISHED after it (one write for the
+  copies handed over together, one for those found finished together);
+  only then may the log delete the local copy (past ``local.retention.*``).
 - ``expire``: total retention (``retention.ms``/``retention.bytes``, over
   the remote segments no longer local plus the local log) and the log start
   offset (DeleteRecords) delete remote segments, oldest first:
@@ -22,10 +23,13 @@ from ``housekeeping`` and ``read``:
 - ``delete_all`` (DeleteTopics): the partition's deletes are handed over to
   the node's deleter (remote_log_deleter.py), which outlives the partition.
 - ``read`` below the local log start offset: the remote segment holding the
-  offset is fetched (by ranges) into ``remote-log-cache/`` in the partition
-  directory (CACHED_SEGMENTS and CACHED_BYTES at most, the one being read
-  always kept), and read as a local segment is: a FileRegion
-  for sendfile, CRCs checked, whole batches. The cache is emptied at open.
+  offset is brought into ``remote-log-cache/`` in the partition directory
+  (CACHED_SEGMENTS and CACHED_BYTES at most, the one being read always
+  kept): its ``.log`` linked to the store's file where the store can
+  (a directory store on the same file system: read in place, no byte
+  copied), else fetched by ranges; its indexes fetched. It is read as a
+  local segment is: a FileRegion for sendfile, CRCs checked, whole
+  batches. The cache is emptied at open.
 - at open, what a crash left half done is finished: a copy STARTED and not
   FINISHED is deleted from the store and from the metadata (a kill mid-copy
   loses nothing: the local segment is still there and is copied again),
@@ -98,6 +102,7 @@ REMOTE_CACHE_DIR = "remote-log-cache"
 CACHED_SEGMENTS = 4             # remote segments kept fetched for reads, at most,
 CACHED_BYTES = 1 << 30          # and their bytes (the segment being read is always kept)
 CACHED_TXN_INDEXES = 1024      # remote segments' transaction indexes kept fetched alone
+READ_AHEAD_SEGMENTS = 2         # remote segments downloaded ahead of a background read
 _FETCH_CHUNK = 8 << 20          # bytes per ranged fetch when filling the cache
 COPIES_QUEUED = 16              # segments of a partition handed to the copier at once
 
@@ -256,36 +261,43 @@ class RemoteLog:
                 todo.append(seg)
             if not todo:
                 return finished
-            for seg in todo:
-                self._start_copy(seg, epoch_entries)
+            self._start_copies(todo, epoch_entries)
             if not wait:
                 return finished
 
     def _finish_copies(self, wait: bool) -> int:
-        finished = 0
-        while self._copying and (wait or self._copying[0][0].done()):
-            future, meta = self._copying.popleft()
-            try:
-                future.result()
-            except BaseException:
-                REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.COPY_ERRORS)
-                # the failed copy may have put some of its objects (a store lost
-                # midway cannot delete them), and those queued behind it may be
-                # under way: all are abandoned, their objects deleted by id on the
-                # copier thread, after them, without holding up this thread
-                self._abandon(meta)
-                for later, later_meta in self._copying:
-                    later.cancel()
-                    self._abandon(later_meta)
-                self._copying.clear()
-                raise
-            self.metadata.update_state(meta.id, S.COPY_SEGMENT_FINISHED, self._clock())
-            self._delete_retry.clear()      # the store answers again
-            REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.COPY_BYTES, meta.size)
-            log.info("%s: copied segment %d..%d (%d bytes) to remote storage", self.name,
-                     meta.base_offset, meta.end_offset, meta.size)
-            finished += 1
-        return finished
+        """Finish the copies done, in offset order, up to the first one not
+        done (with ``wait``: all), their COPY_SEGMENT_FINISHED in one write."""
+        done = []
+        try:
+            while self._copying and (wait or self._copying[0][0].done()):
+                future, meta = self._copying.popleft()
+                try:
+                    future.result()
+                except BaseException:
+                    REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.COPY_ERRORS)
+                    # the failed copy may have put some of its objects (a store lost
+                    # midway cannot delete them), and those queued behind it may be
+                    # under way: all are abandoned, their objects deleted by id on the
+                    # copier thread, after them, without holding up this thread
+                    self._abandon(meta)
+                    for later, later_meta in self._copying:
+                        later.cancel()
+                        self._abandon(later_meta)
+                    self._copying.clear()
+                    raise
+                done.append(meta)
+        finally:
+            # those that succeeded before a failure are finished all the same
+            if done:
+                self.metadata.update_states([m.id for m in done], S.COPY_SEGMENT_FINISHED,
+                                            self._clock())
+                self._delete_retry.clear()      # the store answers again
+                for meta in done:
+                    REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.COPY_BYTES, meta.size)
+                    log.info("%s: copied segment %d..%d (%d bytes) to remote storage",
+                             self.name, meta.base_offset, meta.end_offset, meta.size)
+        return len(done)
 
     def _abandon(self, meta: RemoteLogSegmentMetadata) -> None:
         """An unfinished copy will not be finished: DELETE_SEGMENT_STARTED,
@@ -336,7 +348,17 @@ class RemoteLog:
         except Exception as exc:
             log.warning("%s: a copy to remote storage failed: %s", self.name, exc)
 
-    def _start_copy(self, seg: LogSegment, epoch_entries) -> None:
+    def _start_copies(self, segments, epoch_entries) -> None:
+        """Hand ``segments`` to the copier, their COPY_SEGMENT_STARTED written
+        first, in one write: no object is put before its id is listed."""
+        copies = [self._prepare_copy(seg, epoch_entries) for seg in segments]
+        self.metadata.add_copy_started(*(meta for meta, _, _ in copies))
+        for meta, sid, data in copies:
+            future = _copier.submit(self.storage.copy_log_segment_data, sid,
+                                    meta.base_offset, data)
+            self._copying.append((future, meta))
+
+    def _prepare_copy(self, seg: LogSegment, epoch_entries):
         end = seg.next_offset - 1
         sid = RemoteLogSegmentId.generate(os.path.basename(os.path.normpath(self.directory)))
         in_segment = [(e, o) for e, o in epoch_entries if seg.base_offset < o <= end]
@@ -345,7 +367,6 @@ class RemoteLog:
         meta = RemoteLogSegmentMetadata(sid.id, seg.base_offset, end, seg.max_timestamp,
                                         tuple(epochs), seg.size, S.COPY_SEGMENT_STARTED,
                                         self._clock())
-        self.metadata.add_copy_started(meta)
         txn = segment_path(seg.directory, seg.base_offset, TXN_INDEX_SUFFIX)
         snapshot = producer_snapshot.snapshot_path(seg.directory, seg.next_offset)
         checkpoint = [(e, o) for e, o in epoch_entries if o <= end]
@@ -356,9 +377,7 @@ class RemoteLog:
             txn if os.path.exists(txn) and os.path.getsize(txn) else None,
             snapshot if os.path.exists(snapshot) else None,
             ("\n".join(lines) + "\n").encode("ascii"))
-        future = _copier.submit(self.storage.copy_log_segment_data, sid,
-                                         seg.base_offset, data)
-        self._copying.append((future, meta))
+        return meta, sid, data
 
     def copy_lag(self, segments, last_stable_offset: int) -> tuple[int, int]:
         """Kafka's RemoteCopyLagBytes and RemoteCopyLagSegments: the bytes
@@ -457,17 +476,26 @@ class RemoteLog:
 
     def _read_ahead(self, meta: RemoteLogSegmentMetadata) -> None:
         """A read served from ``meta``'s segment, in the background: start
-        downloading the next remote segment too, so that a consumer reading
-        on finds it there (or under way) instead of waiting a whole
-        download at each segment boundary. One ahead: the cache keeps four."""
-        following = next((s for s in self.metadata.segments if s.base_offset > meta.end_offset),
-                         None)
-        if following is None or following.id in self._cache:
-            return
-        key = ("remote-read", self.directory, "segment", following.id)
-        if key not in self._reading and key not in self._read_failed:
-            future = self._reader.submit(self, key, self.fetch_segment, following)
-            if future is not None:
+        downloading the next READ_AHEAD_SEGMENTS remote segments too, so
+        that a consumer reading on finds them there (or under way) instead
+        of waiting a whole download at each segment boundary. Two, not
+        one: a download from S3 takes longer than the consumer's read of a
+        cached segment, and the reader's threads make two at once; the
+        cache keeps four (the one read, the one before, two ahead)."""
+        ahead = 0
+        for following in self.metadata.segments:
+            if following.base_offset <= meta.end_offset:
+                continue
+            if ahead == READ_AHEAD_SEGMENTS:
+                return
+            ahead += 1
+            if following.id in self._cache:
+                continue
+            key = ("remote-read", self.directory, "segment", following.id)
+            if key not in self._reading and key not in self._read_failed:
+                future = self._reader.submit(self, key, self.fetch_segment, following)
+                if future is None:
+                    return          # the reader is full: reads first
                 self._reading[key] = (future, following, self._put_segment)
 
     def segments_from(self, offset: int):
@@ -608,20 +636,21 @@ class RemoteLog:
 
     def fetch_segment(self, meta: RemoteLogSegmentMetadata) -> LogSegment:
         """Download ``meta``'s segment into the cache directory and open it
-        (on the owner's thread or a reader's: it touches only its own files)."""
+        (on the owner's thread or a reader's: it touches only its own files).
+        A store that can link its file there (a directory store on the same
+        file system) is read in place: no byte of the ``.log`` is copied, and
+        the link keeps the file whole if the store deletes the copy while it
+        is read; the indexes, small, are fetched."""
         sid = self._segment_id(meta)
         os.makedirs(self._cache_dir, exist_ok=True)
         base = meta.base_offset
+        log_path = segment_path(self._cache_dir, base, LOG_SUFFIX)
+        link = getattr(self.storage, "link_log_segment", None)
+        seg = None
         try:
-            with open(segment_path(self._cache_dir, base, LOG_SUFFIX), "wb") as f:
-                position = 0
-                while position < meta.size:
-                    chunk = self.storage.fetch_log_segment(
-                        sid, base, position, min(position + _FETCH_CHUNK, meta.size))
-                    if not chunk:
-                        break
-                    f.write(chunk)
-                    position += len(chunk)
+            linked = link is not None and link(sid, base, log_path)
+            if not linked:
+                self._fetch_log(sid, meta, log_path)
             for kind, suffix in (("OFFSET", INDEX_SUFFIX), ("TIMESTAMP", TIME_INDEX_SUFFIX),
                                  ("TRANSACTION", TXN_INDEX_SUFFIX)):
                 data = self.storage.fetch_index(sid, base, kind)
@@ -629,16 +658,39 @@ class RemoteLog:
                     with open(segment_path(self._cache_dir, base, suffix), "wb") as f:
                         f.write(data)
             seg = LogSegment(self._cache_dir, base, LogConfig())
+            if seg.load_state() is not None:
+                if linked:
+                    # recovery cuts a damaged tail off the file, which is the
+                    # store's: it works on a copy of its own
+                    seg.close()
+                    seg = None
+                    _unshare(log_path)
+                    seg = LogSegment(self._cache_dir, base, LogConfig())
+                seg.recover(salvage=False)
         except BaseException:
-            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            if seg is not None:
+                seg.close()
+            for path in (log_path, log_path + ".copy", *(
+                    segment_path(self._cache_dir, base, suffix)
+                    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))):
                 try:
-                    os.unlink(segment_path(self._cache_dir, base, suffix))
+                    os.unlink(path)
                 except FileNotFoundError:
                     pass
             raise
-        if seg.load_state() is not None:
-            seg.recover(salvage=False)
         return seg
+
+    def _fetch_log(self, sid: RemoteLogSegmentId, meta: RemoteLogSegmentMetadata,
+                   path: str) -> None:
+        with open(path, "wb") as f:
+            position = 0
+            while position < meta.size:
+                chunk = self.storage.fetch_log_segment(
+                    sid, meta.base_offset, position, min(position + _FETCH_CHUNK, meta.size))
+                if not chunk:
+                    break
+                f.write(chunk)
+                position += len(chunk)
 
     def offset_for_timestamp(self, timestamp: int, log_start_offset: int,
                              below: int) -> tuple[int, int] | None:
@@ -668,3 +720,10 @@ class RemoteLog:
         self._cache.clear()
         self._txn_indexes.clear()
         shutil.rmtree(self._cache_dir, ignore_errors=True)
+
+
+def _unshare(path: str) -> None:
+    """Replace ``path``, a link to a file of the store, by a copy of it."""
+    tmp = path + ".copy"
+    shutil.copyfile(path, tmp)
+    os.replace(tmp, path)

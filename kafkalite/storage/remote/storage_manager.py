@@ -24,12 +24,19 @@ directory; kafkalite's embedded default is ``<data_dir>/remote-storage``):
         producer.snapshot    producer state at the segment's end, if taken
         leader-epoch-checkpoint  the epochs up to the segment's end
 
-A copy is written into ``.<name>.tmp`` beside it, fsynced, and renamed to
+A copy is written into ``.<name>.tmp`` beside it (the bytes copied in the
+kernel, every file written before any is fsynced), fsynced, and renamed to
 its name: a kill mid-copy leaves a hidden ``.tmp`` directory that is never
-listed and that ``delete_log_segment_data`` or ``remove_orphans`` removes.
+listed and that ``delete_log_segment_data`` removes (the copy's id is
+COPY_SEGMENT_STARTED in the metadata before any file is written). A
+reader on the same file system links ``segment.log`` into its cache
+(``link_log_segment``) instead of copying it: the store never writes to
+a file once it is renamed into place, and deletes by unlinking, so a read
+from the link sees the whole file whatever the store does meanwhile.
 """
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import uuid
@@ -37,7 +44,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kafkalite.errors import KafkaStorageError
-from kafkalite.storage.checkpoint import fsync_dir
+from kafkalite.storage.checkpoint import fsync_dir, write_all
 
 SEGMENT_FILE = "segment.log"
 OFFSET_INDEX_FILE = "offset.index"
@@ -126,14 +133,26 @@ class LocalDirectoryRemoteStorage:
             os.makedirs(parent, exist_ok=True)
             shutil.rmtree(tmp, ignore_errors=True)
             os.mkdir(tmp)
-            for source, name in ((data.log_segment, SEGMENT_FILE),
-                                 (data.offset_index, OFFSET_INDEX_FILE),
-                                 (data.time_index, TIME_INDEX_FILE),
-                                 (data.transaction_index, TRANSACTION_INDEX_FILE),
-                                 (data.producer_snapshot, PRODUCER_SNAPSHOT_FILE)):
-                if source is not None:
-                    _copy_file(source, os.path.join(tmp, name))
-            _write_file(os.path.join(tmp, LEADER_EPOCH_FILE), data.leader_epochs)
+            # every file written before any is fsynced: the fsyncs that follow
+            # find the others' data under way (one journal commit carries
+            # several), where a write-then-fsync per file waited for each in turn
+            fds = []
+            try:
+                for source, name in ((data.log_segment, SEGMENT_FILE),
+                                     (data.offset_index, OFFSET_INDEX_FILE),
+                                     (data.time_index, TIME_INDEX_FILE),
+                                     (data.transaction_index, TRANSACTION_INDEX_FILE),
+                                     (data.producer_snapshot, PRODUCER_SNAPSHOT_FILE)):
+                    if source is not None:
+                        fds.append(_create(os.path.join(tmp, name)))
+                        _copy_file(source, fds[-1])
+                fds.append(_create(os.path.join(tmp, LEADER_EPOCH_FILE)))
+                write_all(fds[-1], data.leader_epochs)
+                for fd in fds:
+                    os.fsync(fd)
+            finally:
+                for fd in fds:
+                    os.close(fd)
             fsync_dir(tmp)
             os.rename(tmp, final)
             fsync_dir(parent)
@@ -152,6 +171,23 @@ class LocalDirectoryRemoteStorage:
                 return f.read(-1 if end_position is None else max(end_position - start_position, 0))
         except OSError as exc:
             raise RemoteStorageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+    def link_log_segment(self, segment_id: RemoteLogSegmentId, base_offset: int,
+                         target: str) -> bool:
+        """Make ``target`` a hard link to the copy's ``segment.log``, for a
+        read in place: no byte copied, and a delete of the copy meanwhile
+        only removes the store's name, so a read from the link is never cut
+        short. False where no link can be made (``target`` on another file
+        system): the caller fetches the bytes instead. The file is the
+        store's: whoever holds the link never writes to it."""
+        path = os.path.join(self._dir(segment_id, base_offset), SEGMENT_FILE)
+        try:
+            os.link(path, target)
+        except OSError as exc:
+            if exc.errno in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EROFS):
+                return False
+            raise RemoteStorageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        return True
 
     def fetch_index(self, segment_id: RemoteLogSegmentId, base_offset: int,
                     index_type: str) -> bytes | None:
@@ -187,16 +223,29 @@ class LocalDirectoryRemoteStorage:
         return sorted(n for n in names if not n.startswith("."))
 
 
-def _copy_file(source: str, target: str) -> None:
-    with open(source, "rb") as src, open(target, "wb") as dst:
-        while chunk := src.read(_COPY_CHUNK):
-            dst.write(chunk)
-        dst.flush()
-        os.fsync(dst.fileno())
+def _create(path: str) -> int:
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
 
 
-def _write_file(target: str, data: bytes) -> None:
-    with open(target, "wb") as dst:
-        dst.write(data)
-        dst.flush()
-        os.fsync(dst.fileno())
+def _copy_file(source: str, dst: int) -> None:
+    """Copy ``source`` whole into the descriptor ``dst``: in the kernel
+    (copy_file_range, no byte through Python), by reads and writes where
+    the kernel cannot (another file system on an old kernel)."""
+    src = os.open(source, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        remaining = os.fstat(src).st_size
+        try:
+            while remaining > 0:
+                n = os.copy_file_range(src, dst, remaining)
+                if n == 0:
+                    break       # the file ended early: what there was is copied
+                remaining -= n
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                raise
+        # by hand, from where the kernel stopped (it moved both offsets)
+        while chunk := os.read(src, _COPY_CHUNK):
+            write_all(dst, chunk)
+    finally:
+        os.close(src)
