@@ -2,7 +2,7 @@
 """The Kafka listener's own CPU per Produce request, shaped as librdkafka sends them.
 
     python benchmarks/bench_kafka_listener.py [--requests 20000] [--partitions 2] [--rounds 3]
-        [--quick] [--json FILE]
+        [--fetch-version 16] [--quick] [--json FILE]
 
 A KafkaListener on loopback in this process, its dispatcher's one handler
 answering each Produce request at once (no log: what is measured is the
@@ -13,7 +13,9 @@ librdkafka sends at 100 partitions: a few partitions a request), five in
 flight as a producer keeps them, and reads every answer. The figure is this
 process's CPU (``time.process_time``) per request over the exchange, beside
 its ceiling: the same request decoded and its answer encoded by the codec
-alone, in a loop. Round after round; the median and spread are printed.
+alone, in a loop; and the codec alone encoding the Fetch answer
+(``--fetch-version``) that hands a consumer those batches back, records in
+memory. Round after round; the median and spread are printed.
 Nothing here fails on timing.
 """
 from __future__ import annotations
@@ -32,7 +34,13 @@ from report import say  # noqa: E402
 
 import zmq  # noqa: E402
 
-from kafkalite.protocol import ApiKey, decode_request, encode_request, encode_response  # noqa: E402
+from kafkalite.protocol import (  # noqa: E402
+    ApiKey,
+    decode_request,
+    encode_request,
+    encode_response,
+    encode_response_wire,
+)
 from kafkalite.server.network.kafka_listener import KafkaListener  # noqa: E402
 from kafkalite.server.network.requests import RequestDispatcher  # noqa: E402
 
@@ -106,6 +114,24 @@ def codec_ceiling(requests: int, partitions: int, batch_bytes: int) -> float:
     return (time.process_time() - began) / requests * 1e6
 
 
+def fetch_answer(partitions: int, batch_bytes: int) -> dict:
+    """A consumer's Fetch answer: one batch in each of ``partitions`` partitions."""
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 7, "responses": [
+        {"topic": TOPIC, "partitions": [
+            {"partition_index": i, "error_code": 0, "high_watermark": 1000, "last_stable_offset": 1000,
+             "log_start_offset": 0, "aborted_transactions": None, "records": b"r" * batch_bytes}
+            for i in range(partitions)]}]}
+
+
+def fetch_encode(requests: int, partitions: int, batch_bytes: int, version: int) -> float:
+    """µs per Fetch answer encoded for the TCP wire, the codec alone."""
+    body = fetch_answer(partitions, batch_bytes)
+    began = time.process_time()
+    for _ in range(requests):
+        encode_response_wire(ApiKey.FETCH, version, 1, body)
+    return (time.process_time() - began) / requests * 1e6
+
+
 def main(argv=None) -> int:
     if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--client":
         client(*map(int, sys.argv[2:6]))
@@ -114,14 +140,17 @@ def main(argv=None) -> int:
     p.add_argument("--requests", type=int, default=20000, help="Produce requests a round")
     p.add_argument("--partitions", type=int, default=2, help="partitions a request")
     p.add_argument("--batch-bytes", type=int, default=1024, help="bytes of each partition's batch")
+    p.add_argument("--fetch-version", type=int, default=16,
+                   help="the Fetch version whose answer is encoded (librdkafka 2.16 fetches with v16)")
     common.add_rounds(p, 3)
     common.add_quick(p, "a few hundred requests, one round: a smoke run")
     common.add_json(p)
     args = common.parse(p, argv, QUICK)
-    listener, ceiling = [], []
+    listener, ceiling, fetch = [], [], []
     for _ in range(args.rounds):
         listener.append(listener_round(args.requests, args.partitions, args.batch_bytes))
         ceiling.append(codec_ceiling(args.requests, args.partitions, args.batch_bytes))
+        fetch.append(fetch_encode(args.requests, args.partitions, args.batch_bytes, args.fetch_version))
     say(f"Produce v9, {args.partitions} partition(s) of {args.batch_bytes} B a request, "
         f"{args.requests:,} requests a round, {args.rounds} round(s); load average "
         f"{os.getloadavg()[0]:.2f}")
@@ -129,11 +158,14 @@ def main(argv=None) -> int:
         f"({min(listener):.1f}-{max(listener):.1f})")
     say(f"  codec alone (decode + answer + encode): median {statistics.median(ceiling):.1f} µs "
         f"({min(ceiling):.1f}-{max(ceiling):.1f})")
+    say(f"  codec alone, Fetch v{args.fetch_version} answer of the same partitions encoded: median "
+        f"{statistics.median(fetch):.1f} µs ({min(fetch):.1f}-{max(fetch):.1f})")
     if args.json:
         common.write_json(args.json, {
             "partitions": args.partitions, "batch_bytes": args.batch_bytes,
             "requests": args.requests, "listener_cpu_us_per_request": listener,
-            "codec_cpu_us_per_request": ceiling})
+            "codec_cpu_us_per_request": ceiling, "fetch_version": args.fetch_version,
+            "fetch_encode_cpu_us": fetch})
     return 0
 
 

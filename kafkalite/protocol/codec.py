@@ -9,6 +9,8 @@ the TCP wire; framing is the transport's job.
 
 Compiled codecs are cached per (api key, version, records mode), filled on
 first use; a message without records fields shares one codec between modes.
+ProduceRequest's decoder and FetchResponse's encoder run compiled twins of
+the generated code (ext_codecs.py), falling back to it for what they do not take.
 Callable from any thread: a race at most compiles a codec twice.
 """
 from __future__ import annotations
@@ -18,6 +20,7 @@ import struct
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.compiler import DECODE_ERRORS, ENCODE_ERRORS, CompiledMessage
 from kafkalite.protocol.errors import ProtocolError
+from kafkalite.protocol.ext_codecs import install as install_compiled_twin
 from kafkalite.protocol.headers import RequestHeader, request_header_version, response_header_version
 from kafkalite.protocol.messages import (
     REQUESTS,
@@ -64,6 +67,7 @@ def _compile(cache, table, api_key: int, api_version: int, frames: bool, header=
         codec = _compile(cache, table, api_key, api_version, False)
     else:
         codec = CompiledMessage(message, api_version, frames)
+        install_compiled_twin(codec)
         if message.kind == "request":
             codec.header_version = request_header_version(api_key, api_version)
         else:

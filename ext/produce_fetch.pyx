@@ -1,0 +1,521 @@
+# cython: language_level=3
+"""Compiled twins of the generated codecs of the two per-partition messages
+on a broker's hot path: decoding a ProduceRequest (v3+) and encoding a
+FetchResponse (v4+). kafkalite.protocol.compiler generates Python for every
+message; these two cost ~1.2 us of it per partition, and librdkafka sends
+requests of a few partitions each, many per second (issue 46).
+
+Contract: each twin is a drop-in for the generated function it stands for
+(``decode(buf, pos, end, records_in) -> (body, pos)``,
+``encode(body, ap, records_out) -> None``) and gives exactly what it gives:
+the same dicts (every schema field, defaults for absent ones, records as
+slices of ``buf``), the same bytes. It takes only the common shape -- empty
+tagged-field sections, exact dicts and ints, str topic names -- and on
+anything else, including every malformed input, it calls the generated
+function on the same arguments. So an error is the generated code's own
+ProtocolError (field path, byte offset), and a case the twin gets wrong can
+only be one it took, which tests/protocol/test_produce_fetch.py compares
+with the generated codec on random bodies of every version.
+
+Never trusts the input: every read is checked against ``end`` before it is
+made, an array count against the bytes left before it is looped over.
+
+The wire layouts (Kafka's ProduceRequest.json / FetchResponse.json; in a
+flexible version lengths are unsigned varints of length + 1, compact):
+
+  ProduceRequest v3+ => transactional_id nullable string, acks int16,
+      timeout_ms int32, [topic_data: name string,
+      [partition_data: index int32, records nullable bytes, tags(9+)],
+      tags(9+)], tags(9+)
+  FetchResponse v4+ => throttle_time_ms int32, error_code int16 (7+),
+      session_id int32 (7+), [responses: topic string (<=12) | topic_id
+      uuid (13+), [partitions: partition_index int32, error_code int16,
+      high_watermark int64, last_stable_offset int64,
+      log_start_offset int64 (5+), aborted_transactions nullable
+      [producer_id int64, first_offset int64, tags(12+)],
+      preferred_read_replica int32 (11+), records nullable bytes,
+      tags(12+)], tags(12+)], tags(12+)
+"""
+cimport cython
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_CheckBuffer, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_GetItem
+from cpython.list cimport PyList_GET_SIZE
+from cpython.object cimport PyObject
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport (
+    INT16_MAX, INT16_MIN, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN,
+    int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t,
+)
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcpy
+
+from uuid import UUID
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object, Py_ssize_t*) except NULL
+    int PyLong_CheckExact(object)
+    long long PyLong_AsLongLongAndOverflow(object, int*) except? -1
+
+cdef enum:
+    # Kafka's cap on a string's bytes (compiler.MAX_STRING_BYTES)
+    MAX_STRING_BYTES = 32767
+
+
+class _NotTaken(Exception):
+    """Raised inside a twin for input it leaves to the generated codec."""
+
+
+# what field() gives for a key the dict lacks
+cdef object _MISSING = object()
+cdef bytes ZERO_UUID_BYTES = bytes(16)
+
+
+# ---------------------------------------------------------------- decoding
+
+cdef struct Reader:
+    const uint8_t* p
+    Py_ssize_t pos
+    Py_ssize_t end
+
+
+cdef inline int need(Reader* r, Py_ssize_t n) except -1:
+    if n > r.end - r.pos:
+        raise _NotTaken
+    return 0
+
+
+cdef inline int64_t read_i16(Reader* r) except? -0x7fffffffffff:
+    need(r, 2)
+    cdef int16_t v = <int16_t>((<uint32_t>r.p[r.pos] << 8) | r.p[r.pos + 1])
+    r.pos += 2
+    return v
+
+
+cdef inline int64_t read_i32(Reader* r) except? -0x7fffffffffff:
+    need(r, 4)
+    cdef const uint8_t* b = r.p + r.pos
+    cdef int32_t v = <int32_t>((<uint32_t>b[0] << 24) | (<uint32_t>b[1] << 16) | (<uint32_t>b[2] << 8) | b[3])
+    r.pos += 4
+    return v
+
+
+cdef inline int64_t read_uvarint(Reader* r) except? -0x7fffffffffff:
+    """As types.read_uvarint: at most 5 bytes, at most 32 bits."""
+    cdef uint64_t value = 0
+    cdef int shift = 0
+    cdef uint8_t b
+    while True:
+        need(r, 1)
+        b = r.p[r.pos]
+        r.pos += 1
+        if b < 0x80:
+            if shift == 28 and b > 0x0F:
+                raise _NotTaken
+            return <int64_t>(value | (<uint64_t>b << shift))
+        value |= <uint64_t>(b & 0x7F) << shift
+        shift += 7
+        if shift > 28:
+            raise _NotTaken
+
+
+cdef inline int64_t read_length(Reader* r, bint flexible, bint four_bytes) except? -0x7fffffffffff:
+    """A length or count, -1 for null (compact: the varint less one)."""
+    if flexible:
+        return read_uvarint(r) - 1
+    return read_i32(r) if four_bytes else read_i16(r)
+
+
+cdef inline int empty_tags(Reader* r) except -1:
+    """An empty tagged-field section; any tag is left to the generated code."""
+    need(r, 1)
+    if r.p[r.pos] != 0:
+        raise _NotTaken
+    r.pos += 1
+    return 0
+
+
+cdef inline str read_string(Reader* r, bint flexible, bint nullable):
+    cdef int64_t n = read_length(r, flexible, False)
+    if n == -1 and nullable:
+        return None
+    if n < 0 or (flexible and n > MAX_STRING_BYTES) or n > r.end - r.pos:
+        raise _NotTaken
+    cdef str s = PyUnicode_DecodeUTF8(<const char*>(r.p + r.pos), n, NULL)
+    r.pos += n
+    return s
+
+
+@cython.final
+cdef class ProduceRequestDecoder:
+    """ProduceRequest's decode at one version and records mode."""
+
+    cdef bint flexible
+    cdef bint frames
+    cdef object principal_default
+    cdef object generated
+
+    def __init__(self, bint flexible, bint frames, principal_default, generated):
+        self.flexible = flexible
+        self.frames = frames
+        self.principal_default = principal_default
+        self.generated = generated
+
+    def __call__(self, buf, Py_ssize_t pos, Py_ssize_t end, records_in):
+        cdef Py_buffer view
+        if PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE) != 0:
+            return self.generated(buf, pos, end, records_in)
+        try:
+            if end == view.len and 0 <= pos <= end:
+                return self.decode(buf, <const uint8_t*>view.buf, pos, end, records_in)
+        except Exception:
+            pass
+        finally:
+            PyBuffer_Release(&view)
+        return self.generated(buf, pos, end, records_in)
+
+    cdef tuple decode(self, buf, const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, records_in):
+        cdef Reader r
+        r.p = p
+        r.pos = pos
+        r.end = end
+        cdef bint flexible = self.flexible
+        cdef int64_t n, topics, partitions, t, i, index
+        cdef list topic_data, partition_data
+        cdef object records
+        cdef str name
+        transactional_id = read_string(&r, flexible, True)
+        acks = read_i16(&r)
+        timeout_ms = read_i32(&r)
+        topics = read_length(&r, flexible, True)
+        # each topic takes at least a byte: a count past the bytes left is
+        # malformed, found by the generated code without looping here
+        if topics < 0 or topics > r.end - r.pos:
+            raise _NotTaken
+        topic_data = []
+        for t in range(topics):
+            name = read_string(&r, flexible, False)
+            partitions = read_length(&r, flexible, True)
+            if partitions < 0 or partitions > r.end - r.pos:
+                raise _NotTaken
+            partition_data = []
+            for i in range(partitions):
+                index = read_i32(&r)
+                if self.frames:
+                    n = read_i32(&r)
+                    if n == -1:
+                        records = None
+                    elif 0 <= n < len(records_in):
+                        records = records_in[n]
+                    else:
+                        raise _NotTaken
+                else:
+                    n = read_length(&r, flexible, True)
+                    if n == -1:
+                        records = None
+                    elif n < 0 or n > r.end - r.pos:
+                        raise _NotTaken
+                    else:
+                        records = buf[r.pos:r.pos + n]
+                        r.pos += n
+                if flexible:
+                    empty_tags(&r)
+                partition_data.append({"index": index, "records": records})
+            if flexible:
+                empty_tags(&r)
+            topic_data.append({"name": name, "partition_data": partition_data})
+        if flexible:
+            empty_tags(&r)
+        return {"transactional_id": transactional_id, "acks": acks, "timeout_ms": timeout_ms,
+                "topic_data": topic_data, "request_principal": self.principal_default}, r.pos
+
+
+# ---------------------------------------------------------------- encoding
+
+cdef struct Writer:
+    char* data
+    Py_ssize_t size
+    Py_ssize_t cap
+
+
+cdef int reserve(Writer* w, Py_ssize_t n) except -1:
+    cdef Py_ssize_t cap
+    cdef char* data
+    if w.size + n <= w.cap:
+        return 0
+    cap = max(w.cap * 2, w.size + n, 256)
+    data = <char*>realloc(w.data, cap)
+    if data == NULL:
+        raise MemoryError()
+    w.data = data
+    w.cap = cap
+    return 0
+
+
+cdef inline int put_be(Writer* w, uint64_t v, int size) except -1:
+    reserve(w, size)
+    cdef int k
+    for k in range(size):
+        w.data[w.size + k] = <char>(v >> (8 * (size - 1 - k)))
+    w.size += size
+    return 0
+
+
+cdef inline int put_uvarint(Writer* w, int64_t v) except -1:
+    """As types.write_uvarint: 0 <= v < 2**32, else left to the generated code."""
+    if v < 0 or v > 0xFFFFFFFF:
+        raise _NotTaken
+    reserve(w, 5)
+    while v >= 0x80:
+        w.data[w.size] = <char>((v & 0x7F) | 0x80)
+        w.size += 1
+        v >>= 7
+    w.data[w.size] = <char>v
+    w.size += 1
+    return 0
+
+
+cdef inline int put_length(Writer* w, int64_t n, bint flexible, bint four_bytes) except -1:
+    if flexible:
+        return put_uvarint(w, n + 1)
+    if four_bytes:
+        if n < -0x80000000 or n > 0x7FFFFFFF:
+            raise _NotTaken
+        return put_be(w, <uint64_t>n, 4)
+    if n < -0x8000 or n > 0x7FFF:
+        raise _NotTaken
+    return put_be(w, <uint64_t>n, 2)
+
+
+cdef inline int put_bytes(Writer* w, const char* data, Py_ssize_t n) except -1:
+    reserve(w, n)
+    memcpy(w.data + w.size, data, n)
+    w.size += n
+    return 0
+
+
+cdef inline int flush(Writer* w, list parts) except -1:
+    if w.size:
+        parts.append(PyBytes_FromStringAndSize(w.data, w.size))
+        w.size = 0
+    return 0
+
+
+cdef inline object field(dict d, str key, Py_ssize_t* found):
+    """d[key], or _MISSING; counts the keys found, so that a key the schema
+    lacks (which the generated code refuses) shows as fewer found than len(d)."""
+    cdef PyObject* v = PyDict_GetItem(d, key)
+    if v == NULL:
+        return _MISSING
+    found[0] += 1
+    return <object>v
+
+
+cdef inline int64_t as_int(object v, int64_t default, int64_t low, int64_t high) except? -0x7fffffffffff:
+    """An int field's value (``default`` when missing); anything but an int
+    in range is left to the generated code (struct.pack's own errors)."""
+    cdef int overflow = 0
+    cdef long long x
+    if v is _MISSING:
+        return default
+    if not PyLong_CheckExact(v):
+        raise _NotTaken
+    x = PyLong_AsLongLongAndOverflow(v, &overflow)
+    if overflow or x < low or x > high:
+        raise _NotTaken
+    return x
+
+
+cdef inline bint set_tag(object v) except -1:
+    return v is not _MISSING and bool(v)
+
+
+@cython.final
+cdef class FetchResponseEncoder:
+    """FetchResponse's encode at one version and records mode."""
+
+    cdef int version
+    cdef bint flexible
+    cdef bint frames
+    cdef object generated
+    cdef object byte_length
+
+    def __init__(self, int version, bint flexible, bint frames, generated, byte_length):
+        self.version = version
+        self.flexible = flexible
+        self.frames = frames
+        self.generated = generated
+        self.byte_length = byte_length   # compiler._byte_length: a records value's size
+
+    def __call__(self, s, ap, records_out):
+        cdef Writer w
+        cdef list parts = []
+        cdef Py_ssize_t mark = len(records_out) if records_out is not None else 0
+        w.data = NULL
+        w.size = 0
+        w.cap = 0
+        try:
+            if type(s) is dict:
+                self.encode(&w, <dict>s, parts, records_out)
+                flush(&w, parts)
+                for part in parts:
+                    ap(part)
+                return None
+        except Exception:
+            if records_out is not None:
+                del records_out[mark:]
+        finally:
+            free(w.data)
+        return self.generated(s, ap, records_out)
+
+    cdef int encode(self, Writer* w, dict s, list parts, records_out) except -1:
+        cdef Py_ssize_t found = 0
+        cdef bint flexible = self.flexible
+        cdef int version = self.version
+        throttle = field(s, "throttle_time_ms", &found)
+        error_code = field(s, "error_code", &found)
+        session_id = field(s, "session_id", &found)
+        responses = field(s, "responses", &found)
+        node_endpoints = field(s, "node_endpoints", &found)
+        if found != len(s):
+            raise _NotTaken
+        put_be(w, <uint64_t>as_int(throttle, 0, INT32_MIN, INT32_MAX), 4)
+        if version >= 7:
+            put_be(w, <uint64_t>as_int(error_code, 0, INT16_MIN, INT16_MAX), 2)
+            put_be(w, <uint64_t>as_int(session_id, 0, INT32_MIN, INT32_MAX), 4)
+        if responses is _MISSING:
+            responses = []
+        if type(responses) is not list:
+            raise _NotTaken
+        put_length(w, PyList_GET_SIZE(responses), flexible, True)
+        for topic in <list>responses:
+            if type(topic) is not dict:
+                raise _NotTaken
+            self.encode_topic(w, <dict>topic, parts, records_out)
+        if flexible:
+            # node_endpoints (16+) is the only tagged field here: written
+            # by the generated code when it is not empty
+            if version >= 16 and node_endpoints is not _MISSING and not (
+                    type(node_endpoints) is list and PyList_GET_SIZE(node_endpoints) == 0):
+                raise _NotTaken
+            put_be(w, 0, 1)
+        return 0
+
+    cdef int encode_topic(self, Writer* w, dict topic, list parts, records_out) except -1:
+        cdef Py_ssize_t found = 0
+        cdef Py_ssize_t size
+        cdef const char* data
+        cdef bint flexible = self.flexible
+        name = field(topic, "topic", &found)
+        topic_id = field(topic, "topic_id", &found)
+        partitions = field(topic, "partitions", &found)
+        if found != len(topic):
+            raise _NotTaken
+        if self.version >= 13:
+            if topic_id is _MISSING:
+                put_bytes(w, PyBytes_AS_STRING(ZERO_UUID_BYTES), 16)
+            elif type(topic_id) is UUID:
+                raw = topic_id.bytes
+                put_bytes(w, PyBytes_AS_STRING(raw), 16)
+            else:
+                raise _NotTaken
+        else:
+            if name is _MISSING:
+                name = ""
+            if type(name) is not str:
+                raise _NotTaken
+            data = PyUnicode_AsUTF8AndSize(name, &size)
+            if size > MAX_STRING_BYTES:
+                raise _NotTaken     # cut to fit by the generated code
+            put_length(w, size, flexible, False)
+            put_bytes(w, data, size)
+        if partitions is _MISSING:
+            partitions = []
+        if type(partitions) is not list:
+            raise _NotTaken
+        put_length(w, PyList_GET_SIZE(partitions), flexible, True)
+        for partition in <list>partitions:
+            if type(partition) is not dict:
+                raise _NotTaken
+            self.encode_partition(w, <dict>partition, parts, records_out)
+        if flexible:
+            put_be(w, 0, 1)
+        return 0
+
+    cdef int encode_partition(self, Writer* w, dict p, list parts, records_out) except -1:
+        cdef Py_ssize_t found = 0
+        cdef Py_ssize_t afound
+        cdef int64_t size
+        cdef bint flexible = self.flexible
+        cdef int version = self.version
+        partition_index = field(p, "partition_index", &found)
+        error_code = field(p, "error_code", &found)
+        high_watermark = field(p, "high_watermark", &found)
+        last_stable_offset = field(p, "last_stable_offset", &found)
+        log_start_offset = field(p, "log_start_offset", &found)
+        diverging_epoch = field(p, "diverging_epoch", &found)
+        current_leader = field(p, "current_leader", &found)
+        snapshot_id = field(p, "snapshot_id", &found)
+        aborted = field(p, "aborted_transactions", &found)
+        preferred_read_replica = field(p, "preferred_read_replica", &found)
+        records = field(p, "records", &found)
+        local_region = field(p, "local_region", &found)
+        if found != len(p):
+            raise _NotTaken
+        if flexible:
+            # a tagged field is written by the generated code when truthy
+            # (and its bytes differ from the default's): left to it
+            if (set_tag(diverging_epoch) or set_tag(current_leader) or set_tag(snapshot_id)
+                    or set_tag(local_region)):
+                raise _NotTaken
+        put_be(w, <uint64_t>as_int(partition_index, 0, INT32_MIN, INT32_MAX), 4)
+        put_be(w, <uint64_t>as_int(error_code, 0, INT16_MIN, INT16_MAX), 2)
+        put_be(w, <uint64_t>as_int(high_watermark, 0, INT64_MIN, INT64_MAX), 8)
+        put_be(w, <uint64_t>as_int(last_stable_offset, -1, INT64_MIN, INT64_MAX), 8)
+        if version >= 5:
+            put_be(w, <uint64_t>as_int(log_start_offset, -1, INT64_MIN, INT64_MAX), 8)
+        if aborted is _MISSING or aborted is None:
+            put_length(w, -1, flexible, True)
+        elif type(aborted) is list:
+            put_length(w, PyList_GET_SIZE(aborted), flexible, True)
+            for txn in <list>aborted:
+                if type(txn) is not dict:
+                    raise _NotTaken
+                afound = 0
+                producer_id = field(<dict>txn, "producer_id", &afound)
+                first_offset = field(<dict>txn, "first_offset", &afound)
+                if afound != len(txn):
+                    raise _NotTaken
+                put_be(w, <uint64_t>as_int(producer_id, 0, INT64_MIN, INT64_MAX), 8)
+                put_be(w, <uint64_t>as_int(first_offset, 0, INT64_MIN, INT64_MAX), 8)
+                if flexible:
+                    put_be(w, 0, 1)
+        else:
+            raise _NotTaken
+        if version >= 11:
+            put_be(w, <uint64_t>as_int(preferred_read_replica, -1, INT32_MIN, INT32_MAX), 4)
+        if records is _MISSING or records is None:
+            if self.frames:
+                put_be(w, 0xFFFFFFFF, 4)
+            else:
+                put_length(w, -1, flexible, True)
+        elif self.frames:
+            put_be(w, <uint64_t>len(records_out), 4)
+            records_out.append(records)
+        else:
+            if type(records) is bytes:
+                size = PyBytes_GET_SIZE(records)
+            elif not PyObject_CheckBuffer(records) and hasattr(records, "sendfile"):
+                # a file region, as compiler._byte_length takes it
+                length = records.length
+                if not PyLong_CheckExact(length):
+                    raise _NotTaken
+                size = length
+            else:
+                size = self.byte_length(records)
+            put_length(w, size, flexible, True)
+            flush(w, parts)
+            parts.append(records)
+        if flexible:
+            put_be(w, 0, 1)
+        return 0

@@ -1,0 +1,77 @@
+"""Compiled twins of generated codecs, for the messages a broker handles per
+partition many times a second (issue 46): ProduceRequest's decoder and
+FetchResponse's encoder (kafkalite._ext.produce_fetch, ext/produce_fetch.pyx).
+
+``install(codec)`` puts a twin in place of a CompiledMessage's generated
+function when one exists for its message, version and records mode; the
+twin calls the generated function for everything it does not take
+(malformed input included), so errors and rare shapes behave as before.
+
+The twins are hand-written for the layouts these schemas have today. Each
+layout is fingerprinted (``schema_fingerprint``); if a schema changes, the
+fingerprint no longer matches ``_WRITTEN_FOR``, no twin is installed (the
+generated code serves, correct but slower) and
+tests/protocol/test_produce_fetch.py fails until the twin is reviewed.
+"""
+from __future__ import annotations
+
+import hashlib
+
+from kafkalite._ext.produce_fetch import FetchResponseEncoder, ProduceRequestDecoder
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.compiler import CompiledMessage, _byte_length
+from kafkalite.protocol.messages import REQUESTS, RESPONSES
+from kafkalite.protocol.schema import Message
+
+# (message kind, api key) -> the versions a twin takes: Produce from v3
+# (message format v2; librdkafka and the Java client send v3-v11), Fetch
+# from v4 (isolation level and aborted transactions, what both fetch with)
+PRODUCE_REQUEST_VERSIONS = range(3, 13)
+FETCH_RESPONSE_VERSIONS = range(4, 17)
+
+
+def _field_shape(field, version: int):
+    return (field.name, field.type, field.tag, field.is_nullable(version),
+            repr(field.default(version)) if field.fields is None else
+            tuple(_field_shape(f, version) for f in field.fields if f.present(version)))
+
+
+def schema_fingerprint(message: Message, versions: range) -> str:
+    """A digest of ``message``'s fields (names, types, tags, nullability,
+    defaults) at each of ``versions``: what a hand-written twin relies on."""
+    shape = tuple(tuple(_field_shape(f, v) for f in message.fields if f.present(v)) for v in versions)
+    return hashlib.sha256(repr(shape).encode()).hexdigest()[:16]
+
+
+# the fingerprints ext/produce_fetch.pyx was written and tested for
+_WRITTEN_FOR = {
+    ("request", ApiKey.PRODUCE): "16d65059eda2558a",
+    ("response", ApiKey.FETCH): "354bf03de2495fec",
+}
+
+
+def _matches(kind: str, api_key: int, versions: range) -> bool:
+    table = REQUESTS if kind == "request" else RESPONSES
+    return schema_fingerprint(table[api_key], versions) == _WRITTEN_FOR[(kind, api_key)]
+
+
+_PRODUCE_OK = _matches("request", ApiKey.PRODUCE, PRODUCE_REQUEST_VERSIONS)
+_FETCH_OK = _matches("response", ApiKey.FETCH, FETCH_RESPONSE_VERSIONS)
+
+
+def install(codec: CompiledMessage) -> bool:
+    """Replace ``codec``'s generated decoder or encoder by its compiled twin
+    if there is one; whether one was installed."""
+    message, version = codec.message, codec.version
+    if message.kind == "request" and message.api_key == ApiKey.PRODUCE:
+        if _PRODUCE_OK and version in PRODUCE_REQUEST_VERSIONS:
+            principal = next(f for f in message.fields if f.name == "request_principal")
+            codec.decode = ProduceRequestDecoder(codec.flexible, codec.frames, principal.default(version),
+                                                 codec.decode)
+            return True
+    elif message.kind == "response" and message.api_key == ApiKey.FETCH:
+        if _FETCH_OK and version in FETCH_RESPONSE_VERSIONS:
+            codec.encode = FetchResponseEncoder(version, codec.flexible, codec.frames, codec.encode,
+                                                _byte_length)
+            return True
+    return False
