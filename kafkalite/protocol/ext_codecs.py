@@ -39,7 +39,8 @@ def _field_shape(field, version: int):
 def schema_fingerprint(message: Message, versions: range) -> str:
     """A digest of ``message``'s fields (names, types, tags, nullability,
     defaults) at each of ``versions``: what a hand-written twin relies on."""
-    shape = tuple(tuple(_field_shape(f, v) for f in message.fields if f.present(v)) for v in versions)
+    shape = tuple(tuple(_field_shape(f, v) for f in message.fields if f.present(v))
+                  for v in versions)
     return hashlib.sha256(repr(shape).encode()).hexdigest()[:16]
 
 
@@ -66,8 +67,8 @@ def install(codec: CompiledMessage) -> bool:
     if message.kind == "request" and message.api_key == ApiKey.PRODUCE:
         if _PRODUCE_OK and version in PRODUCE_REQUEST_VERSIONS:
             principal = next(f for f in message.fields if f.name == "request_principal")
-            codec.decode = ProduceRequestDecoder(codec.flexible, codec.frames, principal.default(version),
-                                                 codec.decode)
+            codec.decode = ProduceRequestDecoder(codec.flexible, codec.frames,
+                                                 principal.default(version), codec.decode)
             return True
     elif message.kind == "response" and message.api_key == ApiKey.FETCH:
         if _FETCH_OK and version in FETCH_RESPONSE_VERSIONS:
