@@ -4,7 +4,7 @@
     python benchmarks/bench_client_paths.py --before /work/main   # also the old client code
     python benchmarks/bench_client_paths.py --quick            # 20,000 records, 1 round
 
-One broker (this checkout's server), and in every round, one after the other:
+One broker (this checkout's server, 2 workers), and in every round, one after the other:
 
 - confluent-kafka (Kafka's wire protocol, the broker's Kafka listener):
   ``produce()`` per record with and without a delivery callback, and
@@ -17,7 +17,14 @@ One broker (this checkout's server), and in every round, one after the other:
   ``--transport``'s (``tcp``, the clients' default: the direct TCP link to
   the worker's Kafka listener; or ``zmq``), the same for both checkouts.
 
-Every figure is timed with Python's cyclic garbage collector off, to time
+Both clients also run the 100-partition workload's producer
+(benchmarks/workloads/100p-4-producers.yaml): 5,000 records/s of 1 KB, one
+``produce()`` each with a key and a delivery callback, partitions in turn,
+woken every millisecond, linger.ms 1, for 4 s; its figure is the CPU time
+of the whole process (every thread: kafkalite's sender, librdkafka's) per
+record, the share of the machine a producer takes there.
+
+Every other figure is timed with Python's cyclic garbage collector off, to time
 the clients alone, except ``produce()`` with a callback and ``consume()``
 timed again with it on (the ``gc on`` rows), as an application runs them:
 for both clients there, since objects kept per record are what the
@@ -89,6 +96,60 @@ def _produce_loop(p, topic: str, n: int, with_callback: bool, gc_on: bool = Fals
     return rate
 
 
+# The 100-partition workload's producer (benchmarks/workloads/100p-4-producers.yaml):
+# one produce() per 1 KB record, keys spread over the partitions round-robin,
+# at a fixed rate, woken every millisecond, a delivery callback each.
+PACED_RATE = 5_000
+PACED_PARTITIONS = 100
+PACED_VALUE_BYTES = 1024
+PACED_SECONDS = 4.0
+
+
+def _paced_loop(p, topic: str, seconds: float) -> float:
+    """CPU (all the process's threads) per record, in µs, of a producer
+    sending PACED_RATE records/s for ``seconds``: each millisecond what
+    fell due, one produce() each, then poll(0), as the bench harness's
+    producer does. Its delivery reports are served by poll(); every record
+    must be delivered."""
+    value = b"v" * PACED_VALUE_BYTES
+    delivered = [0]
+
+    def on_delivery(err, msg):
+        assert err is None, err
+        delivered[0] += 1
+
+    produce, poll = p.produce, p.poll
+    n = int(seconds * PACED_RATE)
+    interval = 1.0 / PACED_RATE
+    sent = 0
+    cpu0, t0 = time.process_time(), time.monotonic()
+    while sent < n:
+        due = min(n, int((time.monotonic() - t0) / interval) + 1)
+        while sent < due:
+            produce(topic, value, b"key-%d" % sent, partition=sent % PACED_PARTITIONS,
+                    on_delivery=on_delivery)
+            sent += 1
+        poll(0)
+        wake = t0 + (sent * interval // 0.001 + 1) * 0.001
+        time.sleep(max(0.0, wake - time.monotonic()))
+    assert p.flush(60) == 0
+    cpu = time.process_time() - cpu0
+    assert delivered[0] == n, f"{delivered[0]} of {n} callbacks"
+    return cpu / n * 1e6
+
+
+def _paced(make, config: dict, topic: str, n: int) -> float:
+    """_paced_loop's figure for a producer made by ``make(config)``: a
+    half-second first (links, metadata), then PACED_SECONDS measured (a
+    tenth of that with fewer than 100,000 records: --quick)."""
+    p = make(config)
+    try:
+        _paced_loop(p, topic, 0.5)
+        return _paced_loop(p, topic, PACED_SECONDS if n >= 100_000 else PACED_SECONDS / 10)
+    finally:
+        getattr(p, "close", p.flush)()    # confluent-kafka's has no close(): flush() ends it
+
+
 def _consume_loop(c, n: int) -> float:
     """Records/s of consume(CONSUME_N) until ``n`` records came."""
     seen, deadline = 0, time.monotonic() + 300
@@ -119,7 +180,8 @@ def kafkalite_phase(bootstrap: str, prefix: str, n: int, transport: str) -> dict
                                   TopicPartition)
     admin = AdminClient({"bootstrap.servers": bootstrap})
     names = [f"{prefix}-cb", f"{prefix}-nocb", f"{prefix}-batch", f"{prefix}-cbgc"]
-    for name, fut in admin.create_topics([NewTopic(t, 1) for t in names]).items():
+    for name, fut in admin.create_topics([NewTopic(t, 1) for t in names] +
+                                         [NewTopic(f"{prefix}-paced", PACED_PARTITIONS)]).items():
         fut.result()
     admin.close()
     out = {}
@@ -131,6 +193,9 @@ def kafkalite_phase(bootstrap: str, prefix: str, n: int, transport: str) -> dict
             out[key] = _produce_loop(p, names[name], n, cb, gc_on=key.endswith("_gc"))
         finally:
             p.close()
+    out["paced_cpu_us"] = _paced(
+        Producer, {"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 1,
+                   "kafkalite.transport": transport}, f"{prefix}-paced", n)
     gc.disable()
     p = Producer({"bootstrap.servers": bootstrap, "acks": 1, "kafkalite.transport": transport})
     values = [b"v" * VALUE_BYTES] * 5_000
@@ -181,11 +246,15 @@ def run_confluent(kafka_bootstrap: str, admin_bootstrap: str, prefix: str, n: in
     from kafkalite.client import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": admin_bootstrap})
     names = [f"{prefix}-cb", f"{prefix}-nocb", None, f"{prefix}-cbgc"]
-    for fut in admin.create_topics([NewTopic(t, 1) for t in names if t]).values():
+    for fut in admin.create_topics([NewTopic(t, 1) for t in names if t] +
+                                   [NewTopic(f"{prefix}-paced", PACED_PARTITIONS)]).values():
         fut.result()
     admin.close()
     out = {}
     try:
+        out["paced_cpu_us"] = _paced(ck.Producer, {"bootstrap.servers": kafka_bootstrap,
+                                                   "acks": 1, "linger.ms": 1},
+                                     f"{prefix}-paced", n)
         for key, name, cb in PRODUCE_LOOPS:
             p = ck.Producer({"bootstrap.servers": kafka_bootstrap, "acks": 1, "linger.ms": 5,
                              "batch.num.messages": 10000, "batch.size": 1_000_000,
@@ -219,6 +288,8 @@ FIGURES = [  # (key, label)
     ("produce_batch", "produce_batch() (bulk)"),
     ("consume_batch", "consume_batch() (bulk)"),
 ]
+PACED_LABEL = (f"paced produce(): {PACED_RATE:,} records/s of {PACED_VALUE_BYTES} B over "
+               f"{PACED_PARTITIONS} partitions, linger.ms 1, a callback each")
 
 
 def parse_args(argv):
@@ -264,7 +335,7 @@ def main(argv=None) -> int:
     runs: dict[str, list[dict]] = {"confluent": []}
     for name, _ in trees:
         runs[name] = []
-    server = launcher.ServerProcess(os.path.join(work, "data"), workers=1)
+    server = launcher.ServerProcess(os.path.join(work, "data"), workers=2)
     started = time.perf_counter()
     try:
         server.start()
@@ -277,7 +348,8 @@ def main(argv=None) -> int:
                 runs[name].append(run_kafkalite(root, server.bootstrap, f"{name}{r}",
                                                 args.records, args.transport))
             say(f"  round {r + 1}: " + "; ".join(
-                f"{k} " + ", ".join(f"{f}={v[-1][f] / 1e3:,.0f}k" for f in sorted(v[-1]))
+                f"{k} " + ", ".join(f"{f}={v[-1][f]:.1f}" if f == "paced_cpu_us" else
+                                    f"{f}={v[-1][f] / 1e3:,.0f}k" for f in sorted(v[-1]))
                 for k, v in runs.items()))
     except Exception:
         traceback.print_exc()
@@ -303,8 +375,14 @@ def main(argv=None) -> int:
         else:
             row += ["-", "-"]
         rows.append(row)
+    paced = [PACED_LABEL, f"{med['after']['paced_cpu_us']:.1f}"] + \
+        ([f"{med['before']['paced_cpu_us']:.1f}" if "paced_cpu_us" in med["before"] else "-"]
+         if args.before else []) + \
+        [f"{ck['paced_cpu_us']:.1f}", f"{med['after']['paced_cpu_us'] / ck['paced_cpu_us']:.2f}x"]
     say()
     say(report.text_table(rows, headers))
+    say()
+    say(report.text_table([paced], ["CPU per record, µs (all threads)"] + headers[1:]))
     say("(records/s, medians; targets: produce() >= 2x confluent-kafka's produce(), "
         "poll()/consume() >= 3x its consume(num_messages))")
     elapsed = time.perf_counter() - started
@@ -318,7 +396,9 @@ def main(argv=None) -> int:
         f.write(f"- command: `{doc['command']}`\n- {args.records:,} records of {VALUE_BYTES} "
                 f"bytes per figure, one partition, acks=1; median of {args.rounds} rounds; "
                 f"kafkalite over {args.transport}\n\n")
-        f.write(report.markdown_table(rows, headers) + "\n")
+        f.write(report.markdown_table(rows, headers) + "\n\n")
+        f.write(report.markdown_table([paced], ["CPU per record, µs (all threads)"] + headers[1:])
+                + "\n")
     say(f"results: {out_dir}")
     return 0
 

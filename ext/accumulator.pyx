@@ -402,10 +402,12 @@ cdef class Accumulator:
                 new = False
         finally:
             self.lock.give()
-        if wake:
+        if wake and self.producer._sender_sleeping:
             # a batch only opened need not wake a sender that wakes before
             # its linger.ms is up anyway (many partitions: one wake-up per
-            # linger period, not one per record)
+            # linger period, not one per record); and an awake sender needs
+            # no wake-up at all: asked here, not in _wake, as that is a
+            # Python call for every record that opens a batch
             self.producer._wake(b.created if new else -1.0)
 
     def serve(self, reports):

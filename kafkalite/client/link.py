@@ -27,7 +27,10 @@ The contract, for every link:
 - ``register(poller)`` / ``unregister(poller)`` put what the link waits on
   into a ``zmq.Poller`` (a link may need more than one descriptor, e.g. a
   socket and its disconnect monitor); after the poller wakes, the owner
-  calls ``receive()`` on its links. ``arm()`` is called just before the
+  calls ``receive()`` on its links (those whose ``woken(ready)`` is True,
+  ``ready`` being the set of what the poller reported: a link that knows
+  its answers come only through its own descriptor is not read when the
+  poller did not report it). ``arm()`` is called just before the
   poller sleeps and returns False when answers are already waiting (a
   ring's doorbell would not ring for them).
 - ``alive()`` turns False once the broker process behind the link is known
@@ -84,6 +87,12 @@ class Link(ABC):
 
     def arm(self) -> bool:
         """Before the owner's poller sleeps: False if answers already wait."""
+        return True
+
+    def woken(self, ready) -> bool:
+        """Whether ``receive()`` may have something after a poll that
+        reported ``ready`` (a set of what was registered). True unless the
+        link knows better."""
         return True
 
     def _logged_in_again(self, result) -> bool:

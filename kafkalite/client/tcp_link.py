@@ -126,6 +126,7 @@ class TcpLink(Link):
                                           f"{self.address}: {exc}") from None
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock.setblocking(False)
+        self._fd = self.sock.fileno()    # what a zmq.Poller reports it by
         self._ids = itertools.count(1)
         self._outstanding: dict[int, tuple[int, int]] = {}   # cid -> (api key, version)
         self._out = bytearray()          # encoded requests the socket has not taken yet
@@ -137,6 +138,7 @@ class TcpLink(Link):
         self._buffers = _SHELF.stock(BufferPool(SPARE_BUFFERS, SPARE_MAX_BYTES))
         self._stash: dict[int, object] = {}
         self._poller = None              # the owner's poller it was last registered with
+        self._armed = _POLLIN            # the events it was registered for with it
         self._alive = True
         self._why = ""
 
@@ -300,6 +302,7 @@ class TcpLink(Link):
         # consumer makes one for each wait
         poller.register(self.sock, _POLLIN)
         self._poller = poller
+        self._armed = _POLLIN
 
     def unregister(self, poller) -> None:
         poller.unregister(self.sock)
@@ -311,8 +314,19 @@ class TcpLink(Link):
         written; False when an answer is here already (stashed by a wait,
         or a dead link the owner must see)."""
         if self._poller is not None:
-            self._poller.modify(self.sock, _POLLIN | (_POLLOUT if self._out and self._alive else 0))
+            # only when it changes: the owner arms its links before every
+            # sleep (a producer's sender a thousand times a second and more),
+            # and POLLOUT is wanted only while the socket refuses what waits
+            want = _POLLIN | (_POLLOUT if self._out and self._alive else 0)
+            if want != self._armed:
+                self._poller.modify(self.sock, want)
+                self._armed = want
         return not self._stash and self._alive
+
+    def woken(self, ready) -> bool:
+        # answers come only through the socket; what is stashed, what waits
+        # to be written and a death are the link's own to report
+        return self._fd in ready or bool(self._stash) or bool(self._out) or not self._alive
 
     def alive(self) -> bool:
         return self._alive

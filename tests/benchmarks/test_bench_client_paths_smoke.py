@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-FIGURES = ["consume", "consume_batch", "consume_gc", "poll", "produce", "produce_batch",
-           "produce_cb", "produce_cb_gc"]
+FIGURES = ["consume", "consume_batch", "consume_gc", "paced_cpu_us", "poll", "produce",
+           "produce_batch", "produce_cb", "produce_cb_gc"]
 
 
 @pytest.mark.parametrize("transport", ["tcp", "zmq"])
@@ -27,7 +27,11 @@ def test_quick_run_reports_every_figure(tmp_path, transport):
     for tree in ("after", "before"):
         assert sorted(doc["medians"][tree]) == FIGURES
         assert all(v > 0 for v in doc["medians"][tree].values())
-    assert sorted(doc["medians"]["confluent"]) == ["consume", "consume_gc", "produce", "produce_cb",
-                                                  "produce_cb_gc"]
+    assert sorted(doc["medians"]["confluent"]) == ["consume", "consume_gc", "paced_cpu_us",
+                                                  "produce", "produce_cb", "produce_cb_gc"]
+    assert doc["medians"]["confluent"]["paced_cpu_us"] > 0
     assert "poll() per message" in (out / "results.md").read_text()
+    # the 100-partition workload's producer, CPU per record of both clients
+    assert "paced produce(): 5,000 records/s of 1024 B over 100 partitions" in \
+        (out / "results.md").read_text()
     assert f"kafkalite over {transport}" in (out / "results.md").read_text()

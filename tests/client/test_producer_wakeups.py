@@ -6,6 +6,7 @@ deadline: with records spread over many partitions each opens a batch, and
 a wake-up (a pipe write, a thread switch) per record would cost more than the
 record. Checked against a real server by counting the wake pipe's writes."""
 import os
+import threading
 import time
 
 from harness import create, read_all, wait_until
@@ -118,3 +119,34 @@ def test_a_worker_sent_a_request_takes_every_open_batch_it_leads(server, topic_n
     # the other worker's batches went when theirs were due, in one request
     assert [r[1] for r in requests[1:]] == [others]
     assert len(read_all(server, topic_name, 20, 21)) == 21
+
+
+def test_a_requests_answers_are_announced_to_poll_once(server, topic_name, monkeypatch):
+    """Records over many partitions go out as one request per worker with a
+    batch per partition: the sender tells a waiting poll() / flush() of the
+    request's delivery reports once, when it has taken them all, not once
+    per batch (a lock, a notify and their Python calls per record)."""
+    create(server, topic_name, 100)
+    delivered = []
+    p = Producer(server.config(acks=1, **{"linger.ms": 200}))
+    try:
+        p.produce(topic_name, b"warm-up", partition=0)
+        _idle(p)
+        notified = []
+        real = p._reported.notify_all
+
+        def notify_all():
+            notified.append(threading.current_thread().name)
+            real()
+        monkeypatch.setattr(p._reported, "notify_all", notify_all)
+        for i in range(100):
+            p.produce(topic_name, b"%d" % i, partition=i,
+                      on_delivery=lambda err, m: delivered.append((err, m.partition())))
+        assert p.flush(10) == 0
+    finally:
+        p.close()
+    by_sender = notified.count("kafkalite-producer")
+    # the 100 batches travel in a request or two per worker (2 workers)
+    assert 1 <= by_sender <= 8, f"{by_sender} notifications for 100 batches"
+    assert sorted(part for _, part in delivered) == list(range(100))
+    assert all(err is None for err, _ in delivered)

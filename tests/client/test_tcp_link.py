@@ -758,3 +758,40 @@ def _recv_exactly(sock, n: int) -> bytes:
         assert chunk, "the worker closed the connection"
         out += chunk
     return out
+
+
+def test_the_sender_reads_and_rearms_only_the_links_that_need_it(server, topic_name,
+                                                                    monkeypatch):
+    """The producer's sender wakes a thousand times a second and more under
+    load: after a wake-up it reads only the links whose socket the poll
+    reported (a link to an idle worker is not read: a failing recv per
+    wake-up), and re-registers a link with its poller only when the events
+    it waits for change (not before every sleep)."""
+    create(server, topic_name, 2)
+    p = Producer(server.config(acks=1, **TCP))
+    try:
+        for part in (0, 1):
+            p.produce(topic_name, b"warm-up", partition=part)
+        assert p.flush(10) == 0
+        nodes = p._sending.nodes
+        assert len(nodes) == 2, "the two partitions' leaders are the two workers"
+        leader = p._sending.meta.leader(topic_name, 0)
+        reads = {node_id: 0 for node_id in nodes}
+        for node_id, node in nodes.items():
+            def receive(real=node.link.receive, node_id=node_id):
+                reads[node_id] += 1
+                return real()
+            monkeypatch.setattr(node.link, "receive", receive)
+        modified = []
+        real_modify = p._sending.poller.modify
+        monkeypatch.setattr(p._sending.poller, "modify",
+                            lambda sock, flags: (modified.append(flags), real_modify(sock, flags)))
+        for i in range(20):
+            p.produce(topic_name, b"%d" % i, partition=0)
+            assert p.flush(10) == 0
+    finally:
+        p.close()
+    (idle,) = [node_id for node_id in reads if node_id != leader]
+    assert reads[leader] >= 20
+    assert reads[idle] <= 2, f"the idle worker's link was read {reads[idle]} times"
+    assert len(modified) <= 4, f"{len(modified)} poller registrations for 20 requests"

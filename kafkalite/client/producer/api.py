@@ -169,6 +169,10 @@ class Producer:
         self._closed = False
         self._sender_sleeping = False   # set by the sender before it blocks
         self._sender_wakes_at = math.inf   # ... and when it will be awake again at the latest
+        # while the sender takes a poll's answers, _report leaves notifying
+        # poll() (and flush()) to it, once for all of them
+        self._notify_held = False
+        self._notify_owed = False
         # the producer id and epoch batches are stamped with (idempotence);
         # ``_pid_generation`` tells the sender to restart its sequences
         self._pid, self._epoch, self._pid_generation = -1, -1, 0
@@ -514,6 +518,9 @@ class Producer:
             with self._lock:
                 self._queued -= uncalled
                 self._acc.queued_bytes -= released
+        if self._notify_held:
+            self._notify_owed = True     # the sender notifies once it has taken every answer
+            return
         with self._reported:
             self._reported.notify_all()
 

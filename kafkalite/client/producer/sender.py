@@ -268,20 +268,25 @@ class Sender:
             # the same worker another request a moment later. (Records spread
             # over many partitions made a request of 1.7 batches each, 2,900
             # requests/s for 5,000 records/s, whatever linger.ms.)
-            due = {self._leader_of(b) for b in p._ready} if lingering else set()
-            due.discard(-1)
-            for b in lingering:
-                if due and self._leader_of(b) in due:
-                    p._close_batch(b)
-                else:
-                    next_deadline = min(next_deadline, b.created + p._linger)
+            # each batch's leader, looked up once here for _route too
+            leaders = [self._leader_of(b) for b in p._ready]
+            if lingering:
+                due = set(leaders)
+                due.discard(-1)
+                for b in lingering:
+                    leader = self._leader_of(b) if due else -1
+                    if leader in due:
+                        p._close_batch(b)
+                        leaders.append(leader)
+                    else:
+                        next_deadline = min(next_deadline, b.created + p._linger)
             ready, p._ready = p._ready, []
         for b in ready:
             b.deadline = b.created + self.delivery_timeout
         if not p._idempotent:
-            for b in ready:
+            for b, leader in zip(ready, leaders):
                 self._build(b)
-                if not self._route(b):
+                if not self._route(b, leader):
                     self._wait(b)
             return next_deadline
         self.unstamped += ready
@@ -418,9 +423,11 @@ class Sender:
         except errors.UnknownTopicOrPartitionError:
             return -1
 
-    def _route(self, b: _Batch) -> bool:
-        """Queue ``b`` for its leader; False (and ``b`` waits) when none is known."""
-        leader = self._leader_of(b)
+    def _route(self, b: _Batch, leader: int | None = None) -> bool:
+        """Queue ``b`` for its leader (``leader``: looked up already); False
+        (and ``b`` waits) when none is known."""
+        if leader is None:
+            leader = self._leader_of(b)
         node = self._node(leader) if leader >= 0 else None
         if node is None:
             self.need_metadata = True
@@ -716,6 +723,11 @@ class Sender:
 
     def _check_timeouts(self, now: float) -> None:
         for node in list(self.nodes.values()):
+            if not node.in_flight or now - next(iter(node.in_flight.values()))[1] <= \
+                    self.request_timeout:
+                # requests go in in the order they are sent: none is late if
+                # the oldest is not (this runs after every wake-up)
+                continue
             if node.link.acks_in_order and any(now - sent > self.request_timeout
                                                for _, sent in node.in_flight.values()):
                 # everything behind the unanswered request waits for it (a
@@ -733,15 +745,31 @@ class Sender:
                             f"no acknowledgement from worker {node.node_id} within "
                             f"request.timeout.ms"))
 
-    def _take_answers(self) -> None:
-        """What the links received; a link whose worker is gone is dropped
-        and its requests retried."""
-        for node in list(self.nodes.values()):
-            for cid, body in node.link.receive():
-                self._on_response(node, cid, body)
-            if not node.link.alive():
-                self._drop_node(node, errors.NetworkError(
-                    f"lost the link to worker {node.node_id}"))
+    def _take_answers(self, ready) -> None:
+        """What the links received (those the poll that reported ``ready``
+        woke); a link whose worker is gone is dropped and its requests
+        retried."""
+        p = self.p
+        # the answers' delivery reports are announced to poll() once, at
+        # the end, not once per batch: a request carries a batch for each
+        # of many partitions
+        p._notify_held = True
+        try:
+            for node in list(self.nodes.values()):
+                link = node.link
+                if not link.woken(ready):
+                    continue
+                for cid, body in link.receive():
+                    self._on_response(node, cid, body)
+                if not link.alive():
+                    self._drop_node(node, errors.NetworkError(
+                        f"lost the link to worker {node.node_id}"))
+        finally:
+            p._notify_held = False
+            if p._notify_owed:
+                p._notify_owed = False
+                with p._reported:
+                    p._reported.notify_all()
 
     def _flush_waiting(self, now: float) -> None:
         """Route each partition's waiting batches, oldest first, as far as
@@ -835,12 +863,13 @@ class Sender:
                 p._sender_wakes_at = time.monotonic() + (int(timeout * 1000) + 1) / 1000.0
             events = self.poller.poll(int(timeout * 1000) + 1)
             p._sender_sleeping = False
-            if any(sock == p._wake_r for sock, _ in events):
+            ready = {sock for sock, _ in events}
+            if p._wake_r in ready:
                 try:
                     os.read(p._wake_r, 4096)
                 except BlockingIOError:
                     pass
-            self._take_answers()
+            self._take_answers(ready)
             self._check_timeouts(time.monotonic())
         # acks=0 requests may still sit in ZeroMQ's queue: let them go out.
         linger = int(self.request_timeout * 1000) if p._acks == 0 else 0
