@@ -118,6 +118,8 @@ EXPECT = {"docs/tiered-storage.md": {
     "SELECT count(*) AS records FROM read_parquet": [r"│ +1000 │"],
     "curl -s http://127.0.0.1:8181/v1/namespaces/kafkalite/tables/no-such-topic": [
         r'"type": "NoSuchTableException", "code": 404'],
+    "kafkalite_spark.read_topic(spark": [
+        r"^1000 records; the table's part read by Spark's Parquet reader$"],
 }, "docs/features.md": {
     "log = PartitionLog.open": [r"^\[0\] \[b'value'\]$"],
 }, "docs/testing.md": {
@@ -130,6 +132,9 @@ NEEDS = {
                       else "needs pyspark (pip install -e '.[spark]') and a Java runtime"),
     ("docs/schema-registry.md", "Spark"): lambda: (None if importlib.util.find_spec("pyspark") and shutil.which("java")
                       else "needs pyspark (pip install -e '.[spark]') and a Java runtime"),
+    ("docs/iceberg-topics.md", "Reading it from Spark"): lambda: (
+        None if importlib.util.find_spec("pyspark") and shutil.which("java")
+        else "needs pyspark (pip install -e '.[spark]') and a Java runtime"),
     ("docs/connect.md", "Connect"): lambda: (None if postgres.find_binaries() and shutil.which("psql")
                         else "needs PostgreSQL's server and psql (tools/install-system-deps)"),
 }

@@ -13,7 +13,9 @@ read_committed`` hides aborted and open transactions), sink.py writes
 (at-least-once, or ``exactlyOnce=true``: a transaction per task, committed
 by the driver). history.py's ``read_with_history`` reads a topic's Iceberg
 copy (the Connect Iceberg sink, record format ``kafka``) through Spark's
-native Parquet reader and only the uncopied rest through the source.
+native Parquet reader and only the uncopied rest through the source;
+iceberg_topic.py's ``read_topic`` does the same for a topic that is itself
+an Iceberg table (``iceberg.mode``), from the table the leaders commit.
 """
 try:
     import pyspark  # noqa: F401
@@ -25,9 +27,10 @@ except ModuleNotFoundError:
         "(tools/install-system-deps)", name="pyspark") from None
 
 from kafkalite_spark.history import read_with_history  # noqa: E402
+from kafkalite_spark.iceberg_topic import read_topic  # noqa: E402
 from kafkalite_spark.source import (SCHEMA, SCHEMA_WITH_HEADERS, KafkaLiteDataSource,  # noqa: E402
                                     register)
 
-__all__ = ["KafkaLiteDataSource", "SCHEMA", "SCHEMA_WITH_HEADERS", "read_with_history",
-           "register"]
+__all__ = ["KafkaLiteDataSource", "SCHEMA", "SCHEMA_WITH_HEADERS", "read_topic",
+           "read_with_history", "register"]
 

@@ -1,0 +1,169 @@
+"""kafkalite_spark.read_topic against a real server's Iceberg topic
+(``iceberg.mode=key_value``): two committed rounds of records in the
+table's Parquet files (over two hours of timestamps, so several files per
+partition) and an uncommitted tail in the topic only. The function's rows
+are those of ``spark.read.format("kafkalite")`` over the same topic, row
+for row (offsets, keys, values, timestamps, timestamp types, headers), its
+partition/offset options and a ``where`` on its result give the rows the
+full read filtered gives, reading fewer of the table's files, and the
+committed part is Spark's own Parquet scan."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import reader
+from kafkalite.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from kafkalite.client.admin import ConfigResource
+
+pytest.importorskip("pyiceberg")
+from kafkalite_spark import read_topic  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "server"))
+from harness import wait_until  # noqa: E402
+from iceberg_tables import table_offsets  # noqa: E402
+
+T0 = 1_700_000_000_000
+HOUR = 3_600_000
+PARTITIONS = 2
+
+
+def produce(server, topic, ids):
+    """Records ``ids``, alternately on the two partitions; null keys, a
+    tombstone and headers among them; timestamps over two hours."""
+    p = Producer(server.config(**{"linger.ms": 2}))
+    for i in ids:
+        p.produce(topic, None if i % 13 == 5 else b"v%d" % i,
+                  None if i % 7 == 3 else b"k%d" % (i % 5), partition=i % PARTITIONS,
+                  timestamp=T0 + (i % 4) * HOUR // 2 + i,
+                  headers=[("n", b"%d" % i), ("h", None)] if i % 3 == 0 else None)
+    assert p.flush(30) == 0
+    p.close()
+
+
+def set_configs(server, topic, **configs):
+    admin = AdminClient(server.config())
+    try:
+        resource = ConfigResource("topic", topic, set_config=configs)
+        admin.alter_configs([resource])[resource].result()
+    finally:
+        admin.close()
+
+
+def ends(server, topic):
+    c = Consumer(server.config())
+    try:
+        return {p: c.get_watermark_offsets(TopicPartition(topic, p))[1] for p in range(PARTITIONS)}
+    finally:
+        c.close()
+
+
+@pytest.fixture(scope="module")
+def iceberg_topic(server, module_topic):
+    """The topic: 160 records committed in two rounds, then 40 in the topic only."""
+    topic = module_topic
+    admin = AdminClient(server.config())
+    configs = {"iceberg.mode": "key_value", "iceberg.target.lag.ms": "200"}
+    for f in admin.create_topics([NewTopic(topic, PARTITIONS, config=configs)]).values():
+        f.result()
+    admin.close()
+    for ids in (range(0, 100), range(100, 160)):
+        produce(server, topic, ids)
+        want = ends(server, topic)
+        wait_until(lambda: table_offsets(server.data_dir, topic) == want, timeout=60,
+                   message=lambda: f"table offsets {want}, have "
+                                   f"{table_offsets(server.data_dir, topic)}")
+    # no commit for an hour from now on: what follows stays in the topic only
+    set_configs(server, topic, **{**configs, "iceberg.target.lag.ms": "3600000"})
+    produce(server, topic, range(160, 200))
+    return {"topic": topic, "committed": table_offsets(server.data_dir, topic),
+            "ends": ends(server, topic)}
+
+
+def rows(df):
+    """(partition, offset) -> the row's every column, headers as tuples."""
+    out = {}
+    for r in df.collect():
+        d = r.asDict()
+        if "headers" in d:
+            d["headers"] = None if d["headers"] is None else \
+                tuple((h["key"], h["value"] and bytes(h["value"])) for h in d["headers"])
+        d["key"] = d["key"] and bytes(d["key"])
+        d["value"] = d["value"] and bytes(d["value"])
+        assert (d["partition"], d["offset"]) not in out, f"offset {d['partition'], d['offset']} twice"
+        out[(d["partition"], d["offset"])] = d
+    return out
+
+
+def history(spark, server, iceberg_topic, **options):
+    return read_topic(spark, server.bootstrap, iceberg_topic["topic"],
+                      server.info["iceberg_rest"], **options)
+
+
+def plain(spark, server, iceberg_topic, **options):
+    return reader(spark, server, subscribe=iceberg_topic["topic"], **options).load()
+
+
+def check_tail_uncommitted(server, iceberg_topic):
+    """The test read a tail from the topic: the table still lacks it."""
+    committed = table_offsets(server.data_dir, iceberg_topic["topic"])
+    assert committed == iceberg_topic["committed"], "a commit after the fixture's"
+    assert all(committed[p] < iceberg_topic["ends"][p] for p in range(PARTITIONS))
+
+
+@pytest.mark.parametrize("driver_read_max_bytes", [None, 0], ids=["driver-tail", "source-tail"])
+def test_same_rows_as_the_source(spark, server, iceberg_topic, driver_read_max_bytes):
+    extra = {} if driver_read_max_bytes is None else {"driver_read_max_bytes": 0}
+    got = rows(history(spark, server, iceberg_topic, includeHeaders="true", **extra))
+    want = rows(plain(spark, server, iceberg_topic, includeHeaders="true"))
+    assert len(want) == 200
+    assert sorted(set(want) - set(got)) == [], "offsets missing"
+    assert sorted(set(got) - set(want)) == [], "offsets not in the topic"
+    differ = [k for k in sorted(want) if got[k] != want[k]]
+    assert not differ, f"rows differ, first {differ[0]}: {got[differ[0]]} != {want[differ[0]]}"
+    # without headers: the source's seven columns, in its order and types
+    df = history(spark, server, iceberg_topic, **extra)
+    assert df.schema == plain(spark, server, iceberg_topic).schema
+    assert df.count() == 200
+    check_tail_uncommitted(server, iceberg_topic)
+
+
+def test_plan_reads_the_table_with_spark_parquet(spark, server, iceberg_topic):
+    df = history(spark, server, iceberg_topic)
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    assert "FileScan parquet" in plan, plan
+    files = df.inputFiles()
+    assert len(files) >= 2 * PARTITIONS and all("/warehouse/" in f for f in files), files
+    # the Parquet part holds every committed offset: a read of the files alone
+    parquet = spark.read.parquet(*files)
+    assert parquet.count() == sum(iceberg_topic["committed"].values())
+    # and the rest, the tail, once: every offset of the topic counted once
+    assert df.count() == sum(iceberg_topic["ends"].values())
+
+
+@pytest.mark.parametrize("options,where", [
+    ({"assign": "partition 1"}, "partition = 1"),
+    ({"offsets": {0: (30, 90), 1: (0, 45)}}, "(partition = 0 AND offset >= 30 AND offset < 90) "
+                                              "OR (partition = 1 AND offset < 45)"),
+    ({"offsets": {0: (85, -1), 1: (79, 95)}}, "(partition = 0 AND offset >= 85) "
+                                              "OR (partition = 1 AND offset >= 79 "
+                                              "AND offset < 95)"),
+], ids=["partition", "offsets-in-table", "offsets-across-tail"])
+def test_filters_give_the_filtered_rows(spark, server, iceberg_topic, options, where):
+    topic = iceberg_topic["topic"]
+    full = history(spark, server, iceberg_topic)
+    want = rows(plain(spark, server, iceberg_topic).where(where))
+    if "assign" in options:
+        opts = {"assign": json.dumps({topic: [1]})}
+    else:
+        opts = {"startingOffsets": json.dumps({topic: {str(p): lo for p, (lo, _) in
+                                                       options["offsets"].items()}}),
+                "endingOffsets": json.dumps({topic: {str(p): hi for p, (_, hi) in
+                                                     options["offsets"].items()}})}
+    pruned = history(spark, server, iceberg_topic, **opts)
+    assert rows(pruned) == want
+    assert rows(full.where(where)) == want
+    # the options choose the table's files by the manifests' bounds
+    assert set(pruned.inputFiles()) < set(full.inputFiles())
+    check_tail_uncommitted(server, iceberg_topic)
