@@ -25,6 +25,7 @@ is decoded by that decoder alone.
 from __future__ import annotations
 
 import json
+import operator
 import re
 from collections.abc import Sequence
 
@@ -225,6 +226,13 @@ class JsonConverter(Converter):
         if schema is None or schema.type != "struct":
             return super().from_connect_batch(topic, schema, values)
         _, schema_json, _ = self._compiled(schema)
+        if isinstance(values, StructColumns) and values.names == [f.name for f in schema.fields]:
+            head = f'{{"schema":{schema_json},"payload":' if self.schemas_enable else ""
+            try:
+                return _write_columns(schema, values.columns, head, "}" if head else "")
+            except (AttributeError, TypeError, ValueError):
+                # a value the general path refuses: record by record, which names it
+                return super().from_connect_batch(topic, schema, values)
         write = self._writers.get(schema_json)
         if write is None:
             if len(self._writers) > 1000:
@@ -393,6 +401,101 @@ class JsonConverter(Converter):
         except (ValueError, KeyError, TypeError) as e:
             raise DataException(f"JsonConverter: bad schema: {e}") from None
         return schema, from_json_value(schema, doc["payload"])
+
+
+class StructColumns(Sequence):
+    """The struct values of a batch held as columns (``columns[i]``: the
+    values of ``names[i]``, one per record, Connect's values already), as a
+    source that reads rows a column at a time hands them (jdbc.py): the
+    JsonConverter writes a batch of them from the columns (_write_columns),
+    and a dict per record is made only when one is read (a transform, the
+    per-record path). ``names`` are unique: the dicts hold every column."""
+
+    def __init__(self, names: list, columns: list):
+        self.names = names
+        self.columns = columns
+        self._values = None
+
+    def _list(self) -> list:
+        if self._values is None:
+            names = self.names
+            self._values = [dict(zip(names, row)) for row in zip(*self.columns)]
+        return self._values
+
+    def __len__(self):
+        return len(self.columns[0]) if self.columns else 0
+
+    def __getitem__(self, i):
+        return self._list()[i]
+
+    def __iter__(self):
+        return iter(self._list())
+
+
+_BOOL_TEXT = {True: "true", False: "false"}
+_NON_FINITE = frozenset(("nan", "inf", "-inf"))
+_TZINFO = operator.attrgetter("tzinfo")
+
+
+def _fast_texts(schema: Schema, values: list, types: set):
+    """The JSON texts of a column's non-null ``values`` (of ``types``) through
+    C-level maps where _struct_writer has a fast path for them, else None."""
+    from kafkalite.connect import data as cdata
+    t, name = schema.type, schema.name
+    if name is None and t in ("int8", "int16", "int32", "int64") and types == {int}:
+        return list(map(int.__repr__, values))
+    if name is None and t in ("float32", "float64") and types == {float}:
+        texts = list(map(float.__repr__, values))
+        return None if _NON_FINITE.intersection(texts) else texts
+    if name is None and t == "boolean" and types == {bool}:
+        return list(map(_BOOL_TEXT.__getitem__, values))
+    if name is None and t == "string" and types == {str}:
+        return list(map(json.encoder.encode_basestring_ascii, values))
+    if name == TIMESTAMP and types == {cdata._dt.datetime} and \
+            set(map(_TZINFO, values)) == {cdata._dt.timezone.utc}:
+        try:
+            import numpy as np
+            import pyarrow as pa
+        except ImportError:
+            ms = cdata._dt.timedelta(milliseconds=1)
+            return list(map(int.__repr__,
+                            map(ms.__rfloordiv__, map(cdata.EPOCH.__rsub__, values))))
+        # microseconds since the epoch in one Arrow conversion (half the time of a
+        # timedelta per value), floored to ms as (x - EPOCH) // 1 ms floors
+        us = pa.array(values, type=pa.timestamp("us", tz="UTC")).cast(pa.int64()).to_numpy()
+        return list(map(int.__repr__, np.floor_divide(us, 1000).tolist()))
+    return None
+
+
+def _write_columns(schema: Schema, columns: list, head: str, tail: str) -> list:
+    """The encoded JSON of each record of a struct batch given as columns,
+    byte for byte what ``head + _struct_writer(schema)(record) + tail``
+    writes: each column's texts at once (a C-level map where the column is
+    all of one fast type, the general path per value otherwise), then a
+    record's texts put in one format string."""
+    from kafkalite.connect import data as cdata
+    esc = json.encoder.encode_basestring_ascii
+    if not schema.fields:
+        return [f"{head}{{}}{tail}".encode()] * (len(columns[0]) if columns else 0)
+    texts, parts = [], []
+    for i, (f, col) in enumerate(zip(schema.fields, columns)):
+        parts.append(("{" if i == 0 else ",") + esc(f.name) + ":")
+        types = set(map(type, col))
+        nulls = type(None) in types
+        types.discard(type(None))
+        values = [v for v in col if v is not None] if nulls else col
+        fast = _fast_texts(f.schema, values, types) if types else []
+        if fast is None:
+            fs = f.schema
+            fast = [_dumps(cdata.to_json_value(fs, v)) for v in values]
+        if nulls:
+            it = iter(fast)
+            fast = ["null" if v is None else next(it) for v in col]
+        texts.append(fast)
+    # the constant text's own "%" (in a field name, in the schema's JSON) doubled
+    fmt = (head.replace("%", "%%") + "".join(p.replace("%", "%%") + "%s" for p in parts) +
+           "}" + tail.replace("%", "%%"))
+    return list(map(str.encode, map(fmt.__mod__, zip(*texts))))
 
 
 class ColumnarValues(Sequence):

@@ -59,7 +59,7 @@ from kafkalite.connect.api import (SinkConnector, SinkTask, SourceConnector, Sou
 from kafkalite.connect.config import (BOOLEAN, INT, LIST, LONG, PASSWORD, STRING, ConfigDef,
                                       ConfigException, at_least, one_of)
 from kafkalite.connect.connectors.dialects import PostgreSQL, SQLite, dialect_for
-from kafkalite.connect.converters import ColumnarValues
+from kafkalite.connect.converters import ColumnarValues, StructColumns
 from kafkalite.connect.data import Field, Schema
 from kafkalite.connect.errors import ConnectException, DataException
 
@@ -235,28 +235,32 @@ class _TableQuerier:
             return None
         fields = self.schema.fields
         names = [f.name for f in fields]
-        values = [dict(zip(names, row)) for row in rows]
+        # the rows as columns (no dict per row: the converter writes a batch from the
+        # columns, and a record's dict is made only if one is read)
+        columns = [list(c) for c in zip(*rows)]
         # the driver's values as Connect's, a column at a time, only where a column's
         # values need it (timestamps made UTC, decimals, bytes...)
-        for f in fields:
-            name = f.name
+        for i, f in enumerate(fields):
+            col = columns[i]
             # the column's first value that is not NULL: NULLs say nothing of the others
-            sample = next((v[name] for v in values if v[name] is not None), None)
+            sample = next((v for v in col if v is not None), None)
             if d.converts(f.schema, sample):
                 schema, from_db = f.schema, d.from_db
-                for v in values:
-                    v[name] = from_db(v[name], schema)
-        last = values[-1]
+                columns[i] = [from_db(v, schema) for v in col]
+        # a column of a name twice (a query's join): the dict keeps the last, as before
+        by_name = dict(zip(names, columns))
         offset = {}
         if self.inc:
-            self.last_inc = last[self.inc]
+            self.last_inc = by_name[self.inc][-1]
             offset["incrementing"] = self.last_inc
         if self.ts and self.mode != "incrementing":
-            if any(v[self.ts] is None for v in values):
+            if None in by_name[self.ts]:
                 raise DataException(f"{self.table}: null in timestamp column {self.ts}")
-            t = self.last_ts = last[self.ts]
+            t = self.last_ts = by_name[self.ts][-1]
             offset["timestamp"] = cdata.timestamp_to_millis(t)
             offset["timestamp_nanos"] = t.microsecond * 1000
+        values = StructColumns(names, columns) if len(by_name) == len(names) else \
+            [dict(zip(names, row)) for row in zip(*columns)]
         return SourceRecordBatch(self.topic, self.schema, values,
                                  source_partition=self.partition,
                                  source_offset=offset or None)
