@@ -238,20 +238,7 @@ def read_with_history(spark, table: str, catalog: dict, connector: str | None = 
         first, only_ours = _first_copied(iceberg_table, snap, key,
                                          {tp for tp in tps if tp in boundary})
 
-    copy, head, tail = {}, {}, {}     # tp -> (from, to), non-empty only
-    for tp in tps:
-        s, e = starts[tp], ends[tp]
-        if tp in first:
-            b, f = boundary[tp], first[tp]
-            lo = f if from_start[tp] else max(s, f)
-            if min(b, e) > lo:
-                copy[tp] = (lo, min(b, e))
-            if min(f, e) > s:
-                head[tp] = (s, min(f, e))
-            if e > max(s, b):
-                tail[tp] = (max(s, b), e)
-        elif e > s:
-            tail[tp] = (s, e)
+    copy, head, tail = split_ranges(tps, starts, ends, from_start, boundary, first)
 
     register(spark)
     frames = []
@@ -277,6 +264,32 @@ def read_with_history(spark, table: str, catalog: dict, connector: str | None = 
     if not frames:
         return spark.createDataFrame([], SCHEMA)
     return reduce(lambda a, b: a.unionByName(b), frames)
+
+
+def split_ranges(tps, starts: dict, ends: dict, from_start: dict, boundary: dict, first: dict,
+                 key=lambda tp: tp) -> tuple[dict, dict, dict]:
+    """Each topic partition's wanted offsets [start, end) split by what its
+    copy holds, [first, boundary) of ``key(tp)``: (the part read from the
+    copy, by ``key(tp)``; the part before the copy's first offset; the part
+    past its boundary), each {.. : (from, to)} with non-empty ranges only.
+    A read from the start takes the copy from its first offset. Shared by
+    read_with_history (a sink's copy, by topic partition) and read_topic
+    (an Iceberg topic's table, by partition)."""
+    copy, head, tail = {}, {}, {}
+    for tp in tps:
+        k, s, e = key(tp), starts[tp], ends[tp]
+        if k in first:
+            b, f = boundary[k], first[k]
+            lo = f if from_start[tp] else max(s, f)
+            if min(b, e) > lo:
+                copy[k] = (lo, min(b, e))
+            if min(f, e) > s:
+                head[tp] = (s, min(f, e))
+            if e > max(s, b):
+                tail[tp] = (max(s, b), e)
+        elif e > s:
+            tail[tp] = (s, e)
+    return copy, head, tail
 
 
 def _sql_string(text: str) -> str:

@@ -50,7 +50,7 @@ import json
 from functools import reduce
 
 from kafkalite_spark import options as opt
-from kafkalite_spark.history import DRIVER_READ_MAX_BYTES
+from kafkalite_spark.history import DRIVER_READ_MAX_BYTES, split_ranges
 from kafkalite_spark.source import (_COLUMNS, ALL_COLUMNS, SCHEMA, SCHEMA_WITH_HEADERS,
                                     OffsetRange, _consumer, batch_offsets, read_range)
 
@@ -243,20 +243,9 @@ def read_topic(spark, bootstrap: str, topic: str, catalog,
         if partition in boundary and lo is not None:
             first[partition] = min(lo, first.get(partition, lo))
 
-    copy, head, tail = {}, {}, {}      # partition -> (from, to), non-empty only
-    for tp in tps:
-        p, s, e = tp[1], starts[tp], ends[tp]
-        if p in first:
-            b, f = boundary[p], first[p]
-            lo = f if from_start[tp] else max(s, f)
-            if min(b, e) > lo:
-                copy[p] = (lo, min(b, e))
-            if min(f, e) > s:
-                head[tp] = (s, min(f, e))
-            if e > max(s, b):
-                tail[tp] = (max(s, b), e)
-        elif e > s:
-            tail[tp] = (s, e)
+    # copy by partition (the table's), head and tail by topic partition
+    copy, head, tail = split_ranges(tps, starts, ends, from_start, boundary, first,
+                                    key=lambda tp: tp[1])
 
     register(spark)
     frames = []
