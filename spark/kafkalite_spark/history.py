@@ -54,8 +54,8 @@ import json
 from functools import reduce
 
 from kafkalite_spark import options as opt
-from kafkalite_spark.source import (ARROW_SCHEMA, SCHEMA, OffsetRange, _consumer, batch_offsets,
-                                    read_range)
+from kafkalite_spark.source import (_COLUMNS, ALL_COLUMNS, SCHEMA, SCHEMA_WITH_HEADERS,
+                                    OffsetRange, _consumer, batch_offsets, read_range)
 
 PROPERTY = "kafka.connect.offsets."
 # The options read_with_history passes on to the source's reads of the topic
@@ -259,7 +259,7 @@ def read_with_history(spark, table: str, catalog: dict, connector: str | None = 
         frames.append(df)
     for ranges in (tail, head):
         if ranges:
-            local = _driver_read(spark, o, ranges, driver_read_max_bytes)
+            local = driver_read(spark, o, ranges, driver_read_max_bytes)
             frames.append(_topic_read(spark, given, ranges) if local is None else local)
     if not frames:
         return spark.createDataFrame([], SCHEMA)
@@ -296,16 +296,18 @@ def _sql_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _driver_read(spark, o: opt.SourceOptions, ranges: dict, max_bytes: int):
+def driver_read(spark, o: opt.SourceOptions, ranges: dict, max_bytes: int):
     """The records of ``ranges`` ({tp: (from, to)}) read on the driver, as
     the DataFrame of one Arrow table (the source's own reads, batch for
-    batch: the same rows and errors); None once they pass ``max_bytes``."""
+    batch: the same rows and errors; the headers column with
+    ``includeHeaders``); None once they pass ``max_bytes``."""
     import pyarrow as pa
     if max_bytes <= 0:
         return None
+    columns = ALL_COLUMNS + (("headers",) if o.include_headers else ())
     batches, size = [], 0
     for (t, p), (lo, hi) in sorted(ranges.items()):
-        records = read_range(o, OffsetRange(t, p, lo, hi))
+        records = read_range(o, OffsetRange(t, p, lo, hi), columns)
         try:
             for batch in records:
                 size += batch.nbytes
@@ -314,7 +316,9 @@ def _driver_read(spark, o: opt.SourceOptions, ranges: dict, max_bytes: int):
                 batches.append(batch)
         finally:
             records.close()      # the consumer in it, when the limit stopped the read
-    return spark.createDataFrame(pa.Table.from_batches(batches, ARROW_SCHEMA), SCHEMA)
+    arrow = pa.schema([(c, _COLUMNS[c][1]) for c in columns])
+    return spark.createDataFrame(pa.Table.from_batches(batches, arrow),
+                                 SCHEMA_WITH_HEADERS if o.include_headers else SCHEMA)
 
 
 def _topic_read(spark, given: dict, ranges: dict):

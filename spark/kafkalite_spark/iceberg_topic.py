@@ -50,9 +50,8 @@ import json
 from functools import reduce
 
 from kafkalite_spark import options as opt
-from kafkalite_spark.history import DRIVER_READ_MAX_BYTES, split_ranges
-from kafkalite_spark.source import (_COLUMNS, ALL_COLUMNS, SCHEMA, SCHEMA_WITH_HEADERS,
-                                    OffsetRange, _consumer, batch_offsets, read_range)
+from kafkalite_spark.history import DRIVER_READ_MAX_BYTES, driver_read, split_ranges
+from kafkalite_spark.source import SCHEMA, SCHEMA_WITH_HEADERS, _consumer, batch_offsets
 
 NAMESPACE = "kafkalite"                    # the namespace of the leaders' tables
 NEXT_OFFSET = "kafkalite.next-offset."     # + partition: the snapshot summary's offsets
@@ -275,35 +274,11 @@ def read_topic(spark, bootstrap: str, topic: str, catalog,
         frames.append(df.select(*columns))
     for ranges in (tail, head):
         if ranges:
-            local = _driver_read(spark, o, ranges, driver_read_max_bytes)
+            local = driver_read(spark, o, ranges, driver_read_max_bytes)
             frames.append(_topic_read(spark, given, topic, ranges) if local is None else local)
     if not frames:
         return spark.createDataFrame([], SCHEMA_WITH_HEADERS if o.include_headers else SCHEMA)
     return reduce(lambda a, b: a.unionByName(b), frames)
-
-
-def _driver_read(spark, o: opt.SourceOptions, ranges: dict, max_bytes: int):
-    """The records of ``ranges`` ({tp: (from, to)}) read on the driver, as
-    the DataFrame of one Arrow table (the source's own reads, batch for
-    batch: the same rows and errors); None once they pass ``max_bytes``."""
-    import pyarrow as pa
-    if max_bytes <= 0:
-        return None
-    columns = ALL_COLUMNS + (("headers",) if o.include_headers else ())
-    batches, size = [], 0
-    for (t, p), (lo, hi) in sorted(ranges.items()):
-        records = read_range(o, OffsetRange(t, p, lo, hi), columns)
-        try:
-            for batch in records:
-                size += batch.nbytes
-                if size > max_bytes:
-                    return None
-                batches.append(batch)
-        finally:
-            records.close()      # the consumer in it, when the limit stopped the read
-    arrow = pa.schema([(c, _COLUMNS[c][1]) for c in columns])
-    return spark.createDataFrame(pa.Table.from_batches(batches, arrow),
-                                 SCHEMA_WITH_HEADERS if o.include_headers else SCHEMA)
 
 
 def _topic_read(spark, given: dict, topic: str, ranges: dict):
