@@ -210,10 +210,18 @@ class JsonConverter(Converter):
     def from_connect_data(self, topic, schema, value):
         if value is None and schema is None:
             return None
-        if schema is not None and schema.type == "struct" and isinstance(value, dict):
-            payload = self._compiled(schema)[2](value)
-        else:
-            payload = to_json_value(schema, value)
+        try:
+            if schema is not None and schema.type == "struct" and isinstance(value, dict):
+                payload = self._compiled(schema)[2](value)
+            else:
+                payload = to_json_value(schema, value)
+        except DataException:
+            raise
+        except (TypeError, ValueError, AttributeError, OverflowError) as e:
+            # a value its schema cannot hold (text in a Timestamp field): Kafka's
+            # DataException, which the batch path and the error tolerance act on
+            raise DataException(f"JsonConverter: a value does not fit its schema"
+                                f"{_misfit(schema, value)}: {type(e).__name__}: {e}") from None
         try:
             body = _dumps(payload)
         except (TypeError, ValueError) as e:
@@ -401,6 +409,18 @@ class JsonConverter(Converter):
         except (ValueError, KeyError, TypeError) as e:
             raise DataException(f"JsonConverter: bad schema: {e}") from None
         return schema, from_json_value(schema, doc["payload"])
+
+
+def _misfit(schema, value) -> str:
+    """Where in ``value`` its ``schema`` is not met, for an error message:
+    the first struct field whose value does not convert, else the schema."""
+    if schema is not None and schema.type == "struct" and isinstance(value, dict):
+        for f in schema.fields:
+            try:
+                to_json_value(f.schema, value.get(f.name))
+            except Exception:  # noqa: BLE001 -- any failure names the field
+                return f" (field {f.name!r}, {f.schema.name or f.schema.type})"
+    return f" ({schema.name or schema.type})" if schema is not None else ""
 
 
 class StructColumns(Sequence):

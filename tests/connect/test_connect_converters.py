@@ -388,3 +388,29 @@ def test_a_json_batch_of_flat_structs_is_columnar_and_decoded_only_when_read():
     assert type(values) is list
     # all keys null: no converter call per record
     assert c.to_connect_batch("t", pa.array([None] * 3, pa.binary())) == (None, [None] * 3)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("schemas", [True, False])
+def test_a_value_its_schema_cannot_hold_is_a_data_exception(schemas):
+    """Kafka's JsonConverter answers a value that does not fit its schema
+    with DataException: the worker's batch path falls back record by record
+    on it, and the error tolerance then skips the record. A ValueError (a
+    Timestamp field holding text) escaped before, and failed the task."""
+    from kafkalite.connect.converters import StructColumns
+    c = JsonConverter()
+    c.configure({"schemas.enable": str(schemas).lower()}, False)
+    schema = SchemaBuilder.struct().field("id", Schema.INT64) \
+        .field("at", Schema.OPTIONAL_TIMESTAMP).build()
+    good = {"id": 1, "at": dt.datetime(2026, 11, 28, tzinfo=dt.timezone.utc)}
+    bad = {"id": 2, "at": "not a time"}
+    assert c.from_connect_data("t", schema, good)
+    with pytest.raises(DataException, match="at"):
+        c.from_connect_data("t", schema, bad)
+    with pytest.raises(DataException):
+        c.from_connect_data("t", Schema.OPTIONAL_TIMESTAMP, "not a time")
+    with pytest.raises(DataException):
+        c.from_connect_batch("t", schema, [good, bad])
+    columns = StructColumns(["id", "at"], [[1, 2], [good["at"], "not a time"]])
+    with pytest.raises(DataException):
+        c.from_connect_batch("t", schema, columns)

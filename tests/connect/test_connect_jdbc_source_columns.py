@@ -7,6 +7,7 @@ import pytest
 
 from kafkalite.connect.converters import JsonConverter, StructColumns
 from kafkalite.connect.data import Field, Schema
+from kafkalite.connect.errors import DataException
 
 UTC = dt.timezone.utc
 
@@ -52,11 +53,11 @@ def test_columns_write_the_per_row_bytes(schemas, rows):
 
 def test_a_column_the_general_path_refuses_falls_back_per_record():
     # a timestamp column holding a string: the batch goes record by record, failing as
-    # the per-record path fails on that record
+    # the per-record path fails on that record (Kafka's DataException, naming the field)
     schema = Schema("struct", name="t", fields=(Field("ts", Schema.OPTIONAL_TIMESTAMP),))
-    with pytest.raises(ValueError) as per_record:
+    with pytest.raises(DataException) as per_record:
         _converter(True).from_connect_data("t", schema, {"ts": "not a time"})
-    with pytest.raises(ValueError) as batch:
+    with pytest.raises(DataException) as batch:
         _converter(True).from_connect_batch("t", schema,
                                             StructColumns(["ts"], [["not a time"]]))
     assert str(batch.value) == str(per_record.value)
