@@ -560,7 +560,6 @@ def main(argv=None) -> int:
     try:
         import kafkalite_spark        # first: without pyspark it names the extra to install
         import pyspark
-        from pyspark.sql import SparkSession
     except ModuleNotFoundError as exc:
         if exc.name != "pyspark":
             raise
@@ -606,14 +605,7 @@ def main(argv=None) -> int:
         if rows != args.records:
             raise RuntimeError(f"the consumer read {rows} records, not {args.records}")
         say(f"  parquet file {human_bytes(os.path.getsize(parquet))}")
-        spark = (SparkSession.builder.master("local[2]").appName("kafkalite-bench")
-                 .config("spark.ui.enabled", "false")
-                 .config("spark.ui.showConsoleProgress", "false")
-                 .config("spark.sql.shuffle.partitions", "4")
-                 .config("spark.driver.memory", "2g")
-                 .config("spark.python.worker.reuse", "true")
-                 .getOrCreate())
-        spark.sparkContext.setLogLevel("ERROR")
+        spark = common.spark_session("kafkalite-bench")
         kafkalite_spark.register(spark)
         spark.dataSource.register(naive_source_class())
         spark.dataSource.register(ceiling_source_class())

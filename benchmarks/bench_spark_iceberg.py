@@ -46,6 +46,8 @@ for path in (REPO, REPO / "spark"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
+import common  # noqa: E402  (benchmarks/: the script's own directory)
+
 TOPIC = "bench-iceberg"
 TARGET = 0.8
 CHUNK = 100_000
@@ -132,7 +134,6 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 2
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
     import kafkalite_spark
@@ -167,14 +168,7 @@ def main(argv=None) -> int:
             produce(server, args, tail, records)
             print(f"{tail:,} more records in the topic only")
 
-        spark = (SparkSession.builder.master("local[2]").appName("bench-spark-iceberg")
-                 .config("spark.ui.enabled", "false")
-                 .config("spark.ui.showConsoleProgress", "false")
-                 .config("spark.sql.shuffle.partitions", "4")
-                 .config("spark.driver.memory", "2g")
-                 .config("spark.python.worker.reuse", "true")
-                 .getOrCreate())
-        spark.sparkContext.setLogLevel("ERROR")
+        spark = common.spark_session("bench-spark-iceberg")
         kafkalite_spark.register(spark)
         rest = server.info["iceberg_rest"]
         from pyiceberg.catalog import load_catalog

@@ -264,3 +264,19 @@ def write_json(path: str, doc: dict, *, rounds: Rounds | None = None) -> None:
 __all__ = ["Row", "Rounds", "add_dirs", "add_json", "add_quick", "add_rounds", "alternating",
            "alternating_medians", "comparison_table", "parse", "parser", "say_load", "say_runs",
            "say_table", "spread", "write_json"]
+
+
+def spark_session(app: str):
+    """The local SparkSession the Spark benchmarks measure with (2 cores,
+    no UI, 4 shuffle partitions, a 2 GB driver, Python workers reused),
+    its log cut to errors."""
+    from pyspark.sql import SparkSession
+    spark = (SparkSession.builder.master("local[2]").appName(app)
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "4")
+             .config("spark.driver.memory", "2g")
+             .config("spark.python.worker.reuse", "true")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
