@@ -41,7 +41,9 @@ agent, a RocksDB (rocksdict) table for the count, ``processing_guarantee``
 at_least_once or exactly_once; timed from the worker's start until it has
 processed ``--faust-records`` records, flushed its producer and committed;
 debug logging turned off, which faust's worker leaves on; the producer
-lingers 5 ms like librdkafka's, not aiokafka's 0).
+lingers 5 ms like librdkafka's, not aiokafka's 0). A peer's run that
+fails is printed as a warning and tried once more; a second failure leaves
+that figure out (kafkalite's own figures never are).
 Targets (issue 20): columnar >= 20x quixstreams on the stateful count,
 per record >= 2x.
 
@@ -377,10 +379,17 @@ def main(argv=None) -> int:
                             if impl not in PEERS:
                                 raise
                             # a peer that cannot run is a finding to print, not the
-                            # end of kafkalite's figures
-                            failed[(kind, guarantee, impl)] = repr(exc)[:2000]
+                            # end of kafkalite's figures; it gets one more try, as
+                            # a peer failing once on a loaded machine (faust under
+                            # exactly_once did in a CI run) says nothing of speed
                             report.warn(f"{tag} failed: {exc}")
-                            continue
+                            try:
+                                rate = run_figure(server, work, args, kind, guarantee, impl,
+                                                  tag + "-again")
+                            except Exception as again:
+                                failed[(kind, guarantee, impl)] = repr(again)[:2000]
+                                report.warn(f"{tag} failed again: {again}")
+                                continue
                         runs.setdefault((kind, guarantee, impl), []).append(rate)
                         say(f"  {tag}: {rate:,.0f} records/s")
     except Exception:

@@ -50,7 +50,9 @@ def test_quick_run_reports_every_figure(tmp_path, quix_python):
         for guarantee in ("at_least_once", "exactly_once_v2"):
             for impl in ("columnar", "per_record", "quix", "faust"):
                 figure = doc["figures"][f"{kind}_{guarantee}_{impl}"]
-                assert figure["value"] > 0 and len(figure["runs"]) == 1, (kind, guarantee, impl)
+                # a peer that failed is a warning in the output: say it
+                assert figure["value"] > 0 and len(figure["runs"]) == 1, (
+                    (kind, guarantee, impl), r.stdout[-3000:] + r.stderr[-6000:])
     for guarantee in ("at_least_once", "exactly_once_v2"):
         for impl in ("columnar", "per_record"):
             assert doc["figures"][f"join_{guarantee}_{impl}"]["value"] > 0
