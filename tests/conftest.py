@@ -114,6 +114,18 @@ def own_server(tmp_path):
     srv.kill()
 
 
+@pytest.fixture(scope="session")
+def pg_server():
+    """A PostgreSQL server (tests/postgres.py) shared by the session's
+    cluster tests: each takes a database of its own (``new_database``), so
+    they share the server's start-up, not their state. Modules that use it
+    skip themselves when PostgreSQL's binaries are missing."""
+    from postgres import PostgresServer
+    srv = PostgresServer().start()
+    yield srv
+    srv.stop()
+
+
 @pytest.fixture
 def topic_name(request):
     """A topic name unique to the test across the session's shared server:

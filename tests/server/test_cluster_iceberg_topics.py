@@ -22,7 +22,7 @@ import pytest
 
 from harness import ServerProcess, wait_until
 from kafkalite.client import AdminClient, TopicPartition
-from postgres import PostgresServer, find_binaries, new_database
+from postgres import find_binaries, new_database
 from replicas import create, state, wait_for
 from test_cluster_nodes import TIMEOUTS, in_parallel, kill_node, live_brokers, node_of, \
     produce_acked
@@ -37,13 +37,6 @@ pytestmark = pytest.mark.skipif(find_binaries() is None,
 TOPIC = "events"
 PARTITIONS = 3
 NAMESPACE = "kafkalite"
-
-
-@pytest.fixture(scope="module")
-def pg_server():
-    srv = PostgresServer().start()
-    yield srv
-    srv.stop()
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ import pytest
 
 from harness import ServerProcess, wait_until
 from jepsen import History, check
-from postgres import PostgresServer, find_binaries, new_database
+from postgres import find_binaries, new_database
 from replicas import Traffic, create, read_log, state, wait_for
 from kafkalite.client import Consumer, Producer
 from soak import setting
@@ -37,13 +37,6 @@ pytestmark = pytest.mark.skipif(find_binaries() is None,
 KILLS = setting("KAFKALITE_CLUSTER_KILLS")
 TIMEOUTS = ["--controller-lease-ms", "3000", "--broker-session-timeout-ms", "2000",
             "--replica-lag-time-max-ms", "2000"]
-
-
-@pytest.fixture(scope="module")
-def pg_server():
-    srv = PostgresServer().start()
-    yield srv
-    srv.stop()
 
 
 @pytest.fixture

@@ -165,13 +165,6 @@ def mirrored(data_dir) -> dict:
         return json.load(f)
 
 
-@pytest.fixture(scope="module")
-def pg_server():
-    srv = PostgresServer().start()
-    yield srv
-    srv.stop()
-
-
 def _cluster(pg, tmp_path):
     c = Cluster(pg, tmp_path)
     r = kafkalite("users", "add", ADMIN, "--data-dir", c.data_dir(1), "--mechanism",

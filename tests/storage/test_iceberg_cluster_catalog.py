@@ -13,7 +13,7 @@ import pytest
 
 from kafkalite.record import RecordBatchBuilder
 from kafkalite.storage import LogConfig, PartitionLog
-from postgres import PostgresServer, find_binaries, new_database
+from postgres import find_binaries, new_database
 
 pytest.importorskip("pyiceberg")
 pytest.importorskip("psycopg")
@@ -27,13 +27,6 @@ pytestmark = pytest.mark.skipif(find_binaries() is None,
 
 CONFIG = LogConfig.from_properties({"segment.bytes": 4096, "retention.ms": -1,
                                     "iceberg.mode": "key_value", "iceberg.target.lag.ms": 1})
-
-
-@pytest.fixture(scope="module")
-def pg_server():
-    srv = PostgresServer().start()
-    yield srv
-    srv.stop()
 
 
 @pytest.fixture
