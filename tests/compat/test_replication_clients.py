@@ -91,12 +91,19 @@ def test_confluent_kafka_acks_all_through_leader_kills_loses_nothing(cluster):
     # on a failure, what each replica holds on disk and where the read began
     # (a fresh-clone run lost the first 5,600 records of partition 0 once:
     # tell a log that lacks them from a read that skipped them)
-    assert report.acked > 500 and report.ok, (report, {
-        p: (log[p][0][0] if log[p] else None, log_bounds(s, "ck-repl", 2)[p],
-            {d: sorted(os.listdir(os.path.join(s.data_dir, d, f"ck-repl-{p}")))
-             for d in sorted(os.listdir(s.data_dir))
-             if os.path.isdir(os.path.join(s.data_dir, d, f"ck-repl-{p}"))})
-        for p in (0, 1)})
+    if not report.ok:
+        # printed whole (an assertion message is cut short): pytest shows it
+        # with the failure
+        for part in (0, 1):
+            print(f"partition {part}: read from {log[part][0][0] if log[part] else None}, "
+                  f"bounds {log_bounds(s, 'ck-repl', 2)[part]}")
+            for d in sorted(os.listdir(s.data_dir)):
+                where = os.path.join(s.data_dir, d, f"ck-repl-{part}")
+                if os.path.isdir(where):
+                    print(f"  {d}: {sorted(os.listdir(where))}")
+        print("\n".join(line for line in s.output().splitlines()   # what the server did
+                        if "ck-repl" in line and "rdkafka" not in line))
+    assert report.acked > 500 and report.ok, report
 
 
 def test_kafka_python_follows_a_leader_change(cluster):
