@@ -180,3 +180,34 @@ def test_a_commit_waits_for_the_target_lag_or_a_segment_roll(plog, tmp_path):
         assert time.monotonic() < deadline, "the roll did not commit"
         time.sleep(0.01)
     assert _rows(root, "events")[1] == {0: 2}
+
+
+def test_the_tables_of_a_catalog_share_one_catalog_in_a_process(tmp_path):
+    """One SQLAlchemy engine (one connection pool) per catalog in a worker,
+    not one per topic's table: on a cluster each pool held PostgreSQL
+    connections."""
+    root = str(tmp_path / "iceberg")
+    a, b = TopicTable(root, "orders"), TopicTable(root, "payments")
+    a.load(), b.load()
+    assert a._catalog is b._catalog
+    other = TopicTable(str(tmp_path / "elsewhere"), "orders")
+    other.load()
+    assert other._catalog is not a._catalog
+
+
+def test_a_namespace_created_between_the_check_and_the_insert_is_no_error(tmp_path,
+                                                                           monkeypatch):
+    """Two workers that lead partitions of Iceberg topics at once both find
+    no namespace and both insert it: the second insert's IntegrityError
+    means it exists (pyiceberg raises it, not NamespaceAlreadyExistsError)."""
+    from pyiceberg.catalog.sql import SqlCatalog
+    root = str(tmp_path / "iceberg")
+    TopicTable(root, "first").load()                  # the namespace is there now
+    real, calls = SqlCatalog.namespace_exists, []
+
+    def not_yet(self, namespace):                     # the check, made before the other's insert
+        calls.append(namespace)
+        return False if len(calls) == 1 else real(self, namespace)
+    monkeypatch.setattr(SqlCatalog, "namespace_exists", not_yet)
+    table = TopicTable(root, "second").load()        # as the process that lost the race sees it
+    assert table.name() == ("kafkalite", "second")

@@ -43,6 +43,7 @@ Iceberg thread).
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 
@@ -108,6 +109,10 @@ def _partition_spec():
                                         name="redpanda_timestamp_hour"))
 
 
+_catalogs: dict = {}
+_catalogs_lock = threading.Lock()
+
+
 def open_catalog(root: str, warehouse: str | None = None, uri: str | None = None):
     """The SQL catalog at ``uri`` (a cluster's PostgreSQL), default the
     SQLite file under ``root``; tables' files under ``warehouse`` (default
@@ -117,10 +122,19 @@ def open_catalog(root: str, warehouse: str | None = None, uri: str | None = None
     catalog races another process's."""
     from kafkalite.iceberg_catalog import sql_catalog
     warehouse = os.path.abspath(warehouse or os.path.join(root, WAREHOUSE_DIR))
-    os.makedirs(warehouse, exist_ok=True)
-    return sql_catalog(
-        NAMESPACE, uri=uri or f"sqlite:///{os.path.abspath(os.path.join(root, CATALOG_FILE))}",
-        warehouse=f"file://{warehouse}")
+    uri = uri or f"sqlite:///{os.path.abspath(os.path.join(root, CATALOG_FILE))}"
+    # one catalog (one SQLAlchemy engine and its connection pool) per
+    # catalog and warehouse in a process, however many topics' tables it
+    # writes: a catalog per table held a pool per table, on a cluster as
+    # many PostgreSQL connections (its sessions are per call, so the
+    # tables' threads share it as they share the database)
+    with _catalogs_lock:
+        catalog = _catalogs.get((uri, warehouse))
+        if catalog is None:
+            os.makedirs(warehouse, exist_ok=True)
+            catalog = _catalogs[(uri, warehouse)] = sql_catalog(
+                NAMESPACE, uri=uri, warehouse=f"file://{warehouse}")
+        return catalog
 
 
 def committed_offsets(table) -> dict[int, int]:
@@ -155,9 +169,12 @@ class TopicTable:
         if self._catalog is None:
             self._catalog = open_catalog(self.root, self.warehouse, self.uri)
         if self._table is None:
+            from sqlalchemy.exc import IntegrityError
             try:
                 self._catalog.create_namespace(NAMESPACE)
-            except NamespaceAlreadyExistsError:
+            except (NamespaceAlreadyExistsError, IntegrityError):
+                # IntegrityError: another process created it between
+                # pyiceberg's check and its insert
                 pass
             try:
                 self._table = self._catalog.create_table(
