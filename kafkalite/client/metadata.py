@@ -25,6 +25,8 @@ from kafkalite.client.connection import Connection, KafkaTimeoutError
 from kafkalite.errors import error_for_code, error_or_none
 from kafkalite.protocol import ApiKey
 
+RETRY_BACKOFF_S = 0.1    # between ListOffsets tries of partitions whose leader moved (retry.backoff.ms)
+
 
 @dataclass
 class PartitionInfo:
@@ -149,23 +151,49 @@ def list_offsets(meta: Metadata, connection_to, requests: dict, isolation_level:
         for t in missing:
             if t not in meta.topics:
                 raise errors.UnknownTopicOrPartitionError(f"topic {t!r} does not exist")
-    by_node: dict[int, dict] = {}
-    for (t, p), ts in requests.items():
-        node = meta.leader(t, p)
-        by_node.setdefault(node, {}).setdefault(t, []).append(
-            {"partition_index": p, "current_leader_epoch": -1, "timestamp": ts})
-    out = {}
-    for node, topics in by_node.items():
-        resp = connection_to(node).request(ApiKey.LIST_OFFSETS, {
-            "replica_id": -1, "isolation_level": isolation_level,
-            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}, timeout)
-        for t in resp["topics"]:
-            for p in t["partitions"]:
-                if p["error_code"]:
-                    raise error_for_code(p["error_code"])(
-                        f"ListOffsets of {t['name']}-{p['partition_index']}")
-                out[(t["name"], p["partition_index"])] = (p["offset"], p["timestamp"])
-    return out
+    # a partition whose leader moved (NOT_LEADER_OR_FOLLOWER), has none yet,
+    # or is not yet ready to answer (OFFSET_NOT_AVAILABLE after a leader
+    # change) is asked again after a metadata refresh, until ``timeout``:
+    # the retriable errors, as Kafka's consumer retries its ListOffsets
+    deadline = time.monotonic() + timeout
+    out: dict = {}
+    todo = dict(requests)
+    while True:
+        failed: dict = {}
+        last = None
+        by_node: dict[int, dict] = {}
+        for (t, p), ts in todo.items():
+            node = meta.leader(t, p)
+            if node < 0:
+                failed[(t, p)] = ts
+                last = errors.LeaderNotAvailableError(f"{t}-{p} has no leader")
+                continue
+            by_node.setdefault(node, {}).setdefault(t, []).append(
+                {"partition_index": p, "current_leader_epoch": -1, "timestamp": ts})
+        for node, topics in by_node.items():
+            resp = connection_to(node).request(ApiKey.LIST_OFFSETS, {
+                "replica_id": -1, "isolation_level": isolation_level,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]},
+                max(deadline - time.monotonic(), 0.1))
+            for t in resp["topics"]:
+                for p in t["partitions"]:
+                    key = (t["name"], p["partition_index"])
+                    if p["error_code"]:
+                        error = error_for_code(p["error_code"])(
+                            f"ListOffsets of {t['name']}-{p['partition_index']}")
+                        if not error.retriable:
+                            raise error
+                        failed[key], last = todo[key], error
+                        continue
+                    out[key] = (p["offset"], p["timestamp"])
+        if not failed:
+            return out
+        if time.monotonic() + RETRY_BACKOFF_S >= deadline:
+            raise last
+        time.sleep(RETRY_BACKOFF_S)
+        meta.refresh(sorted(set(meta.topics) | {t for t, _ in failed}), False,
+                     max(deadline - time.monotonic(), 0.1))
+        todo = failed
 
 
 # ---- list_topics() in confluent-kafka's shapes ----------------------------------------------
