@@ -112,6 +112,14 @@ class RemoteLogMetadataFile:
         """The readable (COPY_SEGMENT_FINISHED) segments, by offset."""
         return [s for s in self._segments if s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED]
 
+    def replace(self, segments) -> None:
+        """Take ``segments`` as the entries (what the store's shared copy
+        says, metadata_store.py), written to the file only if they differ."""
+        segments = sorted(segments, key=lambda s: s.base_offset)
+        if segments != self._segments:
+            self._segments = segments
+            self._write()
+
     def add_copy_started(self, *metadata: RemoteLogSegmentMetadata) -> None:
         """New entries, COPY_SEGMENT_STARTED, in one write: a batch of copies
         handed over together costs one fsynced write, not one each."""

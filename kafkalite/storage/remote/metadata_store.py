@@ -76,6 +76,7 @@ class SharedRemoteLogMetadata:
 
     def __init__(self, storage, key: str):
         self.storage = storage
+        self.key = key
         self.prefix = f"{METADATA_PREFIX}/{key}/"
 
     def _name(self, version: int) -> str:
