@@ -30,10 +30,26 @@ from ``housekeeping`` and ``read``:
   copied), else fetched by ranges; its indexes fetched. It is read as a
   local segment is: a FileRegion for sendfile, CRCs checked, whole
   batches. The cache is emptied at open.
-- at open, what a crash left half done is finished: a copy STARTED and not
-  FINISHED is deleted from the store and from the metadata (a kill mid-copy
-  loses nothing: the local segment is still there and is copied again),
-  a DELETE_SEGMENT_STARTED is deleted again.
+- at open (a log on its own) or when it claims the shared metadata (a
+  replica's new leader), what a crash or a former leader left half done is
+  finished: a copy STARTED and not FINISHED (and not under way here) is
+  deleted from the store and from the metadata (a kill mid-copy loses
+  nothing: the local segment is still there and is copied again), a
+  DELETE_SEGMENT_STARTED is deleted again.
+- on a replica (``lead``/``follow``, from the partition's leadership), the
+  metadata is the one the replicas share in the store (metadata_store.py):
+  the leader reads its newest version, merges it with what it knows and
+  writes the next one under its leader epoch before it copies or deletes
+  anything (``_try_claim``); then one version per change of its entries,
+  written on the copier thread, each copy or delete of objects running
+  only once the version before it was written (``_after``), so the shared
+  metadata names every object put; a write refused for a newer epoch
+  (fenced) ends this replica's copies, and the objects of the copies it
+  made that the newer leader does not list are deleted. A follower reads
+  the newest version at most each FOLLOWER_REFRESH_S and takes it as its
+  entries; it deletes no remote segment. Local retention deletes only up to
+  the highest offset the shared metadata lists as copied
+  (``retention_highest_offset``).
 - a copy that fails (the store down, a full disk) is abandoned with those
   queued behind it: DELETE_SEGMENT_STARTED, and the store's delete of
   whatever each put, on the copier thread; an entry goes once the store
