@@ -1,6 +1,6 @@
 """Tiered storage (KIP-405) on a replicated topic: the remote log metadata
 every replica reads (storage/remote/metadata_store.py), on a 3-worker
-server whose remote store is a directory.
+server whose remote store is a directory or a bucket on moto's S3 server.
 
 - Followers take the highest remote offset from the shared metadata and
   their local retention deletes what is remote: every replica's local
@@ -18,9 +18,12 @@ import signal
 import time
 
 import confluent_kafka as ck
+import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness import ServerProcess, stop_server, wait_until
+from moto_s3 import moto_s3
+from kafkalite.storage.remote.s3_storage import S3RemoteStorage
 from kafkalite.storage.remote.storage_manager import LocalDirectoryRemoteStorage
 
 SEGMENT_BYTES = 16384
@@ -46,16 +49,18 @@ def _local_logs(directory) -> list[tuple[int, int]]:
     return sorted(found)
 
 
-def _shared_metadata(root) -> list[dict]:
-    """The entries of the newest shared metadata version of the topic's partition 0."""
-    versions = sorted(glob.glob(os.path.join(root, "__remote_log_metadata", "*", "*.json")))
-    if not versions:
+def _shared_metadata(store) -> list[dict]:
+    """The entries of the newest shared metadata version of the topic's
+    partition 0 (the server's only partition), read from the store."""
+    if isinstance(store, LocalDirectoryRemoteStorage):
+        names = [os.path.relpath(p, store.root) for p in glob.glob(
+            os.path.join(store.root, "__remote_log_metadata", "*", "*.json"))]
+    else:
+        names = store.list_metadata("__remote_log_metadata/")
+    if not names:
         return []
-    try:
-        with open(versions[-1]) as f:
-            return json.load(f)["segments"]
-    except FileNotFoundError:
-        return _shared_metadata(root)
+    data = store.fetch_metadata(max(names, key=os.path.basename))
+    return _shared_metadata(store) if data is None else json.loads(data)["segments"]
 
 
 def _produce(srv, topic, start, count) -> list[bytes]:
@@ -95,12 +100,25 @@ def _read_from_zero(srv, topic, count) -> list[tuple[int, bytes]]:
         consumer.close()
 
 
-def test_replicas_share_the_remote_log_metadata_across_a_leader_kill(tmp_path):
-    remote = str(tmp_path / "remote")
+@pytest.fixture(params=["directory", "s3"])
+def store_config(request, tmp_path):
+    """(the server's config file, the store as a client sees it)."""
     config = tmp_path / "tiered.toml"
-    config.write_text('"remote.log.storage.system.enable" = true\n'
-                      f'remote_log_storage_dir = "{remote}"\n')
-    store = LocalDirectoryRemoteStorage(remote)
+    if request.param == "directory":
+        remote = str(tmp_path / "remote")
+        config.write_text('"remote.log.storage.system.enable" = true\n'
+                          f'remote_log_storage_dir = "{remote}"\n')
+        yield config, LocalDirectoryRemoteStorage(remote)
+        return
+    with moto_s3("replicas") as endpoint:
+        config.write_text('"remote.log.storage.system.enable" = true\n'
+                          'remote_log_storage_s3_bucket = "replicas"\n'
+                          f'remote_log_storage_s3_endpoint = "{endpoint}"\n')
+        yield config, S3RemoteStorage("replicas", endpoint_url=endpoint)
+
+
+def test_replicas_share_the_remote_log_metadata_across_a_leader_kill(tmp_path, store_config):
+    config, store = store_config
     srv = ServerProcess(str(tmp_path / "data"), workers=3,
                         extra_args=["--config", str(config), "--no-auto-leader-rebalance"]).start()
     try:
@@ -125,7 +143,7 @@ def test_replicas_share_the_remote_log_metadata_across_a_leader_kill(tmp_path):
         partition = f"{topic}-0"
         before = {name.split("-", 1)[1]: int(name.split("-", 1)[0])
                   for name in store.list_segments(partition)}
-        entries = {e["id"]: e for e in _shared_metadata(remote)}
+        entries = {e["id"]: e for e in _shared_metadata(store)}
         highest = max(e["end_offset"] for e in entries.values()
                       if e["state"] == "COPY_SEGMENT_FINISHED")
         assert highest > COUNT // 2
@@ -141,7 +159,7 @@ def test_replicas_share_the_remote_log_metadata_across_a_leader_kill(tmp_path):
 
         # the new leader copies on from the shared metadata: the rolled
         # segments of the new records, not again what was copied
-        wait_until(lambda: max((e["end_offset"] for e in _shared_metadata(remote)
+        wait_until(lambda: max((e["end_offset"] for e in _shared_metadata(store)
                                 if e["state"] == "COPY_SEGMENT_FINISHED"), default=-1)
                    > COUNT + COUNT // 2, 60, "the new leader's copies")
         after = {name.split("-", 1)[1]: int(name.split("-", 1)[0])
@@ -161,11 +179,10 @@ def test_replicas_share_the_remote_log_metadata_across_a_leader_kill(tmp_path):
         cut = COUNT // 2
         done = admin.delete_records([ck.TopicPartition(topic, 0, cut)])
         list(done.values())[0].result(30)
-        shared = _shared_metadata(remote)
-        wait_until(lambda: (names := store.list_segments(partition)) and all(
-            int(n.split("-", 1)[0]) + 0 <= cut or True for n in names) and set(
-            n.split("-", 1)[1] for n in names) == {e["id"] for e in _shared_metadata(remote)}
-            and all(e["end_offset"] >= cut for e in _shared_metadata(remote)), 60,
+        shared = _shared_metadata(store)
+        wait_until(lambda: (names := store.list_segments(partition)) and set(
+            n.split("-", 1)[1] for n in names) == {e["id"] for e in _shared_metadata(store)}
+            and all(e["end_offset"] >= cut for e in _shared_metadata(store)), 60,
             lambda: f"the store holds what the metadata lists, none wholly below {cut}: "
                     f"{store.list_segments(partition)} "
                     f"{[(e['base_offset'], e['end_offset'], e['state']) for e in shared]}")
