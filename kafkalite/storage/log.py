@@ -161,13 +161,16 @@ class PartitionLog:
     def open(cls, directory: str, config: LogConfig | None = None, *,
              clock: Callable[[], int] | None = None,
              checkpoints: CheckpointFile | None = None,
-             remote_storage=None) -> "PartitionLog":
+             remote_storage=None, remote_leadership: bool = False) -> "PartitionLog":
         """Open (creating if needed) the partition in ``directory``, running
         recovery if it was not closed cleanly. ``checkpoints``: the owner's
         CheckpointFile, where the checkpoint is kept while the log is open
         (default: partition.checkpoint, written at every change).
         ``remote_storage``: the broker's RemoteStorageManager; the log is
-        tiered when it is given and ``remote.storage.enable`` is true."""
+        tiered when it is given and ``remote.storage.enable`` is true.
+        ``remote_leadership``: the owner will say whether this replica leads
+        (``remote.lead``/``remote.follow``), and the remote log metadata is
+        then the one the replicas share in the store."""
         config = config or LogConfig()
         clock = clock or _wall_clock_ms
         remote = None
@@ -175,7 +178,8 @@ class PartitionLog:
             from kafkalite.storage.remote.remote_log import RemoteLog
             os.makedirs(directory, exist_ok=True)
             name = "%s-%d" % tp if (tp := parse_topic_partition(directory)) else directory
-            remote = RemoteLog(directory, name, remote_storage, clock)
+            remote = RemoteLog(directory, name, remote_storage, clock,
+                               replicated=remote_leadership)
         span = None
         if remote is not None and remote.log_start_offset is not None:
             span = (remote.log_start_offset, remote.highest_offset)
@@ -675,11 +679,12 @@ class PartitionLog:
 
     # ---- tiered storage (KIP-405) -----------------------------------------------------------
 
-    def enable_remote_storage(self, remote_storage) -> None:
+    def enable_remote_storage(self, remote_storage, remote_leadership: bool = False) -> None:
         """``remote.storage.enable`` turned on for an open log: tier it from now on."""
         if self.remote is None and self.config.remote_storage_enable:
             from kafkalite.storage.remote.remote_log import RemoteLog
-            self.remote = RemoteLog(self.directory, self.name, remote_storage, self._clock)
+            self.remote = RemoteLog(self.directory, self.name, remote_storage, self._clock,
+                                    replicated=remote_leadership)
 
     def copy_to_remote(self, wait: bool = True, start: bool = True) -> int:
         """The leader's copy of its rolled segments to remote storage (see
@@ -699,9 +704,12 @@ class PartitionLog:
         """A tiered log's retention: local segments go once copied and past
         ``local.retention.*`` (or below the log start), without moving the
         log start offset; remote ones by the total ``retention.*`` or below
-        the log start, which then moves to the first one left."""
+        the log start, which then moves to the first one left. On a
+        replica, "copied" is what the shared remote log metadata says (a
+        follower's is its leader's): never a segment only this replica
+        thinks copied."""
         closed = self._segments[:-1]
-        highest = self.remote.highest_offset
+        highest = self.remote.retention_highest_offset
         doomed = 0
         while doomed < len(closed) and self._segments[doomed + 1].base_offset <= self._log_start:
             doomed += 1

@@ -144,6 +144,9 @@ class Partition:
         self.log.leader_epoch_cache.assign(leader_epoch, self.log.log_end_offset)
         if leader_epoch > self.log.leader_epoch:
             self.log.leader_epoch = leader_epoch
+        if self.log.remote is not None:
+            # KIP-405: the leader copies and writes the shared remote log metadata
+            self.log.remote.lead(leader_epoch, self.topic_id)
         self.maybe_increment_high_watermark()
         return new
 
@@ -161,6 +164,9 @@ class Partition:
         self._replica_ends = {}
         self._replica_starts = {}
         self._caught_up = {}
+        if self.log.remote is not None:
+            # a follower reads the remote log metadata its leader writes
+            self.log.remote.follow(self.topic_id)
         return changed
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:

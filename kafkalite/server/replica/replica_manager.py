@@ -335,7 +335,8 @@ class ReplicaManager:
                     plog = PartitionLog.open(self._directory(*key),
                                              self.log_config(spec.get("configs")),
                                              checkpoints=self.checkpoints,
-                                             remote_storage=self.remote_storage)
+                                             remote_storage=self.remote_storage,
+                                             remote_leadership=True)
                     if spec.get("leader", self.broker_id) == self.broker_id:
                         # the leader epoch's checkpoint fsyncs here, in
                         # parallel, rather than one by one in make_leader
@@ -369,14 +370,15 @@ class ReplicaManager:
                     self.checkpoints.bind(self._directory(*key), spec.get("topic_id"))
                     opened = PartitionLog.open(self._directory(*key), config,
                                                checkpoints=self.checkpoints,
-                                               remote_storage=self.remote_storage)
+                                               remote_storage=self.remote_storage,
+                                             remote_leadership=True)
                 plog = opened
                 part = Partition(key[0], key[1], spec.get("topic_id"), plog, self.broker_id)
                 self.partitions[key] = part
             else:
                 part.log.config = config
                 if config.remote_storage_enable and self.remote_storage is not None:
-                    part.log.enable_remote_storage(self.remote_storage)
+                    part.log.enable_remote_storage(self.remote_storage, remote_leadership=True)
             if spec.get("topic_id"):
                 self.topic_names[uuid.UUID(str(spec["topic_id"]))] = key[0]
             leader = spec.get("leader", self.broker_id)
@@ -1106,10 +1108,12 @@ class ReplicaManager:
             self._dirty.add(key)
             try:
                 remote = part.log.remote
-                if remote is not None and (part.is_leader or remote.copy_in_flight):
+                if remote is not None and (part.is_leader or remote.copy_in_flight
+                                           or remote.following):
                     # KIP-405: the leader copies, on the copier thread; the
                     # partition is looked at each tick until the copies are
-                    # done (finished by a former leader too, none started)
+                    # done (finished by a former leader too, none started);
+                    # a follower takes the shared remote log metadata from there
                     part.log.copy_to_remote(wait=False, start=part.is_leader)
                     if remote.copy_in_flight:
                         self._active[key] = max(self._active.get(key, 0), 2)

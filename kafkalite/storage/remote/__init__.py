@@ -5,7 +5,10 @@ remote store and read back from it once their local copies are gone.
   segment's files under a unique id, fetch a byte range, delete), with the
   local-directory implementation;
 - metadata.py: Kafka's RemoteLogSegmentMetadata and the per-partition record
-  of which segments are remote, in what state;
+  of which segments are remote, in what state (the replica's local copy);
+- metadata_store.py: that record as the replicas share it, versions in the
+  remote store written by the leader and fenced by leader epoch (the part
+  of Kafka's ``__remote_log_metadata`` kafkalite needs);
 - remote_log.py: the partition's side of Kafka's RemoteLogManager: what to
   copy, what remote segments total retention deletes, reads below the local
   log start offset, and the per-topic counts of copies and reads;

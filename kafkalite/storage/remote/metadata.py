@@ -1,11 +1,14 @@
 """Which of a partition's segments are remote, and in what state (Kafka's
 RemoteLogSegmentMetadata and its RemoteLogMetadataManager).
 
-Kafka keeps these as events in the ``__remote_log_metadata`` topic. This
-first slice keeps them per partition in ``remote-log-metadata``, a JSON
-file in the partition's log directory written atomically (checkpoint.py's
-``write_atomically``: a temporary file, fsync, rename) at every change of
-state, so what a crash leaves is the file before or after the change:
+Kafka keeps these as events in the ``__remote_log_metadata`` topic, which
+every replica reads. kafkalite shares them through the remote store
+(metadata_store.py: versions the leader writes, fenced by leader epoch);
+each replica keeps its own copy in ``remote-log-metadata``, a JSON file in
+the partition's log directory written atomically (checkpoint.py's
+``write_atomically``: a temporary file, fsync, rename) at every change,
+so what a crash leaves is the file before or after the change. A log with
+no replicas (a PartitionLog opened on its own) has only this file:
 
     {"version": 1, "segments": [
         {"id": "<hex>", "base_offset": 0, "end_offset": 99, "max_timestamp": 1700000000000,
@@ -111,6 +114,14 @@ class RemoteLogMetadataFile:
     def segments(self) -> list[RemoteLogSegmentMetadata]:
         """The readable (COPY_SEGMENT_FINISHED) segments, by offset."""
         return [s for s in self._segments if s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED]
+
+    def replace(self, segments) -> None:
+        """Take ``segments`` as the entries (what the store's shared copy
+        says, metadata_store.py), written to the file only if they differ."""
+        segments = sorted(segments, key=lambda s: s.base_offset)
+        if segments != self._segments:
+            self._segments = segments
+            self._write()
 
     def add_copy_started(self, *metadata: RemoteLogSegmentMetadata) -> None:
         """New entries, COPY_SEGMENT_STARTED, in one write: a batch of copies

@@ -1,6 +1,12 @@
 """A tiered partition's remote side (the per-partition part of Kafka's
 RemoteLogManager: its copy task, its expiration task and its reads).
 
+One module of about 1,030 lines, with reason for now: the copies, the
+deletes, the reads and the claim of the shared metadata all change the
+same entries and wait on the same copier-thread futures; the leadership
+part (``lead`` to ``_maybe_refresh``) is the next to go to a module of its
+own, with the state it owns.
+
 The partition log (log.py) owns one RemoteLog when its topic has
 ``remote.storage.enable=true`` and the broker a remote store, and calls it
 from ``housekeeping`` and ``read``:
@@ -30,10 +36,26 @@ from ``housekeeping`` and ``read``:
   copied), else fetched by ranges; its indexes fetched. It is read as a
   local segment is: a FileRegion for sendfile, CRCs checked, whole
   batches. The cache is emptied at open.
-- at open, what a crash left half done is finished: a copy STARTED and not
-  FINISHED is deleted from the store and from the metadata (a kill mid-copy
-  loses nothing: the local segment is still there and is copied again),
-  a DELETE_SEGMENT_STARTED is deleted again.
+- at open (a log on its own) or when it claims the shared metadata (a
+  replica's new leader), what a crash or a former leader left half done is
+  finished: a copy STARTED and not FINISHED (and not under way here) is
+  deleted from the store and from the metadata (a kill mid-copy loses
+  nothing: the local segment is still there and is copied again), a
+  DELETE_SEGMENT_STARTED is deleted again.
+- on a replica (``lead``/``follow``, from the partition's leadership), the
+  metadata is the one the replicas share in the store (metadata_store.py):
+  the leader reads its newest version, merges it with what it knows and
+  writes the next one under its leader epoch before it copies or deletes
+  anything (``_try_claim``); then one version per change of its entries,
+  written on the copier thread, each copy or delete of objects running
+  only once the version before it was written (``_after``), so the shared
+  metadata names every object put; a write refused for a newer epoch
+  (fenced) ends this replica's copies, and the objects of the copies it
+  made that the newer leader does not list are deleted. A follower reads
+  the newest version at most each FOLLOWER_REFRESH_S and takes it as its
+  entries; it deletes no remote segment. Local retention deletes only up to
+  the highest offset the shared metadata lists as copied
+  (``retention_highest_offset``).
 - a copy that fails (the store down, a full disk) is abandoned with those
   queued behind it: DELETE_SEGMENT_STARTED, and the store's delete of
   whatever each put, on the copier thread; an entry goes once the store
@@ -78,8 +100,12 @@ from kafkalite.errors import KafkaStorageError
 from kafkalite.storage import producer_snapshot
 from kafkalite.storage.background import BackgroundThread
 from kafkalite.storage.config import LogConfig
+from dataclasses import replace
+
 from kafkalite.storage.remote.metadata import (RemoteLogMetadataFile, RemoteLogSegmentMetadata,
                                                RemoteLogSegmentState)
+from kafkalite.storage.remote.metadata_store import (RemoteLogMetadataFenced,
+                                                     SharedRemoteLogMetadata, partition_key)
 from kafkalite.storage.remote.remote_log_deleter import NODE_DELETER, RETRY_MAX_S, RETRY_MIN_S
 from kafkalite.storage.remote.storage_manager import (LogSegmentData, RemoteLogSegmentId,
                                                       RemoteStorageManager)
@@ -105,6 +131,12 @@ CACHED_TXN_INDEXES = 1024      # remote segments' transaction indexes kept fetch
 READ_AHEAD_SEGMENTS = 2         # remote segments downloaded ahead of a background read
 _FETCH_CHUNK = 8 << 20          # bytes per ranged fetch when filling the cache
 COPIES_QUEUED = 16              # segments of a partition handed to the copier at once
+FOLLOWER_REFRESH_S = 1.0        # a follower reads the shared metadata at most this often
+# how far along an entry is, for merging two views of one (a claim)
+_RANK = {RemoteLogSegmentState.COPY_SEGMENT_STARTED: 0,
+         RemoteLogSegmentState.COPY_SEGMENT_FINISHED: 1,
+         RemoteLogSegmentState.DELETE_SEGMENT_STARTED: 2,
+         RemoteLogSegmentState.DELETE_SEGMENT_FINISHED: 3}
 
 S = RemoteLogSegmentState
 
@@ -151,14 +183,43 @@ class _IndexOnly:
         self.txn_index = txn_index
 
 
+def _after(publish: concurrent.futures.Future | None, fn, *args):
+    """Run ``fn`` on the copier thread only if the metadata write before it
+    (``publish``, done by then: one thread, in order) succeeded: no object
+    is put or deleted that the shared metadata does not say so first."""
+    if publish is not None:
+        publish.result()
+    return fn(*args)
+
+
 class RemoteLog:
     def __init__(self, directory: str, name: str, storage: RemoteStorageManager,
-                 clock: Callable[[], int]):
+                 clock: Callable[[], int], replicated: bool = False):
         self.directory = directory
         self.name = name
         self.storage = storage
         self._clock = clock
         self.metadata = RemoteLogMetadataFile(directory)
+        self.partition = os.path.basename(os.path.normpath(directory))
+        # the shared metadata in the store (metadata_store.py), once ``lead``
+        # or ``follow`` said which partition it is; None: a log on its own
+        # (no replicas: the local file is the only metadata)
+        self._shared: SharedRemoteLogMetadata | None = None
+        self._leading = False
+        self._epoch: int | None = None  # the leader epoch this replica writes under
+        self._claim: concurrent.futures.Future | None = None    # the newest version, read
+        self._claimed = False
+        self._fenced = False
+        self._version = -1              # newest version read or written (copier thread only)
+        self._publish: concurrent.futures.Future | None = None  # the last metadata write
+        self._publish_needed = False    # the last one failed: written again at the next call
+        # the last offset copied that the shared metadata says is (what local
+        # retention may delete up to: a copy finished here and not written there
+        # yet would be lost to a new leader)
+        self._shared_highest = -1
+        self._mine: set[str] = set()    # entries this replica wrote while it led
+        self._refresh: concurrent.futures.Future | None = None
+        self._refreshed_at = 0.0
         # what its metrics are counted under: the topic of its ``<topic>-<n>`` directory
         topic, _, index = os.path.basename(os.path.normpath(directory)).rpartition("-")
         self.topic = topic if topic and index.isdigit() else name
@@ -188,7 +249,13 @@ class RemoteLog:
         self._txn_indexes: collections.OrderedDict[str, TransactionIndex] = \
             collections.OrderedDict()
         shutil.rmtree(self._cache_dir, ignore_errors=True)
-        self._finish_interrupted()
+        if replicated:
+            # a replica learns from ``lead``/``follow`` whether what a crash left
+            # is its to finish (a follower's copy of the metadata lists the
+            # leader's copies under way, which are not)
+            NODE_DELETER.resume(os.path.dirname(os.path.normpath(self.directory)), self.storage)
+        else:
+            self._finish_interrupted()
 
     # ---- state ----------------------------------------------------------------------------
 
@@ -200,6 +267,14 @@ class RemoteLog:
     def highest_offset(self) -> int:
         """The last offset copied (Kafka's highest offset in remote storage), -1 for none."""
         return self.metadata.highest_offset
+
+    @property
+    def retention_highest_offset(self) -> int:
+        """The last offset local retention may delete up to: copied, and
+        said so by the shared metadata where there is one."""
+        if self._shared is None:
+            return self.metadata.highest_offset
+        return min(self.metadata.highest_offset, self._shared_highest)
 
     def size_below(self, offset: int) -> int:
         """Bytes of the remote segments wholly below ``offset`` (the local log start)."""
@@ -221,14 +296,219 @@ class RemoteLog:
         # and those of partitions deleted here before a stop (delete_all)
         NODE_DELETER.resume(os.path.dirname(os.path.normpath(self.directory)), self.storage)
 
+    # ---- leadership (the shared metadata) --------------------------------------------------
+
+    def lead(self, leader_epoch: int, topic_id=None) -> None:
+        """This replica leads at ``leader_epoch``: the newest shared version
+        is read (on the copier thread) and claimed at the next
+        ``copy_segments`` before anything is copied or deleted."""
+        self._bind(topic_id)
+        if self._leading and self._epoch == leader_epoch and not self._fenced:
+            return
+        self._leading, self._epoch = True, leader_epoch
+        self._claimed = self._fenced = False
+        self._claim = None
+
+    def follow(self, topic_id=None) -> None:
+        """This replica follows: it copies nothing more (those under way
+        finish, under the epoch it led at, unless a newer leader wrote
+        since), and takes the shared metadata's word on what is remote."""
+        self._bind(topic_id)
+        self._leading = self._claimed = False
+        self._claim = None
+
+    def _bind(self, topic_id) -> None:
+        if self._shared is None:
+            self._shared = SharedRemoteLogMetadata(self.storage,
+                                                   partition_key(self.partition, topic_id))
+
+    def _read_newest(self):
+        """Copier thread: the newest shared version."""
+        newest = self._shared.latest()
+        if newest is not None:
+            self._version = max(self._version, newest.version)
+        return newest
+
+    def _try_claim(self, wait: bool) -> bool:
+        """Whether this leader holds the partition's metadata: its newest
+        shared version read, merged with what this replica knows, and
+        written under this leader's epoch (any older leader's write after
+        that is refused)."""
+        if self._claimed:
+            return True
+        if self._claim is None:
+            self._claim = _copier.submit(self._read_newest)
+        if wait:
+            concurrent.futures.wait([self._claim])
+        if not self._claim.done():
+            return False
+        claim, self._claim = self._claim, None
+        try:
+            newest = claim.result()
+        except Exception as exc:
+            log.warning("%s: cannot read the remote log metadata, tried again later: %s",
+                        self.name, exc)
+            return False
+        if newest is not None and newest.leader_epoch > self._epoch:
+            log.warning("%s: the remote log metadata was written at leader epoch %d, newer "
+                        "than this leader's %d: nothing copied", self.name,
+                        newest.leader_epoch, self._epoch)
+            self._fenced = True
+            return False
+        self.metadata.replace(self._merge(newest))
+        if newest is not None:
+            self._shared_highest = max((s.end_offset for s in newest.segments
+                                        if s.state is S.COPY_SEGMENT_FINISHED), default=-1)
+        else:
+            # nothing shared yet: what this replica's own file says (a log
+            # tiered before the metadata was shared) is published now
+            self._shared_highest = -1
+        self._claimed = True
+        self._publish_now(claim=True)
+        log.info("%s: leads the remote log metadata at epoch %d (version %s, %d remote "
+                 "segment(s))", self.name, self._epoch,
+                 "none" if newest is None else newest.version, len(self.metadata.segments))
+        return True
+
+    def _merge(self, newest) -> list[RemoteLogSegmentMetadata]:
+        """What a new leader takes: the shared entries (or, with none shared
+        yet, this replica's own file), each as far along as this replica
+        knows it went if it wrote it and nobody wrote since; copies started
+        and not under way here are abandoned (DELETE_SEGMENT_STARTED: their
+        objects deleted): a former leader's, or a crash's."""
+        now = self._clock()
+        in_flight = {m.id for _, m in self._copying}
+        local = {m.id: m for m in self.metadata.all}
+        if newest is None:
+            entries = dict(local)
+        else:
+            entries = {m.id: m for m in newest.segments}
+            nobody_since = newest.leader_epoch <= self._epoch
+            for m in list(entries.values()):
+                mine = local.get(m.id)
+                if mine is not None and m.id in self._mine and nobody_since \
+                        and _RANK[mine.state] > _RANK[m.state]:
+                    entries[m.id] = mine
+            if nobody_since:
+                for m in local.values():
+                    if m.id in self._mine and m.id not in entries:
+                        entries[m.id] = m
+        for m in list(entries.values()):
+            if m.state is S.COPY_SEGMENT_STARTED and m.id not in in_flight:
+                entries[m.id] = replace(m, state=S.DELETE_SEGMENT_STARTED, event_timestamp=now)
+        return sorted(entries.values(), key=lambda s: s.base_offset)
+
+    def _changed(self) -> None:
+        """The entries changed here: the shared metadata follows (one write)."""
+        self._publish_now()
+
+    def _publish_now(self, claim: bool = False) -> None:
+        if self._shared is None or self._epoch is None or self._fenced:
+            return
+        if not (self._leading and self._claimed) and not (self._copying or self._mine):
+            return
+        snapshot = self.metadata.all
+        if self._leading:
+            self._mine.update(m.id for m in snapshot if m.state is not S.COPY_SEGMENT_FINISHED)
+        self._publish_needed = False
+        self._publish = _copier.submit(self._write_version, self._epoch, snapshot, claim)
+
+    def _write_version(self, epoch: int, snapshot, claim: bool) -> int:
+        """Copier thread: ``snapshot`` as the next shared version; returns
+        the last offset it says is copied. Refused (fenced), the copies this
+        replica made that the newer leader does not list as copied are
+        deleted here, after them (one thread, in order): no orphan."""
+        try:
+            self._version = self._shared.publish(epoch, snapshot, self._version)
+        except RemoteLogMetadataFenced:
+            newest = self._shared.latest()
+            keep = {m.id for m in (newest.segments if newest else ())
+                    if m.state is S.COPY_SEGMENT_FINISHED}
+            for m in snapshot:
+                if m.id in self._mine and m.id not in keep:
+                    self.storage.delete_log_segment_data(self._segment_id(m), m.base_offset)
+            raise
+        if claim:
+            self._shared.delete_below(self._version)
+        return max((m.end_offset for m in snapshot if m.state is S.COPY_SEGMENT_FINISHED),
+                   default=-1)
+
+    def _poll_publish(self, wait: bool) -> None:
+        publish = self._publish
+        if publish is None or not (wait or publish.done()):
+            return
+        try:
+            self._shared_highest = publish.result()
+        except RemoteLogMetadataFenced as exc:
+            log.warning("%s: deposed: %s; its copies under way are abandoned", self.name, exc)
+            self._fenced = True
+            self._publish = None
+            for future, _ in self._copying:
+                future.cancel()
+            self._copying.clear()
+            self._mine.clear()
+            self._refreshed_at = 0.0
+        except Exception as exc:
+            log.warning("%s: cannot write the remote log metadata, tried again later: %s",
+                        self.name, exc)
+            self._publish = None
+            self._publish_needed = True
+
+    def _maybe_refresh(self, wait: bool = False) -> None:
+        """A follower (or a deposed leader) takes the newest shared version,
+        read on the copier thread at most every FOLLOWER_REFRESH_S (Kafka's
+        RLMFollowerTask): its highest remote offset is what its local
+        retention deletes up to."""
+        if self._shared is None or self._leading:
+            return
+        if self._refresh is None:
+            if time.monotonic() - self._refreshed_at < FOLLOWER_REFRESH_S and not wait:
+                return
+            self._refreshed_at = time.monotonic()
+            self._refresh = _copier.submit(self._read_newest)
+        if wait:
+            concurrent.futures.wait([self._refresh])
+        if not self._refresh.done() or self._copying or self._deleting:
+            return      # its own copies' entries are its to finish first
+        refresh, self._refresh = self._refresh, None
+        try:
+            newest = refresh.result()
+        except Exception as exc:
+            log.warning("%s: cannot read the remote log metadata: %s", self.name, exc)
+            return
+        if newest is None:
+            return
+        self._mine.clear()
+        self.metadata.replace(newest.segments)
+        self._shared_highest = max((s.end_offset for s in newest.segments
+                                    if s.state is S.COPY_SEGMENT_FINISHED), default=-1)
+        for meta_id in [i for i in self._cache if all(s.id != i for s in newest.segments)]:
+            self._cache.pop(meta_id).delete()
+
     # ---- copy -----------------------------------------------------------------------------
 
     @property
     def copy_in_flight(self) -> bool:
         """Copies under way, or abandoned copies whose objects are still to
-        be deleted: the owner calls ``copy_segments`` again soon."""
-        return bool(self._copying or self._deleting) or any(
-            m.state is S.DELETE_SEGMENT_STARTED for m in self.metadata.all)
+        be deleted, a metadata write or read under way: the owner calls
+        ``copy_segments`` again soon."""
+        if self._shared is not None and (
+                self._publish_needed or self._refresh is not None
+                or (self._publish is not None and not self._publish.done())
+                or (self._leading and not self._claimed and not self._fenced)):
+            return True
+        return bool(self._copying or self._deleting) or (self._may_delete and any(
+            m.state is S.DELETE_SEGMENT_STARTED for m in self.metadata.all))
+
+    @property
+    def _may_delete(self) -> bool:
+        """Whether this replica deletes what the metadata lists for deletion:
+        a log on its own, or the leader holding the shared metadata."""
+        return self._shared is None or (self._leading and self._claimed and not self._fenced)
+
+    @property
+    def following(self) -> bool:
+        return self._shared is not None and not self._leading
 
     def copy_segments(self, segments, last_stable_offset: int, epoch_entries, *,
                       wait: bool = False, start: bool = True) -> int:
@@ -244,6 +524,16 @@ class RemoteLog:
         retention takes for copied), their objects deleted in the
         background (see ``_delete_abandoned``); they are copied again under
         new ids at a later call."""
+        if self._shared is not None:
+            self._poll_publish(wait)
+            if self._publish_needed:
+                self._publish_now(claim=self._leading and self._claimed)
+            if not self._leading or self._fenced:
+                start = False
+                if not self._leading:
+                    self._maybe_refresh(wait)
+            elif not self._try_claim(wait):
+                start = False
         finished = 0
         while True:
             try:
@@ -292,6 +582,7 @@ class RemoteLog:
             if done:
                 self.metadata.update_states([m.id for m in done], S.COPY_SEGMENT_FINISHED,
                                             self._clock())
+                self._changed()
                 self._delete_retry.clear()      # the store answers again
                 for meta in done:
                     REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.COPY_BYTES, meta.size)
@@ -303,6 +594,7 @@ class RemoteLog:
         """An unfinished copy will not be finished: DELETE_SEGMENT_STARTED,
         and ``_delete_abandoned`` deletes whatever of it the store holds."""
         self.metadata.update_state(meta.id, S.DELETE_SEGMENT_STARTED, self._clock())
+        self._changed()
 
     def _delete_abandoned(self, wait: bool) -> None:
         """The store's deletes of the copies whose entries say
@@ -319,12 +611,14 @@ class RemoteLog:
         now = time.monotonic()
         for meta in self.metadata.all:
             if meta.state is S.DELETE_SEGMENT_STARTED and meta.id not in self._deleting:
+                if not (self._may_delete or meta.id in self._mine):
+                    continue        # the leader's to delete
                 retry = self._delete_retry.get(meta.id)
                 if retry is not None and now < retry[0] and not wait:
                     continue
                 self._deleting[meta.id] = _copier.submit(
-                    self.storage.delete_log_segment_data, self._segment_id(meta),
-                    meta.base_offset)
+                    _after, self._publish, self.storage.delete_log_segment_data,
+                    self._segment_id(meta), meta.base_offset)
         for segment_id, future in list(self._deleting.items()):
             if not (wait or future.done()):
                 continue
@@ -339,7 +633,9 @@ class RemoteLog:
                             "in %.0f s: %s", self.name, segment_id, backoff, exc)
                 continue
             self._delete_retry.clear()      # the store answers again: no more waiting
-            self.metadata.update_state(segment_id, S.DELETE_SEGMENT_FINISHED, self._clock())
+            if any(m.id == segment_id for m in self.metadata.all):
+                self.metadata.update_state(segment_id, S.DELETE_SEGMENT_FINISHED, self._clock())
+                self._changed()
 
     def _wait_for_copy(self) -> None:
         """Let the copies in flight end (close), whatever their outcome."""
@@ -353,9 +649,10 @@ class RemoteLog:
         first, in one write: no object is put before its id is listed."""
         copies = [self._prepare_copy(seg, epoch_entries) for seg in segments]
         self.metadata.add_copy_started(*(meta for meta, _, _ in copies))
+        self._changed()
         for meta, sid, data in copies:
-            future = _copier.submit(self.storage.copy_log_segment_data, sid,
-                                    meta.base_offset, data)
+            future = _copier.submit(_after, self._publish, self.storage.copy_log_segment_data,
+                                    sid, meta.base_offset, data)
             self._copying.append((future, meta))
 
     def _prepare_copy(self, seg: LogSegment, epoch_entries):
@@ -400,7 +697,10 @@ class RemoteLog:
                retention_ms: int, retention_bytes: int) -> int:
         """Delete the remote segments wholly below ``log_start_offset`` and,
         with retention ``retention_ms``/``retention_bytes`` >= 0, those past
-        it; returns how many."""
+        it; returns how many. Only the leader deletes remote segments (a
+        follower's log start follows its leader's)."""
+        if not self._may_delete:
+            return 0
         now = self._clock()
         remote = [s for s in self.metadata.segments if s.end_offset < local_log_start_offset]
         excess = (sum(s.size for s in remote) + local_size - retention_bytes
@@ -428,6 +728,7 @@ class RemoteLog:
         confirms it (``_delete_abandoned``), so a store that is down never
         holds up the owner's thread."""
         self.metadata.update_state(meta.id, S.DELETE_SEGMENT_STARTED, self._clock())
+        self._changed()
         cached = self._cache.pop(meta.id, None)
         if cached is not None:
             cached.delete()     # a FileRegion read from it keeps its file open
@@ -454,10 +755,12 @@ class RemoteLog:
                 running.append(future)
         self._deleting.clear()
         entries = self.metadata.all
-        if entries:
+        if entries or self._shared is not None:
+            # with the shared metadata's key: what it lists goes too (a
+            # follower's copy may lag its leader's), and then its versions
             NODE_DELETER.hand_over(os.path.dirname(os.path.normpath(self.directory)),
-                                   self.storage, self._segment_id(entries[0]).partition,
-                                   entries, running)
+                                   self.storage, self.partition, entries, running,
+                                   metadata=None if self._shared is None else self._shared.key)
         self._release()
 
     # ---- read -----------------------------------------------------------------------------
@@ -707,6 +1010,8 @@ class RemoteLog:
 
     def close(self) -> None:
         self._wait_for_copy()
+        if self._publish is not None:
+            concurrent.futures.wait([self._publish])    # the shared metadata says it too
         for future in self._deleting.values():
             future.cancel()     # not waited for: the entries stay listed, the next open deletes
         self._deleting.clear()

@@ -35,6 +35,7 @@ import time
 import uuid
 
 from kafkalite.storage.checkpoint import write_atomically
+from kafkalite.storage.remote.metadata_store import SharedRemoteLogMetadata
 from kafkalite.storage.remote.storage_manager import RemoteLogSegmentId
 
 log = logging.getLogger(__name__)
@@ -63,16 +64,21 @@ class RemoteLogDeleter:
         self._resumed: set[str] = set()
         self._thread: threading.Thread | None = None
 
-    def hand_over(self, data_dir: str, storage, partition: str, segments, after=()) -> str:
+    def hand_over(self, data_dir: str, storage, partition: str, segments, after=(),
+                  metadata: str | None = None) -> str:
         """Delete ``segments`` (metadata entries: id and base offset) of the
         deleted ``partition`` (its directory's name) from ``storage``, once
         the copies ``after`` (futures) have ended; returns the file that
-        keeps them meanwhile."""
+        keeps them meanwhile. ``metadata``: the partition's shared metadata
+        key (metadata_store.py): the segments its newest version lists are
+        deleted too, then its versions."""
         directory = os.path.join(data_dir, PENDING_DIR)
         os.makedirs(directory, exist_ok=True)
         path = os.path.join(directory, f"{partition}.{uuid.uuid4().hex}")
         doc = {"partition": partition,
                "segments": [{"id": s.id, "base_offset": s.base_offset} for s in segments]}
+        if metadata is not None:
+            doc["metadata"] = metadata
         write_atomically(path, json.dumps(doc, separators=(",", ":")).encode())
         self._add(path, storage, list(after))
         return path
@@ -149,6 +155,19 @@ class RemoteLogDeleter:
                 log.error("%s: unreadable, its remote deletes are left: %s", p.path, exc)
                 return True
             partition = doc["partition"]
+            shared = None
+            if doc.get("metadata"):
+                shared = SharedRemoteLogMetadata(p.storage, doc["metadata"])
+                try:
+                    newest = shared.latest()
+                except Exception as exc:
+                    log.warning("deleted partition %s: cannot read its remote log metadata, "
+                                "tried again later: %s", partition, exc)
+                    return False
+                listed = {s["id"] for s in doc["segments"]}
+                doc["segments"] += [{"id": s.id, "base_offset": s.base_offset}
+                                    for s in (newest.segments if newest else ())
+                                    if s.id not in listed]
             for s in doc["segments"]:
                 try:
                     p.storage.delete_log_segment_data(RemoteLogSegmentId(partition, s["id"]),
@@ -156,6 +175,13 @@ class RemoteLogDeleter:
                 except Exception as exc:
                     log.warning("deleted partition %s: the remote delete of segment %s "
                                 "failed, tried again later: %s", partition, s["id"], exc)
+                    return False
+            if shared is not None:
+                try:
+                    shared.delete_all()
+                except Exception as exc:
+                    log.warning("deleted partition %s: its remote log metadata stays, tried "
+                                "again later: %s", partition, exc)
                     return False
             os.unlink(p.path)
             log.info("deleted partition %s: its %d remote segment(s) deleted", partition,

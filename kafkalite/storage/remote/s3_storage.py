@@ -106,6 +106,40 @@ class S3RemoteStorage:
         except self._errors as exc:
             raise self._fail(prefix, exc) from exc
 
+    def create_metadata(self, name: str, data: bytes) -> bool:
+        # S3's conditional write: refused (412) when the key exists
+        try:
+            self.s3.put_object(Bucket=self.bucket, Key=name, Body=data, IfNoneMatch="*")
+            return True
+        except self._errors as exc:
+            code = getattr(exc, "response", {}).get("Error", {}).get("Code")
+            if code in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
+                return False
+            raise self._fail(name, exc) from exc
+
+    def fetch_metadata(self, name: str) -> bytes | None:
+        try:
+            return self.s3.get_object(Bucket=self.bucket, Key=name)["Body"].read()
+        except self._errors as exc:
+            code = getattr(exc, "response", {}).get("Error", {}).get("Code")
+            if code in ("NoSuchKey", "404"):
+                return None
+            raise self._fail(name, exc) from exc
+
+    def list_metadata(self, prefix: str) -> list[str]:
+        try:
+            pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket,
+                                                                      Prefix=prefix)
+            return [o["Key"] for page in pages for o in page.get("Contents", ())]
+        except self._errors as exc:
+            raise self._fail(prefix, exc) from exc
+
+    def delete_metadata(self, name: str) -> None:
+        try:
+            self.s3.delete_object(Bucket=self.bucket, Key=name)
+        except self._errors as exc:
+            raise self._fail(name, exc) from exc
+
     def list_segments(self, partition: str) -> list[str]:
         """The complete copies of ``partition`` (object names), for tools and tests."""
         try:

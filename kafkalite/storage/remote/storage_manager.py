@@ -110,6 +110,21 @@ class RemoteStorageManager(Protocol):
     def delete_log_segment_data(self, segment_id: RemoteLogSegmentId, base_offset: int) -> None:
         """Remove the copy (idempotent)."""
 
+    # the partitions' remote log metadata (metadata_store.py), by name under the store
+
+    def create_metadata(self, name: str, data: bytes) -> bool:
+        """Create ``name`` holding ``data``, whole or not at all; False
+        (nothing written) when ``name`` exists."""
+
+    def fetch_metadata(self, name: str) -> bytes | None:
+        """``name``'s bytes, None when it does not exist."""
+
+    def list_metadata(self, prefix: str) -> list[str]:
+        """The names under ``prefix`` (a directory's, ending in ``/``)."""
+
+    def delete_metadata(self, name: str) -> None:
+        """Remove ``name`` (idempotent)."""
+
 
 def object_name(base_offset: int, segment_id: RemoteLogSegmentId) -> str:
     return "%020d-%s" % (base_offset, segment_id.id)
@@ -213,6 +228,58 @@ class LocalDirectoryRemoteStorage:
                 pass
             except OSError as exc:
                 raise RemoteStorageError(f"cannot delete {path}: {exc.strerror or exc}") from exc
+
+    def create_metadata(self, name: str, data: bytes) -> bool:
+        # a fsynced hidden file, linked to its name: link fails if the name
+        # exists, and a crash before it leaves only the hidden file
+        path = os.path.join(self.root, name)
+        directory = os.path.dirname(path)
+        tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}{_TMP_SUFFIX}")
+        try:
+            os.makedirs(directory, exist_ok=True)
+            fd = _create(tmp)
+            try:
+                write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                return False
+            finally:
+                os.unlink(tmp)
+            fsync_dir(directory)
+            return True
+        except OSError as exc:
+            raise RemoteStorageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+    def fetch_metadata(self, name: str) -> bytes | None:
+        path = os.path.join(self.root, name)
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise RemoteStorageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+    def list_metadata(self, prefix: str) -> list[str]:
+        try:
+            names = os.listdir(os.path.join(self.root, prefix))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise RemoteStorageError(f"cannot list {prefix}: {exc.strerror or exc}") from exc
+        return [prefix + n for n in names if not n.startswith(".")]
+
+    def delete_metadata(self, name: str) -> None:
+        try:
+            os.unlink(os.path.join(self.root, name))
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise RemoteStorageError(f"cannot delete {name}: {exc.strerror or exc}") from exc
 
     def list_segments(self, partition: str) -> list[str]:
         """The complete copies of ``partition`` (object names), for tools and tests."""
