@@ -371,7 +371,7 @@ class ReplicaManager:
                     opened = PartitionLog.open(self._directory(*key), config,
                                                checkpoints=self.checkpoints,
                                                remote_storage=self.remote_storage,
-                                             remote_leadership=True)
+                                               remote_leadership=True)
                 plog = opened
                 part = Partition(key[0], key[1], spec.get("topic_id"), plog, self.broker_id)
                 self.partitions[key] = part
