@@ -21,7 +21,7 @@ import pytest
 
 from harness import ServerProcess, wait_until
 from jepsen import History, check
-from replicas import create, log_bounds, read_log, state, wait_for
+from replicas import create, describe_replica, log_bounds, read_log, state, wait_for
 
 # one cluster for the module's tests: they go to one xdist worker
 pytestmark = pytest.mark.xdist_group("replication_clients")
@@ -97,10 +97,8 @@ def test_confluent_kafka_acks_all_through_leader_kills_loses_nothing(cluster):
         for part in (0, 1):
             print(f"partition {part}: read from {log[part][0][0] if log[part] else None}, "
                   f"bounds {log_bounds(s, 'ck-repl', 2)[part]}")
-            for d in sorted(os.listdir(s.data_dir)):
-                where = os.path.join(s.data_dir, d, f"ck-repl-{part}")
-                if os.path.isdir(where):
-                    print(f"  {d}: {sorted(os.listdir(where))}")
+            for broker in range(3):
+                print(describe_replica(s.data_dir, broker, "ck-repl", part))
         print("\n".join(line for line in s.output().splitlines()   # what the server did
                         if "ck-repl" in line and "rdkafka" not in line))
     assert report.acked > 500 and report.ok, report
