@@ -86,6 +86,39 @@ def segments(data_dir, broker, topic, partition) -> bytes:
     return b"".join(open(f, "rb").read() for f in files)
 
 
+def describe_replica(data_dir, broker, topic, partition) -> str:
+    """What a replica holds on disk, for a failure's report: each file's
+    size; each segment's offsets (first batch, log end by a scan) and leader
+    epochs, and the first damage the scan met; the partition's checkpoints
+    and leader-epoch cache -- so a log that lacks records (a log start
+    moved, a gap) shows apart from a read that skipped them."""
+    from kafkalite._ext.batch_scan import batch_header, scan_log
+    name = f"{topic}-{partition}"
+    where = os.path.join(data_dir, f"broker-{broker}", name)
+    if not os.path.isdir(where):
+        return f"  broker {broker}: no {name}"
+    lines = [f"  broker {broker}: " + ", ".join(
+        f"{f} {os.path.getsize(os.path.join(where, f))}" for f in sorted(os.listdir(where)))]
+    for f in sorted(glob.glob(os.path.join(where, "*.log"))):
+        data = open(f, "rb").read()
+        if not data:
+            lines.append(f"    {os.path.basename(f)}: empty")
+            continue
+        scan = scan_log(data, min_offset=0)
+        lines.append(f"    {os.path.basename(f)}: first batch at {batch_header(data)[0]}, "
+                     f"scanned to {scan.next_offset} ({scan.valid_bytes} of {len(data)} bytes), "
+                     f"epochs {scan.epoch_starts}, error {scan.error}")
+    for f in ("partition.checkpoint", "leader-epoch-checkpoint"):
+        if os.path.exists(os.path.join(where, f)):
+            text = open(os.path.join(where, f)).read().split()
+            lines.append(f"    {f}: {' '.join(text)}")
+    shared = os.path.join(data_dir, f"broker-{broker}.partition-checkpoints")
+    if os.path.exists(shared):
+        lines += [f"    broker checkpoint: {line}" for line in open(shared).read().splitlines()
+                  if line.split(" ", 1)[0] == name]
+    return "\n".join(lines)
+
+
 def produce(server, topic, values, *, acks="all", partition=None, **config):
     """Produce ``values``; returns [(partition, offset, value)] acknowledged
     and the errors of those that were not."""
