@@ -91,7 +91,7 @@ class S3RemoteStorage:
         try:
             return self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
         except self._errors as exc:
-            code = getattr(exc, "response", {}).get("Error", {}).get("Code")
+            code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code")
             if code in ("NoSuchKey", "404") and index_type in _OPTIONAL:
                 return None
             raise self._fail(key, exc) from exc
@@ -112,7 +112,7 @@ class S3RemoteStorage:
             self.s3.put_object(Bucket=self.bucket, Key=name, Body=data, IfNoneMatch="*")
             return True
         except self._errors as exc:
-            code = getattr(exc, "response", {}).get("Error", {}).get("Code")
+            code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code")
             if code in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
                 return False
             raise self._fail(name, exc) from exc
@@ -121,7 +121,7 @@ class S3RemoteStorage:
         try:
             return self.s3.get_object(Bucket=self.bucket, Key=name)["Body"].read()
         except self._errors as exc:
-            code = getattr(exc, "response", {}).get("Error", {}).get("Code")
+            code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code")
             if code in ("NoSuchKey", "404"):
                 return None
             raise self._fail(name, exc) from exc
