@@ -214,6 +214,26 @@ def read_all(server, topic, partitions, expect, timeout=20.0, **config):
         c.close()
 
 
+def kafka_read_from_zero(config: dict, topic: str, count: int,
+                         timeout: float = 60.0) -> list[tuple[int, bytes]]:
+    """[(offset, value)] of partition 0 of ``topic`` from offset 0, read with
+    confluent-kafka (``config``: its bootstrap) checking CRCs, until
+    ``count`` records or ``timeout``."""
+    import confluent_kafka as ck
+    consumer = ck.Consumer({**config, "group.id": topic, "enable.auto.commit": False,
+                            "check.crcs": True})
+    try:
+        consumer.assign([ck.TopicPartition(topic, 0, 0)])
+        got: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + timeout
+        while len(got) < count and time.monotonic() < deadline:
+            for m in consumer.consume(1000, 1):
+                assert m.error() is None, m.error()
+                got.append((m.offset(), m.value()))
+        return got
+    finally:
+        consumer.close()
+
 def rss_mb(pid: int, field: str = "VmRSS") -> float:
     """Resident memory of ``pid`` in MiB (VmRSS of /proc/<pid>/status; VmHWM
     for its peak since start or reset_peak_rss)."""

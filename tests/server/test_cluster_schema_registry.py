@@ -18,7 +18,7 @@ from harness import ServerProcess
 from postgres import find_binaries
 from replicas import wait_for
 from test_cluster_nodes import (TIMEOUTS, _registry, controller_of, full_isr, in_parallel,
-                                kill_node, live_brokers, pg, pg_server)  # noqa: F401 (fixtures)
+                                kill_node, live_brokers, pg)  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.skipif(find_binaries() is None,
                                 reason="PostgreSQL is not installed: run tools/install-system-deps")

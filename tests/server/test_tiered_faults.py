@@ -37,7 +37,7 @@ import urllib.request
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness import ServerProcess, stop_server, wait_until
+from harness import ServerProcess, kafka_read_from_zero, stop_server, wait_until
 from moto_s3 import moto_s3_server
 from soak import setting
 
@@ -286,20 +286,6 @@ class Producer(threading.Thread):
         return any(b - a > longest for a, b in zip(times, times[1:]))
 
 
-def _read_from_zero(srv, topic, count) -> list[tuple[int, bytes]]:
-    consumer = ck.Consumer({"bootstrap.servers": srv.kafka_bootstrap, "group.id": topic,
-                            "enable.auto.commit": False, "check.crcs": True})
-    try:
-        consumer.assign([ck.TopicPartition(topic, 0, 0)])
-        got: list[tuple[int, bytes]] = []
-        deadline = time.monotonic() + 60
-        while len(got) < count and time.monotonic() < deadline:
-            for m in consumer.consume(1000, 1):
-                assert m.error() is None, m.error()
-                got.append((m.offset(), m.value()))
-        return got
-    finally:
-        consumer.close()
 
 
 def _copies_done(directory) -> bool:
@@ -321,7 +307,8 @@ def _check_whole(srv, topic, producer, s3) -> None:
                         lambda: f"a clean remote listing: "
                                 f"{check_remote_listing(_metadata(directory), _bucket_copies(s3, partition))} (seed {SEED})")
     entries = _metadata(directory)
-    read = _read_from_zero(srv, topic, len(producer.acked))
+    read = kafka_read_from_zero({"bootstrap.servers": srv.kafka_bootstrap}, topic,
+                                len(producer.acked))
     _checkers_catch_planted_faults(producer.acked, read, entries, copies)
     assert check_read_back(producer.acked, read) == [], f"seed {SEED}"
     assert check_remote_listing(entries, copies) == [], f"seed {SEED}"

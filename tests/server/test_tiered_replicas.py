@@ -15,13 +15,12 @@ import glob
 import json
 import os
 import signal
-import time
 
 import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness import ServerProcess, stop_server, wait_until
+from harness import ServerProcess, kafka_read_from_zero, stop_server, wait_until
 from moto_s3 import moto_s3
 from kafkalite.storage.remote.s3_storage import S3RemoteStorage
 from kafkalite.storage.remote.storage_manager import LocalDirectoryRemoteStorage
@@ -84,20 +83,6 @@ def _leader(srv, topic) -> int:
         return -1
 
 
-def _read_from_zero(srv, topic, count) -> list[tuple[int, bytes]]:
-    consumer = ck.Consumer({**_kafka(srv), "group.id": topic,
-                            "enable.auto.commit": False, "check.crcs": True})
-    try:
-        consumer.assign([ck.TopicPartition(topic, 0, 0)])
-        got: list[tuple[int, bytes]] = []
-        deadline = time.monotonic() + 60
-        while len(got) < count and time.monotonic() < deadline:
-            for m in consumer.consume(1000, 1):
-                assert m.error() is None, m.error()
-                got.append((m.offset(), m.value()))
-        return got
-    finally:
-        consumer.close()
 
 
 @pytest.fixture(params=["directory", "s3"])
@@ -171,7 +156,7 @@ def test_replicas_share_the_remote_log_metadata_across_a_leader_kill(tmp_path, s
         assert len(bases) == len(set(bases)), f"a segment copied twice: {bases}"
 
         # every record from offset 0, the part its predecessor copied included
-        got = _read_from_zero(srv, topic, len(sent))
+        got = kafka_read_from_zero(_kafka(srv), topic, len(sent))
         assert [o for o, _ in got] == list(range(len(sent)))
         assert [v for _, v in got] == sent
 

@@ -7,31 +7,15 @@ import os
 
 import pytest
 
-from moto_s3 import moto_s3
 
 from kafkalite.storage.remote.metadata import RemoteLogSegmentMetadata, RemoteLogSegmentState
 from kafkalite.storage.remote.metadata_store import (RemoteLogMetadataFenced,
                                                      SharedRemoteLogMetadata)
-from kafkalite.storage.remote.s3_storage import S3RemoteStorage
 from kafkalite.storage.remote.storage_manager import LocalDirectoryRemoteStorage
 
 FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
 
 
-@pytest.fixture(scope="module")
-def s3_endpoint():
-    with moto_s3("tiered") as endpoint:
-        yield endpoint
-
-
-@pytest.fixture(params=["directory", "s3"])
-def store(request, tmp_path):
-    if request.param == "directory":
-        return LocalDirectoryRemoteStorage(str(tmp_path / "remote"))
-    store = S3RemoteStorage("tiered", endpoint_url=request.getfixturevalue("s3_endpoint"))
-    store.bucket = "b" + os.urandom(6).hex()
-    store.s3.create_bucket(Bucket=store.bucket)
-    return store
 
 
 def _segment(base, end):

@@ -5,7 +5,6 @@ import os
 
 import pytest
 
-from moto_s3 import moto_s3
 
 from kafkalite.storage.remote.metadata import (RemoteLogMetadataFile, RemoteLogSegmentMetadata,
                                                RemoteLogSegmentState)
@@ -19,23 +18,6 @@ STARTED = RemoteLogSegmentState.COPY_SEGMENT_STARTED
 FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
 
 
-@pytest.fixture(scope="module")
-def s3_endpoint():
-    with moto_s3("tiered") as endpoint:
-        yield endpoint
-
-
-@pytest.fixture(params=["directory", "s3"])
-def store(request, tmp_path):
-    """Each store, empty: a directory, or a bucket of its own on moto's S3 server."""
-    if request.param == "directory":
-        return LocalDirectoryRemoteStorage(str(tmp_path / "remote"))
-    endpoint = request.getfixturevalue("s3_endpoint")
-    store = S3RemoteStorage("tiered", endpoint_url=endpoint)
-    bucket = "b" + os.urandom(6).hex()
-    store.s3.create_bucket(Bucket=bucket)
-    store.bucket = bucket
-    return store
 
 
 def _rolled_segment(open_log):
