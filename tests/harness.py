@@ -214,6 +214,19 @@ def read_all(server, topic, partitions, expect, timeout=20.0, **config):
         c.close()
 
 
+def local_segments(directory: str) -> list[tuple[int, int]]:
+    """(base offset, bytes) of each segment's .log in a partition directory,
+    in offset order (the active one last; one that retention deletes
+    meanwhile is left out)."""
+    found = []
+    for name in os.listdir(directory):
+        if name.endswith(".log") and name[:-4].isdigit():
+            try:
+                found.append((int(name[:-4]), os.path.getsize(os.path.join(directory, name))))
+            except FileNotFoundError:
+                pass
+    return sorted(found)
+
 def kafka_read_from_zero(config: dict, topic: str, count: int,
                          timeout: float = 60.0) -> list[tuple[int, bytes]]:
     """[(offset, value)] of partition 0 of ``topic`` from offset 0, read with

@@ -37,7 +37,8 @@ import urllib.request
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness import ServerProcess, kafka_read_from_zero, stop_server, wait_until
+from harness import (ServerProcess, kafka_read_from_zero, local_segments, stop_server,
+                     wait_until)
 from moto_s3 import moto_s3_server
 from soak import setting
 
@@ -175,17 +176,6 @@ def _stored_copies(partition) -> dict[str, set[str]]:
     return copies
 
 
-def _local_segments(directory) -> list[tuple[int, int]]:
-    """(base offset, bytes) of each local segment's .log, the active one last
-    (one that local retention deletes meanwhile is left out)."""
-    found = []
-    for name in os.listdir(directory):
-        if name.endswith(".log") and name[:-4].isdigit():
-            try:
-                found.append((int(name[:-4]), os.path.getsize(os.path.join(directory, name))))
-            except FileNotFoundError:
-                pass
-    return sorted(found)
 
 
 def _scrape(srv, topic) -> dict:
@@ -291,7 +281,7 @@ class Producer(threading.Thread):
 def _copies_done(directory) -> bool:
     """Every rolled local segment is copied and no copy is under way."""
     entries = _metadata(directory)
-    local = _local_segments(directory)
+    local = local_segments(directory)
     return (all(e["state"] == "COPY_SEGMENT_FINISHED" for e in entries)
             and len(local) >= 1 and _highest_remote(entries) == local[-1][0] - 1)
 
@@ -313,7 +303,7 @@ def _check_whole(srv, topic, producer, s3) -> None:
     assert check_read_back(producer.acked, read) == [], f"seed {SEED}"
     assert check_remote_listing(entries, copies) == [], f"seed {SEED}"
     bases = [e["base_offset"] for e in sorted(entries, key=lambda e: e["base_offset"])]
-    assert bases[0] == 0 and _local_segments(directory)[0][0] > 0, \
+    assert bases[0] == 0 and local_segments(directory)[0][0] > 0, \
         "the read from offset 0 started in the remote part"
 
 
@@ -434,7 +424,7 @@ def test_an_s3_outage_holds_the_copies_and_produce_goes_on(tmp_path, monkeypatch
             producer.producer.flush(30)
 
             def lag_matches():
-                local = _local_segments(directory)
+                local = local_segments(directory)
                 highest = _highest_remote(_metadata(directory))
                 waiting = [size for base, size in local[:-1] if base > highest]
                 m = _scrape(srv, topic)
@@ -458,7 +448,7 @@ def test_an_s3_outage_holds_the_copies_and_produce_goes_on(tmp_path, monkeypatch
             wait_until(lambda: not set(half) & set(_bucket_copies(s3, partition)), 30,
                        f"the half copy {half} deleted from the bucket")
             assert after["copybytes_total"] > lag["copybytes_total"]
-            assert sum(size for _, size in _local_segments(directory)) < local_bytes, \
+            assert sum(size for _, size in local_segments(directory)) < local_bytes, \
                 "the local disk shrinks back once the copies are made"
             _check_whole(srv, topic, producer, s3)
         finally:

@@ -20,7 +20,8 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness import ServerProcess, kafka_read_from_zero, stop_server, wait_until
+from harness import (ServerProcess, kafka_read_from_zero, local_segments, stop_server,
+                     wait_until)
 from moto_s3 import moto_s3
 from kafkalite.storage.remote.s3_storage import S3RemoteStorage
 from kafkalite.storage.remote.storage_manager import LocalDirectoryRemoteStorage
@@ -36,16 +37,6 @@ def _kafka(srv) -> dict:
                                           for b in srv.info["kafka_brokers"])}
 
 
-def _local_logs(directory) -> list[tuple[int, int]]:
-    """(base offset, bytes) of each local segment of a replica's directory."""
-    found = []
-    for name in os.listdir(directory):
-        if name.endswith(".log") and name[:-4].isdigit():
-            try:
-                found.append((int(name[:-4]), os.path.getsize(os.path.join(directory, name))))
-            except FileNotFoundError:
-                pass
-    return sorted(found)
 
 
 def _shared_metadata(store) -> list[dict]:
@@ -120,10 +111,10 @@ def test_replicas_share_the_remote_log_metadata_across_a_leader_kill(tmp_path, s
         # every replica's local log drops to its local retention (plus the
         # active segment and the one rolling): followers too
         bound = LOCAL_RETENTION_BYTES + 2 * SEGMENT_BYTES
-        wait_until(lambda: all(sum(n for _, n in _local_logs(d)) <= bound and
-                               _local_logs(d)[0][0] > 0 for d in replicas), 60,
+        wait_until(lambda: all(sum(n for _, n in local_segments(d)) <= bound and
+                               local_segments(d)[0][0] > 0 for d in replicas), 60,
                    lambda: "every replica's local log within local retention: " + str(
-                       {d.split(os.sep)[-2]: sum(n for _, n in _local_logs(d))
+                       {d.split(os.sep)[-2]: sum(n for _, n in local_segments(d))
                         for d in replicas}))
         partition = f"{topic}-0"
         before = {name.split("-", 1)[1]: int(name.split("-", 1)[0])
