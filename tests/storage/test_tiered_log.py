@@ -139,7 +139,10 @@ def test_delete_records_and_topic_deletion_reach_the_remote_store(tiered, clock)
     plog.delete()
     # the node's deleter makes the store's deletes, off the caller's thread
     wait_until(lambda: tiered.store.list_segments("t-0") == [], 10, "the remote copies deleted")
-    assert not os.listdir(os.path.join(os.path.dirname(plog.directory), "remote-log-deletes"))
+    # the deleter drops its record after the store's deletes (the metadata's
+    # versions last): not at the same instant as the copies go
+    deletes = os.path.join(os.path.dirname(plog.directory), "remote-log-deletes")
+    wait_until(lambda: not os.listdir(deletes), 10, "the deleter's record dropped")
 
 
 def test_a_copy_a_crash_left_unfinished_is_deleted_and_copied_again(tiered, clock):
