@@ -27,8 +27,8 @@ import os
 import statistics
 import sys
 
-from kafkalite.bench.measure import human_bytes, machine_summary, markdown_table, pyplot, \
-    save_figure
+from kafkalite.bench.measure import gc_summary, human_bytes, machine_summary, markdown_table, \
+    pyplot, save_figure
 
 HEADERS = ["Driver", "Publish msg/s", "Publish MB/s", "Consume msg/s", "Consume MB/s",
            "Publish ms p50 / p99 / p99.9 / max", "End-to-end ms p50 / p99 / p99.9 / max",
@@ -179,8 +179,10 @@ def pacing_text(w: dict) -> str:
 
 
 def machine_rows(results: list[dict], rounds: int = 1) -> list[str]:
-    """One bullet per driver run: the machine's state over it."""
+    """One bullet per driver run: the machine's state over it, and the
+    bench clients' own collector pauses (charged to their messages)."""
     return [f"- {run_label(r, rounds)}: {machine_summary(r['machine'])}"
+            + (f"; {gc_summary(r['client_gc'])}" if gc_summary(r.get("client_gc") or {}) else "")
             for r in results if r.get("machine") and r["status"] != "skipped"]
 
 

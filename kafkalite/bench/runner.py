@@ -74,7 +74,8 @@ import traceback
 import numpy as np
 
 from kafkalite.bench import drivers as driver_registry
-from kafkalite.bench.measure import precise_sleeps
+from kafkalite.bench.measure import GcPauses, freeze_startup_objects, merge_gc_pauses, \
+    precise_sleeps
 from kafkalite.bench.recorder import LatencyRecorder, Payloads, RateSeries, merge, summary_ms
 
 SEND_BYTES = 512 << 10          # values per send call, at most (under 1 MiB requests)
@@ -142,8 +143,11 @@ def _producer_main(name, endpoint, workload, index, topic, rate, shared, results
     client = None
     try:
         client = driver_registry.driver_class(name).producer(endpoint, workload)
+        freeze_startup_objects()
+        pauses = GcPauses().start()
         results.put(("ready", "producer", index, None))
         out = _produce(client, workload, index, topic, rate, shared, _wait_for_t0(shared))
+        out["gc"] = pauses.summary()
         results.put(("done", "producer", index, out))
     except BaseException as exc:  # noqa: BLE001 - every failure goes to the parent
         if not isinstance(exc, SystemExit):
@@ -322,6 +326,8 @@ def _consumer_main(name, endpoint, workload, index, assignment, shared, results)
     client = None
     try:
         client = driver_registry.driver_class(name).consumer(endpoint, workload, assignment)
+        freeze_startup_objects()
+        pauses = GcPauses().start()
         results.put(("ready", "consumer", index, None))
         t0 = _wait_for_t0(shared)
         warm_end = t0 + int(workload.warmup_seconds * 1e9)
@@ -352,7 +358,7 @@ def _consumer_main(name, endpoint, workload, index, assignment, shared, results)
         results.put(("done", "consumer", index,
                      {"received": received, "measured": measured, "bytes": nbytes,
                       "last_arrival_ns": last_arrival, "e2e": e2e.encoded(),
-                      "series": series.counts}))
+                      "series": series.counts, "gc": pauses.summary()}))
     except BaseException as exc:  # noqa: BLE001
         if not isinstance(exc, SystemExit):
             results.put(("error", "consumer", index, traceback.format_exc()))
@@ -573,6 +579,8 @@ def _summarize(base: dict, workload, done: dict, expected: int, t0: int, drain_t
         "e2e_latency_ms": summary_ms(merge([c["e2e"] for c in cons])),
         "sent": sum(p["sent"] for p in prods), "acked": sum(p["acked"] for p in prods),
         "expected": expected, "received": received, "missing": max(0, expected - received),
+        "client_gc": {"producers": merge_gc_pauses([p["gc"] for p in prods if "gc" in p]),
+                      "consumers": merge_gc_pauses([c["gc"] for c in cons if "gc" in c])},
         "series": {"bucket_s": width,
                    "publish": [c / width for c in _series([p["series"] for p in prods])],
                    "consume": [c / width for c in _series([c["series"] for c in cons])]},

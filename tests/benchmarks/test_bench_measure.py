@@ -2,6 +2,7 @@
 records of the machine it ran on, read from this machine's /proc, and
 what it records where a file is missing (another OS): fields left out,
 never an error."""
+import gc
 import mmap
 
 from kafkalite.bench import measure
@@ -43,3 +44,39 @@ def test_warm_memory_writes_the_size_in_a_child_and_says_so():
     warmed = measure.warm_memory(32 << 20)
     assert warmed["ok"] and warmed["bytes"] == 32 << 20 and warmed["seconds"] > 0
     assert measure.last_warm_memory() == warmed
+
+
+def test_gc_pauses_times_each_collection_from_start_on():
+    pauses = measure.GcPauses()
+    gc.collect()                       # before start(): not counted
+    pauses.start()
+    try:
+        keep = [[i] for i in range(200_000)]   # a full collection has these to walk
+        gc.collect()
+        gc.collect(0)
+    finally:
+        gc.callbacks.remove(pauses._observe)
+    st = pauses.summary()
+    assert st["collections"] >= 2 and st["full"] >= 1, st
+    assert st["paused_ms"] >= st["longest_ms"] > 0, st
+    del keep
+    merged = measure.merge_gc_pauses([st, {"collections": 3, "full": 0, "paused_ms": 1.5,
+                                           "longest_ms": 1e6}])
+    assert merged["processes"] == 2 and merged["collections"] == st["collections"] + 3
+    assert merged["full"] == st["full"] and merged["longest_ms"] == 1e6
+    assert merged["paused_ms"] == st["paused_ms"] + 1.5
+    assert measure.merge_gc_pauses([]) is None
+    line = measure.gc_summary({"producers": merged, "consumers": None})
+    assert line.startswith("producers' collector: longest pause 1000000.0 ms,"), line
+    assert "consumers'" not in line
+
+
+def test_freezing_startup_objects_leaves_them_out_of_later_collections():
+    gc.unfreeze()
+    try:
+        measure.freeze_startup_objects()
+        frozen = gc.get_freeze_count()
+        assert frozen > 1000               # the interpreter's and pytest's objects
+        assert len(gc.get_objects()) < frozen
+    finally:
+        gc.unfreeze()

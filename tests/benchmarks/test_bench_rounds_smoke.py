@@ -70,6 +70,18 @@ def test_each_run_records_the_machine_state_over_it(run):
     assert run["stderr"].count("machine: load ") == 4, run["stderr"]
 
 
+def test_each_run_records_its_clients_collector_pauses(run):
+    for r in run["doc"]["workloads"][0]["results"]:
+        for role in ("producers", "consumers"):
+            st = r["client_gc"][role]
+            assert st["processes"] == 1, st
+            assert st["collections"] >= st["full"] >= 0, st
+            assert st["paused_ms"] >= st["longest_ms"] >= 0, st
+    gc_lines = [line for line in run["md"].splitlines()
+                if line.startswith("- pyzmq (round ") and "producers' collector: longest pause" in line]
+    assert len(gc_lines) == 2, run["md"]
+
+
 def test_warmed_memory_is_recorded(run):
     warmed = run["doc"]["machine"]["warm_memory"]
     assert warmed["bytes"] == 64 << 20 and warmed["ok"] and warmed["seconds"] > 0
