@@ -65,3 +65,37 @@ def test_kafka_consumer_hands_over_what_arrived_before_its_timeout(server, topic
     finally:
         consumer.close()
         producer.close()
+
+
+@pytest.mark.parametrize("name", ["kafkalite-kafka", "kafkalite-kafka-tuned"])
+def test_kafka_producer_acknowledges_one_message_sends_each_once(server, topic_name, name):
+    """A paced producer sends one message at a time (the driver's own path
+    for it: one report object, no closure): each is acknowledged once, with
+    its key, in its partition."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    create(server, topic_name, 2)
+    endpoint = {"bootstrap.servers": server.bootstrap,
+                "kafka": server.info["kafka.bootstrap.servers"]}
+    producer = driver_class(name).producer(endpoint, _workload(message_size=64))
+    try:
+        acked = []
+        for i in range(6):
+            producer.send(topic_name, i % 2, _stamped(6, 64)[i * 64:(i + 1) * 64], 1,
+                          [b"key-%d" % i], lambda i=i: acked.append(i))
+        producer.flush(30)
+        assert sorted(acked) == list(range(6))
+    finally:
+        producer.close()
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": endpoint["kafka"],
+                                         "group.id": topic_name, "enable.auto.offset.store": False})
+    consumer.assign([confluent_kafka.TopicPartition(topic_name, p, 0) for p in (0, 1)])
+    try:
+        got = []
+        deadline = time.monotonic() + LONG_TIMEOUT
+        while len(got) < 6 and time.monotonic() < deadline:
+            m = consumer.poll(1.0)
+            if m is not None and m.error() is None:
+                got.append((m.partition(), m.key(), int.from_bytes(m.value()[:8], "little")))
+        assert sorted(got) == sorted((i % 2, b"key-%d" % i, i + 1) for i in range(6))
+    finally:
+        consumer.close()
