@@ -863,12 +863,16 @@ class PartitionLog:
             self.remote.close()
         self._closed = True
 
-    def delete(self) -> None:
-        """Remove the partition's directory (topic deletion), and its remote
-        segments when it is tiered."""
+    def delete(self, remote: bool = True) -> None:
+        """Remove the partition's directory (topic deletion, or a replica
+        moved away), and with ``remote`` its remote segments when it is
+        tiered (without: a replica that goes leaves them to the others)."""
         self._poll_flushes(wait=True)
         if self.remote is not None:
-            self.remote.delete_all()
+            if remote:
+                self.remote.delete_all()
+            else:
+                self.remote.close()
         for seg in self._segments:
             seg.close()
         self._closed = True

@@ -423,7 +423,12 @@ class ReplicaManager:
                     "message": str(exc)}
 
     def stop_replica(self, topic: str, partition: int, delete: bool,
-                     directory: str | None = None) -> None:
+                     directory: str | None = None, delete_remote: bool = False) -> None:
+        """Close this broker's replica, or with ``delete`` delete its log;
+        a tiered log's remote segments go too only with ``delete_remote``
+        (the partition itself is deleted): a replica moved away by a
+        reassignment leaves them to the replicas that stay, as Kafka's
+        StopReplica deletes remote logs only for a deleted topic."""
         if directory:
             self._dirs[(topic, partition)] = directory
         part = self.partitions.pop((topic, partition), None)
@@ -447,7 +452,7 @@ class ReplicaManager:
                 shutil.rmtree(where, ignore_errors=True)
             return
         if delete:
-            part.log.delete()
+            part.log.delete(remote=delete_remote)
         else:
             part.log.close()
 
