@@ -1,7 +1,8 @@
 """Tiered storage (KIP-405) and a replica whose log ends below its leader's
 local log start: the records it lacks are only in the remote store.
 
-Two ways to get there, on a 3-worker server with a directory store:
+Two ways to get there, on a 3-worker server whose remote store is a
+directory or a bucket on moto's S3 server:
 
 - a replica added by a reassignment, its log empty;
 - a follower stopped (SIGSTOP) while the leader copied and deleted past
@@ -21,10 +22,14 @@ import os
 import signal
 
 import confluent_kafka as ck
+import pytest
 
 from harness import (ServerProcess, kafka_read_from_zero, local_segments, run_cli,
                      stop_server, wait_until)
+from moto_s3 import moto_s3
 from replicas import create, state
+from kafkalite.storage.remote.s3_storage import S3RemoteStorage
+from kafkalite.storage.remote.storage_manager import LocalDirectoryRemoteStorage
 from kafkalite.client import AdminClient as LiteAdmin, TopicPartition
 
 SEGMENT_BYTES = 16384
@@ -36,17 +41,29 @@ TIERED = {"remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES),
           "local.retention.bytes": str(LOCAL_RETENTION_BYTES)}
 
 
-def _server(tmp_path) -> tuple[ServerProcess, str]:
-    remote = tmp_path / "remote"
+@pytest.fixture(params=["directory", "s3"])
+def store_config(request, tmp_path):
+    """(the server's config file, the store as a client sees it)."""
     config = tmp_path / "tiered.toml"
-    config.write_text('"remote.log.storage.system.enable" = true\n'
-                      f'remote_log_storage_dir = "{remote}"\n')
+    if request.param == "directory":
+        remote = str(tmp_path / "remote")
+        config.write_text('"remote.log.storage.system.enable" = true\n'
+                          f'remote_log_storage_dir = "{remote}"\n')
+        yield config, LocalDirectoryRemoteStorage(remote)
+        return
+    with moto_s3("lagging") as endpoint:
+        config.write_text('"remote.log.storage.system.enable" = true\n'
+                          'remote_log_storage_s3_bucket = "lagging"\n'
+                          f'remote_log_storage_s3_endpoint = "{endpoint}"\n')
+        yield config, S3RemoteStorage("lagging", endpoint_url=endpoint)
+
+
+def _server(tmp_path, config) -> ServerProcess:
     # a stopped worker is fenced out of the ISR (replica lag), not out of
     # the cluster (session timeout)
-    srv = ServerProcess(str(tmp_path / "data"), workers=3, extra_args=[
+    return ServerProcess(str(tmp_path / "data"), workers=3, extra_args=[
         "--config", str(config), "--no-auto-leader-rebalance",
         "--replica-lag-time-max-ms", "1500", "--broker-session-timeout-ms", "60000"]).start()
-    return srv, str(remote)
 
 
 def _kafka(srv) -> dict:
@@ -90,12 +107,10 @@ def _send(producer, topic, start, count) -> list[bytes]:
     return values
 
 
-def _store_segments(remote: str, topic: str) -> dict[str, int]:
+def _store_segments(store, topic: str) -> dict[str, int]:
     """The store's copies of partition 0: id -> base offset."""
-    directory = os.path.join(remote, f"{topic}-0")
-    names = [n for n in os.listdir(directory) if not n.startswith(".")] \
-        if os.path.isdir(directory) else []
-    return {n.split("-", 1)[1]: int(n.split("-", 1)[0]) for n in names}
+    return {n.split("-", 1)[1]: int(n.split("-", 1)[0])
+            for n in store.list_segments(f"{topic}-0")}
 
 
 def _producers(srv, topic) -> dict[int, int]:
@@ -137,11 +152,11 @@ def _watch_joining(directory: str, seen: dict):
         seen["bytes"] = max(seen.get("bytes", 0), sum(n for _, n in segs))
 
 
-def _lead_and_check(srv, remote, topic, old_leader, new_leader, early, early_pid, sent):
+def _lead_and_check(srv, store, topic, old_leader, new_leader, early, early_pid, sent):
     """Kill -9 the old leader; the replica that started at the local log
     start leads: every record reads back from offset 0, the early
     producer is known and goes on, nothing is copied twice."""
-    before = _store_segments(remote, topic)
+    before = _store_segments(store, topic)
     highest = max(before.values())
     victim = srv.worker_pid(old_leader)
     os.kill(victim, signal.SIGKILL)
@@ -162,17 +177,19 @@ def _lead_and_check(srv, remote, topic, old_leader, new_leader, early, early_pid
 
     # its copier goes on from what the metadata lists: of the segments up to
     # what its predecessor copied, at most the one straddling its first offset
-    wait_until(lambda: max(_store_segments(remote, topic).values()) > highest + COUNT // 2, 60,
+    wait_until(lambda: max(_store_segments(store, topic).values()) > highest + COUNT // 2, 60,
                "the new leader's copies")
-    after = _store_segments(remote, topic)
+    after = _store_segments(store, topic)
     recopied = sorted(b for i, b in after.items() if i not in before and b <= highest)
     assert len(recopied) <= 1, f"copied again: segments at {recopied} (copied up to {highest})"
     wait_until(lambda: _local_bytes(_replica_dir(srv, new_leader, topic)) <= BOUND, 60,
                "the new leader's local log within local retention")
 
 
-def test_a_replica_added_by_a_reassignment_starts_at_the_leaders_local_log_start(tmp_path):
-    srv, remote = _server(tmp_path)
+def test_a_replica_added_by_a_reassignment_starts_at_the_leaders_local_log_start(
+        tmp_path, store_config):
+    config, store = store_config
+    srv = _server(tmp_path, config)
     try:
         topic = "tiered-join"
         create(srv, topic, assignments=[[0, 1]], **TIERED)
@@ -194,14 +211,16 @@ def test_a_replica_added_by_a_reassignment_starts_at_the_leaders_local_log_start
             f"{local_start}); the leader read from the store for it: {read}"
         assert seen["bytes"] <= BOUND, f"broker 2 held {seen['bytes']} bytes locally"
 
-        _lead_and_check(srv, remote, topic, 0, 2, early, early_pid, sent)
+        _lead_and_check(srv, store, topic, 0, 2, early, early_pid, sent)
         early.flush(10)
     finally:
         stop_server(srv)
 
 
-def test_a_follower_fenced_out_while_the_leader_tiered_starts_at_its_local_log_start(tmp_path):
-    srv, remote = _server(tmp_path)
+def test_a_follower_fenced_out_while_the_leader_tiered_starts_at_its_local_log_start(
+        tmp_path, store_config):
+    config, store = store_config
+    srv = _server(tmp_path, config)
     try:
         topic = "tiered-lag"
         create(srv, topic, assignments=[[0, 1]], **TIERED)
@@ -232,7 +251,7 @@ def test_a_follower_fenced_out_while_the_leader_tiered_starts_at_its_local_log_s
             f"{local_start}; the leader read from the store for it: {read}"
         assert local_segments(follower_dir)[0][0] >= local_start
         assert seen["bytes"] <= BOUND, f"broker 1 held {seen['bytes']} bytes locally"
-        _lead_and_check(srv, remote, topic, 0, 1, early, early_pid, sent)
+        _lead_and_check(srv, store, topic, 0, 1, early, early_pid, sent)
         early.flush(10)
     finally:
         stop_server(srv)
