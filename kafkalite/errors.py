@@ -125,6 +125,8 @@ _ERRORS = [
     ("UnacceptableCredentialError", 93, "UNACCEPTABLE_CREDENTIAL", False),
     ("UnknownTopicIdError", 100, "UNKNOWN_TOPIC_ID", True),
     ("InconsistentTopicIdError", 103, "INCONSISTENT_TOPIC_ID", True),
+    # a follower's fetch below a tiered leader's local log start (KIP-405)
+    ("OffsetMovedToTieredStorageError", 109, "OFFSET_MOVED_TO_TIERED_STORAGE", False),
     ("FencedMemberEpochError", 110, "FENCED_MEMBER_EPOCH", False),
     ("UnreleasedInstanceIdError", 111, "UNRELEASED_INSTANCE_ID", False),
     ("UnsupportedAssignorError", 112, "UNSUPPORTED_ASSIGNOR", False),

@@ -33,6 +33,29 @@ UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
 
 
+def encode(entries) -> bytes:
+    """The checkpoint's bytes for (epoch, start offset) ``entries``."""
+    entries = list(entries)
+    lines = [str(_VERSION), str(len(entries))] + [f"{e} {o}" for e, o in entries]
+    return ("\n".join(lines) + "\n").encode("ascii")
+
+
+def decode(data: bytes) -> list[tuple[int, int]]:
+    """The (epoch, start offset) entries of a checkpoint's bytes (this
+    file's, or a remote segment's copy); ValueError when malformed."""
+    lines = [line.split() for line in data.decode("ascii").splitlines() if line.strip()]
+    try:
+        if int(lines[0][0]) != _VERSION:
+            raise ValueError(f"version {lines[0][0]}")
+        count = int(lines[1][0])
+        entries = [(int(e), int(o)) for e, o in lines[2:2 + count]]
+    except IndexError as exc:
+        raise ValueError(f"truncated ({exc})") from None
+    if len(entries) != count:
+        raise ValueError(f"{len(entries)} entries, header says {count}")
+    return entries
+
+
 class LeaderEpochFileCache:
     def __init__(self, directory: str):
         self._path = os.path.join(directory, LEADER_EPOCH_CHECKPOINT)
@@ -40,27 +63,19 @@ class LeaderEpochFileCache:
 
     def _read(self) -> list[tuple[int, int]]:
         try:
-            with open(self._path, "r", encoding="ascii") as f:
-                lines = [line.split() for line in f.read().splitlines() if line.strip()]
+            with open(self._path, "rb") as f:
+                data = f.read()
         except FileNotFoundError:
             return []
         try:
-            if int(lines[0][0]) != _VERSION:
-                raise ValueError(f"version {lines[0][0]}")
-            count = int(lines[1][0])
-            entries = [(int(e), int(o)) for e, o in lines[2:2 + count]]
-            if len(entries) != count:
-                raise ValueError(f"{len(entries)} entries, header says {count}")
-            return entries
-        except (ValueError, IndexError) as exc:
+            return decode(data)
+        except (ValueError, UnicodeDecodeError) as exc:
             # Rebuilt from the batches' partitionLeaderEpoch during recovery.
             log.warning("ignoring malformed %s (%s)", self._path, exc)
             return []
 
     def _write(self) -> None:
-        lines = [str(_VERSION), str(len(self._entries))]
-        lines += [f"{epoch} {offset}" for epoch, offset in self._entries]
-        write_atomically(self._path, ("\n".join(lines) + "\n").encode("ascii"))
+        write_atomically(self._path, encode(self._entries))
 
     @property
     def entries(self) -> list[tuple[int, int]]:

@@ -815,6 +815,43 @@ class PartitionLog:
         self.leader_epoch_cache.clear()
         self._after_truncation(offset)
 
+    def start_after_remote_segment(self, state, leader_log_start: int) -> None:
+        """A tiered follower whose log ends below its leader's local log
+        start (KIP-405; Kafka's buildRemoteLogAuxState): empty the local log
+        and start it at ``state.next_offset``, the offset after a remote
+        segment (a remote.RemoteAuxState), with the log start offset at the
+        leader's (the records between are remote, read through the remote
+        log metadata), the leader epochs and the producer state of that
+        segment's end. The follower then fetches from there: the remote
+        history is never brought back onto the local disk."""
+        self._check_open()
+        if self.remote is None:
+            raise KafkaStorageError(f"{self.name} is not tiered")
+        self._poll_flushes(wait=True)
+        self.remote.take_aux_state(state)
+        start = state.next_offset
+        for seg in self._segments:
+            seg.close()
+            seg.delete()
+        new = LogSegment(self.directory, start, self.config, create=True)
+        self._segments, self._bases = [new], [start]
+        if leader_log_start < 0:        # not said: where the remote segments start
+            remote_start = self.remote.log_start_offset
+            leader_log_start = start if remote_start is None else remote_start
+        self._log_start = min(leader_log_start, start)
+        self._recovery_point = start
+        self.leader_epoch_cache.clear()
+        self.leader_epoch_cache.assign_all(e for e in state.leader_epochs if e[1] < start)
+        self.producer_state.clear()
+        if state.producer_snapshot is not None:
+            path = producer_snapshot.snapshot_path(self.directory, start)
+            write_atomically(path, state.producer_snapshot)
+            self.producer_state.snapshots = [start]
+        self._after_truncation(start)
+        log.info("%s: starts at %d after the remote segments (log start offset %d, leader "
+                 "epochs %s, %d producer(s))", self.name, start, self._log_start,
+                 self.leader_epoch_cache.entries, len(self.producer_state.producers))
+
     def _after_truncation(self, log_end: int) -> None:
         self._log_end = log_end
         self._high_watermark = min(max(self._high_watermark, self._log_start), log_end)
@@ -863,12 +900,16 @@ class PartitionLog:
             self.remote.close()
         self._closed = True
 
-    def delete(self) -> None:
-        """Remove the partition's directory (topic deletion), and its remote
-        segments when it is tiered."""
+    def delete(self, remote: bool = True) -> None:
+        """Remove the partition's directory (topic deletion, or a replica
+        moved away), and with ``remote`` its remote segments when it is
+        tiered (without: a replica that goes leaves them to the others)."""
         self._poll_flushes(wait=True)
         if self.remote is not None:
-            self.remote.delete_all()
+            if remote:
+                self.remote.delete_all()
+            else:
+                self.remote.close()
         for seg in self._segments:
             seg.close()
         self._closed = True

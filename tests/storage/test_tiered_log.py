@@ -697,3 +697,58 @@ def test_a_damaged_remote_segment_is_recovered_on_a_copy_not_in_the_store(tiered
     assert data.read() == before[:data.region.length]
     with open(stored, "rb") as f:
         assert f.read() == damaged, "the store's file was changed by the read"
+
+
+def test_a_follower_below_its_leaders_local_start_starts_after_the_remote_segment(
+        tmp_path, clock):
+    """KIP-405's follower (replica_fetcher.py answered OFFSET_MOVED_TO_TIERED_STORAGE):
+    its log starts after the remote segment below the leader's local start,
+    with the leader's log start, leader epochs and producer state, and reads
+    the part below from the store, after a reopen too."""
+    import uuid
+    from kafkalite.record import RecordBatchBuilder
+    store = LocalDirectoryRemoteStorage(str(tmp_path / "remote"))
+    cfg = LogConfig.from_properties(TIERED)
+    topic_id = uuid.uuid4()
+    # the replicas' directories share their name, as on two brokers
+    leader = PartitionLog.open(str(tmp_path / "a" / "t-0"), cfg, clock=clock,
+                               remote_storage=store, remote_leadership=True)
+    leader.remote.lead(3, topic_id)
+    leader.leader_epoch = 1
+    for seq in range(10):       # an idempotent producer, only in what goes remote
+        b = RecordBatchBuilder(producer_id=7, producer_epoch=2, base_sequence=seq)
+        b.append(clock.now, None, b"early-%d" % seq, None)
+        leader.append(b.build())
+    leader.leader_epoch = 3
+    _fill(leader, clock)
+    assert leader.copy_to_remote() > 0
+    leader.copy_to_remote()     # and the shared metadata says so: local retention may go
+    assert leader.delete_old_segments() > 0
+    local_start = leader.local_log_start_offset
+    assert local_start > 10
+
+    follower = PartitionLog.open(str(tmp_path / "b" / "t-0"), cfg, clock=clock,
+                                 remote_storage=store, remote_leadership=True)
+    follower.remote.follow(topic_id)
+    state = follower.remote.fetch_aux_state(local_start).result(10)
+    follower.start_after_remote_segment(state, leader.log_start_offset)
+    assert state.next_offset == local_start     # the leader's own segments: its boundaries
+    while follower.log_end_offset < leader.log_end_offset:
+        follower.append_as_follower(leader.read(follower.log_end_offset, 1 << 20).read())
+    follower.high_watermark = follower.log_end_offset
+
+    for replica in (follower, None):
+        if replica is None:     # and after a restart
+            follower.close()
+            replica = PartitionLog.open(str(tmp_path / "b" / "t-0"), cfg, clock=clock,
+                                        remote_storage=store, remote_leadership=True)
+            replica.remote.follow(topic_id)
+        assert (replica.log_start_offset, replica.local_log_start_offset) == (0, local_start)
+        assert [s.base_offset for s in replica.segments][0] == local_start
+        assert replica.leader_epoch_cache.entries == leader.leader_epoch_cache.entries == [
+            (1, 0), (3, 10)]
+        entry = replica.producer_state.producers[7]
+        assert (entry.epoch, entry.last_seq) == (2, 9)
+        assert _raw(replica) == _raw(leader), "offset 0 on, the remote part read from the store"
+    replica.close()
+    leader.close()

@@ -532,8 +532,9 @@ class ReplicationControl:
                 if self.cluster.brokers[b].fenced and b != p.leader:
                     shutil.rmtree(os.path.join(self.config.data_dir, where), ignore_errors=True)
                     continue
+                # the partition is gone: a tiered one's remote segments too
                 msg = by_broker.setdefault(b, {"type": "unassign", "delete": True,
-                                               "partitions": []})
+                                               "delete_remote": True, "partitions": []})
                 msg["partitions"].append({"topic": topic.name, "partition": i, "dir": where})
 
     def assign(self, by_broker: dict, topic: TopicMetadata, indexes, *, skip: int = -1,

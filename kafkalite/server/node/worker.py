@@ -450,7 +450,8 @@ class Worker:
             for p in msg["partitions"]:
                 self.replica_manager.stop_replica(p["topic"], p["partition"],
                                                   delete=msg.get("delete", False),
-                                                  directory=p.get("dir"))
+                                                  directory=p.get("dir"),
+                                                  delete_remote=msg.get("delete_remote", False))
             self._send_control({"type": "done", "op": msg.get("op"), "worker": self.index})
         elif kind == "delete_share_group":
             self.replica_manager.shares.delete_group(msg["group"])

@@ -48,7 +48,25 @@ saying so is on its way) or not answered (the leader's process died) is
 retried after a back-off (still fenced after ``STALE_EPOCH_S``, the
 partition is listed in ``stale`` and the worker asks the controller for
 its state again); OFFSET_OUT_OF_RANGE below the leader's log start
-restarts this log there, above its end truncates again. Any new assign
+restarts this log there, above its end truncates again.
+
+**Below a tiered leader's local log start** (KIP-405, Kafka's
+ReplicaFetcherTierStateMachine). A fetch from below the offset where the
+leader's local segments start (a replica just added by a reassignment, a
+follower that was down or fenced out while the leader copied and deleted
+past ``local.retention.*``) is answered OFFSET_MOVED_TO_TIERED_STORAGE:
+those records are only in the remote store, and are not pulled through
+the leader onto this disk. The fetcher asks the leader where its local log
+starts (ListOffsets, earliest-local), the remote log reads on its copier
+thread (off this one) the shared remote log metadata and, of the copied
+segment holding the offset just below, its leader-epoch checkpoint and
+producer snapshot; this log then starts after that segment, its log start
+offset the leader's, its leader epochs and producer state that segment's
+end (``PartitionLog.start_after_remote_segment``), and fetches on from
+there. A read that fails (no copied segment holds that offset yet, the
+store down) is tried again from the next fetch, TIER_STATE_RETRY_S later.
+
+Any new assign
 (new leader or epoch) starts the partition over at step 1, with a new
 record of it; answers to requests made for an older record are dropped.
 
@@ -75,6 +93,10 @@ log = logging.getLogger("kafkalite.replica_fetcher")
 
 FETCH_VERSION = 12               # names topics, replica_id, current_leader_epoch
 OFFSET_FOR_EPOCH_VERSION = 4     # replica_id
+LIST_OFFSETS_VERSION = 8         # the earliest-local spec (KIP-405)
+EARLIEST_LOCAL_TIMESTAMP = -4
+TIER_STATE_POLL_S = 0.05         # how often a remote read of the tier state is looked at
+TIER_STATE_RETRY_S = 1.0         # after a failed one, the next try
 RETRY_BACKOFF_S = 0.05
 STALE_EPOCH_S = 2.0              # fenced this long: ask the controller for the partition again
 FETCH_MAX_BYTES = 16 << 20
@@ -95,6 +117,10 @@ class FollowedPartition:
     asking: bool = False          # an OffsetForLeaderEpoch is out
     fetching: bool = False        # a Fetch with it is out
     fenced_since: float = 0.0     # answered FENCED_LEADER_EPOCH since
+    # the remote log's read of what the log starts from, below the leader's
+    # local log start (a concurrent.futures.Future), and the leader's log start
+    tier_state: object = None
+    leader_log_start: int = 0
 
 
 class ReplicaFetcher:
@@ -152,6 +178,9 @@ class ReplicaFetcher:
         truncating: dict[int, list] = {}
         fetching: dict[int, list] = {}
         for f in self.followed.values():
+            if f.tier_state is not None:
+                self._poll_tier_state(f, now)
+                continue
             if f.retry_at > now or f.asking or f.fetching:
                 continue
             f.retry_at = 0.0
@@ -284,6 +313,9 @@ class ReplicaFetcher:
             return
         plog = f.part.log
         code = p["error_code"]
+        if code == errors.OffsetMovedToTieredStorageError.code:
+            self._ask_local_start(f, p.get("log_start_offset", -1))
+            return
         if code == errors.OffsetOutOfRangeError.code:
             if plog.log_end_offset < p.get("log_start_offset", -1):
                 log.warning("broker %d: %s: the leader's log starts at %d, after this log's "
@@ -346,6 +378,68 @@ class ReplicaFetcher:
             except KafkaError as exc:
                 log.error("broker %d: %s: cannot move the log start to the leader's %d: %s",
                           self.broker_id, f.part.name, leader_start, exc)
+
+    # ---- below the leader's local log start (KIP-405) -----------------------------------------
+
+    def _ask_local_start(self, f: FollowedPartition, leader_log_start: int) -> None:
+        """The leader answered OFFSET_MOVED_TO_TIERED_STORAGE: the records
+        from this log's end to the leader's local log start are only
+        remote. As Kafka's ReplicaFetcherTierStateMachine: ask the leader
+        where its local log starts (ListOffsets, earliest-local), then
+        build this log's start from the remote log metadata."""
+        plog = f.part.log
+        if plog.remote is None:
+            self._back_off(f, "the leader's log is tiered and this replica's is not")
+            return
+        f.asking = True
+        body = {"replica_id": self.broker_id, "isolation_level": 0, "topics": [{
+            "name": f.part.topic, "partitions": [{
+                "partition_index": f.part.index, "current_leader_epoch": f.epoch,
+                "timestamp": EARLIEST_LOCAL_TIMESTAMP}]}]}
+
+        def answered(result) -> None:
+            f.asking = False
+            if not self._current(f):
+                return
+            if isinstance(result, KafkaError):
+                self._back_off(f, f"ListOffsets to broker {f.leader}: {result}")
+                return
+            found = [p for t in result["topics"] for p in t["partitions"]]
+            if not found or found[0]["error_code"]:
+                code = found[0]["error_code"] if found else errors.UnknownServerError.code
+                self._back_off(f, f"ListOffsets: {errors.error_for_code(code).__name__}")
+                return
+            local_start = found[0]["offset"]
+            if local_start <= plog.log_end_offset:
+                f.retry_at = 0.0        # it can be fetched from now: fetch again
+                return
+            log.info("broker %d: %s: the leader's local log starts at %d, past this log's end "
+                     "%d: starting this log there, from the remote log metadata",
+                     self.broker_id, f.part.name, local_start, plog.log_end_offset)
+            f.leader_log_start = leader_log_start
+            f.tier_state = plog.remote.fetch_aux_state(local_start)
+            f.retry_at = time.monotonic() + TIER_STATE_POLL_S
+
+        self.requests.send(f.leader, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, body, answered)
+
+    def _poll_tier_state(self, f: FollowedPartition, now: float) -> None:
+        """The remote log's read of the tier state ended: start the log
+        after the remote segment it names and fetch from there; a failed
+        read is tried again from the next fetch."""
+        if not f.tier_state.done():
+            f.retry_at = now + TIER_STATE_POLL_S
+            return
+        future, f.tier_state = f.tier_state, None
+        try:
+            state = future.result()
+            f.part.log.start_after_remote_segment(state, f.leader_log_start)
+        except Exception as exc:
+            log.warning("broker %d: %s: cannot start the log from the remote log metadata "
+                        "(tried again in %.0f s): %s", self.broker_id, f.part.name,
+                        TIER_STATE_RETRY_S, exc)
+            f.retry_at = now + TIER_STATE_RETRY_S
+            return
+        f.retry_at = 0.0
 
     def _over_the_network(self, f: FollowedPartition, exc: Exception) -> None:
         """The leader's file region could not be used: fetch from this

@@ -18,7 +18,10 @@ serves, for those partitions and no others:
   ``DelayedFetch`` until appends bring enough or ``max_wait_ms`` passes;
   one below a tiered partition's local log start waits as a
   ``DelayedRemoteFetch`` while the remote reader's threads download the
-  segment (storage/remote/remote_log_reader.py), off this thread;
+  segment (storage/remote/remote_log_reader.py), off this thread. A
+  follower's fetch there is answered OFFSET_MOVED_TO_TIERED_STORAGE, as
+  Kafka's: the follower starts its log at the local log start instead
+  (replica_fetcher.py);
 - ListOffsets and OffsetForLeaderEpoch;
 - WriteTxnMarkers: the transaction coordinator's COMMIT/ABORT markers,
   appended as control batches (``AppendOrigin.COORDINATOR``) and answered,
@@ -423,7 +426,12 @@ class ReplicaManager:
                     "message": str(exc)}
 
     def stop_replica(self, topic: str, partition: int, delete: bool,
-                     directory: str | None = None) -> None:
+                     directory: str | None = None, delete_remote: bool = False) -> None:
+        """Close this broker's replica, or with ``delete`` delete its log;
+        a tiered log's remote segments go too only with ``delete_remote``
+        (the partition itself is deleted): a replica moved away by a
+        reassignment leaves them to the replicas that stay, as Kafka's
+        StopReplica deletes remote logs only for a deleted topic."""
         if directory:
             self._dirs[(topic, partition)] = directory
         part = self.partitions.pop((topic, partition), None)
@@ -447,7 +455,7 @@ class ReplicaManager:
                 shutil.rmtree(where, ignore_errors=True)
             return
         if delete:
-            part.log.delete()
+            part.log.delete(remote=delete_remote)
         else:
             part.log.close()
 
@@ -918,6 +926,13 @@ class ReplicaManager:
                         raise errors.OffsetOutOfRangeError(
                             f"follower {replica} fetches {part.name} at {offset}, outside "
                             f"[{part.log.log_start_offset}, {part.log.log_end_offset}]")
+                    if part.log.remote is not None and offset < part.log.local_log_start_offset:
+                        # KIP-405: the follower starts its log at the local log
+                        # start from the remote metadata, rather than pull the
+                        # remote history through this leader onto its disk
+                        raise errors.OffsetMovedToTieredStorageError(
+                            f"follower {replica} fetches {part.name} at {offset}, below the "
+                            f"local log start {part.log.local_log_start_offset}")
                     self.update_follower_end(part, replica, offset, now,
                                              fp.get("log_start_offset", -1))
                     # at least one whole batch for every partition, or a
@@ -935,7 +950,7 @@ class ReplicaManager:
                 out["high_watermark"] = part.high_watermark
                 out["log_start_offset"] = part.log.log_start_offset
                 return
-            except errors.OffsetOutOfRangeError:
+            except (errors.OffsetOutOfRangeError, errors.OffsetMovedToTieredStorageError):
                 out["high_watermark"] = part.high_watermark
                 out["log_start_offset"] = part.log.log_start_offset
                 raise

@@ -100,15 +100,16 @@ from kafkalite.errors import KafkaStorageError
 from kafkalite.storage import producer_snapshot
 from kafkalite.storage.background import BackgroundThread
 from kafkalite.storage.config import LogConfig
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
+from kafkalite.storage.leader_epoch import decode as decode_epochs, encode as encode_epochs
 from kafkalite.storage.remote.metadata import (RemoteLogMetadataFile, RemoteLogSegmentMetadata,
                                                RemoteLogSegmentState)
 from kafkalite.storage.remote.metadata_store import (RemoteLogMetadataFenced,
                                                      SharedRemoteLogMetadata, partition_key)
 from kafkalite.storage.remote.remote_log_deleter import NODE_DELETER, RETRY_MAX_S, RETRY_MIN_S
 from kafkalite.storage.remote.storage_manager import (LogSegmentData, RemoteLogSegmentId,
-                                                      RemoteStorageManager)
+                                                      RemoteStorageError, RemoteStorageManager)
 from kafkalite.storage.segment import (INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment,
                                        segment_path)
 from kafkalite.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
@@ -173,6 +174,21 @@ class RemoteTopicStats:
 
 
 REMOTE_TOPIC_STATS = RemoteTopicStats()
+
+
+@dataclass(frozen=True)
+class RemoteAuxState:
+    """What a follower starts its log from when it ends below its leader's
+    local log start (Kafka's remote log "auxiliary state"): the remote
+    segments as the shared metadata lists them, the offset after the copied
+    segment holding the one just below the leader's local log start (where
+    the follower's log starts), the leader epochs up to there (that
+    segment's leader-epoch checkpoint) and the producer snapshot taken at
+    its end (None if it had none)."""
+    segments: tuple
+    next_offset: int
+    leader_epochs: list
+    producer_snapshot: bytes | None
 
 
 class _IndexOnly:
@@ -478,12 +494,52 @@ class RemoteLog:
             return
         if newest is None:
             return
+        self._take(newest.segments)
+
+    def _take(self, segments) -> None:
+        """A follower takes ``segments``, the shared metadata's, as its entries."""
         self._mine.clear()
-        self.metadata.replace(newest.segments)
-        self._shared_highest = max((s.end_offset for s in newest.segments
+        self.metadata.replace(segments)
+        self._shared_highest = max((s.end_offset for s in segments
                                     if s.state is S.COPY_SEGMENT_FINISHED), default=-1)
-        for meta_id in [i for i in self._cache if all(s.id != i for s in newest.segments)]:
+        for meta_id in [i for i in self._cache if all(s.id != i for s in segments)]:
             self._cache.pop(meta_id).delete()
+
+    # ---- a follower below its leader's local log start ---------------------------------------
+
+    def fetch_aux_state(self, leader_local_start: int) -> concurrent.futures.Future:
+        """A follower whose log ends below its leader's local log start
+        (Kafka's buildRemoteLogAuxState): on the copier thread, the newest
+        shared metadata, the copied segment holding the offset just below
+        ``leader_local_start``, its leader-epoch checkpoint and its producer
+        snapshot. The future's result is a RemoteAuxState for
+        ``take_aux_state``; it fails with RemoteStorageError while no copied
+        segment holds that offset."""
+        return _copier.submit(self._aux_state, leader_local_start)
+
+    def _aux_state(self, leader_local_start: int) -> "RemoteAuxState":
+        newest = self._read_newest() if self._shared is not None else None
+        segments = self.metadata.all if newest is None else newest.segments
+        below = leader_local_start - 1
+        meta = next((m for m in segments if m.state is S.COPY_SEGMENT_FINISHED
+                     and m.base_offset <= below <= m.end_offset), None)
+        if meta is None:
+            raise RemoteStorageError(
+                f"{self.name}: no remote segment holds offset {below}, below the leader's local "
+                f"log start {leader_local_start}")
+        sid = self._segment_id(meta)
+        epochs = [(e, o) for e, o in decode_epochs(
+            self.storage.fetch_index(sid, meta.base_offset, "LEADER_EPOCH"))
+            if o <= meta.end_offset]
+        snapshot = self.storage.fetch_index(sid, meta.base_offset, "PRODUCER_SNAPSHOT")
+        return RemoteAuxState(tuple(segments), meta.end_offset + 1, epochs, snapshot)
+
+    def take_aux_state(self, state: "RemoteAuxState") -> None:
+        """The owner's side of ``fetch_aux_state``: the metadata read is
+        this follower's (the log about to start at ``state.next_offset``
+        counts on it for what lies below, after a restart too)."""
+        if self._shared is not None and not (self._leading or self._copying or self._deleting):
+            self._take(state.segments)
 
     # ---- copy -----------------------------------------------------------------------------
 
@@ -667,13 +723,12 @@ class RemoteLog:
         txn = segment_path(seg.directory, seg.base_offset, TXN_INDEX_SUFFIX)
         snapshot = producer_snapshot.snapshot_path(seg.directory, seg.next_offset)
         checkpoint = [(e, o) for e, o in epoch_entries if o <= end]
-        lines = ["0", str(len(checkpoint))] + [f"{e} {o}" for e, o in checkpoint]
         data = LogSegmentData(
             seg.path, segment_path(seg.directory, seg.base_offset, INDEX_SUFFIX),
             segment_path(seg.directory, seg.base_offset, TIME_INDEX_SUFFIX),
             txn if os.path.exists(txn) and os.path.getsize(txn) else None,
             snapshot if os.path.exists(snapshot) else None,
-            ("\n".join(lines) + "\n").encode("ascii"))
+            encode_epochs(checkpoint))
         return meta, sid, data
 
     def copy_lag(self, segments, last_stable_offset: int) -> tuple[int, int]:
