@@ -254,7 +254,9 @@ def test_metadata_names_an_elected_leader_only_once_it_leads(cluster):
     """Until the elected leader's process applies the election it answers
     NOT_LEADER_OR_FOLLOWER; Metadata names it only once it confirmed. A
     fresh-clone run of test_replication_clients lost librdkafka's first
-    5,600 records of a partition that way: its retried first batch was
+    5,600 records of a partition, most likely that way (with the assign
+    held back 0.3 s in the worker, the old code did it to two pipelined
+    batches sent as Metadata named the leader): its retried first batch was
     refused by the leader Metadata named, a batch pipelined behind it
     arrived after the election was applied and was written (a leader with
     no state for a producer takes any first sequence, as Kafka's does), and
