@@ -37,7 +37,8 @@ them only when asked for by name, with ``is_internal``, led by this node;
 no client may produce to them (INVALID_TOPIC_EXCEPTION, as Kafka's replica
 manager answers an append to an internal topic). Metadata names only
 unfenced brokers and answers LEADER_NOT_AVAILABLE for partitions of fenced
-ones.
+ones, and for those whose newly elected leader has not yet confirmed it
+leads (replication_control.py ``leaderships_applied``).
 
 Who may call: the supervisor (supervisor.py), on its single thread. Its
 public API (``register_broker``, ``fence_broker``, ``brokers``, ...) is what
@@ -193,6 +194,9 @@ class Controller:
     def partitions_opened(self, results: list) -> None:
         self.replication_control.partitions_opened(results)
 
+    def leaderships_applied(self, broker_id: int, results: list) -> None:
+        self.replication_control.leaderships_applied(broker_id, results)
+
     def alter_partition(self, broker_id: int, items: list[dict]) -> None:
         self.replication_control.alter_partition(broker_id, items)
 
@@ -265,7 +269,11 @@ class Controller:
         parts = []
         for i, p in enumerate(topic.partitions):
             opened = (topic.name, i) not in self.replication_control.offline
-            live = opened and not self.brokers[p.leader].fenced
+            # a leader elected but not yet leading (its process has not
+            # applied the assign) is not named: ReplicationControl
+            # .leaderships_applied says why
+            live = (opened and not self.brokers[p.leader].fenced
+                    and (topic.name, i) not in self.replication_control.unconfirmed)
             offline = [b for b in p.replicas if self.brokers[b].fenced
                        or (not opened and b == p.leader)]
             parts.append({"error_code": 0 if live else errors.LeaderNotAvailableError.code,

@@ -24,6 +24,9 @@ and ``topics`` messages, built per broker (``by_broker``) by ``assign``,
 (no one waits) or ``send`` (a request is answered once the brokers
 confirm). A partition that a broker could not open is offline
 (``offline``, from ``partitions_opened``) until a later assign opens it.
+An elected leader is ``unconfirmed`` until its broker answers the assign
+leading at that epoch (``leaderships_applied``): Metadata names no leader
+for the partition meanwhile.
 
 Which process runs it: the supervisor holding the controller, on its
 single thread, through controller.py's ``Controller``. It reads the broker
@@ -74,6 +77,10 @@ class ReplicationControl:
         self.channel = channel
         # (topic, partition) -> why its broker could not open it
         self.offline: dict[tuple[str, int], str] = {}
+        # (topic, partition) -> (leader, leader epoch) of an election the new
+        # leader has not confirmed yet: Metadata names no leader for it until
+        # the broker says it leads (``leaderships_applied``)
+        self.unconfirmed: dict[tuple[str, int], tuple[int, int]] = {}
 
     def broker_registered(self, broker_id: int, adopted: bool) -> list[dict]:
         """Broker ``broker_id`` registered (controller.py
@@ -123,6 +130,33 @@ class ReplicationControl:
                 self.offline[key] = r.get("message") or ""
             elif self.offline.pop(key, None) is not None:
                 log.info("%s-%d is online again", *key)
+
+    def leaderships_applied(self, broker_id: int, results: list) -> None:
+        """A broker's per-partition results of an assign (each with the
+        leader and leader epoch it now holds): the elections it confirms
+        leading at their epoch (or a later one) are served in Metadata.
+
+        Why wait: until the new leader's process applied the assign it
+        answers NOT_LEADER_OR_FOLLOWER, and a client sent there by Metadata
+        can have its retried first batch refused while a later batch of the
+        same producer, pipelined behind it, arrives after the assign and is
+        written -- a leader with no state for that producer takes any first
+        sequence (Kafka's rule, after retention or DeleteRecords). An
+        idempotent producer then counts the refused batch delivered by the
+        later one's success (librdkafka does), and those records are lost.
+        A Kafka broker answers Metadata from the metadata it loaded itself,
+        which leaves that window as wide as the brokers' lag behind each
+        other; here the controller answers, and it names a leader only
+        once that leader applied the election."""
+        if not self.unconfirmed:
+            return
+        for r in results:
+            key = (r["topic"], r["partition"])
+            elected = self.unconfirmed.get(key)
+            if (elected is not None and not r.get("error") and elected[0] == broker_id
+                    and r.get("leader") == broker_id
+                    and r.get("leader_epoch", -1) >= elected[1]):
+                del self.unconfirmed[key]
 
     def broker_fenced(self, broker_id: int) -> None:
         """``broker_id``'s process is gone (cluster_control.py fenced it):
@@ -174,6 +208,7 @@ class ReplicationControl:
         p.leader_epoch += 1
         p.partition_epoch += 1
         p.isr = [leader] if unclean else [b for b in p.isr if b != exclude]
+        self.unconfirmed[(topic.name, index)] = (leader, p.leader_epoch)
         log.warning("%s-%d: broker %d leads at epoch %d%s (isr %s)", topic.name, index, leader,
                     p.leader_epoch, " after an UNCLEAN election" if unclean else "", p.isr)
 
@@ -527,6 +562,7 @@ class ReplicationControl:
         for topic, i in partitions:
             p = topic.partitions[i]
             self.offline.pop((topic.name, i), None)
+            self.unconfirmed.pop((topic.name, i), None)
             for b in p.replicas:
                 where = replica_dir(topic.name, i, b, p.per_broker_dir, p.shared_owner)
                 if self.cluster.brokers[b].fenced and b != p.leader:

@@ -836,6 +836,9 @@ class Supervisor:
             self._metadata_action(f"register worker {w.index}", self._register, w, w.pid)
         elif kind == "done":
             op = msg.get("op")
+            # before anything waits on the change: Metadata names an elected
+            # leader once it leads (replication_control.leaderships_applied)
+            self.controller.leaderships_applied(w.index, msg.get("results", []))
             if isinstance(op, str) and op == f"start-{w.index}":
                 w.crashes_in_a_row = 0
                 self.controller.partitions_opened(msg.get("results", []))

@@ -414,7 +414,10 @@ class ReplicaManager:
             # only when its log end moves
             self._active.setdefault(key, 1)
             self._seen_end[key] = part.log.log_end_offset
-            return {"topic": key[0], "partition": key[1], "error": 0}
+            # what this broker now holds: the controller names an elected
+            # leader in Metadata once it confirmed leading
+            return {"topic": key[0], "partition": key[1], "error": 0,
+                    "leader": part.leader_id, "leader_epoch": part.leader_epoch}
         except (KafkaError, OSError) as exc:
             if isinstance(exc, OSError):    # e.g. EMFILE from a directory listing
                 exc = errors.KafkaStorageError(
