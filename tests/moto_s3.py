@@ -153,3 +153,24 @@ def moto_s3(bucket: str = "tiered"):
     AWS credential variables are set to moto's test ones meanwhile."""
     with moto_s3_server(bucket) as server:
         yield server.endpoint
+
+
+@contextlib.contextmanager
+def tiered_store_config(kind: str, tmp_path, bucket: str):
+    """A server config file that tiers to a ``kind`` store ("directory" in
+    ``tmp_path``, or "s3": ``bucket`` on a moto server), and the store as a
+    client of it sees it: (config path, RemoteStorageManager)."""
+    from kafkalite.storage.remote.s3_storage import S3RemoteStorage
+    from kafkalite.storage.remote.storage_manager import LocalDirectoryRemoteStorage
+    config = tmp_path / "tiered.toml"
+    if kind == "directory":
+        remote = str(tmp_path / "remote")
+        config.write_text('"remote.log.storage.system.enable" = true\n'
+                          f'remote_log_storage_dir = "{remote}"\n')
+        yield config, LocalDirectoryRemoteStorage(remote)
+        return
+    with moto_s3(bucket) as endpoint:
+        config.write_text('"remote.log.storage.system.enable" = true\n'
+                          f'remote_log_storage_s3_bucket = "{bucket}"\n'
+                          f'remote_log_storage_s3_endpoint = "{endpoint}"\n')
+        yield config, S3RemoteStorage(bucket, endpoint_url=endpoint)

@@ -26,10 +26,8 @@ import pytest
 
 from harness import (ServerProcess, kafka_read_from_zero, local_segments, run_cli,
                      stop_server, wait_until)
-from moto_s3 import moto_s3
+from moto_s3 import tiered_store_config
 from replicas import create, state
-from kafkalite.storage.remote.s3_storage import S3RemoteStorage
-from kafkalite.storage.remote.storage_manager import LocalDirectoryRemoteStorage
 from kafkalite.client import AdminClient as LiteAdmin, TopicPartition
 
 SEGMENT_BYTES = 16384
@@ -44,18 +42,8 @@ TIERED = {"remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES),
 @pytest.fixture(params=["directory", "s3"])
 def store_config(request, tmp_path):
     """(the server's config file, the store as a client sees it)."""
-    config = tmp_path / "tiered.toml"
-    if request.param == "directory":
-        remote = str(tmp_path / "remote")
-        config.write_text('"remote.log.storage.system.enable" = true\n'
-                          f'remote_log_storage_dir = "{remote}"\n')
-        yield config, LocalDirectoryRemoteStorage(remote)
-        return
-    with moto_s3("lagging") as endpoint:
-        config.write_text('"remote.log.storage.system.enable" = true\n'
-                          'remote_log_storage_s3_bucket = "lagging"\n'
-                          f'remote_log_storage_s3_endpoint = "{endpoint}"\n')
-        yield config, S3RemoteStorage("lagging", endpoint_url=endpoint)
+    with tiered_store_config(request.param, tmp_path, "lagging") as both:
+        yield both
 
 
 def _server(tmp_path, config) -> ServerProcess:

@@ -22,8 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness import (ServerProcess, kafka_read_from_zero, local_segments, stop_server,
                      wait_until)
-from moto_s3 import moto_s3
-from kafkalite.storage.remote.s3_storage import S3RemoteStorage
+from moto_s3 import tiered_store_config
 from kafkalite.storage.remote.storage_manager import LocalDirectoryRemoteStorage
 
 SEGMENT_BYTES = 16384
@@ -79,18 +78,8 @@ def _leader(srv, topic) -> int:
 @pytest.fixture(params=["directory", "s3"])
 def store_config(request, tmp_path):
     """(the server's config file, the store as a client sees it)."""
-    config = tmp_path / "tiered.toml"
-    if request.param == "directory":
-        remote = str(tmp_path / "remote")
-        config.write_text('"remote.log.storage.system.enable" = true\n'
-                          f'remote_log_storage_dir = "{remote}"\n')
-        yield config, LocalDirectoryRemoteStorage(remote)
-        return
-    with moto_s3("replicas") as endpoint:
-        config.write_text('"remote.log.storage.system.enable" = true\n'
-                          'remote_log_storage_s3_bucket = "replicas"\n'
-                          f'remote_log_storage_s3_endpoint = "{endpoint}"\n')
-        yield config, S3RemoteStorage("replicas", endpoint_url=endpoint)
+    with tiered_store_config(request.param, tmp_path, "replicas") as both:
+        yield both
 
 
 def test_replicas_share_the_remote_log_metadata_across_a_leader_kill(tmp_path, store_config):
