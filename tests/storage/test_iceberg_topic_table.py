@@ -211,3 +211,46 @@ def test_a_namespace_created_between_the_check_and_the_insert_is_no_error(tmp_pa
     monkeypatch.setattr(SqlCatalog, "namespace_exists", not_yet)
     table = TopicTable(root, "second").load()        # as the process that lost the race sees it
     assert table.name() == ("kafkalite", "second")
+
+
+def test_each_data_file_carries_its_partition_offset_and_time_bounds(tmp_path):
+    """The manifests bound redpanda.partition, .offset and .timestamp of
+    every data file (pyiceberg's writer keeps counts only for a struct's
+    fields): a scan filtered on them skips the other files unopened."""
+    from pyiceberg.conversions import from_bytes
+    from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual, LessThan
+    root = str(tmp_path / "iceberg")
+    writer = IcebergTopicWriter(root)
+    logs = [PartitionLog.open(str(tmp_path / "logs" / f"events-{p}"), CONFIG) for p in range(2)]
+    try:
+        for commit in range(3):                 # three commits of 50 records a partition
+            for p, plog in enumerate(logs):
+                _append(plog, [b"v"] * 50, ts=1_700_000_000_000 + commit * 1000)
+                _drain(writer, ("events", p), plog)
+    finally:
+        for plog in logs:
+            plog.close()
+    table = TopicTable(root, "events").load()
+    schema = table.schema()
+    ids = {name: schema.find_field(f"redpanda.{name}") for name in ("partition", "offset",
+                                                                      "timestamp")}
+    seen = []
+    for task in table.scan().plan_files():
+        f = task.file
+        bounds = {name: (from_bytes(field.field_type, f.lower_bounds[field.field_id]),
+                         from_bytes(field.field_type, f.upper_bounds[field.field_id]))
+                  for name, field in ids.items()}
+        seen.append(bounds)
+        p_lo, p_hi = bounds["partition"]
+        o_lo, o_hi = bounds["offset"]
+        t_lo, t_hi = bounds["timestamp"]
+        commit = o_lo // 50
+        assert p_lo == p_hi and (o_lo, o_hi) == (commit * 50, commit * 50 + 49), bounds
+        assert t_lo == (1_700_000_000_000 + commit * 1000) * 1000 and t_hi == t_lo + 49_000
+    assert len(seen) == 6
+    # pruned by the bounds alone: the files of one commit of one partition
+    wanted = And(EqualTo("redpanda.partition", 1),
+                 And(GreaterThanOrEqual("redpanda.offset", 60), LessThan("redpanda.offset", 90)))
+    assert [t.file.record_count for t in table.scan(row_filter=wanted).plan_files()] == [50]
+    late = GreaterThanOrEqual("redpanda.timestamp", "2023-11-14T22:13:22+00:00")
+    assert len(list(table.scan(row_filter=late).plan_files())) == 2

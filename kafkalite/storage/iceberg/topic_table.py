@@ -244,11 +244,11 @@ class TopicTable:
                     for schema in new:
                         update.union_by_name(schema)
             records = records_of(tx.table_metadata.schema().as_arrow())
-            if records.num_rows:
-                tx.append(records, snapshot_properties=summary)
-            else:   # only aborted records or markers: a snapshot of no files moves the offset
-                with tx.update_snapshot(snapshot_properties=summary).fast_append():
-                    pass
+            with tx.update_snapshot(snapshot_properties=summary).fast_append() as files:
+                # no records (only aborted ones or markers): a snapshot of no
+                # files still moves the offset
+                if records.num_rows:
+                    _append_with_record_bounds(tx, table.io, files, records)
 
     def offsets_between(self, partition: int, low: int, high: int) -> set[int]:
         """The offsets of ``partition`` in [low, high) the table holds."""
@@ -263,6 +263,58 @@ class TopicTable:
             if r["partition"] == partition and low <= r["offset"] < high:
                 out.add(r["offset"])
         return out
+
+
+# The record columns whose bounds each data file's manifest entry carries.
+# pyiceberg's writer keeps only counts for a struct's fields, so a reader
+# (Spark's Iceberg reader, Trino, DuckDB, pyiceberg, kafkalite_spark's
+# read_topic) could not skip a file by partition, offset or time without
+# opening its footer.
+BOUNDED = ("redpanda.partition", "redpanda.offset", "redpanda.timestamp")
+
+
+def _append_with_record_bounds(tx, io, files, records) -> None:
+    """``records`` written as data files (pyiceberg's writer: its
+    partitioning by the table's spec, its file sizes, its column metrics)
+    and added to the snapshot ``files`` makes, each with the lower and upper
+    bounds of BOUNDED read from its own Parquet footer."""
+    import uuid
+
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files
+    schema = tx.table_metadata.schema()
+    for data_file in _dataframe_to_data_files(
+            table_metadata=tx.table_metadata, df=records, io=io,
+            write_uuid=getattr(files, "commit_uuid", None) or uuid.uuid4()):
+        _add_record_bounds(io, schema, data_file)
+        files.append_data_file(data_file)
+
+
+def _add_record_bounds(io, schema, data_file) -> None:
+    """Set ``data_file``'s bounds of BOUNDED from its row groups' statistics
+    (a column without them keeps none: a reader then opens the file)."""
+    import datetime
+
+    import pyarrow.parquet as pq
+    from pyiceberg.conversions import to_bytes
+    with io.new_input(data_file.file_path).open() as stream:
+        meta = pq.ParquetFile(stream).metadata
+    groups = [meta.row_group(g) for g in range(meta.num_row_groups)]
+    # the DataFile's own dicts, filled in place (its fields have no setters)
+    lower, upper = data_file.lower_bounds, data_file.upper_bounds
+    if lower is None or upper is None:
+        return
+    for name in BOUNDED:
+        stats = [next((c.statistics for c in (g.column(i) for i in range(g.num_columns))
+                       if c.path_in_schema == name), None) for g in groups]
+        if not stats or any(st is None or not st.has_min_max for st in stats):
+            continue
+        low, high = min(st.min for st in stats), max(st.max for st in stats)
+        if isinstance(low, datetime.datetime):     # timestamptz: microseconds since the epoch
+            epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+            low, high = ((v - epoch) // datetime.timedelta(microseconds=1) for v in (low, high))
+        field = schema.find_field(name)
+        lower[field.field_id] = to_bytes(field.field_type, low)
+        upper[field.field_id] = to_bytes(field.field_type, high)
 
 
 class SchemaMismatch(Exception):
