@@ -8,9 +8,11 @@ the checker the kill test (test_iceberg_topics_kills.py) relies on, shown
 to catch a planted duplicate and a planted loss."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
+import urllib.request
 
 import boto3
 import confluent_kafka as ck
@@ -200,6 +202,12 @@ def test_a_tiered_iceberg_topic_keeps_its_table_files_in_the_s3_bucket(tmp_path)
             wait_until(committed, 60, lambda: f"the table short of the log's {ends}")
             table = committed()
             assert table.metadata_location.startswith("s3://tiered-iceberg/iceberg/")
+            # what LoadTable hands the reader: the endpoint and region, no credential
+            # (the server's environment has moto's, as a broker's would have its own)
+            url = f"{srv.info['iceberg_rest']}/v1/namespaces/kafkalite/tables/{topic}"
+            with urllib.request.urlopen(url, timeout=30) as answer:
+                assert json.load(answer)["config"] == {"s3.endpoint": s3.endpoint,
+                                                       "s3.region": "us-east-1"}
             rows = [_table_row(r) for r in table.scan().to_arrow().to_pylist()]
             assert check_exactly_once(rows, topic_rows(srv.kafka_bootstrap, topic, ends)) == []
 
