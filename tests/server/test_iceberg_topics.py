@@ -225,6 +225,37 @@ def test_a_tiered_iceberg_topic_keeps_its_table_files_in_the_s3_bucket(tmp_path)
             stop_server(srv)
 
 
+def test_iceberg_warehouse_dir_wins_over_the_s3_store_on_a_single_node(tmp_path):
+    """An explicit iceberg_warehouse_dir is where the files go, on one node
+    too (its workers once ignored it), even with the S3 store there."""
+    from kafkalite.storage.iceberg.topic_table import open_catalog
+    warehouse = tmp_path / "warehouse"
+    with moto_s3_server("tiered-iceberg") as s3:
+        config = tmp_path / "tiered.toml"
+        config.write_text('"remote.log.storage.system.enable" = true\n'
+                          'remote_log_storage_s3_bucket = "tiered-iceberg"\n'
+                          f'remote_log_storage_s3_endpoint = "{s3.endpoint}"\n'
+                          f'iceberg_warehouse_dir = "{warehouse}"\n')
+        srv = ServerProcess(str(tmp_path / "data"), extra_args=["--config", str(config)]).start()
+        try:
+            topic = "dir-events"
+            _create(srv, topic, **{"iceberg.mode": "key_value", "iceberg.target.lag.ms": "200"})
+            _produce(srv, topic, 100)
+            ends = _ends(srv, topic, 2)
+            wait_until(lambda: table_offsets(srv.data_dir, topic) == ends, 60,
+                       lambda: f"the table's offsets {table_offsets(srv.data_dir, topic)} "
+                               f"short of the log's {ends}")
+            table = open_catalog(str(tmp_path / "data" / "iceberg")).load_table(
+                ("kafkalite", topic))
+            assert table.metadata_location.startswith(f"file://{warehouse}/")
+            assert list(warehouse.rglob("*.parquet"))
+            listed = boto3.client("s3", endpoint_url=s3.endpoint).list_objects_v2(
+                Bucket="tiered-iceberg", Prefix="iceberg/")
+            assert listed["KeyCount"] == 0
+        finally:
+            stop_server(srv)
+
+
 def _table_row(r: dict) -> tuple:
     rp = r["redpanda"]
     return (rp["partition"], rp["offset"], int(rp["timestamp"].timestamp() * 1000), rp["key"],
