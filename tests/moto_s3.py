@@ -81,6 +81,8 @@ class MotoS3Server:
                 return [b""]
             if method == "PUT" and self.put_delay:
                 time.sleep(self.put_delay)
+            if method == "POST" and "uploadId=" in environ.get("QUERY_STRING", ""):
+                return _completed_as_s3_answers(app, environ, start_response)
             return app(environ, start_response)
 
         # the same port after a stop (SO_REUSEADDR: HTTPServer's allow_reuse_address)
@@ -123,6 +125,25 @@ class MotoS3Server:
                 conn.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+
+
+def _completed_as_s3_answers(app, environ, start_response):
+    """moto's answer to CompleteMultipartUpload with S3's root element.
+    moto (5.2) names it ``CompleteMultipartUploadResponse``; S3 answers
+    ``CompleteMultipartUploadResult``, and Arrow's S3 client (pyiceberg's
+    PyArrowFileIO, whose every file is a multipart upload) takes any other
+    answer for an error embedded in a 200 and fails the write. boto3 reads
+    either."""
+    answered = {}
+
+    def keep(status, headers, exc_info=None):
+        answered.update(status=status, headers=headers)
+    body = b"".join(app(environ, keep))
+    body = body.replace(b"CompleteMultipartUploadResponse", b"CompleteMultipartUploadResult")
+    headers = [(k, str(len(body)) if k.lower() == "content-length" else v)
+               for k, v in answered["headers"]]
+    start_response(answered["status"], headers)
+    return [body]
 
 
 @contextlib.contextmanager

@@ -34,18 +34,22 @@ supervisor hands it the catalog's path and name).
 from kafkalite.confluent_http import lazy_app
 
 
-def make_app(catalog_file: str, catalog_name: str):
+def make_app(catalog_file: str, catalog_name: str, file_io: dict | None = None):
     """The REST catalog of the SQL catalog in ``catalog_file`` (SQLite,
     made by the partition leaders' first commit: until then the catalog is
     empty; or a cluster's catalog's SQLAlchemy URL, its PostgreSQL's),
     whose rows are under ``catalog_name``, as a WSGI app (with a
     ``close()``) that imports pyiceberg at its first request, not on the
-    server's way to ready: what ``kafkalite server`` hands the supervisor."""
+    server's way to ready: what ``kafkalite server`` hands the supervisor.
+    ``file_io``: the pyiceberg FileIO properties the tables' files are
+    reached with (an S3 warehouse's endpoint and region; never a
+    credential), which the catalog reads the metadata with and hands to
+    readers with each table."""
     from kafkalite.iceberg_rest.errors import login_error_body
 
     def build():
         from kafkalite.iceberg_rest import app
-        return app.make_app(catalog_file, catalog_name)
+        return app.make_app(catalog_file, catalog_name, file_io)
     app = lazy_app(build)
     # the login's refusals (401, 403) in the catalog's error model
     app.login_error_body = login_error_body

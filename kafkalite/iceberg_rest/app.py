@@ -9,7 +9,11 @@ Served (apache/iceberg's open-api/rest-catalog-open-api.yaml; no
   ``/v1/namespaces/{ns}``, ``GET /v1/namespaces/{ns}/tables``;
 - ``GET /v1/namespaces/{ns}/tables/{t}`` (loadTable: metadata-location and
   metadata, ``?snapshots=refs`` keeping the snapshots a branch or tag
-  names, an ``ETag`` and ``If-None-Match`` answered 304) and ``HEAD``;
+  names, an ``ETag`` and ``If-None-Match`` answered 304; its ``config``,
+  the FileIO properties a reader opens the table's files with: for a
+  warehouse in the tiered store's S3 bucket ``s3.endpoint`` and
+  ``s3.region``, never a credential, which the reader takes from its own
+  AWS environment) and ``HEAD``;
 - a multipart namespace's parts are separated by the unit separator
   (``%1F``), the spec's default; pagination is not offered, so every list
   is one answer without ``next-page-token``, as the spec asks of a server
@@ -78,8 +82,9 @@ UNSUPPORTED_PATHS = re.compile(
     r"|namespaces/[^/]+/tables/[^/]+/(plan|tasks|credentials|sign|metrics)(/.*)?)")
 
 
-def make_app(catalog_file: str, catalog_name: str) -> "CatalogApp":
-    return CatalogApp(NodeCatalog(catalog_file, catalog_name))
+def make_app(catalog_file: str, catalog_name: str,
+             file_io: dict | None = None) -> "CatalogApp":
+    return CatalogApp(NodeCatalog(catalog_file, catalog_name, file_io))
 
 
 def _namespace(segment: str) -> tuple[str, ...]:
@@ -187,4 +192,4 @@ class CatalogApp:
         if environ.get("HTTP_IF_NONE_MATCH") == etag:
             return 304, None, [("ETag", etag)]
         return 200, {"metadata-location": location, "metadata": metadata,
-                     "config": {}}, [("ETag", etag)]
+                     "config": dict(self.catalog.file_io)}, [("ETag", etag)]

@@ -13,9 +13,11 @@ first commit, and until then the catalog has no namespace and no table
 before the file exists).
 
 A table's metadata is the JSON of its current metadata file, read through
-pyiceberg's FileIO (a ``file://`` location today; the warehouse's scheme
-picks the FileIO). Each call reads the catalog afresh: a commit by a
-leader is seen by the next request.
+pyiceberg's FileIO (the location's scheme picks it: ``file://``, or
+``s3://`` in the tiered store's bucket, reached with the ``file_io``
+properties the server's config gives, ServerConfig.iceberg_file_io). Each
+call reads the catalog afresh: a commit by a leader is seen by the next
+request.
 
 Who may call: the app's request threads, any number at once (SQLAlchemy's
 pool gives each its own connection).
@@ -35,10 +37,11 @@ class NodeCatalog:
     read-only: the supervisor's URL says so), which every node's catalog
     reads: each serves the cluster's tables."""
 
-    def __init__(self, catalog: str, name: str):
+    def __init__(self, catalog: str, name: str, file_io: dict | None = None):
         self.url = catalog if "://" in catalog else None
         self.catalog_file = None if self.url else os.path.abspath(catalog)
         self.name = name
+        self.file_io = dict(file_io or {})
         self._catalog = None
         self._lock = threading.Lock()
 
@@ -50,7 +53,7 @@ class NodeCatalog:
                 self._catalog = SqlCatalog(
                     self.name,
                     uri=self.url or f"sqlite:///file:{self.catalog_file}?mode=ro&uri=true",
-                    init_catalog_tables="false")
+                    init_catalog_tables="false", **self.file_io)
             return self._catalog
 
     def _read(self, call, default):

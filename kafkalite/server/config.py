@@ -44,6 +44,10 @@ METRICS_OFF = -1
 DEFAULT_SCHEMA_REGISTRY_PORT = 8081   # Confluent Schema Registry's default listener port
 DEFAULT_REST_PROXY_PORT = 8082        # Confluent REST Proxy's default listener port
 DEFAULT_ICEBERG_REST_PORT = 8181      # the Iceberg REST catalog's conventional port
+# Iceberg topics' files in the tiered store: beside its segments, whose
+# keys are ``<topic>-<partition>/`` (a partition number always follows the
+# dash) and ``__remote_log_metadata/``, so no topic's keys fall under it
+ICEBERG_REMOTE_PREFIX = "iceberg"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # group.consumer.migration.policy's values (server/group/coordinator.py acts on them)
 MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
@@ -131,9 +135,10 @@ SETTINGS: dict[str, Setting] = {
     "iceberg_warehouse_dir": Setting(
         "Where Iceberg topics' tables keep their data and metadata files: a directory every "
         "node of a `cluster` reaches (a mounted share), the catalog being in the cluster's "
-        "PostgreSQL. \"\": `<remote_log_storage_dir>/iceberg` when tiered storage keeps "
-        "one there, else `<data_dir>/iceberg/warehouse`, which only one node reaches: a "
-        "cluster with Iceberg topics and neither is refused at start "
+        "PostgreSQL. \"\": the tiered store's, under `iceberg/` (`s3://<bucket>/iceberg` "
+        "with `remote_log_storage_s3_bucket`, `<remote_log_storage_dir>/iceberg` with a "
+        "directory store), else `<data_dir>/iceberg/warehouse`, which only one node "
+        "reaches: a cluster with Iceberg topics and none of these is refused at start "
         "(docs/iceberg-topics.md).", (),
         "Redpanda keeps Iceberg topics' files in its tiered storage bucket"),
     "rest_proxy_consumer_instance_timeout_ms": Setting(
@@ -537,16 +542,36 @@ class ServerConfig:
 
     @property
     def iceberg_warehouse(self) -> str | None:
-        """The directory of Iceberg topics' table files every node of a
-        cluster reaches (``iceberg_warehouse_dir``, else the tiered store's
-        directory when one is named), None: none is (the catalog's own
+        """Where Iceberg topics' table files go: ``iceberg_warehouse_dir``
+        (a directory), else the tiered store's ``iceberg/``: in its bucket
+        (``s3://<bucket>/iceberg``, which every node reaches), or its
+        directory (on a cluster only when one is named: the default is under
+        each node's data directory); None: none of these (the catalog's own
         directory then, one node's)."""
         if self.iceberg_warehouse_dir:
             return os.path.abspath(self.iceberg_warehouse_dir)
-        if self.remote_log_storage_system_enable and not self.remote_log_storage_s3_bucket \
-                and (self.remote_log_storage_dir or not self.cluster):
-            return os.path.join(self.remote_storage_root, "iceberg")
+        if not self.remote_log_storage_system_enable:
+            return None
+        if self.remote_log_storage_s3_bucket:
+            return f"s3://{self.remote_log_storage_s3_bucket}/{ICEBERG_REMOTE_PREFIX}"
+        if self.remote_log_storage_dir or not self.cluster:
+            return os.path.join(self.remote_storage_root, ICEBERG_REMOTE_PREFIX)
         return None
+
+    @property
+    def iceberg_file_io(self) -> dict[str, str]:
+        """pyiceberg's FileIO properties for a warehouse in the S3 store:
+        the store's endpoint and region, never a credential (pyarrow's S3
+        client takes those from the AWS environment, as boto3 does for the
+        tiered segments), so the REST catalog hands these to readers as
+        they are. Empty for a directory."""
+        warehouse = self.iceberg_warehouse or ""
+        if not warehouse.startswith("s3://"):
+            return {}
+        from kafkalite.storage.remote.s3_storage import s3_region
+        return {"s3.region": s3_region(),
+                **({"s3.endpoint": self.remote_log_storage_s3_endpoint}
+                   if self.remote_log_storage_s3_endpoint else {})}
 
     @property
     def iceberg_catalog_uri(self) -> str | None:
@@ -563,7 +588,8 @@ class ServerConfig:
         warehouse they all reach), None: they can (or it is one node)."""
         if self.cluster and self.iceberg_warehouse is None:
             return ("a cluster's Iceberg topics need a warehouse every node reaches: set "
-                    "iceberg_warehouse_dir (or remote_log_storage_dir with tiered storage)")
+                    "iceberg_warehouse_dir (or, with tiered storage, remote_log_storage_dir "
+                    "or remote_log_storage_s3_bucket)")
         return None
 
     def remote_storage_manager(self):

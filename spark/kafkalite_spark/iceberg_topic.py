@@ -209,6 +209,9 @@ def read_topic(spark, bootstrap: str, topic: str, catalog,
     catalog properties (the SQL catalog: ``{"uri": "sqlite:///<data
     dir>/iceberg/catalog.db", "warehouse": "file://<data dir>/iceberg/
     warehouse"}``). A topic without a table yet is read from the topic.
+    A table whose files this Spark cannot open (``s3://``, the tiered
+    store's bucket, without hadoop-aws) is refused with ValueError before
+    any read.
 
     ``driver_read_max_bytes``: the records the table lacks (the tail, a
     head) are read on the driver when they come to at most this many
@@ -258,6 +261,7 @@ def read_topic(spark, bootstrap: str, topic: str, catalog,
             chosen.append(path)
             filtered |= lo < copy[partition][0] or hi >= copy[partition][1]
     if chosen and copy:
+        _check_readable(spark, topic, chosen)
         ts_type = _timestamp_type(o, topic)
         df = spark.read.schema(_parquet_schema(o.include_headers)).parquet(*chosen)
         if filtered and copy:
@@ -279,6 +283,32 @@ def read_topic(spark, bootstrap: str, topic: str, catalog,
     if not frames:
         return spark.createDataFrame([], SCHEMA_WITH_HEADERS if o.include_headers else SCHEMA)
     return reduce(lambda a, b: a.unionByName(b), frames)
+
+
+def _check_readable(spark, topic: str, paths: list) -> None:
+    """Refuses, before any read, a table whose files are where this Spark
+    has no Hadoop FileSystem to open them: an Iceberg topic whose tables
+    are in the tiered store's S3 bucket (``s3://``) needs the hadoop-aws
+    jar (and its ``fs.s3.impl``), which kafkalite does not ship. Not read
+    from the topic instead: the table keeps records the topic's retention
+    may have deleted, so the rows would silently differ."""
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:         # Spark Connect: its server opens the files, or says why
+        return
+    from py4j.protocol import Py4JJavaError
+    conf = spark._jsc.hadoopConfiguration()
+    schemes = sorted({path.split("://", 1)[0] for path in paths if "://" in path})
+    for scheme in schemes:
+        try:
+            jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, conf)
+        except Py4JJavaError:
+            example = next(path for path in paths if path.startswith(scheme + "://"))
+            raise ValueError(
+                f"read_topic: the table of {topic!r} keeps its files in {scheme}:// "
+                f"({example}), and this Spark has no Hadoop FileSystem for {scheme}:// "
+                f"(S3 needs the hadoop-aws jar and fs.{scheme}.impl set, which kafkalite does "
+                f"not ship). Read the table with pyiceberg through the REST catalog, or the "
+                f"topic with spark.read.format(\"kafkalite\")") from None
 
 
 def _topic_read(spark, given: dict, topic: str, ranges: dict):

@@ -1,6 +1,8 @@
 """An Iceberg topic on a cluster (issue 44): three nodes sharing a real
 PostgreSQL (tests/postgres.py), each told the same warehouse directory
-(``iceberg_warehouse_dir``). The table's catalog is the cluster's
+(``iceberg_warehouse_dir``), or each with its tiered store in the same
+bucket of moto's S3 server (the table's files then go to the bucket's
+``iceberg/``, with no warehouse setting). The table's catalog is the cluster's
 PostgreSQL, so a partition's new leader on another node commits to the
 table its old leader kept, from the offsets that table records.
 
@@ -9,18 +11,22 @@ records reached the table, produces more (acks=all), and reads the table
 as any client would, with pyiceberg's SQL catalog over the cluster's
 PostgreSQL: every offset of the topic exactly once (partition and
 offset against a read of the topic, tests/server/iceberg_tables.py's
-checker). A second node's REST catalog lists the same table.
+checker). A second node's REST catalog lists the same table and hands
+the reader the S3 endpoint its files are reached by.
 """
 from __future__ import annotations
 
 import json
 import urllib.request
+from pathlib import Path
 
+import boto3
 import confluent_kafka as ck
 import confluent_kafka.admin  # noqa: F401 (ck.admin)
 import pytest
 
 from harness import ServerProcess, wait_until
+from moto_s3 import moto_s3
 from kafkalite.client import AdminClient, TopicPartition
 from postgres import find_binaries, new_database
 from replicas import create, state, wait_for
@@ -37,14 +43,32 @@ pytestmark = pytest.mark.skipif(find_binaries() is None,
 TOPIC = "events"
 PARTITIONS = 3
 NAMESPACE = "kafkalite"
+BUCKET = "cluster-tiered"
+
+
+@pytest.fixture(params=["directory", "s3"])
+def warehouse(request, tmp_path):
+    """(the nodes' config file, the warehouse's location, the FileIO
+    properties a reader needs): a shared directory (iceberg_warehouse_dir),
+    or the bucket of the nodes' tiered store on moto's S3 server, which
+    then needs no setting of its own."""
+    config = tmp_path / "node.toml"
+    if request.param == "directory":
+        config.write_text(f'iceberg_warehouse_dir = "{tmp_path / "warehouse"}"\n')
+        yield config, f"file://{tmp_path / 'warehouse'}", {}
+        return
+    with moto_s3(BUCKET) as endpoint:
+        config.write_text('"remote.log.storage.system.enable" = true\n'
+                          f'remote_log_storage_s3_bucket = "{BUCKET}"\n'
+                          f'remote_log_storage_s3_endpoint = "{endpoint}"\n')
+        yield config, f"s3://{BUCKET}/iceberg", {"s3.endpoint": endpoint,
+                                                 "s3.region": "us-east-1"}
 
 
 @pytest.fixture
-def cluster(pg_server, tmp_path):
+def cluster(pg_server, tmp_path, warehouse):
     pg = new_database(pg_server)
-    warehouse = tmp_path / "warehouse"
-    config = tmp_path / "node.toml"
-    config.write_text(f'iceberg_warehouse_dir = "{warehouse}"\n')
+    config, location, file_io = warehouse
     nodes = {}
 
     def start(node_id):
@@ -56,19 +80,21 @@ def cluster(pg_server, tmp_path):
     start(1)
     in_parallel(lambda: start(2), lambda: start(3))
     wait_for(lambda: live_brokers(nodes[1]) == 6, what="every node's workers registered")
-    yield pg, str(warehouse), nodes
+    yield pg, (location, file_io), nodes
     in_parallel(*[s.stop for n, s in nodes.items()
                   if n != 1 and s.proc is not None and s.proc.poll() is None])
     if nodes[1].proc is not None and nodes[1].proc.poll() is None:
         nodes[1].stop()
 
 
-def cluster_catalog(dsn: str, warehouse: str):
+def cluster_catalog(dsn: str, warehouse: tuple[str, dict]):
     """pyiceberg's SQL catalog over the cluster's PostgreSQL, as a reader
-    outside the cluster opens it."""
+    outside the cluster opens it (``warehouse``: its location and FileIO
+    properties)."""
     from pyiceberg.catalog.sql import SqlCatalog
+    location, file_io = warehouse
     return SqlCatalog(NAMESPACE, uri="postgresql+psycopg://" + dsn.split("://", 1)[1],
-                      warehouse=f"file://{warehouse}", init_catalog_tables="false")
+                      warehouse=location, init_catalog_tables="false", **file_io)
 
 
 def table_offsets(catalog) -> dict[int, int]:
@@ -157,6 +183,18 @@ def test_the_table_keeps_every_record_once_through_a_leader_node_kill(cluster):
     # every live node's REST catalog serves the same table: the controller's
     # node's and a broker node's
     metadata_location = catalog.load_table((NAMESPACE, TOPIC)).metadata_location
+    location, file_io = warehouse
+    assert metadata_location.startswith(location + "/"), metadata_location
+    if location.startswith("s3://"):
+        # the files in the bucket of the tiered store, nothing on a node's disk
+        keys = {o["Key"] for page in boto3.client("s3", endpoint_url=file_io["s3.endpoint"])
+                .get_paginator("list_objects_v2").paginate(Bucket=BUCKET)
+                for o in page.get("Contents", ())}
+        data_files = {t.file.file_path for t in catalog.load_table((NAMESPACE, TOPIC))
+                      .scan().plan_files()}
+        assert data_files and data_files <= {f"s3://{BUCKET}/{k}" for k in keys}
+        for n in nodes.values():
+            assert not list(Path(n.data_dir).rglob("*.parquet")), n.data_dir
     for n in (1, 3):
         url = nodes[n].info.get("iceberg_rest")
         assert url, f"node {n} serves no REST catalog: {nodes[n].info}"
@@ -164,7 +202,9 @@ def test_the_table_keeps_every_record_once_through_a_leader_node_kill(cluster):
             assert json.load(r)["identifiers"] == [{"namespace": [NAMESPACE], "name": TOPIC}]
         with urllib.request.urlopen(f"{url}/v1/namespaces/{NAMESPACE}/tables/{TOPIC}",
                                     timeout=10) as r:
-            assert json.load(r)["metadata-location"] == metadata_location, n
+            loaded = json.load(r)
+            assert loaded["metadata-location"] == metadata_location, n
+            assert loaded["config"] == file_io, n      # where a reader finds the files
 
 
 def test_a_cluster_with_iceberg_topics_and_no_shared_warehouse_is_refused_at_start(pg_server,

@@ -8,20 +8,25 @@ the checker the kill test (test_iceberg_topics_kills.py) relies on, shown
 to catch a planted duplicate and a planted loss."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
+import urllib.request
 
+import boto3
 import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from harness import ServerProcess, child_env, stop_server, wait_until
+from moto_s3 import moto_s3_server
 
 pytest.importorskip("pyiceberg")
 
 from iceberg_tables import (check_exactly_once, duckdb_rows, pyiceberg_rows,  # noqa: E402
                             table_offsets, topic_rows)
+from kafkalite.storage.iceberg.topic_table import committed_offsets  # noqa: E402
 
 INVALID_CONFIG = ck.KafkaError.INVALID_CONFIG
 
@@ -162,3 +167,96 @@ def test_a_tiered_iceberg_topic_keeps_its_table_files_in_the_remote_store(tmp_pa
         assert not list((tmp_path / "data" / "iceberg").rglob("*.parquet"))
     finally:
         stop_server(srv)
+
+
+def test_a_tiered_iceberg_topic_keeps_its_table_files_in_the_s3_bucket(tmp_path):
+    """With tiered storage in S3 (moto's server), the table's data and
+    metadata files are objects in the store's bucket under ``iceberg/``,
+    nothing under the data directory; pyiceberg reads the table through
+    the server's REST catalog, which hands it the bucket's endpoint (the
+    reader has no other way to know it: its environment has moto's
+    credentials only), and every offset comes back once."""
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.exceptions import NoSuchTableError
+
+    with moto_s3_server("tiered-iceberg") as s3:
+        config = tmp_path / "tiered.toml"
+        config.write_text('"remote.log.storage.system.enable" = true\n'
+                          'remote_log_storage_s3_bucket = "tiered-iceberg"\n'
+                          f'remote_log_storage_s3_endpoint = "{s3.endpoint}"\n')
+        srv = ServerProcess(str(tmp_path / "data"), extra_args=["--config", str(config)]).start()
+        try:
+            topic = "tiered-events"
+            _create(srv, topic, **{"iceberg.mode": "key_value", "iceberg.target.lag.ms": "200",
+                                   "remote.storage.enable": "true", "segment.bytes": "8192"})
+            _produce(srv, topic, 300)
+            ends = _ends(srv, topic, 2)
+            catalog = load_catalog("kafkalite", type="rest", uri=srv.info["iceberg_rest"])
+
+            def committed():
+                try:
+                    table = catalog.load_table(("kafkalite", topic))
+                except NoSuchTableError:
+                    return None
+                return table if committed_offsets(table) == ends else None
+            wait_until(committed, 60, lambda: f"the table short of the log's {ends}")
+            table = committed()
+            assert table.metadata_location.startswith("s3://tiered-iceberg/iceberg/")
+            # what LoadTable hands the reader: the endpoint and region, no credential
+            # (the server's environment has moto's, as a broker's would have its own)
+            url = f"{srv.info['iceberg_rest']}/v1/namespaces/kafkalite/tables/{topic}"
+            with urllib.request.urlopen(url, timeout=30) as answer:
+                assert json.load(answer)["config"] == {"s3.endpoint": s3.endpoint,
+                                                       "s3.region": "us-east-1"}
+            rows = [_table_row(r) for r in table.scan().to_arrow().to_pylist()]
+            assert check_exactly_once(rows, topic_rows(srv.kafka_bootstrap, topic, ends)) == []
+
+            # the files the snapshot names are objects of the bucket
+            keys = {o["Key"] for page in boto3.client("s3", endpoint_url=s3.endpoint)
+                    .get_paginator("list_objects_v2").paginate(Bucket="tiered-iceberg")
+                    for o in page.get("Contents", ())}
+            data_files = {t.file.file_path for t in table.scan().plan_files()}
+            assert data_files and all(p.endswith(".parquet") for p in data_files)
+            assert data_files <= {f"s3://tiered-iceberg/{k}" for k in keys}
+            assert table.metadata_location.removeprefix("s3://tiered-iceberg/") in keys
+            assert not list((tmp_path / "data").rglob("*.parquet"))
+            assert not list((tmp_path / "data").rglob("*.metadata.json"))
+        finally:
+            stop_server(srv)
+
+
+def test_iceberg_warehouse_dir_wins_over_the_s3_store_on_a_single_node(tmp_path):
+    """An explicit iceberg_warehouse_dir is where the files go, on one node
+    too (its workers once ignored it), even with the S3 store there."""
+    from kafkalite.storage.iceberg.topic_table import open_catalog
+    warehouse = tmp_path / "warehouse"
+    with moto_s3_server("tiered-iceberg") as s3:
+        config = tmp_path / "tiered.toml"
+        config.write_text('"remote.log.storage.system.enable" = true\n'
+                          'remote_log_storage_s3_bucket = "tiered-iceberg"\n'
+                          f'remote_log_storage_s3_endpoint = "{s3.endpoint}"\n'
+                          f'iceberg_warehouse_dir = "{warehouse}"\n')
+        srv = ServerProcess(str(tmp_path / "data"), extra_args=["--config", str(config)]).start()
+        try:
+            topic = "dir-events"
+            _create(srv, topic, **{"iceberg.mode": "key_value", "iceberg.target.lag.ms": "200"})
+            _produce(srv, topic, 100)
+            ends = _ends(srv, topic, 2)
+            wait_until(lambda: table_offsets(srv.data_dir, topic) == ends, 60,
+                       lambda: f"the table's offsets {table_offsets(srv.data_dir, topic)} "
+                               f"short of the log's {ends}")
+            table = open_catalog(str(tmp_path / "data" / "iceberg")).load_table(
+                ("kafkalite", topic))
+            assert table.metadata_location.startswith(f"file://{warehouse}/")
+            assert list(warehouse.rglob("*.parquet"))
+            listed = boto3.client("s3", endpoint_url=s3.endpoint).list_objects_v2(
+                Bucket="tiered-iceberg", Prefix="iceberg/")
+            assert listed["KeyCount"] == 0
+        finally:
+            stop_server(srv)
+
+
+def _table_row(r: dict) -> tuple:
+    rp = r["redpanda"]
+    return (rp["partition"], rp["offset"], int(rp["timestamp"].timestamp() * 1000), rp["key"],
+            r["value"], tuple((h["key"], h["value"]) for h in rp["headers"]))

@@ -99,6 +99,35 @@ def test_several_config_files_merge_in_order_and_the_cli_reads_every_one(tmp_pat
     assert args.config == [str(a), str(b)]
 
 
+def test_iceberg_tables_go_to_the_tiered_stores_bucket_on_one_node_and_on_a_cluster(
+        monkeypatch):
+    """With tiered storage in S3, Iceberg topics' warehouse is the bucket's
+    ``iceberg/`` (beside the segments' ``<topic>-<partition>/`` keys), on a
+    cluster too, which then needs no iceberg_warehouse_dir; the FileIO gets
+    the store's endpoint and region and no credential; an explicit
+    iceberg_warehouse_dir still wins."""
+    monkeypatch.setenv("AWS_REGION", "eu-west-3")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "never-handed-out")
+    s3 = dict(remote_log_storage_system_enable=True, remote_log_storage_s3_bucket="tiered",
+              remote_log_storage_s3_endpoint="http://127.0.0.1:9000")
+    for cluster in ("", "postgresql://pg-host/kafkalite"):
+        cfg = ServerConfig(cluster=cluster, **s3)
+        assert cfg.iceberg_warehouse == "s3://tiered/iceberg"
+        assert cfg.iceberg_file_io == {"s3.endpoint": "http://127.0.0.1:9000",
+                                       "s3.region": "eu-west-3"}
+        assert cfg.iceberg_unshared is None
+    aws = ServerConfig(**{**s3, "remote_log_storage_s3_endpoint": ""})
+    assert aws.iceberg_file_io == {"s3.region": "eu-west-3"}
+    chosen = ServerConfig(cluster="postgresql://pg-host/kafkalite",
+                          iceberg_warehouse_dir="/mnt/share/iceberg", **s3)
+    assert (chosen.iceberg_warehouse, chosen.iceberg_file_io) == ("/mnt/share/iceberg", {})
+    # a cluster whose tiered store is each node's default directory shares nothing
+    unshared = ServerConfig(cluster="postgresql://pg-host/kafkalite",
+                            remote_log_storage_system_enable=True)
+    assert unshared.iceberg_warehouse is None
+    assert "remote_log_storage_s3_bucket" in unshared.iceberg_unshared
+
+
 def test_server_config_from_toml_and_flags(tmp_path):
     path = tmp_path / "k.toml"
     path.write_text('workers = 3\nport = 9999\n[topic_defaults]\n"retention.ms" = 1000\n')

@@ -21,8 +21,9 @@ pytest.importorskip("pyiceberg")
 from kafkalite_spark import read_topic  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "server"))
-from harness import wait_until  # noqa: E402
+from harness import ServerProcess, stop_server, wait_until  # noqa: E402
 from iceberg_tables import table_offsets  # noqa: E402
+from moto_s3 import moto_s3_server  # noqa: E402
 
 T0 = 1_700_000_000_000
 HOUR = 3_600_000
@@ -167,3 +168,48 @@ def test_filters_give_the_filtered_rows(spark, server, iceberg_topic, options, w
     # the options choose the table's files by the manifests' bounds
     assert set(pruned.inputFiles()) < set(full.inputFiles())
     check_tail_uncommitted(server, iceberg_topic)
+
+
+def test_a_table_in_the_s3_store_is_refused_naming_what_spark_lacks(spark, tmp_path):
+    """With tiered storage in S3 the table's files are s3:// objects
+    (docs/iceberg-topics.md), which Spark opens only with hadoop-aws (not
+    shipped): read_topic says so before reading, rather than reading the
+    table's offsets from the topic (whose retention may have deleted them)
+    or failing deep in Hadoop. Where the read needs none of the table's
+    files (offsets past what it holds), it still reads the topic."""
+    from pyiceberg.catalog import load_catalog
+
+    from kafkalite.storage.iceberg.topic_table import committed_offsets
+    with moto_s3_server("spark-iceberg") as s3:
+        config = tmp_path / "tiered.toml"
+        config.write_text('"remote.log.storage.system.enable" = true\n'
+                          'remote_log_storage_s3_bucket = "spark-iceberg"\n'
+                          f'remote_log_storage_s3_endpoint = "{s3.endpoint}"\n')
+        srv = ServerProcess(str(tmp_path / "data"), extra_args=["--config", str(config)]).start()
+        try:
+            topic = "s3-events"
+            admin = AdminClient(srv.config())
+            for f in admin.create_topics([NewTopic(topic, PARTITIONS, config={
+                    "iceberg.mode": "key_value", "iceberg.target.lag.ms": "200"})]).values():
+                f.result()
+            admin.close()
+            produce(srv, topic, range(40))
+            want = ends(srv, topic)
+            catalog = load_catalog("kafkalite", type="rest", uri=srv.info["iceberg_rest"])
+            wait_until(lambda: catalog.table_exists(("kafkalite", topic)) and committed_offsets(
+                catalog.load_table(("kafkalite", topic))) == want, timeout=60,
+                message=f"the table to hold {want}")
+            with pytest.raises(ValueError, match=r"keeps its files in s3:// \(s3://spark-iceberg/"
+                                                 r"iceberg/.*hadoop-aws"):
+                read_topic(spark, srv.bootstrap, topic, srv.info["iceberg_rest"])
+            # a tail the table will not take for an hour: no file of it to open
+            set_configs(srv, topic, **{"iceberg.mode": "key_value",
+                                       "iceberg.target.lag.ms": "3600000"})
+            produce(srv, topic, range(40, 60))
+            tail = read_topic(spark, srv.bootstrap, topic, srv.info["iceberg_rest"],
+                              startingOffsets=json.dumps({topic: {str(p): o
+                                                                  for p, o in want.items()}}))
+            assert sorted(r.offset for r in tail.collect()) == sorted(
+                o for p in want for o in range(want[p], want[p] + 10))
+        finally:
+            stop_server(srv)

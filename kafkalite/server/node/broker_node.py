@@ -200,7 +200,7 @@ class BrokerNode:
         if self._login is None:
             self._login = http_login(cfg, self.authorizer)
         self.iceberg_app = self.iceberg_rest(cluster_catalog_uri(cfg.cluster, read_only=True),
-                                             NAMESPACE)
+                                             NAMESPACE, cfg.iceberg_file_io)
         self.iceberg_http = serve_app(cfg, self.iceberg_app, cfg.iceberg_rest_port,
                                       self._login, "iceberg rest catalog")
 

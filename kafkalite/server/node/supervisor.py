@@ -522,7 +522,8 @@ class Supervisor:
         from kafkalite.storage.iceberg import CATALOG_FILE, NAMESPACE, cluster_catalog_uri
         self.iceberg_app = self.iceberg_rest(
             cluster_catalog_uri(self.config.cluster, read_only=True) if self.config.cluster
-            else os.path.join(self.config.data_dir, ICEBERG_DIR, CATALOG_FILE), NAMESPACE)
+            else os.path.join(self.config.data_dir, ICEBERG_DIR, CATALOG_FILE), NAMESPACE,
+            self.config.iceberg_file_io)
         self.iceberg_http = self._serve_app(self.iceberg_app, self.config.iceberg_rest_port,
                                             login, "iceberg rest catalog")
 

@@ -153,9 +153,10 @@ class Worker:
                                       config.replica_local_reads)
         self.replica_manager.fetcher = self.fetcher
         self.replica_manager.replica_lag_time_max_ms = config.replica_lag_time_max_ms
-        if config.cluster:      # Iceberg topics' tables: the cluster's catalog and warehouse
-            self.replica_manager.iceberg_cluster = (
-                config.iceberg_catalog_uri, config.iceberg_warehouse, config.iceberg_unshared)
+        # Iceberg topics' tables: the catalog (a cluster's) and the warehouse
+        self.replica_manager.iceberg_tables = (
+            config.iceberg_catalog_uri, config.iceberg_warehouse, config.iceberg_unshared,
+            config.iceberg_file_io)
         self.replica_manager.shares.configure(config)
         self._next_isr_check = time.monotonic() + ISR_CHECK_INTERVAL_S
         self._next_heartbeat = time.monotonic()

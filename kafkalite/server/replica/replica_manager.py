@@ -275,9 +275,11 @@ class ReplicaManager:
             NODE_DELETER.resume(data_dir, remote_storage)
         # Iceberg topics: the tables of the partitions led here (made at first use)
         self._iceberg: IcebergTopicWriter | None = None
-        # a cluster's: (catalog URL, warehouse, why none can be kept), the
-        # worker's config's; None: one node's (the data directory's catalog)
-        self.iceberg_cluster: tuple[str, str | None, str | None] | None = None
+        # (catalog URL or None: the data directory's SQLite file, warehouse,
+        # why none can be kept, FileIO properties), the worker's config's
+        # (ServerConfig.iceberg_*); None: a directory store's, or the data
+        # directory's
+        self.iceberg_tables: tuple[str | None, str | None, str | None, dict] | None = None
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.offline: dict[tuple[str, int], str] = {}  # could not be opened: why
         # housekeeping: partitions that changed lately -> ticks left, the
@@ -1150,16 +1152,18 @@ class ReplicaManager:
 
     @property
     def iceberg(self) -> IcebergTopicWriter:
-        """The Iceberg topics' writer: its catalog under the data directory, its
-        tables' files in the remote store's directory where tiered storage
-        keeps one there; on a cluster (``iceberg_cluster``), the catalog in
-        the cluster's PostgreSQL and the files in the warehouse every node
-        reaches, so that a partition's leader on any node keeps one table."""
+        """The Iceberg topics' writer: as the worker's config says
+        (``iceberg_tables``): the catalog under the data directory or, on a
+        cluster, in its PostgreSQL, the tables' files in the warehouse
+        (iceberg_warehouse_dir, the tiered store's directory or bucket), so
+        that on a cluster a partition's leader on any node keeps one table;
+        without it, the remote store's directory where tiered storage keeps
+        one, else the data directory."""
         if self._iceberg is None:
             root = os.path.join(self.data_dir, ICEBERG_DIR)
-            if self.iceberg_cluster is not None:
-                uri, warehouse, refused = self.iceberg_cluster
-                self._iceberg = IcebergTopicWriter(root, warehouse, uri, refused)
+            if self.iceberg_tables is not None:
+                uri, warehouse, refused, file_io = self.iceberg_tables
+                self._iceberg = IcebergTopicWriter(root, warehouse, uri, refused, file_io)
             else:
                 remote = getattr(self.remote_storage, "root", None)
                 self._iceberg = IcebergTopicWriter(

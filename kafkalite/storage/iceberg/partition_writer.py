@@ -91,16 +91,18 @@ class _PartitionState:
 class IcebergTopicWriter:
     """The Iceberg commits of the partitions a worker leads, into the
     catalog at ``uri`` (a cluster's PostgreSQL; default the SQLite catalog
-    under ``root``) and the warehouse (default: under ``root`` too).
-    ``refused``: why this worker cannot keep tables (a cluster with no
-    warehouse every node reaches): no commit is made, and the partitions
-    it leads say why in the log, once each."""
+    under ``root``) and the warehouse (default: under ``root`` too; a
+    directory, or an ``s3://`` location read and written with the FileIO
+    properties ``file_io``). ``refused``: why this worker cannot keep
+    tables (a cluster with no warehouse every node reaches): no commit is
+    made, and the partitions it leads say why in the log, once each."""
 
     def __init__(self, root: str, warehouse: str | None = None, uri: str | None = None,
-                 refused: str | None = None):
+                 refused: str | None = None, file_io: dict | None = None):
         self.root = root
         self.warehouse = warehouse
         self.uri = uri
+        self.file_io = dict(file_io or {})
         self.refused = refused
         self._partitions: dict[tuple[str, int], _PartitionState] = {}
         self._tables: dict = {}
@@ -114,15 +116,17 @@ class IcebergTopicWriter:
         if table is None:
             name, options = iceberg_mode_parts(mode)
             if name == ICEBERG_KEY_VALUE:
-                table = TopicTable(self.root, topic, self.warehouse, uri=self.uri)
+                table = TopicTable(self.root, topic, self.warehouse, uri=self.uri,
+                                   file_io=self.file_io)
             else:
                 if self._lookup is None:
                     from kafkalite.storage.iceberg.registry_lookup import RegistryLookup
                     self._lookup = RegistryLookup(os.path.dirname(os.path.abspath(self.root)))
                 table = _DecodedTables(
-                    TopicTable(self.root, topic, self.warehouse, decoded=True, uri=self.uri),
+                    TopicTable(self.root, topic, self.warehouse, decoded=True, uri=self.uri,
+                               file_io=self.file_io),
                     TopicTable(self.root, topic, self.warehouse, name=topic + DLQ_SUFFIX,
-                               uri=self.uri),
+                               uri=self.uri, file_io=self.file_io),
                     self._lookup, name == ICEBERG_VALUE_SCHEMA_ID_PREFIX,
                     options.get("subject", f"{topic}-value"))
             self._tables[(topic, mode)] = table

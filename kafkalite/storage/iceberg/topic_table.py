@@ -27,10 +27,13 @@ records of (the commit copies the others from the snapshot before it), so
 the latest snapshot alone says where each partition's leader resumes.
 
 Catalog: pyiceberg's SqlCatalog on ``<root>/catalog.db`` (SQLite), data
-and metadata under ``<root>/warehouse``; on a cluster, the catalog is in
-the cluster's PostgreSQL (``uri``, storage/iceberg/__init__.py's
-cluster_catalog_uri) and the warehouse a directory every node reaches, so
-that a partition's leader on any node commits to the one table. The
+and metadata under ``<root>/warehouse`` unless a warehouse is given (a
+directory, or ``s3://<bucket>/iceberg`` in the tiered store's bucket,
+written through pyiceberg's PyArrowFileIO); on a cluster, the catalog is
+in the cluster's PostgreSQL (``uri``, storage/iceberg/__init__.py's
+cluster_catalog_uri) and the warehouse one every node reaches (a shared
+directory or the bucket), so that a partition's leader on any node
+commits to the one table. The
 workers (of a node, or of every node) share it; the catalog's update of
 the metadata location is a compare-and-swap (SQLite serializes it, and
 PostgreSQL's UPDATE of the row re-checks the old location after waiting
@@ -113,15 +116,23 @@ _catalogs: dict = {}
 _catalogs_lock = threading.Lock()
 
 
-def open_catalog(root: str, warehouse: str | None = None, uri: str | None = None):
+def open_catalog(root: str, warehouse: str | None = None, uri: str | None = None,
+                 file_io: dict | None = None):
     """The SQL catalog at ``uri`` (a cluster's PostgreSQL), default the
     SQLite file under ``root``; tables' files under ``warehouse`` (default
-    ``<root>/warehouse``). Made through iceberg_catalog.sql_catalog: the
-    workers share the catalog and open it at once when they lead
-    partitions of Iceberg topics, and pyiceberg's first use of a new
-    catalog races another process's."""
+    ``<root>/warehouse``): a directory, or a location pyiceberg's FileIO
+    reaches (``s3://<bucket>/<prefix>``, the tiered store's bucket), with
+    the FileIO properties ``file_io`` (``s3.endpoint``, ``s3.region``;
+    credentials come from the AWS environment). Made through
+    iceberg_catalog.sql_catalog: the workers share the catalog and open it
+    at once when they lead partitions of Iceberg topics, and pyiceberg's
+    first use of a new catalog races another process's."""
     from kafkalite.iceberg_catalog import sql_catalog
-    warehouse = os.path.abspath(warehouse or os.path.join(root, WAREHOUSE_DIR))
+    warehouse = warehouse or os.path.join(root, WAREHOUSE_DIR)
+    directory = None if "://" in warehouse else os.path.abspath(warehouse)
+    if directory is not None:
+        warehouse = f"file://{directory}"
+    sqlite = uri is None
     uri = uri or f"sqlite:///{os.path.abspath(os.path.join(root, CATALOG_FILE))}"
     # one catalog (one SQLAlchemy engine and its connection pool) per
     # catalog and warehouse in a process, however many topics' tables it
@@ -131,9 +142,12 @@ def open_catalog(root: str, warehouse: str | None = None, uri: str | None = None
     with _catalogs_lock:
         catalog = _catalogs.get((uri, warehouse))
         if catalog is None:
-            os.makedirs(warehouse, exist_ok=True)
+            if sqlite:      # its directory: with an S3 warehouse, nothing else is on this disk
+                os.makedirs(root, exist_ok=True)
+            if directory is not None:
+                os.makedirs(directory, exist_ok=True)
             catalog = _catalogs[(uri, warehouse)] = sql_catalog(
-                NAMESPACE, uri=uri, warehouse=f"file://{warehouse}")
+                NAMESPACE, uri=uri, warehouse=warehouse, **(file_io or {}))
         return catalog
 
 
@@ -153,10 +167,12 @@ class TopicTable:
     """The table of one topic, created at first use."""
 
     def __init__(self, root: str, topic: str, warehouse: str | None = None,
-                 name: str | None = None, decoded: bool = False, uri: str | None = None):
+                 name: str | None = None, decoded: bool = False, uri: str | None = None,
+                 file_io: dict | None = None):
         self.root = root
         self.warehouse = warehouse
         self.uri = uri
+        self.file_io = file_io
         self.topic = topic
         self.identifier = (NAMESPACE, name or topic)
         self.decoded = decoded
@@ -167,7 +183,7 @@ class TopicTable:
         """The table as the catalog has it now (created if it is not there)."""
         from pyiceberg.exceptions import NamespaceAlreadyExistsError, TableAlreadyExistsError
         if self._catalog is None:
-            self._catalog = open_catalog(self.root, self.warehouse, self.uri)
+            self._catalog = open_catalog(self.root, self.warehouse, self.uri, self.file_io)
         if self._table is None:
             from sqlalchemy.exc import IntegrityError
             try:

@@ -32,6 +32,14 @@ from kafkalite.storage.remote.storage_manager import (
 _OPTIONAL = ("TRANSACTION", "PRODUCER_SNAPSHOT")
 
 
+def s3_region() -> str:
+    """The region a store's client is made for (the environment's, else
+    us-east-1): also the one Iceberg topics' FileIO over the same bucket is
+    given (ServerConfig.iceberg_file_io), so that both reach it alike and
+    pyiceberg never asks AWS where the bucket is."""
+    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+
+
 class S3RemoteStorage:
     def __init__(self, bucket: str, *, endpoint_url: str | None = None,
                  region: str | None = None, client=None):
@@ -45,8 +53,7 @@ class S3RemoteStorage:
         self.bucket = bucket
         self.s3 = client or boto3.client(
             "s3", endpoint_url=endpoint_url or None,
-            region_name=region or os.environ.get("AWS_REGION")
-            or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1")
+            region_name=region or s3_region())
 
     def _prefix(self, segment_id: RemoteLogSegmentId, base_offset: int) -> str:
         return f"{segment_id.partition}/{object_name(base_offset, segment_id)}/"
