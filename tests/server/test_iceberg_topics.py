@@ -230,10 +230,10 @@ def test_iceberg_warehouse_dir_wins_over_the_s3_store_on_a_single_node(tmp_path)
     too (its workers once ignored it), even with the S3 store there."""
     from kafkalite.storage.iceberg.topic_table import open_catalog
     warehouse = tmp_path / "warehouse"
-    with moto_s3_server("tiered-iceberg") as s3:
+    with moto_s3_server("warehouse-dir-wins") as s3:
         config = tmp_path / "tiered.toml"
         config.write_text('"remote.log.storage.system.enable" = true\n'
-                          'remote_log_storage_s3_bucket = "tiered-iceberg"\n'
+                          'remote_log_storage_s3_bucket = "warehouse-dir-wins"\n'
                           f'remote_log_storage_s3_endpoint = "{s3.endpoint}"\n'
                           f'iceberg_warehouse_dir = "{warehouse}"\n')
         srv = ServerProcess(str(tmp_path / "data"), extra_args=["--config", str(config)]).start()
@@ -250,7 +250,7 @@ def test_iceberg_warehouse_dir_wins_over_the_s3_store_on_a_single_node(tmp_path)
             assert table.metadata_location.startswith(f"file://{warehouse}/")
             assert list(warehouse.rglob("*.parquet"))
             listed = boto3.client("s3", endpoint_url=s3.endpoint).list_objects_v2(
-                Bucket="tiered-iceberg", Prefix="iceberg/")
+                Bucket="warehouse-dir-wins", Prefix="iceberg/")
             assert listed["KeyCount"] == 0
         finally:
             stop_server(srv)
