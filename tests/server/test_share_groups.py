@@ -20,8 +20,10 @@ import time
 
 import pytest
 
+from compat.compat_helpers import KafkaWire
 from harness import ServerProcess, child_env, create, read_all, wait_until
 from kafkalite.client import AcknowledgeType, AdminClient, Producer, ShareConsumer
+from kafkalite.protocol import ApiKey
 from soak import setting
 
 MEMBER = os.path.join(os.path.dirname(__file__), "share_member.py")
@@ -556,3 +558,49 @@ def test_share_state_follows_a_leader_failover(tmp_path, stopping):
     assert not accepted_before & set(delivered_after)
     # the new leader handed out again what was held but not accepted at the kill
     assert redelivered
+
+
+def test_a_share_fetch_that_waited_sends_the_records_it_acquired_first(shared, topic_name,
+                                                                       group_name):
+    """A ShareFetch that acquired records, fewer bytes than its min_bytes,
+    waits for more; its answer carries the records it acquired first (the
+    records acquired after the wait must not take their place in the
+    answer: those would stay held by the member, never sent, until their
+    lock expired), and the next ShareFetch goes on from there."""
+    create(shared, topic_name, 1)
+    produce(shared, topic_name, 1200, 1)
+    wire = KafkaWire(shared.kafka_bootstrap)
+    try:
+        md = wire.request(ApiKey.METADATA, 12, {"topics": [{"name": topic_name}]})
+        tid = md["topics"][0]["topic_id"]
+        joined = wire.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {
+            "group_id": group_name, "member_id": "m-1", "member_epoch": 0, "rack_id": None,
+            "subscribed_topic_names": [topic_name]})
+        assert joined["error_code"] == 0, joined
+        leader = {b["node_id"]: f"{b['host']}:{b['port']}" for b in md["brokers"]}[
+            md["topics"][0]["partitions"][0]["leader_id"]]
+    finally:
+        wire.close()
+    data = KafkaWire(leader)
+    try:
+        def acquired(epoch: int) -> list:
+            # at most 500 records a partition per pass (MAX_ACQUIRED_RECORDS):
+            # 1200 records cannot meet 10 MiB, so the fetch waits its 300 ms
+            answer = data.request(ApiKey.SHARE_FETCH, 1, {
+                "group_id": group_name, "member_id": "m-1", "share_session_epoch": epoch,
+                "max_wait_ms": 300, "min_bytes": 10 << 20, "max_bytes": 1 << 24,
+                "max_records": 2000, "batch_size": 500,
+                "topics": [{"topic_id": tid, "partitions": [{
+                    "partition_index": 0, "acknowledgement_batches": []}]}],
+                "forgotten_topics_data": []})
+            assert answer["error_code"] == 0, answer
+            [part] = answer["responses"][0]["partitions"]
+            assert part["error_code"] == 0, part
+            return [(r["first_offset"], r["last_offset"]) for r in part["acquired_records"]]
+
+        first = wait_until(lambda: acquired(0) or None, 10, "the share-partition's records")
+        assert first[0][0] == 0, f"the first records acquired were not sent: {first}"
+        second = acquired(1)
+        assert second and second[0][0] == first[-1][1] + 1, (first, second)
+    finally:
+        data.close()

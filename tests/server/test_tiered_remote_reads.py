@@ -1,15 +1,20 @@
 """Remote reads off the worker's event loop (KIP-405's RemoteLogReader and
 DelayedRemoteFetch): a fetch below a tiered partition's local log start
 waits in the purgatory while a reader thread downloads the segment, and
-the worker's other partitions are served meanwhile. And Kafka's
-tiered-storage metrics on /metrics: the upload lag while the store takes
-no uploads, the bytes copied and read, the reads that failed.
+the worker's other partitions are served meanwhile; the same for a
+ListOffsets by timestamp that needs a remote segment (Kafka's
+DelayedRemoteListOffsets: REQUEST_TIMED_OUT at its timeout,
+KAFKA_STORAGE_ERROR when the read fails) and for a ShareFetch of remote
+records. And Kafka's tiered-storage metrics on /metrics: the upload lag
+while the store takes no uploads, the bytes copied and read, the reads
+that failed.
 
 The remote store is moto's S3 server behind a TCP relay the test slows
 down: once armed, every GET of a ``segment.log`` object waits DELAY_S
 before it goes on to moto (a segment on a slow or far object store); PUTs
 of them can be held (the store taking no uploads) and GETs refused (403).
-One worker, so the tiered partition and the other one share its loop."""
+One worker, so the tiered partition and the other one share its loop; its
+share groups start from the earliest offset."""
 import glob
 import json
 import os
@@ -25,11 +30,16 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from compat.compat_helpers import KafkaWire
 from harness import ServerProcess, stop_server, wait_until
 from moto_s3 import moto_s3
+from kafkalite.client import ShareConsumer
+from kafkalite.errors import KafkaStorageError, RequestTimedOutError
 from kafkalite.protocol import ApiKey
 
 DELAY_S = 4.0
 COUNT = 3000
 EARLIEST_LOCAL = -4
+LATEST = -1
+# the records' timestamps: an hour ago, 10 ms apart (record i at BASE_MS + 10 i)
+BASE_MS = int(time.time() * 1000) - 3_600_000
 
 
 class SlowRelay:
@@ -98,7 +108,8 @@ def slow_s3_server(tmp_path_factory):
         config = root / "tiered.toml"
         config.write_text('"remote.log.storage.system.enable" = true\n'
                           'remote_log_storage_s3_bucket = "slow"\n'
-                          f'remote_log_storage_s3_endpoint = "http://127.0.0.1:{relay.port}"\n')
+                          f'remote_log_storage_s3_endpoint = "http://127.0.0.1:{relay.port}"\n'
+                          'share_auto_offset_reset = "earliest"\n')
         srv = ServerProcess(str(root / "data"), workers=1,
                             extra_args=["--config", str(config)]).start()
         srv.relay = relay
@@ -276,3 +287,198 @@ def test_upload_lag_copies_and_remote_reads_are_on_the_metrics_port(slow_s3_serv
         and m, 10, "the remote read to be counted")
     assert read[("kafka_server_brokertopicmetrics_remotefetchbytes_total", topic_name)] \
         in prefixes, "whole segments, from the first on"
+
+
+def _tiered_with_timestamps(srv, topic: str) -> ck.Producer:
+    """``topic``, 2 partitions: COUNT records in partition 0, record i
+    with the timestamp BASE_MS + 10 i, its early segments remote only (the
+    store not slowed), and one record in partition 1. Returns the producer."""
+    admin = AdminClient({"bootstrap.servers": srv.kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, 2, 1, config={
+        "remote.storage.enable": "true", "segment.bytes": "16384",
+        "local.retention.bytes": "32768"})])[topic].result(30)
+    producer = ck.Producer({"bootstrap.servers": srv.kafka_bootstrap, "linger.ms": 5,
+                            "batch.size": 4096, "acks": "all"})
+    for i in range(COUNT):
+        producer.produce(topic, b"value-%05d-" % i + b"x" * 40, partition=0,
+                         timestamp=BASE_MS + 10 * i)
+    producer.produce(topic, b"before", partition=1)
+    assert producer.flush(30) == 0
+    wait_until(lambda: _earliest_local(srv, topic) > COUNT // 2, 30,
+               "local segments of partition 0 deleted")
+    return producer
+
+
+def _served_while_waiting(srv, topic: str, producer: ck.Producer, other: ck.Consumer,
+                          value: bytes) -> None:
+    """Partition 1 of ``topic`` takes a record and ``other`` (assigned to
+    it, caught up) gets it, each well within DELAY_S."""
+    started = time.monotonic()
+    producer.produce(topic, value, partition=1)
+    assert producer.flush(10) == 0
+    produced = time.monotonic() - started
+    got = other.poll(10)
+    answered = time.monotonic() - started
+    assert got is not None and got.value() == value
+    assert produced < DELAY_S / 2 and answered < DELAY_S / 2, (
+        f"produce took {produced:.2f} s and its fetch {answered:.2f} s while a remote "
+        f"read of {DELAY_S} s was under way")
+
+
+def _caught_up_consumer(srv, topic: str) -> ck.Consumer:
+    other = ck.Consumer({"bootstrap.servers": srv.kafka_bootstrap, "group.id": topic,
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+    other.assign([ck.TopicPartition(topic, 1, 0)])
+    first = other.poll(10)
+    assert first is not None and first.value() == b"before"
+    return other
+
+
+def _list_offsets_v10(srv, topic: str, timestamps: dict, timeout_ms: int) -> dict:
+    """ListOffsets v10 of ``timestamps`` ({partition: timestamp}) with
+    ``timeout_ms``: {partition: (error code, offset, timestamp)}."""
+    [broker] = srv.info["kafka_brokers"]
+    wire = KafkaWire(f"127.0.0.1:{broker['port']}", timeout=60)
+    try:
+        r = wire.request(ApiKey.LIST_OFFSETS, 10, {
+            "replica_id": -1, "isolation_level": 0, "timeout_ms": timeout_ms,
+            "topics": [{"name": topic, "partitions": [
+                {"partition_index": p, "current_leader_epoch": -1, "timestamp": ts}
+                for p, ts in timestamps.items()]}]})
+    finally:
+        wire.close()
+    return {a["partition_index"]: (a["error_code"], a["offset"], a["timestamp"])
+            for a in r["topics"][0]["partitions"]}
+
+
+def test_offsets_for_times_finds_a_timestamp_only_the_remote_store_holds(slow_s3_server,
+                                                                         topic_name):
+    """confluent-kafka's offsets_for_times (ListOffsets by timestamp) below
+    the local log start: the first record at or after the timestamp, from
+    the remote segment holding it, as for a timestamp in the local log."""
+    srv = slow_s3_server
+    _tiered_with_timestamps(srv, topic_name)
+    local_start = _earliest_local(srv, topic_name)
+    consumer = ck.Consumer({"bootstrap.servers": srv.kafka_bootstrap,
+                            "group.id": topic_name, "enable.auto.commit": False})
+    try:
+        for offset in (0, 100, 1000, local_start - 1, local_start + 5):
+            # a timestamp between two records' finds the later record
+            [found] = consumer.offsets_for_times(
+                [ck.TopicPartition(topic_name, 0, BASE_MS + 10 * offset - 5)], timeout=30)
+            assert found.error is None and found.offset == offset, (offset, found)
+    finally:
+        consumer.close()
+
+
+def test_a_slow_remote_offset_lookup_does_not_hold_up_the_workers_other_partitions(
+        slow_s3_server, topic_name):
+    """offsets_for_times of a remote-only timestamp while the store takes
+    DELAY_S to serve the segment: the worker serves partition 1 (produce,
+    fetch) meanwhile, and the lookup is answered, right, once the segment
+    is there."""
+    srv = slow_s3_server
+    producer = _tiered_with_timestamps(srv, topic_name)
+    other = _caught_up_consumer(srv, topic_name)
+    srv.relay.delay = DELAY_S
+    held = srv.relay.held
+    lookup: dict = {}
+
+    def look_up() -> None:
+        consumer = ck.Consumer({"bootstrap.servers": srv.kafka_bootstrap,
+                                "group.id": topic_name + "-lookup", "enable.auto.commit": False})
+        try:
+            started = time.monotonic()
+            [found] = consumer.offsets_for_times(
+                [ck.TopicPartition(topic_name, 0, BASE_MS + 10 * 200)], timeout=30)
+            lookup["found"], lookup["took"] = found, time.monotonic() - started
+        except BaseException as exc:
+            lookup["error"] = exc
+        finally:
+            consumer.close()
+    thread = threading.Thread(target=look_up)
+    thread.start()
+    try:
+        wait_until(lambda: srv.relay.held > held, 10, "the lookup's read reaching the store")
+        _served_while_waiting(srv, topic_name, producer, other, b"during")
+    finally:
+        srv.relay.delay = 0.0
+        thread.join(40)
+        other.close()
+    assert "error" not in lookup, lookup.get("error")
+    assert lookup["found"].error is None and lookup["found"].offset == 200, lookup["found"]
+    assert lookup["took"] >= DELAY_S * 0.9, "answered once the segment was downloaded"
+
+
+def test_a_remote_offset_lookup_past_its_timeout_is_request_timed_out(slow_s3_server,
+                                                                      topic_name):
+    """ListOffsets v10 with timeout_ms shorter than the store's read: the
+    remote partition is answered REQUEST_TIMED_OUT at the timeout, the
+    local one with its offset in the same answer; the download goes on,
+    and a lookup after it finds the offset. A read the store refuses is
+    KAFKA_STORAGE_ERROR for that partition."""
+    srv = slow_s3_server
+    _tiered_with_timestamps(srv, topic_name)
+    remote_ts = BASE_MS + 10 * 300
+    srv.relay.delay = DELAY_S
+    try:
+        started = time.monotonic()
+        answer = _list_offsets_v10(srv, topic_name, {0: remote_ts, 1: LATEST}, 1000)
+        took = time.monotonic() - started
+    finally:
+        srv.relay.delay = 0.0
+    assert answer[0] == (RequestTimedOutError.code, -1, -1), answer
+    assert answer[1] == (0, 1, -1), answer
+    assert 0.9 <= took < DELAY_S * 0.75, f"answered after {took:.2f} s"
+    assert wait_until(lambda: _list_offsets_v10(srv, topic_name, {0: remote_ts}, 1000)[0]
+                      == (0, 300, remote_ts), 20, "the lookup once the segment is there")
+
+    srv.relay.refuse_gets = True
+    try:
+        # another remote segment (the earlier one is cached now)
+        answer = _list_offsets_v10(srv, topic_name, {0: BASE_MS + 10 * 5, 1: LATEST}, 10_000)
+    finally:
+        srv.relay.refuse_gets = False
+    assert answer[0][0] == KafkaStorageError.code, answer
+    assert answer[1] == (0, 1, -1), answer
+    assert _list_offsets_v10(srv, topic_name, {0: BASE_MS + 10 * 5}, 10_000)[0] == \
+        (0, 5, BASE_MS + 50), "the lookup after the failed one reads again"
+
+
+def test_a_share_fetch_of_remote_records_does_not_hold_up_the_workers_other_partitions(
+        slow_s3_server, topic_name):
+    """A share group reading a tiered partition from offset 0 (the store
+    taking DELAY_S per segment): the worker serves partition 1 meanwhile,
+    and the share consumer gets the remote records, in order."""
+    srv = slow_s3_server
+    producer = _tiered_with_timestamps(srv, topic_name)
+    other = _caught_up_consumer(srv, topic_name)
+    srv.relay.delay = DELAY_S
+    held = srv.relay.held
+    shared: dict = {"got": []}
+
+    def share_read() -> None:
+        consumer = ShareConsumer(srv.config(**{"group.id": topic_name + "-share",
+                                               "fetch.max.wait.ms": 100}))
+        try:
+            consumer.subscribe([topic_name])
+            deadline = time.monotonic() + 30
+            while len(shared["got"]) < 100 and time.monotonic() < deadline:
+                for m in consumer.consume(100, 0.5):
+                    if m.error() is None and m.partition() == 0:
+                        shared["got"].append(m.offset())
+        except BaseException as exc:
+            shared["error"] = exc
+        finally:
+            consumer.close()
+    thread = threading.Thread(target=share_read)
+    thread.start()
+    try:
+        wait_until(lambda: srv.relay.held > held, 20, "the share fetch's read reaching the store")
+        _served_while_waiting(srv, topic_name, producer, other, b"during")
+    finally:
+        srv.relay.delay = 0.0
+        thread.join(40)
+        other.close()
+    assert "error" not in shared, shared.get("error")
+    assert shared["got"][:100] == list(range(100))

@@ -1,7 +1,9 @@
-"""Requests that wait: delayed fetches, produces and record deletions (Kafka's purgatory).
+"""Requests that wait: delayed fetches, produces, record deletions and remote
+offset lookups (Kafka's purgatory).
 
 A fetch that cannot be answered yet (fewer than ``fetch.min.bytes``
-committed bytes to read, or a remote segment to download first), an
+committed bytes to read, or a remote segment to download first), a
+ListOffsets whose lookup by timestamp needs a remote segment, an
 acks=all produce whose records are not yet below the high watermark, and
 a DeleteRecords whose new log start the in-sync followers have not taken
 yet (the low watermark) wait here, watched by the partitions they touch
@@ -27,6 +29,13 @@ import time
 from kafkalite import errors
 
 log = logging.getLogger("kafkalite.purgatory")
+
+# How long what waits for remote downloads waits at most: a fetch (or share
+# fetch), Kafka's remote.fetch.max.wait.ms default (KIP-1018), and a
+# ListOffsets without a v10 timeout_ms, Kafka's
+# remote.list.offsets.request.timeout.ms default (KIP-1075).
+REMOTE_FETCH_MAX_WAIT_MS = 500
+REMOTE_LIST_OFFSETS_REQUEST_TIMEOUT_MS = 30_000
 
 
 class DelayedOperation:
@@ -93,6 +102,18 @@ class DelayedRemoteFetch(DelayedOperation):
 
     def on_complete(self) -> None:
         self.respond(not self.waiting)
+
+
+class DelayedRemoteListOffsets(DelayedRemoteFetch):
+    """A ListOffsets waiting for the remote segments its lookups by
+    timestamp need (Kafka's DelayedRemoteListOffsets, KIP-1075): the same
+    wait as a DelayedRemoteFetch, on the same download keys, bounded by the
+    request's ``timeout_ms`` (v10) or ``remote.list.offsets.request.timeout.ms``;
+    completing looks up again and answers (what is still not downloaded:
+    REQUEST_TIMED_OUT). A class of its own for the purgatory's sizes, as
+    Kafka keeps a purgatory of its own for it."""
+
+    __slots__ = ()
 
 
 class DelayedProduce(DelayedOperation):

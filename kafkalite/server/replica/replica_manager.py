@@ -22,7 +22,9 @@ serves, for those partitions and no others:
   follower's fetch there is answered OFFSET_MOVED_TO_TIERED_STORAGE, as
   Kafka's: the follower starts its log at the local log start instead
   (replica_fetcher.py);
-- ListOffsets and OffsetForLeaderEpoch;
+- ListOffsets and OffsetForLeaderEpoch; a lookup by timestamp that needs
+  a remote segment waits as a ``DelayedRemoteListOffsets`` while the same
+  reader's threads download it;
 - WriteTxnMarkers: the transaction coordinator's COMMIT/ABORT markers,
   appended as control batches (``AppendOrigin.COORDINATOR``) and answered,
   like acks=all, once the high watermark has passed them;
@@ -134,8 +136,11 @@ from kafkalite.server.replica.partition import (EARLIEST_LOCAL_TIMESTAMP,
                                                 EARLIEST_PENDING_UPLOAD_TIMESTAMP,
                                                 LATEST_TIERED_TIMESTAMP, Partition)
 from kafkalite.server.network.per_partition import Shape, each_partition
-from kafkalite.server.replica.purgatory import (DelayedDeleteRecords, DelayedFetch, DelayedProduce,
-                                        DelayedRemoteFetch, Purgatory)
+from kafkalite.server.replica.purgatory import (REMOTE_FETCH_MAX_WAIT_MS,
+                                                REMOTE_LIST_OFFSETS_REQUEST_TIMEOUT_MS,
+                                                DelayedDeleteRecords, DelayedFetch, DelayedProduce,
+                                                DelayedRemoteFetch, DelayedRemoteListOffsets,
+                                                Purgatory)
 from kafkalite.server.network.requests import DEFERRED, NO_RESPONSE, RequestContext
 from kafkalite.server.replica.share_partition_manager import SharePartitionManager
 from kafkalite.storage import AppendOrigin, PartitionLog
@@ -156,7 +161,6 @@ SWEEP_S = 30.0             # every partition's housekeeping (retention) runs at 
 IO_THREADS = 16            # opening or closing many logs at once: they wait on fsyncs
 TRANSACTIONS_V2_PRODUCE = 12   # Produce v12+: a transactional write adds its partition (KIP-890)
 PROPOSAL_TIMEOUT_S = 5.0   # an ISR proposal the controller did not answer is made again
-REMOTE_FETCH_MAX_WAIT_MS = 500   # Kafka's remote.fetch.max.wait.ms default (KIP-1018)
 
 PRODUCE = Shape("name", "partition_data", "index",
                 "name", "partition_responses", "index", error_message=True)
@@ -943,11 +947,11 @@ class ReplicaManager:
                     # at least one whole batch for every partition, or a
                     # follower could never get past a batch larger than its
                     # share of the fetch
-                    data = self._read_remote_in_background(
+                    data = self.read_remote_in_background(
                         part, lambda: part.log.read(offset, max_bytes, min_one_message=True))
                 else:
                     keys.append(part.key)
-                    data = self._read_remote_in_background(part, lambda: part.read(
+                    data = self.read_remote_in_background(part, lambda: part.read(
                         fp["fetch_offset"], max_bytes, min_one_message=state["first"],
                         read_committed=read_committed))
             except RemoteReadPending as pending:
@@ -989,7 +993,7 @@ class ReplicaManager:
                                 topic_fields=lambda topic: {"topic_id": topic.get("topic_id")})
         return topics, state["total"], keys, sent, downloads
 
-    def _read_remote_in_background(self, part: Partition, read):
+    def read_remote_in_background(self, part: Partition, read):
         """``read()``, with what it needs from a tiered log's remote store
         downloaded on the remote reader's threads (RemoteReadPending meanwhile)."""
         remote = part.log.remote
@@ -1055,11 +1059,35 @@ class ReplicaManager:
         return self.shares.share_acknowledge(ctx, body)
 
     def list_offsets(self, ctx: RequestContext, body: dict):
-        """The offset of each partition's timestamp or timestamp spec. v10's
-        ``timeout_ms`` bounds lookups in remote storage (KIP-1075); kafkalite's
-        are made at once, on this thread."""
+        """The offset of each partition's timestamp or timestamp spec. A
+        lookup by timestamp that needs a remote segment not in the cache
+        does not download it on this thread: as Kafka's
+        DelayedRemoteListOffsets (KIP-1075), the remote reader's threads
+        download it while the request waits in the purgatory, up to v10's
+        ``timeout_ms`` (``remote.list.offsets.request.timeout.ms`` when 0 or
+        older); then the partitions still waiting are answered
+        REQUEST_TIMED_OUT, the others with their offsets."""
+        topics, downloads, waiting = self._look_up_offsets(body, ctx.api_version)
+        response = {"throttle_time_ms": 0, "topics": topics}
+        if not downloads:
+            return response
+        timeout_ms = body.get("timeout_ms") or 0
+        if timeout_ms <= 0:
+            timeout_ms = REMOTE_LIST_OFFSETS_REQUEST_TIMEOUT_MS
+        self._await_remote_lookups(ctx, body, response, time.monotonic() + timeout_ms / 1000.0,
+                                   downloads, waiting)
+        return DEFERRED
+
+    def _look_up_offsets(self, body: dict, version: int,
+                         only: dict | None = None) -> tuple[list, list, dict]:
+        """Look up each partition of a ListOffsets (of ``only``'s keys, when
+        given: {(topic, partition): its response entry}, which the lookups
+        fill): (response topics, the purgatory keys of the remote downloads
+        the lookups wait for, {(topic, partition): response entry} of the
+        partitions waiting for them)."""
         read_committed = body.get("isolation_level", 0) == IsolationLevel.READ_COMMITTED
-        version = ctx.api_version
+        downloads: list = []
+        waiting: dict = {}
 
         def serve(name, topic, lp, out):
             timestamp = lp["timestamp"]
@@ -1070,14 +1098,49 @@ class ReplicaManager:
                         f"ListOffsets v{version} does not take the timestamp {timestamp}")
             part = self.partition(name, lp["partition_index"])
             part.check_leader_epoch(lp.get("current_leader_epoch", -1))
-            found = part.offset_for_timestamp(timestamp, read_committed)
+            try:
+                found = self.read_remote_in_background(
+                    part, lambda: part.offset_for_timestamp(timestamp, read_committed))
+            except RemoteReadPending as pending:
+                downloads.append(pending.key)
+                waiting[(name, lp["partition_index"])] = out
+                return
             if found is not None:
                 out["offset"], out["timestamp"] = found
                 # no offset (nothing tiered yet): no epoch either, as Kafka answers
                 out["leader_epoch"] = part.leader_epoch if found[0] >= 0 else -1
 
-        return {"throttle_time_ms": 0,
-                "topics": each_partition(LIST_OFFSETS, body["topics"], serve, _list_offsets_blank)}
+        topics = body["topics"]
+        if only is not None:
+            topics = [{"name": t["name"], "partitions": [
+                lp for lp in t["partitions"] if (t["name"], lp["partition_index"]) in only]}
+                for t in topics]
+        return (each_partition(LIST_OFFSETS, topics, serve, _list_offsets_blank),
+                downloads, waiting)
+
+    def _await_remote_lookups(self, ctx: RequestContext, body: dict, response: dict,
+                              deadline: float, downloads: list, waiting: dict) -> None:
+        """Park a ListOffsets until the downloads its ``waiting`` partitions
+        need end, then look those up again (a lookup may need the next
+        remote segment: it parks again until ``deadline``) and answer; at the
+        deadline, the partitions still waiting are REQUEST_TIMED_OUT."""
+        def complete(downloaded: bool) -> None:
+            topics, more, still = self._look_up_offsets(body, ctx.api_version, waiting)
+            for topic in topics:
+                for out in topic["partitions"]:
+                    entry = waiting[(topic["name"], out["partition_index"])]
+                    entry.clear()
+                    entry.update(out)
+            if more and downloaded and time.monotonic() < deadline:
+                self._await_remote_lookups(ctx, body, response, deadline, more,
+                                           {k: waiting[k] for k in still})
+                return
+            for key in still:
+                entry = waiting[key]
+                entry.update(_list_offsets_blank(), partition_index=key[1],
+                             error_code=errors.RequestTimedOutError.code)
+            ctx.respond(response)
+        self.purgatory.watch(DelayedRemoteListOffsets(ctx, deadline, downloads, complete))
 
     def offset_for_leader_epoch(self, ctx: RequestContext, body: dict):
         def serve(name, topic, p, out):

@@ -52,10 +52,11 @@ from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages.share_records import ACKNOWLEDGED, AVAILABLE
-from kafkalite.server.replica.purgatory import DelayedFetch
+from kafkalite.server.replica.purgatory import REMOTE_FETCH_MAX_WAIT_MS, DelayedFetch
 from kafkalite.server.replica.share_dead_letters import DeadLetterWriter
 from kafkalite.server.replica.share_partition import InFlight, SharePartition, legacy_state_name
 from kafkalite.server.network.requests import DEFERRED
+from kafkalite.storage.remote.remote_log import RemoteReadPending
 
 log = logging.getLogger("kafkalite.share_partition")
 
@@ -392,10 +393,15 @@ class SharePartitionManager:
             return self._after_write(ctx, touched, answers, lambda: self._fetch_response(
                 answers, {}, session, fetched=False))
         budget = [body.get("max_bytes") or 0x7FFFFFFF, max_records]
-        got, keys, visited = self._acquire_all(group, member, session, budget)
+        got, keys, visited, downloads = self._acquire_all(group, member, session, budget)
         total = sum(len(recs) for sp, recs, _ in got.values() if sp is not None)
         wait_ms = body.get("max_wait_ms", 0)
-        if (total >= max(body.get("min_bytes", 1), 1) or wait_ms <= 0 or not keys
+        if downloads and budget[1] > 0:
+            # as a fetch's DelayedRemoteFetch: whatever min_bytes says, the
+            # answer waits for the remote segments being downloaded for it,
+            # up to remote.fetch.max.wait.ms (then without their records)
+            keys, wait_ms = keys + downloads, REMOTE_FETCH_MAX_WAIT_MS
+        elif (total >= max(body.get("min_bytes", 1), 1) or wait_ms <= 0 or not keys
                 or budget[1] <= 0):
             return self._after_write(ctx, touched + _holders(got), answers,
                                      lambda: self._fetch_response(answers, got, session), visited)
@@ -405,7 +411,11 @@ class SharePartitionManager:
             if (group, member) not in self.sessions:
                 more, visited_now = {}, []
             else:
-                more, _, visited_now = self._acquire_all(group, member, session, budget)
+                # the partitions that got records already are not read again:
+                # what they would acquire now would replace those records
+                # in the answer, leaving them held by the member unsent
+                more, _, visited_now, _ = self._acquire_all(group, member, session, budget,
+                                                            served=got)
             answer = self._after_write(ctx, _holders(more), answers, lambda: self._fetch_response(
                 answers, {**got, **more}, session), visited_now)
             if answer is not DEFERRED:
@@ -428,16 +438,25 @@ class SharePartitionManager:
                 pass
         return out
 
-    def _acquire_all(self, group, member, session, budget) -> tuple[dict, list, list]:
+    def _acquire_all(self, group, member, session, budget,
+                     served: dict | None = None) -> tuple[dict, list, list, list]:
         """{(topic id, index): (share-partition, records, acquired) or the
-        KafkaError}, the purgatory keys a waiting fetch watches, and the
-        share-partitions visited (one just initialized is to be written).
-        ``budget``: [bytes, records] left to the request, spent here."""
+        KafkaError}, the purgatory keys a waiting fetch watches, the
+        share-partitions visited (one just initialized is to be written),
+        and the purgatory keys of the remote segment downloads started for
+        partitions that got no records for want of them (a tiered
+        partition's records below its local log start: downloaded on the
+        remote reader's threads, not on this one). ``budget``: [bytes,
+        records] left to the request, spent here; ``served``: an earlier
+        pass's answer, whose partitions with records are left out."""
         got: dict = {}
         keys = []
         visited = []
+        downloads = []
         now = time.monotonic()
         for (topic_id, index), max_bytes in session.partitions.items():
+            if served is not None and served.get((topic_id, index), (None,))[0] is not None:
+                continue
             try:
                 sp = self.share_partition(group, self._name(topic_id), index, topic_id)
             except KafkaError as exc:
@@ -447,15 +466,22 @@ class SharePartitionManager:
             keys += [sp.part.key, share_key(sp.part.key)]
             if budget[0] <= 0 or budget[1] <= 0:
                 continue
-            records, acquired = sp.acquire(member, min(max_bytes, budget[0]), now,
-                                           min(budget[1], MAX_ACQUIRED_RECORDS))
+            try:
+                # nothing is acquired when the read raises: the records stay
+                # available, to be acquired once their segment is here
+                records, acquired = self.rm.read_remote_in_background(
+                    sp.part, lambda: sp.acquire(member, min(max_bytes, budget[0]), now,
+                                                min(budget[1], MAX_ACQUIRED_RECORDS)))
+            except RemoteReadPending as pending:
+                downloads.append(pending.key)
+                continue
             if self.fault and acquired:
                 acquired = self._inject(sp, member, acquired)
             if records is not None:
                 budget[0] -= len(records)
                 budget[1] -= sum(last - first + 1 for first, last, _ in acquired)
                 got[(topic_id, index)] = (sp, records, acquired)
-        return got, keys, visited
+        return got, keys, visited, downloads
 
     def _inject(self, sp: SharePartition, member: str, acquired: list) -> list:
         """FAULT_ENV "skip": the last record acquired is marked accepted and

@@ -76,7 +76,8 @@ queued copies and has the node's deleter wait for the running one, which
 may fail as the topic's files go under it: its objects are deleted after).
 
 Downloads into the cache run on the owner's thread, unless the owner reads
-within ``reading_in_background(reader)`` (the replica manager's fetches): a
+within ``reading_in_background(reader)`` (the replica manager's fetches,
+share fetches and ListOffsets lookups by timestamp): a
 segment not cached is then downloaded by the reader's threads
 (remote_log_reader.py) and the read raises RemoteReadPending; the finished
 download goes into the cache at ``finish_read``, on the owner's thread. A

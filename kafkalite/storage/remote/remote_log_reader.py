@@ -7,7 +7,8 @@ Filling the cache is a download, seconds for a large segment from S3, and
 the owner's thread is a worker's event loop serving every partition of
 the worker. So the download runs on one of READER_THREADS threads here,
 and the read that needed it waits (the replica manager parks the fetch in
-its purgatory as Kafka's DelayedRemoteFetch) until it is done:
+its purgatory as Kafka's DelayedRemoteFetch, a ListOffsets by timestamp as
+its DelayedRemoteListOffsets) until it is done:
 
 - the owner reads within ``RemoteLog.reading_in_background(reader)``: a
   segment not cached raises RemoteReadPending, naming the purgatory key of
