@@ -309,6 +309,18 @@ class PartitionLog:
             self._leader_epoch = epoch
         return self._write(buf, scan, now)
 
+    def start_transaction_verification(self, producer_id: int, base_sequence: int, epoch: int,
+                                       supports_epoch_bump: bool) -> None:
+        """The leader asks the transaction coordinator about this producer's
+        first transactional write here (Kafka's
+        ``maybeStartTransactionVerification``); until that write is in, a
+        client's appends of the producer are held to what the verification
+        saw (producer_state.py: above its lowest sequence, or -- transactions
+        v2, ``supports_epoch_bump`` -- from anything but sequence 0 with no
+        batches here: OUT_OF_ORDER_SEQUENCE_NUMBER)."""
+        self.producer_state.start_verification(producer_id, base_sequence, epoch,
+                                                supports_epoch_bump)
+
     def append_as_follower(self, records, max_leader_epoch: int | None = None) -> LogAppendInfo:
         """Append batches fetched from the leader, keeping their offsets and
         leader epochs (which must follow on from this log's end); the
