@@ -319,7 +319,7 @@ class PartitionLog:
         v2, ``supports_epoch_bump`` -- from anything but sequence 0 with no
         batches here: OUT_OF_ORDER_SEQUENCE_NUMBER)."""
         self.producer_state.start_verification(producer_id, base_sequence, epoch,
-                                                supports_epoch_bump)
+                                                supports_epoch_bump, self._clock())
 
     def append_as_follower(self, records, max_leader_epoch: int | None = None) -> LogAppendInfo:
         """Append batches fetched from the leader, keeping their offsets and
@@ -495,11 +495,13 @@ class PartitionLog:
 
     def housekeeping(self) -> None:
         """The periodic work of a log, decided here for every owner:
-        retention, ``flush.ms``, and compaction once the cleanable ratio
-        reaches ``min.cleanable.dirty.ratio`` (``cleanup.policy=compact``)."""
+        retention, ``flush.ms``, compaction once the cleanable ratio
+        reaches ``min.cleanable.dirty.ratio`` (``cleanup.policy=compact``),
+        and dropping transaction verifications whose write never came."""
         self._check_open()
         self.delete_old_segments()
         self.maybe_flush()
+        self.producer_state.expire_verifications(self._clock())
         # The active segment is never cleaned: with only that one there is
         # nothing to weigh, and the cleaner (with numpy) stays unimported.
         if self.config.compact and len(self._segments) > 1:

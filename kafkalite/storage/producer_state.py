@@ -40,7 +40,10 @@ the leader holds nothing that says the sequences below were ever written,
 and a client counts its earlier in-flight batches delivered once a later
 one is. Both refusals are OUT_OF_ORDER_SEQUENCE_NUMBER, as Kafka's
 ``ProducerAppendInfo.checkSequence``. The verification state lives in
-memory only (a restarted leader verifies again).
+memory only (a restarted leader verifies again); one whose write never
+came (the producer went away) is dropped after
+``VERIFICATION_EXPIRY_MS`` (``expire_verifications``, from the log's
+housekeeping), as Kafka drops it with expired producer ids.
 
 Appends from replication and from the broker's coordinators are recorded
 without these checks (the leader already made them), as Kafka's log does
@@ -88,6 +91,9 @@ log = logging.getLogger(__name__)
 MAX_CACHED_BATCHES = 5          # runs; Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 NO_PRODUCER_EPOCH = -1
 INT32_MAX = 2**31 - 1
+# Kafka's producer.id.expiration.ms default, after which it drops a
+# verification whose write never came
+VERIFICATION_EXPIRY_MS = 86_400_000
 
 
 class AppendOrigin(enum.Enum):
@@ -157,12 +163,13 @@ class ProducerEntry:
 class VerificationState:
     """A producer's transaction verification under way or answered, until its
     first transactional batch here is written (Kafka's VerificationStateEntry)."""
-    __slots__ = ("epoch", "lowest_sequence", "supports_epoch_bump")
+    __slots__ = ("epoch", "lowest_sequence", "supports_epoch_bump", "started_ms")
 
-    def __init__(self, epoch: int, sequence: int, supports_epoch_bump: bool):
+    def __init__(self, epoch: int, sequence: int, supports_epoch_bump: bool, started_ms: int):
         self.epoch = epoch
         self.lowest_sequence = sequence
         self.supports_epoch_bump = supports_epoch_bump
+        self.started_ms = started_ms
 
 
 class ProducerStateManager:
@@ -181,20 +188,29 @@ class ProducerStateManager:
     # ---- the append path ---------------------------------------------------------------------
 
     def start_verification(self, pid: int, sequence: int, epoch: int,
-                           supports_epoch_bump: bool) -> None:
+                           supports_epoch_bump: bool, now_ms: int) -> None:
         """The leader is about to ask the transaction coordinator about
         ``pid``'s first transactional write here (base sequence
         ``sequence``). The lowest sequence of the attempts is kept, per
         epoch: a newer epoch starts over, since its sequences restart."""
         state = self.verifications.get(pid)
         if state is None:
-            self.verifications[pid] = VerificationState(epoch, sequence, supports_epoch_bump)
+            self.verifications[pid] = VerificationState(epoch, sequence, supports_epoch_bump,
+                                                        now_ms)
             return
         if epoch > state.epoch:
             state.epoch, state.lowest_sequence = epoch, sequence
         elif epoch == state.epoch and sequence < state.lowest_sequence:
             state.lowest_sequence = sequence
         state.supports_epoch_bump = supports_epoch_bump
+
+    def expire_verifications(self, now_ms: int) -> None:
+        """Drop the verifications started ``VERIFICATION_EXPIRY_MS`` or more
+        ago whose write never came (Kafka keeps the first start's time too)."""
+        if self.verifications:
+            for pid in [pid for pid, v in self.verifications.items()
+                        if now_ms - v.started_ms >= VERIFICATION_EXPIRY_MS]:
+                del self.verifications[pid]
 
     def _batches(self, scan) -> list[tuple]:
         """(pid, epoch, first_seq, last_seq, first_offset, last_offset, max_ts,

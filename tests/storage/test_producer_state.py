@@ -19,7 +19,7 @@ import pytest
 from kafkalite import errors
 from kafkalite.record import RecordBatchBuilder, build_control_batch
 from kafkalite.storage import AppendOrigin, LogConfig, PartitionLog
-from kafkalite.storage import producer_snapshot
+from kafkalite.storage import producer_snapshot, producer_state
 from storage_helpers import child_env
 from soak import setting
 
@@ -272,6 +272,22 @@ def test_a_write_above_the_lowest_sequence_its_verification_saw_is_refused(plog)
         plog.append(idempotent(10, 1, 7, transactional=True))
     plog.append(idempotent(10, 1, 6, transactional=True))
     assert state(plog)[9][1][:2] == (0, 5) and state(plog)[10][1][:2] == (6, 8)
+
+
+def test_a_verification_whose_write_never_came_is_dropped_after_a_day(open_log, clock):
+    """As Kafka drops it with expired producer ids: a producer that went
+    away mid-verification holds nothing here for ever."""
+    plog = open_log()
+    plog.start_transaction_verification(5, 0, 0, supports_epoch_bump=True)
+    plog.start_transaction_verification(6, 0, 0, supports_epoch_bump=True)
+    clock.advance(producer_state.VERIFICATION_EXPIRY_MS - 1)
+    plog.start_transaction_verification(6, 0, 0, supports_epoch_bump=True)   # from the first
+    plog.housekeeping()
+    assert set(plog.producer_state.verifications) == {5, 6}
+    clock.advance(1)
+    plog.housekeeping()
+    assert not plog.producer_state.verifications
+    plog.append(idempotent(5, 0, 5, transactional=True))
 
 
 def test_transactions_are_tracked_until_their_marker(plog):
