@@ -309,6 +309,18 @@ class PartitionLog:
             self._leader_epoch = epoch
         return self._write(buf, scan, now)
 
+    def start_transaction_verification(self, producer_id: int, base_sequence: int, epoch: int,
+                                       supports_epoch_bump: bool) -> None:
+        """The leader asks the transaction coordinator about this producer's
+        first transactional write here (Kafka's
+        ``maybeStartTransactionVerification``); until that write is in, a
+        client's appends of the producer are held to what the verification
+        saw (producer_state.py: above its lowest sequence, or -- transactions
+        v2, ``supports_epoch_bump`` -- from anything but sequence 0 with no
+        batches here: OUT_OF_ORDER_SEQUENCE_NUMBER)."""
+        self.producer_state.start_verification(producer_id, base_sequence, epoch,
+                                                supports_epoch_bump, self._clock())
+
     def append_as_follower(self, records, max_leader_epoch: int | None = None) -> LogAppendInfo:
         """Append batches fetched from the leader, keeping their offsets and
         leader epochs (which must follow on from this log's end); the
@@ -483,11 +495,13 @@ class PartitionLog:
 
     def housekeeping(self) -> None:
         """The periodic work of a log, decided here for every owner:
-        retention, ``flush.ms``, and compaction once the cleanable ratio
-        reaches ``min.cleanable.dirty.ratio`` (``cleanup.policy=compact``)."""
+        retention, ``flush.ms``, compaction once the cleanable ratio
+        reaches ``min.cleanable.dirty.ratio`` (``cleanup.policy=compact``),
+        and dropping transaction verifications whose write never came."""
         self._check_open()
         self.delete_old_segments()
         self.maybe_flush()
+        self.producer_state.expire_verifications(self._clock())
         # The active segment is never cleaned: with only that one there is
         # nothing to weigh, and the cleaner (with numpy) stays unimported.
         if self.config.compact and len(self._segments) > 1:

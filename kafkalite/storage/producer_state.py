@@ -23,7 +23,27 @@ The log checks each batch a client appends against it *before* writing
   last sequence + 1 (wrapping after INT32 max): otherwise
   OUT_OF_ORDER_SEQUENCE_NUMBER. A producer the partition has no state for
   (new, or its batches were deleted by retention) may start at any
-  sequence, as in Kafka 3.x.
+  sequence, as in Kafka 3.x -- except a transactional first write the
+  transaction coordinator was asked about (below).
+
+Transaction verification (KIP-890, Kafka's VerificationStateEntry): the
+leader asks the coordinator before a producer's first transactional write
+to the partition and records it here first (``start_verification``: the
+write's epoch and first sequence, the lowest one across the attempts of
+that epoch, and whether the producer speaks transactions v2). Until a
+transactional batch or marker of the producer is recorded, its appends
+must not start above that lowest sequence (a verification that failed
+retriably must not let a later, higher batch in ahead of the retried
+lower one: the lower one would then be out of order for ever), and a
+transactions v2 producer with no batches here must start at sequence 0:
+the leader holds nothing that says the sequences below were ever written,
+and a client counts its earlier in-flight batches delivered once a later
+one is. Both refusals are OUT_OF_ORDER_SEQUENCE_NUMBER, as Kafka's
+``ProducerAppendInfo.checkSequence``. The verification state lives in
+memory only (a restarted leader verifies again); one whose write never
+came (the producer went away) is dropped after
+``VERIFICATION_EXPIRY_MS`` (``expire_verifications``, from the log's
+housekeeping), as Kafka drops it with expired producer ids.
 
 Appends from replication and from the broker's coordinators are recorded
 without these checks (the leader already made them), as Kafka's log does
@@ -71,6 +91,9 @@ log = logging.getLogger(__name__)
 MAX_CACHED_BATCHES = 5          # runs; Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 NO_PRODUCER_EPOCH = -1
 INT32_MAX = 2**31 - 1
+# Kafka's producer.id.expiration.ms default, after which it drops a
+# verification whose write never came
+VERIFICATION_EXPIRY_MS = 86_400_000
 
 
 class AppendOrigin(enum.Enum):
@@ -137,10 +160,25 @@ class ProducerEntry:
             del runs[0]
 
 
+class VerificationState:
+    """A producer's transaction verification under way or answered, until its
+    first transactional batch here is written (Kafka's VerificationStateEntry)."""
+    __slots__ = ("epoch", "lowest_sequence", "supports_epoch_bump", "started_ms")
+
+    def __init__(self, epoch: int, sequence: int, supports_epoch_bump: bool, started_ms: int):
+        self.epoch = epoch
+        self.lowest_sequence = sequence
+        self.supports_epoch_bump = supports_epoch_bump
+        self.started_ms = started_ms
+
+
 class ProducerStateManager:
     def __init__(self, directory: str):
         self.directory = directory
         self.producers: dict[int, ProducerEntry] = {}
+        # producer id -> its transaction verification, until a transactional
+        # batch or marker of it is recorded
+        self.verifications: dict[int, VerificationState] = {}
         self.ongoing: dict[int, int] = {}         # producer id -> first offset of its open txn
         self.batches_read = 0                     # batch headers the last load read
         self.snapshots: list[int] = producer_snapshot.list_snapshots(directory)
@@ -148,6 +186,31 @@ class ProducerStateManager:
         self._rows: list[tuple] = []
 
     # ---- the append path ---------------------------------------------------------------------
+
+    def start_verification(self, pid: int, sequence: int, epoch: int,
+                           supports_epoch_bump: bool, now_ms: int) -> None:
+        """The leader is about to ask the transaction coordinator about
+        ``pid``'s first transactional write here (base sequence
+        ``sequence``). The lowest sequence of the attempts is kept, per
+        epoch: a newer epoch starts over, since its sequences restart."""
+        state = self.verifications.get(pid)
+        if state is None:
+            self.verifications[pid] = VerificationState(epoch, sequence, supports_epoch_bump,
+                                                        now_ms)
+            return
+        if epoch > state.epoch:
+            state.epoch, state.lowest_sequence = epoch, sequence
+        elif epoch == state.epoch and sequence < state.lowest_sequence:
+            state.lowest_sequence = sequence
+        state.supports_epoch_bump = supports_epoch_bump
+
+    def expire_verifications(self, now_ms: int) -> None:
+        """Drop the verifications started ``VERIFICATION_EXPIRY_MS`` or more
+        ago whose write never came (Kafka keeps the first start's time too)."""
+        if self.verifications:
+            for pid in [pid for pid, v in self.verifications.items()
+                        if now_ms - v.started_ms >= VERIFICATION_EXPIRY_MS]:
+                del self.verifications[pid]
 
     def _batches(self, scan) -> list[tuple]:
         """(pid, epoch, first_seq, last_seq, first_offset, last_offset, max_ts,
@@ -207,6 +270,9 @@ class ProducerStateManager:
             if epoch < current_epoch:
                 raise InvalidProducerEpochError(
                     f"producer {pid} epoch {epoch} is older than the current epoch {current_epoch}")
+            verification = self.verifications.get(pid)
+            if verification is not None and pid not in pending:
+                self._check_verified(pid, first_seq, entry, verification)
             if epoch != current_epoch:
                 if first_seq != 0 and current_epoch != NO_PRODUCER_EPOCH:
                     raise OutOfOrderSequenceNumberError(
@@ -226,6 +292,22 @@ class ProducerStateManager:
                     f"an append mixes {len(duplicates)} retried batch(es) with {fresh} new one(s)")
             return duplicates[0][0], duplicates[-1][1]
         return None
+
+    @staticmethod
+    def _check_verified(pid: int, first_seq: int, entry: ProducerEntry | None,
+                        verification: VerificationState) -> None:
+        """The rules for the first batch of an append by a producer whose
+        transaction verification is recorded (module docstring). Later
+        batches of the same append follow on from it as usual."""
+        if verification.supports_epoch_bump and first_seq != 0 and (
+                entry is None or not entry.batches):
+            raise OutOfOrderSequenceNumberError(
+                f"producer {pid}: a transactions v2 producer with no batches in this partition "
+                f"must start at sequence 0, not {first_seq}")
+        if first_seq > verification.lowest_sequence:
+            raise OutOfOrderSequenceNumberError(
+                f"producer {pid}: sequence {first_seq} is above {verification.lowest_sequence}, "
+                f"the lowest its transaction verification here saw")
 
     def check_marker(self, scan) -> None:
         """Validate transaction markers (the coordinator's appends) before
@@ -264,6 +346,9 @@ class ProducerStateManager:
             entry.batches.clear()
         entry.last_timestamp = max(entry.last_timestamp, timestamp)
         entry.last_written_offset = last_offset
+        if attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL) and self.verifications:
+            # the transaction is open here now, or ended: nothing left to guard
+            self.verifications.pop(pid, None)
         if attributes & ATTR_CONTROL:
             # a transaction marker ends the producer's open transaction
             first = self.ongoing.pop(pid, first_offset)

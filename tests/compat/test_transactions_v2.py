@@ -235,6 +235,32 @@ def test_a_fenced_v2_producer_cannot_end_or_write_and_a_v1_client_still_works(se
     assert read_values(server, topic_name, 1, "read_committed", expect=1) == [b"ck"]
 
 
+def test_a_v2_producers_first_write_to_a_partition_must_start_at_sequence_0(server, v2):
+    """Kafka's rule for a transactions v2 write the leader just verified
+    (added) with the coordinator: with no state of the producer in the
+    partition it must start at sequence 0 (OUT_OF_ORDER_SEQUENCE_NUMBER
+    otherwise). Accepted, a first write at sequence 5 tells the client its
+    batches 0-4 -- which the partition never saw -- were delivered."""
+    topic_name, tid, coord, leaders = v2
+    pid, epoch = init(coord, tid)
+    assert leaders.produce(topic_name, 0, batch(pid, epoch, 5, [b"gap"]), tid) == (
+        errors.OutOfOrderSequenceNumberError.code)
+    assert leaders.produce(topic_name, 0, batch(pid, epoch, 0, [b"s0"]), tid) == 0
+    assert leaders.produce(topic_name, 0, batch(pid, epoch, 1, [b"s1"]), tid) == 0
+    assert end(coord, tid, pid, epoch, True)["error_code"] == 0
+    assert settled(server, topic_name, 2)
+    assert read_values(server, topic_name, 2, "read_committed", expect=2) == [b"s0", b"s1"]
+    # an idempotent producer (no transaction) new to a partition still
+    # starts where it likes: its state may have gone with retention
+    idem = coord.request(ApiKey.INIT_PRODUCER_ID, 5, {
+        "transactional_id": None, "transaction_timeout_ms": 60000,
+        "producer_id": -1, "producer_epoch": -1})
+    b = RecordBatchBuilder(producer_id=idem["producer_id"],
+                           producer_epoch=idem["producer_epoch"], base_sequence=5)
+    b.append(None, None, b"idempotent")
+    assert leaders.produce(topic_name, 1, bytes(b.build()), None) == 0
+
+
 def test_the_next_transactions_first_write_waits_for_the_last_markers(tmp_path):
     """Transaction n ended (EndTxn answered) but its marker in partition 0
     cannot be written yet (that worker is stopped): the first write of

@@ -19,7 +19,7 @@ import pytest
 from kafkalite import errors
 from kafkalite.record import RecordBatchBuilder, build_control_batch
 from kafkalite.storage import AppendOrigin, LogConfig, PartitionLog
-from kafkalite.storage import producer_snapshot
+from kafkalite.storage import producer_snapshot, producer_state
 from storage_helpers import child_env
 from soak import setting
 
@@ -220,6 +220,74 @@ def test_replication_and_coordinator_appends_skip_the_checks_but_update_the_stat
     assert state(leader)[9][1][:2] == (7, 9)
     leader.close()
     follower.close()
+
+
+def test_a_verified_transactions_v2_producer_new_to_the_partition_starts_at_sequence_0(plog):
+    """Kafka's rule (ProducerAppendInfo.checkSequence): a producer with no
+    state may start anywhere -- unless the leader just verified its first
+    transactional write with a transactions v2 coordinator. Accepting
+    sequence 5 there would tell the client that 0-4, which this partition
+    never saw, were delivered."""
+    plog.start_transaction_verification(5, 5, 0, supports_epoch_bump=True)
+    with pytest.raises(errors.OutOfOrderSequenceNumberError, match="sequence 0"):
+        plog.append(idempotent(5, 0, 5, transactional=True))
+    assert plog.log_end_offset == 0
+    # the retried first batch goes in; the verification ends with it and
+    # the producer's later batches follow on as usual
+    plog.start_transaction_verification(5, 0, 0, supports_epoch_bump=True)
+    assert plog.append(idempotent(5, 0, 0, transactional=True)).first_offset == 0
+    assert plog.append(idempotent(5, 0, 3, transactional=True)).first_offset == 3
+    assert 5 not in plog.producer_state.verifications
+    # its marker (bumped epoch, transactions v2) leaves it known but with
+    # no batches: the next transaction's verified first write starts at 0
+    plog.append(build_control_batch(True, 5, 1, 0), allow_control=True,
+                origin=AppendOrigin.COORDINATOR)
+    plog.start_transaction_verification(5, 2, 1, supports_epoch_bump=True)
+    with pytest.raises(errors.OutOfOrderSequenceNumberError, match="sequence 0"):
+        plog.append(idempotent(5, 1, 2, transactional=True))
+    plog.append(idempotent(5, 1, 0, transactional=True))
+    # a transactions v1 producer, and an idempotent one, keep Kafka 3.x's
+    # rule: no state here, any first sequence
+    plog.start_transaction_verification(6, 7, 0, supports_epoch_bump=False)
+    plog.append(idempotent(6, 0, 7, transactional=True))
+    plog.append(idempotent(8, 0, 1234))
+    assert (state(plog)[6][1][:2], state(plog)[8][1][:2]) == ((7, 9), (1234, 1236))
+
+
+def test_a_write_above_the_lowest_sequence_its_verification_saw_is_refused(plog):
+    """Request A (sequence 0) had its verification fail retriably; B
+    (sequence 3), pipelined behind it, was verified. Written, B would leave
+    A's retry out of order for ever; refused, A's retry goes in, then B's."""
+    plog.start_transaction_verification(9, 0, 0, supports_epoch_bump=False)
+    plog.start_transaction_verification(9, 3, 0, supports_epoch_bump=False)
+    with pytest.raises(errors.OutOfOrderSequenceNumberError, match="lowest"):
+        plog.append(idempotent(9, 0, 3, transactional=True))
+    plog.start_transaction_verification(9, 0, 0, supports_epoch_bump=False)
+    plog.append(idempotent(9, 0, 0, transactional=True))
+    plog.append(idempotent(9, 0, 3, transactional=True))
+    # a newer epoch starts the lowest sequence over
+    plog.start_transaction_verification(10, 4, 0, supports_epoch_bump=False)
+    plog.start_transaction_verification(10, 6, 1, supports_epoch_bump=False)
+    with pytest.raises(errors.OutOfOrderSequenceNumberError, match="lowest"):
+        plog.append(idempotent(10, 1, 7, transactional=True))
+    plog.append(idempotent(10, 1, 6, transactional=True))
+    assert state(plog)[9][1][:2] == (0, 5) and state(plog)[10][1][:2] == (6, 8)
+
+
+def test_a_verification_whose_write_never_came_is_dropped_after_a_day(open_log, clock):
+    """As Kafka drops it with expired producer ids: a producer that went
+    away mid-verification holds nothing here for ever."""
+    plog = open_log()
+    plog.start_transaction_verification(5, 0, 0, supports_epoch_bump=True)
+    plog.start_transaction_verification(6, 0, 0, supports_epoch_bump=True)
+    clock.advance(producer_state.VERIFICATION_EXPIRY_MS - 1)
+    plog.start_transaction_verification(6, 0, 0, supports_epoch_bump=True)   # from the first
+    plog.housekeeping()
+    assert set(plog.producer_state.verifications) == {5, 6}
+    clock.advance(1)
+    plog.housekeeping()
+    assert not plog.producer_state.verifications
+    plog.append(idempotent(5, 0, 5, transactional=True))
 
 
 def test_transactions_are_tracked_until_their_marker(plog):

@@ -54,7 +54,13 @@ Transactions v2 (Produce v12): the coordinator is asked to *add* the
 partition instead (the producer sends no AddPartitionsToTxn). A batch whose
 epoch is newer than the producer's transaction open in the partition (the
 marker ending it, bumped, is not written yet) is verified too: the
-coordinator answers once that marker is written.
+coordinator answers once that marker is written. Before asking, each
+partition's log records the verification (``start_verification``: the
+write's base sequence, and whether it is transactions v2), which holds the
+producer's appends there to Kafka's sequence rules until its first
+transactional batch is in: not above the lowest sequence verified, and for
+transactions v2 with no batches there, from sequence 0
+(OUT_OF_ORDER_SEQUENCE_NUMBER; storage/producer_state.py says why).
 A shared-memory ring names its producer's transactional id when it is
 attached, and the ring gateway has its writes verified (or added) the same
 way, holding the ring's later entries meanwhile.
@@ -612,31 +618,46 @@ class ReplicaManager:
             return self._produce(ctx, body, {})
         pid, (epoch, tps) = next(iter(unverified.items()))
         self._verifying[pid] = []
+        add = ctx.api_version >= TRANSACTIONS_V2_PRODUCE
+        self.start_verification(pid, epoch, tps, add)
         self.verifier(body["transactional_id"], pid, epoch, sorted(tps),
-                      lambda codes: self._verified(ctx, body, pid, codes),
-                      add=ctx.api_version >= TRANSACTIONS_V2_PRODUCE)
+                      lambda codes: self._verified(ctx, body, pid, codes), add=add)
         return DEFERRED
 
+    def start_verification(self, pid: int, epoch: int, sequences: dict,
+                           supports_epoch_bump: bool) -> None:
+        """Before the coordinator is asked about ``pid``'s first
+        transactional writes ({(topic, partition): base sequence}): each
+        led partition's log records the verification, which holds the
+        producer's appends there to its sequence rules (Kafka's
+        ``maybeStartTransactionVerification``; ``supports_epoch_bump``:
+        transactions v2)."""
+        for key, sequence in sequences.items():
+            part = self.partitions.get(key)
+            if part is not None and part.is_leader:
+                part.log.start_transaction_verification(pid, sequence, epoch,
+                                                        supports_epoch_bump)
+
     def _transaction_starts(self, body: dict) -> dict:
-        """{producer id: (epoch, {(topic, partition)} where its first
-        transactional batch in the request would open a transaction)} for
-        the request's transactional producers."""
+        """{producer id: (epoch, {(topic, partition): base sequence} where its
+        first transactional batch in the request would open a transaction)}
+        for the request's transactional producers."""
         out: dict = {}
         for topic in body.get("topic_data") or ():
             for pd in topic["partition_data"]:
                 found = self.transaction_start(topic["name"], pd["index"], pd.get("records"))
                 if found is not None:
-                    pid, epoch, opens = found
-                    entry = out.setdefault(pid, (epoch, set()))
+                    pid, epoch, opens, sequence = found
+                    entry = out.setdefault(pid, (epoch, {}))
                     if opens:
-                        entry[1].add((topic["name"], pd["index"]))
+                        entry[1][(topic["name"], pd["index"])] = sequence
         return out
 
     def transaction_start(self, topic: str, index: int, records) -> tuple | None:
         """For records whose first batch is transactional: (producer id,
         epoch, whether it would open the producer's transaction in the
-        partition -- none of its open there yet, or an older epoch's);
-        None for other records."""
+        partition -- none of its open there yet, or an older epoch's --,
+        its base sequence); None for other records."""
         if records is None or len(records) < OFF_PRODUCER_ID + PRODUCER.size:
             return None
         # the transactional bit is in the attributes' low byte: most batches
@@ -644,14 +665,15 @@ class ReplicaManager:
         # every Produce request is asked)
         if not records[OFF_ATTRIBUTES + 1] & ATTR_TRANSACTIONAL:
             return None
-        pid, epoch, _ = PRODUCER.unpack_from(records, OFF_PRODUCER_ID)
+        pid, epoch, sequence = PRODUCER.unpack_from(records, OFF_PRODUCER_ID)
         if pid < 0:
             return None
         part = self.partitions.get((topic, index))
         if part is None:
-            return pid, epoch, False
+            return pid, epoch, False, sequence
         state = part.log.producer_state
-        return pid, epoch, pid not in state.ongoing or state.producers[pid].epoch != epoch
+        return (pid, epoch, pid not in state.ongoing or state.producers[pid].epoch != epoch,
+                sequence)
 
     def _verified(self, ctx: RequestContext, body: dict, pid: int, codes: dict) -> None:
         """The coordinator's answer for ``pid``: run the request, then the

@@ -303,8 +303,9 @@ class RingGateway:
         tid, version = self.txn.get(fd, (None, 1))
         if tid is None:
             return errors.InvalidRecordError.code
-        pid, epoch, _ = found
+        pid, epoch, _, sequence = found
         self.verifying.add(fd)
+        rm.start_verification(pid, epoch, {(topic, partition): sequence}, version >= 2)
         rm.verifier(tid, pid, epoch, [(topic, partition)],
                     lambda codes: self._verified(fd, ring, codes), add=version >= 2)
         return None
