@@ -257,8 +257,11 @@ def _key(name: str, kind: str, default, doc: str, scope: Scope, valid: str = "",
 
 
 _ACCEPTED = "stored and described; kafkalite does not act on it"
-_NO_REMOTE_TUNING = ("kafkalite's tiered storage copies and reads on the partition's own thread, "
-                     "without a separate cache, pool or rate limit")
+_NO_REMOTE_TUNING = ("stored and described; kafkalite's tiered storage copies on one thread per "
+                     "worker without a rate limit, and reads on a pool of 10 threads into a cache "
+                     "of 4 segments (1 GiB at most) a partition, its bounds fixed: a remote fetch "
+                     "waits up to 500 ms and a ListOffsets on remote segments up to its own "
+                     "timeout_ms (v10), else 30 s")
 _THREADS = ("stored and described; kafkalite runs a worker process per broker and sizes "
             "its threads itself")
 _LISTENER_EFFECT = ("stored and described; kafkalite's listeners, TLS and SASL settings are "
