@@ -482,3 +482,44 @@ def test_a_share_fetch_of_remote_records_does_not_hold_up_the_workers_other_part
         other.close()
     assert "error" not in shared, shared.get("error")
     assert shared["got"][:100] == list(range(100))
+
+
+def test_an_iceberg_backfill_of_remote_records_does_not_hold_up_the_workers_other_partitions(
+        slow_s3_server, topic_name):
+    """A tiered topic made an Iceberg topic once its early segments are
+    remote only: its leader's writer reads them from the store (DELAY_S a
+    segment) for the table, the worker serves partition 1 meanwhile, and
+    the table ends up holding every offset of partition 0 once."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.exceptions import NoSuchTableError
+    from kafkalite.storage.iceberg.topic_table import committed_offsets
+    srv = slow_s3_server
+    producer = _tiered_with_timestamps(srv, topic_name)
+    other = _caught_up_consumer(srv, topic_name)
+    srv.relay.delay = DELAY_S
+    held = srv.relay.held
+    admin = AdminClient({"bootstrap.servers": srv.kafka_bootstrap})
+    resource = ConfigResource("topic", topic_name, incremental_configs=[
+        ConfigEntry("iceberg.mode", "key_value",
+                    incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("iceberg.target.lag.ms", "100",
+                    incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    try:
+        wait_until(lambda: srv.relay.held > held, 20, "the Iceberg writer's read reaching the store")
+        _served_while_waiting(srv, topic_name, producer, other, b"during")
+    finally:
+        srv.relay.delay = 0.0
+        other.close()
+    catalog = load_catalog("kafkalite", type="rest", uri=srv.info["iceberg_rest"])
+
+    def committed():
+        try:
+            table = catalog.load_table(("kafkalite", topic_name))
+        except NoSuchTableError:
+            return None
+        return table if committed_offsets(table).get(0) == COUNT else None
+    wait_until(committed, 60, f"the table holding partition 0's {COUNT} records")
+    rows = committed().scan().to_arrow().column("redpanda").to_pylist()
+    assert sorted(r["offset"] for r in rows if r["partition"] == 0) == list(range(COUNT))

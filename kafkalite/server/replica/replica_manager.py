@@ -1225,9 +1225,11 @@ class ReplicaManager:
                 if part.is_leader and part.log.config.iceberg_mode != ICEBERG_OFF:
                     # the leader commits to the topic's table, on the Iceberg thread;
                     # looked at each tick while records are not in the table yet
-                    if self.iceberg.maybe_commit(key, part.log,
-                                                 part.log.config.iceberg_target_lag_ms,
-                                                 part.log.config.iceberg_mode):
+                    # (what it reads below a tiered log's local start is
+                    # downloaded on the remote reader's threads meanwhile)
+                    if self.read_remote_in_background(part, lambda: self.iceberg.maybe_commit(
+                            key, part.log, part.log.config.iceberg_target_lag_ms,
+                            part.log.config.iceberg_mode)):
                         self._active[key] = max(self._active.get(key, 0), 2)
                 elif self._iceberg is not None:
                     self._iceberg.forget(key)

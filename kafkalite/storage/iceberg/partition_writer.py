@@ -21,7 +21,12 @@ writer read from (this writer's idea of the table was stale; it never
 writes past a hole) writes nothing and the writer starts again from the
 table's offset. Records below the log start offset (deleted by
 retention before they were committed) cannot be written: the table starts
-at the log start then.
+at the log start then. Records below a tiered log's local log start
+are read from its remote segments: the owner calls ``maybe_commit``
+reading in the background (remote_log.reading_in_background), so a segment
+not in the remote cache is downloaded by the remote reader's threads, not
+on the owner's loop; the commit is planned again at a later tick, once it
+is there.
 
 Decoded modes (``value_schema_id_prefix``, ``value_schema_latest``): each
 value is decoded through its schema (registry_lookup.py, avro_values.py);
@@ -51,6 +56,7 @@ import os
 import time
 
 from kafkalite.storage.background import BackgroundThread
+from kafkalite.storage.remote.remote_log import RemoteReadPending
 from kafkalite.storage.config import (ICEBERG_KEY_VALUE, ICEBERG_VALUE_SCHEMA_ID_PREFIX,
                                       iceberg_mode_parts)
 
@@ -178,8 +184,13 @@ class IcebergTopicWriter:
         rolled = active_base != state.active_base
         if not (state.backlog or rolled or (now - state.last_commit) * 1000 >= lag_ms):
             return True
+        try:
+            regions = _plan(plog, start, lso)
+        except RemoteReadPending:
+            # a remote segment is being downloaded for it: planned again at
+            # the next tick (state.active_base left, so a roll still counts)
+            return True
         state.active_base = active_base
-        regions = _plan(plog, start, lso)
         if not regions:
             return True
         commit = _commit_decoded if isinstance(table, _DecodedTables) else _commit
