@@ -114,6 +114,10 @@ class CompletedTxn(NamedTuple):
 
 
 def _last_sequence(first_seq: int, offset_delta: int) -> int:
+    if first_seq < 0:
+        # no sequence (the coordinators' transactional writes): none at the
+        # end either, as Kafka's RecordBatch.lastSequence
+        return first_seq
     last = first_seq + offset_delta
     return last - (INT32_MAX + 1) if last > INT32_MAX else last
 

@@ -218,6 +218,13 @@ def test_replication_and_coordinator_appends_skip_the_checks_but_update_the_stat
     leader.append(idempotent(9, 0, 99), origin=AppendOrigin.COORDINATOR)
     leader.append(idempotent(9, 0, 7), origin=AppendOrigin.COORDINATOR)
     assert state(leader)[9][1][:2] == (7, 9)
+    # a batch with no sequence (the group coordinator's transactional
+    # offset commits) has none at its end either, however many records
+    commit = RecordBatchBuilder(producer_id=10, producer_epoch=0, transactional=True)
+    for value in (b"a", b"b", b"c"):
+        commit.append(None, b"k", value)
+    leader.append(commit.build(), origin=AppendOrigin.COORDINATOR)
+    assert leader.producer_state.producers[10].last_seq == -1
     leader.close()
     follower.close()
 
