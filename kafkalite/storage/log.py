@@ -1,5 +1,13 @@
 """The partition log: one topic-partition's durable, ordered record batches.
 
+One module of about 960 lines, with reason: append, read, retention,
+truncation, DeleteRecords, the local half of tiering and a follower's start
+after the remote segments all change the same segment list, offsets and
+producer state under one owner, and each keeps the others' invariants
+(log start <= high watermark <= log end, the epochs and snapshots at
+those offsets); what stands alone is in its own module already (segment,
+loader, cleaner, producer state, remote/).
+
 Directory layout (``<data dir>/<topic>-<partition>/``):
 
     00000000000000000000.log        segments, named by base offset (segment.py)
