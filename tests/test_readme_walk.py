@@ -233,7 +233,8 @@ python3 -c "import time; time.sleep(0.5); import no_such_module" &
 ```
 
 ```sh
-sleep 1.5       # the process the block before left behind dies meanwhile
+sleep 4         # the process the block before left behind dies meanwhile (its start-up
+                # took over a second at a load of 30 on 2 cores: 1.5 s was not always enough)
 ```
 """
 

@@ -368,7 +368,9 @@ def test_reassignment_copies_the_data_before_the_old_replicas_go(cluster):
     finally:
         os.kill(joining, signal.SIGCONT)
     wait_for(lambda: topics_cli(s, "reassignments") == "", what="the reassignment to finish")
-    assert state(s, "move") == {0: (2, [2, 1], [1, 2])}
+    # Metadata names the new leader once its worker leads (a moment later)
+    wait_for(lambda: state(s, "move") == {0: (2, [2, 1], [1, 2])},
+             what=f"broker 2 leading move-0 alone with 1: {state(s, 'move')}")
     wait_for(lambda: not os.path.exists(os.path.join(s.data_dir, "broker-0", "move-0")),
              what="the old replica's log to go")
     copies = wait_for(lambda: (lambda c: c if len(set(c)) == 1 else None)(
@@ -451,7 +453,8 @@ def test_elect_leaders_gives_leadership_back_to_the_preferred_replica(cluster):
     time.sleep(1.5)         # nothing may move it back within a while on its own
     assert state(s, "pref")[0][0] in (1, 2)
     assert topics_cli(s, "elect-leaders", "pref") == "Elected a leader for pref-0.\n"
-    assert state(s, "pref")[0][0] == 0
+    # Metadata names the new leader once its worker leads (a moment later)
+    wait_for(lambda: state(s, "pref")[0][0] == 0, what="broker 0 leading pref-0")
     again = topics_cli(s, "elect-leaders", "pref", "--partition", "0")
     assert "ELECTION_NOT_NEEDED" in again, again
     acked, failed = produce(s, "pref", [b"p-%d" % i for i in range(20)], partition=0)
