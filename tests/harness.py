@@ -247,6 +247,19 @@ def kafka_read_from_zero(config: dict, topic: str, count: int,
     finally:
         consumer.close()
 
+def kafka_send_numbered(producer, topic: str, start: int, count: int) -> list[bytes]:
+    """Values ``start``..``start + count - 1`` (numbered, with random bytes
+    after) produced to partition 0 of ``topic`` with the confluent-kafka
+    ``producer`` and flushed, every one delivered; the values."""
+    values, failed = [], []
+    for i in range(start, start + count):
+        value = b"%06d:" % i + os.urandom(40)
+        producer.produce(topic, value, partition=0,
+                         on_delivery=lambda err, msg: err and failed.append(err))
+        values.append(value)
+    assert producer.flush(60) == 0 and failed == []
+    return values
+
 def rss_mb(pid: int, field: str = "VmRSS") -> float:
     """Resident memory of ``pid`` in MiB (VmRSS of /proc/<pid>/status; VmHWM
     for its peak since start or reset_peak_rss)."""

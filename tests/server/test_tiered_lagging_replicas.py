@@ -24,8 +24,8 @@ import signal
 import confluent_kafka as ck
 import pytest
 
-from harness import (ServerProcess, kafka_read_from_zero, local_segments, run_cli,
-                     stop_server, wait_until)
+from harness import (ServerProcess, kafka_read_from_zero, kafka_send_numbered, local_segments,
+                     run_cli, stop_server, wait_until)
 from moto_s3 import tiered_store_config
 from replicas import create, state
 from kafkalite.client import AdminClient as LiteAdmin, TopicPartition
@@ -80,18 +80,7 @@ def _remote_reads(srv, broker: int, topic: str) -> list[str]:
 def _produce(srv, topic, start, count, **config) -> list[bytes]:
     producer = ck.Producer({**_kafka(srv), "acks": "all", "linger.ms": 5, "batch.size": 4096,
                             **config})
-    values = _send(producer, topic, start, count)
-    return values
-
-
-def _send(producer, topic, start, count) -> list[bytes]:
-    values, failed = [], []
-    for i in range(start, start + count):
-        value = b"%06d:" % i + os.urandom(40)
-        producer.produce(topic, value, partition=0,
-                         on_delivery=lambda err, msg: err and failed.append(err))
-        values.append(value)
-    assert producer.flush(60) == 0 and failed == []
+    values = kafka_send_numbered(producer, topic, start, count)
     return values
 
 
@@ -119,7 +108,7 @@ def _leader_with_remote_history(srv, topic, leader: int, start: int = 0):
     idempotent producer, every value sent, the early producer's id)."""
     early = ck.Producer({**_kafka(srv), "enable.idempotence": True, "linger.ms": 5,
                          "batch.size": 4096})
-    sent = _send(early, topic, start, EARLY)
+    sent = kafka_send_numbered(early, topic, start, EARLY)
     [early_pid] = [pid for pid, seq in _producers(srv, topic).items() if seq == EARLY - 1]
     sent += _produce(srv, topic, start + EARLY, COUNT)
     leader_dir = _replica_dir(srv, leader, topic)
@@ -153,7 +142,7 @@ def _lead_and_check(srv, store, topic, old_leader, new_leader, early, early_pid,
     # the producer state of the remote segment it started from: the early
     # producer, which wrote nothing since, is known with its last sequence
     assert _producers(srv, topic).get(early_pid) == EARLY - 1, _producers(srv, topic)
-    sent += _send(early, topic, len(sent), 100)
+    sent += kafka_send_numbered(early, topic, len(sent), 100)
     early.flush(30)
     assert _producers(srv, topic).get(early_pid) == EARLY + 99
     sent += _produce(srv, topic, len(sent), COUNT)

@@ -20,8 +20,8 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness import (ServerProcess, kafka_read_from_zero, local_segments, stop_server,
-                     wait_until)
+from harness import (ServerProcess, kafka_read_from_zero, kafka_send_numbered, local_segments,
+                     stop_server, wait_until)
 from moto_s3 import tiered_store_config
 from kafkalite.storage.remote.storage_manager import LocalDirectoryRemoteStorage
 
@@ -55,14 +55,7 @@ def _shared_metadata(store) -> list[dict]:
 def _produce(srv, topic, start, count) -> list[bytes]:
     producer = ck.Producer({**_kafka(srv), "acks": "all",
                             "linger.ms": 5, "batch.size": 4096})
-    values, failed = [], []
-    for i in range(start, start + count):
-        value = b"%06d:" % i + os.urandom(40)
-        producer.produce(topic, value, partition=0,
-                         on_delivery=lambda err, msg: err and failed.append(err))
-        values.append(value)
-    assert producer.flush(60) == 0 and failed == []
-    return values
+    return kafka_send_numbered(producer, topic, start, count)
 
 
 def _leader(srv, topic) -> int:
