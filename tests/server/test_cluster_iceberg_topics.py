@@ -160,7 +160,7 @@ def test_the_table_keeps_every_record_once_through_a_leader_node_kill(cluster):
     finally:
         admin.close()
     where = node_of(pg.dsn)
-    wait_for(lambda: {p: where[leader] for p, (leader, _, _) in state(c, TOPIC).items()}
+    wait_for(lambda: {p: where.get(leader) for p, (leader, _, _) in state(c, TOPIC).items()}
              == first, what="the preferred leaders")
     catalog = cluster_catalog(pg.dsn, warehouse)
     produce_acked(c, TOPIC, "before", 150)

@@ -407,7 +407,7 @@ def test_a_cut_off_broker_node_is_fenced_and_rejoins(cluster):
             victim = 2 + r % 2
             mine = [b for b, n in where.items() if n == victim]
             led = [p for p, (leader, _, _) in state(ctl, "cut").items()
-                   if where[leader] == victim]
+                   if where.get(leader) == victim]
             assert led, "the victim leads no partition"
             isolated = IsolatedWriter(c, f"node{victim}", ",".join(brokers[b] for b in mine),
                                       "cut", led, seconds=60, writer=f"x{r}")
@@ -462,7 +462,7 @@ def test_a_cut_off_controller_loses_its_lease_and_rejoins_as_a_broker_node(clust
             victim = next(n for n, s in c.nodes.items() if s is old)
             mine = [b for b, n in where.items() if n == victim]
             led = [p for p, (leader, _, _) in state(old, "ctl").items()
-                   if where[leader] == victim]
+                   if where.get(leader) == victim]
             assert led, "the controller's node leads no partition"
             isolated = IsolatedWriter(c, f"node{victim}", ",".join(brokers[b] for b in mine),
                                       "ctl", led, seconds=60, writer=f"x{r}")
