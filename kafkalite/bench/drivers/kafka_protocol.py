@@ -89,38 +89,34 @@ class KafkaProducer(ProducerClient):
             # and one small object alive until it comes (the general path's
             # closure, cells and lists are what the collector walks while
             # thousands of messages are in flight)
-            while True:
-                try:
-                    self.producer.produce(topic, block, None if keys is None else keys[0],
-                                          partition=partition,
-                                          on_delivery=_Delivery(topic, partition, on_ack))
-                    break
-                except BufferError:
-                    self.producer.poll(0.01)
-            self.producer.poll(0)
-            self.log.check()
-            return
-        left = [count]
-        errors = []
+            self._produce(topic, partition, block, None if keys is None else keys[0],
+                          _Delivery(topic, partition, on_ack))
+        else:
+            left = [count]
+            errors = []
 
-        def delivered(err, _msg):
-            if err is not None:
-                errors.append(err)
-            left[0] -= 1
-            if left[0] == 0:
-                if errors:
-                    raise RuntimeError(f"delivery to {topic}-{partition} failed: {errors[0]}")
-                on_ack()
-        for i, value in enumerate(split(block, self.size)):
-            while True:
-                try:
-                    self.producer.produce(topic, value, None if keys is None else keys[i],
-                                          partition=partition, on_delivery=delivered)
-                    break
-                except BufferError:       # librdkafka's queue is full: serve reports, retry
-                    self.producer.poll(0.01)
+            def delivered(err, _msg):
+                if err is not None:
+                    errors.append(err)
+                left[0] -= 1
+                if left[0] == 0:
+                    if errors:
+                        raise RuntimeError(f"delivery to {topic}-{partition} failed: {errors[0]}")
+                    on_ack()
+            for i, value in enumerate(split(block, self.size)):
+                self._produce(topic, partition, value, None if keys is None else keys[i],
+                              delivered)
         self.producer.poll(0)
         self.log.check()
+
+    def _produce(self, topic, partition, value, key, on_delivery) -> None:
+        while True:
+            try:
+                self.producer.produce(topic, value, key, partition=partition,
+                                      on_delivery=on_delivery)
+                return
+            except BufferError:       # librdkafka's queue is full: serve reports, retry
+                self.producer.poll(0.01)
 
     def poll(self, timeout):
         self.producer.poll(timeout)
