@@ -145,24 +145,13 @@ _FOOTER_BOUNDS: dict = {}
 
 def _footer_bounds(table, path: str) -> tuple:
     """The least and greatest redpanda.partition and redpanda.offset of a
-    data file by its row groups' statistics (Nones where one lacks them)."""
-    import pyarrow.parquet as pq
-    with table.io.new_input(path).open() as stream:
-        meta = pq.ParquetFile(stream).metadata
-    out = []
-    for name in ("redpanda.partition", "redpanda.offset"):
-        lows, highs = [], []
-        for g in range(meta.num_row_groups):
-            group = meta.row_group(g)
-            column = next((group.column(c) for c in range(group.num_columns)
-                           if group.column(c).path_in_schema == name), None)
-            stats = column.statistics if column is not None else None
-            if stats is None or not stats.has_min_max:
-                return None, None, None, None
-            lows.append(stats.min)
-            highs.append(stats.max)
-        out += [min(lows), max(highs)] if lows else [None, None]
-    return tuple(out)
+    data file by its row groups' statistics (Nones where one lacks them):
+    files written before the manifests carried these bounds."""
+    from kafkalite.iceberg_catalog import footer_bounds
+    found = footer_bounds(table.io, path, ("redpanda.partition", "redpanda.offset"))
+    if len(found) < 2:
+        return None, None, None, None
+    return (*found["redpanda.partition"], *found["redpanda.offset"])
 
 
 def _timestamp_type(o: opt.SourceOptions, topic: str) -> int:

@@ -310,21 +310,13 @@ def _add_record_bounds(io, schema, data_file) -> None:
     (a column without them keeps none: a reader then opens the file)."""
     import datetime
 
-    import pyarrow.parquet as pq
     from pyiceberg.conversions import to_bytes
-    with io.new_input(data_file.file_path).open() as stream:
-        meta = pq.ParquetFile(stream).metadata
-    groups = [meta.row_group(g) for g in range(meta.num_row_groups)]
     # the DataFile's own dicts, filled in place (its fields have no setters)
     lower, upper = data_file.lower_bounds, data_file.upper_bounds
     if lower is None or upper is None:
         return
-    for name in BOUNDED:
-        stats = [next((c.statistics for c in (g.column(i) for i in range(g.num_columns))
-                       if c.path_in_schema == name), None) for g in groups]
-        if not stats or any(st is None or not st.has_min_max for st in stats):
-            continue
-        low, high = min(st.min for st in stats), max(st.max for st in stats)
+    from kafkalite.iceberg_catalog import footer_bounds
+    for name, (low, high) in footer_bounds(io, data_file.file_path, BOUNDED).items():
         if isinstance(low, datetime.datetime):     # timestamptz: microseconds since the epoch
             epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
             low, high = ((v - epoch) // datetime.timedelta(microseconds=1) for v in (low, high))
