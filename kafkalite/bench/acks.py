@@ -31,6 +31,7 @@ Single-threaded: the runner's thread sends and serves acknowledgements.
 from __future__ import annotations
 
 import functools
+import gc
 import time
 
 SLOTS = 16_384      # sends in flight per producer, at most (3 s of 5,000 single sends)
@@ -47,7 +48,16 @@ class AckSlots:
         self._counts = [0] * slots              # 0: the slot is free
         self._next = 0
         ack = self._ack
-        self.callbacks = [functools.partial(ack, i) for i in range(slots)]   # C calls: a few ms
+        # C calls, a few ms; without the ~20 collections 16,384 new objects
+        # would run, which in a process with a large heap (a test run's)
+        # walk it too
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self.callbacks = [functools.partial(ack, i) for i in range(slots)]
+        finally:
+            if enabled:
+                gc.enable()
 
     def start(self, warm_end: int, publish) -> "AckSlots":
         self.warm_end, self.publish = warm_end, publish
