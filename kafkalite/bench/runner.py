@@ -25,7 +25,9 @@ its latency. With R = 0 the producer sends as fast as the driver
 accepts (closed loop): t_i is the time of the send call, and the publish
 rate is the maximum rate. In both modes at most ``window`` messages may be
 unacknowledged; past that the producer waits for acks (the back-pressure
-a real client applies), still on the clock.
+a real client applies), still on the clock. Each send's acknowledgement
+is a slot of a ring made before the run (acks.py): nothing per send for
+the collector, whose work grew with the messages in flight (issue 46).
 
 Keyless messages go one batch per partition in turn (sticky, as Kafka's
 producer does); KEY_ROUND_ROBIN cycles keys and partitions message by
