@@ -25,7 +25,9 @@ its latency. With R = 0 the producer sends as fast as the driver
 accepts (closed loop): t_i is the time of the send call, and the publish
 rate is the maximum rate. In both modes at most ``window`` messages may be
 unacknowledged; past that the producer waits for acks (the back-pressure
-a real client applies), still on the clock.
+a real client applies), still on the clock. Each send's acknowledgement
+is a slot of a ring made before the run (acks.py): nothing per send for
+the collector, whose work grew with the messages in flight (issue 46).
 
 Keyless messages go one batch per partition in turn (sticky, as Kafka's
 producer does); KEY_ROUND_ROBIN cycles keys and partitions message by
@@ -74,6 +76,7 @@ import traceback
 import numpy as np
 
 from kafkalite.bench import drivers as driver_registry
+from kafkalite.bench.acks import AckSlots
 from kafkalite.bench.measure import GcPauses, freeze_startup_objects, merge_gc_pauses, \
     precise_sleeps
 from kafkalite.bench.recorder import LatencyRecorder, Payloads, RateSeries, merge, summary_ms
@@ -143,10 +146,11 @@ def _producer_main(name, endpoint, workload, index, topic, rate, shared, results
     client = None
     try:
         client = driver_registry.driver_class(name).producer(endpoint, workload)
+        acks = AckSlots()           # before the freeze: its callbacks live all run
         freeze_startup_objects()
         pauses = GcPauses().start()
         results.put(("ready", "producer", index, None))
-        out = _produce(client, workload, index, topic, rate, shared, _wait_for_t0(shared))
+        out = _produce(client, workload, index, topic, rate, shared, _wait_for_t0(shared), acks)
         out["gc"] = pauses.summary()
         results.put(("done", "producer", index, out))
     except BaseException as exc:  # noqa: BLE001 - every failure goes to the parent
@@ -160,7 +164,7 @@ def _producer_main(name, endpoint, workload, index, topic, rate, shared, results
                 pass
 
 
-def _produce(client, workload, index, topic, rate, shared, t0) -> dict:
+def _produce(client, workload, index, topic, rate, shared, t0, acks=None) -> dict:
     size, parts = workload.message_size, workload.partitions_per_topic
     warm_end = t0 + int(workload.warmup_seconds * 1e9)
     end = warm_end + int(workload.test_seconds * 1e9)
@@ -172,27 +176,21 @@ def _produce(client, workload, index, topic, rate, shared, t0) -> dict:
     payloads = Payloads(workload, seed=index)
     rng = np.random.default_rng(index)
     publish = LatencyRecorder()
+    # what each send's acknowledgement needs, in slots made before the run:
+    # no object per send for the collector (acks.py)
+    acks = (acks or AckSlots()).start(warm_end, publish)
     series = RateSeries(t0, bucket_seconds(workload))
-    state = {"outstanding": 0, "acked": 0}
     sent = measured = calls = 0
     sent_slot = shared["sent"]
 
-    def acker(stamps):
-        def on_ack():
-            now = time.time_ns()
-            state["outstanding"] -= len(stamps)
-            state["acked"] += len(stamps)
-            # stamps rise: past the warm-up (the usual case) no mask is needed
-            publish.add(now - stamps if stamps[0] >= warm_end else now - stamps[stamps >= warm_end])
-        return on_ack
-
-    def acker_one(stamp):
-        def on_ack():
-            state["outstanding"] -= 1
-            state["acked"] += 1
-            if stamp >= warm_end:
-                publish.add_one(time.time_ns() - stamp)
-        return on_ack
+    def room(n):
+        """Until ``n`` more messages fit the window and a send slot is free
+        (the back-pressure of a client with that much in flight)."""
+        while ((acks.outstanding + n > window or not acks.free())
+               and time.time_ns() < end):
+            client.poll(0.005)
+        if not acks.free():
+            client.flush(30.0)
 
     # One message due, the steady state of a fixed rate a producer keeps up
     # with, is sent without numpy: numpy's fixed cost per call was most of a
@@ -214,8 +212,9 @@ def _produce(client, workload, index, topic, rate, shared, t0) -> dict:
         if now >= end:
             # paced, the end of the run is a last wake-up point, for what fell
             # due after the one before it (not sent at all, those would be
-            # missing from the rates)
-            if not pacing or final or t0 + sent * interval >= end:
+            # missing from the rates), all of it: one call's worth (512 KiB)
+            # left a producer behind by more than that without the rest
+            if not pacing or t0 + int(sent * interval) >= end:   # its stamp: exact
                 break
             final = True
         if interval:
@@ -243,14 +242,13 @@ def _produce(client, workload, index, topic, rate, shared, t0) -> dict:
                 if quota is not None:
                     n = min(n, quota - sent)
                 for _ in range(n):
-                    while state["outstanding"] + 1 > window and time.time_ns() < end:
-                        client.poll(0.005)
+                    room(1)
                     stamp = t0 + int(sent * interval)
                     part = sent % parts if round_robin else (calls + index) % parts
-                    state["outstanding"] += 1
                     sent_now = time.time_ns()
                     client.send(topic, part, payloads.one(stamp), 1,
-                                [b"key-%d" % sent] if round_robin else None, acker_one(stamp))
+                                [b"key-%d" % sent] if round_robin else None,
+                                acks.take(stamp, 1))
                     calls += 1
                     sent += 1
                     if stamp >= warm_end:
@@ -259,46 +257,46 @@ def _produce(client, workload, index, topic, rate, shared, t0) -> dict:
                 sent_slot[index] = sent
                 client.poll(0)
                 continue
-            stamps = (t0 + (sent + np.arange(n)) * interval).astype(np.int64)
+            # the same stamps as the one-message path's t0 + int(i * interval):
+            # t0 itself in float64 would round them to 256 ns
+            stamps = t0 + (np.arange(sent, sent + n) * interval).astype(np.int64)
         else:
             n = per_call
             stamps = np.full(n, now, dtype=np.int64)
         if quota is not None:
             n = min(n, quota - sent)
             stamps = stamps[:n]
-        while state["outstanding"] + n > window and time.time_ns() < end:
-            client.poll(0.005)
+        room(n)
         block = payloads.block(stamps)
+        sent_now = time.time_ns()
         if workload.key_distributor == "NO_KEY":
-            groups = [((calls + index) % parts, None)]
+            room(0)
+            client.send(topic, (calls + index) % parts, block, n, None, acks.take(stamps, n))
         elif workload.key_distributor == "KEY_ROUND_ROBIN":
-            seq = sent + np.arange(n)
-            if n <= parts:     # n consecutive numbers: n different partitions
-                groups = [(int(k % parts), seq[i:i + 1]) for i, k in enumerate(seq.tolist())]
-            else:
-                pick = seq % parts
-                groups = [(int(p), seq[pick == p]) for p in np.unique(pick)]
+            # message sent + r goes to partition (sent + r) % parts: each
+            # partition's messages are every parts-th row from its first, a
+            # strided view of the block and of the stamps (no grouping)
+            rows = np.frombuffer(block, dtype=np.uint8).reshape(n, size)
+            for r in range(min(n, parts)):
+                first = sent + r
+                count = len(range(r, n, parts))
+                room(0)
+                if count == 1:
+                    client.send(topic, first % parts, block[r * size:(r + 1) * size], 1,
+                                [b"key-%d" % first], acks.take(int(stamps[r]), 1))
+                else:
+                    client.send(topic, first % parts, rows[r::parts].tobytes(), count,
+                                [b"key-%d" % k for k in range(first, sent + n, parts)],
+                                acks.take(stamps[r::parts], count))
         else:  # RANDOM_NANO
             pick = rng.integers(0, parts, n)
-            groups = [(int(p), np.flatnonzero(pick == p) + sent) for p in np.unique(pick)]
-        sent_now = time.time_ns()
-        for p, seq in groups:
-            if seq is None:
-                pblock, pstamps, keys = block, stamps, None
-            else:
-                if len(seq) == 1:    # one value: a slice of the block
-                    row = int(seq[0]) - sent
-                    pblock, pstamps = block[row * size:(row + 1) * size], stamps[row:row + 1]
-                else:
-                    rows = seq - sent
-                    arr = np.frombuffer(block, dtype=np.uint8).reshape(n, size)
-                    pblock, pstamps = arr[rows].tobytes(), stamps[rows]
-                if workload.key_distributor == "KEY_ROUND_ROBIN":
-                    keys = [b"key-%d" % k for k in seq.tolist()]
-                else:
-                    keys = [b"%d" % k for k in rng.integers(0, 1 << 62, len(seq)).tolist()]
-            state["outstanding"] += len(pstamps)
-            client.send(topic, p, pblock, len(pstamps), keys, acker(pstamps))
+            rows = np.frombuffer(block, dtype=np.uint8).reshape(n, size)
+            for p in np.unique(pick).tolist():
+                idx = np.flatnonzero(pick == p)
+                keys = [b"%d" % k for k in rng.integers(0, 1 << 62, len(idx)).tolist()]
+                room(0)
+                client.send(topic, p, rows[idx].tobytes(), len(idx), keys,
+                            acks.take(stamps[idx], len(idx)))
         calls += 1
         sent += n
         measured += n if stamps[0] >= warm_end else int(np.count_nonzero(stamps >= warm_end))
@@ -306,7 +304,7 @@ def _produce(client, workload, index, topic, rate, shared, t0) -> dict:
         sent_slot[index] = sent
         client.poll(0)
     client.flush(30.0 if quota is None else 600.0)
-    return {"sent": sent, "measured": measured, "acked": state["acked"],
+    return {"sent": sent, "measured": measured, "acked": acks.acked,
             "last_ack_ns": time.time_ns(), "publish": publish.encoded(),
             "series": series.counts}
 

@@ -4,6 +4,7 @@ with the key its key distributor gives, carrying the time the schedule says
 it was due; a message due alone takes the path without numpy, several due
 at once the numpy one, and both must send the same thing. Run against a
 client that records what it is given and acknowledges at its next poll."""
+import gc
 import time
 
 import numpy as np
@@ -262,11 +263,11 @@ def test_a_paced_producer_sends_at_most_every_pacing_ms_each_message_stamped_whe
     n = out["sent"]
     assert len(stamps) == n and out["acked"] == n
     # the end of the run is the last wake-up: what fell due since the one
-    # before goes out then (up to 1,000 values a call: a producer further
-    # behind, on a busy machine, sends one call's worth)
+    # before goes out then, all of it (a producer further behind than a
+    # call's 1,000 values, on a busy machine, sends several calls)
     end = t0 + int((w.warmup_seconds + w.test_seconds) * 1e9)
     after = int(np.count_nonzero(sent_at >= end))
-    assert after == min(1_000, 2_200 - (n - after)) > 0, (n, after)
+    assert n == 2_200 and after > 0, (n, after)
     if distributor == "KEY_ROUND_ROBIN":
         for _at, partition, keys, s in client.calls:
             seq = [round((x - t0) / interval) for x in s.tolist()]     # which message each is
@@ -300,3 +301,94 @@ def test_without_pacing_a_producer_sends_each_message_when_due(tmp_path):
     assert sum(len(s) == 1 for *_, s in client.calls) > 0
     lateness = np.concatenate([at - s for at, _p, _k, s in client.calls])
     assert lateness.min() >= -512
+
+
+class HoldingClient:
+    """Acknowledges nothing until flush and keeps only what the collector
+    does not track (ints, stamp arrays, the callbacks it is given), so the
+    tracked objects alive between its first send and its last are those the
+    producer loop holds for what is in flight. Its first send stalls, so the
+    loop starts behind; each send's partition and keys are checked against
+    the messages its stamps say it carries."""
+
+    def __init__(self, size, parts, t0, interval, stall):
+        self.size, self.parts, self.t0, self.interval, self.stall = size, parts, t0, interval, stall
+        self.stamps, self.counts, self.acks = [], [], []
+        self.misrouted = 0
+        self.messages = 0
+        self.first = None           # (tracked objects alive, messages sent) at the first send
+        self.last = None
+
+    def send(self, topic, partition, block, count, keys, on_ack):
+        if self.first is None:
+            time.sleep(self.stall)
+            self.first = (gc.get_count()[0], 0)
+        self.last = (gc.get_count()[0], self.messages)
+        stamps = stamps_of_block(block, self.size)
+        seq = [round((s - self.t0) / self.interval) for s in stamps.tolist()]
+        self.misrouted += (len(stamps) != count or keys != [b"key-%d" % i for i in seq]
+                           or any(i % self.parts != partition for i in seq))
+        self.stamps.append(stamps)
+        self.counts.append(count)
+        self.acks.append(on_ack)
+        self.messages += count
+
+    def poll(self, timeout):
+        pass
+
+    def flush(self, timeout):
+        for on_ack in self.acks:
+            on_ack()
+        self.acks.clear()
+
+
+def test_a_producer_behind_sends_each_message_once_when_due_holding_no_object_per_send():
+    # issue 46: a producer behind by more than a wake-up's 100 messages went
+    # through the path that made a callback (a closure and its cell) per send;
+    # those alive until their acknowledgement ran the collector 851-1,357
+    # times a run, the runs with an end-to-end p99 over 100 ms
+    rate, parts, size = 20_000.0, 100, 64
+    w = Workload(name="t", path="t.yaml", message_size=size, partitions_per_topic=parts,
+                 key_distributor="KEY_ROUND_ROBIN", producer_rate=rate, warmup_seconds=0.05,
+                 test_seconds=0.3)
+    w.producer_pacing_ms = 1
+    interval = 1e9 / rate
+    t0 = time.time_ns() + 20_000_000
+    # 60 ms stalled: 1,200 messages behind, caught up in sends of several per partition
+    client = HoldingClient(size, parts, t0, interval, stall=0.06)
+    enabled = gc.isenabled()
+    gc.disable()        # the count of tracked objects alive then only grows with them
+    try:
+        out = runner._produce(client, w, 0, "t", rate, {"sent": [0]}, t0)
+    finally:
+        if enabled:
+            gc.enable()
+    n = out["sent"]
+    assert n == 7_000                       # every message due in the run, the last ones too
+    assert client.misrouted == 0
+    assert max(client.counts) > 1           # the catch-up's path ran
+    stamps = np.sort(np.concatenate(client.stamps))
+    # each once, carrying exactly the time it was due (t0 + int(i * interval))
+    assert np.array_equal(stamps, t0 + (np.arange(n) * interval).astype(np.int64))
+    assert out["acked"] == n
+    assert out["measured"] == int(np.count_nonzero(stamps >= t0 + int(w.warmup_seconds * 1e9)))
+    (alive_first, _), (alive_last, messages) = client.first, client.last
+    per_message = (alive_last - alive_first) / messages
+    assert per_message < 0.05, f"{per_message:.2f} tracked objects held per message in flight"
+
+
+def test_a_paced_producer_sends_everything_due_at_the_end_of_the_run():
+    # the end of the run is a last wake-up point: what fell due since the
+    # one before is more than a call's 1,000 values here (300 ms pacing at
+    # 8,000 msg/s: 1,600), and all of it goes out, none is left unsent
+    rate = 8_000.0
+    w = Workload(name="t", path="t.yaml", message_size=64, partitions_per_topic=1,
+                 key_distributor="NO_KEY", producer_rate=rate, warmup_seconds=0,
+                 test_seconds=0.5)
+    w.producer_pacing_ms = 300
+    client = RecordingClient()
+    t0 = time.time_ns() + 20_000_000
+    out = runner._produce(client, w, 0, "t", rate, {"sent": [0]}, t0)
+    stamps = np.concatenate([stamps_of_block(b, 64) for _, b, _, _ in client.sent])
+    assert out["sent"] == len(stamps) == 4_000 == out["acked"]
+    assert np.array_equal(stamps, t0 + (np.arange(4_000) * (1e9 / rate)).astype(np.int64))

@@ -16,7 +16,10 @@ A ProducerClient's ``send`` gets a batch of same-size values for one
 partition as one contiguous block (see recorder.Payloads) and calls
 ``on_ack()`` once the driver's system has the batch (its own notion of
 acknowledged: a broker's ack, a pipeline reply, a write() returning);
-``poll`` serves pending acknowledgements. A ConsumerClient's ``receive``
+``poll`` serves pending acknowledgements. ``on_ack`` also takes a client's
+delivery-callback arguments ``(err, report)`` and raises when ``err`` is
+not None, so a driver may hand it to its client as is (a wrapper made per
+send is an object per send for the collector: runner.py, acks.py). A ConsumerClient's ``receive``
 returns the intended send times (the first 8 bytes) of what arrived and
 its byte count. Drivers never see latencies or rates: the runner measures.
 """

@@ -63,21 +63,19 @@ class KafkaliteProducer(ProducerClient):
                                   "kafkalite.transport": transport, **workload.producer_config})
 
     def send(self, topic, partition, block, count, keys, on_ack):
-        def delivered(err, _report):
-            if err is not None:
-                raise RuntimeError(f"delivery to {topic}-{partition} failed: {err}")
-            on_ack()
+        # on_ack is the delivery callback itself (it takes (err, report) and
+        # raises on an error: base.py): no closure per send for the collector
         if count == 1:
             # one record (a moderate rate, or keys spread over many
             # partitions): produce() appends it to its partition's open batch
             # in one C call, where produce_batch builds a batch of its own
             self.producer.produce(topic, block, None if keys is None else keys[0],
-                                  partition=partition, on_delivery=delivered)
+                                  partition=partition, on_delivery=on_ack)
             return
         # the block's rows are the values: encoded in place, no object per value
         rows = np.frombuffer(block, dtype=np.uint8).reshape(count, self.size)
         self.producer.produce_batch(topic, rows, keys=keys, partition=partition,
-                                    on_delivery=delivered)
+                                    on_delivery=on_ack)
 
     def poll(self, timeout):
         self.producer.poll(timeout)
