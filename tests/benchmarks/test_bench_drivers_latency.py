@@ -70,8 +70,8 @@ def test_kafka_consumer_hands_over_what_arrived_before_its_timeout(server, topic
 @pytest.mark.parametrize("name", ["kafkalite-kafka", "kafkalite-kafka-tuned"])
 def test_kafka_producer_acknowledges_one_message_sends_each_once(server, topic_name, name):
     """A paced producer sends one message at a time (the driver's own path
-    for it: one report object, no closure): each is acknowledged once, with
-    its key, in its partition."""
+    for it: on_ack is the delivery callback, no object per message): each is
+    acknowledged once, with its key, in its partition."""
     confluent_kafka = pytest.importorskip("confluent_kafka")
     create(server, topic_name, 2)
     endpoint = {"bootstrap.servers": server.bootstrap,
@@ -81,7 +81,7 @@ def test_kafka_producer_acknowledges_one_message_sends_each_once(server, topic_n
         acked = []
         for i in range(6):
             producer.send(topic_name, i % 2, _stamped(6, 64)[i * 64:(i + 1) * 64], 1,
-                          [b"key-%d" % i], lambda i=i: acked.append(i))
+                          [b"key-%d" % i], lambda err=None, msg=None, i=i: acked.append(i))
         producer.flush(30)
         assert sorted(acked) == list(range(6))
     finally:

@@ -60,20 +60,6 @@ TUNED_PRODUCER = {"linger.ms": 0, "socket.nagle.disable": True}
 TUNED_CONSUMER = {"fetch.wait.max.ms": 100, "socket.nagle.disable": True}
 
 
-class _Delivery:
-    """The delivery report of a one-message send: acknowledges it, or fails
-    the producer (raised through ``poll``, as the general path's does)."""
-    __slots__ = ("topic", "partition", "on_ack")
-
-    def __init__(self, topic, partition, on_ack):
-        self.topic, self.partition, self.on_ack = topic, partition, on_ack
-
-    def __call__(self, err, _msg):
-        if err is not None:
-            raise RuntimeError(f"delivery to {self.topic}-{self.partition} failed: {err}")
-        self.on_ack()
-
-
 class KafkaProducer(ProducerClient):
     def __init__(self, endpoint, workload, tuning=None):
         import confluent_kafka
@@ -86,11 +72,10 @@ class KafkaProducer(ProducerClient):
     def send(self, topic, partition, block, count, keys, on_ack):
         if count == 1:
             # the steady state of a paced producer: one message, one report,
-            # and one small object alive until it comes (the general path's
-            # closure, cells and lists are what the collector walks while
-            # thousands of messages are in flight)
-            self._produce(topic, partition, block, None if keys is None else keys[0],
-                          _Delivery(topic, partition, on_ack))
+            # and on_ack is the delivery callback itself (it takes (err, msg)
+            # and raises on an error: base.py), no object per message for the
+            # collector to walk while thousands are in flight
+            self._produce(topic, partition, block, None if keys is None else keys[0], on_ack)
         else:
             left = [count]
             errors = []

@@ -20,17 +20,14 @@ class PerMessageProducer(KafkaliteProducer):
         super().__init__(endpoint, workload, "zmq")
 
     def send(self, topic, partition, block, count, keys, on_ack):
-        def delivered(err, _msg):
-            if err is not None:
-                raise RuntimeError(f"delivery to {topic}-{partition} failed: {err}")
-            on_ack()
+        # on_ack is the last value's delivery callback itself (base.py)
         values = split(block, self.size)
         produce, last = self.producer.produce, len(values) - 1
         for i, value in enumerate(values):
             while True:
                 try:
                     produce(topic, value, None if keys is None else keys[i], partition=partition,
-                            on_delivery=delivered if i == last else None)
+                            on_delivery=on_ack if i == last else None)
                     break
                 except BufferError:       # the local queue is full: serve reports, retry
                     self.producer.poll(0.001)
