@@ -113,6 +113,7 @@ def slow_s3_server(tmp_path_factory):
         srv = ServerProcess(str(root / "data"), workers=1,
                             extra_args=["--config", str(config)]).start()
         srv.relay = relay
+        srv.s3_endpoint = endpoint
         try:
             yield srv
         finally:
@@ -334,17 +335,19 @@ def _caught_up_consumer(srv, topic: str) -> ck.Consumer:
     return other
 
 
-def _list_offsets_v10(srv, topic: str, timestamps: dict, timeout_ms: int) -> dict:
-    """ListOffsets v10 of ``timestamps`` ({partition: timestamp}) with
-    ``timeout_ms``: {partition: (error code, offset, timestamp)}."""
+def _list_offsets_v10(srv, topic: str, timestamps: dict, timeout_ms: int | None) -> dict:
+    """ListOffsets of ``timestamps`` ({partition: timestamp}): v10 with
+    ``timeout_ms``, or v9 (no timeout_ms) when it is None:
+    {partition: (error code, offset, timestamp)}."""
     [broker] = srv.info["kafka_brokers"]
     wire = KafkaWire(f"127.0.0.1:{broker['port']}", timeout=60)
+    body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
+        {"partition_index": p, "current_leader_epoch": -1, "timestamp": ts}
+        for p, ts in timestamps.items()]}]}
+    if timeout_ms is not None:
+        body["timeout_ms"] = timeout_ms
     try:
-        r = wire.request(ApiKey.LIST_OFFSETS, 10, {
-            "replica_id": -1, "isolation_level": 0, "timeout_ms": timeout_ms,
-            "topics": [{"name": topic, "partitions": [
-                {"partition_index": p, "current_leader_epoch": -1, "timestamp": ts}
-                for p, ts in timestamps.items()]}]})
+        r = wire.request(ApiKey.LIST_OFFSETS, 9 if timeout_ms is None else 10, body)
     finally:
         wire.close()
     return {a["partition_index"]: (a["error_code"], a["offset"], a["timestamp"])
@@ -443,6 +446,54 @@ def test_a_remote_offset_lookup_past_its_timeout_is_request_timed_out(slow_s3_se
     assert answer[1] == (0, 1, -1), answer
     assert _list_offsets_v10(srv, topic_name, {0: BASE_MS + 10 * 5}, 10_000)[0] == \
         (0, 5, BASE_MS + 50), "the lookup after the failed one reads again"
+
+
+@pytest.fixture
+def short_lookup_server(slow_s3_server, tmp_path):
+    """A second server on the slow store (a bucket of its own behind the
+    same relay) with ``remote.list.offsets.request.timeout.ms = 500`` in
+    its config file."""
+    import boto3
+    boto3.client("s3", endpoint_url=slow_s3_server.s3_endpoint).create_bucket(
+        Bucket="short-lookups")
+    config = tmp_path / "tiered.toml"
+    config.write_text('"remote.log.storage.system.enable" = true\n'
+                      'remote_log_storage_s3_bucket = "short-lookups"\n'
+                      'remote_log_storage_s3_endpoint = '
+                      f'"http://127.0.0.1:{slow_s3_server.relay.port}"\n'
+                      '"remote.list.offsets.request.timeout.ms" = 500\n')
+    srv = ServerProcess(str(tmp_path / "data"), workers=1,
+                        extra_args=["--config", str(config)]).start()
+    srv.relay = slow_s3_server.relay
+    try:
+        yield srv
+    finally:
+        srv.relay.delay = 0.0
+        stop_server(srv)
+
+
+def test_a_remote_offset_lookup_without_a_timeout_waits_the_servers_setting(
+        short_lookup_server, topic_name):
+    """remote.list.offsets.request.timeout.ms = 500 in the server's config:
+    a ListOffsets v9 (no timeout_ms) and a v10 with timeout_ms 0, of
+    timestamps only slow remote segments hold, are answered
+    REQUEST_TIMED_OUT after about 500 ms (not Kafka's default 30 s, nor the
+    store's DELAY_S), the local partition with its offset."""
+    srv = short_lookup_server
+    _tiered_with_timestamps(srv, topic_name)
+    srv.relay.delay = DELAY_S
+    try:
+        # two remote segments: the first's download goes on after its answer
+        for offset, timeout_ms in ((300, None), (5, 0)):
+            started = time.monotonic()
+            answer = _list_offsets_v10(srv, topic_name, {0: BASE_MS + 10 * offset, 1: LATEST},
+                                       timeout_ms)
+            took = time.monotonic() - started
+            assert answer[0] == (RequestTimedOutError.code, -1, -1), (timeout_ms, answer)
+            assert answer[1] == (0, 1, -1), answer
+            assert 0.45 <= took < DELAY_S * 0.75, f"answered after {took:.2f} s"
+    finally:
+        srv.relay.delay = 0.0
 
 
 def test_a_share_fetch_of_remote_records_does_not_hold_up_the_workers_other_partitions(
