@@ -88,6 +88,12 @@ SETTINGS: dict[str, Setting] = {
     "remote_log_storage_s3_endpoint": Setting(
         "The S3 API's URL, for object storage other than AWS's (MinIO, Ceph, ...); "
         "\"\": AWS's."),
+    "remote_list_offsets_request_timeout_ms": Setting(
+        "How long a ListOffsets by timestamp that needs remote segments waits for their "
+        "downloads when the request gives no `timeout_ms` of its own (ListOffsets before v10, "
+        "or 0); past it the partitions still waiting are answered REQUEST_TIMED_OUT (KIP-1075).",
+        ("remote.list.offsets.request.timeout.ms",),
+        "Kafka's is also dynamic; kafkalite's is read at start"),
     "host": Setting("Interface every listener binds to, and the host advertised unless "
                     "`advertised_host` is set.", (), "the host of `listeners`"),
     "advertised_host": Setting("Host clients are told to connect to (\"\": `host`).", (),
@@ -361,6 +367,7 @@ class ServerConfig:
     remote_log_storage_dir: str = ""
     remote_log_storage_s3_bucket: str = ""
     remote_log_storage_s3_endpoint: str = ""
+    remote_list_offsets_request_timeout_ms: int = 30_000
     host: str = "127.0.0.1"
     advertised_host: str = ""
     workers: int = 0
@@ -473,6 +480,7 @@ class ServerConfig:
                 f"default_partitions must be at least 1, not {self.default_partitions!r}")
         for name in ("default_replication_factor", "replica_lag_time_max_ms",
                      "replica_fetch_wait_max_ms", "leader_imbalance_check_interval_seconds",
+                     "remote_list_offsets_request_timeout_ms",
                      "broker_session_timeout_ms",
                      "offsets_topic_num_partitions",
                      "group_min_session_timeout_ms",

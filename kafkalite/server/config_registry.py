@@ -261,7 +261,8 @@ _NO_REMOTE_TUNING = ("stored and described; kafkalite's tiered storage copies on
                      "worker without a rate limit, and reads on a pool of 10 threads into a cache "
                      "of 4 segments (1 GiB at most) a partition, its bounds fixed: a remote fetch "
                      "waits up to 500 ms and a ListOffsets on remote segments up to its own "
-                     "timeout_ms (v10), else 30 s")
+                     "timeout_ms (v10), else the server's "
+                     "`remote_list_offsets_request_timeout_ms`")
 _THREADS = ("stored and described; kafkalite runs a worker process per broker and sizes "
             "its threads itself")
 _LISTENER_EFFECT = ("stored and described; kafkalite's listeners, TLS and SASL settings are "
@@ -327,9 +328,12 @@ _OTHER_DYNAMIC = [
          "Copy rate to remote storage.", _CW, lo=1, effect=_NO_REMOTE_TUNING),
     _key("remote.log.manager.fetch.max.bytes.per.second", "long", LONG_MAX,
          "Fetch rate from remote storage.", _CW, lo=1, effect=_NO_REMOTE_TUNING),
+    # acted on as the server's setting (STATIC_BROKER_CONFIG, _STATIC_OF_DYNAMIC)
     _key("remote.list.offsets.request.timeout.ms", "long", 30000,
-         "Timeout of ListOffsets on remote storage.", _CW, lo=1,
-         effect=_NO_REMOTE_TUNING),
+         "How long a ListOffsets by timestamp waits for the remote segments it needs when "
+         "the request gives no timeout_ms (before v10, or 0).", _CW, lo=1,
+         effect=_ACCEPTED + " dynamically (the server's "
+         "`remote_list_offsets_request_timeout_ms`, read at start, applies)"),
 ]
 
 # Kafka's dynamic listener and security configs: per broker. The SSL stores
@@ -493,6 +497,11 @@ _SERVER_SETTINGS = {
     "quota.window.num": ("int", 11, 1),
     "quota.window.size.seconds": ("int", 1, 1),
 }
+# Dynamic configs kafkalite acts on as server settings, read at start: their
+# STATIC_BROKER_CONFIG values, Kafka name -> ServerConfig field.
+_STATIC_OF_DYNAMIC = {
+    "remote.list.offsets.request.timeout.ms": "remote_list_offsets_request_timeout_ms",
+}
 # Kafka names config.py's loader takes that are not broker configs in Kafka
 # 4.x (group configs there): described nowhere, set only in the config file.
 NOT_BROKER_CONFIGS = frozenset({"share.auto.offset.reset", "errors.deadletterqueue.topic.name"})
@@ -516,6 +525,8 @@ def _server_configs() -> list[ConfigKey]:
         field = fields[name]
         out.append(_key(name, kind, default, SETTINGS[field].doc, Scope.READ_ONLY, lo=lo))
         _VALUE_OF[name] = _server(field, _bool if kind == "boolean" else str)
+    for name, field in _STATIC_OF_DYNAMIC.items():
+        _VALUE_OF[name] = _server(field)
     return out
 
 

@@ -4,10 +4,10 @@ waits in the purgatory while a reader thread downloads the segment, and
 the worker's other partitions are served meanwhile; the same for a
 ListOffsets by timestamp that needs a remote segment (Kafka's
 DelayedRemoteListOffsets: REQUEST_TIMED_OUT at its timeout,
-KAFKA_STORAGE_ERROR when the read fails) and for a ShareFetch of remote
-records. And Kafka's tiered-storage metrics on /metrics: the upload lag
-while the store takes no uploads, the bytes copied and read, the reads
-that failed.
+KAFKA_STORAGE_ERROR when the read fails), for a ShareFetch of remote
+records and for the share group's dead-letter copies of them. And Kafka's
+tiered-storage metrics on /metrics: the upload lag while the store takes
+no uploads, the bytes copied and read, the reads that failed.
 
 The remote store is moto's S3 server behind a TCP relay the test slows
 down: once armed, every GET of a ``segment.log`` object waits DELAY_S
@@ -30,7 +30,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from compat.compat_helpers import KafkaWire
 from harness import ServerProcess, stop_server, wait_until
 from moto_s3 import moto_s3
-from kafkalite.client import ShareConsumer
+from kafkalite.client import AcknowledgeType, ShareConsumer
 from kafkalite.errors import KafkaStorageError, RequestTimedOutError
 from kafkalite.protocol import ApiKey
 
@@ -38,6 +38,8 @@ DELAY_S = 4.0
 COUNT = 3000
 EARLIEST_LOCAL = -4
 LATEST = -1
+# the shared server's share_dead_letter_topic (made by the test that uses it)
+DEAD_LETTERS = "slow-dead-letters"
 # the records' timestamps: an hour ago, 10 ms apart (record i at BASE_MS + 10 i)
 BASE_MS = int(time.time() * 1000) - 3_600_000
 
@@ -109,10 +111,12 @@ def slow_s3_server(tmp_path_factory):
         config.write_text('"remote.log.storage.system.enable" = true\n'
                           'remote_log_storage_s3_bucket = "slow"\n'
                           f'remote_log_storage_s3_endpoint = "http://127.0.0.1:{relay.port}"\n'
-                          'share_auto_offset_reset = "earliest"\n')
+                          'share_auto_offset_reset = "earliest"\n'
+                          f'share_dead_letter_topic = "{DEAD_LETTERS}"\n')
         srv = ServerProcess(str(root / "data"), workers=1,
                             extra_args=["--config", str(config)]).start()
         srv.relay = relay
+        srv.s3_endpoint = endpoint
         try:
             yield srv
         finally:
@@ -215,11 +219,17 @@ def _scrape(srv) -> dict:
             for family in text_string_to_metric_families(text) for s in family.samples}
 
 
-def _remote_sizes(srv, topic) -> list[int]:
-    """The sizes of partition 0's remote segments, by offset, from its metadata."""
+def _remote_segments(srv, topic) -> list[dict]:
+    """Partition 0's remote segments (base_offset, end_offset, size, ...), by
+    offset, from its metadata."""
     [directory] = glob.glob(os.path.join(srv.data_dir, "**", f"{topic}-0"), recursive=True)
     with open(os.path.join(directory, "remote-log-metadata")) as f:
-        return [s["size"] for s in json.load(f)["segments"]]
+        return json.load(f)["segments"]
+
+
+def _remote_sizes(srv, topic) -> list[int]:
+    """The sizes of partition 0's remote segments, by offset."""
+    return [s["size"] for s in _remote_segments(srv, topic)]
 
 
 def test_upload_lag_copies_and_remote_reads_are_on_the_metrics_port(slow_s3_server, topic_name):
@@ -334,17 +344,19 @@ def _caught_up_consumer(srv, topic: str) -> ck.Consumer:
     return other
 
 
-def _list_offsets_v10(srv, topic: str, timestamps: dict, timeout_ms: int) -> dict:
-    """ListOffsets v10 of ``timestamps`` ({partition: timestamp}) with
-    ``timeout_ms``: {partition: (error code, offset, timestamp)}."""
+def _list_offsets_v10(srv, topic: str, timestamps: dict, timeout_ms: int | None) -> dict:
+    """ListOffsets of ``timestamps`` ({partition: timestamp}): v10 with
+    ``timeout_ms``, or v9 (no timeout_ms) when it is None:
+    {partition: (error code, offset, timestamp)}."""
     [broker] = srv.info["kafka_brokers"]
     wire = KafkaWire(f"127.0.0.1:{broker['port']}", timeout=60)
+    body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
+        {"partition_index": p, "current_leader_epoch": -1, "timestamp": ts}
+        for p, ts in timestamps.items()]}]}
+    if timeout_ms is not None:
+        body["timeout_ms"] = timeout_ms
     try:
-        r = wire.request(ApiKey.LIST_OFFSETS, 10, {
-            "replica_id": -1, "isolation_level": 0, "timeout_ms": timeout_ms,
-            "topics": [{"name": topic, "partitions": [
-                {"partition_index": p, "current_leader_epoch": -1, "timestamp": ts}
-                for p, ts in timestamps.items()]}]})
+        r = wire.request(ApiKey.LIST_OFFSETS, 9 if timeout_ms is None else 10, body)
     finally:
         wire.close()
     return {a["partition_index"]: (a["error_code"], a["offset"], a["timestamp"])
@@ -445,6 +457,54 @@ def test_a_remote_offset_lookup_past_its_timeout_is_request_timed_out(slow_s3_se
         (0, 5, BASE_MS + 50), "the lookup after the failed one reads again"
 
 
+@pytest.fixture
+def short_lookup_server(slow_s3_server, tmp_path):
+    """A second server on the slow store (a bucket of its own behind the
+    same relay) with ``remote.list.offsets.request.timeout.ms = 500`` in
+    its config file."""
+    import boto3
+    boto3.client("s3", endpoint_url=slow_s3_server.s3_endpoint).create_bucket(
+        Bucket="short-lookups")
+    config = tmp_path / "tiered.toml"
+    config.write_text('"remote.log.storage.system.enable" = true\n'
+                      'remote_log_storage_s3_bucket = "short-lookups"\n'
+                      'remote_log_storage_s3_endpoint = '
+                      f'"http://127.0.0.1:{slow_s3_server.relay.port}"\n'
+                      '"remote.list.offsets.request.timeout.ms" = 500\n')
+    srv = ServerProcess(str(tmp_path / "data"), workers=1,
+                        extra_args=["--config", str(config)]).start()
+    srv.relay = slow_s3_server.relay
+    try:
+        yield srv
+    finally:
+        srv.relay.delay = 0.0
+        stop_server(srv)
+
+
+def test_a_remote_offset_lookup_without_a_timeout_waits_the_servers_setting(
+        short_lookup_server, topic_name):
+    """remote.list.offsets.request.timeout.ms = 500 in the server's config:
+    a ListOffsets v9 (no timeout_ms) and a v10 with timeout_ms 0, of
+    timestamps only slow remote segments hold, are answered
+    REQUEST_TIMED_OUT after about 500 ms (not Kafka's default 30 s, nor the
+    store's DELAY_S), the local partition with its offset."""
+    srv = short_lookup_server
+    _tiered_with_timestamps(srv, topic_name)
+    srv.relay.delay = DELAY_S
+    try:
+        # two remote segments: the first's download goes on after its answer
+        for offset, timeout_ms in ((300, None), (5, 0)):
+            started = time.monotonic()
+            answer = _list_offsets_v10(srv, topic_name, {0: BASE_MS + 10 * offset, 1: LATEST},
+                                       timeout_ms)
+            took = time.monotonic() - started
+            assert answer[0] == (RequestTimedOutError.code, -1, -1), (timeout_ms, answer)
+            assert answer[1] == (0, 1, -1), answer
+            assert 0.45 <= took < DELAY_S * 0.75, f"answered after {took:.2f} s"
+    finally:
+        srv.relay.delay = 0.0
+
+
 def test_a_share_fetch_of_remote_records_does_not_hold_up_the_workers_other_partitions(
         slow_s3_server, topic_name):
     """A share group reading a tiered partition from offset 0 (the store
@@ -482,6 +542,75 @@ def test_a_share_fetch_of_remote_records_does_not_hold_up_the_workers_other_part
         other.close()
     assert "error" not in shared, shared.get("error")
     assert shared["got"][:100] == list(range(100))
+
+
+def test_dead_letters_of_remote_records_do_not_hold_up_the_workers_other_partitions(
+        slow_s3_server, topic_name):
+    """A share group rejects records of a tiered partition's first remote
+    segment once that segment has left the remote read cache, the store
+    taking DELAY_S per segment: their copies for the dead-letter topic wait
+    for the download on the reader's threads, the worker serves partition 1
+    meanwhile, and the dead letters arrive, in order, saying where from."""
+    from harness import read_all
+    srv = slow_s3_server
+    producer = _tiered_with_timestamps(srv, topic_name)
+    admin = AdminClient({"bootstrap.servers": srv.kafka_bootstrap})
+    admin.create_topics([NewTopic(DEAD_LETTERS, 1, 1)])[DEAD_LETTERS].result(30)
+    other = _caught_up_consumer(srv, topic_name)
+    consumer = ShareConsumer(srv.config(**{"group.id": topic_name + "-share",
+                                           "fetch.max.wait.ms": 100,
+                                           "share.acknowledgement.mode": "explicit"}))
+    try:
+        consumer.subscribe([topic_name])
+        first = _remote_segments(srv, topic_name)[0]
+        got: list = []
+        deadline = time.monotonic() + 30
+        while not got and time.monotonic() < deadline:
+            got = [m for m in consumer.consume(100, 0.5)
+                   if m.error() is None and m.partition() == 0]
+        rejected = [m for m in got if m.offset() <= first["end_offset"]][:50]
+        assert [m.offset() for m in rejected] == list(range(len(rejected))) and rejected
+        # five later remote segments read: the first is out of the cache
+        later = [s for s in _remote_segments(srv, topic_name)
+                 if s["base_offset"] > got[-1].offset()]
+        assert len(later) >= 5, later
+        reader = ck.Consumer({"bootstrap.servers": srv.kafka_bootstrap,
+                              "group.id": topic_name + "-later", "enable.auto.commit": False})
+        try:
+            reader.assign([ck.TopicPartition(topic_name, 0, later[-5]["base_offset"])])
+            last, deadline = -1, time.monotonic() + 30
+            while last < later[-1]["end_offset"] and time.monotonic() < deadline:
+                for m in reader.consume(1000, 0.5):
+                    if m.error() is None:
+                        last = max(last, m.offset())
+            assert last >= later[-1]["end_offset"], last
+        finally:
+            reader.close()
+
+        srv.relay.delay = DELAY_S
+        held = srv.relay.held
+        try:
+            for m in rejected:
+                consumer.acknowledge(m, AcknowledgeType.REJECT)
+            consumer.commit_async()
+            wait_until(lambda: srv.relay.held > held, 20,
+                       "the dead letters' read reaching the store")
+            _served_while_waiting(srv, topic_name, producer, other, b"during")
+        finally:
+            srv.relay.delay = 0.0
+    finally:
+        consumer.close()
+        other.close()
+    letters = read_all(srv, DEAD_LETTERS, 1, len(rejected), timeout=30)
+    offsets = []
+    for m in letters:
+        h = {k: v.decode() for k, v in m.headers()}
+        assert (h["__dlq.errors.topic"], h["__dlq.errors.partition"],
+                h["__dlq.errors.reason"]) == (topic_name, "0", "rejected"), h
+        offset = int(h["__dlq.errors.offset"])
+        assert m.value() == b"value-%05d-" % offset + b"x" * 40
+        offsets.append(offset)
+    assert offsets == [m.offset() for m in rejected]
 
 
 def test_an_iceberg_backfill_of_remote_records_does_not_hold_up_the_workers_other_partitions(

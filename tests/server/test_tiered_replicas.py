@@ -15,10 +15,12 @@ import glob
 import json
 import os
 import signal
+import time
 
 import confluent_kafka as ck
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
+                                   NewTopic)
 
 from harness import (ServerProcess, kafka_read_from_zero, kafka_send_numbered, local_segments,
                      stop_server, wait_until)
@@ -150,3 +152,69 @@ def test_replicas_share_the_remote_log_metadata_across_a_leader_kill(tmp_path, s
 
     finally:
         stop_server(srv)
+
+
+def _set_segment_bytes(admin, topic: str, size: int) -> None:
+    resource = ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry("segment.bytes", str(size), incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+
+def test_a_follower_lists_the_store_only_while_it_waits_for_copies(tmp_path):
+    """A follower reads the shared metadata (a LIST and a GET of the store)
+    for its local retention: once the leader's copies cover the follower's
+    rolled segments, records going on into the active segment make no LIST
+    for a while (before: one a second), and segments rolled after that
+    still leave the follower's disk, at the next copies."""
+    from moto_s3 import moto_s3_server
+    with moto_s3_server("follower") as s3:
+        config = tmp_path / "tiered.toml"
+        config.write_text('"remote.log.storage.system.enable" = true\n'
+                          'remote_log_storage_s3_bucket = "follower"\n'
+                          f'remote_log_storage_s3_endpoint = "{s3.endpoint}"\n')
+        srv = ServerProcess(str(tmp_path / "data"), workers=2,
+                            extra_args=["--config", str(config)]).start()
+        try:
+            topic = "tiered-rf2"
+            admin = AdminClient(_kafka(srv))
+            admin.create_topics([NewTopic(topic, 1, 2, config={
+                "remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES),
+                "local.retention.bytes": str(LOCAL_RETENTION_BYTES)})])[topic].result(30)
+            replicas = glob.glob(os.path.join(srv.data_dir, "broker-*", f"{topic}-0"))
+            assert len(replicas) == 2
+            bound = LOCAL_RETENTION_BYTES + 2 * SEGMENT_BYTES
+
+            def within_local_retention(after: int):
+                return lambda: all(sum(n for _, n in local_segments(d)) <= bound
+                                   and local_segments(d)[0][0] > after for d in replicas)
+            _produce(srv, topic, 0, COUNT)
+            wait_until(within_local_retention(0), 60, "both replicas within local retention")
+
+            # no segment rolls from here: the follower's rolled ones are copied
+            _set_segment_bytes(admin, topic, 1 << 30)
+            lists = []
+            s3.stop_before = lambda method, path: bool(
+                method == "GET" and path.rstrip("/") == "/follower" and lists.append(path))
+            producer = ck.Producer({**_kafka(srv), "acks": "all", "linger.ms": 0})
+            window_s, started = 15.0, time.monotonic()
+            sent = 0
+            while time.monotonic() - started < window_s:
+                producer.produce(topic, b"%06d:" % (COUNT + sent), partition=0)
+                assert producer.flush(10) == 0
+                sent += 1
+                time.sleep(0.2)     # a record every 200 ms: the replicas active each tick
+            listed = len(lists)
+            print(f"\nLISTs of the store in {window_s:.0f} s of records into the active "
+                  f"segment: {listed}")
+            assert listed <= 2, f"{listed} LISTs in {window_s:.0f} s"
+
+            # segments rolled again: the follower reads the copies and drops them
+            _set_segment_bytes(admin, topic, SEGMENT_BYTES)
+            start = min(local_segments(d)[0][0] for d in replicas)
+            _produce(srv, topic, COUNT + sent, COUNT)
+            wait_until(within_local_retention(start + COUNT // 2), 60,
+                       lambda: "both replicas within local retention again: " + str(
+                           [local_segments(d) for d in replicas]))
+        finally:
+            s3.stop_before = None
+            stop_server(srv)

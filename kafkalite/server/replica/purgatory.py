@@ -33,7 +33,8 @@ log = logging.getLogger("kafkalite.purgatory")
 # How long what waits for remote downloads waits at most: a fetch (or share
 # fetch), Kafka's remote.fetch.max.wait.ms default (KIP-1018), and a
 # ListOffsets without a v10 timeout_ms, Kafka's
-# remote.list.offsets.request.timeout.ms default (KIP-1075).
+# remote.list.offsets.request.timeout.ms default (KIP-1075; the server's
+# remote_list_offsets_request_timeout_ms replaces it).
 REMOTE_FETCH_MAX_WAIT_MS = 500
 REMOTE_LIST_OFFSETS_REQUEST_TIMEOUT_MS = 30_000
 

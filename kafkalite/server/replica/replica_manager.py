@@ -317,6 +317,9 @@ class ReplicaManager:
         # that follows nothing otherwise)
         self.fetcher = _NoFetcher()
         self.replica_lag_time_max_ms = 30_000
+        # a ListOffsets' wait for remote segments without a timeout_ms of its
+        # own (the worker sets the server's remote_list_offsets_request_timeout_ms)
+        self.remote_list_offsets_request_timeout_ms = REMOTE_LIST_OFFSETS_REQUEST_TIMEOUT_MS
         self._proposals: list[Partition] = []
         # partitions this broker leads that have followers (ISR upkeep)
         self.led_with_followers: set[tuple[str, int]] = set()
@@ -1095,7 +1098,7 @@ class ReplicaManager:
             return response
         timeout_ms = body.get("timeout_ms") or 0
         if timeout_ms <= 0:
-            timeout_ms = REMOTE_LIST_OFFSETS_REQUEST_TIMEOUT_MS
+            timeout_ms = self.remote_list_offsets_request_timeout_ms
         self._await_remote_lookups(ctx, body, response, time.monotonic() + timeout_ms / 1000.0,
                                    downloads, waiting)
         return DEFERRED

@@ -16,11 +16,19 @@ where they came from and why:
     __dlq.errors.reason           "rejected", "released" or
                                   "acquisition lock timed out" (the limit reached)
 
-The records are read from the source log when they are archived and kept
-in memory (at most ``MAX_PENDING``; past that they are dropped with a
-rate-limited warning) until written. The topic must exist (it is not
-created here); its partition is the source partition's index modulo its
-partition count, so one source partition's dead letters keep their order.
+The archived ranges are read from the source log (at once, or at a later
+tick) and their records kept in memory (at most ``MAX_PENDING`` ranges to
+read and ``MAX_PENDING`` records to write; past that they are dropped with
+a rate-limited warning) until written. A range below a tiered log's local
+start whose remote segment is not in the cache is not read on this
+thread: as a ShareFetch of it, the segment is downloaded on the remote
+reader's threads (RemoteReadPending meanwhile), and the range -- with the
+ranges of its partition after it, to keep their order -- is read again at
+the next ticks until it is there; a read that fails drops the range.
+
+The topic must exist (it is not created here); its partition is the
+source partition's index modulo its partition count, so one source
+partition's dead letters keep their order.
 The writer asks the controller (the supervisor, over the coordinator
 channel) for the topic's leaders, then sends Produce (acks=all) to the
 leading worker -- or appends here when this worker leads it -- one request
@@ -41,6 +49,7 @@ from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
 from kafkalite.ratelimit import RateLimitedLog
 from kafkalite.record import RecordBatchBuilder, iter_batches
+from kafkalite.storage.remote.remote_log import RemoteReadPending
 
 log = logging.getLogger("kafkalite.share_dead_letters")
 
@@ -53,6 +62,17 @@ METADATA_VERSION = 12
 READ_BYTES = 1 << 20
 
 
+class _ArchivedRange:
+    """Records ``offset``..``last`` of ``part`` archived for ``group``, still
+    to be read (``offset``: the next one, moved on as they are)."""
+
+    __slots__ = ("group", "part", "offset", "last", "count", "reason")
+
+    def __init__(self, group: str, part, first: int, last: int, count: int, reason: str):
+        self.group, self.part, self.offset, self.last = group, part, first, last
+        self.count, self.reason = count, reason
+
+
 class DeadLetterWriter:
     def __init__(self, replica_manager):
         self.rm = replica_manager
@@ -61,6 +81,7 @@ class DeadLetterWriter:
         # controller, (broker id, api key, version, body, on_done) to a worker
         self.ask_controller = None
         self.ask_broker = None
+        self.to_read: collections.deque = collections.deque()   # _ArchivedRange
         self.pending: collections.deque = collections.deque()   # (partition, key, value, headers)
         self.leaders: dict[int, int] = {}
         self._metadata_at = 0.0
@@ -75,29 +96,63 @@ class DeadLetterWriter:
         """Copy the records ``first``..``last`` of ``part`` for the topic."""
         if not self.topic:
             return
-        offset = first
-        while offset <= last:
+        if len(self.to_read) >= MAX_PENDING:
+            self._warn.warning("dead-letter topic %s: %d ranges waiting to be read; dropping "
+                               "%s %d-%d", self.topic, len(self.to_read), part.name, first, last)
+            return
+        self.to_read.append(_ArchivedRange(group, part, first, last, count, reason))
+        self._read()
+
+    @property
+    def busy(self) -> bool:
+        """Whether ranges wait to be read or records to be written."""
+        return bool(self.to_read or self.pending)
+
+    def _read(self) -> None:
+        """Read what can be read of the archived ranges now, in order per
+        source partition; those waiting for a remote download stay."""
+        waiting = collections.deque()
+        blocked: set = set()            # partitions whose earlier range waits for a download
+        for r in self.to_read:
+            key = r.part.key
+            if key in blocked:
+                waiting.append(r)
+                continue
+            if self.rm.partitions.get(key) is not r.part:
+                self._warn.warning("dead letters of %s %d-%d not read: the replica is gone",
+                                   r.part.name, r.offset, r.last)
+                continue
             try:
-                data = part.log.read(offset, READ_BYTES, max_offset=part.high_watermark,
-                                     min_one_message=True)
+                self.rm.read_remote_in_background(r.part, lambda: self._read_range(r))
+            except RemoteReadPending:
+                blocked.add(key)
+                waiting.append(r)
             except KafkaError as exc:
-                self._warn.warning("dead letters of %s %d-%d not read: %s", part.name, offset,
-                                   last, exc)
-                return
+                self._warn.warning("dead letters of %s %d-%d not read: %s", r.part.name,
+                                   r.offset, r.last, exc)
+        self.to_read = waiting
+
+    def _read_range(self, r: _ArchivedRange) -> None:
+        """Queue the records of ``r`` from ``r.offset`` on, moving it along
+        (a RemoteReadPending leaves it where the download is needed)."""
+        part = r.part
+        while r.offset <= r.last:
+            data = part.log.read(r.offset, READ_BYTES, max_offset=part.high_watermark,
+                                 min_one_message=True)
             if data.region is None:
                 return
             moved = False
             for batch in iter_batches(data.region.read(), 0):
-                if batch.next_offset <= offset:
+                if batch.next_offset <= r.offset:
                     continue
                 moved = True
-                offset = batch.next_offset
+                first, r.offset = r.offset, batch.next_offset
                 if batch.is_control:
                     continue
                 for rec in batch.records():
-                    if first <= rec.offset <= last:
-                        self._queue(group, part, rec, count, reason)
-                if offset > last:
+                    if first <= rec.offset <= r.last:
+                        self._queue(r.group, part, rec, r.count, r.reason)
+                if r.offset > r.last:
                     break
             if not moved:
                 return
@@ -119,7 +174,9 @@ class DeadLetterWriter:
     # ---- writing ----------------------------------------------------------------------------
 
     def tick(self) -> None:
-        """Write what is pending, one request at a time."""
+        """Read what waits to be read; write what is pending, one request at a time."""
+        if self.to_read:
+            self._read()
         now = time.monotonic()
         if not self.pending or self._busy or now < self._next_try or self.ask_controller is None:
             return

@@ -603,7 +603,7 @@ class SharePartitionManager:
     def next_deadline(self) -> float | None:
         deadlines = [d for d in (sp.next_deadline() for sp in self.shares.values())
                      if d is not None]
-        if self.dead_letter_writer.pending:
+        if self.dead_letter_writer.busy:
             deadlines.append(time.monotonic() + 0.1)
         return min(deadlines) if deadlines else None
 

@@ -52,8 +52,11 @@ from ``housekeeping`` and ``read``:
   metadata names every object put; a write refused for a newer epoch
   (fenced) ends this replica's copies, and the objects of the copies it
   made that the newer leader does not list are deleted. A follower reads
-  the newest version at most each FOLLOWER_REFRESH_S and takes it as its
-  entries; it deletes no remote segment. Local retention deletes only up to
+  the newest version and takes it as its entries: at most each
+  FOLLOWER_REFRESH_S while it holds a rolled segment the entries do not
+  list as copied yet (what its local retention waits for), else at most
+  each FOLLOWER_IDLE_REFRESH_S (a LIST and a GET of the store each time);
+  it deletes no remote segment. Local retention deletes only up to
   the highest offset the shared metadata lists as copied
   (``retention_highest_offset``).
 - a copy that fails (the store down, a full disk) is abandoned with those
@@ -133,7 +136,8 @@ CACHED_TXN_INDEXES = 1024      # remote segments' transaction indexes kept fetch
 READ_AHEAD_SEGMENTS = 2         # remote segments downloaded ahead of a background read
 _FETCH_CHUNK = 8 << 20          # bytes per ranged fetch when filling the cache
 COPIES_QUEUED = 16              # segments of a partition handed to the copier at once
-FOLLOWER_REFRESH_S = 1.0        # a follower reads the shared metadata at most this often
+FOLLOWER_REFRESH_S = 1.0        # a follower behind on what is copied reads the shared metadata
+FOLLOWER_IDLE_REFRESH_S = 30.0  # at most this often, one that is not at most this often
 # how far along an entry is, for merging two views of one (a claim)
 _RANK = {RemoteLogSegmentState.COPY_SEGMENT_STARTED: 0,
          RemoteLogSegmentState.COPY_SEGMENT_FINISHED: 1,
@@ -471,15 +475,21 @@ class RemoteLog:
             self._publish = None
             self._publish_needed = True
 
-    def _maybe_refresh(self, wait: bool = False) -> None:
+    def _maybe_refresh(self, wait: bool = False, segments=()) -> None:
         """A follower (or a deposed leader) takes the newest shared version,
-        read on the copier thread at most every FOLLOWER_REFRESH_S (Kafka's
-        RLMFollowerTask): its highest remote offset is what its local
-        retention deletes up to."""
+        read on the copier thread (Kafka's RLMFollowerTask): its highest
+        remote offset is what its local retention deletes up to. So it is
+        read at most every FOLLOWER_REFRESH_S while the last of the log's
+        rolled ``segments`` ends past that offset (a new version would let
+        retention go on), and otherwise only every FOLLOWER_IDLE_REFRESH_S
+        (the remote segments the leader's retention deleted, for the cache
+        and the remote sizes): the store's LISTs are per partition."""
         if self._shared is None or self._leading:
             return
         if self._refresh is None:
-            if time.monotonic() - self._refreshed_at < FOLLOWER_REFRESH_S and not wait:
+            behind = bool(segments) and segments[-1].next_offset - 1 > self._shared_highest
+            every = FOLLOWER_REFRESH_S if behind else FOLLOWER_IDLE_REFRESH_S
+            if time.monotonic() - self._refreshed_at < every and not wait:
                 return
             self._refreshed_at = time.monotonic()
             self._refresh = _copier.submit(self._read_newest)
@@ -588,7 +598,7 @@ class RemoteLog:
             if not self._leading or self._fenced:
                 start = False
                 if not self._leading:
-                    self._maybe_refresh(wait)
+                    self._maybe_refresh(wait, segments)
             elif not self._try_claim(wait):
                 start = False
         finished = 0
