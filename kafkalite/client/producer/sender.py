@@ -627,8 +627,19 @@ class Sender:
         partition's later batches move down by its count, built ones
         restamped, and those in flight will be refused as out of order and
         go again with their new numbers (Kafka's producer adjusts its
-        in-flight sequences alike, KIP-360)."""
+        in-flight sequences alike, KIP-360).
+
+        Unless ``b`` lies below the sequence after the last acknowledged
+        batch: a later batch was taken first (by a worker that had forgotten
+        the producer), so the worker expects that sequence, not ``b``'s, and
+        no gap is left. Moved down anyway, the next batches overlapped the
+        acknowledged one (failed as overtaken) and the one after them started
+        above the worker's next sequence, refused out of order until
+        delivery.timeout.ms."""
         key, n = (b.topic, b.partition), b.count
+        acked = self.acked.get(key)
+        if acked is not None and 0 < (acked - b.sequence) % INT32_SPAN <= INT32_SPAN // 2:
+            return
         if key in self.sequences:
             self.sequences[key] = (self.sequences[key] - n) % INT32_SPAN
         later = list(self.waiting.get(key, ())) + list(self.answering)
