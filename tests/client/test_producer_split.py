@@ -211,3 +211,75 @@ def test_a_refused_batch_overtaken_after_the_worker_forgot_the_producer_fails(
     assert len(delivered) + len(failed) == 20
     assert all(isinstance(e, errors.OutOfOrderSequenceNumberError) for e in failed), failed
     assert check_log(own_server, topic_name, 1, delivered) == []
+
+
+def test_a_record_too_large_in_an_overtaken_batch_strands_no_later_sequence(own_server, topic_name):
+    """As above, with a record larger than the topic allows in the overtaken
+    batch: split down to it, that record fails alone (MESSAGE_TOO_LARGE).
+    Its sequence lies below the one the worker expects (the later batch
+    took the worker past it), so its failure leaves no gap to close. The
+    producer closed one all the same: it numbered the next batches one
+    lower, the first of them overlapped the acknowledged batch and failed
+    as overtaken, and the one after it started above the worker's next
+    sequence and was refused OUT_OF_ORDER_SEQUENCE_NUMBER on every retry
+    until delivery.timeout.ms (the fault test's stall of 2026-11-28: the
+    worker at sequence 7705, the producer sending 7709 and on). Every
+    record after the overtaken batch must be delivered."""
+    from kafkalite.client import AdminClient, TopicPartition
+    create(own_server, topic_name, 1, **{"max.message.bytes": "200000"})
+    # batches close by size or flush() alone (linger.ms), and a stranded
+    # one fails within the test (delivery.timeout.ms)
+    p = Producer(own_server.config(**{"linger.ms": 60_000, "batch.size": 250_000,
+                                      "max.request.size": 300_000,
+                                      "delivery.timeout.ms": 20_000}))
+    try:
+        p.produce(topic_name, b"first", partition=0)
+        assert p.flush(30) == 0               # the worker knows the producer now
+        admin = AdminClient(own_server.config())
+        try:
+            for f in admin.delete_records([TopicPartition(topic_name, 0, 1)]).values():
+                assert f.result().low_watermark == 1    # ... and forgets it
+        finally:
+            admin.close()
+        outcome = {}
+
+        def report(err, msg):
+            outcome[msg.value()[:3]] = (err, msg.offset())
+        pids = own_server.worker_pids()
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            # 4 records of 25 KB and one of 210 KB close a batch (sequences
+            # 1-5, over the topic's 200 KB); the next 5 (6-10) go by flush()
+            # in a request of their own
+            for i in range(10):
+                value = b"%03d" % i * (70_000 if i == 4 else 8_333)
+                p.produce(topic_name, value, partition=0, on_delivery=report)
+            flusher = threading.Thread(target=p.flush, args=(60,))
+            flusher.start()
+            sender = p._sending
+            wait_until(lambda: not (p._open or p._ready or sender.unstamped or sender.waiting)
+                       and not any(node.queue for node in list(sender.nodes.values()))
+                       and sum(len(node.in_flight) for node in list(sender.nodes.values())) >= 2,
+                       10, "every batch on its way")
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+        flusher.join(60)
+        assert p.flush(60) == 0
+        # the partition goes on: a batch of 4, then one of 1 (sequences 11-15)
+        for i in range(10, 14):
+            p.produce(topic_name, b"%03d" % i * 8_333, partition=0, on_delivery=report)
+        assert p.flush(60) == 0
+        p.produce(topic_name, b"%03d" % 14 * 8_333, partition=0, on_delivery=report)
+        assert p.flush(60) == 0
+    finally:
+        p.close()
+    failed = {k: e for k, (e, _) in outcome.items() if e is not None}
+    # the overtaken batch: its small records fail as overtaken, the large one as too large
+    assert {k: type(e) for k, e in failed.items()} == {
+        **{b"%03d" % i: errors.OutOfOrderSequenceNumberError for i in range(4)},
+        b"004": errors.MessageTooLargeError}, failed
+    delivered = [(0, offset, b"%03d" % i * 8_333) for i in range(5, 15)
+                 for offset in [outcome[b"%03d" % i][1]]]
+    assert check_log(own_server, topic_name, 1, delivered) == []

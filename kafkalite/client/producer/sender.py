@@ -8,7 +8,8 @@ reports for api.Producer's ``poll()``: retries with backoff until
 ``delivery.timeout.ms``, at most five requests of a partition out at once
 under idempotence (a retried batch alone, the later ones behind it),
 batches refused as too large split in halves, a refused batch's sequence
-gap closed (KIP-360).
+gap closed, a partition whose next sequence no batch carries any more
+numbered again from 0 under a new epoch (KIP-360).
 
 Which process runs it: the application's, on the producer's
 ``kafkalite-producer`` thread, which alone touches the links; it takes
@@ -52,6 +53,7 @@ _Batch = ProducerBatch
 
 
 INT32_SPAN = 1 << 31                 # sequences wrap from INT32_MAX to 0
+INT16_MAX = (1 << 15) - 1            # the last producer epoch
 # An idempotent producer's requests carrying one partition out at once:
 # a worker recognises a retried batch among the last five appends it took
 # from the producer (Kafka's brokers: the last five batches).
@@ -96,14 +98,18 @@ def _unanswered(groups: dict) -> list:
     return out
 
 
-def _restamp(raw: bytes, sequence: int) -> bytes:
-    """A built batch with base sequence ``sequence`` (and its CRC again)."""
+def _restamp(raw: bytes, sequence: int, epoch: int | None = None) -> bytes:
+    """A built batch with base sequence ``sequence`` (and producer epoch
+    ``epoch``, if given; its CRC again)."""
     import struct
 
     from kafkalite._ext.crc32c import crc32c
-    from kafkalite.record.layout import OFF_ATTRIBUTES, OFF_BASE_SEQUENCE, OFF_CRC
+    from kafkalite.record.layout import (OFF_ATTRIBUTES, OFF_BASE_SEQUENCE, OFF_CRC,
+                                         OFF_PRODUCER_EPOCH)
     buf = bytearray(raw)
     struct.pack_into(">i", buf, OFF_BASE_SEQUENCE, sequence)
+    if epoch is not None:
+        struct.pack_into(">h", buf, OFF_PRODUCER_EPOCH, epoch)
     struct.pack_into(">I", buf, OFF_CRC, crc32c(memoryview(buf)[OFF_ATTRIBUTES:]))
     return bytes(buf)
 
@@ -141,6 +147,9 @@ class Sender:
         # the sequence after the last one acknowledged
         self.sequences: dict[tuple[str, int], int] = {}
         self.acked: dict[tuple[str, int], int] = {}
+        # idempotence without transactions: per partition, the epoch its
+        # batches carry when it is not the producer's (_bump_epoch)
+        self.epochs: dict[tuple[str, int], int] = {}
         # idempotence: per partition, batches routed to a worker and not
         # answered yet, requests carrying it not answered yet, and the
         # retried batch it waits on. A worker recognises a retried batch
@@ -327,6 +336,7 @@ class Sender:
             self.pid_generation = p._pid_generation
             self.sequences.clear()
             self.acked.clear()
+            self.epochs.clear()
         if p._transactional_id is None and p._pid < 0 and not self._init_producer_id(now):
             return False
         if p._txn_v2:
@@ -339,7 +349,8 @@ class Sender:
                 key = (b.topic, b.partition)
                 b.sequence = self.sequences.get(key, 0)
                 self.sequences[key] = (b.sequence + b.count) % INT32_SPAN
-                b.builder.set_producer(p._pid, p._epoch, b.sequence, transactional)
+                b.builder.set_producer(p._pid, self.epochs.get(key, p._epoch), b.sequence,
+                                       transactional)
                 self._build(b)
         return True
 
@@ -627,8 +638,19 @@ class Sender:
         partition's later batches move down by its count, built ones
         restamped, and those in flight will be refused as out of order and
         go again with their new numbers (Kafka's producer adjusts its
-        in-flight sequences alike, KIP-360)."""
+        in-flight sequences alike, KIP-360).
+
+        Unless ``b`` lies below the sequence after the last acknowledged
+        batch: a later batch was taken first (by a worker that had forgotten
+        the producer), so the worker expects that sequence, not ``b``'s, and
+        no gap is left. Moved down anyway, the next batches overlapped the
+        acknowledged one (failed as overtaken) and the one after them started
+        above the worker's next sequence, refused out of order until
+        delivery.timeout.ms."""
         key, n = (b.topic, b.partition), b.count
+        acked = self.acked.get(key)
+        if acked is not None and 0 < (acked - b.sequence) % INT32_SPAN <= INT32_SPAN // 2:
+            return
         if key in self.sequences:
             self.sequences[key] = (self.sequences[key] - n) % INT32_SPAN
         later = list(self.waiting.get(key, ())) + list(self.answering)
@@ -804,6 +826,8 @@ class Sender:
                                    or self.requests_out[key] >= self._appends_allowed(key)
                                    or (b.attempts and out[key])):
                     break
+                if idempotent and self._stranded(key, b):
+                    self._bump_epoch(key, queue)
                 queue.popleft()
                 if not self._route(b):
                     # back in front (routing may have dropped a worker and
@@ -818,6 +842,48 @@ class Sender:
                     break
             if not queue and self.waiting.get(key) is queue:
                 del self.waiting[key]
+
+    def _stranded(self, key, b: _Batch) -> bool:
+        """``b``, the first of its partition's batches (nothing of the
+        partition out), was refused out of order above the sequence the
+        worker expects after the last acknowledged batch: no batch this
+        producer holds carries that sequence any more (its batch failed or
+        expired without the gap closed), so ``b`` would be refused on every
+        retry until delivery.timeout.ms. Kafka's producer calls this an
+        unresolved sequence. Transactions leave it to the coordinator's
+        epoch (the batches wait, then fail)."""
+        acked = self.acked.get(key)
+        return (acked is not None and b.sequence >= 0 and self.p._transactional_id is None
+                and not self.in_flight_batches[key] and not self.requests_out[key]
+                and isinstance(b.last_error, errors.OutOfOrderSequenceNumberError)
+                and 0 < (b.sequence - acked) % INT32_SPAN < INT32_SPAN // 2)
+
+    def _bump_epoch(self, key, queue: collections.deque) -> None:
+        """A stranded partition (``_stranded``) starts again: its waiting
+        batches, all it holds, take the next epoch and sequences from 0 on,
+        as Kafka's idempotent producer bumps its epoch and rewrites the
+        partition's sequences (KIP-360); a worker takes a newer epoch from
+        sequence 0 whatever it last saw. The epoch is the partition's own:
+        workers check it per partition, and the others' batches keep theirs.
+        Until the first batch under it is acknowledged one append goes at a
+        time (``_appends_allowed``)."""
+        p = self.p
+        epoch = self.epochs.get(key, p._epoch) + 1
+        if epoch > INT16_MAX:
+            self.retry_log.warning("%s-%d: out of order and no epoch left to start again from",
+                                   *key)
+            return
+        self.epochs[key] = epoch
+        log.warning("%s-%d: the worker expects sequence %d, which no batch carries any more; "
+                    "numbering the partition's %d waiting batches from 0 under epoch %d",
+                    key[0], key[1], self.acked[key], len(queue), epoch)
+        sequence = 0
+        for q in queue:
+            q.sequence = sequence
+            q.raw = _restamp(q.raw, sequence, epoch)
+            sequence = (sequence + q.count) % INT32_SPAN
+        self.sequences[key] = sequence
+        del self.acked[key]
 
     def _stalled_because(self, key, b: _Batch) -> str:
         """Why ``b`` still waits (the end of a delivery timeout's message)."""
