@@ -312,12 +312,16 @@ class ProducerStateManager:
     def update(self, scan) -> list[CompletedTxn]:
         """Record the appended batches of ``scan`` (offsets as written);
         returns the transactions its markers completed, in log order."""
+        rows = self._batches(scan)
+        self._rows_of, self._rows = None, []
+        if len(rows) == 1:
+            done = self._record(*rows[0])       # one batch: no loop
+            return [] if done is None else [done]
         completed = []
-        for batch in self._batches(scan):
+        for batch in rows:
             done = self._record(*batch)
             if done is not None:
                 completed.append(done)
-        self._rows_of, self._rows = None, []
         return completed
 
     def first_unstable_offset(self) -> int | None:

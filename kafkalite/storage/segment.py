@@ -401,18 +401,27 @@ class LogSegment:
         since = self._bytes_since_last_index_entry
         interval = self.config.index_interval_bytes
         max_ts, max_off = self.max_timestamp, self.offset_of_max_timestamp
+        tail, lasts = self._tail, self._tail_lasts
+        if self._tail_end != start:
+            del tail[:], lasts[:]          # what they held no longer ends at the file's end
         if scan.batch_count == 1:
             # one batch (a producer's batch per partition per request): its
-            # figures are the scan's own, without five columns copied out
-            batches = ((0, scan.size_in_bytes, scan.first_offset, scan.last_offset,
-                        scan.max_timestamp),)
+            # figures are the scan's own, no columns copied out, no loop
+            size, last, bmax = scan.size_in_bytes, scan.last_offset, scan.max_timestamp
+            tail.append((scan.first_offset, last, start, size))
+            lasts.append(last)
+            if bmax > max_ts:
+                max_ts, max_off = bmax, last
+            if since > interval:        # the rule of the loop below
+                self.offset_index.append(last, start)
+                self.time_index.maybe_append(max_ts, max_off)
+                since = 0
+            since += size
+            batches = ()
         else:
             batches = zip(scan.positions.tolist(), scan.sizes.tolist(),
                           scan.base_offsets.tolist(), scan.last_offsets.tolist(),
                           scan.max_timestamps.tolist())
-        tail, lasts = self._tail, self._tail_lasts
-        if self._tail_end != start:
-            del tail[:], lasts[:]          # what they held no longer ends at the file's end
         for pos, size, base, last, bmax in batches:
             tail.append((base, last, start + pos, size))
             lasts.append(last)
