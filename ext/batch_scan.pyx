@@ -283,13 +283,16 @@ cdef class AppendScan:
         batches of many partitions make this a per-append cost). The last
         sequence wraps after INT32 max, and is the first one when that is
         negative (no sequence), as Kafka's RecordBatch.lastSequence."""
-        cdef const int64_t[::1] t = self.table
+        cdef const int64_t *t
         cdef Py_ssize_t i
         cdef const int64_t *r
         cdef int64_t seq, last_seq
         cdef list out = []
         if self.producer_batch_count == 0:
             return out
+        # the array's own pointer: a typed memoryview of it costs more to
+        # set up than a one-batch append's rows take to read
+        t = <const int64_t *>self.table.data.as_longlongs
         for i in range(self.batch_count):
             r = &t[i * N_COLS]
             if r[COL_PRODUCER_ID] < 0:
