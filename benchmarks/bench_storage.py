@@ -23,7 +23,9 @@ What is measured (see benchmarks/README.md for the meaning of every figure):
    ``--one-record-value-bytes`` (1 KB) record, plain and from an idempotent
    producer (increasing sequences, so every append goes through the
    producer-state check and update), beside an ``os.pwrite`` of the same
-   bytes at the file's end: the ceiling, what any append must cost.
+   bytes at the file's end: the ceiling, what any append must cost. To one
+   log, and to ``--one-record-partitions`` (100) logs (files) in turn, as
+   a worker's appends go: each then finds its log's objects out of cache.
 
 Timing uses time.perf_counter with the garbage collector paused (as timeit
 does); every figure is the best of --repeats runs. fsync and log close are
@@ -594,58 +596,85 @@ def bench_one_record(args, work: str, res: Results) -> None:
     value = os.urandom(args.one_record_value_bytes)
     cfg = log_config(args.segment_bytes)
     reps = max(args.repeats, 3)
+    spreads = sorted({1, max(1, args.one_record_partitions)})
     say(f"[5] one-record appends: {n:,} batches of one {args.one_record_value_bytes:,}-byte "
-        f"record, plain and idempotent, beside os.pwrite; CPU time, best of {reps}")
-    runs = {k: [] for k in ("pwrite", "plain", "idempotent")}
+        f"record, plain and idempotent, beside os.pwrite, to 1 and to "
+        f"{spreads[-1]} logs in turn; CPU time, best of {reps}")
+    runs = {(k, m): [] for k in ("pwrite", "plain", "idempotent") for m in spreads}
     size = len(one_record_batches(1, value, False)[0])
 
-    def pwrite(r):
-        path = os.path.join(work, f"one-pwrite-{r}.bin")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    def pwrite(m, r):
+        paths = [os.path.join(work, f"one-pwrite-{r}-{i}.bin") for i in range(m)]
+        fds = [os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+               for p in paths]
         pool = one_record_batches(n, value, False)
         try:
             def loop(pw=os.pwrite):
-                at = 0
-                for b in pool:
-                    at += pw(fd, b, at)
+                ends = [0] * m
+                for i, b in enumerate(pool):
+                    f = i % m
+                    ends[f] += pw(fds[f], b, ends[f])
             quiesce()
-            runs["pwrite"].append(timed_both(loop)[1])
+            runs["pwrite", m].append(timed_both(loop)[1])
         finally:
-            os.close(fd)
-            os.unlink(path)
+            for fd in fds:
+                os.close(fd)
+            for p in paths:
+                os.unlink(p)
 
     def appends(kind):
-        def run(r):
-            pool = one_record_batches(n, value, kind == "idempotent")
-            d = os.path.join(work, f"one-{kind}-{r}", "bench-0")
-            log = PartitionLog.open(d, cfg)
+        def run(m, r):
+            # each log's batches are its own producer's sequence (one
+            # producer per partition, as the workload's keyed records give)
+            pools = [one_record_batches(1 + -(-n // m), value, kind == "idempotent")
+                     for _ in range(m)]
+            top = os.path.join(work, f"one-{kind}-{r}")
+            logs = [PartitionLog.open(os.path.join(top, f"bench-{i}"), cfg) for i in range(m)]
             try:
+                # Untimed, each log's first append: it writes the leader epoch's
+                # checkpoint (fsynced), which a broker's log has from becoming
+                # leader, before any Produce.
+                for log, pool in zip(logs, pools):
+                    log.append(pool[0])
+                order = [(logs[i % m].append, pools[i % m][1 + i // m]) for i in range(n)]
+
+                def loop():
+                    for append, b in order:
+                        append(b)
                 quiesce()
-                runs[kind].append(timed_both(lambda: append_batches(log, pool, n))[1])
-                if log.log_end_offset != n:
-                    raise RuntimeError(f"log end {log.log_end_offset}, expected {n}")
+                runs[kind, m].append(timed_both(loop)[1])
+                held = sum(log.log_end_offset for log in logs)
+                if held != n + m:
+                    raise RuntimeError(f"the logs hold {held} records, expected {n + m}")
             finally:
-                log.close()
-                shutil.rmtree(os.path.dirname(d))
+                for log in logs:
+                    log.close()
+                shutil.rmtree(top)
         return run
 
     variants = [pwrite, appends("plain"), appends("idempotent")]
     for r in range(reps):
         k = r % len(variants)
-        for variant in variants[k:] + variants[:k]:
-            variant(r)
-    us = {k: min(v) / n * 1e6 for k, v in runs.items()}
-    say(f"    best: pwrite {us['pwrite']:.2f} us, append {us['plain']:.2f} us, "
-        f"idempotent append {us['idempotent']:.2f} us ({size:,} bytes a batch)")
-    res.add("one_record_pwrite_us", 5, "os.pwrite of a one-record batch (ceiling)",
-            us["pwrite"], "us", runs=runs["pwrite"], note="process CPU time per call")
-    res.add("one_record_append_us", 5, "append of a one-record batch", us["plain"], "us",
-            baseline_key="one_record_pwrite_us", target_text="info", runs=runs["plain"],
-            note="process CPU time per append")
-    res.add("one_record_idempotent_append_us", 5,
-            "append of a one-record batch, idempotent producer", us["idempotent"], "us",
-            baseline_key="one_record_pwrite_us", target_text="info", runs=runs["idempotent"],
-            note="process CPU time per append")
+        for m in spreads:
+            for variant in variants[k:] + variants[:k]:
+                variant(m, r)
+    us = {key: min(v) / n * 1e6 for key, v in runs.items()}
+    for m in spreads:
+        say(f"    {m} log(s), best: pwrite {us['pwrite', m]:.2f} us, append "
+            f"{us['plain', m]:.2f} us, idempotent append {us['idempotent', m]:.2f} us "
+            f"({size:,} bytes a batch)")
+        sfx, where = ("", "") if m == 1 else (f"_{m}_logs", f", {m} logs in turn")
+        res.add(f"one_record_pwrite_us{sfx}", 5,
+                f"os.pwrite of a one-record batch (ceiling){where}", us["pwrite", m], "us",
+                runs=runs["pwrite", m], note="process CPU time per call")
+        res.add(f"one_record_append_us{sfx}", 5, f"append of a one-record batch{where}",
+                us["plain", m], "us", baseline_key=f"one_record_pwrite_us{sfx}",
+                target_text="info", runs=runs["plain", m], note="process CPU time per append")
+        res.add(f"one_record_idempotent_append_us{sfx}", 5,
+                f"append of a one-record batch, idempotent producer{where}",
+                us["idempotent", m], "us", baseline_key=f"one_record_pwrite_us{sfx}",
+                target_text="info", runs=runs["idempotent", m],
+                note="process CPU time per append")
 
 
 # ---- plot ------------------------------------------------------------------------------
@@ -742,6 +771,9 @@ def parse_args(argv):
                    help="one-record batches appended in each run of test 5")
     p.add_argument("--one-record-value-bytes", type=int, default=1024,
                    help="bytes of the one record's value in test 5")
+    p.add_argument("--one-record-partitions", type=int, default=100,
+                   help="test 5 also appends to this many logs in turn (the workload's "
+                        "partitions: a worker's appends go from one log to the next)")
     p.add_argument("--only-one-record", action="store_true",
                    help="run test 5 alone (seconds)")
     p.add_argument("--work-dir", default=None,
